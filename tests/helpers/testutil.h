@@ -1,0 +1,59 @@
+/*
+ * tests/helpers/testutil.h — helpers every test uses.
+ *
+ * A fresh temp directory per test, a free TCP port, polling with a deadline
+ * (never sleep-and-hope), and a private MariaDB server on a unix socket.
+ * Every function that can fail returns 0 / -1 and writes the cause into
+ * err[errlen]; tests turn that into a CUnit failure that prints the cause.
+ */
+#ifndef HG_TESTUTIL_H
+#define HG_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Create a fresh directory under $TMPDIR (or /tmp) named hg-<tag>-XXXXXX and
+ * write its path into path[pathlen]. Returns 0 / -1. */
+int tu_mkdtemp(const char *tag, char *path, size_t pathlen);
+
+/* Remove a directory tree (like rm -rf). Returns 0 / -1. Refuses paths not
+ * under the temp directory, so a bug can never delete something else. */
+int tu_rmtree(const char *path);
+
+/* A TCP port on 127.0.0.1 that is free right now (bind to port 0, read it,
+ * close). Returns the port, or -1. */
+int tu_free_port(void);
+
+/* Monotonic milliseconds, and wall-clock milliseconds since the epoch. */
+uint64_t tu_now_mono_ms(void);
+uint64_t tu_now_wall_ms(void);
+
+/* Poll cond(ctx) every interval until it returns nonzero or deadline_ms passes.
+ * Returns 0 when the condition became true, -1 on timeout. */
+int tu_poll_until(int (*cond)(void *ctx), void *ctx, int deadline_ms, int interval_ms);
+
+/* A private MariaDB server: mariadb-install-db into dir/data, mariadbd with
+ * skip-networking on dir/mysql.sock, run as the current user (root is fine).
+ * tu_mariadb_start waits (poll, generous deadline) until it accepts
+ * connections. On failure it returns -1 and err holds the server's own error
+ * (the tail of its log), so a test fails with the real cause — never skips. */
+typedef struct tu_mariadb {
+    char dir[512];        /* the temp dir holding data, socket, log */
+    char socket[600];     /* unix socket path to connect with */
+    pid_t pid;            /* mariadbd pid, 0 when stopped */
+} tu_mariadb_t;
+
+int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen);
+/* Stop the server (SIGTERM, wait, SIGKILL after a deadline) and remove its dir. */
+void tu_mariadb_stop(tu_mariadb_t *db);
+
+/* The main() of every CUnit test program: initialise the registry, call
+ * add_suites() (which adds suites and tests and returns 0, or -1 on a CUnit
+ * error), run everything in verbose basic mode and return the exit code —
+ * 0 when nothing failed, 1 otherwise. CU_basic_run_tests alone returns success
+ * even when assertions fail, so the failure count is read before the registry
+ * is cleaned up (STYLE.md). argv[1], when given, names one suite to run. */
+int tu_cunit_main(int argc, char **argv, int (*add_suites)(void));
+
+#endif
