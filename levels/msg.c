@@ -1,0 +1,202 @@
+/*
+ * levels/msg.c — the message record codec (see msg.h).
+ *
+ * Layout (all integers big-endian):
+ *   u8  version (MSG_FORMAT_VERSION)
+ *   u8  dest
+ *   u32 reconsume
+ *   u64 id, created_ms, due_ms, stamp_ms, group_gen
+ *   5 × (u32 length + bytes): topic, group, key, payload, reason
+ * The decoder checks every length against what is left, and that nothing
+ * trails, so a truncated or foreign value is an error, never a misread.
+ */
+#include "levels/msg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MSG_FORMAT_VERSION 1
+#define MSG_FIXED_BYTES (1 + 1 + 4 + 8 * 5)
+#define MSG_STRING_COUNT 5
+
+void *hg_xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (p == NULL) {
+        fprintf(stderr, "hourglass: out of memory allocating %zu bytes\n", n);
+        abort();
+    }
+    return p;
+}
+
+void *hg_xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (q == NULL) {
+        fprintf(stderr, "hourglass: out of memory reallocating %zu bytes\n", n);
+        abort();
+    }
+    return q;
+}
+
+char *hg_xstrndup(const char *s, size_t n)
+{
+    char *p = hg_xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+static char *put_u32(char *p, uint32_t v)
+{
+    p[0] = (char)(v >> 24); p[1] = (char)(v >> 16); p[2] = (char)(v >> 8); p[3] = (char)v;
+    return p + 4;
+}
+
+static char *put_u64(char *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) { p[7 - i] = (char)(v >> (i * 8)); }
+    return p + 8;
+}
+
+static uint32_t get_u32(const char *p)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    return ((uint32_t)u[0] << 24) | ((uint32_t)u[1] << 16) | ((uint32_t)u[2] << 8) | u[3];
+}
+
+static uint64_t get_u64(const char *p)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) { v = (v << 8) | u[i]; }
+    return v;
+}
+
+static void strings_of(const msg_t *m, const msg_str_t *out[MSG_STRING_COUNT])
+{
+    out[0] = &m->topic; out[1] = &m->group; out[2] = &m->key;
+    out[3] = &m->payload; out[4] = &m->reason;
+}
+
+size_t msg_encoded_size(const msg_t *m)
+{
+    const msg_str_t *s[MSG_STRING_COUNT];
+    strings_of(m, s);
+    size_t n = MSG_FIXED_BYTES;
+    for (int i = 0; i < MSG_STRING_COUNT; i++) { n += 4 + s[i]->len; }
+    return n;
+}
+
+size_t msg_encode(const msg_t *m, char *out, size_t outlen)
+{
+    size_t need = msg_encoded_size(m);
+    if (outlen < need) { return 0; }
+    char *p = out;
+    *p++ = MSG_FORMAT_VERSION;
+    *p++ = (char)m->dest;
+    p = put_u32(p, m->reconsume);
+    p = put_u64(p, m->id);
+    p = put_u64(p, m->created_ms);
+    p = put_u64(p, m->due_ms);
+    p = put_u64(p, m->stamp_ms);
+    p = put_u64(p, m->group_gen);
+    const msg_str_t *s[MSG_STRING_COUNT];
+    strings_of(m, s);
+    for (int i = 0; i < MSG_STRING_COUNT; i++) {
+        p = put_u32(p, s[i]->len);
+        if (s[i]->len) { memcpy(p, s[i]->ptr, s[i]->len); }
+        p += s[i]->len;
+    }
+    return (size_t)(p - out);
+}
+
+int msg_decode(const char *buf, size_t len, msg_t *m, char *err, size_t errlen)
+{
+    static const char *const names[MSG_STRING_COUNT] = { "topic", "group", "key", "payload", "reason" };
+    memset(m, 0, sizeof *m);
+    if (len < MSG_FIXED_BYTES) {
+        snprintf(err, errlen, "message record truncated: %zu bytes, at least %d expected", len, MSG_FIXED_BYTES);
+        return -1;
+    }
+    if ((unsigned char)buf[0] != MSG_FORMAT_VERSION) {
+        snprintf(err, errlen, "message record has unknown format version %u (expected %u)",
+                 (unsigned char)buf[0], MSG_FORMAT_VERSION);
+        return -1;
+    }
+    m->dest = (uint8_t)buf[1];
+    if (m->dest != MSG_DEST_TOPIC && m->dest != MSG_DEST_GROUP) {
+        snprintf(err, errlen, "message record has an invalid destination %u", m->dest);
+        return -1;
+    }
+    const char *p = buf + 2;
+    m->reconsume = get_u32(p); p += 4;
+    m->id = get_u64(p); p += 8;
+    m->created_ms = get_u64(p); p += 8;
+    m->due_ms = get_u64(p); p += 8;
+    m->stamp_ms = get_u64(p); p += 8;
+    m->group_gen = get_u64(p); p += 8;
+    msg_str_t *s[MSG_STRING_COUNT] = { &m->topic, &m->group, &m->key, &m->payload, &m->reason };
+    const char *end = buf + len;
+    for (int i = 0; i < MSG_STRING_COUNT; i++) {
+        if (end - p < 4) {
+            snprintf(err, errlen, "message record truncated before the %s length", names[i]);
+            return -1;
+        }
+        uint32_t n = get_u32(p); p += 4;
+        if ((size_t)(end - p) < n) {
+            snprintf(err, errlen, "message record: %s length %u runs past the end of the record", names[i], n);
+            return -1;
+        }
+        s[i]->ptr = p;
+        s[i]->len = n;
+        p += n;
+    }
+    if (p != end) {
+        snprintf(err, errlen, "message record has %zu trailing bytes", (size_t)(end - p));
+        return -1;
+    }
+    return 0;
+}
+
+void msg_owned_copy(msg_owned_t *dst, const msg_t *src)
+{
+    size_t n = msg_encoded_size(src);
+    char *buf = hg_xmalloc(n);
+    msg_encode(src, buf, n);
+    char err[128];
+    if (msg_decode(buf, n, &dst->m, err, sizeof err) != 0) {
+        fprintf(stderr, "hourglass: msg_owned_copy: %s\n", err);   /* cannot happen: we just encoded it */
+        abort();
+    }
+    dst->buf = buf;
+}
+
+void msg_owned_free(msg_owned_t *o)
+{
+    if (o == NULL) { return; }
+    free(o->buf);
+    memset(o, 0, sizeof *o);
+}
+
+int msg_check_name(const char *what, const char *name, size_t len, char *err, size_t errlen)
+{
+    if (len == 0) {
+        snprintf(err, errlen, "%s name is empty", what);
+        return -1;
+    }
+    if (len > MSG_MAX_NAME) {
+        snprintf(err, errlen, "%s name is %zu bytes, longer than the limit of %d", what, len, MSG_MAX_NAME);
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (c < 0x21 || c > 0x7e) {
+            snprintf(err, errlen, "%s name has an invalid byte 0x%02x at offset %zu "
+                     "(printable ASCII without blanks only)", what, c, i);
+            return -1;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,139 @@
+/*
+ * levels/sched.c — due processing, lease expiry and the retry/DLQ policy (see sched.h).
+ *
+ * The scheduler holds no queue state of its own: the store keeps exact level
+ * heads and a lease floor in memory, so "what is due" is a few comparisons and
+ * one seek per level that has due work. Nothing here polls or scans.
+ */
+#include "levels/sched.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SCHED_EXPIRE_CHUNK 256
+
+struct sched {
+    store_t *store;
+    sched_clock_fn clock;
+    void *clock_ctx;
+};
+
+uint64_t sched_wall_clock(void *ctx)
+{
+    (void)ctx;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+sched_t *sched_new(store_t *s, sched_clock_fn clock, void *clock_ctx)
+{
+    sched_t *sc = hg_xmalloc(sizeof *sc);
+    sc->store = s;
+    sc->clock = clock ? clock : sched_wall_clock;
+    sc->clock_ctx = clock_ctx;
+    return sc;
+}
+
+void sched_free(sched_t *sc) { free(sc); }
+
+uint64_t sched_now(sched_t *sc) { return sc->clock(sc->clock_ctx); }
+
+uint64_t sched_next_wakeup(sched_t *sc)
+{
+    uint64_t due = store_next_due(sc->store);
+    uint64_t lease = store_next_lease_deadline(sc->store);
+    return due < lease ? due : lease;
+}
+
+int sched_retry_level(const lvl_table_t *t, uint32_t reconsume, uint32_t max_reconsume, int *level)
+{
+    if (reconsume >= max_reconsume) { return 0; }
+    uint64_t l = (uint64_t)SCHED_RETRY_BASE_LEVEL + reconsume;
+    *level = l > (uint64_t)t->count ? t->count : (int)l;
+    return 1;
+}
+
+/* Fail one lease of group at reconsume r by policy (or req's explicit choice). */
+static int fail_one(sched_t *sc, const char *group, size_t group_len, uint64_t id, uint32_t reconsume,
+                    const sched_nack_req_t *req, uint64_t now, int *found, uint64_t *due,
+                    sched_stats_t *st, char *err, size_t errlen)
+{
+    store_group_info_t gi;
+    if (!store_group_info(sc->store, group, group_len, &gi)) {
+        *found = 0;
+        return 0;
+    }
+    store_fail_req_t fr;
+    memset(&fr, 0, sizeof fr);
+    fr.reason = req->reason;
+    fr.reason_len = req->reason_len;
+    int level = 0;
+    if (!sched_retry_level(store_levels(sc->store), reconsume, gi.max_reconsume, &level)) {
+        fr.to_dlq = 1;
+    } else if (req->level > 0) {
+        fr.level = req->level;
+    } else if (req->delay_ms > 0) {
+        fr.delay_ms = req->delay_ms;
+    } else {
+        fr.level = level;
+    }
+    if (store_fail(sc->store, group, group_len, id, &fr, now, found, due, err, errlen) != 0) { return -1; }
+    if (*found && st) {
+        if (fr.to_dlq) { st->dead++; } else { st->retried++; }
+    }
+    return 0;
+}
+
+int sched_run(sched_t *sc, int max, sched_stats_t *st, int *more, char *err, size_t errlen)
+{
+    if (more) { *more = 0; }
+    uint64_t now = sched_now(sc);
+    int moved = 0, ready = 0;
+    if (store_next_due(sc->store) <= now) {
+        if (store_move_due(sc->store, now, max, &moved, &ready, err, errlen) != 0) { return -1; }
+        if (st) { st->moved += (uint64_t)moved; st->ready += (uint64_t)ready; }
+        if (more && store_next_due(sc->store) <= now) { *more = 1; }
+    }
+    if (store_next_lease_deadline(sc->store) > now) { return 0; }
+    store_lease_ref_t refs[SCHED_EXPIRE_CHUNK];
+    int done = 0;
+    while (done < max) {
+        int want = max - done < SCHED_EXPIRE_CHUNK ? max - done : SCHED_EXPIRE_CHUNK;
+        int n = 0;
+        if (store_expired_leases(sc->store, now, refs, want, &n, err, errlen) != 0) { return -1; }
+        for (int i = 0; i < n; i++) {
+            sched_nack_req_t req = { .reason = SCHED_LEASE_EXPIRED_REASON,
+                                     .reason_len = sizeof SCHED_LEASE_EXPIRED_REASON - 1 };
+            int found = 0;
+            uint64_t due = 0;
+            if (fail_one(sc, refs[i].group, strlen(refs[i].group), refs[i].id, refs[i].reconsume, &req, now,
+                         &found, &due, st, err, errlen) != 0) {
+                return -1;
+            }
+            if (found && st) { st->expired++; }
+        }
+        done += n;
+        if (n < want) { return 0; }
+    }
+    if (more) { *more = 1; }
+    return 0;
+}
+
+int sched_nack(sched_t *sc, const char *group, size_t group_len, uint64_t id,
+               const sched_nack_req_t *req, int *found, uint64_t *next_due_ms,
+               sched_stats_t *st, char *err, size_t errlen)
+{
+    *found = 0;
+    *next_due_ms = 0;
+    uint64_t now = sched_now(sc);
+    msg_owned_t lease;
+    memset(&lease, 0, sizeof lease);
+    int f = store_lease_get(sc->store, group, group_len, id, &lease, NULL, err, errlen);
+    if (f <= 0) { return f; }
+    uint32_t reconsume = lease.m.reconsume;
+    msg_owned_free(&lease);
+    return fail_one(sc, group, group_len, id, reconsume, req, now, found, next_due_ms, st, err, errlen);
+}

@@ -1,0 +1,281 @@
+/*
+ * levels/store.h — the level engine's storage: one LevelDB per data directory.
+ *
+ * Every queue is a key range (DESIGN §2); every move between queues is one
+ * LevelDB WriteBatch that also carries the counters it changes, so at any crash
+ * point each message is in exactly one place and the counters equal the
+ * contents. Reopening needs no scan: counters and group records are read, queue
+ * heads are found with one seek each.
+ *
+ * Threading: a store_t is used by one thread at a time (the broker's storage
+ * thread). Nothing here locks.
+ *
+ * Writes are grouped. Every operation adds its writes to the store's pending
+ * batch and returns; store_commit() writes the batch (synced when the store was
+ * opened with sync = 1). Operations that read queues (everything but
+ * store_send and group creation) first commit whatever is pending, so a read
+ * never misses a write that came before it. When a commit fails the store is
+ * broken: every later operation fails with the original error and the caller
+ * must close and reopen it (the in-memory state is rebuilt from disk; nothing
+ * acknowledged is lost, since nothing is acknowledged before its commit).
+ *
+ * Errors: 0 / -1, with the cause in err[errlen] (err may be NULL when errlen is 0).
+ * Times are wall-clock milliseconds, always passed in (the clock is injected).
+ */
+#ifndef HG_LEVELS_STORE_H
+#define HG_LEVELS_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "levels/msg.h"
+#include "levels/table.h"
+
+#define STORE_FORMAT_VERSION 1
+#define STORE_DEFAULT_RETENTION_MS (UINT64_C(72) * 3600 * 1000)
+#define STORE_DEFAULT_MAX_DELAY_MS (UINT64_C(3) * 86400 * 1000)
+#define STORE_DEFAULT_MAX_RECONSUME 16
+#define STORE_MAX_MAX_RECONSUME 1000
+
+typedef struct store store_t;
+
+typedef struct store_options {
+    const char *path;              /* the data directory (created if missing when create_if_missing) */
+    lvl_table_t levels;            /* must equal the table the directory was created with */
+    int create_if_missing;         /* 1: create a new data directory */
+    int sync;                      /* 1: fsync every commit (default); 0: write only */
+    uint64_t retention_ms;         /* how long a topic with no group keeps due messages */
+    uint64_t max_delay_ms;         /* longest DELAY accepted */
+    uint32_t max_payload;          /* largest payload accepted, <= MSG_HARD_MAX_PAYLOAD */
+    uint32_t max_reconsume;        /* default for groups created without MAXRETRY */
+    size_t cache_bytes;            /* LevelDB block cache */
+    size_t write_buffer_bytes;     /* LevelDB memtable size */
+    int max_open_files;            /* LevelDB table cache */
+} store_options_t;
+
+/* Defaults: RocketMQ levels, sync on, retention 72h, max-delay 3d, 4 MiB
+ * payloads, max-reconsume 16, 8 MiB cache, 4 MiB write buffer, 500 files. */
+void store_options_default(store_options_t *o);
+
+/* Open (or create) a data directory. Refuses, naming the path and the problem:
+ * a directory that is not a Hourglass data directory (foreign files, a LevelDB
+ * without our format marker), another format version, a level table that
+ * differs from o->levels (naming the first difference), a directory locked by
+ * another open store (in this or another process), and corruption reported by
+ * LevelDB. Nothing is ever repaired or truncated. */
+int store_open(const store_options_t *o, store_t **out, char *err, size_t errlen);
+
+/* Commit what is pending and close. Returns the commit's result; the store is
+ * freed either way. NULL is a no-op. */
+int store_close(store_t *s, char *err, size_t errlen);
+
+/* Write the pending batch (synced when the store syncs). A no-op when nothing is
+ * pending. On failure the store is broken (see above). */
+int store_commit(store_t *s, char *err, size_t errlen);
+
+/* Operations waiting in the pending batch. */
+int store_pending(const store_t *s);
+
+/* 1 when a commit failed and the store must be reopened. */
+int store_broken(const store_t *s);
+
+const lvl_table_t *store_levels(const store_t *s);
+const store_options_t *store_options(const store_t *s);
+
+/* ---- producing ---------------------------------------------------------- */
+
+typedef struct store_send_req {
+    const char *topic; size_t topic_len;
+    const char *key; size_t key_len;          /* may be empty */
+    const char *payload; size_t payload_len;  /* may be empty */
+    int level;            /* > 0: exactly this level (LEVEL n); 0: use delay_ms */
+    uint64_t delay_ms;    /* with level 0: chained over levels (DELAY d); 0 = ready now */
+} store_send_req_t;
+
+/* Accept a message: into the first hop's level queue, or straight into the topic
+ * log when there is no delay. Enqueue time within a level is monotone:
+ * max(now, last enqueue on that level), so a clock step back never reorders a
+ * level. *id_out gets the new id, *due_out when it will be ready. No read: many
+ * sends join one batch. Fails (nothing written) on a bad topic name, a key or
+ * payload over its limit, a level outside 1..count, or a delay over max-delay. */
+int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms,
+               uint64_t *id_out, uint64_t *due_out, char *err, size_t errlen);
+
+/* ---- the level queues ---------------------------------------------------- */
+
+/* Earliest due time over all level heads; UINT64_MAX when every level is empty. */
+uint64_t store_next_due(const store_t *s);
+
+/* Move up to max due level heads (due_ms <= now): to the next hop of a chain,
+ * to the topic log, or to a group's retry-ready queue (a retry whose group was
+ * deleted is dropped). Each level is served in due order. A chain whose next
+ * hops are already due too (after a clock jump or downtime) goes straight
+ * through them, so catching up costs no extra writes. *moved gets the
+ * number moved, *ready_out (may be NULL) how many became ready for consumers. */
+int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_out,
+                   char *err, size_t errlen);
+
+typedef struct store_level_info {
+    int level;
+    uint64_t delay_ms;
+    uint64_t depth;        /* messages waiting on this level */
+    uint64_t head_due_ms;  /* 0 when empty */
+} store_level_info_t;
+
+/* Info on level 1..count; -1 for a bad level. */
+int store_level_info(const store_t *s, int level, store_level_info_t *out);
+
+/* ---- groups and leases -------------------------------------------------- */
+
+typedef struct store_group_info {
+    char topic[MSG_MAX_NAME + 1];
+    uint64_t ready;          /* deliverable now: topic log past the cursor + retry-ready */
+    uint64_t backlog;        /* topic log messages past the cursor */
+    uint64_t retry_ready;    /* retries due and waiting */
+    uint64_t retry_delayed;  /* retries waiting on a level */
+    uint64_t inflight;       /* leased */
+    uint64_t dlq;            /* parked in the DLQ */
+    uint32_t max_reconsume;
+    uint64_t created_ms;
+} store_group_info_t;
+
+/* Create group bound to topic. from_first: start at the oldest retained message;
+ * otherwise only messages that arrive later. max_reconsume < 0: the store's
+ * default. Fails when the group exists (naming its topic) or a name is bad. */
+int store_group_create(store_t *s, const char *group, size_t group_len,
+                       const char *topic, size_t topic_len, int from_first,
+                       int max_reconsume, uint64_t now_ms, char *err, size_t errlen);
+
+/* 1 and fill *out when the group exists, 0 when not. */
+int store_group_info(const store_t *s, const char *group, size_t group_len, store_group_info_t *out);
+
+/* Call fn for every group (order unspecified); stops early when fn returns nonzero. */
+void store_group_foreach(const store_t *s,
+                         int (*fn)(void *ctx, const char *group, const store_group_info_t *info),
+                         void *ctx);
+
+/* Delete a group with its retry-ready queue, leases and DLQ (its delayed retries
+ * are dropped when they come due). *found gets 1 when it existed. */
+int store_group_delete(store_t *s, const char *group, size_t group_len, int *found,
+                       char *err, size_t errlen);
+
+/* Lease up to count messages to group: its retry-ready queue first, then the
+ * topic log from its cursor. Each one's lease, the dequeue and the cursor advance
+ * are one batch. A group that does not exist is created bound to topic, from the
+ * first retained message; a group bound to another topic is an error naming it.
+ * out[] gets *n owned messages (free each with msg_owned_free); their due_ms is
+ * the time they became due. */
+int store_lease(store_t *s, const char *group, size_t group_len,
+                const char *topic, size_t topic_len, int count, uint64_t lease_ms,
+                uint64_t now_ms, msg_owned_t *out, int *n, char *err, size_t errlen);
+
+/* Release leases (ACK). Duplicate ids count once. *released gets how many
+ * leases existed. An unknown group releases 0. */
+int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *ids, int n,
+              int *released, char *err, size_t errlen);
+
+/* Find a lease: 1 with *out (owned; may be NULL) and *deadline_ms, 0 when none. -1 on error. */
+int store_lease_get(store_t *s, const char *group, size_t group_len, uint64_t id,
+                    msg_owned_t *out, uint64_t *deadline_ms, char *err, size_t errlen);
+
+/* Move a lease's deadline (TOUCH). *found 0 when there is no such lease. */
+int store_touch(store_t *s, const char *group, size_t group_len, uint64_t id,
+                uint64_t new_deadline_ms, int *found, char *err, size_t errlen);
+
+/* Earliest lease deadline; UINT64_MAX when nothing is leased. */
+uint64_t store_next_lease_deadline(store_t *s);
+
+typedef struct store_lease_ref {
+    char group[MSG_MAX_NAME + 1];
+    uint64_t id;
+    uint32_t reconsume;
+    uint64_t deadline_ms;
+} store_lease_ref_t;
+
+/* Up to max leases whose deadline <= now, earliest first. *n gets the count.
+ * Read only: the caller decides each one's fate with store_fail. */
+int store_expired_leases(store_t *s, uint64_t now_ms, store_lease_ref_t *out, int max, int *n,
+                         char *err, size_t errlen);
+
+/* What happens to a failed delivery (decided by the retry policy in sched.h). */
+typedef struct store_fail_req {
+    int to_dlq;              /* 1: park in the DLQ */
+    int level;               /* > 0: retry on exactly this level */
+    uint64_t delay_ms;       /* with level 0 and not to_dlq: chained retry delay (> 0) */
+    const char *reason; size_t reason_len;   /* recorded with the message */
+} store_fail_req_t;
+
+/* A leased message failed (NACK or lease expiry): delete the lease and either
+ * schedule the retry (reconsume + 1, destination the group's retry-ready queue)
+ * or park it in the DLQ (reconsume + 1, reason and time recorded). One batch.
+ * *found 0 when there was no lease (nothing done); *due_out the retry's due time,
+ * 0 for the DLQ. */
+int store_fail(store_t *s, const char *group, size_t group_len, uint64_t id,
+               const store_fail_req_t *req, uint64_t now_ms, int *found, uint64_t *due_out,
+               char *err, size_t errlen);
+
+/* ---- the DLQ --------------------------------------------------------------- */
+
+/* Up to count DLQ messages of group with id > after_id, in id order. */
+int store_dlq_list(store_t *s, const char *group, size_t group_len, uint64_t after_id, int count,
+                   msg_owned_t *out, int *n, char *err, size_t errlen);
+
+/* Requeue one DLQ message (id) or all (all = 1) into the group's retry-ready
+ * queue with reconsume reset to 0, so it gets the whole retry schedule again.
+ * *count gets how many moved. */
+int store_dlq_requeue(store_t *s, const char *group, size_t group_len, uint64_t id, int all,
+                      uint64_t now_ms, uint64_t *count, char *err, size_t errlen);
+
+/* Delete one DLQ message (id) or all. *count gets how many. */
+int store_dlq_drop(store_t *s, const char *group, size_t group_len, uint64_t id, int all,
+                   uint64_t *count, char *err, size_t errlen);
+
+/* ---- topics ---------------------------------------------------------------- */
+
+typedef struct store_topic_info {
+    uint64_t appended;   /* messages that ever entered the topic log */
+    uint64_t retained;   /* still in the log */
+    int groups;          /* groups bound to it */
+} store_topic_info_t;
+
+/* 1 and *out when the topic log exists, 0 when not. */
+int store_topic_info(const store_t *s, const char *topic, size_t topic_len, store_topic_info_t *out);
+
+/* ---- maintenance and checking ---------------------------------------------- */
+
+/* Background work, bounded by max_deletes per call: garbage-collect topic logs
+ * below the smallest cursor of their groups (or past retention when a topic has
+ * no group), and compact consumed key ranges of queues that popped many heads
+ * since their last compaction. *work gets the amount done (0: nothing left). */
+int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char *err, size_t errlen);
+
+/* Where a message sits, for store_scan. */
+typedef enum store_range {
+    STORE_LEVEL = 'L', STORE_TOPIC = 'T', STORE_RETRY = 'R', STORE_LEASE = 'I', STORE_DLQ = 'D'
+} store_range_t;
+
+typedef struct store_entry {
+    store_range_t range;
+    int level;              /* STORE_LEVEL */
+    uint64_t seq;           /* position key (level, topic log, retry) */
+    uint64_t deadline_ms;   /* STORE_LEASE */
+    const msg_t *m;
+} store_entry_t;
+
+/* Call fn for every stored message (committed data only; commits first).
+ * Stops early when fn returns nonzero. -1 on a read error or undecodable value. */
+int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *ctx,
+               char *err, size_t errlen);
+
+/* A full consistency check: every value decodes, every counter equals what the
+ * ranges hold, lease index and lease range agree, no (group, id) is in two
+ * places, topic cursors are sane. 0 when consistent; -1 and the first problem
+ * in err otherwise. Reads everything: for tests and `--check`, not hot paths. */
+int store_check(store_t *s, char *err, size_t errlen);
+
+/* Format an id for the wire (16 lower-case hex digits) and parse it back
+ * (0 / -1). */
+void store_id_format(uint64_t id, char out[17]);
+int store_id_parse(const char *text, size_t len, uint64_t *id);
+
+#endif

@@ -1,0 +1,557 @@
+/*
+ * tests/helpers/testutil.c — the helpers every test uses (contract in testutil.h).
+ *
+ * Design:
+ * - Temp directories. Every test writes only below tu_temp_root() ($TMPDIR, or
+ *   /tmp when unset or empty), in directories named hg-<tag>-XXXXXX made by
+ *   mkdtemp. tu_rmtree resolves both the root and the victim with realpath and
+ *   deletes only a path strictly inside the root whose first component starts
+ *   with "hg-" — i.e. only what tu_mkdtemp made — so a bad path in a test can
+ *   never remove anything else. The walk is nftw(FTW_DEPTH | FTW_PHYS): it never
+ *   follows a symlink out of the tree.
+ * - Time. Waiting is always "poll a condition until a deadline" on the
+ *   monotonic clock (tu_poll_until); a fixed sleep is never the synchronisation.
+ * - A private MariaDB. tu_mariadb_start runs mariadb-install-db into DIR/data and
+ *   starts /usr/sbin/mariadbd with --no-defaults (no /etc/mysql config can leak
+ *   in), --skip-networking and a unix socket DIR/mysql.sock, so it can neither
+ *   clash with nor be confused with a system server. Root logs in with an empty
+ *   password over that socket (--auth-root-authentication-method=normal). It is
+ *   ready when mysql_real_connect over the socket succeeds; if mariadbd exits
+ *   first or the deadline passes, the caller gets -1 and the tail of the
+ *   server's own log. Measured on Debian 12 / MariaDB 10.11: install ~0.6 s,
+ *   start to first connection ~0.1-0.2 s.
+ * - The server child is isolated: own session (setsid, so a signal sent to the
+ *   test's process group does not hit it), stdin from /dev/null, stdout/stderr
+ *   to DIR/mariadbd.out, every other descriptor closed, default signal
+ *   dispositions and an empty signal mask. PR_SET_PDEATHSIG(SIGKILL) ties its
+ *   life to the thread that started it, so a test that crashes or is killed by
+ *   the harness's timeout leaves no mariadbd behind. Consequence: call
+ *   tu_mariadb_start from a thread that outlives the server (the main thread,
+ *   or a suite init function, which runs on it).
+ * - CUnit. tu_cunit_main reads every failure counter (assertions, failed
+ *   tests, failed suite init/cleanup) before CU_cleanup_registry, because
+ *   CU_basic_run_tests returns success even when tests fail, and a suite whose
+ *   init fails runs no tests at all and must still fail the program.
+ *
+ * Single-threaded use is assumed (tests call these from the main thread).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "tests/helpers/testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <CUnit/Basic.h>
+#include <mysql.h>
+
+#ifndef TU_MARIADBD_PATH /* overridable at compile time, for testing the failure path */
+#define TU_MARIADBD_PATH "/usr/sbin/mariadbd"
+#endif
+#define TU_INSTALL_DB_PATH "/usr/bin/mariadb-install-db"
+#define TU_MARIADB_INSTALL_DEADLINE_MS 120000 /* install-db: ~0.6 s measured */
+#define TU_MARIADB_START_DEADLINE_MS 60000    /* first connection: ~0.2 s measured */
+#define TU_MARIADB_STOP_DEADLINE_MS 30000     /* SIGTERM → exit, then SIGKILL */
+#define TU_LOG_TAIL_BYTES 2048                /* at most this much of a log goes into err */
+
+/* ---------------------------------------------------------------- errors */
+
+/* Format into err[errlen] (if err is non-NULL and errlen > 0). */
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* Append the last lines (at most TU_LOG_TAIL_BYTES, and what fits) of the
+ * file at path to err, after a one-line heading. Never fails: a missing or
+ * empty file is said so in err. */
+static void append_log_tail(char *err, size_t errlen, const char *path)
+{
+    if (err == NULL || errlen == 0)
+        return;
+    size_t used = strlen(err);
+    if (used + 1 >= errlen)
+        return;
+    size_t room = errlen - used - 1;
+
+    char tail[TU_LOG_TAIL_BYTES + 1];
+    size_t n = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        struct stat st;
+        if (fstat(fd, &st) == 0) {
+            off_t want = st.st_size < TU_LOG_TAIL_BYTES ? st.st_size : TU_LOG_TAIL_BYTES;
+            ssize_t r = pread(fd, tail, (size_t)want, st.st_size - want);
+            if (r > 0)
+                n = (size_t)r;
+        }
+        close(fd);
+    }
+    if (n == 0) {
+        snprintf(err + used, room + 1, "\n(%s is %s)", strrchr(path, '/') != NULL ? strrchr(path, '/') + 1 : path,
+                 fd < 0 ? "missing" : "empty");
+        return;
+    }
+    tail[n] = '\0';
+
+    /* Keep what fits after the heading, starting at a line boundary. */
+    /* Name the file, not its path: the caller removes the dir right after. */
+    const char *name = strrchr(path, '/') != NULL ? strrchr(path, '/') + 1 : path;
+    char heading[700];
+    int hl = snprintf(heading, sizeof heading, "\n--- last lines of the server's %s ---\n", name);
+    if (hl < 0 || (size_t)hl >= room)
+        return;
+    size_t body_room = room - (size_t)hl;
+    const char *body = tail;
+    if (n > body_room)
+        body = tail + (n - body_room);
+    if (body != tail || n == TU_LOG_TAIL_BYTES) {
+        const char *nl = strchr(body, '\n');
+        if (nl != NULL && nl[1] != '\0')
+            body = nl + 1;
+    }
+    snprintf(err + used, room + 1, "%s%s", heading, body);
+}
+
+/* ---------------------------------------------------------------- temp dirs */
+
+/* The temp root: $TMPDIR when set and non-empty, else /tmp. Never NULL. */
+static const char *tu_temp_root(void)
+{
+    const char *t = getenv("TMPDIR");
+    return (t != NULL && t[0] != '\0') ? t : "/tmp";
+}
+
+int tu_mkdtemp(const char *tag, char *path, size_t pathlen)
+{
+    if (tag == NULL || tag[0] == '\0' || strchr(tag, '/') != NULL || path == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    const char *root = tu_temp_root();
+    size_t rl = strlen(root);
+    while (rl > 1 && root[rl - 1] == '/') /* "/tmp/" → "/tmp" */
+        rl--;
+    int n = snprintf(path, pathlen, "%.*s/hg-%s-XXXXXX", (int)rl, root, tag);
+    if (n < 0 || (size_t)n >= pathlen) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return mkdtemp(path) != NULL ? 0 : -1;
+}
+
+static int rmtree_entry(const char *fpath, const struct stat *sb, int typeflag, struct FTW *ftwbuf)
+{
+    (void)sb;
+    (void)ftwbuf;
+    int rc = (typeflag == FTW_DP) ? rmdir(fpath) : unlink(fpath);
+    if (rc != 0 && errno != ENOENT) {
+        fprintf(stderr, "tu_rmtree: cannot remove %s: %s\n", fpath, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int tu_rmtree(const char *path)
+{
+    if (path == NULL || path[0] == '\0') {
+        errno = EINVAL;
+        return -1;
+    }
+    char real_root[PATH_MAX], real_path[PATH_MAX];
+    if (realpath(tu_temp_root(), real_root) == NULL)
+        return -1;
+    if (realpath(path, real_path) == NULL)
+        return errno == ENOENT ? 0 : -1; /* like rm -rf: nothing there is fine */
+
+    size_t rl = strlen(real_root);
+    if (rl == 1) /* root is "/": compare against "" so the '/' test below works */
+        rl = 0;
+    if (strncmp(real_path, real_root, rl) != 0 || real_path[rl] != '/'
+        || strncmp(real_path + rl + 1, "hg-", 3) != 0) {
+        fprintf(stderr, "tu_rmtree: refusing to remove %s (%s): not an hg-* directory under %s\n",
+                path, real_path, real_root);
+        errno = EPERM;
+        return -1;
+    }
+    return nftw(real_path, rmtree_entry, 32, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------- ports, time */
+
+int tu_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_port = 0;
+    socklen_t len = sizeof sa;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0
+        && getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
+}
+
+static uint64_t clock_ms(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+uint64_t tu_now_mono_ms(void)
+{
+    return clock_ms(CLOCK_MONOTONIC);
+}
+
+uint64_t tu_now_wall_ms(void)
+{
+    return clock_ms(CLOCK_REALTIME);
+}
+
+static void sleep_ms(uint64_t ms)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+int tu_poll_until(int (*cond)(void *ctx), void *ctx, int deadline_ms, int interval_ms)
+{
+    if (interval_ms <= 0)
+        interval_ms = 10;
+    uint64_t deadline = tu_now_mono_ms() + (uint64_t)(deadline_ms > 0 ? deadline_ms : 0);
+    for (;;) {
+        if (cond(ctx))
+            return 0;
+        uint64_t now = tu_now_mono_ms();
+        if (now >= deadline)
+            return -1;
+        uint64_t left = deadline - now;
+        sleep_ms(left < (uint64_t)interval_ms ? left : (uint64_t)interval_ms);
+    }
+}
+
+/* ---------------------------------------------------------------- processes */
+
+/* Fork and exec argv[0] (an absolute path) as an isolated child: own session,
+ * stdin /dev/null, stdout+stderr appended to out_path, no other descriptors,
+ * default signals, killed when the calling thread dies. Returns the pid, or -1
+ * with err set. */
+static pid_t spawn_isolated(char *const argv[], const char *out_path, char *err, size_t errlen)
+{
+    if (access(argv[0], X_OK) != 0) {
+        set_err(err, errlen, "%s: %s (install the Debian package mariadb-server)", argv[0],
+                strerror(errno));
+        return -1;
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        set_err(err, errlen, "fork: %s", strerror(errno));
+        return -1;
+    }
+    if (pid > 0)
+        return pid;
+
+    /* Child: only async-signal-safe calls from here to exec. */
+    setsid();
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) /* the parent died before prctl took effect */
+        _exit(126);
+
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    for (int sig = 1; sig < NSIG; sig++)
+        signal(sig, SIG_DFL); /* fails harmlessly for KILL/STOP/invalid numbers */
+
+    int in = open("/dev/null", O_RDONLY);
+    int out = open(out_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (in < 0 || out < 0)
+        _exit(126);
+    if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
+        _exit(126);
+    if (close_range(3, ~0U, 0) != 0) {
+        long max = sysconf(_SC_OPEN_MAX);
+        for (long fd = 3; fd < (max > 0 && max < 65536 ? max : 65536); fd++)
+            close((int)fd);
+    }
+    execv(argv[0], argv);
+    dprintf(2, "exec %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+}
+
+/* Describe a wait status ("exited with status 1", "was killed by signal 9"). */
+static void describe_status(int status, char *buf, size_t len)
+{
+    if (WIFEXITED(status))
+        snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(buf, len, "was killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    else
+        snprintf(buf, len, "stopped with wait status 0x%x", status);
+}
+
+struct child_wait {
+    pid_t pid;
+    int status;
+    int reaped;
+};
+
+static int child_exited(void *ctx)
+{
+    struct child_wait *cw = ctx;
+    if (cw->reaped)
+        return 1;
+    pid_t r = waitpid(cw->pid, &cw->status, WNOHANG);
+    if (r == cw->pid || (r < 0 && errno == ECHILD))
+        cw->reaped = 1;
+    return cw->reaped;
+}
+
+/* Wait up to deadline_ms for pid to exit; SIGKILL it (and wait) after that.
+ * Returns 0 and the status in *status when it exited in time, -1 when it
+ * had to be killed. */
+static int wait_or_kill(pid_t pid, int deadline_ms, int *status)
+{
+    struct child_wait cw = {.pid = pid};
+    int rc = tu_poll_until(child_exited, &cw, deadline_ms, 20);
+    if (rc != 0) {
+        kill(pid, SIGKILL);
+        while (waitpid(pid, &cw.status, 0) < 0 && errno == EINTR)
+            ;
+    }
+    if (status != NULL)
+        *status = cw.status;
+    return rc;
+}
+
+/* ---------------------------------------------------------------- MariaDB */
+
+struct mariadb_probe {
+    tu_mariadb_t *db;
+    struct child_wait child;
+    unsigned last_errno;
+    char last_error[256];
+};
+
+/* Ready when a root login over the socket works; also stops the polling when
+ * the server process has exited (the caller tells the two apart). */
+static int mariadb_ready_or_dead(void *ctx)
+{
+    struct mariadb_probe *p = ctx;
+    if (child_exited(&p->child))
+        return 1;
+    MYSQL *m = mysql_init(NULL);
+    if (m == NULL)
+        return 0;
+    unsigned timeout_s = 5;
+    mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &timeout_s);
+    int ok = mysql_real_connect(m, NULL, "root", "", NULL, 0, p->db->socket, 0) != NULL;
+    if (!ok) {
+        p->last_errno = mysql_errno(m);
+        snprintf(p->last_error, sizeof p->last_error, "%s", mysql_error(m));
+    }
+    mysql_close(m);
+    return ok;
+}
+
+int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
+{
+    memset(db, 0, sizeof *db);
+    set_err(err, errlen, "no error");
+    if (tu_mkdtemp("mariadb", db->dir, sizeof db->dir) != 0) {
+        set_err(err, errlen, "cannot create a temp dir under %s: %s", tu_temp_root(), strerror(errno));
+        return -1;
+    }
+
+    char datadir[600], pidfile[600], errlog[600], outlog[600], installlog[600];
+    snprintf(db->socket, sizeof db->socket, "%s/mysql.sock", db->dir);
+    snprintf(datadir, sizeof datadir, "%s/data", db->dir);
+    snprintf(pidfile, sizeof pidfile, "%s/mariadbd.pid", db->dir);
+    snprintf(errlog, sizeof errlog, "%s/error.log", db->dir);
+    snprintf(outlog, sizeof outlog, "%s/mariadbd.out", db->dir);
+    snprintf(installlog, sizeof installlog, "%s/install.log", db->dir);
+    if (strlen(db->socket) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+        set_err(err, errlen, "socket path %s is too long for a unix socket; set TMPDIR to a shorter directory",
+                db->socket);
+        goto fail;
+    }
+
+    /* --user is only allowed (and, for mariadbd, only required) as root. */
+    int as_root = geteuid() == 0;
+    char opt_datadir[620];
+    snprintf(opt_datadir, sizeof opt_datadir, "--datadir=%s", datadir);
+
+    /* 1. The system tables. Options it does not know go through to the
+     *    bootstrap mariadbd: the smaller redo log keeps the dir at ~30 MB. */
+    char *install_argv[] = {
+        TU_INSTALL_DB_PATH, "--no-defaults", opt_datadir,
+        "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve",
+        "--innodb-log-file-size=16M", "--innodb-buffer-pool-size=64M",
+        as_root ? "--user=root" : NULL, NULL,
+    };
+    pid_t ipid = spawn_isolated(install_argv, installlog, err, errlen);
+    if (ipid < 0)
+        goto fail;
+    int status = 0;
+    if (wait_or_kill(ipid, TU_MARIADB_INSTALL_DEADLINE_MS, &status) != 0) {
+        set_err(err, errlen, "mariadb-install-db did not finish within %d ms",
+                TU_MARIADB_INSTALL_DEADLINE_MS);
+        append_log_tail(err, errlen, installlog);
+        goto fail;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        char how[80];
+        describe_status(status, how, sizeof how);
+        set_err(err, errlen, "mariadb-install-db %s", how);
+        append_log_tail(err, errlen, installlog);
+        goto fail;
+    }
+
+    /* 2. The server. */
+    char opt_socket[620], opt_pidfile[620], opt_errlog[620];
+    snprintf(opt_socket, sizeof opt_socket, "--socket=%s", db->socket);
+    snprintf(opt_pidfile, sizeof opt_pidfile, "--pid-file=%s", pidfile);
+    snprintf(opt_errlog, sizeof opt_errlog, "--log-error=%s", errlog);
+    char *server_argv[] = {
+        TU_MARIADBD_PATH, "--no-defaults", opt_datadir, opt_socket, "--skip-networking",
+        opt_pidfile, opt_errlog, "--innodb-buffer-pool-size=64M", "--innodb-log-file-size=16M",
+        "--skip-name-resolve", "--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci",
+        as_root ? "--user=root" : NULL, NULL,
+    };
+    uint64_t t0 = tu_now_mono_ms();
+    db->pid = spawn_isolated(server_argv, outlog, err, errlen);
+    if (db->pid < 0) {
+        db->pid = 0;
+        goto fail;
+    }
+
+    /* 3. Wait until it accepts a root login, or dies. */
+    mysql_library_init(0, NULL, NULL); /* idempotent; before any MYSQL handle */
+    struct mariadb_probe probe = {.db = db, .child = {.pid = db->pid}};
+    int rc = tu_poll_until(mariadb_ready_or_dead, &probe, TU_MARIADB_START_DEADLINE_MS, 20);
+    if (probe.child.reaped) {
+        char how[80];
+        describe_status(probe.child.status, how, sizeof how);
+        set_err(err, errlen, "mariadbd (pid %d) %s before accepting connections", (int)db->pid, how);
+        db->pid = 0;
+        append_log_tail(err, errlen, errlog);
+        append_log_tail(err, errlen, outlog);
+        goto fail;
+    }
+    if (rc != 0) {
+        set_err(err, errlen,
+                "mariadbd (pid %d) did not accept connections on %s within %d ms; last client error %u: %s",
+                (int)db->pid, db->socket, TU_MARIADB_START_DEADLINE_MS, probe.last_errno,
+                probe.last_error);
+        append_log_tail(err, errlen, errlog);
+        goto fail;
+    }
+    set_err(err, errlen, "mariadbd (pid %d) ready on %s after %llu ms", (int)db->pid, db->socket,
+            (unsigned long long)(tu_now_mono_ms() - t0));
+    return 0;
+
+fail:
+    tu_mariadb_stop(db);
+    return -1;
+}
+
+void tu_mariadb_stop(tu_mariadb_t *db)
+{
+    if (db == NULL)
+        return;
+    if (db->pid > 0) {
+        kill(db->pid, SIGTERM);
+        if (wait_or_kill(db->pid, TU_MARIADB_STOP_DEADLINE_MS, NULL) != 0)
+            fprintf(stderr, "tu_mariadb_stop: mariadbd (pid %d) ignored SIGTERM for %d ms, killed\n",
+                    (int)db->pid, TU_MARIADB_STOP_DEADLINE_MS);
+        db->pid = 0;
+    }
+    if (db->dir[0] != '\0') {
+        tu_rmtree(db->dir);
+        db->dir[0] = '\0';
+    }
+}
+
+/* ---------------------------------------------------------------- CUnit */
+
+int tu_cunit_main(int argc, char **argv, int (*add_suites)(void))
+{
+    /* Line-buffered, so a crash still leaves the progress so far in the .log. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+
+    if (CU_initialize_registry() != CUE_SUCCESS) {
+        fprintf(stderr, "%s: CUnit registry: %s\n", argv[0], CU_get_error_msg());
+        return 1;
+    }
+    if (add_suites() != 0) {
+        fprintf(stderr, "%s: adding suites failed: %s\n", argv[0], CU_get_error_msg());
+        CU_cleanup_registry();
+        return 1;
+    }
+
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_ErrorCode run_rc;
+    if (argc > 1) {
+        CU_pSuite suite = CU_get_suite(argv[1]);
+        if (suite == NULL) {
+            fprintf(stderr, "%s: no suite named '%s'; suites:", argv[0], argv[1]);
+            for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)
+                fprintf(stderr, " %s", s->pName);
+            fprintf(stderr, "\n");
+            CU_cleanup_registry();
+            return 1;
+        }
+        run_rc = CU_basic_run_suite(suite);
+    } else {
+        run_rc = CU_basic_run_tests();
+    }
+
+    /* Read everything before CU_cleanup_registry resets it. */
+    unsigned asserts_failed = CU_get_number_of_failures();
+    unsigned tests_failed = CU_get_number_of_tests_failed();
+    unsigned suites_failed = CU_get_number_of_suites_failed(); /* init or cleanup failed */
+    unsigned tests_run = CU_get_number_of_tests_run();
+    CU_cleanup_registry();
+
+    int failed = run_rc != CUE_SUCCESS || asserts_failed != 0 || tests_failed != 0
+                 || suites_failed != 0 || tests_run == 0;
+    printf("\n%s: %s (%u tests run, %u failed, %u failed assertions, %u suites failed%s)\n", argv[0],
+           failed ? "FAIL" : "PASS", tests_run, tests_failed, asserts_failed, suites_failed,
+           tests_run == 0 ? "; no tests ran, which counts as a failure" : "");
+    return failed ? 1 : 0;
+}

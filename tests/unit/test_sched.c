@@ -1,0 +1,364 @@
+/*
+ * tests/unit/test_sched.c — CUnit suite for levels/sched.c (DESIGN §3).
+ *
+ * The clock is injected (a variable the test moves), so every due time, lease
+ * expiry and retry step is checked to the millisecond without sleeping: the
+ * RocketMQ retry rule (level 3 + r, DLQ at max-reconsume), a whole message life
+ * of 17 deliveries ending in the DLQ, per-group max-reconsume, NACK with an
+ * explicit level or delay, wake-up times, bounded runs, and clock steps.
+ */
+#include "levels/sched.h"
+#include "levels/store.h"
+#include "tests/helpers/testutil.h"
+
+#include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <string.h>
+
+#define SEC UINT64_C(1000)
+#define MIN (60 * SEC)
+#define HOUR (60 * MIN)
+#define T0 UINT64_C(1700000000000)
+
+static char dir[512];
+static store_t *st;
+static sched_t *sc;
+static uint64_t now;
+static char err[512];
+
+static uint64_t test_clock(void *ctx) { (void)ctx; return now; }
+
+static void open_fresh(void)
+{
+    CU_ASSERT_FATAL(tu_mkdtemp("sched", dir, sizeof dir) == 0);
+    store_options_t o;
+    store_options_default(&o);
+    char path[600];
+    snprintf(path, sizeof path, "%s/data", dir);
+    o.path = path;
+    o.sync = 0;
+    err[0] = '\0';
+    int rc = store_open(&o, &st, err, sizeof err);
+    if (rc != 0) { fprintf(stderr, "store_open: %s\n", err); }
+    CU_ASSERT_FATAL(rc == 0);
+    now = T0;
+    sc = sched_new(st, test_clock, NULL);
+}
+
+static void close_all(void)
+{
+    err[0] = '\0';
+    int rc = store_check(st, err, sizeof err);
+    if (rc != 0) { fprintf(stderr, "store_check: %s\n", err); }
+    CU_ASSERT(rc == 0);
+    sched_free(sc);
+    CU_ASSERT(store_close(st, err, sizeof err) == 0);
+    tu_rmtree(dir);
+}
+
+static uint64_t send_level(const char *topic, int level, const char *payload)
+{
+    store_send_req_t r = { .topic = topic, .topic_len = strlen(topic), .payload = payload,
+                           .payload_len = strlen(payload), .level = level };
+    uint64_t id = 0, due = 0;
+    CU_ASSERT_FATAL(store_send(st, &r, now, &id, &due, err, sizeof err) == 0);
+    CU_ASSERT(store_commit(st, err, sizeof err) == 0);
+    return id;
+}
+
+static int run_all(sched_stats_t *stats)
+{
+    int more = 1, rounds = 0;
+    while (more) {
+        CU_ASSERT_FATAL(sched_run(sc, 1000, stats, &more, err, sizeof err) == 0);
+        CU_ASSERT_FATAL(store_commit(st, err, sizeof err) == 0);
+        rounds++;
+    }
+    return rounds;
+}
+
+/* Lease at most one message of group g on topic; returns its id or 0. */
+static uint64_t lease_one(const char *g, const char *topic, uint64_t lease_ms, uint32_t *reconsume)
+{
+    msg_owned_t m[1];
+    int n = 0;
+    CU_ASSERT_FATAL(store_lease(st, g, strlen(g), topic, strlen(topic), 1, lease_ms, now, m, &n, err,
+                                sizeof err) == 0);
+    CU_ASSERT(store_commit(st, err, sizeof err) == 0);
+    if (n == 0) { return 0; }
+    uint64_t id = m[0].m.id;
+    if (reconsume) { *reconsume = m[0].m.reconsume; }
+    msg_owned_free(&m[0]);
+    return id;
+}
+
+static void test_retry_rule(void)
+{
+    lvl_table_t t;
+    lvl_table_default(&t);
+    int level = -1;
+    /* r = 0 → level 3 (10s), r = 1 → 4 (30s), ... r = 15 → 18 (2h). */
+    for (uint32_t r = 0; r < 16; r++) {
+        CU_ASSERT(sched_retry_level(&t, r, 16, &level) == 1);
+        CU_ASSERT_EQUAL(level, (int)(3 + r));
+    }
+    CU_ASSERT_EQUAL(t.delay_ms[3], 10 * SEC);
+    CU_ASSERT_EQUAL(t.delay_ms[4], 30 * SEC);
+    CU_ASSERT_EQUAL(t.delay_ms[5], 1 * MIN);
+    CU_ASSERT(sched_retry_level(&t, 16, 16, &level) == 0);       /* the failure at r = max → DLQ */
+    CU_ASSERT(sched_retry_level(&t, 17, 16, &level) == 0);
+    /* Past the table's end: clamp to the last level. */
+    CU_ASSERT(sched_retry_level(&t, 40, 100, &level) == 1);
+    CU_ASSERT_EQUAL(level, 18);
+    /* max 0: the first failure goes to the DLQ. */
+    CU_ASSERT(sched_retry_level(&t, 0, 0, &level) == 0);
+    /* A short table clamps too. */
+    lvl_table_t small;
+    CU_ASSERT_FATAL(lvl_table_parse("1s 2s", &small, err, sizeof err) == 0);
+    CU_ASSERT(sched_retry_level(&small, 0, 16, &level) == 1);
+    CU_ASSERT_EQUAL(level, 2);
+}
+
+static void test_due_and_wakeup(void)
+{
+    open_fresh();
+    CU_ASSERT_EQUAL(sched_next_wakeup(sc), UINT64_MAX);
+    send_level("orders", 2, "a");                   /* 5s */
+    send_level("orders", 1, "b");                   /* 1s */
+    CU_ASSERT_EQUAL(sched_next_wakeup(sc), T0 + 1 * SEC);
+    sched_stats_t s = { 0 };
+    now = T0 + 999;
+    run_all(&s);
+    CU_ASSERT_EQUAL(s.moved, 0);                    /* never before due */
+    now = T0 + 1 * SEC;
+    run_all(&s);
+    CU_ASSERT_EQUAL(s.moved, 1);
+    CU_ASSERT_EQUAL(s.ready, 1);
+    CU_ASSERT_EQUAL(sched_next_wakeup(sc), T0 + 5 * SEC);
+    uint32_t r = 99;
+    uint64_t id = lease_one("g", "orders", 30 * SEC, &r);
+    CU_ASSERT(id != 0);
+    CU_ASSERT_EQUAL(r, 0);
+    /* The lease deadline (T0+31s) is later than level 2's head (T0+5s). */
+    CU_ASSERT_EQUAL(sched_next_wakeup(sc), T0 + 5 * SEC);
+    now = T0 + 5 * SEC;
+    run_all(&s);
+    CU_ASSERT_EQUAL(s.ready, 2);
+    CU_ASSERT_EQUAL(sched_next_wakeup(sc), T0 + 31 * SEC);
+    close_all();
+}
+
+/* One message failing by lease expiry every time: 17 deliveries, each retry on
+ * level 3 + r, then the DLQ with the reason "lease expired". */
+static void test_full_life_to_dlq(void)
+{
+    open_fresh();
+    const lvl_table_t *t = store_levels(st);
+    uint64_t id = send_level("orders", 1, "order-42");
+    now += 1 * SEC;
+    sched_stats_t s = { 0 };
+    run_all(&s);
+    const uint64_t lease = 30 * SEC;
+    for (uint32_t r = 0; r <= 16; r++) {
+        uint32_t got_r = 99;
+        uint64_t got = lease_one("cancel", "orders", lease, &got_r);
+        CU_ASSERT_EQUAL_FATAL(got, id);                 /* same id for life */
+        CU_ASSERT_EQUAL(got_r, r);
+        CU_ASSERT_EQUAL(lease_one("cancel", "orders", lease, NULL), 0);  /* nothing else */
+        now += lease;                                   /* the lease expires */
+        CU_ASSERT_EQUAL(sched_next_wakeup(sc), now);
+        run_all(&s);
+        store_group_info_t gi;
+        CU_ASSERT_FATAL(store_group_info(st, "cancel", 6, &gi) == 1);
+        CU_ASSERT_EQUAL(gi.inflight, 0);
+        if (r < 16) {
+            CU_ASSERT_EQUAL(gi.retry_delayed, 1);
+            CU_ASSERT_EQUAL(gi.dlq, 0);
+            int level = 3 + (int)r;
+            store_level_info_t li;
+            CU_ASSERT(store_level_info(st, level, &li) == 0);
+            CU_ASSERT_EQUAL(li.depth, 1);
+            CU_ASSERT_EQUAL(li.head_due_ms, now + t->delay_ms[level]);
+            /* One ms before it is due: still waiting. */
+            now += t->delay_ms[level] - 1;
+            run_all(&s);
+            CU_ASSERT_FATAL(store_group_info(st, "cancel", 6, &gi) == 1);
+            CU_ASSERT_EQUAL(gi.retry_ready, 0);
+            now += 1;
+            run_all(&s);
+            CU_ASSERT_FATAL(store_group_info(st, "cancel", 6, &gi) == 1);
+            CU_ASSERT_EQUAL(gi.retry_ready, 1);
+            CU_ASSERT_EQUAL(gi.retry_delayed, 0);
+        } else {
+            CU_ASSERT_EQUAL(gi.dlq, 1);
+            CU_ASSERT_EQUAL(gi.retry_delayed, 0);
+        }
+    }
+    CU_ASSERT_EQUAL(s.expired, 17);
+    CU_ASSERT_EQUAL(s.retried, 16);
+    CU_ASSERT_EQUAL(s.dead, 1);
+    msg_owned_t d[2];
+    int n = 0;
+    CU_ASSERT_FATAL(store_dlq_list(st, "cancel", 6, 0, 2, d, &n, err, sizeof err) == 0);
+    CU_ASSERT_EQUAL_FATAL(n, 1);
+    CU_ASSERT_EQUAL(d[0].m.id, id);
+    CU_ASSERT_EQUAL(d[0].m.reconsume, 17);
+    CU_ASSERT(d[0].m.reason.len == strlen(SCHED_LEASE_EXPIRED_REASON) &&
+              memcmp(d[0].m.reason.ptr, SCHED_LEASE_EXPIRED_REASON, d[0].m.reason.len) == 0);
+    CU_ASSERT(d[0].m.payload.len == 8 && memcmp(d[0].m.payload.ptr, "order-42", 8) == 0);
+    CU_ASSERT_EQUAL(d[0].m.stamp_ms, now);
+    msg_owned_free(&d[0]);
+    close_all();
+}
+
+static void test_nack_policy_and_overrides(void)
+{
+    open_fresh();
+    CU_ASSERT_FATAL(store_group_create(st, "g", 1, "t", 1, 1, 2, now, err, sizeof err) == 0);  /* MAXRETRY 2 */
+    CU_ASSERT(store_commit(st, err, sizeof err) == 0);
+    uint64_t id = send_level("t", 1, "x");
+    now += SEC;
+    sched_stats_t s = { 0 };
+    run_all(&s);
+    CU_ASSERT_EQUAL(lease_one("g", "t", 30 * SEC, NULL), id);
+
+    /* Explicit LEVEL 1. */
+    sched_nack_req_t req = { .level = 1, .reason = "busy", .reason_len = 4 };
+    int found = 0;
+    uint64_t due = 0;
+    CU_ASSERT_FATAL(sched_nack(sc, "g", 1, id, &req, &found, &due, &s, err, sizeof err) == 0);
+    CU_ASSERT_EQUAL(found, 1);
+    CU_ASSERT_EQUAL(due, now + SEC);
+    /* NACK again: the lease is gone. */
+    CU_ASSERT_FATAL(sched_nack(sc, "g", 1, id, &req, &found, &due, &s, err, sizeof err) == 0);
+    CU_ASSERT_EQUAL(found, 0);
+    now += SEC;
+    run_all(&s);
+    uint32_t r = 0;
+    CU_ASSERT_EQUAL(lease_one("g", "t", 30 * SEC, &r), id);
+    CU_ASSERT_EQUAL(r, 1);
+
+    /* Explicit DELAY 25s: chained 10s+10s+5s, due exactly now + 25s. */
+    sched_nack_req_t dreq = { .delay_ms = 25 * SEC };
+    CU_ASSERT_FATAL(sched_nack(sc, "g", 1, id, &dreq, &found, &due, &s, err, sizeof err) == 0);
+    CU_ASSERT_EQUAL(found, 1);
+    CU_ASSERT_EQUAL(due, now + 25 * SEC);
+    uint64_t want = now + 25 * SEC;
+    now += 25 * SEC - 1;
+    run_all(&s);
+    CU_ASSERT_EQUAL(lease_one("g", "t", 30 * SEC, NULL), 0);
+    now = want;
+    run_all(&s);
+    CU_ASSERT_EQUAL(lease_one("g", "t", 30 * SEC, &r), id);
+    CU_ASSERT_EQUAL(r, 2);
+
+    /* r = 2 = MAXRETRY: an explicit level is overruled, it goes to the DLQ. */
+    CU_ASSERT_FATAL(sched_nack(sc, "g", 1, id, &req, &found, &due, &s, err, sizeof err) == 0);
+    CU_ASSERT_EQUAL(found, 1);
+    CU_ASSERT_EQUAL(due, 0);
+    CU_ASSERT(store_commit(st, err, sizeof err) == 0);
+    store_group_info_t gi;
+    CU_ASSERT_FATAL(store_group_info(st, "g", 1, &gi) == 1);
+    CU_ASSERT_EQUAL(gi.dlq, 1);
+    CU_ASSERT_EQUAL(gi.max_reconsume, 2);
+    msg_owned_t d[1];
+    int n = 0;
+    CU_ASSERT_FATAL(store_dlq_list(st, "g", 1, 0, 1, d, &n, err, sizeof err) == 0);
+    CU_ASSERT_EQUAL_FATAL(n, 1);
+    CU_ASSERT(d[0].m.reason.len == 4 && memcmp(d[0].m.reason.ptr, "busy", 4) == 0);
+    msg_owned_free(&d[0]);
+
+    /* A bad explicit level is refused and the lease stays. */
+    uint64_t id2 = send_level("t", 1, "y");
+    now += SEC;
+    run_all(&s);
+    CU_ASSERT_EQUAL(lease_one("g", "t", 30 * SEC, NULL), id2);
+    sched_nack_req_t bad = { .level = 19 };
+    CU_ASSERT(sched_nack(sc, "g", 1, id2, &bad, &found, &due, &s, err, sizeof err) == -1);
+    CU_ASSERT(strstr(err, "level 19") != NULL);
+    CU_ASSERT(store_lease_get(st, "g", 1, id2, NULL, NULL, err, sizeof err) == 1);
+    close_all();
+}
+
+static void test_bounded_runs(void)
+{
+    open_fresh();
+    for (int i = 0; i < 250; i++) {
+        store_send_req_t r = { .topic = "t", .topic_len = 1, .payload = "p", .payload_len = 1, .level = 1 };
+        uint64_t id, due;
+        CU_ASSERT_FATAL(store_send(st, &r, now, &id, &due, err, sizeof err) == 0);
+    }
+    CU_ASSERT(store_commit(st, err, sizeof err) == 0);
+    now += SEC;
+    sched_stats_t s = { 0 };
+    int more = 0;
+    CU_ASSERT(sched_run(sc, 100, &s, &more, err, sizeof err) == 0);
+    CU_ASSERT_EQUAL(s.moved, 100);
+    CU_ASSERT_EQUAL(more, 1);
+    CU_ASSERT(sched_run(sc, 100, &s, &more, err, sizeof err) == 0);
+    CU_ASSERT(sched_run(sc, 100, &s, &more, err, sizeof err) == 0);
+    CU_ASSERT_EQUAL(s.moved, 250);
+    CU_ASSERT_EQUAL(more, 0);
+    CU_ASSERT(store_commit(st, err, sizeof err) == 0);
+
+    /* 250 leases expiring at once, run with max 100. */
+    msg_owned_t m[250];
+    int n = 0;
+    CU_ASSERT_FATAL(store_lease(st, "g", 1, "t", 1, 250, 10 * SEC, now, m, &n, err, sizeof err) == 0);
+    CU_ASSERT_EQUAL_FATAL(n, 250);
+    for (int i = 1; i < n; i++) { CU_ASSERT(m[i].m.id > m[i - 1].m.id); }  /* FIFO */
+    for (int i = 0; i < n; i++) { msg_owned_free(&m[i]); }
+    CU_ASSERT(store_commit(st, err, sizeof err) == 0);
+    now += 10 * SEC;
+    memset(&s, 0, sizeof s);
+    CU_ASSERT(sched_run(sc, 100, &s, &more, err, sizeof err) == 0);
+    CU_ASSERT_EQUAL(s.expired, 100);
+    CU_ASSERT_EQUAL(more, 1);
+    run_all(&s);
+    CU_ASSERT_EQUAL(s.expired, 250);
+    store_group_info_t gi;
+    CU_ASSERT_FATAL(store_group_info(st, "g", 1, &gi) == 1);
+    CU_ASSERT_EQUAL(gi.inflight, 0);
+    CU_ASSERT_EQUAL(gi.retry_delayed, 250);
+    close_all();
+}
+
+/* Clock steps: backward never makes a level overtake itself nor delivers early;
+ * forward by hours delivers everything, in due order. */
+static void test_clock_steps(void)
+{
+    open_fresh();
+    uint64_t a = send_level("t", 2, "a");        /* due T0 + 5s */
+    now = T0 - HOUR;                              /* the clock steps back an hour */
+    uint64_t b = send_level("t", 2, "b");        /* enqueue stays monotone: due T0 + 5s */
+    CU_ASSERT_EQUAL(sched_next_wakeup(sc), T0 + 5 * SEC);
+    sched_stats_t s = { 0 };
+    now = T0 + 4 * SEC;
+    run_all(&s);
+    CU_ASSERT_EQUAL(s.moved, 0);
+    now = T0 + 3 * HOUR;                          /* and jumps forward */
+    send_level("t", 18, "c");                     /* due now + 2h */
+    run_all(&s);
+    CU_ASSERT_EQUAL(s.ready, 2);
+    CU_ASSERT_EQUAL(lease_one("g", "t", SEC, NULL), a);
+    CU_ASSERT_EQUAL(lease_one("g", "t", SEC, NULL), b);
+    CU_ASSERT_EQUAL(sched_next_wakeup(sc), now + SEC);   /* the lease deadline comes first */
+    close_all();
+}
+
+static int add_suites(void)
+{
+    CU_pSuite s = CU_add_suite("sched", NULL, NULL);
+    if (s == NULL) { return -1; }
+    if (!CU_add_test(s, "retry rule (level 3 + r, DLQ at max)", test_retry_rule) ||
+        !CU_add_test(s, "due moves and wake-up times", test_due_and_wakeup) ||
+        !CU_add_test(s, "17 deliveries then the DLQ", test_full_life_to_dlq) ||
+        !CU_add_test(s, "NACK policy, overrides, MAXRETRY", test_nack_policy_and_overrides) ||
+        !CU_add_test(s, "bounded runs", test_bounded_runs) ||
+        !CU_add_test(s, "clock steps back and forward", test_clock_steps)) {
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) { return tu_cunit_main(argc, argv, add_suites); }

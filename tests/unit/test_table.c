@@ -1,0 +1,984 @@
+/*
+ * tests/unit/test_table.c — CUnit suites for levels/table.c (DESIGN §1).
+ *
+ * Pure logic, no temp directories or processes: durations (parse, format,
+ * every error), level tables (parse, format, diff), the one-level mapping
+ * (lvl_level_for), and chain plans. The chain suite plans every delay from 1 s
+ * to 3 d in 1-second steps with the default table and checks each plan hop by
+ * hop against lvl_next_hop, so the greedy rule and the hop bound of DESIGN §1
+ * (<= 12 below 2h, +1 per 2h above) are checked exhaustively, not sampled.
+ *
+ * Sweeps count their own failures and report the first failing value through
+ * one assertion with a formatted message (check_msg), instead of millions of
+ * CU_ASSERTs that would all say the same thing.
+ */
+#include "levels/table.h"
+#include "tests/helpers/testutil.h"
+
+#include <CUnit/CUnit.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define SEC UINT64_C(1000)
+#define MIN (60 * SEC)
+#define HOUR (60 * MIN)
+#define DAY (24 * HOUR)
+
+/* One CUnit assertion whose failure message is formatted (CUnit copies it). */
+#define CHECK_MSG(cond, ...) check_msg((cond) ? 1 : 0, __LINE__, __VA_ARGS__)
+
+static void check_msg(int ok, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void check_msg(int ok, int line, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+
+    if (ok) {
+        CU_assertImplementation(CU_TRUE, (unsigned int)line, "ok", __FILE__, "", CU_FALSE);
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    CU_assertImplementation(CU_FALSE, (unsigned int)line, text, __FILE__, "", CU_FALSE);
+}
+
+/* ---------------------------------------------------------------- durations */
+
+static void expect_duration(const char *text, uint64_t want, int line)
+{
+    char err[256] = "";
+    uint64_t got = UINT64_C(12345);
+    int rc = lvl_parse_duration(text, &got, err, sizeof(err));
+
+    check_msg(rc == 0 && got == want, line, "parse \"%s\": rc %d, got %" PRIu64 ", want %" PRIu64
+              " (err: %s)", text, rc, got, want, err);
+}
+#define EXPECT_DURATION(text, want) expect_duration((text), (want), __LINE__)
+
+/* The parse must fail and the message must contain every given fragment. */
+static void expect_duration_error(const char *text, const char *frag1, const char *frag2, int line)
+{
+    char err[256] = "";
+    uint64_t got = 0;
+    int rc = lvl_parse_duration(text, &got, err, sizeof(err));
+    size_t len = strlen(err);
+
+    check_msg(rc == -1, line, "parse \"%s\" should fail, got rc %d value %" PRIu64, text, rc, got);
+    check_msg(len > 0 && err[len - 1] != '\n', line, "parse \"%s\": message \"%s\" is empty or "
+              "ends with a newline", text, err);
+    check_msg(strstr(err, frag1) != NULL, line, "parse \"%s\": message \"%s\" lacks \"%s\"",
+              text, err, frag1);
+    if (frag2 != NULL)
+        check_msg(strstr(err, frag2) != NULL, line, "parse \"%s\": message \"%s\" lacks \"%s\"",
+                  text, err, frag2);
+}
+#define EXPECT_DURATION_ERROR(text, frag1, frag2) \
+    expect_duration_error((text), (frag1), (frag2), __LINE__)
+
+static void test_duration_units(void)
+{
+    EXPECT_DURATION("500ms", 500);
+    EXPECT_DURATION("5s", 5 * SEC);
+    EXPECT_DURATION("30m", 30 * MIN);
+    EXPECT_DURATION("2h", 2 * HOUR);
+    EXPECT_DURATION("3d", 3 * DAY);
+    EXPECT_DURATION("1ms", 1);
+    EXPECT_DURATION("1d", 86400000);
+    EXPECT_DURATION("90s", 90000);
+    /* "m" is minutes and "ms" milliseconds: the longest unit name wins */
+    EXPECT_DURATION("2m", 120000);
+    EXPECT_DURATION("2ms", 2);
+}
+
+static void test_duration_zero_and_blanks(void)
+{
+    EXPECT_DURATION("0s", 0);
+    EXPECT_DURATION("0ms", 0);
+    EXPECT_DURATION("0d", 0);
+    EXPECT_DURATION("  5s", 5 * SEC);
+    EXPECT_DURATION("5s  ", 5 * SEC);
+    EXPECT_DURATION("\t 5s \r\n", 5 * SEC);
+    /* leading zeros are harmless: still decimal, never octal */
+    EXPECT_DURATION("010s", 10 * SEC);
+    EXPECT_DURATION("000ms", 0);
+}
+
+static void test_duration_limits(void)
+{
+    EXPECT_DURATION("36500d", LVL_MAX_DURATION_MS);
+    EXPECT_DURATION("3153600000000ms", LVL_MAX_DURATION_MS);
+    EXPECT_DURATION("876000h", LVL_MAX_DURATION_MS);
+    EXPECT_DURATION_ERROR("36501d", "above the maximum of 36500d", "\"36501d\"");
+    EXPECT_DURATION_ERROR("3153600000001ms", "above the maximum", "\"3153600000001ms\"");
+    EXPECT_DURATION_ERROR("3153600000001s", "above the maximum", NULL);
+    /* more digits than a uint64_t holds */
+    EXPECT_DURATION_ERROR("99999999999999999999d", "above the maximum",
+                          "\"99999999999999999999d\"");
+    EXPECT_DURATION_ERROR("18446744073709551616ms", "above the maximum", NULL);
+    EXPECT_DURATION_ERROR("18446744073709551615ms", "above the maximum", NULL);
+    /* fits in uint64_t but value * unit wraps to 34448384 ms if unchecked */
+    EXPECT_DURATION_ERROR("213503982335d", "above the maximum", NULL);
+    /* a syntax error is reported before the range */
+    EXPECT_DURATION_ERROR("99999999999999999999x", "unknown unit \"x\"", NULL);
+}
+
+static void test_duration_bad_input(void)
+{
+    EXPECT_DURATION_ERROR("", "empty duration", NULL);
+    EXPECT_DURATION_ERROR("   \t ", "empty duration", NULL);
+    EXPECT_DURATION_ERROR("-5s", "sign not allowed", "\"-5s\"");
+    EXPECT_DURATION_ERROR("+5s", "sign not allowed", "\"+5s\"");
+    EXPECT_DURATION_ERROR("s", "does not start with a number", "\"s\"");
+    EXPECT_DURATION_ERROR("x5s", "does not start with a number", "\"x5s\"");
+    EXPECT_DURATION_ERROR("5x", "unknown unit \"x\" in duration \"5x\" (use ms, s, m, h or d)", NULL);
+    /* units are lower case: "M" could mean minutes or months */
+    EXPECT_DURATION_ERROR("5S", "unknown unit \"S\"", NULL);
+    EXPECT_DURATION_ERROR("5M", "unknown unit \"M\"", NULL);
+    EXPECT_DURATION_ERROR("5sec", "unknown unit \"sec\"", NULL);
+    EXPECT_DURATION_ERROR("5mss", "unknown unit \"mss\"", NULL);
+    EXPECT_DURATION_ERROR("30", "missing unit in duration \"30\"", "use ms, s, m, h or d");
+    EXPECT_DURATION_ERROR("5s5", "unexpected \"5\" after \"5s\" in duration \"5s5\"", NULL);
+    EXPECT_DURATION_ERROR("5s 5s", "unexpected \" 5s\" after \"5s\"", NULL);
+    EXPECT_DURATION_ERROR("5s,", "unexpected \",\"", NULL);
+    /* decided: the number and the unit are written together ("5 s" is refused,
+     * as it would be two items in a level table spec) */
+    EXPECT_DURATION_ERROR("5 s", "blank between number and unit", "\"5 s\"");
+    EXPECT_DURATION_ERROR("5.5s", "unexpected \".\"", "\"5.5s\"");
+    EXPECT_DURATION_ERROR("1_000ms", "unexpected \"_\"", NULL);
+}
+
+static void test_duration_error_buffers(void)
+{
+    uint64_t ms = 0;
+    char small[8];
+
+    /* err may be NULL */
+    CU_ASSERT_EQUAL(lvl_parse_duration("5x", &ms, NULL, 0), -1);
+    CU_ASSERT_EQUAL(lvl_parse_duration("5s", &ms, NULL, 0), 0);
+    CU_ASSERT_EQUAL(ms, 5 * SEC);
+    /* a short buffer is truncated and still terminated */
+    memset(small, 'Z', sizeof(small));
+    CU_ASSERT_EQUAL(lvl_parse_duration("5x", &ms, small, sizeof(small)), -1);
+    CU_ASSERT_EQUAL(strlen(small), sizeof(small) - 1);
+    CU_ASSERT_NSTRING_EQUAL(small, "unknown", 7);
+}
+
+static void expect_format(uint64_t ms, const char *want, int line)
+{
+    char buf[64];
+    int n = lvl_format_duration(ms, buf, sizeof(buf));
+
+    check_msg(strcmp(buf, want) == 0 && n == (int)strlen(want), line,
+              "format %" PRIu64 ": got \"%s\" (%d), want \"%s\"", ms, buf, n, want);
+}
+#define EXPECT_FORMAT(ms, want) expect_format((ms), (want), __LINE__)
+
+static void test_duration_format(void)
+{
+    EXPECT_FORMAT(7200000, "2h");
+    EXPECT_FORMAT(90000, "90s");
+    EXPECT_FORMAT(1500, "1500ms");
+    EXPECT_FORMAT(0, "0s");
+    EXPECT_FORMAT(1, "1ms");
+    EXPECT_FORMAT(1000, "1s");
+    EXPECT_FORMAT(60000, "1m");
+    EXPECT_FORMAT(3600000, "1h");
+    EXPECT_FORMAT(86400000, "1d");
+    EXPECT_FORMAT(3 * DAY, "3d");
+    EXPECT_FORMAT(25 * HOUR, "25h");
+    EXPECT_FORMAT(DAY + SEC, "86401s");
+    EXPECT_FORMAT(LVL_MAX_DURATION_MS, "36500d");
+    EXPECT_FORMAT(UINT64_MAX, "18446744073709551615ms");
+
+    /* snprintf semantics: the full length is returned even when truncated */
+    char buf[4];
+    CU_ASSERT_EQUAL(lvl_format_duration(1500, buf, sizeof(buf)), 6);
+    CU_ASSERT_STRING_EQUAL(buf, "150");
+    CU_ASSERT_EQUAL(lvl_format_duration(1500, NULL, 0), 6);
+}
+
+static int round_trips(uint64_t ms, char *text, size_t textlen)
+{
+    char err[256];
+    uint64_t back = 0;
+
+    lvl_format_duration(ms, text, textlen);
+    return lvl_parse_duration(text, &back, err, sizeof(err)) == 0 && back == ms;
+}
+
+static void test_duration_round_trip(void)
+{
+    static const uint64_t units[] = {1, SEC, MIN, HOUR, DAY};
+    char text[64];
+    uint64_t checked = 0;
+    uint64_t first_bad = UINT64_MAX;
+    uint64_t x = UINT64_C(0x9E3779B97F4A7C15);
+
+    /* every millisecond up to 2 minutes */
+    for (uint64_t ms = 0; ms <= 2 * MIN; ms++, checked++)
+        if (!round_trips(ms, text, sizeof(text)) && first_bad == UINT64_MAX)
+            first_bad = ms;
+    /* multiples of every unit, and one off each side */
+    for (size_t u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
+        for (uint64_t k = 1; k <= 5000; k++) {
+            uint64_t base = k * units[u];
+            uint64_t cases[3] = {base - 1, base, base + 1};
+            for (int c = 0; c < 3; c++, checked++)
+                if (!round_trips(cases[c], text, sizeof(text)) && first_bad == UINT64_MAX)
+                    first_bad = cases[c];
+        }
+    }
+    /* pseudo-random values up to the cap (xorshift, fixed seed) */
+    for (int i = 0; i < 100000; i++, checked++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        uint64_t ms = x % (LVL_MAX_DURATION_MS + 1);
+        if (i % 3 == 0)
+            ms -= ms % SEC;   /* whole seconds often format with a larger unit */
+        if (!round_trips(ms, text, sizeof(text)) && first_bad == UINT64_MAX)
+            first_bad = ms;
+    }
+    CHECK_MSG(round_trips(LVL_MAX_DURATION_MS, text, sizeof(text)), "the cap does not round-trip");
+    CHECK_MSG(first_bad == UINT64_MAX, "%" PRIu64 " ms does not round-trip (formatted \"%s\")",
+              first_bad, (lvl_format_duration(first_bad, text, sizeof(text)), text));
+    CU_ASSERT(checked > 200000);
+
+    /* and canonical text round-trips the other way */
+    static const char *canonical[] = {"0s", "1ms", "999ms", "1s", "59s", "61s", "1m", "59m",
+                                      "61m", "1h", "23h", "25h", "1d", "3d", "36500d"};
+    for (size_t i = 0; i < sizeof(canonical) / sizeof(canonical[0]); i++) {
+        uint64_t ms = 0;
+        CU_ASSERT_EQUAL_FATAL(lvl_parse_duration(canonical[i], &ms, NULL, 0), 0);
+        lvl_format_duration(ms, text, sizeof(text));
+        CHECK_MSG(strcmp(text, canonical[i]) == 0, "\"%s\" formats back as \"%s\"",
+                  canonical[i], text);
+    }
+}
+
+/* ------------------------------------------------------------------- tables */
+
+static int parse_ok(const char *spec, lvl_table_t *t, int line)
+{
+    char err[256] = "";
+    int rc = lvl_table_parse(spec, t, err, sizeof(err));
+
+    check_msg(rc == 0, line, "table \"%s\" should parse: %s", spec, err);
+    return rc == 0;
+}
+#define PARSE_OK(spec, t) parse_ok((spec), (t), __LINE__)
+
+static void expect_table_error(const char *spec, const char *want_exact, const char *frag,
+                               int line)
+{
+    char err[512] = "";
+    lvl_table_t t;
+    int rc = lvl_table_parse(spec, &t, err, sizeof(err));
+
+    check_msg(rc == -1, line, "table \"%s\" should fail", spec);
+    if (want_exact != NULL)
+        check_msg(strcmp(err, want_exact) == 0, line, "table \"%s\": message \"%s\", want \"%s\"",
+                  spec, err, want_exact);
+    if (frag != NULL)
+        check_msg(strstr(err, frag) != NULL, line, "table \"%s\": message \"%s\" lacks \"%s\"",
+                  spec, err, frag);
+}
+#define EXPECT_TABLE_ERROR(spec, exact, frag) expect_table_error((spec), (exact), (frag), __LINE__)
+
+static void test_table_default(void)
+{
+    lvl_table_t def, parsed;
+    static const uint64_t want[19] = {
+        0, 1 * SEC, 5 * SEC, 10 * SEC, 30 * SEC, 1 * MIN, 2 * MIN, 3 * MIN, 4 * MIN, 5 * MIN,
+        6 * MIN, 7 * MIN, 8 * MIN, 9 * MIN, 10 * MIN, 20 * MIN, 30 * MIN, 1 * HOUR, 2 * HOUR,
+    };
+
+    memset(&def, 0xA5, sizeof(def));
+    lvl_table_default(&def);
+    CU_ASSERT_EQUAL_FATAL(def.count, 18);
+    for (int i = 0; i <= 18; i++)
+        CHECK_MSG(def.delay_ms[i] == want[i], "default level %d is %" PRIu64 ", want %" PRIu64,
+                  i, def.delay_ms[i], want[i]);
+
+    CU_ASSERT_FATAL(PARSE_OK(LVL_DEFAULT_SPEC, &parsed));
+    CU_ASSERT_EQUAL(parsed.count, def.count);
+    CU_ASSERT_EQUAL(memcmp(parsed.delay_ms, def.delay_ms, sizeof(def.delay_ms)), 0);
+    CU_ASSERT_EQUAL(lvl_table_diff(&def, "default", &parsed, "spec", NULL, 0), 0);
+}
+
+static void test_table_separators(void)
+{
+    lvl_table_t t;
+
+    CU_ASSERT_FATAL(PARSE_OK("1s,5s,10s", &t));
+    CU_ASSERT_EQUAL(t.count, 3);
+    CU_ASSERT_EQUAL(t.delay_ms[0], 0);
+    CU_ASSERT_EQUAL(t.delay_ms[1], 1 * SEC);
+    CU_ASSERT_EQUAL(t.delay_ms[2], 5 * SEC);
+    CU_ASSERT_EQUAL(t.delay_ms[3], 10 * SEC);
+
+    CU_ASSERT_FATAL(PARSE_OK("  1s, 5s ,10s\t30s\n1m ,\t 2m  ", &t));
+    CU_ASSERT_EQUAL(t.count, 6);
+    CU_ASSERT_EQUAL(t.delay_ms[4], 30 * SEC);
+    CU_ASSERT_EQUAL(t.delay_ms[6], 2 * MIN);
+
+    CU_ASSERT_FATAL(PARSE_OK("2h", &t));
+    CU_ASSERT_EQUAL(t.count, 1);
+    CU_ASSERT_EQUAL(t.delay_ms[1], 2 * HOUR);
+
+    /* different spellings of one delay are one delay */
+    CU_ASSERT_FATAL(PARSE_OK("1500ms 120s 1h", &t));
+    CU_ASSERT_EQUAL(t.delay_ms[1], 1500);
+    CU_ASSERT_EQUAL(t.delay_ms[2], 2 * MIN);
+    CU_ASSERT_EQUAL(t.delay_ms[3], HOUR);
+
+    /* a level may be as long as the duration cap */
+    CU_ASSERT_FATAL(PARSE_OK("1s 36500d", &t));
+    CU_ASSERT_EQUAL(t.delay_ms[2], LVL_MAX_DURATION_MS);
+}
+
+static void test_table_errors(void)
+{
+    EXPECT_TABLE_ERROR("", NULL, "empty level table");
+    EXPECT_TABLE_ERROR(" \t\n ", NULL, "empty level table");
+    EXPECT_TABLE_ERROR(",", "level 1 is empty: the spec starts with a comma", NULL);
+    EXPECT_TABLE_ERROR(", 1s", "level 1 is empty: the spec starts with a comma", NULL);
+    EXPECT_TABLE_ERROR("1s,,5s", "level 2 is empty: two commas in a row", NULL);
+    EXPECT_TABLE_ERROR("1s, ,5s", "level 2 is empty: two commas in a row", NULL);
+    EXPECT_TABLE_ERROR("1s,5s,", "level 3 is empty: the spec ends with a comma", NULL);
+
+    EXPECT_TABLE_ERROR("1s 5s 10s 2s",
+                       "level 4 (2s) is not greater than level 3 (10s): "
+                       "levels must be strictly increasing", NULL);
+    EXPECT_TABLE_ERROR("10s 5s", "level 2 (5s) is not greater than level 1 (10s): "
+                       "levels must be strictly increasing", NULL);
+    EXPECT_TABLE_ERROR("1s 5s 5s", "level 3 (5s) is not greater than level 2 (5s): "
+                       "levels must be strictly increasing", NULL);
+    /* a duplicate spelled differently is named as written */
+    EXPECT_TABLE_ERROR("1s,1000ms", "level 2 (1000ms) is not greater than level 1 (1s): "
+                       "levels must be strictly increasing", NULL);
+
+    EXPECT_TABLE_ERROR("0s 1s", "level 1 (0s) is zero: every level must be a delay above 0", NULL);
+    EXPECT_TABLE_ERROR("0ms", NULL, "level 1 (0ms) is zero");
+
+    /* a bad duration names its level and the text */
+    EXPECT_TABLE_ERROR("1s 5s 5x 10s",
+                       "level 3: unknown unit \"x\" in duration \"5x\" (use ms, s, m, h or d)",
+                       NULL);
+    EXPECT_TABLE_ERROR("1s,5s,-5s", NULL, "level 3: sign not allowed in duration \"-5s\"");
+    EXPECT_TABLE_ERROR("1s 30", NULL, "level 2: missing unit in duration \"30\"");
+    EXPECT_TABLE_ERROR("1s 5s5", NULL, "level 2: unexpected \"5\" after \"5s\"");
+    EXPECT_TABLE_ERROR("1s 36501d", NULL, "level 2: duration \"36501d\" is above the maximum");
+    /* "5 s" in a spec is two items: "5" and "s" */
+    EXPECT_TABLE_ERROR("1s 5 s", NULL, "level 2: missing unit in duration \"5\"");
+}
+
+static void test_table_too_many(void)
+{
+    char spec[1024];
+    size_t used = 0;
+    lvl_table_t t;
+
+    for (int i = 1; i <= LVL_MAX_LEVELS; i++)
+        used += (size_t)snprintf(spec + used, sizeof(spec) - used, "%s%ds", i > 1 ? " " : "", i);
+    CU_ASSERT_FATAL(PARSE_OK(spec, &t));
+    CU_ASSERT_EQUAL(t.count, LVL_MAX_LEVELS);
+    CU_ASSERT_EQUAL(t.delay_ms[LVL_MAX_LEVELS], (uint64_t)LVL_MAX_LEVELS * SEC);
+
+    snprintf(spec + used, sizeof(spec) - used, " %ds", LVL_MAX_LEVELS + 1);
+    EXPECT_TABLE_ERROR(spec, "too many levels: level 65 (65s) is past the limit of 64", NULL);
+}
+
+static void expect_table_format(const char *spec, const char *want, int line)
+{
+    lvl_table_t t, back;
+    char buf[1024] = "";
+
+    if (!parse_ok(spec, &t, line))
+        return;
+    int n = lvl_table_format(&t, buf, sizeof(buf));
+    check_msg(strcmp(buf, want) == 0 && n == (int)strlen(want), line,
+              "table \"%s\" formats as \"%s\" (%d), want \"%s\"", spec, buf, n, want);
+    if (!parse_ok(buf, &back, line))
+        return;
+    check_msg(back.count == t.count && memcmp(back.delay_ms, t.delay_ms, sizeof(t.delay_ms)) == 0,
+              line, "table \"%s\" does not read back equal from \"%s\"", spec, buf);
+}
+#define EXPECT_TABLE_FORMAT(spec, want) expect_table_format((spec), (want), __LINE__)
+
+static void test_table_format(void)
+{
+    lvl_table_t def;
+    char buf[256];
+
+    lvl_table_default(&def);
+    CU_ASSERT_EQUAL(lvl_table_format(&def, buf, sizeof(buf)), (int)strlen(LVL_DEFAULT_SPEC));
+    CU_ASSERT_STRING_EQUAL(buf, LVL_DEFAULT_SPEC);
+
+    EXPECT_TABLE_FORMAT(LVL_DEFAULT_SPEC, LVL_DEFAULT_SPEC);
+    EXPECT_TABLE_FORMAT("1s,5s,10s", "1s 5s 10s");
+    EXPECT_TABLE_FORMAT("  1500ms ,90s 120s\t3600s 3d ", "1500ms 90s 2m 1h 3d");
+    EXPECT_TABLE_FORMAT("1ms 36500d", "1ms 36500d");
+
+    /* snprintf semantics: truncated output, full length returned */
+    char small[6];
+    CU_ASSERT_EQUAL(lvl_table_format(&def, small, sizeof(small)), (int)strlen(LVL_DEFAULT_SPEC));
+    CU_ASSERT_STRING_EQUAL(small, "1s 5s");
+    CU_ASSERT_EQUAL(lvl_table_format(&def, NULL, 0), (int)strlen(LVL_DEFAULT_SPEC));
+
+    /* the longest table: 64 levels round-trip */
+    char spec[2048];
+    size_t used = 0;
+    for (int i = 1; i <= LVL_MAX_LEVELS; i++)
+        used += (size_t)snprintf(spec + used, sizeof(spec) - used, "%s%dm", i > 1 ? "," : "", i * 7);
+    lvl_table_t t, back;
+    char text[2048];
+    CU_ASSERT_FATAL(PARSE_OK(spec, &t));
+    lvl_table_format(&t, text, sizeof(text));
+    CU_ASSERT_FATAL(PARSE_OK(text, &back));
+    CU_ASSERT_EQUAL(lvl_table_diff(&t, "a", &back, "b", NULL, 0), 0);
+}
+
+static void test_table_diff(void)
+{
+    lvl_table_t def, same, shorter, changed, inserted;
+    char msg[512];
+
+    lvl_table_default(&def);
+    CU_ASSERT_FATAL(PARSE_OK(LVL_DEFAULT_SPEC, &same));
+    CU_ASSERT_FATAL(PARSE_OK("1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h", &shorter));
+    CU_ASSERT_FATAL(PARSE_OK("1s 5s 15s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
+                             &changed));
+    CU_ASSERT_FATAL(PARSE_OK("1s 2s 5s 10s", &inserted));
+
+    strcpy(msg, "stale");
+    CU_ASSERT_EQUAL(lvl_table_diff(&def, "the data directory", &same, "the configuration",
+                                   msg, sizeof(msg)), 0);
+    CU_ASSERT_STRING_EQUAL(msg, "");
+
+    CU_ASSERT_EQUAL(lvl_table_diff(&def, "the data directory", &shorter, "the configuration",
+                                   msg, sizeof(msg)), 1);
+    CU_ASSERT_STRING_EQUAL(msg, "the data directory has 18 levels but the configuration has 17");
+
+    CU_ASSERT_EQUAL(lvl_table_diff(&shorter, "A", &def, "B", msg, sizeof(msg)), 1);
+    CU_ASSERT_STRING_EQUAL(msg, "A has 17 levels but B has 18");
+
+    CU_ASSERT_EQUAL(lvl_table_diff(&def, "the data directory", &changed, "the configuration",
+                                   msg, sizeof(msg)), 1);
+    CU_ASSERT_STRING_EQUAL(msg, "level 3 is 10s in the data directory but 15s in the configuration");
+
+    /* a level inserted in the middle: the count first, then the first difference */
+    CU_ASSERT_EQUAL(lvl_table_diff(&def, "the data directory", &inserted, "the configuration",
+                                   msg, sizeof(msg)), 1);
+    CU_ASSERT_STRING_EQUAL(msg, "the data directory has 18 levels but the configuration has 4 "
+                           "(first difference: level 2 is 5s in the data directory but 2s in "
+                           "the configuration)");
+
+    /* msg may be NULL */
+    CU_ASSERT_EQUAL(lvl_table_diff(&def, "a", &changed, "b", NULL, 0), 1);
+    CU_ASSERT_EQUAL(lvl_table_diff(&def, "a", &same, "b", NULL, 0), 0);
+}
+
+/* ---------------------------------------------------- one level per timeout */
+
+static void test_level_for_up(void)
+{
+    lvl_table_t t;
+    lvl_table_default(&t);
+
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 0, LVL_ROUND_UP), 1);
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 1, LVL_ROUND_UP), 1);
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 1000, LVL_ROUND_UP), 1);
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 1001, LVL_ROUND_UP), 2);
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 25 * MIN, LVL_ROUND_UP), 16);   /* 30m, never early */
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 2 * HOUR, LVL_ROUND_UP), 18);
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 2 * HOUR + 1, LVL_ROUND_UP), 18); /* above max: the last */
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 3 * DAY, LVL_ROUND_UP), 18);
+    CU_ASSERT_EQUAL(lvl_level_for(&t, UINT64_MAX, LVL_ROUND_UP), 18);
+
+    for (int level = 1; level <= t.count; level++) {
+        uint64_t d = t.delay_ms[level];
+        CHECK_MSG(lvl_level_for(&t, d, LVL_ROUND_UP) == level, "exact hit on level %d", level);
+        CHECK_MSG(lvl_level_for(&t, d - 1, LVL_ROUND_UP) == level, "just below level %d", level);
+        if (level < t.count)
+            CHECK_MSG(lvl_level_for(&t, d + 1, LVL_ROUND_UP) == level + 1,
+                      "just above level %d", level);
+    }
+
+    /* property over every 250 ms up to 2h + 10 s: the smallest level >= timeout */
+    uint64_t first_bad = UINT64_MAX;
+    for (uint64_t ms = 0; ms <= 2 * HOUR + 10 * SEC; ms += 250) {
+        int l = lvl_level_for(&t, ms, LVL_ROUND_UP);
+        int ok = l >= 1 && l <= t.count;
+        if (ok && ms <= t.delay_ms[t.count])
+            ok = t.delay_ms[l] >= ms && (l == 1 || t.delay_ms[l - 1] < ms);
+        else if (ok)
+            ok = l == t.count;
+        if (!ok && first_bad == UINT64_MAX)
+            first_bad = ms;
+    }
+    CHECK_MSG(first_bad == UINT64_MAX, "ROUND_UP wrong for %" PRIu64 " ms", first_bad);
+}
+
+static void test_level_for_nearest(void)
+{
+    lvl_table_t t;
+    lvl_table_default(&t);
+
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 0, LVL_ROUND_NEAREST), 1);
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 2999, LVL_ROUND_NEAREST), 1);
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 3000, LVL_ROUND_NEAREST), 2);   /* tie 1s/5s: larger */
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 3001, LVL_ROUND_NEAREST), 2);
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 24 * MIN + 59 * SEC, LVL_ROUND_NEAREST), 15); /* 20m */
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 25 * MIN, LVL_ROUND_NEAREST), 16); /* tie 20m/30m */
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 90 * MIN, LVL_ROUND_NEAREST), 18); /* tie 1h/2h */
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 90 * MIN - 1, LVL_ROUND_NEAREST), 17);
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 3 * DAY, LVL_ROUND_NEAREST), 18);
+    CU_ASSERT_EQUAL(lvl_level_for(&t, UINT64_MAX, LVL_ROUND_NEAREST), 18);
+
+    for (int level = 1; level <= t.count; level++)
+        CHECK_MSG(lvl_level_for(&t, t.delay_ms[level], LVL_ROUND_NEAREST) == level,
+                  "exact hit on level %d", level);
+
+    /* property: no level is strictly nearer, and no larger level is as near */
+    uint64_t first_bad = UINT64_MAX;
+    for (uint64_t ms = 0; ms <= 2 * HOUR + 10 * SEC; ms += 250) {
+        int l = lvl_level_for(&t, ms, LVL_ROUND_NEAREST);
+        if (l < 1 || l > t.count) {
+            first_bad = ms;
+            break;
+        }
+        uint64_t best = t.delay_ms[l] > ms ? t.delay_ms[l] - ms : ms - t.delay_ms[l];
+        for (int other = 1; other <= t.count; other++) {
+            uint64_t d = t.delay_ms[other] > ms ? t.delay_ms[other] - ms : ms - t.delay_ms[other];
+            if (d < best || (d == best && other > l))
+                first_bad = first_bad == UINT64_MAX ? ms : first_bad;
+        }
+    }
+    CHECK_MSG(first_bad == UINT64_MAX, "ROUND_NEAREST wrong for %" PRIu64 " ms", first_bad);
+}
+
+/* ------------------------------------------------------------- chain plans */
+
+static void test_round_delay(void)
+{
+    CU_ASSERT_EQUAL(lvl_round_delay(0), 0);
+    CU_ASSERT_EQUAL(lvl_round_delay(1), 1000);
+    CU_ASSERT_EQUAL(lvl_round_delay(999), 1000);
+    CU_ASSERT_EQUAL(lvl_round_delay(1000), 1000);
+    CU_ASSERT_EQUAL(lvl_round_delay(1001), 2000);
+    CU_ASSERT_EQUAL(lvl_round_delay(3 * DAY), 3 * DAY);
+    CU_ASSERT_EQUAL(lvl_round_delay(3 * DAY - 1), 3 * DAY);
+    /* no wrap-around at the top of uint64_t: saturates at the last whole second */
+    CU_ASSERT_EQUAL(lvl_round_delay(UINT64_MAX), UINT64_C(18446744073709551000));
+    CU_ASSERT_EQUAL(lvl_round_delay(UINT64_C(18446744073709551000)), UINT64_C(18446744073709551000));
+    CU_ASSERT_EQUAL(lvl_round_delay(UINT64_C(18446744073709550001)), UINT64_C(18446744073709551000));
+}
+
+static void test_next_hop(void)
+{
+    lvl_table_t t, custom;
+    lvl_table_default(&t);
+
+    CU_ASSERT_EQUAL(lvl_next_hop(&t, 0), 0);
+    CU_ASSERT_EQUAL(lvl_next_hop(&t, 1), 1);          /* below the smallest: the smallest */
+    CU_ASSERT_EQUAL(lvl_next_hop(&t, 999), 1);
+    CU_ASSERT_EQUAL(lvl_next_hop(&t, 1000), 1);
+    CU_ASSERT_EQUAL(lvl_next_hop(&t, 4999), 1);
+    CU_ASSERT_EQUAL(lvl_next_hop(&t, 5000), 2);
+    CU_ASSERT_EQUAL(lvl_next_hop(&t, 25 * MIN), 15);  /* 20m */
+    CU_ASSERT_EQUAL(lvl_next_hop(&t, 2 * HOUR - 1), 17);
+    CU_ASSERT_EQUAL(lvl_next_hop(&t, 2 * HOUR), 18);
+    CU_ASSERT_EQUAL(lvl_next_hop(&t, 5 * HOUR), 18);
+    CU_ASSERT_EQUAL(lvl_next_hop(&t, UINT64_MAX), 18);
+
+    CU_ASSERT_FATAL(PARSE_OK("5s 1m", &custom));
+    CU_ASSERT_EQUAL(lvl_next_hop(&custom, 1), 1);
+    CU_ASSERT_EQUAL(lvl_next_hop(&custom, 4999), 1);
+    CU_ASSERT_EQUAL(lvl_next_hop(&custom, 59999), 1);
+    CU_ASSERT_EQUAL(lvl_next_hop(&custom, 60000), 2);
+
+    /* property: the largest level <= remaining, for every 100 ms up to 2h + 1m */
+    uint64_t first_bad = UINT64_MAX;
+    for (uint64_t ms = 1000; ms <= 2 * HOUR + MIN; ms += 100) {
+        int l = lvl_next_hop(&t, ms);
+        int ok = l >= 1 && l <= t.count && t.delay_ms[l] <= ms &&
+                 (l == t.count || t.delay_ms[l + 1] > ms);
+        if (!ok && first_bad == UINT64_MAX)
+            first_bad = ms;
+    }
+    CHECK_MSG(first_bad == UINT64_MAX, "next hop wrong for %" PRIu64 " ms", first_bad);
+}
+
+/* Plan delay_ms and check it: success, the total, and every hop being the
+ * greedy choice for what remained. Returns the hop count, or -1 (and fills
+ * why[]) when the plan is wrong. overshoot_below is the bound on
+ * total - delay_ms (0: the total must equal the rounded delay exactly). */
+static int plan_and_check(const lvl_table_t *t, uint64_t delay_ms, uint64_t max_delay_ms,
+                          uint64_t overshoot_below, char *why, size_t whylen)
+{
+    uint8_t levels[LVL_MAX_HOPS];
+    char err[256] = "";
+    int hops = -1;
+    uint64_t want = lvl_round_delay(delay_ms);
+
+    if (lvl_chain_plan(t, delay_ms, max_delay_ms, levels, LVL_MAX_HOPS, &hops, err,
+                       sizeof(err)) != 0) {
+        snprintf(why, whylen, "plan failed: %s", err);
+        return -1;
+    }
+    uint64_t total = lvl_plan_total(t, levels, hops);
+    if (total < want) {
+        snprintf(why, whylen, "total %" PRIu64 " is early (want %" PRIu64 ")", total, want);
+        return -1;
+    }
+    if (overshoot_below == 0 ? total != want : total - delay_ms >= overshoot_below) {
+        snprintf(why, whylen, "total %" PRIu64 " overshoots %" PRIu64 " (asked %" PRIu64 ")",
+                 total, want, delay_ms);
+        return -1;
+    }
+    uint64_t remaining = want;
+    for (int i = 0; i < hops; i++) {
+        int greedy = lvl_next_hop(t, remaining);
+        if (levels[i] != greedy) {
+            snprintf(why, whylen, "hop %d is level %d, greedy is %d", i + 1, levels[i], greedy);
+            return -1;
+        }
+        uint64_t d = t->delay_ms[levels[i]];
+        remaining = d >= remaining ? 0 : remaining - d;
+        if (remaining == 0 && i + 1 != hops) {
+            snprintf(why, whylen, "%d hops left after the delay is covered", hops - i - 1);
+            return -1;
+        }
+    }
+    if (remaining != 0) {
+        snprintf(why, whylen, "%" PRIu64 " ms left uncovered", remaining);
+        return -1;
+    }
+    return hops;
+}
+
+static void test_chain_every_second_to_3d(void)
+{
+    lvl_table_t t;
+    char why[256] = "";
+    uint64_t first_bad = 0;
+    int max_below_2h = 0, max_overall = 0;
+    uint64_t max_overall_at = 0, plans = 0;
+
+    lvl_table_default(&t);
+    for (uint64_t delay = SEC; delay <= 3 * DAY; delay += SEC, plans++) {
+        int hops = plan_and_check(&t, delay, 3 * DAY, 0, why, sizeof(why));
+        if (hops < 0) {
+            first_bad = delay;
+            break;
+        }
+        uint64_t bound = delay < 2 * HOUR ? 12 : 12 + delay / (2 * HOUR);
+        if ((uint64_t)hops > bound) {
+            snprintf(why, sizeof(why), "%d hops, bound %" PRIu64, hops, bound);
+            first_bad = delay;
+            break;
+        }
+        if (delay < 2 * HOUR && hops > max_below_2h)
+            max_below_2h = hops;
+        if (hops > max_overall) {
+            max_overall = hops;
+            max_overall_at = delay;
+        }
+    }
+    CHECK_MSG(first_bad == 0, "delay %" PRIu64 " ms: %s", first_bad, why);
+    CU_ASSERT_EQUAL(plans, 3 * 86400);
+    /* the bound of DESIGN §1 is tight below 2h: 1h59m59s = 1h 30m 20m 9m 30s 10s 10s 5s 1s*4 */
+    CU_ASSERT_EQUAL(max_below_2h, 12);
+    /* up to 3d: 35 * 2h + a 12-hop remainder (first reached at 71h41m59s) */
+    CU_ASSERT_EQUAL(max_overall, 35 + 12);
+    CU_ASSERT_EQUAL(max_overall_at, 35 * 2 * HOUR + HOUR + 41 * MIN + 59 * SEC);
+    printf("\n    max hops: %d below 2h, %d up to 3d (first at %" PRIu64 " s) over %" PRIu64 " plans ",
+           max_below_2h, max_overall, max_overall_at / SEC, plans);
+}
+
+static void test_chain_examples(void)
+{
+    lvl_table_t t;
+    uint8_t levels[LVL_MAX_HOPS];
+    char err[256];
+    int hops = -1;
+
+    lvl_table_default(&t);
+
+    /* 25m = 20m + 5m */
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 25 * MIN, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
+                                         err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(hops, 2);
+    CU_ASSERT_EQUAL(levels[0], 15);
+    CU_ASSERT_EQUAL(levels[1], 9);
+    CU_ASSERT_EQUAL(lvl_plan_total(&t, levels, hops), 25 * MIN);
+
+    /* 1h59m59s: the 12-hop worst case below 2h */
+    static const uint8_t worst[12] = {17, 16, 15, 13, 4, 3, 3, 2, 1, 1, 1, 1};
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 2 * HOUR - SEC, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
+                                         err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(hops, 12);
+    CU_ASSERT_EQUAL(memcmp(levels, worst, sizeof(worst)), 0);
+
+    /* 3d - 1s = 35 * 2h + 1h59m59s: 47 hops, the last 12 as above */
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 3 * DAY - SEC, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
+                                         err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(hops, 47);
+    CU_ASSERT_EQUAL(memcmp(levels + 35, worst, sizeof(worst)), 0);
+
+    /* 3d exactly: 36 hops of 2h (max-delay is inclusive) */
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 3 * DAY, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
+                                         err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(hops, 36);
+    int all_2h = 1;
+    for (int i = 0; i < hops; i++)
+        all_2h &= levels[i] == 18;
+    CU_ASSERT(all_2h);
+
+    /* a level's own delay is one hop of that level */
+    for (int level = 1; level <= t.count; level++) {
+        int ok = lvl_chain_plan(&t, t.delay_ms[level], 3 * DAY, levels, LVL_MAX_HOPS, &hops,
+                                err, sizeof(err)) == 0 && hops == 1 && levels[0] == level;
+        CHECK_MSG(ok, "delay of level %d is not one hop of it", level);
+    }
+}
+
+static void test_chain_subsecond_and_zero(void)
+{
+    lvl_table_t t;
+    uint8_t levels[LVL_MAX_HOPS];
+    char err[256];
+    int hops = -1;
+
+    lvl_table_default(&t);
+
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 0, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
+                                         err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(hops, 0);
+    CU_ASSERT_EQUAL(lvl_plan_total(&t, levels, hops), 0);
+    /* 0 hops needs no room at all */
+    hops = -1;
+    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 0, 3 * DAY, NULL, 0, &hops, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(hops, 0);
+
+    /* 1 ms rounds up to one 1 s hop */
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 1, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
+                                         err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(hops, 1);
+    CU_ASSERT_EQUAL(levels[0], 1);
+
+    /* every sub-second remainder up to 12 s rounds up to the next whole second */
+    char why[256] = "";
+    uint64_t first_bad = 0;
+    for (uint64_t ms = 1; ms <= 12 * SEC; ms++) {
+        if (plan_and_check(&t, ms, 3 * DAY, 0, why, sizeof(why)) < 0) {
+            first_bad = ms;
+            break;
+        }
+    }
+    CHECK_MSG(first_bad == 0, "delay %" PRIu64 " ms: %s", first_bad, why);
+
+    /* 1500 ms → 2 s = 1s + 1s */
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 1500, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
+                                         err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(hops, 2);
+    CU_ASSERT_EQUAL(lvl_plan_total(&t, levels, hops), 2000);
+}
+
+static void test_chain_limits(void)
+{
+    lvl_table_t t, only_1s;
+    uint8_t levels[LVL_MAX_HOPS];
+    char err[256];
+    int hops = -1;
+
+    lvl_table_default(&t);
+
+    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 4 * DAY, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
+                                   err, sizeof(err)), -1);
+    CU_ASSERT_STRING_EQUAL(err, "delay 4d exceeds max-delay 3d");
+    CU_ASSERT_EQUAL(hops, 0);
+    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 3 * DAY + 1, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
+                                   err, sizeof(err)), -1);
+    CU_ASSERT_STRING_EQUAL(err, "delay 259200001ms exceeds max-delay 3d");
+    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 2 * HOUR + SEC, 2 * HOUR, levels, LVL_MAX_HOPS, &hops,
+                                   err, sizeof(err)), -1);
+    CU_ASSERT_STRING_EQUAL(err, "delay 7201s exceeds max-delay 2h");
+    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 4 * DAY, 3 * DAY, levels, LVL_MAX_HOPS, &hops, NULL, 0), -1);
+
+    /* more hops than the caller's array */
+    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 25 * MIN, 3 * DAY, levels, 1, &hops, err, sizeof(err)), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "needs 2 hops"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "limit of 1"));
+    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 25 * MIN, 3 * DAY, levels, 2, &hops, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(hops, 2);
+
+    /* more hops than LVL_MAX_HOPS, even with a larger array */
+    uint8_t big[LVL_MAX_HOPS + 200];
+    uint64_t century = 100 * 365 * DAY;
+    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 255 * 2 * HOUR, century, big, (int)sizeof(big), &hops,
+                                   err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(hops, LVL_MAX_HOPS);
+    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 255 * 2 * HOUR + SEC, century, big, (int)sizeof(big), &hops,
+                                   err, sizeof(err)), -1);
+    CU_ASSERT_STRING_EQUAL(err, "delay 1836001s needs 256 hops with this level table, more than "
+                           "the limit of 255");
+    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 30 * DAY, century, big, (int)sizeof(big), &hops,
+                                   err, sizeof(err)), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "needs 360 hops"));
+
+    /* billions of hops are refused at once, not looped over */
+    CU_ASSERT_FATAL(PARSE_OK("1s", &only_1s));
+    uint64_t started = tu_now_mono_ms();
+    CU_ASSERT_EQUAL(lvl_chain_plan(&only_1s, LVL_MAX_DURATION_MS, UINT64_MAX, levels,
+                                   LVL_MAX_HOPS, &hops, err, sizeof(err)), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "needs 3153600000 hops"));
+    CU_ASSERT_EQUAL(lvl_chain_plan(&only_1s, UINT64_MAX, UINT64_MAX, levels,
+                                   LVL_MAX_HOPS, &hops, err, sizeof(err)), -1);
+    printf("\n    refusing 3.1e9 and 1.8e16 hops took %" PRIu64 " ms ", tu_now_mono_ms() - started);
+
+    /* an empty table is refused rather than planned forever */
+    lvl_table_t empty;
+    memset(&empty, 0, sizeof(empty));
+    CU_ASSERT_EQUAL(lvl_chain_plan(&empty, 5 * SEC, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
+                                   err, sizeof(err)), -1);
+    CU_ASSERT_EQUAL(hops, 0);
+}
+
+static void test_chain_custom_table_overshoot(void)
+{
+    lvl_table_t t;
+    char why[256] = "";
+    uint64_t first_bad = UINT64_MAX;
+    int max_hops = 0;
+
+    CU_ASSERT_FATAL(PARSE_OK("5s 1m", &t));
+    /* every ms up to 2 min, then every second up to 2h: never early, late by < 5 s */
+    for (uint64_t ms = 1; ms <= 2 * MIN && first_bad == UINT64_MAX; ms++)
+        if (plan_and_check(&t, ms, 3 * DAY, 5 * SEC, why, sizeof(why)) < 0)
+            first_bad = ms;
+    for (uint64_t ms = SEC; ms <= 2 * HOUR && first_bad == UINT64_MAX; ms += SEC) {
+        int hops = plan_and_check(&t, ms, 3 * DAY, 5 * SEC, why, sizeof(why));
+        if (hops < 0)
+            first_bad = ms;
+        else if (hops > max_hops)
+            max_hops = hops;
+    }
+    CHECK_MSG(first_bad == UINT64_MAX, "delay %" PRIu64 " ms: %s", first_bad, why);
+    /* 2h = 120 hops of 1m; 1h59m59s = 119 * 1m + 12 * 5s (the last overshooting) */
+    CU_ASSERT_EQUAL(max_hops, 131);
+
+    /* concrete overshoots */
+    uint8_t levels[LVL_MAX_HOPS];
+    char err[256];
+    int hops = -1;
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 3 * SEC, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
+                                         err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(hops, 1);
+    CU_ASSERT_EQUAL(lvl_plan_total(&t, levels, hops), 5 * SEC);
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 61 * SEC, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
+                                         err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(hops, 2);
+    CU_ASSERT_EQUAL(levels[0], 2);
+    CU_ASSERT_EQUAL(levels[1], 1);
+    CU_ASSERT_EQUAL(lvl_plan_total(&t, levels, hops), 65 * SEC);
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 64 * SEC + 1, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
+                                         err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(lvl_plan_total(&t, levels, hops), 65 * SEC);   /* 64.001 s → 65 s → exact */
+}
+
+static void test_plan_total(void)
+{
+    lvl_table_t t;
+    static const uint8_t plan[] = {18, 15, 9, 1};
+    static const uint8_t bad[] = {1, 19};
+    static const uint8_t zero[] = {0};
+
+    lvl_table_default(&t);
+    CU_ASSERT_EQUAL(lvl_plan_total(&t, plan, 4), 2 * HOUR + 20 * MIN + 5 * MIN + SEC);
+    CU_ASSERT_EQUAL(lvl_plan_total(&t, plan, 1), 2 * HOUR);
+    CU_ASSERT_EQUAL(lvl_plan_total(&t, plan, 0), 0);
+    /* a level outside the table makes the total impossible, not plausible */
+    CU_ASSERT_EQUAL(lvl_plan_total(&t, bad, 2), UINT64_MAX);
+    CU_ASSERT_EQUAL(lvl_plan_total(&t, zero, 1), UINT64_MAX);
+}
+
+/* ------------------------------------------------------------------ suites */
+
+typedef struct test_entry {
+    const char *name;
+    CU_TestFunc fn;
+} test_entry_t;
+
+static const test_entry_t duration_tests[] = {
+    {"units", test_duration_units},
+    {"zero and blanks", test_duration_zero_and_blanks},
+    {"limits and overflow", test_duration_limits},
+    {"bad input", test_duration_bad_input},
+    {"error buffers", test_duration_error_buffers},
+    {"format", test_duration_format},
+    {"round trip", test_duration_round_trip},
+    {NULL, NULL},
+};
+
+static const test_entry_t table_tests[] = {
+    {"default", test_table_default},
+    {"separators", test_table_separators},
+    {"errors", test_table_errors},
+    {"too many levels", test_table_too_many},
+    {"format round trip", test_table_format},
+    {"diff", test_table_diff},
+    {NULL, NULL},
+};
+
+static const test_entry_t level_for_tests[] = {
+    {"round up", test_level_for_up},
+    {"round nearest", test_level_for_nearest},
+    {NULL, NULL},
+};
+
+static const test_entry_t chain_tests[] = {
+    {"round delay", test_round_delay},
+    {"next hop", test_next_hop},
+    {"every second to 3d", test_chain_every_second_to_3d},
+    {"examples", test_chain_examples},
+    {"sub-second and zero", test_chain_subsecond_and_zero},
+    {"limits", test_chain_limits},
+    {"custom table overshoot", test_chain_custom_table_overshoot},
+    {"plan total", test_plan_total},
+    {NULL, NULL},
+};
+
+static const struct {
+    const char *name;
+    const test_entry_t *tests;
+} suites[] = {
+    {"duration", duration_tests},
+    {"table", table_tests},
+    {"level_for", level_for_tests},
+    {"chain", chain_tests},
+};
+
+static int add_suites(void)
+{
+    for (size_t s = 0; s < sizeof(suites) / sizeof(suites[0]); s++) {
+        CU_pSuite suite = CU_add_suite(suites[s].name, NULL, NULL);
+        if (suite == NULL)
+            return -1;
+        for (const test_entry_t *t = suites[s].tests; t->name != NULL; t++)
+            if (CU_add_test(suite, t->name, t->fn) == NULL)
+                return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    return tu_cunit_main(argc, argv, add_suites);
+}
