@@ -243,6 +243,7 @@ struct store {
     group_state_t **dirty_groups; size_t n_dirty_groups, cap_dirty_groups;
 
     uint64_t lease_floor;          /* every lease deadline is >= this */
+    uint64_t lease_ceiling;        /* the highest deadline leased since open */
     int lease_next_valid;
     uint64_t lease_next;           /* lower bound of the earliest deadline when valid */
     uint64_t lease_pops_since_compact;
@@ -892,7 +893,9 @@ int store_open(const store_options_t *o, store_t **out, char *err, size_t errlen
 int store_close(store_t *s, char *err, size_t errlen)
 {
     if (s == NULL) { return 0; }
-    int rc = s->broken ? 0 : store_commit(s, err, errlen);
+    /* A broken store cannot commit: report that (its pending batch is lost)
+     * rather than a clean close. */
+    int rc = store_commit(s, err, errlen);
     store_free(s);
     return rc;
 }
@@ -990,6 +993,19 @@ static void retry_ready_append(store_t *s, group_state_t *g, msg_t *m, uint64_t 
     mark_group(s, g);
 }
 
+/* A chained delay must fit max-delay and the hop bound (DESIGN §1: hops are
+ * bounded; LVL_MAX_HOPS): lvl_chain_plan decides both and names the problem
+ * ("delay 4d exceeds max-delay 3d", "... needs 3600 hops ..."). Without the
+ * bound, a custom table with a small last level makes one message hop (one
+ * write) per level delay for the whole journey. */
+static int check_chain(const store_t *s, uint64_t delay_ms, char *err, size_t errlen)
+{
+    uint8_t plan[LVL_MAX_HOPS];
+    int hops;
+    return lvl_chain_plan(&s->opt.levels, delay_ms, s->opt.max_delay_ms, plan, LVL_MAX_HOPS, &hops,
+                          err, errlen);
+}
+
 int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms,
                uint64_t *id_out, uint64_t *due_out, char *err, size_t errlen)
 {
@@ -1011,13 +1027,7 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms,
     }
     uint64_t delay = 0;
     if (req->level == 0 && req->delay_ms > 0) {
-        if (req->delay_ms > s->opt.max_delay_ms) {
-            char a[32], b[32];
-            lvl_format_duration(req->delay_ms, a, sizeof a);
-            lvl_format_duration(s->opt.max_delay_ms, b, sizeof b);
-            set_err(err, errlen, "delay %s exceeds max-delay %s", a, b);
-            return -1;
-        }
+        if (check_chain(s, req->delay_ms, err, errlen) != 0) { return -1; }
         delay = lvl_round_delay(req->delay_ms);
     }
     msg_t m;
@@ -1324,6 +1334,7 @@ static void lease_put(store_t *s, group_state_t *g, msg_t *m, uint64_t deadline)
     g->inflight++;
     mark_group(s, g);
     if (deadline < s->lease_floor) { s->lease_floor = deadline; }
+    if (deadline > s->lease_ceiling) { s->lease_ceiling = deadline; }
     if (s->lease_next_valid && deadline < s->lease_next) { s->lease_next = deadline; }
 }
 
@@ -1472,6 +1483,42 @@ static void lease_delete(store_t *s, group_state_t *g, uint64_t id, uint64_t dea
     s->lease_pops_since_compact++;
 }
 
+/* Find id's entry in a group's lease index with an iterator that walks the
+ * index forward (so ids must come in increasing order): a few Next steps when
+ * the entry is close ahead, as in the usual ACK of a batch just leased, else
+ * one Seek. idx->b[0..plen) is the index prefix of the group. 1 found
+ * (*deadline), 0 not there, -1 on a corrupt entry. */
+static int lease_index_find(store_t *s, leveldb_iterator_t *it, key_t_ *idx, size_t plen, uint64_t id,
+                            uint64_t *deadline, char *err, size_t errlen)
+{
+    const char *key;
+    size_t klen;
+    for (int steps = 0; iter_in(it, idx->b, plen, &key, &klen); steps++) {
+        uint64_t at = klen == plen + 8 ? get_be64(key + plen) : 0;
+        size_t vlen = 0;
+        const char *v = at == id ? leveldb_iter_value(it, &vlen) : NULL;
+        if (klen != plen + 8 || (v != NULL && vlen != 8)) {
+            set_err(err, errlen, "corrupt lease index entry in %s", s->path);
+            return -1;
+        }
+        if (at > id) { return 0; }
+        if (at == id) {
+            *deadline = get_be64(v);
+            return 1;
+        }
+        if (steps < 8) {
+            leveldb_iter_next(it);
+        } else {                 /* far ahead: after the seek the entry is at or past id */
+            idx->n = plen;
+            key_u64(idx, id);
+            leveldb_iter_seek(it, idx->b, idx->n);
+        }
+    }
+    return 0;                    /* past the group's range: not there */
+}
+
+/* The ids are sorted and looked up with one iterator walking the group's lease
+ * index (lease_index_find): a Get per id costs several times more. */
 int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *ids, int n,
               int *released, char *err, size_t errlen)
 {
@@ -1482,17 +1529,24 @@ int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *i
     uint64_t *sorted = hg_xmalloc((size_t)n * sizeof *sorted);
     memcpy(sorted, ids, (size_t)n * sizeof *sorted);
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_u64);
+    key_t_ idx;
+    key_start(&idx, 'J'); key_name(&idx, group, group_len);
+    size_t plen = idx.n;
+    key_u64(&idx, sorted[0]);
+    leveldb_iterator_t *it = iter_at(s, &idx);
     int rc = 0;
     for (int i = 0; i < n; i++) {
         if (i > 0 && sorted[i] == sorted[i - 1]) { continue; }
         uint64_t deadline;
-        int found = lease_lookup(s, group, group_len, sorted[i], &deadline, err, errlen);
+        int found = lease_index_find(s, it, &idx, plen, sorted[i], &deadline, err, errlen);
         if (found < 0) { rc = -1; break; }
         if (found) {
             lease_delete(s, g, sorted[i], deadline);
             (*released)++;
         }
     }
+    if (rc == 0) { rc = iter_error(it, "the lease index", err, errlen); }
+    leveldb_iter_destroy(it);
     free(sorted);
     return rc;
 }
@@ -1558,6 +1612,12 @@ int store_touch(store_t *s, const char *group, size_t group_len, uint64_t id,
 
 uint64_t store_next_lease_deadline(store_t *s)
 {
+    /* A read like any other: commit first. Reading past a pending batch both
+     * misses its leases (a TOUCH to an earlier deadline, a new shorter lease) and
+     * sees leases it already released (ACK), and raising lease_floor past a
+     * pending lease would make store_expired_leases skip it for good. A broken
+     * store answers 0 ("now"), so the caller's next real call reports it. */
+    if (s->pending > 0 && store_commit(s, NULL, 0) != 0) { return 0; }
     if (s->lease_next_valid) { return s->lease_next; }
     key_t_ k;
     key_start(&k, 'I'); key_u64(&k, s->lease_floor);
@@ -1567,12 +1627,15 @@ uint64_t store_next_lease_deadline(store_t *s)
     uint64_t next = UINT64_MAX;
     if (iter_in(it, "I", 1, &key, &klen) && klen >= 9) { next = get_be64(key + 1); }
     leveldb_iter_destroy(it);
+    /* No lease left (and none pending: committed above): every key from the
+     * floor on is the tombstone of a released lease, none above the highest
+     * deadline leased since open. Seek from there next time, or every seek
+     * walks all the leases released since the floor last moved (lease_put
+     * lowers the floor again for an earlier deadline). */
     if (next != UINT64_MAX) { s->lease_floor = next; }
-    /* Leases still pending in the batch are below lease_next already (lease_put). */
-    if (s->pending == 0) {
-        s->lease_next = next;
-        s->lease_next_valid = 1;
-    }
+    else if (s->lease_ceiling > s->lease_floor) { s->lease_floor = s->lease_ceiling; }
+    s->lease_next = next;
+    s->lease_next_valid = 1;
     return next;
 }
 
@@ -1637,6 +1700,7 @@ int store_fail(store_t *s, const char *group, size_t group_len, uint64_t id,
                                                     : "retry delay %s exceeds max-delay %s", a, b);
             return -1;
         }
+        if (req->level == 0 && check_chain(s, req->delay_ms, err, errlen) != 0) { return -1; }
     }
     if (prepare_read(s, err, errlen) != 0) { return -1; }
     group_state_t *g = group_get(s, group, group_len);

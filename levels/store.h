@@ -95,7 +95,9 @@ typedef struct store_send_req {
 /* Accept a message: into the first hop's level queue, or straight into the topic
  * log when there is no delay. Enqueue time within a level is monotone:
  * max(now, last enqueue on that level), so a clock step back never reorders a
- * level. *id_out gets the new id, *due_out when it will be ready. No read: many
+ * level. *id_out gets the new id, *due_out the due time asked for (a table
+ * without a level that divides the delay delivers late by less than its
+ * smallest level, never early). No read: many
  * sends join one batch. Fails (nothing written) on a bad topic name, a key or
  * payload over its limit, a level outside 1..count, or a delay over max-delay. */
 int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms,
@@ -182,7 +184,9 @@ int store_lease_get(store_t *s, const char *group, size_t group_len, uint64_t id
 int store_touch(store_t *s, const char *group, size_t group_len, uint64_t id,
                 uint64_t new_deadline_ms, int *found, char *err, size_t errlen);
 
-/* Earliest lease deadline; UINT64_MAX when nothing is leased. */
+/* Earliest lease deadline; UINT64_MAX when nothing is leased. A read: commits
+ * what is pending first (0 when that commit fails: the caller's next call
+ * reports the broken store). */
 uint64_t store_next_lease_deadline(store_t *s);
 
 typedef struct store_lease_ref {

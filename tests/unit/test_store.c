@@ -1,0 +1,2530 @@
+/*
+ * tests/unit/test_store.c — CUnit suites for levels/store.c (DESIGN §1–3).
+ *
+ * Every test gets a fresh temp directory (per-test setup/teardown, so a fatal
+ * assertion still closes the stores it opened and removes the directory) and
+ * drives the store with an injected clock: every now_ms is passed explicitly,
+ * starting at T0. After every step that mutates, store_check() must return 0;
+ * its message is printed when it does not.
+ *
+ * Suites: open (create, reopen, every refusal), send (validation), levels
+ * (due times, FIFO, chains, monotone enqueue, clock jumps), groups, leases,
+ * dlq, topics (info and GC), batching, ids, scale (10^6 messages on one level,
+ * timed and printed, never asserted on time — STYLE.md 11).
+ */
+#include "levels/store.h"
+#include "tests/helpers/testutil.h"
+
+#include <CUnit/CUnit.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <leveldb/c.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <dirent.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#define SEC UINT64_C(1000)
+#define MIN (60 * SEC)
+#define HOUR (60 * MIN)
+#define DAY (24 * HOUR)
+#define T0 UINT64_C(1700000000000)   /* the injected clock starts here */
+#define LEASE (30 * SEC)
+
+/* ------------------------------------------------------------- assertions */
+
+static void check_msg(int ok, int fatal, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* One CUnit assertion whose failure message is formatted (CUnit copies it). */
+static void check_msg(int ok, int fatal, int line, const char *fmt, ...)
+{
+    char text[2048];
+    va_list ap;
+
+    if (ok) {
+        CU_assertImplementation(CU_TRUE, (unsigned int)line, "ok", __FILE__, "", CU_FALSE);
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    CU_assertImplementation(CU_FALSE, (unsigned int)line, text, __FILE__, "", fatal ? CU_TRUE : CU_FALSE);
+}
+
+/* The condition is evaluated before the message's arguments (a separate
+ * statement), so a message may print what the condition's calls wrote. */
+#define CHECK(cond, ...) do { int ok_ = (cond) ? 1 : 0; check_msg(ok_, 0, __LINE__, __VA_ARGS__); } while (0)
+#define REQUIRE(cond, ...) do { int ok_ = (cond) ? 1 : 0; check_msg(ok_, 1, __LINE__, __VA_ARGS__); } while (0)
+/* rc must be 0; otherwise stop the test and print err. */
+#define REQUIRE_OK(rc, err) REQUIRE((rc) == 0, "%s failed: %s", #rc, (err))
+#define CHECK_EQ_U64(got, want) \
+    CHECK((uint64_t)(got) == (uint64_t)(want), "%s = %" PRIu64 ", want %" PRIu64, #got, \
+          (uint64_t)(got), (uint64_t)(want))
+
+static void check_store_at(store_t *s, int line)
+{
+    char err[512] = "";
+    int rc = store_check(s, err, sizeof err);
+    check_msg(rc == 0, 1, line, "store_check failed: %s", err);
+}
+#define CHECK_STORE(s) check_store_at((s), __LINE__)
+
+/* A refusal: rc must be -1 and err must contain every fragment given. */
+static void check_refusal_at(int rc, const char *err, int line, const char *frag1, const char *frag2)
+{
+    check_msg(rc == -1, 0, line, "expected a refusal, got rc %d (err \"%s\")", rc, err);
+    check_msg(strstr(err, frag1) != NULL, 0, line, "message \"%s\" lacks \"%s\"", err, frag1);
+    if (frag2 != NULL)
+        check_msg(strstr(err, frag2) != NULL, 0, line, "message \"%s\" lacks \"%s\"", err, frag2);
+}
+#define CHECK_REFUSAL(rc, err, f1, f2) check_refusal_at((rc), (err), __LINE__, (f1), (f2))
+
+/* --------------------------------------------------------------- fixture */
+
+static char g_dir[512];          /* this test's temp directory */
+static char g_data[600];         /* g_dir/data: the default data directory */
+#define MAX_OPEN 4
+static store_t *g_open[MAX_OPEN];
+static struct rlimit g_fsize_saved;  /* restored by teardown when g_fsize_set */
+static int g_fsize_set;
+
+/* Per test: a fresh temp directory (a failure shows up as the first open's). */
+static void setup(void)
+{
+    if (tu_mkdtemp("store", g_dir, sizeof g_dir) != 0) {
+        fprintf(stderr, "tu_mkdtemp: %s\n", strerror(errno));
+        g_dir[0] = '\0';
+    }
+    snprintf(g_data, sizeof g_data, "%s/data", g_dir);
+}
+
+/* Per test, even after a fatal assertion: close what is open, remove the dir. */
+static void teardown(void)
+{
+    if (g_fsize_set) {
+        setrlimit(RLIMIT_FSIZE, &g_fsize_saved);
+        g_fsize_set = 0;
+    }
+    for (int i = 0; i < MAX_OPEN; i++) {
+        if (g_open[i] != NULL) {
+            store_close(g_open[i], NULL, 0);
+            g_open[i] = NULL;
+        }
+    }
+    if (g_dir[0] != '\0')
+        tu_rmtree(g_dir);
+    g_dir[0] = '\0';
+}
+
+/* The options most tests use: defaults, g_data, no fsync. */
+static void opts_default(store_options_t *o)
+{
+    store_options_default(o);
+    o->path = g_data;
+    o->sync = 0;
+}
+
+/* Open (fatal on failure) and remember the store so teardown closes it. */
+static store_t *open_at(const store_options_t *o, int line)
+{
+    char err[512] = "";
+    store_t *s = NULL;
+    int rc = store_open(o, &s, err, sizeof err);
+    check_msg(rc == 0 && s != NULL, 1, line, "store_open(%s) failed: %s", o->path, err);
+    for (int i = 0; i < MAX_OPEN; i++) {
+        if (g_open[i] == NULL) {
+            g_open[i] = s;
+            return s;
+        }
+    }
+    check_msg(0, 1, line, "too many stores open in one test");
+    return NULL;
+}
+#define OPEN(o) open_at((o), __LINE__)
+
+static store_t *open_default_at(int line)
+{
+    store_options_t o;
+    opts_default(&o);
+    return open_at(&o, line);
+}
+#define OPEN_DEFAULT() open_default_at(__LINE__)
+
+static void close_at(store_t **sp, int line)
+{
+    char err[512] = "";
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (g_open[i] == *sp)
+            g_open[i] = NULL;
+    int rc = store_close(*sp, err, sizeof err);
+    *sp = NULL;
+    check_msg(rc == 0, 1, line, "store_close failed: %s", err);
+}
+#define CLOSE(sp) close_at((sp), __LINE__)
+
+/* -------------------------------------------------------------- helpers */
+
+static int send_raw(store_t *s, const char *topic, size_t topic_len, const char *key, size_t key_len,
+                    const char *payload, size_t payload_len, int level, uint64_t delay_ms, uint64_t now,
+                    uint64_t *id, uint64_t *due, char *err, size_t errlen)
+{
+    store_send_req_t r = { .topic = topic, .topic_len = topic_len, .key = key, .key_len = key_len,
+                           .payload = payload, .payload_len = payload_len, .level = level,
+                           .delay_ms = delay_ms };
+    return store_send(s, &r, now, id, due, err, errlen);
+}
+
+/* Send (fatal on failure); returns the id, *due (may be NULL) the due time. */
+static uint64_t send_at(store_t *s, const char *topic, const char *payload, int level, uint64_t delay,
+                        uint64_t now, uint64_t *due, int line)
+{
+    char err[512] = "";
+    uint64_t id = 0, d = 0;
+    int rc = send_raw(s, topic, strlen(topic), "k", 1, payload, strlen(payload), level, delay, now,
+                      &id, &d, err, sizeof err);
+    check_msg(rc == 0, 1, line, "store_send(%s, level %d, delay %" PRIu64 ") failed: %s", topic, level,
+              delay, err);
+    if (due)
+        *due = d;
+    return id;
+}
+#define SEND(s, topic, payload, level, delay, now, due) \
+    send_at((s), (topic), (payload), (level), (delay), (now), (due), __LINE__)
+
+static int lease_at(store_t *s, const char *group, const char *topic, int count, uint64_t lease_ms,
+                    uint64_t now, msg_owned_t *out, int line)
+{
+    char err[512] = "";
+    int n = -1;
+    int rc = store_lease(s, group, strlen(group), topic, strlen(topic), count, lease_ms, now, out, &n,
+                         err, sizeof err);
+    check_msg(rc == 0, 1, line, "store_lease(%s, %s) failed: %s", group, topic, err);
+    return n;
+}
+#define LEASE_N(s, g, t, count, lease_ms, now, out) lease_at((s), (g), (t), (count), (lease_ms), (now), (out), __LINE__)
+
+static void free_msgs(msg_owned_t *m, int n)
+{
+    for (int i = 0; i < n; i++)
+        msg_owned_free(&m[i]);
+}
+
+/* Move due messages (fatal on error); returns the number moved. */
+static int move_at(store_t *s, uint64_t now, int max, int *ready, int line)
+{
+    char err[512] = "";
+    int moved = -1, r = -1;
+    int rc = store_move_due(s, now, max, &moved, &r, err, sizeof err);
+    check_msg(rc == 0, 1, line, "store_move_due failed: %s", err);
+    if (ready)
+        *ready = r;
+    return moved;
+}
+#define MOVE(s, now, max, ready) move_at((s), (now), (max), (ready), __LINE__)
+
+static void group_create_at(store_t *s, const char *group, const char *topic, int from_first,
+                            uint64_t now, int line)
+{
+    char err[512] = "";
+    int rc = store_group_create(s, group, strlen(group), topic, strlen(topic), from_first, -1, now,
+                                err, sizeof err);
+    check_msg(rc == 0, 1, line, "store_group_create(%s, %s) failed: %s", group, topic, err);
+}
+#define GROUP_CREATE(s, g, t, ff, now) group_create_at((s), (g), (t), (ff), (now), __LINE__)
+
+static store_group_info_t group_info_at(store_t *s, const char *group, int line)
+{
+    store_group_info_t gi;
+    memset(&gi, 0xee, sizeof gi);
+    int rc = store_group_info(s, group, strlen(group), &gi);
+    check_msg(rc == 1, 1, line, "group %s should exist (store_group_info returned %d)", group, rc);
+    return gi;
+}
+#define GINFO(s, g) group_info_at((s), (g), __LINE__)
+
+/* Compare every counter of a group at once. */
+static void check_counts_at(store_t *s, const char *group, uint64_t ready, uint64_t backlog,
+                            uint64_t retry_ready, uint64_t retry_delayed, uint64_t inflight, uint64_t dlq,
+                            int line)
+{
+    store_group_info_t gi = group_info_at(s, group, line);
+    int ok = gi.ready == ready && gi.backlog == backlog && gi.retry_ready == retry_ready &&
+             gi.retry_delayed == retry_delayed && gi.inflight == inflight && gi.dlq == dlq;
+    check_msg(ok, 0, line,
+              "group %s: ready %" PRIu64 " backlog %" PRIu64 " retry_ready %" PRIu64 " retry_delayed %" PRIu64
+              " inflight %" PRIu64 " dlq %" PRIu64 "; want %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+              " %" PRIu64 " %" PRIu64, group, gi.ready, gi.backlog, gi.retry_ready, gi.retry_delayed,
+              gi.inflight, gi.dlq, ready, backlog, retry_ready, retry_delayed, inflight, dlq);
+}
+#define CHECK_COUNTS(s, g, ready, backlog, rr, rd, infl, dlq) \
+    check_counts_at((s), (g), (ready), (backlog), (rr), (rd), (infl), (dlq), __LINE__)
+
+static void fail_at(store_t *s, const char *group, uint64_t id, int to_dlq, int level, uint64_t delay,
+                    const char *reason, uint64_t now, int want_found, uint64_t *due, int line)
+{
+    char err[512] = "";
+    int found = -1;
+    uint64_t d = 12345;
+    store_fail_req_t r = { .to_dlq = to_dlq, .level = level, .delay_ms = delay, .reason = reason,
+                           .reason_len = reason ? strlen(reason) : 0 };
+    int rc = store_fail(s, group, strlen(group), id, &r, now, &found, &d, err, sizeof err);
+    check_msg(rc == 0, 1, line, "store_fail(%s, %" PRIu64 ") failed: %s", group, id, err);
+    check_msg(found == want_found, 0, line, "store_fail(%s, %" PRIu64 "): found %d, want %d", group, id,
+              found, want_found);
+    if (due)
+        *due = d;
+}
+#define FAIL_LEVEL(s, g, id, level, reason, now, due) \
+    fail_at((s), (g), (id), 0, (level), 0, (reason), (now), 1, (due), __LINE__)
+#define FAIL_DELAY(s, g, id, delay, reason, now, due) \
+    fail_at((s), (g), (id), 0, 0, (delay), (reason), (now), 1, (due), __LINE__)
+#define FAIL_DLQ(s, g, id, reason, now) fail_at((s), (g), (id), 1, 0, 0, (reason), (now), 1, NULL, __LINE__)
+
+static int ack_at(store_t *s, const char *group, const uint64_t *ids, int n, int line)
+{
+    char err[512] = "";
+    int released = -1;
+    int rc = store_ack(s, group, strlen(group), ids, n, &released, err, sizeof err);
+    check_msg(rc == 0, 1, line, "store_ack failed: %s", err);
+    return released;
+}
+#define ACK(s, g, ids, n) ack_at((s), (g), (ids), (n), __LINE__)
+
+static void commit_at(store_t *s, int line)
+{
+    char err[512] = "";
+    int rc = store_commit(s, err, sizeof err);
+    check_msg(rc == 0, 1, line, "store_commit failed: %s", err);
+}
+#define COMMIT(s) commit_at((s), __LINE__)
+
+static uint64_t level_depth(store_t *s, int level)
+{
+    store_level_info_t li;
+    if (store_level_info(s, level, &li) != 0)
+        return UINT64_MAX;
+    return li.depth;
+}
+
+static uint64_t level_head(store_t *s, int level)
+{
+    store_level_info_t li;
+    if (store_level_info(s, level, &li) != 0)
+        return UINT64_MAX;
+    return li.head_due_ms;
+}
+
+static int msg_str_is(const msg_str_t *m, const char *s)
+{
+    return m->len == strlen(s) && memcmp(m->ptr, s, m->len) == 0;
+}
+
+static int write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return -1;
+    fputs(text, f);
+    return fclose(f);
+}
+
+/* =========================================================== suite: open */
+
+/* Everything a store holds survives close + reopen (sync = 1 here: the one
+ * test that fsyncs). */
+static void test_reopen_keeps_everything(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.sync = 1;
+    store_t *s = OPEN(&o);
+    uint64_t now = T0;
+    msg_owned_t m[16];
+
+    GROUP_CREATE(s, "g1", "orders", 1, now);
+    uint64_t a = SEND(s, "orders", "A", 0, 0, now, NULL);
+    uint64_t b = SEND(s, "orders", "B", 0, 0, now, NULL);
+    uint64_t c = SEND(s, "orders", "C", 0, 0, now, NULL);
+    uint64_t d = SEND(s, "orders", "D", 0, 0, now, NULL);
+    GROUP_CREATE(s, "g2", "orders", 0, now);            /* from now: sees none of A..D */
+    uint64_t e_due, f_due, g_due;
+    uint64_t e = SEND(s, "orders", "E", 3, 0, now, &e_due);
+    uint64_t f = SEND(s, "orders", "F", 3, 0, now + 1, &f_due);
+    uint64_t g = SEND(s, "orders", "G", 0, 25 * MIN, now, &g_due);
+    CHECK_EQ_U64(e_due, now + 10 * SEC);
+    CHECK_EQ_U64(g_due, now + 25 * MIN);
+
+    /* g1: A fails to level 1 and becomes retry-ready, B goes to the DLQ, C stays
+     * leased, D fails to level 18 (a delayed retry). */
+    REQUIRE(LEASE_N(s, "g1", "orders", 2, LEASE, now, m) == 2, "lease A, B");
+    CHECK(m[0].m.id == a && m[1].m.id == b, "leased %" PRIu64 ", %" PRIu64, m[0].m.id, m[1].m.id);
+    free_msgs(m, 2);
+    FAIL_LEVEL(s, "g1", a, 1, "try again", now, NULL);
+    FAIL_DLQ(s, "g1", b, "boom", now);
+    REQUIRE(LEASE_N(s, "g1", "orders", 1, LEASE, now, m) == 1, "lease C");
+    CHECK_EQ_U64(m[0].m.id, c);
+    free_msgs(m, 1);
+    REQUIRE(LEASE_N(s, "g1", "orders", 1, LEASE, now, m) == 1, "lease D");
+    CHECK_EQ_U64(m[0].m.id, d);
+    free_msgs(m, 1);
+    FAIL_LEVEL(s, "g1", d, 18, "later", now, NULL);
+    CHECK(MOVE(s, now + SEC, 100, NULL) == 1, "A's retry should move at +1s");
+    CHECK_STORE(s);
+    CHECK_COUNTS(s, "g1", 1, 0, 1, 1, 1, 1);
+    CHECK_COUNTS(s, "g2", 0, 0, 0, 0, 0, 0);
+
+    uint64_t c_deadline = 0;
+    char err[512] = "";
+    REQUIRE(store_lease_get(s, "g1", 2, c, NULL, &c_deadline, err, sizeof err) == 1, "lease C: %s", err);
+    store_level_info_t before[LVL_MAX_LEVELS + 1];
+    for (int l = 1; l <= 18; l++)
+        store_level_info(s, l, &before[l]);
+    uint64_t next_due = store_next_due(s);
+    store_group_info_t g1_before = GINFO(s, "g1"), g2_before = GINFO(s, "g2");
+    store_topic_info_t ti_before;
+    REQUIRE(store_topic_info(s, "orders", 6, &ti_before) == 1, "topic orders exists");
+    uint64_t max_id = g;
+    REQUIRE_OK(store_group_create(s, "mr", 2, "orders", 6, 0, 3, now, err, sizeof err), err);
+    CLOSE(&s);
+
+    o.create_if_missing = 0;                 /* an existing store opens without it */
+    s = OPEN(&o);
+    o.create_if_missing = 1;
+    CHECK_EQ_U64(GINFO(s, "mr").max_reconsume, 3);
+    CHECK_EQ_U64(GINFO(s, "g1").max_reconsume, STORE_DEFAULT_MAX_RECONSUME);
+    CHECK_STORE(s);
+    for (int l = 1; l <= 18; l++) {
+        store_level_info_t li;
+        store_level_info(s, l, &li);
+        CHECK(li.depth == before[l].depth && li.head_due_ms == before[l].head_due_ms,
+              "level %d after reopen: depth %" PRIu64 " head %" PRIu64 ", before %" PRIu64 " %" PRIu64, l,
+              li.depth, li.head_due_ms, before[l].depth, before[l].head_due_ms);
+    }
+    CHECK_EQ_U64(level_depth(s, 3), 2);
+    CHECK_EQ_U64(level_head(s, 3), e_due);
+    CHECK_EQ_U64(level_depth(s, 15), 1);
+    CHECK_EQ_U64(level_depth(s, 18), 1);
+    CHECK_EQ_U64(store_next_due(s), next_due);
+    store_group_info_t g1_after = GINFO(s, "g1"), g2_after = GINFO(s, "g2");
+    CHECK(memcmp(&g1_after, &g1_before, sizeof g1_after) == 0, "g1's info changed across reopen");
+    CHECK(memcmp(&g2_after, &g2_before, sizeof g2_after) == 0, "g2's info changed across reopen");
+    CHECK(strcmp(g1_after.topic, "orders") == 0, "g1 topic %s", g1_after.topic);
+    store_topic_info_t ti;
+    REQUIRE(store_topic_info(s, "orders", 6, &ti) == 1, "topic orders after reopen");
+    CHECK(ti.appended == ti_before.appended && ti.retained == ti_before.retained && ti.groups == 3,
+          "topic: appended %" PRIu64 " retained %" PRIu64 " groups %d", ti.appended, ti.retained, ti.groups);
+    CHECK_EQ_U64(ti.appended, 4);
+
+    /* The lease survives with its deadline and content. */
+    msg_owned_t lm = { 0 };
+    uint64_t dl = 0;
+    REQUIRE(store_lease_get(s, "g1", 2, c, &lm, &dl, err, sizeof err) == 1, "lease C after reopen: %s", err);
+    CHECK_EQ_U64(dl, c_deadline);
+    CHECK(msg_str_is(&lm.m.payload, "C") && msg_str_is(&lm.m.topic, "orders"), "lease C content");
+    msg_owned_free(&lm);
+
+    /* The DLQ keeps B with its reason. */
+    int n = -1;
+    REQUIRE_OK(store_dlq_list(s, "g1", 2, 0, 10, m, &n, err, sizeof err), err);
+    REQUIRE(n == 1, "DLQ after reopen holds %d", n);
+    CHECK_EQ_U64(m[0].m.id, b);
+    CHECK(msg_str_is(&m[0].m.reason, "boom"), "DLQ reason \"%.*s\"", (int)m[0].m.reason.len, m[0].m.reason.ptr);
+    CHECK_EQ_U64(m[0].m.stamp_ms, now);
+    free_msgs(m, n);
+
+    /* The retry-ready A comes first, then nothing (the cursor is past D). */
+    n = LEASE_N(s, "g1", "orders", 10, LEASE, now + 2 * SEC, m);
+    REQUIRE(n == 1, "g1 leased %d after reopen, want 1 (A's retry)", n);
+    CHECK_EQ_U64(m[0].m.id, a);
+    CHECK_EQ_U64(m[0].m.reconsume, 1);
+    CHECK(msg_str_is(&m[0].m.reason, "try again"), "A's reason kept");
+    free_msgs(m, n);
+    CHECK_STORE(s);
+
+    /* Ids continue: never reused after reopen. */
+    uint64_t h = SEND(s, "orders", "H", 0, 0, now + 3 * SEC, NULL);
+    CHECK(h > max_id && h > e && h > f, "id %" PRIu64 " after reopen is not above %" PRIu64, h, max_id);
+    n = LEASE_N(s, "g2", "orders", 10, LEASE, now + 3 * SEC, m);
+    REQUIRE(n == 1, "g2 (from now) leased %d, want only H", n);
+    CHECK_EQ_U64(m[0].m.id, h);
+    free_msgs(m, n);
+
+    /* E and F come due at +10s; the chained G arrives exactly at send + 25m,
+     * across another reopen between its hops. */
+    CHECK_EQ_U64(store_next_due(s), now + 10 * SEC);
+    int ready = -1;
+    CHECK(MOVE(s, now + 20 * MIN, 100, &ready) == 3 && ready == 2, "E, F and G's first hop (ready %d)", ready);
+    CHECK_EQ_U64(level_head(s, 9), now + 25 * MIN);
+    CLOSE(&s);
+    s = OPEN(&o);
+    CHECK_EQ_U64(level_depth(s, 9), 1);
+    CHECK_EQ_U64(level_depth(s, 3), 0);
+    CHECK_EQ_U64(store_next_due(s), now + 25 * MIN);
+    CHECK(MOVE(s, now + 25 * MIN - 1, 100, &ready) == 0, "G is not due before +25m");
+    CHECK(MOVE(s, now + 25 * MIN, 100, &ready) == 1 && ready == 1, "G ready at +25m (ready %d)", ready);
+    n = LEASE_N(s, "g2", "orders", 10, LEASE, now + 25 * MIN, m);
+    CHECK(n == 3, "g2 leased %d", n);
+    int seen_g = 0;
+    for (int i = 0; i < n; i++)
+        if (m[i].m.id == g) {
+            seen_g = 1;
+            CHECK_EQ_U64(m[i].m.due_ms, now + 25 * MIN);
+        }
+    CHECK(seen_g, "G was not delivered after reopen");
+    free_msgs(m, n);
+    CHECK_STORE(s);
+    uint64_t i2 = SEND(s, "orders", "I", 0, 0, now + 26 * MIN, NULL);
+    CLOSE(&s);
+    s = OPEN(&o);
+    uint64_t j = SEND(s, "orders", "J", 0, 0, now + 27 * MIN, NULL);
+    CHECK(j > i2, "id %" PRIu64 " after the second reopen is not above %" PRIu64, j, i2);
+    CHECK_STORE(s);
+}
+
+static void test_refuse_second_open(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    store_options_t o;
+    opts_default(&o);
+    store_t *s2 = NULL;
+    char err[512] = "";
+    int rc = store_open(&o, &s2, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "in use", g_data);
+    CHECK(s2 == NULL, "a refused open must leave *out NULL");
+    if (s2 != NULL)
+        store_close(s2, NULL, 0);
+    /* The first store still works, and after it closes the directory opens. */
+    SEND(s, "t", "x", 0, 0, T0, NULL);
+    CHECK_STORE(s);
+    CLOSE(&s);
+    s = OPEN(&o);
+    store_topic_info_t ti;
+    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1, "the message survived");
+}
+
+static void test_refuse_foreign_dir(void)
+{
+    char file[700], err[512] = "";
+    REQUIRE(mkdir(g_data, 0700) == 0, "mkdir %s: %s", g_data, strerror(errno));
+    snprintf(file, sizeof file, "%s/notes.txt", g_data);
+    REQUIRE(write_file(file, "mine\n") == 0, "write %s", file);
+    store_options_t o;
+    opts_default(&o);
+    store_t *s = NULL;
+    int rc = store_open(&o, &s, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "not a Hourglass data directory", g_data);
+    CHECK(s == NULL, "*out must stay NULL");
+    /* Nothing was touched: still exactly one file, no LevelDB files. */
+    char cur[700];
+    snprintf(cur, sizeof cur, "%s/CURRENT", g_data);
+    struct stat st;
+    CHECK(stat(cur, &st) != 0, "a CURRENT file was created in a foreign directory");
+    CHECK(stat(file, &st) == 0 && st.st_size == 5, "the foreign file was changed");
+}
+
+static void test_refuse_foreign_leveldb(void)
+{
+    char *dberr = NULL, err[512] = "";
+    leveldb_options_t *lo = leveldb_options_create();
+    leveldb_options_set_create_if_missing(lo, 1);
+    leveldb_t *db = leveldb_open(lo, g_data, &dberr);
+    REQUIRE(dberr == NULL && db != NULL, "leveldb_open: %s", dberr ? dberr : "?");
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    leveldb_put(db, wo, "hello", 5, "world", 5, &dberr);
+    REQUIRE(dberr == NULL, "leveldb_put: %s", dberr);
+    leveldb_close(db);
+
+    store_options_t o;
+    opts_default(&o);
+    store_t *s = NULL;
+    int rc = store_open(&o, &s, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "not a Hourglass data directory", "format marker");
+    CHECK(s == NULL, "*out must stay NULL");
+
+    /* The foreign database holds exactly what it held. */
+    db = leveldb_open(lo, g_data, &dberr);
+    REQUIRE(dberr == NULL && db != NULL, "reopen foreign leveldb: %s", dberr ? dberr : "?");
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    leveldb_iterator_t *it = leveldb_create_iterator(db, ro);
+    int keys = 0;
+    for (leveldb_iter_seek_to_first(it); leveldb_iter_valid(it); leveldb_iter_next(it))
+        keys++;
+    leveldb_iter_destroy(it);
+    size_t vlen = 0;
+    char *v = leveldb_get(db, ro, "hello", 5, &vlen, &dberr);
+    CHECK(keys == 1, "the foreign LevelDB now has %d keys, want 1", keys);
+    CHECK(v != NULL && vlen == 5 && memcmp(v, "world", 5) == 0, "the foreign value changed");
+    if (v)
+        leveldb_free(v);
+    leveldb_readoptions_destroy(ro);
+    leveldb_writeoptions_destroy(wo);
+    leveldb_close(db);
+    leveldb_options_destroy(lo);
+}
+
+static void test_refuse_level_table_change(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    SEND(s, "t", "x", 5, 0, T0, NULL);
+    CLOSE(&s);
+
+    store_options_t o;
+    opts_default(&o);
+    char err[512] = "", perr[256] = "";
+    REQUIRE_OK(lvl_table_parse("1s 5s 10s", &o.levels, perr, sizeof perr), perr);
+    int rc = store_open(&o, &s, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "18 levels", "3");
+    CHECK(strstr(err, "level table") != NULL, "message \"%s\" does not say it is the level table", err);
+    CHECK(s == NULL, "*out must stay NULL");
+
+    /* Same count, one delay different: the message names that level. */
+    REQUIRE_OK(lvl_table_parse("1s 5s 15s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", &o.levels, perr,
+                               sizeof perr), perr);
+    err[0] = '\0';
+    rc = store_open(&o, &s, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "level 3", "15s");
+    CHECK(strstr(err, "10s") != NULL, "message \"%s\" lacks the stored delay 10s", err);
+
+    /* The default still opens and the message is still on level 5. */
+    s = OPEN_DEFAULT();
+    CHECK_EQ_U64(level_depth(s, 5), 1);
+    CHECK_STORE(s);
+}
+
+static void test_refuse_missing_and_file(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.create_if_missing = 0;
+    store_t *s = NULL;
+    char err[512] = "";
+    int rc = store_open(&o, &s, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "does not exist", g_data);
+    struct stat st;
+    CHECK(stat(g_data, &st) != 0, "store_open created %s with create_if_missing = 0", g_data);
+
+    /* An empty existing directory without create_if_missing is not a store either. */
+    REQUIRE(mkdir(g_data, 0700) == 0, "mkdir: %s", strerror(errno));
+    err[0] = '\0';
+    rc = store_open(&o, &s, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, g_data) != NULL, "empty dir without create: rc %d err \"%s\"", rc, err);
+
+    /* A path that is a file. */
+    char file[700];
+    snprintf(file, sizeof file, "%s/plain", g_dir);
+    REQUIRE(write_file(file, "x") == 0, "write %s", file);
+    opts_default(&o);
+    o.path = file;
+    err[0] = '\0';
+    rc = store_open(&o, &s, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "not a directory", file);
+    CHECK(s == NULL, "*out must stay NULL");
+}
+
+/* Put one raw key into a closed data directory. */
+static void raw_put(const char *key, size_t klen, const char *val, size_t vlen, int line)
+{
+    char *dberr = NULL;
+    leveldb_options_t *lo = leveldb_options_create();
+    leveldb_t *db = leveldb_open(lo, g_data, &dberr);
+    check_msg(dberr == NULL, 1, line, "leveldb_open: %s", dberr ? dberr : "");
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    leveldb_put(db, wo, key, klen, val, vlen, &dberr);
+    leveldb_writeoptions_destroy(wo);
+    leveldb_close(db);
+    leveldb_options_destroy(lo);
+    check_msg(dberr == NULL, 1, line, "leveldb_put: %s", dberr ? dberr : "");
+}
+
+static void test_refuse_other_format(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    CLOSE(&s);
+    raw_put("Mformat", 7, "\0\0\0\2", 4, __LINE__);
+    store_options_t o;
+    opts_default(&o);
+    char err[512] = "";
+    int rc = store_open(&o, &s, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "format version 2", g_data);
+    CHECK(s == NULL, "*out must stay NULL");
+}
+
+/* A value that does not decode is reported (by store_check and by the
+ * operation that reads it), never read past. */
+static void test_corrupt_value_reported(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    SEND(s, "t", "ok", 1, 0, T0, NULL);
+    CLOSE(&s);
+    /* an 'L' key on level 1 due before the real one, with a truncated value */
+    char key[18];
+    key[0] = 'L';
+    key[1] = 1;
+    for (int i = 0; i < 8; i++)
+        key[2 + i] = (char)((T0 >> (56 - 8 * i)) & 0xff);
+    memset(key + 10, 0, 7);
+    key[17] = 1;
+    raw_put(key, sizeof key, "\1\0\0\0", 4, __LINE__);
+    s = OPEN_DEFAULT();
+    char err[512] = "";
+    int rc = store_check(s, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "corrupt", NULL);
+    int moved = -1;
+    err[0] = '\0';
+    rc = store_move_due(s, T0 + HOUR, 10, &moved, NULL, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "corrupt", "level");
+    CHECK(moved == 0, "moved %d past a corrupt value", moved);
+}
+
+/* =========================================================== suite: send */
+
+static void test_send_topic_names(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    char err[512], name[300];
+    uint64_t id, due;
+    SEND(s, "warmup", "x", 0, 0, T0, NULL);
+    int pending = store_pending(s);
+
+    err[0] = '\0';
+    CHECK_REFUSAL(send_raw(s, "", 0, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err, "topic",
+                  "empty");
+    memset(name, 'a', sizeof name);
+    err[0] = '\0';
+    CHECK_REFUSAL(send_raw(s, name, 256, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err,
+                  "topic", "255");
+    err[0] = '\0';
+    CHECK_REFUSAL(send_raw(s, "a b", 3, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err,
+                  "topic", "0x20");
+    err[0] = '\0';
+    CHECK_REFUSAL(send_raw(s, "a\001b", 3, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err,
+                  "topic", "0x01");
+    err[0] = '\0';
+    CHECK_REFUSAL(send_raw(s, "a\0b", 3, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err,
+                  "topic", "0x00");
+    err[0] = '\0';
+    CHECK_REFUSAL(send_raw(s, "caf\xc3\xa9", 5, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err,
+                  "topic", "0xc3");
+    CHECK(store_pending(s) == pending, "a refused send changed pending from %d to %d", pending,
+          store_pending(s));
+
+    /* 255 bytes is fine and comes back intact. */
+    err[0] = '\0';
+    REQUIRE_OK(send_raw(s, name, 255, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err);
+    CHECK(store_pending(s) > pending, "a send adds to the pending batch");
+    store_topic_info_t ti;
+    CHECK(store_topic_info(s, name, 255, &ti) == 1 && ti.appended == 1, "255-byte topic log");
+    msg_owned_t m[2];
+    int n = -1;
+    REQUIRE_OK(store_lease(s, "g", 1, name, 255, 2, LEASE, T0, m, &n, err, sizeof err), err);
+    REQUIRE(n == 1, "leased %d from the 255-byte topic", n);
+    CHECK(m[0].m.topic.len == 255 && memcmp(m[0].m.topic.ptr, name, 255) == 0, "topic name round trip");
+    free_msgs(m, n);
+    CHECK(store_topic_info(s, "a b", 3, &ti) == 0, "a refused topic must not exist");
+    CHECK_STORE(s);
+}
+
+static void test_send_key_limit(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    char key[MSG_MAX_KEY + 1], err[512] = "";
+    uint64_t id, due;
+    memset(key, 'k', sizeof key);
+    REQUIRE_OK(send_raw(s, "t", 1, key, MSG_MAX_KEY, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err);
+    int pending = store_pending(s);
+    err[0] = '\0';
+    CHECK_REFUSAL(send_raw(s, "t", 1, key, MSG_MAX_KEY + 1, "p", 1, 0, 0, T0, &id, &due, err, sizeof err),
+                  err, "key", "1024");
+    CHECK(store_pending(s) == pending, "refused send changed pending");
+    msg_owned_t m[2];
+    int n = LEASE_N(s, "g", "t", 2, LEASE, T0, m);
+    REQUIRE(n == 1, "leased %d", n);
+    CHECK(m[0].m.key.len == MSG_MAX_KEY && memcmp(m[0].m.key.ptr, key, MSG_MAX_KEY) == 0, "key round trip");
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
+/* Payload limits at max_payload: 0 and max accepted (and intact), max + 1 refused. */
+static void payload_limits(uint32_t max_payload)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.max_payload = max_payload;
+    store_t *s = OPEN(&o);
+    char *payload = malloc((size_t)max_payload + 1), err[512] = "";
+    REQUIRE(payload != NULL, "malloc");
+    for (uint32_t i = 0; i <= max_payload; i++)
+        payload[i] = (char)(i * 131 + 7);
+    uint64_t id0, idmax, due;
+    REQUIRE_OK(send_raw(s, "t", 1, "", 0, "", 0, 0, 0, T0, &id0, &due, err, sizeof err), err);
+    REQUIRE_OK(send_raw(s, "t", 1, "", 0, payload, max_payload, 2, 0, T0, &idmax, &due, err, sizeof err),
+               err);
+    int pending = store_pending(s);
+    uint64_t depth = level_depth(s, 2);
+    uint64_t id;
+    err[0] = '\0';
+    int rc = send_raw(s, "t", 1, "", 0, payload, (size_t)max_payload + 1, 0, 0, T0, &id, &due, err,
+                      sizeof err);
+    char want[32];
+    snprintf(want, sizeof want, "%u", max_payload);
+    CHECK_REFUSAL(rc, err, "max-payload", want);
+    err[0] = '\0';
+    rc = send_raw(s, "t", 1, "", 0, payload, (size_t)max_payload + 1, 2, 0, T0, &id, &due, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "payload", want);
+    CHECK(store_pending(s) == pending, "refused send changed pending");
+    CHECK_EQ_U64(level_depth(s, 2), depth);
+
+    CHECK(MOVE(s, T0 + 5 * SEC, 10, NULL) == 1, "the max payload message moves");
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 5 * SEC, m);
+    REQUIRE(n == 2, "leased %d, want 2", n);
+    CHECK(m[0].m.id == id0 && m[0].m.payload.len == 0, "empty payload: id %" PRIu64 " len %u", m[0].m.id,
+          m[0].m.payload.len);
+    CHECK(m[1].m.id == idmax && m[1].m.payload.len == max_payload &&
+          memcmp(m[1].m.payload.ptr, payload, max_payload) == 0, "max payload did not round trip");
+    free_msgs(m, n);
+    free(payload);
+    CHECK_STORE(s);
+}
+
+static void test_send_payload_small_max(void) { payload_limits(64u << 10); }
+static void test_send_payload_default_max(void) { payload_limits(MSG_DEFAULT_MAX_PAYLOAD); }
+
+static void test_send_levels(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    char err[512];
+    uint64_t id, due;
+    SEND(s, "t", "warm", 1, 0, T0, NULL);
+    int pending = store_pending(s);
+    int bad[] = { 19, -1, 64, 1000 };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        int rc = send_raw(s, "t", 1, "", 0, "p", 1, bad[i], 0, T0, &id, &due, err, sizeof err);
+        CHECK_REFUSAL(rc, err, "1..18", NULL);
+        char lv[16];
+        snprintf(lv, sizeof lv, "%d", bad[i]);
+        CHECK(strstr(err, lv) != NULL, "message \"%s\" does not name level %d", err, bad[i]);
+    }
+    CHECK(store_pending(s) == pending, "refused sends changed pending");
+    for (int l = 1; l <= 18; l++)
+        CHECK(level_depth(s, l) == (l == 1), "level %d depth %" PRIu64, l, level_depth(s, l));
+    /* Level 0 with no delay is "ready now"; level 18 is fine. */
+    uint64_t d0, d18;
+    SEND(s, "t", "now", 0, 0, T0, &d0);
+    SEND(s, "t", "2h", 18, 0, T0, &d18);
+    CHECK_EQ_U64(d0, T0);
+    CHECK_EQ_U64(d18, T0 + 2 * HOUR);
+    store_topic_info_t ti;
+    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1, "level 0 went to the topic log");
+    CHECK_STORE(s);
+}
+
+static void test_send_max_delay(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    char err[512] = "";
+    uint64_t id, due;
+    /* exactly max-delay is accepted */
+    REQUIRE_OK(send_raw(s, "t", 1, "", 0, "p", 1, 0, 3 * DAY, T0, &id, &due, err, sizeof err), err);
+    CHECK_EQ_U64(due, T0 + 3 * DAY);
+    int pending = store_pending(s);
+    uint64_t depths[19];
+    for (int l = 1; l <= 18; l++)
+        depths[l] = level_depth(s, l);
+    err[0] = '\0';
+    int rc = send_raw(s, "t", 1, "", 0, "p", 1, 0, 3 * DAY + SEC, T0, &id, &due, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "max-delay", "3d");
+    err[0] = '\0';
+    rc = send_raw(s, "t", 1, "", 0, "p", 1, 0, 3 * DAY + 1, T0, &id, &due, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "max-delay 3d", NULL);
+    CHECK(store_pending(s) == pending, "refused send changed pending");
+    for (int l = 1; l <= 18; l++)
+        CHECK(level_depth(s, l) == depths[l], "refused send changed level %d", l);
+    CLOSE(&s);
+
+    /* A configured limit is the one named. */
+    store_options_t o;
+    opts_default(&o);
+    o.max_delay_ms = HOUR;
+    s = OPEN(&o);
+    err[0] = '\0';
+    rc = send_raw(s, "t", 1, "", 0, "p", 1, 0, 2 * HOUR, T0, &id, &due, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "max-delay 1h", "2h");
+    /* LEVEL is not a delay request: level 18 (2h) is allowed even with max-delay 1h */
+    err[0] = '\0';
+    rc = send_raw(s, "t", 1, "", 0, "p", 1, 18, 0, T0, &id, &due, err, sizeof err);
+    CHECK(rc == 0 && due == T0 + 2 * HOUR, "LEVEL 18 with max-delay 1h: rc %d due %" PRIu64 " (%s)", rc, due,
+          err);
+    CHECK_STORE(s);
+}
+
+/* Chains are bounded (DESIGN §1, LVL_MAX_HOPS = 255): with a table whose
+ * longest level is 5s, 1h would take 720 hops (720 writes) and is refused;
+ * 10m (120 hops) is accepted. Retries with a delay obey the same bound. */
+static void test_send_hop_bound(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    char err[512] = "";
+    REQUIRE_OK(lvl_table_parse("1s 5s", &o.levels, err, sizeof err), err);
+    store_t *s = OPEN(&o);
+    uint64_t id, due;
+    int rc = send_raw(s, "t", 1, "", 0, "p", 1, 0, HOUR, T0, &id, &due, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "hops", "255");
+    CHECK(store_pending(s) == 0, "refused send left %d pending", store_pending(s));
+    err[0] = '\0';
+    REQUIRE_OK(send_raw(s, "t", 1, "", 0, "p", 1, 0, 10 * MIN, T0, &id, &due, err, sizeof err), err);
+    CHECK_EQ_U64(due, T0 + 10 * MIN);
+    uint64_t r = SEND(s, "t", "r", 0, 0, T0, NULL);
+    msg_owned_t m[2];
+    int n = LEASE_N(s, "g", "t", 1, LEASE, T0, m);
+    REQUIRE(n == 1 && m[0].m.id == r, "lease r");
+    free_msgs(m, n);
+    store_fail_req_t fr = { .delay_ms = HOUR, .reason = "x", .reason_len = 1 };
+    int found = -1;
+    err[0] = '\0';
+    rc = store_fail(s, "g", 1, r, &fr, T0, &found, NULL, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "hops", NULL);
+    CHECK(store_lease_get(s, "g", 1, r, NULL, NULL, NULL, 0) == 1, "refused fail removed the lease");
+    CHECK_STORE(s);
+}
+
+/* ========================================================= suite: levels */
+
+static void test_level_due_times(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    const lvl_table_t *t = store_levels(s);
+    REQUIRE(t->count == 18, "default table has %d levels", t->count);
+    CHECK_EQ_U64(store_next_due(s), UINT64_MAX);
+    for (int l = 18; l >= 1; l--) {
+        uint64_t due;
+        SEND(s, "t", "x", l, 0, T0 + 100, &due);
+        CHECK(due == T0 + 100 + t->delay_ms[l], "level %d: due %" PRIu64 ", want now + %" PRIu64, l, due,
+              t->delay_ms[l]);
+        store_level_info_t li;
+        REQUIRE(store_level_info(s, l, &li) == 0, "level info %d", l);
+        CHECK(li.level == l && li.depth == 1 && li.head_due_ms == due && li.delay_ms == t->delay_ms[l],
+              "level %d info: depth %" PRIu64 " head %" PRIu64, l, li.depth, li.head_due_ms);
+    }
+    store_level_info_t li;
+    CHECK(store_level_info(s, 0, &li) == -1 && store_level_info(s, 19, &li) == -1, "bad level info");
+    CHECK_EQ_U64(store_next_due(s), T0 + 100 + SEC);
+    CHECK(MOVE(s, T0 + 100 + SEC - 1, 100, NULL) == 0, "nothing is due 1 ms early");
+    int ready = -1;
+    CHECK(MOVE(s, T0 + 100 + SEC, 100, &ready) == 1 && ready == 1, "level 1 due at +1s");
+    CHECK_EQ_U64(store_next_due(s), T0 + 100 + 5 * SEC);
+    CHECK_EQ_U64(level_head(s, 1), 0);
+    CHECK_STORE(s);
+}
+
+static void test_level_fifo_and_bounded_move(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t ids[10], dues[10];
+    for (int i = 0; i < 10; i++)
+        ids[i] = SEND(s, "t", "x", 2, 0, T0 + (uint64_t)i, &dues[i]);
+    for (int i = 1; i < 10; i++)
+        CHECK(ids[i] > ids[i - 1] && dues[i] == dues[i - 1] + 1, "send %d: id/due not increasing", i);
+    CHECK_EQ_U64(store_next_due(s), T0 + 5 * SEC);
+    /* at +5s+4 five are due; max 3 moves 3 */
+    int ready = -1;
+    CHECK(MOVE(s, T0 + 5 * SEC + 4, 3, &ready) == 3 && ready == 3, "bounded move");
+    CHECK_EQ_U64(level_depth(s, 2), 7);
+    CHECK_EQ_U64(store_next_due(s), T0 + 5 * SEC + 3);
+    CHECK_STORE(s);
+    /* max 10 moves only the 2 that are due */
+    CHECK(MOVE(s, T0 + 5 * SEC + 4, 10, &ready) == 2 && ready == 2, "only due ones move");
+    CHECK_EQ_U64(level_depth(s, 2), 5);
+    CHECK_EQ_U64(level_head(s, 2), T0 + 5 * SEC + 5);
+    CHECK(MOVE(s, T0 + 5 * SEC + 4, 10, NULL) == 0, "nothing more is due");
+    CHECK(MOVE(s, T0 + HOUR, 0, NULL) == 0, "max 0 moves nothing");
+    CHECK(MOVE(s, T0 + HOUR, 100, NULL) == 5, "the rest");
+    CHECK_EQ_U64(store_next_due(s), UINT64_MAX);
+    msg_owned_t m[16];
+    int n = LEASE_N(s, "g", "t", 16, LEASE, T0 + HOUR, m);
+    REQUIRE(n == 10, "leased %d", n);
+    for (int i = 0; i < n; i++) {
+        CHECK(m[i].m.id == ids[i], "topic log position %d holds id %" PRIu64 ", want %" PRIu64, i, m[i].m.id,
+              ids[i]);
+        CHECK_EQ_U64(m[i].m.due_ms, dues[i]);
+    }
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
+static void test_level_chained_delay(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t due;
+    uint64_t id = SEND(s, "t", "x", 0, 25 * MIN, T0, &due);
+    CHECK_EQ_U64(due, T0 + 25 * MIN);
+    CHECK_EQ_U64(level_depth(s, 15), 1);                /* 20m */
+    CHECK_EQ_U64(level_head(s, 15), T0 + 20 * MIN);
+    CHECK_EQ_U64(store_next_due(s), T0 + 20 * MIN);
+    store_topic_info_t ti;
+    CHECK(store_topic_info(s, "t", 1, &ti) == 0, "no topic log before the journey ends");
+    CHECK(MOVE(s, T0 + 20 * MIN - 1, 10, NULL) == 0, "first hop is not due early");
+    int ready = -1;
+    CHECK(MOVE(s, T0 + 20 * MIN, 10, &ready) == 1 && ready == 0, "first hop moves, not ready");
+    CHECK_EQ_U64(level_depth(s, 15), 0);
+    CHECK_EQ_U64(level_depth(s, 9), 1);                 /* the 5m level */
+    CHECK_EQ_U64(store_levels(s)->delay_ms[9], 5 * MIN);
+    CHECK_EQ_U64(level_head(s, 9), T0 + 25 * MIN);
+    CHECK_EQ_U64(store_next_due(s), T0 + 25 * MIN);
+    CHECK_STORE(s);
+    CHECK(MOVE(s, T0 + 25 * MIN - 1, 10, NULL) == 0, "second hop not due early");
+    CHECK(MOVE(s, T0 + 25 * MIN, 10, &ready) == 1 && ready == 1, "second hop: ready");
+    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1, "in the topic log");
+    msg_owned_t m[2];
+    int n = LEASE_N(s, "g", "t", 2, LEASE, T0 + 25 * MIN, m);
+    REQUIRE(n == 1, "leased %d", n);
+    CHECK_EQ_U64(m[0].m.id, id);
+    CHECK_EQ_U64(m[0].m.due_ms, T0 + 25 * MIN);
+    CHECK_EQ_U64(m[0].m.created_ms, T0);
+    CHECK_EQ_U64(m[0].m.reconsume, 0);
+    free_msgs(m, n);
+
+    /* Rounded up to whole seconds: 1500 ms is 2 s = 1s + 1s. */
+    SEND(s, "t", "y", 0, 1500, T0 + HOUR, &due);
+    CHECK_EQ_U64(due, T0 + HOUR + 2 * SEC);
+    CHECK(MOVE(s, T0 + HOUR + SEC, 10, &ready) == 1 && ready == 0, "1500ms: first 1s hop");
+    CHECK(MOVE(s, T0 + HOUR + 2 * SEC, 10, &ready) == 1 && ready == 1, "1500ms: ready at 2s");
+    /* 6h = 2h + 2h + 2h, hopping on the same level */
+    SEND(s, "t", "z", 0, 6 * HOUR, T0 + 2 * HOUR, &due);
+    CHECK_EQ_U64(due, T0 + 8 * HOUR);
+    int hops = 0;
+    for (uint64_t now = T0 + 2 * HOUR; now <= T0 + 8 * HOUR; now += 2 * HOUR) {
+        hops += MOVE(s, now, 10, &ready);
+        if (now < T0 + 8 * HOUR)
+            CHECK(ready == 0, "6h delay ready early at %" PRIu64, now - T0);
+    }
+    CHECK(hops == 3 && ready == 1, "6h: %d hops, ready %d", hops, ready);
+    CHECK_STORE(s);
+}
+
+static void test_level_delay_zero(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t due = 0;
+    uint64_t id = SEND(s, "t", "x", 0, 0, T0 + 7, &due);
+    CHECK_EQ_U64(due, T0 + 7);
+    CHECK_EQ_U64(store_next_due(s), UINT64_MAX);
+    for (int l = 1; l <= 18; l++)
+        CHECK(level_depth(s, l) == 0, "level %d not empty", l);
+    store_topic_info_t ti;
+    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1 && ti.retained == 1, "topic log");
+    msg_owned_t m[2];
+    int n = LEASE_N(s, "g", "t", 2, LEASE, T0 + 7, m);
+    REQUIRE(n == 1, "leased %d", n);
+    CHECK_EQ_U64(m[0].m.id, id);
+    CHECK_EQ_U64(m[0].m.due_ms, T0 + 7);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
+static void test_level_monotone_enqueue(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t d1, d2;
+    uint64_t id1 = SEND(s, "t", "first", 4, 0, 10000, &d1);
+    uint64_t id2 = SEND(s, "t", "second", 4, 0, 5000, &d2);   /* clock stepped back */
+    CHECK_EQ_U64(d1, 10000 + 30 * SEC);
+    CHECK(d2 >= d1, "second due %" PRIu64 " is before the first %" PRIu64, d2, d1);
+    CHECK_EQ_U64(level_head(s, 4), d1);
+    CHECK(MOVE(s, d2, 10, NULL) == 2, "both move at %" PRIu64, d2);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 4, LEASE, d2, m);
+    REQUIRE(n == 2, "leased %d", n);
+    CHECK(m[0].m.id == id1 && m[1].m.id == id2, "order %" PRIu64 ", %" PRIu64, m[0].m.id, m[1].m.id);
+    free_msgs(m, n);
+    /* Still monotone after a reopen (the level's clock comes from its tail). */
+    SEND(s, "t", "third", 4, 0, 100000, NULL);
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    uint64_t d4;
+    SEND(s, "t", "fourth", 4, 0, 50000, &d4);
+    CHECK(d4 >= 100000 + 30 * SEC, "after reopen, a clock step back gives due %" PRIu64, d4);
+    CHECK_STORE(s);
+}
+
+/* Catching up (a clock jump or downtime): a chain whose next hops are due
+ * too goes straight through them in one move, no write to the levels between;
+ * one that is only partly due waits on its next level for exactly the rest. */
+static void test_level_catchup_chain(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t dp, dk, dz;
+    uint64_t p = SEND(s, "t", "P", 0, 25 * MIN, T0, &dp);             /* 20m, then 5m (level 9) */
+    uint64_t k = SEND(s, "t", "K", 9, 0, T0 + 21 * MIN, &dk);          /* level 9, due +26m */
+    uint64_t z = SEND(s, "t", "Z", 0, 6 * HOUR + 25 * MIN, T0, &dz);   /* 2h 2h 2h 20m 5m */
+    CHECK_EQ_U64(dp, T0 + 25 * MIN);
+    CHECK_EQ_U64(dk, T0 + 26 * MIN);
+    CHECK_EQ_U64(dz, T0 + 6 * HOUR + 25 * MIN);
+    /* at +1h: P goes through both hops in one move; Z has only one hop due */
+    int ready = -1;
+    CHECK(MOVE(s, T0 + HOUR, 100, &ready) == 2 && ready == 2, "P and K in one call: ready %d", ready);
+    CHECK_EQ_U64(level_depth(s, 9), 0);
+    CHECK_EQ_U64(level_depth(s, 15), 0);
+    CHECK_EQ_U64(level_depth(s, 18), 1);                               /* Z waits */
+    CHECK_EQ_U64(level_head(s, 18), T0 + 2 * HOUR);
+    CHECK_STORE(s);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 4, LEASE, T0 + HOUR, m);
+    REQUIRE(n == 2, "leased %d", n);
+    for (int i = 0; i < n; i++) {
+        if (m[i].m.id == p)
+            CHECK_EQ_U64(m[i].m.due_ms, dp);
+        else
+            CHECK(m[i].m.id == k && m[i].m.due_ms == dk, "unexpected id %" PRIu64, m[i].m.id);
+    }
+    free_msgs(m, n);
+    /* Z at +5h30m: its 2h hops at +2h, +4h, +6h — only the +2h and +4h ones are
+     * due, so it moves once and waits on the 2h level until +6h */
+    CHECK(MOVE(s, T0 + 5 * HOUR + 30 * MIN, 100, &ready) == 1 && ready == 0, "Z partly due: ready %d", ready);
+    CHECK_EQ_U64(level_depth(s, 18), 1);
+    CHECK_EQ_U64(level_head(s, 18), T0 + 6 * HOUR);
+    /* at +7h its last hops (+6h20m, +6h25m) are all due: ready, due exactly as asked */
+    CHECK(MOVE(s, T0 + 7 * HOUR, 100, &ready) == 1 && ready == 1, "Z done: ready %d", ready);
+    for (int l = 1; l <= 18; l++)
+        CHECK(level_depth(s, l) == 0, "level %d holds %" PRIu64, l, level_depth(s, l));
+    n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 7 * HOUR, m);
+    REQUIRE(n == 1, "leased %d", n);
+    CHECK(m[0].m.id == z && m[0].m.due_ms == dz, "Z: id %" PRIu64 " due %" PRIu64, m[0].m.id, m[0].m.due_ms);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
+/* A table whose smallest level does not divide the delay: the message is
+ * never early and late by less than the smallest level (table.h). */
+static void test_level_custom_table_remainder(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    char err[512] = "";
+    REQUIRE_OK(lvl_table_parse("5s 10s", &o.levels, err, sizeof err), err);
+    store_t *s = OPEN(&o);
+    uint64_t due;
+    uint64_t id = SEND(s, "t", "x", 0, 7 * SEC, T0, &due);
+    CHECK(due >= T0 + 7 * SEC, "due %" PRIu64 " is before the requested +7s", due - T0);
+    uint64_t ready_at = 0;
+    for (uint64_t now = T0; now <= T0 + 20 * SEC && ready_at == 0; now += 500) {
+        int ready = 0;
+        MOVE(s, now, 10, &ready);
+        if (ready)
+            ready_at = now;
+    }
+    CHECK(ready_at >= T0 + 7 * SEC && ready_at < T0 + 7 * SEC + 5 * SEC,
+          "ready at +%" PRIu64 " ms: early, or late by a whole smallest level", ready_at - T0);
+    msg_owned_t m[2];
+    int n = LEASE_N(s, "g", "t", 2, LEASE, ready_at, m);
+    REQUIRE(n == 1 && m[0].m.id == id, "leased %d", n);
+    CHECK(m[0].m.due_ms <= ready_at, "due_ms %" PRIu64 " after it became ready", m[0].m.due_ms - T0);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
+/* The clock jumps forward by hours: many small calls move everything; each
+ * level is served in due order and nothing is lost or duplicated. */
+static void test_level_clock_jump(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    enum { N = 400 };
+    static uint64_t ids[N], dues[N];
+    static int last_level[N];
+    const lvl_table_t *t = store_levels(s);
+    for (int i = 0; i < N; i++) {
+        uint64_t now = T0 + (uint64_t)i * 13;
+        if (i % 4 == 3) {
+            /* chained: 25m, 2h5m, 3h, 65s ... */
+            static const uint64_t delays[] = { 25 * MIN, 2 * HOUR + 5 * MIN, 3 * HOUR, 65 * SEC, 11 * MIN };
+            uint64_t d = delays[(i / 4) % 5];
+            uint8_t plan[64];
+            int hops = 0;
+            char err[256];
+            REQUIRE_OK(lvl_chain_plan(t, d, 3 * DAY, plan, 64, &hops, err, sizeof err), err);
+            last_level[i] = plan[hops - 1];
+            ids[i] = SEND(s, "t", "c", 0, d, now, &dues[i]);
+        } else {
+            int l = 1 + (i * 7) % 18;
+            last_level[i] = l;
+            ids[i] = SEND(s, "t", "l", l, 0, now, &dues[i]);
+        }
+    }
+    CHECK_STORE(s);
+    uint64_t jump = T0 + 6 * HOUR;
+    int total = 0, calls = 0, moved, ready, ready_total = 0;
+    while ((moved = MOVE(s, jump, 7, &ready)) > 0) {
+        CHECK(moved <= 7, "call moved %d > max 7", moved);
+        total += moved;
+        ready_total += ready;
+        calls++;
+        REQUIRE(calls < 10000, "move_due never finishes");
+    }
+    CHECK(ready_total == N, "%d became ready, want %d (in %d moves, %d calls)", ready_total, N, total, calls);
+    CHECK_EQ_U64(store_next_due(s), UINT64_MAX);
+    for (int l = 1; l <= 18; l++)
+        CHECK(level_depth(s, l) == 0, "level %d still holds %" PRIu64, l, level_depth(s, l));
+    CHECK_STORE(s);
+
+    static msg_owned_t m[N + 1];
+    int n = LEASE_N(s, "g", "t", N + 1, LEASE, jump, m);
+    REQUIRE(n == N, "leased %d, want %d", n, N);
+    /* Each id once; per final level, due order. */
+    uint64_t last_due[LVL_MAX_LEVELS + 1] = { 0 };
+    int bad_order = 0, first_bad = -1;
+    static char seen[N];
+    memset(seen, 0, sizeof seen);
+    for (int i = 0; i < n; i++) {
+        int idx = -1;
+        for (int j = 0; j < N; j++)
+            if (ids[j] == m[i].m.id)
+                idx = j;
+        REQUIRE(idx >= 0, "unknown id %" PRIu64, m[i].m.id);
+        CHECK(!seen[idx], "id %" PRIu64 " delivered twice", m[i].m.id);
+        seen[idx] = 1;
+        CHECK(m[i].m.due_ms == dues[idx], "id %" PRIu64 " due %" PRIu64 " want %" PRIu64, m[i].m.id,
+              m[i].m.due_ms, dues[idx]);
+        int l = last_level[idx];
+        if (m[i].m.due_ms < last_due[l]) {
+            bad_order++;
+            if (first_bad < 0)
+                first_bad = i;
+        }
+        last_due[l] = m[i].m.due_ms;
+    }
+    CHECK(bad_order == 0, "%d messages left their last level out of due order (first at topic position %d)",
+          bad_order, first_bad);
+    free_msgs(m, n);
+}
+
+/* ========================================================= suite: groups */
+
+static void test_group_from_first_vs_now(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t early[3], late[2];
+    for (int i = 0; i < 3; i++)
+        early[i] = SEND(s, "orders", "e", 0, 0, T0, NULL);
+    GROUP_CREATE(s, "first", "orders", 1, T0);
+    GROUP_CREATE(s, "now", "orders", 0, T0);
+    CHECK_COUNTS(s, "first", 3, 3, 0, 0, 0, 0);
+    CHECK_COUNTS(s, "now", 0, 0, 0, 0, 0, 0);
+    store_group_info_t gi = GINFO(s, "now");
+    CHECK(strcmp(gi.topic, "orders") == 0 && gi.created_ms == T0 && gi.max_reconsume == 16,
+          "now: topic %s created %" PRIu64 " max_reconsume %u", gi.topic, gi.created_ms, gi.max_reconsume);
+    for (int i = 0; i < 2; i++)
+        late[i] = SEND(s, "orders", "l", 0, 0, T0 + 1, NULL);
+    CHECK_COUNTS(s, "first", 5, 5, 0, 0, 0, 0);
+    CHECK_COUNTS(s, "now", 2, 2, 0, 0, 0, 0);
+    msg_owned_t m[8];
+    int n = LEASE_N(s, "now", "orders", 8, LEASE, T0 + 2, m);
+    REQUIRE(n == 2, "from-now leased %d", n);
+    CHECK(m[0].m.id == late[0] && m[1].m.id == late[1], "from-now got earlier messages");
+    free_msgs(m, n);
+    n = LEASE_N(s, "first", "orders", 8, LEASE, T0 + 2, m);
+    REQUIRE(n == 5, "from-first leased %d", n);
+    CHECK(m[0].m.id == early[0] && m[2].m.id == early[2] && m[4].m.id == late[1], "from-first order");
+    free_msgs(m, n);
+    CHECK_STORE(s);
+
+    /* A group with its own max-reconsume. */
+    char err[512] = "";
+    REQUIRE_OK(store_group_create(s, "mr", 2, "orders", 6, 0, 3, T0, err, sizeof err), err);
+    CHECK_EQ_U64(GINFO(s, "mr").max_reconsume, 3);
+    err[0] = '\0';
+    CHECK_REFUSAL(store_group_create(s, "mr2", 3, "orders", 6, 0, STORE_MAX_MAX_RECONSUME + 1, T0, err,
+                                     sizeof err), err, "max-reconsume", NULL);
+    err[0] = '\0';
+    CHECK_REFUSAL(store_group_create(s, "bad group", 9, "orders", 6, 0, -1, T0, err, sizeof err), err,
+                  "group", NULL);
+    err[0] = '\0';
+    CHECK_REFUSAL(store_group_create(s, "g", 1, "", 0, 0, -1, T0, err, sizeof err), err, "topic", "empty");
+    store_group_info_t dummy;
+    CHECK(store_group_info(s, "mr2", 3, &dummy) == 0 && store_group_info(s, "g", 1, &dummy) == 0,
+          "refused groups exist");
+    CHECK_STORE(s);
+}
+
+static void test_group_create_twice(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "orders", 1, T0);
+    char err[512] = "";
+    int rc = store_group_create(s, "g", 1, "orders", 6, 1, -1, T0, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "already exists", "orders");
+    err[0] = '\0';
+    rc = store_group_create(s, "g", 1, "payments", 8, 1, -1, T0, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "already exists", "orders");
+    CHECK(strcmp(GINFO(s, "g").topic, "orders") == 0, "still bound to orders");
+    CHECK_STORE(s);
+}
+
+static void test_group_topic_mismatch(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    SEND(s, "A", "x", 0, 0, T0, NULL);
+    SEND(s, "B", "y", 0, 0, T0, NULL);
+    GROUP_CREATE(s, "g", "A", 1, T0);
+    msg_owned_t m[4];
+    char err[512] = "";
+    int n = -1;
+    int rc = store_lease(s, "g", 1, "B", 1, 4, LEASE, T0, m, &n, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "bound to topic A", "B");
+    CHECK(n == 0, "refused lease returned %d messages", n);
+    err[0] = '\0';
+    CHECK_REFUSAL(store_lease(s, "", 0, "A", 1, 4, LEASE, T0, m, &n, err, sizeof err), err, "group", "empty");
+    err[0] = '\0';
+    CHECK_REFUSAL(store_lease(s, "h", 1, "A B", 3, 4, LEASE, T0, m, &n, err, sizeof err), err, "topic", NULL);
+    store_group_info_t gi;
+    CHECK(store_group_info(s, "h", 1, &gi) == 0, "a refused lease created its group");
+    CHECK_COUNTS(s, "g", 1, 1, 0, 0, 0, 0);
+    CHECK_STORE(s);
+}
+
+static void test_group_auto_create(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t a = SEND(s, "orders", "a", 0, 0, T0, NULL);
+    SEND(s, "orders", "b", 0, 0, T0, NULL);
+    store_group_info_t gi;
+    CHECK(store_group_info(s, "auto", 4, &gi) == 0, "group exists before its first lease");
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "auto", "orders", 1, LEASE, T0 + 5, m);
+    REQUIRE(n == 1, "leased %d", n);
+    CHECK_EQ_U64(m[0].m.id, a);                  /* from the first retained message */
+    CHECK(msg_str_is(&m[0].m.group, "auto"), "leased message names its group");
+    free_msgs(m, n);
+    gi = GINFO(s, "auto");
+    CHECK(strcmp(gi.topic, "orders") == 0 && gi.created_ms == T0 + 5 && gi.max_reconsume == 16,
+          "auto group: topic %s created %" PRIu64, gi.topic, gi.created_ms);
+    CHECK_COUNTS(s, "auto", 1, 1, 0, 0, 1, 0);
+    /* auto-create on an empty topic, then the group sees later messages */
+    n = LEASE_N(s, "late", "fresh", 4, LEASE, T0, m);
+    CHECK(n == 0, "empty topic leased %d", n);
+    CHECK(strcmp(GINFO(s, "late").topic, "fresh") == 0, "late bound to fresh");
+    uint64_t f = SEND(s, "fresh", "f", 0, 0, T0 + 1, NULL);
+    n = LEASE_N(s, "late", "fresh", 4, LEASE, T0 + 1, m);
+    REQUIRE(n == 1, "leased %d", n);
+    CHECK_EQ_U64(m[0].m.id, f);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    CHECK(strcmp(GINFO(s, "late").topic, "fresh") == 0, "auto group persisted");
+    CHECK_COUNTS(s, "late", 0, 0, 0, 0, 1, 0);
+    CHECK_STORE(s);
+}
+
+static void test_group_both_get_everything(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g1", "t", 1, T0);
+    GROUP_CREATE(s, "g2", "t", 1, T0);
+    uint64_t ids[6];
+    for (int i = 0; i < 6; i++)
+        ids[i] = SEND(s, "t", "x", i % 2 ? 1 : 0, 0, T0, NULL);
+    MOVE(s, T0 + SEC, 100, NULL);
+    msg_owned_t m1[8], m2[8];
+    int n1 = LEASE_N(s, "g1", "t", 8, LEASE, T0 + SEC, m1);
+    int n2 = LEASE_N(s, "g2", "t", 3, LEASE, T0 + SEC, m2);
+    n2 += LEASE_N(s, "g2", "t", 8, LEASE, T0 + SEC, m2 + n2);
+    REQUIRE(n1 == 6 && n2 == 6, "g1 leased %d, g2 %d", n1, n2);
+    for (int i = 0; i < 6; i++) {
+        CHECK(m1[i].m.id == m2[i].m.id, "position %d: g1 %" PRIu64 " g2 %" PRIu64, i, m1[i].m.id, m2[i].m.id);
+        int known = 0;
+        for (int j = 0; j < 6; j++)
+            known |= ids[j] == m1[i].m.id;
+        CHECK(known, "unknown id");
+    }
+    /* ACK by one group does not touch the other's lease */
+    uint64_t id0 = m1[0].m.id;
+    CHECK(ACK(s, "g1", &id0, 1) == 1, "g1 ack");
+    CHECK(store_lease_get(s, "g2", 2, id0, NULL, NULL, NULL, 0) == 1, "g2 lease survives g1's ack");
+    free_msgs(m1, n1);
+    free_msgs(m2, n2);
+    CHECK_COUNTS(s, "g1", 0, 0, 0, 0, 5, 0);
+    CHECK_COUNTS(s, "g2", 0, 0, 0, 0, 6, 0);
+    CHECK_STORE(s);
+}
+
+typedef struct foreach_ctx {
+    int count;
+    int saw_g;
+    uint64_t inflight;
+} foreach_ctx_t;
+
+static int foreach_fn(void *c, const char *group, const store_group_info_t *info)
+{
+    foreach_ctx_t *ctx = c;
+    ctx->count++;
+    if (strcmp(group, "g") == 0) {
+        ctx->saw_g = 1;
+        ctx->inflight = info->inflight;
+    }
+    return 0;
+}
+
+static void test_group_counters(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
+    uint64_t ids[4];
+    for (int i = 0; i < 4; i++)
+        ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
+    SEND(s, "t", "delayed", 1, 0, T0, NULL);
+    CHECK_COUNTS(s, "g", 4, 4, 0, 0, 0, 0);           /* level messages are not backlog */
+    MOVE(s, T0 + SEC, 10, NULL);
+    CHECK_COUNTS(s, "g", 5, 5, 0, 0, 0, 0);
+    CHECK_STORE(s);
+    msg_owned_t m[8];
+    int n = LEASE_N(s, "g", "t", 3, LEASE, T0 + SEC, m);
+    REQUIRE(n == 3, "leased %d", n);
+    free_msgs(m, n);
+    CHECK_COUNTS(s, "g", 2, 2, 0, 0, 3, 0);
+    CHECK_STORE(s);
+    FAIL_LEVEL(s, "g", ids[0], 1, "r", T0 + SEC, NULL);
+    CHECK_COUNTS(s, "g", 2, 2, 0, 1, 2, 0);
+    CHECK_STORE(s);
+    FAIL_DLQ(s, "g", ids[1], "dead", T0 + SEC);
+    CHECK_COUNTS(s, "g", 2, 2, 0, 1, 1, 1);
+    CHECK_STORE(s);
+    MOVE(s, T0 + 2 * SEC, 10, NULL);
+    CHECK_COUNTS(s, "g", 3, 2, 1, 0, 1, 1);
+    CHECK_STORE(s);
+    CHECK(ACK(s, "g", &ids[2], 1) == 1, "ack");
+    CHECK_COUNTS(s, "g", 3, 2, 1, 0, 0, 1);
+    CHECK_STORE(s);
+    n = LEASE_N(s, "g", "t", 8, LEASE, T0 + 2 * SEC, m);
+    CHECK(n == 3, "leased %d", n);
+    free_msgs(m, n);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 3, 1);
+    CHECK_STORE(s);
+    uint64_t cnt = 0;
+    char err[512] = "";
+    REQUIRE_OK(store_dlq_requeue(s, "g", 1, ids[1], 0, T0 + 3 * SEC, &cnt, err, sizeof err), err);
+    CHECK_COUNTS(s, "g", 1, 0, 1, 0, 3, 0);
+    CHECK_STORE(s);
+
+    /* store_group_foreach sees the same counters */
+    foreach_ctx_t ctx = { 0, 0, 0 };
+    GROUP_CREATE(s, "other", "t", 0, T0);
+    store_group_foreach(s, foreach_fn, &ctx);
+    CHECK(ctx.count == 2 && ctx.saw_g && ctx.inflight == 3, "foreach: %d groups, inflight %" PRIu64,
+          ctx.count, ctx.inflight);
+}
+
+static void test_group_delete(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    GROUP_CREATE(s, "keep", "t", 1, T0);
+    GROUP_CREATE(s, "gg", "t", 1, T0);               /* "g" is a prefix of its name */
+    uint64_t ids[5];
+    for (int i = 0; i < 5; i++)
+        ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
+    msg_owned_t m[8];
+    int n = LEASE_N(s, "g", "t", 5, LEASE, T0, m);
+    REQUIRE(n == 5, "leased %d", n);
+    free_msgs(m, n);
+    n = LEASE_N(s, "keep", "t", 1, LEASE, T0, m);
+    free_msgs(m, n);
+    n = LEASE_N(s, "gg", "t", 3, DAY, T0, m);       /* gg: 1 DLQ, 1 retry-ready, 1 leased */
+    REQUIRE(n == 3, "gg leased %d", n);
+    free_msgs(m, n);
+    FAIL_DLQ(s, "gg", ids[0], "gg dead", T0);
+    FAIL_LEVEL(s, "gg", ids[1], 1, "gg soon", T0, NULL);
+    FAIL_LEVEL(s, "g", ids[0], 1, "soon", T0, NULL);     /* becomes retry-ready at +1s */
+    FAIL_LEVEL(s, "g", ids[1], 3, "later", T0, NULL);    /* still delayed at delete time */
+    FAIL_DLQ(s, "g", ids[2], "dead", T0);
+    MOVE(s, T0 + SEC, 10, NULL);
+    CHECK_COUNTS(s, "g", 1, 0, 1, 1, 2, 1);
+    CHECK_STORE(s);
+
+    char err[512] = "";
+    int found = -1;
+    REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
+    CHECK(found == 1, "found %d", found);
+    store_group_info_t gi;
+    CHECK(store_group_info(s, "g", 1, &gi) == 0, "deleted group still has info");
+    CHECK_STORE(s);
+    /* its leases are gone */
+    CHECK(store_lease_get(s, "g", 1, ids[3], NULL, NULL, err, sizeof err) == 0, "lease of deleted group");
+    store_lease_ref_t refs[16];
+    int ne = -1;
+    REQUIRE_OK(store_expired_leases(s, T0 + DAY, refs, 16, &ne, err, sizeof err), err);
+    CHECK(ne == 2 && strcmp(refs[0].group, "keep") == 0 && strcmp(refs[1].group, "gg") == 0,
+          "expired leases after delete: %d (first %s)", ne, ne > 0 ? refs[0].group : "-");
+    /* its DLQ is gone */
+    n = -1;
+    REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 10, m, &n, err, sizeof err), err);
+    CHECK(n == 0, "DLQ of a deleted group lists %d", n);
+    /* the delayed retry is dropped when due */
+    CHECK_EQ_U64(level_depth(s, 3), 1);
+    int ready = -1;
+    CHECK(MOVE(s, T0 + 10 * SEC, 10, &ready) == 1 && ready == 0, "dropped retry: ready %d", ready);
+    CHECK_EQ_U64(level_depth(s, 3), 0);
+    CHECK_STORE(s);
+    store_topic_info_t ti;
+    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.groups == 2, "topic groups %d", ti.groups);
+    /* the other groups are untouched */
+    CHECK_COUNTS(s, "keep", 4, 4, 0, 0, 1, 0);
+    CHECK_COUNTS(s, "gg", 3, 2, 1, 0, 1, 1);
+    CHECK(store_lease_get(s, "gg", 2, ids[2], NULL, NULL, NULL, 0) == 1, "gg's lease survived");
+    found = -1;
+    REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
+    CHECK(found == 0, "second delete found %d", found);
+    CHECK(ACK(s, "g", &ids[3], 1) == 0, "ack on a deleted group");
+    CHECK_STORE(s);
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    CHECK(store_group_info(s, "g", 1, &gi) == 0, "deleted group back after reopen");
+    CHECK_STORE(s);
+}
+
+static void test_group_recreate_no_old_retries(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    uint64_t id = SEND(s, "t", "x", 0, 0, T0, NULL);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 1, LEASE, T0, m);
+    REQUIRE(n == 1, "leased %d", n);
+    free_msgs(m, n);
+    FAIL_LEVEL(s, "g", id, 2, "retry", T0, NULL);         /* due at +5s */
+    char err[512] = "";
+    int found;
+    REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
+    GROUP_CREATE(s, "g", "t", 0, T0 + SEC);               /* same name, from now */
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
+    CHECK_STORE(s);
+    /* across a reopen too: the incarnation is persisted */
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    int ready = -1;
+    CHECK(MOVE(s, T0 + 5 * SEC, 10, &ready) == 1 && ready == 0, "old retry must be dropped, ready %d", ready);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
+    n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 6 * SEC, m);
+    CHECK(n == 0, "recreated group received %d old messages", n);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
+/* 255-byte group and topic names through every key range and a reopen. */
+static void test_group_longest_names(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    char g[MSG_MAX_NAME + 1], t[MSG_MAX_NAME + 1], err[512] = "";
+    memset(g, 'g', MSG_MAX_NAME);
+    memset(t, 't', MSG_MAX_NAME);
+    g[MSG_MAX_NAME] = t[MSG_MAX_NAME] = '\0';
+    uint64_t ids[3];
+    for (int i = 0; i < 3; i++)
+        ids[i] = SEND(s, t, "x", 0, 0, T0, NULL);
+    GROUP_CREATE(s, g, t, 1, T0);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, g, t, 3, 5 * SEC, T0, m);
+    REQUIRE(n == 3, "leased %d", n);
+    free_msgs(m, n);
+    FAIL_LEVEL(s, g, ids[0], 1, "r", T0, NULL);
+    FAIL_DLQ(s, g, ids[1], "d", T0);
+    CHECK_STORE(s);
+    store_lease_ref_t r[4];
+    int ne = -1;
+    REQUIRE_OK(store_expired_leases(s, T0 + 5 * SEC, r, 4, &ne, err, sizeof err), err);
+    REQUIRE(ne == 1, "expired %d", ne);
+    CHECK(strcmp(r[0].group, g) == 0 && r[0].id == ids[2], "expired ref names the 255-byte group");
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    CHECK_COUNTS(s, g, 0, 0, 0, 1, 1, 1);
+    CHECK(strcmp(GINFO(s, g).topic, t) == 0, "topic name after reopen");
+    MOVE(s, T0 + SEC, 10, NULL);
+    n = LEASE_N(s, g, t, 3, LEASE, T0 + SEC, m);
+    CHECK(n == 1 && m[0].m.id == ids[0] && m[0].m.group.len == MSG_MAX_NAME, "retry leased %d", n);
+    free_msgs(m, n);
+    int found = -1;
+    REQUIRE_OK(store_group_delete(s, g, MSG_MAX_NAME, &found, err, sizeof err), err);
+    CHECK(found == 1, "delete found %d", found);
+    CHECK_STORE(s);
+}
+
+/* ========================================================= suite: leases */
+
+static void test_lease_retry_first(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t a = SEND(s, "t", "a", 0, 0, T0, NULL);
+    msg_owned_t m[8];
+    int n = LEASE_N(s, "g", "t", 1, LEASE, T0, m);
+    REQUIRE(n == 1 && m[0].m.id == a, "lease a");
+    free_msgs(m, n);
+    uint64_t due = 0;
+    FAIL_LEVEL(s, "g", a, 1, "nope", T0, &due);
+    CHECK_EQ_U64(due, T0 + SEC);
+    uint64_t b = SEND(s, "t", "b", 0, 0, T0 + 10, NULL);
+    uint64_t c = SEND(s, "t", "c", 0, 0, T0 + 20, NULL);
+    MOVE(s, T0 + SEC, 10, NULL);
+    n = LEASE_N(s, "g", "t", 2, LEASE, T0 + SEC, m);
+    REQUIRE(n == 2, "leased %d", n);
+    CHECK(m[0].m.id == a && m[0].m.reconsume == 1, "retry first: id %" PRIu64 " reconsume %u", m[0].m.id,
+          m[0].m.reconsume);
+    CHECK(msg_str_is(&m[0].m.reason, "nope"), "reason kept");
+    CHECK_EQ_U64(m[0].m.due_ms, T0 + SEC);
+    CHECK_EQ_U64(m[1].m.id, b);
+    CHECK_EQ_U64(m[1].m.reconsume, 0);
+    free_msgs(m, n);
+    n = LEASE_N(s, "g", "t", 8, LEASE, T0 + SEC, m);
+    REQUIRE(n == 1, "leased %d", n);
+    CHECK_EQ_U64(m[0].m.id, c);
+    free_msgs(m, n);
+    char err[512] = "";
+    n = -1;
+    CHECK_REFUSAL(store_lease(s, "g", 1, "t", 1, 0, LEASE, T0, m, &n, err, sizeof err), err, "count", NULL);
+    CHECK_STORE(s);
+}
+
+static void test_lease_ack(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t ids[3];
+    for (int i = 0; i < 3; i++)
+        ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 3, LEASE, T0, m);
+    REQUIRE(n == 3, "leased %d", n);
+    free_msgs(m, n);
+    uint64_t dup[4] = { ids[0], ids[0], ids[1], ids[0] };
+    CHECK(ACK(s, "g", dup, 4) == 2, "duplicates count once");
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 1, 0);
+    CHECK_STORE(s);
+    CHECK(ACK(s, "g", dup, 4) == 0, "second ack releases nothing");
+    uint64_t unknown = ids[2] + 1000;
+    CHECK(ACK(s, "g", &unknown, 1) == 0, "unknown id");
+    CHECK(ACK(s, "nosuch", &ids[2], 1) == 0, "unknown group");
+    CHECK(ACK(s, "g", ids, 0) == 0, "empty ack");
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 1, 0);
+    CHECK(ACK(s, "g", &ids[2], 1) == 1, "last one");
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
+    CHECK_EQ_U64(store_next_lease_deadline(s), UINT64_MAX);
+    CHECK_STORE(s);
+}
+
+/* ACK of many ids in any order, sparse and dense, some unknown, with a group
+ * whose name extends this one's holding the same ids: exactly the named
+ * leases of this group go. */
+static void test_lease_ack_many(void)
+{
+    enum { N = 60 };
+    store_t *s = OPEN_DEFAULT();
+    uint64_t ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
+    static msg_owned_t m[N];
+    int n = LEASE_N(s, "g", "t", N, LEASE, T0, m);
+    REQUIRE(n == N, "g leased %d", n);
+    free_msgs(m, n);
+    n = LEASE_N(s, "gg", "t", N, LEASE, T0, m);
+    REQUIRE(n == N, "gg leased %d", n);
+    free_msgs(m, n);
+    /* acked: 59 (last), 0, 1, 2, 30, 45 (far from 30), 46, 58; unknown ids between */
+    int pick[] = { 59, 0, 1, 2, 30, 45, 46, 58 };
+    uint64_t ack[16];
+    int na = 0;
+    for (size_t i = 0; i < sizeof pick / sizeof pick[0]; i++)
+        ack[na++] = ids[pick[i]];
+    ack[na++] = ids[N - 1] + 100;            /* past every lease */
+    ack[na++] = 0;                           /* before every lease */
+    ack[na++] = ids[30] + 1;                 /* between leases (ids are not contiguous) */
+    ack[na++] = ids[2];                      /* duplicate */
+    CHECK(ACK(s, "g", ack, na) == 8, "released count");
+    char acked[N] = { 0 };
+    for (size_t i = 0; i < sizeof pick / sizeof pick[0]; i++)
+        acked[pick[i]] = 1;
+    int wrong = 0;
+    for (int i = 0; i < N; i++) {
+        int has = store_lease_get(s, "g", 1, ids[i], NULL, NULL, NULL, 0);
+        int other = store_lease_get(s, "gg", 2, ids[i], NULL, NULL, NULL, 0);
+        if (has != !acked[i] || other != 1)
+            wrong++;
+    }
+    CHECK(wrong == 0, "%d leases in the wrong state after the ACK", wrong);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, N - 8, 0);
+    CHECK_COUNTS(s, "gg", 0, 0, 0, 0, N, 0);
+    CHECK_STORE(s);
+    /* everything at once, every other id first */
+    na = 0;
+    uint64_t all[N];
+    for (int i = 1; i < N; i += 2)
+        all[na++] = ids[i];
+    for (int i = 0; i < N; i += 2)
+        all[na++] = ids[i];
+    CHECK(ACK(s, "g", all, na) == N - 8, "second ack released the rest");
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
+    CHECK_COUNTS(s, "gg", 0, 0, 0, 0, N, 0);
+    CHECK_STORE(s);
+}
+
+static void test_lease_get_touch_expired(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t a = SEND(s, "t", "a", 0, 0, T0, NULL);
+    uint64_t b = SEND(s, "t", "b", 0, 0, T0, NULL);
+    uint64_t c = SEND(s, "t", "c", 0, 0, T0, NULL);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 1, 10 * SEC, T0, m);          /* a: deadline +10s */
+    free_msgs(m, n);
+    n = LEASE_N(s, "g", "t", 1, 5 * SEC, T0, m);               /* b: +5s */
+    free_msgs(m, n);
+    n = LEASE_N(s, "g", "t", 1, 20 * SEC, T0, m);              /* c: +20s */
+    free_msgs(m, n);
+    CHECK_STORE(s);
+    char err[512] = "";
+    msg_owned_t lm = { 0 };
+    uint64_t dl = 0;
+    REQUIRE(store_lease_get(s, "g", 1, a, &lm, &dl, err, sizeof err) == 1, "lease_get a: %s", err);
+    CHECK_EQ_U64(dl, T0 + 10 * SEC);
+    CHECK(lm.m.id == a && msg_str_is(&lm.m.payload, "a") && msg_str_is(&lm.m.group, "g"), "lease content");
+    msg_owned_free(&lm);
+    CHECK(store_lease_get(s, "g", 1, a + 1000, NULL, &dl, err, sizeof err) == 0, "missing id");
+    CHECK(store_lease_get(s, "nosuch", 6, a, NULL, &dl, err, sizeof err) == 0, "missing group");
+    CHECK_EQ_U64(store_next_lease_deadline(s), T0 + 5 * SEC);
+
+    store_lease_ref_t r[8];
+    int ne = -1;
+    REQUIRE_OK(store_expired_leases(s, T0 + 5 * SEC - 1, r, 8, &ne, err, sizeof err), err);
+    CHECK(ne == 0, "expired before any deadline: %d", ne);
+    REQUIRE_OK(store_expired_leases(s, T0 + 10 * SEC, r, 8, &ne, err, sizeof err), err);
+    REQUIRE(ne == 2, "expired at +10s: %d", ne);
+    CHECK(r[0].id == b && r[0].deadline_ms == T0 + 5 * SEC && r[1].id == a && r[1].deadline_ms == T0 + 10 * SEC,
+          "earliest first: %" PRIu64 "@%" PRIu64 ", %" PRIu64 "@%" PRIu64, r[0].id, r[0].deadline_ms, r[1].id,
+          r[1].deadline_ms);
+    CHECK(strcmp(r[0].group, "g") == 0 && r[0].reconsume == 0, "ref group %s", r[0].group);
+    REQUIRE_OK(store_expired_leases(s, T0 + DAY, r, 1, &ne, err, sizeof err), err);
+    CHECK(ne == 1 && r[0].id == b, "max 1: %d", ne);
+    CHECK_STORE(s);                                             /* expired_leases is read only */
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 3, 0);
+
+    /* TOUCH b to +30s: b is no longer expired at +10s, a is; next deadline is a's */
+    int found = -1;
+    REQUIRE_OK(store_touch(s, "g", 1, b, T0 + 30 * SEC, &found, err, sizeof err), err);
+    CHECK(found == 1, "touch found %d", found);
+    CHECK_STORE(s);
+    REQUIRE(store_lease_get(s, "g", 1, b, NULL, &dl, err, sizeof err) == 1, "lease_get b");
+    CHECK_EQ_U64(dl, T0 + 30 * SEC);
+    CHECK_EQ_U64(store_next_lease_deadline(s), T0 + 10 * SEC);
+    REQUIRE_OK(store_expired_leases(s, T0 + 20 * SEC, r, 8, &ne, err, sizeof err), err);
+    CHECK(ne == 2 && r[0].id == a && r[1].id == c, "after touch at +20s: %d (%" PRIu64 ")", ne,
+          ne ? r[0].id : 0);
+    REQUIRE_OK(store_expired_leases(s, T0 + 30 * SEC, r, 8, &ne, err, sizeof err), err);
+    CHECK(ne == 3 && r[2].id == b, "at +30s: %d", ne);
+    /* TOUCH a earlier than everything */
+    REQUIRE_OK(store_touch(s, "g", 1, a, T0 + SEC, &found, err, sizeof err), err);
+    CHECK_EQ_U64(store_next_lease_deadline(s), T0 + SEC);
+    REQUIRE_OK(store_expired_leases(s, T0 + SEC, r, 8, &ne, err, sizeof err), err);
+    CHECK(ne == 1 && r[0].id == a, "a touched to +1s: %d", ne);
+    /* TOUCH to the same deadline keeps the lease */
+    REQUIRE_OK(store_touch(s, "g", 1, a, T0 + SEC, &found, err, sizeof err), err);
+    CHECK(found == 1 && store_lease_get(s, "g", 1, a, NULL, &dl, err, sizeof err) == 1 && dl == T0 + SEC,
+          "touch to the same deadline: found %d deadline %" PRIu64, found, dl - T0);
+    REQUIRE_OK(store_touch(s, "g", 1, a + 1000, T0, &found, err, sizeof err), err);
+    CHECK(found == 0, "touch of a missing lease found %d", found);
+    REQUIRE_OK(store_touch(s, "nosuch", 6, a, T0, &found, err, sizeof err), err);
+    CHECK(found == 0, "touch in a missing group found %d", found);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 3, 0);
+    CHECK_STORE(s);
+}
+
+/* A lease still in the pending batch with a deadline before every committed
+ * lease: the next deadline and the expired list must both see it. */
+static void test_lease_pending_earlier_deadline(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t a = SEND(s, "t", "a", 0, 0, T0, NULL);
+    uint64_t b = SEND(s, "t", "b", 0, 0, T0, NULL);
+    msg_owned_t m[2];
+    int n = LEASE_N(s, "g", "t", 1, 60 * SEC, T0, m);   /* a: +60s, committed below */
+    REQUIRE(n == 1 && m[0].m.id == a, "lease a");
+    free_msgs(m, n);
+    COMMIT(s);
+    n = LEASE_N(s, "g", "t", 1, 5 * SEC, T0, m);        /* b: +5s, still pending */
+    REQUIRE(n == 1 && m[0].m.id == b, "lease b");
+    free_msgs(m, n);
+    CHECK(store_pending(s) > 0, "the lease should be pending (batched)");
+    uint64_t next = store_next_lease_deadline(s);
+    CHECK(next == T0 + 5 * SEC, "next lease deadline %" PRIu64 ", want +5s (b, pending)", next - T0);
+    store_lease_ref_t r[4];
+    int ne = -1;
+    char err[512] = "";
+    REQUIRE_OK(store_expired_leases(s, T0 + 6 * SEC, r, 4, &ne, err, sizeof err), err);
+    CHECK(ne == 1 && r[0].id == b, "b's lease must expire at +6s: %d expired", ne);
+    REQUIRE_OK(store_expired_leases(s, T0 + 60 * SEC, r, 4, &ne, err, sizeof err), err);
+    CHECK(ne == 2, "both expired at +60s: %d", ne);
+    CHECK_STORE(s);
+
+    /* everything released, then a lease earlier than any seen before */
+    uint64_t both[2] = { a, b };
+    CHECK(ACK(s, "g", both, 2) == 2, "ack both");
+    CHECK_EQ_U64(store_next_lease_deadline(s), UINT64_MAX);
+    uint64_t c = SEND(s, "t", "c", 0, 0, T0, NULL);
+    n = LEASE_N(s, "g", "t", 1, SEC, T0, m);             /* c: +1s */
+    REQUIRE(n == 1 && m[0].m.id == c, "lease c");
+    free_msgs(m, n);
+    CHECK_EQ_U64(store_next_lease_deadline(s), T0 + SEC);
+    REQUIRE_OK(store_expired_leases(s, T0 + SEC, r, 4, &ne, err, sizeof err), err);
+    CHECK(ne == 1 && r[0].id == c, "c expires at +1s: %d", ne);
+
+    /* a lease from before a reopen is found by both */
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    CHECK_EQ_U64(store_next_lease_deadline(s), T0 + SEC);
+    REQUIRE_OK(store_expired_leases(s, T0 + SEC, r, 4, &ne, err, sizeof err), err);
+    CHECK(ne == 1 && r[0].id == c, "after reopen c expires at +1s: %d", ne);
+    CHECK_STORE(s);
+}
+
+static void test_lease_fail(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t ids[4];
+    for (int i = 0; i < 4; i++)
+        ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
+    msg_owned_t m[8];
+    int n = LEASE_N(s, "g", "t", 4, LEASE, T0, m);
+    REQUIRE(n == 4, "leased %d", n);
+    free_msgs(m, n);
+
+    /* to a level */
+    uint64_t due = 0;
+    FAIL_LEVEL(s, "g", ids[0], 3, "level three", T0 + 100, &due);
+    CHECK_EQ_U64(due, T0 + 100 + 10 * SEC);
+    CHECK_EQ_U64(level_depth(s, 3), 1);
+    CHECK(store_lease_get(s, "g", 1, ids[0], NULL, NULL, NULL, 0) == 0, "lease deleted by fail");
+    CHECK_COUNTS(s, "g", 0, 0, 0, 1, 3, 0);
+    CHECK_STORE(s);
+    int ready = -1;
+    CHECK(MOVE(s, due - 1, 10, &ready) == 0, "retry not due early");
+    CHECK(MOVE(s, due, 10, &ready) == 1 && ready == 1, "retry due");
+    CHECK_COUNTS(s, "g", 1, 0, 1, 0, 3, 0);
+    CHECK_STORE(s);
+    store_topic_info_t ti;
+    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 4, "a retry does not re-enter the topic log");
+    n = LEASE_N(s, "g", "t", 8, LEASE, due, m);
+    REQUIRE(n == 1, "leased %d", n);
+    CHECK(m[0].m.id == ids[0] && m[0].m.reconsume == 1 && msg_str_is(&m[0].m.reason, "level three"),
+          "retry: id %" PRIu64 " reconsume %u", m[0].m.id, m[0].m.reconsume);
+    free_msgs(m, n);
+    /* second failure: reconsume 2 */
+    FAIL_LEVEL(s, "g", ids[0], 1, "again", due, &due);
+    MOVE(s, due, 10, NULL);
+    n = LEASE_N(s, "g", "t", 8, LEASE, due, m);
+    REQUIRE(n == 1, "leased %d", n);
+    CHECK(m[0].m.reconsume == 2 && msg_str_is(&m[0].m.reason, "again"), "reconsume %u", m[0].m.reconsume);
+    free_msgs(m, n);
+
+    /* with a delay: 90s = 1m + 30s */
+    FAIL_DELAY(s, "g", ids[1], 90 * SEC, "delayed", T0 + 200, &due);
+    CHECK_EQ_U64(due, T0 + 200 + 90 * SEC);
+    CHECK_EQ_U64(level_depth(s, 5), 1);
+    CHECK(MOVE(s, T0 + 200 + MIN, 10, &ready) == 1 && ready == 0, "first hop of the retry");
+    CHECK_EQ_U64(level_depth(s, 4), 1);
+    CHECK(MOVE(s, due, 10, &ready) == 1 && ready == 1, "retry ready at +90s");
+    CHECK_STORE(s);
+
+    /* to the DLQ */
+    uint64_t d = 999;
+    fail_at(s, "g", ids[2], 1, 0, 0, "poison", T0 + 300, 1, &d, __LINE__);
+    CHECK_EQ_U64(d, 0);
+    CHECK_COUNTS(s, "g", 1, 0, 1, 0, 2, 1);
+    CHECK_STORE(s);
+
+    /* a missing lease: found 0, nothing changes */
+    fail_at(s, "g", ids[2], 0, 1, 0, "again", T0 + 300, 0, NULL, __LINE__);
+    fail_at(s, "g", ids[3] + 1000, 1, 0, 0, "x", T0 + 300, 0, NULL, __LINE__);
+    fail_at(s, "nosuch", ids[3], 1, 0, 0, "x", T0 + 300, 0, NULL, __LINE__);
+    CHECK_COUNTS(s, "g", 1, 0, 1, 0, 2, 1);
+
+    /* bad requests are refused and the lease stays */
+    char err[512] = "", big[MSG_MAX_REASON + 2];
+    int found = -1;
+    memset(big, 'r', sizeof big);
+    store_fail_req_t bad[] = {
+        { .level = 19 }, { .level = -1 }, { .level = 0, .delay_ms = 0 },
+        { .level = 0, .delay_ms = 4 * DAY }, { .level = 1, .reason = big, .reason_len = MSG_MAX_REASON + 1 },
+    };
+    const char *frag[] = { "1..18", "1..18", "positive", "max-delay 3d", "1024" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        int rc = store_fail(s, "g", 1, ids[3], &bad[i], T0, &found, NULL, err, sizeof err);
+        CHECK_REFUSAL(rc, err, frag[i], NULL);
+    }
+    CHECK(store_lease_get(s, "g", 1, ids[3], NULL, NULL, NULL, 0) == 1, "refused fail removed the lease");
+    /* a reason of exactly the limit is fine */
+    store_fail_req_t ok = { .level = 1, .reason = big, .reason_len = MSG_MAX_REASON };
+    REQUIRE_OK(store_fail(s, "g", 1, ids[3], &ok, T0, &found, NULL, err, sizeof err), err);
+    CHECK(found == 1, "found %d", found);
+    CHECK_STORE(s);
+}
+
+/* ============================================================ suite: dlq */
+
+/* Lease n messages on topic t and fail each to the DLQ of g, parked at
+ * T0 + i; returns the ids in ids[]. */
+static void fill_dlq(store_t *s, int count, uint64_t *ids)
+{
+    msg_owned_t m[16];
+    for (int i = 0; i < count; i++)
+        SEND(s, "t", "x", 0, 0, T0, NULL);
+    int n = LEASE_N(s, "g", "t", count, LEASE, T0, m);
+    REQUIRE(n == count, "leased %d", n);
+    for (int i = 0; i < n; i++) {
+        char reason[32];
+        snprintf(reason, sizeof reason, "reason %d", i);
+        ids[i] = m[i].m.id;
+        FAIL_DLQ(s, "g", ids[i], reason, T0 + (uint64_t)i);
+    }
+    free_msgs(m, n);
+}
+
+static void test_dlq_list(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t ids[6];
+    fill_dlq(s, 6, ids);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 6);
+    CHECK_STORE(s);
+    msg_owned_t m[8];
+    char err[512] = "";
+    int n = -1;
+    REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 8, m, &n, err, sizeof err), err);
+    REQUIRE(n == 6, "listed %d", n);
+    for (int i = 0; i < n; i++) {
+        char reason[32];
+        snprintf(reason, sizeof reason, "reason %d", i);
+        CHECK(m[i].m.id == ids[i], "position %d id %" PRIu64, i, m[i].m.id);
+        CHECK(msg_str_is(&m[i].m.reason, reason), "position %d reason \"%.*s\"", i, (int)m[i].m.reason.len,
+              m[i].m.reason.ptr);
+        CHECK(m[i].m.stamp_ms == T0 + (uint64_t)i, "position %d parked at %" PRIu64, i, m[i].m.stamp_ms);
+        CHECK(m[i].m.reconsume == 1 && msg_str_is(&m[i].m.payload, "x") && msg_str_is(&m[i].m.topic, "t"),
+              "position %d content", i);
+    }
+    free_msgs(m, n);
+    /* COUNT and AFTER page through it */
+    REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 2, m, &n, err, sizeof err), err);
+    CHECK(n == 2 && m[0].m.id == ids[0] && m[1].m.id == ids[1], "first page");
+    free_msgs(m, n);
+    REQUIRE_OK(store_dlq_list(s, "g", 1, ids[1], 2, m, &n, err, sizeof err), err);
+    CHECK(n == 2 && m[0].m.id == ids[2] && m[1].m.id == ids[3], "second page");
+    free_msgs(m, n);
+    REQUIRE_OK(store_dlq_list(s, "g", 1, ids[3], 10, m, &n, err, sizeof err), err);
+    CHECK(n == 2 && m[0].m.id == ids[4] && m[1].m.id == ids[5], "last page");
+    free_msgs(m, n);
+    REQUIRE_OK(store_dlq_list(s, "g", 1, ids[2] - 1, 1, m, &n, err, sizeof err), err);
+    CHECK(n == 1 && m[0].m.id == ids[2], "AFTER id-1 includes id");
+    free_msgs(m, n);
+    REQUIRE_OK(store_dlq_list(s, "g", 1, ids[5], 10, m, &n, err, sizeof err), err);
+    CHECK(n == 0, "after the last: %d", n);
+    REQUIRE_OK(store_dlq_list(s, "g", 1, UINT64_MAX, 10, m, &n, err, sizeof err), err);
+    CHECK(n == 0, "after UINT64_MAX: %d", n);
+    REQUIRE_OK(store_dlq_list(s, "nosuch", 6, 0, 10, m, &n, err, sizeof err), err);
+    CHECK(n == 0, "unknown group: %d", n);
+    /* another group's DLQ whose name extends this one's is not mixed in */
+    SEND(s, "t", "y", 0, 0, T0, NULL);
+    n = LEASE_N(s, "gg", "t", 1, LEASE, T0, m);
+    REQUIRE(n == 1, "gg leased %d", n);
+    uint64_t other = m[0].m.id;
+    free_msgs(m, n);
+    FAIL_DLQ(s, "gg", other, "other", T0);
+    REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 10, m, &n, err, sizeof err), err);
+    CHECK(n == 6, "g's DLQ lists %d after gg parked one", n);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
+static void test_dlq_requeue(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t ids[4];
+    fill_dlq(s, 4, ids);
+    char err[512] = "";
+    uint64_t cnt = 99;
+    REQUIRE_OK(store_dlq_requeue(s, "g", 1, ids[1], 0, T0 + 10, &cnt, err, sizeof err), err);
+    CHECK_EQ_U64(cnt, 1);
+    CHECK_COUNTS(s, "g", 1, 0, 1, 0, 0, 3);
+    CHECK_STORE(s);
+    REQUIRE_OK(store_dlq_requeue(s, "g", 1, ids[1], 0, T0 + 10, &cnt, err, sizeof err), err);
+    CHECK_EQ_U64(cnt, 0);                                    /* no longer there */
+    REQUIRE_OK(store_dlq_requeue(s, "g", 1, ids[3] + 1000, 0, T0 + 10, &cnt, err, sizeof err), err);
+    CHECK_EQ_U64(cnt, 0);
+    REQUIRE_OK(store_dlq_requeue(s, "nosuch", 6, ids[0], 1, T0 + 10, &cnt, err, sizeof err), err);
+    CHECK_EQ_U64(cnt, 0);
+    msg_owned_t m[8];
+    int n = LEASE_N(s, "g", "t", 8, LEASE, T0 + 20, m);
+    REQUIRE(n == 1, "leased %d", n);
+    CHECK(m[0].m.id == ids[1] && m[0].m.reconsume == 0, "requeued: id %" PRIu64 " reconsume %u", m[0].m.id,
+          m[0].m.reconsume);
+    free_msgs(m, n);
+    REQUIRE_OK(store_dlq_requeue(s, "g", 1, 0, 1, T0 + 30, &cnt, err, sizeof err), err);
+    CHECK_EQ_U64(cnt, 3);
+    CHECK_COUNTS(s, "g", 3, 0, 3, 0, 1, 0);
+    CHECK_STORE(s);
+    n = LEASE_N(s, "g", "t", 8, LEASE, T0 + 40, m);
+    REQUIRE(n == 3, "leased %d", n);
+    CHECK(m[0].m.id == ids[0] && m[1].m.id == ids[2] && m[2].m.id == ids[3], "requeue-all order");
+    for (int i = 0; i < n; i++)
+        CHECK(m[i].m.reconsume == 0, "reconsume %u", m[i].m.reconsume);
+    free_msgs(m, n);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 4, 0);
+    CHECK_STORE(s);
+}
+
+static void test_dlq_drop(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t ids[5];
+    fill_dlq(s, 5, ids);
+    char err[512] = "";
+    uint64_t cnt = 99;
+    REQUIRE_OK(store_dlq_drop(s, "g", 1, ids[2], 0, &cnt, err, sizeof err), err);
+    CHECK_EQ_U64(cnt, 1);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 4);
+    CHECK_STORE(s);
+    REQUIRE_OK(store_dlq_drop(s, "g", 1, ids[2], 0, &cnt, err, sizeof err), err);
+    CHECK_EQ_U64(cnt, 0);
+    msg_owned_t m[8];
+    int n = -1;
+    REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 8, m, &n, err, sizeof err), err);
+    CHECK(n == 4 && m[2].m.id == ids[3], "after dropping one: %d", n);
+    free_msgs(m, n);
+    REQUIRE_OK(store_dlq_drop(s, "g", 1, 0, 1, &cnt, err, sizeof err), err);
+    CHECK_EQ_U64(cnt, 4);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
+    REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 8, m, &n, err, sizeof err), err);
+    CHECK(n == 0, "after drop all: %d", n);
+    REQUIRE_OK(store_dlq_drop(s, "g", 1, 0, 1, &cnt, err, sizeof err), err);
+    CHECK_EQ_U64(cnt, 0);
+    n = LEASE_N(s, "g", "t", 8, LEASE, T0, m);
+    CHECK(n == 0, "dropped messages came back: %d", n);
+    CHECK_STORE(s);
+}
+
+/* ========================================================= suite: topics */
+
+static void test_topic_info(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    store_topic_info_t ti;
+    CHECK(store_topic_info(s, "t", 1, &ti) == 0, "no topic yet");
+    SEND(s, "t", "x", 0, 0, T0, NULL);
+    SEND(s, "t", "y", 1, 0, T0, NULL);
+    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1 && ti.retained == 1 && ti.groups == 0,
+          "after sends: appended %" PRIu64 " retained %" PRIu64 " groups %d", ti.appended, ti.retained,
+          ti.groups);
+    MOVE(s, T0 + SEC, 10, NULL);
+    GROUP_CREATE(s, "a", "t", 1, T0);
+    GROUP_CREATE(s, "b", "t", 0, T0);
+    GROUP_CREATE(s, "c", "u", 0, T0);
+    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 2 && ti.retained == 2 && ti.groups == 2,
+          "after groups: appended %" PRIu64 " retained %" PRIu64 " groups %d", ti.appended, ti.retained,
+          ti.groups);
+    CHECK(store_topic_info(s, "u", 1, &ti) == 1 && ti.appended == 0 && ti.groups == 1, "u exists via its group");
+    CHECK(store_topic_info(s, "tt", 2, &ti) == 0, "prefix of nothing");
+    CHECK_STORE(s);
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 2 && ti.retained == 2 && ti.groups == 2,
+          "after reopen");
+    CHECK(store_topic_info(s, "u", 1, &ti) == 1 && ti.groups == 1, "u after reopen");
+    CHECK_STORE(s);
+}
+
+static int maintain_all(store_t *s, uint64_t now, int max, int line)
+{
+    char err[512] = "";
+    int total = 0, work = 0, calls = 0;
+    do {
+        int rc = store_maintain(s, now, max, &work, err, sizeof err);
+        check_msg(rc == 0, 1, line, "store_maintain failed: %s", err);
+        total += work;
+        check_msg(++calls < 100000, 1, line, "store_maintain never finishes");
+    } while (work > 0);
+    return total;
+}
+#define MAINTAIN(s, now, max) maintain_all((s), (now), (max), __LINE__)
+
+static void test_topic_gc_by_cursor(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g1", "t", 1, T0);
+    GROUP_CREATE(s, "g2", "t", 1, T0);
+    uint64_t ids[10];
+    for (int i = 0; i < 10; i++)
+        ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
+    msg_owned_t m[16];
+    int n = LEASE_N(s, "g1", "t", 7, LEASE, T0, m);
+    free_msgs(m, n);
+    n = LEASE_N(s, "g2", "t", 3, LEASE, T0, m);
+    free_msgs(m, n);
+    /* retention does not apply to a topic with groups: even far in the future
+     * only what every group passed (3) is collected */
+    int work = MAINTAIN(s, T0 + 365 * DAY, 2);
+    CHECK(work == 3, "maintain did %d", work);
+    store_topic_info_t ti;
+    REQUIRE(store_topic_info(s, "t", 1, &ti) == 1, "topic");
+    CHECK(ti.appended == 10 && ti.retained == 7, "appended %" PRIu64 " retained %" PRIu64, ti.appended,
+          ti.retained);
+    CHECK_COUNTS(s, "g1", 3, 3, 0, 0, 7, 0);
+    CHECK_COUNTS(s, "g2", 7, 7, 0, 0, 3, 0);
+    CHECK_STORE(s);
+    /* a group created from first now starts at the oldest retained (ids[3]) */
+    GROUP_CREATE(s, "g3", "t", 1, T0);
+    CHECK_COUNTS(s, "g3", 7, 7, 0, 0, 0, 0);
+    n = LEASE_N(s, "g3", "t", 1, LEASE, T0, m);
+    REQUIRE(n == 1, "g3 leased %d", n);
+    CHECK(m[0].m.id == ids[3], "g3 starts at %" PRIu64 ", want %" PRIu64, m[0].m.id, ids[3]);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+    /* g2 catches up: now g3's cursor (4) is the minimum */
+    n = LEASE_N(s, "g2", "t", 16, LEASE, T0, m);
+    free_msgs(m, n);
+    work = MAINTAIN(s, T0, 100);
+    CHECK(work == 1, "maintain did %d, want 1 (g3 holds the rest)", work);
+    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.retained == 6, "retained %" PRIu64, ti.retained);
+    CHECK_STORE(s);
+    /* after a reopen, a from-first group still starts at the oldest retained */
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g4", "t", 1, T0);
+    CHECK_COUNTS(s, "g4", 6, 6, 0, 0, 0, 0);
+    n = LEASE_N(s, "g4", "t", 1, LEASE, T0, m);
+    REQUIRE(n == 1, "g4 leased %d", n);
+    CHECK(m[0].m.id == ids[4], "g4 starts at %" PRIu64 ", want %" PRIu64, m[0].m.id, ids[4]);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
+static void test_topic_gc_retention(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.retention_ms = 10 * SEC;
+    store_t *s = OPEN(&o);
+    uint64_t ids[6];
+    for (int i = 0; i < 6; i++)
+        ids[i] = SEND(s, "lonely", "x", 0, 0, T0 + (uint64_t)i * SEC, NULL);
+    SEND(s, "later", "x", 1, 0, T0, NULL);           /* enters its log at +1s */
+    CHECK(MAINTAIN(s, T0 + 10 * SEC - 1, 100) == 0, "nothing is past retention yet");
+    MOVE(s, T0 + SEC, 10, NULL);
+    /* at +12.5s the ones stamped at +0, +1s, +2s are past 10s retention */
+    int work = MAINTAIN(s, T0 + 12 * SEC + 500, 100);
+    CHECK(work == 3 + 1, "maintain did %d, want 4 (3 of lonely, 1 of later)", work);
+    store_topic_info_t ti;
+    REQUIRE(store_topic_info(s, "lonely", 6, &ti) == 1, "topic");
+    CHECK(ti.appended == 6 && ti.retained == 3, "appended %" PRIu64 " retained %" PRIu64, ti.appended,
+          ti.retained);
+    CHECK(store_topic_info(s, "later", 5, &ti) == 1 && ti.retained == 0, "later retained %" PRIu64, ti.retained);
+    CHECK_STORE(s);
+    GROUP_CREATE(s, "g", "lonely", 1, T0 + 13 * SEC);
+    CHECK_COUNTS(s, "g", 3, 3, 0, 0, 0, 0);
+    msg_owned_t m[8];
+    int n = LEASE_N(s, "g", "lonely", 8, LEASE, T0 + 13 * SEC, m);
+    REQUIRE(n == 3, "leased %d", n);
+    CHECK(m[0].m.id == ids[3] && m[2].m.id == ids[5], "from first after GC starts at %" PRIu64, m[0].m.id);
+    free_msgs(m, n);
+    /* once a group is bound, retention no longer collects what it has not read */
+    uint64_t keep = SEND(s, "lonely", "y", 0, 0, T0 + 14 * SEC, NULL);
+    MAINTAIN(s, T0 + DAY, 100);
+    CHECK(store_topic_info(s, "lonely", 6, &ti) == 1 && ti.retained == 1, "retained %" PRIu64, ti.retained);
+    n = LEASE_N(s, "g", "lonely", 8, LEASE, T0 + DAY, m);
+    CHECK(n == 1 && m[0].m.id == keep, "unread message collected");
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
+/* ======================================================= suite: failure */
+
+/* Size of the largest file in dir, or -1. */
+static long long largest_file(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return -1;
+    long long max = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char path[1200];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > max)
+            max = st.st_size;
+    }
+    closedir(d);
+    return max;
+}
+
+/* A commit that fails (the disk is "full": RLIMIT_FSIZE) breaks the store:
+ * every later operation fails naming the cause, close reports it, and a
+ * reopen finds exactly what was committed before. */
+static void test_commit_failure_breaks_store(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t a = SEND(s, "t", "committed", 0, 0, T0, NULL);
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    COMMIT(s);
+
+    long long biggest = largest_file(g_data);
+    REQUIRE(biggest >= 0, "cannot list %s", g_data);
+    REQUIRE(getrlimit(RLIMIT_FSIZE, &g_fsize_saved) == 0, "getrlimit: %s", strerror(errno));
+    struct rlimit lim = g_fsize_saved;
+    lim.rlim_cur = (rlim_t)biggest + 4096;
+    signal(SIGXFSZ, SIG_IGN);               /* get EFBIG instead of a core dump */
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
+    g_fsize_set = 1;
+
+    static char big[1 << 20];
+    memset(big, 'b', sizeof big);
+    char err[512] = "";
+    uint64_t id, due;
+    REQUIRE_OK(send_raw(s, "t", 1, "", 0, big, sizeof big, 0, 0, T0 + 1, &id, &due, err, sizeof err), err);
+    CHECK(!store_broken(s), "broken before any commit");
+    int rc = store_commit(s, err, sizeof err);
+    CHECK(rc == -1 && store_broken(s), "commit past the file size limit: rc %d broken %d", rc, store_broken(s));
+    CHECK(strstr(err, g_data) != NULL, "commit error \"%s\" does not name the directory", err);
+    char first_err[512];
+    snprintf(first_err, sizeof first_err, "%s", err);
+
+    setrlimit(RLIMIT_FSIZE, &g_fsize_saved);   /* the disk has room again: still broken */
+    g_fsize_set = 0;
+    signal(SIGXFSZ, SIG_DFL);
+    err[0] = '\0';
+    CHECK_REFUSAL(send_raw(s, "t", 1, "", 0, "x", 1, 0, 0, T0 + 2, &id, &due, err, sizeof err), err, "reopen",
+                  NULL);
+    msg_owned_t m[4];
+    int n = -1;
+    err[0] = '\0';
+    CHECK_REFUSAL(store_lease(s, "g", 1, "t", 1, 4, LEASE, T0 + 2, m, &n, err, sizeof err), err, "reopen", NULL);
+    CHECK(n == 0, "a broken store leased %d", n);
+    int moved = -1;
+    err[0] = '\0';
+    CHECK_REFUSAL(store_move_due(s, T0 + 2, 10, &moved, NULL, err, sizeof err), err, "reopen", NULL);
+    err[0] = '\0';
+    CHECK_REFUSAL(store_commit(s, err, sizeof err), err, "reopen", NULL);
+    CHECK(strstr(err, first_err) != NULL || strstr(first_err, "write") != NULL,
+          "later errors should carry the original cause \"%s\": \"%s\"", first_err, err);
+    CHECK(store_next_lease_deadline(s) == 0, "a broken store's next lease deadline should be 0 (now)");
+
+    /* close reports the lost batch */
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (g_open[i] == s)
+            g_open[i] = NULL;
+    err[0] = '\0';
+    rc = store_close(s, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, "reopen") != NULL,
+          "store_close of a broken store returned %d (\"%s\"); its pending batch was lost", rc, err);
+
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    store_topic_info_t ti;
+    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1, "after reopen the topic holds %" PRIu64,
+          ti.appended);
+    n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 3, m);
+    CHECK(n == 1 && m[0].m.id == a && msg_str_is(&m[0].m.payload, "committed"), "after reopen leased %d", n);
+    free_msgs(m, n);
+    uint64_t b = SEND(s, "t", "after", 0, 0, T0 + 4, NULL);
+    CHECK(b > a, "id %" PRIu64 " after reopen is not above %" PRIu64, b, a);
+    CHECK_STORE(s);
+}
+
+/* ======================================================= suite: batching */
+
+static void test_batching(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    CHECK(store_pending(s) == 0, "fresh store has %d pending", store_pending(s));
+    uint64_t first = 0, last = 0;
+    int ids_increasing = 1;
+    for (int i = 0; i < 500; i++) {
+        uint64_t id = SEND(s, "t", "x", i % 2 ? 2 : 0, 0, T0, NULL);
+        if (i == 0)
+            first = id;
+        if (i > 0 && id <= last)
+            ids_increasing = 0;
+        last = id;
+    }
+    CHECK(store_pending(s) == 500, "500 sends, %d pending operations", store_pending(s));
+    CHECK(!store_broken(s), "broken");
+    COMMIT(s);
+    CHECK(store_pending(s) == 0, "after commit %d pending", store_pending(s));
+    COMMIT(s);                                           /* no-op */
+    CHECK_EQ_U64(level_depth(s, 2), 250);
+    CHECK_STORE(s);
+
+    /* pending sends are seen by a read: store_lease commits first */
+    for (int i = 0; i < 10; i++)
+        SEND(s, "t", "y", 0, 0, T0 + 1, NULL);
+    int pending = store_pending(s);
+    CHECK(pending >= 10, "pending %d", pending);
+    static msg_owned_t m[300];
+    int n = LEASE_N(s, "g", "t", 300, LEASE, T0 + 1, m);
+    CHECK(n == 260, "lease saw %d (250 + 10 pending)", n);
+    CHECK(n > 0 && m[0].m.id == first, "first leased is the first sent");
+    free_msgs(m, n);
+    CHECK(ids_increasing, "ids of batched sends are not increasing");
+
+    /* close commits what is pending: reopen sees it */
+    uint64_t tail = SEND(s, "t", "z", 0, 0, T0 + 2, NULL);
+    CHECK(store_pending(s) > 0, "send is pending");
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    n = LEASE_N(s, "g", "t", 300, LEASE, T0 + 3, m);
+    CHECK(n == 1 && m[0].m.id == tail, "after close + reopen leased %d", n);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
+/* ============================================================ suite: ids */
+
+static void test_ids(void)
+{
+    char buf[17];
+    uint64_t v = 0;
+    const uint64_t samples[] = { 0, 1, 15, 16, 0xdeadbeef, UINT64_C(0x0123456789abcdef), UINT64_MAX };
+    for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {
+        store_id_format(samples[i], buf);
+        CHECK(strlen(buf) == 16, "format %" PRIu64 " -> \"%s\"", samples[i], buf);
+        for (int j = 0; j < 16; j++)
+            CHECK((buf[j] >= '0' && buf[j] <= '9') || (buf[j] >= 'a' && buf[j] <= 'f'), "not lower hex: %s", buf);
+        v = 1;
+        CHECK(store_id_parse(buf, 16, &v) == 0 && v == samples[i], "round trip %" PRIu64 " -> %s -> %" PRIu64,
+              samples[i], buf, v);
+    }
+    store_id_format(UINT64_C(0x0123456789abcdef), buf);
+    CHECK(strcmp(buf, "0123456789abcdef") == 0, "format: %s", buf);
+    store_id_format(42, buf);
+    CHECK(strcmp(buf, "000000000000002a") == 0, "format 42: %s", buf);
+    CHECK(store_id_parse("2a", 2, &v) == 0 && v == 42, "short form");
+    CHECK(store_id_parse("2A", 2, &v) == 0 && v == 42, "upper case");
+    v = 7;
+    const char *bad[] = { "", "00000000000000000", "xyz", "12 3", "-1", "0x10", "1g", "+1" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(store_id_parse(bad[i], strlen(bad[i]), &v) == -1, "\"%s\" parsed", bad[i]);
+    CHECK(store_id_parse("1\0002", 3, &v) == -1, "embedded NUL parsed");
+    CHECK(v == 7, "a failed parse changed the output to %" PRIu64, v);
+    /* a length shorter than the text parses only the prefix */
+    CHECK(store_id_parse("ffzz", 2, &v) == 0 && v == 255, "prefix parse");
+}
+
+/* ========================================================== suite: scale */
+
+static int scan_topic_order(void *ctx, const store_entry_t *e)
+{
+    uint64_t *st = ctx;    /* [0] count, [1] last id, [2] out of order, [3] last seq */
+    if (e->range != STORE_TOPIC)
+        return 0;
+    if (st[0] > 0 && (e->m->id <= st[1] || e->seq <= st[3]))
+        st[2]++;
+    st[0]++;
+    st[1] = e->m->id;
+    st[3] = e->seq;
+    return 0;
+}
+
+static void test_million_on_one_level(void)
+{
+    enum { N = 1000000, COMMIT_EVERY = 10000, CHUNK = 20000 };
+    store_t *s = OPEN_DEFAULT();
+    uint64_t t_start = tu_now_mono_ms();
+    char payload[16];
+    uint64_t prev = 0;
+    int id_order_bad = 0;
+    for (int i = 0; i < N; i++) {
+        snprintf(payload, sizeof payload, "%d", i);
+        uint64_t id = SEND(s, "bulk", payload, 1, 0, T0 + (uint64_t)(i / 1000), NULL);
+        if (id <= prev)
+            id_order_bad++;
+        prev = id;
+        if ((i + 1) % COMMIT_EVERY == 0)
+            COMMIT(s);
+    }
+    uint64_t t_sent = tu_now_mono_ms();
+    CHECK(id_order_bad == 0, "%d ids not increasing at send", id_order_bad);
+    CHECK_EQ_U64(level_depth(s, 1), N);
+    CHECK_EQ_U64(store_next_due(s), T0 + SEC);
+    /* a partial move first: only what is due at +1s+499 (the first 500 000) */
+    int total = 0, moved, ready, calls = 0;
+    while ((moved = MOVE(s, T0 + SEC + 499, CHUNK, &ready)) > 0) {
+        total += moved;
+        calls++;
+    }
+    CHECK(total == 500000, "moved %d due by +1.499s, want 500000", total);
+    CHECK_EQ_U64(store_next_due(s), T0 + SEC + 500);
+    while ((moved = MOVE(s, T0 + HOUR, CHUNK, &ready)) > 0) {
+        CHECK(moved <= CHUNK, "moved %d > chunk", moved);
+        total += moved;
+        calls++;
+    }
+    uint64_t t_moved = tu_now_mono_ms();
+    CHECK(total == N, "moved %d, want %d", total, N);
+    CHECK_EQ_U64(level_depth(s, 1), 0);
+    CHECK_EQ_U64(store_next_due(s), UINT64_MAX);
+    store_topic_info_t ti;
+    CHECK(store_topic_info(s, "bulk", 4, &ti) == 1 && ti.appended == N && ti.retained == N,
+          "topic appended %" PRIu64, ti.appended);
+    uint64_t st[4] = { 0, 0, 0, 0 };
+    char err[512] = "";
+    REQUIRE_OK(store_scan(s, scan_topic_order, st, err, sizeof err), err);
+    CHECK(st[0] == N, "scan saw %" PRIu64 " topic entries", st[0]);
+    CHECK(st[2] == 0, "%" PRIu64 " topic entries out of id order", st[2]);
+    uint64_t t_scanned = tu_now_mono_ms();
+    CHECK_STORE(s);
+    uint64_t t_checked = tu_now_mono_ms();
+    int work = MAINTAIN(s, T0 + HOUR, 1000000);
+    uint64_t t_end = tu_now_mono_ms();
+    printf("\n    10^6 on level 1: send+commit %.2f s, move (%d calls) %.2f s, scan %.2f s, check %.2f s, "
+           "maintain (%d) %.2f s ",
+           (double)(t_sent - t_start) / 1000, calls, (double)(t_moved - t_sent) / 1000,
+           (double)(t_scanned - t_moved) / 1000, (double)(t_checked - t_scanned) / 1000, work,
+           (double)(t_end - t_checked) / 1000);
+    CHECK(work >= 1, "maintain should compact the consumed level range (work %d)", work);
+}
+
+/* ============================================================== registry */
+
+typedef struct test_entry {
+    const char *name;
+    CU_TestFunc fn;
+} test_entry_t;
+
+static const test_entry_t open_tests[] = {
+    {"reopen keeps everything (sync on)", test_reopen_keeps_everything},
+    {"refuse second open", test_refuse_second_open},
+    {"refuse foreign directory", test_refuse_foreign_dir},
+    {"refuse foreign LevelDB", test_refuse_foreign_leveldb},
+    {"refuse changed level table", test_refuse_level_table_change},
+    {"refuse missing dir and file", test_refuse_missing_and_file},
+    {"refuse other format version", test_refuse_other_format},
+    {"corrupt value reported", test_corrupt_value_reported},
+    {NULL, NULL},
+};
+
+static const test_entry_t send_tests[] = {
+    {"topic names", test_send_topic_names},
+    {"key limit", test_send_key_limit},
+    {"payload limit 64KiB", test_send_payload_small_max},
+    {"payload limit 4MiB", test_send_payload_default_max},
+    {"levels", test_send_levels},
+    {"max delay", test_send_max_delay},
+    {"hop bound", test_send_hop_bound},
+    {NULL, NULL},
+};
+
+static const test_entry_t level_tests[] = {
+    {"due times", test_level_due_times},
+    {"fifo and bounded move", test_level_fifo_and_bounded_move},
+    {"chained delay", test_level_chained_delay},
+    {"delay zero", test_level_delay_zero},
+    {"monotone enqueue", test_level_monotone_enqueue},
+    {"catch-up chain", test_level_catchup_chain},
+    {"custom table remainder", test_level_custom_table_remainder},
+    {"clock jump", test_level_clock_jump},
+    {NULL, NULL},
+};
+
+static const test_entry_t group_tests[] = {
+    {"from first vs now", test_group_from_first_vs_now},
+    {"create twice", test_group_create_twice},
+    {"topic mismatch", test_group_topic_mismatch},
+    {"auto create", test_group_auto_create},
+    {"both groups get everything", test_group_both_get_everything},
+    {"counters", test_group_counters},
+    {"delete", test_group_delete},
+    {"recreate gets no old retries", test_group_recreate_no_old_retries},
+    {"longest names", test_group_longest_names},
+    {NULL, NULL},
+};
+
+static const test_entry_t lease_tests[] = {
+    {"retry first", test_lease_retry_first},
+    {"ack", test_lease_ack},
+    {"ack many", test_lease_ack_many},
+    {"get, touch, expired", test_lease_get_touch_expired},
+    {"pending earlier deadline", test_lease_pending_earlier_deadline},
+    {"fail", test_lease_fail},
+    {NULL, NULL},
+};
+
+static const test_entry_t dlq_tests[] = {
+    {"list", test_dlq_list},
+    {"requeue", test_dlq_requeue},
+    {"drop", test_dlq_drop},
+    {NULL, NULL},
+};
+
+static const test_entry_t topic_tests[] = {
+    {"info", test_topic_info},
+    {"gc by cursor", test_topic_gc_by_cursor},
+    {"gc by retention", test_topic_gc_retention},
+    {NULL, NULL},
+};
+
+static const test_entry_t failure_tests[] = {
+    {"commit failure breaks the store", test_commit_failure_breaks_store},
+    {NULL, NULL},
+};
+
+static const test_entry_t batching_tests[] = {
+    {"batching", test_batching},
+    {NULL, NULL},
+};
+
+static const test_entry_t id_tests[] = {
+    {"format and parse", test_ids},
+    {NULL, NULL},
+};
+
+static const test_entry_t scale_tests[] = {
+    {"10^6 messages on one level", test_million_on_one_level},
+    {NULL, NULL},
+};
+
+static const struct {
+    const char *name;
+    const test_entry_t *tests;
+} suites[] = {
+    {"open", open_tests},
+    {"send", send_tests},
+    {"levels", level_tests},
+    {"groups", group_tests},
+    {"leases", lease_tests},
+    {"dlq", dlq_tests},
+    {"topics", topic_tests},
+    {"failure", failure_tests},
+    {"batching", batching_tests},
+    {"ids", id_tests},
+    {"scale", scale_tests},
+};
+
+static int add_suites(void)
+{
+    for (size_t s = 0; s < sizeof(suites) / sizeof(suites[0]); s++) {
+        CU_pSuite suite = CU_add_suite_with_setup_and_teardown(suites[s].name, NULL, NULL, setup, teardown);
+        if (suite == NULL)
+            return -1;
+        for (const test_entry_t *t = suites[s].tests; t->name != NULL; t++)
+            if (CU_add_test(suite, t->name, t->fn) == NULL)
+                return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    return tu_cunit_main(argc, argv, add_suites);
+}
