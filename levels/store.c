@@ -726,6 +726,10 @@ static int load_levels(store_t *s, char *err, size_t errlen)
             ls->depth = get_be64(v);
             leveldb_free(v);
         }
+        /* An empty level has no head or tail to find, and seeking its range
+         * would walk every key its pops deleted (and the deleted keys of the
+         * ranges after it) up to the next live key. */
+        if (ls->depth == 0) { continue; }
         char prefix[2] = { 'L', (char)l };
         key_start(&k, 'L'); key_u8(&k, (uint8_t)l);
         leveldb_iterator_t *it = iter_at(s, &k);
@@ -1101,14 +1105,28 @@ int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_
     if (ready_out) { *ready_out = 0; }
     if (prepare_read(s, err, errlen) != 0) { return -1; }
     const lvl_table_t *t = &s->opt.levels;
+    uint64_t committed[LVL_MAX_LEVELS + 1];   /* what each level holds now: all committed (prepare_read) */
     for (int l = 1; l <= t->count; l++) {
         s->levels[l].inserted_due = UINT64_MAX;
         s->levels[l].inserted_seq = UINT64_MAX;
+        committed[l] = s->levels[l].depth;
     }
     int rc = 0;
-    for (int l = 1; l <= t->count && *moved < max && rc == 0; l++) {
+    while (*moved < max && rc == 0) {
+        /* Serve the level whose head is due first, up to where another level's
+         * head comes first: catching up after downtime keeps global due order,
+         * not level order. (Hops inserted meanwhile are due after now.) */
+        int l = 0;
+        for (int i = 1; i <= t->count; i++) {
+            const level_state_t *x = &s->levels[i];
+            if (x->has_head && x->head_due <= now_ms && (l == 0 || x->head_due < s->levels[l].head_due)) { l = i; }
+        }
+        if (l == 0) { break; }
+        uint64_t bound = now_ms;
+        for (int i = 1; i <= t->count; i++) {
+            if (i != l && s->levels[i].has_head && s->levels[i].head_due < bound) { bound = s->levels[i].head_due; }
+        }
         level_state_t *ls = &s->levels[l];
-        if (!ls->has_head || ls->head_due > now_ms) { continue; }
         key_t_ k;
         level_key(&k, l, ls->head_due, ls->head_seq);
         leveldb_iterator_t *it = iter_at(s, &k);
@@ -1124,7 +1142,7 @@ int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_
                 break;
             }
             uint64_t due = get_be64(key + 2), seq = get_be64(key + 10);
-            if (due > now_ms || *moved >= max) {
+            if (due > bound || *moved >= max) {
                 have_next = 1; next_due = due; next_seq = seq;
                 break;
             }
@@ -1142,6 +1160,10 @@ int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_
             int ready = route_due(s, &m, due, now_ms);
             if (ready && ready_out) { (*ready_out)++; }
             (*moved)++;
+            /* Past the level's last message the iterator would walk every
+             * deleted key after it (the next level's popped heads) to the next
+             * live one: the level is empty, there is no next head to read. */
+            if (--committed[l] == 0) { break; }
             leveldb_iter_next(it);
         }
         if (rc == 0) { rc = iter_error(it, "a level queue", err, errlen); }
@@ -1319,6 +1341,14 @@ int store_group_delete(store_t *s, const char *group, size_t group_len, int *fou
 
 /* ---- leases ---------------------------------------------------------------------------- */
 
+/* Leases held, committed or pending, over all groups. */
+static uint64_t leases_total(const store_t *s)
+{
+    uint64_t n = 0;
+    STRMAP_FOREACH(&s->groups, slot) { n += ((const group_state_t *)slot->val)->inflight; }
+    return n;
+}
+
 static void lease_put(store_t *s, group_state_t *g, msg_t *m, uint64_t deadline)
 {
     key_t_ k;
@@ -1376,6 +1406,7 @@ static int lease_from_range(store_t *s, group_state_t *g, char tag, uint64_t fro
         msg_owned_copy(&out[n], &m);
         (void)now_ms;
         n++;
+        if (n == want) { break; }   /* no step past it: that could walk a following range's deleted keys */
     }
     if (rc == 0) { rc = iter_error(it, "a queue", err, errlen); }
     leveldb_iter_destroy(it);
@@ -1619,14 +1650,18 @@ uint64_t store_next_lease_deadline(store_t *s)
      * store answers 0 ("now"), so the caller's next real call reports it. */
     if (s->pending > 0 && store_commit(s, NULL, 0) != 0) { return 0; }
     if (s->lease_next_valid) { return s->lease_next; }
-    key_t_ k;
-    key_start(&k, 'I'); key_u64(&k, s->lease_floor);
-    leveldb_iterator_t *it = iter_at(s, &k);
-    const char *key;
-    size_t klen;
     uint64_t next = UINT64_MAX;
-    if (iter_in(it, "I", 1, &key, &klen) && klen >= 9) { next = get_be64(key + 1); }
-    leveldb_iter_destroy(it);
+    /* With no lease held, no seek: it would walk every released lease's deleted
+     * key from the floor on, and then the lease index's, to reach a live key. */
+    if (leases_total(s) > 0) {
+        key_t_ k;
+        key_start(&k, 'I'); key_u64(&k, s->lease_floor);
+        leveldb_iterator_t *it = iter_at(s, &k);
+        const char *key;
+        size_t klen;
+        if (iter_in(it, "I", 1, &key, &klen) && klen >= 9) { next = get_be64(key + 1); }
+        leveldb_iter_destroy(it);
+    }
     /* No lease left (and none pending: committed above): every key from the
      * floor on is the tombstone of a released lease, none above the highest
      * deadline leased since open. Seek from there next time, or every seek
@@ -1644,6 +1679,8 @@ int store_expired_leases(store_t *s, uint64_t now_ms, store_lease_ref_t *out, in
 {
     *n = 0;
     if (prepare_read(s, err, errlen) != 0) { return -1; }
+    uint64_t total = leases_total(s);   /* never step past the last lease (see store_next_lease_deadline) */
+    if (total == 0) { return 0; }
     key_t_ k;
     key_start(&k, 'I'); key_u64(&k, s->lease_floor);
     leveldb_iterator_t *it = iter_at(s, &k);
@@ -1670,6 +1707,7 @@ int store_expired_leases(store_t *s, uint64_t now_ms, store_lease_ref_t *out, in
         r->id = get_be64(key + klen - 8);
         r->reconsume = m.reconsume;
         r->deadline_ms = deadline;
+        if (*n == max || (uint64_t)*n == total) { break; }
     }
     if (rc == 0) { rc = iter_error(it, "the lease range", err, errlen); }
     leveldb_iter_destroy(it);
