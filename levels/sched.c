@@ -71,7 +71,7 @@ static int fail_one(sched_t *sc, const char *group, size_t group_len, uint64_t i
     fr.reason = req->reason;
     fr.reason_len = req->reason_len;
     int level = 0;
-    if (!sched_retry_level(store_levels(sc->store), reconsume, gi.max_reconsume, &level)) {
+    if (req->to_dlq || !sched_retry_level(store_levels(sc->store), reconsume, gi.max_reconsume, &level)) {
         fr.to_dlq = 1;
     } else if (req->level > 0) {
         fr.level = req->level;

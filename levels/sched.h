@@ -64,14 +64,15 @@ typedef struct sched_stats {
 int sched_run(sched_t *sc, int max, sched_stats_t *st, int *more, char *err, size_t errlen);
 
 typedef struct sched_nack_req {
+    int to_dlq;              /* 1: a permanent failure — straight to the DLQ, no retry */
     int level;               /* > 0: retry on exactly this level */
     uint64_t delay_ms;       /* > 0 (and level 0): retry after this delay */
     const char *reason; size_t reason_len;
 } sched_nack_req_t;
 
 /* A consumer NACKed a leased message. Its next place follows the policy, unless
- * req asks for a level or delay — but the failure at max-reconsume always goes
- * to the DLQ. *found 0: no such lease (an expired lease was already
+ * req asks for the DLQ (a permanent failure), a level or a delay — but the
+ * failure at max-reconsume always goes to the DLQ. *found 0: no such lease (an expired lease was already
  * rescheduled). *next_due_ms: the retry's due time, 0 when it went to the DLQ. */
 int sched_nack(sched_t *sc, const char *group, size_t group_len, uint64_t id,
                const sched_nack_req_t *req, int *found, uint64_t *next_due_ms,

@@ -268,6 +268,20 @@ static void test_nack_policy_and_overrides(void)
     CU_ASSERT(d[0].m.reason.len == 4 && memcmp(d[0].m.reason.ptr, "busy", 4) == 0);
     msg_owned_free(&d[0]);
 
+    /* A permanent failure goes straight to the DLQ whatever its reconsume. */
+    uint64_t id3 = send_level("t", 1, "z");
+    now += SEC;
+    run_all(&s);
+    CU_ASSERT_EQUAL(lease_one("g", "t", 30 * SEC, &r), id3);
+    CU_ASSERT_EQUAL(r, 0);
+    sched_nack_req_t perm = { .to_dlq = 1, .reason = "not an order id", .reason_len = 15 };
+    CU_ASSERT_FATAL(sched_nack(sc, "g", 1, id3, &perm, &found, &due, &s, err, sizeof err) == 0);
+    CU_ASSERT_EQUAL(found, 1);
+    CU_ASSERT_EQUAL(due, 0);
+    CU_ASSERT(store_commit(st, err, sizeof err) == 0);
+    CU_ASSERT_FATAL(store_group_info(st, "g", 1, &gi) == 1);
+    CU_ASSERT_EQUAL(gi.dlq, 2);
+
     /* A bad explicit level is refused and the lease stays. */
     uint64_t id2 = send_level("t", 1, "y");
     now += SEC;
