@@ -3,7 +3,7 @@
  *
  * Key layout (integers fixed-width big-endian, so byte order is queue order):
  *   'M' name                      meta: "format" u32, "levels" spec, "seq" next seq u64
- *   'C' level(u8)                 depth counter of a level queue (u64)
+ *   'C' level(u8)                 level record: depth, head due, head seq, last enqueue (4 × u64)
  *   'P' topic                     topic record: appended u64, removed u64
  *   'G' group                     group record (see group_encode)
  *   'L' level(u8) due(u64) seq(u64)        level queue: message
@@ -42,6 +42,7 @@
 #define KEY_MAX (2 + MSG_MAX_NAME + 1 + 16 + 8)
 #define COMPACT_AFTER_POPS 50000
 #define GROUP_RECORD_VERSION 1
+#define LEVEL_RECORD_BYTES 32
 
 /* ---- small helpers ---------------------------------------------------------- */
 
@@ -356,8 +357,12 @@ static void flush_records(store_t *s)
     for (int l = 1; l <= s->opt.levels.count; l++) {
         if (!s->levels[l].dirty) { continue; }
         key_start(&k, 'C'); key_u8(&k, (uint8_t)l);
-        put_be64(v, s->levels[l].depth);
-        batch_put(s, &k, v, 8);
+        level_state_t *ls = &s->levels[l];
+        put_be64(v, ls->depth);
+        put_be64(v + 8, ls->has_head ? ls->head_due : 0);
+        put_be64(v + 16, ls->has_head ? ls->head_seq : 0);
+        put_be64(v + 24, ls->last_enqueue_ms);
+        batch_put(s, &k, v, LEVEL_RECORD_BYTES);
         s->levels[l].dirty = 0;
     }
     for (size_t i = 0; i < s->n_dirty_topics; i++) {
@@ -707,6 +712,10 @@ static int check_meta(store_t *s, char *err, size_t errlen)
     return 0;
 }
 
+/* Level records carry the exact head key and the monotone enqueue clock, written
+ * in every batch that changes them (a head changes only with the depth), so open
+ * reads 18 small records and never seeks a level range: a seek from the range
+ * start would walk every popped head not yet compacted. */
 static int load_levels(store_t *s, char *err, size_t errlen)
 {
     for (int l = 1; l <= s->opt.levels.count; l++) {
@@ -717,41 +726,21 @@ static int load_levels(store_t *s, char *err, size_t errlen)
         key_start(&k, 'C'); key_u8(&k, (uint8_t)l);
         int found = db_get(s, &k, &v, &vlen, err, errlen);
         if (found < 0) { return -1; }
-        if (found) {
-            if (vlen != 8) {
-                leveldb_free(v);
-                set_err(err, errlen, "corrupt depth counter of level %d in %s", l, s->path);
-                return -1;
-            }
-            ls->depth = get_be64(v);
+        if (!found) { continue; }
+        if (vlen != LEVEL_RECORD_BYTES) {
             leveldb_free(v);
+            set_err(err, errlen, "corrupt record of level %d in %s (%zu bytes)", l, s->path, vlen);
+            return -1;
         }
-        /* An empty level has no head or tail to find, and seeking its range
-         * would walk every key its pops deleted (and the deleted keys of the
-         * ranges after it) up to the next live key. */
-        if (ls->depth == 0) { continue; }
-        char prefix[2] = { 'L', (char)l };
-        key_start(&k, 'L'); key_u8(&k, (uint8_t)l);
-        leveldb_iterator_t *it = iter_at(s, &k);
-        const char *key;
-        size_t klen;
-        if (iter_in(it, prefix, 2, &key, &klen) && klen == 18) {
-            ls->has_head = 1;
-            ls->head_due = get_be64(key + 2);
-            ls->head_seq = get_be64(key + 10);
-        }
-        /* The tail: the last key before the next level's range. */
-        key_start(&k, 'L'); key_u8(&k, (uint8_t)(l + 1));
-        leveldb_iter_seek(it, k.b, k.n);
-        if (leveldb_iter_valid(it)) { leveldb_iter_prev(it); } else { leveldb_iter_seek_to_last(it); }
-        if (iter_in(it, prefix, 2, &key, &klen) && klen == 18) {
-            uint64_t tail_due = get_be64(key + 2);
-            uint64_t delay = s->opt.levels.delay_ms[l];
-            ls->last_enqueue_ms = tail_due > delay ? tail_due - delay : 0;
-        }
-        int rc = iter_error(it, "a level queue", err, errlen);
-        leveldb_iter_destroy(it);
-        if (rc != 0) { return -1; }
+        ls->depth = get_be64(v);
+        ls->has_head = ls->depth > 0;
+        ls->head_due = get_be64(v + 8);
+        ls->head_seq = get_be64(v + 16);
+        ls->last_enqueue_ms = get_be64(v + 24);
+        /* Pops since the last compaction are not persisted: assume one is owed,
+         * so the first store_maintain after open compacts below the head. */
+        ls->pops_since_compact = COMPACT_AFTER_POPS;
+        leveldb_free(v);
     }
     return 0;
 }
@@ -1548,8 +1537,9 @@ static int lease_index_find(store_t *s, leveldb_iterator_t *it, key_t_ *idx, siz
     return 0;                    /* past the group's range: not there */
 }
 
-/* The ids are sorted and looked up with one iterator walking the group's lease
- * index (lease_index_find): a Get per id costs several times more. */
+/* The ids are sorted. A few are looked up with a Get each; more with one
+ * iterator walking the group's lease index (lease_index_find): creating it
+ * costs about two Gets, each step after that a fraction of one. */
 int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *ids, int n,
               int *released, char *err, size_t errlen)
 {
@@ -1564,20 +1554,23 @@ int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *i
     key_start(&idx, 'J'); key_name(&idx, group, group_len);
     size_t plen = idx.n;
     key_u64(&idx, sorted[0]);
-    leveldb_iterator_t *it = iter_at(s, &idx);
+    leveldb_iterator_t *it = n >= 4 ? iter_at(s, &idx) : NULL;
     int rc = 0;
     for (int i = 0; i < n; i++) {
         if (i > 0 && sorted[i] == sorted[i - 1]) { continue; }
         uint64_t deadline;
-        int found = lease_index_find(s, it, &idx, plen, sorted[i], &deadline, err, errlen);
+        int found = it != NULL ? lease_index_find(s, it, &idx, plen, sorted[i], &deadline, err, errlen)
+                               : lease_lookup(s, group, group_len, sorted[i], &deadline, err, errlen);
         if (found < 0) { rc = -1; break; }
         if (found) {
             lease_delete(s, g, sorted[i], deadline);
             (*released)++;
         }
     }
-    if (rc == 0) { rc = iter_error(it, "the lease index", err, errlen); }
-    leveldb_iter_destroy(it);
+    if (it != NULL) {
+        if (rc == 0) { rc = iter_error(it, "the lease index", err, errlen); }
+        leveldb_iter_destroy(it);
+    }
     free(sorted);
     return rc;
 }
@@ -2008,7 +2001,7 @@ int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *c
             store_entry_t e = { .range = (store_range_t)tags[i], .m = &m };
             if (klen < 9) { set_err(err, errlen, "corrupt key in %s", where); rc = -1; break; }
             switch (tags[i]) {
-            case 'L': e.level = (unsigned char)key[1]; e.seq = get_be64(key + klen - 8); break;
+            case 'L': e.level = (unsigned char)key[1]; e.due_ms = get_be64(key + 2); e.seq = get_be64(key + klen - 8); break;
             case 'I': e.deadline_ms = get_be64(key + 1); break;
             case 'D': break;
             default: e.seq = get_be64(key + klen - 8); break;
@@ -2024,6 +2017,8 @@ int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *c
 typedef struct check_ctx {
     store_t *s;
     uint64_t level_depth[LVL_MAX_LEVELS + 1];
+    uint64_t level_first_due[LVL_MAX_LEVELS + 1];   /* the first key of each level, in scan order */
+    uint64_t level_first_seq[LVL_MAX_LEVELS + 1];
     strmap_t counts;     /* "tag:name" → uint64_t* */
     char **places;       /* "group\0id" membership keys for the uniqueness check */
     size_t n_places, cap_places;
@@ -2080,7 +2075,10 @@ static int check_entry(void *ctx, const store_entry_t *e)
             c->bad = 1;
             return 1;
         }
-        c->level_depth[e->level]++;
+        if (c->level_depth[e->level]++ == 0) {
+            c->level_first_seq[e->level] = e->seq;
+            c->level_first_due[e->level] = e->due_ms;
+        }
         if (m->dest == MSG_DEST_GROUP) {
             group_state_t *g = group_get(c->s, m->group.ptr, m->group.len);
             if (g != NULL && g->gen == m->group_gen) {
@@ -2161,6 +2159,12 @@ int store_check(store_t *s, char *err, size_t errlen)
         if (c.level_depth[l] != s->levels[l].depth) {
             set_err(err, errlen, "level %d counter says %llu but holds %llu", l,
                     (unsigned long long)s->levels[l].depth, (unsigned long long)c.level_depth[l]);
+            rc = -1;
+        } else if (c.level_depth[l] > 0 && (!s->levels[l].has_head || s->levels[l].head_due != c.level_first_due[l] ||
+                                            s->levels[l].head_seq != c.level_first_seq[l])) {
+            set_err(err, errlen, "level %d remembers head (%llu, %llu) but its first message is at (%llu, %llu)", l,
+                    (unsigned long long)s->levels[l].head_due, (unsigned long long)s->levels[l].head_seq,
+                    (unsigned long long)c.level_first_due[l], (unsigned long long)c.level_first_seq[l]);
             rc = -1;
         }
     }

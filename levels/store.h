@@ -262,6 +262,7 @@ typedef struct store_entry {
     store_range_t range;
     int level;              /* STORE_LEVEL */
     uint64_t seq;           /* position key (level, topic log, retry) */
+    uint64_t due_ms;        /* STORE_LEVEL: the hop's due time (the key) */
     uint64_t deadline_ms;   /* STORE_LEASE */
     const msg_t *m;
 } store_entry_t;
@@ -273,7 +274,7 @@ int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *c
 
 /* A full consistency check: every value decodes, every counter equals what the
  * ranges hold, lease index and lease range agree, no (group, id) is in two
- * places, topic cursors are sane. 0 when consistent; -1 and the first problem
+ * places, each level's remembered head is its first message. 0 when consistent; -1 and the first problem
  * in err otherwise. Reads everything: for tests and `--check`, not hot paths. */
 int store_check(store_t *s, char *err, size_t errlen);
 

@@ -656,22 +656,31 @@ static void test_refuse_other_format(void)
 
 /* A value that does not decode is reported (by store_check and by the
  * operation that reads it), never read past. */
+static int remember_level_key(void *ctx, const store_entry_t *e)
+{
+    if (e->range != STORE_LEVEL) { return 0; }
+    char *key = ctx;
+    key[0] = 'L';
+    key[1] = (char)e->level;
+    for (int i = 0; i < 8; i++) {
+        key[2 + i] = (char)((e->due_ms >> (56 - 8 * i)) & 0xff);
+        key[10 + i] = (char)((e->seq >> (56 - 8 * i)) & 0xff);
+    }
+    return 1;
+}
+
 static void test_corrupt_value_reported(void)
 {
     store_t *s = OPEN_DEFAULT();
     SEND(s, "t", "ok", 1, 0, T0, NULL);
+    char key[18] = "";
+    char err[512] = "";
+    CHECK(store_scan(s, remember_level_key, key, err, sizeof err) == 0, "scan: %s", err);
+    CHECK(key[0] == 'L' && key[1] == 1, "the message is not on level 1");
     CLOSE(&s);
-    /* an 'L' key on level 1 due before the real one, with a truncated value */
-    char key[18];
-    key[0] = 'L';
-    key[1] = 1;
-    for (int i = 0; i < 8; i++)
-        key[2 + i] = (char)((T0 >> (56 - 8 * i)) & 0xff);
-    memset(key + 10, 0, 7);
-    key[17] = 1;
+    /* overwrite the message's value with a truncated record */
     raw_put(key, sizeof key, "\1\0\0\0", 4, __LINE__);
     s = OPEN_DEFAULT();
-    char err[512] = "";
     int rc = store_check(s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "corrupt", NULL);
     int moved = -1;

@@ -1,0 +1,829 @@
+/*
+ * bench/hourglass_bench.c — hourglass-bench: what the real broker does over the
+ * wire, in the style of redis-benchmark. It prints figures and never fails on
+ * slowness (STYLE.md habit 11): the exit status is non-zero only when something
+ * is broken (the broker does not start, answers an error, loses a message).
+ *
+ * Parts (each starts its own hourglass-broker in a fresh temp dir, via
+ * tests/helpers/broker_proc):
+ *   send      durable SEND throughput: C connections, pipeline P (P SENDs
+ *             written, then their P replies read, like redis-benchmark -P),
+ *             64-byte payloads, LEVEL 2; once with fsync always (the default)
+ *             and once with fsync no. The id comes back only after the group
+ *             commit holding the message was written (and fsynced).
+ *   zadd      (with --zadd-port PORT) the same client loop doing ZADD against a
+ *             redis-server already listening there — the comparison without
+ *             redis-benchmark's client in between. scripts/hourglass-bench
+ *             starts that redis-server and also runs redis-benchmark itself.
+ *   delivery  N messages (200 000) with a 5 s delay (LEVEL 2) sent as fast as
+ *             possible by C connections; 2 consumers PULL COUNT 100 BLOCK and
+ *             ACK (the ACK pipelined with the next PULL). Lateness = the wall
+ *             clock when the PULL reply arrived − the message's due_ms:
+ *             p50 / p99 / p100 (goal p100 <= 2 s).
+ *   steady    a steady R msg/s (10 000) of LEVEL 1 messages for S seconds (10),
+ *             paced in 10 ms ticks, with the same 2 consumers: lateness p99
+ *             (goal <= 5 ms).
+ *   capacity  (--capacity, long) 10^7 messages pending at LEVEL 18: broker RSS
+ *             (VmRSS / VmHWM from /proc/PID/status) after the fill; kill -9;
+ *             restart to the first answered PING and LEVELS; LEVELS depth.
+ *
+ * Usage: hourglass-bench [--quick] [--only PART] [--capacity] [--zadd-port PORT]
+ *        [--clients C] [--pipeline P] [-n N] [--broker PATH] [--capacity-n N]
+ *        [--pull-count N] [--broker-flag ARG]... (hourglass-bench --help)
+ * Every part ends with a "RESULT key=value ..." line for scripts.
+ *
+ * Threads: one per connection; they only record, the main thread computes.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <ftw.h>
+
+#include "tests/helpers/broker_proc.h"
+#include "tests/helpers/testutil.h"
+
+#define PAYLOAD_BYTES 64
+#define MAX_CLIENTS 64
+#define CONSUMERS 2
+
+typedef struct options {
+    int quick;
+    const char *only;        /* NULL: every part but capacity */
+    int capacity;
+    int zadd_port;
+    int clients;
+    int pipeline;
+    long send_n;             /* messages per send run */
+    long delivery_n;
+    int steady_rate;
+    int steady_secs;
+    long capacity_n;
+    const char *capacity_fsync;
+    const char *pull_count;  /* PULL COUNT of the consumers */
+    const char *broker_flags[16];   /* --broker-flag: added to every broker started */
+    int nbroker_flags;
+} options_t;
+
+static options_t opt = {
+    .clients = 8, .pipeline = 128, .send_n = 1000000, .delivery_n = 200000,
+    .steady_rate = 10000, .steady_secs = 10, .capacity_n = 10000000, .capacity_fsync = "always",
+    .pull_count = "100",
+};
+
+static int broken;   /* something failed: the exit status */
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "hourglass-bench: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(1);
+}
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static uint64_t wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void sleep_us(uint64_t us)
+{
+    struct timespec ts = {.tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* q-quantile of a sorted array (nearest rank). */
+static int64_t quantile(const int64_t *v, size_t n, double q)
+{
+    if (n == 0)
+        return 0;
+    size_t i = (size_t)(q * (double)n);
+    if (i >= n)
+        i = n - 1;
+    return v[i];
+}
+
+/* Start a broker with flags (NULL-terminated, may be NULL) plus every --broker-flag. */
+static void start_broker(bp_broker_t *b, const char *const *flags)
+{
+    const char *all[BP_MAX_EXTRA + 1];
+    int n = 0;
+    for (int i = 0; flags != NULL && flags[i] != NULL && n < BP_MAX_EXTRA; i++)
+        all[n++] = flags[i];
+    for (int i = 0; i < opt.nbroker_flags && n < BP_MAX_EXTRA; i++)
+        all[n++] = opt.broker_flags[i];
+    all[n] = NULL;
+    char err[8192];
+    if (bp_start(b, all, err, sizeof err) != 0)
+        die("cannot start the broker: %s", err);
+    printf("(broker pid %d, port %d, dir %s)\n", (int)b->pid, b->port, b->dir);
+    fflush(stdout);
+}
+
+/* ---- send throughput ------------------------------------------------------------ */
+
+typedef enum { CMD_SEND, CMD_ZADD } cmd_kind_t;
+
+typedef struct send_worker {
+    int index, port;
+    cmd_kind_t kind;
+    long n;                  /* messages to send */
+    const char *topic;
+    const char *level;       /* "LEVEL" value, e.g. "2" */
+    pthread_barrier_t *go;
+    int64_t *batch_us;       /* round trip of each pipeline batch */
+    long nbatch;
+    long done;
+    char err[300];
+} send_worker_t;
+
+static void *send_main(void *arg)
+{
+    send_worker_t *w = arg;
+    rc_conn_t c;
+    int connected = rc_connect(&c, "127.0.0.1", w->port, 30000) == 0;
+    if (!connected)
+        snprintf(w->err, sizeof w->err, "connect: %s", c.err);
+    pthread_barrier_wait(w->go);
+    if (!connected)
+        return NULL;
+    char payload[PAYLOAD_BYTES + 1];
+    memset(payload, 'x', PAYLOAD_BYTES);
+    payload[PAYLOAD_BYTES] = '\0';
+    long seq = 0;
+    while (w->done < w->n) {
+        long k = w->n - w->done < opt.pipeline ? w->n - w->done : opt.pipeline;
+        for (long i = 0; i < k; i++, seq++) {
+            if (w->kind == CMD_SEND) {
+                rc_appendl(&c, "SEND", w->topic, payload, "LEVEL", w->level, NULL);
+            } else {
+                char score[24], member[PAYLOAD_BYTES + 1];
+                snprintf(score, sizeof score, "%ld", seq);
+                int m = snprintf(member, sizeof member, "m:%d:%ld:", w->index, seq);
+                memset(member + m, 'x', (size_t)(PAYLOAD_BYTES - m));
+                member[PAYLOAD_BYTES] = '\0';
+                rc_appendl(&c, "ZADD", w->topic, score, member, NULL);
+            }
+        }
+        uint64_t t0 = now_us();
+        if (rc_flush(&c, 60000) != 0) {
+            snprintf(w->err, sizeof w->err, "write: %s", c.err);
+            break;
+        }
+        for (long i = 0; i < k; i++) {
+            resp_reply_t *r = rc_read(&c, 60000);
+            if (r == NULL || r->type == RESP_REPLY_ERROR) {
+                char d[300];
+                snprintf(w->err, sizeof w->err, "reply: %s", r == NULL ? c.err : rc_describe(r, d, sizeof d));
+                resp_reply_free(r);
+                rc_close(&c);
+                return NULL;
+            }
+            resp_reply_free(r);
+        }
+        w->batch_us[w->nbatch++] = (int64_t)(now_us() - t0);
+        w->done += k;
+    }
+    rc_close(&c);
+    return NULL;
+}
+
+typedef struct send_result {
+    double secs, rate;
+    int64_t p50_us, p99_us, max_us;
+    long done;
+} send_result_t;
+
+/* Run C workers against port; returns the figures. */
+static send_result_t run_send(int port, cmd_kind_t kind, long n, const char *topic, const char *level)
+{
+    send_worker_t w[MAX_CLIENTS];
+    pthread_t th[MAX_CLIENTS];
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, (unsigned)opt.clients + 1);
+    for (int i = 0; i < opt.clients; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        w[i].index = i;
+        w[i].port = port;
+        w[i].kind = kind;
+        w[i].n = n / opt.clients + (i < n % opt.clients ? 1 : 0);
+        w[i].topic = topic;
+        w[i].level = level;
+        w[i].go = &go;
+        w[i].batch_us = malloc(sizeof(int64_t) * (size_t)(w[i].n / opt.pipeline + 2));
+        if (w[i].batch_us == NULL)
+            die("out of memory");
+        pthread_create(&th[i], NULL, send_main, &w[i]);
+    }
+    pthread_barrier_wait(&go);
+    uint64_t t0 = now_us();
+    for (int i = 0; i < opt.clients; i++)
+        pthread_join(th[i], NULL);
+    send_result_t res = {0};
+    res.secs = (double)(now_us() - t0) / 1e6;
+    pthread_barrier_destroy(&go);
+    long nb = 0;
+    for (int i = 0; i < opt.clients; i++) {
+        nb += w[i].nbatch;
+        res.done += w[i].done;
+        if (w[i].err[0]) {
+            fprintf(stderr, "hourglass-bench: client %d: %s\n", i, w[i].err);
+            broken = 1;
+        }
+    }
+    int64_t *all = malloc(sizeof(int64_t) * (size_t)(nb > 0 ? nb : 1));
+    long k = 0;
+    for (int i = 0; i < opt.clients; i++) {
+        memcpy(all + k, w[i].batch_us, sizeof(int64_t) * (size_t)w[i].nbatch);
+        k += w[i].nbatch;
+        free(w[i].batch_us);
+    }
+    qsort(all, (size_t)nb, sizeof *all, cmp_i64);
+    res.p50_us = quantile(all, (size_t)nb, 0.5);
+    res.p99_us = quantile(all, (size_t)nb, 0.99);
+    res.max_us = nb > 0 ? all[nb - 1] : 0;
+    free(all);
+    res.rate = res.secs > 0 ? (double)res.done / res.secs : 0;
+    return res;
+}
+
+static void print_send(const char *title, const send_result_t *r)
+{
+    printf("====== %s ======\n", title);
+    printf("  %ld requests completed in %.2f seconds\n", r->done, r->secs);
+    printf("  %d parallel clients, pipeline %d, %d bytes payload\n", opt.clients, opt.pipeline, PAYLOAD_BYTES);
+    printf("  pipeline round trip (%d requests): p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", opt.pipeline,
+           (double)r->p50_us / 1000, (double)r->p99_us / 1000, (double)r->max_us / 1000);
+    printf("  %.0f requests per second\n\n", r->rate);
+}
+
+/* The broker's INFO storage line "key:value" as text ("" when missing). */
+static void info_value(int port, const char *key, char *buf, size_t len)
+{
+    rc_conn_t c;
+    buf[0] = '\0';
+    if (rc_connect(&c, "127.0.0.1", port, 10000) == 0) {
+        char e[300];
+        bp_info_field(&c, key, buf, len, e, sizeof e);
+    }
+    rc_close(&c);
+}
+
+static void part_send(void)
+{
+    static const char *const fs[] = {"always", "no"};
+    double rate[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        const char *flags[] = {"--fsync", fs[i], NULL};
+        bp_broker_t b;
+        start_broker(&b, flags);
+        send_result_t r = run_send(b.port, CMD_SEND, opt.send_n, "bench", "2");
+        char title[128];
+        snprintf(title, sizeof title, "SEND LEVEL 2, fsync %s", fs[i]);
+        print_send(title, &r);
+        char batches[64], avg[64], p99[64];
+        info_value(b.port, "group_commits", batches, sizeof batches);
+        info_value(b.port, "avg_batch", avg, sizeof avg);
+        info_value(b.port, "commit_p99_ms", p99, sizeof p99);
+        if (batches[0] || avg[0])
+            printf("  broker INFO: group_commits %s, avg_batch %s jobs, commit_p99_ms %s\n\n", batches[0] ? batches : "?",
+                   avg[0] ? avg : "?", p99[0] ? p99 : "?");
+        rate[i] = r.rate;
+        bp_destroy(&b);
+    }
+    printf("RESULT send_fsync_always_rps=%.0f send_fsync_no_rps=%.0f clients=%d pipeline=%d n=%ld\n\n", rate[0],
+           rate[1], opt.clients, opt.pipeline, opt.send_n);
+}
+
+static void part_zadd(void)
+{
+    send_result_t r = run_send(opt.zadd_port, CMD_ZADD, opt.send_n, "hgbench", NULL);
+    print_send("ZADD against redis-server (same client loop)", &r);
+    printf("RESULT zadd_same_client_rps=%.0f\n\n", r.rate);
+}
+
+/* ---- delivery lateness --------------------------------------------------------- */
+
+typedef struct consumer {
+    int port;
+    long target;             /* stop when the shared count reaches it */
+    long *shared;            /* delivered so far, all consumers (atomic) */
+    int *stop;               /* atomic */
+    int64_t *late_us;        /* lateness of each message received */
+    long n, cap;
+    long pulls;
+    char err[300];
+} consumer_t;
+
+static void *consumer_main(void *arg)
+{
+    consumer_t *cs = arg;
+    rc_conn_t c;
+    if (rc_connect(&c, "127.0.0.1", cs->port, 30000) != 0) {
+        snprintf(cs->err, sizeof cs->err, "connect: %s", c.err);
+        return NULL;
+    }
+    enum { MAXC = 1000 };
+    static __thread char ids[MAXC][17];
+    int nids = 0;
+    for (;;) {
+        if (__atomic_load_n(cs->stop, __ATOMIC_SEQ_CST)
+            || __atomic_load_n(cs->shared, __ATOMIC_SEQ_CST) >= cs->target)
+            break;
+        /* ACK the previous batch and PULL the next in one write. */
+        int acking = nids > 0;
+        if (acking) {
+            static __thread const char *argv[2 + MAXC];
+            argv[0] = "ACK";
+            argv[1] = "bench";
+            for (int i = 0; i < nids; i++)
+                argv[2 + i] = ids[i];
+            rc_append(&c, 2 + nids, argv, NULL);
+        }
+        rc_appendl(&c, "PULL", "bench", "lat", "COUNT", opt.pull_count, "BLOCK", "200", NULL);
+        if (rc_flush(&c, 30000) != 0) {
+            snprintf(cs->err, sizeof cs->err, "write: %s", c.err);
+            break;
+        }
+        if (acking) {
+            resp_reply_t *a = rc_read(&c, 30000);
+            long long rel = -1;
+            if (rc_int(a, &rel) != 0 || rel != nids) {
+                snprintf(cs->err, sizeof cs->err, "ACK released %lld of %d (%s)", rel, nids,
+                         a == NULL ? c.err : "reply");
+                resp_reply_free(a);
+                break;
+            }
+            resp_reply_free(a);
+            nids = 0;
+        }
+        resp_reply_t *r = rc_read(&c, 30000);
+        uint64_t recv = wall_us();
+        if (r == NULL || r->type != RESP_REPLY_ARRAY) {
+            char d[300];
+            snprintf(cs->err, sizeof cs->err, "PULL: %s", r == NULL ? c.err : rc_describe(r, d, sizeof d));
+            resp_reply_free(r);
+            break;
+        }
+        cs->pulls++;
+        for (size_t i = 0; i < r->count && i < MAXC; i++) {
+            rc_msg_t m;
+            char e[300];
+            if (rc_msg_at(r, i, &m, e, sizeof e) != 0) {
+                snprintf(cs->err, sizeof cs->err, "%s", e);
+                break;
+            }
+            if (cs->n < cs->cap)
+                cs->late_us[cs->n++] = (int64_t)recv - (int64_t)(m.due_ms * 1000);
+            snprintf(ids[nids++], sizeof ids[0], "%.16s", m.id);
+        }
+        __atomic_add_fetch(cs->shared, (long)r->count, __ATOMIC_SEQ_CST);
+        resp_reply_free(r);
+    }
+    rc_close(&c);
+    return NULL;
+}
+
+typedef struct consumers {
+    consumer_t cs[CONSUMERS];
+    pthread_t th[CONSUMERS];
+    long shared;
+    int stop;
+} consumers_t;
+
+static void consumers_start(consumers_t *g, int port, long target)
+{
+    memset(g, 0, sizeof *g);
+    for (int i = 0; i < CONSUMERS; i++) {
+        consumer_t *c = &g->cs[i];
+        c->port = port;
+        c->target = target;
+        c->shared = &g->shared;
+        c->stop = &g->stop;
+        c->cap = target + 1000;
+        c->late_us = malloc(sizeof(int64_t) * (size_t)c->cap);
+        if (c->late_us == NULL)
+            die("out of memory");
+        pthread_create(&g->th[i], NULL, consumer_main, c);
+    }
+}
+
+/* Wait until target delivered or deadline; stop and join; print lateness. */
+static void consumers_finish(consumers_t *g, long target, int deadline_ms, const char *title, const char *result_key)
+{
+    uint64_t end = now_us() + (uint64_t)deadline_ms * 1000;
+    while (__atomic_load_n(&g->shared, __ATOMIC_SEQ_CST) < target && now_us() < end)
+        sleep_us(10000);
+    __atomic_store_n(&g->stop, 1, __ATOMIC_SEQ_CST);
+    long n = 0, pulls = 0;
+    for (int i = 0; i < CONSUMERS; i++) {
+        pthread_join(g->th[i], NULL);
+        n += g->cs[i].n;
+        pulls += g->cs[i].pulls;
+        if (g->cs[i].err[0]) {
+            fprintf(stderr, "hourglass-bench: consumer %d: %s\n", i, g->cs[i].err);
+            broken = 1;
+        }
+    }
+    int64_t *all = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    long k = 0;
+    for (int i = 0; i < CONSUMERS; i++) {
+        memcpy(all + k, g->cs[i].late_us, sizeof(int64_t) * (size_t)g->cs[i].n);
+        k += g->cs[i].n;
+        free(g->cs[i].late_us);
+    }
+    qsort(all, (size_t)n, sizeof *all, cmp_i64);
+    long early = 0;
+    for (long i = 0; i < n && all[i] < -1000; i++)   /* more than 1 ms early (due_ms is truncated) */
+        early++;
+    printf("  delivered %ld of %ld (%ld PULLs by %d consumers)\n", n, target, pulls, CONSUMERS);
+    printf("  lateness (PULL reply received - due_ms): min %.1f ms, p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, "
+           "p100 %.1f ms\n",
+           n ? (double)all[0] / 1000 : 0, (double)quantile(all, (size_t)n, 0.5) / 1000,
+           (double)quantile(all, (size_t)n, 0.99) / 1000, (double)quantile(all, (size_t)n, 0.999) / 1000,
+           n ? (double)all[n - 1] / 1000 : 0);
+    if (early > 0)
+        printf("  WARNING: %ld messages arrived more than 1 ms before due_ms\n", early);
+    if (n < target) {
+        printf("  WARNING: %ld messages not delivered within the deadline\n", target - n);
+        broken = 1;
+    }
+    printf("RESULT %s_n=%ld %s_p50_ms=%.1f %s_p99_ms=%.1f %s_p100_ms=%.1f\n\n", result_key, n, result_key,
+           (double)quantile(all, (size_t)n, 0.5) / 1000, result_key, (double)quantile(all, (size_t)n, 0.99) / 1000,
+           result_key, n ? (double)all[n - 1] / 1000 : 0);
+    (void)title;
+    free(all);
+}
+
+static void part_delivery(void)
+{
+    bp_broker_t b;
+    start_broker(&b, NULL);
+    printf("====== delivery: %ld messages, 5 s delay (LEVEL 2), %d consumers PULL COUNT %s + ACK ======\n",
+           opt.delivery_n, CONSUMERS, opt.pull_count);
+    consumers_t g;
+    consumers_start(&g, b.port, opt.delivery_n);
+    send_result_t s = run_send(b.port, CMD_SEND, opt.delivery_n, "lat", "2");
+    printf("  sent in %.2f s (%.0f msg/s, %d clients, pipeline %d)\n", s.secs, s.rate, opt.clients, opt.pipeline);
+    consumers_finish(&g, opt.delivery_n, (int)(s.secs * 1000) + 5000 + 120000, "delivery", "delivery");
+    char p99[32];
+    info_value(b.port, "lateness_p99_ms", p99, sizeof p99);
+    if (p99[0])
+        printf("  broker INFO lateness_p99_ms:%s (due -> leased, broker side)\n\n", p99);
+    bp_destroy(&b);
+}
+
+/* ---- steady rate ----------------------------------------------------------------- */
+
+#define STEADY_PRODUCERS 2
+#define TICK_US 10000
+
+typedef struct pacer {
+    int port;
+    long per_tick;           /* messages per 10 ms tick for this producer */
+    long ticks;
+    long sent;
+    uint64_t t0;
+    int64_t max_behind_us;
+    char err[300];
+} pacer_t;
+
+static void *pacer_main(void *arg)
+{
+    pacer_t *p = arg;
+    rc_conn_t c;
+    if (rc_connect(&c, "127.0.0.1", p->port, 30000) != 0) {
+        snprintf(p->err, sizeof p->err, "connect: %s", c.err);
+        return NULL;
+    }
+    char payload[PAYLOAD_BYTES + 1];
+    memset(payload, 's', PAYLOAD_BYTES);
+    payload[PAYLOAD_BYTES] = '\0';
+    for (long t = 0; t < p->ticks; t++) {
+        uint64_t at = p->t0 + (uint64_t)t * TICK_US;
+        uint64_t now = now_us();
+        if (now < at)
+            sleep_us(at - now);
+        else if ((int64_t)(now - at) > p->max_behind_us)
+            p->max_behind_us = (int64_t)(now - at);
+        for (long i = 0; i < p->per_tick; i++)
+            rc_appendl(&c, "SEND", "lat", payload, "LEVEL", "1", NULL);
+        if (rc_flush(&c, 30000) != 0) {
+            snprintf(p->err, sizeof p->err, "write: %s", c.err);
+            break;
+        }
+        for (long i = 0; i < p->per_tick; i++) {
+            resp_reply_t *r = rc_read(&c, 30000);
+            if (r == NULL || r->type != RESP_REPLY_BULK) {
+                char d[300];
+                snprintf(p->err, sizeof p->err, "SEND: %s", r == NULL ? c.err : rc_describe(r, d, sizeof d));
+                resp_reply_free(r);
+                rc_close(&c);
+                return NULL;
+            }
+            resp_reply_free(r);
+            p->sent++;
+        }
+    }
+    rc_close(&c);
+    return NULL;
+}
+
+static void part_steady(void)
+{
+    bp_broker_t b;
+    start_broker(&b, NULL);
+    long ticks = (long)opt.steady_secs * 1000000 / TICK_US;
+    long per_tick = opt.steady_rate / (1000000 / TICK_US) / STEADY_PRODUCERS;
+    if (per_tick < 1)
+        per_tick = 1;
+    long total = per_tick * STEADY_PRODUCERS * ticks;
+    printf("====== steady: %ld msg/s of LEVEL 1 (1 s) for %d s, %d producers, %d consumers ======\n",
+           per_tick * STEADY_PRODUCERS * (1000000 / TICK_US), opt.steady_secs, STEADY_PRODUCERS, CONSUMERS);
+    consumers_t g;
+    consumers_start(&g, b.port, total);
+    pacer_t p[STEADY_PRODUCERS];
+    pthread_t th[STEADY_PRODUCERS];
+    uint64_t t0 = now_us() + 20000;
+    for (int i = 0; i < STEADY_PRODUCERS; i++) {
+        memset(&p[i], 0, sizeof p[i]);
+        p[i].port = b.port;
+        p[i].per_tick = per_tick;
+        p[i].ticks = ticks;
+        p[i].t0 = t0 + (uint64_t)i * (TICK_US / STEADY_PRODUCERS);   /* interleave the producers */
+        pthread_create(&th[i], NULL, pacer_main, &p[i]);
+    }
+    long sent = 0;
+    int64_t behind = 0;
+    for (int i = 0; i < STEADY_PRODUCERS; i++) {
+        pthread_join(th[i], NULL);
+        sent += p[i].sent;
+        if (p[i].max_behind_us > behind)
+            behind = p[i].max_behind_us;
+        if (p[i].err[0]) {
+            fprintf(stderr, "hourglass-bench: producer %d: %s\n", i, p[i].err);
+            broken = 1;
+        }
+    }
+    double secs = (double)(now_us() - t0) / 1e6;
+    printf("  sent %ld in %.2f s (%.0f msg/s achieved; the pacer fell behind its schedule by at most %.1f ms)\n",
+           sent, secs, (double)sent / secs, (double)behind / 1000);
+    consumers_finish(&g, sent, 60000, "steady", "steady");
+    char p99[32];
+    info_value(b.port, "lateness_p99_ms", p99, sizeof p99);
+    if (p99[0])
+        printf("  broker INFO lateness_p99_ms:%s\n\n", p99);
+    bp_destroy(&b);
+}
+
+/* ---- capacity ---------------------------------------------------------------------- */
+
+static long long dir_bytes;
+static int du_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)path;
+    (void)f;
+    if (flag == FTW_F)
+        dir_bytes += (long long)st->st_blocks * 512;
+    return 0;
+}
+
+static long long du(const char *dir)
+{
+    dir_bytes = 0;
+    nftw(dir, du_entry, 16, FTW_PHYS);
+    return dir_bytes;
+}
+
+static long status_kib(pid_t pid, const char *key)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    long v = -1;
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, key, kl) == 0 && line[kl] == ':') {
+            v = strtol(line + kl + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+static int level_depth(int port, int level, uint64_t *depth, uint64_t *took_us)
+{
+    rc_conn_t c;
+    char e[300];
+    if (rc_connect(&c, "127.0.0.1", port, 30000) != 0)
+        return -1;
+    uint64_t t0 = now_us();
+    int rc = bp_level(&c, level, NULL, depth, NULL, e, sizeof e);
+    if (took_us != NULL)
+        *took_us = now_us() - t0;
+    rc_close(&c);
+    return rc;
+}
+
+/* Poll PING every 1 ms from just after spawn: first answered request time. */
+static int64_t restart_to_ping_us(bp_broker_t *b)
+{
+    char err[8192];
+    uint64_t t0 = now_us();
+    if (bp_spawn(b, err, sizeof err) != 0)
+        die("restart: %s", err);
+    for (;;) {
+        rc_conn_t c;
+        if (rc_connect(&c, "127.0.0.1", b->port, 1000) == 0) {
+            resp_reply_t *r = rc_cmd(&c, "PING", NULL);
+            int ok = r != NULL && rc_str_eq(r, "PONG");
+            resp_reply_free(r);
+            rc_close(&c);
+            if (ok)
+                return (int64_t)(now_us() - t0);
+        } else {
+            rc_close(&c);
+        }
+        if (!bp_alive(b))
+            die("the broker exited during restart; see %s", b->log_path);
+        if (now_us() - t0 > 300u * 1000000u)
+            die("the broker did not answer within 300 s of the restart");
+        sleep_us(1000);
+    }
+}
+
+static void part_capacity(void)
+{
+    const char *flags[] = {"--fsync", opt.capacity_fsync, NULL};
+    bp_broker_t b;
+    start_broker(&b, flags);
+    printf("====== capacity: %ld messages pending at LEVEL 18 (2 h), fsync %s ======\n", opt.capacity_n,
+           opt.capacity_fsync);
+    long rss0 = status_kib(b.pid, "VmRSS");
+    send_result_t s = run_send(b.port, CMD_SEND, opt.capacity_n, "cap", "18");
+    printf("  filled in %.1f s (%.0f msg/s)\n", s.secs, s.rate);
+    uint64_t depth = 0, took = 0;
+    if (level_depth(b.port, 18, &depth, &took) != 0)
+        die("LEVELS failed after the fill");
+    long rss = status_kib(b.pid, "VmRSS"), hwm = status_kib(b.pid, "VmHWM");
+    printf("  LEVELS level 18 depth %" PRIu64 " (want %ld)\n", depth, opt.capacity_n);
+    printf("  broker RSS: %.1f MiB at start, %.1f MiB after the fill, peak %.1f MiB (goal <= 100 MiB)\n",
+           (double)rss0 / 1024, (double)rss / 1024, (double)hwm / 1024);
+    printf("  data directory: %.1f MiB\n", (double)du(b.data_dir) / (1024 * 1024));
+    if (depth != (uint64_t)opt.capacity_n)
+        broken = 1;
+
+    bp_kill9(&b);
+    int64_t ping_us = restart_to_ping_us(&b);
+    uint64_t depth2 = 0, took2 = 0;
+    if (level_depth(b.port, 18, &depth2, &took2) != 0)
+        die("LEVELS failed after the restart");
+    long rss2 = status_kib(b.pid, "VmRSS");
+    printf("  kill -9, restart: first PING answered %.0f ms after exec (goal <= 1000 ms); "
+           "LEVELS answered in %.1f ms: depth %" PRIu64 "\n",
+           (double)ping_us / 1000, (double)took2 / 1000, depth2);
+    printf("  broker RSS after the restart: %.1f MiB\n", (double)rss2 / 1024);
+    if (depth2 != (uint64_t)opt.capacity_n)
+        broken = 1;
+    printf("RESULT capacity_n=%ld capacity_fill_rps=%.0f capacity_rss_mib=%.1f capacity_peak_rss_mib=%.1f "
+           "capacity_restart_ms=%.0f capacity_depth_after_restart=%" PRIu64 " capacity_rss_after_restart_mib=%.1f\n\n",
+           opt.capacity_n, s.rate, (double)rss / 1024, (double)hwm / 1024, (double)ping_us / 1000, depth2,
+           (double)rss2 / 1024);
+    bp_destroy(&b);
+}
+
+/* ---- main ------------------------------------------------------------------------------ */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: hourglass-bench [--quick] [--only send|zadd|delivery|steady|capacity] [--capacity]\n"
+            "                       [--zadd-port PORT] [--clients C] [--pipeline P] [-n N]\n"
+            "                       [--delivery-n N] [--steady-rate R] [--steady-secs S]\n"
+            "                       [--capacity-n N] [--capacity-fsync always|no] [--broker PATH]\n"
+            "                       [--pull-count N] [--broker-flag ARG]...\n"
+            "Prints figures; fails only when something is broken. Default broker: $HG_BROKER or\n"
+            "the build dir's hourglass-broker. --capacity adds the long 10^7-message part.\n"
+            "--broker-flag ARG adds ARG to every broker command line (repeat it: --broker-flag --fsync\n"
+            "--broker-flag no); --pull-count sets the consumers' PULL COUNT (default 100).\n");
+}
+
+static int want(const char *part)
+{
+    if (opt.only != NULL)
+        return strcmp(opt.only, part) == 0;
+    if (strcmp(part, "capacity") == 0)
+        return opt.capacity;
+    if (strcmp(part, "zadd") == 0)
+        return opt.zadd_port > 0;
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--quick") == 0) {
+            opt.quick = 1;
+        } else if (strcmp(a, "--capacity") == 0) {
+            opt.capacity = 1;
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (v == NULL) {
+            usage(stderr);
+            die("unknown or incomplete argument '%s'", a);
+        } else if (strcmp(a, "--only") == 0) {
+            opt.only = v, i++;
+        } else if (strcmp(a, "--zadd-port") == 0) {
+            opt.zadd_port = atoi(v), i++;
+        } else if (strcmp(a, "--clients") == 0) {
+            opt.clients = atoi(v), i++;
+        } else if (strcmp(a, "--pipeline") == 0) {
+            opt.pipeline = atoi(v), i++;
+        } else if (strcmp(a, "-n") == 0) {
+            opt.send_n = atol(v), i++;
+        } else if (strcmp(a, "--delivery-n") == 0) {
+            opt.delivery_n = atol(v), i++;
+        } else if (strcmp(a, "--steady-rate") == 0) {
+            opt.steady_rate = atoi(v), i++;
+        } else if (strcmp(a, "--steady-secs") == 0) {
+            opt.steady_secs = atoi(v), i++;
+        } else if (strcmp(a, "--capacity-n") == 0) {
+            opt.capacity_n = atol(v), i++;
+        } else if (strcmp(a, "--capacity-fsync") == 0) {
+            opt.capacity_fsync = v, i++;
+        } else if (strcmp(a, "--pull-count") == 0) {
+            opt.pull_count = v, i++;
+        } else if (strcmp(a, "--broker-flag") == 0) {
+            if (opt.nbroker_flags < 16)
+                opt.broker_flags[opt.nbroker_flags++] = v;
+            i++;
+        } else if (strcmp(a, "--broker") == 0) {
+            setenv("HG_BROKER", v, 1), i++;
+        } else {
+            usage(stderr);
+            die("unknown argument '%s'", a);
+        }
+    }
+    if (opt.clients < 1 || opt.clients > MAX_CLIENTS || opt.pipeline < 1 || opt.send_n < 1)
+        die("bad --clients / --pipeline / -n");
+    if (opt.quick) {
+        opt.send_n = opt.send_n > 100000 ? 100000 : opt.send_n;
+        opt.delivery_n = opt.delivery_n > 20000 ? 20000 : opt.delivery_n;
+        opt.steady_secs = opt.steady_secs > 3 ? 3 : opt.steady_secs;
+        opt.capacity_n = opt.capacity_n > 200000 ? 200000 : opt.capacity_n;
+    }
+    const char *bin = getenv("HG_BROKER");
+    printf("hourglass-bench: broker %s, %ld cores online%s\n\n", bin != NULL ? bin : HG_BUILDDIR "/hourglass-broker",
+           sysconf(_SC_NPROCESSORS_ONLN), opt.quick ? ", --quick" : "");
+    fflush(stdout);
+    if (want("send"))
+        part_send();
+    fflush(stdout);
+    if (want("zadd"))
+        part_zadd();
+    fflush(stdout);
+    if (want("delivery"))
+        part_delivery();
+    fflush(stdout);
+    if (want("steady"))
+        part_steady();
+    fflush(stdout);
+    if (want("capacity"))
+        part_capacity();
+    return broken ? 1 : 0;
+}
