@@ -1595,6 +1595,23 @@ static int lease_fetch(store_t *s, const char *group, size_t glen, uint64_t id, 
     return 1;
 }
 
+/* Remove a lease (TOUCH, NACK, expiry): 1 with *g, *m (views into *buf, free
+ * with leveldb_free) and the lease's deletion added to the batch; 0 when there
+ * is no such lease or group; -1 on error. Commits what is pending first. */
+static int lease_take(store_t *s, const char *group, size_t group_len, uint64_t id, group_state_t **g,
+                      msg_t *m, char **buf, char *err, size_t errlen)
+{
+    if (prepare_read(s, err, errlen) != 0) { return -1; }
+    *g = group_get(s, group, group_len);
+    if (*g == NULL) { return 0; }
+    uint64_t deadline;
+    int f = lease_lookup(s, group, group_len, id, &deadline, err, errlen);
+    if (f <= 0) { return f; }
+    if (lease_fetch(s, group, group_len, id, deadline, m, buf, err, errlen) < 0) { return -1; }
+    lease_delete(s, *g, id, deadline);
+    return 1;
+}
+
 int store_lease_get(store_t *s, const char *group, size_t group_len, uint64_t id,
                     msg_owned_t *out, uint64_t *deadline_ms, char *err, size_t errlen)
 {
@@ -1618,16 +1635,11 @@ int store_touch(store_t *s, const char *group, size_t group_len, uint64_t id,
                 uint64_t new_deadline_ms, int *found, char *err, size_t errlen)
 {
     *found = 0;
-    if (prepare_read(s, err, errlen) != 0) { return -1; }
-    group_state_t *g = group_get(s, group, group_len);
-    if (g == NULL) { return 0; }
-    uint64_t deadline;
-    int f = lease_lookup(s, group, group_len, id, &deadline, err, errlen);
-    if (f <= 0) { return f; }
+    group_state_t *g;
     msg_t m;
     char *buf;
-    if (lease_fetch(s, group, group_len, id, deadline, &m, &buf, err, errlen) < 0) { return -1; }
-    lease_delete(s, g, id, deadline);
+    int f = lease_take(s, group, group_len, id, &g, &m, &buf, err, errlen);
+    if (f <= 0) { return f; }
     lease_put(s, g, &m, new_deadline_ms);
     leveldb_free(buf);
     *found = 1;
@@ -1723,26 +1735,17 @@ int store_fail(store_t *s, const char *group, size_t group_len, uint64_t id,
             set_err(err, errlen, "level %d does not exist (levels are 1..%d)", req->level, t->count);
             return -1;
         }
-        if (req->level == 0 && (req->delay_ms == 0 || req->delay_ms > s->opt.max_delay_ms)) {
-            char a[32], b[32];
-            lvl_format_duration(req->delay_ms, a, sizeof a);
-            lvl_format_duration(s->opt.max_delay_ms, b, sizeof b);
-            set_err(err, errlen, req->delay_ms == 0 ? "retry delay must be positive"
-                                                    : "retry delay %s exceeds max-delay %s", a, b);
+        if (req->level == 0 && req->delay_ms == 0) {
+            set_err(err, errlen, "retry delay must be positive");
             return -1;
         }
         if (req->level == 0 && check_chain(s, req->delay_ms, err, errlen) != 0) { return -1; }
     }
-    if (prepare_read(s, err, errlen) != 0) { return -1; }
-    group_state_t *g = group_get(s, group, group_len);
-    if (g == NULL) { return 0; }
-    uint64_t deadline;
-    int f = lease_lookup(s, group, group_len, id, &deadline, err, errlen);
-    if (f <= 0) { return f; }
+    group_state_t *g;
     msg_t m;
     char *buf;
-    if (lease_fetch(s, group, group_len, id, deadline, &m, &buf, err, errlen) < 0) { return -1; }
-    lease_delete(s, g, id, deadline);
+    int f = lease_take(s, group, group_len, id, &g, &m, &buf, err, errlen);
+    if (f <= 0) { return f; }
     m.reconsume++;
     m.reason.ptr = req->reason; m.reason.len = (uint32_t)req->reason_len;
     if (req->to_dlq) {
@@ -1927,6 +1930,20 @@ static void compact_below(store_t *s, const key_t_ *start, const key_t_ *limit)
     leveldb_compact_range(s->db, start->b, start->n, limit->b, limit->n);
 }
 
+/* Compact the consumed part of a named queue (tag name 0x00 seq) below head
+ * when it popped enough since the last time. Returns 1 when it compacted. */
+static int compact_named_range(store_t *s, char tag, const char *name, size_t len, uint64_t head,
+                               uint64_t *pops_since_compact)
+{
+    if (*pops_since_compact < COMPACT_AFTER_POPS) { return 0; }
+    key_t_ a, b;
+    key_start(&a, tag); key_name(&a, name, len);
+    named_key(&b, tag, name, len, head);
+    compact_below(s, &a, &b);
+    *pops_since_compact = 0;
+    return 1;
+}
+
 int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char *err, size_t errlen)
 {
     *work = 0;
@@ -1951,21 +1968,11 @@ int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char
     }
     STRMAP_FOREACH(&s->topics, slot) {
         topic_state_t *t = slot->val;
-        if (t->pops_since_compact < COMPACT_AFTER_POPS) { continue; }
-        key_start(&a, 'T'); key_name(&a, t->name, t->len);
-        named_key(&b, 'T', t->name, t->len, t->head_hint);
-        compact_below(s, &a, &b);
-        t->pops_since_compact = 0;
-        (*work)++;
+        *work += compact_named_range(s, 'T', t->name, t->len, t->head_hint, &t->pops_since_compact);
     }
     STRMAP_FOREACH(&s->groups, slot) {
         group_state_t *g = slot->val;
-        if (g->pops_since_compact < COMPACT_AFTER_POPS) { continue; }
-        key_start(&a, 'R'); key_name(&a, g->name, g->len);
-        named_key(&b, 'R', g->name, g->len, g->retry_head_hint);
-        compact_below(s, &a, &b);
-        g->pops_since_compact = 0;
-        (*work)++;
+        *work += compact_named_range(s, 'R', g->name, g->len, g->retry_head_hint, &g->pops_since_compact);
     }
     if (s->lease_pops_since_compact >= COMPACT_AFTER_POPS) {
         key_start(&a, 'I');
