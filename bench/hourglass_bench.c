@@ -150,6 +150,27 @@ static void start_broker(bp_broker_t *b, const char *const *flags)
     fflush(stdout);
 }
 
+/* CPU seconds (user + system) the process has used, from /proc/PID/stat; -1 on error. */
+static double proc_cpu_secs(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');   /* fields after "(comm)" */
+    if (p == NULL)
+        return -1;
+    unsigned long long ut = 0, st = 0;
+    /* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* ---- send throughput ------------------------------------------------------------ */
 
 typedef enum { CMD_SEND, CMD_ZADD } cmd_kind_t;
@@ -307,10 +328,14 @@ static void part_send(void)
         const char *flags[] = {"--fsync", fs[i], NULL};
         bp_broker_t b;
         start_broker(&b, flags);
+        double cpu0 = proc_cpu_secs(b.pid);
         send_result_t r = run_send(b.port, CMD_SEND, opt.send_n, "bench", "2");
+        double cpu1 = proc_cpu_secs(b.pid);
         char title[128];
         snprintf(title, sizeof title, "SEND LEVEL 2, fsync %s", fs[i]);
         print_send(title, &r);
+        printf("  broker CPU %.2f s in %.2f s (%.0f%% of one core)\n", cpu1 - cpu0, r.secs,
+               r.secs > 0 ? 100.0 * (cpu1 - cpu0) / r.secs : 0);
         char batches[64], avg[64], p99[64];
         info_value(b.port, "group_commits", batches, sizeof batches);
         info_value(b.port, "avg_batch", avg, sizeof avg);
@@ -438,12 +463,28 @@ static void consumers_start(consumers_t *g, int port, long target)
     }
 }
 
-/* Wait until target delivered or deadline; stop and join; print lateness. */
-static void consumers_finish(consumers_t *g, long target, int deadline_ms, const char *title, const char *result_key)
+/* Wait until target delivered or deadline; stop and join; print lateness.
+ * When broker_pid > 0, also the broker's CPU use from drain_start_us
+ * (monotonic; the first due time) to the last delivery. */
+static void consumers_finish(consumers_t *g, long target, int deadline_ms, const char *title, const char *result_key,
+                             pid_t broker_pid, uint64_t drain_start_us)
 {
     uint64_t end = now_us() + (uint64_t)deadline_ms * 1000;
+    double cpu0 = -1;
+    uint64_t t0 = 0;
+    if (broker_pid > 0) {
+        while (now_us() < drain_start_us)
+            sleep_us(1000);
+        cpu0 = proc_cpu_secs(broker_pid);
+        t0 = now_us();
+    }
     while (__atomic_load_n(&g->shared, __ATOMIC_SEQ_CST) < target && now_us() < end)
-        sleep_us(10000);
+        sleep_us(broker_pid > 0 ? 2000 : 10000);
+    if (cpu0 >= 0) {
+        double cpu1 = proc_cpu_secs(broker_pid), wall = (double)(now_us() - t0) / 1e6;
+        printf("  drain from the first due time: %.2f s wall, broker CPU %.2f s (%.0f%% of one core)\n", wall,
+               cpu1 - cpu0, wall > 0 ? 100.0 * (cpu1 - cpu0) / wall : 0);
+    }
     __atomic_store_n(&g->stop, 1, __ATOMIC_SEQ_CST);
     long n = 0, pulls = 0;
     for (int i = 0; i < CONSUMERS; i++) {
@@ -493,9 +534,11 @@ static void part_delivery(void)
            opt.delivery_n, CONSUMERS, opt.pull_count);
     consumers_t g;
     consumers_start(&g, b.port, opt.delivery_n);
+    uint64_t sent_at = now_us();
     send_result_t s = run_send(b.port, CMD_SEND, opt.delivery_n, "lat", "2");
     printf("  sent in %.2f s (%.0f msg/s, %d clients, pipeline %d)\n", s.secs, s.rate, opt.clients, opt.pipeline);
-    consumers_finish(&g, opt.delivery_n, (int)(s.secs * 1000) + 5000 + 120000, "delivery", "delivery");
+    consumers_finish(&g, opt.delivery_n, (int)(s.secs * 1000) + 5000 + 120000, "delivery", "delivery", b.pid,
+                     sent_at + 5000000);
     char p99[32];
     info_value(b.port, "lateness_p99_ms", p99, sizeof p99);
     if (p99[0])
@@ -598,7 +641,7 @@ static void part_steady(void)
     double secs = (double)(now_us() - t0) / 1e6;
     printf("  sent %ld in %.2f s (%.0f msg/s achieved; the pacer fell behind its schedule by at most %.1f ms)\n",
            sent, secs, (double)sent / secs, (double)behind / 1000);
-    consumers_finish(&g, sent, 60000, "steady", "steady");
+    consumers_finish(&g, sent, 60000, "steady", "steady", 0, 0);
     char p99[32];
     info_value(b.port, "lateness_p99_ms", p99, sizeof p99);
     if (p99[0])

@@ -1,0 +1,113 @@
+/*
+ * broker/config.h — the broker's configuration: one table of keys.
+ *
+ * Every key lives in one table {name, type, default, min, max, offset, help}
+ * (config.c). The same table drives the INI file (libinih), the command-line
+ * flags (every key is also `--key value` / `--key=value`), `--help`,
+ * `--check-config`, CONFIG GET and the sample etc/hourglass-broker.conf.
+ * Precedence: defaults < config file < flags.
+ *
+ * Value syntax by type:
+ *   string    as written
+ *   bool      yes/no, true/false, on/off, 1/0
+ *   int       decimal integer
+ *   size      bytes: a count with an optional unit b, kb, mb, gb (x1024; case-insensitive)
+ *   duration  lvl_parse_duration ("500ms", "30s", "72h", "3d"); "0" alone is zero
+ *   enum      one of the listed words
+ *   levels    a level table spec (lvl_table_parse)
+ *
+ * Read-only after start-up: both broker threads read it without locks.
+ */
+#ifndef HG_BROKER_CONFIG_H
+#define HG_BROKER_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "broker/log.h"
+#include "levels/table.h"
+
+#define HG_BROKER_VERSION PACKAGE_VERSION
+#define CONFIG_MAX_KEYS 64
+
+typedef struct config {
+    /* network */
+    char *bind;
+    long long port;
+    int allow_remote;
+    long long max_clients;
+    long long idle_timeout_ms;      /* 0 = off */
+    long long tcp_backlog;
+    /* storage */
+    char *dir;
+    char *levels;                   /* the spec as written */
+    lvl_table_t level_table;        /* parsed from levels */
+    int fsync_always;               /* fsync always (1) | no (0) */
+    long long cache_size;
+    long long write_buffer_size;
+    long long max_open_files;
+    /* messages */
+    long long lease_ms;
+    long long max_reconsume;
+    long long retention_ms;
+    long long max_delay_ms;
+    long long max_pull_count;
+    /* limits */
+    long long max_payload;
+    long long max_args;
+    long long max_bulk;
+    long long max_inline;
+    long long max_query;
+    long long max_reply_buffer;
+    /* observability */
+    long long metrics_port;         /* 0 = off */
+    char *metrics_bind;
+    int log_level;                  /* log_level_t */
+    /* the effective value of every key as text (CONFIG GET, --check-config) */
+    char *text[CONFIG_MAX_KEYS];
+} config_t;
+
+/* What the command line asked for besides key values. */
+typedef enum config_action {
+    CONFIG_RUN = 0,      /* start the broker */
+    CONFIG_CHECK,        /* --check-config: validate, print, exit */
+    CONFIG_HELP,         /* --help */
+    CONFIG_VERSION       /* --version */
+} config_action_t;
+
+/* Fill c with the defaults. Never fails (aborts on out-of-memory). */
+void config_init_defaults(config_t *c);
+
+/* Release the strings c owns. */
+void config_free(config_t *c);
+
+/* Parse argv (flags and --config FILE, read first wherever it appears),
+ * load the file, apply the flags over it, then cross-check the whole
+ * (config_validate). 0 and *action on success; -1 with the message in
+ * err[errlen] (naming the key, the file and line, or the flag). */
+int config_load(config_t *c, int argc, char **argv, config_action_t *action,
+                char *err, size_t errlen);
+
+/* Set one key from text. 0, or -1 with "key: problem" in err. */
+int config_set(config_t *c, const char *key, const char *value, char *err, size_t errlen);
+
+/* Cross-key checks: the level table parses, max-bulk >= max-payload,
+ * max-query > max-bulk, a non-loopback bind needs allow-remote. */
+int config_validate(config_t *c, char *err, size_t errlen);
+
+/* --help text generated from the table. */
+void config_print_help(FILE *out, const char *prog);
+
+/* The effective configuration as an INI file (--check-config). */
+void config_print(const config_t *c, FILE *out);
+
+/* Number of keys, and key i's name and effective value (CONFIG GET). */
+int config_key_count(void);
+const char *config_key_name(int i);
+const char *config_key_value(const config_t *c, int i);
+
+/* 1 when host is a loopback address or "localhost". */
+int config_is_loopback(const char *host);
+
+#endif

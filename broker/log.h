@@ -1,0 +1,38 @@
+/*
+ * broker/log.h — one-line log records on stderr.
+ *
+ * Every record is one line, written with one write(2) so lines from the two
+ * broker threads never interleave:
+ *     2026-11-29T18:00:00.123Z [info] listening on 127.0.0.1:7379
+ * Time is UTC with milliseconds. Records below the configured level are
+ * dropped. Thread-safe; never fails (a failed write is ignored).
+ */
+#ifndef HG_BROKER_LOG_H
+#define HG_BROKER_LOG_H
+
+typedef enum log_level {
+    LOG_DEBUG = 0,
+    LOG_INFO = 1,
+    LOG_WARN = 2,
+    LOG_ERROR = 3
+} log_level_t;
+
+/* Records below level are dropped (default LOG_INFO). */
+void log_set_level(log_level_t level);
+log_level_t log_get_level(void);
+
+/* Parse "debug", "info", "warn"/"warning", "error" (case-insensitive).
+ * 0 and *out, or -1 for anything else. */
+int log_parse_level(const char *text, log_level_t *out);
+const char *log_level_name(log_level_t level);
+
+/* Write one record; the message must not end with a newline (one is added;
+ * CR/LF inside become spaces so a record is always one line). */
+void log_msg(log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,92 @@
+/*
+ * broker/metrics.h — counters, histograms, INFO text and Prometheus text.
+ *
+ * Two owners, no locks: storage_stats_t belongs to the storage thread (it is
+ * updated by the jobs it runs and rendered by INFO / /metrics jobs on that
+ * same thread); loop_info_t is filled by the event loop at reply time. INFO
+ * and /metrics are assembled from both halves on the loop thread: the
+ * storage part arrives as text in the completed job.
+ */
+#ifndef HG_BROKER_METRICS_H
+#define HG_BROKER_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "broker/config.h"
+#include "levels/store.h"
+#include "proto/resp.h"
+
+#define HIST_MAX_BUCKETS 24
+
+/* A Prometheus-style cumulative histogram over fixed upper bounds. */
+typedef struct hist {
+    int nb;                                  /* bounds in use */
+    const double *bounds;                    /* strictly increasing upper bounds */
+    uint64_t buckets[HIST_MAX_BUCKETS + 1];  /* [nb] is +Inf; not cumulative here */
+    uint64_t count;
+    double sum;
+} hist_t;
+
+void hist_init(hist_t *h, const double *bounds, int nb);
+void hist_add(hist_t *h, double v);
+/* Upper bound of the bucket holding quantile q (0..1); 0 when empty; the last
+ * finite bound when it falls in +Inf. */
+double hist_quantile(const hist_t *h, double q);
+
+/* Counters and histograms of the storage thread. */
+typedef struct storage_stats {
+    uint64_t started_ms;
+    uint64_t sends, deliveries, acks, nacks, touches;
+    uint64_t lease_expiries, retries, dlq_moves, requeued, dropped;
+    uint64_t moved, made_ready;
+    uint64_t batches, jobs, commits, commit_failures, reopens, maintain_work;
+    uint64_t last_commit_us, max_batch;
+    hist_t lateness;        /* seconds: delivery time - due_ms */
+    hist_t batch_jobs;      /* jobs per group commit */
+    hist_t commit_seconds;  /* store_commit duration */
+} storage_stats_t;
+
+void storage_stats_init(storage_stats_t *s, uint64_t now_ms);
+
+/* What the loop knows, for INFO server/clients/stats and /metrics. */
+typedef struct loop_info {
+    const config_t *cfg;
+    int port;                       /* the port actually bound */
+    uint64_t uptime_ms;
+    uint64_t connected_clients, blocked_clients;
+    uint64_t connections_total, rejected_connections;
+    uint64_t protocol_errors, reply_buffer_kills, idle_kills;
+    uint64_t commands_processed;
+    uint64_t jobs_queued, jobs_parked;
+} loop_info_t;
+
+/* INFO sections, as a bit mask. */
+enum {
+    INFO_SERVER = 1, INFO_CLIENTS = 2, INFO_LEVELS = 4, INFO_GROUPS = 8,
+    INFO_STORAGE = 16, INFO_STATS = 32, INFO_ALL = 63
+};
+
+/* The mask for an INFO argument ("server", "all", "default", ...); 0 for an
+ * unknown section (INFO then answers an empty string, as Redis). */
+int metrics_info_mask(const char *name, size_t len);
+
+/* printf into a growable buffer. */
+void metrics_printf(resp_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Storage thread: INFO sections levels, groups, storage and the storage half
+ * of stats (the stats section is last, so the loop appends its half). */
+void metrics_info_storage(resp_buf_t *out, int mask, store_t *s, const storage_stats_t *st,
+                          uint64_t now_ms, size_t parked);
+
+/* Loop thread: INFO server and clients (before the storage text) ... */
+void metrics_info_loop_head(resp_buf_t *out, int mask, const loop_info_t *li);
+/* ... and the loop half of stats (after it). */
+void metrics_info_loop_tail(resp_buf_t *out, int mask, const loop_info_t *li);
+
+/* Storage thread: the Prometheus text of the storage side. */
+void metrics_prom_storage(resp_buf_t *out, store_t *s, const storage_stats_t *st, uint64_t now_ms);
+/* Loop thread: the Prometheus text of the loop side. */
+void metrics_prom_loop(resp_buf_t *out, const loop_info_t *li);
+
+#endif

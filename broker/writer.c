@@ -1,0 +1,574 @@
+/*
+ * broker/writer.c — the storage thread and group commit (see writer.h).
+ *
+ * Invariants:
+ *  - Only this thread touches store/sched/stats/parked. The loop touches only
+ *    the submit queue (under mu) and the done queue (under done_mu).
+ *  - A job's reply leaves this thread only after the commit that follows its
+ *    exec succeeded; when that commit fails every job of the group is
+ *    answered with the storage error instead (an id is never announced for a
+ *    write that may be lost), and the store is closed and reopened.
+ *  - One iteration = take every queued job, run them in order, commit them
+ *    (one synced write), run one bounded chunk of due scheduler work, expire
+ *    and retry parked jobs, commit those writes (if any), post every reply.
+ *    Sleeping happens only between iterations, never while work is due.
+ */
+#include "broker/writer.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "broker/log.h"
+
+#define SCHED_CHUNK 4096          /* most due moves / expiries per iteration */
+#define MAINTAIN_BUDGET 512       /* store_maintain deletes per idle step */
+#define MAINTAIN_IDLE_MS 1000     /* idle time before maintenance runs */
+#define MAINTAIN_PERIOD_MS 60000  /* maintenance check when nothing else happens (retention) */
+#define REOPEN_RETRY_MS 1000      /* a failed reopen is retried this often */
+#define STALL_MS 10000            /* /healthz: queued work and no progress this long */
+
+struct writer {
+    pthread_t thread;
+    int started;
+
+    /* submit side (loop -> storage) */
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    job_t *q_head, *q_tail;
+    size_t q_len;
+    int stop_requested;
+
+    /* done side (storage -> loop) */
+    pthread_mutex_t done_mu;
+    job_t *done_head, *done_tail;
+    int stopped;
+    struct event *done_ev;
+    writer_done_fn on_done;
+    writer_stopped_fn on_stopped;
+    void *ctx;
+
+    /* published for the loop */
+    _Atomic uint64_t heartbeat_mono;
+    _Atomic int broken;
+    _Atomic size_t nparked;
+    char broken_msg[512];          /* under done_mu */
+
+    /* storage thread only */
+    store_t *store;                /* NULL while a reopen fails */
+    sched_t *sched;
+    store_options_t opts;
+    storage_stats_t stats;
+    job_t *parked_head, *parked_tail;
+    size_t parked_count;
+    uint64_t last_job_mono;
+    uint64_t next_periodic_mono;
+    uint64_t next_reopen_mono;
+    int maintain_needed;
+};
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+void job_free(job_t *j)
+{
+    if (j == NULL) { return; }
+    resp_buf_free(&j->reply);
+    free(j);
+}
+
+/* ---- lists ------------------------------------------------------------------ */
+
+typedef struct job_list { job_t *head, *tail; size_t n; } job_list_t;
+
+static void list_push(job_list_t *l, job_t *j)
+{
+    j->next = NULL;
+    j->prev = l->tail;
+    if (l->tail) { l->tail->next = j; } else { l->head = j; }
+    l->tail = j;
+    l->n++;
+}
+
+static void parked_remove(writer_t *w, job_t *j)
+{
+    if (j->prev) { j->prev->next = j->next; } else { w->parked_head = j->next; }
+    if (j->next) { j->next->prev = j->prev; } else { w->parked_tail = j->prev; }
+    j->next = j->prev = NULL;
+    j->parked = 0;
+    w->parked_count--;
+    atomic_store(&w->nparked, w->parked_count);
+}
+
+static void parked_add(writer_t *w, job_t *j, uint64_t now_mono)
+{
+    j->parked = 1;
+    j->deadline_mono = j->block_ms ? now_mono + j->block_ms : 0;
+    j->next = NULL;
+    j->prev = w->parked_tail;
+    if (w->parked_tail) { w->parked_tail->next = j; } else { w->parked_head = j; }
+    w->parked_tail = j;
+    w->parked_count++;
+    atomic_store(&w->nparked, w->parked_count);
+}
+
+/* ---- public, loop side ----------------------------------------------------- */
+
+static void done_cb(evutil_socket_t fd, short what, void *arg);
+
+writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_base *base,
+                     writer_done_fn done, writer_stopped_fn stopped, void *ctx)
+{
+    writer_t *w = hg_xmalloc(sizeof *w);
+    memset(w, 0, sizeof *w);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&w->done_mu, NULL);
+    w->done_ev = event_new(base, -1, 0, done_cb, w);
+    if (w->done_ev == NULL) {
+        log_error("cannot create the storage completion event (out of memory)");
+        abort();
+    }
+    w->on_done = done;
+    w->on_stopped = stopped;
+    w->ctx = ctx;
+    w->store = store;
+    w->opts = *opts;
+    w->sched = sched_new(store, NULL, NULL);
+    storage_stats_init(&w->stats, sched_now(w->sched));
+    w->maintain_needed = 1;
+    atomic_store(&w->heartbeat_mono, mono_ms());
+    return w;
+}
+
+static void *writer_main(void *arg);
+
+int writer_start(writer_t *w, char *err, size_t errlen)
+{
+    int rc = pthread_create(&w->thread, NULL, writer_main, w);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot start the storage thread: %s", strerror(rc));
+        return -1;
+    }
+    w->started = 1;
+    return 0;
+}
+
+void writer_submit(writer_t *w, job_t *j)
+{
+    j->next = NULL;
+    pthread_mutex_lock(&w->mu);
+    if (w->q_tail) { w->q_tail->next = j; } else { w->q_head = j; }
+    w->q_tail = j;
+    int was_empty = w->q_len++ == 0;
+    pthread_mutex_unlock(&w->mu);
+    if (was_empty) { pthread_cond_signal(&w->cond); }
+}
+
+void writer_cancel(writer_t *w, uint64_t conn_id)
+{
+    job_t *j = hg_xmalloc(sizeof *j);
+    memset(j, 0, sizeof *j);
+    resp_buf_init(&j->reply);
+    j->kind = JOB_CANCEL_KIND;
+    j->conn_id = conn_id;
+    writer_submit(w, j);
+}
+
+void writer_stop(writer_t *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->stop_requested = 1;
+    pthread_mutex_unlock(&w->mu);
+    pthread_cond_signal(&w->cond);
+}
+
+void writer_free(writer_t *w)
+{
+    if (w == NULL) { return; }
+    if (w->started) { pthread_join(w->thread, NULL); }
+    job_t *j = w->done_head;
+    while (j) { job_t *n = j->next; job_free(j); j = n; }
+    j = w->q_head;
+    while (j) { job_t *n = j->next; job_free(j); j = n; }
+    if (w->sched) { sched_free(w->sched); }
+    if (w->store) { store_close(w->store, NULL, 0); }
+    event_free(w->done_ev);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cond);
+    pthread_mutex_destroy(&w->done_mu);
+    free(w);
+}
+
+int writer_healthy(writer_t *w, char *why, size_t whylen)
+{
+    if (atomic_load(&w->broken)) {
+        pthread_mutex_lock(&w->done_mu);
+        snprintf(why, whylen, "storage broken: %s", w->broken_msg);
+        pthread_mutex_unlock(&w->done_mu);
+        return 0;
+    }
+    pthread_mutex_lock(&w->mu);
+    size_t queued = w->q_len;
+    pthread_mutex_unlock(&w->mu);
+    uint64_t hb = atomic_load(&w->heartbeat_mono), now = mono_ms();
+    if (queued > 0 && now > hb + STALL_MS) {
+        snprintf(why, whylen, "storage thread made no progress for %llu ms with %zu jobs queued",
+                 (unsigned long long)(now - hb), queued);
+        return 0;
+    }
+    snprintf(why, whylen, "ok");
+    return 1;
+}
+
+size_t writer_queued(writer_t *w)
+{
+    pthread_mutex_lock(&w->mu);
+    size_t n = w->q_len;
+    pthread_mutex_unlock(&w->mu);
+    return n;
+}
+
+size_t writer_parked(writer_t *w) { return atomic_load(&w->nparked); }
+
+static void done_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    writer_t *w = arg;
+    pthread_mutex_lock(&w->done_mu);
+    job_t *j = w->done_head;
+    w->done_head = w->done_tail = NULL;
+    int stopped = w->stopped;
+    pthread_mutex_unlock(&w->done_mu);
+    while (j) {
+        job_t *n = j->next;
+        j->next = NULL;
+        w->on_done(j, w->ctx);
+        j = n;
+    }
+    if (stopped == 1) {
+        pthread_mutex_lock(&w->done_mu);
+        w->stopped = 2;   /* report once */
+        pthread_mutex_unlock(&w->done_mu);
+        w->on_stopped(w->ctx);
+    }
+}
+
+/* ---- storage thread --------------------------------------------------------- */
+
+store_t *writer_store(writer_t *w) { return w->store; }
+sched_t *writer_sched(writer_t *w) { return w->sched; }
+storage_stats_t *writer_stats(writer_t *w) { return &w->stats; }
+uint64_t writer_now(writer_t *w) { return sched_wall_clock(w); }
+
+static void post(writer_t *w, job_list_t *done, int stopped)
+{
+    if (done->head == NULL && !stopped) { return; }
+    pthread_mutex_lock(&w->done_mu);
+    if (done->head) {
+        if (w->done_tail) { w->done_tail->next = done->head; } else { w->done_head = done->head; }
+        w->done_tail = done->tail;
+    }
+    if (stopped) { w->stopped = 1; }
+    pthread_mutex_unlock(&w->done_mu);
+    event_active(w->done_ev, EV_READ, 0);
+    done->head = done->tail = NULL;
+    done->n = 0;
+}
+
+static void fail_job(job_t *j, const char *msg)
+{
+    resp_buf_clear(&j->reply);
+    resp_add_errorf(&j->reply, "ERR storage failure: %s", msg);
+    j->failed = 1;
+}
+
+static void set_broken(writer_t *w, const char *msg)
+{
+    pthread_mutex_lock(&w->done_mu);
+    snprintf(w->broken_msg, sizeof w->broken_msg, "%s", msg);
+    pthread_mutex_unlock(&w->done_mu);
+    atomic_store(&w->broken, 1);
+}
+
+/* The store failed a commit: close it and open it again (its in-memory state
+ * is rebuilt from disk). On failure the store stays NULL and jobs are
+ * answered with the error until a later attempt succeeds. */
+static void reopen_store(writer_t *w, const char *why)
+{
+    if (w->store != NULL) {
+        log_error("storage failure: %s; reopening %s", why, w->opts.path);
+        set_broken(w, why);
+        sched_free(w->sched);
+        w->sched = NULL;
+        store_close(w->store, NULL, 0);
+        w->store = NULL;
+    }
+    uint64_t now = mono_ms();
+    if (now < w->next_reopen_mono) { return; }
+    w->next_reopen_mono = now + REOPEN_RETRY_MS;
+    char err[512];
+    store_options_t o = w->opts;
+    o.create_if_missing = 0;
+    if (store_open(&o, &w->store, err, sizeof err) != 0) {
+        w->store = NULL;
+        log_error("cannot reopen the store: %s", err);
+        set_broken(w, err);
+        return;
+    }
+    w->sched = sched_new(w->store, NULL, NULL);
+    w->stats.reopens++;
+    atomic_store(&w->broken, 0);
+    log_info("store %s reopened", w->opts.path);
+}
+
+static void run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t now_mono)
+{
+    if (w->store == NULL) {
+        char msg[600];
+        pthread_mutex_lock(&w->done_mu);
+        snprintf(msg, sizeof msg, "store unavailable: %s", w->broken_msg);
+        pthread_mutex_unlock(&w->done_mu);
+        fail_job(j, msg);
+        list_push(done, j);
+        return;
+    }
+    job_result_t r = j->exec(j, w);
+    if (r == JOB_PARK && j->block_set) {
+        parked_add(w, j, now_mono);
+    } else {
+        list_push(done, j);
+    }
+}
+
+static void cancel_parked(writer_t *w, uint64_t conn_id)
+{
+    job_t *j = w->parked_head;
+    while (j) {
+        job_t *n = j->next;
+        if (j->conn_id == conn_id) {
+            parked_remove(w, j);
+            job_free(j);
+        }
+        j = n;
+    }
+}
+
+/* Parked jobs: expire those past their deadline, retry those whose wake() says so. */
+static void service_parked(writer_t *w, job_list_t *done, uint64_t now_mono, int expire_all)
+{
+    job_t *j = w->parked_head;
+    while (j) {
+        job_t *n = j->next;
+        if (expire_all || (j->deadline_mono != 0 && j->deadline_mono <= now_mono)) {
+            parked_remove(w, j);
+            j->expire(j, w);
+            list_push(done, j);
+        } else if (w->store != NULL && j->wake(j, w)) {
+            if (j->exec(j, w) == JOB_DONE) {
+                parked_remove(w, j);
+                list_push(done, j);
+            }
+        }
+        j = n;
+    }
+}
+
+static uint64_t earliest_parked_deadline(writer_t *w)
+{
+    uint64_t best = UINT64_MAX;
+    for (job_t *j = w->parked_head; j; j = j->next) {
+        if (j->deadline_mono != 0 && j->deadline_mono < best) { best = j->deadline_mono; }
+    }
+    return best;
+}
+
+/* Monotonic time of the next thing to do when no job arrives. */
+static uint64_t next_wakeup_mono(writer_t *w, uint64_t now_mono)
+{
+    uint64_t best = earliest_parked_deadline(w);
+    if (w->store == NULL) {
+        if (w->next_reopen_mono < best) { best = w->next_reopen_mono; }
+        return best;
+    }
+    uint64_t wall_next = sched_next_wakeup(w->sched);
+    if (wall_next != UINT64_MAX) {
+        uint64_t now_wall = sched_now(w->sched);
+        uint64_t at = wall_next <= now_wall ? now_mono : now_mono + (wall_next - now_wall);
+        if (at < best) { best = at; }
+    }
+    uint64_t maint = w->maintain_needed ? w->last_job_mono + MAINTAIN_IDLE_MS : w->next_periodic_mono;
+    if (maint < best) { best = maint; }
+    return best;
+}
+
+/* Commit what is pending (timed); on failure answer every job of this
+ * iteration with the error and reopen the store. */
+static void commit_pending(writer_t *w, job_list_t *done)
+{
+    if (w->store == NULL) { return; }
+    char err[512];
+    int pending = store_pending(w->store);
+    uint64_t t0 = mono_us();
+    int rc = store_commit(w->store, err, sizeof err);
+    uint64_t t1 = mono_us();
+    if (pending > 0 && rc == 0) {
+        w->stats.commits++;
+        w->stats.last_commit_us = t1 - t0;
+        hist_add(&w->stats.commit_seconds, (double)(t1 - t0) / 1e6);
+    }
+    if (rc != 0 || store_broken(w->store)) {
+        if (rc == 0) { snprintf(err, sizeof err, "the store is broken"); }
+        w->stats.commit_failures++;
+        for (job_t *j = done->head; j; j = j->next) { fail_job(j, err); }
+        reopen_store(w, err);
+    }
+}
+
+static void count_batch(writer_t *w, size_t njobs)
+{
+    if (njobs == 0) { return; }
+    w->stats.batches++;
+    w->stats.jobs += njobs;
+    if (njobs > w->stats.max_batch) { w->stats.max_batch = njobs; }
+    hist_add(&w->stats.batch_jobs, (double)njobs);
+}
+
+static void *writer_main(void *arg)
+{
+    writer_t *w = arg;
+    job_list_t done = { 0 };
+    int more = 0;
+    w->next_periodic_mono = mono_ms() + MAINTAIN_PERIOD_MS;
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        while (w->q_head == NULL && !w->stop_requested && !more) {
+            uint64_t now = mono_ms();
+            uint64_t at = next_wakeup_mono(w, now);
+            if (at <= now) { break; }
+            if (at == UINT64_MAX) {
+                pthread_cond_wait(&w->cond, &w->mu);
+            } else {
+                struct timespec ts = { .tv_sec = (time_t)(at / 1000), .tv_nsec = (long)(at % 1000) * 1000000 };
+                int rc = pthread_cond_timedwait(&w->cond, &w->mu, &ts);
+                if (rc == ETIMEDOUT) { break; }
+            }
+        }
+        job_t *batch = w->q_head;
+        w->q_head = w->q_tail = NULL;
+        w->q_len = 0;
+        int stopping = w->stop_requested;
+        pthread_mutex_unlock(&w->mu);
+
+        uint64_t now_mono = mono_ms();
+        atomic_store(&w->heartbeat_mono, now_mono);
+        if (w->store == NULL) { reopen_store(w, "reopen pending"); }
+
+        /* 1. the jobs, in order */
+        size_t njobs = 0;
+        while (batch) {
+            job_t *j = batch;
+            batch = j->next;
+            j->next = NULL;
+            if (j->kind == JOB_CANCEL_KIND) {
+                cancel_parked(w, j->conn_id);
+                job_free(j);
+                continue;
+            }
+            njobs++;
+            run_exec(w, j, &done, now_mono);
+        }
+        if (njobs > 0) {
+            w->last_job_mono = now_mono;
+            w->maintain_needed = 1;
+        }
+        /* The jobs' group commit. (Scheduler reads below would commit it
+         * anyway, untimed: store_next_lease_deadline commits first.) */
+        count_batch(w, njobs);
+        commit_pending(w, &done);
+
+        /* 2. one bounded chunk of due work */
+        more = 0;
+        if (w->store != NULL && sched_next_wakeup(w->sched) <= sched_now(w->sched)) {
+            sched_stats_t st = { 0 };
+            char err[512];
+            if (sched_run(w->sched, SCHED_CHUNK, &st, &more, err, sizeof err) != 0) {
+                log_error("scheduler: %s", err);
+                more = 0;
+            }
+            w->stats.moved += st.moved;
+            w->stats.made_ready += st.ready;
+            w->stats.lease_expiries += st.expired;
+            w->stats.retries += st.retried;
+            w->stats.dlq_moves += st.dead;
+        }
+
+        /* 3. maintenance when idle */
+        if (w->store != NULL && njobs == 0 && !more) {
+            int due = w->maintain_needed ? now_mono >= w->last_job_mono + MAINTAIN_IDLE_MS
+                                         : now_mono >= w->next_periodic_mono;
+            if (due) {
+                int work = 0;
+                char err[512];
+                if (store_maintain(w->store, sched_now(w->sched), MAINTAIN_BUDGET, &work, err, sizeof err) != 0) {
+                    log_warn("maintenance: %s", err);
+                    work = 0;
+                }
+                w->stats.maintain_work += (uint64_t)work;
+                if (work > 0) {
+                    more = 1;
+                    w->maintain_needed = 1;
+                    w->last_job_mono = 0;   /* keep going while idle */
+                } else {
+                    w->maintain_needed = 0;
+                    w->next_periodic_mono = now_mono + MAINTAIN_PERIOD_MS;
+                }
+            }
+        }
+
+        /* 4. parked jobs: deadlines and wake-ups */
+        service_parked(w, &done, mono_ms(), stopping);
+
+        /* 5. commit the scheduler's and parked jobs' writes (usually nothing), then the replies */
+        commit_pending(w, &done);
+        post(w, &done, 0);
+
+        if (stopping) {
+            pthread_mutex_lock(&w->mu);
+            int empty = w->q_head == NULL;
+            pthread_mutex_unlock(&w->mu);
+            if (empty) { break; }
+        }
+    }
+    /* Close the store here, on its own thread, before telling the loop. */
+    if (w->store != NULL) {
+        char err[512];
+        if (store_close(w->store, err, sizeof err) != 0) {
+            log_error("closing the store: %s", err);
+        } else {
+            log_info("store %s closed", w->opts.path);
+        }
+        w->store = NULL;
+    }
+    if (w->sched) { sched_free(w->sched); w->sched = NULL; }
+    post(w, &done, 1);
+    return NULL;
+}

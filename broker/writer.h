@@ -1,0 +1,118 @@
+/*
+ * broker/writer.h — the storage thread: owns the store and the scheduler,
+ * runs storage jobs in groups and commits each group once (group commit).
+ *
+ * The event loop turns every command that touches the store into a job_t and
+ * submits it. The storage thread takes ALL queued jobs at once, runs them in
+ * order (their writes join the store's pending batch), runs due scheduler
+ * work, retries parked jobs that may now succeed, then commits once — synced
+ * under `fsync always` — and only then posts the jobs back to the loop, whose
+ * callback sends the replies. While one group syncs, the loop keeps reading
+ * and queueing the next one. So a SEND's id reaches the client only after the
+ * message is durable, and N pipelined SENDs cost one fsync.
+ *
+ * Timers, not polling: between groups the thread sleeps on a condition
+ * variable until min(next level head / lease deadline, the earliest parked
+ * job's deadline, maintenance), or until a job arrives.
+ *
+ * A job may PARK (PULL BLOCK with nothing ready): the writer keeps it, asks
+ * its wake() after every group whether trying again is worthwhile (an
+ * in-memory check), re-runs exec() then, and calls expire() at its deadline.
+ * writer_cancel() drops the parked jobs of a closed connection (no reply).
+ *
+ * Threads: writer_new/start/submit/cancel/stop/free and the done callback run
+ * on the loop thread; exec/wake/expire and the accessors marked "storage
+ * thread" run on the storage thread. complete() runs on the loop thread.
+ */
+#ifndef HG_BROKER_WRITER_H
+#define HG_BROKER_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <event2/event.h>
+
+#include "broker/metrics.h"
+#include "levels/sched.h"
+#include "levels/store.h"
+#include "proto/resp.h"
+
+typedef struct writer writer_t;
+typedef struct job job_t;
+
+typedef enum job_result {
+    JOB_DONE = 0,   /* reply written: post it */
+    JOB_PARK = 1    /* nothing to do yet: keep it (see wake/expire) */
+} job_result_t;
+
+#define JOB_CANCEL_KIND 1   /* internal: drop parked jobs of conn_id */
+
+struct job {
+    job_t *next, *prev;                             /* owned by whoever holds the job */
+    /* Storage thread: do the work, write the reply into reply (protocol
+     * `proto`). May return JOB_PARK only when block_ms was set by its owner
+     * (block_set). */
+    job_result_t (*exec)(job_t *j, writer_t *w);
+    /* Storage thread, parked jobs: 1 when exec may now succeed. */
+    int (*wake)(job_t *j, writer_t *w);
+    /* Storage thread: the parked job's deadline passed: write its timeout reply. */
+    void (*expire)(job_t *j, writer_t *w);
+    /* Loop thread, optional: runs on completion before the reply is used. */
+    void (*complete)(job_t *j);
+    uint64_t conn_id;        /* the connection the reply goes to (0: none) */
+    uint64_t seq;            /* its reply slot */
+    int proto;               /* RESP_PROTO_2 / RESP_PROTO_3 for the reply */
+    int kind;                /* 0, or JOB_CANCEL_KIND */
+    int failed;              /* set by the writer: the reply is an error it wrote */
+    int block_set;           /* 1: may park */
+    uint64_t block_ms;       /* with block_set: how long; 0 = forever */
+    uint64_t deadline_mono;  /* writer-private: parked deadline (monotonic ms), 0 = none */
+    int parked;              /* writer-private */
+    resp_buf_t reply;        /* the reply bytes (RESP), or text for complete() */
+};
+
+/* Called on the loop thread with each finished job; the callee owns it. */
+typedef void (*writer_done_fn)(job_t *j, void *ctx);
+/* Called on the loop thread once, after writer_stop's work is done. */
+typedef void (*writer_stopped_fn)(void *ctx);
+
+/* Free a job: its reply buffer and the job itself (one allocation). */
+void job_free(job_t *j);
+
+/* Create a writer for an open store (it takes ownership; opts is copied and
+ * used to reopen a store whose commit failed). Completions are delivered on
+ * base's thread through done(). Never fails (aborts on out-of-memory). */
+writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_base *base,
+                     writer_done_fn done, writer_stopped_fn stopped, void *ctx);
+
+/* Start the thread. 0, or -1 with the cause in err. */
+int writer_start(writer_t *w, char *err, size_t errlen);
+
+/* Queue a job (loop thread). The writer owns it until done() hands it back. */
+void writer_submit(writer_t *w, job_t *j);
+
+/* Cancel the parked jobs of a connection that closed (loop thread). */
+void writer_cancel(writer_t *w, uint64_t conn_id);
+
+/* Ask the thread to finish: run every queued job, answer parked jobs with
+ * their timeout reply, commit, close the store; then stopped() is called on
+ * the loop thread. Submit nothing after this. */
+void writer_stop(writer_t *w);
+
+/* Join the thread (after stopped()) and free everything. */
+void writer_free(writer_t *w);
+
+/* Loop thread: 1 when the storage side is healthy, else 0 with the reason. */
+int writer_healthy(writer_t *w, char *why, size_t whylen);
+
+/* Loop thread: jobs queued and parked right now (approximate). */
+size_t writer_queued(writer_t *w);
+size_t writer_parked(writer_t *w);
+
+/* ---- storage thread only --------------------------------------------------- */
+store_t *writer_store(writer_t *w);
+sched_t *writer_sched(writer_t *w);
+storage_stats_t *writer_stats(writer_t *w);
+uint64_t writer_now(writer_t *w);          /* wall-clock ms (the scheduler's clock) */
+
+#endif

@@ -1,0 +1,713 @@
+/*
+ * consumer/client.c — one connection to an Hourglass broker.
+ *
+ * A client is a URI, options and at most one TCP socket. The socket is
+ * non-blocking and every wait is a poll() with a deadline, so no call can
+ * hang longer than its timeouts (getaddrinfo aside: the system resolver has
+ * its own timeouts).
+ *
+ * Life of a call:
+ *   client_ensure     a live socket, or connect: getaddrinfo, then each
+ *                     address with connect_timeout_ms, then AUTH when the URI
+ *                     has credentials. A failed round is retried after
+ *                     hg_backoff_delay(reconnect_backoff, k). A socket the
+ *                     broker closed while we were idle (restart, idle
+ *                     timeout) is detected before anything is written
+ *                     (poll + MSG_PEEK sees EOF), so it is replaced without
+ *                     any doubt about a half-sent command.
+ *   client_exchange   writes the request bytes and reads replies in the same
+ *                     poll loop (a big pipeline never deadlocks against the
+ *                     broker's own backpressure), parsing each reply with
+ *                     proto/resp.h as soon as it is whole. The read timeout
+ *                     is an inactivity timeout: any byte of progress resets
+ *                     it. Any failure closes the socket: after a timeout or a
+ *                     malformed reply the stream position is unknown.
+ *
+ * Invariant: when fd >= 0 no reply is outstanding (every exchange either read
+ * all its replies or closed the socket), so the bytes in `in` beyond in_off
+ * are always empty between calls.
+ *
+ * Errors: every public call clears the client's error first and sets it once,
+ * at the point of failure, with the cause ("cannot connect to h:p: ...").
+ * Threading: one thread at a time per client; no globals besides the
+ * per-thread random state of backoff.c.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "consumer/client.h"
+#include "consumer/backoff.h"
+#include "consumer/uri.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CLIENT_READ_CHUNK (64u * 1024)  /* bytes reserved per recv */
+#define CLIENT_MAX_RESENDS 3            /* resends of one command per call */
+
+struct hg_client {
+    uri_t uri;
+    hg_client_opts_t opts;
+    char address[URI_HOST_MAX + 16];   /* "host:port" or "[v6]:port" */
+    int fd;                            /* -1 when disconnected */
+    int wake_fd;                       /* -1, or readable = stop */
+    resp_buf_t in;                     /* bytes received */
+    size_t in_off;                     /* parsed up to here */
+    resp_buf_t out;                    /* request scratch for client_call */
+    unsigned connects;                 /* successful connections so far */
+    hg_err_t errcode;
+    char errmsg[HG_ERRMSG_MAX];
+};
+
+/* The public reply type is resp_reply_t itself, behind an opaque name: the
+ * accessors cast, and the enum values are kept identical. */
+_Static_assert((int)HG_REPLY_STATUS == (int)RESP_REPLY_STATUS &&
+               (int)HG_REPLY_ERROR == (int)RESP_REPLY_ERROR &&
+               (int)HG_REPLY_INTEGER == (int)RESP_REPLY_INTEGER &&
+               (int)HG_REPLY_STRING == (int)RESP_REPLY_BULK &&
+               (int)HG_REPLY_NIL == (int)RESP_REPLY_NIL &&
+               (int)HG_REPLY_ARRAY == (int)RESP_REPLY_ARRAY &&
+               (int)HG_REPLY_MAP == (int)RESP_REPLY_MAP &&
+               (int)HG_REPLY_SET == (int)RESP_REPLY_SET &&
+               (int)HG_REPLY_PUSH == (int)RESP_REPLY_PUSH &&
+               (int)HG_REPLY_DOUBLE == (int)RESP_REPLY_DOUBLE &&
+               (int)HG_REPLY_BOOL == (int)RESP_REPLY_BOOL &&
+               (int)HG_REPLY_BIGNUM == (int)RESP_REPLY_BIGNUM &&
+               (int)HG_REPLY_VERBATIM == (int)RESP_REPLY_VERBATIM,
+               "hg_reply_type_t must mirror resp_reply_type_t");
+
+/* ------------------------------------------------------------------------
+ * Small helpers
+ * ------------------------------------------------------------------------ */
+
+void *client_xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n, size);
+    if (p == NULL) {
+        fprintf(stderr, "hourglass: out of memory (%zu bytes)\n", n * size);
+        abort();
+    }
+    return p;
+}
+
+uint64_t client_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds left until deadline (0 = none: -1 for poll), capped for poll. */
+static int poll_timeout(uint64_t deadline)
+{
+    uint64_t now;
+    if (deadline == 0)
+        return -1;
+    now = client_now_ms();
+    if (now >= deadline)
+        return 0;
+    return deadline - now > 1000000 ? 1000000 : (int)(deadline - now);
+}
+
+int client_sleep(int wake_fd, uint64_t ms)
+{
+    uint64_t deadline = client_now_ms() + ms;
+
+    for (;;) {
+        struct pollfd p = { wake_fd, POLLIN, 0 };
+        int left = poll_timeout(deadline), n;
+        if (left == 0)
+            return 0;
+        n = poll(&p, wake_fd >= 0 ? 1 : 0, left);
+        if (n > 0)
+            return -1;
+        if (n < 0 && errno != EINTR)
+            return 0;
+    }
+}
+
+static int woken(int wake_fd)
+{
+    struct pollfd p = { wake_fd, POLLIN, 0 };
+    return wake_fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+hg_err_t client_fail(hg_client_t *c, hg_err_t code, const char *fmt, ...)
+{
+    va_list ap;
+
+    c->errcode = code;
+    va_start(ap, fmt);
+    vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void client_clear_error(hg_client_t *c)
+{
+    c->errcode = HG_OK;
+    c->errmsg[0] = '\0';
+}
+
+hg_err_t client_fail_reply(hg_client_t *c, const resp_reply_t *r)
+{
+    return client_fail(c, HG_ERR_SERVER, "%.*s", (int)(r->len > 250 ? 250 : r->len),
+                       r->str != NULL ? r->str : "");
+}
+
+static void fill_error(hg_error_t *err, hg_err_t code, const char *msg)
+{
+    if (err == NULL)
+        return;
+    err->code = code;
+    snprintf(err->message, sizeof(err->message), "%s", msg);
+}
+
+const char *hg_strerror(hg_err_t code)
+{
+    switch (code) {
+    case HG_OK: return "success";
+    case HG_ERR_ARG: return "invalid argument";
+    case HG_ERR_URI: return "bad URI";
+    case HG_ERR_UNSUPPORTED: return "not supported";
+    case HG_ERR_CONNECT: return "cannot connect";
+    case HG_ERR_IO: return "connection lost";
+    case HG_ERR_TIMEOUT: return "timed out";
+    case HG_ERR_PROTOCOL: return "protocol error";
+    case HG_ERR_SERVER: return "broker error";
+    case HG_ERR_AUTH: return "authentication failed";
+    case HG_ERR_STOPPED: return "stopped";
+    case HG_ERR_SYSTEM: return "system error";
+    }
+    return "unknown error";
+}
+
+/* ------------------------------------------------------------------------
+ * Options, creation
+ * ------------------------------------------------------------------------ */
+
+void hg_client_opts_init(hg_client_opts_t *opts)
+{
+    memset(opts, 0, sizeof(*opts));
+    opts->connect_timeout_ms = 5000;
+    opts->read_timeout_ms = 10000;
+    opts->reconnect = 1;
+    opts->reconnect_backoff.base_ms = 100;
+    opts->reconnect_backoff.factor = 2.0;
+    opts->reconnect_backoff.cap_ms = 5000;
+    opts->reconnect_backoff.attempts = 5;
+    opts->reconnect_backoff.jitter = 0.2;
+    opts->resend_sends = 1;
+}
+
+hg_err_t client_create(const char *uri, const hg_client_opts_t *opts,
+                       hg_client_t **out, hg_error_t *err)
+{
+    char msg[HG_ERRMSG_MAX], why[HG_ERRMSG_MAX - 32];
+    hg_client_t *c;
+    uri_t u;
+
+    *out = NULL;
+    if (uri_parse(uri, HG_DEFAULT_PORT, &u, why, sizeof(why)) < 0) {
+        snprintf(msg, sizeof(msg), "bad URI: %s", why);
+        fill_error(err, HG_ERR_URI, msg);
+        return HG_ERR_URI;
+    }
+    if (u.tls) {
+        fill_error(err, HG_ERR_UNSUPPORTED,
+                   "hourglass+tls:// is not supported yet: TLS arrives with the security issue");
+        return HG_ERR_UNSUPPORTED;
+    }
+    if (opts != NULL) {
+        if (opts->connect_timeout_ms == 0) {
+            fill_error(err, HG_ERR_ARG, "connect_timeout_ms must be greater than 0");
+            return HG_ERR_ARG;
+        }
+        if (backoff_check(&opts->reconnect_backoff, "reconnect_backoff", why, sizeof(why)) < 0) {
+            fill_error(err, HG_ERR_ARG, why);
+            return HG_ERR_ARG;
+        }
+    }
+
+    c = client_xcalloc(1, sizeof(*c));
+    c->uri = u;
+    if (opts != NULL)
+        c->opts = *opts;
+    else
+        hg_client_opts_init(&c->opts);
+    if (strchr(u.host, ':') != NULL)
+        snprintf(c->address, sizeof(c->address), "[%s]:%d", u.host, u.port);
+    else
+        snprintf(c->address, sizeof(c->address), "%s:%d", u.host, u.port);
+    c->fd = -1;
+    c->wake_fd = -1;
+    resp_buf_init(&c->in);
+    resp_buf_init(&c->out);
+    memset(&u, 0, sizeof(u)); /* do not leave the password on the stack */
+    *out = c;
+    return HG_OK;
+}
+
+void client_set_wake_fd(hg_client_t *c, int fd)
+{
+    c->wake_fd = fd;
+}
+
+const hg_client_opts_t *client_opts(const hg_client_t *c)
+{
+    return &c->opts;
+}
+
+unsigned client_connect_count(const hg_client_t *c)
+{
+    return c->connects;
+}
+
+void client_disconnect(hg_client_t *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    resp_buf_clear(&c->in);
+    c->in_off = 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Connecting
+ * ------------------------------------------------------------------------ */
+
+/* One TCP connect to one address within the connect timeout. Returns the
+ * socket, or -1 with errno-style cause in *why. */
+static int connect_one(const struct addrinfo *ai, uint32_t timeout_ms, int *why)
+{
+    int fd, one = 1, soerr = 0;
+    socklen_t sl = sizeof(soerr);
+
+    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+        *why = errno;
+        return -1;
+    }
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        uint64_t deadline;
+        if (errno != EINPROGRESS) {
+            *why = errno;
+            close(fd);
+            return -1;
+        }
+        deadline = client_now_ms() + timeout_ms;
+        for (;;) {
+            struct pollfd p = { fd, POLLOUT, 0 };
+            int n = poll(&p, 1, poll_timeout(deadline));
+            if (n > 0)
+                break;
+            if (n == 0) {
+                *why = ETIMEDOUT;
+                close(fd);
+                return -1;
+            }
+            if (errno != EINTR) {
+                *why = errno;
+                close(fd);
+                return -1;
+            }
+        }
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0) {
+            *why = soerr != 0 ? soerr : errno;
+            close(fd);
+            return -1;
+        }
+    }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return fd;
+}
+
+/* One connection round: resolve, try each address, AUTH. Returns HG_OK or
+ * HG_ERR_CONNECT / HG_ERR_AUTH with the error set. */
+static hg_err_t connect_round(hg_client_t *c)
+{
+    struct addrinfo hints, *res = NULL;
+    char port[8];
+    int rc, why = 0;
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    /* No AI_ADDRCONFIG: with only a loopback interface (a container, a CI
+     * namespace) glibc would then refuse even "localhost". */
+    snprintf(port, sizeof(port), "%d", c->uri.port);
+    rc = getaddrinfo(c->uri.host, port, &hints, &res);
+    if (rc != 0)
+        return client_fail(c, HG_ERR_CONNECT, "cannot resolve host '%s': %s", c->uri.host,
+                           rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+    for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
+        c->fd = connect_one(ai, c->opts.connect_timeout_ms, &why);
+        if (c->fd >= 0)
+            break;
+    }
+    freeaddrinfo(res);
+    if (c->fd < 0)
+        return client_fail(c, HG_ERR_CONNECT, "cannot connect to %s: %s", c->address,
+                           why == ETIMEDOUT ? "connection timed out" : strerror(why));
+    resp_buf_clear(&c->in);
+    c->in_off = 0;
+
+    if (c->uri.has_auth) {
+        const char *argv[3] = { "AUTH", c->uri.user, c->uri.password };
+        resp_buf_t req = RESP_BUF_INIT; /* not c->out: it may hold the caller's request */
+        resp_reply_t *reply = NULL;
+        size_t got = 0;
+        hg_err_t e;
+
+        resp_add_command(&req, 3, argv, NULL);
+        e = client_exchange(c, req.data, req.len, 1, &reply, &got, 0, 0);
+        memset(req.data, 0, req.len); /* the password */
+        resp_buf_free(&req);
+        if (e != HG_OK)
+            return client_fail(c, HG_ERR_CONNECT, "cannot connect to %s: during AUTH: %s",
+                               c->address, c->errmsg);
+        if (reply->type == RESP_REPLY_ERROR) {
+            client_fail(c, HG_ERR_AUTH, "authentication as '%s' failed: %.*s", c->uri.user,
+                        (int)(reply->len > 200 ? 200 : reply->len), reply->str);
+            resp_reply_free(reply);
+            client_disconnect(c);
+            return HG_ERR_AUTH;
+        }
+        resp_reply_free(reply);
+    }
+    c->connects++;
+    return HG_OK;
+}
+
+/* 1 when the idle socket is still usable: no EOF or error pending. */
+static int socket_alive(hg_client_t *c)
+{
+    struct pollfd p = { c->fd, POLLIN, 0 };
+    char byte;
+    ssize_t n;
+
+    if (poll(&p, 1, 0) <= 0)
+        return 1;                        /* nothing pending: alive */
+    if (p.revents & (POLLERR | POLLNVAL))
+        return 0;
+    n = recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0)
+        return 0;                        /* EOF: the broker closed it */
+    if (n < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    return 1; /* unsolicited bytes (a RESP3 push): read with the next reply */
+}
+
+hg_err_t client_ensure(hg_client_t *c)
+{
+    const hg_backoff_t *b = &c->opts.reconnect_backoff;
+    unsigned attempt = 0;
+    hg_err_t e;
+
+    if (c->fd >= 0) {
+        if (socket_alive(c))
+            return HG_OK;
+        client_disconnect(c);
+    }
+    for (;;) {
+        e = connect_round(c);
+        if (e == HG_OK || e == HG_ERR_AUTH)
+            return e;
+        if (!c->opts.reconnect || (b->attempts > 0 && attempt >= (unsigned)b->attempts)) {
+            if (attempt > 0) {
+                size_t len = strlen(c->errmsg);
+                snprintf(c->errmsg + len, sizeof(c->errmsg) - len, " (after %u attempts)", attempt + 1);
+            }
+            return e;
+        }
+        if (client_sleep(c->wake_fd, hg_backoff_delay(b, attempt, NULL, NULL)) < 0)
+            return client_fail(c, HG_ERR_STOPPED, "stopped while reconnecting to %s", c->address);
+        attempt++;
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * The exchange: write while reading
+ * ------------------------------------------------------------------------ */
+
+/* Parse as many whole replies as `in` holds into replies[*got..nreplies).
+ * Returns HG_OK (maybe with fewer than wanted), or HG_ERR_PROTOCOL. */
+static hg_err_t parse_replies(hg_client_t *c, size_t nreplies, resp_reply_t **replies, size_t *got)
+{
+    char why[160];
+
+    while (*got < nreplies && c->in_off < c->in.len) {
+        size_t used = 0;
+        resp_reply_t *r = NULL;
+        resp_status_t st = resp_reply_parse(c->in.data + c->in_off, c->in.len - c->in_off,
+                                            NULL, &r, &used, why, sizeof(why));
+        if (st == RESP_NEED_MORE)
+            break;
+        if (st != RESP_OK)
+            return client_fail(c, HG_ERR_PROTOCOL, "bad reply from %s: %s", c->address, why);
+        c->in_off += used;
+        if (r->type == RESP_REPLY_PUSH) { /* RESP3 out-of-band data: not a reply */
+            resp_reply_free(r);
+            continue;
+        }
+        replies[(*got)++] = r;
+    }
+    if (c->in_off == c->in.len) {
+        c->in.len = 0;
+        c->in_off = 0;
+    } else if (c->in_off > CLIENT_READ_CHUNK) {
+        resp_buf_consume(&c->in, c->in_off);
+        c->in_off = 0;
+    }
+    return HG_OK;
+}
+
+hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen,
+                         size_t nreplies, resp_reply_t **replies, size_t *got,
+                         uint32_t extra_wait_ms, int flags)
+{
+    size_t written = 0;
+    uint64_t wait_ms, deadline;
+    hg_err_t e = HG_OK;
+
+    *got = 0;
+    if (c->fd < 0)
+        return client_fail(c, HG_ERR_IO, "not connected to %s", c->address);
+    wait_ms = c->opts.read_timeout_ms == 0 ? 0 : (uint64_t)c->opts.read_timeout_ms + extra_wait_ms;
+    deadline = wait_ms == 0 ? 0 : client_now_ms() + wait_ms;
+
+    /* Bytes already received (a push before our reply) are parsed first. */
+    e = parse_replies(c, nreplies, replies, got);
+
+    while (e == HG_OK && (written < reqlen || *got < nreplies)) {
+        struct pollfd p[2];
+        int n, np = 1, left = poll_timeout(deadline);
+
+        if (left == 0) {
+            e = client_fail(c, HG_ERR_TIMEOUT, "no reply from %s within %llums", c->address,
+                            (unsigned long long)wait_ms);
+            break;
+        }
+        p[0].fd = c->fd;
+        p[0].events = (short)(POLLIN | (written < reqlen ? POLLOUT : 0));
+        p[0].revents = 0;
+        if ((flags & CLIENT_INTERRUPTIBLE) && c->wake_fd >= 0) {
+            p[1].fd = c->wake_fd;
+            p[1].events = POLLIN;
+            p[1].revents = 0;
+            np = 2;
+        }
+        n = poll(p, (nfds_t)np, left);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            e = client_fail(c, HG_ERR_IO, "poll: %s", strerror(errno));
+            break;
+        }
+        if (n == 0)
+            continue; /* the deadline check above reports it */
+        if (np == 2 && (p[1].revents & POLLIN)) {
+            e = client_fail(c, HG_ERR_STOPPED, "stopped while waiting for %s", c->address);
+            break;
+        }
+        if ((p[0].revents & POLLOUT) && written < reqlen) {
+            ssize_t w = send(c->fd, req + written, reqlen - written, MSG_NOSIGNAL);
+            if (w > 0) {
+                written += (size_t)w;
+                if (deadline != 0)
+                    deadline = client_now_ms() + wait_ms;
+            } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                e = client_fail(c, HG_ERR_IO, "connection to %s lost while sending: %s",
+                                c->address, strerror(errno));
+                break;
+            }
+        }
+        if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            char *dst = resp_buf_reserve(&c->in, CLIENT_READ_CHUNK);
+            ssize_t r = recv(c->fd, dst, CLIENT_READ_CHUNK, MSG_DONTWAIT);
+            if (r > 0) {
+                c->in.len += (size_t)r;
+                if (deadline != 0)
+                    deadline = client_now_ms() + wait_ms;
+                e = parse_replies(c, nreplies, replies, got);
+            } else if (r == 0) {
+                e = client_fail(c, HG_ERR_IO, "connection to %s closed by the broker", c->address);
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                e = client_fail(c, HG_ERR_IO, "connection to %s lost: %s", c->address,
+                                strerror(errno));
+            }
+        }
+    }
+    if (e != HG_OK)
+        client_disconnect(c);
+    return e;
+}
+
+hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv,
+                     const size_t *argvlen, int resend, uint32_t extra_wait_ms,
+                     int flags, resp_reply_t **reply)
+{
+    int resends = 0;
+    hg_err_t e;
+
+    *reply = NULL;
+    resp_buf_clear(&c->out);
+    resp_add_command(&c->out, argc, argv, argvlen);
+    for (;;) {
+        size_t got = 0;
+        e = client_ensure(c);
+        if (e != HG_OK)
+            break;
+        e = client_exchange(c, c->out.data, c->out.len, 1, reply, &got, extra_wait_ms, flags);
+        if (e != HG_ERR_IO || !resend || resends >= CLIENT_MAX_RESENDS || woken(c->wake_fd))
+            break;
+        resends++;
+    }
+    if (c->out.cap > CLIENT_READ_CHUNK)
+        resp_buf_free(&c->out); /* do not keep a big payload's buffer */
+    return e;
+}
+
+/* ------------------------------------------------------------------------
+ * Public API
+ * ------------------------------------------------------------------------ */
+
+hg_err_t hg_client_open(const char *uri, const hg_client_opts_t *opts,
+                        hg_client_t **out, hg_error_t *err)
+{
+    hg_client_t *c = NULL;
+    hg_err_t e;
+
+    if (out == NULL) {
+        fill_error(err, HG_ERR_ARG, "hg_client_open: out is NULL");
+        return HG_ERR_ARG;
+    }
+    *out = NULL;
+    e = client_create(uri, opts, &c, err);
+    if (e != HG_OK)
+        return e;
+    e = client_ensure(c);
+    if (e != HG_OK) {
+        fill_error(err, e, c->errmsg);
+        hg_client_close(c);
+        return e;
+    }
+    fill_error(err, HG_OK, "");
+    *out = c;
+    return HG_OK;
+}
+
+void hg_client_close(hg_client_t *c)
+{
+    if (c == NULL)
+        return;
+    client_disconnect(c);
+    resp_buf_free(&c->in);
+    resp_buf_free(&c->out);
+    memset(c->uri.password, 0, sizeof(c->uri.password));
+    free(c);
+}
+
+hg_err_t hg_client_errcode(const hg_client_t *c)
+{
+    return c->errcode;
+}
+
+const char *hg_client_errmsg(const hg_client_t *c)
+{
+    return c->errmsg;
+}
+
+const char *hg_client_address(const hg_client_t *c)
+{
+    return c->address;
+}
+
+hg_err_t hg_client_command(hg_client_t *c, int argc, const char *const *argv,
+                           const size_t *argvlen, hg_reply_t **reply)
+{
+    resp_reply_t *r = NULL;
+    hg_err_t e;
+
+    if (reply == NULL)
+        return HG_ERR_ARG;
+    *reply = NULL;
+    client_clear_error(c);
+    if (argc < 1 || argv == NULL)
+        return client_fail(c, HG_ERR_ARG, "hg_client_command: no command (argc %d)", argc);
+    for (int i = 0; i < argc; i++)
+        if (argv[i] == NULL)
+            return client_fail(c, HG_ERR_ARG, "hg_client_command: argv[%d] is NULL", i);
+    e = client_call(c, (size_t)argc, argv, argvlen, 0, 0, 0, &r);
+    if (e != HG_OK)
+        return e;
+    if (r->type == RESP_REPLY_ERROR) {
+        client_fail_reply(c, r);
+        resp_reply_free(r);
+        return HG_ERR_SERVER;
+    }
+    *reply = (hg_reply_t *)r;
+    return HG_OK;
+}
+
+/* --- reply accessors --- */
+
+hg_reply_type_t hg_reply_type(const hg_reply_t *r)
+{
+    return (hg_reply_type_t)((const resp_reply_t *)r)->type;
+}
+
+const char *hg_reply_str(const hg_reply_t *r, size_t *len)
+{
+    const resp_reply_t *x = (const resp_reply_t *)r;
+    if (x->str == NULL) {
+        if (len != NULL)
+            *len = 0;
+        return NULL;
+    }
+    if (len != NULL)
+        *len = x->len;
+    return x->str;
+}
+
+long long hg_reply_integer(const hg_reply_t *r)
+{
+    const resp_reply_t *x = (const resp_reply_t *)r;
+    return (x->type == RESP_REPLY_INTEGER || x->type == RESP_REPLY_BOOL) ? x->integer : 0;
+}
+
+double hg_reply_double(const hg_reply_t *r)
+{
+    const resp_reply_t *x = (const resp_reply_t *)r;
+    return x->type == RESP_REPLY_DOUBLE ? x->dval : 0.0;
+}
+
+size_t hg_reply_count(const hg_reply_t *r)
+{
+    const resp_reply_t *x = (const resp_reply_t *)r;
+    return x->elements != NULL ? x->count : 0;
+}
+
+const hg_reply_t *hg_reply_element(const hg_reply_t *r, size_t i)
+{
+    const resp_reply_t *x = (const resp_reply_t *)r;
+    if (x->elements == NULL || i >= x->count)
+        return NULL;
+    return (const hg_reply_t *)&x->elements[i];
+}
+
+void hg_reply_free(hg_reply_t *r)
+{
+    resp_reply_free((resp_reply_t *)r);
+}

@@ -1,0 +1,94 @@
+/*
+ * consumer/client.h — the connection engine of libhourglass (internal part).
+ *
+ * The public client API (hg_client_open, hg_client_command, ...) is in
+ * <hourglass/hourglass.h>. This header is what producer.c and consumer.c use
+ * inside the library: creating a client without connecting, the pipelined
+ * exchange, the per-call error, and the wake descriptor that lets a consumer
+ * stop cut blocking waits short.
+ *
+ * A client is used by one thread at a time.
+ */
+#ifndef HG_CONSUMER_CLIENT_H
+#define HG_CONSUMER_CLIENT_H
+
+#include "include/hourglass/hourglass.h"
+#include "proto/resp.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Flags of client_exchange. */
+#define CLIENT_INTERRUPTIBLE 0x1  /* the wake fd cuts the wait for replies short */
+
+/* Create a client for a URI without connecting (the first call connects).
+ * Returns HG_OK and *out, or HG_ERR_URI / HG_ERR_UNSUPPORTED / HG_ERR_ARG
+ * with err filled. */
+hg_err_t client_create(const char *uri, const hg_client_opts_t *opts,
+                       hg_client_t **out, hg_error_t *err);
+
+/* Use fd (or -1 for none) as the wake descriptor: when it is readable,
+ * backoff sleeps and CLIENT_INTERRUPTIBLE waits end with HG_ERR_STOPPED.
+ * The client never reads or closes it. */
+void client_set_wake_fd(hg_client_t *c, int fd);
+
+/* Make sure the client is connected: reuse a live connection (one that the
+ * broker closed while idle is noticed here and replaced, nothing was sent
+ * on it), else connect (and AUTH), retrying with the reconnect backoff per
+ * the options. Returns HG_OK, HG_ERR_CONNECT, HG_ERR_AUTH or HG_ERR_STOPPED
+ * (the error is set on the client). */
+hg_err_t client_ensure(hg_client_t *c);
+
+/* Write the request bytes req[0..reqlen) (one or more commands) and read
+ * nreplies replies into replies[0..nreplies), reading while writing so a big
+ * pipeline never deadlocks. extra_wait_ms is added to the read timeout (a
+ * blocking PULL). The client must be connected (client_ensure).
+ * Returns HG_OK with every reply set (the caller frees each with
+ * resp_reply_free); or HG_ERR_IO / HG_ERR_TIMEOUT / HG_ERR_PROTOCOL /
+ * HG_ERR_STOPPED with the connection closed, the first *got replies set
+ * (the caller frees them) and the error set on the client. */
+hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen,
+                         size_t nreplies, resp_reply_t **replies, size_t *got,
+                         uint32_t extra_wait_ms, int flags);
+
+/* One command, one reply: client_ensure, then client_exchange; when resend
+ * is nonzero and the connection broke before the reply, reconnect and send
+ * again (at most a few times). A reply that is an error is returned as a
+ * reply (type RESP_REPLY_ERROR): callers decide. Returns as client_exchange
+ * (plus client_ensure's errors); on success *reply is set. */
+hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv,
+                     const size_t *argvlen, int resend, uint32_t extra_wait_ms,
+                     int flags, resp_reply_t **reply);
+
+/* Close the connection (the client stays usable: the next call reconnects). */
+void client_disconnect(hg_client_t *c);
+
+/* Set the client's error (code and printf message) and return code. */
+hg_err_t client_fail(hg_client_t *c, hg_err_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Clear the client's error (start of a public call). */
+void client_clear_error(hg_client_t *c);
+
+/* Turn an error reply into HG_ERR_SERVER with its text as the message.
+ * Returns HG_ERR_SERVER. */
+hg_err_t client_fail_reply(hg_client_t *c, const resp_reply_t *r);
+
+/* The client's options (as given to create, defaults filled in). */
+const hg_client_opts_t *client_opts(const hg_client_t *c);
+
+/* The number of successful connections so far (1 after the first). */
+unsigned client_connect_count(const hg_client_t *c);
+
+/* Sleep ms milliseconds, returning early with -1 when wake_fd (may be -1)
+ * becomes readable; 0 after the full sleep. */
+int client_sleep(int wake_fd, uint64_t ms);
+
+/* calloc that aborts with a message on out of memory (the library's one
+ * allocation wrapper, STYLE.md §4). */
+void *client_xcalloc(size_t n, size_t size);
+
+/* Monotonic milliseconds. */
+uint64_t client_now_ms(void);
+
+#endif

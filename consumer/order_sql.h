@@ -1,0 +1,64 @@
+/*
+ * consumer/order_sql.h — internals shared by the order-cancel files of
+ * libhourglass (not installed).
+ *
+ * order_sql.c:    the SQL lexer — placeholders of a configured statement
+ *                 (? = order id, :reason), translation to the server's '?'
+ *                 form, splitting a script into statements.
+ * order_cancel.c: the hg_order_db handle; order_db_mysql hands its
+ *                 connection to the schema helpers.
+ * order_schema.c: the compiled-in reference schema, seed, invariant check.
+ */
+#ifndef HG_CONSUMER_ORDER_SQL_H
+#define HG_CONSUMER_ORDER_SQL_H
+
+#include "include/hourglass/order.h"
+
+#include <stddef.h>
+
+#include <mysql.h>
+
+#define ORDER_SQL_MAX_PARAMS 16
+
+typedef enum order_sql_param {
+    ORDER_SQL_PARAM_ORDER_ID, /* '?' in the configured text */
+    ORDER_SQL_PARAM_REASON    /* ':reason' in the configured text */
+} order_sql_param_t;
+
+/* A configured statement translated for mysql_stmt_prepare: every
+ * placeholder is '?', kinds[i] says what the i-th one binds. */
+typedef struct order_sql_text {
+    char *sql;             /* malloc'd; free with order_sql_text_free */
+    int nparams;
+    order_sql_param_t kinds[ORDER_SQL_MAX_PARAMS];
+} order_sql_text_t;
+
+/* Check text for field (see hg_order_sql_check) and, when out is not NULL,
+ * translate it into *out (out->sql malloc'd). allow_reason: whether :reason
+ * may appear. Returns 0 / -1 with err starting with the field name. */
+int order_sql_translate(const char *field, const char *text, int allow_reason, order_sql_text_t *out,
+                     char *err, size_t errlen);
+void order_sql_text_free(order_sql_text_t *t);
+
+/* Iterate over the top-level statements of a script: each call finds the
+ * next statement at or after *pos (comments and blanks around it skipped,
+ * its ';' excluded), stores its start and length and advances *pos. Returns
+ * 1 when a statement was found, 0 at the end, -1 on an unterminated quote or
+ * comment (err says where). */
+int order_sql_next_statement(const char *script, size_t *pos, const char **stmt, size_t *len,
+                          char *err, size_t errlen);
+
+/* The handle's connection, connecting first if it has none. NULL with err
+ * filled when it cannot connect. For the schema helpers only: they run plain
+ * queries and must end every transaction they start. */
+MYSQL *order_db_mysql(hg_order_db *db, hg_order_error_t *err);
+
+/* Fill err from a connection's or a statement's error, prefixed with what
+ * (e.g. "claim-sql"). Either m or st may be NULL (st wins when both). */
+void order_error_set_mysql(hg_order_error_t *err, const char *what, MYSQL *m, MYSQL_STMT *st);
+
+/* Fill err with code 0 and a formatted message. */
+void order_error_set(hg_order_error_t *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,252 @@
+/*
+ * consumer/uri.c — the broker URI parser (contract in uri.h).
+ *
+ * Grammar (a strict subset of RFC 3986):
+ *   uri       = scheme "://" [ userinfo "@" ] host [ ":" port ] [ "/" ]
+ *   scheme    = "hourglass" | "hourglass+tls"          (case-insensitive)
+ *   userinfo  = user ":" password   (both percent-decoded; user non-empty)
+ *   host      = reg-name | IPv4 | "[" IPv6 "]"
+ *   port      = 1*5DIGIT, 1..65535
+ * Query strings, fragments and paths other than "/" are refused rather than
+ * ignored, so a typo never silently connects somewhere else. Messages never
+ * contain the password. Pure, no allocation, thread-safe.
+ */
+#include "consumer/uri.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Write the message and return -1. */
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err != NULL && errlen > 0) {
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static int hex_value(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Characters allowed unencoded in userinfo (RFC 3986 unreserved and
+ * sub-delims; ':' only in the password since the first one splits). */
+static int userinfo_char(int c)
+{
+    return isalnum(c) || strchr("-._~!$&'()*+,;=", c) != NULL;
+}
+
+/* Percent-decode src[0..n) into dst[dstlen]. what names the part for
+ * messages ("the user name", "the password"); show says whether the text may
+ * be echoed (never for the password). Returns 0 / -1. */
+static int decode_part(const char *src, size_t n, char *dst, size_t dstlen,
+                       const char *what, int show, int allow_colon,
+                       char *err, size_t errlen)
+{
+    size_t out = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)src[i];
+        if (c == '%') {
+            int hi = i + 1 < n ? hex_value((unsigned char)src[i + 1]) : -1;
+            int lo = i + 2 < n ? hex_value((unsigned char)src[i + 2]) : -1;
+            if (hi < 0 || lo < 0) {
+                if (show)
+                    return fail(err, errlen, "bad percent-escape '%.*s' in %s (want %%XX, two hex digits)",
+                                (int)(n - i < 3 ? n - i : 3), src + i, what);
+                return fail(err, errlen, "bad percent-escape in %s (want %%XX, two hex digits)", what);
+            }
+            c = (unsigned char)(hi * 16 + lo);
+            if (c == 0)
+                return fail(err, errlen, "%%00 (a NUL byte) in %s is not allowed", what);
+            i += 2;
+        } else if (!(userinfo_char(c) || (allow_colon && c == ':'))) {
+            if (show && isprint(c))
+                return fail(err, errlen, "invalid character '%c' in %s (percent-encode it)", c, what);
+            return fail(err, errlen, "invalid character 0x%02x in %s (percent-encode it)", c, what);
+        }
+        if (out + 1 >= dstlen)
+            return fail(err, errlen, "%s is longer than %zu bytes", what, dstlen - 1);
+        dst[out++] = (char)c;
+    }
+    dst[out] = '\0';
+    return 0;
+}
+
+/* A registered name or IPv4 address: letters, digits, '-', '.', '_'. */
+static int check_reg_name(const char *h, size_t n, char *err, size_t errlen)
+{
+    if (n >= URI_HOST_MAX - 2)
+        return fail(err, errlen, "host name is longer than %d bytes", URI_HOST_MAX - 3);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)h[i];
+        if (c == ':')
+            return fail(err, errlen, "unexpected ':' in host '%.*s' (an IPv6 address goes in brackets: [::1])",
+                        (int)n, h);
+        if (!(isalnum(c) || c == '-' || c == '.' || c == '_')) {
+            if (isprint(c))
+                return fail(err, errlen, "invalid character '%c' in host '%.*s'", c, (int)n, h);
+            return fail(err, errlen, "invalid character 0x%02x in host", c);
+        }
+    }
+    return 0;
+}
+
+/* Parse the port text p[0..n). Returns 0 / -1. */
+static int parse_port(const char *p, size_t n, int *port, char *err, size_t errlen)
+{
+    long v = 0;
+
+    if (n == 0)
+        return fail(err, errlen, "empty port after ':' (want 1..65535)");
+    if (n > 5)
+        return fail(err, errlen, "bad port '%.*s' (want 1..65535)", (int)(n > 20 ? 20 : n), p);
+    for (size_t i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)p[i]))
+            return fail(err, errlen, "bad port '%.*s' (want 1..65535)", (int)n, p);
+        v = v * 10 + (p[i] - '0');
+    }
+    if (v < 1 || v > 65535)
+        return fail(err, errlen, "bad port '%.*s' (want 1..65535)", (int)n, p);
+    *port = (int)v;
+    return 0;
+}
+
+int uri_parse(const char *text, int default_port, uri_t *out, char *err, size_t errlen)
+{
+    const char *sep, *auth, *auth_end, *at, *host, *host_end, *port = NULL;
+    size_t scheme_len;
+    uri_t u;
+
+    memset(out, 0, sizeof(*out));
+    memset(&u, 0, sizeof(u));
+    if (text == NULL || *text == '\0')
+        return fail(err, errlen, "empty URI (want hourglass://host[:port])");
+
+    sep = strstr(text, "://");
+    if (sep == NULL)
+        return fail(err, errlen, "missing scheme (want hourglass://host[:port])");
+    scheme_len = (size_t)(sep - text);
+    if (scheme_len == 9 && strncasecmp(text, "hourglass", 9) == 0)
+        u.tls = 0;
+    else if (scheme_len == 13 && strncasecmp(text, "hourglass+tls", 13) == 0)
+        u.tls = 1;
+    else
+        return fail(err, errlen, "unsupported scheme '%.*s' (want hourglass:// or hourglass+tls://)",
+                    (int)(scheme_len > 40 ? 40 : scheme_len), text);
+
+    /* The authority runs to the first '/', '?' or '#'. */
+    auth = sep + 3;
+    auth_end = auth + strcspn(auth, "/?#");
+    if (*auth_end == '/') {
+        if (auth_end[1] != '\0')
+            return fail(err, errlen, "unexpected path '%.40s' (a broker URI has no path)", auth_end);
+    } else if (*auth_end == '?') {
+        return fail(err, errlen, "unexpected query '%.40s' (a broker URI takes no options)", auth_end);
+    } else if (*auth_end == '#') {
+        return fail(err, errlen, "unexpected fragment '%.40s'", auth_end);
+    }
+
+    /* userinfo */
+    host = auth;
+    at = memchr(auth, '@', (size_t)(auth_end - auth));
+    if (at != NULL) {
+        const char *colon;
+        if (memchr(at + 1, '@', (size_t)(auth_end - at - 1)) != NULL)
+            return fail(err, errlen, "more than one '@' (percent-encode '@' in a password as %%40)");
+        colon = memchr(auth, ':', (size_t)(at - auth));
+        if (colon == auth || at == auth)
+            return fail(err, errlen, "empty user name before '@'");
+        if (colon == NULL) {
+            if (decode_part(auth, (size_t)(at - auth), u.user, sizeof(u.user), "the user name", 1, 0,
+                            err, errlen) < 0)
+                return -1;
+            return fail(err, errlen, "missing password for user '%s' (want user:pass@host)", u.user);
+        }
+        if (decode_part(auth, (size_t)(colon - auth), u.user, sizeof(u.user), "the user name", 1, 0,
+                        err, errlen) < 0)
+            return -1;
+        if (colon + 1 == at)
+            return fail(err, errlen, "empty password for user '%s'", u.user);
+        if (decode_part(colon + 1, (size_t)(at - colon - 1), u.password, sizeof(u.password),
+                        "the password", 0, 1, err, errlen) < 0)
+            return -1;
+        u.has_auth = 1;
+        host = at + 1;
+    }
+
+    /* host [":" port] */
+    if (host == auth_end)
+        return fail(err, errlen, "missing host");
+    if (*host == '[') {
+        char addr6[URI_HOST_MAX];
+        struct in6_addr a6;
+        const char *close = memchr(host, ']', (size_t)(auth_end - host));
+        size_t n;
+        if (close == NULL)
+            return fail(err, errlen, "'[' without ']' in host (want [IPv6]:port)");
+        n = (size_t)(close - host - 1);
+        if (n == 0)
+            return fail(err, errlen, "missing host: empty brackets");
+        if (n >= sizeof(addr6))
+            return fail(err, errlen, "IPv6 address too long");
+        memcpy(addr6, host + 1, n);
+        addr6[n] = '\0';
+        if (inet_pton(AF_INET6, addr6, &a6) != 1)
+            return fail(err, errlen, "bad IPv6 address '%s'", addr6);
+        memcpy(u.host, addr6, n + 1);
+        host_end = close + 1;
+        if (host_end < auth_end) {
+            if (*host_end != ':')
+                return fail(err, errlen, "unexpected '%c' after ']' (want [IPv6]:port)", *host_end);
+            port = host_end + 1;
+        }
+    } else {
+        const char *colon = memchr(host, ':', (size_t)(auth_end - host));
+        size_t n;
+        host_end = auth_end;
+        if (colon != NULL) {
+            if (memchr(colon + 1, ':', (size_t)(auth_end - colon - 1)) != NULL)
+                return fail(err, errlen, "more than one ':' in host and port (an IPv6 address goes in brackets: [::1])");
+            host_end = colon;
+            port = colon + 1;
+        }
+        n = (size_t)(host_end - host);
+        if (n == 0)
+            return fail(err, errlen, "missing host");
+        if (check_reg_name(host, n, err, errlen) < 0)
+            return -1;
+        memcpy(u.host, host, n);
+        u.host[n] = '\0';
+    }
+
+    if (port != NULL) {
+        if (parse_port(port, (size_t)(auth_end - port), &u.port, err, errlen) < 0)
+            return -1;
+    } else {
+        if (default_port < 1 || default_port > 65535)
+            return fail(err, errlen, "no port in URI and no valid default");
+        u.port = default_port;
+    }
+    *out = u;
+    return 0;
+}

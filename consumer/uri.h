@@ -1,0 +1,39 @@
+/*
+ * consumer/uri.h — parsing broker URIs (internal to libhourglass).
+ *
+ *   hourglass://[user:pass@]host[:port][/]
+ *   hourglass+tls://...        (parsed; the client refuses it until TLS exists)
+ *
+ * Strict: anything not in this grammar is refused with a message naming the
+ * bad part (never echoing the password). Pure logic, no allocation, no I/O;
+ * thread-safe.
+ */
+#ifndef HG_CONSUMER_URI_H
+#define HG_CONSUMER_URI_H
+
+#include <stddef.h>
+
+#define URI_HOST_MAX 256       /* host buffer: a DNS name is at most 253 bytes */
+#define URI_CRED_MAX 256       /* user and password buffers (decoded, NUL included) */
+
+typedef struct uri {
+    int tls;                   /* 1 for hourglass+tls:// */
+    char host[URI_HOST_MAX];   /* name, IPv4, or IPv6 without the brackets */
+    int port;                  /* 1..65535 (default_port when absent) */
+    int has_auth;              /* 1 when user:pass@ was given */
+    char user[URI_CRED_MAX];   /* percent-decoded */
+    char password[URI_CRED_MAX];
+} uri_t;
+
+/* Parse text into *out. default_port is used when the URI names no port.
+ * Returns 0, or -1 with err[errlen] (err may be NULL) naming the bad part:
+ *   "missing scheme (want hourglass://host[:port])"
+ *   "unsupported scheme 'redis' (want hourglass:// or hourglass+tls://)"
+ *   "missing host"
+ *   "bad port '65536' (want 1..65535)"
+ *   "empty user name", "missing password for user 'bob' (want user:pass@)"
+ *   "bad percent-escape '%zz' in the password", ...
+ * On failure *out is left zeroed. */
+int uri_parse(const char *text, int default_port, uri_t *out, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,463 @@
+/*
+ * <hourglass/hourglass.h> — libhourglass, the client library of Hourglass.
+ *
+ * Hourglass is a delay broker speaking the Redis protocol (RESP). This library
+ * is what an application links to talk to it:
+ *
+ *   client     hg_client_open / hg_client_command / hg_client_close: one
+ *              connection, by URI, with timeouts and automatic reconnection
+ *              (capped exponential backoff with jitter).
+ *   producer   hg_send, hg_send_many (pipelined), hg_level_for (timeout → one
+ *              delay level, RocketMQ style).
+ *   consumer   hg_consumer_new / hg_consumer_run / hg_consumer_stop: N worker
+ *              threads, each with its own connection, running PULL BLOCK →
+ *              handler → ACK / NACK, with local retries for transient failures
+ *              and lease TOUCH for slow handlers.
+ *   backoff    hg_backoff_delay: the pure delay function used for reconnects
+ *              and local retries.
+ *
+ * Conventions
+ *  - Every function that can fail returns an hg_err_t: HG_OK (0) on success,
+ *    else a code saying what kind of failure it was. The message naming the
+ *    cause is kept per handle (hg_client_errmsg, hg_consumer_last_error); functions
+ *    that have no handle yet (hg_client_open, hg_consumer_new, ...) fill a
+ *    caller-supplied hg_error_t instead (which may be NULL).
+ *  - Handles are opaque. What a function allocates and who frees it is stated
+ *    at each function. Out of memory aborts the process with a message.
+ *  - Thread safety: a client handle belongs to one thread at a time (no
+ *    internal lock; use one client per thread, or lock around it). Everything
+ *    without a handle (hg_level_for, hg_backoff_delay, hg_strerror, ...) is
+ *    thread-safe. hg_consumer_stop is safe from any thread and from a signal
+ *    handler; hg_consumer_stats from any thread.
+ *  - Times are milliseconds: durations as uint32_t/uint64_t, absolute times as
+ *    Unix epoch milliseconds (uint64_t).
+ *
+ * Link with `pkg-config --cflags --libs hourglass`.
+ */
+#ifndef HOURGLASS_HOURGLASS_H
+#define HOURGLASS_HOURGLASS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HG_VERSION_STRING "0.1.0"
+
+/* The port used when a URI names none: the broker's default listening port. */
+#define HG_DEFAULT_PORT 7379
+
+/* Buffer sizes of the fixed strings handed out (each includes the NUL). */
+#define HG_ERRMSG_MAX 256   /* an error message */
+#define HG_ID_MAX 64        /* a message id as the broker returns it */
+#define HG_REASON_MAX 256   /* a failure reason written by a handler */
+
+/* ------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------ */
+
+typedef enum hg_err {
+    HG_OK = 0,
+    HG_ERR_ARG,         /* an invalid argument or option (the message names it) */
+    HG_ERR_URI,         /* the URI does not parse (the message names the bad part) */
+    HG_ERR_UNSUPPORTED, /* a feature this version lacks (e.g. hourglass+tls://) */
+    HG_ERR_CONNECT,     /* could not connect (resolve, refuse, timeout), after
+                           the configured reconnect attempts */
+    HG_ERR_IO,          /* the connection was lost during a command; the command
+                           may or may not have been applied by the broker */
+    HG_ERR_TIMEOUT,     /* no reply within the read timeout (connection closed) */
+    HG_ERR_PROTOCOL,    /* the broker sent something that is not valid RESP or
+                           not the reply shape the command expects */
+    HG_ERR_SERVER,      /* the broker answered with an error reply (-ERR ...,
+                           -NOPERM ...); the message is that reply's text */
+    HG_ERR_AUTH,        /* AUTH with the URI's credentials was refused */
+    HG_ERR_STOPPED,     /* interrupted because a stop was requested */
+    HG_ERR_SYSTEM       /* an operating-system call failed (threads, pipes) */
+} hg_err_t;
+
+/* A code plus the message naming the cause, for functions without a handle. */
+typedef struct hg_error {
+    hg_err_t code;
+    char message[HG_ERRMSG_MAX];
+} hg_error_t;
+
+/* A short constant description of a code ("connection lost"). Never NULL. */
+const char *hg_strerror(hg_err_t code);
+
+/* ------------------------------------------------------------------------
+ * Backoff: capped exponential with jitter
+ * ------------------------------------------------------------------------ */
+
+typedef struct hg_backoff {
+    uint32_t base_ms;   /* delay before the first retry (attempt 0) */
+    double factor;      /* growth per attempt, >= 1.0 */
+    uint32_t cap_ms;    /* no delay exceeds this, >= base_ms */
+    int attempts;       /* how many retries before giving up (>= 0); for
+                           reconnects 0 means "retry forever" (see
+                           hg_client_opts_t.reconnect) */
+    double jitter;      /* 0.0 .. 1.0: the share of the delay that is random */
+} hg_backoff_t;
+
+/* A random source: returns 64 uniformly random bits. Used to make the jitter
+ * deterministic in tests. */
+typedef uint64_t (*hg_random_fn)(void *arg);
+
+/* Defaults: base 100 ms, factor 2.0, cap 10 s, attempts 5, jitter 0.2. */
+void hg_backoff_default(hg_backoff_t *b);
+
+/* The delay before retry number `attempt` (0 for the first retry):
+ *     raw   = min(cap, base * factor^attempt)
+ *     delay = raw * (1 - jitter * u),  u uniform in [0, 1) drawn from rnd
+ * so the delay lies in (raw * (1 - jitter), raw] and never exceeds the cap;
+ * jitter 0 is deterministic, jitter 1 is "full jitter". rnd NULL uses an
+ * internal per-thread generator seeded from the clock. Out-of-range fields
+ * are clamped (factor < 1 → 1, jitter into [0, 1], cap < base → base).
+ * Pure apart from rnd; thread-safe. */
+uint64_t hg_backoff_delay(const hg_backoff_t *b, unsigned attempt,
+                          hg_random_fn rnd, void *rnd_arg);
+
+/* ------------------------------------------------------------------------
+ * Client: one connection to a broker
+ * ------------------------------------------------------------------------ */
+
+typedef struct hg_client hg_client_t;
+
+typedef struct hg_client_opts {
+    uint32_t connect_timeout_ms; /* per connection attempt; default 5000 */
+    uint32_t read_timeout_ms;    /* longest wait for a reply once the command is
+                                    written (a blocking PULL adds its BLOCK time);
+                                    default 10000; 0 waits forever */
+    int reconnect;               /* 1 (default): a lost or refused connection is
+                                    retried with the backoff below before a call
+                                    fails; 0: one connection attempt per call */
+    hg_backoff_t reconnect_backoff; /* default: base 100 ms, factor 2, cap 5 s,
+                                       attempts 5, jitter 0.2 */
+    int resend_sends;            /* 1 (default): a SEND whose connection broke
+                                    before its reply arrived is sent again after
+                                    reconnecting (at-least-once: the broker may
+                                    then hold it twice); 0: fail with HG_ERR_IO */
+} hg_client_opts_t;
+
+/* Fill *opts with the defaults above. */
+void hg_client_opts_init(hg_client_opts_t *opts);
+
+/* Open a client and connect it.
+ *
+ * uri: "hourglass://[user:pass@]host[:port][/]". host is a name, an IPv4
+ * address or an IPv6 address in brackets ("[::1]"); port 1..65535, default
+ * HG_DEFAULT_PORT; user and password may use %XX escapes (for ':', '@', '/').
+ * With credentials the client sends AUTH user pass after every (re)connect.
+ * "hourglass+tls://" parses but is refused with HG_ERR_UNSUPPORTED: TLS
+ * arrives with the security issue.
+ * opts may be NULL for the defaults.
+ *
+ * Returns HG_OK and *out, a client the caller frees with hg_client_close; or
+ * HG_ERR_URI / HG_ERR_UNSUPPORTED / HG_ERR_ARG / HG_ERR_CONNECT / HG_ERR_AUTH,
+ * *out = NULL and err (may be NULL) holds the code and the cause, e.g.
+ * "bad port '65536' in URI (want 1..65535)" or
+ * "cannot connect to 127.0.0.1:7379: Connection refused (after 6 attempts)". */
+hg_err_t hg_client_open(const char *uri, const hg_client_opts_t *opts,
+                        hg_client_t **out, hg_error_t *err);
+
+/* Close the connection and free the client. NULL is fine. */
+void hg_client_close(hg_client_t *c);
+
+/* The code and message of the client's last failed call ("" / HG_OK when the
+ * last call succeeded). The string belongs to the client and stays valid
+ * until its next call. */
+hg_err_t hg_client_errcode(const hg_client_t *c);
+const char *hg_client_errmsg(const hg_client_t *c);
+
+/* "host:port" the client connects to (belongs to the client). */
+const char *hg_client_address(const hg_client_t *c);
+
+/* --- replies, for the generic command --- */
+
+typedef struct hg_reply hg_reply_t;
+
+typedef enum hg_reply_type {
+    HG_REPLY_STATUS = 1, /* +OK: string */
+    HG_REPLY_ERROR,      /* never handed out by hg_client_command (it fails
+                            with HG_ERR_SERVER); may appear inside an array */
+    HG_REPLY_INTEGER,    /* integer */
+    HG_REPLY_STRING,     /* bulk string (binary safe): string */
+    HG_REPLY_NIL,        /* null */
+    HG_REPLY_ARRAY,      /* elements */
+    HG_REPLY_MAP,        /* elements: key, value, key, value ... (RESP3) */
+    HG_REPLY_SET,        /* elements (RESP3) */
+    HG_REPLY_PUSH,       /* elements (RESP3) */
+    HG_REPLY_DOUBLE,     /* double, and string with its text */
+    HG_REPLY_BOOL,       /* integer 0 or 1 */
+    HG_REPLY_BIGNUM,     /* string: the digits */
+    HG_REPLY_VERBATIM    /* string */
+} hg_reply_type_t;
+
+/* Accessors; r must not be NULL. Strings belong to the reply tree. */
+hg_reply_type_t hg_reply_type(const hg_reply_t *r);
+/* The bytes of a string-like reply (STATUS, ERROR, STRING, DOUBLE, BIGNUM,
+ * VERBATIM), NUL-terminated after len bytes; NULL for other types. */
+const char *hg_reply_str(const hg_reply_t *r, size_t *len);
+/* INTEGER and BOOL: the value; other types 0. */
+long long hg_reply_integer(const hg_reply_t *r);
+/* DOUBLE: the value; other types 0. */
+double hg_reply_double(const hg_reply_t *r);
+/* Aggregates: the number of elements (a map counts keys and values); else 0. */
+size_t hg_reply_count(const hg_reply_t *r);
+/* Element i of an aggregate (belongs to the tree), or NULL when out of range. */
+const hg_reply_t *hg_reply_element(const hg_reply_t *r, size_t i);
+/* Free a reply tree from hg_client_command (only the root). NULL is fine. */
+void hg_reply_free(hg_reply_t *r);
+
+/* Send one command and read its reply.
+ *
+ * argv[0..argc) are the command and its arguments; argvlen gives their
+ * lengths (binary safe) or is NULL when all are C strings. If the client is
+ * disconnected it first reconnects (with backoff, per opts). The command is
+ * NOT sent again when the connection breaks after it was written (the caller
+ * knows whether it is idempotent): the call fails with HG_ERR_IO and the next
+ * call reconnects.
+ *
+ * Returns HG_OK and *reply (the caller frees it with hg_reply_free); or
+ * HG_ERR_SERVER when the broker answered an error (hg_client_errmsg is its
+ * text, e.g. "ERR unknown command 'FOO'"), HG_ERR_CONNECT, HG_ERR_IO,
+ * HG_ERR_TIMEOUT, HG_ERR_PROTOCOL, HG_ERR_ARG; *reply = NULL. */
+hg_err_t hg_client_command(hg_client_t *c, int argc, const char *const *argv,
+                           const size_t *argvlen, hg_reply_t **reply);
+
+/* ------------------------------------------------------------------------
+ * Producer
+ * ------------------------------------------------------------------------ */
+
+typedef enum hg_delay_kind {
+    HG_DELAY_NONE = 0,  /* deliver now (level 0) */
+    HG_DELAY_LEVEL,     /* value = a level 1..count of the broker's table */
+    HG_DELAY_MS,        /* value = a delay in ms (the broker rounds it up to
+                           whole seconds and chains levels to reach it) */
+    HG_DELAY_AT         /* value = an absolute Unix time in ms */
+} hg_delay_kind_t;
+
+typedef struct hg_delay {
+    hg_delay_kind_t kind;
+    uint64_t value;
+} hg_delay_t;
+
+static inline hg_delay_t hg_delay_none(void) { hg_delay_t d = { HG_DELAY_NONE, 0 }; return d; }
+static inline hg_delay_t hg_delay_level(int level) { hg_delay_t d = { HG_DELAY_LEVEL, (uint64_t)level }; return d; }
+static inline hg_delay_t hg_delay_ms(uint64_t ms) { hg_delay_t d = { HG_DELAY_MS, ms }; return d; }
+static inline hg_delay_t hg_delay_at(uint64_t unix_ms) { hg_delay_t d = { HG_DELAY_AT, unix_ms }; return d; }
+
+/* Send one message: SEND topic payload [KEY key] [LEVEL n | DELAY ms | AT ms].
+ *
+ * topic: a non-empty C string. key: a C string or NULL (no key). payload:
+ * len bytes, binary safe (len 0 allowed, payload may then be NULL).
+ * id_out: NULL, or a buffer of HG_ID_MAX bytes receiving the message id.
+ * The reply arrives only after the broker made the message durable.
+ * On a connection loss before the reply, the message is sent again after
+ * reconnecting when opts.resend_sends (the default): delivery is at least
+ * once, consumers must be idempotent.
+ *
+ * Returns HG_OK; or HG_ERR_ARG, HG_ERR_SERVER (e.g. "ERR delay 4d exceeds
+ * max-delay 3d"), HG_ERR_CONNECT, HG_ERR_IO, HG_ERR_TIMEOUT, HG_ERR_PROTOCOL
+ * with the cause in hg_client_errmsg. */
+hg_err_t hg_send(hg_client_t *c, const char *topic, const char *key,
+                 const void *payload, size_t len, hg_delay_t delay, char *id_out);
+
+/* One message of hg_send_many: inputs, then outputs filled by the call. */
+typedef struct hg_send_item {
+    const char *topic;       /* in: as hg_send */
+    const char *key;         /* in: or NULL */
+    const void *payload;     /* in */
+    size_t payload_len;      /* in */
+    hg_delay_t delay;        /* in */
+    hg_err_t err;            /* out: HG_OK, or why this one failed */
+    char id[HG_ID_MAX];      /* out: the message id when err == HG_OK */
+    char error[HG_ERRMSG_MAX]; /* out: the cause when err != HG_OK */
+} hg_send_item_t;
+
+/* Send n messages pipelined: all n SENDs are written (while replies are read
+ * as they arrive), then the n replies are matched to the items in order. Far
+ * faster than n hg_send calls: one round trip instead of n.
+ *
+ * Each item gets its own outcome (err, id or error). A broker error for one
+ * item does not stop the others. If the connection breaks, the items whose
+ * replies did not arrive are sent again after reconnecting (when
+ * opts.resend_sends), else they fail with HG_ERR_IO.
+ *
+ * Returns HG_OK when every item succeeded; otherwise the code of the first
+ * failed item (its message also in hg_client_errmsg). *ok_count (may be
+ * NULL) receives the number of items that succeeded. */
+hg_err_t hg_send_many(hg_client_t *c, hg_send_item_t *items, size_t n, size_t *ok_count);
+
+/* --- delay levels --- */
+
+typedef struct hg_levels hg_levels_t;
+
+typedef enum hg_round {
+    HG_ROUND_UP,        /* the smallest level >= timeout: never early */
+    HG_ROUND_NEAREST    /* the level closest to the timeout; ties to the larger */
+} hg_round_t;
+
+/* Parse a level table spec, e.g. "1s 5s 10s 30s 1m" (durations with units
+ * ms/s/m/h/d, blanks or commas between, strictly increasing).
+ * Returns HG_OK and *out (free with hg_levels_free), or HG_ERR_ARG with the
+ * cause in err (e.g. "level 3 (5s) is not greater than level 2 (10s)"). */
+hg_err_t hg_levels_parse(const char *spec, hg_levels_t **out, hg_error_t *err);
+
+/* Ask the broker for its table (the LEVELS command). Returns HG_OK and *out
+ * (free with hg_levels_free), or an error as hg_client_command. */
+hg_err_t hg_levels_fetch(hg_client_t *c, hg_levels_t **out);
+
+/* The number of levels, and the delay of level n (1..count; 0 out of range). */
+int hg_levels_count(const hg_levels_t *l);
+uint64_t hg_levels_delay_ms(const hg_levels_t *l, int level);
+
+/* Free a table. NULL is fine. */
+void hg_levels_free(hg_levels_t *l);
+
+/* The one level for a timeout, RocketMQ style, in the table l (NULL: the
+ * default table 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h).
+ * HG_ROUND_UP: the smallest level whose delay >= timeout_ms (a timeout above
+ * the last level gets the last level, 0 gets level 1). HG_ROUND_NEAREST: the
+ * level with the smallest |delay - timeout_ms|, ties to the larger.
+ * Returns a level in 1..count. Thread-safe. */
+int hg_level_for(const hg_levels_t *l, uint64_t timeout_ms, hg_round_t mode);
+
+/* ------------------------------------------------------------------------
+ * Consumer loop
+ * ------------------------------------------------------------------------ */
+
+typedef struct hg_consumer hg_consumer_t;
+
+/* One delivered message, as the handler sees it. Every pointer belongs to the
+ * worker and is valid only during the handler call: copy what must outlive it. */
+typedef struct hg_message {
+    const char *id;          /* the message id (for logs; the worker ACKs) */
+    const char *topic;
+    const char *key;         /* "" when the message has no key */
+    size_t key_len;
+    const void *payload;     /* payload_len bytes, followed by a NUL byte */
+    size_t payload_len;
+    unsigned reconsume;      /* earlier failures reported to the broker */
+    uint64_t due_ms;         /* when it was due (Unix ms) */
+    unsigned attempt;        /* local attempt: 0, then 1.. on local retries */
+    int worker;              /* 0 .. workers-1: the worker running the handler */
+} hg_message_t;
+
+typedef enum hg_outcome {
+    HG_DONE = 0,   /* handled: the worker ACKs it */
+    HG_RETRY,      /* transient failure: retried locally with backoff, then
+                      NACKed so the broker's level schedule takes over */
+    HG_FAIL        /* permanent failure: NACKed at once with the reason (it
+                      shows in the DLQ listing when it gets there) */
+} hg_outcome_t;
+
+/* The handler. Runs on a worker thread, up to `workers` at a time (one per
+ * worker), so it must be thread-safe across workers. reason is a buffer of
+ * reason_size (HG_REASON_MAX) bytes, "" on entry: on HG_RETRY or HG_FAIL write
+ * why (it is sent as the NACK's REASON). */
+typedef hg_outcome_t (*hg_handler_fn)(const hg_message_t *msg, char *reason,
+                                      size_t reason_size, void *arg);
+
+/* A log line from a worker: level 0 error, 1 warning, 2 info. Called from
+ * worker threads (and the lease watchdog); must be thread-safe. */
+typedef void (*hg_log_fn)(int level, const char *message, void *arg);
+
+#define HG_TOUCH_NEVER UINT32_MAX
+
+typedef struct hg_consumer_opts {
+    const char *uri;               /* required: as hg_client_open */
+    const hg_client_opts_t *client; /* NULL: defaults (timeouts, reconnect) */
+    const char *group;             /* required: the consumer group */
+    const char *topic;             /* required: the topic the group reads */
+    int workers;                   /* threads, each with its own connection;
+                                      default 1, 1..256 */
+    int count;                     /* messages per PULL; default 1, 1..1000 */
+    uint32_t block_ms;             /* PULL BLOCK: wait this long for a message;
+                                      default 5000, 1..86400000 */
+    uint32_t lease_ms;             /* PULL LEASE: time to ACK/NACK before the
+                                      broker redelivers; default 30000 */
+    uint32_t touch_interval_ms;    /* renew the lease of unfinished messages this
+                                      often (TOUCH); default 0 = lease_ms / 2;
+                                      HG_TOUCH_NEVER disables it */
+    hg_backoff_t retry;            /* local retries of HG_RETRY; default base
+                                      200 ms, factor 2, cap 5 s, attempts 3,
+                                      jitter 0.2 */
+    hg_handler_fn handler;         /* required */
+    void *handler_arg;
+    hg_log_fn log;                 /* optional; NULL: silent */
+    void *log_arg;
+} hg_consumer_opts_t;
+
+/* Fill *opts with the defaults (uri, group, topic and handler NULL). */
+void hg_consumer_opts_init(hg_consumer_opts_t *opts);
+
+/* Create a consumer. Checks the options and the URI (nothing connects yet);
+ * copies every string, so opts may be discarded afterwards.
+ * Returns HG_OK and *out (free with hg_consumer_free after hg_consumer_run
+ * returned), or HG_ERR_ARG / HG_ERR_URI / HG_ERR_UNSUPPORTED / HG_ERR_SYSTEM
+ * with the cause in err (e.g. "workers 0 out of range 1..256"). */
+hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out,
+                         hg_error_t *err);
+
+/* Run the workers and block until hg_consumer_stop. Each worker loops: PULL
+ * group topic COUNT n BLOCK ms LEASE ms; for each message call the handler;
+ * HG_DONE → ACK; HG_RETRY → call it again after hg_backoff_delay(retry, k)
+ * for k < retry.attempts, then NACK REASON; HG_FAIL → NACK REASON. While a
+ * worker holds messages, a watchdog thread TOUCHes their leases every
+ * touch_interval_ms. A lost connection is reconnected with the client's
+ * backoff, for as long as it takes; the worker never gives up on its own.
+ * On stop: the PULL waits and backoff sleeps are cut short, messages already
+ * in hand are finished (handlers are never interrupted), then the workers
+ * exit. The messages a worker could not ACK come back after their lease.
+ *
+ * Returns HG_OK after a stop; HG_ERR_ARG if it is already running or ran
+ * before (a consumer runs once); HG_ERR_SYSTEM if a thread cannot start. */
+hg_err_t hg_consumer_run(hg_consumer_t *c);
+
+/* Ask hg_consumer_run to return. Async-signal-safe (an atomic store and a
+ * write to a pipe) and thread-safe; may be called before run (run then
+ * returns at once) and more than once. */
+void hg_consumer_stop(hg_consumer_t *c);
+
+/* Counters since hg_consumer_new, for metrics. */
+typedef struct hg_consumer_stats {
+    uint64_t delivered;  /* messages received from PULL */
+    uint64_t done;       /* handler returned HG_DONE and the ACK was attempted
+                            (a failed ACK also counts in errors) */
+    uint64_t retried;    /* local retries (handler calls after HG_RETRY) */
+    uint64_t nacked;     /* NACKs after local retries ran out (or on stop) */
+    uint64_t failed;     /* handler returned HG_FAIL (NACK with the reason) */
+    uint64_t touched;    /* TOUCHes sent to renew leases */
+    uint64_t lease_lost; /* ACK/NACK/TOUCH answered 0: the lease had expired and
+                            the broker will deliver the message again */
+    uint64_t errors;     /* calls that failed after the client's own retries
+                            (connection, broker and protocol errors) */
+    uint64_t reconnects; /* connections re-established by workers and the
+                            watchdog (a broker restart shows here even when
+                            no call failed: commands are resent transparently) */
+} hg_consumer_stats_t;
+
+/* Copy the counters into *out. Thread-safe (each counter is read atomically;
+ * the set is not one snapshot). */
+void hg_consumer_stats(const hg_consumer_t *c, hg_consumer_stats_t *out);
+
+/* The last error a worker met (a lost connection, a broker error, a failed
+ * thread start), copied into *out; HG_OK and "" when none. Thread-safe. The
+ * same text went to the log callback. Returns out->code. */
+hg_err_t hg_consumer_last_error(const hg_consumer_t *c, hg_error_t *out);
+
+/* Free a consumer that is not running. NULL is fine. */
+void hg_consumer_free(hg_consumer_t *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* The order cancel on MySQL/MariaDB (hg_order_cancel, hg_order_pay): part of
+ * libhourglass, declared in its own header next to this one. Included by
+ * relative name so it resolves both in the source tree and installed. */
+#include "order.h"
+
+#endif

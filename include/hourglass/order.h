@@ -1,0 +1,297 @@
+/*
+ * include/hourglass/order.h — the idempotent order cancel on MySQL/MariaDB.
+ *
+ * Part of libhourglass (DESIGN.md §5, §8). An order left unpaid past its
+ * timeout is cancelled and its stock released — exactly once, and never an
+ * order that was paid. The whole guarantee is one SQL transaction:
+ *
+ *   claim         UPDATE orders SET status='cancelled', … WHERE id=? AND status='pending'
+ *   if 1 row:     side effects (return stock, mark the outbox row done), COMMIT
+ *   if 0 rows:    ROLLBACK; the order was paid or cancelled already (or never existed)
+ *
+ * The payment path claims with the same WHERE status='pending' (hg_order_pay),
+ * so of a payment and any number of duplicate cancels exactly one wins, and a
+ * duplicate cancel message changes nothing. Because the claim is idempotent,
+ * every failure can be retried: when a COMMIT's outcome is unknown (the
+ * connection died), the retry either does the work or finds the order no
+ * longer pending.
+ *
+ * Threads: one hg_order_db per thread (it owns one MYSQL connection and its
+ * prepared statements); a handle may move between threads but must never be
+ * used by two at once. Everything else here is thread-safe. The first
+ * hg_order_db_open runs mysql_library_init exactly once (pthread_once); a
+ * program may call hg_order_library_init first, from its main thread, to get
+ * that over with before it starts threads.
+ *
+ * Errors (STYLE.md): functions return 0 / -1 (or a pointer / NULL); on failure
+ * an hg_order_error_t, when the caller passes one, holds the server's or the
+ * client's error number and a message naming the cause (which statement,
+ * which field, the server's own text). Messages never end with a newline.
+ */
+#ifndef HOURGLASS_ORDER_H
+#define HOURGLASS_ORDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ outcomes */
+
+/* What one cancel or payment attempt came to. */
+typedef enum hg_order_outcome {
+    HG_ORDER_CANCELLED = 0, /* this call cancelled the order: claim + side effects committed */
+    HG_ORDER_PAID,          /* this call paid the order (hg_order_pay only) */
+    HG_ORDER_NOT_PENDING,   /* the order exists but is no longer pending: nothing changed */
+    HG_ORDER_NOT_FOUND,     /* no such order: nothing changed */
+    HG_ORDER_TRANSIENT,     /* failed, nothing committed or outcome unknown: retry later (safe) */
+    HG_ORDER_PERMANENT      /* failed in a way a retry will not fix (bad SQL, constraint, bad id) */
+} hg_order_outcome_t;
+
+/* A static lower-case name: "cancelled", "paid", "not-pending", "not-found",
+ * "transient", "permanent"; "unknown" for a value outside the enum. */
+const char *hg_order_outcome_name(hg_order_outcome_t outcome);
+
+/* The error of a failed call. code is the MySQL/MariaDB error number (server
+ * 1000-1999 and 3000+, client 2000-2999) or 0 when the failure is ours (a bad
+ * parameter, a claim that changed several rows, an invalid SQL setting). */
+typedef struct hg_order_error {
+    unsigned code;
+    char sqlstate[6];  /* "HY000" etc.; "" when code is 0 */
+    char message[512]; /* "claim-sql: 1205 Lock wait timeout exceeded; …" */
+} hg_order_error_t;
+
+/* Classify a MySQL/MariaDB error number for a retry decision. Returns
+ * HG_ORDER_TRANSIENT for errors that are about the moment, not the message —
+ *   1213 deadlock (the server rolled the transaction back),
+ *   1205 lock wait timeout (only the statement was rolled back: the library
+ *        rolls back the rest itself),
+ *   1317 query interrupted (KILL QUERY), 1969 max_statement_time exceeded,
+ *   1927 connection killed, 4031 disconnected by the server for inactivity
+ *        (MariaDB 10.11 numbering; older client headers give 4031 another name),
+ *   1040 too many connections, 1053 server shutdown, 1290 read-only server
+ *        (a fail-over in progress), 1615 statement needs re-preparing,
+ *   and every client error 2000-2999 (2006 gone away, 2013 lost during a
+ *        query, 2002/2003 cannot connect, 2055 lost …: the outcome of a COMMIT
+ *        in flight is unknown, the retry is safe because the claim is idempotent)
+ * — and HG_ORDER_PERMANENT for everything else (syntax errors, unknown
+ * tables or columns, constraint violations, access denied …). Thread-safe. */
+hg_order_outcome_t hg_order_classify(unsigned code);
+
+/* ------------------------------------------------------------------ the SQL */
+
+/* The statements of a cancel, all configurable so that a shop with another
+ * schema configures rather than codes (hourglass-consumer's claim-sql,
+ * side-effect-sql and lookup-sql keys). Placeholders, counted outside quoted
+ * strings, quoted identifiers and comments:
+ *   ?        the order id (BIGINT UNSIGNED): exactly one in every statement
+ *   :reason  the cancel reason (a string, NULL when the caller gives none):
+ *            any number in the claim and the side effects, none in the lookup
+ * Any other :name is refused (":=" assignment is fine). One statement per
+ * field; a trailing ';' is allowed and dropped.
+ *
+ *   claim         must change exactly one row when it wins and none when the
+ *                 order is not pending (its WHERE carries status='pending');
+ *                 a claim that changes more rows is rolled back (PERMANENT)
+ *   side_effects  run in order in the claim's transaction when it won
+ *   lookup        a query that returns at least one row when the order
+ *                 exists; run only when the claim changed nothing, to tell
+ *                 NOT_PENDING from NOT_FOUND
+ *
+ * The strings belong to the caller; hg_order_db_open copies them. */
+#define HG_ORDER_SQL_MAX_SIDE_EFFECTS 8
+#define HG_ORDER_SQL_MAX_LEN 4096 /* bytes per statement */
+
+typedef struct hg_order_sql {
+    const char *claim;
+    const char *side_effects[HG_ORDER_SQL_MAX_SIDE_EFFECTS];
+    size_t side_effect_count;
+    const char *lookup;
+} hg_order_sql_t;
+
+/* The reference schema's statements (sql/schema.sql):
+ *   claim:  UPDATE orders SET status='cancelled', cancelled_at=NOW(6), cancel_reason=:reason
+ *           WHERE id=? AND status='pending'
+ *   side 1: UPDATE stock s JOIN order_items i ON i.sku_id = s.sku_id
+ *           SET s.available = s.available + i.qty, s.reserved = s.reserved - i.qty
+ *           WHERE i.order_id = ?
+ *   side 2: UPDATE order_timeout_msg SET status='done' WHERE order_id = ?
+ *   lookup: SELECT status FROM orders WHERE id = ?
+ * The pointers are to static strings. Thread-safe. */
+void hg_order_sql_default(hg_order_sql_t *sql);
+
+/* Check one statement for the field named field ("claim-sql",
+ * "side-effect-sql", "lookup-sql"; the name decides whether :reason is
+ * allowed — only lookup-sql refuses it). Returns 0, or -1 with a message that
+ * starts with the field name, e.g.
+ *   claim-sql: expected exactly one '?' (the order id), found 2
+ * Fails on NULL or empty text, more than HG_ORDER_SQL_MAX_LEN bytes, an
+ * unterminated quote or comment, a second statement, the wrong number of '?',
+ * :reason in the lookup, or an unknown :name. Thread-safe. */
+int hg_order_sql_check(const char *field, const char *text, char *err, size_t errlen);
+
+/* Check every statement of sql (hg_order_sql_check on each, side effects named
+ * "side-effect-sql[1]" …), plus: at most HG_ORDER_SQL_MAX_SIDE_EFFECTS side
+ * effects. Zero side effects are allowed (a claim that does everything).
+ * Returns 0 / -1 with the first problem in err. Thread-safe. */
+int hg_order_sql_validate(const hg_order_sql_t *sql, char *err, size_t errlen);
+
+/* ------------------------------------------------------------------ the handle */
+
+typedef struct hg_order_db hg_order_db;
+
+/* Where and how to connect. Strings belong to the caller (copied by open).
+ * Unset (NULL / 0) fields take the defaults in brackets. */
+typedef struct hg_order_db_params {
+    const char *host;              /* [NULL: localhost, i.e. the socket when one is given] */
+    const char *socket;            /* unix socket path [NULL: the client's default] */
+    unsigned port;                 /* [0: 3306] */
+    const char *user;              /* [NULL: the current user] */
+    const char *password;          /* [NULL: none] */
+    const char *database;          /* [NULL: none — then only schema helpers that name tables work] */
+    unsigned connect_timeout_s;    /* [5] */
+    unsigned read_timeout_s;       /* [60]; keep it above innodb_lock_wait_timeout */
+    unsigned write_timeout_s;      /* [60] */
+    unsigned lock_wait_timeout_s;  /* [0: server default] else SET SESSION innodb_lock_wait_timeout */
+    const hg_order_sql_t *sql;     /* [NULL: hg_order_sql_default] */
+} hg_order_db_params_t;
+
+/* Run mysql_library_init once for the process (pthread_once). Returns 0, or
+ * -1 if the client library cannot initialise. Optional: open calls it. */
+int hg_order_library_init(void);
+
+/* Open a handle: validate params->sql (error names the field), connect with
+ * MYSQL_OPT_RECONNECT off, utf8mb4, autocommit off, the timeouts above.
+ * Statements are prepared on first use, so a handle can be opened before the
+ * schema exists (see hg_order_db_prepare to check them up front). Returns the
+ * handle, or NULL with err filled (err->code is the client/server error of a
+ * failed connect, 0 for a bad parameter). Free with hg_order_db_close. */
+hg_order_db *hg_order_db_open(const hg_order_db_params_t *params, hg_order_error_t *err);
+
+/* Close the connection and free the handle. NULL is fine. */
+void hg_order_db_close(hg_order_db *db);
+
+/* Prepare every statement now (connecting first if needed): a start-up check
+ * that the configured SQL matches the database. Returns 0, or -1 with err
+ * naming the field whose statement the server refused, e.g.
+ *   claim-sql: prepare: 1146 Table 'shop.orders' doesn't exist */
+int hg_order_db_prepare(hg_order_db *db, hg_order_error_t *err);
+
+/* The server's id of the current connection (CONNECTION_ID()), 0 when the
+ * handle is disconnected (after a connection error, until the next call
+ * reconnects). Tests use it to KILL the worker's connection. */
+unsigned long hg_order_db_connection_id(const hg_order_db *db);
+
+/* How many times the handle (re)connected since open, the first one included. */
+uint64_t hg_order_db_connects(const hg_order_db *db);
+
+/* ------------------------------------------------------------------ cancel and pay */
+
+/* Cancel order_id if it is still pending, in one transaction (see the top of
+ * this file). reason (may be NULL; at most 64 bytes with the reference schema)
+ * is bound to :reason — the callers use "timeout-message", "outbox-overdue",
+ * "inspection", "manual". A handle whose connection died reconnects and
+ * re-prepares here first.
+ *
+ * Returns 0 when the attempt reached a definite outcome — *outcome is
+ * HG_ORDER_CANCELLED, HG_ORDER_NOT_PENDING or HG_ORDER_NOT_FOUND — and -1
+ * when it failed: *outcome is HG_ORDER_TRANSIENT (see hg_order_classify; the
+ * transaction was rolled back or its commit outcome is unknown; call again,
+ * preferably after a backoff — a failure to reconnect is always transient,
+ * whatever its code, because it is not the order's fault) or
+ * HG_ORDER_PERMANENT (err says why; the
+ * transaction was rolled back). err may be NULL. After a transient failure
+ * whose commit outcome was unknown, the retry may answer NOT_PENDING for an
+ * order the first attempt did cancel. */
+int hg_order_cancel(hg_order_db *db, uint64_t order_id, const char *reason,
+                    hg_order_outcome_t *outcome, hg_order_error_t *err);
+
+/* The payment path's claim on the reference schema, in one transaction:
+ *   UPDATE orders SET status='paid', paid_at=NOW(6) WHERE id=? AND status='pending'
+ *   if 1 row: stock reserved → sold for each order_items row; outbox row done
+ * Returns like hg_order_cancel: 0 with HG_ORDER_PAID, HG_ORDER_NOT_PENDING
+ * (already paid, or cancelled — a real shop refunds) or HG_ORDER_NOT_FOUND;
+ * -1 with HG_ORDER_TRANSIENT or HG_ORDER_PERMANENT. Not configurable: a shop
+ * with another schema has its own payment code and only needs its claim to
+ * say WHERE status='pending' too. */
+int hg_order_pay(hg_order_db *db, uint64_t order_id, hg_order_outcome_t *outcome, hg_order_error_t *err);
+
+/* Parse a message payload as an order id: canonical decimal, 1 to
+ * 18446744073709551615, no sign, blanks, leading zeros or trailing bytes
+ * (len bytes from text; text need not be NUL-terminated). Returns 0, or -1
+ * with the reason in err, e.g. "payload is not an order id: byte 3 is 'x'". */
+int hg_order_parse_id(const char *text, size_t len, uint64_t *id, char *err, size_t errlen);
+
+/* ------------------------------------------------------------------ schema, seed, invariant
+ * Helpers for tests, benchmarks and the demo, on the reference schema. */
+
+/* The text of sql/schema.sql, compiled in (a static string). */
+const char *hg_order_schema_sql(void);
+
+/* Run every statement of the reference schema (CREATE TABLE IF NOT EXISTS) in
+ * the handle's database. Returns 0 / -1 with err naming the statement. */
+int hg_order_schema_create(hg_order_db *db, hg_order_error_t *err);
+
+/* Seed orders: `orders` pending orders with ids first_id, first_id+1, …, each
+ * with 1..max_items distinct SKUs out of skus SKUs numbered first_sku…,
+ * quantities 1..max_qty, expire_at = NOW(6) + expire_in_ms (negative: already
+ * overdue), and, when with_outbox, an order_timeout_msg row in status 'sent'.
+ * Stock rows missing so far are created with received = available =
+ * stock_per_sku; each order moves its quantities available → reserved. The
+ * choice of SKUs and quantities is a pure function of random_seed. One
+ * transaction; fails (nothing written) if an id exists or a SKU's stock would
+ * go negative. Returns 0 / -1. */
+typedef struct hg_order_seed_spec {
+    uint64_t first_id;
+    size_t orders;
+    uint64_t first_sku;
+    unsigned skus;          /* >= max_items */
+    unsigned max_items;     /* >= 1 */
+    unsigned max_qty;       /* >= 1 */
+    int64_t stock_per_sku;
+    int64_t expire_in_ms;
+    int with_outbox;
+    uint32_t random_seed;
+} hg_order_seed_spec_t;
+
+int hg_order_seed(hg_order_db *db, const hg_order_seed_spec_t *spec, hg_order_error_t *err);
+
+/* The invariant report of the reference schema. Defects:
+ *   paid_and_cancelled   orders with both paid_at and cancelled_at set
+ *   status_mismatch      status disagrees with the timestamps (paid needs
+ *                        paid_at only, cancelled needs cancelled_at only,
+ *                        pending needs neither)
+ *   overdue_pending      pending orders with expire_at + grace < NOW(6)
+ *   skus_unbalanced      received != available + reserved + sold
+ *   skus_reserved_wrong  reserved != SUM(qty) of pending orders' items
+ *   skus_sold_wrong      sold != SUM(qty) of paid orders' items
+ *   outbox_open_final    outbox rows not 'done' whose order is paid or cancelled
+ * ok is 1 when every defect count is 0. Run it on a quiet database: the
+ * per-SKU sums are read in one consistent snapshot, so a concurrent cancel is
+ * never half-seen, but a check that races the workers reports their state of
+ * the moment. */
+typedef struct hg_order_report {
+    uint64_t orders, pending, paid, cancelled;
+    uint64_t paid_and_cancelled, status_mismatch, overdue_pending;
+    uint64_t skus, skus_unbalanced, skus_reserved_wrong, skus_sold_wrong;
+    uint64_t outbox_rows, outbox_open_final;
+    int64_t received, available, reserved, sold; /* totals over all SKUs */
+    int ok;
+    char first_defect[256]; /* a description of one defect, "" when ok */
+} hg_order_report_t;
+
+/* Fill *report (grace_s: seconds past expire_at before a pending order counts
+ * as overdue). Returns 0 / -1 (a failed query; the report is then incomplete). */
+int hg_order_check(hg_order_db *db, unsigned grace_s, hg_order_report_t *report, hg_order_error_t *err);
+
+/* Write the report as a few human lines ("orders 2000: pending 0, paid 517 …").
+ * Returns the length (snprintf semantics). */
+int hg_order_report_format(const hg_order_report_t *report, char *buf, size_t buflen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,474 @@
+/*
+ * tests/integration/test_broker_hostile.c — hostile clients cannot hurt the broker or others.
+ *
+ * Each test starts its own hourglass-broker and keeps a bystander client
+ * connected throughout. Checks, over the protocol (DESIGN §9, docs/broker.md
+ * "Limits"):
+ *  - malformed or oversized requests (a 1 GiB bulk header, a negative bulk
+ *    length, 10^6 arguments, bad headers, data not followed by CRLF, an inline
+ *    line over max-inline, unbalanced quotes) get one "-ERR Protocol error…"
+ *    reply and are disconnected, while the bystander keeps working (PING,
+ *    SEND, PULL) and the process stays alive; random garbage likewise;
+ *  - a client that stops reading while pulling large payloads is disconnected
+ *    at max-reply-buffer without hurting a reader of the same topic;
+ *  - unknown commands and wrong arity are errors that keep the connection;
+ *    an over-size payload is refused and keeps the connection; max-clients;
+ *    idle-timeout closes idle clients but not blocked PULLs; HELLO 3;
+ *  - a pipeline deeper than the broker's in-flight window is answered in order.
+ *
+ * Run one suite: ./tests/integration/test_broker_hostile hostile
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <CUnit/CUnit.h>
+
+#include "tests/helpers/broker_proc.h"
+#include "tests/helpers/testutil.h"
+
+static bp_broker_t B;
+static rc_conn_t Y;   /* the bystander */
+
+static void setup(void)
+{
+    memset(&B, 0, sizeof B);
+    memset(&Y, 0, sizeof Y);
+    Y.fd = -1;
+}
+
+static void teardown(void)
+{
+    rc_close(&Y);
+    BP_CHECK(bp_destroy(&B) == 0, "the broker did not end cleanly (see above)");
+}
+
+static void start(const char *const *extra)
+{
+    char e[8192];
+    BP_REQUIRE(bp_start(&B, extra, e, sizeof e) == 0, "start the broker: %s", e);
+    BP_REQUIRE(bp_connect(&B, &Y, e, sizeof e) == 0, "connect: %s", e);
+}
+
+/* The bystander still works: PING, SEND, PULL of what it sent; and the broker lives. */
+static void bystander_ok(const char *after)
+{
+    char e[1024], id[32];
+    BP_REQUIRE(bp_alive(&B), "the broker died after %s", after);
+    resp_reply_t *r = rc_cmd(&Y, "PING", NULL);
+    BP_REQUIRE(r != NULL && rc_str_eq(r, "PONG"), "bystander PING after %s: %s", after,
+               r == NULL ? Y.err : rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    BP_REQUIRE(bp_send(&Y, id, sizeof id, e, sizeof e, "calm", "still here", NULL) == 0, "bystander SEND after %s: %s",
+               after, e);
+    r = bp_pull(&Y, e, sizeof e, "bystander", "calm", "COUNT", "1000", NULL);
+    BP_REQUIRE(r != NULL, "bystander PULL after %s: %s", after, e);
+    int found = 0;
+    for (size_t i = 0; i < r->count; i++) {
+        rc_msg_t m;
+        if (rc_msg_at(r, i, &m, e, sizeof e) == 0 && strcmp(m.id, id) == 0)
+            found = 1;
+    }
+    BP_CHECK(found, "bystander PULL after %s did not return its message %s", after, id);
+    resp_reply_free(r);
+}
+
+typedef struct hostile_case {
+    const char *name;
+    const char *bytes;
+    size_t len;           /* 0: strlen(bytes) */
+    const char *want;     /* expected error prefix */
+} hostile_case_t;
+
+/* Send bytes on a fresh connection, expect an error reply starting with want
+ * and the connection closed by the broker. */
+static void expect_protocol_error(const char *name, const char *bytes, size_t len, const char *want)
+{
+    char e[1024];
+    rc_conn_t x;
+    BP_REQUIRE(bp_connect(&B, &x, e, sizeof e) == 0, "%s: connect: %s", name, e);
+    rc_append_raw(&x, bytes, len);
+    int wrote = rc_flush(&x, 10000);   /* may fail: the broker may close before all is written */
+    resp_reply_t *r = rc_read(&x, 10000);
+    BP_CHECK(r != NULL && rc_is_error(r, want), "%s: reply %s (write %s; %s), want an error starting '%s'", name,
+             rc_describe(r, e, sizeof e), wrote == 0 ? "complete" : "cut short", r == NULL ? x.err : "", want);
+    if (r != NULL && r->type == RESP_REPLY_ERROR)
+        printf("\n    %-34s -> -%.*s", name, (int)r->len, r->str);
+    resp_reply_free(r);
+    BP_CHECK(rc_wait_closed(&x, 10000) == 1, "%s: the broker did not close the connection", name);
+    rc_close(&x);
+    bystander_ok(name);
+}
+
+static void test_malformed_requests(void)
+{
+    start(NULL);
+    static char many_args[4096];
+    size_t n = (size_t)snprintf(many_args, sizeof many_args, "*1000000\r\n");
+    for (int i = 0; i < 100; i++)
+        n += (size_t)snprintf(many_args + n, sizeof many_args - n, "$4\r\nPING\r\n");
+    static char long_inline[70 * 1024];
+    memset(long_inline, 'A', sizeof long_inline);
+    static const char nul_bulk[] = "*1\r\n$\x00\x01\r\n";
+    const hostile_case_t cases[] = {
+        {"1 GiB bulk header", "*1\r\n$1073741824\r\n", 0, "ERR Protocol error"},
+        {"1 GiB bulk header, second arg", "*2\r\n$4\r\nSEND\r\n$1073741824\r\n", 0, "ERR Protocol error"},
+        {"bulk just over max-bulk (8mb)", "*1\r\n$8388609\r\n", 0, "ERR Protocol error"},
+        {"negative bulk length", "*1\r\n$-5\r\n", 0, "ERR Protocol error"},
+        {"bulk length -1 in a request", "*1\r\n$-1\r\n", 0, "ERR Protocol error"},
+        {"10^6 arguments", many_args, n, "ERR Protocol error"},
+        {"2^63 arguments", "*9223372036854775807\r\n", 0, "ERR Protocol error"},
+        {"argument count overflow", "*99999999999999999999999\r\n", 0, "ERR Protocol error"},
+        {"negative argument count", "*-5\r\n", 0, "ERR Protocol error"},
+        {"letters as argument count", "*abc\r\n", 0, "ERR Protocol error"},
+        {"letters as bulk length", "*1\r\n$abc\r\n", 0, "ERR Protocol error"},
+        {"NUL in bulk length", nul_bulk, sizeof nul_bulk - 1, "ERR Protocol error"},
+        {"missing '$'", "*2\r\n$4\r\nPING\r\nxyz\r\n", 0, "ERR Protocol error"},
+        {"bulk not followed by CRLF", "*1\r\n$4\r\nPINGxx\r\n", 0, "ERR Protocol error"},
+        {"inline line over max-inline", long_inline, sizeof long_inline, "ERR Protocol error"},
+        {"unbalanced quotes inline", "SEND t \"abc\r\n", 0, "ERR Protocol error"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_protocol_error(cases[i].name, cases[i].bytes, cases[i].len ? cases[i].len : strlen(cases[i].bytes),
+                              cases[i].want);
+    printf("\n");
+    char v[64], e[1024];
+    BP_REQUIRE(bp_info_field(&Y, "protocol_errors", v, sizeof v, e, sizeof e) == 0, "%s", e);
+    BP_CHECK(strtoull(v, NULL, 10) >= sizeof cases / sizeof cases[0], "INFO protocol_errors %s, want >= %zu", v,
+             sizeof cases / sizeof cases[0]);
+}
+
+/* A small xorshift PRNG, seeded: the garbage is the same on every run. */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static void test_random_garbage(void)
+{
+    start(NULL);
+    char e[1024];
+    static char buf[8192];
+    int closed = 0;
+    for (int round = 0; round < 40; round++) {
+        size_t len = 1 + rng() % sizeof buf;
+        for (size_t i = 0; i < len; i++)
+            buf[i] = (char)rng();
+        /* Every other round starts like a multibulk request, to get past the first byte. */
+        if (round % 2 == 0 && len > 2) {
+            buf[0] = '*';
+            buf[1] = (char)('1' + rng() % 9);
+        }
+        rc_conn_t x;
+        BP_REQUIRE(bp_connect(&B, &x, e, sizeof e) == 0, "round %d: connect: %s", round, e);
+        rc_append_raw(&x, buf, len);
+        rc_flush(&x, 5000);
+        /* Read until the broker closes or stays quiet; either is fine — it must not die. */
+        closed += rc_wait_closed(&x, 300);
+        rc_close(&x);
+        BP_REQUIRE(bp_alive(&B), "the broker died on garbage round %d", round);
+    }
+    printf("\n    40 rounds of garbage: the broker closed %d of the connections\n", closed);
+    bystander_ok("random garbage");
+}
+
+static void test_slow_reader_disconnected(void)
+{
+    static const char *const flags[] = {"--max-reply-buffer", "1mb", NULL};
+    start(flags);
+    enum { N = 60, SIZE = 256 * 1024 };
+    char e[1024], id[32];
+    char *payload = malloc(SIZE + 1);
+    BP_REQUIRE(payload != NULL, "malloc");
+    memset(payload, 'P', SIZE);
+    payload[SIZE] = '\0';
+    for (int i = 0; i < N; i++)
+        BP_REQUIRE(bp_send(&Y, id, sizeof id, e, sizeof e, "big", payload, NULL) == 0, "SEND %d: %s", i, e);
+    free(payload);
+
+    rc_conn_t x;
+    BP_REQUIRE(bp_connect(&B, &x, e, sizeof e) == 0, "%s", e);
+    int small = 4096;
+    setsockopt(x.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    for (int i = 0; i < N; i++)
+        rc_appendl(&x, "PULL", "slow", "big", "COUNT", "1", NULL);
+    BP_REQUIRE(rc_flush(&x, 10000) == 0, "slow client's PULLs: %s", x.err);
+
+    /* The bystander reads the same topic in its own group meanwhile. */
+    int got = 0;
+    uint64_t end = tu_now_mono_ms() + 20000;
+    while (got < N && tu_now_mono_ms() < end) {
+        resp_reply_t *r = bp_pull(&Y, e, sizeof e, "fast", "big", "COUNT", "10", "BLOCK", "1000", NULL);
+        BP_REQUIRE(r != NULL, "bystander PULL: %s", e);
+        for (size_t i = 0; i < r->count; i++) {
+            rc_msg_t m;
+            BP_REQUIRE(rc_msg_at(r, i, &m, e, sizeof e) == 0, "%s", e);
+            BP_CHECK(m.payload_len == SIZE, "bystander got a payload of %zu bytes", m.payload_len);
+        }
+        got += (int)r->count;
+        resp_reply_free(r);
+    }
+    BP_CHECK(got == N, "bystander got %d of %d large messages", got, N);
+
+    /* The slow client is disconnected (reply buffer over 1mb). */
+    char v[64] = "";
+    end = tu_now_mono_ms() + 20000;
+    while (tu_now_mono_ms() < end) {
+        BP_REQUIRE(bp_info_field(&Y, "reply_buffer_disconnects", v, sizeof v, e, sizeof e) == 0, "%s", e);
+        if (strtoull(v, NULL, 10) >= 1)
+            break;
+        resp_reply_t *r = bp_pull(&Y, e, sizeof e, "idle", "nothing", "BLOCK", "100", NULL);
+        resp_reply_free(r);
+    }
+    BP_CHECK(strtoull(v, NULL, 10) >= 1, "INFO reply_buffer_disconnects is '%s' after 20 s, want >= 1", v);
+    BP_CHECK(rc_wait_closed(&x, 20000) == 1, "the slow reader's connection was not closed");
+    rc_close(&x);
+    bystander_ok("a slow reader");
+}
+
+static void expect_error_keeps_conn(rc_conn_t *c, int argc, const char *const *argv, const size_t *lens,
+                                    const char *want)
+{
+    char d[300];
+    resp_reply_t *r = rc_cmdv(c, argc, argv, lens);
+    BP_REQUIRE(r != NULL, "%s: %s", argv[0], c->err);
+    BP_CHECK(rc_is_error(r, want), "%s%s%s: %s, want an error starting '%s'", argv[0], argc > 1 ? " " : "",
+             argc > 1 ? argv[1] : "", rc_describe(r, d, sizeof d), want);
+    resp_reply_free(r);
+    r = rc_cmd(c, "PING", NULL);
+    BP_CHECK(r != NULL && rc_str_eq(r, "PONG"), "PING after %s: %s", argv[0], r == NULL ? c->err : rc_describe(r, d, sizeof d));
+    resp_reply_free(r);
+}
+
+static void test_command_errors(void)
+{
+    start(NULL);
+    static const struct { int argc; const char *argv[4]; const char *want; } cases[] = {
+        {1, {"FOO"}, "ERR unknown command"},
+        {2, {"GETX", "a"}, "ERR unknown command"},
+        {2, {"SEND", "t"}, "ERR wrong number of arguments for 'send' command"},
+        {1, {"send"}, "ERR wrong number of arguments for 'send' command"},
+        {2, {"PULL", "g"}, "ERR wrong number of arguments for 'pull' command"},
+        {2, {"ACK", "g"}, "ERR wrong number of arguments for 'ack' command"},
+        {2, {"NACK", "g"}, "ERR wrong number of arguments for 'nack' command"},
+        {2, {"TOUCH", "g"}, "ERR wrong number of arguments for 'touch' command"},
+        {1, {"GROUP"}, "ERR"},
+        {2, {"GROUP", "FROB"}, "ERR"},
+        {1, {"DLQ"}, "ERR"},
+        {3, {"DLQ", "FROB", "g"}, "ERR"},
+        {3, {"ECHO", "a", "b"}, "ERR wrong number of arguments for 'echo' command"},
+        {2, {"SELECT", "1"}, "ERR"},
+        {3, {"AUTH", "u", "p"}, "ERR"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_error_keeps_conn(&Y, cases[i].argc, cases[i].argv, NULL, cases[i].want);
+
+    /* A payload over max-payload (4mb) is refused; the connection stays. */
+    size_t big = 5000000;
+    char *p = malloc(big);
+    BP_REQUIRE(p != NULL, "malloc");
+    memset(p, 'x', big);
+    const char *argv[] = {"SEND", "t", p};
+    size_t lens[] = {4, 1, big};
+    expect_error_keeps_conn(&Y, 3, argv, lens, "ERR payload is 5000000 bytes, larger than max-payload");
+    free(p);
+
+    /* Inline commands work (telnet style), and empty multibulks are skipped. */
+    char d[300];
+    static const char inl[] = "*0\r\nPING\r\necho \"a b\"\r\n";
+    rc_append_raw(&Y, inl, sizeof inl - 1);
+    BP_REQUIRE(rc_flush(&Y, 0) == 0, "%s", Y.err);
+    resp_reply_t *r = rc_read(&Y, 0);
+    BP_CHECK(r != NULL && rc_str_eq(r, "PONG"), "inline PING: %s", r == NULL ? Y.err : rc_describe(r, d, sizeof d));
+    resp_reply_free(r);
+    r = rc_read(&Y, 0);
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_BULK && rc_str_eq(r, "a b"), "inline ECHO \"a b\": %s",
+             r == NULL ? Y.err : rc_describe(r, d, sizeof d));
+    resp_reply_free(r);
+
+    /* QUIT answers +OK and closes. */
+    rc_conn_t q;
+    char e[1024];
+    BP_REQUIRE(bp_connect(&B, &q, e, sizeof e) == 0, "%s", e);
+    r = rc_cmd(&q, "QUIT", NULL);
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_STATUS && rc_str_eq(r, "OK"), "QUIT: %s",
+             r == NULL ? q.err : rc_describe(r, d, sizeof d));
+    resp_reply_free(r);
+    BP_CHECK(rc_wait_closed(&q, 5000) == 1, "QUIT did not close the connection");
+    rc_close(&q);
+    bystander_ok("command errors");
+}
+
+static void test_max_clients(void)
+{
+    static const char *const flags[] = {"--max-clients", "3", NULL};
+    start(flags);   /* Y is client 1 */
+    char e[1024], d[300];
+    rc_conn_t c2, c3, c4;
+    BP_REQUIRE(bp_connect(&B, &c2, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_connect(&B, &c3, e, sizeof e) == 0, "%s", e);
+    /* Make sure the broker has accepted both before the fourth. */
+    resp_reply_t *r = rc_cmd(&c2, "PING", NULL);
+    resp_reply_free(r);
+    r = rc_cmd(&c3, "PING", NULL);
+    resp_reply_free(r);
+    BP_REQUIRE(bp_connect(&B, &c4, e, sizeof e) == 0, "%s", e);
+    r = rc_read(&c4, 5000);
+    if (r == NULL) {   /* the error may be sent only once the client speaks */
+        r = rc_cmd(&c4, "PING", NULL);
+    }
+    BP_CHECK(r != NULL && rc_is_error(r, "ERR max number of clients reached"), "4th client with max-clients 3: %s",
+             r == NULL ? c4.err : rc_describe(r, d, sizeof d));
+    resp_reply_free(r);
+    BP_CHECK(rc_wait_closed(&c4, 5000) == 1, "the 4th client was not disconnected");
+    rc_close(&c4);
+    rc_close(&c3);
+    /* A slot is free again once c3 is gone. */
+    char v[32] = "";
+    uint64_t end = tu_now_mono_ms() + 5000;
+    while (tu_now_mono_ms() < end && bp_info_field(&Y, "connected_clients", v, sizeof v, e, sizeof e) == 0
+           && strcmp(v, "2") != 0)
+        ;
+    BP_CHECK(strcmp(v, "2") == 0, "connected_clients %s after closing two, want 2", v);
+    BP_REQUIRE(bp_connect(&B, &c4, e, sizeof e) == 0, "%s", e);
+    r = rc_cmd(&c4, "PING", NULL);
+    BP_CHECK(r != NULL && rc_str_eq(r, "PONG"), "a new client after one left: %s",
+             r == NULL ? c4.err : rc_describe(r, d, sizeof d));
+    resp_reply_free(r);
+    rc_close(&c4);
+    rc_close(&c2);
+    bystander_ok("max-clients");
+}
+
+static void test_idle_timeout(void)
+{
+    static const char *const flags[] = {"--idle-timeout", "500ms", NULL};
+    start(flags);
+    char e[1024], d[300];
+    rc_conn_t idle, blocked;
+    BP_REQUIRE(bp_connect(&B, &idle, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_connect(&B, &blocked, e, sizeof e) == 0, "%s", e);
+    rc_appendl(&blocked, "PULL", "g", "quiet", "BLOCK", "3000", NULL);
+    BP_REQUIRE(rc_flush(&blocked, 0) == 0, "%s", blocked.err);
+    uint64_t t0 = tu_now_mono_ms();
+    BP_CHECK(rc_wait_closed(&idle, 10000) == 1, "an idle client was not closed with idle-timeout 500ms");
+    uint64_t took = tu_now_mono_ms() - t0;
+    BP_CHECK(took >= 400, "idle client closed after %" PRIu64 " ms, before the 500 ms idle-timeout", took);
+    rc_close(&idle);
+    /* The blocked PULL is exempt: it times out normally with an empty array. */
+    resp_reply_t *r = rc_read(&blocked, 10000);
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 0, "blocked PULL under idle-timeout: %s",
+             r == NULL ? blocked.err : rc_describe(r, d, sizeof d));
+    resp_reply_free(r);
+    rc_close(&blocked);
+    /* Y talked only at the start; talking again after a reconnect works. */
+    rc_close(&Y);
+    BP_REQUIRE(bp_connect(&B, &Y, e, sizeof e) == 0, "%s", e);
+    bystander_ok("idle-timeout");
+}
+
+static void test_hello3(void)
+{
+    start(NULL);
+    char d[300];
+    resp_reply_t *r = rc_cmd(&Y, "HELLO", "3", NULL);
+    BP_REQUIRE(r != NULL && r->type == RESP_REPLY_MAP, "HELLO 3: %s", r == NULL ? Y.err : rc_describe(r, d, sizeof d));
+    int proto = 0;
+    for (size_t i = 0; i + 1 < r->count; i += 2)
+        if (rc_str_eq(&r->elements[i], "proto"))
+            proto = (int)r->elements[i + 1].integer;
+    BP_CHECK(proto == 3, "HELLO 3 says proto %d", proto);
+    resp_reply_free(r);
+    r = rc_cmd(&Y, "HELLO", "4", NULL);
+    BP_CHECK(rc_is_error(r, "NOPROTO"), "HELLO 4: %s", rc_describe(r, d, sizeof d));
+    resp_reply_free(r);
+    /* RESP3: INFO is verbatim text, GROUP LIST elements are maps; the helpers read both. */
+    r = rc_cmd(&Y, "INFO", "server", NULL);
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_VERBATIM, "INFO under RESP3: %s", rc_describe(r, d, sizeof d));
+    resp_reply_free(r);
+    bystander_ok("HELLO 3");
+    char e[300];
+    long long v = -1;
+    BP_CHECK(bp_group_field(&Y, "bystander", "inflight", &v, e, sizeof e) == 1, "GROUP LIST under RESP3: %s", e);
+    r = rc_cmd(&Y, "HELLO", "2", NULL);
+    BP_CHECK(r != NULL && (r->type == RESP_REPLY_ARRAY), "HELLO 2: %s", rc_describe(r, d, sizeof d));
+    resp_reply_free(r);
+}
+
+/* More requests in flight than the broker's per-connection window (1024): it
+ * pauses reading (backpressure) and still answers every one, in order. */
+static void test_deep_pipeline(void)
+{
+    start(NULL);
+    enum { N = 5000 };
+    char d[300], e[300];
+    for (int i = 0; i < N; i++) {
+        char p[32];
+        snprintf(p, sizeof p, "%d", i);
+        if (i % 2 == 0)
+            rc_appendl(&Y, "ECHO", p, NULL);
+        else
+            rc_appendl(&Y, "SEND", "deep", p, NULL);
+    }
+    BP_REQUIRE(rc_flush(&Y, 30000) == 0, "writing %d pipelined commands: %s", N, Y.err);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        resp_reply_t *r = rc_read(&Y, 30000);
+        BP_REQUIRE(r != NULL, "reply %d of %d: %s", i, N, Y.err);
+        char p[32];
+        snprintf(p, sizeof p, "%d", i);
+        if (i % 2 == 0 ? !rc_str_eq(r, p) : !(r->type == RESP_REPLY_BULK && r->len == 16)) {
+            if (bad++ == 0)
+                BP_CHECK(0, "reply %d out of order or wrong: %s", i, rc_describe(r, d, sizeof d));
+        }
+        resp_reply_free(r);
+    }
+    BP_CHECK(bad == 0, "%d replies out of order or wrong", bad);
+    resp_reply_t *r = bp_pull(&Y, e, sizeof e, "g", "deep", "COUNT", "1000", NULL);
+    BP_REQUIRE(r != NULL, "%s", e);
+    BP_CHECK(r->count == 1000, "PULL COUNT 1000 after %d SENDs: %zu", N / 2, r->count);
+    for (size_t i = 0; i < r->count; i++) {
+        rc_msg_t m;
+        BP_REQUIRE(rc_msg_at(r, i, &m, e, sizeof e) == 0, "%s", e);
+        char p[32];
+        snprintf(p, sizeof p, "%zu", 2 * i + 1);
+        if (m.payload_len != strlen(p) || memcmp(m.payload, p, m.payload_len) != 0) {
+            BP_CHECK(0, "message %zu has payload '%.*s', want '%s' (order lost)", i, (int)m.payload_len, m.payload, p);
+            break;
+        }
+    }
+    resp_reply_free(r);
+}
+
+static int add_suites(void)
+{
+    bp_set_failure_counter(CU_get_number_of_failures);
+    CU_pSuite s = CU_add_suite_with_setup_and_teardown("hostile", NULL, NULL, setup, teardown);
+    if (s == NULL)
+        return -1;
+    if (CU_add_test(s, "malformed requests: error, close, others unharmed", test_malformed_requests) == NULL
+        || CU_add_test(s, "random garbage does not hurt", test_random_garbage) == NULL
+        || CU_add_test(s, "a client that stops reading is disconnected", test_slow_reader_disconnected) == NULL
+        || CU_add_test(s, "unknown command, arity, payload limit, inline, QUIT", test_command_errors) == NULL
+        || CU_add_test(s, "max-clients", test_max_clients) == NULL
+        || CU_add_test(s, "idle-timeout closes idle clients, not blocked ones", test_idle_timeout) == NULL
+        || CU_add_test(s, "HELLO 3 (RESP3) and back", test_hello3) == NULL
+        || CU_add_test(s, "5000 pipelined commands answered in order", test_deep_pipeline) == NULL)
+        return -1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    return tu_cunit_main(argc, argv, add_suites);
+}

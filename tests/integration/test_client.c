@@ -1,0 +1,1229 @@
+/*
+ * tests/integration/test_client.c — libhourglass and hourglass-cli against
+ * the real hourglass-broker.
+ *
+ * Each test starts its own broker (tests/helpers/broker_proc) in a fresh temp
+ * dir and drives it through the public API only (<hourglass/hourglass.h>),
+ * as an application would; hourglass-cli is run as a child process. Checks:
+ *  - send + consumer loop round trip (N workers, every message exactly once,
+ *    ACKed: nothing left), and a DELAY honoured;
+ *  - HG_RETRY: local retries with the configured backoff, then NACK with the
+ *    reason (group MAXRETRY 0 makes it land in the DLQ at once);
+ *  - HG_FAIL: NACK with the reason, listed in the DLQ;
+ *  - slow handler: the watchdog TOUCHes the lease so the message is not
+ *    delivered twice; without TOUCH it is (the control);
+ *  - the broker killed (-9) and restarted mid-consumption: workers reconnect
+ *    and every message is handled (at least once: nothing lost);
+ *  - hg_send_many pipelined, one broker error among 1000 not stopping the
+ *    others; hg_levels_fetch / hg_level_for;
+ *  - stop from a signal handler ends a long blocking PULL at once;
+ *  - hourglass-cli: dlq list/show/requeue/drop round trip, --json, levels,
+ *    groups, send, and every exit code (0, 1, 2, 3);
+ *  - bad URIs and options: the error names the bad part (no broker needed).
+ *
+ * Waiting is polling with a deadline (tu_poll_until), never sleep-and-hope;
+ * the sleeps below are the handlers' simulated work.
+ *
+ * Run one suite: ./tests/integration/test_client SUITE (client, consumer,
+ * restart, cli, errors).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <hourglass/hourglass.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#include "tests/helpers/broker_proc.h"
+#include "tests/helpers/testutil.h"
+
+#define MAX_MSGS 1000
+#define CLI_PATH HG_BUILDDIR "/hourglass-cli"
+
+static bp_broker_t B;
+static hg_client_t *C;       /* a client for the test's own commands */
+static char URI[128];
+
+/* ------------------------------------------------------------------------
+ * Setup, broker, client helpers
+ * ------------------------------------------------------------------------ */
+
+typedef struct runner runner_t;
+static runner_t *active_runner;   /* a consumer still running when a test aborts */
+static void runner_abort(runner_t *r);
+
+static void setup(void)
+{
+    memset(&B, 0, sizeof B);
+    C = NULL;
+    URI[0] = '\0';
+}
+
+static void teardown(void)
+{
+    if (active_runner != NULL)
+        runner_abort(active_runner);
+    hg_client_close(C);
+    C = NULL;
+    bp_destroy(&B);
+}
+
+/* Start a broker (extra flags NULL-terminated, may be NULL) and open C. */
+static void start(const char *const *extra)
+{
+    char e[8192];
+    hg_error_t err;
+    hg_err_t rc;
+
+    BP_REQUIRE(bp_start(&B, extra, e, sizeof e) == 0, "start the broker: %s", e);
+    snprintf(URI, sizeof URI, "hourglass://127.0.0.1:%d", B.port);
+    rc = hg_client_open(URI, NULL, &C, &err);
+    BP_REQUIRE(rc == HG_OK, "hg_client_open(%s): %s: %s", URI, hg_strerror(rc), err.message);
+}
+
+static const char *const FAST[] = { "--fsync", "no", NULL };
+
+/* Run a command on C; returns the reply (caller frees) or NULL after a
+ * recorded failure. */
+static hg_reply_t *cmd(int argc, const char *const *argv)
+{
+    hg_reply_t *r = NULL;
+    hg_err_t e = hg_client_command(C, argc, argv, NULL, &r);
+    BP_CHECK(e == HG_OK, "%s: %s: %s", argv[0], hg_strerror(e), hg_client_errmsg(C));
+    return r;
+}
+
+#define CMD(...) cmd((int)(sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(const char *)), \
+                     (const char *const[]){ __VA_ARGS__ })
+
+/* The integer reply of a command, or -999 after a recorded failure. */
+static long long cmd_int(int argc, const char *const *argv)
+{
+    hg_reply_t *r = cmd(argc, argv);
+    long long v = -999;
+    if (r != NULL) {
+        BP_CHECK(hg_reply_type(r) == HG_REPLY_INTEGER, "%s: reply type %d, want integer", argv[0],
+                 (int)hg_reply_type(r));
+        v = hg_reply_integer(r);
+    }
+    hg_reply_free(r);
+    return v;
+}
+
+#define CMD_INT(...) cmd_int((int)(sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(const char *)), \
+                             (const char *const[]){ __VA_ARGS__ })
+
+static void send_one(const char *topic, const char *key, const char *payload, hg_delay_t d, char *id)
+{
+    hg_err_t e = hg_send(C, topic, key, payload, strlen(payload), d, id);
+    BP_REQUIRE(e == HG_OK, "hg_send: %s: %s", hg_strerror(e), hg_client_errmsg(C));
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * A consumer on a thread, and what its handler saw
+ * ------------------------------------------------------------------------ */
+
+typedef struct seen {
+    pthread_mutex_t lock;
+    int mode;                     /* what the handler does, see handler() */
+    unsigned sleep_ms;            /* work per call */
+    int count[MAX_MSGS];          /* deliveries per payload index */
+    int distinct;                 /* indexes seen at least once */
+    int calls;                    /* handler calls */
+    uint64_t call_ms[16];         /* monotonic time of the first calls */
+    unsigned attempt[16];         /* msg->attempt of the first calls */
+    char last_key[64];
+    uint64_t delayed_recv_ms;     /* wall ms the "delayed" payload arrived */
+    uint64_t delayed_due_ms;
+    int bad;                      /* a message the test did not send */
+} seen_t;
+
+enum { MODE_DONE, MODE_RETRY, MODE_FAIL_BAD, MODE_SLOW_FIRST };
+
+static seen_t S;
+
+static void seen_reset(int mode, unsigned sleep)
+{
+    pthread_mutex_destroy(&S.lock);
+    memset(&S, 0, sizeof S);
+    pthread_mutex_init(&S.lock, NULL);
+    S.mode = mode;
+    S.sleep_ms = sleep;
+}
+
+/* Payloads are "m<index>" (or "delayed", or anything for MODE_FAIL_BAD). */
+static hg_outcome_t handler(const hg_message_t *m, char *reason, size_t reason_size, void *arg)
+{
+    seen_t *s = arg;
+    const char *p = m->payload;
+    int first = 0, idx = -1;
+    hg_outcome_t out = HG_DONE;
+
+    pthread_mutex_lock(&s->lock);
+    if (s->calls < 16) {
+        s->call_ms[s->calls] = tu_now_mono_ms();
+        s->attempt[s->calls] = m->attempt;
+    }
+    s->calls++;
+    snprintf(s->last_key, sizeof s->last_key, "%.*s", (int)m->key_len, m->key);
+    if (m->payload_len > 1 && p[0] == 'm') {
+        idx = atoi(p + 1);
+        if (idx < 0 || idx >= MAX_MSGS) {
+            s->bad++;
+            idx = -1;
+        } else if (m->attempt == 0) {
+            first = s->count[idx]++ == 0;
+            s->distinct += first;
+        }
+    } else if (m->payload_len == 7 && memcmp(p, "delayed", 7) == 0) {
+        s->delayed_recv_ms = tu_now_wall_ms();
+        s->delayed_due_ms = m->due_ms;
+    }
+    pthread_mutex_unlock(&s->lock);
+
+    switch (s->mode) {
+    case MODE_RETRY:
+        snprintf(reason, reason_size, "db locked");
+        out = HG_RETRY;
+        break;
+    case MODE_FAIL_BAD:
+        if (idx < 0) {
+            snprintf(reason, reason_size, "payload '%.*s' is not an order id", (int)m->payload_len, p);
+            out = HG_FAIL;
+        }
+        break;
+    case MODE_SLOW_FIRST:
+        if (first)
+            sleep_ms(s->sleep_ms);
+        break;
+    default:
+        if (s->sleep_ms > 0)
+            sleep_ms(s->sleep_ms);
+        break;
+    }
+    return out;
+}
+
+struct runner {
+    hg_consumer_t *consumer;
+    pthread_t thread;
+    hg_err_t result;
+    int running;
+};
+
+/* Stop and free a consumer left running by a failed BP_REQUIRE. */
+static void runner_abort(runner_t *r)
+{
+    if (r->running) {
+        hg_consumer_stop(r->consumer);
+        pthread_join(r->thread, NULL);
+        r->running = 0;
+    }
+    hg_consumer_free(r->consumer);
+    r->consumer = NULL;
+    active_runner = NULL;
+}
+
+static void *run_thread(void *arg)
+{
+    runner_t *r = arg;
+    r->result = hg_consumer_run(r->consumer);
+    return NULL;
+}
+
+/* Options with test-friendly defaults: fast blocking, the handler above. */
+static void consumer_opts(hg_consumer_opts_t *o, hg_client_opts_t *co, const char *group,
+                          const char *topic)
+{
+    hg_consumer_opts_init(o);
+    hg_client_opts_init(co);
+    co->reconnect_backoff.base_ms = 50;
+    co->reconnect_backoff.cap_ms = 400;
+    o->uri = URI;
+    o->client = co;
+    o->group = group;
+    o->topic = topic;
+    o->block_ms = 300;
+    o->handler = handler;
+    o->handler_arg = &S;
+}
+
+static void consumer_start(runner_t *r, const hg_consumer_opts_t *o)
+{
+    hg_error_t err;
+    hg_err_t e;
+
+    memset(r, 0, sizeof *r);
+    e = hg_consumer_new(o, &r->consumer, &err);
+    BP_REQUIRE(e == HG_OK, "hg_consumer_new: %s", err.message);
+    BP_REQUIRE(pthread_create(&r->thread, NULL, run_thread, r) == 0, "pthread_create");
+    r->running = 1;
+    active_runner = r;
+}
+
+/* Stop, join (checking it returns promptly), keep the stats. */
+static void consumer_finish(runner_t *r, hg_consumer_stats_t *stats)
+{
+    uint64_t t0;
+
+    if (!r->running)
+        return;
+    active_runner = NULL;
+    t0 = tu_now_mono_ms();
+    hg_consumer_stop(r->consumer);
+    pthread_join(r->thread, NULL);
+    r->running = 0;
+    BP_CHECK(tu_now_mono_ms() - t0 < 5000, "hg_consumer_run took %" PRIu64 " ms to return after stop",
+             tu_now_mono_ms() - t0);
+    BP_CHECK(r->result == HG_OK, "hg_consumer_run returned %s", hg_strerror(r->result));
+    hg_consumer_stats(r->consumer, stats);
+    hg_consumer_free(r->consumer);
+    r->consumer = NULL;
+}
+
+static int cond_distinct;
+static int distinct_reached(void *ctx)
+{
+    int done;
+    (void)ctx;
+    pthread_mutex_lock(&S.lock);
+    done = S.distinct >= cond_distinct;
+    pthread_mutex_unlock(&S.lock);
+    return done;
+}
+
+static int wait_distinct(int n, int deadline_ms)
+{
+    cond_distinct = n;
+    return tu_poll_until(distinct_reached, NULL, deadline_ms, 10);
+}
+
+static const char *dlq_group;
+static long long dlq_want;
+static int dlq_len_reached(void *ctx)
+{
+    hg_reply_t *r = NULL;
+    const char *argv[3] = { "DLQ", "LEN", dlq_group };
+    int ok = 0;
+    (void)ctx;
+    if (hg_client_command(C, 3, argv, NULL, &r) == HG_OK)
+        ok = hg_reply_integer(r) >= dlq_want;
+    hg_reply_free(r);
+    return ok;
+}
+
+static int wait_dlq(const char *group, long long n, int deadline_ms)
+{
+    dlq_group = group;
+    dlq_want = n;
+    return tu_poll_until(dlq_len_reached, NULL, deadline_ms, 20);
+}
+
+/* The reason of DLQ LIST group entry i into buf; -1 when absent. */
+static int dlq_reason(const char *group, size_t i, char *buf, size_t len)
+{
+    hg_reply_t *r = CMD("DLQ", "LIST", group);
+    const hg_reply_t *e;
+    const char *s;
+    size_t n;
+    int rc = -1;
+
+    if (r != NULL && (e = hg_reply_element(r, i)) != NULL && hg_reply_count(e) >= 6 &&
+        (s = hg_reply_str(hg_reply_element(e, 4), &n)) != NULL) {
+        snprintf(buf, len, "%.*s", (int)n, s);
+        rc = 0;
+    }
+    hg_reply_free(r);
+    return rc;
+}
+
+/* A call made while the broker is frozen (SIGSTOP: the kernel still takes the
+ * bytes), then the broker is killed (the socket resets) and restarted. */
+typedef struct frozen_call {
+    hg_client_t *client;
+    hg_send_item_t *items;
+    size_t n, ok;
+    hg_err_t result;
+    int generic;          /* 1: hg_client_command(PING) instead of hg_send_many */
+} frozen_call_t;
+
+static void *frozen_call_main(void *arg)
+{
+    frozen_call_t *f = arg;
+    if (f->generic) {
+        hg_reply_t *r = NULL;
+        f->result = hg_client_command(f->client, 1, (const char *const[]){ "PING" }, NULL, &r);
+        hg_reply_free(r);
+    } else {
+        f->result = hg_send_many(f->client, f->items, f->n, &f->ok);
+    }
+    return NULL;
+}
+
+static void freeze_kill_restart(frozen_call_t *f)
+{
+    char e[8192];
+    pthread_t t;
+
+    BP_REQUIRE(kill(B.pid, SIGSTOP) == 0, "SIGSTOP the broker");
+    BP_REQUIRE(pthread_create(&t, NULL, frozen_call_main, f) == 0, "pthread_create");
+    sleep_ms(300);                      /* the request sits unread in the broker's socket */
+    BP_REQUIRE(bp_kill9(&B) == 0, "kill -9");
+    BP_REQUIRE(bp_restart(&B, e, sizeof e) == 0, "restart: %s", e);
+    pthread_join(t, NULL);
+}
+
+static void test_resend_after_connection_loss(void)
+{
+    enum { N = 200 };
+    static hg_send_item_t items[N];
+    static char payloads[N][16];
+    hg_client_opts_t o;
+    hg_error_t err;
+    frozen_call_t f;
+    size_t got = 0;
+
+    start(NULL);
+    hg_client_opts_init(&o);
+    o.reconnect_backoff.base_ms = 50;
+    o.reconnect_backoff.attempts = 0;   /* until the broker is back */
+    memset(&f, 0, sizeof f);
+    BP_REQUIRE(hg_client_open(URI, &o, &f.client, &err) == HG_OK, "open: %s", err.message);
+
+    /* hg_send_many: the broken pipeline is sent again, every item succeeds once. */
+    for (int i = 0; i < N; i++) {
+        snprintf(payloads[i], sizeof payloads[i], "m%d", i);
+        memset(&items[i], 0, sizeof items[i]);
+        items[i].topic = "orders";
+        items[i].payload = payloads[i];
+        items[i].payload_len = strlen(payloads[i]);
+    }
+    f.items = items;
+    f.n = N;
+    freeze_kill_restart(&f);
+    BP_CHECK(f.result == HG_OK && f.ok == N, "hg_send_many across the kill: %s, %zu ok (%s)",
+             hg_strerror(f.result), f.ok, hg_client_errmsg(f.client));
+    while (got < 2 * N) {
+        hg_reply_t *r = CMD("PULL", "g", "orders", "COUNT", "1000", "BLOCK", "1000");
+        if (r == NULL || hg_reply_count(r) == 0) {
+            hg_reply_free(r);
+            break;
+        }
+        for (size_t i = 0; i < hg_reply_count(r); i++, got++) {
+            size_t len;
+            const char *p = hg_reply_str(hg_reply_element(hg_reply_element(r, i), 3), &len);
+            size_t want = got;
+            BP_CHECK(want < N && len == strlen(payloads[want]) && memcmp(p, payloads[want], len) == 0,
+                     "delivery %zu: '%.*s'", got, (int)len, p);
+        }
+        hg_reply_free(r);
+    }
+    BP_CHECK(got == N, "%zu messages stored, want %d (the frozen broker stored none)", got, N);
+
+    /* The generic command is not sent again: HG_ERR_IO, and the next call works. */
+    f.generic = 1;
+    freeze_kill_restart(&f);
+    BP_CHECK(f.result == HG_ERR_IO, "PING across the kill: %s (%s), want HG_ERR_IO", hg_strerror(f.result),
+             hg_client_errmsg(f.client));
+    {
+        hg_reply_t *r = NULL;
+        BP_CHECK(hg_client_command(f.client, 1, (const char *const[]){ "PING" }, NULL, &r) == HG_OK,
+                 "PING after the restart: %s", hg_client_errmsg(f.client));
+        hg_reply_free(r);
+    }
+    hg_client_close(f.client);
+}
+
+/* ------------------------------------------------------------------------
+ * Suite client: send, pipelining, levels, generic commands
+ * ------------------------------------------------------------------------ */
+
+static void test_send_many_pipelined(void)
+{
+    static hg_send_item_t items[MAX_MSGS];
+    static char payloads[MAX_MSGS][16];
+    size_t ok = 0, got = 0;
+    uint64_t t0;
+    hg_err_t e;
+
+    start(FAST);
+    for (int i = 0; i < MAX_MSGS; i++) {
+        snprintf(payloads[i], sizeof payloads[i], "m%d", i);
+        memset(&items[i], 0, sizeof items[i]);
+        items[i].topic = "orders";
+        items[i].key = i % 2 ? "odd" : NULL;
+        items[i].payload = payloads[i];
+        items[i].payload_len = strlen(payloads[i]);
+        items[i].delay = i == 500 ? hg_delay_level(19) : hg_delay_none();
+    }
+    t0 = tu_now_mono_ms();
+    e = hg_send_many(C, items, MAX_MSGS, &ok);
+    fprintf(stderr, "\n  hg_send_many: %d SENDs in %" PRIu64 " ms (fsync no)\n", MAX_MSGS,
+            tu_now_mono_ms() - t0);
+    BP_CHECK(e == HG_ERR_SERVER, "hg_send_many returned %s, want the broker error of item 500",
+             hg_strerror(e));
+    BP_CHECK(ok == MAX_MSGS - 1, "%zu items succeeded, want %d", ok, MAX_MSGS - 1);
+    BP_CHECK(items[500].err == HG_ERR_SERVER && strstr(items[500].error, "LEVEL") != NULL,
+             "item 500: %s '%s', want the broker's LEVEL error", hg_strerror(items[500].err),
+             items[500].error);
+    BP_CHECK(strstr(hg_client_errmsg(C), "item 500") != NULL, "client message '%s'", hg_client_errmsg(C));
+    for (int i = 0; i < MAX_MSGS; i++) {
+        if (i == 500)
+            continue;
+        BP_CHECK(items[i].err == HG_OK && strlen(items[i].id) == 16, "item %d: %s id '%s' (%s)", i,
+                 hg_strerror(items[i].err), items[i].id, items[i].error);
+        if (i > 0 && i != 501)
+            BP_CHECK(strcmp(items[i - 1].id, items[i].id) < 0, "ids not increasing at %d: %s then %s", i,
+                     items[i - 1].id, items[i].id);
+    }
+    /* All 999 are deliverable, in order. */
+    while (got < MAX_MSGS - 1) {
+        hg_reply_t *r = CMD("PULL", "g", "orders", "COUNT", "1000", "BLOCK", "2000");
+        BP_REQUIRE(r != NULL && hg_reply_count(r) > 0, "PULL ended after %zu of %d", got, MAX_MSGS - 1);
+        for (size_t i = 0; i < hg_reply_count(r); i++, got++) {
+            size_t n;
+            const char *p = hg_reply_str(hg_reply_element(hg_reply_element(r, i), 3), &n);
+            size_t want = got < 500 ? got : got + 1;
+            BP_CHECK(p != NULL && n == strlen(payloads[want]) && memcmp(p, payloads[want], n) == 0,
+                     "delivery %zu: payload '%.*s', want '%s'", got, (int)n, p ? p : "", payloads[want]);
+        }
+        hg_reply_free(r);
+    }
+    /* An empty batch and a batch of argument errors. */
+    BP_CHECK(hg_send_many(C, items, 0, &ok) == HG_OK && ok == 0, "empty batch");
+    items[0].topic = "";
+    BP_CHECK(hg_send_many(C, items, 1, &ok) == HG_ERR_ARG && ok == 0 &&
+                 strstr(items[0].error, "topic is empty") != NULL,
+             "empty topic: '%s'", items[0].error);
+}
+
+static void test_send_delays_and_levels(void)
+{
+    hg_levels_t *levels = NULL, *parsed = NULL;
+    hg_error_t err;
+    char id[HG_ID_MAX], id2[HG_ID_MAX];
+    hg_reply_t *r;
+    hg_err_t e;
+
+    start(FAST);
+    /* LEVEL, DELAY, AT and binary payloads reach the broker as given. */
+    send_one("t", "k1", "lvl", hg_delay_level(1), id);
+    BP_CHECK(strlen(id) == 16, "id '%s'", id);
+    send_one("t", NULL, "dly", hg_delay_ms(1500), id2);
+    BP_CHECK(strcmp(id, id2) < 0, "ids %s then %s", id, id2);
+    send_one("t", NULL, "at", hg_delay_at(tu_now_wall_ms() + 1000), NULL);
+    e = hg_send(C, "t", "k", "a\0b\r\n", 5, hg_delay_none(), id);
+    BP_CHECK(e == HG_OK, "binary payload: %s", hg_client_errmsg(C));
+    r = CMD("PULL", "g", "t", "COUNT", "10");
+    BP_CHECK(r != NULL && hg_reply_count(r) == 1, "only the undelayed message is ready at once");
+    if (r != NULL && hg_reply_count(r) == 1) {
+        size_t n;
+        const char *p = hg_reply_str(hg_reply_element(hg_reply_element(r, 0), 3), &n);
+        BP_CHECK(n == 5 && memcmp(p, "a\0b\r\n", 5) == 0, "binary payload changed");
+    }
+    hg_reply_free(r);
+
+    /* Errors name the cause. */
+    e = hg_send(C, "t", NULL, "x", 1, hg_delay_ms(4ULL * 86400000), id);
+    BP_CHECK(e == HG_ERR_SERVER && strstr(hg_client_errmsg(C), "exceeds max-delay") != NULL,
+             "DELAY 4d: %s '%s'", hg_strerror(e), hg_client_errmsg(C));
+    BP_CHECK(id[0] == '\0', "id_out not cleared on failure");
+    e = hg_send(C, "", NULL, "x", 1, hg_delay_none(), NULL);
+    BP_CHECK(e == HG_ERR_ARG && strstr(hg_client_errmsg(C), "topic is empty") != NULL, "empty topic: %s",
+             hg_client_errmsg(C));
+    e = hg_send(C, "t", NULL, NULL, 3, hg_delay_none(), NULL);
+    BP_CHECK(e == HG_ERR_ARG, "NULL payload with a length");
+    e = hg_send(C, "bad topic", NULL, "x", 1, hg_delay_none(), NULL);
+    BP_CHECK(e == HG_ERR_SERVER, "topic with a blank: %s", hg_strerror(e));
+    /* The client works after errors, and clears its error on success. */
+    send_one("t", NULL, "after", hg_delay_none(), NULL);
+    BP_CHECK(hg_client_errcode(C) == HG_OK && hg_client_errmsg(C)[0] == '\0', "error not cleared");
+
+    /* Generic command: a broker error is HG_ERR_SERVER with its text. */
+    e = hg_client_command(C, 1, (const char *const[]){ "NOSUCH" }, NULL, &r);
+    BP_CHECK(e == HG_ERR_SERVER && r == NULL && strstr(hg_client_errmsg(C), "unknown command") != NULL,
+             "NOSUCH: %s '%s'", hg_strerror(e), hg_client_errmsg(C));
+    r = CMD("ECHO", "hello");
+    BP_CHECK(r != NULL && hg_reply_type(r) == HG_REPLY_STRING && strcmp(hg_reply_str(r, NULL), "hello") == 0,
+             "ECHO");
+    hg_reply_free(r);
+
+    /* Levels: the broker's table, and the RocketMQ-style mapping. */
+    e = hg_levels_fetch(C, &levels);
+    BP_REQUIRE(e == HG_OK, "hg_levels_fetch: %s", hg_client_errmsg(C));
+    BP_CHECK(hg_levels_count(levels) == 18, "%d levels", hg_levels_count(levels));
+    BP_CHECK(hg_levels_delay_ms(levels, 1) == 1000 && hg_levels_delay_ms(levels, 18) == 7200000,
+             "level 1 %" PRIu64 ", level 18 %" PRIu64, hg_levels_delay_ms(levels, 1),
+             hg_levels_delay_ms(levels, 18));
+    BP_CHECK(hg_levels_delay_ms(levels, 19) == 0 && hg_levels_delay_ms(levels, 0) == 0, "out of range");
+    BP_CHECK(hg_level_for(levels, 22 * 60000, HG_ROUND_UP) == 16, "22m up");
+    BP_CHECK(hg_level_for(levels, 22 * 60000, HG_ROUND_NEAREST) == 15, "22m nearest");
+    BP_CHECK(hg_level_for(NULL, 25 * 60000, HG_ROUND_NEAREST) == 16, "25m nearest (tie → larger)");
+    BP_CHECK(hg_level_for(NULL, 0, HG_ROUND_UP) == 1, "0 → level 1");
+    BP_CHECK(hg_level_for(NULL, 3 * 3600000, HG_ROUND_UP) == 18, "3h → the last level");
+    BP_CHECK(hg_level_for(NULL, 1001, HG_ROUND_UP) == 2 && hg_level_for(NULL, 1001, HG_ROUND_NEAREST) == 1,
+             "1001 ms");
+    hg_levels_free(levels);
+    BP_CHECK(hg_levels_parse("1s 5s, 1m", &parsed, &err) == HG_OK && hg_levels_count(parsed) == 3, "parse");
+    BP_CHECK(hg_level_for(parsed, 10000, HG_ROUND_UP) == 3, "custom table");
+    hg_levels_free(parsed);
+    BP_CHECK(hg_levels_parse("5s 1s", &parsed, &err) == HG_ERR_ARG && parsed == NULL &&
+                 strstr(err.message, "bad level table") != NULL,
+             "unsorted table: '%s'", err.message);
+}
+
+static void test_auth_refused(void)
+{
+    char uri[160];
+    hg_client_t *c = NULL;
+    hg_error_t err;
+    hg_err_t e;
+
+    start(FAST);
+    snprintf(uri, sizeof uri, "hourglass://alice:s3cret@127.0.0.1:%d", B.port);
+    e = hg_client_open(uri, NULL, &c, &err);
+    BP_CHECK(e == HG_ERR_AUTH && c == NULL, "open with credentials: %s '%s'", hg_strerror(e), err.message);
+    BP_CHECK(strstr(err.message, "authentication as 'alice' failed") != NULL &&
+                 strstr(err.message, "s3cret") == NULL,
+             "message '%s'", err.message);
+}
+
+/* ------------------------------------------------------------------------
+ * Suite consumer
+ * ------------------------------------------------------------------------ */
+
+static void test_round_trip(void)
+{
+    hg_consumer_opts_t o;
+    hg_client_opts_t co;
+    hg_consumer_stats_t st;
+    runner_t run;
+    uint64_t sent_ms;
+    hg_reply_t *r;
+    char payload[16];
+    const int n = 60;
+
+    start(FAST);
+    seen_reset(MODE_DONE, 1);
+    for (int i = 0; i < n; i++) {
+        snprintf(payload, sizeof payload, "m%d", i);
+        send_one("orders", "k", payload, hg_delay_none(), NULL);
+    }
+    sent_ms = tu_now_wall_ms();
+    send_one("orders", "dk", "delayed", hg_delay_ms(1200), NULL);
+
+    consumer_opts(&o, &co, "cancel", "orders");
+    o.workers = 3;
+    o.count = 4;
+    consumer_start(&run, &o);
+    BP_CHECK(wait_distinct(n, 15000) == 0, "only %d of %d messages handled", S.distinct, n);
+    {
+        uint64_t end = tu_now_mono_ms() + 10000;
+        while (tu_now_mono_ms() < end) {
+            pthread_mutex_lock(&S.lock);
+            int got = S.delayed_recv_ms != 0;
+            pthread_mutex_unlock(&S.lock);
+            if (got)
+                break;
+            sleep_ms(20);
+        }
+    }
+    consumer_finish(&run, &st);
+
+    for (int i = 0; i < n; i++)
+        BP_CHECK(S.count[i] == 1, "message m%d handled %d times, want exactly once", i, S.count[i]);
+    BP_CHECK(S.bad == 0, "%d unknown messages", S.bad);
+    BP_CHECK(S.delayed_recv_ms >= sent_ms + 1000, "the DELAY 1200 message arrived %" PRId64 " ms after SEND",
+             (int64_t)(S.delayed_recv_ms - sent_ms));
+    BP_CHECK(S.delayed_due_ms >= sent_ms + 1000, "due_ms %" PRIu64 " too early", S.delayed_due_ms);
+    BP_CHECK(st.delivered == (uint64_t)n + 1 && st.done == (uint64_t)n + 1, "stats: delivered %" PRIu64
+             ", done %" PRIu64 ", want %d", st.delivered, st.done, n + 1);
+    BP_CHECK(st.reconnects == 0, "%" PRIu64 " reconnects", st.reconnects);
+    BP_CHECK(st.retried == 0 && st.nacked == 0 && st.failed == 0 && st.lease_lost == 0 && st.errors == 0,
+             "stats: retried %" PRIu64 " nacked %" PRIu64 " failed %" PRIu64 " lease_lost %" PRIu64
+             " errors %" PRIu64, st.retried, st.nacked, st.failed, st.lease_lost, st.errors);
+    /* Everything was ACKed: nothing comes back. */
+    r = CMD("PULL", "cancel", "orders", "COUNT", "100");
+    BP_CHECK(r != NULL && hg_reply_count(r) == 0, "%zu messages left after the round trip",
+             r ? hg_reply_count(r) : 0);
+    hg_reply_free(r);
+}
+
+static void test_retry_backoff_then_nack(void)
+{
+    hg_consumer_opts_t o;
+    hg_client_opts_t co;
+    hg_consumer_stats_t st;
+    runner_t run;
+    char reason[512] = "";
+
+    start(FAST);
+    hg_reply_free(CMD("GROUP", "CREATE", "g", "t", "MAXRETRY", "0"));
+    seen_reset(MODE_RETRY, 0);
+    send_one("t", "order-7", "m7", hg_delay_none(), NULL);
+
+    consumer_opts(&o, &co, "g", "t");
+    o.retry.base_ms = 100;
+    o.retry.factor = 2.0;
+    o.retry.cap_ms = 1000;
+    o.retry.attempts = 2;
+    o.retry.jitter = 0.0;
+    consumer_start(&run, &o);
+    BP_CHECK(wait_dlq("g", 1, 10000) == 0, "the message did not reach the DLQ");
+    consumer_finish(&run, &st);
+
+    BP_CHECK(S.calls == 3, "handler called %d times, want 3 (1 + 2 local retries)", S.calls);
+    for (int i = 0; i < 3 && i < S.calls; i++)
+        BP_CHECK(S.attempt[i] == (unsigned)i, "call %d had attempt %u", i, S.attempt[i]);
+    if (S.calls >= 3) {
+        uint64_t gap1 = S.call_ms[1] - S.call_ms[0], gap2 = S.call_ms[2] - S.call_ms[1];
+        BP_CHECK(gap1 >= 100 && gap1 < 1000, "first backoff %" PRIu64 " ms, want 100", gap1);
+        BP_CHECK(gap2 >= 200 && gap2 < 1500, "second backoff %" PRIu64 " ms, want 200", gap2);
+    }
+    BP_CHECK(st.retried == 2 && st.nacked == 1 && st.done == 0 && st.failed == 0,
+             "stats: retried %" PRIu64 " nacked %" PRIu64 " done %" PRIu64 " failed %" PRIu64, st.retried,
+             st.nacked, st.done, st.failed);
+    BP_CHECK(dlq_reason("g", 0, reason, sizeof reason) == 0 &&
+                 strcmp(reason, "db locked (gave up after 3 local attempts)") == 0,
+             "DLQ reason '%s'", reason);
+}
+
+static void test_fail_goes_to_dlq(void)
+{
+    hg_consumer_opts_t o;
+    hg_client_opts_t co;
+    hg_consumer_stats_t st;
+    runner_t run;
+    char reason[512] = "";
+    hg_reply_t *r;
+
+    start(FAST);
+    hg_reply_free(CMD("GROUP", "CREATE", "g", "t", "MAXRETRY", "0"));
+    seen_reset(MODE_FAIL_BAD, 0);
+    send_one("t", "k-bad", "not-an-order", hg_delay_none(), NULL);
+    send_one("t", "k-good", "m1", hg_delay_none(), NULL);
+
+    consumer_opts(&o, &co, "g", "t");
+    consumer_start(&run, &o);
+    BP_CHECK(wait_dlq("g", 1, 10000) == 0, "the failed message did not reach the DLQ");
+    BP_CHECK(wait_distinct(1, 10000) == 0, "the good message was not handled");
+    consumer_finish(&run, &st);
+
+    BP_CHECK(st.failed == 1 && st.done == 1 && st.retried == 0 && st.nacked == 0,
+             "stats: failed %" PRIu64 " done %" PRIu64 " retried %" PRIu64 " nacked %" PRIu64, st.failed,
+             st.done, st.retried, st.nacked);
+    BP_CHECK(dlq_reason("g", 0, reason, sizeof reason) == 0 &&
+                 strcmp(reason, "payload 'not-an-order' is not an order id") == 0,
+             "DLQ reason '%s'", reason);
+    r = CMD("DLQ", "LIST", "g");
+    if (r != NULL && hg_reply_count(r) == 1) {
+        const hg_reply_t *e = hg_reply_element(r, 0);
+        BP_CHECK(strcmp(hg_reply_str(hg_reply_element(e, 1), NULL), "k-bad") == 0, "DLQ key");
+        BP_CHECK(strcmp(hg_reply_str(hg_reply_element(e, 2), NULL), "not-an-order") == 0, "DLQ payload");
+    } else {
+        BP_CHECK(0, "DLQ LIST has %zu entries, want 1", r ? hg_reply_count(r) : 0);
+    }
+    hg_reply_free(r);
+}
+
+static hg_consumer_t *stats_target;
+static uint64_t stats_want_done;
+static int done_reached(void *ctx)
+{
+    hg_consumer_stats_t st;
+    (void)ctx;
+    hg_consumer_stats(stats_target, &st);
+    return st.done + st.failed + st.nacked >= stats_want_done;
+}
+
+/* Both groups park a message in the DLQ at its first failure (MAXRETRY 0),
+ * so an expired lease is visible at once as a DLQ entry (a plain group would
+ * redeliver it only after level 3, 10 s). */
+static void test_touch_keeps_slow_handler_lease(void)
+{
+    hg_consumer_opts_t o;
+    hg_client_opts_t co;
+    hg_consumer_stats_t st;
+    runner_t run;
+
+    start(FAST);
+    hg_reply_free(CMD("GROUP", "CREATE", "touched", "t1", "MAXRETRY", "0"));
+    hg_reply_free(CMD("GROUP", "CREATE", "untouched", "t2", "MAXRETRY", "0"));
+
+    /* With TOUCH: a 3.5 s handler on a 1.5 s lease keeps its lease. */
+    seen_reset(MODE_SLOW_FIRST, 3500);
+    send_one("t1", NULL, "m1", hg_delay_none(), NULL);
+    consumer_opts(&o, &co, "touched", "t1");
+    o.workers = 2;
+    o.lease_ms = 1500; /* touch every 750 ms: 750 ms of slack for a loaded machine */
+    consumer_start(&run, &o);
+    stats_target = run.consumer;
+    stats_want_done = 1;
+    BP_CHECK(tu_poll_until(done_reached, NULL, 12000, 20) == 0, "the slow handler did not finish");
+    consumer_finish(&run, &st);
+    BP_CHECK(S.count[1] == 1 && st.delivered == 1, "delivered %" PRIu64 " times, want once", st.delivered);
+    BP_CHECK(st.touched >= 3, "touched %" PRIu64 " times, want >= 3 in 3.5 s at 750 ms", st.touched);
+    BP_CHECK(st.lease_lost == 0 && st.done == 1, "lease_lost %" PRIu64 " done %" PRIu64, st.lease_lost, st.done);
+    BP_CHECK(CMD_INT("DLQ", "LEN", "touched") == 0, "the touched message expired into the DLQ");
+
+    /* The control, without TOUCH: the lease expires under the slow handler
+     * (the message is parked in the DLQ) and the late ACK finds nothing. */
+    seen_reset(MODE_SLOW_FIRST, 3500);
+    send_one("t2", NULL, "m2", hg_delay_none(), NULL);
+    consumer_opts(&o, &co, "untouched", "t2");
+    o.lease_ms = 1500;
+    o.touch_interval_ms = HG_TOUCH_NEVER;
+    consumer_start(&run, &o);
+    stats_target = run.consumer;
+    stats_want_done = 1;
+    BP_CHECK(tu_poll_until(done_reached, NULL, 12000, 20) == 0, "the slow handler did not finish");
+    consumer_finish(&run, &st);
+    BP_CHECK(st.touched == 0 && st.lease_lost == 1, "touched %" PRIu64 " lease_lost %" PRIu64 ", want 0 and 1",
+             st.touched, st.lease_lost);
+    BP_CHECK(CMD_INT("DLQ", "LEN", "untouched") == 1, "without TOUCH the lease did not expire");
+}
+
+static hg_consumer_t *signal_target;
+static void on_sigusr1(int sig)
+{
+    (void)sig;
+    hg_consumer_stop(signal_target);
+}
+
+static void test_stop_from_signal_handler(void)
+{
+    hg_consumer_opts_t o;
+    hg_client_opts_t co;
+    hg_consumer_stats_t st;
+    struct sigaction sa, old;
+    runner_t run;
+    uint64_t t0;
+
+    start(FAST);
+    seen_reset(MODE_DONE, 0);
+    consumer_opts(&o, &co, "g", "t");
+    o.workers = 4;
+    o.block_ms = 60000; /* a PULL that would wait a minute */
+    consumer_start(&run, &o);
+    sleep_ms(300);      /* let the workers block in PULL */
+    signal_target = run.consumer;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigusr1;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, &old);
+    t0 = tu_now_mono_ms();
+    kill(getpid(), SIGUSR1);
+    pthread_join(run.thread, NULL);
+    run.running = 0;
+    active_runner = NULL;
+    BP_CHECK(tu_now_mono_ms() - t0 < 2000, "run returned %" PRIu64 " ms after the signal",
+             tu_now_mono_ms() - t0);
+    BP_CHECK(run.result == HG_OK, "run: %s", hg_strerror(run.result));
+    sigaction(SIGUSR1, &old, NULL);
+    hg_consumer_stats(run.consumer, &st);
+    BP_CHECK(st.errors == 0, "errors %" PRIu64, st.errors);
+    /* A consumer runs once. */
+    BP_CHECK(hg_consumer_run(run.consumer) == HG_ERR_ARG, "second run");
+    hg_consumer_free(run.consumer);
+
+    /* Stop before run: run returns at once. */
+    {
+        hg_consumer_t *c = NULL;
+        hg_error_t err;
+        BP_REQUIRE(hg_consumer_new(&o, &c, &err) == HG_OK, "%s", err.message);
+        hg_consumer_stop(c);
+        t0 = tu_now_mono_ms();
+        BP_CHECK(hg_consumer_run(c) == HG_OK && tu_now_mono_ms() - t0 < 1000, "run after stop");
+        hg_consumer_free(c);
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Suite restart: the broker dies under the consumers
+ * ------------------------------------------------------------------------ */
+
+static void test_broker_restart_nothing_lost(void)
+{
+    hg_consumer_opts_t o;
+    hg_client_opts_t co;
+    hg_consumer_stats_t st;
+    runner_t run;
+    char e[8192];
+    const int n = 400;
+    int dup = 0;
+    hg_send_item_t *items = calloc((size_t)n, sizeof *items);
+    char (*payloads)[16] = calloc((size_t)n, 16);
+    size_t ok = 0;
+
+    start(NULL); /* fsync always: an acknowledged SEND/ACK survives kill -9 */
+    seen_reset(MODE_DONE, 3);
+    for (int i = 0; i < n; i++) {
+        snprintf(payloads[i], 16, "m%d", i);
+        items[i].topic = "orders";
+        items[i].payload = payloads[i];
+        items[i].payload_len = strlen(payloads[i]);
+    }
+    BP_REQUIRE(hg_send_many(C, items, (size_t)n, &ok) == HG_OK && ok == (size_t)n, "send: %s",
+               hg_client_errmsg(C));
+    consumer_opts(&o, &co, "cancel", "orders");
+    o.workers = 3;
+    o.count = 5;
+    o.lease_ms = 2000;
+    co.reconnect_backoff.attempts = 0; /* keep trying */
+    consumer_start(&run, &o);
+    BP_CHECK(wait_distinct(80, 15000) == 0, "only %d handled before the kill", S.distinct);
+
+    BP_REQUIRE(bp_kill9(&B) == 0, "kill -9");
+    fprintf(stderr, "\n  killed the broker after %d messages\n", S.distinct);
+    sleep_ms(500); /* the workers find the broker gone and back off */
+    BP_REQUIRE(bp_restart(&B, e, sizeof e) == 0, "restart: %s", e);
+
+    BP_CHECK(wait_distinct(n, 30000) == 0, "only %d of %d handled after the restart", S.distinct, n);
+    consumer_finish(&run, &st);
+    for (int i = 0; i < n; i++) {
+        BP_CHECK(S.count[i] >= 1, "message %d lost", i);
+        if (S.count[i] > 1)
+            dup++;
+    }
+    fprintf(stderr, "  after restart: %d distinct, %d redelivered (at least once), reconnects %" PRIu64
+            ", errors %" PRIu64 ", lease_lost %" PRIu64 "\n", S.distinct, dup, st.reconnects, st.errors,
+            st.lease_lost);
+    BP_CHECK(st.reconnects >= 3, "%" PRIu64 " reconnects, want one per worker at least: was the broker "
+             "really killed?", st.reconnects);
+    BP_CHECK(S.bad == 0, "%d unknown messages", S.bad);
+
+    /* The test's own client reconnects transparently too. */
+    send_one("orders", NULL, "after-restart", hg_delay_none(), NULL);
+    free(items);
+    free(payloads);
+}
+
+/* ------------------------------------------------------------------------
+ * Suite cli
+ * ------------------------------------------------------------------------ */
+
+/* Run hourglass-cli with args (NULL-terminated), stdout into out[outlen],
+ * stderr into errout[errlen]. Returns the exit status, -1 when it did not
+ * exit normally. */
+static int run_cli(char *out, size_t outlen, char *errout, size_t errlen, ...)
+{
+    const char *argv[32];
+    int n = 0, outp[2], errp[2], status = 0;
+    size_t got = 0, egot = 0;
+    pid_t pid;
+    va_list ap;
+
+    argv[n++] = CLI_PATH;
+    va_start(ap, errlen);
+    for (const char *a; n < 31 && (a = va_arg(ap, const char *)) != NULL;)
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    if (pipe(outp) != 0 || pipe(errp) != 0)
+        return -1;
+    pid = fork();
+    if (pid == 0) {
+        dup2(outp[1], 1);
+        dup2(errp[1], 2);
+        close(outp[0]);
+        close(errp[0]);
+        unsetenv("HOURGLASS_URI");
+        execv(CLI_PATH, (char *const *)argv);
+        _exit(127);
+    }
+    close(outp[1]);
+    close(errp[1]);
+    /* Outputs are small: read stdout, then stderr. */
+    for (ssize_t r; (r = read(outp[0], out + got, outlen - 1 - got)) > 0;)
+        got += (size_t)r;
+    for (ssize_t r; (r = read(errp[0], errout + egot, errlen - 1 - egot)) > 0;)
+        egot += (size_t)r;
+    out[got] = '\0';
+    errout[egot] = '\0';
+    close(outp[0]);
+    close(errp[0]);
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+        return -1;
+    return WEXITSTATUS(status);
+}
+
+#define CLI(...) run_cli(out, sizeof out, err, sizeof err, "--uri", URI, __VA_ARGS__, (char *)NULL)
+
+static void test_cli_dlq_round_trip(void)
+{
+    char out[16384], err[4096], ids[3][HG_ID_MAX], reasons[3][16], badid[] = "00000000000fffff";
+    hg_reply_t *r;
+    int rc;
+
+    start(FAST);
+    /* Three messages parked in the DLQ with reasons r0..r2. */
+    hg_reply_free(CMD("GROUP", "CREATE", "g", "t", "MAXRETRY", "0"));
+    for (int i = 0; i < 3; i++) {
+        char p[8];
+        snprintf(p, sizeof p, "m%d", i);
+        send_one("t", "key", p, hg_delay_none(), ids[i]);
+    }
+    r = CMD("PULL", "g", "t", "COUNT", "3");
+    BP_REQUIRE(r != NULL && hg_reply_count(r) == 3, "PULL 3");
+    hg_reply_free(r);
+    for (int i = 0; i < 3; i++) {
+        snprintf(reasons[i], sizeof reasons[i], "r%d", i);
+        BP_CHECK(CMD_INT("NACK", "g", ids[i], "REASON", reasons[i]) == 0, "NACK %d into the DLQ", i);
+    }
+
+    rc = CLI("dlq", "list", "g");
+    BP_CHECK(rc == 0, "dlq list: exit %d: %.400s", rc, err);
+    for (int i = 0; i < 3; i++)
+        BP_CHECK(strstr(out, ids[i]) != NULL && strstr(out, reasons[i]) != NULL,
+                 "dlq list lacks %s / %.400s:\n%.400s", ids[i], reasons[i], out);
+    BP_CHECK(strncmp(out, "ID ", 3) == 0 && strstr(out, "REASON") != NULL, "no table header:\n%.400s", out);
+
+    rc = CLI("--json", "dlq", "list", "g", "--count", "2");
+    BP_CHECK(rc == 0 && out[0] == '[' && strstr(out, "\"reason\":\"r0\"") != NULL &&
+                 strstr(out, "\"reason\":\"r2\"") == NULL && strstr(out, "\"payload\":\"m1\"") != NULL,
+             "--json dlq list --count 2: exit %d:\n%.400s", rc, out);
+    rc = CLI("dlq", "list", "g", "--after", ids[1]);
+    BP_CHECK(rc == 0 && strstr(out, ids[2]) != NULL && strstr(out, ids[0]) == NULL, "--after:\n%.400s", out);
+
+    rc = CLI("dlq", "show", "g", ids[1]);
+    BP_CHECK(rc == 0 && strstr(out, "reason:    r1") != NULL && strstr(out, "payload:   m1") != NULL,
+             "dlq show: exit %d:\n%.400s%.400s", rc, out, err);
+    rc = CLI("dlq", "show", "g", badid);
+    BP_CHECK(rc == 1 && strstr(err, "no message") != NULL, "dlq show of a missing id: exit %d: %.400s", rc, err);
+
+    /* requeue one: it is consumable again, with reconsume reset */
+    rc = CLI("dlq", "requeue", "g", ids[0]);
+    BP_CHECK(rc == 0 && strstr(out, "requeued") != NULL, "dlq requeue: exit %d: %.400s%.400s", rc, out, err);
+    BP_CHECK(CMD_INT("DLQ", "LEN", "g") == 2, "DLQ LEN after requeue");
+    r = CMD("PULL", "g", "t", "COUNT", "10", "BLOCK", "2000");
+    BP_CHECK(r != NULL && hg_reply_count(r) == 1, "PULL after requeue: %zu messages", r ? hg_reply_count(r) : 0);
+    if (r != NULL && hg_reply_count(r) == 1) {
+        const hg_reply_t *m = hg_reply_element(r, 0);
+        BP_CHECK(strcmp(hg_reply_str(hg_reply_element(m, 0), NULL), ids[0]) == 0, "requeued id");
+        BP_CHECK(hg_reply_integer(hg_reply_element(m, 4)) == 0, "reconsume not reset");
+        BP_CHECK(CMD_INT("ACK", "g", ids[0]) == 1, "ACK the requeued message");
+    }
+    hg_reply_free(r);
+    rc = CLI("dlq", "requeue", "g", ids[0]);
+    BP_CHECK(rc == 1, "requeue of an id no longer parked: exit %d", rc);
+
+    /* drop --all */
+    rc = CLI("--json", "dlq", "drop", "g", "--all");
+    BP_CHECK(rc == 0 && strcmp(out, "{\"dropped\":2}\n") == 0, "dlq drop --all: exit %d: %.400s", rc, out);
+    BP_CHECK(CMD_INT("DLQ", "LEN", "g") == 0, "DLQ LEN after drop");
+    rc = CLI("dlq", "list", "g");
+    BP_CHECK(rc == 0 && strstr(out, "is empty") != NULL, "empty list:\n%.400s", out);
+    rc = CLI("dlq", "drop", "g", ids[1]);
+    BP_CHECK(rc == 1, "drop of a missing id: exit %d", rc);
+    rc = CLI("dlq", "list", "nosuchgroup");
+    BP_CHECK(rc == 1 && strstr(err, "no such group") != NULL, "unknown group: exit %d: %.400s", rc, err);
+}
+
+static void test_cli_commands_and_exit_codes(void)
+{
+    char out[16384], err[4096], closed[160];
+    int rc, rows = 0;
+
+    start(FAST);
+    rc = CLI("send", "orders", "hello", "--key", "k1", "--delay", "5s");
+    BP_CHECK(rc == 0 && strlen(out) == 17, "send: exit %d: '%s' %.400s", rc, out, err);
+    rc = CLI("--json", "send", "orders", "now", "--level=0");
+    BP_CHECK(rc == 0 && strncmp(out, "{\"id\":\"", 7) == 0, "send --json: exit %d: %.400s", rc, out);
+    rc = CLI("levels");
+    for (char *p = out; (p = strchr(p, '\n')) != NULL; p++)
+        rows++;
+    BP_CHECK(rc == 0 && rows == 19 && strstr(out, "LEVEL") != NULL && strstr(out, "2h") != NULL,
+             "levels: exit %d, %d lines:\n%.400s", rc, rows, out);
+    rc = CLI("--json", "levels");
+    BP_CHECK(rc == 0 && strstr(out, "\"level\":18,\"delay_ms\":7200000") != NULL, "--json levels:\n%.400s", out);
+    hg_reply_free(CMD("PULL", "cancel", "orders", "COUNT", "1"));
+    rc = CLI("groups");
+    BP_CHECK(rc == 0 && strstr(out, "cancel") != NULL && strstr(out, "orders") != NULL, "groups:\n%.400s", out);
+    rc = CLI("--json", "groups");
+    BP_CHECK(rc == 0 && strstr(out, "\"group\":\"cancel\"") != NULL, "--json groups:\n%.400s", out);
+    rc = CLI("info", "server");
+    BP_CHECK(rc == 0 && strstr(out, "# Server") != NULL, "info server:\n%.400s", out);
+    rc = CLI("--json", "info");
+    BP_CHECK(rc == 0 && out[0] == '{' && strstr(out, "\"Server\":{") != NULL, "--json info:\n%.300s", out);
+    rc = CLI("ping");
+    BP_CHECK(rc == 0, "ping: %d", rc);
+
+    /* 1: the broker refuses */
+    rc = CLI("send", "orders", "x", "--delay", "4d");
+    BP_CHECK(rc == 1 && strstr(err, "max-delay") != NULL, "send 4d: exit %d: %.400s", rc, err);
+    /* 2: usage */
+    BP_CHECK(CLI("frobnicate") == 2 && strstr(err, "unknown command 'frobnicate'") != NULL, "unknown command");
+    BP_CHECK(CLI("dlq", "requeue", "g") == 2, "requeue without ID or --all");
+    BP_CHECK(CLI("dlq", "requeue", "g", "0000000000000001", "--all") == 2, "ID and --all");
+    BP_CHECK(CLI("dlq", "show", "g", "xyz") == 2, "bad id");
+    BP_CHECK(CLI("dlq", "bogus") == 2, "bad dlq subcommand");
+    BP_CHECK(CLI("send", "t") == 2, "send without payload");
+    BP_CHECK(CLI("send", "t", "p", "--level", "1", "--delay", "1s") == 2, "two delays");
+    BP_CHECK(CLI("send", "t", "p", "--delay", "5x") == 2, "bad duration");
+    BP_CHECK(CLI("levels", "--bogus") == 2, "unknown option");
+    BP_CHECK(run_cli(out, sizeof out, err, sizeof err, "--uri", "redis://h", "levels", (char *)NULL) == 2 &&
+                 strstr(err, "unsupported scheme 'redis'") != NULL,
+             "bad URI: %.400s", err);
+    BP_CHECK(run_cli(out, sizeof out, err, sizeof err, (char *)NULL) == 2, "no command");
+    /* 0: help everywhere */
+    BP_CHECK(run_cli(out, sizeof out, err, sizeof err, "--help", (char *)NULL) == 0 &&
+                 strstr(out, "Exit status") != NULL,
+             "--help");
+    BP_CHECK(CLI("dlq", "list", "--help") == 0 && strstr(out, "usage:") != NULL, "dlq list --help");
+    BP_CHECK(CLI("send", "--help") == 0 && strstr(out, "--delay") != NULL, "send --help");
+    BP_CHECK(CLI("dlq", "--help") == 0 && strstr(out, "requeue") != NULL, "dlq --help");
+    /* 3: nobody listens */
+    snprintf(closed, sizeof closed, "hourglass://127.0.0.1:%d", tu_free_port());
+    rc = run_cli(out, sizeof out, err, sizeof err, "--uri", closed, "--timeout", "500", "levels", (char *)NULL);
+    BP_CHECK(rc == 3 && strstr(err, "cannot connect") != NULL, "closed port: exit %d: %.400s", rc, err);
+}
+
+/* ------------------------------------------------------------------------
+ * Suite errors: no broker needed
+ * ------------------------------------------------------------------------ */
+
+static void expect_open_error(const char *uri, hg_err_t want, const char *text, int line)
+{
+    hg_client_t *c = (hg_client_t *)&c; /* must be reset to NULL */
+    hg_client_opts_t o;
+    hg_error_t err;
+    hg_err_t e;
+
+    hg_client_opts_init(&o);
+    o.reconnect_backoff.attempts = 1;
+    o.reconnect_backoff.base_ms = 10;
+    e = hg_client_open(uri, &o, &c, &err);
+    if (e != want || c != NULL || err.code != want || strstr(err.message, text) == NULL) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "hg_client_open(%s): %s '%s', want %s with '%s'", uri, hg_strerror(e),
+                 err.message, hg_strerror(want), text);
+        CU_assertImplementation(CU_FALSE, (unsigned)line, msg, __FILE__, "", CU_FALSE);
+    }
+}
+
+#define OPEN_ERROR(uri, want, text) expect_open_error(uri, want, text, __LINE__)
+
+static void test_bad_uris_and_options(void)
+{
+    char closed[128];
+    hg_consumer_opts_t o;
+    hg_consumer_t *c = NULL;
+    hg_client_opts_t co;
+    hg_error_t err;
+
+    OPEN_ERROR("redis://localhost", HG_ERR_URI, "bad URI: unsupported scheme 'redis'");
+    OPEN_ERROR("hourglass://", HG_ERR_URI, "missing host");
+    OPEN_ERROR("hourglass://h:0", HG_ERR_URI, "bad port '0'");
+    OPEN_ERROR("hourglass://h:65536", HG_ERR_URI, "bad port '65536'");
+    OPEN_ERROR("hourglass://:pw@h", HG_ERR_URI, "empty user name");
+    OPEN_ERROR("hourglass://h/x", HG_ERR_URI, "unexpected path");
+    OPEN_ERROR("hourglass+tls://h", HG_ERR_UNSUPPORTED, "TLS arrives with the security issue");
+    OPEN_ERROR(NULL, HG_ERR_URI, "empty URI");
+    snprintf(closed, sizeof closed, "hourglass://127.0.0.1:%d", tu_free_port());
+    OPEN_ERROR(closed, HG_ERR_CONNECT, "Connection refused (after 2 attempts)");
+    OPEN_ERROR("hourglass://no-such-host.invalid", HG_ERR_CONNECT, "cannot resolve host 'no-such-host.invalid'");
+    BP_CHECK(strcmp(hg_strerror(HG_ERR_IO), "connection lost") == 0, "hg_strerror");
+
+    hg_client_opts_init(&co);
+    co.reconnect_backoff.factor = 0.5;
+    BP_CHECK(hg_client_open("hourglass://h", &co, NULL, &err) == HG_ERR_ARG, "out NULL");
+    {
+        hg_client_t *cl = NULL;
+        BP_CHECK(hg_client_open("hourglass://h", &co, &cl, &err) == HG_ERR_ARG &&
+                     strstr(err.message, "reconnect_backoff: factor 0.5") != NULL,
+                 "bad backoff: '%s'", err.message);
+    }
+
+    consumer_opts(&o, &co, "g", "t");
+    hg_client_opts_init(&co);
+    o.uri = "hourglass://h:99999";
+    BP_CHECK(hg_consumer_new(&o, &c, &err) == HG_ERR_URI && c == NULL && strstr(err.message, "bad port") != NULL,
+             "consumer bad URI: '%s'", err.message);
+    o.uri = "hourglass://127.0.0.1";
+#define CONSUMER_ERROR(field_change, text)                                                            \
+    do {                                                                                              \
+        hg_consumer_opts_t b = o;                                                                     \
+        field_change;                                                                                 \
+        BP_CHECK(hg_consumer_new(&b, &c, &err) == HG_ERR_ARG && c == NULL &&                          \
+                     strstr(err.message, text) != NULL,                                               \
+                 "%s: got '%s', want '%s'", #field_change, err.message, text);                        \
+    } while (0)
+    CONSUMER_ERROR(b.workers = 0, "workers 0 out of range 1..256");
+    CONSUMER_ERROR(b.count = 1001, "count 1001 out of range");
+    CONSUMER_ERROR(b.group = "a b", "group 'a b' is not a valid name");
+    CONSUMER_ERROR(b.topic = NULL, "topic (NULL) is not a valid name");
+    CONSUMER_ERROR(b.handler = NULL, "handler is required");
+    CONSUMER_ERROR(b.block_ms = 0, "block_ms 0 out of range");
+    CONSUMER_ERROR((b.lease_ms = 1000, b.touch_interval_ms = 1000), "touch_interval_ms 1000 must be below lease_ms");
+    CONSUMER_ERROR(b.retry.jitter = 2, "retry: jitter 2 out of range");
+    CONSUMER_ERROR(b.uri = NULL, "uri is required");
+    BP_CHECK(hg_consumer_new(&o, &c, &err) == HG_OK && c != NULL, "good options refused: %s", err.message);
+    hg_consumer_free(c);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static int add_suites(void)
+{
+    static const struct {
+        const char *suite, *name;
+        CU_TestFunc fn;
+    } tests[] = {
+        { "client", "hg_send_many: 1000 pipelined, one error", test_send_many_pipelined },
+        { "client", "send delays, errors, generic command, levels", test_send_delays_and_levels },
+        { "client", "credentials refused: HG_ERR_AUTH", test_auth_refused },
+        { "consumer", "send + consume round trip, 3 workers", test_round_trip },
+        { "consumer", "HG_RETRY: local backoff, then NACK with reason", test_retry_backoff_then_nack },
+        { "consumer", "HG_FAIL: NACK with reason lands in the DLQ", test_fail_goes_to_dlq },
+        { "consumer", "TOUCH keeps a slow handler's lease", test_touch_keeps_slow_handler_lease },
+        { "consumer", "stop from a signal handler", test_stop_from_signal_handler },
+        { "restart", "broker kill -9 + restart: nothing lost", test_broker_restart_nothing_lost },
+        { "restart", "connection lost mid-call: sends resent, commands not", test_resend_after_connection_loss },
+        { "cli", "dlq list/show/requeue/drop round trip", test_cli_dlq_round_trip },
+        { "cli", "commands, --json and exit codes", test_cli_commands_and_exit_codes },
+        { "errors", "bad URIs and options", test_bad_uris_and_options },
+    };
+    CU_pSuite s = NULL;
+    const char *current = "";
+
+    bp_set_failure_counter(CU_get_number_of_failures);
+    pthread_mutex_init(&S.lock, NULL);
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        if (strcmp(tests[i].suite, current) != 0) {
+            current = tests[i].suite;
+            s = CU_add_suite_with_setup_and_teardown(current, NULL, NULL, setup, teardown);
+            if (s == NULL)
+                return -1;
+        }
+        if (CU_add_test(s, tests[i].name, tests[i].fn) == NULL)
+            return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    return tu_cunit_main(argc, argv, add_suites);
+}

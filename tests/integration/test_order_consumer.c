@@ -1,0 +1,532 @@
+/*
+ * tests/integration/test_order_consumer.c — hourglass-consumer end to end:
+ * the real ./hourglass-broker, a private MariaDB, the real ./hourglass-consumer.
+ *
+ * Suite "config" (no servers): --check-config names the field of a bad URI,
+ * a bad SQL placeholder count, an unknown key, an over-long INI line; the
+ * sample etc/hourglass-consumer.conf is valid; --help and --version.
+ *
+ * Suite "daemon":
+ *   end to end   orders seeded, some paid; every id sent, a hundred twice,
+ *                plus an unknown id and a payload that is not an id. The
+ *                daemon cancels exactly the unpaid ones; the bad payload is
+ *                parked in the DLQ with its reason (group MAXRETRY 0); the
+ *                counters on /metrics match; SIGTERM stops it with status 0;
+ *                the invariant holds.
+ *   broker restart  the broker is stopped and restarted while the daemon
+ *                consumes: nothing lost (every order cancelled), nothing
+ *                cancelled twice (stock invariant exact).
+ *   throughput   orders/s with 1, 4 and 8 workers (printed, not asserted).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "include/hourglass/order.h"
+#include "tests/helpers/broker_proc.h"
+#include "tests/helpers/testutil.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+#include <mysql.h>
+
+#define CONSUMER_BIN HG_BUILDDIR "/hourglass-consumer"
+
+/* ---------------------------------------------------------------- processes */
+
+/* Run argv, capture stdout+stderr into out[outlen]; returns the exit status
+ * (-1 when it did not exit normally). */
+static int run_capture(const char *const *argv, char *out, size_t outlen)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    ssize_t r;
+    while ((r = read(fds[0], out + n, outlen - 1 - n)) > 0 && n + (size_t)r < outlen - 1)
+        n += (size_t)r;
+    if (r > 0)
+        n += (size_t)r;
+    out[n] = '\0';
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* All the strings of a reply tree, joined with " | ". */
+static void reply_text(const resp_reply_t *r, char *buf, size_t buflen)
+{
+    if (r->str != NULL) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, buflen - n, "%s%s", n ? " | " : "", r->str);
+    }
+    for (size_t i = 0; i < r->count; i++)
+        reply_text(&r->elements[i], buf, buflen);
+}
+
+static void expect_config_error(const char *const *argv, const char *want)
+{
+    char out[4096];
+    int rc = run_capture(argv, out, sizeof out);
+    CU_ASSERT_EQUAL(rc, 2);
+    if (strstr(out, want) == NULL) {
+        fprintf(stderr, "\n  want \"%s\" in: %s\n", want, out);
+        CU_FAIL("config error message");
+    }
+}
+
+/* ---------------------------------------------------------------- suite "config" */
+
+static void test_check_config(void)
+{
+    char out[8192];
+    const char *ok[] = {CONSUMER_BIN, "--config", HG_SRCDIR "/etc/hourglass-consumer.conf", "--check-config", NULL};
+    CU_ASSERT_EQUAL(run_capture(ok, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "configuration OK"));
+
+    const char *uri[] = {CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--uri", "hourglass://h:99999", NULL};
+    expect_config_error(uri, "uri: bad URI: bad port '99999'");
+    const char *scheme[] = {CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--uri=http://h", NULL};
+    expect_config_error(scheme, "uri: ");
+    const char *claim[] = {CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--claim-sql",
+                           "UPDATE orders SET status='cancelled', cancel_reason=? WHERE id=? AND status='pending'", NULL};
+    expect_config_error(claim, "claim-sql: expected exactly one '?' (the order id), found 2");
+    const char *side[] = {CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--side-effect-sql",
+                          "UPDATE a SET b=1", NULL};
+    expect_config_error(side, "side-effect-sql[1]: expected exactly one '?'");
+    const char *lookup[] = {CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--lookup-sql",
+                            "SELECT 1 FROM orders WHERE id=? AND cancel_reason=:reason", NULL};
+    expect_config_error(lookup, "lookup-sql: ':reason' is not available");
+    const char *unknown[] = {CONSUMER_BIN, "--check-config", "--bogus", "1", NULL};
+    expect_config_error(unknown, "unknown option '--bogus'");
+    const char *required[] = {CONSUMER_BIN, "--check-config", NULL};
+    expect_config_error(required, "mysql-database: required");
+    const char *range[] = {CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--workers", "0", NULL};
+    expect_config_error(range, "workers: '0' out of range 1..256");
+    const char *dur[] = {CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--retry-base", "200", NULL};
+    expect_config_error(dur, "retry-base: '200' is not a duration");
+
+    char dir[512], path[600];
+    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-conf", dir, sizeof dir), 0);
+    snprintf(path, sizeof path, "%s/c.conf", dir);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "[mysql]\nmysql-database = shop\n[sql]\nclaim-sql = UPDATE orders SET status='cancelled'\n"
+               "    WHERE id=? AND status='pending'\nnot-a-key = 1\n");
+    fclose(f);
+    const char *file_unknown[] = {CONSUMER_BIN, "--check-config", "--config", path, NULL};
+    expect_config_error(file_unknown, "c.conf:6: unknown key 'not-a-key'");
+    /* The same file with the bad key overridden away is fine: continuation lines joined. */
+    f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "mysql-database = shop\nclaim-sql = UPDATE orders SET status='cancelled'\n"
+               "    WHERE id=? AND status='pending'\nside-effect-sql = none\n");
+    fclose(f);
+    const char *file_ok[] = {CONSUMER_BIN, "--check-config", "-c", path, NULL};
+    CU_ASSERT_EQUAL(run_capture(file_ok, out, sizeof out), 0);
+    f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "mysql-database = shop\nclaim-sql = UPDATE orders SET status='cancelled' WHERE id=? AND status='pending'"
+               " AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1"
+               " AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1\n");
+    fclose(f);
+    expect_config_error(file_ok, "c.conf:2: line longer than");
+    tu_rmtree(dir);
+
+    const char *help[] = {CONSUMER_BIN, "--help", NULL};
+    CU_ASSERT_EQUAL(run_capture(help, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "claim-sql"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--check-config"));
+    const char *version[] = {CONSUMER_BIN, "--version", NULL};
+    CU_ASSERT_EQUAL(run_capture(version, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "hourglass-consumer 0."));
+}
+
+/* ---------------------------------------------------------------- suite "daemon" */
+
+static tu_mariadb_t server;
+static bp_broker_t broker;
+static MYSQL *admin;
+
+static unsigned failures(void)
+{
+    return CU_get_number_of_failures();
+}
+
+static int daemon_init(void)
+{
+    char err[4096];
+    if (tu_mariadb_start(&server, err, sizeof err) != 0) {
+        fprintf(stderr, "\nFAIL: cannot start a private MariaDB: %s\n", err);
+        return -1;
+    }
+    bp_set_failure_counter(failures);
+    if (bp_start(&broker, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "\nFAIL: cannot start hourglass-broker: %s\n", err);
+        return -1;
+    }
+    admin = mysql_init(NULL);
+    if (admin == NULL || mysql_real_connect(admin, NULL, "root", "", NULL, 0, server.socket, 0) == NULL) {
+        fprintf(stderr, "connect: %s\n", admin ? mysql_error(admin) : "oom");
+        return -1;
+    }
+    return 0;
+}
+
+static int daemon_cleanup(void)
+{
+    if (admin != NULL)
+        mysql_close(admin);
+    bp_destroy(&broker);
+    tu_mariadb_stop(&server);
+    return 0;
+}
+
+static long long scalar(const char *sql)
+{
+    if (mysql_query(admin, sql) != 0) {
+        fprintf(stderr, "SQL failed: %s: %s\n", sql, mysql_error(admin));
+        return -2;
+    }
+    MYSQL_RES *res = mysql_store_result(admin);
+    if (res == NULL)
+        return -2;
+    MYSQL_ROW row = mysql_fetch_row(res);
+    long long v = row == NULL || row[0] == NULL ? -1 : strtoll(row[0], NULL, 10);
+    mysql_free_result(res);
+    return v;
+}
+
+/* A fresh database with the schema, n orders seeded. */
+static hg_order_db *fresh_database(const char *name, size_t n)
+{
+    char sql[128];
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
+    if (mysql_query(admin, sql) != 0) {
+        fprintf(stderr, "%s: %s\n", sql, mysql_error(admin));
+        return NULL;
+    }
+    hg_order_db_params_t p = {.socket = server.socket, .user = "root", .database = name};
+    hg_order_error_t err;
+    hg_order_db *db = hg_order_db_open(&p, &err);
+    hg_order_seed_spec_t spec = {.first_id = 1, .orders = n, .first_sku = 1, .skus = 30, .max_items = 3,
+                                 .max_qty = 3, .stock_per_sku = 1000000, .expire_in_ms = 1800000, .with_outbox = 1,
+                                 .random_seed = 3};
+    if (db == NULL || hg_order_schema_create(db, &err) != 0 || hg_order_seed(db, &spec, &err) != 0) {
+        fprintf(stderr, "fresh database %s: %s\n", name, err.message);
+        hg_order_db_close(db);
+        return NULL;
+    }
+    return db;
+}
+
+/* Start hourglass-consumer on database db, group, with workers; its output
+ * goes to log_path. Returns the pid or -1. */
+static pid_t start_consumer(const char *db, const char *group, int workers, int metrics_port, const char *log_path)
+{
+    char uri[64], w[16], mport[16];
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", broker.port);
+    snprintf(w, sizeof w, "%d", workers);
+    snprintf(mport, sizeof mport, "%d", metrics_port);
+    const char *argv[] = {CONSUMER_BIN, "--uri", uri, "--group", group, "--topic", "order-timeout",
+                          "--mysql-socket", server.socket, "--mysql-user", "root", "--mysql-database", db,
+                          "--workers", w, "--block", "200ms", "--metrics-port", mport, "--log-level", "warn",
+                          "--retry-base", "20ms", "--lease", "3s", NULL};
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* SIGTERM and wait (10 s, then SIGKILL); returns the exit status or -1. */
+static int stop_consumer(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 1000; i++) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+static void print_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return;
+    char line[512];
+    fprintf(stderr, "--- %s\n", path);
+    while (fgets(line, sizeof line, f) != NULL)
+        fputs(line, stderr);
+    fclose(f);
+}
+
+/* GET /metrics; the value of one metric line, or -1. */
+static long long metric_value(int port, const char *name)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    const char req[] = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) {
+        close(fd);
+        return -1;
+    }
+    static char body[65536];
+    size_t n = 0;
+    ssize_t r;
+    while (n < sizeof body - 1 && (r = read(fd, body + n, sizeof body - 1 - n)) > 0)
+        n += (size_t)r;
+    body[n] = '\0';
+    close(fd);
+    char key[128];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *p = strstr(body, key);
+    return p == NULL ? -1 : strtoll(p + strlen(key), NULL, 10);
+}
+
+typedef struct wait_ctx {
+    const char *db;
+    const char *group;
+    long long want_dlq;
+} wait_ctx_t;
+
+static int all_done(void *arg)
+{
+    wait_ctx_t *w = arg;
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s.orders WHERE status = 'pending'", w->db);
+    if (scalar(sql) != 0)
+        return 0;
+    if (w->want_dlq < 0)
+        return 1;
+    rc_conn_t c;
+    char err[256];
+    long long len = -1;
+    if (bp_connect(&broker, &c, err, sizeof err) != 0)
+        return 0;
+    bp_int_cmd(&c, &len, err, sizeof err, "DLQ", "LEN", w->group, NULL);
+    rc_close(&c);
+    return len == w->want_dlq;
+}
+
+static void send_ids(rc_conn_t *c, uint64_t first, uint64_t last)
+{
+    char err[256], id[64], payload[32];
+    for (uint64_t i = first; i <= last; i++) {
+        snprintf(payload, sizeof payload, "%" PRIu64, i);
+        CU_ASSERT_EQUAL_FATAL(bp_send(c, id, sizeof id, err, sizeof err, "order-timeout", payload, NULL), 0);
+    }
+}
+
+static void test_end_to_end(void)
+{
+    hg_order_db *db = fresh_database("e2e", 300);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    hg_order_outcome_t out;
+    for (uint64_t id = 1; id <= 60; id++)
+        CU_ASSERT_EQUAL(hg_order_pay(db, id, &out, NULL), 0);
+
+    rc_conn_t c;
+    char err[512], id[64];
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&broker, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", "e2e", "order-timeout", "MAXRETRY", "0", NULL), 0);
+    send_ids(&c, 1, 300);
+    send_ids(&c, 1, 100); /* duplicates */
+    CU_ASSERT_EQUAL(bp_send(&c, id, sizeof id, err, sizeof err, "order-timeout", "999999", NULL), 0);
+    CU_ASSERT_EQUAL(bp_send(&c, id, sizeof id, err, sizeof err, "order-timeout", "not-an-id", NULL), 0);
+
+    char dir[512], log_path[600];
+    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer", dir, sizeof dir), 0);
+    snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
+    int mport = tu_free_port();
+    pid_t pid = start_consumer("e2e", "e2e", 4, mport, log_path);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    wait_ctx_t w = {"e2e", "e2e", 1};
+    int done = tu_poll_until(all_done, &w, 60000, 50);
+    CU_ASSERT_EQUAL(done, 0);
+
+    /* every message handled: 240 cancelled, 60 paid + 100 duplicates not pending */
+    long long cancelled = -1, not_pending = -1, not_found = -1, permanent = -1, bad = -1, hist = -1;
+    for (int i = 0; i < 100; i++) {
+        cancelled = metric_value(mport, "hourglass_consumer_cancelled_total");
+        not_pending = metric_value(mport, "hourglass_consumer_not_pending_total");
+        not_found = metric_value(mport, "hourglass_consumer_not_found_total");
+        permanent = metric_value(mport, "hourglass_consumer_permanent_failures_total");
+        bad = metric_value(mport, "hourglass_consumer_bad_payload_total");
+        hist = metric_value(mport, "hourglass_consumer_handler_seconds_count");
+        if (cancelled + not_pending + not_found + permanent >= 402)
+            break;
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+    }
+    printf("\n    /metrics: cancelled %lld, not pending %lld, not found %lld, permanent %lld (bad payload %lld),"
+           " handler latency observations %lld\n", cancelled, not_pending, not_found, permanent, bad, hist);
+    CU_ASSERT_EQUAL(cancelled, 240);
+    CU_ASSERT_EQUAL(not_pending, 160);
+    CU_ASSERT_EQUAL(not_found, 1);
+    CU_ASSERT_EQUAL(permanent, 1);
+    CU_ASSERT_EQUAL(bad, 1);
+    CU_ASSERT_EQUAL(hist, 402);
+
+    /* the bad payload is parked with its reason */
+    resp_reply_t *r = rc_cmd(&c, "DLQ", "LIST", "e2e", NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    char text[2048] = "";
+    reply_text(r, text, sizeof text);
+    printf("    DLQ LIST: %s\n", text);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "not-an-id"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "payload is not an order id: byte 1 is 'n'"));
+    resp_reply_free(r);
+    rc_close(&c);
+
+    CU_ASSERT_EQUAL(stop_consumer(pid), 0);
+    if (CU_get_number_of_failures() > 0)
+        print_file(log_path);
+    tu_rmtree(dir);
+
+    hg_order_report_t rep;
+    hg_order_error_t e;
+    CU_ASSERT_EQUAL_FATAL(hg_order_check(db, 3600, &rep, &e), 0);
+    CU_ASSERT_TRUE(rep.ok);
+    CU_ASSERT_EQUAL(rep.paid, 60);
+    CU_ASSERT_EQUAL(rep.cancelled, 240);
+    CU_ASSERT_EQUAL(rep.reserved, 0);
+    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM e2e.orders WHERE cancel_reason = 'timeout-message'"), 240);
+    hg_order_db_close(db);
+}
+
+/* Run the daemon on n fresh orders with `workers`; optionally restart the
+ * broker when a third is cancelled. Returns the elapsed ms, 0 on failure. */
+static uint64_t consume_all(const char *name, size_t n, int workers, int restart_broker)
+{
+    hg_order_db *db = fresh_database(name, n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    rc_conn_t c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&broker, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", name, "order-timeout", "FROM", "NOW", NULL), 0);
+    send_ids(&c, 1, n);
+    rc_close(&c);
+
+    char dir[512], log_path[600];
+    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer", dir, sizeof dir), 0);
+    snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
+    uint64_t t0 = tu_now_mono_ms();
+    pid_t pid = start_consumer(name, name, workers, 0, log_path);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    char sql[160];
+    if (restart_broker) {
+        snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'", name);
+        while (scalar(sql) < (long long)n / 3 && tu_now_mono_ms() - t0 < 60000) {
+            struct timespec ts = {0, 5000000};
+            nanosleep(&ts, NULL);
+        }
+        CU_ASSERT_EQUAL(bp_kill9(&broker), 0);
+        CU_ASSERT_EQUAL(bp_restart(&broker, err, sizeof err), 0);
+        printf("\n    broker killed (-9) and restarted at %lld of %zu cancelled", scalar(sql), n);
+    }
+    wait_ctx_t w = {name, name, -1};
+    int rc = tu_poll_until(all_done, &w, 120000, 20);
+    uint64_t ms = tu_now_mono_ms() - t0;
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL(stop_consumer(pid), 0);
+    if (rc != 0 || CU_get_number_of_failures() > 0)
+        print_file(log_path);
+    tu_rmtree(dir);
+
+    hg_order_report_t rep;
+    hg_order_error_t e;
+    CU_ASSERT_EQUAL_FATAL(hg_order_check(db, 3600, &rep, &e), 0);
+    CU_ASSERT_TRUE(rep.ok);
+    CU_ASSERT_EQUAL(rep.cancelled, n);
+    CU_ASSERT_EQUAL(rep.reserved, 0);
+    CU_ASSERT_EQUAL(rep.available, rep.received); /* every unit back exactly once */
+    hg_order_db_close(db);
+    return rc == 0 ? ms : 0;
+}
+
+static void test_broker_restart(void)
+{
+    uint64_t ms = consume_all("restart", 1500, 4, 1);
+    printf("; all 1500 cancelled exactly once in %" PRIu64 " ms\n", ms);
+}
+
+static void test_throughput(void)
+{
+    static const int workers[] = {1, 4, 8};
+    printf("\n");
+    for (size_t i = 0; i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "tp%d", workers[i]);
+        uint64_t ms = consume_all(name, 2000, workers[i], 0);
+        if (ms > 0)
+            printf("    hourglass-consumer, %d worker%s: 2000 orders cancelled in %" PRIu64 " ms = %.0f orders/s"
+                   " (from process start)\n", workers[i], workers[i] > 1 ? "s" : "", ms, 2000.0 * 1000 / (double)ms);
+    }
+}
+
+/* ---------------------------------------------------------------- registry */
+
+static int add_suites(void)
+{
+    CU_pSuite s = CU_add_suite("config", NULL, NULL);
+    if (s == NULL || CU_add_test(s, "--check-config names the field", test_check_config) == NULL)
+        return -1;
+    s = CU_add_suite("daemon", daemon_init, daemon_cleanup);
+    if (s == NULL
+        || CU_add_test(s, "end to end: cancels, duplicates, paid, unknown, bad payload → DLQ", test_end_to_end) == NULL
+        || CU_add_test(s, "broker killed and restarted during consumption", test_broker_restart) == NULL
+        || CU_add_test(s, "throughput with 1, 4, 8 workers", test_throughput) == NULL)
+        return -1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    hg_order_library_init();
+    return tu_cunit_main(argc, argv, add_suites);
+}

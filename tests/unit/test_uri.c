@@ -1,0 +1,219 @@
+/*
+ * tests/unit/test_uri.c — CUnit suite for consumer/uri.c.
+ *
+ * Good URIs (names, IPv4, bracketed IPv6, default port, credentials with
+ * percent-escapes, case-insensitive scheme, a trailing slash) parse to the
+ * expected fields; bad ones are refused with a message that names the bad
+ * part (and never contains the password).
+ */
+#include "consumer/uri.h"
+#include "tests/helpers/testutil.h"
+
+#include <CUnit/CUnit.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static void check_msg(int ok, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void check_msg(int ok, int line, const char *fmt, ...)
+{
+    char text[768];
+    va_list ap;
+
+    if (ok) {
+        CU_assertImplementation(CU_TRUE, (unsigned int)line, "ok", __FILE__, "", CU_FALSE);
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    CU_assertImplementation(CU_FALSE, (unsigned int)line, text, __FILE__, "", CU_FALSE);
+}
+
+/* Parse text and compare every field. user NULL means no credentials. */
+static void good(const char *text, int tls, const char *host, int port, const char *user,
+                 const char *password, int line)
+{
+    char err[256] = "";
+    uri_t u;
+    int rc = uri_parse(text, 7379, &u, err, sizeof(err));
+
+    check_msg(rc == 0, line, "'%s' refused: %s", text, err);
+    if (rc != 0)
+        return;
+    check_msg(u.tls == tls, line, "'%s': tls %d, want %d", text, u.tls, tls);
+    check_msg(strcmp(u.host, host) == 0, line, "'%s': host '%s', want '%s'", text, u.host, host);
+    check_msg(u.port == port, line, "'%s': port %d, want %d", text, u.port, port);
+    check_msg(u.has_auth == (user != NULL), line, "'%s': has_auth %d", text, u.has_auth);
+    if (user != NULL) {
+        check_msg(strcmp(u.user, user) == 0, line, "'%s': user '%s', want '%s'", text, u.user, user);
+        check_msg(strcmp(u.password, password) == 0, line, "'%s': password '%s', want '%s'", text,
+                  u.password, password);
+    }
+}
+
+/* Parse text, expect a refusal whose message contains want. */
+static void bad(const char *text, const char *want, int line)
+{
+    char err[256] = "";
+    uri_t u;
+    int rc = uri_parse(text, 7379, &u, err, sizeof(err));
+
+    check_msg(rc == -1, line, "'%s' accepted (host '%s' port %d), want an error with '%s'",
+              text ? text : "(NULL)", u.host, u.port, want);
+    check_msg(strstr(err, want) != NULL, line, "'%s': message '%s' lacks '%s'", text ? text : "(NULL)",
+              err, want);
+    check_msg(u.host[0] == '\0' && u.port == 0, line, "'%s': *out not zeroed on failure",
+              text ? text : "(NULL)");
+}
+
+#define GOOD(text, tls, host, port, user, pass) good(text, tls, host, port, user, pass, __LINE__)
+#define BAD(text, want) bad(text, want, __LINE__)
+
+static void test_good(void)
+{
+    GOOD("hourglass://localhost", 0, "localhost", 7379, NULL, NULL);
+    GOOD("hourglass://127.0.0.1:6000", 0, "127.0.0.1", 6000, NULL, NULL);
+    GOOD("hourglass://broker.example.org:1/", 0, "broker.example.org", 1, NULL, NULL);
+    GOOD("hourglass://b-1_x:65535", 0, "b-1_x", 65535, NULL, NULL);
+    GOOD("HOURGLASS://Host", 0, "Host", 7379, NULL, NULL);
+    GOOD("hourglass://[::1]", 0, "::1", 7379, NULL, NULL);
+    GOOD("hourglass://[::1]:7000/", 0, "::1", 7000, NULL, NULL);
+    GOOD("hourglass://[2001:db8::7]:80", 0, "2001:db8::7", 80, NULL, NULL);
+    GOOD("hourglass+tls://h:443", 1, "h", 443, NULL, NULL);
+    GOOD("hourglass://alice:secret@h:7000", 0, "h", 7000, "alice", "secret");
+    GOOD("hourglass://alice:s:e:c@h", 0, "h", 7379, "alice", "s:e:c");
+    GOOD("hourglass://al%69ce:p%40ss%2Fw%3Ad@h", 0, "h", 7379, "alice", "p@ss/w:d");
+    GOOD("hourglass://a%3Ab:x@[::1]:9", 0, "::1", 9, "a:b", "x");
+    GOOD("hourglass://u:!$&'()*+,;=-._~@h", 0, "h", 7379, "u", "!$&'()*+,;=-._~");
+    GOOD("hourglass://00:01@h:007", 0, "h", 7, "00", "01");
+}
+
+static void test_bad_scheme(void)
+{
+    BAD(NULL, "empty URI");
+    BAD("", "empty URI");
+    BAD("localhost:7379", "missing scheme");
+    BAD("redis://localhost", "unsupported scheme 'redis'");
+    BAD("hourglass:/localhost", "missing scheme");
+    BAD("http://h", "unsupported scheme 'http'");
+    BAD("hourglass+ssl://h", "unsupported scheme 'hourglass+ssl'");
+    BAD("://h", "unsupported scheme ''");
+}
+
+static void test_bad_host(void)
+{
+    BAD("hourglass://", "missing host");
+    BAD("hourglass:///", "missing host");
+    BAD("hourglass://:7379", "missing host");
+    BAD("hourglass://u:p@", "missing host");
+    BAD("hourglass://u:p@:1", "missing host");
+    BAD("hourglass://[]:1", "missing host");
+    BAD("hourglass://ho st", "invalid character ' ' in host");
+    BAD("hourglass://h*st", "invalid character '*' in host");
+    BAD("hourglass://::1", "more than one ':'");
+    BAD("hourglass://[::1", "'[' without ']'");
+    BAD("hourglass://[::g]", "bad IPv6 address '::g'");
+    BAD("hourglass://[::1]x", "unexpected 'x' after ']'");
+}
+
+static void test_bad_port(void)
+{
+    BAD("hourglass://h:0", "bad port '0' (want 1..65535)");
+    BAD("hourglass://h:65536", "bad port '65536'");
+    BAD("hourglass://h:99999999", "bad port '99999999'");
+    BAD("hourglass://h:", "empty port");
+    BAD("hourglass://h:abc", "bad port 'abc'");
+    BAD("hourglass://h:-1", "bad port '-1'");
+    BAD("hourglass://h:+80", "bad port '+80'");
+    BAD("hourglass://h: 80", "bad port ' 80'");
+    BAD("hourglass://[::1]:", "empty port");
+    BAD("hourglass://[::1]:70000", "bad port '70000'");
+}
+
+static void test_bad_userinfo(void)
+{
+    char err[256] = "";
+    uri_t u;
+
+    BAD("hourglass://:pass@h", "empty user name");
+    BAD("hourglass://@h", "empty user name");
+    BAD("hourglass://bob@h", "missing password for user 'bob'");
+    BAD("hourglass://bob:@h", "empty password for user 'bob'");
+    BAD("hourglass://bob:p@ss@h", "more than one '@'");
+    BAD("hourglass://b%zzb:x@h", "bad percent-escape '%zz' in the user name");
+    BAD("hourglass://b%4:x@h", "bad percent-escape");
+    BAD("hourglass://bob:x%2@h", "bad percent-escape in the password");
+    BAD("hourglass://bob:x%00y@h", "%00 (a NUL byte) in the password");
+    BAD("hourglass://b\"b:x@h", "invalid character '\"' in the user name");
+
+    /* The password never appears in a message. */
+    CU_ASSERT_EQUAL(uri_parse("hourglass://bob:top\"secret@h", 1, &u, err, sizeof(err)), -1);
+    CU_ASSERT_PTR_NULL(strstr(err, "top"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "password"));
+    CU_ASSERT_EQUAL(uri_parse("hourglass://bob:topsecret%zz@h", 1, &u, err, sizeof(err)), -1);
+    CU_ASSERT_PTR_NULL(strstr(err, "topsecret"));
+}
+
+static void test_bad_rest(void)
+{
+    BAD("hourglass://h/db", "unexpected path '/db'");
+    BAD("hourglass://h:1//", "unexpected path '//'");
+    BAD("hourglass://h?timeout=5", "unexpected query '?timeout=5'");
+    BAD("hourglass://h#x", "unexpected fragment '#x'");
+    BAD("hourglass://h/?x", "unexpected path '/?x'");
+}
+
+static void test_lengths(void)
+{
+    char text[1024], err[256] = "";
+    uri_t u;
+
+    /* a 252-byte host name is fine, 254 is not */
+    snprintf(text, sizeof(text), "hourglass://%0252d", 0);
+    CU_ASSERT_EQUAL(uri_parse(text, 7379, &u, err, sizeof(err)), 0);
+    snprintf(text, sizeof(text), "hourglass://%0254d", 0);
+    CU_ASSERT_EQUAL(uri_parse(text, 7379, &u, err, sizeof(err)), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "host name is longer"));
+    /* a user name of 300 bytes does not fit */
+    snprintf(text, sizeof(text), "hourglass://%0300d:x@h", 0);
+    CU_ASSERT_EQUAL(uri_parse(text, 7379, &u, err, sizeof(err)), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "the user name is longer than 255 bytes"));
+    /* err may be NULL */
+    CU_ASSERT_EQUAL(uri_parse("bad", 7379, &u, NULL, 0), -1);
+    /* the default port applies only without a port */
+    CU_ASSERT_EQUAL(uri_parse("hourglass://h", 1234, &u, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(u.port, 1234);
+}
+
+typedef struct {
+    const char *name;
+    CU_TestFunc fn;
+} test_entry_t;
+
+static const test_entry_t uri_tests[] = {
+    { "good URIs", test_good },
+    { "bad scheme", test_bad_scheme },
+    { "bad host", test_bad_host },
+    { "bad port", test_bad_port },
+    { "bad user and password", test_bad_userinfo },
+    { "path, query, fragment", test_bad_rest },
+    { "lengths", test_lengths },
+    { NULL, NULL },
+};
+
+static int add_suites(void)
+{
+    CU_pSuite suite = CU_add_suite("uri", NULL, NULL);
+    if (suite == NULL)
+        return -1;
+    for (const test_entry_t *t = uri_tests; t->name != NULL; t++)
+        if (CU_add_test(suite, t->name, t->fn) == NULL)
+            return -1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    return tu_cunit_main(argc, argv, add_suites);
+}
