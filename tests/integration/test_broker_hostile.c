@@ -13,7 +13,9 @@
  *    at max-reply-buffer without hurting a reader of the same topic;
  *  - unknown commands and wrong arity are errors that keep the connection;
  *    an over-size payload is refused and keeps the connection; max-clients;
- *    idle-timeout closes idle clients but not blocked PULLs; HELLO 3;
+ *    idle-timeout closes idle clients but not blocked PULLs, and a consumer
+ *    long-polling with BLOCK = idle-timeout keeps every reply and its
+ *    connection; HELLO 3;
  *  - a pipeline deeper than the broker's in-flight window is answered in order.
  *
  * Run one suite: ./tests/integration/test_broker_hostile hostile
@@ -371,6 +373,27 @@ static void test_idle_timeout(void)
              r == NULL ? blocked.err : rc_describe(r, d, sizeof d));
     resp_reply_free(r);
     rc_close(&blocked);
+    /* A long-polling consumer: PULL BLOCK as long as the idle-timeout, again and again.
+     * Each empty reply must arrive, and the connection must stay usable for the next
+     * PULL sent right after it (the client was waiting on the broker, not idle). */
+    rc_conn_t poller;
+    BP_REQUIRE(bp_connect(&B, &poller, e, sizeof e) == 0, "%s", e);
+    int lost = 0, rounds = 0;
+    for (; rounds < 20 && lost == 0; rounds++) {
+        rc_appendl(&poller, "PULL", "g", "quiet", "BLOCK", "500", NULL);
+        if (rc_flush(&poller, 5000) != 0) {
+            lost = 1;
+            break;
+        }
+        r = rc_read(&poller, 10000);
+        if (r == NULL || r->type != RESP_REPLY_ARRAY || r->count != 0)
+            lost = 1;
+        resp_reply_free(r);
+    }
+    BP_CHECK(lost == 0, "long poll with BLOCK = idle-timeout: round %d of 20 lost its reply or the connection (%s)",
+             rounds, poller.err);
+    rc_close(&poller);
+
     /* Y talked only at the start; talking again after a reconnect works. */
     rc_close(&Y);
     BP_REQUIRE(bp_connect(&B, &Y, e, sizeof e) == 0, "%s", e);

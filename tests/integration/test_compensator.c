@@ -1,0 +1,1305 @@
+/*
+ * tests/integration/test_compensator.c — hourglass-compensator end to end:
+ * a private MariaDB (tu_mariadb_start; a server that cannot start FAILS the
+ * suite), the real ./hourglass-broker (broker_proc), the real
+ * ./hourglass-compensator and ./hourglass-consumer processes.
+ *
+ * Each scenario has its own database, topic and consumer group, so the
+ * scenarios share one MariaDB and one broker. Timeouts are short (orders
+ * expire in 1-3 s, graces of 1-2 s, intervals of 200-300 ms); every wait
+ * polls with a deadline.
+ *
+ * Suite "config" (no servers): --check-config names the key of a bad value,
+ * the sample etc/hourglass-compensator.conf is valid, --help, --version.
+ *
+ * Suite "layers" — each layer catching what the one before missed:
+ *   explain     the inspection's page query on the real schema is a range
+ *               scan of the (status, expire_at) index without filesort, and
+ *               reads the overdue range only (ANALYZE r_rows, Handler_read_*)
+ *   (a) relay   the fast-path send failed (outbox 'new', nothing sent): the
+ *               relay sends with the remaining delay, hourglass-consumer
+ *               cancels each order on time (never before expire_at)
+ *   (b) overdue the broker is down for the whole timeout: the relay records
+ *               attempts/backoff/last_error, the overdue layer cancels
+ *               (reason outbox-overdue)
+ *   (c) dlq     the message went to the DLQ and was dropped by hand, the
+ *               outbox row is gone: the inspection cancels (reason inspection)
+ *   (d) two     two compensators and a consumer at once on 300 orders of
+ *               three kinds: each order cancelled exactly once, stock exact,
+ *               every outbox row relayed once (SKIP LOCKED), one inspector
+ *               (lock_held, scans), hand-over when it stops
+ *   (e) paid    paid orders are never touched, an order paid 100 ms before
+ *               its expiry stays paid, payments racing the cancels: each
+ *               order ends paid xor cancelled, every successful payment stays
+ *   lock loss   KILL of the lock connection mid-scan: the scan stops, the
+ *               next round re-acquires on a new connection and finishes
+ *   monitor     gauges (overdue pending, DLQ depth, unsent outbox) and the
+ *               alert command with HG_ALERT_* variables, rate-limited,
+ *               resolved when the condition ends
+ *   --once      each layer one time; exit 0, or 1 when a layer failed
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "include/hourglass/order.h"
+#include "tests/helpers/broker_proc.h"
+#include "tests/helpers/testutil.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+#include <mysql.h>
+
+#include "compensator/inspect.h" /* COMP_INSPECT_PAGE_SQL, for EXPLAIN */
+
+#define COMPENSATOR_BIN HG_BUILDDIR "/hourglass-compensator"
+#define CONSUMER_BIN HG_BUILDDIR "/hourglass-consumer"
+#define M "hourglass_compensator_"
+
+/* ---------------------------------------------------------------- small helpers */
+
+static tu_mariadb_t server;
+static bp_broker_t broker;
+static MYSQL *admin;
+static char workdir[512]; /* logs and scripts of the suite */
+
+static unsigned failures(void)
+{
+    return CU_get_number_of_failures();
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int exec_sql(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int exec_sql(const char *fmt, ...)
+{
+    char sql[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    if (mysql_query(admin, sql) != 0) {
+        fprintf(stderr, "\n  SQL failed: %s: %s\n", sql, mysql_error(admin));
+        return -1;
+    }
+    MYSQL_RES *res = mysql_store_result(admin);
+    if (res != NULL)
+        mysql_free_result(res);
+    return 0;
+}
+
+/* The first column of the first row as a number; -1 for NULL or no row,
+ * -2 when the query failed. */
+static long long scalar(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static long long scalar(const char *fmt, ...)
+{
+    char sql[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    if (mysql_query(admin, sql) != 0) {
+        fprintf(stderr, "\n  SQL failed: %s: %s\n", sql, mysql_error(admin));
+        return -2;
+    }
+    MYSQL_RES *res = mysql_store_result(admin);
+    if (res == NULL)
+        return -2;
+    MYSQL_ROW row = mysql_fetch_row(res);
+    long long v = row == NULL || row[0] == NULL ? -1 : strtoll(row[0], NULL, 10);
+    mysql_free_result(res);
+    return v;
+}
+
+/* Poll until scalar(sql) == want or deadline_ms passes. Returns the last value. */
+static long long wait_scalar(long long want, int deadline_ms, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static long long wait_scalar(long long want, int deadline_ms, const char *fmt, ...)
+{
+    char sql[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    uint64_t end = tu_now_mono_ms() + (uint64_t)deadline_ms;
+    long long v;
+    for (;;) {
+        v = scalar("%s", sql);
+        if (v == want || tu_now_mono_ms() >= end)
+            return v;
+        sleep_ms(20);
+    }
+}
+
+/* A fresh database with the reference schema; the handle for seeding. */
+static hg_order_db *fresh_database(const char *name)
+{
+    if (exec_sql("DROP DATABASE IF EXISTS %s", name) != 0 || exec_sql("CREATE DATABASE %s", name) != 0)
+        return NULL;
+    hg_order_db_params_t p = {.socket = server.socket, .user = "root", .database = name};
+    hg_order_error_t err;
+    hg_order_db *db = hg_order_db_open(&p, &err);
+    if (db == NULL || hg_order_schema_create(db, &err) != 0) {
+        fprintf(stderr, "\n  fresh database %s: %s\n", name, err.message);
+        hg_order_db_close(db);
+        return NULL;
+    }
+    return db;
+}
+
+/* n pending orders first_id.., expiring expire_in_ms from now, each with an
+ * outbox row in status 'sent' when with_outbox. Returns 0 / -1. */
+static int seed(hg_order_db *db, uint64_t first_id, size_t n, int64_t expire_in_ms, int with_outbox)
+{
+    hg_order_seed_spec_t spec = {.first_id = first_id, .orders = n, .first_sku = 1, .skus = 20, .max_items = 3,
+                                 .max_qty = 2, .stock_per_sku = 1000000, .expire_in_ms = expire_in_ms,
+                                 .with_outbox = with_outbox, .random_seed = (uint32_t)first_id};
+    hg_order_error_t err;
+    if (hg_order_seed(db, &spec, &err) != 0) {
+        fprintf(stderr, "\n  seed: %s\n", err.message);
+        return -1;
+    }
+    return 0;
+}
+
+/* The invariant report; ok must be 1. */
+static void check_invariant(hg_order_db *db, hg_order_report_t *rep)
+{
+    hg_order_error_t err;
+    memset(rep, 0, sizeof *rep);
+    CU_ASSERT_EQUAL_FATAL(hg_order_check(db, 3600, rep, &err), 0);
+    if (!rep->ok) {
+        char text[1024];
+        hg_order_report_format(rep, text, sizeof text);
+        fprintf(stderr, "\n  invariant broken: %s\n%s\n", rep->first_defect, text);
+    }
+    CU_ASSERT_TRUE(rep->ok);
+}
+
+/* ---------------------------------------------------------------- processes */
+
+typedef struct proc {
+    pid_t pid;
+    int metrics_port;
+    char log[600];
+} proc_t;
+
+static void print_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return;
+    char line[1024];
+    fprintf(stderr, "--- %s\n", path);
+    while (fgets(line, sizeof line, f) != NULL)
+        fputs(line, stderr);
+    fclose(f);
+}
+
+static pid_t spawn(const char *const *argv, const char *log_path)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Start hourglass-compensator on database db with the base flags below plus
+ * extra (NULL-terminated; later flags win). */
+static int start_compensator(proc_t *p, const char *tag, const char *db, const char *topic, const char *const *extra)
+{
+    char uri[64], mport[16];
+    memset(p, 0, sizeof *p);
+    p->metrics_port = tu_free_port();
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", broker.port);
+    snprintf(mport, sizeof mport, "%d", p->metrics_port);
+    snprintf(p->log, sizeof p->log, "%s/compensator-%s.log", workdir, tag);
+    const char *argv[96];
+    int n = 0;
+    const char *base[] = {COMPENSATOR_BIN, "--uri", uri, "--topic", topic, "--mysql-socket", server.socket,
+                          "--mysql-user", "root", "--mysql-database", db, "--metrics-port", mport, "--log-level", "info",
+                          "--dlq-groups", "none", "--broker-connect-timeout", "300ms", "--broker-timeout", "2s", NULL};
+    for (int i = 0; base[i] != NULL; i++)
+        argv[n++] = base[i];
+    for (int i = 0; extra != NULL && extra[i] != NULL && n < 94; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    p->pid = spawn(argv, p->log);
+    return p->pid > 0 ? 0 : -1;
+}
+
+static int start_consumer(proc_t *p, const char *tag, const char *db, const char *group, const char *topic)
+{
+    char uri[64], mport[16];
+    memset(p, 0, sizeof *p);
+    p->metrics_port = tu_free_port();
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", broker.port);
+    snprintf(mport, sizeof mport, "%d", p->metrics_port);
+    snprintf(p->log, sizeof p->log, "%s/consumer-%s.log", workdir, tag);
+    const char *argv[] = {CONSUMER_BIN, "--uri", uri, "--group", group, "--topic", topic, "--mysql-socket",
+                          server.socket, "--mysql-user", "root", "--mysql-database", db, "--workers", "2", "--block",
+                          "200ms", "--metrics-port", mport, "--log-level", "warn", "--retry-base", "20ms", "--lease",
+                          "3s", NULL};
+    p->pid = spawn(argv, p->log);
+    return p->pid > 0 ? 0 : -1;
+}
+
+/* SIGTERM and wait (15 s, then SIGKILL). Returns the exit status, or -1 when
+ * it did not exit by itself. Prints the log when the test has failures. */
+static int stop_proc(proc_t *p, unsigned failures_before)
+{
+    if (p->pid <= 0)
+        return -1;
+    kill(p->pid, SIGTERM);
+    int status = -1, result = -1;
+    for (int i = 0; i < 1500; i++) {
+        pid_t r = waitpid(p->pid, &status, WNOHANG);
+        if (r == p->pid) {
+            result = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+            break;
+        }
+        sleep_ms(10);
+    }
+    if (result == -1 && waitpid(p->pid, &status, WNOHANG) == 0) {
+        kill(p->pid, SIGKILL);
+        waitpid(p->pid, NULL, 0);
+    }
+    p->pid = 0;
+    if (CU_get_number_of_failures() > failures_before || result != 0)
+        print_file(p->log);
+    return result;
+}
+
+/* GET path from 127.0.0.1:port into body; returns the HTTP status or -1. */
+static int http_get(int port, const char *path, char *body, size_t len)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    char req[256];
+    int rl = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+    if (write(fd, req, (size_t)rl) != rl) {
+        close(fd);
+        return -1;
+    }
+    size_t n = 0;
+    ssize_t r;
+    while (n < len - 1 && (r = read(fd, body + n, len - 1 - n)) > 0)
+        n += (size_t)r;
+    body[n] = '\0';
+    close(fd);
+    int status = -1;
+    if (sscanf(body, "HTTP/1.%*d %d", &status) != 1)
+        return -1;
+    return status;
+}
+
+/* The value of one series of /metrics ("name" or "name{labels}"), or
+ * -999 when the series or the server is missing. */
+static double metric(int port, const char *series)
+{
+    static char body[131072];
+    if (http_get(port, "/metrics", body, sizeof body) != 200)
+        return -999;
+    char key[256];
+    snprintf(key, sizeof key, "\n%s ", series);
+    const char *p = strstr(body, key);
+    return p == NULL ? -999 : strtod(p + strlen(key), NULL);
+}
+
+/* Poll until metric(port, series) >= want. Returns the last value. */
+static double wait_metric(int port, const char *series, double want, int deadline_ms)
+{
+    uint64_t end = tu_now_mono_ms() + (uint64_t)deadline_ms;
+    double v;
+    for (;;) {
+        v = metric(port, series);
+        if (v >= want || tu_now_mono_ms() >= end)
+            return v;
+        sleep_ms(20);
+    }
+}
+
+static int broker_cmd_ok(const char *a0, const char *a1, const char *a2, const char *a3)
+{
+    rc_conn_t c;
+    char err[256];
+    if (bp_connect(&broker, &c, err, sizeof err) != 0) {
+        fprintf(stderr, "\n  broker: %s\n", err);
+        return -1;
+    }
+    int rc = bp_ok_cmd(&c, err, sizeof err, a0, a1, a2, a3, NULL);
+    if (rc != 0)
+        fprintf(stderr, "\n  %s %s %s %s: %s\n", a0, a1, a2, a3, err);
+    rc_close(&c);
+    return rc;
+}
+
+static long long broker_int(const char *a0, const char *a1, const char *a2)
+{
+    rc_conn_t c;
+    char err[256];
+    long long v = -1;
+    if (bp_connect(&broker, &c, err, sizeof err) != 0)
+        return -1;
+    if (bp_int_cmd(&c, &v, err, sizeof err, a0, a1, a2, NULL) != 0)
+        v = -1;
+    rc_close(&c);
+    return v;
+}
+
+/* ---------------------------------------------------------------- suite "config" */
+
+static int run_capture(const char *const *argv, char *out, size_t outlen)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n < outlen - 1 && (r = read(fds[0], out + n, outlen - 1 - n)) > 0)
+        n += (size_t)r;
+    out[n] = '\0';
+    char sink[4096];
+    while (read(fds[0], sink, sizeof sink) > 0)
+        ;
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void expect_config_error(const char *const *argv, const char *want)
+{
+    char out[8192];
+    int rc = run_capture(argv, out, sizeof out);
+    BP_CHECK(rc == 2 && strstr(out, want) != NULL, "exit %d, want 2 and \"%s\" in: %s", rc, want, out);
+}
+
+static void test_config(void)
+{
+    char out[16384];
+    const char *ok[] = {COMPENSATOR_BIN, "--config", HG_SRCDIR "/etc/hourglass-compensator.conf", "--check-config", NULL};
+    int rc = run_capture(ok, out, sizeof out);
+    BP_CHECK(rc == 0 && strstr(out, "configuration OK") != NULL, "sample config: exit %d: %s", rc, out);
+
+#define DB "--mysql-database", "shop"
+    const char *required[] = {COMPENSATOR_BIN, "--check-config", NULL};
+    expect_config_error(required, "mysql-database: required");
+    const char *uri[] = {COMPENSATOR_BIN, "--check-config", DB, "--uri", "hourglass://h:99999", NULL};
+    expect_config_error(uri, "uri: bad URI: bad port '99999'");
+    const char *dur[] = {COMPENSATOR_BIN, "--check-config", DB, "--inspect-interval", "60", NULL};
+    expect_config_error(dur, "inspect-interval: '60' is not a duration");
+    const char *range[] = {COMPENSATOR_BIN, "--check-config", DB, "--relay-batch", "0", NULL};
+    expect_config_error(range, "relay-batch: '0' out of range 1..10000");
+    const char *page[] = {COMPENSATOR_BIN, "--check-config", DB, "--inspect-page-size=100000", NULL};
+    expect_config_error(page, "inspect-page-size: '100000' out of range");
+    const char *layer[] = {COMPENSATOR_BIN, "--check-config", DB, "--layers", "relay,bogus", NULL};
+    expect_config_error(layer, "layers: unknown layer 'bogus'");
+    const char *cap[] = {COMPENSATOR_BIN, "--check-config", DB, "--relay-backoff-base", "10s", "--relay-backoff-cap",
+                         "1s", NULL};
+    expect_config_error(cap, "relay-backoff-cap: 1000ms is below relay-backoff-base 10000ms");
+    const char *lock[] = {COMPENSATOR_BIN, "--check-config", DB, "--lock-name",
+                          "0123456789012345678901234567890123456789012345678901234567890123456789", NULL};
+    expect_config_error(lock, "lock-name: 70 characters, GET_LOCK allows at most 64");
+    const char *unknown[] = {COMPENSATOR_BIN, "--check-config", "--bogus", "1", NULL};
+    expect_config_error(unknown, "unknown option '--bogus'");
+    const char *level[] = {COMPENSATOR_BIN, "--check-config", DB, "--log-level", "loud", NULL};
+    expect_config_error(level, "log-level: 'loud' is not one of");
+
+    char dir[512], path[600];
+    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("comp-conf", dir, sizeof dir), 0);
+    snprintf(path, sizeof path, "%s/c.conf", dir);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "[mysql]\nmysql-database = shop\n[inspection]\ninspect-grace = 2m\nnot-a-key = 1\n");
+    fclose(f);
+    const char *file_unknown[] = {COMPENSATOR_BIN, "--check-config", "--config", path, NULL};
+    expect_config_error(file_unknown, "c.conf:5: unknown key 'not-a-key'");
+    f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "[bogus]\nmysql-database = shop\n");
+    fclose(f);
+    expect_config_error(file_unknown, "c.conf:2: unknown section [bogus]");
+    f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "mysql-database = shop\n[relay]\nrelay-interval = 1h\n");
+    fclose(f);
+    rc = run_capture(file_unknown, out, sizeof out);
+    BP_CHECK(rc == 0, "valid file: exit %d: %s", rc, out);
+    tu_rmtree(dir);
+
+    const char *help[] = {COMPENSATOR_BIN, "--help", NULL};
+    CU_ASSERT_EQUAL(run_capture(help, out, sizeof out), 0);
+    static const char *const keys[] = {"relay-interval", "relay-batch", "relay-backoff-cap", "overdue-grace",
+                                       "inspect-interval", "inspect-grace", "inspect-page-size", "monitor-interval",
+                                       "alert-command", "alert-overdue-pending", "alert-dlq-depth", "--once",
+                                       "--check-config"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        BP_CHECK(strstr(out, keys[i]) != NULL, "--help lacks %s", keys[i]);
+    const char *version[] = {COMPENSATOR_BIN, "--version", NULL};
+    CU_ASSERT_EQUAL(run_capture(version, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "hourglass-compensator 0."));
+#undef DB
+}
+
+/* ---------------------------------------------------------------- suite "layers" */
+
+static int layers_init(void)
+{
+    char err[4096];
+    if (tu_mariadb_start(&server, err, sizeof err) != 0) {
+        fprintf(stderr, "\nFAIL: cannot start a private MariaDB: %s\n", err);
+        return -1;
+    }
+    bp_set_failure_counter(failures);
+    if (bp_start(&broker, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "\nFAIL: cannot start hourglass-broker: %s\n", err);
+        return -1;
+    }
+    admin = mysql_init(NULL);
+    if (admin == NULL || mysql_real_connect(admin, NULL, "root", "", NULL, 0, server.socket, 0) == NULL) {
+        fprintf(stderr, "\nFAIL: connect: %s\n", admin ? mysql_error(admin) : "out of memory");
+        return -1;
+    }
+    if (tu_mkdtemp("compensator", workdir, sizeof workdir) != 0)
+        return -1;
+    return 0;
+}
+
+static int layers_cleanup(void)
+{
+    if (admin != NULL)
+        mysql_close(admin);
+    admin = NULL;
+    bp_destroy(&broker);
+    tu_mariadb_stop(&server);
+    if (workdir[0] != '\0' && getenv("HG_KEEP_TMP") == NULL)
+        tu_rmtree(workdir);
+    return 0;
+}
+
+/* Replace each '?' of sql with the next value. */
+static void bind_text(char *out, size_t len, const char *sql, const char *const *values)
+{
+    size_t n = 0;
+    for (const char *p = sql; *p != '\0' && n + 1 < len; p++) {
+        if (*p == '?') {
+            n += (size_t)snprintf(out + n, len - n, "%s", *values++);
+            continue;
+        }
+        out[n++] = *p;
+    }
+    out[n < len ? n : len - 1] = '\0';
+}
+
+/* One row of EXPLAIN / ANALYZE as name → value. */
+static int explain_row(const char *sql, char fields[][128], const char *const *names, size_t count)
+{
+    if (mysql_query(admin, sql) != 0) {
+        fprintf(stderr, "\n  %s: %s\n", sql, mysql_error(admin));
+        return -1;
+    }
+    MYSQL_RES *res = mysql_store_result(admin);
+    if (res == NULL)
+        return -1;
+    unsigned nf = mysql_num_fields(res);
+    MYSQL_FIELD *f = mysql_fetch_fields(res);
+    MYSQL_ROW row = mysql_fetch_row(res);
+    for (size_t i = 0; i < count; i++) {
+        fields[i][0] = '\0';
+        for (unsigned j = 0; row != NULL && j < nf; j++)
+            if (strcmp(f[j].name, names[i]) == 0)
+                snprintf(fields[i], 128, "%s", row[j] != NULL ? row[j] : "NULL");
+    }
+    int more = mysql_fetch_row(res) != NULL;
+    mysql_free_result(res);
+    return more ? -1 : 0; /* one table, one row */
+}
+
+/* The sum of the session's Handler_read_* counters. SHOW STATUS itself bumps
+ * some of them (it reads a temporary table), so callers subtract the cost of
+ * one SHOW measured the same way (handler_reads_of). */
+static long long handler_reads(void)
+{
+    if (mysql_query(admin, "SHOW SESSION STATUS LIKE 'Handler_read%'") != 0)
+        return -1;
+    MYSQL_RES *res = mysql_store_result(admin);
+    if (res == NULL)
+        return -1;
+    long long sum = 0;
+    MYSQL_ROW row;
+    while ((row = mysql_fetch_row(res)) != NULL)
+        sum += strtoll(row[1], NULL, 10);
+    mysql_free_result(res);
+    return sum;
+}
+
+/* Rows the storage engine read to run sql (result discarded); *returned gets
+ * the row count. */
+static long long handler_reads_of(const char *sql, long long *returned)
+{
+    long long b0 = handler_reads(), b1 = handler_reads(); /* the cost of one SHOW */
+    long long r0 = handler_reads();
+    if (mysql_query(admin, sql) != 0)
+        return -1;
+    MYSQL_RES *res = mysql_store_result(admin);
+    if (res == NULL)
+        return -1;
+    *returned = (long long)mysql_num_rows(res);
+    mysql_free_result(res);
+    long long r1 = handler_reads();
+    return (r1 - r0) - (b1 - b0);
+}
+
+static void test_explain(void)
+{
+    hg_order_db *db = fresh_database("c_explain");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    /* 20 000 orders: 1 % pending and overdue (200), 2.5 % pending in the
+     * future, the rest paid or cancelled with expiries spread over the past. */
+    CU_ASSERT_EQUAL_FATAL(exec_sql("INSERT INTO c_explain.orders (id, user_id, status, created_at, expire_at, paid_at,"
+                                   " cancelled_at) SELECT seq, seq %% 977,"
+                                   " CASE WHEN seq %% 100 = 0 THEN 'pending' WHEN seq %% 40 = 1 THEN 'pending'"
+                                   "      WHEN seq %% 2 = 0 THEN 'paid' ELSE 'cancelled' END,"
+                                   " NOW(6) - INTERVAL 2 DAY,"
+                                   " CASE WHEN seq %% 40 = 1 AND seq %% 100 <> 0 THEN NOW(6) + INTERVAL seq SECOND"
+                                   "      ELSE NOW(6) - INTERVAL seq SECOND END,"
+                                   " IF(seq %% 100 <> 0 AND seq %% 40 <> 1 AND seq %% 2 = 0, NOW(6), NULL),"
+                                   " IF(seq %% 100 <> 0 AND seq %% 40 <> 1 AND seq %% 2 = 1, NOW(6), NULL)"
+                                   " FROM seq_1_to_20000"), 0);
+    CU_ASSERT_EQUAL_FATAL(exec_sql("ANALYZE TABLE c_explain.orders"), 0);
+    CU_ASSERT_EQUAL_FATAL(exec_sql("USE c_explain"), 0);
+    long long overdue = scalar("SELECT COUNT(*) FROM orders WHERE status='pending' AND expire_at < NOW(6) - INTERVAL 1 SECOND");
+    CU_ASSERT_EQUAL(overdue, 200);
+
+    static const char *const names[] = {"type", "key", "rows", "r_rows", "Extra"};
+    char fields[5][128];
+    char sql[2048], q[2048];
+    const char *first[] = {"NOW(6) - INTERVAL 1 SECOND", "'1000-01-01'", "'1000-01-01'", "0", "500"};
+    bind_text(q, sizeof q, COMP_INSPECT_PAGE_SQL, first);
+    snprintf(sql, sizeof sql, "ANALYZE %s", q);
+    CU_ASSERT_EQUAL_FATAL(explain_row(sql, fields, names, 5), 0);
+    printf("\n    first page: type %s, key %s, rows %s, r_rows %s, Extra \"%s\"\n", fields[0], fields[1], fields[2],
+           fields[3], fields[4]);
+    CU_ASSERT_STRING_EQUAL(fields[0], "range");
+    CU_ASSERT_STRING_EQUAL(fields[1], "status_expire");
+    BP_CHECK(strstr(fields[4], "filesort") == NULL, "Extra: %s", fields[4]);
+    BP_CHECK(atof(fields[3]) == 200, "r_rows %s, want 200 (the overdue range)", fields[3]);
+    BP_CHECK(atoll(fields[2]) <= 2 * overdue + 10, "estimated rows %s for an overdue range of %lld", fields[2], overdue);
+
+    /* A page from the middle of the range: the 100th overdue order as the key. */
+    char last_exp[64] = "", last_id[32] = "";
+    CU_ASSERT_EQUAL_FATAL(mysql_query(admin, "SELECT expire_at, id FROM orders WHERE status='pending' AND expire_at <"
+                                             " NOW(6) - INTERVAL 1 SECOND ORDER BY expire_at, id LIMIT 99, 1"), 0);
+    MYSQL_RES *res = mysql_store_result(admin);
+    MYSQL_ROW row = res != NULL ? mysql_fetch_row(res) : NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(row);
+    snprintf(last_exp, sizeof last_exp, "'%s'", row[0]);
+    snprintf(last_id, sizeof last_id, "%s", row[1]);
+    mysql_free_result(res);
+    const char *middle[] = {"NOW(6) - INTERVAL 1 SECOND", last_exp, last_exp, last_id, "500"};
+    bind_text(q, sizeof q, COMP_INSPECT_PAGE_SQL, middle);
+    snprintf(sql, sizeof sql, "ANALYZE %s", q);
+    CU_ASSERT_EQUAL_FATAL(explain_row(sql, fields, names, 5), 0);
+    printf("    page after the 100th: type %s, key %s, rows %s, r_rows %s, Extra \"%s\"\n", fields[0], fields[1],
+           fields[2], fields[3], fields[4]);
+    CU_ASSERT_STRING_EQUAL(fields[0], "range");
+    CU_ASSERT_STRING_EQUAL(fields[1], "status_expire");
+    BP_CHECK(strstr(fields[4], "filesort") == NULL, "Extra: %s", fields[4]);
+    BP_CHECK(atof(fields[3]) >= 100 && atof(fields[3]) <= 101, "r_rows %s, want the 100 rows after the key", fields[3]);
+
+    /* Rows the storage engine read for that page: the range, not the table. */
+    long long got = -1;
+    long long reads = handler_reads_of(q, &got);
+    printf("    page query: %lld rows returned, %lld handler reads (table: 20000 rows)\n", got, reads);
+    CU_ASSERT_EQUAL(got, 100);
+    BP_CHECK(reads >= got && reads <= got + 5, "%lld handler reads for %lld rows", reads, got);
+    exec_sql("USE mysql");
+    hg_order_db_close(db);
+}
+
+/* (a) The fast path failed: the relay sends, the consumer cancels on time. */
+static void test_relay_fast_path_failed(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_relay");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    /* 20 orders expiring in 2.5 s and one already 0.5 s past; the fast-path
+     * send failed for all: their outbox rows are still 'new'. */
+    CU_ASSERT_EQUAL_FATAL(seed(db, 1, 20, 2500, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(seed(db, 100, 1, -500, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_relay.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"), 0);
+    CU_ASSERT_EQUAL_FATAL(broker_cmd_ok("GROUP", "CREATE", "g_relay", "t_relay"), 0);
+
+    proc_t consumer, comp;
+    CU_ASSERT_EQUAL_FATAL(start_consumer(&consumer, "relay", "c_relay", "g_relay", "t_relay"), 0);
+    const char *extra[] = {"--layers", "relay,monitor", "--relay-interval", "200ms", "--monitor-interval", "200ms",
+                           "--dlq-groups", "g_relay", NULL};
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "relay", "c_relay", "t_relay", extra), 0);
+
+    double relayed = wait_metric(comp.metrics_port, M "relayed_total", 21, 10000);
+    CU_ASSERT_EQUAL(relayed, 21);
+    /* Relayed, not yet due: every future order still pending, rows 'sent'. */
+    long long early = scalar("SELECT COUNT(*) FROM c_relay.orders WHERE id <= 20 AND status <> 'pending'");
+    long long sent = scalar("SELECT COUNT(*) FROM c_relay.order_timeout_msg WHERE order_id <= 20 AND status = 'sent'"
+                            " AND attempts = 1");
+    printf("\n    relayed 21 rows; before expiry: %lld of 20 orders not pending, %lld rows 'sent'\n", early, sent);
+    CU_ASSERT_EQUAL(early, 0);
+    CU_ASSERT_EQUAL(sent, 20);
+
+    long long pending = wait_scalar(0, 15000, "SELECT COUNT(*) FROM c_relay.orders WHERE status = 'pending'");
+    CU_ASSERT_EQUAL(pending, 0);
+    long long by_message = scalar("SELECT COUNT(*) FROM c_relay.orders WHERE cancel_reason = 'timeout-message'");
+    long long before_expiry = scalar("SELECT COUNT(*) FROM c_relay.orders WHERE cancelled_at < expire_at");
+    long long worst_us = scalar("SELECT MAX(TIMESTAMPDIFF(MICROSECOND, expire_at, cancelled_at)) FROM c_relay.orders"
+                                " WHERE id <= 20");
+    long long late_past = scalar("SELECT TIMESTAMPDIFF(MICROSECOND, created_at, cancelled_at) FROM c_relay.orders"
+                                 " WHERE id = 100");
+    printf("    cancelled by the consumer: %lld of 21; before expire_at: %lld; latest after expire_at: %.3f s;"
+           " the order already past expiry: cancelled %.3f s after creation\n",
+           by_message, before_expiry, (double)worst_us / 1e6, (double)late_past / 1e6);
+    CU_ASSERT_EQUAL(by_message, 21);
+    CU_ASSERT_EQUAL(before_expiry, 0);
+    /* The broker rounds DELAY up to whole seconds: at most ~1 s late, plus polling. */
+    BP_CHECK(worst_us >= 0 && worst_us < 2000000, "latest cancel %lld µs after expire_at", worst_us);
+    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_relay.order_timeout_msg WHERE status <> 'done'"), 0);
+    CU_ASSERT_EQUAL(metric(comp.metrics_port, M "relay_send_failures_total"), 0);
+    CU_ASSERT_EQUAL(metric(comp.metrics_port, M "last_run_success{layer=\"relay\"}"), 1);
+    CU_ASSERT_EQUAL(metric(comp.metrics_port, M "dlq_depth{group=\"g_relay\"}"), 0);
+    char body[4096];
+    CU_ASSERT_EQUAL(http_get(comp.metrics_port, "/healthz", body, sizeof body), 200);
+
+    CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
+    CU_ASSERT_EQUAL(stop_proc(&consumer, f0), 0);
+    hg_order_report_t rep;
+    check_invariant(db, &rep);
+    CU_ASSERT_EQUAL(rep.cancelled, 21);
+    hg_order_db_close(db);
+}
+
+/* (b) The broker is down for the whole timeout: the overdue layer cancels. */
+static void test_broker_down_overdue(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_down");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(bp_stop(&broker, err, sizeof err), 0);
+
+    CU_ASSERT_EQUAL_FATAL(seed(db, 1, 20, 1500, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_down.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"), 0);
+    proc_t comp;
+    const char *extra[] = {"--relay-interval", "200ms", "--relay-backoff-base", "200ms", "--relay-backoff-cap", "400ms",
+                           "--overdue-interval", "200ms", "--overdue-grace", "1s", "--inspect-interval", "300ms",
+                           "--inspect-grace", "4s", "--monitor-interval", "300ms", NULL};
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "down", "c_down", "t_down", extra), 0);
+
+    /* While the broker is down the relay records its attempts. */
+    double failed = wait_metric(comp.metrics_port, M "relay_send_failures_total", 40, 5000);
+    long long attempts = scalar("SELECT MIN(attempts) FROM c_down.order_timeout_msg");
+    long long with_error = scalar("SELECT COUNT(*) FROM c_down.order_timeout_msg WHERE last_error LIKE '%%connect%%'"
+                                  " AND next_attempt_at > NOW(6) - INTERVAL 1 SECOND");
+    char body[8192];
+    int health = http_get(comp.metrics_port, "/healthz", body, sizeof body);
+    printf("\n    broker down: %.0f failed sends, every row attempts >= %lld, %lld rows with last_error and a"
+           " backoff; /healthz %d\n", failed, attempts, with_error, health);
+    CU_ASSERT_TRUE(failed >= 40);
+    CU_ASSERT_TRUE(attempts >= 1);
+    CU_ASSERT_EQUAL(with_error, 20);
+    CU_ASSERT_EQUAL(health, 503);
+    CU_ASSERT_PTR_NOT_NULL(strstr(body, "relay: "));
+
+    long long pending = wait_scalar(0, 15000, "SELECT COUNT(*) FROM c_down.orders WHERE status = 'pending'");
+    CU_ASSERT_EQUAL(pending, 0);
+    long long overdue = scalar("SELECT COUNT(*) FROM c_down.orders WHERE cancel_reason = 'outbox-overdue'");
+    long long too_early = scalar("SELECT COUNT(*) FROM c_down.orders WHERE cancelled_at < expire_at + INTERVAL 1 SECOND");
+    long long worst_us = scalar("SELECT MAX(TIMESTAMPDIFF(MICROSECOND, expire_at, cancelled_at)) FROM c_down.orders");
+    printf("    cancelled with reason outbox-overdue: %lld of 20, none before expire_at + grace (%lld), latest %.3f s"
+           " after expire_at\n", overdue, too_early, (double)worst_us / 1e6);
+    CU_ASSERT_EQUAL(overdue, 20);
+    CU_ASSERT_EQUAL(too_early, 0);
+    CU_ASSERT_EQUAL(metric(comp.metrics_port, M "cancels_total{layer=\"overdue\",reason=\"outbox-overdue\"}"), 20);
+    CU_ASSERT_EQUAL(metric(comp.metrics_port, M "cancels_total{layer=\"inspection\",reason=\"inspection\"}"), 0);
+    CU_ASSERT_EQUAL(metric(comp.metrics_port, M "relayed_total"), 0);
+    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_down.order_timeout_msg WHERE status = 'done'"), 20);
+
+    CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
+    CU_ASSERT_EQUAL(bp_restart(&broker, err, sizeof err), 0);
+    hg_order_report_t rep;
+    check_invariant(db, &rep);
+    CU_ASSERT_EQUAL(rep.cancelled, 20);
+    CU_ASSERT_EQUAL(rep.outbox_open_final, 0);
+    hg_order_db_close(db);
+}
+
+/* Pull every message of group/topic and NACK it (MAXRETRY 0: to the DLQ). */
+static int park_in_dlq(const char *group, const char *topic, int want)
+{
+    rc_conn_t c;
+    char err[512];
+    if (bp_connect(&broker, &c, err, sizeof err) != 0)
+        return -1;
+    int parked = 0;
+    uint64_t end = tu_now_mono_ms() + 10000;
+    while (parked < want && tu_now_mono_ms() < end) {
+        resp_reply_t *r = bp_pull(&c, err, sizeof err, group, topic, "COUNT", "100", "BLOCK", "200", NULL);
+        if (r == NULL)
+            break;
+        for (size_t i = 0; i < r->count; i++) {
+            rc_msg_t m;
+            long long v;
+            if (rc_msg_at(r, i, &m, err, sizeof err) == 0
+                && bp_int_cmd(&c, &v, err, sizeof err, "NACK", group, m.id, "REASON", "test: handler failed", NULL) == 0)
+                parked++;
+        }
+        resp_reply_free(r);
+    }
+    rc_close(&c);
+    return parked;
+}
+
+/* (c) The message was dropped from the DLQ by hand: the inspection cancels. */
+static void test_dlq_dropped_inspection(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_dlq");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(seed(db, 1, 10, 1500, 1), 0);
+    /* The fast path sent each message; its consumer failed them into the DLQ. */
+    CU_ASSERT_EQUAL_FATAL(broker_cmd_ok("GROUP", "CREATE", "g_dlq", "t_dlq"), 0);
+    rc_conn_t c;
+    char err[512], id[64], payload[16];
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&broker, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", "g_dlq_strict", "t_dlq", "MAXRETRY", "0", NULL), 0);
+    for (int i = 1; i <= 10; i++) {
+        snprintf(payload, sizeof payload, "%d", i);
+        CU_ASSERT_EQUAL(bp_send(&c, id, sizeof id, err, sizeof err, "t_dlq", payload, NULL), 0);
+    }
+    rc_close(&c);
+    CU_ASSERT_EQUAL(park_in_dlq("g_dlq_strict", "t_dlq", 10), 10);
+    CU_ASSERT_EQUAL(broker_int("DLQ", "LEN", "g_dlq_strict"), 10);
+    /* An operator drops them by hand; and the outbox rows are gone (purged). */
+    rc_conn_t d;
+    long long dropped = -1;
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&broker, &d, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(bp_int_cmd(&d, &dropped, err, sizeof err, "DLQ", "DROP", "g_dlq_strict", "ALL", NULL), 0);
+    rc_close(&d);
+    CU_ASSERT_EQUAL(dropped, 10);
+    CU_ASSERT_EQUAL_FATAL(exec_sql("DELETE FROM c_dlq.order_timeout_msg"), 0);
+
+    proc_t comp;
+    const char *extra[] = {"--relay-interval", "200ms", "--overdue-interval", "200ms", "--overdue-grace", "1s",
+                           "--inspect-interval", "300ms", "--inspect-grace", "1s", "--monitor-interval", "300ms",
+                           "--dlq-groups", "g_dlq_strict", NULL};
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "dlq", "c_dlq", "t_dlq", extra), 0);
+    long long pending = wait_scalar(0, 15000, "SELECT COUNT(*) FROM c_dlq.orders WHERE status = 'pending'");
+    CU_ASSERT_EQUAL(pending, 0);
+    long long inspected = scalar("SELECT COUNT(*) FROM c_dlq.orders WHERE cancel_reason = 'inspection'");
+    long long too_early = scalar("SELECT COUNT(*) FROM c_dlq.orders WHERE cancelled_at < expire_at + INTERVAL 1 SECOND");
+    printf("\n    messages dropped from the DLQ, outbox rows gone: %lld of 10 cancelled by the inspection"
+           " (none before expire_at + grace: %lld)\n", inspected, too_early);
+    CU_ASSERT_EQUAL(inspected, 10);
+    CU_ASSERT_EQUAL(too_early, 0);
+    CU_ASSERT_EQUAL(metric(comp.metrics_port, M "cancels_total{layer=\"inspection\",reason=\"inspection\"}"), 10);
+    CU_ASSERT_EQUAL(metric(comp.metrics_port, M "inspection_lock_held"), 1);
+    CU_ASSERT_TRUE(metric(comp.metrics_port, M "inspection_scans_completed_total") >= 1);
+    CU_ASSERT_EQUAL(wait_metric(comp.metrics_port, M "dlq_depth{group=\"g_dlq_strict\"}", 0, 3000), 0);
+    CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
+    hg_order_report_t rep;
+    check_invariant(db, &rep);
+    CU_ASSERT_EQUAL(rep.cancelled, 10);
+    hg_order_db_close(db);
+}
+
+/* Sample both compensators' inspection_scanning until stop; count overlaps. */
+typedef struct overlap_watch {
+    int ports[2];
+    volatile int stop;
+    int samples, both, max_seen[2];
+} overlap_watch_t;
+
+static void *watch_overlap(void *arg)
+{
+    overlap_watch_t *w = arg;
+    while (!w->stop) {
+        double a = metric(w->ports[0], M "inspection_scanning");
+        double b = metric(w->ports[1], M "inspection_scanning");
+        w->samples++;
+        if (a == 1 && b == 1)
+            w->both++;
+        if (a == 1)
+            w->max_seen[0] = 1;
+        if (b == 1)
+            w->max_seen[1] = 1;
+        sleep_ms(5);
+    }
+    return NULL;
+}
+
+/* (d) Two compensators at once. */
+static void test_two_compensators(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_two");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    /* 1..100: outbox 'new' (relay → consumer); 101..200: outbox 'sent' but the
+     * message is lost (overdue layer); 201..300: no outbox row (inspection);
+     * 301..350: paid. All expire in 1.5 s. */
+    CU_ASSERT_EQUAL_FATAL(seed(db, 1, 200, 1500, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(seed(db, 201, 100, 1500, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(seed(db, 301, 50, 1500, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_two.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"
+                                   " WHERE order_id <= 100"), 0);
+    hg_order_outcome_t out;
+    for (uint64_t id = 301; id <= 350; id++)
+        CU_ASSERT_EQUAL(hg_order_pay(db, id, &out, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(broker_cmd_ok("GROUP", "CREATE", "g_two", "t_two"), 0);
+
+    proc_t consumer, comp[2];
+    CU_ASSERT_EQUAL_FATAL(start_consumer(&consumer, "two", "c_two", "g_two", "t_two"), 0);
+    const char *extra[] = {"--relay-interval", "200ms", "--relay-batch", "7", "--overdue-interval", "200ms",
+                           "--overdue-grace", "1s", "--overdue-batch", "9", "--inspect-interval", "200ms",
+                           "--inspect-grace", "2s", "--inspect-page-size", "11", "--monitor-interval", "300ms", NULL};
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&comp[0], "two-a", "c_two", "t_two", extra), 0);
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&comp[1], "two-b", "c_two", "t_two", extra), 0);
+    overlap_watch_t w = {.ports = {comp[0].metrics_port, comp[1].metrics_port}};
+    pthread_t watcher;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&watcher, NULL, watch_overlap, &w), 0);
+
+    long long pending = wait_scalar(0, 20000, "SELECT COUNT(*) FROM c_two.orders WHERE status = 'pending'");
+    CU_ASSERT_EQUAL(pending, 0);
+    /* Every cancel has been counted once the consumer has handled all 100. */
+    uint64_t end = tu_now_mono_ms() + 5000;
+    while (metric(consumer.metrics_port, "hourglass_consumer_delivered_total") < 100 && tu_now_mono_ms() < end)
+        sleep_ms(20);
+    sleep_ms(300);
+    w.stop = 1;
+    pthread_join(watcher, NULL);
+
+    double relayed = 0, overdue = 0, inspected = 0, held = 0, scans[2], busy[2];
+    for (int i = 0; i < 2; i++) {
+        relayed += metric(comp[i].metrics_port, M "relayed_total");
+        overdue += metric(comp[i].metrics_port, M "cancels_total{layer=\"overdue\",reason=\"outbox-overdue\"}");
+        inspected += metric(comp[i].metrics_port, M "cancels_total{layer=\"inspection\",reason=\"inspection\"}");
+        held += metric(comp[i].metrics_port, M "inspection_lock_held");
+        scans[i] = metric(comp[i].metrics_port, M "inspection_scans_total");
+        busy[i] = metric(comp[i].metrics_port, M "inspection_lock_busy_total");
+    }
+    double consumed = metric(consumer.metrics_port, "hourglass_consumer_cancelled_total");
+    double delivered = metric(consumer.metrics_port, "hourglass_consumer_delivered_total");
+    long long by_reason[3] = {scalar("SELECT COUNT(*) FROM c_two.orders WHERE cancel_reason = 'timeout-message'"),
+                              scalar("SELECT COUNT(*) FROM c_two.orders WHERE cancel_reason = 'outbox-overdue'"),
+                              scalar("SELECT COUNT(*) FROM c_two.orders WHERE cancel_reason = 'inspection'")};
+    printf("\n    relayed %.0f (A+B), consumer delivered %.0f and cancelled %.0f; overdue layer cancelled %.0f,"
+           " inspection %.0f; by reason in the table: %lld / %lld / %lld\n",
+           relayed, delivered, consumed, overdue, inspected, by_reason[0], by_reason[1], by_reason[2]);
+    printf("    lock held: %.0f instance(s); scans A %.0f, B %.0f; lock busy A %.0f, B %.0f; %d samples, both"
+           " scanning at once: %d\n", held, scans[0], scans[1], busy[0], busy[1], w.samples, w.both);
+    CU_ASSERT_EQUAL(relayed, 100);   /* SKIP LOCKED: each row sent once */
+    CU_ASSERT_EQUAL(delivered, 100); /* the broker got each message once */
+    CU_ASSERT_EQUAL(consumed + overdue + inspected, 300); /* each cancel counted by the one that won */
+    CU_ASSERT_EQUAL(by_reason[0], (long long)consumed);
+    CU_ASSERT_EQUAL(by_reason[1], (long long)overdue);
+    CU_ASSERT_EQUAL(by_reason[2], (long long)inspected);
+    CU_ASSERT_EQUAL(by_reason[0] + by_reason[1] + by_reason[2], 300);
+    CU_ASSERT_EQUAL(held, 1);
+    CU_ASSERT_TRUE((scans[0] > 0) != (scans[1] > 0)); /* one inspector only */
+    CU_ASSERT_TRUE(busy[scans[0] > 0 ? 1 : 0] > 0);
+    CU_ASSERT_EQUAL(w.both, 0);
+
+    /* Hand-over: the inspector stops, the other takes the lock. */
+    int leader = scans[0] > 0 ? 0 : 1, other = 1 - leader;
+    CU_ASSERT_EQUAL(stop_proc(&comp[leader], f0), 0);
+    double took = wait_metric(comp[other].metrics_port, M "inspection_lock_held", 1, 5000);
+    double other_scans = wait_metric(comp[other].metrics_port, M "inspection_scans_total", 1, 5000);
+    printf("    after the inspector stopped: the other holds the lock (%.0f), its scans %.0f\n", took, other_scans);
+    CU_ASSERT_EQUAL(took, 1);
+    CU_ASSERT_TRUE(other_scans >= 1);
+
+    CU_ASSERT_EQUAL(stop_proc(&comp[other], f0), 0);
+    CU_ASSERT_EQUAL(stop_proc(&consumer, f0), 0);
+    hg_order_report_t rep;
+    check_invariant(db, &rep);
+    CU_ASSERT_EQUAL(rep.cancelled, 300);
+    CU_ASSERT_EQUAL(rep.paid, 50);
+    CU_ASSERT_EQUAL(rep.reserved, 0);
+    CU_ASSERT_EQUAL(rep.available + rep.sold, rep.received);
+    hg_order_db_close(db);
+}
+
+/* (e) Paid orders are never touched. */
+typedef struct payer {
+    const char *database;
+    uint64_t first, last;
+    int paid[64];
+    int delay_ms;
+} payer_t;
+
+static void *pay_thread(void *arg)
+{
+    payer_t *p = arg;
+    hg_order_db_params_t params = {.socket = server.socket, .user = "root", .database = p->database};
+    hg_order_error_t err;
+    hg_order_db *db = hg_order_db_open(&params, &err);
+    if (db == NULL)
+        return NULL;
+    sleep_ms(p->delay_ms);
+    for (uint64_t id = p->first; id <= p->last; id++) {
+        hg_order_outcome_t out = HG_ORDER_TRANSIENT;
+        for (int attempt = 0; attempt < 20; attempt++) {
+            hg_order_pay(db, id, &out, &err);
+            if (out != HG_ORDER_TRANSIENT)
+                break;
+        }
+        p->paid[id - p->first] = out == HG_ORDER_PAID;
+    }
+    hg_order_db_close(db);
+    return NULL;
+}
+
+static void test_paid_never_touched(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_paid");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    /* 1..20 paid at once — and their outbox rows forced back to 'new' (1..10)
+     * or 'sent' (11..20), as if the shop's payment path did not close them;
+     * 21..30 paid 100 ms before expiry; 31..70 pending, paid by a thread that
+     * races the compensator's cancels around expire_at + grace. All expire in
+     * 2 s, outbox rows 'sent' (the fast path worked, the messages are lost). */
+    CU_ASSERT_EQUAL_FATAL(seed(db, 1, 70, 2000, 1), 0);
+    hg_order_outcome_t out;
+    for (uint64_t id = 1; id <= 20; id++)
+        CU_ASSERT_EQUAL(hg_order_pay(db, id, &out, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_paid.order_timeout_msg SET status = IF(order_id <= 10, 'new', 'sent'),"
+                                   " next_attempt_at = NOW(6) WHERE order_id <= 20"), 0);
+    CU_ASSERT_EQUAL_FATAL(exec_sql("CREATE TABLE c_paid.before_paid AS SELECT id, paid_at FROM c_paid.orders"
+                                   " WHERE status = 'paid'"), 0);
+    CU_ASSERT_EQUAL_FATAL(broker_cmd_ok("GROUP", "CREATE", "g_paid", "t_paid"), 0);
+    uint64_t t0 = tu_now_mono_ms();
+
+    proc_t consumer, comp;
+    CU_ASSERT_EQUAL_FATAL(start_consumer(&consumer, "paid", "c_paid", "g_paid", "t_paid"), 0);
+    const char *extra[] = {"--relay-interval", "200ms", "--overdue-interval", "200ms", "--overdue-grace", "1s",
+                           "--inspect-interval", "200ms", "--inspect-grace", "1s", "--inspect-page-size", "3",
+                           "--monitor-interval", "300ms", NULL};
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "paid", "c_paid", "t_paid", extra), 0);
+    /* 21..30: paid 100 ms before their expiry. */
+    uint64_t elapsed = tu_now_mono_ms() - t0;
+    if (elapsed < 1900)
+        sleep_ms((int)(1900 - elapsed));
+    long long still_pending = scalar("SELECT COUNT(*) FROM c_paid.orders WHERE id BETWEEN 21 AND 30 AND status='pending'"
+                                     " AND expire_at > NOW(6)");
+    for (uint64_t id = 21; id <= 30; id++)
+        CU_ASSERT_EQUAL(hg_order_pay(db, id, &out, NULL) == 0 && out == HG_ORDER_PAID, 1);
+    CU_ASSERT_EQUAL(still_pending, 10);
+    /* 31..70: payments racing the overdue layer (expire_at + 1 s) on two threads. */
+    payer_t payers[2] = {{"c_paid", 31, 50, {0}, 900}, {"c_paid", 51, 70, {0}, 1000}};
+    pthread_t threads[2];
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&threads[i], NULL, pay_thread, &payers[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(threads[i], NULL);
+
+    long long pending = wait_scalar(0, 15000, "SELECT COUNT(*) FROM c_paid.orders WHERE status = 'pending'");
+    CU_ASSERT_EQUAL(pending, 0);
+    sleep_ms(600); /* a few more rounds of every layer over the paid orders */
+    int race_paid = 0, race_paid_but_not = 0;
+    for (int i = 0; i < 2; i++)
+        for (uint64_t id = payers[i].first; id <= payers[i].last; id++)
+            if (payers[i].paid[id - payers[i].first]) {
+                race_paid++;
+                if (scalar("SELECT status = 'paid' AND cancelled_at IS NULL FROM c_paid.orders WHERE id = %" PRIu64, id) != 1)
+                    race_paid_but_not++;
+            }
+    long long changed = scalar("SELECT COUNT(*) FROM c_paid.before_paid b JOIN c_paid.orders o ON o.id = b.id"
+                               " WHERE o.status <> 'paid' OR o.paid_at <> b.paid_at OR o.cancelled_at IS NOT NULL"
+                               " OR o.cancel_reason IS NOT NULL");
+    long long early_paid = scalar("SELECT COUNT(*) FROM c_paid.orders WHERE id BETWEEN 21 AND 30 AND status = 'paid'"
+                                  " AND cancelled_at IS NULL AND paid_at < expire_at");
+    long long open_rows = scalar("SELECT COUNT(*) FROM c_paid.order_timeout_msg WHERE status <> 'done'");
+    double closed = metric(comp.metrics_port, M "outbox_closed_total");
+    double not_pending = metric(comp.metrics_port, M "cancel_attempts_total{layer=\"overdue\",outcome=\"not-pending\"}");
+    printf("\n    paid at once: %lld of 20 changed; paid 100 ms before expiry: %lld of 10 stay paid;"
+           " race: %d of 40 payments won, %d of them not paid afterwards; outbox rows of paid orders closed by the"
+           " overdue layer: %.0f (not-pending answers %.0f); rows still open %lld\n",
+           changed, early_paid, race_paid, race_paid_but_not, closed, not_pending, open_rows);
+    CU_ASSERT_EQUAL(changed, 0);
+    CU_ASSERT_EQUAL(early_paid, 10);
+    CU_ASSERT_EQUAL(race_paid_but_not, 0);
+    CU_ASSERT_EQUAL(closed, 20); /* rows 1..20 of paid orders: the consumer's NOT_PENDING leaves them open */
+    CU_ASSERT_EQUAL(open_rows, 0);
+    CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
+    CU_ASSERT_EQUAL(stop_proc(&consumer, f0), 0);
+    hg_order_report_t rep;
+    check_invariant(db, &rep);
+    CU_ASSERT_EQUAL(rep.paid, 30 + (uint64_t)race_paid);
+    CU_ASSERT_EQUAL(rep.paid + rep.cancelled, 70);
+    CU_ASSERT_EQUAL(rep.paid_and_cancelled, 0);
+    hg_order_db_close(db);
+}
+
+/* KILL the lock connection mid-scan. */
+static void test_lock_loss(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_lock");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(seed(db, 1, 300, -10000, 0), 0);
+    proc_t comp;
+    /* 60 pages of 5 with a 40 ms pause: a scan of ~3 s; rounds 2 s apart. */
+    const char *extra[] = {"--layers", "inspection", "--inspect-interval", "2s", "--inspect-grace", "1s",
+                           "--inspect-page-size", "5", "--inspect-page-pause", "40ms", "--lock-name", "c_lock_test", NULL};
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "lock", "c_lock", "t_lock", extra), 0);
+    long long cancelled = wait_scalar(-3, 10000, "SELECT IF(COUNT(*) >= 30, -3, COUNT(*)) FROM c_lock.orders"
+                                                 " WHERE status = 'cancelled'");
+    CU_ASSERT_EQUAL_FATAL(cancelled, -3);
+    long long holder = scalar("SELECT IS_USED_LOCK('c_lock_test')");
+    CU_ASSERT_TRUE_FATAL(holder > 0);
+    CU_ASSERT_EQUAL_FATAL(exec_sql("KILL %lld", holder), 0);
+    long long at_kill = scalar("SELECT COUNT(*) FROM c_lock.orders WHERE status = 'cancelled'");
+    double lost = wait_metric(comp.metrics_port, M "inspection_lock_lost_total", 1, 3000);
+    double held_after = metric(comp.metrics_port, M "inspection_lock_held");
+    double runs_lost = wait_metric(comp.metrics_port, M "runs_total{layer=\"inspection\",outcome=\"lock-lost\"}", 1, 3000);
+    long long at_detect = scalar("SELECT COUNT(*) FROM c_lock.orders WHERE status = 'cancelled'");
+    sleep_ms(400);
+    long long later = scalar("SELECT COUNT(*) FROM c_lock.orders WHERE status = 'cancelled'");
+    printf("\n    KILL %lld at %lld cancels: lock lost %.0f, held %.0f, round ended lock-lost %.0f; cancels at"
+           " detection %lld, 400 ms later %lld (scan stopped)\n", holder, at_kill, lost, held_after, runs_lost,
+           at_detect, later);
+    CU_ASSERT_EQUAL(lost, 1);
+    CU_ASSERT_EQUAL(held_after, 0);
+    CU_ASSERT_EQUAL(runs_lost, 1);
+    BP_CHECK(at_detect - at_kill <= 2, "%lld cancels after the KILL", at_detect - at_kill);
+    CU_ASSERT_EQUAL(later, at_detect);
+    CU_ASSERT_TRUE(at_detect < 300);
+
+    /* The next round re-acquires on a new connection and finishes. */
+    long long pending = wait_scalar(0, 15000, "SELECT COUNT(*) FROM c_lock.orders WHERE status = 'pending'");
+    CU_ASSERT_EQUAL(pending, 0);
+    long long holder2 = scalar("SELECT IS_USED_LOCK('c_lock_test')");
+    double acquired = metric(comp.metrics_port, M "inspection_lock_acquired_total");
+    printf("    re-acquired on connection %lld (was %lld), acquisitions %.0f, all 300 cancelled\n", holder2, holder,
+           acquired);
+    CU_ASSERT_TRUE(holder2 > 0 && holder2 != holder);
+    CU_ASSERT_EQUAL(acquired, 2);
+    CU_ASSERT_EQUAL(metric(comp.metrics_port, M "inspection_lock_held"), 1);
+    CU_ASSERT_EQUAL(metric(comp.metrics_port, M "cancels_total{layer=\"inspection\",reason=\"inspection\"}"), 300);
+    CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
+    /* A clean stop releases the lock. */
+    CU_ASSERT_EQUAL(scalar("SELECT IS_USED_LOCK('c_lock_test')"), -1);
+    hg_order_report_t rep;
+    check_invariant(db, &rep);
+    hg_order_db_close(db);
+}
+
+/* Alert lines written by the alert command: count lines containing all of a, b. */
+static int count_lines(const char *path, const char *a, const char *b)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    char line[2048];
+    int n = 0;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (strstr(line, a) != NULL && (b == NULL || strstr(line, b) != NULL))
+            n++;
+    fclose(f);
+    return n;
+}
+
+static void test_monitor_alerts(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_mon");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(seed(db, 1, 7, -30000, 1), 0);  /* 7 overdue pending, outbox 'sent' */
+    CU_ASSERT_EQUAL_FATAL(seed(db, 8, 3, 600000, 1), 0);  /* 3 not due */
+    CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_mon.order_timeout_msg SET status = 'new' WHERE order_id >= 8"), 0);
+    rc_conn_t c;
+    char err[512], id[64];
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&broker, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", "g_mon", "t_mon", "MAXRETRY", "0", NULL), 0);
+    CU_ASSERT_EQUAL(bp_send(&c, id, sizeof id, err, sizeof err, "t_mon", "1", NULL), 0);
+    CU_ASSERT_EQUAL(bp_send(&c, id, sizeof id, err, sizeof err, "t_mon", "2", NULL), 0);
+    rc_close(&c);
+    CU_ASSERT_EQUAL(park_in_dlq("g_mon", "t_mon", 2), 2);
+
+    char alerts[600], command[1400];
+    snprintf(alerts, sizeof alerts, "%s/alerts.txt", workdir);
+    snprintf(command, sizeof command,
+             "echo \"$HG_ALERT_NAME|$HG_ALERT_STATE|$HG_ALERT_SUBJECT|$HG_ALERT_VALUE|$HG_ALERT_THRESHOLD|"
+             "$HG_ALERT_DATABASE|$HG_ALERT_MESSAGE\" >> '%s'", alerts);
+    proc_t comp;
+    const char *extra[] = {"--layers", "monitor", "--monitor-interval", "150ms", "--inspect-grace", "1s",
+                           "--dlq-groups", "g_mon, g_unknown", "--alert-command", command, "--alert-overdue-pending",
+                           "5", "--alert-dlq-depth", "1", "--alert-min-interval", "1h", NULL};
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "mon", "c_mon", "t_mon", extra), 0);
+    double suppressed = wait_metric(comp.metrics_port, M "alerts_suppressed_total{alert=\"dlq-depth\"}", 3, 8000);
+    double overdue = metric(comp.metrics_port, M "overdue_pending_orders");
+    double oldest = metric(comp.metrics_port, M "overdue_oldest_seconds");
+    double unsent = metric(comp.metrics_port, M "outbox_unsent_rows");
+    double dlq = metric(comp.metrics_port, M "dlq_depth{group=\"g_mon\"}");
+    double dlq_unknown = metric(comp.metrics_port, M "dlq_depth{group=\"g_unknown\"}");
+    double fired_dlq = metric(comp.metrics_port, M "alerts_fired_total{alert=\"dlq-depth\"}");
+    double fired_overdue = metric(comp.metrics_port, M "alerts_fired_total{alert=\"overdue-pending\"}");
+    printf("\n    gauges: overdue pending %.0f (oldest %.0f s), outbox unsent %.0f, DLQ g_mon %.0f, g_unknown %.0f;"
+           " alerts fired: dlq-depth %.0f, overdue-pending %.0f; suppressed dlq-depth %.0f\n",
+           overdue, oldest, unsent, dlq, dlq_unknown, fired_dlq, fired_overdue, suppressed);
+    CU_ASSERT_EQUAL(overdue, 7);
+    CU_ASSERT_TRUE(oldest >= 30 && oldest < 60);
+    CU_ASSERT_EQUAL(unsent, 3);
+    CU_ASSERT_EQUAL(dlq, 2);
+    CU_ASSERT_EQUAL(dlq_unknown, 0);
+    CU_ASSERT_EQUAL(fired_dlq, 1);
+    CU_ASSERT_EQUAL(fired_overdue, 1);
+    CU_ASSERT_TRUE(suppressed >= 3);
+    CU_ASSERT_EQUAL(count_lines(alerts, "dlq-depth|firing|g_mon|2|1|c_mon|", NULL), 1);
+    CU_ASSERT_EQUAL(count_lines(alerts, "overdue-pending|firing|orders|7|5|c_mon|", NULL), 1);
+
+    /* The condition ends: one "resolved" each. */
+    rc_conn_t d;
+    long long dropped = -1;
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&broker, &d, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(bp_int_cmd(&d, &dropped, err, sizeof err, "DLQ", "DROP", "g_mon", "ALL", NULL), 0);
+    rc_close(&d);
+    hg_order_outcome_t out;
+    for (uint64_t oid = 1; oid <= 7; oid++)
+        CU_ASSERT_EQUAL(hg_order_cancel(db, oid, "manual", &out, NULL), 0);
+    uint64_t end = tu_now_mono_ms() + 5000;
+    while ((count_lines(alerts, "|resolved|", NULL) < 2) && tu_now_mono_ms() < end)
+        sleep_ms(20);
+    CU_ASSERT_EQUAL(count_lines(alerts, "dlq-depth|resolved|g_mon|0|", NULL), 1);
+    CU_ASSERT_EQUAL(count_lines(alerts, "overdue-pending|resolved|orders|0|", NULL), 1);
+    CU_ASSERT_EQUAL(count_lines(alerts, "|firing|", NULL), 2); /* never a storm */
+    CU_ASSERT_EQUAL(metric(comp.metrics_port, M "overdue_pending_orders"), 0);
+    CU_ASSERT_EQUAL(metric(comp.metrics_port, M "alert_command_failures_total"), 0);
+    CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
+    if (CU_get_number_of_failures() > f0)
+        print_file(alerts);
+    hg_order_db_close(db);
+}
+
+static void test_once(void)
+{
+    hg_order_db *db = fresh_database("c_once");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(seed(db, 1, 30, -5000, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(seed(db, 31, 5, 600000, 1), 0);
+    /* 1..10 overdue, outbox 'sent' → overdue layer; 11..20 overdue without an
+     * outbox row → inspection; 21..30 overdue and 'new' → relayed now AND
+     * cancelled by the overdue layer of the same --once; 31..35 'new', not
+     * due → relayed with their remaining delay. */
+    CU_ASSERT_EQUAL_FATAL(exec_sql("DELETE FROM c_once.order_timeout_msg WHERE order_id BETWEEN 11 AND 20"), 0);
+    CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_once.order_timeout_msg SET status = 'new', attempts = 0,"
+                                   " next_attempt_at = NOW(6) WHERE order_id >= 21"), 0);
+    char uri[64], out[8192];
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", broker.port);
+    const char *argv[] = {COMPENSATOR_BIN, "--once", "--uri", uri, "--topic", "t_once", "--mysql-socket", server.socket,
+                          "--mysql-user", "root", "--mysql-database", "c_once", "--overdue-grace", "1s",
+                          "--inspect-grace", "1s", "--dlq-groups", "none", "--log-level", "warn", NULL};
+    int rc = run_capture(argv, out, sizeof out);
+    printf("\n    --once: exit %d\n%s", rc, out);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "relay: ok"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "overdue: ok"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "inspection: ok"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "monitor: ok"));
+    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_once.orders WHERE id <= 10 AND cancel_reason = 'outbox-overdue'"), 10);
+    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_once.orders WHERE id BETWEEN 11 AND 20 AND cancel_reason = 'inspection'"), 10);
+    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_once.orders WHERE id BETWEEN 21 AND 30 AND cancel_reason = 'outbox-overdue'"), 10);
+    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_once.order_timeout_msg WHERE order_id > 30 AND status = 'sent'"), 5);
+    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_once.orders WHERE id > 30 AND status = 'pending'"), 5);
+
+    /* With the broker unreachable the relay fails and so does --once. */
+    CU_ASSERT_EQUAL_FATAL(seed(db, 41, 2, 600000, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_once.order_timeout_msg SET status = 'new', attempts = 0,"
+                                   " next_attempt_at = NOW(6) WHERE order_id >= 41"), 0);
+    char dead[64];
+    snprintf(dead, sizeof dead, "hourglass://127.0.0.1:%d", tu_free_port());
+    argv[3] = dead;
+    rc = run_capture(argv, out, sizeof out);
+    printf("    --once with the broker unreachable: exit %d\n%s", rc, out);
+    CU_ASSERT_EQUAL(rc, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "relay: failed: order 41: send failed"));
+    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_once.order_timeout_msg WHERE order_id >= 41 AND status = 'new'"
+                           " AND attempts = 1 AND last_error IS NOT NULL AND next_attempt_at > NOW(6)"), 2);
+    /* A database without the schema is refused at start-up (exit 1). */
+    exec_sql("CREATE DATABASE IF NOT EXISTS c_empty");
+    argv[11] = "c_empty";
+    rc = run_capture(argv, out, sizeof out);
+    CU_ASSERT_EQUAL(rc, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "does not have the reference schema"));
+    hg_order_db_close(db);
+}
+
+/* ---------------------------------------------------------------- registry */
+
+static int add_suites(void)
+{
+    CU_pSuite s = CU_add_suite("config", NULL, NULL);
+    if (s == NULL || CU_add_test(s, "--check-config, --help, --version", test_config) == NULL)
+        return -1;
+    s = CU_add_suite("layers", layers_init, layers_cleanup);
+    if (s == NULL
+        || CU_add_test(s, "EXPLAIN: the inspection reads the overdue range on (status, expire_at)", test_explain) == NULL
+        || CU_add_test(s, "(a) fast-path send failed: relay sends, consumer cancels on time",
+                       test_relay_fast_path_failed) == NULL
+        || CU_add_test(s, "(b) broker down the whole timeout: overdue layer cancels", test_broker_down_overdue) == NULL
+        || CU_add_test(s, "(c) message dropped from the DLQ, outbox row gone: inspection cancels",
+                       test_dlq_dropped_inspection) == NULL
+        || CU_add_test(s, "(d) two compensators: exactly once, stock exact, one inspector", test_two_compensators) == NULL
+        || CU_add_test(s, "(e) paid orders never touched, payment races", test_paid_never_touched) == NULL
+        || CU_add_test(s, "lock connection KILLed mid-scan: scan stops, next round re-acquires", test_lock_loss) == NULL
+        || CU_add_test(s, "monitor: gauges, alert command, rate limit, resolved", test_monitor_alerts) == NULL
+        || CU_add_test(s, "--once runs each layer one time", test_once) == NULL)
+        return -1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    hg_order_library_init();
+    return tu_cunit_main(argc, argv, add_suites);
+}
