@@ -80,6 +80,8 @@ static const cfg_key_t cfg_keys[] = {
       "largest PULL COUNT and DLQ LIST COUNT" },
     { "max-payload", CFG_SIZE, "4mb", 0, (long long)MSG_HARD_MAX_PAYLOAD, OFF(max_payload), NULL,
       "largest message payload" },
+    { "max-pull-bytes", CFG_SIZE, "16mb", 1, 1 * GB, OFF(max_pull_bytes), NULL,
+      "payload bytes one PULL returns at most (fewer messages than COUNT; always at least one)" },
     { "max-args", CFG_INT, "1024", 3, 1000000, OFF(max_args), NULL,
       "most arguments in one command (protocol error and close above)" },
     { "max-bulk", CFG_SIZE, "8mb", 1 * KB, 1 * GB, OFF(max_bulk), NULL,

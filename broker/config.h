@@ -53,6 +53,7 @@ typedef struct config {
     long long retention_ms;
     long long max_delay_ms;
     long long max_pull_count;
+    long long max_pull_bytes;
     /* limits */
     long long max_payload;
     long long max_args;

@@ -37,6 +37,7 @@ static void store_options_from(const config_t *c, store_options_t *o)
     o->max_delay_ms = (uint64_t)c->max_delay_ms;
     o->max_payload = (uint32_t)c->max_payload;
     o->max_reconsume = (uint32_t)c->max_reconsume;
+    o->max_lease_bytes = (uint64_t)c->max_pull_bytes;
     o->cache_bytes = (size_t)c->cache_size;
     o->write_buffer_bytes = (size_t)c->write_buffer_size;
     o->max_open_files = (int)c->max_open_files;

@@ -292,6 +292,7 @@ static void conn_flush(conn_t *c)
         if (c->slots_head == NULL) { c->slots_tail = NULL; }
         c->nslots--;
         if (sl->blocking) { set_blocked(c, 0); }
+        c->last_active_mono = mono_ms();
         if (sl->job) {
             conn_write(c, sl->job->reply.data, sl->job->reply.len);
             job_free(sl->job);
@@ -384,8 +385,12 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
         return;
     }
     if (what & BEV_EVENT_TIMEOUT) {
-        if (c->blocked || c->nslots > 0) {
-            bufferevent_enable(bev, EV_READ);   /* waiting on us, not idle */
+        /* Not idle: waiting on us (blocked PULL, replies to come or still being
+         * written), or a reply went out within the idle time (Redis counts
+         * writes as activity; the read timeout only sees reads). */
+        if (c->blocked || c->nslots > 0 || evbuffer_get_length(bufferevent_get_output(bev)) > 0 ||
+            mono_ms() - c->last_active_mono < (uint64_t)c->srv->cfg->idle_timeout_ms) {
+            bufferevent_enable(bev, EV_READ);
             return;
         }
         c->srv->idle_kills++;

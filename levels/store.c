@@ -512,6 +512,7 @@ void store_options_default(store_options_t *o)
     o->max_delay_ms = STORE_DEFAULT_MAX_DELAY_MS;
     o->max_payload = MSG_DEFAULT_MAX_PAYLOAD;
     o->max_reconsume = STORE_DEFAULT_MAX_RECONSUME;
+    o->max_lease_bytes = STORE_DEFAULT_MAX_LEASE_BYTES;
     o->cache_bytes = 8u << 20;
     o->write_buffer_bytes = 4u << 20;
     o->max_open_files = 500;
@@ -1360,7 +1361,7 @@ static void lease_put(store_t *s, group_state_t *g, msg_t *m, uint64_t deadline)
 /* Read the queue range prefix from `from`, leasing up to want messages. Returns
  * the count leased, -1 on error. *last_seq gets the last seq taken. */
 static int lease_from_range(store_t *s, group_state_t *g, char tag, uint64_t from, int want,
-                            uint64_t deadline, uint64_t now_ms, msg_owned_t *out, uint64_t *last_seq,
+                            uint64_t deadline, uint64_t *budget, msg_owned_t *out, uint64_t *last_seq,
                             int delete_taken, char *err, size_t errlen)
 {
     const char *src = tag == 'R' ? g->name : g->topic->name;
@@ -1375,7 +1376,7 @@ static int lease_from_range(store_t *s, group_state_t *g, char tag, uint64_t fro
     const char *key;
     size_t klen;
     int n = 0, rc = 0;
-    for (; n < want && iter_in(it, prefix, plen, &key, &klen); leveldb_iter_next(it)) {
+    for (; n < want && *budget > 0 && iter_in(it, prefix, plen, &key, &klen); leveldb_iter_next(it)) {
         if (klen != plen + 8) { set_err(err, errlen, "corrupt queue key in %s", s->path); rc = -1; break; }
         size_t vlen;
         const char *v = leveldb_iter_value(it, &vlen);
@@ -1393,9 +1394,9 @@ static int lease_from_range(store_t *s, group_state_t *g, char tag, uint64_t fro
         }
         lease_put(s, g, &m, deadline);
         msg_owned_copy(&out[n], &m);
-        (void)now_ms;
         n++;
-        if (n == want) { break; }   /* no step past it: that could walk a following range's deleted keys */
+        *budget -= m.payload.len < *budget ? m.payload.len : *budget;
+        if (n == want || *budget == 0) { break; }   /* no step past it: that could walk a following range's deleted keys */
     }
     if (rc == 0) { rc = iter_error(it, "a queue", err, errlen); }
     leveldb_iter_destroy(it);
@@ -1431,9 +1432,10 @@ int store_lease(store_t *s, const char *group, size_t group_len,
     }
     uint64_t deadline = now_ms + lease_ms;
     uint64_t last = 0;
+    uint64_t budget = s->opt.max_lease_bytes ? s->opt.max_lease_bytes : 1;
     if (g->retry_ready > 0) {
         int want = count < (int64_t)g->retry_ready ? count : (int)g->retry_ready;
-        int got = lease_from_range(s, g, 'R', g->retry_head_hint, want, deadline, now_ms, out, &last, 1,
+        int got = lease_from_range(s, g, 'R', g->retry_head_hint, want, deadline, &budget, out, &last, 1,
                                    err, errlen);
         if (got < 0) { return -1; }
         if (got > 0) {
@@ -1444,10 +1446,10 @@ int store_lease(store_t *s, const char *group, size_t group_len,
         *n = got;
     }
     uint64_t backlog = g->topic->appended - g->position;
-    if (*n < count && backlog > 0) {
+    if (*n < count && backlog > 0 && budget > 0) {
         int want = count - *n;
         if ((uint64_t)want > backlog) { want = (int)backlog; }
-        int got = lease_from_range(s, g, 'T', g->cursor, want, deadline, now_ms, out + *n, &last, 0,
+        int got = lease_from_range(s, g, 'T', g->cursor, want, deadline, &budget, out + *n, &last, 0,
                                    err, errlen);
         if (got < 0) {
             for (int i = 0; i < *n; i++) { msg_owned_free(&out[i]); }

@@ -36,6 +36,7 @@
 #define STORE_DEFAULT_MAX_DELAY_MS (UINT64_C(3) * 86400 * 1000)
 #define STORE_DEFAULT_MAX_RECONSUME 16
 #define STORE_MAX_MAX_RECONSUME 1000
+#define STORE_DEFAULT_MAX_LEASE_BYTES (UINT64_C(16) << 20)
 
 typedef struct store store_t;
 
@@ -48,13 +49,15 @@ typedef struct store_options {
     uint64_t max_delay_ms;         /* longest DELAY accepted */
     uint32_t max_payload;          /* largest payload accepted, <= MSG_HARD_MAX_PAYLOAD */
     uint32_t max_reconsume;        /* default for groups created without MAXRETRY */
+    uint64_t max_lease_bytes;      /* store_lease stops once its payloads reach this (>= 1 message) */
     size_t cache_bytes;            /* LevelDB block cache */
     size_t write_buffer_bytes;     /* LevelDB memtable size */
     int max_open_files;            /* LevelDB table cache */
 } store_options_t;
 
 /* Defaults: RocketMQ levels, sync on, retention 72h, max-delay 3d, 4 MiB
- * payloads, max-reconsume 16, 8 MiB cache, 4 MiB write buffer, 500 files. */
+ * payloads, max-reconsume 16, 16 MiB of payload per lease call, 8 MiB cache,
+ * 4 MiB write buffer, 500 files. */
 void store_options_default(store_options_t *o);
 
 /* Open (or create) a data directory. Refuses, naming the path and the problem:
@@ -161,7 +164,8 @@ void store_group_foreach(const store_t *s,
 int store_group_delete(store_t *s, const char *group, size_t group_len, int *found,
                        char *err, size_t errlen);
 
-/* Lease up to count messages to group: its retry-ready queue first, then the
+/* Lease up to count messages to group (fewer when their payloads reach
+ * max_lease_bytes; at least one): its retry-ready queue first, then the
  * topic log from its cursor. Each one's lease, the dequeue and the cursor advance
  * are one batch. A group that does not exist is created bound to topic, from the
  * first retained message; a group bound to another topic is an error naming it.

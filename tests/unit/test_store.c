@@ -1600,6 +1600,32 @@ static void test_lease_retry_first(void)
     CHECK_STORE(s);
 }
 
+/* A lease call stops once its payloads reach max_lease_bytes, but always
+ * hands out at least one message (a payload larger than the budget too). */
+static void test_lease_byte_budget(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.max_lease_bytes = 100;
+    store_t *s = OPEN(&o);
+    char big[150], small[40];
+    memset(big, 'b', sizeof big - 1); big[sizeof big - 1] = '\0';
+    memset(small, 's', sizeof small - 1); small[sizeof small - 1] = '\0';
+    uint64_t a = SEND(s, "t", big, 0, 0, T0, NULL);
+    uint64_t b = SEND(s, "t", small, 0, 0, T0, NULL);
+    uint64_t c = SEND(s, "t", small, 0, 0, T0, NULL);
+    uint64_t d = SEND(s, "t", small, 0, 0, T0, NULL);
+    msg_owned_t m[8];
+    int n = LEASE_N(s, "g", "t", 8, LEASE, T0, m);
+    REQUIRE(n == 1 && m[0].m.id == a, "one oversized message alone, got %d", n);
+    free_msgs(m, n);
+    n = LEASE_N(s, "g", "t", 8, LEASE, T0, m);      /* 39 + 39 < 100, the third reaches it */
+    REQUIRE(n == 3, "leased %d", n);
+    CHECK(m[0].m.id == b && m[1].m.id == c && m[2].m.id == d, "order");
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
 static void test_lease_ack(void)
 {
     store_t *s = OPEN_DEFAULT();
@@ -2461,6 +2487,7 @@ static const test_entry_t group_tests[] = {
 
 static const test_entry_t lease_tests[] = {
     {"retry first", test_lease_retry_first},
+    {"byte budget", test_lease_byte_budget},
     {"ack", test_lease_ack},
     {"ack many", test_lease_ack_many},
     {"get, touch, expired", test_lease_get_touch_expired},
