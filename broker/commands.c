@@ -1231,7 +1231,7 @@ static void cmd_info(cmd_call_t *call)
 #define R_ADM ROLE_ADMIN
 
 static const cmd_def_t commands[] = {
-    { "send", -3, CMD_STORAGE | CMD_WRITE, R_PROD, cmd_send,
+    { "send", -3, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_PROD, cmd_send,
       "topic payload [KEY k] [LEVEL n | DELAY d | AT unix-ms]", "enqueue a delayed message; replies its id once durable" },
     { "pull", -3, CMD_STORAGE | CMD_WRITE | CMD_BLOCKING, R_CONS, cmd_pull,
       "group topic [COUNT n] [BLOCK ms] [LEASE ms]", "lease ready messages: [id, topic, key, payload, reconsume, due_ms]" },
@@ -1240,9 +1240,9 @@ static const cmd_def_t commands[] = {
       "fail a lease: retry (replies next due ms), DLQ (0) or no lease (-1)" },
     { "touch", -3, CMD_STORAGE | CMD_WRITE, R_CONS, cmd_touch, "group id [LEASE ms]",
       "extend a lease; replies the new deadline or 0" },
-    { "group", -2, CMD_STORAGE | CMD_WRITE, R_ANY, cmd_group,
+    { "group", -2, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_ANY, cmd_group,
       "CREATE group topic [FROM FIRST|NOW] [MAXRETRY n] | LIST | DEL group", "consumer groups" },
-    { "dlq", -3, CMD_STORAGE | CMD_WRITE | CMD_ADMIN, R_ADM, cmd_dlq,
+    { "dlq", -3, CMD_STORAGE | CMD_WRITE | CMD_ADMIN | CMD_DURABLE, R_ADM, cmd_dlq,
       "LEN group | LIST group [COUNT n] [AFTER id] | REQUEUE group id|ALL | DROP group id|ALL", "the dead-letter queue" },
     { "levels", 1, CMD_STORAGE, R_ANY, cmd_levels, "", "per level: [level, delay_ms, depth, next_due_ms]" },
     { "info", -1, CMD_STORAGE, R_ANY, cmd_info, "[section ...]",
@@ -1301,4 +1301,5 @@ void cmd_dispatch(cmd_call_t *call)
         return;
     }
     d->proc(call);
+    if (call->job) { call->job->durable = (d->flags & CMD_DURABLE) != 0; }
 }

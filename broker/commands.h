@@ -31,13 +31,19 @@
  *   CMD_BLOCKING may park (PULL BLOCK): the connection waits for it
  *   CMD_NOAUTH   allowed before authentication (AUTH, HELLO, PING, QUIT)
  *   CMD_ADMIN    operator command (SHUTDOWN, GROUP DEL, DLQ DROP, CONFIG)
- *   CMD_LOOP     answered on the loop thread */
+ *   CMD_LOOP     answered on the loop thread
+ *   CMD_DURABLE  its reply is a promise (SEND's id, an admin change): the batch
+ *                holding it is fsynced before the reply (fsync always). Other
+ *                writes (leases, ACK, NACK, TOUCH, due moves) are written without
+ *                fsync: losing them in a power cut only repeats a delivery, which
+ *                at-least-once allows, and the next fsync covers them anyway. */
 #define CMD_STORAGE  0x01
 #define CMD_WRITE    0x02
 #define CMD_BLOCKING 0x04
 #define CMD_NOAUTH   0x08
 #define CMD_ADMIN    0x10
 #define CMD_LOOP     0x20
+#define CMD_DURABLE  0x40
 
 typedef struct cmd_call {
     conn_t *conn;

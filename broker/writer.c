@@ -59,6 +59,7 @@ struct writer {
 
     /* storage thread only */
     store_t *store;                /* NULL while a reopen fails */
+    int batch_durable;             /* a job since the last commit made a promise: fsync it */
     sched_t *sched;
     store_options_t opts;
     storage_stats_t stats;
@@ -352,6 +353,7 @@ static void run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t now_mono)
         return;
     }
     job_result_t r = j->exec(j, w);
+    w->batch_durable |= j->durable;
     if (r == JOB_PARK && j->block_set) {
         parked_add(w, j, now_mono);
     } else {
@@ -420,15 +422,17 @@ static uint64_t next_wakeup_mono(writer_t *w, uint64_t now_mono)
     return best;
 }
 
-/* Commit what is pending (timed); on failure answer every job of this
- * iteration with the error and reopen the store. */
+/* Commit what is pending (timed) — fsynced when a job of this batch made a
+ * promise (CMD_DURABLE), else written without fsync; on failure answer every
+ * job of this iteration with the error and reopen the store. */
 static void commit_pending(writer_t *w, job_list_t *done)
 {
     if (w->store == NULL) { return; }
     char err[512];
     int pending = store_pending(w->store);
     uint64_t t0 = mono_us();
-    int rc = store_commit(w->store, err, sizeof err);
+    int rc = store_commit_durable(w->store, w->batch_durable, err, sizeof err);
+    w->batch_durable = 0;
     uint64_t t1 = mono_us();
     if (pending > 0 && rc == 0) {
         w->stats.commits++;

@@ -64,6 +64,7 @@ struct job {
     int proto;               /* RESP_PROTO_2 / RESP_PROTO_3 for the reply */
     int kind;                /* 0, or JOB_CANCEL_KIND */
     int failed;              /* set by the writer: the reply is an error it wrote */
+    int durable;             /* 1: its batch is fsynced before the reply (CMD_DURABLE) */
     int block_set;           /* 1: may park */
     uint64_t block_ms;       /* with block_set: how long; 0 = forever */
     uint64_t deadline_mono;  /* writer-private: parked deadline (monotonic ms), 0 = none */

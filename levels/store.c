@@ -230,7 +230,9 @@ struct store {
     leveldb_options_t *dbopt;
     leveldb_cache_t *cache;
     leveldb_readoptions_t *ropt;
-    leveldb_writeoptions_t *wopt;
+    leveldb_writeoptions_t *wopt_sync;   /* sync = 1 when the store syncs */
+    leveldb_writeoptions_t *wopt_nosync;
+    int unsynced;                  /* a commit since the last synced one was not synced */
     leveldb_writebatch_t *batch;
     int pending;
     int broken;
@@ -389,11 +391,26 @@ static void flush_records(store_t *s)
 
 int store_commit(store_t *s, char *err, size_t errlen)
 {
+    return store_commit_durable(s, 1, err, errlen);
+}
+
+int store_commit_durable(store_t *s, int durable, char *err, size_t errlen)
+{
     if (check_usable(s, err, errlen) != 0) { return -1; }
-    if (s->pending == 0) { return 0; }
+    int sync = durable && s->opt.sync;
+    if (s->pending == 0) {
+        if (!sync || !s->unsynced) { return 0; }
+        /* Nothing pending, but earlier unsynced writes need their fsync: a
+         * synced write of one small record syncs the whole log. */
+        key_t_ k;
+        char v[8];
+        meta_key(&k, "seq");
+        put_be64(v, s->next_seq);
+        batch_put(s, &k, v, 8);
+    }
     flush_records(s);
     char *dberr = NULL;
-    leveldb_write(s->db, s->wopt, s->batch, &dberr);
+    leveldb_write(s->db, sync ? s->wopt_sync : s->wopt_nosync, s->batch, &dberr);
     if (dberr != NULL) {
         s->broken = 1;
         snprintf(s->broken_err, sizeof s->broken_err, "write to %s failed: %s", s->path, dberr);
@@ -404,6 +421,7 @@ int store_commit(store_t *s, char *err, size_t errlen)
     leveldb_writebatch_clear(s->batch);
     s->pending = 0;
     s->persisted_seq = s->next_seq;
+    s->unsynced = s->opt.sync && !sync;
     return 0;
 }
 
@@ -411,7 +429,7 @@ int store_commit(store_t *s, char *err, size_t errlen)
 static int prepare_read(store_t *s, char *err, size_t errlen)
 {
     if (check_usable(s, err, errlen) != 0) { return -1; }
-    return s->pending ? store_commit(s, err, errlen) : 0;
+    return s->pending ? store_commit_durable(s, 0, err, errlen) : 0;
 }
 
 int store_pending(const store_t *s) { return s->pending; }
@@ -525,7 +543,8 @@ static void store_free(store_t *s)
     if (s->dbopt) { leveldb_options_destroy(s->dbopt); }
     if (s->cache) { leveldb_cache_destroy(s->cache); }
     if (s->ropt) { leveldb_readoptions_destroy(s->ropt); }
-    if (s->wopt) { leveldb_writeoptions_destroy(s->wopt); }
+    if (s->wopt_sync) { leveldb_writeoptions_destroy(s->wopt_sync); }
+    if (s->wopt_nosync) { leveldb_writeoptions_destroy(s->wopt_nosync); }
     if (s->batch) { leveldb_writebatch_destroy(s->batch); }
     STRMAP_FOREACH(&s->groups, slot) { group_free(slot->val); }
     STRMAP_FOREACH(&s->topics, slot) {
@@ -639,11 +658,20 @@ static int write_new_meta(store_t *s, char *err, size_t errlen)
     batch_put(s, &k, spec, strlen(spec));
     s->next_seq = 1;
     s->persisted_seq = 0;
-    int sync_was = s->opt.sync;
-    leveldb_writeoptions_set_sync(s->wopt, 1);
-    int rc = store_commit(s, err, errlen);
-    leveldb_writeoptions_set_sync(s->wopt, (unsigned char)sync_was);
-    return rc;
+    /* Always synced, even in a store that does not sync: the marker decides
+     * whether the directory is ours. */
+    char *dberr = NULL;
+    flush_records(s);
+    leveldb_write(s->db, s->wopt_sync, s->batch, &dberr);
+    if (dberr != NULL) {
+        set_err(err, errlen, "cannot initialise data directory %s: %s", s->path, dberr);
+        leveldb_free(dberr);
+        return -1;
+    }
+    leveldb_writebatch_clear(s->batch);
+    s->pending = 0;
+    s->persisted_seq = s->next_seq;
+    return 0;
 }
 
 static int check_meta(store_t *s, char *err, size_t errlen)
@@ -854,8 +882,10 @@ int store_open(const store_options_t *o, store_t **out, char *err, size_t errlen
     leveldb_options_set_compression(s->dbopt, leveldb_snappy_compression);
     s->ropt = leveldb_readoptions_create();
     leveldb_readoptions_set_verify_checksums(s->ropt, 1);
-    s->wopt = leveldb_writeoptions_create();
-    leveldb_writeoptions_set_sync(s->wopt, (unsigned char)(o->sync ? 1 : 0));
+    s->wopt_sync = leveldb_writeoptions_create();
+    leveldb_writeoptions_set_sync(s->wopt_sync, 1);
+    s->wopt_nosync = leveldb_writeoptions_create();
+    leveldb_writeoptions_set_sync(s->wopt_nosync, 0);
     s->batch = leveldb_writebatch_create();
 
     char *dberr = NULL;
@@ -1655,7 +1685,7 @@ uint64_t store_next_lease_deadline(store_t *s)
      * sees leases it already released (ACK), and raising lease_floor past a
      * pending lease would make store_expired_leases skip it for good. A broken
      * store answers 0 ("now"), so the caller's next real call reports it. */
-    if (s->pending > 0 && store_commit(s, NULL, 0) != 0) { return 0; }
+    if (s->pending > 0 && store_commit_durable(s, 0, NULL, 0) != 0) { return 0; }
     if (s->lease_next_valid) { return s->lease_next; }
     uint64_t next = UINT64_MAX;
     /* With no lease held, no seek: it would walk every released lease's deleted
@@ -1956,7 +1986,7 @@ int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char
         if (n < 0) { return -1; }
         *work += n;
     }
-    if (store_commit(s, err, errlen) != 0) { return -1; }
+    if (store_commit_durable(s, 0, err, errlen) != 0) { return -1; }
     key_t_ a, b;
     for (int l = 1; l <= s->opt.levels.count; l++) {
         level_state_t *ls = &s->levels[l];

@@ -13,8 +13,9 @@
  * Writes are grouped. Every operation adds its writes to the store's pending
  * batch and returns; store_commit() writes the batch (synced when the store was
  * opened with sync = 1). Operations that read queues (everything but
- * store_send and group creation) first commit whatever is pending, so a read
- * never misses a write that came before it. When a commit fails the store is
+ * store_send and group creation) first commit whatever is pending (unsynced:
+ * the caller's own commit decides durability), so a read never misses a write
+ * that came before it. When a commit fails the store is
  * broken: every later operation fails with the original error and the caller
  * must close and reopen it (the in-memory state is rebuilt from disk; nothing
  * acknowledged is lost, since nothing is acknowledged before its commit).
@@ -73,8 +74,16 @@ int store_open(const store_options_t *o, store_t **out, char *err, size_t errlen
 int store_close(store_t *s, char *err, size_t errlen);
 
 /* Write the pending batch (synced when the store syncs). A no-op when nothing is
- * pending. On failure the store is broken (see above). */
+ * pending and nothing written earlier awaits its sync. On failure the store is
+ * broken (see above). Same as store_commit_durable(s, 1, …). */
 int store_commit(store_t *s, char *err, size_t errlen);
+
+/* durable = 0: write the pending batch without fsync even in a syncing store —
+ * for writes whose loss in a power cut only repeats work (leases, ACKs, due
+ * moves: delivery is at least once). durable = 1: fsync, which also makes every
+ * earlier unsynced write durable (LevelDB's log is one file). The implicit
+ * commit before a read is an unsynced one. */
+int store_commit_durable(store_t *s, int durable, char *err, size_t errlen);
 
 /* Operations waiting in the pending batch. */
 int store_pending(const store_t *s);

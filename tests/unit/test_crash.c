@@ -349,6 +349,12 @@ static int verify_store(store_t *s, int round)
     return 0;
 }
 
+static int all_ranges_seen(void)
+{
+    return M->ranges_seen['L'] && M->ranges_seen['T'] && M->ranges_seen['I'] && M->ranges_seen['D'] &&
+           M->ranges_seen['R'] && M->ranges_seen['r'];
+}
+
 static void test_kill_and_reopen(void)
 {
     M = calloc(1, sizeof *M);
@@ -362,7 +368,10 @@ static void test_kill_and_reopen(void)
     unsigned base_seed = (unsigned)rand();
     printf("\n  crash test: %d rounds, base seed %u\n", rounds, base_seed);
     int failures = 0;
-    for (int round = 0; round < rounds && failures == 0; round++) {
+    /* At least `rounds` rounds, and more (up to 5×) until every range has held
+     * messages at a check: on a slow machine the mix gets further per round. */
+    int round = 0;
+    for (; failures == 0 && (round < rounds || !all_ranges_seen()) && round < 5 * rounds; round++) {
         pid_t pid = fork();
         CU_ASSERT_FATAL(pid >= 0);
         if (pid == 0) { child_run(base_seed + (unsigned)round); }
@@ -386,6 +395,7 @@ static void test_kill_and_reopen(void)
         CU_ASSERT(store_close(s, err, sizeof err) == 0);
     }
     CU_ASSERT_EQUAL(failures, 0);
+    printf("  %d rounds\n", round);
     size_t accepted = 0;
     for (size_t i = 0; i < MAX_IDS; i++) { accepted += M->accepted[i]; }
     printf("  %zu messages accepted; entries seen: level %llu, topic %llu, retry %llu, lease %llu, dlq %llu, "
