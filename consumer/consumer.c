@@ -408,16 +408,23 @@ static int inflight_holds(worker_t *w, const char *id)
 }
 
 /* Send ACK or NACK for one message and count a lost lease. reason NULL for
- * ACK. Errors are recorded, not returned: the lease brings the message back. */
-static void settle(worker_t *w, const char *id, const char *reason)
+ * ACK; dead = 1 for a permanent failure (NACK … DLQ: straight to the DLQ).
+ * Errors are recorded, not returned: the lease brings the message back. */
+static void settle(worker_t *w, const char *id, const char *reason, int dead)
 {
     hg_consumer_t *c = w->owner;
-    const char *argv[5] = { reason == NULL ? "ACK" : "NACK", c->group, id, "REASON", reason };
+    const char *argv[6] = { reason == NULL ? "ACK" : "NACK", c->group, id };
+    int argc = 3;
+    if (reason != NULL) {
+        if (dead) { argv[argc++] = "DLQ"; }
+        argv[argc++] = "REASON";
+        argv[argc++] = reason;
+    }
     char who[32];
     resp_reply_t *r = NULL;
     hg_err_t e;
 
-    e = client_call(w->client, reason == NULL ? 3 : 5, argv, NULL, 1, 0, 0, &r);
+    e = client_call(w->client, argc, argv, NULL, 1, 0, 0, &r);
     snprintf(who, sizeof(who), "worker %d", w->index);
     note_connects(c, w->client, &w->connects, who);
     if (e != HG_OK) {
@@ -450,7 +457,7 @@ static void process(worker_t *w, hg_message_t *m)
         outcome = c->opts.handler(m, reason, sizeof(reason), c->opts.handler_arg);
         reason[sizeof(reason) - 1] = '\0';
         if (outcome == HG_DONE) {
-            settle(w, m->id, NULL);
+            settle(w, m->id, NULL, 0);
             count(&c->done);
             break;
         }
@@ -458,14 +465,14 @@ static void process(worker_t *w, hg_message_t *m)
             if (outcome != HG_FAIL)
                 snprintf(reason, sizeof(reason), "handler returned unknown outcome %d", (int)outcome);
             count(&c->failed);
-            settle(w, m->id, reason[0] != '\0' ? reason : "permanent failure");
+            settle(w, m->id, reason[0] != '\0' ? reason : "permanent failure", 1);
             break;
         }
         if ((int)attempt >= c->opts.retry.attempts) {
             snprintf(nack, sizeof(nack), "%s (gave up after %u local attempts)",
                      reason[0] != '\0' ? reason : "transient failure", attempt + 1);
             count(&c->nacked);
-            settle(w, m->id, nack);
+            settle(w, m->id, nack, 0);
             break;
         }
         if (stopping(c) ||
@@ -473,7 +480,7 @@ static void process(worker_t *w, hg_message_t *m)
             snprintf(nack, sizeof(nack), "%s (consumer stopping after %u local attempts)",
                      reason[0] != '\0' ? reason : "transient failure", attempt + 1);
             count(&c->nacked);
-            settle(w, m->id, nack);
+            settle(w, m->id, nack, 0);
             break;
         }
         count(&c->retried);

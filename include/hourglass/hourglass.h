@@ -349,8 +349,8 @@ typedef enum hg_outcome {
     HG_DONE = 0,   /* handled: the worker ACKs it */
     HG_RETRY,      /* transient failure: retried locally with backoff, then
                       NACKed so the broker's level schedule takes over */
-    HG_FAIL        /* permanent failure: NACKed at once with the reason (it
-                      shows in the DLQ listing when it gets there) */
+    HG_FAIL        /* permanent failure: NACK … DLQ at once — straight to the
+                      DLQ with the reason, no retries (DLQ LIST shows it) */
 } hg_outcome_t;
 
 /* The handler. Runs on a worker thread, up to `workers` at a time (one per
@@ -404,7 +404,7 @@ hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out,
 /* Run the workers and block until hg_consumer_stop. Each worker loops: PULL
  * group topic COUNT n BLOCK ms LEASE ms; for each message call the handler;
  * HG_DONE → ACK; HG_RETRY → call it again after hg_backoff_delay(retry, k)
- * for k < retry.attempts, then NACK REASON; HG_FAIL → NACK REASON. While a
+ * for k < retry.attempts, then NACK REASON; HG_FAIL → NACK DLQ REASON. While a
  * worker holds messages, a watchdog thread TOUCHes their leases every
  * touch_interval_ms. A lost connection is reconnected with the client's
  * backoff, for as long as it takes; the worker never gives up on its own.

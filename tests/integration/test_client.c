@@ -8,7 +8,7 @@
  *  - send + consumer loop round trip (N workers, every message exactly once,
  *    ACKed: nothing left), and a DELAY honoured;
  *  - HG_RETRY: local retries with the configured backoff, then NACK with the
- *    reason (group MAXRETRY 0 makes it land in the DLQ at once);
+ *    reason straight to the DLQ (NACK … DLQ), even with the default MAXRETRY;
  *  - HG_FAIL: NACK with the reason, listed in the DLQ;
  *  - slow handler: the watchdog TOUCHes the lease so the message is not
  *    delivered twice; without TOUCH it is (the control);
@@ -719,7 +719,8 @@ static void test_fail_goes_to_dlq(void)
     hg_reply_t *r;
 
     start(FAST);
-    hg_reply_free(CMD("GROUP", "CREATE", "g", "t", "MAXRETRY", "0"));
+    /* The default MAXRETRY (16): HG_FAIL must still park it at once (NACK … DLQ). */
+    hg_reply_free(CMD("GROUP", "CREATE", "g", "t"));
     seen_reset(MODE_FAIL_BAD, 0);
     send_one("t", "k-bad", "not-an-order", hg_delay_none(), NULL);
     send_one("t", "k-good", "m1", hg_delay_none(), NULL);
