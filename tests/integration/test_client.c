@@ -8,8 +8,9 @@
  *  - send + consumer loop round trip (N workers, every message exactly once,
  *    ACKed: nothing left), and a DELAY honoured;
  *  - HG_RETRY: local retries with the configured backoff, then NACK with the
- *    reason straight to the DLQ (NACK … DLQ), even with the default MAXRETRY;
- *  - HG_FAIL: NACK with the reason, listed in the DLQ;
+ *    reason (group MAXRETRY 0 makes it land in the DLQ at once);
+ *  - HG_FAIL: NACK … DLQ with the reason: listed in the DLQ at once, even with
+ *    the default MAXRETRY;
  *  - slow handler: the watchdog TOUCHes the lease so the message is not
  *    delivered twice; without TOUCH it is (the control);
  *  - the broker killed (-9) and restarted mid-consumption: workers reconnect
