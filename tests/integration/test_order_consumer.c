@@ -23,27 +23,20 @@
 #endif
 
 #include "include/hourglass/order.h"
-#include "tests/helpers/broker_proc.h"
-#include "tests/helpers/testutil.h"
+#include "tests/helpers/order_env.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <CUnit/CUnit.h>
-#include <mysql.h>
 
-#define CONSUMER_BIN HG_BUILDDIR "/hourglass-consumer"
+#define CONSUMER_BIN OE_CONSUMER_BIN
 
 /* ---------------------------------------------------------------- processes */
 
@@ -168,9 +161,7 @@ static void test_check_config(void)
 
 /* ---------------------------------------------------------------- suite "daemon" */
 
-static tu_mariadb_t server;
-static bp_broker_t broker;
-static MYSQL *admin;
+static oe_env_t env;
 
 static unsigned failures(void)
 {
@@ -180,18 +171,9 @@ static unsigned failures(void)
 static int daemon_init(void)
 {
     char err[4096];
-    if (tu_mariadb_start(&server, err, sizeof err) != 0) {
-        fprintf(stderr, "\nFAIL: cannot start a private MariaDB: %s\n", err);
-        return -1;
-    }
     bp_set_failure_counter(failures);
-    if (bp_start(&broker, NULL, err, sizeof err) != 0) {
-        fprintf(stderr, "\nFAIL: cannot start hourglass-broker: %s\n", err);
-        return -1;
-    }
-    admin = mysql_init(NULL);
-    if (admin == NULL || mysql_real_connect(admin, NULL, "root", "", NULL, 0, server.socket, 0) == NULL) {
-        fprintf(stderr, "connect: %s\n", admin ? mysql_error(admin) : "oom");
+    if (oe_start(&env, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "\nFAIL: %s\n", err);
         return -1;
     }
     return 0;
@@ -199,132 +181,8 @@ static int daemon_init(void)
 
 static int daemon_cleanup(void)
 {
-    if (admin != NULL)
-        mysql_close(admin);
-    bp_destroy(&broker);
-    tu_mariadb_stop(&server);
+    oe_stop(&env);
     return 0;
-}
-
-static long long scalar(const char *sql)
-{
-    if (mysql_query(admin, sql) != 0) {
-        fprintf(stderr, "SQL failed: %s: %s\n", sql, mysql_error(admin));
-        return -2;
-    }
-    MYSQL_RES *res = mysql_store_result(admin);
-    if (res == NULL)
-        return -2;
-    MYSQL_ROW row = mysql_fetch_row(res);
-    long long v = row == NULL || row[0] == NULL ? -1 : strtoll(row[0], NULL, 10);
-    mysql_free_result(res);
-    return v;
-}
-
-/* A fresh database with the schema, n orders seeded. */
-static hg_order_db *fresh_database(const char *name, size_t n)
-{
-    char sql[128];
-    snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
-    if (mysql_query(admin, sql) != 0) {
-        fprintf(stderr, "%s: %s\n", sql, mysql_error(admin));
-        return NULL;
-    }
-    hg_order_db_params_t p = {.socket = server.socket, .user = "root", .database = name};
-    hg_order_error_t err;
-    hg_order_db *db = hg_order_db_open(&p, &err);
-    hg_order_seed_spec_t spec = {.first_id = 1, .orders = n, .first_sku = 1, .skus = 30, .max_items = 3,
-                                 .max_qty = 3, .stock_per_sku = 1000000, .expire_in_ms = 1800000, .with_outbox = 1,
-                                 .random_seed = 3};
-    if (db == NULL || hg_order_schema_create(db, &err) != 0 || hg_order_seed(db, &spec, &err) != 0) {
-        fprintf(stderr, "fresh database %s: %s\n", name, err.message);
-        hg_order_db_close(db);
-        return NULL;
-    }
-    return db;
-}
-
-/* Start hourglass-consumer on database db, group, with workers; its output
- * goes to log_path. Returns the pid or -1. */
-static pid_t start_consumer(const char *db, const char *group, int workers, int metrics_port, const char *log_path)
-{
-    char uri[64], w[16], mport[16];
-    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", broker.port);
-    snprintf(w, sizeof w, "%d", workers);
-    snprintf(mport, sizeof mport, "%d", metrics_port);
-    const char *argv[] = {CONSUMER_BIN, "--uri", uri, "--group", group, "--topic", "order-timeout",
-                          "--mysql-socket", server.socket, "--mysql-user", "root", "--mysql-database", db,
-                          "--workers", w, "--block", "200ms", "--metrics-port", mport, "--log-level", "warn",
-                          "--retry-base", "20ms", "--lease", "3s", NULL};
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-/* SIGTERM and wait (10 s, then SIGKILL); returns the exit status or -1. */
-static int stop_consumer(pid_t pid)
-{
-    kill(pid, SIGTERM);
-    for (int i = 0; i < 1000; i++) {
-        int status;
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid)
-            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        struct timespec ts = {0, 10000000};
-        nanosleep(&ts, NULL);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    return -1;
-}
-
-static void print_file(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return;
-    char line[512];
-    fprintf(stderr, "--- %s\n", path);
-    while (fgets(line, sizeof line, f) != NULL)
-        fputs(line, stderr);
-    fclose(f);
-}
-
-/* GET /metrics; the value of one metric line, or -1. */
-static long long metric_value(int port, const char *name)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    const char req[] = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) {
-        close(fd);
-        return -1;
-    }
-    static char body[65536];
-    size_t n = 0;
-    ssize_t r;
-    while (n < sizeof body - 1 && (r = read(fd, body + n, sizeof body - 1 - n)) > 0)
-        n += (size_t)r;
-    body[n] = '\0';
-    close(fd);
-    char key[128];
-    snprintf(key, sizeof key, "\n%s ", name);
-    const char *p = strstr(body, key);
-    return p == NULL ? -1 : strtoll(p + strlen(key), NULL, 10);
 }
 
 typedef struct wait_ctx {
@@ -338,14 +196,14 @@ static int all_done(void *arg)
     wait_ctx_t *w = arg;
     char sql[160];
     snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s.orders WHERE status = 'pending'", w->db);
-    if (scalar(sql) != 0)
+    if (oe_scalar(&env, sql) != 0)
         return 0;
     if (w->want_dlq < 0)
         return 1;
     rc_conn_t c;
     char err[256];
     long long len = -1;
-    if (bp_connect(&broker, &c, err, sizeof err) != 0)
+    if (bp_connect(&env.broker, &c, err, sizeof err) != 0)
         return 0;
     bp_int_cmd(&c, &len, err, sizeof err, "DLQ", "LEN", w->group, NULL);
     rc_close(&c);
@@ -354,16 +212,16 @@ static int all_done(void *arg)
 
 static void send_ids(rc_conn_t *c, uint64_t first, uint64_t last)
 {
-    char err[256], id[64], payload[32];
-    for (uint64_t i = first; i <= last; i++) {
-        snprintf(payload, sizeof payload, "%" PRIu64, i);
-        CU_ASSERT_EQUAL_FATAL(bp_send(c, id, sizeof id, err, sizeof err, "order-timeout", payload, NULL), 0);
-    }
+    char err[256];
+    int rc = oe_send_ids(c, first, last, err, sizeof err);
+    if (rc != 0)
+        fprintf(stderr, "\n  send: %s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
 }
 
 static void test_end_to_end(void)
 {
-    hg_order_db *db = fresh_database("e2e", 300);
+    hg_order_db *db = oe_fresh_database(&env, "e2e", 300, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     hg_order_outcome_t out;
     for (uint64_t id = 1; id <= 60; id++)
@@ -371,7 +229,7 @@ static void test_end_to_end(void)
 
     rc_conn_t c;
     char err[512], id[64];
-    CU_ASSERT_EQUAL_FATAL(bp_connect(&broker, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
     CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", "e2e", "order-timeout", "MAXRETRY", "0", NULL), 0);
     send_ids(&c, 1, 300);
     send_ids(&c, 1, 100); /* duplicates */
@@ -382,7 +240,7 @@ static void test_end_to_end(void)
     CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer", dir, sizeof dir), 0);
     snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
     int mport = tu_free_port();
-    pid_t pid = start_consumer("e2e", "e2e", 4, mport, log_path);
+    pid_t pid = oe_start_consumer(&env, "e2e", "e2e", 4, mport, log_path, NULL);
     CU_ASSERT_TRUE_FATAL(pid > 0);
     wait_ctx_t w = {"e2e", "e2e", 1};
     int done = tu_poll_until(all_done, &w, 60000, 50);
@@ -391,12 +249,12 @@ static void test_end_to_end(void)
     /* every message handled: 240 cancelled, 60 paid + 100 duplicates not pending */
     long long cancelled = -1, not_pending = -1, not_found = -1, permanent = -1, bad = -1, hist = -1;
     for (int i = 0; i < 100; i++) {
-        cancelled = metric_value(mport, "hourglass_consumer_cancelled_total");
-        not_pending = metric_value(mport, "hourglass_consumer_not_pending_total");
-        not_found = metric_value(mport, "hourglass_consumer_not_found_total");
-        permanent = metric_value(mport, "hourglass_consumer_permanent_failures_total");
-        bad = metric_value(mport, "hourglass_consumer_bad_payload_total");
-        hist = metric_value(mport, "hourglass_consumer_handler_seconds_count");
+        cancelled = oe_metric(mport, "hourglass_consumer_cancelled_total");
+        not_pending = oe_metric(mport, "hourglass_consumer_not_pending_total");
+        not_found = oe_metric(mport, "hourglass_consumer_not_found_total");
+        permanent = oe_metric(mport, "hourglass_consumer_permanent_failures_total");
+        bad = oe_metric(mport, "hourglass_consumer_bad_payload_total");
+        hist = oe_metric(mport, "hourglass_consumer_handler_seconds_count");
         if (cancelled + not_pending + not_found + permanent >= 402)
             break;
         struct timespec ts = {0, 50000000};
@@ -422,9 +280,9 @@ static void test_end_to_end(void)
     resp_reply_free(r);
     rc_close(&c);
 
-    CU_ASSERT_EQUAL(stop_consumer(pid), 0);
+    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
     if (CU_get_number_of_failures() > 0)
-        print_file(log_path);
+        oe_print_file(log_path);
     tu_rmtree(dir);
 
     hg_order_report_t rep;
@@ -434,7 +292,7 @@ static void test_end_to_end(void)
     CU_ASSERT_EQUAL(rep.paid, 60);
     CU_ASSERT_EQUAL(rep.cancelled, 240);
     CU_ASSERT_EQUAL(rep.reserved, 0);
-    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM e2e.orders WHERE cancel_reason = 'timeout-message'"), 240);
+    CU_ASSERT_EQUAL(oe_scalar(&env, "SELECT COUNT(*) FROM e2e.orders WHERE cancel_reason = 'timeout-message'"), 240);
     hg_order_db_close(db);
 }
 
@@ -442,11 +300,11 @@ static void test_end_to_end(void)
  * broker when a third is cancelled. Returns the elapsed ms, 0 on failure. */
 static uint64_t consume_all(const char *name, size_t n, int workers, int restart_broker)
 {
-    hg_order_db *db = fresh_database(name, n);
+    hg_order_db *db = oe_fresh_database(&env, name, n, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     rc_conn_t c;
     char err[512];
-    CU_ASSERT_EQUAL_FATAL(bp_connect(&broker, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
     CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", name, "order-timeout", "FROM", "NOW", NULL), 0);
     send_ids(&c, 1, n);
     rc_close(&c);
@@ -455,26 +313,26 @@ static uint64_t consume_all(const char *name, size_t n, int workers, int restart
     CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer", dir, sizeof dir), 0);
     snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
     uint64_t t0 = tu_now_mono_ms();
-    pid_t pid = start_consumer(name, name, workers, 0, log_path);
+    pid_t pid = oe_start_consumer(&env, name, name, workers, 0, log_path, NULL);
     CU_ASSERT_TRUE_FATAL(pid > 0);
     char sql[160];
     if (restart_broker) {
         snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'", name);
-        while (scalar(sql) < (long long)n / 3 && tu_now_mono_ms() - t0 < 60000) {
+        while (oe_scalar(&env, sql) < (long long)n / 3 && tu_now_mono_ms() - t0 < 60000) {
             struct timespec ts = {0, 5000000};
             nanosleep(&ts, NULL);
         }
-        CU_ASSERT_EQUAL(bp_kill9(&broker), 0);
-        CU_ASSERT_EQUAL(bp_restart(&broker, err, sizeof err), 0);
-        printf("\n    broker killed (-9) and restarted at %lld of %zu cancelled", scalar(sql), n);
+        CU_ASSERT_EQUAL(bp_kill9(&env.broker), 0);
+        CU_ASSERT_EQUAL(bp_restart(&env.broker, err, sizeof err), 0);
+        printf("\n    broker killed (-9) and restarted at %lld of %zu cancelled", oe_scalar(&env, sql), n);
     }
     wait_ctx_t w = {name, name, -1};
     int rc = tu_poll_until(all_done, &w, 120000, 20);
     uint64_t ms = tu_now_mono_ms() - t0;
     CU_ASSERT_EQUAL(rc, 0);
-    CU_ASSERT_EQUAL(stop_consumer(pid), 0);
+    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
     if (rc != 0 || CU_get_number_of_failures() > 0)
-        print_file(log_path);
+        oe_print_file(log_path);
     tu_rmtree(dir);
 
     hg_order_report_t rep;

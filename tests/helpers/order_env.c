@@ -1,0 +1,225 @@
+/*
+ * tests/helpers/order_env.c — see order_env.h.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "tests/helpers/order_env.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int oe_start(oe_env_t *env, const char *const *broker_extra, char *err, size_t errlen)
+{
+    memset(env, 0, sizeof *env);
+    if (tu_mariadb_start(&env->server, err, errlen) != 0) {
+        char cause[4096];
+        snprintf(cause, sizeof cause, "%s", err);
+        snprintf(err, errlen, "cannot start a private MariaDB: %s", cause);
+        return -1;
+    }
+    char berr[2048];
+    if (bp_start(&env->broker, broker_extra, berr, sizeof berr) != 0) {
+        snprintf(err, errlen, "cannot start hourglass-broker: %s", berr);
+        tu_mariadb_stop(&env->server);
+        return -1;
+    }
+    env->admin = mysql_init(NULL);
+    if (env->admin == NULL
+        || mysql_real_connect(env->admin, NULL, "root", "", NULL, 0, env->server.socket, 0) == NULL) {
+        snprintf(err, errlen, "admin connection: %s", env->admin ? mysql_error(env->admin) : "out of memory");
+        oe_stop(env);
+        return -1;
+    }
+    return 0;
+}
+
+int oe_stop(oe_env_t *env)
+{
+    if (env->admin != NULL)
+        mysql_close(env->admin);
+    env->admin = NULL;
+    int rc = bp_destroy(&env->broker);
+    tu_mariadb_stop(&env->server);
+    return rc;
+}
+
+long long oe_scalar(oe_env_t *env, const char *sql)
+{
+    if (mysql_query(env->admin, sql) != 0) {
+        fprintf(stderr, "SQL failed: %s: %s\n", sql, mysql_error(env->admin));
+        return -2;
+    }
+    MYSQL_RES *res = mysql_store_result(env->admin);
+    if (res == NULL)
+        return -2;
+    MYSQL_ROW row = mysql_fetch_row(res);
+    long long v = row == NULL || row[0] == NULL ? -1 : strtoll(row[0], NULL, 10);
+    mysql_free_result(res);
+    return v;
+}
+
+hg_order_db *oe_open_db(const oe_env_t *env, const char *name, hg_order_error_t *err)
+{
+    hg_order_db_params_t p = {.socket = env->server.socket, .user = "root", .database = name};
+    return hg_order_db_open(&p, err);
+}
+
+hg_order_db *oe_fresh_database(oe_env_t *env, const char *name, size_t n, const hg_order_seed_spec_t *spec)
+{
+    char sql[128];
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
+    if (mysql_query(env->admin, sql) != 0) {
+        fprintf(stderr, "%s: %s\n", sql, mysql_error(env->admin));
+        return NULL;
+    }
+    hg_order_seed_spec_t dflt = {.first_id = 1, .orders = n, .first_sku = 1, .skus = 30, .max_items = 3,
+                                 .max_qty = 3, .stock_per_sku = 1000000, .expire_in_ms = 1800000, .with_outbox = 1,
+                                 .random_seed = 3};
+    hg_order_error_t err = {0};
+    hg_order_db *db = oe_open_db(env, name, &err);
+    if (db == NULL || hg_order_schema_create(db, &err) != 0 || hg_order_seed(db, spec ? spec : &dflt, &err) != 0) {
+        fprintf(stderr, "fresh database %s: %s\n", name, err.message);
+        hg_order_db_close(db);
+        return NULL;
+    }
+    return db;
+}
+
+pid_t oe_start_consumer(const oe_env_t *env, const char *db, const char *group, int workers, int metrics_port,
+                        const char *log_path, const char *const *extra)
+{
+    char uri[64], w[16], mport[16];
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env->broker.port);
+    snprintf(w, sizeof w, "%d", workers);
+    snprintf(mport, sizeof mport, "%d", metrics_port);
+    const char *base[] = {OE_CONSUMER_BIN, "--uri", uri, "--group", group, "--topic", OE_TOPIC,
+                          "--mysql-socket", env->server.socket, "--mysql-user", "root", "--mysql-database", db,
+                          "--workers", w, "--block", "200ms", "--metrics-port", mport, "--log-level", "warn",
+                          "--retry-base", "20ms", "--lease", "3s"};
+    enum { NBASE = sizeof base / sizeof base[0], MAX_EXTRA = 32 };
+    const char *argv[NBASE + MAX_EXTRA + 1];
+    size_t argc = 0;
+    for (; argc < NBASE; argc++)
+        argv[argc] = base[argc];
+    for (size_t i = 0; extra != NULL && extra[i] != NULL; i++) {
+        if (i == MAX_EXTRA) {
+            fprintf(stderr, "oe_start_consumer: more than %d extra flags\n", MAX_EXTRA);
+            return -1;
+        }
+        argv[argc++] = extra[i];
+    }
+    argv[argc] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+int oe_stop_consumer(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 1000; i++) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+void oe_print_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return;
+    char line[512];
+    fprintf(stderr, "--- %s\n", path);
+    while (fgets(line, sizeof line, f) != NULL)
+        fputs(line, stderr);
+    fclose(f);
+}
+
+int oe_metrics(int port, size_t n, const char *const *names, double *values)
+{
+    for (size_t i = 0; i < n; i++)
+        values[i] = -1;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    const char req[] = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) {
+        close(fd);
+        return -1;
+    }
+    size_t cap = 65536, len = 0;
+    char *body = malloc(cap);
+    if (body == NULL) {
+        close(fd);
+        return -1;
+    }
+    ssize_t r;
+    while (len < cap - 1 && (r = read(fd, body + len, cap - 1 - len)) > 0)
+        len += (size_t)r;
+    body[len] = '\0';
+    close(fd);
+    if (len == 0) {
+        free(body);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char key[160];
+        snprintf(key, sizeof key, "\n%s ", names[i]);
+        const char *p = strstr(body, key);
+        if (p != NULL)
+            values[i] = strtod(p + strlen(key), NULL);
+    }
+    free(body);
+    return 0;
+}
+
+long long oe_metric(int port, const char *name)
+{
+    double v;
+    oe_metrics(port, 1, &name, &v);
+    return (long long)v;
+}
+
+int oe_send_ids(rc_conn_t *c, uint64_t first, uint64_t last, char *err, size_t errlen)
+{
+    char id[64], payload[32];
+    for (uint64_t i = first; i <= last; i++) {
+        snprintf(payload, sizeof payload, "%" PRIu64, i);
+        if (bp_send(c, id, sizeof id, err, errlen, OE_TOPIC, payload, NULL) != 0)
+            return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,83 @@
+/*
+ * tests/helpers/order_env.h — the set-up shared by the hourglass-consumer
+ * tests and the consumer bench: a private MariaDB (tu_mariadb_start), the real
+ * hourglass-broker (broker_proc), an admin connection, fresh order databases
+ * on the reference schema, the real ./hourglass-consumer as a child process
+ * and its /metrics.
+ *
+ * No CUnit here (the bench links it too): functions return 0 / -1 (or a
+ * pointer / NULL, a pid / -1) and say why on stderr or in err[errlen].
+ */
+#ifndef HG_TESTS_ORDER_ENV_H
+#define HG_TESTS_ORDER_ENV_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <mysql.h>
+
+#include "include/hourglass/order.h"
+#include "tests/helpers/broker_proc.h"
+#include "tests/helpers/testutil.h"
+
+#define OE_CONSUMER_BIN HG_BUILDDIR "/hourglass-consumer"
+#define OE_TOPIC "order-timeout" /* the topic every order test and the bench use */
+
+typedef struct oe_env {
+    tu_mariadb_t server; /* the private MariaDB (root, no password, unix socket) */
+    bp_broker_t broker;  /* the real hourglass-broker on 127.0.0.1:broker.port */
+    MYSQL *admin;        /* root on server.socket, no default database */
+} oe_env_t;
+
+/* Start the MariaDB, the broker (extra broker flags: NULL-terminated, may be
+ * NULL) and the admin connection. Call bp_set_failure_counter first to have
+ * bp's log printed when a test failed. Returns 0, or -1 with the cause in err
+ * (whatever was started is stopped again). */
+int oe_start(oe_env_t *env, const char *const *broker_extra, char *err, size_t errlen);
+
+/* Close the admin connection, stop the broker and the MariaDB (removing
+ * their directories). Returns bp_destroy's result. Safe on a zeroed env. */
+int oe_stop(oe_env_t *env);
+
+/* The first column of the first row of sql on the admin connection as an
+ * integer; -1 for no row or NULL, -2 when the query failed (printed). */
+long long oe_scalar(oe_env_t *env, const char *sql);
+
+/* A handle on database name (root over the socket). NULL with err filled. */
+hg_order_db *oe_open_db(const oe_env_t *env, const char *name, hg_order_error_t *err);
+
+/* CREATE DATABASE name, the reference schema, and seed it: spec, or when spec
+ * is NULL the default (ids 1..n, 30 SKUs with 10^6 units each, 1–3 items of
+ * 1–3 units, expiring in 30 min, with outbox rows, random seed 3). Returns an
+ * open handle on it, or NULL (the cause printed). */
+hg_order_db *oe_fresh_database(oe_env_t *env, const char *name, size_t n, const hg_order_seed_spec_t *spec);
+
+/* Start ./hourglass-consumer on database db: the broker's URI, group, topic
+ * OE_TOPIC, the socket as root, `workers`, --block 200ms, --metrics-port
+ * (0: off), --log-level warn, --retry-base 20ms, --lease 3s, then the extra
+ * flags (NULL-terminated, may be NULL; a later flag wins). stdout and stderr
+ * go to log_path. Returns the pid or -1. */
+pid_t oe_start_consumer(const oe_env_t *env, const char *db, const char *group, int workers, int metrics_port,
+                        const char *log_path, const char *const *extra);
+
+/* SIGTERM and wait (10 s, then SIGKILL); returns the exit status, or -1 when
+ * it did not exit normally. */
+int oe_stop_consumer(pid_t pid);
+
+/* Copy a file (a consumer's log) to stderr, with a heading. */
+void oe_print_file(const char *path);
+
+/* GET /metrics from 127.0.0.1:port once and read n metrics (the value of the
+ * line "NAME VALUE"); values[i] = -1 for a metric not found. Returns 0, or
+ * -1 when the server did not answer (every value -1). Thread-safe. */
+int oe_metrics(int port, size_t n, const char *const *names, double *values);
+
+/* One metric as an integer, -1 when absent or unreachable. */
+long long oe_metric(int port, const char *name);
+
+/* SEND OE_TOPIC with the payloads first..last (the order ids in decimal), one
+ * by one. Returns 0, or -1 with the cause in err. */
+int oe_send_ids(rc_conn_t *c, uint64_t first, uint64_t last, char *err, size_t errlen);
+
+#endif
