@@ -42,6 +42,8 @@
 #include "config.h"
 #endif
 
+#include <CUnit/CUnit.h> /* before broker_proc.h: its BP_CHECK needs CUnit */
+
 #include "include/hourglass/order.h"
 #include "tests/helpers/broker_proc.h"
 #include "tests/helpers/testutil.h"
@@ -56,12 +58,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <CUnit/CUnit.h>
 #include <mysql.h>
 
 #include "compensator/inspect.h" /* COMP_INSPECT_PAGE_SQL, for EXPLAIN */
@@ -213,10 +215,33 @@ static void print_file(const char *path)
     fclose(f);
 }
 
+/* Every process a test started and has not stopped yet: the suite's cleanup
+ * kills what a failed (FATAL) assertion left running. */
+#define MAX_CHILDREN 64
+static pid_t children[MAX_CHILDREN];
+
+static void child_forget(pid_t pid)
+{
+    for (int i = 0; i < MAX_CHILDREN; i++)
+        if (children[i] == pid)
+            children[i] = 0;
+}
+
+static void children_kill_all(void)
+{
+    for (int i = 0; i < MAX_CHILDREN; i++)
+        if (children[i] > 0) {
+            kill(children[i], SIGKILL);
+            waitpid(children[i], NULL, 0);
+            children[i] = 0;
+        }
+}
+
 static pid_t spawn(const char *const *argv, const char *log_path)
 {
     pid_t pid = fork();
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a crashed test leaves nothing running */
         int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
         if (fd >= 0) {
             dup2(fd, 1);
@@ -225,6 +250,11 @@ static pid_t spawn(const char *const *argv, const char *log_path)
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
+    for (int i = 0; pid > 0 && i < MAX_CHILDREN; i++)
+        if (children[i] == 0) {
+            children[i] = pid;
+            break;
+        }
     return pid;
 }
 
@@ -288,6 +318,7 @@ static int stop_proc(proc_t *p, unsigned failures_before)
         kill(p->pid, SIGKILL);
         waitpid(p->pid, NULL, 0);
     }
+    child_forget(p->pid);
     p->pid = 0;
     if (CU_get_number_of_failures() > failures_before || result != 0)
         print_file(p->log);
@@ -412,7 +443,7 @@ static void expect_config_error(const char *const *argv, const char *want)
 {
     char out[8192];
     int rc = run_capture(argv, out, sizeof out);
-    BP_CHECK(rc == 2 && strstr(out, want) != NULL, "exit %d, want 2 and \"%s\" in: %s", rc, want, out);
+    BP_CHECK(rc == 2 && strstr(out, want) != NULL, "exit %d, want 2 and \"%s\" in: %.4000s", rc, want, out);
 }
 
 static void test_config(void)
@@ -420,7 +451,7 @@ static void test_config(void)
     char out[16384];
     const char *ok[] = {COMPENSATOR_BIN, "--config", HG_SRCDIR "/etc/hourglass-compensator.conf", "--check-config", NULL};
     int rc = run_capture(ok, out, sizeof out);
-    BP_CHECK(rc == 0 && strstr(out, "configuration OK") != NULL, "sample config: exit %d: %s", rc, out);
+    BP_CHECK(rc == 0 && strstr(out, "configuration OK") != NULL, "sample config: exit %d: %.4000s", rc, out);
 
 #define DB "--mysql-database", "shop"
     const char *required[] = {COMPENSATOR_BIN, "--check-config", NULL};
@@ -465,7 +496,7 @@ static void test_config(void)
     fprintf(f, "mysql-database = shop\n[relay]\nrelay-interval = 1h\n");
     fclose(f);
     rc = run_capture(file_unknown, out, sizeof out);
-    BP_CHECK(rc == 0, "valid file: exit %d: %s", rc, out);
+    BP_CHECK(rc == 0, "valid file: exit %d: %.4000s", rc, out);
     tu_rmtree(dir);
 
     const char *help[] = {COMPENSATOR_BIN, "--help", NULL};
@@ -508,6 +539,7 @@ static int layers_init(void)
 
 static int layers_cleanup(void)
 {
+    children_kill_all();
     if (admin != NULL)
         mysql_close(admin);
     admin = NULL;
@@ -595,6 +627,7 @@ static void test_explain(void)
 {
     hg_order_db *db = fresh_database("c_explain");
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(exec_sql("USE c_explain"), 0); /* the sequence engine's tables need a current database */
     /* 20 000 orders: 1 % pending and overdue (200), 2.5 % pending in the
      * future, the rest paid or cancelled with expiries spread over the past. */
     CU_ASSERT_EQUAL_FATAL(exec_sql("INSERT INTO c_explain.orders (id, user_id, status, created_at, expire_at, paid_at,"
@@ -608,13 +641,12 @@ static void test_explain(void)
                                    " IF(seq %% 100 <> 0 AND seq %% 40 <> 1 AND seq %% 2 = 1, NOW(6), NULL)"
                                    " FROM seq_1_to_20000"), 0);
     CU_ASSERT_EQUAL_FATAL(exec_sql("ANALYZE TABLE c_explain.orders"), 0);
-    CU_ASSERT_EQUAL_FATAL(exec_sql("USE c_explain"), 0);
     long long overdue = scalar("SELECT COUNT(*) FROM orders WHERE status='pending' AND expire_at < NOW(6) - INTERVAL 1 SECOND");
     CU_ASSERT_EQUAL(overdue, 200);
 
     static const char *const names[] = {"type", "key", "rows", "r_rows", "Extra"};
     char fields[5][128];
-    char sql[2048], q[2048];
+    char sql[2100], q[2048];
     const char *first[] = {"NOW(6) - INTERVAL 1 SECOND", "'1000-01-01'", "'1000-01-01'", "0", "500"};
     bind_text(q, sizeof q, COMP_INSPECT_PAGE_SQL, first);
     snprintf(sql, sizeof sql, "ANALYZE %s", q);
@@ -769,6 +801,72 @@ static void test_broker_down_overdue(void)
     check_invariant(db, &rep);
     CU_ASSERT_EQUAL(rep.cancelled, 20);
     CU_ASSERT_EQUAL(rep.outbox_open_final, 0);
+    hg_order_db_close(db);
+}
+
+/* The relay holds its rows locked while it sends; it must lock only those
+ * rows (READ COMMITTED: no gap locks), so the order service can go on
+ * inserting outbox rows and paying orders meanwhile. The "broker" here
+ * accepts connections and never answers. */
+static void test_relay_locks_only_its_rows(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_locks");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(seed(db, 1, 10, 600000, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_locks.order_timeout_msg SET status='new', attempts=0,"
+                                   " next_attempt_at=NOW(6) - INTERVAL 1 SECOND WHERE order_id <= 5"), 0);
+    int silent = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof a;
+    CU_ASSERT_FATAL(silent >= 0 && bind(silent, (struct sockaddr *)&a, sizeof a) == 0 && listen(silent, 16) == 0
+                    && getsockname(silent, (struct sockaddr *)&a, &alen) == 0);
+    char uri[64];
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", ntohs(a.sin_port));
+    proc_t comp;
+    const char *extra[] = {"--layers", "relay", "--uri", uri, "--broker-timeout", "2s", "--relay-interval", "200ms", NULL};
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "locks", "c_locks", "t_locks", extra), 0);
+    /* InnoDB refreshes INNODB_TRX only when it was not read for 100 ms:
+     * poll it slower than that, or the view never changes. */
+    long long locked = 0;
+    for (uint64_t end = tu_now_mono_ms() + 5000; tu_now_mono_ms() < end && locked < 5; sleep_ms(150))
+        locked = scalar("SELECT SUM(trx_rows_locked) FROM information_schema.INNODB_TRX");
+    BP_REQUIRE(locked >= 5, "the relay never held its 5 rows locked (%lld)", locked);
+
+    CU_ASSERT_EQUAL(exec_sql("SET SESSION innodb_lock_wait_timeout = 1"), 0);
+    uint64_t t0 = tu_now_mono_ms();
+    /* The order service: a new order's outbox row (into the range the relay
+     * scanned, and after it), and the payment of an order whose row is not
+     * among the relay's. */
+    int insert_now = exec_sql("INSERT INTO c_locks.order_timeout_msg (order_id, expire_at, status, attempts,"
+                              " next_attempt_at) VALUES (1001, NOW(6) + INTERVAL 10 MINUTE, 'new', 0,"
+                              " NOW(6) - INTERVAL 2 SECOND)");
+    int insert_later = exec_sql("INSERT INTO c_locks.order_timeout_msg (order_id, expire_at, status, attempts,"
+                                " next_attempt_at) VALUES (1002, NOW(6) + INTERVAL 10 MINUTE, 'new', 0,"
+                                " NOW(6) + INTERVAL 10 SECOND)");
+    hg_order_outcome_t out = HG_ORDER_TRANSIENT;
+    int pay = hg_order_pay(db, 7, &out, NULL);
+    uint64_t ms = tu_now_mono_ms() - t0;
+    sleep_ms(150);
+    long long still_locked = scalar("SELECT SUM(trx_rows_locked) FROM information_schema.INNODB_TRX");
+    printf("\n    while the relay holds its batch (%lld row locks): two outbox inserts and a payment took %" PRIu64
+           " ms\n", still_locked, ms);
+    CU_ASSERT_EQUAL(insert_now, 0);
+    CU_ASSERT_EQUAL(insert_later, 0);
+    CU_ASSERT_TRUE(pay == 0 && out == HG_ORDER_PAID);
+    CU_ASSERT_TRUE(ms < 900);
+    CU_ASSERT_TRUE(still_locked >= 5); /* the relay was still waiting for the broker */
+    exec_sql("SET SESSION innodb_lock_wait_timeout = DEFAULT");
+
+    /* The sends time out: the rows get an attempt, a backoff and the cause. */
+    double failed = wait_metric(comp.metrics_port, M "relay_send_failures_total", 5, 15000);
+    CU_ASSERT_TRUE(failed >= 5);
+    CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
+    close(silent);
+    long long marked = scalar("SELECT COUNT(*) FROM c_locks.order_timeout_msg WHERE order_id <= 5 AND status = 'new'"
+                              " AND attempts >= 1 AND last_error IS NOT NULL");
+    CU_ASSERT_EQUAL(marked, 5);
     hg_order_db_close(db);
 }
 
@@ -972,7 +1070,8 @@ typedef struct payer {
     const char *database;
     uint64_t first, last;
     int paid[64];
-    int delay_ms;
+    int delay_ms; /* before the first payment */
+    int pace_ms;  /* between two payments */
 } payer_t;
 
 static void *pay_thread(void *arg)
@@ -992,6 +1091,7 @@ static void *pay_thread(void *arg)
                 break;
         }
         p->paid[id - p->first] = out == HG_ORDER_PAID;
+        sleep_ms(p->pace_ms);
     }
     hg_order_db_close(db);
     return NULL;
@@ -1016,7 +1116,6 @@ static void test_paid_never_touched(void)
     CU_ASSERT_EQUAL_FATAL(exec_sql("CREATE TABLE c_paid.before_paid AS SELECT id, paid_at FROM c_paid.orders"
                                    " WHERE status = 'paid'"), 0);
     CU_ASSERT_EQUAL_FATAL(broker_cmd_ok("GROUP", "CREATE", "g_paid", "t_paid"), 0);
-    uint64_t t0 = tu_now_mono_ms();
 
     proc_t consumer, comp;
     CU_ASSERT_EQUAL_FATAL(start_consumer(&consumer, "paid", "c_paid", "g_paid", "t_paid"), 0);
@@ -1025,16 +1124,20 @@ static void test_paid_never_touched(void)
                            "--monitor-interval", "300ms", NULL};
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "paid", "c_paid", "t_paid", extra), 0);
     /* 21..30: paid 100 ms before their expiry. */
-    uint64_t elapsed = tu_now_mono_ms() - t0;
-    if (elapsed < 1900)
-        sleep_ms((int)(1900 - elapsed));
+    long long until_us = scalar("SELECT TIMESTAMPDIFF(MICROSECOND, NOW(6), MIN(expire_at)) FROM c_paid.orders"
+                                " WHERE id BETWEEN 21 AND 30");
+    if (until_us > 100000)
+        sleep_ms((int)((until_us - 100000) / 1000));
     long long still_pending = scalar("SELECT COUNT(*) FROM c_paid.orders WHERE id BETWEEN 21 AND 30 AND status='pending'"
                                      " AND expire_at > NOW(6)");
     for (uint64_t id = 21; id <= 30; id++)
         CU_ASSERT_EQUAL(hg_order_pay(db, id, &out, NULL) == 0 && out == HG_ORDER_PAID, 1);
     CU_ASSERT_EQUAL(still_pending, 10);
-    /* 31..70: payments racing the overdue layer (expire_at + 1 s) on two threads. */
-    payer_t payers[2] = {{"c_paid", 31, 50, {0}, 900}, {"c_paid", 51, 70, {0}, 1000}};
+    /* 31..70: payments racing the overdue layer and the inspection (both at
+     * expire_at + 1 s) on two threads, one payment every 40 ms from
+     * expire_at + 0.6 s to expire_at + 1.5 s: some win, the rest find the
+     * order cancelled (how many of each depends on the machine's timing). */
+    payer_t payers[2] = {{"c_paid", 31, 50, {0}, 600, 40}, {"c_paid", 51, 70, {0}, 650, 40}};
     pthread_t threads[2];
     for (int i = 0; i < 2; i++)
         CU_ASSERT_EQUAL_FATAL(pthread_create(&threads[i], NULL, pay_thread, &payers[i]), 0);
@@ -1044,13 +1147,16 @@ static void test_paid_never_touched(void)
     long long pending = wait_scalar(0, 15000, "SELECT COUNT(*) FROM c_paid.orders WHERE status = 'pending'");
     CU_ASSERT_EQUAL(pending, 0);
     sleep_ms(600); /* a few more rounds of every layer over the paid orders */
-    int race_paid = 0, race_paid_but_not = 0;
+    int race_paid = 0, race_paid_but_not = 0, race_lost_but_paid = 0;
     for (int i = 0; i < 2; i++)
         for (uint64_t id = payers[i].first; id <= payers[i].last; id++)
             if (payers[i].paid[id - payers[i].first]) {
                 race_paid++;
                 if (scalar("SELECT status = 'paid' AND cancelled_at IS NULL FROM c_paid.orders WHERE id = %" PRIu64, id) != 1)
                     race_paid_but_not++;
+            } else if (scalar("SELECT status = 'cancelled' AND paid_at IS NULL FROM c_paid.orders WHERE id = %" PRIu64,
+                              id) != 1) {
+                race_lost_but_paid++;
             }
     long long changed = scalar("SELECT COUNT(*) FROM c_paid.before_paid b JOIN c_paid.orders o ON o.id = b.id"
                                " WHERE o.status <> 'paid' OR o.paid_at <> b.paid_at OR o.cancelled_at IS NOT NULL"
@@ -1061,12 +1167,13 @@ static void test_paid_never_touched(void)
     double closed = metric(comp.metrics_port, M "outbox_closed_total");
     double not_pending = metric(comp.metrics_port, M "cancel_attempts_total{layer=\"overdue\",outcome=\"not-pending\"}");
     printf("\n    paid at once: %lld of 20 changed; paid 100 ms before expiry: %lld of 10 stay paid;"
-           " race: %d of 40 payments won, %d of them not paid afterwards; outbox rows of paid orders closed by the"
+           " race: %d of 40 payments won, %d of them not paid afterwards, %d losers not cancelled; outbox rows of paid orders closed by the"
            " overdue layer: %.0f (not-pending answers %.0f); rows still open %lld\n",
-           changed, early_paid, race_paid, race_paid_but_not, closed, not_pending, open_rows);
+           changed, early_paid, race_paid, race_paid_but_not, race_lost_but_paid, closed, not_pending, open_rows);
     CU_ASSERT_EQUAL(changed, 0);
     CU_ASSERT_EQUAL(early_paid, 10);
     CU_ASSERT_EQUAL(race_paid_but_not, 0);
+    CU_ASSERT_EQUAL(race_lost_but_paid, 0);
     CU_ASSERT_EQUAL(closed, 20); /* rows 1..20 of paid orders: the consumer's NOT_PENDING leaves them open */
     CU_ASSERT_EQUAL(open_rows, 0);
     CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
@@ -1285,6 +1392,7 @@ static int add_suites(void)
         || CU_add_test(s, "EXPLAIN: the inspection reads the overdue range on (status, expire_at)", test_explain) == NULL
         || CU_add_test(s, "(a) fast-path send failed: relay sends, consumer cancels on time",
                        test_relay_fast_path_failed) == NULL
+        || CU_add_test(s, "relay: while it sends, only its rows are locked", test_relay_locks_only_its_rows) == NULL
         || CU_add_test(s, "(b) broker down the whole timeout: overdue layer cancels", test_broker_down_overdue) == NULL
         || CU_add_test(s, "(c) message dropped from the DLQ, outbox row gone: inspection cancels",
                        test_dlq_dropped_inspection) == NULL

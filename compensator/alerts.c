@@ -1,0 +1,218 @@
+/*
+ * compensator/alerts.c — alert state, rate limit, the alert command
+ * (contract: alerts.h).
+ *
+ * State: one entry per (kind, subject) seen, in a small array (the subjects
+ * are the configured groups and layers, a bounded set). Times are monotonic.
+ * The command is started with posix_spawn (safe in a threaded program, unlike
+ * a bare fork) in its own process group, and waited for with a deadline.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "compensator/alerts.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "compensator/log.h"
+#include "compensator/stats.h"
+
+extern char **environ;
+
+#define MAX_ALERTS 64
+#define SUBJECT_MAX 96
+
+typedef struct alert_state {
+    int kind;
+    char subject[SUBJECT_MAX];
+    int active;          /* the condition held at the last check */
+    int fired;           /* a firing was sent during the current episode */
+    uint64_t last_fired_us; /* monotonic; 0: never */
+} alert_state_t;
+
+struct comp_alerts {
+    const comp_config_t *cfg;
+    alert_state_t states[MAX_ALERTS];
+    size_t count;
+};
+
+const char *comp_alert_name(int kind)
+{
+    static const char *const names[COMP_ALERT_KINDS] = {"overdue-pending", "dlq-depth", "layer-failing"};
+    return kind >= 0 && kind < COMP_ALERT_KINDS ? names[kind] : "unknown";
+}
+
+comp_alerts_t *comp_alerts_new(const comp_config_t *cfg)
+{
+    comp_alerts_t *a = calloc(1, sizeof *a);
+    if (a == NULL)
+        abort();
+    a->cfg = cfg;
+    return a;
+}
+
+void comp_alerts_free(comp_alerts_t *a)
+{
+    free(a);
+}
+
+static alert_state_t *find_state(comp_alerts_t *a, int kind, const char *subject)
+{
+    for (size_t i = 0; i < a->count; i++)
+        if (a->states[i].kind == kind && strcmp(a->states[i].subject, subject) == 0)
+            return &a->states[i];
+    if (a->count == MAX_ALERTS)
+        return NULL;
+    alert_state_t *s = &a->states[a->count++];
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    snprintf(s->subject, sizeof s->subject, "%s", subject);
+    return s;
+}
+
+static char *env_entry(const char *name, const char *value)
+{
+    size_t len = strlen(name) + strlen(value) + 2;
+    char *e = malloc(len);
+    if (e == NULL)
+        abort();
+    snprintf(e, len, "%s=%s", name, value);
+    return e;
+}
+
+/* Run the command with the alert in its environment; wait for it with the
+ * deadline. Returns 0 when it exited with status 0, else -1 (logged). */
+static int run_command(comp_alerts_t *a, const char *kind, const char *state, const char *subject, int64_t value,
+                       uint64_t threshold, const char *message)
+{
+    enum { OWN = 8 };
+    size_t n_env = 0;
+    while (environ != NULL && environ[n_env] != NULL)
+        n_env++;
+    char **envp = calloc(n_env + OWN + 1, sizeof *envp);
+    if (envp == NULL)
+        abort();
+    size_t k = 0;
+    for (size_t i = 0; i < n_env; i++)
+        if (strncmp(environ[i], "HG_ALERT_", 9) != 0)
+            envp[k++] = environ[i];
+    size_t own_from = k;
+    char num[32], thr[32], when[32];
+    snprintf(num, sizeof num, "%" PRId64, value);
+    snprintf(thr, sizeof thr, "%" PRIu64, threshold);
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    envp[k++] = env_entry("HG_ALERT_NAME", kind);
+    envp[k++] = env_entry("HG_ALERT_STATE", state);
+    envp[k++] = env_entry("HG_ALERT_SUBJECT", subject);
+    envp[k++] = env_entry("HG_ALERT_VALUE", num);
+    envp[k++] = env_entry("HG_ALERT_THRESHOLD", thr);
+    envp[k++] = env_entry("HG_ALERT_MESSAGE", message);
+    envp[k++] = env_entry("HG_ALERT_DATABASE", a->cfg->mysql_database != NULL ? a->cfg->mysql_database : "");
+    envp[k++] = env_entry("HG_ALERT_TIME", when);
+    envp[k] = NULL;
+
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&attr, 0);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none); /* the daemon blocks SIGTERM in its threads; the child must not */
+    posix_spawnattr_setsigdefault(&attr, &all);
+    char *const argv[] = {"sh", "-c", a->cfg->alert_command, NULL};
+    pid_t pid;
+    int rc = posix_spawn(&pid, "/bin/sh", NULL, &attr, argv, envp);
+    posix_spawnattr_destroy(&attr);
+    for (size_t i = own_from; i < k; i++)
+        free(envp[i]);
+    free(envp);
+    if (rc != 0) {
+        comp_log(COMP_LOG_ERROR, "alert-command: cannot start /bin/sh: %s", strerror(rc));
+        return -1;
+    }
+
+    uint64_t deadline = comp_mono_us() + a->cfg->alert_command_timeout_ms * 1000u;
+    int status = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid)
+            break;
+        if (w < 0 && errno != EINTR) {
+            comp_log(COMP_LOG_ERROR, "alert-command: waitpid: %s", strerror(errno));
+            return -1;
+        }
+        if (comp_mono_us() >= deadline) {
+            kill(-pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            comp_log(COMP_LOG_ERROR, "alert-command: still running after %llums, killed",
+                     a->cfg->alert_command_timeout_ms);
+            return -1;
+        }
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        if (WIFEXITED(status))
+            comp_log(COMP_LOG_ERROR, "alert-command exited with status %d", WEXITSTATUS(status));
+        else
+            comp_log(COMP_LOG_ERROR, "alert-command killed by signal %d", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+        return -1;
+    }
+    return 0;
+}
+
+static void send_alert(comp_alerts_t *a, alert_state_t *s, const char *state, int64_t value, uint64_t threshold,
+                       const char *message)
+{
+    const char *name = comp_alert_name(s->kind);
+    comp_log(COMP_LOG_WARN, "ALERT %s %s [%s]: %s", name, state, s->subject, message);
+    if (a->cfg->alert_command == NULL || a->cfg->alert_command[0] == '\0')
+        return;
+    if (run_command(a, name, state, s->subject, value, threshold, message) != 0)
+        comp_count(&comp_stats.alert_command_failures, 1);
+}
+
+int comp_alert_check(comp_alerts_t *a, int kind, const char *subject, int active, int64_t value, uint64_t threshold,
+                     const char *message)
+{
+    alert_state_t *s = find_state(a, kind, subject);
+    if (s == NULL) {
+        comp_log(COMP_LOG_ERROR, "alerts: more than %d distinct alerts; %s [%s] not tracked", MAX_ALERTS,
+                 comp_alert_name(kind), subject);
+        return 0;
+    }
+    uint64_t now = comp_mono_us();
+    int ran = 0;
+    if (active) {
+        uint64_t min_us = a->cfg->alert_min_interval_ms * 1000u;
+        if (s->last_fired_us == 0 || now - s->last_fired_us >= min_us) {
+            send_alert(a, s, "firing", value, threshold, message);
+            comp_count(&comp_stats.alerts_fired[kind], 1);
+            s->last_fired_us = now;
+            s->fired = 1;
+            ran = 1;
+        } else {
+            comp_count(&comp_stats.alerts_suppressed[kind], 1);
+        }
+    } else if (s->active && s->fired) {
+        send_alert(a, s, "resolved", value, threshold, message);
+        s->fired = 0;
+        ran = 1;
+    }
+    s->active = active;
+    return ran;
+}

@@ -1,0 +1,86 @@
+/*
+ * compensator/cancel.c — hg_order_cancel with counters and logs
+ * (contract: cancel.h). Runs on the calling layer's thread.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "compensator/cancel.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "compensator/log.h"
+#include "compensator/stats.h"
+
+void comp_canceller_init(comp_canceller_t *c, const hg_order_db_params_t *params, int which, const char *reason)
+{
+    memset(c, 0, sizeof *c);
+    c->params = *params;
+    c->params.sql = NULL; /* the reference schema's statements (order.h) */
+    c->which = which;
+    c->reason = reason;
+}
+
+void comp_canceller_close(comp_canceller_t *c)
+{
+    hg_order_db_close(c->db);
+    c->db = NULL;
+}
+
+static void count_outcome(comp_canceller_t *c, int outcome)
+{
+    comp_count(&comp_stats.cancels[c->which][outcome], 1);
+}
+
+hg_order_outcome_t comp_cancel(comp_canceller_t *c, uint64_t order_id, hg_order_error_t *err)
+{
+    hg_order_error_t local;
+    if (err == NULL)
+        err = &local;
+    memset(err, 0, sizeof *err);
+    if (c->db == NULL) {
+        c->db = hg_order_db_open(&c->params, err);
+        if (c->db == NULL) {
+            count_outcome(c, COMP_CANCEL_TRANSIENT);
+            if (err->code == 0) /* a parameter problem, not the moment */
+                return HG_ORDER_PERMANENT;
+            return HG_ORDER_TRANSIENT;
+        }
+    }
+    hg_order_outcome_t outcome;
+    hg_order_cancel(c->db, order_id, c->reason, &outcome, err);
+    switch (outcome) {
+    case HG_ORDER_CANCELLED:
+        count_outcome(c, COMP_CANCEL_DONE);
+        comp_log(COMP_LOG_INFO, "order %" PRIu64 ": cancelled (%s)", order_id, c->reason);
+        break;
+    case HG_ORDER_NOT_PENDING:
+        count_outcome(c, COMP_CANCEL_NOT_PENDING);
+        comp_log(COMP_LOG_DEBUG, "order %" PRIu64 ": not pending, nothing to do (%s)", order_id, c->reason);
+        break;
+    case HG_ORDER_NOT_FOUND:
+        count_outcome(c, COMP_CANCEL_NOT_FOUND);
+        comp_log(COMP_LOG_WARN, "order %" PRIu64 ": no such order (%s)", order_id, c->reason);
+        break;
+    case HG_ORDER_TRANSIENT:
+        count_outcome(c, COMP_CANCEL_TRANSIENT);
+        comp_log(COMP_LOG_WARN, "order %" PRIu64 ": transient failure, retried next round (%s): %s", order_id, c->reason,
+                 err->message);
+        break;
+    case HG_ORDER_PAID: /* not an outcome of a cancel */
+    case HG_ORDER_PERMANENT:
+        outcome = HG_ORDER_PERMANENT;
+        count_outcome(c, COMP_CANCEL_PERMANENT);
+        comp_log(COMP_LOG_ERROR, "order %" PRIu64 ": cancel failed (%s): %s", order_id, c->reason, err->message);
+        break;
+    }
+    return outcome;
+}
+
+int comp_cancel_db_unreachable(const hg_order_error_t *err)
+{
+    return err != NULL && err->code >= 2000 && err->code < 3000;
+}

@@ -1,0 +1,45 @@
+/*
+ * compensator/cancel.h — the one way the compensator cancels an order.
+ *
+ * Every cancel of the overdue-outbox layer and of the inspection goes
+ * through hg_order_cancel (libhourglass): the claim WHERE status='pending'
+ * and the side effects (stock return, outbox row 'done') in one transaction,
+ * so a paid order is never cancelled and a duplicate cancel changes nothing.
+ * This module adds what both layers need around it: a lazily opened
+ * hg_order_db (one per layer thread), the counters by layer and outcome,
+ * and the log lines.
+ */
+#ifndef HG_COMPENSATOR_CANCEL_H
+#define HG_COMPENSATOR_CANCEL_H
+
+#include <stdint.h>
+
+#include <hourglass/order.h>
+
+#define COMP_REASON_OVERDUE "outbox-overdue"
+#define COMP_REASON_INSPECTION "inspection"
+
+typedef struct comp_canceller {
+    hg_order_db_params_t params; /* borrowed: the strings outlive the canceller */
+    hg_order_db *db;             /* NULL until the first cancel (and after a failed open) */
+    int which;                   /* COMP_CANCELLER_OVERDUE or COMP_CANCELLER_INSPECTION */
+    const char *reason;          /* COMP_REASON_* */
+} comp_canceller_t;
+
+/* Set up (nothing connects yet). */
+void comp_canceller_init(comp_canceller_t *c, const hg_order_db_params_t *params, int which, const char *reason);
+
+/* Close the handle. */
+void comp_canceller_close(comp_canceller_t *c);
+
+/* Cancel order_id with the canceller's reason. Returns the outcome
+ * (HG_ORDER_CANCELLED, NOT_PENDING, NOT_FOUND, TRANSIENT or PERMANENT; a
+ * handle that cannot be opened is TRANSIENT) and counts it in comp_stats;
+ * err (may be NULL) holds the cause of a failure. */
+hg_order_outcome_t comp_cancel(comp_canceller_t *c, uint64_t order_id, hg_order_error_t *err);
+
+/* 1 when a failure code means MariaDB is unreachable (a client error
+ * 2000-2999): the caller should end its round rather than try the next order. */
+int comp_cancel_db_unreachable(const hg_order_error_t *err);
+
+#endif

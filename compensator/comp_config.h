@@ -1,0 +1,94 @@
+/*
+ * compensator/comp_config.h — hourglass-compensator's configuration.
+ *
+ * One table of keys (comp_config.c): name, type, default, range, help. An INI
+ * file (libinih; [sections] only group keys for the reader) and
+ * `--key value` / `--key=value` flags set the same keys, flags last.
+ * comp_config_validate checks everything that can be checked without
+ * connecting and names the key of the first problem.
+ *
+ * Durations are "<digits><unit>", unit ms, s, m or h, stored in ms.
+ */
+#ifndef HG_COMPENSATOR_CONFIG_H
+#define HG_COMPENSATOR_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* The layers: an index each (stats, metrics, names) and a bit each in
+ * comp_config_t.layers (1 << index). */
+enum {
+    COMP_LAYER_INDEX_RELAY,      /* outbox relay */
+    COMP_LAYER_INDEX_OVERDUE,    /* overdue outbox cancel */
+    COMP_LAYER_INDEX_INSPECTION, /* order-table inspection under the lock */
+    COMP_LAYER_INDEX_MONITOR,    /* gauges, DLQ depth, alerts */
+    COMP_LAYER_COUNT
+};
+#define COMP_LAYER_BIT(index) (1 << (index))
+
+/* "relay", "overdue", "inspection", "monitor" for index 0..3. */
+const char *comp_layer_name(int index);
+
+#define COMP_MAX_DLQ_GROUPS 32
+#define COMP_LOCK_NAME_MAX 64 /* GET_LOCK names: at most 64 characters */
+
+typedef struct comp_config {
+    /* broker */
+    char *uri, *topic, *dlq_groups;
+    unsigned long long broker_connect_timeout_ms, broker_timeout_ms;
+
+    /* MariaDB */
+    char *mysql_host, *mysql_socket, *mysql_user, *mysql_password, *mysql_database;
+    unsigned long long mysql_port, mysql_connect_timeout_ms, mysql_read_timeout_ms, mysql_write_timeout_ms,
+        mysql_lock_wait_timeout_ms;
+
+    /* layers */
+    char *layers_text;
+    unsigned long long relay_interval_ms, relay_batch, relay_backoff_base_ms, relay_backoff_cap_ms;
+    double relay_backoff_factor, relay_backoff_jitter;
+    unsigned long long overdue_interval_ms, overdue_grace_ms, overdue_batch;
+    unsigned long long inspect_interval_ms, inspect_grace_ms, inspect_page_size, inspect_page_pause_ms;
+    char *lock_name;
+
+    /* monitoring and alerts */
+    unsigned long long monitor_interval_ms;
+    char *alert_command;
+    unsigned long long alert_overdue_pending, alert_dlq_depth, alert_layer_failures, alert_min_interval_ms,
+        alert_command_timeout_ms;
+
+    unsigned long long metrics_port;
+    char *metrics_bind;
+    char *log_level;
+
+    /* Derived by comp_config_validate. */
+    int layers;                                 /* COMP_LAYER_* bits */
+    char *groups[COMP_MAX_DLQ_GROUPS];          /* dlq-groups split on blanks and commas */
+    size_t group_count;
+    char effective_lock_name[COMP_LOCK_NAME_MAX + 1]; /* lock-name, or the default built from the database */
+} comp_config_t;
+
+/* Fill cfg with the defaults of the table. Free with comp_config_free. */
+void comp_config_init(comp_config_t *cfg);
+
+/* Free every string the config owns. */
+void comp_config_free(comp_config_t *cfg);
+
+/* Read an INI file over cfg. Returns 0, or -1 with err naming the file, the
+ * line and the key ("c.conf:6: unknown key 'x'"). */
+int comp_config_load_file(comp_config_t *cfg, const char *path, char *err, size_t errlen);
+
+/* Set one key from text (a flag). Returns 0; -1 with err naming the key, or
+ * "unknown option" when name is not a key. */
+int comp_config_set(comp_config_t *cfg, const char *name, const char *value, char *err, size_t errlen);
+
+/* 1 when name is a key of the table. */
+int comp_config_has_key(const char *name);
+
+/* Check the whole configuration and fill the derived fields. Returns 0, or
+ * -1 with err naming the key of the first problem. */
+int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen);
+
+/* The keys with their help and defaults, for --help. */
+void comp_config_usage(FILE *out);
+
+#endif

@@ -1,0 +1,416 @@
+/*
+ * compensator/main.c — hourglass-compensator: start-up, the layer threads,
+ * signals, --once.
+ *
+ * The fallbacks that make every unpaid order cancelled even when its
+ * message is lost (DESIGN.md §7; docs/compensator.md):
+ *   relay       outbox rows still 'new' → sent with the remaining delay (relay.c)
+ *   overdue     outbox rows not 'done' past expire_at + grace → cancelled (overdue.c)
+ *   inspection  pending orders past expire_at + grace → cancelled, one
+ *               instance at a time under GET_LOCK (inspect.c, lock.c)
+ *   monitor     gauges, DLQ depth, thresholds → alert command (monitor.c, alerts.c)
+ * Cancels go only through hg_order_cancel (cancel.c).
+ *
+ * Threads (daemon): one per enabled layer, each with its own MariaDB
+ * connections and broker client, running its round then sleeping its
+ * interval (stop.c cuts the sleep short); the metrics thread (evhttp);
+ * main, which blocks SIGINT/SIGTERM everywhere and waits for them with
+ * sigwait, then requests the stop and joins. A layer finishes the cancel in
+ * flight and stops between cancels, pages and batches.
+ * --once: main runs each enabled layer one time, in the order above, and
+ * exits 0 when none failed, 1 otherwise.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <hourglass/hourglass.h>
+#include <hourglass/order.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/thread.h>
+
+#include "compensator/comp_config.h"
+#include "compensator/db.h"
+#include "compensator/inspect.h"
+#include "compensator/log.h"
+#include "compensator/metrics.h"
+#include "compensator/monitor.h"
+#include "compensator/overdue.h"
+#include "compensator/relay.h"
+#include "compensator/stats.h"
+#include "compensator/stop.h"
+
+#define PROGRAM "hourglass-compensator"
+#define EXIT_CONFIG 2
+
+/* ------------------------------------------------------------------ layers */
+
+typedef struct runner {
+    int layer;                 /* COMP_LAYER_INDEX_* */
+    uint64_t interval_ms;
+    void *state;
+    comp_run_outcome_t (*run)(void *state, char *err, size_t errlen);
+    void (*free_state)(void *state);
+    pthread_t thread;
+    int started;
+} runner_t;
+
+static comp_run_outcome_t run_relay(void *s, char *err, size_t len)
+{
+    return comp_relay_run(s, NULL, err, len);
+}
+static comp_run_outcome_t run_overdue(void *s, char *err, size_t len)
+{
+    return comp_overdue_run(s, err, len);
+}
+static comp_run_outcome_t run_inspection(void *s, char *err, size_t len)
+{
+    return comp_inspect_run(s, err, len);
+}
+static comp_run_outcome_t run_monitor(void *s, char *err, size_t len)
+{
+    return comp_monitor_run(s, err, len);
+}
+static void free_relay(void *s)
+{
+    comp_relay_free(s);
+}
+static void free_overdue(void *s)
+{
+    comp_overdue_free(s);
+}
+static void free_inspection(void *s)
+{
+    comp_inspect_free(s);
+}
+static void free_monitor(void *s)
+{
+    comp_monitor_free(s);
+}
+
+/* One run of a layer, recorded in comp_stats. */
+static comp_run_outcome_t run_once(runner_t *r, char *err, size_t errlen)
+{
+    uint64_t t0 = comp_mono_us();
+    comp_run_outcome_t o = r->run(r->state, err, errlen);
+    comp_stats_run_end(r->layer, o, comp_mono_us() - t0, err);
+    return o;
+}
+
+static void *layer_thread(void *arg)
+{
+    runner_t *r = arg;
+    char err[600];
+    while (!comp_stopping()) {
+        run_once(r, err, sizeof err);
+        if (comp_sleep_ms(r->interval_ms))
+            break;
+    }
+    return NULL;
+}
+
+/* Create the enabled layers, in run order. Returns how many. */
+static size_t make_runners(const comp_config_t *cfg, const hg_order_db_params_t *params, runner_t *out)
+{
+    size_t n = 0;
+    if (cfg->layers & COMP_LAYER_BIT(COMP_LAYER_INDEX_RELAY))
+        out[n++] = (runner_t){COMP_LAYER_INDEX_RELAY, cfg->relay_interval_ms, comp_relay_new(cfg, params), run_relay,
+                              free_relay, 0, 0};
+    if (cfg->layers & COMP_LAYER_BIT(COMP_LAYER_INDEX_OVERDUE))
+        out[n++] = (runner_t){COMP_LAYER_INDEX_OVERDUE, cfg->overdue_interval_ms, comp_overdue_new(cfg, params),
+                              run_overdue, free_overdue, 0, 0};
+    if (cfg->layers & COMP_LAYER_BIT(COMP_LAYER_INDEX_INSPECTION))
+        out[n++] = (runner_t){COMP_LAYER_INDEX_INSPECTION, cfg->inspect_interval_ms, comp_inspect_new(cfg, params),
+                              run_inspection, free_inspection, 0, 0};
+    if (cfg->layers & COMP_LAYER_BIT(COMP_LAYER_INDEX_MONITOR))
+        out[n++] = (runner_t){COMP_LAYER_INDEX_MONITOR, cfg->monitor_interval_ms, comp_monitor_new(cfg, params),
+                              run_monitor, free_monitor, 0, 0};
+    return n;
+}
+
+/* ------------------------------------------------------------------ start-up */
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: " PROGRAM " [--config FILE] [--KEY VALUE]... [--once] [--check-config]\n"
+            "\n"
+            "The fallbacks that cancel every unpaid order on time even when its delayed message\n"
+            "is lost: the outbox relay, the overdue-outbox cancel, the order-table inspection\n"
+            "(one instance at a time, under a MySQL GET_LOCK) and monitoring with alerts.\n"
+            "Every cancel is hg_order_cancel: paid orders are never touched, none twice.\n"
+            "\n"
+            "  -c, --config FILE   INI file with the keys below (flags override it)\n"
+            "      --once          run each enabled layer one time and exit (cron, tests):\n"
+            "                      0 when none failed, 1 otherwise\n"
+            "      --check-config  check the configuration without connecting; exit 0 if valid,\n"
+            "                      2 with an error naming the key otherwise\n"
+            "  -h, --help          this text\n"
+            "  -V, --version       the version\n"
+            "\n"
+            "Keys (INI `key = value`, or `--key value` / `--key=value`; durations take a unit:\n"
+            "ms, s, m, h):\n");
+    comp_config_usage(out);
+    fprintf(out, "\nExit status: 0 after a clean stop (SIGINT/SIGTERM), a valid --check-config or a\n"
+                 "successful --once; 1 on a start-up failure or a failed --once; 2 on a usage or\n"
+                 "configuration error. See docs/compensator.md and etc/hourglass-compensator.conf.\n");
+}
+
+static unsigned seconds_of(unsigned long long ms)
+{
+    return (unsigned)((ms + 999) / 1000);
+}
+
+static void db_params(const comp_config_t *cfg, hg_order_db_params_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->host = cfg->mysql_host;
+    p->socket = cfg->mysql_socket;
+    p->port = (unsigned)cfg->mysql_port;
+    p->user = cfg->mysql_user;
+    p->password = cfg->mysql_password;
+    p->database = cfg->mysql_database;
+    p->connect_timeout_s = seconds_of(cfg->mysql_connect_timeout_ms);
+    p->read_timeout_s = seconds_of(cfg->mysql_read_timeout_ms);
+    p->write_timeout_s = seconds_of(cfg->mysql_write_timeout_ms);
+    p->lock_wait_timeout_s = seconds_of(cfg->mysql_lock_wait_timeout_ms);
+}
+
+/* The database has the tables: a permanent error (no such database or
+ * table, access denied) stops the start; an unreachable server only warns
+ * (the layers keep trying and report it). Returns 0 / -1. */
+static int check_database(const hg_order_db_params_t *params)
+{
+    comp_db_t *db = comp_db_new(params, "start-up check");
+    hg_order_error_t err;
+    int rc = 0;
+    static const char *const probes[] = {"SELECT 1 FROM orders LIMIT 0", "SELECT 1 FROM order_timeout_msg LIMIT 0"};
+    if (comp_db_connect(db, &err) != 0) {
+        if (hg_order_classify(err.code) == HG_ORDER_PERMANENT) {
+            comp_log(COMP_LOG_ERROR, "%s", err.message);
+            rc = -1;
+        } else {
+            comp_log(COMP_LOG_WARN, "MariaDB not reachable yet (%s); the layers will keep trying", err.message);
+        }
+    } else {
+        for (size_t i = 0; i < sizeof probes / sizeof probes[0] && rc == 0; i++)
+            if (comp_db_query(db, probes[i], &err) != 0 && hg_order_classify(err.code) == HG_ORDER_PERMANENT) {
+                comp_log(COMP_LOG_ERROR, "the database does not have the reference schema: %s", err.message);
+                rc = -1;
+            }
+    }
+    comp_db_free(db);
+    return rc;
+}
+
+static void on_signal_once(int sig)
+{
+    (void)sig;
+    comp_stop_request_from_signal();
+}
+
+/* Parse the command line over cfg. Returns 0, or the exit status to use
+ * (EXIT_CONFIG, or -1 for an immediate 0 after --help / --version). */
+static int parse_args(int argc, char **argv, comp_config_t *cfg, int *check_only, int *once)
+{
+    const char *config_path = NULL;
+    char err[600];
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return -1;
+        }
+        if (strcmp(argv[i], "-V") == 0 || strcmp(argv[i], "--version") == 0) {
+            printf(PROGRAM " %s\n", HG_VERSION_STRING);
+            return -1;
+        }
+        if (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, PROGRAM ": %s needs a file name\n", argv[i]);
+                return EXIT_CONFIG;
+            }
+            config_path = argv[++i];
+        } else if (strncmp(argv[i], "--config=", 9) == 0) {
+            config_path = argv[i] + 9;
+        }
+    }
+    if (config_path != NULL && comp_config_load_file(cfg, config_path, err, sizeof err) != 0) {
+        fprintf(stderr, PROGRAM ": %s\n", err);
+        return EXIT_CONFIG;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--check-config") == 0) {
+            *check_only = 1;
+            continue;
+        }
+        if (strcmp(arg, "--once") == 0) {
+            *once = 1;
+            continue;
+        }
+        if (strcmp(arg, "-c") == 0 || strcmp(arg, "--config") == 0) {
+            i++;
+            continue;
+        }
+        if (strncmp(arg, "--config=", 9) == 0)
+            continue;
+        if (strncmp(arg, "--", 2) != 0) {
+            fprintf(stderr, PROGRAM ": unexpected argument '%s' (see --help)\n", arg);
+            return EXIT_CONFIG;
+        }
+        char name[64];
+        const char *eq = strchr(arg + 2, '=');
+        size_t len = eq != NULL ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+        if (len >= sizeof name) {
+            fprintf(stderr, PROGRAM ": unknown option '%s' (see --help)\n", arg);
+            return EXIT_CONFIG;
+        }
+        memcpy(name, arg + 2, len);
+        name[len] = '\0';
+        if (!comp_config_has_key(name)) {
+            fprintf(stderr, PROGRAM ": unknown option '%s' (see --help)\n", arg);
+            return EXIT_CONFIG;
+        }
+        const char *value;
+        if (eq != NULL) {
+            value = eq + 1;
+        } else if (i + 1 < argc) {
+            value = argv[++i];
+        } else {
+            fprintf(stderr, PROGRAM ": --%s needs a value\n", name);
+            return EXIT_CONFIG;
+        }
+        if (comp_config_set(cfg, name, value, err, sizeof err) != 0) {
+            fprintf(stderr, PROGRAM ": %s\n", err);
+            return EXIT_CONFIG;
+        }
+    }
+    if (comp_config_validate(cfg, err, sizeof err) != 0) {
+        fprintf(stderr, PROGRAM ": %s\n", err);
+        return EXIT_CONFIG;
+    }
+    if (*check_only) {
+        if (config_path != NULL)
+            printf(PROGRAM ": configuration OK (%s)\n", config_path);
+        else
+            printf(PROGRAM ": configuration OK\n");
+    }
+    return 0;
+}
+
+static int run_once_mode(runner_t *runners, size_t n)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal_once;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    int failed = 0;
+    char err[600];
+    for (size_t i = 0; i < n && !comp_stopping(); i++) {
+        comp_run_outcome_t o = run_once(&runners[i], err, sizeof err);
+        printf("%s: %s%s%s\n", comp_layer_name(runners[i].layer), comp_run_outcome_name(o), err[0] ? ": " : "", err);
+        failed |= o == COMP_RUN_FAILED;
+    }
+    return failed ? 1 : 0;
+}
+
+static int run_daemon(const comp_config_t *cfg, runner_t *runners, size_t n)
+{
+    /* SIGINT/SIGTERM blocked in every thread (inherited), taken by sigwait. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+    comp_metrics_t *metrics = NULL;
+    char err[600];
+    if (cfg->metrics_port > 0) {
+        if (comp_metrics_start(&metrics, cfg, err, sizeof err) != 0) {
+            comp_log(COMP_LOG_ERROR, "%s", err);
+            return 1;
+        }
+        comp_log(COMP_LOG_INFO, "metrics on http://%s:%llu/metrics", cfg->metrics_bind, cfg->metrics_port);
+    }
+    int status = 0;
+    for (size_t i = 0; i < n; i++) {
+        int rc = pthread_create(&runners[i].thread, NULL, layer_thread, &runners[i]);
+        if (rc != 0) {
+            comp_log(COMP_LOG_ERROR, "cannot start the %s thread: %s", comp_layer_name(runners[i].layer), strerror(rc));
+            status = 1;
+            break;
+        }
+        runners[i].started = 1;
+    }
+    if (status == 0) {
+        int sig = 0;
+        sigwait(&set, &sig);
+        comp_log(COMP_LOG_INFO, "signal %d: stopping", sig);
+    }
+    comp_stop_request();
+    for (size_t i = 0; i < n; i++)
+        if (runners[i].started)
+            pthread_join(runners[i].thread, NULL);
+    comp_metrics_stop(metrics);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    comp_config_t cfg;
+    comp_config_init(&cfg);
+    int check_only = 0, once = 0;
+    int rc = parse_args(argc, argv, &cfg, &check_only, &once);
+    if (rc != 0 || check_only) {
+        comp_config_free(&cfg);
+        return rc < 0 ? 0 : rc;
+    }
+    comp_log_level_t level = COMP_LOG_INFO;
+    comp_log_parse_level(cfg.log_level, &level);
+    comp_log_set_level(level);
+
+    signal(SIGPIPE, SIG_IGN);
+    if (hg_order_library_init() != 0) {
+        comp_log(COMP_LOG_ERROR, "the MariaDB client library failed to initialise");
+        comp_config_free(&cfg);
+        return 1;
+    }
+    evthread_use_pthreads();
+    comp_stats_init();
+
+    hg_order_db_params_t params;
+    db_params(&cfg, &params);
+    if (check_database(&params) != 0) {
+        comp_config_free(&cfg);
+        return 1;
+    }
+    runner_t runners[COMP_LAYER_COUNT];
+    size_t n = make_runners(&cfg, &params, runners);
+    char layers[128] = "";
+    for (size_t i = 0; i < n; i++)
+        snprintf(layers + strlen(layers), sizeof layers - strlen(layers), "%s%s", i ? "," : "",
+                 comp_layer_name(runners[i].layer));
+    comp_log(COMP_LOG_INFO, PROGRAM " %s: database %s, layers %s, topic %s, lock '%s'%s", HG_VERSION_STRING,
+             cfg.mysql_database, layers, cfg.topic, cfg.effective_lock_name, once ? " (--once)" : "");
+
+    int status = once ? run_once_mode(runners, n) : run_daemon(&cfg, runners, n);
+
+    for (size_t i = 0; i < n; i++)
+        runners[i].free_state(runners[i].state);
+    comp_log(COMP_LOG_INFO, "stopped: relayed %" PRIu64 ", cancelled %" PRIu64 " (outbox-overdue) + %" PRIu64
+                            " (inspection)",
+             comp_load(&comp_stats.relay_sent), comp_load(&comp_stats.cancels[COMP_CANCELLER_OVERDUE][COMP_CANCEL_DONE]),
+             comp_load(&comp_stats.cancels[COMP_CANCELLER_INSPECTION][COMP_CANCEL_DONE]));
+    comp_config_free(&cfg);
+    return status;
+}

@@ -1,0 +1,32 @@
+/*
+ * compensator/metrics.h — /metrics (Prometheus text) and /healthz over HTTP.
+ *
+ * An evhttp server on its own thread and event base, reading comp_stats.
+ * Every name starts with hourglass_compensator_; docs/compensator.md lists
+ * them. /healthz answers 200 "ok" while no enabled layer's last run failed,
+ * else 503 with one line per failing layer and its error.
+ *
+ * evthread_use_pthreads must have run before comp_metrics_start (the stop
+ * breaks the loop from another thread).
+ */
+#ifndef HG_COMPENSATOR_METRICS_H
+#define HG_COMPENSATOR_METRICS_H
+
+#include <stddef.h>
+
+#include "compensator/comp_config.h"
+
+typedef struct comp_metrics comp_metrics_t;
+
+/* Listen on metrics-bind:metrics-port and serve from a new thread. cfg must
+ * outlive the server. Returns 0 with *out, or -1 with err naming the key. */
+int comp_metrics_start(comp_metrics_t **out, const comp_config_t *cfg, char *err, size_t errlen);
+
+/* Stop the thread and free the server. NULL is fine. */
+void comp_metrics_stop(comp_metrics_t *m);
+
+/* The /metrics text into a malloc'd NUL-terminated string (the caller frees
+ * it); also used by --once to print the figures. */
+char *comp_metrics_text(const comp_config_t *cfg);
+
+#endif

@@ -1,0 +1,207 @@
+/*
+ * compensator/monitor.c — gauges and thresholds (contract: monitor.h).
+ *
+ * Connections, used by the monitor thread only: a comp_db_t for the counts
+ * and an hg_client_t for DLQ LEN (opened lazily, kept).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "compensator/monitor.h"
+
+#include <hourglass/hourglass.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compensator/alerts.h"
+#include "compensator/db.h"
+#include "compensator/log.h"
+
+struct comp_monitor {
+    const comp_config_t *cfg;
+    comp_db_t *db;
+    hg_client_t *client;
+    hg_client_opts_t client_opts;
+    comp_alerts_t *alerts;
+    comp_stmt_t overdue_stmt, unsent_stmt;
+    int warned_unknown_group[COMP_MAX_DLQ_GROUPS];
+};
+
+static const char overdue_sql[] =
+    "SELECT COUNT(*), TIMESTAMPDIFF(SECOND, MIN(expire_at), NOW(6)) FROM orders"
+    " WHERE status = 'pending' AND expire_at < NOW(6) - INTERVAL ? MICROSECOND";
+static const char unsent_sql[] = "SELECT COUNT(*) FROM order_timeout_msg WHERE status = 'new'";
+
+comp_monitor_t *comp_monitor_new(const comp_config_t *cfg, const hg_order_db_params_t *params)
+{
+    comp_monitor_t *m = calloc(1, sizeof *m);
+    if (m == NULL)
+        abort();
+    m->cfg = cfg;
+    m->db = comp_db_new(params, "monitor");
+    m->alerts = comp_alerts_new(cfg);
+    hg_client_opts_init(&m->client_opts);
+    m->client_opts.connect_timeout_ms = (uint32_t)cfg->broker_connect_timeout_ms;
+    m->client_opts.read_timeout_ms = (uint32_t)cfg->broker_timeout_ms;
+    m->client_opts.reconnect_backoff.base_ms = 100;
+    m->client_opts.reconnect_backoff.cap_ms = 100;
+    m->client_opts.reconnect_backoff.attempts = 1;
+    m->overdue_stmt = (comp_stmt_t){"monitor-overdue", overdue_sql, NULL};
+    m->unsent_stmt = (comp_stmt_t){"monitor-unsent", unsent_sql, NULL};
+    return m;
+}
+
+void comp_monitor_free(comp_monitor_t *m)
+{
+    if (m == NULL)
+        return;
+    hg_client_close(m->client);
+    comp_db_free(m->db);
+    comp_alerts_free(m->alerts);
+    free(m);
+}
+
+/* Run a statement returning one row of up to two integers (NULL → -1). */
+static int read_ints(comp_monitor_t *m, comp_stmt_t *s, MYSQL_BIND *params, size_t np, int64_t *a, int64_t *b,
+                     hg_order_error_t *err)
+{
+    MYSQL_BIND result[2];
+    my_bool null_a = 0, null_b = 0;
+    int64_t dummy;
+    comp_bind_i64_null(&result[0], a, &null_a);
+    comp_bind_i64_null(&result[1], b != NULL ? b : &dummy, &null_b);
+    MYSQL_STMT *st = comp_db_exec(m->db, s, params, np, result, err);
+    if (st == NULL)
+        return -1;
+    int rc = mysql_stmt_fetch(st);
+    mysql_stmt_free_result(st);
+    if (rc != 0 && rc != MYSQL_DATA_TRUNCATED) {
+        snprintf(err->message, sizeof err->message, "monitor: %s returned no row", s->name);
+        return -1;
+    }
+    if (null_a)
+        *a = -1;
+    if (b != NULL && null_b)
+        *b = -1;
+    return 0;
+}
+
+/* DLQ LEN group. Returns 0 with *depth, or -1 with the cause in err. */
+static int dlq_len(comp_monitor_t *m, size_t i, int64_t *depth, char *err, size_t errlen)
+{
+    const char *group = m->cfg->groups[i];
+    if (m->client == NULL) {
+        hg_error_t e = {0};
+        if (hg_client_open(m->cfg->uri, &m->client_opts, &m->client, &e) != HG_OK) {
+            m->client = NULL;
+            snprintf(err, errlen, "DLQ LEN %s: %s", group, e.message);
+            return -1;
+        }
+    }
+    const char *argv[] = {"DLQ", "LEN", group};
+    hg_reply_t *reply = NULL;
+    hg_err_t rc = hg_client_command(m->client, 3, argv, NULL, &reply);
+    if (rc == HG_ERR_SERVER && strstr(hg_client_errmsg(m->client), "no such group") != NULL) {
+        if (!m->warned_unknown_group[i])
+            comp_log(COMP_LOG_WARN, "dlq-groups: the broker has no group '%s' (yet); its DLQ depth counts 0", group);
+        m->warned_unknown_group[i] = 1;
+        *depth = 0;
+        return 0;
+    }
+    if (rc != HG_OK) {
+        snprintf(err, errlen, "DLQ LEN %s: %s", group, hg_client_errmsg(m->client));
+        return -1;
+    }
+    m->warned_unknown_group[i] = 0;
+    int ok = hg_reply_type(reply) == HG_REPLY_INTEGER;
+    *depth = hg_reply_integer(reply);
+    hg_reply_free(reply);
+    if (!ok) {
+        snprintf(err, errlen, "DLQ LEN %s: the reply is not an integer", group);
+        return -1;
+    }
+    return 0;
+}
+
+static void check_thresholds(comp_monitor_t *m)
+{
+    const comp_config_t *cfg = m->cfg;
+    char msg[512];
+    int64_t overdue = comp_gauge_get(&comp_stats.overdue_pending);
+    if (cfg->alert_overdue_pending > 0 && overdue >= 0) {
+        snprintf(msg, sizeof msg, "%" PRId64 " pending orders past expire_at + %llums (oldest %" PRId64 " s overdue)",
+                 overdue, cfg->inspect_grace_ms, comp_gauge_get(&comp_stats.overdue_oldest_seconds));
+        comp_alert_check(m->alerts, COMP_ALERT_OVERDUE_PENDING, "orders",
+                         (uint64_t)overdue >= cfg->alert_overdue_pending, overdue, cfg->alert_overdue_pending, msg);
+    }
+    for (size_t i = 0; i < cfg->group_count && cfg->alert_dlq_depth > 0; i++) {
+        int64_t depth = comp_gauge_get(&comp_stats.dlq_depth[i]);
+        if (depth < 0)
+            continue;
+        snprintf(msg, sizeof msg, "DLQ of group %s holds %" PRId64 " messages", cfg->groups[i], depth);
+        comp_alert_check(m->alerts, COMP_ALERT_DLQ_DEPTH, cfg->groups[i], (uint64_t)depth >= cfg->alert_dlq_depth,
+                         depth, cfg->alert_dlq_depth, msg);
+    }
+    for (int l = 0; l < COMP_LAYER_COUNT && cfg->alert_layer_failures > 0; l++) {
+        if (!(cfg->layers & COMP_LAYER_BIT(l)))
+            continue;
+        uint64_t failures = comp_load(&comp_stats.layer[l].consecutive_failures);
+        char last[300];
+        comp_stats_last_error(l, last, sizeof last);
+        snprintf(msg, sizeof msg, "layer %s failed %" PRIu64 " runs in a row: %s", comp_layer_name(l), failures, last);
+        comp_alert_check(m->alerts, COMP_ALERT_LAYER_FAILING, comp_layer_name(l), failures >= cfg->alert_layer_failures,
+                         (int64_t)failures, cfg->alert_layer_failures, msg);
+    }
+}
+
+comp_run_outcome_t comp_monitor_run(comp_monitor_t *m, char *errbuf, size_t errlen)
+{
+    hg_order_error_t err;
+    memset(&err, 0, sizeof err);
+    errbuf[0] = '\0';
+    comp_run_outcome_t outcome = COMP_RUN_OK;
+
+    MYSQL_BIND param;
+    uint64_t grace_us = m->cfg->inspect_grace_ms * 1000u;
+    comp_bind_u64(&param, &grace_us);
+    int64_t count = -1, oldest = -1;
+    if (read_ints(m, &m->overdue_stmt, &param, 1, &count, &oldest, &err) != 0) {
+        count = oldest = -1;
+        snprintf(errbuf, errlen, "%s", err.message);
+        outcome = COMP_RUN_FAILED;
+    }
+    comp_gauge_set(&comp_stats.overdue_pending, count);
+    comp_gauge_set(&comp_stats.overdue_oldest_seconds, count > 0 ? oldest : count == 0 ? 0 : -1);
+
+    int64_t unsent = -1;
+    if (read_ints(m, &m->unsent_stmt, NULL, 0, &unsent, NULL, &err) != 0) {
+        unsent = -1;
+        if (errbuf[0] == '\0')
+            snprintf(errbuf, errlen, "%s", err.message);
+        outcome = COMP_RUN_FAILED;
+    }
+    comp_gauge_set(&comp_stats.outbox_unsent, unsent);
+
+    for (size_t i = 0; i < m->cfg->group_count; i++) {
+        int64_t depth = -1;
+        char e[400];
+        if (dlq_len(m, i, &depth, e, sizeof e) != 0) {
+            depth = -1;
+            comp_count(&comp_stats.dlq_read_errors, 1);
+            if (errbuf[0] == '\0')
+                snprintf(errbuf, errlen, "%s", e);
+            outcome = COMP_RUN_FAILED;
+        }
+        comp_gauge_set(&comp_stats.dlq_depth[i], depth);
+    }
+
+    check_thresholds(m);
+    comp_log(outcome != COMP_RUN_OK ? COMP_LOG_WARN : COMP_LOG_DEBUG,
+             "monitor: %s; overdue pending %" PRId64 ", outbox unsent %" PRId64 "%s%s", comp_run_outcome_name(outcome),
+             count, unsent, errbuf[0] ? ": " : "", errbuf);
+    return outcome;
+}

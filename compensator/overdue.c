@@ -1,0 +1,207 @@
+/*
+ * compensator/overdue.c — the overdue-outbox layer (contract: overdue.h).
+ *
+ * Connections, both used by the layer's one thread: a comp_db_t for the
+ * pages and the closing of rows (autocommit), and an hg_order_db through
+ * comp_canceller_t for the cancels.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "compensator/overdue.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compensator/cancel.h"
+#include "compensator/db.h"
+#include "compensator/log.h"
+#include "compensator/stop.h"
+
+typedef struct outbox_row {
+    uint64_t order_id;
+    MYSQL_TIME expire_at;
+} outbox_row_t;
+
+struct comp_overdue {
+    comp_db_t *db;
+    comp_canceller_t canceller;
+    uint64_t grace_us, batch;
+    comp_stmt_t cutoff_stmt, page_stmt, close_stmt;
+    outbox_row_t *rows;
+};
+
+static const char page_sql[] =
+    "SELECT order_id, expire_at FROM order_timeout_msg"
+    " WHERE status IN ('new', 'sent') AND expire_at < ? AND expire_at >= ?"
+    " AND (expire_at > ? OR order_id > ?)"
+    " ORDER BY expire_at, order_id LIMIT ?";
+
+/* Only after hg_order_cancel found the order not pending (final) or absent. */
+static const char close_sql[] =
+    "UPDATE order_timeout_msg SET status = 'done', last_error = ? WHERE order_id = ? AND status <> 'done'";
+
+comp_overdue_t *comp_overdue_new(const comp_config_t *cfg, const hg_order_db_params_t *params)
+{
+    comp_overdue_t *o = calloc(1, sizeof *o);
+    if (o == NULL)
+        abort();
+    o->db = comp_db_new(params, "overdue");
+    comp_canceller_init(&o->canceller, params, COMP_CANCELLER_OVERDUE, COMP_REASON_OVERDUE);
+    o->grace_us = cfg->overdue_grace_ms * 1000u;
+    o->batch = cfg->overdue_batch;
+    o->cutoff_stmt = (comp_stmt_t){"overdue-cutoff", "SELECT NOW(6) - INTERVAL ? MICROSECOND", NULL};
+    o->page_stmt = (comp_stmt_t){"overdue-page", page_sql, NULL};
+    o->close_stmt = (comp_stmt_t){"overdue-close", close_sql, NULL};
+    o->rows = calloc(o->batch, sizeof *o->rows);
+    if (o->rows == NULL)
+        abort();
+    return o;
+}
+
+void comp_overdue_free(comp_overdue_t *o)
+{
+    if (o == NULL)
+        return;
+    comp_canceller_close(&o->canceller);
+    comp_db_free(o->db);
+    free(o->rows);
+    free(o);
+}
+
+static int read_cutoff(comp_overdue_t *o, MYSQL_TIME *cutoff, hg_order_error_t *err)
+{
+    MYSQL_BIND param, result;
+    uint64_t grace = o->grace_us;
+    comp_bind_u64(&param, &grace);
+    comp_bind_time(&result, cutoff);
+    MYSQL_STMT *st = comp_db_exec(o->db, &o->cutoff_stmt, &param, 1, &result, err);
+    if (st == NULL)
+        return -1;
+    int rc = mysql_stmt_fetch(st);
+    mysql_stmt_free_result(st);
+    if (rc != 0 && rc != MYSQL_DATA_TRUNCATED) {
+        snprintf(err->message, sizeof err->message, "overdue: the cutoff query returned no row");
+        return -1;
+    }
+    return 0;
+}
+
+static long read_page(comp_overdue_t *o, MYSQL_TIME *cutoff, MYSQL_TIME *last_exp, uint64_t *last_id,
+                      hg_order_error_t *err)
+{
+    MYSQL_BIND params[5], result[2];
+    uint64_t limit = o->batch;
+    comp_bind_time(&params[0], cutoff);
+    comp_bind_time(&params[1], last_exp);
+    comp_bind_time(&params[2], last_exp);
+    comp_bind_u64(&params[3], last_id);
+    comp_bind_u64(&params[4], &limit);
+    uint64_t id;
+    MYSQL_TIME exp;
+    comp_bind_u64(&result[0], &id);
+    comp_bind_time(&result[1], &exp);
+    MYSQL_STMT *st = comp_db_exec(o->db, &o->page_stmt, params, 5, result, err);
+    if (st == NULL)
+        return -1;
+    long n = 0;
+    int rc;
+    while ((rc = mysql_stmt_fetch(st)) == 0 || rc == MYSQL_DATA_TRUNCATED)
+        if ((uint64_t)n < o->batch) {
+            o->rows[n].order_id = id;
+            o->rows[n].expire_at = exp;
+            n++;
+        }
+    if (rc == 1) {
+        comp_db_fail(o->db, "overdue-page: fetch", st, err);
+        if (comp_db_mysql(o->db) != NULL)
+            mysql_stmt_free_result(st);
+        return -1;
+    }
+    mysql_stmt_free_result(st);
+    return n;
+}
+
+/* Mark the row of an order that is no longer pending (or absent) 'done'. */
+static int close_row(comp_overdue_t *o, uint64_t order_id, const char *note, hg_order_error_t *err)
+{
+    MYSQL_BIND params[2];
+    unsigned long len;
+    comp_bind_str(&params[0], note, &len);
+    comp_bind_u64(&params[1], &order_id);
+    MYSQL_STMT *st = comp_db_exec(o->db, &o->close_stmt, params, 2, NULL, err);
+    if (st == NULL)
+        return -1;
+    if (mysql_stmt_affected_rows(st) == 1)
+        comp_count(&comp_stats.outbox_closed, 1);
+    return 0;
+}
+
+comp_run_outcome_t comp_overdue_run(comp_overdue_t *o, char *errbuf, size_t errlen)
+{
+    hg_order_error_t err;
+    memset(&err, 0, sizeof err);
+    errbuf[0] = '\0';
+    MYSQL_TIME cutoff;
+    if (read_cutoff(o, &cutoff, &err) != 0) {
+        snprintf(errbuf, errlen, "%s", err.message);
+        comp_log(COMP_LOG_WARN, "overdue outbox: failed: %s", errbuf);
+        return COMP_RUN_FAILED;
+    }
+    MYSQL_TIME last_exp = {.year = 1000, .month = 1, .day = 1, .time_type = MYSQL_TIMESTAMP_DATETIME};
+    uint64_t last_id = 0, rows = 0, cancelled = 0, closed = 0, failed = 0;
+    char first_failure[400] = "";
+    comp_run_outcome_t outcome = COMP_RUN_OK;
+
+    while (outcome == COMP_RUN_OK && !comp_stopping()) {
+        long n = read_page(o, &cutoff, &last_exp, &last_id, &err);
+        if (n < 0) {
+            snprintf(errbuf, errlen, "%s", err.message);
+            outcome = COMP_RUN_FAILED;
+            break;
+        }
+        rows += (uint64_t)n;
+        for (long i = 0; i < n && !comp_stopping(); i++) {
+            uint64_t id = o->rows[i].order_id;
+            last_exp = o->rows[i].expire_at;
+            last_id = id;
+            hg_order_error_t cerr;
+            hg_order_outcome_t r = comp_cancel(&o->canceller, id, &cerr);
+            if (r == HG_ORDER_CANCELLED) {
+                cancelled++;
+            } else if (r == HG_ORDER_NOT_PENDING || r == HG_ORDER_NOT_FOUND) {
+                const char *note = r == HG_ORDER_NOT_FOUND ? "closed by hourglass-compensator: no such order"
+                                                           : "closed by hourglass-compensator: order not pending";
+                if (close_row(o, id, note, &cerr) == 0) {
+                    closed++;
+                    continue;
+                }
+                r = hg_order_classify(cerr.code);
+            }
+            if (r == HG_ORDER_TRANSIENT || r == HG_ORDER_PERMANENT) {
+                failed++;
+                if (first_failure[0] == '\0')
+                    snprintf(first_failure, sizeof first_failure, "order %" PRIu64 ": %.360s", id, cerr.message);
+                if (comp_cancel_db_unreachable(&cerr)) {
+                    snprintf(errbuf, errlen, "%s", first_failure);
+                    outcome = COMP_RUN_FAILED;
+                    break;
+                }
+            }
+        }
+        if ((uint64_t)n < o->batch)
+            break;
+    }
+    if (outcome == COMP_RUN_OK && failed > 0) {
+        snprintf(errbuf, errlen, "%" PRIu64 " of %" PRIu64 " overdue rows failed, first: %s", failed, rows, first_failure);
+        outcome = COMP_RUN_FAILED;
+    }
+    comp_log(outcome != COMP_RUN_OK ? COMP_LOG_WARN : cancelled + closed > 0 ? COMP_LOG_INFO : COMP_LOG_DEBUG,
+             "overdue outbox: %s; %" PRIu64 " rows past expire_at + grace, %" PRIu64 " cancelled, %" PRIu64
+             " closed (order not pending), %" PRIu64 " failed%s%s",
+             comp_run_outcome_name(outcome), rows, cancelled, closed, failed, errbuf[0] ? ": " : "", errbuf);
+    return outcome;
+}

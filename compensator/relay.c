@@ -1,0 +1,340 @@
+/*
+ * compensator/relay.c — the outbox relay (contract: relay.h).
+ *
+ * Connections, both used by the layer's one thread: a comp_db_t (explicit
+ * transactions) and an hg_client_t to the broker, opened lazily and kept;
+ * libhourglass reconnects it when the broker comes back.
+ *
+ * The "mark sent" statement has relay-batch placeholders
+ * (order_id IN (?, ?, …)); a shorter list is padded by repeating an id, so
+ * one prepared statement serves every batch.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "compensator/relay.h"
+
+#include <hourglass/hourglass.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compensator/db.h"
+#include "compensator/log.h"
+#include "compensator/stop.h"
+
+#define LAST_ERROR_MAX 255 /* order_timeout_msg.last_error VARCHAR(255) */
+
+typedef struct relay_row {
+    uint64_t order_id;
+    MYSQL_TIME next_attempt_at;
+    int64_t remaining_us; /* expire_at - NOW(6), on the server's clock */
+    uint64_t attempts;
+    char payload[24];     /* the order id in decimal: message payload and key */
+} relay_row_t;
+
+struct comp_relay {
+    const comp_config_t *cfg;
+    comp_db_t *db;
+    hg_client_t *client;
+    hg_client_opts_t client_opts;
+    hg_backoff_t backoff;
+    size_t batch;
+    char *sent_sql;
+    comp_stmt_t select_tie_stmt, select_after_stmt, sent_stmt, fail_stmt;
+    relay_row_t *rows;
+    hg_send_item_t *items;
+    uint64_t *sent_ids;
+    MYSQL_BIND *sent_params;
+};
+
+/* Within a round the batches walk the (status, next_attempt_at, order_id)
+ * index as a keyset, after the last row of the batch before: the rows marked
+ * 'sent' leave delete-marked entries at the head of the 'new' range until
+ * purge removes them, and restarting every batch from the head steps over
+ * all of them again (measured: a 10^5-row backlog slowed down batch after
+ * batch). MariaDB does not turn a row comparison (a, b) > (?, ?) into an
+ * index range, so the keyset is two ranges it does use, in one transaction:
+ *   tie    the rows with the same next_attempt_at as the last one, after its
+ *          order_id (bulk inserts share a timestamp);
+ *   after  the rows with a later next_attempt_at, up to NOW(6). */
+static const char select_tie_sql[] =
+    "SELECT order_id, next_attempt_at, TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_at), attempts"
+    " FROM order_timeout_msg"
+    " WHERE status = 'new' AND next_attempt_at = ? AND order_id > ?"
+    " ORDER BY order_id LIMIT ? FOR UPDATE SKIP LOCKED";
+static const char select_after_sql[] =
+    "SELECT order_id, next_attempt_at, TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_at), attempts"
+    " FROM order_timeout_msg"
+    " WHERE status = 'new' AND next_attempt_at > ? AND next_attempt_at <= NOW(6)"
+    " ORDER BY next_attempt_at, order_id LIMIT ? FOR UPDATE SKIP LOCKED";
+
+static const char fail_sql[] =
+    "UPDATE order_timeout_msg SET attempts = attempts + 1, next_attempt_at = NOW(6) + INTERVAL ? MICROSECOND,"
+    " last_error = ? WHERE order_id = ?";
+
+comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_t *params)
+{
+    comp_relay_t *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        abort();
+    r->cfg = cfg;
+    r->db = comp_db_new(params, "relay");
+    r->batch = (size_t)cfg->relay_batch;
+
+    hg_client_opts_init(&r->client_opts);
+    r->client_opts.connect_timeout_ms = (uint32_t)cfg->broker_connect_timeout_ms;
+    r->client_opts.read_timeout_ms = (uint32_t)cfg->broker_timeout_ms;
+    /* One quick retry, not the default 5 with backoff: the rows stay locked
+     * while we wait, and the next round (with the rows' own backoff) is the
+     * real retry. */
+    r->client_opts.reconnect = 1;
+    r->client_opts.reconnect_backoff.base_ms = 100;
+    r->client_opts.reconnect_backoff.cap_ms = 100;
+    r->client_opts.reconnect_backoff.attempts = 1;
+    r->client_opts.resend_sends = 1;
+
+    r->backoff.base_ms = (uint32_t)cfg->relay_backoff_base_ms;
+    r->backoff.factor = cfg->relay_backoff_factor;
+    r->backoff.cap_ms = (uint32_t)(cfg->relay_backoff_cap_ms > UINT32_MAX ? UINT32_MAX : cfg->relay_backoff_cap_ms);
+    r->backoff.attempts = 0;
+    r->backoff.jitter = cfg->relay_backoff_jitter;
+
+    /* "… WHERE status = 'new' AND order_id IN (?, ?, …)" with batch placeholders. */
+    static const char head[] =
+        "UPDATE order_timeout_msg SET status = 'sent', attempts = attempts + 1, last_error = NULL"
+        " WHERE status = 'new' AND order_id IN (";
+    size_t len = sizeof head + r->batch * 3 + 2;
+    r->sent_sql = malloc(len);
+    if (r->sent_sql == NULL)
+        abort();
+    size_t n = (size_t)snprintf(r->sent_sql, len, "%s", head);
+    for (size_t i = 0; i < r->batch; i++)
+        n += (size_t)snprintf(r->sent_sql + n, len - n, i == 0 ? "?" : ",?");
+    snprintf(r->sent_sql + n, len - n, ")");
+
+    r->select_tie_stmt = (comp_stmt_t){"relay-select-tie", select_tie_sql, NULL};
+    r->select_after_stmt = (comp_stmt_t){"relay-select-after", select_after_sql, NULL};
+    r->sent_stmt = (comp_stmt_t){"relay-mark-sent", r->sent_sql, NULL};
+    r->fail_stmt = (comp_stmt_t){"relay-mark-failed", fail_sql, NULL};
+    r->rows = calloc(r->batch, sizeof *r->rows);
+    r->items = calloc(r->batch, sizeof *r->items);
+    r->sent_ids = calloc(r->batch, sizeof *r->sent_ids);
+    r->sent_params = calloc(r->batch, sizeof *r->sent_params);
+    if (r->rows == NULL || r->items == NULL || r->sent_ids == NULL || r->sent_params == NULL)
+        abort();
+    return r;
+}
+
+void comp_relay_free(comp_relay_t *r)
+{
+    if (r == NULL)
+        return;
+    hg_client_close(r->client);
+    comp_db_free(r->db);
+    free(r->sent_sql);
+    free(r->rows);
+    free(r->items);
+    free(r->sent_ids);
+    free(r->sent_params);
+    free(r);
+}
+
+/* Run one of the two keyset selects, appending up to limit rows to r->rows
+ * from index *n on. Returns 0 / -1. */
+static int select_into(comp_relay_t *r, comp_stmt_t *s, MYSQL_BIND *params, size_t nparams, size_t limit, long *n,
+                       hg_order_error_t *err)
+{
+    MYSQL_BIND result[4];
+    uint64_t id, attempts;
+    MYSQL_TIME at;
+    int64_t remaining;
+    my_bool remaining_null = 0;
+    comp_bind_u64(&result[0], &id);
+    comp_bind_time(&result[1], &at);
+    comp_bind_i64_null(&result[2], &remaining, &remaining_null);
+    comp_bind_u64(&result[3], &attempts);
+    MYSQL_STMT *st = comp_db_exec(r->db, s, params, nparams, result, err);
+    if (st == NULL)
+        return -1;
+    int rc;
+    size_t got = 0;
+    while ((rc = mysql_stmt_fetch(st)) == 0 || rc == MYSQL_DATA_TRUNCATED)
+        if (got < limit && (size_t)*n < r->batch) {
+            relay_row_t *row = &r->rows[(*n)++];
+            got++;
+            row->order_id = id;
+            row->next_attempt_at = at;
+            row->remaining_us = remaining_null ? 0 : remaining;
+            row->attempts = attempts;
+            snprintf(row->payload, sizeof row->payload, "%" PRIu64, id);
+        }
+    if (rc == 1) {
+        char what[64];
+        snprintf(what, sizeof what, "%s: fetch", s->name);
+        comp_db_fail(r->db, what, st, err);
+        if (comp_db_mysql(r->db) != NULL)
+            mysql_stmt_free_result(st);
+        return -1;
+    }
+    mysql_stmt_free_result(st);
+    return 0;
+}
+
+/* Lock up to batch due rows after the keyset position (last_at, last_id).
+ * Returns the count, or -1. */
+static long select_rows(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id, hg_order_error_t *err)
+{
+    long n = 0;
+    MYSQL_BIND params[3];
+    uint64_t limit = r->batch;
+    comp_bind_time(&params[0], last_at);
+    comp_bind_u64(&params[1], last_id);
+    comp_bind_u64(&params[2], &limit);
+    if (select_into(r, &r->select_tie_stmt, params, 3, r->batch, &n, err) != 0)
+        return -1;
+    if ((size_t)n < r->batch) {
+        uint64_t rest = r->batch - (size_t)n;
+        comp_bind_time(&params[0], last_at);
+        comp_bind_u64(&params[1], &rest);
+        if (select_into(r, &r->select_after_stmt, params, 2, rest, &n, err) != 0)
+            return -1;
+    }
+    return n;
+}
+
+/* last_error must fit VARCHAR(255) and be valid UTF-8 under strict mode:
+ * keep printable ASCII, replace anything else. */
+static void sanitize(const char *in, char *out, size_t outlen)
+{
+    size_t n = 0;
+    for (; *in != '\0' && n + 1 < outlen && n < LAST_ERROR_MAX; in++)
+        out[n++] = (*in >= 0x20 && *in < 0x7f) ? *in : '?';
+    out[n] = '\0';
+}
+
+static int mark_failed(comp_relay_t *r, const relay_row_t *row, const char *cause, hg_order_error_t *err)
+{
+    uint64_t delay_us = hg_backoff_delay(&r->backoff, row->attempts > 64 ? 64 : (unsigned)row->attempts, NULL, NULL)
+                        * 1000u;
+    char text[LAST_ERROR_MAX + 1];
+    sanitize(cause, text, sizeof text);
+    MYSQL_BIND params[3];
+    unsigned long len;
+    uint64_t id = row->order_id;
+    comp_bind_u64(&params[0], &delay_us);
+    comp_bind_str(&params[1], text, &len);
+    comp_bind_u64(&params[2], &id);
+    return comp_db_exec(r->db, &r->fail_stmt, params, 3, NULL, err) != NULL ? 0 : -1;
+}
+
+static int mark_sent(comp_relay_t *r, size_t count, hg_order_error_t *err)
+{
+    for (size_t i = 0; i < r->batch; i++)
+        comp_bind_u64(&r->sent_params[i], &r->sent_ids[i < count ? i : 0]);
+    return comp_db_exec(r->db, &r->sent_stmt, r->sent_params, r->batch, NULL, err) != NULL ? 0 : -1;
+}
+
+/* One transaction. Returns the rows locked (0: nothing due), or -1 on a
+ * database failure; *send_failures counts rows whose send failed. */
+static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id, uint64_t *sent,
+                        uint64_t *send_failures, char *cause, size_t causelen, hg_order_error_t *err)
+{
+    if (comp_db_begin(r->db, err) != 0)
+        return -1;
+    long n = select_rows(r, last_at, last_id, err);
+    if (n <= 0) {
+        comp_db_rollback(r->db);
+        return n;
+    }
+    *last_at = r->rows[n - 1].next_attempt_at;
+    *last_id = r->rows[n - 1].order_id;
+    comp_count(&comp_stats.relay_batches, 1);
+
+    /* The sends, while the rows are locked. */
+    hg_error_t open_err = {0};
+    if (r->client == NULL && hg_client_open(r->cfg->uri, &r->client_opts, &r->client, &open_err) != HG_OK)
+        r->client = NULL;
+    for (long i = 0; i < n; i++) {
+        relay_row_t *row = &r->rows[i];
+        hg_send_item_t *it = &r->items[i];
+        memset(it, 0, sizeof *it);
+        it->topic = r->cfg->topic;
+        it->key = row->payload;
+        it->payload = row->payload;
+        it->payload_len = strlen(row->payload);
+        /* The remaining delay in whole ms, rounded up (never early); past expiry: now. */
+        it->delay = row->remaining_us > 0 ? hg_delay_ms(((uint64_t)row->remaining_us + 999) / 1000) : hg_delay_none();
+        if (r->client == NULL) {
+            it->err = open_err.code != HG_OK ? open_err.code : HG_ERR_CONNECT;
+            snprintf(it->error, sizeof it->error, "%s", open_err.message[0] ? open_err.message : "cannot connect");
+        }
+    }
+    if (r->client != NULL)
+        hg_send_many(r->client, r->items, (size_t)n, NULL);
+
+    size_t ok = 0;
+    for (long i = 0; i < n; i++) {
+        if (r->items[i].err == HG_OK) {
+            r->sent_ids[ok++] = r->rows[i].order_id;
+            continue;
+        }
+        (*send_failures)++;
+        if (cause[0] == '\0')
+            snprintf(cause, causelen, "order %s: send failed: %s", r->rows[i].payload, r->items[i].error);
+        if (mark_failed(r, &r->rows[i], r->items[i].error, err) != 0) {
+            comp_db_rollback(r->db);
+            return -1;
+        }
+    }
+    if (ok > 0 && mark_sent(r, ok, err) != 0) {
+        comp_db_rollback(r->db);
+        return -1;
+    }
+    if (comp_db_commit(r->db, err) != 0) {
+        comp_db_rollback(r->db);
+        return -1;
+    }
+    *sent += ok;
+    comp_count(&comp_stats.relay_sent, ok);
+    comp_count(&comp_stats.relay_send_failures, *send_failures);
+    return n;
+}
+
+comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *errbuf, size_t errlen)
+{
+    hg_order_error_t err;
+    memset(&err, 0, sizeof err);
+    errbuf[0] = '\0';
+    uint64_t sent = 0, failures = 0;
+    char cause[400] = "";
+    comp_run_outcome_t outcome = COMP_RUN_OK;
+    MYSQL_TIME last_at = {.year = 1000, .month = 1, .day = 1, .time_type = MYSQL_TIMESTAMP_DATETIME};
+    uint64_t last_id = 0;
+    while (!comp_stopping()) {
+        uint64_t batch_failures = 0;
+        long n = relay_batch(r, &last_at, &last_id, &sent, &batch_failures, cause, sizeof cause, &err);
+        failures += batch_failures;
+        if (n < 0) {
+            snprintf(errbuf, errlen, "%s", err.message);
+            outcome = COMP_RUN_FAILED;
+            break;
+        }
+        if (batch_failures > 0) {
+            snprintf(errbuf, errlen, "%s", cause);
+            outcome = COMP_RUN_FAILED;
+            break;
+        }
+        if ((size_t)n < r->batch)
+            break;
+    }
+    if (sent_out != NULL)
+        *sent_out = sent;
+    comp_log(outcome != COMP_RUN_OK ? COMP_LOG_WARN : sent > 0 ? COMP_LOG_INFO : COMP_LOG_DEBUG,
+             "relay: %s; %" PRIu64 " outbox rows sent, %" PRIu64 " sends failed%s%s", comp_run_outcome_name(outcome), sent,
+             failures, errbuf[0] ? ": " : "", errbuf);
+    return outcome;
+}

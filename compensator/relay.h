@@ -1,0 +1,61 @@
+/*
+ * compensator/relay.h — layer 1: the outbox relay.
+ *
+ * The order service writes an order_timeout_msg row ('new') in the order's
+ * own transaction and sends the delayed message after the commit (the fast
+ * path), marking the row 'sent'. When that send failed or the service died
+ * before it, the row stays 'new'; the relay sends it:
+ *
+ *   START TRANSACTION
+ *   SELECT order_id, remaining µs to expire_at, attempts FROM order_timeout_msg
+ *     WHERE status='new' AND next_attempt_at <= NOW(6)
+ *       AND (next_attempt_at, order_id) after the previous batch's last row
+ *     ORDER BY next_attempt_at, order_id LIMIT relay-batch
+ *     FOR UPDATE SKIP LOCKED
+ *   hg_send_many: SEND topic <order id> KEY <order id> DELAY <remaining ms>
+ *     (no delay when expire_at has passed), pipelined
+ *   sent rows:   status='sent', attempts+1, last_error NULL   (one statement)
+ *   failed rows: attempts+1, next_attempt_at = NOW(6) + backoff(attempts),
+ *                last_error = the cause                        (capped
+ *                exponential backoff with jitter, hg_backoff_delay)
+ *   COMMIT
+ *
+ * SKIP LOCKED lets several compensators relay at once: each locks its own
+ * rows, none waits for or double-sends another's. The connection runs READ
+ * COMMITTED (db.h), so the locking read takes record locks only: under
+ * REPEATABLE READ its gap locks would block the order service inserting new
+ * outbox rows next to the batch for as long as the sends take (tested). A crash between the send
+ * and the COMMIT leaves the rows 'new' and they are sent again (at least
+ * once; the cancel is idempotent). The row locks are held while sending, so
+ * the broker timeouts (broker-connect-timeout, broker-timeout) bound how long
+ * a payment's outbox update can wait behind the relay.
+ *
+ * A round relays batches until one comes back short or a send fails.
+ * Threads: the relay thread only (or main with --once).
+ */
+#ifndef HG_COMPENSATOR_RELAY_H
+#define HG_COMPENSATOR_RELAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hourglass/order.h>
+
+#include "compensator/comp_config.h"
+#include "compensator/stats.h"
+
+typedef struct comp_relay comp_relay_t;
+
+/* Set up (nothing connects yet). cfg and params' strings must outlive it. */
+comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_t *params);
+
+/* Close the connections, free. NULL is fine. */
+void comp_relay_free(comp_relay_t *r);
+
+/* One round. Returns COMP_RUN_OK, or COMP_RUN_FAILED when the database
+ * failed or a send failed (the rows then carry attempts, next_attempt_at and
+ * last_error); err says why. *sent (may be NULL) receives the rows marked
+ * 'sent' in this round. */
+comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,114 @@
+/*
+ * compensator/stats.h — the counters and gauges the layers write and
+ * /metrics, /healthz and the alert checks read.
+ *
+ * One process-wide instance (comp_stats). Every number is a relaxed atomic:
+ * each is exact on its own, a set read together is not one snapshot. The
+ * per-layer last error is a string under a mutex. Writers: the layer
+ * threads (or main with --once); readers: the metrics thread and the
+ * monitor layer.
+ */
+#ifndef HG_COMPENSATOR_STATS_H
+#define HG_COMPENSATOR_STATS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compensator/comp_config.h"
+
+/* How one run of a layer ended. */
+typedef enum comp_run_outcome {
+    COMP_RUN_OK = 0,     /* did its work (perhaps none was due) */
+    COMP_RUN_FAILED,     /* stopped by an error (database, broker); see last_error */
+    COMP_RUN_SKIPPED,    /* inspection only: another instance holds the lock */
+    COMP_RUN_LOCK_LOST,  /* inspection only: the lock was lost mid-scan; resumed next round */
+    COMP_RUN_OUTCOMES
+} comp_run_outcome_t;
+
+/* "ok", "failed", "skipped", "lock-lost". */
+const char *comp_run_outcome_name(comp_run_outcome_t o);
+
+/* Outcomes of the cancels a layer asked for (hg_order_cancel). */
+enum { COMP_CANCEL_DONE, COMP_CANCEL_NOT_PENDING, COMP_CANCEL_NOT_FOUND, COMP_CANCEL_TRANSIENT, COMP_CANCEL_PERMANENT,
+       COMP_CANCEL_OUTCOMES };
+/* Layers that cancel: index into cancels[]. */
+enum { COMP_CANCELLER_OVERDUE, COMP_CANCELLER_INSPECTION, COMP_CANCELLERS };
+
+/* Alert kinds (alerts.c, monitor.c). */
+enum { COMP_ALERT_OVERDUE_PENDING, COMP_ALERT_DLQ_DEPTH, COMP_ALERT_LAYER_FAILING, COMP_ALERT_KINDS };
+
+typedef struct comp_layer_stats {
+    atomic_uint_fast64_t runs[COMP_RUN_OUTCOMES];
+    atomic_uint_fast64_t last_end_ms;        /* wall-clock ms when the last run ended; 0: never ran */
+    atomic_uint_fast64_t last_duration_us;
+    atomic_int last_outcome;                 /* comp_run_outcome_t; -1 before the first run */
+    atomic_uint_fast64_t consecutive_failures;
+    pthread_mutex_t error_lock;
+    char last_error[512];                    /* of the last FAILED run ("" otherwise) */
+} comp_layer_stats_t;
+
+typedef struct comp_stats {
+    comp_layer_stats_t layer[COMP_LAYER_COUNT];
+
+    /* relay */
+    atomic_uint_fast64_t relay_sent;          /* rows sent and marked 'sent' (committed) */
+    atomic_uint_fast64_t relay_send_failures; /* rows whose send failed (attempts + 1, backoff) */
+    atomic_uint_fast64_t relay_batches;       /* transactions that locked at least one row */
+
+    /* cancels by layer and outcome */
+    atomic_uint_fast64_t cancels[COMP_CANCELLERS][COMP_CANCEL_OUTCOMES];
+    atomic_uint_fast64_t outbox_closed;       /* overdue rows of orders no longer pending, marked 'done' */
+
+    /* inspection and its lock */
+    atomic_uint_fast64_t scans_started, scans_completed, pages, rows_read;
+    atomic_uint_fast64_t lock_acquired, lock_lost, lock_busy;
+    atomic_int lock_held;                     /* 0 / 1 */
+    atomic_int scanning;                      /* 1 while a scan runs */
+
+    /* monitor gauges (-1: not read yet or the last read failed) */
+    atomic_int_fast64_t overdue_pending, overdue_oldest_seconds, outbox_unsent;
+    atomic_int_fast64_t dlq_depth[COMP_MAX_DLQ_GROUPS];
+    atomic_uint_fast64_t dlq_read_errors;
+
+    /* alerts */
+    atomic_uint_fast64_t alerts_fired[COMP_ALERT_KINDS], alerts_suppressed[COMP_ALERT_KINDS];
+    atomic_uint_fast64_t alert_command_failures;
+} comp_stats_t;
+
+extern comp_stats_t comp_stats;
+
+/* Reset everything (gauges to -1). Call once before threads start. */
+void comp_stats_init(void);
+
+/* Record the end of one run of layer (0..COMP_LAYER_COUNT-1). error: the
+ * cause of a FAILED run (may be NULL otherwise). */
+void comp_stats_run_end(int layer, comp_run_outcome_t outcome, uint64_t duration_us, const char *error);
+
+/* Copy the last error of layer into buf. */
+void comp_stats_last_error(int layer, char *buf, size_t len);
+
+/* Relaxed atomic helpers. */
+static inline void comp_count(atomic_uint_fast64_t *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+static inline uint64_t comp_load(atomic_uint_fast64_t *c)
+{
+    return atomic_load_explicit(c, memory_order_relaxed);
+}
+static inline void comp_gauge_set(atomic_int_fast64_t *g, int64_t v)
+{
+    atomic_store_explicit(g, v, memory_order_relaxed);
+}
+static inline int64_t comp_gauge_get(atomic_int_fast64_t *g)
+{
+    return atomic_load_explicit(g, memory_order_relaxed);
+}
+
+/* Clocks: wall-clock ms since the epoch, monotonic µs. */
+uint64_t comp_wall_ms(void);
+uint64_t comp_mono_us(void);
+
+#endif
