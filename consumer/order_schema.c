@@ -58,7 +58,8 @@ static const char schema_sql[] =
     "-- order_timeout_msg is the outbox: written in the order's own transaction,\n"
     "-- sent to the broker by the order service (status 'sent') or resent by the\n"
     "-- compensator, and marked 'done' in the transaction that cancels or pays the\n"
-    "-- order. (status, next_attempt_at) serves the compensator's resend scan.\n"
+    "-- order. (status, next_attempt_at) serves the compensator's resend scan,\n"
+    "-- (status, expire_at) its overdue-outbox scan.\n"
     "--\n"
     "-- Statements end with ';' at the end of a line; comments never contain one\n"
     "-- (the library splits this file on top-level semicolons). The library carries\n"
@@ -106,7 +107,8 @@ static const char schema_sql[] =
     "  next_attempt_at DATETIME(6) NOT NULL,\n"
     "  last_error      VARCHAR(255) NULL,\n"
     "  PRIMARY KEY (order_id),\n"
-    "  KEY status_next_attempt (status, next_attempt_at)\n"
+    "  KEY status_next_attempt (status, next_attempt_at),\n"
+    "  KEY status_expire (status, expire_at)\n"
     ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;\n"
     ;
 

@@ -30,7 +30,8 @@
 -- order_timeout_msg is the outbox: written in the order's own transaction,
 -- sent to the broker by the order service (status 'sent') or resent by the
 -- compensator, and marked 'done' in the transaction that cancels or pays the
--- order. (status, next_attempt_at) serves the compensator's resend scan.
+-- order. (status, next_attempt_at) serves the compensator's resend scan,
+-- (status, expire_at) its overdue-outbox scan.
 --
 -- Statements end with ';' at the end of a line; comments never contain one
 -- (the library splits this file on top-level semicolons). The library carries
@@ -78,5 +79,6 @@ CREATE TABLE IF NOT EXISTS order_timeout_msg (
   next_attempt_at DATETIME(6) NOT NULL,
   last_error      VARCHAR(255) NULL,
   PRIMARY KEY (order_id),
-  KEY status_next_attempt (status, next_attempt_at)
+  KEY status_next_attempt (status, next_attempt_at),
+  KEY status_expire (status, expire_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;

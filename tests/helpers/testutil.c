@@ -52,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -416,19 +417,44 @@ int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
     char opt_datadir[620];
     snprintf(opt_datadir, sizeof opt_datadir, "--datadir=%s", datadir);
 
+    /* A private tmpdir per server: nothing of two servers meets in /tmp. */
+    char tmpdir[600], opt_tmpdir[620];
+    snprintf(tmpdir, sizeof tmpdir, "%s/tmp", db->dir);
+    snprintf(opt_tmpdir, sizeof opt_tmpdir, "--tmpdir=%s", tmpdir);
+    if (mkdir(tmpdir, 0700) != 0) {
+        set_err(err, errlen, "cannot create %s: %s", tmpdir, strerror(errno));
+        goto fail;
+    }
+
     /* 1. The system tables. Options it does not know go through to the
-     *    bootstrap mariadbd: the smaller redo log keeps the dir at ~30 MB. */
+     *    bootstrap mariadbd: the smaller redo log keeps the dir at ~30 MB.
+     *    Installs run one at a time (an flock in the temp root): two bootstraps
+     *    at once were seen to fail ("Unknown table 'mysql.tmp_user_sys'") when
+     *    parallel tests each started a server. */
     char *install_argv[] = {
-        TU_INSTALL_DB_PATH, "--no-defaults", opt_datadir,
+        TU_INSTALL_DB_PATH, "--no-defaults", opt_datadir, opt_tmpdir,
         "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve",
         "--innodb-log-file-size=16M", "--innodb-buffer-pool-size=64M",
         as_root ? "--user=root" : NULL, NULL,
     };
-    pid_t ipid = spawn_isolated(install_argv, installlog, err, errlen);
-    if (ipid < 0)
+    char lockpath[600];
+    snprintf(lockpath, sizeof lockpath, "%s/hg-mariadb-install.lock", tu_temp_root());
+    int lockfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lockfd < 0 || flock(lockfd, LOCK_EX) != 0) {
+        set_err(err, errlen, "cannot lock %s: %s", lockpath, strerror(errno));
+        if (lockfd >= 0)
+            close(lockfd);
         goto fail;
+    }
+    pid_t ipid = spawn_isolated(install_argv, installlog, err, errlen);
+    if (ipid < 0) {
+        close(lockfd);
+        goto fail;
+    }
     int status = 0;
-    if (wait_or_kill(ipid, TU_MARIADB_INSTALL_DEADLINE_MS, &status) != 0) {
+    int waited = wait_or_kill(ipid, TU_MARIADB_INSTALL_DEADLINE_MS, &status);
+    close(lockfd);                          /* releases the flock */
+    if (waited != 0) {
         set_err(err, errlen, "mariadb-install-db did not finish within %d ms",
                 TU_MARIADB_INSTALL_DEADLINE_MS);
         append_log_tail(err, errlen, installlog);
@@ -448,7 +474,7 @@ int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
     snprintf(opt_pidfile, sizeof opt_pidfile, "--pid-file=%s", pidfile);
     snprintf(opt_errlog, sizeof opt_errlog, "--log-error=%s", errlog);
     char *server_argv[] = {
-        TU_MARIADBD_PATH, "--no-defaults", opt_datadir, opt_socket, "--skip-networking",
+        TU_MARIADBD_PATH, "--no-defaults", opt_datadir, opt_tmpdir, opt_socket, "--skip-networking",
         opt_pidfile, opt_errlog, "--innodb-buffer-pool-size=64M", "--innodb-log-file-size=16M",
         "--skip-name-resolve", "--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci",
         as_root ? "--user=root" : NULL, NULL,
