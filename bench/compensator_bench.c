@@ -41,7 +41,7 @@
 
 #include "compensator/comp_config.h"
 #include "compensator/inspect.h"
-#include "compensator/log.h"
+#include "common/log.h"
 #include "compensator/relay.h"
 #include "compensator/stats.h"
 #include "tests/helpers/broker_proc.h"
@@ -368,7 +368,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     hg_order_library_init();
     comp_stats_init();
-    comp_log_set_level(COMP_LOG_WARN);
+    log_set_level(LOG_WARN);
 
     tu_mariadb_t server;
     char err[4096];

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "broker/log.h"
+#include "common/log.h"
 #include "broker/metrics.h"
 #include "levels/msg.h"
 #include "levels/sched.h"
@@ -527,8 +527,10 @@ static void cmd_config(cmd_call_t *call)
         resp_add_map(out, hits + (size_t)want_save + (size_t)want_aof);
         for (int i = 0; i < n; i++) {
             if (!match[i]) { continue; }
+            char value[4096];
+            config_key_value(cfg, i, value, sizeof value);
             resp_add_bulk_str(out, config_key_name(i));
-            resp_add_bulk_str(out, config_key_value(cfg, i));
+            resp_add_bulk_str(out, value);
         }
         if (want_save) {
             resp_add_bulk_str(out, "save");
@@ -666,7 +668,7 @@ static job_result_t pull_exec(job_t *j, writer_t *w)
         resp_add_bulk(&j->reply, m->payload.ptr, m->payload.len);
         resp_add_int(&j->reply, (long long)m->reconsume);
         resp_add_int(&j->reply, (long long)m->due_ms);
-        hist_add(&st->lateness, now > m->due_ms ? (double)(now - m->due_ms) / 1000.0 : 0.0);
+        prom_hist_add(&st->lateness, now > m->due_ms ? (double)(now - m->due_ms) / 1000.0 : 0.0);
         msg_owned_free(&msgs[i]);
     }
     st->deliveries += (uint64_t)n;

@@ -2,19 +2,12 @@
  * broker/config.h — the broker's configuration: one table of keys.
  *
  * Every key lives in one table {name, type, default, min, max, offset, help}
- * (config.c). The same table drives the INI file (libinih), the command-line
- * flags (every key is also `--key value` / `--key=value`), `--help`,
- * `--check-config`, CONFIG GET and the sample etc/hourglass-broker.conf.
- * Precedence: defaults < config file < flags.
- *
- * Value syntax by type:
- *   string    as written
- *   bool      yes/no, true/false, on/off, 1/0
- *   int       decimal integer
- *   size      bytes: a count with an optional unit b, kb, mb, gb (x1024; case-insensitive)
- *   duration  lvl_parse_duration ("500ms", "30s", "72h", "3d"); "0" alone is zero
- *   enum      one of the listed words
- *   levels    a level table spec (lvl_table_parse)
+ * (config.c) for the engine in common/cfg.h. The same table drives the INI
+ * file (libinih), the command-line flags (every key is also `--key value` /
+ * `--key=value`), `--help`, `--check-config`, CONFIG GET and the sample
+ * etc/hourglass-broker.conf. Precedence: defaults < config file < flags.
+ * Value syntax by type: common/cfg.h; `levels` is a level table spec
+ * (lvl_table_parse).
  *
  * Read-only after start-up: both broker threads read it without locks.
  */
@@ -25,11 +18,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "broker/log.h"
+#include "common/cfg.h"
+#include "common/log.h"
 #include "levels/table.h"
 
 #define HG_BROKER_VERSION PACKAGE_VERSION
-#define CONFIG_MAX_KEYS 64
+#define CONFIG_MAX_KEYS 64   /* at least the table's keys (CONFIG GET's match array) */
 
 typedef struct config {
     /* network */
@@ -65,8 +59,6 @@ typedef struct config {
     long long metrics_port;         /* 0 = off */
     char *metrics_bind;
     int log_level;                  /* log_level_t */
-    /* the effective value of every key as text (CONFIG GET, --check-config) */
-    char *text[CONFIG_MAX_KEYS];
 } config_t;
 
 /* What the command line asked for besides key values. */
@@ -90,9 +82,6 @@ void config_free(config_t *c);
 int config_load(config_t *c, int argc, char **argv, config_action_t *action,
                 char *err, size_t errlen);
 
-/* Set one key from text. 0, or -1 with "key: problem" in err. */
-int config_set(config_t *c, const char *key, const char *value, char *err, size_t errlen);
-
 /* Cross-key checks: the level table parses, max-bulk >= max-payload,
  * max-query > max-bulk, a non-loopback bind needs allow-remote. */
 int config_validate(config_t *c, char *err, size_t errlen);
@@ -103,10 +92,11 @@ void config_print_help(FILE *out, const char *prog);
 /* The effective configuration as an INI file (--check-config). */
 void config_print(const config_t *c, FILE *out);
 
-/* Number of keys, and key i's name and effective value (CONFIG GET). */
+/* Number of keys, key i's name, and its effective value as text into
+ * buf[len] (CONFIG GET; "" for an index out of range). */
 int config_key_count(void);
 const char *config_key_name(int i);
-const char *config_key_value(const config_t *c, int i);
+void config_key_value(const config_t *c, int i, char *buf, size_t len);
 
 /* 1 when host is a loopback address or "localhost". */
 int config_is_loopback(const char *host);

@@ -21,7 +21,7 @@
 #include <event2/thread.h>
 
 #include "broker/config.h"
-#include "broker/log.h"
+#include "common/log.h"
 #include "broker/server.h"
 #include "broker/writer.h"
 #include "levels/store.h"

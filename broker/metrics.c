@@ -9,7 +9,6 @@
 #include <config.h>   /* autoconf: PACKAGE_VERSION */
 #include "broker/metrics.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,62 +25,13 @@ static const double commit_bounds[] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 
 
 #define NB(a) ((int)(sizeof a / sizeof a[0]))
 
-void hist_init(hist_t *h, const double *bounds, int nb)
-{
-    memset(h, 0, sizeof *h);
-    h->bounds = bounds;
-    h->nb = nb > HIST_MAX_BUCKETS ? HIST_MAX_BUCKETS : nb;
-}
-
-void hist_add(hist_t *h, double v)
-{
-    int i = 0;
-    while (i < h->nb && v > h->bounds[i]) { i++; }
-    h->buckets[i]++;
-    h->count++;
-    h->sum += v;
-}
-
-double hist_quantile(const hist_t *h, double q)
-{
-    if (h->count == 0) { return 0; }
-    uint64_t want = (uint64_t)(q * (double)h->count);
-    if (want == 0) { want = 1; }
-    uint64_t acc = 0;
-    for (int i = 0; i <= h->nb; i++) {
-        acc += h->buckets[i];
-        if (acc >= want) { return i < h->nb ? h->bounds[i] : h->bounds[h->nb - 1]; }
-    }
-    return h->bounds[h->nb - 1];
-}
-
 void storage_stats_init(storage_stats_t *s, uint64_t now_ms)
 {
     memset(s, 0, sizeof *s);
     s->started_ms = now_ms;
-    hist_init(&s->lateness, lateness_bounds, NB(lateness_bounds));
-    hist_init(&s->batch_jobs, batch_bounds, NB(batch_bounds));
-    hist_init(&s->commit_seconds, commit_bounds, NB(commit_bounds));
-}
-
-void metrics_printf(resp_buf_t *b, const char *fmt, ...)
-{
-    char small[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0) { return; }
-    if ((size_t)n < sizeof small) {
-        resp_buf_append(b, small, (size_t)n);
-        return;
-    }
-    char *big = hg_xmalloc((size_t)n + 1);
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    resp_buf_append(b, big, (size_t)n);
-    free(big);
+    prom_hist_init(&s->lateness, lateness_bounds, NB(lateness_bounds));
+    prom_hist_init(&s->batch_jobs, batch_bounds, NB(batch_bounds));
+    prom_hist_init(&s->commit_seconds, commit_bounds, NB(commit_bounds));
 }
 
 int metrics_info_mask(const char *name, size_t len)
@@ -116,11 +66,11 @@ static int info_group(void *ctx, const char *group, const store_group_info_t *gi
     a->retry += gi->retry_ready + gi->retry_delayed;
     a->dlq += gi->dlq;
     if (a->list) {
-        metrics_printf(a->out, "group_%s:topic=%s,ready=%llu,backlog=%llu,retry_ready=%llu,retry_delayed=%llu,"
-                       "inflight=%llu,dlq=%llu,max_reconsume=%u\r\n",
-                       group, gi->topic, (unsigned long long)gi->ready, (unsigned long long)gi->backlog,
-                       (unsigned long long)gi->retry_ready, (unsigned long long)gi->retry_delayed,
-                       (unsigned long long)gi->inflight, (unsigned long long)gi->dlq, gi->max_reconsume);
+        prom_printf(a->out, "group_%s:topic=%s,ready=%llu,backlog=%llu,retry_ready=%llu,retry_delayed=%llu,"
+                    "inflight=%llu,dlq=%llu,max_reconsume=%u\r\n",
+                    group, gi->topic, (unsigned long long)gi->ready, (unsigned long long)gi->backlog,
+                    (unsigned long long)gi->retry_ready, (unsigned long long)gi->retry_delayed,
+                    (unsigned long long)gi->inflight, (unsigned long long)gi->dlq, gi->max_reconsume);
     }
     return 0;
 }
@@ -128,7 +78,7 @@ static int info_group(void *ctx, const char *group, const store_group_info_t *gi
 static void section(resp_buf_t *out, const char *name)
 {
     if (out->len > 0) { resp_buf_append(out, "\r\n", 2); }
-    metrics_printf(out, "# %s\r\n", name);
+    prom_printf(out, "# %s\r\n", name);
 }
 
 void metrics_info_storage(resp_buf_t *out, int mask, store_t *s, const storage_stats_t *st,
@@ -141,7 +91,7 @@ void metrics_info_storage(resp_buf_t *out, int mask, store_t *s, const storage_s
     const lvl_table_t *t = store_levels(s);
     if (mask & INFO_LEVELS) {
         if (lead || o->len) { resp_buf_append(o, "\r\n", 2); }
-        metrics_printf(o, "# Levels\r\n");
+        prom_printf(o, "# Levels\r\n");
         uint64_t total = 0;
         for (int l = 1; l <= t->count; l++) {
             store_level_info_t li;
@@ -150,53 +100,53 @@ void metrics_info_storage(resp_buf_t *out, int mask, store_t *s, const storage_s
             char d[32];
             lvl_format_duration(li.delay_ms, d, sizeof d);
             long long lag = li.head_due_ms && now_ms > li.head_due_ms ? (long long)(now_ms - li.head_due_ms) : 0;
-            metrics_printf(o, "level%d:delay=%s,delay_ms=%llu,depth=%llu,next_due_ms=%llu,head_lag_ms=%lld\r\n", l, d,
-                           (unsigned long long)li.delay_ms, (unsigned long long)li.depth,
-                           (unsigned long long)li.head_due_ms, lag);
+            prom_printf(o, "level%d:delay=%s,delay_ms=%llu,depth=%llu,next_due_ms=%llu,head_lag_ms=%lld\r\n", l, d,
+                        (unsigned long long)li.delay_ms, (unsigned long long)li.depth,
+                        (unsigned long long)li.head_due_ms, lag);
         }
-        metrics_printf(o, "levels:%d\r\ndelayed_messages:%llu\r\n", t->count, (unsigned long long)total);
+        prom_printf(o, "levels:%d\r\ndelayed_messages:%llu\r\n", t->count, (unsigned long long)total);
     }
     if (mask & INFO_GROUPS) {
         if (lead || o->len) { resp_buf_append(o, "\r\n", 2); }
-        metrics_printf(o, "# Groups\r\n");
+        prom_printf(o, "# Groups\r\n");
         group_acc_t a = { .out = o, .list = 1 };
         store_group_foreach(s, info_group, &a);
-        metrics_printf(o, "groups:%llu\r\nready:%llu\r\ninflight:%llu\r\nretry:%llu\r\ndlq:%llu\r\n",
-                       (unsigned long long)a.n, (unsigned long long)a.ready, (unsigned long long)a.inflight,
-                       (unsigned long long)a.retry, (unsigned long long)a.dlq);
+        prom_printf(o, "groups:%llu\r\nready:%llu\r\ninflight:%llu\r\nretry:%llu\r\ndlq:%llu\r\n",
+                    (unsigned long long)a.n, (unsigned long long)a.ready, (unsigned long long)a.inflight,
+                    (unsigned long long)a.retry, (unsigned long long)a.dlq);
     }
     if (mask & INFO_STORAGE) {
         if (lead || o->len) { resp_buf_append(o, "\r\n", 2); }
         const store_options_t *so = store_options(s);
         char spec[512];
         lvl_table_format(t, spec, sizeof spec);
-        metrics_printf(o, "# Storage\r\ndir:%s\r\nfsync:%s\r\nlevel_table:%s\r\nformat_version:%d\r\n"
-                       "pending_writes:%d\r\nbroken:%d\r\ngroup_commits:%llu\r\ncommits:%llu\r\n"
-                       "commit_failures:%llu\r\nreopens:%llu\r\njobs:%llu\r\nmax_batch:%llu\r\n"
-                       "avg_batch:%.2f\r\nlast_commit_us:%llu\r\ncommit_p99_ms:%.3f\r\nmaintenance_work:%llu\r\n",
-                       so->path, so->sync ? "always" : "no", spec, STORE_FORMAT_VERSION, store_pending(s),
-                       store_broken(s), (unsigned long long)st->batches, (unsigned long long)st->commits,
-                       (unsigned long long)st->commit_failures, (unsigned long long)st->reopens,
-                       (unsigned long long)st->jobs, (unsigned long long)st->max_batch,
-                       st->batches ? (double)st->jobs / (double)st->batches : 0.0,
-                       (unsigned long long)st->last_commit_us,
-                       hist_quantile(&st->commit_seconds, 0.99) * 1000.0,
-                       (unsigned long long)st->maintain_work);
+        prom_printf(o, "# Storage\r\ndir:%s\r\nfsync:%s\r\nlevel_table:%s\r\nformat_version:%d\r\n"
+                    "pending_writes:%d\r\nbroken:%d\r\ngroup_commits:%llu\r\ncommits:%llu\r\n"
+                    "commit_failures:%llu\r\nreopens:%llu\r\njobs:%llu\r\nmax_batch:%llu\r\n"
+                    "avg_batch:%.2f\r\nlast_commit_us:%llu\r\ncommit_p99_ms:%.3f\r\nmaintenance_work:%llu\r\n",
+                    so->path, so->sync ? "always" : "no", spec, STORE_FORMAT_VERSION, store_pending(s),
+                    store_broken(s), (unsigned long long)st->batches, (unsigned long long)st->commits,
+                    (unsigned long long)st->commit_failures, (unsigned long long)st->reopens,
+                    (unsigned long long)st->jobs, (unsigned long long)st->max_batch,
+                    st->batches ? (double)st->jobs / (double)st->batches : 0.0,
+                    (unsigned long long)st->last_commit_us,
+                    prom_hist_quantile(&st->commit_seconds, 0.99) * 1000.0,
+                    (unsigned long long)st->maintain_work);
     }
     if (mask & INFO_STATS) {
         if (lead || o->len) { resp_buf_append(o, "\r\n", 2); }
-        metrics_printf(o, "# Stats\r\nsends:%llu\r\ndeliveries:%llu\r\nacks:%llu\r\nnacks:%llu\r\ntouches:%llu\r\n"
-                       "lease_expiries:%llu\r\nretries:%llu\r\ndlq_moves:%llu\r\ndlq_requeued:%llu\r\n"
-                       "dlq_dropped:%llu\r\nlevel_moves:%llu\r\nmade_ready:%llu\r\n"
-                       "lateness_p50_ms:%.0f\r\nlateness_p99_ms:%.0f\r\nlateness_avg_ms:%.3f\r\n",
-                       (unsigned long long)st->sends, (unsigned long long)st->deliveries,
-                       (unsigned long long)st->acks, (unsigned long long)st->nacks,
-                       (unsigned long long)st->touches, (unsigned long long)st->lease_expiries,
-                       (unsigned long long)st->retries, (unsigned long long)st->dlq_moves,
-                       (unsigned long long)st->requeued, (unsigned long long)st->dropped,
-                       (unsigned long long)st->moved, (unsigned long long)st->made_ready,
-                       hist_quantile(&st->lateness, 0.5) * 1000.0, hist_quantile(&st->lateness, 0.99) * 1000.0,
-                       st->lateness.count ? st->lateness.sum * 1000.0 / (double)st->lateness.count : 0.0);
+        prom_printf(o, "# Stats\r\nsends:%llu\r\ndeliveries:%llu\r\nacks:%llu\r\nnacks:%llu\r\ntouches:%llu\r\n"
+                    "lease_expiries:%llu\r\nretries:%llu\r\ndlq_moves:%llu\r\ndlq_requeued:%llu\r\n"
+                    "dlq_dropped:%llu\r\nlevel_moves:%llu\r\nmade_ready:%llu\r\n"
+                    "lateness_p50_ms:%.0f\r\nlateness_p99_ms:%.0f\r\nlateness_avg_ms:%.3f\r\n",
+                    (unsigned long long)st->sends, (unsigned long long)st->deliveries,
+                    (unsigned long long)st->acks, (unsigned long long)st->nacks,
+                    (unsigned long long)st->touches, (unsigned long long)st->lease_expiries,
+                    (unsigned long long)st->retries, (unsigned long long)st->dlq_moves,
+                    (unsigned long long)st->requeued, (unsigned long long)st->dropped,
+                    (unsigned long long)st->moved, (unsigned long long)st->made_ready,
+                    prom_hist_quantile(&st->lateness, 0.5) * 1000.0, prom_hist_quantile(&st->lateness, 0.99) * 1000.0,
+                    st->lateness.count ? st->lateness.sum * 1000.0 / (double)st->lateness.count : 0.0);
     }
 }
 
@@ -204,63 +154,34 @@ void metrics_info_loop_head(resp_buf_t *out, int mask, const loop_info_t *li)
 {
     if (mask & INFO_SERVER) {
         section(out, "Server");
-        metrics_printf(out, "hourglass_version:%s\r\nredis_version:7.0.0\r\nprocess_id:%ld\r\ntcp_port:%d\r\n"
-                       "uptime_in_seconds:%llu\r\nbind:%s\r\nmetrics_port:%lld\r\n",
-                       PACKAGE_VERSION, (long)getpid(), li->port, (unsigned long long)(li->uptime_ms / 1000),
-                       li->cfg->bind, li->cfg->metrics_port);
+        prom_printf(out, "hourglass_version:%s\r\nredis_version:7.0.0\r\nprocess_id:%ld\r\ntcp_port:%d\r\n"
+                    "uptime_in_seconds:%llu\r\nbind:%s\r\nmetrics_port:%lld\r\n",
+                    PACKAGE_VERSION, (long)getpid(), li->port, (unsigned long long)(li->uptime_ms / 1000),
+                    li->cfg->bind, li->cfg->metrics_port);
     }
     if (mask & INFO_CLIENTS) {
         section(out, "Clients");
-        metrics_printf(out, "connected_clients:%llu\r\nblocked_clients:%llu\r\nmaxclients:%lld\r\n"
-                       "storage_jobs_queued:%llu\r\nstorage_jobs_parked:%llu\r\n",
-                       (unsigned long long)li->connected_clients, (unsigned long long)li->blocked_clients,
-                       li->cfg->max_clients, (unsigned long long)li->jobs_queued,
-                       (unsigned long long)li->jobs_parked);
+        prom_printf(out, "connected_clients:%llu\r\nblocked_clients:%llu\r\nmaxclients:%lld\r\n"
+                    "storage_jobs_queued:%llu\r\nstorage_jobs_parked:%llu\r\n",
+                    (unsigned long long)li->connected_clients, (unsigned long long)li->blocked_clients,
+                    li->cfg->max_clients, (unsigned long long)li->jobs_queued,
+                    (unsigned long long)li->jobs_parked);
     }
 }
 
 void metrics_info_loop_tail(resp_buf_t *out, int mask, const loop_info_t *li)
 {
     if (mask & INFO_STATS) {
-        metrics_printf(out, "total_connections_received:%llu\r\nrejected_connections:%llu\r\n"
-                       "total_commands_processed:%llu\r\nprotocol_errors:%llu\r\nreply_buffer_disconnects:%llu\r\n"
-                       "idle_disconnects:%llu\r\n",
-                       (unsigned long long)li->connections_total, (unsigned long long)li->rejected_connections,
-                       (unsigned long long)li->commands_processed, (unsigned long long)li->protocol_errors,
-                       (unsigned long long)li->reply_buffer_kills, (unsigned long long)li->idle_kills);
+        prom_printf(out, "total_connections_received:%llu\r\nrejected_connections:%llu\r\n"
+                    "total_commands_processed:%llu\r\nprotocol_errors:%llu\r\nreply_buffer_disconnects:%llu\r\n"
+                    "idle_disconnects:%llu\r\n",
+                    (unsigned long long)li->connections_total, (unsigned long long)li->rejected_connections,
+                    (unsigned long long)li->commands_processed, (unsigned long long)li->protocol_errors,
+                    (unsigned long long)li->reply_buffer_kills, (unsigned long long)li->idle_kills);
     }
 }
 
 /* ---- Prometheus ------------------------------------------------------------------- */
-
-static void prom_hist(resp_buf_t *o, const char *name, const char *help, const hist_t *h)
-{
-    metrics_printf(o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
-    uint64_t acc = 0;
-    for (int i = 0; i < h->nb; i++) {
-        acc += h->buckets[i];
-        metrics_printf(o, "%s_bucket{le=\"%g\"} %llu\n", name, h->bounds[i], (unsigned long long)acc);
-    }
-    acc += h->buckets[h->nb];
-    metrics_printf(o, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name, (unsigned long long)acc,
-                   name, h->sum, name, (unsigned long long)h->count);
-}
-
-static void prom_counter(resp_buf_t *o, const char *name, const char *help, uint64_t v)
-{
-    metrics_printf(o, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name, (unsigned long long)v);
-}
-
-/* Prometheus label values: escape \ " and newline; names are printable ASCII already. */
-static void label_escape(const char *in, char *out, size_t outlen)
-{
-    size_t j = 0;
-    for (size_t i = 0; in[i] && j + 3 < outlen; i++) {
-        if (in[i] == '\\' || in[i] == '"') { out[j++] = '\\'; }
-        out[j++] = in[i];
-    }
-    out[j] = '\0';
-}
 
 typedef struct prom_groups {
     resp_buf_t *out;
@@ -272,79 +193,82 @@ static int prom_group(void *ctx, const char *group, const store_group_info_t *gi
 {
     prom_groups_t *p = ctx;
     char g[2 * MSG_MAX_NAME + 2], t[2 * MSG_MAX_NAME + 2];
-    label_escape(group, g, sizeof g);
-    label_escape(gi->topic, t, sizeof t);
+    prom_label_escape(group, g, sizeof g);
+    prom_label_escape(gi->topic, t, sizeof t);
     uint64_t v = p->which == 0 ? gi->ready : p->which == 1 ? gi->inflight
                : p->which == 2 ? gi->retry_ready + gi->retry_delayed : gi->dlq;
-    metrics_printf(p->out, "%s{group=\"%s\",topic=\"%s\"} %llu\n", p->metric, g, t, (unsigned long long)v);
+    prom_printf(p->out, "%s{group=\"%s\",topic=\"%s\"} %llu\n", p->metric, g, t, (unsigned long long)v);
     return 0;
 }
 
 void metrics_prom_storage(resp_buf_t *o, store_t *s, const storage_stats_t *st, uint64_t now_ms)
 {
     const lvl_table_t *t = store_levels(s);
-    metrics_printf(o, "# HELP hourglass_level_depth Messages waiting on a delay level.\n"
-                      "# TYPE hourglass_level_depth gauge\n");
+    prom_printf(o, "# HELP hourglass_level_depth Messages waiting on a delay level.\n"
+                "# TYPE hourglass_level_depth gauge\n");
     for (int l = 1; l <= t->count; l++) {
         store_level_info_t li;
         store_level_info(s, l, &li);
         char d[32];
         lvl_format_duration(li.delay_ms, d, sizeof d);
-        metrics_printf(o, "hourglass_level_depth{level=\"%d\",delay=\"%s\"} %llu\n", l, d, (unsigned long long)li.depth);
+        prom_printf(o, "hourglass_level_depth{level=\"%d\",delay=\"%s\"} %llu\n", l, d, (unsigned long long)li.depth);
     }
-    metrics_printf(o, "# HELP hourglass_level_head_lag_seconds How far past due the head of a level is (0 when not due).\n"
-                      "# TYPE hourglass_level_head_lag_seconds gauge\n");
+    prom_printf(o, "# HELP hourglass_level_head_lag_seconds How far past due the head of a level is (0 when not due).\n"
+                "# TYPE hourglass_level_head_lag_seconds gauge\n");
     for (int l = 1; l <= t->count; l++) {
         store_level_info_t li;
         store_level_info(s, l, &li);
         char d[32];
         lvl_format_duration(li.delay_ms, d, sizeof d);
         double lag = li.head_due_ms && now_ms > li.head_due_ms ? (double)(now_ms - li.head_due_ms) / 1000.0 : 0.0;
-        metrics_printf(o, "hourglass_level_head_lag_seconds{level=\"%d\",delay=\"%s\"} %.3f\n", l, d, lag);
+        prom_printf(o, "hourglass_level_head_lag_seconds{level=\"%d\",delay=\"%s\"} %.3f\n", l, d, lag);
     }
     static const char *const gm[] = { "hourglass_group_ready", "hourglass_group_inflight", "hourglass_group_retry",
                                       "hourglass_group_dlq" };
     static const char *const gh[] = { "Messages a group can PULL now.", "Messages leased to a group.",
                                       "Retries of a group waiting or ready.", "Messages in a group's DLQ." };
     for (int i = 0; i < 4; i++) {
-        metrics_printf(o, "# HELP %s %s\n# TYPE %s gauge\n", gm[i], gh[i], gm[i]);
+        prom_printf(o, "# HELP %s %s\n# TYPE %s gauge\n", gm[i], gh[i], gm[i]);
         prom_groups_t p = { .out = o, .metric = gm[i], .which = i };
         store_group_foreach(s, prom_group, &p);
     }
-    prom_counter(o, "hourglass_sends_total", "Messages accepted by SEND.", st->sends);
-    prom_counter(o, "hourglass_deliveries_total", "Messages delivered by PULL.", st->deliveries);
-    prom_counter(o, "hourglass_acks_total", "Leases released by ACK.", st->acks);
-    prom_counter(o, "hourglass_nacks_total", "Leases failed by NACK.", st->nacks);
-    prom_counter(o, "hourglass_lease_expiries_total", "Leases that expired.", st->lease_expiries);
-    prom_counter(o, "hourglass_retries_total", "Failures scheduled for retry.", st->retries);
-    prom_counter(o, "hourglass_dlq_moves_total", "Failures parked in a DLQ.", st->dlq_moves);
-    prom_counter(o, "hourglass_dlq_requeued_total", "DLQ messages requeued.", st->requeued);
-    prom_counter(o, "hourglass_dlq_dropped_total", "DLQ messages dropped.", st->dropped);
-    prom_counter(o, "hourglass_level_moves_total", "Level heads moved (hops included).", st->moved);
-    prom_counter(o, "hourglass_group_commits_total", "Storage-thread iterations that ran jobs.", st->batches);
-    prom_counter(o, "hourglass_commit_failures_total", "Commits that failed.", st->commit_failures);
-    metrics_printf(o, "# HELP hourglass_store_broken 1 while the store is unusable.\n# TYPE hourglass_store_broken gauge\n"
-                      "hourglass_store_broken %d\n", store_broken(s));
-    prom_hist(o, "hourglass_delivery_lateness_seconds", "Delivery time minus due time.", &st->lateness);
-    prom_hist(o, "hourglass_commit_batch_jobs", "Jobs per group commit.", &st->batch_jobs);
-    prom_hist(o, "hourglass_commit_seconds", "Duration of one store commit (fsync included).", &st->commit_seconds);
+    prom_metric_u64(o, "hourglass_sends_total", "counter", "Messages accepted by SEND.", st->sends);
+    prom_metric_u64(o, "hourglass_deliveries_total", "counter", "Messages delivered by PULL.", st->deliveries);
+    prom_metric_u64(o, "hourglass_acks_total", "counter", "Leases released by ACK.", st->acks);
+    prom_metric_u64(o, "hourglass_nacks_total", "counter", "Leases failed by NACK.", st->nacks);
+    prom_metric_u64(o, "hourglass_lease_expiries_total", "counter", "Leases that expired.", st->lease_expiries);
+    prom_metric_u64(o, "hourglass_retries_total", "counter", "Failures scheduled for retry.", st->retries);
+    prom_metric_u64(o, "hourglass_dlq_moves_total", "counter", "Failures parked in a DLQ.", st->dlq_moves);
+    prom_metric_u64(o, "hourglass_dlq_requeued_total", "counter", "DLQ messages requeued.", st->requeued);
+    prom_metric_u64(o, "hourglass_dlq_dropped_total", "counter", "DLQ messages dropped.", st->dropped);
+    prom_metric_u64(o, "hourglass_level_moves_total", "counter", "Level heads moved (hops included).", st->moved);
+    prom_metric_u64(o, "hourglass_group_commits_total", "counter", "Storage-thread iterations that ran jobs.",
+                    st->batches);
+    prom_metric_u64(o, "hourglass_commit_failures_total", "counter", "Commits that failed.", st->commit_failures);
+    prom_printf(o, "# HELP hourglass_store_broken 1 while the store is unusable.\n# TYPE hourglass_store_broken gauge\n"
+                "hourglass_store_broken %d\n", store_broken(s));
+    prom_hist_write(o, "hourglass_delivery_lateness_seconds", "Delivery time minus due time.", &st->lateness);
+    prom_hist_write(o, "hourglass_commit_batch_jobs", "Jobs per group commit.", &st->batch_jobs);
+    prom_hist_write(o, "hourglass_commit_seconds", "Duration of one store commit (fsync included).",
+                    &st->commit_seconds);
 }
 
 void metrics_prom_loop(resp_buf_t *o, const loop_info_t *li)
 {
-    metrics_printf(o, "# HELP hourglass_connected_clients Open client connections.\n"
-                      "# TYPE hourglass_connected_clients gauge\nhourglass_connected_clients %llu\n"
-                      "# HELP hourglass_blocked_clients Clients waiting in PULL BLOCK.\n"
-                      "# TYPE hourglass_blocked_clients gauge\nhourglass_blocked_clients %llu\n"
-                      "# HELP hourglass_uptime_seconds Seconds since start.\n"
-                      "# TYPE hourglass_uptime_seconds gauge\nhourglass_uptime_seconds %llu\n",
-                   (unsigned long long)li->connected_clients, (unsigned long long)li->blocked_clients,
-                   (unsigned long long)(li->uptime_ms / 1000));
-    prom_counter(o, "hourglass_connections_total", "Client connections accepted.", li->connections_total);
-    prom_counter(o, "hourglass_rejected_connections_total", "Connections refused at max-clients.",
-                 li->rejected_connections);
-    prom_counter(o, "hourglass_commands_total", "Commands processed.", li->commands_processed);
-    prom_counter(o, "hourglass_protocol_errors_total", "Connections closed on a protocol error.", li->protocol_errors);
-    prom_counter(o, "hourglass_reply_buffer_disconnects_total", "Clients closed over max-reply-buffer.",
-                 li->reply_buffer_kills);
+    prom_printf(o, "# HELP hourglass_connected_clients Open client connections.\n"
+                "# TYPE hourglass_connected_clients gauge\nhourglass_connected_clients %llu\n"
+                "# HELP hourglass_blocked_clients Clients waiting in PULL BLOCK.\n"
+                "# TYPE hourglass_blocked_clients gauge\nhourglass_blocked_clients %llu\n"
+                "# HELP hourglass_uptime_seconds Seconds since start.\n"
+                "# TYPE hourglass_uptime_seconds gauge\nhourglass_uptime_seconds %llu\n",
+                (unsigned long long)li->connected_clients, (unsigned long long)li->blocked_clients,
+                (unsigned long long)(li->uptime_ms / 1000));
+    prom_metric_u64(o, "hourglass_connections_total", "counter", "Client connections accepted.", li->connections_total);
+    prom_metric_u64(o, "hourglass_rejected_connections_total", "counter", "Connections refused at max-clients.",
+                    li->rejected_connections);
+    prom_metric_u64(o, "hourglass_commands_total", "counter", "Commands processed.", li->commands_processed);
+    prom_metric_u64(o, "hourglass_protocol_errors_total", "counter", "Connections closed on a protocol error.",
+                    li->protocol_errors);
+    prom_metric_u64(o, "hourglass_reply_buffer_disconnects_total", "counter", "Clients closed over max-reply-buffer.",
+                    li->reply_buffer_kills);
 }

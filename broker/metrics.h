@@ -5,7 +5,8 @@
  * updated by the jobs it runs and rendered by INFO / /metrics jobs on that
  * same thread); loop_info_t is filled by the event loop at reply time. INFO
  * and /metrics are assembled from both halves on the loop thread: the
- * storage part arrives as text in the completed job.
+ * storage part arrives as text in the completed job. The histogram type and
+ * the Prometheus/INFO text writers are common/prom.h's.
  */
 #ifndef HG_BROKER_METRICS_H
 #define HG_BROKER_METRICS_H
@@ -14,25 +15,9 @@
 #include <stdint.h>
 
 #include "broker/config.h"
+#include "common/prom.h"
 #include "levels/store.h"
 #include "proto/resp.h"
-
-#define HIST_MAX_BUCKETS 24
-
-/* A Prometheus-style cumulative histogram over fixed upper bounds. */
-typedef struct hist {
-    int nb;                                  /* bounds in use */
-    const double *bounds;                    /* strictly increasing upper bounds */
-    uint64_t buckets[HIST_MAX_BUCKETS + 1];  /* [nb] is +Inf; not cumulative here */
-    uint64_t count;
-    double sum;
-} hist_t;
-
-void hist_init(hist_t *h, const double *bounds, int nb);
-void hist_add(hist_t *h, double v);
-/* Upper bound of the bucket holding quantile q (0..1); 0 when empty; the last
- * finite bound when it falls in +Inf. */
-double hist_quantile(const hist_t *h, double q);
 
 /* Counters and histograms of the storage thread. */
 typedef struct storage_stats {
@@ -42,9 +27,9 @@ typedef struct storage_stats {
     uint64_t moved, made_ready;
     uint64_t batches, jobs, commits, commit_failures, reopens, maintain_work;
     uint64_t last_commit_us, max_batch;
-    hist_t lateness;        /* seconds: delivery time - due_ms */
-    hist_t batch_jobs;      /* jobs per group commit */
-    hist_t commit_seconds;  /* store_commit duration */
+    prom_hist_t lateness;        /* seconds: delivery time - due_ms */
+    prom_hist_t batch_jobs;      /* jobs per group commit */
+    prom_hist_t commit_seconds;  /* store_commit duration */
 } storage_stats_t;
 
 void storage_stats_init(storage_stats_t *s, uint64_t now_ms);
@@ -70,9 +55,6 @@ enum {
 /* The mask for an INFO argument ("server", "all", "default", ...); 0 for an
  * unknown section (INFO then answers an empty string, as Redis). */
 int metrics_info_mask(const char *name, size_t len);
-
-/* printf into a growable buffer. */
-void metrics_printf(resp_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Storage thread: INFO sections levels, groups, storage and the storage half
  * of stats (the stats section is last, so the loop appends its half). */

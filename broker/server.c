@@ -39,7 +39,7 @@
 #include <event2/util.h>
 
 #include "broker/commands.h"
-#include "broker/log.h"
+#include "common/log.h"
 #include "levels/msg.h"
 
 #define HASH_BUCKETS 4096
@@ -798,9 +798,9 @@ void server_client_list(server_t *s, resp_buf_t *out, const conn_t *only)
     uint64_t now = mono_ms();
     for (conn_t *c = s->all; c; c = c->all_next) {
         if (only && c != only) { continue; }
-        metrics_printf(out, "id=%llu addr=%s name=%s age=%llu idle=%llu flags=%s replies=%zu cmd=%s resp=%d\n",
-                       (unsigned long long)c->id, c->addr, c->name, (unsigned long long)((now - c->created_mono) / 1000),
-                       (unsigned long long)((now - c->last_active_mono) / 1000), c->blocked ? "b" : "N", c->nslots,
-                       c->last_cmd[0] ? c->last_cmd : "NULL", c->proto);
+        prom_printf(out, "id=%llu addr=%s name=%s age=%llu idle=%llu flags=%s replies=%zu cmd=%s resp=%d\n",
+                    (unsigned long long)c->id, c->addr, c->name, (unsigned long long)((now - c->created_mono) / 1000),
+                    (unsigned long long)((now - c->last_active_mono) / 1000), c->blocked ? "b" : "N", c->nslots,
+                    c->last_cmd[0] ? c->last_cmd : "NULL", c->proto);
     }
 }

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "broker/log.h"
+#include "common/log.h"
 
 #define SCHED_CHUNK 4096          /* most due moves / expiries per iteration */
 #define MAINTAIN_BUDGET 512       /* store_maintain deletes per idle step */
@@ -437,7 +437,7 @@ static void commit_pending(writer_t *w, job_list_t *done)
     if (pending > 0 && rc == 0) {
         w->stats.commits++;
         w->stats.last_commit_us = t1 - t0;
-        hist_add(&w->stats.commit_seconds, (double)(t1 - t0) / 1e6);
+        prom_hist_add(&w->stats.commit_seconds, (double)(t1 - t0) / 1e6);
     }
     if (rc != 0 || store_broken(w->store)) {
         if (rc == 0) { snprintf(err, sizeof err, "the store is broken"); }
@@ -453,7 +453,7 @@ static void count_batch(writer_t *w, size_t njobs)
     w->stats.batches++;
     w->stats.jobs += njobs;
     if (njobs > w->stats.max_batch) { w->stats.max_batch = njobs; }
-    hist_add(&w->stats.batch_jobs, (double)njobs);
+    prom_hist_add(&w->stats.batch_jobs, (double)njobs);
 }
 
 static void *writer_main(void *arg)

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "compensator/log.h"
+#include "common/log.h"
 #include "compensator/stats.h"
 
 void comp_canceller_init(comp_canceller_t *c, const hg_order_db_params_t *params, int which, const char *reason)
@@ -55,26 +55,26 @@ hg_order_outcome_t comp_cancel(comp_canceller_t *c, uint64_t order_id, hg_order_
     switch (outcome) {
     case HG_ORDER_CANCELLED:
         count_outcome(c, COMP_CANCEL_DONE);
-        comp_log(COMP_LOG_INFO, "order %" PRIu64 ": cancelled (%s)", order_id, c->reason);
+        log_msg(LOG_INFO, "order %" PRIu64 ": cancelled (%s)", order_id, c->reason);
         break;
     case HG_ORDER_NOT_PENDING:
         count_outcome(c, COMP_CANCEL_NOT_PENDING);
-        comp_log(COMP_LOG_DEBUG, "order %" PRIu64 ": not pending, nothing to do (%s)", order_id, c->reason);
+        log_msg(LOG_DEBUG, "order %" PRIu64 ": not pending, nothing to do (%s)", order_id, c->reason);
         break;
     case HG_ORDER_NOT_FOUND:
         count_outcome(c, COMP_CANCEL_NOT_FOUND);
-        comp_log(COMP_LOG_WARN, "order %" PRIu64 ": no such order (%s)", order_id, c->reason);
+        log_msg(LOG_WARN, "order %" PRIu64 ": no such order (%s)", order_id, c->reason);
         break;
     case HG_ORDER_TRANSIENT:
         count_outcome(c, COMP_CANCEL_TRANSIENT);
-        comp_log(COMP_LOG_WARN, "order %" PRIu64 ": transient failure, retried next round (%s): %s", order_id, c->reason,
-                 err->message);
+        log_msg(LOG_WARN, "order %" PRIu64 ": transient failure, retried next round (%s): %s", order_id, c->reason,
+                err->message);
         break;
     case HG_ORDER_PAID: /* not an outcome of a cancel */
     case HG_ORDER_PERMANENT:
         outcome = HG_ORDER_PERMANENT;
         count_outcome(c, COMP_CANCEL_PERMANENT);
-        comp_log(COMP_LOG_ERROR, "order %" PRIu64 ": cancel failed (%s): %s", order_id, c->reason, err->message);
+        log_msg(LOG_ERROR, "order %" PRIu64 ": cancel failed (%s): %s", order_id, c->reason, err->message);
         break;
     }
     return outcome;

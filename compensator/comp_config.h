@@ -1,19 +1,21 @@
 /*
  * compensator/comp_config.h — hourglass-compensator's configuration.
  *
- * One table of keys (comp_config.c): name, type, default, range, help. An INI
- * file (libinih; [sections] only group keys for the reader) and
- * `--key value` / `--key=value` flags set the same keys, flags last.
- * comp_config_validate checks everything that can be checked without
- * connecting and names the key of the first problem.
+ * One table of keys (comp_config.c) for the engine in common/cfg.h: name,
+ * type, default, range, help. An INI file (libinih; [sections] only group
+ * keys for the reader) and `--key value` / `--key=value` flags set the same
+ * keys, flags last. comp_config_validate checks everything that can be
+ * checked without connecting and names the key of the first problem.
  *
- * Durations are "<digits><unit>", unit ms, s, m or h, stored in ms.
+ * Durations are "<digits><unit>", unit ms, s, m, h or d, stored in ms.
  */
 #ifndef HG_COMPENSATOR_CONFIG_H
 #define HG_COMPENSATOR_CONFIG_H
 
 #include <stddef.h>
-#include <stdio.h>
+
+#include "common/cfg.h"
+#include "common/dbkeys.h"
 
 /* The layers: an index each (stats, metrics, names) and a bit each in
  * comp_config_t.layers (1 << index). */
@@ -37,10 +39,7 @@ typedef struct comp_config {
     char *uri, *topic, *dlq_groups;
     unsigned long long broker_connect_timeout_ms, broker_timeout_ms;
 
-    /* MariaDB */
-    char *mysql_host, *mysql_socket, *mysql_user, *mysql_password, *mysql_database;
-    unsigned long long mysql_port, mysql_connect_timeout_ms, mysql_read_timeout_ms, mysql_write_timeout_ms,
-        mysql_lock_wait_timeout_ms;
+    DB_KEYS_FIELDS; /* the mysql-* keys */
 
     /* layers */
     char *layers_text;
@@ -58,7 +57,7 @@ typedef struct comp_config {
 
     unsigned long long metrics_port;
     char *metrics_bind;
-    char *log_level;
+    int log_level;                              /* log_level_t (common/log.h) */
 
     /* Derived by comp_config_validate. */
     int layers;                                 /* COMP_LAYER_* bits */
@@ -73,22 +72,15 @@ void comp_config_init(comp_config_t *cfg);
 /* Free every string the config owns. */
 void comp_config_free(comp_config_t *cfg);
 
-/* Read an INI file over cfg. Returns 0, or -1 with err naming the file, the
- * line and the key ("c.conf:6: unknown key 'x'"). */
-int comp_config_load_file(comp_config_t *cfg, const char *path, char *err, size_t errlen);
-
-/* Set one key from text (a flag). Returns 0; -1 with err naming the key, or
- * "unknown option" when name is not a key. */
+/* Set one key from text (as a flag would). Returns 0, or -1 with err naming
+ * the key. */
 int comp_config_set(comp_config_t *cfg, const char *name, const char *value, char *err, size_t errlen);
 
-/* 1 when name is a key of the table. */
-int comp_config_has_key(const char *name);
+/* The key table, for cfg_parse_args and --help. */
+const cfg_table_t *comp_config_table(void);
 
 /* Check the whole configuration and fill the derived fields. Returns 0, or
  * -1 with err naming the key of the first problem. */
 int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen);
-
-/* The keys with their help and defaults, for --help. */
-void comp_config_usage(FILE *out);
 
 #endif

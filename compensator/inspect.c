@@ -19,24 +19,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "compensator/cancel.h"
 #include "compensator/db.h"
 #include "compensator/lock.h"
-#include "compensator/log.h"
+#include "compensator/page.h"
 #include "compensator/stop.h"
-
-typedef struct page_row {
-    uint64_t id;
-    MYSQL_TIME expire_at;
-} page_row_t;
 
 struct comp_inspect {
     comp_db_t *db;
     comp_lock_t *lock;
     comp_canceller_t canceller;
-    uint64_t grace_us, page_size, page_pause_ms;
-    comp_stmt_t cutoff_stmt, page_stmt;
-    page_row_t *rows;
+    comp_pager_t pager;
+    uint64_t page_pause_ms;
     unsigned long long last_rows;
 };
 
@@ -48,14 +43,9 @@ comp_inspect_t *comp_inspect_new(const comp_config_t *cfg, const hg_order_db_par
     in->db = comp_db_new(params, "inspection");
     in->lock = comp_lock_new(params, cfg->effective_lock_name);
     comp_canceller_init(&in->canceller, params, COMP_CANCELLER_INSPECTION, COMP_REASON_INSPECTION);
-    in->grace_us = cfg->inspect_grace_ms * 1000u;
-    in->page_size = cfg->inspect_page_size;
+    comp_pager_init(&in->pager, in->db, "inspection", COMP_INSPECT_PAGE_SQL, cfg->inspect_grace_ms * 1000u,
+                    cfg->inspect_page_size);
     in->page_pause_ms = cfg->inspect_page_pause_ms;
-    in->cutoff_stmt = (comp_stmt_t){"inspection-cutoff", "SELECT NOW(6) - INTERVAL ? MICROSECOND", NULL};
-    in->page_stmt = (comp_stmt_t){"inspection-page", COMP_INSPECT_PAGE_SQL, NULL};
-    in->rows = calloc(in->page_size, sizeof *in->rows);
-    if (in->rows == NULL)
-        abort();
     return in;
 }
 
@@ -66,7 +56,7 @@ void comp_inspect_free(comp_inspect_t *in)
     comp_lock_free(in->lock);
     comp_canceller_close(&in->canceller);
     comp_db_free(in->db);
-    free(in->rows);
+    comp_pager_free(&in->pager);
     free(in);
 }
 
@@ -78,64 +68,6 @@ unsigned long long comp_inspect_last_rows(const comp_inspect_t *in)
 struct st_mysql *comp_inspect_mysql(comp_inspect_t *in)
 {
     return comp_db_mysql(in->db);
-}
-
-/* The round's cutoff, NOW(6) - grace, from the server's clock (the same clock
- * that wrote expire_at). Returns 0 / -1. */
-static int read_cutoff(comp_inspect_t *in, MYSQL_TIME *cutoff, hg_order_error_t *err)
-{
-    MYSQL_BIND param, result;
-    uint64_t grace = in->grace_us;
-    comp_bind_u64(&param, &grace);
-    comp_bind_time(&result, cutoff);
-    MYSQL_STMT *st = comp_db_exec(in->db, &in->cutoff_stmt, &param, 1, &result, err);
-    if (st == NULL)
-        return -1;
-    int rc = mysql_stmt_fetch(st);
-    mysql_stmt_free_result(st);
-    if (rc != 0 && rc != MYSQL_DATA_TRUNCATED) {
-        snprintf(err->message, sizeof err->message, "inspection: the cutoff query returned no row");
-        return -1;
-    }
-    return 0;
-}
-
-/* Read one page after (last_exp, last_id) into in->rows. Returns the row
- * count, or -1. */
-static long read_page(comp_inspect_t *in, MYSQL_TIME *cutoff, MYSQL_TIME *last_exp, uint64_t *last_id,
-                      hg_order_error_t *err)
-{
-    MYSQL_BIND params[5], result[2];
-    uint64_t limit = in->page_size;
-    comp_bind_time(&params[0], cutoff);
-    comp_bind_time(&params[1], last_exp);
-    comp_bind_time(&params[2], last_exp);
-    comp_bind_u64(&params[3], last_id);
-    comp_bind_u64(&params[4], &limit);
-    uint64_t id;
-    MYSQL_TIME exp;
-    comp_bind_u64(&result[0], &id);
-    comp_bind_time(&result[1], &exp);
-    MYSQL_STMT *st = comp_db_exec(in->db, &in->page_stmt, params, 5, result, err);
-    if (st == NULL)
-        return -1;
-    long n = 0;
-    int rc;
-    while ((rc = mysql_stmt_fetch(st)) == 0 || rc == MYSQL_DATA_TRUNCATED) {
-        if ((uint64_t)n < in->page_size) {
-            in->rows[n].id = id;
-            in->rows[n].expire_at = exp;
-            n++;
-        }
-    }
-    if (rc == 1) {
-        comp_db_fail(in->db, "inspection-page: fetch", st, err);
-        if (comp_db_mysql(in->db) != NULL)
-            mysql_stmt_free_result(st);
-        return -1;
-    }
-    mysql_stmt_free_result(st);
-    return n;
 }
 
 comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t errlen)
@@ -150,25 +82,22 @@ comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t err
         break;
     case COMP_LOCK_BUSY:
         comp_count(&comp_stats.lock_busy, 1);
-        comp_log(COMP_LOG_DEBUG, "inspection: the lock is held by another instance; skipped");
+        log_msg(LOG_DEBUG, "inspection: the lock is held by another instance; skipped");
         return COMP_RUN_SKIPPED;
     case COMP_LOCK_ERROR:
         snprintf(errbuf, errlen, "%s", err.message);
-        comp_log(COMP_LOG_WARN, "inspection: failed: %s", errbuf);
+        log_msg(LOG_WARN, "inspection: failed: %s", errbuf);
         return COMP_RUN_FAILED;
     }
 
-    MYSQL_TIME cutoff;
-    if (read_cutoff(in, &cutoff, &err) != 0) {
+    if (comp_pager_start(&in->pager, &err) != 0) {
         snprintf(errbuf, errlen, "%s", err.message);
-        comp_log(COMP_LOG_WARN, "inspection: failed: %s", errbuf);
+        log_msg(LOG_WARN, "inspection: failed: %s", errbuf);
         return COMP_RUN_FAILED;
     }
 
     comp_count(&comp_stats.scans_started, 1);
     atomic_store_explicit(&comp_stats.scanning, 1, memory_order_relaxed);
-    MYSQL_TIME last_exp = {.year = 1000, .month = 1, .day = 1, .time_type = MYSQL_TIMESTAMP_DATETIME};
-    uint64_t last_id = 0;
     uint64_t cancelled = 0, failed = 0;
     comp_run_outcome_t outcome = COMP_RUN_OK;
     char first_failure[400] = "";
@@ -181,7 +110,7 @@ comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t err
             outcome = COMP_RUN_LOCK_LOST;
             break;
         }
-        long n = read_page(in, &cutoff, &last_exp, &last_id, &err);
+        long n = comp_pager_next(&in->pager, &err);
         if (n < 0) {
             snprintf(errbuf, errlen, "%s", err.message);
             outcome = COMP_RUN_FAILED;
@@ -198,23 +127,23 @@ comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t err
                 outcome = COMP_RUN_LOCK_LOST;
                 break;
             }
-            last_exp = in->rows[i].expire_at;
-            last_id = in->rows[i].id;
+            uint64_t id = in->pager.rows[i].id;
+            comp_pager_advance(&in->pager, i);
             hg_order_error_t cerr;
-            hg_order_outcome_t o = comp_cancel(&in->canceller, in->rows[i].id, &cerr);
+            hg_order_outcome_t o = comp_cancel(&in->canceller, id, &cerr);
             if (o == HG_ORDER_CANCELLED)
                 cancelled++;
             if (o == HG_ORDER_TRANSIENT || o == HG_ORDER_PERMANENT) {
                 failed++;
                 if (first_failure[0] == '\0')
-                    snprintf(first_failure, sizeof first_failure, "order %" PRIu64 ": %.360s", in->rows[i].id, cerr.message);
+                    snprintf(first_failure, sizeof first_failure, "order %" PRIu64 ": %.360s", id, cerr.message);
                 if (comp_cancel_db_unreachable(&cerr)) {
                     snprintf(errbuf, errlen, "%s", first_failure);
                     outcome = COMP_RUN_FAILED;
                 }
             }
         }
-        if (outcome != COMP_RUN_OK || comp_stopping() || (uint64_t)n < in->page_size)
+        if (outcome != COMP_RUN_OK || comp_stopping() || (uint64_t)n < in->pager.page_size)
             break;
         if (in->page_pause_ms > 0 && comp_sleep_ms(in->page_pause_ms))
             break;
@@ -229,9 +158,9 @@ comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t err
         }
     }
     char cut[32];
-    comp_log(outcome != COMP_RUN_OK ? COMP_LOG_WARN : cancelled > 0 ? COMP_LOG_INFO : COMP_LOG_DEBUG,
-             "inspection: %s; %llu overdue orders read (expire_at < %s), %" PRIu64 " cancelled, %" PRIu64 " failed%s%s",
-             comp_run_outcome_name(outcome), in->last_rows, comp_time_format(&cutoff, cut, sizeof cut), cancelled, failed,
-             errbuf[0] ? ": " : "", errbuf);
+    log_msg(outcome != COMP_RUN_OK ? LOG_WARN : cancelled > 0 ? LOG_INFO : LOG_DEBUG,
+            "inspection: %s; %llu overdue orders read (expire_at < %s), %" PRIu64 " cancelled, %" PRIu64 " failed%s%s",
+            comp_run_outcome_name(outcome), in->last_rows, comp_time_format(&in->pager.cutoff, cut, sizeof cut),
+            cancelled, failed, errbuf[0] ? ": " : "", errbuf);
     return outcome;
 }

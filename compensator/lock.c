@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "compensator/db.h"
-#include "compensator/log.h"
 #include "compensator/stats.h"
 
 struct comp_lock {
@@ -90,7 +90,7 @@ void comp_lock_free(comp_lock_t *l)
 static void lose(comp_lock_t *l, const char *why)
 {
     if (l->held)
-        comp_log(COMP_LOG_WARN, "inspection lock '%s' lost: %s", l->name, why);
+        log_msg(LOG_WARN, "inspection lock '%s' lost: %s", l->name, why);
     set_held(l, 0);
     comp_db_disconnect(l->db);
 }
@@ -157,7 +157,7 @@ comp_lock_state_t comp_lock_acquire(comp_lock_t *l, hg_order_error_t *err)
     if (v != 1)
         return COMP_LOCK_BUSY;
     set_held(l, 1);
-    comp_log(COMP_LOG_INFO, "inspection lock '%s' acquired on connection %lu", l->name, comp_db_connection_id(l->db));
+    log_msg(LOG_INFO, "inspection lock '%s' acquired on connection %lu", l->name, comp_db_connection_id(l->db));
     return COMP_LOCK_HELD;
 }
 

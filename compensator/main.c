@@ -37,10 +37,10 @@
 
 #include <event2/thread.h>
 
+#include "common/log.h"
 #include "compensator/comp_config.h"
 #include "compensator/db.h"
 #include "compensator/inspect.h"
-#include "compensator/log.h"
 #include "compensator/metrics.h"
 #include "compensator/monitor.h"
 #include "compensator/overdue.h"
@@ -157,31 +157,17 @@ static void usage(FILE *out)
             "  -V, --version       the version\n"
             "\n"
             "Keys (INI `key = value`, or `--key value` / `--key=value`; durations take a unit:\n"
-            "ms, s, m, h):\n");
-    comp_config_usage(out);
+            "ms, s, m, h, d):\n");
+    cfg_print_keys(comp_config_table(), out);
     fprintf(out, "\nExit status: 0 after a clean stop (SIGINT/SIGTERM), a valid --check-config or a\n"
                  "successful --once; 1 on a start-up failure or a failed --once; 2 on a usage or\n"
                  "configuration error. See docs/compensator.md and etc/hourglass-compensator.conf.\n");
 }
 
-static unsigned seconds_of(unsigned long long ms)
-{
-    return (unsigned)((ms + 999) / 1000);
-}
-
 static void db_params(const comp_config_t *cfg, hg_order_db_params_t *p)
 {
     memset(p, 0, sizeof *p);
-    p->host = cfg->mysql_host;
-    p->socket = cfg->mysql_socket;
-    p->port = (unsigned)cfg->mysql_port;
-    p->user = cfg->mysql_user;
-    p->password = cfg->mysql_password;
-    p->database = cfg->mysql_database;
-    p->connect_timeout_s = seconds_of(cfg->mysql_connect_timeout_ms);
-    p->read_timeout_s = seconds_of(cfg->mysql_read_timeout_ms);
-    p->write_timeout_s = seconds_of(cfg->mysql_write_timeout_ms);
-    p->lock_wait_timeout_s = seconds_of(cfg->mysql_lock_wait_timeout_ms);
+    DB_KEYS_TO_PARAMS(cfg, p);
 }
 
 /* The database has the tables: a permanent error (no such database or
@@ -195,15 +181,15 @@ static int check_database(const hg_order_db_params_t *params)
     static const char *const probes[] = {"SELECT 1 FROM orders LIMIT 0", "SELECT 1 FROM order_timeout_msg LIMIT 0"};
     if (comp_db_connect(db, &err) != 0) {
         if (hg_order_classify(err.code) == HG_ORDER_PERMANENT) {
-            comp_log(COMP_LOG_ERROR, "%s", err.message);
+            log_msg(LOG_ERROR, "%s", err.message);
             rc = -1;
         } else {
-            comp_log(COMP_LOG_WARN, "MariaDB not reachable yet (%s); the layers will keep trying", err.message);
+            log_msg(LOG_WARN, "MariaDB not reachable yet (%s); the layers will keep trying", err.message);
         }
     } else {
         for (size_t i = 0; i < sizeof probes / sizeof probes[0] && rc == 0; i++)
             if (comp_db_query(db, probes[i], &err) != 0 && hg_order_classify(err.code) == HG_ORDER_PERMANENT) {
-                comp_log(COMP_LOG_ERROR, "the database does not have the reference schema: %s", err.message);
+                log_msg(LOG_ERROR, "the database does not have the reference schema: %s", err.message);
                 rc = -1;
             }
     }
@@ -221,85 +207,29 @@ static void on_signal_once(int sig)
  * (EXIT_CONFIG, or -1 for an immediate 0 after --help / --version). */
 static int parse_args(int argc, char **argv, comp_config_t *cfg, int *check_only, int *once)
 {
-    const char *config_path = NULL;
     char err[600];
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            return -1;
-        }
-        if (strcmp(argv[i], "-V") == 0 || strcmp(argv[i], "--version") == 0) {
-            printf(PROGRAM " %s\n", HG_VERSION_STRING);
-            return -1;
-        }
-        if (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, PROGRAM ": %s needs a file name\n", argv[i]);
-                return EXIT_CONFIG;
-            }
-            config_path = argv[++i];
-        } else if (strncmp(argv[i], "--config=", 9) == 0) {
-            config_path = argv[i] + 9;
-        }
-    }
-    if (config_path != NULL && comp_config_load_file(cfg, config_path, err, sizeof err) != 0) {
+    cfg_args_t args;
+    if (cfg_parse_args(comp_config_table(), cfg, argc, argv, &args, err, sizeof err) != 0) {
         fprintf(stderr, PROGRAM ": %s\n", err);
         return EXIT_CONFIG;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--check-config") == 0) {
-            *check_only = 1;
-            continue;
-        }
-        if (strcmp(arg, "--once") == 0) {
-            *once = 1;
-            continue;
-        }
-        if (strcmp(arg, "-c") == 0 || strcmp(arg, "--config") == 0) {
-            i++;
-            continue;
-        }
-        if (strncmp(arg, "--config=", 9) == 0)
-            continue;
-        if (strncmp(arg, "--", 2) != 0) {
-            fprintf(stderr, PROGRAM ": unexpected argument '%s' (see --help)\n", arg);
-            return EXIT_CONFIG;
-        }
-        char name[64];
-        const char *eq = strchr(arg + 2, '=');
-        size_t len = eq != NULL ? (size_t)(eq - arg - 2) : strlen(arg + 2);
-        if (len >= sizeof name) {
-            fprintf(stderr, PROGRAM ": unknown option '%s' (see --help)\n", arg);
-            return EXIT_CONFIG;
-        }
-        memcpy(name, arg + 2, len);
-        name[len] = '\0';
-        if (!comp_config_has_key(name)) {
-            fprintf(stderr, PROGRAM ": unknown option '%s' (see --help)\n", arg);
-            return EXIT_CONFIG;
-        }
-        const char *value;
-        if (eq != NULL) {
-            value = eq + 1;
-        } else if (i + 1 < argc) {
-            value = argv[++i];
-        } else {
-            fprintf(stderr, PROGRAM ": --%s needs a value\n", name);
-            return EXIT_CONFIG;
-        }
-        if (comp_config_set(cfg, name, value, err, sizeof err) != 0) {
-            fprintf(stderr, PROGRAM ": %s\n", err);
-            return EXIT_CONFIG;
-        }
+    if (args.action == CFG_HELP) {
+        usage(stdout);
+        return -1;
     }
+    if (args.action == CFG_VERSION) {
+        printf(PROGRAM " %s\n", HG_VERSION_STRING);
+        return -1;
+    }
+    *check_only = args.action == CFG_CHECK;
+    *once = (args.switches & 1u) != 0; /* switches[0]: --once */
     if (comp_config_validate(cfg, err, sizeof err) != 0) {
         fprintf(stderr, PROGRAM ": %s\n", err);
         return EXIT_CONFIG;
     }
     if (*check_only) {
-        if (config_path != NULL)
-            printf(PROGRAM ": configuration OK (%s)\n", config_path);
+        if (args.config_path != NULL)
+            printf(PROGRAM ": configuration OK (%s)\n", args.config_path);
         else
             printf(PROGRAM ": configuration OK\n");
     }
@@ -337,16 +267,16 @@ static int run_daemon(const comp_config_t *cfg, runner_t *runners, size_t n)
     char err[600];
     if (cfg->metrics_port > 0) {
         if (comp_metrics_start(&metrics, cfg, err, sizeof err) != 0) {
-            comp_log(COMP_LOG_ERROR, "%s", err);
+            log_msg(LOG_ERROR, "%s", err);
             return 1;
         }
-        comp_log(COMP_LOG_INFO, "metrics on http://%s:%llu/metrics", cfg->metrics_bind, cfg->metrics_port);
+        log_msg(LOG_INFO, "metrics on http://%s:%llu/metrics", cfg->metrics_bind, cfg->metrics_port);
     }
     int status = 0;
     for (size_t i = 0; i < n; i++) {
         int rc = pthread_create(&runners[i].thread, NULL, layer_thread, &runners[i]);
         if (rc != 0) {
-            comp_log(COMP_LOG_ERROR, "cannot start the %s thread: %s", comp_layer_name(runners[i].layer), strerror(rc));
+            log_msg(LOG_ERROR, "cannot start the %s thread: %s", comp_layer_name(runners[i].layer), strerror(rc));
             status = 1;
             break;
         }
@@ -355,7 +285,7 @@ static int run_daemon(const comp_config_t *cfg, runner_t *runners, size_t n)
     if (status == 0) {
         int sig = 0;
         sigwait(&set, &sig);
-        comp_log(COMP_LOG_INFO, "signal %d: stopping", sig);
+        log_msg(LOG_INFO, "signal %d: stopping", sig);
     }
     comp_stop_request();
     for (size_t i = 0; i < n; i++)
@@ -375,13 +305,11 @@ int main(int argc, char **argv)
         comp_config_free(&cfg);
         return rc < 0 ? 0 : rc;
     }
-    comp_log_level_t level = COMP_LOG_INFO;
-    comp_log_parse_level(cfg.log_level, &level);
-    comp_log_set_level(level);
+    log_set_level((log_level_t)cfg.log_level);
 
     signal(SIGPIPE, SIG_IGN);
     if (hg_order_library_init() != 0) {
-        comp_log(COMP_LOG_ERROR, "the MariaDB client library failed to initialise");
+        log_msg(LOG_ERROR, "the MariaDB client library failed to initialise");
         comp_config_free(&cfg);
         return 1;
     }
@@ -400,17 +328,17 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < n; i++)
         snprintf(layers + strlen(layers), sizeof layers - strlen(layers), "%s%s", i ? "," : "",
                  comp_layer_name(runners[i].layer));
-    comp_log(COMP_LOG_INFO, PROGRAM " %s: database %s, layers %s, topic %s, lock '%s'%s", HG_VERSION_STRING,
-             cfg.mysql_database, layers, cfg.topic, cfg.effective_lock_name, once ? " (--once)" : "");
+    log_msg(LOG_INFO, PROGRAM " %s: database %s, layers %s, topic %s, lock '%s'%s", HG_VERSION_STRING,
+            cfg.mysql_database, layers, cfg.topic, cfg.effective_lock_name, once ? " (--once)" : "");
 
     int status = once ? run_once_mode(runners, n) : run_daemon(&cfg, runners, n);
 
     for (size_t i = 0; i < n; i++)
         runners[i].free_state(runners[i].state);
-    comp_log(COMP_LOG_INFO, "stopped: relayed %" PRIu64 ", cancelled %" PRIu64 " (outbox-overdue) + %" PRIu64
-                            " (inspection)",
-             comp_load(&comp_stats.relay_sent), comp_load(&comp_stats.cancels[COMP_CANCELLER_OVERDUE][COMP_CANCEL_DONE]),
-             comp_load(&comp_stats.cancels[COMP_CANCELLER_INSPECTION][COMP_CANCEL_DONE]));
+    log_msg(LOG_INFO, "stopped: relayed %" PRIu64 ", cancelled %" PRIu64 " (outbox-overdue) + %" PRIu64
+                           " (inspection)",
+            comp_load(&comp_stats.relay_sent), comp_load(&comp_stats.cancels[COMP_CANCELLER_OVERDUE][COMP_CANCEL_DONE]),
+            comp_load(&comp_stats.cancels[COMP_CANCELLER_INSPECTION][COMP_CANCEL_DONE]));
     comp_config_free(&cfg);
     return status;
 }

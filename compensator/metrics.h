@@ -1,7 +1,7 @@
 /*
  * compensator/metrics.h — /metrics (Prometheus text) and /healthz over HTTP.
  *
- * An evhttp server on its own thread and event base, reading comp_stats.
+ * common/prom.h's endpoint (its own thread and event base), reading comp_stats.
  * Every name starts with hourglass_compensator_; docs/compensator.md lists
  * them. /healthz answers 200 "ok" while no enabled layer's last run failed,
  * else 503 with one line per failing layer and its error.
@@ -14,9 +14,10 @@
 
 #include <stddef.h>
 
+#include "common/prom.h"
 #include "compensator/comp_config.h"
 
-typedef struct comp_metrics comp_metrics_t;
+typedef prom_http_t comp_metrics_t;
 
 /* Listen on metrics-bind:metrics-port and serve from a new thread. cfg must
  * outlive the server. Returns 0 with *out, or -1 with err naming the key. */
@@ -24,9 +25,5 @@ int comp_metrics_start(comp_metrics_t **out, const comp_config_t *cfg, char *err
 
 /* Stop the thread and free the server. NULL is fine. */
 void comp_metrics_stop(comp_metrics_t *m);
-
-/* The /metrics text into a malloc'd NUL-terminated string (the caller frees
- * it); also used by --once to print the figures. */
-char *comp_metrics_text(const comp_config_t *cfg);
 
 #endif

@@ -16,22 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "compensator/cancel.h"
 #include "compensator/db.h"
-#include "compensator/log.h"
+#include "compensator/page.h"
 #include "compensator/stop.h"
-
-typedef struct outbox_row {
-    uint64_t order_id;
-    MYSQL_TIME expire_at;
-} outbox_row_t;
 
 struct comp_overdue {
     comp_db_t *db;
     comp_canceller_t canceller;
-    uint64_t grace_us, batch;
-    comp_stmt_t cutoff_stmt, page_stmt, close_stmt;
-    outbox_row_t *rows;
+    comp_pager_t pager;
+    comp_stmt_t close_stmt;
 };
 
 static const char page_sql[] =
@@ -51,14 +46,8 @@ comp_overdue_t *comp_overdue_new(const comp_config_t *cfg, const hg_order_db_par
         abort();
     o->db = comp_db_new(params, "overdue");
     comp_canceller_init(&o->canceller, params, COMP_CANCELLER_OVERDUE, COMP_REASON_OVERDUE);
-    o->grace_us = cfg->overdue_grace_ms * 1000u;
-    o->batch = cfg->overdue_batch;
-    o->cutoff_stmt = (comp_stmt_t){"overdue-cutoff", "SELECT NOW(6) - INTERVAL ? MICROSECOND", NULL};
-    o->page_stmt = (comp_stmt_t){"overdue-page", page_sql, NULL};
+    comp_pager_init(&o->pager, o->db, "overdue", page_sql, cfg->overdue_grace_ms * 1000u, cfg->overdue_batch);
     o->close_stmt = (comp_stmt_t){"overdue-close", close_sql, NULL};
-    o->rows = calloc(o->batch, sizeof *o->rows);
-    if (o->rows == NULL)
-        abort();
     return o;
 }
 
@@ -68,61 +57,8 @@ void comp_overdue_free(comp_overdue_t *o)
         return;
     comp_canceller_close(&o->canceller);
     comp_db_free(o->db);
-    free(o->rows);
+    comp_pager_free(&o->pager);
     free(o);
-}
-
-static int read_cutoff(comp_overdue_t *o, MYSQL_TIME *cutoff, hg_order_error_t *err)
-{
-    MYSQL_BIND param, result;
-    uint64_t grace = o->grace_us;
-    comp_bind_u64(&param, &grace);
-    comp_bind_time(&result, cutoff);
-    MYSQL_STMT *st = comp_db_exec(o->db, &o->cutoff_stmt, &param, 1, &result, err);
-    if (st == NULL)
-        return -1;
-    int rc = mysql_stmt_fetch(st);
-    mysql_stmt_free_result(st);
-    if (rc != 0 && rc != MYSQL_DATA_TRUNCATED) {
-        snprintf(err->message, sizeof err->message, "overdue: the cutoff query returned no row");
-        return -1;
-    }
-    return 0;
-}
-
-static long read_page(comp_overdue_t *o, MYSQL_TIME *cutoff, MYSQL_TIME *last_exp, uint64_t *last_id,
-                      hg_order_error_t *err)
-{
-    MYSQL_BIND params[5], result[2];
-    uint64_t limit = o->batch;
-    comp_bind_time(&params[0], cutoff);
-    comp_bind_time(&params[1], last_exp);
-    comp_bind_time(&params[2], last_exp);
-    comp_bind_u64(&params[3], last_id);
-    comp_bind_u64(&params[4], &limit);
-    uint64_t id;
-    MYSQL_TIME exp;
-    comp_bind_u64(&result[0], &id);
-    comp_bind_time(&result[1], &exp);
-    MYSQL_STMT *st = comp_db_exec(o->db, &o->page_stmt, params, 5, result, err);
-    if (st == NULL)
-        return -1;
-    long n = 0;
-    int rc;
-    while ((rc = mysql_stmt_fetch(st)) == 0 || rc == MYSQL_DATA_TRUNCATED)
-        if ((uint64_t)n < o->batch) {
-            o->rows[n].order_id = id;
-            o->rows[n].expire_at = exp;
-            n++;
-        }
-    if (rc == 1) {
-        comp_db_fail(o->db, "overdue-page: fetch", st, err);
-        if (comp_db_mysql(o->db) != NULL)
-            mysql_stmt_free_result(st);
-        return -1;
-    }
-    mysql_stmt_free_result(st);
-    return n;
 }
 
 /* Mark the row of an order that is no longer pending (or absent) 'done'. */
@@ -145,19 +81,17 @@ comp_run_outcome_t comp_overdue_run(comp_overdue_t *o, char *errbuf, size_t errl
     hg_order_error_t err;
     memset(&err, 0, sizeof err);
     errbuf[0] = '\0';
-    MYSQL_TIME cutoff;
-    if (read_cutoff(o, &cutoff, &err) != 0) {
+    if (comp_pager_start(&o->pager, &err) != 0) {
         snprintf(errbuf, errlen, "%s", err.message);
-        comp_log(COMP_LOG_WARN, "overdue outbox: failed: %s", errbuf);
+        log_msg(LOG_WARN, "overdue outbox: failed: %s", errbuf);
         return COMP_RUN_FAILED;
     }
-    MYSQL_TIME last_exp = {.year = 1000, .month = 1, .day = 1, .time_type = MYSQL_TIMESTAMP_DATETIME};
-    uint64_t last_id = 0, rows = 0, cancelled = 0, closed = 0, failed = 0;
+    uint64_t rows = 0, cancelled = 0, closed = 0, failed = 0;
     char first_failure[400] = "";
     comp_run_outcome_t outcome = COMP_RUN_OK;
 
     while (outcome == COMP_RUN_OK && !comp_stopping()) {
-        long n = read_page(o, &cutoff, &last_exp, &last_id, &err);
+        long n = comp_pager_next(&o->pager, &err);
         if (n < 0) {
             snprintf(errbuf, errlen, "%s", err.message);
             outcome = COMP_RUN_FAILED;
@@ -165,9 +99,8 @@ comp_run_outcome_t comp_overdue_run(comp_overdue_t *o, char *errbuf, size_t errl
         }
         rows += (uint64_t)n;
         for (long i = 0; i < n && !comp_stopping(); i++) {
-            uint64_t id = o->rows[i].order_id;
-            last_exp = o->rows[i].expire_at;
-            last_id = id;
+            uint64_t id = o->pager.rows[i].id;
+            comp_pager_advance(&o->pager, i);
             hg_order_error_t cerr;
             hg_order_outcome_t r = comp_cancel(&o->canceller, id, &cerr);
             if (r == HG_ORDER_CANCELLED) {
@@ -192,16 +125,16 @@ comp_run_outcome_t comp_overdue_run(comp_overdue_t *o, char *errbuf, size_t errl
                 }
             }
         }
-        if ((uint64_t)n < o->batch)
+        if ((uint64_t)n < o->pager.page_size)
             break;
     }
     if (outcome == COMP_RUN_OK && failed > 0) {
         snprintf(errbuf, errlen, "%" PRIu64 " of %" PRIu64 " overdue rows failed, first: %s", failed, rows, first_failure);
         outcome = COMP_RUN_FAILED;
     }
-    comp_log(outcome != COMP_RUN_OK ? COMP_LOG_WARN : cancelled + closed > 0 ? COMP_LOG_INFO : COMP_LOG_DEBUG,
-             "overdue outbox: %s; %" PRIu64 " rows past expire_at + grace, %" PRIu64 " cancelled, %" PRIu64
-             " closed (order not pending), %" PRIu64 " failed%s%s",
-             comp_run_outcome_name(outcome), rows, cancelled, closed, failed, errbuf[0] ? ": " : "", errbuf);
+    log_msg(outcome != COMP_RUN_OK ? LOG_WARN : cancelled + closed > 0 ? LOG_INFO : LOG_DEBUG,
+            "overdue outbox: %s; %" PRIu64 " rows past expire_at + grace, %" PRIu64 " cancelled, %" PRIu64
+            " closed (order not pending), %" PRIu64 " failed%s%s",
+            comp_run_outcome_name(outcome), rows, cancelled, closed, failed, errbuf[0] ? ": " : "", errbuf);
     return outcome;
 }

@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "compensator/db.h"
-#include "compensator/log.h"
 #include "compensator/stop.h"
 
 #define LAST_ERROR_MAX 255 /* order_timeout_msg.last_error VARCHAR(255) */
@@ -333,8 +333,8 @@ comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *err
     }
     if (sent_out != NULL)
         *sent_out = sent;
-    comp_log(outcome != COMP_RUN_OK ? COMP_LOG_WARN : sent > 0 ? COMP_LOG_INFO : COMP_LOG_DEBUG,
-             "relay: %s; %" PRIu64 " outbox rows sent, %" PRIu64 " sends failed%s%s", comp_run_outcome_name(outcome), sent,
-             failures, errbuf[0] ? ": " : "", errbuf);
+    log_msg(outcome != COMP_RUN_OK ? LOG_WARN : sent > 0 ? LOG_INFO : LOG_DEBUG,
+            "relay: %s; %" PRIu64 " outbox rows sent, %" PRIu64 " sends failed%s%s", comp_run_outcome_name(outcome), sent,
+            failures, errbuf[0] ? ": " : "", errbuf);
     return outcome;
 }

@@ -21,6 +21,7 @@
  * A failed check calls abort(), which libFuzzer reports as a crash.
  */
 #include "proto/resp.h"
+#include "tests/helpers/resp_transcript.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -42,19 +43,6 @@ typedef struct run_result {
     resp_status_t status;   /* RESP_OK (clean end), RESP_NEED_MORE (mid-command) or the error */
     char err[200];
 } run_result_t;
-
-static void transcript_add(resp_buf_t *t, const resp_command_t *cmd)
-{
-    char head[48];
-    int n = snprintf(head, sizeof head, "%zu%c", cmd->argc, cmd->is_inline ? 'i' : 'm');
-    resp_buf_append(t, head, (size_t)n);
-    for (size_t i = 0; i < cmd->argc; i++) {
-        n = snprintf(head, sizeof head, "|%zu:", cmd->argv[i].len);
-        resp_buf_append(t, head, (size_t)n);
-        resp_buf_append(t, cmd->argv[i].ptr, cmd->argv[i].len);
-    }
-    resp_buf_append(t, "\n", 1);
-}
 
 /* Re-encode a command and check it parses back to itself. */
 static void check_reencode(const resp_command_t *cmd, const resp_limits_t *limits)
@@ -80,8 +68,8 @@ static void check_reencode(const resp_command_t *cmd, const resp_limits_t *limit
     CHECK(resp_parser_feed(&p, wire.data, wire.len, &used, &again) == RESP_OK);
     CHECK(used == wire.len);
     CHECK(again.wire_len == wire.len);
-    transcript_add(&a, cmd);
-    transcript_add(&b, &again);
+    resp_transcript_add(&a, cmd);
+    resp_transcript_add(&b, &again);
     /* the form letter differs for inline commands: compare from the '|' */
     CHECK(a.len == b.len);
     {
@@ -138,7 +126,7 @@ static void run_request(const uint8_t *s, size_t len, const resp_limits_t *limit
                         CHECK(cmd.argv[i].len <= p.limits.max_bulk);
                         CHECK(cmd.argv[i].ptr[cmd.argv[i].len] == '\0');
                     }
-                    transcript_add(&out->transcript, &cmd);
+                    resp_transcript_add(&out->transcript, &cmd);
                     if (reencode)
                         check_reencode(&cmd, limits);
                 } else if (st == RESP_NEED_MORE) {

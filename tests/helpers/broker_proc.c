@@ -344,6 +344,19 @@ int bp_restart(bp_broker_t *b, char *err, size_t errlen)
     return bp_wait_ready(b, BP_START_DEADLINE_MS, err, errlen);
 }
 
+/* 0 when the broker's last exit was status 0; else -1 with err =
+ * "hourglass-broker <how it ended><when>" and the tail of its log. */
+static int exit_status_result(bp_broker_t *b, const char *when, char *err, size_t errlen)
+{
+    if (WIFEXITED(b->last_status) && WEXITSTATUS(b->last_status) == 0)
+        return 0;
+    char how[128];
+    bp_describe_status(b->last_status, how, sizeof how);
+    set_err(err, errlen, "hourglass-broker %s%s", how, when);
+    append_log_tail(b, err, errlen);
+    return -1;
+}
+
 int bp_wait_exit(bp_broker_t *b, int deadline_ms, char *err, size_t errlen)
 {
     b->exit_expected = 1;
@@ -351,13 +364,7 @@ int bp_wait_exit(bp_broker_t *b, int deadline_ms, char *err, size_t errlen)
         set_err(err, errlen, "hourglass-broker (pid %d) still running after %d ms", (int)b->pid, deadline_ms);
         return -1;
     }
-    if (WIFEXITED(b->last_status) && WEXITSTATUS(b->last_status) == 0)
-        return 0;
-    char how[128];
-    bp_describe_status(b->last_status, how, sizeof how);
-    set_err(err, errlen, "hourglass-broker %s", how);
-    append_log_tail(b, err, errlen);
-    return -1;
+    return exit_status_result(b, "", err, errlen);
 }
 
 int bp_stop(bp_broker_t *b, char *err, size_t errlen)
@@ -373,13 +380,7 @@ int bp_stop(bp_broker_t *b, char *err, size_t errlen)
         append_log_tail(b, err, errlen);
         return -1;
     }
-    if (WIFEXITED(b->last_status) && WEXITSTATUS(b->last_status) == 0)
-        return 0;
-    char how[128];
-    bp_describe_status(b->last_status, how, sizeof how);
-    set_err(err, errlen, "hourglass-broker %s after SIGTERM", how);
-    append_log_tail(b, err, errlen);
-    return -1;
+    return exit_status_result(b, " after SIGTERM", err, errlen);
 }
 
 int bp_kill9(bp_broker_t *b)
@@ -505,6 +506,26 @@ static resp_reply_t *no_error(resp_reply_t *r, const char *what, char *err, size
     return r;
 }
 
+/* Run arg0 and the NULL-terminated rest of ap: the reply, or NULL with err
+ * set (I/O failure, or an error reply, which is freed). */
+static resp_reply_t *run_va(rc_conn_t *c, const char *arg0, va_list ap, char *err, size_t errlen)
+{
+    const char *argv[BP_CMD_MAX_ARGS];
+    int argc = 0;
+    argv[argc++] = arg0;
+    argc = collect_va(argv, argc, ap);
+    return no_error(run(c, argc, argv, 0, err, errlen), arg0, err, errlen);
+}
+
+/* err = "what: reply is <r>, want <want>"; frees r; returns -1. */
+static int wrong_reply(resp_reply_t *r, const char *what, const char *want, char *err, size_t errlen)
+{
+    char d[300];
+    set_err(err, errlen, "%s: reply is %s, want %s", what, rc_describe(r, d, sizeof d), want);
+    resp_reply_free(r);
+    return -1;
+}
+
 int bp_send(rc_conn_t *c, char *id_out, size_t id_len, char *err, size_t errlen,
             const char *topic, const char *payload, ...)
 {
@@ -520,12 +541,8 @@ int bp_send(rc_conn_t *c, char *id_out, size_t id_len, char *err, size_t errlen,
     resp_reply_t *r = no_error(run(c, argc, argv, 0, err, errlen), "SEND", err, errlen);
     if (r == NULL)
         return -1;
-    if (r->type != RESP_REPLY_BULK || r->len == 0 || r->len >= id_len) {
-        char d[300];
-        set_err(err, errlen, "SEND: reply is %s, want a bulk id", rc_describe(r, d, sizeof d));
-        resp_reply_free(r);
-        return -1;
-    }
+    if (r->type != RESP_REPLY_BULK || r->len == 0 || r->len >= id_len)
+        return wrong_reply(r, "SEND", "a bulk id", err, errlen);
     memcpy(id_out, r->str, r->len);
     id_out[r->len] = '\0';
     resp_reply_free(r);
@@ -561,9 +578,7 @@ resp_reply_t *bp_pull(rc_conn_t *c, char *err, size_t errlen, const char *group,
     }
     resp_reply_t *r = no_error(run(c, argc, argv, read_ms, err, errlen), "PULL", err, errlen);
     if (r != NULL && r->type != RESP_REPLY_ARRAY) {
-        char d[300];
-        set_err(err, errlen, "PULL: reply is %s, want an array", rc_describe(r, d, sizeof d));
-        resp_reply_free(r);
+        wrong_reply(r, "PULL", "an array", err, errlen);
         return NULL;
     }
     return r;
@@ -571,22 +586,14 @@ resp_reply_t *bp_pull(rc_conn_t *c, char *err, size_t errlen, const char *group,
 
 int bp_int_cmd(rc_conn_t *c, long long *out, char *err, size_t errlen, const char *arg0, ...)
 {
-    const char *argv[BP_CMD_MAX_ARGS];
-    int argc = 0;
-    argv[argc++] = arg0;
     va_list ap;
     va_start(ap, arg0);
-    argc = collect_va(argv, argc, ap);
+    resp_reply_t *r = run_va(c, arg0, ap, err, errlen);
     va_end(ap);
-    resp_reply_t *r = no_error(run(c, argc, argv, 0, err, errlen), arg0, err, errlen);
     if (r == NULL)
         return -1;
-    if (r->type != RESP_REPLY_INTEGER) {
-        char d[300];
-        set_err(err, errlen, "%s: reply is %s, want an integer", arg0, rc_describe(r, d, sizeof d));
-        resp_reply_free(r);
-        return -1;
-    }
+    if (r->type != RESP_REPLY_INTEGER)
+        return wrong_reply(r, arg0, "an integer", err, errlen);
     *out = r->integer;
     resp_reply_free(r);
     return 0;
@@ -594,22 +601,14 @@ int bp_int_cmd(rc_conn_t *c, long long *out, char *err, size_t errlen, const cha
 
 int bp_ok_cmd(rc_conn_t *c, char *err, size_t errlen, const char *arg0, ...)
 {
-    const char *argv[BP_CMD_MAX_ARGS];
-    int argc = 0;
-    argv[argc++] = arg0;
     va_list ap;
     va_start(ap, arg0);
-    argc = collect_va(argv, argc, ap);
+    resp_reply_t *r = run_va(c, arg0, ap, err, errlen);
     va_end(ap);
-    resp_reply_t *r = no_error(run(c, argc, argv, 0, err, errlen), arg0, err, errlen);
     if (r == NULL)
         return -1;
-    if (r->type != RESP_REPLY_STATUS || r->len != 2 || memcmp(r->str, "OK", 2) != 0) {
-        char d[300];
-        set_err(err, errlen, "%s: reply is %s, want +OK", arg0, rc_describe(r, d, sizeof d));
-        resp_reply_free(r);
-        return -1;
-    }
+    if (r->type != RESP_REPLY_STATUS || r->len != 2 || memcmp(r->str, "OK", 2) != 0)
+        return wrong_reply(r, arg0, "+OK", err, errlen);
     resp_reply_free(r);
     return 0;
 }

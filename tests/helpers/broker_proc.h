@@ -27,6 +27,7 @@
 #include <sys/types.h>
 
 #include "tests/helpers/resp_client.h"
+#include "tests/helpers/testutil.h"
 
 /* The broker's flag names (docs/broker.md). */
 #define BP_FLAG_PORT "--port"
@@ -159,28 +160,11 @@ int bp_group_topic(rc_conn_t *c, const char *group, char *topic, size_t topic_le
 int bp_info_field(rc_conn_t *c, const char *field, char *buf, size_t len, char *err, size_t errlen);
 
 /* ---- assertions for CUnit tests ------------------------------------------
- * Available when <CUnit/CUnit.h> is included first. They record a failure
- * whose text is a printf-formatted explanation, e.g.
+ * testutil.h's TU_CHECK / TU_REQUIRE under the names the broker tests use:
+ * a failure whose text is a printf-formatted explanation, e.g.
  *   BP_CHECK(n == 3, "PULL returned %d messages, want 3", n);
- * BP_REQUIRE ends the test (CUnit fatal assertion; the suite's teardown
- * still runs). */
-#ifdef CUNIT_CUNIT_H_SEEN
-#define BP_ASSERT_IMPL_(fatal, cond, ...)                                         \
-    do {                                                                          \
-        int bp_ok_ = (cond) ? 1 : 0;                                              \
-        if (!bp_ok_) {                                                            \
-            char bp_msg_[8448];                                                   \
-            snprintf(bp_msg_, sizeof bp_msg_, __VA_ARGS__);                       \
-            fprintf(stderr, "\n  %s:%d: %s\n", __FILE__, __LINE__, bp_msg_);      \
-            CU_assertImplementation(CU_FALSE, __LINE__, bp_msg_, __FILE__, "",    \
-                                    fatal ? CU_TRUE : CU_FALSE);                  \
-        } else {                                                                  \
-            CU_assertImplementation(CU_TRUE, __LINE__, #cond, __FILE__, "",       \
-                                    CU_FALSE);                                    \
-        }                                                                         \
-    } while (0)
-#define BP_CHECK(cond, ...) BP_ASSERT_IMPL_(0, cond, __VA_ARGS__)
-#define BP_REQUIRE(cond, ...) BP_ASSERT_IMPL_(1, cond, __VA_ARGS__)
-#endif
+ * BP_REQUIRE ends the test (the suite's teardown still runs). */
+#define BP_CHECK(cond, ...) TU_CHECK(cond, __VA_ARGS__)
+#define BP_REQUIRE(cond, ...) TU_REQUIRE(cond, __VA_ARGS__)
 
 #endif

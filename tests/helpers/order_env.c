@@ -46,6 +46,24 @@ int oe_start(oe_env_t *env, const char *const *broker_extra, char *err, size_t e
     return 0;
 }
 
+int oe_suite_start(oe_env_t *env, unsigned (*failures)(void))
+{
+    char err[4096];
+    bp_set_failure_counter(failures);
+    if (oe_start(env, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "\nFAIL: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+int oe_cunit_main(int argc, char **argv, int (*add_suites)(void))
+{
+    signal(SIGPIPE, SIG_IGN);
+    hg_order_library_init();
+    return tu_cunit_main(argc, argv, add_suites);
+}
+
 int oe_stop(oe_env_t *env)
 {
     if (env->admin != NULL)

@@ -36,6 +36,16 @@ typedef struct oe_env {
  * (whatever was started is stopped again). */
 int oe_start(oe_env_t *env, const char *const *broker_extra, char *err, size_t errlen);
 
+/* oe_start for a CUnit suite's init (no CUnit here: the caller passes its
+ * failure counter, e.g. CU_get_number_of_failures, to bp_set_failure_counter)
+ * with no extra broker flags; a failure is printed to stderr. Returns 0 / -1. */
+int oe_suite_start(oe_env_t *env, unsigned (*failures)(void));
+
+/* The main() of an order test program: SIGPIPE ignored, the order library
+ * initialised (before any thread starts), then tu_cunit_main(argc, argv,
+ * add_suites). Returns the exit code. */
+int oe_cunit_main(int argc, char **argv, int (*add_suites)(void));
+
 /* Close the admin connection, stop the broker and the MariaDB (removing
  * their directories). Returns bp_destroy's result. Safe on a zeroed env. */
 int oe_stop(oe_env_t *env);

@@ -32,6 +32,9 @@
  *   tests, failed suite init/cleanup) before CU_cleanup_registry, because
  *   CU_basic_run_tests returns success even when tests fail, and a suite whose
  *   init fails runs no tests at all and must still fail the program.
+ *   tu_suites_main / tu_add_suite build the registry from tables of tests;
+ *   tu_check_at (TU_CHECK, TU_REQUIRE) is the one formatted assertion every
+ *   suite uses (broker_proc.h's BP_CHECK is the same thing).
  *
  * Single-threaded use is assumed (tests call these from the main thread).
  */
@@ -580,4 +583,94 @@ int tu_cunit_main(int argc, char **argv, int (*add_suites)(void))
            failed ? "FAIL" : "PASS", tests_run, tests_failed, asserts_failed, suites_failed,
            tests_run == 0 ? "; no tests ran, which counts as a failure" : "");
     return failed ? 1 : 0;
+}
+
+/* ---- a child's output --------------------------------------------------- */
+
+int tu_run_capture(const char *const *argv, char *out, size_t outlen)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n < outlen - 1 && (r = read(fds[0], out + n, outlen - 1 - n)) > 0)
+        n += (size_t)r;
+    out[n] = '\0';
+    char sink[4096];
+    while (read(fds[0], sink, sizeof sink) > 0)
+        ;
+    close(fds[0]);
+    int status;
+    if (waitpid(pid, &status, 0) != pid)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* ---- table-driven suites and formatted assertions ----------------------- */
+
+static const tu_suite_t *suites_table;
+static size_t suites_count;
+static void (*suites_setup)(void);
+static void (*suites_teardown)(void);
+
+int tu_add_suite(const char *name, int (*init)(void), int (*cleanup)(void), void (*setup)(void),
+                 void (*teardown)(void), const tu_test_t *tests)
+{
+    CU_pSuite suite = CU_add_suite_with_setup_and_teardown(name, init, cleanup, setup, teardown);
+    if (suite == NULL)
+        return -1;
+    for (const tu_test_t *t = tests; t->name != NULL; t++)
+        if (CU_add_test(suite, t->name, t->fn) == NULL)
+            return -1;
+    return 0;
+}
+
+static int add_table_suites(void)
+{
+    for (size_t s = 0; s < suites_count; s++)
+        if (tu_add_suite(suites_table[s].name, NULL, NULL, suites_setup, suites_teardown, suites_table[s].tests) != 0)
+            return -1;
+    return 0;
+}
+
+int tu_suites_main(int argc, char **argv, const tu_suite_t *suites, size_t n, void (*setup)(void),
+                   void (*teardown)(void))
+{
+    suites_table = suites;
+    suites_count = n;
+    suites_setup = setup;
+    suites_teardown = teardown;
+    return tu_cunit_main(argc, argv, add_table_suites);
+}
+
+void tu_check_at(int ok, int fatal, const char *file, int line, const char *fmt, ...)
+{
+    char text[8448];
+    va_list ap;
+
+    if (ok) {
+        CU_assertImplementation(CU_TRUE, (unsigned int)line, "ok", file, "", CU_FALSE);
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n  %s:%d: %s\n", file, line, text);
+    CU_assertImplementation(CU_FALSE, (unsigned int)line, text, file, "", fatal ? CU_TRUE : CU_FALSE);
 }

@@ -2,7 +2,9 @@
  * tests/helpers/testutil.h — helpers every test uses.
  *
  * A fresh temp directory per test, a free TCP port, polling with a deadline
- * (never sleep-and-hope), and a private MariaDB server on a unix socket.
+ * (never sleep-and-hope), a child's output, a private MariaDB server on a
+ * unix socket, and the CUnit plumbing: main(), suite tables and assertions
+ * with formatted messages.
  * Every function that can fail returns 0 / -1 and writes the cause into
  * err[errlen]; tests turn that into a CUnit failure that prints the cause.
  */
@@ -33,6 +35,12 @@ uint64_t tu_now_wall_ms(void);
  * Returns 0 when the condition became true, -1 on timeout. */
 int tu_poll_until(int (*cond)(void *ctx), void *ctx, int deadline_ms, int interval_ms);
 
+/* Run argv[0] (a path) with argv, stdin inherited, stdout and stderr both
+ * into out[outlen] (NUL-terminated; what does not fit is read and dropped, so
+ * the child never blocks on a full pipe). Returns the exit status, or -1 when
+ * it did not exit normally or could not be started. */
+int tu_run_capture(const char *const *argv, char *out, size_t outlen);
+
 /* A private MariaDB server: mariadb-install-db into dir/data, mariadbd with
  * skip-networking on dir/mysql.sock, run as the current user (root is fine).
  * tu_mariadb_start waits (poll, generous deadline) until it accepts
@@ -55,5 +63,63 @@ void tu_mariadb_stop(tu_mariadb_t *db);
  * even when assertions fail, so the failure count is read before the registry
  * is cleaned up (STYLE.md). argv[1], when given, names one suite to run. */
 int tu_cunit_main(int argc, char **argv, int (*add_suites)(void));
+
+/* A suite of a CUnit program: its name and its tests, a table ending with
+ * {NULL, NULL}. */
+typedef struct tu_test {
+    const char *name;
+    void (*fn)(void);
+} tu_test_t;
+
+typedef struct tu_suite {
+    const char *name;
+    const tu_test_t *tests;
+} tu_suite_t;
+
+/* Add suite name with its tests (a table ending with {NULL, NULL}); init /
+ * cleanup run once around the suite, setup / teardown around every test
+ * (each may be NULL). Returns 0, or -1 on a CUnit error. For add_suites. */
+int tu_add_suite(const char *name, int (*init)(void), int (*cleanup)(void), void (*setup)(void),
+                 void (*teardown)(void), const tu_test_t *tests);
+
+/* tu_cunit_main for a program whose suites are a table: adds suites[0..n-1]
+ * (each with setup/teardown around every test; both may be NULL) and runs
+ * them like tu_cunit_main. Returns the exit code. */
+int tu_suites_main(int argc, char **argv, const tu_suite_t *suites, size_t n, void (*setup)(void),
+                   void (*teardown)(void));
+
+/* One CUnit assertion whose failure message is printf-formatted: ok != 0
+ * passes; otherwise the message (with file:line) goes to stderr at once and
+ * into CUnit's failure list (CUnit copies it). fatal ends the test (the
+ * suite's teardown still runs). Use it through the macros below. */
+void tu_check_at(int ok, int fatal, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* TU_CHECK(n == 3, "PULL returned %d messages, want 3", n). The condition is
+ * evaluated before the message's arguments (a separate statement), so a
+ * message may print what the condition's calls wrote. TU_REQUIRE ends the
+ * test when the condition is false. */
+#define TU_CHECK(cond, ...)                                           \
+    do {                                                              \
+        int tu_ok_ = (cond) ? 1 : 0;                                  \
+        tu_check_at(tu_ok_, 0, __FILE__, __LINE__, __VA_ARGS__);      \
+    } while (0)
+#define TU_REQUIRE(cond, ...)                                         \
+    do {                                                              \
+        int tu_ok_ = (cond) ? 1 : 0;                                  \
+        tu_check_at(tu_ok_, 1, __FILE__, __LINE__, __VA_ARGS__);      \
+    } while (0)
+
+/* The same, reported at line (a helper's caller's __LINE__). */
+#define TU_CHECK_AT(cond, line, ...)                                  \
+    do {                                                              \
+        int tu_ok_ = (cond) ? 1 : 0;                                  \
+        tu_check_at(tu_ok_, 0, __FILE__, (line), __VA_ARGS__);        \
+    } while (0)
+#define TU_REQUIRE_AT(cond, line, ...)                                \
+    do {                                                              \
+        int tu_ok_ = (cond) ? 1 : 0;                                  \
+        tu_check_at(tu_ok_, 1, __FILE__, (line), __VA_ARGS__);        \
+    } while (0)
 
 #endif

@@ -31,52 +31,11 @@
 
 #include <CUnit/CUnit.h>
 
-#include "tests/helpers/broker_proc.h"
+#include "tests/helpers/broker_test.h"
 #include "tests/helpers/testutil.h"
 
 #define LATE_BOUND_MS 1500   /* generous: delivery within due + this */
 #define DUE_SLACK_MS 1000    /* due_ms no later than the SEND reply + delay + this */
-
-static bp_broker_t B;
-static rc_conn_t C;
-
-static void setup(void)
-{
-    memset(&B, 0, sizeof B);
-    memset(&C, 0, sizeof C);
-    C.fd = -1;
-}
-
-static void teardown(void)
-{
-    rc_close(&C);
-    BP_CHECK(bp_destroy(&B) == 0, "the broker did not end cleanly (see above)");
-}
-
-/* Start the broker with extra flags (NULL-terminated, may be NULL) and connect C. */
-static void start(const char *const *extra)
-{
-    char e[8192];
-    BP_REQUIRE(bp_start(&B, extra, e, sizeof e) == 0, "start the broker: %s", e);
-    BP_REQUIRE(bp_connect(&B, &C, e, sizeof e) == 0, "connect: %s", e);
-}
-
-struct blocked_wait { const char *want; char last[32]; };
-static int blocked_is(void *ctx)
-{
-    struct blocked_wait *w = ctx;
-    char e[300];
-    return bp_info_field(&C, "blocked_clients", w->last, sizeof w->last, e, sizeof e) == 0
-           && strcmp(w->last, w->want) == 0;
-}
-
-/* Poll INFO until blocked_clients is want: the broker holds that many PULL BLOCKs. */
-static void wait_blocked(const char *want)
-{
-    struct blocked_wait w = {want, ""};
-    BP_REQUIRE(tu_poll_until(blocked_is, &w, 10000, 5) == 0, "INFO blocked_clients stayed '%s', want %s", w.last,
-               want);
-}
 
 typedef struct sent {
     char id[32];
@@ -95,7 +54,7 @@ static void pull_and_check(const char *group, const char *topic, const char *key
     int got = 0;
     uint64_t end = tu_now_mono_ms() + (uint64_t)deadline_ms;
     while (got < n && tu_now_mono_ms() < end) {
-        resp_reply_t *r = bp_pull(&C, e, sizeof e, group, topic, "COUNT", "100", "BLOCK", "2000", NULL);
+        resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, group, topic, "COUNT", "100", "BLOCK", "2000", NULL);
         uint64_t recv_ms = tu_now_wall_ms();
         BP_REQUIRE(r != NULL, "%s", e);
         for (size_t i = 0; i < r->count; i++) {
@@ -125,24 +84,11 @@ static void pull_and_check(const char *group, const char *topic, const char *key
                      recv_ms - m.due_ms, LATE_BOUND_MS);
             got++;
         }
-        if (r->count > 0) {  /* acknowledge what came */
-            const char *argv[2 + 100];
-            char ids[100][64];
-            int k = 0;
-            argv[k++] = "ACK";
-            argv[k++] = group;
-            for (size_t i = 0; i < r->count && i < 100; i++) {
-                rc_msg_t m;
-                rc_msg_at(r, i, &m, e, sizeof e);
-                snprintf(ids[i], sizeof ids[i], "%s", m.id);
-                argv[k++] = ids[i];
-            }
-            resp_reply_t *a = rc_cmdv(&C, k, argv, NULL);
-            long long acked = -1;
-            BP_CHECK(rc_int(a, &acked) == 0 && acked == (long long)r->count, "ACK released %lld of %zu",
-                     acked, r->count);
-            resp_reply_free(a);
-        }
+        long long acked = -1;
+        e[0] = '\0';
+        if (r->count > 0)  /* acknowledge what came */
+            BP_CHECK(bt_ack_reply(&bt_conn, group, r, &acked, e, sizeof e) == 0 && acked == (long long)r->count,
+                     "ACK released %lld of %zu %s", acked, r->count, e);
         resp_reply_free(r);
     }
     BP_CHECK(got == n, "received %d of %d messages within %d ms", got, n, deadline_ms);
@@ -157,26 +103,17 @@ static void send_n(const char *topic, const char *key, const char *opt, const ch
         sent_t *s = &sent[i];
         snprintf(s->payload, sizeof s->payload, "%s-%d", tag, i);
         s->before_ms = tu_now_wall_ms();
-        int rc = opt != NULL ? bp_send(&C, s->id, sizeof s->id, e, sizeof e, topic, s->payload, "KEY", key, opt, val, NULL)
-                             : bp_send(&C, s->id, sizeof s->id, e, sizeof e, topic, s->payload, "KEY", key, NULL);
+        int rc = opt != NULL ? bp_send(&bt_conn, s->id, sizeof s->id, e, sizeof e, topic, s->payload, "KEY", key,
+                                       opt, val, NULL)
+                             : bp_send(&bt_conn, s->id, sizeof s->id, e, sizeof e, topic, s->payload, "KEY", key, NULL);
         s->after_ms = tu_now_wall_ms();
         BP_REQUIRE(rc == 0, "%s", e);
     }
 }
 
-/* An immediate PULL (no BLOCK) returns nothing. */
-static void expect_nothing_ready(const char *group, const char *topic)
-{
-    char e[1024];
-    resp_reply_t *r = bp_pull(&C, e, sizeof e, group, topic, "COUNT", "10", NULL);
-    BP_REQUIRE(r != NULL, "%s", e);
-    BP_CHECK(r->count == 0, "PULL before due returned %zu messages", r->count);
-    resp_reply_free(r);
-}
-
 static void test_level1(void)
 {
-    start(NULL);
+    bt_start(NULL);
     sent_t s[5];
     send_n("orders", "k1", "LEVEL", "1", s, 5, "lv1");
     pull_and_check("g", "orders", "k1", s, 5, 1000, 10000);
@@ -184,34 +121,34 @@ static void test_level1(void)
 
 static void test_level2(void)
 {
-    start(NULL);
+    bt_start(NULL);
     sent_t s[3];
     send_n("orders", "order-42", "LEVEL", "2", s, 3, "lv2");
-    expect_nothing_ready("g", "orders");
+    bt_expect_nothing_ready("g", "orders");
     char e[1024];
     uint64_t delay, depth, next_due;
-    BP_REQUIRE(bp_level(&C, 2, &delay, &depth, &next_due, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_level(&bt_conn, 2, &delay, &depth, &next_due, e, sizeof e) == 0, "%s", e);
     BP_CHECK(delay == 5000, "level 2 delay %" PRIu64 ", want 5000", delay);
     BP_CHECK(depth == 3, "level 2 depth %" PRIu64 ", want 3", depth);
     BP_CHECK(next_due >= s[0].before_ms + 5000 && next_due <= s[0].after_ms + 5000 + DUE_SLACK_MS,
              "level 2 next_due_ms %" PRIu64 " is not the first message's send time + 5 s", next_due);
     pull_and_check("g", "orders", "order-42", s, 3, 5000, 15000);
-    BP_REQUIRE(bp_level(&C, 2, &delay, &depth, &next_due, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_level(&bt_conn, 2, &delay, &depth, &next_due, e, sizeof e) == 0, "%s", e);
     BP_CHECK(depth == 0 && next_due == 0, "after delivery level 2 depth %" PRIu64 " next_due %" PRIu64, depth,
              next_due);
 }
 
 static void test_delay_7s_chained(void)
 {
-    start(NULL);
+    bt_start(NULL);
     sent_t s[2];
     send_n("orders", "", "DELAY", "7s", s, 1, "d7");
     char e[1024];
     uint64_t depth = 0;
     /* Greedy chain: the largest level <= 7s is level 2 (5s), then 1s, 1s. */
-    BP_REQUIRE(bp_level(&C, 2, NULL, &depth, NULL, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_level(&bt_conn, 2, NULL, &depth, NULL, e, sizeof e) == 0, "%s", e);
     BP_CHECK(depth == 1, "after SEND DELAY 7s level 2 (5s) holds %" PRIu64 ", want 1 (first hop)", depth);
-    expect_nothing_ready("g", "orders");
+    bt_expect_nothing_ready("g", "orders");
     /* A bare integer is milliseconds: DELAY 7000 is the same chain. */
     send_n("orders", "", "DELAY", "7000", s + 1, 1, "d7ms");
     pull_and_check("g", "orders", "", s, 2, 7000, 20000);
@@ -219,7 +156,7 @@ static void test_delay_7s_chained(void)
 
 static void test_at_absolute(void)
 {
-    start(NULL);
+    bt_start(NULL);
     sent_t s[1];
     char at[32];
     uint64_t due = tu_now_wall_ms() + 2500;
@@ -227,7 +164,7 @@ static void test_at_absolute(void)
     send_n("orders", "k", "AT", at, s, 1, "at");
     /* AT is rounded to whole seconds like DELAY (docs: the same as DELAY (AT - now)). */
     char e[1024];
-    resp_reply_t *r = bp_pull(&C, e, sizeof e, "g", "orders", "BLOCK", "10000", NULL);
+    resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "orders", "BLOCK", "10000", NULL);
     uint64_t recv_ms = tu_now_wall_ms();
     BP_REQUIRE(r != NULL, "%s", e);
     BP_REQUIRE(r->count == 1, "PULL BLOCK 10000 returned %zu messages, want 1", r->count);
@@ -241,11 +178,11 @@ static void test_at_absolute(void)
 
 static void test_undelayed_ready_at_once(void)
 {
-    start(NULL);
+    bt_start(NULL);
     char e[1024], id[32];
     uint64_t before = tu_now_wall_ms();
-    BP_REQUIRE(bp_send(&C, id, sizeof id, e, sizeof e, "orders", "now", NULL) == 0, "%s", e);
-    resp_reply_t *r = bp_pull(&C, e, sizeof e, "g", "orders", NULL);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "orders", "now", NULL) == 0, "%s", e);
+    resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "orders", NULL);
     uint64_t after = tu_now_wall_ms();
     BP_REQUIRE(r != NULL, "%s", e);
     BP_REQUIRE(r->count == 1, "PULL without BLOCK right after an undelayed SEND returned %zu messages", r->count);
@@ -258,8 +195,8 @@ static void test_undelayed_ready_at_once(void)
     resp_reply_free(r);
 
     /* LEVEL 0 is no delay too. */
-    BP_REQUIRE(bp_send(&C, id, sizeof id, e, sizeof e, "orders", "lv0", "LEVEL", "0", NULL) == 0, "%s", e);
-    r = bp_pull(&C, e, sizeof e, "g", "orders", NULL);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "orders", "lv0", "LEVEL", "0", NULL) == 0, "%s", e);
+    r = bp_pull(&bt_conn, e, sizeof e, "g", "orders", NULL);
     BP_REQUIRE(r != NULL, "%s", e);
     BP_CHECK(r->count == 1, "LEVEL 0 message not ready at once (%zu messages)", r->count);
     resp_reply_free(r);
@@ -267,20 +204,20 @@ static void test_undelayed_ready_at_once(void)
 
 static void test_send_wakes_blocked_pull(void)
 {
-    start(NULL);
+    bt_start(NULL);
     char e[1024], id[32];
     rc_conn_t waiter;
-    BP_REQUIRE(bp_connect(&B, &waiter, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &waiter, e, sizeof e) == 0, "%s", e);
     rc_appendl(&waiter, "PULL", "g", "orders", "BLOCK", "20000", NULL);
     BP_REQUIRE(rc_flush(&waiter, 0) == 0, "%s", waiter.err);
     /* Nothing is ready: the PULL must be waiting. */
-    wait_blocked("1");
+    bt_wait_blocked("1");
     resp_reply_t *r = rc_read(&waiter, 1);
     BP_CHECK(r == NULL && rc_timed_out(&waiter), "a PULL BLOCK on an empty topic answered at once");
     resp_reply_free(r);
 
     uint64_t t0 = tu_now_mono_ms();
-    BP_REQUIRE(bp_send(&C, id, sizeof id, e, sizeof e, "orders", "wake", "KEY", "w", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "orders", "wake", "KEY", "w", NULL) == 0, "%s", e);
     r = rc_read(&waiter, 30000);
     uint64_t waited = tu_now_mono_ms() - t0;
     BP_REQUIRE(r != NULL, "blocked PULL: %s", waiter.err);
@@ -294,9 +231,9 @@ static void test_send_wakes_blocked_pull(void)
     /* A delayed message wakes a blocked PULL when it becomes due. */
     rc_appendl(&waiter, "PULL", "g", "orders", "BLOCK", "20000", NULL);
     BP_REQUIRE(rc_flush(&waiter, 0) == 0, "%s", waiter.err);
-    wait_blocked("1");
+    bt_wait_blocked("1");
     uint64_t before = tu_now_wall_ms();
-    BP_REQUIRE(bp_send(&C, id, sizeof id, e, sizeof e, "orders", "due", "LEVEL", "1", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "orders", "due", "LEVEL", "1", NULL) == 0, "%s", e);
     r = rc_read(&waiter, 30000);
     uint64_t recv_ms = tu_now_wall_ms();
     BP_REQUIRE(r != NULL, "blocked PULL: %s", waiter.err);
@@ -310,10 +247,10 @@ static void test_send_wakes_blocked_pull(void)
 
 static void test_block_timeout_empty(void)
 {
-    start(NULL);
+    bt_start(NULL);
     char e[1024];
     uint64_t t0 = tu_now_mono_ms();
-    resp_reply_t *r = bp_pull(&C, e, sizeof e, "g", "empty", "BLOCK", "700", NULL);
+    resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "empty", "BLOCK", "700", NULL);
     uint64_t took = tu_now_mono_ms() - t0;
     BP_REQUIRE(r != NULL, "%s", e);
     BP_CHECK(r->type == RESP_REPLY_ARRAY && r->count == 0, "BLOCK timeout: %zu messages, want an empty array",
@@ -323,7 +260,7 @@ static void test_block_timeout_empty(void)
     resp_reply_free(r);
     /* A unit works too: 1s. */
     t0 = tu_now_mono_ms();
-    r = bp_pull(&C, e, sizeof e, "g", "empty", "BLOCK", "1s", NULL);
+    r = bp_pull(&bt_conn, e, sizeof e, "g", "empty", "BLOCK", "1s", NULL);
     took = tu_now_mono_ms() - t0;
     BP_REQUIRE(r != NULL, "%s", e);
     BP_CHECK(r->count == 0 && took >= 950 && took < 1000 + LATE_BOUND_MS, "BLOCK 1s: %zu messages after %" PRIu64 " ms",
@@ -333,16 +270,16 @@ static void test_block_timeout_empty(void)
 
 static void test_binary_payload(void)
 {
-    start(NULL);
+    bt_start(NULL);
     char e[1024];
     static const char payload[] = "a\0b\r\nc\xff\x00z";
     size_t plen = sizeof payload - 1;
     const char *argv[] = {"SEND", "bin", payload, "KEY", "k\r\nx"};
     size_t lens[] = {4, 3, plen, 3, 4};
-    resp_reply_t *r = rc_cmdv(&C, 5, argv, lens);
-    BP_REQUIRE(r != NULL && r->type == RESP_REPLY_BULK, "SEND binary: %s", r == NULL ? C.err : "not a bulk");
+    resp_reply_t *r = rc_cmdv(&bt_conn, 5, argv, lens);
+    BP_REQUIRE(r != NULL && r->type == RESP_REPLY_BULK, "SEND binary: %s", r == NULL ? bt_conn.err : "not a bulk");
     resp_reply_free(r);
-    r = bp_pull(&C, e, sizeof e, "g", "bin", NULL);
+    r = bp_pull(&bt_conn, e, sizeof e, "g", "bin", NULL);
     BP_REQUIRE(r != NULL, "%s", e);
     rc_msg_t m;
     BP_REQUIRE(rc_msg_at(r, 0, &m, e, sizeof e) == 0, "%s", e);
@@ -353,12 +290,12 @@ static void test_binary_payload(void)
 
     /* Empty payload is allowed. */
     char id[32];
-    BP_REQUIRE(bp_send(&C, id, sizeof id, e, sizeof e, "bin", "", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "bin", "", NULL) == 0, "%s", e);
 }
 
 static void test_fifo_many(void)
 {
-    start(NULL);
+    bt_start(NULL);
     enum { N = 200 };
     static sent_t s[N];
     char e[1024];
@@ -366,13 +303,13 @@ static void test_fifo_many(void)
     uint64_t before = tu_now_wall_ms();
     for (int i = 0; i < N; i++) {
         snprintf(s[i].payload, sizeof s[i].payload, "fifo-%d", i);
-        rc_appendl(&C, "SEND", "fifo", s[i].payload, "KEY", "f", "LEVEL", "1", NULL);
+        rc_appendl(&bt_conn, "SEND", "fifo", s[i].payload, "KEY", "f", "LEVEL", "1", NULL);
     }
-    BP_REQUIRE(rc_flush(&C, 0) == 0, "%s", C.err);
+    BP_REQUIRE(rc_flush(&bt_conn, 0) == 0, "%s", bt_conn.err);
     for (int i = 0; i < N; i++) {
-        resp_reply_t *r = rc_read(&C, 0);
+        resp_reply_t *r = rc_read(&bt_conn, 0);
         BP_REQUIRE(r != NULL && r->type == RESP_REPLY_BULK && r->len < sizeof s[i].id, "SEND %d: %s", i,
-                   r == NULL ? C.err : rc_describe(r, e, sizeof e));
+                   r == NULL ? bt_conn.err : rc_describe(r, e, sizeof e));
         memcpy(s[i].id, r->str, r->len);
         s[i].id[r->len] = '\0';
         resp_reply_free(r);
@@ -389,7 +326,7 @@ static void test_fifo_many(void)
 
 static void test_send_errors(void)
 {
-    start(NULL);
+    bt_start(NULL);
     static const struct {
         const char *argv[8];
         int argc;
@@ -409,32 +346,32 @@ static void test_send_errors(void)
     };
     char d[300];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        resp_reply_t *r = rc_cmdv(&C, cases[i].argc, cases[i].argv, NULL);
-        BP_REQUIRE(r != NULL, "case %zu: %s", i, C.err);
+        resp_reply_t *r = rc_cmdv(&bt_conn, cases[i].argc, cases[i].argv, NULL);
+        BP_REQUIRE(r != NULL, "case %zu: %s", i, bt_conn.err);
         BP_CHECK(rc_is_error(r, cases[i].want), "case %zu (%s %s %s %s): got %s, want an error starting '%s'", i,
                  cases[i].argv[0], cases[i].argv[1], cases[i].argv[3] ? cases[i].argv[3] : "",
                  cases[i].argv[4] ? cases[i].argv[4] : "", rc_describe(r, d, sizeof d), cases[i].want);
         resp_reply_free(r);
     }
     /* The connection still works after argument errors. */
-    resp_reply_t *r = rc_cmd(&C, "PING", NULL);
+    resp_reply_t *r = rc_cmd(&bt_conn, "PING", NULL);
     BP_CHECK(r != NULL && r->type == RESP_REPLY_STATUS, "PING after errors: %s", rc_describe(r, d, sizeof d));
     resp_reply_free(r);
 }
 
 static void test_block_variants(void)
 {
-    start(NULL);
+    bt_start(NULL);
     char e[1024], id[32];
     rc_conn_t a, b;
-    BP_REQUIRE(bp_connect(&B, &a, e, sizeof e) == 0, "%s", e);
-    BP_REQUIRE(bp_connect(&B, &b, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &a, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &b, e, sizeof e) == 0, "%s", e);
 
     /* BLOCK 0 waits forever, until a message comes. */
     rc_appendl(&a, "PULL", "g", "orders", "BLOCK", "0", NULL);
     BP_REQUIRE(rc_flush(&a, 0) == 0, "%s", a.err);
-    wait_blocked("1");
-    BP_REQUIRE(bp_send(&C, id, sizeof id, e, sizeof e, "orders", "forever", NULL) == 0, "%s", e);
+    bt_wait_blocked("1");
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "orders", "forever", NULL) == 0, "%s", e);
     resp_reply_t *r = rc_read(&a, 10000);
     BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 1, "BLOCK 0 after a SEND: %s",
              r == NULL ? a.err : rc_describe(r, e, sizeof e));
@@ -443,10 +380,10 @@ static void test_block_variants(void)
     /* A blocked client that disconnects gets nothing leased: the next message goes to b. */
     rc_appendl(&a, "PULL", "g", "orders", "BLOCK", "20000", NULL);
     BP_REQUIRE(rc_flush(&a, 0) == 0, "%s", a.err);
-    wait_blocked("1");
+    bt_wait_blocked("1");
     rc_close(&a);
-    wait_blocked("0");
-    BP_REQUIRE(bp_send(&C, id, sizeof id, e, sizeof e, "orders", "after-cancel", NULL) == 0, "%s", e);
+    bt_wait_blocked("0");
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "orders", "after-cancel", NULL) == 0, "%s", e);
     r = bp_pull(&b, e, sizeof e, "g", "orders", "BLOCK", "5000", NULL);
     BP_REQUIRE(r != NULL, "%s", e);
     rc_msg_t m;
@@ -456,7 +393,7 @@ static void test_block_variants(void)
 
     /* With some messages ready, PULL COUNT 10 BLOCK returns those at once. */
     for (int i = 0; i < 3; i++)
-        BP_REQUIRE(bp_send(&C, id, sizeof id, e, sizeof e, "orders", "x", NULL) == 0, "%s", e);
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "orders", "x", NULL) == 0, "%s", e);
     uint64_t t0 = tu_now_mono_ms();
     r = bp_pull(&b, e, sizeof e, "g", "orders", "COUNT", "10", "BLOCK", "5000", NULL);
     BP_REQUIRE(r != NULL, "%s", e);
@@ -466,7 +403,7 @@ static void test_block_variants(void)
     resp_reply_free(r);
 
     /* AT in the past means no delay. */
-    BP_REQUIRE(bp_send(&C, id, sizeof id, e, sizeof e, "orders", "past", "AT", "1000", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "orders", "past", "AT", "1000", NULL) == 0, "%s", e);
     r = bp_pull(&b, e, sizeof e, "g", "orders", NULL);
     BP_REQUIRE(r != NULL, "%s", e);
     BP_CHECK(r->count == 1, "AT in the past: %zu messages ready at once, want 1", r->count);
@@ -478,7 +415,8 @@ static void test_block_variants(void)
 static void http_get(rc_conn_t *h, const char *path)
 {
     char e[300];
-    BP_REQUIRE(rc_connect(h, "127.0.0.1", B.metrics_port, 5000) == 0, "metrics port %d: %s", B.metrics_port, h->err);
+    BP_REQUIRE(rc_connect(h, "127.0.0.1", bt_broker.metrics_port, 5000) == 0, "metrics port %d: %s",
+               bt_broker.metrics_port, h->err);
     char req[256];
     int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
     rc_append_raw(h, req, (size_t)n);
@@ -489,31 +427,31 @@ static void http_get(rc_conn_t *h, const char *path)
 
 static void test_counters_and_metrics(void)
 {
-    start(NULL);
+    bt_start(NULL);
     char e[1024], id[32], v[64];
     for (int i = 0; i < 5; i++)
-        BP_REQUIRE(bp_send(&C, id, sizeof id, e, sizeof e, "orders", "m", i < 2 ? "LEVEL" : NULL, "3", NULL) == 0,
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "orders", "m", i < 2 ? "LEVEL" : NULL, "3", NULL) == 0,
                    "%s", e);
-    resp_reply_t *r = bp_pull(&C, e, sizeof e, "g", "orders", "COUNT", "10", NULL);
+    resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "orders", "COUNT", "10", NULL);
     BP_REQUIRE(r != NULL && r->count == 3, "PULL: %s", r == NULL ? e : "want 3");
     rc_msg_t m;
     BP_REQUIRE(rc_msg_at(r, 0, &m, e, sizeof e) == 0, "%s", e);
     long long n = 0;
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "ACK", "g", m.id, NULL) == 0 && n == 1, "ACK: %s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "ACK", "g", m.id, NULL) == 0 && n == 1, "ACK: %s", e);
     resp_reply_free(r);
     static const struct { const char *key, *want; } info[] = {
         {"sends", "5"}, {"deliveries", "3"}, {"acks", "1"}, {"delayed_messages", "2"}, {"groups", "1"},
         {"inflight", "2"}, {"fsync", "always"},
     };
     for (size_t i = 0; i < sizeof info / sizeof info[0]; i++) {
-        BP_CHECK(bp_info_field(&C, info[i].key, v, sizeof v, e, sizeof e) == 0 && strcmp(v, info[i].want) == 0,
+        BP_CHECK(bp_info_field(&bt_conn, info[i].key, v, sizeof v, e, sizeof e) == 0 && strcmp(v, info[i].want) == 0,
                  "INFO %s = '%s', want %s", info[i].key, v, info[i].want);
     }
-    r = rc_cmd(&C, "INFO", "stats", NULL);
+    r = rc_cmd(&bt_conn, "INFO", "stats", NULL);
     BP_CHECK(r != NULL && rc_info_field(r, "sends", v, sizeof v) == 0 && rc_info_field(r, "tcp_port", v, sizeof v) != 0,
              "INFO stats: a stats field missing or a server field present");
     resp_reply_free(r);
-    r = rc_cmd(&C, "INFO", "nosuchsection", NULL);
+    r = rc_cmd(&bt_conn, "INFO", "nosuchsection", NULL);
     BP_CHECK(r != NULL && r->type == RESP_REPLY_BULK && r->len == 0, "INFO nosuchsection: %s",
              rc_describe(r, e, sizeof e));
     resp_reply_free(r);
@@ -532,29 +470,23 @@ static void test_counters_and_metrics(void)
     rc_close(&h);
 }
 
-static int add_suites(void)
-{
-    bp_set_failure_counter(CU_get_number_of_failures);
-    CU_pSuite s = CU_add_suite_with_setup_and_teardown("delivery", NULL, NULL, setup, teardown);
-    if (s == NULL)
-        return -1;
-    if (CU_add_test(s, "undelayed SEND is ready at once", test_undelayed_ready_at_once) == NULL
-        || CU_add_test(s, "SEND and a due move wake a blocked PULL", test_send_wakes_blocked_pull) == NULL
-        || CU_add_test(s, "BLOCK timeout returns an empty array", test_block_timeout_empty) == NULL
-        || CU_add_test(s, "LEVEL 1: on time, fields right", test_level1) == NULL
-        || CU_add_test(s, "LEVEL 2: nothing early, LEVELS, on time", test_level2) == NULL
-        || CU_add_test(s, "DELAY 7s chained 5s+1s+1s", test_delay_7s_chained) == NULL
-        || CU_add_test(s, "AT absolute time", test_at_absolute) == NULL
-        || CU_add_test(s, "binary-safe payload and key", test_binary_payload) == NULL
-        || CU_add_test(s, "pipelined SENDs: unique ids, FIFO delivery", test_fifo_many) == NULL
-        || CU_add_test(s, "SEND/PULL argument errors", test_send_errors) == NULL
-        || CU_add_test(s, "BLOCK 0, a blocked client leaving, partial COUNT, AT past", test_block_variants) == NULL
-        || CU_add_test(s, "INFO counters, /healthz, /metrics", test_counters_and_metrics) == NULL)
-        return -1;
-    return 0;
-}
+static const tu_test_t delivery_tests[] = {
+    {"undelayed SEND is ready at once", test_undelayed_ready_at_once},
+    {"SEND and a due move wake a blocked PULL", test_send_wakes_blocked_pull},
+    {"BLOCK timeout returns an empty array", test_block_timeout_empty},
+    {"LEVEL 1: on time, fields right", test_level1},
+    {"LEVEL 2: nothing early, LEVELS, on time", test_level2},
+    {"DELAY 7s chained 5s+1s+1s", test_delay_7s_chained},
+    {"AT absolute time", test_at_absolute},
+    {"binary-safe payload and key", test_binary_payload},
+    {"pipelined SENDs: unique ids, FIFO delivery", test_fifo_many},
+    {"SEND/PULL argument errors", test_send_errors},
+    {"BLOCK 0, a blocked client leaving, partial COUNT, AT past", test_block_variants},
+    {"INFO counters, /healthz, /metrics", test_counters_and_metrics},
+    {NULL, NULL},
+};
 
 int main(int argc, char **argv)
 {
-    return tu_cunit_main(argc, argv, add_suites);
+    return bt_main(argc, argv, "delivery", delivery_tests);
 }

@@ -27,31 +27,8 @@
 
 #include <CUnit/CUnit.h>
 
-#include "tests/helpers/broker_proc.h"
+#include "tests/helpers/broker_test.h"
 #include "tests/helpers/testutil.h"
-
-static bp_broker_t B;
-static rc_conn_t C;
-
-static void setup(void)
-{
-    memset(&B, 0, sizeof B);
-    memset(&C, 0, sizeof C);
-    C.fd = -1;
-}
-
-static void teardown(void)
-{
-    rc_close(&C);
-    BP_CHECK(bp_destroy(&B) == 0, "the broker did not end cleanly (see above)");
-}
-
-static void start(const char *const *extra)
-{
-    char e[8192];
-    BP_REQUIRE(bp_start(&B, extra, e, sizeof e) == 0, "start the broker: %s", e);
-    BP_REQUIRE(bp_connect(&B, &C, e, sizeof e) == 0, "connect: %s", e);
-}
 
 /* SEND n undelayed messages (pipelined) to topic; ids into ids[n][32]. */
 static void send_many(const char *topic, int n, char (*ids)[32], const char *tag)
@@ -60,13 +37,13 @@ static void send_many(const char *topic, int n, char (*ids)[32], const char *tag
     for (int i = 0; i < n; i++) {
         char p[64];
         snprintf(p, sizeof p, "%s-%d", tag, i);
-        rc_appendl(&C, "SEND", topic, p, NULL);
+        rc_appendl(&bt_conn, "SEND", topic, p, NULL);
     }
-    BP_REQUIRE(rc_flush(&C, 0) == 0, "%s", C.err);
+    BP_REQUIRE(rc_flush(&bt_conn, 0) == 0, "%s", bt_conn.err);
     for (int i = 0; i < n; i++) {
-        resp_reply_t *r = rc_read(&C, 0);
+        resp_reply_t *r = rc_read(&bt_conn, 0);
         BP_REQUIRE(r != NULL && r->type == RESP_REPLY_BULK && r->len < 32, "SEND %d: %s", i,
-                   r == NULL ? C.err : rc_describe(r, e, sizeof e));
+                   r == NULL ? bt_conn.err : rc_describe(r, e, sizeof e));
         memcpy(ids[i], r->str, r->len);
         ids[i][r->len] = '\0';
         resp_reply_free(r);
@@ -80,7 +57,7 @@ static int drain(const char *group, const char *topic, char (*out)[32], int max)
     char e[1024];
     int n = 0;
     for (;;) {
-        resp_reply_t *r = bp_pull(&C, e, sizeof e, group, topic, "COUNT", "100", NULL);
+        resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, group, topic, "COUNT", "100", NULL);
         BP_REQUIRE(r != NULL, "%s", e);
         if (r->count == 0) {
             resp_reply_free(r);
@@ -92,7 +69,7 @@ static int drain(const char *group, const char *topic, char (*out)[32], int max)
             BP_REQUIRE(n < max, "group %s got more than %d messages", group, max);
             snprintf(out[n++], 32, "%.31s", m.id);
             long long acked = 0;
-            BP_CHECK(bp_int_cmd(&C, &acked, e, sizeof e, "ACK", group, m.id, NULL) == 0 && acked == 1,
+            BP_CHECK(bp_int_cmd(&bt_conn, &acked, e, sizeof e, "ACK", group, m.id, NULL) == 0 && acked == 1,
                      "ACK %s %s: %lld %s", group, m.id, acked, e);
         }
         resp_reply_free(r);
@@ -122,11 +99,11 @@ static void check_same_set(char (*want)[32], int nwant, char (*got)[32], int ngo
 
 static void test_two_groups_each_get_all(void)
 {
-    start(NULL);
+    bt_start(NULL);
     enum { N = 50 };
     static char sent[N][32], g1[N + 10][32], g2[N + 10][32];
     char e[1024];
-    BP_REQUIRE(bp_ok_cmd(&C, e, sizeof e, "GROUP", "CREATE", "billing", "orders", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "billing", "orders", NULL) == 0, "%s", e);
     send_many("orders", N, sent, "m");
     int n1 = drain("billing", "orders", g1, N + 10);
     /* "stock" does not exist yet: its first PULL creates it from the oldest message. */
@@ -164,12 +141,7 @@ static void *consumer_main(void *arg)
             break;
         }
         cs->pulls++;
-        const char *argv[2 + 7];
-        char ids[7][64];
-        int k = 0;
-        argv[k++] = "ACK";
-        argv[k++] = "workers";
-        for (size_t i = 0; i < r->count && i < 7; i++) {
+        for (size_t i = 0; i < r->count; i++) {
             rc_msg_t m;
             if (rc_msg_at(r, i, &m, e, sizeof e) != 0) {
                 snprintf(cs->err, sizeof cs->err, "%s", e);
@@ -177,19 +149,14 @@ static void *consumer_main(void *arg)
             }
             if (cs->n < CONC_N + 50)
                 snprintf(cs->ids[cs->n++], 32, "%.31s", m.id);
-            snprintf(ids[i], sizeof ids[i], "%s", m.id);
-            argv[k++] = ids[i];
         }
         size_t got = r->count;
+        long long rel = -1;
+        if (got > 0 && (bt_ack_reply(&c, "workers", r, &rel, e, sizeof e) != 0 || rel != (long long)got))
+            snprintf(cs->err, sizeof cs->err, "ACK released %lld of %zu %.200s", rel, got, e);
         resp_reply_free(r);
-        if (got > 0) {
-            resp_reply_t *a = rc_cmdv(&c, k, argv, NULL);
-            long long rel = -1;
-            if (rc_int(a, &rel) != 0 || rel != (long long)got)
-                snprintf(cs->err, sizeof cs->err, "ACK released %lld of %zu", rel, got);
-            resp_reply_free(a);
+        if (got > 0)
             __atomic_add_fetch(cs->total, (int)got, __ATOMIC_SEQ_CST);
-        }
     }
     rc_close(&c);
     return NULL;
@@ -204,16 +171,16 @@ static int total_reached(void *ctx)
 
 static void test_one_group_two_consumers(void)
 {
-    start(NULL);
+    bt_start(NULL);
     static consumer_t cs[2];
     static char sent[CONC_N][32], got[2 * (CONC_N + 50)][32];
     int total = 0;
     pthread_t th[2];
     memset(cs, 0, sizeof cs);
     char e[1024];
-    BP_REQUIRE(bp_ok_cmd(&C, e, sizeof e, "GROUP", "CREATE", "workers", "jobs", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "workers", "jobs", NULL) == 0, "%s", e);
     for (int i = 0; i < 2; i++) {
-        cs[i].port = B.port;
+        cs[i].port = bt_broker.port;
         cs[i].total = &total;
         BP_REQUIRE(pthread_create(&th[i], NULL, consumer_main, &cs[i]) == 0, "pthread_create");
     }
@@ -245,14 +212,15 @@ static void test_one_group_two_consumers(void)
 
 static void test_create_from_now_and_first(void)
 {
-    start(NULL);
+    bt_start(NULL);
     char e[1024];
     char old[1][32], new1[1][32], got[10][32];
     send_many("orders", 1, old, "old");
-    BP_REQUIRE(bp_ok_cmd(&C, e, sizeof e, "GROUP", "CREATE", "late", "orders", "FROM", "NOW", NULL) == 0, "%s", e);
-    BP_REQUIRE(bp_ok_cmd(&C, e, sizeof e, "GROUP", "CREATE", "early", "orders", "FROM", "FIRST", NULL) == 0, "%s",
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "late", "orders", "FROM", "NOW", NULL) == 0, "%s",
                e);
-    BP_REQUIRE(bp_ok_cmd(&C, e, sizeof e, "group", "create", "dflt", "orders", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "early", "orders", "FROM", "FIRST", NULL) == 0, "%s",
+               e);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "group", "create", "dflt", "orders", NULL) == 0, "%s", e);
     send_many("orders", 1, new1, "new");
     int n = drain("late", "orders", got, 10);
     BP_CHECK(n == 1 && strcmp(got[0], new1[0]) == 0, "FROM NOW group got %d messages (%s), want only the new one %s",
@@ -264,35 +232,36 @@ static void test_create_from_now_and_first(void)
     BP_CHECK(n == 2, "default (FROM FIRST) group got %d messages, want 2", n);
 
     /* Creating an existing group is an error naming its topic. */
-    resp_reply_t *r = rc_cmd(&C, "GROUP", "CREATE", "late", "orders", NULL);
+    resp_reply_t *r = rc_cmd(&bt_conn, "GROUP", "CREATE", "late", "orders", NULL);
     BP_CHECK(rc_is_error(r, "ERR group late already exists"), "GROUP CREATE twice: %s", rc_describe(r, e, sizeof e));
     resp_reply_free(r);
-    r = rc_cmd(&C, "GROUP", "CREATE", "x", "orders", "FROM", "MIDDLE", NULL);
+    r = rc_cmd(&bt_conn, "GROUP", "CREATE", "x", "orders", "FROM", "MIDDLE", NULL);
     BP_CHECK(rc_is_error(r, "ERR"), "FROM MIDDLE: %s", rc_describe(r, e, sizeof e));
     resp_reply_free(r);
-    r = rc_cmd(&C, "GROUP", "CREATE", "x", "orders", "MAXRETRY", "1001", NULL);
+    r = rc_cmd(&bt_conn, "GROUP", "CREATE", "x", "orders", "MAXRETRY", "1001", NULL);
     BP_CHECK(rc_is_error(r, "ERR"), "MAXRETRY 1001: %s", rc_describe(r, e, sizeof e));
     resp_reply_free(r);
 }
 
 static void test_group_list(void)
 {
-    start(NULL);
+    bt_start(NULL);
     char e[1024];
     char ids[10][32];
-    BP_REQUIRE(bp_ok_cmd(&C, e, sizeof e, "GROUP", "CREATE", "zeta", "orders", "MAXRETRY", "3", NULL) == 0, "%s", e);
-    BP_REQUIRE(bp_ok_cmd(&C, e, sizeof e, "GROUP", "CREATE", "alpha", "payments", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "zeta", "orders", "MAXRETRY", "3", NULL) == 0, "%s",
+               e);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "alpha", "payments", NULL) == 0, "%s", e);
     send_many("orders", 10, ids, "o");
     /* zeta leases 4 of 10 and does not ack. */
-    resp_reply_t *r = bp_pull(&C, e, sizeof e, "zeta", "orders", "COUNT", "4", NULL);
+    resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "zeta", "orders", "COUNT", "4", NULL);
     BP_REQUIRE(r != NULL && r->count == 4, "PULL COUNT 4: %s", r == NULL ? e : "wrong count");
     resp_reply_free(r);
 
     long long v = -1;
     char topic[64];
-    BP_CHECK(bp_group_topic(&C, "zeta", topic, sizeof topic, e, sizeof e) == 1 && strcmp(topic, "orders") == 0,
+    BP_CHECK(bp_group_topic(&bt_conn, "zeta", topic, sizeof topic, e, sizeof e) == 1 && strcmp(topic, "orders") == 0,
              "zeta topic: '%s' %s", topic, e);
-    BP_CHECK(bp_group_topic(&C, "alpha", topic, sizeof topic, e, sizeof e) == 1 && strcmp(topic, "payments") == 0,
+    BP_CHECK(bp_group_topic(&bt_conn, "alpha", topic, sizeof topic, e, sizeof e) == 1 && strcmp(topic, "payments") == 0,
              "alpha topic: '%s' %s", topic, e);
     static const struct { const char *group, *field; long long want; } want[] = {
         {"zeta", "inflight", 4},  {"zeta", "backlog", 6},   {"zeta", "ready", 6},
@@ -301,22 +270,22 @@ static void test_group_list(void)
         {"alpha", "max-reconsume", 16},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        int f = bp_group_field(&C, want[i].group, want[i].field, &v, e, sizeof e);
+        int f = bp_group_field(&bt_conn, want[i].group, want[i].field, &v, e, sizeof e);
         BP_CHECK(f == 1 && v == want[i].want, "GROUP LIST %s %s = %lld (found %d: %s), want %lld", want[i].group,
                  want[i].field, v, f, f < 0 ? e : "", want[i].want);
     }
     uint64_t now = tu_now_wall_ms();
-    int f = bp_group_field(&C, "zeta", "created-ms", &v, e, sizeof e);
+    int f = bp_group_field(&bt_conn, "zeta", "created-ms", &v, e, sizeof e);
     BP_CHECK(f == 1 && (uint64_t)v <= now && (uint64_t)v + 60000 > now, "created-ms %lld (now %" PRIu64 ")", v, now);
 
     /* INFO groups has a line per group. */
     char line[256];
-    BP_CHECK(bp_info_field(&C, "group_zeta", line, sizeof line, e, sizeof e) == 0 && strstr(line, "topic=orders") != NULL
-                 && strstr(line, "inflight=4") != NULL,
+    BP_CHECK(bp_info_field(&bt_conn, "group_zeta", line, sizeof line, e, sizeof e) == 0
+                 && strstr(line, "topic=orders") != NULL && strstr(line, "inflight=4") != NULL,
              "INFO group_zeta: '%s'", line);
 
     /* Sorted by name: alpha before zeta. */
-    r = rc_cmd(&C, "GROUP", "LIST", NULL);
+    r = rc_cmd(&bt_conn, "GROUP", "LIST", NULL);
     BP_REQUIRE(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 2, "GROUP LIST: %s",
                rc_describe(r, e, sizeof e));
     BP_CHECK(r->elements[0].count >= 2 && rc_str_eq(&r->elements[0].elements[1], "alpha")
@@ -327,25 +296,25 @@ static void test_group_list(void)
 
 static void test_group_del(void)
 {
-    start(NULL);
+    bt_start(NULL);
     char e[1024];
     char ids[3][32];
     send_many("orders", 3, ids, "d");
-    resp_reply_t *r = bp_pull(&C, e, sizeof e, "gone", "orders", "COUNT", "2", NULL);
+    resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "gone", "orders", "COUNT", "2", NULL);
     BP_REQUIRE(r != NULL && r->count == 2, "PULL: %s", r == NULL ? e : "wrong count");
     resp_reply_free(r);
     long long n = -1;
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "GROUP", "DEL", "gone", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "GROUP", "DEL", "gone", NULL) == 0, "%s", e);
     BP_CHECK(n == 1, "GROUP DEL of an existing group answered %lld, want 1", n);
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "GROUP", "DEL", "gone", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "GROUP", "DEL", "gone", NULL) == 0, "%s", e);
     BP_CHECK(n == 0, "GROUP DEL of a deleted group answered %lld, want 0", n);
     long long v;
-    BP_CHECK(bp_group_field(&C, "gone", "inflight", &v, e, sizeof e) == 0, "deleted group still listed");
+    BP_CHECK(bp_group_field(&bt_conn, "gone", "inflight", &v, e, sizeof e) == 0, "deleted group still listed");
     /* Its leases went with it: an ACK releases nothing. */
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "ACK", "gone", ids[0], NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "ACK", "gone", ids[0], NULL) == 0, "%s", e);
     BP_CHECK(n == 0, "ACK on a deleted group released %lld", n);
     /* The name is free again, for another topic even. */
-    BP_CHECK(bp_ok_cmd(&C, e, sizeof e, "GROUP", "CREATE", "gone", "other", NULL) == 0, "re-create: %s", e);
+    BP_CHECK(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "gone", "other", NULL) == 0, "re-create: %s", e);
     /* Other groups of the topic are untouched. */
     static char got[10][32];
     int k = drain("stays", "orders", got, 10);
@@ -354,66 +323,50 @@ static void test_group_del(void)
 
 static void test_bound_to_other_topic(void)
 {
-    start(NULL);
+    bt_start(NULL);
     char e[1024];
-    BP_REQUIRE(bp_ok_cmd(&C, e, sizeof e, "GROUP", "CREATE", "g", "a", NULL) == 0, "%s", e);
-    resp_reply_t *r = rc_cmd(&C, "PULL", "g", "b", NULL);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "g", "a", NULL) == 0, "%s", e);
+    resp_reply_t *r = rc_cmd(&bt_conn, "PULL", "g", "b", NULL);
     BP_CHECK(rc_is_error(r, "ERR group g is bound to topic a, not b"), "PULL g b: %s", rc_describe(r, e, sizeof e));
     resp_reply_free(r);
     /* Implicit binding by the first PULL too. */
-    r = bp_pull(&C, e, sizeof e, "h", "a", NULL);
+    r = bp_pull(&bt_conn, e, sizeof e, "h", "a", NULL);
     BP_REQUIRE(r != NULL, "%s", e);
     resp_reply_free(r);
-    r = rc_cmd(&C, "PULL", "h", "c", "BLOCK", "100", NULL);
+    r = rc_cmd(&bt_conn, "PULL", "h", "c", "BLOCK", "100", NULL);
     BP_CHECK(rc_is_error(r, "ERR group h is bound to topic a, not c"), "PULL h c: %s", rc_describe(r, e, sizeof e));
     resp_reply_free(r);
     char topic[64] = "";
-    BP_CHECK(bp_group_topic(&C, "h", topic, sizeof topic, e, sizeof e) == 1 && strcmp(topic, "a") == 0,
+    BP_CHECK(bp_group_topic(&bt_conn, "h", topic, sizeof topic, e, sizeof e) == 1 && strcmp(topic, "a") == 0,
              "implicitly created group h: topic '%s' %s", topic, e);
-}
-
-struct blocked_wait { const char *want; char last[32]; };
-static int blocked_is(void *ctx)
-{
-    struct blocked_wait *w = ctx;
-    char e[300];
-    return bp_info_field(&C, "blocked_clients", w->last, sizeof w->last, e, sizeof e) == 0
-           && strcmp(w->last, w->want) == 0;
-}
-
-static void wait_blocked(const char *want)
-{
-    struct blocked_wait w = {want, ""};
-    BP_REQUIRE(tu_poll_until(blocked_is, &w, 10000, 5) == 0, "INFO blocked_clients stayed '%s', want %s", w.last,
-               want);
 }
 
 /* Waiting PULLs of one group are served in arrival order (docs/broker.md). */
 static void test_blocked_pulls_in_order(void)
 {
-    start(NULL);
+    bt_start(NULL);
     char e[1024], id1[32], id2[32];
     rc_conn_t first, second;
-    BP_REQUIRE(bp_connect(&B, &first, e, sizeof e) == 0, "%s", e);
-    BP_REQUIRE(bp_connect(&B, &second, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &first, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &second, e, sizeof e) == 0, "%s", e);
     rc_appendl(&first, "PULL", "g", "orders", "BLOCK", "20000", NULL);
     BP_REQUIRE(rc_flush(&first, 0) == 0, "%s", first.err);
-    wait_blocked("1");
+    bt_wait_blocked("1");
     rc_appendl(&second, "PULL", "g", "orders", "BLOCK", "20000", NULL);
     BP_REQUIRE(rc_flush(&second, 0) == 0, "%s", second.err);
-    wait_blocked("2");
-    BP_REQUIRE(bp_send(&C, id1, sizeof id1, e, sizeof e, "orders", "one", NULL) == 0, "%s", e);
+    bt_wait_blocked("2");
+    BP_REQUIRE(bp_send(&bt_conn, id1, sizeof id1, e, sizeof e, "orders", "one", NULL) == 0, "%s", e);
     resp_reply_t *r = rc_read(&first, 10000);
     rc_msg_t m;
     BP_CHECK(r != NULL && r->count == 1 && rc_msg_at(r, 0, &m, e, sizeof e) == 0 && strcmp(m.id, id1) == 0,
              "the first waiting PULL did not get the first message: %s",
              r == NULL ? first.err : rc_describe(r, e, sizeof e));
     resp_reply_free(r);
-    wait_blocked("1");
+    bt_wait_blocked("1");
     r = rc_read(&second, 1);
     BP_CHECK(r == NULL, "the second waiting PULL answered too: %s", rc_describe(r, e, sizeof e));
     resp_reply_free(r);
-    BP_REQUIRE(bp_send(&C, id2, sizeof id2, e, sizeof e, "orders", "two", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, id2, sizeof id2, e, sizeof e, "orders", "two", NULL) == 0, "%s", e);
     r = rc_read(&second, 10000);
     BP_CHECK(r != NULL && r->count == 1 && rc_msg_at(r, 0, &m, e, sizeof e) == 0 && strcmp(m.id, id2) == 0,
              "the second waiting PULL did not get the second message: %s",
@@ -430,24 +383,18 @@ static void test_blocked_pulls_in_order(void)
     rc_close(&second);
 }
 
-static int add_suites(void)
-{
-    bp_set_failure_counter(CU_get_number_of_failures);
-    CU_pSuite s = CU_add_suite_with_setup_and_teardown("groups", NULL, NULL, setup, teardown);
-    if (s == NULL)
-        return -1;
-    if (CU_add_test(s, "two groups on one topic both get every message", test_two_groups_each_get_all) == NULL
-        || CU_add_test(s, "two consumers of one group never share a message", test_one_group_two_consumers) == NULL
-        || CU_add_test(s, "GROUP CREATE FROM NOW / FROM FIRST", test_create_from_now_and_first) == NULL
-        || CU_add_test(s, "GROUP LIST fields and order", test_group_list) == NULL
-        || CU_add_test(s, "GROUP DEL", test_group_del) == NULL
-        || CU_add_test(s, "a group bound to another topic is an error", test_bound_to_other_topic) == NULL
-        || CU_add_test(s, "waiting PULLs of a group are served in arrival order", test_blocked_pulls_in_order) == NULL)
-        return -1;
-    return 0;
-}
+static const tu_test_t groups_tests[] = {
+    {"two groups on one topic both get every message", test_two_groups_each_get_all},
+    {"two consumers of one group never share a message", test_one_group_two_consumers},
+    {"GROUP CREATE FROM NOW / FROM FIRST", test_create_from_now_and_first},
+    {"GROUP LIST fields and order", test_group_list},
+    {"GROUP DEL", test_group_del},
+    {"a group bound to another topic is an error", test_bound_to_other_topic},
+    {"waiting PULLs of a group are served in arrival order", test_blocked_pulls_in_order},
+    {NULL, NULL},
+};
 
 int main(int argc, char **argv)
 {
-    return tu_cunit_main(argc, argv, add_suites);
+    return bt_main(argc, argv, "groups", groups_tests);
 }

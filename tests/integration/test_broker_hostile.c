@@ -2,7 +2,7 @@
  * tests/integration/test_broker_hostile.c — hostile clients cannot hurt the broker or others.
  *
  * Each test starts its own hourglass-broker and keeps a bystander client
- * connected throughout. Checks, over the protocol (DESIGN §9, docs/broker.md
+ * (the fixture's bt_conn) connected throughout. Checks, over the protocol (DESIGN §9, docs/broker.md
  * "Limits"):
  *  - malformed or oversized requests (a 1 GiB bulk header, a negative bulk
  *    length, 10^6 arguments, bad headers, data not followed by CRLF, an inline
@@ -32,44 +32,21 @@
 
 #include <CUnit/CUnit.h>
 
-#include "tests/helpers/broker_proc.h"
+#include "tests/helpers/broker_test.h"
 #include "tests/helpers/testutil.h"
-
-static bp_broker_t B;
-static rc_conn_t Y;   /* the bystander */
-
-static void setup(void)
-{
-    memset(&B, 0, sizeof B);
-    memset(&Y, 0, sizeof Y);
-    Y.fd = -1;
-}
-
-static void teardown(void)
-{
-    rc_close(&Y);
-    BP_CHECK(bp_destroy(&B) == 0, "the broker did not end cleanly (see above)");
-}
-
-static void start(const char *const *extra)
-{
-    char e[8192];
-    BP_REQUIRE(bp_start(&B, extra, e, sizeof e) == 0, "start the broker: %s", e);
-    BP_REQUIRE(bp_connect(&B, &Y, e, sizeof e) == 0, "connect: %s", e);
-}
 
 /* The bystander still works: PING, SEND, PULL of what it sent; and the broker lives. */
 static void bystander_ok(const char *after)
 {
     char e[1024], id[32];
-    BP_REQUIRE(bp_alive(&B), "the broker died after %s", after);
-    resp_reply_t *r = rc_cmd(&Y, "PING", NULL);
+    BP_REQUIRE(bp_alive(&bt_broker), "the broker died after %s", after);
+    resp_reply_t *r = rc_cmd(&bt_conn, "PING", NULL);
     BP_REQUIRE(r != NULL && rc_str_eq(r, "PONG"), "bystander PING after %s: %s", after,
-               r == NULL ? Y.err : rc_describe(r, e, sizeof e));
+               r == NULL ? bt_conn.err : rc_describe(r, e, sizeof e));
     resp_reply_free(r);
-    BP_REQUIRE(bp_send(&Y, id, sizeof id, e, sizeof e, "calm", "still here", NULL) == 0, "bystander SEND after %s: %s",
-               after, e);
-    r = bp_pull(&Y, e, sizeof e, "bystander", "calm", "COUNT", "1000", NULL);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "calm", "still here", NULL) == 0,
+               "bystander SEND after %s: %s", after, e);
+    r = bp_pull(&bt_conn, e, sizeof e, "bystander", "calm", "COUNT", "1000", NULL);
     BP_REQUIRE(r != NULL, "bystander PULL after %s: %s", after, e);
     int found = 0;
     for (size_t i = 0; i < r->count; i++) {
@@ -94,7 +71,7 @@ static void expect_protocol_error(const char *name, const char *bytes, size_t le
 {
     char e[1024];
     rc_conn_t x;
-    BP_REQUIRE(bp_connect(&B, &x, e, sizeof e) == 0, "%s: connect: %s", name, e);
+    BP_REQUIRE(bp_connect(&bt_broker, &x, e, sizeof e) == 0, "%s: connect: %s", name, e);
     rc_append_raw(&x, bytes, len);
     int wrote = rc_flush(&x, 10000);   /* may fail: the broker may close before all is written */
     resp_reply_t *r = rc_read(&x, 10000);
@@ -110,7 +87,7 @@ static void expect_protocol_error(const char *name, const char *bytes, size_t le
 
 static void test_malformed_requests(void)
 {
-    start(NULL);
+    bt_start(NULL);
     static char many_args[4096];
     size_t n = (size_t)snprintf(many_args, sizeof many_args, "*1000000\r\n");
     for (int i = 0; i < 100; i++)
@@ -141,7 +118,7 @@ static void test_malformed_requests(void)
                               cases[i].want);
     printf("\n");
     char v[64], e[1024];
-    BP_REQUIRE(bp_info_field(&Y, "protocol_errors", v, sizeof v, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_info_field(&bt_conn, "protocol_errors", v, sizeof v, e, sizeof e) == 0, "%s", e);
     BP_CHECK(strtoull(v, NULL, 10) >= sizeof cases / sizeof cases[0], "INFO protocol_errors %s, want >= %zu", v,
              sizeof cases / sizeof cases[0]);
 }
@@ -158,7 +135,7 @@ static uint64_t rng(void)
 
 static void test_random_garbage(void)
 {
-    start(NULL);
+    bt_start(NULL);
     char e[1024];
     static char buf[8192];
     int closed = 0;
@@ -172,13 +149,13 @@ static void test_random_garbage(void)
             buf[1] = (char)('1' + rng() % 9);
         }
         rc_conn_t x;
-        BP_REQUIRE(bp_connect(&B, &x, e, sizeof e) == 0, "round %d: connect: %s", round, e);
+        BP_REQUIRE(bp_connect(&bt_broker, &x, e, sizeof e) == 0, "round %d: connect: %s", round, e);
         rc_append_raw(&x, buf, len);
         rc_flush(&x, 5000);
         /* Read until the broker closes or stays quiet; either is fine — it must not die. */
         closed += rc_wait_closed(&x, 300);
         rc_close(&x);
-        BP_REQUIRE(bp_alive(&B), "the broker died on garbage round %d", round);
+        BP_REQUIRE(bp_alive(&bt_broker), "the broker died on garbage round %d", round);
     }
     printf("\n    40 rounds of garbage: the broker closed %d of the connections\n", closed);
     bystander_ok("random garbage");
@@ -187,7 +164,7 @@ static void test_random_garbage(void)
 static void test_slow_reader_disconnected(void)
 {
     static const char *const flags[] = {"--max-reply-buffer", "1mb", NULL};
-    start(flags);
+    bt_start(flags);
     enum { N = 60, SIZE = 256 * 1024 };
     char e[1024], id[32];
     char *payload = malloc(SIZE + 1);
@@ -195,11 +172,11 @@ static void test_slow_reader_disconnected(void)
     memset(payload, 'P', SIZE);
     payload[SIZE] = '\0';
     for (int i = 0; i < N; i++)
-        BP_REQUIRE(bp_send(&Y, id, sizeof id, e, sizeof e, "big", payload, NULL) == 0, "SEND %d: %s", i, e);
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "big", payload, NULL) == 0, "SEND %d: %s", i, e);
     free(payload);
 
     rc_conn_t x;
-    BP_REQUIRE(bp_connect(&B, &x, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &x, e, sizeof e) == 0, "%s", e);
     int small = 4096;
     setsockopt(x.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
     for (int i = 0; i < N; i++)
@@ -210,7 +187,7 @@ static void test_slow_reader_disconnected(void)
     int got = 0;
     uint64_t end = tu_now_mono_ms() + 20000;
     while (got < N && tu_now_mono_ms() < end) {
-        resp_reply_t *r = bp_pull(&Y, e, sizeof e, "fast", "big", "COUNT", "10", "BLOCK", "1000", NULL);
+        resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "fast", "big", "COUNT", "10", "BLOCK", "1000", NULL);
         BP_REQUIRE(r != NULL, "bystander PULL: %s", e);
         for (size_t i = 0; i < r->count; i++) {
             rc_msg_t m;
@@ -226,10 +203,10 @@ static void test_slow_reader_disconnected(void)
     char v[64] = "";
     end = tu_now_mono_ms() + 20000;
     while (tu_now_mono_ms() < end) {
-        BP_REQUIRE(bp_info_field(&Y, "reply_buffer_disconnects", v, sizeof v, e, sizeof e) == 0, "%s", e);
+        BP_REQUIRE(bp_info_field(&bt_conn, "reply_buffer_disconnects", v, sizeof v, e, sizeof e) == 0, "%s", e);
         if (strtoull(v, NULL, 10) >= 1)
             break;
-        resp_reply_t *r = bp_pull(&Y, e, sizeof e, "idle", "nothing", "BLOCK", "100", NULL);
+        resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "idle", "nothing", "BLOCK", "100", NULL);
         resp_reply_free(r);
     }
     BP_CHECK(strtoull(v, NULL, 10) >= 1, "INFO reply_buffer_disconnects is '%s' after 20 s, want >= 1", v);
@@ -254,7 +231,7 @@ static void expect_error_keeps_conn(rc_conn_t *c, int argc, const char *const *a
 
 static void test_command_errors(void)
 {
-    start(NULL);
+    bt_start(NULL);
     static const struct { int argc; const char *argv[4]; const char *want; } cases[] = {
         {1, {"FOO"}, "ERR unknown command"},
         {2, {"GETX", "a"}, "ERR unknown command"},
@@ -273,7 +250,7 @@ static void test_command_errors(void)
         {3, {"AUTH", "u", "p"}, "ERR"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        expect_error_keeps_conn(&Y, cases[i].argc, cases[i].argv, NULL, cases[i].want);
+        expect_error_keeps_conn(&bt_conn, cases[i].argc, cases[i].argv, NULL, cases[i].want);
 
     /* A payload over max-payload (4mb) is refused; the connection stays. */
     size_t big = 5000000;
@@ -282,26 +259,27 @@ static void test_command_errors(void)
     memset(p, 'x', big);
     const char *argv[] = {"SEND", "t", p};
     size_t lens[] = {4, 1, big};
-    expect_error_keeps_conn(&Y, 3, argv, lens, "ERR payload is 5000000 bytes, larger than max-payload");
+    expect_error_keeps_conn(&bt_conn, 3, argv, lens, "ERR payload is 5000000 bytes, larger than max-payload");
     free(p);
 
     /* Inline commands work (telnet style), and empty multibulks are skipped. */
     char d[300];
     static const char inl[] = "*0\r\nPING\r\necho \"a b\"\r\n";
-    rc_append_raw(&Y, inl, sizeof inl - 1);
-    BP_REQUIRE(rc_flush(&Y, 0) == 0, "%s", Y.err);
-    resp_reply_t *r = rc_read(&Y, 0);
-    BP_CHECK(r != NULL && rc_str_eq(r, "PONG"), "inline PING: %s", r == NULL ? Y.err : rc_describe(r, d, sizeof d));
+    rc_append_raw(&bt_conn, inl, sizeof inl - 1);
+    BP_REQUIRE(rc_flush(&bt_conn, 0) == 0, "%s", bt_conn.err);
+    resp_reply_t *r = rc_read(&bt_conn, 0);
+    BP_CHECK(r != NULL && rc_str_eq(r, "PONG"), "inline PING: %s",
+             r == NULL ? bt_conn.err : rc_describe(r, d, sizeof d));
     resp_reply_free(r);
-    r = rc_read(&Y, 0);
+    r = rc_read(&bt_conn, 0);
     BP_CHECK(r != NULL && r->type == RESP_REPLY_BULK && rc_str_eq(r, "a b"), "inline ECHO \"a b\": %s",
-             r == NULL ? Y.err : rc_describe(r, d, sizeof d));
+             r == NULL ? bt_conn.err : rc_describe(r, d, sizeof d));
     resp_reply_free(r);
 
     /* QUIT answers +OK and closes. */
     rc_conn_t q;
     char e[1024];
-    BP_REQUIRE(bp_connect(&B, &q, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &q, e, sizeof e) == 0, "%s", e);
     r = rc_cmd(&q, "QUIT", NULL);
     BP_CHECK(r != NULL && r->type == RESP_REPLY_STATUS && rc_str_eq(r, "OK"), "QUIT: %s",
              r == NULL ? q.err : rc_describe(r, d, sizeof d));
@@ -314,17 +292,17 @@ static void test_command_errors(void)
 static void test_max_clients(void)
 {
     static const char *const flags[] = {"--max-clients", "3", NULL};
-    start(flags);   /* Y is client 1 */
+    bt_start(flags);   /* bt_conn is client 1 */
     char e[1024], d[300];
     rc_conn_t c2, c3, c4;
-    BP_REQUIRE(bp_connect(&B, &c2, e, sizeof e) == 0, "%s", e);
-    BP_REQUIRE(bp_connect(&B, &c3, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &c2, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &c3, e, sizeof e) == 0, "%s", e);
     /* Make sure the broker has accepted both before the fourth. */
     resp_reply_t *r = rc_cmd(&c2, "PING", NULL);
     resp_reply_free(r);
     r = rc_cmd(&c3, "PING", NULL);
     resp_reply_free(r);
-    BP_REQUIRE(bp_connect(&B, &c4, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &c4, e, sizeof e) == 0, "%s", e);
     r = rc_read(&c4, 5000);
     if (r == NULL) {   /* the error may be sent only once the client speaks */
         r = rc_cmd(&c4, "PING", NULL);
@@ -338,11 +316,11 @@ static void test_max_clients(void)
     /* A slot is free again once c3 is gone. */
     char v[32] = "";
     uint64_t end = tu_now_mono_ms() + 5000;
-    while (tu_now_mono_ms() < end && bp_info_field(&Y, "connected_clients", v, sizeof v, e, sizeof e) == 0
+    while (tu_now_mono_ms() < end && bp_info_field(&bt_conn, "connected_clients", v, sizeof v, e, sizeof e) == 0
            && strcmp(v, "2") != 0)
         ;
     BP_CHECK(strcmp(v, "2") == 0, "connected_clients %s after closing two, want 2", v);
-    BP_REQUIRE(bp_connect(&B, &c4, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &c4, e, sizeof e) == 0, "%s", e);
     r = rc_cmd(&c4, "PING", NULL);
     BP_CHECK(r != NULL && rc_str_eq(r, "PONG"), "a new client after one left: %s",
              r == NULL ? c4.err : rc_describe(r, d, sizeof d));
@@ -355,11 +333,11 @@ static void test_max_clients(void)
 static void test_idle_timeout(void)
 {
     static const char *const flags[] = {"--idle-timeout", "500ms", NULL};
-    start(flags);
+    bt_start(flags);
     char e[1024], d[300];
     rc_conn_t idle, blocked;
-    BP_REQUIRE(bp_connect(&B, &idle, e, sizeof e) == 0, "%s", e);
-    BP_REQUIRE(bp_connect(&B, &blocked, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &idle, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &blocked, e, sizeof e) == 0, "%s", e);
     rc_appendl(&blocked, "PULL", "g", "quiet", "BLOCK", "3000", NULL);
     BP_REQUIRE(rc_flush(&blocked, 0) == 0, "%s", blocked.err);
     uint64_t t0 = tu_now_mono_ms();
@@ -377,7 +355,7 @@ static void test_idle_timeout(void)
      * Each empty reply must arrive, and the connection must stay usable for the next
      * PULL sent right after it (the client was waiting on the broker, not idle). */
     rc_conn_t poller;
-    BP_REQUIRE(bp_connect(&B, &poller, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &poller, e, sizeof e) == 0, "%s", e);
     int lost = 0, rounds = 0;
     for (; rounds < 20 && lost == 0; rounds++) {
         rc_appendl(&poller, "PULL", "g", "quiet", "BLOCK", "500", NULL);
@@ -394,36 +372,37 @@ static void test_idle_timeout(void)
              rounds, poller.err);
     rc_close(&poller);
 
-    /* Y talked only at the start; talking again after a reconnect works. */
-    rc_close(&Y);
-    BP_REQUIRE(bp_connect(&B, &Y, e, sizeof e) == 0, "%s", e);
+    /* bt_conn talked only at the start; talking again after a reconnect works. */
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "%s", e);
     bystander_ok("idle-timeout");
 }
 
 static void test_hello3(void)
 {
-    start(NULL);
+    bt_start(NULL);
     char d[300];
-    resp_reply_t *r = rc_cmd(&Y, "HELLO", "3", NULL);
-    BP_REQUIRE(r != NULL && r->type == RESP_REPLY_MAP, "HELLO 3: %s", r == NULL ? Y.err : rc_describe(r, d, sizeof d));
+    resp_reply_t *r = rc_cmd(&bt_conn, "HELLO", "3", NULL);
+    BP_REQUIRE(r != NULL && r->type == RESP_REPLY_MAP, "HELLO 3: %s",
+               r == NULL ? bt_conn.err : rc_describe(r, d, sizeof d));
     int proto = 0;
     for (size_t i = 0; i + 1 < r->count; i += 2)
         if (rc_str_eq(&r->elements[i], "proto"))
             proto = (int)r->elements[i + 1].integer;
     BP_CHECK(proto == 3, "HELLO 3 says proto %d", proto);
     resp_reply_free(r);
-    r = rc_cmd(&Y, "HELLO", "4", NULL);
+    r = rc_cmd(&bt_conn, "HELLO", "4", NULL);
     BP_CHECK(rc_is_error(r, "NOPROTO"), "HELLO 4: %s", rc_describe(r, d, sizeof d));
     resp_reply_free(r);
     /* RESP3: INFO is verbatim text, GROUP LIST elements are maps; the helpers read both. */
-    r = rc_cmd(&Y, "INFO", "server", NULL);
+    r = rc_cmd(&bt_conn, "INFO", "server", NULL);
     BP_CHECK(r != NULL && r->type == RESP_REPLY_VERBATIM, "INFO under RESP3: %s", rc_describe(r, d, sizeof d));
     resp_reply_free(r);
     bystander_ok("HELLO 3");
     char e[300];
     long long v = -1;
-    BP_CHECK(bp_group_field(&Y, "bystander", "inflight", &v, e, sizeof e) == 1, "GROUP LIST under RESP3: %s", e);
-    r = rc_cmd(&Y, "HELLO", "2", NULL);
+    BP_CHECK(bp_group_field(&bt_conn, "bystander", "inflight", &v, e, sizeof e) == 1, "GROUP LIST under RESP3: %s", e);
+    r = rc_cmd(&bt_conn, "HELLO", "2", NULL);
     BP_CHECK(r != NULL && (r->type == RESP_REPLY_ARRAY), "HELLO 2: %s", rc_describe(r, d, sizeof d));
     resp_reply_free(r);
 }
@@ -432,22 +411,22 @@ static void test_hello3(void)
  * pauses reading (backpressure) and still answers every one, in order. */
 static void test_deep_pipeline(void)
 {
-    start(NULL);
+    bt_start(NULL);
     enum { N = 5000 };
     char d[300], e[300];
     for (int i = 0; i < N; i++) {
         char p[32];
         snprintf(p, sizeof p, "%d", i);
         if (i % 2 == 0)
-            rc_appendl(&Y, "ECHO", p, NULL);
+            rc_appendl(&bt_conn, "ECHO", p, NULL);
         else
-            rc_appendl(&Y, "SEND", "deep", p, NULL);
+            rc_appendl(&bt_conn, "SEND", "deep", p, NULL);
     }
-    BP_REQUIRE(rc_flush(&Y, 30000) == 0, "writing %d pipelined commands: %s", N, Y.err);
+    BP_REQUIRE(rc_flush(&bt_conn, 30000) == 0, "writing %d pipelined commands: %s", N, bt_conn.err);
     int bad = 0;
     for (int i = 0; i < N; i++) {
-        resp_reply_t *r = rc_read(&Y, 30000);
-        BP_REQUIRE(r != NULL, "reply %d of %d: %s", i, N, Y.err);
+        resp_reply_t *r = rc_read(&bt_conn, 30000);
+        BP_REQUIRE(r != NULL, "reply %d of %d: %s", i, N, bt_conn.err);
         char p[32];
         snprintf(p, sizeof p, "%d", i);
         if (i % 2 == 0 ? !rc_str_eq(r, p) : !(r->type == RESP_REPLY_BULK && r->len == 16)) {
@@ -457,7 +436,7 @@ static void test_deep_pipeline(void)
         resp_reply_free(r);
     }
     BP_CHECK(bad == 0, "%d replies out of order or wrong", bad);
-    resp_reply_t *r = bp_pull(&Y, e, sizeof e, "g", "deep", "COUNT", "1000", NULL);
+    resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "deep", "COUNT", "1000", NULL);
     BP_REQUIRE(r != NULL, "%s", e);
     BP_CHECK(r->count == 1000, "PULL COUNT 1000 after %d SENDs: %zu", N / 2, r->count);
     for (size_t i = 0; i < r->count; i++) {
@@ -473,25 +452,19 @@ static void test_deep_pipeline(void)
     resp_reply_free(r);
 }
 
-static int add_suites(void)
-{
-    bp_set_failure_counter(CU_get_number_of_failures);
-    CU_pSuite s = CU_add_suite_with_setup_and_teardown("hostile", NULL, NULL, setup, teardown);
-    if (s == NULL)
-        return -1;
-    if (CU_add_test(s, "malformed requests: error, close, others unharmed", test_malformed_requests) == NULL
-        || CU_add_test(s, "random garbage does not hurt", test_random_garbage) == NULL
-        || CU_add_test(s, "a client that stops reading is disconnected", test_slow_reader_disconnected) == NULL
-        || CU_add_test(s, "unknown command, arity, payload limit, inline, QUIT", test_command_errors) == NULL
-        || CU_add_test(s, "max-clients", test_max_clients) == NULL
-        || CU_add_test(s, "idle-timeout closes idle clients, not blocked ones", test_idle_timeout) == NULL
-        || CU_add_test(s, "HELLO 3 (RESP3) and back", test_hello3) == NULL
-        || CU_add_test(s, "5000 pipelined commands answered in order", test_deep_pipeline) == NULL)
-        return -1;
-    return 0;
-}
+static const tu_test_t hostile_tests[] = {
+    {"malformed requests: error, close, others unharmed", test_malformed_requests},
+    {"random garbage does not hurt", test_random_garbage},
+    {"a client that stops reading is disconnected", test_slow_reader_disconnected},
+    {"unknown command, arity, payload limit, inline, QUIT", test_command_errors},
+    {"max-clients", test_max_clients},
+    {"idle-timeout closes idle clients, not blocked ones", test_idle_timeout},
+    {"HELLO 3 (RESP3) and back", test_hello3},
+    {"5000 pipelined commands answered in order", test_deep_pipeline},
+    {NULL, NULL},
+};
 
 int main(int argc, char **argv)
 {
-    return tu_cunit_main(argc, argv, add_suites);
+    return bt_main(argc, argv, "hostile", hostile_tests);
 }

@@ -34,7 +34,7 @@
 
 #include <CUnit/CUnit.h>
 
-#include "tests/helpers/broker_proc.h"
+#include "tests/helpers/broker_test.h"
 #include "tests/helpers/testutil.h"
 
 #define PRODUCERS 4
@@ -43,22 +43,6 @@
 #define KILL_MIN_MS 300             /* ... and the load ran at least this long, */
 #define KILL_AFTER_MS 8000          /* or after this long, whichever comes first */
 #define MAX_PER_PRODUCER 2000000
-
-static bp_broker_t B;
-static rc_conn_t C;
-
-static void setup(void)
-{
-    memset(&B, 0, sizeof B);
-    memset(&C, 0, sizeof C);
-    C.fd = -1;
-}
-
-static void teardown(void)
-{
-    rc_close(&C);
-    BP_CHECK(bp_destroy(&B) == 0, "the broker did not end cleanly (see above)");
-}
 
 /* An acknowledged message: its id and the payload sequence it carried. */
 typedef struct acked {
@@ -183,7 +167,7 @@ static int group_drained(void *ctx)
     static const char *const f[] = {"ready", "inflight", "retry-delayed", "retry-ready"};
     char e[300];
     for (int i = 0; i < 4; i++)
-        if (bp_group_field(&C, "g", f[i], &d->last[i], e, sizeof e) != 1 || d->last[i] != 0)
+        if (bp_group_field(&bt_conn, "g", f[i], &d->last[i], e, sizeof e) != 1 || d->last[i] != 0)
             return 0;
     return 1;
 }
@@ -191,10 +175,9 @@ static int group_drained(void *ctx)
 static void test_kill9_producers(void)
 {
     char e[8192];
-    BP_REQUIRE(bp_start(&B, NULL, e, sizeof e) == 0, "start the broker: %s", e);
-    BP_REQUIRE(bp_connect(&B, &C, e, sizeof e) == 0, "%s", e);
-    BP_REQUIRE(bp_ok_cmd(&C, e, sizeof e, "GROUP", "CREATE", "g", "load", NULL) == 0, "%s", e);
-    rc_close(&C);
+    bt_start(NULL);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "g", "load", NULL) == 0, "%s", e);
+    rc_close(&bt_conn);
 
     static producer_t ps[PRODUCERS];
     pthread_t th[PRODUCERS];
@@ -202,7 +185,7 @@ static void test_kill9_producers(void)
     for (int i = 0; i < PRODUCERS; i++) {
         memset(&ps[i], 0, sizeof ps[i]);
         ps[i].index = i;
-        ps[i].port = B.port;
+        ps[i].port = bt_broker.port;
         ps[i].total = &total;
         ps[i].acked = malloc(sizeof(acked_t) * MAX_PER_PRODUCER);
         BP_REQUIRE(ps[i].acked != NULL, "malloc");
@@ -212,7 +195,7 @@ static void test_kill9_producers(void)
     struct kill_ctx kc = {&total, t0, t0 + KILL_AFTER_MS};
     tu_poll_until(enough_sent, &kc, KILL_AFTER_MS + 1000, 5);
     int at_kill = __atomic_load_n(&total, __ATOMIC_SEQ_CST);
-    BP_REQUIRE(bp_kill9(&B) == 0, "kill -9");
+    BP_REQUIRE(bp_kill9(&bt_broker) == 0, "kill -9");
     uint64_t t_kill = tu_now_mono_ms();
     for (int i = 0; i < PRODUCERS; i++)
         pthread_join(th[i], NULL);
@@ -240,9 +223,9 @@ static void test_kill9_producers(void)
     for (int i = 1; i < nacked; i++)
         BP_CHECK(all[i].id != all[i - 1].id, "the broker acknowledged id %016" PRIx64 " twice", all[i].id);
 
-    BP_REQUIRE(bp_restart(&B, e, sizeof e) == 0, "restart after kill -9: %s", e);
-    printf("    restart after kill -9 to first PONG: %" PRIu64 " ms\n", tu_now_mono_ms() - B.start_ms);
-    BP_REQUIRE(bp_connect(&B, &C, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart after kill -9: %s", e);
+    printf("    restart after kill -9 to first PONG: %" PRIu64 " ms\n", tu_now_mono_ms() - bt_broker.start_ms);
+    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "%s", e);
 
     /* Pull everything with one group, acking each batch. */
     size_t cap = (size_t)nsent + 16, nd = 0;
@@ -251,7 +234,7 @@ static void test_kill9_producers(void)
     int found_acked = 0, bad_payload = 0, empty_in_a_row = 0;
     uint64_t end = tu_now_mono_ms() + 90000;
     while (tu_now_mono_ms() < end && empty_in_a_row < 1) {
-        resp_reply_t *r = bp_pull(&C, e, sizeof e, "g", "load", "COUNT", "1000", "BLOCK", "1500", NULL);
+        resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "load", "COUNT", "1000", "BLOCK", "1500", NULL);
         BP_REQUIRE(r != NULL, "%s", e);
         if (r->count == 0) {
             /* Done when every acknowledged id came, or when nothing is left anywhere
@@ -260,15 +243,10 @@ static void test_kill9_producers(void)
             struct drained_ctx dc;
             uint64_t depth1 = 1;
             if (found_acked >= nacked
-                || (group_drained(&dc) && bp_level(&C, 1, NULL, &depth1, NULL, e, sizeof e) == 0 && depth1 == 0))
+                || (group_drained(&dc) && bp_level(&bt_conn, 1, NULL, &depth1, NULL, e, sizeof e) == 0 && depth1 == 0))
                 empty_in_a_row++;
             continue;
         }
-        const char *argv[2 + 1000];
-        int argc = 0;
-        argv[argc++] = "ACK";
-        argv[argc++] = "g";
-        static char idtext[1000][17];
         for (size_t i = 0; i < r->count; i++) {
             rc_msg_t m;
             BP_REQUIRE(rc_msg_at(r, i, &m, e, sizeof e) == 0, "%s", e);
@@ -284,13 +262,10 @@ static void test_kill9_producers(void)
                     || seq != a->seq)
                     bad_payload++;
             }
-            snprintf(idtext[i], sizeof idtext[i], "%.16s", m.id);
-            argv[argc++] = idtext[i];
         }
-        resp_reply_t *ack = rc_cmdv(&C, argc, argv, NULL);
         long long rel = -1;
-        BP_CHECK(rc_int(ack, &rel) == 0 && rel == (long long)r->count, "ACK released %lld of %zu", rel, r->count);
-        resp_reply_free(ack);
+        BP_CHECK(bt_ack_reply(&bt_conn, "g", r, &rel, e, sizeof e) == 0 && rel == (long long)r->count,
+                 "ACK released %lld of %zu %s", rel, r->count, e);
         resp_reply_free(r);
     }
     qsort(delivered, nd, sizeof *delivered, cmp_u64);
@@ -401,48 +376,47 @@ static void test_kill9_consumer(void)
     /* Level 3 (the first retry) is 300 ms here, so a lease redelivery takes lease + 0.3 s. */
     static const char *const flags[] = {"--levels", "100ms 200ms 300ms 1s", NULL};
     char e[8192];
-    BP_REQUIRE(bp_start(&B, flags, e, sizeof e) == 0, "start the broker: %s", e);
-    BP_REQUIRE(bp_connect(&B, &C, e, sizeof e) == 0, "%s", e);
+    bt_start(flags);
     static uint64_t sent[CONSUME_N];
     for (int i = 0; i < CONSUME_N; i++)
-        rc_appendl(&C, "SEND", "work", "w", NULL);
-    BP_REQUIRE(rc_flush(&C, 0) == 0, "%s", C.err);
+        rc_appendl(&bt_conn, "SEND", "work", "w", NULL);
+    BP_REQUIRE(rc_flush(&bt_conn, 0) == 0, "%s", bt_conn.err);
     for (int i = 0; i < CONSUME_N; i++) {
-        resp_reply_t *r = rc_read(&C, 0);
+        resp_reply_t *r = rc_read(&bt_conn, 0);
         BP_REQUIRE(r != NULL && r->type == RESP_REPLY_BULK && r->len == 16, "SEND %d: %s", i,
-                   r == NULL ? C.err : rc_describe(r, e, sizeof e));
+                   r == NULL ? bt_conn.err : rc_describe(r, e, sizeof e));
         char id[17];
         memcpy(id, r->str, 16);
         id[16] = '\0';
         sent[i] = rc_id_num(id);
         resp_reply_free(r);
     }
-    rc_close(&C);
+    rc_close(&bt_conn);
 
     static consumer_rec_t cr;
     memset(&cr, 0, sizeof cr);
     int delivered = 0;
-    cr.port = B.port;
+    cr.port = bt_broker.port;
     cr.delivered_count = &delivered;
     pthread_t th;
     BP_REQUIRE(pthread_create(&th, NULL, consumer_main, &cr) == 0, "pthread_create");
     struct count_ctx cc = {&delivered, CONSUME_KILL_AT};
     tu_poll_until(count_reached, &cc, 30000, 1);
-    BP_REQUIRE(bp_kill9(&B) == 0, "kill -9");
+    BP_REQUIRE(bp_kill9(&bt_broker) == 0, "kill -9");
     pthread_join(th, NULL);
     printf("\n    before the kill: %d delivered, %d acknowledged, %d held without ACK (consumer stopped by: %s)\n",
            cr.n, cr.nacked, cr.nheld, cr.why);
     BP_CHECK(cr.n >= CONSUME_KILL_AT, "only %d delivered before the kill", cr.n);
 
-    BP_REQUIRE(bp_restart(&B, e, sizeof e) == 0, "restart after kill -9: %s", e);
-    BP_REQUIRE(bp_connect(&B, &C, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart after kill -9: %s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "%s", e);
     static uint64_t after[CONSUME_N * 2];
     static long long after_reconsume[CONSUME_N * 2];
     int na = 0;
     uint64_t end = tu_now_mono_ms() + 60000;
     struct drained_ctx dc;
     while (tu_now_mono_ms() < end) {
-        resp_reply_t *r = bp_pull(&C, e, sizeof e, "g", "work", "COUNT", "500", "BLOCK", "500", NULL);
+        resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "work", "COUNT", "500", "BLOCK", "500", NULL);
         BP_REQUIRE(r != NULL, "%s", e);
         if (r->count == 0) {
             resp_reply_free(r);
@@ -450,25 +424,16 @@ static void test_kill9_consumer(void)
                 break;
             continue;
         }
-        const char *argv[2 + 500];
-        static char idt[500][17];
-        int argc = 0;
-        argv[argc++] = "ACK";
-        argv[argc++] = "g";
         for (size_t i = 0; i < r->count; i++) {
             rc_msg_t m;
             BP_REQUIRE(rc_msg_at(r, i, &m, e, sizeof e) == 0, "%s", e);
             BP_REQUIRE(na < CONSUME_N * 2, "far too many deliveries after the restart");
             after_reconsume[na] = m.reconsume;
             after[na++] = m.id_num;
-            snprintf(idt[i], sizeof idt[i], "%.16s", m.id);
-            argv[argc++] = idt[i];
         }
-        resp_reply_t *a = rc_cmdv(&C, argc, argv, NULL);
         long long rel = -1;
-        BP_CHECK(rc_int(a, &rel) == 0 && rel == (long long)r->count, "ACK after restart released %lld of %zu", rel,
-                 r->count);
-        resp_reply_free(a);
+        BP_CHECK(bt_ack_reply(&bt_conn, "g", r, &rel, e, sizeof e) == 0 && rel == (long long)r->count,
+                 "ACK after restart released %lld of %zu %s", rel, r->count, e);
         resp_reply_free(r);
     }
     BP_CHECK(group_drained(&dc), "group not drained after 60 s: ready %lld inflight %lld retry-delayed %lld "
@@ -521,19 +486,13 @@ static void test_kill9_consumer(void)
     BP_CHECK(fresh + cr.n - dup_before >= CONSUME_N, "accounting: %d fresh + %d before < %d", fresh, cr.n, CONSUME_N);
 }
 
-static int add_suites(void)
-{
-    bp_set_failure_counter(CU_get_number_of_failures);
-    CU_pSuite s = CU_add_suite_with_setup_and_teardown("kill9", NULL, NULL, setup, teardown);
-    if (s == NULL)
-        return -1;
-    if (CU_add_test(s, "kill -9 under pipelined SENDs loses no acknowledged id", test_kill9_producers) == NULL
-        || CU_add_test(s, "kill -9 while consuming: acked never again, unacked by lease", test_kill9_consumer) == NULL)
-        return -1;
-    return 0;
-}
+static const tu_test_t kill9_tests[] = {
+    {"kill -9 under pipelined SENDs loses no acknowledged id", test_kill9_producers},
+    {"kill -9 while consuming: acked never again, unacked by lease", test_kill9_consumer},
+    {NULL, NULL},
+};
 
 int main(int argc, char **argv)
 {
-    return tu_cunit_main(argc, argv, add_suites);
+    return bt_main(argc, argv, "kill9", kill9_tests);
 }

@@ -31,26 +31,10 @@
 
 #include <CUnit/CUnit.h>
 
-#include "tests/helpers/broker_proc.h"
+#include "tests/helpers/broker_test.h"
 #include "tests/helpers/testutil.h"
 
 #define LATE_BOUND_MS 1500
-
-static bp_broker_t B;
-static rc_conn_t C;
-
-static void setup(void)
-{
-    memset(&B, 0, sizeof B);
-    memset(&C, 0, sizeof C);
-    C.fd = -1;
-}
-
-static void teardown(void)
-{
-    rc_close(&C);
-    BP_CHECK(bp_destroy(&B) == 0, "the broker did not end cleanly (see above)");
-}
 
 static const char *const group_names[] = {"gA", "gB", "gC"};
 static const char *const group_fields[] = {"ready", "backlog", "retry-ready", "retry-delayed", "inflight",
@@ -74,55 +58,56 @@ static void snapshot(scenario_t *s, long long (*fields)[N_FIELDS], uint64_t *dep
     char e[1024];
     for (int g = 0; g < N_GROUPS; g++)
         for (int f = 0; f < N_FIELDS; f++)
-            BP_REQUIRE(bp_group_field(&C, group_names[g], group_fields[f], &fields[g][f], e, sizeof e) == 1,
+            BP_REQUIRE(bp_group_field(&bt_conn, group_names[g], group_fields[f], &fields[g][f], e, sizeof e) == 1,
                        "GROUP LIST %s %s: %s", group_names[g], group_fields[f], e);
-    BP_REQUIRE(bp_level(&C, 4, NULL, depth4, next4, e, sizeof e) == 0, "%s", e);
-    BP_REQUIRE(bp_int_cmd(&C, dlq_len, e, sizeof e, "DLQ", "LEN", "gB", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_level(&bt_conn, 4, NULL, depth4, next4, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, dlq_len, e, sizeof e, "DLQ", "LEN", "gB", NULL) == 0, "%s", e);
     (void)s;
 }
 
 static void build(scenario_t *s)
 {
     char e[1024];
-    BP_REQUIRE(bp_ok_cmd(&C, e, sizeof e, "GROUP", "CREATE", "gA", "t", NULL) == 0, "%s", e);
-    BP_REQUIRE(bp_ok_cmd(&C, e, sizeof e, "GROUP", "CREATE", "gB", "t", "MAXRETRY", "0", NULL) == 0, "%s", e);
-    BP_REQUIRE(bp_ok_cmd(&C, e, sizeof e, "GROUP", "CREATE", "gC", "t", "MAXRETRY", "5", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "gA", "t", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "gB", "t", "MAXRETRY", "0", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "gC", "t", "MAXRETRY", "5", NULL) == 0, "%s", e);
     for (int i = 0; i < 4; i++) {
         char p[16];
         snprintf(p, sizeof p, "r%d", i);
-        BP_REQUIRE(bp_send(&C, s->ready[i], 32, e, sizeof e, "t", p, "KEY", "k", NULL) == 0, "%s", e);
+        BP_REQUIRE(bp_send(&bt_conn, s->ready[i], 32, e, sizeof e, "t", p, "KEY", "k", NULL) == 0, "%s", e);
     }
     for (int i = 0; i < 3; i++) {
         char p[16];
         snprintf(p, sizeof p, "l%d", i);
-        BP_REQUIRE(bp_send(&C, s->lvl4[i], 32, e, sizeof e, "t", p, "LEVEL", "4", NULL) == 0, "%s", e);
+        BP_REQUIRE(bp_send(&bt_conn, s->lvl4[i], 32, e, sizeof e, "t", p, "LEVEL", "4", NULL) == 0, "%s", e);
     }
     /* gA consumes and acks r0 r1: its cursor is past them. */
-    resp_reply_t *r = bp_pull(&C, e, sizeof e, "gA", "t", "COUNT", "2", NULL);
+    resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "gA", "t", "COUNT", "2", NULL);
     BP_REQUIRE(r != NULL && r->count == 2, "gA PULL: %s", r == NULL ? e : "wrong count");
     resp_reply_free(r);
     long long n = 0;
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "ACK", "gA", s->ready[0], s->ready[1], NULL) == 0 && n == 2,
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "ACK", "gA", s->ready[0], s->ready[1], NULL) == 0 && n == 2,
                "gA ACK: %lld %s", n, e);
     /* gB holds a 10-minute lease on r0 and parks r1 in its DLQ. */
-    r = bp_pull(&C, e, sizeof e, "gB", "t", "COUNT", "1", "LEASE", "600000", NULL);
+    r = bp_pull(&bt_conn, e, sizeof e, "gB", "t", "COUNT", "1", "LEASE", "600000", NULL);
     BP_REQUIRE(r != NULL && r->count == 1, "gB PULL: %s", r == NULL ? e : "wrong count");
     resp_reply_free(r);
-    r = bp_pull(&C, e, sizeof e, "gB", "t", "COUNT", "1", NULL);
+    r = bp_pull(&bt_conn, e, sizeof e, "gB", "t", "COUNT", "1", NULL);
     BP_REQUIRE(r != NULL && r->count == 1, "gB PULL: %s", r == NULL ? e : "wrong count");
     resp_reply_free(r);
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "NACK", "gB", s->ready[1], "REASON", "parked before restart", NULL) == 0
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "NACK", "gB", s->ready[1], "REASON", "parked before restart",
+                          NULL) == 0
                    && n == 0,
                "gB NACK → DLQ: %lld %s", n, e);
     /* gC NACKs r0 onto level 4 (a delayed retry, 30 s). */
-    r = bp_pull(&C, e, sizeof e, "gC", "t", "COUNT", "1", NULL);
+    r = bp_pull(&bt_conn, e, sizeof e, "gC", "t", "COUNT", "1", NULL);
     BP_REQUIRE(r != NULL && r->count == 1, "gC PULL: %s", r == NULL ? e : "wrong count");
     resp_reply_free(r);
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "NACK", "gC", s->ready[0], "LEVEL", "4", NULL) == 0 && n > 0,
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "NACK", "gC", s->ready[0], "LEVEL", "4", NULL) == 0 && n > 0,
                "gC NACK LEVEL 4: %lld %s", n, e);
     /* A chained delay in flight across the restart. */
     s->delayed_before = tu_now_wall_ms();
-    BP_REQUIRE(bp_send(&C, s->delayed, 32, e, sizeof e, "td", "late", "DELAY", "3s", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, s->delayed, 32, e, sizeof e, "td", "late", "DELAY", "3s", NULL) == 0, "%s", e);
 
     snapshot(s, s->fields, &s->lvl4_depth, &s->lvl4_next_due, &s->dlq_len);
     BP_CHECK(s->lvl4_depth == 4, "level 4 depth %" PRIu64 " before restart, want 4 (3 sends + 1 retry)", s->lvl4_depth);
@@ -146,7 +131,7 @@ static void verify(scenario_t *s, uint64_t ready_wall_ms)
     BP_CHECK(dlq == s->dlq_len, "gB DLQ LEN after restart %lld, before %lld", dlq, s->dlq_len);
 
     /* gA resumes at its cursor: r2, r3 and nothing else. */
-    resp_reply_t *r = bp_pull(&C, e, sizeof e, "gA", "t", "COUNT", "10", NULL);
+    resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "gA", "t", "COUNT", "10", NULL);
     BP_REQUIRE(r != NULL, "%s", e);
     BP_CHECK(r->count == 2, "gA after restart got %zu messages, want 2 (r2, r3)", r->count);
     for (size_t i = 0; i < r->count && i < 2; i++) {
@@ -159,24 +144,24 @@ static void verify(scenario_t *s, uint64_t ready_wall_ms)
 
     /* gB's lease survived: ACK releases it. Its DLQ entry kept the reason. */
     long long n = -1;
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "ACK", "gB", s->ready[0], NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "ACK", "gB", s->ready[0], NULL) == 0, "%s", e);
     BP_CHECK(n == 1, "ACK of the lease taken before the restart released %lld, want 1", n);
-    r = rc_cmd(&C, "DLQ", "LIST", "gB", NULL);
+    r = rc_cmd(&bt_conn, "DLQ", "LIST", "gB", NULL);
     BP_REQUIRE(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 1, "DLQ LIST gB: %s",
-               r == NULL ? C.err : rc_describe(r, e, sizeof e));
+               r == NULL ? bt_conn.err : rc_describe(r, e, sizeof e));
     const resp_reply_t *d = &r->elements[0];
     BP_CHECK(d->type == RESP_REPLY_ARRAY && d->count == 6 && rc_str_eq(&d->elements[0], s->ready[1])
                  && rc_str_eq(&d->elements[4], "parked before restart"),
              "DLQ entry after restart lost its id or reason");
     resp_reply_free(r);
     /* gB's backlog continues at r2. */
-    r = bp_pull(&C, e, sizeof e, "gB", "t", "COUNT", "10", NULL);
+    r = bp_pull(&bt_conn, e, sizeof e, "gB", "t", "COUNT", "10", NULL);
     BP_REQUIRE(r != NULL, "%s", e);
     BP_CHECK(r->count == 2, "gB after restart got %zu messages, want 2", r->count);
     resp_reply_free(r);
 
     /* The chained delay arrives never before its due time. */
-    r = bp_pull(&C, e, sizeof e, "gd", "td", "BLOCK", "15000", NULL);
+    r = bp_pull(&bt_conn, e, sizeof e, "gd", "td", "BLOCK", "15000", NULL);
     uint64_t recv_ms = tu_now_wall_ms();
     BP_REQUIRE(r != NULL, "%s", e);
     BP_REQUIRE(r->count == 1, "the DELAY 3s message did not arrive after the restart (%zu)", r->count);
@@ -195,36 +180,35 @@ typedef enum { STOP_SIGTERM, STOP_SHUTDOWN, STOP_KILL9 } stop_mode_t;
 static void run(stop_mode_t mode)
 {
     char e[8192];
-    BP_REQUIRE(bp_start(&B, NULL, e, sizeof e) == 0, "start the broker: %s", e);
-    BP_REQUIRE(bp_connect(&B, &C, e, sizeof e) == 0, "%s", e);
+    bt_start(NULL);
     static scenario_t s;
     memset(&s, 0, sizeof s);
     build(&s);
-    int old_port = B.port;
+    int old_port = bt_broker.port;
     switch (mode) {
     case STOP_SIGTERM:
-        BP_REQUIRE(bp_stop(&B, e, sizeof e) == 0, "SIGTERM: %s", e);
+        BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "SIGTERM: %s", e);
         break;
     case STOP_SHUTDOWN: {
-        rc_appendl(&C, "SHUTDOWN", NULL);
-        BP_REQUIRE(rc_flush(&C, 0) == 0, "%s", C.err);
-        resp_reply_t *r = rc_read(&C, 15000);
-        BP_CHECK(r == NULL && !rc_timed_out(&C), "SHUTDOWN: got a reply or no close (%s)",
-                 r != NULL ? rc_describe(r, e, sizeof e) : C.err);
+        rc_appendl(&bt_conn, "SHUTDOWN", NULL);
+        BP_REQUIRE(rc_flush(&bt_conn, 0) == 0, "%s", bt_conn.err);
+        resp_reply_t *r = rc_read(&bt_conn, 15000);
+        BP_CHECK(r == NULL && !rc_timed_out(&bt_conn), "SHUTDOWN: got a reply or no close (%s)",
+                 r != NULL ? rc_describe(r, e, sizeof e) : bt_conn.err);
         resp_reply_free(r);
-        BP_REQUIRE(bp_wait_exit(&B, 15000, e, sizeof e) == 0, "after SHUTDOWN: %s", e);
+        BP_REQUIRE(bp_wait_exit(&bt_broker, 15000, e, sizeof e) == 0, "after SHUTDOWN: %s", e);
         break;
     }
     case STOP_KILL9:
-        BP_REQUIRE(bp_kill9(&B) == 0, "kill -9");
+        BP_REQUIRE(bp_kill9(&bt_broker) == 0, "kill -9");
         break;
     }
-    rc_close(&C);
-    BP_REQUIRE(bp_restart(&B, e, sizeof e) == 0, "restart: %s", e);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart: %s", e);
     uint64_t ready = tu_now_wall_ms();
-    BP_CHECK(B.port == old_port, "port changed");
-    printf("\n    restart to first PONG: %" PRIu64 " ms\n", tu_now_mono_ms() - B.start_ms);
-    BP_REQUIRE(bp_connect(&B, &C, e, sizeof e) == 0, "%s", e);
+    BP_CHECK(bt_broker.port == old_port, "port changed");
+    printf("\n    restart to first PONG: %" PRIu64 " ms\n", tu_now_mono_ms() - bt_broker.start_ms);
+    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "%s", e);
     verify(&s, ready);
 }
 
@@ -236,21 +220,21 @@ static void test_kill9(void) { run(STOP_KILL9); }
 static void test_kill9_twice(void)
 {
     char e[8192];
-    BP_REQUIRE(bp_start(&B, NULL, e, sizeof e) == 0, "start the broker: %s", e);
-    BP_REQUIRE(bp_connect(&B, &C, e, sizeof e) == 0, "%s", e);
+    bt_start(NULL);
     char ids[20][32];
     for (int i = 0; i < 20; i++)
-        BP_REQUIRE(bp_send(&C, ids[i], 32, e, sizeof e, "t", "x", i % 2 ? "LEVEL" : NULL, "1", NULL) == 0, "%s", e);
-    rc_close(&C);
+        BP_REQUIRE(bp_send(&bt_conn, ids[i], 32, e, sizeof e, "t", "x", i % 2 ? "LEVEL" : NULL, "1", NULL) == 0, "%s",
+                   e);
+    rc_close(&bt_conn);
     for (int k = 0; k < 2; k++) {
-        BP_REQUIRE(bp_kill9(&B) == 0, "kill -9");
-        BP_REQUIRE(bp_restart(&B, e, sizeof e) == 0, "restart %d: %s", k, e);
+        BP_REQUIRE(bp_kill9(&bt_broker) == 0, "kill -9");
+        BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart %d: %s", k, e);
     }
-    BP_REQUIRE(bp_connect(&B, &C, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "%s", e);
     int got = 0;
     uint64_t end = tu_now_mono_ms() + 15000;
     while (got < 20 && tu_now_mono_ms() < end) {
-        resp_reply_t *r = bp_pull(&C, e, sizeof e, "g", "t", "COUNT", "100", "BLOCK", "2000", NULL);
+        resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "t", "COUNT", "100", "BLOCK", "2000", NULL);
         BP_REQUIRE(r != NULL, "%s", e);
         got += (int)r->count;
         resp_reply_free(r);
@@ -272,18 +256,17 @@ static const char *last_line(char *text)
 static void test_refusals(void)
 {
     char e[8192];
-    BP_REQUIRE(bp_start(&B, NULL, e, sizeof e) == 0, "start the broker: %s", e);
-    BP_REQUIRE(bp_connect(&B, &C, e, sizeof e) == 0, "%s", e);
+    bt_start(NULL);
     char id[32];
-    BP_REQUIRE(bp_send(&C, id, sizeof id, e, sizeof e, "t", "kept", NULL) == 0, "%s", e);
-    rc_close(&C);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "kept", NULL) == 0, "%s", e);
+    rc_close(&bt_conn);
 
     /* A second broker on the same directory (another port) must refuse, not corrupt. */
-    bp_broker_t twin = B;
+    bp_broker_t twin = bt_broker;
     twin.pid = 0;
     twin.port = tu_free_port();
     twin.metrics_port = tu_free_port();
-    snprintf(twin.log_path, sizeof twin.log_path, "%s/twin.log", B.dir);
+    snprintf(twin.log_path, sizeof twin.log_path, "%s/twin.log", bt_broker.dir);
     BP_REQUIRE(bp_spawn(&twin, e, sizeof e) == 0, "%s", e);
     int rc = bp_wait_ready(&twin, 20000, e, sizeof e);
     BP_CHECK(rc != 0, "a second broker started on a directory in use");
@@ -291,27 +274,27 @@ static void test_refusals(void)
         bp_kill9(&twin);
     else
         printf("\n    second broker on the same dir: %s\n", last_line(e));
-    BP_CHECK(bp_alive(&B), "the first broker died when a second one tried its directory");
+    BP_CHECK(bp_alive(&bt_broker), "the first broker died when a second one tried its directory");
 
     /* Restarting with another level table is refused, naming the difference. */
-    BP_REQUIRE(bp_stop(&B, e, sizeof e) == 0, "%s", e);
-    B.extra[B.nextra++] = strdup("--levels");
-    B.extra[B.nextra++] = strdup("1s 5s 10s");
-    rc = bp_restart(&B, e, sizeof e);
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "%s", e);
+    bt_broker.extra[bt_broker.nextra++] = strdup("--levels");
+    bt_broker.extra[bt_broker.nextra++] = strdup("1s 5s 10s");
+    rc = bp_restart(&bt_broker, e, sizeof e);
     BP_CHECK(rc != 0, "the broker started on a directory made with another level table");
     if (rc == 0) {
-        bp_stop(&B, e, sizeof e);
+        bp_stop(&bt_broker, e, sizeof e);
     } else {
-        BP_CHECK(!bp_alive(&B) && WIFEXITED(B.last_status) && WEXITSTATUS(B.last_status) != 0,
+        BP_CHECK(!bp_alive(&bt_broker) && WIFEXITED(bt_broker.last_status) && WEXITSTATUS(bt_broker.last_status) != 0,
                  "refusing the level table should exit non-zero");
         BP_CHECK(strstr(e, "level table") != NULL, "the refusal does not mention the level table: %s", e);
         printf("    changed level table: %s\n", last_line(e));
     }
-    free(B.extra[--B.nextra]);
-    free(B.extra[--B.nextra]);
-    BP_REQUIRE(bp_restart(&B, e, sizeof e) == 0, "restart with the original table: %s", e);
-    BP_REQUIRE(bp_connect(&B, &C, e, sizeof e) == 0, "%s", e);
-    resp_reply_t *r = bp_pull(&C, e, sizeof e, "g", "t", NULL);
+    free(bt_broker.extra[--bt_broker.nextra]);
+    free(bt_broker.extra[--bt_broker.nextra]);
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart with the original table: %s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "%s", e);
+    resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "t", NULL);
     BP_REQUIRE(r != NULL, "%s", e);
     rc_msg_t m;
     BP_CHECK(r->count == 1 && rc_msg_at(r, 0, &m, e, sizeof e) == 0 && strcmp(m.id, id) == 0,
@@ -319,22 +302,16 @@ static void test_refusals(void)
     resp_reply_free(r);
 }
 
-static int add_suites(void)
-{
-    bp_set_failure_counter(CU_get_number_of_failures);
-    CU_pSuite s = CU_add_suite_with_setup_and_teardown("restart", NULL, NULL, setup, teardown);
-    if (s == NULL)
-        return -1;
-    if (CU_add_test(s, "SIGTERM keeps queues, cursors, leases, DLQ", test_sigterm) == NULL
-        || CU_add_test(s, "SHUTDOWN keeps queues, cursors, leases, DLQ", test_shutdown) == NULL
-        || CU_add_test(s, "kill -9 keeps queues, cursors, leases, DLQ", test_kill9) == NULL
-        || CU_add_test(s, "kill -9 twice in a row", test_kill9_twice) == NULL
-        || CU_add_test(s, "refuses a directory in use and a changed level table", test_refusals) == NULL)
-        return -1;
-    return 0;
-}
+static const tu_test_t restart_tests[] = {
+    {"SIGTERM keeps queues, cursors, leases, DLQ", test_sigterm},
+    {"SHUTDOWN keeps queues, cursors, leases, DLQ", test_shutdown},
+    {"kill -9 keeps queues, cursors, leases, DLQ", test_kill9},
+    {"kill -9 twice in a row", test_kill9_twice},
+    {"refuses a directory in use and a changed level table", test_refusals},
+    {NULL, NULL},
+};
 
 int main(int argc, char **argv)
 {
-    return tu_cunit_main(argc, argv, add_suites);
+    return bt_main(argc, argv, "restart", restart_tests);
 }

@@ -29,64 +29,10 @@
 
 #include <CUnit/CUnit.h>
 
-#include "tests/helpers/broker_proc.h"
+#include "tests/helpers/broker_test.h"
 #include "tests/helpers/testutil.h"
 
 #define LATE_BOUND_MS 1500
-
-static bp_broker_t B;
-static rc_conn_t C;
-
-static void setup(void)
-{
-    memset(&B, 0, sizeof B);
-    memset(&C, 0, sizeof C);
-    C.fd = -1;
-}
-
-static void teardown(void)
-{
-    rc_close(&C);
-    BP_CHECK(bp_destroy(&B) == 0, "the broker did not end cleanly (see above)");
-}
-
-static void start(const char *const *extra)
-{
-    char e[8192];
-    BP_REQUIRE(bp_start(&B, extra, e, sizeof e) == 0, "start the broker: %s", e);
-    BP_REQUIRE(bp_connect(&B, &C, e, sizeof e) == 0, "connect: %s", e);
-}
-
-struct blocked_wait { const char *want; char last[32]; };
-static int blocked_is(void *ctx)
-{
-    struct blocked_wait *w = ctx;
-    char e[300];
-    return bp_info_field(&C, "blocked_clients", w->last, sizeof w->last, e, sizeof e) == 0
-           && strcmp(w->last, w->want) == 0;
-}
-
-/* Poll INFO until blocked_clients is want: the broker holds that many PULL BLOCKs. */
-static void wait_blocked(const char *want)
-{
-    struct blocked_wait w = {want, ""};
-    BP_REQUIRE(tu_poll_until(blocked_is, &w, 10000, 5) == 0, "INFO blocked_clients stayed '%s', want %s", w.last,
-               want);
-}
-
-/* PULL exactly one message (BLOCK block_ms); *m points into *rep (caller frees). */
-static void pull_one(const char *group, const char *topic, const char *block_ms, const char *lease,
-                     resp_reply_t **rep, rc_msg_t *m)
-{
-    char e[1024];
-    resp_reply_t *r = lease != NULL
-        ? bp_pull(&C, e, sizeof e, group, topic, "BLOCK", block_ms, "LEASE", lease, NULL)
-        : bp_pull(&C, e, sizeof e, group, topic, "BLOCK", block_ms, NULL);
-    BP_REQUIRE(r != NULL, "%s", e);
-    BP_REQUIRE(r->count == 1, "PULL %s %s BLOCK %s returned %zu messages, want 1", group, topic, block_ms, r->count);
-    BP_REQUIRE(rc_msg_at(r, 0, m, e, sizeof e) == 0, "%s", e);
-    *rep = r;
-}
 
 /* NACK with optional extra args; returns the reply integer; checks the due
  * time lies within the round trip + delay_ms when delay_ms > 0. */
@@ -96,7 +42,7 @@ static long long nack(const char *group, const char *id, uint64_t delay_ms, cons
     char e[1024];
     long long due = -2;
     uint64_t before = tu_now_wall_ms();
-    int rc = bp_int_cmd(&C, &due, e, sizeof e, "NACK", group, id, a1, a2, a3, a4, NULL);
+    int rc = bp_int_cmd(&bt_conn, &due, e, sizeof e, "NACK", group, id, a1, a2, a3, a4, NULL);
     uint64_t after = tu_now_wall_ms();
     BP_REQUIRE(rc == 0, "%s", e);
     if (delay_ms > 0)
@@ -106,45 +52,20 @@ static long long nack(const char *group, const char *id, uint64_t delay_ms, cons
     return due;
 }
 
-struct field_wait { const char *group, *field; long long want, last; };
-static int field_is(void *ctx)
-{
-    struct field_wait *w = ctx;
-    char e[300];
-    return bp_group_field(&C, w->group, w->field, &w->last, e, sizeof e) == 1 && w->last == w->want;
-}
-
-/* Poll GROUP LIST until group's field equals want (deadline ms). */
-static void wait_field(const char *group, const char *field, long long want, int deadline_ms)
-{
-    struct field_wait w = {group, field, want, -1};
-    BP_REQUIRE(tu_poll_until(field_is, &w, deadline_ms, 20) == 0, "group %s: %s stayed %lld, want %lld within %d ms",
-               group, field, w.last, want, deadline_ms);
-}
-
-static void expect_nothing_ready(const char *group, const char *topic)
-{
-    char e[1024];
-    resp_reply_t *r = bp_pull(&C, e, sizeof e, group, topic, "COUNT", "10", NULL);
-    BP_REQUIRE(r != NULL, "%s", e);
-    BP_CHECK(r->count == 0, "PULL returned %zu messages, want none yet", r->count);
-    resp_reply_free(r);
-}
-
 static void test_default_first_step(void)
 {
-    start(NULL);
+    bt_start(NULL);
     char e[1024], ida[32], idb[32];
-    BP_REQUIRE(bp_send(&C, ida, sizeof ida, e, sizeof e, "orders", "A", "KEY", "ka", NULL) == 0, "%s", e);
-    BP_REQUIRE(bp_send(&C, idb, sizeof idb, e, sizeof e, "orders", "B", "KEY", "kb", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, ida, sizeof ida, e, sizeof e, "orders", "A", "KEY", "ka", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, idb, sizeof idb, e, sizeof e, "orders", "B", "KEY", "kb", NULL) == 0, "%s", e);
 
     resp_reply_t *ra, *rb;
     rc_msg_t ma, mb;
     uint64_t lease_before = tu_now_wall_ms();
-    pull_one("g", "orders", "1000", "400", &ra, &ma);   /* A: a 400 ms lease, let it expire */
+    bt_pull_one("g", "orders", "1000", "400", &ra, &ma);   /* A: a 400 ms lease, let it expire */
     BP_CHECK(strcmp(ma.id, ida) == 0 && ma.reconsume == 0, "first PULL: %s r%lld, want %s r0", ma.id, ma.reconsume,
              ida);
-    pull_one("g", "orders", "1000", NULL, &rb, &mb);    /* B: the default 30 s lease, NACK it */
+    bt_pull_one("g", "orders", "1000", NULL, &rb, &mb);    /* B: the default 30 s lease, NACK it */
     BP_CHECK(strcmp(mb.id, idb) == 0, "second PULL: %s, want %s", mb.id, idb);
     resp_reply_free(ra);
     resp_reply_free(rb);
@@ -153,28 +74,28 @@ static void test_default_first_step(void)
     long long due_b = nack("g", idb, 10000, NULL, NULL, NULL, NULL);
 
     /* Lease of A expires at lease_before + 400: the broker reschedules it the same way. */
-    wait_field("g", "inflight", 0, 5000);
+    bt_wait_field("g", "inflight", 0, 5000);
     uint64_t expired_seen = tu_now_wall_ms();
     BP_CHECK(expired_seen >= lease_before + 400, "lease of 400 ms gone after %" PRIu64 " ms",
              expired_seen - lease_before);
-    wait_field("g", "retry-delayed", 2, 2000);
+    bt_wait_field("g", "retry-delayed", 2, 2000);
     long long v = -2;
-    BP_REQUIRE(bp_int_cmd(&C, &v, e, sizeof e, "ACK", "g", ida, NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &v, e, sizeof e, "ACK", "g", ida, NULL) == 0, "%s", e);
     BP_CHECK(v == 0, "ACK after the lease expired answered %lld, want 0", v);
-    BP_REQUIRE(bp_int_cmd(&C, &v, e, sizeof e, "TOUCH", "g", ida, NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &v, e, sizeof e, "TOUCH", "g", ida, NULL) == 0, "%s", e);
     BP_CHECK(v == 0, "TOUCH after the lease expired answered %lld, want 0", v);
-    BP_REQUIRE(bp_int_cmd(&C, &v, e, sizeof e, "NACK", "g", ida, NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &v, e, sizeof e, "NACK", "g", ida, NULL) == 0, "%s", e);
     BP_CHECK(v == -1, "NACK after the lease expired answered %lld, want -1", v);
     uint64_t depth = 0;
-    BP_REQUIRE(bp_level(&C, 3, NULL, &depth, NULL, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_level(&bt_conn, 3, NULL, &depth, NULL, e, sizeof e) == 0, "%s", e);
     BP_CHECK(depth == 2, "level 3 (10 s) holds %" PRIu64 " retries, want 2", depth);
-    expect_nothing_ready("g", "orders");
+    bt_expect_nothing_ready("g", "orders");
 
     /* Both come back with reconsume 1: B at due_b, A 10 s after its expiry. */
     int got_a = 0, got_b = 0;
     uint64_t end = tu_now_mono_ms() + 25000;
     while ((!got_a || !got_b) && tu_now_mono_ms() < end) {
-        resp_reply_t *r = bp_pull(&C, e, sizeof e, "g", "orders", "COUNT", "10", "BLOCK", "15000", NULL);
+        resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "orders", "COUNT", "10", "BLOCK", "15000", NULL);
         uint64_t recv_ms = tu_now_wall_ms();
         BP_REQUIRE(r != NULL, "%s", e);
         for (size_t i = 0; i < r->count; i++) {
@@ -206,7 +127,7 @@ static void test_default_first_step(void)
         resp_reply_free(r);
     }
     BP_CHECK(got_a == 1 && got_b == 1, "redelivered A %d times, B %d times, want once each", got_a, got_b);
-    BP_REQUIRE(bp_int_cmd(&C, &v, e, sizeof e, "ACK", "g", ida, idb, NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &v, e, sizeof e, "ACK", "g", ida, idb, NULL) == 0, "%s", e);
     BP_CHECK(v == 2, "ACK of both redelivered leases released %lld, want 2", v);
 }
 
@@ -214,16 +135,16 @@ static void test_default_first_step(void)
 static void test_schedule_short_table(void)
 {
     static const char *const flags[] = {"--levels", "100ms 200ms 500ms 1s 2s", NULL};
-    start(flags);
+    bt_start(flags);
     char e[1024], id[32];
-    BP_REQUIRE(bp_ok_cmd(&C, e, sizeof e, "GROUP", "CREATE", "g", "orders", "MAXRETRY", "4", NULL) == 0, "%s", e);
-    BP_REQUIRE(bp_send(&C, id, sizeof id, e, sizeof e, "orders", "pay", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "g", "orders", "MAXRETRY", "4", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "orders", "pay", NULL) == 0, "%s", e);
     /* failure r → level 3 + r: 500ms, 1s, 2s, then clamped to level 5 (2s); r = 4 = MAXRETRY → DLQ */
     static const uint64_t delays[] = {500, 1000, 2000, 2000};
     for (int r = 0; r <= 4; r++) {
         resp_reply_t *rep;
         rc_msg_t m;
-        pull_one("g", "orders", "10000", NULL, &rep, &m);
+        bt_pull_one("g", "orders", "10000", NULL, &rep, &m);
         uint64_t recv_ms = tu_now_wall_ms();
         BP_CHECK(strcmp(m.id, id) == 0, "delivery %d: id %s, want %s", r, m.id, id);
         BP_CHECK(m.reconsume == r, "delivery %d: reconsume %lld, want %d", r, m.reconsume, r);
@@ -235,25 +156,25 @@ static void test_schedule_short_table(void)
         if (r < 4) {
             long long due = nack("g", id, delays[r], "REASON", reason, NULL, NULL);
             BP_CHECK(due > 0, "NACK %d answered %lld", r, due);
-            expect_nothing_ready("g", "orders");
+            bt_expect_nothing_ready("g", "orders");
         } else {
             long long due = nack("g", id, 0, "REASON", reason, NULL, NULL);
             BP_CHECK(due == 0, "NACK at reconsume %d = MAXRETRY answered %lld, want 0 (DLQ)", r, due);
         }
     }
     long long n = -1;
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "DLQ", "LEN", "g", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "DLQ", "LEN", "g", NULL) == 0, "%s", e);
     BP_CHECK(n == 1, "DLQ LEN %lld, want 1", n);
-    expect_nothing_ready("g", "orders");
+    bt_expect_nothing_ready("g", "orders");
 
     /* A lease expiry follows the same policy: reconsume 0 → level 3 (500 ms). */
-    BP_REQUIRE(bp_send(&C, id, sizeof id, e, sizeof e, "orders", "slow", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "orders", "slow", NULL) == 0, "%s", e);
     resp_reply_t *rep;
     rc_msg_t m;
     uint64_t t0 = tu_now_wall_ms();
-    pull_one("g", "orders", "1000", "300", &rep, &m);
+    bt_pull_one("g", "orders", "1000", "300", &rep, &m);
     resp_reply_free(rep);
-    pull_one("g", "orders", "10000", NULL, &rep, &m);
+    bt_pull_one("g", "orders", "10000", NULL, &rep, &m);
     uint64_t t1 = tu_now_wall_ms();
     BP_CHECK(strcmp(m.id, id) == 0 && m.reconsume == 1, "after lease expiry: %s reconsume %lld, want %s r1", m.id,
              m.reconsume, id);
@@ -284,9 +205,9 @@ static int dlq_list(const char *group, const char *count, const char *after, dlq
         argv[argc++] = "AFTER";
         argv[argc++] = after;
     }
-    resp_reply_t *r = rc_cmdv(&C, argc, argv, NULL);
+    resp_reply_t *r = rc_cmdv(&bt_conn, argc, argv, NULL);
     BP_REQUIRE(r != NULL && r->type == RESP_REPLY_ARRAY, "DLQ LIST %s: %s", group,
-               r == NULL ? C.err : rc_describe(r, e, sizeof e));
+               r == NULL ? bt_conn.err : rc_describe(r, e, sizeof e));
     int n = 0;
     for (size_t i = 0; i < r->count && n < max; i++) {
         const resp_reply_t *x = &r->elements[i];
@@ -311,18 +232,18 @@ static int dlq_list(const char *group, const char *count, const char *after, dlq
 
 static void test_dlq_after_max_with_reason(void)
 {
-    start(NULL);
+    bt_start(NULL);
     char e[1024], id[32];
-    BP_REQUIRE(bp_ok_cmd(&C, e, sizeof e, "GROUP", "CREATE", "g", "orders", "MAXRETRY", "1", NULL) == 0, "%s", e);
-    BP_REQUIRE(bp_send(&C, id, sizeof id, e, sizeof e, "orders", "order-7", "KEY", "o7", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "g", "orders", "MAXRETRY", "1", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "orders", "order-7", "KEY", "o7", NULL) == 0, "%s", e);
     resp_reply_t *rep;
     rc_msg_t m;
-    pull_one("g", "orders", "1000", NULL, &rep, &m);
+    bt_pull_one("g", "orders", "1000", NULL, &rep, &m);
     resp_reply_free(rep);
     /* NACK LEVEL 1 overrides the schedule (1 s instead of 10 s). */
     long long due = nack("g", id, 1000, "LEVEL", "1", "REASON", "try again");
     BP_CHECK(due > 0, "first NACK with MAXRETRY 1 answered %lld", due);
-    pull_one("g", "orders", "5000", NULL, &rep, &m);
+    bt_pull_one("g", "orders", "5000", NULL, &rep, &m);
     uint64_t recv_ms = tu_now_wall_ms();
     BP_CHECK(m.reconsume == 1 && recv_ms >= (uint64_t)due && recv_ms < (uint64_t)due + LATE_BOUND_MS,
              "after NACK LEVEL 1: reconsume %lld, %+lld ms from due", m.reconsume, (long long)recv_ms - due);
@@ -332,7 +253,7 @@ static void test_dlq_after_max_with_reason(void)
     uint64_t after = tu_now_wall_ms();
     BP_CHECK(due == 0, "NACK at reconsume 1 = MAXRETRY answered %lld, want 0 (DLQ)", due);
     long long n = -1;
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "DLQ", "LEN", "g", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "DLQ", "LEN", "g", NULL) == 0, "%s", e);
     BP_CHECK(n == 1, "DLQ LEN %lld, want 1", n);
     dlq_entry_t d[4];
     int k = dlq_list("g", NULL, NULL, d, 4);
@@ -346,31 +267,31 @@ static void test_dlq_after_max_with_reason(void)
     BP_CHECK(d[0].parked_ms >= before && d[0].parked_ms <= after, "parked_ms %" PRIu64 " outside the NACK [%" PRIu64
              ", %" PRIu64 "]", d[0].parked_ms, before, after);
     long long dv = -1;
-    BP_CHECK(bp_group_field(&C, "g", "dlq", &dv, e, sizeof e) == 1 && dv == 1, "GROUP LIST dlq %lld", dv);
+    BP_CHECK(bp_group_field(&bt_conn, "g", "dlq", &dv, e, sizeof e) == 1 && dv == 1, "GROUP LIST dlq %lld", dv);
 
     /* MAXRETRY 0: the first failure (here a lease expiry) goes to the DLQ, reason "lease expired". */
-    BP_REQUIRE(bp_ok_cmd(&C, e, sizeof e, "GROUP", "CREATE", "g0", "jobs", "MAXRETRY", "0", NULL) == 0, "%s", e);
-    BP_REQUIRE(bp_send(&C, id, sizeof id, e, sizeof e, "jobs", "j", NULL) == 0, "%s", e);
-    pull_one("g0", "jobs", "1000", "200", &rep, &m);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "g0", "jobs", "MAXRETRY", "0", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "jobs", "j", NULL) == 0, "%s", e);
+    bt_pull_one("g0", "jobs", "1000", "200", &rep, &m);
     resp_reply_free(rep);
-    wait_field("g0", "dlq", 1, 5000);
+    bt_wait_field("g0", "dlq", 1, 5000);
     k = dlq_list("g0", NULL, NULL, d, 4);
     BP_REQUIRE(k == 1, "DLQ LIST g0 has %d entries", k);
     BP_CHECK(strcmp(d[0].reason, "lease expired") == 0, "reason after a lease expiry '%s', want 'lease expired'",
              d[0].reason);
 
     /* NACK DELAY overrides too. */
-    BP_REQUIRE(bp_send(&C, id, sizeof id, e, sizeof e, "orders", "d", NULL) == 0, "%s", e);
-    pull_one("g", "orders", "1000", NULL, &rep, &m);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "orders", "d", NULL) == 0, "%s", e);
+    bt_pull_one("g", "orders", "1000", NULL, &rep, &m);
     resp_reply_free(rep);
     nack("g", id, 2000, "DELAY", "2s", NULL, NULL);
-    resp_reply_t *r = rc_cmd(&C, "NACK", "g", id, "DELAY", "0", NULL);
+    resp_reply_t *r = rc_cmd(&bt_conn, "NACK", "g", id, "DELAY", "0", NULL);
     BP_CHECK(rc_is_error(r, "ERR"), "NACK DELAY 0: %s", rc_describe(r, e, sizeof e));
     resp_reply_free(r);
     /* NACK … DLQ: a permanent failure goes straight to the DLQ with its reason,
      * whatever the reconsume count (default MAXRETRY 16 here). */
-    BP_REQUIRE(bp_send(&C, id, sizeof id, e, sizeof e, "perm", "bad", NULL) == 0, "%s", e);
-    pull_one("gp", "perm", "1000", NULL, &rep, &m);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "perm", "bad", NULL) == 0, "%s", e);
+    bt_pull_one("gp", "perm", "1000", NULL, &rep, &m);
     BP_CHECK(m.reconsume == 0, "fresh message with reconsume %lld", m.reconsume);
     resp_reply_free(rep);
     due = nack("gp", id, 0, "DLQ", "REASON", "order 9 does not exist", NULL);
@@ -378,11 +299,11 @@ static void test_dlq_after_max_with_reason(void)
     k = dlq_list("gp", NULL, NULL, d, 4);
     BP_CHECK(k == 1 && strcmp(d[0].id, id) == 0 && strcmp(d[0].reason, "order 9 does not exist") == 0,
              "after NACK DLQ: %d entries, reason '%s'", k, k > 0 ? d[0].reason : "");
-    r = rc_cmd(&C, "NACK", "gp", id, "LEVEL", "1", "DLQ", NULL);
+    r = rc_cmd(&bt_conn, "NACK", "gp", id, "LEVEL", "1", "DLQ", NULL);
     BP_CHECK(rc_is_error(r, "ERR"), "NACK LEVEL 1 DLQ: %s", rc_describe(r, e, sizeof e));
     resp_reply_free(r);
 
-    r = rc_cmd(&C, "DLQ", "LEN", "nosuch", NULL);
+    r = rc_cmd(&bt_conn, "DLQ", "LEN", "nosuch", NULL);
     BP_CHECK(rc_is_error(r, "ERR no such group"), "DLQ LEN of an unknown group: %s", rc_describe(r, e, sizeof e));
     resp_reply_free(r);
 }
@@ -394,9 +315,9 @@ static void park(const char *group, const char *topic, int n, char (*ids)[32])
     for (int i = 0; i < n; i++) {
         char p[32];
         snprintf(p, sizeof p, "p%d", i);
-        BP_REQUIRE(bp_send(&C, ids[i], 32, e, sizeof e, topic, p, NULL) == 0, "%s", e);
+        BP_REQUIRE(bp_send(&bt_conn, ids[i], 32, e, sizeof e, topic, p, NULL) == 0, "%s", e);
     }
-    resp_reply_t *r = bp_pull(&C, e, sizeof e, group, topic, "COUNT", "100", NULL);
+    resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, group, topic, "COUNT", "100", NULL);
     BP_REQUIRE(r != NULL && r->count == (size_t)n, "PULL to park: %s", r == NULL ? e : "wrong count");
     for (size_t i = 0; i < r->count; i++) {
         rc_msg_t m;
@@ -411,16 +332,16 @@ static long long dlq_len(const char *group)
 {
     char e[1024];
     long long n = -1;
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "DLQ", "LEN", group, NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "DLQ", "LEN", group, NULL) == 0, "%s", e);
     return n;
 }
 
 static void test_dlq_requeue_drop(void)
 {
-    start(NULL);
+    bt_start(NULL);
     char e[1024];
     char ids[5][32];
-    BP_REQUIRE(bp_ok_cmd(&C, e, sizeof e, "GROUP", "CREATE", "g", "orders", "MAXRETRY", "0", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "g", "orders", "MAXRETRY", "0", NULL) == 0, "%s", e);
     park("g", "orders", 5, ids);
     BP_CHECK(dlq_len("g") == 5, "DLQ LEN %lld, want 5", dlq_len("g"));
 
@@ -436,30 +357,30 @@ static void test_dlq_requeue_drop(void)
 
     /* REQUEUE one → ready again, reconsume 0. */
     long long n = -1;
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "DLQ", "REQUEUE", "g", ids[2], NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "DLQ", "REQUEUE", "g", ids[2], NULL) == 0, "%s", e);
     BP_CHECK(n == 1, "DLQ REQUEUE one answered %lld", n);
     BP_CHECK(dlq_len("g") == 4, "DLQ LEN after REQUEUE one: %lld, want 4", dlq_len("g"));
     resp_reply_t *rep;
     rc_msg_t m;
-    pull_one("g", "orders", "2000", NULL, &rep, &m);
+    bt_pull_one("g", "orders", "2000", NULL, &rep, &m);
     BP_CHECK(strcmp(m.id, ids[2]) == 0 && m.reconsume == 0, "after REQUEUE: %s r%lld, want %s r0", m.id, m.reconsume,
              ids[2]);
     resp_reply_free(rep);
     BP_CHECK(nack("g", ids[2], 0, NULL, NULL, NULL, NULL) == 0, "NACK back to the DLQ");
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "DLQ", "REQUEUE", "g", "00000000deadbeef", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "DLQ", "REQUEUE", "g", "00000000deadbeef", NULL) == 0, "%s", e);
     BP_CHECK(n == 0, "DLQ REQUEUE of an unknown id answered %lld", n);
 
     /* A REQUEUE wakes a blocked PULL. */
     rc_conn_t w;
-    BP_REQUIRE(bp_connect(&B, &w, e, sizeof e) == 0, "%s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &w, e, sizeof e) == 0, "%s", e);
     rc_appendl(&w, "PULL", "g", "orders", "BLOCK", "20000", NULL);
     BP_REQUIRE(rc_flush(&w, 0) == 0, "%s", w.err);
-    wait_blocked("1");
+    bt_wait_blocked("1");
     resp_reply_t *r = rc_read(&w, 1);
     BP_CHECK(r == NULL && rc_timed_out(&w), "PULL BLOCK answered with nothing ready");
     resp_reply_free(r);
     uint64_t t0 = tu_now_mono_ms();
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "DLQ", "REQUEUE", "g", ids[0], NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "DLQ", "REQUEUE", "g", ids[0], NULL) == 0, "%s", e);
     r = rc_read(&w, 30000);
     BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 1, "blocked PULL after REQUEUE: %s",
              r == NULL ? w.err : rc_describe(r, e, sizeof e));
@@ -471,10 +392,10 @@ static void test_dlq_requeue_drop(void)
     BP_CHECK(dlq_len("g") == 5, "DLQ LEN %lld, want 5", dlq_len("g"));
 
     /* REQUEUE ALL → all five ready. */
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "DLQ", "REQUEUE", "g", "ALL", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "DLQ", "REQUEUE", "g", "ALL", NULL) == 0, "%s", e);
     BP_CHECK(n == 5, "DLQ REQUEUE ALL answered %lld, want 5", n);
     BP_CHECK(dlq_len("g") == 0, "DLQ LEN after REQUEUE ALL: %lld", dlq_len("g"));
-    r = bp_pull(&C, e, sizeof e, "g", "orders", "COUNT", "10", NULL);
+    r = bp_pull(&bt_conn, e, sizeof e, "g", "orders", "COUNT", "10", NULL);
     BP_REQUIRE(r != NULL, "%s", e);
     BP_CHECK(r->count == 5, "after REQUEUE ALL PULL got %zu, want 5", r->count);
     for (size_t i = 0; i < r->count; i++) {
@@ -486,77 +407,77 @@ static void test_dlq_requeue_drop(void)
     BP_CHECK(dlq_len("g") == 5, "DLQ LEN %lld, want 5", dlq_len("g"));
 
     /* DROP one, the same again (0), then ALL. */
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "DLQ", "DROP", "g", ids[3], NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "DLQ", "DROP", "g", ids[3], NULL) == 0, "%s", e);
     BP_CHECK(n == 1, "DLQ DROP one answered %lld", n);
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "DLQ", "DROP", "g", ids[3], NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "DLQ", "DROP", "g", ids[3], NULL) == 0, "%s", e);
     BP_CHECK(n == 0, "DLQ DROP of a dropped id answered %lld", n);
     BP_CHECK(dlq_len("g") == 4, "DLQ LEN after DROP one: %lld", dlq_len("g"));
     k = dlq_list("g", NULL, NULL, d, 8);
     for (int i = 0; i < k; i++)
         BP_CHECK(strcmp(d[i].id, ids[3]) != 0, "dropped id still listed");
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "dlq", "drop", "g", "all", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "dlq", "drop", "g", "all", NULL) == 0, "%s", e);
     BP_CHECK(n == 4, "DLQ DROP ALL answered %lld, want 4", n);
     BP_CHECK(dlq_len("g") == 0, "DLQ LEN after DROP ALL: %lld", dlq_len("g"));
-    expect_nothing_ready("g", "orders");
+    bt_expect_nothing_ready("g", "orders");
     long long dv = -1;
-    BP_CHECK(bp_group_field(&C, "g", "dlq", &dv, e, sizeof e) == 1 && dv == 0, "GROUP LIST dlq %lld", dv);
+    BP_CHECK(bp_group_field(&bt_conn, "g", "dlq", &dv, e, sizeof e) == 1 && dv == 0, "GROUP LIST dlq %lld", dv);
 }
 
 static void test_touch_extends(void)
 {
-    start(NULL);
+    bt_start(NULL);
     char e[1024], id[32];
-    BP_REQUIRE(bp_send(&C, id, sizeof id, e, sizeof e, "orders", "t", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "orders", "t", NULL) == 0, "%s", e);
     resp_reply_t *rep;
     rc_msg_t m;
     uint64_t t0 = tu_now_wall_ms();
-    pull_one("g", "orders", "1000", "800", &rep, &m);
+    bt_pull_one("g", "orders", "1000", "800", &rep, &m);
     resp_reply_free(rep);
     long long dl = -1;
     uint64_t before = tu_now_wall_ms();
-    BP_REQUIRE(bp_int_cmd(&C, &dl, e, sizeof e, "TOUCH", "g", id, "LEASE", "4000", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &dl, e, sizeof e, "TOUCH", "g", id, "LEASE", "4000", NULL) == 0, "%s", e);
     uint64_t after = tu_now_wall_ms();
     BP_CHECK(dl >= (long long)(before + 4000) && dl <= (long long)(after + 4000), "TOUCH LEASE 4000 deadline now%+lld",
              dl - (long long)before);
     /* Past the original 800 ms deadline (plus margin) the lease still holds. */
     struct { uint64_t until; } wait_ctx = {t0 + 800 + 700};
     while (tu_now_wall_ms() < wait_ctx.until) {
-        resp_reply_t *r = bp_pull(&C, e, sizeof e, "g", "orders", "BLOCK", "200", NULL);
+        resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "orders", "BLOCK", "200", NULL);
         BP_REQUIRE(r != NULL, "%s", e);
         BP_CHECK(r->count == 0, "a touched message was redelivered");
         resp_reply_free(r);
     }
     long long inflight = -1;
-    BP_CHECK(bp_group_field(&C, "g", "inflight", &inflight, e, sizeof e) == 1 && inflight == 1,
+    BP_CHECK(bp_group_field(&bt_conn, "g", "inflight", &inflight, e, sizeof e) == 1 && inflight == 1,
              "inflight %lld after the original deadline, want 1", inflight);
     /* TOUCH without LEASE: the default 30 s. */
     before = tu_now_wall_ms();
-    BP_REQUIRE(bp_int_cmd(&C, &dl, e, sizeof e, "TOUCH", "g", id, NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &dl, e, sizeof e, "TOUCH", "g", id, NULL) == 0, "%s", e);
     after = tu_now_wall_ms();
     BP_CHECK(dl >= (long long)(before + 30000) && dl <= (long long)(after + 30000), "TOUCH deadline now%+lld, want +30000",
              dl - (long long)before);
     long long n = -1;
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "ACK", "g", id, NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "ACK", "g", id, NULL) == 0, "%s", e);
     BP_CHECK(n == 1, "ACK of a touched lease released %lld", n);
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "TOUCH", "g", id, NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "TOUCH", "g", id, NULL) == 0, "%s", e);
     BP_CHECK(n == 0, "TOUCH after ACK answered %lld, want 0", n);
 }
 
 static void test_ack_rules(void)
 {
-    start(NULL);
+    bt_start(NULL);
     char e[1024], a[32], b[32];
-    BP_REQUIRE(bp_send(&C, a, sizeof a, e, sizeof e, "orders", "a", NULL) == 0, "%s", e);
-    BP_REQUIRE(bp_send(&C, b, sizeof b, e, sizeof e, "orders", "b", NULL) == 0, "%s", e);
-    resp_reply_t *r = bp_pull(&C, e, sizeof e, "g", "orders", "COUNT", "2", NULL);
+    BP_REQUIRE(bp_send(&bt_conn, a, sizeof a, e, sizeof e, "orders", "a", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, b, sizeof b, e, sizeof e, "orders", "b", NULL) == 0, "%s", e);
+    resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "orders", "COUNT", "2", NULL);
     BP_REQUIRE(r != NULL && r->count == 2, "PULL COUNT 2: %s", r == NULL ? e : "wrong count");
     resp_reply_free(r);
     long long n = -1;
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "ACK", "other", a, NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "ACK", "other", a, NULL) == 0, "%s", e);
     BP_CHECK(n == 0, "ACK in an unknown group released %lld", n);
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "ACK", "g", a, a, "00000000deadbeef", b, NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "ACK", "g", a, a, "00000000deadbeef", b, NULL) == 0, "%s", e);
     BP_CHECK(n == 2, "ACK a a unknown b released %lld, want 2 (duplicates once, unknown 0)", n);
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "ACK", "g", a, b, NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "ACK", "g", a, b, NULL) == 0, "%s", e);
     BP_CHECK(n == 0, "ACK again released %lld, want 0", n);
     /* Upper-case hex ids are accepted. */
     char upper[32];
@@ -564,32 +485,26 @@ static void test_ack_rules(void)
     for (char *p = upper; *p; p++)
         if (*p >= 'a' && *p <= 'f')
             *p = (char)(*p - 'a' + 'A');
-    BP_REQUIRE(bp_int_cmd(&C, &n, e, sizeof e, "ACK", "g", upper, NULL) == 0, "ACK with an upper-case id: %s", e);
-    r = rc_cmd(&C, "ACK", "g", "xyz", NULL);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "ACK", "g", upper, NULL) == 0, "ACK with an upper-case id: %s", e);
+    r = rc_cmd(&bt_conn, "ACK", "g", "xyz", NULL);
     BP_CHECK(rc_is_error(r, "ERR invalid message id"), "ACK xyz: %s", rc_describe(r, e, sizeof e));
     resp_reply_free(r);
-    r = rc_cmd(&C, "NACK", "g", a, "LEVEL", "19", NULL);
+    r = rc_cmd(&bt_conn, "NACK", "g", a, "LEVEL", "19", NULL);
     BP_CHECK(rc_is_error(r, "ERR"), "NACK LEVEL 19: %s", rc_describe(r, e, sizeof e));
     resp_reply_free(r);
 }
 
-static int add_suites(void)
-{
-    bp_set_failure_counter(CU_get_number_of_failures);
-    CU_pSuite s = CU_add_suite_with_setup_and_teardown("retry", NULL, NULL, setup, teardown);
-    if (s == NULL)
-        return -1;
-    if (CU_add_test(s, "default schedule: NACK and lease expiry come back after 10 s", test_default_first_step) == NULL
-        || CU_add_test(s, "retry policy on a short table, clamp, DLQ at MAXRETRY", test_schedule_short_table) == NULL
-        || CU_add_test(s, "DLQ after max, LIST shows the reason", test_dlq_after_max_with_reason) == NULL
-        || CU_add_test(s, "DLQ LIST paging, REQUEUE one/ALL, DROP one/ALL", test_dlq_requeue_drop) == NULL
-        || CU_add_test(s, "TOUCH extends a lease", test_touch_extends) == NULL
-        || CU_add_test(s, "ACK counts leases released", test_ack_rules) == NULL)
-        return -1;
-    return 0;
-}
+static const tu_test_t retry_tests[] = {
+    {"default schedule: NACK and lease expiry come back after 10 s", test_default_first_step},
+    {"retry policy on a short table, clamp, DLQ at MAXRETRY", test_schedule_short_table},
+    {"DLQ after max, LIST shows the reason", test_dlq_after_max_with_reason},
+    {"DLQ LIST paging, REQUEUE one/ALL, DROP one/ALL", test_dlq_requeue_drop},
+    {"TOUCH extends a lease", test_touch_extends},
+    {"ACK counts leases released", test_ack_rules},
+    {NULL, NULL},
+};
 
 int main(int argc, char **argv)
 {
-    return tu_cunit_main(argc, argv, add_suites);
+    return bt_main(argc, argv, "retry", retry_tests);
 }

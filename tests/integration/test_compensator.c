@@ -42,10 +42,11 @@
 #include "config.h"
 #endif
 
-#include <CUnit/CUnit.h> /* before broker_proc.h: its BP_CHECK needs CUnit */
+#include <CUnit/CUnit.h>
 
 #include "include/hourglass/order.h"
 #include "tests/helpers/broker_proc.h"
+#include "tests/helpers/order_env.h"
 #include "tests/helpers/testutil.h"
 
 #include <arpa/inet.h>
@@ -74,15 +75,8 @@
 
 /* ---------------------------------------------------------------- small helpers */
 
-static tu_mariadb_t server;
-static bp_broker_t broker;
-static MYSQL *admin;
+static oe_env_t env;             /* the private MariaDB, the broker, the admin connection */
 static char workdir[512]; /* logs and scripts of the suite */
-
-static unsigned failures(void)
-{
-    return CU_get_number_of_failures();
-}
 
 static void sleep_ms(int ms)
 {
@@ -98,11 +92,11 @@ static int exec_sql(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(sql, sizeof sql, fmt, ap);
     va_end(ap);
-    if (mysql_query(admin, sql) != 0) {
-        fprintf(stderr, "\n  SQL failed: %s: %s\n", sql, mysql_error(admin));
+    if (mysql_query(env.admin, sql) != 0) {
+        fprintf(stderr, "\n  SQL failed: %s: %s\n", sql, mysql_error(env.admin));
         return -1;
     }
-    MYSQL_RES *res = mysql_store_result(admin);
+    MYSQL_RES *res = mysql_store_result(env.admin);
     if (res != NULL)
         mysql_free_result(res);
     return 0;
@@ -118,17 +112,7 @@ static long long scalar(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(sql, sizeof sql, fmt, ap);
     va_end(ap);
-    if (mysql_query(admin, sql) != 0) {
-        fprintf(stderr, "\n  SQL failed: %s: %s\n", sql, mysql_error(admin));
-        return -2;
-    }
-    MYSQL_RES *res = mysql_store_result(admin);
-    if (res == NULL)
-        return -2;
-    MYSQL_ROW row = mysql_fetch_row(res);
-    long long v = row == NULL || row[0] == NULL ? -1 : strtoll(row[0], NULL, 10);
-    mysql_free_result(res);
-    return v;
+    return oe_scalar(&env, sql);
 }
 
 /* Poll until scalar(sql) == want or deadline_ms passes. Returns the last value. */
@@ -155,9 +139,8 @@ static hg_order_db *fresh_database(const char *name)
 {
     if (exec_sql("DROP DATABASE IF EXISTS %s", name) != 0 || exec_sql("CREATE DATABASE %s", name) != 0)
         return NULL;
-    hg_order_db_params_t p = {.socket = server.socket, .user = "root", .database = name};
     hg_order_error_t err;
-    hg_order_db *db = hg_order_db_open(&p, &err);
+    hg_order_db *db = oe_open_db(&env, name, &err);
     if (db == NULL || hg_order_schema_create(db, &err) != 0) {
         fprintf(stderr, "\n  fresh database %s: %s\n", name, err.message);
         hg_order_db_close(db);
@@ -202,18 +185,6 @@ typedef struct proc {
     int metrics_port;
     char log[600];
 } proc_t;
-
-static void print_file(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return;
-    char line[1024];
-    fprintf(stderr, "--- %s\n", path);
-    while (fgets(line, sizeof line, f) != NULL)
-        fputs(line, stderr);
-    fclose(f);
-}
 
 /* Every process a test started and has not stopped yet: the suite's cleanup
  * kills what a failed (FATAL) assertion left running. */
@@ -265,12 +236,12 @@ static int start_compensator(proc_t *p, const char *tag, const char *db, const c
     char uri[64], mport[16];
     memset(p, 0, sizeof *p);
     p->metrics_port = tu_free_port();
-    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", broker.port);
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
     snprintf(mport, sizeof mport, "%d", p->metrics_port);
     snprintf(p->log, sizeof p->log, "%s/compensator-%s.log", workdir, tag);
     const char *argv[96];
     int n = 0;
-    const char *base[] = {COMPENSATOR_BIN, "--uri", uri, "--topic", topic, "--mysql-socket", server.socket,
+    const char *base[] = {COMPENSATOR_BIN, "--uri", uri, "--topic", topic, "--mysql-socket", env.server.socket,
                           "--mysql-user", "root", "--mysql-database", db, "--metrics-port", mport, "--log-level", "info",
                           "--dlq-groups", "none", "--broker-connect-timeout", "300ms", "--broker-timeout", "2s", NULL};
     for (int i = 0; base[i] != NULL; i++)
@@ -287,13 +258,13 @@ static int start_consumer(proc_t *p, const char *tag, const char *db, const char
     char uri[64], mport[16];
     memset(p, 0, sizeof *p);
     p->metrics_port = tu_free_port();
-    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", broker.port);
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
     snprintf(mport, sizeof mport, "%d", p->metrics_port);
     snprintf(p->log, sizeof p->log, "%s/consumer-%s.log", workdir, tag);
     const char *argv[] = {CONSUMER_BIN, "--uri", uri, "--group", group, "--topic", topic, "--mysql-socket",
-                          server.socket, "--mysql-user", "root", "--mysql-database", db, "--workers", "2", "--block",
-                          "200ms", "--metrics-port", mport, "--log-level", "warn", "--retry-base", "20ms", "--lease",
-                          "3s", NULL};
+                          env.server.socket, "--mysql-user", "root", "--mysql-database", db, "--workers", "2",
+                          "--block", "200ms", "--metrics-port", mport, "--log-level", "warn", "--retry-base", "20ms",
+                          "--lease", "3s", NULL};
     p->pid = spawn(argv, p->log);
     return p->pid > 0 ? 0 : -1;
 }
@@ -321,7 +292,7 @@ static int stop_proc(proc_t *p, unsigned failures_before)
     child_forget(p->pid);
     p->pid = 0;
     if (CU_get_number_of_failures() > failures_before || result != 0)
-        print_file(p->log);
+        oe_print_file(p->log);
     return result;
 }
 
@@ -384,7 +355,7 @@ static int broker_cmd_ok(const char *a0, const char *a1, const char *a2, const c
 {
     rc_conn_t c;
     char err[256];
-    if (bp_connect(&broker, &c, err, sizeof err) != 0) {
+    if (bp_connect(&env.broker, &c, err, sizeof err) != 0) {
         fprintf(stderr, "\n  broker: %s\n", err);
         return -1;
     }
@@ -400,7 +371,7 @@ static long long broker_int(const char *a0, const char *a1, const char *a2)
     rc_conn_t c;
     char err[256];
     long long v = -1;
-    if (bp_connect(&broker, &c, err, sizeof err) != 0)
+    if (bp_connect(&env.broker, &c, err, sizeof err) != 0)
         return -1;
     if (bp_int_cmd(&c, &v, err, sizeof err, a0, a1, a2, NULL) != 0)
         v = -1;
@@ -410,39 +381,10 @@ static long long broker_int(const char *a0, const char *a1, const char *a2)
 
 /* ---------------------------------------------------------------- suite "config" */
 
-static int run_capture(const char *const *argv, char *out, size_t outlen)
-{
-    int fds[2];
-    if (pipe(fds) != 0)
-        return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        dup2(fds[1], 2);
-        close(fds[0]);
-        close(fds[1]);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    size_t n = 0;
-    ssize_t r;
-    while (n < outlen - 1 && (r = read(fds[0], out + n, outlen - 1 - n)) > 0)
-        n += (size_t)r;
-    out[n] = '\0';
-    char sink[4096];
-    while (read(fds[0], sink, sizeof sink) > 0)
-        ;
-    close(fds[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 static void expect_config_error(const char *const *argv, const char *want)
 {
     char out[8192];
-    int rc = run_capture(argv, out, sizeof out);
+    int rc = tu_run_capture(argv, out, sizeof out);
     BP_CHECK(rc == 2 && strstr(out, want) != NULL, "exit %d, want 2 and \"%s\" in: %.4000s", rc, want, out);
 }
 
@@ -450,7 +392,7 @@ static void test_config(void)
 {
     char out[16384];
     const char *ok[] = {COMPENSATOR_BIN, "--config", HG_SRCDIR "/etc/hourglass-compensator.conf", "--check-config", NULL};
-    int rc = run_capture(ok, out, sizeof out);
+    int rc = tu_run_capture(ok, out, sizeof out);
     BP_CHECK(rc == 0 && strstr(out, "configuration OK") != NULL, "sample config: exit %d: %.4000s", rc, out);
 
 #define DB "--mysql-database", "shop"
@@ -495,12 +437,12 @@ static void test_config(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     fprintf(f, "mysql-database = shop\n[relay]\nrelay-interval = 1h\n");
     fclose(f);
-    rc = run_capture(file_unknown, out, sizeof out);
+    rc = tu_run_capture(file_unknown, out, sizeof out);
     BP_CHECK(rc == 0, "valid file: exit %d: %.4000s", rc, out);
     tu_rmtree(dir);
 
     const char *help[] = {COMPENSATOR_BIN, "--help", NULL};
-    CU_ASSERT_EQUAL(run_capture(help, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(tu_run_capture(help, out, sizeof out), 0);
     static const char *const keys[] = {"relay-interval", "relay-batch", "relay-backoff-cap", "overdue-grace",
                                        "inspect-interval", "inspect-grace", "inspect-page-size", "monitor-interval",
                                        "alert-command", "alert-overdue-pending", "alert-dlq-depth", "--once",
@@ -508,7 +450,7 @@ static void test_config(void)
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         BP_CHECK(strstr(out, keys[i]) != NULL, "--help lacks %s", keys[i]);
     const char *version[] = {COMPENSATOR_BIN, "--version", NULL};
-    CU_ASSERT_EQUAL(run_capture(version, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(tu_run_capture(version, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "hourglass-compensator 0."));
 #undef DB
 }
@@ -517,21 +459,8 @@ static void test_config(void)
 
 static int layers_init(void)
 {
-    char err[4096];
-    if (tu_mariadb_start(&server, err, sizeof err) != 0) {
-        fprintf(stderr, "\nFAIL: cannot start a private MariaDB: %s\n", err);
+    if (oe_suite_start(&env, CU_get_number_of_failures) != 0)
         return -1;
-    }
-    bp_set_failure_counter(failures);
-    if (bp_start(&broker, NULL, err, sizeof err) != 0) {
-        fprintf(stderr, "\nFAIL: cannot start hourglass-broker: %s\n", err);
-        return -1;
-    }
-    admin = mysql_init(NULL);
-    if (admin == NULL || mysql_real_connect(admin, NULL, "root", "", NULL, 0, server.socket, 0) == NULL) {
-        fprintf(stderr, "\nFAIL: connect: %s\n", admin ? mysql_error(admin) : "out of memory");
-        return -1;
-    }
     if (tu_mkdtemp("compensator", workdir, sizeof workdir) != 0)
         return -1;
     return 0;
@@ -540,11 +469,7 @@ static int layers_init(void)
 static int layers_cleanup(void)
 {
     children_kill_all();
-    if (admin != NULL)
-        mysql_close(admin);
-    admin = NULL;
-    bp_destroy(&broker);
-    tu_mariadb_stop(&server);
+    oe_stop(&env);
     if (workdir[0] != '\0' && getenv("HG_KEEP_TMP") == NULL)
         tu_rmtree(workdir);
     return 0;
@@ -567,11 +492,11 @@ static void bind_text(char *out, size_t len, const char *sql, const char *const 
 /* One row of EXPLAIN / ANALYZE as name → value. */
 static int explain_row(const char *sql, char fields[][128], const char *const *names, size_t count)
 {
-    if (mysql_query(admin, sql) != 0) {
-        fprintf(stderr, "\n  %s: %s\n", sql, mysql_error(admin));
+    if (mysql_query(env.admin, sql) != 0) {
+        fprintf(stderr, "\n  %s: %s\n", sql, mysql_error(env.admin));
         return -1;
     }
-    MYSQL_RES *res = mysql_store_result(admin);
+    MYSQL_RES *res = mysql_store_result(env.admin);
     if (res == NULL)
         return -1;
     unsigned nf = mysql_num_fields(res);
@@ -593,9 +518,9 @@ static int explain_row(const char *sql, char fields[][128], const char *const *n
  * one SHOW measured the same way (handler_reads_of). */
 static long long handler_reads(void)
 {
-    if (mysql_query(admin, "SHOW SESSION STATUS LIKE 'Handler_read%'") != 0)
+    if (mysql_query(env.admin, "SHOW SESSION STATUS LIKE 'Handler_read%'") != 0)
         return -1;
-    MYSQL_RES *res = mysql_store_result(admin);
+    MYSQL_RES *res = mysql_store_result(env.admin);
     if (res == NULL)
         return -1;
     long long sum = 0;
@@ -612,9 +537,9 @@ static long long handler_reads_of(const char *sql, long long *returned)
 {
     long long b0 = handler_reads(), b1 = handler_reads(); /* the cost of one SHOW */
     long long r0 = handler_reads();
-    if (mysql_query(admin, sql) != 0)
+    if (mysql_query(env.admin, sql) != 0)
         return -1;
-    MYSQL_RES *res = mysql_store_result(admin);
+    MYSQL_RES *res = mysql_store_result(env.admin);
     if (res == NULL)
         return -1;
     *returned = (long long)mysql_num_rows(res);
@@ -661,9 +586,10 @@ static void test_explain(void)
 
     /* A page from the middle of the range: the 100th overdue order as the key. */
     char last_exp[64] = "", last_id[32] = "";
-    CU_ASSERT_EQUAL_FATAL(mysql_query(admin, "SELECT expire_at, id FROM orders WHERE status='pending' AND expire_at <"
-                                             " NOW(6) - INTERVAL 1 SECOND ORDER BY expire_at, id LIMIT 99, 1"), 0);
-    MYSQL_RES *res = mysql_store_result(admin);
+    CU_ASSERT_EQUAL_FATAL(mysql_query(env.admin, "SELECT expire_at, id FROM orders WHERE status='pending'"
+                                                 " AND expire_at < NOW(6) - INTERVAL 1 SECOND"
+                                                 " ORDER BY expire_at, id LIMIT 99, 1"), 0);
+    MYSQL_RES *res = mysql_store_result(env.admin);
     MYSQL_ROW row = res != NULL ? mysql_fetch_row(res) : NULL;
     CU_ASSERT_PTR_NOT_NULL_FATAL(row);
     snprintf(last_exp, sizeof last_exp, "'%s'", row[0]);
@@ -756,7 +682,7 @@ static void test_broker_down_overdue(void)
     hg_order_db *db = fresh_database("c_down");
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     char err[512];
-    CU_ASSERT_EQUAL_FATAL(bp_stop(&broker, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_stop(&env.broker, err, sizeof err), 0);
 
     CU_ASSERT_EQUAL_FATAL(seed(db, 1, 20, 1500, 1), 0);
     CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_down.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"), 0);
@@ -796,7 +722,7 @@ static void test_broker_down_overdue(void)
     CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_down.order_timeout_msg WHERE status = 'done'"), 20);
 
     CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
-    CU_ASSERT_EQUAL(bp_restart(&broker, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(bp_restart(&env.broker, err, sizeof err), 0);
     hg_order_report_t rep;
     check_invariant(db, &rep);
     CU_ASSERT_EQUAL(rep.cancelled, 20);
@@ -875,7 +801,7 @@ static int park_in_dlq(const char *group, const char *topic, int want)
 {
     rc_conn_t c;
     char err[512];
-    if (bp_connect(&broker, &c, err, sizeof err) != 0)
+    if (bp_connect(&env.broker, &c, err, sizeof err) != 0)
         return -1;
     int parked = 0;
     uint64_t end = tu_now_mono_ms() + 10000;
@@ -907,7 +833,7 @@ static void test_dlq_dropped_inspection(void)
     CU_ASSERT_EQUAL_FATAL(broker_cmd_ok("GROUP", "CREATE", "g_dlq", "t_dlq"), 0);
     rc_conn_t c;
     char err[512], id[64], payload[16];
-    CU_ASSERT_EQUAL_FATAL(bp_connect(&broker, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
     CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", "g_dlq_strict", "t_dlq", "MAXRETRY", "0", NULL), 0);
     for (int i = 1; i <= 10; i++) {
         snprintf(payload, sizeof payload, "%d", i);
@@ -919,7 +845,7 @@ static void test_dlq_dropped_inspection(void)
     /* An operator drops them by hand; and the outbox rows are gone (purged). */
     rc_conn_t d;
     long long dropped = -1;
-    CU_ASSERT_EQUAL_FATAL(bp_connect(&broker, &d, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &d, err, sizeof err), 0);
     CU_ASSERT_EQUAL(bp_int_cmd(&d, &dropped, err, sizeof err, "DLQ", "DROP", "g_dlq_strict", "ALL", NULL), 0);
     rc_close(&d);
     CU_ASSERT_EQUAL(dropped, 10);
@@ -1077,9 +1003,8 @@ typedef struct payer {
 static void *pay_thread(void *arg)
 {
     payer_t *p = arg;
-    hg_order_db_params_t params = {.socket = server.socket, .user = "root", .database = p->database};
     hg_order_error_t err;
-    hg_order_db *db = hg_order_db_open(&params, &err);
+    hg_order_db *db = oe_open_db(&env, p->database, &err);
     if (db == NULL)
         return NULL;
     sleep_ms(p->delay_ms);
@@ -1265,7 +1190,7 @@ static void test_monitor_alerts(void)
     CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_mon.order_timeout_msg SET status = 'new' WHERE order_id >= 8"), 0);
     rc_conn_t c;
     char err[512], id[64];
-    CU_ASSERT_EQUAL_FATAL(bp_connect(&broker, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
     CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", "g_mon", "t_mon", "MAXRETRY", "0", NULL), 0);
     CU_ASSERT_EQUAL(bp_send(&c, id, sizeof id, err, sizeof err, "t_mon", "1", NULL), 0);
     CU_ASSERT_EQUAL(bp_send(&c, id, sizeof id, err, sizeof err, "t_mon", "2", NULL), 0);
@@ -1307,7 +1232,7 @@ static void test_monitor_alerts(void)
     /* The condition ends: one "resolved" each. */
     rc_conn_t d;
     long long dropped = -1;
-    CU_ASSERT_EQUAL_FATAL(bp_connect(&broker, &d, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &d, err, sizeof err), 0);
     CU_ASSERT_EQUAL(bp_int_cmd(&d, &dropped, err, sizeof err, "DLQ", "DROP", "g_mon", "ALL", NULL), 0);
     rc_close(&d);
     hg_order_outcome_t out;
@@ -1323,7 +1248,7 @@ static void test_monitor_alerts(void)
     CU_ASSERT_EQUAL(metric(comp.metrics_port, M "alert_command_failures_total"), 0);
     CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
     if (CU_get_number_of_failures() > f0)
-        print_file(alerts);
+        oe_print_file(alerts);
     hg_order_db_close(db);
 }
 
@@ -1341,11 +1266,12 @@ static void test_once(void)
     CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_once.order_timeout_msg SET status = 'new', attempts = 0,"
                                    " next_attempt_at = NOW(6) WHERE order_id >= 21"), 0);
     char uri[64], out[8192];
-    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", broker.port);
-    const char *argv[] = {COMPENSATOR_BIN, "--once", "--uri", uri, "--topic", "t_once", "--mysql-socket", server.socket,
-                          "--mysql-user", "root", "--mysql-database", "c_once", "--overdue-grace", "1s",
-                          "--inspect-grace", "1s", "--dlq-groups", "none", "--log-level", "warn", NULL};
-    int rc = run_capture(argv, out, sizeof out);
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
+    const char *argv[] = {COMPENSATOR_BIN, "--once", "--uri", uri, "--topic", "t_once", "--mysql-socket",
+                          env.server.socket, "--mysql-user", "root", "--mysql-database", "c_once",
+                          "--overdue-grace", "1s", "--inspect-grace", "1s", "--dlq-groups", "none",
+                          "--log-level", "warn", NULL};
+    int rc = tu_run_capture(argv, out, sizeof out);
     printf("\n    --once: exit %d\n%s", rc, out);
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "relay: ok"));
@@ -1365,7 +1291,7 @@ static void test_once(void)
     char dead[64];
     snprintf(dead, sizeof dead, "hourglass://127.0.0.1:%d", tu_free_port());
     argv[3] = dead;
-    rc = run_capture(argv, out, sizeof out);
+    rc = tu_run_capture(argv, out, sizeof out);
     printf("    --once with the broker unreachable: exit %d\n%s", rc, out);
     CU_ASSERT_EQUAL(rc, 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "relay: failed: order 41: send failed"));
@@ -1374,7 +1300,7 @@ static void test_once(void)
     /* A database without the schema is refused at start-up (exit 1). */
     exec_sql("CREATE DATABASE IF NOT EXISTS c_empty");
     argv[11] = "c_empty";
-    rc = run_capture(argv, out, sizeof out);
+    rc = tu_run_capture(argv, out, sizeof out);
     CU_ASSERT_EQUAL(rc, 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "does not have the reference schema"));
     hg_order_db_close(db);
@@ -1382,32 +1308,34 @@ static void test_once(void)
 
 /* ---------------------------------------------------------------- registry */
 
+static const tu_test_t config_tests[] = {
+    {"--check-config, --help, --version", test_config},
+    {NULL, NULL},
+};
+
+static const tu_test_t layers_tests[] = {
+    {"EXPLAIN: the inspection reads the overdue range on (status, expire_at)", test_explain},
+    {"(a) fast-path send failed: relay sends, consumer cancels on time", test_relay_fast_path_failed},
+    {"relay: while it sends, only its rows are locked", test_relay_locks_only_its_rows},
+    {"(b) broker down the whole timeout: overdue layer cancels", test_broker_down_overdue},
+    {"(c) message dropped from the DLQ, outbox row gone: inspection cancels", test_dlq_dropped_inspection},
+    {"(d) two compensators: exactly once, stock exact, one inspector", test_two_compensators},
+    {"(e) paid orders never touched, payment races", test_paid_never_touched},
+    {"lock connection KILLed mid-scan: scan stops, next round re-acquires", test_lock_loss},
+    {"monitor: gauges, alert command, rate limit, resolved", test_monitor_alerts},
+    {"--once runs each layer one time", test_once},
+    {NULL, NULL},
+};
+
 static int add_suites(void)
 {
-    CU_pSuite s = CU_add_suite("config", NULL, NULL);
-    if (s == NULL || CU_add_test(s, "--check-config, --help, --version", test_config) == NULL)
-        return -1;
-    s = CU_add_suite("layers", layers_init, layers_cleanup);
-    if (s == NULL
-        || CU_add_test(s, "EXPLAIN: the inspection reads the overdue range on (status, expire_at)", test_explain) == NULL
-        || CU_add_test(s, "(a) fast-path send failed: relay sends, consumer cancels on time",
-                       test_relay_fast_path_failed) == NULL
-        || CU_add_test(s, "relay: while it sends, only its rows are locked", test_relay_locks_only_its_rows) == NULL
-        || CU_add_test(s, "(b) broker down the whole timeout: overdue layer cancels", test_broker_down_overdue) == NULL
-        || CU_add_test(s, "(c) message dropped from the DLQ, outbox row gone: inspection cancels",
-                       test_dlq_dropped_inspection) == NULL
-        || CU_add_test(s, "(d) two compensators: exactly once, stock exact, one inspector", test_two_compensators) == NULL
-        || CU_add_test(s, "(e) paid orders never touched, payment races", test_paid_never_touched) == NULL
-        || CU_add_test(s, "lock connection KILLed mid-scan: scan stops, next round re-acquires", test_lock_loss) == NULL
-        || CU_add_test(s, "monitor: gauges, alert command, rate limit, resolved", test_monitor_alerts) == NULL
-        || CU_add_test(s, "--once runs each layer one time", test_once) == NULL)
+    if (tu_add_suite("config", NULL, NULL, NULL, NULL, config_tests) != 0
+        || tu_add_suite("layers", layers_init, layers_cleanup, NULL, NULL, layers_tests) != 0)
         return -1;
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    signal(SIGPIPE, SIG_IGN);
-    hg_order_library_init();
-    return tu_cunit_main(argc, argv, add_suites);
+    return oe_cunit_main(argc, argv, add_suites);
 }

@@ -18,6 +18,7 @@
 #include "config.h"
 #endif
 
+#include "tests/helpers/sql_client.h"
 #include "tests/helpers/testutil.h"
 
 #include <errno.h>
@@ -55,30 +56,9 @@ static int mariadb_suite_cleanup(void)
     return 0;
 }
 
-/* A root connection to the private server, with database db (may be NULL).
- * Prints the client error and returns NULL on failure. */
 static MYSQL *connect_root(const char *db)
 {
-    MYSQL *m = mysql_init(NULL);
-    if (m == NULL)
-        return NULL;
-    mysql_options(m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
-    if (mysql_real_connect(m, NULL, "root", "", db, 0, server.socket, 0) == NULL) {
-        fprintf(stderr, "connect to %s: %u %s\n", server.socket, mysql_errno(m), mysql_error(m));
-        mysql_close(m);
-        return NULL;
-    }
-    return m;
-}
-
-/* Run one statement; prints the statement and error and returns -1 on failure. */
-static int run_sql(MYSQL *m, const char *sql)
-{
-    if (mysql_query(m, sql) != 0) {
-        fprintf(stderr, "SQL failed: %s\n  -> %u %s\n", sql, mysql_errno(m), mysql_error(m));
-        return -1;
-    }
-    return 0;
+    return sql_connect_root(&server, db);
 }
 
 /* The server we talk to is ours: its datadir is inside our temp dir. */
@@ -86,7 +66,7 @@ static void test_server_is_private(void)
 {
     MYSQL *m = connect_root(NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    CU_ASSERT_EQUAL_FATAL(run_sql(m, "SELECT @@datadir, @@skip_networking"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_query(m, "SELECT @@datadir, @@skip_networking"), 0);
     MYSQL_RES *res = mysql_store_result(m);
     CU_ASSERT_PTR_NOT_NULL_FATAL(res);
     MYSQL_ROW row = mysql_fetch_row(res);
@@ -101,23 +81,23 @@ static void test_create_insert_select(void)
 {
     MYSQL *m = connect_root(NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    CU_ASSERT_EQUAL_FATAL(run_sql(m, "CREATE DATABASE hg_test CHARACTER SET utf8mb4"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_query(m, "CREATE DATABASE hg_test CHARACTER SET utf8mb4"), 0);
     CU_ASSERT_EQUAL_FATAL(mysql_select_db(m, "hg_test"), 0);
-    CU_ASSERT_EQUAL_FATAL(run_sql(m,
+    CU_ASSERT_EQUAL_FATAL(sql_query(m,
         "CREATE TABLE orders ("
         "  id BIGINT UNSIGNED PRIMARY KEY,"
         "  status ENUM('pending','paid','cancelled') NOT NULL DEFAULT 'pending',"
         "  amount_cents INT NOT NULL,"
         "  note VARCHAR(64) NULL"
         ") ENGINE=InnoDB"), 0);
-    CU_ASSERT_EQUAL_FATAL(run_sql(m,
+    CU_ASSERT_EQUAL_FATAL(sql_query(m,
         "INSERT INTO orders (id, amount_cents, note) VALUES"
         " (1, 1999, 'first'),"
         " (2, 0, NULL),"
         " (18446744073709551615, -5, 'caf\xc3\xa9')"), 0);
     CU_ASSERT_EQUAL(mysql_affected_rows(m), 3);
 
-    CU_ASSERT_EQUAL_FATAL(run_sql(m, "SELECT id, status, amount_cents, note FROM orders ORDER BY id"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_query(m, "SELECT id, status, amount_cents, note FROM orders ORDER BY id"), 0);
     MYSQL_RES *res = mysql_store_result(m);
     CU_ASSERT_PTR_NOT_NULL_FATAL(res);
     CU_ASSERT_EQUAL(mysql_num_rows(res), 3);
@@ -154,17 +134,17 @@ static void test_claim_changes_one_row_once(void)
     MYSQL *m = connect_root("hg_test");
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     const char *claim = "UPDATE orders SET status='cancelled' WHERE id=1 AND status='pending'";
-    CU_ASSERT_EQUAL_FATAL(run_sql(m, "START TRANSACTION"), 0);
-    CU_ASSERT_EQUAL_FATAL(run_sql(m, claim), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_query(m, "START TRANSACTION"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_query(m, claim), 0);
     CU_ASSERT_EQUAL(mysql_affected_rows(m), 1);
-    CU_ASSERT_EQUAL_FATAL(run_sql(m, "COMMIT"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_query(m, "COMMIT"), 0);
 
-    CU_ASSERT_EQUAL_FATAL(run_sql(m, claim), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_query(m, claim), 0);
     CU_ASSERT_EQUAL(mysql_affected_rows(m), 0);
-    CU_ASSERT_EQUAL_FATAL(run_sql(m, "UPDATE orders SET status='paid' WHERE id=1 AND status='pending'"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_query(m, "UPDATE orders SET status='paid' WHERE id=1 AND status='pending'"), 0);
     CU_ASSERT_EQUAL(mysql_affected_rows(m), 0);
 
-    CU_ASSERT_EQUAL_FATAL(run_sql(m, "SELECT status FROM orders WHERE id=1"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_query(m, "SELECT status FROM orders WHERE id=1"), 0);
     MYSQL_RES *res = mysql_store_result(m);
     CU_ASSERT_PTR_NOT_NULL_FATAL(res);
     MYSQL_ROW row = mysql_fetch_row(res);

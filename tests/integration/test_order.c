@@ -31,6 +31,7 @@
 
 #include "consumer/order_sql.h"
 #include "include/hourglass/order.h"
+#include "tests/helpers/sql_client.h"
 #include "tests/helpers/testutil.h"
 
 #include <errno.h>
@@ -61,24 +62,14 @@ static void sleep_ms(unsigned ms)
 
 static MYSQL *connect_root(const char *db)
 {
-    MYSQL *m = mysql_init(NULL);
-    if (m == NULL)
-        return NULL;
-    mysql_options(m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
-    if (mysql_real_connect(m, NULL, "root", "", db, 0, server.socket, 0) == NULL) {
-        fprintf(stderr, "connect to %s: %u %s\n", server.socket, mysql_errno(m), mysql_error(m));
-        mysql_close(m);
-        return NULL;
-    }
-    return m;
+    return sql_connect_root(&server, db);
 }
 
+/* sql_query, the result (if any) discarded. */
 static int run_sql(MYSQL *m, const char *sql)
 {
-    if (mysql_query(m, sql) != 0) {
-        fprintf(stderr, "SQL failed: %s\n  -> %u %s\n", sql, mysql_errno(m), mysql_error(m));
+    if (sql_query(m, sql) != 0)
         return -1;
-    }
     MYSQL_RES *res = mysql_store_result(m);
     if (res != NULL)
         mysql_free_result(res);
@@ -94,10 +85,8 @@ static long long scalar(MYSQL *m, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(sql, sizeof sql, fmt, ap);
     va_end(ap);
-    if (mysql_query(m, sql) != 0) {
-        fprintf(stderr, "SQL failed: %s\n  -> %u %s\n", sql, mysql_errno(m), mysql_error(m));
+    if (sql_query(m, sql) != 0)
         return -2;
-    }
     MYSQL_RES *res = mysql_store_result(m);
     if (res == NULL)
         return -2;
@@ -118,10 +107,8 @@ static void text_of(MYSQL *m, char *buf, size_t buflen, const char *fmt, ...)
     vsnprintf(sql, sizeof sql, fmt, ap);
     va_end(ap);
     buf[0] = '\0';
-    if (mysql_query(m, sql) != 0) {
-        fprintf(stderr, "SQL failed: %s\n  -> %u %s\n", sql, mysql_errno(m), mysql_error(m));
+    if (sql_query(m, sql) != 0)
         return;
-    }
     MYSQL_RES *res = mysql_store_result(m);
     if (res == NULL)
         return;

@@ -40,36 +40,6 @@
 
 /* ---------------------------------------------------------------- processes */
 
-/* Run argv, capture stdout+stderr into out[outlen]; returns the exit status
- * (-1 when it did not exit normally). */
-static int run_capture(const char *const *argv, char *out, size_t outlen)
-{
-    int fds[2];
-    if (pipe(fds) != 0)
-        return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        dup2(fds[1], 2);
-        close(fds[0]);
-        close(fds[1]);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    size_t n = 0;
-    ssize_t r;
-    while ((r = read(fds[0], out + n, outlen - 1 - n)) > 0 && n + (size_t)r < outlen - 1)
-        n += (size_t)r;
-    if (r > 0)
-        n += (size_t)r;
-    out[n] = '\0';
-    close(fds[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 /* All the strings of a reply tree, joined with " | ". */
 static void reply_text(const resp_reply_t *r, char *buf, size_t buflen)
 {
@@ -84,7 +54,7 @@ static void reply_text(const resp_reply_t *r, char *buf, size_t buflen)
 static void expect_config_error(const char *const *argv, const char *want)
 {
     char out[4096];
-    int rc = run_capture(argv, out, sizeof out);
+    int rc = tu_run_capture(argv, out, sizeof out);
     CU_ASSERT_EQUAL(rc, 2);
     if (strstr(out, want) == NULL) {
         fprintf(stderr, "\n  want \"%s\" in: %s\n", want, out);
@@ -98,7 +68,7 @@ static void test_check_config(void)
 {
     char out[8192];
     const char *ok[] = {CONSUMER_BIN, "--config", HG_SRCDIR "/etc/hourglass-consumer.conf", "--check-config", NULL};
-    CU_ASSERT_EQUAL(run_capture(ok, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(tu_run_capture(ok, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "configuration OK"));
 
     const char *uri[] = {CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--uri", "hourglass://h:99999", NULL};
@@ -140,7 +110,7 @@ static void test_check_config(void)
                "    WHERE id=? AND status='pending'\nside-effect-sql = none\n");
     fclose(f);
     const char *file_ok[] = {CONSUMER_BIN, "--check-config", "-c", path, NULL};
-    CU_ASSERT_EQUAL(run_capture(file_ok, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(tu_run_capture(file_ok, out, sizeof out), 0);
     f = fopen(path, "w");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     fprintf(f, "mysql-database = shop\nclaim-sql = UPDATE orders SET status='cancelled' WHERE id=? AND status='pending'"
@@ -151,11 +121,11 @@ static void test_check_config(void)
     tu_rmtree(dir);
 
     const char *help[] = {CONSUMER_BIN, "--help", NULL};
-    CU_ASSERT_EQUAL(run_capture(help, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(tu_run_capture(help, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "claim-sql"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "--check-config"));
     const char *version[] = {CONSUMER_BIN, "--version", NULL};
-    CU_ASSERT_EQUAL(run_capture(version, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(tu_run_capture(version, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "hourglass-consumer 0."));
 }
 
@@ -163,20 +133,9 @@ static void test_check_config(void)
 
 static oe_env_t env;
 
-static unsigned failures(void)
-{
-    return CU_get_number_of_failures();
-}
-
 static int daemon_init(void)
 {
-    char err[4096];
-    bp_set_failure_counter(failures);
-    if (oe_start(&env, NULL, err, sizeof err) != 0) {
-        fprintf(stderr, "\nFAIL: %s\n", err);
-        return -1;
-    }
-    return 0;
+    return oe_suite_start(&env, CU_get_number_of_failures);
 }
 
 static int daemon_cleanup(void)
@@ -368,23 +327,27 @@ static void test_throughput(void)
 
 /* ---------------------------------------------------------------- registry */
 
+static const tu_test_t config_tests[] = {
+    {"--check-config names the field", test_check_config},
+    {NULL, NULL},
+};
+
+static const tu_test_t daemon_tests[] = {
+    {"end to end: cancels, duplicates, paid, unknown, bad payload → DLQ", test_end_to_end},
+    {"broker killed and restarted during consumption", test_broker_restart},
+    {"throughput with 1, 4, 8 workers", test_throughput},
+    {NULL, NULL},
+};
+
 static int add_suites(void)
 {
-    CU_pSuite s = CU_add_suite("config", NULL, NULL);
-    if (s == NULL || CU_add_test(s, "--check-config names the field", test_check_config) == NULL)
-        return -1;
-    s = CU_add_suite("daemon", daemon_init, daemon_cleanup);
-    if (s == NULL
-        || CU_add_test(s, "end to end: cancels, duplicates, paid, unknown, bad payload → DLQ", test_end_to_end) == NULL
-        || CU_add_test(s, "broker killed and restarted during consumption", test_broker_restart) == NULL
-        || CU_add_test(s, "throughput with 1, 4, 8 workers", test_throughput) == NULL)
+    if (tu_add_suite("config", NULL, NULL, NULL, NULL, config_tests) != 0
+        || tu_add_suite("daemon", daemon_init, daemon_cleanup, NULL, NULL, daemon_tests) != 0)
         return -1;
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    signal(SIGPIPE, SIG_IGN);
-    hg_order_library_init();
-    return tu_cunit_main(argc, argv, add_suites);
+    return oe_cunit_main(argc, argv, add_suites);
 }

@@ -69,20 +69,9 @@
 
 static oe_env_t env;
 
-static unsigned failures(void)
-{
-    return CU_get_number_of_failures();
-}
-
 static int race_init(void)
 {
-    char err[4096];
-    bp_set_failure_counter(failures);
-    if (oe_start(&env, NULL, err, sizeof err) != 0) {
-        fprintf(stderr, "\nFAIL: %s\n", err);
-        return -1;
-    }
-    return 0;
+    return oe_suite_start(&env, CU_get_number_of_failures);
 }
 
 static int race_cleanup(void)
@@ -523,19 +512,18 @@ static void test_race_through_broker(void)
 
 /* ---------------------------------------------------------------- registry */
 
+static const tu_test_t race_tests[] = {
+    {"2 000 orders: payments vs 3 duplicate cancels each through broker + hourglass-consumer",
+     test_race_through_broker},
+    {NULL, NULL},
+};
+
 static int add_suites(void)
 {
-    CU_pSuite s = CU_add_suite("race", race_init, race_cleanup);
-    if (s == NULL
-        || CU_add_test(s, "2 000 orders: payments vs 3 duplicate cancels each through broker + hourglass-consumer",
-                       test_race_through_broker) == NULL)
-        return -1;
-    return 0;
+    return tu_add_suite("race", race_init, race_cleanup, NULL, NULL, race_tests);
 }
 
 int main(int argc, char **argv)
 {
-    signal(SIGPIPE, SIG_IGN);
-    hg_order_library_init();
-    return tu_cunit_main(argc, argv, add_suites);
+    return oe_cunit_main(argc, argv, add_suites);
 }

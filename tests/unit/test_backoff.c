@@ -12,27 +12,9 @@
 
 #include <CUnit/CUnit.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#define CHECK_MSG(cond, ...) check_msg((cond) ? 1 : 0, __LINE__, __VA_ARGS__)
-
-static void check_msg(int ok, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void check_msg(int ok, int line, const char *fmt, ...)
-{
-    char text[512];
-    va_list ap;
-
-    if (ok) {
-        CU_assertImplementation(CU_TRUE, (unsigned int)line, "ok", __FILE__, "", CU_FALSE);
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
-    va_end(ap);
-    CU_assertImplementation(CU_FALSE, (unsigned int)line, text, __FILE__, "", CU_FALSE);
-}
 
 /* A random source that returns the bits it points to. */
 static uint64_t fixed_bits(void *arg)
@@ -72,7 +54,7 @@ static void test_defaults(void)
     CU_ASSERT_EQUAL(b.cap_ms, 10000);
     CU_ASSERT_EQUAL(b.attempts, 5);
     CU_ASSERT_DOUBLE_EQUAL(b.jitter, 0.2, 1e-12);
-    CHECK_MSG(backoff_check(&b, "retry", err, sizeof(err)) == 0, "defaults refused: %s", err);
+    TU_CHECK(backoff_check(&b, "retry", err, sizeof(err)) == 0, "defaults refused: %s", err);
 }
 
 static void test_no_jitter_exact(void)
@@ -82,8 +64,8 @@ static void test_no_jitter_exact(void)
 
     for (unsigned k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
         uint64_t got = hg_backoff_delay(&b, k, NULL, NULL);
-        CHECK_MSG(got == want[k], "attempt %u: got %llu, want %llu", k,
-                  (unsigned long long)got, (unsigned long long)want[k]);
+        TU_CHECK(got == want[k], "attempt %u: got %llu, want %llu", k,
+                 (unsigned long long)got, (unsigned long long)want[k]);
     }
     b = make(250, 1.5, 100000, 0.0);
     CU_ASSERT_EQUAL(hg_backoff_delay(&b, 0, NULL, NULL), 250);
@@ -129,8 +111,8 @@ static void test_range_sweep(void)
             uint64_t d = hg_backoff_delay(&b, k, seeded, &state);
             if ((double)d > raw || (double)d < floor(raw * 0.7) - 1) {
                 if (bad++ == 0)
-                    CHECK_MSG(0, "attempt %u: delay %llu outside [%g, %g]", k,
-                              (unsigned long long)d, raw * 0.7, raw);
+                    TU_CHECK(0, "attempt %u: delay %llu outside [%g, %g]", k,
+                             (unsigned long long)d, raw * 0.7, raw);
             }
             if (k == 11) {
                 if (d < lo_seen) lo_seen = d;
@@ -140,8 +122,8 @@ static void test_range_sweep(void)
     }
     CU_ASSERT_EQUAL(bad, 0);
     /* At the cap the samples really spread over the jitter range. */
-    CHECK_MSG(lo_seen < 14500 && hi_seen > 19500, "samples at the cap span [%llu, %llu], want about [14000, 20000]",
-              (unsigned long long)lo_seen, (unsigned long long)hi_seen);
+    TU_CHECK(lo_seen < 14500 && hi_seen > 19500, "samples at the cap span [%llu, %llu], want about [14000, 20000]",
+             (unsigned long long)lo_seen, (unsigned long long)hi_seen);
 }
 
 static void test_default_random_in_range(void)
@@ -155,7 +137,7 @@ static void test_default_random_in_range(void)
         CU_ASSERT(d <= 4000 && d >= 2000);
         distinct += d != first;
     }
-    CHECK_MSG(distinct > 900, "the default source gave the same delay %d times of 1000", 1000 - distinct);
+    TU_CHECK(distinct > 900, "the default source gave the same delay %d times of 1000", 1000 - distinct);
     CU_ASSERT_DOUBLE_EQUAL(backoff_unit(0), 0.0, 0.0);
     CU_ASSERT(backoff_unit(UINT64_MAX) < 1.0);
     CU_ASSERT(backoff_unit(UINT64_MAX) > 0.999999);
@@ -198,17 +180,17 @@ static void test_check(void)
 
     b = make(100, 0.5, 1000, 0.1);
     CU_ASSERT_EQUAL(backoff_check(&b, "retry", err, sizeof(err)), -1);
-    CHECK_MSG(strcmp(err, "retry: factor 0.5 out of range 1.0..1000") == 0, "got '%s'", err);
+    TU_CHECK(strcmp(err, "retry: factor 0.5 out of range 1.0..1000") == 0, "got '%s'", err);
     b = make(100, 2.0, 1000, 1.5);
     CU_ASSERT_EQUAL(backoff_check(&b, "retry", err, sizeof(err)), -1);
-    CHECK_MSG(strcmp(err, "retry: jitter 1.5 out of range 0..1") == 0, "got '%s'", err);
+    TU_CHECK(strcmp(err, "retry: jitter 1.5 out of range 0..1") == 0, "got '%s'", err);
     b = make(100, 2.0, 50, 0.1);
     CU_ASSERT_EQUAL(backoff_check(&b, "reconnect", err, sizeof(err)), -1);
-    CHECK_MSG(strcmp(err, "reconnect: cap 50ms is below base 100ms") == 0, "got '%s'", err);
+    TU_CHECK(strcmp(err, "reconnect: cap 50ms is below base 100ms") == 0, "got '%s'", err);
     b = make(100, 2.0, 1000, 0.1);
     b.attempts = -1;
     CU_ASSERT_EQUAL(backoff_check(&b, "retry", err, sizeof(err)), -1);
-    CHECK_MSG(strstr(err, "attempts -1") != NULL, "got '%s'", err);
+    TU_CHECK(strstr(err, "attempts -1") != NULL, "got '%s'", err);
     b = make(100, NAN, 1000, 0.1);
     CU_ASSERT_EQUAL(backoff_check(&b, "retry", err, sizeof(err)), -1);
     b = make(0, 1.0, 0, 0.0);
@@ -216,12 +198,7 @@ static void test_check(void)
     CU_ASSERT_EQUAL(backoff_check(&b, "retry", err, sizeof(err)), 0);
 }
 
-typedef struct {
-    const char *name;
-    CU_TestFunc fn;
-} test_entry_t;
-
-static const test_entry_t backoff_tests[] = {
+static const tu_test_t backoff_tests[] = {
     { "defaults", test_defaults },
     { "no jitter is exact", test_no_jitter_exact },
     { "injected random pins the jitter", test_injected_random_pins_jitter },
@@ -232,18 +209,11 @@ static const test_entry_t backoff_tests[] = {
     { NULL, NULL },
 };
 
-static int add_suites(void)
-{
-    CU_pSuite suite = CU_add_suite("backoff", NULL, NULL);
-    if (suite == NULL)
-        return -1;
-    for (const test_entry_t *t = backoff_tests; t->name != NULL; t++)
-        if (CU_add_test(suite, t->name, t->fn) == NULL)
-            return -1;
-    return 0;
-}
+static const tu_suite_t suites[] = {
+    {"backoff", backoff_tests},
+};
 
 int main(int argc, char **argv)
 {
-    return tu_cunit_main(argc, argv, add_suites);
+    return tu_suites_main(argc, argv, suites, sizeof suites / sizeof suites[0], NULL, NULL);
 }

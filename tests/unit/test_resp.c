@@ -13,6 +13,7 @@
  * Pure logic: no files, no sockets. Randomised cases use a fixed seed.
  */
 #include "proto/resp.h"
+#include "tests/helpers/resp_transcript.h"
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
@@ -61,20 +62,6 @@ static void check_bytes(const char *got, size_t gotlen, const char *want, size_t
 #define CHECK_BUF(b, lit) check_bytes((b)->data, (b)->len, (lit), sizeof(lit) - 1, __LINE__)
 #define CHECK_ARG(cmd, i, lit) check_bytes((cmd).argv[i].ptr, (cmd).argv[i].len, (lit), sizeof(lit) - 1, __LINE__)
 
-/* Append a rendering of a command to a transcript: "argc|len:bytes|...\n". */
-static void transcript_add(resp_buf_t *t, const resp_command_t *cmd)
-{
-    char head[64];
-    int n = snprintf(head, sizeof head, "%zu%s", cmd->argc, cmd->is_inline ? "i" : "m");
-    resp_buf_append(t, head, (size_t)n);
-    for (size_t i = 0; i < cmd->argc; i++) {
-        n = snprintf(head, sizeof head, "|%zu:", cmd->argv[i].len);
-        resp_buf_append(t, head, (size_t)n);
-        resp_buf_append(t, cmd->argv[i].ptr, cmd->argv[i].len);
-    }
-    resp_buf_append(t, "\n", 1);
-}
-
 /* Feed data in chunks of chunk bytes (0: all at once), collecting every
  * command into t. Checks the feed contract on the way (consumed bounds,
  * NUL after every argument). Returns RESP_OK when the stream ended between
@@ -104,7 +91,7 @@ static resp_status_t parse_stream(const char *data, size_t len, size_t chunk,
                 CU_ASSERT(cmd.argc >= 1);
                 for (size_t i = 0; i < cmd.argc; i++)
                     CU_ASSERT(cmd.argv[i].ptr[cmd.argv[i].len] == '\0');
-                transcript_add(t, &cmd);
+                resp_transcript_add(t, &cmd);
             } else if (st == RESP_NEED_MORE) {
                 CU_ASSERT_EQUAL(used, n);
             } else {
@@ -380,7 +367,7 @@ static void test_request_split_two_pieces(void)
                 resp_status_t st = resp_parser_feed(&p, b, n, &used, &cmd);
                 CU_ASSERT_FATAL(st >= 0);
                 if (st == RESP_OK)
-                    transcript_add(&t, &cmd);
+                    resp_transcript_add(&t, &cmd);
                 b += used;
                 n -= used;
             }
@@ -737,7 +724,7 @@ static void test_request_roundtrip_random(void)
         fake.argc = argc;
         fake.argv = args;
         fake.is_inline = 0;
-        transcript_add(&want, &fake);
+        resp_transcript_add(&want, &fake);
     }
     for (int round = 0; round < 20; round++) {
         size_t off = 0;
@@ -755,7 +742,7 @@ static void test_request_roundtrip_random(void)
                 resp_status_t st = resp_parser_feed(&p, b, n, &used, &cmd);
                 CU_ASSERT_FATAL(st >= 0);
                 if (st == RESP_OK)
-                    transcript_add(&got, &cmd);
+                    resp_transcript_add(&got, &cmd);
                 b += used;
                 n -= used;
             }

@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <leveldb/c.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <dirent.h>
@@ -37,50 +36,27 @@
 
 /* ------------------------------------------------------------- assertions */
 
-static void check_msg(int ok, int fatal, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-/* One CUnit assertion whose failure message is formatted (CUnit copies it). */
-static void check_msg(int ok, int fatal, int line, const char *fmt, ...)
-{
-    char text[2048];
-    va_list ap;
-
-    if (ok) {
-        CU_assertImplementation(CU_TRUE, (unsigned int)line, "ok", __FILE__, "", CU_FALSE);
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
-    va_end(ap);
-    CU_assertImplementation(CU_FALSE, (unsigned int)line, text, __FILE__, "", fatal ? CU_TRUE : CU_FALSE);
-}
-
-/* The condition is evaluated before the message's arguments (a separate
- * statement), so a message may print what the condition's calls wrote. */
-#define CHECK(cond, ...) do { int ok_ = (cond) ? 1 : 0; check_msg(ok_, 0, __LINE__, __VA_ARGS__); } while (0)
-#define REQUIRE(cond, ...) do { int ok_ = (cond) ? 1 : 0; check_msg(ok_, 1, __LINE__, __VA_ARGS__); } while (0)
 /* rc must be 0; otherwise stop the test and print err. */
-#define REQUIRE_OK(rc, err) REQUIRE((rc) == 0, "%s failed: %s", #rc, (err))
+#define REQUIRE_OK(rc, err) TU_REQUIRE((rc) == 0, "%s failed: %s", #rc, (err))
 #define CHECK_EQ_U64(got, want) \
-    CHECK((uint64_t)(got) == (uint64_t)(want), "%s = %" PRIu64 ", want %" PRIu64, #got, \
-          (uint64_t)(got), (uint64_t)(want))
+    TU_CHECK((uint64_t)(got) == (uint64_t)(want), "%s = %" PRIu64 ", want %" PRIu64, #got, \
+             (uint64_t)(got), (uint64_t)(want))
 
 static void check_store_at(store_t *s, int line)
 {
     char err[512] = "";
     int rc = store_check(s, err, sizeof err);
-    check_msg(rc == 0, 1, line, "store_check failed: %s", err);
+    TU_REQUIRE_AT(rc == 0, line, "store_check failed: %s", err);
 }
 #define CHECK_STORE(s) check_store_at((s), __LINE__)
 
 /* A refusal: rc must be -1 and err must contain every fragment given. */
 static void check_refusal_at(int rc, const char *err, int line, const char *frag1, const char *frag2)
 {
-    check_msg(rc == -1, 0, line, "expected a refusal, got rc %d (err \"%s\")", rc, err);
-    check_msg(strstr(err, frag1) != NULL, 0, line, "message \"%s\" lacks \"%s\"", err, frag1);
+    TU_CHECK_AT(rc == -1, line, "expected a refusal, got rc %d (err \"%s\")", rc, err);
+    TU_CHECK_AT(strstr(err, frag1) != NULL, line, "message \"%s\" lacks \"%s\"", err, frag1);
     if (frag2 != NULL)
-        check_msg(strstr(err, frag2) != NULL, 0, line, "message \"%s\" lacks \"%s\"", err, frag2);
+        TU_CHECK_AT(strstr(err, frag2) != NULL, line, "message \"%s\" lacks \"%s\"", err, frag2);
 }
 #define CHECK_REFUSAL(rc, err, f1, f2) check_refusal_at((rc), (err), __LINE__, (f1), (f2))
 
@@ -135,14 +111,14 @@ static store_t *open_at(const store_options_t *o, int line)
     char err[512] = "";
     store_t *s = NULL;
     int rc = store_open(o, &s, err, sizeof err);
-    check_msg(rc == 0 && s != NULL, 1, line, "store_open(%s) failed: %s", o->path, err);
+    TU_REQUIRE_AT(rc == 0 && s != NULL, line, "store_open(%s) failed: %s", o->path, err);
     for (int i = 0; i < MAX_OPEN; i++) {
         if (g_open[i] == NULL) {
             g_open[i] = s;
             return s;
         }
     }
-    check_msg(0, 1, line, "too many stores open in one test");
+    TU_REQUIRE_AT(0, line, "too many stores open in one test");
     return NULL;
 }
 #define OPEN(o) open_at((o), __LINE__)
@@ -163,7 +139,7 @@ static void close_at(store_t **sp, int line)
             g_open[i] = NULL;
     int rc = store_close(*sp, err, sizeof err);
     *sp = NULL;
-    check_msg(rc == 0, 1, line, "store_close failed: %s", err);
+    TU_REQUIRE_AT(rc == 0, line, "store_close failed: %s", err);
 }
 #define CLOSE(sp) close_at((sp), __LINE__)
 
@@ -187,8 +163,8 @@ static uint64_t send_at(store_t *s, const char *topic, const char *payload, int 
     uint64_t id = 0, d = 0;
     int rc = send_raw(s, topic, strlen(topic), "k", 1, payload, strlen(payload), level, delay, now,
                       &id, &d, err, sizeof err);
-    check_msg(rc == 0, 1, line, "store_send(%s, level %d, delay %" PRIu64 ") failed: %s", topic, level,
-              delay, err);
+    TU_REQUIRE_AT(rc == 0, line, "store_send(%s, level %d, delay %" PRIu64 ") failed: %s", topic, level,
+                  delay, err);
     if (due)
         *due = d;
     return id;
@@ -203,7 +179,7 @@ static int lease_at(store_t *s, const char *group, const char *topic, int count,
     int n = -1;
     int rc = store_lease(s, group, strlen(group), topic, strlen(topic), count, lease_ms, now, out, &n,
                          err, sizeof err);
-    check_msg(rc == 0, 1, line, "store_lease(%s, %s) failed: %s", group, topic, err);
+    TU_REQUIRE_AT(rc == 0, line, "store_lease(%s, %s) failed: %s", group, topic, err);
     return n;
 }
 #define LEASE_N(s, g, t, count, lease_ms, now, out) lease_at((s), (g), (t), (count), (lease_ms), (now), (out), __LINE__)
@@ -220,7 +196,7 @@ static int move_at(store_t *s, uint64_t now, int max, int *ready, int line)
     char err[512] = "";
     int moved = -1, r = -1;
     int rc = store_move_due(s, now, max, &moved, &r, err, sizeof err);
-    check_msg(rc == 0, 1, line, "store_move_due failed: %s", err);
+    TU_REQUIRE_AT(rc == 0, line, "store_move_due failed: %s", err);
     if (ready)
         *ready = r;
     return moved;
@@ -233,7 +209,7 @@ static void group_create_at(store_t *s, const char *group, const char *topic, in
     char err[512] = "";
     int rc = store_group_create(s, group, strlen(group), topic, strlen(topic), from_first, -1, now,
                                 err, sizeof err);
-    check_msg(rc == 0, 1, line, "store_group_create(%s, %s) failed: %s", group, topic, err);
+    TU_REQUIRE_AT(rc == 0, line, "store_group_create(%s, %s) failed: %s", group, topic, err);
 }
 #define GROUP_CREATE(s, g, t, ff, now) group_create_at((s), (g), (t), (ff), (now), __LINE__)
 
@@ -242,7 +218,7 @@ static store_group_info_t group_info_at(store_t *s, const char *group, int line)
     store_group_info_t gi;
     memset(&gi, 0xee, sizeof gi);
     int rc = store_group_info(s, group, strlen(group), &gi);
-    check_msg(rc == 1, 1, line, "group %s should exist (store_group_info returned %d)", group, rc);
+    TU_REQUIRE_AT(rc == 1, line, "group %s should exist (store_group_info returned %d)", group, rc);
     return gi;
 }
 #define GINFO(s, g) group_info_at((s), (g), __LINE__)
@@ -255,11 +231,11 @@ static void check_counts_at(store_t *s, const char *group, uint64_t ready, uint6
     store_group_info_t gi = group_info_at(s, group, line);
     int ok = gi.ready == ready && gi.backlog == backlog && gi.retry_ready == retry_ready &&
              gi.retry_delayed == retry_delayed && gi.inflight == inflight && gi.dlq == dlq;
-    check_msg(ok, 0, line,
-              "group %s: ready %" PRIu64 " backlog %" PRIu64 " retry_ready %" PRIu64 " retry_delayed %" PRIu64
-              " inflight %" PRIu64 " dlq %" PRIu64 "; want %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-              " %" PRIu64 " %" PRIu64, group, gi.ready, gi.backlog, gi.retry_ready, gi.retry_delayed,
-              gi.inflight, gi.dlq, ready, backlog, retry_ready, retry_delayed, inflight, dlq);
+    TU_CHECK_AT(ok, line,
+                "group %s: ready %" PRIu64 " backlog %" PRIu64 " retry_ready %" PRIu64 " retry_delayed %" PRIu64
+                " inflight %" PRIu64 " dlq %" PRIu64 "; want %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+                " %" PRIu64 " %" PRIu64, group, gi.ready, gi.backlog, gi.retry_ready, gi.retry_delayed,
+                gi.inflight, gi.dlq, ready, backlog, retry_ready, retry_delayed, inflight, dlq);
 }
 #define CHECK_COUNTS(s, g, ready, backlog, rr, rd, infl, dlq) \
     check_counts_at((s), (g), (ready), (backlog), (rr), (rd), (infl), (dlq), __LINE__)
@@ -273,9 +249,9 @@ static void fail_at(store_t *s, const char *group, uint64_t id, int to_dlq, int 
     store_fail_req_t r = { .to_dlq = to_dlq, .level = level, .delay_ms = delay, .reason = reason,
                            .reason_len = reason ? strlen(reason) : 0 };
     int rc = store_fail(s, group, strlen(group), id, &r, now, &found, &d, err, sizeof err);
-    check_msg(rc == 0, 1, line, "store_fail(%s, %" PRIu64 ") failed: %s", group, id, err);
-    check_msg(found == want_found, 0, line, "store_fail(%s, %" PRIu64 "): found %d, want %d", group, id,
-              found, want_found);
+    TU_REQUIRE_AT(rc == 0, line, "store_fail(%s, %" PRIu64 ") failed: %s", group, id, err);
+    TU_CHECK_AT(found == want_found, line, "store_fail(%s, %" PRIu64 "): found %d, want %d", group, id,
+                found, want_found);
     if (due)
         *due = d;
 }
@@ -290,7 +266,7 @@ static int ack_at(store_t *s, const char *group, const uint64_t *ids, int n, int
     char err[512] = "";
     int released = -1;
     int rc = store_ack(s, group, strlen(group), ids, n, &released, err, sizeof err);
-    check_msg(rc == 0, 1, line, "store_ack failed: %s", err);
+    TU_REQUIRE_AT(rc == 0, line, "store_ack failed: %s", err);
     return released;
 }
 #define ACK(s, g, ids, n) ack_at((s), (g), (ids), (n), __LINE__)
@@ -299,7 +275,7 @@ static void commit_at(store_t *s, int line)
 {
     char err[512] = "";
     int rc = store_commit(s, err, sizeof err);
-    check_msg(rc == 0, 1, line, "store_commit failed: %s", err);
+    TU_REQUIRE_AT(rc == 0, line, "store_commit failed: %s", err);
 }
 #define COMMIT(s) commit_at((s), __LINE__)
 
@@ -361,33 +337,33 @@ static void test_reopen_keeps_everything(void)
 
     /* g1: A fails to level 1 and becomes retry-ready, B goes to the DLQ, C stays
      * leased, D fails to level 18 (a delayed retry). */
-    REQUIRE(LEASE_N(s, "g1", "orders", 2, LEASE, now, m) == 2, "lease A, B");
-    CHECK(m[0].m.id == a && m[1].m.id == b, "leased %" PRIu64 ", %" PRIu64, m[0].m.id, m[1].m.id);
+    TU_REQUIRE(LEASE_N(s, "g1", "orders", 2, LEASE, now, m) == 2, "lease A, B");
+    TU_CHECK(m[0].m.id == a && m[1].m.id == b, "leased %" PRIu64 ", %" PRIu64, m[0].m.id, m[1].m.id);
     free_msgs(m, 2);
     FAIL_LEVEL(s, "g1", a, 1, "try again", now, NULL);
     FAIL_DLQ(s, "g1", b, "boom", now);
-    REQUIRE(LEASE_N(s, "g1", "orders", 1, LEASE, now, m) == 1, "lease C");
+    TU_REQUIRE(LEASE_N(s, "g1", "orders", 1, LEASE, now, m) == 1, "lease C");
     CHECK_EQ_U64(m[0].m.id, c);
     free_msgs(m, 1);
-    REQUIRE(LEASE_N(s, "g1", "orders", 1, LEASE, now, m) == 1, "lease D");
+    TU_REQUIRE(LEASE_N(s, "g1", "orders", 1, LEASE, now, m) == 1, "lease D");
     CHECK_EQ_U64(m[0].m.id, d);
     free_msgs(m, 1);
     FAIL_LEVEL(s, "g1", d, 18, "later", now, NULL);
-    CHECK(MOVE(s, now + SEC, 100, NULL) == 1, "A's retry should move at +1s");
+    TU_CHECK(MOVE(s, now + SEC, 100, NULL) == 1, "A's retry should move at +1s");
     CHECK_STORE(s);
     CHECK_COUNTS(s, "g1", 1, 0, 1, 1, 1, 1);
     CHECK_COUNTS(s, "g2", 0, 0, 0, 0, 0, 0);
 
     uint64_t c_deadline = 0;
     char err[512] = "";
-    REQUIRE(store_lease_get(s, "g1", 2, c, NULL, &c_deadline, err, sizeof err) == 1, "lease C: %s", err);
+    TU_REQUIRE(store_lease_get(s, "g1", 2, c, NULL, &c_deadline, err, sizeof err) == 1, "lease C: %s", err);
     store_level_info_t before[LVL_MAX_LEVELS + 1];
     for (int l = 1; l <= 18; l++)
         store_level_info(s, l, &before[l]);
     uint64_t next_due = store_next_due(s);
     store_group_info_t g1_before = GINFO(s, "g1"), g2_before = GINFO(s, "g2");
     store_topic_info_t ti_before;
-    REQUIRE(store_topic_info(s, "orders", 6, &ti_before) == 1, "topic orders exists");
+    TU_REQUIRE(store_topic_info(s, "orders", 6, &ti_before) == 1, "topic orders exists");
     uint64_t max_id = g;
     REQUIRE_OK(store_group_create(s, "mr", 2, "orders", 6, 0, 3, now, err, sizeof err), err);
     CLOSE(&s);
@@ -401,9 +377,9 @@ static void test_reopen_keeps_everything(void)
     for (int l = 1; l <= 18; l++) {
         store_level_info_t li;
         store_level_info(s, l, &li);
-        CHECK(li.depth == before[l].depth && li.head_due_ms == before[l].head_due_ms,
-              "level %d after reopen: depth %" PRIu64 " head %" PRIu64 ", before %" PRIu64 " %" PRIu64, l,
-              li.depth, li.head_due_ms, before[l].depth, before[l].head_due_ms);
+        TU_CHECK(li.depth == before[l].depth && li.head_due_ms == before[l].head_due_ms,
+                 "level %d after reopen: depth %" PRIu64 " head %" PRIu64 ", before %" PRIu64 " %" PRIu64, l,
+                 li.depth, li.head_due_ms, before[l].depth, before[l].head_due_ms);
     }
     CHECK_EQ_U64(level_depth(s, 3), 2);
     CHECK_EQ_U64(level_head(s, 3), e_due);
@@ -411,46 +387,46 @@ static void test_reopen_keeps_everything(void)
     CHECK_EQ_U64(level_depth(s, 18), 1);
     CHECK_EQ_U64(store_next_due(s), next_due);
     store_group_info_t g1_after = GINFO(s, "g1"), g2_after = GINFO(s, "g2");
-    CHECK(memcmp(&g1_after, &g1_before, sizeof g1_after) == 0, "g1's info changed across reopen");
-    CHECK(memcmp(&g2_after, &g2_before, sizeof g2_after) == 0, "g2's info changed across reopen");
-    CHECK(strcmp(g1_after.topic, "orders") == 0, "g1 topic %s", g1_after.topic);
+    TU_CHECK(memcmp(&g1_after, &g1_before, sizeof g1_after) == 0, "g1's info changed across reopen");
+    TU_CHECK(memcmp(&g2_after, &g2_before, sizeof g2_after) == 0, "g2's info changed across reopen");
+    TU_CHECK(strcmp(g1_after.topic, "orders") == 0, "g1 topic %s", g1_after.topic);
     store_topic_info_t ti;
-    REQUIRE(store_topic_info(s, "orders", 6, &ti) == 1, "topic orders after reopen");
-    CHECK(ti.appended == ti_before.appended && ti.retained == ti_before.retained && ti.groups == 3,
-          "topic: appended %" PRIu64 " retained %" PRIu64 " groups %d", ti.appended, ti.retained, ti.groups);
+    TU_REQUIRE(store_topic_info(s, "orders", 6, &ti) == 1, "topic orders after reopen");
+    TU_CHECK(ti.appended == ti_before.appended && ti.retained == ti_before.retained && ti.groups == 3,
+             "topic: appended %" PRIu64 " retained %" PRIu64 " groups %d", ti.appended, ti.retained, ti.groups);
     CHECK_EQ_U64(ti.appended, 4);
 
     /* The lease survives with its deadline and content. */
     msg_owned_t lm = { 0 };
     uint64_t dl = 0;
-    REQUIRE(store_lease_get(s, "g1", 2, c, &lm, &dl, err, sizeof err) == 1, "lease C after reopen: %s", err);
+    TU_REQUIRE(store_lease_get(s, "g1", 2, c, &lm, &dl, err, sizeof err) == 1, "lease C after reopen: %s", err);
     CHECK_EQ_U64(dl, c_deadline);
-    CHECK(msg_str_is(&lm.m.payload, "C") && msg_str_is(&lm.m.topic, "orders"), "lease C content");
+    TU_CHECK(msg_str_is(&lm.m.payload, "C") && msg_str_is(&lm.m.topic, "orders"), "lease C content");
     msg_owned_free(&lm);
 
     /* The DLQ keeps B with its reason. */
     int n = -1;
     REQUIRE_OK(store_dlq_list(s, "g1", 2, 0, 10, m, &n, err, sizeof err), err);
-    REQUIRE(n == 1, "DLQ after reopen holds %d", n);
+    TU_REQUIRE(n == 1, "DLQ after reopen holds %d", n);
     CHECK_EQ_U64(m[0].m.id, b);
-    CHECK(msg_str_is(&m[0].m.reason, "boom"), "DLQ reason \"%.*s\"", (int)m[0].m.reason.len, m[0].m.reason.ptr);
+    TU_CHECK(msg_str_is(&m[0].m.reason, "boom"), "DLQ reason \"%.*s\"", (int)m[0].m.reason.len, m[0].m.reason.ptr);
     CHECK_EQ_U64(m[0].m.stamp_ms, now);
     free_msgs(m, n);
 
     /* The retry-ready A comes first, then nothing (the cursor is past D). */
     n = LEASE_N(s, "g1", "orders", 10, LEASE, now + 2 * SEC, m);
-    REQUIRE(n == 1, "g1 leased %d after reopen, want 1 (A's retry)", n);
+    TU_REQUIRE(n == 1, "g1 leased %d after reopen, want 1 (A's retry)", n);
     CHECK_EQ_U64(m[0].m.id, a);
     CHECK_EQ_U64(m[0].m.reconsume, 1);
-    CHECK(msg_str_is(&m[0].m.reason, "try again"), "A's reason kept");
+    TU_CHECK(msg_str_is(&m[0].m.reason, "try again"), "A's reason kept");
     free_msgs(m, n);
     CHECK_STORE(s);
 
     /* Ids continue: never reused after reopen. */
     uint64_t h = SEND(s, "orders", "H", 0, 0, now + 3 * SEC, NULL);
-    CHECK(h > max_id && h > e && h > f, "id %" PRIu64 " after reopen is not above %" PRIu64, h, max_id);
+    TU_CHECK(h > max_id && h > e && h > f, "id %" PRIu64 " after reopen is not above %" PRIu64, h, max_id);
     n = LEASE_N(s, "g2", "orders", 10, LEASE, now + 3 * SEC, m);
-    REQUIRE(n == 1, "g2 (from now) leased %d, want only H", n);
+    TU_REQUIRE(n == 1, "g2 (from now) leased %d, want only H", n);
     CHECK_EQ_U64(m[0].m.id, h);
     free_msgs(m, n);
 
@@ -458,31 +434,31 @@ static void test_reopen_keeps_everything(void)
      * across another reopen between its hops. */
     CHECK_EQ_U64(store_next_due(s), now + 10 * SEC);
     int ready = -1;
-    CHECK(MOVE(s, now + 20 * MIN, 100, &ready) == 3 && ready == 2, "E, F and G's first hop (ready %d)", ready);
+    TU_CHECK(MOVE(s, now + 20 * MIN, 100, &ready) == 3 && ready == 2, "E, F and G's first hop (ready %d)", ready);
     CHECK_EQ_U64(level_head(s, 9), now + 25 * MIN);
     CLOSE(&s);
     s = OPEN(&o);
     CHECK_EQ_U64(level_depth(s, 9), 1);
     CHECK_EQ_U64(level_depth(s, 3), 0);
     CHECK_EQ_U64(store_next_due(s), now + 25 * MIN);
-    CHECK(MOVE(s, now + 25 * MIN - 1, 100, &ready) == 0, "G is not due before +25m");
-    CHECK(MOVE(s, now + 25 * MIN, 100, &ready) == 1 && ready == 1, "G ready at +25m (ready %d)", ready);
+    TU_CHECK(MOVE(s, now + 25 * MIN - 1, 100, &ready) == 0, "G is not due before +25m");
+    TU_CHECK(MOVE(s, now + 25 * MIN, 100, &ready) == 1 && ready == 1, "G ready at +25m (ready %d)", ready);
     n = LEASE_N(s, "g2", "orders", 10, LEASE, now + 25 * MIN, m);
-    CHECK(n == 3, "g2 leased %d", n);
+    TU_CHECK(n == 3, "g2 leased %d", n);
     int seen_g = 0;
     for (int i = 0; i < n; i++)
         if (m[i].m.id == g) {
             seen_g = 1;
             CHECK_EQ_U64(m[i].m.due_ms, now + 25 * MIN);
         }
-    CHECK(seen_g, "G was not delivered after reopen");
+    TU_CHECK(seen_g, "G was not delivered after reopen");
     free_msgs(m, n);
     CHECK_STORE(s);
     uint64_t i2 = SEND(s, "orders", "I", 0, 0, now + 26 * MIN, NULL);
     CLOSE(&s);
     s = OPEN(&o);
     uint64_t j = SEND(s, "orders", "J", 0, 0, now + 27 * MIN, NULL);
-    CHECK(j > i2, "id %" PRIu64 " after the second reopen is not above %" PRIu64, j, i2);
+    TU_CHECK(j > i2, "id %" PRIu64 " after the second reopen is not above %" PRIu64, j, i2);
     CHECK_STORE(s);
 }
 
@@ -495,7 +471,7 @@ static void test_refuse_second_open(void)
     char err[512] = "";
     int rc = store_open(&o, &s2, err, sizeof err);
     CHECK_REFUSAL(rc, err, "in use", g_data);
-    CHECK(s2 == NULL, "a refused open must leave *out NULL");
+    TU_CHECK(s2 == NULL, "a refused open must leave *out NULL");
     if (s2 != NULL)
         store_close(s2, NULL, 0);
     /* The first store still works, and after it closes the directory opens. */
@@ -504,27 +480,27 @@ static void test_refuse_second_open(void)
     CLOSE(&s);
     s = OPEN(&o);
     store_topic_info_t ti;
-    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1, "the message survived");
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1, "the message survived");
 }
 
 static void test_refuse_foreign_dir(void)
 {
     char file[700], err[512] = "";
-    REQUIRE(mkdir(g_data, 0700) == 0, "mkdir %s: %s", g_data, strerror(errno));
+    TU_REQUIRE(mkdir(g_data, 0700) == 0, "mkdir %s: %s", g_data, strerror(errno));
     snprintf(file, sizeof file, "%s/notes.txt", g_data);
-    REQUIRE(write_file(file, "mine\n") == 0, "write %s", file);
+    TU_REQUIRE(write_file(file, "mine\n") == 0, "write %s", file);
     store_options_t o;
     opts_default(&o);
     store_t *s = NULL;
     int rc = store_open(&o, &s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "not a Hourglass data directory", g_data);
-    CHECK(s == NULL, "*out must stay NULL");
+    TU_CHECK(s == NULL, "*out must stay NULL");
     /* Nothing was touched: still exactly one file, no LevelDB files. */
     char cur[700];
     snprintf(cur, sizeof cur, "%s/CURRENT", g_data);
     struct stat st;
-    CHECK(stat(cur, &st) != 0, "a CURRENT file was created in a foreign directory");
-    CHECK(stat(file, &st) == 0 && st.st_size == 5, "the foreign file was changed");
+    TU_CHECK(stat(cur, &st) != 0, "a CURRENT file was created in a foreign directory");
+    TU_CHECK(stat(file, &st) == 0 && st.st_size == 5, "the foreign file was changed");
 }
 
 static void test_refuse_foreign_leveldb(void)
@@ -533,10 +509,10 @@ static void test_refuse_foreign_leveldb(void)
     leveldb_options_t *lo = leveldb_options_create();
     leveldb_options_set_create_if_missing(lo, 1);
     leveldb_t *db = leveldb_open(lo, g_data, &dberr);
-    REQUIRE(dberr == NULL && db != NULL, "leveldb_open: %s", dberr ? dberr : "?");
+    TU_REQUIRE(dberr == NULL && db != NULL, "leveldb_open: %s", dberr ? dberr : "?");
     leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
     leveldb_put(db, wo, "hello", 5, "world", 5, &dberr);
-    REQUIRE(dberr == NULL, "leveldb_put: %s", dberr);
+    TU_REQUIRE(dberr == NULL, "leveldb_put: %s", dberr);
     leveldb_close(db);
 
     store_options_t o;
@@ -544,11 +520,11 @@ static void test_refuse_foreign_leveldb(void)
     store_t *s = NULL;
     int rc = store_open(&o, &s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "not a Hourglass data directory", "format marker");
-    CHECK(s == NULL, "*out must stay NULL");
+    TU_CHECK(s == NULL, "*out must stay NULL");
 
     /* The foreign database holds exactly what it held. */
     db = leveldb_open(lo, g_data, &dberr);
-    REQUIRE(dberr == NULL && db != NULL, "reopen foreign leveldb: %s", dberr ? dberr : "?");
+    TU_REQUIRE(dberr == NULL && db != NULL, "reopen foreign leveldb: %s", dberr ? dberr : "?");
     leveldb_readoptions_t *ro = leveldb_readoptions_create();
     leveldb_iterator_t *it = leveldb_create_iterator(db, ro);
     int keys = 0;
@@ -557,8 +533,8 @@ static void test_refuse_foreign_leveldb(void)
     leveldb_iter_destroy(it);
     size_t vlen = 0;
     char *v = leveldb_get(db, ro, "hello", 5, &vlen, &dberr);
-    CHECK(keys == 1, "the foreign LevelDB now has %d keys, want 1", keys);
-    CHECK(v != NULL && vlen == 5 && memcmp(v, "world", 5) == 0, "the foreign value changed");
+    TU_CHECK(keys == 1, "the foreign LevelDB now has %d keys, want 1", keys);
+    TU_CHECK(v != NULL && vlen == 5 && memcmp(v, "world", 5) == 0, "the foreign value changed");
     if (v)
         leveldb_free(v);
     leveldb_readoptions_destroy(ro);
@@ -579,8 +555,8 @@ static void test_refuse_level_table_change(void)
     REQUIRE_OK(lvl_table_parse("1s 5s 10s", &o.levels, perr, sizeof perr), perr);
     int rc = store_open(&o, &s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "18 levels", "3");
-    CHECK(strstr(err, "level table") != NULL, "message \"%s\" does not say it is the level table", err);
-    CHECK(s == NULL, "*out must stay NULL");
+    TU_CHECK(strstr(err, "level table") != NULL, "message \"%s\" does not say it is the level table", err);
+    TU_CHECK(s == NULL, "*out must stay NULL");
 
     /* Same count, one delay different: the message names that level. */
     REQUIRE_OK(lvl_table_parse("1s 5s 15s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", &o.levels, perr,
@@ -588,7 +564,7 @@ static void test_refuse_level_table_change(void)
     err[0] = '\0';
     rc = store_open(&o, &s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "level 3", "15s");
-    CHECK(strstr(err, "10s") != NULL, "message \"%s\" lacks the stored delay 10s", err);
+    TU_CHECK(strstr(err, "10s") != NULL, "message \"%s\" lacks the stored delay 10s", err);
 
     /* The default still opens and the message is still on level 5. */
     s = OPEN_DEFAULT();
@@ -606,24 +582,24 @@ static void test_refuse_missing_and_file(void)
     int rc = store_open(&o, &s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "does not exist", g_data);
     struct stat st;
-    CHECK(stat(g_data, &st) != 0, "store_open created %s with create_if_missing = 0", g_data);
+    TU_CHECK(stat(g_data, &st) != 0, "store_open created %s with create_if_missing = 0", g_data);
 
     /* An empty existing directory without create_if_missing is not a store either. */
-    REQUIRE(mkdir(g_data, 0700) == 0, "mkdir: %s", strerror(errno));
+    TU_REQUIRE(mkdir(g_data, 0700) == 0, "mkdir: %s", strerror(errno));
     err[0] = '\0';
     rc = store_open(&o, &s, err, sizeof err);
-    CHECK(rc == -1 && strstr(err, g_data) != NULL, "empty dir without create: rc %d err \"%s\"", rc, err);
+    TU_CHECK(rc == -1 && strstr(err, g_data) != NULL, "empty dir without create: rc %d err \"%s\"", rc, err);
 
     /* A path that is a file. */
     char file[700];
     snprintf(file, sizeof file, "%s/plain", g_dir);
-    REQUIRE(write_file(file, "x") == 0, "write %s", file);
+    TU_REQUIRE(write_file(file, "x") == 0, "write %s", file);
     opts_default(&o);
     o.path = file;
     err[0] = '\0';
     rc = store_open(&o, &s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "not a directory", file);
-    CHECK(s == NULL, "*out must stay NULL");
+    TU_CHECK(s == NULL, "*out must stay NULL");
 }
 
 /* Put one raw key into a closed data directory. */
@@ -632,13 +608,13 @@ static void raw_put(const char *key, size_t klen, const char *val, size_t vlen, 
     char *dberr = NULL;
     leveldb_options_t *lo = leveldb_options_create();
     leveldb_t *db = leveldb_open(lo, g_data, &dberr);
-    check_msg(dberr == NULL, 1, line, "leveldb_open: %s", dberr ? dberr : "");
+    TU_REQUIRE_AT(dberr == NULL, line, "leveldb_open: %s", dberr ? dberr : "");
     leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
     leveldb_put(db, wo, key, klen, val, vlen, &dberr);
     leveldb_writeoptions_destroy(wo);
     leveldb_close(db);
     leveldb_options_destroy(lo);
-    check_msg(dberr == NULL, 1, line, "leveldb_put: %s", dberr ? dberr : "");
+    TU_REQUIRE_AT(dberr == NULL, line, "leveldb_put: %s", dberr ? dberr : "");
 }
 
 static void test_refuse_other_format(void)
@@ -651,7 +627,7 @@ static void test_refuse_other_format(void)
     char err[512] = "";
     int rc = store_open(&o, &s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "format version 2", g_data);
-    CHECK(s == NULL, "*out must stay NULL");
+    TU_CHECK(s == NULL, "*out must stay NULL");
 }
 
 /* A value that does not decode is reported (by store_check and by the
@@ -675,8 +651,8 @@ static void test_corrupt_value_reported(void)
     SEND(s, "t", "ok", 1, 0, T0, NULL);
     char key[18] = "";
     char err[512] = "";
-    CHECK(store_scan(s, remember_level_key, key, err, sizeof err) == 0, "scan: %s", err);
-    CHECK(key[0] == 'L' && key[1] == 1, "the message is not on level 1");
+    TU_CHECK(store_scan(s, remember_level_key, key, err, sizeof err) == 0, "scan: %s", err);
+    TU_CHECK(key[0] == 'L' && key[1] == 1, "the message is not on level 1");
     CLOSE(&s);
     /* overwrite the message's value with a truncated record */
     raw_put(key, sizeof key, "\1\0\0\0", 4, __LINE__);
@@ -687,7 +663,7 @@ static void test_corrupt_value_reported(void)
     err[0] = '\0';
     rc = store_move_due(s, T0 + HOUR, 10, &moved, NULL, err, sizeof err);
     CHECK_REFUSAL(rc, err, "corrupt", "level");
-    CHECK(moved == 0, "moved %d past a corrupt value", moved);
+    TU_CHECK(moved == 0, "moved %d past a corrupt value", moved);
 }
 
 /* =========================================================== suite: send */
@@ -719,22 +695,22 @@ static void test_send_topic_names(void)
     err[0] = '\0';
     CHECK_REFUSAL(send_raw(s, "caf\xc3\xa9", 5, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err,
                   "topic", "0xc3");
-    CHECK(store_pending(s) == pending, "a refused send changed pending from %d to %d", pending,
-          store_pending(s));
+    TU_CHECK(store_pending(s) == pending, "a refused send changed pending from %d to %d", pending,
+             store_pending(s));
 
     /* 255 bytes is fine and comes back intact. */
     err[0] = '\0';
     REQUIRE_OK(send_raw(s, name, 255, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err);
-    CHECK(store_pending(s) > pending, "a send adds to the pending batch");
+    TU_CHECK(store_pending(s) > pending, "a send adds to the pending batch");
     store_topic_info_t ti;
-    CHECK(store_topic_info(s, name, 255, &ti) == 1 && ti.appended == 1, "255-byte topic log");
+    TU_CHECK(store_topic_info(s, name, 255, &ti) == 1 && ti.appended == 1, "255-byte topic log");
     msg_owned_t m[2];
     int n = -1;
     REQUIRE_OK(store_lease(s, "g", 1, name, 255, 2, LEASE, T0, m, &n, err, sizeof err), err);
-    REQUIRE(n == 1, "leased %d from the 255-byte topic", n);
-    CHECK(m[0].m.topic.len == 255 && memcmp(m[0].m.topic.ptr, name, 255) == 0, "topic name round trip");
+    TU_REQUIRE(n == 1, "leased %d from the 255-byte topic", n);
+    TU_CHECK(m[0].m.topic.len == 255 && memcmp(m[0].m.topic.ptr, name, 255) == 0, "topic name round trip");
     free_msgs(m, n);
-    CHECK(store_topic_info(s, "a b", 3, &ti) == 0, "a refused topic must not exist");
+    TU_CHECK(store_topic_info(s, "a b", 3, &ti) == 0, "a refused topic must not exist");
     CHECK_STORE(s);
 }
 
@@ -749,11 +725,11 @@ static void test_send_key_limit(void)
     err[0] = '\0';
     CHECK_REFUSAL(send_raw(s, "t", 1, key, MSG_MAX_KEY + 1, "p", 1, 0, 0, T0, &id, &due, err, sizeof err),
                   err, "key", "1024");
-    CHECK(store_pending(s) == pending, "refused send changed pending");
+    TU_CHECK(store_pending(s) == pending, "refused send changed pending");
     msg_owned_t m[2];
     int n = LEASE_N(s, "g", "t", 2, LEASE, T0, m);
-    REQUIRE(n == 1, "leased %d", n);
-    CHECK(m[0].m.key.len == MSG_MAX_KEY && memcmp(m[0].m.key.ptr, key, MSG_MAX_KEY) == 0, "key round trip");
+    TU_REQUIRE(n == 1, "leased %d", n);
+    TU_CHECK(m[0].m.key.len == MSG_MAX_KEY && memcmp(m[0].m.key.ptr, key, MSG_MAX_KEY) == 0, "key round trip");
     free_msgs(m, n);
     CHECK_STORE(s);
 }
@@ -766,7 +742,7 @@ static void payload_limits(uint32_t max_payload)
     o.max_payload = max_payload;
     store_t *s = OPEN(&o);
     char *payload = malloc((size_t)max_payload + 1), err[512] = "";
-    REQUIRE(payload != NULL, "malloc");
+    TU_REQUIRE(payload != NULL, "malloc");
     for (uint32_t i = 0; i <= max_payload; i++)
         payload[i] = (char)(i * 131 + 7);
     uint64_t id0, idmax, due;
@@ -785,17 +761,17 @@ static void payload_limits(uint32_t max_payload)
     err[0] = '\0';
     rc = send_raw(s, "t", 1, "", 0, payload, (size_t)max_payload + 1, 2, 0, T0, &id, &due, err, sizeof err);
     CHECK_REFUSAL(rc, err, "payload", want);
-    CHECK(store_pending(s) == pending, "refused send changed pending");
+    TU_CHECK(store_pending(s) == pending, "refused send changed pending");
     CHECK_EQ_U64(level_depth(s, 2), depth);
 
-    CHECK(MOVE(s, T0 + 5 * SEC, 10, NULL) == 1, "the max payload message moves");
+    TU_CHECK(MOVE(s, T0 + 5 * SEC, 10, NULL) == 1, "the max payload message moves");
     msg_owned_t m[4];
     int n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 5 * SEC, m);
-    REQUIRE(n == 2, "leased %d, want 2", n);
-    CHECK(m[0].m.id == id0 && m[0].m.payload.len == 0, "empty payload: id %" PRIu64 " len %u", m[0].m.id,
-          m[0].m.payload.len);
-    CHECK(m[1].m.id == idmax && m[1].m.payload.len == max_payload &&
-          memcmp(m[1].m.payload.ptr, payload, max_payload) == 0, "max payload did not round trip");
+    TU_REQUIRE(n == 2, "leased %d, want 2", n);
+    TU_CHECK(m[0].m.id == id0 && m[0].m.payload.len == 0, "empty payload: id %" PRIu64 " len %u", m[0].m.id,
+             m[0].m.payload.len);
+    TU_CHECK(m[1].m.id == idmax && m[1].m.payload.len == max_payload &&
+             memcmp(m[1].m.payload.ptr, payload, max_payload) == 0, "max payload did not round trip");
     free_msgs(m, n);
     free(payload);
     CHECK_STORE(s);
@@ -818,11 +794,11 @@ static void test_send_levels(void)
         CHECK_REFUSAL(rc, err, "1..18", NULL);
         char lv[16];
         snprintf(lv, sizeof lv, "%d", bad[i]);
-        CHECK(strstr(err, lv) != NULL, "message \"%s\" does not name level %d", err, bad[i]);
+        TU_CHECK(strstr(err, lv) != NULL, "message \"%s\" does not name level %d", err, bad[i]);
     }
-    CHECK(store_pending(s) == pending, "refused sends changed pending");
+    TU_CHECK(store_pending(s) == pending, "refused sends changed pending");
     for (int l = 1; l <= 18; l++)
-        CHECK(level_depth(s, l) == (l == 1), "level %d depth %" PRIu64, l, level_depth(s, l));
+        TU_CHECK(level_depth(s, l) == (l == 1), "level %d depth %" PRIu64, l, level_depth(s, l));
     /* Level 0 with no delay is "ready now"; level 18 is fine. */
     uint64_t d0, d18;
     SEND(s, "t", "now", 0, 0, T0, &d0);
@@ -830,7 +806,7 @@ static void test_send_levels(void)
     CHECK_EQ_U64(d0, T0);
     CHECK_EQ_U64(d18, T0 + 2 * HOUR);
     store_topic_info_t ti;
-    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1, "level 0 went to the topic log");
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1, "level 0 went to the topic log");
     CHECK_STORE(s);
 }
 
@@ -852,9 +828,9 @@ static void test_send_max_delay(void)
     err[0] = '\0';
     rc = send_raw(s, "t", 1, "", 0, "p", 1, 0, 3 * DAY + 1, T0, &id, &due, err, sizeof err);
     CHECK_REFUSAL(rc, err, "max-delay 3d", NULL);
-    CHECK(store_pending(s) == pending, "refused send changed pending");
+    TU_CHECK(store_pending(s) == pending, "refused send changed pending");
     for (int l = 1; l <= 18; l++)
-        CHECK(level_depth(s, l) == depths[l], "refused send changed level %d", l);
+        TU_CHECK(level_depth(s, l) == depths[l], "refused send changed level %d", l);
     CLOSE(&s);
 
     /* A configured limit is the one named. */
@@ -868,8 +844,8 @@ static void test_send_max_delay(void)
     /* LEVEL is not a delay request: level 18 (2h) is allowed even with max-delay 1h */
     err[0] = '\0';
     rc = send_raw(s, "t", 1, "", 0, "p", 1, 18, 0, T0, &id, &due, err, sizeof err);
-    CHECK(rc == 0 && due == T0 + 2 * HOUR, "LEVEL 18 with max-delay 1h: rc %d due %" PRIu64 " (%s)", rc, due,
-          err);
+    TU_CHECK(rc == 0 && due == T0 + 2 * HOUR, "LEVEL 18 with max-delay 1h: rc %d due %" PRIu64 " (%s)", rc, due,
+             err);
     CHECK_STORE(s);
 }
 
@@ -886,21 +862,21 @@ static void test_send_hop_bound(void)
     uint64_t id, due;
     int rc = send_raw(s, "t", 1, "", 0, "p", 1, 0, HOUR, T0, &id, &due, err, sizeof err);
     CHECK_REFUSAL(rc, err, "hops", "255");
-    CHECK(store_pending(s) == 0, "refused send left %d pending", store_pending(s));
+    TU_CHECK(store_pending(s) == 0, "refused send left %d pending", store_pending(s));
     err[0] = '\0';
     REQUIRE_OK(send_raw(s, "t", 1, "", 0, "p", 1, 0, 10 * MIN, T0, &id, &due, err, sizeof err), err);
     CHECK_EQ_U64(due, T0 + 10 * MIN);
     uint64_t r = SEND(s, "t", "r", 0, 0, T0, NULL);
     msg_owned_t m[2];
     int n = LEASE_N(s, "g", "t", 1, LEASE, T0, m);
-    REQUIRE(n == 1 && m[0].m.id == r, "lease r");
+    TU_REQUIRE(n == 1 && m[0].m.id == r, "lease r");
     free_msgs(m, n);
     store_fail_req_t fr = { .delay_ms = HOUR, .reason = "x", .reason_len = 1 };
     int found = -1;
     err[0] = '\0';
     rc = store_fail(s, "g", 1, r, &fr, T0, &found, NULL, err, sizeof err);
     CHECK_REFUSAL(rc, err, "hops", NULL);
-    CHECK(store_lease_get(s, "g", 1, r, NULL, NULL, NULL, 0) == 1, "refused fail removed the lease");
+    TU_CHECK(store_lease_get(s, "g", 1, r, NULL, NULL, NULL, 0) == 1, "refused fail removed the lease");
     CHECK_STORE(s);
 }
 
@@ -910,24 +886,24 @@ static void test_level_due_times(void)
 {
     store_t *s = OPEN_DEFAULT();
     const lvl_table_t *t = store_levels(s);
-    REQUIRE(t->count == 18, "default table has %d levels", t->count);
+    TU_REQUIRE(t->count == 18, "default table has %d levels", t->count);
     CHECK_EQ_U64(store_next_due(s), UINT64_MAX);
     for (int l = 18; l >= 1; l--) {
         uint64_t due;
         SEND(s, "t", "x", l, 0, T0 + 100, &due);
-        CHECK(due == T0 + 100 + t->delay_ms[l], "level %d: due %" PRIu64 ", want now + %" PRIu64, l, due,
-              t->delay_ms[l]);
+        TU_CHECK(due == T0 + 100 + t->delay_ms[l], "level %d: due %" PRIu64 ", want now + %" PRIu64, l, due,
+                 t->delay_ms[l]);
         store_level_info_t li;
-        REQUIRE(store_level_info(s, l, &li) == 0, "level info %d", l);
-        CHECK(li.level == l && li.depth == 1 && li.head_due_ms == due && li.delay_ms == t->delay_ms[l],
-              "level %d info: depth %" PRIu64 " head %" PRIu64, l, li.depth, li.head_due_ms);
+        TU_REQUIRE(store_level_info(s, l, &li) == 0, "level info %d", l);
+        TU_CHECK(li.level == l && li.depth == 1 && li.head_due_ms == due && li.delay_ms == t->delay_ms[l],
+                 "level %d info: depth %" PRIu64 " head %" PRIu64, l, li.depth, li.head_due_ms);
     }
     store_level_info_t li;
-    CHECK(store_level_info(s, 0, &li) == -1 && store_level_info(s, 19, &li) == -1, "bad level info");
+    TU_CHECK(store_level_info(s, 0, &li) == -1 && store_level_info(s, 19, &li) == -1, "bad level info");
     CHECK_EQ_U64(store_next_due(s), T0 + 100 + SEC);
-    CHECK(MOVE(s, T0 + 100 + SEC - 1, 100, NULL) == 0, "nothing is due 1 ms early");
+    TU_CHECK(MOVE(s, T0 + 100 + SEC - 1, 100, NULL) == 0, "nothing is due 1 ms early");
     int ready = -1;
-    CHECK(MOVE(s, T0 + 100 + SEC, 100, &ready) == 1 && ready == 1, "level 1 due at +1s");
+    TU_CHECK(MOVE(s, T0 + 100 + SEC, 100, &ready) == 1 && ready == 1, "level 1 due at +1s");
     CHECK_EQ_U64(store_next_due(s), T0 + 100 + 5 * SEC);
     CHECK_EQ_U64(level_head(s, 1), 0);
     CHECK_STORE(s);
@@ -940,28 +916,28 @@ static void test_level_fifo_and_bounded_move(void)
     for (int i = 0; i < 10; i++)
         ids[i] = SEND(s, "t", "x", 2, 0, T0 + (uint64_t)i, &dues[i]);
     for (int i = 1; i < 10; i++)
-        CHECK(ids[i] > ids[i - 1] && dues[i] == dues[i - 1] + 1, "send %d: id/due not increasing", i);
+        TU_CHECK(ids[i] > ids[i - 1] && dues[i] == dues[i - 1] + 1, "send %d: id/due not increasing", i);
     CHECK_EQ_U64(store_next_due(s), T0 + 5 * SEC);
     /* at +5s+4 five are due; max 3 moves 3 */
     int ready = -1;
-    CHECK(MOVE(s, T0 + 5 * SEC + 4, 3, &ready) == 3 && ready == 3, "bounded move");
+    TU_CHECK(MOVE(s, T0 + 5 * SEC + 4, 3, &ready) == 3 && ready == 3, "bounded move");
     CHECK_EQ_U64(level_depth(s, 2), 7);
     CHECK_EQ_U64(store_next_due(s), T0 + 5 * SEC + 3);
     CHECK_STORE(s);
     /* max 10 moves only the 2 that are due */
-    CHECK(MOVE(s, T0 + 5 * SEC + 4, 10, &ready) == 2 && ready == 2, "only due ones move");
+    TU_CHECK(MOVE(s, T0 + 5 * SEC + 4, 10, &ready) == 2 && ready == 2, "only due ones move");
     CHECK_EQ_U64(level_depth(s, 2), 5);
     CHECK_EQ_U64(level_head(s, 2), T0 + 5 * SEC + 5);
-    CHECK(MOVE(s, T0 + 5 * SEC + 4, 10, NULL) == 0, "nothing more is due");
-    CHECK(MOVE(s, T0 + HOUR, 0, NULL) == 0, "max 0 moves nothing");
-    CHECK(MOVE(s, T0 + HOUR, 100, NULL) == 5, "the rest");
+    TU_CHECK(MOVE(s, T0 + 5 * SEC + 4, 10, NULL) == 0, "nothing more is due");
+    TU_CHECK(MOVE(s, T0 + HOUR, 0, NULL) == 0, "max 0 moves nothing");
+    TU_CHECK(MOVE(s, T0 + HOUR, 100, NULL) == 5, "the rest");
     CHECK_EQ_U64(store_next_due(s), UINT64_MAX);
     msg_owned_t m[16];
     int n = LEASE_N(s, "g", "t", 16, LEASE, T0 + HOUR, m);
-    REQUIRE(n == 10, "leased %d", n);
+    TU_REQUIRE(n == 10, "leased %d", n);
     for (int i = 0; i < n; i++) {
-        CHECK(m[i].m.id == ids[i], "topic log position %d holds id %" PRIu64 ", want %" PRIu64, i, m[i].m.id,
-              ids[i]);
+        TU_CHECK(m[i].m.id == ids[i], "topic log position %d holds id %" PRIu64 ", want %" PRIu64, i, m[i].m.id,
+                 ids[i]);
         CHECK_EQ_U64(m[i].m.due_ms, dues[i]);
     }
     free_msgs(m, n);
@@ -978,22 +954,22 @@ static void test_level_chained_delay(void)
     CHECK_EQ_U64(level_head(s, 15), T0 + 20 * MIN);
     CHECK_EQ_U64(store_next_due(s), T0 + 20 * MIN);
     store_topic_info_t ti;
-    CHECK(store_topic_info(s, "t", 1, &ti) == 0, "no topic log before the journey ends");
-    CHECK(MOVE(s, T0 + 20 * MIN - 1, 10, NULL) == 0, "first hop is not due early");
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 0, "no topic log before the journey ends");
+    TU_CHECK(MOVE(s, T0 + 20 * MIN - 1, 10, NULL) == 0, "first hop is not due early");
     int ready = -1;
-    CHECK(MOVE(s, T0 + 20 * MIN, 10, &ready) == 1 && ready == 0, "first hop moves, not ready");
+    TU_CHECK(MOVE(s, T0 + 20 * MIN, 10, &ready) == 1 && ready == 0, "first hop moves, not ready");
     CHECK_EQ_U64(level_depth(s, 15), 0);
     CHECK_EQ_U64(level_depth(s, 9), 1);                 /* the 5m level */
     CHECK_EQ_U64(store_levels(s)->delay_ms[9], 5 * MIN);
     CHECK_EQ_U64(level_head(s, 9), T0 + 25 * MIN);
     CHECK_EQ_U64(store_next_due(s), T0 + 25 * MIN);
     CHECK_STORE(s);
-    CHECK(MOVE(s, T0 + 25 * MIN - 1, 10, NULL) == 0, "second hop not due early");
-    CHECK(MOVE(s, T0 + 25 * MIN, 10, &ready) == 1 && ready == 1, "second hop: ready");
-    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1, "in the topic log");
+    TU_CHECK(MOVE(s, T0 + 25 * MIN - 1, 10, NULL) == 0, "second hop not due early");
+    TU_CHECK(MOVE(s, T0 + 25 * MIN, 10, &ready) == 1 && ready == 1, "second hop: ready");
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1, "in the topic log");
     msg_owned_t m[2];
     int n = LEASE_N(s, "g", "t", 2, LEASE, T0 + 25 * MIN, m);
-    REQUIRE(n == 1, "leased %d", n);
+    TU_REQUIRE(n == 1, "leased %d", n);
     CHECK_EQ_U64(m[0].m.id, id);
     CHECK_EQ_U64(m[0].m.due_ms, T0 + 25 * MIN);
     CHECK_EQ_U64(m[0].m.created_ms, T0);
@@ -1003,8 +979,8 @@ static void test_level_chained_delay(void)
     /* Rounded up to whole seconds: 1500 ms is 2 s = 1s + 1s. */
     SEND(s, "t", "y", 0, 1500, T0 + HOUR, &due);
     CHECK_EQ_U64(due, T0 + HOUR + 2 * SEC);
-    CHECK(MOVE(s, T0 + HOUR + SEC, 10, &ready) == 1 && ready == 0, "1500ms: first 1s hop");
-    CHECK(MOVE(s, T0 + HOUR + 2 * SEC, 10, &ready) == 1 && ready == 1, "1500ms: ready at 2s");
+    TU_CHECK(MOVE(s, T0 + HOUR + SEC, 10, &ready) == 1 && ready == 0, "1500ms: first 1s hop");
+    TU_CHECK(MOVE(s, T0 + HOUR + 2 * SEC, 10, &ready) == 1 && ready == 1, "1500ms: ready at 2s");
     /* 6h = 2h + 2h + 2h, hopping on the same level */
     SEND(s, "t", "z", 0, 6 * HOUR, T0 + 2 * HOUR, &due);
     CHECK_EQ_U64(due, T0 + 8 * HOUR);
@@ -1012,9 +988,9 @@ static void test_level_chained_delay(void)
     for (uint64_t now = T0 + 2 * HOUR; now <= T0 + 8 * HOUR; now += 2 * HOUR) {
         hops += MOVE(s, now, 10, &ready);
         if (now < T0 + 8 * HOUR)
-            CHECK(ready == 0, "6h delay ready early at %" PRIu64, now - T0);
+            TU_CHECK(ready == 0, "6h delay ready early at %" PRIu64, now - T0);
     }
-    CHECK(hops == 3 && ready == 1, "6h: %d hops, ready %d", hops, ready);
+    TU_CHECK(hops == 3 && ready == 1, "6h: %d hops, ready %d", hops, ready);
     CHECK_STORE(s);
 }
 
@@ -1026,12 +1002,12 @@ static void test_level_delay_zero(void)
     CHECK_EQ_U64(due, T0 + 7);
     CHECK_EQ_U64(store_next_due(s), UINT64_MAX);
     for (int l = 1; l <= 18; l++)
-        CHECK(level_depth(s, l) == 0, "level %d not empty", l);
+        TU_CHECK(level_depth(s, l) == 0, "level %d not empty", l);
     store_topic_info_t ti;
-    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1 && ti.retained == 1, "topic log");
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1 && ti.retained == 1, "topic log");
     msg_owned_t m[2];
     int n = LEASE_N(s, "g", "t", 2, LEASE, T0 + 7, m);
-    REQUIRE(n == 1, "leased %d", n);
+    TU_REQUIRE(n == 1, "leased %d", n);
     CHECK_EQ_U64(m[0].m.id, id);
     CHECK_EQ_U64(m[0].m.due_ms, T0 + 7);
     free_msgs(m, n);
@@ -1045,13 +1021,13 @@ static void test_level_monotone_enqueue(void)
     uint64_t id1 = SEND(s, "t", "first", 4, 0, 10000, &d1);
     uint64_t id2 = SEND(s, "t", "second", 4, 0, 5000, &d2);   /* clock stepped back */
     CHECK_EQ_U64(d1, 10000 + 30 * SEC);
-    CHECK(d2 >= d1, "second due %" PRIu64 " is before the first %" PRIu64, d2, d1);
+    TU_CHECK(d2 >= d1, "second due %" PRIu64 " is before the first %" PRIu64, d2, d1);
     CHECK_EQ_U64(level_head(s, 4), d1);
-    CHECK(MOVE(s, d2, 10, NULL) == 2, "both move at %" PRIu64, d2);
+    TU_CHECK(MOVE(s, d2, 10, NULL) == 2, "both move at %" PRIu64, d2);
     msg_owned_t m[4];
     int n = LEASE_N(s, "g", "t", 4, LEASE, d2, m);
-    REQUIRE(n == 2, "leased %d", n);
-    CHECK(m[0].m.id == id1 && m[1].m.id == id2, "order %" PRIu64 ", %" PRIu64, m[0].m.id, m[1].m.id);
+    TU_REQUIRE(n == 2, "leased %d", n);
+    TU_CHECK(m[0].m.id == id1 && m[1].m.id == id2, "order %" PRIu64 ", %" PRIu64, m[0].m.id, m[1].m.id);
     free_msgs(m, n);
     /* Still monotone after a reopen (the level's clock comes from its tail). */
     SEND(s, "t", "third", 4, 0, 100000, NULL);
@@ -1059,7 +1035,7 @@ static void test_level_monotone_enqueue(void)
     s = OPEN_DEFAULT();
     uint64_t d4;
     SEND(s, "t", "fourth", 4, 0, 50000, &d4);
-    CHECK(d4 >= 100000 + 30 * SEC, "after reopen, a clock step back gives due %" PRIu64, d4);
+    TU_CHECK(d4 >= 100000 + 30 * SEC, "after reopen, a clock step back gives due %" PRIu64, d4);
     CHECK_STORE(s);
 }
 
@@ -1078,7 +1054,7 @@ static void test_level_catchup_chain(void)
     CHECK_EQ_U64(dz, T0 + 6 * HOUR + 25 * MIN);
     /* at +1h: P goes through both hops in one move; Z has only one hop due */
     int ready = -1;
-    CHECK(MOVE(s, T0 + HOUR, 100, &ready) == 2 && ready == 2, "P and K in one call: ready %d", ready);
+    TU_CHECK(MOVE(s, T0 + HOUR, 100, &ready) == 2 && ready == 2, "P and K in one call: ready %d", ready);
     CHECK_EQ_U64(level_depth(s, 9), 0);
     CHECK_EQ_U64(level_depth(s, 15), 0);
     CHECK_EQ_U64(level_depth(s, 18), 1);                               /* Z waits */
@@ -1086,26 +1062,26 @@ static void test_level_catchup_chain(void)
     CHECK_STORE(s);
     msg_owned_t m[4];
     int n = LEASE_N(s, "g", "t", 4, LEASE, T0 + HOUR, m);
-    REQUIRE(n == 2, "leased %d", n);
+    TU_REQUIRE(n == 2, "leased %d", n);
     for (int i = 0; i < n; i++) {
         if (m[i].m.id == p)
             CHECK_EQ_U64(m[i].m.due_ms, dp);
         else
-            CHECK(m[i].m.id == k && m[i].m.due_ms == dk, "unexpected id %" PRIu64, m[i].m.id);
+            TU_CHECK(m[i].m.id == k && m[i].m.due_ms == dk, "unexpected id %" PRIu64, m[i].m.id);
     }
     free_msgs(m, n);
     /* Z at +5h30m: its 2h hops at +2h, +4h, +6h — only the +2h and +4h ones are
      * due, so it moves once and waits on the 2h level until +6h */
-    CHECK(MOVE(s, T0 + 5 * HOUR + 30 * MIN, 100, &ready) == 1 && ready == 0, "Z partly due: ready %d", ready);
+    TU_CHECK(MOVE(s, T0 + 5 * HOUR + 30 * MIN, 100, &ready) == 1 && ready == 0, "Z partly due: ready %d", ready);
     CHECK_EQ_U64(level_depth(s, 18), 1);
     CHECK_EQ_U64(level_head(s, 18), T0 + 6 * HOUR);
     /* at +7h its last hops (+6h20m, +6h25m) are all due: ready, due exactly as asked */
-    CHECK(MOVE(s, T0 + 7 * HOUR, 100, &ready) == 1 && ready == 1, "Z done: ready %d", ready);
+    TU_CHECK(MOVE(s, T0 + 7 * HOUR, 100, &ready) == 1 && ready == 1, "Z done: ready %d", ready);
     for (int l = 1; l <= 18; l++)
-        CHECK(level_depth(s, l) == 0, "level %d holds %" PRIu64, l, level_depth(s, l));
+        TU_CHECK(level_depth(s, l) == 0, "level %d holds %" PRIu64, l, level_depth(s, l));
     n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 7 * HOUR, m);
-    REQUIRE(n == 1, "leased %d", n);
-    CHECK(m[0].m.id == z && m[0].m.due_ms == dz, "Z: id %" PRIu64 " due %" PRIu64, m[0].m.id, m[0].m.due_ms);
+    TU_REQUIRE(n == 1, "leased %d", n);
+    TU_CHECK(m[0].m.id == z && m[0].m.due_ms == dz, "Z: id %" PRIu64 " due %" PRIu64, m[0].m.id, m[0].m.due_ms);
     free_msgs(m, n);
     CHECK_STORE(s);
 }
@@ -1121,7 +1097,7 @@ static void test_level_custom_table_remainder(void)
     store_t *s = OPEN(&o);
     uint64_t due;
     uint64_t id = SEND(s, "t", "x", 0, 7 * SEC, T0, &due);
-    CHECK(due >= T0 + 7 * SEC, "due %" PRIu64 " is before the requested +7s", due - T0);
+    TU_CHECK(due >= T0 + 7 * SEC, "due %" PRIu64 " is before the requested +7s", due - T0);
     uint64_t ready_at = 0;
     for (uint64_t now = T0; now <= T0 + 20 * SEC && ready_at == 0; now += 500) {
         int ready = 0;
@@ -1129,12 +1105,12 @@ static void test_level_custom_table_remainder(void)
         if (ready)
             ready_at = now;
     }
-    CHECK(ready_at >= T0 + 7 * SEC && ready_at < T0 + 7 * SEC + 5 * SEC,
-          "ready at +%" PRIu64 " ms: early, or late by a whole smallest level", ready_at - T0);
+    TU_CHECK(ready_at >= T0 + 7 * SEC && ready_at < T0 + 7 * SEC + 5 * SEC,
+             "ready at +%" PRIu64 " ms: early, or late by a whole smallest level", ready_at - T0);
     msg_owned_t m[2];
     int n = LEASE_N(s, "g", "t", 2, LEASE, ready_at, m);
-    REQUIRE(n == 1 && m[0].m.id == id, "leased %d", n);
-    CHECK(m[0].m.due_ms <= ready_at, "due_ms %" PRIu64 " after it became ready", m[0].m.due_ms - T0);
+    TU_REQUIRE(n == 1 && m[0].m.id == id, "leased %d", n);
+    TU_CHECK(m[0].m.due_ms <= ready_at, "due_ms %" PRIu64 " after it became ready", m[0].m.due_ms - T0);
     free_msgs(m, n);
     CHECK_STORE(s);
 }
@@ -1170,21 +1146,21 @@ static void test_level_clock_jump(void)
     uint64_t jump = T0 + 6 * HOUR;
     int total = 0, calls = 0, moved, ready, ready_total = 0;
     while ((moved = MOVE(s, jump, 7, &ready)) > 0) {
-        CHECK(moved <= 7, "call moved %d > max 7", moved);
+        TU_CHECK(moved <= 7, "call moved %d > max 7", moved);
         total += moved;
         ready_total += ready;
         calls++;
-        REQUIRE(calls < 10000, "move_due never finishes");
+        TU_REQUIRE(calls < 10000, "move_due never finishes");
     }
-    CHECK(ready_total == N, "%d became ready, want %d (in %d moves, %d calls)", ready_total, N, total, calls);
+    TU_CHECK(ready_total == N, "%d became ready, want %d (in %d moves, %d calls)", ready_total, N, total, calls);
     CHECK_EQ_U64(store_next_due(s), UINT64_MAX);
     for (int l = 1; l <= 18; l++)
-        CHECK(level_depth(s, l) == 0, "level %d still holds %" PRIu64, l, level_depth(s, l));
+        TU_CHECK(level_depth(s, l) == 0, "level %d still holds %" PRIu64, l, level_depth(s, l));
     CHECK_STORE(s);
 
     static msg_owned_t m[N + 1];
     int n = LEASE_N(s, "g", "t", N + 1, LEASE, jump, m);
-    REQUIRE(n == N, "leased %d, want %d", n, N);
+    TU_REQUIRE(n == N, "leased %d, want %d", n, N);
     /* Each id once; per final level, due order. */
     uint64_t last_due[LVL_MAX_LEVELS + 1] = { 0 };
     int bad_order = 0, first_bad = -1;
@@ -1195,11 +1171,11 @@ static void test_level_clock_jump(void)
         for (int j = 0; j < N; j++)
             if (ids[j] == m[i].m.id)
                 idx = j;
-        REQUIRE(idx >= 0, "unknown id %" PRIu64, m[i].m.id);
-        CHECK(!seen[idx], "id %" PRIu64 " delivered twice", m[i].m.id);
+        TU_REQUIRE(idx >= 0, "unknown id %" PRIu64, m[i].m.id);
+        TU_CHECK(!seen[idx], "id %" PRIu64 " delivered twice", m[i].m.id);
         seen[idx] = 1;
-        CHECK(m[i].m.due_ms == dues[idx], "id %" PRIu64 " due %" PRIu64 " want %" PRIu64, m[i].m.id,
-              m[i].m.due_ms, dues[idx]);
+        TU_CHECK(m[i].m.due_ms == dues[idx], "id %" PRIu64 " due %" PRIu64 " want %" PRIu64, m[i].m.id,
+                 m[i].m.due_ms, dues[idx]);
         int l = last_level[idx];
         if (m[i].m.due_ms < last_due[l]) {
             bad_order++;
@@ -1208,8 +1184,8 @@ static void test_level_clock_jump(void)
         }
         last_due[l] = m[i].m.due_ms;
     }
-    CHECK(bad_order == 0, "%d messages left their last level out of due order (first at topic position %d)",
-          bad_order, first_bad);
+    TU_CHECK(bad_order == 0, "%d messages left their last level out of due order (first at topic position %d)",
+             bad_order, first_bad);
     free_msgs(m, n);
 }
 
@@ -1226,20 +1202,20 @@ static void test_group_from_first_vs_now(void)
     CHECK_COUNTS(s, "first", 3, 3, 0, 0, 0, 0);
     CHECK_COUNTS(s, "now", 0, 0, 0, 0, 0, 0);
     store_group_info_t gi = GINFO(s, "now");
-    CHECK(strcmp(gi.topic, "orders") == 0 && gi.created_ms == T0 && gi.max_reconsume == 16,
-          "now: topic %s created %" PRIu64 " max_reconsume %u", gi.topic, gi.created_ms, gi.max_reconsume);
+    TU_CHECK(strcmp(gi.topic, "orders") == 0 && gi.created_ms == T0 && gi.max_reconsume == 16,
+             "now: topic %s created %" PRIu64 " max_reconsume %u", gi.topic, gi.created_ms, gi.max_reconsume);
     for (int i = 0; i < 2; i++)
         late[i] = SEND(s, "orders", "l", 0, 0, T0 + 1, NULL);
     CHECK_COUNTS(s, "first", 5, 5, 0, 0, 0, 0);
     CHECK_COUNTS(s, "now", 2, 2, 0, 0, 0, 0);
     msg_owned_t m[8];
     int n = LEASE_N(s, "now", "orders", 8, LEASE, T0 + 2, m);
-    REQUIRE(n == 2, "from-now leased %d", n);
-    CHECK(m[0].m.id == late[0] && m[1].m.id == late[1], "from-now got earlier messages");
+    TU_REQUIRE(n == 2, "from-now leased %d", n);
+    TU_CHECK(m[0].m.id == late[0] && m[1].m.id == late[1], "from-now got earlier messages");
     free_msgs(m, n);
     n = LEASE_N(s, "first", "orders", 8, LEASE, T0 + 2, m);
-    REQUIRE(n == 5, "from-first leased %d", n);
-    CHECK(m[0].m.id == early[0] && m[2].m.id == early[2] && m[4].m.id == late[1], "from-first order");
+    TU_REQUIRE(n == 5, "from-first leased %d", n);
+    TU_CHECK(m[0].m.id == early[0] && m[2].m.id == early[2] && m[4].m.id == late[1], "from-first order");
     free_msgs(m, n);
     CHECK_STORE(s);
 
@@ -1256,8 +1232,8 @@ static void test_group_from_first_vs_now(void)
     err[0] = '\0';
     CHECK_REFUSAL(store_group_create(s, "g", 1, "", 0, 0, -1, T0, err, sizeof err), err, "topic", "empty");
     store_group_info_t dummy;
-    CHECK(store_group_info(s, "mr2", 3, &dummy) == 0 && store_group_info(s, "g", 1, &dummy) == 0,
-          "refused groups exist");
+    TU_CHECK(store_group_info(s, "mr2", 3, &dummy) == 0 && store_group_info(s, "g", 1, &dummy) == 0,
+             "refused groups exist");
     CHECK_STORE(s);
 }
 
@@ -1271,7 +1247,7 @@ static void test_group_create_twice(void)
     err[0] = '\0';
     rc = store_group_create(s, "g", 1, "payments", 8, 1, -1, T0, err, sizeof err);
     CHECK_REFUSAL(rc, err, "already exists", "orders");
-    CHECK(strcmp(GINFO(s, "g").topic, "orders") == 0, "still bound to orders");
+    TU_CHECK(strcmp(GINFO(s, "g").topic, "orders") == 0, "still bound to orders");
     CHECK_STORE(s);
 }
 
@@ -1286,13 +1262,13 @@ static void test_group_topic_mismatch(void)
     int n = -1;
     int rc = store_lease(s, "g", 1, "B", 1, 4, LEASE, T0, m, &n, err, sizeof err);
     CHECK_REFUSAL(rc, err, "bound to topic A", "B");
-    CHECK(n == 0, "refused lease returned %d messages", n);
+    TU_CHECK(n == 0, "refused lease returned %d messages", n);
     err[0] = '\0';
     CHECK_REFUSAL(store_lease(s, "", 0, "A", 1, 4, LEASE, T0, m, &n, err, sizeof err), err, "group", "empty");
     err[0] = '\0';
     CHECK_REFUSAL(store_lease(s, "h", 1, "A B", 3, 4, LEASE, T0, m, &n, err, sizeof err), err, "topic", NULL);
     store_group_info_t gi;
-    CHECK(store_group_info(s, "h", 1, &gi) == 0, "a refused lease created its group");
+    TU_CHECK(store_group_info(s, "h", 1, &gi) == 0, "a refused lease created its group");
     CHECK_COUNTS(s, "g", 1, 1, 0, 0, 0, 0);
     CHECK_STORE(s);
 }
@@ -1303,30 +1279,30 @@ static void test_group_auto_create(void)
     uint64_t a = SEND(s, "orders", "a", 0, 0, T0, NULL);
     SEND(s, "orders", "b", 0, 0, T0, NULL);
     store_group_info_t gi;
-    CHECK(store_group_info(s, "auto", 4, &gi) == 0, "group exists before its first lease");
+    TU_CHECK(store_group_info(s, "auto", 4, &gi) == 0, "group exists before its first lease");
     msg_owned_t m[4];
     int n = LEASE_N(s, "auto", "orders", 1, LEASE, T0 + 5, m);
-    REQUIRE(n == 1, "leased %d", n);
+    TU_REQUIRE(n == 1, "leased %d", n);
     CHECK_EQ_U64(m[0].m.id, a);                  /* from the first retained message */
-    CHECK(msg_str_is(&m[0].m.group, "auto"), "leased message names its group");
+    TU_CHECK(msg_str_is(&m[0].m.group, "auto"), "leased message names its group");
     free_msgs(m, n);
     gi = GINFO(s, "auto");
-    CHECK(strcmp(gi.topic, "orders") == 0 && gi.created_ms == T0 + 5 && gi.max_reconsume == 16,
-          "auto group: topic %s created %" PRIu64, gi.topic, gi.created_ms);
+    TU_CHECK(strcmp(gi.topic, "orders") == 0 && gi.created_ms == T0 + 5 && gi.max_reconsume == 16,
+             "auto group: topic %s created %" PRIu64, gi.topic, gi.created_ms);
     CHECK_COUNTS(s, "auto", 1, 1, 0, 0, 1, 0);
     /* auto-create on an empty topic, then the group sees later messages */
     n = LEASE_N(s, "late", "fresh", 4, LEASE, T0, m);
-    CHECK(n == 0, "empty topic leased %d", n);
-    CHECK(strcmp(GINFO(s, "late").topic, "fresh") == 0, "late bound to fresh");
+    TU_CHECK(n == 0, "empty topic leased %d", n);
+    TU_CHECK(strcmp(GINFO(s, "late").topic, "fresh") == 0, "late bound to fresh");
     uint64_t f = SEND(s, "fresh", "f", 0, 0, T0 + 1, NULL);
     n = LEASE_N(s, "late", "fresh", 4, LEASE, T0 + 1, m);
-    REQUIRE(n == 1, "leased %d", n);
+    TU_REQUIRE(n == 1, "leased %d", n);
     CHECK_EQ_U64(m[0].m.id, f);
     free_msgs(m, n);
     CHECK_STORE(s);
     CLOSE(&s);
     s = OPEN_DEFAULT();
-    CHECK(strcmp(GINFO(s, "late").topic, "fresh") == 0, "auto group persisted");
+    TU_CHECK(strcmp(GINFO(s, "late").topic, "fresh") == 0, "auto group persisted");
     CHECK_COUNTS(s, "late", 0, 0, 0, 0, 1, 0);
     CHECK_STORE(s);
 }
@@ -1344,18 +1320,18 @@ static void test_group_both_get_everything(void)
     int n1 = LEASE_N(s, "g1", "t", 8, LEASE, T0 + SEC, m1);
     int n2 = LEASE_N(s, "g2", "t", 3, LEASE, T0 + SEC, m2);
     n2 += LEASE_N(s, "g2", "t", 8, LEASE, T0 + SEC, m2 + n2);
-    REQUIRE(n1 == 6 && n2 == 6, "g1 leased %d, g2 %d", n1, n2);
+    TU_REQUIRE(n1 == 6 && n2 == 6, "g1 leased %d, g2 %d", n1, n2);
     for (int i = 0; i < 6; i++) {
-        CHECK(m1[i].m.id == m2[i].m.id, "position %d: g1 %" PRIu64 " g2 %" PRIu64, i, m1[i].m.id, m2[i].m.id);
+        TU_CHECK(m1[i].m.id == m2[i].m.id, "position %d: g1 %" PRIu64 " g2 %" PRIu64, i, m1[i].m.id, m2[i].m.id);
         int known = 0;
         for (int j = 0; j < 6; j++)
             known |= ids[j] == m1[i].m.id;
-        CHECK(known, "unknown id");
+        TU_CHECK(known, "unknown id");
     }
     /* ACK by one group does not touch the other's lease */
     uint64_t id0 = m1[0].m.id;
-    CHECK(ACK(s, "g1", &id0, 1) == 1, "g1 ack");
-    CHECK(store_lease_get(s, "g2", 2, id0, NULL, NULL, NULL, 0) == 1, "g2 lease survives g1's ack");
+    TU_CHECK(ACK(s, "g1", &id0, 1) == 1, "g1 ack");
+    TU_CHECK(store_lease_get(s, "g2", 2, id0, NULL, NULL, NULL, 0) == 1, "g2 lease survives g1's ack");
     free_msgs(m1, n1);
     free_msgs(m2, n2);
     CHECK_COUNTS(s, "g1", 0, 0, 0, 0, 5, 0);
@@ -1395,7 +1371,7 @@ static void test_group_counters(void)
     CHECK_STORE(s);
     msg_owned_t m[8];
     int n = LEASE_N(s, "g", "t", 3, LEASE, T0 + SEC, m);
-    REQUIRE(n == 3, "leased %d", n);
+    TU_REQUIRE(n == 3, "leased %d", n);
     free_msgs(m, n);
     CHECK_COUNTS(s, "g", 2, 2, 0, 0, 3, 0);
     CHECK_STORE(s);
@@ -1408,11 +1384,11 @@ static void test_group_counters(void)
     MOVE(s, T0 + 2 * SEC, 10, NULL);
     CHECK_COUNTS(s, "g", 3, 2, 1, 0, 1, 1);
     CHECK_STORE(s);
-    CHECK(ACK(s, "g", &ids[2], 1) == 1, "ack");
+    TU_CHECK(ACK(s, "g", &ids[2], 1) == 1, "ack");
     CHECK_COUNTS(s, "g", 3, 2, 1, 0, 0, 1);
     CHECK_STORE(s);
     n = LEASE_N(s, "g", "t", 8, LEASE, T0 + 2 * SEC, m);
-    CHECK(n == 3, "leased %d", n);
+    TU_CHECK(n == 3, "leased %d", n);
     free_msgs(m, n);
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 3, 1);
     CHECK_STORE(s);
@@ -1426,8 +1402,8 @@ static void test_group_counters(void)
     foreach_ctx_t ctx = { 0, 0, 0 };
     GROUP_CREATE(s, "other", "t", 0, T0);
     store_group_foreach(s, foreach_fn, &ctx);
-    CHECK(ctx.count == 2 && ctx.saw_g && ctx.inflight == 3, "foreach: %d groups, inflight %" PRIu64,
-          ctx.count, ctx.inflight);
+    TU_CHECK(ctx.count == 2 && ctx.saw_g && ctx.inflight == 3, "foreach: %d groups, inflight %" PRIu64,
+             ctx.count, ctx.inflight);
 }
 
 static void test_group_delete(void)
@@ -1441,12 +1417,12 @@ static void test_group_delete(void)
         ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
     msg_owned_t m[8];
     int n = LEASE_N(s, "g", "t", 5, LEASE, T0, m);
-    REQUIRE(n == 5, "leased %d", n);
+    TU_REQUIRE(n == 5, "leased %d", n);
     free_msgs(m, n);
     n = LEASE_N(s, "keep", "t", 1, LEASE, T0, m);
     free_msgs(m, n);
     n = LEASE_N(s, "gg", "t", 3, DAY, T0, m);       /* gg: 1 DLQ, 1 retry-ready, 1 leased */
-    REQUIRE(n == 3, "gg leased %d", n);
+    TU_REQUIRE(n == 3, "gg leased %d", n);
     free_msgs(m, n);
     FAIL_DLQ(s, "gg", ids[0], "gg dead", T0);
     FAIL_LEVEL(s, "gg", ids[1], 1, "gg soon", T0, NULL);
@@ -1460,41 +1436,41 @@ static void test_group_delete(void)
     char err[512] = "";
     int found = -1;
     REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
-    CHECK(found == 1, "found %d", found);
+    TU_CHECK(found == 1, "found %d", found);
     store_group_info_t gi;
-    CHECK(store_group_info(s, "g", 1, &gi) == 0, "deleted group still has info");
+    TU_CHECK(store_group_info(s, "g", 1, &gi) == 0, "deleted group still has info");
     CHECK_STORE(s);
     /* its leases are gone */
-    CHECK(store_lease_get(s, "g", 1, ids[3], NULL, NULL, err, sizeof err) == 0, "lease of deleted group");
+    TU_CHECK(store_lease_get(s, "g", 1, ids[3], NULL, NULL, err, sizeof err) == 0, "lease of deleted group");
     store_lease_ref_t refs[16];
     int ne = -1;
     REQUIRE_OK(store_expired_leases(s, T0 + DAY, refs, 16, &ne, err, sizeof err), err);
-    CHECK(ne == 2 && strcmp(refs[0].group, "keep") == 0 && strcmp(refs[1].group, "gg") == 0,
-          "expired leases after delete: %d (first %s)", ne, ne > 0 ? refs[0].group : "-");
+    TU_CHECK(ne == 2 && strcmp(refs[0].group, "keep") == 0 && strcmp(refs[1].group, "gg") == 0,
+             "expired leases after delete: %d (first %s)", ne, ne > 0 ? refs[0].group : "-");
     /* its DLQ is gone */
     n = -1;
     REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 10, m, &n, err, sizeof err), err);
-    CHECK(n == 0, "DLQ of a deleted group lists %d", n);
+    TU_CHECK(n == 0, "DLQ of a deleted group lists %d", n);
     /* the delayed retry is dropped when due */
     CHECK_EQ_U64(level_depth(s, 3), 1);
     int ready = -1;
-    CHECK(MOVE(s, T0 + 10 * SEC, 10, &ready) == 1 && ready == 0, "dropped retry: ready %d", ready);
+    TU_CHECK(MOVE(s, T0 + 10 * SEC, 10, &ready) == 1 && ready == 0, "dropped retry: ready %d", ready);
     CHECK_EQ_U64(level_depth(s, 3), 0);
     CHECK_STORE(s);
     store_topic_info_t ti;
-    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.groups == 2, "topic groups %d", ti.groups);
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.groups == 2, "topic groups %d", ti.groups);
     /* the other groups are untouched */
     CHECK_COUNTS(s, "keep", 4, 4, 0, 0, 1, 0);
     CHECK_COUNTS(s, "gg", 3, 2, 1, 0, 1, 1);
-    CHECK(store_lease_get(s, "gg", 2, ids[2], NULL, NULL, NULL, 0) == 1, "gg's lease survived");
+    TU_CHECK(store_lease_get(s, "gg", 2, ids[2], NULL, NULL, NULL, 0) == 1, "gg's lease survived");
     found = -1;
     REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
-    CHECK(found == 0, "second delete found %d", found);
-    CHECK(ACK(s, "g", &ids[3], 1) == 0, "ack on a deleted group");
+    TU_CHECK(found == 0, "second delete found %d", found);
+    TU_CHECK(ACK(s, "g", &ids[3], 1) == 0, "ack on a deleted group");
     CHECK_STORE(s);
     CLOSE(&s);
     s = OPEN_DEFAULT();
-    CHECK(store_group_info(s, "g", 1, &gi) == 0, "deleted group back after reopen");
+    TU_CHECK(store_group_info(s, "g", 1, &gi) == 0, "deleted group back after reopen");
     CHECK_STORE(s);
 }
 
@@ -1505,7 +1481,7 @@ static void test_group_recreate_no_old_retries(void)
     uint64_t id = SEND(s, "t", "x", 0, 0, T0, NULL);
     msg_owned_t m[4];
     int n = LEASE_N(s, "g", "t", 1, LEASE, T0, m);
-    REQUIRE(n == 1, "leased %d", n);
+    TU_REQUIRE(n == 1, "leased %d", n);
     free_msgs(m, n);
     FAIL_LEVEL(s, "g", id, 2, "retry", T0, NULL);         /* due at +5s */
     char err[512] = "";
@@ -1518,10 +1494,10 @@ static void test_group_recreate_no_old_retries(void)
     CLOSE(&s);
     s = OPEN_DEFAULT();
     int ready = -1;
-    CHECK(MOVE(s, T0 + 5 * SEC, 10, &ready) == 1 && ready == 0, "old retry must be dropped, ready %d", ready);
+    TU_CHECK(MOVE(s, T0 + 5 * SEC, 10, &ready) == 1 && ready == 0, "old retry must be dropped, ready %d", ready);
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
     n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 6 * SEC, m);
-    CHECK(n == 0, "recreated group received %d old messages", n);
+    TU_CHECK(n == 0, "recreated group received %d old messages", n);
     free_msgs(m, n);
     CHECK_STORE(s);
 }
@@ -1540,7 +1516,7 @@ static void test_group_longest_names(void)
     GROUP_CREATE(s, g, t, 1, T0);
     msg_owned_t m[4];
     int n = LEASE_N(s, g, t, 3, 5 * SEC, T0, m);
-    REQUIRE(n == 3, "leased %d", n);
+    TU_REQUIRE(n == 3, "leased %d", n);
     free_msgs(m, n);
     FAIL_LEVEL(s, g, ids[0], 1, "r", T0, NULL);
     FAIL_DLQ(s, g, ids[1], "d", T0);
@@ -1548,20 +1524,20 @@ static void test_group_longest_names(void)
     store_lease_ref_t r[4];
     int ne = -1;
     REQUIRE_OK(store_expired_leases(s, T0 + 5 * SEC, r, 4, &ne, err, sizeof err), err);
-    REQUIRE(ne == 1, "expired %d", ne);
-    CHECK(strcmp(r[0].group, g) == 0 && r[0].id == ids[2], "expired ref names the 255-byte group");
+    TU_REQUIRE(ne == 1, "expired %d", ne);
+    TU_CHECK(strcmp(r[0].group, g) == 0 && r[0].id == ids[2], "expired ref names the 255-byte group");
     CLOSE(&s);
     s = OPEN_DEFAULT();
     CHECK_STORE(s);
     CHECK_COUNTS(s, g, 0, 0, 0, 1, 1, 1);
-    CHECK(strcmp(GINFO(s, g).topic, t) == 0, "topic name after reopen");
+    TU_CHECK(strcmp(GINFO(s, g).topic, t) == 0, "topic name after reopen");
     MOVE(s, T0 + SEC, 10, NULL);
     n = LEASE_N(s, g, t, 3, LEASE, T0 + SEC, m);
-    CHECK(n == 1 && m[0].m.id == ids[0] && m[0].m.group.len == MSG_MAX_NAME, "retry leased %d", n);
+    TU_CHECK(n == 1 && m[0].m.id == ids[0] && m[0].m.group.len == MSG_MAX_NAME, "retry leased %d", n);
     free_msgs(m, n);
     int found = -1;
     REQUIRE_OK(store_group_delete(s, g, MSG_MAX_NAME, &found, err, sizeof err), err);
-    CHECK(found == 1, "delete found %d", found);
+    TU_CHECK(found == 1, "delete found %d", found);
     CHECK_STORE(s);
 }
 
@@ -1573,7 +1549,7 @@ static void test_lease_retry_first(void)
     uint64_t a = SEND(s, "t", "a", 0, 0, T0, NULL);
     msg_owned_t m[8];
     int n = LEASE_N(s, "g", "t", 1, LEASE, T0, m);
-    REQUIRE(n == 1 && m[0].m.id == a, "lease a");
+    TU_REQUIRE(n == 1 && m[0].m.id == a, "lease a");
     free_msgs(m, n);
     uint64_t due = 0;
     FAIL_LEVEL(s, "g", a, 1, "nope", T0, &due);
@@ -1582,16 +1558,16 @@ static void test_lease_retry_first(void)
     uint64_t c = SEND(s, "t", "c", 0, 0, T0 + 20, NULL);
     MOVE(s, T0 + SEC, 10, NULL);
     n = LEASE_N(s, "g", "t", 2, LEASE, T0 + SEC, m);
-    REQUIRE(n == 2, "leased %d", n);
-    CHECK(m[0].m.id == a && m[0].m.reconsume == 1, "retry first: id %" PRIu64 " reconsume %u", m[0].m.id,
-          m[0].m.reconsume);
-    CHECK(msg_str_is(&m[0].m.reason, "nope"), "reason kept");
+    TU_REQUIRE(n == 2, "leased %d", n);
+    TU_CHECK(m[0].m.id == a && m[0].m.reconsume == 1, "retry first: id %" PRIu64 " reconsume %u", m[0].m.id,
+             m[0].m.reconsume);
+    TU_CHECK(msg_str_is(&m[0].m.reason, "nope"), "reason kept");
     CHECK_EQ_U64(m[0].m.due_ms, T0 + SEC);
     CHECK_EQ_U64(m[1].m.id, b);
     CHECK_EQ_U64(m[1].m.reconsume, 0);
     free_msgs(m, n);
     n = LEASE_N(s, "g", "t", 8, LEASE, T0 + SEC, m);
-    REQUIRE(n == 1, "leased %d", n);
+    TU_REQUIRE(n == 1, "leased %d", n);
     CHECK_EQ_U64(m[0].m.id, c);
     free_msgs(m, n);
     char err[512] = "";
@@ -1617,11 +1593,11 @@ static void test_lease_byte_budget(void)
     uint64_t d = SEND(s, "t", small, 0, 0, T0, NULL);
     msg_owned_t m[8];
     int n = LEASE_N(s, "g", "t", 8, LEASE, T0, m);
-    REQUIRE(n == 1 && m[0].m.id == a, "one oversized message alone, got %d", n);
+    TU_REQUIRE(n == 1 && m[0].m.id == a, "one oversized message alone, got %d", n);
     free_msgs(m, n);
     n = LEASE_N(s, "g", "t", 8, LEASE, T0, m);      /* 39 + 39 < 100, the third reaches it */
-    REQUIRE(n == 3, "leased %d", n);
-    CHECK(m[0].m.id == b && m[1].m.id == c && m[2].m.id == d, "order");
+    TU_REQUIRE(n == 3, "leased %d", n);
+    TU_CHECK(m[0].m.id == b && m[1].m.id == c && m[2].m.id == d, "order");
     free_msgs(m, n);
     CHECK_STORE(s);
 }
@@ -1634,19 +1610,19 @@ static void test_lease_ack(void)
         ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
     msg_owned_t m[4];
     int n = LEASE_N(s, "g", "t", 3, LEASE, T0, m);
-    REQUIRE(n == 3, "leased %d", n);
+    TU_REQUIRE(n == 3, "leased %d", n);
     free_msgs(m, n);
     uint64_t dup[4] = { ids[0], ids[0], ids[1], ids[0] };
-    CHECK(ACK(s, "g", dup, 4) == 2, "duplicates count once");
+    TU_CHECK(ACK(s, "g", dup, 4) == 2, "duplicates count once");
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 1, 0);
     CHECK_STORE(s);
-    CHECK(ACK(s, "g", dup, 4) == 0, "second ack releases nothing");
+    TU_CHECK(ACK(s, "g", dup, 4) == 0, "second ack releases nothing");
     uint64_t unknown = ids[2] + 1000;
-    CHECK(ACK(s, "g", &unknown, 1) == 0, "unknown id");
-    CHECK(ACK(s, "nosuch", &ids[2], 1) == 0, "unknown group");
-    CHECK(ACK(s, "g", ids, 0) == 0, "empty ack");
+    TU_CHECK(ACK(s, "g", &unknown, 1) == 0, "unknown id");
+    TU_CHECK(ACK(s, "nosuch", &ids[2], 1) == 0, "unknown group");
+    TU_CHECK(ACK(s, "g", ids, 0) == 0, "empty ack");
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 1, 0);
-    CHECK(ACK(s, "g", &ids[2], 1) == 1, "last one");
+    TU_CHECK(ACK(s, "g", &ids[2], 1) == 1, "last one");
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
     CHECK_EQ_U64(store_next_lease_deadline(s), UINT64_MAX);
     CHECK_STORE(s);
@@ -1664,10 +1640,10 @@ static void test_lease_ack_many(void)
         ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
     static msg_owned_t m[N];
     int n = LEASE_N(s, "g", "t", N, LEASE, T0, m);
-    REQUIRE(n == N, "g leased %d", n);
+    TU_REQUIRE(n == N, "g leased %d", n);
     free_msgs(m, n);
     n = LEASE_N(s, "gg", "t", N, LEASE, T0, m);
-    REQUIRE(n == N, "gg leased %d", n);
+    TU_REQUIRE(n == N, "gg leased %d", n);
     free_msgs(m, n);
     /* acked: 59 (last), 0, 1, 2, 30, 45 (far from 30), 46, 58; unknown ids between */
     int pick[] = { 59, 0, 1, 2, 30, 45, 46, 58 };
@@ -1679,7 +1655,7 @@ static void test_lease_ack_many(void)
     ack[na++] = 0;                           /* before every lease */
     ack[na++] = ids[30] + 1;                 /* between leases (ids are not contiguous) */
     ack[na++] = ids[2];                      /* duplicate */
-    CHECK(ACK(s, "g", ack, na) == 8, "released count");
+    TU_CHECK(ACK(s, "g", ack, na) == 8, "released count");
     char acked[N] = { 0 };
     for (size_t i = 0; i < sizeof pick / sizeof pick[0]; i++)
         acked[pick[i]] = 1;
@@ -1690,7 +1666,7 @@ static void test_lease_ack_many(void)
         if (has != !acked[i] || other != 1)
             wrong++;
     }
-    CHECK(wrong == 0, "%d leases in the wrong state after the ACK", wrong);
+    TU_CHECK(wrong == 0, "%d leases in the wrong state after the ACK", wrong);
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, N - 8, 0);
     CHECK_COUNTS(s, "gg", 0, 0, 0, 0, N, 0);
     CHECK_STORE(s);
@@ -1701,7 +1677,7 @@ static void test_lease_ack_many(void)
         all[na++] = ids[i];
     for (int i = 0; i < N; i += 2)
         all[na++] = ids[i];
-    CHECK(ACK(s, "g", all, na) == N - 8, "second ack released the rest");
+    TU_CHECK(ACK(s, "g", all, na) == N - 8, "second ack released the rest");
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
     CHECK_COUNTS(s, "gg", 0, 0, 0, 0, N, 0);
     CHECK_STORE(s);
@@ -1724,55 +1700,55 @@ static void test_lease_get_touch_expired(void)
     char err[512] = "";
     msg_owned_t lm = { 0 };
     uint64_t dl = 0;
-    REQUIRE(store_lease_get(s, "g", 1, a, &lm, &dl, err, sizeof err) == 1, "lease_get a: %s", err);
+    TU_REQUIRE(store_lease_get(s, "g", 1, a, &lm, &dl, err, sizeof err) == 1, "lease_get a: %s", err);
     CHECK_EQ_U64(dl, T0 + 10 * SEC);
-    CHECK(lm.m.id == a && msg_str_is(&lm.m.payload, "a") && msg_str_is(&lm.m.group, "g"), "lease content");
+    TU_CHECK(lm.m.id == a && msg_str_is(&lm.m.payload, "a") && msg_str_is(&lm.m.group, "g"), "lease content");
     msg_owned_free(&lm);
-    CHECK(store_lease_get(s, "g", 1, a + 1000, NULL, &dl, err, sizeof err) == 0, "missing id");
-    CHECK(store_lease_get(s, "nosuch", 6, a, NULL, &dl, err, sizeof err) == 0, "missing group");
+    TU_CHECK(store_lease_get(s, "g", 1, a + 1000, NULL, &dl, err, sizeof err) == 0, "missing id");
+    TU_CHECK(store_lease_get(s, "nosuch", 6, a, NULL, &dl, err, sizeof err) == 0, "missing group");
     CHECK_EQ_U64(store_next_lease_deadline(s), T0 + 5 * SEC);
 
     store_lease_ref_t r[8];
     int ne = -1;
     REQUIRE_OK(store_expired_leases(s, T0 + 5 * SEC - 1, r, 8, &ne, err, sizeof err), err);
-    CHECK(ne == 0, "expired before any deadline: %d", ne);
+    TU_CHECK(ne == 0, "expired before any deadline: %d", ne);
     REQUIRE_OK(store_expired_leases(s, T0 + 10 * SEC, r, 8, &ne, err, sizeof err), err);
-    REQUIRE(ne == 2, "expired at +10s: %d", ne);
-    CHECK(r[0].id == b && r[0].deadline_ms == T0 + 5 * SEC && r[1].id == a && r[1].deadline_ms == T0 + 10 * SEC,
-          "earliest first: %" PRIu64 "@%" PRIu64 ", %" PRIu64 "@%" PRIu64, r[0].id, r[0].deadline_ms, r[1].id,
-          r[1].deadline_ms);
-    CHECK(strcmp(r[0].group, "g") == 0 && r[0].reconsume == 0, "ref group %s", r[0].group);
+    TU_REQUIRE(ne == 2, "expired at +10s: %d", ne);
+    TU_CHECK(r[0].id == b && r[0].deadline_ms == T0 + 5 * SEC && r[1].id == a && r[1].deadline_ms == T0 + 10 * SEC,
+             "earliest first: %" PRIu64 "@%" PRIu64 ", %" PRIu64 "@%" PRIu64, r[0].id, r[0].deadline_ms, r[1].id,
+             r[1].deadline_ms);
+    TU_CHECK(strcmp(r[0].group, "g") == 0 && r[0].reconsume == 0, "ref group %s", r[0].group);
     REQUIRE_OK(store_expired_leases(s, T0 + DAY, r, 1, &ne, err, sizeof err), err);
-    CHECK(ne == 1 && r[0].id == b, "max 1: %d", ne);
+    TU_CHECK(ne == 1 && r[0].id == b, "max 1: %d", ne);
     CHECK_STORE(s);                                             /* expired_leases is read only */
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 3, 0);
 
     /* TOUCH b to +30s: b is no longer expired at +10s, a is; next deadline is a's */
     int found = -1;
     REQUIRE_OK(store_touch(s, "g", 1, b, T0 + 30 * SEC, &found, err, sizeof err), err);
-    CHECK(found == 1, "touch found %d", found);
+    TU_CHECK(found == 1, "touch found %d", found);
     CHECK_STORE(s);
-    REQUIRE(store_lease_get(s, "g", 1, b, NULL, &dl, err, sizeof err) == 1, "lease_get b");
+    TU_REQUIRE(store_lease_get(s, "g", 1, b, NULL, &dl, err, sizeof err) == 1, "lease_get b");
     CHECK_EQ_U64(dl, T0 + 30 * SEC);
     CHECK_EQ_U64(store_next_lease_deadline(s), T0 + 10 * SEC);
     REQUIRE_OK(store_expired_leases(s, T0 + 20 * SEC, r, 8, &ne, err, sizeof err), err);
-    CHECK(ne == 2 && r[0].id == a && r[1].id == c, "after touch at +20s: %d (%" PRIu64 ")", ne,
-          ne ? r[0].id : 0);
+    TU_CHECK(ne == 2 && r[0].id == a && r[1].id == c, "after touch at +20s: %d (%" PRIu64 ")", ne,
+             ne ? r[0].id : 0);
     REQUIRE_OK(store_expired_leases(s, T0 + 30 * SEC, r, 8, &ne, err, sizeof err), err);
-    CHECK(ne == 3 && r[2].id == b, "at +30s: %d", ne);
+    TU_CHECK(ne == 3 && r[2].id == b, "at +30s: %d", ne);
     /* TOUCH a earlier than everything */
     REQUIRE_OK(store_touch(s, "g", 1, a, T0 + SEC, &found, err, sizeof err), err);
     CHECK_EQ_U64(store_next_lease_deadline(s), T0 + SEC);
     REQUIRE_OK(store_expired_leases(s, T0 + SEC, r, 8, &ne, err, sizeof err), err);
-    CHECK(ne == 1 && r[0].id == a, "a touched to +1s: %d", ne);
+    TU_CHECK(ne == 1 && r[0].id == a, "a touched to +1s: %d", ne);
     /* TOUCH to the same deadline keeps the lease */
     REQUIRE_OK(store_touch(s, "g", 1, a, T0 + SEC, &found, err, sizeof err), err);
-    CHECK(found == 1 && store_lease_get(s, "g", 1, a, NULL, &dl, err, sizeof err) == 1 && dl == T0 + SEC,
-          "touch to the same deadline: found %d deadline %" PRIu64, found, dl - T0);
+    TU_CHECK(found == 1 && store_lease_get(s, "g", 1, a, NULL, &dl, err, sizeof err) == 1 && dl == T0 + SEC,
+             "touch to the same deadline: found %d deadline %" PRIu64, found, dl - T0);
     REQUIRE_OK(store_touch(s, "g", 1, a + 1000, T0, &found, err, sizeof err), err);
-    CHECK(found == 0, "touch of a missing lease found %d", found);
+    TU_CHECK(found == 0, "touch of a missing lease found %d", found);
     REQUIRE_OK(store_touch(s, "nosuch", 6, a, T0, &found, err, sizeof err), err);
-    CHECK(found == 0, "touch in a missing group found %d", found);
+    TU_CHECK(found == 0, "touch in a missing group found %d", found);
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 3, 0);
     CHECK_STORE(s);
 }
@@ -1786,42 +1762,42 @@ static void test_lease_pending_earlier_deadline(void)
     uint64_t b = SEND(s, "t", "b", 0, 0, T0, NULL);
     msg_owned_t m[2];
     int n = LEASE_N(s, "g", "t", 1, 60 * SEC, T0, m);   /* a: +60s, committed below */
-    REQUIRE(n == 1 && m[0].m.id == a, "lease a");
+    TU_REQUIRE(n == 1 && m[0].m.id == a, "lease a");
     free_msgs(m, n);
     COMMIT(s);
     n = LEASE_N(s, "g", "t", 1, 5 * SEC, T0, m);        /* b: +5s, still pending */
-    REQUIRE(n == 1 && m[0].m.id == b, "lease b");
+    TU_REQUIRE(n == 1 && m[0].m.id == b, "lease b");
     free_msgs(m, n);
-    CHECK(store_pending(s) > 0, "the lease should be pending (batched)");
+    TU_CHECK(store_pending(s) > 0, "the lease should be pending (batched)");
     uint64_t next = store_next_lease_deadline(s);
-    CHECK(next == T0 + 5 * SEC, "next lease deadline %" PRIu64 ", want +5s (b, pending)", next - T0);
+    TU_CHECK(next == T0 + 5 * SEC, "next lease deadline %" PRIu64 ", want +5s (b, pending)", next - T0);
     store_lease_ref_t r[4];
     int ne = -1;
     char err[512] = "";
     REQUIRE_OK(store_expired_leases(s, T0 + 6 * SEC, r, 4, &ne, err, sizeof err), err);
-    CHECK(ne == 1 && r[0].id == b, "b's lease must expire at +6s: %d expired", ne);
+    TU_CHECK(ne == 1 && r[0].id == b, "b's lease must expire at +6s: %d expired", ne);
     REQUIRE_OK(store_expired_leases(s, T0 + 60 * SEC, r, 4, &ne, err, sizeof err), err);
-    CHECK(ne == 2, "both expired at +60s: %d", ne);
+    TU_CHECK(ne == 2, "both expired at +60s: %d", ne);
     CHECK_STORE(s);
 
     /* everything released, then a lease earlier than any seen before */
     uint64_t both[2] = { a, b };
-    CHECK(ACK(s, "g", both, 2) == 2, "ack both");
+    TU_CHECK(ACK(s, "g", both, 2) == 2, "ack both");
     CHECK_EQ_U64(store_next_lease_deadline(s), UINT64_MAX);
     uint64_t c = SEND(s, "t", "c", 0, 0, T0, NULL);
     n = LEASE_N(s, "g", "t", 1, SEC, T0, m);             /* c: +1s */
-    REQUIRE(n == 1 && m[0].m.id == c, "lease c");
+    TU_REQUIRE(n == 1 && m[0].m.id == c, "lease c");
     free_msgs(m, n);
     CHECK_EQ_U64(store_next_lease_deadline(s), T0 + SEC);
     REQUIRE_OK(store_expired_leases(s, T0 + SEC, r, 4, &ne, err, sizeof err), err);
-    CHECK(ne == 1 && r[0].id == c, "c expires at +1s: %d", ne);
+    TU_CHECK(ne == 1 && r[0].id == c, "c expires at +1s: %d", ne);
 
     /* a lease from before a reopen is found by both */
     CLOSE(&s);
     s = OPEN_DEFAULT();
     CHECK_EQ_U64(store_next_lease_deadline(s), T0 + SEC);
     REQUIRE_OK(store_expired_leases(s, T0 + SEC, r, 4, &ne, err, sizeof err), err);
-    CHECK(ne == 1 && r[0].id == c, "after reopen c expires at +1s: %d", ne);
+    TU_CHECK(ne == 1 && r[0].id == c, "after reopen c expires at +1s: %d", ne);
     CHECK_STORE(s);
 }
 
@@ -1833,7 +1809,7 @@ static void test_lease_fail(void)
         ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
     msg_owned_t m[8];
     int n = LEASE_N(s, "g", "t", 4, LEASE, T0, m);
-    REQUIRE(n == 4, "leased %d", n);
+    TU_REQUIRE(n == 4, "leased %d", n);
     free_msgs(m, n);
 
     /* to a level */
@@ -1841,36 +1817,36 @@ static void test_lease_fail(void)
     FAIL_LEVEL(s, "g", ids[0], 3, "level three", T0 + 100, &due);
     CHECK_EQ_U64(due, T0 + 100 + 10 * SEC);
     CHECK_EQ_U64(level_depth(s, 3), 1);
-    CHECK(store_lease_get(s, "g", 1, ids[0], NULL, NULL, NULL, 0) == 0, "lease deleted by fail");
+    TU_CHECK(store_lease_get(s, "g", 1, ids[0], NULL, NULL, NULL, 0) == 0, "lease deleted by fail");
     CHECK_COUNTS(s, "g", 0, 0, 0, 1, 3, 0);
     CHECK_STORE(s);
     int ready = -1;
-    CHECK(MOVE(s, due - 1, 10, &ready) == 0, "retry not due early");
-    CHECK(MOVE(s, due, 10, &ready) == 1 && ready == 1, "retry due");
+    TU_CHECK(MOVE(s, due - 1, 10, &ready) == 0, "retry not due early");
+    TU_CHECK(MOVE(s, due, 10, &ready) == 1 && ready == 1, "retry due");
     CHECK_COUNTS(s, "g", 1, 0, 1, 0, 3, 0);
     CHECK_STORE(s);
     store_topic_info_t ti;
-    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 4, "a retry does not re-enter the topic log");
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 4, "a retry does not re-enter the topic log");
     n = LEASE_N(s, "g", "t", 8, LEASE, due, m);
-    REQUIRE(n == 1, "leased %d", n);
-    CHECK(m[0].m.id == ids[0] && m[0].m.reconsume == 1 && msg_str_is(&m[0].m.reason, "level three"),
-          "retry: id %" PRIu64 " reconsume %u", m[0].m.id, m[0].m.reconsume);
+    TU_REQUIRE(n == 1, "leased %d", n);
+    TU_CHECK(m[0].m.id == ids[0] && m[0].m.reconsume == 1 && msg_str_is(&m[0].m.reason, "level three"),
+             "retry: id %" PRIu64 " reconsume %u", m[0].m.id, m[0].m.reconsume);
     free_msgs(m, n);
     /* second failure: reconsume 2 */
     FAIL_LEVEL(s, "g", ids[0], 1, "again", due, &due);
     MOVE(s, due, 10, NULL);
     n = LEASE_N(s, "g", "t", 8, LEASE, due, m);
-    REQUIRE(n == 1, "leased %d", n);
-    CHECK(m[0].m.reconsume == 2 && msg_str_is(&m[0].m.reason, "again"), "reconsume %u", m[0].m.reconsume);
+    TU_REQUIRE(n == 1, "leased %d", n);
+    TU_CHECK(m[0].m.reconsume == 2 && msg_str_is(&m[0].m.reason, "again"), "reconsume %u", m[0].m.reconsume);
     free_msgs(m, n);
 
     /* with a delay: 90s = 1m + 30s */
     FAIL_DELAY(s, "g", ids[1], 90 * SEC, "delayed", T0 + 200, &due);
     CHECK_EQ_U64(due, T0 + 200 + 90 * SEC);
     CHECK_EQ_U64(level_depth(s, 5), 1);
-    CHECK(MOVE(s, T0 + 200 + MIN, 10, &ready) == 1 && ready == 0, "first hop of the retry");
+    TU_CHECK(MOVE(s, T0 + 200 + MIN, 10, &ready) == 1 && ready == 0, "first hop of the retry");
     CHECK_EQ_U64(level_depth(s, 4), 1);
-    CHECK(MOVE(s, due, 10, &ready) == 1 && ready == 1, "retry ready at +90s");
+    TU_CHECK(MOVE(s, due, 10, &ready) == 1 && ready == 1, "retry ready at +90s");
     CHECK_STORE(s);
 
     /* to the DLQ */
@@ -1900,11 +1876,11 @@ static void test_lease_fail(void)
         int rc = store_fail(s, "g", 1, ids[3], &bad[i], T0, &found, NULL, err, sizeof err);
         CHECK_REFUSAL(rc, err, frag[i], NULL);
     }
-    CHECK(store_lease_get(s, "g", 1, ids[3], NULL, NULL, NULL, 0) == 1, "refused fail removed the lease");
+    TU_CHECK(store_lease_get(s, "g", 1, ids[3], NULL, NULL, NULL, 0) == 1, "refused fail removed the lease");
     /* a reason of exactly the limit is fine */
     store_fail_req_t ok = { .level = 1, .reason = big, .reason_len = MSG_MAX_REASON };
     REQUIRE_OK(store_fail(s, "g", 1, ids[3], &ok, T0, &found, NULL, err, sizeof err), err);
-    CHECK(found == 1, "found %d", found);
+    TU_CHECK(found == 1, "found %d", found);
     CHECK_STORE(s);
 }
 
@@ -1918,7 +1894,7 @@ static void fill_dlq(store_t *s, int count, uint64_t *ids)
     for (int i = 0; i < count; i++)
         SEND(s, "t", "x", 0, 0, T0, NULL);
     int n = LEASE_N(s, "g", "t", count, LEASE, T0, m);
-    REQUIRE(n == count, "leased %d", n);
+    TU_REQUIRE(n == count, "leased %d", n);
     for (int i = 0; i < n; i++) {
         char reason[32];
         snprintf(reason, sizeof reason, "reason %d", i);
@@ -1939,46 +1915,46 @@ static void test_dlq_list(void)
     char err[512] = "";
     int n = -1;
     REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 8, m, &n, err, sizeof err), err);
-    REQUIRE(n == 6, "listed %d", n);
+    TU_REQUIRE(n == 6, "listed %d", n);
     for (int i = 0; i < n; i++) {
         char reason[32];
         snprintf(reason, sizeof reason, "reason %d", i);
-        CHECK(m[i].m.id == ids[i], "position %d id %" PRIu64, i, m[i].m.id);
-        CHECK(msg_str_is(&m[i].m.reason, reason), "position %d reason \"%.*s\"", i, (int)m[i].m.reason.len,
-              m[i].m.reason.ptr);
-        CHECK(m[i].m.stamp_ms == T0 + (uint64_t)i, "position %d parked at %" PRIu64, i, m[i].m.stamp_ms);
-        CHECK(m[i].m.reconsume == 1 && msg_str_is(&m[i].m.payload, "x") && msg_str_is(&m[i].m.topic, "t"),
-              "position %d content", i);
+        TU_CHECK(m[i].m.id == ids[i], "position %d id %" PRIu64, i, m[i].m.id);
+        TU_CHECK(msg_str_is(&m[i].m.reason, reason), "position %d reason \"%.*s\"", i, (int)m[i].m.reason.len,
+                 m[i].m.reason.ptr);
+        TU_CHECK(m[i].m.stamp_ms == T0 + (uint64_t)i, "position %d parked at %" PRIu64, i, m[i].m.stamp_ms);
+        TU_CHECK(m[i].m.reconsume == 1 && msg_str_is(&m[i].m.payload, "x") && msg_str_is(&m[i].m.topic, "t"),
+                 "position %d content", i);
     }
     free_msgs(m, n);
     /* COUNT and AFTER page through it */
     REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 2, m, &n, err, sizeof err), err);
-    CHECK(n == 2 && m[0].m.id == ids[0] && m[1].m.id == ids[1], "first page");
+    TU_CHECK(n == 2 && m[0].m.id == ids[0] && m[1].m.id == ids[1], "first page");
     free_msgs(m, n);
     REQUIRE_OK(store_dlq_list(s, "g", 1, ids[1], 2, m, &n, err, sizeof err), err);
-    CHECK(n == 2 && m[0].m.id == ids[2] && m[1].m.id == ids[3], "second page");
+    TU_CHECK(n == 2 && m[0].m.id == ids[2] && m[1].m.id == ids[3], "second page");
     free_msgs(m, n);
     REQUIRE_OK(store_dlq_list(s, "g", 1, ids[3], 10, m, &n, err, sizeof err), err);
-    CHECK(n == 2 && m[0].m.id == ids[4] && m[1].m.id == ids[5], "last page");
+    TU_CHECK(n == 2 && m[0].m.id == ids[4] && m[1].m.id == ids[5], "last page");
     free_msgs(m, n);
     REQUIRE_OK(store_dlq_list(s, "g", 1, ids[2] - 1, 1, m, &n, err, sizeof err), err);
-    CHECK(n == 1 && m[0].m.id == ids[2], "AFTER id-1 includes id");
+    TU_CHECK(n == 1 && m[0].m.id == ids[2], "AFTER id-1 includes id");
     free_msgs(m, n);
     REQUIRE_OK(store_dlq_list(s, "g", 1, ids[5], 10, m, &n, err, sizeof err), err);
-    CHECK(n == 0, "after the last: %d", n);
+    TU_CHECK(n == 0, "after the last: %d", n);
     REQUIRE_OK(store_dlq_list(s, "g", 1, UINT64_MAX, 10, m, &n, err, sizeof err), err);
-    CHECK(n == 0, "after UINT64_MAX: %d", n);
+    TU_CHECK(n == 0, "after UINT64_MAX: %d", n);
     REQUIRE_OK(store_dlq_list(s, "nosuch", 6, 0, 10, m, &n, err, sizeof err), err);
-    CHECK(n == 0, "unknown group: %d", n);
+    TU_CHECK(n == 0, "unknown group: %d", n);
     /* another group's DLQ whose name extends this one's is not mixed in */
     SEND(s, "t", "y", 0, 0, T0, NULL);
     n = LEASE_N(s, "gg", "t", 1, LEASE, T0, m);
-    REQUIRE(n == 1, "gg leased %d", n);
+    TU_REQUIRE(n == 1, "gg leased %d", n);
     uint64_t other = m[0].m.id;
     free_msgs(m, n);
     FAIL_DLQ(s, "gg", other, "other", T0);
     REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 10, m, &n, err, sizeof err), err);
-    CHECK(n == 6, "g's DLQ lists %d after gg parked one", n);
+    TU_CHECK(n == 6, "g's DLQ lists %d after gg parked one", n);
     free_msgs(m, n);
     CHECK_STORE(s);
 }
@@ -2002,19 +1978,19 @@ static void test_dlq_requeue(void)
     CHECK_EQ_U64(cnt, 0);
     msg_owned_t m[8];
     int n = LEASE_N(s, "g", "t", 8, LEASE, T0 + 20, m);
-    REQUIRE(n == 1, "leased %d", n);
-    CHECK(m[0].m.id == ids[1] && m[0].m.reconsume == 0, "requeued: id %" PRIu64 " reconsume %u", m[0].m.id,
-          m[0].m.reconsume);
+    TU_REQUIRE(n == 1, "leased %d", n);
+    TU_CHECK(m[0].m.id == ids[1] && m[0].m.reconsume == 0, "requeued: id %" PRIu64 " reconsume %u", m[0].m.id,
+             m[0].m.reconsume);
     free_msgs(m, n);
     REQUIRE_OK(store_dlq_requeue(s, "g", 1, 0, 1, T0 + 30, &cnt, err, sizeof err), err);
     CHECK_EQ_U64(cnt, 3);
     CHECK_COUNTS(s, "g", 3, 0, 3, 0, 1, 0);
     CHECK_STORE(s);
     n = LEASE_N(s, "g", "t", 8, LEASE, T0 + 40, m);
-    REQUIRE(n == 3, "leased %d", n);
-    CHECK(m[0].m.id == ids[0] && m[1].m.id == ids[2] && m[2].m.id == ids[3], "requeue-all order");
+    TU_REQUIRE(n == 3, "leased %d", n);
+    TU_CHECK(m[0].m.id == ids[0] && m[1].m.id == ids[2] && m[2].m.id == ids[3], "requeue-all order");
     for (int i = 0; i < n; i++)
-        CHECK(m[i].m.reconsume == 0, "reconsume %u", m[i].m.reconsume);
+        TU_CHECK(m[i].m.reconsume == 0, "reconsume %u", m[i].m.reconsume);
     free_msgs(m, n);
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 4, 0);
     CHECK_STORE(s);
@@ -2036,17 +2012,17 @@ static void test_dlq_drop(void)
     msg_owned_t m[8];
     int n = -1;
     REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 8, m, &n, err, sizeof err), err);
-    CHECK(n == 4 && m[2].m.id == ids[3], "after dropping one: %d", n);
+    TU_CHECK(n == 4 && m[2].m.id == ids[3], "after dropping one: %d", n);
     free_msgs(m, n);
     REQUIRE_OK(store_dlq_drop(s, "g", 1, 0, 1, &cnt, err, sizeof err), err);
     CHECK_EQ_U64(cnt, 4);
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
     REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 8, m, &n, err, sizeof err), err);
-    CHECK(n == 0, "after drop all: %d", n);
+    TU_CHECK(n == 0, "after drop all: %d", n);
     REQUIRE_OK(store_dlq_drop(s, "g", 1, 0, 1, &cnt, err, sizeof err), err);
     CHECK_EQ_U64(cnt, 0);
     n = LEASE_N(s, "g", "t", 8, LEASE, T0, m);
-    CHECK(n == 0, "dropped messages came back: %d", n);
+    TU_CHECK(n == 0, "dropped messages came back: %d", n);
     CHECK_STORE(s);
 }
 
@@ -2056,27 +2032,27 @@ static void test_topic_info(void)
 {
     store_t *s = OPEN_DEFAULT();
     store_topic_info_t ti;
-    CHECK(store_topic_info(s, "t", 1, &ti) == 0, "no topic yet");
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 0, "no topic yet");
     SEND(s, "t", "x", 0, 0, T0, NULL);
     SEND(s, "t", "y", 1, 0, T0, NULL);
-    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1 && ti.retained == 1 && ti.groups == 0,
-          "after sends: appended %" PRIu64 " retained %" PRIu64 " groups %d", ti.appended, ti.retained,
-          ti.groups);
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1 && ti.retained == 1 && ti.groups == 0,
+             "after sends: appended %" PRIu64 " retained %" PRIu64 " groups %d", ti.appended, ti.retained,
+             ti.groups);
     MOVE(s, T0 + SEC, 10, NULL);
     GROUP_CREATE(s, "a", "t", 1, T0);
     GROUP_CREATE(s, "b", "t", 0, T0);
     GROUP_CREATE(s, "c", "u", 0, T0);
-    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 2 && ti.retained == 2 && ti.groups == 2,
-          "after groups: appended %" PRIu64 " retained %" PRIu64 " groups %d", ti.appended, ti.retained,
-          ti.groups);
-    CHECK(store_topic_info(s, "u", 1, &ti) == 1 && ti.appended == 0 && ti.groups == 1, "u exists via its group");
-    CHECK(store_topic_info(s, "tt", 2, &ti) == 0, "prefix of nothing");
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 2 && ti.retained == 2 && ti.groups == 2,
+             "after groups: appended %" PRIu64 " retained %" PRIu64 " groups %d", ti.appended, ti.retained,
+             ti.groups);
+    TU_CHECK(store_topic_info(s, "u", 1, &ti) == 1 && ti.appended == 0 && ti.groups == 1, "u exists via its group");
+    TU_CHECK(store_topic_info(s, "tt", 2, &ti) == 0, "prefix of nothing");
     CHECK_STORE(s);
     CLOSE(&s);
     s = OPEN_DEFAULT();
-    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 2 && ti.retained == 2 && ti.groups == 2,
-          "after reopen");
-    CHECK(store_topic_info(s, "u", 1, &ti) == 1 && ti.groups == 1, "u after reopen");
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 2 && ti.retained == 2 && ti.groups == 2,
+             "after reopen");
+    TU_CHECK(store_topic_info(s, "u", 1, &ti) == 1 && ti.groups == 1, "u after reopen");
     CHECK_STORE(s);
 }
 
@@ -2086,9 +2062,9 @@ static int maintain_all(store_t *s, uint64_t now, int max, int line)
     int total = 0, work = 0, calls = 0;
     do {
         int rc = store_maintain(s, now, max, &work, err, sizeof err);
-        check_msg(rc == 0, 1, line, "store_maintain failed: %s", err);
+        TU_REQUIRE_AT(rc == 0, line, "store_maintain failed: %s", err);
         total += work;
-        check_msg(++calls < 100000, 1, line, "store_maintain never finishes");
+        TU_REQUIRE_AT(++calls < 100000, line, "store_maintain never finishes");
     } while (work > 0);
     return total;
 }
@@ -2110,11 +2086,11 @@ static void test_topic_gc_by_cursor(void)
     /* retention does not apply to a topic with groups: even far in the future
      * only what every group passed (3) is collected */
     int work = MAINTAIN(s, T0 + 365 * DAY, 2);
-    CHECK(work == 3, "maintain did %d", work);
+    TU_CHECK(work == 3, "maintain did %d", work);
     store_topic_info_t ti;
-    REQUIRE(store_topic_info(s, "t", 1, &ti) == 1, "topic");
-    CHECK(ti.appended == 10 && ti.retained == 7, "appended %" PRIu64 " retained %" PRIu64, ti.appended,
-          ti.retained);
+    TU_REQUIRE(store_topic_info(s, "t", 1, &ti) == 1, "topic");
+    TU_CHECK(ti.appended == 10 && ti.retained == 7, "appended %" PRIu64 " retained %" PRIu64, ti.appended,
+             ti.retained);
     CHECK_COUNTS(s, "g1", 3, 3, 0, 0, 7, 0);
     CHECK_COUNTS(s, "g2", 7, 7, 0, 0, 3, 0);
     CHECK_STORE(s);
@@ -2122,16 +2098,16 @@ static void test_topic_gc_by_cursor(void)
     GROUP_CREATE(s, "g3", "t", 1, T0);
     CHECK_COUNTS(s, "g3", 7, 7, 0, 0, 0, 0);
     n = LEASE_N(s, "g3", "t", 1, LEASE, T0, m);
-    REQUIRE(n == 1, "g3 leased %d", n);
-    CHECK(m[0].m.id == ids[3], "g3 starts at %" PRIu64 ", want %" PRIu64, m[0].m.id, ids[3]);
+    TU_REQUIRE(n == 1, "g3 leased %d", n);
+    TU_CHECK(m[0].m.id == ids[3], "g3 starts at %" PRIu64 ", want %" PRIu64, m[0].m.id, ids[3]);
     free_msgs(m, n);
     CHECK_STORE(s);
     /* g2 catches up: now g3's cursor (4) is the minimum */
     n = LEASE_N(s, "g2", "t", 16, LEASE, T0, m);
     free_msgs(m, n);
     work = MAINTAIN(s, T0, 100);
-    CHECK(work == 1, "maintain did %d, want 1 (g3 holds the rest)", work);
-    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.retained == 6, "retained %" PRIu64, ti.retained);
+    TU_CHECK(work == 1, "maintain did %d, want 1 (g3 holds the rest)", work);
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.retained == 6, "retained %" PRIu64, ti.retained);
     CHECK_STORE(s);
     /* after a reopen, a from-first group still starts at the oldest retained */
     CLOSE(&s);
@@ -2139,8 +2115,8 @@ static void test_topic_gc_by_cursor(void)
     GROUP_CREATE(s, "g4", "t", 1, T0);
     CHECK_COUNTS(s, "g4", 6, 6, 0, 0, 0, 0);
     n = LEASE_N(s, "g4", "t", 1, LEASE, T0, m);
-    REQUIRE(n == 1, "g4 leased %d", n);
-    CHECK(m[0].m.id == ids[4], "g4 starts at %" PRIu64 ", want %" PRIu64, m[0].m.id, ids[4]);
+    TU_REQUIRE(n == 1, "g4 leased %d", n);
+    TU_CHECK(m[0].m.id == ids[4], "g4 starts at %" PRIu64 ", want %" PRIu64, m[0].m.id, ids[4]);
     free_msgs(m, n);
     CHECK_STORE(s);
 }
@@ -2155,30 +2131,30 @@ static void test_topic_gc_retention(void)
     for (int i = 0; i < 6; i++)
         ids[i] = SEND(s, "lonely", "x", 0, 0, T0 + (uint64_t)i * SEC, NULL);
     SEND(s, "later", "x", 1, 0, T0, NULL);           /* enters its log at +1s */
-    CHECK(MAINTAIN(s, T0 + 10 * SEC - 1, 100) == 0, "nothing is past retention yet");
+    TU_CHECK(MAINTAIN(s, T0 + 10 * SEC - 1, 100) == 0, "nothing is past retention yet");
     MOVE(s, T0 + SEC, 10, NULL);
     /* at +12.5s the ones stamped at +0, +1s, +2s are past 10s retention */
     int work = MAINTAIN(s, T0 + 12 * SEC + 500, 100);
-    CHECK(work == 3 + 1, "maintain did %d, want 4 (3 of lonely, 1 of later)", work);
+    TU_CHECK(work == 3 + 1, "maintain did %d, want 4 (3 of lonely, 1 of later)", work);
     store_topic_info_t ti;
-    REQUIRE(store_topic_info(s, "lonely", 6, &ti) == 1, "topic");
-    CHECK(ti.appended == 6 && ti.retained == 3, "appended %" PRIu64 " retained %" PRIu64, ti.appended,
-          ti.retained);
-    CHECK(store_topic_info(s, "later", 5, &ti) == 1 && ti.retained == 0, "later retained %" PRIu64, ti.retained);
+    TU_REQUIRE(store_topic_info(s, "lonely", 6, &ti) == 1, "topic");
+    TU_CHECK(ti.appended == 6 && ti.retained == 3, "appended %" PRIu64 " retained %" PRIu64, ti.appended,
+             ti.retained);
+    TU_CHECK(store_topic_info(s, "later", 5, &ti) == 1 && ti.retained == 0, "later retained %" PRIu64, ti.retained);
     CHECK_STORE(s);
     GROUP_CREATE(s, "g", "lonely", 1, T0 + 13 * SEC);
     CHECK_COUNTS(s, "g", 3, 3, 0, 0, 0, 0);
     msg_owned_t m[8];
     int n = LEASE_N(s, "g", "lonely", 8, LEASE, T0 + 13 * SEC, m);
-    REQUIRE(n == 3, "leased %d", n);
-    CHECK(m[0].m.id == ids[3] && m[2].m.id == ids[5], "from first after GC starts at %" PRIu64, m[0].m.id);
+    TU_REQUIRE(n == 3, "leased %d", n);
+    TU_CHECK(m[0].m.id == ids[3] && m[2].m.id == ids[5], "from first after GC starts at %" PRIu64, m[0].m.id);
     free_msgs(m, n);
     /* once a group is bound, retention no longer collects what it has not read */
     uint64_t keep = SEND(s, "lonely", "y", 0, 0, T0 + 14 * SEC, NULL);
     MAINTAIN(s, T0 + DAY, 100);
-    CHECK(store_topic_info(s, "lonely", 6, &ti) == 1 && ti.retained == 1, "retained %" PRIu64, ti.retained);
+    TU_CHECK(store_topic_info(s, "lonely", 6, &ti) == 1 && ti.retained == 1, "retained %" PRIu64, ti.retained);
     n = LEASE_N(s, "g", "lonely", 8, LEASE, T0 + DAY, m);
-    CHECK(n == 1 && m[0].m.id == keep, "unread message collected");
+    TU_CHECK(n == 1 && m[0].m.id == keep, "unread message collected");
     free_msgs(m, n);
     CHECK_STORE(s);
 }
@@ -2215,12 +2191,12 @@ static void test_commit_failure_breaks_store(void)
     COMMIT(s);
 
     long long biggest = largest_file(g_data);
-    REQUIRE(biggest >= 0, "cannot list %s", g_data);
-    REQUIRE(getrlimit(RLIMIT_FSIZE, &g_fsize_saved) == 0, "getrlimit: %s", strerror(errno));
+    TU_REQUIRE(biggest >= 0, "cannot list %s", g_data);
+    TU_REQUIRE(getrlimit(RLIMIT_FSIZE, &g_fsize_saved) == 0, "getrlimit: %s", strerror(errno));
     struct rlimit lim = g_fsize_saved;
     lim.rlim_cur = (rlim_t)biggest + 4096;
     signal(SIGXFSZ, SIG_IGN);               /* get EFBIG instead of a core dump */
-    REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
+    TU_REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
     g_fsize_set = 1;
 
     static char big[1 << 20];
@@ -2228,10 +2204,10 @@ static void test_commit_failure_breaks_store(void)
     char err[512] = "";
     uint64_t id, due;
     REQUIRE_OK(send_raw(s, "t", 1, "", 0, big, sizeof big, 0, 0, T0 + 1, &id, &due, err, sizeof err), err);
-    CHECK(!store_broken(s), "broken before any commit");
+    TU_CHECK(!store_broken(s), "broken before any commit");
     int rc = store_commit(s, err, sizeof err);
-    CHECK(rc == -1 && store_broken(s), "commit past the file size limit: rc %d broken %d", rc, store_broken(s));
-    CHECK(strstr(err, g_data) != NULL, "commit error \"%s\" does not name the directory", err);
+    TU_CHECK(rc == -1 && store_broken(s), "commit past the file size limit: rc %d broken %d", rc, store_broken(s));
+    TU_CHECK(strstr(err, g_data) != NULL, "commit error \"%s\" does not name the directory", err);
     char first_err[512];
     snprintf(first_err, sizeof first_err, "%s", err);
 
@@ -2245,15 +2221,15 @@ static void test_commit_failure_breaks_store(void)
     int n = -1;
     err[0] = '\0';
     CHECK_REFUSAL(store_lease(s, "g", 1, "t", 1, 4, LEASE, T0 + 2, m, &n, err, sizeof err), err, "reopen", NULL);
-    CHECK(n == 0, "a broken store leased %d", n);
+    TU_CHECK(n == 0, "a broken store leased %d", n);
     int moved = -1;
     err[0] = '\0';
     CHECK_REFUSAL(store_move_due(s, T0 + 2, 10, &moved, NULL, err, sizeof err), err, "reopen", NULL);
     err[0] = '\0';
     CHECK_REFUSAL(store_commit(s, err, sizeof err), err, "reopen", NULL);
-    CHECK(strstr(err, first_err) != NULL || strstr(first_err, "write") != NULL,
-          "later errors should carry the original cause \"%s\": \"%s\"", first_err, err);
-    CHECK(store_next_lease_deadline(s) == 0, "a broken store's next lease deadline should be 0 (now)");
+    TU_CHECK(strstr(err, first_err) != NULL || strstr(first_err, "write") != NULL,
+             "later errors should carry the original cause \"%s\": \"%s\"", first_err, err);
+    TU_CHECK(store_next_lease_deadline(s) == 0, "a broken store's next lease deadline should be 0 (now)");
 
     /* close reports the lost batch */
     for (int i = 0; i < MAX_OPEN; i++)
@@ -2261,19 +2237,19 @@ static void test_commit_failure_breaks_store(void)
             g_open[i] = NULL;
     err[0] = '\0';
     rc = store_close(s, err, sizeof err);
-    CHECK(rc == -1 && strstr(err, "reopen") != NULL,
-          "store_close of a broken store returned %d (\"%s\"); its pending batch was lost", rc, err);
+    TU_CHECK(rc == -1 && strstr(err, "reopen") != NULL,
+             "store_close of a broken store returned %d (\"%s\"); its pending batch was lost", rc, err);
 
     s = OPEN_DEFAULT();
     CHECK_STORE(s);
     store_topic_info_t ti;
-    CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1, "after reopen the topic holds %" PRIu64,
-          ti.appended);
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1, "after reopen the topic holds %" PRIu64,
+             ti.appended);
     n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 3, m);
-    CHECK(n == 1 && m[0].m.id == a && msg_str_is(&m[0].m.payload, "committed"), "after reopen leased %d", n);
+    TU_CHECK(n == 1 && m[0].m.id == a && msg_str_is(&m[0].m.payload, "committed"), "after reopen leased %d", n);
     free_msgs(m, n);
     uint64_t b = SEND(s, "t", "after", 0, 0, T0 + 4, NULL);
-    CHECK(b > a, "id %" PRIu64 " after reopen is not above %" PRIu64, b, a);
+    TU_CHECK(b > a, "id %" PRIu64 " after reopen is not above %" PRIu64, b, a);
     CHECK_STORE(s);
 }
 
@@ -2282,7 +2258,7 @@ static void test_commit_failure_breaks_store(void)
 static void test_batching(void)
 {
     store_t *s = OPEN_DEFAULT();
-    CHECK(store_pending(s) == 0, "fresh store has %d pending", store_pending(s));
+    TU_CHECK(store_pending(s) == 0, "fresh store has %d pending", store_pending(s));
     uint64_t first = 0, last = 0;
     int ids_increasing = 1;
     for (int i = 0; i < 500; i++) {
@@ -2293,10 +2269,10 @@ static void test_batching(void)
             ids_increasing = 0;
         last = id;
     }
-    CHECK(store_pending(s) == 500, "500 sends, %d pending operations", store_pending(s));
-    CHECK(!store_broken(s), "broken");
+    TU_CHECK(store_pending(s) == 500, "500 sends, %d pending operations", store_pending(s));
+    TU_CHECK(!store_broken(s), "broken");
     COMMIT(s);
-    CHECK(store_pending(s) == 0, "after commit %d pending", store_pending(s));
+    TU_CHECK(store_pending(s) == 0, "after commit %d pending", store_pending(s));
     COMMIT(s);                                           /* no-op */
     CHECK_EQ_U64(level_depth(s, 2), 250);
     CHECK_STORE(s);
@@ -2305,21 +2281,21 @@ static void test_batching(void)
     for (int i = 0; i < 10; i++)
         SEND(s, "t", "y", 0, 0, T0 + 1, NULL);
     int pending = store_pending(s);
-    CHECK(pending >= 10, "pending %d", pending);
+    TU_CHECK(pending >= 10, "pending %d", pending);
     static msg_owned_t m[300];
     int n = LEASE_N(s, "g", "t", 300, LEASE, T0 + 1, m);
-    CHECK(n == 260, "lease saw %d (250 + 10 pending)", n);
-    CHECK(n > 0 && m[0].m.id == first, "first leased is the first sent");
+    TU_CHECK(n == 260, "lease saw %d (250 + 10 pending)", n);
+    TU_CHECK(n > 0 && m[0].m.id == first, "first leased is the first sent");
     free_msgs(m, n);
-    CHECK(ids_increasing, "ids of batched sends are not increasing");
+    TU_CHECK(ids_increasing, "ids of batched sends are not increasing");
 
     /* close commits what is pending: reopen sees it */
     uint64_t tail = SEND(s, "t", "z", 0, 0, T0 + 2, NULL);
-    CHECK(store_pending(s) > 0, "send is pending");
+    TU_CHECK(store_pending(s) > 0, "send is pending");
     CLOSE(&s);
     s = OPEN_DEFAULT();
     n = LEASE_N(s, "g", "t", 300, LEASE, T0 + 3, m);
-    CHECK(n == 1 && m[0].m.id == tail, "after close + reopen leased %d", n);
+    TU_CHECK(n == 1 && m[0].m.id == tail, "after close + reopen leased %d", n);
     free_msgs(m, n);
     CHECK_STORE(s);
 }
@@ -2333,27 +2309,27 @@ static void test_ids(void)
     const uint64_t samples[] = { 0, 1, 15, 16, 0xdeadbeef, UINT64_C(0x0123456789abcdef), UINT64_MAX };
     for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {
         store_id_format(samples[i], buf);
-        CHECK(strlen(buf) == 16, "format %" PRIu64 " -> \"%s\"", samples[i], buf);
+        TU_CHECK(strlen(buf) == 16, "format %" PRIu64 " -> \"%s\"", samples[i], buf);
         for (int j = 0; j < 16; j++)
-            CHECK((buf[j] >= '0' && buf[j] <= '9') || (buf[j] >= 'a' && buf[j] <= 'f'), "not lower hex: %s", buf);
+            TU_CHECK((buf[j] >= '0' && buf[j] <= '9') || (buf[j] >= 'a' && buf[j] <= 'f'), "not lower hex: %s", buf);
         v = 1;
-        CHECK(store_id_parse(buf, 16, &v) == 0 && v == samples[i], "round trip %" PRIu64 " -> %s -> %" PRIu64,
-              samples[i], buf, v);
+        TU_CHECK(store_id_parse(buf, 16, &v) == 0 && v == samples[i], "round trip %" PRIu64 " -> %s -> %" PRIu64,
+                 samples[i], buf, v);
     }
     store_id_format(UINT64_C(0x0123456789abcdef), buf);
-    CHECK(strcmp(buf, "0123456789abcdef") == 0, "format: %s", buf);
+    TU_CHECK(strcmp(buf, "0123456789abcdef") == 0, "format: %s", buf);
     store_id_format(42, buf);
-    CHECK(strcmp(buf, "000000000000002a") == 0, "format 42: %s", buf);
-    CHECK(store_id_parse("2a", 2, &v) == 0 && v == 42, "short form");
-    CHECK(store_id_parse("2A", 2, &v) == 0 && v == 42, "upper case");
+    TU_CHECK(strcmp(buf, "000000000000002a") == 0, "format 42: %s", buf);
+    TU_CHECK(store_id_parse("2a", 2, &v) == 0 && v == 42, "short form");
+    TU_CHECK(store_id_parse("2A", 2, &v) == 0 && v == 42, "upper case");
     v = 7;
     const char *bad[] = { "", "00000000000000000", "xyz", "12 3", "-1", "0x10", "1g", "+1" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        CHECK(store_id_parse(bad[i], strlen(bad[i]), &v) == -1, "\"%s\" parsed", bad[i]);
-    CHECK(store_id_parse("1\0002", 3, &v) == -1, "embedded NUL parsed");
-    CHECK(v == 7, "a failed parse changed the output to %" PRIu64, v);
+        TU_CHECK(store_id_parse(bad[i], strlen(bad[i]), &v) == -1, "\"%s\" parsed", bad[i]);
+    TU_CHECK(store_id_parse("1\0002", 3, &v) == -1, "embedded NUL parsed");
+    TU_CHECK(v == 7, "a failed parse changed the output to %" PRIu64, v);
     /* a length shorter than the text parses only the prefix */
-    CHECK(store_id_parse("ffzz", 2, &v) == 0 && v == 255, "prefix parse");
+    TU_CHECK(store_id_parse("ffzz", 2, &v) == 0 && v == 255, "prefix parse");
 }
 
 /* ========================================================== suite: scale */
@@ -2389,7 +2365,7 @@ static void test_million_on_one_level(void)
             COMMIT(s);
     }
     uint64_t t_sent = tu_now_mono_ms();
-    CHECK(id_order_bad == 0, "%d ids not increasing at send", id_order_bad);
+    TU_CHECK(id_order_bad == 0, "%d ids not increasing at send", id_order_bad);
     CHECK_EQ_U64(level_depth(s, 1), N);
     CHECK_EQ_U64(store_next_due(s), T0 + SEC);
     /* a partial move first: only what is due at +1s+499 (the first 500 000) */
@@ -2398,25 +2374,25 @@ static void test_million_on_one_level(void)
         total += moved;
         calls++;
     }
-    CHECK(total == 500000, "moved %d due by +1.499s, want 500000", total);
+    TU_CHECK(total == 500000, "moved %d due by +1.499s, want 500000", total);
     CHECK_EQ_U64(store_next_due(s), T0 + SEC + 500);
     while ((moved = MOVE(s, T0 + HOUR, CHUNK, &ready)) > 0) {
-        CHECK(moved <= CHUNK, "moved %d > chunk", moved);
+        TU_CHECK(moved <= CHUNK, "moved %d > chunk", moved);
         total += moved;
         calls++;
     }
     uint64_t t_moved = tu_now_mono_ms();
-    CHECK(total == N, "moved %d, want %d", total, N);
+    TU_CHECK(total == N, "moved %d, want %d", total, N);
     CHECK_EQ_U64(level_depth(s, 1), 0);
     CHECK_EQ_U64(store_next_due(s), UINT64_MAX);
     store_topic_info_t ti;
-    CHECK(store_topic_info(s, "bulk", 4, &ti) == 1 && ti.appended == N && ti.retained == N,
-          "topic appended %" PRIu64, ti.appended);
+    TU_CHECK(store_topic_info(s, "bulk", 4, &ti) == 1 && ti.appended == N && ti.retained == N,
+             "topic appended %" PRIu64, ti.appended);
     uint64_t st[4] = { 0, 0, 0, 0 };
     char err[512] = "";
     REQUIRE_OK(store_scan(s, scan_topic_order, st, err, sizeof err), err);
-    CHECK(st[0] == N, "scan saw %" PRIu64 " topic entries", st[0]);
-    CHECK(st[2] == 0, "%" PRIu64 " topic entries out of id order", st[2]);
+    TU_CHECK(st[0] == N, "scan saw %" PRIu64 " topic entries", st[0]);
+    TU_CHECK(st[2] == 0, "%" PRIu64 " topic entries out of id order", st[2]);
     uint64_t t_scanned = tu_now_mono_ms();
     CHECK_STORE(s);
     uint64_t t_checked = tu_now_mono_ms();
@@ -2427,17 +2403,12 @@ static void test_million_on_one_level(void)
            (double)(t_sent - t_start) / 1000, calls, (double)(t_moved - t_sent) / 1000,
            (double)(t_scanned - t_moved) / 1000, (double)(t_checked - t_scanned) / 1000, work,
            (double)(t_end - t_checked) / 1000);
-    CHECK(work >= 1, "maintain should compact the consumed level range (work %d)", work);
+    TU_CHECK(work >= 1, "maintain should compact the consumed level range (work %d)", work);
 }
 
 /* ============================================================== registry */
 
-typedef struct test_entry {
-    const char *name;
-    CU_TestFunc fn;
-} test_entry_t;
-
-static const test_entry_t open_tests[] = {
+static const tu_test_t open_tests[] = {
     {"reopen keeps everything (sync on)", test_reopen_keeps_everything},
     {"refuse second open", test_refuse_second_open},
     {"refuse foreign directory", test_refuse_foreign_dir},
@@ -2449,7 +2420,7 @@ static const test_entry_t open_tests[] = {
     {NULL, NULL},
 };
 
-static const test_entry_t send_tests[] = {
+static const tu_test_t send_tests[] = {
     {"topic names", test_send_topic_names},
     {"key limit", test_send_key_limit},
     {"payload limit 64KiB", test_send_payload_small_max},
@@ -2460,7 +2431,7 @@ static const test_entry_t send_tests[] = {
     {NULL, NULL},
 };
 
-static const test_entry_t level_tests[] = {
+static const tu_test_t level_tests[] = {
     {"due times", test_level_due_times},
     {"fifo and bounded move", test_level_fifo_and_bounded_move},
     {"chained delay", test_level_chained_delay},
@@ -2472,7 +2443,7 @@ static const test_entry_t level_tests[] = {
     {NULL, NULL},
 };
 
-static const test_entry_t group_tests[] = {
+static const tu_test_t group_tests[] = {
     {"from first vs now", test_group_from_first_vs_now},
     {"create twice", test_group_create_twice},
     {"topic mismatch", test_group_topic_mismatch},
@@ -2485,7 +2456,7 @@ static const test_entry_t group_tests[] = {
     {NULL, NULL},
 };
 
-static const test_entry_t lease_tests[] = {
+static const tu_test_t lease_tests[] = {
     {"retry first", test_lease_retry_first},
     {"byte budget", test_lease_byte_budget},
     {"ack", test_lease_ack},
@@ -2496,44 +2467,41 @@ static const test_entry_t lease_tests[] = {
     {NULL, NULL},
 };
 
-static const test_entry_t dlq_tests[] = {
+static const tu_test_t dlq_tests[] = {
     {"list", test_dlq_list},
     {"requeue", test_dlq_requeue},
     {"drop", test_dlq_drop},
     {NULL, NULL},
 };
 
-static const test_entry_t topic_tests[] = {
+static const tu_test_t topic_tests[] = {
     {"info", test_topic_info},
     {"gc by cursor", test_topic_gc_by_cursor},
     {"gc by retention", test_topic_gc_retention},
     {NULL, NULL},
 };
 
-static const test_entry_t failure_tests[] = {
+static const tu_test_t failure_tests[] = {
     {"commit failure breaks the store", test_commit_failure_breaks_store},
     {NULL, NULL},
 };
 
-static const test_entry_t batching_tests[] = {
+static const tu_test_t batching_tests[] = {
     {"batching", test_batching},
     {NULL, NULL},
 };
 
-static const test_entry_t id_tests[] = {
+static const tu_test_t id_tests[] = {
     {"format and parse", test_ids},
     {NULL, NULL},
 };
 
-static const test_entry_t scale_tests[] = {
+static const tu_test_t scale_tests[] = {
     {"10^6 messages on one level", test_million_on_one_level},
     {NULL, NULL},
 };
 
-static const struct {
-    const char *name;
-    const test_entry_t *tests;
-} suites[] = {
+static const tu_suite_t suites[] = {
     {"open", open_tests},
     {"send", send_tests},
     {"levels", level_tests},
@@ -2547,20 +2515,7 @@ static const struct {
     {"scale", scale_tests},
 };
 
-static int add_suites(void)
-{
-    for (size_t s = 0; s < sizeof(suites) / sizeof(suites[0]); s++) {
-        CU_pSuite suite = CU_add_suite_with_setup_and_teardown(suites[s].name, NULL, NULL, setup, teardown);
-        if (suite == NULL)
-            return -1;
-        for (const test_entry_t *t = suites[s].tests; t->name != NULL; t++)
-            if (CU_add_test(suite, t->name, t->fn) == NULL)
-                return -1;
-    }
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
-    return tu_cunit_main(argc, argv, add_suites);
+    return tu_suites_main(argc, argv, suites, sizeof suites / sizeof suites[0], setup, teardown);
 }

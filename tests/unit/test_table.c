@@ -9,7 +9,7 @@
  * (<= 12 below 2h, +1 per 2h above) are checked exhaustively, not sampled.
  *
  * Sweeps count their own failures and report the first failing value through
- * one assertion with a formatted message (check_msg), instead of millions of
+ * one assertion with a formatted message (TU_CHECK), instead of millions of
  * CU_ASSERTs that would all say the same thing.
  */
 #include "levels/table.h"
@@ -17,7 +17,6 @@
 
 #include <CUnit/CUnit.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,25 +26,6 @@
 #define DAY (24 * HOUR)
 
 /* One CUnit assertion whose failure message is formatted (CUnit copies it). */
-#define CHECK_MSG(cond, ...) check_msg((cond) ? 1 : 0, __LINE__, __VA_ARGS__)
-
-static void check_msg(int ok, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void check_msg(int ok, int line, const char *fmt, ...)
-{
-    char text[1024];
-    va_list ap;
-
-    if (ok) {
-        CU_assertImplementation(CU_TRUE, (unsigned int)line, "ok", __FILE__, "", CU_FALSE);
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
-    va_end(ap);
-    CU_assertImplementation(CU_FALSE, (unsigned int)line, text, __FILE__, "", CU_FALSE);
-}
 
 /* ---------------------------------------------------------------- durations */
 
@@ -55,8 +35,8 @@ static void expect_duration(const char *text, uint64_t want, int line)
     uint64_t got = UINT64_C(12345);
     int rc = lvl_parse_duration(text, &got, err, sizeof(err));
 
-    check_msg(rc == 0 && got == want, line, "parse \"%s\": rc %d, got %" PRIu64 ", want %" PRIu64
-              " (err: %s)", text, rc, got, want, err);
+    TU_CHECK_AT(rc == 0 && got == want, line, "parse \"%s\": rc %d, got %" PRIu64 ", want %" PRIu64
+                " (err: %s)", text, rc, got, want, err);
 }
 #define EXPECT_DURATION(text, want) expect_duration((text), (want), __LINE__)
 
@@ -68,14 +48,14 @@ static void expect_duration_error(const char *text, const char *frag1, const cha
     int rc = lvl_parse_duration(text, &got, err, sizeof(err));
     size_t len = strlen(err);
 
-    check_msg(rc == -1, line, "parse \"%s\" should fail, got rc %d value %" PRIu64, text, rc, got);
-    check_msg(len > 0 && err[len - 1] != '\n', line, "parse \"%s\": message \"%s\" is empty or "
-              "ends with a newline", text, err);
-    check_msg(strstr(err, frag1) != NULL, line, "parse \"%s\": message \"%s\" lacks \"%s\"",
-              text, err, frag1);
+    TU_CHECK_AT(rc == -1, line, "parse \"%s\" should fail, got rc %d value %" PRIu64, text, rc, got);
+    TU_CHECK_AT(len > 0 && err[len - 1] != '\n', line, "parse \"%s\": message \"%s\" is empty or "
+                "ends with a newline", text, err);
+    TU_CHECK_AT(strstr(err, frag1) != NULL, line, "parse \"%s\": message \"%s\" lacks \"%s\"",
+                text, err, frag1);
     if (frag2 != NULL)
-        check_msg(strstr(err, frag2) != NULL, line, "parse \"%s\": message \"%s\" lacks \"%s\"",
-                  text, err, frag2);
+        TU_CHECK_AT(strstr(err, frag2) != NULL, line, "parse \"%s\": message \"%s\" lacks \"%s\"",
+                    text, err, frag2);
 }
 #define EXPECT_DURATION_ERROR(text, frag1, frag2) \
     expect_duration_error((text), (frag1), (frag2), __LINE__)
@@ -173,8 +153,8 @@ static void expect_format(uint64_t ms, const char *want, int line)
     char buf[64];
     int n = lvl_format_duration(ms, buf, sizeof(buf));
 
-    check_msg(strcmp(buf, want) == 0 && n == (int)strlen(want), line,
-              "format %" PRIu64 ": got \"%s\" (%d), want \"%s\"", ms, buf, n, want);
+    TU_CHECK_AT(strcmp(buf, want) == 0 && n == (int)strlen(want), line,
+                "format %" PRIu64 ": got \"%s\" (%d), want \"%s\"", ms, buf, n, want);
 }
 #define EXPECT_FORMAT(ms, want) expect_format((ms), (want), __LINE__)
 
@@ -244,9 +224,9 @@ static void test_duration_round_trip(void)
         if (!round_trips(ms, text, sizeof(text)) && first_bad == UINT64_MAX)
             first_bad = ms;
     }
-    CHECK_MSG(round_trips(LVL_MAX_DURATION_MS, text, sizeof(text)), "the cap does not round-trip");
-    CHECK_MSG(first_bad == UINT64_MAX, "%" PRIu64 " ms does not round-trip (formatted \"%s\")",
-              first_bad, (lvl_format_duration(first_bad, text, sizeof(text)), text));
+    TU_CHECK(round_trips(LVL_MAX_DURATION_MS, text, sizeof(text)), "the cap does not round-trip");
+    TU_CHECK(first_bad == UINT64_MAX, "%" PRIu64 " ms does not round-trip (formatted \"%s\")",
+             first_bad, (lvl_format_duration(first_bad, text, sizeof(text)), text));
     CU_ASSERT(checked > 200000);
 
     /* and canonical text round-trips the other way */
@@ -256,8 +236,8 @@ static void test_duration_round_trip(void)
         uint64_t ms = 0;
         CU_ASSERT_EQUAL_FATAL(lvl_parse_duration(canonical[i], &ms, NULL, 0), 0);
         lvl_format_duration(ms, text, sizeof(text));
-        CHECK_MSG(strcmp(text, canonical[i]) == 0, "\"%s\" formats back as \"%s\"",
-                  canonical[i], text);
+        TU_CHECK(strcmp(text, canonical[i]) == 0, "\"%s\" formats back as \"%s\"",
+                 canonical[i], text);
     }
 }
 
@@ -268,7 +248,7 @@ static int parse_ok(const char *spec, lvl_table_t *t, int line)
     char err[256] = "";
     int rc = lvl_table_parse(spec, t, err, sizeof(err));
 
-    check_msg(rc == 0, line, "table \"%s\" should parse: %s", spec, err);
+    TU_CHECK_AT(rc == 0, line, "table \"%s\" should parse: %s", spec, err);
     return rc == 0;
 }
 #define PARSE_OK(spec, t) parse_ok((spec), (t), __LINE__)
@@ -280,13 +260,13 @@ static void expect_table_error(const char *spec, const char *want_exact, const c
     lvl_table_t t;
     int rc = lvl_table_parse(spec, &t, err, sizeof(err));
 
-    check_msg(rc == -1, line, "table \"%s\" should fail", spec);
+    TU_CHECK_AT(rc == -1, line, "table \"%s\" should fail", spec);
     if (want_exact != NULL)
-        check_msg(strcmp(err, want_exact) == 0, line, "table \"%s\": message \"%s\", want \"%s\"",
-                  spec, err, want_exact);
+        TU_CHECK_AT(strcmp(err, want_exact) == 0, line, "table \"%s\": message \"%s\", want \"%s\"",
+                    spec, err, want_exact);
     if (frag != NULL)
-        check_msg(strstr(err, frag) != NULL, line, "table \"%s\": message \"%s\" lacks \"%s\"",
-                  spec, err, frag);
+        TU_CHECK_AT(strstr(err, frag) != NULL, line, "table \"%s\": message \"%s\" lacks \"%s\"",
+                    spec, err, frag);
 }
 #define EXPECT_TABLE_ERROR(spec, exact, frag) expect_table_error((spec), (exact), (frag), __LINE__)
 
@@ -302,8 +282,8 @@ static void test_table_default(void)
     lvl_table_default(&def);
     CU_ASSERT_EQUAL_FATAL(def.count, 18);
     for (int i = 0; i <= 18; i++)
-        CHECK_MSG(def.delay_ms[i] == want[i], "default level %d is %" PRIu64 ", want %" PRIu64,
-                  i, def.delay_ms[i], want[i]);
+        TU_CHECK(def.delay_ms[i] == want[i], "default level %d is %" PRIu64 ", want %" PRIu64,
+                 i, def.delay_ms[i], want[i]);
 
     CU_ASSERT_FATAL(PARSE_OK(LVL_DEFAULT_SPEC, &parsed));
     CU_ASSERT_EQUAL(parsed.count, def.count);
@@ -402,12 +382,12 @@ static void expect_table_format(const char *spec, const char *want, int line)
     if (!parse_ok(spec, &t, line))
         return;
     int n = lvl_table_format(&t, buf, sizeof(buf));
-    check_msg(strcmp(buf, want) == 0 && n == (int)strlen(want), line,
-              "table \"%s\" formats as \"%s\" (%d), want \"%s\"", spec, buf, n, want);
+    TU_CHECK_AT(strcmp(buf, want) == 0 && n == (int)strlen(want), line,
+                "table \"%s\" formats as \"%s\" (%d), want \"%s\"", spec, buf, n, want);
     if (!parse_ok(buf, &back, line))
         return;
-    check_msg(back.count == t.count && memcmp(back.delay_ms, t.delay_ms, sizeof(t.delay_ms)) == 0,
-              line, "table \"%s\" does not read back equal from \"%s\"", spec, buf);
+    TU_CHECK_AT(back.count == t.count && memcmp(back.delay_ms, t.delay_ms, sizeof(t.delay_ms)) == 0,
+                line, "table \"%s\" does not read back equal from \"%s\"", spec, buf);
 }
 #define EXPECT_TABLE_FORMAT(spec, want) expect_table_format((spec), (want), __LINE__)
 
@@ -503,11 +483,11 @@ static void test_level_for_up(void)
 
     for (int level = 1; level <= t.count; level++) {
         uint64_t d = t.delay_ms[level];
-        CHECK_MSG(lvl_level_for(&t, d, LVL_ROUND_UP) == level, "exact hit on level %d", level);
-        CHECK_MSG(lvl_level_for(&t, d - 1, LVL_ROUND_UP) == level, "just below level %d", level);
+        TU_CHECK(lvl_level_for(&t, d, LVL_ROUND_UP) == level, "exact hit on level %d", level);
+        TU_CHECK(lvl_level_for(&t, d - 1, LVL_ROUND_UP) == level, "just below level %d", level);
         if (level < t.count)
-            CHECK_MSG(lvl_level_for(&t, d + 1, LVL_ROUND_UP) == level + 1,
-                      "just above level %d", level);
+            TU_CHECK(lvl_level_for(&t, d + 1, LVL_ROUND_UP) == level + 1,
+                     "just above level %d", level);
     }
 
     /* property over every 250 ms up to 2h + 10 s: the smallest level >= timeout */
@@ -522,7 +502,7 @@ static void test_level_for_up(void)
         if (!ok && first_bad == UINT64_MAX)
             first_bad = ms;
     }
-    CHECK_MSG(first_bad == UINT64_MAX, "ROUND_UP wrong for %" PRIu64 " ms", first_bad);
+    TU_CHECK(first_bad == UINT64_MAX, "ROUND_UP wrong for %" PRIu64 " ms", first_bad);
 }
 
 static void test_level_for_nearest(void)
@@ -542,8 +522,8 @@ static void test_level_for_nearest(void)
     CU_ASSERT_EQUAL(lvl_level_for(&t, UINT64_MAX, LVL_ROUND_NEAREST), 18);
 
     for (int level = 1; level <= t.count; level++)
-        CHECK_MSG(lvl_level_for(&t, t.delay_ms[level], LVL_ROUND_NEAREST) == level,
-                  "exact hit on level %d", level);
+        TU_CHECK(lvl_level_for(&t, t.delay_ms[level], LVL_ROUND_NEAREST) == level,
+                 "exact hit on level %d", level);
 
     /* property: no level is strictly nearer, and no larger level is as near */
     uint64_t first_bad = UINT64_MAX;
@@ -560,7 +540,7 @@ static void test_level_for_nearest(void)
                 first_bad = first_bad == UINT64_MAX ? ms : first_bad;
         }
     }
-    CHECK_MSG(first_bad == UINT64_MAX, "ROUND_NEAREST wrong for %" PRIu64 " ms", first_bad);
+    TU_CHECK(first_bad == UINT64_MAX, "ROUND_NEAREST wrong for %" PRIu64 " ms", first_bad);
 }
 
 /* ------------------------------------------------------------- chain plans */
@@ -612,7 +592,7 @@ static void test_next_hop(void)
         if (!ok && first_bad == UINT64_MAX)
             first_bad = ms;
     }
-    CHECK_MSG(first_bad == UINT64_MAX, "next hop wrong for %" PRIu64 " ms", first_bad);
+    TU_CHECK(first_bad == UINT64_MAX, "next hop wrong for %" PRIu64 " ms", first_bad);
 }
 
 /* Plan delay_ms and check it: success, the total, and every hop being the
@@ -691,7 +671,7 @@ static void test_chain_every_second_to_3d(void)
             max_overall_at = delay;
         }
     }
-    CHECK_MSG(first_bad == 0, "delay %" PRIu64 " ms: %s", first_bad, why);
+    TU_CHECK(first_bad == 0, "delay %" PRIu64 " ms: %s", first_bad, why);
     CU_ASSERT_EQUAL(plans, 3 * 86400);
     /* the bound of DESIGN §1 is tight below 2h: 1h59m59s = 1h 30m 20m 9m 30s 10s 10s 5s 1s*4 */
     CU_ASSERT_EQUAL(max_below_2h, 12);
@@ -745,7 +725,7 @@ static void test_chain_examples(void)
     for (int level = 1; level <= t.count; level++) {
         int ok = lvl_chain_plan(&t, t.delay_ms[level], 3 * DAY, levels, LVL_MAX_HOPS, &hops,
                                 err, sizeof(err)) == 0 && hops == 1 && levels[0] == level;
-        CHECK_MSG(ok, "delay of level %d is not one hop of it", level);
+        TU_CHECK(ok, "delay of level %d is not one hop of it", level);
     }
 }
 
@@ -782,7 +762,7 @@ static void test_chain_subsecond_and_zero(void)
             break;
         }
     }
-    CHECK_MSG(first_bad == 0, "delay %" PRIu64 " ms: %s", first_bad, why);
+    TU_CHECK(first_bad == 0, "delay %" PRIu64 " ms: %s", first_bad, why);
 
     /* 1500 ms → 2 s = 1s + 1s */
     CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 1500, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
@@ -870,7 +850,7 @@ static void test_chain_custom_table_overshoot(void)
         else if (hops > max_hops)
             max_hops = hops;
     }
-    CHECK_MSG(first_bad == UINT64_MAX, "delay %" PRIu64 " ms: %s", first_bad, why);
+    TU_CHECK(first_bad == UINT64_MAX, "delay %" PRIu64 " ms: %s", first_bad, why);
     /* 2h = 120 hops of 1m; 1h59m59s = 119 * 1m + 12 * 5s (the last overshooting) */
     CU_ASSERT_EQUAL(max_hops, 131);
 
@@ -911,12 +891,7 @@ static void test_plan_total(void)
 
 /* ------------------------------------------------------------------ suites */
 
-typedef struct test_entry {
-    const char *name;
-    CU_TestFunc fn;
-} test_entry_t;
-
-static const test_entry_t duration_tests[] = {
+static const tu_test_t duration_tests[] = {
     {"units", test_duration_units},
     {"zero and blanks", test_duration_zero_and_blanks},
     {"limits and overflow", test_duration_limits},
@@ -927,7 +902,7 @@ static const test_entry_t duration_tests[] = {
     {NULL, NULL},
 };
 
-static const test_entry_t table_tests[] = {
+static const tu_test_t table_tests[] = {
     {"default", test_table_default},
     {"separators", test_table_separators},
     {"errors", test_table_errors},
@@ -937,13 +912,13 @@ static const test_entry_t table_tests[] = {
     {NULL, NULL},
 };
 
-static const test_entry_t level_for_tests[] = {
+static const tu_test_t level_for_tests[] = {
     {"round up", test_level_for_up},
     {"round nearest", test_level_for_nearest},
     {NULL, NULL},
 };
 
-static const test_entry_t chain_tests[] = {
+static const tu_test_t chain_tests[] = {
     {"round delay", test_round_delay},
     {"next hop", test_next_hop},
     {"every second to 3d", test_chain_every_second_to_3d},
@@ -955,30 +930,14 @@ static const test_entry_t chain_tests[] = {
     {NULL, NULL},
 };
 
-static const struct {
-    const char *name;
-    const test_entry_t *tests;
-} suites[] = {
+static const tu_suite_t suites[] = {
     {"duration", duration_tests},
     {"table", table_tests},
     {"level_for", level_for_tests},
     {"chain", chain_tests},
 };
 
-static int add_suites(void)
-{
-    for (size_t s = 0; s < sizeof(suites) / sizeof(suites[0]); s++) {
-        CU_pSuite suite = CU_add_suite(suites[s].name, NULL, NULL);
-        if (suite == NULL)
-            return -1;
-        for (const test_entry_t *t = suites[s].tests; t->name != NULL; t++)
-            if (CU_add_test(suite, t->name, t->fn) == NULL)
-                return -1;
-    }
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
-    return tu_cunit_main(argc, argv, add_suites);
+    return tu_suites_main(argc, argv, suites, sizeof suites / sizeof suites[0], NULL, NULL);
 }

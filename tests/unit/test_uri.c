@@ -10,25 +10,8 @@
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-static void check_msg(int ok, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void check_msg(int ok, int line, const char *fmt, ...)
-{
-    char text[768];
-    va_list ap;
-
-    if (ok) {
-        CU_assertImplementation(CU_TRUE, (unsigned int)line, "ok", __FILE__, "", CU_FALSE);
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
-    va_end(ap);
-    CU_assertImplementation(CU_FALSE, (unsigned int)line, text, __FILE__, "", CU_FALSE);
-}
 
 /* Parse text and compare every field. user NULL means no credentials. */
 static void good(const char *text, int tls, const char *host, int port, const char *user,
@@ -38,17 +21,17 @@ static void good(const char *text, int tls, const char *host, int port, const ch
     uri_t u;
     int rc = uri_parse(text, 7379, &u, err, sizeof(err));
 
-    check_msg(rc == 0, line, "'%s' refused: %s", text, err);
+    TU_CHECK_AT(rc == 0, line, "'%s' refused: %s", text, err);
     if (rc != 0)
         return;
-    check_msg(u.tls == tls, line, "'%s': tls %d, want %d", text, u.tls, tls);
-    check_msg(strcmp(u.host, host) == 0, line, "'%s': host '%s', want '%s'", text, u.host, host);
-    check_msg(u.port == port, line, "'%s': port %d, want %d", text, u.port, port);
-    check_msg(u.has_auth == (user != NULL), line, "'%s': has_auth %d", text, u.has_auth);
+    TU_CHECK_AT(u.tls == tls, line, "'%s': tls %d, want %d", text, u.tls, tls);
+    TU_CHECK_AT(strcmp(u.host, host) == 0, line, "'%s': host '%s', want '%s'", text, u.host, host);
+    TU_CHECK_AT(u.port == port, line, "'%s': port %d, want %d", text, u.port, port);
+    TU_CHECK_AT(u.has_auth == (user != NULL), line, "'%s': has_auth %d", text, u.has_auth);
     if (user != NULL) {
-        check_msg(strcmp(u.user, user) == 0, line, "'%s': user '%s', want '%s'", text, u.user, user);
-        check_msg(strcmp(u.password, password) == 0, line, "'%s': password '%s', want '%s'", text,
-                  u.password, password);
+        TU_CHECK_AT(strcmp(u.user, user) == 0, line, "'%s': user '%s', want '%s'", text, u.user, user);
+        TU_CHECK_AT(strcmp(u.password, password) == 0, line, "'%s': password '%s', want '%s'", text,
+                    u.password, password);
     }
 }
 
@@ -59,12 +42,12 @@ static void bad(const char *text, const char *want, int line)
     uri_t u;
     int rc = uri_parse(text, 7379, &u, err, sizeof(err));
 
-    check_msg(rc == -1, line, "'%s' accepted (host '%s' port %d), want an error with '%s'",
-              text ? text : "(NULL)", u.host, u.port, want);
-    check_msg(strstr(err, want) != NULL, line, "'%s': message '%s' lacks '%s'", text ? text : "(NULL)",
-              err, want);
-    check_msg(u.host[0] == '\0' && u.port == 0, line, "'%s': *out not zeroed on failure",
-              text ? text : "(NULL)");
+    TU_CHECK_AT(rc == -1, line, "'%s' accepted (host '%s' port %d), want an error with '%s'",
+                text ? text : "(NULL)", u.host, u.port, want);
+    TU_CHECK_AT(strstr(err, want) != NULL, line, "'%s': message '%s' lacks '%s'", text ? text : "(NULL)",
+                err, want);
+    TU_CHECK_AT(u.host[0] == '\0' && u.port == 0, line, "'%s': *out not zeroed on failure",
+                text ? text : "(NULL)");
 }
 
 #define GOOD(text, tls, host, port, user, pass) good(text, tls, host, port, user, pass, __LINE__)
@@ -186,12 +169,7 @@ static void test_lengths(void)
     CU_ASSERT_EQUAL(u.port, 1234);
 }
 
-typedef struct {
-    const char *name;
-    CU_TestFunc fn;
-} test_entry_t;
-
-static const test_entry_t uri_tests[] = {
+static const tu_test_t uri_tests[] = {
     { "good URIs", test_good },
     { "bad scheme", test_bad_scheme },
     { "bad host", test_bad_host },
@@ -202,18 +180,11 @@ static const test_entry_t uri_tests[] = {
     { NULL, NULL },
 };
 
-static int add_suites(void)
-{
-    CU_pSuite suite = CU_add_suite("uri", NULL, NULL);
-    if (suite == NULL)
-        return -1;
-    for (const test_entry_t *t = uri_tests; t->name != NULL; t++)
-        if (CU_add_test(suite, t->name, t->fn) == NULL)
-            return -1;
-    return 0;
-}
+static const tu_suite_t suites[] = {
+    {"uri", uri_tests},
+};
 
 int main(int argc, char **argv)
 {
-    return tu_cunit_main(argc, argv, add_suites);
+    return tu_suites_main(argc, argv, suites, sizeof suites / sizeof suites[0], NULL, NULL);
 }

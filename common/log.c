@@ -1,12 +1,12 @@
 /*
- * broker/log.c — one-line UTC log records on stderr (see log.h).
+ * common/log.c — one-line UTC log records on stderr (contract: log.h).
  *
  * The record is formatted into a stack buffer and written with a single
- * write(2) on fd 2, so concurrent records from the loop and storage threads
- * never mix. Long messages are cut at the buffer size and end with "...".
+ * write(2) on fd 2, so concurrent records from any threads never mix.
+ * Long messages are cut at the buffer size and end with "...".
  * The level is a relaxed atomic: set once at start-up, read everywhere.
  */
-#include "broker/log.h"
+#include "common/log.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -22,6 +22,7 @@ static const char *const level_names[] = { "debug", "info", "warn", "error" };
 
 void log_set_level(log_level_t level) { atomic_store(&current_level, (int)level); }
 log_level_t log_get_level(void) { return (log_level_t)atomic_load(&current_level); }
+int log_enabled(log_level_t level) { return (int)level >= atomic_load(&current_level); }
 
 const char *log_level_name(log_level_t level)
 {

@@ -1,14 +1,14 @@
 /*
- * broker/log.h — one-line log records on stderr.
+ * common/log.h — one-line log records on stderr, shared by the daemons.
  *
- * Every record is one line, written with one write(2) so lines from the two
- * broker threads never interleave:
+ * Every record is one line, written with one write(2) so lines from
+ * different threads never interleave:
  *     2026-11-29T18:00:00.123Z [info] listening on 127.0.0.1:7379
  * Time is UTC with milliseconds. Records below the configured level are
  * dropped. Thread-safe; never fails (a failed write is ignored).
  */
-#ifndef HG_BROKER_LOG_H
-#define HG_BROKER_LOG_H
+#ifndef HG_COMMON_LOG_H
+#define HG_COMMON_LOG_H
 
 typedef enum log_level {
     LOG_DEBUG = 0,
@@ -17,17 +17,26 @@ typedef enum log_level {
     LOG_ERROR = 3
 } log_level_t;
 
-/* Records below level are dropped (default LOG_INFO). */
+/* The level words in order, for a config table's enum key ("debug|info|warn|error"). */
+#define LOG_LEVEL_WORDS "debug|info|warn|error"
+
+/* Records below level are dropped (default LOG_INFO). Any thread. */
 void log_set_level(log_level_t level);
 log_level_t log_get_level(void);
+
+/* 1 when a record of this level would be written. */
+int log_enabled(log_level_t level);
 
 /* Parse "debug", "info", "warn"/"warning", "error" (case-insensitive).
  * 0 and *out, or -1 for anything else. */
 int log_parse_level(const char *text, log_level_t *out);
+
+/* "debug", "info", "warn", "error"; "?" for anything else. */
 const char *log_level_name(log_level_t level);
 
 /* Write one record; the message must not end with a newline (one is added;
- * CR/LF inside become spaces so a record is always one line). */
+ * CR/LF inside become spaces so a record is always one line). Messages
+ * longer than the line buffer are cut and end with "...". */
 void log_msg(log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)

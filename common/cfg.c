@@ -1,0 +1,632 @@
+/*
+ * common/cfg.c — the config-table engine (contract: cfg.h).
+ *
+ * Defaults are text and go through the same parser as the file and the
+ * flags, so the help, the sample files and the behaviour cannot disagree.
+ * The parsers are tables too: units for sizes and durations, words for
+ * booleans. Runs on the main thread before any other thread starts.
+ */
+#include "common/cfg.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <ini.h>
+
+#define CFG_MAX_VALUE 4096 /* longest value, and our INI line buffer (libinih's own limit is smaller) */
+#define CFG_MAX_NAME 64    /* longest key name */
+
+typedef struct unit {
+    const char *name;
+    long long mult;
+} unit_t;
+
+/* Largest first: cfg_value_text picks the first that divides exactly. */
+static const unit_t size_units[] = {
+    {"gb", 1024LL * 1024 * 1024}, {"g", 1024LL * 1024 * 1024}, {"mb", 1024LL * 1024}, {"m", 1024LL * 1024},
+    {"kb", 1024}, {"k", 1024}, {"b", 1}, {"", 1},
+};
+static const unit_t duration_units[] = {
+    {"d", 86400000LL}, {"h", 3600000LL}, {"m", 60000}, {"s", 1000}, {"ms", 1},
+};
+#define NUNITS(a) (sizeof a / sizeof a[0])
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static char *xstrdup(const char *s)
+{
+    char *d = strdup(s);
+    if (d == NULL) {
+        fputs("out of memory\n", stderr);
+        abort();
+    }
+    return d;
+}
+
+const cfg_key_t *cfg_find(const cfg_table_t *t, const char *name)
+{
+    for (size_t i = 0; i < t->count; i++)
+        if (strcasecmp(t->keys[i].name, name) == 0)
+            return &t->keys[i];
+    return NULL;
+}
+
+/* Leading digits of s as a number into *v, the rest in *rest. Returns 0, or
+ * -1 when s does not start with a digit or the number overflows. */
+static int parse_digits(const char *s, long long *v, const char **rest)
+{
+    if (!isdigit((unsigned char)*s))
+        return -1;
+    long long n = 0;
+    for (; isdigit((unsigned char)*s); s++) {
+        if (n > (LLONG_MAX - (*s - '0')) / 10)
+            return -1;
+        n = n * 10 + (*s - '0');
+    }
+    *v = n;
+    *rest = s;
+    return 0;
+}
+
+/* digits + one of units (case-insensitive). Returns 0 / -1. */
+static int parse_with_unit(const char *s, const unit_t *units, size_t nunits, long long *out)
+{
+    long long v;
+    const char *u;
+    if (parse_digits(s, &v, &u) != 0)
+        return -1;
+    for (size_t i = 0; i < nunits; i++)
+        if (strcasecmp(u, units[i].name) == 0) {
+            if (v > LLONG_MAX / units[i].mult)
+                return -1;
+            *out = v * units[i].mult;
+            return 0;
+        }
+    return -1;
+}
+
+/* v in the largest unit of units that divides it exactly ("0s" style for 0
+ * with the duration table). */
+static void format_with_unit(long long v, const unit_t *units, size_t nunits, char *buf, size_t len)
+{
+    for (size_t i = 0; i < nunits; i++)
+        if (v != 0 && v % units[i].mult == 0) {
+            snprintf(buf, len, "%lld%s", v / units[i].mult, units[i].name);
+            return;
+        }
+    snprintf(buf, len, "0%s", units == duration_units ? "s" : "");
+}
+
+static int parse_bool(const char *s, int *out)
+{
+    static const char *const words[][2] = {{"no", "yes"}, {"false", "true"}, {"off", "on"}, {"0", "1"}};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        for (int b = 0; b < 2; b++)
+            if (strcasecmp(s, words[i][b]) == 0) {
+                *out = b;
+                return 0;
+            }
+    return -1;
+}
+
+/* Index of s in "a|b|c" (case-insensitive), or -1. */
+static int enum_index(const char *words, const char *s)
+{
+    size_t sl = strlen(s);
+    int idx = 0;
+    for (const char *p = words; *p != '\0'; idx++) {
+        const char *bar = strchr(p, '|');
+        size_t wl = bar != NULL ? (size_t)(bar - p) : strlen(p);
+        if (wl == sl && strncasecmp(p, s, wl) == 0)
+            return idx;
+        if (bar == NULL)
+            break;
+        p = bar + 1;
+    }
+    return -1;
+}
+
+/* Word idx of "a|b|c" into buf. */
+static void enum_word(const char *words, int idx, char *buf, size_t len)
+{
+    const char *p = words;
+    for (int i = 0; i < idx && p != NULL; i++) {
+        p = strchr(p, '|');
+        if (p != NULL)
+            p++;
+    }
+    if (p == NULL) {
+        snprintf(buf, len, "?");
+        return;
+    }
+    const char *bar = strchr(p, '|');
+    snprintf(buf, len, "%.*s", (int)(bar != NULL ? (size_t)(bar - p) : strlen(p)), p);
+}
+
+static void trim_copy(char *dst, size_t dstlen, const char *src)
+{
+    while (*src == ' ' || *src == '\t')
+        src++;
+    size_t n = strlen(src);
+    while (n > 0 && (src[n - 1] == ' ' || src[n - 1] == '\t' || src[n - 1] == '\r' || src[n - 1] == '\n'))
+        n--;
+    if (n >= dstlen)
+        n = dstlen - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+/* Parse a number of type k->type from value. Returns 0 / -1 with err. */
+static int parse_number(const cfg_key_t *k, const char *value, long long *num, char *err, size_t errlen)
+{
+    const char *rest;
+    switch (k->type) {
+    case CFG_INT:
+        if (parse_digits(value, num, &rest) == 0 && *rest == '\0')
+            return 0;
+        set_err(err, errlen, "%s: '%s' is not a whole number", k->name, value);
+        return -1;
+    case CFG_SIZE:
+        if (parse_with_unit(value, size_units, NUNITS(size_units), num) == 0)
+            return 0;
+        set_err(err, errlen, "%s: '%s' is not a size (bytes, or a number with kb, mb, gb)", k->name, value);
+        return -1;
+    default: /* CFG_DURATION */
+        if (strcmp(value, "0") == 0) {
+            *num = 0;
+            return 0;
+        }
+        if (parse_with_unit(value, duration_units, NUNITS(duration_units), num) == 0)
+            return 0;
+        set_err(err, errlen, "%s: '%s' is not a duration (a number and a unit: ms, s, m, h or d)", k->name, value);
+        return -1;
+    }
+}
+
+static int set_key(const cfg_table_t *t, void *conf, const cfg_key_t *k, const char *value_in, cfg_source_t source,
+                   char *err, size_t errlen)
+{
+    char value[CFG_MAX_VALUE];
+    if (strlen(value_in) >= sizeof value) {
+        set_err(err, errlen, "%s: value is too long", k->name);
+        return -1;
+    }
+    trim_copy(value, sizeof value, value_in);
+    if (k->hook != NULL && k->hook(conf, k, value, source, err, errlen) != 0)
+        return -1;
+    char *field = (char *)conf + k->offset;
+    switch (k->type) {
+    case CFG_CUSTOM:
+        return 0; /* the hook stored it */
+    case CFG_STRING: {
+        if (t->strings_nonempty && value[0] == '\0') {
+            set_err(err, errlen, "%s: empty value", k->name);
+            return -1;
+        }
+        char **sp = (char **)field;
+        free(*sp);
+        *sp = xstrdup(value);
+        return 0;
+    }
+    case CFG_BOOL:
+        if (parse_bool(value, (int *)field) != 0) {
+            set_err(err, errlen, "%s: '%s' is not yes or no", k->name, value);
+            return -1;
+        }
+        return 0;
+    case CFG_ENUM: {
+        int e = enum_index(k->words, value);
+        if (e < 0) {
+            set_err(err, errlen, "%s: '%s' is not one of %s", k->name, value, k->words);
+            return -1;
+        }
+        *(int *)field = e;
+        return 0;
+    }
+    case CFG_DOUBLE: {
+        char *end;
+        errno = 0;
+        double v = strtod(value, &end);
+        if (value[0] == '\0' || *end != '\0' || errno != 0 || v != v) {
+            set_err(err, errlen, "%s: '%s' is not a number", k->name, value);
+            return -1;
+        }
+        if (v < (double)k->min || v > (double)k->max) {
+            set_err(err, errlen, "%s: '%s' out of range %lld..%lld", k->name, value, k->min, k->max);
+            return -1;
+        }
+        *(double *)field = v;
+        return 0;
+    }
+    case CFG_INT:
+    case CFG_SIZE:
+    case CFG_DURATION: {
+        long long num;
+        if (parse_number(k, value, &num, err, errlen) != 0)
+            return -1;
+        if (num < k->min || num > k->max) {
+            char lo[48], hi[48];
+            if (k->type == CFG_DURATION) {
+                format_with_unit(k->min, duration_units, NUNITS(duration_units), lo, sizeof lo);
+                format_with_unit(k->max, duration_units, NUNITS(duration_units), hi, sizeof hi);
+            } else {
+                snprintf(lo, sizeof lo, "%lld", k->min);
+                snprintf(hi, sizeof hi, "%lld", k->max);
+            }
+            set_err(err, errlen, "%s: '%s' out of range %s..%s", k->name, value, lo, hi);
+            return -1;
+        }
+        *(long long *)field = num; /* also an unsigned long long field's bytes: num >= 0 */
+        return 0;
+    }
+    }
+    return -1;
+}
+
+int cfg_set(const cfg_table_t *t, void *conf, const char *name, const char *value, cfg_source_t source, char *err,
+            size_t errlen)
+{
+    const cfg_key_t *k = cfg_find(t, name);
+    if (k == NULL) {
+        set_err(err, errlen, "unknown key '%s' (see --help for the keys)", name);
+        return -1;
+    }
+    return set_key(t, conf, k, value, source, err, errlen);
+}
+
+void cfg_init(const cfg_table_t *t, void *conf)
+{
+    for (size_t i = 0; i < t->count; i++) {
+        char err[256];
+        if (t->keys[i].def != NULL
+            && set_key(t, conf, &t->keys[i], t->keys[i].def, CFG_SOURCE_DEFAULT, err, sizeof err) != 0) {
+            fprintf(stderr, "%s: bad built-in default: %s\n", t->program, err);
+            abort();
+        }
+    }
+}
+
+void cfg_free(const cfg_table_t *t, void *conf)
+{
+    for (size_t i = 0; i < t->count; i++)
+        if (t->keys[i].type == CFG_STRING) {
+            char **sp = (char **)((char *)conf + t->keys[i].offset);
+            free(*sp);
+            *sp = NULL;
+        }
+}
+
+/* ---- the INI file ---------------------------------------------------------
+ * libinih reads lines of at most INI_MAX_LINE bytes and silently splits
+ * longer ones, so our reader refuses them with an error that says what to do:
+ * continue a long value on indented lines, which libinih hands to the handler
+ * as the same key again; the reader's `indented` flag tells such a
+ * continuation from a repeated key (a CFG_CUSTOM key may repeat). */
+
+typedef struct ini_state {
+    const cfg_table_t *t;
+    void *conf;
+    FILE *file;
+    const char *path;
+    int line;                         /* of the line last read */
+    int indented;                     /* it started with a blank */
+    char pending_name[CFG_MAX_NAME];  /* the key being collected ("" when none) */
+    int pending_line;
+    char *pending_value;
+    char error[512];                  /* the first error, "" when none */
+} ini_state_t;
+
+static void ini_error(ini_state_t *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ini_error(ini_state_t *st, const char *fmt, ...)
+{
+    if (st->error[0] != '\0')
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(st->error, sizeof st->error, fmt, ap);
+    va_end(ap);
+}
+
+static char *ini_read_line(char *str, int num, void *stream)
+{
+    ini_state_t *st = stream;
+    char buf[CFG_MAX_VALUE];
+    if (st->error[0] != '\0' || fgets(buf, sizeof buf, st->file) == NULL)
+        return NULL;
+    st->line++;
+    size_t len = strlen(buf);
+    if (len >= (size_t)num) {
+        ini_error(st, "%s:%d: line longer than %d bytes (libinih's limit): continue a long value on the next "
+                      "line, indented", st->path, st->line, num - 2);
+        return NULL;
+    }
+    st->indented = buf[0] == ' ' || buf[0] == '\t';
+    memcpy(str, buf, len + 1);
+    return str;
+}
+
+/* Apply the collected key, if any. */
+static void ini_flush(ini_state_t *st)
+{
+    if (st->pending_name[0] == '\0')
+        return;
+    const cfg_key_t *k = cfg_find(st->t, st->pending_name);
+    char err[512];
+    if (k == NULL)
+        ini_error(st, "%s:%d: unknown key '%s' (see --help for the keys)", st->path, st->pending_line,
+                  st->pending_name);
+    else if (set_key(st->t, st->conf, k, st->pending_value, CFG_SOURCE_FILE, err, sizeof err) != 0)
+        ini_error(st, "%s:%d: %s", st->path, st->pending_line, err);
+    st->pending_name[0] = '\0';
+    free(st->pending_value);
+    st->pending_value = NULL;
+}
+
+static int section_known(const cfg_table_t *t, const char *section)
+{
+    if (section[0] == '\0')
+        return 1;
+    for (const char *const *s = t->sections; s != NULL && *s != NULL; s++)
+        if (strcasecmp(section, *s) == 0)
+            return 1;
+    return 0;
+}
+
+static int ini_line(void *user, const char *section, const char *name, const char *value)
+{
+    ini_state_t *st = user;
+    if (!section_known(st->t, section)) {
+        char list[256] = "";
+        for (const char *const *s = st->t->sections; s != NULL && *s != NULL; s++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "", *s);
+        ini_error(st, "%s:%d: unknown section [%s] (sections: %s)", st->path, st->line, section, list);
+        return 0;
+    }
+    if (st->indented && st->pending_name[0] != '\0' && strcmp(name, st->pending_name) == 0) {
+        size_t a = strlen(st->pending_value), b = strlen(value);
+        char *joined = malloc(a + b + 2);
+        if (joined == NULL)
+            abort();
+        memcpy(joined, st->pending_value, a);
+        joined[a] = ' ';
+        memcpy(joined + a + 1, value, b + 1);
+        free(st->pending_value);
+        st->pending_value = joined;
+        return 1;
+    }
+    ini_flush(st);
+    if (strlen(name) >= sizeof st->pending_name) {
+        ini_error(st, "%s:%d: unknown key '%.40s…'", st->path, st->line, name);
+        return 0;
+    }
+    snprintf(st->pending_name, sizeof st->pending_name, "%s", name);
+    st->pending_line = st->line;
+    st->pending_value = xstrdup(value);
+    return 1;
+}
+
+int cfg_load_file(const cfg_table_t *t, void *conf, const char *path, char *err, size_t errlen)
+{
+    ini_state_t st = {.t = t, .conf = conf, .path = path};
+    st.file = fopen(path, "r");
+    if (st.file == NULL) {
+        set_err(err, errlen, "config: cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = ini_parse_stream(ini_read_line, &st, ini_line, &st);
+    ini_flush(&st);
+    fclose(st.file);
+    if (st.error[0] == '\0' && rc > 0)
+        ini_error(&st, "%s:%d: not a 'key = value' line, a [section] or a comment", path, rc);
+    if (st.error[0] == '\0' && rc < 0)
+        ini_error(&st, "%s: cannot read", path);
+    free(st.pending_value);
+    if (st.error[0] != '\0') {
+        set_err(err, errlen, "%s", st.error);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the command line ------------------------------------------------------ */
+
+/* Index of arg in t->switches, or -1. */
+static int switch_index(const cfg_table_t *t, const char *arg)
+{
+    for (int i = 0; t->switches != NULL && t->switches[i] != NULL; i++)
+        if (strcmp(arg, t->switches[i]) == 0)
+            return i;
+    return -1;
+}
+
+static int is_config_flag(const char *a)
+{
+    return strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0;
+}
+
+int cfg_parse_args(const cfg_table_t *t, void *conf, int argc, char **argv, cfg_args_t *out, char *err,
+                   size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    /* Pass 1: the actions and --config, so the file is applied before any flag. */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            out->action = CFG_HELP;
+            return 0;
+        }
+        if (strcmp(a, "-V") == 0 || strcmp(a, "-v") == 0 || strcmp(a, "--version") == 0) {
+            out->action = CFG_VERSION;
+            return 0;
+        }
+        if (strcmp(a, "--check-config") == 0) {
+            out->action = CFG_CHECK;
+        } else if (is_config_flag(a)) {
+            if (i + 1 >= argc) {
+                set_err(err, errlen, "%s needs a file name", a);
+                return -1;
+            }
+            out->config_path = argv[++i];
+        } else if (strncmp(a, "--config=", 9) == 0) {
+            out->config_path = a + 9;
+        } else if (switch_index(t, a) >= 0) {
+            out->switches |= 1u << switch_index(t, a);
+        } else if (strncmp(a, "--", 2) == 0) {
+            if (strchr(a, '=') == NULL)
+                i++; /* skip the flag's value */
+        } else if (t->positional_config && out->config_path == NULL) {
+            out->config_path = a;
+        } else {
+            set_err(err, errlen, "unexpected argument '%s' (see --help)", a);
+            return -1;
+        }
+    }
+    if (out->config_path != NULL && cfg_load_file(t, conf, out->config_path, err, errlen) != 0)
+        return -1;
+    /* Pass 2: every --key value / --key=value, over the file. */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--check-config") == 0 || strncmp(a, "--config=", 9) == 0 || switch_index(t, a) >= 0)
+            continue;
+        if (is_config_flag(a)) {
+            i++;
+            continue;
+        }
+        if (strncmp(a, "--", 2) != 0)
+            continue; /* the positional config file (pass 1 refused any other) */
+        char name[CFG_MAX_NAME];
+        const char *eq = strchr(a + 2, '=');
+        size_t len = eq != NULL ? (size_t)(eq - a - 2) : strlen(a + 2);
+        const cfg_key_t *k = NULL;
+        if (len < sizeof name) {
+            memcpy(name, a + 2, len);
+            name[len] = '\0';
+            k = cfg_find(t, name);
+        }
+        if (k == NULL) {
+            set_err(err, errlen, "unknown option '%s' (see --help)", a);
+            return -1;
+        }
+        const char *value;
+        if (eq != NULL) {
+            value = eq + 1;
+        } else if (i + 1 < argc) {
+            value = argv[++i];
+        } else {
+            set_err(err, errlen, "--%s needs a value", name);
+            return -1;
+        }
+        if (set_key(t, conf, k, value, CFG_SOURCE_FLAG, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int cfg_check_required(const cfg_table_t *t, const void *conf, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < t->count; i++) {
+        const cfg_key_t *k = &t->keys[i];
+        if (!k->required || k->type != CFG_STRING)
+            continue;
+        const char *v = *(char *const *)((const char *)conf + k->offset);
+        if (v == NULL || v[0] == '\0') {
+            set_err(err, errlen, "%s: required, not set", k->name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- help and the effective values ----------------------------------------- */
+
+static const char *type_hint(const cfg_key_t *k)
+{
+    static const char *const hints[] = {
+        [CFG_STRING] = "TEXT", [CFG_BOOL] = "yes|no", [CFG_INT] = "N", [CFG_SIZE] = "SIZE",
+        [CFG_DURATION] = "DURATION", [CFG_DOUBLE] = "NUMBER", [CFG_ENUM] = NULL, [CFG_CUSTOM] = "TEXT",
+    };
+    if (k->hint != NULL)
+        return k->hint;
+    return k->type == CFG_ENUM ? k->words : hints[k->type];
+}
+
+void cfg_print_keys(const cfg_table_t *t, FILE *out)
+{
+    for (size_t i = 0; i < t->count; i++) {
+        const cfg_key_t *k = &t->keys[i];
+        const char *def = k->shown_default != NULL ? k->shown_default : k->def;
+        char left[96];
+        snprintf(left, sizeof left, "--%s %s", k->name, type_hint(k));
+        fprintf(out, "  %-34s %s%s%s%s\n", left, k->help, def != NULL ? " [" : "", def != NULL ? def : "",
+                def != NULL ? "]" : "");
+    }
+    int sizes = 0, durations = 0;
+    for (size_t i = 0; i < t->count; i++) {
+        sizes |= t->keys[i].type == CFG_SIZE && t->keys[i].hint == NULL;
+        durations |= t->keys[i].type == CFG_DURATION && t->keys[i].hint == NULL;
+    }
+    if (sizes || durations)
+        fprintf(out, "\n%s%s%s\n", sizes ? "SIZE: bytes, or a number with kb, mb, gb." : "",
+                sizes && durations ? " " : "",
+                durations ? "DURATION: a number with ms, s, m, h, d (\"0\" = zero)." : "");
+}
+
+void cfg_value_text(const cfg_table_t *t, const void *conf, size_t i, char *buf, size_t len)
+{
+    const cfg_key_t *k = &t->keys[i];
+    const char *field = (const char *)conf + k->offset;
+    switch (k->type) {
+    case CFG_STRING: {
+        const char *s = *(char *const *)field;
+        snprintf(buf, len, "%s", s != NULL ? s : "");
+        return;
+    }
+    case CFG_BOOL:
+        snprintf(buf, len, "%s", *(const int *)field ? "yes" : "no");
+        return;
+    case CFG_ENUM:
+        enum_word(k->words, *(const int *)field, buf, len);
+        return;
+    case CFG_INT:
+        snprintf(buf, len, "%lld", *(const long long *)field);
+        return;
+    case CFG_SIZE:
+        format_with_unit(*(const long long *)field, size_units, NUNITS(size_units), buf, len);
+        return;
+    case CFG_DURATION:
+        format_with_unit(*(const long long *)field, duration_units, NUNITS(duration_units), buf, len);
+        return;
+    case CFG_DOUBLE:
+        snprintf(buf, len, "%g", *(const double *)field);
+        return;
+    case CFG_CUSTOM:
+        break;
+    }
+    if (len > 0)
+        buf[0] = '\0';
+}
+
+void cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out)
+{
+    for (size_t i = 0; i < t->count; i++) {
+        if (t->keys[i].type == CFG_CUSTOM)
+            continue;
+        char v[CFG_MAX_VALUE];
+        cfg_value_text(t, conf, i, v, sizeof v);
+        fprintf(out, "%s = %s\n", t->keys[i].name, v);
+    }
+}

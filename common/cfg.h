@@ -1,0 +1,137 @@
+/*
+ * common/cfg.h — the config-table engine shared by the daemons.
+ *
+ * A program describes its keys in one table of cfg_key_t {name, type,
+ * default, min, max, offset into its config struct, help}; the engine turns
+ * the table into defaults, an INI file reader (libinih), `--key value` /
+ * `--key=value` flags, --help text and the effective configuration
+ * (--check-config, CONFIG GET). Precedence: defaults < file < flags.
+ * Cross-key checks stay in each program (its *_validate).
+ *
+ * Value syntax by type (values are trimmed of surrounding blanks):
+ *   CFG_STRING    as written (char *, owned by the struct; NULL default: unset)
+ *   CFG_BOOL      yes/no, true/false, on/off, 1/0 (int 1 / 0)
+ *   CFG_INT       decimal digits, no sign (long long; an unsigned long long
+ *                 field works too: values are never negative)
+ *   CFG_SIZE      bytes: digits with an optional unit b, k/kb, m/mb, g/gb
+ *                 (x1024, case-insensitive), stored in bytes (long long)
+ *   CFG_DURATION  digits with a unit ms, s, m, h or d ("500ms", "72h"; "0"
+ *                 alone is zero), stored in ms (long long)
+ *   CFG_DOUBLE    a decimal number (double)
+ *   CFG_ENUM      one of the words "a|b|c" (int: the word's index)
+ *   CFG_CUSTOM    the key's hook parses and stores the value
+ * Numbers are checked against [min, max] (ms for durations, bytes for sizes).
+ *
+ * Errors name the key ("workers: '0' out of range 1..256"), the file and
+ * line for the INI file ("c.conf:6: unknown key 'x' ..."), or the flag.
+ * Everything runs on the main thread before other threads start.
+ */
+#ifndef HG_COMMON_CFG_H
+#define HG_COMMON_CFG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef enum cfg_type {
+    CFG_STRING, CFG_BOOL, CFG_INT, CFG_SIZE, CFG_DURATION, CFG_DOUBLE, CFG_ENUM, CFG_CUSTOM
+} cfg_type_t;
+
+/* Where a value comes from, in the order they are applied. */
+typedef enum cfg_source { CFG_SOURCE_DEFAULT, CFG_SOURCE_FILE, CFG_SOURCE_FLAG } cfg_source_t;
+
+typedef struct cfg_key cfg_key_t;
+
+/* CFG_CUSTOM: parse value and store it into conf. Other types: check the
+ * (trimmed) text before the engine stores it. Returns 0, or -1 with
+ * "key: problem" in err. */
+typedef int (*cfg_hook_fn)(void *conf, const cfg_key_t *key, const char *value, cfg_source_t source, char *err,
+                           size_t errlen);
+
+struct cfg_key {
+    const char *name;          /* = INI key = --flag (matched case-insensitively) */
+    cfg_type_t type;
+    const char *def;           /* default as text; NULL: unset (left zero) */
+    long long min, max;        /* numeric types, in base units (bytes, ms) */
+    size_t offset;             /* of the field in the program's config struct */
+    const char *help;          /* one line for --help */
+    const char *words;         /* CFG_ENUM: "a|b|c" */
+    cfg_hook_fn hook;          /* see cfg_hook_fn; NULL: none */
+    const char *hint;          /* --help's value placeholder; NULL: by type */
+    const char *shown_default; /* --help's [default] when def does not say it */
+    int required;              /* CFG_STRING: cfg_check_required refuses NULL or "" */
+};
+
+/* A table row's usual fields, as designated initializers so a row may add
+ * the optional ones after it: {CFG_KEY("lease", CFG_DURATION, "30s", 1,
+ * 86400000, offsetof(config_t, lease_ms), "help"), .hint = "TIME"}. */
+#define CFG_KEY(name_, type_, def_, min_, max_, offset_, help_) \
+    .name = (name_), .type = (type_), .def = (def_), .min = (min_), .max = (max_), .offset = (offset_), .help = (help_)
+
+typedef struct cfg_table {
+    const char *program;             /* "hourglass-broker" */
+    const cfg_key_t *keys;
+    size_t count;
+    const char *const *sections;     /* INI [sections] accepted besides the top; NULL-terminated */
+    const char *const *switches;     /* extra valueless flags ("--once"); NULL-terminated or NULL */
+    int positional_config;           /* 1: one positional argument is the config file */
+    int strings_nonempty;            /* 1: an empty CFG_STRING value is an error */
+} cfg_table_t;
+
+/* The key named name (case-insensitive), or NULL. */
+const cfg_key_t *cfg_find(const cfg_table_t *t, const char *name);
+
+/* Apply every default to conf (which the caller zeroed). A bad default is a
+ * bug in the table: it is printed and the process aborts. */
+void cfg_init(const cfg_table_t *t, void *conf);
+
+/* Free the CFG_STRING fields of conf and set them to NULL (CFG_CUSTOM
+ * fields are the program's to free). */
+void cfg_free(const cfg_table_t *t, void *conf);
+
+/* Set one key from text. Returns 0, or -1 with the key named in err
+ * ("unknown key 'x'" when there is no such key). */
+int cfg_set(const cfg_table_t *t, void *conf, const char *name, const char *value, cfg_source_t source, char *err,
+            size_t errlen);
+
+/* Read an INI file over conf. Keys may stand at the top or under the
+ * table's sections; a value continues on indented lines (joined with a
+ * blank); a line longer than libinih's limit is refused. Returns 0, or -1
+ * with err naming the file, the line and the key. */
+int cfg_load_file(const cfg_table_t *t, void *conf, const char *path, char *err, size_t errlen);
+
+typedef enum cfg_action {
+    CFG_RUN = 0,   /* start the program */
+    CFG_CHECK,     /* --check-config: validate, report, exit */
+    CFG_HELP,      /* -h, --help */
+    CFG_VERSION    /* -V, -v, --version */
+} cfg_action_t;
+
+typedef struct cfg_args {
+    cfg_action_t action;
+    const char *config_path;   /* -c FILE, --config FILE, --config=FILE (argv's); NULL: none */
+    unsigned switches;         /* bit i set: t->switches[i] was given */
+} cfg_args_t;
+
+/* Parse argv: the actions and --config first (wherever they stand), then
+ * load the file, then apply every --key value / --key=value over it.
+ * --help and --version return at once. Returns 0 with *out, or -1 with err
+ * ("unknown option '--x' (see --help)", "--port needs a value", or the
+ * key's own error). The program validates afterwards. */
+int cfg_parse_args(const cfg_table_t *t, void *conf, int argc, char **argv, cfg_args_t *out, char *err,
+                   size_t errlen);
+
+/* The first key marked required whose value is unset or empty: -1 with
+ * "key: required, not set" in err; 0 when there is none. */
+int cfg_check_required(const cfg_table_t *t, const void *conf, char *err, size_t errlen);
+
+/* The keys for --help: "  --name HINT   help [default]", one a line. */
+void cfg_print_keys(const cfg_table_t *t, FILE *out);
+
+/* The effective value of key i as text into buf[len] ("" for unset strings
+ * and CFG_CUSTOM keys); durations and sizes in their largest exact unit. */
+void cfg_value_text(const cfg_table_t *t, const void *conf, size_t i, char *buf, size_t len);
+
+/* Every non-custom key as "name = value" lines (an INI body). */
+void cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out);
+
+#endif

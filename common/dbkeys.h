@@ -1,0 +1,79 @@
+/*
+ * common/dbkeys.h — the MariaDB connection keys of hourglass-consumer and
+ * hourglass-compensator: one set of config-table rows, one struct.
+ *
+ * A program puts DB_KEYS_FIELDS in its config struct (flat fields
+ * mysql_host … mysql_lock_wait_timeout_ms, the names the programs and
+ * bench/compensator_bench.c already use) and DB_KEYS_ROWS(its_config_t) in
+ * its cfg_key_t table; the keys are
+ * mysql-host, mysql-socket, mysql-port, mysql-user, mysql-password,
+ * mysql-database (required), mysql-connect-timeout, mysql-read-timeout,
+ * mysql-write-timeout, mysql-lock-wait-timeout.
+ *
+ * common/ may not include <hourglass/order.h> (DESIGN.md: common depends on
+ * nothing of ours but proto/), so DB_KEYS_TO_PARAMS fills an
+ * hg_order_db_params_t by its field names.
+ */
+#ifndef HG_COMMON_DBKEYS_H
+#define HG_COMMON_DBKEYS_H
+
+#include <stddef.h>
+
+#include "common/cfg.h"
+
+/* The fields, inside the program's config struct. */
+#define DB_KEYS_FIELDS                                                                                               \
+    char *mysql_host, *mysql_socket, *mysql_user, *mysql_password, *mysql_database; /* NULL: unset */                \
+    unsigned long long mysql_port; /* 0: 3306 */                                                                     \
+    unsigned long long mysql_connect_timeout_ms, mysql_read_timeout_ms, mysql_write_timeout_ms,                      \
+        mysql_lock_wait_timeout_ms
+
+#define DB_KEYS_DAY_MS 86400000LL
+
+/* The rows, for a table of the program's config_type (with DB_KEYS_FIELDS). */
+#define DB_KEYS_ROWS(config_type)                                                                                    \
+    {CFG_KEY("mysql-host", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_host),                                \
+             "MariaDB host (unset: localhost / the socket)")},                                                       \
+    {CFG_KEY("mysql-socket", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_socket),                            \
+             "MariaDB unix socket path")},                                                                           \
+    {CFG_KEY("mysql-port", CFG_INT, "0", 0, 65535, offsetof(config_type, mysql_port), "MariaDB TCP port (0: 3306)")}, \
+    {CFG_KEY("mysql-user", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_user),                                \
+             "MariaDB user (unset: the current user)")},                                                             \
+    {CFG_KEY("mysql-password", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_password), "MariaDB password")},  \
+    {CFG_KEY("mysql-database", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_database),                        \
+             "database holding the orders (required)"), .required = 1},                                              \
+    {CFG_KEY("mysql-connect-timeout", CFG_DURATION, "5s", 1000, 3600000,                                             \
+             offsetof(config_type, mysql_connect_timeout_ms), "connect timeout (whole seconds)")},                   \
+    {CFG_KEY("mysql-read-timeout", CFG_DURATION, "60s", 1000, DB_KEYS_DAY_MS,                                        \
+             offsetof(config_type, mysql_read_timeout_ms),                                                           \
+             "read timeout (whole seconds; keep it above innodb_lock_wait_timeout)")},                               \
+    {CFG_KEY("mysql-write-timeout", CFG_DURATION, "60s", 1000, DB_KEYS_DAY_MS,                                       \
+             offsetof(config_type, mysql_write_timeout_ms), "write timeout (whole seconds)")},                       \
+    {CFG_KEY("mysql-lock-wait-timeout", CFG_DURATION, "0s", 0, DB_KEYS_DAY_MS,                                       \
+             offsetof(config_type, mysql_lock_wait_timeout_ms),                                                      \
+             "session innodb_lock_wait_timeout (whole seconds; 0: the server's)")}
+
+/* Checks beyond the table's: mysql-socket (socket, NULL when unset), when
+ * set, is an absolute path. Returns 0, or -1 with err naming the key. */
+int db_keys_check(const char *socket, char *err, size_t errlen);
+
+/* ms as whole seconds for the client library, rounding up. */
+unsigned db_keys_seconds(unsigned long long ms);
+
+/* Fill the connection fields of an hg_order_db_params_t *p from the
+ * DB_KEYS_FIELDS of the config *k (p->sql is left alone). */
+#define DB_KEYS_TO_PARAMS(k, p)                                                                                      \
+    do {                                                                                                             \
+        (p)->host = (k)->mysql_host;                                                                                 \
+        (p)->socket = (k)->mysql_socket;                                                                             \
+        (p)->port = (unsigned)(k)->mysql_port;                                                                       \
+        (p)->user = (k)->mysql_user;                                                                                 \
+        (p)->password = (k)->mysql_password;                                                                         \
+        (p)->database = (k)->mysql_database;                                                                         \
+        (p)->connect_timeout_s = db_keys_seconds((k)->mysql_connect_timeout_ms);                                     \
+        (p)->read_timeout_s = db_keys_seconds((k)->mysql_read_timeout_ms);                                           \
+        (p)->write_timeout_s = db_keys_seconds((k)->mysql_write_timeout_ms);                                         \
+        (p)->lock_wait_timeout_s = db_keys_seconds((k)->mysql_lock_wait_timeout_ms);                                 \
+    } while (0)
+
+#endif

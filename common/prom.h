@@ -1,0 +1,83 @@
+/*
+ * common/prom.h — Prometheus text format helpers, the histogram type, and a
+ * small /metrics + /healthz HTTP endpoint on its own thread.
+ *
+ * Text goes into a resp_buf_t (proto/resp.h: a plain growable buffer), so
+ * the broker (which answers /metrics from its storage thread) and the
+ * consumer / compensator (which render on their HTTP thread) share one
+ * writer. Metric names are passed whole (with the program's prefix).
+ * None of the text helpers fail: out-of-memory aborts in resp_buf.
+ */
+#ifndef HG_COMMON_PROM_H
+#define HG_COMMON_PROM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/resp.h"
+
+/* printf into b (any length). Plain text: the broker's INFO and CLIENT LIST
+ * replies are written with it too. */
+void prom_printf(resp_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* "# HELP name help\n# TYPE name type\n". */
+void prom_header(resp_buf_t *b, const char *name, const char *type, const char *help);
+
+/* One sample line "name{labels} v\n"; labels is "" or "{k=\"v\",...}". */
+void prom_sample_u64(resp_buf_t *b, const char *name, const char *labels, uint64_t v);
+void prom_sample_i64(resp_buf_t *b, const char *name, const char *labels, int64_t v);
+
+/* Header and one unlabelled sample: a whole counter or gauge. */
+void prom_metric_u64(resp_buf_t *b, const char *name, const char *type, const char *help, uint64_t v);
+
+/* Copy in to out[outlen] as a label value: \ " and newline escaped; cut
+ * short (never mid-escape) when out is too small. */
+void prom_label_escape(const char *in, char *out, size_t outlen);
+
+#define PROM_HIST_MAX_BUCKETS 24
+
+/* A Prometheus-style cumulative histogram over fixed upper bounds. Not
+ * thread-safe: one owner adds, or a multi-threaded owner keeps its own
+ * atomic counters and fills a prom_hist_t snapshot to render it. */
+typedef struct prom_hist {
+    int nb;                                        /* bounds in use */
+    const double *bounds;                          /* strictly increasing upper bounds */
+    uint64_t buckets[PROM_HIST_MAX_BUCKETS + 1];   /* [nb] is +Inf; not cumulative here */
+    uint64_t count;
+    double sum;
+} prom_hist_t;
+
+/* Zero h over bounds[nb] (at most PROM_HIST_MAX_BUCKETS are used; bounds
+ * must outlive h). */
+void prom_hist_init(prom_hist_t *h, const double *bounds, int nb);
+
+/* Count v in the first bucket whose bound is >= v. */
+void prom_hist_add(prom_hist_t *h, double v);
+
+/* Upper bound of the bucket holding quantile q (0..1); 0 when empty; the last
+ * finite bound when it falls in +Inf. */
+double prom_hist_quantile(const prom_hist_t *h, double q);
+
+/* The histogram's HELP/TYPE, cumulative _bucket lines, _sum and _count. */
+void prom_hist_write(resp_buf_t *b, const char *name, const char *help, const prom_hist_t *h);
+
+/* ---- the HTTP endpoint --------------------------------------------------
+ * GET /metrics answers 200 with render()'s text (Content-Type
+ * text/plain; version=0.0.4); GET /healthz answers 200 "ok\n" when health
+ * is NULL or returns 0, else 503 with the text health wrote. Both callbacks
+ * run on the endpoint's thread. evthread_use_pthreads must have run before
+ * prom_http_start (the stop breaks the loop from another thread). */
+typedef void (*prom_render_fn)(resp_buf_t *out, void *arg);
+typedef int (*prom_health_fn)(resp_buf_t *out, void *arg);
+
+typedef struct prom_http prom_http_t;
+
+/* Listen on bind:port and serve from a new thread. Returns 0 with *out, or
+ * -1 with err naming metrics-port and the cause. */
+int prom_http_start(prom_http_t **out, const char *bind, unsigned port, prom_render_fn render,
+                    prom_health_fn health, void *arg, char *err, size_t errlen);
+
+/* Stop the thread and free the endpoint. NULL is fine. */
+void prom_http_stop(prom_http_t *h);
+
+#endif
