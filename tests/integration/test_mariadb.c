@@ -7,7 +7,7 @@
  * claim semantics the order cancel relies on (UPDATE … WHERE status='pending'
  * changes 1 row, then 0). If the server cannot start, the suite init fails
  * with the server's own error on stderr, and the program fails — it never
- * skips (exit 77), because a missing MariaDB must be visible in CI.
+ * reports a skip to automake, because a missing MariaDB must be visible in CI.
  *
  * Suite "testutil" checks the helpers the other tests stand on: temp dirs
  * and the rmtree guard, free ports, polling with a deadline.
