@@ -319,6 +319,22 @@ static void raw_key(char *k, uint64_t due, uint64_t seq)
     for (int i = 0; i < 8; i++) { k[10 + i] = (char)(seq >> (56 - 8 * i)); }
 }
 
+/* One raw batch of `batch` puts (keys and values like the store's), written
+ * with the db's write options; *seq numbers the keys. Dies on a write error. */
+static void raw_write_batch(raw_db_t *r, leveldb_writebatch_t *wb, int batch, uint64_t *seq)
+{
+    char key[BENCH_RAW_KEY], val[BENCH_RAW_VALUE];
+    for (int i = 0; i < batch; i++) {
+        raw_key(key, BENCH_T0_MS + 1000, ++*seq);
+        bench_fill(val, sizeof val, *seq);
+        leveldb_writebatch_put(wb, key, sizeof key, val, sizeof val);
+    }
+    char *err = NULL;
+    leveldb_write(r->db, r->wopt, wb, &err);
+    if (err != NULL) { bench_die("raw leveldb_write: %s", err); }
+    leveldb_writebatch_clear(wb);
+}
+
 /* Measure raw puts/s for (batch index bi, sync); cached; prints its row. */
 static double raw_rate(bench_t *b, int bi, int sync)
 {
@@ -329,20 +345,11 @@ static double raw_rate(bench_t *b, int bi, int sync)
     raw_db_t r;
     raw_open(&r, path, 1, sync);
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
-    char key[BENCH_RAW_KEY], val[BENCH_RAW_VALUE];
     uint64_t seq = 0;
     long puts = 0;
     double t0 = bench_now(), t1;
     do {
-        for (int i = 0; i < batch; i++) {
-            raw_key(key, BENCH_T0_MS + 1000, ++seq);
-            bench_fill(val, sizeof val, seq);
-            leveldb_writebatch_put(wb, key, sizeof key, val, sizeof val);
-        }
-        char *err = NULL;
-        leveldb_write(r.db, r.wopt, wb, &err);
-        if (err != NULL) { bench_die("raw leveldb_write: %s", err); }
-        leveldb_writebatch_clear(wb);
+        raw_write_batch(&r, wb, batch, &seq);
         puts += batch;
         t1 = bench_now();
     } while (t1 - t0 < budget);
@@ -368,20 +375,11 @@ static void raw_sustained(bench_t *b, int sync)
     raw_db_t r;
     raw_open(&r, path, 1, sync);
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
-    char key[BENCH_RAW_KEY], val[BENCH_RAW_VALUE];
     uint64_t seq = 0;
     long puts = 0, puts_at_2s = -1;
     double t0 = bench_now(), t2 = 0, t;
     do {
-        for (int i = 0; i < batch; i++) {
-            raw_key(key, BENCH_T0_MS + 1000, ++seq);
-            bench_fill(val, sizeof val, seq);
-            leveldb_writebatch_put(wb, key, sizeof key, val, sizeof val);
-        }
-        char *err = NULL;
-        leveldb_write(r.db, r.wopt, wb, &err);
-        if (err != NULL) { bench_die("raw leveldb_write: %s", err); }
-        leveldb_writebatch_clear(wb);
+        raw_write_batch(&r, wb, batch, &seq);
         puts += batch;
         t = bench_now();
         if (puts_at_2s < 0 && t - t0 >= 2.0) { puts_at_2s = puts; t2 = t; }
