@@ -49,6 +49,7 @@
  */
 #define _GNU_SOURCE   /* nftw's FTW_DEPTH/FTW_PHYS */
 #include "levels/store.h"
+#include "base/alloc.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -192,7 +193,7 @@ static char *bench_case_dir(const bench_t *b, const char *fmt, ...)
     vsnprintf(name, sizeof name, fmt, ap);
     va_end(ap);
     size_t n = strlen(b->dir) + 1 + strlen(name) + 1;
-    char *path = hg_xmalloc(n);
+    char *path = xmalloc(n);
     snprintf(path, n, "%s/%s", b->dir, name);
     struct stat st;
     if (stat(path, &st) == 0) {
@@ -512,8 +513,8 @@ static void pipeline_cycle(bench_t *b, int batch, int sync, long n, int rep, cyc
     out->stage[1] = bench_now() - t0;
 
     /* lease */
-    uint64_t *ids = hg_xmalloc((size_t)n * sizeof *ids);
-    msg_owned_t *msgs = hg_xmalloc((size_t)batch * sizeof *msgs);
+    uint64_t *ids = xmalloc((size_t)n * sizeof *ids);
+    msg_owned_t *msgs = xmalloc((size_t)batch * sizeof *msgs);
     t0 = bench_now();
     long leased = 0;
     while (leased < n) {
@@ -770,8 +771,8 @@ static void part_seek(bench_t *b)
     long ready = store_topic_info(s, BENCH_TOPIC, strlen(BENCH_TOPIC), &ti) == 1 ? (long)ti.appended : 0;
     long to_ack = ready - BENCH_SEEK_REPS;
     bench_progress("seek: leasing and acking %ld messages", to_ack);
-    msg_owned_t *msgs = hg_xmalloc(10000 * sizeof *msgs);
-    uint64_t *ids = hg_xmalloc(10000 * sizeof *ids);
+    msg_owned_t *msgs = xmalloc(10000 * sizeof *msgs);
+    uint64_t *ids = xmalloc(10000 * sizeof *ids);
     for (long done = 0; done < to_ack;) {
         int want = to_ack - done < 10000 ? (int)(to_ack - done) : 10000, got = 0, released = 0;
         if (store_lease(s, BENCH_GROUP, strlen(BENCH_GROUP), BENCH_TOPIC, strlen(BENCH_TOPIC), want,
@@ -985,7 +986,7 @@ int main(int argc, char **argv)
         const char *tmp = getenv("TMPDIR");
         if (tmp == NULL || tmp[0] == '\0') { tmp = "/tmp"; }
         size_t n = strlen(tmp) + sizeof "/levels-bench.XXXXXX";
-        b.dir = hg_xmalloc(n);
+        b.dir = xmalloc(n);
         snprintf(b.dir, n, "%s/levels-bench.XXXXXX", tmp);
         if (mkdtemp(b.dir) == NULL) { bench_die("mkdtemp %s: %s", b.dir, strerror(errno)); }
         b.dir_is_temp = 1;
@@ -993,7 +994,7 @@ int main(int argc, char **argv)
         atexit(bench_remove_temp);
     } else {
         if (mkdir(dir, 0750) != 0 && errno != EEXIST) { bench_die("cannot create %s: %s", dir, strerror(errno)); }
-        b.dir = hg_xstrndup(dir, strlen(dir));
+        b.dir = xstrndup(dir, strlen(dir));
     }
 
     printf("levels-bench%s: data in %s%s\n", b.quick ? " --quick" : "", b.dir,

@@ -13,6 +13,7 @@
  * syntax problems start with "ERR syntax error:". See docs/broker.md.
  */
 #include <config.h>   /* autoconf: PACKAGE_VERSION */
+#include "base/alloc.h"
 #include "broker/commands.h"
 
 #include <fnmatch.h>
@@ -65,7 +66,7 @@ static cmd_job_t *job_new(cmd_call_t *call, job_result_t (*fn)(job_t *, writer_t
     size_t head = (sizeof(cmd_job_t) + 15) & ~(size_t)15;
     size_t argv_sz = call->argc * sizeof(resp_arg_t);
     size_t ids_sz = call->argc * sizeof(uint64_t);
-    char *mem = hg_xmalloc(head + argv_sz + ids_sz + bytes);
+    char *mem = xmalloc(head + argv_sz + ids_sz + bytes);
     cmd_job_t *cj = (cmd_job_t *)mem;
     memset(cj, 0, sizeof *cj);
     cj->argv = (resp_arg_t *)(mem + head);
@@ -110,12 +111,10 @@ static int parse_u64(const resp_arg_t *a, uint64_t *out)
     return 0;
 }
 
-/* Milliseconds: a bare integer, or a duration with a unit. */
+/* Milliseconds: a bare integer, or a duration with a unit (base/units.h). */
 static int parse_ms(const resp_arg_t *a, uint64_t *out)
 {
-    if (parse_u64(a, out) == 0) { return 0; }
-    if (a->len > 64 || memchr(a->ptr, '\0', a->len) != NULL) { return -1; }
-    return lvl_parse_duration(a->ptr, out, NULL, 0);
+    return units_parse_duration(a->ptr, a->len, UNITS_BARE_MS, out, NULL, 0);
 }
 
 /* A printable copy of an argument for messages (cut, non-printables as '?'). */
@@ -220,8 +219,8 @@ static int check_delay(cmd_call_t *call, const resp_arg_t *v, uint64_t *ms)
     }
     if (*ms > (uint64_t)cfg->max_delay_ms) {
         char a[32], b[32];
-        lvl_format_duration(*ms, a, sizeof a);
-        lvl_format_duration((uint64_t)cfg->max_delay_ms, b, sizeof b);
+        units_format_duration(*ms, a, sizeof a);
+        units_format_duration((uint64_t)cfg->max_delay_ms, b, sizeof b);
         resp_add_errorf(call->out, "ERR delay %s exceeds max-delay %s", a, b);
         return -1;
     }
@@ -474,11 +473,10 @@ static void cmd_client(cmd_call_t *call)
     } else if ((arg_is(sub, "no-evict") || arg_is(sub, "no-touch")) && call->argc == 3) {
         resp_add_simple(out, "OK");
     } else if (arg_is(sub, "list") || arg_is(sub, "info")) {
-        resp_buf_t text;
-        resp_buf_init(&text);
+        buf_t text = BUF_INIT;
         server_client_list(call->srv, &text, arg_is(sub, "info") ? c : NULL);
         resp_add_verbatim(out, "txt", text.data ? text.data : "", text.len);
-        resp_buf_free(&text);
+        buf_free(&text);
     } else if (arg_is(sub, "help")) {
         resp_add_array(out, 6);
         resp_add_simple(out, "CLIENT SETNAME name | GETNAME | ID | SETINFO attr value | LIST | INFO");
@@ -644,7 +642,7 @@ static job_result_t pull_exec(job_t *j, writer_t *w)
     cmd_job_t *cj = (cmd_job_t *)j;
     store_t *s = writer_store(w);
     uint64_t now = writer_now(w);
-    msg_owned_t *msgs = hg_xmalloc((size_t)cj->count * sizeof *msgs);
+    msg_owned_t *msgs = xmalloc((size_t)cj->count * sizeof *msgs);
     int n = 0;
     char err[300];
     if (store_lease(s, cj->group.ptr, cj->group.len, cj->topic.ptr, cj->topic.len, cj->count, cj->lease_ms, now,
@@ -905,7 +903,7 @@ static int collect_group(void *ctx, const char *group, const store_group_info_t 
     group_rows_t *r = ctx;
     if (r->n == r->cap) {
         r->cap = r->cap ? r->cap * 2 : 16;
-        r->rows = hg_xrealloc(r->rows, r->cap * sizeof *r->rows);
+        r->rows = xrealloc(r->rows, r->cap * sizeof *r->rows);
     }
     snprintf(r->rows[r->n].name, sizeof r->rows[r->n].name, "%s", group);
     r->rows[r->n].info = *info;
@@ -1054,7 +1052,7 @@ static job_result_t dlq_exec(job_t *j, writer_t *w)
         resp_add_int(&j->reply, (long long)gi.dlq);
         break;
     case SUB_LIST: {
-        msg_owned_t *msgs = hg_xmalloc((size_t)cj->count * sizeof *msgs);
+        msg_owned_t *msgs = xmalloc((size_t)cj->count * sizeof *msgs);
         int n = 0;
         if (store_dlq_list(s, cj->group.ptr, cj->group.len, cj->after_id, cj->count, msgs, &n, err, sizeof err) != 0) {
             free(msgs);
@@ -1180,7 +1178,7 @@ static void cmd_levels(cmd_call_t *call)
 static job_result_t info_exec(job_t *j, writer_t *w)
 {
     cmd_job_t *cj = (cmd_job_t *)j;
-    metrics_info_storage(&j->reply, cj->info_mask, writer_store(w), writer_stats(w), writer_now(w), 0);
+    metrics_info_storage(&j->reply.raw, cj->info_mask, writer_store(w), writer_stats(w), writer_now(w), 0);
     return JOB_DONE;
 }
 
@@ -1191,14 +1189,13 @@ static void info_complete(job_t *j)
     cmd_job_t *cj = (cmd_job_t *)j;
     loop_info_t li;
     server_loop_info(cj->srv, &li);
-    resp_buf_t text;
-    resp_buf_init(&text);
+    buf_t text = BUF_INIT;
     metrics_info_loop_head(&text, cj->info_mask, &li);
-    if (j->reply.len) { resp_buf_append(&text, j->reply.data, j->reply.len); }
+    buf_append(&text, j->reply.raw.data, j->reply.raw.len);
     metrics_info_loop_tail(&text, cj->info_mask, &li);
     resp_buf_clear(&j->reply);
     resp_add_verbatim(&j->reply, "txt", text.data ? text.data : "", text.len);
-    resp_buf_free(&text);
+    buf_free(&text);
 }
 
 static void cmd_info(cmd_call_t *call)
@@ -1212,11 +1209,10 @@ static void cmd_info(cmd_call_t *call)
     if ((mask & ~(INFO_SERVER | INFO_CLIENTS)) == 0) {
         loop_info_t li;
         server_loop_info(call->srv, &li);
-        resp_buf_t text;
-        resp_buf_init(&text);
+        buf_t text = BUF_INIT;
         metrics_info_loop_head(&text, mask, &li);
         resp_add_verbatim(call->out, "txt", text.data ? text.data : "", text.len);
-        resp_buf_free(&text);
+        buf_free(&text);
         return;
     }
     cmd_job_t *cj = job_new(call, info_exec);

@@ -52,7 +52,7 @@ int metrics_info_mask(const char *name, size_t len)
 /* ---- INFO ----------------------------------------------------------------------- */
 
 typedef struct group_acc {
-    resp_buf_t *out;
+    buf_t *out;
     uint64_t n, ready, inflight, retry, dlq;
     int list;
 } group_acc_t;
@@ -66,7 +66,7 @@ static int info_group(void *ctx, const char *group, const store_group_info_t *gi
     a->retry += gi->retry_ready + gi->retry_delayed;
     a->dlq += gi->dlq;
     if (a->list) {
-        prom_printf(a->out, "group_%s:topic=%s,ready=%llu,backlog=%llu,retry_ready=%llu,retry_delayed=%llu,"
+        buf_printf(a->out, "group_%s:topic=%s,ready=%llu,backlog=%llu,retry_ready=%llu,retry_delayed=%llu,"
                     "inflight=%llu,dlq=%llu,max_reconsume=%u\r\n",
                     group, gi->topic, (unsigned long long)gi->ready, (unsigned long long)gi->backlog,
                     (unsigned long long)gi->retry_ready, (unsigned long long)gi->retry_delayed,
@@ -75,52 +75,52 @@ static int info_group(void *ctx, const char *group, const store_group_info_t *gi
     return 0;
 }
 
-static void section(resp_buf_t *out, const char *name)
+static void section(buf_t *out, const char *name)
 {
-    if (out->len > 0) { resp_buf_append(out, "\r\n", 2); }
-    prom_printf(out, "# %s\r\n", name);
+    if (out->len > 0) { buf_append(out, "\r\n", 2); }
+    buf_printf(out, "# %s\r\n", name);
 }
 
-void metrics_info_storage(resp_buf_t *out, int mask, store_t *s, const storage_stats_t *st,
+void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_t *st,
                           uint64_t now_ms, size_t parked)
 {
     (void)parked;
     /* A separator is needed when the loop's sections come first. */
     int lead = (mask & (INFO_SERVER | INFO_CLIENTS)) != 0;
-    resp_buf_t *o = out;
+    buf_t *o = out;
     const lvl_table_t *t = store_levels(s);
     if (mask & INFO_LEVELS) {
-        if (lead || o->len) { resp_buf_append(o, "\r\n", 2); }
-        prom_printf(o, "# Levels\r\n");
+        if (lead || o->len) { buf_append(o, "\r\n", 2); }
+        buf_printf(o, "# Levels\r\n");
         uint64_t total = 0;
         for (int l = 1; l <= t->count; l++) {
             store_level_info_t li;
             store_level_info(s, l, &li);
             total += li.depth;
             char d[32];
-            lvl_format_duration(li.delay_ms, d, sizeof d);
+            units_format_duration(li.delay_ms, d, sizeof d);
             long long lag = li.head_due_ms && now_ms > li.head_due_ms ? (long long)(now_ms - li.head_due_ms) : 0;
-            prom_printf(o, "level%d:delay=%s,delay_ms=%llu,depth=%llu,next_due_ms=%llu,head_lag_ms=%lld\r\n", l, d,
+            buf_printf(o, "level%d:delay=%s,delay_ms=%llu,depth=%llu,next_due_ms=%llu,head_lag_ms=%lld\r\n", l, d,
                         (unsigned long long)li.delay_ms, (unsigned long long)li.depth,
                         (unsigned long long)li.head_due_ms, lag);
         }
-        prom_printf(o, "levels:%d\r\ndelayed_messages:%llu\r\n", t->count, (unsigned long long)total);
+        buf_printf(o, "levels:%d\r\ndelayed_messages:%llu\r\n", t->count, (unsigned long long)total);
     }
     if (mask & INFO_GROUPS) {
-        if (lead || o->len) { resp_buf_append(o, "\r\n", 2); }
-        prom_printf(o, "# Groups\r\n");
+        if (lead || o->len) { buf_append(o, "\r\n", 2); }
+        buf_printf(o, "# Groups\r\n");
         group_acc_t a = { .out = o, .list = 1 };
         store_group_foreach(s, info_group, &a);
-        prom_printf(o, "groups:%llu\r\nready:%llu\r\ninflight:%llu\r\nretry:%llu\r\ndlq:%llu\r\n",
+        buf_printf(o, "groups:%llu\r\nready:%llu\r\ninflight:%llu\r\nretry:%llu\r\ndlq:%llu\r\n",
                     (unsigned long long)a.n, (unsigned long long)a.ready, (unsigned long long)a.inflight,
                     (unsigned long long)a.retry, (unsigned long long)a.dlq);
     }
     if (mask & INFO_STORAGE) {
-        if (lead || o->len) { resp_buf_append(o, "\r\n", 2); }
+        if (lead || o->len) { buf_append(o, "\r\n", 2); }
         const store_options_t *so = store_options(s);
         char spec[512];
         lvl_table_format(t, spec, sizeof spec);
-        prom_printf(o, "# Storage\r\ndir:%s\r\nfsync:%s\r\nlevel_table:%s\r\nformat_version:%d\r\n"
+        buf_printf(o, "# Storage\r\ndir:%s\r\nfsync:%s\r\nlevel_table:%s\r\nformat_version:%d\r\n"
                     "pending_writes:%d\r\nbroken:%d\r\ngroup_commits:%llu\r\ncommits:%llu\r\n"
                     "commit_failures:%llu\r\nreopens:%llu\r\njobs:%llu\r\nmax_batch:%llu\r\n"
                     "avg_batch:%.2f\r\nlast_commit_us:%llu\r\ncommit_p99_ms:%.3f\r\nmaintenance_work:%llu\r\n",
@@ -134,8 +134,8 @@ void metrics_info_storage(resp_buf_t *out, int mask, store_t *s, const storage_s
                     (unsigned long long)st->maintain_work);
     }
     if (mask & INFO_STATS) {
-        if (lead || o->len) { resp_buf_append(o, "\r\n", 2); }
-        prom_printf(o, "# Stats\r\nsends:%llu\r\ndeliveries:%llu\r\nacks:%llu\r\nnacks:%llu\r\ntouches:%llu\r\n"
+        if (lead || o->len) { buf_append(o, "\r\n", 2); }
+        buf_printf(o, "# Stats\r\nsends:%llu\r\ndeliveries:%llu\r\nacks:%llu\r\nnacks:%llu\r\ntouches:%llu\r\n"
                     "lease_expiries:%llu\r\nretries:%llu\r\ndlq_moves:%llu\r\ndlq_requeued:%llu\r\n"
                     "dlq_dropped:%llu\r\nlevel_moves:%llu\r\nmade_ready:%llu\r\n"
                     "lateness_p50_ms:%.0f\r\nlateness_p99_ms:%.0f\r\nlateness_avg_ms:%.3f\r\n",
@@ -150,18 +150,18 @@ void metrics_info_storage(resp_buf_t *out, int mask, store_t *s, const storage_s
     }
 }
 
-void metrics_info_loop_head(resp_buf_t *out, int mask, const loop_info_t *li)
+void metrics_info_loop_head(buf_t *out, int mask, const loop_info_t *li)
 {
     if (mask & INFO_SERVER) {
         section(out, "Server");
-        prom_printf(out, "hourglass_version:%s\r\nredis_version:7.0.0\r\nprocess_id:%ld\r\ntcp_port:%d\r\n"
+        buf_printf(out, "hourglass_version:%s\r\nredis_version:7.0.0\r\nprocess_id:%ld\r\ntcp_port:%d\r\n"
                     "uptime_in_seconds:%llu\r\nbind:%s\r\nmetrics_port:%lld\r\n",
                     PACKAGE_VERSION, (long)getpid(), li->port, (unsigned long long)(li->uptime_ms / 1000),
                     li->cfg->bind, li->cfg->metrics_port);
     }
     if (mask & INFO_CLIENTS) {
         section(out, "Clients");
-        prom_printf(out, "connected_clients:%llu\r\nblocked_clients:%llu\r\nmaxclients:%lld\r\n"
+        buf_printf(out, "connected_clients:%llu\r\nblocked_clients:%llu\r\nmaxclients:%lld\r\n"
                     "storage_jobs_queued:%llu\r\nstorage_jobs_parked:%llu\r\n",
                     (unsigned long long)li->connected_clients, (unsigned long long)li->blocked_clients,
                     li->cfg->max_clients, (unsigned long long)li->jobs_queued,
@@ -169,10 +169,10 @@ void metrics_info_loop_head(resp_buf_t *out, int mask, const loop_info_t *li)
     }
 }
 
-void metrics_info_loop_tail(resp_buf_t *out, int mask, const loop_info_t *li)
+void metrics_info_loop_tail(buf_t *out, int mask, const loop_info_t *li)
 {
     if (mask & INFO_STATS) {
-        prom_printf(out, "total_connections_received:%llu\r\nrejected_connections:%llu\r\n"
+        buf_printf(out, "total_connections_received:%llu\r\nrejected_connections:%llu\r\n"
                     "total_commands_processed:%llu\r\nprotocol_errors:%llu\r\nreply_buffer_disconnects:%llu\r\n"
                     "idle_disconnects:%llu\r\n",
                     (unsigned long long)li->connections_total, (unsigned long long)li->rejected_connections,
@@ -184,7 +184,7 @@ void metrics_info_loop_tail(resp_buf_t *out, int mask, const loop_info_t *li)
 /* ---- Prometheus ------------------------------------------------------------------- */
 
 typedef struct prom_groups {
-    resp_buf_t *out;
+    buf_t *out;
     const char *metric;
     int which;
 } prom_groups_t;
@@ -197,38 +197,38 @@ static int prom_group(void *ctx, const char *group, const store_group_info_t *gi
     prom_label_escape(gi->topic, t, sizeof t);
     uint64_t v = p->which == 0 ? gi->ready : p->which == 1 ? gi->inflight
                : p->which == 2 ? gi->retry_ready + gi->retry_delayed : gi->dlq;
-    prom_printf(p->out, "%s{group=\"%s\",topic=\"%s\"} %llu\n", p->metric, g, t, (unsigned long long)v);
+    buf_printf(p->out, "%s{group=\"%s\",topic=\"%s\"} %llu\n", p->metric, g, t, (unsigned long long)v);
     return 0;
 }
 
-void metrics_prom_storage(resp_buf_t *o, store_t *s, const storage_stats_t *st, uint64_t now_ms)
+void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint64_t now_ms)
 {
     const lvl_table_t *t = store_levels(s);
-    prom_printf(o, "# HELP hourglass_level_depth Messages waiting on a delay level.\n"
+    buf_printf(o, "# HELP hourglass_level_depth Messages waiting on a delay level.\n"
                 "# TYPE hourglass_level_depth gauge\n");
     for (int l = 1; l <= t->count; l++) {
         store_level_info_t li;
         store_level_info(s, l, &li);
         char d[32];
-        lvl_format_duration(li.delay_ms, d, sizeof d);
-        prom_printf(o, "hourglass_level_depth{level=\"%d\",delay=\"%s\"} %llu\n", l, d, (unsigned long long)li.depth);
+        units_format_duration(li.delay_ms, d, sizeof d);
+        buf_printf(o, "hourglass_level_depth{level=\"%d\",delay=\"%s\"} %llu\n", l, d, (unsigned long long)li.depth);
     }
-    prom_printf(o, "# HELP hourglass_level_head_lag_seconds How far past due the head of a level is (0 when not due).\n"
+    buf_printf(o, "# HELP hourglass_level_head_lag_seconds How far past due the head of a level is (0 when not due).\n"
                 "# TYPE hourglass_level_head_lag_seconds gauge\n");
     for (int l = 1; l <= t->count; l++) {
         store_level_info_t li;
         store_level_info(s, l, &li);
         char d[32];
-        lvl_format_duration(li.delay_ms, d, sizeof d);
+        units_format_duration(li.delay_ms, d, sizeof d);
         double lag = li.head_due_ms && now_ms > li.head_due_ms ? (double)(now_ms - li.head_due_ms) / 1000.0 : 0.0;
-        prom_printf(o, "hourglass_level_head_lag_seconds{level=\"%d\",delay=\"%s\"} %.3f\n", l, d, lag);
+        buf_printf(o, "hourglass_level_head_lag_seconds{level=\"%d\",delay=\"%s\"} %.3f\n", l, d, lag);
     }
     static const char *const gm[] = { "hourglass_group_ready", "hourglass_group_inflight", "hourglass_group_retry",
                                       "hourglass_group_dlq" };
     static const char *const gh[] = { "Messages a group can PULL now.", "Messages leased to a group.",
                                       "Retries of a group waiting or ready.", "Messages in a group's DLQ." };
     for (int i = 0; i < 4; i++) {
-        prom_printf(o, "# HELP %s %s\n# TYPE %s gauge\n", gm[i], gh[i], gm[i]);
+        buf_printf(o, "# HELP %s %s\n# TYPE %s gauge\n", gm[i], gh[i], gm[i]);
         prom_groups_t p = { .out = o, .metric = gm[i], .which = i };
         store_group_foreach(s, prom_group, &p);
     }
@@ -245,7 +245,7 @@ void metrics_prom_storage(resp_buf_t *o, store_t *s, const storage_stats_t *st, 
     prom_metric_u64(o, "hourglass_group_commits_total", "counter", "Storage-thread iterations that ran jobs.",
                     st->batches);
     prom_metric_u64(o, "hourglass_commit_failures_total", "counter", "Commits that failed.", st->commit_failures);
-    prom_printf(o, "# HELP hourglass_store_broken 1 while the store is unusable.\n# TYPE hourglass_store_broken gauge\n"
+    buf_printf(o, "# HELP hourglass_store_broken 1 while the store is unusable.\n# TYPE hourglass_store_broken gauge\n"
                 "hourglass_store_broken %d\n", store_broken(s));
     prom_hist_write(o, "hourglass_delivery_lateness_seconds", "Delivery time minus due time.", &st->lateness);
     prom_hist_write(o, "hourglass_commit_batch_jobs", "Jobs per group commit.", &st->batch_jobs);
@@ -253,9 +253,9 @@ void metrics_prom_storage(resp_buf_t *o, store_t *s, const storage_stats_t *st, 
                     &st->commit_seconds);
 }
 
-void metrics_prom_loop(resp_buf_t *o, const loop_info_t *li)
+void metrics_prom_loop(buf_t *o, const loop_info_t *li)
 {
-    prom_printf(o, "# HELP hourglass_connected_clients Open client connections.\n"
+    buf_printf(o, "# HELP hourglass_connected_clients Open client connections.\n"
                 "# TYPE hourglass_connected_clients gauge\nhourglass_connected_clients %llu\n"
                 "# HELP hourglass_blocked_clients Clients waiting in PULL BLOCK.\n"
                 "# TYPE hourglass_blocked_clients gauge\nhourglass_blocked_clients %llu\n"

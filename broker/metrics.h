@@ -58,17 +58,17 @@ int metrics_info_mask(const char *name, size_t len);
 
 /* Storage thread: INFO sections levels, groups, storage and the storage half
  * of stats (the stats section is last, so the loop appends its half). */
-void metrics_info_storage(resp_buf_t *out, int mask, store_t *s, const storage_stats_t *st,
+void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_t *st,
                           uint64_t now_ms, size_t parked);
 
 /* Loop thread: INFO server and clients (before the storage text) ... */
-void metrics_info_loop_head(resp_buf_t *out, int mask, const loop_info_t *li);
+void metrics_info_loop_head(buf_t *out, int mask, const loop_info_t *li);
 /* ... and the loop half of stats (after it). */
-void metrics_info_loop_tail(resp_buf_t *out, int mask, const loop_info_t *li);
+void metrics_info_loop_tail(buf_t *out, int mask, const loop_info_t *li);
 
 /* Storage thread: the Prometheus text of the storage side. */
-void metrics_prom_storage(resp_buf_t *out, store_t *s, const storage_stats_t *st, uint64_t now_ms);
+void metrics_prom_storage(buf_t *out, store_t *s, const storage_stats_t *st, uint64_t now_ms);
 /* Loop thread: the Prometheus text of the loop side. */
-void metrics_prom_loop(resp_buf_t *out, const loop_info_t *li);
+void metrics_prom_loop(buf_t *out, const loop_info_t *li);
 
 #endif

@@ -19,6 +19,7 @@
  * connection drains its replies and closes; a 2 s guard timer) -> loop exit.
  */
 #include <config.h>   /* autoconf: PACKAGE_VERSION */
+#include "base/alloc.h"
 #include "broker/server.h"
 
 #include <errno.h>
@@ -259,7 +260,7 @@ static int conn_write(conn_t *c, const char *data, size_t len)
 
 static reply_slot_t *slot_append(conn_t *c, uint64_t seq)
 {
-    reply_slot_t *sl = hg_xmalloc(sizeof *sl);
+    reply_slot_t *sl = xmalloc(sizeof *sl);
     memset(sl, 0, sizeof *sl);
     sl->seq = seq;
     if (c->slots_tail) { c->slots_tail->next = sl; } else { c->slots_head = sl; }
@@ -277,7 +278,7 @@ static void conn_reply(conn_t *c, const char *data, size_t len)
         return;
     }
     reply_slot_t *sl = slot_append(c, 0);
-    sl->data = hg_xmalloc(len ? len : 1);
+    sl->data = xmalloc(len ? len : 1);
     memcpy(sl->data, data, len);
     sl->len = len;
     sl->filled = 1;
@@ -294,7 +295,7 @@ static void conn_flush(conn_t *c)
         if (sl->blocking) { set_blocked(c, 0); }
         c->last_active_mono = mono_ms();
         if (sl->job) {
-            conn_write(c, sl->job->reply.data, sl->job->reply.len);
+            conn_write(c, sl->job->reply.raw.data, sl->job->reply.raw.len);
             job_free(sl->job);
         } else {
             conn_write(c, sl->data, sl->len);
@@ -330,7 +331,7 @@ static void conn_execute(conn_t *c, const resp_command_t *cmd)
         }
         writer_submit(s->writer, j);
     } else if (!call.no_reply) {
-        conn_reply(c, s->scratch.data, s->scratch.len);
+        conn_reply(c, s->scratch.raw.data, s->scratch.raw.len);
     }
     if (call.close_after) { conn_start_draining(c); }
 }
@@ -356,7 +357,7 @@ static void conn_process_input(conn_t *c)
             resp_buf_clear(&s->scratch);
             s->scratch.proto = c->proto;
             resp_add_errorf(&s->scratch, "ERR %s", resp_parser_error(&c->parser));
-            conn_reply(c, s->scratch.data, s->scratch.len);
+            conn_reply(c, s->scratch.raw.data, s->scratch.raw.len);
             conn_start_draining(c);
             break;
         }
@@ -516,7 +517,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
         evutil_closesocket(fd);
         return;
     }
-    conn_t *c = hg_xmalloc(sizeof *c);
+    conn_t *c = xmalloc(sizeof *c);
     memset(c, 0, sizeof *c);
     c->id = ++s->next_id;
     c->srv = s;
@@ -589,7 +590,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 
 static job_result_t http_metrics_exec(job_t *j, writer_t *w)
 {
-    metrics_prom_storage(&j->reply, writer_store(w), writer_stats(w), writer_now(w));
+    metrics_prom_storage(&j->reply.raw, writer_store(w), writer_stats(w), writer_now(w));
     return JOB_DONE;
 }
 
@@ -603,8 +604,8 @@ static void http_metrics_complete(job_t *j)
     } else {
         loop_info_t li;
         server_loop_info(hj->srv, &li);
-        metrics_prom_loop(&j->reply, &li);
-        evbuffer_add(body, j->reply.data, j->reply.len);
+        metrics_prom_loop(&j->reply.raw, &li);
+        evbuffer_add(body, j->reply.raw.data, j->reply.raw.len);
         evhttp_add_header(evhttp_request_get_output_headers(hj->req), "Content-Type",
                           "text/plain; version=0.0.4; charset=utf-8");
         evhttp_send_reply(hj->req, 200, "OK", body);
@@ -636,7 +637,7 @@ static void http_cb(struct evhttp_request *req, void *arg)
             evbuffer_add_printf(body, "shutting down\n");
             evhttp_send_reply(req, 503, "Service Unavailable", body);
         } else {
-            http_job_t *hj = hg_xmalloc(sizeof *hj);
+            http_job_t *hj = xmalloc(sizeof *hj);
             memset(hj, 0, sizeof *hj);
             resp_buf_init(&hj->job.reply);
             hj->job.exec = http_metrics_exec;
@@ -656,7 +657,7 @@ static void http_cb(struct evhttp_request *req, void *arg)
 
 server_t *server_new(const config_t *cfg, struct event_base *base)
 {
-    server_t *s = hg_xmalloc(sizeof *s);
+    server_t *s = xmalloc(sizeof *s);
     memset(s, 0, sizeof *s);
     s->cfg = cfg;
     s->base = base;
@@ -793,12 +794,12 @@ void server_loop_info(server_t *s, loop_info_t *li)
     }
 }
 
-void server_client_list(server_t *s, resp_buf_t *out, const conn_t *only)
+void server_client_list(server_t *s, buf_t *out, const conn_t *only)
 {
     uint64_t now = mono_ms();
     for (conn_t *c = s->all; c; c = c->all_next) {
         if (only && c != only) { continue; }
-        prom_printf(out, "id=%llu addr=%s name=%s age=%llu idle=%llu flags=%s replies=%zu cmd=%s resp=%d\n",
+        buf_printf(out, "id=%llu addr=%s name=%s age=%llu idle=%llu flags=%s replies=%zu cmd=%s resp=%d\n",
                     (unsigned long long)c->id, c->addr, c->name, (unsigned long long)((now - c->created_mono) / 1000),
                     (unsigned long long)((now - c->last_active_mono) / 1000), c->blocked ? "b" : "N", c->nslots,
                     c->last_cmd[0] ? c->last_cmd : "NULL", c->proto);

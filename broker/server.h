@@ -106,6 +106,6 @@ const config_t *server_config(const server_t *s);
 writer_t *server_writer(const server_t *s);
 void server_loop_info(server_t *s, loop_info_t *li);
 /* CLIENT LIST / CLIENT INFO text: one line per client (only: just that one). */
-void server_client_list(server_t *s, resp_buf_t *out, const conn_t *only);
+void server_client_list(server_t *s, buf_t *out, const conn_t *only);
 
 #endif

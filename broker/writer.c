@@ -14,6 +14,7 @@
  *    Sleeping happens only between iterations, never while work is due.
  */
 #include "broker/writer.h"
+#include "base/alloc.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -134,7 +135,7 @@ static void done_cb(evutil_socket_t fd, short what, void *arg);
 writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_base *base,
                      writer_done_fn done, writer_stopped_fn stopped, void *ctx)
 {
-    writer_t *w = hg_xmalloc(sizeof *w);
+    writer_t *w = xmalloc(sizeof *w);
     memset(w, 0, sizeof *w);
     pthread_mutex_init(&w->mu, NULL);
     pthread_condattr_t ca;
@@ -186,7 +187,7 @@ void writer_submit(writer_t *w, job_t *j)
 
 void writer_cancel(writer_t *w, uint64_t conn_id)
 {
-    job_t *j = hg_xmalloc(sizeof *j);
+    job_t *j = xmalloc(sizeof *j);
     memset(j, 0, sizeof *j);
     resp_buf_init(&j->reply);
     j->kind = JOB_CANCEL_KIND;

@@ -3,10 +3,14 @@
  *
  * Defaults are text and go through the same parser as the file and the
  * flags, so the help, the sample files and the behaviour cannot disagree.
- * The parsers are tables too: units for sizes and durations, words for
- * booleans. Runs on the main thread before any other thread starts.
+ * Sizes and durations are base/units.h's one grammar; booleans and enums
+ * are word tables. Runs on the main thread before any other thread starts.
  */
 #include "common/cfg.h"
+
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/units.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -20,42 +24,6 @@
 
 #define CFG_MAX_VALUE 4096 /* longest value, and our INI line buffer (libinih's own limit is smaller) */
 #define CFG_MAX_NAME 64    /* longest key name */
-
-typedef struct unit {
-    const char *name;
-    long long mult;
-} unit_t;
-
-/* Largest first: cfg_value_text picks the first that divides exactly. */
-static const unit_t size_units[] = {
-    {"gb", 1024LL * 1024 * 1024}, {"g", 1024LL * 1024 * 1024}, {"mb", 1024LL * 1024}, {"m", 1024LL * 1024},
-    {"kb", 1024}, {"k", 1024}, {"b", 1}, {"", 1},
-};
-static const unit_t duration_units[] = {
-    {"d", 86400000LL}, {"h", 3600000LL}, {"m", 60000}, {"s", 1000}, {"ms", 1},
-};
-#define NUNITS(a) (sizeof a / sizeof a[0])
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-static char *xstrdup(const char *s)
-{
-    char *d = strdup(s);
-    if (d == NULL) {
-        fputs("out of memory\n", stderr);
-        abort();
-    }
-    return d;
-}
 
 const cfg_key_t *cfg_find(const cfg_table_t *t, const char *name)
 {
@@ -80,35 +48,6 @@ static int parse_digits(const char *s, long long *v, const char **rest)
     *v = n;
     *rest = s;
     return 0;
-}
-
-/* digits + one of units (case-insensitive). Returns 0 / -1. */
-static int parse_with_unit(const char *s, const unit_t *units, size_t nunits, long long *out)
-{
-    long long v;
-    const char *u;
-    if (parse_digits(s, &v, &u) != 0)
-        return -1;
-    for (size_t i = 0; i < nunits; i++)
-        if (strcasecmp(u, units[i].name) == 0) {
-            if (v > LLONG_MAX / units[i].mult)
-                return -1;
-            *out = v * units[i].mult;
-            return 0;
-        }
-    return -1;
-}
-
-/* v in the largest unit of units that divides it exactly ("0s" style for 0
- * with the duration table). */
-static void format_with_unit(long long v, const unit_t *units, size_t nunits, char *buf, size_t len)
-{
-    for (size_t i = 0; i < nunits; i++)
-        if (v != 0 && v % units[i].mult == 0) {
-            snprintf(buf, len, "%lld%s", v / units[i].mult, units[i].name);
-            return;
-        }
-    snprintf(buf, len, "0%s", units == duration_units ? "s" : "");
 }
 
 static int parse_bool(const char *s, int *out)
@@ -170,30 +109,28 @@ static void trim_copy(char *dst, size_t dstlen, const char *src)
     dst[n] = '\0';
 }
 
-/* Parse a number of type k->type from value. Returns 0 / -1 with err. */
+/* Parse a number of type k->type from value (sizes and durations in the
+ * grammar of base/units.h). Returns 0 / -1 with err. */
 static int parse_number(const cfg_key_t *k, const char *value, long long *num, char *err, size_t errlen)
 {
     const char *rest;
+    char why[200];
+    uint64_t v;
     switch (k->type) {
     case CFG_INT:
         if (parse_digits(value, num, &rest) == 0 && *rest == '\0')
             return 0;
-        set_err(err, errlen, "%s: '%s' is not a whole number", k->name, value);
-        return -1;
+        return err_set(err, errlen, "%s: '%s' is not a whole number", k->name, value);
     case CFG_SIZE:
-        if (parse_with_unit(value, size_units, NUNITS(size_units), num) == 0)
-            return 0;
-        set_err(err, errlen, "%s: '%s' is not a size (bytes, or a number with kb, mb, gb)", k->name, value);
-        return -1;
+        if (units_parse_size(value, strlen(value), (uint64_t)LLONG_MAX, &v, why, sizeof why) != 0)
+            return err_set(err, errlen, "%s: '%s' is not a size: %s", k->name, value, why);
+        *num = (long long)v;
+        return 0;
     default: /* CFG_DURATION */
-        if (strcmp(value, "0") == 0) {
-            *num = 0;
-            return 0;
-        }
-        if (parse_with_unit(value, duration_units, NUNITS(duration_units), num) == 0)
-            return 0;
-        set_err(err, errlen, "%s: '%s' is not a duration (a number and a unit: ms, s, m, h or d)", k->name, value);
-        return -1;
+        if (units_parse_duration_str(value, 0, &v, why, sizeof why) != 0)
+            return err_set(err, errlen, "%s: '%s' is not a duration: %s", k->name, value, why);
+        *num = (long long)v;
+        return 0;
     }
 }
 
@@ -202,7 +139,7 @@ static int set_key(const cfg_table_t *t, void *conf, const cfg_key_t *k, const c
 {
     char value[CFG_MAX_VALUE];
     if (strlen(value_in) >= sizeof value) {
-        set_err(err, errlen, "%s: value is too long", k->name);
+        err_set(err, errlen, "%s: value is too long", k->name);
         return -1;
     }
     trim_copy(value, sizeof value, value_in);
@@ -214,7 +151,7 @@ static int set_key(const cfg_table_t *t, void *conf, const cfg_key_t *k, const c
         return 0; /* the hook stored it */
     case CFG_STRING: {
         if (t->strings_nonempty && value[0] == '\0') {
-            set_err(err, errlen, "%s: empty value", k->name);
+            err_set(err, errlen, "%s: empty value", k->name);
             return -1;
         }
         char **sp = (char **)field;
@@ -224,14 +161,14 @@ static int set_key(const cfg_table_t *t, void *conf, const cfg_key_t *k, const c
     }
     case CFG_BOOL:
         if (parse_bool(value, (int *)field) != 0) {
-            set_err(err, errlen, "%s: '%s' is not yes or no", k->name, value);
+            err_set(err, errlen, "%s: '%s' is not yes or no", k->name, value);
             return -1;
         }
         return 0;
     case CFG_ENUM: {
         int e = enum_index(k->words, value);
         if (e < 0) {
-            set_err(err, errlen, "%s: '%s' is not one of %s", k->name, value, k->words);
+            err_set(err, errlen, "%s: '%s' is not one of %s", k->name, value, k->words);
             return -1;
         }
         *(int *)field = e;
@@ -242,11 +179,11 @@ static int set_key(const cfg_table_t *t, void *conf, const cfg_key_t *k, const c
         errno = 0;
         double v = strtod(value, &end);
         if (value[0] == '\0' || *end != '\0' || errno != 0 || v != v) {
-            set_err(err, errlen, "%s: '%s' is not a number", k->name, value);
+            err_set(err, errlen, "%s: '%s' is not a number", k->name, value);
             return -1;
         }
         if (v < (double)k->min || v > (double)k->max) {
-            set_err(err, errlen, "%s: '%s' out of range %lld..%lld", k->name, value, k->min, k->max);
+            err_set(err, errlen, "%s: '%s' out of range %lld..%lld", k->name, value, k->min, k->max);
             return -1;
         }
         *(double *)field = v;
@@ -255,19 +192,19 @@ static int set_key(const cfg_table_t *t, void *conf, const cfg_key_t *k, const c
     case CFG_INT:
     case CFG_SIZE:
     case CFG_DURATION: {
-        long long num;
+        long long num = 0;
         if (parse_number(k, value, &num, err, errlen) != 0)
             return -1;
         if (num < k->min || num > k->max) {
             char lo[48], hi[48];
             if (k->type == CFG_DURATION) {
-                format_with_unit(k->min, duration_units, NUNITS(duration_units), lo, sizeof lo);
-                format_with_unit(k->max, duration_units, NUNITS(duration_units), hi, sizeof hi);
+                units_format_duration((uint64_t)k->min, lo, sizeof lo);
+                units_format_duration((uint64_t)k->max, hi, sizeof hi);
             } else {
                 snprintf(lo, sizeof lo, "%lld", k->min);
                 snprintf(hi, sizeof hi, "%lld", k->max);
             }
-            set_err(err, errlen, "%s: '%s' out of range %s..%s", k->name, value, lo, hi);
+            err_set(err, errlen, "%s: '%s' out of range %s..%s", k->name, value, lo, hi);
             return -1;
         }
         *(long long *)field = num; /* also an unsigned long long field's bytes: num >= 0 */
@@ -282,7 +219,7 @@ int cfg_set(const cfg_table_t *t, void *conf, const char *name, const char *valu
 {
     const cfg_key_t *k = cfg_find(t, name);
     if (k == NULL) {
-        set_err(err, errlen, "unknown key '%s' (see --help for the keys)", name);
+        err_set(err, errlen, "unknown key '%s' (see --help for the keys)", name);
         return -1;
     }
     return set_key(t, conf, k, value, source, err, errlen);
@@ -424,7 +361,7 @@ int cfg_load_file(const cfg_table_t *t, void *conf, const char *path, char *err,
     ini_state_t st = {.t = t, .conf = conf, .path = path};
     st.file = fopen(path, "r");
     if (st.file == NULL) {
-        set_err(err, errlen, "config: cannot open %s: %s", path, strerror(errno));
+        err_set(err, errlen, "config: cannot open %s: %s", path, strerror(errno));
         return -1;
     }
     int rc = ini_parse_stream(ini_read_line, &st, ini_line, &st);
@@ -436,7 +373,7 @@ int cfg_load_file(const cfg_table_t *t, void *conf, const char *path, char *err,
         ini_error(&st, "%s: cannot read", path);
     free(st.pending_value);
     if (st.error[0] != '\0') {
-        set_err(err, errlen, "%s", st.error);
+        err_set(err, errlen, "%s", st.error);
         return -1;
     }
     return 0;
@@ -477,7 +414,7 @@ int cfg_parse_args(const cfg_table_t *t, void *conf, int argc, char **argv, cfg_
             out->action = CFG_CHECK;
         } else if (is_config_flag(a)) {
             if (i + 1 >= argc) {
-                set_err(err, errlen, "%s needs a file name", a);
+                err_set(err, errlen, "%s needs a file name", a);
                 return -1;
             }
             out->config_path = argv[++i];
@@ -491,7 +428,7 @@ int cfg_parse_args(const cfg_table_t *t, void *conf, int argc, char **argv, cfg_
         } else if (t->positional_config && out->config_path == NULL) {
             out->config_path = a;
         } else {
-            set_err(err, errlen, "unexpected argument '%s' (see --help)", a);
+            err_set(err, errlen, "unexpected argument '%s' (see --help)", a);
             return -1;
         }
     }
@@ -518,7 +455,7 @@ int cfg_parse_args(const cfg_table_t *t, void *conf, int argc, char **argv, cfg_
             k = cfg_find(t, name);
         }
         if (k == NULL) {
-            set_err(err, errlen, "unknown option '%s' (see --help)", a);
+            err_set(err, errlen, "unknown option '%s' (see --help)", a);
             return -1;
         }
         const char *value;
@@ -527,7 +464,7 @@ int cfg_parse_args(const cfg_table_t *t, void *conf, int argc, char **argv, cfg_
         } else if (i + 1 < argc) {
             value = argv[++i];
         } else {
-            set_err(err, errlen, "--%s needs a value", name);
+            err_set(err, errlen, "--%s needs a value", name);
             return -1;
         }
         if (set_key(t, conf, k, value, CFG_SOURCE_FLAG, err, errlen) != 0)
@@ -544,7 +481,7 @@ int cfg_check_required(const cfg_table_t *t, const void *conf, char *err, size_t
             continue;
         const char *v = *(char *const *)((const char *)conf + k->offset);
         if (v == NULL || v[0] == '\0') {
-            set_err(err, errlen, "%s: required, not set", k->name);
+            err_set(err, errlen, "%s: required, not set", k->name);
             return -1;
         }
     }
@@ -605,10 +542,10 @@ void cfg_value_text(const cfg_table_t *t, const void *conf, size_t i, char *buf,
         snprintf(buf, len, "%lld", *(const long long *)field);
         return;
     case CFG_SIZE:
-        format_with_unit(*(const long long *)field, size_units, NUNITS(size_units), buf, len);
+        units_format_size((uint64_t)*(const long long *)field, buf, len);
         return;
     case CFG_DURATION:
-        format_with_unit(*(const long long *)field, duration_units, NUNITS(duration_units), buf, len);
+        units_format_duration((uint64_t)*(const long long *)field, buf, len);
         return;
     case CFG_DOUBLE:
         snprintf(buf, len, "%g", *(const double *)field);

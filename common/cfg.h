@@ -13,10 +13,11 @@
  *   CFG_BOOL      yes/no, true/false, on/off, 1/0 (int 1 / 0)
  *   CFG_INT       decimal digits, no sign (long long; an unsigned long long
  *                 field works too: values are never negative)
- *   CFG_SIZE      bytes: digits with an optional unit b, k/kb, m/mb, g/gb
- *                 (x1024, case-insensitive), stored in bytes (long long)
- *   CFG_DURATION  digits with a unit ms, s, m, h or d ("500ms", "72h"; "0"
- *                 alone is zero), stored in ms (long long)
+ *   CFG_SIZE      bytes, in base/units.h's grammar ("4mb", "64k", "1.5g";
+ *                 a bare number is bytes), stored in bytes (long long)
+ *   CFG_DURATION  base/units.h's grammar ("500ms", "2.5s", "72h"; "0" alone
+ *                 is zero; a unit is required otherwise), stored in ms
+ *                 (long long)
  *   CFG_DOUBLE    a decimal number (double)
  *   CFG_ENUM      one of the words "a|b|c" (int: the word's index)
  *   CFG_CUSTOM    the key's hook parses and stores the value

@@ -9,6 +9,8 @@
  */
 #include "common/prom.h"
 
+#include "base/alloc.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -21,41 +23,22 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
-void prom_printf(resp_buf_t *b, const char *fmt, ...)
+void prom_header(buf_t *b, const char *name, const char *type, const char *help)
 {
-    char small[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0) { return; }
-    if ((size_t)n < sizeof small) {
-        resp_buf_append(b, small, (size_t)n);
-        return;
-    }
-    char *big = resp_buf_reserve(b, (size_t)n + 1);
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
+    buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-void prom_header(resp_buf_t *b, const char *name, const char *type, const char *help)
+void prom_sample_u64(buf_t *b, const char *name, const char *labels, uint64_t v)
 {
-    prom_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    buf_printf(b, "%s%s %" PRIu64 "\n", name, labels, v);
 }
 
-void prom_sample_u64(resp_buf_t *b, const char *name, const char *labels, uint64_t v)
+void prom_sample_i64(buf_t *b, const char *name, const char *labels, int64_t v)
 {
-    prom_printf(b, "%s%s %" PRIu64 "\n", name, labels, v);
+    buf_printf(b, "%s%s %" PRId64 "\n", name, labels, v);
 }
 
-void prom_sample_i64(resp_buf_t *b, const char *name, const char *labels, int64_t v)
-{
-    prom_printf(b, "%s%s %" PRId64 "\n", name, labels, v);
-}
-
-void prom_metric_u64(resp_buf_t *b, const char *name, const char *type, const char *help, uint64_t v)
+void prom_metric_u64(buf_t *b, const char *name, const char *type, const char *help, uint64_t v)
 {
     prom_header(b, name, type, help);
     prom_sample_u64(b, name, "", v);
@@ -107,16 +90,16 @@ double prom_hist_quantile(const prom_hist_t *h, double q)
     return h->bounds[h->nb - 1];
 }
 
-void prom_hist_write(resp_buf_t *b, const char *name, const char *help, const prom_hist_t *h)
+void prom_hist_write(buf_t *b, const char *name, const char *help, const prom_hist_t *h)
 {
     prom_header(b, name, "histogram", help);
     uint64_t acc = 0;
     for (int i = 0; i < h->nb; i++) {
         acc += h->buckets[i];
-        prom_printf(b, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name, h->bounds[i], acc);
+        buf_printf(b, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name, h->bounds[i], acc);
     }
     acc += h->buckets[h->nb];
-    prom_printf(b, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n%s_sum %.6f\n%s_count %" PRIu64 "\n", name, acc, name, h->sum,
+    buf_printf(b, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n%s_sum %.6f\n%s_count %" PRIu64 "\n", name, acc, name, h->sum,
                 name, h->count);
 }
 
@@ -132,7 +115,7 @@ struct prom_http {
 };
 
 /* Send text with code; frees nothing of the caller's. */
-static void send_text(struct evhttp_request *req, int code, const char *reason, const resp_buf_t *text,
+static void send_text(struct evhttp_request *req, int code, const char *reason, const buf_t *text,
                       const char *content_type)
 {
     struct evbuffer *b = evbuffer_new();
@@ -150,26 +133,26 @@ static void send_text(struct evhttp_request *req, int code, const char *reason, 
 static void metrics_cb(struct evhttp_request *req, void *arg)
 {
     prom_http_t *h = arg;
-    resp_buf_t text;
-    resp_buf_init(&text);
+    buf_t text;
+    buf_init(&text);
     h->render(&text, h->arg);
     send_text(req, HTTP_OK, "OK", &text, "text/plain; version=0.0.4");
-    resp_buf_free(&text);
+    buf_free(&text);
 }
 
 static void healthz_cb(struct evhttp_request *req, void *arg)
 {
     prom_http_t *h = arg;
-    resp_buf_t text;
-    resp_buf_init(&text);
+    buf_t text;
+    buf_init(&text);
     if (h->health == NULL || h->health(&text, h->arg) == 0) {
-        resp_buf_clear(&text);
-        resp_buf_append(&text, "ok\n", 3);
+        buf_clear(&text);
+        buf_append(&text, "ok\n", 3);
         send_text(req, HTTP_OK, "OK", &text, NULL);
     } else {
         send_text(req, 503, "Service Unavailable", &text, NULL);
     }
-    resp_buf_free(&text);
+    buf_free(&text);
 }
 
 static void *http_thread(void *arg)
@@ -183,9 +166,7 @@ int prom_http_start(prom_http_t **out, const char *bind, unsigned port, prom_ren
                     prom_health_fn health, void *arg, char *err, size_t errlen)
 {
     *out = NULL;
-    prom_http_t *h = calloc(1, sizeof *h);
-    if (h == NULL)
-        abort();
+    prom_http_t *h = xcalloc(1, sizeof *h);
     h->render = render;
     h->health = health;
     h->arg = arg;

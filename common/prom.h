@@ -2,11 +2,11 @@
  * common/prom.h — Prometheus text format helpers, the histogram type, and a
  * small /metrics + /healthz HTTP endpoint on its own thread.
  *
- * Text goes into a resp_buf_t (proto/resp.h: a plain growable buffer), so
- * the broker (which answers /metrics from its storage thread) and the
- * consumer / compensator (which render on their HTTP thread) share one
- * writer. Metric names are passed whole (with the program's prefix).
- * None of the text helpers fail: out-of-memory aborts in resp_buf.
+ * Text goes into a buf_t (base/buf.h), so the broker (which answers
+ * /metrics from its storage thread) and the consumer / compensator (which
+ * render on their HTTP thread) share one writer; free-form lines use
+ * buf_printf. Metric names are passed whole (with the program's prefix).
+ * None of the text helpers fail: out-of-memory aborts (base/alloc.h).
  */
 #ifndef HG_COMMON_PROM_H
 #define HG_COMMON_PROM_H
@@ -14,21 +14,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proto/resp.h"
-
-/* printf into b (any length). Plain text: the broker's INFO and CLIENT LIST
- * replies are written with it too. */
-void prom_printf(resp_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#include "base/buf.h"
 
 /* "# HELP name help\n# TYPE name type\n". */
-void prom_header(resp_buf_t *b, const char *name, const char *type, const char *help);
+void prom_header(buf_t *b, const char *name, const char *type, const char *help);
 
 /* One sample line "name{labels} v\n"; labels is "" or "{k=\"v\",...}". */
-void prom_sample_u64(resp_buf_t *b, const char *name, const char *labels, uint64_t v);
-void prom_sample_i64(resp_buf_t *b, const char *name, const char *labels, int64_t v);
+void prom_sample_u64(buf_t *b, const char *name, const char *labels, uint64_t v);
+void prom_sample_i64(buf_t *b, const char *name, const char *labels, int64_t v);
 
 /* Header and one unlabelled sample: a whole counter or gauge. */
-void prom_metric_u64(resp_buf_t *b, const char *name, const char *type, const char *help, uint64_t v);
+void prom_metric_u64(buf_t *b, const char *name, const char *type, const char *help, uint64_t v);
 
 /* Copy in to out[outlen] as a label value: \ " and newline escaped; cut
  * short (never mid-escape) when out is too small. */
@@ -59,7 +55,7 @@ void prom_hist_add(prom_hist_t *h, double v);
 double prom_hist_quantile(const prom_hist_t *h, double q);
 
 /* The histogram's HELP/TYPE, cumulative _bucket lines, _sum and _count. */
-void prom_hist_write(resp_buf_t *b, const char *name, const char *help, const prom_hist_t *h);
+void prom_hist_write(buf_t *b, const char *name, const char *help, const prom_hist_t *h);
 
 /* ---- the HTTP endpoint --------------------------------------------------
  * GET /metrics answers 200 with render()'s text (Content-Type
@@ -67,8 +63,8 @@ void prom_hist_write(resp_buf_t *b, const char *name, const char *help, const pr
  * is NULL or returns 0, else 503 with the text health wrote. Both callbacks
  * run on the endpoint's thread. evthread_use_pthreads must have run before
  * prom_http_start (the stop breaks the loop from another thread). */
-typedef void (*prom_render_fn)(resp_buf_t *out, void *arg);
-typedef int (*prom_health_fn)(resp_buf_t *out, void *arg);
+typedef void (*prom_render_fn)(buf_t *out, void *arg);
+typedef int (*prom_health_fn)(buf_t *out, void *arg);
 
 typedef struct prom_http prom_http_t;
 

@@ -26,7 +26,7 @@ static int layer_on(const comp_config_t *cfg, int l)
     return (cfg->layers & COMP_LAYER_BIT(l)) != 0;
 }
 
-static void render(resp_buf_t *b, const comp_config_t *cfg)
+static void render(buf_t *b, const comp_config_t *cfg)
 {
     char labels[256];
 
@@ -103,14 +103,14 @@ static void render(resp_buf_t *b, const comp_config_t *cfg)
     for (int l = 0; l < COMP_LAYER_COUNT; l++)
         if (layer_on(cfg, l)) {
             snprintf(labels, sizeof labels, "{layer=\"%s\"}", comp_layer_name(l));
-            prom_printf(b, PREFIX "last_run_timestamp_seconds%s %.3f\n", labels,
+            buf_printf(b, PREFIX "last_run_timestamp_seconds%s %.3f\n", labels,
                         (double)comp_load(&comp_stats.layer[l].last_end_ms) / 1000.0);
         }
     prom_header(b, PREFIX "last_run_duration_seconds", "gauge", "How long the last run of each layer took.");
     for (int l = 0; l < COMP_LAYER_COUNT; l++)
         if (layer_on(cfg, l)) {
             snprintf(labels, sizeof labels, "{layer=\"%s\"}", comp_layer_name(l));
-            prom_printf(b, PREFIX "last_run_duration_seconds%s %.6f\n", labels,
+            buf_printf(b, PREFIX "last_run_duration_seconds%s %.6f\n", labels,
                         (double)comp_load(&comp_stats.layer[l].last_duration_us) / 1e6);
         }
     prom_header(b, PREFIX "last_run_success", "gauge",
@@ -187,14 +187,14 @@ static void render(resp_buf_t *b, const comp_config_t *cfg)
                     comp_load(&comp_stats.alert_command_failures));
 }
 
-static void render_cb(resp_buf_t *out, void *arg)
+static void render_cb(buf_t *out, void *arg)
 {
     render(out, arg);
 }
 
 /* /healthz: one line per enabled layer whose last run failed. Returns 0 when
  * there is none. */
-static int health_cb(resp_buf_t *out, void *arg)
+static int health_cb(buf_t *out, void *arg)
 {
     const comp_config_t *cfg = arg;
     int failing = 0;
@@ -204,7 +204,7 @@ static int health_cb(resp_buf_t *out, void *arg)
             continue;
         char last[512];
         comp_stats_last_error(l, last, sizeof last);
-        prom_printf(out, "%s: %s\n", comp_layer_name(l), last);
+        buf_printf(out, "%s: %s\n", comp_layer_name(l), last);
         failing++;
     }
     return failing == 0 ? 0 : -1;

@@ -21,6 +21,8 @@
  */
 #include <hourglass/hourglass.h>
 
+#include "base/units.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -240,36 +242,6 @@ static int parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
-/* A duration: digits with an optional unit ms/s/m/h/d; bare digits are ms
- * (as the broker reads DELAY). Returns 0 / -1. */
-static int parse_duration(const char *s, uint64_t *ms)
-{
-    static const struct { const char *unit; uint64_t ms; } units[] = {
-        { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 }, { "d", 86400000 },
-    };
-    const char *p = s;
-    uint64_t v = 0;
-
-    if (s == NULL || !isdigit((unsigned char)*p))
-        return -1;
-    for (; isdigit((unsigned char)*p); p++) {
-        if (v > (UINT64_MAX - 9) / 10)
-            return -1;
-        v = v * 10 + (uint64_t)(*p - '0');
-    }
-    if (*p == '\0') {
-        *ms = v;
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-        if (strcmp(p, units[i].unit) == 0) {
-            if (v > UINT64_MAX / units[i].ms)
-                return -1;
-            *ms = v * units[i].ms;
-            return 0;
-        }
-    return -1;
-}
 
 /* A message id: 1..16 hex digits. Returns 0 / -1 and the value. */
 static int parse_id(const char *s, uint64_t *out)
@@ -393,22 +365,6 @@ static void format_time(uint64_t ms, char *buf, size_t len)
     strftime(buf, len, "%Y-%m-%d %H:%M:%SZ", &tm);
 }
 
-/* ms as the largest whole unit: 1s, 90s, 2h, 1500ms. */
-static void format_duration(uint64_t ms, char *buf, size_t len)
-{
-    if (ms == 0)
-        snprintf(buf, len, "0s");
-    else if (ms % 86400000 == 0)
-        snprintf(buf, len, "%" PRIu64 "d", ms / 86400000);
-    else if (ms % 3600000 == 0)
-        snprintf(buf, len, "%" PRIu64 "h", ms / 3600000);
-    else if (ms % 60000 == 0)
-        snprintf(buf, len, "%" PRIu64 "m", ms / 60000);
-    else if (ms % 1000 == 0)
-        snprintf(buf, len, "%" PRIu64 "s", ms / 1000);
-    else
-        snprintf(buf, len, "%" PRIu64 "ms", ms);
-}
 
 /* An aligned table: cells fill rows left to right (row 0 is the header);
  * columns flagged in right[] are right-aligned. The table owns its cells. */
@@ -621,7 +577,7 @@ static int cmd_levels(cli_t *cli, int argc, char **argv)
             const hg_reply_t *row = hg_reply_element(r, i);
             if (hg_reply_count(row) < 4)
                 continue;
-            format_duration((uint64_t)hg_reply_integer(hg_reply_element(row, 1)), buf, sizeof(buf));
+            units_format_duration((uint64_t)hg_reply_integer(hg_reply_element(row, 1)), buf, sizeof(buf));
             printf("%s{\"level\":%lld,\"delay_ms\":%lld,\"delay\":\"%s\",\"depth\":%lld,\"next_due_ms\":%lld}",
                    i > 0 ? "," : "", hg_reply_integer(hg_reply_element(row, 0)),
                    hg_reply_integer(hg_reply_element(row, 1)), buf,
@@ -636,7 +592,7 @@ static int cmd_levels(cli_t *cli, int argc, char **argv)
             if (hg_reply_count(row) < 4)
                 continue;
             table_addf(&t, "%lld", hg_reply_integer(hg_reply_element(row, 0)));
-            format_duration((uint64_t)hg_reply_integer(hg_reply_element(row, 1)), buf, sizeof(buf));
+            units_format_duration((uint64_t)hg_reply_integer(hg_reply_element(row, 1)), buf, sizeof(buf));
             table_add(&t, buf);
             table_addf(&t, "%lld", hg_reply_integer(hg_reply_element(row, 2)));
             format_time((uint64_t)hg_reply_integer(hg_reply_element(row, 3)), buf, sizeof(buf));
@@ -843,9 +799,9 @@ static int cmd_send(cli_t *cli, int argc, char **argv)
             return usage_error("send: --level '%s' is not a level number 0..64", specs[1].value);
         delay = hg_delay_level((int)v);
     } else if (specs[2].value != NULL) {
-        if (parse_duration(specs[2].value, &v) < 0)
-            return usage_error("send: --delay '%s' is not a duration (e.g. 1500, 500ms, 30s, 25m, 2h, 1d)",
-                               specs[2].value);
+        char why[200];
+        if (units_parse_duration_str(specs[2].value, UNITS_BARE_MS, &v, why, sizeof why) < 0)
+            return usage_error("send: --delay '%s' is not a duration: %s", specs[2].value, why);
         delay = hg_delay_ms(v);
     } else if (specs[3].value != NULL) {
         if (parse_u64(specs[3].value, &v) < 0)

@@ -62,9 +62,9 @@ struct hg_client {
     char address[URI_HOST_MAX + 16];   /* "host:port" or "[v6]:port" */
     int fd;                            /* -1 when disconnected */
     int wake_fd;                       /* -1, or readable = stop */
-    resp_buf_t in;                     /* bytes received */
+    buf_t in;                     /* bytes received */
     size_t in_off;                     /* parsed up to here */
-    resp_buf_t out;                    /* request scratch for client_call */
+    buf_t out;                    /* request scratch for client_call */
     unsigned connects;                 /* successful connections so far */
     hg_err_t errcode;
     char errmsg[HG_ERRMSG_MAX];
@@ -252,8 +252,8 @@ hg_err_t client_create(const char *uri, const hg_client_opts_t *opts,
         snprintf(c->address, sizeof(c->address), "%s:%d", u.host, u.port);
     c->fd = -1;
     c->wake_fd = -1;
-    resp_buf_init(&c->in);
-    resp_buf_init(&c->out);
+    buf_init(&c->in);
+    buf_init(&c->out);
     memset(&u, 0, sizeof(u)); /* do not leave the password on the stack */
     *out = c;
     return HG_OK;
@@ -279,7 +279,7 @@ void client_disconnect(hg_client_t *c)
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
-    resp_buf_clear(&c->in);
+    buf_clear(&c->in);
     c->in_off = 0;
 }
 
@@ -360,12 +360,12 @@ static hg_err_t connect_round(hg_client_t *c)
     if (c->fd < 0)
         return client_fail(c, HG_ERR_CONNECT, "cannot connect to %s: %s", c->address,
                            why == ETIMEDOUT ? "connection timed out" : strerror(why));
-    resp_buf_clear(&c->in);
+    buf_clear(&c->in);
     c->in_off = 0;
 
     if (c->uri.has_auth) {
         const char *argv[3] = { "AUTH", c->uri.user, c->uri.password };
-        resp_buf_t req = RESP_BUF_INIT; /* not c->out: it may hold the caller's request */
+        buf_t req = BUF_INIT; /* not c->out: it may hold the caller's request */
         resp_reply_t *reply = NULL;
         size_t got = 0;
         hg_err_t e;
@@ -373,7 +373,7 @@ static hg_err_t connect_round(hg_client_t *c)
         resp_add_command(&req, 3, argv, NULL);
         e = client_exchange(c, req.data, req.len, 1, &reply, &got, 0, 0);
         memset(req.data, 0, req.len); /* the password */
-        resp_buf_free(&req);
+        buf_free(&req);
         if (e != HG_OK)
             return client_fail(c, HG_ERR_CONNECT, "cannot connect to %s: during AUTH: %s",
                                c->address, c->errmsg);
@@ -467,7 +467,7 @@ static hg_err_t parse_replies(hg_client_t *c, size_t nreplies, resp_reply_t **re
         c->in.len = 0;
         c->in_off = 0;
     } else if (c->in_off > CLIENT_READ_CHUNK) {
-        resp_buf_consume(&c->in, c->in_off);
+        buf_consume(&c->in, c->in_off);
         c->in_off = 0;
     }
     return HG_OK;
@@ -534,7 +534,7 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen,
             }
         }
         if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-            char *dst = resp_buf_reserve(&c->in, CLIENT_READ_CHUNK);
+            char *dst = buf_reserve(&c->in, CLIENT_READ_CHUNK);
             ssize_t r = recv(c->fd, dst, CLIENT_READ_CHUNK, MSG_DONTWAIT);
             if (r > 0) {
                 c->in.len += (size_t)r;
@@ -562,7 +562,7 @@ hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv,
     hg_err_t e;
 
     *reply = NULL;
-    resp_buf_clear(&c->out);
+    buf_clear(&c->out);
     resp_add_command(&c->out, argc, argv, argvlen);
     for (;;) {
         size_t got = 0;
@@ -575,7 +575,7 @@ hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv,
         resends++;
     }
     if (c->out.cap > CLIENT_READ_CHUNK)
-        resp_buf_free(&c->out); /* do not keep a big payload's buffer */
+        buf_free(&c->out); /* do not keep a big payload's buffer */
     return e;
 }
 
@@ -613,8 +613,8 @@ void hg_client_close(hg_client_t *c)
     if (c == NULL)
         return;
     client_disconnect(c);
-    resp_buf_free(&c->in);
-    resp_buf_free(&c->out);
+    buf_free(&c->in);
+    buf_free(&c->out);
     memset(c->uri.password, 0, sizeof(c->uri.password));
     free(c);
 }

@@ -334,7 +334,7 @@ static uint64_t load(atomic_uint_fast64_t *c)
 
 /* /metrics: this program's counters, the handler histogram and the loop's
  * statistics. arg: the hg_consumer_t. */
-static void render_metrics(resp_buf_t *b, void *arg)
+static void render_metrics(buf_t *b, void *arg)
 {
     hg_consumer_t *consumer = arg;
     prom_metric_u64(b, "hourglass_consumer_cancelled_total", "counter", "Orders this consumer cancelled.",

@@ -139,7 +139,7 @@ hg_err_t hg_send_many(hg_client_t *c, hg_send_item_t *items, size_t n, size_t *o
 {
     size_t *pending, npending = 0, ok = 0;
     resp_reply_t **replies;
-    resp_buf_t req = RESP_BUF_INIT;
+    buf_t req = BUF_INIT;
     hg_err_t first = HG_OK, e = HG_OK;
     int rounds = 0;
 
@@ -169,7 +169,7 @@ hg_err_t hg_send_many(hg_client_t *c, hg_send_item_t *items, size_t n, size_t *o
     while (npending > 0) {
         size_t got = 0, keep = 0;
 
-        resp_buf_clear(&req);
+        buf_clear(&req);
         for (size_t k = 0; k < npending; k++) {
             hg_send_item_t *it = &items[pending[k]];
             send_argv_t s;
@@ -206,7 +206,7 @@ hg_err_t hg_send_many(hg_client_t *c, hg_send_item_t *items, size_t n, size_t *o
             client_fail(c, first, "item %zu: %s", i, items[i].error);
         }
     }
-    resp_buf_free(&req);
+    buf_free(&req);
     free(pending);
     free(replies);
     if (ok_count != NULL)

@@ -11,6 +11,7 @@
  * trails, so a truncated or foreign value is an error, never a misread.
  */
 #include "levels/msg.h"
+#include "base/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,33 +21,6 @@
 #define MSG_FIXED_BYTES (1 + 1 + 4 + 8 * 5)
 #define MSG_STRING_COUNT 5
 
-void *hg_xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (p == NULL) {
-        fprintf(stderr, "hourglass: out of memory allocating %zu bytes\n", n);
-        abort();
-    }
-    return p;
-}
-
-void *hg_xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (q == NULL) {
-        fprintf(stderr, "hourglass: out of memory reallocating %zu bytes\n", n);
-        abort();
-    }
-    return q;
-}
-
-char *hg_xstrndup(const char *s, size_t n)
-{
-    char *p = hg_xmalloc(n + 1);
-    memcpy(p, s, n);
-    p[n] = '\0';
-    return p;
-}
 
 static char *put_u32(char *p, uint32_t v)
 {
@@ -163,7 +137,7 @@ int msg_decode(const char *buf, size_t len, msg_t *m, char *err, size_t errlen)
 void msg_owned_copy(msg_owned_t *dst, const msg_t *src)
 {
     size_t n = msg_encoded_size(src);
-    char *buf = hg_xmalloc(n);
+    char *buf = xmalloc(n);
     msg_encode(src, buf, n);
     char err[128];
     if (msg_decode(buf, n, &dst->m, err, sizeof err) != 0) {

@@ -74,9 +74,4 @@ void msg_owned_free(msg_owned_t *o);
  * using `what` ("topic", "group") in the message. */
 int msg_check_name(const char *what, const char *name, size_t len, char *err, size_t errlen);
 
-/* Allocation that never returns NULL: aborts with a message on out-of-memory. */
-void *hg_xmalloc(size_t n);
-void *hg_xrealloc(void *p, size_t n);
-char *hg_xstrndup(const char *s, size_t n);
-
 #endif

@@ -6,6 +6,7 @@
  * one seek per level that has due work. Nothing here polls or scans.
  */
 #include "levels/sched.h"
+#include "base/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +31,7 @@ uint64_t sched_wall_clock(void *ctx)
 
 sched_t *sched_new(store_t *s, sched_clock_fn clock, void *clock_ctx)
 {
-    sched_t *sc = hg_xmalloc(sizeof *sc);
+    sched_t *sc = xmalloc(sizeof *sc);
     sc->store = s;
     sc->clock = clock ? clock : sched_wall_clock;
     sc->clock_ctx = clock_ctx;

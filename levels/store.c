@@ -29,6 +29,7 @@
  * Threading: one thread at a time (the broker's storage thread).
  */
 #include "levels/store.h"
+#include "base/alloc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -138,7 +139,7 @@ static void strmap_grow(strmap_t *m)
     strmap_t bigger = { 0 };
     bigger.cap = m->cap ? m->cap * 2 : 16;
     bigger.slots = calloc(bigger.cap, sizeof *bigger.slots);
-    if (bigger.slots == NULL) { bigger.slots = hg_xmalloc(0); abort(); }
+    if (bigger.slots == NULL) { bigger.slots = xmalloc(0); abort(); }
     for (size_t i = 0; i < m->cap; i++) {
         strmap_slot_t *s = &m->slots[i];
         if (s->key != NULL && s->key != STRMAP_TOMBSTONE) {
@@ -156,7 +157,7 @@ static void strmap_put(strmap_t *m, const char *k, size_t len, void *val)
     strmap_slot_t *s = strmap_find_slot(m, k, len, 1);
     if (s->key != NULL && s->key != STRMAP_TOMBSTONE) { s->val = val; return; }
     if (s->key == STRMAP_TOMBSTONE) { m->tomb--; }
-    s->key = hg_xstrndup(k, len);
+    s->key = xstrndup(k, len);
     s->len = len;
     s->val = val;
     m->used++;
@@ -271,7 +272,7 @@ static void batch_put_msg(store_t *s, const key_t_ *k, const msg_t *m)
 {
     char small[512];
     size_t n = msg_encoded_size(m);
-    char *buf = n <= sizeof small ? small : hg_xmalloc(n);
+    char *buf = n <= sizeof small ? small : xmalloc(n);
     msg_encode(m, buf, n);
     batch_put(s, k, buf, n);
     if (buf != small) { free(buf); }
@@ -285,7 +286,7 @@ static void mark_topic(store_t *s, topic_state_t *t)
     t->dirty = 1;
     if (s->n_dirty_topics == s->cap_dirty_topics) {
         s->cap_dirty_topics = s->cap_dirty_topics ? s->cap_dirty_topics * 2 : 16;
-        s->dirty_topics = hg_xrealloc(s->dirty_topics, s->cap_dirty_topics * sizeof *s->dirty_topics);
+        s->dirty_topics = xrealloc(s->dirty_topics, s->cap_dirty_topics * sizeof *s->dirty_topics);
     }
     s->dirty_topics[s->n_dirty_topics++] = t;
 }
@@ -296,7 +297,7 @@ static void mark_group(store_t *s, group_state_t *g)
     g->dirty = 1;
     if (s->n_dirty_groups == s->cap_dirty_groups) {
         s->cap_dirty_groups = s->cap_dirty_groups ? s->cap_dirty_groups * 2 : 16;
-        s->dirty_groups = hg_xrealloc(s->dirty_groups, s->cap_dirty_groups * sizeof *s->dirty_groups);
+        s->dirty_groups = xrealloc(s->dirty_groups, s->cap_dirty_groups * sizeof *s->dirty_groups);
     }
     s->dirty_groups[s->n_dirty_groups++] = g;
 }
@@ -450,7 +451,7 @@ static topic_state_t *topic_get_or_create(store_t *s, const char *name, size_t l
     if (t != NULL) { return t; }
     t = calloc(1, sizeof *t);
     if (t == NULL) { abort(); }
-    t->name = hg_xstrndup(name, len);
+    t->name = xstrndup(name, len);
     t->len = len;
     strmap_put(&s->topics, name, len, t);
     mark_topic(s, t);
@@ -836,7 +837,7 @@ static int load_groups(store_t *s, char *err, size_t errlen)
         }
         g->topic = topic_get_or_create(s, p, tlen);
         g->topic->groups++;
-        g->name = hg_xstrndup(key + 1, klen - 1);
+        g->name = xstrndup(key + 1, klen - 1);
         g->len = klen - 1;
         strmap_put(&s->groups, g->name, g->len, g);
     }
@@ -870,7 +871,7 @@ int store_open(const store_options_t *o, store_t **out, char *err, size_t errlen
     store_t *s = calloc(1, sizeof *s);
     if (s == NULL) { abort(); }
     s->opt = *o;
-    s->path = hg_xstrndup(o->path, strlen(o->path));
+    s->path = xstrndup(o->path, strlen(o->path));
     s->opt.path = s->path;
     s->dbopt = leveldb_options_create();
     s->cache = leveldb_cache_create_lru(o->cache_bytes);
@@ -1225,7 +1226,7 @@ static group_state_t *group_create(store_t *s, const char *group, size_t glen, t
 {
     group_state_t *g = calloc(1, sizeof *g);
     if (g == NULL) { abort(); }
-    g->name = hg_xstrndup(group, glen);
+    g->name = xstrndup(group, glen);
     g->len = glen;
     g->topic = t;
     g->gen = s->next_seq++;
@@ -1579,7 +1580,7 @@ int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *i
     if (prepare_read(s, err, errlen) != 0) { return -1; }
     group_state_t *g = group_get(s, group, group_len);
     if (g == NULL || n <= 0) { return 0; }
-    uint64_t *sorted = hg_xmalloc((size_t)n * sizeof *sorted);
+    uint64_t *sorted = xmalloc((size_t)n * sizeof *sorted);
     memcpy(sorted, ids, (size_t)n * sizeof *sorted);
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_u64);
     key_t_ idx;
@@ -2093,9 +2094,9 @@ static void check_place(check_ctx_t *c, const msg_str_t *group, uint64_t id)
 {
     if (c->n_places == c->cap_places) {
         c->cap_places = c->cap_places ? c->cap_places * 2 : 1024;
-        c->places = hg_xrealloc(c->places, c->cap_places * sizeof *c->places);
+        c->places = xrealloc(c->places, c->cap_places * sizeof *c->places);
     }
-    char *p = hg_xmalloc(group->len + 1 + 17);
+    char *p = xmalloc(group->len + 1 + 17);
     memcpy(p, group->ptr, group->len);
     p[group->len] = '\0';
     store_id_format(id, p + group->len + 1);

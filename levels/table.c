@@ -2,9 +2,7 @@
  * levels/table.c — durations and the delay-level table (DESIGN §1).
  *
  * What it does
- *   - Parses and formats durations ("500ms", "5s", "30m", "2h", "3d"). One unit
- *     table (unit_table below) drives both directions, so a unit added there is
- *     understood everywhere.
+ *   - Durations themselves are base/units.h's one grammar ("500ms", "2.5s").
  *   - Parses, formats and compares level tables ("1s 5s ... 2h").
  *   - Maps a timeout to one level (RocketMQ style) and plans level chains for an
  *     exact delay (greedy: the largest level <= what remains, 25m = 20m + 5m).
@@ -16,9 +14,6 @@
  *     other functions assume one (a table read from disk goes through
  *     lvl_table_parse first). lvl_chain_plan still refuses an empty table rather
  *     than loop, because an empty table would make every hop 0.
- *   - Duration arithmetic never overflows: digits stop accumulating once the
- *     value is above LVL_MAX_DURATION_MS (far below UINT64_MAX / 10), and value *
- *     unit is checked by division before it is computed.
  *   - A chain plan never arrives early: the sum of its hops is >= the rounded
  *     delay, and exceeds it only when the table has no level that small (the
  *     last hop then overshoots by less than the smallest level).
@@ -27,6 +22,9 @@
  * global state. Safe from any thread.
  */
 #include "levels/table.h"
+
+#include "base/err.h"
+#include "base/units.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -38,164 +36,16 @@
 #define MS_PER_HOUR (60 * MS_PER_MINUTE)
 #define MS_PER_DAY (24 * MS_PER_HOUR)
 
-/* Long enough for any formatted uint64_t duration: 20 digits + "ms" + NUL. */
-#define DURATION_TEXT_MAX 32
-
-/* The units, largest first: lvl_format_duration picks the first that divides
- * exactly; lvl_parse_duration looks the unit up by name. */
-static const struct duration_unit {
-    const char *name;
-    uint64_t ms;
-} unit_table[] = {
-    {"d", MS_PER_DAY},
-    {"h", MS_PER_HOUR},
-    {"m", MS_PER_MINUTE},
-    {"s", MS_PER_SECOND},
-    {"ms", 1},
-};
-#define UNIT_COUNT (sizeof(unit_table) / sizeof(unit_table[0]))
-#define UNIT_HINT "use ms, s, m, h or d"
-
-/* Write a formatted message into err[errlen] when the caller gave a buffer. */
-static void set_error(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_error(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* Blanks are ASCII whitespace; locale-independent on purpose (isspace is not). */
 static int is_blank(char c)
 {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
-static int is_digit(char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-static int is_letter(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
 /* A span length as a printf precision (%.*s takes an int). */
 static int span_width(size_t len)
 {
     return len > 4096 ? 4096 : (int)len;
-}
-
-static const struct duration_unit *unit_lookup(const char *name, size_t len)
-{
-    for (size_t i = 0; i < UNIT_COUNT; i++) {
-        if (strlen(unit_table[i].name) == len && memcmp(unit_table[i].name, name, len) == 0)
-            return &unit_table[i];
-    }
-    return NULL;
-}
-
-/* Parse the duration in s[0..len) (already trimmed; need not be NUL-terminated).
- * Returns 0 / -1 with the message in err. Syntax errors are reported before
- * range errors, so "99999999999999999999x" is an unknown unit, not too large. */
-static int parse_duration_span(const char *s, size_t len, uint64_t *ms_out,
-                               char *err, size_t errlen)
-{
-    int w = span_width(len);
-    uint64_t value = 0;
-    int too_large = 0;
-    size_t i = 0;
-
-    if (len == 0) {
-        set_error(err, errlen, "empty duration (expected a whole number and a unit, e.g. \"5s\")");
-        return -1;
-    }
-    if (s[0] == '-' || s[0] == '+') {
-        set_error(err, errlen, "sign not allowed in duration \"%.*s\" (a duration is a whole "
-                  "number >= 0 and a unit, e.g. \"5s\")", w, s);
-        return -1;
-    }
-    if (!is_digit(s[0])) {
-        set_error(err, errlen, "duration \"%.*s\" does not start with a number (expected e.g. \"5s\")",
-                  w, s);
-        return -1;
-    }
-    for (; i < len && is_digit(s[i]); i++) {
-        if (too_large)
-            continue;
-        /* value <= LVL_MAX_DURATION_MS here, so value * 10 + 9 cannot overflow. */
-        value = value * 10 + (uint64_t)(s[i] - '0');
-        if (value > LVL_MAX_DURATION_MS)
-            too_large = 1;
-    }
-
-    size_t unit_start = i;
-    while (i < len && is_letter(s[i]))
-        i++;
-    size_t unit_len = i - unit_start;
-
-    if (unit_len == 0) {
-        if (i == len)
-            set_error(err, errlen, "missing unit in duration \"%.*s\" (" UNIT_HINT ")", w, s);
-        else if (is_blank(s[i]))
-            set_error(err, errlen, "blank between number and unit in duration \"%.*s\" "
-                      "(write them together, e.g. \"5s\")", w, s);
-        else
-            set_error(err, errlen, "unexpected \"%c\" after the number in duration \"%.*s\" "
-                      "(expected a whole number and a unit: " UNIT_HINT ")", s[i], w, s);
-        return -1;
-    }
-
-    const struct duration_unit *unit = unit_lookup(s + unit_start, unit_len);
-    if (unit == NULL) {
-        set_error(err, errlen, "unknown unit \"%.*s\" in duration \"%.*s\" (" UNIT_HINT ")",
-                  span_width(unit_len), s + unit_start, w, s);
-        return -1;
-    }
-    if (i < len) {
-        set_error(err, errlen, "unexpected \"%.*s\" after \"%.*s\" in duration \"%.*s\"",
-                  span_width(len - i), s + i, span_width(i), s, w, s);
-        return -1;
-    }
-    if (too_large || value > LVL_MAX_DURATION_MS / unit->ms) {
-        char max_text[DURATION_TEXT_MAX];
-        lvl_format_duration(LVL_MAX_DURATION_MS, max_text, sizeof(max_text));
-        set_error(err, errlen, "duration \"%.*s\" is above the maximum of %s", w, s, max_text);
-        return -1;
-    }
-    *ms_out = value * unit->ms;
-    return 0;
-}
-
-int lvl_parse_duration(const char *text, uint64_t *ms_out, char *err, size_t errlen)
-{
-    if (text == NULL)
-        text = "";
-    size_t start = 0;
-    size_t end = strlen(text);
-    while (start < end && is_blank(text[start]))
-        start++;
-    while (end > start && is_blank(text[end - 1]))
-        end--;
-    return parse_duration_span(text + start, end - start, ms_out, err, errlen);
-}
-
-int lvl_format_duration(uint64_t ms, char *buf, size_t buflen)
-{
-    if (ms == 0)
-        return snprintf(buf, buflen, "0s");
-    for (size_t i = 0; i < UNIT_COUNT; i++) {
-        if (ms % unit_table[i].ms == 0)
-            return snprintf(buf, buflen, "%" PRIu64 "%s", ms / unit_table[i].ms, unit_table[i].name);
-    }
-    return snprintf(buf, buflen, "%" PRIu64 "ms", ms); /* not reached: the ms unit divides all */
 }
 
 void lvl_table_default(lvl_table_t *t)
@@ -229,14 +79,14 @@ int lvl_table_parse(const char *spec, lvl_table_t *t, char *err, size_t errlen)
             p++;
         if (*p == '\0') {
             if (after_comma) {
-                set_error(err, errlen, "level %d is empty: the spec ends with a comma", count + 1);
+                err_set(err, errlen, "level %d is empty: the spec ends with a comma", count + 1);
                 return -1;
             }
             break;
         }
         if (*p == ',') {
             if (count == 0 || after_comma) {
-                set_error(err, errlen, "level %d is empty: %s", count + 1,
+                err_set(err, errlen, "level %d is empty: %s", count + 1,
                           count == 0 ? "the spec starts with a comma" : "two commas in a row");
                 return -1;
             }
@@ -255,21 +105,21 @@ int lvl_table_parse(const char *spec, lvl_table_t *t, char *err, size_t errlen)
 
         after_comma = 0;
         if (level > LVL_MAX_LEVELS) {
-            set_error(err, errlen, "too many levels: level %d (%.*s) is past the limit of %d",
+            err_set(err, errlen, "too many levels: level %d (%.*s) is past the limit of %d",
                       level, span_width(len), text, LVL_MAX_LEVELS);
             return -1;
         }
-        if (parse_duration_span(text, len, &ms, why, sizeof(why)) != 0) {
-            set_error(err, errlen, "level %d: %s", level, why);
+        if (units_parse_duration(text, len, 0, &ms, why, sizeof(why)) != 0) {
+            err_set(err, errlen, "level %d: %s", level, why);
             return -1;
         }
         if (ms == 0) {
-            set_error(err, errlen, "level %d (%.*s) is zero: every level must be a delay above 0",
+            err_set(err, errlen, "level %d (%.*s) is zero: every level must be a delay above 0",
                       level, span_width(len), text);
             return -1;
         }
         if (count > 0 && ms <= t->delay_ms[count]) {
-            set_error(err, errlen, "level %d (%.*s) is not greater than level %d (%.*s): "
+            err_set(err, errlen, "level %d (%.*s) is not greater than level %d (%.*s): "
                       "levels must be strictly increasing",
                       level, span_width(len), text, count, span_width(prev_len), prev_text);
             return -1;
@@ -281,7 +131,7 @@ int lvl_table_parse(const char *spec, lvl_table_t *t, char *err, size_t errlen)
         prev_len = len;
     }
     if (count == 0) {
-        set_error(err, errlen, "empty level table (expected delays such as \"1s 5s 10s\")");
+        err_set(err, errlen, "empty level table (expected delays such as \"1s 5s 10s\")");
         return -1;
     }
     return 0;
@@ -294,8 +144,8 @@ int lvl_table_format(const lvl_table_t *t, char *buf, size_t buflen)
     if (buf != NULL && buflen > 0)
         buf[0] = '\0';
     for (int level = 1; level <= t->count; level++) {
-        char one[DURATION_TEXT_MAX];
-        int n = lvl_format_duration(t->delay_ms[level], one, sizeof(one));
+        char one[UNITS_TEXT_MAX];
+        int n = units_format_duration(t->delay_ms[level], one, sizeof(one));
         /* Append " one" (no blank before the first) and count what would be
          * written, so the return value follows snprintf even when truncated. */
         const char *sep = level > 1 ? " " : "";
@@ -312,8 +162,8 @@ int lvl_table_diff(const lvl_table_t *a, const char *a_name,
 {
     int common = a->count < b->count ? a->count : b->count;
     int first_diff = 0;
-    char a_text[DURATION_TEXT_MAX];
-    char b_text[DURATION_TEXT_MAX];
+    char a_text[UNITS_TEXT_MAX];
+    char b_text[UNITS_TEXT_MAX];
 
     for (int level = 1; level <= common; level++) {
         if (a->delay_ms[level] != b->delay_ms[level]) {
@@ -327,21 +177,21 @@ int lvl_table_diff(const lvl_table_t *a, const char *a_name,
         return 0;
     }
     if (first_diff != 0) {
-        lvl_format_duration(a->delay_ms[first_diff], a_text, sizeof(a_text));
-        lvl_format_duration(b->delay_ms[first_diff], b_text, sizeof(b_text));
+        units_format_duration(a->delay_ms[first_diff], a_text, sizeof(a_text));
+        units_format_duration(b->delay_ms[first_diff], b_text, sizeof(b_text));
     }
     if (a->count != b->count && first_diff != 0) {
         /* A level inserted or removed in the middle shifts every later level:
          * the count is the headline, the first differing level the hint. */
-        set_error(msg, msglen, "%s has %d levels but %s has %d "
+        err_set(msg, msglen, "%s has %d levels but %s has %d "
                   "(first difference: level %d is %s in %s but %s in %s)",
                   a_name, a->count, b_name, b->count,
                   first_diff, a_text, a_name, b_text, b_name);
     } else if (a->count != b->count) {
-        set_error(msg, msglen, "%s has %d levels but %s has %d",
+        err_set(msg, msglen, "%s has %d levels but %s has %d",
                   a_name, a->count, b_name, b->count);
     } else {
-        set_error(msg, msglen, "level %d is %s in %s but %s in %s",
+        err_set(msg, msglen, "level %d is %s in %s but %s in %s",
                   first_diff, a_text, a_name, b_text, b_name);
     }
     return 1;
@@ -408,19 +258,19 @@ int lvl_next_hop(const lvl_table_t *t, uint64_t remaining_ms)
 int lvl_chain_plan(const lvl_table_t *t, uint64_t delay_ms, uint64_t max_delay_ms,
                    uint8_t *levels, int max_levels, int *hops, char *err, size_t errlen)
 {
-    char delay_text[DURATION_TEXT_MAX];
+    char delay_text[UNITS_TEXT_MAX];
     int limit = max_levels < LVL_MAX_HOPS ? max_levels : LVL_MAX_HOPS;
 
     *hops = 0;
     if (delay_ms > max_delay_ms) {
-        char max_text[DURATION_TEXT_MAX];
-        lvl_format_duration(delay_ms, delay_text, sizeof(delay_text));
-        lvl_format_duration(max_delay_ms, max_text, sizeof(max_text));
-        set_error(err, errlen, "delay %s exceeds max-delay %s", delay_text, max_text);
+        char max_text[UNITS_TEXT_MAX];
+        units_format_duration(delay_ms, delay_text, sizeof(delay_text));
+        units_format_duration(max_delay_ms, max_text, sizeof(max_text));
+        err_set(err, errlen, "delay %s exceeds max-delay %s", delay_text, max_text);
         return -1;
     }
     if (t->count < 1) {
-        set_error(err, errlen, "the level table is empty");
+        err_set(err, errlen, "the level table is empty");
         return -1;
     }
 
@@ -441,8 +291,8 @@ int lvl_chain_plan(const lvl_table_t *t, uint64_t delay_ms, uint64_t max_delay_m
     if (rest > 0)
         needed++;
     if (needed > (uint64_t)limit) {
-        lvl_format_duration(delay_ms, delay_text, sizeof(delay_text));
-        set_error(err, errlen, "delay %s needs %" PRIu64 " hops with this level table, more than "
+        units_format_duration(delay_ms, delay_text, sizeof(delay_text));
+        err_set(err, errlen, "delay %s needs %" PRIu64 " hops with this level table, more than "
                   "the limit of %d", delay_text, needed, limit);
         return -1;
     }

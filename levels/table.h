@@ -1,14 +1,15 @@
 /*
- * levels/table.h — durations and the delay-level table.
+ * levels/table.h — the delay-level table.
  *
- * A level table is a strictly increasing list of delays, numbered 1..count
+ * A level table is a strictly increasing list of delays (durations in the
+ * grammar of base/units.h), numbered 1..count
  * (level 0 means "no delay"). The default is RocketMQ's 18 levels:
  *   1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h
  *
  * Every delay is in milliseconds (uint64_t). Pure logic: no I/O, no allocation,
  * thread-safe (tables are plain values).
  *
- * Error convention (STYLE.md): functions return 0 on success, -1 on failure and,
+ * Error convention (CONTRIBUTING.md): functions return 0 on success, -1 on failure and,
  * on failure, write a message naming the problem into err[errlen] (err may be
  * NULL). The message never ends with a newline.
  */
@@ -18,9 +19,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/units.h"
+
 #define LVL_MAX_LEVELS 64                 /* most levels a table may have */
 #define LVL_MAX_HOPS 255                  /* most hops a chain plan may take */
-#define LVL_MAX_DURATION_MS (UINT64_C(100) * 365 * 86400 * 1000) /* 100 years */
+#define LVL_MAX_DURATION_MS UNITS_MAX_DURATION_MS   /* the longest level: the grammar's cap */
 #define LVL_DEFAULT_SPEC "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 typedef struct lvl_table {
@@ -32,18 +35,6 @@ typedef enum lvl_round {
     LVL_ROUND_UP,       /* smallest level >= timeout (never early) */
     LVL_ROUND_NEAREST   /* level closest to timeout; ties go to the larger */
 } lvl_round_t;
-
-/* Parse a duration: a non-negative integer followed by one unit of ms, s, m, h
- * or d ("500ms", "5s", "30m", "2h", "3d"). A bare integer is refused (the unit is
- * mandatory so "30" can never silently mean 30 ms or 30 s). Surrounding blanks
- * are ignored. Fails on empty input, a sign, an unknown unit, trailing garbage,
- * or a value above LVL_MAX_DURATION_MS. */
-int lvl_parse_duration(const char *text, uint64_t *ms_out, char *err, size_t errlen);
-
-/* Format ms with the largest unit that divides it exactly: 7200000 → "2h",
- * 90000 → "90s", 1500 → "1500ms", 0 → "0s". Round-trips through
- * lvl_parse_duration. Returns the length written (snprintf semantics). */
-int lvl_format_duration(uint64_t ms, char *buf, size_t buflen);
 
 /* Fill t with RocketMQ's 18 default levels. */
 void lvl_table_default(lvl_table_t *t);

@@ -30,6 +30,9 @@
  */
 #include "proto/resp.h"
 
+#include "base/alloc.h"
+#include "base/buf.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -50,16 +53,6 @@
  * Allocation and small helpers
  * ------------------------------------------------------------------------ */
 
-/* The one allocation path: realloc or abort with a message. */
-static void *resp_xrealloc(void *ptr, size_t size)
-{
-    void *q = realloc(ptr, size ? size : 1);
-    if (q == NULL) {
-        fprintf(stderr, "hourglass: out of memory (resp: %zu bytes)\n", size);
-        abort();
-    }
-    return q;
-}
 
 /* a + b, aborting on overflow (only reachable with absurd sizes). */
 static size_t add_size(size_t a, size_t b)
@@ -285,7 +278,7 @@ static void data_reserve(resp_parser_t *p, size_t extra, size_t cap_hint)
         cap = cap > SIZE_MAX / 2 ? need : cap * 2;
     if (cap_hint >= need && cap > cap_hint)
         cap = cap_hint;
-    p->data = resp_xrealloc(p->data, cap);
+    p->data = xrealloc(p->data, cap);
     p->data_cap = cap;
 }
 
@@ -297,7 +290,7 @@ static void argv_push(resp_parser_t *p, size_t len)
         size_t cap = p->argv_cap ? p->argv_cap * 2 : RESP_PARSER_FIRST_ARGS;
         if (cap > SIZE_MAX / sizeof(resp_arg_t))
             cap = add_size(p->argv_cap, 1);
-        p->argv = resp_xrealloc(p->argv, cap * sizeof(resp_arg_t));
+        p->argv = xrealloc(p->argv, cap * sizeof(resp_arg_t));
         p->argv_cap = cap;
     }
     p->argv[p->argc].ptr = NULL;
@@ -661,61 +654,24 @@ resp_status_t resp_parser_feed(resp_parser_t *p, const char *buf, size_t len,
 
 void resp_buf_init(resp_buf_t *b)
 {
-    b->data = NULL;
-    b->len = 0;
-    b->cap = 0;
+    buf_init(&b->raw);
     b->proto = RESP_PROTO_2;
 }
 
 void resp_buf_free(resp_buf_t *b)
 {
-    int proto = b->proto;
-    free(b->data);
-    resp_buf_init(b);
-    b->proto = proto;
+    buf_free(&b->raw);
 }
 
 void resp_buf_clear(resp_buf_t *b)
 {
-    b->len = 0;
-}
-
-char *resp_buf_reserve(resp_buf_t *b, size_t n)
-{
-    size_t need = add_size(b->len, n);
-
-    if (need > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < need)
-            cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-        b->data = resp_xrealloc(b->data, cap);
-        b->cap = cap;
-    }
-    return b->data + b->len;
-}
-
-void resp_buf_append(resp_buf_t *b, const void *p, size_t n)
-{
-    if (n == 0)
-        return;
-    memcpy(resp_buf_reserve(b, n), p, n);
-    b->len += n;
-}
-
-void resp_buf_consume(resp_buf_t *b, size_t n)
-{
-    if (n >= b->len) {
-        b->len = 0;
-        return;
-    }
-    memmove(b->data, b->data + n, b->len - n);
-    b->len -= n;
+    buf_clear(&b->raw);
 }
 
 /* "<type><n>\r\n" */
-static void add_header_ll(resp_buf_t *b, char type, long long n)
+static void add_header_ll(buf_t *b, char type, long long n)
 {
-    char *w = resp_buf_reserve(b, 24);
+    char *w = buf_reserve(b, 24);
     size_t k = 0;
     w[k++] = type;
     k += format_ll(w + k, n);
@@ -724,9 +680,9 @@ static void add_header_ll(resp_buf_t *b, char type, long long n)
     b->len += k;
 }
 
-static void add_header_size(resp_buf_t *b, char type, size_t n)
+static void add_header_size(buf_t *b, char type, size_t n)
 {
-    char *w = resp_buf_reserve(b, 24);
+    char *w = buf_reserve(b, 24);
     size_t k = 0;
     w[k++] = type;
     k += format_ull(w + k, n);
@@ -736,9 +692,9 @@ static void add_header_size(resp_buf_t *b, char type, size_t n)
 }
 
 /* "<type><text with CR/LF turned into spaces>\r\n" */
-static void add_line(resp_buf_t *b, char type, const char *s, size_t n)
+static void add_line(buf_t *b, char type, const char *s, size_t n)
 {
-    char *w = resp_buf_reserve(b, add_size(n, 3));
+    char *w = buf_reserve(b, add_size(n, 3));
     w[0] = type;
     for (size_t i = 0; i < n; i++)
         w[1 + i] = (s[i] == '\r' || s[i] == '\n') ? ' ' : s[i];
@@ -749,7 +705,7 @@ static void add_line(resp_buf_t *b, char type, const char *s, size_t n)
 
 void resp_add_simple(resp_buf_t *b, const char *s)
 {
-    add_line(b, '+', s, strlen(s));
+    add_line(&b->raw, '+', s, strlen(s));
 }
 
 void resp_add_error_len(resp_buf_t *b, const char *msg, size_t len)
@@ -759,9 +715,9 @@ void resp_add_error_len(resp_buf_t *b, const char *msg, size_t len)
         len--;
     }
     if (len == 0)
-        add_line(b, '-', "ERR", 3);
+        add_line(&b->raw, '-', "ERR", 3);
     else
-        add_line(b, '-', msg, len);
+        add_line(&b->raw, '-', msg, len);
 }
 
 void resp_add_error(resp_buf_t *b, const char *msg)
@@ -784,7 +740,7 @@ void resp_add_verrorf(resp_buf_t *b, const char *fmt, va_list ap)
         return;
     }
     if ((size_t)n >= sizeof small) {
-        text = resp_xrealloc(NULL, (size_t)n + 1);
+        text = xrealloc(NULL, (size_t)n + 1);
         vsnprintf(text, (size_t)n + 1, fmt, ap);
     }
     resp_add_error_len(b, text, (size_t)n);
@@ -802,19 +758,25 @@ void resp_add_errorf(resp_buf_t *b, const char *fmt, ...)
 
 void resp_add_int(resp_buf_t *b, long long v)
 {
-    add_header_ll(b, ':', v);
+    add_header_ll(&b->raw, ':', v);
 }
 
-void resp_add_bulk(resp_buf_t *b, const void *p, size_t len)
+/* "$<len>\r\n<bytes>\r\n" */
+static void put_bulk(buf_t *b, const void *p, size_t len)
 {
     char *w;
     add_header_size(b, '$', len);
-    w = resp_buf_reserve(b, add_size(len, 2));
+    w = buf_reserve(b, add_size(len, 2));
     if (len)
         memcpy(w, p, len);
     w[len] = '\r';
     w[len + 1] = '\n';
     b->len += len + 2;
+}
+
+void resp_add_bulk(resp_buf_t *b, const void *p, size_t len)
+{
+    put_bulk(&b->raw, p, len);
 }
 
 void resp_add_bulk_str(resp_buf_t *b, const char *s)
@@ -825,35 +787,35 @@ void resp_add_bulk_str(resp_buf_t *b, const char *s)
 void resp_add_null(resp_buf_t *b)
 {
     if (b->proto == RESP_PROTO_3)
-        resp_buf_append(b, "_\r\n", 3);
+        buf_append(&b->raw, "_\r\n", 3);
     else
-        resp_buf_append(b, "$-1\r\n", 5);
+        buf_append(&b->raw, "$-1\r\n", 5);
 }
 
 void resp_add_null_array(resp_buf_t *b)
 {
     if (b->proto == RESP_PROTO_3)
-        resp_buf_append(b, "_\r\n", 3);
+        buf_append(&b->raw, "_\r\n", 3);
     else
-        resp_buf_append(b, "*-1\r\n", 5);
+        buf_append(&b->raw, "*-1\r\n", 5);
 }
 
 void resp_add_array(resp_buf_t *b, size_t n)
 {
-    add_header_size(b, '*', n);
+    add_header_size(&b->raw, '*', n);
 }
 
 void resp_add_map(resp_buf_t *b, size_t npairs)
 {
     if (b->proto == RESP_PROTO_3)
-        add_header_size(b, '%', npairs);
+        add_header_size(&b->raw, '%', npairs);
     else
-        add_header_size(b, '*', add_size(npairs, npairs));
+        add_header_size(&b->raw, '*', add_size(npairs, npairs));
 }
 
 void resp_add_set(resp_buf_t *b, size_t n)
 {
-    add_header_size(b, b->proto == RESP_PROTO_3 ? '~' : '*', n);
+    add_header_size(&b->raw, b->proto == RESP_PROTO_3 ? '~' : '*', n);
 }
 
 /* The shortest %g text that strtod reads back to v; dst has 32 bytes. */
@@ -877,7 +839,7 @@ void resp_add_double(resp_buf_t *b, double v)
     size_t n = format_double(text, v);
 
     if (b->proto == RESP_PROTO_3)
-        add_line(b, ',', text, n);
+        add_line(&b->raw, ',', text, n);
     else
         resp_add_bulk(b, text, n);
 }
@@ -885,9 +847,9 @@ void resp_add_double(resp_buf_t *b, double v)
 void resp_add_bool(resp_buf_t *b, int v)
 {
     if (b->proto == RESP_PROTO_3)
-        resp_buf_append(b, v ? "#t\r\n" : "#f\r\n", 4);
+        buf_append(&b->raw, v ? "#t\r\n" : "#f\r\n", 4);
     else
-        resp_buf_append(b, v ? ":1\r\n" : ":0\r\n", 4);
+        buf_append(&b->raw, v ? ":1\r\n" : ":0\r\n", 4);
 }
 
 void resp_add_verbatim(resp_buf_t *b, const char *format, const char *text, size_t len)
@@ -900,23 +862,22 @@ void resp_add_verbatim(resp_buf_t *b, const char *format, const char *text, size
     }
     if (format == NULL || strlen(format) != 3)
         format = "txt";
-    add_header_size(b, '=', add_size(len, 4));
-    w = resp_buf_reserve(b, add_size(len, 6));
+    add_header_size(&b->raw, '=', add_size(len, 4));
+    w = buf_reserve(&b->raw, add_size(len, 6));
     memcpy(w, format, 3);
     w[3] = ':';
     if (len)
         memcpy(w + 4, text, len);
     w[4 + len] = '\r';
     w[5 + len] = '\n';
-    b->len += len + 6;
+    b->raw.len += len + 6;
 }
 
-void resp_add_command(resp_buf_t *b, size_t argc, const char *const *argv,
-                      const size_t *argvlen)
+void resp_add_command(buf_t *b, size_t argc, const char *const *argv, const size_t *argvlen)
 {
     add_header_size(b, '*', argc);
     for (size_t i = 0; i < argc; i++)
-        resp_add_bulk(b, argv[i], argvlen ? argvlen[i] : strlen(argv[i]));
+        put_bulk(b, argv[i], argvlen ? argvlen[i] : strlen(argv[i]));
 }
 
 /* ------------------------------------------------------------------------
@@ -1260,7 +1221,7 @@ resp_status_t resp_reply_parse(const char *buf, size_t len,
     if (nodes > SIZE_MAX / sizeof(resp_reply_t))
         add_size(SIZE_MAX, 1); /* aborts */
     bytes = add_size(nodes * sizeof(resp_reply_t), c.str_bytes);
-    mem = resp_xrealloc(NULL, bytes);
+    mem = xrealloc(NULL, bytes);
     c.nodes = (resp_reply_t *)(void *)mem;
     c.strs = mem + nodes * sizeof(resp_reply_t);
     c.next_node = 1;

@@ -32,6 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
+
 /* ------------------------------------------------------------------------
  * Status codes shared by both parsers
  * ------------------------------------------------------------------------ */
@@ -189,41 +191,32 @@ size_t resp_parser_buffered(const resp_parser_t *p);
  * Growable byte buffer and the reply writer
  * ------------------------------------------------------------------------
  *
- * resp_buf_t is a plain growable buffer: data[0..len) are the bytes, cap the
- * allocation. proto selects how replies are written: RESP_PROTO_2 (default)
- * or RESP_PROTO_3 (after HELLO 3). Where RESP3 has a type RESP2 lacks, the
- * RESP2 form is what Redis sends: null -> "$-1" / "*-1", map of n pairs ->
- * array of 2n, set -> array, double -> bulk string, bool -> integer 0/1,
- * verbatim -> bulk string.
+ * resp_buf_t is a reply being written: a byte buffer (base/buf.h; raw.data
+ * [0..raw.len) are the bytes) and the protocol it is written in. proto
+ * selects how replies are written: RESP_PROTO_2 (default) or RESP_PROTO_3
+ * (after HELLO 3). Where RESP3 has a type RESP2 lacks, the RESP2 form is what
+ * Redis sends: null -> "$-1" / "*-1", map of n pairs -> array of 2n, set ->
+ * array, double -> bulk string, bool -> integer 0/1, verbatim -> bulk string.
  *
- * Writers never fail (out of memory aborts) and return nothing.
+ * Writers never fail (out of memory aborts, base/alloc.h) and return nothing.
  */
 
 #define RESP_PROTO_2 2
 #define RESP_PROTO_3 3
 
 typedef struct resp_buf {
-    char *data;   /* NULL until the first write */
-    size_t len;   /* bytes in use */
-    size_t cap;   /* bytes allocated */
+    buf_t raw;    /* the bytes written so far */
     int proto;    /* RESP_PROTO_2 or RESP_PROTO_3 */
 } resp_buf_t;
 
-#define RESP_BUF_INIT { NULL, 0, 0, RESP_PROTO_2 }
+#define RESP_BUF_INIT { BUF_INIT, RESP_PROTO_2 }
 
-/* An empty RESP2 buffer; allocates nothing. */
+/* An empty RESP2 reply; allocates nothing. */
 void resp_buf_init(resp_buf_t *b);
-/* Free the bytes and return to the state after init (proto kept). */
+/* Free the bytes (proto kept). */
 void resp_buf_free(resp_buf_t *b);
-/* Drop all bytes, keep the allocation. */
+/* Drop all bytes, keep the allocation and proto. */
 void resp_buf_clear(resp_buf_t *b);
-/* Make room for n more bytes and return a pointer to them (data + len); the
- * caller writes there (e.g. recv) and then adds what it wrote to len. */
-char *resp_buf_reserve(resp_buf_t *b, size_t n);
-/* Append n raw bytes (no framing). */
-void resp_buf_append(resp_buf_t *b, const void *p, size_t n);
-/* Remove the first n bytes (n > len removes all), moving the rest down. */
-void resp_buf_consume(resp_buf_t *b, size_t n);
 
 /* "+<s>\r\n". A CR or LF inside s becomes a space, so the reply stays one line. */
 void resp_add_simple(resp_buf_t *b, const char *s);
@@ -266,10 +259,10 @@ void resp_add_bool(resp_buf_t *b, int v);
  * format is three characters ("txt", "mkd"); anything else is sent as "txt". */
 void resp_add_verbatim(resp_buf_t *b, const char *format, const char *text, size_t len);
 
-/* A request as clients send it: "*<argc>\r\n" and one bulk per argument.
+/* A request as clients send it: "*<argc>\r\n" and one bulk per argument,
+ * appended to a plain byte buffer (a request has no protocol version).
  * argvlen may be NULL when every argv[i] is a C string. */
-void resp_add_command(resp_buf_t *b, size_t argc, const char *const *argv,
-                      const size_t *argvlen);
+void resp_add_command(buf_t *b, size_t argc, const char *const *argv, const size_t *argvlen);
 
 /* ------------------------------------------------------------------------
  * Reply parser (client side)

@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
     } while (0)
 
 typedef struct run_result {
-    resp_buf_t transcript;
+    buf_t transcript;
     resp_status_t status;   /* RESP_OK (clean end), RESP_NEED_MORE (mid-command) or the error */
     char err[200];
 } run_result_t;
@@ -47,7 +47,7 @@ typedef struct run_result {
 /* Re-encode a command and check it parses back to itself. */
 static void check_reencode(const resp_command_t *cmd, const resp_limits_t *limits)
 {
-    resp_buf_t wire = RESP_BUF_INIT, a = RESP_BUF_INIT, b = RESP_BUF_INIT;
+    buf_t wire = BUF_INIT, a = BUF_INIT, b = BUF_INIT;
     const char **argv = malloc(cmd->argc * sizeof *argv);
     size_t *lens = malloc(cmd->argc * sizeof *lens);
     resp_parser_t p;
@@ -78,9 +78,9 @@ static void check_reencode(const resp_command_t *cmd, const resp_limits_t *limit
         CHECK(memcmp(pa, pb, a.len - (size_t)(pa - a.data)) == 0);
     }
     resp_parser_free(&p);
-    resp_buf_free(&wire);
-    resp_buf_free(&a);
-    resp_buf_free(&b);
+    buf_free(&wire);
+    buf_free(&a);
+    buf_free(&b);
     free(argv);
     free(lens);
 }
@@ -94,7 +94,7 @@ static void run_request(const uint8_t *s, size_t len, const resp_limits_t *limit
     resp_status_t st = RESP_NEED_MORE;
     uint32_t x = seed | 1;
 
-    resp_buf_init(&out->transcript);
+    buf_init(&out->transcript);
     resp_parser_init(&p, limits);
     while (off < len && st >= 0) {
         size_t n;
@@ -160,52 +160,55 @@ static void check_same(const run_result_t *a, const run_result_t *b)
 }
 
 /* Write a reply tree back out canonically. */
-static void write_canonical(resp_buf_t *b, const resp_reply_t *r)
+static void write_canonical(buf_t *b, const resp_reply_t *r)
 {
     char head[64];
     int n;
 
     switch (r->type) {
     case RESP_REPLY_STATUS:
-        resp_buf_append(b, "+", 1);
-        resp_buf_append(b, r->str, r->len);
-        resp_buf_append(b, "\r\n", 2);
+        buf_append(b, "+", 1);
+        buf_append(b, r->str, r->len);
+        buf_append(b, "\r\n", 2);
         break;
     case RESP_REPLY_ERROR:
         n = snprintf(head, sizeof head, "!%zu\r\n", r->len);
-        resp_buf_append(b, head, (size_t)n);
-        resp_buf_append(b, r->str, r->len);
-        resp_buf_append(b, "\r\n", 2);
+        buf_append(b, head, (size_t)n);
+        buf_append(b, r->str, r->len);
+        buf_append(b, "\r\n", 2);
         break;
     case RESP_REPLY_INTEGER:
         n = snprintf(head, sizeof head, ":%lld\r\n", r->integer);
-        resp_buf_append(b, head, (size_t)n);
+        buf_append(b, head, (size_t)n);
         break;
     case RESP_REPLY_BULK:
-        resp_add_bulk(b, r->str, r->len);
+        n = snprintf(head, sizeof head, "$%zu\r\n", r->len);
+        buf_append(b, head, (size_t)n);
+        buf_append(b, r->str, r->len);
+        buf_append(b, "\r\n", 2);
         break;
     case RESP_REPLY_NIL:
-        resp_buf_append(b, "_\r\n", 3);
+        buf_append(b, "_\r\n", 3);
         break;
     case RESP_REPLY_DOUBLE:
-        resp_buf_append(b, ",", 1);
-        resp_buf_append(b, r->str, r->len);
-        resp_buf_append(b, "\r\n", 2);
+        buf_append(b, ",", 1);
+        buf_append(b, r->str, r->len);
+        buf_append(b, "\r\n", 2);
         break;
     case RESP_REPLY_BOOL:
-        resp_buf_append(b, r->integer ? "#t\r\n" : "#f\r\n", 4);
+        buf_append(b, r->integer ? "#t\r\n" : "#f\r\n", 4);
         break;
     case RESP_REPLY_BIGNUM:
-        resp_buf_append(b, "(", 1);
-        resp_buf_append(b, r->str, r->len);
-        resp_buf_append(b, "\r\n", 2);
+        buf_append(b, "(", 1);
+        buf_append(b, r->str, r->len);
+        buf_append(b, "\r\n", 2);
         break;
     case RESP_REPLY_VERBATIM:
         CHECK(strlen(r->format) == 3);
         n = snprintf(head, sizeof head, "=%zu\r\n%s:", r->len + 4, r->format);
-        resp_buf_append(b, head, (size_t)n);
-        resp_buf_append(b, r->str, r->len);
-        resp_buf_append(b, "\r\n", 2);
+        buf_append(b, head, (size_t)n);
+        buf_append(b, r->str, r->len);
+        buf_append(b, "\r\n", 2);
         break;
     case RESP_REPLY_ARRAY:
     case RESP_REPLY_MAP:
@@ -217,7 +220,7 @@ static void write_canonical(resp_buf_t *b, const resp_reply_t *r)
         CHECK(r->type != RESP_REPLY_MAP || r->count % 2 == 0);
         CHECK(r->count == 0 || r->elements != NULL);
         n = snprintf(head, sizeof head, "%c%zu\r\n", t, count);
-        resp_buf_append(b, head, (size_t)n);
+        buf_append(b, head, (size_t)n);
         for (size_t i = 0; i < r->count; i++)
             write_canonical(b, &r->elements[i]);
         break;
@@ -254,7 +257,7 @@ static void run_replies(const uint8_t *s, size_t len, const resp_reply_limits_t 
             CHECK(none == NULL && u == 0);
         }
         {
-            resp_buf_t a = RESP_BUF_INIT, b = RESP_BUF_INIT;
+            buf_t a = BUF_INIT, b = BUF_INIT;
             resp_reply_limits_t roomy = { .max_depth = RESP_REPLY_DEPTH_CAP,
                                           .max_elements = SIZE_MAX, .max_bulk = SIZE_MAX };
             write_canonical(&a, r);
@@ -262,8 +265,8 @@ static void run_replies(const uint8_t *s, size_t len, const resp_reply_limits_t 
             CHECK(used2 == a.len);
             write_canonical(&b, again);
             CHECK(a.len == b.len && memcmp(a.data, b.data, a.len) == 0);
-            resp_buf_free(&a);
-            resp_buf_free(&b);
+            buf_free(&a);
+            buf_free(&b);
         }
         resp_reply_free(again);
         resp_reply_free(r);
@@ -292,10 +295,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size <= 512) {
         run_request(data, size, lim, 2, 0, 0, &bytewise);
         check_same(&whole, &bytewise);
-        resp_buf_free(&bytewise.transcript);
+        buf_free(&bytewise.transcript);
     }
-    resp_buf_free(&whole.transcript);
-    resp_buf_free(&chunked.transcript);
+    buf_free(&whole.transcript);
+    buf_free(&chunked.transcript);
 
     run_replies(data, size, (opts & 2) ? &small_reply : NULL);
     return 0;

@@ -76,8 +76,8 @@ int rc_connect(rc_conn_t *c, const char *host, int port, int timeout_ms)
     memset(c, 0, sizeof *c);
     c->fd = -1;
     c->timeout_ms = timeout_ms > 0 ? timeout_ms : RC_DEFAULT_TIMEOUT_MS;
-    resp_buf_init(&c->out);
-    resp_buf_init(&c->in);
+    buf_init(&c->out);
+    buf_init(&c->in);
 
     struct sockaddr_in sa;
     memset(&sa, 0, sizeof sa);
@@ -122,8 +122,8 @@ void rc_close(rc_conn_t *c)
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
-    resp_buf_free(&c->out);
-    resp_buf_free(&c->in);
+    buf_free(&c->out);
+    buf_free(&c->in);
     c->in_off = 0;
 }
 
@@ -153,7 +153,7 @@ void rc_appendl(rc_conn_t *c, const char *arg0, ...)
 
 void rc_append_raw(rc_conn_t *c, const void *p, size_t n)
 {
-    resp_buf_append(&c->out, p, n);
+    buf_append(&c->out, p, n);
 }
 
 int rc_flush(rc_conn_t *c, int timeout_ms)
@@ -186,7 +186,7 @@ int rc_flush(rc_conn_t *c, int timeout_ms)
         rc = -1;
         break;
     }
-    resp_buf_consume(&c->out, off);
+    buf_consume(&c->out, off);
     return rc;
 }
 
@@ -195,11 +195,11 @@ int rc_flush(rc_conn_t *c, int timeout_ms)
 static int fill(rc_conn_t *c, uint64_t deadline)
 {
     if (c->in_off > 0 && c->in_off * 2 >= c->in.len) {
-        resp_buf_consume(&c->in, c->in_off);
+        buf_consume(&c->in, c->in_off);
         c->in_off = 0;
     }
     for (;;) {
-        char *p = resp_buf_reserve(&c->in, RC_READ_CHUNK);
+        char *p = buf_reserve(&c->in, RC_READ_CHUNK);
         ssize_t n = recv(c->fd, p, RC_READ_CHUNK, 0);
         if (n > 0) {
             c->in.len += (size_t)n;

@@ -28,8 +28,8 @@
 typedef struct rc_conn {
     int fd;               /* -1 when closed */
     int timeout_ms;       /* default wait for rc_read / rc_flush / rc_cmd */
-    resp_buf_t out;       /* bytes appended, not yet written */
-    resp_buf_t in;        /* bytes received, from in_off on not yet parsed */
+    buf_t out;       /* bytes appended, not yet written */
+    buf_t in;        /* bytes received, from in_off on not yet parsed */
     size_t in_off;
     int eof;              /* the peer closed its side */
     int timed_out;        /* the last rc_read failed by timeout only */

@@ -15,17 +15,17 @@
 /* Append a rendering of cmd to t: "<argc><i|m>|<len>:<bytes>|...\n" (i for an
  * inline command, m for a multibulk one). Two command streams are the same
  * when their transcripts are equal bytes. */
-static inline void resp_transcript_add(resp_buf_t *t, const resp_command_t *cmd)
+static inline void resp_transcript_add(buf_t *t, const resp_command_t *cmd)
 {
     char head[48];
     int n = snprintf(head, sizeof head, "%zu%c", cmd->argc, cmd->is_inline ? 'i' : 'm');
-    resp_buf_append(t, head, (size_t)n);
+    buf_append(t, head, (size_t)n);
     for (size_t i = 0; i < cmd->argc; i++) {
         n = snprintf(head, sizeof head, "|%zu:", cmd->argv[i].len);
-        resp_buf_append(t, head, (size_t)n);
-        resp_buf_append(t, cmd->argv[i].ptr, cmd->argv[i].len);
+        buf_append(t, head, (size_t)n);
+        buf_append(t, cmd->argv[i].ptr, cmd->argv[i].len);
     }
-    resp_buf_append(t, "\n", 1);
+    buf_append(t, "\n", 1);
 }
 
 #endif

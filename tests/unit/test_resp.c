@@ -59,7 +59,8 @@ static void check_bytes(const char *got, size_t gotlen, const char *want, size_t
 }
 
 #define CHECK_BYTES(got, gotlen, lit) check_bytes((got), (gotlen), (lit), sizeof(lit) - 1, __LINE__)
-#define CHECK_BUF(b, lit) check_bytes((b)->data, (b)->len, (lit), sizeof(lit) - 1, __LINE__)
+#define CHECK_BUF(b, lit) check_bytes((b)->raw.data, (b)->raw.len, (lit), sizeof(lit) - 1, __LINE__)
+#define CHECK_RAW(b, lit) check_bytes((b)->data, (b)->len, (lit), sizeof(lit) - 1, __LINE__)
 #define CHECK_ARG(cmd, i, lit) check_bytes((cmd).argv[i].ptr, (cmd).argv[i].len, (lit), sizeof(lit) - 1, __LINE__)
 
 /* Feed data in chunks of chunk bytes (0: all at once), collecting every
@@ -68,7 +69,7 @@ static void check_bytes(const char *got, size_t gotlen, const char *want, size_t
  * commands, RESP_NEED_MORE when it ended inside one, or the error; err gets
  * the parser's message. */
 static resp_status_t parse_stream(const char *data, size_t len, size_t chunk,
-                                  const resp_limits_t *limits, resp_buf_t *t,
+                                  const resp_limits_t *limits, buf_t *t,
                                   char *err, size_t errlen)
 {
     resp_parser_t p;
@@ -114,9 +115,9 @@ static resp_status_t parse_stream(const char *data, size_t len, size_t chunk,
 static resp_status_t parse_text(const char *data, size_t len, const resp_limits_t *limits,
                                 char *err, size_t errlen)
 {
-    resp_buf_t t = RESP_BUF_INIT;
+    buf_t t = BUF_INIT;
     resp_status_t st = parse_stream(data, len, 0, limits, &t, err, errlen);
-    resp_buf_free(&t);
+    buf_free(&t);
     return st;
 }
 
@@ -324,12 +325,12 @@ static const char split_stream[] =
 static void test_request_split_every_byte(void)
 {
     size_t len = sizeof split_stream - 1;
-    resp_buf_t whole = RESP_BUF_INIT;
+    buf_t whole = BUF_INIT;
     resp_status_t st;
 
     st = parse_stream(split_stream, len, 0, NULL, &whole, NULL, 0);
     CU_ASSERT_EQUAL_FATAL(st, RESP_OK);
-    CHECK_BUF(&whole, "3m|4:SEND|5:order|12:x\0y\r\nz\r\n\r\n\0!\n"
+    CHECK_RAW(&whole, "3m|4:SEND|5:order|12:x\0y\r\nz\r\n\r\n\0!\n"
                       "1i|4:PING\n"
                       "2m|4:ECHO|0:\n"
                       "3i|3:SET|3:a b|1:c\n"
@@ -337,24 +338,24 @@ static void test_request_split_every_byte(void)
                       "2i|4:ECHO|1:x\n");
 
     for (size_t chunk = 1; chunk <= len; chunk++) {
-        resp_buf_t t = RESP_BUF_INIT;
+        buf_t t = BUF_INIT;
         st = parse_stream(split_stream, len, chunk, NULL, &t, NULL, 0);
         CU_ASSERT_EQUAL(st, RESP_OK);
         check_bytes(t.data, t.len, whole.data, whole.len, __LINE__);
-        resp_buf_free(&t);
+        buf_free(&t);
     }
-    resp_buf_free(&whole);
+    buf_free(&whole);
 }
 
 static void test_request_split_two_pieces(void)
 {
     size_t len = sizeof split_stream - 1;
-    resp_buf_t whole = RESP_BUF_INIT;
+    buf_t whole = BUF_INIT;
 
     CU_ASSERT_EQUAL_FATAL(parse_stream(split_stream, len, 0, NULL, &whole, NULL, 0), RESP_OK);
     for (size_t cut = 0; cut <= len; cut++) {
         resp_parser_t p;
-        resp_buf_t t = RESP_BUF_INIT;
+        buf_t t = BUF_INIT;
         const char *pieces[2] = { split_stream, split_stream + cut };
         size_t lens[2] = { cut, len - cut };
 
@@ -373,10 +374,10 @@ static void test_request_split_two_pieces(void)
             }
         }
         check_bytes(t.data, t.len, whole.data, whole.len, __LINE__);
-        resp_buf_free(&t);
+        buf_free(&t);
         resp_parser_free(&p);
     }
-    resp_buf_free(&whole);
+    buf_free(&whole);
 }
 
 static void test_request_empty_multibulk_skipped(void)
@@ -467,16 +468,16 @@ static void test_request_bad_bulk_length(void)
 static void test_request_limit_args(void)
 {
     resp_limits_t lim = { .max_args = 4 };
-    resp_buf_t t = RESP_BUF_INIT;
+    buf_t t = BUF_INIT;
     char err[200];
     static const char at[] = "*4\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n";
 
     CU_ASSERT_EQUAL(parse_stream(at, sizeof at - 1, 0, &lim, &t, err, sizeof err), RESP_OK);
-    CHECK_BUF(&t, "4m|1:a|1:b|1:c|1:d\n");
-    resp_buf_free(&t);
+    CHECK_RAW(&t, "4m|1:a|1:b|1:c|1:d\n");
+    buf_free(&t);
     CU_ASSERT_EQUAL(parse_stream("a b c d\r\n", 9, 0, &lim, &t, err, sizeof err), RESP_OK);
-    CHECK_BUF(&t, "4i|1:a|1:b|1:c|1:d\n");
-    resp_buf_free(&t);
+    CHECK_RAW(&t, "4i|1:a|1:b|1:c|1:d\n");
+    buf_free(&t);
 
     /* one past: refused at the header, before any argument arrives */
     CU_ASSERT_EQUAL(parse_text("*5\r\n", 4, &lim, err, sizeof err), RESP_ERR_LIMIT);
@@ -488,12 +489,12 @@ static void test_request_limit_args(void)
 static void test_request_limit_bulk(void)
 {
     resp_limits_t lim = { .max_bulk = 10 };
-    resp_buf_t t = RESP_BUF_INIT;
+    buf_t t = BUF_INIT;
     char err[200];
 
     CU_ASSERT_EQUAL(parse_stream("*1\r\n$10\r\n0123456789\r\n", 21, 0, &lim, &t, err, sizeof err), RESP_OK);
-    CHECK_BUF(&t, "1m|10:0123456789\n");
-    resp_buf_free(&t);
+    CHECK_RAW(&t, "1m|10:0123456789\n");
+    buf_free(&t);
     CU_ASSERT_EQUAL(parse_text("*1\r\n$11\r\n", 9, &lim, err, sizeof err), RESP_ERR_LIMIT);
     CU_ASSERT_STRING_EQUAL(err, "Protocol error: bulk length 11 exceeds the limit of 10 bytes (max-bulk)");
 }
@@ -501,7 +502,7 @@ static void test_request_limit_bulk(void)
 static void test_request_limit_inline(void)
 {
     resp_limits_t lim = { .max_inline = 16 };
-    resp_buf_t t = RESP_BUF_INIT;
+    buf_t t = BUF_INIT;
     resp_parser_t p;
     resp_command_t cmd;
     char err[200];
@@ -509,11 +510,11 @@ static void test_request_limit_inline(void)
 
     /* 16 bytes before the '\n' is the most; a '\r' counts */
     CU_ASSERT_EQUAL(parse_stream("0123456789abcdef\n", 17, 0, &lim, &t, err, sizeof err), RESP_OK);
-    CHECK_BUF(&t, "1i|16:0123456789abcdef\n");
-    resp_buf_free(&t);
+    CHECK_RAW(&t, "1i|16:0123456789abcdef\n");
+    buf_free(&t);
     CU_ASSERT_EQUAL(parse_stream("0123456789abcde\r\n", 17, 0, &lim, &t, err, sizeof err), RESP_OK);
-    CHECK_BUF(&t, "1i|15:0123456789abcde\n");
-    resp_buf_free(&t);
+    CHECK_RAW(&t, "1i|15:0123456789abcde\n");
+    buf_free(&t);
     CU_ASSERT_EQUAL(parse_text("0123456789abcdef\r\n", 18, &lim, err, sizeof err), RESP_ERR_LIMIT);
     CU_ASSERT_STRING_EQUAL(err, "Protocol error: too big inline request");
 
@@ -531,12 +532,12 @@ static void test_request_limit_query(void)
 {
     static const char in[] = "*2\r\n$4\r\nECHO\r\n$5\r\nhello\r\n"; /* 25 bytes */
     resp_limits_t lim = { .max_query = sizeof in - 1 };
-    resp_buf_t t = RESP_BUF_INIT;
+    buf_t t = BUF_INIT;
     char err[200];
 
     CU_ASSERT_EQUAL(parse_stream(in, sizeof in - 1, 0, &lim, &t, err, sizeof err), RESP_OK);
-    CHECK_BUF(&t, "2m|4:ECHO|5:hello\n");
-    resp_buf_free(&t);
+    CHECK_RAW(&t, "2m|4:ECHO|5:hello\n");
+    buf_free(&t);
 
     lim.max_query = sizeof in - 2;
     /* refused at the last header: the declared length already tells */
@@ -545,8 +546,8 @@ static void test_request_limit_query(void)
 
     lim.max_query = 12;
     CU_ASSERT_EQUAL(parse_stream("ECHO hello\r\n", 12, 0, &lim, &t, err, sizeof err), RESP_OK);
-    CHECK_BUF(&t, "2i|4:ECHO|5:hello\n");
-    resp_buf_free(&t);
+    CHECK_RAW(&t, "2i|4:ECHO|5:hello\n");
+    buf_free(&t);
     lim.max_query = 11;
     CU_ASSERT_EQUAL(parse_text("ECHO hello\r\n", 12, &lim, err, sizeof err), RESP_ERR_LIMIT);
     CU_ASSERT_STRING_EQUAL(err, "Protocol error: command of at least 12 bytes exceeds the limit of 11 bytes (max-query)");
@@ -655,7 +656,7 @@ static void test_request_dead_after_error(void)
 static void test_request_big_buffers_released(void)
 {
     size_t n = 1024 * 1024;
-    resp_buf_t in = RESP_BUF_INIT;
+    buf_t in = BUF_INIT;
     resp_parser_t p;
     resp_command_t cmd;
     char *payload = malloc(n);
@@ -677,7 +678,7 @@ static void test_request_big_buffers_released(void)
     resp_parser_free(&p);
     CU_ASSERT_EQUAL(resp_parser_buffered(&p), 0);
     resp_parser_free(&p); /* twice is fine */
-    resp_buf_free(&in);
+    buf_free(&in);
     free(payload);
 }
 
@@ -700,7 +701,7 @@ static void test_request_set_limits_live(void)
  * chunk sizes, come out identical. */
 static void test_request_roundtrip_random(void)
 {
-    resp_buf_t wire = RESP_BUF_INIT, want = RESP_BUF_INIT, got = RESP_BUF_INIT;
+    buf_t wire = BUF_INIT, want = BUF_INIT, got = BUF_INIT;
 
     for (int c = 0; c < 300; c++) {
         size_t argc = 1 + rng() % 8;
@@ -750,9 +751,9 @@ static void test_request_roundtrip_random(void)
         check_bytes(got.data, got.len, want.data, want.len, __LINE__);
         resp_parser_free(&p);
     }
-    resp_buf_free(&wire);
-    resp_buf_free(&want);
-    resp_buf_free(&got);
+    buf_free(&wire);
+    buf_free(&want);
+    buf_free(&got);
 }
 
 /* ------------------------------------------------------------------------
@@ -805,9 +806,9 @@ static void test_writer_errorf(void)
     memset(big, 'x', 1000);
     big[1000] = '\0';
     resp_add_errorf(&b, "ERR %s", big);
-    CU_ASSERT_EQUAL(b.len, 1 + 4 + 1000 + 2);
-    CU_ASSERT(memcmp(b.data, "-ERR xxx", 8) == 0);
-    CU_ASSERT(memcmp(b.data + b.len - 3, "x\r\n", 3) == 0);
+    CU_ASSERT_EQUAL(b.raw.len, 1 + 4 + 1000 + 2);
+    CU_ASSERT(memcmp(b.raw.data, "-ERR xxx", 8) == 0);
+    CU_ASSERT(memcmp(b.raw.data + b.raw.len - 3, "x\r\n", 3) == 0);
     resp_buf_free(&b);
 }
 
@@ -888,7 +889,7 @@ static void test_writer_double(void)
             continue;
         resp_buf_clear(&b);
         resp_add_double(&b, d);
-        CU_ASSERT_EQUAL_FATAL(resp_reply_parse(b.data, b.len, NULL, &r, &used, NULL, 0), RESP_OK);
+        CU_ASSERT_EQUAL_FATAL(resp_reply_parse(b.raw.data, b.raw.len, NULL, &r, &used, NULL, 0), RESP_OK);
         CU_ASSERT_EQUAL(r->type, RESP_REPLY_DOUBLE);
         CU_ASSERT(r->dval == d);
         resp_reply_free(r);
@@ -898,56 +899,19 @@ static void test_writer_double(void)
 
 static void test_writer_command(void)
 {
-    resp_buf_t b = RESP_BUF_INIT;
+    buf_t b = BUF_INIT;
     const char *argv[] = { "SET", "k", "v" };
     const char *bin[] = { "ECHO", "a\0b" };
     size_t binlen[] = { 4, 3 };
 
     resp_add_command(&b, 3, argv, NULL);
-    CHECK_BUF(&b, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n");
-    resp_buf_clear(&b);
+    CHECK_RAW(&b, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n");
+    buf_clear(&b);
     resp_add_command(&b, 2, bin, binlen);
-    CHECK_BUF(&b, "*2\r\n$4\r\nECHO\r\n$3\r\na\0b\r\n");
-    resp_buf_free(&b);
+    CHECK_RAW(&b, "*2\r\n$4\r\nECHO\r\n$3\r\na\0b\r\n");
+    buf_free(&b);
 }
 
-static void test_writer_buffer_ops(void)
-{
-    resp_buf_t b;
-    char *w;
-
-    resp_buf_init(&b);
-    CU_ASSERT_PTR_NULL(b.data);
-    CU_ASSERT_EQUAL(b.proto, RESP_PROTO_2);
-    for (int i = 0; i < 10000; i++)
-        resp_buf_append(&b, "abcdefg", 7);
-    CU_ASSERT_EQUAL(b.len, 70000);
-    CU_ASSERT(b.cap >= b.len);
-    CU_ASSERT(memcmp(b.data + 69993, "abcdefg", 7) == 0);
-
-    resp_buf_consume(&b, 3);
-    CU_ASSERT_EQUAL(b.len, 69997);
-    CU_ASSERT(memcmp(b.data, "defgabc", 7) == 0);
-    resp_buf_consume(&b, 1000000);
-    CU_ASSERT_EQUAL(b.len, 0);
-
-    w = resp_buf_reserve(&b, 100000);
-    CU_ASSERT_PTR_EQUAL(w, b.data + b.len);
-    CU_ASSERT(b.cap >= 100000);
-    memcpy(w, "+OK\r\n", 5);
-    b.len += 5;
-    CHECK_BUF(&b, "+OK\r\n");
-
-    resp_buf_clear(&b);
-    CU_ASSERT_EQUAL(b.len, 0);
-    CU_ASSERT(b.cap >= 100000);
-    b.proto = RESP_PROTO_3;
-    resp_buf_free(&b);
-    CU_ASSERT_PTR_NULL(b.data);
-    CU_ASSERT_EQUAL(b.cap, 0);
-    CU_ASSERT_EQUAL(b.proto, RESP_PROTO_3);
-    resp_buf_free(&b);
-}
 
 /* ------------------------------------------------------------------------
  * Reply parser
@@ -1139,7 +1103,7 @@ static void test_reply_roundtrip_writer(void)
 
         b.proto = proto;
         write_sample(&b);
-        r = parse_reply_lit(b.data, b.len, NULL);
+        r = parse_reply_lit(b.raw.data, b.raw.len, NULL);
         CU_ASSERT_PTR_NOT_NULL_FATAL(r);
         CU_ASSERT_EQUAL_FATAL(r->type, RESP_REPLY_ARRAY);
         CU_ASSERT_EQUAL_FATAL(r->count, 4);
@@ -1186,21 +1150,21 @@ static void test_reply_every_prefix_needs_more(void)
                 b.proto = proto;
                 write_sample(&b);
             } else {
-                resp_buf_append(&b, samples[s], strlen(samples[s]));
+                buf_append(&b.raw, samples[s], strlen(samples[s]));
             }
-            for (size_t k = 0; k < b.len; k++) {
+            for (size_t k = 0; k < b.raw.len; k++) {
                 resp_reply_t *r = (resp_reply_t *)&b; /* must be overwritten */
                 size_t used = 77;
-                CU_ASSERT_EQUAL(resp_reply_parse(b.data, k, NULL, &r, &used, NULL, 0), RESP_NEED_MORE);
+                CU_ASSERT_EQUAL(resp_reply_parse(b.raw.data, k, NULL, &r, &used, NULL, 0), RESP_NEED_MORE);
                 CU_ASSERT_PTR_NULL(r);
                 CU_ASSERT_EQUAL(used, 0);
             }
             /* complete, with trailing bytes of the next reply */
             {
                 resp_reply_t *r = NULL;
-                size_t used = 0, full = b.len;
-                resp_buf_append(&b, "+NEXT", 5);
-                CU_ASSERT_EQUAL(resp_reply_parse(b.data, b.len, NULL, &r, &used, NULL, 0), RESP_OK);
+                size_t used = 0, full = b.raw.len;
+                buf_append(&b.raw, "+NEXT", 5);
+                CU_ASSERT_EQUAL(resp_reply_parse(b.raw.data, b.raw.len, NULL, &r, &used, NULL, 0), RESP_OK);
                 CU_ASSERT_EQUAL(used, full);
                 resp_reply_free(r);
             }
@@ -1325,7 +1289,7 @@ static void test_reply_default_limits(void)
     size_t used = 0;
     char err[200];
     resp_reply_limits_t huge_depth = { .max_depth = 100000 };
-    resp_buf_t deep = RESP_BUF_INIT;
+    buf_t deep = BUF_INIT;
 
     /* declared sizes at the limits: just waiting for the bytes */
     CU_ASSERT_EQUAL(resp_reply_parse("*1048576\r\n:1\r\n", 14, NULL, &r, &used, err, sizeof err), RESP_NEED_MORE);
@@ -1338,21 +1302,21 @@ static void test_reply_default_limits(void)
 
     /* depth: 32 by default, and never more than RESP_REPLY_DEPTH_CAP */
     for (int i = 0; i < 32; i++)
-        resp_buf_append(&deep, "*1\r\n", 4);
-    resp_buf_append(&deep, ":1\r\n", 4);
+        buf_append(&deep, "*1\r\n", 4);
+    buf_append(&deep, ":1\r\n", 4);
     r = parse_reply_lit(deep.data, deep.len, NULL);
     resp_reply_free(r);
-    resp_buf_clear(&deep);
+    buf_clear(&deep);
     for (int i = 0; i < 33; i++)
-        resp_buf_append(&deep, "*1\r\n", 4);
+        buf_append(&deep, "*1\r\n", 4);
     CU_ASSERT_EQUAL(resp_reply_parse(deep.data, deep.len, NULL, &r, &used, err, sizeof err), RESP_ERR_LIMIT);
     CU_ASSERT_STRING_EQUAL(err, "Protocol error: reply nested deeper than 32 levels (max-depth)");
-    resp_buf_clear(&deep);
+    buf_clear(&deep);
     for (int i = 0; i < RESP_REPLY_DEPTH_CAP + 1; i++)
-        resp_buf_append(&deep, "*1\r\n", 4);
+        buf_append(&deep, "*1\r\n", 4);
     CU_ASSERT_EQUAL(resp_reply_parse(deep.data, deep.len, &huge_depth, &r, &used, err, sizeof err), RESP_ERR_LIMIT);
     CU_ASSERT_STRING_EQUAL(err, "Protocol error: reply nested deeper than 512 levels (max-depth)");
-    resp_buf_free(&deep);
+    buf_free(&deep);
 }
 
 static void test_reply_type_names(void)
@@ -1419,8 +1383,7 @@ static int add_suites(void)
         T(test_writer_resp2_vs_resp3),
         T(test_writer_double),
         T(test_writer_command),
-        T(test_writer_buffer_ops),
-    };
+            };
     static const struct test_entry reply[] = {
         T(test_reply_resp2_types),
         T(test_reply_resp3_types),

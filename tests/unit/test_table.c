@@ -1,8 +1,7 @@
 /*
  * tests/unit/test_table.c — CUnit suites for levels/table.c (DESIGN §1).
  *
- * Pure logic, no temp directories or processes: durations (parse, format,
- * every error), level tables (parse, format, diff), the one-level mapping
+ * Pure logic, no temp directories or processes: level tables (parse, format, diff), the one-level mapping
  * (lvl_level_for), and chain plans. The chain suite plans every delay from 1 s
  * to 3 d in 1-second steps with the default table and checks each plan hop by
  * hop against lvl_next_hop, so the greedy rule and the hop bound of DESIGN §1
@@ -26,220 +25,6 @@
 #define DAY (24 * HOUR)
 
 /* One CUnit assertion whose failure message is formatted (CUnit copies it). */
-
-/* ---------------------------------------------------------------- durations */
-
-static void expect_duration(const char *text, uint64_t want, int line)
-{
-    char err[256] = "";
-    uint64_t got = UINT64_C(12345);
-    int rc = lvl_parse_duration(text, &got, err, sizeof(err));
-
-    TU_CHECK_AT(rc == 0 && got == want, line, "parse \"%s\": rc %d, got %" PRIu64 ", want %" PRIu64
-                " (err: %s)", text, rc, got, want, err);
-}
-#define EXPECT_DURATION(text, want) expect_duration((text), (want), __LINE__)
-
-/* The parse must fail and the message must contain every given fragment. */
-static void expect_duration_error(const char *text, const char *frag1, const char *frag2, int line)
-{
-    char err[256] = "";
-    uint64_t got = 0;
-    int rc = lvl_parse_duration(text, &got, err, sizeof(err));
-    size_t len = strlen(err);
-
-    TU_CHECK_AT(rc == -1, line, "parse \"%s\" should fail, got rc %d value %" PRIu64, text, rc, got);
-    TU_CHECK_AT(len > 0 && err[len - 1] != '\n', line, "parse \"%s\": message \"%s\" is empty or "
-                "ends with a newline", text, err);
-    TU_CHECK_AT(strstr(err, frag1) != NULL, line, "parse \"%s\": message \"%s\" lacks \"%s\"",
-                text, err, frag1);
-    if (frag2 != NULL)
-        TU_CHECK_AT(strstr(err, frag2) != NULL, line, "parse \"%s\": message \"%s\" lacks \"%s\"",
-                    text, err, frag2);
-}
-#define EXPECT_DURATION_ERROR(text, frag1, frag2) \
-    expect_duration_error((text), (frag1), (frag2), __LINE__)
-
-static void test_duration_units(void)
-{
-    EXPECT_DURATION("500ms", 500);
-    EXPECT_DURATION("5s", 5 * SEC);
-    EXPECT_DURATION("30m", 30 * MIN);
-    EXPECT_DURATION("2h", 2 * HOUR);
-    EXPECT_DURATION("3d", 3 * DAY);
-    EXPECT_DURATION("1ms", 1);
-    EXPECT_DURATION("1d", 86400000);
-    EXPECT_DURATION("90s", 90000);
-    /* "m" is minutes and "ms" milliseconds: the longest unit name wins */
-    EXPECT_DURATION("2m", 120000);
-    EXPECT_DURATION("2ms", 2);
-}
-
-static void test_duration_zero_and_blanks(void)
-{
-    EXPECT_DURATION("0s", 0);
-    EXPECT_DURATION("0ms", 0);
-    EXPECT_DURATION("0d", 0);
-    EXPECT_DURATION("  5s", 5 * SEC);
-    EXPECT_DURATION("5s  ", 5 * SEC);
-    EXPECT_DURATION("\t 5s \r\n", 5 * SEC);
-    /* leading zeros are harmless: still decimal, never octal */
-    EXPECT_DURATION("010s", 10 * SEC);
-    EXPECT_DURATION("000ms", 0);
-}
-
-static void test_duration_limits(void)
-{
-    EXPECT_DURATION("36500d", LVL_MAX_DURATION_MS);
-    EXPECT_DURATION("3153600000000ms", LVL_MAX_DURATION_MS);
-    EXPECT_DURATION("876000h", LVL_MAX_DURATION_MS);
-    EXPECT_DURATION_ERROR("36501d", "above the maximum of 36500d", "\"36501d\"");
-    EXPECT_DURATION_ERROR("3153600000001ms", "above the maximum", "\"3153600000001ms\"");
-    EXPECT_DURATION_ERROR("3153600000001s", "above the maximum", NULL);
-    /* more digits than a uint64_t holds */
-    EXPECT_DURATION_ERROR("99999999999999999999d", "above the maximum",
-                          "\"99999999999999999999d\"");
-    EXPECT_DURATION_ERROR("18446744073709551616ms", "above the maximum", NULL);
-    EXPECT_DURATION_ERROR("18446744073709551615ms", "above the maximum", NULL);
-    /* fits in uint64_t but value * unit wraps to 34448384 ms if unchecked */
-    EXPECT_DURATION_ERROR("213503982335d", "above the maximum", NULL);
-    /* a syntax error is reported before the range */
-    EXPECT_DURATION_ERROR("99999999999999999999x", "unknown unit \"x\"", NULL);
-}
-
-static void test_duration_bad_input(void)
-{
-    EXPECT_DURATION_ERROR("", "empty duration", NULL);
-    EXPECT_DURATION_ERROR("   \t ", "empty duration", NULL);
-    EXPECT_DURATION_ERROR("-5s", "sign not allowed", "\"-5s\"");
-    EXPECT_DURATION_ERROR("+5s", "sign not allowed", "\"+5s\"");
-    EXPECT_DURATION_ERROR("s", "does not start with a number", "\"s\"");
-    EXPECT_DURATION_ERROR("x5s", "does not start with a number", "\"x5s\"");
-    EXPECT_DURATION_ERROR("5x", "unknown unit \"x\" in duration \"5x\" (use ms, s, m, h or d)", NULL);
-    /* units are lower case: "M" could mean minutes or months */
-    EXPECT_DURATION_ERROR("5S", "unknown unit \"S\"", NULL);
-    EXPECT_DURATION_ERROR("5M", "unknown unit \"M\"", NULL);
-    EXPECT_DURATION_ERROR("5sec", "unknown unit \"sec\"", NULL);
-    EXPECT_DURATION_ERROR("5mss", "unknown unit \"mss\"", NULL);
-    EXPECT_DURATION_ERROR("30", "missing unit in duration \"30\"", "use ms, s, m, h or d");
-    EXPECT_DURATION_ERROR("5s5", "unexpected \"5\" after \"5s\" in duration \"5s5\"", NULL);
-    EXPECT_DURATION_ERROR("5s 5s", "unexpected \" 5s\" after \"5s\"", NULL);
-    EXPECT_DURATION_ERROR("5s,", "unexpected \",\"", NULL);
-    /* decided: the number and the unit are written together ("5 s" is refused,
-     * as it would be two items in a level table spec) */
-    EXPECT_DURATION_ERROR("5 s", "blank between number and unit", "\"5 s\"");
-    EXPECT_DURATION_ERROR("5.5s", "unexpected \".\"", "\"5.5s\"");
-    EXPECT_DURATION_ERROR("1_000ms", "unexpected \"_\"", NULL);
-}
-
-static void test_duration_error_buffers(void)
-{
-    uint64_t ms = 0;
-    char small[8];
-
-    /* err may be NULL */
-    CU_ASSERT_EQUAL(lvl_parse_duration("5x", &ms, NULL, 0), -1);
-    CU_ASSERT_EQUAL(lvl_parse_duration("5s", &ms, NULL, 0), 0);
-    CU_ASSERT_EQUAL(ms, 5 * SEC);
-    /* a short buffer is truncated and still terminated */
-    memset(small, 'Z', sizeof(small));
-    CU_ASSERT_EQUAL(lvl_parse_duration("5x", &ms, small, sizeof(small)), -1);
-    CU_ASSERT_EQUAL(strlen(small), sizeof(small) - 1);
-    CU_ASSERT_NSTRING_EQUAL(small, "unknown", 7);
-}
-
-static void expect_format(uint64_t ms, const char *want, int line)
-{
-    char buf[64];
-    int n = lvl_format_duration(ms, buf, sizeof(buf));
-
-    TU_CHECK_AT(strcmp(buf, want) == 0 && n == (int)strlen(want), line,
-                "format %" PRIu64 ": got \"%s\" (%d), want \"%s\"", ms, buf, n, want);
-}
-#define EXPECT_FORMAT(ms, want) expect_format((ms), (want), __LINE__)
-
-static void test_duration_format(void)
-{
-    EXPECT_FORMAT(7200000, "2h");
-    EXPECT_FORMAT(90000, "90s");
-    EXPECT_FORMAT(1500, "1500ms");
-    EXPECT_FORMAT(0, "0s");
-    EXPECT_FORMAT(1, "1ms");
-    EXPECT_FORMAT(1000, "1s");
-    EXPECT_FORMAT(60000, "1m");
-    EXPECT_FORMAT(3600000, "1h");
-    EXPECT_FORMAT(86400000, "1d");
-    EXPECT_FORMAT(3 * DAY, "3d");
-    EXPECT_FORMAT(25 * HOUR, "25h");
-    EXPECT_FORMAT(DAY + SEC, "86401s");
-    EXPECT_FORMAT(LVL_MAX_DURATION_MS, "36500d");
-    EXPECT_FORMAT(UINT64_MAX, "18446744073709551615ms");
-
-    /* snprintf semantics: the full length is returned even when truncated */
-    char buf[4];
-    CU_ASSERT_EQUAL(lvl_format_duration(1500, buf, sizeof(buf)), 6);
-    CU_ASSERT_STRING_EQUAL(buf, "150");
-    CU_ASSERT_EQUAL(lvl_format_duration(1500, NULL, 0), 6);
-}
-
-static int round_trips(uint64_t ms, char *text, size_t textlen)
-{
-    char err[256];
-    uint64_t back = 0;
-
-    lvl_format_duration(ms, text, textlen);
-    return lvl_parse_duration(text, &back, err, sizeof(err)) == 0 && back == ms;
-}
-
-static void test_duration_round_trip(void)
-{
-    static const uint64_t units[] = {1, SEC, MIN, HOUR, DAY};
-    char text[64];
-    uint64_t checked = 0;
-    uint64_t first_bad = UINT64_MAX;
-    uint64_t x = UINT64_C(0x9E3779B97F4A7C15);
-
-    /* every millisecond up to 2 minutes */
-    for (uint64_t ms = 0; ms <= 2 * MIN; ms++, checked++)
-        if (!round_trips(ms, text, sizeof(text)) && first_bad == UINT64_MAX)
-            first_bad = ms;
-    /* multiples of every unit, and one off each side */
-    for (size_t u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
-        for (uint64_t k = 1; k <= 5000; k++) {
-            uint64_t base = k * units[u];
-            uint64_t cases[3] = {base - 1, base, base + 1};
-            for (int c = 0; c < 3; c++, checked++)
-                if (!round_trips(cases[c], text, sizeof(text)) && first_bad == UINT64_MAX)
-                    first_bad = cases[c];
-        }
-    }
-    /* pseudo-random values up to the cap (xorshift, fixed seed) */
-    for (int i = 0; i < 100000; i++, checked++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        uint64_t ms = x % (LVL_MAX_DURATION_MS + 1);
-        if (i % 3 == 0)
-            ms -= ms % SEC;   /* whole seconds often format with a larger unit */
-        if (!round_trips(ms, text, sizeof(text)) && first_bad == UINT64_MAX)
-            first_bad = ms;
-    }
-    TU_CHECK(round_trips(LVL_MAX_DURATION_MS, text, sizeof(text)), "the cap does not round-trip");
-    TU_CHECK(first_bad == UINT64_MAX, "%" PRIu64 " ms does not round-trip (formatted \"%s\")",
-             first_bad, (lvl_format_duration(first_bad, text, sizeof(text)), text));
-    CU_ASSERT(checked > 200000);
-
-    /* and canonical text round-trips the other way */
-    static const char *canonical[] = {"0s", "1ms", "999ms", "1s", "59s", "61s", "1m", "59m",
-                                      "61m", "1h", "23h", "25h", "1d", "3d", "36500d"};
-    for (size_t i = 0; i < sizeof(canonical) / sizeof(canonical[0]); i++) {
-        uint64_t ms = 0;
-        CU_ASSERT_EQUAL_FATAL(lvl_parse_duration(canonical[i], &ms, NULL, 0), 0);
-        lvl_format_duration(ms, text, sizeof(text));
-        TU_CHECK(strcmp(text, canonical[i]) == 0, "\"%s\" formats back as \"%s\"",
-                 canonical[i], text);
-    }
-}
 
 /* ------------------------------------------------------------------- tables */
 
@@ -891,17 +676,6 @@ static void test_plan_total(void)
 
 /* ------------------------------------------------------------------ suites */
 
-static const tu_test_t duration_tests[] = {
-    {"units", test_duration_units},
-    {"zero and blanks", test_duration_zero_and_blanks},
-    {"limits and overflow", test_duration_limits},
-    {"bad input", test_duration_bad_input},
-    {"error buffers", test_duration_error_buffers},
-    {"format", test_duration_format},
-    {"round trip", test_duration_round_trip},
-    {NULL, NULL},
-};
-
 static const tu_test_t table_tests[] = {
     {"default", test_table_default},
     {"separators", test_table_separators},
@@ -931,7 +705,6 @@ static const tu_test_t chain_tests[] = {
 };
 
 static const tu_suite_t suites[] = {
-    {"duration", duration_tests},
     {"table", table_tests},
     {"level_for", level_for_tests},
     {"chain", chain_tests},
