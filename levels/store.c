@@ -30,6 +30,7 @@
  */
 #include "levels/store.h"
 #include "base/alloc.h"
+#include "base/err.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -1023,38 +1024,34 @@ static void retry_ready_append(store_t *s, group_state_t *g, msg_t *m, uint64_t 
  * ("delay 4d exceeds max-delay 3d", "... needs 3600 hops ..."). Without the
  * bound, a custom table with a small last level makes one message hop (one
  * write) per level delay for the whole journey. */
-static int check_chain(const store_t *s, uint64_t delay_ms, char *err, size_t errlen)
+int store_send_validate(const store_options_t *o, const store_send_req_t *req, char *err, size_t errlen)
 {
-    uint8_t plan[LVL_MAX_HOPS];
-    int hops;
-    return lvl_chain_plan(&s->opt.levels, delay_ms, s->opt.max_delay_ms, plan, LVL_MAX_HOPS, &hops,
-                          err, errlen);
+    if (msg_check_name("topic", req->topic, req->topic_len, err, errlen) != 0) { return -1; }
+    if (req->key_len > MSG_MAX_KEY) {
+        return err_set(err, errlen, "key is %zu bytes, longer than the limit of %d", req->key_len, MSG_MAX_KEY);
+    }
+    if (req->payload_len > o->max_payload) {
+        return err_set(err, errlen, "payload is %zu bytes, larger than max-payload %u", req->payload_len,
+                       o->max_payload);
+    }
+    const lvl_table_t *t = &o->levels;
+    if (req->level < 0 || req->level > t->count) {
+        return err_set(err, errlen, "level %d does not exist (levels are 1..%d)", req->level, t->count);
+    }
+    if (req->level == 0 && req->delay_ms > 0) {
+        uint8_t plan[LVL_MAX_HOPS];
+        int hops;
+        return lvl_chain_plan(t, req->delay_ms, o->max_delay_ms, plan, LVL_MAX_HOPS, &hops, err, errlen);
+    }
+    return 0;
 }
 
 int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms,
                uint64_t *id_out, uint64_t *due_out, char *err, size_t errlen)
 {
     if (check_usable(s, err, errlen) != 0) { return -1; }
-    if (msg_check_name("topic", req->topic, req->topic_len, err, errlen) != 0) { return -1; }
-    if (req->key_len > MSG_MAX_KEY) {
-        set_err(err, errlen, "key is %zu bytes, longer than the limit of %d", req->key_len, MSG_MAX_KEY);
-        return -1;
-    }
-    if (req->payload_len > s->opt.max_payload) {
-        set_err(err, errlen, "payload is %zu bytes, larger than max-payload %u", req->payload_len,
-                s->opt.max_payload);
-        return -1;
-    }
-    const lvl_table_t *t = &s->opt.levels;
-    if (req->level < 0 || req->level > t->count) {
-        set_err(err, errlen, "level %d does not exist (levels are 1..%d)", req->level, t->count);
-        return -1;
-    }
-    uint64_t delay = 0;
-    if (req->level == 0 && req->delay_ms > 0) {
-        if (check_chain(s, req->delay_ms, err, errlen) != 0) { return -1; }
-        delay = lvl_round_delay(req->delay_ms);
-    }
+    if (store_send_validate(&s->opt, req, err, errlen) != 0) { return -1; }
+    uint64_t delay = req->level == 0 && req->delay_ms > 0 ? lvl_round_delay(req->delay_ms) : 0;
     msg_t m;
     memset(&m, 0, sizeof m);
     m.id = s->next_seq++;
@@ -1772,7 +1769,12 @@ int store_fail(store_t *s, const char *group, size_t group_len, uint64_t id,
             set_err(err, errlen, "retry delay must be positive");
             return -1;
         }
-        if (req->level == 0 && check_chain(s, req->delay_ms, err, errlen) != 0) { return -1; }
+        uint8_t plan[LVL_MAX_HOPS];
+        int hops;
+        if (req->level == 0
+            && lvl_chain_plan(t, req->delay_ms, s->opt.max_delay_ms, plan, LVL_MAX_HOPS, &hops, err, errlen) != 0) {
+            return -1;
+        }
     }
     group_state_t *g;
     msg_t m;

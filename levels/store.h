@@ -104,6 +104,15 @@ typedef struct store_send_req {
     uint64_t delay_ms;    /* with level 0: chained over levels (DELAY d); 0 = ready now */
 } store_send_req_t;
 
+/* The checks store_send makes, as a pure function of the options (no store
+ * needed, any thread): topic name, key and payload sizes, the level range,
+ * and for a delay its chain plan against max-delay. 0, or -1 with the one
+ * wording of each problem in err ("payload is 5000000 bytes, larger than
+ * max-payload 4194304", "delay 4d exceeds max-delay 3d"). The broker runs it
+ * while parsing SEND, so a bad request is refused before it is queued;
+ * store_send runs it again. */
+int store_send_validate(const store_options_t *o, const store_send_req_t *req, char *err, size_t errlen);
+
 /* Accept a message: into the first hop's level queue, or straight into the topic
  * log when there is no delay. Enqueue time within a level is monotone:
  * max(now, last enqueue on that level), so a clock step back never reorders a
