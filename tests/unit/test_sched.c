@@ -9,6 +9,7 @@
  */
 #include "levels/sched.h"
 #include "levels/store.h"
+#include "tests/helpers/store_probe.h"
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
@@ -290,7 +291,7 @@ static void test_nack_policy_and_overrides(void)
     sched_nack_req_t bad = { .level = 19 };
     CU_ASSERT(sched_nack(sc, "g", 1, id2, &bad, &found, &due, &s, err, sizeof err) == -1);
     CU_ASSERT(strstr(err, "level 19") != NULL);
-    CU_ASSERT(store_lease_get(st, "g", 1, id2, NULL, NULL, err, sizeof err) == 1);
+    CU_ASSERT(probe_lease_get(st, "g", 1, id2, NULL, NULL, err, sizeof err) == 1);
     close_all();
 }
 

@@ -13,6 +13,7 @@
  * timed and printed, never asserted on time — STYLE.md 11).
  */
 #include "levels/store.h"
+#include "tests/helpers/store_probe.h"
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
@@ -356,7 +357,7 @@ static void test_reopen_keeps_everything(void)
 
     uint64_t c_deadline = 0;
     char err[512] = "";
-    TU_REQUIRE(store_lease_get(s, "g1", 2, c, NULL, &c_deadline, err, sizeof err) == 1, "lease C: %s", err);
+    TU_REQUIRE(probe_lease_get(s, "g1", 2, c, NULL, &c_deadline, err, sizeof err) == 1, "lease C: %s", err);
     store_level_info_t before[LVL_MAX_LEVELS + 1];
     for (int l = 1; l <= 18; l++)
         store_level_info(s, l, &before[l]);
@@ -399,7 +400,7 @@ static void test_reopen_keeps_everything(void)
     /* The lease survives with its deadline and content. */
     msg_owned_t lm = { 0 };
     uint64_t dl = 0;
-    TU_REQUIRE(store_lease_get(s, "g1", 2, c, &lm, &dl, err, sizeof err) == 1, "lease C after reopen: %s", err);
+    TU_REQUIRE(probe_lease_get(s, "g1", 2, c, &lm, &dl, err, sizeof err) == 1, "lease C after reopen: %s", err);
     CHECK_EQ_U64(dl, c_deadline);
     TU_CHECK(msg_str_is(&lm.m.payload, "C") && msg_str_is(&lm.m.topic, "orders"), "lease C content");
     msg_owned_free(&lm);
@@ -876,7 +877,7 @@ static void test_send_hop_bound(void)
     err[0] = '\0';
     rc = store_fail(s, "g", 1, r, &fr, T0, &found, NULL, err, sizeof err);
     CHECK_REFUSAL(rc, err, "hops", NULL);
-    TU_CHECK(store_lease_get(s, "g", 1, r, NULL, NULL, NULL, 0) == 1, "refused fail removed the lease");
+    TU_CHECK(probe_lease_get(s, "g", 1, r, NULL, NULL, NULL, 0) == 1, "refused fail removed the lease");
     CHECK_STORE(s);
 }
 
@@ -1331,7 +1332,7 @@ static void test_group_both_get_everything(void)
     /* ACK by one group does not touch the other's lease */
     uint64_t id0 = m1[0].m.id;
     TU_CHECK(ACK(s, "g1", &id0, 1) == 1, "g1 ack");
-    TU_CHECK(store_lease_get(s, "g2", 2, id0, NULL, NULL, NULL, 0) == 1, "g2 lease survives g1's ack");
+    TU_CHECK(probe_lease_get(s, "g2", 2, id0, NULL, NULL, NULL, 0) == 1, "g2 lease survives g1's ack");
     free_msgs(m1, n1);
     free_msgs(m2, n2);
     CHECK_COUNTS(s, "g1", 0, 0, 0, 0, 5, 0);
@@ -1441,7 +1442,7 @@ static void test_group_delete(void)
     TU_CHECK(store_group_info(s, "g", 1, &gi) == 0, "deleted group still has info");
     CHECK_STORE(s);
     /* its leases are gone */
-    TU_CHECK(store_lease_get(s, "g", 1, ids[3], NULL, NULL, err, sizeof err) == 0, "lease of deleted group");
+    TU_CHECK(probe_lease_get(s, "g", 1, ids[3], NULL, NULL, err, sizeof err) == 0, "lease of deleted group");
     store_lease_ref_t refs[16];
     int ne = -1;
     REQUIRE_OK(store_expired_leases(s, T0 + DAY, refs, 16, &ne, err, sizeof err), err);
@@ -1462,7 +1463,7 @@ static void test_group_delete(void)
     /* the other groups are untouched */
     CHECK_COUNTS(s, "keep", 4, 4, 0, 0, 1, 0);
     CHECK_COUNTS(s, "gg", 3, 2, 1, 0, 1, 1);
-    TU_CHECK(store_lease_get(s, "gg", 2, ids[2], NULL, NULL, NULL, 0) == 1, "gg's lease survived");
+    TU_CHECK(probe_lease_get(s, "gg", 2, ids[2], NULL, NULL, NULL, 0) == 1, "gg's lease survived");
     found = -1;
     REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
     TU_CHECK(found == 0, "second delete found %d", found);
@@ -1661,8 +1662,8 @@ static void test_lease_ack_many(void)
         acked[pick[i]] = 1;
     int wrong = 0;
     for (int i = 0; i < N; i++) {
-        int has = store_lease_get(s, "g", 1, ids[i], NULL, NULL, NULL, 0);
-        int other = store_lease_get(s, "gg", 2, ids[i], NULL, NULL, NULL, 0);
+        int has = probe_lease_get(s, "g", 1, ids[i], NULL, NULL, NULL, 0);
+        int other = probe_lease_get(s, "gg", 2, ids[i], NULL, NULL, NULL, 0);
         if (has != !acked[i] || other != 1)
             wrong++;
     }
@@ -1700,12 +1701,12 @@ static void test_lease_get_touch_expired(void)
     char err[512] = "";
     msg_owned_t lm = { 0 };
     uint64_t dl = 0;
-    TU_REQUIRE(store_lease_get(s, "g", 1, a, &lm, &dl, err, sizeof err) == 1, "lease_get a: %s", err);
+    TU_REQUIRE(probe_lease_get(s, "g", 1, a, &lm, &dl, err, sizeof err) == 1, "lease_get a: %s", err);
     CHECK_EQ_U64(dl, T0 + 10 * SEC);
     TU_CHECK(lm.m.id == a && msg_str_is(&lm.m.payload, "a") && msg_str_is(&lm.m.group, "g"), "lease content");
     msg_owned_free(&lm);
-    TU_CHECK(store_lease_get(s, "g", 1, a + 1000, NULL, &dl, err, sizeof err) == 0, "missing id");
-    TU_CHECK(store_lease_get(s, "nosuch", 6, a, NULL, &dl, err, sizeof err) == 0, "missing group");
+    TU_CHECK(probe_lease_get(s, "g", 1, a + 1000, NULL, &dl, err, sizeof err) == 0, "missing id");
+    TU_CHECK(probe_lease_get(s, "nosuch", 6, a, NULL, &dl, err, sizeof err) == 0, "missing group");
     CHECK_EQ_U64(store_next_lease_deadline(s), T0 + 5 * SEC);
 
     store_lease_ref_t r[8];
@@ -1728,7 +1729,7 @@ static void test_lease_get_touch_expired(void)
     REQUIRE_OK(store_touch(s, "g", 1, b, T0 + 30 * SEC, &found, err, sizeof err), err);
     TU_CHECK(found == 1, "touch found %d", found);
     CHECK_STORE(s);
-    TU_REQUIRE(store_lease_get(s, "g", 1, b, NULL, &dl, err, sizeof err) == 1, "lease_get b");
+    TU_REQUIRE(probe_lease_get(s, "g", 1, b, NULL, &dl, err, sizeof err) == 1, "lease_get b");
     CHECK_EQ_U64(dl, T0 + 30 * SEC);
     CHECK_EQ_U64(store_next_lease_deadline(s), T0 + 10 * SEC);
     REQUIRE_OK(store_expired_leases(s, T0 + 20 * SEC, r, 8, &ne, err, sizeof err), err);
@@ -1743,7 +1744,7 @@ static void test_lease_get_touch_expired(void)
     TU_CHECK(ne == 1 && r[0].id == a, "a touched to +1s: %d", ne);
     /* TOUCH to the same deadline keeps the lease */
     REQUIRE_OK(store_touch(s, "g", 1, a, T0 + SEC, &found, err, sizeof err), err);
-    TU_CHECK(found == 1 && store_lease_get(s, "g", 1, a, NULL, &dl, err, sizeof err) == 1 && dl == T0 + SEC,
+    TU_CHECK(found == 1 && probe_lease_get(s, "g", 1, a, NULL, &dl, err, sizeof err) == 1 && dl == T0 + SEC,
              "touch to the same deadline: found %d deadline %" PRIu64, found, dl - T0);
     REQUIRE_OK(store_touch(s, "g", 1, a + 1000, T0, &found, err, sizeof err), err);
     TU_CHECK(found == 0, "touch of a missing lease found %d", found);
@@ -1817,7 +1818,7 @@ static void test_lease_fail(void)
     FAIL_LEVEL(s, "g", ids[0], 3, "level three", T0 + 100, &due);
     CHECK_EQ_U64(due, T0 + 100 + 10 * SEC);
     CHECK_EQ_U64(level_depth(s, 3), 1);
-    TU_CHECK(store_lease_get(s, "g", 1, ids[0], NULL, NULL, NULL, 0) == 0, "lease deleted by fail");
+    TU_CHECK(probe_lease_get(s, "g", 1, ids[0], NULL, NULL, NULL, 0) == 0, "lease deleted by fail");
     CHECK_COUNTS(s, "g", 0, 0, 0, 1, 3, 0);
     CHECK_STORE(s);
     int ready = -1;
@@ -1876,7 +1877,7 @@ static void test_lease_fail(void)
         int rc = store_fail(s, "g", 1, ids[3], &bad[i], T0, &found, NULL, err, sizeof err);
         CHECK_REFUSAL(rc, err, frag[i], NULL);
     }
-    TU_CHECK(store_lease_get(s, "g", 1, ids[3], NULL, NULL, NULL, 0) == 1, "refused fail removed the lease");
+    TU_CHECK(probe_lease_get(s, "g", 1, ids[3], NULL, NULL, NULL, 0) == 1, "refused fail removed the lease");
     /* a reason of exactly the limit is fine */
     store_fail_req_t ok = { .level = 1, .reason = big, .reason_len = MSG_MAX_REASON };
     REQUIRE_OK(store_fail(s, "g", 1, ids[3], &ok, T0, &found, NULL, err, sizeof err), err);
