@@ -10,6 +10,10 @@
  * marks the store broken: the in-memory state already reflects the lost batch,
  * so nothing but a reopen (which rebuilds it from disk) is safe.
  *
+ * The batch is reused across commits; one that held more than
+ * STORE_BATCH_KEEP_BYTES is destroyed and created again, so a burst does not
+ * pin its memory.
+ *
  * Reads see committed data only: every reading operation calls
  * store_read_begin first, which commits what is pending (unsynced).
  *
@@ -23,18 +27,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What one batch entry costs besides its bytes: a tag and two varint lengths. */
+#define BATCH_ENTRY_OVERHEAD 11
+
 /* ---- the pending batch ------------------------------------------------------------ */
 
 void store_put(store_t *s, const key_buf_t *k, const char *v, size_t vlen)
 {
     leveldb_writebatch_put(s->batch, k->b, k->n, v, vlen);
     s->pending++;
+    s->batch_bytes += k->n + vlen + BATCH_ENTRY_OVERHEAD;
 }
 
 void store_del_raw(store_t *s, const char *key, size_t klen)
 {
     leveldb_writebatch_delete(s->batch, key, klen);
     s->pending++;
+    s->batch_bytes += klen + BATCH_ENTRY_OVERHEAD;
 }
 
 void store_del(store_t *s, const key_buf_t *k) { store_del_raw(s, k->b, k->n); }
@@ -130,8 +139,14 @@ int store_write_batch(store_t *s, int sync, char *dberr, size_t dberrlen)
         leveldb_free(e);
         return -1;
     }
-    leveldb_writebatch_clear(s->batch);
+    if (s->batch_bytes > STORE_BATCH_KEEP_BYTES) {
+        leveldb_writebatch_destroy(s->batch);
+        s->batch = leveldb_writebatch_create();
+    } else {
+        leveldb_writebatch_clear(s->batch);
+    }
     s->pending = 0;
+    s->batch_bytes = 0;
     s->persisted_seq = s->next_seq;
     return 0;
 }

@@ -40,6 +40,12 @@
  * consumed range compacted by store_maintain. */
 #define STORE_COMPACT_AFTER_POPS 50000
 
+/* After a commit, a batch that held more than this is destroyed and created
+ * again instead of cleared: LevelDB's WriteBatch keeps the capacity of its
+ * largest contents, so one burst (a 4 MiB payload, 10^5 moves) would pin
+ * that memory for the life of the store. Below it the allocation is reused. */
+#define STORE_BATCH_KEEP_BYTES (UINT64_C(4) << 20)
+
 typedef struct level_state {
     uint64_t depth;
     int has_head;
@@ -87,6 +93,7 @@ struct store {
     int unsynced;                        /* a commit since the last synced one was not synced */
     leveldb_writebatch_t *batch;
     int pending;                         /* operations in the batch */
+    uint64_t batch_bytes;                /* about what the batch holds (keys, values, framing) */
     int broken;
     char broken_err[512];
 
