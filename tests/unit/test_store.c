@@ -1886,6 +1886,87 @@ static void test_lease_fail(void)
     CHECK_STORE(s);
 }
 
+/* store_fail with a decide callback: called once the lease is found, with
+ * the lease's reconsume, the group's max-reconsume and the store's table; its
+ * decision is carried out; a decision out of range is refused after the
+ * lookup and the lease stays; no lease, no call. */
+typedef struct decide_probe {
+    int calls;
+    uint32_t reconsume, max_reconsume;
+    const lvl_table_t *levels;
+    store_fail_req_t answer;    /* copied into *req (reason kept) */
+} decide_probe_t;
+
+static void decide_record(void *ctx, const lvl_table_t *levels, uint32_t reconsume, uint32_t max_reconsume,
+                          store_fail_req_t *req)
+{
+    decide_probe_t *p = ctx;
+    p->calls++;
+    p->reconsume = reconsume;
+    p->max_reconsume = max_reconsume;
+    p->levels = levels;
+    req->to_dlq = p->answer.to_dlq;
+    req->level = p->answer.level;
+    req->delay_ms = p->answer.delay_ms;
+}
+
+static void test_lease_fail_decided(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    char err[512] = "";
+    REQUIRE_OK(store_group_create(s, "g", 1, "t", 1, 1, 5, T0, err, sizeof err), err);
+    uint64_t a = SEND(s, "t", "a", 0, 0, T0, NULL);
+    uint64_t b = SEND(s, "t", "b", 0, 0, T0, NULL);
+    msg_owned_t m[2];
+    int n = LEASE_N(s, "g", "t", 2, LEASE, T0, m);
+    TU_REQUIRE(n == 2, "leased %d", n);
+    free_msgs(m, n);
+
+    /* a: decided to level 2, then (reconsume 1 now) decided to the DLQ */
+    decide_probe_t p = { .answer = { .level = 2 } };
+    store_fail_req_t req = { .reason = "why", .reason_len = 3, .decide = decide_record, .decide_ctx = &p };
+    int found = -1;
+    uint64_t due = 0;
+    REQUIRE_OK(store_fail(s, "g", 1, a, &req, T0, &found, &due, err, sizeof err), err);
+    TU_CHECK(found == 1 && p.calls == 1, "found %d, decide called %d times", found, p.calls);
+    TU_CHECK(p.reconsume == 0 && p.max_reconsume == 5 && p.levels == store_levels(s),
+             "decide saw reconsume %u max %u", p.reconsume, p.max_reconsume);
+    CHECK_EQ_U64(due, T0 + 5 * SEC);
+    CHECK_EQ_U64(level_depth(s, 2), 1);
+    MOVE(s, due, 10, NULL);
+    n = LEASE_N(s, "g", "t", 1, LEASE, due, m);
+    TU_REQUIRE(n == 1 && m[0].m.id == a && m[0].m.reconsume == 1 && msg_str_is(&m[0].m.reason, "why"),
+               "the retry of a");
+    free_msgs(m, n);
+    p = (decide_probe_t){ .answer = { .to_dlq = 1 } };
+    REQUIRE_OK(store_fail(s, "g", 1, a, &req, due, &found, &due, err, sizeof err), err);
+    TU_CHECK(found == 1 && p.calls == 1 && p.reconsume == 1 && due == 0, "a to the DLQ: found %d calls %d "
+             "reconsume %u due %" PRIu64, found, p.calls, p.reconsume, due);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 1, 1);
+    CHECK_STORE(s);
+
+    /* b: a decision out of range is refused once the lease is read; the lease stays */
+    const store_fail_req_t bad[] = { { .level = 19 }, { .delay_ms = 0 }, { .delay_ms = 4 * DAY } };
+    const char *frag[] = { "1..18", "positive", "max-delay 3d" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        p = (decide_probe_t){ .answer = bad[i] };
+        err[0] = '\0';
+        int rc = store_fail(s, "g", 1, b, &req, T0, &found, NULL, err, sizeof err);
+        CHECK_REFUSAL(rc, err, frag[i], NULL);
+        TU_CHECK(p.calls == 1, "decide called %d times", p.calls);
+    }
+    TU_CHECK(probe_lease_get(s, "g", 1, b, NULL, NULL, NULL, 0) == 1, "a refused decision removed the lease");
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 1, 1);
+
+    /* no lease (or no group): found 0 and decide is not called */
+    p = (decide_probe_t){ .answer = { .level = 1 } };
+    REQUIRE_OK(store_fail(s, "g", 1, a, &req, T0, &found, NULL, err, sizeof err), err);
+    TU_CHECK(found == 0 && p.calls == 0, "no lease: found %d, decide called %d times", found, p.calls);
+    REQUIRE_OK(store_fail(s, "nosuch", 6, b, &req, T0, &found, NULL, err, sizeof err), err);
+    TU_CHECK(found == 0 && p.calls == 0, "no group: found %d, decide called %d times", found, p.calls);
+    CHECK_STORE(s);
+}
+
 /* ============================================================ suite: dlq */
 
 /* Lease n messages on topic t and fail each to the DLQ of g, parked at
@@ -2537,6 +2618,7 @@ static const tu_test_t lease_tests[] = {
     {"get, touch, expired", test_lease_get_touch_expired},
     {"pending earlier deadline", test_lease_pending_earlier_deadline},
     {"fail", test_lease_fail},
+    {"fail decided from the lease", test_lease_fail_decided},
     {NULL, NULL},
 };
 
