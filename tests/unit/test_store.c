@@ -1,5 +1,7 @@
 /*
- * tests/unit/test_store.c — CUnit suites for levels/store.c (DESIGN §1–3).
+ * tests/unit/test_store.c — CUnit suites for the store package behind
+ * levels/store.h (DESIGN §1–3), through its public calls (and raw LevelDB
+ * writes where a test corrupts a directory on purpose).
  *
  * Every test gets a fresh temp directory (per-test setup/teardown, so a fatal
  * assertion still closes the stores it opened and removes the directory) and
@@ -9,8 +11,9 @@
  *
  * Suites: open (create, reopen, every refusal), send (validation), levels
  * (due times, FIFO, chains, monotone enqueue, clock jumps), groups, leases,
- * dlq, topics (info and GC), batching, ids, scale (10^6 messages on one level,
- * timed and printed, never asserted on time — STYLE.md 11).
+ * dlq, topics (info and GC), failure (a commit that fails), batching (and the
+ * memory a large batch returns), ids, scale (10^6 messages on one level, timed
+ * and printed, never asserted on time — CONTRIBUTING.md, "Benchmarks").
  */
 #include "levels/store.h"
 #include "tests/helpers/store_probe.h"
