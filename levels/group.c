@@ -20,11 +20,6 @@
 
 /* ---- the maps ---------------------------------------------------------------------- */
 
-topic_state_t *store_topic_get(const store_t *s, const char *name, size_t len)
-{
-    return map_get(&s->topics, name, len);
-}
-
 group_state_t *store_group_get(const store_t *s, const char *name, size_t len)
 {
     return map_get(&s->groups, name, len);
@@ -32,7 +27,7 @@ group_state_t *store_group_get(const store_t *s, const char *name, size_t len)
 
 topic_state_t *store_topic_get_or_create(store_t *s, const char *name, size_t len)
 {
-    topic_state_t *t = store_topic_get(s, name, len);
+    topic_state_t *t = map_get(&s->topics, name, len);
     if (t != NULL) { return t; }
     t = xcalloc(1, sizeof *t);
     t->name = xstrndup(name, len);
@@ -224,7 +219,7 @@ int store_group_delete(store_t *s, const char *group, size_t group_len, int *fou
 
 int store_topic_info(const store_t *s, const char *topic, size_t topic_len, store_topic_info_t *out)
 {
-    const topic_state_t *t = store_topic_get(s, topic, topic_len);
+    const topic_state_t *t = map_get(&s->topics, topic, topic_len);
     if (t == NULL) { return 0; }
     out->appended = t->appended;
     out->retained = t->appended - t->removed;

@@ -164,8 +164,7 @@ int store_decode(const char *v, size_t vlen, msg_t *m, const char *where, char *
 
 /* ---- group.c: topics and groups ------------------------------------------------------ */
 
-/* The topic / group of that name, or NULL. */
-topic_state_t *store_topic_get(const store_t *s, const char *name, size_t len);
+/* The group of that name, or NULL. */
 group_state_t *store_group_get(const store_t *s, const char *name, size_t len);
 
 /* The topic of that name, created (in memory, its record dirty) when new. */
