@@ -212,13 +212,6 @@ leveldb_iterator_t *store_iter_at(store_t *s, const key_buf_t *k)
     return it;
 }
 
-int store_iter_in(leveldb_iterator_t *it, const char *prefix, size_t plen, const char **key, size_t *klen)
-{
-    if (!leveldb_iter_valid(it)) { return 0; }
-    *key = leveldb_iter_key(it, klen);
-    return *klen >= plen && memcmp(*key, prefix, plen) == 0;
-}
-
 int store_iter_error(leveldb_iterator_t *it, const char *what, char *err, size_t errlen)
 {
     char *e = NULL;

@@ -1,6 +1,7 @@
 /*
- * levels/keys.c — building and reading the store's keys and small records
- * (the layout and its invariants: keys.h).
+ * levels/keys.c — the store's small records and the keys only the records
+ * and the checker use (the layout and its invariants: keys.h; the hot key
+ * builders and parsers are inline there).
  *
  * Nothing here touches LevelDB: keys are built into caller buffers and parsed
  * as views, and every parser checks lengths first, so a corrupt key or record
@@ -24,61 +25,6 @@ void key_record(key_buf_t *k, enum key_tag tag, const char *name, size_t len)
 {
     key_start(k, tag);
     key_bytes(k, name, len);
-}
-
-void key_level(key_buf_t *k, int level, uint64_t due, uint64_t seq)
-{
-    key_start(k, KEY_LEVEL);
-    key_u8(k, (uint8_t)level);
-    key_u64(k, due);
-    key_u64(k, seq);
-}
-
-void key_queue_prefix(key_buf_t *k, enum key_tag tag, const char *name, size_t len)
-{
-    key_start(k, tag);
-    key_name(k, name, len);
-}
-
-void key_queue(key_buf_t *k, enum key_tag tag, const char *name, size_t len, uint64_t n)
-{
-    key_queue_prefix(k, tag, name, len);
-    key_u64(k, n);
-}
-
-void key_lease(key_buf_t *k, uint64_t deadline, const char *group, size_t len, uint64_t id)
-{
-    key_start(k, KEY_LEASE);
-    key_u64(k, deadline);
-    key_name(k, group, len);
-    key_u64(k, id);
-}
-
-int key_level_parse(const char *key, size_t klen, int *level, uint64_t *due, uint64_t *seq)
-{
-    if (klen != KEY_LEVEL_BYTES) { return -1; }
-    *level = (unsigned char)key[1];
-    *due = be64_get(key + 2);
-    *seq = be64_get(key + 10);
-    return 0;
-}
-
-int key_queue_parse(const char *key, size_t klen, size_t plen, uint64_t *n)
-{
-    if (klen != plen + 8) { return -1; }
-    *n = be64_get(key + plen);
-    return 0;
-}
-
-int key_lease_parse(const char *key, size_t klen, uint64_t *deadline, const char **group, size_t *glen,
-                    uint64_t *id)
-{
-    if (klen < 1 + 8 + 2 + 8 || key[klen - 9] != '\0') { return -1; }
-    *deadline = be64_get(key + 1);
-    *group = key + 9;
-    *glen = klen - 1 - 8 - 1 - 8;
-    *id = be64_get(key + klen - 8);
-    return 0;
 }
 
 int key_lease_index_parse(const char *key, size_t klen, const char **group, size_t *glen, uint64_t *id)

@@ -158,32 +158,75 @@ void key_level_record(key_buf_t *k, int level);
 /* tag name (no 0x00): a topic ('P') or group ('G') record. */
 void key_record(key_buf_t *k, enum key_tag tag, const char *name, size_t len);
 
+/* The builders and parsers below are inline: every queue operation runs
+ * them, several times per message. */
+
 /* 'L' level due seq: a message on a level queue. */
-void key_level(key_buf_t *k, int level, uint64_t due, uint64_t seq);
+static inline void key_level(key_buf_t *k, int level, uint64_t due, uint64_t seq)
+{
+    key_start(k, KEY_LEVEL);
+    key_u8(k, (uint8_t)level);
+    key_u64(k, due);
+    key_u64(k, seq);
+}
 
 /* tag name 0x00: the prefix of one named queue ('T', 'R', 'J', 'D'). */
-void key_queue_prefix(key_buf_t *k, enum key_tag tag, const char *name, size_t len);
+static inline void key_queue_prefix(key_buf_t *k, enum key_tag tag, const char *name, size_t len)
+{
+    key_start(k, tag);
+    key_name(k, name, len);
+}
 
 /* tag name 0x00 n: an entry of a named queue (n a seq for 'T'/'R', an id for 'J'/'D'). */
-void key_queue(key_buf_t *k, enum key_tag tag, const char *name, size_t len, uint64_t n);
+static inline void key_queue(key_buf_t *k, enum key_tag tag, const char *name, size_t len, uint64_t n)
+{
+    key_queue_prefix(k, tag, name, len);
+    key_u64(k, n);
+}
 
 /* 'I' deadline group 0x00 id: a lease. */
-void key_lease(key_buf_t *k, uint64_t deadline, const char *group, size_t len, uint64_t id);
+static inline void key_lease(key_buf_t *k, uint64_t deadline, const char *group, size_t len, uint64_t id)
+{
+    key_start(k, KEY_LEASE);
+    key_u64(k, deadline);
+    key_name(k, group, len);
+    key_u64(k, id);
+}
 
 /* ---- reading keys ------------------------------------------------------------- */
 
 /* A level key (tag included): 0 with *level, *due, *seq, or -1 when it is not
  * KEY_LEVEL_BYTES long. */
-int key_level_parse(const char *key, size_t klen, int *level, uint64_t *due, uint64_t *seq);
+static inline int key_level_parse(const char *key, size_t klen, int *level, uint64_t *due, uint64_t *seq)
+{
+    if (klen != KEY_LEVEL_BYTES) { return -1; }
+    *level = (unsigned char)key[1];
+    *due = be64_get(key + 2);
+    *seq = be64_get(key + 10);
+    return 0;
+}
 
 /* The u64 after a named queue's prefix of plen bytes: 0 with *n, or -1 when
  * the key is not exactly plen + 8 bytes. */
-int key_queue_parse(const char *key, size_t klen, size_t plen, uint64_t *n);
+static inline int key_queue_parse(const char *key, size_t klen, size_t plen, uint64_t *n)
+{
+    if (klen != plen + 8) { return -1; }
+    *n = be64_get(key + plen);
+    return 0;
+}
 
 /* A lease key: 0 with *deadline, the group (a view into key) and *id, or -1
  * when it is malformed (too short, no 0x00 before the id, empty group). */
-int key_lease_parse(const char *key, size_t klen, uint64_t *deadline, const char **group, size_t *glen,
-                    uint64_t *id);
+static inline int key_lease_parse(const char *key, size_t klen, uint64_t *deadline, const char **group,
+                                  size_t *glen, uint64_t *id)
+{
+    if (klen < 1 + 8 + 2 + 8 || key[klen - 9] != '\0') { return -1; }
+    *deadline = be64_get(key + 1);
+    *group = key + 9;
+    *glen = klen - 1 - 8 - 1 - 8;
+    *id = be64_get(key + klen - 8);
+    return 0;
+}
 
 /* A lease index key: 0 with the group (a view into key) and *id, or -1. */
 int key_lease_index_parse(const char *key, size_t klen, const char **group, size_t *glen, uint64_t *id);
