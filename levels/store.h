@@ -245,8 +245,9 @@ struct store_fail_req {
 
 /* A leased message failed (NACK or lease expiry): delete the lease and either
  * schedule the retry (reconsume + 1, destination the group's retry-ready queue)
- * or park it in the DLQ (reconsume + 1, reason and time recorded). One batch,
- * one lookup of the lease, no copy of its message. With req->decide the
+ * or park it in the DLQ (reconsume + 1, reason and time recorded). One batch
+ * and one lookup of the lease (its index entry, then its value, which is
+ * written back without another copy). With req->decide the
  * decision is made from the lease's reconsume and the group's max-reconsume
  * as read there. A decision that is out of range (level outside 1..count, a
  * zero delay, a delay over max-delay or the hop bound, a reason over
