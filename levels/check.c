@@ -50,21 +50,14 @@ int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *c
     int rc = 0;
     for (size_t i = 0; i < sizeof scan_ranges / sizeof scan_ranges[0] && rc == 0; i++) {
         enum key_tag tag = scan_ranges[i];
-        key_buf_t k;
-        key_start(&k, tag);
         char where[48];
         snprintf(where, sizeof where, "range '%c'", (char)tag);
-        leveldb_iterator_t *it = store_iter_at(s, &k);
+        leveldb_iterator_t *it = store_iter_range(s, tag);
         const char *key;
         size_t klen;
-        for (; store_iter_in(it, k.b, 1, &key, &klen); leveldb_iter_next(it)) {
-            size_t vlen;
-            const char *v = leveldb_iter_value(it, &vlen);
+        for (; store_iter_in_range(it, tag, &key, &klen); leveldb_iter_next(it)) {
             msg_t m;
-            if (store_decode(v, vlen, &m, where, err, errlen) != 0) {
-                rc = -1;
-                break;
-            }
+            if (store_iter_msg(it, &m, where, err, errlen) != 0) { rc = -1; break; }
             store_entry_t e = { .range = (store_range_t)tag, .m = &m };
             if (klen < 9) {
                 rc = err_set(err, errlen, "corrupt key in %s", where);
@@ -194,13 +187,11 @@ static int cmp_place(const void *a, const void *b)
 /* Every lease index entry names a lease; counts them per group ('J'). */
 static int check_lease_index(store_t *s, check_ctx_t *c, char *err, size_t errlen)
 {
-    key_buf_t k;
-    key_start(&k, KEY_LEASE_INDEX);
-    leveldb_iterator_t *it = store_iter_at(s, &k);
+    leveldb_iterator_t *it = store_iter_range(s, KEY_LEASE_INDEX);
     const char *key;
     size_t klen;
     int rc = 0;
-    for (; store_iter_in(it, k.b, 1, &key, &klen); leveldb_iter_next(it)) {
+    for (; store_iter_in_range(it, KEY_LEASE_INDEX, &key, &klen); leveldb_iter_next(it)) {
         size_t vlen;
         const char *v = leveldb_iter_value(it, &vlen);
         const char *group;

@@ -212,6 +212,13 @@ leveldb_iterator_t *store_iter_at(store_t *s, const key_buf_t *k)
     return it;
 }
 
+leveldb_iterator_t *store_iter_range(store_t *s, enum key_tag tag)
+{
+    key_buf_t k;
+    key_start(&k, tag);
+    return store_iter_at(s, &k);
+}
+
 int store_iter_error(leveldb_iterator_t *it, const char *what, char *err, size_t errlen)
 {
     char *e = NULL;
@@ -229,4 +236,11 @@ int store_decode(const char *v, size_t vlen, msg_t *m, const char *where, char *
         return err_set(err, errlen, "corrupt message in %s: %s", where, e);
     }
     return 0;
+}
+
+int store_iter_msg(leveldb_iterator_t *it, msg_t *m, const char *where, char *err, size_t errlen)
+{
+    size_t vlen;
+    const char *v = leveldb_iter_value(it, &vlen);
+    return store_decode(v, vlen, m, where, err, errlen);
 }

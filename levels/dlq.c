@@ -28,13 +28,8 @@ int store_dlq_list(store_t *s, const char *group, size_t group_len, uint64_t aft
     size_t klen;
     int rc = 0;
     for (; *n < count && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
-        size_t vlen;
-        const char *v = leveldb_iter_value(it, &vlen);
         msg_t m;
-        if (store_decode(v, vlen, &m, "the DLQ", err, errlen) != 0) {
-            rc = -1;
-            break;
-        }
+        if (store_iter_msg(it, &m, "the DLQ", err, errlen) != 0) { rc = -1; break; }
         msg_owned_copy(&out[(*n)++], &m);
     }
     if (rc == 0) { rc = store_iter_error(it, "the DLQ", err, errlen); }
@@ -66,13 +61,8 @@ static int dlq_take(store_t *s, group_state_t *g, uint64_t id, int all, int requ
         }
         if (!all && at != id) { break; }
         if (requeue) {
-            size_t vlen;
-            const char *v = leveldb_iter_value(it, &vlen);
             msg_t m;
-            if (store_decode(v, vlen, &m, "the DLQ", err, errlen) != 0) {
-                rc = -1;
-                break;
-            }
+            if (store_iter_msg(it, &m, "the DLQ", err, errlen) != 0) { rc = -1; break; }
             m.reconsume = 0;
             store_retry_append(s, g, &m, now_ms);
         }

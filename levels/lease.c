@@ -92,13 +92,9 @@ static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint
             rc = err_set(err, errlen, "corrupt queue key in %s", s->path);
             break;
         }
-        size_t vlen;
-        const char *v = leveldb_iter_value(it, &vlen);
         msg_t m;
-        if (store_decode(v, vlen, &m, tag == KEY_RETRY ? "a retry queue" : "a topic log", err, errlen) != 0) {
-            rc = -1;
-            break;
-        }
+        const char *where = tag == KEY_RETRY ? "a retry queue" : "a topic log";
+        if (store_iter_msg(it, &m, where, err, errlen) != 0) { rc = -1; break; }
         if (delete_taken) { store_del_raw(s, key, klen); }
         lease_put(s, g, &m, deadline);
         msg_owned_copy(&out[n], &m);
@@ -225,21 +221,29 @@ static int lease_index_find(store_t *s, leveldb_iterator_t *it, key_buf_t *idx, 
     return 0;                    /* past the group's range: not there */
 }
 
-/* Find a lease and read its message, leaving it in place: 1 with *g,
- * *deadline and *m (views into *buf, free with leveldb_free); 0 when there is
- * no such lease or group; -1 on error. Commits what is pending first. */
-static int lease_find(store_t *s, const char *group, size_t group_len, uint64_t id, group_state_t **g,
-                      uint64_t *deadline, msg_t *m, char **buf, char *err, size_t errlen)
+/* A lease found by lease_find. */
+typedef struct lease_found {
+    group_state_t *g;
+    uint64_t deadline;
+    msg_t m;                     /* views into buf */
+    char *buf;                   /* the value as LevelDB returned it: free with leveldb_free */
+} lease_found_t;
+
+/* Find a lease and read its message, leaving it in place: 1 with *l filled;
+ * 0 when there is no such lease or group; -1 on error. Commits what is
+ * pending first. */
+static int lease_find(store_t *s, const char *group, size_t group_len, uint64_t id, lease_found_t *l,
+                      char *err, size_t errlen)
 {
     if (store_read_begin(s, err, errlen) != 0) { return -1; }
-    *g = store_group_get(s, group, group_len);
-    if (*g == NULL) { return 0; }
-    int f = lease_lookup(s, group, group_len, id, deadline, err, errlen);
+    l->g = store_group_get(s, group, group_len);
+    if (l->g == NULL) { return 0; }
+    int f = lease_lookup(s, group, group_len, id, &l->deadline, err, errlen);
     if (f <= 0) { return f; }
     key_buf_t k;
-    key_lease(&k, *deadline, group, group_len, id);
+    key_lease(&k, l->deadline, group, group_len, id);
     size_t vlen;
-    int found = store_get(s, &k, buf, &vlen, err, errlen);
+    int found = store_get(s, &k, &l->buf, &vlen, err, errlen);
     if (found <= 0) {
         if (found == 0) {
             err_set(err, errlen, "lease index names a missing lease (id %llu) in %s", (unsigned long long)id,
@@ -247,11 +251,20 @@ static int lease_find(store_t *s, const char *group, size_t group_len, uint64_t 
         }
         return -1;
     }
-    if (store_decode(*buf, vlen, m, "a lease", err, errlen) != 0) {
-        leveldb_free(*buf);
+    if (store_decode(l->buf, vlen, &l->m, "a lease", err, errlen) != 0) {
+        leveldb_free(l->buf);
         return -1;
     }
     return 1;
+}
+
+/* An iterator at the lease floor: every lease's deadline is at or after it. */
+static leveldb_iterator_t *lease_iter_from_floor(store_t *s)
+{
+    key_buf_t k;
+    key_start(&k, KEY_LEASE);
+    key_u64(&k, s->lease_floor);
+    return store_iter_at(s, &k);
 }
 
 /* ---- ACK, TOUCH, expiry ---------------------------------------------------------------- */
@@ -307,15 +320,12 @@ int store_touch(store_t *s, const char *group, size_t group_len, uint64_t id,
                 uint64_t new_deadline_ms, int *found, char *err, size_t errlen)
 {
     *found = 0;
-    group_state_t *g;
-    uint64_t deadline;
-    msg_t m;
-    char *buf;
-    int f = lease_find(s, group, group_len, id, &g, &deadline, &m, &buf, err, errlen);
+    lease_found_t l;
+    int f = lease_find(s, group, group_len, id, &l, err, errlen);
     if (f <= 0) { return f; }
-    lease_delete(s, g, id, deadline);
-    lease_put(s, g, &m, new_deadline_ms);
-    leveldb_free(buf);
+    lease_delete(s, l.g, id, l.deadline);
+    lease_put(s, l.g, &l.m, new_deadline_ms);
+    leveldb_free(l.buf);
     *found = 1;
     return 0;
 }
@@ -333,13 +343,10 @@ uint64_t store_next_lease_deadline(store_t *s)
     /* With no lease held, no seek: it would walk every released lease's deleted
      * key from the floor on, and then the lease index's, to reach a live key. */
     if (leases_total(s) > 0) {
-        key_buf_t k;
-        key_start(&k, KEY_LEASE);
-        key_u64(&k, s->lease_floor);
-        leveldb_iterator_t *it = store_iter_at(s, &k);
+        leveldb_iterator_t *it = lease_iter_from_floor(s);
         const char *key;
         size_t klen;
-        if (store_iter_in(it, k.b, 1, &key, &klen) && klen >= 9) { next = be64_get(key + 1); }
+        if (store_iter_in_range(it, KEY_LEASE, &key, &klen) && klen >= 9) { next = be64_get(key + 1); }
         leveldb_iter_destroy(it);
     }
     /* No lease left (and none pending: committed above): every key from the
@@ -364,14 +371,11 @@ int store_expired_leases(store_t *s, uint64_t now_ms, store_lease_ref_t *out, in
     if (store_read_begin(s, err, errlen) != 0) { return -1; }
     uint64_t total = leases_total(s);   /* never step past the last lease (see store_next_lease_deadline) */
     if (total == 0) { return 0; }
-    key_buf_t k;
-    key_start(&k, KEY_LEASE);
-    key_u64(&k, s->lease_floor);
-    leveldb_iterator_t *it = store_iter_at(s, &k);
+    leveldb_iterator_t *it = lease_iter_from_floor(s);
     const char *key;
     size_t klen;
     int rc = 0, first = 1;
-    for (; *n < max && store_iter_in(it, k.b, 1, &key, &klen); leveldb_iter_next(it)) {
+    for (; *n < max && store_iter_in_range(it, KEY_LEASE, &key, &klen); leveldb_iter_next(it)) {
         uint64_t deadline, id;
         const char *group;
         size_t glen;
@@ -384,13 +388,8 @@ int store_expired_leases(store_t *s, uint64_t now_ms, store_lease_ref_t *out, in
             first = 0;
         }
         if (deadline > now_ms) { break; }
-        size_t vlen;
-        const char *v = leveldb_iter_value(it, &vlen);
         msg_t m;
-        if (store_decode(v, vlen, &m, "a lease", err, errlen) != 0) {
-            rc = -1;
-            break;
-        }
+        if (store_iter_msg(it, &m, "a lease", err, errlen) != 0) { rc = -1; break; }
         store_lease_ref_t *r = &out[(*n)++];
         memcpy(r->group, group, glen);
         r->group[glen] = '\0';
@@ -437,39 +436,38 @@ int store_fail(store_t *s, const char *group, size_t group_len, uint64_t id,
     /* A fixed decision is refused before the lookup; a decided one once its
      * inputs are read — either way before the lease is touched. */
     if (req->decide == NULL && fail_check(s, req, err, errlen) != 0) { return -1; }
-    group_state_t *g;
-    uint64_t deadline;
-    msg_t m;
-    char *buf;
-    int f = lease_find(s, group, group_len, id, &g, &deadline, &m, &buf, err, errlen);
+    lease_found_t l;
+    int f = lease_find(s, group, group_len, id, &l, err, errlen);
     if (f <= 0) { return f; }
     store_fail_req_t r = *req;
     if (req->decide != NULL) {
-        req->decide(req->decide_ctx, &s->opt.levels, m.reconsume, g->max_reconsume, &r);
+        req->decide(req->decide_ctx, &s->opt.levels, l.m.reconsume, l.g->max_reconsume, &r);
         if (fail_check(s, &r, err, errlen) != 0) {
-            leveldb_free(buf);
+            leveldb_free(l.buf);
             return -1;
         }
     }
-    lease_delete(s, g, id, deadline);
-    m.reconsume++;
-    m.reason.ptr = r.reason;
-    m.reason.len = (uint32_t)r.reason_len;
+    group_state_t *g = l.g;
+    msg_t *m = &l.m;
+    lease_delete(s, g, id, l.deadline);
+    m->reconsume++;
+    m->reason.ptr = r.reason;
+    m->reason.len = (uint32_t)r.reason_len;
     if (r.to_dlq) {
         key_buf_t k;
-        m.stamp_ms = now_ms;
+        m->stamp_ms = now_ms;
         key_queue(&k, KEY_DLQ, g->name, g->len, id);
-        store_put_msg(s, &k, &m);
+        store_put_msg(s, &k, m);
         g->dlq++;
     } else {
-        m.dest = MSG_DEST_GROUP;
-        m.group_gen = g->gen;
-        uint64_t due = store_level_enqueue(s, &m, r.level, r.level ? 0 : lvl_round_delay(r.delay_ms), now_ms);
+        m->dest = MSG_DEST_GROUP;
+        m->group_gen = g->gen;
+        uint64_t due = store_level_enqueue(s, m, r.level, r.level ? 0 : lvl_round_delay(r.delay_ms), now_ms);
         g->retry_delayed++;
         if (due_out) { *due_out = due; }
     }
     store_mark_group(s, g);
-    leveldb_free(buf);
+    leveldb_free(l.buf);
     *found = 1;
     return 0;
 }

@@ -220,13 +220,8 @@ static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int m
             next_seq = seq;
             break;
         }
-        size_t vlen;
-        const char *v = leveldb_iter_value(it, &vlen);
         msg_t m;
-        if (store_decode(v, vlen, &m, "a level queue", err, errlen) != 0) {
-            rc = -1;
-            break;
-        }
+        if (store_iter_msg(it, &m, "a level queue", err, errlen) != 0) { rc = -1; break; }
         store_del_raw(s, key, klen);
         ls->depth--;
         ls->pops_since_compact++;

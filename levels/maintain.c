@@ -46,13 +46,8 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t now_ms, int budget, c
         if (t->groups > 0) {
             if (seq >= below) { break; }
         } else {
-            size_t vlen;
-            const char *v = leveldb_iter_value(it, &vlen);
             msg_t m;
-            if (store_decode(v, vlen, &m, "a topic log", err, errlen) != 0) {
-                rc = -1;
-                break;
-            }
+            if (store_iter_msg(it, &m, "a topic log", err, errlen) != 0) { rc = -1; break; }
             if (m.stamp_ms + s->opt.retention_ms > now_ms) { break; }
         }
         store_del_raw(s, key, klen);

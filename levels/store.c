@@ -247,12 +247,10 @@ static int load_levels(store_t *s, char *err, size_t errlen)
 
 static int load_topics(store_t *s, char *err, size_t errlen)
 {
-    key_buf_t k;
-    key_start(&k, KEY_TOPIC_RECORD);
-    leveldb_iterator_t *it = store_iter_at(s, &k);
+    leveldb_iterator_t *it = store_iter_range(s, KEY_TOPIC_RECORD);
     const char *key;
     size_t klen;
-    for (; store_iter_in(it, k.b, 1, &key, &klen); leveldb_iter_next(it)) {
+    for (; store_iter_in_range(it, KEY_TOPIC_RECORD, &key, &klen); leveldb_iter_next(it)) {
         size_t vlen;
         const char *v = leveldb_iter_value(it, &vlen);
         uint64_t appended, removed;
@@ -273,13 +271,11 @@ static int load_topics(store_t *s, char *err, size_t errlen)
 
 static int load_groups(store_t *s, char *err, size_t errlen)
 {
-    key_buf_t k;
-    key_start(&k, KEY_GROUP_RECORD);
-    leveldb_iterator_t *it = store_iter_at(s, &k);
+    leveldb_iterator_t *it = store_iter_range(s, KEY_GROUP_RECORD);
     const char *key;
     size_t klen;
     int rc = 0;
-    for (; store_iter_in(it, k.b, 1, &key, &klen); leveldb_iter_next(it)) {
+    for (; store_iter_in_range(it, KEY_GROUP_RECORD, &key, &klen); leveldb_iter_next(it)) {
         size_t vlen;
         const char *v = leveldb_iter_value(it, &vlen);
         record_group_t r;

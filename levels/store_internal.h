@@ -163,12 +163,26 @@ static inline int store_iter_in(leveldb_iterator_t *it, const char *prefix, size
     return *klen >= plen && memcmp(*key, prefix, plen) == 0;
 }
 
+/* An iterator at the first key of range tag (keys.h). */
+leveldb_iterator_t *store_iter_range(store_t *s, enum key_tag tag);
+
+/* store_iter_in for a whole range: the key starts with tag. */
+static inline int store_iter_in_range(leveldb_iterator_t *it, enum key_tag tag, const char **key, size_t *klen)
+{
+    const char prefix = (char)tag;
+    return store_iter_in(it, &prefix, 1, key, klen);
+}
+
 /* 0, or -1 with "reading <what>: <LevelDB's error>" when the iterator failed. */
 int store_iter_error(leveldb_iterator_t *it, const char *what, char *err, size_t errlen);
 
 /* msg_decode with the range named in the error ("corrupt message in a level
  * queue: ..."). The views point into v. */
 int store_decode(const char *v, size_t vlen, msg_t *m, const char *where, char *err, size_t errlen);
+
+/* store_decode of the value under a valid iterator (views into it, valid
+ * until the iterator moves). */
+int store_iter_msg(leveldb_iterator_t *it, msg_t *m, const char *where, char *err, size_t errlen);
 
 /* ---- group.c: topics and groups ------------------------------------------------------ */
 
