@@ -1,11 +1,11 @@
 /*
  * levels/store_internal.h — the store package's private header: the state
- * behind store_t and the functions its files share. Not installed; nothing
- * outside levels/store*.c, keys.c, level.c, group.c, lease.c, dlq.c,
- * maintain.c and check.c includes it. The public contract is store.h; the
- * storage layout is keys.h.
+ * behind store_t and the functions its files share. Not installed; only the
+ * package's own files (below) include it. The public contract is store.h;
+ * the storage layout is keys.h.
  *
  * The files of the package (each opens with its own design comment):
+ *   keys.c      the records' codec (the hot key builders are inline in keys.h)
  *   store.c     options, open (directory and format checks, loading), close, ids
  *   db.c        every LevelDB access: the pending batch and its commit, reads
  *   level.c     SEND and the level queues (due moves, level info)
