@@ -2,7 +2,7 @@
  * bench/levels_bench.c — levels-bench: what the level engine (levels/store.h)
  * costs, printed next to what raw LevelDB does on the same disk in the same run.
  *
- * It prints figures and never fails on slowness (STYLE.md habit 11): the exit
+ * It prints figures and never fails on slowness (CONTRIBUTING.md, "Benchmarks"): the exit
  * status is non-zero only when something is broken (a store call fails, a count
  * comes out wrong). Usage: levels-bench [--dir PATH] [--quick] [--only PART].
  *

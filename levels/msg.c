@@ -12,6 +12,8 @@
  */
 #include "levels/msg.h"
 #include "base/alloc.h"
+#include "base/err.h"
+#include "levels/keys.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,31 +23,17 @@
 #define MSG_FIXED_BYTES (1 + 1 + 4 + 8 * 5)
 #define MSG_STRING_COUNT 5
 
-
+/* Write v big-endian at p (keys.h's integer codec) and return p past it. */
 static char *put_u32(char *p, uint32_t v)
 {
-    p[0] = (char)(v >> 24); p[1] = (char)(v >> 16); p[2] = (char)(v >> 8); p[3] = (char)v;
+    be32_put(p, v);
     return p + 4;
 }
 
 static char *put_u64(char *p, uint64_t v)
 {
-    for (int i = 7; i >= 0; i--) { p[7 - i] = (char)(v >> (i * 8)); }
+    be64_put(p, v);
     return p + 8;
-}
-
-static uint32_t get_u32(const char *p)
-{
-    const unsigned char *u = (const unsigned char *)p;
-    return ((uint32_t)u[0] << 24) | ((uint32_t)u[1] << 16) | ((uint32_t)u[2] << 8) | u[3];
-}
-
-static uint64_t get_u64(const char *p)
-{
-    const unsigned char *u = (const unsigned char *)p;
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) { v = (v << 8) | u[i]; }
-    return v;
 }
 
 static void strings_of(const msg_t *m, const msg_str_t *out[MSG_STRING_COUNT])
@@ -91,45 +79,41 @@ int msg_decode(const char *buf, size_t len, msg_t *m, char *err, size_t errlen)
     static const char *const names[MSG_STRING_COUNT] = { "topic", "group", "key", "payload", "reason" };
     memset(m, 0, sizeof *m);
     if (len < MSG_FIXED_BYTES) {
-        snprintf(err, errlen, "message record truncated: %zu bytes, at least %d expected", len, MSG_FIXED_BYTES);
-        return -1;
+        return err_set(err, errlen, "message record truncated: %zu bytes, at least %d expected", len,
+                       MSG_FIXED_BYTES);
     }
     if ((unsigned char)buf[0] != MSG_FORMAT_VERSION) {
-        snprintf(err, errlen, "message record has unknown format version %u (expected %u)",
-                 (unsigned char)buf[0], MSG_FORMAT_VERSION);
-        return -1;
+        return err_set(err, errlen, "message record has unknown format version %u (expected %u)",
+                       (unsigned char)buf[0], MSG_FORMAT_VERSION);
     }
     m->dest = (uint8_t)buf[1];
     if (m->dest != MSG_DEST_TOPIC && m->dest != MSG_DEST_GROUP) {
-        snprintf(err, errlen, "message record has an invalid destination %u", m->dest);
-        return -1;
+        return err_set(err, errlen, "message record has an invalid destination %u", m->dest);
     }
     const char *p = buf + 2;
-    m->reconsume = get_u32(p); p += 4;
-    m->id = get_u64(p); p += 8;
-    m->created_ms = get_u64(p); p += 8;
-    m->due_ms = get_u64(p); p += 8;
-    m->stamp_ms = get_u64(p); p += 8;
-    m->group_gen = get_u64(p); p += 8;
+    m->reconsume = be32_get(p); p += 4;
+    m->id = be64_get(p); p += 8;
+    m->created_ms = be64_get(p); p += 8;
+    m->due_ms = be64_get(p); p += 8;
+    m->stamp_ms = be64_get(p); p += 8;
+    m->group_gen = be64_get(p); p += 8;
     msg_str_t *s[MSG_STRING_COUNT] = { &m->topic, &m->group, &m->key, &m->payload, &m->reason };
     const char *end = buf + len;
     for (int i = 0; i < MSG_STRING_COUNT; i++) {
         if (end - p < 4) {
-            snprintf(err, errlen, "message record truncated before the %s length", names[i]);
-            return -1;
+            return err_set(err, errlen, "message record truncated before the %s length", names[i]);
         }
-        uint32_t n = get_u32(p); p += 4;
+        uint32_t n = be32_get(p); p += 4;
         if ((size_t)(end - p) < n) {
-            snprintf(err, errlen, "message record: %s length %u runs past the end of the record", names[i], n);
-            return -1;
+            return err_set(err, errlen, "message record: %s length %u runs past the end of the record", names[i],
+                           n);
         }
         s[i]->ptr = p;
         s[i]->len = n;
         p += n;
     }
     if (p != end) {
-        snprintf(err, errlen, "message record has %zu trailing bytes", (size_t)(end - p));
-        return -1;
+        return err_set(err, errlen, "message record has %zu trailing bytes", (size_t)(end - p));
     }
     return 0;
 }
@@ -157,19 +141,16 @@ void msg_owned_free(msg_owned_t *o)
 int msg_check_name(const char *what, const char *name, size_t len, char *err, size_t errlen)
 {
     if (len == 0) {
-        snprintf(err, errlen, "%s name is empty", what);
-        return -1;
+        return err_set(err, errlen, "%s name is empty", what);
     }
     if (len > MSG_MAX_NAME) {
-        snprintf(err, errlen, "%s name is %zu bytes, longer than the limit of %d", what, len, MSG_MAX_NAME);
-        return -1;
+        return err_set(err, errlen, "%s name is %zu bytes, longer than the limit of %d", what, len, MSG_MAX_NAME);
     }
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)name[i];
         if (c < 0x21 || c > 0x7e) {
-            snprintf(err, errlen, "%s name has an invalid byte 0x%02x at offset %zu "
-                     "(printable ASCII without blanks only)", what, c, i);
-            return -1;
+            return err_set(err, errlen, "%s name has an invalid byte 0x%02x at offset %zu "
+                           "(printable ASCII without blanks only)", what, c, i);
         }
     }
     return 0;

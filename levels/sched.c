@@ -4,6 +4,12 @@
  * The scheduler holds no queue state of its own: the store keeps exact level
  * heads and a lease floor in memory, so "what is due" is a few comparisons and
  * one seek per level that has due work. Nothing here polls or scans.
+ *
+ * The retry policy is a pure function (sched_retry_decide) that store_fail
+ * calls back with the reconsume it reads while taking the lease, so a NACK
+ * or an expiry looks its lease up once and never copies the message out.
+ *
+ * Threading: the store's thread (the broker's storage thread).
  */
 #include "levels/sched.h"
 #include "base/alloc.h"
@@ -57,33 +63,48 @@ int sched_retry_level(const lvl_table_t *t, uint32_t reconsume, uint32_t max_rec
     return 1;
 }
 
-/* Fail one lease of group at reconsume r by policy (or req's explicit choice). */
-static int fail_one(sched_t *sc, const char *group, size_t group_len, uint64_t id, uint32_t reconsume,
-                    const sched_nack_req_t *req, uint64_t now, int *found, uint64_t *due,
-                    sched_stats_t *st, char *err, size_t errlen)
+store_fail_req_t sched_retry_decide(const lvl_table_t *t, uint32_t reconsume, uint32_t max_reconsume,
+                                    const sched_nack_req_t *nack)
 {
-    store_group_info_t gi;
-    if (!store_group_info(sc->store, group, group_len, &gi)) {
-        *found = 0;
-        return 0;
-    }
-    store_fail_req_t fr;
-    memset(&fr, 0, sizeof fr);
-    fr.reason = req->reason;
-    fr.reason_len = req->reason_len;
+    store_fail_req_t d = { .reason = nack->reason, .reason_len = nack->reason_len };
     int level = 0;
-    if (req->to_dlq || !sched_retry_level(store_levels(sc->store), reconsume, gi.max_reconsume, &level)) {
-        fr.to_dlq = 1;
-    } else if (req->level > 0) {
-        fr.level = req->level;
-    } else if (req->delay_ms > 0) {
-        fr.delay_ms = req->delay_ms;
+    if (nack->to_dlq || !sched_retry_level(t, reconsume, max_reconsume, &level)) {
+        d.to_dlq = 1;
+    } else if (nack->level > 0) {
+        d.level = nack->level;
+    } else if (nack->delay_ms > 0) {
+        d.delay_ms = nack->delay_ms;
     } else {
-        fr.level = level;
+        d.level = level;
     }
+    return d;
+}
+
+/* store_fail's decide for one failure: the policy with the NACK's overrides;
+ * remembers where the message went, for the stats. */
+typedef struct retry_ctx {
+    const sched_nack_req_t *nack;
+    int to_dlq;
+} retry_ctx_t;
+
+static void retry_decide(void *ctx, const lvl_table_t *levels, uint32_t reconsume, uint32_t max_reconsume,
+                         store_fail_req_t *req)
+{
+    retry_ctx_t *c = ctx;
+    *req = sched_retry_decide(levels, reconsume, max_reconsume, c->nack);
+    c->to_dlq = req->to_dlq;
+}
+
+/* Fail one lease of group by policy (or req's explicit choice): one store_fail. */
+static int fail_one(sched_t *sc, const char *group, size_t group_len, uint64_t id, const sched_nack_req_t *req,
+                    uint64_t now, int *found, uint64_t *due, sched_stats_t *st, char *err, size_t errlen)
+{
+    retry_ctx_t c = { req, 0 };
+    store_fail_req_t fr = { .reason = req->reason, .reason_len = req->reason_len, .decide = retry_decide,
+                            .decide_ctx = &c };
     if (store_fail(sc->store, group, group_len, id, &fr, now, found, due, err, errlen) != 0) { return -1; }
     if (*found && st) {
-        if (fr.to_dlq) { st->dead++; } else { st->retried++; }
+        if (c.to_dlq) { st->dead++; } else { st->retried++; }
     }
     return 0;
 }
@@ -110,8 +131,8 @@ int sched_run(sched_t *sc, int max, sched_stats_t *st, int *more, char *err, siz
                                      .reason_len = sizeof SCHED_LEASE_EXPIRED_REASON - 1 };
             int found = 0;
             uint64_t due = 0;
-            if (fail_one(sc, refs[i].group, strlen(refs[i].group), refs[i].id, refs[i].reconsume, &req, now,
-                         &found, &due, st, err, errlen) != 0) {
+            if (fail_one(sc, refs[i].group, strlen(refs[i].group), refs[i].id, &req, now, &found, &due, st, err,
+                         errlen) != 0) {
                 return -1;
             }
             if (found && st) { st->expired++; }
@@ -127,14 +148,5 @@ int sched_nack(sched_t *sc, const char *group, size_t group_len, uint64_t id,
                const sched_nack_req_t *req, int *found, uint64_t *next_due_ms,
                sched_stats_t *st, char *err, size_t errlen)
 {
-    *found = 0;
-    *next_due_ms = 0;
-    uint64_t now = sched_now(sc);
-    msg_owned_t lease;
-    memset(&lease, 0, sizeof lease);
-    int f = store_lease_get(sc->store, group, group_len, id, &lease, NULL, err, errlen);
-    if (f <= 0) { return f; }
-    uint32_t reconsume = lease.m.reconsume;
-    msg_owned_free(&lease);
-    return fail_one(sc, group, group_len, id, reconsume, req, now, found, next_due_ms, st, err, errlen);
+    return fail_one(sc, group, group_len, id, req, sched_now(sc), found, next_due_ms, st, err, errlen);
 }

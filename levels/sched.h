@@ -46,7 +46,8 @@ uint64_t sched_now(sched_t *sc);
  * UINT64_MAX when there is nothing to wait for. */
 uint64_t sched_next_wakeup(sched_t *sc);
 
-/* Where a failure goes: returns 1 and sets *level for a retry, or 0 for the DLQ. Pure. */
+/* Where a failure goes by the rule alone: returns 1 and sets *level for a
+ * retry, or 0 for the DLQ. Pure. */
 int sched_retry_level(const lvl_table_t *t, uint32_t reconsume, uint32_t max_reconsume, int *level);
 
 typedef struct sched_stats {
@@ -70,10 +71,23 @@ typedef struct sched_nack_req {
     const char *reason; size_t reason_len;
 } sched_nack_req_t;
 
+/* The retry decision, pure: what store_fail does with a message that failed
+ * `reconsume` times so far in a group whose limit is max_reconsume, given the
+ * NACK's overrides (a lease expiry passes a request with only its reason).
+ * The DLQ when nack->to_dlq (a permanent failure) or when the rule says so
+ * (reconsume >= max_reconsume: the limit overrides an explicit level or
+ * delay); otherwise nack's level, else its delay, else the rule's level
+ * (sched_retry_level). The reason is nack's; decide is NULL. Out-of-range
+ * overrides are passed through for store_fail to refuse. */
+store_fail_req_t sched_retry_decide(const lvl_table_t *t, uint32_t reconsume, uint32_t max_reconsume,
+                                    const sched_nack_req_t *nack);
+
 /* A consumer NACKed a leased message. Its next place follows the policy, unless
  * req asks for the DLQ (a permanent failure), a level or a delay — but the
- * failure at max-reconsume always goes to the DLQ. *found 0: no such lease (an expired lease was already
- * rescheduled). *next_due_ms: the retry's due time, 0 when it went to the DLQ. */
+ * failure at max-reconsume always goes to the DLQ (sched_retry_decide). One
+ * lookup of the lease (store_fail decides from what it reads). *found 0: no
+ * such lease (an expired lease was already rescheduled). *next_due_ms: the
+ * retry's due time, 0 when it went to the DLQ. */
 int sched_nack(sched_t *sc, const char *group, size_t group_len, uint64_t id,
                const sched_nack_req_t *req, int *found, uint64_t *next_due_ms,
                sched_stats_t *st, char *err, size_t errlen);

@@ -20,6 +20,9 @@
  * must close and reopen it (the in-memory state is rebuilt from disk; nothing
  * acknowledged is lost, since nothing is acknowledged before its commit).
  *
+ * The storage layout (key ranges, values, invariants) is described in
+ * levels/keys.h; the package's files are listed in levels/store_internal.h.
+ *
  * Errors: 0 / -1, with the cause in err[errlen] (err may be NULL when errlen is 0).
  * Times are wall-clock milliseconds, always passed in (the clock is injected).
  */
@@ -198,10 +201,6 @@ int store_lease(store_t *s, const char *group, size_t group_len,
 int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *ids, int n,
               int *released, char *err, size_t errlen);
 
-/* Find a lease: 1 with *out (owned; may be NULL) and *deadline_ms, 0 when none. -1 on error. */
-int store_lease_get(store_t *s, const char *group, size_t group_len, uint64_t id,
-                    msg_owned_t *out, uint64_t *deadline_ms, char *err, size_t errlen);
-
 /* Move a lease's deadline (TOUCH). *found 0 when there is no such lease. */
 int store_touch(store_t *s, const char *group, size_t group_len, uint64_t id,
                 uint64_t new_deadline_ms, int *found, char *err, size_t errlen);
@@ -223,19 +222,38 @@ typedef struct store_lease_ref {
 int store_expired_leases(store_t *s, uint64_t now_ms, store_lease_ref_t *out, int max, int *n,
                          char *err, size_t errlen);
 
-/* What happens to a failed delivery (decided by the retry policy in sched.h). */
-typedef struct store_fail_req {
+typedef struct store_fail_req store_fail_req_t;
+
+/* A retry decision taken once the lease is held (the retry policy in sched.h is
+ * one): for a message that failed `reconsume` times so far, in a group whose
+ * limit is max_reconsume, on the store's level table, fill *req (to_dlq, level,
+ * delay_ms; it may rewrite every field). Called at most once per store_fail,
+ * before anything is written; it must not call the store. */
+typedef void (*store_fail_decide_fn)(void *ctx, const lvl_table_t *levels, uint32_t reconsume,
+                                     uint32_t max_reconsume, store_fail_req_t *req);
+
+/* What happens to a failed delivery: fixed by the caller, or decided from the
+ * lease itself when decide is set. */
+struct store_fail_req {
     int to_dlq;              /* 1: park in the DLQ */
     int level;               /* > 0: retry on exactly this level */
     uint64_t delay_ms;       /* with level 0 and not to_dlq: chained retry delay (> 0) */
     const char *reason; size_t reason_len;   /* recorded with the message */
-} store_fail_req_t;
+    store_fail_decide_fn decide;   /* NULL: the fields above are the decision */
+    void *decide_ctx;
+};
 
 /* A leased message failed (NACK or lease expiry): delete the lease and either
  * schedule the retry (reconsume + 1, destination the group's retry-ready queue)
- * or park it in the DLQ (reconsume + 1, reason and time recorded). One batch.
- * *found 0 when there was no lease (nothing done); *due_out the retry's due time,
- * 0 for the DLQ. */
+ * or park it in the DLQ (reconsume + 1, reason and time recorded). One batch
+ * and one lookup of the lease (its index entry, then its value, which is
+ * written back without another copy). With req->decide the
+ * decision is made from the lease's reconsume and the group's max-reconsume
+ * as read there. A decision that is out of range (level outside 1..count, a
+ * zero delay, a delay over max-delay or the hop bound, a reason over
+ * MSG_MAX_REASON) is refused and the lease stays: a fixed one before the lease
+ * is looked up, a decided one after. *found 0 when there was no lease (nothing
+ * done); *due_out the retry's due time, 0 for the DLQ. */
 int store_fail(store_t *s, const char *group, size_t group_len, uint64_t id,
                const store_fail_req_t *req, uint64_t now_ms, int *found, uint64_t *due_out,
                char *err, size_t errlen);
@@ -297,7 +315,8 @@ int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *c
 /* A full consistency check: every value decodes, every counter equals what the
  * ranges hold, lease index and lease range agree, no (group, id) is in two
  * places, each level's remembered head is its first message. 0 when consistent; -1 and the first problem
- * in err otherwise. Reads everything: for tests and `--check`, not hot paths. */
+ * in err otherwise. Needs nothing but an open store, so it also serves an
+ * operator's check of a directory after a crash. Reads everything: not for hot paths. */
 int store_check(store_t *s, char *err, size_t errlen);
 
 /* Format an id for the wire (16 lower-case hex digits) and parse it back

@@ -9,6 +9,7 @@
  */
 #include "levels/sched.h"
 #include "levels/store.h"
+#include "tests/helpers/store_probe.h"
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
@@ -117,6 +118,57 @@ static void test_retry_rule(void)
     CU_ASSERT_FATAL(lvl_table_parse("1s 2s", &small, err, sizeof err) == 0);
     CU_ASSERT(sched_retry_level(&small, 0, 16, &level) == 1);
     CU_ASSERT_EQUAL(level, 2);
+}
+
+/* The retry decision as a pure function: the rule, the NACK's overrides, and
+ * the limit over both. */
+static void test_retry_decide(void)
+{
+    lvl_table_t t;
+    lvl_table_default(&t);
+    const char *why = "why";
+    sched_nack_req_t none = { .reason = why, .reason_len = 3 };
+    store_fail_req_t d;
+    /* the rule alone: level 3 + r, clamped; the DLQ at r >= max */
+    for (uint32_t r = 0; r < 16; r++) {
+        d = sched_retry_decide(&t, r, 16, &none);
+        CU_ASSERT(!d.to_dlq && d.level == (int)(r + 3 > 18 ? 18 : r + 3) && d.delay_ms == 0);
+    }
+    d = sched_retry_decide(&t, 40, 100, &none);
+    CU_ASSERT(!d.to_dlq && d.level == 18);
+    d = sched_retry_decide(&t, 16, 16, &none);
+    CU_ASSERT(d.to_dlq && d.level == 0 && d.delay_ms == 0);
+    d = sched_retry_decide(&t, 0, 0, &none);                 /* max 0: the first failure is the last */
+    CU_ASSERT(d.to_dlq);
+    CU_ASSERT(d.reason == why && d.reason_len == 3 && d.decide == NULL && d.decide_ctx == NULL);
+    /* NACK LEVEL / DELAY override the rule below the limit; LEVEL wins over DELAY */
+    sched_nack_req_t lvl = { .level = 1 }, dly = { .delay_ms = 25 * SEC }, both = { .level = 2, .delay_ms = SEC };
+    d = sched_retry_decide(&t, 0, 16, &lvl);
+    CU_ASSERT(!d.to_dlq && d.level == 1 && d.delay_ms == 0);
+    d = sched_retry_decide(&t, 5, 16, &dly);
+    CU_ASSERT(!d.to_dlq && d.level == 0 && d.delay_ms == 25 * SEC);
+    d = sched_retry_decide(&t, 0, 16, &both);
+    CU_ASSERT(!d.to_dlq && d.level == 2 && d.delay_ms == 0);
+    /* ... but not at the limit: the DLQ */
+    d = sched_retry_decide(&t, 16, 16, &lvl);
+    CU_ASSERT(d.to_dlq);
+    d = sched_retry_decide(&t, 2, 2, &dly);
+    CU_ASSERT(d.to_dlq);
+    /* NACK ... DLQ: straight there, whatever the reconsume */
+    sched_nack_req_t dlq = { .to_dlq = 1, .level = 1, .reason = why, .reason_len = 3 };
+    d = sched_retry_decide(&t, 0, 16, &dlq);
+    CU_ASSERT(d.to_dlq && d.reason == why);
+    /* out-of-range overrides pass through, for store_fail to refuse; a negative level is no override */
+    sched_nack_req_t big = { .level = 19 }, neg = { .level = -1 };
+    d = sched_retry_decide(&t, 0, 16, &big);
+    CU_ASSERT(!d.to_dlq && d.level == 19);
+    d = sched_retry_decide(&t, 1, 16, &neg);
+    CU_ASSERT(!d.to_dlq && d.level == 4);
+    /* a short table clamps the rule's level */
+    lvl_table_t small;
+    CU_ASSERT_FATAL(lvl_table_parse("1s 2s", &small, err, sizeof err) == 0);
+    d = sched_retry_decide(&small, 0, 16, &none);
+    CU_ASSERT(!d.to_dlq && d.level == 2);
 }
 
 static void test_due_and_wakeup(void)
@@ -290,7 +342,7 @@ static void test_nack_policy_and_overrides(void)
     sched_nack_req_t bad = { .level = 19 };
     CU_ASSERT(sched_nack(sc, "g", 1, id2, &bad, &found, &due, &s, err, sizeof err) == -1);
     CU_ASSERT(strstr(err, "level 19") != NULL);
-    CU_ASSERT(store_lease_get(st, "g", 1, id2, NULL, NULL, err, sizeof err) == 1);
+    CU_ASSERT(probe_lease_get(st, "g", 1, id2, NULL, NULL, err, sizeof err) == 1);
     close_all();
 }
 
@@ -386,6 +438,7 @@ static int add_suites(void)
     CU_pSuite s = CU_add_suite("sched", NULL, NULL);
     if (s == NULL) { return -1; }
     if (!CU_add_test(s, "retry rule (level 3 + r, DLQ at max)", test_retry_rule) ||
+        !CU_add_test(s, "retry decision (rule, overrides, limit)", test_retry_decide) ||
         !CU_add_test(s, "due moves and wake-up times", test_due_and_wakeup) ||
         !CU_add_test(s, "17 deliveries then the DLQ", test_full_life_to_dlq) ||
         !CU_add_test(s, "NACK policy, overrides, MAXRETRY", test_nack_policy_and_overrides) ||

@@ -1,0 +1,313 @@
+/*
+ * levels/check.c — reading a whole store: store_scan (every stored message)
+ * and store_check, the consistency checker (see store.h).
+ *
+ * store_check verifies the invariants of keys.h against one pass over the
+ * data: every value decodes; each level's depth and remembered head equal its
+ * keys; each topic's counters equal its log; each group's counters equal its
+ * ranges (backlog, retry-ready, delayed retries of its current gen on the
+ * levels, leases, lease index, DLQ); every lease index entry names a lease;
+ * and no (group, id) is in two places. It uses nothing but what store_open
+ * loads, so it works on a store just opened by a process that does nothing
+ * else (an operator's check after a crash) as well as on one in use (tests).
+ * It reads everything and keeps a key per group message in memory: not for
+ * hot paths.
+ *
+ * Threading: one thread at a time (the store's).
+ */
+#include "levels/store_internal.h"
+#include "base/alloc.h"
+#include "base/err.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- scanning ------------------------------------------------------------------------ */
+
+/* The message ranges, in scan order. */
+static const enum key_tag scan_ranges[] = { KEY_LEVEL, KEY_TOPIC_LOG, KEY_RETRY, KEY_LEASE, KEY_DLQ };
+
+/* Fill e's position fields from a key of range tag (at least 9 bytes). */
+static void entry_position(enum key_tag tag, const char *key, size_t klen, store_entry_t *e)
+{
+    switch (tag) {
+    case KEY_LEVEL:
+        e->level = (unsigned char)key[1];
+        e->due_ms = be64_get(key + 2);
+        e->seq = be64_get(key + klen - 8);
+        break;
+    case KEY_LEASE: e->deadline_ms = be64_get(key + 1); break;
+    case KEY_DLQ: break;
+    default: e->seq = be64_get(key + klen - 8); break;
+    }
+}
+
+int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *ctx,
+               char *err, size_t errlen)
+{
+    if (store_read_begin(s, err, errlen) != 0) { return -1; }
+    int rc = 0;
+    for (size_t i = 0; i < sizeof scan_ranges / sizeof scan_ranges[0] && rc == 0; i++) {
+        enum key_tag tag = scan_ranges[i];
+        char where[48];
+        snprintf(where, sizeof where, "range '%c'", (char)tag);
+        leveldb_iterator_t *it = store_iter_range(s, tag);
+        const char *key;
+        size_t klen;
+        for (; store_iter_in_range(it, tag, &key, &klen); leveldb_iter_next(it)) {
+            msg_t m;
+            if (store_iter_msg(it, &m, where, err, errlen) != 0) { rc = -1; break; }
+            store_entry_t e = { .range = (store_range_t)tag, .m = &m };
+            if (klen < 9) {
+                rc = err_set(err, errlen, "corrupt key in %s", where);
+                break;
+            }
+            entry_position(tag, key, klen, &e);
+            if (fn(ctx, &e) != 0) {
+                rc = 1;
+                break;
+            }
+        }
+        if (rc == 0) { rc = store_iter_error(it, "the store", err, errlen); }
+        leveldb_iter_destroy(it);
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+/* ---- checking -------------------------------------------------------------------------- */
+
+typedef struct check_ctx {
+    store_t *s;
+    uint64_t level_depth[LVL_MAX_LEVELS + 1];
+    uint64_t level_first_due[LVL_MAX_LEVELS + 1];   /* the first key of each level, in scan order */
+    uint64_t level_first_seq[LVL_MAX_LEVELS + 1];
+    map_t counts;        /* "tag:name" → uint64_t* (what the ranges hold per topic / group) */
+    char **places;       /* "group\0id" membership keys for the uniqueness check */
+    size_t n_places, cap_places;
+    char *err;
+    size_t errlen;
+    int bad;
+} check_ctx_t;
+
+/* The counter "tag:name" (created at 0 when asked to). */
+static uint64_t *check_counter(check_ctx_t *c, char tag, const char *name, size_t len, int create)
+{
+    char k[MSG_MAX_NAME + 3];
+    k[0] = tag;
+    k[1] = ':';
+    memcpy(k + 2, name, len);
+    uint64_t *v = map_get(&c->counts, k, len + 2);
+    if (v == NULL && create) {
+        v = xcalloc(1, sizeof *v);
+        map_put(&c->counts, k, len + 2, v);
+    }
+    return v;
+}
+
+static void check_count(check_ctx_t *c, char tag, const char *name, size_t len)
+{
+    (*check_counter(c, tag, name, len, 1))++;
+}
+
+static uint64_t check_get(check_ctx_t *c, char tag, const char *name, size_t len)
+{
+    const uint64_t *v = check_counter(c, tag, name, len, 0);
+    return v ? *v : 0;
+}
+
+static void check_place(check_ctx_t *c, const msg_str_t *group, uint64_t id)
+{
+    if (c->n_places == c->cap_places) {
+        c->cap_places = c->cap_places ? c->cap_places * 2 : 1024;
+        c->places = xrealloc(c->places, c->cap_places * sizeof *c->places);
+    }
+    char *p = xmalloc(group->len + 1 + 17);
+    memcpy(p, group->ptr, group->len);
+    p[group->len] = '\0';
+    store_id_format(id, p + group->len + 1);
+    c->places[c->n_places++] = p;
+}
+
+/* A message counted for its group ('R', 'I', 'D': its range; 'd': a delayed retry). */
+static void check_group_entry(check_ctx_t *c, char tag, const msg_t *m)
+{
+    check_count(c, tag, m->group.ptr, m->group.len);
+    check_place(c, &m->group, m->id);
+}
+
+static int check_entry(void *ctx, const store_entry_t *e)
+{
+    check_ctx_t *c = ctx;
+    const msg_t *m = e->m;
+    switch (e->range) {
+    case STORE_LEVEL:
+        if (e->level < 1 || e->level > c->s->opt.levels.count) {
+            err_set(c->err, c->errlen, "message %llu sits on level %d, outside the table",
+                    (unsigned long long)m->id, e->level);
+            c->bad = 1;
+            return 1;
+        }
+        if (c->level_depth[e->level]++ == 0) {
+            c->level_first_seq[e->level] = e->seq;
+            c->level_first_due[e->level] = e->due_ms;
+        }
+        if (m->dest == MSG_DEST_GROUP) {
+            const group_state_t *g = store_group_get(c->s, m->group.ptr, m->group.len);
+            if (g != NULL && g->gen == m->group_gen) { check_group_entry(c, 'd', m); }
+        }
+        break;
+    case STORE_TOPIC: {
+        check_count(c, 'T', m->topic.ptr, m->topic.len);
+        map_iter_t it = { 0 };
+        void *v;
+        while (map_next(&c->s->groups, &it, NULL, NULL, &v)) {
+            const group_state_t *g = v;
+            if (g->topic->len == m->topic.len && memcmp(g->topic->name, m->topic.ptr, m->topic.len) == 0 &&
+                e->seq >= g->cursor) {
+                check_count(c, 'B', g->name, g->len);
+            }
+        }
+        break;
+    }
+    case STORE_RETRY: check_group_entry(c, 'R', m); break;
+    case STORE_LEASE: check_group_entry(c, 'I', m); break;
+    case STORE_DLQ: check_group_entry(c, 'D', m); break;
+    }
+    return 0;
+}
+
+static int cmp_place(const void *a, const void *b)
+{
+    const char *x = *(char *const *)a, *y = *(char *const *)b;
+    int r = strcmp(x, y);
+    return r ? r : strcmp(x + strlen(x) + 1, y + strlen(y) + 1);
+}
+
+/* Every lease index entry names a lease; counts them per group ('J'). */
+static int check_lease_index(store_t *s, check_ctx_t *c, char *err, size_t errlen)
+{
+    leveldb_iterator_t *it = store_iter_range(s, KEY_LEASE_INDEX);
+    const char *key;
+    size_t klen;
+    int rc = 0;
+    for (; store_iter_in_range(it, KEY_LEASE_INDEX, &key, &klen); leveldb_iter_next(it)) {
+        size_t vlen;
+        const char *v = leveldb_iter_value(it, &vlen);
+        const char *group;
+        size_t glen;
+        uint64_t id;
+        if (vlen != 8 || key_lease_index_parse(key, klen, &group, &glen, &id) != 0) {
+            rc = err_set(err, errlen, "corrupt lease index entry");
+            break;
+        }
+        check_count(c, 'J', group, glen);
+        char *val;
+        size_t ivlen;
+        key_buf_t ik;
+        key_lease(&ik, be64_get(v), group, glen, id);
+        int found = store_get(s, &ik, &val, &ivlen, err, errlen);
+        if (found < 0) {
+            rc = -1;
+            break;
+        }
+        if (!found) {
+            rc = err_set(err, errlen, "lease index entry for group %.*s id %llu names no lease", (int)glen, group,
+                         (unsigned long long)id);
+            break;
+        }
+        leveldb_free(val);
+    }
+    if (rc == 0) { rc = store_iter_error(it, "the lease index", err, errlen); }
+    leveldb_iter_destroy(it);
+    return rc;
+}
+
+/* Each level's depth and remembered head against what the scan saw. */
+static int check_levels(const store_t *s, const check_ctx_t *c, char *err, size_t errlen)
+{
+    for (int l = 1; l <= s->opt.levels.count; l++) {
+        const level_state_t *ls = &s->levels[l];
+        if (c->level_depth[l] != ls->depth) {
+            return err_set(err, errlen, "level %d counter says %llu but holds %llu", l,
+                           (unsigned long long)ls->depth, (unsigned long long)c->level_depth[l]);
+        }
+        if (c->level_depth[l] > 0 && (!ls->has_head || ls->head_due != c->level_first_due[l] ||
+                                      ls->head_seq != c->level_first_seq[l])) {
+            return err_set(err, errlen,
+                           "level %d remembers head (%llu, %llu) but its first message is at (%llu, %llu)", l,
+                           (unsigned long long)ls->head_due, (unsigned long long)ls->head_seq,
+                           (unsigned long long)c->level_first_due[l], (unsigned long long)c->level_first_seq[l]);
+        }
+    }
+    return 0;
+}
+
+/* Each topic's and group's counters against what the scan counted. */
+static int check_counters(const store_t *s, check_ctx_t *c, char *err, size_t errlen)
+{
+    map_iter_t it = { 0 };
+    void *v;
+    while (map_next(&s->topics, &it, NULL, NULL, &v)) {
+        const topic_state_t *t = v;
+        uint64_t held = check_get(c, 'T', t->name, t->len);
+        if (held != t->appended - t->removed) {
+            return err_set(err, errlen, "topic %s counters say %llu retained but the log holds %llu", t->name,
+                           (unsigned long long)(t->appended - t->removed), (unsigned long long)held);
+        }
+    }
+    it = (map_iter_t){ 0 };
+    while (map_next(&s->groups, &it, NULL, NULL, &v)) {
+        const group_state_t *g = v;
+        const struct { const char *what; char tag; uint64_t want; } f[] = {
+            { "backlog", 'B', g->topic->appended - g->position },
+            { "retry-ready", 'R', g->retry_ready },
+            { "retry-delayed", 'd', g->retry_delayed },
+            { "in-flight", 'I', g->inflight },
+            { "lease-index", 'J', g->inflight },
+            { "DLQ", 'D', g->dlq },
+        };
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+            uint64_t held = check_get(c, f[i].tag, g->name, g->len);
+            if (held != f[i].want) {
+                return err_set(err, errlen, "group %s %s counter says %llu but the store holds %llu", g->name,
+                               f[i].what, (unsigned long long)f[i].want, (unsigned long long)held);
+            }
+        }
+    }
+    return 0;
+}
+
+/* No (group, id) twice. Sorts c->places. */
+static int check_unique(check_ctx_t *c, char *err, size_t errlen)
+{
+    if (c->n_places < 2) { return 0; }
+    qsort(c->places, c->n_places, sizeof *c->places, cmp_place);
+    for (size_t i = 1; i < c->n_places; i++) {
+        if (cmp_place(&c->places[i - 1], &c->places[i]) == 0) {
+            const char *p = c->places[i];
+            return err_set(err, errlen, "message %s of group %s is in two places", p + strlen(p) + 1, p);
+        }
+    }
+    return 0;
+}
+
+int store_check(store_t *s, char *err, size_t errlen)
+{
+    check_ctx_t c;
+    memset(&c, 0, sizeof c);
+    c.s = s;
+    c.err = err;
+    c.errlen = errlen;
+    map_init(&c.counts);
+    int rc = store_scan(s, check_entry, &c, err, errlen);
+    if (rc == 0 && c.bad) { rc = -1; }
+    if (rc == 0) { rc = check_lease_index(s, &c, err, errlen); }
+    if (rc == 0) { rc = check_levels(s, &c, err, errlen); }
+    if (rc == 0) { rc = check_counters(s, &c, err, errlen); }
+    if (rc == 0) { rc = check_unique(&c, err, errlen); }
+    for (size_t i = 0; i < c.n_places; i++) { free(c.places[i]); }
+    free(c.places);
+    map_free(&c.counts, free);
+    return rc;
+}

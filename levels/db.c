@@ -1,0 +1,246 @@
+/*
+ * levels/db.c — every LevelDB access of the store package: the pending write
+ * batch and its commit, point reads and iterators (store_internal.h; the
+ * public commit calls: store.h).
+ *
+ * Writes are grouped: operations add puts and deletes to one pending batch
+ * and mark the records they change dirty; a commit writes the dirty records
+ * and the sequence counter into the batch and hands it to LevelDB as one
+ * WriteBatch, so a crash leaves every move whole or absent. A failed write
+ * marks the store broken: the in-memory state already reflects the lost batch,
+ * so nothing but a reopen (which rebuilds it from disk) is safe.
+ *
+ * The batch is reused across commits; one that held more than
+ * STORE_BATCH_KEEP_BYTES is destroyed and created again, so a burst does not
+ * pin its memory.
+ *
+ * Reads see committed data only: every reading operation calls
+ * store_read_begin first, which commits what is pending (unsynced).
+ *
+ * Threading: one thread at a time (the broker's storage thread).
+ */
+#include "levels/store_internal.h"
+#include "base/alloc.h"
+#include "base/err.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What one batch entry costs besides its bytes: a tag and two varint lengths. */
+#define BATCH_ENTRY_OVERHEAD 11
+
+/* ---- the pending batch ------------------------------------------------------------ */
+
+void store_put(store_t *s, const key_buf_t *k, const char *v, size_t vlen)
+{
+    leveldb_writebatch_put(s->batch, k->b, k->n, v, vlen);
+    s->pending++;
+    s->batch_bytes += k->n + vlen + BATCH_ENTRY_OVERHEAD;
+}
+
+void store_del_raw(store_t *s, const char *key, size_t klen)
+{
+    leveldb_writebatch_delete(s->batch, key, klen);
+    s->pending++;
+    s->batch_bytes += klen + BATCH_ENTRY_OVERHEAD;
+}
+
+void store_del(store_t *s, const key_buf_t *k) { store_del_raw(s, k->b, k->n); }
+
+void store_put_msg(store_t *s, const key_buf_t *k, const msg_t *m)
+{
+    char small[512];
+    size_t n = msg_encoded_size(m);
+    char *buf = n <= sizeof small ? small : xmalloc(n);
+    msg_encode(m, buf, n);
+    store_put(s, k, buf, n);
+    if (buf != small) { free(buf); }
+}
+
+void store_mark_level(store_t *s, int level) { s->levels[level].dirty = 1; }
+
+void store_mark_topic(store_t *s, topic_state_t *t)
+{
+    if (t->dirty) { return; }
+    t->dirty = 1;
+    if (s->n_dirty_topics == s->cap_dirty_topics) {
+        s->cap_dirty_topics = s->cap_dirty_topics ? s->cap_dirty_topics * 2 : 16;
+        s->dirty_topics = xrealloc(s->dirty_topics, s->cap_dirty_topics * sizeof *s->dirty_topics);
+    }
+    s->dirty_topics[s->n_dirty_topics++] = t;
+}
+
+void store_mark_group(store_t *s, group_state_t *g)
+{
+    if (g->dirty) { return; }
+    g->dirty = 1;
+    if (s->n_dirty_groups == s->cap_dirty_groups) {
+        s->cap_dirty_groups = s->cap_dirty_groups ? s->cap_dirty_groups * 2 : 16;
+        s->dirty_groups = xrealloc(s->dirty_groups, s->cap_dirty_groups * sizeof *s->dirty_groups);
+    }
+    s->dirty_groups[s->n_dirty_groups++] = g;
+}
+
+/* The sequence counter's record, into the batch. */
+static void put_seq(store_t *s)
+{
+    key_buf_t k;
+    char v[8];
+    key_meta(&k, "seq");
+    be64_put(v, s->next_seq);
+    store_put(s, &k, v, 8);
+}
+
+/* Writes every dirty record (and the counter when it moved) into the batch. */
+static void flush_records(store_t *s)
+{
+    key_buf_t k;
+    char v[RECORD_GROUP_MAX];
+    for (int l = 1; l <= s->opt.levels.count; l++) {
+        level_state_t *ls = &s->levels[l];
+        if (!ls->dirty) { continue; }
+        record_level_t r = { ls->depth, ls->has_head ? ls->head_due : 0, ls->has_head ? ls->head_seq : 0,
+                             ls->last_enqueue_ms };
+        key_level_record(&k, l);
+        record_level_encode(&r, v);
+        store_put(s, &k, v, RECORD_LEVEL_BYTES);
+        ls->dirty = 0;
+    }
+    for (size_t i = 0; i < s->n_dirty_topics; i++) {
+        topic_state_t *t = s->dirty_topics[i];
+        key_record(&k, KEY_TOPIC_RECORD, t->name, t->len);
+        record_topic_encode(t->appended, t->removed, v);
+        store_put(s, &k, v, RECORD_TOPIC_BYTES);
+        t->dirty = 0;
+    }
+    s->n_dirty_topics = 0;
+    for (size_t i = 0; i < s->n_dirty_groups; i++) {
+        group_state_t *g = s->dirty_groups[i];
+        record_group_t r = { .max_reconsume = g->max_reconsume, .gen = g->gen, .cursor = g->cursor,
+                             .position = g->position, .retry_ready = g->retry_ready,
+                             .retry_delayed = g->retry_delayed, .inflight = g->inflight, .dlq = g->dlq,
+                             .created_ms = g->created_ms, .topic = g->topic->name, .topic_len = g->topic->len };
+        key_record(&k, KEY_GROUP_RECORD, g->name, g->len);
+        store_put(s, &k, v, record_group_encode(&r, v));
+        g->dirty = 0;
+    }
+    s->n_dirty_groups = 0;
+    if (s->next_seq != s->persisted_seq) { put_seq(s); }
+}
+
+int store_write_batch(store_t *s, int sync, char *dberr, size_t dberrlen)
+{
+    flush_records(s);
+    char *e = NULL;
+    leveldb_write(s->db, sync ? s->wopt_sync : s->wopt_nosync, s->batch, &e);
+    if (e != NULL) {
+        err_set(dberr, dberrlen, "%s", e);
+        leveldb_free(e);
+        return -1;
+    }
+    if (s->batch_bytes > STORE_BATCH_KEEP_BYTES) {
+        leveldb_writebatch_destroy(s->batch);
+        s->batch = leveldb_writebatch_create();
+    } else {
+        leveldb_writebatch_clear(s->batch);
+    }
+    s->pending = 0;
+    s->batch_bytes = 0;
+    s->persisted_seq = s->next_seq;
+    return 0;
+}
+
+int store_commit(store_t *s, char *err, size_t errlen)
+{
+    return store_commit_durable(s, 1, err, errlen);
+}
+
+int store_commit_durable(store_t *s, int durable, char *err, size_t errlen)
+{
+    if (store_usable(s, err, errlen) != 0) { return -1; }
+    int sync = durable && s->opt.sync;
+    if (s->pending == 0) {
+        if (!sync || !s->unsynced) { return 0; }
+        /* Nothing pending, but earlier unsynced writes need their fsync: a
+         * synced write of one small record syncs the whole log. */
+        put_seq(s);
+    }
+    char dberr[256];
+    if (store_write_batch(s, sync, dberr, sizeof dberr) != 0) {
+        s->broken = 1;
+        snprintf(s->broken_err, sizeof s->broken_err, "write to %s failed: %s", s->path, dberr);
+        return err_set(err, errlen, "%s", s->broken_err);
+    }
+    s->unsynced = s->opt.sync && !sync;
+    return 0;
+}
+
+int store_usable(const store_t *s, char *err, size_t errlen)
+{
+    if (!s->broken) { return 0; }
+    return err_set(err, errlen, "store is unusable after a failed write (%s); reopen it", s->broken_err);
+}
+
+int store_read_begin(store_t *s, char *err, size_t errlen)
+{
+    if (store_usable(s, err, errlen) != 0) { return -1; }
+    return s->pending ? store_commit_durable(s, 0, err, errlen) : 0;
+}
+
+int store_pending(const store_t *s) { return s->pending; }
+int store_broken(const store_t *s) { return s->broken; }
+
+/* ---- reads ------------------------------------------------------------------------- */
+
+int store_get(store_t *s, const key_buf_t *k, char **val, size_t *vlen, char *err, size_t errlen)
+{
+    char *e = NULL;
+    *val = leveldb_get(s->db, s->ropt, k->b, k->n, vlen, &e);
+    if (e != NULL) {
+        err_set(err, errlen, "read from %s failed: %s", s->path, e);
+        leveldb_free(e);
+        return -1;
+    }
+    return *val != NULL;
+}
+
+leveldb_iterator_t *store_iter_at(store_t *s, const key_buf_t *k)
+{
+    leveldb_iterator_t *it = leveldb_create_iterator(s->db, s->ropt);
+    leveldb_iter_seek(it, k->b, k->n);
+    return it;
+}
+
+leveldb_iterator_t *store_iter_range(store_t *s, enum key_tag tag)
+{
+    key_buf_t k;
+    key_start(&k, tag);
+    return store_iter_at(s, &k);
+}
+
+int store_iter_error(leveldb_iterator_t *it, const char *what, char *err, size_t errlen)
+{
+    char *e = NULL;
+    leveldb_iter_get_error(it, &e);
+    if (e == NULL) { return 0; }
+    err_set(err, errlen, "reading %s: %s", what, e);
+    leveldb_free(e);
+    return -1;
+}
+
+int store_decode(const char *v, size_t vlen, msg_t *m, const char *where, char *err, size_t errlen)
+{
+    char e[160];
+    if (msg_decode(v, vlen, m, e, sizeof e) != 0) {
+        return err_set(err, errlen, "corrupt message in %s: %s", where, e);
+    }
+    return 0;
+}
+
+int store_iter_msg(leveldb_iterator_t *it, msg_t *m, const char *where, char *err, size_t errlen)
+{
+    size_t vlen;
+    const char *v = leveldb_iter_value(it, &vlen);
+    return store_decode(v, vlen, m, where, err, errlen);
+}

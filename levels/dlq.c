@@ -1,0 +1,96 @@
+/*
+ * levels/dlq.c — a group's dead-letter queue (see store.h): list, requeue,
+ * drop.
+ *
+ * The DLQ is the range 'D' group id (keys.h), so it lists in id order and one
+ * message is found by its id with one seek. A message reaches it from
+ * store_fail (lease.c) with its reason and parked time; a requeue moves it to
+ * the group's retry-ready queue with reconsume 0, so it gets the whole retry
+ * schedule again. Each call is one batch.
+ *
+ * Threading: one thread at a time (the broker's storage thread).
+ */
+#include "levels/store_internal.h"
+#include "base/err.h"
+
+int store_dlq_list(store_t *s, const char *group, size_t group_len, uint64_t after_id, int count,
+                   msg_owned_t *out, int *n, char *err, size_t errlen)
+{
+    *n = 0;
+    if (store_read_begin(s, err, errlen) != 0) { return -1; }
+    if (store_group_get(s, group, group_len) == NULL || count <= 0 || after_id == UINT64_MAX) { return 0; }
+    key_buf_t k;
+    key_queue_prefix(&k, KEY_DLQ, group, group_len);
+    size_t plen = k.n;
+    key_u64(&k, after_id + 1);
+    leveldb_iterator_t *it = store_iter_at(s, &k);
+    const char *key;
+    size_t klen;
+    int rc = 0;
+    for (; *n < count && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
+        msg_t m;
+        if (store_iter_msg(it, &m, "the DLQ", err, errlen) != 0) { rc = -1; break; }
+        msg_owned_copy(&out[(*n)++], &m);
+    }
+    if (rc == 0) { rc = store_iter_error(it, "the DLQ", err, errlen); }
+    leveldb_iter_destroy(it);
+    if (rc != 0) {
+        for (int i = 0; i < *n; i++) { msg_owned_free(&out[i]); }
+        *n = 0;
+    }
+    return rc;
+}
+
+/* Requeue (requeue = 1) or drop each DLQ entry of g with the given id, or all. */
+static int dlq_take(store_t *s, group_state_t *g, uint64_t id, int all, int requeue, uint64_t now_ms,
+                    uint64_t *count, char *err, size_t errlen)
+{
+    key_buf_t k;
+    key_queue_prefix(&k, KEY_DLQ, g->name, g->len);
+    size_t plen = k.n;
+    key_u64(&k, all ? 0 : id);
+    leveldb_iterator_t *it = store_iter_at(s, &k);
+    const char *key;
+    size_t klen;
+    int rc = 0;
+    for (; store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
+        uint64_t at;
+        if (key_queue_parse(key, klen, plen, &at) != 0) {
+            rc = err_set(err, errlen, "corrupt DLQ key in %s", s->path);
+            break;
+        }
+        if (!all && at != id) { break; }
+        if (requeue) {
+            msg_t m;
+            if (store_iter_msg(it, &m, "the DLQ", err, errlen) != 0) { rc = -1; break; }
+            m.reconsume = 0;
+            store_retry_append(s, g, &m, now_ms);
+        }
+        store_del_raw(s, key, klen);
+        g->dlq--;
+        (*count)++;
+        if (!all) { break; }
+    }
+    if (rc == 0) { rc = store_iter_error(it, "the DLQ", err, errlen); }
+    leveldb_iter_destroy(it);
+    if (*count) { store_mark_group(s, g); }
+    return rc;
+}
+
+int store_dlq_requeue(store_t *s, const char *group, size_t group_len, uint64_t id, int all,
+                      uint64_t now_ms, uint64_t *count, char *err, size_t errlen)
+{
+    *count = 0;
+    if (store_read_begin(s, err, errlen) != 0) { return -1; }
+    group_state_t *g = store_group_get(s, group, group_len);
+    return g == NULL ? 0 : dlq_take(s, g, id, all, 1, now_ms, count, err, errlen);
+}
+
+int store_dlq_drop(store_t *s, const char *group, size_t group_len, uint64_t id, int all,
+                   uint64_t *count, char *err, size_t errlen)
+{
+    *count = 0;
+    if (store_read_begin(s, err, errlen) != 0) { return -1; }
+    group_state_t *g = store_group_get(s, group, group_len);
+    return g == NULL ? 0 : dlq_take(s, g, id, all, 0, 0, count, err, errlen);
+}

@@ -1,0 +1,228 @@
+/*
+ * levels/group.c — topics and groups (see store.h): creating, describing,
+ * listing and deleting groups, topic info, and the in-memory maps of both.
+ *
+ * A topic exists once something names it (a SEND, a group binding) and is
+ * never deleted: its record holds the log's appended / removed counters. A
+ * group is bound to one topic for life and reads its log from a cursor; its
+ * incarnation (gen, the seq at creation) is stamped on its retries, so a
+ * retry still on a level when its group is deleted and created again is
+ * dropped when it comes due instead of reaching the new group.
+ *
+ * Threading: one thread at a time (the broker's storage thread).
+ */
+#include "levels/store_internal.h"
+#include "base/alloc.h"
+#include "base/err.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the maps ---------------------------------------------------------------------- */
+
+group_state_t *store_group_get(const store_t *s, const char *name, size_t len)
+{
+    return map_get(&s->groups, name, len);
+}
+
+topic_state_t *store_topic_get_or_create(store_t *s, const char *name, size_t len)
+{
+    topic_state_t *t = map_get(&s->topics, name, len);
+    if (t != NULL) { return t; }
+    t = xcalloc(1, sizeof *t);
+    t->name = xstrndup(name, len);
+    t->len = len;
+    map_put(&s->topics, name, len, t);
+    store_mark_topic(s, t);
+    return t;
+}
+
+group_state_t *store_group_new(store_t *s, const char *name, size_t len, topic_state_t *t, int from_first,
+                               uint32_t max_reconsume, uint64_t now_ms)
+{
+    group_state_t *g = xcalloc(1, sizeof *g);
+    g->name = xstrndup(name, len);
+    g->len = len;
+    g->topic = t;
+    g->gen = s->next_seq++;
+    g->max_reconsume = max_reconsume;
+    g->created_ms = now_ms;
+    if (from_first) {
+        g->cursor = t->head_hint;
+        g->position = t->removed;
+    } else {
+        g->cursor = s->next_seq;
+        g->position = t->appended;
+    }
+    t->groups++;
+    map_put(&s->groups, g->name, g->len, g);
+    store_mark_group(s, g);
+    s->pending++;   /* the group record is a write even with no other put */
+    return g;
+}
+
+void store_topic_free(void *p)
+{
+    topic_state_t *t = p;
+    free(t->name);
+    free(t);
+}
+
+void store_group_free(void *p)
+{
+    group_state_t *g = p;
+    free(g->name);
+    free(g);
+}
+
+void store_retry_append(store_t *s, group_state_t *g, msg_t *m, uint64_t now_ms)
+{
+    key_buf_t k;
+    m->dest = MSG_DEST_GROUP;
+    m->group.ptr = g->name;
+    m->group.len = (uint32_t)g->len;
+    m->group_gen = g->gen;
+    m->stamp_ms = now_ms;
+    key_queue(&k, KEY_RETRY, g->name, g->len, s->next_seq++);
+    store_put_msg(s, &k, m);
+    g->retry_ready++;
+    store_mark_group(s, g);
+}
+
+/* ---- groups ------------------------------------------------------------------------- */
+
+static void group_fill_info(const group_state_t *g, store_group_info_t *out)
+{
+    memset(out, 0, sizeof *out);
+    memcpy(out->topic, g->topic->name, g->topic->len);
+    out->topic[g->topic->len] = '\0';
+    out->backlog = g->topic->appended - g->position;
+    out->retry_ready = g->retry_ready;
+    out->ready = out->backlog + g->retry_ready;
+    out->retry_delayed = g->retry_delayed;
+    out->inflight = g->inflight;
+    out->dlq = g->dlq;
+    out->max_reconsume = g->max_reconsume;
+    out->created_ms = g->created_ms;
+}
+
+int store_group_create(store_t *s, const char *group, size_t group_len,
+                       const char *topic, size_t topic_len, int from_first,
+                       int max_reconsume, uint64_t now_ms, char *err, size_t errlen)
+{
+    if (store_usable(s, err, errlen) != 0) { return -1; }
+    if (msg_check_name("group", group, group_len, err, errlen) != 0 ||
+        msg_check_name("topic", topic, topic_len, err, errlen) != 0) {
+        return -1;
+    }
+    group_state_t *g = store_group_get(s, group, group_len);
+    if (g != NULL) {
+        return err_set(err, errlen, "group %.*s already exists (bound to topic %.*s)", (int)group_len, group,
+                       (int)g->topic->len, g->topic->name);
+    }
+    if (max_reconsume > STORE_MAX_MAX_RECONSUME) {
+        return err_set(err, errlen, "max-reconsume %d exceeds the limit of %d", max_reconsume,
+                       STORE_MAX_MAX_RECONSUME);
+    }
+    uint32_t mr = max_reconsume < 0 ? s->opt.max_reconsume : (uint32_t)max_reconsume;
+    store_group_new(s, group, group_len, store_topic_get_or_create(s, topic, topic_len), from_first, mr, now_ms);
+    return 0;
+}
+
+int store_group_info(const store_t *s, const char *group, size_t group_len, store_group_info_t *out)
+{
+    const group_state_t *g = store_group_get(s, group, group_len);
+    if (g == NULL) { return 0; }
+    group_fill_info(g, out);
+    return 1;
+}
+
+void store_group_foreach(const store_t *s,
+                         int (*fn)(void *ctx, const char *group, const store_group_info_t *info),
+                         void *ctx)
+{
+    map_iter_t it = { 0 };
+    void *v;
+    while (map_next(&s->groups, &it, NULL, NULL, &v)) {
+        const group_state_t *g = v;
+        store_group_info_t info;
+        group_fill_info(g, &info);
+        if (fn(ctx, g->name, &info) != 0) { return; }
+    }
+}
+
+/* Delete every key of the range k->b[0..k->n); -1 on a read error. */
+static int delete_range(store_t *s, const key_buf_t *k, char *err, size_t errlen)
+{
+    leveldb_iterator_t *it = store_iter_at(s, k);
+    const char *key;
+    size_t klen;
+    for (; store_iter_in(it, k->b, k->n, &key, &klen); leveldb_iter_next(it)) { store_del_raw(s, key, klen); }
+    int rc = store_iter_error(it, "a group range", err, errlen);
+    leveldb_iter_destroy(it);
+    return rc;
+}
+
+/* The lease index (J) names each lease key (I): delete both. */
+static int delete_leases(store_t *s, const char *group, size_t group_len, char *err, size_t errlen)
+{
+    key_buf_t k;
+    key_queue_prefix(&k, KEY_LEASE_INDEX, group, group_len);
+    leveldb_iterator_t *it = store_iter_at(s, &k);
+    const char *key;
+    size_t klen;
+    int rc = 0;
+    for (; store_iter_in(it, k.b, k.n, &key, &klen); leveldb_iter_next(it)) {
+        size_t vlen;
+        const char *v = leveldb_iter_value(it, &vlen);
+        uint64_t id;
+        if (vlen != 8 || key_queue_parse(key, klen, k.n, &id) != 0) {
+            rc = err_set(err, errlen, "corrupt lease index in %s", s->path);
+            break;
+        }
+        key_buf_t lk;
+        key_lease(&lk, be64_get(v), group, group_len, id);
+        store_del(s, &lk);
+        store_del_raw(s, key, klen);
+    }
+    if (rc == 0) { rc = store_iter_error(it, "the lease index", err, errlen); }
+    leveldb_iter_destroy(it);
+    return rc;
+}
+
+int store_group_delete(store_t *s, const char *group, size_t group_len, int *found,
+                       char *err, size_t errlen)
+{
+    *found = 0;
+    if (store_read_begin(s, err, errlen) != 0) { return -1; }
+    group_state_t *g = store_group_get(s, group, group_len);
+    if (g == NULL) { return 0; }
+    *found = 1;
+    if (delete_leases(s, group, group_len, err, errlen) != 0) { return -1; }
+    static const enum key_tag ranges[] = { KEY_RETRY, KEY_DLQ };
+    key_buf_t k;
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
+        key_queue_prefix(&k, ranges[i], group, group_len);
+        if (delete_range(s, &k, err, errlen) != 0) { return -1; }
+    }
+    key_record(&k, KEY_GROUP_RECORD, group, group_len);
+    store_del(s, &k);
+    g->topic->groups--;
+    /* It is not dirty: store_read_begin committed everything before we started. */
+    map_del(&s->groups, group, group_len);
+    store_group_free(g);
+    s->lease_next_valid = 0;
+    return 0;
+}
+
+/* ---- topics ---------------------------------------------------------------------------- */
+
+int store_topic_info(const store_t *s, const char *topic, size_t topic_len, store_topic_info_t *out)
+{
+    const topic_state_t *t = map_get(&s->topics, topic, topic_len);
+    if (t == NULL) { return 0; }
+    out->appended = t->appended;
+    out->retained = t->appended - t->removed;
+    out->groups = t->groups;
+    return 1;
+}

@@ -1,0 +1,115 @@
+/*
+ * levels/keys.c — the store's small records and the keys only the records
+ * and the checker use (the layout and its invariants: keys.h; the hot key
+ * builders and parsers are inline there).
+ *
+ * Nothing here touches LevelDB: keys are built into caller buffers and parsed
+ * as views, and every parser checks lengths first, so a corrupt key or record
+ * is reported by the caller, never read past. Pure; any thread.
+ */
+#include "levels/keys.h"
+
+void key_meta(key_buf_t *k, const char *name)
+{
+    key_start(k, KEY_META);
+    key_bytes(k, name, strlen(name));
+}
+
+void key_level_record(key_buf_t *k, int level)
+{
+    key_start(k, KEY_LEVEL_RECORD);
+    key_u8(k, (uint8_t)level);
+}
+
+void key_record(key_buf_t *k, enum key_tag tag, const char *name, size_t len)
+{
+    key_start(k, tag);
+    key_bytes(k, name, len);
+}
+
+int key_lease_index_parse(const char *key, size_t klen, const char **group, size_t *glen, uint64_t *id)
+{
+    if (klen < 1 + 2 + 8 || key[klen - 9] != '\0') { return -1; }
+    *group = key + 1;
+    *glen = klen - 1 - 1 - 8;
+    *id = be64_get(key + klen - 8);
+    return 0;
+}
+
+void record_level_encode(const record_level_t *r, char *out)
+{
+    be64_put(out, r->depth);
+    be64_put(out + 8, r->head_due);
+    be64_put(out + 16, r->head_seq);
+    be64_put(out + 24, r->last_enqueue_ms);
+}
+
+int record_level_decode(const char *v, size_t vlen, record_level_t *r)
+{
+    if (vlen != RECORD_LEVEL_BYTES) { return -1; }
+    r->depth = be64_get(v);
+    r->head_due = be64_get(v + 8);
+    r->head_seq = be64_get(v + 16);
+    r->last_enqueue_ms = be64_get(v + 24);
+    return 0;
+}
+
+void record_topic_encode(uint64_t appended, uint64_t removed, char *out)
+{
+    be64_put(out, appended);
+    be64_put(out + 8, removed);
+}
+
+int record_topic_decode(const char *v, size_t vlen, uint64_t *appended, uint64_t *removed)
+{
+    if (vlen != RECORD_TOPIC_BYTES) { return -1; }
+    *appended = be64_get(v);
+    *removed = be64_get(v + 8);
+    return 0;
+}
+
+size_t record_group_encode(const record_group_t *r, char *out)
+{
+    char *p = out;
+    *p++ = RECORD_GROUP_VERSION;
+    be32_put(p, r->max_reconsume);
+    p += 4;
+    const uint64_t f[9] = { r->gen, r->cursor, r->position, r->retry_ready,
+                            r->retry_delayed, r->inflight, r->dlq, r->created_ms, 0 };
+    for (int i = 0; i < 9; i++) {
+        be64_put(p, f[i]);
+        p += 8;
+    }
+    be16_put(p, (uint16_t)r->topic_len);
+    p += 2;
+    memcpy(p, r->topic, r->topic_len);
+    return (size_t)(p + r->topic_len - out);
+}
+
+int record_group_decode(const char *v, size_t vlen, record_group_t *r)
+{
+    if (vlen < RECORD_GROUP_FIXED || v[0] != RECORD_GROUP_VERSION) { return -1; }
+    const char *p = v + 1;
+    r->max_reconsume = be32_get(p);
+    p += 4;
+    uint64_t f[9];
+    for (int i = 0; i < 9; i++) {
+        f[i] = be64_get(p);
+        p += 8;
+    }
+    r->gen = f[0];
+    r->cursor = f[1];
+    r->position = f[2];
+    r->retry_ready = f[3];
+    r->retry_delayed = f[4];
+    r->inflight = f[5];
+    r->dlq = f[6];
+    r->created_ms = f[7];
+    r->topic_len = be16_get(p);
+    p += 2;
+    if (r->topic_len == 0 || r->topic_len > MSG_MAX_NAME || (size_t)(v + vlen - p) != r->topic_len) {
+        return -2;
+    }
+    r->topic = p;
+    return 0;
+}

@@ -1,0 +1,269 @@
+/*
+ * levels/keys.h — the storage layout of a data directory and its codec: the
+ * key ranges, the small records, big-endian integers. Private to levels/ (not
+ * installed); the message value itself is levels/msg.h's codec.
+ *
+ * Storage layout (authoritative; STORE_FORMAT_VERSION 1). Integers are
+ * fixed-width big-endian, so LevelDB's byte order is queue order. "name" is a
+ * topic or group name: 1..MSG_MAX_NAME bytes that never contain 0x00
+ * (msg_check_name), so "name 0x00" is a clean prefix of one queue.
+ *
+ *   key                                     value
+ *   'M' "format"                            u32 STORE_FORMAT_VERSION: the marker that makes a directory ours
+ *   'M' "levels"                            the level table as text (lvl_table_format); must equal the config's
+ *   'M' "seq"                               u64 the next sequence number (ids, queue positions, group gens)
+ *   'C' level(u8)                           level record, 32 bytes: depth, head due, head seq, last enqueue
+ *                                           (4 × u64; head due and seq are 0 when the level is empty)
+ *   'P' topic                               topic record, 16 bytes: appended, removed (u64 each)
+ *   'G' group                               group record: u8 version (1), u32 max-reconsume, 9 × u64 (gen,
+ *                                           cursor, position, retry-ready, retry-delayed, in-flight, DLQ,
+ *                                           created ms, 0 reserved), u16 topic length, the topic's bytes
+ *   'L' level(u8) due(u64) seq(u64)         level queue: a message on its way (msg.h; due_ms the journey's
+ *                                           end, dest where it goes then: the topic log or a group's retries)
+ *   'T' topic 0x00 seq(u64)                 topic log: a message (stamp_ms: when it entered the log)
+ *   'R' group 0x00 seq(u64)                 the group's retry-ready queue: a message (group and gen set)
+ *   'I' deadline(u64) group 0x00 id(u64)    a lease, ordered by deadline: the leased message
+ *   'J' group 0x00 id(u64)                  the lease index: u64 the deadline of that lease (names its 'I' key)
+ *   'D' group 0x00 id(u64)                  the group's DLQ: the message with its reason, stamp_ms = parked time
+ *
+ * Invariants (store_check verifies them all):
+ * - Every move between ranges is one WriteBatch with the records it changes,
+ *   so after any crash each message is in exactly one place: for a group, one
+ *   of its backlog (topic log at or past its cursor), retry-ready, a level queue
+ *   (a delayed retry of its current gen), a lease or its DLQ — never two.
+ * - The records equal the contents: a level's depth is the keys it holds and
+ *   its head the first of them; a topic's appended - removed is its log; a
+ *   group's counters are its ranges; every 'J' entry names an 'I' key and back.
+ * - Sequence numbers come from the one 'M' "seq" counter (persisted in every
+ *   commit that used it), so an append lands after a queue's tail and an id is
+ *   never reused, across reopens too.
+ *
+ * Pure functions on caller buffers; thread-safe.
+ */
+#ifndef HG_LEVELS_KEYS_H
+#define HG_LEVELS_KEYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "levels/msg.h"
+
+/* The first byte of every key: which range it belongs to (table above). */
+enum key_tag {
+    KEY_META = 'M',
+    KEY_LEVEL_RECORD = 'C',
+    KEY_TOPIC_RECORD = 'P',
+    KEY_GROUP_RECORD = 'G',
+    KEY_LEVEL = 'L',
+    KEY_TOPIC_LOG = 'T',
+    KEY_RETRY = 'R',
+    KEY_LEASE = 'I',
+    KEY_LEASE_INDEX = 'J',
+    KEY_DLQ = 'D',
+};
+
+#define KEY_MAX (2 + MSG_MAX_NAME + 1 + 16 + 8)   /* longer than any key above */
+#define KEY_LEVEL_BYTES 18                         /* 'L' level due seq */
+#define RECORD_LEVEL_BYTES 32
+#define RECORD_TOPIC_BYTES 16
+#define RECORD_GROUP_VERSION 1
+#define RECORD_GROUP_FIXED (1 + 4 + 8 * 9 + 2)     /* a group record without its topic name */
+#define RECORD_GROUP_MAX (RECORD_GROUP_FIXED + MSG_MAX_NAME)
+
+/* ---- big-endian integers (inline: every key and message goes through them) -- */
+
+static inline void be16_put(char *p, uint16_t v)
+{
+    p[0] = (char)(v >> 8);
+    p[1] = (char)v;
+}
+
+static inline void be32_put(char *p, uint32_t v)
+{
+    p[0] = (char)(v >> 24);
+    p[1] = (char)(v >> 16);
+    p[2] = (char)(v >> 8);
+    p[3] = (char)v;
+}
+
+static inline void be64_put(char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) { p[i] = (char)(v >> (56 - 8 * i)); }
+}
+
+static inline uint16_t be16_get(const char *p)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    return (uint16_t)(u[0] << 8 | u[1]);
+}
+
+static inline uint32_t be32_get(const char *p)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    return (uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 | (uint32_t)u[2] << 8 | u[3];
+}
+
+static inline uint64_t be64_get(const char *p)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) { v = (v << 8) | u[i]; }
+    return v;
+}
+
+/* ---- building keys ----------------------------------------------------------- */
+
+/* A key being built: b[0..n). Appending never overflows for the keys above
+ * (names are at most MSG_MAX_NAME bytes, checked before any key is built). */
+typedef struct key_buf {
+    char b[KEY_MAX];
+    size_t n;
+} key_buf_t;
+
+/* Start a key with its range tag. */
+static inline void key_start(key_buf_t *k, enum key_tag tag)
+{
+    k->b[0] = (char)tag;
+    k->n = 1;
+}
+
+/* Append one byte, a big-endian u64, raw bytes, or a name and its 0x00. */
+static inline void key_u8(key_buf_t *k, uint8_t v) { k->b[k->n++] = (char)v; }
+
+static inline void key_u64(key_buf_t *k, uint64_t v)
+{
+    be64_put(k->b + k->n, v);
+    k->n += 8;
+}
+
+static inline void key_bytes(key_buf_t *k, const char *p, size_t len)
+{
+    memcpy(k->b + k->n, p, len);
+    k->n += len;
+}
+
+static inline void key_name(key_buf_t *k, const char *name, size_t len)
+{
+    key_bytes(k, name, len);
+    k->b[k->n++] = '\0';
+}
+
+/* 'M' name: a meta key ("format", "levels", "seq"). */
+void key_meta(key_buf_t *k, const char *name);
+
+/* 'C' level: the level record. */
+void key_level_record(key_buf_t *k, int level);
+
+/* tag name (no 0x00): a topic ('P') or group ('G') record. */
+void key_record(key_buf_t *k, enum key_tag tag, const char *name, size_t len);
+
+/* The builders and parsers below are inline: every queue operation runs
+ * them, several times per message. */
+
+/* 'L' level due seq: a message on a level queue. */
+static inline void key_level(key_buf_t *k, int level, uint64_t due, uint64_t seq)
+{
+    key_start(k, KEY_LEVEL);
+    key_u8(k, (uint8_t)level);
+    key_u64(k, due);
+    key_u64(k, seq);
+}
+
+/* tag name 0x00: the prefix of one named queue ('T', 'R', 'J', 'D'). */
+static inline void key_queue_prefix(key_buf_t *k, enum key_tag tag, const char *name, size_t len)
+{
+    key_start(k, tag);
+    key_name(k, name, len);
+}
+
+/* tag name 0x00 n: an entry of a named queue (n a seq for 'T'/'R', an id for 'J'/'D'). */
+static inline void key_queue(key_buf_t *k, enum key_tag tag, const char *name, size_t len, uint64_t n)
+{
+    key_queue_prefix(k, tag, name, len);
+    key_u64(k, n);
+}
+
+/* 'I' deadline group 0x00 id: a lease. */
+static inline void key_lease(key_buf_t *k, uint64_t deadline, const char *group, size_t len, uint64_t id)
+{
+    key_start(k, KEY_LEASE);
+    key_u64(k, deadline);
+    key_name(k, group, len);
+    key_u64(k, id);
+}
+
+/* ---- reading keys ------------------------------------------------------------- */
+
+/* A level key (tag included): 0 with *level, *due, *seq, or -1 when it is not
+ * KEY_LEVEL_BYTES long. */
+static inline int key_level_parse(const char *key, size_t klen, int *level, uint64_t *due, uint64_t *seq)
+{
+    if (klen != KEY_LEVEL_BYTES) { return -1; }
+    *level = (unsigned char)key[1];
+    *due = be64_get(key + 2);
+    *seq = be64_get(key + 10);
+    return 0;
+}
+
+/* The u64 after a named queue's prefix of plen bytes: 0 with *n, or -1 when
+ * the key is not exactly plen + 8 bytes. */
+static inline int key_queue_parse(const char *key, size_t klen, size_t plen, uint64_t *n)
+{
+    if (klen != plen + 8) { return -1; }
+    *n = be64_get(key + plen);
+    return 0;
+}
+
+/* A lease key: 0 with *deadline, the group (a view into key) and *id, or -1
+ * when it is malformed (too short, no 0x00 before the id, empty group). */
+static inline int key_lease_parse(const char *key, size_t klen, uint64_t *deadline, const char **group,
+                                  size_t *glen, uint64_t *id)
+{
+    if (klen < 1 + 8 + 2 + 8 || key[klen - 9] != '\0') { return -1; }
+    *deadline = be64_get(key + 1);
+    *group = key + 9;
+    *glen = klen - 1 - 8 - 1 - 8;
+    *id = be64_get(key + klen - 8);
+    return 0;
+}
+
+/* A lease index key: 0 with the group (a view into key) and *id, or -1. */
+int key_lease_index_parse(const char *key, size_t klen, const char **group, size_t *glen, uint64_t *id);
+
+/* ---- the records ----------------------------------------------------------------- */
+
+typedef struct record_level {
+    uint64_t depth;
+    uint64_t head_due, head_seq;   /* 0 when depth is 0 */
+    uint64_t last_enqueue_ms;
+} record_level_t;
+
+typedef struct record_group {
+    uint32_t max_reconsume;
+    uint64_t gen, cursor, position, retry_ready, retry_delayed, inflight, dlq, created_ms;
+    const char *topic;             /* decode: a view into the value */
+    size_t topic_len;
+} record_group_t;
+
+/* Encode into out[RECORD_LEVEL_BYTES]. */
+void record_level_encode(const record_level_t *r, char *out);
+
+/* 0, or -1 when v is not RECORD_LEVEL_BYTES long. */
+int record_level_decode(const char *v, size_t vlen, record_level_t *r);
+
+/* Encode appended and removed into out[RECORD_TOPIC_BYTES]. */
+void record_topic_encode(uint64_t appended, uint64_t removed, char *out);
+
+/* 0, or -1 when v is not RECORD_TOPIC_BYTES long. */
+int record_topic_decode(const char *v, size_t vlen, uint64_t *appended, uint64_t *removed);
+
+/* Encode into out[RECORD_GROUP_MAX]; returns the length. */
+size_t record_group_encode(const record_group_t *r, char *out);
+
+/* 0 with the topic as a view into v; -1 when the fixed part is short or of
+ * another version, -2 when the topic name is empty, too long or not exactly
+ * the rest of the value. */
+int record_group_decode(const char *v, size_t vlen, record_group_t *r);
+
+#endif

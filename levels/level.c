@@ -1,0 +1,275 @@
+/*
+ * levels/level.c — SEND and the level queues (see store.h): the one SEND
+ * check, accepting a message, due moves, level info.
+ *
+ * A level is one key range ordered by (due, seq) (keys.h 'L'); its head is
+ * kept exact in memory, including pending writes, so the next due time is a
+ * comparison and a due move is one seek to the remembered head. A delay that
+ * no level matches is a chain of hops (greedy, lvl_next_hop): the message
+ * carries its journey's end (due_ms) and each due hop either moves it to the
+ * next level or, at the end, to the topic log (a new message) or its group's
+ * retry-ready queue (a retry). Enqueue time per level is monotone, so a clock
+ * step back never lets a later message overtake an earlier one on its level.
+ *
+ * Threading: one thread at a time (the broker's storage thread).
+ */
+#include "levels/store_internal.h"
+#include "base/err.h"
+
+#include <string.h>
+
+/* ---- SEND ------------------------------------------------------------------------ */
+
+/* A chained delay must fit max-delay and the hop bound (DESIGN §1: hops are
+ * bounded; LVL_MAX_HOPS): lvl_chain_plan decides both and names the problem
+ * ("delay 4d exceeds max-delay 3d", "... needs 3600 hops ..."). Without the
+ * bound, a custom table with a small last level makes one message hop (one
+ * write) per level delay for the whole journey. */
+int store_send_validate(const store_options_t *o, const store_send_req_t *req, char *err, size_t errlen)
+{
+    if (msg_check_name("topic", req->topic, req->topic_len, err, errlen) != 0) { return -1; }
+    if (req->key_len > MSG_MAX_KEY) {
+        return err_set(err, errlen, "key is %zu bytes, longer than the limit of %d", req->key_len, MSG_MAX_KEY);
+    }
+    if (req->payload_len > o->max_payload) {
+        return err_set(err, errlen, "payload is %zu bytes, larger than max-payload %u", req->payload_len,
+                       o->max_payload);
+    }
+    const lvl_table_t *t = &o->levels;
+    if (req->level < 0 || req->level > t->count) {
+        return err_set(err, errlen, "level %d does not exist (levels are 1..%d)", req->level, t->count);
+    }
+    if (req->level == 0 && req->delay_ms > 0) {
+        uint8_t plan[LVL_MAX_HOPS];
+        int hops;
+        return lvl_chain_plan(t, req->delay_ms, o->max_delay_ms, plan, LVL_MAX_HOPS, &hops, err, errlen);
+    }
+    return 0;
+}
+
+static int key_less(uint64_t due_a, uint64_t seq_a, uint64_t due_b, uint64_t seq_b)
+{
+    return due_a < due_b || (due_a == due_b && seq_a < seq_b);
+}
+
+/* Put m on level at (due, fresh seq); keeps the head exact. */
+static void level_insert(store_t *s, int level, uint64_t due, msg_t *m)
+{
+    level_state_t *ls = &s->levels[level];
+    uint64_t seq = s->next_seq++;
+    key_buf_t k;
+    key_level(&k, level, due, seq);
+    store_put_msg(s, &k, m);
+    ls->depth++;
+    store_mark_level(s, level);
+    if (!ls->has_head || key_less(due, seq, ls->head_due, ls->head_seq)) {
+        ls->has_head = 1;
+        ls->head_due = due;
+        ls->head_seq = seq;
+    }
+    if (key_less(due, seq, ls->inserted_due, ls->inserted_seq)) {
+        ls->inserted_due = due;
+        ls->inserted_seq = seq;
+    }
+}
+
+uint64_t store_level_enqueue(store_t *s, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms)
+{
+    const lvl_table_t *t = &s->opt.levels;
+    int first = level > 0 ? level : lvl_next_hop(t, delay_ms);
+    level_state_t *ls = &s->levels[first];
+    uint64_t enq = now_ms > ls->last_enqueue_ms ? now_ms : ls->last_enqueue_ms;
+    ls->last_enqueue_ms = enq;
+    uint64_t hop_due = enq + t->delay_ms[first];
+    m->due_ms = level > 0 ? hop_due : enq + delay_ms;
+    level_insert(s, first, hop_due, m);
+    return m->due_ms;
+}
+
+/* Append m to t's log (a new message: no group yet; stamped now). */
+static void topic_append(store_t *s, topic_state_t *t, msg_t *m, uint64_t now_ms)
+{
+    key_buf_t k;
+    m->stamp_ms = now_ms;
+    m->dest = MSG_DEST_TOPIC;
+    m->group.ptr = NULL;
+    m->group.len = 0;
+    m->group_gen = 0;
+    key_queue(&k, KEY_TOPIC_LOG, t->name, t->len, s->next_seq++);
+    store_put_msg(s, &k, m);
+    t->appended++;
+    store_mark_topic(s, t);
+}
+
+int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms,
+               uint64_t *id_out, uint64_t *due_out, char *err, size_t errlen)
+{
+    if (store_usable(s, err, errlen) != 0) { return -1; }
+    if (store_send_validate(&s->opt, req, err, errlen) != 0) { return -1; }
+    uint64_t delay = req->level == 0 && req->delay_ms > 0 ? lvl_round_delay(req->delay_ms) : 0;
+    msg_t m;
+    memset(&m, 0, sizeof m);
+    m.id = s->next_seq++;
+    m.created_ms = now_ms;
+    m.dest = MSG_DEST_TOPIC;
+    m.topic.ptr = req->topic;
+    m.topic.len = (uint32_t)req->topic_len;
+    m.key.ptr = req->key;
+    m.key.len = (uint32_t)req->key_len;
+    m.payload.ptr = req->payload;
+    m.payload.len = (uint32_t)req->payload_len;
+    if (req->level == 0 && delay == 0) {
+        m.due_ms = now_ms;
+        topic_append(s, store_topic_get_or_create(s, req->topic, req->topic_len), &m, now_ms);
+    } else {
+        store_level_enqueue(s, &m, req->level, delay, now_ms);
+    }
+    *id_out = m.id;
+    if (due_out) { *due_out = m.due_ms; }
+    return 0;
+}
+
+/* ---- the level queues ---------------------------------------------------------------- */
+
+uint64_t store_next_due(const store_t *s)
+{
+    uint64_t best = UINT64_MAX;
+    for (int l = 1; l <= s->opt.levels.count; l++) {
+        if (s->levels[l].has_head && s->levels[l].head_due < best) { best = s->levels[l].head_due; }
+    }
+    return best;
+}
+
+int store_level_info(const store_t *s, int level, store_level_info_t *out)
+{
+    if (level < 1 || level > s->opt.levels.count) { return -1; }
+    const level_state_t *ls = &s->levels[level];
+    out->level = level;
+    out->delay_ms = s->opt.levels.delay_ms[level];
+    out->depth = ls->depth;
+    out->head_due_ms = ls->has_head ? ls->head_due : 0;
+    return 0;
+}
+
+/* One due level-head message m (at hop_due) leaves its level: next hop, topic log
+ * or retry-ready. Returns 1 when it became ready, 0 when it hopped or was dropped. */
+static int route_due(store_t *s, msg_t *m, uint64_t hop_due, uint64_t now_ms)
+{
+    const lvl_table_t *t = &s->opt.levels;
+    while (m->due_ms > hop_due) {
+        int next = lvl_next_hop(t, m->due_ms - hop_due);
+        uint64_t next_due = hop_due + t->delay_ms[next];
+        if (next_due > now_ms) {
+            level_insert(s, next, next_due, m);
+            return 0;
+        }
+        hop_due = next_due;   /* catching up (clock jump, downtime): that hop is due too */
+    }
+    if (m->dest == MSG_DEST_TOPIC) {
+        topic_append(s, store_topic_get_or_create(s, m->topic.ptr, m->topic.len), m, now_ms);
+        return 1;
+    }
+    group_state_t *g = store_group_get(s, m->group.ptr, m->group.len);
+    if (g == NULL || g->gen != m->group_gen) { return 0; }  /* its group was deleted: drop */
+    g->retry_delayed--;
+    store_retry_append(s, g, m, now_ms);
+    return 1;
+}
+
+/* The due level whose head comes first (0: none is due), and the bound up to
+ * which it may be served: another level's head, or now. */
+static int first_due_level(const store_t *s, uint64_t now_ms, uint64_t *bound)
+{
+    const lvl_table_t *t = &s->opt.levels;
+    int l = 0;
+    for (int i = 1; i <= t->count; i++) {
+        const level_state_t *x = &s->levels[i];
+        if (x->has_head && x->head_due <= now_ms && (l == 0 || x->head_due < s->levels[l].head_due)) { l = i; }
+    }
+    *bound = now_ms;
+    for (int i = 1; l != 0 && i <= t->count; i++) {
+        if (i != l && s->levels[i].has_head && s->levels[i].head_due < *bound) { *bound = s->levels[i].head_due; }
+    }
+    return l;
+}
+
+/* Serve level l from its head up to bound (or max moves in all). committed is
+ * what the level holds on disk; the new head is the first key not moved, or
+ * something inserted meanwhile. */
+static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int max, uint64_t *committed,
+                       int *moved, int *ready_out, char *err, size_t errlen)
+{
+    level_state_t *ls = &s->levels[l];
+    key_buf_t k;
+    key_level(&k, l, ls->head_due, ls->head_seq);
+    leveldb_iterator_t *it = store_iter_at(s, &k);
+    const char *key;
+    size_t klen;
+    int rc = 0, have_next = 0;
+    uint64_t next_due = 0, next_seq = 0;
+    while (store_iter_in(it, k.b, 2, &key, &klen)) {
+        int level;
+        uint64_t due, seq;
+        if (key_level_parse(key, klen, &level, &due, &seq) != 0) {
+            rc = err_set(err, errlen, "corrupt level key (length %zu) on level %d in %s", klen, l, s->path);
+            break;
+        }
+        if (due > bound || *moved >= max) {
+            have_next = 1;
+            next_due = due;
+            next_seq = seq;
+            break;
+        }
+        msg_t m;
+        if (store_iter_msg(it, &m, "a level queue", err, errlen) != 0) { rc = -1; break; }
+        store_del_raw(s, key, klen);
+        ls->depth--;
+        ls->pops_since_compact++;
+        store_mark_level(s, l);
+        if (route_due(s, &m, due, now_ms) && ready_out) { (*ready_out)++; }
+        (*moved)++;
+        /* Past the level's last message the iterator would walk every
+         * deleted key after it (the next level's popped heads) to the next
+         * live one: the level is empty, there is no next head to read. */
+        if (--*committed == 0) { break; }
+        leveldb_iter_next(it);
+    }
+    if (rc == 0) { rc = store_iter_error(it, "a level queue", err, errlen); }
+    leveldb_iter_destroy(it);
+    if (rc != 0) { return -1; }
+    ls->has_head = have_next;
+    ls->head_due = next_due;
+    ls->head_seq = next_seq;
+    if (ls->inserted_due != UINT64_MAX &&
+        (!ls->has_head || key_less(ls->inserted_due, ls->inserted_seq, ls->head_due, ls->head_seq))) {
+        ls->has_head = 1;
+        ls->head_due = ls->inserted_due;
+        ls->head_seq = ls->inserted_seq;
+    }
+    return 0;
+}
+
+int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_out,
+                   char *err, size_t errlen)
+{
+    *moved = 0;
+    if (ready_out) { *ready_out = 0; }
+    if (store_read_begin(s, err, errlen) != 0) { return -1; }
+    const lvl_table_t *t = &s->opt.levels;
+    uint64_t committed[LVL_MAX_LEVELS + 1];   /* what each level holds now: all committed (read_begin) */
+    for (int l = 1; l <= t->count; l++) {
+        s->levels[l].inserted_due = UINT64_MAX;
+        s->levels[l].inserted_seq = UINT64_MAX;
+        committed[l] = s->levels[l].depth;
+    }
+    while (*moved < max) {
+        /* Serve the level whose head is due first, up to where another level's
+         * head comes first: catching up after downtime keeps global due order,
+         * not level order. (Hops inserted meanwhile are due after now.) */
+        uint64_t bound;
+        int l = first_due_level(s, now_ms, &bound);
+        if (l == 0) { break; }
+        if (serve_level(s, l, bound, now_ms, max, &committed[l], moved, ready_out, err, errlen) != 0) { return -1; }
+    }
+    return 0;
+}

@@ -1,0 +1,131 @@
+/*
+ * levels/maintain.c — background upkeep (see store_maintain in store.h):
+ * garbage-collecting topic logs and compacting consumed key ranges.
+ *
+ * A topic log entry is garbage once every group bound to the topic has read
+ * past it (its seq is below the smallest cursor), or, for a topic with no
+ * group, once it is older than retention. Popped queue heads leave LevelDB
+ * tombstones that a seek from the range start would walk; the store never
+ * seeks there (it remembers heads), but the tombstones still cost disk and
+ * compaction time, so a queue that popped STORE_COMPACT_AFTER_POPS heads has
+ * the range below its head compacted. Work per call is bounded by its budget.
+ *
+ * Threading: one thread at a time (the broker's storage thread).
+ */
+#include "levels/store_internal.h"
+
+/* Smallest cursor of the groups bound to t; UINT64_MAX when none. */
+static uint64_t topic_min_cursor(const store_t *s, const topic_state_t *t)
+{
+    uint64_t min = UINT64_MAX;
+    map_iter_t it = { 0 };
+    void *v;
+    while (map_next(&s->groups, &it, NULL, NULL, &v)) {
+        const group_state_t *g = v;
+        if (g->topic == t && g->cursor < min) { min = g->cursor; }
+    }
+    return min;
+}
+
+/* Collect up to budget topic-log entries of t that every group passed (or, with
+ * no group, that are past retention). Returns the count, -1 on error. */
+static int topic_gc(store_t *s, topic_state_t *t, uint64_t now_ms, int budget, char *err, size_t errlen)
+{
+    if (t->appended == t->removed) { return 0; }
+    uint64_t below = t->groups > 0 ? topic_min_cursor(s, t) : UINT64_MAX;
+    key_buf_t k;
+    key_queue_prefix(&k, KEY_TOPIC_LOG, t->name, t->len);
+    size_t plen = k.n;
+    key_u64(&k, t->head_hint);
+    leveldb_iterator_t *it = store_iter_at(s, &k);
+    const char *key;
+    size_t klen;
+    int n = 0, rc = 0;
+    for (; n < budget && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
+        uint64_t seq = be64_get(key + plen);
+        if (t->groups > 0) {
+            if (seq >= below) { break; }
+        } else {
+            msg_t m;
+            if (store_iter_msg(it, &m, "a topic log", err, errlen) != 0) { rc = -1; break; }
+            if (m.stamp_ms + s->opt.retention_ms > now_ms) { break; }
+        }
+        store_del_raw(s, key, klen);
+        t->removed++;
+        t->head_hint = seq + 1;
+        t->pops_since_compact++;
+        n++;
+    }
+    if (rc == 0) { rc = store_iter_error(it, "a topic log", err, errlen); }
+    leveldb_iter_destroy(it);
+    if (n > 0) { store_mark_topic(s, t); }
+    return rc != 0 ? -1 : n;
+}
+
+static void compact_below(store_t *s, const key_buf_t *start, const key_buf_t *limit)
+{
+    leveldb_compact_range(s->db, start->b, start->n, limit->b, limit->n);
+}
+
+/* Compact the consumed part of a named queue (tag name 0x00 seq) below head
+ * when it popped enough since the last time. Returns 1 when it compacted. */
+static int compact_named_range(store_t *s, enum key_tag tag, const char *name, size_t len, uint64_t head,
+                               uint64_t *pops_since_compact)
+{
+    if (*pops_since_compact < STORE_COMPACT_AFTER_POPS) { return 0; }
+    key_buf_t a, b;
+    key_queue_prefix(&a, tag, name, len);
+    key_queue(&b, tag, name, len, head);
+    compact_below(s, &a, &b);
+    *pops_since_compact = 0;
+    return 1;
+}
+
+int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char *err, size_t errlen)
+{
+    *work = 0;
+    if (store_read_begin(s, err, errlen) != 0) { return -1; }
+    map_iter_t it = { 0 };
+    void *v;
+    while (*work < max_deletes && map_next(&s->topics, &it, NULL, NULL, &v)) {
+        int n = topic_gc(s, v, now_ms, max_deletes - *work, err, errlen);
+        if (n < 0) { return -1; }
+        *work += n;
+    }
+    if (store_commit_durable(s, 0, err, errlen) != 0) { return -1; }
+    key_buf_t a, b;
+    for (int l = 1; l <= s->opt.levels.count; l++) {
+        level_state_t *ls = &s->levels[l];
+        if (ls->pops_since_compact < STORE_COMPACT_AFTER_POPS) { continue; }
+        key_start(&a, KEY_LEVEL);
+        key_u8(&a, (uint8_t)l);
+        if (ls->has_head) {
+            key_level(&b, l, ls->head_due, ls->head_seq);
+        } else {
+            key_start(&b, KEY_LEVEL);
+            key_u8(&b, (uint8_t)(l + 1));
+        }
+        compact_below(s, &a, &b);
+        ls->pops_since_compact = 0;
+        (*work)++;
+    }
+    it = (map_iter_t){ 0 };
+    while (map_next(&s->topics, &it, NULL, NULL, &v)) {
+        topic_state_t *t = v;
+        *work += compact_named_range(s, KEY_TOPIC_LOG, t->name, t->len, t->head_hint, &t->pops_since_compact);
+    }
+    it = (map_iter_t){ 0 };
+    while (map_next(&s->groups, &it, NULL, NULL, &v)) {
+        group_state_t *g = v;
+        *work += compact_named_range(s, KEY_RETRY, g->name, g->len, g->retry_head_hint, &g->pops_since_compact);
+    }
+    if (s->lease_pops_since_compact >= STORE_COMPACT_AFTER_POPS) {
+        key_start(&a, KEY_LEASE);
+        key_start(&b, KEY_LEASE);
+        key_u64(&b, s->lease_floor);
+        compact_below(s, &a, &b);
+        s->lease_pops_since_compact = 0;
+        (*work)++;
+    }
+    return 0;
+}

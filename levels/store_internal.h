@@ -1,0 +1,215 @@
+/*
+ * levels/store_internal.h — the store package's private header: the state
+ * behind store_t and the functions its files share. Not installed; only the
+ * package's own files (below) include it. The public contract is store.h;
+ * the storage layout is keys.h.
+ *
+ * The files of the package (each opens with its own design comment):
+ *   keys.c      the records' codec (the hot key builders are inline in keys.h)
+ *   store.c     options, open (directory and format checks, loading), close, ids
+ *   db.c        every LevelDB access: the pending batch and its commit, reads
+ *   level.c     SEND and the level queues (due moves, level info)
+ *   group.c     topics and groups (create, info, foreach, delete)
+ *   lease.c     leases: lease, ack, touch, expiry, fail
+ *   dlq.c       the DLQ: list, requeue, drop
+ *   maintain.c  topic-log GC and compaction of consumed ranges
+ *   check.c     store_scan and the consistency checker store_check
+ *
+ * In-memory state mirrors the records (keys.h) and is changed as operations
+ * add their writes to the pending batch; the changed records are marked dirty
+ * and written once per commit (a batch of 1024 sends writes one level record,
+ * not 1024). Queue heads live here too (exact level heads, topic/retry head
+ * hints, a lease floor), so reads seek straight to them and never walk the
+ * tombstones popped heads leave. If a commit fails the store is broken and
+ * must be reopened (store.h).
+ *
+ * Threading: one thread at a time, like store_t itself.
+ */
+#ifndef HG_LEVELS_STORE_INTERNAL_H
+#define HG_LEVELS_STORE_INTERNAL_H
+
+#include <leveldb/c.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "base/map.h"
+#include "levels/keys.h"
+#include "levels/store.h"
+
+/* A queue that popped this many heads since its last compaction has its
+ * consumed range compacted by store_maintain. */
+#define STORE_COMPACT_AFTER_POPS 50000
+
+/* After a commit, a batch that held more than this is destroyed and created
+ * again instead of cleared: LevelDB's WriteBatch keeps the capacity of its
+ * largest contents, so one burst (a 4 MiB payload, 10^5 moves) would pin
+ * that memory for the life of the store. Below it the allocation is reused. */
+#define STORE_BATCH_KEEP_BYTES (UINT64_C(4) << 20)
+
+typedef struct level_state {
+    uint64_t depth;
+    int has_head;
+    uint64_t head_due, head_seq;         /* exact smallest key, including pending writes */
+    uint64_t last_enqueue_ms;            /* monotone enqueue clock of SENDs on this level */
+    uint64_t pops_since_compact;
+    uint64_t inserted_due, inserted_seq; /* smallest key inserted during a move_due call */
+    int dirty;
+} level_state_t;
+
+typedef struct topic_state {
+    char *name;
+    size_t len;
+    uint64_t appended, removed;
+    uint64_t head_hint;                  /* every retained entry has seq >= head_hint */
+    int groups;                          /* groups bound to it */
+    uint64_t pops_since_compact;         /* GC deletions since the last compaction */
+    int dirty;
+} topic_state_t;
+
+typedef struct group_state {
+    char *name;
+    size_t len;
+    topic_state_t *topic;
+    uint64_t gen;                        /* incarnation: the seq at creation */
+    uint64_t cursor;                     /* next topic-log seq to read */
+    uint64_t position;                   /* topic-log entries passed (appended - position = backlog) */
+    uint64_t retry_ready, retry_delayed, inflight, dlq;
+    uint64_t created_ms;
+    uint32_t max_reconsume;
+    uint64_t retry_head_hint;            /* every retry-ready entry has seq >= this */
+    uint64_t pops_since_compact;
+    int dirty;
+} group_state_t;
+
+struct store {
+    store_options_t opt;
+    char *path;
+    leveldb_t *db;
+    leveldb_options_t *dbopt;
+    leveldb_cache_t *cache;
+    leveldb_readoptions_t *ropt;
+    leveldb_writeoptions_t *wopt_sync;   /* sync = 1 when the store syncs */
+    leveldb_writeoptions_t *wopt_nosync;
+    int unsynced;                        /* a commit since the last synced one was not synced */
+    leveldb_writebatch_t *batch;
+    int pending;                         /* operations in the batch */
+    uint64_t batch_bytes;                /* about what the batch holds (keys, values, framing) */
+    int broken;
+    char broken_err[512];
+
+    uint64_t next_seq, persisted_seq;
+    level_state_t levels[LVL_MAX_LEVELS + 1];
+    map_t topics;                        /* name → topic_state_t* */
+    map_t groups;                        /* name → group_state_t* */
+    topic_state_t **dirty_topics; size_t n_dirty_topics, cap_dirty_topics;
+    group_state_t **dirty_groups; size_t n_dirty_groups, cap_dirty_groups;
+
+    uint64_t lease_floor;                /* every lease deadline is >= this */
+    uint64_t lease_ceiling;              /* the highest deadline leased since open */
+    int lease_next_valid;
+    uint64_t lease_next;                 /* lower bound of the earliest deadline when valid */
+    uint64_t lease_pops_since_compact;
+};
+
+/* ---- db.c: the pending batch ---------------------------------------------------- */
+
+/* Add a put / a delete of k to the pending batch (one pending operation). */
+void store_put(store_t *s, const key_buf_t *k, const char *v, size_t vlen);
+void store_del(store_t *s, const key_buf_t *k);
+
+/* Delete a key as found by an iterator (no copy into a key_buf_t). */
+void store_del_raw(store_t *s, const char *key, size_t klen);
+
+/* Encode m (msg.h) and put it under k. */
+void store_put_msg(store_t *s, const key_buf_t *k, const msg_t *m);
+
+/* Mark a record changed: it is written once, with the next commit. */
+void store_mark_level(store_t *s, int level);
+void store_mark_topic(store_t *s, topic_state_t *t);
+void store_mark_group(store_t *s, group_state_t *g);
+
+/* Write the batch (with the dirty records and the sequence counter) using
+ * sync or not, then empty it (store_commit_durable's core; also the first,
+ * always synced write of a new directory). 0, or -1 with LevelDB's message in
+ * dberr[dberrlen]; the store's state is the caller's to mark. */
+int store_write_batch(store_t *s, int sync, char *dberr, size_t dberrlen);
+
+/* 0, or -1 (naming the original failure) when the store is broken. */
+int store_usable(const store_t *s, char *err, size_t errlen);
+
+/* Before any read: commit what is pending (unsynced; the caller's own commit
+ * decides durability), so the read sees every write that came before it.
+ * 0, or -1 when the store is broken or that commit fails. */
+int store_read_begin(store_t *s, char *err, size_t errlen);
+
+/* ---- db.c: reads of committed data -------------------------------------------------- */
+
+/* A point read: 1 found (*val from LevelDB, free with leveldb_free), 0 not
+ * found, -1 on a read error (err names the directory). */
+int store_get(store_t *s, const key_buf_t *k, char **val, size_t *vlen, char *err, size_t errlen);
+
+/* An iterator seeked to k; destroy with leveldb_iter_destroy. */
+leveldb_iterator_t *store_iter_at(store_t *s, const key_buf_t *k);
+
+/* 1 when the iterator is valid and its key starts with prefix[0..plen): the
+ * key in *key, *klen. 0 at the end of the range (or of the database). Inline:
+ * every step of every range walk asks it. */
+static inline int store_iter_in(leveldb_iterator_t *it, const char *prefix, size_t plen, const char **key,
+                                size_t *klen)
+{
+    if (!leveldb_iter_valid(it)) { return 0; }
+    *key = leveldb_iter_key(it, klen);
+    return *klen >= plen && memcmp(*key, prefix, plen) == 0;
+}
+
+/* An iterator at the first key of range tag (keys.h). */
+leveldb_iterator_t *store_iter_range(store_t *s, enum key_tag tag);
+
+/* store_iter_in for a whole range: the key starts with tag. */
+static inline int store_iter_in_range(leveldb_iterator_t *it, enum key_tag tag, const char **key, size_t *klen)
+{
+    const char prefix = (char)tag;
+    return store_iter_in(it, &prefix, 1, key, klen);
+}
+
+/* 0, or -1 with "reading <what>: <LevelDB's error>" when the iterator failed. */
+int store_iter_error(leveldb_iterator_t *it, const char *what, char *err, size_t errlen);
+
+/* msg_decode with the range named in the error ("corrupt message in a level
+ * queue: ..."). The views point into v. */
+int store_decode(const char *v, size_t vlen, msg_t *m, const char *where, char *err, size_t errlen);
+
+/* store_decode of the value under a valid iterator (views into it, valid
+ * until the iterator moves). */
+int store_iter_msg(leveldb_iterator_t *it, msg_t *m, const char *where, char *err, size_t errlen);
+
+/* ---- group.c: topics and groups ------------------------------------------------------ */
+
+/* The group of that name, or NULL. */
+group_state_t *store_group_get(const store_t *s, const char *name, size_t len);
+
+/* The topic of that name, created (in memory, its record dirty) when new. */
+topic_state_t *store_topic_get_or_create(store_t *s, const char *name, size_t len);
+
+/* A new group bound to t (the name is checked and free): from_first starts at
+ * t's oldest retained entry, else at the next append. Its record is dirty and
+ * counts as a pending write. */
+group_state_t *store_group_new(store_t *s, const char *name, size_t len, topic_state_t *t, int from_first,
+                               uint32_t max_reconsume, uint64_t now_ms);
+
+/* Free a topic_state_t / group_state_t (map_free's free_val shape). */
+void store_topic_free(void *t);
+void store_group_free(void *g);
+
+/* Append m to g's retry-ready queue (dest, group and gen set; stamped now). */
+void store_retry_append(store_t *s, group_state_t *g, msg_t *m, uint64_t now_ms);
+
+/* ---- level.c ---------------------------------------------------------------------- */
+
+/* Start m's journey: exactly on level (> 0), or for delay_ms (already rounded,
+ * > 0) on the first hop of its chain. The enqueue time is monotone per level.
+ * Sets m->due_ms (the journey's end) and returns it. */
+uint64_t store_level_enqueue(store_t *s, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms);
+
+#endif
