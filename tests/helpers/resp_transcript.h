@@ -10,7 +10,7 @@
 
 #include <stdio.h>
 
-#include "proto/resp.h"
+#include "proto/request.h"
 
 /* Append a rendering of cmd to t: "<argc><i|m>|<len>:<bytes>|...\n" (i for an
  * inline command, m for a multibulk one). Two command streams are the same
