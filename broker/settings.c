@@ -157,7 +157,8 @@ void config_free(config_t *c)
     cfg_free(&table, c);
 }
 
-int config_is_loopback(const char *host)
+/* 1 when host is a loopback address or "localhost". */
+static int config_is_loopback(const char *host)
 {
     if (strcasecmp(host, "localhost") == 0) { return 1; }
     struct in_addr a4;

@@ -111,7 +111,4 @@ int config_key_count(void);
 const char *config_key_name(int i);
 void config_key_value(const config_t *c, int i, char *buf, size_t len);
 
-/* 1 when host is a loopback address or "localhost". */
-int config_is_loopback(const char *host);
-
 #endif
