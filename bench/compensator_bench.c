@@ -368,7 +368,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     hg_order_library_init();
     comp_stats_init();
-    log_set_level(LOG_WARN);
+    log_set_level(LOG_LEVEL_WARN);
 
     tu_mariadb_t server;
     char err[4096];

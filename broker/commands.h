@@ -1,18 +1,21 @@
 /*
- * broker/commands.h — the command table and the command functions.
+ * broker/commands.h — how the connection hands a parsed command to the
+ * command table (broker/cmd_table.c) and gets its reply back.
  *
- * One table {name, arity, flags, roles, proc, summary, syntax}: arity errors,
- * unknown commands, COMMAND / COMMAND HELP output and (with the users issue)
- * role checks all come from it.
+ * The commands are cut by family: cmd_table.c (the table and dispatch:
+ * arity, unknown command, roles, COMMAND), cmd_conn.c (connection commands),
+ * cmd_msg.c (SEND PULL ACK NACK TOUCH), cmd_group.c (GROUP, DLQ), cmd_admin.c
+ * (INFO CONFIG LEVELS SHUTDOWN); what they share is in cmd_shared.h.
  *
- * A command's proc runs on the loop thread with the already parsed
- * argc/argv (never re-parsed). It validates its arguments against the
- * configuration and then either
- *   - writes its reply into call->out (loop commands: PING, ECHO, HELLO,
- *     QUIT, COMMAND, CLIENT, ... and every argument error), or
- *   - sets call->job: a storage job holding a copy of the arguments; its
- *     exec half (same file, "_exec") runs on the storage thread and writes
- *     the reply there (SEND, PULL, ACK, ...).
+ * A command's loop half runs on the loop thread with the already parsed
+ * argc/argv (never re-parsed). It parses its arguments into a typed request
+ * of its own and checks them (the store's limits through config_t.store;
+ * SEND through store_send_validate), then either
+ *   - writes its reply into call->out (PING, ECHO, HELLO, QUIT, COMMAND,
+ *     CLIENT, ... and every argument error), or
+ *   - sets call->job: a storage job holding its typed request (with copies
+ *     of the argument bytes it needs); the exec half runs on the storage
+ *     thread, uses only that request, and writes the reply there.
  * Storage replies are formatted with the connection's protocol as of the
  * request (HELLO 3 earlier in a pipeline applies to later requests).
  */
@@ -21,29 +24,12 @@
 
 #include <stddef.h>
 
-#include "broker/server.h"
+#include "broker/conn.h"
 #include "broker/writer.h"
-#include "proto/resp.h"
+#include "proto/reply.h"
+#include "proto/request.h"
 
-/* Command flags (legend):
- *   CMD_STORAGE  needs the store: becomes a storage job
- *   CMD_WRITE    may change the store (for a future read-only mode)
- *   CMD_BLOCKING may park (PULL BLOCK): the connection waits for it
- *   CMD_NOAUTH   allowed before authentication (AUTH, HELLO, PING, QUIT)
- *   CMD_ADMIN    operator command (SHUTDOWN, GROUP DEL, DLQ DROP, CONFIG)
- *   CMD_LOOP     answered on the loop thread
- *   CMD_DURABLE  its reply is a promise (SEND's id, an admin change): the batch
- *                holding it is fsynced before the reply (fsync always). Other
- *                writes (leases, ACK, NACK, TOUCH, due moves) are written without
- *                fsync: losing them in a power cut only repeats a delivery, which
- *                at-least-once allows, and the next fsync covers them anyway. */
-#define CMD_STORAGE  0x01
-#define CMD_WRITE    0x02
-#define CMD_BLOCKING 0x04
-#define CMD_NOAUTH   0x08
-#define CMD_ADMIN    0x10
-#define CMD_LOOP     0x20
-#define CMD_DURABLE  0x40
+typedef struct server server_t;
 
 typedef struct cmd_call {
     conn_t *conn;
@@ -56,23 +42,8 @@ typedef struct cmd_call {
     int no_reply;           /* nothing to send (SHUTDOWN) */
 } cmd_call_t;
 
-typedef void cmd_proc_t(cmd_call_t *call);
-
-typedef struct cmd_def {
-    const char *name;       /* lower case */
-    int arity;              /* argc including the name; -N: at least N */
-    int flags;              /* CMD_* */
-    unsigned roles;         /* ROLE_* bits allowed to run it */
-    cmd_proc_t *proc;
-    const char *syntax;     /* arguments, for help */
-    const char *summary;
-} cmd_def_t;
-
-/* Find the command, check arity and permissions, run its proc. Every
- * failure is written into call->out as one error line. */
+/* Find the command, check arity and the caller's roles, run it. Every
+ * failure is written into call->out as one error line. Loop thread. */
 void cmd_dispatch(cmd_call_t *call);
-
-/* The table (for COMMAND) and its size. */
-const cmd_def_t *cmd_table(size_t *count);
 
 #endif

@@ -6,7 +6,9 @@
  * the loop-side renderers run on the loop thread with a loop_info_t. The
  * HTTP listener itself lives in server.c; this file only renders text.
  */
-#include <config.h>   /* autoconf: PACKAGE_VERSION */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
 #include "broker/metrics.h"
 
 #include <stdio.h>

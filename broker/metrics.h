@@ -14,10 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "broker/config.h"
+#include "base/buf.h"
+#include "broker/settings.h"
 #include "common/prom.h"
 #include "levels/store.h"
-#include "proto/resp.h"
 
 /* Counters and histograms of the storage thread. */
 typedef struct storage_stats {

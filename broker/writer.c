@@ -62,7 +62,7 @@ struct writer {
     store_t *store;                /* NULL while a reopen fails */
     int batch_durable;             /* a job since the last commit made a promise: fsync it */
     sched_t *sched;
-    store_options_t opts;
+    const store_options_t *opts;   /* the caller's (config_t.store): outlives the writer */
     storage_stats_t stats;
     job_t *parked_head, *parked_tail;
     size_t parked_count;
@@ -153,7 +153,7 @@ writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_b
     w->on_stopped = stopped;
     w->ctx = ctx;
     w->store = store;
-    w->opts = *opts;
+    w->opts = opts;
     w->sched = sched_new(store, NULL, NULL);
     storage_stats_init(&w->stats, sched_now(w->sched));
     w->maintain_needed = 1;
@@ -317,7 +317,7 @@ static void set_broken(writer_t *w, const char *msg)
 static void reopen_store(writer_t *w, const char *why)
 {
     if (w->store != NULL) {
-        log_error("storage failure: %s; reopening %s", why, w->opts.path);
+        log_error("storage failure: %s; reopening %s", why, w->opts->path);
         set_broken(w, why);
         sched_free(w->sched);
         w->sched = NULL;
@@ -328,7 +328,7 @@ static void reopen_store(writer_t *w, const char *why)
     if (now < w->next_reopen_mono) { return; }
     w->next_reopen_mono = now + REOPEN_RETRY_MS;
     char err[512];
-    store_options_t o = w->opts;
+    store_options_t o = *w->opts;
     o.create_if_missing = 0;
     if (store_open(&o, &w->store, err, sizeof err) != 0) {
         w->store = NULL;
@@ -339,7 +339,7 @@ static void reopen_store(writer_t *w, const char *why)
     w->sched = sched_new(w->store, NULL, NULL);
     w->stats.reopens++;
     atomic_store(&w->broken, 0);
-    log_info("store %s reopened", w->opts.path);
+    log_info("store %s reopened", w->opts->path);
 }
 
 static void run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t now_mono)
@@ -569,7 +569,7 @@ static void *writer_main(void *arg)
         if (store_close(w->store, err, sizeof err) != 0) {
             log_error("closing the store: %s", err);
         } else {
-            log_info("store %s closed", w->opts.path);
+            log_info("store %s closed", w->opts->path);
         }
         w->store = NULL;
     }

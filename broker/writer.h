@@ -35,7 +35,7 @@
 #include "broker/metrics.h"
 #include "levels/sched.h"
 #include "levels/store.h"
-#include "proto/resp.h"
+#include "proto/reply.h"
 
 typedef struct writer writer_t;
 typedef struct job job_t;
@@ -80,8 +80,9 @@ typedef void (*writer_stopped_fn)(void *ctx);
 /* Free a job: its reply buffer and the job itself (one allocation). */
 void job_free(job_t *j);
 
-/* Create a writer for an open store (it takes ownership; opts is copied and
- * used to reopen a store whose commit failed). Completions are delivered on
+/* Create a writer for an open store (it takes ownership). opts (the one
+ * store_options_t of the process, config_t.store) must outlive the writer;
+ * it is used to reopen a store whose commit failed. Completions are delivered on
  * base's thread through done(). Never fails (aborts on out-of-memory). */
 writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_base *base,
                      writer_done_fn done, writer_stopped_fn stopped, void *ctx);

@@ -12,30 +12,18 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
-static _Atomic int current_level = LOG_INFO;
+static _Atomic int current_level = LOG_LEVEL_INFO;
 
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
 
 void log_set_level(log_level_t level) { atomic_store(&current_level, (int)level); }
-log_level_t log_get_level(void) { return (log_level_t)atomic_load(&current_level); }
-int log_enabled(log_level_t level) { return (int)level >= atomic_load(&current_level); }
 
 const char *log_level_name(log_level_t level)
 {
-    return (level >= LOG_DEBUG && level <= LOG_ERROR) ? level_names[level] : "?";
-}
-
-int log_parse_level(const char *text, log_level_t *out)
-{
-    for (int i = LOG_DEBUG; i <= LOG_ERROR; i++) {
-        if (strcasecmp(text, level_names[i]) == 0) { *out = (log_level_t)i; return 0; }
-    }
-    if (strcasecmp(text, "warning") == 0) { *out = LOG_WARN; return 0; }
-    return -1;
+    return (level >= LOG_LEVEL_DEBUG && level <= LOG_LEVEL_ERROR) ? level_names[level] : "?";
 }
 
 void log_msg(log_level_t level, const char *fmt, ...)

@@ -11,25 +11,17 @@
 #define HG_COMMON_LOG_H
 
 typedef enum log_level {
-    LOG_DEBUG = 0,
-    LOG_INFO = 1,
-    LOG_WARN = 2,
-    LOG_ERROR = 3
+    LOG_LEVEL_DEBUG = 0,
+    LOG_LEVEL_INFO = 1,
+    LOG_LEVEL_WARN = 2,
+    LOG_LEVEL_ERROR = 3
 } log_level_t;
 
 /* The level words in order, for a config table's enum key ("debug|info|warn|error"). */
 #define LOG_LEVEL_WORDS "debug|info|warn|error"
 
-/* Records below level are dropped (default LOG_INFO). Any thread. */
+/* Records below level are dropped (default LOG_LEVEL_INFO). Any thread. */
 void log_set_level(log_level_t level);
-log_level_t log_get_level(void);
-
-/* 1 when a record of this level would be written. */
-int log_enabled(log_level_t level);
-
-/* Parse "debug", "info", "warn"/"warning", "error" (case-insensitive).
- * 0 and *out, or -1 for anything else. */
-int log_parse_level(const char *text, log_level_t *out);
 
 /* "debug", "info", "warn", "error"; "?" for anything else. */
 const char *log_level_name(log_level_t level);
@@ -39,9 +31,9 @@ const char *log_level_name(log_level_t level);
  * longer than the line buffer are cut and end with "...". */
 void log_msg(log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
-#define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
-#define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
-#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+#define log_debug(...) log_msg(LOG_LEVEL_DEBUG, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_LEVEL_INFO, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)
+#define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
 
 #endif

@@ -141,7 +141,7 @@ static int run_command(comp_alerts_t *a, const char *kind, const char *state, co
         free(envp[i]);
     free(envp);
     if (rc != 0) {
-        log_msg(LOG_ERROR, "alert-command: cannot start /bin/sh: %s", strerror(rc));
+        log_msg(LOG_LEVEL_ERROR, "alert-command: cannot start /bin/sh: %s", strerror(rc));
         return -1;
     }
 
@@ -152,13 +152,13 @@ static int run_command(comp_alerts_t *a, const char *kind, const char *state, co
         if (w == pid)
             break;
         if (w < 0 && errno != EINTR) {
-            log_msg(LOG_ERROR, "alert-command: waitpid: %s", strerror(errno));
+            log_msg(LOG_LEVEL_ERROR, "alert-command: waitpid: %s", strerror(errno));
             return -1;
         }
         if (comp_mono_us() >= deadline) {
             kill(-pid, SIGKILL);
             waitpid(pid, &status, 0);
-            log_msg(LOG_ERROR, "alert-command: still running after %llums, killed",
+            log_msg(LOG_LEVEL_ERROR, "alert-command: still running after %llums, killed",
                     a->cfg->alert_command_timeout_ms);
             return -1;
         }
@@ -167,9 +167,9 @@ static int run_command(comp_alerts_t *a, const char *kind, const char *state, co
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         if (WIFEXITED(status))
-            log_msg(LOG_ERROR, "alert-command exited with status %d", WEXITSTATUS(status));
+            log_msg(LOG_LEVEL_ERROR, "alert-command exited with status %d", WEXITSTATUS(status));
         else
-            log_msg(LOG_ERROR, "alert-command killed by signal %d", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+            log_msg(LOG_LEVEL_ERROR, "alert-command killed by signal %d", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
         return -1;
     }
     return 0;
@@ -179,7 +179,7 @@ static void send_alert(comp_alerts_t *a, alert_state_t *s, const char *state, in
                        const char *message)
 {
     const char *name = comp_alert_name(s->kind);
-    log_msg(LOG_WARN, "ALERT %s %s [%s]: %s", name, state, s->subject, message);
+    log_msg(LOG_LEVEL_WARN, "ALERT %s %s [%s]: %s", name, state, s->subject, message);
     if (a->cfg->alert_command == NULL || a->cfg->alert_command[0] == '\0')
         return;
     if (run_command(a, name, state, s->subject, value, threshold, message) != 0)
@@ -191,7 +191,7 @@ int comp_alert_check(comp_alerts_t *a, int kind, const char *subject, int active
 {
     alert_state_t *s = find_state(a, kind, subject);
     if (s == NULL) {
-        log_msg(LOG_ERROR, "alerts: more than %d distinct alerts; %s [%s] not tracked", MAX_ALERTS,
+        log_msg(LOG_LEVEL_ERROR, "alerts: more than %d distinct alerts; %s [%s] not tracked", MAX_ALERTS,
                 comp_alert_name(kind), subject);
         return 0;
     }

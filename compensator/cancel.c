@@ -55,26 +55,26 @@ hg_order_outcome_t comp_cancel(comp_canceller_t *c, uint64_t order_id, hg_order_
     switch (outcome) {
     case HG_ORDER_CANCELLED:
         count_outcome(c, COMP_CANCEL_DONE);
-        log_msg(LOG_INFO, "order %" PRIu64 ": cancelled (%s)", order_id, c->reason);
+        log_msg(LOG_LEVEL_INFO, "order %" PRIu64 ": cancelled (%s)", order_id, c->reason);
         break;
     case HG_ORDER_NOT_PENDING:
         count_outcome(c, COMP_CANCEL_NOT_PENDING);
-        log_msg(LOG_DEBUG, "order %" PRIu64 ": not pending, nothing to do (%s)", order_id, c->reason);
+        log_msg(LOG_LEVEL_DEBUG, "order %" PRIu64 ": not pending, nothing to do (%s)", order_id, c->reason);
         break;
     case HG_ORDER_NOT_FOUND:
         count_outcome(c, COMP_CANCEL_NOT_FOUND);
-        log_msg(LOG_WARN, "order %" PRIu64 ": no such order (%s)", order_id, c->reason);
+        log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": no such order (%s)", order_id, c->reason);
         break;
     case HG_ORDER_TRANSIENT:
         count_outcome(c, COMP_CANCEL_TRANSIENT);
-        log_msg(LOG_WARN, "order %" PRIu64 ": transient failure, retried next round (%s): %s", order_id, c->reason,
+        log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": transient failure, retried next round (%s): %s", order_id, c->reason,
                 err->message);
         break;
     case HG_ORDER_PAID: /* not an outcome of a cancel */
     case HG_ORDER_PERMANENT:
         outcome = HG_ORDER_PERMANENT;
         count_outcome(c, COMP_CANCEL_PERMANENT);
-        log_msg(LOG_ERROR, "order %" PRIu64 ": cancel failed (%s): %s", order_id, c->reason, err->message);
+        log_msg(LOG_LEVEL_ERROR, "order %" PRIu64 ": cancel failed (%s): %s", order_id, c->reason, err->message);
         break;
     }
     return outcome;

@@ -82,17 +82,17 @@ comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t err
         break;
     case COMP_LOCK_BUSY:
         comp_count(&comp_stats.lock_busy, 1);
-        log_msg(LOG_DEBUG, "inspection: the lock is held by another instance; skipped");
+        log_msg(LOG_LEVEL_DEBUG, "inspection: the lock is held by another instance; skipped");
         return COMP_RUN_SKIPPED;
     case COMP_LOCK_ERROR:
         snprintf(errbuf, errlen, "%s", err.message);
-        log_msg(LOG_WARN, "inspection: failed: %s", errbuf);
+        log_msg(LOG_LEVEL_WARN, "inspection: failed: %s", errbuf);
         return COMP_RUN_FAILED;
     }
 
     if (comp_pager_start(&in->pager, &err) != 0) {
         snprintf(errbuf, errlen, "%s", err.message);
-        log_msg(LOG_WARN, "inspection: failed: %s", errbuf);
+        log_msg(LOG_LEVEL_WARN, "inspection: failed: %s", errbuf);
         return COMP_RUN_FAILED;
     }
 
@@ -158,7 +158,7 @@ comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t err
         }
     }
     char cut[32];
-    log_msg(outcome != COMP_RUN_OK ? LOG_WARN : cancelled > 0 ? LOG_INFO : LOG_DEBUG,
+    log_msg(outcome != COMP_RUN_OK ? LOG_LEVEL_WARN : cancelled > 0 ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
             "inspection: %s; %llu overdue orders read (expire_at < %s), %" PRIu64 " cancelled, %" PRIu64 " failed%s%s",
             comp_run_outcome_name(outcome), in->last_rows, comp_time_format(&in->pager.cutoff, cut, sizeof cut),
             cancelled, failed, errbuf[0] ? ": " : "", errbuf);

@@ -90,7 +90,7 @@ void comp_lock_free(comp_lock_t *l)
 static void lose(comp_lock_t *l, const char *why)
 {
     if (l->held)
-        log_msg(LOG_WARN, "inspection lock '%s' lost: %s", l->name, why);
+        log_msg(LOG_LEVEL_WARN, "inspection lock '%s' lost: %s", l->name, why);
     set_held(l, 0);
     comp_db_disconnect(l->db);
 }
@@ -157,7 +157,7 @@ comp_lock_state_t comp_lock_acquire(comp_lock_t *l, hg_order_error_t *err)
     if (v != 1)
         return COMP_LOCK_BUSY;
     set_held(l, 1);
-    log_msg(LOG_INFO, "inspection lock '%s' acquired on connection %lu", l->name, comp_db_connection_id(l->db));
+    log_msg(LOG_LEVEL_INFO, "inspection lock '%s' acquired on connection %lu", l->name, comp_db_connection_id(l->db));
     return COMP_LOCK_HELD;
 }
 

@@ -181,15 +181,15 @@ static int check_database(const hg_order_db_params_t *params)
     static const char *const probes[] = {"SELECT 1 FROM orders LIMIT 0", "SELECT 1 FROM order_timeout_msg LIMIT 0"};
     if (comp_db_connect(db, &err) != 0) {
         if (hg_order_classify(err.code) == HG_ORDER_PERMANENT) {
-            log_msg(LOG_ERROR, "%s", err.message);
+            log_msg(LOG_LEVEL_ERROR, "%s", err.message);
             rc = -1;
         } else {
-            log_msg(LOG_WARN, "MariaDB not reachable yet (%s); the layers will keep trying", err.message);
+            log_msg(LOG_LEVEL_WARN, "MariaDB not reachable yet (%s); the layers will keep trying", err.message);
         }
     } else {
         for (size_t i = 0; i < sizeof probes / sizeof probes[0] && rc == 0; i++)
             if (comp_db_query(db, probes[i], &err) != 0 && hg_order_classify(err.code) == HG_ORDER_PERMANENT) {
-                log_msg(LOG_ERROR, "the database does not have the reference schema: %s", err.message);
+                log_msg(LOG_LEVEL_ERROR, "the database does not have the reference schema: %s", err.message);
                 rc = -1;
             }
     }
@@ -267,16 +267,16 @@ static int run_daemon(const comp_config_t *cfg, runner_t *runners, size_t n)
     char err[600];
     if (cfg->metrics_port > 0) {
         if (comp_metrics_start(&metrics, cfg, err, sizeof err) != 0) {
-            log_msg(LOG_ERROR, "%s", err);
+            log_msg(LOG_LEVEL_ERROR, "%s", err);
             return 1;
         }
-        log_msg(LOG_INFO, "metrics on http://%s:%llu/metrics", cfg->metrics_bind, cfg->metrics_port);
+        log_msg(LOG_LEVEL_INFO, "metrics on http://%s:%llu/metrics", cfg->metrics_bind, cfg->metrics_port);
     }
     int status = 0;
     for (size_t i = 0; i < n; i++) {
         int rc = pthread_create(&runners[i].thread, NULL, layer_thread, &runners[i]);
         if (rc != 0) {
-            log_msg(LOG_ERROR, "cannot start the %s thread: %s", comp_layer_name(runners[i].layer), strerror(rc));
+            log_msg(LOG_LEVEL_ERROR, "cannot start the %s thread: %s", comp_layer_name(runners[i].layer), strerror(rc));
             status = 1;
             break;
         }
@@ -285,7 +285,7 @@ static int run_daemon(const comp_config_t *cfg, runner_t *runners, size_t n)
     if (status == 0) {
         int sig = 0;
         sigwait(&set, &sig);
-        log_msg(LOG_INFO, "signal %d: stopping", sig);
+        log_msg(LOG_LEVEL_INFO, "signal %d: stopping", sig);
     }
     comp_stop_request();
     for (size_t i = 0; i < n; i++)
@@ -309,7 +309,7 @@ int main(int argc, char **argv)
 
     signal(SIGPIPE, SIG_IGN);
     if (hg_order_library_init() != 0) {
-        log_msg(LOG_ERROR, "the MariaDB client library failed to initialise");
+        log_msg(LOG_LEVEL_ERROR, "the MariaDB client library failed to initialise");
         comp_config_free(&cfg);
         return 1;
     }
@@ -328,14 +328,14 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < n; i++)
         snprintf(layers + strlen(layers), sizeof layers - strlen(layers), "%s%s", i ? "," : "",
                  comp_layer_name(runners[i].layer));
-    log_msg(LOG_INFO, PROGRAM " %s: database %s, layers %s, topic %s, lock '%s'%s", HG_VERSION_STRING,
+    log_msg(LOG_LEVEL_INFO, PROGRAM " %s: database %s, layers %s, topic %s, lock '%s'%s", HG_VERSION_STRING,
             cfg.mysql_database, layers, cfg.topic, cfg.effective_lock_name, once ? " (--once)" : "");
 
     int status = once ? run_once_mode(runners, n) : run_daemon(&cfg, runners, n);
 
     for (size_t i = 0; i < n; i++)
         runners[i].free_state(runners[i].state);
-    log_msg(LOG_INFO, "stopped: relayed %" PRIu64 ", cancelled %" PRIu64 " (outbox-overdue) + %" PRIu64
+    log_msg(LOG_LEVEL_INFO, "stopped: relayed %" PRIu64 ", cancelled %" PRIu64 " (outbox-overdue) + %" PRIu64
                            " (inspection)",
             comp_load(&comp_stats.relay_sent), comp_load(&comp_stats.cancels[COMP_CANCELLER_OVERDUE][COMP_CANCEL_DONE]),
             comp_load(&comp_stats.cancels[COMP_CANCELLER_INSPECTION][COMP_CANCEL_DONE]));

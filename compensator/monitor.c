@@ -107,7 +107,7 @@ static int dlq_len(comp_monitor_t *m, size_t i, int64_t *depth, char *err, size_
     hg_err_t rc = hg_client_command(m->client, 3, argv, NULL, &reply);
     if (rc == HG_ERR_SERVER && strstr(hg_client_errmsg(m->client), "no such group") != NULL) {
         if (!m->warned_unknown_group[i])
-            log_msg(LOG_WARN, "dlq-groups: the broker has no group '%s' (yet); its DLQ depth counts 0", group);
+            log_msg(LOG_LEVEL_WARN, "dlq-groups: the broker has no group '%s' (yet); its DLQ depth counts 0", group);
         m->warned_unknown_group[i] = 1;
         *depth = 0;
         return 0;
@@ -200,7 +200,7 @@ comp_run_outcome_t comp_monitor_run(comp_monitor_t *m, char *errbuf, size_t errl
     }
 
     check_thresholds(m);
-    log_msg(outcome != COMP_RUN_OK ? LOG_WARN : LOG_DEBUG,
+    log_msg(outcome != COMP_RUN_OK ? LOG_LEVEL_WARN : LOG_LEVEL_DEBUG,
             "monitor: %s; overdue pending %" PRId64 ", outbox unsent %" PRId64 "%s%s", comp_run_outcome_name(outcome),
             count, unsent, errbuf[0] ? ": " : "", errbuf);
     return outcome;

@@ -83,7 +83,7 @@ comp_run_outcome_t comp_overdue_run(comp_overdue_t *o, char *errbuf, size_t errl
     errbuf[0] = '\0';
     if (comp_pager_start(&o->pager, &err) != 0) {
         snprintf(errbuf, errlen, "%s", err.message);
-        log_msg(LOG_WARN, "overdue outbox: failed: %s", errbuf);
+        log_msg(LOG_LEVEL_WARN, "overdue outbox: failed: %s", errbuf);
         return COMP_RUN_FAILED;
     }
     uint64_t rows = 0, cancelled = 0, closed = 0, failed = 0;
@@ -132,7 +132,7 @@ comp_run_outcome_t comp_overdue_run(comp_overdue_t *o, char *errbuf, size_t errl
         snprintf(errbuf, errlen, "%" PRIu64 " of %" PRIu64 " overdue rows failed, first: %s", failed, rows, first_failure);
         outcome = COMP_RUN_FAILED;
     }
-    log_msg(outcome != COMP_RUN_OK ? LOG_WARN : cancelled + closed > 0 ? LOG_INFO : LOG_DEBUG,
+    log_msg(outcome != COMP_RUN_OK ? LOG_LEVEL_WARN : cancelled + closed > 0 ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
             "overdue outbox: %s; %" PRIu64 " rows past expire_at + grace, %" PRIu64 " cancelled, %" PRIu64
             " closed (order not pending), %" PRIu64 " failed%s%s",
             comp_run_outcome_name(outcome), rows, cancelled, closed, failed, errbuf[0] ? ": " : "", errbuf);

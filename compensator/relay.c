@@ -333,7 +333,7 @@ comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *err
     }
     if (sent_out != NULL)
         *sent_out = sent;
-    log_msg(outcome != COMP_RUN_OK ? LOG_WARN : sent > 0 ? LOG_INFO : LOG_DEBUG,
+    log_msg(outcome != COMP_RUN_OK ? LOG_LEVEL_WARN : sent > 0 ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
             "relay: %s; %" PRIu64 " outbox rows sent, %" PRIu64 " sends failed%s%s", comp_run_outcome_name(outcome), sent,
             failures, errbuf[0] ? ": " : "", errbuf);
     return outcome;

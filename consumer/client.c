@@ -18,7 +18,7 @@
  *   client_exchange   writes the request bytes and reads replies in the same
  *                     poll loop (a big pipeline never deadlocks against the
  *                     broker's own backpressure), parsing each reply with
- *                     proto/resp.h as soon as it is whole. The read timeout
+ *                     proto/client.h as soon as it is whole. The read timeout
  *                     is an inactivity timeout: any byte of progress resets
  *                     it. Any failure closes the socket: after a timeout or a
  *                     malformed reply the stream position is unknown.

@@ -13,7 +13,7 @@
 #define HG_CONSUMER_CLIENT_H
 
 #include "include/hourglass/hourglass.h"
-#include "proto/resp.h"
+#include "proto/client.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -10,7 +10,7 @@
 #define HG_CONSUMER_CONSUMER_H
 
 #include "include/hourglass/hourglass.h"
-#include "proto/resp.h"
+#include "proto/client.h"
 
 #include <stddef.h>
 

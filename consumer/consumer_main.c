@@ -62,7 +62,7 @@
 static void library_log(int level, const char *message, void *arg)
 {
     (void)arg;
-    log_msg(level <= 0 ? LOG_ERROR : level == 1 ? LOG_WARN : LOG_INFO, "%s", message);
+    log_msg(level <= 0 ? LOG_LEVEL_ERROR : level == 1 ? LOG_LEVEL_WARN : LOG_LEVEL_INFO, "%s", message);
 }
 
 /* ------------------------------------------------------------------ configuration */
@@ -404,7 +404,7 @@ static hg_outcome_t cancel_message(app_t *app, const hg_message_t *msg, char *re
         count(&counters.bad_payload);
         count(&counters.permanent);
         snprintf(reason, reason_size, "%s", why);
-        log_msg(LOG_WARN, "message %s: %s", msg->id, why);
+        log_msg(LOG_LEVEL_WARN, "message %s: %s", msg->id, why);
         return HG_FAIL;
     }
 
@@ -416,7 +416,7 @@ static hg_outcome_t cancel_message(app_t *app, const hg_message_t *msg, char *re
             count(&counters.db_unavailable);
             count(&counters.transient);
             snprintf(reason, reason_size, "order %" PRIu64 ": MariaDB unavailable: %s", order_id, err.message);
-            log_msg(LOG_WARN, "worker %d: %s", msg->worker, reason);
+            log_msg(LOG_LEVEL_WARN, "worker %d: %s", msg->worker, reason);
             return HG_RETRY;
         }
     }
@@ -426,20 +426,20 @@ static hg_outcome_t cancel_message(app_t *app, const hg_message_t *msg, char *re
     switch (outcome) {
     case HG_ORDER_CANCELLED:
         count(&counters.cancelled);
-        log_msg(LOG_DEBUG, "order %" PRIu64 ": cancelled (message %s)", order_id, msg->id);
+        log_msg(LOG_LEVEL_DEBUG, "order %" PRIu64 ": cancelled (message %s)", order_id, msg->id);
         return HG_DONE;
     case HG_ORDER_NOT_PENDING:
         count(&counters.not_pending);
-        log_msg(LOG_DEBUG, "order %" PRIu64 ": not pending, nothing to do (message %s)", order_id, msg->id);
+        log_msg(LOG_LEVEL_DEBUG, "order %" PRIu64 ": not pending, nothing to do (message %s)", order_id, msg->id);
         return HG_DONE;
     case HG_ORDER_NOT_FOUND:
         count(&counters.not_found);
-        log_msg(LOG_WARN, "order %" PRIu64 ": no such order, message %s acknowledged", order_id, msg->id);
+        log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": no such order, message %s acknowledged", order_id, msg->id);
         return HG_DONE;
     case HG_ORDER_TRANSIENT:
         count(&counters.transient);
         snprintf(reason, reason_size, "order %" PRIu64 ": transient: %s", order_id, err.message);
-        log_msg(LOG_INFO, "%s (attempt %u)", reason, msg->attempt);
+        log_msg(LOG_LEVEL_INFO, "%s (attempt %u)", reason, msg->attempt);
         return HG_RETRY;
     case HG_ORDER_PAID:
     case HG_ORDER_PERMANENT:
@@ -447,7 +447,7 @@ static hg_outcome_t cancel_message(app_t *app, const hg_message_t *msg, char *re
     }
     count(&counters.permanent);
     snprintf(reason, reason_size, "order %" PRIu64 ": %s", order_id, err.message);
-    log_msg(LOG_ERROR, "%s", reason);
+    log_msg(LOG_LEVEL_ERROR, "%s", reason);
     return HG_FAIL;
 }
 
@@ -480,19 +480,19 @@ static int check_database(app_t *app)
     hg_order_db *db = hg_order_db_open(&app->db_params, &err);
     if (db == NULL) {
         if (err.code == 0) {
-            log_msg(LOG_ERROR, "%s", err.message);
+            log_msg(LOG_LEVEL_ERROR, "%s", err.message);
             return -1;
         }
-        log_msg(LOG_WARN, "MariaDB not reachable yet (%s); the workers will keep trying", err.message);
+        log_msg(LOG_LEVEL_WARN, "MariaDB not reachable yet (%s); the workers will keep trying", err.message);
         return 0;
     }
     int rc = 0;
     if (hg_order_db_prepare(db, &err) != 0) {
         if (hg_order_classify(err.code) == HG_ORDER_PERMANENT) {
-            log_msg(LOG_ERROR, "the database refuses the configured SQL: %s", err.message);
+            log_msg(LOG_LEVEL_ERROR, "the database refuses the configured SQL: %s", err.message);
             rc = -1;
         } else {
-            log_msg(LOG_WARN, "could not check the SQL yet (%s); the workers will keep trying", err.message);
+            log_msg(LOG_LEVEL_WARN, "could not check the SQL yet (%s); the workers will keep trying", err.message);
         }
     }
     hg_order_db_close(db);
@@ -537,7 +537,7 @@ int main(int argc, char **argv)
     /* Process-wide set-up before any thread. */
     signal(SIGPIPE, SIG_IGN);
     if (hg_order_library_init() != 0) {
-        log_msg(LOG_ERROR, "the MariaDB client library failed to initialise");
+        log_msg(LOG_LEVEL_ERROR, "the MariaDB client library failed to initialise");
         config_free(&app.cfg);
         return 1;
     }
@@ -560,16 +560,16 @@ int main(int argc, char **argv)
     opts.handler_arg = &app;
     hg_error_t e = {0};
     if (hg_consumer_new(&opts, &consumer, &e) != HG_OK) {
-        log_msg(LOG_ERROR, "consumer: %s", e.message);
+        log_msg(LOG_LEVEL_ERROR, "consumer: %s", e.message);
         goto out;
     }
     if (app.cfg.metrics_port > 0) {
         if (prom_http_start(&metrics, app.cfg.metrics_bind, (unsigned)app.cfg.metrics_port, render_metrics, NULL,
                             consumer, err, sizeof err) != 0) {
-            log_msg(LOG_ERROR, "%s", err);
+            log_msg(LOG_LEVEL_ERROR, "%s", err);
             goto out;
         }
-        log_msg(LOG_INFO, "metrics on http://%s:%llu/metrics", app.cfg.metrics_bind, app.cfg.metrics_port);
+        log_msg(LOG_LEVEL_INFO, "metrics on http://%s:%llu/metrics", app.cfg.metrics_bind, app.cfg.metrics_port);
     }
 
     running_consumer = consumer;
@@ -580,17 +580,17 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    log_msg(LOG_INFO, PROGRAM " %s: group %s, topic %s, %llu workers, database %s", HG_VERSION_STRING, app.cfg.group,
+    log_msg(LOG_LEVEL_INFO, PROGRAM " %s: group %s, topic %s, %llu workers, database %s", HG_VERSION_STRING, app.cfg.group,
             app.cfg.topic, app.cfg.workers, app.cfg.mysql_database);
     hg_err_t rc = hg_consumer_run(consumer);
     running_consumer = NULL;
     if (rc != HG_OK) {
         hg_error_t last;
         hg_consumer_last_error(consumer, &last);
-        log_msg(LOG_ERROR, "consumer stopped: %s", last.message[0] ? last.message : hg_strerror(rc));
+        log_msg(LOG_LEVEL_ERROR, "consumer stopped: %s", last.message[0] ? last.message : hg_strerror(rc));
         goto out;
     }
-    log_msg(LOG_INFO, "stopped: cancelled %" PRIu64 ", not pending %" PRIu64 ", not found %" PRIu64
+    log_msg(LOG_LEVEL_INFO, "stopped: cancelled %" PRIu64 ", not pending %" PRIu64 ", not found %" PRIu64
                       ", transient %" PRIu64 ", permanent %" PRIu64,
             load(&counters.cancelled), load(&counters.not_pending), load(&counters.not_found),
             load(&counters.transient), load(&counters.permanent));

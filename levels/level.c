@@ -37,7 +37,8 @@ int store_send_validate(const store_options_t *o, const store_send_req_t *req, c
     }
     const lvl_table_t *t = &o->levels;
     if (req->level < 0 || req->level > t->count) {
-        return err_set(err, errlen, "level %d does not exist (levels are 1..%d)", req->level, t->count);
+        return err_set(err, errlen, "LEVEL must be 0..%d (levels are 1..%d; 0: no delay), got %d", t->count, t->count,
+                       req->level);
     }
     if (req->level == 0 && req->delay_ms > 0) {
         uint8_t plan[LVL_MAX_HOPS];

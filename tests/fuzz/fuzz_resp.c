@@ -1,8 +1,9 @@
 /*
- * tests/fuzz/fuzz_resp.c — libFuzzer target for proto/resp.c (not built by make).
+ * tests/fuzz/fuzz_resp.c — libFuzzer target for the RESP codec in proto/ (not built by make).
  *
  * Build and run (from the top of the tree):
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I. tests/fuzz/fuzz_resp.c proto/resp.c -o /tmp/fuzz_resp
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I. tests/fuzz/fuzz_resp.c proto/resp.c proto/request.c \
+ *       proto/client.c base/*.c -o /tmp/fuzz_resp
  *   mkdir -p /tmp/fuzz_resp_corpus && /tmp/fuzz_resp -max_total_time=60 /tmp/fuzz_resp_corpus
  *
  * The first input byte picks options (small limits or the defaults; the
@@ -20,7 +21,8 @@
  *                   canonically and re-parsed, must give the same bytes.
  * A failed check calls abort(), which libFuzzer reports as a crash.
  */
-#include "proto/resp.h"
+#include "proto/client.h"
+#include "proto/request.h"
 #include "tests/helpers/resp_transcript.h"
 
 #include <stdint.h>

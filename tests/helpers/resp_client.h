@@ -3,7 +3,7 @@
  *
  * One TCP connection to a RESP server (hourglass-broker, redis-server), with a
  * timeout on every wait. Commands are sent as argv (binary safe) through
- * proto/resp.h's resp_add_command; replies are read with resp_reply_parse.
+ * proto/client.h's resp_add_command; replies are read with resp_reply_parse.
  * Pipelining: rc_append() queues commands in an output buffer, rc_flush()
  * writes them, rc_read() reads the replies one by one.
  *
@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proto/resp.h"
+#include "proto/client.h"
 
 #define RC_DEFAULT_TIMEOUT_MS 10000
 

@@ -3,14 +3,14 @@
  * shared by the RESP unit suite and the libFuzzer target.
  *
  * Header-only (static inline) so the fuzz target still builds from its own
- * source and proto/resp.c alone (see tests/fuzz/fuzz_resp.c).
+ * source and the proto/ files alone (see tests/fuzz/fuzz_resp.c).
  */
 #ifndef HG_TESTS_RESP_TRANSCRIPT_H
 #define HG_TESTS_RESP_TRANSCRIPT_H
 
 #include <stdio.h>
 
-#include "proto/resp.h"
+#include "proto/request.h"
 
 /* Append a rendering of cmd to t: "<argc><i|m>|<len>:<bytes>|...\n" (i for an
  * inline command, m for a multibulk one). Two command streams are the same

@@ -1,18 +1,22 @@
 /*
- * tests/unit/test_resp.c — unit tests for proto/resp.[ch].
+ * tests/unit/test_resp.c — unit tests for the RESP codec in proto/.
  *
- * Three suites:
- *   request  the incremental request parser: both forms, binary data,
- *            pipelining, every split point, every limit at and one past,
- *            Redis's error messages, and that declared lengths allocate
- *            nothing (checked through resp_parser_buffered).
- *   writer   every reply writer, byte for byte, in RESP2 and RESP3.
- *   reply    the reply parser: every type, round trips of writer output,
- *            NEED_MORE for every proper prefix, errors and limits.
+ * One suite per file of the codec:
+ *   request  (server, proto/request.h) the incremental request parser: both
+ *            forms, binary data, pipelining, every split point, every limit
+ *            at and one past, Redis's error messages, and that declared
+ *            lengths allocate nothing (checked through resp_parser_buffered).
+ *   writer   (server, proto/reply.h) every reply writer, byte for byte, in
+ *            RESP2 and RESP3.
+ *   client   (client, proto/client.h) resp_add_command, and the reply
+ *            parser: every type, round trips of writer output, NEED_MORE for
+ *            every proper prefix, errors and limits.
  *
  * Pure logic: no files, no sockets. Randomised cases use a fixed seed.
  */
-#include "proto/resp.h"
+#include "proto/client.h"
+#include "proto/reply.h"
+#include "proto/request.h"
 #include "tests/helpers/resp_transcript.h"
 #include "tests/helpers/testutil.h"
 
@@ -1382,9 +1386,9 @@ static int add_suites(void)
         T(test_writer_scalars),
         T(test_writer_resp2_vs_resp3),
         T(test_writer_double),
+    };
+    static const struct test_entry client[] = {
         T(test_writer_command),
-            };
-    static const struct test_entry reply[] = {
         T(test_reply_resp2_types),
         T(test_reply_resp3_types),
         T(test_reply_roundtrip_writer),
@@ -1397,7 +1401,7 @@ static int add_suites(void)
     };
     if (add_suite("request", request, sizeof request / sizeof request[0]) != 0 ||
         add_suite("writer", writer, sizeof writer / sizeof writer[0]) != 0 ||
-        add_suite("reply", reply, sizeof reply / sizeof reply[0]) != 0)
+        add_suite("client", client, sizeof client / sizeof client[0]) != 0)
         return -1;
     return 0;
 }

@@ -1,13 +1,15 @@
 /*
- * broker/config.c — the config table and its parsers (see config.h).
+ * broker/settings.c — the config table and its parsers (see settings.h).
  *
  * One row per key: {name, type, default, min, max, offset, help} for the
  * engine in common/cfg.h, which parses the values, the INI file and the flags
  * and writes --help; this file holds the table and the cross-key checks.
  * Runs on the main thread before any other thread starts.
  */
-#include <config.h>   /* autoconf: PACKAGE_VERSION */
-#include "broker/config.h"
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+#include "broker/settings.h"
 
 #include <arpa/inet.h>
 #include <stdarg.h>
@@ -15,6 +17,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/alloc.h"
+#include "base/err.h"
 #include "levels/msg.h"
 
 /* levels: the spec must parse (the table itself is filled by config_validate). */
@@ -100,16 +104,6 @@ static const cfg_table_t table = {
     .strings_nonempty = 1,
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0) { return; }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static int check_levels(void *conf, const cfg_key_t *k, const char *value, cfg_source_t source, char *err,
                         size_t errlen)
 {
@@ -117,7 +111,7 @@ static int check_levels(void *conf, const cfg_key_t *k, const char *value, cfg_s
     lvl_table_t t;
     char lerr[256];
     if (lvl_table_parse(value, &t, lerr, sizeof lerr) != 0) {
-        set_err(err, errlen, "%s: %s", k->name, lerr);
+        err_set(err, errlen, "%s: %s", k->name, lerr);
         return -1;
     }
     return 0;
@@ -137,8 +131,25 @@ void config_key_value(const config_t *c, int i, char *buf, size_t len)
 void config_init_defaults(config_t *c)
 {
     memset(c, 0, sizeof *c);
-    lvl_table_default(&c->level_table);
     cfg_init(&table, c);
+    store_options_default(&c->store);
+}
+
+/* The store's options from the keys: the one place they are copied. */
+static void fill_store_options(config_t *c)
+{
+    store_options_t *o = &c->store;
+    o->path = c->dir;
+    o->create_if_missing = 1;
+    o->sync = c->fsync_always;
+    o->retention_ms = (uint64_t)c->retention_ms;
+    o->max_delay_ms = (uint64_t)c->max_delay_ms;
+    o->max_payload = (uint32_t)c->max_payload;
+    o->max_reconsume = (uint32_t)c->max_reconsume;
+    o->max_lease_bytes = (uint64_t)c->max_pull_bytes;
+    o->cache_bytes = (size_t)c->cache_size;
+    o->write_buffer_bytes = (size_t)c->write_buffer_size;
+    o->max_open_files = (int)c->max_open_files;
 }
 
 void config_free(config_t *c)
@@ -146,7 +157,8 @@ void config_free(config_t *c)
     cfg_free(&table, c);
 }
 
-int config_is_loopback(const char *host)
+/* 1 when host is a loopback address or "localhost". */
+static int config_is_loopback(const char *host)
 {
     if (strcasecmp(host, "localhost") == 0) { return 1; }
     struct in_addr a4;
@@ -159,37 +171,38 @@ int config_is_loopback(const char *host)
 int config_validate(config_t *c, char *err, size_t errlen)
 {
     char lerr[256];
-    if (lvl_table_parse(c->levels, &c->level_table, lerr, sizeof lerr) != 0) {
-        set_err(err, errlen, "levels: %s", lerr);
+    if (lvl_table_parse(c->levels, &c->store.levels, lerr, sizeof lerr) != 0) {
+        err_set(err, errlen, "levels: %s", lerr);
         return -1;
     }
     if (c->max_bulk < c->max_payload) {
-        set_err(err, errlen, "max-bulk (%lld) must be at least max-payload (%lld): a payload is one bulk argument",
+        err_set(err, errlen, "max-bulk (%lld) must be at least max-payload (%lld): a payload is one bulk argument",
                 c->max_bulk, c->max_payload);
         return -1;
     }
     if (c->max_query <= c->max_bulk) {
-        set_err(err, errlen, "max-query (%lld) must be larger than max-bulk (%lld)", c->max_query, c->max_bulk);
+        err_set(err, errlen, "max-query (%lld) must be larger than max-bulk (%lld)", c->max_query, c->max_bulk);
         return -1;
     }
     if ((uint64_t)c->max_delay_ms > LVL_MAX_DURATION_MS) {
-        set_err(err, errlen, "max-delay is too long");
+        err_set(err, errlen, "max-delay is too long");
         return -1;
     }
     if (!c->allow_remote && !config_is_loopback(c->bind)) {
-        set_err(err, errlen, "bind %s is not a loopback address: the broker has no users or TLS yet; "
+        err_set(err, errlen, "bind %s is not a loopback address: the broker has no users or TLS yet; "
                 "set allow-remote yes to listen there anyway", c->bind);
         return -1;
     }
     if (c->metrics_port != 0 && !c->allow_remote && !config_is_loopback(c->metrics_bind)) {
-        set_err(err, errlen, "metrics-bind %s is not a loopback address; set allow-remote yes to listen there anyway",
+        err_set(err, errlen, "metrics-bind %s is not a loopback address; set allow-remote yes to listen there anyway",
                 c->metrics_bind);
         return -1;
     }
     if (c->metrics_port != 0 && c->metrics_port == c->port && strcmp(c->bind, c->metrics_bind) == 0) {
-        set_err(err, errlen, "metrics-port %lld is the same as port", c->metrics_port);
+        err_set(err, errlen, "metrics-port %lld is the same as port", c->metrics_port);
         return -1;
     }
+    fill_store_options(c);
     return 0;
 }
 
@@ -202,9 +215,41 @@ int config_load(config_t *c, int argc, char **argv, config_action_t *action, cha
     };
     cfg_args_t args;
     *action = CONFIG_RUN;
-    if (cfg_parse_args(&table, c, argc, argv, &args, err, errlen) != 0) { return -1; }
+    /* --check-data DIR is an action with a value, which the engine's
+     * valueless switches cannot carry: take it out of argv first. */
+    char **rest = xmalloc(((size_t)argc + 1) * sizeof *rest);
+    int nrest = 0;
+    c->check_data = NULL;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (i > 0 && strcmp(a, "--check-data") == 0) {
+            if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+                free(rest);
+                return err_set(err, errlen, "--check-data needs a data directory");
+            }
+            c->check_data = argv[++i];
+        } else if (i > 0 && strncmp(a, "--check-data=", 13) == 0) {
+            if (a[13] == '\0') {
+                free(rest);
+                return err_set(err, errlen, "--check-data needs a data directory");
+            }
+            c->check_data = a + 13;
+        } else {
+            rest[nrest++] = argv[i];
+        }
+    }
+    rest[nrest] = NULL;
+    int rc = cfg_parse_args(&table, c, nrest, rest, &args, err, errlen);
+    free(rest);
+    if (rc != 0) { return -1; }
     *action = actions[args.action];
     if (args.action == CFG_HELP || args.action == CFG_VERSION) { return 0; }
+    if (c->check_data != NULL) {
+        if (args.action == CFG_CHECK) { return err_set(err, errlen, "--check-data and --check-config exclude each other"); }
+        free(c->dir);
+        c->dir = xstrdup(c->check_data);
+        *action = CONFIG_CHECK_DATA;
+    }
     return config_validate(c, err, errlen);
 }
 
@@ -213,20 +258,24 @@ void config_print_help(FILE *out, const char *prog)
     fprintf(out,
             "Usage: %s [--config FILE] [--KEY VALUE ...]\n"
             "       %s --check-config [--config FILE] [--KEY VALUE ...]\n"
+            "       %s --check-data DIR [--config FILE] [--KEY VALUE ...]\n"
             "       %s --help | --version\n\n"
             "hourglass-broker %s: a RocketMQ-style delay broker speaking RESP (redis-cli works).\n\n"
             "Every key can be set in the INI file (key = value, at the top or under [broker])\n"
             "or as a flag --key value (or --key=value); flags win over the file.\n"
             "  --config FILE    read FILE (also the only positional argument)\n"
             "  --check-config   validate the configuration, print it, exit 0 (valid) or 1\n"
+            "  --check-data DIR check the data directory DIR (of a stopped broker) with the\n"
+            "                   configured levels: print \"ok: N messages, ...\" and exit 0,\n"
+            "                   or print the first problem and exit 1\n"
             "  --help           this text\n"
             "  --version        print the version\n\nKeys (default in brackets):\n",
-            prog, prog, prog, HG_BROKER_VERSION);
+            prog, prog, prog, prog, PACKAGE_VERSION);
     cfg_print_keys(&table, out);
 }
 
 void config_print(const config_t *c, FILE *out)
 {
-    fprintf(out, "# hourglass-broker %s: effective configuration\n[broker]\n", HG_BROKER_VERSION);
+    fprintf(out, "# hourglass-broker %s: effective configuration\n[broker]\n", PACKAGE_VERSION);
     cfg_print_values(&table, c, out);
 }

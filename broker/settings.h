@@ -1,5 +1,6 @@
 /*
- * broker/config.h — the broker's configuration: one table of keys.
+ * broker/settings.h — the broker's configuration: one table of keys.
+ * (Named settings, not config, so it never shadows autoconf's config.h.)
  *
  * Every key lives in one table {name, type, default, min, max, offset, help}
  * (config.c) for the engine in common/cfg.h. The same table drives the INI
@@ -9,10 +10,16 @@
  * Value syntax by type: common/cfg.h; `levels` is a level table spec
  * (lvl_table_parse).
  *
+ * The store's limits (level table, max-payload, max-delay, retention, ...)
+ * have one home: config_t.store, the store_options_t filled once by
+ * config_validate. The storage thread opens and reopens the store with it
+ * and the loop thread's commands validate against it (store_send_validate),
+ * so both threads see the same limits with the same wording.
+ *
  * Read-only after start-up: both broker threads read it without locks.
  */
-#ifndef HG_BROKER_CONFIG_H
-#define HG_BROKER_CONFIG_H
+#ifndef HG_BROKER_SETTINGS_H
+#define HG_BROKER_SETTINGS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -20,9 +27,9 @@
 
 #include "common/cfg.h"
 #include "common/log.h"
+#include "levels/store.h"
 #include "levels/table.h"
 
-#define HG_BROKER_VERSION PACKAGE_VERSION
 #define CONFIG_MAX_KEYS 64   /* at least the table's keys (CONFIG GET's match array) */
 
 typedef struct config {
@@ -35,8 +42,7 @@ typedef struct config {
     long long tcp_backlog;
     /* storage */
     char *dir;
-    char *levels;                   /* the spec as written */
-    lvl_table_t level_table;        /* parsed from levels */
+    char *levels;                   /* the spec as written (parsed into store.levels) */
     int fsync_always;               /* fsync always (1) | no (0) */
     long long cache_size;
     long long write_buffer_size;
@@ -59,12 +65,16 @@ typedef struct config {
     long long metrics_port;         /* 0 = off */
     char *metrics_bind;
     int log_level;                  /* log_level_t */
+    /* derived by config_validate from the keys above */
+    store_options_t store;          /* the one copy of the store's options and limits */
+    const char *check_data;         /* --check-data DIR (argv's), else NULL */
 } config_t;
 
 /* What the command line asked for besides key values. */
 typedef enum config_action {
     CONFIG_RUN = 0,      /* start the broker */
     CONFIG_CHECK,        /* --check-config: validate, print, exit */
+    CONFIG_CHECK_DATA,   /* --check-data DIR: check the data directory, exit */
     CONFIG_HELP,         /* --help */
     CONFIG_VERSION       /* --version */
 } config_action_t;
@@ -77,13 +87,16 @@ void config_free(config_t *c);
 
 /* Parse argv (flags and --config FILE, read first wherever it appears),
  * load the file, apply the flags over it, then cross-check the whole
- * (config_validate). 0 and *action on success; -1 with the message in
- * err[errlen] (naming the key, the file and line, or the flag). */
+ * (config_validate). `--check-data DIR` (or `--check-data=DIR`) sets dir to
+ * DIR and *action to CONFIG_CHECK_DATA. 0 and *action on success; -1 with
+ * the message in err[errlen] (naming the key, the file and line, or the
+ * flag). */
 int config_load(config_t *c, int argc, char **argv, config_action_t *action,
                 char *err, size_t errlen);
 
 /* Cross-key checks: the level table parses, max-bulk >= max-payload,
- * max-query > max-bulk, a non-loopback bind needs allow-remote. */
+ * max-query > max-bulk, a non-loopback bind needs allow-remote. On success
+ * c->store holds the store options (path = c->dir, create_if_missing = 1). */
 int config_validate(config_t *c, char *err, size_t errlen);
 
 /* --help text generated from the table. */
@@ -97,8 +110,5 @@ void config_print(const config_t *c, FILE *out);
 int config_key_count(void);
 const char *config_key_name(int i);
 void config_key_value(const config_t *c, int i, char *buf, size_t len);
-
-/* 1 when host is a loopback address or "localhost". */
-int config_is_loopback(const char *host);
 
 #endif

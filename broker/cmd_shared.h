@@ -1,0 +1,99 @@
+/*
+ * broker/cmd_shared.h — what the command files share (internal to broker/).
+ *
+ * The per-command functions the table points at, the argument helpers every
+ * family uses (strict numbers, names, ids, option values, messages that show
+ * an argument), and the storage-job plumbing: a family's job is its own
+ * struct {job_t job; <typed request>} allocated together with the argument
+ * bytes it copies, so a command costs one allocation.
+ *
+ * Argument helpers that can fail write the one error reply into call->out and
+ * return -1 (or NULL); the command then returns at once. Loop thread only,
+ * except the cmd_reply_* and cmd_add_* writers, which the exec halves call on
+ * the storage thread.
+ */
+#ifndef HG_BROKER_CMD_SHARED_H
+#define HG_BROKER_CMD_SHARED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "broker/commands.h"
+#include "broker/settings.h"
+
+/* ---- the commands (one family per file) -------------------------------- */
+
+typedef void cmd_proc_t(cmd_call_t *call);
+
+cmd_proc_t cmd_ping, cmd_echo, cmd_quit, cmd_select, cmd_auth, cmd_hello, cmd_client;  /* cmd_conn.c */
+cmd_proc_t cmd_send, cmd_pull, cmd_ack, cmd_nack, cmd_touch;                          /* cmd_msg.c */
+cmd_proc_t cmd_group, cmd_dlq;                                                         /* cmd_group.c */
+cmd_proc_t cmd_info, cmd_config, cmd_levels, cmd_shutdown;                             /* cmd_admin.c */
+cmd_proc_t cmd_command;                                                                /* cmd_table.c */
+
+/* ---- argument helpers ---------------------------------------------------- */
+
+/* 1 when a equals word, ignoring case. */
+int cmd_arg_is(const resp_arg_t *a, const char *word);
+
+/* Strict decimal, no sign, no blanks: 0 and *out, or -1. No reply. */
+int cmd_parse_u64(const resp_arg_t *a, uint64_t *out);
+
+/* Milliseconds: a bare integer, or a duration with a unit (base/units.h).
+ * 0 and *out, or -1. No reply. */
+int cmd_parse_ms(const resp_arg_t *a, uint64_t *out);
+
+/* A printable copy of a for messages, in buf[buflen] (cut with "...",
+ * non-printables as '?'). Returns buf. */
+const char *cmd_shown(const resp_arg_t *a, char *buf, size_t buflen);
+
+/* The configuration (the store's options are cfg->store). */
+const config_t *cmd_config_of(const cmd_call_t *call);
+
+/* A topic or group name (msg_check_name): 0, or -1 with "ERR <why>". */
+int cmd_check_name(cmd_call_t *call, const char *what, const resp_arg_t *a);
+
+/* A message id (16 hex digits): 0 and *id, or -1 with the error reply. */
+int cmd_parse_id(cmd_call_t *call, const resp_arg_t *a, uint64_t *id);
+
+/* The value of option argv[i], or NULL with "ERR syntax error: X needs a value". */
+const resp_arg_t *cmd_opt_value(cmd_call_t *call, const resp_arg_t *argv, size_t argc, size_t i);
+
+/* An option seen for the first time: 0 (and *seen = 1), or -1 with
+ * "ERR syntax error: <what> given twice". */
+int cmd_once(cmd_call_t *call, int *seen, const char *what);
+
+/* Reply "ERR syntax error: unknown option 'x' for '<cmd>'". */
+void cmd_unknown_option(cmd_call_t *call, const resp_arg_t *a, const char *cmd);
+
+/* COUNT 1..max-pull-count: 0 and *count, or -1 with the error reply. */
+int cmd_parse_count(cmd_call_t *call, const resp_arg_t *v, int *count);
+
+/* LEASE 1ms..24h: 0 and *ms, or -1 with the error reply. */
+int cmd_parse_lease(cmd_call_t *call, const resp_arg_t *v, uint64_t *ms);
+
+/* ---- replies (any thread that owns the buffer) -------------------------- */
+
+/* Replace j's reply with "ERR <err>" (a store call failed). */
+void cmd_reply_store_error(job_t *j, const char *err);
+
+/* A bulk of the 16 hex digits of id. */
+void cmd_add_id(resp_buf_t *b, uint64_t id);
+
+/* ---- storage jobs --------------------------------------------------------- */
+
+/* A new storage job: head_size bytes (the family's struct, whose first member
+ * is the job_t; zeroed) followed by an arena of `extra` bytes for argument
+ * copies (*arena points at it; NULL arena when extra is 0 is fine). Its
+ * reply buffer is initialised and exec set. One allocation, freed by
+ * job_free. */
+void *cmd_job_new(size_t head_size, size_t extra, job_result_t (*exec)(job_t *, writer_t *), char **arena);
+
+/* Bytes cmd_job_copy needs for a (its length plus a NUL). */
+static inline size_t cmd_copy_size(const resp_arg_t *a) { return a ? a->len + 1 : 0; }
+
+/* Copy a (may be NULL: an empty argument) into *arena, NUL-terminated, and
+ * advance *arena; returns the copy. */
+resp_arg_t cmd_job_copy(char **arena, const resp_arg_t *a);
+
+#endif

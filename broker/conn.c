@@ -1,0 +1,546 @@
+/*
+ * broker/conn.c — client connections: parsing, dispatch, the reply FIFO,
+ * writing, draining, lingering and freeing (contract: conn.h).
+ *
+ * Thread: everything here runs on the event-loop thread. The only entry
+ * from the storage thread is conn_job_done, which the writer calls on this
+ * thread (through its completion event).
+ *
+ * Memory safety rules:
+ *  - a connection is never freed inside a callback chain: conn_close detaches
+ *    it (out of the id map, callbacks cleared) and queues it; the reaper
+ *    event frees it on a later loop turn;
+ *  - a storage completion finds its connection by id; a closed connection is
+ *    not in the map, so its late completions are simply freed;
+ *  - every reply goes through conn_write, which enforces max-reply-buffer.
+ */
+#include "broker/conn.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+
+#include "base/alloc.h"
+#include "base/map.h"
+#include "broker/commands.h"
+#include "common/log.h"
+
+#define READ_HIGH_WATERMARK (1u << 20)   /* input held while blocked/paused */
+#define DRAIN_TIMEOUT_MS 10000          /* a draining client must read its last replies by then */
+#define LINGER_MS 1000                   /* discard input this long after a last reply */
+
+struct reply_slot {
+    reply_slot_t *next;
+    uint64_t seq;            /* storage slots: the job's seq */
+    int filled;
+    int blocking;            /* the blocking PULL of this connection */
+    job_t *job;              /* storage reply */
+    char *data;              /* loop reply (copied) */
+    size_t len;
+};
+
+struct conn_set {
+    const config_t *cfg;
+    struct event_base *base;
+    server_t *srv;                   /* for the commands (cmd_call_t) */
+    writer_t *writer;
+    int writer_running;
+    int reading;                     /* 0 once shutdown began: parse nothing more */
+    int draining_all;                /* shutdown: break the loop when the last one is freed */
+    struct event *reaper;
+    map_t by_id;                     /* open connections by the 8 bytes of their id */
+    conn_t *all;                     /* open connections */
+    conn_t *dead;                    /* closed, to free */
+    uint64_t next_id;
+    uint64_t nconns, nblocked;
+    resp_buf_t scratch;              /* immediate replies */
+    /* counters */
+    uint64_t connections_total, protocol_errors, reply_kills, idle_kills, commands;
+};
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- the id map and the list of open connections ------------------------------- */
+
+static void conn_link(conn_set_t *s, conn_t *c)
+{
+    map_put(&s->by_id, &c->id, sizeof c->id, c);
+    c->all_prev = NULL;
+    c->all_next = s->all;
+    if (s->all) { s->all->all_prev = c; }
+    s->all = c;
+    s->nconns++;
+}
+
+static void conn_unlink(conn_set_t *s, conn_t *c)
+{
+    map_del(&s->by_id, &c->id, sizeof c->id);
+    if (c->all_prev) { c->all_prev->all_next = c->all_next; } else { s->all = c->all_next; }
+    if (c->all_next) { c->all_next->all_prev = c->all_prev; }
+    c->all_next = c->all_prev = NULL;
+    s->nconns--;
+}
+
+static conn_t *conn_find(conn_set_t *s, uint64_t id)
+{
+    return map_get(&s->by_id, &id, sizeof id);
+}
+
+/* ---- closing ----------------------------------------------------------------------- */
+
+static void set_blocked(conn_t *c, int blocked)
+{
+    if (c->blocked == blocked) { return; }
+    c->blocked = blocked;
+    if (blocked) { c->set->nblocked++; } else { c->set->nblocked--; }
+}
+
+/* Detach c now; free it at the next safe point (the reaper). Idempotent. */
+static void conn_close(conn_t *c)
+{
+    if (c->closing) { return; }
+    conn_set_t *s = c->set;
+    c->closing = 1;
+    conn_unlink(s, c);
+    if (c->blocked) {
+        if (s->writer_running) { writer_cancel(s->writer, c->id); }
+        set_blocked(c, 0);
+    }
+    bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+    bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
+    c->dead_next = s->dead;
+    s->dead = c;
+    event_active(s->reaper, 0, 0);
+}
+
+static void conn_free(conn_t *c)
+{
+    reply_slot_t *sl = c->slots_head;
+    while (sl) {
+        reply_slot_t *n = sl->next;
+        job_free(sl->job);
+        free(sl->data);
+        free(sl);
+        sl = n;
+    }
+    resp_parser_free(&c->parser);
+    bufferevent_free(c->bev);
+    free(c);
+}
+
+static void reaper_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    conn_set_t *s = arg;
+    conn_t *c = s->dead;
+    s->dead = NULL;
+    while (c) {
+        conn_t *n = c->dead_next;
+        conn_free(c);
+        c = n;
+    }
+    if (s->draining_all && s->nconns == 0) { event_base_loopbreak(s->base); }
+}
+
+static void linger_read_cb(struct bufferevent *bev, void *arg)
+{
+    (void)arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    evbuffer_drain(in, evbuffer_get_length(in));
+}
+
+static void linger_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev; (void)what;
+    conn_close(arg);   /* EOF, error or the linger timeout: done */
+}
+
+/* Close once every reply is written. Closing a socket with unread input
+ * makes the kernel send RST, which can destroy the error reply before the
+ * client reads it; so the write side is shut first (FIN after the reply) and
+ * input is read and discarded until EOF or LINGER_MS, then closed. */
+static void conn_maybe_finish(conn_t *c)
+{
+    if (c->closing || !c->draining || c->nslots > 0 || c->lingering) { return; }
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) != 0) { return; }
+    c->lingering = 1;
+    evutil_socket_t fd = bufferevent_getfd(c->bev);
+    if (fd < 0 || shutdown(fd, SHUT_WR) != 0) {
+        conn_close(c);
+        return;
+    }
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    evbuffer_drain(in, evbuffer_get_length(in));
+    bufferevent_setcb(c->bev, linger_read_cb, NULL, linger_event_cb, c);
+    bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
+    struct timeval tv = { LINGER_MS / 1000, (LINGER_MS % 1000) * 1000 };
+    bufferevent_set_timeouts(c->bev, &tv, NULL);
+    bufferevent_enable(c->bev, EV_READ);
+}
+
+static void conn_start_draining(conn_t *c)
+{
+    if (c->draining) { return; }
+    c->draining = 1;
+    bufferevent_disable(c->bev, EV_READ);
+    /* A client that stops reading must not hold a draining connection forever. */
+    struct timeval tv = { DRAIN_TIMEOUT_MS / 1000, (DRAIN_TIMEOUT_MS % 1000) * 1000 };
+    bufferevent_set_timeouts(c->bev, NULL, &tv);
+    conn_maybe_finish(c);
+}
+
+/* ---- replies ------------------------------------------------------------------------ */
+
+/* Append bytes to the socket's output, unless the client already has more
+ * than max-reply-buffer unread: then it is disconnected. -1 when closed. */
+static int conn_write(conn_t *c, const char *data, size_t len)
+{
+    if (c->closing) { return -1; }
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    size_t waiting = evbuffer_get_length(out);
+    if (waiting > (size_t)c->set->cfg->max_reply_buffer) {
+        c->set->reply_kills++;
+        log_warn("closing client id=%llu addr=%s: %zu bytes of replies unread, over max-reply-buffer %lld "
+                 "(the client is not reading)", (unsigned long long)c->id, c->addr, waiting,
+                 c->set->cfg->max_reply_buffer);
+        conn_close(c);
+        return -1;
+    }
+    if (len > 0 && evbuffer_add(out, data, len) != 0) {
+        log_error("client id=%llu: out of memory for a reply; closing", (unsigned long long)c->id);
+        conn_close(c);
+        return -1;
+    }
+    return 0;
+}
+
+static reply_slot_t *slot_append(conn_t *c, uint64_t seq)
+{
+    reply_slot_t *sl = xmalloc(sizeof *sl);
+    memset(sl, 0, sizeof *sl);
+    sl->seq = seq;
+    if (c->slots_tail) { c->slots_tail->next = sl; } else { c->slots_head = sl; }
+    c->slots_tail = sl;
+    c->nslots++;
+    return sl;
+}
+
+/* A reply computed now: straight out when nothing is ahead of it, else into the FIFO. */
+static void conn_reply(conn_t *c, const char *data, size_t len)
+{
+    if (c->closing) { return; }
+    if (c->nslots == 0) {
+        conn_write(c, data, len);
+        return;
+    }
+    reply_slot_t *sl = slot_append(c, 0);
+    sl->data = xmalloc(len ? len : 1);
+    memcpy(sl->data, data, len);
+    sl->len = len;
+    sl->filled = 1;
+}
+
+/* Write filled slots from the head. */
+static void conn_flush(conn_t *c)
+{
+    while (!c->closing && c->slots_head && c->slots_head->filled) {
+        reply_slot_t *sl = c->slots_head;
+        c->slots_head = sl->next;
+        if (c->slots_head == NULL) { c->slots_tail = NULL; }
+        c->nslots--;
+        if (sl->blocking) { set_blocked(c, 0); }
+        c->last_active_mono = mono_ms();
+        if (sl->job) {
+            conn_write(c, sl->job->reply.raw.data, sl->job->reply.raw.len);
+            job_free(sl->job);
+        } else {
+            conn_write(c, sl->data, sl->len);
+            free(sl->data);
+        }
+        free(sl);
+    }
+}
+
+/* ---- requests ----------------------------------------------------------------------- */
+
+static void conn_process_input(conn_t *c);
+
+static void conn_execute(conn_t *c, const resp_command_t *cmd)
+{
+    conn_set_t *s = c->set;
+    s->commands++;
+    c->last_active_mono = mono_ms();
+    resp_buf_clear(&s->scratch);
+    s->scratch.proto = c->proto;
+    cmd_call_t call = { .conn = c, .srv = s->srv, .argc = cmd->argc, .argv = cmd->argv, .out = &s->scratch };
+    cmd_dispatch(&call);
+    if (call.job) {
+        job_t *j = call.job;
+        j->conn_id = c->id;
+        j->seq = ++c->next_seq;
+        j->proto = c->proto;
+        j->reply.proto = c->proto;
+        reply_slot_t *sl = slot_append(c, j->seq);
+        if (j->block_set) {
+            sl->blocking = 1;
+            set_blocked(c, 1);
+        }
+        writer_submit(s->writer, j);
+    } else if (!call.no_reply) {
+        conn_reply(c, s->scratch.raw.data, s->scratch.raw.len);
+    }
+    if (call.close_after) { conn_start_draining(c); }
+}
+
+static void conn_process_input(conn_t *c)
+{
+    conn_set_t *s = c->set;
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    while (!c->closing && !c->draining && !c->blocked && c->nslots < CONN_MAX_PENDING && s->reading) {
+        if (evbuffer_get_length(in) == 0) { break; }
+        struct evbuffer_iovec v;
+        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) { break; }
+        size_t consumed = 0;
+        resp_command_t cmd;
+        resp_status_t st = resp_parser_feed(&c->parser, v.iov_base, v.iov_len, &consumed, &cmd);
+        evbuffer_drain(in, consumed);
+        if (st == RESP_OK) {
+            conn_execute(c, &cmd);
+        } else if (st != RESP_NEED_MORE) {
+            s->protocol_errors++;
+            log_info("client id=%llu addr=%s: %s; closing after the reply", (unsigned long long)c->id, c->addr,
+                     resp_parser_error(&c->parser));
+            resp_buf_clear(&s->scratch);
+            s->scratch.proto = c->proto;
+            resp_add_errorf(&s->scratch, "ERR %s", resp_parser_error(&c->parser));
+            conn_reply(c, s->scratch.raw.data, s->scratch.raw.len);
+            conn_start_draining(c);
+            break;
+        }
+    }
+}
+
+static void read_cb(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    conn_process_input(arg);
+}
+
+static void write_cb(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    conn_maybe_finish(arg);
+}
+
+static void event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    conn_t *c = arg;
+    if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_WRITING)) {
+        log_info("client id=%llu addr=%s read none of its last replies for %d ms; closing",
+                 (unsigned long long)c->id, c->addr, DRAIN_TIMEOUT_MS);
+        conn_close(c);
+        return;
+    }
+    if (what & BEV_EVENT_TIMEOUT) {
+        /* Not idle: waiting on us (blocked PULL, replies to come or still being
+         * written), or a reply went out within the idle time (Redis counts
+         * writes as activity; the read timeout only sees reads). */
+        if (c->blocked || c->nslots > 0 || evbuffer_get_length(bufferevent_get_output(bev)) > 0 ||
+            mono_ms() - c->last_active_mono < (uint64_t)c->set->cfg->idle_timeout_ms) {
+            bufferevent_enable(bev, EV_READ);
+            return;
+        }
+        c->set->idle_kills++;
+        log_info("client id=%llu addr=%s idle for %lld ms; closing", (unsigned long long)c->id, c->addr,
+                 c->set->cfg->idle_timeout_ms);
+        conn_close(c);
+        return;
+    }
+    if (what & BEV_EVENT_ERROR) {
+        int err = EVUTIL_SOCKET_ERROR();
+        log_debug("client id=%llu addr=%s: %s; closing", (unsigned long long)c->id, c->addr,
+                  evutil_socket_error_to_string(err));
+    }
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) { conn_close(c); }
+}
+
+/* ---- completions from the storage thread ---------------------------------------------- */
+
+void conn_job_done(job_t *j, void *ctx)
+{
+    conn_set_t *s = ctx;
+    uint64_t conn_id = j->conn_id;    /* read first: complete() may free an HTTP job */
+    if (j->complete) { j->complete(j); }
+    if (conn_id == 0) { return; }      /* HTTP: complete() owned and freed it */
+    conn_t *c = conn_find(s, conn_id);
+    if (c == NULL) { job_free(j); return; }
+    reply_slot_t *sl = c->slots_head;
+    while (sl && !(sl->seq == j->seq && !sl->filled)) { sl = sl->next; }
+    if (sl == NULL) { job_free(j); return; }
+    sl->job = j;
+    sl->filled = 1;
+    conn_flush(c);
+    if (c->closing) { return; }
+    if (c->draining) { conn_maybe_finish(c); return; }
+    conn_process_input(c);
+}
+
+/* ---- accepting ----------------------------------------------------------------------- */
+
+static void format_addr(const struct sockaddr *sa, char *out, size_t outlen)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        evutil_inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        port = ntohs(in->sin_port);
+        snprintf(out, outlen, "%s:%d", host, port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        evutil_inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        port = ntohs(in6->sin6_port);
+        snprintf(out, outlen, "[%s]:%d", host, port);
+    } else {
+        snprintf(out, outlen, "?");
+    }
+}
+
+int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct bufferevent *bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (bev == NULL) {
+        log_error("cannot create a bufferevent for a new client; closing it");
+        evutil_closesocket(fd);
+        return -1;
+    }
+    conn_t *c = xmalloc(sizeof *c);
+    memset(c, 0, sizeof *c);
+    c->id = ++s->next_id;
+    c->set = s;
+    c->bev = bev;
+    c->proto = RESP_PROTO_2;
+    c->authenticated = 1;       /* no users configured (security issue) */
+    c->roles = ROLE_ALL;
+    c->created_mono = c->last_active_mono = mono_ms();
+    format_addr(sa, c->addr, sizeof c->addr);
+    resp_limits_t lim = {
+        .max_args = (size_t)s->cfg->max_args,
+        .max_bulk = (size_t)s->cfg->max_bulk,
+        .max_inline = (size_t)s->cfg->max_inline,
+        .max_query = (size_t)s->cfg->max_query,
+    };
+    resp_parser_init(&c->parser, &lim);
+    conn_link(s, c);
+    s->connections_total++;
+    bufferevent_setcb(bev, read_cb, write_cb, event_cb, c);
+    bufferevent_setwatermark(bev, EV_READ, 0, READ_HIGH_WATERMARK);
+    if (s->cfg->idle_timeout_ms > 0) {
+        struct timeval tv = { (time_t)(s->cfg->idle_timeout_ms / 1000), (suseconds_t)(s->cfg->idle_timeout_ms % 1000) * 1000 };
+        bufferevent_set_timeouts(bev, &tv, NULL);
+    }
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+    log_debug("client id=%llu addr=%s connected", (unsigned long long)c->id, c->addr);
+    return 0;
+}
+
+/* ---- the set ----------------------------------------------------------------------- */
+
+conn_set_t *conn_set_new(const config_t *cfg, struct event_base *base, server_t *srv)
+{
+    conn_set_t *s = xcalloc(1, sizeof *s);
+    s->cfg = cfg;
+    s->base = base;
+    s->srv = srv;
+    s->reading = 1;
+    map_init(&s->by_id);
+    s->reaper = event_new(base, -1, 0, reaper_cb, s);
+    if (s->reaper == NULL) {
+        log_error("out of memory creating events");
+        abort();
+    }
+    resp_buf_init(&s->scratch);
+    return s;
+}
+
+void conn_set_free(conn_set_t *s)
+{
+    if (s == NULL) { return; }
+    for (conn_t *c = s->all, *n; c; c = n) {
+        n = c->all_next;
+        conn_close(c);
+    }
+    conn_t *c = s->dead;
+    s->dead = NULL;
+    while (c) { conn_t *n = c->dead_next; conn_free(c); c = n; }
+    event_free(s->reaper);
+    map_free(&s->by_id, NULL);
+    resp_buf_free(&s->scratch);
+    free(s);
+}
+
+void conn_set_attach_writer(conn_set_t *s, writer_t *w)
+{
+    s->writer = w;
+    s->writer_running = 1;
+}
+
+size_t conn_set_count(const conn_set_t *s) { return (size_t)s->nconns; }
+
+void conn_set_stop_reading(conn_set_t *s)
+{
+    s->reading = 0;
+    for (conn_t *c = s->all; c; c = c->all_next) { bufferevent_disable(c->bev, EV_READ); }
+}
+
+size_t conn_set_drain_all(conn_set_t *s)
+{
+    s->writer_running = 0;
+    s->reading = 0;
+    s->draining_all = 1;
+    for (conn_t *c = s->all, *n; c; c = n) {
+        n = c->all_next;
+        conn_flush(c);
+        if (!c->closing) {
+            c->draining = 1;
+            conn_maybe_finish(c);
+        }
+    }
+    if (s->nconns == 0) { event_active(s->reaper, 0, 0); }   /* breaks the loop once the dead are freed */
+    return (size_t)s->nconns;
+}
+
+void conn_set_stats(const conn_set_t *s, loop_info_t *li)
+{
+    li->connected_clients = s->nconns;
+    li->blocked_clients = s->nblocked;
+    li->connections_total = s->connections_total;
+    li->protocol_errors = s->protocol_errors;
+    li->reply_buffer_kills = s->reply_kills;
+    li->idle_kills = s->idle_kills;
+    li->commands_processed = s->commands;
+}
+
+void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
+{
+    uint64_t now = mono_ms();
+    for (const conn_t *c = s->all; c; c = c->all_next) {
+        if (only && c != only) { continue; }
+        buf_printf(out, "id=%llu addr=%s name=%s age=%llu idle=%llu flags=%s replies=%zu cmd=%s resp=%d\n",
+                    (unsigned long long)c->id, c->addr, c->name, (unsigned long long)((now - c->created_mono) / 1000),
+                    (unsigned long long)((now - c->last_active_mono) / 1000), c->blocked ? "b" : "N", c->nslots,
+                    c->last_cmd[0] ? c->last_cmd : "NULL", c->proto);
+    }
+}

@@ -1,0 +1,121 @@
+/*
+ * broker/conn.h — a client connection and the set of open connections.
+ *
+ * A connection is a small state machine:
+ *   reading  -> commands are parsed (proto/request.h, limits from the config)
+ *               and dispatched one by one (broker/commands.h);
+ *   blocked  -> a PULL BLOCK is outstanding: later commands wait (as Redis);
+ *   paused   -> CONN_MAX_PENDING replies outstanding: parsing waits;
+ *   draining -> QUIT / protocol error / shutdown: nothing more is parsed, the
+ *               connection closes once every queued reply is written (after
+ *               a short linger: write side shut, input discarded, so the
+ *               last reply is not destroyed by a TCP RST);
+ *   closing  -> detached; freed at the next safe point (never inside a
+ *               callback chain that may still use it).
+ * Reply order equals request order: each request that cannot be answered at
+ * once (a storage job) takes a slot in the connection's reply FIFO; replies
+ * computed in the loop take a filled slot when the FIFO is not empty; filled
+ * slots are written from the head. Storage jobs carry (connection id, slot
+ * seq); a completion for a connection that is gone is dropped.
+ *
+ * The set (conn_set_t) owns every connection: the id map (base/map.h), the
+ * list CLIENT LIST walks, the dead list the reaper frees, the loop's
+ * counters. The server (broker/server.h) owns the listener and hands each
+ * accepted socket to conn_accept.
+ *
+ * Everything here runs on the event-loop thread.
+ */
+#ifndef HG_BROKER_CONN_H
+#define HG_BROKER_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/util.h>
+
+#include "base/buf.h"
+#include "broker/metrics.h"
+#include "broker/settings.h"
+#include "broker/writer.h"
+#include "proto/request.h"
+
+#define CONN_MAX_PENDING 1024   /* outstanding replies before parsing pauses */
+
+/* Roles (the security issue assigns them per user; today every client has all). */
+#define ROLE_PRODUCER 1u
+#define ROLE_CONSUMER 2u
+#define ROLE_ADMIN 4u
+#define ROLE_ALL (ROLE_PRODUCER | ROLE_CONSUMER | ROLE_ADMIN)
+
+typedef struct server server_t;
+typedef struct conn_set conn_set_t;
+typedef struct reply_slot reply_slot_t;
+
+typedef struct conn {
+    uint64_t id;                 /* unique for the process lifetime, never 0 */
+    conn_set_t *set;
+    struct bufferevent *bev;
+    resp_parser_t parser;
+    int proto;                   /* RESP_PROTO_2 / RESP_PROTO_3 */
+    char addr[64];               /* "ip:port" */
+    char name[128];              /* CLIENT SETNAME */
+    char last_cmd[24];
+    uint64_t created_mono, last_active_mono;
+    /* reply FIFO */
+    reply_slot_t *slots_head, *slots_tail;
+    size_t nslots;
+    uint64_t next_seq;
+    /* state */
+    int blocked;                 /* a blocking PULL is outstanding */
+    int draining;                /* close once all replies are written */
+    int lingering;               /* replies written, write side shut, discarding input */
+    int closing;                 /* detached, freed at a safe point */
+    /* security seam: set by AUTH with the users issue */
+    int authenticated;
+    unsigned roles;              /* ROLE_* bits */
+    /* set bookkeeping */
+    struct conn *all_next, *all_prev, *dead_next;
+} conn_t;
+
+/* A new, empty set on base. srv is handed to the commands (cmd_call_t) as is.
+ * Never fails (aborts on out-of-memory). */
+conn_set_t *conn_set_new(const config_t *cfg, struct event_base *base, server_t *srv);
+
+/* Close and free every connection, then the set. NULL is fine. */
+void conn_set_free(conn_set_t *set);
+
+/* Attach the storage thread: commands become its jobs from now on. */
+void conn_set_attach_writer(conn_set_t *set, writer_t *w);
+
+/* A client socket was accepted: make it a connection (TCP_NODELAY, the
+ * parser with the configured limits, the idle timeout). 0, or -1 when no
+ * bufferevent could be made (fd is then closed). */
+int conn_accept(conn_set_t *set, evutil_socket_t fd, const struct sockaddr *sa);
+
+/* Open connections. */
+size_t conn_set_count(const conn_set_t *set);
+
+/* The writer's completion callback (ctx = the set): the job's reply fills its
+ * slot and the FIFO is written from the head; a job for a connection that is
+ * gone is freed. A job with conn_id 0 (HTTP) is its complete()'s to free. */
+void conn_job_done(job_t *j, void *ctx);
+
+/* Shutdown, step 1: parse nothing more on any connection. */
+void conn_set_stop_reading(conn_set_t *set);
+
+/* Shutdown, step 2 (the writer has stopped: no completion will come): write
+ * every connection's filled replies and close each once they are written.
+ * When the last connection is freed the loop is broken. Returns the number
+ * still open (0: the loop breaks on the next turn). */
+size_t conn_set_drain_all(conn_set_t *set);
+
+/* The loop's counters into li (clients, blocked, totals, protocol errors,
+ * kills, commands). */
+void conn_set_stats(const conn_set_t *set, loop_info_t *li);
+
+/* CLIENT LIST / CLIENT INFO text: one line per client (only: just that one). */
+void conn_list(const conn_set_t *set, buf_t *out, const conn_t *only);
+
+#endif
