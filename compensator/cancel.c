@@ -79,8 +79,3 @@ hg_order_outcome_t comp_cancel(comp_canceller_t *c, uint64_t order_id, hg_order_
     }
     return outcome;
 }
-
-int comp_cancel_db_unreachable(const hg_order_error_t *err)
-{
-    return err != NULL && err->code >= 2000 && err->code < 3000;
-}

@@ -38,8 +38,4 @@ void comp_canceller_close(comp_canceller_t *c);
  * err (may be NULL) holds the cause of a failure. */
 hg_order_outcome_t comp_cancel(comp_canceller_t *c, uint64_t order_id, hg_order_error_t *err);
 
-/* 1 when a failure code means MariaDB is unreachable (a client error
- * 2000-2999): the caller should end its round rather than try the next order. */
-int comp_cancel_db_unreachable(const hg_order_error_t *err);
-
 #endif

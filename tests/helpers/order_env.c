@@ -6,6 +6,7 @@
 #endif
 
 #include "tests/helpers/order_env.h"
+#include "tests/helpers/sql_client.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -36,10 +37,9 @@ int oe_start(oe_env_t *env, const char *const *broker_extra, char *err, size_t e
         tu_mariadb_stop(&env->server);
         return -1;
     }
-    env->admin = mysql_init(NULL);
-    if (env->admin == NULL
-        || mysql_real_connect(env->admin, NULL, "root", "", NULL, 0, env->server.socket, 0) == NULL) {
-        snprintf(err, errlen, "admin connection: %s", env->admin ? mysql_error(env->admin) : "out of memory");
+    env->admin = sql_connect_root(&env->server, NULL);
+    if (env->admin == NULL) {
+        snprintf(err, errlen, "admin connection to %s failed (the error is printed above)", env->server.socket);
         oe_stop(env);
         return -1;
     }
@@ -95,7 +95,37 @@ hg_order_db *oe_open_db(const oe_env_t *env, const char *name, hg_order_error_t 
     return hg_order_db_open(&p, err);
 }
 
-hg_order_db *oe_fresh_database(oe_env_t *env, const char *name, size_t n, const hg_order_seed_spec_t *spec)
+MYSQL *oe_connect(const oe_env_t *env, const char *name)
+{
+    return sql_connect_root(&env->server, name);
+}
+
+int oe_seed(const oe_env_t *env, const char *name, const of_seed_spec_t *spec, hg_order_error_t *err)
+{
+    MYSQL *m = oe_connect(env, name);
+    if (m == NULL) {
+        snprintf(err->message, sizeof err->message, "cannot connect to database %s (printed above)", name);
+        return -1;
+    }
+    int rc = of_seed(m, spec, err);
+    mysql_close(m);
+    return rc;
+}
+
+int oe_check(const oe_env_t *env, const char *name, unsigned grace_s, of_report_t *report, hg_order_error_t *err)
+{
+    memset(report, 0, sizeof *report);
+    MYSQL *m = oe_connect(env, name);
+    if (m == NULL) {
+        snprintf(err->message, sizeof err->message, "cannot connect to database %s (printed above)", name);
+        return -1;
+    }
+    int rc = of_check(m, grace_s, report, err);
+    mysql_close(m);
+    return rc;
+}
+
+hg_order_db *oe_fresh_database(oe_env_t *env, const char *name, size_t n, const of_seed_spec_t *spec)
 {
     char sql[128];
     snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
@@ -103,12 +133,12 @@ hg_order_db *oe_fresh_database(oe_env_t *env, const char *name, size_t n, const 
         fprintf(stderr, "%s: %s\n", sql, mysql_error(env->admin));
         return NULL;
     }
-    hg_order_seed_spec_t dflt = {.first_id = 1, .orders = n, .first_sku = 1, .skus = 30, .max_items = 3,
-                                 .max_qty = 3, .stock_per_sku = 1000000, .expire_in_ms = 1800000, .with_outbox = 1,
-                                 .random_seed = 3};
+    of_seed_spec_t dflt = {.first_id = 1, .orders = n, .first_sku = 1, .skus = 30, .max_items = 3,
+                           .max_qty = 3, .stock_per_sku = 1000000, .expire_in_ms = 1800000, .with_outbox = 1,
+                           .random_seed = 3};
     hg_order_error_t err = {0};
     hg_order_db *db = oe_open_db(env, name, &err);
-    if (db == NULL || hg_order_schema_create(db, &err) != 0 || hg_order_seed(db, spec ? spec : &dflt, &err) != 0) {
+    if (db == NULL || hg_order_schema_create(db, &err) != 0 || oe_seed(env, name, spec ? spec : &dflt, &err) != 0) {
         fprintf(stderr, "fresh database %s: %s\n", name, err.message);
         hg_order_db_close(db);
         return NULL;

@@ -1,5 +1,5 @@
 /*
- * consumer/consumer.c — the consumer loop: N workers, a lease watchdog.
+ * lib/consumer.c — the consumer loop: N workers, a lease watchdog.
  *
  * Threads
  *   worker i (N of them)  owns client i (its own connection) and loops
@@ -37,10 +37,12 @@
 #include "config.h"
 #endif
 
-#include "consumer/consumer.h"
-#include "consumer/backoff.h"
-#include "consumer/client.h"
-#include "consumer/uri.h"
+#include "lib/consumer.h"
+#include "lib/backoff.h"
+#include "lib/client.h"
+#include "lib/wire.h"
+
+#include "base/alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -117,12 +119,6 @@ static void fill_error(hg_error_t *err, hg_err_t code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof(err->message), fmt, ap);
     va_end(ap);
-}
-
-static char *xstrdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    return memcpy(client_xcalloc(1, n), s, n);
 }
 
 static void count(atomic_uint_fast64_t *counter)
@@ -284,7 +280,7 @@ hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out, hg
         return e;
     hg_client_close(probe);
 
-    c = client_xcalloc(1, sizeof(*c));
+    c = xcalloc(1, sizeof(*c));
     c->opts = *opts;
     if (opts->client != NULL)
         c->client_opts = *opts->client;
@@ -533,7 +529,7 @@ static void *worker_main(void *arg)
         /* Register the whole batch first: the watchdog renews every lease
          * the worker holds, not only the one being handled. */
         {
-            uint64_t now = client_now_ms();
+            uint64_t now = wire_now_ms();
             pthread_mutex_lock(&w->lock);
             for (size_t i = 0; i < r->count && i < (size_t)c->opts.count; i++) {
                 const resp_reply_t *e0 = &r->elements[i];
@@ -604,7 +600,7 @@ static void watchdog_touch(hg_consumer_t *c, worker_t *w, const char *id, unsign
             inflight_remove(w, id); /* stop touching it; the worker's ACK will say 0 too */
         }
     } else {
-        uint64_t now = client_now_ms();
+        uint64_t now = wire_now_ms();
         count(&c->touched);
         pthread_mutex_lock(&w->lock);
         for (int i = 0; i < c->opts.count; i++)
@@ -620,7 +616,7 @@ static void *watchdog_main(void *arg)
     hg_consumer_t *c = arg;
     uint64_t tick = c->touch_ms / 4;
     unsigned connects = 0;
-    char (*due)[HG_ID_MAX] = client_xcalloc((size_t)c->opts.count, HG_ID_MAX);
+    char (*due)[HG_ID_MAX] = xcalloc((size_t)c->opts.count, HG_ID_MAX);
 
     if (tick < WATCHDOG_MIN_TICK_MS)
         tick = WATCHDOG_MIN_TICK_MS;
@@ -630,7 +626,7 @@ static void *watchdog_main(void *arg)
     while (client_sleep(c->watchdog_pipe[0], tick) == 0) {
         for (int wi = 0; wi < c->opts.workers; wi++) {
             worker_t *w = &c->workers[wi];
-            uint64_t now = client_now_ms();
+            uint64_t now = wire_now_ms();
             int ndue = 0;
 
             pthread_mutex_lock(&w->lock);
@@ -661,13 +657,13 @@ hg_err_t hg_consumer_run(hg_consumer_t *c)
         return HG_ERR_ARG;
     }
     c->ran = 1;
-    c->workers = client_xcalloc((size_t)n, sizeof(*c->workers));
+    c->workers = xcalloc((size_t)n, sizeof(*c->workers));
     for (int i = 0; i < n; i++) {
         worker_t *w = &c->workers[i];
         w->owner = c;
         w->index = i;
         pthread_mutex_init(&w->lock, NULL);
-        w->inflight = client_xcalloc((size_t)c->opts.count, sizeof(*w->inflight));
+        w->inflight = xcalloc((size_t)c->opts.count, sizeof(*w->inflight));
         /* Cannot fail: hg_consumer_new checked the same URI and options. */
         if (client_create(c->uri, &c->client_opts, &w->client, &err) != HG_OK) {
             record_error(c, "consumer", err.code, "start", err.message);

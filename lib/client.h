@@ -1,5 +1,5 @@
 /*
- * consumer/client.h — the connection engine of libhourglass (internal part).
+ * lib/client.h — the connection engine of libhourglass (internal part).
  *
  * The public client API (hg_client_open, hg_client_command, ...) is in
  * <hourglass/hourglass.h>. This header is what producer.c and consumer.c use
@@ -9,8 +9,8 @@
  *
  * A client is used by one thread at a time.
  */
-#ifndef HG_CONSUMER_CLIENT_H
-#define HG_CONSUMER_CLIENT_H
+#ifndef HG_LIB_CLIENT_H
+#define HG_LIB_CLIENT_H
 
 #include "include/hourglass/hourglass.h"
 #include "proto/resp.h"
@@ -83,12 +83,5 @@ unsigned client_connect_count(const hg_client_t *c);
 /* Sleep ms milliseconds, returning early with -1 when wake_fd (may be -1)
  * becomes readable; 0 after the full sleep. */
 int client_sleep(int wake_fd, uint64_t ms);
-
-/* calloc that aborts with a message on out of memory (the library's one
- * allocation wrapper, STYLE.md §4). */
-void *client_xcalloc(size_t n, size_t size);
-
-/* Monotonic milliseconds. */
-uint64_t client_now_ms(void);
 
 #endif
