@@ -17,8 +17,11 @@
  *                     any doubt about a half-sent command.
  *   client_exchange   writes the request bytes and reads replies in the same
  *                     poll loop (a big pipeline never deadlocks against the
- *                     broker's own backpressure), parsing each reply with
- *                     proto/resp.h as soon as it is whole. The read timeout
+ *                     broker's own backpressure), taking each reply out of
+ *                     the input as soon as it is whole. The socket pieces
+ *                     (connect with a deadline, recv, reply parsing) are
+ *                     lib/wire.h's, shared with the tests' raw RESP client.
+ *                     The read timeout
  *                     is an inactivity timeout: any byte of progress resets
  *                     it. Any failure closes the socket: after a timeout or a
  *                     malformed reply the stream position is unknown.
@@ -136,12 +139,16 @@ hg_err_t client_fail_reply(hg_client_t *c, const resp_reply_t *r)
                        r->str != NULL ? r->str : "");
 }
 
-static void fill_error(hg_error_t *err, hg_err_t code, const char *msg)
+void client_error_fill(hg_error_t *err, hg_err_t code, const char *fmt, ...)
 {
+    va_list ap;
+
     if (err == NULL)
         return;
     err->code = code;
-    snprintf(err->message, sizeof(err->message), "%s", msg);
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
 }
 
 const char *hg_strerror(hg_err_t code)
@@ -184,28 +191,27 @@ void hg_client_opts_init(hg_client_opts_t *opts)
 hg_err_t client_create(const char *uri, const hg_client_opts_t *opts,
                        hg_client_t **out, hg_error_t *err)
 {
-    char msg[HG_ERRMSG_MAX], why[HG_ERRMSG_MAX - 32];
+    char why[HG_ERRMSG_MAX - 32];
     hg_client_t *c;
     uri_t u;
 
     *out = NULL;
     if (uri_parse(uri, HG_DEFAULT_PORT, &u, why, sizeof(why)) < 0) {
-        snprintf(msg, sizeof(msg), "bad URI: %s", why);
-        fill_error(err, HG_ERR_URI, msg);
+        client_error_fill(err, HG_ERR_URI, "bad URI: %s", why);
         return HG_ERR_URI;
     }
     if (u.tls) {
-        fill_error(err, HG_ERR_UNSUPPORTED,
+        client_error_fill(err, HG_ERR_UNSUPPORTED,
                    "hourglass+tls:// is not supported yet: TLS arrives with the security issue");
         return HG_ERR_UNSUPPORTED;
     }
     if (opts != NULL) {
         if (opts->connect_timeout_ms == 0) {
-            fill_error(err, HG_ERR_ARG, "connect_timeout_ms must be greater than 0");
+            client_error_fill(err, HG_ERR_ARG, "connect_timeout_ms must be greater than 0");
             return HG_ERR_ARG;
         }
         if (backoff_check(&opts->reconnect_backoff, "reconnect_backoff", why, sizeof(why)) < 0) {
-            fill_error(err, HG_ERR_ARG, why);
+            client_error_fill(err, HG_ERR_ARG, "%s", why);
             return HG_ERR_ARG;
         }
     }
@@ -503,7 +509,7 @@ hg_err_t hg_client_open(const char *uri, const hg_client_opts_t *opts,
     hg_err_t e;
 
     if (out == NULL) {
-        fill_error(err, HG_ERR_ARG, "hg_client_open: out is NULL");
+        client_error_fill(err, HG_ERR_ARG, "hg_client_open: out is NULL");
         return HG_ERR_ARG;
     }
     *out = NULL;
@@ -512,11 +518,11 @@ hg_err_t hg_client_open(const char *uri, const hg_client_opts_t *opts,
         return e;
     e = client_ensure(c);
     if (e != HG_OK) {
-        fill_error(err, e, c->errmsg);
+        client_error_fill(err, e, "%s", c->errmsg);
         hg_client_close(c);
         return e;
     }
-    fill_error(err, HG_OK, "");
+    client_error_fill(err, HG_OK, "%s", "");
     *out = c;
     return HG_OK;
 }

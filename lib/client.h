@@ -67,6 +67,11 @@ void client_disconnect(hg_client_t *c);
 hg_err_t client_fail(hg_client_t *c, hg_err_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Fill a caller's hg_error_t (may be NULL) with code and a printf message:
+ * the one way the library's constructors report errors before a client
+ * exists. */
+void client_error_fill(hg_error_t *err, hg_err_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Clear the client's error (start of a public call). */
 void client_clear_error(hg_client_t *c);
 

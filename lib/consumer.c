@@ -108,19 +108,6 @@ struct hg_consumer {
  * Helpers
  * ------------------------------------------------------------------------ */
 
-static void fill_error(hg_error_t *err, hg_err_t code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void fill_error(hg_error_t *err, hg_err_t code, const char *fmt, ...)
-{
-    va_list ap;
-    if (err == NULL)
-        return;
-    err->code = code;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof(err->message), fmt, ap);
-    va_end(ap);
-}
-
 static void count(atomic_uint_fast64_t *counter)
 {
     atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
@@ -234,30 +221,30 @@ static int check_opts(const hg_consumer_opts_t *o, hg_error_t *err)
     char why[HG_ERRMSG_MAX];
 
     if (o->uri == NULL || o->uri[0] == '\0')
-        return fill_error(err, HG_ERR_ARG, "uri is required"), -1;
+        return client_error_fill(err, HG_ERR_ARG, "uri is required"), -1;
     if (!consumer_valid_name(o->group))
-        return fill_error(err, HG_ERR_ARG, "group %s%.64s%s is not a valid name (1..255 printable ASCII bytes, no blanks)",
+        return client_error_fill(err, HG_ERR_ARG, "group %s%.64s%s is not a valid name (1..255 printable ASCII bytes, no blanks)",
                           o->group ? "'" : "", o->group ? o->group : "(NULL)", o->group ? "'" : ""), -1;
     if (!consumer_valid_name(o->topic))
-        return fill_error(err, HG_ERR_ARG, "topic %s%.64s%s is not a valid name (1..255 printable ASCII bytes, no blanks)",
+        return client_error_fill(err, HG_ERR_ARG, "topic %s%.64s%s is not a valid name (1..255 printable ASCII bytes, no blanks)",
                           o->topic ? "'" : "", o->topic ? o->topic : "(NULL)", o->topic ? "'" : ""), -1;
     if (o->handler == NULL)
-        return fill_error(err, HG_ERR_ARG, "handler is required"), -1;
+        return client_error_fill(err, HG_ERR_ARG, "handler is required"), -1;
     if (o->workers < 1 || o->workers > CONSUMER_MAX_WORKERS)
-        return fill_error(err, HG_ERR_ARG, "workers %d out of range 1..%d", o->workers, CONSUMER_MAX_WORKERS), -1;
+        return client_error_fill(err, HG_ERR_ARG, "workers %d out of range 1..%d", o->workers, CONSUMER_MAX_WORKERS), -1;
     if (o->count < 1 || o->count > CONSUMER_MAX_COUNT)
-        return fill_error(err, HG_ERR_ARG, "count %d out of range 1..%d", o->count, CONSUMER_MAX_COUNT), -1;
+        return client_error_fill(err, HG_ERR_ARG, "count %d out of range 1..%d", o->count, CONSUMER_MAX_COUNT), -1;
     if (o->block_ms < 1 || o->block_ms > CONSUMER_MAX_BLOCK_MS)
-        return fill_error(err, HG_ERR_ARG, "block_ms %" PRIu32 " out of range 1..%u", o->block_ms,
+        return client_error_fill(err, HG_ERR_ARG, "block_ms %" PRIu32 " out of range 1..%u", o->block_ms,
                           CONSUMER_MAX_BLOCK_MS), -1;
     if (o->lease_ms < 1 || o->lease_ms > CONSUMER_MAX_LEASE_MS)
-        return fill_error(err, HG_ERR_ARG, "lease_ms %" PRIu32 " out of range 1..%u", o->lease_ms,
+        return client_error_fill(err, HG_ERR_ARG, "lease_ms %" PRIu32 " out of range 1..%u", o->lease_ms,
                           CONSUMER_MAX_LEASE_MS), -1;
     if (o->touch_interval_ms != HG_TOUCH_NEVER && o->touch_interval_ms >= o->lease_ms)
-        return fill_error(err, HG_ERR_ARG, "touch_interval_ms %" PRIu32 " must be below lease_ms %" PRIu32
+        return client_error_fill(err, HG_ERR_ARG, "touch_interval_ms %" PRIu32 " must be below lease_ms %" PRIu32
                           " (or HG_TOUCH_NEVER)", o->touch_interval_ms, o->lease_ms), -1;
     if (backoff_check(&o->retry, "retry", why, sizeof(why)) < 0)
-        return fill_error(err, HG_ERR_ARG, "%s", why), -1;
+        return client_error_fill(err, HG_ERR_ARG, "%s", why), -1;
     return 0;
 }
 
@@ -268,7 +255,7 @@ hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out, hg
     hg_err_t e;
 
     if (out == NULL || opts == NULL) {
-        fill_error(err, HG_ERR_ARG, "hg_consumer_new: %s is NULL", out == NULL ? "out" : "opts");
+        client_error_fill(err, HG_ERR_ARG, "hg_consumer_new: %s is NULL", out == NULL ? "out" : "opts");
         return HG_ERR_ARG;
     }
     *out = NULL;
@@ -303,11 +290,11 @@ hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out, hg
     c->watchdog_pipe[0] = c->watchdog_pipe[1] = -1;
     if (pipe2(c->wake_pipe, O_NONBLOCK | O_CLOEXEC) != 0 ||
         pipe2(c->watchdog_pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
-        fill_error(err, HG_ERR_SYSTEM, "pipe: %s", strerror(errno));
+        client_error_fill(err, HG_ERR_SYSTEM, "pipe: %s", strerror(errno));
         hg_consumer_free(c);
         return HG_ERR_SYSTEM;
     }
-    fill_error(err, HG_OK, "%s", "");
+    client_error_fill(err, HG_OK, "%s", "");
     *out = c;
     return HG_OK;
 }

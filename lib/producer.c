@@ -232,18 +232,11 @@ hg_err_t hg_levels_parse(const char *spec, hg_levels_t **out, hg_error_t *err)
     *out = NULL;
     l = xcalloc(1, sizeof(*l));
     if (spec == NULL || lvl_table_parse(spec, &l->table, why, sizeof(why)) < 0) {
-        if (err != NULL) {
-            err->code = HG_ERR_ARG;
-            snprintf(err->message, sizeof(err->message), "bad level table: %s",
-                     spec == NULL ? "spec is NULL" : why);
-        }
+        client_error_fill(err, HG_ERR_ARG, "bad level table: %s", spec == NULL ? "spec is NULL" : why);
         free(l);
         return HG_ERR_ARG;
     }
-    if (err != NULL) {
-        err->code = HG_OK;
-        err->message[0] = '\0';
-    }
+    client_error_fill(err, HG_OK, "%s", "");
     *out = l;
     return HG_OK;
 }
