@@ -73,6 +73,10 @@ int cli_run(cli_t *cli, hg_reply_t **reply, int argc, const char *const *argv);
 /* "unexpected reply to CMD from the broker"; returns EXIT_BROKER. */
 int cli_unexpected(const char *cmd, const hg_reply_t *r);
 
+/* The commands. Each parses its own arguments (argv[0] is its name word;
+ * --help prints its help and returns 0), runs its broker command(s) on the
+ * shared client, prints a table or --json, and returns the exit code. */
+
 /* ---- cli/cmd_broker.c ---- */
 int cli_cmd_ping(cli_t *cli, int argc, char **argv);
 int cli_cmd_levels(cli_t *cli, int argc, char **argv);

@@ -34,25 +34,30 @@
  * Messages and exit codes
  * ------------------------------------------------------------------------ */
 
+/* "hourglass-cli: <message><end>" on stderr. */
+static void report(const char *end, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+static void report(const char *end, const char *fmt, va_list ap)
+{
+    fputs("hourglass-cli: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(end, stderr);
+}
+
 int cli_usage_error(const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "hourglass-cli: ");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    report(" (see hourglass-cli --help)\n", fmt, ap);
     va_end(ap);
-    fprintf(stderr, " (see hourglass-cli --help)\n");
     return EXIT_USAGE;
 }
 
 int cli_fail(int code, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "hourglass-cli: ");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    report("\n", fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     return code;
 }
 

@@ -115,9 +115,7 @@ comp_run_outcome_t comp_overdue_run(comp_overdue_t *o, char *errbuf, size_t errl
             }
             if (r == HG_ORDER_TRANSIENT || r == HG_ORDER_PERMANENT) {
                 failed++;
-                if (first_failure[0] == '\0')
-                    snprintf(first_failure, sizeof first_failure, "order %" PRIu64 ": %.360s", id, cerr.message);
-                if (db_is_client_error(cerr.code)) { /* MariaDB unreachable: end the round */
+                if (comp_cancel_failure(id, &cerr, first_failure, sizeof first_failure)) {
                     snprintf(errbuf, errlen, "%s", first_failure);
                     outcome = COMP_RUN_FAILED;
                     break;

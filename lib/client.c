@@ -498,6 +498,18 @@ hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv,
     return e;
 }
 
+hg_err_t client_call_checked(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen,
+                             int resend, resp_reply_t **reply)
+{
+    hg_err_t e = client_call(c, argc, argv, argvlen, resend, 0, 0, reply);
+    if (e != HG_OK || (*reply)->type != RESP_REPLY_ERROR)
+        return e;
+    client_fail_reply(c, *reply);
+    resp_reply_free(*reply);
+    *reply = NULL;
+    return HG_ERR_SERVER;
+}
+
 /* ------------------------------------------------------------------------
  * Public API
  * ------------------------------------------------------------------------ */
@@ -568,14 +580,9 @@ hg_err_t hg_client_command(hg_client_t *c, int argc, const char *const *argv,
     for (int i = 0; i < argc; i++)
         if (argv[i] == NULL)
             return client_fail(c, HG_ERR_ARG, "hg_client_command: argv[%d] is NULL", i);
-    e = client_call(c, (size_t)argc, argv, argvlen, 0, 0, 0, &r);
+    e = client_call_checked(c, (size_t)argc, argv, argvlen, 0, &r);
     if (e != HG_OK)
         return e;
-    if (r->type == RESP_REPLY_ERROR) {
-        client_fail_reply(c, r);
-        resp_reply_free(r);
-        return HG_ERR_SERVER;
-    }
     *reply = (hg_reply_t *)r;
     return HG_OK;
 }

@@ -60,6 +60,11 @@ hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv,
                      const size_t *argvlen, int resend, uint32_t extra_wait_ms,
                      int flags, resp_reply_t **reply);
 
+/* client_call, and an error reply becomes HG_ERR_SERVER with its text as
+ * the client's error (the reply freed, *reply NULL). Returns as client_call. */
+hg_err_t client_call_checked(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen,
+                             int resend, resp_reply_t **reply);
+
 /* Close the connection (the client stays usable: the next call reconnects). */
 void client_disconnect(hg_client_t *c);
 

@@ -258,14 +258,9 @@ hg_err_t hg_levels_fetch(hg_client_t *c, hg_levels_t **out)
 
     *out = NULL;
     client_clear_error(c);
-    e = client_call(c, 1, argv, NULL, 1, 0, 0, &r);
+    e = client_call_checked(c, 1, argv, NULL, 1, &r);
     if (e != HG_OK)
         return e;
-    if (r->type == RESP_REPLY_ERROR) {
-        client_fail_reply(c, r);
-        resp_reply_free(r);
-        return HG_ERR_SERVER;
-    }
     if (r->type != RESP_REPLY_ARRAY || r->count == 0 || r->count > LVL_MAX_LEVELS) {
         e = client_fail(c, HG_ERR_PROTOCOL, "LEVELS answered %s of %zu, want an array of 1..%d levels",
                         resp_reply_type_name(r->type), r->count, LVL_MAX_LEVELS);

@@ -8,16 +8,15 @@
 #include "tests/helpers/order_env.h"
 #include "tests/helpers/sql_client.h"
 
-#include <arpa/inet.h>
+#include "base/alloc.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -215,34 +214,19 @@ int oe_metrics(int port, size_t n, const char *const *names, double *values)
 {
     for (size_t i = 0; i < n; i++)
         values[i] = -1;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        if (fd >= 0)
-            close(fd);
+    rc_conn_t c;
+    if (rc_connect(&c, "127.0.0.1", port, 5000) != 0) {
+        rc_close(&c);
         return -1;
     }
-    const char req[] = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) {
-        close(fd);
+    static const char req[] = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    rc_append_raw(&c, req, sizeof req - 1);
+    if (rc_flush(&c, 0) != 0 || !rc_read_to_eof(&c, 10000) || rc_pending_input(&c) == 0) {
+        rc_close(&c);
         return -1;
     }
-    size_t cap = 65536, len = 0;
-    char *body = malloc(cap);
-    if (body == NULL) {
-        close(fd);
-        return -1;
-    }
-    ssize_t r;
-    while (len < cap - 1 && (r = read(fd, body + len, cap - 1 - len)) > 0)
-        len += (size_t)r;
-    body[len] = '\0';
-    close(fd);
-    if (len == 0) {
-        free(body);
-        return -1;
-    }
+    char *body = xstrndup(rc_input(&c), rc_pending_input(&c));
+    rc_close(&c);
     for (size_t i = 0; i < n; i++) {
         char key[160];
         snprintf(key, sizeof key, "\n%s ", names[i]);

@@ -109,13 +109,14 @@ int of_seed(MYSQL *m, const of_seed_spec_t *spec, hg_order_error_t *err)
     if (spec == NULL || spec->max_items < 1 || spec->max_qty < 1 || spec->skus < spec->max_items
         || spec->max_items > 64 || spec->first_id == 0 || spec->stock_per_sku < 0) {
         db_error_set(err, "seed: bad spec (need first_id >= 1, 1 <= max_items <= 64, "
-                                "skus >= max_items, max_qty >= 1, stock_per_sku >= 0)");
+                          "skus >= max_items, max_qty >= 1, stock_per_sku >= 0)");
         return -1;
     }
     buf_t sql = BUF_INIT, items = BUF_INIT, outbox = BUF_INIT;
     uint64_t rng = spec->random_seed;
     int rc = -1;
-    if (run(m, "seed: start transaction", "START TRANSACTION", strlen("START TRANSACTION"), err) != 0)
+    static const char begin[] = "START TRANSACTION"; /* one transaction, whatever the autocommit mode */
+    if (run(m, "seed: start transaction", begin, sizeof begin - 1, err) != 0)
         return -1;
 
     /* Stock rows that do not exist yet. */
