@@ -1,11 +1,11 @@
 /*
- * consumer/consumer_config.c — hourglass-consumer's configuration
- * (contract: consumer_config.h): one table (`options` below) of {name, type, default, range,
- * help} for the engine in common/cfg.h; an INI file (libinih; sections only
- * group keys for the reader) and `--name value` flags set the same keys,
- * flags last. The mysql-* rows are db/keys.h's. consumer_config_validate
- * checks everything that can be checked without connecting and names the
- * field. Main thread, before any other starts.
+ * consumer/consumer_config.c — hourglass-consumer's configuration (contract:
+ * consumer_config.h): one table (`options` below) of {name, type, default,
+ * range, help} for the engine in common/cfg.h; an INI file (libinih;
+ * sections only group keys for the reader) and `--name value` flags set the
+ * same keys, flags last. The mysql-* rows are db/keys.h's.
+ * consumer_config_validate checks everything that can be checked without
+ * connecting and names the field. Main thread, before any other starts.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
