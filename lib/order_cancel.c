@@ -50,7 +50,7 @@ static const char pay_outbox_sql[] = "UPDATE order_timeout_msg SET status='done'
 /* A statement of the handle: its configured name, translated text and the
  * connection's statement (stmt.name = field, stmt.sql = text.sql). */
 typedef struct prepared {
-    char field[32];     /* "claim-sql", "side-effect-sql[1]", "pay-claim" … */
+    char field[40];     /* "claim-sql", "side-effect-sql[1]", "pay-claim" … */
     order_sql_text_t text;
     db_stmt_t stmt;
 } prepared_t;
@@ -194,7 +194,7 @@ hg_order_db *hg_order_db_open(const hg_order_db_params_t *params, hg_order_error
     if (prepared_init(&db->claim, "claim-sql", sql->claim, 1, err) != 0)
         goto fail;
     for (size_t i = 0; i < sql->side_effect_count; i++) {
-        char field[32];
+        char field[40];
         snprintf(field, sizeof field, "side-effect-sql[%zu]", i + 1);
         if (prepared_init(&db->side[i], field, sql->side_effects[i], 1, err) != 0)
             goto fail;
