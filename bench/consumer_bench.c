@@ -244,9 +244,9 @@ static double mariadb_only(int workers)
         pthread_join(t[i], NULL);
     pthread_barrier_destroy(&r.ready);
     pthread_mutex_destroy(&r.lock);
-    hg_order_report_t rep;
+    of_report_t rep;
     hg_order_error_t err;
-    if (r.cancelled != orders || r.failed != 0 || hg_order_check(db, 3600, &rep, &err) != 0 || !rep.ok
+    if (r.cancelled != orders || r.failed != 0 || oe_check(&env, name, 3600, &rep, &err) != 0 || !rep.ok
         || rep.cancelled != orders)
         die("MariaDB only", "not every order was cancelled exactly once");
     hg_order_db_close(db);
@@ -303,9 +303,9 @@ static whole_t whole_daemon(int workers)
     oe_metrics(port, 4, names, v);
     if (oe_stop_consumer(pid) != 0)
         fprintf(stderr, "consumer-bench: hourglass-consumer did not stop cleanly\n");
-    hg_order_report_t rep;
+    of_report_t rep;
     hg_order_error_t err;
-    if (v[0] < (double)orders || hg_order_check(db, 3600, &rep, &err) != 0 || !rep.ok || rep.cancelled != orders) {
+    if (v[0] < (double)orders || oe_check(&env, name, 3600, &rep, &err) != 0 || !rep.ok || rep.cancelled != orders) {
         oe_print_file(log_path);
         die("hourglass-consumer", "not every order was cancelled exactly once");
     }

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "common/log.h"
 #include "compensator/stats.h"
 
@@ -54,9 +55,7 @@ const char *comp_alert_name(int kind)
 
 comp_alerts_t *comp_alerts_new(const comp_config_t *cfg)
 {
-    comp_alerts_t *a = calloc(1, sizeof *a);
-    if (a == NULL)
-        abort();
+    comp_alerts_t *a = xcalloc(1, sizeof *a);
     a->cfg = cfg;
     return a;
 }
@@ -83,9 +82,7 @@ static alert_state_t *find_state(comp_alerts_t *a, int kind, const char *subject
 static char *env_entry(const char *name, const char *value)
 {
     size_t len = strlen(name) + strlen(value) + 2;
-    char *e = malloc(len);
-    if (e == NULL)
-        abort();
+    char *e = xmalloc(len);
     snprintf(e, len, "%s=%s", name, value);
     return e;
 }
@@ -99,9 +96,7 @@ static int run_command(comp_alerts_t *a, const char *kind, const char *state, co
     size_t n_env = 0;
     while (environ != NULL && environ[n_env] != NULL)
         n_env++;
-    char **envp = calloc(n_env + OWN + 1, sizeof *envp);
-    if (envp == NULL)
-        abort();
+    char **envp = xcalloc(n_env + OWN + 1, sizeof *envp);
     size_t k = 0;
     for (size_t i = 0; i < n_env; i++)
         if (strncmp(environ[i], "HG_ALERT_", 9) != 0)

@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "compensator/stats.h"
+#include "db/conn.h"
 
 void comp_canceller_init(comp_canceller_t *c, const hg_order_db_params_t *params, int which, const char *reason)
 {
@@ -80,7 +81,9 @@ hg_order_outcome_t comp_cancel(comp_canceller_t *c, uint64_t order_id, hg_order_
     return outcome;
 }
 
-int comp_cancel_db_unreachable(const hg_order_error_t *err)
+int comp_cancel_failure(uint64_t order_id, const hg_order_error_t *err, char *first, size_t firstlen)
 {
-    return err != NULL && err->code >= 2000 && err->code < 3000;
+    if (first[0] == '\0')
+        snprintf(first, firstlen, "order %" PRIu64 ": %.360s", order_id, err->message);
+    return db_is_client_error(err->code);
 }

@@ -38,8 +38,11 @@ void comp_canceller_close(comp_canceller_t *c);
  * err (may be NULL) holds the cause of a failure. */
 hg_order_outcome_t comp_cancel(comp_canceller_t *c, uint64_t order_id, hg_order_error_t *err);
 
-/* 1 when a failure code means MariaDB is unreachable (a client error
- * 2000-2999): the caller should end its round rather than try the next order. */
-int comp_cancel_db_unreachable(const hg_order_error_t *err);
+/* A layer's round met a failed cancel (or row update) of order_id: keep the
+ * first failure's text in first[firstlen] ("order 17: <message>", unless
+ * first already holds one) and return 1 when err says MariaDB is unreachable
+ * (a client error, db/conn.h): the round should end rather than try the next
+ * order. Else 0. */
+int comp_cancel_failure(uint64_t order_id, const hg_order_error_t *err, char *first, size_t firstlen);
 
 #endif

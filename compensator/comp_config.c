@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "common/log.h"
 
 #define OFF(field) offsetof(comp_config_t, field)
@@ -197,12 +198,7 @@ static int add_group(const char *word, size_t len, void *arg)
         snprintf(w->err, w->errlen, "dlq-groups: more than %d groups", COMP_MAX_DLQ_GROUPS);
         return -1;
     }
-    char *g = malloc(len + 1);
-    if (g == NULL)
-        abort();
-    memcpy(g, word, len);
-    g[len] = '\0';
-    w->cfg->groups[w->cfg->group_count++] = g;
+    w->cfg->groups[w->cfg->group_count++] = xstrndup(word, len);
     return 0;
 }
 

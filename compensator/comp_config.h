@@ -15,7 +15,7 @@
 #include <stddef.h>
 
 #include "common/cfg.h"
-#include "common/dbkeys.h"
+#include "db/keys.h"
 
 /* The layers: an index each (stats, metrics, names) and a bit each in
  * comp_config_t.layers (1 << index). */

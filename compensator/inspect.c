@@ -2,7 +2,7 @@
  * compensator/inspect.c — the order-table inspection (contract: inspect.h).
  *
  * Connections of the layer, all used by its one thread:
- *   query   comp_db_t: the cutoff and the keyset pages (autocommit, so each
+ *   query   db_conn_t: the cutoff and the keyset pages (autocommit, so each
  *           page reads fresh committed data and holds no snapshot);
  *   lock    comp_lock_t: GET_LOCK on its own connection (lock.c);
  *   cancel  hg_order_db via comp_canceller_t (cancel.c).
@@ -19,15 +19,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "common/log.h"
 #include "compensator/cancel.h"
-#include "compensator/db.h"
 #include "compensator/lock.h"
 #include "compensator/page.h"
 #include "compensator/stop.h"
+#include "db/conn.h"
 
 struct comp_inspect {
-    comp_db_t *db;
+    db_conn_t *db;
     comp_lock_t *lock;
     comp_canceller_t canceller;
     comp_pager_t pager;
@@ -37,10 +38,8 @@ struct comp_inspect {
 
 comp_inspect_t *comp_inspect_new(const comp_config_t *cfg, const hg_order_db_params_t *params)
 {
-    comp_inspect_t *in = calloc(1, sizeof *in);
-    if (in == NULL)
-        abort();
-    in->db = comp_db_new(params, "inspection");
+    comp_inspect_t *in = xcalloc(1, sizeof *in);
+    in->db = db_conn_new(params, "inspection", DB_AUTOCOMMIT | DB_READ_COMMITTED);
     in->lock = comp_lock_new(params, cfg->effective_lock_name);
     comp_canceller_init(&in->canceller, params, COMP_CANCELLER_INSPECTION, COMP_REASON_INSPECTION);
     comp_pager_init(&in->pager, in->db, "inspection", COMP_INSPECT_PAGE_SQL, cfg->inspect_grace_ms * 1000u,
@@ -55,7 +54,7 @@ void comp_inspect_free(comp_inspect_t *in)
         return;
     comp_lock_free(in->lock);
     comp_canceller_close(&in->canceller);
-    comp_db_free(in->db);
+    db_conn_free(in->db);
     comp_pager_free(&in->pager);
     free(in);
 }
@@ -67,7 +66,7 @@ unsigned long long comp_inspect_last_rows(const comp_inspect_t *in)
 
 struct st_mysql *comp_inspect_mysql(comp_inspect_t *in)
 {
-    return comp_db_mysql(in->db);
+    return db_mysql(in->db);
 }
 
 comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t errlen)
@@ -135,9 +134,7 @@ comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t err
                 cancelled++;
             if (o == HG_ORDER_TRANSIENT || o == HG_ORDER_PERMANENT) {
                 failed++;
-                if (first_failure[0] == '\0')
-                    snprintf(first_failure, sizeof first_failure, "order %" PRIu64 ": %.360s", id, cerr.message);
-                if (comp_cancel_db_unreachable(&cerr)) {
+                if (comp_cancel_failure(id, &cerr, first_failure, sizeof first_failure)) {
                     snprintf(errbuf, errlen, "%s", first_failure);
                     outcome = COMP_RUN_FAILED;
                 }
@@ -160,7 +157,7 @@ comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t err
     char cut[32];
     log_msg(outcome != COMP_RUN_OK ? LOG_LEVEL_WARN : cancelled > 0 ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
             "inspection: %s; %llu overdue orders read (expire_at < %s), %" PRIu64 " cancelled, %" PRIu64 " failed%s%s",
-            comp_run_outcome_name(outcome), in->last_rows, comp_time_format(&in->pager.cutoff, cut, sizeof cut),
+            comp_run_outcome_name(outcome), in->last_rows, db_time_format(&in->pager.cutoff, cut, sizeof cut),
             cancelled, failed, errbuf[0] ? ": " : "", errbuf);
     return outcome;
 }

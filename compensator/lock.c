@@ -17,15 +17,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "common/log.h"
-#include "compensator/db.h"
 #include "compensator/stats.h"
+#include "db/conn.h"
 
 struct comp_lock {
-    comp_db_t *db;
+    db_conn_t *db;
     char name[COMP_LOCK_NAME_MAX + 1];
     int held;
-    comp_stmt_t get, check, release;
+    db_stmt_t get, check, release;
 };
 
 static void set_held(comp_lock_t *l, int held)
@@ -40,26 +41,24 @@ static void set_held(comp_lock_t *l, int held)
 
 comp_lock_t *comp_lock_new(const hg_order_db_params_t *params, const char *name)
 {
-    comp_lock_t *l = calloc(1, sizeof *l);
-    if (l == NULL)
-        abort();
-    l->db = comp_db_new(params, "lock");
+    comp_lock_t *l = xcalloc(1, sizeof *l);
+    l->db = db_conn_new(params, "lock", DB_AUTOCOMMIT | DB_READ_COMMITTED);
     snprintf(l->name, sizeof l->name, "%s", name);
-    l->get = (comp_stmt_t){"get-lock", "SELECT GET_LOCK(?, 0)", NULL};
-    l->check = (comp_stmt_t){"check-lock", "SELECT IS_USED_LOCK(?) = CONNECTION_ID()", NULL};
-    l->release = (comp_stmt_t){"release-lock", "SELECT RELEASE_LOCK(?)", NULL};
+    l->get = (db_stmt_t){"get-lock", "SELECT GET_LOCK(?, 0)", 0, NULL};
+    l->check = (db_stmt_t){"check-lock", "SELECT IS_USED_LOCK(?) = CONNECTION_ID()", 0, NULL};
+    l->release = (db_stmt_t){"release-lock", "SELECT RELEASE_LOCK(?)", 0, NULL};
     return l;
 }
 
 /* Run one of the three statements with the name as its parameter; the
  * single integer result into *value (*is_null for NULL). Returns 0 / -1. */
-static int name_query(comp_lock_t *l, comp_stmt_t *s, int64_t *value, my_bool *is_null, hg_order_error_t *err)
+static int name_query(comp_lock_t *l, db_stmt_t *s, int64_t *value, my_bool *is_null, hg_order_error_t *err)
 {
     MYSQL_BIND param, result;
     unsigned long len;
-    comp_bind_str(&param, l->name, &len);
-    comp_bind_i64_null(&result, value, is_null);
-    MYSQL_STMT *st = comp_db_exec(l->db, s, &param, 1, &result, err);
+    db_bind_str(&param, l->name, &len);
+    db_bind_i64_null(&result, value, is_null);
+    MYSQL_STMT *st = db_exec(l->db, s, &param, 1, &result, err);
     if (st == NULL)
         return -1;
     int rc = mysql_stmt_fetch(st);
@@ -76,14 +75,14 @@ void comp_lock_free(comp_lock_t *l)
 {
     if (l == NULL)
         return;
-    if (l->held && comp_db_mysql(l->db) != NULL) {
+    if (l->held && db_mysql(l->db) != NULL) {
         int64_t v;
         my_bool is_null;
         name_query(l, &l->release, &v, &is_null, NULL);
     }
     if (l->held)
         atomic_store_explicit(&comp_stats.lock_held, 0, memory_order_relaxed);
-    comp_db_free(l->db);
+    db_conn_free(l->db);
     free(l);
 }
 
@@ -92,7 +91,7 @@ static void lose(comp_lock_t *l, const char *why)
     if (l->held)
         log_msg(LOG_LEVEL_WARN, "inspection lock '%s' lost: %s", l->name, why);
     set_held(l, 0);
-    comp_db_disconnect(l->db);
+    db_disconnect(l->db);
 }
 
 int comp_lock_check(comp_lock_t *l, hg_order_error_t *err)
@@ -120,7 +119,7 @@ int comp_lock_alive(comp_lock_t *l)
 {
     if (!l->held)
         return 0;
-    MYSQL *m = comp_db_mysql(l->db);
+    MYSQL *m = db_mysql(l->db);
     if (m == NULL) {
         lose(l, "the lock connection is closed");
         return 0;
@@ -157,16 +156,6 @@ comp_lock_state_t comp_lock_acquire(comp_lock_t *l, hg_order_error_t *err)
     if (v != 1)
         return COMP_LOCK_BUSY;
     set_held(l, 1);
-    log_msg(LOG_LEVEL_INFO, "inspection lock '%s' acquired on connection %lu", l->name, comp_db_connection_id(l->db));
+    log_msg(LOG_LEVEL_INFO, "inspection lock '%s' acquired on connection %lu", l->name, db_connection_id(l->db));
     return COMP_LOCK_HELD;
-}
-
-int comp_lock_held(const comp_lock_t *l)
-{
-    return l->held;
-}
-
-unsigned long comp_lock_connection_id(const comp_lock_t *l)
-{
-    return comp_db_connection_id(l->db);
 }

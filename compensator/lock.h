@@ -21,7 +21,8 @@
  * cancel is the idempotent hg_order_cancel.
  *
  * Threads: one comp_lock_t per instance, used by the inspection thread only.
- * comp_stats.lock_held mirrors comp_lock_held (0/1).
+ * comp_stats.lock_held mirrors whether this instance believes it holds the
+ * lock (0/1).
  */
 #ifndef HG_COMPENSATOR_LOCK_H
 #define HG_COMPENSATOR_LOCK_H
@@ -58,11 +59,5 @@ int comp_lock_check(comp_lock_t *l, hg_order_error_t *err);
  * of death; 0 otherwise (a dead connection is closed and the lock marked
  * lost). */
 int comp_lock_alive(comp_lock_t *l);
-
-/* 1 while this instance believes it holds the lock. */
-int comp_lock_held(const comp_lock_t *l);
-
-/* CONNECTION_ID() of the lock connection, 0 when disconnected. */
-unsigned long comp_lock_connection_id(const comp_lock_t *l);
 
 #endif

@@ -39,7 +39,6 @@
 
 #include "common/log.h"
 #include "compensator/comp_config.h"
-#include "compensator/db.h"
 #include "compensator/inspect.h"
 #include "compensator/metrics.h"
 #include "compensator/monitor.h"
@@ -47,6 +46,7 @@
 #include "compensator/relay.h"
 #include "compensator/stats.h"
 #include "compensator/stop.h"
+#include "db/conn.h"
 
 #define PROGRAM "hourglass-compensator"
 #define EXIT_CONFIG 2
@@ -175,11 +175,11 @@ static void db_params(const comp_config_t *cfg, hg_order_db_params_t *p)
  * (the layers keep trying and report it). Returns 0 / -1. */
 static int check_database(const hg_order_db_params_t *params)
 {
-    comp_db_t *db = comp_db_new(params, "start-up check");
+    db_conn_t *db = db_conn_new(params, "start-up check", DB_AUTOCOMMIT | DB_READ_COMMITTED);
     hg_order_error_t err;
     int rc = 0;
     static const char *const probes[] = {"SELECT 1 FROM orders LIMIT 0", "SELECT 1 FROM order_timeout_msg LIMIT 0"};
-    if (comp_db_connect(db, &err) != 0) {
+    if (db_connect(db, &err) != 0) {
         if (hg_order_classify(err.code) == HG_ORDER_PERMANENT) {
             log_msg(LOG_LEVEL_ERROR, "%s", err.message);
             rc = -1;
@@ -188,12 +188,12 @@ static int check_database(const hg_order_db_params_t *params)
         }
     } else {
         for (size_t i = 0; i < sizeof probes / sizeof probes[0] && rc == 0; i++)
-            if (comp_db_query(db, probes[i], &err) != 0 && hg_order_classify(err.code) == HG_ORDER_PERMANENT) {
+            if (db_query(db, probes[i], &err) != 0 && hg_order_classify(err.code) == HG_ORDER_PERMANENT) {
                 log_msg(LOG_LEVEL_ERROR, "the database does not have the reference schema: %s", err.message);
                 rc = -1;
             }
     }
-    comp_db_free(db);
+    db_conn_free(db);
     return rc;
 }
 

@@ -1,7 +1,7 @@
 /*
  * compensator/monitor.c — gauges and thresholds (contract: monitor.h).
  *
- * Connections, used by the monitor thread only: a comp_db_t for the counts
+ * Connections, used by the monitor thread only: a db_conn_t for the counts
  * and an hg_client_t for DLQ LEN (opened lazily, kept).
  */
 #ifdef HAVE_CONFIG_H
@@ -17,17 +17,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "common/log.h"
 #include "compensator/alerts.h"
-#include "compensator/db.h"
+#include "db/conn.h"
 
 struct comp_monitor {
     const comp_config_t *cfg;
-    comp_db_t *db;
+    db_conn_t *db;
     hg_client_t *client;
     hg_client_opts_t client_opts;
     comp_alerts_t *alerts;
-    comp_stmt_t overdue_stmt, unsent_stmt;
+    db_stmt_t overdue_stmt, unsent_stmt;
     int warned_unknown_group[COMP_MAX_DLQ_GROUPS];
 };
 
@@ -38,11 +39,9 @@ static const char unsent_sql[] = "SELECT COUNT(*) FROM order_timeout_msg WHERE s
 
 comp_monitor_t *comp_monitor_new(const comp_config_t *cfg, const hg_order_db_params_t *params)
 {
-    comp_monitor_t *m = calloc(1, sizeof *m);
-    if (m == NULL)
-        abort();
+    comp_monitor_t *m = xcalloc(1, sizeof *m);
     m->cfg = cfg;
-    m->db = comp_db_new(params, "monitor");
+    m->db = db_conn_new(params, "monitor", DB_AUTOCOMMIT | DB_READ_COMMITTED);
     m->alerts = comp_alerts_new(cfg);
     hg_client_opts_init(&m->client_opts);
     m->client_opts.connect_timeout_ms = (uint32_t)cfg->broker_connect_timeout_ms;
@@ -50,8 +49,8 @@ comp_monitor_t *comp_monitor_new(const comp_config_t *cfg, const hg_order_db_par
     m->client_opts.reconnect_backoff.base_ms = 100;
     m->client_opts.reconnect_backoff.cap_ms = 100;
     m->client_opts.reconnect_backoff.attempts = 1;
-    m->overdue_stmt = (comp_stmt_t){"monitor-overdue", overdue_sql, NULL};
-    m->unsent_stmt = (comp_stmt_t){"monitor-unsent", unsent_sql, NULL};
+    m->overdue_stmt = (db_stmt_t){"monitor-overdue", overdue_sql, 0, NULL};
+    m->unsent_stmt = (db_stmt_t){"monitor-unsent", unsent_sql, 0, NULL};
     return m;
 }
 
@@ -60,21 +59,21 @@ void comp_monitor_free(comp_monitor_t *m)
     if (m == NULL)
         return;
     hg_client_close(m->client);
-    comp_db_free(m->db);
+    db_conn_free(m->db);
     comp_alerts_free(m->alerts);
     free(m);
 }
 
 /* Run a statement returning one row of up to two integers (NULL → -1). */
-static int read_ints(comp_monitor_t *m, comp_stmt_t *s, MYSQL_BIND *params, size_t np, int64_t *a, int64_t *b,
+static int read_ints(comp_monitor_t *m, db_stmt_t *s, MYSQL_BIND *params, size_t np, int64_t *a, int64_t *b,
                      hg_order_error_t *err)
 {
     MYSQL_BIND result[2];
     my_bool null_a = 0, null_b = 0;
     int64_t dummy;
-    comp_bind_i64_null(&result[0], a, &null_a);
-    comp_bind_i64_null(&result[1], b != NULL ? b : &dummy, &null_b);
-    MYSQL_STMT *st = comp_db_exec(m->db, s, params, np, result, err);
+    db_bind_i64_null(&result[0], a, &null_a);
+    db_bind_i64_null(&result[1], b != NULL ? b : &dummy, &null_b);
+    MYSQL_STMT *st = db_exec(m->db, s, params, np, result, err);
     if (st == NULL)
         return -1;
     int rc = mysql_stmt_fetch(st);
@@ -167,7 +166,7 @@ comp_run_outcome_t comp_monitor_run(comp_monitor_t *m, char *errbuf, size_t errl
 
     MYSQL_BIND param;
     uint64_t grace_us = m->cfg->inspect_grace_ms * 1000u;
-    comp_bind_u64(&param, &grace_us);
+    db_bind_u64(&param, &grace_us);
     int64_t count = -1, oldest = -1;
     if (read_ints(m, &m->overdue_stmt, &param, 1, &count, &oldest, &err) != 0) {
         count = oldest = -1;

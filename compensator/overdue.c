@@ -1,7 +1,7 @@
 /*
  * compensator/overdue.c — the overdue-outbox layer (contract: overdue.h).
  *
- * Connections, both used by the layer's one thread: a comp_db_t for the
+ * Connections, both used by the layer's one thread: a db_conn_t for the
  * pages and the closing of rows (autocommit), and an hg_order_db through
  * comp_canceller_t for the cancels.
  */
@@ -16,17 +16,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "common/log.h"
 #include "compensator/cancel.h"
-#include "compensator/db.h"
 #include "compensator/page.h"
 #include "compensator/stop.h"
+#include "db/conn.h"
 
 struct comp_overdue {
-    comp_db_t *db;
+    db_conn_t *db;
     comp_canceller_t canceller;
     comp_pager_t pager;
-    comp_stmt_t close_stmt;
+    db_stmt_t close_stmt;
 };
 
 static const char page_sql[] =
@@ -41,13 +42,11 @@ static const char close_sql[] =
 
 comp_overdue_t *comp_overdue_new(const comp_config_t *cfg, const hg_order_db_params_t *params)
 {
-    comp_overdue_t *o = calloc(1, sizeof *o);
-    if (o == NULL)
-        abort();
-    o->db = comp_db_new(params, "overdue");
+    comp_overdue_t *o = xcalloc(1, sizeof *o);
+    o->db = db_conn_new(params, "overdue", DB_AUTOCOMMIT | DB_READ_COMMITTED);
     comp_canceller_init(&o->canceller, params, COMP_CANCELLER_OVERDUE, COMP_REASON_OVERDUE);
     comp_pager_init(&o->pager, o->db, "overdue", page_sql, cfg->overdue_grace_ms * 1000u, cfg->overdue_batch);
-    o->close_stmt = (comp_stmt_t){"overdue-close", close_sql, NULL};
+    o->close_stmt = (db_stmt_t){"overdue-close", close_sql, 0, NULL};
     return o;
 }
 
@@ -56,7 +55,7 @@ void comp_overdue_free(comp_overdue_t *o)
     if (o == NULL)
         return;
     comp_canceller_close(&o->canceller);
-    comp_db_free(o->db);
+    db_conn_free(o->db);
     comp_pager_free(&o->pager);
     free(o);
 }
@@ -66,9 +65,9 @@ static int close_row(comp_overdue_t *o, uint64_t order_id, const char *note, hg_
 {
     MYSQL_BIND params[2];
     unsigned long len;
-    comp_bind_str(&params[0], note, &len);
-    comp_bind_u64(&params[1], &order_id);
-    MYSQL_STMT *st = comp_db_exec(o->db, &o->close_stmt, params, 2, NULL, err);
+    db_bind_str(&params[0], note, &len);
+    db_bind_u64(&params[1], &order_id);
+    MYSQL_STMT *st = db_exec(o->db, &o->close_stmt, params, 2, NULL, err);
     if (st == NULL)
         return -1;
     if (mysql_stmt_affected_rows(st) == 1)
@@ -116,9 +115,7 @@ comp_run_outcome_t comp_overdue_run(comp_overdue_t *o, char *errbuf, size_t errl
             }
             if (r == HG_ORDER_TRANSIENT || r == HG_ORDER_PERMANENT) {
                 failed++;
-                if (first_failure[0] == '\0')
-                    snprintf(first_failure, sizeof first_failure, "order %" PRIu64 ": %.360s", id, cerr.message);
-                if (comp_cancel_db_unreachable(&cerr)) {
+                if (comp_cancel_failure(id, &cerr, first_failure, sizeof first_failure)) {
                     snprintf(errbuf, errlen, "%s", first_failure);
                     outcome = COMP_RUN_FAILED;
                     break;

@@ -2,7 +2,7 @@
  * compensator/page.c — keyset pages of overdue rows (contract: page.h).
  *
  * Runs on the owning layer's thread. A page is read completely
- * (store_result in comp_db_exec) before the layer handles its rows.
+ * (store_result in db_exec) before the layer handles its rows.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -13,17 +13,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-void comp_pager_init(comp_pager_t *p, comp_db_t *db, const char *layer, const char *page_sql, uint64_t grace_us,
+#include "base/alloc.h"
+
+void comp_pager_init(comp_pager_t *p, db_conn_t *db, const char *layer, const char *page_sql, uint64_t grace_us,
                      uint64_t page_size)
 {
     *p = (comp_pager_t){.db = db, .layer = layer, .grace_us = grace_us, .page_size = page_size};
     snprintf(p->cutoff_name, sizeof p->cutoff_name, "%s-cutoff", layer);
     snprintf(p->page_name, sizeof p->page_name, "%s-page", layer);
-    p->cutoff_stmt = (comp_stmt_t){p->cutoff_name, "SELECT NOW(6) - INTERVAL ? MICROSECOND", NULL};
-    p->page_stmt = (comp_stmt_t){p->page_name, page_sql, NULL};
-    p->rows = calloc(page_size, sizeof *p->rows);
-    if (p->rows == NULL)
-        abort();
+    p->cutoff_stmt = (db_stmt_t){p->cutoff_name, "SELECT NOW(6) - INTERVAL ? MICROSECOND", 0, NULL};
+    p->page_stmt = (db_stmt_t){p->page_name, page_sql, 0, NULL};
+    p->rows = xcalloc(page_size, sizeof *p->rows);
 }
 
 void comp_pager_free(comp_pager_t *p)
@@ -36,9 +36,9 @@ int comp_pager_start(comp_pager_t *p, hg_order_error_t *err)
 {
     MYSQL_BIND param, result;
     uint64_t grace = p->grace_us;
-    comp_bind_u64(&param, &grace);
-    comp_bind_time(&result, &p->cutoff);
-    MYSQL_STMT *st = comp_db_exec(p->db, &p->cutoff_stmt, &param, 1, &result, err);
+    db_bind_u64(&param, &grace);
+    db_bind_time(&result, &p->cutoff);
+    MYSQL_STMT *st = db_exec(p->db, &p->cutoff_stmt, &param, 1, &result, err);
     if (st == NULL)
         return -1;
     int rc = mysql_stmt_fetch(st);
@@ -56,16 +56,16 @@ long comp_pager_next(comp_pager_t *p, hg_order_error_t *err)
 {
     MYSQL_BIND params[5], result[2];
     uint64_t limit = p->page_size;
-    comp_bind_time(&params[0], &p->cutoff);
-    comp_bind_time(&params[1], &p->last_exp);
-    comp_bind_time(&params[2], &p->last_exp);
-    comp_bind_u64(&params[3], &p->last_id);
-    comp_bind_u64(&params[4], &limit);
+    db_bind_time(&params[0], &p->cutoff);
+    db_bind_time(&params[1], &p->last_exp);
+    db_bind_time(&params[2], &p->last_exp);
+    db_bind_u64(&params[3], &p->last_id);
+    db_bind_u64(&params[4], &limit);
     uint64_t id;
     MYSQL_TIME exp;
-    comp_bind_u64(&result[0], &id);
-    comp_bind_time(&result[1], &exp);
-    MYSQL_STMT *st = comp_db_exec(p->db, &p->page_stmt, params, 5, result, err);
+    db_bind_u64(&result[0], &id);
+    db_bind_time(&result[1], &exp);
+    MYSQL_STMT *st = db_exec(p->db, &p->page_stmt, params, 5, result, err);
     if (st == NULL)
         return -1;
     long n = 0;
@@ -79,8 +79,8 @@ long comp_pager_next(comp_pager_t *p, hg_order_error_t *err)
     if (rc == 1) {
         char what[64];
         snprintf(what, sizeof what, "%s: fetch", p->page_name);
-        comp_db_fail(p->db, what, st, err);
-        if (comp_db_mysql(p->db) != NULL)
+        db_fail(p->db, what, st, err);
+        if (db_mysql(p->db) != NULL)
             mysql_stmt_free_result(st);
         return -1;
     }

@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-#include "compensator/db.h"
+#include "db/conn.h"
 
 typedef struct comp_page_row {
     uint64_t id;
@@ -27,10 +27,10 @@ typedef struct comp_page_row {
 } comp_page_row_t;
 
 typedef struct comp_pager {
-    comp_db_t *db;             /* not owned */
+    db_conn_t *db;             /* not owned */
     const char *layer;         /* "inspection", "overdue": messages */
     char cutoff_name[48], page_name[48];
-    comp_stmt_t cutoff_stmt, page_stmt;
+    db_stmt_t cutoff_stmt, page_stmt;
     uint64_t grace_us, page_size;
     comp_page_row_t *rows;     /* page_size of them */
     MYSQL_TIME cutoff;         /* of the round (comp_pager_start) */
@@ -42,7 +42,7 @@ typedef struct comp_pager {
  * outlive p). layer names the statements ("<layer>-cutoff",
  * "<layer>-page") and the messages. p must not move afterwards (the
  * statement names point into it). Out of memory aborts. */
-void comp_pager_init(comp_pager_t *p, comp_db_t *db, const char *layer, const char *page_sql, uint64_t grace_us,
+void comp_pager_init(comp_pager_t *p, db_conn_t *db, const char *layer, const char *page_sql, uint64_t grace_us,
                      uint64_t page_size);
 
 /* Free the rows. */

@@ -1,7 +1,7 @@
 /*
  * compensator/relay.c — the outbox relay (contract: relay.h).
  *
- * Connections, both used by the layer's one thread: a comp_db_t (explicit
+ * Connections, both used by the layer's one thread: a db_conn_t (explicit
  * transactions) and an hg_client_t to the broker, opened lazily and kept;
  * libhourglass reconnects it when the broker comes back.
  *
@@ -22,9 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "common/log.h"
-#include "compensator/db.h"
 #include "compensator/stop.h"
+#include "db/conn.h"
 
 #define LAST_ERROR_MAX 255 /* order_timeout_msg.last_error VARCHAR(255) */
 
@@ -38,13 +39,13 @@ typedef struct relay_row {
 
 struct comp_relay {
     const comp_config_t *cfg;
-    comp_db_t *db;
+    db_conn_t *db;
     hg_client_t *client;
     hg_client_opts_t client_opts;
     hg_backoff_t backoff;
     size_t batch;
     char *sent_sql;
-    comp_stmt_t select_tie_stmt, select_after_stmt, sent_stmt, fail_stmt;
+    db_stmt_t select_tie_stmt, select_after_stmt, sent_stmt, fail_stmt;
     relay_row_t *rows;
     hg_send_item_t *items;
     uint64_t *sent_ids;
@@ -78,11 +79,9 @@ static const char fail_sql[] =
 
 comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_t *params)
 {
-    comp_relay_t *r = calloc(1, sizeof *r);
-    if (r == NULL)
-        abort();
+    comp_relay_t *r = xcalloc(1, sizeof *r);
     r->cfg = cfg;
-    r->db = comp_db_new(params, "relay");
+    r->db = db_conn_new(params, "relay", DB_AUTOCOMMIT | DB_READ_COMMITTED);
     r->batch = (size_t)cfg->relay_batch;
 
     hg_client_opts_init(&r->client_opts);
@@ -108,24 +107,20 @@ comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_
         "UPDATE order_timeout_msg SET status = 'sent', attempts = attempts + 1, last_error = NULL"
         " WHERE status = 'new' AND order_id IN (";
     size_t len = sizeof head + r->batch * 3 + 2;
-    r->sent_sql = malloc(len);
-    if (r->sent_sql == NULL)
-        abort();
+    r->sent_sql = xmalloc(len);
     size_t n = (size_t)snprintf(r->sent_sql, len, "%s", head);
     for (size_t i = 0; i < r->batch; i++)
         n += (size_t)snprintf(r->sent_sql + n, len - n, i == 0 ? "?" : ",?");
     snprintf(r->sent_sql + n, len - n, ")");
 
-    r->select_tie_stmt = (comp_stmt_t){"relay-select-tie", select_tie_sql, NULL};
-    r->select_after_stmt = (comp_stmt_t){"relay-select-after", select_after_sql, NULL};
-    r->sent_stmt = (comp_stmt_t){"relay-mark-sent", r->sent_sql, NULL};
-    r->fail_stmt = (comp_stmt_t){"relay-mark-failed", fail_sql, NULL};
-    r->rows = calloc(r->batch, sizeof *r->rows);
-    r->items = calloc(r->batch, sizeof *r->items);
-    r->sent_ids = calloc(r->batch, sizeof *r->sent_ids);
-    r->sent_params = calloc(r->batch, sizeof *r->sent_params);
-    if (r->rows == NULL || r->items == NULL || r->sent_ids == NULL || r->sent_params == NULL)
-        abort();
+    r->select_tie_stmt = (db_stmt_t){"relay-select-tie", select_tie_sql, 0, NULL};
+    r->select_after_stmt = (db_stmt_t){"relay-select-after", select_after_sql, 0, NULL};
+    r->sent_stmt = (db_stmt_t){"relay-mark-sent", r->sent_sql, 0, NULL};
+    r->fail_stmt = (db_stmt_t){"relay-mark-failed", fail_sql, 0, NULL};
+    r->rows = xcalloc(r->batch, sizeof *r->rows);
+    r->items = xcalloc(r->batch, sizeof *r->items);
+    r->sent_ids = xcalloc(r->batch, sizeof *r->sent_ids);
+    r->sent_params = xcalloc(r->batch, sizeof *r->sent_params);
     return r;
 }
 
@@ -134,7 +129,7 @@ void comp_relay_free(comp_relay_t *r)
     if (r == NULL)
         return;
     hg_client_close(r->client);
-    comp_db_free(r->db);
+    db_conn_free(r->db);
     free(r->sent_sql);
     free(r->rows);
     free(r->items);
@@ -145,7 +140,7 @@ void comp_relay_free(comp_relay_t *r)
 
 /* Run one of the two keyset selects, appending up to limit rows to r->rows
  * from index *n on. Returns 0 / -1. */
-static int select_into(comp_relay_t *r, comp_stmt_t *s, MYSQL_BIND *params, size_t nparams, size_t limit, long *n,
+static int select_into(comp_relay_t *r, db_stmt_t *s, MYSQL_BIND *params, size_t nparams, size_t limit, long *n,
                        hg_order_error_t *err)
 {
     MYSQL_BIND result[4];
@@ -153,11 +148,11 @@ static int select_into(comp_relay_t *r, comp_stmt_t *s, MYSQL_BIND *params, size
     MYSQL_TIME at;
     int64_t remaining;
     my_bool remaining_null = 0;
-    comp_bind_u64(&result[0], &id);
-    comp_bind_time(&result[1], &at);
-    comp_bind_i64_null(&result[2], &remaining, &remaining_null);
-    comp_bind_u64(&result[3], &attempts);
-    MYSQL_STMT *st = comp_db_exec(r->db, s, params, nparams, result, err);
+    db_bind_u64(&result[0], &id);
+    db_bind_time(&result[1], &at);
+    db_bind_i64_null(&result[2], &remaining, &remaining_null);
+    db_bind_u64(&result[3], &attempts);
+    MYSQL_STMT *st = db_exec(r->db, s, params, nparams, result, err);
     if (st == NULL)
         return -1;
     int rc;
@@ -175,8 +170,8 @@ static int select_into(comp_relay_t *r, comp_stmt_t *s, MYSQL_BIND *params, size
     if (rc == 1) {
         char what[64];
         snprintf(what, sizeof what, "%s: fetch", s->name);
-        comp_db_fail(r->db, what, st, err);
-        if (comp_db_mysql(r->db) != NULL)
+        db_fail(r->db, what, st, err);
+        if (db_mysql(r->db) != NULL)
             mysql_stmt_free_result(st);
         return -1;
     }
@@ -191,15 +186,15 @@ static long select_rows(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
     long n = 0;
     MYSQL_BIND params[3];
     uint64_t limit = r->batch;
-    comp_bind_time(&params[0], last_at);
-    comp_bind_u64(&params[1], last_id);
-    comp_bind_u64(&params[2], &limit);
+    db_bind_time(&params[0], last_at);
+    db_bind_u64(&params[1], last_id);
+    db_bind_u64(&params[2], &limit);
     if (select_into(r, &r->select_tie_stmt, params, 3, r->batch, &n, err) != 0)
         return -1;
     if ((size_t)n < r->batch) {
         uint64_t rest = r->batch - (size_t)n;
-        comp_bind_time(&params[0], last_at);
-        comp_bind_u64(&params[1], &rest);
+        db_bind_time(&params[0], last_at);
+        db_bind_u64(&params[1], &rest);
         if (select_into(r, &r->select_after_stmt, params, 2, rest, &n, err) != 0)
             return -1;
     }
@@ -225,17 +220,17 @@ static int mark_failed(comp_relay_t *r, const relay_row_t *row, const char *caus
     MYSQL_BIND params[3];
     unsigned long len;
     uint64_t id = row->order_id;
-    comp_bind_u64(&params[0], &delay_us);
-    comp_bind_str(&params[1], text, &len);
-    comp_bind_u64(&params[2], &id);
-    return comp_db_exec(r->db, &r->fail_stmt, params, 3, NULL, err) != NULL ? 0 : -1;
+    db_bind_u64(&params[0], &delay_us);
+    db_bind_str(&params[1], text, &len);
+    db_bind_u64(&params[2], &id);
+    return db_exec(r->db, &r->fail_stmt, params, 3, NULL, err) != NULL ? 0 : -1;
 }
 
 static int mark_sent(comp_relay_t *r, size_t count, hg_order_error_t *err)
 {
     for (size_t i = 0; i < r->batch; i++)
-        comp_bind_u64(&r->sent_params[i], &r->sent_ids[i < count ? i : 0]);
-    return comp_db_exec(r->db, &r->sent_stmt, r->sent_params, r->batch, NULL, err) != NULL ? 0 : -1;
+        db_bind_u64(&r->sent_params[i], &r->sent_ids[i < count ? i : 0]);
+    return db_exec(r->db, &r->sent_stmt, r->sent_params, r->batch, NULL, err) != NULL ? 0 : -1;
 }
 
 /* One transaction. Returns the rows locked (0: nothing due), or -1 on a
@@ -243,11 +238,11 @@ static int mark_sent(comp_relay_t *r, size_t count, hg_order_error_t *err)
 static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id, uint64_t *sent,
                         uint64_t *send_failures, char *cause, size_t causelen, hg_order_error_t *err)
 {
-    if (comp_db_begin(r->db, err) != 0)
+    if (db_begin(r->db, err) != 0)
         return -1;
     long n = select_rows(r, last_at, last_id, err);
     if (n <= 0) {
-        comp_db_rollback(r->db);
+        db_rollback(r->db);
         return n;
     }
     *last_at = r->rows[n - 1].next_attempt_at;
@@ -286,16 +281,16 @@ static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
         if (cause[0] == '\0')
             snprintf(cause, causelen, "order %s: send failed: %s", r->rows[i].payload, r->items[i].error);
         if (mark_failed(r, &r->rows[i], r->items[i].error, err) != 0) {
-            comp_db_rollback(r->db);
+            db_rollback(r->db);
             return -1;
         }
     }
     if (ok > 0 && mark_sent(r, ok, err) != 0) {
-        comp_db_rollback(r->db);
+        db_rollback(r->db);
         return -1;
     }
-    if (comp_db_commit(r->db, err) != 0) {
-        comp_db_rollback(r->db);
+    if (db_commit(r->db, err) != 0) {
+        db_rollback(r->db);
         return -1;
     }
     *sent += ok;

@@ -22,7 +22,7 @@
  *
  * SKIP LOCKED lets several compensators relay at once: each locks its own
  * rows, none waits for or double-sends another's. The connection runs READ
- * COMMITTED (db.h), so the locking read takes record locks only: under
+ * COMMITTED (db/conn.h), so the locking read takes record locks only: under
  * REPEATABLE READ its gap locks would block the order service inserting new
  * outbox rows next to the batch for as long as the sends take (tested). A crash between the send
  * and the COMMIT leaves the rows 'new' and they are sent again (at least

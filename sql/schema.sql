@@ -35,7 +35,7 @@
 --
 -- Statements end with ';' at the end of a line; comments never contain one
 -- (the library splits this file on top-level semicolons). The library carries
--- a copy of this text (consumer/order_schema.c, hg_order_schema_sql); a test
+-- a copy of this text (lib/order_schema.c, hg_order_schema_sql); a test
 -- checks that the two are identical.
 
 CREATE TABLE IF NOT EXISTS orders (

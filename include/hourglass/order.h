@@ -23,7 +23,7 @@
  * program may call hg_order_library_init first, from its main thread, to get
  * that over with before it starts threads.
  *
- * Errors (STYLE.md): functions return 0 / -1 (or a pointer / NULL); on failure
+ * Errors (CONTRIBUTING.md): functions return 0 / -1 (or a pointer / NULL); on failure
  * an hg_order_error_t, when the caller passes one, holds the server's or the
  * client's error number and a message naming the cause (which statement,
  * which field, the server's own text). Messages never end with a newline.
@@ -224,71 +224,16 @@ int hg_order_pay(hg_order_db *db, uint64_t order_id, hg_order_outcome_t *outcome
  * with the reason in err, e.g. "payload is not an order id: byte 3 is 'x'". */
 int hg_order_parse_id(const char *text, size_t len, uint64_t *id, char *err, size_t errlen);
 
-/* ------------------------------------------------------------------ schema, seed, invariant
- * Helpers for tests, benchmarks and the demo, on the reference schema. */
+/* ------------------------------------------------------------------ the reference schema
+ * The tables the default statements and hg_order_pay are written for
+ * (sql/schema.sql, compiled in: the file itself is not installed). */
 
-/* The text of sql/schema.sql, compiled in (a static string). */
+/* The text of sql/schema.sql (a static string). */
 const char *hg_order_schema_sql(void);
 
 /* Run every statement of the reference schema (CREATE TABLE IF NOT EXISTS) in
  * the handle's database. Returns 0 / -1 with err naming the statement. */
 int hg_order_schema_create(hg_order_db *db, hg_order_error_t *err);
-
-/* Seed orders: `orders` pending orders with ids first_id, first_id+1, …, each
- * with 1..max_items distinct SKUs out of skus SKUs numbered first_sku…,
- * quantities 1..max_qty, expire_at = NOW(6) + expire_in_ms (negative: already
- * overdue), and, when with_outbox, an order_timeout_msg row in status 'sent'.
- * Stock rows missing so far are created with received = available =
- * stock_per_sku; each order moves its quantities available → reserved. The
- * choice of SKUs and quantities is a pure function of random_seed. One
- * transaction; fails (nothing written) if an id exists or a SKU's stock would
- * go negative. Returns 0 / -1. */
-typedef struct hg_order_seed_spec {
-    uint64_t first_id;
-    size_t orders;
-    uint64_t first_sku;
-    unsigned skus;          /* >= max_items */
-    unsigned max_items;     /* >= 1 */
-    unsigned max_qty;       /* >= 1 */
-    int64_t stock_per_sku;
-    int64_t expire_in_ms;
-    int with_outbox;
-    uint32_t random_seed;
-} hg_order_seed_spec_t;
-
-int hg_order_seed(hg_order_db *db, const hg_order_seed_spec_t *spec, hg_order_error_t *err);
-
-/* The invariant report of the reference schema. Defects:
- *   paid_and_cancelled   orders with both paid_at and cancelled_at set
- *   status_mismatch      status disagrees with the timestamps (paid needs
- *                        paid_at only, cancelled needs cancelled_at only,
- *                        pending needs neither)
- *   overdue_pending      pending orders with expire_at + grace < NOW(6)
- *   skus_unbalanced      received != available + reserved + sold
- *   skus_reserved_wrong  reserved != SUM(qty) of pending orders' items
- *   skus_sold_wrong      sold != SUM(qty) of paid orders' items
- *   outbox_open_final    outbox rows not 'done' whose order is paid or cancelled
- * ok is 1 when every defect count is 0. Run it on a quiet database: the
- * per-SKU sums are read in one consistent snapshot, so a concurrent cancel is
- * never half-seen, but a check that races the workers reports their state of
- * the moment. */
-typedef struct hg_order_report {
-    uint64_t orders, pending, paid, cancelled;
-    uint64_t paid_and_cancelled, status_mismatch, overdue_pending;
-    uint64_t skus, skus_unbalanced, skus_reserved_wrong, skus_sold_wrong;
-    uint64_t outbox_rows, outbox_open_final;
-    int64_t received, available, reserved, sold; /* totals over all SKUs */
-    int ok;
-    char first_defect[256]; /* a description of one defect, "" when ok */
-} hg_order_report_t;
-
-/* Fill *report (grace_s: seconds past expire_at before a pending order counts
- * as overdue). Returns 0 / -1 (a failed query; the report is then incomplete). */
-int hg_order_check(hg_order_db *db, unsigned grace_s, hg_order_report_t *report, hg_order_error_t *err);
-
-/* Write the report as a few human lines ("orders 2000: pending 0, paid 517 …").
- * Returns the length (snprintf semantics). */
-int hg_order_report_format(const hg_order_report_t *report, char *buf, size_t buflen);
 
 #ifdef __cplusplus
 }

@@ -6,17 +6,17 @@
 #endif
 
 #include "tests/helpers/order_env.h"
+#include "tests/helpers/sql_client.h"
 
-#include <arpa/inet.h>
+#include "base/alloc.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,10 +36,9 @@ int oe_start(oe_env_t *env, const char *const *broker_extra, char *err, size_t e
         tu_mariadb_stop(&env->server);
         return -1;
     }
-    env->admin = mysql_init(NULL);
-    if (env->admin == NULL
-        || mysql_real_connect(env->admin, NULL, "root", "", NULL, 0, env->server.socket, 0) == NULL) {
-        snprintf(err, errlen, "admin connection: %s", env->admin ? mysql_error(env->admin) : "out of memory");
+    env->admin = sql_connect_root(&env->server, NULL);
+    if (env->admin == NULL) {
+        snprintf(err, errlen, "admin connection to %s failed (the error is printed above)", env->server.socket);
         oe_stop(env);
         return -1;
     }
@@ -95,7 +94,37 @@ hg_order_db *oe_open_db(const oe_env_t *env, const char *name, hg_order_error_t 
     return hg_order_db_open(&p, err);
 }
 
-hg_order_db *oe_fresh_database(oe_env_t *env, const char *name, size_t n, const hg_order_seed_spec_t *spec)
+MYSQL *oe_connect(const oe_env_t *env, const char *name)
+{
+    return sql_connect_root(&env->server, name);
+}
+
+int oe_seed(const oe_env_t *env, const char *name, const of_seed_spec_t *spec, hg_order_error_t *err)
+{
+    MYSQL *m = oe_connect(env, name);
+    if (m == NULL) {
+        snprintf(err->message, sizeof err->message, "cannot connect to database %s (printed above)", name);
+        return -1;
+    }
+    int rc = of_seed(m, spec, err);
+    mysql_close(m);
+    return rc;
+}
+
+int oe_check(const oe_env_t *env, const char *name, unsigned grace_s, of_report_t *report, hg_order_error_t *err)
+{
+    memset(report, 0, sizeof *report);
+    MYSQL *m = oe_connect(env, name);
+    if (m == NULL) {
+        snprintf(err->message, sizeof err->message, "cannot connect to database %s (printed above)", name);
+        return -1;
+    }
+    int rc = of_check(m, grace_s, report, err);
+    mysql_close(m);
+    return rc;
+}
+
+hg_order_db *oe_fresh_database(oe_env_t *env, const char *name, size_t n, const of_seed_spec_t *spec)
 {
     char sql[128];
     snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
@@ -103,12 +132,12 @@ hg_order_db *oe_fresh_database(oe_env_t *env, const char *name, size_t n, const 
         fprintf(stderr, "%s: %s\n", sql, mysql_error(env->admin));
         return NULL;
     }
-    hg_order_seed_spec_t dflt = {.first_id = 1, .orders = n, .first_sku = 1, .skus = 30, .max_items = 3,
-                                 .max_qty = 3, .stock_per_sku = 1000000, .expire_in_ms = 1800000, .with_outbox = 1,
-                                 .random_seed = 3};
+    of_seed_spec_t dflt = {.first_id = 1, .orders = n, .first_sku = 1, .skus = 30, .max_items = 3,
+                           .max_qty = 3, .stock_per_sku = 1000000, .expire_in_ms = 1800000, .with_outbox = 1,
+                           .random_seed = 3};
     hg_order_error_t err = {0};
     hg_order_db *db = oe_open_db(env, name, &err);
-    if (db == NULL || hg_order_schema_create(db, &err) != 0 || hg_order_seed(db, spec ? spec : &dflt, &err) != 0) {
+    if (db == NULL || hg_order_schema_create(db, &err) != 0 || oe_seed(env, name, spec ? spec : &dflt, &err) != 0) {
         fprintf(stderr, "fresh database %s: %s\n", name, err.message);
         hg_order_db_close(db);
         return NULL;
@@ -185,34 +214,19 @@ int oe_metrics(int port, size_t n, const char *const *names, double *values)
 {
     for (size_t i = 0; i < n; i++)
         values[i] = -1;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        if (fd >= 0)
-            close(fd);
+    rc_conn_t c;
+    if (rc_connect(&c, "127.0.0.1", port, 5000) != 0) {
+        rc_close(&c);
         return -1;
     }
-    const char req[] = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) {
-        close(fd);
+    static const char req[] = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    rc_append_raw(&c, req, sizeof req - 1);
+    if (rc_flush(&c, 0) != 0 || !rc_read_to_eof(&c, 10000) || rc_pending_input(&c) == 0) {
+        rc_close(&c);
         return -1;
     }
-    size_t cap = 65536, len = 0;
-    char *body = malloc(cap);
-    if (body == NULL) {
-        close(fd);
-        return -1;
-    }
-    ssize_t r;
-    while (len < cap - 1 && (r = read(fd, body + len, cap - 1 - len)) > 0)
-        len += (size_t)r;
-    body[len] = '\0';
-    close(fd);
-    if (len == 0) {
-        free(body);
-        return -1;
-    }
+    char *body = xstrndup(rc_input(&c), rc_pending_input(&c));
+    rc_close(&c);
     for (size_t i = 0; i < n; i++) {
         char key[160];
         snprintf(key, sizeof key, "\n%s ", names[i]);

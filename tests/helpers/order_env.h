@@ -19,6 +19,7 @@
 
 #include "include/hourglass/order.h"
 #include "tests/helpers/broker_proc.h"
+#include "tests/helpers/order_fixture.h"
 #include "tests/helpers/testutil.h"
 
 #define OE_CONSUMER_BIN HG_BUILDDIR "/hourglass-consumer"
@@ -57,11 +58,20 @@ long long oe_scalar(oe_env_t *env, const char *sql);
 /* A handle on database name (root over the socket). NULL with err filled. */
 hg_order_db *oe_open_db(const oe_env_t *env, const char *name, hg_order_error_t *err);
 
+/* A root connection on database name (sql_connect_root). NULL with the cause
+ * printed. mysql_close it. */
+MYSQL *oe_connect(const oe_env_t *env, const char *name);
+
+/* of_seed / of_check (order_fixture.h) on database name, over a connection of
+ * their own. Return 0 / -1 with err. */
+int oe_seed(const oe_env_t *env, const char *name, const of_seed_spec_t *spec, hg_order_error_t *err);
+int oe_check(const oe_env_t *env, const char *name, unsigned grace_s, of_report_t *report, hg_order_error_t *err);
+
 /* CREATE DATABASE name, the reference schema, and seed it: spec, or when spec
  * is NULL the default (ids 1..n, 30 SKUs with 10^6 units each, 1–3 items of
  * 1–3 units, expiring in 30 min, with outbox rows, random seed 3). Returns an
  * open handle on it, or NULL (the cause printed). */
-hg_order_db *oe_fresh_database(oe_env_t *env, const char *name, size_t n, const hg_order_seed_spec_t *spec);
+hg_order_db *oe_fresh_database(oe_env_t *env, const char *name, size_t n, const of_seed_spec_t *spec);
 
 /* Start ./hourglass-consumer on database db: the broker's URI, group, topic
  * OE_TOPIC, the socket as root, `workers`, --block 200ms, --metrics-port

@@ -2,13 +2,14 @@
  * tests/helpers/resp_client.c — a small blocking RESP client (contract in resp_client.h).
  *
  * Design: the socket is non-blocking and every wait is a poll() against a
- * monotonic deadline, so no call can hang a test past its timeout. Output is
- * framed into c->out by resp_add_command and written by rc_flush. Input
- * accumulates in c->in; replies are parsed from c->in_off with
- * resp_reply_parse, which consumes nothing on an incomplete reply, so a
- * partial reply simply waits for more bytes. The parsed prefix is dropped
- * only when it is more than half the buffer, so a long pipeline of small
- * replies costs no quadratic copying.
+ * monotonic deadline, so no call can hang a test past its timeout. The
+ * connect, the waits, the reads into c->in and the taking of whole replies
+ * out of it are libhourglass's own (lib/wire.h, compiled in here), so the
+ * tests read replies exactly as the library does; what is this helper's
+ * alone is what raw protocol tests need and the library never does: queue
+ * unframed bytes (rc_append_raw), flush on demand, read one reply at a time
+ * with its own timeout, wait for the server to hang up, read to EOF.
+ * Output is framed into c->out by resp_add_command and written by rc_flush.
  *
  * Threading: an rc_conn_t belongs to one thread.
  */
@@ -20,56 +21,19 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
-#define RC_READ_CHUNK 65536
+#include "base/err.h"
+#include "lib/wire.h"
+
 #define RC_MAX_ARGS 64   /* rc_cmd / rc_appendl: most arguments */
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static void set_err(rc_conn_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_err(rc_conn_t *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->err, sizeof c->err, fmt, ap);
-    va_end(ap);
-}
-
-/* Wait for events on c->fd until deadline (monotonic ms). Returns 1 ready,
- * 0 timeout, -1 error. */
-static int wait_fd(rc_conn_t *c, short events, uint64_t deadline)
-{
-    for (;;) {
-        uint64_t now = mono_ms();
-        int left = now >= deadline ? 0 : (int)(deadline - now);
-        struct pollfd p = {.fd = c->fd, .events = events};
-        int r = poll(&p, 1, left);
-        if (r > 0)
-            return 1;
-        if (r == 0)
-            return 0;
-        if (errno != EINTR) {
-            set_err(c, "poll: %s", strerror(errno));
-            return -1;
-        }
-    }
-}
 
 int rc_connect(rc_conn_t *c, const char *host, int port, int timeout_ms)
 {
@@ -86,33 +50,15 @@ int rc_connect(rc_conn_t *c, const char *host, int port, int timeout_ms)
     if (host == NULL || strcmp(host, "localhost") == 0)
         host = "127.0.0.1";
     if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-        set_err(c, "bad address '%s'", host);
+        err_set(c->err, sizeof c->err, "bad address '%s'", host);
         return -1;
     }
-    c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int why = 0;
+    c->fd = wire_connect((const struct sockaddr *)&sa, sizeof sa, (uint32_t)c->timeout_ms, &why);
     if (c->fd < 0) {
-        set_err(c, "socket: %s", strerror(errno));
+        err_set(c->err, sizeof c->err, "connect %s:%d: %s", host, port,
+                why == ETIMEDOUT ? "timed out" : strerror(why));
         return -1;
-    }
-    int one = 1;
-    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        if (errno != EINPROGRESS) {
-            set_err(c, "connect %s:%d: %s", host, port, strerror(errno));
-            close(c->fd);
-            c->fd = -1;
-            return -1;
-        }
-        int w = wait_fd(c, POLLOUT, mono_ms() + (uint64_t)c->timeout_ms);
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        if (w <= 0 || getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0) {
-            set_err(c, "connect %s:%d: %s", host, port,
-                    w == 0 ? "timed out" : strerror(soerr != 0 ? soerr : errno));
-            close(c->fd);
-            c->fd = -1;
-            return -1;
-        }
     }
     return 0;
 }
@@ -156,13 +102,19 @@ void rc_append_raw(rc_conn_t *c, const void *p, size_t n)
     buf_append(&c->out, p, n);
 }
 
+/* The deadline timeout_ms from now (<= 0: the connection's default). */
+static uint64_t deadline_in(const rc_conn_t *c, int timeout_ms)
+{
+    return wire_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : c->timeout_ms);
+}
+
 int rc_flush(rc_conn_t *c, int timeout_ms)
 {
     if (c->fd < 0) {
-        set_err(c, "not connected");
+        err_set(c->err, sizeof c->err, "not connected");
         return -1;
     }
-    uint64_t deadline = mono_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : c->timeout_ms);
+    uint64_t deadline = deadline_in(c, timeout_ms);
     size_t off = 0;
     int rc = 0;
     while (off < c->out.len) {
@@ -174,15 +126,18 @@ int rc_flush(rc_conn_t *c, int timeout_ms)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int w = wait_fd(c, POLLOUT, deadline);
+            int w = wire_wait(c->fd, POLLOUT, deadline);
             if (w == 1)
                 continue;
             if (w == 0)
-                set_err(c, "write timed out with %zu of %zu bytes unsent", c->out.len - off, c->out.len);
+                err_set(c->err, sizeof c->err, "write timed out with %zu of %zu bytes unsent", c->out.len - off,
+                        c->out.len);
+            else
+                err_set(c->err, sizeof c->err, "poll: %s", strerror(errno));
             rc = -1;
             break;
         }
-        set_err(c, "send: %s", n < 0 ? strerror(errno) : "wrote nothing");
+        err_set(c->err, sizeof c->err, "send: %s", n < 0 ? strerror(errno) : "wrote nothing");
         rc = -1;
         break;
     }
@@ -194,31 +149,26 @@ int rc_flush(rc_conn_t *c, int timeout_ms)
  * bytes, 0 timeout, -1 EOF or error (c->err set). */
 static int fill(rc_conn_t *c, uint64_t deadline)
 {
-    if (c->in_off > 0 && c->in_off * 2 >= c->in.len) {
-        buf_consume(&c->in, c->in_off);
-        c->in_off = 0;
-    }
     for (;;) {
-        char *p = buf_reserve(&c->in, RC_READ_CHUNK);
-        ssize_t n = recv(c->fd, p, RC_READ_CHUNK, 0);
-        if (n > 0) {
-            c->in.len += (size_t)n;
+        ssize_t n = wire_recv(c->fd, &c->in);
+        if (n > 0)
             return 1;
-        }
         if (n == 0) {
             c->eof = 1;
-            set_err(c, "connection closed by the server");
+            err_set(c->err, sizeof c->err, "connection closed by the server");
             return -1;
         }
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            int w = wait_fd(c, POLLIN, deadline);
+            int w = wire_wait(c->fd, POLLIN, deadline);
             if (w == 1)
                 continue;
+            if (w < 0)
+                err_set(c->err, sizeof c->err, "poll: %s", strerror(errno));
             return w == 0 ? 0 : -1;
         }
-        set_err(c, "recv: %s", strerror(errno));
+        err_set(c->err, sizeof c->err, "recv: %s", strerror(errno));
         c->eof = 1;
         return -1;
     }
@@ -228,32 +178,26 @@ resp_reply_t *rc_read(rc_conn_t *c, int timeout_ms)
 {
     c->timed_out = 0;
     if (c->fd < 0) {
-        set_err(c, "not connected");
+        err_set(c->err, sizeof c->err, "not connected");
         return NULL;
     }
-    uint64_t deadline = mono_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : c->timeout_ms);
+    uint64_t deadline = deadline_in(c, timeout_ms);
     for (;;) {
-        if (c->in.len > c->in_off) {
-            resp_reply_t *r = NULL;
-            size_t used = 0;
-            char perr[160];
-            resp_status_t st = resp_reply_parse(c->in.data + c->in_off, c->in.len - c->in_off, NULL,
-                                                &r, &used, perr, sizeof perr);
-            if (st == RESP_OK) {
-                c->in_off += used;
-                return r;
-            }
-            if (st != RESP_NEED_MORE) {
-                set_err(c, "bad reply: %s", perr);
-                return NULL;
-            }
+        resp_reply_t *r = NULL;
+        char perr[160];
+        resp_status_t st = wire_take_reply(&c->in, &c->in_off, &r, perr, sizeof perr);
+        if (st == RESP_OK)
+            return r;
+        if (st != RESP_NEED_MORE) {
+            err_set(c->err, sizeof c->err, "bad reply: %s", perr);
+            return NULL;
         }
         int f = fill(c, deadline);
         if (f == 1)
             continue;
         if (f == 0) {
             c->timed_out = 1;
-            set_err(c, "no reply within %d ms", timeout_ms > 0 ? timeout_ms : c->timeout_ms);
+            err_set(c->err, sizeof c->err, "no reply within %d ms", timeout_ms > 0 ? timeout_ms : c->timeout_ms);
         }
         return NULL;
     }
@@ -286,7 +230,7 @@ int rc_wait_closed(rc_conn_t *c, int timeout_ms)
 {
     if (c->fd < 0 || c->eof)
         return 1;
-    uint64_t deadline = mono_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+    uint64_t deadline = wire_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
     for (;;) {
         c->in.len = c->in_off = 0; /* discard */
         int f = fill(c, deadline);
@@ -301,7 +245,7 @@ int rc_read_to_eof(rc_conn_t *c, int timeout_ms)
 {
     if (c->fd < 0 || c->eof)
         return 1;
-    uint64_t deadline = mono_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+    uint64_t deadline = wire_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
     for (;;) {
         int f = fill(c, deadline);
         if (f < 0)

@@ -3,7 +3,8 @@
  *
  * One TCP connection to a RESP server (hourglass-broker, redis-server), with a
  * timeout on every wait. Commands are sent as argv (binary safe) through
- * proto/client.h's resp_add_command; replies are read with resp_reply_parse.
+ * proto/resp.h's resp_add_command; the connect, the reads and the reply
+ * parsing are libhourglass's lib/wire.h (link lib/wire.c with this file).
  * Pipelining: rc_append() queues commands in an output buffer, rc_flush()
  * writes them, rc_read() reads the replies one by one.
  *

@@ -44,6 +44,8 @@
 
 #include "tests/helpers/testutil.h"
 
+#include "base/err.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -77,19 +79,6 @@
 #define TU_LOG_TAIL_BYTES 2048                /* at most this much of a log goes into err */
 
 /* ---------------------------------------------------------------- errors */
-
-/* Format into err[errlen] (if err is non-NULL and errlen > 0). */
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Append the last lines (at most TU_LOG_TAIL_BYTES, and what fits) of the
  * file at path to err, after a one-line heading. Never fails: a missing or
@@ -276,14 +265,14 @@ int tu_poll_until(int (*cond)(void *ctx), void *ctx, int deadline_ms, int interv
 static pid_t spawn_isolated(char *const argv[], const char *out_path, char *err, size_t errlen)
 {
     if (access(argv[0], X_OK) != 0) {
-        set_err(err, errlen, "%s: %s (install the Debian package mariadb-server)", argv[0],
+        err_set(err, errlen, "%s: %s (install the Debian package mariadb-server)", argv[0],
                 strerror(errno));
         return -1;
     }
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
-        set_err(err, errlen, "fork: %s", strerror(errno));
+        err_set(err, errlen, "fork: %s", strerror(errno));
         return -1;
     }
     if (pid > 0)
@@ -396,9 +385,9 @@ static int mariadb_ready_or_dead(void *ctx)
 int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
 {
     memset(db, 0, sizeof *db);
-    set_err(err, errlen, "no error");
+    err_set(err, errlen, "no error");
     if (tu_mkdtemp("mariadb", db->dir, sizeof db->dir) != 0) {
-        set_err(err, errlen, "cannot create a temp dir under %s: %s", tu_temp_root(), strerror(errno));
+        err_set(err, errlen, "cannot create a temp dir under %s: %s", tu_temp_root(), strerror(errno));
         return -1;
     }
 
@@ -410,7 +399,7 @@ int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
     snprintf(outlog, sizeof outlog, "%s/mariadbd.out", db->dir);
     snprintf(installlog, sizeof installlog, "%s/install.log", db->dir);
     if (strlen(db->socket) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
-        set_err(err, errlen, "socket path %s is too long for a unix socket; set TMPDIR to a shorter directory",
+        err_set(err, errlen, "socket path %s is too long for a unix socket; set TMPDIR to a shorter directory",
                 db->socket);
         goto fail;
     }
@@ -425,7 +414,7 @@ int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
     snprintf(tmpdir, sizeof tmpdir, "%s/tmp", db->dir);
     snprintf(opt_tmpdir, sizeof opt_tmpdir, "--tmpdir=%s", tmpdir);
     if (mkdir(tmpdir, 0700) != 0) {
-        set_err(err, errlen, "cannot create %s: %s", tmpdir, strerror(errno));
+        err_set(err, errlen, "cannot create %s: %s", tmpdir, strerror(errno));
         goto fail;
     }
 
@@ -444,7 +433,7 @@ int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
     snprintf(lockpath, sizeof lockpath, "%s/hg-mariadb-install.lock", tu_temp_root());
     int lockfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (lockfd < 0 || flock(lockfd, LOCK_EX) != 0) {
-        set_err(err, errlen, "cannot lock %s: %s", lockpath, strerror(errno));
+        err_set(err, errlen, "cannot lock %s: %s", lockpath, strerror(errno));
         if (lockfd >= 0)
             close(lockfd);
         goto fail;
@@ -458,7 +447,7 @@ int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
     int waited = wait_or_kill(ipid, TU_MARIADB_INSTALL_DEADLINE_MS, &status);
     close(lockfd);                          /* releases the flock */
     if (waited != 0) {
-        set_err(err, errlen, "mariadb-install-db did not finish within %d ms",
+        err_set(err, errlen, "mariadb-install-db did not finish within %d ms",
                 TU_MARIADB_INSTALL_DEADLINE_MS);
         append_log_tail(err, errlen, installlog);
         goto fail;
@@ -466,7 +455,7 @@ int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         char how[80];
         describe_status(status, how, sizeof how);
-        set_err(err, errlen, "mariadb-install-db %s", how);
+        err_set(err, errlen, "mariadb-install-db %s", how);
         append_log_tail(err, errlen, installlog);
         goto fail;
     }
@@ -496,21 +485,21 @@ int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
     if (probe.child.reaped) {
         char how[80];
         describe_status(probe.child.status, how, sizeof how);
-        set_err(err, errlen, "mariadbd (pid %d) %s before accepting connections", (int)db->pid, how);
+        err_set(err, errlen, "mariadbd (pid %d) %s before accepting connections", (int)db->pid, how);
         db->pid = 0;
         append_log_tail(err, errlen, errlog);
         append_log_tail(err, errlen, outlog);
         goto fail;
     }
     if (rc != 0) {
-        set_err(err, errlen,
+        err_set(err, errlen,
                 "mariadbd (pid %d) did not accept connections on %s within %d ms; last client error %u: %s",
                 (int)db->pid, db->socket, TU_MARIADB_START_DEADLINE_MS, probe.last_errno,
                 probe.last_error);
         append_log_tail(err, errlen, errlog);
         goto fail;
     }
-    set_err(err, errlen, "mariadbd (pid %d) ready on %s after %llu ms", (int)db->pid, db->socket,
+    err_set(err, errlen, "mariadbd (pid %d) ready on %s after %llu ms", (int)db->pid, db->socket,
             (unsigned long long)(tu_now_mono_ms() - t0));
     return 0;
 

@@ -134,7 +134,7 @@ static long long wait_scalar(long long want, int deadline_ms, const char *fmt, .
     }
 }
 
-/* A fresh database with the reference schema; the handle for seeding. */
+/* A fresh database with the reference schema; a handle on it (to pay and cancel). */
 static hg_order_db *fresh_database(const char *name)
 {
     if (exec_sql("DROP DATABASE IF EXISTS %s", name) != 0 || exec_sql("CREATE DATABASE %s", name) != 0)
@@ -151,13 +151,13 @@ static hg_order_db *fresh_database(const char *name)
 
 /* n pending orders first_id.., expiring expire_in_ms from now, each with an
  * outbox row in status 'sent' when with_outbox. Returns 0 / -1. */
-static int seed(hg_order_db *db, uint64_t first_id, size_t n, int64_t expire_in_ms, int with_outbox)
+static int seed(const char *name, uint64_t first_id, size_t n, int64_t expire_in_ms, int with_outbox)
 {
-    hg_order_seed_spec_t spec = {.first_id = first_id, .orders = n, .first_sku = 1, .skus = 20, .max_items = 3,
+    of_seed_spec_t spec = {.first_id = first_id, .orders = n, .first_sku = 1, .skus = 20, .max_items = 3,
                                  .max_qty = 2, .stock_per_sku = 1000000, .expire_in_ms = expire_in_ms,
                                  .with_outbox = with_outbox, .random_seed = (uint32_t)first_id};
     hg_order_error_t err;
-    if (hg_order_seed(db, &spec, &err) != 0) {
+    if (oe_seed(&env, name, &spec, &err) != 0) {
         fprintf(stderr, "\n  seed: %s\n", err.message);
         return -1;
     }
@@ -165,14 +165,14 @@ static int seed(hg_order_db *db, uint64_t first_id, size_t n, int64_t expire_in_
 }
 
 /* The invariant report; ok must be 1. */
-static void check_invariant(hg_order_db *db, hg_order_report_t *rep)
+static void check_invariant(const char *name, of_report_t *rep)
 {
     hg_order_error_t err;
     memset(rep, 0, sizeof *rep);
-    CU_ASSERT_EQUAL_FATAL(hg_order_check(db, 3600, rep, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(oe_check(&env, name, 3600, rep, &err), 0);
     if (!rep->ok) {
         char text[1024];
-        hg_order_report_format(rep, text, sizeof text);
+        of_report_format(rep, text, sizeof text);
         fprintf(stderr, "\n  invariant broken: %s\n%s\n", rep->first_defect, text);
     }
     CU_ASSERT_TRUE(rep->ok);
@@ -624,8 +624,8 @@ static void test_relay_fast_path_failed(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     /* 20 orders expiring in 2.5 s and one already 0.5 s past; the fast-path
      * send failed for all: their outbox rows are still 'new'. */
-    CU_ASSERT_EQUAL_FATAL(seed(db, 1, 20, 2500, 1), 0);
-    CU_ASSERT_EQUAL_FATAL(seed(db, 100, 1, -500, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(seed("c_relay", 1, 20, 2500, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(seed("c_relay", 100, 1, -500, 1), 0);
     CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_relay.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"), 0);
     CU_ASSERT_EQUAL_FATAL(broker_cmd_ok("GROUP", "CREATE", "g_relay", "t_relay"), 0);
 
@@ -669,8 +669,8 @@ static void test_relay_fast_path_failed(void)
 
     CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
     CU_ASSERT_EQUAL(stop_proc(&consumer, f0), 0);
-    hg_order_report_t rep;
-    check_invariant(db, &rep);
+    of_report_t rep;
+    check_invariant("c_relay", &rep);
     CU_ASSERT_EQUAL(rep.cancelled, 21);
     hg_order_db_close(db);
 }
@@ -684,7 +684,7 @@ static void test_broker_down_overdue(void)
     char err[512];
     CU_ASSERT_EQUAL_FATAL(bp_stop(&env.broker, err, sizeof err), 0);
 
-    CU_ASSERT_EQUAL_FATAL(seed(db, 1, 20, 1500, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(seed("c_down", 1, 20, 1500, 1), 0);
     CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_down.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"), 0);
     proc_t comp;
     const char *extra[] = {"--relay-interval", "200ms", "--relay-backoff-base", "200ms", "--relay-backoff-cap", "400ms",
@@ -723,8 +723,8 @@ static void test_broker_down_overdue(void)
 
     CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
     CU_ASSERT_EQUAL(bp_restart(&env.broker, err, sizeof err), 0);
-    hg_order_report_t rep;
-    check_invariant(db, &rep);
+    of_report_t rep;
+    check_invariant("c_down", &rep);
     CU_ASSERT_EQUAL(rep.cancelled, 20);
     CU_ASSERT_EQUAL(rep.outbox_open_final, 0);
     hg_order_db_close(db);
@@ -739,7 +739,7 @@ static void test_relay_locks_only_its_rows(void)
     unsigned f0 = CU_get_number_of_failures();
     hg_order_db *db = fresh_database("c_locks");
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed(db, 1, 10, 600000, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(seed("c_locks", 1, 10, 600000, 1), 0);
     CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_locks.order_timeout_msg SET status='new', attempts=0,"
                                    " next_attempt_at=NOW(6) - INTERVAL 1 SECOND WHERE order_id <= 5"), 0);
     int silent = socket(AF_INET, SOCK_STREAM, 0);
@@ -828,7 +828,7 @@ static void test_dlq_dropped_inspection(void)
     unsigned f0 = CU_get_number_of_failures();
     hg_order_db *db = fresh_database("c_dlq");
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed(db, 1, 10, 1500, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(seed("c_dlq", 1, 10, 1500, 1), 0);
     /* The fast path sent each message; its consumer failed them into the DLQ. */
     CU_ASSERT_EQUAL_FATAL(broker_cmd_ok("GROUP", "CREATE", "g_dlq", "t_dlq"), 0);
     rc_conn_t c;
@@ -869,8 +869,8 @@ static void test_dlq_dropped_inspection(void)
     CU_ASSERT_TRUE(metric(comp.metrics_port, M "inspection_scans_completed_total") >= 1);
     CU_ASSERT_EQUAL(wait_metric(comp.metrics_port, M "dlq_depth{group=\"g_dlq_strict\"}", 0, 3000), 0);
     CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
-    hg_order_report_t rep;
-    check_invariant(db, &rep);
+    of_report_t rep;
+    check_invariant("c_dlq", &rep);
     CU_ASSERT_EQUAL(rep.cancelled, 10);
     hg_order_db_close(db);
 }
@@ -909,9 +909,9 @@ static void test_two_compensators(void)
     /* 1..100: outbox 'new' (relay → consumer); 101..200: outbox 'sent' but the
      * message is lost (overdue layer); 201..300: no outbox row (inspection);
      * 301..350: paid. All expire in 1.5 s. */
-    CU_ASSERT_EQUAL_FATAL(seed(db, 1, 200, 1500, 1), 0);
-    CU_ASSERT_EQUAL_FATAL(seed(db, 201, 100, 1500, 0), 0);
-    CU_ASSERT_EQUAL_FATAL(seed(db, 301, 50, 1500, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(seed("c_two", 1, 200, 1500, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(seed("c_two", 201, 100, 1500, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(seed("c_two", 301, 50, 1500, 1), 0);
     CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_two.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"
                                    " WHERE order_id <= 100"), 0);
     hg_order_outcome_t out;
@@ -982,8 +982,8 @@ static void test_two_compensators(void)
 
     CU_ASSERT_EQUAL(stop_proc(&comp[other], f0), 0);
     CU_ASSERT_EQUAL(stop_proc(&consumer, f0), 0);
-    hg_order_report_t rep;
-    check_invariant(db, &rep);
+    of_report_t rep;
+    check_invariant("c_two", &rep);
     CU_ASSERT_EQUAL(rep.cancelled, 300);
     CU_ASSERT_EQUAL(rep.paid, 50);
     CU_ASSERT_EQUAL(rep.reserved, 0);
@@ -1032,7 +1032,7 @@ static void test_paid_never_touched(void)
      * 21..30 paid 100 ms before expiry; 31..70 pending, paid by a thread that
      * races the compensator's cancels around expire_at + grace. All expire in
      * 2 s, outbox rows 'sent' (the fast path worked, the messages are lost). */
-    CU_ASSERT_EQUAL_FATAL(seed(db, 1, 70, 2000, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(seed("c_paid", 1, 70, 2000, 1), 0);
     hg_order_outcome_t out;
     for (uint64_t id = 1; id <= 20; id++)
         CU_ASSERT_EQUAL(hg_order_pay(db, id, &out, NULL), 0);
@@ -1103,8 +1103,8 @@ static void test_paid_never_touched(void)
     CU_ASSERT_EQUAL(open_rows, 0);
     CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
     CU_ASSERT_EQUAL(stop_proc(&consumer, f0), 0);
-    hg_order_report_t rep;
-    check_invariant(db, &rep);
+    of_report_t rep;
+    check_invariant("c_paid", &rep);
     CU_ASSERT_EQUAL(rep.paid, 30 + (uint64_t)race_paid);
     CU_ASSERT_EQUAL(rep.paid + rep.cancelled, 70);
     CU_ASSERT_EQUAL(rep.paid_and_cancelled, 0);
@@ -1117,7 +1117,7 @@ static void test_lock_loss(void)
     unsigned f0 = CU_get_number_of_failures();
     hg_order_db *db = fresh_database("c_lock");
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed(db, 1, 300, -10000, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(seed("c_lock", 1, 300, -10000, 0), 0);
     proc_t comp;
     /* 60 pages of 5 with a 40 ms pause: a scan of ~3 s; rounds 2 s apart. */
     const char *extra[] = {"--layers", "inspection", "--inspect-interval", "2s", "--inspect-grace", "1s",
@@ -1160,8 +1160,8 @@ static void test_lock_loss(void)
     CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
     /* A clean stop releases the lock. */
     CU_ASSERT_EQUAL(scalar("SELECT IS_USED_LOCK('c_lock_test')"), -1);
-    hg_order_report_t rep;
-    check_invariant(db, &rep);
+    of_report_t rep;
+    check_invariant("c_lock", &rep);
     hg_order_db_close(db);
 }
 
@@ -1185,8 +1185,8 @@ static void test_monitor_alerts(void)
     unsigned f0 = CU_get_number_of_failures();
     hg_order_db *db = fresh_database("c_mon");
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed(db, 1, 7, -30000, 1), 0);  /* 7 overdue pending, outbox 'sent' */
-    CU_ASSERT_EQUAL_FATAL(seed(db, 8, 3, 600000, 1), 0);  /* 3 not due */
+    CU_ASSERT_EQUAL_FATAL(seed("c_mon", 1, 7, -30000, 1), 0);  /* 7 overdue pending, outbox 'sent' */
+    CU_ASSERT_EQUAL_FATAL(seed("c_mon", 8, 3, 600000, 1), 0);  /* 3 not due */
     CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_mon.order_timeout_msg SET status = 'new' WHERE order_id >= 8"), 0);
     rc_conn_t c;
     char err[512], id[64];
@@ -1256,8 +1256,8 @@ static void test_once(void)
 {
     hg_order_db *db = fresh_database("c_once");
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed(db, 1, 30, -5000, 1), 0);
-    CU_ASSERT_EQUAL_FATAL(seed(db, 31, 5, 600000, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(seed("c_once", 1, 30, -5000, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(seed("c_once", 31, 5, 600000, 1), 0);
     /* 1..10 overdue, outbox 'sent' → overdue layer; 11..20 overdue without an
      * outbox row → inspection; 21..30 overdue and 'new' → relayed now AND
      * cancelled by the overdue layer of the same --once; 31..35 'new', not
@@ -1285,7 +1285,7 @@ static void test_once(void)
     CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_once.orders WHERE id > 30 AND status = 'pending'"), 5);
 
     /* With the broker unreachable the relay fails and so does --once. */
-    CU_ASSERT_EQUAL_FATAL(seed(db, 41, 2, 600000, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(seed("c_once", 41, 2, 600000, 1), 0);
     CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_once.order_timeout_msg SET status = 'new', attempts = 0,"
                                    " next_attempt_at = NOW(6) WHERE order_id >= 41"), 0);
     char dead[64];

@@ -29,8 +29,9 @@
 #include "config.h"
 #endif
 
-#include "consumer/order_sql.h"
 #include "include/hourglass/order.h"
+#include "lib/order_sql.h"
+#include "tests/helpers/order_fixture.h"
 #include "tests/helpers/sql_client.h"
 #include "tests/helpers/testutil.h"
 
@@ -170,30 +171,32 @@ static int db_suite_cleanup(void)
     return 0;
 }
 
-static void seed(hg_order_db *db, uint64_t first_id, size_t orders, unsigned skus, int64_t expire_in_ms)
+/* Seed the suite's database over the admin connection (order_fixture.h). */
+static void seed(uint64_t first_id, size_t orders, unsigned skus, int64_t expire_in_ms)
 {
-    hg_order_seed_spec_t spec = {
+    of_seed_spec_t spec = {
         .first_id = first_id, .orders = orders, .first_sku = 1, .skus = skus, .max_items = 3,
         .max_qty = 4, .stock_per_sku = 1000000, .expire_in_ms = expire_in_ms, .with_outbox = 1,
         .random_seed = (uint32_t)first_id,
     };
     hg_order_error_t err;
-    int rc = hg_order_seed(db, &spec, &err);
+    int rc = of_seed(admin, &spec, &err);
     if (rc != 0)
         fprintf(stderr, "seed: %s\n", err.message);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
 }
 
-static void assert_invariant(hg_order_db *db, hg_order_report_t *out)
+/* The invariant of the suite's database, read over the admin connection. */
+static void assert_invariant(of_report_t *out)
 {
-    hg_order_report_t r;
+    of_report_t r;
     hg_order_error_t err;
-    int rc = hg_order_check(db, 3600, &r, &err);
+    int rc = of_check(admin, 3600, &r, &err);
     if (rc != 0)
         fprintf(stderr, "check: %s\n", err.message);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
     char text[1024];
-    hg_order_report_format(&r, text, sizeof text);
+    of_report_format(&r, text, sizeof text);
     if (!r.ok)
         fprintf(stderr, "\n%s", text);
     CU_ASSERT_TRUE(r.ok);
@@ -399,8 +402,8 @@ static void test_schema_matches_file(void)
         size_t i = 0;
         while (text[i] != '\0' && text[i] == compiled[i])
             i++;
-        fprintf(stderr, "\nsql/schema.sql and consumer/order_schema.c differ at byte %zu: file \"%.40s\" vs "
-                        "compiled \"%.40s\" — update the copy in consumer/order_schema.c\n",
+        fprintf(stderr, "\nsql/schema.sql and lib/order_schema.c differ at byte %zu: file \"%.40s\" vs "
+                        "compiled \"%.40s\" — update the copy in lib/order_schema.c\n",
                 i, text + i, compiled + i);
         CU_FAIL("schema copy out of date");
     }
@@ -465,7 +468,7 @@ static void test_cancel_outcomes(void)
 {
     hg_order_db *db = open_db(NULL, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    seed(db, 1, 10, 5, 30 * 60 * 1000);
+    seed(1, 10, 5, 30 * 60 * 1000);
     hg_order_outcome_t out;
     hg_order_error_t err;
     order_stock_t before, after;
@@ -544,8 +547,8 @@ static void test_cancel_outcomes(void)
 
     CU_ASSERT_EQUAL(hg_order_db_connects(db), 1);
     CU_ASSERT_EQUAL(hg_order_db_prepare(db, &err), 0);
-    hg_order_report_t r;
-    assert_invariant(db, &r);
+    of_report_t r;
+    assert_invariant(&r);
     CU_ASSERT_EQUAL(r.orders, 10);
     CU_ASSERT_EQUAL(r.paid, 1);
     CU_ASSERT_EQUAL(r.cancelled, 4);
@@ -640,29 +643,29 @@ static void test_seed_and_check_detect_defects(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     hg_order_error_t err;
     /* Seeding an id that exists fails whole. */
-    hg_order_seed_spec_t spec = {.first_id = 5, .orders = 10, .first_sku = 1, .skus = 5, .max_items = 3,
+    of_seed_spec_t spec = {.first_id = 5, .orders = 10, .first_sku = 1, .skus = 5, .max_items = 3,
                                  .max_qty = 4, .stock_per_sku = 1000000, .expire_in_ms = 60000};
     long long before = scalar(admin, "SELECT COUNT(*) FROM orders");
-    CU_ASSERT_EQUAL(hg_order_seed(db, &spec, &err), -1);
+    CU_ASSERT_EQUAL(of_seed(admin, &spec, &err), -1);
     CU_ASSERT_EQUAL(err.code, 1062);
     CU_ASSERT_EQUAL(scalar(admin, "SELECT COUNT(*) FROM orders"), before);
     /* Stock that would go negative fails whole (the CHECK constraint). */
     spec.first_id = 1000;
     spec.first_sku = 500;
     spec.stock_per_sku = 1;
-    CU_ASSERT_EQUAL(hg_order_seed(db, &spec, &err), -1);
+    CU_ASSERT_EQUAL(of_seed(admin, &spec, &err), -1);
     CU_ASSERT_EQUAL(err.code, 4025);
     CU_ASSERT_EQUAL(scalar(admin, "SELECT COUNT(*) FROM orders"), before);
 
-    hg_order_report_t r;
-    assert_invariant(db, NULL);
+    of_report_t r;
+    assert_invariant(NULL);
     /* Stock returned without a cancel (what a double return leaves behind)
      * conserves the sum but is caught. Order 6 is pending: its own quantities
      * are reserved, so the CHECK constraint does not stop this. */
     CU_ASSERT_EQUAL_FATAL(run_sql(admin, "UPDATE stock s JOIN order_items i ON i.sku_id = s.sku_id"
                                          " SET s.available = s.available + i.qty, s.reserved = s.reserved - i.qty"
                                          " WHERE i.order_id = 6"), 0);
-    CU_ASSERT_EQUAL(hg_order_check(db, 3600, &r, &err), 0);
+    CU_ASSERT_EQUAL(of_check(admin, 3600, &r, &err), 0);
     CU_ASSERT_FALSE(r.ok);
     CU_ASSERT_EQUAL(r.skus_unbalanced, 0);
     CU_ASSERT_TRUE(r.skus_reserved_wrong > 0);
@@ -672,22 +675,22 @@ static void test_seed_and_check_detect_defects(void)
                                          " WHERE i.order_id = 6"), 0);
     /* An order both paid and cancelled. */
     CU_ASSERT_EQUAL_FATAL(run_sql(admin, "UPDATE orders SET paid_at = NOW(6) WHERE id = 1"), 0);
-    CU_ASSERT_EQUAL(hg_order_check(db, 3600, &r, &err), 0);
+    CU_ASSERT_EQUAL(of_check(admin, 3600, &r, &err), 0);
     CU_ASSERT_FALSE(r.ok);
     CU_ASSERT_EQUAL(r.paid_and_cancelled, 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.first_defect, "both paid and cancelled, e.g. id=1"));
     CU_ASSERT_EQUAL_FATAL(run_sql(admin, "UPDATE orders SET paid_at = NULL WHERE id = 1"), 0);
     /* An overdue pending order. */
-    spec = (hg_order_seed_spec_t){.first_id = 2000, .orders = 1, .first_sku = 1, .skus = 5, .max_items = 1,
+    spec = (of_seed_spec_t){.first_id = 2000, .orders = 1, .first_sku = 1, .skus = 5, .max_items = 1,
                                   .max_qty = 1, .stock_per_sku = 1000000, .expire_in_ms = -7200 * 1000};
-    CU_ASSERT_EQUAL_FATAL(hg_order_seed(db, &spec, &err), 0);
-    CU_ASSERT_EQUAL(hg_order_check(db, 3600, &r, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(of_seed(admin, &spec, &err), 0);
+    CU_ASSERT_EQUAL(of_check(admin, 3600, &r, &err), 0);
     CU_ASSERT_EQUAL(r.overdue_pending, 1);
     CU_ASSERT_FALSE(r.ok);
     hg_order_outcome_t out;
     CU_ASSERT_EQUAL(hg_order_cancel(db, 2000, "inspection", &out, &err), 0);
     CU_ASSERT_EQUAL(out, HG_ORDER_CANCELLED);
-    assert_invariant(db, NULL);
+    assert_invariant(NULL);
     hg_order_db_close(db);
 }
 
@@ -769,13 +772,13 @@ static void test_race_pay_and_duplicate_cancels(void)
     hg_order_db *db = open_db(NULL, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     /* 40 SKUs shared by 2 000 orders: plenty of contention on stock rows. */
-    hg_order_seed_spec_t spec = {.first_id = RACE_FIRST_ID, .orders = RACE_ORDERS, .first_sku = 1, .skus = 40,
+    of_seed_spec_t spec = {.first_id = RACE_FIRST_ID, .orders = RACE_ORDERS, .first_sku = 1, .skus = 40,
                                  .max_items = 3, .max_qty = 3, .stock_per_sku = 100000,
                                  .expire_in_ms = 30 * 60 * 1000, .with_outbox = 1, .random_seed = 7};
     hg_order_error_t err;
-    CU_ASSERT_EQUAL_FATAL(hg_order_seed(db, &spec, &err), 0);
-    hg_order_report_t r0;
-    assert_invariant(db, &r0);
+    CU_ASSERT_EQUAL_FATAL(of_seed(admin, &spec, &err), 0);
+    of_report_t r0;
+    assert_invariant(&r0);
 
     /* The four operations of an order sit next to each other, so 4 of the 8
      * threads take them at the same moment; the payment's place is random. */
@@ -819,8 +822,8 @@ static void test_race_pay_and_duplicate_cancels(void)
     CU_ASSERT_EQUAL(race_not_pending, RACE_ORDERS * 3);
     CU_ASSERT_TRUE(race_paid_wins > 0 && race_cancel_wins > 0); /* both sides did win sometimes */
 
-    hg_order_report_t r;
-    assert_invariant(db, &r);
+    of_report_t r;
+    assert_invariant(&r);
     CU_ASSERT_EQUAL(r.orders, RACE_ORDERS);
     CU_ASSERT_EQUAL(r.pending, 0);
     CU_ASSERT_EQUAL(r.paid, race_paid_wins);
@@ -894,7 +897,7 @@ static void kill_mid_transaction(uint64_t id, const char *kill, int lock_order)
 {
     hg_order_db *db = open_db(NULL, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    seed(db, id, 1, 5, 30 * 60 * 1000);
+    seed(id, 1, 5, 30 * 60 * 1000);
     order_stock_t before, after;
     stock_of(id, &before);
 
@@ -960,7 +963,7 @@ static void kill_mid_transaction(uint64_t id, const char *kill, int lock_order)
     assert_stock_moved(&before, &after, MOVE_CANCEL);
     CU_ASSERT_EQUAL(hg_order_cancel(db, id, "timeout-message", &out, NULL), 0);
     CU_ASSERT_EQUAL(out, HG_ORDER_NOT_PENDING);
-    assert_invariant(db, NULL);
+    assert_invariant(NULL);
     mysql_close(locker);
     hg_order_db_close(db);
 }
@@ -993,7 +996,7 @@ static void test_lock_wait_timeout(void)
     const uint64_t id = 20;
     hg_order_db *db = open_db(NULL, 1);
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    seed(db, id, 1, 5, 30 * 60 * 1000);
+    seed(id, 1, 5, 30 * 60 * 1000);
     CU_ASSERT_EQUAL(scalar(admin, "SELECT VARIABLE_VALUE FROM information_schema.SESSION_VARIABLES"
                                   " WHERE VARIABLE_NAME = 'INNODB_LOCK_WAIT_TIMEOUT'"), 50); /* ours only */
     order_stock_t before, after;
@@ -1021,7 +1024,7 @@ static void test_lock_wait_timeout(void)
     CU_ASSERT_STRING_EQUAL(status, "cancelled");
     stock_of(id, &after);
     assert_stock_moved(&before, &after, MOVE_CANCEL);
-    assert_invariant(db, NULL);
+    assert_invariant(NULL);
     mysql_close(locker);
     hg_order_db_close(db);
 }
@@ -1033,7 +1036,7 @@ static void test_killed_while_idle(void)
     const uint64_t id = 30;
     hg_order_db *db = open_db(NULL, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    seed(db, id, 2, 5, 30 * 60 * 1000);
+    seed(id, 2, 5, 30 * 60 * 1000);
     order_stock_t before, after;
     stock_of(id, &before);
     hg_order_outcome_t out;
@@ -1052,7 +1055,7 @@ static void test_killed_while_idle(void)
     CU_ASSERT_EQUAL(hg_order_db_connects(db), 2);
     stock_of(id, &after);
     assert_stock_moved(&before, &after, MOVE_CANCEL);
-    assert_invariant(db, NULL);
+    assert_invariant(NULL);
     hg_order_db_close(db);
 }
 
@@ -1065,9 +1068,9 @@ static void test_overdue_query_uses_index(void)
     hg_order_db *db = open_db(NULL, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     /* 6 000 orders: past and future expiry, a third no longer pending. */
-    seed(db, 1, 2000, 50, -3600 * 1000);
-    seed(db, 10001, 2000, 50, 3600 * 1000);
-    seed(db, 20001, 2000, 50, 7200 * 1000);
+    seed(1, 2000, 50, -3600 * 1000);
+    seed(10001, 2000, 50, 3600 * 1000);
+    seed(20001, 2000, 50, 7200 * 1000);
     hg_order_outcome_t out;
     for (uint64_t id = 10001; id <= 12000; id++)
         CU_ASSERT_EQUAL_FATAL(id % 2 ? hg_order_pay(db, id, &out, NULL) : hg_order_cancel(db, id, "x", &out, NULL), 0);

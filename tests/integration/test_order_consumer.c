@@ -244,9 +244,9 @@ static void test_end_to_end(void)
         oe_print_file(log_path);
     tu_rmtree(dir);
 
-    hg_order_report_t rep;
+    of_report_t rep;
     hg_order_error_t e;
-    CU_ASSERT_EQUAL_FATAL(hg_order_check(db, 3600, &rep, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(oe_check(&env, "e2e", 3600, &rep, &e), 0);
     CU_ASSERT_TRUE(rep.ok);
     CU_ASSERT_EQUAL(rep.paid, 60);
     CU_ASSERT_EQUAL(rep.cancelled, 240);
@@ -294,9 +294,9 @@ static uint64_t consume_all(const char *name, size_t n, int workers, int restart
         oe_print_file(log_path);
     tu_rmtree(dir);
 
-    hg_order_report_t rep;
+    of_report_t rep;
     hg_order_error_t e;
-    CU_ASSERT_EQUAL_FATAL(hg_order_check(db, 3600, &rep, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(oe_check(&env, name, 3600, &rep, &e), 0);
     CU_ASSERT_TRUE(rep.ok);
     CU_ASSERT_EQUAL(rep.cancelled, n);
     CU_ASSERT_EQUAL(rep.reserved, 0);

@@ -3,7 +3,7 @@
  * BROKER: the real ./hourglass-broker, the real ./hourglass-consumer
  * (--workers 8), a private MariaDB (issue 4, "Proof: race").
  *
- *   2 000 orders are seeded (hg_order_seed, 40 SKUs shared by all: hot stock
+ *   2 000 orders are seeded (of_seed, 40 SKUs shared by all: hot stock
  *   rows). For every order three duplicate cancel messages (payload = the
  *   order id, no delay) are SENT to the consumer's topic — the orders in a
  *   shuffled order, the 12 messages of every 4 consecutive orders shuffled
@@ -23,7 +23,7 @@
  *   Once the consumer settled every message (its counters cancelled +
  *   not_pending + not_found + permanent reach 6 000, and the group has
  *   nothing ready, retrying or in flight), it is stopped (SIGTERM → exit 0)
- *   and hg_order_check must find: no order both paid and cancelled, every
+ *   and of_check must find: no order both paid and cancelled, every
  *   order exactly one of paid / cancelled (and the one its payment said),
  *   stock conserved to the unit (received = available + reserved + sold per
  *   SKU; reserved = 0; sold = the paid orders' units; available = the seed's
@@ -264,14 +264,14 @@ static int all_settled(void *arg)
 static void test_race_through_broker(void)
 {
     /* 40 SKUs shared by 2 000 orders: pay and cancel contend on stock rows. */
-    hg_order_seed_spec_t spec = {.first_id = 1, .orders = RACE_ORDERS, .first_sku = 1, .skus = 40,
+    of_seed_spec_t spec = {.first_id = 1, .orders = RACE_ORDERS, .first_sku = 1, .skus = 40,
                                  .max_items = 3, .max_qty = 3, .stock_per_sku = 100000,
                                  .expire_in_ms = 30 * 60 * 1000, .with_outbox = 1, .random_seed = 7};
     hg_order_db *db = oe_fresh_database(&env, RACE_DB, RACE_ORDERS, &spec);
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    hg_order_report_t r0;
+    of_report_t r0;
     hg_order_error_t e;
-    CU_ASSERT_EQUAL_FATAL(hg_order_check(db, 3600, &r0, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(oe_check(&env, RACE_DB, 3600, &r0, &e), 0);
     CU_ASSERT_TRUE_FATAL(r0.ok);
     CU_ASSERT_EQUAL_FATAL(r0.pending, RACE_ORDERS);
 
@@ -401,10 +401,10 @@ static void test_race_through_broker(void)
     CU_ASSERT_EQUAL(bp_int_cmd(&c, &dlq_len, err, sizeof err, "DLQ", "LEN", RACE_GROUP, NULL), 0);
     rc_close(&c);
 
-    hg_order_report_t r;
-    CU_ASSERT_EQUAL_FATAL(hg_order_check(db, 3600, &r, &e), 0);
+    of_report_t r;
+    CU_ASSERT_EQUAL_FATAL(oe_check(&env, RACE_DB, 3600, &r, &e), 0);
     char text[1024];
-    hg_order_report_format(&r, text, sizeof text);
+    of_report_format(&r, text, sizeof text);
 
     if (ms == 0)
         ms = 1;

@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_backoff.c — CUnit suite for consumer/backoff.c.
+ * tests/unit/test_backoff.c — CUnit suite for lib/backoff.c.
  *
  * The delay function is pure once the random source is injected, so every
  * check here is exact: jitter 0 gives base * factor^k capped; a source that
@@ -7,7 +7,7 @@
  * a seeded generator sweeps the range bounds. Overflow (huge attempts,
  * factors), out-of-range fields and option checking are covered too.
  */
-#include "consumer/backoff.h"
+#include "lib/backoff.h"
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>

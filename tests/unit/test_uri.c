@@ -1,12 +1,12 @@
 /*
- * tests/unit/test_uri.c — CUnit suite for consumer/uri.c.
+ * tests/unit/test_uri.c — CUnit suite for lib/uri.c.
  *
  * Good URIs (names, IPv4, bracketed IPv6, default port, credentials with
  * percent-escapes, case-insensitive scheme, a trailing slash) parse to the
  * expected fields; bad ones are refused with a message that names the bad
  * part (and never contains the password).
  */
-#include "consumer/uri.h"
+#include "lib/uri.h"
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>

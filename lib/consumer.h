@@ -1,13 +1,13 @@
 /*
- * consumer/consumer.h — the consumer loop of libhourglass (internal part).
+ * lib/consumer.h — the consumer loop of libhourglass (internal part).
  *
  * The public API (hg_consumer_new / run / stop / stats / free) is in
  * <hourglass/hourglass.h>. This header holds the pieces consumer.c shares
  * with the rest of the library and the tests: decoding a PULL reply and the
  * name check the broker applies to groups and topics.
  */
-#ifndef HG_CONSUMER_CONSUMER_H
-#define HG_CONSUMER_CONSUMER_H
+#ifndef HG_LIB_CONSUMER_H
+#define HG_LIB_CONSUMER_H
 
 #include "include/hourglass/hourglass.h"
 #include "proto/client.h"

@@ -1,5 +1,5 @@
 /*
- * consumer/consumer.c — the consumer loop: N workers, a lease watchdog.
+ * lib/consumer.c — the consumer loop: N workers, a lease watchdog.
  *
  * Threads
  *   worker i (N of them)  owns client i (its own connection) and loops
@@ -37,10 +37,12 @@
 #include "config.h"
 #endif
 
-#include "consumer/consumer.h"
-#include "consumer/backoff.h"
-#include "consumer/client.h"
-#include "consumer/uri.h"
+#include "lib/consumer.h"
+#include "lib/backoff.h"
+#include "lib/client.h"
+#include "lib/wire.h"
+
+#include "base/alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -105,25 +107,6 @@ struct hg_consumer {
 /* ------------------------------------------------------------------------
  * Helpers
  * ------------------------------------------------------------------------ */
-
-static void fill_error(hg_error_t *err, hg_err_t code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void fill_error(hg_error_t *err, hg_err_t code, const char *fmt, ...)
-{
-    va_list ap;
-    if (err == NULL)
-        return;
-    err->code = code;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof(err->message), fmt, ap);
-    va_end(ap);
-}
-
-static char *xstrdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    return memcpy(client_xcalloc(1, n), s, n);
-}
 
 static void count(atomic_uint_fast64_t *counter)
 {
@@ -238,30 +221,30 @@ static int check_opts(const hg_consumer_opts_t *o, hg_error_t *err)
     char why[HG_ERRMSG_MAX];
 
     if (o->uri == NULL || o->uri[0] == '\0')
-        return fill_error(err, HG_ERR_ARG, "uri is required"), -1;
+        return client_error_fill(err, HG_ERR_ARG, "uri is required"), -1;
     if (!consumer_valid_name(o->group))
-        return fill_error(err, HG_ERR_ARG, "group %s%.64s%s is not a valid name (1..255 printable ASCII bytes, no blanks)",
+        return client_error_fill(err, HG_ERR_ARG, "group %s%.64s%s is not a valid name (1..255 printable ASCII bytes, no blanks)",
                           o->group ? "'" : "", o->group ? o->group : "(NULL)", o->group ? "'" : ""), -1;
     if (!consumer_valid_name(o->topic))
-        return fill_error(err, HG_ERR_ARG, "topic %s%.64s%s is not a valid name (1..255 printable ASCII bytes, no blanks)",
+        return client_error_fill(err, HG_ERR_ARG, "topic %s%.64s%s is not a valid name (1..255 printable ASCII bytes, no blanks)",
                           o->topic ? "'" : "", o->topic ? o->topic : "(NULL)", o->topic ? "'" : ""), -1;
     if (o->handler == NULL)
-        return fill_error(err, HG_ERR_ARG, "handler is required"), -1;
+        return client_error_fill(err, HG_ERR_ARG, "handler is required"), -1;
     if (o->workers < 1 || o->workers > CONSUMER_MAX_WORKERS)
-        return fill_error(err, HG_ERR_ARG, "workers %d out of range 1..%d", o->workers, CONSUMER_MAX_WORKERS), -1;
+        return client_error_fill(err, HG_ERR_ARG, "workers %d out of range 1..%d", o->workers, CONSUMER_MAX_WORKERS), -1;
     if (o->count < 1 || o->count > CONSUMER_MAX_COUNT)
-        return fill_error(err, HG_ERR_ARG, "count %d out of range 1..%d", o->count, CONSUMER_MAX_COUNT), -1;
+        return client_error_fill(err, HG_ERR_ARG, "count %d out of range 1..%d", o->count, CONSUMER_MAX_COUNT), -1;
     if (o->block_ms < 1 || o->block_ms > CONSUMER_MAX_BLOCK_MS)
-        return fill_error(err, HG_ERR_ARG, "block_ms %" PRIu32 " out of range 1..%u", o->block_ms,
+        return client_error_fill(err, HG_ERR_ARG, "block_ms %" PRIu32 " out of range 1..%u", o->block_ms,
                           CONSUMER_MAX_BLOCK_MS), -1;
     if (o->lease_ms < 1 || o->lease_ms > CONSUMER_MAX_LEASE_MS)
-        return fill_error(err, HG_ERR_ARG, "lease_ms %" PRIu32 " out of range 1..%u", o->lease_ms,
+        return client_error_fill(err, HG_ERR_ARG, "lease_ms %" PRIu32 " out of range 1..%u", o->lease_ms,
                           CONSUMER_MAX_LEASE_MS), -1;
     if (o->touch_interval_ms != HG_TOUCH_NEVER && o->touch_interval_ms >= o->lease_ms)
-        return fill_error(err, HG_ERR_ARG, "touch_interval_ms %" PRIu32 " must be below lease_ms %" PRIu32
+        return client_error_fill(err, HG_ERR_ARG, "touch_interval_ms %" PRIu32 " must be below lease_ms %" PRIu32
                           " (or HG_TOUCH_NEVER)", o->touch_interval_ms, o->lease_ms), -1;
     if (backoff_check(&o->retry, "retry", why, sizeof(why)) < 0)
-        return fill_error(err, HG_ERR_ARG, "%s", why), -1;
+        return client_error_fill(err, HG_ERR_ARG, "%s", why), -1;
     return 0;
 }
 
@@ -272,7 +255,7 @@ hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out, hg
     hg_err_t e;
 
     if (out == NULL || opts == NULL) {
-        fill_error(err, HG_ERR_ARG, "hg_consumer_new: %s is NULL", out == NULL ? "out" : "opts");
+        client_error_fill(err, HG_ERR_ARG, "hg_consumer_new: %s is NULL", out == NULL ? "out" : "opts");
         return HG_ERR_ARG;
     }
     *out = NULL;
@@ -284,7 +267,7 @@ hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out, hg
         return e;
     hg_client_close(probe);
 
-    c = client_xcalloc(1, sizeof(*c));
+    c = xcalloc(1, sizeof(*c));
     c->opts = *opts;
     if (opts->client != NULL)
         c->client_opts = *opts->client;
@@ -307,11 +290,11 @@ hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out, hg
     c->watchdog_pipe[0] = c->watchdog_pipe[1] = -1;
     if (pipe2(c->wake_pipe, O_NONBLOCK | O_CLOEXEC) != 0 ||
         pipe2(c->watchdog_pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
-        fill_error(err, HG_ERR_SYSTEM, "pipe: %s", strerror(errno));
+        client_error_fill(err, HG_ERR_SYSTEM, "pipe: %s", strerror(errno));
         hg_consumer_free(c);
         return HG_ERR_SYSTEM;
     }
-    fill_error(err, HG_OK, "%s", "");
+    client_error_fill(err, HG_OK, "%s", "");
     *out = c;
     return HG_OK;
 }
@@ -533,7 +516,7 @@ static void *worker_main(void *arg)
         /* Register the whole batch first: the watchdog renews every lease
          * the worker holds, not only the one being handled. */
         {
-            uint64_t now = client_now_ms();
+            uint64_t now = wire_now_ms();
             pthread_mutex_lock(&w->lock);
             for (size_t i = 0; i < r->count && i < (size_t)c->opts.count; i++) {
                 const resp_reply_t *e0 = &r->elements[i];
@@ -604,7 +587,7 @@ static void watchdog_touch(hg_consumer_t *c, worker_t *w, const char *id, unsign
             inflight_remove(w, id); /* stop touching it; the worker's ACK will say 0 too */
         }
     } else {
-        uint64_t now = client_now_ms();
+        uint64_t now = wire_now_ms();
         count(&c->touched);
         pthread_mutex_lock(&w->lock);
         for (int i = 0; i < c->opts.count; i++)
@@ -620,7 +603,7 @@ static void *watchdog_main(void *arg)
     hg_consumer_t *c = arg;
     uint64_t tick = c->touch_ms / 4;
     unsigned connects = 0;
-    char (*due)[HG_ID_MAX] = client_xcalloc((size_t)c->opts.count, HG_ID_MAX);
+    char (*due)[HG_ID_MAX] = xcalloc((size_t)c->opts.count, HG_ID_MAX);
 
     if (tick < WATCHDOG_MIN_TICK_MS)
         tick = WATCHDOG_MIN_TICK_MS;
@@ -630,7 +613,7 @@ static void *watchdog_main(void *arg)
     while (client_sleep(c->watchdog_pipe[0], tick) == 0) {
         for (int wi = 0; wi < c->opts.workers; wi++) {
             worker_t *w = &c->workers[wi];
-            uint64_t now = client_now_ms();
+            uint64_t now = wire_now_ms();
             int ndue = 0;
 
             pthread_mutex_lock(&w->lock);
@@ -661,13 +644,13 @@ hg_err_t hg_consumer_run(hg_consumer_t *c)
         return HG_ERR_ARG;
     }
     c->ran = 1;
-    c->workers = client_xcalloc((size_t)n, sizeof(*c->workers));
+    c->workers = xcalloc((size_t)n, sizeof(*c->workers));
     for (int i = 0; i < n; i++) {
         worker_t *w = &c->workers[i];
         w->owner = c;
         w->index = i;
         pthread_mutex_init(&w->lock, NULL);
-        w->inflight = client_xcalloc((size_t)c->opts.count, sizeof(*w->inflight));
+        w->inflight = xcalloc((size_t)c->opts.count, sizeof(*w->inflight));
         /* Cannot fail: hg_consumer_new checked the same URI and options. */
         if (client_create(c->uri, &c->client_opts, &w->client, &err) != HG_OK) {
             record_error(c, "consumer", err.code, "start", err.message);

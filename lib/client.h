@@ -1,5 +1,5 @@
 /*
- * consumer/client.h — the connection engine of libhourglass (internal part).
+ * lib/client.h — the connection engine of libhourglass (internal part).
  *
  * The public client API (hg_client_open, hg_client_command, ...) is in
  * <hourglass/hourglass.h>. This header is what producer.c and consumer.c use
@@ -9,8 +9,8 @@
  *
  * A client is used by one thread at a time.
  */
-#ifndef HG_CONSUMER_CLIENT_H
-#define HG_CONSUMER_CLIENT_H
+#ifndef HG_LIB_CLIENT_H
+#define HG_LIB_CLIENT_H
 
 #include "include/hourglass/hourglass.h"
 #include "proto/client.h"
@@ -60,12 +60,22 @@ hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv,
                      const size_t *argvlen, int resend, uint32_t extra_wait_ms,
                      int flags, resp_reply_t **reply);
 
+/* client_call, and an error reply becomes HG_ERR_SERVER with its text as
+ * the client's error (the reply freed, *reply NULL). Returns as client_call. */
+hg_err_t client_call_checked(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen,
+                             int resend, resp_reply_t **reply);
+
 /* Close the connection (the client stays usable: the next call reconnects). */
 void client_disconnect(hg_client_t *c);
 
 /* Set the client's error (code and printf message) and return code. */
 hg_err_t client_fail(hg_client_t *c, hg_err_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Fill a caller's hg_error_t (may be NULL) with code and a printf message:
+ * the one way the library's constructors report errors before a client
+ * exists. */
+void client_error_fill(hg_error_t *err, hg_err_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Clear the client's error (start of a public call). */
 void client_clear_error(hg_client_t *c);
@@ -83,12 +93,5 @@ unsigned client_connect_count(const hg_client_t *c);
 /* Sleep ms milliseconds, returning early with -1 when wake_fd (may be -1)
  * becomes readable; 0 after the full sleep. */
 int client_sleep(int wake_fd, uint64_t ms);
-
-/* calloc that aborts with a message on out of memory (the library's one
- * allocation wrapper, STYLE.md §4). */
-void *client_xcalloc(size_t n, size_t size);
-
-/* Monotonic milliseconds. */
-uint64_t client_now_ms(void);
 
 #endif

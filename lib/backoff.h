@@ -1,12 +1,12 @@
 /*
- * consumer/backoff.h — capped exponential backoff with jitter (internal part).
+ * lib/backoff.h — capped exponential backoff with jitter (internal part).
  *
  * The public half (hg_backoff_t, hg_backoff_default, hg_backoff_delay) is in
  * <hourglass/hourglass.h>; this header adds what the library uses inside:
  * option checking and the default random source. Pure logic; thread-safe.
  */
-#ifndef HG_CONSUMER_BACKOFF_H
-#define HG_CONSUMER_BACKOFF_H
+#ifndef HG_LIB_BACKOFF_H
+#define HG_LIB_BACKOFF_H
 
 #include "include/hourglass/hourglass.h"
 

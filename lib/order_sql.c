@@ -1,5 +1,5 @@
 /*
- * consumer/order_sql.c — the SQL lexer of the order cancel (internal to
+ * lib/order_sql.c — the SQL lexer of the order cancel (internal to
  * libhourglass): placeholder checking and translation of a configured
  * statement, and script splitting.
  *
@@ -19,27 +19,18 @@
 #include "config.h"
 #endif
 
-#include "consumer/order_sql.h"
+#include "lib/order_sql.h"
+
+#include "base/alloc.h"
+#include "base/err.h"
 
 #include <ctype.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 /* ---------------------------------------------------------------- lexer */
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 typedef enum opaque {
     OPAQUE_NONE,    /* text[i] starts an ordinary token */
@@ -139,21 +130,17 @@ int order_sql_translate(const char *field, const char *text, int allow_reason, o
     if (out != NULL)
         memset(out, 0, sizeof *out);
     if (text == NULL || text[strspn(text, " \t\r\n")] == '\0') {
-        set_err(err, errlen, "%s: empty statement", field);
+        err_set(err, errlen, "%s: empty statement", field);
         return -1;
     }
     size_t n = strlen(text);
     if (n > HG_ORDER_SQL_MAX_LEN) {
-        set_err(err, errlen, "%s: statement is %zu bytes, more than the limit of %d", field, n,
+        err_set(err, errlen, "%s: statement is %zu bytes, more than the limit of %d", field, n,
                 HG_ORDER_SQL_MAX_LEN);
         return -1;
     }
     /* The translation is never longer than the text (":reason" → "?"). */
-    char *sql = malloc(n + 1);
-    if (sql == NULL) {
-        set_err(err, errlen, "%s: out of memory", field);
-        return -1;
-    }
+    char *sql = xmalloc(n + 1);
     size_t o = 0;
     int ids = 0, nparams = 0;
     order_sql_param_t kinds[ORDER_SQL_MAX_PARAMS];
@@ -162,7 +149,7 @@ int order_sql_translate(const char *field, const char *text, int allow_reason, o
         opaque_t kind;
         long j = skip_opaque(text, n, i, &kind);
         if (j < 0) {
-            set_err(err, errlen, "%s: unterminated %s starting at byte %zu", field, opaque_name(kind), i + 1);
+            err_set(err, errlen, "%s: unterminated %s starting at byte %zu", field, opaque_name(kind), i + 1);
             goto fail;
         }
         if ((size_t)j != i) {
@@ -179,13 +166,13 @@ int order_sql_translate(const char *field, const char *text, int allow_reason, o
                 while (i + len < n && is_ident_char(text[i + len]))
                     len++;
                 if (len != 7 || strncasecmp(text + i, ":reason", 7) != 0) {
-                    set_err(err, errlen,
+                    err_set(err, errlen,
                             "%s: unknown placeholder '%.*s' at byte %zu (known: ? = the order id, :reason)",
                             field, (int)len, text + i, i + 1);
                     goto fail;
                 }
                 if (!allow_reason) {
-                    set_err(err, errlen, "%s: ':reason' is not available here (only ? = the order id)",
+                    err_set(err, errlen, "%s: ':reason' is not available here (only ? = the order id)",
                             field);
                     goto fail;
                 }
@@ -194,7 +181,7 @@ int order_sql_translate(const char *field, const char *text, int allow_reason, o
                 ids++;
             }
             if (nparams == ORDER_SQL_MAX_PARAMS) {
-                set_err(err, errlen, "%s: more than %d placeholders", field, ORDER_SQL_MAX_PARAMS);
+                err_set(err, errlen, "%s: more than %d placeholders", field, ORDER_SQL_MAX_PARAMS);
                 goto fail;
             }
             kinds[nparams++] = param;
@@ -204,7 +191,7 @@ int order_sql_translate(const char *field, const char *text, int allow_reason, o
         }
         if (c == ';') {
             if (!only_blanks_and_comments(text, n, i + 1)) {
-                set_err(err, errlen, "%s: more than one statement (a ';' at byte %zu is followed by more SQL)",
+                err_set(err, errlen, "%s: more than one statement (a ';' at byte %zu is followed by more SQL)",
                         field, i + 1);
                 goto fail;
             }
@@ -215,7 +202,7 @@ int order_sql_translate(const char *field, const char *text, int allow_reason, o
     }
     sql[o] = '\0';
     if (ids != 1) {
-        set_err(err, errlen, "%s: expected exactly one '?' (the order id), found %d", field, ids);
+        err_set(err, errlen, "%s: expected exactly one '?' (the order id), found %d", field, ids);
         goto fail;
     }
     if (out != NULL) {
@@ -250,7 +237,7 @@ int order_sql_next_statement(const char *script, size_t *pos, const char **stmt,
         opaque_t kind;
         long j = skip_opaque(script, n, i, &kind);
         if (j < 0) {
-            set_err(err, errlen, "unterminated %s starting at byte %zu", opaque_name(kind), i + 1);
+            err_set(err, errlen, "unterminated %s starting at byte %zu", opaque_name(kind), i + 1);
             return -1;
         }
         if (kind != OPAQUE_COMMENT)
@@ -262,7 +249,7 @@ int order_sql_next_statement(const char *script, size_t *pos, const char **stmt,
         opaque_t kind;
         long j = skip_opaque(script, n, i, &kind);
         if (j < 0) {
-            set_err(err, errlen, "unterminated %s starting at byte %zu", opaque_name(kind), i + 1);
+            err_set(err, errlen, "unterminated %s starting at byte %zu", opaque_name(kind), i + 1);
             return -1;
         }
         i = kind == OPAQUE_NONE ? i + 1 : (size_t)j;

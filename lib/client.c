@@ -1,5 +1,5 @@
 /*
- * consumer/client.c — one connection to an Hourglass broker.
+ * lib/client.c — one connection to an Hourglass broker.
  *
  * A client is a URI, options and at most one TCP socket. The socket is
  * non-blocking and every wait is a poll() with a deadline, so no call can
@@ -17,8 +17,11 @@
  *                     any doubt about a half-sent command.
  *   client_exchange   writes the request bytes and reads replies in the same
  *                     poll loop (a big pipeline never deadlocks against the
- *                     broker's own backpressure), parsing each reply with
- *                     proto/client.h as soon as it is whole. The read timeout
+ *                     broker's own backpressure), taking each reply out of
+ *                     the input as soon as it is whole. The socket pieces
+ *                     (connect with a deadline, recv, reply parsing) are
+ *                     lib/wire.h's, shared with the tests' raw RESP client.
+ *                     The read timeout
  *                     is an inactivity timeout: any byte of progress resets
  *                     it. Any failure closes the socket: after a timeout or a
  *                     malformed reply the stream position is unknown.
@@ -36,24 +39,23 @@
 #include "config.h"
 #endif
 
-#include "consumer/client.h"
-#include "consumer/backoff.h"
-#include "consumer/uri.h"
+#include "lib/client.h"
+#include "lib/backoff.h"
+#include "lib/uri.h"
+#include "lib/wire.h"
+
+#include "base/alloc.h"
 
 #include <errno.h>
 #include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
-#define CLIENT_READ_CHUNK (64u * 1024)  /* bytes reserved per recv */
 #define CLIENT_MAX_RESENDS 3            /* resends of one command per call */
 
 struct hg_client {
@@ -91,42 +93,13 @@ _Static_assert((int)HG_REPLY_STATUS == (int)RESP_REPLY_STATUS &&
  * Small helpers
  * ------------------------------------------------------------------------ */
 
-void *client_xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n, size);
-    if (p == NULL) {
-        fprintf(stderr, "hourglass: out of memory (%zu bytes)\n", n * size);
-        abort();
-    }
-    return p;
-}
-
-uint64_t client_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* Milliseconds left until deadline (0 = none: -1 for poll), capped for poll. */
-static int poll_timeout(uint64_t deadline)
-{
-    uint64_t now;
-    if (deadline == 0)
-        return -1;
-    now = client_now_ms();
-    if (now >= deadline)
-        return 0;
-    return deadline - now > 1000000 ? 1000000 : (int)(deadline - now);
-}
-
 int client_sleep(int wake_fd, uint64_t ms)
 {
-    uint64_t deadline = client_now_ms() + ms;
+    uint64_t deadline = wire_now_ms() + ms;
 
     for (;;) {
         struct pollfd p = { wake_fd, POLLIN, 0 };
-        int left = poll_timeout(deadline), n;
+        int left = wire_poll_ms(deadline), n;
         if (left == 0)
             return 0;
         n = poll(&p, wake_fd >= 0 ? 1 : 0, left);
@@ -166,12 +139,16 @@ hg_err_t client_fail_reply(hg_client_t *c, const resp_reply_t *r)
                        r->str != NULL ? r->str : "");
 }
 
-static void fill_error(hg_error_t *err, hg_err_t code, const char *msg)
+void client_error_fill(hg_error_t *err, hg_err_t code, const char *fmt, ...)
 {
+    va_list ap;
+
     if (err == NULL)
         return;
     err->code = code;
-    snprintf(err->message, sizeof(err->message), "%s", msg);
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
 }
 
 const char *hg_strerror(hg_err_t code)
@@ -214,33 +191,32 @@ void hg_client_opts_init(hg_client_opts_t *opts)
 hg_err_t client_create(const char *uri, const hg_client_opts_t *opts,
                        hg_client_t **out, hg_error_t *err)
 {
-    char msg[HG_ERRMSG_MAX], why[HG_ERRMSG_MAX - 32];
+    char why[HG_ERRMSG_MAX - 32];
     hg_client_t *c;
     uri_t u;
 
     *out = NULL;
     if (uri_parse(uri, HG_DEFAULT_PORT, &u, why, sizeof(why)) < 0) {
-        snprintf(msg, sizeof(msg), "bad URI: %s", why);
-        fill_error(err, HG_ERR_URI, msg);
+        client_error_fill(err, HG_ERR_URI, "bad URI: %s", why);
         return HG_ERR_URI;
     }
     if (u.tls) {
-        fill_error(err, HG_ERR_UNSUPPORTED,
+        client_error_fill(err, HG_ERR_UNSUPPORTED,
                    "hourglass+tls:// is not supported yet: TLS arrives with the security issue");
         return HG_ERR_UNSUPPORTED;
     }
     if (opts != NULL) {
         if (opts->connect_timeout_ms == 0) {
-            fill_error(err, HG_ERR_ARG, "connect_timeout_ms must be greater than 0");
+            client_error_fill(err, HG_ERR_ARG, "connect_timeout_ms must be greater than 0");
             return HG_ERR_ARG;
         }
         if (backoff_check(&opts->reconnect_backoff, "reconnect_backoff", why, sizeof(why)) < 0) {
-            fill_error(err, HG_ERR_ARG, why);
+            client_error_fill(err, HG_ERR_ARG, "%s", why);
             return HG_ERR_ARG;
         }
     }
 
-    c = client_xcalloc(1, sizeof(*c));
+    c = xcalloc(1, sizeof(*c));
     c->uri = u;
     if (opts != NULL)
         c->opts = *opts;
@@ -287,52 +263,6 @@ void client_disconnect(hg_client_t *c)
  * Connecting
  * ------------------------------------------------------------------------ */
 
-/* One TCP connect to one address within the connect timeout. Returns the
- * socket, or -1 with errno-style cause in *why. */
-static int connect_one(const struct addrinfo *ai, uint32_t timeout_ms, int *why)
-{
-    int fd, one = 1, soerr = 0;
-    socklen_t sl = sizeof(soerr);
-
-    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) {
-        *why = errno;
-        return -1;
-    }
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        uint64_t deadline;
-        if (errno != EINPROGRESS) {
-            *why = errno;
-            close(fd);
-            return -1;
-        }
-        deadline = client_now_ms() + timeout_ms;
-        for (;;) {
-            struct pollfd p = { fd, POLLOUT, 0 };
-            int n = poll(&p, 1, poll_timeout(deadline));
-            if (n > 0)
-                break;
-            if (n == 0) {
-                *why = ETIMEDOUT;
-                close(fd);
-                return -1;
-            }
-            if (errno != EINTR) {
-                *why = errno;
-                close(fd);
-                return -1;
-            }
-        }
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0) {
-            *why = soerr != 0 ? soerr : errno;
-            close(fd);
-            return -1;
-        }
-    }
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    return fd;
-}
-
 /* One connection round: resolve, try each address, AUTH. Returns HG_OK or
  * HG_ERR_CONNECT / HG_ERR_AUTH with the error set. */
 static hg_err_t connect_round(hg_client_t *c)
@@ -352,7 +282,7 @@ static hg_err_t connect_round(hg_client_t *c)
         return client_fail(c, HG_ERR_CONNECT, "cannot resolve host '%s': %s", c->uri.host,
                            rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
     for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
-        c->fd = connect_one(ai, c->opts.connect_timeout_ms, &why);
+        c->fd = wire_connect(ai->ai_addr, ai->ai_addrlen, c->opts.connect_timeout_ms, &why);
         if (c->fd >= 0)
             break;
     }
@@ -441,34 +371,25 @@ hg_err_t client_ensure(hg_client_t *c)
  * The exchange: write while reading
  * ------------------------------------------------------------------------ */
 
-/* Parse as many whole replies as `in` holds into replies[*got..nreplies).
- * Returns HG_OK (maybe with fewer than wanted), or HG_ERR_PROTOCOL. */
+/* Take as many whole replies as `in` holds into replies[*got..nreplies)
+ * (RESP3 pushes are out-of-band data, not replies: dropped). Returns HG_OK
+ * (maybe with fewer than wanted), or HG_ERR_PROTOCOL. */
 static hg_err_t parse_replies(hg_client_t *c, size_t nreplies, resp_reply_t **replies, size_t *got)
 {
     char why[160];
 
-    while (*got < nreplies && c->in_off < c->in.len) {
-        size_t used = 0;
+    while (*got < nreplies) {
         resp_reply_t *r = NULL;
-        resp_status_t st = resp_reply_parse(c->in.data + c->in_off, c->in.len - c->in_off,
-                                            NULL, &r, &used, why, sizeof(why));
+        resp_status_t st = wire_take_reply(&c->in, &c->in_off, &r, why, sizeof(why));
         if (st == RESP_NEED_MORE)
             break;
         if (st != RESP_OK)
             return client_fail(c, HG_ERR_PROTOCOL, "bad reply from %s: %s", c->address, why);
-        c->in_off += used;
-        if (r->type == RESP_REPLY_PUSH) { /* RESP3 out-of-band data: not a reply */
+        if (r->type == RESP_REPLY_PUSH) {
             resp_reply_free(r);
             continue;
         }
         replies[(*got)++] = r;
-    }
-    if (c->in_off == c->in.len) {
-        c->in.len = 0;
-        c->in_off = 0;
-    } else if (c->in_off > CLIENT_READ_CHUNK) {
-        buf_consume(&c->in, c->in_off);
-        c->in_off = 0;
     }
     return HG_OK;
 }
@@ -485,14 +406,14 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen,
     if (c->fd < 0)
         return client_fail(c, HG_ERR_IO, "not connected to %s", c->address);
     wait_ms = c->opts.read_timeout_ms == 0 ? 0 : (uint64_t)c->opts.read_timeout_ms + extra_wait_ms;
-    deadline = wait_ms == 0 ? 0 : client_now_ms() + wait_ms;
+    deadline = wait_ms == 0 ? 0 : wire_now_ms() + wait_ms;
 
     /* Bytes already received (a push before our reply) are parsed first. */
     e = parse_replies(c, nreplies, replies, got);
 
     while (e == HG_OK && (written < reqlen || *got < nreplies)) {
         struct pollfd p[2];
-        int n, np = 1, left = poll_timeout(deadline);
+        int n, np = 1, left = wire_poll_ms(deadline);
 
         if (left == 0) {
             e = client_fail(c, HG_ERR_TIMEOUT, "no reply from %s within %llums", c->address,
@@ -526,7 +447,7 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen,
             if (w > 0) {
                 written += (size_t)w;
                 if (deadline != 0)
-                    deadline = client_now_ms() + wait_ms;
+                    deadline = wire_now_ms() + wait_ms;
             } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
                 e = client_fail(c, HG_ERR_IO, "connection to %s lost while sending: %s",
                                 c->address, strerror(errno));
@@ -534,12 +455,10 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen,
             }
         }
         if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-            char *dst = buf_reserve(&c->in, CLIENT_READ_CHUNK);
-            ssize_t r = recv(c->fd, dst, CLIENT_READ_CHUNK, MSG_DONTWAIT);
+            ssize_t r = wire_recv(c->fd, &c->in);
             if (r > 0) {
-                c->in.len += (size_t)r;
                 if (deadline != 0)
-                    deadline = client_now_ms() + wait_ms;
+                    deadline = wire_now_ms() + wait_ms;
                 e = parse_replies(c, nreplies, replies, got);
             } else if (r == 0) {
                 e = client_fail(c, HG_ERR_IO, "connection to %s closed by the broker", c->address);
@@ -574,9 +493,21 @@ hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv,
             break;
         resends++;
     }
-    if (c->out.cap > CLIENT_READ_CHUNK)
+    if (c->out.cap > WIRE_READ_CHUNK)
         buf_free(&c->out); /* do not keep a big payload's buffer */
     return e;
+}
+
+hg_err_t client_call_checked(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen,
+                             int resend, resp_reply_t **reply)
+{
+    hg_err_t e = client_call(c, argc, argv, argvlen, resend, 0, 0, reply);
+    if (e != HG_OK || (*reply)->type != RESP_REPLY_ERROR)
+        return e;
+    client_fail_reply(c, *reply);
+    resp_reply_free(*reply);
+    *reply = NULL;
+    return HG_ERR_SERVER;
 }
 
 /* ------------------------------------------------------------------------
@@ -590,7 +521,7 @@ hg_err_t hg_client_open(const char *uri, const hg_client_opts_t *opts,
     hg_err_t e;
 
     if (out == NULL) {
-        fill_error(err, HG_ERR_ARG, "hg_client_open: out is NULL");
+        client_error_fill(err, HG_ERR_ARG, "hg_client_open: out is NULL");
         return HG_ERR_ARG;
     }
     *out = NULL;
@@ -599,11 +530,11 @@ hg_err_t hg_client_open(const char *uri, const hg_client_opts_t *opts,
         return e;
     e = client_ensure(c);
     if (e != HG_OK) {
-        fill_error(err, e, c->errmsg);
+        client_error_fill(err, e, "%s", c->errmsg);
         hg_client_close(c);
         return e;
     }
-    fill_error(err, HG_OK, "");
+    client_error_fill(err, HG_OK, "%s", "");
     *out = c;
     return HG_OK;
 }
@@ -649,14 +580,9 @@ hg_err_t hg_client_command(hg_client_t *c, int argc, const char *const *argv,
     for (int i = 0; i < argc; i++)
         if (argv[i] == NULL)
             return client_fail(c, HG_ERR_ARG, "hg_client_command: argv[%d] is NULL", i);
-    e = client_call(c, (size_t)argc, argv, argvlen, 0, 0, 0, &r);
+    e = client_call_checked(c, (size_t)argc, argv, argvlen, 0, &r);
     if (e != HG_OK)
         return e;
-    if (r->type == RESP_REPLY_ERROR) {
-        client_fail_reply(c, r);
-        resp_reply_free(r);
-        return HG_ERR_SERVER;
-    }
     *reply = (hg_reply_t *)r;
     return HG_OK;
 }

@@ -1,5 +1,5 @@
 /*
- * consumer/producer.c — the producer half of libhourglass: SEND, pipelined
+ * lib/producer.c — the producer half of libhourglass: SEND, pipelined
  * SENDs, and the delay-level helpers.
  *
  * hg_send is one client_call. hg_send_many writes every SEND of the batch in
@@ -18,8 +18,10 @@
 #include "config.h"
 #endif
 
-#include "consumer/client.h"
+#include "lib/client.h"
 #include "levels/table.h"
+
+#include "base/alloc.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -151,8 +153,8 @@ hg_err_t hg_send_many(hg_client_t *c, hg_send_item_t *items, size_t n, size_t *o
     if (items == NULL)
         return client_fail(c, HG_ERR_ARG, "hg_send_many: items is NULL");
 
-    pending = client_xcalloc(n, sizeof(*pending));
-    replies = client_xcalloc(n, sizeof(*replies));
+    pending = xcalloc(n, sizeof(*pending));
+    replies = xcalloc(n, sizeof(*replies));
     for (size_t i = 0; i < n; i++) {
         hg_send_item_t *it = &items[i];
         it->id[0] = '\0';
@@ -228,20 +230,13 @@ hg_err_t hg_levels_parse(const char *spec, hg_levels_t **out, hg_error_t *err)
     char why[HG_ERRMSG_MAX - 32];
 
     *out = NULL;
-    l = client_xcalloc(1, sizeof(*l));
+    l = xcalloc(1, sizeof(*l));
     if (spec == NULL || lvl_table_parse(spec, &l->table, why, sizeof(why)) < 0) {
-        if (err != NULL) {
-            err->code = HG_ERR_ARG;
-            snprintf(err->message, sizeof(err->message), "bad level table: %s",
-                     spec == NULL ? "spec is NULL" : why);
-        }
+        client_error_fill(err, HG_ERR_ARG, "bad level table: %s", spec == NULL ? "spec is NULL" : why);
         free(l);
         return HG_ERR_ARG;
     }
-    if (err != NULL) {
-        err->code = HG_OK;
-        err->message[0] = '\0';
-    }
+    client_error_fill(err, HG_OK, "%s", "");
     *out = l;
     return HG_OK;
 }
@@ -263,21 +258,16 @@ hg_err_t hg_levels_fetch(hg_client_t *c, hg_levels_t **out)
 
     *out = NULL;
     client_clear_error(c);
-    e = client_call(c, 1, argv, NULL, 1, 0, 0, &r);
+    e = client_call_checked(c, 1, argv, NULL, 1, &r);
     if (e != HG_OK)
         return e;
-    if (r->type == RESP_REPLY_ERROR) {
-        client_fail_reply(c, r);
-        resp_reply_free(r);
-        return HG_ERR_SERVER;
-    }
     if (r->type != RESP_REPLY_ARRAY || r->count == 0 || r->count > LVL_MAX_LEVELS) {
         e = client_fail(c, HG_ERR_PROTOCOL, "LEVELS answered %s of %zu, want an array of 1..%d levels",
                         resp_reply_type_name(r->type), r->count, LVL_MAX_LEVELS);
         resp_reply_free(r);
         return e;
     }
-    l = client_xcalloc(1, sizeof(*l));
+    l = xcalloc(1, sizeof(*l));
     l->table.count = (int)r->count;
     for (size_t i = 0; i < r->count; i++) {
         const resp_reply_t *row = &r->elements[i];

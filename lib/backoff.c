@@ -1,5 +1,5 @@
 /*
- * consumer/backoff.c — capped exponential backoff with jitter.
+ * lib/backoff.c — capped exponential backoff with jitter.
  *
  * delay(k) = raw * (1 - jitter * u), raw = min(cap, base * factor^k), u in
  * [0, 1): the delay lies in (raw * (1 - jitter), raw]. Jitter only ever
@@ -10,7 +10,7 @@
  * The random source is injected (hg_random_fn) so tests are deterministic;
  * the default is a thread-local splitmix64, so no lock and no shared state.
  */
-#include "consumer/backoff.h"
+#include "lib/backoff.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /*
- * consumer/uri.c — the broker URI parser (contract in uri.h).
+ * lib/uri.c — the broker URI parser (contract in uri.h).
  *
  * Grammar (a strict subset of RFC 3986):
  *   uri       = scheme "://" [ userinfo "@" ] host [ ":" port ] [ "/" ]
@@ -11,7 +11,7 @@
  * ignored, so a typo never silently connects somewhere else. Messages never
  * contain the password. Pure, no allocation, thread-safe.
  */
-#include "consumer/uri.h"
+#include "lib/uri.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>

@@ -1,25 +1,29 @@
 /*
- * common/dbkeys.h — the MariaDB connection keys of hourglass-consumer and
- * hourglass-compensator: one set of config-table rows, one struct.
+ * db/keys.h — the MariaDB connection keys of hourglass-consumer and
+ * hourglass-compensator: one set of config-table rows (common/cfg.h), one
+ * set of fields, one conversion to the connection parameters of db/conn.h.
  *
  * A program puts DB_KEYS_FIELDS in its config struct (flat fields
- * mysql_host … mysql_lock_wait_timeout_ms, the names the programs and
- * bench/compensator_bench.c already use) and DB_KEYS_ROWS(its_config_t) in
+ * mysql_host … mysql_lock_wait_timeout_ms) and DB_KEYS_ROWS(its_config_t) in
  * its cfg_key_t table; the keys are
  * mysql-host, mysql-socket, mysql-port, mysql-user, mysql-password,
  * mysql-database (required), mysql-connect-timeout, mysql-read-timeout,
- * mysql-write-timeout, mysql-lock-wait-timeout.
+ * mysql-write-timeout, mysql-lock-wait-timeout. The timeout defaults are the
+ * connection module's (DB_DEFAULT_*), so a key left unset and a parameter
+ * left 0 mean the same.
  *
- * common/ may not include <hourglass/order.h> (DESIGN.md: common depends on
- * nothing of ours but proto/), so DB_KEYS_TO_PARAMS fills an
- * hg_order_db_params_t by its field names.
+ * Header only: the two checks are static inline, so libhourglass (which
+ * compiles db/ in) carries nothing of the config engine. Main thread, at
+ * start-up.
  */
-#ifndef HG_COMMON_DBKEYS_H
-#define HG_COMMON_DBKEYS_H
+#ifndef HG_DB_KEYS_H
+#define HG_DB_KEYS_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "common/cfg.h"
+#include "db/conn.h"
 
 /* The fields, inside the program's config struct. */
 #define DB_KEYS_FIELDS                                                                                               \
@@ -29,6 +33,8 @@
         mysql_lock_wait_timeout_ms
 
 #define DB_KEYS_DAY_MS 86400000LL
+#define DB_KEYS_TEXT_(n) #n
+#define DB_KEYS_SECONDS_(n) DB_KEYS_TEXT_(n) "s" /* DB_KEYS_SECONDS_(5) is "5s" */
 
 /* The rows, for a table of the program's config_type (with DB_KEYS_FIELDS). */
 #define DB_KEYS_ROWS(config_type)                                                                                    \
@@ -42,23 +48,33 @@
     {CFG_KEY("mysql-password", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_password), "MariaDB password")},  \
     {CFG_KEY("mysql-database", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_database),                        \
              "database holding the orders (required)"), .required = 1},                                              \
-    {CFG_KEY("mysql-connect-timeout", CFG_DURATION, "5s", 1000, 3600000,                                             \
+    {CFG_KEY("mysql-connect-timeout", CFG_DURATION, DB_KEYS_SECONDS_(DB_DEFAULT_CONNECT_TIMEOUT_S), 1000, 3600000,  \
              offsetof(config_type, mysql_connect_timeout_ms), "connect timeout (whole seconds)")},                   \
-    {CFG_KEY("mysql-read-timeout", CFG_DURATION, "60s", 1000, DB_KEYS_DAY_MS,                                        \
+    {CFG_KEY("mysql-read-timeout", CFG_DURATION, DB_KEYS_SECONDS_(DB_DEFAULT_READ_TIMEOUT_S), 1000, DB_KEYS_DAY_MS,  \
              offsetof(config_type, mysql_read_timeout_ms),                                                           \
              "read timeout (whole seconds; keep it above innodb_lock_wait_timeout)")},                               \
-    {CFG_KEY("mysql-write-timeout", CFG_DURATION, "60s", 1000, DB_KEYS_DAY_MS,                                       \
-             offsetof(config_type, mysql_write_timeout_ms), "write timeout (whole seconds)")},                       \
+    {CFG_KEY("mysql-write-timeout", CFG_DURATION, DB_KEYS_SECONDS_(DB_DEFAULT_WRITE_TIMEOUT_S), 1000,               \
+             DB_KEYS_DAY_MS, offsetof(config_type, mysql_write_timeout_ms), "write timeout (whole seconds)")},       \
     {CFG_KEY("mysql-lock-wait-timeout", CFG_DURATION, "0s", 0, DB_KEYS_DAY_MS,                                       \
              offsetof(config_type, mysql_lock_wait_timeout_ms),                                                      \
              "session innodb_lock_wait_timeout (whole seconds; 0: the server's)")}
 
 /* Checks beyond the table's: mysql-socket (socket, NULL when unset), when
  * set, is an absolute path. Returns 0, or -1 with err naming the key. */
-int db_keys_check(const char *socket, char *err, size_t errlen);
+static inline int db_keys_check(const char *socket, char *err, size_t errlen)
+{
+    if (socket != NULL && socket[0] != '\0' && socket[0] != '/') {
+        snprintf(err, errlen, "mysql-socket: '%s' is not an absolute path", socket);
+        return -1;
+    }
+    return 0;
+}
 
 /* ms as whole seconds for the client library, rounding up. */
-unsigned db_keys_seconds(unsigned long long ms);
+static inline unsigned db_keys_seconds(unsigned long long ms)
+{
+    return (unsigned)((ms + 999) / 1000);
+}
 
 /* Fill the connection fields of an hg_order_db_params_t *p from the
  * DB_KEYS_FIELDS of the config *k (p->sql is left alone). */

@@ -1,22 +1,21 @@
 /*
- * consumer/order_sql.h — internals shared by the order-cancel files of
+ * lib/order_sql.h — internals shared by the order-cancel files of
  * libhourglass (not installed).
  *
  * order_sql.c:    the SQL lexer — placeholders of a configured statement
  *                 (? = order id, :reason), translation to the server's '?'
- *                 form, splitting a script into statements.
- * order_cancel.c: the hg_order_db handle; order_db_mysql hands its
- *                 connection to the schema helpers.
- * order_schema.c: the compiled-in reference schema, seed, invariant check.
+ *                 form, splitting a script into statements. Pure.
+ * order_cancel.c: the hg_order_db handle; order_db_conn hands its
+ *                 connection (db/conn.h) to the schema helper.
+ * order_schema.c: the compiled-in reference schema and its creation.
  */
-#ifndef HG_CONSUMER_ORDER_SQL_H
-#define HG_CONSUMER_ORDER_SQL_H
+#ifndef HG_LIB_ORDER_SQL_H
+#define HG_LIB_ORDER_SQL_H
 
+#include "db/conn.h"
 #include "include/hourglass/order.h"
 
 #include <stddef.h>
-
-#include <mysql.h>
 
 #define ORDER_SQL_MAX_PARAMS 16
 
@@ -28,13 +27,13 @@ typedef enum order_sql_param {
 /* A configured statement translated for mysql_stmt_prepare: every
  * placeholder is '?', kinds[i] says what the i-th one binds. */
 typedef struct order_sql_text {
-    char *sql;             /* malloc'd; free with order_sql_text_free */
+    char *sql;             /* allocated; free with order_sql_text_free */
     int nparams;
     order_sql_param_t kinds[ORDER_SQL_MAX_PARAMS];
 } order_sql_text_t;
 
 /* Check text for field (see hg_order_sql_check) and, when out is not NULL,
- * translate it into *out (out->sql malloc'd). allow_reason: whether :reason
+ * translate it into *out (out->sql allocated). allow_reason: whether :reason
  * may appear. Returns 0 / -1 with err starting with the field name. */
 int order_sql_translate(const char *field, const char *text, int allow_reason, order_sql_text_t *out,
                      char *err, size_t errlen);
@@ -48,17 +47,8 @@ void order_sql_text_free(order_sql_text_t *t);
 int order_sql_next_statement(const char *script, size_t *pos, const char **stmt, size_t *len,
                           char *err, size_t errlen);
 
-/* The handle's connection, connecting first if it has none. NULL with err
- * filled when it cannot connect. For the schema helpers only: they run plain
- * queries and must end every transaction they start. */
-MYSQL *order_db_mysql(hg_order_db *db, hg_order_error_t *err);
-
-/* Fill err from a connection's or a statement's error, prefixed with what
- * (e.g. "claim-sql"). Either m or st may be NULL (st wins when both). */
-void order_error_set_mysql(hg_order_error_t *err, const char *what, MYSQL *m, MYSQL_STMT *st);
-
-/* Fill err with code 0 and a formatted message. */
-void order_error_set(hg_order_error_t *err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* The handle's connection (connected or not). For the schema helper only:
+ * it runs plain queries and must end every transaction it starts. */
+db_conn_t *order_db_conn(hg_order_db *db);
 
 #endif

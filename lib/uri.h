@@ -1,5 +1,5 @@
 /*
- * consumer/uri.h — parsing broker URIs (internal to libhourglass).
+ * lib/uri.h — parsing broker URIs (internal to libhourglass).
  *
  *   hourglass://[user:pass@]host[:port][/]
  *   hourglass+tls://...        (parsed; the client refuses it until TLS exists)
@@ -8,8 +8,8 @@
  * bad part (never echoing the password). Pure logic, no allocation, no I/O;
  * thread-safe.
  */
-#ifndef HG_CONSUMER_URI_H
-#define HG_CONSUMER_URI_H
+#ifndef HG_LIB_URI_H
+#define HG_LIB_URI_H
 
 #include <stddef.h>
 

@@ -1,0 +1,93 @@
+/*
+ * cli/cli.h — hourglass-cli's shared state, its command table type, the
+ * exit codes and the calls every command makes (connect, run a command,
+ * report a failure). The command implementations live by family:
+ * cli/cmd_broker.c (ping, levels, groups, info, send) and cli/cmd_dlq.c
+ * (dlq list/show/requeue/drop); the table, help and main() in cli/main.c;
+ * argument parsing in cli/args.h, output in cli/output.h.
+ *
+ * A client of the public libhourglass API only (<hourglass/hourglass.h>).
+ * Single-threaded.
+ */
+#ifndef HG_CLI_CLI_H
+#define HG_CLI_CLI_H
+
+#include <hourglass/hourglass.h>
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit codes (also in --help). */
+#define EXIT_BROKER 1  /* the broker answered an error, or the thing asked for is not there */
+#define EXIT_USAGE 2   /* bad command, option or URI */
+#define EXIT_CONNECT 3 /* cannot reach the broker: connect failed, connection lost, timed out */
+
+#define CLI_DEFAULT_URI "hourglass://127.0.0.1:7379"
+
+typedef struct cli {
+    const char *uri;
+    int json;
+    uint32_t timeout_ms;
+    hg_client_t *client;       /* opened on first use */
+} cli_t;
+
+/* A command: called with argv[0] = its (last) name word; returns the exit code. */
+typedef int (*command_fn)(cli_t *cli, int argc, char **argv);
+
+typedef struct command {
+    const char *name;          /* "dlq list" */
+    command_fn fn;
+    const char *usage;         /* after the name */
+    const char *help;          /* one paragraph */
+} command_t;
+
+/* ---- cli/main.c: the table, help, messages, the connection ---- */
+
+/* The table entry named name ("dlq list"), or NULL. */
+const command_t *cli_find_command(const char *name);
+
+/* "usage: hourglass-cli … NAME USAGE" and the help paragraph, to f. */
+void cli_print_command_help(FILE *f, const command_t *cmd);
+
+/* Print "hourglass-cli: <message> (see hourglass-cli --help)" to stderr;
+ * returns EXIT_USAGE. */
+int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Print "hourglass-cli: <message>" to stderr; returns code. */
+int cli_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The exit code for a library error (usage, connect or broker). */
+int cli_exit_code(hg_err_t e);
+
+/* Report a failed library call on the open client; returns the exit code. */
+int cli_client_failure(cli_t *cli, hg_err_t e);
+
+/* Open the client once (timeouts from --timeout, one connect attempt, no
+ * resends). Returns 0, or the exit code with the message printed. */
+int cli_connect(cli_t *cli);
+
+/* Run a command given as C strings; on success *reply is set (free it with
+ * hg_reply_free). Returns 0 or the exit code (the message printed). */
+int cli_run(cli_t *cli, hg_reply_t **reply, int argc, const char *const *argv);
+
+/* "unexpected reply to CMD from the broker"; returns EXIT_BROKER. */
+int cli_unexpected(const char *cmd, const hg_reply_t *r);
+
+/* The commands. Each parses its own arguments (argv[0] is its name word;
+ * --help prints its help and returns 0), runs its broker command(s) on the
+ * shared client, prints a table or --json, and returns the exit code. */
+
+/* ---- cli/cmd_broker.c ---- */
+int cli_cmd_ping(cli_t *cli, int argc, char **argv);
+int cli_cmd_levels(cli_t *cli, int argc, char **argv);
+int cli_cmd_groups(cli_t *cli, int argc, char **argv);
+int cli_cmd_info(cli_t *cli, int argc, char **argv);
+int cli_cmd_send(cli_t *cli, int argc, char **argv);
+
+/* ---- cli/cmd_dlq.c ---- */
+int cli_cmd_dlq_list(cli_t *cli, int argc, char **argv);
+int cli_cmd_dlq_show(cli_t *cli, int argc, char **argv);
+int cli_cmd_dlq_requeue(cli_t *cli, int argc, char **argv);
+int cli_cmd_dlq_drop(cli_t *cli, int argc, char **argv);
+
+#endif

@@ -1,0 +1,70 @@
+/*
+ * consumer/consumer_config.h — hourglass-consumer's configuration: the
+ * struct the key table (consumer_config.c) fills, and what the program
+ * derives from it (the SQL, the MariaDB parameters, the consumer loop's
+ * options). Main thread, at start-up.
+ */
+#ifndef HG_CONSUMER_CONSUMER_CONFIG_H
+#define HG_CONSUMER_CONSUMER_CONFIG_H
+
+#include <hourglass/hourglass.h>
+#include <hourglass/order.h>
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "common/cfg.h"
+#include "db/keys.h"
+
+#define PROGRAM "hourglass-consumer"
+#define EXIT_CONFIG 2          /* a usage or configuration error */
+
+typedef struct consumer_config {
+    char *uri, *group, *topic;
+    unsigned long long workers, count, block_ms, lease_ms, touch_ms;
+
+    DB_KEYS_FIELDS; /* the mysql-* keys */
+
+    char *claim_sql, *lookup_sql, *cancel_reason;
+    char *side_effect_sql[HG_ORDER_SQL_MAX_SIDE_EFFECTS];
+    size_t side_effect_count;
+    int side_effect_source; /* which source set the list: a new source replaces it */
+
+    unsigned long long retry_base_ms, retry_cap_ms, retry_attempts;
+    double retry_factor, retry_jitter;
+
+    unsigned long long metrics_port;
+    char *metrics_bind;
+    int log_level; /* log_level_t */
+} consumer_config_t;
+
+/* The key table, for cfg_parse_args. */
+const cfg_table_t *consumer_config_table(void);
+
+/* Fill cfg with the table's defaults and the library's SQL (the reference
+ * schema's statements). Free with consumer_config_free. */
+void consumer_config_init(consumer_config_t *cfg);
+
+/* Free every string the config owns. */
+void consumer_config_free(consumer_config_t *cfg);
+
+/* Everything checkable without connecting: required keys, the SQL (the
+ * library's checks), cancel-reason's length, retry-cap >= retry-base,
+ * mysql-socket, the URI and the loop's options (the library checks them).
+ * Returns 0, or -1 with err naming the field. */
+int consumer_config_validate(const consumer_config_t *cfg, char *err, size_t errlen);
+
+/* The configured statements; the pointers are into cfg. */
+void consumer_config_sql(const consumer_config_t *cfg, hg_order_sql_t *sql);
+
+/* The connection parameters (strings point into cfg) with sql attached. */
+void consumer_config_db_params(const consumer_config_t *cfg, const hg_order_sql_t *sql, hg_order_db_params_t *p);
+
+/* The consumer loop's options from cfg (no handler yet; logging through
+ * common/log.h). */
+void consumer_config_loop_opts(const consumer_config_t *cfg, hg_consumer_opts_t *o);
+
+/* --help: usage, the keys with their defaults, the exit status. */
+void consumer_config_usage(FILE *out);
+
+#endif

@@ -1,0 +1,427 @@
+/*
+ * db/conn.c — one MariaDB connection with lazily prepared statements, and
+ * the error classification (contract: conn.h).
+ *
+ * Invariant: c->m is NULL or a live connection set up by db_connect; every
+ * db_stmt_t in c->stmts has st != NULL only while c->m is the connection it
+ * was prepared on. db_disconnect closes the statements before the
+ * connection, so a reconnect always re-prepares.
+ *
+ * Used by one thread at a time per connection (the caller's).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "db/conn.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <errmsg.h>
+#include <mysqld_error.h>
+
+#include "base/alloc.h"
+
+#define DB_MAX_STMTS 16 /* statements one connection prepares (the order handle: 13 at most) */
+
+struct db_conn {
+    MYSQL *m; /* NULL while disconnected */
+    unsigned long connection_id;
+    uint64_t connects;
+    unsigned flags;
+    char role[32]; /* "" or "relay"; messages read "relay: what: …" */
+    char *host, *socket, *user, *password, *database;
+    unsigned port, connect_timeout_s, read_timeout_s, write_timeout_s, lock_wait_timeout_s;
+    db_stmt_t *stmts[DB_MAX_STMTS];
+    size_t stmt_count;
+};
+
+/* ---------------------------------------------------------------- errors */
+
+/* The server errors that are about the moment, not the statement; the
+ * client errors 2000-2999 are DB_LOST by range (db_classify). */
+static const struct {
+    unsigned code;
+    db_class_t cls;
+} server_errors[] = {
+    {ER_LOCK_DEADLOCK, DB_TRANSIENT},             /* 1213: the server rolled the transaction back */
+    {ER_LOCK_WAIT_TIMEOUT, DB_TRANSIENT},         /* 1205: the statement was rolled back, we roll back the rest */
+    {ER_QUERY_INTERRUPTED, DB_TRANSIENT},         /* 1317: KILL QUERY */
+    {ER_STATEMENT_TIMEOUT, DB_TRANSIENT},         /* 1969: max_statement_time */
+    {ER_CON_COUNT_ERROR, DB_TRANSIENT},           /* 1040: too many connections */
+    {ER_OPTION_PREVENTS_STATEMENT, DB_TRANSIENT}, /* 1290: --read-only (a fail-over in progress) */
+    {ER_NEED_REPREPARE, DB_TRANSIENT},            /* 1615: a table changed under a prepared statement */
+    {ER_CONNECTION_KILLED, DB_LOST},              /* 1927: KILL CONNECTION */
+    {DB_ER_CLIENT_INTERACTION_TIMEOUT, DB_LOST},  /* 4031: disconnected for inactivity (10.11) */
+    {ER_SERVER_SHUTDOWN, DB_LOST},                /* 1053: server shutdown in progress */
+};
+
+int db_is_client_error(unsigned code)
+{
+    return code >= 2000 && code < 3000;
+}
+
+db_class_t db_classify(unsigned code)
+{
+    if (db_is_client_error(code)) /* gone away, lost, cannot connect … */
+        return DB_LOST;
+    for (size_t i = 0; i < sizeof server_errors / sizeof server_errors[0]; i++)
+        if (server_errors[i].code == code)
+            return server_errors[i].cls;
+    return DB_PERMANENT;
+}
+
+void db_error_set(hg_order_error_t *err, const char *fmt, ...)
+{
+    if (err == NULL)
+        return;
+    err->code = 0;
+    err->sqlstate[0] = '\0';
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+}
+
+/* Fill err from st / m, with prefix ("relay: ") before what. */
+static void error_from(hg_order_error_t *err, const char *prefix, const char *what, MYSQL *m, MYSQL_STMT *st)
+{
+    if (err == NULL)
+        return;
+    unsigned code = st != NULL ? mysql_stmt_errno(st) : m != NULL ? mysql_errno(m) : CR_SERVER_LOST;
+    const char *msg = st != NULL ? mysql_stmt_error(st) : m != NULL ? mysql_error(m) : "not connected";
+    const char *state = st != NULL ? mysql_stmt_sqlstate(st) : m != NULL ? mysql_sqlstate(m) : "HY000";
+    if (code == 0) { /* a failure the library did not explain: never report "0 success" */
+        code = CR_UNKNOWN_ERROR;
+        msg = "unknown error (the client library gave no error number)";
+        state = "HY000";
+    }
+    err->code = code;
+    snprintf(err->sqlstate, sizeof err->sqlstate, "%s", state != NULL ? state : "");
+    snprintf(err->message, sizeof err->message, "%s%s: %u %s", prefix, what, code, msg);
+}
+
+void db_error_mysql(hg_order_error_t *err, const char *what, MYSQL *m, MYSQL_STMT *st)
+{
+    error_from(err, "", what, m, st);
+}
+
+/* ---------------------------------------------------------------- the connection */
+
+static char *dup_or_null(const char *s)
+{
+    return s != NULL ? xstrdup(s) : NULL;
+}
+
+db_conn_t *db_conn_new(const hg_order_db_params_t *p, const char *role, unsigned flags)
+{
+    db_conn_t *c = xcalloc(1, sizeof *c);
+    if (role != NULL && role[0] != '\0')
+        snprintf(c->role, sizeof c->role, "%s: ", role);
+    c->flags = flags;
+    c->host = dup_or_null(p->host);
+    c->socket = dup_or_null(p->socket);
+    c->user = dup_or_null(p->user);
+    c->password = dup_or_null(p->password);
+    c->database = dup_or_null(p->database);
+    c->port = p->port;
+    c->connect_timeout_s = p->connect_timeout_s ? p->connect_timeout_s : DB_DEFAULT_CONNECT_TIMEOUT_S;
+    c->read_timeout_s = p->read_timeout_s ? p->read_timeout_s : DB_DEFAULT_READ_TIMEOUT_S;
+    c->write_timeout_s = p->write_timeout_s ? p->write_timeout_s : DB_DEFAULT_WRITE_TIMEOUT_S;
+    c->lock_wait_timeout_s = p->lock_wait_timeout_s;
+    return c;
+}
+
+void db_drop_statements(db_conn_t *c)
+{
+    for (size_t i = 0; i < c->stmt_count; i++)
+        if (c->stmts[i]->st != NULL) {
+            mysql_stmt_close(c->stmts[i]->st);
+            c->stmts[i]->st = NULL;
+        }
+}
+
+void db_disconnect(db_conn_t *c)
+{
+    db_drop_statements(c);
+    if (c->m != NULL)
+        mysql_close(c->m);
+    c->m = NULL;
+    c->connection_id = 0;
+}
+
+void db_conn_free(db_conn_t *c)
+{
+    if (c == NULL)
+        return;
+    db_disconnect(c);
+    free(c->host);
+    free(c->socket);
+    free(c->user);
+    if (c->password != NULL)
+        memset(c->password, 0, strlen(c->password));
+    free(c->password);
+    free(c->database);
+    free(c);
+}
+
+MYSQL *db_mysql(db_conn_t *c)
+{
+    return c->m;
+}
+
+unsigned long db_connection_id(const db_conn_t *c)
+{
+    return c->m != NULL ? c->connection_id : 0;
+}
+
+uint64_t db_connects(const db_conn_t *c)
+{
+    return c->connects;
+}
+
+db_class_t db_fail(db_conn_t *c, const char *what, MYSQL_STMT *st, hg_order_error_t *err)
+{
+    unsigned code = st != NULL ? mysql_stmt_errno(st) : c->m != NULL ? mysql_errno(c->m) : CR_SERVER_LOST;
+    error_from(err, c->role, what, c->m, st);
+    db_class_t cls = db_classify(code != 0 ? code : CR_UNKNOWN_ERROR);
+    if (cls == DB_LOST)
+        db_disconnect(c);
+    return cls;
+}
+
+/* The session settings after connecting, as statements (so an error names
+ * the one that failed). */
+static int session_setup(db_conn_t *c, hg_order_error_t *err)
+{
+    if (mysql_autocommit(c->m, (c->flags & DB_AUTOCOMMIT) ? 1 : 0) != 0) {
+        db_fail(c, "autocommit", NULL, err);
+        return -1;
+    }
+    /* READ COMMITTED: a locking read takes record locks only, no gap locks,
+     * so a SELECT … FOR UPDATE never blocks an insert next to the rows it
+     * holds; and every plain read sees the latest committed data. */
+    if ((c->flags & DB_READ_COMMITTED)
+        && mysql_query(c->m, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED") != 0) {
+        db_fail(c, "SET TRANSACTION ISOLATION LEVEL", NULL, err);
+        return -1;
+    }
+    if (c->lock_wait_timeout_s > 0) {
+        char sql[80];
+        snprintf(sql, sizeof sql, "SET SESSION innodb_lock_wait_timeout = %u", c->lock_wait_timeout_s);
+        if (mysql_query(c->m, sql) != 0) {
+            db_fail(c, "SET innodb_lock_wait_timeout", NULL, err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int db_connect(db_conn_t *c, hg_order_error_t *err)
+{
+    if (c->m != NULL)
+        return 0;
+    MYSQL *m = mysql_init(NULL);
+    if (m == NULL) /* Connector/C's allocation failed: the one policy (base/alloc.h) */
+        xalloc_oom(sizeof(MYSQL));
+    my_bool off = 0;
+    unsigned connect_timeout = c->connect_timeout_s, read_timeout = c->read_timeout_s,
+             write_timeout = c->write_timeout_s;
+    mysql_options(m, MYSQL_OPT_RECONNECT, &off);
+    mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &connect_timeout);
+    mysql_options(m, MYSQL_OPT_READ_TIMEOUT, &read_timeout);
+    mysql_options(m, MYSQL_OPT_WRITE_TIMEOUT, &write_timeout);
+    mysql_options(m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    if (mysql_real_connect(m, c->host, c->user, c->password, c->database, c->port, c->socket, 0) == NULL) {
+        char what[700];
+        snprintf(what, sizeof what, "connect to %s",
+                 c->socket != NULL ? c->socket : c->host != NULL ? c->host : "localhost");
+        error_from(err, c->role, what, m, NULL);
+        mysql_close(m);
+        return -1;
+    }
+    c->m = m;
+    c->connection_id = mysql_thread_id(m);
+    c->connects++;
+    if (session_setup(c, err) != 0) {
+        db_disconnect(c);
+        return -1;
+    }
+    return 0;
+}
+
+int db_query(db_conn_t *c, const char *sql, hg_order_error_t *err)
+{
+    if (db_connect(c, err) != 0)
+        return -1;
+    if (mysql_query(c->m, sql) != 0) {
+        db_fail(c, sql, NULL, err);
+        return -1;
+    }
+    MYSQL_RES *res = mysql_store_result(c->m); /* none expected; drain if any */
+    if (res != NULL)
+        mysql_free_result(res);
+    return 0;
+}
+
+int db_begin(db_conn_t *c, hg_order_error_t *err)
+{
+    return db_query(c, "START TRANSACTION", err);
+}
+
+int db_commit(db_conn_t *c, hg_order_error_t *err)
+{
+    if (c->m == NULL) { /* the transaction died with its connection */
+        if (err != NULL) {
+            err->code = CR_SERVER_LOST;
+            snprintf(err->sqlstate, sizeof err->sqlstate, "HY000");
+            snprintf(err->message, sizeof err->message, "%sCOMMIT: %u connection lost during the transaction",
+                     c->role, (unsigned)CR_SERVER_LOST);
+        }
+        return -1;
+    }
+    if (mysql_commit(c->m) != 0) {
+        db_fail(c, "COMMIT", NULL, err);
+        return -1;
+    }
+    return 0;
+}
+
+int db_rollback(db_conn_t *c)
+{
+    if (c->m == NULL)
+        return 0;
+    if (mysql_rollback(c->m) != 0) {
+        db_disconnect(c);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- statements */
+
+static int stmt_register(db_conn_t *c, db_stmt_t *s)
+{
+    for (size_t i = 0; i < c->stmt_count; i++)
+        if (c->stmts[i] == s)
+            return 0;
+    if (c->stmt_count == DB_MAX_STMTS)
+        return -1;
+    c->stmts[c->stmt_count++] = s;
+    return 0;
+}
+
+MYSQL_STMT *db_prepare(db_conn_t *c, db_stmt_t *s, hg_order_error_t *err)
+{
+    if (db_connect(c, err) != 0)
+        return NULL;
+    if (s->st != NULL)
+        return s->st;
+    char what[80];
+    snprintf(what, sizeof what, "%s: prepare", s->name);
+    if (stmt_register(c, s) != 0) {
+        if (err != NULL) {
+            err->code = CR_OUT_OF_MEMORY;
+            snprintf(err->sqlstate, sizeof err->sqlstate, "HY000");
+            snprintf(err->message, sizeof err->message, "%s%s: %u more than %d statements on one connection", c->role,
+                     what, (unsigned)CR_OUT_OF_MEMORY, DB_MAX_STMTS);
+        }
+        return NULL;
+    }
+    MYSQL_STMT *st = mysql_stmt_init(c->m);
+    if (st == NULL) /* Connector/C's allocation failed: the one policy (base/alloc.h) */
+        xalloc_oom(sizeof(MYSQL_STMT));
+    if (mysql_stmt_prepare(st, s->sql, (unsigned long)strlen(s->sql)) != 0) {
+        db_fail(c, what, st, err);
+        mysql_stmt_close(st);
+        return NULL;
+    }
+    if (s->params != 0 && mysql_stmt_param_count(st) != (unsigned long)s->params) {
+        /* The caller's lexer and the server disagree (a construct it does not know). */
+        if (err != NULL) {
+            err->code = ER_WRONG_ARGUMENTS;
+            snprintf(err->sqlstate, sizeof err->sqlstate, "HY000");
+            snprintf(err->message, sizeof err->message,
+                     "%s%s: the server counts %lu placeholders, the configuration check %u", c->role, s->name,
+                     mysql_stmt_param_count(st), s->params);
+        }
+        mysql_stmt_close(st);
+        return NULL;
+    }
+    s->st = st;
+    return st;
+}
+
+MYSQL_STMT *db_exec(db_conn_t *c, db_stmt_t *s, MYSQL_BIND *params, size_t n, MYSQL_BIND *result,
+                    hg_order_error_t *err)
+{
+    MYSQL_STMT *st = db_prepare(c, s, err);
+    if (st == NULL)
+        return NULL;
+    if ((n > 0 && mysql_stmt_bind_param(st, params) != 0) || mysql_stmt_execute(st) != 0) {
+        db_fail(c, s->name, st, err);
+        return NULL;
+    }
+    if (result != NULL && (mysql_stmt_bind_result(st, result) != 0 || mysql_stmt_store_result(st) != 0)) {
+        db_fail(c, s->name, st, err);
+        if (c->m != NULL)
+            mysql_stmt_free_result(st);
+        return NULL;
+    }
+    return st;
+}
+
+/* ---------------------------------------------------------------- values */
+
+void db_bind_u64(MYSQL_BIND *b, uint64_t *v)
+{
+    memset(b, 0, sizeof *b);
+    b->buffer_type = MYSQL_TYPE_LONGLONG;
+    b->buffer = v;
+    b->is_unsigned = 1;
+}
+
+void db_bind_i64(MYSQL_BIND *b, int64_t *v)
+{
+    memset(b, 0, sizeof *b);
+    b->buffer_type = MYSQL_TYPE_LONGLONG;
+    b->buffer = v;
+}
+
+void db_bind_i64_null(MYSQL_BIND *b, int64_t *v, my_bool *is_null)
+{
+    db_bind_i64(b, v);
+    b->is_null = is_null;
+}
+
+void db_bind_time(MYSQL_BIND *b, MYSQL_TIME *v)
+{
+    memset(b, 0, sizeof *b);
+    b->buffer_type = MYSQL_TYPE_DATETIME;
+    b->buffer = v;
+    b->buffer_length = sizeof *v;
+}
+
+void db_bind_str(MYSQL_BIND *b, const char *s, unsigned long *len)
+{
+    memset(b, 0, sizeof *b);
+    if (s == NULL) {
+        b->buffer_type = MYSQL_TYPE_NULL;
+        return;
+    }
+    *len = (unsigned long)strlen(s);
+    b->buffer_type = MYSQL_TYPE_STRING;
+    b->buffer = (void *)s;
+    b->buffer_length = *len;
+    b->length = len;
+}
+
+const char *db_time_format(const MYSQL_TIME *t, char *buf, size_t len)
+{
+    snprintf(buf, len, "%04u-%02u-%02u %02u:%02u:%02u.%06lu", t->year, t->month, t->day, t->hour, t->minute,
+             t->second, t->second_part);
+    return buf;
+}

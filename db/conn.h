@@ -1,0 +1,188 @@
+/*
+ * db/conn.h — the one MariaDB connection module: connect options, timeouts,
+ * the classification of errors, lazy reconnect, statements prepared on
+ * first use.
+ *
+ * Used by libhourglass's order cancel (lib/order_cancel.c, compiled into the
+ * library and hidden by its export list), by hourglass-compensator's own
+ * queries (relay, pages, GET_LOCK, gauges) and by the test fixtures. The
+ * parameters and the error are the public types of <hourglass/order.h>
+ * (hg_order_db_params_t, hg_order_error_t): the library's users fill and
+ * read them, so nothing is converted on the way.
+ *
+ * Rules every connection follows (MariaDB Connector/C):
+ *   - MYSQL_OPT_RECONNECT off: a silent reconnect would drop the transaction
+ *     in flight, GET_LOCK locks and prepared statements without telling us;
+ *   - utf8mb4; connect / read / write timeouts from the parameters
+ *     (DB_DEFAULT_* when 0); innodb_lock_wait_timeout when one is given;
+ *   - connected lazily: db_connect is a no-op on a live connection and the
+ *     reconnect after a loss; statements are prepared again on first use
+ *     after each connect;
+ *   - an error that leaves the connection unusable or in doubt (DB_LOST:
+ *     every client error 2000-2999, 1927 killed, 4031 disconnected for
+ *     inactivity, 1053 shutdown) closes it; the next call reconnects.
+ *
+ * Errors: 0 / -1 (or a pointer / NULL) with err (may be NULL) holding the
+ * MySQL error number, its SQLSTATE and "[role: ]what: <code> <server text>".
+ *
+ * Threads: a db_conn_t belongs to one thread at a time. db_classify and the
+ * bind helpers are pure and thread-safe.
+ */
+#ifndef HG_DB_CONN_H
+#define HG_DB_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mysql.h>
+
+#include "include/hourglass/order.h"
+
+/* Defaults for parameters left 0 (also the mysql-* config keys' defaults). */
+#define DB_DEFAULT_CONNECT_TIMEOUT_S 5
+#define DB_DEFAULT_READ_TIMEOUT_S 60
+#define DB_DEFAULT_WRITE_TIMEOUT_S 60
+
+/* MariaDB 10.11's ER_CLIENT_INTERACTION_TIMEOUT ("disconnected by the server
+ * because of inactivity"); Connector/C's mysqld_error.h predates it and gives
+ * 4031 an older name, so the number is spelled out. */
+#define DB_ER_CLIENT_INTERACTION_TIMEOUT 4031
+
+/* ------------------------------------------------------------------ errors */
+
+/* What an error number means for the caller's next step. */
+typedef enum db_class {
+    DB_PERMANENT = 0, /* about the statement or the data: a retry will not fix it */
+    DB_TRANSIENT,     /* about the moment; the connection is fine: ROLLBACK, retry the transaction */
+    DB_LOST           /* transient, and the connection is unusable or in doubt: close it, reconnect */
+} db_class_t;
+
+/* Classify a MySQL/MariaDB error number:
+ *   DB_LOST       every client error 2000-2999 (2006 gone away, 2013 lost
+ *                 during a query, 2002/2003 cannot connect …: the outcome of a
+ *                 COMMIT in flight is unknown), 1927 connection killed, 4031
+ *                 disconnected for inactivity, 1053 server shutdown;
+ *   DB_TRANSIENT  1213 deadlock (the server rolled the transaction back),
+ *                 1205 lock wait timeout (only the statement was rolled back:
+ *                 the caller rolls back the rest), 1317 query interrupted,
+ *                 1969 max_statement_time, 1040 too many connections, 1290
+ *                 read-only (a fail-over), 1615 statement needs re-preparing;
+ *   DB_PERMANENT  everything else (syntax, unknown table, constraint …).
+ * Pure; thread-safe. */
+db_class_t db_classify(unsigned code);
+
+/* 1 when code is a client-side error (2000-2999): the server could not be
+ * reached or the connection broke, whatever the statement. */
+int db_is_client_error(unsigned code);
+
+/* Fill err (may be NULL) with code 0, no SQLSTATE and a formatted message. */
+void db_error_set(hg_order_error_t *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Fill err (may be NULL) from a statement's error (st, when not NULL) or a
+ * connection's (m; NULL: "not connected", 2013): "what: <code> <text>". A
+ * failure the client library left without a number is reported as 2000
+ * (CR_UNKNOWN_ERROR), never as "0 success". */
+void db_error_mysql(hg_order_error_t *err, const char *what, MYSQL *m, MYSQL_STMT *st);
+
+/* ------------------------------------------------------------------ the connection */
+
+/* Options of db_conn_new. */
+#define DB_AUTOCOMMIT 0x1     /* autocommit on; without it every statement opens a transaction */
+#define DB_READ_COMMITTED 0x2 /* SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED */
+
+/* A statement a module prepares on a connection: its name for messages, its
+ * text, the number of placeholders the caller binds (checked against the
+ * server's count when prepared; 0: not checked) and the prepared handle on
+ * the current connection (NULL until first use after each connect).
+ * Initialised by the module:
+ *   static db_stmt_t select_rows = {"relay-select", "SELECT …", 0, NULL};
+ * A db_stmt_t belongs to one connection (the first that prepares it) and
+ * must stay at its address while that connection lives. */
+typedef struct db_stmt {
+    const char *name;
+    const char *sql;
+    unsigned params;
+    MYSQL_STMT *st;
+} db_stmt_t;
+
+typedef struct db_conn db_conn_t;
+
+/* A new connection (not connected yet) with a copy of the parameters
+ * (params->sql is ignored); role prefixes its messages ("relay", "lock"; NULL
+ * or "" for none); flags: DB_AUTOCOMMIT, DB_READ_COMMITTED. Never NULL (out
+ * of memory aborts). */
+db_conn_t *db_conn_new(const hg_order_db_params_t *params, const char *role, unsigned flags);
+
+/* Close the statements and the connection, free. NULL is fine. */
+void db_conn_free(db_conn_t *c);
+
+/* Connect when disconnected (a no-op on a live connection). Returns 0, or
+ * -1 with err: "connect to <socket or host>: <code> <text>". */
+int db_connect(db_conn_t *c, hg_order_error_t *err);
+
+/* Close every prepared statement and the connection; the next call
+ * reconnects and re-prepares. */
+void db_disconnect(db_conn_t *c);
+
+/* Close every prepared statement but keep the connection (after 1615). */
+void db_drop_statements(db_conn_t *c);
+
+/* The connection, NULL while disconnected. */
+MYSQL *db_mysql(db_conn_t *c);
+
+/* CONNECTION_ID() of the current connection, 0 while disconnected. */
+unsigned long db_connection_id(const db_conn_t *c);
+
+/* How many times the connection was made, the first one included. */
+uint64_t db_connects(const db_conn_t *c);
+
+/* Record a failure of `what` (the error of st when given, else of the
+ * connection) in err with the role in front, close the connection when the
+ * error lost it (DB_LOST), and return the class. */
+db_class_t db_fail(db_conn_t *c, const char *what, MYSQL_STMT *st, hg_order_error_t *err);
+
+/* A statement without parameters or result set (START TRANSACTION, COMMIT,
+ * SET …), as text; any result is discarded. Connects first. Returns 0 / -1
+ * (db_fail ran). */
+int db_query(db_conn_t *c, const char *sql, hg_order_error_t *err);
+
+/* START TRANSACTION; COMMIT (fails with 2013 when the connection was lost
+ * during the transaction). Return 0 / -1. */
+int db_begin(db_conn_t *c, hg_order_error_t *err);
+int db_commit(db_conn_t *c, hg_order_error_t *err);
+
+/* ROLLBACK when connected. Returns 0, or -1 when it failed — the connection
+ * is then closed (a handle never carries a half transaction on). */
+int db_rollback(db_conn_t *c);
+
+/* Connect, and prepare s on first use on this connection: "<name>: prepare:
+ * <code> <text>" when the server refuses it; s->params, when not 0, must
+ * equal the server's count of placeholders (else 1210, "<name>: the server
+ * counts N placeholders, the statement has M"). Returns the prepared
+ * statement, or NULL with err (db_fail ran). */
+MYSQL_STMT *db_prepare(db_conn_t *c, db_stmt_t *s, hg_order_error_t *err);
+
+/* db_prepare, bind params (may be NULL when n is 0) and execute. When
+ * result is not NULL, bind it as the result row and buffer the whole result
+ * set (mysql_stmt_store_result): the caller then calls mysql_stmt_fetch until
+ * MYSQL_NO_DATA and mysql_stmt_free_result. Returns the statement, or NULL
+ * with err filled (db_fail ran: a lost connection is closed). */
+MYSQL_STMT *db_exec(db_conn_t *c, db_stmt_t *s, MYSQL_BIND *params, size_t n, MYSQL_BIND *result,
+                    hg_order_error_t *err);
+
+/* ------------------------------------------------------------------ values */
+
+/* Fill one MYSQL_BIND (zeroed first) for a value that lives in the caller's
+ * variable. db_bind_str sets *len = strlen(s) and binds it; a NULL s binds
+ * SQL NULL. db_bind_i64_null: a nullable result column, *is_null receives 1
+ * for NULL. */
+void db_bind_u64(MYSQL_BIND *b, uint64_t *v);
+void db_bind_i64(MYSQL_BIND *b, int64_t *v);
+void db_bind_i64_null(MYSQL_BIND *b, int64_t *v, my_bool *is_null);
+void db_bind_time(MYSQL_BIND *b, MYSQL_TIME *v);
+void db_bind_str(MYSQL_BIND *b, const char *s, unsigned long *len);
+
+/* "YYYY-MM-DD HH:MM:SS.ffffff" into buf (at least 27 bytes). Returns buf. */
+const char *db_time_format(const MYSQL_TIME *t, char *buf, size_t len);
+
+#endif
