@@ -343,6 +343,16 @@ MYSQL *order_db_mysql(hg_order_db *db, hg_order_error_t *err)
     return db->m;
 }
 
+MYSQL *order_db_connection(const hg_order_db *db)
+{
+    return db->m;
+}
+
+void order_db_disconnect(hg_order_db *db)
+{
+    drop_connection(db);
+}
+
 hg_order_db *hg_order_db_open(const hg_order_db_params_t *params, hg_order_error_t *err)
 {
     if (params == NULL) {

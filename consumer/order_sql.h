@@ -8,6 +8,7 @@
  * order_cancel.c: the hg_order_db handle; order_db_mysql hands its
  *                 connection to the schema helpers.
  * order_schema.c: the compiled-in reference schema, seed, invariant check.
+ * order_outbox.c: the order service's half (outbox row, fast-path send, mark sent).
  */
 #ifndef HG_CONSUMER_ORDER_SQL_H
 #define HG_CONSUMER_ORDER_SQL_H
@@ -52,6 +53,14 @@ int order_sql_next_statement(const char *script, size_t *pos, const char **stmt,
  * filled when it cannot connect. For the schema helpers only: they run plain
  * queries and must end every transaction they start. */
 MYSQL *order_db_mysql(hg_order_db *db, hg_order_error_t *err);
+
+/* The handle's connection as it is: NULL while disconnected (never connects).
+ * For order_outbox.c, whose commit and rollback must not open a connection. */
+MYSQL *order_db_connection(const hg_order_db *db);
+
+/* Close the handle's connection (discarding any open transaction) and forget
+ * its prepared statements; the next call connects again. */
+void order_db_disconnect(hg_order_db *db);
 
 /* Fill err from a connection's or a statement's error, prefixed with what
  * (e.g. "claim-sql"). Either m or st may be NULL (st wins when both). */
