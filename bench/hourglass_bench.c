@@ -1,7 +1,7 @@
 /*
  * bench/hourglass_bench.c — hourglass-bench: what the real broker does over the
  * wire, in the style of redis-benchmark. It prints figures and never fails on
- * slowness (STYLE.md habit 11): the exit status is non-zero only when something
+ * slowness (CONTRIBUTING.md, "A benchmark"): the exit status is non-zero only when something
  * is broken (the broker does not start, answers an error, loses a message).
  *
  * Parts (each starts its own hourglass-broker in a fresh temp dir, via

@@ -406,6 +406,11 @@ int cfg_parse_args(const cfg_table_t *t, void *conf, int argc, char **argv, cfg_
             out->action = CFG_HELP;
             return 0;
         }
+        if (strcmp(a, "--help-markdown") == 0) {
+            cfg_print_markdown(t, stdout);
+            fflush(stdout);
+            exit(ferror(stdout) ? 1 : 0);
+        }
         if (strcmp(a, "-V") == 0 || strcmp(a, "-v") == 0 || strcmp(a, "--version") == 0) {
             out->action = CFG_VERSION;
             return 0;
@@ -520,6 +525,42 @@ void cfg_print_keys(const cfg_table_t *t, FILE *out)
         fprintf(out, "\n%s%s%s\n", sizes ? "SIZE: bytes, or a number with kb, mb, gb." : "",
                 sizes && durations ? " " : "",
                 durations ? "DURATION: a number with ms, s, m, h, d (\"0\" = zero)." : "");
+}
+
+/* s into out for a Markdown table cell: '|' escaped, as code when code. */
+static void md_cell(FILE *out, const char *s, int code)
+{
+    fputs(code ? "`" : "", out);
+    for (; *s != '\0'; s++) {
+        if (*s == '|')
+            fputs("\\|", out);
+        else
+            fputc(*s, out);
+    }
+    fputs(code ? "`" : "", out);
+}
+
+void cfg_print_markdown(const cfg_table_t *t, FILE *out)
+{
+    fprintf(out, "| key | value | default | meaning |\n| --- | --- | --- | --- |\n");
+    for (size_t i = 0; i < t->count; i++) {
+        const cfg_key_t *k = &t->keys[i];
+        const char *def = k->shown_default != NULL ? k->shown_default : k->def;
+        fputs("| ", out);
+        md_cell(out, k->name, 1);
+        fputs(" | ", out);
+        md_cell(out, type_hint(k), 0);
+        fputs(" | ", out);
+        if (def == NULL)
+            fputs("(unset)", out);
+        else if (def[0] == '\0')
+            fputs("(empty)", out);
+        else
+            md_cell(out, def, k->shown_default == NULL);
+        fputs(" | ", out);
+        md_cell(out, k->help, 0);
+        fputs(" |\n", out);
+    }
 }
 
 void cfg_value_text(const cfg_table_t *t, const void *conf, size_t i, char *buf, size_t len)

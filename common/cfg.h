@@ -115,7 +115,10 @@ typedef struct cfg_args {
 
 /* Parse argv: the actions and --config first (wherever they stand), then
  * load the file, then apply every --key value / --key=value over it.
- * --help and --version return at once. Returns 0 with *out, or -1 with err
+ * --help and --version return at once. --help-markdown prints the key
+ * table (cfg_print_markdown) to stdout and exits the process (0, or 1 when
+ * stdout fails): it is for scripts/gen-config-docs, which builds the
+ * configuration reference of docs/operations.md from it. Returns 0 with *out, or -1 with err
  * ("unknown option '--x' (see --help)", "--port needs a value", or the
  * key's own error). The program validates afterwards. */
 int cfg_parse_args(const cfg_table_t *t, void *conf, int argc, char **argv, cfg_args_t *out, char *err,
@@ -127,6 +130,12 @@ int cfg_check_required(const cfg_table_t *t, const void *conf, char *err, size_t
 
 /* The keys for --help: "  --name HINT   help [default]", one a line. */
 void cfg_print_keys(const cfg_table_t *t, FILE *out);
+
+/* The keys as a Markdown table, one row a key in table order:
+ * | key | value | default | meaning | — the value is --help's placeholder,
+ * the default as text (code) or the shown_default words, "(unset)" when
+ * there is none; '|' escaped. */
+void cfg_print_markdown(const cfg_table_t *t, FILE *out);
 
 /* The effective value of key i as text into buf[len] ("" for unset strings
  * and CFG_CUSTOM keys); durations and sizes in their largest exact unit. */

@@ -8,6 +8,7 @@
  * order_cancel.c: the hg_order_db handle; order_db_conn hands its
  *                 connection (db/conn.h) to the schema helper.
  * order_schema.c: the compiled-in reference schema and its creation.
+ * order_outbox.c: the order service's half (outbox row, fast-path send, mark sent).
  */
 #ifndef HG_LIB_ORDER_SQL_H
 #define HG_LIB_ORDER_SQL_H
@@ -47,8 +48,9 @@ void order_sql_text_free(order_sql_text_t *t);
 int order_sql_next_statement(const char *script, size_t *pos, const char **stmt, size_t *len,
                           char *err, size_t errlen);
 
-/* The handle's connection (connected or not). For the schema helper only:
- * it runs plain queries and must end every transaction it starts. */
+/* The handle's connection (connected or not). For the schema helper and
+ * order_outbox.c: they run plain queries and must end every transaction
+ * they start. */
 db_conn_t *order_db_conn(hg_order_db *db);
 
 #endif

@@ -235,6 +235,133 @@ const char *hg_order_schema_sql(void);
  * the handle's database. Returns 0 / -1 with err naming the statement. */
 int hg_order_schema_create(hg_order_db *db, hg_order_error_t *err);
 
+/* ------------------------------------------------------------------ the order service's half
+ * What every order service writes around Hourglass, done once (DESIGN.md §7,
+ * docs/order-service.md). An order's timeout is born in the order's own
+ * transaction and sent after it commits:
+ *
+ *   m = hg_order_db_mysql(db, &err)           the handle's connection
+ *   INSERT the order, its items, reserve stock   the caller's statements, on m
+ *   hg_order_timeout_create(db, id, expire_at_ms, relay_after_ms, &err)
+ *                                              the outbox row, status 'new'
+ *   hg_order_db_commit(db, &err)               all of it or none
+ *   hg_order_timeout_publish(db, client, topic, id, expire_at_ms, …)
+ *                                              SEND topic <id> KEY <id> DELAY <remaining>,
+ *                                              then UPDATE … SET status='sent'
+ *                                              WHERE order_id=? AND status='new'
+ *
+ * Each failure is covered by a layer that already exists:
+ *   the send fails             the row stays 'new': the compensator's relay
+ *                              sends it from next_attempt_at with the delay
+ *                              that remains
+ *   the service dies between   the same: the row committed with the order, the
+ *   COMMIT and SEND            relay sends it
+ *   a payment (or a cancel)    hg_order_pay marked the row 'done'; the guard
+ *   lands between COMMIT and   AND status='new' keeps it 'done' (an unguarded
+ *   "mark sent"                UPDATE would reopen it, and the overdue layer
+ *                              would read it again)
+ *   mark sent fails            the relay sends the row again: a duplicate
+ *                              message, which the idempotent cancel ignores
+ *   a payment after the cancel hg_order_pay answers HG_ORDER_NOT_PENDING for an
+ *                              order that is 'cancelled': the shop owes a refund
+ * The message: payload and KEY are the order id in decimal, as the relay sends
+ * it and as hourglass-consumer reads it.
+ *
+ * Between hg_order_db_mysql and hg_order_db_commit / hg_order_db_rollback the
+ * handle carries the caller's open transaction: call nothing else on it in
+ * between (hg_order_cancel and hg_order_pay would commit the caller's work).
+ * Thread rules as for every handle: one thread at a time. */
+
+struct hg_client; /* hg_client_t of <hourglass/hourglass.h> */
+struct st_mysql;  /* MYSQL of <mysql.h> (MariaDB Connector/C) */
+
+/* The topic the sample configurations use (hourglass-consumer's topic,
+ * hourglass-compensator's topic): the default of hg_order_timeout_send. */
+#define HG_ORDER_TIMEOUT_TOPIC "order-timeout"
+
+/* The relay leaves a new outbox row alone this long (relay_after_ms 0), so
+ * that it does not send what the fast path is sending (DESIGN.md §7). */
+#define HG_ORDER_RELAY_AFTER_DEFAULT_MS 10000
+
+/* The handle's MariaDB connection (a MYSQL *), connecting first when it has
+ * none, for the caller's own statements in the transaction that creates an
+ * order. Autocommit is off: the first statement opens the transaction. The
+ * pointer is valid until the next hg_order_* call on the handle; end the
+ * transaction with hg_order_db_commit or hg_order_db_rollback (never
+ * mysql_commit / mysql_close directly: the handle must learn of a lost
+ * connection). Returns NULL with err filled (err->code: the client error)
+ * when it cannot connect. */
+struct st_mysql *hg_order_db_mysql(hg_order_db *db, hg_order_error_t *err);
+
+/* COMMIT the handle's open transaction. Returns 0, or -1 with err filled
+ * ("commit: 2013 Lost connection …"); after a failure the handle is
+ * disconnected (the next call reconnects) and, when err->code is a client
+ * error (2000-2999, hg_order_classify says TRANSIENT), the outcome is
+ * unknown: the order may or may not exist — look it up before creating it
+ * again. A handle with no connection fails with CR_SERVER_GONE_ERROR (2006):
+ * nothing was committed. */
+int hg_order_db_commit(hg_order_db *db, hg_order_error_t *err);
+
+/* ROLLBACK the handle's open transaction (nothing when disconnected); a
+ * connection that cannot roll back is closed. Never fails. NULL is fine. */
+void hg_order_db_rollback(hg_order_db *db);
+
+/* Insert order_id's outbox row (order_timeout_msg: status 'new', attempts 0,
+ * expire_at = FROM_UNIXTIME(expire_at_ms / 1000) in the session time zone —
+ * write the order's own expire_at the same way —, next_attempt_at =
+ * LEAST(NOW(6) + relay_after_ms, expire_at); relay_after_ms 0 means
+ * HG_ORDER_RELAY_AFTER_DEFAULT_MS) in the handle's open transaction, without
+ * committing. Returns 0, or -1 with err filled (an existing row is 1062
+ * duplicate entry, PERMANENT); then roll back with hg_order_db_rollback.
+ * Fails without SQL for order_id 0 or expire_at_ms 0 (code 0). */
+int hg_order_timeout_create(hg_order_db *db, uint64_t order_id, uint64_t expire_at_ms, uint32_t relay_after_ms,
+                            hg_order_error_t *err);
+
+/* The fast-path SEND of order_id's timeout, after the COMMIT: SEND topic <id>
+ * KEY <id> DELAY <expire_at_ms - now> (no delay once expire_at_ms has passed;
+ * the broker rounds up to whole seconds, never early). client is an
+ * hg_client_t (<hourglass/hourglass.h>); topic NULL means
+ * HG_ORDER_TIMEOUT_TOPIC; id_out NULL or HG_ID_MAX bytes for the message id.
+ * Returns an hg_err_t: HG_OK, or the code of hg_send with the cause in
+ * hg_client_errmsg(client) (HG_ERR_ARG without a message when client is
+ * NULL). Does not touch the database. */
+int hg_order_timeout_send(struct hg_client *client, const char *topic, uint64_t order_id, uint64_t expire_at_ms,
+                          char *id_out);
+
+/* "Mark sent", in a transaction of its own (call it with no transaction
+ * open): UPDATE order_timeout_msg SET status='sent', attempts=attempts+1,
+ * last_error=NULL WHERE order_id=? AND status='new', COMMIT. *marked
+ * (may be NULL) is 1 when the row was 'new', 0 when the guard kept it — it
+ * is 'done' (the order was paid or cancelled meanwhile), 'sent' (the relay
+ * got there first) or gone. Returns 0, or -1 with err filled (the handle
+ * rolled back or disconnected; the row stays 'new' and the relay sends it
+ * again, a harmless duplicate). */
+int hg_order_timeout_mark_sent(hg_order_db *db, uint64_t order_id, int *marked, hg_order_error_t *err);
+
+/* What hg_order_timeout_publish came to. Every outcome leaves the order
+ * covered; only SENT and SENT_KEPT mean no further message will be sent. */
+typedef enum hg_order_publish_outcome {
+    HG_ORDER_PUBLISH_SENT = 0,    /* sent, the row marked 'sent' */
+    HG_ORDER_PUBLISH_SENT_KEPT,   /* sent; the row was no longer 'new' (paid, cancelled or relayed
+                                     meanwhile) and the guard left it as it was */
+    HG_ORDER_PUBLISH_SEND_FAILED, /* not sent: the row stays 'new', the relay sends it */
+    HG_ORDER_PUBLISH_MARK_FAILED  /* sent, but "mark sent" failed: the relay sends it again */
+} hg_order_publish_outcome_t;
+
+/* A static lower-case name: "sent", "sent-kept", "send-failed",
+ * "mark-failed"; "unknown" outside the enum. */
+const char *hg_order_publish_outcome_name(hg_order_publish_outcome_t outcome);
+
+/* The fast path after the COMMIT: hg_order_timeout_send, then, when it was
+ * sent, hg_order_timeout_mark_sent. Never fails as such: returns the outcome;
+ * for SEND_FAILED and MARK_FAILED error (may be NULL; errlen bytes) gets the
+ * cause ("send: cannot connect to 127.0.0.1:7379: Connection refused",
+ * "mark sent: …"), and id_out (NULL or HG_ID_MAX bytes) the message id when
+ * it was sent. */
+hg_order_publish_outcome_t hg_order_timeout_publish(hg_order_db *db, struct hg_client *client, const char *topic,
+                                                    uint64_t order_id, uint64_t expire_at_ms, char *id_out,
+                                                    char *error, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,76 @@
+# scripts/lib/packages.sh — the Debian packages Hourglass needs, and the one
+# function that installs the missing ones. Sourced by scripts/test and
+# scripts/demo (bash); defines hg_packages, hg_install_packages and
+# hg_packages_cleanup, and sets nothing else.
+#
+# Targets Debian 12, run as root (or with sudo). Installing mariadb-server,
+# redis-server or prometheus would start system services that nothing here
+# uses (the tests and the demo start private servers in temp dirs), so while
+# apt-get runs a policy-rc.d refuses every service start; it is removed
+# afterwards, and by hg_packages_cleanup (call it from an EXIT trap) when the
+# script is interrupted in between.
+
+# What building, testing and the demo need:
+#   build       build-essential autoconf automake libtool pkg-config and the -dev libraries
+#   tests       mariadb-server (private servers; brings mariadb-client, the `mariadb` command),
+#               redis-tools (redis-cli, redis-benchmark), redis-server (the benchmarks), valgrind,
+#               prometheus (promtool checks the shipped alert rules), man-db (man -l renders the pages)
+hg_packages=(
+    build-essential autoconf automake libtool pkg-config
+    libevent-dev libleveldb-dev libmariadb-dev libssl-dev libcunit1-dev libinih-dev
+    mariadb-server redis-tools redis-server valgrind prometheus man-db
+)
+
+hg_sudo=()            # the command prefix for package installation: empty as root, (sudo) otherwise
+hg_created_policy=""  # the policy-rc.d hg_install_packages wrote, until it removes it
+
+# Remove the policy-rc.d this script wrote, if any. Safe to call at any time.
+hg_packages_cleanup() {
+    if [[ -n "$hg_created_policy" ]]; then
+        "${hg_sudo[@]}" rm -f "$hg_created_policy"
+        hg_created_policy=""
+    fi
+}
+
+# hg_install_packages PROGRAM — install the packages of hg_packages that are
+# missing (apt-get, without recommends), naming PROGRAM in its messages.
+# Returns 0; exits 1 when it cannot (not Debian, not root and no sudo).
+hg_install_packages() {
+    local prog=$1
+    if ! command -v dpkg-query >/dev/null 2>&1; then
+        echo "$prog: dpkg-query not found — this script supports Debian 12." >&2
+        echo "Install these packages (or their equivalents) by hand: ${hg_packages[*]}" >&2
+        exit 1
+    fi
+    local missing=() p
+    for p in "${hg_packages[@]}"; do
+        if [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" != "install ok installed" ]]; then
+            missing+=("$p")
+        fi
+    done
+    if ((${#missing[@]} == 0)); then
+        echo "$prog: all ${#hg_packages[@]} Debian packages present"
+        return 0
+    fi
+    if ((EUID != 0)); then
+        if command -v sudo >/dev/null 2>&1; then
+            hg_sudo=(sudo)
+        else
+            echo "$prog: missing packages (${missing[*]}) and not root; rerun as root" >&2
+            exit 1
+        fi
+    fi
+    echo "$prog: installing ${missing[*]}"
+    # invoke-rc.d and deb-systemd-invoke honour policy-rc.d exit code 101: no service starts.
+    local policy=/usr/sbin/policy-rc.d
+    if [[ ! -e "$policy" ]]; then
+        printf '#!/bin/sh\n# written by hourglass %s during apt-get install; removed after\nexit 101\n' "$prog" |
+            "${hg_sudo[@]}" tee "$policy" >/dev/null
+        "${hg_sudo[@]}" chmod 755 "$policy"
+        hg_created_policy=$policy
+    fi
+    "${hg_sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    "${hg_sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -q --no-install-recommends "${missing[@]}"
+    hg_packages_cleanup
+}

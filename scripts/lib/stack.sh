@@ -1,0 +1,243 @@
+# scripts/lib/stack.sh — a private Hourglass stack in a directory, for
+# scripts/demo and the install test (tests/integration/test_install.sh):
+# a MariaDB on a unix socket, the reference schema with a least-privilege
+# user per program, hourglass-broker, hourglass-consumer and
+# hourglass-compensator with their config files. Sourced by bash scripts.
+#
+# Every wait polls with a deadline and fails with the cause (the tail of the
+# program's log); nothing sleeps and hopes. Processes are remembered by pid
+# in hg_stack_pids and stopped by pid (SIGTERM, a deadline, then SIGKILL) in
+# hg_stack_stop, which an EXIT trap should call. The MariaDB is started like
+# tests/helpers/testutil.c does: mariadb-install-db and mariadbd with
+# --no-defaults (no /etc/mysql setting leaks in), --skip-networking, a socket
+# in the directory, the install serialised by an flock in the temp root.
+#
+# Variables it sets: HG_MYSQL_SOCKET, HG_BROKER_PORT, HG_BROKER_URI,
+# hg_mariadb_pid, hg_broker_pid, hg_consumer_pid, hg_compensator_pid, and the
+# generated passwords hg_pw_<user>.
+
+hg_stack_pids=()
+
+hg_log() { printf '%s\n' "$*" >&2; }
+
+# hg_tail FILE — the last lines of a log, indented, for an error message.
+hg_tail() {
+    if [[ -f $1 ]]; then
+        echo "--- last lines of $1:" >&2
+        tail -n 25 "$1" | sed 's/^/    /' >&2
+    fi
+}
+
+# hg_wait_for DEADLINE_S DESCRIPTION COMMAND... — run COMMAND every 0.1 s until
+# it succeeds; 1 (and a message) when the deadline passes first.
+hg_wait_for() {
+    local secs=$1 what=$2
+    local deadline=$((SECONDS + secs))
+    shift 2
+    until "$@"; do
+        if ((SECONDS >= deadline)); then
+            hg_log "timed out after $secs s waiting for $what"
+            return 1
+        fi
+        sleep 0.1
+    done
+}
+
+hg_alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+
+# hg_stop_pid PID [DEADLINE_S] — SIGTERM, wait, SIGKILL after the deadline.
+# Returns the exit status when it is our child (0 when unknown).
+hg_stop_pid() {
+    local pid=$1 deadline=$((SECONDS + ${2:-15}))
+    hg_alive "$pid" || { wait "$pid" 2>/dev/null; return $?; }
+    kill -TERM "$pid" 2>/dev/null
+    while hg_alive "$pid" && ((SECONDS < deadline)); do sleep 0.1; done
+    if hg_alive "$pid"; then
+        hg_log "pid $pid ignored SIGTERM for ${2:-15} s: killed"
+        kill -KILL "$pid" 2>/dev/null
+    fi
+    wait "$pid" 2>/dev/null
+}
+
+# Stop everything started through this file, newest first.
+hg_stack_stop() {
+    local i
+    for ((i = ${#hg_stack_pids[@]} - 1; i >= 0; i--)); do
+        hg_stop_pid "${hg_stack_pids[i]}" 20 || true
+    done
+    hg_stack_pids=()
+}
+
+hg_forget_pid() {
+    local keep=() p
+    for p in "${hg_stack_pids[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done
+    hg_stack_pids=("${keep[@]}")
+}
+
+# A TCP port on 127.0.0.1 that nothing listens on right now: a random one
+# checked against the listening sockets in /proc/net/tcp{,6}.
+hg_free_port() {
+    local port hex
+    for _ in $(seq 200); do
+        port=$((20000 + RANDOM % 40000))
+        printf -v hex '%04X' "$port"
+        if ! grep -qs ":$hex [0-9A-F:]* 0A " /proc/net/tcp /proc/net/tcp6; then
+            echo "$port"
+            return 0
+        fi
+    done
+    return 1
+}
+
+hg_random_password() { od -An -N12 -tx1 /dev/urandom | tr -d ' \n'; }
+
+# ---------------------------------------------------------------- MariaDB
+
+# hg_sql SQL... — run statements as root on the private server (stdout: the
+# rows, tab-separated, no column names).
+hg_sql() { mariadb --no-defaults --user=root --socket="$HG_MYSQL_SOCKET" --batch --skip-column-names -e "$*"; }
+
+# hg_mariadb_start DIR — install and start a private MariaDB in DIR; sets
+# HG_MYSQL_SOCKET. Returns 1 with the server's log when it cannot.
+hg_mariadb_start() {
+    local dir=$1 as_root=()
+    mkdir -p "$dir/data" "$dir/tmp"
+    HG_MYSQL_SOCKET=$dir/mysql.sock
+    if ((${#HG_MYSQL_SOCKET} > 100)); then
+        hg_log "socket path $HG_MYSQL_SOCKET is too long for a unix socket; use a shorter directory"
+        return 1
+    fi
+    ((EUID == 0)) && as_root=(--user=root)
+    local common=(--no-defaults "--datadir=$dir/data" "--tmpdir=$dir/tmp" --skip-name-resolve
+                  --innodb-log-file-size=16M --innodb-buffer-pool-size=64M)
+    # One install at a time on this machine (parallel bootstraps fail), as the C helper does.
+    local lock=${TMPDIR:-/tmp}/hg-mariadb-install.lock
+    if ! flock "$lock" mariadb-install-db "${common[@]}" --auth-root-authentication-method=normal \
+        --skip-test-db "${as_root[@]}" >"$dir/install.log" 2>&1; then
+        hg_log "mariadb-install-db failed"
+        hg_tail "$dir/install.log"
+        return 1
+    fi
+    mariadbd "${common[@]}" "--socket=$HG_MYSQL_SOCKET" --skip-networking "--pid-file=$dir/mariadbd.pid" \
+        "--log-error=$dir/error.log" --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
+        "${as_root[@]}" >"$dir/mariadbd.out" 2>&1 </dev/null &
+    hg_mariadb_pid=$!
+    hg_stack_pids+=("$hg_mariadb_pid")
+    if ! hg_wait_for 60 "mariadbd to accept connections on $HG_MYSQL_SOCKET" hg_mariadb_ready \
+        || ! hg_alive "$hg_mariadb_pid"; then
+        hg_log "mariadbd did not start"
+        hg_tail "$dir/error.log"
+        return 1
+    fi
+}
+
+hg_mariadb_ready() {
+    hg_alive "$hg_mariadb_pid" || return 0 # dead: stop waiting (hg_mariadb_start reports it)
+    hg_sql "SELECT 1" >/dev/null 2>&1
+}
+
+# hg_shop_create DATABASE SCHEMA_FILE [EXTRA_SQL_FILE] — the database, the
+# reference schema and one least-privilege user per program (host 'localhost':
+# connections over the unix socket), each with a random password in
+# hg_pw_<user>:
+#   hg_consumer, hg_compensator  cancel (claim, stock return, outbox done),
+#                                relay and close outbox rows
+#   hg_shop                      the order service: create orders, reserve
+#                                stock, outbox rows, pay, refunds
+#   hg_monitor                   read-only, for progress and reports
+hg_shop_create() {
+    local db=$1 schema=$2 extra=${3:-}
+    hg_sql "CREATE DATABASE $db" || return 1
+    mariadb --no-defaults --user=root --socket="$HG_MYSQL_SOCKET" "$db" <"$schema" || return 1
+    if [[ -n $extra ]]; then
+        mariadb --no-defaults --user=root --socket="$HG_MYSQL_SOCKET" "$db" <"$extra" || return 1
+    fi
+    hg_pw_hg_consumer=$(hg_random_password)
+    hg_pw_hg_compensator=$(hg_random_password)
+    hg_pw_hg_shop=$(hg_random_password)
+    hg_pw_hg_monitor=$(hg_random_password)
+    local refunds_grant=""
+    if [[ -n $extra ]]; then
+        refunds_grant="GRANT SELECT, INSERT ON $db.order_refunds TO 'hg_shop'@'localhost';"
+    fi
+    hg_sql "
+        CREATE USER 'hg_consumer'@'localhost' IDENTIFIED BY '$hg_pw_hg_consumer';
+        GRANT SELECT, UPDATE ON $db.orders TO 'hg_consumer'@'localhost';
+        GRANT SELECT ON $db.order_items TO 'hg_consumer'@'localhost';
+        GRANT SELECT, UPDATE ON $db.stock TO 'hg_consumer'@'localhost';
+        GRANT SELECT, UPDATE ON $db.order_timeout_msg TO 'hg_consumer'@'localhost';
+        CREATE USER 'hg_compensator'@'localhost' IDENTIFIED BY '$hg_pw_hg_compensator';
+        GRANT SELECT, UPDATE ON $db.orders TO 'hg_compensator'@'localhost';
+        GRANT SELECT ON $db.order_items TO 'hg_compensator'@'localhost';
+        GRANT SELECT, UPDATE ON $db.stock TO 'hg_compensator'@'localhost';
+        GRANT SELECT, UPDATE ON $db.order_timeout_msg TO 'hg_compensator'@'localhost';
+        CREATE USER 'hg_shop'@'localhost' IDENTIFIED BY '$hg_pw_hg_shop';
+        GRANT SELECT, INSERT, UPDATE ON $db.orders TO 'hg_shop'@'localhost';
+        GRANT SELECT, INSERT ON $db.order_items TO 'hg_shop'@'localhost';
+        GRANT SELECT, UPDATE ON $db.stock TO 'hg_shop'@'localhost';
+        GRANT SELECT, INSERT, UPDATE ON $db.order_timeout_msg TO 'hg_shop'@'localhost';
+        $refunds_grant
+        CREATE USER 'hg_monitor'@'localhost' IDENTIFIED BY '$hg_pw_hg_monitor';
+        GRANT SELECT ON $db.* TO 'hg_monitor'@'localhost';"
+}
+
+# ---------------------------------------------------------------- the daemons
+
+# hg_broker_start BIN CONF LOG — start hourglass-broker with CONF (its port
+# may be 0: any free port); sets HG_BROKER_PORT (read from the start-up line)
+# and HG_BROKER_URI, and waits until it answers PING.
+hg_broker_start() {
+    local bin=$1 conf=$2 log=$3
+    "$bin" --config "$conf" >>"$log" 2>&1 </dev/null &
+    hg_broker_pid=$!
+    hg_stack_pids+=("$hg_broker_pid")
+    local before=${HG_BROKER_PORT:-}
+    HG_BROKER_PORT=""
+    if ! hg_wait_for 30 "hourglass-broker to listen" hg_broker_port_logged "$log"; then
+        hg_tail "$log"
+        return 1
+    fi
+    if [[ -n $before && $before != "$HG_BROKER_PORT" ]]; then
+        hg_log "hourglass-broker came back on port $HG_BROKER_PORT, not $before"
+        return 1
+    fi
+    HG_BROKER_URI=hourglass://127.0.0.1:$HG_BROKER_PORT
+}
+
+# The port of the last "listening on 127.0.0.1:PORT" line of log, once the
+# broker answers on it.
+hg_broker_port_logged() {
+    hg_alive "$hg_broker_pid" || return 1
+    local line
+    line=$(grep -o 'listening on [0-9.]*:[0-9]*' "$1" 2>/dev/null | tail -n 1)
+    [[ -n $line ]] || return 1
+    HG_BROKER_PORT=${line##*:}
+    (exec 3<>"/dev/tcp/127.0.0.1/$HG_BROKER_PORT") 2>/dev/null
+}
+
+# hg_daemon_start BIN CONF LOG VAR — start a daemon (hourglass-consumer,
+# hourglass-compensator) with --config CONF, its pid into VAR.
+hg_daemon_start() {
+    local bin=$1 conf=$2 log=$3 var=$4
+    "$bin" --config "$conf" >>"$log" 2>&1 </dev/null &
+    local pid=$!
+    hg_stack_pids+=("$pid")
+    printf -v "$var" '%s' "$pid"
+}
+
+# hg_http_get PORT PATH — the body of GET http://127.0.0.1:PORT/PATH (HTTP/1.0,
+# bash's /dev/tcp: no curl needed); 1 when nothing answers.
+hg_http_get() {
+    local port=$1 path=$2 reply
+    exec 3<>"/dev/tcp/127.0.0.1/$port" 2>/dev/null || return 1
+    printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$path" >&3
+    reply=$(cat <&3)
+    exec 3<&-
+    printf '%s\n' "${reply#*$'\r\n\r\n'}"
+}
+
+# hg_metric PORT NAME — the value of the sample "NAME VALUE" on /metrics (NAME
+# with its labels, exactly as printed); empty when absent.
+hg_metric() {
+    hg_http_get "$1" /metrics 2>/dev/null | awk -v n="$2" '$1 == n { print $2; exit }'
+}
