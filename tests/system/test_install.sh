@@ -116,7 +116,10 @@ for word in $flags; do # every -I / -L is the stage's or the system's, never the
     [[ $dir != "$srcdir"* && $dir != "$builddir"* ]] || fail "pkg-config flags name the source or build tree: $word"
 done
 # shellcheck disable=SC2086 # the flags are words
-if ! cc -std=gnu11 -Wall -Werror "$srcdir/examples/first-order/first_order.c" $flags -o "$tmp/first-order" \
+# A sanitizer build's library needs the sanitizer runtime in the program too
+# (HG_SAN_FLAGS is empty in a plain build).
+# shellcheck disable=SC2086  # both are word lists
+if ! cc -std=gnu11 -Wall -Werror ${HG_SAN_FLAGS:-} "$srcdir/examples/first-order/first_order.c" $flags -o "$tmp/first-order" \
     >"$tmp/cc.log" 2>&1; then
     cat "$tmp/cc.log"
     fail "cc first_order.c \$(pkg-config --cflags --libs hourglass)"
