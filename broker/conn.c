@@ -28,7 +28,6 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -36,6 +35,7 @@
 
 #include "base/alloc.h"
 #include "base/map.h"
+#include "broker/cmd_shared.h"
 #include "broker/commands.h"
 #include "common/log.h"
 
@@ -284,21 +284,15 @@ static void conn_flush(conn_t *c)
 
 static void conn_process_input(conn_t *c);
 
-static int arg_eq(const resp_arg_t *a, const char *word)
-{
-    size_t n = strlen(word);
-    return a->len == n && strncasecmp(a->ptr, word, n) == 0;
-}
-
 /* 1 when cmd can only be part of an HTTP request (see the file comment). */
 static int looks_like_http(const conn_t *c, const resp_command_t *cmd)
 {
     const resp_arg_t *name = &cmd->argv[0];
-    if (arg_eq(name, "post") || arg_eq(name, "host:")) { return 1; }
+    if (cmd_arg_is(name, "post") || cmd_arg_is(name, "host:")) { return 1; }
     if (c->ncommands > 0 || !cmd->is_inline) { return 0; }
-    if (arg_eq(name, "get")) { return cmd->argc >= 2 && cmd->argv[1].len > 0 && cmd->argv[1].ptr[0] == '/'; }
-    return arg_eq(name, "put") || arg_eq(name, "head") || arg_eq(name, "delete") || arg_eq(name, "options") ||
-           arg_eq(name, "connect");
+    if (cmd_arg_is(name, "get")) { return cmd->argc >= 2 && cmd->argv[1].len > 0 && cmd->argv[1].ptr[0] == '/'; }
+    return cmd_arg_is(name, "put") || cmd_arg_is(name, "head") || cmd_arg_is(name, "delete") || cmd_arg_is(name, "options") ||
+           cmd_arg_is(name, "connect");
 }
 
 static void conn_execute(conn_t *c, const resp_command_t *cmd)
