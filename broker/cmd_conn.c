@@ -17,6 +17,29 @@
 
 static void add_bulk_arg(resp_buf_t *b, const resp_arg_t *a) { resp_add_bulk(b, a->ptr, a->len); }
 
+/* The one client-name rule, for CLIENT SETNAME and HELLO ... SETNAME: printable
+ * ASCII without spaces (no control bytes, CR, LF, NUL, DEL or 8-bit bytes),
+ * shorter than conn_t.name; empty clears the name. Sets it and returns 0, or
+ * writes the error reply and returns -1 with the name unchanged. */
+static int set_client_name(cmd_call_t *call, const resp_arg_t *v)
+{
+    conn_t *c = call->conn;
+    for (size_t i = 0; i < v->len; i++) {
+        unsigned char ch = (unsigned char)v->ptr[i];
+        if (ch <= ' ' || ch >= 0x7f) {
+            resp_add_error(call->out, "ERR Client names cannot contain spaces, newlines or special characters.");
+            return -1;
+        }
+    }
+    if (v->len >= sizeof c->name) {
+        resp_add_errorf(call->out, "ERR client name longer than %zu bytes", sizeof c->name - 1);
+        return -1;
+    }
+    memcpy(c->name, v->ptr, v->len);
+    c->name[v->len] = '\0';
+    return 0;
+}
+
 void cmd_ping(cmd_call_t *call)
 {
     if (call->argc > 2) {
@@ -89,15 +112,7 @@ void cmd_hello(cmd_call_t *call)
             return;
         }
     }
-    if (setname) {
-        if (setname->len >= sizeof c->name || memchr(setname->ptr, ' ', setname->len) ||
-            memchr(setname->ptr, '\n', setname->len)) {
-            resp_add_error(call->out, "ERR Client names cannot contain spaces, newlines or special characters.");
-            return;
-        }
-        memcpy(c->name, setname->ptr, setname->len);
-        c->name[setname->len] = '\0';
-    }
+    if (setname && set_client_name(call, setname) != 0) { return; }
     c->proto = proto;
     call->out->proto = proto;
     resp_add_map(call->out, 7);
@@ -123,21 +138,7 @@ void cmd_client(cmd_call_t *call)
     const resp_arg_t *sub = &call->argv[1];
     resp_buf_t *out = call->out;
     if (cmd_arg_is(sub, "setname") && call->argc == 3) {
-        const resp_arg_t *v = &call->argv[2];
-        for (size_t i = 0; i < v->len; i++) {
-            unsigned char ch = (unsigned char)v->ptr[i];
-            if (ch <= ' ' || ch >= 0x7f) {
-                resp_add_error(out, "ERR Client names cannot contain spaces, newlines or special characters.");
-                return;
-            }
-        }
-        if (v->len >= sizeof c->name) {
-            resp_add_errorf(out, "ERR client name longer than %zu bytes", sizeof c->name - 1);
-            return;
-        }
-        memcpy(c->name, v->ptr, v->len);
-        c->name[v->len] = '\0';
-        resp_add_simple(out, "OK");
+        if (set_client_name(call, &call->argv[2]) == 0) { resp_add_simple(out, "OK"); }
     } else if (cmd_arg_is(sub, "getname") && call->argc == 2) {
         if (c->name[0]) { resp_add_bulk_str(out, c->name); } else { resp_add_null(out); }
     } else if (cmd_arg_is(sub, "id") && call->argc == 2) {

@@ -13,6 +13,14 @@
  *  - a storage completion finds its connection by id; a closed connection is
  *    not in the map, so its late completions are simply freed;
  *  - every reply goes through conn_write, which enforces max-reply-buffer.
+ *
+ * Cross-protocol guard (docs/protocol.md): a browser or any HTTP client can
+ * be made to send a request to this port, and its body would run as inline
+ * commands. A command that can only be HTTP is not answered, the rest of the
+ * input is discarded unparsed and the connection is closed as soon as the
+ * replies to earlier commands are written: POST or Host: anywhere
+ * (as Redis does), and as the first inline command also GET /..., PUT, HEAD,
+ * DELETE, OPTIONS or CONNECT.
  */
 #include "broker/conn.h"
 
@@ -27,6 +35,7 @@
 
 #include "base/alloc.h"
 #include "base/map.h"
+#include "broker/cmd_shared.h"
 #include "broker/commands.h"
 #include "common/log.h"
 
@@ -275,9 +284,27 @@ static void conn_flush(conn_t *c)
 
 static void conn_process_input(conn_t *c);
 
+/* 1 when cmd can only be part of an HTTP request (see the file comment). */
+static int looks_like_http(const conn_t *c, const resp_command_t *cmd)
+{
+    const resp_arg_t *name = &cmd->argv[0];
+    if (cmd_arg_is(name, "post") || cmd_arg_is(name, "host:")) { return 1; }
+    if (c->ncommands > 0 || !cmd->is_inline) { return 0; }
+    if (cmd_arg_is(name, "get")) { return cmd->argc >= 2 && cmd->argv[1].len > 0 && cmd->argv[1].ptr[0] == '/'; }
+    return cmd_arg_is(name, "put") || cmd_arg_is(name, "head") || cmd_arg_is(name, "delete") || cmd_arg_is(name, "options") ||
+           cmd_arg_is(name, "connect");
+}
+
 static void conn_execute(conn_t *c, const resp_command_t *cmd)
 {
     conn_set_t *s = c->set;
+    if (looks_like_http(c, cmd)) {
+        s->protocol_errors++;
+        log_warn("possible cross-protocol attack (HTTP) from %s; closing", c->addr);
+        conn_start_draining(c);   /* no reply; earlier replies still go out; nothing after it is parsed */
+        return;
+    }
+    c->ncommands++;
     s->commands++;
     c->last_active_mono = mono_ms();
     resp_buf_clear(&s->scratch);

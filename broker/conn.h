@@ -62,6 +62,7 @@ typedef struct conn {
     char addr[64];               /* "ip:port" */
     char name[128];              /* CLIENT SETNAME */
     char last_cmd[24];
+    uint64_t ncommands;          /* commands executed (the HTTP guard looks at the first) */
     uint64_t created_mono, last_active_mono;
     /* reply FIFO */
     reply_slot_t *slots_head, *slots_tail;

@@ -93,7 +93,7 @@ int cli_parse_id(const char *s, uint64_t *out)
     uint64_t v = 0;
     size_t n = strlen(s);
 
-    if (n == 0 || n > 16)
+    if (n != 16)
         return -1;
     for (size_t i = 0; i < n; i++) {
         int c = tolower((unsigned char)s[i]);

@@ -30,7 +30,7 @@ int cli_parse_args(const command_t *cmd, int argc, char **argv, cli_opt_t *specs
 /* A non-negative decimal integer (digits only). Returns 0 with *out, or -1. */
 int cli_parse_u64(const char *s, uint64_t *out);
 
-/* A message id: 1..16 hex digits. Returns 0 with *out, or -1. */
+/* A message id: exactly 16 hex digits, as the broker wants them. Returns 0 with *out, or -1. */
 int cli_parse_id(const char *s, uint64_t *out);
 
 #endif

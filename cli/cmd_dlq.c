@@ -104,7 +104,7 @@ int cli_cmd_dlq_list(cli_t *cli, int argc, char **argv)
     if (specs[0].value != NULL && (cli_parse_u64(specs[0].value, &v) < 0 || v == 0))
         return cli_usage_error("dlq list: --count '%s' is not a positive number", specs[0].value);
     if (specs[1].value != NULL && cli_parse_id(specs[1].value, &v) < 0)
-        return cli_usage_error("dlq list: --after '%s' is not a message id (1..16 hex digits)", specs[1].value);
+        return cli_usage_error("dlq list: --after '%s' is not a message id (16 hex digits)", specs[1].value);
     if ((rc = dlq_list_reply(cli, pos[0], specs[0].value, specs[1].value, &r)) != 0)
         return rc;
     if (cli->json) {
@@ -153,7 +153,7 @@ int cli_cmd_dlq_show(cli_t *cli, int argc, char **argv)
     if (n < 2)
         return cli_usage_error("dlq show: needs GROUP and ID");
     if (cli_parse_id(pos[1], &id) < 0)
-        return cli_usage_error("dlq show: '%s' is not a message id (1..16 hex digits)", pos[1]);
+        return cli_usage_error("dlq show: '%s' is not a message id (16 hex digits)", pos[1]);
     /* There is no "DLQ GET": list one entry after the id's predecessor. */
     snprintf(after, sizeof(after), "%016" PRIx64, id - 1);
     if ((rc = dlq_list_reply(cli, pos[0], "1", id > 0 ? after : NULL, &r)) != 0)
@@ -211,7 +211,7 @@ static int dlq_move(cli_t *cli, const char *name, const char *verb, const char *
     if ((n == 2) == (specs[0].value != NULL))
         return cli_usage_error("%s: give either one message ID or --all", name);
     if (n == 2 && cli_parse_id(pos[1], &id) < 0)
-        return cli_usage_error("%s: '%s' is not a message id (1..16 hex digits)", name, pos[1]);
+        return cli_usage_error("%s: '%s' is not a message id (16 hex digits)", name, pos[1]);
     cmdv[2] = pos[0];
     cmdv[3] = n == 2 ? pos[1] : "ALL";
     if ((rc = cli_run(cli, &r, 4, cmdv)) != 0)

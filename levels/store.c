@@ -409,7 +409,7 @@ void store_id_format(uint64_t id, char out[17])
 
 int store_id_parse(const char *text, size_t len, uint64_t *id)
 {
-    if (len == 0 || len > 16) { return -1; }
+    if (len != 16) { return -1; }
     uint64_t v = 0;
     for (size_t i = 0; i < len; i++) {
         char c = text[i];

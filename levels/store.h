@@ -320,7 +320,8 @@ int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *c
 int store_check(store_t *s, char *err, size_t errlen);
 
 /* Format an id for the wire (16 lower-case hex digits) and parse it back
- * (0 / -1). */
+ * (0 / -1): the text must be exactly 16 hex digits, either case; shorter or
+ * longer forms are refused (docs/protocol.md). */
 void store_id_format(uint64_t id, char out[17]);
 int store_id_parse(const char *text, size_t len, uint64_t *id);
 

@@ -16,7 +16,11 @@
  *    idle-timeout closes idle clients but not blocked PULLs, and a consumer
  *    long-polling with BLOCK = idle-timeout keeps every reply and its
  *    connection; HELLO 3;
- *  - a pipeline deeper than the broker's in-flight window is answered in order.
+ *  - a pipeline deeper than the broker's in-flight window is answered in order;
+ *  - an HTTP request (a browser's form POST carrying commands in its body) is
+ *    closed unanswered and unexecuted, with a warning naming the address;
+ *  - message ids of other than 16 hex digits are refused; HELLO SETNAME checks
+ *    names exactly as CLIENT SETNAME does.
  *
  * Run one suite: ./tests/integration/test_broker_hostile hostile
  */
@@ -29,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <CUnit/CUnit.h>
 
@@ -452,6 +457,171 @@ static void test_deep_pipeline(void)
     resp_reply_free(r);
 }
 
+/* Poll the broker's log for text (generous deadline: the log is written by another process). */
+static int log_shows(const char *text)
+{
+    uint64_t end = tu_now_mono_ms() + 10000;
+    while (!bp_log_contains(&bt_broker, text)) {
+        if (tu_now_mono_ms() >= end)
+            return 0;
+        struct timespec ts = { 0, 20 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    return 1;
+}
+
+/* Send raw bytes on a fresh connection and expect it closed with no reply at all. */
+static void expect_http_closed(const char *name, const char *bytes)
+{
+    char e[1024];
+    rc_conn_t x;
+    BP_REQUIRE(bp_connect(&bt_broker, &x, e, sizeof e) == 0, "%s: connect: %s", name, e);
+    rc_append_raw(&x, bytes, strlen(bytes));
+    (void)rc_flush(&x, 10000);   /* may be cut short: the broker closes at the first line */
+    BP_CHECK(rc_read_to_eof(&x, 10000) == 1, "%s: the broker did not close the connection", name);
+    BP_CHECK(rc_pending_input(&x) == 0, "%s: the broker answered %zu bytes ('%.*s'), want none", name,
+             rc_pending_input(&x), (int)(rc_pending_input(&x) > 80 ? 80 : rc_pending_input(&x)), rc_input(&x));
+    rc_close(&x);
+}
+
+/* What a browser's form POST (or curl --data-binary) sends to the RESP port:
+ * the body would be inline commands. The connection is closed at "POST", so
+ * neither GROUP DEL nor SHUTDOWN runs; the other HTTP shapes likewise. */
+static void test_http_cross_protocol(void)
+{
+    bt_start(NULL);
+    char e[1024], req[1024];
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "victim", "orders", NULL) == 0, "%s", e);
+    const char body[] = "GROUP DEL victim\r\nSHUTDOWN\r\n";
+    snprintf(req, sizeof req,
+             "POST / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\n"
+             "Content-Length: %zu\r\nContent-Type: application/x-www-form-urlencoded\r\n\r\n%s",
+             bt_broker.port, sizeof body - 1, body);
+    expect_http_closed("curl POST", req);
+    BP_CHECK(log_shows("possible cross-protocol attack (HTTP) from 127.0.0.1:"), "no warning in the log");
+    long long v = -1;
+    BP_CHECK(bp_group_field(&bt_conn, "victim", "backlog", &v, e, sizeof e) == 1,
+             "group victim is gone after the HTTP POST: %s", e);
+    rc_conn_t fresh;
+    BP_REQUIRE(bp_connect(&bt_broker, &fresh, e, sizeof e) == 0, "a new connection after the POST: %s", e);
+    resp_reply_t *r = rc_cmd(&fresh, "PING", NULL);
+    BP_CHECK(r != NULL && rc_str_eq(r, "PONG"), "PING on a new connection: %s",
+             r == NULL ? fresh.err : rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    rc_close(&fresh);
+
+    /* the other shapes, each with a command after it that must not run */
+    const char *const first[] = {
+        "GET / HTTP/1.1\r\nGROUP DEL victim\r\n",   "get /index.html HTTP/1.0\r\nGROUP DEL victim\r\n",
+        "PUT /x HTTP/1.1\r\nGROUP DEL victim\r\n",  "HEAD / HTTP/1.1\r\nGROUP DEL victim\r\n",
+        "DELETE /x HTTP/1.1\r\nGROUP DEL victim\r\n", "OPTIONS * HTTP/1.1\r\nGROUP DEL victim\r\n",
+        "CONNECT h:1 HTTP/1.1\r\nGROUP DEL victim\r\n", "host: x\r\nGROUP DEL victim\r\n",
+        /* POST and Host: at any position, in any form (as Redis) */
+        "PING\r\npost / HTTP/1.1\r\nGROUP DEL victim\r\n", "*1\r\n$4\r\nPING\r\nHOST: x\r\nGROUP DEL victim\r\n",
+        "*2\r\n$4\r\nPOST\r\n$1\r\n/\r\nGROUP DEL victim\r\n",
+    };
+    for (size_t i = 0; i < sizeof first / sizeof first[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "case %zu (%.12s...)", i, first[i]);
+        rc_conn_t x;
+        BP_REQUIRE(bp_connect(&bt_broker, &x, e, sizeof e) == 0, "%s: connect: %s", name, e);
+        rc_append_raw(&x, first[i], strlen(first[i]));
+        (void)rc_flush(&x, 10000);
+        BP_CHECK(rc_read_to_eof(&x, 10000) == 1, "%s: the broker did not close the connection", name);
+        /* a PING before the POST/Host: line is answered, nothing after it */
+        const char *want = strstr(first[i], "PING") != NULL ? "+PONG\r\n" : "";
+        BP_CHECK(rc_pending_input(&x) == strlen(want) && memcmp(rc_input(&x), want, strlen(want)) == 0,
+                 "%s: the broker answered '%.*s', want '%s'", name, (int)rc_pending_input(&x), rc_input(&x), want);
+        rc_close(&x);
+        v = -1;
+        BP_CHECK(bp_group_field(&bt_conn, "victim", "backlog", &v, e, sizeof e) == 1, "%s deleted the group: %s",
+                 name, e);
+    }
+    /* GET with a key (not a path) and a later PUT are ordinary unknown commands: errors, connection kept */
+    r = rc_cmd(&bt_conn, "GET", "key", NULL);
+    BP_CHECK(rc_is_error(r, "ERR unknown command"), "GET key: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    const char later[] = "PUT /x HTTP/1.1\r\n";
+    rc_append_raw(&bt_conn, later, sizeof later - 1);
+    BP_REQUIRE(rc_flush(&bt_conn, 0) == 0, "%s", bt_conn.err);
+    r = rc_read(&bt_conn, 0);
+    BP_CHECK(rc_is_error(r, "ERR unknown command"), "a later inline PUT: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    bystander_ok("the HTTP requests");
+}
+
+/* Ids are exactly 16 hex digits: 15 (or 1) is refused, 17 too, upper case is fine. */
+static void test_id_exactly_16(void)
+{
+    bt_start(NULL);
+    char e[300];
+    const char *const bad[] = { "000000000000001", "1", "2a", "00000000000000001", "0x00000000000001" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char want[80];
+        snprintf(want, sizeof want, "ERR invalid message id '%s' (16 hex digits)", bad[i]);
+        resp_reply_t *r = rc_cmd(&bt_conn, "ACK", "g", bad[i], NULL);
+        BP_CHECK(r != NULL && r->type == RESP_REPLY_ERROR && r->len == strlen(want) && memcmp(r->str, want, r->len) == 0,
+                 "ACK g %s: %s, want '%s'", bad[i], rc_describe(r, e, sizeof e), want);
+        resp_reply_free(r);
+        r = rc_cmd(&bt_conn, "TOUCH", "g", bad[i], NULL);
+        BP_CHECK(rc_is_error(r, want), "TOUCH g %s: %s", bad[i], rc_describe(r, e, sizeof e));
+        resp_reply_free(r);
+        r = rc_cmd(&bt_conn, "DLQ", "DROP", "g", bad[i], NULL);
+        BP_CHECK(rc_is_error(r, want), "DLQ DROP g %s: %s", bad[i], rc_describe(r, e, sizeof e));
+        resp_reply_free(r);
+    }
+    long long n = -1;
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "ACK", "g", "000000000000001A", NULL) == 0,
+               "ACK with 16 digits: %s", e);
+    BP_CHECK(n == 0, "ACK of an unknown id released %lld", n);
+}
+
+/* HELLO ... SETNAME and CLIENT SETNAME share one rule and one error. */
+static void test_setname_rule(void)
+{
+    bt_start(NULL);
+    char e[300], d[4096];
+    static const char *const why = "ERR Client names cannot contain spaces, newlines or special characters.";
+    const char *const bad[] = { "a b", "a\rb", "a\nb", "a\tb", "a\x7f", "a\xc3\xa9" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0] + 1; i++) {
+        const char *argv[4] = { "HELLO", "2", "SETNAME", NULL };
+        size_t lens[4] = { 5, 1, 7, 0 };
+        if (i < sizeof bad / sizeof bad[0]) {
+            argv[3] = bad[i];
+            lens[3] = strlen(bad[i]);
+        } else {
+            argv[3] = "a\0b";   /* an embedded NUL */
+            lens[3] = 3;
+        }
+        resp_reply_t *r = rc_cmdv(&bt_conn, 4, argv, lens);
+        BP_CHECK(rc_is_error(r, why), "HELLO 2 SETNAME case %zu: %s", i, rc_describe(r, e, sizeof e));
+        resp_reply_free(r);
+        const char *cargv[3] = { "CLIENT", "SETNAME", argv[3] };
+        size_t clens[3] = { 6, 7, lens[3] };
+        r = rc_cmdv(&bt_conn, 3, cargv, clens);
+        BP_CHECK(rc_is_error(r, why), "CLIENT SETNAME case %zu: %s", i, rc_describe(r, e, sizeof e));
+        resp_reply_free(r);
+    }
+    char longname[200];
+    memset(longname, 'n', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    resp_reply_t *r = rc_cmd(&bt_conn, "HELLO", "2", "SETNAME", longname, NULL);
+    BP_CHECK(rc_is_error(r, "ERR client name longer than 127 bytes"), "HELLO SETNAME of 199 bytes: %s",
+             rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    r = rc_cmd(&bt_conn, "CLIENT", "INFO", NULL);
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_BULK && memmem(r->str, r->len, "name= ", 6) != NULL,
+             "a refused name was set: %s", r == NULL ? bt_conn.err : rc_describe(r, d, sizeof d));
+    resp_reply_free(r);
+    r = rc_cmd(&bt_conn, "HELLO", "2", "SETNAME", "order-svc:7", NULL);
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY, "HELLO 2 SETNAME order-svc:7: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    r = rc_cmd(&bt_conn, "CLIENT", "LIST", NULL);
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_BULK && memmem(r->str, r->len, "name=order-svc:7 ", 17) != NULL,
+             "CLIENT LIST after HELLO SETNAME: %.*s", r == NULL ? 0 : (int)r->len, r == NULL ? "" : r->str);
+    resp_reply_free(r);
+}
+
 static const tu_test_t hostile_tests[] = {
     {"malformed requests: error, close, others unharmed", test_malformed_requests},
     {"random garbage does not hurt", test_random_garbage},
@@ -461,6 +631,9 @@ static const tu_test_t hostile_tests[] = {
     {"idle-timeout closes idle clients, not blocked ones", test_idle_timeout},
     {"HELLO 3 (RESP3) and back", test_hello3},
     {"5000 pipelined commands answered in order", test_deep_pipeline},
+    {"an HTTP request is closed unexecuted (cross-protocol guard)", test_http_cross_protocol},
+    {"message ids are exactly 16 hex digits", test_id_exactly_16},
+    {"HELLO SETNAME and CLIENT SETNAME: one name rule", test_setname_rule},
     {NULL, NULL},
 };
 

@@ -2477,16 +2477,17 @@ static void test_ids(void)
     TU_CHECK(strcmp(buf, "0123456789abcdef") == 0, "format: %s", buf);
     store_id_format(42, buf);
     TU_CHECK(strcmp(buf, "000000000000002a") == 0, "format 42: %s", buf);
-    TU_CHECK(store_id_parse("2a", 2, &v) == 0 && v == 42, "short form");
-    TU_CHECK(store_id_parse("2A", 2, &v) == 0 && v == 42, "upper case");
+    TU_CHECK(store_id_parse("000000000000002A", 16, &v) == 0 && v == 42, "upper case");
     v = 7;
-    const char *bad[] = { "", "00000000000000000", "xyz", "12 3", "-1", "0x10", "1g", "+1" };
+    /* exactly 16 digits: the short forms (1..15 digits) are refused too */
+    const char *bad[] = { "", "00000000000000000", "xyz", "12 3", "-1", "0x10", "1g", "+1", "2a",
+                          "00000000000002a", "0x0000000000002a", "000000000000002g" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         TU_CHECK(store_id_parse(bad[i], strlen(bad[i]), &v) == -1, "\"%s\" parsed", bad[i]);
     TU_CHECK(store_id_parse("1\0002", 3, &v) == -1, "embedded NUL parsed");
     TU_CHECK(v == 7, "a failed parse changed the output to %" PRIu64, v);
-    /* a length shorter than the text parses only the prefix */
-    TU_CHECK(store_id_parse("ffzz", 2, &v) == 0 && v == 255, "prefix parse");
+    /* the length given is what is parsed: a 16-digit prefix of a longer text */
+    TU_CHECK(store_id_parse("00000000000000ffzz", 16, &v) == 0 && v == 255, "prefix parse");
 }
 
 /* ========================================================== suite: scale */
