@@ -1,0 +1,198 @@
+/*
+ * tests/unit/test_prom.c — CUnit suites for common/prom.c: the Prometheus
+ * text writer (headers, samples, label escaping), the histogram (buckets,
+ * cumulative output, quantiles, the bucket cap) and the /metrics + /healthz
+ * endpoint, spoken to over a real socket on a free port.
+ */
+#include "common/prom.h"
+#include "base/buf.h"
+#include "tests/helpers/testutil.h"
+
+#include <CUnit/CUnit.h>
+#include <arpa/inet.h>
+#include <event2/thread.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- text */
+
+static void test_text(void)
+{
+    buf_t b = BUF_INIT;
+    prom_metric_u64(&b, "hourglass_sends_total", "counter", "SENDs accepted", 42);
+    prom_header(&b, "hourglass_depth", "gauge", "messages per level");
+    prom_sample_u64(&b, "hourglass_depth", "{level=\"1\"}", 7);
+    prom_sample_i64(&b, "hourglass_skew", "", -3);
+    const char *want = "# HELP hourglass_sends_total SENDs accepted\n# TYPE hourglass_sends_total counter\n"
+                       "hourglass_sends_total 42\n"
+                       "# HELP hourglass_depth messages per level\n# TYPE hourglass_depth gauge\n"
+                       "hourglass_depth{level=\"1\"} 7\nhourglass_skew -3\n";
+    TU_CHECK(strcmp(buf_cstr(&b), want) == 0, "text:\n%s", buf_cstr(&b));
+    buf_free(&b);
+}
+
+static void test_label_escape(void)
+{
+    char out[64];
+    prom_label_escape("a\"b\\c\nd", out, sizeof out);
+    CU_ASSERT_STRING_EQUAL(out, "a\\\"b\\\\c\\nd");
+    /* cut short, never in the middle of an escape */
+    char small[5];
+    prom_label_escape("ab\"cd", small, sizeof small);
+    TU_CHECK(strcmp(small, "ab") == 0 || strcmp(small, "ab\\\"") == 0, "cut: \"%s\"", small);
+    CU_ASSERT(strlen(small) < sizeof small);
+    prom_label_escape("", out, sizeof out);
+    CU_ASSERT_STRING_EQUAL(out, "");
+}
+
+/* ---------------------------------------------------------------- histogram */
+
+static const double bounds[] = {0.001, 0.01, 0.1, 1};
+
+static void test_hist(void)
+{
+    prom_hist_t h;
+    prom_hist_init(&h, bounds, 4);
+    CU_ASSERT_EQUAL(prom_hist_quantile(&h, 0.5), 0);
+    prom_hist_add(&h, 0.0005);  /* first bucket */
+    prom_hist_add(&h, 0.001);   /* the bound itself belongs to its bucket */
+    prom_hist_add(&h, 0.05);
+    prom_hist_add(&h, 5);       /* +Inf */
+    CU_ASSERT_EQUAL(h.count, 4);
+    CU_ASSERT_EQUAL(h.buckets[0], 2);
+    CU_ASSERT_EQUAL(h.buckets[2], 1);
+    CU_ASSERT_EQUAL(h.buckets[4], 1);
+    CU_ASSERT_DOUBLE_EQUAL(prom_hist_quantile(&h, 0.5), 0.001, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(prom_hist_quantile(&h, 0.75), 0.1, 1e-12);
+    /* a quantile in +Inf reports the last finite bound */
+    CU_ASSERT_DOUBLE_EQUAL(prom_hist_quantile(&h, 1.0), 1, 1e-12);
+
+    buf_t b = BUF_INIT;
+    prom_hist_write(&b, "lat_seconds", "lateness", &h);
+    const char *t = buf_cstr(&b);
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, "# TYPE lat_seconds histogram\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, "lat_seconds_bucket{le=\"0.001\"} 2\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, "lat_seconds_bucket{le=\"0.01\"} 2\n"));   /* cumulative */
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, "lat_seconds_bucket{le=\"0.1\"} 3\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, "lat_seconds_bucket{le=\"1\"} 3\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, "lat_seconds_bucket{le=\"+Inf\"} 4\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, "lat_seconds_count 4\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, "lat_seconds_sum 5.051500\n"));
+    buf_free(&b);
+
+    /* more bounds than the cap: only the first PROM_HIST_MAX_BUCKETS are used */
+    double many[PROM_HIST_MAX_BUCKETS + 5];
+    for (int i = 0; i < PROM_HIST_MAX_BUCKETS + 5; i++)
+        many[i] = i + 1;
+    prom_hist_init(&h, many, PROM_HIST_MAX_BUCKETS + 5);
+    CU_ASSERT_EQUAL(h.nb, PROM_HIST_MAX_BUCKETS);
+    prom_hist_add(&h, 1000);
+    CU_ASSERT_EQUAL(h.buckets[PROM_HIST_MAX_BUCKETS], 1);
+}
+
+/* ---------------------------------------------------------------- endpoint */
+
+static int healthy = 1;
+
+static void render(buf_t *out, void *arg)
+{
+    prom_metric_u64(out, "test_up", "gauge", "always one", *(int *)arg);
+}
+
+static int health(buf_t *out, void *arg)
+{
+    (void)arg;
+    if (healthy)
+        return 0;
+    buf_append_str(out, "store unavailable\n");
+    return -1;
+}
+
+/* GET path from 127.0.0.1:port; the whole response into out. */
+static int http_get(int port, const char *path, char *out, size_t outlen)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    char req[256];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
+    if (write(fd, req, (size_t)n) != n) {
+        close(fd);
+        return -1;
+    }
+    size_t have = 0;
+    for (;;) {
+        ssize_t got = read(fd, out + have, outlen - 1 - have);
+        if (got <= 0)
+            break;
+        have += (size_t)got;
+        if (have == outlen - 1)
+            break;
+    }
+    out[have] = '\0';
+    close(fd);
+    return 0;
+}
+
+static void test_endpoint(void)
+{
+    static int one = 1;
+    char err[200] = "";
+    prom_http_t *h = NULL;
+    int port = tu_free_port();
+    TU_REQUIRE(port > 0, "no free port");
+    TU_REQUIRE(prom_http_start(&h, "127.0.0.1", (unsigned)port, render, health, &one, err, sizeof err) == 0,
+               "start: %s", err);
+    char resp[4096];
+    TU_REQUIRE(http_get(port, "/metrics", resp, sizeof resp) == 0, "GET /metrics failed");
+    CU_ASSERT_PTR_NOT_NULL(strstr(resp, "200"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(resp, "text/plain"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(resp, "test_up 1\n"));
+    TU_REQUIRE(http_get(port, "/healthz", resp, sizeof resp) == 0, "GET /healthz failed");
+    TU_CHECK(strstr(resp, "200") != NULL && strstr(resp, "ok\n") != NULL, "healthz: %s", resp);
+    healthy = 0;
+    TU_REQUIRE(http_get(port, "/healthz", resp, sizeof resp) == 0, "GET /healthz failed");
+    TU_CHECK(strstr(resp, "503") != NULL && strstr(resp, "store unavailable") != NULL, "healthz: %s", resp);
+    healthy = 1;
+
+    /* the port is taken: a second endpoint names metrics-port and the cause */
+    prom_http_t *second = NULL;
+    CU_ASSERT_EQUAL(prom_http_start(&second, "127.0.0.1", (unsigned)port, render, NULL, &one, err, sizeof err), -1);
+    CU_ASSERT_PTR_NULL(second);
+    TU_CHECK(strstr(err, "metrics-port") != NULL, "error: %s", err);
+    prom_http_stop(h);
+    prom_http_stop(NULL);
+}
+
+static const tu_test_t text_tests[] = {
+    {"headers and samples", test_text},
+    {"label escape", test_label_escape},
+    {NULL, NULL},
+};
+static const tu_test_t hist_tests[] = {
+    {"buckets, output, quantiles", test_hist},
+    {NULL, NULL},
+};
+static const tu_test_t http_tests[] = {
+    {"metrics and healthz", test_endpoint},
+    {NULL, NULL},
+};
+static const tu_suite_t suites[] = {
+    {"text", text_tests},
+    {"histogram", hist_tests},
+    {"endpoint", http_tests},
+};
+
+int main(int argc, char **argv)
+{
+    evthread_use_pthreads();
+    return tu_suites_main(argc, argv, suites, sizeof suites / sizeof suites[0], NULL, NULL);
+}
