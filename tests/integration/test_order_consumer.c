@@ -124,6 +124,7 @@ static void test_check_config(void)
     CU_ASSERT_EQUAL(tu_run_capture(help, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "claim-sql"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "--check-config"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "least severe log records written (reloaded on SIGHUP)"));
     const char *version[] = {CONSUMER_BIN, "--version", NULL};
     CU_ASSERT_EQUAL(tu_run_capture(version, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "hourglass-consumer 0."));
