@@ -4,7 +4,9 @@
  * Defaults are text and go through the same parser as the file and the
  * flags, so the help, the sample files and the behaviour cannot disagree.
  * Sizes and durations are base/units.h's one grammar; booleans and enums
- * are word tables. Runs on the main thread before any other thread starts.
+ * are word tables. Runs on the main thread before any other thread starts;
+ * cfg_reload (SIGHUP) re-runs the program's own start-up parse into a fresh
+ * struct, copies the .reload keys that differ and logs every difference.
  */
 #include "common/cfg.h"
 

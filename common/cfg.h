@@ -25,7 +25,9 @@
  *
  * Errors name the key ("workers: '0' out of range 1..256"), the file and
  * line for the INI file ("c.conf:6: unknown key 'x' ..."), or the flag.
- * Everything runs on the main thread before other threads start.
+ * Everything runs on the main thread before other threads start, except
+ * cfg_reload (SIGHUP), which builds a fresh struct on one thread at a time
+ * and copies only the keys marked .reload into the running one.
  */
 #ifndef HG_COMMON_CFG_H
 #define HG_COMMON_CFG_H
