@@ -7,7 +7,9 @@
  * another level table, locked by another broker ...); the listener bound
  * (exit 1 when the port is taken); then the storage thread and the loop.
  * SIGTERM/SIGINT/SHUTDOWN end the loop after the storage thread closed the
- * store; main then joins it and exits 0.
+ * store; main then joins it and exits 0. SIGHUP re-reads the configuration
+ * (config_reload, on the loop thread) and applies log-level; it never stops
+ * the broker.
  *
  * --check-data DIR: the same configuration, then the data directory is
  * opened with the configured level table (never created), checked with
@@ -87,6 +89,18 @@ static int check_data(const config_t *cfg)
     return 0;
 }
 
+typedef struct hup_ctx {
+    config_t *cfg;
+    int argc;
+    char **argv;
+} hup_ctx_t;
+
+static void on_hup(void *arg)
+{
+    hup_ctx_t *h = arg;
+    config_reload(h->cfg, h->argc, h->argv);
+}
+
 int main(int argc, char **argv)
 {
     config_t cfg;
@@ -141,6 +155,8 @@ int main(int argc, char **argv)
     }
 
     server_t *srv = server_new(&cfg, base);
+    hup_ctx_t hup = { &cfg, argc, argv };
+    server_on_hup(srv, on_hup, &hup);
     if (server_listen(srv, err, sizeof err) != 0) {
         log_error("%s", err);
         store_close(store, NULL, 0);

@@ -8,6 +8,9 @@
  * from the storage thread are server_job_done / server_writer_stopped, which
  * the writer calls on this thread (through its completion event).
  *
+ * SIGHUP calls the reload hook main set (server_on_hup) and never stops
+ * the loop.
+ *
  * Shutdown: RUNNING -> STOPPING (listener off, no more parsing, writer asked
  * to finish its queue and close the store) -> CLOSING (writer done: every
  * connection drains its replies and closes; a 2 s guard timer) -> loop exit.
@@ -44,7 +47,9 @@ struct server {
     struct event_base *base;
     struct evconnlistener *listener;
     int port;
-    struct event *accept_timer, *close_timer, *sig_term, *sig_int;
+    struct event *accept_timer, *close_timer, *sig_term, *sig_int, *sig_hup;
+    void (*on_hup)(void *arg);
+    void *on_hup_arg;
     struct evhttp *http;
     conn_set_t *conns;
     writer_t *writer;
@@ -162,6 +167,25 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
     server_shutdown(s, sig == SIGINT ? "SIGINT" : "SIGTERM");
 }
 
+/* SIGHUP (a closed terminal, logrotate): reload, never stop. */
+static void hup_cb(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig; (void)what;
+    server_t *s = arg;
+    if (s->state != SRV_RUNNING) { return; }
+    if (s->on_hup != NULL) {
+        s->on_hup(s->on_hup_arg);
+    } else {
+        log_info("SIGHUP: nothing to reload");
+    }
+}
+
+void server_on_hup(server_t *s, void (*fn)(void *arg), void *arg)
+{
+    s->on_hup = fn;
+    s->on_hup_arg = arg;
+}
+
 /* ---- HTTP: /metrics and /healthz ------------------------------------------------------------ */
 
 static job_result_t http_metrics_exec(job_t *j, writer_t *w)
@@ -241,7 +265,8 @@ server_t *server_new(const config_t *cfg, struct event_base *base)
     s->close_timer = evtimer_new(base, close_timer_cb, s);
     s->sig_term = evsignal_new(base, SIGTERM, signal_cb, s);
     s->sig_int = evsignal_new(base, SIGINT, signal_cb, s);
-    if (!s->accept_timer || !s->close_timer || !s->sig_term || !s->sig_int) {
+    s->sig_hup = evsignal_new(base, SIGHUP, hup_cb, s);
+    if (!s->accept_timer || !s->close_timer || !s->sig_term || !s->sig_int || !s->sig_hup) {
         log_error("out of memory creating events");
         abort();
     }
@@ -308,6 +333,7 @@ int server_listen(server_t *s, char *err, size_t errlen)
     }
     evsignal_add(s->sig_term, NULL);
     evsignal_add(s->sig_int, NULL);
+    evsignal_add(s->sig_hup, NULL);
     return 0;
 }
 
@@ -342,6 +368,7 @@ void server_free(server_t *s)
     event_free(s->close_timer);
     event_free(s->sig_term);
     event_free(s->sig_int);
+    event_free(s->sig_hup);
     free(s);
 }
 

@@ -26,7 +26,12 @@ typedef struct server server_t;
  * before base was created). cfg must outlive it. Never fails. */
 server_t *server_new(const config_t *cfg, struct event_base *base);
 
-/* Bind and listen on cfg bind:port, install SIGTERM/SIGINT handlers and the
+/* On SIGHUP the loop calls fn(arg) (on the loop thread); without one SIGHUP
+ * is logged and ignored. Call before server_listen. SIGHUP never stops the
+ * broker. */
+void server_on_hup(server_t *s, void (*fn)(void *arg), void *arg);
+
+/* Bind and listen on cfg bind:port, install SIGTERM/SIGINT/SIGHUP handlers and the
  * metrics HTTP listener. 0, or -1 with e.g. "cannot listen on
  * 127.0.0.1:7379: Address already in use" in err. */
 int server_listen(server_t *s, char *err, size_t errlen);

@@ -88,7 +88,7 @@ static const cfg_key_t cfg_keys[] = {
     { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
               "address of the metrics listener; non-loopback needs allow-remote yes") },
     { CFG_KEY("log-level", CFG_ENUM, "info", 0, 3, OFF(log_level),
-              "least severe log records written"), .words = LOG_LEVEL_WORDS },
+              "least severe log records written"), .words = LOG_LEVEL_WORDS, .reload = 1 },
 };
 
 _Static_assert(sizeof cfg_keys / sizeof cfg_keys[0] <= CONFIG_MAX_KEYS, "raise CONFIG_MAX_KEYS");
@@ -251,6 +251,36 @@ int config_load(config_t *c, int argc, char **argv, config_action_t *action, cha
         *action = CONFIG_CHECK_DATA;
     }
     return config_validate(c, err, errlen);
+}
+
+/* ---- SIGHUP ------------------------------------------------------------- */
+
+typedef struct reload_args {
+    int argc;
+    char **argv;
+} reload_args_t;
+
+static int reload_load(void *conf, void *arg, char *err, size_t errlen)
+{
+    const reload_args_t *a = arg;
+    config_action_t action;
+    config_init_defaults(conf);
+    return config_load(conf, a->argc, a->argv, &action, err, errlen);
+}
+
+static void reload_release(void *conf) { config_free(conf); }
+
+static void reload_apply(const void *conf, void *arg)
+{
+    (void)arg;
+    log_set_level((log_level_t)((const config_t *)conf)->log_level);
+}
+
+int config_reload(config_t *c, int argc, char **argv)
+{
+    reload_args_t a = { argc, argv };
+    const cfg_reload_ops_t ops = { sizeof *c, reload_load, reload_release, reload_apply, &a };
+    return cfg_reload(&table, c, &ops);
 }
 
 void config_print_help(FILE *out, const char *prog)

@@ -16,7 +16,10 @@
  * and the loop thread's commands validate against it (store_send_validate),
  * so both threads see the same limits with the same wording.
  *
- * Read-only after start-up: both broker threads read it without locks.
+ * Read-only after start-up: both broker threads read it without locks. The
+ * one exception is SIGHUP's config_reload on the loop thread, which may
+ * change only the keys marked reloadable (log-level), which the storage
+ * thread never reads.
  */
 #ifndef HG_BROKER_SETTINGS_H
 #define HG_BROKER_SETTINGS_H
@@ -98,6 +101,14 @@ int config_load(config_t *c, int argc, char **argv, config_action_t *action,
  * max-query > max-bulk, a non-loopback bind needs allow-remote. On success
  * c->store holds the store options (path = c->dir, create_if_missing = 1). */
 int config_validate(config_t *c, char *err, size_t errlen);
+
+/* SIGHUP: re-read the configuration from argc/argv (the ones the broker
+ * started with: the same file, the flags still win) and apply the
+ * reloadable keys (log-level: log_set_level) to c, logging what changed
+ * (common/cfg.h's cfg_reload). Returns the number of keys applied, or -1
+ * when the new configuration is invalid (logged; c unchanged). Loop thread
+ * only. */
+int config_reload(config_t *c, int argc, char **argv);
 
 /* --help text generated from the table. */
 void config_print_help(FILE *out, const char *prog);

@@ -4,13 +4,16 @@
  * Defaults are text and go through the same parser as the file and the
  * flags, so the help, the sample files and the behaviour cannot disagree.
  * Sizes and durations are base/units.h's one grammar; booleans and enums
- * are word tables. Runs on the main thread before any other thread starts.
+ * are word tables. Runs on the main thread before any other thread starts;
+ * cfg_reload (SIGHUP) re-runs the program's own start-up parse into a fresh
+ * struct, copies the .reload keys that differ and logs every difference.
  */
 #include "common/cfg.h"
 
 #include "base/alloc.h"
 #include "base/err.h"
 #include "base/units.h"
+#include "common/log.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -513,8 +516,8 @@ void cfg_print_keys(const cfg_table_t *t, FILE *out)
         const char *def = k->shown_default != NULL ? k->shown_default : k->def;
         char left[96];
         snprintf(left, sizeof left, "--%s %s", k->name, type_hint(k));
-        fprintf(out, "  %-34s %s%s%s%s\n", left, k->help, def != NULL ? " [" : "", def != NULL ? def : "",
-                def != NULL ? "]" : "");
+        fprintf(out, "  %-34s %s%s%s%s%s\n", left, k->help, k->reload ? " (reloaded on SIGHUP)" : "",
+                def != NULL ? " [" : "", def != NULL ? def : "", def != NULL ? "]" : "");
     }
     int sizes = 0, durations = 0;
     for (size_t i = 0; i < t->count; i++) {
@@ -559,6 +562,7 @@ void cfg_print_markdown(const cfg_table_t *t, FILE *out)
             md_cell(out, def, k->shown_default == NULL);
         fputs(" | ", out);
         md_cell(out, k->help, 0);
+        fputs(k->reload ? " (reloaded on SIGHUP)" : "", out);
         fputs(" |\n", out);
     }
 }
@@ -607,4 +611,87 @@ void cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out)
         cfg_value_text(t, conf, i, v, sizeof v);
         fprintf(out, "%s = %s\n", t->keys[i].name, v);
     }
+}
+
+/* ---- SIGHUP ------------------------------------------------------------------ */
+
+/* The bytes of key k's field. */
+static size_t field_size(const cfg_key_t *k)
+{
+    switch (k->type) {
+    case CFG_STRING: return sizeof(char *);
+    case CFG_BOOL:
+    case CFG_ENUM: return sizeof(int);
+    case CFG_DOUBLE: return sizeof(double);
+    case CFG_INT:
+    case CFG_SIZE:
+    case CFG_DURATION: return sizeof(long long);
+    case CFG_CUSTOM: break;
+    }
+    return 0;
+}
+
+/* Swap key k's field between a and b. */
+static void swap_field(const cfg_key_t *k, void *a, void *b)
+{
+    unsigned char tmp[16];
+    _Static_assert(sizeof(long long) <= 16 && sizeof(double) <= 16 && sizeof(char *) <= 16, "tmp");
+    size_t n = field_size(k);
+    memcpy(tmp, (char *)a + k->offset, n);
+    memcpy((char *)a + k->offset, (char *)b + k->offset, n);
+    memcpy((char *)b + k->offset, tmp, n);
+}
+
+int cfg_reload(const cfg_table_t *t, void *running, const cfg_reload_ops_t *ops)
+{
+    void *fresh = xcalloc(1, ops->size);
+    char err[1024];
+    if (ops->load(fresh, ops->arg, err, sizeof err) != 0) {
+        log_error("SIGHUP: configuration error, keeping the running configuration: %s", err);
+        ops->release(fresh);
+        free(fresh);
+        return -1;
+    }
+    /* Pass 1: swap the reloadable keys that differ (fresh then holds the old values). */
+    unsigned char *swapped = xcalloc(t->count ? t->count : 1, 1);
+    int applied = 0, differ = 0;
+    char was[CFG_MAX_VALUE], now[CFG_MAX_VALUE];
+    for (size_t i = 0; i < t->count; i++) {
+        const cfg_key_t *k = &t->keys[i];
+        if (k->type == CFG_CUSTOM)
+            continue;
+        cfg_value_text(t, running, i, was, sizeof was);
+        cfg_value_text(t, fresh, i, now, sizeof now);
+        if (strcmp(was, now) == 0)
+            continue;
+        differ++;
+        if (!k->reload) {
+            /* No values: this key may be a password. */
+            log_warn("SIGHUP: %s changed, but takes effect only at a restart (keeping the running value)", k->name);
+            continue;
+        }
+        swap_field(k, running, fresh);
+        swapped[i] = 1;
+        applied++;
+    }
+    log_level_t before = log_get_level();
+    if (applied > 0 && ops->apply != NULL)
+        ops->apply(running, ops->arg);
+    log_level_t after = log_get_level();
+    /* Pass 2: say what changed, at the more verbose of the two levels. */
+    log_set_level(before < after ? before : after);
+    for (size_t i = 0; i < t->count; i++) {
+        if (!swapped[i])
+            continue;
+        cfg_value_text(t, fresh, i, was, sizeof was);
+        cfg_value_text(t, running, i, now, sizeof now);
+        log_info("SIGHUP: %s %s -> %s", t->keys[i].name, was, now);
+    }
+    if (differ == 0)
+        log_info("SIGHUP: configuration re-read, nothing changed");
+    log_set_level(after);
+    free(swapped);
+    ops->release(fresh);
+    free(fresh);
+    return applied;
 }

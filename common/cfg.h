@@ -25,7 +25,9 @@
  *
  * Errors name the key ("workers: '0' out of range 1..256"), the file and
  * line for the INI file ("c.conf:6: unknown key 'x' ..."), or the flag.
- * Everything runs on the main thread before other threads start.
+ * Everything runs on the main thread before other threads start, except
+ * cfg_reload (SIGHUP), which builds a fresh struct on one thread at a time
+ * and copies only the keys marked .reload into the running one.
  */
 #ifndef HG_COMMON_CFG_H
 #define HG_COMMON_CFG_H
@@ -60,6 +62,8 @@ struct cfg_key {
     const char *hint;          /* --help's value placeholder; NULL: by type */
     const char *shown_default; /* --help's [default] when def does not say it */
     int required;              /* CFG_STRING: cfg_check_required refuses NULL or "" */
+    int reload;                /* 1: cfg_reload applies a new value at run time (SIGHUP); --help and
+                                  --help-markdown add "(reloaded on SIGHUP)". Never a CFG_CUSTOM key. */
 };
 
 /* A table row's usual fields, as designated initializers so a row may add
@@ -143,5 +147,38 @@ void cfg_value_text(const cfg_table_t *t, const void *conf, size_t i, char *buf,
 
 /* Every non-custom key as "name = value" lines (an INI body). */
 void cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out);
+
+/* ---- SIGHUP: re-read the configuration --------------------------------------
+ * ops->load fills a fresh, zeroed struct of ops->size bytes the way the
+ * program's start-up did: its defaults, cfg_parse_args over the argv it was
+ * started with (so the same file, and the flags still win over it), its
+ * checks; 0, or -1 with err. ops->release frees what load allocated (also
+ * after a failed load).
+ *
+ * cfg_reload calls load, then compares every non-custom key of the fresh
+ * struct with running's:
+ *   a key marked .reload that differs is copied into running (a string by
+ *   swapping the pointers), then ops->apply(running, arg) acts on them (e.g.
+ *   log_set_level), then each is logged at info:
+ *   "SIGHUP: log-level info -> debug" (while the more verbose of the old
+ *   and the new log level is in effect, so the line is never lost);
+ *   any other key that differs is left as it is, logged at warn without
+ *   its values (it may be a password): "SIGHUP: port changed, but takes
+ *   effect only at a restart (keeping the running value)";
+ *   no difference: "SIGHUP: configuration re-read, nothing changed".
+ * A failed load changes nothing and is logged at error ("SIGHUP:
+ * configuration error, keeping the running configuration: <err>").
+ * Returns how many keys were applied, or -1 after a failed load. One
+ * thread at a time; the program marks .reload only keys whose readers
+ * tolerate the copy (in practice: the ones apply acts on, like log-level). */
+typedef struct cfg_reload_ops {
+    size_t size;                                             /* of the config struct */
+    int (*load)(void *conf, void *arg, char *err, size_t errlen);
+    void (*release)(void *conf);
+    void (*apply)(const void *running, void *arg);           /* NULL: none */
+    void *arg;
+} cfg_reload_ops_t;
+
+int cfg_reload(const cfg_table_t *t, void *running, const cfg_reload_ops_t *ops);
 
 #endif

@@ -4,7 +4,7 @@
  * The record is formatted into a stack buffer and written with a single
  * write(2) on fd 2, so concurrent records from any threads never mix.
  * Long messages are cut at the buffer size and end with "...".
- * The level is a relaxed atomic: set once at start-up, read everywhere.
+ * The level is an atomic: set at start-up and on SIGHUP, read everywhere.
  */
 #include "common/log.h"
 
@@ -20,6 +20,8 @@ static _Atomic int current_level = LOG_LEVEL_INFO;
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
 
 void log_set_level(log_level_t level) { atomic_store(&current_level, (int)level); }
+
+log_level_t log_get_level(void) { return (log_level_t)atomic_load(&current_level); }
 
 const char *log_level_name(log_level_t level)
 {

@@ -23,6 +23,9 @@ typedef enum log_level {
 /* Records below level are dropped (default LOG_LEVEL_INFO). Any thread. */
 void log_set_level(log_level_t level);
 
+/* The level set last (LOG_LEVEL_INFO until then). Any thread. */
+log_level_t log_get_level(void);
+
 /* "debug", "info", "warn", "error"; "?" for anything else. */
 const char *log_level_name(log_level_t level);
 

@@ -14,8 +14,10 @@
  * Threads (daemon): one per enabled layer, each with its own MariaDB
  * connections and broker client, running its round then sleeping its
  * interval (stop.c cuts the sleep short); the metrics thread (evhttp);
- * main, which blocks SIGINT/SIGTERM everywhere and waits for them with
- * sigwait, then requests the stop and joins. A layer finishes the cancel in
+ * main, which blocks SIGINT/SIGTERM/SIGHUP everywhere and waits for them
+ * with sigwait: SIGHUP re-reads the configuration (cfg_reload: log-level
+ * is applied, other changes wait for a restart) and waits again; SIGINT /
+ * SIGTERM request the stop and join. A layer finishes the cancel in
  * flight and stops between cancels, pages and batches.
  * --once: main runs each enabled layer one time, in the order above, and
  * exits 0 when none failed, 1 otherwise.
@@ -254,13 +256,49 @@ static int run_once_mode(runner_t *runners, size_t n)
     return failed ? 1 : 0;
 }
 
-static int run_daemon(const comp_config_t *cfg, runner_t *runners, size_t n)
+/* ---- SIGHUP: the same start-up parse into a fresh struct (common/cfg.h's cfg_reload) */
+
+typedef struct reload_args {
+    int argc;
+    char **argv;
+} reload_args_t;
+
+static int reload_load(void *conf, void *arg, char *err, size_t errlen)
 {
-    /* SIGINT/SIGTERM blocked in every thread (inherited), taken by sigwait. */
+    const reload_args_t *a = arg;
+    cfg_args_t args;
+    comp_config_init(conf);
+    if (cfg_parse_args(comp_config_table(), conf, a->argc, a->argv, &args, err, errlen) != 0)
+        return -1;
+    return comp_config_validate(conf, err, errlen);
+}
+
+static void reload_release(void *conf)
+{
+    comp_config_free(conf);
+}
+
+static void reload_apply(const void *conf, void *arg)
+{
+    (void)arg;
+    log_set_level((log_level_t)((const comp_config_t *)conf)->log_level);
+}
+
+static void reload(comp_config_t *cfg, int argc, char **argv)
+{
+    reload_args_t a = {argc, argv};
+    const cfg_reload_ops_t ops = {sizeof *cfg, reload_load, reload_release, reload_apply, &a};
+    cfg_reload(comp_config_table(), cfg, &ops);
+}
+
+static int run_daemon(comp_config_t *cfg, runner_t *runners, size_t n, int argc, char **argv)
+{
+    /* SIGINT/SIGTERM/SIGHUP blocked in every thread (inherited), taken by sigwait. */
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 
     comp_metrics_t *metrics = NULL;
@@ -284,7 +322,8 @@ static int run_daemon(const comp_config_t *cfg, runner_t *runners, size_t n)
     }
     if (status == 0) {
         int sig = 0;
-        sigwait(&set, &sig);
+        while (sigwait(&set, &sig) == 0 && sig == SIGHUP)
+            reload(cfg, argc, argv);
         log_msg(LOG_LEVEL_INFO, "signal %d: stopping", sig);
     }
     comp_stop_request();
@@ -331,7 +370,7 @@ int main(int argc, char **argv)
     log_msg(LOG_LEVEL_INFO, PROGRAM " %s: database %s, layers %s, topic %s, lock '%s'%s", HG_VERSION_STRING,
             cfg.mysql_database, layers, cfg.topic, cfg.effective_lock_name, once ? " (--once)" : "");
 
-    int status = once ? run_once_mode(runners, n) : run_daemon(&cfg, runners, n);
+    int status = once ? run_once_mode(runners, n) : run_daemon(&cfg, runners, n, argc, argv);
 
     for (size_t i = 0; i < n; i++)
         runners[i].free_state(runners[i].state);

@@ -24,7 +24,11 @@
  * thread); the metrics thread (common/prom.c) runs an evhttp server on its
  * own event base.
  * Counters are relaxed atomics. SIGINT / SIGTERM call hg_consumer_stop, which
- * is async-signal-safe; the workers finish the messages in hand.
+ * is async-signal-safe; the workers finish the messages in hand. SIGHUP is
+ * blocked in every thread (before the first one starts) and taken with
+ * sigwait by the reload thread, which re-reads the configuration
+ * (cfg_reload: log-level is applied, other changes wait for a restart);
+ * it never stops the consumer.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -34,6 +38,7 @@
 #include <hourglass/order.h>
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -221,6 +226,52 @@ static void on_signal(int sig)
         hg_consumer_stop(c);
 }
 
+/* ---- SIGHUP: the same start-up parse into a fresh struct (common/cfg.h's cfg_reload) */
+
+typedef struct reloader {
+    consumer_config_t *cfg;
+    int argc;
+    char **argv;
+    atomic_int quit; /* set before the SIGHUP that wakes the thread to end it */
+    pthread_t thread;
+} reloader_t;
+
+static int reload_load(void *conf, void *arg, char *err, size_t errlen)
+{
+    const reloader_t *r = arg;
+    cfg_args_t args;
+    consumer_config_init(conf);
+    if (cfg_parse_args(consumer_config_table(), conf, r->argc, r->argv, &args, err, errlen) != 0)
+        return -1;
+    return consumer_config_validate(conf, err, errlen);
+}
+
+static void reload_release(void *conf)
+{
+    consumer_config_free(conf);
+}
+
+static void reload_apply(const void *conf, void *arg)
+{
+    (void)arg;
+    log_set_level((log_level_t)((const consumer_config_t *)conf)->log_level);
+}
+
+static void *reload_thread(void *arg)
+{
+    reloader_t *r = arg;
+    sigset_t hup;
+    sigemptyset(&hup);
+    sigaddset(&hup, SIGHUP);
+    const cfg_reload_ops_t ops = {sizeof *r->cfg, reload_load, reload_release, reload_apply, r};
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&hup, &sig) != 0 || atomic_load(&r->quit))
+            return NULL;
+        cfg_reload(consumer_config_table(), r->cfg, &ops);
+    }
+}
+
 /* Start-up check of the SQL against the database: a statement the server
  * refuses stops the start with the field named; an unreachable server only
  * warns (the workers keep trying). Returns 0 / -1. */
@@ -284,8 +335,14 @@ int main(int argc, char **argv)
     }
     log_set_level((log_level_t)app.cfg.log_level);
 
-    /* Process-wide set-up before any thread. */
+    /* Process-wide set-up before any thread: SIGHUP blocked in all (inherited). */
     signal(SIGPIPE, SIG_IGN);
+    sigset_t hup;
+    sigemptyset(&hup);
+    sigaddset(&hup, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &hup, NULL);
+    reloader_t reloader = {.cfg = &app.cfg, .argc = argc, .argv = argv};
+    int reloading = 0;
     if (hg_order_library_init() != 0) {
         log_msg(LOG_LEVEL_ERROR, "the MariaDB client library failed to initialise");
         consumer_config_free(&app.cfg);
@@ -327,6 +384,12 @@ int main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    int prc = pthread_create(&reloader.thread, NULL, reload_thread, &reloader);
+    if (prc != 0) {
+        log_msg(LOG_LEVEL_ERROR, "cannot start the reload thread: %s", strerror(prc));
+        goto out;
+    }
+    reloading = 1;
 
     log_msg(LOG_LEVEL_INFO, PROGRAM " %s: group %s, topic %s, %llu workers, database %s", HG_VERSION_STRING, app.cfg.group,
             app.cfg.topic, app.cfg.workers, app.cfg.mysql_database);
@@ -345,6 +408,11 @@ int main(int argc, char **argv)
     status = 0;
 
 out:
+    if (reloading) {
+        atomic_store(&reloader.quit, 1);
+        pthread_kill(reloader.thread, SIGHUP);
+        pthread_join(reloader.thread, NULL);
+    }
     prom_http_stop(metrics);
     hg_consumer_free(consumer);
     for (unsigned long long i = 0; i < app.cfg.workers; i++)

@@ -159,8 +159,16 @@ pid_t oe_start_consumer(const oe_env_t *env, const char *db, const char *group, 
     enum { NBASE = sizeof base / sizeof base[0], MAX_EXTRA = 32 };
     const char *argv[NBASE + MAX_EXTRA + 1];
     size_t argc = 0;
-    for (; argc < NBASE; argc++)
-        argv[argc] = base[argc];
+    int has_config = 0;
+    for (size_t i = 0; extra != NULL && extra[i] != NULL; i++)
+        has_config |= strcmp(extra[i], "--config") == 0;
+    for (size_t i = 0; i < NBASE; i++) {
+        if (has_config && strcmp(base[i], "--log-level") == 0) {
+            i++; /* and its value */
+            continue;
+        }
+        argv[argc++] = base[i];
+    }
     for (size_t i = 0; extra != NULL && extra[i] != NULL; i++) {
         if (i == MAX_EXTRA) {
             fprintf(stderr, "oe_start_consumer: more than %d extra flags\n", MAX_EXTRA);

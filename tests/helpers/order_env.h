@@ -75,8 +75,10 @@ hg_order_db *oe_fresh_database(oe_env_t *env, const char *name, size_t n, const 
 
 /* Start ./hourglass-consumer on database db: the broker's URI, group, topic
  * OE_TOPIC, the socket as root, `workers`, --block 200ms, --metrics-port
- * (0: off), --log-level warn, --retry-base 20ms, --lease 3s, then the extra
- * flags (NULL-terminated, may be NULL; a later flag wins). stdout and stderr
+ * (0: off), --log-level warn (left out when extra has --config, so the
+ * file's log-level applies: SIGHUP tests change it), --retry-base 20ms,
+ * --lease 3s, then the extra flags (NULL-terminated, may be NULL; a later
+ * flag wins). stdout and stderr
  * go to log_path. Returns the pid or -1. */
 pid_t oe_start_consumer(const oe_env_t *env, const char *db, const char *group, int workers, int metrics_port,
                         const char *log_path, const char *const *extra);

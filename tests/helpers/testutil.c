@@ -240,6 +240,55 @@ static void sleep_ms(uint64_t ms)
         ;
 }
 
+typedef struct file_text {
+    const char *path, *text;
+} file_text_t;
+
+/* 1 when the file holds text (read whole: test logs are small). */
+static int file_has_text(void *arg)
+{
+    const file_text_t *ft = arg;
+    FILE *f = fopen(ft->path, "r");
+    if (f == NULL)
+        return 0;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while (buf != NULL && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (cap - len - 1 == 0) {
+            char *bigger = realloc(buf, cap * 2);
+            if (bigger == NULL)
+                break;
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (buf == NULL)
+        return 0;
+    buf[len] = '\0';
+    int found = strstr(buf, ft->text) != NULL;
+    free(buf);
+    return found;
+}
+
+int tu_wait_file_contains(const char *path, const char *text, int deadline_ms)
+{
+    file_text_t ft = {path, text};
+    return tu_poll_until(file_has_text, &ft, deadline_ms, 20);
+}
+
+int tu_write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return -1;
+    int bad = fputs(text, f) < 0;
+    bad |= fclose(f) != 0;
+    return bad ? -1 : 0;
+}
+
 int tu_poll_until(int (*cond)(void *ctx), void *ctx, int deadline_ms, int interval_ms)
 {
     if (interval_ms <= 0)

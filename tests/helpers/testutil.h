@@ -35,6 +35,13 @@ uint64_t tu_now_wall_ms(void);
  * Returns 0 when the condition became true, -1 on timeout. */
 int tu_poll_until(int (*cond)(void *ctx), void *ctx, int deadline_ms, int interval_ms);
 
+/* Poll the file at path (a daemon's log) every 20 ms until it contains text
+ * or deadline_ms passes: 0 found, -1 not (or the file unreadable). */
+int tu_wait_file_contains(const char *path, const char *text, int deadline_ms);
+
+/* Write text into the file at path (replacing it). Returns 0 / -1. */
+int tu_write_file(const char *path, const char *text);
+
 /* Run argv[0] (a path) with argv, stdin inherited, stdout and stderr both
  * into out[outlen] (NUL-terminated; what does not fit is read and dropped, so
  * the child never blocks on a full pipe). Returns the exit status, or -1 when

@@ -19,6 +19,11 @@
  * `hourglass-broker --check-data DIR` refuses a directory in use and finds
  * the data consistent after kill -9 and after a clean stop.
  *
+ * SIGHUP with SENDs in flight: the broker stays up, answers every SEND and
+ * PING, applies the log-level of its changed config file (logged), says a
+ * changed non-reloadable key waits for a restart, and keeps running on a
+ * config file that no longer parses.
+ *
  * Run one suite: ./tests/integration/test_broker_restart restart
  */
 #ifdef HAVE_CONFIG_H
@@ -28,6 +33,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -383,6 +389,85 @@ static void test_check_data(void)
     printf("    after a clean stop: %s", out);
 }
 
+#define HUP_SENDS 200
+#define HUP_LOG_DEADLINE_MS 20000
+
+/* Send HUP_SENDS pipelined SENDs, SIGHUP the broker while they are in
+ * flight, then read every reply: each must be an id. */
+static void sends_across_sighup(void)
+{
+    for (int i = 0; i < HUP_SENDS; i++)
+        rc_appendl(&bt_conn, "SEND", "hup", "x", i % 2 ? "LEVEL" : NULL, "2", NULL);
+    BP_REQUIRE(rc_flush(&bt_conn, 10000) == 0, "flushing the SENDs");
+    BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "kill -HUP");
+    for (int i = 0; i < HUP_SENDS; i++) {
+        resp_reply_t *r = rc_read(&bt_conn, 15000);
+        char d[200];
+        BP_REQUIRE(r != NULL, "SEND %d of %d across SIGHUP: no reply", i + 1, HUP_SENDS);
+        BP_CHECK(r->type == RESP_REPLY_BULK && r->len == 16, "SEND %d across SIGHUP: %s", i + 1,
+                 rc_describe(r, d, sizeof d));
+        resp_reply_free(r);
+    }
+}
+
+/* The broker is alive and a fresh connection gets PONG. */
+static void still_answering(const char *when)
+{
+    char e[512];
+    BP_REQUIRE(bp_alive(&bt_broker), "the broker died %s: SIGHUP must never stop it", when);
+    rc_conn_t c;
+    BP_REQUIRE(bp_connect(&bt_broker, &c, e, sizeof e) == 0, "connect %s: %s", when, e);
+    resp_reply_t *r = rc_cmd(&c, "PING", NULL);
+    BP_CHECK(r != NULL && rc_str_eq(r, "PONG"), "PING %s", when);
+    resp_reply_free(r);
+    rc_close(&c);
+}
+
+static void test_sighup(void)
+{
+    char dir[512], conf[600];
+    BP_REQUIRE(tu_mkdtemp("broker-hup", dir, sizeof dir) == 0, "mkdtemp");
+    snprintf(conf, sizeof conf, "%s/broker.conf", dir);
+    BP_REQUIRE(tu_write_file(conf, "[broker]\nlog-level = info\nmax-clients = 100\n") == 0, "write %s", conf);
+    const char *extra[] = {"--config", conf, NULL};
+    bt_start(extra);
+
+    /* Nothing changed: said so. */
+    BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "kill -HUP");
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "SIGHUP: configuration re-read, nothing changed",
+                                   HUP_LOG_DEADLINE_MS) == 0, "no 'nothing changed' after SIGHUP");
+    still_answering("after a SIGHUP with nothing changed");
+
+    /* log-level info -> debug under load; max-clients waits for a restart. */
+    BP_REQUIRE(tu_write_file(conf, "[broker]\nlog-level = debug\nmax-clients = 200\n") == 0, "rewrite");
+    sends_across_sighup();
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "SIGHUP: log-level info -> debug", HUP_LOG_DEADLINE_MS) == 0,
+             "the log does not show 'SIGHUP: log-level info -> debug'");
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "SIGHUP: max-clients changed, but takes effect only at a restart",
+                                   HUP_LOG_DEADLINE_MS) == 0, "the changed max-clients is not reported");
+    still_answering("after SIGHUP under load");
+    /* CONFIG GET shows the applied value, and the running max-clients. */
+    static const char *const want[][2] = {{"log-level", "debug"}, {"max-clients", "100"}};
+    for (size_t i = 0; i < 2; i++) {
+        char d[200];
+        resp_reply_t *r = rc_cmd(&bt_conn, "CONFIG", "GET", want[i][0], NULL);
+        BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 2 && rc_str_eq(&r->elements[1], want[i][1]),
+                 "CONFIG GET %s after SIGHUP: %s, want %s", want[i][0], r != NULL ? rc_describe(r, d, sizeof d) : "none",
+                 want[i][1]);
+        resp_reply_free(r);
+    }
+
+    /* A file that no longer parses: logged, the broker keeps running. */
+    BP_REQUIRE(tu_write_file(conf, "[broker]\nlog-level = loud\n") == 0, "rewrite");
+    sends_across_sighup();
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path,
+                                   "SIGHUP: configuration error, keeping the running configuration: ",
+                                   HUP_LOG_DEADLINE_MS) == 0, "a bad file on SIGHUP is not reported");
+    BP_CHECK(bp_log_contains(&bt_broker, "log-level: 'loud' is not one of"), "the error does not name the key");
+    still_answering("after SIGHUP with a bad file");
+    tu_rmtree(dir);
+}
+
 static const tu_test_t restart_tests[] = {
     {"SIGTERM keeps queues, cursors, leases, DLQ", test_sigterm},
     {"SHUTDOWN keeps queues, cursors, leases, DLQ", test_shutdown},
@@ -390,6 +475,7 @@ static const tu_test_t restart_tests[] = {
     {"kill -9 twice in a row", test_kill9_twice},
     {"refuses a directory in use and a changed level table", test_refusals},
     {"--check-data: refused in use, ok after kill -9 and after a clean stop", test_check_data},
+    {"SIGHUP under load: alive, log-level applied and logged, bad file kept out", test_sighup},
     {NULL, NULL},
 };
 

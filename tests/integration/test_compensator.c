@@ -230,7 +230,8 @@ static pid_t spawn(const char *const *argv, const char *log_path)
 }
 
 /* Start hourglass-compensator on database db with the base flags below plus
- * extra (NULL-terminated; later flags win). */
+ * extra (NULL-terminated; later flags win). With --config in extra the base
+ * --log-level is left out, so the file's log-level applies. */
 static int start_compensator(proc_t *p, const char *tag, const char *db, const char *topic, const char *const *extra)
 {
     char uri[64], mport[16];
@@ -244,8 +245,16 @@ static int start_compensator(proc_t *p, const char *tag, const char *db, const c
     const char *base[] = {COMPENSATOR_BIN, "--uri", uri, "--topic", topic, "--mysql-socket", env.server.socket,
                           "--mysql-user", "root", "--mysql-database", db, "--metrics-port", mport, "--log-level", "info",
                           "--dlq-groups", "none", "--broker-connect-timeout", "300ms", "--broker-timeout", "2s", NULL};
-    for (int i = 0; base[i] != NULL; i++)
+    int has_config = 0;
+    for (int i = 0; extra != NULL && extra[i] != NULL; i++)
+        has_config |= strcmp(extra[i], "--config") == 0;
+    for (int i = 0; base[i] != NULL; i++) {
+        if (has_config && strcmp(base[i], "--log-level") == 0) {
+            i++; /* and its value: the file's log-level applies */
+            continue;
+        }
         argv[n++] = base[i];
+    }
     for (int i = 0; extra != NULL && extra[i] != NULL && n < 94; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
@@ -1308,6 +1317,51 @@ static void test_once(void)
 
 /* ---------------------------------------------------------------- registry */
 
+#define HUP_DEADLINE_MS 30000
+
+/* SIGHUP while the layers run: the compensator stays up (/healthz 200),
+ * applies the file's new log-level (its debug records appear), names a
+ * changed key that needs a restart, survives a file that no longer parses,
+ * and still cancels every overdue order; SIGTERM then exits 0. */
+static void test_sighup(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_hup");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(seed("c_hup", 1, 20, -5000, 1), 0);
+    char conf[700];
+    snprintf(conf, sizeof conf, "%s/compensator-hup.conf", workdir);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(conf, "log-level = info\nrelay-batch = 50\n"), 0);
+    proc_t comp;
+    const char *extra[] = {"--config", conf, "--layers", "overdue,monitor", "--overdue-interval", "200ms",
+                           "--overdue-grace", "1s", "--monitor-interval", "200ms", NULL};
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "hup", "c_hup", "t_hup", extra), 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "hourglass-compensator 0.", HUP_DEADLINE_MS), 0);
+
+    CU_ASSERT_EQUAL(tu_write_file(conf, "log-level = debug\nrelay-batch = 7\n"), 0);
+    CU_ASSERT_EQUAL(kill(comp.pid, SIGHUP), 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "SIGHUP: log-level info -> debug", HUP_DEADLINE_MS), 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "SIGHUP: relay-batch changed, but takes effect only at a restart",
+                                          HUP_DEADLINE_MS), 0);
+    /* The new level is in effect: the monitor's rounds are logged at debug. */
+    CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "[debug] monitor: ok", HUP_DEADLINE_MS), 0);
+    char body[4096];
+    CU_ASSERT_EQUAL(http_get(comp.metrics_port, "/healthz", body, sizeof body), 200);
+
+    CU_ASSERT_EQUAL(tu_write_file(conf, "log-level = loud\n"), 0);
+    CU_ASSERT_EQUAL(kill(comp.pid, SIGHUP), 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "SIGHUP: configuration error, keeping the running configuration:",
+                                          HUP_DEADLINE_MS), 0);
+    CU_ASSERT_EQUAL(http_get(comp.metrics_port, "/healthz", body, sizeof body), 200);
+    CU_ASSERT_EQUAL(wait_scalar(20, 20000, "SELECT COUNT(*) FROM c_hup.orders WHERE cancel_reason = 'outbox-overdue'"),
+                    20);
+
+    CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
+    of_report_t rep;
+    check_invariant("c_hup", &rep);
+    hg_order_db_close(db);
+}
+
 static const tu_test_t config_tests[] = {
     {"--check-config, --help, --version", test_config},
     {NULL, NULL},
@@ -1324,6 +1378,7 @@ static const tu_test_t layers_tests[] = {
     {"lock connection KILLed mid-scan: scan stops, next round re-acquires", test_lock_loss},
     {"monitor: gauges, alert command, rate limit, resolved", test_monitor_alerts},
     {"--once runs each layer one time", test_once},
+    {"SIGHUP: alive, log-level applied, restart-only key named, bad file survived", test_sighup},
     {NULL, NULL},
 };
 

@@ -124,6 +124,7 @@ static void test_check_config(void)
     CU_ASSERT_EQUAL(tu_run_capture(help, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "claim-sql"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "--check-config"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "least severe log records written (reloaded on SIGHUP)"));
     const char *version[] = {CONSUMER_BIN, "--version", NULL};
     CU_ASSERT_EQUAL(tu_run_capture(version, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "hourglass-consumer 0."));
@@ -327,6 +328,79 @@ static void test_throughput(void)
 
 /* ---------------------------------------------------------------- registry */
 
+/* 1 while pid runs (never reaps). */
+static int running(pid_t pid)
+{
+    int st;
+    return waitpid(pid, &st, WNOHANG) == 0;
+}
+
+#define HUP_DEADLINE_MS 30000
+
+/* SIGHUP while cancelling: the consumer keeps running and cancelling, applies
+ * the file's new log-level (its debug records appear), keeps a key the flags
+ * set (workers), names a changed key that needs a restart (count), and
+ * survives a file that no longer parses. */
+static void test_sighup(void)
+{
+    const char *name = "hup";
+    hg_order_db *db = oe_fresh_database(&env, name, 200, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    rc_conn_t c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", name, OE_TOPIC, "FROM", "NOW", NULL), 0);
+    send_ids(&c, 1, 100);
+
+    char dir[512], log_path[600], conf[600];
+    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-hup", dir, sizeof dir), 0);
+    snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
+    snprintf(conf, sizeof conf, "%s/consumer.conf", dir);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(conf, "log-level = info\nworkers = 8\n"), 0);
+    int mport = tu_free_port();
+    const char *extra[] = {"--config", conf, NULL};
+    pid_t pid = oe_start_consumer(&env, name, name, 2, mport, log_path, extra);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "hourglass-consumer 0.", HUP_DEADLINE_MS), 0);
+
+    /* info -> debug while the first 100 are being cancelled. */
+    CU_ASSERT_EQUAL(tu_write_file(conf, "log-level = debug\nworkers = 16\ncount = 5\n"), 0);
+    CU_ASSERT_EQUAL(kill(pid, SIGHUP), 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "SIGHUP: log-level info -> debug", HUP_DEADLINE_MS), 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "SIGHUP: count changed, but takes effect only at a restart",
+                                          HUP_DEADLINE_MS), 0);
+    CU_ASSERT_TRUE(running(pid));
+    send_ids(&c, 101, 200);
+    wait_ctx_t w = {name, name, -1};
+    CU_ASSERT_EQUAL(tu_poll_until(all_done, &w, 120000, 20), 0);
+    CU_ASSERT_EQUAL(oe_metric(mport, "hourglass_consumer_cancelled_total"), 200);
+    /* The new level is in effect: each cancel is logged at debug now. */
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "[debug] order ", HUP_DEADLINE_MS), 0);
+    /* --workers 2 on the command line still wins over the file's 16. */
+    char text[64 * 1024];
+    FILE *f = fopen(log_path, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    CU_ASSERT_PTR_NULL(strstr(text, "SIGHUP: workers"));
+
+    /* A file that no longer parses: reported, the consumer keeps running. */
+    CU_ASSERT_EQUAL(tu_write_file(conf, "log-level = loud\n"), 0);
+    CU_ASSERT_EQUAL(kill(pid, SIGHUP), 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "SIGHUP: configuration error, keeping the running configuration:",
+                                          HUP_DEADLINE_MS), 0);
+    CU_ASSERT_TRUE(running(pid));
+    CU_ASSERT_EQUAL(oe_metric(mport, "hourglass_consumer_cancelled_total"), 200);
+
+    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(log_path);
+    rc_close(&c);
+    tu_rmtree(dir);
+    hg_order_db_close(db);
+}
+
 static const tu_test_t config_tests[] = {
     {"--check-config names the field", test_check_config},
     {NULL, NULL},
@@ -335,6 +409,7 @@ static const tu_test_t config_tests[] = {
 static const tu_test_t daemon_tests[] = {
     {"end to end: cancels, duplicates, paid, unknown, bad payload → DLQ", test_end_to_end},
     {"broker killed and restarted during consumption", test_broker_restart},
+    {"SIGHUP while cancelling: alive, log-level applied, flags win, bad file survived", test_sighup},
     {"throughput with 1, 4, 8 workers", test_throughput},
     {NULL, NULL},
 };
