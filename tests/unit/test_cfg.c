@@ -1,6 +1,9 @@
 /*
- * tests/unit/test_cfg.c — common/cfg.c's SIGHUP reload (cfg_reload) on a
- * small table of its own: what is copied into the running struct (the
+ * tests/unit/test_cfg.c — common/cfg.c, the config-table engine behind all
+ * three daemons: suite "engine" (every value type in the one grammar, errors
+ * naming the key and the file line, defaults < file < flags, continuation
+ * lines, sections, actions, --help); suite "reload" — the SIGHUP reload
+ * (cfg_reload) on a small table of its own: what is copied into the running struct (the
  * .reload keys, strings by swapping), what is kept (every other key, and
  * everything after a bad file), that the flags still win over the file, and
  * the log lines (stderr captured into a file around each reload).
@@ -150,12 +153,180 @@ static void test_reload(void)
     tu_rmtree(dir);
 }
 
+/* ---------------------------------------------------------------- the engine */
+
+typedef struct econf {
+    char *host;
+    int verbose;
+    long long workers;
+    long long buffer;
+    long long lease_ms;
+    double ratio;
+    int mode;
+    char *dsn;
+} econf_t;
+
+static const cfg_key_t ekeys[] = {
+    {CFG_KEY("host", CFG_STRING, "127.0.0.1", 0, 0, offsetof(econf_t, host), "where")},
+    {CFG_KEY("verbose", CFG_BOOL, "no", 0, 1, offsetof(econf_t, verbose), "talk")},
+    {CFG_KEY("workers", CFG_INT, "4", 1, 256, offsetof(econf_t, workers), "threads")},
+    {CFG_KEY("buffer", CFG_SIZE, "4mb", 1024, 1LL << 30, offsetof(econf_t, buffer), "bytes")},
+    {CFG_KEY("lease", CFG_DURATION, "30s", 1, 86400000, offsetof(econf_t, lease_ms), "lease")},
+    {CFG_KEY("ratio", CFG_DOUBLE, "0.5", 0, 1, offsetof(econf_t, ratio), "share")},
+    {CFG_KEY("mode", CFG_ENUM, "fast", 0, 0, offsetof(econf_t, mode), "how"), .words = "fast|safe|off"},
+    {CFG_KEY("dsn", CFG_STRING, NULL, 0, 0, offsetof(econf_t, dsn), "database"), .required = 1},
+};
+static const char *const esections[] = {"broker", NULL};
+static const cfg_table_t etable = {.program = "test_cfg", .keys = ekeys, .count = 8, .sections = esections};
+
+static void expect_set_error(econf_t *c, const char *key, const char *value, const char *frag, int line)
+{
+    char err[256] = "";
+    int rc = cfg_set(&etable, c, key, value, CFG_SOURCE_FLAG, err, sizeof err);
+    TU_CHECK_AT(rc == -1 && strstr(err, frag) != NULL, line, "%s=%s: rc %d, \"%s\" lacks \"%s\"", key, value, rc, err,
+                frag);
+}
+#define EXPECT_SET_ERROR(c, k, v, frag) expect_set_error((c), (k), (v), (frag), __LINE__)
+
+static void test_engine_types(void)
+{
+    econf_t c = {0};
+    char err[256] = "";
+    cfg_init(&etable, &c);
+    CU_ASSERT_STRING_EQUAL(c.host, "127.0.0.1");
+    CU_ASSERT_EQUAL(c.workers, 4);
+    CU_ASSERT_EQUAL(c.buffer, 4 << 20);
+    CU_ASSERT_EQUAL(c.lease_ms, 30000);
+    CU_ASSERT_DOUBLE_EQUAL(c.ratio, 0.5, 1e-12);
+    CU_ASSERT_EQUAL(c.mode, 0);
+    CU_ASSERT_PTR_NULL(c.dsn);
+    /* every type, in the one grammar of base/units.h for sizes and durations */
+    CU_ASSERT_EQUAL(cfg_set(&etable, &c, "VERBOSE", " on ", CFG_SOURCE_FLAG, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(c.verbose, 1);
+    CU_ASSERT_EQUAL(cfg_set(&etable, &c, "lease", "2.5s", CFG_SOURCE_FLAG, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(c.lease_ms, 2500);
+    CU_ASSERT_EQUAL(cfg_set(&etable, &c, "buffer", "1.5k", CFG_SOURCE_FLAG, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(c.buffer, 1536);
+    CU_ASSERT_EQUAL(cfg_set(&etable, &c, "mode", "SAFE", CFG_SOURCE_FLAG, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(c.mode, 1);
+    CU_ASSERT_EQUAL(cfg_set(&etable, &c, "ratio", "0.25", CFG_SOURCE_FLAG, err, sizeof err), 0);
+    CU_ASSERT_DOUBLE_EQUAL(c.ratio, 0.25, 1e-12);
+    /* errors name the key and the value */
+    EXPECT_SET_ERROR(&c, "workers", "0", "workers: '0' out of range 1..256");
+    EXPECT_SET_ERROR(&c, "workers", "-3", "workers: '-3' is not a whole number");
+    EXPECT_SET_ERROR(&c, "lease", "30", "lease: '30' is not a duration: missing unit");
+    EXPECT_SET_ERROR(&c, "lease", "0.5ms", "not a whole number of milliseconds");
+    EXPECT_SET_ERROR(&c, "lease", "2d", "lease: '2d' out of range 1ms..1d");
+    EXPECT_SET_ERROR(&c, "buffer", "4q", "buffer: '4q' is not a size");
+    EXPECT_SET_ERROR(&c, "verbose", "maybe", "verbose: 'maybe' is not yes or no");
+    EXPECT_SET_ERROR(&c, "mode", "slow", "mode: 'slow' is not one of fast|safe|off");
+    EXPECT_SET_ERROR(&c, "ratio", "2", "ratio: '2' out of range 0..1");
+    EXPECT_SET_ERROR(&c, "nope", "1", "unknown key 'nope'");
+    /* a failed set keeps the old value */
+    CU_ASSERT_EQUAL(c.workers, 4);
+    CU_ASSERT_EQUAL(c.lease_ms, 2500);
+    /* the required string */
+    CU_ASSERT_EQUAL(cfg_check_required(&etable, &c, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "dsn: required, not set"));
+    cfg_free(&etable, &c);
+    CU_ASSERT_PTR_NULL(c.host);
+}
+
+static void test_engine_text(void)
+{
+    econf_t c = {0};
+    char v[64];
+    cfg_init(&etable, &c);
+    cfg_value_text(&etable, &c, 3, v, sizeof v);
+    CU_ASSERT_STRING_EQUAL(v, "4mb");
+    cfg_value_text(&etable, &c, 4, v, sizeof v);
+    CU_ASSERT_STRING_EQUAL(v, "30s");
+    cfg_value_text(&etable, &c, 6, v, sizeof v);
+    CU_ASSERT_STRING_EQUAL(v, "fast");
+    cfg_value_text(&etable, &c, 1, v, sizeof v);
+    CU_ASSERT_STRING_EQUAL(v, "no");
+    /* --help lists every key with its default */
+    char edir[512], path[700];
+    TU_REQUIRE(tu_mkdtemp("cfg-engine", edir, sizeof edir) == 0, "mkdtemp");
+    snprintf(path, sizeof path, "%s/help.txt", edir);
+    FILE *f = fopen(path, "w+");
+    TU_REQUIRE(f != NULL, "open %s", path);
+    cfg_print_keys(&etable, f);
+    rewind(f);
+    char text[4096];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    for (size_t i = 0; i < etable.count; i++)
+        TU_CHECK(strstr(text, ekeys[i].name) != NULL, "--help lacks %s:\n%s", ekeys[i].name, text);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "30s"));
+    cfg_free(&etable, &c);
+    tu_rmtree(edir);
+}
+
+static void test_engine_file_and_flags(void)
+{
+    char edir[512], path[700], err[300] = "";
+    TU_REQUIRE(tu_mkdtemp("cfg-engine", edir, sizeof edir) == 0, "mkdtemp");
+    snprintf(path, sizeof path, "%s/engine.conf", edir);
+    TU_REQUIRE(tu_write_file(path, "# a comment\nworkers = 8\ndsn = first part\n  second part\n[broker]\nlease = 1m\n") ==
+                   0,
+               "write %s", path);
+    econf_t c = {0};
+    cfg_init(&etable, &c);
+    cfg_args_t args;
+    char *argv[] = {"test_cfg", "--workers", "16", "--config", path, "--lease=90s", NULL};
+    TU_REQUIRE(cfg_parse_args(&etable, &c, 6, argv, &args, err, sizeof err) == 0, "parse: %s", err);
+    /* defaults < file < flags, wherever --config stands */
+    CU_ASSERT_EQUAL(c.workers, 16);
+    CU_ASSERT_EQUAL(c.lease_ms, 90000);
+    CU_ASSERT_STRING_EQUAL(c.dsn, "first part second part"); /* indented lines continue a value */
+    CU_ASSERT_EQUAL(args.action, CFG_RUN);
+    CU_ASSERT_EQUAL(cfg_check_required(&etable, &c, err, sizeof err), 0);
+    cfg_free(&etable, &c);
+
+    /* errors: the file and line, unknown options, a missing value, actions */
+    TU_REQUIRE(tu_write_file(path, "workers = 8\n\nbogus = 1\n") == 0, "write %s", path);
+    cfg_init(&etable, &c);
+    char *argv2[] = {"test_cfg", "--config", path, NULL};
+    CU_ASSERT_EQUAL(cfg_parse_args(&etable, &c, 3, argv2, &args, err, sizeof err), -1);
+    TU_CHECK(strstr(err, "engine.conf:3:") != NULL && strstr(err, "bogus") != NULL, "file error: %s", err);
+    cfg_free(&etable, &c);
+    TU_REQUIRE(tu_write_file(path, "[nowhere]\nworkers = 8\n") == 0, "write %s", path);
+    cfg_init(&etable, &c);
+    CU_ASSERT_EQUAL(cfg_parse_args(&etable, &c, 3, argv2, &args, err, sizeof err), -1);
+    TU_CHECK(strstr(err, "unknown section [nowhere]") != NULL, "section error: %s", err);
+    cfg_free(&etable, &c);
+    cfg_init(&etable, &c);
+    char *argv3[] = {"test_cfg", "--wrokers", "3", NULL};
+    CU_ASSERT_EQUAL(cfg_parse_args(&etable, &c, 3, argv3, &args, err, sizeof err), -1);
+    TU_CHECK(strstr(err, "unknown option '--wrokers'") != NULL, "flag error: %s", err);
+    char *argv4[] = {"test_cfg", "--workers", NULL};
+    CU_ASSERT_EQUAL(cfg_parse_args(&etable, &c, 2, argv4, &args, err, sizeof err), -1);
+    TU_CHECK(strstr(err, "--workers needs a value") != NULL, "value error: %s", err);
+    char *argv5[] = {"test_cfg", "--workers", "3", "--help", NULL};
+    CU_ASSERT_EQUAL(cfg_parse_args(&etable, &c, 4, argv5, &args, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(args.action, CFG_HELP);
+    char *argv6[] = {"test_cfg", "--check-config", NULL};
+    CU_ASSERT_EQUAL(cfg_parse_args(&etable, &c, 2, argv6, &args, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(args.action, CFG_CHECK);
+    cfg_free(&etable, &c);
+    tu_rmtree(edir);
+}
+
+static const tu_test_t engine_tests[] = {
+    {"types, grammar, errors, required", test_engine_types},
+    {"value text and --help", test_engine_text},
+    {"file, flags, precedence, errors, actions", test_engine_file_and_flags},
+    {NULL, NULL},
+};
+
 static const tu_test_t reload_tests[] = {
     {"cfg_reload: applied, kept, bad file, flags win, --help", test_reload},
     {NULL, NULL},
 };
 
-static const tu_suite_t suites[] = {{"reload", reload_tests}};
+static const tu_suite_t suites[] = {{"engine", engine_tests}, {"reload", reload_tests}};
 
 int main(int argc, char **argv)
 {
