@@ -17,12 +17,15 @@
 #include <stddef.h>
 
 typedef struct buf {
-    char *data;   /* NULL until the first write */
-    size_t len;   /* bytes in use */
-    size_t cap;   /* bytes allocated */
+    char *data; /* NULL until the first write */
+    size_t len; /* bytes in use */
+    size_t cap; /* bytes allocated */
 } buf_t;
 
-#define BUF_INIT { NULL, 0, 0 }
+#define BUF_INIT   \
+    {              \
+        NULL, 0, 0 \
+    }
 
 /* An empty buffer; allocates nothing. */
 void buf_init(buf_t *b);

@@ -20,22 +20,25 @@
 #include <stddef.h>
 
 typedef struct map_slot {
-    char *key;     /* NULL: never used; map.c's tombstone marker: deleted */
+    char *key; /* NULL: never used; map.c's tombstone marker: deleted */
     size_t len;
     void *val;
 } map_slot_t;
 
 typedef struct map {
     map_slot_t *slots;
-    size_t cap;    /* 0 or a power of two */
-    size_t used;   /* live entries */
-    size_t tomb;   /* deleted slots not yet reused */
+    size_t cap;  /* 0 or a power of two */
+    size_t used; /* live entries */
+    size_t tomb; /* deleted slots not yet reused */
 } map_t;
 
-#define MAP_INIT { NULL, 0, 0, 0 }
+#define MAP_INIT      \
+    {                 \
+        NULL, 0, 0, 0 \
+    }
 
 typedef struct map_iter {
-    size_t next;   /* the slot to look at next; zero it to start */
+    size_t next; /* the slot to look at next; zero it to start */
 } map_iter_t;
 
 void map_init(map_t *m);

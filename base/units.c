@@ -24,15 +24,24 @@ typedef struct unit {
 
 /* Largest first: formatting picks the first that divides exactly. */
 static const unit_t duration_units[] = {
-    {"d", UINT64_C(86400000)}, {"h", UINT64_C(3600000)}, {"m", UINT64_C(60000)}, {"s", UINT64_C(1000)}, {"ms", 1},
+    { "d", UINT64_C(86400000) },
+    { "h", UINT64_C(3600000) },
+    { "m", UINT64_C(60000) },
+    { "s", UINT64_C(1000) },
+    { "ms", 1 },
 };
 static const unit_t size_units[] = {
-    {"g", UINT64_C(1) << 30}, {"gb", UINT64_C(1) << 30}, {"m", UINT64_C(1) << 20}, {"mb", UINT64_C(1) << 20},
-    {"k", UINT64_C(1) << 10}, {"kb", UINT64_C(1) << 10}, {"b", 1},
+    { "g", UINT64_C(1) << 30 },
+    { "gb", UINT64_C(1) << 30 },
+    { "m", UINT64_C(1) << 20 },
+    { "mb", UINT64_C(1) << 20 },
+    { "k", UINT64_C(1) << 10 },
+    { "kb", UINT64_C(1) << 10 },
+    { "b", 1 },
 };
-#define NUNITS(a) (sizeof(a) / sizeof((a)[0]))
-#define DURATION_HINT "use ms, s, m, h or d"
-#define SIZE_HINT "use b, k, m or g, e.g. 64k"
+#define NUNITS(a)           (sizeof(a) / sizeof((a)[0]))
+#define DURATION_HINT       "use ms, s, m, h or d"
+#define SIZE_HINT           "use b, k, m or g, e.g. 64k"
 #define MAX_FRACTION_DIGITS 9
 
 static int is_blank(char c)
@@ -77,8 +86,8 @@ typedef struct number {
 
 /* Reads the number; returns 0, or -1 with a syntax message (what = "duration"
  * or "size"). On success *i is past the number. */
-static int read_number(const char *s, size_t len, size_t *i, uint64_t cap, const char *what, number_t *n,
-                       char *err, size_t errlen)
+static int read_number(const char *s, size_t len, size_t *i, uint64_t cap, const char *what, number_t *n, char *err,
+                       size_t errlen)
 {
     int w = width(len);
     memset(n, 0, sizeof *n);
@@ -86,11 +95,11 @@ static int read_number(const char *s, size_t len, size_t *i, uint64_t cap, const
     if (len == 0)
         return err_set(err, errlen, "empty %s (expected e.g. \"%s\")", what, what[0] == 'd' ? "5s" : "64k");
     if (s[0] == '-' || s[0] == '+')
-        return err_set(err, errlen, "sign not allowed in %s \"%.*s\" (a %s is a number >= 0%s)", what, w, s,
-                       what, what[0] == 'd' ? " and a unit, e.g. \"5s\"" : "");
+        return err_set(err, errlen, "sign not allowed in %s \"%.*s\" (a %s is a number >= 0%s)", what, w, s, what,
+                       what[0] == 'd' ? " and a unit, e.g. \"5s\"" : "");
     if (!is_digit(s[0]))
-        return err_set(err, errlen, "%s \"%.*s\" does not start with a number (expected e.g. \"%s\")", what, w,
-                       s, what[0] == 'd' ? "5s" : "64k");
+        return err_set(err, errlen, "%s \"%.*s\" does not start with a number (expected e.g. \"%s\")", what, w, s,
+                       what[0] == 'd' ? "5s" : "64k");
     for (; *i < len && is_digit(s[*i]); (*i)++) {
         if (n->too_large)
             continue;
@@ -169,7 +178,7 @@ int units_parse_duration(const char *text, size_t len, unsigned flags, uint64_t 
     const unit_t *unit = NULL;
     if (unit_len == 0) {
         if (i == len && !n.has_fraction && (n.whole == 0 || (flags & UNITS_BARE_MS))) {
-            static const unit_t ms = {"ms", 1};
+            static const unit_t ms = { "ms", 1 };
             unit = &ms;
         } else if (i == len) {
             return err_set(err, errlen, "missing unit in duration \"%.*s\" (" DURATION_HINT ")", w, s);
@@ -178,10 +187,11 @@ int units_parse_duration(const char *text, size_t len, unsigned flags, uint64_t 
                            "blank between number and unit in duration \"%.*s\" (write them together, e.g. \"5s\")", w,
                            s);
         } else {
-            return err_set(err, errlen,
-                           "unexpected \"%c\" after the number in duration \"%.*s\" (expected a number and a unit: "
-                           DURATION_HINT ")",
-                           s[i], w, s);
+            return err_set(
+                err, errlen,
+                "unexpected \"%c\" after the number in duration \"%.*s\" (expected a number and a unit: " DURATION_HINT
+                ")",
+                s[i], w, s);
         }
     } else {
         unit = unit_lookup(duration_units, NUNITS(duration_units), s + unit_start, unit_len, 0);
@@ -233,7 +243,7 @@ int units_parse_size(const char *text, size_t len, uint64_t max, uint64_t *bytes
     size_t unit_start = i;
     while (i < len && is_letter(s[i]))
         i++;
-    static const unit_t bytes = {"", 1};
+    static const unit_t bytes = { "", 1 };
     const unit_t *unit = &bytes;
     if (i > unit_start) {
         unit = unit_lookup(size_units, NUNITS(size_units), s + unit_start, i - unit_start, 1);
@@ -243,10 +253,12 @@ int units_parse_size(const char *text, size_t len, uint64_t max, uint64_t *bytes
     }
     if (i < len) {
         if (is_blank(s[i]) && i == unit_start)
-            return err_set(err, errlen, "blank between number and unit in size \"%.*s\" (write them together, "
-                           "e.g. \"64k\")", w, s);
-        return err_set(err, errlen, "unexpected \"%.*s\" in size \"%.*s\" (" SIZE_HINT ")", width(len - i), s + i,
-                       w, s);
+            return err_set(err, errlen,
+                           "blank between number and unit in size \"%.*s\" (write them together, "
+                           "e.g. \"64k\")",
+                           w, s);
+        return err_set(err, errlen, "unexpected \"%.*s\" in size \"%.*s\" (" SIZE_HINT ")", width(len - i), s + i, w,
+                       s);
     }
     int not_whole;
     if (scale(&n, unit->mult, max, bytes_out, &not_whole) != 0) {
@@ -261,7 +273,9 @@ int units_parse_size(const char *text, size_t len, uint64_t max, uint64_t *bytes
 
 int units_format_size(uint64_t bytes, char *buf, size_t buflen)
 {
-    static const unit_t shown[] = {{"gb", UINT64_C(1) << 30}, {"mb", UINT64_C(1) << 20}, {"kb", UINT64_C(1) << 10}};
+    static const unit_t shown[] = { { "gb", UINT64_C(1) << 30 },
+                                    { "mb", UINT64_C(1) << 20 },
+                                    { "kb", UINT64_C(1) << 10 } };
     for (size_t i = 0; bytes != 0 && i < NUNITS(shown); i++) {
         if (bytes % shown[i].mult == 0)
             return snprintf(buf, buflen, "%" PRIu64 "%s", bytes / shown[i].mult, shown[i].name);

@@ -36,15 +36,14 @@
 #include <stdint.h>
 
 #define UNITS_MAX_DURATION_MS (UINT64_C(100) * 365 * 86400 * 1000) /* 100 years */
-#define UNITS_TEXT_MAX 32   /* enough for any formatted duration or size, NUL included */
+#define UNITS_TEXT_MAX        32 /* enough for any formatted duration or size, NUL included */
 
 /* Flags for units_parse_duration. */
-#define UNITS_BARE_MS 1u    /* a bare whole number is milliseconds */
+#define UNITS_BARE_MS 1u /* a bare whole number is milliseconds */
 
 /* Parse the duration in text[0..len) (need not be NUL-terminated; may hold
  * blanks around it). Returns 0 with *ms_out, or -1 with the message in err. */
-int units_parse_duration(const char *text, size_t len, unsigned flags, uint64_t *ms_out, char *err,
-                         size_t errlen);
+int units_parse_duration(const char *text, size_t len, unsigned flags, uint64_t *ms_out, char *err, size_t errlen);
 
 /* The same for a NUL-terminated string (NULL reads as ""). */
 int units_parse_duration_str(const char *text, unsigned flags, uint64_t *ms_out, char *err, size_t errlen);
@@ -56,8 +55,7 @@ int units_format_duration(uint64_t ms, char *buf, size_t buflen);
 
 /* Parse a size in text[0..len); values above max are refused ("size \"9g\" is
  * above the maximum of 4gb"). Returns 0 with *bytes_out, or -1 with err. */
-int units_parse_size(const char *text, size_t len, uint64_t max, uint64_t *bytes_out, char *err,
-                     size_t errlen);
+int units_parse_size(const char *text, size_t len, uint64_t max, uint64_t *bytes_out, char *err, size_t errlen);
 
 /* Format bytes with the largest of gb, mb, kb that divides it exactly, else
  * bare bytes: 4194304 → "4mb", 1000 → "1000", 0 → "0". Reads back to the same

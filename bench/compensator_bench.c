@@ -96,7 +96,7 @@ static reads_t handler_reads(MYSQL *m, const char *scope)
     if (mysql_query(m, text) != 0)
         die(text, mysql_error(m));
     MYSQL_RES *res = mysql_store_result(m);
-    reads_t r = {0};
+    reads_t r = { 0 };
     MYSQL_ROW row;
     while (res != NULL && (row = mysql_fetch_row(res)) != NULL) {
         long long v = strtoll(row[1], NULL, 10);
@@ -121,8 +121,8 @@ static reads_t handler_reads(MYSQL *m, const char *scope)
 
 static reads_t reads_diff(reads_t a, reads_t b)
 {
-    reads_t d = {b.key - a.key, b.next - a.next, b.prev - a.prev, b.first - a.first,
-                 b.rnd - a.rnd, b.rnd_next - a.rnd_next, b.total - a.total};
+    reads_t d = { b.key - a.key, b.next - a.next,         b.prev - a.prev,  b.first - a.first,
+                  b.rnd - a.rnd, b.rnd_next - a.rnd_next, b.total - a.total };
     return d;
 }
 
@@ -150,7 +150,8 @@ static void load_orders(long long n, int overdue_pct)
          * expired up to 30 days ago. */
         sql("INSERT INTO orders (id, user_id, status, created_at, expire_at, paid_at, cancelled_at, cancel_reason)"
             " SELECT seq, seq %% 100003,"
-            "  CASE WHEN seq %% 100 < %d OR seq %% 100 = 99 THEN 'pending' WHEN seq %% 2 = 0 THEN 'paid' ELSE 'cancelled' END,"
+            "  CASE WHEN seq %% 100 < %d OR seq %% 100 = 99 THEN 'pending' WHEN seq %% 2 = 0 THEN 'paid' ELSE "
+            "'cancelled' END,"
             "  NOW(6) - INTERVAL 31 DAY,"
             "  CASE WHEN seq %% 100 < %d THEN NOW(6) - INTERVAL 60 + seq %% 86400 SECOND"
             "       WHEN seq %% 100 = 99 THEN NOW(6) + INTERVAL seq %% 3600 SECOND"
@@ -162,7 +163,8 @@ static void load_orders(long long n, int overdue_pct)
             overdue_pct, overdue_pct, overdue_pct, overdue_pct, overdue_pct, first, last);
         /* One item per pending order (the stock a cancel returns). */
         sql("INSERT INTO order_items (order_id, sku_id, qty) SELECT seq, 1 + seq %% 1000, 1 + seq %% 3"
-            " FROM seq_%lld_to_%lld WHERE seq %% 100 < %d OR seq %% 100 = 99", first, last, overdue_pct);
+            " FROM seq_%lld_to_%lld WHERE seq %% 100 < %d OR seq %% 100 = 99",
+            first, last, overdue_pct);
     }
     sql("INSERT INTO stock (sku_id, received, available, reserved, sold)"
         " SELECT i.sku_id, 1000000 + SUM(i.qty), 1000000, SUM(i.qty), 0 FROM order_items i GROUP BY i.sku_id");
@@ -194,11 +196,19 @@ static void scan_only(MYSQL *m, long long page_size, long long *rows_out, long l
                 continue;
             }
             switch (arg++) {
-            case 0: n += (size_t)snprintf(text + n, sizeof text - n, "'%s'", cutoff); break;
+            case 0:
+                n += (size_t)snprintf(text + n, sizeof text - n, "'%s'", cutoff);
+                break;
             case 1:
-            case 2: n += (size_t)snprintf(text + n, sizeof text - n, "'%s'", last_exp); break;
-            case 3: n += (size_t)snprintf(text + n, sizeof text - n, "%llu", last_id); break;
-            default: n += (size_t)snprintf(text + n, sizeof text - n, "%lld", page_size); break;
+            case 2:
+                n += (size_t)snprintf(text + n, sizeof text - n, "'%s'", last_exp);
+                break;
+            case 3:
+                n += (size_t)snprintf(text + n, sizeof text - n, "%llu", last_id);
+                break;
+            default:
+                n += (size_t)snprintf(text + n, sizeof text - n, "%lld", page_size);
+                break;
             }
         }
         text[n] = '\0';
@@ -255,14 +265,16 @@ static void bench_inspection(tu_mariadb_t *server, long long orders, int overdue
     comp_config_init(&cfg);
     char err[600], pagesz[32];
     snprintf(pagesz, sizeof pagesz, "%lld", page_size);
-    if (comp_config_set(&cfg, "mysql-database", "bench", err, sizeof err) != 0
-        || comp_config_set(&cfg, "mysql-socket", server->socket, err, sizeof err) != 0
-        || comp_config_set(&cfg, "mysql-user", "root", err, sizeof err) != 0
-        || comp_config_set(&cfg, "inspect-grace", "1s", err, sizeof err) != 0
-        || comp_config_set(&cfg, "inspect-page-size", pagesz, err, sizeof err) != 0
-        || comp_config_validate(&cfg, err, sizeof err) != 0)
+    if (comp_config_set(&cfg, "mysql-database", "bench", err, sizeof err) != 0 ||
+        comp_config_set(&cfg, "mysql-socket", server->socket, err, sizeof err) != 0 ||
+        comp_config_set(&cfg, "mysql-user", "root", err, sizeof err) != 0 ||
+        comp_config_set(&cfg, "inspect-grace", "1s", err, sizeof err) != 0 ||
+        comp_config_set(&cfg, "inspect-page-size", pagesz, err, sizeof err) != 0 ||
+        comp_config_validate(&cfg, err, sizeof err) != 0)
         die("config", err);
-    hg_order_db_params_t params = {.socket = cfg.mysql_socket, .user = cfg.mysql_user, .database = cfg.mysql_database};
+    hg_order_db_params_t params = { .socket = cfg.mysql_socket,
+                                    .user = cfg.mysql_user,
+                                    .database = cfg.mysql_database };
     comp_inspect_t *in = comp_inspect_new(&cfg, &params);
     reads_t g0 = handler_reads(admin, "GLOBAL");
     t0 = tu_now_mono_ms();
@@ -305,22 +317,24 @@ static void bench_relay(tu_mariadb_t *server, long long rows, const char *batche
             long long last = first + CHUNK - 1 < rows ? first + CHUNK - 1 : rows;
             sql("INSERT INTO order_timeout_msg (order_id, expire_at, status, attempts, next_attempt_at)"
                 " SELECT %lld + seq, NOW(6) + INTERVAL 30 MINUTE, 'new', 0, NOW(6) - INTERVAL 1 SECOND"
-                " FROM seq_%lld_to_%lld", base, first, last);
+                " FROM seq_%lld_to_%lld",
+                base, first, last);
         }
         comp_config_t cfg;
         comp_config_init(&cfg);
         char uri[64];
         snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", broker.port);
-        if (comp_config_set(&cfg, "mysql-database", "bench", err, sizeof err) != 0
-            || comp_config_set(&cfg, "mysql-socket", server->socket, err, sizeof err) != 0
-            || comp_config_set(&cfg, "mysql-user", "root", err, sizeof err) != 0
-            || comp_config_set(&cfg, "uri", uri, err, sizeof err) != 0
-            || comp_config_set(&cfg, "topic", "bench", err, sizeof err) != 0
-            || comp_config_set(&cfg, "relay-batch", tok, err, sizeof err) != 0
-            || comp_config_validate(&cfg, err, sizeof err) != 0)
+        if (comp_config_set(&cfg, "mysql-database", "bench", err, sizeof err) != 0 ||
+            comp_config_set(&cfg, "mysql-socket", server->socket, err, sizeof err) != 0 ||
+            comp_config_set(&cfg, "mysql-user", "root", err, sizeof err) != 0 ||
+            comp_config_set(&cfg, "uri", uri, err, sizeof err) != 0 ||
+            comp_config_set(&cfg, "topic", "bench", err, sizeof err) != 0 ||
+            comp_config_set(&cfg, "relay-batch", tok, err, sizeof err) != 0 ||
+            comp_config_validate(&cfg, err, sizeof err) != 0)
             die("config", err);
-        hg_order_db_params_t params = {.socket = cfg.mysql_socket, .user = cfg.mysql_user,
-                                       .database = cfg.mysql_database};
+        hg_order_db_params_t params = { .socket = cfg.mysql_socket,
+                                        .user = cfg.mysql_user,
+                                        .database = cfg.mysql_database };
         comp_relay_t *r = comp_relay_new(&cfg, &params);
         uint64_t t0 = tu_now_mono_ms(), sent = 0;
         comp_run_outcome_t o = comp_relay_run(r, &sent, err, sizeof err);
@@ -358,8 +372,10 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--no-inspection") == 0)
             do_inspection = 0;
         else {
-            fprintf(stderr, "usage: %s [--orders N] [--overdue-pct P] [--page-size N] [--relay-rows N]"
-                            " [--relay-batch B,B…] [--no-relay] [--no-inspection]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--orders N] [--overdue-pct P] [--page-size N] [--relay-rows N]"
+                    " [--relay-batch B,B…] [--no-relay] [--no-inspection]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -382,7 +398,7 @@ int main(int argc, char **argv)
     sql("SET GLOBAL innodb_buffer_pool_size = 1073741824");
     sql("CREATE DATABASE bench");
     sql("USE bench");
-    hg_order_db_params_t p = {.socket = server.socket, .user = "root", .database = "bench"};
+    hg_order_db_params_t p = { .socket = server.socket, .user = "root", .database = "bench" };
     hg_order_error_t oerr;
     hg_order_db *db = hg_order_db_open(&p, &oerr);
     if (db == NULL || hg_order_schema_create(db, &oerr) != 0)

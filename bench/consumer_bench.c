@@ -55,9 +55,9 @@
 #include <unistd.h>
 
 #define MAX_WORKER_COUNTS 8
-#define MAX_REPS 15
-#define SEND_BATCH 1000
-#define DEADLINE_MS 120000
+#define MAX_REPS          15
+#define SEND_BATCH        1000
+#define DEADLINE_MS       120000
 
 static oe_env_t env;
 static size_t orders = 2000;
@@ -72,7 +72,7 @@ static void die(const char *what, const char *detail)
 
 static void sleep_ms(unsigned ms)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
 }
 
@@ -98,8 +98,9 @@ static void send_ids(const char *topic, size_t n)
         size_t k = n - i < SEND_BATCH ? n - i : SEND_BATCH;
         for (size_t j = 0; j < k; j++) {
             size_t len = (size_t)snprintf(payloads[j], sizeof payloads[j], "%zu", i + j + 1);
-            items[j] = (hg_send_item_t){.topic = topic, .payload = payloads[j], .payload_len = len,
-                                        .delay = hg_delay_none()};
+            items[j] = (hg_send_item_t){
+                .topic = topic, .payload = payloads[j], .payload_len = len, .delay = hg_delay_none()
+            };
         }
         if (hg_send_many(c, items, k, NULL) != HG_OK)
             die("hg_send_many", hg_client_errmsg(c));
@@ -111,8 +112,8 @@ static void create_group(const char *group, const char *topic)
 {
     rc_conn_t c;
     char err[512];
-    if (bp_connect(&env.broker, &c, err, sizeof err) != 0
-        || bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", group, topic, "FROM", "FIRST", NULL) != 0)
+    if (bp_connect(&env.broker, &c, err, sizeof err) != 0 ||
+        bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", group, topic, "FROM", "FIRST", NULL) != 0)
         die("GROUP CREATE", err);
     rc_close(&c);
 }
@@ -147,7 +148,7 @@ static double broker_only(int workers)
     o.group = group;
     o.topic = topic;
     o.workers = workers;
-    o.count = 1;       /* hourglass-consumer's defaults and oe_start_consumer's flags */
+    o.count = 1; /* hourglass-consumer's defaults and oe_start_consumer's flags */
     o.block_ms = 200;
     o.lease_ms = 3000;
     o.handler = noop_handler;
@@ -231,7 +232,7 @@ static double mariadb_only(int workers)
     hg_order_db *db = oe_fresh_database(&env, name, orders, NULL);
     if (db == NULL)
         die("MariaDB only", "cannot create the database");
-    db_run_t r = {.name = name};
+    db_run_t r = { .name = name };
     pthread_mutex_init(&r.lock, NULL);
     pthread_barrier_init(&r.ready, NULL, (unsigned)workers + 1);
     pthread_t t[256];
@@ -246,8 +247,8 @@ static double mariadb_only(int workers)
     pthread_mutex_destroy(&r.lock);
     of_report_t rep;
     hg_order_error_t err;
-    if (r.cancelled != orders || r.failed != 0 || oe_check(&env, name, 3600, &rep, &err) != 0 || !rep.ok
-        || rep.cancelled != orders)
+    if (r.cancelled != orders || r.failed != 0 || oe_check(&env, name, 3600, &rep, &err) != 0 || !rep.ok ||
+        rep.cancelled != orders)
         die("MariaDB only", "not every order was cancelled exactly once");
     hg_order_db_close(db);
     return (double)(r.t1 - r.t0) / 1e6;
@@ -274,7 +275,7 @@ static whole_t whole_daemon(int workers)
         die("mkdtemp", dir);
     snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
     int port = tu_free_port();
-    const char *extra[] = {"--topic", name, NULL};
+    const char *extra[] = { "--topic", name, NULL };
     pid_t pid = oe_start_consumer(&env, name, name, workers, port, log_path, extra);
     if (pid < 0)
         die("hourglass-consumer", "cannot start it");
@@ -288,8 +289,9 @@ static whole_t whole_daemon(int workers)
     }
     sleep_ms(300); /* every worker connected and blocked in PULL */
 
-    static const char *const names[] = {"hourglass_consumer_cancelled_total", "hourglass_consumer_handler_seconds_sum",
-                                        "hourglass_consumer_handler_seconds_count", "hourglass_consumer_retries_total"};
+    static const char *const names[] = { "hourglass_consumer_cancelled_total", "hourglass_consumer_handler_seconds_sum",
+                                         "hourglass_consumer_handler_seconds_count",
+                                         "hourglass_consumer_retries_total" };
     double v[4];
     uint64_t t0 = now_us();
     send_ids(name, orders);
@@ -311,7 +313,7 @@ static whole_t whole_daemon(int workers)
     }
     hg_order_db_close(db);
     tu_rmtree(dir);
-    whole_t w = {(double)us / 1e6, v[2] > 0 ? v[1] / v[2] : 0, v[3]};
+    whole_t w = { (double)us / 1e6, v[2] > 0 ? v[1] / v[2] : 0, v[3] };
     return w;
 }
 
@@ -342,7 +344,7 @@ static void loadavg(char *buf, size_t len)
 
 int main(int argc, char **argv)
 {
-    int counts[MAX_WORKER_COUNTS] = {1, 4, 8}, ncounts = 3, reps = 3;
+    int counts[MAX_WORKER_COUNTS] = { 1, 4, 8 }, ncounts = 3, reps = 3;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--orders") == 0 && i + 1 < argc) {
@@ -359,8 +361,9 @@ int main(int argc, char **argv)
                     break;
             }
         } else {
-            fprintf(stderr, "usage: %s [--orders N] [--workers W,W,…] [--reps R]\n"
-                            "  hourglass-consumer cancel throughput and its time split (docs/order-cancel.md)\n",
+            fprintf(stderr,
+                    "usage: %s [--orders N] [--workers W,W,…] [--reps R]\n"
+                    "  hourglass-consumer cancel throughput and its time split (docs/order-cancel.md)\n",
                     argv[0]);
             return strcmp(a, "--help") == 0 ? 0 : 2;
         }
@@ -382,8 +385,8 @@ int main(int argc, char **argv)
     if (oe_start(&env, NULL, err, sizeof err) != 0)
         die("start", err);
     loadavg(load0, sizeof load0);
-    printf("consumer-bench: %zu orders/messages per run, median of %d run%s, %ld CPUs, load average %s\n", orders,
-           reps, reps > 1 ? "s" : "", sysconf(_SC_NPROCESSORS_ONLN), load0);
+    printf("consumer-bench: %zu orders/messages per run, median of %d run%s, %ld CPUs, load average %s\n", orders, reps,
+           reps > 1 ? "s" : "", sysconf(_SC_NPROCESSORS_ONLN), load0);
 
     double a[MAX_WORKER_COUNTS], b[MAX_WORKER_COUNTS], c[MAX_WORKER_COUNTS], h[MAX_WORKER_COUNTS];
     for (int i = 0; i < ncounts; i++) {
@@ -407,7 +410,8 @@ int main(int argc, char **argv)
 
     double n = (double)orders;
     printf("\nThroughput: µs per message = wall time / messages (1 / throughput), median of %d;"
-           " load average %s → %s\n\n", reps, load0, load1);
+           " load average %s → %s\n\n",
+           reps, load0, load1);
     printf("| workers | (a) broker only | (b) MariaDB only | a + b | (c) hourglass-consumer | (c) orders/s |\n");
     printf("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (int i = 0; i < ncounts; i++) {

@@ -54,34 +54,40 @@
 #include "tests/helpers/testutil.h"
 
 #define PAYLOAD_BYTES 64
-#define MAX_CLIENTS 64
-#define CONSUMERS 2
+#define MAX_CLIENTS   64
+#define CONSUMERS     2
 
 typedef struct options {
     int quick;
-    const char *only;        /* NULL: every part but capacity */
+    const char *only; /* NULL: every part but capacity */
     int capacity;
     int zadd_port;
     int clients;
     int pipeline;
-    long send_n;             /* messages per send run */
+    long send_n; /* messages per send run */
     long delivery_n;
     int steady_rate;
     int steady_secs;
     long capacity_n;
     const char *capacity_fsync;
-    const char *pull_count;  /* PULL COUNT of the consumers */
-    const char *broker_flags[16];   /* --broker-flag: added to every broker started */
+    const char *pull_count;       /* PULL COUNT of the consumers */
+    const char *broker_flags[16]; /* --broker-flag: added to every broker started */
     int nbroker_flags;
 } options_t;
 
 static options_t opt = {
-    .clients = 8, .pipeline = 128, .send_n = 1000000, .delivery_n = 200000,
-    .steady_rate = 10000, .steady_secs = 10, .capacity_n = 10000000, .capacity_fsync = "always",
+    .clients = 8,
+    .pipeline = 128,
+    .send_n = 1000000,
+    .delivery_n = 200000,
+    .steady_rate = 10000,
+    .steady_secs = 10,
+    .capacity_n = 10000000,
+    .capacity_fsync = "always",
     .pull_count = "100",
 };
 
-static int broken;   /* something failed: the exit status */
+static int broken; /* something failed: the exit status */
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -111,7 +117,7 @@ static uint64_t wall_us(void)
 
 static void sleep_us(uint64_t us)
 {
-    struct timespec ts = {.tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000L};
+    struct timespec ts = { .tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000L };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
 }
@@ -161,7 +167,7 @@ static double proc_cpu_secs(pid_t pid)
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = '\0';
-    const char *p = strrchr(buf, ')');   /* fields after "(comm)" */
+    const char *p = strrchr(buf, ')'); /* fields after "(comm)" */
     if (p == NULL)
         return -1;
     unsigned long long ut = 0, st = 0;
@@ -173,16 +179,19 @@ static double proc_cpu_secs(pid_t pid)
 
 /* ---- send throughput ------------------------------------------------------------ */
 
-typedef enum { CMD_SEND, CMD_ZADD } cmd_kind_t;
+typedef enum {
+    CMD_SEND,
+    CMD_ZADD
+} cmd_kind_t;
 
 typedef struct send_worker {
     int index, port;
     cmd_kind_t kind;
-    long n;                  /* messages to send */
+    long n; /* messages to send */
     const char *topic;
-    const char *level;       /* "LEVEL" value, e.g. "2" */
+    const char *level; /* "LEVEL" value, e.g. "2" */
     pthread_barrier_t *go;
-    int64_t *batch_us;       /* round trip of each pipeline batch */
+    int64_t *batch_us; /* round trip of each pipeline batch */
     long nbatch;
     long done;
     char err[300];
@@ -270,7 +279,7 @@ static send_result_t run_send(int port, cmd_kind_t kind, long n, const char *top
     uint64_t t0 = now_us();
     for (int i = 0; i < opt.clients; i++)
         pthread_join(th[i], NULL);
-    send_result_t res = {0};
+    send_result_t res = { 0 };
     res.secs = (double)(now_us() - t0) / 1e6;
     pthread_barrier_destroy(&go);
     long nb = 0;
@@ -322,10 +331,10 @@ static void info_value(int port, const char *key, char *buf, size_t len)
 
 static void part_send(void)
 {
-    static const char *const fs[] = {"always", "no"};
-    double rate[2] = {0, 0};
+    static const char *const fs[] = { "always", "no" };
+    double rate[2] = { 0, 0 };
     for (int i = 0; i < 2; i++) {
-        const char *flags[] = {"--fsync", fs[i], NULL};
+        const char *flags[] = { "--fsync", fs[i], NULL };
         bp_broker_t b;
         start_broker(&b, flags);
         double cpu0 = proc_cpu_secs(b.pid);
@@ -341,8 +350,8 @@ static void part_send(void)
         info_value(b.port, "avg_batch", avg, sizeof avg);
         info_value(b.port, "commit_p99_ms", p99, sizeof p99);
         if (batches[0] || avg[0])
-            printf("  broker INFO: group_commits %s, avg_batch %s jobs, commit_p99_ms %s\n\n", batches[0] ? batches : "?",
-                   avg[0] ? avg : "?", p99[0] ? p99 : "?");
+            printf("  broker INFO: group_commits %s, avg_batch %s jobs, commit_p99_ms %s\n\n",
+                   batches[0] ? batches : "?", avg[0] ? avg : "?", p99[0] ? p99 : "?");
         rate[i] = r.rate;
         bp_destroy(&b);
     }
@@ -361,10 +370,10 @@ static void part_zadd(void)
 
 typedef struct consumer {
     int port;
-    long target;             /* stop when the shared count reaches it */
-    long *shared;            /* delivered so far, all consumers (atomic) */
-    int *stop;               /* atomic */
-    int64_t *late_us;        /* lateness of each message received */
+    long target;      /* stop when the shared count reaches it */
+    long *shared;     /* delivered so far, all consumers (atomic) */
+    int *stop;        /* atomic */
+    int64_t *late_us; /* lateness of each message received */
     long n, cap;
     long pulls;
     char err[300];
@@ -378,12 +387,13 @@ static void *consumer_main(void *arg)
         snprintf(cs->err, sizeof cs->err, "connect: %s", c.err);
         return NULL;
     }
-    enum { MAXC = 1000 };
+    enum {
+        MAXC = 1000
+    };
     static __thread char ids[MAXC][17];
     int nids = 0;
     for (;;) {
-        if (__atomic_load_n(cs->stop, __ATOMIC_SEQ_CST)
-            || __atomic_load_n(cs->shared, __ATOMIC_SEQ_CST) >= cs->target)
+        if (__atomic_load_n(cs->stop, __ATOMIC_SEQ_CST) || __atomic_load_n(cs->shared, __ATOMIC_SEQ_CST) >= cs->target)
             break;
         /* ACK the previous batch and PULL the next in one write. */
         int acking = nids > 0;
@@ -505,7 +515,7 @@ static void consumers_finish(consumers_t *g, long target, int deadline_ms, const
     }
     qsort(all, (size_t)n, sizeof *all, cmp_i64);
     long early = 0;
-    for (long i = 0; i < n && all[i] < -1000; i++)   /* more than 1 ms early (due_ms is truncated) */
+    for (long i = 0; i < n && all[i] < -1000; i++) /* more than 1 ms early (due_ms is truncated) */
         early++;
     printf("  delivered %ld of %ld (%ld PULLs by %d consumers)\n", n, target, pulls, CONSUMERS);
     printf("  lateness (PULL reply received - due_ms): min %.1f ms, p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, "
@@ -549,11 +559,11 @@ static void part_delivery(void)
 /* ---- steady rate ----------------------------------------------------------------- */
 
 #define STEADY_PRODUCERS 2
-#define TICK_US 10000
+#define TICK_US          10000
 
 typedef struct pacer {
     int port;
-    long per_tick;           /* messages per 10 ms tick for this producer */
+    long per_tick; /* messages per 10 ms tick for this producer */
     long ticks;
     long sent;
     uint64_t t0;
@@ -623,7 +633,7 @@ static void part_steady(void)
         p[i].port = b.port;
         p[i].per_tick = per_tick;
         p[i].ticks = ticks;
-        p[i].t0 = t0 + (uint64_t)i * (TICK_US / STEADY_PRODUCERS);   /* interleave the producers */
+        p[i].t0 = t0 + (uint64_t)i * (TICK_US / STEADY_PRODUCERS); /* interleave the producers */
         pthread_create(&th[i], NULL, pacer_main, &p[i]);
     }
     long sent = 0;
@@ -639,8 +649,8 @@ static void part_steady(void)
         }
     }
     double secs = (double)(now_us() - t0) / 1e6;
-    printf("  sent %ld in %.2f s (%.0f msg/s achieved; the pacer fell behind its schedule by at most %.1f ms)\n",
-           sent, secs, (double)sent / secs, (double)behind / 1000);
+    printf("  sent %ld in %.2f s (%.0f msg/s achieved; the pacer fell behind its schedule by at most %.1f ms)\n", sent,
+           secs, (double)sent / secs, (double)behind / 1000);
     consumers_finish(&g, sent, 60000, "steady", "steady", 0, 0);
     char p99[32];
     info_value(b.port, "lateness_p99_ms", p99, sizeof p99);
@@ -729,7 +739,7 @@ static int64_t restart_to_ping_us(bp_broker_t *b)
 
 static void part_capacity(void)
 {
-    const char *flags[] = {"--fsync", opt.capacity_fsync, NULL};
+    const char *flags[] = { "--fsync", opt.capacity_fsync, NULL };
     bp_broker_t b;
     start_broker(&b, flags);
     printf("====== capacity: %ld messages pending at LEVEL 18 (2 h), fsync %s ======\n", opt.capacity_n,
@@ -771,16 +781,15 @@ static void part_capacity(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: hourglass-bench [--quick] [--only send|zadd|delivery|steady|capacity] [--capacity]\n"
-            "                       [--zadd-port PORT] [--clients C] [--pipeline P] [-n N]\n"
-            "                       [--delivery-n N] [--steady-rate R] [--steady-secs S]\n"
-            "                       [--capacity-n N] [--capacity-fsync always|no] [--broker PATH]\n"
-            "                       [--pull-count N] [--broker-flag ARG]...\n"
-            "Prints figures; fails only when something is broken. Default broker: $HG_BROKER or\n"
-            "the build dir's hourglass-broker. --capacity adds the long 10^7-message part.\n"
-            "--broker-flag ARG adds ARG to every broker command line (repeat it: --broker-flag --fsync\n"
-            "--broker-flag no); --pull-count sets the consumers' PULL COUNT (default 100).\n");
+    fprintf(f, "usage: hourglass-bench [--quick] [--only send|zadd|delivery|steady|capacity] [--capacity]\n"
+               "                       [--zadd-port PORT] [--clients C] [--pipeline P] [-n N]\n"
+               "                       [--delivery-n N] [--steady-rate R] [--steady-secs S]\n"
+               "                       [--capacity-n N] [--capacity-fsync always|no] [--broker PATH]\n"
+               "                       [--pull-count N] [--broker-flag ARG]...\n"
+               "Prints figures; fails only when something is broken. Default broker: $HG_BROKER or\n"
+               "the build dir's hourglass-broker. --capacity adds the long 10^7-message part.\n"
+               "--broker-flag ARG adds ARG to every broker command line (repeat it: --broker-flag --fsync\n"
+               "--broker-flag no); --pull-count sets the consumers' PULL COUNT (default 100).\n");
 }
 
 static int want(const char *part)

@@ -47,7 +47,7 @@
  * Single-threaded; the open probe runs as a child process (/proc/self/exe
  * --probe-open DIR).
  */
-#define _GNU_SOURCE   /* nftw's FTW_DEPTH/FTW_PHYS */
+#define _GNU_SOURCE /* nftw's FTW_DEPTH/FTW_PHYS */
 #include "levels/store.h"
 #include "base/alloc.h"
 
@@ -63,42 +63,44 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BENCH_T0_MS UINT64_C(1700000000000)   /* the injected clock's start */
-#define BENCH_TOPIC "bench"
-#define BENCH_GROUP "bench-group"
-#define BENCH_PAYLOAD 64
-#define BENCH_RAW_VALUE 100
-#define BENCH_RAW_KEY 18                      /* 'L' level(u8) due(u64) seq(u64), like the store's */
-#define BENCH_LEASE_MS 60000
-#define BENCH_MAX_PIPELINE 50000L             /* messages per pipeline cycle, at most */
-#define BENCH_MAX_CYCLES 64
-#define BENCH_SEEK_REPS 101
-#define BENCH_NAIVE_REPS 5
-#define BENCH_OPEN_PROBES 3
-#define BENCH_OPEN_LEVEL 18
+#define BENCH_T0_MS        UINT64_C(1700000000000) /* the injected clock's start */
+#define BENCH_TOPIC        "bench"
+#define BENCH_GROUP        "bench-group"
+#define BENCH_PAYLOAD      64
+#define BENCH_RAW_VALUE    100
+#define BENCH_RAW_KEY      18 /* 'L' level(u8) due(u64) seq(u64), like the store's */
+#define BENCH_LEASE_MS     60000
+#define BENCH_MAX_PIPELINE 50000L /* messages per pipeline cycle, at most */
+#define BENCH_MAX_CYCLES   64
+#define BENCH_SEEK_REPS    101
+#define BENCH_NAIVE_REPS   5
+#define BENCH_OPEN_PROBES  3
+#define BENCH_OPEN_LEVEL   18
 
 static const int bench_batches[] = { 1, 64, 1024 };
 #define BENCH_N_BATCHES ((int)(sizeof bench_batches / sizeof bench_batches[0]))
 
 typedef struct bench {
     int quick;
-    const char *only;          /* NULL: every part */
-    char *dir;                 /* where the case directories go */
-    int dir_is_temp;           /* 1: created by us, removed at the end */
-    const char *self;          /* argv[0], for the probe's argv */
-    double raw_rate[BENCH_N_BATCHES][2];   /* puts/s by batch index and sync; 0 = not measured */
-    int failures;              /* targets missed (reported, never fatal) */
+    const char *only;                    /* NULL: every part */
+    char *dir;                           /* where the case directories go */
+    int dir_is_temp;                     /* 1: created by us, removed at the end */
+    const char *self;                    /* argv[0], for the probe's argv */
+    double raw_rate[BENCH_N_BATCHES][2]; /* puts/s by batch index and sync; 0 = not measured */
+    int failures;                        /* targets missed (reported, never fatal) */
 } bench_t;
 
 /* ---- small helpers ---------------------------------------------------------- */
 
-static char *bench_temp_dir;   /* the mkdtemp to remove at exit, error or not; NULL with --dir */
+static char *bench_temp_dir; /* the mkdtemp to remove at exit, error or not; NULL with --dir */
 
 static void bench_rm_tree(const char *path);
 
 static void bench_remove_temp(void)
 {
-    if (bench_temp_dir != NULL) { bench_rm_tree(bench_temp_dir); }
+    if (bench_temp_dir != NULL) {
+        bench_rm_tree(bench_temp_dir);
+    }
 }
 
 static void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -137,7 +139,9 @@ static double bench_now(void)
 static long bench_status_kib(const char *field)
 {
     FILE *f = fopen("/proc/self/status", "r");
-    if (f == NULL) { return -1; }
+    if (f == NULL) {
+        return -1;
+    }
     char line[256];
     long kib = -1;
     size_t flen = strlen(field);
@@ -155,7 +159,9 @@ static uint64_t bench_dir_bytes_total;
 
 static int bench_du_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-    (void)path; (void)flag; (void)ftw;
+    (void)path;
+    (void)flag;
+    (void)ftw;
     bench_dir_bytes_total += (uint64_t)st->st_blocks * 512;
     return 0;
 }
@@ -170,8 +176,11 @@ static uint64_t bench_dir_bytes(const char *path)
 
 static int bench_rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-    (void)st; (void)ftw;
-    if (flag == FTW_DP) { return rmdir(path); }
+    (void)st;
+    (void)ftw;
+    if (flag == FTW_DP) {
+        return rmdir(path);
+    }
     return unlink(path);
 }
 
@@ -205,7 +214,9 @@ static char *bench_case_dir(const bench_t *b, const char *fmt, ...)
 /* Done with a case directory: removed when the whole --dir is ours. */
 static void bench_case_done(const bench_t *b, char *path)
 {
-    if (b->dir_is_temp) { bench_rm_tree(path); }
+    if (b->dir_is_temp) {
+        bench_rm_tree(path);
+    }
     free(path);
 }
 
@@ -228,7 +239,9 @@ static void bench_fill(char *buf, size_t n, uint64_t seed)
 {
     uint64_t x = seed * 0x9E3779B97F4A7C15ULL + 1;
     for (size_t i = 0; i < n; i++) {
-        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
         buf[i] = (char)('!' + x % 94);
     }
 }
@@ -240,8 +253,8 @@ static void bench_fill(char *buf, size_t n, uint64_t seed)
 static void bench_header(void)
 {
     printf(BENCH_ROW_FMT, "part", "case", "figure", "unit", "limit/target", "ratio");
-    printf(BENCH_ROW_FMT, "---------", "----------------------------------------------", "------------",
-           "-------", "--------------------------------", "-----------");
+    printf(BENCH_ROW_FMT, "---------", "----------------------------------------------", "------------", "-------",
+           "--------------------------------", "-----------");
     fflush(stdout);
 }
 
@@ -264,7 +277,9 @@ static void bench_row(const char *part, const char *name, double figure, int dec
 /* "ok" or "MISSED" (and count the miss). */
 static const char *bench_verdict(bench_t *b, int ok)
 {
-    if (!ok) { b->failures++; }
+    if (!ok) {
+        b->failures++;
+    }
     return ok ? "ok" : "MISSED";
 }
 
@@ -299,7 +314,9 @@ static void raw_open(raw_db_t *r, const char *path, int create, int sync)
     leveldb_writeoptions_set_sync(r->wopt, (unsigned char)sync);
     char *err = NULL;
     r->db = leveldb_open(r->opt, path, &err);
-    if (err != NULL) { bench_die("leveldb_open %s: %s", path, err); }
+    if (err != NULL) {
+        bench_die("leveldb_open %s: %s", path, err);
+    }
 }
 
 static void raw_close(raw_db_t *r)
@@ -316,8 +333,12 @@ static void raw_key(char *k, uint64_t due, uint64_t seq)
 {
     k[0] = 'L';
     k[1] = 1;
-    for (int i = 0; i < 8; i++) { k[2 + i] = (char)(due >> (56 - 8 * i)); }
-    for (int i = 0; i < 8; i++) { k[10 + i] = (char)(seq >> (56 - 8 * i)); }
+    for (int i = 0; i < 8; i++) {
+        k[2 + i] = (char)(due >> (56 - 8 * i));
+    }
+    for (int i = 0; i < 8; i++) {
+        k[10 + i] = (char)(seq >> (56 - 8 * i));
+    }
 }
 
 /* One raw batch of `batch` puts (keys and values like the store's), written
@@ -332,14 +353,18 @@ static void raw_write_batch(raw_db_t *r, leveldb_writebatch_t *wb, int batch, ui
     }
     char *err = NULL;
     leveldb_write(r->db, r->wopt, wb, &err);
-    if (err != NULL) { bench_die("raw leveldb_write: %s", err); }
+    if (err != NULL) {
+        bench_die("raw leveldb_write: %s", err);
+    }
     leveldb_writebatch_clear(wb);
 }
 
 /* Measure raw puts/s for (batch index bi, sync); cached; prints its row. */
 static double raw_rate(bench_t *b, int bi, int sync)
 {
-    if (b->raw_rate[bi][sync] > 0) { return b->raw_rate[bi][sync]; }
+    if (b->raw_rate[bi][sync] > 0) {
+        return b->raw_rate[bi][sync];
+    }
     int batch = bench_batches[bi];
     double budget = b->quick ? 0.15 : 1.0;
     char *path = bench_case_dir(b, "raw-b%d-%s", batch, sync ? "sync" : "nosync");
@@ -383,7 +408,10 @@ static void raw_sustained(bench_t *b, int sync)
         raw_write_batch(&r, wb, batch, &seq);
         puts += batch;
         t = bench_now();
-        if (puts_at_2s < 0 && t - t0 >= 2.0) { puts_at_2s = puts; t2 = t; }
+        if (puts_at_2s < 0 && t - t0 >= 2.0) {
+            puts_at_2s = puts;
+            t2 = t;
+        }
     } while (t - t0 < 4.0);
     leveldb_writebatch_destroy(wb);
     raw_close(&r);
@@ -396,7 +424,9 @@ static void raw_sustained(bench_t *b, int sync)
 static void part_raw(bench_t *b)
 {
     for (int sync = 1; sync >= 0; sync--) {
-        for (int bi = 0; bi < BENCH_N_BATCHES; bi++) { raw_rate(b, bi, sync); }
+        for (int bi = 0; bi < BENCH_N_BATCHES; bi++) {
+            raw_rate(b, bi, sync);
+        }
     }
     if (!b->quick) {
         raw_sustained(b, 1);
@@ -415,20 +445,26 @@ static store_t *bench_store_open(const char *path, int sync, int create)
     o.create_if_missing = create;
     store_t *s = NULL;
     char err[512];
-    if (store_open(&o, &s, err, sizeof err) != 0) { bench_die("store_open: %s", err); }
+    if (store_open(&o, &s, err, sizeof err) != 0) {
+        bench_die("store_open: %s", err);
+    }
     return s;
 }
 
 static void bench_commit(store_t *s)
 {
     char err[512];
-    if (store_commit(s, err, sizeof err) != 0) { bench_die("store_commit: %s", err); }
+    if (store_commit(s, err, sizeof err) != 0) {
+        bench_die("store_commit: %s", err);
+    }
 }
 
 static void bench_close(store_t *s)
 {
     char err[512];
-    if (store_close(s, err, sizeof err) != 0) { bench_die("store_close: %s", err); }
+    if (store_close(s, err, sizeof err) != 0) {
+        bench_die("store_close: %s", err);
+    }
 }
 
 /* store_send at `level` of one message with a 64-byte payload. */
@@ -436,10 +472,15 @@ static void bench_send(store_t *s, int level, uint64_t now_ms, uint64_t n)
 {
     char payload[BENCH_PAYLOAD], err[512];
     bench_fill(payload, sizeof payload, n);
-    store_send_req_t req = { .topic = BENCH_TOPIC, .topic_len = strlen(BENCH_TOPIC),
-                             .payload = payload, .payload_len = sizeof payload, .level = level };
+    store_send_req_t req = { .topic = BENCH_TOPIC,
+                             .topic_len = strlen(BENCH_TOPIC),
+                             .payload = payload,
+                             .payload_len = sizeof payload,
+                             .level = level };
     uint64_t id, due;
-    if (store_send(s, &req, now_ms, &id, &due, err, sizeof err) != 0) { bench_die("store_send: %s", err); }
+    if (store_send(s, &req, now_ms, &id, &due, err, sizeof err) != 0) {
+        bench_die("store_send: %s", err);
+    }
 }
 
 /* Move up to max due heads; returns how many moved. */
@@ -456,7 +497,7 @@ static int bench_move(store_t *s, uint64_t now_ms, int max)
 /* ---- pipeline ----------------------------------------------------------------- */
 
 typedef struct cycle_secs {
-    double stage[4];   /* send, move_due, lease, ack */
+    double stage[4]; /* send, move_due, lease, ack */
 } cycle_secs_t;
 
 static const char *const pipeline_stages[4] = { "send", "move_due", "lease", "ack" };
@@ -472,9 +513,15 @@ static long pipeline_size(const bench_t *b, double raw, int batch)
     long n = (long)(raw * (b->quick ? 0.005 : 0.05));
     long floor_n = b->quick ? 50 : 200;
     long cap = b->quick ? BENCH_MAX_PIPELINE / 5 : BENCH_MAX_PIPELINE;
-    if (n < floor_n) { n = floor_n; }
-    if (n < 4L * batch) { n = 4L * batch; }
-    if (n > cap) { n = cap; }
+    if (n < floor_n) {
+        n = floor_n;
+    }
+    if (n < 4L * batch) {
+        n = 4L * batch;
+    }
+    if (n > cap) {
+        n = cap;
+    }
     return (n + batch - 1) / batch * batch;
 }
 
@@ -485,8 +532,8 @@ static void pipeline_cycle(bench_t *b, int batch, int sync, long n, int rep, cyc
     store_t *s = bench_store_open(path, sync, 1);
     char err[512];
     uint64_t clock_ms = BENCH_T0_MS;
-    if (store_group_create(s, BENCH_GROUP, strlen(BENCH_GROUP), BENCH_TOPIC, strlen(BENCH_TOPIC), 1, -1,
-                           clock_ms, err, sizeof err) != 0) {
+    if (store_group_create(s, BENCH_GROUP, strlen(BENCH_GROUP), BENCH_TOPIC, strlen(BENCH_TOPIC), 1, -1, clock_ms, err,
+                           sizeof err) != 0) {
         bench_die("store_group_create: %s", err);
     }
     bench_commit(s);
@@ -495,7 +542,9 @@ static void pipeline_cycle(bench_t *b, int batch, int sync, long n, int rep, cyc
     double t0 = bench_now();
     for (long i = 0; i < n; i++) {
         bench_send(s, 1, clock_ms, (uint64_t)i);
-        if ((i + 1) % batch == 0) { bench_commit(s); }
+        if ((i + 1) % batch == 0) {
+            bench_commit(s);
+        }
     }
     bench_commit(s);
     out->stage[0] = bench_now() - t0;
@@ -506,7 +555,9 @@ static void pipeline_cycle(bench_t *b, int batch, int sync, long n, int rep, cyc
     long moved = 0;
     while (moved < n) {
         int m = bench_move(s, clock_ms, batch);
-        if (m == 0) { bench_die("store_move_due moved %ld of %ld due messages", moved, n); }
+        if (m == 0) {
+            bench_die("store_move_due moved %ld of %ld due messages", moved, n);
+        }
         bench_commit(s);
         moved += m;
     }
@@ -519,11 +570,13 @@ static void pipeline_cycle(bench_t *b, int batch, int sync, long n, int rep, cyc
     long leased = 0;
     while (leased < n) {
         int got = 0;
-        if (store_lease(s, BENCH_GROUP, strlen(BENCH_GROUP), BENCH_TOPIC, strlen(BENCH_TOPIC), batch,
-                        BENCH_LEASE_MS, clock_ms, msgs, &got, err, sizeof err) != 0) {
+        if (store_lease(s, BENCH_GROUP, strlen(BENCH_GROUP), BENCH_TOPIC, strlen(BENCH_TOPIC), batch, BENCH_LEASE_MS,
+                        clock_ms, msgs, &got, err, sizeof err) != 0) {
             bench_die("store_lease: %s", err);
         }
-        if (got == 0) { bench_die("store_lease gave %ld of %ld ready messages", leased, n); }
+        if (got == 0) {
+            bench_die("store_lease gave %ld of %ld ready messages", leased, n);
+        }
         for (int i = 0; i < got; i++) {
             ids[leased + i] = msgs[i].m.id;
             msg_owned_free(&msgs[i]);
@@ -540,7 +593,9 @@ static void pipeline_cycle(bench_t *b, int batch, int sync, long n, int rep, cyc
         if (store_ack(s, BENCH_GROUP, strlen(BENCH_GROUP), ids + i, k, &released, err, sizeof err) != 0) {
             bench_die("store_ack: %s", err);
         }
-        if (released != k) { bench_die("store_ack released %d of %d leases", released, k); }
+        if (released != k) {
+            bench_die("store_ack released %d of %d leases", released, k);
+        }
         bench_commit(s);
     }
     out->stage[3] = bench_now() - t0;
@@ -573,7 +628,9 @@ static void pipeline_case(bench_t *b, int bi, int sync)
     while (reps < BENCH_MAX_CYCLES && (reps < min_reps || bench_now() - t0 < budget)) {
         cycle_secs_t c;
         pipeline_cycle(b, batch, sync, n, reps, &c);
-        for (int i = 0; i < 4; i++) { rate[i][reps] = (double)n / c.stage[i]; }
+        for (int i = 0; i < 4; i++) {
+            rate[i][reps] = (double)n / c.stage[i];
+        }
         cycle[reps] = (double)n / (c.stage[0] + c.stage[1] + c.stage[2] + c.stage[3]);
         reps++;
     }
@@ -598,7 +655,9 @@ static void pipeline_case(bench_t *b, int bi, int sync)
 static void part_pipeline(bench_t *b)
 {
     for (int sync = 1; sync >= 0; sync--) {
-        for (int bi = 0; bi < BENCH_N_BATCHES; bi++) { pipeline_case(b, bi, sync); }
+        for (int bi = 0; bi < BENCH_N_BATCHES; bi++) {
+            pipeline_case(b, bi, sync);
+        }
     }
 }
 
@@ -630,7 +689,9 @@ static double seek_move_once(store_t *s, uint64_t *clock_ms, int fresh_on_level,
     double t0 = bench_now();
     int m = bench_move(s, *clock_ms, 1);
     double us = (bench_now() - t0) * 1e6;
-    if (m != 1) { bench_die("store_move_due moved %d messages, wanted 1", m); }
+    if (m != 1) {
+        bench_die("store_move_due moved %d messages, wanted 1", m);
+    }
     bench_commit(s);
     return us;
 }
@@ -687,9 +748,11 @@ static double seek_lease_us(const bench_t *b, store_t *s, uint64_t clock_ms)
                         clock_ms, &m, &got, err, sizeof err) != 0) {
             bench_die("store_lease: %s", err);
         }
-        if (got != 1) { bench_die("store_lease found no ready message"); }
+        if (got != 1) {
+            bench_die("store_lease found no ready message");
+        }
         bench_commit(s);
-        store_next_lease_deadline(s);          /* as the scheduler does after a PULL */
+        store_next_lease_deadline(s); /* as the scheduler does after a PULL */
         uint64_t id = m.m.id;
         msg_owned_free(&m);
         if (store_ack(s, BENCH_GROUP, strlen(BENCH_GROUP), &id, 1, &released, err, sizeof err) != 0) {
@@ -699,7 +762,9 @@ static double seek_lease_us(const bench_t *b, store_t *s, uint64_t clock_ms)
         double t0 = bench_now();
         uint64_t next = store_next_lease_deadline(s);
         us[i] = (bench_now() - t0) * 1e6;
-        if (next != UINT64_MAX) { bench_die("a lease is left after the ack"); }
+        if (next != UINT64_MAX) {
+            bench_die("a lease is left after the ack");
+        }
     }
     return bench_median(us, BENCH_SEEK_REPS);
 }
@@ -707,8 +772,8 @@ static double seek_lease_us(const bench_t *b, store_t *s, uint64_t clock_ms)
 static void part_seek(bench_t *b)
 {
     long pops = b->quick ? 20000 : 1000000;
-    long pops2 = pops / 10;                     /* popped heads on level 2, for the drain case */
-    long total = pops + 10 + 4L * BENCH_SEEK_REPS + 50;   /* a live tail stays behind the measured heads */
+    long pops2 = pops / 10;                             /* popped heads on level 2, for the drain case */
+    long total = pops + 10 + 4L * BENCH_SEEK_REPS + 50; /* a live tail stays behind the measured heads */
     char *path = bench_case_dir(b, "seek");
     store_t *s = bench_store_open(path, 0, 1);
     char err[512], name[96], limit[64];
@@ -718,7 +783,9 @@ static void part_seek(bench_t *b)
     bench_progress("seek: sending %ld messages to level 1 (sync off)", total);
     for (long i = 0; i < total; i++) {
         bench_send(s, 1, clock_ms, (uint64_t)i);
-        if ((i + 1) % 10000 == 0) { bench_commit(s); }
+        if ((i + 1) % 10000 == 0) {
+            bench_commit(s);
+        }
     }
     bench_commit(s);
     clock_ms += 1000 + 1;
@@ -753,12 +820,16 @@ static void part_seek(bench_t *b)
     bench_progress("seek: popping %ld heads of level 2, draining level 1", pops2);
     for (long i = 0; i < pops2; i++) {
         bench_send(s, 2, clock_ms, (uint64_t)i);
-        if ((i + 1) % 10000 == 0) { bench_commit(s); }
+        if ((i + 1) % 10000 == 0) {
+            bench_commit(s);
+        }
     }
-    bench_send(s, 2, clock_ms + 3600 * 1000, 0);      /* level 2's live head, an hour later */
+    bench_send(s, 2, clock_ms + 3600 * 1000, 0); /* level 2's live head, an hour later */
     bench_commit(s);
     clock_ms += 5000 + 1;
-    while (bench_move(s, clock_ms, 10000) > 0) { bench_commit(s); }
+    while (bench_move(s, clock_ms, 10000) > 0) {
+        bench_commit(s);
+    }
     bench_commit(s);
     double drain = seek_store_us(b, s, &clock_ms, 1);
     snprintf(name, sizeof name, "move_due draining level 1, %ld popped on 2", pops2);
@@ -775,12 +846,17 @@ static void part_seek(bench_t *b)
     uint64_t *ids = xmalloc(10000 * sizeof *ids);
     for (long done = 0; done < to_ack;) {
         int want = to_ack - done < 10000 ? (int)(to_ack - done) : 10000, got = 0, released = 0;
-        if (store_lease(s, BENCH_GROUP, strlen(BENCH_GROUP), BENCH_TOPIC, strlen(BENCH_TOPIC), want,
-                        BENCH_LEASE_MS, clock_ms, msgs, &got, err, sizeof err) != 0) {
+        if (store_lease(s, BENCH_GROUP, strlen(BENCH_GROUP), BENCH_TOPIC, strlen(BENCH_TOPIC), want, BENCH_LEASE_MS,
+                        clock_ms, msgs, &got, err, sizeof err) != 0) {
             bench_die("store_lease: %s", err);
         }
-        if (got == 0) { bench_die("store_lease found no ready message (%ld of %ld leased)", done, to_ack); }
-        for (int i = 0; i < got; i++) { ids[i] = msgs[i].m.id; msg_owned_free(&msgs[i]); }
+        if (got == 0) {
+            bench_die("store_lease found no ready message (%ld of %ld leased)", done, to_ack);
+        }
+        for (int i = 0; i < got; i++) {
+            ids[i] = msgs[i].m.id;
+            msg_owned_free(&msgs[i]);
+        }
         bench_commit(s);
         if (store_ack(s, BENCH_GROUP, strlen(BENCH_GROUP), ids, got, &released, err, sizeof err) != 0) {
             bench_die("store_ack: %s", err);
@@ -817,7 +893,9 @@ static int probe_open_main(const char *path)
     double ms = (bench_now() - t0) * 1e3;
     long after = bench_status_kib("VmRSS");
     store_level_info_t li;
-    if (store_level_info(s, BENCH_OPEN_LEVEL, &li) != 0) { bench_die("no level %d", BENCH_OPEN_LEVEL); }
+    if (store_level_info(s, BENCH_OPEN_LEVEL, &li) != 0) {
+        bench_die("no level %d", BENCH_OPEN_LEVEL);
+    }
     printf("%.3f %ld %ld %llu\n", ms, before, after, (unsigned long long)li.depth);
     fflush(stdout);
     bench_close(s);
@@ -829,11 +907,15 @@ static int probe_open_main(const char *path)
 static void open_probe(const bench_t *b, const char *path, open_probe_t *out)
 {
     int fd[2];
-    if (pipe(fd) != 0) { bench_die("pipe: %s", strerror(errno)); }
+    if (pipe(fd) != 0) {
+        bench_die("pipe: %s", strerror(errno));
+    }
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
-    if (pid < 0) { bench_die("fork: %s", strerror(errno)); }
+    if (pid < 0) {
+        bench_die("fork: %s", strerror(errno));
+    }
     if (pid == 0) {
         dup2(fd[1], 1);
         close(fd[0]);
@@ -845,9 +927,10 @@ static void open_probe(const bench_t *b, const char *path, open_probe_t *out)
     close(fd[1]);
     FILE *f = fdopen(fd[0], "r");
     unsigned long long depth = 0;
-    int got = f ? fscanf(f, "%lf %ld %ld %llu", &out->open_ms, &out->rss_before_kib, &out->rss_after_kib,
-                         &depth) : 0;
-    if (f) { fclose(f); }
+    int got = f ? fscanf(f, "%lf %ld %ld %llu", &out->open_ms, &out->rss_before_kib, &out->rss_after_kib, &depth) : 0;
+    if (f) {
+        fclose(f);
+    }
     int status = 0;
     waitpid(pid, &status, 0);
     if (got != 4 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -864,16 +947,18 @@ static void part_open(bench_t *b)
     store_t *s = bench_store_open(path, 0, 1);
     uint64_t clock_ms = BENCH_T0_MS;
     long peak_rss = bench_status_kib("VmRSS"), start_rss = peak_rss;
-    bench_progress("open: filling level %d with %ld messages (sync off, batches of %ld)", BENCH_OPEN_LEVEL,
-                   count, batch);
+    bench_progress("open: filling level %d with %ld messages (sync off, batches of %ld)", BENCH_OPEN_LEVEL, count,
+                   batch);
     double t0 = bench_now(), tlast = t0;
     for (long i = 0; i < count; i++) {
         bench_send(s, BENCH_OPEN_LEVEL, clock_ms, (uint64_t)i);
         if ((i + 1) % batch == 0 || i + 1 == count) {
             bench_commit(s);
-            clock_ms++;          /* time passes between batches, as in the broker */
+            clock_ms++; /* time passes between batches, as in the broker */
             long rss = bench_status_kib("VmRSS");
-            if (rss > peak_rss) { peak_rss = rss; }
+            if (rss > peak_rss) {
+                peak_rss = rss;
+            }
             if ((i + 1) % report_every == 0) {
                 double now = bench_now();
                 bench_progress("open: %ld / %ld (%.0f msgs/s lately, RSS %.1f MiB)", i + 1, count,
@@ -899,8 +984,13 @@ static void part_open(bench_t *b)
     long rss_after = 0, rss_before = 0;
     int depth_ok = 1;
     for (int i = 0; i < BENCH_OPEN_PROBES; i++) {
-        if (p[i].rss_after_kib > rss_after) { rss_after = p[i].rss_after_kib; rss_before = p[i].rss_before_kib; }
-        if (p[i].depth != (uint64_t)count) { depth_ok = 0; }
+        if (p[i].rss_after_kib > rss_after) {
+            rss_after = p[i].rss_after_kib;
+            rss_before = p[i].rss_before_kib;
+        }
+        if (p[i].depth != (uint64_t)count) {
+            depth_ok = 0;
+        }
     }
 
     char name[96], limit[64];
@@ -946,13 +1036,17 @@ static void usage(FILE *f)
                "               under $TMPDIR or /tmp, removed at the end\n"
                "  --quick      small sizes (a few seconds; for CI smoke runs)\n"
                "  --only PART  run one part:\n");
-    for (int i = 0; i < BENCH_N_PARTS; i++) { fprintf(f, "                 %-9s %s\n", bench_parts[i].name, bench_parts[i].what); }
+    for (int i = 0; i < BENCH_N_PARTS; i++) {
+        fprintf(f, "                 %-9s %s\n", bench_parts[i].name, bench_parts[i].what);
+    }
     fprintf(f, "Prints figures; exits 0 even when a target is missed (non-zero only on errors).\n");
 }
 
 int main(int argc, char **argv)
 {
-    if (argc == 3 && strcmp(argv[1], "--probe-open") == 0) { return probe_open_main(argv[2]); }
+    if (argc == 3 && strcmp(argv[1], "--probe-open") == 0) {
+        return probe_open_main(argv[2]);
+    }
     bench_t b;
     memset(&b, 0, sizeof b);
     b.self = argv[0];
@@ -975,7 +1069,9 @@ int main(int argc, char **argv)
     }
     if (b.only != NULL) {
         int found = 0;
-        for (int i = 0; i < BENCH_N_PARTS; i++) { found |= strcmp(b.only, bench_parts[i].name) == 0; }
+        for (int i = 0; i < BENCH_N_PARTS; i++) {
+            found |= strcmp(b.only, bench_parts[i].name) == 0;
+        }
         if (!found) {
             fprintf(stderr, "levels-bench: no part named '%s'\n", b.only);
             usage(stderr);
@@ -984,16 +1080,22 @@ int main(int argc, char **argv)
     }
     if (dir == NULL) {
         const char *tmp = getenv("TMPDIR");
-        if (tmp == NULL || tmp[0] == '\0') { tmp = "/tmp"; }
+        if (tmp == NULL || tmp[0] == '\0') {
+            tmp = "/tmp";
+        }
         size_t n = strlen(tmp) + sizeof "/levels-bench.XXXXXX";
         b.dir = xmalloc(n);
         snprintf(b.dir, n, "%s/levels-bench.XXXXXX", tmp);
-        if (mkdtemp(b.dir) == NULL) { bench_die("mkdtemp %s: %s", b.dir, strerror(errno)); }
+        if (mkdtemp(b.dir) == NULL) {
+            bench_die("mkdtemp %s: %s", b.dir, strerror(errno));
+        }
         b.dir_is_temp = 1;
         bench_temp_dir = b.dir;
         atexit(bench_remove_temp);
     } else {
-        if (mkdir(dir, 0750) != 0 && errno != EEXIST) { bench_die("cannot create %s: %s", dir, strerror(errno)); }
+        if (mkdir(dir, 0750) != 0 && errno != EEXIST) {
+            bench_die("cannot create %s: %s", dir, strerror(errno));
+        }
         b.dir = xstrndup(dir, strlen(dir));
     }
 
@@ -1002,8 +1104,10 @@ int main(int argc, char **argv)
     bench_header();
     double t0 = bench_now();
     for (int i = 0; i < BENCH_N_PARTS; i++) {
-        if (b.only == NULL || strcmp(b.only, bench_parts[i].name) == 0) { bench_parts[i].run(&b); }
+        if (b.only == NULL || strcmp(b.only, bench_parts[i].name) == 0) {
+            bench_parts[i].run(&b);
+        }
     }
     printf("%d target%s missed; %.1f s in all\n", b.failures, b.failures == 1 ? "" : "s", bench_now() - t0);
-    return 0;   /* bench_remove_temp removes a temporary --dir */
+    return 0; /* bench_remove_temp removes a temporary --dir */
 }

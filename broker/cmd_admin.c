@@ -23,9 +23,9 @@
 
 /* INFO's storage job: the sections asked for, and the server for the loop half. */
 typedef struct info_job {
-    job_t job;            /* first member */
+    job_t job; /* first member */
     server_t *srv;
-    int mask;             /* INFO_* bits */
+    int mask; /* INFO_* bits */
 } info_job_t;
 
 static job_result_t levels_exec(job_t *j, writer_t *w)
@@ -60,7 +60,9 @@ static job_result_t info_exec(job_t *j, writer_t *w)
 /* Loop thread: wrap the storage text with the loop's sections into one bulk. */
 static void info_complete(job_t *j)
 {
-    if (j->failed) { return; }
+    if (j->failed) {
+        return;
+    }
     const info_job_t *ij = (const info_job_t *)j;
     loop_info_t li;
     server_loop_info(ij->srv, &li);
@@ -79,7 +81,9 @@ void cmd_info(cmd_call_t *call)
     if (call->argc == 1) {
         mask = INFO_ALL;
     } else {
-        for (size_t i = 1; i < call->argc; i++) { mask |= metrics_info_mask(call->argv[i].ptr, call->argv[i].len); }
+        for (size_t i = 1; i < call->argc; i++) {
+            mask |= metrics_info_mask(call->argv[i].ptr, call->argv[i].len);
+        }
     }
     if ((mask & ~(INFO_SERVER | INFO_CLIENTS)) == 0) {
         loop_info_t li;
@@ -112,7 +116,9 @@ void cmd_config(cmd_call_t *call)
         size_t hits = 0;
         memset(match, 0, sizeof match);
         for (size_t a = 2; a < call->argc; a++) {
-            if (memchr(call->argv[a].ptr, '\0', call->argv[a].len)) { continue; }
+            if (memchr(call->argv[a].ptr, '\0', call->argv[a].len)) {
+                continue;
+            }
             for (int i = 0; i < n; i++) {
                 if (!match[i] && fnmatch(call->argv[a].ptr, config_key_name(i), FNM_CASEFOLD) == 0) {
                     match[i] = 1;
@@ -124,12 +130,18 @@ void cmd_config(cmd_call_t *call)
          * when they are missing): answered only when named exactly. */
         int want_save = 0, want_aof = 0;
         for (size_t a = 2; a < call->argc; a++) {
-            if (cmd_arg_is(&call->argv[a], "save")) { want_save = 1; }
-            if (cmd_arg_is(&call->argv[a], "appendonly")) { want_aof = 1; }
+            if (cmd_arg_is(&call->argv[a], "save")) {
+                want_save = 1;
+            }
+            if (cmd_arg_is(&call->argv[a], "appendonly")) {
+                want_aof = 1;
+            }
         }
         resp_add_map(out, hits + (size_t)want_save + (size_t)want_aof);
         for (int i = 0; i < n; i++) {
-            if (!match[i]) { continue; }
+            if (!match[i]) {
+                continue;
+            }
             char value[4096];
             config_key_value(cfg, i, value, sizeof value);
             resp_add_bulk_str(out, config_key_name(i));

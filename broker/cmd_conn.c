@@ -15,7 +15,10 @@
 
 #include "base/buf.h"
 
-static void add_bulk_arg(resp_buf_t *b, const resp_arg_t *a) { resp_add_bulk(b, a->ptr, a->len); }
+static void add_bulk_arg(resp_buf_t *b, const resp_arg_t *a)
+{
+    resp_add_bulk(b, a->ptr, a->len);
+}
 
 /* The one client-name rule, for CLIENT SETNAME and HELLO ... SETNAME: printable
  * ASCII without spaces (no control bytes, CR, LF, NUL, DEL or 8-bit bytes),
@@ -51,7 +54,10 @@ void cmd_ping(cmd_call_t *call)
     }
 }
 
-void cmd_echo(cmd_call_t *call) { add_bulk_arg(call->out, &call->argv[1]); }
+void cmd_echo(cmd_call_t *call)
+{
+    add_bulk_arg(call->out, &call->argv[1]);
+}
 
 void cmd_quit(cmd_call_t *call)
 {
@@ -61,8 +67,11 @@ void cmd_quit(cmd_call_t *call)
 
 void cmd_select(cmd_call_t *call)
 {
-    if (cmd_arg_is(&call->argv[1], "0")) { resp_add_simple(call->out, "OK"); }
-    else { resp_add_error(call->out, "ERR DB index is out of range"); }
+    if (cmd_arg_is(&call->argv[1], "0")) {
+        resp_add_simple(call->out, "OK");
+    } else {
+        resp_add_error(call->out, "ERR DB index is out of range");
+    }
 }
 
 void cmd_auth(cmd_call_t *call)
@@ -112,7 +121,9 @@ void cmd_hello(cmd_call_t *call)
             return;
         }
     }
-    if (setname && set_client_name(call, setname) != 0) { return; }
+    if (setname && set_client_name(call, setname) != 0) {
+        return;
+    }
     c->proto = proto;
     call->out->proto = proto;
     resp_add_map(call->out, 7);
@@ -138,9 +149,15 @@ void cmd_client(cmd_call_t *call)
     const resp_arg_t *sub = &call->argv[1];
     resp_buf_t *out = call->out;
     if (cmd_arg_is(sub, "setname") && call->argc == 3) {
-        if (set_client_name(call, &call->argv[2]) == 0) { resp_add_simple(out, "OK"); }
+        if (set_client_name(call, &call->argv[2]) == 0) {
+            resp_add_simple(out, "OK");
+        }
     } else if (cmd_arg_is(sub, "getname") && call->argc == 2) {
-        if (c->name[0]) { resp_add_bulk_str(out, c->name); } else { resp_add_null(out); }
+        if (c->name[0]) {
+            resp_add_bulk_str(out, c->name);
+        } else {
+            resp_add_null(out);
+        }
     } else if (cmd_arg_is(sub, "id") && call->argc == 2) {
         resp_add_int(out, (long long)c->id);
     } else if (cmd_arg_is(sub, "setinfo") && call->argc == 4) {

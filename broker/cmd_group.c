@@ -20,7 +20,14 @@
 
 #define DLQ_LIST_DEFAULT 100
 
-enum { SUB_CREATE = 1, SUB_LIST, SUB_DEL, SUB_LEN, SUB_REQUEUE, SUB_DROP };
+enum {
+    SUB_CREATE = 1,
+    SUB_LIST,
+    SUB_DEL,
+    SUB_LEN,
+    SUB_REQUEUE,
+    SUB_DROP
+};
 
 /* GROUP CREATE group topic [FROM FIRST|NOW] [MAXRETRY n] | LIST | DEL group */
 typedef struct group_cmd_req {
@@ -31,22 +38,22 @@ typedef struct group_cmd_req {
 } group_cmd_req_t;
 
 typedef struct group_job {
-    job_t job;               /* first member */
+    job_t job; /* first member */
     group_cmd_req_t req;
 } group_job_t;
 
 /* DLQ LEN group | LIST group [COUNT n] [AFTER id] | REQUEUE group id|ALL | DROP group id|ALL */
 typedef struct dlq_cmd_req {
-    int sub;                 /* SUB_LEN, SUB_LIST, SUB_REQUEUE or SUB_DROP */
-    resp_arg_t group;        /* a copy */
-    int count;               /* LIST */
-    uint64_t after_id;       /* LIST AFTER, 0: from the start */
-    uint64_t id;             /* REQUEUE / DROP one id ... */
-    int all;                 /* ... or ALL */
+    int sub;           /* SUB_LEN, SUB_LIST, SUB_REQUEUE or SUB_DROP */
+    resp_arg_t group;  /* a copy */
+    int count;         /* LIST */
+    uint64_t after_id; /* LIST AFTER, 0: from the start */
+    uint64_t id;       /* REQUEUE / DROP one id ... */
+    int all;           /* ... or ALL */
 } dlq_cmd_req_t;
 
 typedef struct dlq_job {
-    job_t job;               /* first member */
+    job_t job; /* first member */
     dlq_cmd_req_t req;
 } dlq_job_t;
 
@@ -108,7 +115,9 @@ static job_result_t group_exec(job_t *j, writer_t *w)
     } else {
         group_rows_t rows = { 0 };
         store_group_foreach(s, collect_group, &rows);
-        if (rows.n > 1) { qsort(rows.rows, rows.n, sizeof *rows.rows, cmp_rows); }
+        if (rows.n > 1) {
+            qsort(rows.rows, rows.n, sizeof *rows.rows, cmp_rows);
+        }
         resp_add_array(&j->reply, rows.n);
         for (size_t i = 0; i < rows.n; i++) {
             const store_group_info_t *gi = &rows.rows[i].info;
@@ -143,7 +152,9 @@ void cmd_group(cmd_call_t *call)
             resp_add_error(call->out, "ERR wrong number of arguments for 'group|create' command");
             return;
         }
-        if (cmd_check_name(call, "group", &argv[2]) != 0 || cmd_check_name(call, "topic", &argv[3]) != 0) { return; }
+        if (cmd_check_name(call, "group", &argv[2]) != 0 || cmd_check_name(call, "topic", &argv[3]) != 0) {
+            return;
+        }
     } else if (cmd_arg_is(sub, "list")) {
         code = SUB_LIST;
         if (call->argc != 2) {
@@ -156,10 +167,13 @@ void cmd_group(cmd_call_t *call)
             resp_add_error(call->out, "ERR wrong number of arguments for 'group|del' command");
             return;
         }
-        if (cmd_check_name(call, "group", &argv[2]) != 0) { return; }
+        if (cmd_check_name(call, "group", &argv[2]) != 0) {
+            return;
+        }
     } else {
         char b[40];
-        resp_add_errorf(call->out, "ERR unknown subcommand '%s' for 'group' (CREATE, LIST, DEL)", cmd_shown(sub, b, sizeof b));
+        resp_add_errorf(call->out, "ERR unknown subcommand '%s' for 'group' (CREATE, LIST, DEL)",
+                        cmd_shown(sub, b, sizeof b));
         return;
     }
     int from_first = 1, maxretry = -1, seen_from = 0, seen_max = 0;
@@ -168,12 +182,21 @@ void cmd_group(cmd_call_t *call)
             const resp_arg_t *o = &argv[i];
             const resp_arg_t *v;
             if (cmd_arg_is(o, "from")) {
-                if (!(v = cmd_opt_value(call, argv, call->argc, i)) || cmd_once(call, &seen_from, "FROM") != 0) { return; }
-                if (cmd_arg_is(v, "first")) { from_first = 1; }
-                else if (cmd_arg_is(v, "now")) { from_first = 0; }
-                else { resp_add_error(call->out, "ERR FROM must be FIRST or NOW"); return; }
+                if (!(v = cmd_opt_value(call, argv, call->argc, i)) || cmd_once(call, &seen_from, "FROM") != 0) {
+                    return;
+                }
+                if (cmd_arg_is(v, "first")) {
+                    from_first = 1;
+                } else if (cmd_arg_is(v, "now")) {
+                    from_first = 0;
+                } else {
+                    resp_add_error(call->out, "ERR FROM must be FIRST or NOW");
+                    return;
+                }
             } else if (cmd_arg_is(o, "maxretry")) {
-                if (!(v = cmd_opt_value(call, argv, call->argc, i)) || cmd_once(call, &seen_max, "MAXRETRY") != 0) { return; }
+                if (!(v = cmd_opt_value(call, argv, call->argc, i)) || cmd_once(call, &seen_max, "MAXRETRY") != 0) {
+                    return;
+                }
                 uint64_t n;
                 if (cmd_parse_u64(v, &n) != 0 || n > STORE_MAX_MAX_RECONSUME) {
                     char b[40];
@@ -242,8 +265,8 @@ static job_result_t dlq_exec(job_t *j, writer_t *w)
         break;
     }
     case SUB_REQUEUE:
-        if (store_dlq_requeue(s, r->group.ptr, r->group.len, r->id, r->all, writer_now(w), &count, err,
-                              sizeof err) != 0) {
+        if (store_dlq_requeue(s, r->group.ptr, r->group.len, r->id, r->all, writer_now(w), &count, err, sizeof err) !=
+            0) {
             cmd_reply_store_error(j, err);
             break;
         }
@@ -268,11 +291,15 @@ void cmd_dlq(cmd_call_t *call)
     const resp_arg_t *argv = call->argv;
     const resp_arg_t *sub = &argv[1];
     int code;
-    if (cmd_arg_is(sub, "len")) { code = SUB_LEN; }
-    else if (cmd_arg_is(sub, "list")) { code = SUB_LIST; }
-    else if (cmd_arg_is(sub, "requeue")) { code = SUB_REQUEUE; }
-    else if (cmd_arg_is(sub, "drop")) { code = SUB_DROP; }
-    else {
+    if (cmd_arg_is(sub, "len")) {
+        code = SUB_LEN;
+    } else if (cmd_arg_is(sub, "list")) {
+        code = SUB_LIST;
+    } else if (cmd_arg_is(sub, "requeue")) {
+        code = SUB_REQUEUE;
+    } else if (cmd_arg_is(sub, "drop")) {
+        code = SUB_DROP;
+    } else {
         char b[40];
         resp_add_errorf(call->out, "ERR unknown subcommand '%s' for 'dlq' (LEN, LIST, REQUEUE, DROP)",
                         cmd_shown(sub, b, sizeof b));
@@ -284,7 +311,9 @@ void cmd_dlq(cmd_call_t *call)
         resp_add_errorf(call->out, "ERR wrong number of arguments for 'dlq|%s' command", names[code]);
         return;
     }
-    if (cmd_check_name(call, "group", &argv[2]) != 0) { return; }
+    if (cmd_check_name(call, "group", &argv[2]) != 0) {
+        return;
+    }
     int count = DLQ_LIST_DEFAULT < cfg->max_pull_count ? DLQ_LIST_DEFAULT : (int)cfg->max_pull_count;
     uint64_t after = 0, id = 0;
     int all = 0;
@@ -295,18 +324,25 @@ void cmd_dlq(cmd_call_t *call)
             const resp_arg_t *v;
             if (cmd_arg_is(o, "count")) {
                 if (!(v = cmd_opt_value(call, argv, call->argc, i)) || cmd_once(call, &seen_count, "COUNT") != 0 ||
-                    cmd_parse_count(call, v, &count) != 0) { return; }
+                    cmd_parse_count(call, v, &count) != 0) {
+                    return;
+                }
             } else if (cmd_arg_is(o, "after")) {
                 if (!(v = cmd_opt_value(call, argv, call->argc, i)) || cmd_once(call, &seen_after, "AFTER") != 0 ||
-                    cmd_parse_id(call, v, &after) != 0) { return; }
+                    cmd_parse_id(call, v, &after) != 0) {
+                    return;
+                }
             } else {
                 cmd_unknown_option(call, o, "dlq list");
                 return;
             }
         }
     } else if (code == SUB_REQUEUE || code == SUB_DROP) {
-        if (cmd_arg_is(&argv[3], "all")) { all = 1; }
-        else if (cmd_parse_id(call, &argv[3], &id) != 0) { return; }
+        if (cmd_arg_is(&argv[3], "all")) {
+            all = 1;
+        } else if (cmd_parse_id(call, &argv[3], &id) != 0) {
+            return;
+        }
     }
     char *arena;
     dlq_job_t *dj = cmd_job_new(sizeof *dj, cmd_copy_size(&argv[2]), dlq_exec, &arena);

@@ -28,8 +28,8 @@
 
 /* SEND topic payload [KEY k] [LEVEL n | DELAY d | AT unix-ms] */
 typedef struct send_req {
-    store_send_req_t msg;    /* topic, key, payload (copies), level, delay_ms */
-    int has_at;              /* AT: the delay is at_ms - now when it runs */
+    store_send_req_t msg; /* topic, key, payload (copies), level, delay_ms */
+    int has_at;           /* AT: the delay is at_ms - now when it runs */
     uint64_t at_ms;
 } send_req_t;
 
@@ -42,30 +42,45 @@ typedef struct pull_req {
 
 /* ACK group id [id ...] */
 typedef struct ack_req {
-    resp_arg_t group;        /* a copy */
+    resp_arg_t group; /* a copy */
     int nids;
-    uint64_t *ids;           /* in the job's allocation */
+    uint64_t *ids; /* in the job's allocation */
 } ack_req_t;
 
 /* NACK group id [LEVEL n | DELAY d | DLQ] [REASON text] */
 typedef struct nack_req {
-    resp_arg_t group;        /* a copy */
+    resp_arg_t group; /* a copy */
     uint64_t id;
-    sched_nack_req_t how;    /* to_dlq, level, delay_ms, reason (a copy) */
+    sched_nack_req_t how; /* to_dlq, level, delay_ms, reason (a copy) */
 } nack_req_t;
 
 /* TOUCH group id [LEASE ms] */
 typedef struct touch_req {
-    resp_arg_t group;        /* a copy */
+    resp_arg_t group; /* a copy */
     uint64_t id;
     uint64_t lease_ms;
 } touch_req_t;
 
-typedef struct send_job { job_t job; send_req_t req; } send_job_t;
-typedef struct pull_job { job_t job; pull_req_t req; } pull_job_t;
-typedef struct ack_job { job_t job; ack_req_t req; } ack_job_t;
-typedef struct nack_job { job_t job; nack_req_t req; } nack_job_t;
-typedef struct touch_job { job_t job; touch_req_t req; } touch_job_t;
+typedef struct send_job {
+    job_t job;
+    send_req_t req;
+} send_job_t;
+typedef struct pull_job {
+    job_t job;
+    pull_req_t req;
+} pull_job_t;
+typedef struct ack_job {
+    job_t job;
+    ack_req_t req;
+} ack_job_t;
+typedef struct nack_job {
+    job_t job;
+    nack_req_t req;
+} nack_job_t;
+typedef struct touch_job {
+    job_t job;
+    touch_req_t req;
+} touch_job_t;
 
 static uint64_t wall_ms(void)
 {
@@ -93,7 +108,8 @@ static int parse_delay(cmd_call_t *call, const resp_arg_t *v, uint64_t *ms)
 {
     if (cmd_parse_ms(v, ms) != 0) {
         char b[40];
-        resp_add_errorf(call->out, "ERR DELAY must be a duration such as 500ms, 10s, 25m, 2h (or milliseconds), got '%s'",
+        resp_add_errorf(call->out,
+                        "ERR DELAY must be a duration such as 500ms, 10s, 25m, 2h (or milliseconds), got '%s'",
                         cmd_shown(v, b, sizeof b));
         return -1;
     }
@@ -107,7 +123,9 @@ static job_result_t send_exec(job_t *j, writer_t *w)
     const send_req_t *r = &((send_job_t *)j)->req;
     uint64_t now = writer_now(w);
     store_send_req_t msg = r->msg;
-    if (r->has_at) { msg.delay_ms = r->at_ms > now ? r->at_ms - now : 0; }
+    if (r->has_at) {
+        msg.delay_ms = r->at_ms > now ? r->at_ms - now : 0;
+    }
     uint64_t id, due;
     char err[300];
     if (store_send(writer_store(w), &msg, now, &id, &due, err, sizeof err) != 0) {
@@ -131,11 +149,18 @@ void cmd_send(cmd_call_t *call)
         const resp_arg_t *o = &argv[i];
         int is_key = cmd_arg_is(o, "key"), is_level = cmd_arg_is(o, "level"), is_delay = cmd_arg_is(o, "delay"),
             is_at = cmd_arg_is(o, "at");
-        if (!(is_key || is_level || is_delay || is_at)) { cmd_unknown_option(call, o, "send"); return; }
+        if (!(is_key || is_level || is_delay || is_at)) {
+            cmd_unknown_option(call, o, "send");
+            return;
+        }
         const resp_arg_t *v = cmd_opt_value(call, argv, call->argc, i);
-        if (v == NULL) { return; }
+        if (v == NULL) {
+            return;
+        }
         if (is_key) {
-            if (cmd_once(call, &seen_key, "KEY") != 0) { return; }
+            if (cmd_once(call, &seen_key, "KEY") != 0) {
+                return;
+            }
             key = v;
             continue;
         }
@@ -154,7 +179,9 @@ void cmd_send(cmd_call_t *call)
             }
             level = (int)n;
         } else if (is_delay) {
-            if (parse_delay(call, v, &delay) != 0) { return; }
+            if (parse_delay(call, v, &delay) != 0) {
+                return;
+            }
         } else {
             if (cmd_parse_u64(v, &at) != 0) {
                 char b[40];
@@ -167,9 +194,12 @@ void cmd_send(cmd_call_t *call)
     }
     /* The one check of a SEND (the store's, against the store's options). */
     store_send_req_t msg = {
-        .topic = argv[1].ptr, .topic_len = argv[1].len,
-        .key = key ? key->ptr : NULL, .key_len = key ? key->len : 0,
-        .payload = argv[2].ptr, .payload_len = argv[2].len,
+        .topic = argv[1].ptr,
+        .topic_len = argv[1].len,
+        .key = key ? key->ptr : NULL,
+        .key_len = key ? key->len : 0,
+        .payload = argv[2].ptr,
+        .payload_len = argv[2].len,
         .level = level,
         .delay_ms = delay,
     };
@@ -208,8 +238,8 @@ static job_result_t pull_exec(job_t *j, writer_t *w)
     msg_owned_t *msgs = xmalloc((size_t)r->count * sizeof *msgs);
     int n = 0;
     char err[300];
-    if (store_lease(s, r->group.ptr, r->group.len, r->topic.ptr, r->topic.len, r->count, r->lease_ms, now,
-                    msgs, &n, err, sizeof err) != 0) {
+    if (store_lease(s, r->group.ptr, r->group.len, r->topic.ptr, r->topic.len, r->count, r->lease_ms, now, msgs, &n,
+                    err, sizeof err) != 0) {
         free(msgs);
         cmd_reply_store_error(j, err);
         return JOB_DONE;
@@ -243,7 +273,9 @@ static int pull_wake(job_t *j, writer_t *w)
     const pull_req_t *r = &((pull_job_t *)j)->req;
     store_t *s = writer_store(w);
     store_group_info_t gi;
-    if (store_group_info(s, r->group.ptr, r->group.len, &gi)) { return gi.ready > 0; }
+    if (store_group_info(s, r->group.ptr, r->group.len, &gi)) {
+        return gi.ready > 0;
+    }
     store_topic_info_t ti;
     return store_topic_info(s, r->topic.ptr, r->topic.len, &ti) && ti.retained > 0;
 }
@@ -259,17 +291,23 @@ void cmd_pull(cmd_call_t *call)
 {
     const config_t *cfg = cmd_config_of(call);
     const resp_arg_t *argv = call->argv;
-    if (cmd_check_name(call, "group", &argv[1]) != 0 || cmd_check_name(call, "topic", &argv[2]) != 0) { return; }
+    if (cmd_check_name(call, "group", &argv[1]) != 0 || cmd_check_name(call, "topic", &argv[2]) != 0) {
+        return;
+    }
     int count = 1, seen_count = 0, seen_block = 0, seen_lease = 0;
     uint64_t block = 0, lease = (uint64_t)cfg->lease_ms;
     for (size_t i = 3; i < call->argc; i += 2) {
         const resp_arg_t *o = &argv[i];
         if (cmd_arg_is(o, "count")) {
             const resp_arg_t *v = cmd_opt_value(call, argv, call->argc, i);
-            if (!v || cmd_once(call, &seen_count, "COUNT") != 0 || cmd_parse_count(call, v, &count) != 0) { return; }
+            if (!v || cmd_once(call, &seen_count, "COUNT") != 0 || cmd_parse_count(call, v, &count) != 0) {
+                return;
+            }
         } else if (cmd_arg_is(o, "block")) {
             const resp_arg_t *v = cmd_opt_value(call, argv, call->argc, i);
-            if (!v || cmd_once(call, &seen_block, "BLOCK") != 0) { return; }
+            if (!v || cmd_once(call, &seen_block, "BLOCK") != 0) {
+                return;
+            }
             if (cmd_parse_ms(v, &block) != 0 || block > LVL_MAX_DURATION_MS) {
                 char b[40];
                 resp_add_errorf(call->out, "ERR BLOCK must be milliseconds (0 = forever) or a duration, got '%s'",
@@ -278,7 +316,9 @@ void cmd_pull(cmd_call_t *call)
             }
         } else if (cmd_arg_is(o, "lease")) {
             const resp_arg_t *v = cmd_opt_value(call, argv, call->argc, i);
-            if (!v || cmd_once(call, &seen_lease, "LEASE") != 0 || cmd_parse_lease(call, v, &lease) != 0) { return; }
+            if (!v || cmd_once(call, &seen_lease, "LEASE") != 0 || cmd_parse_lease(call, v, &lease) != 0) {
+                return;
+            }
         } else {
             cmd_unknown_option(call, o, "pull");
             return;
@@ -317,11 +357,13 @@ static job_result_t ack_exec(job_t *j, writer_t *w)
 
 void cmd_ack(cmd_call_t *call)
 {
-    if (cmd_check_name(call, "group", &call->argv[1]) != 0) { return; }
+    if (cmd_check_name(call, "group", &call->argv[1]) != 0) {
+        return;
+    }
     size_t nids = call->argc - 2;
     char *arena;
     ack_job_t *aj = cmd_job_new(sizeof *aj, nids * sizeof(uint64_t) + cmd_copy_size(&call->argv[1]), ack_exec, &arena);
-    aj->req.ids = (uint64_t *)(void *)arena;   /* the arena is 16-byte aligned */
+    aj->req.ids = (uint64_t *)(void *)arena; /* the arena is 16-byte aligned */
     arena += nids * sizeof(uint64_t);
     for (size_t i = 0; i < nids; i++) {
         if (cmd_parse_id(call, &call->argv[2 + i], &aj->req.ids[i]) != 0) {
@@ -341,13 +383,15 @@ static job_result_t nack_exec(job_t *j, writer_t *w)
     uint64_t next_due = 0;
     sched_stats_t st = { 0 };
     char err[300];
-    if (sched_nack(writer_sched(w), r->group.ptr, r->group.len, r->id, &r->how, &found, &next_due, &st,
-                   err, sizeof err) != 0) {
+    if (sched_nack(writer_sched(w), r->group.ptr, r->group.len, r->id, &r->how, &found, &next_due, &st, err,
+                   sizeof err) != 0) {
         cmd_reply_store_error(j, err);
         return JOB_DONE;
     }
     storage_stats_t *ss = writer_stats(w);
-    if (found) { ss->nacks++; }
+    if (found) {
+        ss->nacks++;
+    }
     ss->retries += st.retried;
     ss->dlq_moves += st.dead;
     resp_add_int(&j->reply, found ? (long long)next_due : -1);
@@ -357,32 +401,44 @@ static job_result_t nack_exec(job_t *j, writer_t *w)
 void cmd_nack(cmd_call_t *call)
 {
     const resp_arg_t *argv = call->argv;
-    if (cmd_check_name(call, "group", &argv[1]) != 0) { return; }
+    if (cmd_check_name(call, "group", &argv[1]) != 0) {
+        return;
+    }
     uint64_t id;
-    if (cmd_parse_id(call, &argv[2], &id) != 0) { return; }
+    if (cmd_parse_id(call, &argv[2], &id) != 0) {
+        return;
+    }
     int seen_when = 0, seen_reason = 0, level = -1, to_dlq = 0;
     uint64_t delay = 0;
     const resp_arg_t *reason = NULL;
     for (size_t i = 3; i < call->argc; i += 2) {
         const resp_arg_t *o = &argv[i];
         int is_level = cmd_arg_is(o, "level"), is_delay = cmd_arg_is(o, "delay"), is_reason = cmd_arg_is(o, "reason");
-        if (cmd_arg_is(o, "dlq")) {   /* a permanent failure: straight to the DLQ (no value) */
+        if (cmd_arg_is(o, "dlq")) { /* a permanent failure: straight to the DLQ (no value) */
             if (seen_when) {
                 resp_add_error(call->out, "ERR syntax error: only one of LEVEL, DELAY and DLQ may be given");
                 return;
             }
             seen_when = 1;
             to_dlq = 1;
-            i--;   /* the loop steps by two; DLQ takes no value */
+            i--; /* the loop steps by two; DLQ takes no value */
             continue;
         }
-        if (!(is_level || is_delay || is_reason)) { cmd_unknown_option(call, o, "nack"); return; }
+        if (!(is_level || is_delay || is_reason)) {
+            cmd_unknown_option(call, o, "nack");
+            return;
+        }
         const resp_arg_t *v = cmd_opt_value(call, argv, call->argc, i);
-        if (v == NULL) { return; }
+        if (v == NULL) {
+            return;
+        }
         if (is_reason) {
-            if (cmd_once(call, &seen_reason, "REASON") != 0) { return; }
+            if (cmd_once(call, &seen_reason, "REASON") != 0) {
+                return;
+            }
             if (v->len > MSG_MAX_REASON) {
-                resp_add_errorf(call->out, "ERR REASON is %zu bytes, longer than the limit of %d", v->len, MSG_MAX_REASON);
+                resp_add_errorf(call->out, "ERR REASON is %zu bytes, longer than the limit of %d", v->len,
+                                MSG_MAX_REASON);
                 return;
             }
             reason = v;
@@ -394,9 +450,13 @@ void cmd_nack(cmd_call_t *call)
         }
         seen_when = 1;
         if (is_level) {
-            if (parse_level(call, v, 1, &level) != 0) { return; }
+            if (parse_level(call, v, 1, &level) != 0) {
+                return;
+            }
         } else {
-            if (parse_delay(call, v, &delay) != 0) { return; }
+            if (parse_delay(call, v, &delay) != 0) {
+                return;
+            }
             if (delay > cmd_config_of(call)->store.max_delay_ms) {
                 char a[UNITS_TEXT_MAX], m[UNITS_TEXT_MAX];
                 units_format_duration(delay, a, sizeof a);
@@ -433,7 +493,9 @@ static job_result_t touch_exec(job_t *j, writer_t *w)
         cmd_reply_store_error(j, err);
         return JOB_DONE;
     }
-    if (found) { writer_stats(w)->touches++; }
+    if (found) {
+        writer_stats(w)->touches++;
+    }
     resp_add_int(&j->reply, found ? (long long)deadline : 0);
     return JOB_DONE;
 }
@@ -442,16 +504,25 @@ void cmd_touch(cmd_call_t *call)
 {
     const config_t *cfg = cmd_config_of(call);
     const resp_arg_t *argv = call->argv;
-    if (cmd_check_name(call, "group", &argv[1]) != 0) { return; }
+    if (cmd_check_name(call, "group", &argv[1]) != 0) {
+        return;
+    }
     uint64_t id, lease = (uint64_t)cfg->lease_ms;
-    if (cmd_parse_id(call, &argv[2], &id) != 0) { return; }
+    if (cmd_parse_id(call, &argv[2], &id) != 0) {
+        return;
+    }
     if (call->argc == 4 || call->argc > 5) {
         resp_add_error(call->out, "ERR syntax error: TOUCH group id [LEASE ms]");
         return;
     }
     if (call->argc == 5) {
-        if (!cmd_arg_is(&argv[3], "lease")) { cmd_unknown_option(call, &argv[3], "touch"); return; }
-        if (cmd_parse_lease(call, &argv[4], &lease) != 0) { return; }
+        if (!cmd_arg_is(&argv[3], "lease")) {
+            cmd_unknown_option(call, &argv[3], "touch");
+            return;
+        }
+        if (cmd_parse_lease(call, &argv[4], &lease) != 0) {
+            return;
+        }
     }
     char *arena;
     touch_job_t *tj = cmd_job_new(sizeof *tj, cmd_copy_size(&argv[1]), touch_exec, &arena);

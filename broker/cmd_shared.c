@@ -28,12 +28,18 @@ int cmd_arg_is(const resp_arg_t *a, const char *word)
 
 int cmd_parse_u64(const resp_arg_t *a, uint64_t *out)
 {
-    if (a->len == 0 || a->len > 20) { return -1; }
+    if (a->len == 0 || a->len > 20) {
+        return -1;
+    }
     uint64_t v = 0;
     for (size_t i = 0; i < a->len; i++) {
         char c = a->ptr[i];
-        if (c < '0' || c > '9') { return -1; }
-        if (v > (UINT64_MAX - (uint64_t)(c - '0')) / 10) { return -1; }
+        if (c < '0' || c > '9') {
+            return -1;
+        }
+        if (v > (UINT64_MAX - (uint64_t)(c - '0')) / 10) {
+            return -1;
+        }
         v = v * 10 + (uint64_t)(c - '0');
     }
     *out = v;
@@ -52,7 +58,10 @@ const char *cmd_shown(const resp_arg_t *a, char *buf, size_t buflen)
         unsigned char c = (unsigned char)a->ptr[i];
         buf[i] = (c >= 0x20 && c < 0x7f && c != '\'') ? (char)c : '?';
     }
-    if (n < a->len) { memcpy(buf + n, "...", 3); n += 3; }
+    if (n < a->len) {
+        memcpy(buf + n, "...", 3);
+        n += 3;
+    }
     buf[n] = '\0';
     return buf;
 }
@@ -60,10 +69,17 @@ const char *cmd_shown(const resp_arg_t *a, char *buf, size_t buflen)
 static void upper_name(const resp_arg_t *a, char *buf, size_t buflen)
 {
     cmd_shown(a, buf, buflen);
-    for (char *p = buf; *p; p++) { if (*p >= 'a' && *p <= 'z') { *p = (char)(*p - 32); } }
+    for (char *p = buf; *p; p++) {
+        if (*p >= 'a' && *p <= 'z') {
+            *p = (char)(*p - 32);
+        }
+    }
 }
 
-const config_t *cmd_config_of(const cmd_call_t *call) { return server_config(call->srv); }
+const config_t *cmd_config_of(const cmd_call_t *call)
+{
+    return server_config(call->srv);
+}
 
 int cmd_check_name(cmd_call_t *call, const char *what, const resp_arg_t *a)
 {
@@ -158,14 +174,18 @@ void *cmd_job_new(size_t head_size, size_t extra, job_result_t (*exec)(job_t *, 
     job_t *j = (job_t *)(void *)mem;
     resp_buf_init(&j->reply);
     j->exec = exec;
-    if (arena) { *arena = mem + head; }
+    if (arena) {
+        *arena = mem + head;
+    }
     return mem;
 }
 
 resp_arg_t cmd_job_copy(char **arena, const resp_arg_t *a)
 {
     resp_arg_t r = { "", 0 };
-    if (a == NULL) { return r; }
+    if (a == NULL) {
+        return r;
+    }
     char *p = *arena;
     memcpy(p, a->ptr, a->len);
     p[a->len] = '\0';

@@ -25,11 +25,11 @@
 
 typedef void cmd_proc_t(cmd_call_t *call);
 
-cmd_proc_t cmd_ping, cmd_echo, cmd_quit, cmd_select, cmd_auth, cmd_hello, cmd_client;  /* cmd_conn.c */
+cmd_proc_t cmd_ping, cmd_echo, cmd_quit, cmd_select, cmd_auth, cmd_hello, cmd_client; /* cmd_conn.c */
 cmd_proc_t cmd_send, cmd_pull, cmd_ack, cmd_nack, cmd_touch;                          /* cmd_msg.c */
-cmd_proc_t cmd_group, cmd_dlq;                                                         /* cmd_group.c */
-cmd_proc_t cmd_info, cmd_config, cmd_levels, cmd_shutdown;                             /* cmd_admin.c */
-cmd_proc_t cmd_command;                                                                /* cmd_table.c */
+cmd_proc_t cmd_group, cmd_dlq;                                                        /* cmd_group.c */
+cmd_proc_t cmd_info, cmd_config, cmd_levels, cmd_shutdown;                            /* cmd_admin.c */
+cmd_proc_t cmd_command;                                                               /* cmd_table.c */
 
 /* ---- argument helpers ---------------------------------------------------- */
 
@@ -90,7 +90,10 @@ void cmd_add_id(resp_buf_t *b, uint64_t id);
 void *cmd_job_new(size_t head_size, size_t extra, job_result_t (*exec)(job_t *, writer_t *), char **arena);
 
 /* Bytes cmd_job_copy needs for a (its length plus a NUL). */
-static inline size_t cmd_copy_size(const resp_arg_t *a) { return a ? a->len + 1 : 0; }
+static inline size_t cmd_copy_size(const resp_arg_t *a)
+{
+    return a ? a->len + 1 : 0;
+}
 
 /* Copy a (may be NULL: an empty argument) into *arena, NUL-terminated, and
  * advance *arena; returns the copy. */

@@ -36,10 +36,10 @@ typedef struct cmd_call {
     server_t *srv;
     size_t argc;
     const resp_arg_t *argv;
-    resp_buf_t *out;        /* the immediate reply (proto = the connection's) */
-    job_t *job;             /* set: a storage job to queue (out is then unused) */
-    int close_after;        /* close the connection after this reply (QUIT) */
-    int no_reply;           /* nothing to send (SHUTDOWN) */
+    resp_buf_t *out; /* the immediate reply (proto = the connection's) */
+    job_t *job;      /* set: a storage job to queue (out is then unused) */
+    int close_after; /* close the connection after this reply (QUIT) */
+    int no_reply;    /* nothing to send (SHUTDOWN) */
 } cmd_call_t;
 
 /* Find the command, check arity and the caller's roles, run it. Every

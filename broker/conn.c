@@ -39,35 +39,35 @@
 #include "broker/commands.h"
 #include "common/log.h"
 
-#define READ_HIGH_WATERMARK (1u << 20)   /* input held while blocked/paused */
-#define DRAIN_TIMEOUT_MS 10000          /* a draining client must read its last replies by then */
-#define LINGER_MS 1000                   /* discard input this long after a last reply */
+#define READ_HIGH_WATERMARK (1u << 20) /* input held while blocked/paused */
+#define DRAIN_TIMEOUT_MS    10000      /* a draining client must read its last replies by then */
+#define LINGER_MS           1000       /* discard input this long after a last reply */
 
 struct reply_slot {
     reply_slot_t *next;
-    uint64_t seq;            /* storage slots: the job's seq */
+    uint64_t seq; /* storage slots: the job's seq */
     int filled;
-    int blocking;            /* the blocking PULL of this connection */
-    job_t *job;              /* storage reply */
-    char *data;              /* loop reply (copied) */
+    int blocking; /* the blocking PULL of this connection */
+    job_t *job;   /* storage reply */
+    char *data;   /* loop reply (copied) */
     size_t len;
 };
 
 struct conn_set {
     const config_t *cfg;
     struct event_base *base;
-    server_t *srv;                   /* for the commands (cmd_call_t) */
+    server_t *srv; /* for the commands (cmd_call_t) */
     writer_t *writer;
     int writer_running;
-    int reading;                     /* 0 once shutdown began: parse nothing more */
-    int draining_all;                /* shutdown: break the loop when the last one is freed */
+    int reading;      /* 0 once shutdown began: parse nothing more */
+    int draining_all; /* shutdown: break the loop when the last one is freed */
     struct event *reaper;
-    map_t by_id;                     /* open connections by the 8 bytes of their id */
-    conn_t *all;                     /* open connections */
-    conn_t *dead;                    /* closed, to free */
+    map_t by_id;  /* open connections by the 8 bytes of their id */
+    conn_t *all;  /* open connections */
+    conn_t *dead; /* closed, to free */
     uint64_t next_id;
     uint64_t nconns, nblocked;
-    resp_buf_t scratch;              /* immediate replies */
+    resp_buf_t scratch; /* immediate replies */
     /* counters */
     uint64_t connections_total, protocol_errors, reply_kills, idle_kills, commands;
 };
@@ -86,7 +86,9 @@ static void conn_link(conn_set_t *s, conn_t *c)
     map_put(&s->by_id, &c->id, sizeof c->id, c);
     c->all_prev = NULL;
     c->all_next = s->all;
-    if (s->all) { s->all->all_prev = c; }
+    if (s->all) {
+        s->all->all_prev = c;
+    }
     s->all = c;
     s->nconns++;
 }
@@ -94,8 +96,14 @@ static void conn_link(conn_set_t *s, conn_t *c)
 static void conn_unlink(conn_set_t *s, conn_t *c)
 {
     map_del(&s->by_id, &c->id, sizeof c->id);
-    if (c->all_prev) { c->all_prev->all_next = c->all_next; } else { s->all = c->all_next; }
-    if (c->all_next) { c->all_next->all_prev = c->all_prev; }
+    if (c->all_prev) {
+        c->all_prev->all_next = c->all_next;
+    } else {
+        s->all = c->all_next;
+    }
+    if (c->all_next) {
+        c->all_next->all_prev = c->all_prev;
+    }
     c->all_next = c->all_prev = NULL;
     s->nconns--;
 }
@@ -109,20 +117,30 @@ static conn_t *conn_find(conn_set_t *s, uint64_t id)
 
 static void set_blocked(conn_t *c, int blocked)
 {
-    if (c->blocked == blocked) { return; }
+    if (c->blocked == blocked) {
+        return;
+    }
     c->blocked = blocked;
-    if (blocked) { c->set->nblocked++; } else { c->set->nblocked--; }
+    if (blocked) {
+        c->set->nblocked++;
+    } else {
+        c->set->nblocked--;
+    }
 }
 
 /* Detach c now; free it at the next safe point (the reaper). Idempotent. */
 static void conn_close(conn_t *c)
 {
-    if (c->closing) { return; }
+    if (c->closing) {
+        return;
+    }
     conn_set_t *s = c->set;
     c->closing = 1;
     conn_unlink(s, c);
     if (c->blocked) {
-        if (s->writer_running) { writer_cancel(s->writer, c->id); }
+        if (s->writer_running) {
+            writer_cancel(s->writer, c->id);
+        }
         set_blocked(c, 0);
     }
     bufferevent_disable(c->bev, EV_READ | EV_WRITE);
@@ -149,7 +167,8 @@ static void conn_free(conn_t *c)
 
 static void reaper_cb(evutil_socket_t fd, short what, void *arg)
 {
-    (void)fd; (void)what;
+    (void)fd;
+    (void)what;
     conn_set_t *s = arg;
     conn_t *c = s->dead;
     s->dead = NULL;
@@ -158,7 +177,9 @@ static void reaper_cb(evutil_socket_t fd, short what, void *arg)
         conn_free(c);
         c = n;
     }
-    if (s->draining_all && s->nconns == 0) { event_base_loopbreak(s->base); }
+    if (s->draining_all && s->nconns == 0) {
+        event_base_loopbreak(s->base);
+    }
 }
 
 static void linger_read_cb(struct bufferevent *bev, void *arg)
@@ -170,8 +191,9 @@ static void linger_read_cb(struct bufferevent *bev, void *arg)
 
 static void linger_event_cb(struct bufferevent *bev, short what, void *arg)
 {
-    (void)bev; (void)what;
-    conn_close(arg);   /* EOF, error or the linger timeout: done */
+    (void)bev;
+    (void)what;
+    conn_close(arg); /* EOF, error or the linger timeout: done */
 }
 
 /* Close once every reply is written. Closing a socket with unread input
@@ -180,8 +202,12 @@ static void linger_event_cb(struct bufferevent *bev, short what, void *arg)
  * input is read and discarded until EOF or LINGER_MS, then closed. */
 static void conn_maybe_finish(conn_t *c)
 {
-    if (c->closing || !c->draining || c->nslots > 0 || c->lingering) { return; }
-    if (evbuffer_get_length(bufferevent_get_output(c->bev)) != 0) { return; }
+    if (c->closing || !c->draining || c->nslots > 0 || c->lingering) {
+        return;
+    }
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) != 0) {
+        return;
+    }
     c->lingering = 1;
     evutil_socket_t fd = bufferevent_getfd(c->bev);
     if (fd < 0 || shutdown(fd, SHUT_WR) != 0) {
@@ -199,7 +225,9 @@ static void conn_maybe_finish(conn_t *c)
 
 static void conn_start_draining(conn_t *c)
 {
-    if (c->draining) { return; }
+    if (c->draining) {
+        return;
+    }
     c->draining = 1;
     bufferevent_disable(c->bev, EV_READ);
     /* A client that stops reading must not hold a draining connection forever. */
@@ -214,14 +242,16 @@ static void conn_start_draining(conn_t *c)
  * than max-reply-buffer unread: then it is disconnected. -1 when closed. */
 static int conn_write(conn_t *c, const char *data, size_t len)
 {
-    if (c->closing) { return -1; }
+    if (c->closing) {
+        return -1;
+    }
     struct evbuffer *out = bufferevent_get_output(c->bev);
     size_t waiting = evbuffer_get_length(out);
     if (waiting > (size_t)c->set->cfg->max_reply_buffer) {
         c->set->reply_kills++;
         log_warn("closing client id=%llu addr=%s: %zu bytes of replies unread, over max-reply-buffer %lld "
-                 "(the client is not reading)", (unsigned long long)c->id, c->addr, waiting,
-                 c->set->cfg->max_reply_buffer);
+                 "(the client is not reading)",
+                 (unsigned long long)c->id, c->addr, waiting, c->set->cfg->max_reply_buffer);
         conn_close(c);
         return -1;
     }
@@ -238,7 +268,11 @@ static reply_slot_t *slot_append(conn_t *c, uint64_t seq)
     reply_slot_t *sl = xmalloc(sizeof *sl);
     memset(sl, 0, sizeof *sl);
     sl->seq = seq;
-    if (c->slots_tail) { c->slots_tail->next = sl; } else { c->slots_head = sl; }
+    if (c->slots_tail) {
+        c->slots_tail->next = sl;
+    } else {
+        c->slots_head = sl;
+    }
     c->slots_tail = sl;
     c->nslots++;
     return sl;
@@ -247,7 +281,9 @@ static reply_slot_t *slot_append(conn_t *c, uint64_t seq)
 /* A reply computed now: straight out when nothing is ahead of it, else into the FIFO. */
 static void conn_reply(conn_t *c, const char *data, size_t len)
 {
-    if (c->closing) { return; }
+    if (c->closing) {
+        return;
+    }
     if (c->nslots == 0) {
         conn_write(c, data, len);
         return;
@@ -265,9 +301,13 @@ static void conn_flush(conn_t *c)
     while (!c->closing && c->slots_head && c->slots_head->filled) {
         reply_slot_t *sl = c->slots_head;
         c->slots_head = sl->next;
-        if (c->slots_head == NULL) { c->slots_tail = NULL; }
+        if (c->slots_head == NULL) {
+            c->slots_tail = NULL;
+        }
         c->nslots--;
-        if (sl->blocking) { set_blocked(c, 0); }
+        if (sl->blocking) {
+            set_blocked(c, 0);
+        }
         c->last_active_mono = mono_ms();
         if (sl->job) {
             conn_write(c, sl->job->reply.raw.data, sl->job->reply.raw.len);
@@ -288,11 +328,17 @@ static void conn_process_input(conn_t *c);
 static int looks_like_http(const conn_t *c, const resp_command_t *cmd)
 {
     const resp_arg_t *name = &cmd->argv[0];
-    if (cmd_arg_is(name, "post") || cmd_arg_is(name, "host:")) { return 1; }
-    if (c->ncommands > 0 || !cmd->is_inline) { return 0; }
-    if (cmd_arg_is(name, "get")) { return cmd->argc >= 2 && cmd->argv[1].len > 0 && cmd->argv[1].ptr[0] == '/'; }
-    return cmd_arg_is(name, "put") || cmd_arg_is(name, "head") || cmd_arg_is(name, "delete") || cmd_arg_is(name, "options") ||
-           cmd_arg_is(name, "connect");
+    if (cmd_arg_is(name, "post") || cmd_arg_is(name, "host:")) {
+        return 1;
+    }
+    if (c->ncommands > 0 || !cmd->is_inline) {
+        return 0;
+    }
+    if (cmd_arg_is(name, "get")) {
+        return cmd->argc >= 2 && cmd->argv[1].len > 0 && cmd->argv[1].ptr[0] == '/';
+    }
+    return cmd_arg_is(name, "put") || cmd_arg_is(name, "head") || cmd_arg_is(name, "delete") ||
+           cmd_arg_is(name, "options") || cmd_arg_is(name, "connect");
 }
 
 static void conn_execute(conn_t *c, const resp_command_t *cmd)
@@ -301,7 +347,7 @@ static void conn_execute(conn_t *c, const resp_command_t *cmd)
     if (looks_like_http(c, cmd)) {
         s->protocol_errors++;
         log_warn("possible cross-protocol attack (HTTP) from %s; closing", c->addr);
-        conn_start_draining(c);   /* no reply; earlier replies still go out; nothing after it is parsed */
+        conn_start_draining(c); /* no reply; earlier replies still go out; nothing after it is parsed */
         return;
     }
     c->ncommands++;
@@ -326,7 +372,9 @@ static void conn_execute(conn_t *c, const resp_command_t *cmd)
     } else if (!call.no_reply) {
         conn_reply(c, s->scratch.raw.data, s->scratch.raw.len);
     }
-    if (call.close_after) { conn_start_draining(c); }
+    if (call.close_after) {
+        conn_start_draining(c);
+    }
 }
 
 static void conn_process_input(conn_t *c)
@@ -334,9 +382,13 @@ static void conn_process_input(conn_t *c)
     conn_set_t *s = c->set;
     struct evbuffer *in = bufferevent_get_input(c->bev);
     while (!c->closing && !c->draining && !c->blocked && c->nslots < CONN_MAX_PENDING && s->reading) {
-        if (evbuffer_get_length(in) == 0) { break; }
+        if (evbuffer_get_length(in) == 0) {
+            break;
+        }
         struct evbuffer_iovec v;
-        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) { break; }
+        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) {
+            break;
+        }
         size_t consumed = 0;
         resp_command_t cmd;
         resp_status_t st = resp_parser_feed(&c->parser, v.iov_base, v.iov_len, &consumed, &cmd);
@@ -373,8 +425,8 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 {
     conn_t *c = arg;
     if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_WRITING)) {
-        log_info("client id=%llu addr=%s read none of its last replies for %d ms; closing",
-                 (unsigned long long)c->id, c->addr, DRAIN_TIMEOUT_MS);
+        log_info("client id=%llu addr=%s read none of its last replies for %d ms; closing", (unsigned long long)c->id,
+                 c->addr, DRAIN_TIMEOUT_MS);
         conn_close(c);
         return;
     }
@@ -398,7 +450,9 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
         log_debug("client id=%llu addr=%s: %s; closing", (unsigned long long)c->id, c->addr,
                   evutil_socket_error_to_string(err));
     }
-    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) { conn_close(c); }
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+        conn_close(c);
+    }
 }
 
 /* ---- completions from the storage thread ---------------------------------------------- */
@@ -406,19 +460,36 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 void conn_job_done(job_t *j, void *ctx)
 {
     conn_set_t *s = ctx;
-    uint64_t conn_id = j->conn_id;    /* read first: complete() may free an HTTP job */
-    if (j->complete) { j->complete(j); }
-    if (conn_id == 0) { return; }      /* HTTP: complete() owned and freed it */
+    uint64_t conn_id = j->conn_id; /* read first: complete() may free an HTTP job */
+    if (j->complete) {
+        j->complete(j);
+    }
+    if (conn_id == 0) {
+        return;
+    } /* HTTP: complete() owned and freed it */
     conn_t *c = conn_find(s, conn_id);
-    if (c == NULL) { job_free(j); return; }
+    if (c == NULL) {
+        job_free(j);
+        return;
+    }
     reply_slot_t *sl = c->slots_head;
-    while (sl && !(sl->seq == j->seq && !sl->filled)) { sl = sl->next; }
-    if (sl == NULL) { job_free(j); return; }
+    while (sl && !(sl->seq == j->seq && !sl->filled)) {
+        sl = sl->next;
+    }
+    if (sl == NULL) {
+        job_free(j);
+        return;
+    }
     sl->job = j;
     sl->filled = 1;
     conn_flush(c);
-    if (c->closing) { return; }
-    if (c->draining) { conn_maybe_finish(c); return; }
+    if (c->closing) {
+        return;
+    }
+    if (c->draining) {
+        conn_maybe_finish(c);
+        return;
+    }
     conn_process_input(c);
 }
 
@@ -459,7 +530,7 @@ int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa)
     c->set = s;
     c->bev = bev;
     c->proto = RESP_PROTO_2;
-    c->authenticated = 1;       /* no users configured (security issue) */
+    c->authenticated = 1; /* no users configured (security issue) */
     c->roles = ROLE_ALL;
     c->created_mono = c->last_active_mono = mono_ms();
     format_addr(sa, c->addr, sizeof c->addr);
@@ -475,7 +546,8 @@ int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa)
     bufferevent_setcb(bev, read_cb, write_cb, event_cb, c);
     bufferevent_setwatermark(bev, EV_READ, 0, READ_HIGH_WATERMARK);
     if (s->cfg->idle_timeout_ms > 0) {
-        struct timeval tv = { (time_t)(s->cfg->idle_timeout_ms / 1000), (suseconds_t)(s->cfg->idle_timeout_ms % 1000) * 1000 };
+        struct timeval tv = { (time_t)(s->cfg->idle_timeout_ms / 1000),
+                              (suseconds_t)(s->cfg->idle_timeout_ms % 1000) * 1000 };
         bufferevent_set_timeouts(bev, &tv, NULL);
     }
     bufferevent_enable(bev, EV_READ | EV_WRITE);
@@ -504,14 +576,20 @@ conn_set_t *conn_set_new(const config_t *cfg, struct event_base *base, server_t 
 
 void conn_set_free(conn_set_t *s)
 {
-    if (s == NULL) { return; }
+    if (s == NULL) {
+        return;
+    }
     for (conn_t *c = s->all, *n; c; c = n) {
         n = c->all_next;
         conn_close(c);
     }
     conn_t *c = s->dead;
     s->dead = NULL;
-    while (c) { conn_t *n = c->dead_next; conn_free(c); c = n; }
+    while (c) {
+        conn_t *n = c->dead_next;
+        conn_free(c);
+        c = n;
+    }
     event_free(s->reaper);
     map_free(&s->by_id, NULL);
     resp_buf_free(&s->scratch);
@@ -524,12 +602,17 @@ void conn_set_attach_writer(conn_set_t *s, writer_t *w)
     s->writer_running = 1;
 }
 
-size_t conn_set_count(const conn_set_t *s) { return (size_t)s->nconns; }
+size_t conn_set_count(const conn_set_t *s)
+{
+    return (size_t)s->nconns;
+}
 
 void conn_set_stop_reading(conn_set_t *s)
 {
     s->reading = 0;
-    for (conn_t *c = s->all; c; c = c->all_next) { bufferevent_disable(c->bev, EV_READ); }
+    for (conn_t *c = s->all; c; c = c->all_next) {
+        bufferevent_disable(c->bev, EV_READ);
+    }
 }
 
 size_t conn_set_drain_all(conn_set_t *s)
@@ -545,7 +628,9 @@ size_t conn_set_drain_all(conn_set_t *s)
             conn_maybe_finish(c);
         }
     }
-    if (s->nconns == 0) { event_active(s->reaper, 0, 0); }   /* breaks the loop once the dead are freed */
+    if (s->nconns == 0) {
+        event_active(s->reaper, 0, 0);
+    } /* breaks the loop once the dead are freed */
     return (size_t)s->nconns;
 }
 
@@ -564,10 +649,12 @@ void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
 {
     uint64_t now = mono_ms();
     for (const conn_t *c = s->all; c; c = c->all_next) {
-        if (only && c != only) { continue; }
+        if (only && c != only) {
+            continue;
+        }
         buf_printf(out, "id=%llu addr=%s name=%s age=%llu idle=%llu flags=%s replies=%zu cmd=%s resp=%d\n",
-                    (unsigned long long)c->id, c->addr, c->name, (unsigned long long)((now - c->created_mono) / 1000),
-                    (unsigned long long)((now - c->last_active_mono) / 1000), c->blocked ? "b" : "N", c->nslots,
-                    c->last_cmd[0] ? c->last_cmd : "NULL", c->proto);
+                   (unsigned long long)c->id, c->addr, c->name, (unsigned long long)((now - c->created_mono) / 1000),
+                   (unsigned long long)((now - c->last_active_mono) / 1000), c->blocked ? "b" : "N", c->nslots,
+                   c->last_cmd[0] ? c->last_cmd : "NULL", c->proto);
     }
 }

@@ -41,41 +41,41 @@
 #include "broker/writer.h"
 #include "proto/request.h"
 
-#define CONN_MAX_PENDING 1024   /* outstanding replies before parsing pauses */
+#define CONN_MAX_PENDING 1024 /* outstanding replies before parsing pauses */
 
 /* Roles (the security issue assigns them per user; today every client has all). */
 #define ROLE_PRODUCER 1u
 #define ROLE_CONSUMER 2u
-#define ROLE_ADMIN 4u
-#define ROLE_ALL (ROLE_PRODUCER | ROLE_CONSUMER | ROLE_ADMIN)
+#define ROLE_ADMIN    4u
+#define ROLE_ALL      (ROLE_PRODUCER | ROLE_CONSUMER | ROLE_ADMIN)
 
 typedef struct server server_t;
 typedef struct conn_set conn_set_t;
 typedef struct reply_slot reply_slot_t;
 
 typedef struct conn {
-    uint64_t id;                 /* unique for the process lifetime, never 0 */
+    uint64_t id; /* unique for the process lifetime, never 0 */
     conn_set_t *set;
     struct bufferevent *bev;
     resp_parser_t parser;
-    int proto;                   /* RESP_PROTO_2 / RESP_PROTO_3 */
-    char addr[64];               /* "ip:port" */
-    char name[128];              /* CLIENT SETNAME */
+    int proto;      /* RESP_PROTO_2 / RESP_PROTO_3 */
+    char addr[64];  /* "ip:port" */
+    char name[128]; /* CLIENT SETNAME */
     char last_cmd[24];
-    uint64_t ncommands;          /* commands executed (the HTTP guard looks at the first) */
+    uint64_t ncommands; /* commands executed (the HTTP guard looks at the first) */
     uint64_t created_mono, last_active_mono;
     /* reply FIFO */
     reply_slot_t *slots_head, *slots_tail;
     size_t nslots;
     uint64_t next_seq;
     /* state */
-    int blocked;                 /* a blocking PULL is outstanding */
-    int draining;                /* close once all replies are written */
-    int lingering;               /* replies written, write side shut, discarding input */
-    int closing;                 /* detached, freed at a safe point */
+    int blocked;   /* a blocking PULL is outstanding */
+    int draining;  /* close once all replies are written */
+    int lingering; /* replies written, write side shut, discarding input */
+    int closing;   /* detached, freed at a safe point */
     /* security seam: set by AUTH with the users issue */
     int authenticated;
-    unsigned roles;              /* ROLE_* bits */
+    unsigned roles; /* ROLE_* bits */
     /* set bookkeeping */
     struct conn *all_next, *all_prev, *dead_next;
 } conn_t;

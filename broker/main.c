@@ -46,11 +46,21 @@ static int count_entry(void *ctx, const store_entry_t *e)
     data_count_t *n = ctx;
     n->total++;
     switch (e->range) {
-    case STORE_LEVEL: n->level++; break;
-    case STORE_TOPIC: n->topic++; break;
-    case STORE_RETRY: n->retry++; break;
-    case STORE_LEASE: n->lease++; break;
-    case STORE_DLQ: n->dlq++; break;
+    case STORE_LEVEL:
+        n->level++;
+        break;
+    case STORE_TOPIC:
+        n->topic++;
+        break;
+    case STORE_RETRY:
+        n->retry++;
+        break;
+    case STORE_LEASE:
+        n->lease++;
+        break;
+    case STORE_DLQ:
+        n->dlq++;
+        break;
     }
     return 0;
 }
@@ -64,8 +74,8 @@ static int check_data(const config_t *cfg)
     char err[1024];
     if (store_open(&o, &s, err, sizeof err) != 0) {
         if (strstr(err, "LOCK is held") != NULL) {
-            fprintf(stderr, "check-data: %s\ncheck-data: a running broker holds %s: stop it first, then check\n",
-                    err, cfg->dir);
+            fprintf(stderr, "check-data: %s\ncheck-data: a running broker holds %s: stop it first, then check\n", err,
+                    cfg->dir);
         } else {
             fprintf(stderr, "check-data: cannot open %s: %s\n", cfg->dir, err);
         }
@@ -73,7 +83,9 @@ static int check_data(const config_t *cfg)
     }
     data_count_t n = { 0 };
     int rc = store_check(s, err, sizeof err);
-    if (rc == 0) { rc = store_scan(s, count_entry, &n, err, sizeof err); }
+    if (rc == 0) {
+        rc = store_scan(s, count_entry, &n, err, sizeof err);
+    }
     if (rc != 0) {
         fprintf(stderr, "check-data: %s: %s\n", cfg->dir, err);
         store_close(s, NULL, 0);
@@ -176,7 +188,9 @@ int main(int argc, char **argv)
     log_info("hourglass-broker %s pid %ld listening on %s:%d; dir %s; levels %s; fsync %s%s", PACKAGE_VERSION,
              (long)getpid(), cfg.bind, server_port(srv), cfg.dir, spec, cfg.fsync_always ? "always" : "no",
              cfg.metrics_port ? "" : "; metrics off");
-    if (cfg.metrics_port) { log_info("metrics on http://%s:%lld/metrics", cfg.metrics_bind, cfg.metrics_port); }
+    if (cfg.metrics_port) {
+        log_info("metrics on http://%s:%lld/metrics", cfg.metrics_bind, cfg.metrics_port);
+    }
 
     server_run(srv);
 

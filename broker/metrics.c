@@ -19,11 +19,11 @@
 
 #include "levels/msg.h"
 
-static const double lateness_bounds[] = { 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                          1, 2, 5, 10, 30, 60, 300 };
+static const double lateness_bounds[] = { 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                          0.5,   1,     2,     5,    10,    30,   60,  300 };
 static const double batch_bounds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192 };
-static const double commit_bounds[] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                        0.1, 0.25, 0.5, 1, 2.5 };
+static const double commit_bounds[] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                        0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5 };
 
 #define NB(a) ((int)(sizeof a / sizeof a[0]))
 
@@ -38,10 +38,13 @@ void storage_stats_init(storage_stats_t *s, uint64_t now_ms)
 
 int metrics_info_mask(const char *name, size_t len)
 {
-    static const struct { const char *name; int mask; } sections[] = {
+    static const struct {
+        const char *name;
+        int mask;
+    } sections[] = {
         { "server", INFO_SERVER }, { "clients", INFO_CLIENTS }, { "levels", INFO_LEVELS },
         { "groups", INFO_GROUPS }, { "storage", INFO_STORAGE }, { "stats", INFO_STATS },
-        { "all", INFO_ALL }, { "default", INFO_ALL }, { "everything", INFO_ALL },
+        { "all", INFO_ALL },       { "default", INFO_ALL },     { "everything", INFO_ALL },
     };
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
         if (strlen(sections[i].name) == len && strncasecmp(sections[i].name, name, len) == 0) {
@@ -68,23 +71,25 @@ static int info_group(void *ctx, const char *group, const store_group_info_t *gi
     a->retry += gi->retry_ready + gi->retry_delayed;
     a->dlq += gi->dlq;
     if (a->list) {
-        buf_printf(a->out, "group_%s:topic=%s,ready=%llu,backlog=%llu,retry_ready=%llu,retry_delayed=%llu,"
-                    "inflight=%llu,dlq=%llu,max_reconsume=%u\r\n",
-                    group, gi->topic, (unsigned long long)gi->ready, (unsigned long long)gi->backlog,
-                    (unsigned long long)gi->retry_ready, (unsigned long long)gi->retry_delayed,
-                    (unsigned long long)gi->inflight, (unsigned long long)gi->dlq, gi->max_reconsume);
+        buf_printf(a->out,
+                   "group_%s:topic=%s,ready=%llu,backlog=%llu,retry_ready=%llu,retry_delayed=%llu,"
+                   "inflight=%llu,dlq=%llu,max_reconsume=%u\r\n",
+                   group, gi->topic, (unsigned long long)gi->ready, (unsigned long long)gi->backlog,
+                   (unsigned long long)gi->retry_ready, (unsigned long long)gi->retry_delayed,
+                   (unsigned long long)gi->inflight, (unsigned long long)gi->dlq, gi->max_reconsume);
     }
     return 0;
 }
 
 static void section(buf_t *out, const char *name)
 {
-    if (out->len > 0) { buf_append(out, "\r\n", 2); }
+    if (out->len > 0) {
+        buf_append(out, "\r\n", 2);
+    }
     buf_printf(out, "# %s\r\n", name);
 }
 
-void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_t *st,
-                          uint64_t now_ms, size_t parked)
+void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_t *st, uint64_t now_ms, size_t parked)
 {
     (void)parked;
     /* A separator is needed when the loop's sections come first. */
@@ -92,7 +97,9 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
     buf_t *o = out;
     const lvl_table_t *t = store_levels(s);
     if (mask & INFO_LEVELS) {
-        if (lead || o->len) { buf_append(o, "\r\n", 2); }
+        if (lead || o->len) {
+            buf_append(o, "\r\n", 2);
+        }
         buf_printf(o, "# Levels\r\n");
         uint64_t total = 0;
         for (int l = 1; l <= t->count; l++) {
@@ -103,52 +110,57 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
             units_format_duration(li.delay_ms, d, sizeof d);
             long long lag = li.head_due_ms && now_ms > li.head_due_ms ? (long long)(now_ms - li.head_due_ms) : 0;
             buf_printf(o, "level%d:delay=%s,delay_ms=%llu,depth=%llu,next_due_ms=%llu,head_lag_ms=%lld\r\n", l, d,
-                        (unsigned long long)li.delay_ms, (unsigned long long)li.depth,
-                        (unsigned long long)li.head_due_ms, lag);
+                       (unsigned long long)li.delay_ms, (unsigned long long)li.depth,
+                       (unsigned long long)li.head_due_ms, lag);
         }
         buf_printf(o, "levels:%d\r\ndelayed_messages:%llu\r\n", t->count, (unsigned long long)total);
     }
     if (mask & INFO_GROUPS) {
-        if (lead || o->len) { buf_append(o, "\r\n", 2); }
+        if (lead || o->len) {
+            buf_append(o, "\r\n", 2);
+        }
         buf_printf(o, "# Groups\r\n");
         group_acc_t a = { .out = o, .list = 1 };
         store_group_foreach(s, info_group, &a);
         buf_printf(o, "groups:%llu\r\nready:%llu\r\ninflight:%llu\r\nretry:%llu\r\ndlq:%llu\r\n",
-                    (unsigned long long)a.n, (unsigned long long)a.ready, (unsigned long long)a.inflight,
-                    (unsigned long long)a.retry, (unsigned long long)a.dlq);
+                   (unsigned long long)a.n, (unsigned long long)a.ready, (unsigned long long)a.inflight,
+                   (unsigned long long)a.retry, (unsigned long long)a.dlq);
     }
     if (mask & INFO_STORAGE) {
-        if (lead || o->len) { buf_append(o, "\r\n", 2); }
+        if (lead || o->len) {
+            buf_append(o, "\r\n", 2);
+        }
         const store_options_t *so = store_options(s);
         char spec[512];
         lvl_table_format(t, spec, sizeof spec);
-        buf_printf(o, "# Storage\r\ndir:%s\r\nfsync:%s\r\nlevel_table:%s\r\nformat_version:%d\r\n"
-                    "pending_writes:%d\r\nbroken:%d\r\ngroup_commits:%llu\r\ncommits:%llu\r\n"
-                    "commit_failures:%llu\r\nreopens:%llu\r\njobs:%llu\r\nmax_batch:%llu\r\n"
-                    "avg_batch:%.2f\r\nlast_commit_us:%llu\r\ncommit_p99_ms:%.3f\r\nmaintenance_work:%llu\r\n",
-                    so->path, so->sync ? "always" : "no", spec, STORE_FORMAT_VERSION, store_pending(s),
-                    store_broken(s), (unsigned long long)st->batches, (unsigned long long)st->commits,
-                    (unsigned long long)st->commit_failures, (unsigned long long)st->reopens,
-                    (unsigned long long)st->jobs, (unsigned long long)st->max_batch,
-                    st->batches ? (double)st->jobs / (double)st->batches : 0.0,
-                    (unsigned long long)st->last_commit_us,
-                    prom_hist_quantile(&st->commit_seconds, 0.99) * 1000.0,
-                    (unsigned long long)st->maintain_work);
+        buf_printf(o,
+                   "# Storage\r\ndir:%s\r\nfsync:%s\r\nlevel_table:%s\r\nformat_version:%d\r\n"
+                   "pending_writes:%d\r\nbroken:%d\r\ngroup_commits:%llu\r\ncommits:%llu\r\n"
+                   "commit_failures:%llu\r\nreopens:%llu\r\njobs:%llu\r\nmax_batch:%llu\r\n"
+                   "avg_batch:%.2f\r\nlast_commit_us:%llu\r\ncommit_p99_ms:%.3f\r\nmaintenance_work:%llu\r\n",
+                   so->path, so->sync ? "always" : "no", spec, STORE_FORMAT_VERSION, store_pending(s), store_broken(s),
+                   (unsigned long long)st->batches, (unsigned long long)st->commits,
+                   (unsigned long long)st->commit_failures, (unsigned long long)st->reopens,
+                   (unsigned long long)st->jobs, (unsigned long long)st->max_batch,
+                   st->batches ? (double)st->jobs / (double)st->batches : 0.0, (unsigned long long)st->last_commit_us,
+                   prom_hist_quantile(&st->commit_seconds, 0.99) * 1000.0, (unsigned long long)st->maintain_work);
     }
     if (mask & INFO_STATS) {
-        if (lead || o->len) { buf_append(o, "\r\n", 2); }
-        buf_printf(o, "# Stats\r\nsends:%llu\r\ndeliveries:%llu\r\nacks:%llu\r\nnacks:%llu\r\ntouches:%llu\r\n"
-                    "lease_expiries:%llu\r\nretries:%llu\r\ndlq_moves:%llu\r\ndlq_requeued:%llu\r\n"
-                    "dlq_dropped:%llu\r\nlevel_moves:%llu\r\nmade_ready:%llu\r\n"
-                    "lateness_p50_ms:%.0f\r\nlateness_p99_ms:%.0f\r\nlateness_avg_ms:%.3f\r\n",
-                    (unsigned long long)st->sends, (unsigned long long)st->deliveries,
-                    (unsigned long long)st->acks, (unsigned long long)st->nacks,
-                    (unsigned long long)st->touches, (unsigned long long)st->lease_expiries,
-                    (unsigned long long)st->retries, (unsigned long long)st->dlq_moves,
-                    (unsigned long long)st->requeued, (unsigned long long)st->dropped,
-                    (unsigned long long)st->moved, (unsigned long long)st->made_ready,
-                    prom_hist_quantile(&st->lateness, 0.5) * 1000.0, prom_hist_quantile(&st->lateness, 0.99) * 1000.0,
-                    st->lateness.count ? st->lateness.sum * 1000.0 / (double)st->lateness.count : 0.0);
+        if (lead || o->len) {
+            buf_append(o, "\r\n", 2);
+        }
+        buf_printf(o,
+                   "# Stats\r\nsends:%llu\r\ndeliveries:%llu\r\nacks:%llu\r\nnacks:%llu\r\ntouches:%llu\r\n"
+                   "lease_expiries:%llu\r\nretries:%llu\r\ndlq_moves:%llu\r\ndlq_requeued:%llu\r\n"
+                   "dlq_dropped:%llu\r\nlevel_moves:%llu\r\nmade_ready:%llu\r\n"
+                   "lateness_p50_ms:%.0f\r\nlateness_p99_ms:%.0f\r\nlateness_avg_ms:%.3f\r\n",
+                   (unsigned long long)st->sends, (unsigned long long)st->deliveries, (unsigned long long)st->acks,
+                   (unsigned long long)st->nacks, (unsigned long long)st->touches,
+                   (unsigned long long)st->lease_expiries, (unsigned long long)st->retries,
+                   (unsigned long long)st->dlq_moves, (unsigned long long)st->requeued, (unsigned long long)st->dropped,
+                   (unsigned long long)st->moved, (unsigned long long)st->made_ready,
+                   prom_hist_quantile(&st->lateness, 0.5) * 1000.0, prom_hist_quantile(&st->lateness, 0.99) * 1000.0,
+                   st->lateness.count ? st->lateness.sum * 1000.0 / (double)st->lateness.count : 0.0);
     }
 }
 
@@ -156,30 +168,32 @@ void metrics_info_loop_head(buf_t *out, int mask, const loop_info_t *li)
 {
     if (mask & INFO_SERVER) {
         section(out, "Server");
-        buf_printf(out, "hourglass_version:%s\r\nredis_version:7.0.0\r\nprocess_id:%ld\r\ntcp_port:%d\r\n"
-                    "uptime_in_seconds:%llu\r\nbind:%s\r\nmetrics_port:%lld\r\n",
-                    PACKAGE_VERSION, (long)getpid(), li->port, (unsigned long long)(li->uptime_ms / 1000),
-                    li->cfg->bind, li->cfg->metrics_port);
+        buf_printf(out,
+                   "hourglass_version:%s\r\nredis_version:7.0.0\r\nprocess_id:%ld\r\ntcp_port:%d\r\n"
+                   "uptime_in_seconds:%llu\r\nbind:%s\r\nmetrics_port:%lld\r\n",
+                   PACKAGE_VERSION, (long)getpid(), li->port, (unsigned long long)(li->uptime_ms / 1000), li->cfg->bind,
+                   li->cfg->metrics_port);
     }
     if (mask & INFO_CLIENTS) {
         section(out, "Clients");
-        buf_printf(out, "connected_clients:%llu\r\nblocked_clients:%llu\r\nmaxclients:%lld\r\n"
-                    "storage_jobs_queued:%llu\r\nstorage_jobs_parked:%llu\r\n",
-                    (unsigned long long)li->connected_clients, (unsigned long long)li->blocked_clients,
-                    li->cfg->max_clients, (unsigned long long)li->jobs_queued,
-                    (unsigned long long)li->jobs_parked);
+        buf_printf(out,
+                   "connected_clients:%llu\r\nblocked_clients:%llu\r\nmaxclients:%lld\r\n"
+                   "storage_jobs_queued:%llu\r\nstorage_jobs_parked:%llu\r\n",
+                   (unsigned long long)li->connected_clients, (unsigned long long)li->blocked_clients,
+                   li->cfg->max_clients, (unsigned long long)li->jobs_queued, (unsigned long long)li->jobs_parked);
     }
 }
 
 void metrics_info_loop_tail(buf_t *out, int mask, const loop_info_t *li)
 {
     if (mask & INFO_STATS) {
-        buf_printf(out, "total_connections_received:%llu\r\nrejected_connections:%llu\r\n"
-                    "total_commands_processed:%llu\r\nprotocol_errors:%llu\r\nreply_buffer_disconnects:%llu\r\n"
-                    "idle_disconnects:%llu\r\n",
-                    (unsigned long long)li->connections_total, (unsigned long long)li->rejected_connections,
-                    (unsigned long long)li->commands_processed, (unsigned long long)li->protocol_errors,
-                    (unsigned long long)li->reply_buffer_kills, (unsigned long long)li->idle_kills);
+        buf_printf(out,
+                   "total_connections_received:%llu\r\nrejected_connections:%llu\r\n"
+                   "total_commands_processed:%llu\r\nprotocol_errors:%llu\r\nreply_buffer_disconnects:%llu\r\n"
+                   "idle_disconnects:%llu\r\n",
+                   (unsigned long long)li->connections_total, (unsigned long long)li->rejected_connections,
+                   (unsigned long long)li->commands_processed, (unsigned long long)li->protocol_errors,
+                   (unsigned long long)li->reply_buffer_kills, (unsigned long long)li->idle_kills);
     }
 }
 
@@ -197,8 +211,10 @@ static int prom_group(void *ctx, const char *group, const store_group_info_t *gi
     char g[2 * MSG_MAX_NAME + 2], t[2 * MSG_MAX_NAME + 2];
     prom_label_escape(group, g, sizeof g);
     prom_label_escape(gi->topic, t, sizeof t);
-    uint64_t v = p->which == 0 ? gi->ready : p->which == 1 ? gi->inflight
-               : p->which == 2 ? gi->retry_ready + gi->retry_delayed : gi->dlq;
+    uint64_t v = p->which == 0   ? gi->ready
+                 : p->which == 1 ? gi->inflight
+                 : p->which == 2 ? gi->retry_ready + gi->retry_delayed
+                                 : gi->dlq;
     buf_printf(p->out, "%s{group=\"%s\",topic=\"%s\"} %llu\n", p->metric, g, t, (unsigned long long)v);
     return 0;
 }
@@ -207,7 +223,7 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
 {
     const lvl_table_t *t = store_levels(s);
     buf_printf(o, "# HELP hourglass_level_depth Messages waiting on a delay level.\n"
-                "# TYPE hourglass_level_depth gauge\n");
+                  "# TYPE hourglass_level_depth gauge\n");
     for (int l = 1; l <= t->count; l++) {
         store_level_info_t li;
         store_level_info(s, l, &li);
@@ -216,7 +232,7 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
         buf_printf(o, "hourglass_level_depth{level=\"%d\",delay=\"%s\"} %llu\n", l, d, (unsigned long long)li.depth);
     }
     buf_printf(o, "# HELP hourglass_level_head_lag_seconds How far past due the head of a level is (0 when not due).\n"
-                "# TYPE hourglass_level_head_lag_seconds gauge\n");
+                  "# TYPE hourglass_level_head_lag_seconds gauge\n");
     for (int l = 1; l <= t->count; l++) {
         store_level_info_t li;
         store_level_info(s, l, &li);
@@ -247,8 +263,10 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
     prom_metric_u64(o, "hourglass_group_commits_total", "counter", "Storage-thread iterations that ran jobs.",
                     st->batches);
     prom_metric_u64(o, "hourglass_commit_failures_total", "counter", "Commits that failed.", st->commit_failures);
-    buf_printf(o, "# HELP hourglass_store_broken 1 while the store is unusable.\n# TYPE hourglass_store_broken gauge\n"
-                "hourglass_store_broken %d\n", store_broken(s));
+    buf_printf(o,
+               "# HELP hourglass_store_broken 1 while the store is unusable.\n# TYPE hourglass_store_broken gauge\n"
+               "hourglass_store_broken %d\n",
+               store_broken(s));
     prom_hist_write(o, "hourglass_delivery_lateness_seconds", "Delivery time minus due time.", &st->lateness);
     prom_hist_write(o, "hourglass_commit_batch_jobs", "Jobs per group commit.", &st->batch_jobs);
     prom_hist_write(o, "hourglass_commit_seconds", "Duration of one store commit (fsync included).",
@@ -257,14 +275,15 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
 
 void metrics_prom_loop(buf_t *o, const loop_info_t *li)
 {
-    buf_printf(o, "# HELP hourglass_connected_clients Open client connections.\n"
-                "# TYPE hourglass_connected_clients gauge\nhourglass_connected_clients %llu\n"
-                "# HELP hourglass_blocked_clients Clients waiting in PULL BLOCK.\n"
-                "# TYPE hourglass_blocked_clients gauge\nhourglass_blocked_clients %llu\n"
-                "# HELP hourglass_uptime_seconds Seconds since start.\n"
-                "# TYPE hourglass_uptime_seconds gauge\nhourglass_uptime_seconds %llu\n",
-                (unsigned long long)li->connected_clients, (unsigned long long)li->blocked_clients,
-                (unsigned long long)(li->uptime_ms / 1000));
+    buf_printf(o,
+               "# HELP hourglass_connected_clients Open client connections.\n"
+               "# TYPE hourglass_connected_clients gauge\nhourglass_connected_clients %llu\n"
+               "# HELP hourglass_blocked_clients Clients waiting in PULL BLOCK.\n"
+               "# TYPE hourglass_blocked_clients gauge\nhourglass_blocked_clients %llu\n"
+               "# HELP hourglass_uptime_seconds Seconds since start.\n"
+               "# TYPE hourglass_uptime_seconds gauge\nhourglass_uptime_seconds %llu\n",
+               (unsigned long long)li->connected_clients, (unsigned long long)li->blocked_clients,
+               (unsigned long long)(li->uptime_ms / 1000));
     prom_metric_u64(o, "hourglass_connections_total", "counter", "Client connections accepted.", li->connections_total);
     prom_metric_u64(o, "hourglass_rejected_connections_total", "counter", "Connections refused at max-clients.",
                     li->rejected_connections);

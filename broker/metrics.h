@@ -27,9 +27,9 @@ typedef struct storage_stats {
     uint64_t moved, made_ready;
     uint64_t batches, jobs, commits, commit_failures, reopens, maintain_work;
     uint64_t last_commit_us, max_batch;
-    prom_hist_t lateness;        /* seconds: delivery time - due_ms */
-    prom_hist_t batch_jobs;      /* jobs per group commit */
-    prom_hist_t commit_seconds;  /* store_commit duration */
+    prom_hist_t lateness;       /* seconds: delivery time - due_ms */
+    prom_hist_t batch_jobs;     /* jobs per group commit */
+    prom_hist_t commit_seconds; /* store_commit duration */
 } storage_stats_t;
 
 void storage_stats_init(storage_stats_t *s, uint64_t now_ms);
@@ -37,7 +37,7 @@ void storage_stats_init(storage_stats_t *s, uint64_t now_ms);
 /* What the loop knows, for INFO server/clients/stats and /metrics. */
 typedef struct loop_info {
     const config_t *cfg;
-    int port;                       /* the port actually bound */
+    int port; /* the port actually bound */
     uint64_t uptime_ms;
     uint64_t connected_clients, blocked_clients;
     uint64_t connections_total, rejected_connections;
@@ -48,8 +48,13 @@ typedef struct loop_info {
 
 /* INFO sections, as a bit mask. */
 enum {
-    INFO_SERVER = 1, INFO_CLIENTS = 2, INFO_LEVELS = 4, INFO_GROUPS = 8,
-    INFO_STORAGE = 16, INFO_STATS = 32, INFO_ALL = 63
+    INFO_SERVER = 1,
+    INFO_CLIENTS = 2,
+    INFO_LEVELS = 4,
+    INFO_GROUPS = 8,
+    INFO_STORAGE = 16,
+    INFO_STATS = 32,
+    INFO_ALL = 63
 };
 
 /* The mask for an INFO argument ("server", "all", "default", ...); 0 for an
@@ -58,8 +63,7 @@ int metrics_info_mask(const char *name, size_t len);
 
 /* Storage thread: INFO sections levels, groups, storage and the storage half
  * of stats (the stats section is last, so the loop appends its half). */
-void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_t *st,
-                          uint64_t now_ms, size_t parked);
+void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_t *st, uint64_t now_ms, size_t parked);
 
 /* Loop thread: INFO server and clients (before the storage text) ... */
 void metrics_info_loop_head(buf_t *out, int mask, const loop_info_t *li);

@@ -38,9 +38,13 @@
 #include "common/log.h"
 
 #define ACCEPT_RETRY_MS 100
-#define CLOSE_GRACE_MS 2000
+#define CLOSE_GRACE_MS  2000
 
-enum { SRV_RUNNING = 0, SRV_STOPPING, SRV_CLOSING };
+enum {
+    SRV_RUNNING = 0,
+    SRV_STOPPING,
+    SRV_CLOSING
+};
 
 struct server {
     const config_t *cfg;
@@ -57,7 +61,7 @@ struct server {
     int state;
     uint64_t started_mono;
     uint64_t last_emfile_log;
-    uint64_t rejected;               /* connections refused at max-clients */
+    uint64_t rejected; /* connections refused at max-clients */
 };
 
 typedef struct http_job {
@@ -75,10 +79,13 @@ static uint64_t mono_ms(void)
 
 static void close_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
-    (void)fd; (void)what;
+    (void)fd;
+    (void)what;
     server_t *s = arg;
     size_t n = conn_set_count(s->conns);
-    if (n > 0) { log_warn("%zu clients still had replies unwritten at exit", n); }
+    if (n > 0) {
+        log_warn("%zu clients still had replies unwritten at exit", n);
+    }
     event_base_loopbreak(s->base);
 }
 
@@ -87,17 +94,23 @@ void server_writer_stopped(void *ctx)
     server_t *s = ctx;
     s->writer_running = 0;
     s->state = SRV_CLOSING;
-    if (conn_set_drain_all(s->conns) == 0) { return; }   /* the loop breaks once the dead are freed */
+    if (conn_set_drain_all(s->conns) == 0) {
+        return;
+    } /* the loop breaks once the dead are freed */
     struct timeval tv = { CLOSE_GRACE_MS / 1000, (CLOSE_GRACE_MS % 1000) * 1000 };
     evtimer_add(s->close_timer, &tv);
 }
 
 void server_shutdown(server_t *s, const char *why)
 {
-    if (s->state != SRV_RUNNING) { return; }
+    if (s->state != SRV_RUNNING) {
+        return;
+    }
     log_info("shutting down (%s): finishing the batch in flight", why);
     s->state = SRV_STOPPING;
-    if (s->listener) { evconnlistener_disable(s->listener); }
+    if (s->listener) {
+        evconnlistener_disable(s->listener);
+    }
     conn_set_stop_reading(s->conns);
     if (s->writer_running) {
         writer_stop(s->writer);
@@ -110,7 +123,8 @@ void server_shutdown(server_t *s, const char *why)
 
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
 {
-    (void)l; (void)salen;
+    (void)l;
+    (void)salen;
     server_t *s = arg;
     if (s->state != SRV_RUNNING) {
         evutil_closesocket(fd);
@@ -129,9 +143,12 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 
 static void accept_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
-    (void)fd; (void)what;
+    (void)fd;
+    (void)what;
     server_t *s = arg;
-    if (s->state == SRV_RUNNING && s->listener) { evconnlistener_enable(s->listener); }
+    if (s->state == SRV_RUNNING && s->listener) {
+        evconnlistener_enable(s->listener);
+    }
 }
 
 static void accept_error_cb(struct evconnlistener *l, void *arg)
@@ -170,9 +187,12 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 /* SIGHUP (a closed terminal, logrotate): reload, never stop. */
 static void hup_cb(evutil_socket_t sig, short what, void *arg)
 {
-    (void)sig; (void)what;
+    (void)sig;
+    (void)what;
     server_t *s = arg;
-    if (s->state != SRV_RUNNING) { return; }
+    if (s->state != SRV_RUNNING) {
+        return;
+    }
     if (s->on_hup != NULL) {
         s->on_hup(s->on_hup_arg);
     } else {
@@ -300,7 +320,9 @@ int server_listen(server_t *s, char *err, size_t errlen)
     const config_t *cfg = s->cfg;
     struct sockaddr_storage ss;
     socklen_t sl;
-    if (resolve(cfg->bind, (int)cfg->port, &ss, &sl, err, errlen) != 0) { return -1; }
+    if (resolve(cfg->bind, (int)cfg->port, &ss, &sl, err, errlen) != 0) {
+        return -1;
+    }
     s->listener = evconnlistener_new_bind(s->base, accept_cb, s,
                                           LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
                                           (int)cfg->tcp_backlog, (struct sockaddr *)&ss, (int)sl);
@@ -320,7 +342,10 @@ int server_listen(server_t *s, char *err, size_t errlen)
     }
     if (cfg->metrics_port > 0) {
         s->http = evhttp_new(s->base);
-        if (s->http == NULL) { snprintf(err, errlen, "cannot create the HTTP server"); return -1; }
+        if (s->http == NULL) {
+            snprintf(err, errlen, "cannot create the HTTP server");
+            return -1;
+        }
         evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
         evhttp_set_gencb(s->http, http_cb, s);
         evhttp_set_timeout(s->http, 30);
@@ -337,7 +362,10 @@ int server_listen(server_t *s, char *err, size_t errlen)
     return 0;
 }
 
-int server_port(const server_t *s) { return s->port; }
+int server_port(const server_t *s)
+{
+    return s->port;
+}
 
 void server_set_writer(server_t *s, writer_t *w)
 {
@@ -360,10 +388,16 @@ int server_run(server_t *s)
 
 void server_free(server_t *s)
 {
-    if (s == NULL) { return; }
+    if (s == NULL) {
+        return;
+    }
     conn_set_free(s->conns);
-    if (s->http) { evhttp_free(s->http); }
-    if (s->listener) { evconnlistener_free(s->listener); }
+    if (s->http) {
+        evhttp_free(s->http);
+    }
+    if (s->listener) {
+        evconnlistener_free(s->listener);
+    }
     event_free(s->accept_timer);
     event_free(s->close_timer);
     event_free(s->sig_term);
@@ -372,7 +406,10 @@ void server_free(server_t *s)
     free(s);
 }
 
-const config_t *server_config(const server_t *s) { return s->cfg; }
+const config_t *server_config(const server_t *s)
+{
+    return s->cfg;
+}
 
 void server_loop_info(server_t *s, loop_info_t *li)
 {

@@ -26,9 +26,9 @@ static int check_levels(void *conf, const cfg_key_t *k, const char *value, cfg_s
                         size_t errlen);
 
 #define OFF(f) offsetof(config_t, f)
-#define KB 1024LL
-#define MB (1024LL * 1024)
-#define GB (1024LL * 1024 * 1024)
+#define KB     1024LL
+#define MB     (1024LL * 1024)
+#define GB     (1024LL * 1024 * 1024)
 #define DAY_MS (86400000LL)
 
 /* The table. Keep it in the order of docs/broker.md and etc/hourglass-broker.conf. */
@@ -43,8 +43,7 @@ static const cfg_key_t cfg_keys[] = {
               "most client connections; more are told '-ERR max number of clients reached'") },
     { CFG_KEY("idle-timeout", CFG_DURATION, "0", 0, 365 * DAY_MS, OFF(idle_timeout_ms),
               "close a client idle this long (0: never); blocked PULLs are exempt") },
-    { CFG_KEY("tcp-backlog", CFG_INT, "511", 1, 65535, OFF(tcp_backlog),
-              "listen(2) backlog") },
+    { CFG_KEY("tcp-backlog", CFG_INT, "511", 1, 65535, OFF(tcp_backlog), "listen(2) backlog") },
     { CFG_KEY("dir", CFG_STRING, "./hourglass-data", 0, 0, OFF(dir),
               "data directory (created if missing; one broker per directory)") },
     { CFG_KEY("levels", CFG_STRING, LVL_DEFAULT_SPEC, 0, 0, OFF(levels),
@@ -53,20 +52,16 @@ static const cfg_key_t cfg_keys[] = {
     { CFG_KEY("fsync", CFG_ENUM, "always", 0, 1, OFF(fsync_always),
               "always: fsync every group commit before replying; no: write only (survives a crash, not a power cut)"),
       .words = "no|always" },
-    { CFG_KEY("cache-size", CFG_SIZE, "8mb", 0, 64 * GB, OFF(cache_size),
-              "LevelDB block cache") },
-    { CFG_KEY("write-buffer-size", CFG_SIZE, "4mb", 64 * KB, 4 * GB, OFF(write_buffer_size),
-              "LevelDB memtable size") },
-    { CFG_KEY("max-open-files", CFG_INT, "500", 16, 1000000, OFF(max_open_files),
-              "LevelDB table file cache") },
+    { CFG_KEY("cache-size", CFG_SIZE, "8mb", 0, 64 * GB, OFF(cache_size), "LevelDB block cache") },
+    { CFG_KEY("write-buffer-size", CFG_SIZE, "4mb", 64 * KB, 4 * GB, OFF(write_buffer_size), "LevelDB memtable size") },
+    { CFG_KEY("max-open-files", CFG_INT, "500", 16, 1000000, OFF(max_open_files), "LevelDB table file cache") },
     { CFG_KEY("lease", CFG_DURATION, "30s", 1, DAY_MS, OFF(lease_ms),
               "default lease of a PULLed message (PULL/TOUCH LEASE override it)") },
     { CFG_KEY("max-reconsume", CFG_INT, "16", 0, 1000, OFF(max_reconsume),
               "failures retried before the DLQ (GROUP CREATE MAXRETRY overrides it per group)") },
     { CFG_KEY("retention", CFG_DURATION, "72h", 1000, 3650 * DAY_MS, OFF(retention_ms),
               "how long a topic with no group keeps due messages") },
-    { CFG_KEY("max-delay", CFG_DURATION, "3d", 1000, 3650 * DAY_MS, OFF(max_delay_ms),
-              "longest DELAY / AT accepted") },
+    { CFG_KEY("max-delay", CFG_DURATION, "3d", 1000, 3650 * DAY_MS, OFF(max_delay_ms), "longest DELAY / AT accepted") },
     { CFG_KEY("max-pull-count", CFG_INT, "1000", 1, 100000, OFF(max_pull_count),
               "largest PULL COUNT and DLQ LIST COUNT") },
     { CFG_KEY("max-payload", CFG_SIZE, "4mb", 0, (long long)MSG_HARD_MAX_PAYLOAD, OFF(max_payload),
@@ -87,8 +82,8 @@ static const cfg_key_t cfg_keys[] = {
               "HTTP port for /metrics and /healthz (0: off)") },
     { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
               "address of the metrics listener; non-loopback needs allow-remote yes") },
-    { CFG_KEY("log-level", CFG_ENUM, "info", 0, 3, OFF(log_level),
-              "least severe log records written"), .words = LOG_LEVEL_WORDS, .reload = 1 },
+    { CFG_KEY("log-level", CFG_ENUM, "info", 0, 3, OFF(log_level), "least severe log records written"),
+      .words = LOG_LEVEL_WORDS, .reload = 1 },
 };
 
 _Static_assert(sizeof cfg_keys / sizeof cfg_keys[0] <= CONFIG_MAX_KEYS, "raise CONFIG_MAX_KEYS");
@@ -117,8 +112,14 @@ static int check_levels(void *conf, const cfg_key_t *k, const char *value, cfg_s
     return 0;
 }
 
-int config_key_count(void) { return (int)table.count; }
-const char *config_key_name(int i) { return (i >= 0 && i < (int)table.count) ? cfg_keys[i].name : NULL; }
+int config_key_count(void)
+{
+    return (int)table.count;
+}
+const char *config_key_name(int i)
+{
+    return (i >= 0 && i < (int)table.count) ? cfg_keys[i].name : NULL;
+}
 void config_key_value(const config_t *c, int i, char *buf, size_t len)
 {
     if (i >= 0 && i < (int)table.count) {
@@ -160,11 +161,17 @@ void config_free(config_t *c)
 /* 1 when host is a loopback address or "localhost". */
 static int config_is_loopback(const char *host)
 {
-    if (strcasecmp(host, "localhost") == 0) { return 1; }
+    if (strcasecmp(host, "localhost") == 0) {
+        return 1;
+    }
     struct in_addr a4;
     struct in6_addr a6;
-    if (inet_pton(AF_INET, host, &a4) == 1) { return (ntohl(a4.s_addr) >> 24) == 127; }
-    if (inet_pton(AF_INET6, host, &a6) == 1) { return memcmp(&a6, &in6addr_loopback, sizeof a6) == 0; }
+    if (inet_pton(AF_INET, host, &a4) == 1) {
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    }
+    if (inet_pton(AF_INET6, host, &a6) == 1) {
+        return memcmp(&a6, &in6addr_loopback, sizeof a6) == 0;
+    }
     return 0;
 }
 
@@ -189,8 +196,10 @@ int config_validate(config_t *c, char *err, size_t errlen)
         return -1;
     }
     if (!c->allow_remote && !config_is_loopback(c->bind)) {
-        err_set(err, errlen, "bind %s is not a loopback address: the broker has no users or TLS yet; "
-                "set allow-remote yes to listen there anyway", c->bind);
+        err_set(err, errlen,
+                "bind %s is not a loopback address: the broker has no users or TLS yet; "
+                "set allow-remote yes to listen there anyway",
+                c->bind);
         return -1;
     }
     if (c->metrics_port != 0 && !c->allow_remote && !config_is_loopback(c->metrics_bind)) {
@@ -211,7 +220,10 @@ int config_validate(config_t *c, char *err, size_t errlen)
 int config_load(config_t *c, int argc, char **argv, config_action_t *action, char *err, size_t errlen)
 {
     static const config_action_t actions[] = {
-        [CFG_RUN] = CONFIG_RUN, [CFG_CHECK] = CONFIG_CHECK, [CFG_HELP] = CONFIG_HELP, [CFG_VERSION] = CONFIG_VERSION,
+        [CFG_RUN] = CONFIG_RUN,
+        [CFG_CHECK] = CONFIG_CHECK,
+        [CFG_HELP] = CONFIG_HELP,
+        [CFG_VERSION] = CONFIG_VERSION,
     };
     cfg_args_t args;
     *action = CONFIG_RUN;
@@ -241,11 +253,17 @@ int config_load(config_t *c, int argc, char **argv, config_action_t *action, cha
     rest[nrest] = NULL;
     int rc = cfg_parse_args(&table, c, nrest, rest, &args, err, errlen);
     free(rest);
-    if (rc != 0) { return -1; }
+    if (rc != 0) {
+        return -1;
+    }
     *action = actions[args.action];
-    if (args.action == CFG_HELP || args.action == CFG_VERSION) { return 0; }
+    if (args.action == CFG_HELP || args.action == CFG_VERSION) {
+        return 0;
+    }
     if (c->check_data != NULL) {
-        if (args.action == CFG_CHECK) { return err_set(err, errlen, "--check-data and --check-config exclude each other"); }
+        if (args.action == CFG_CHECK) {
+            return err_set(err, errlen, "--check-data and --check-config exclude each other");
+        }
         free(c->dir);
         c->dir = xstrdup(c->check_data);
         *action = CONFIG_CHECK_DATA;
@@ -268,7 +286,10 @@ static int reload_load(void *conf, void *arg, char *err, size_t errlen)
     return config_load(conf, a->argc, a->argv, &action, err, errlen);
 }
 
-static void reload_release(void *conf) { config_free(conf); }
+static void reload_release(void *conf)
+{
+    config_free(conf);
+}
 
 static void reload_apply(const void *conf, void *arg)
 {

@@ -33,7 +33,7 @@
 #include "levels/store.h"
 #include "levels/table.h"
 
-#define CONFIG_MAX_KEYS 64   /* at least the table's keys (CONFIG GET's match array) */
+#define CONFIG_MAX_KEYS 64 /* at least the table's keys (CONFIG GET's match array) */
 
 typedef struct config {
     /* network */
@@ -41,12 +41,12 @@ typedef struct config {
     long long port;
     int allow_remote;
     long long max_clients;
-    long long idle_timeout_ms;      /* 0 = off */
+    long long idle_timeout_ms; /* 0 = off */
     long long tcp_backlog;
     /* storage */
     char *dir;
-    char *levels;                   /* the spec as written (parsed into store.levels) */
-    int fsync_always;               /* fsync always (1) | no (0) */
+    char *levels;     /* the spec as written (parsed into store.levels) */
+    int fsync_always; /* fsync always (1) | no (0) */
     long long cache_size;
     long long write_buffer_size;
     long long max_open_files;
@@ -65,21 +65,21 @@ typedef struct config {
     long long max_query;
     long long max_reply_buffer;
     /* observability */
-    long long metrics_port;         /* 0 = off */
+    long long metrics_port; /* 0 = off */
     char *metrics_bind;
-    int log_level;                  /* log_level_t */
+    int log_level; /* log_level_t */
     /* derived by config_validate from the keys above */
-    store_options_t store;          /* the one copy of the store's options and limits */
-    const char *check_data;         /* --check-data DIR (argv's), else NULL */
+    store_options_t store;  /* the one copy of the store's options and limits */
+    const char *check_data; /* --check-data DIR (argv's), else NULL */
 } config_t;
 
 /* What the command line asked for besides key values. */
 typedef enum config_action {
-    CONFIG_RUN = 0,      /* start the broker */
-    CONFIG_CHECK,        /* --check-config: validate, print, exit */
-    CONFIG_CHECK_DATA,   /* --check-data DIR: check the data directory, exit */
-    CONFIG_HELP,         /* --help */
-    CONFIG_VERSION       /* --version */
+    CONFIG_RUN = 0,    /* start the broker */
+    CONFIG_CHECK,      /* --check-config: validate, print, exit */
+    CONFIG_CHECK_DATA, /* --check-data DIR: check the data directory, exit */
+    CONFIG_HELP,       /* --help */
+    CONFIG_VERSION     /* --version */
 } config_action_t;
 
 /* Fill c with the defaults. Never fails (aborts on out-of-memory). */
@@ -94,8 +94,7 @@ void config_free(config_t *c);
  * DIR and *action to CONFIG_CHECK_DATA. 0 and *action on success; -1 with
  * the message in err[errlen] (naming the key, the file and line, or the
  * flag). */
-int config_load(config_t *c, int argc, char **argv, config_action_t *action,
-                char *err, size_t errlen);
+int config_load(config_t *c, int argc, char **argv, config_action_t *action, char *err, size_t errlen);
 
 /* Cross-key checks: the level table parses, max-bulk >= max-payload,
  * max-query > max-bulk, a non-loopback bind needs allow-remote. On success

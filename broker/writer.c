@@ -25,12 +25,12 @@
 
 #include "common/log.h"
 
-#define SCHED_CHUNK 4096          /* most due moves / expiries per iteration */
-#define MAINTAIN_BUDGET 512       /* store_maintain deletes per idle step */
-#define MAINTAIN_IDLE_MS 1000     /* idle time before maintenance runs */
-#define MAINTAIN_PERIOD_MS 60000  /* maintenance check when nothing else happens (retention) */
-#define REOPEN_RETRY_MS 1000      /* a failed reopen is retried this often */
-#define STALL_MS 10000            /* /healthz: queued work and no progress this long */
+#define SCHED_CHUNK        4096  /* most due moves / expiries per iteration */
+#define MAINTAIN_BUDGET    512   /* store_maintain deletes per idle step */
+#define MAINTAIN_IDLE_MS   1000  /* idle time before maintenance runs */
+#define MAINTAIN_PERIOD_MS 60000 /* maintenance check when nothing else happens (retention) */
+#define REOPEN_RETRY_MS    1000  /* a failed reopen is retried this often */
+#define STALL_MS           10000 /* /healthz: queued work and no progress this long */
 
 struct writer {
     pthread_t thread;
@@ -56,13 +56,13 @@ struct writer {
     _Atomic uint64_t heartbeat_mono;
     _Atomic int broken;
     _Atomic size_t nparked;
-    char broken_msg[512];          /* under done_mu */
+    char broken_msg[512]; /* under done_mu */
 
     /* storage thread only */
-    store_t *store;                /* NULL while a reopen fails */
-    int batch_durable;             /* a job since the last commit made a promise: fsync it */
+    store_t *store;    /* NULL while a reopen fails */
+    int batch_durable; /* a job since the last commit made a promise: fsync it */
     sched_t *sched;
-    const store_options_t *opts;   /* the caller's (config_t.store): outlives the writer */
+    const store_options_t *opts; /* the caller's (config_t.store): outlives the writer */
     storage_stats_t stats;
     job_t *parked_head, *parked_tail;
     size_t parked_count;
@@ -88,28 +88,45 @@ static uint64_t mono_us(void)
 
 void job_free(job_t *j)
 {
-    if (j == NULL) { return; }
+    if (j == NULL) {
+        return;
+    }
     resp_buf_free(&j->reply);
     free(j);
 }
 
 /* ---- lists ------------------------------------------------------------------ */
 
-typedef struct job_list { job_t *head, *tail; size_t n; } job_list_t;
+typedef struct job_list {
+    job_t *head, *tail;
+    size_t n;
+} job_list_t;
 
 static void list_push(job_list_t *l, job_t *j)
 {
     j->next = NULL;
     j->prev = l->tail;
-    if (l->tail) { l->tail->next = j; } else { l->head = j; }
+    if (l->tail) {
+        l->tail->next = j;
+    } else {
+        l->head = j;
+    }
     l->tail = j;
     l->n++;
 }
 
 static void parked_remove(writer_t *w, job_t *j)
 {
-    if (j->prev) { j->prev->next = j->next; } else { w->parked_head = j->next; }
-    if (j->next) { j->next->prev = j->prev; } else { w->parked_tail = j->prev; }
+    if (j->prev) {
+        j->prev->next = j->next;
+    } else {
+        w->parked_head = j->next;
+    }
+    if (j->next) {
+        j->next->prev = j->prev;
+    } else {
+        w->parked_tail = j->prev;
+    }
     j->next = j->prev = NULL;
     j->parked = 0;
     w->parked_count--;
@@ -122,7 +139,11 @@ static void parked_add(writer_t *w, job_t *j, uint64_t now_mono)
     j->deadline_mono = j->block_ms ? now_mono + j->block_ms : 0;
     j->next = NULL;
     j->prev = w->parked_tail;
-    if (w->parked_tail) { w->parked_tail->next = j; } else { w->parked_head = j; }
+    if (w->parked_tail) {
+        w->parked_tail->next = j;
+    } else {
+        w->parked_head = j;
+    }
     w->parked_tail = j;
     w->parked_count++;
     atomic_store(&w->nparked, w->parked_count);
@@ -132,8 +153,8 @@ static void parked_add(writer_t *w, job_t *j, uint64_t now_mono)
 
 static void done_cb(evutil_socket_t fd, short what, void *arg);
 
-writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_base *base,
-                     writer_done_fn done, writer_stopped_fn stopped, void *ctx)
+writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_base *base, writer_done_fn done,
+                     writer_stopped_fn stopped, void *ctx)
 {
     writer_t *w = xmalloc(sizeof *w);
     memset(w, 0, sizeof *w);
@@ -178,11 +199,17 @@ void writer_submit(writer_t *w, job_t *j)
 {
     j->next = NULL;
     pthread_mutex_lock(&w->mu);
-    if (w->q_tail) { w->q_tail->next = j; } else { w->q_head = j; }
+    if (w->q_tail) {
+        w->q_tail->next = j;
+    } else {
+        w->q_head = j;
+    }
     w->q_tail = j;
     int was_empty = w->q_len++ == 0;
     pthread_mutex_unlock(&w->mu);
-    if (was_empty) { pthread_cond_signal(&w->cond); }
+    if (was_empty) {
+        pthread_cond_signal(&w->cond);
+    }
 }
 
 void writer_cancel(writer_t *w, uint64_t conn_id)
@@ -205,14 +232,30 @@ void writer_stop(writer_t *w)
 
 void writer_free(writer_t *w)
 {
-    if (w == NULL) { return; }
-    if (w->started) { pthread_join(w->thread, NULL); }
+    if (w == NULL) {
+        return;
+    }
+    if (w->started) {
+        pthread_join(w->thread, NULL);
+    }
     job_t *j = w->done_head;
-    while (j) { job_t *n = j->next; job_free(j); j = n; }
+    while (j) {
+        job_t *n = j->next;
+        job_free(j);
+        j = n;
+    }
     j = w->q_head;
-    while (j) { job_t *n = j->next; job_free(j); j = n; }
-    if (w->sched) { sched_free(w->sched); }
-    if (w->store) { store_close(w->store, NULL, 0); }
+    while (j) {
+        job_t *n = j->next;
+        job_free(j);
+        j = n;
+    }
+    if (w->sched) {
+        sched_free(w->sched);
+    }
+    if (w->store) {
+        store_close(w->store, NULL, 0);
+    }
     event_free(w->done_ev);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cond);
@@ -249,11 +292,15 @@ size_t writer_queued(writer_t *w)
     return n;
 }
 
-size_t writer_parked(writer_t *w) { return atomic_load(&w->nparked); }
+size_t writer_parked(writer_t *w)
+{
+    return atomic_load(&w->nparked);
+}
 
 static void done_cb(evutil_socket_t fd, short what, void *arg)
 {
-    (void)fd; (void)what;
+    (void)fd;
+    (void)what;
     writer_t *w = arg;
     pthread_mutex_lock(&w->done_mu);
     job_t *j = w->done_head;
@@ -268,7 +315,7 @@ static void done_cb(evutil_socket_t fd, short what, void *arg)
     }
     if (stopped == 1) {
         pthread_mutex_lock(&w->done_mu);
-        w->stopped = 2;   /* report once */
+        w->stopped = 2; /* report once */
         pthread_mutex_unlock(&w->done_mu);
         w->on_stopped(w->ctx);
     }
@@ -276,20 +323,40 @@ static void done_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- storage thread --------------------------------------------------------- */
 
-store_t *writer_store(writer_t *w) { return w->store; }
-sched_t *writer_sched(writer_t *w) { return w->sched; }
-storage_stats_t *writer_stats(writer_t *w) { return &w->stats; }
-uint64_t writer_now(writer_t *w) { return sched_wall_clock(w); }
+store_t *writer_store(writer_t *w)
+{
+    return w->store;
+}
+sched_t *writer_sched(writer_t *w)
+{
+    return w->sched;
+}
+storage_stats_t *writer_stats(writer_t *w)
+{
+    return &w->stats;
+}
+uint64_t writer_now(writer_t *w)
+{
+    return sched_wall_clock(w);
+}
 
 static void post(writer_t *w, job_list_t *done, int stopped)
 {
-    if (done->head == NULL && !stopped) { return; }
+    if (done->head == NULL && !stopped) {
+        return;
+    }
     pthread_mutex_lock(&w->done_mu);
     if (done->head) {
-        if (w->done_tail) { w->done_tail->next = done->head; } else { w->done_head = done->head; }
+        if (w->done_tail) {
+            w->done_tail->next = done->head;
+        } else {
+            w->done_head = done->head;
+        }
         w->done_tail = done->tail;
     }
-    if (stopped) { w->stopped = 1; }
+    if (stopped) {
+        w->stopped = 1;
+    }
     pthread_mutex_unlock(&w->done_mu);
     event_active(w->done_ev, EV_READ, 0);
     done->head = done->tail = NULL;
@@ -325,7 +392,9 @@ static void reopen_store(writer_t *w, const char *why)
         w->store = NULL;
     }
     uint64_t now = mono_ms();
-    if (now < w->next_reopen_mono) { return; }
+    if (now < w->next_reopen_mono) {
+        return;
+    }
     w->next_reopen_mono = now + REOPEN_RETRY_MS;
     char err[512];
     store_options_t o = *w->opts;
@@ -399,7 +468,9 @@ static uint64_t earliest_parked_deadline(writer_t *w)
 {
     uint64_t best = UINT64_MAX;
     for (job_t *j = w->parked_head; j; j = j->next) {
-        if (j->deadline_mono != 0 && j->deadline_mono < best) { best = j->deadline_mono; }
+        if (j->deadline_mono != 0 && j->deadline_mono < best) {
+            best = j->deadline_mono;
+        }
     }
     return best;
 }
@@ -409,17 +480,23 @@ static uint64_t next_wakeup_mono(writer_t *w, uint64_t now_mono)
 {
     uint64_t best = earliest_parked_deadline(w);
     if (w->store == NULL) {
-        if (w->next_reopen_mono < best) { best = w->next_reopen_mono; }
+        if (w->next_reopen_mono < best) {
+            best = w->next_reopen_mono;
+        }
         return best;
     }
     uint64_t wall_next = sched_next_wakeup(w->sched);
     if (wall_next != UINT64_MAX) {
         uint64_t now_wall = sched_now(w->sched);
         uint64_t at = wall_next <= now_wall ? now_mono : now_mono + (wall_next - now_wall);
-        if (at < best) { best = at; }
+        if (at < best) {
+            best = at;
+        }
     }
     uint64_t maint = w->maintain_needed ? w->last_job_mono + MAINTAIN_IDLE_MS : w->next_periodic_mono;
-    if (maint < best) { best = maint; }
+    if (maint < best) {
+        best = maint;
+    }
     return best;
 }
 
@@ -428,7 +505,9 @@ static uint64_t next_wakeup_mono(writer_t *w, uint64_t now_mono)
  * job of this iteration with the error and reopen the store. */
 static void commit_pending(writer_t *w, job_list_t *done)
 {
-    if (w->store == NULL) { return; }
+    if (w->store == NULL) {
+        return;
+    }
     char err[512];
     int pending = store_pending(w->store);
     uint64_t t0 = mono_us();
@@ -441,19 +520,27 @@ static void commit_pending(writer_t *w, job_list_t *done)
         prom_hist_add(&w->stats.commit_seconds, (double)(t1 - t0) / 1e6);
     }
     if (rc != 0 || store_broken(w->store)) {
-        if (rc == 0) { snprintf(err, sizeof err, "the store is broken"); }
+        if (rc == 0) {
+            snprintf(err, sizeof err, "the store is broken");
+        }
         w->stats.commit_failures++;
-        for (job_t *j = done->head; j; j = j->next) { fail_job(j, err); }
+        for (job_t *j = done->head; j; j = j->next) {
+            fail_job(j, err);
+        }
         reopen_store(w, err);
     }
 }
 
 static void count_batch(writer_t *w, size_t njobs)
 {
-    if (njobs == 0) { return; }
+    if (njobs == 0) {
+        return;
+    }
     w->stats.batches++;
     w->stats.jobs += njobs;
-    if (njobs > w->stats.max_batch) { w->stats.max_batch = njobs; }
+    if (njobs > w->stats.max_batch) {
+        w->stats.max_batch = njobs;
+    }
     prom_hist_add(&w->stats.batch_jobs, (double)njobs);
 }
 
@@ -468,13 +555,17 @@ static void *writer_main(void *arg)
         while (w->q_head == NULL && !w->stop_requested && !more) {
             uint64_t now = mono_ms();
             uint64_t at = next_wakeup_mono(w, now);
-            if (at <= now) { break; }
+            if (at <= now) {
+                break;
+            }
             if (at == UINT64_MAX) {
                 pthread_cond_wait(&w->cond, &w->mu);
             } else {
                 struct timespec ts = { .tv_sec = (time_t)(at / 1000), .tv_nsec = (long)(at % 1000) * 1000000 };
                 int rc = pthread_cond_timedwait(&w->cond, &w->mu, &ts);
-                if (rc == ETIMEDOUT) { break; }
+                if (rc == ETIMEDOUT) {
+                    break;
+                }
             }
         }
         job_t *batch = w->q_head;
@@ -485,7 +576,9 @@ static void *writer_main(void *arg)
 
         uint64_t now_mono = mono_ms();
         atomic_store(&w->heartbeat_mono, now_mono);
-        if (w->store == NULL) { reopen_store(w, "reopen pending"); }
+        if (w->store == NULL) {
+            reopen_store(w, "reopen pending");
+        }
 
         /* 1. the jobs, in order */
         size_t njobs = 0;
@@ -541,7 +634,7 @@ static void *writer_main(void *arg)
                 if (work > 0) {
                     more = 1;
                     w->maintain_needed = 1;
-                    w->last_job_mono = 0;   /* keep going while idle */
+                    w->last_job_mono = 0; /* keep going while idle */
                 } else {
                     w->maintain_needed = 0;
                     w->next_periodic_mono = now_mono + MAINTAIN_PERIOD_MS;
@@ -560,7 +653,9 @@ static void *writer_main(void *arg)
             pthread_mutex_lock(&w->mu);
             int empty = w->q_head == NULL;
             pthread_mutex_unlock(&w->mu);
-            if (empty) { break; }
+            if (empty) {
+                break;
+            }
         }
     }
     /* Close the store here, on its own thread, before telling the loop. */
@@ -573,7 +668,10 @@ static void *writer_main(void *arg)
         }
         w->store = NULL;
     }
-    if (w->sched) { sched_free(w->sched); w->sched = NULL; }
+    if (w->sched) {
+        sched_free(w->sched);
+        w->sched = NULL;
+    }
     post(w, &done, 1);
     return NULL;
 }

@@ -41,14 +41,14 @@ typedef struct writer writer_t;
 typedef struct job job_t;
 
 typedef enum job_result {
-    JOB_DONE = 0,   /* reply written: post it */
-    JOB_PARK = 1    /* nothing to do yet: keep it (see wake/expire) */
+    JOB_DONE = 0, /* reply written: post it */
+    JOB_PARK = 1  /* nothing to do yet: keep it (see wake/expire) */
 } job_result_t;
 
-#define JOB_CANCEL_KIND 1   /* internal: drop parked jobs of conn_id */
+#define JOB_CANCEL_KIND 1 /* internal: drop parked jobs of conn_id */
 
 struct job {
-    job_t *next, *prev;                             /* owned by whoever holds the job */
+    job_t *next, *prev; /* owned by whoever holds the job */
     /* Storage thread: do the work, write the reply into reply (protocol
      * `proto`). May return JOB_PARK only when block_ms was set by its owner
      * (block_set). */
@@ -59,17 +59,17 @@ struct job {
     void (*expire)(job_t *j, writer_t *w);
     /* Loop thread, optional: runs on completion before the reply is used. */
     void (*complete)(job_t *j);
-    uint64_t conn_id;        /* the connection the reply goes to (0: none) */
-    uint64_t seq;            /* its reply slot */
-    int proto;               /* RESP_PROTO_2 / RESP_PROTO_3 for the reply */
-    int kind;                /* 0, or JOB_CANCEL_KIND */
-    int failed;              /* set by the writer: the reply is an error it wrote */
-    int durable;             /* 1: its batch is fsynced before the reply (CMD_DURABLE) */
-    int block_set;           /* 1: may park */
-    uint64_t block_ms;       /* with block_set: how long; 0 = forever */
-    uint64_t deadline_mono;  /* writer-private: parked deadline (monotonic ms), 0 = none */
-    int parked;              /* writer-private */
-    resp_buf_t reply;        /* the reply bytes (RESP), or text for complete() */
+    uint64_t conn_id;       /* the connection the reply goes to (0: none) */
+    uint64_t seq;           /* its reply slot */
+    int proto;              /* RESP_PROTO_2 / RESP_PROTO_3 for the reply */
+    int kind;               /* 0, or JOB_CANCEL_KIND */
+    int failed;             /* set by the writer: the reply is an error it wrote */
+    int durable;            /* 1: its batch is fsynced before the reply (CMD_DURABLE) */
+    int block_set;          /* 1: may park */
+    uint64_t block_ms;      /* with block_set: how long; 0 = forever */
+    uint64_t deadline_mono; /* writer-private: parked deadline (monotonic ms), 0 = none */
+    int parked;             /* writer-private */
+    resp_buf_t reply;       /* the reply bytes (RESP), or text for complete() */
 };
 
 /* Called on the loop thread with each finished job; the callee owns it. */
@@ -84,8 +84,8 @@ void job_free(job_t *j);
  * store_options_t of the process, config_t.store) must outlive the writer;
  * it is used to reopen a store whose commit failed. Completions are delivered on
  * base's thread through done(). Never fails (aborts on out-of-memory). */
-writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_base *base,
-                     writer_done_fn done, writer_stopped_fn stopped, void *ctx);
+writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_base *base, writer_done_fn done,
+                     writer_stopped_fn stopped, void *ctx);
 
 /* Start the thread. 0, or -1 with the cause in err. */
 int writer_start(writer_t *w, char *err, size_t errlen);
@@ -115,6 +115,6 @@ size_t writer_parked(writer_t *w);
 store_t *writer_store(writer_t *w);
 sched_t *writer_sched(writer_t *w);
 storage_stats_t *writer_stats(writer_t *w);
-uint64_t writer_now(writer_t *w);          /* wall-clock ms (the scheduler's clock) */
+uint64_t writer_now(writer_t *w); /* wall-clock ms (the scheduler's clock) */
 
 #endif

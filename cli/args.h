@@ -13,9 +13,9 @@
 
 /* One option a command accepts; a table of them ends with a NULL name. */
 typedef struct cli_opt {
-    const char *name;      /* "--count" */
+    const char *name; /* "--count" */
     int takes_value;
-    const char *value;     /* out: the value, or "" for a flag given */
+    const char *value; /* out: the value, or "" for a flag given */
 } cli_opt_t;
 
 /* Split argv[1..argc) into options (per specs, NULL-name terminated; specs

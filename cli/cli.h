@@ -18,8 +18,8 @@
 #include <stdio.h>
 
 /* Exit codes (also in --help). */
-#define EXIT_BROKER 1  /* the broker answered an error, or the thing asked for is not there */
-#define EXIT_USAGE 2   /* bad command, option or URI */
+#define EXIT_BROKER  1 /* the broker answered an error, or the thing asked for is not there */
+#define EXIT_USAGE   2 /* bad command, option or URI */
 #define EXIT_CONNECT 3 /* cannot reach the broker: connect failed, connection lost, timed out */
 
 #define CLI_DEFAULT_URI "hourglass://127.0.0.1:7379"
@@ -28,17 +28,17 @@ typedef struct cli {
     const char *uri;
     int json;
     uint32_t timeout_ms;
-    hg_client_t *client;       /* opened on first use */
+    hg_client_t *client; /* opened on first use */
 } cli_t;
 
 /* A command: called with argv[0] = its (last) name word; returns the exit code. */
 typedef int (*command_fn)(cli_t *cli, int argc, char **argv);
 
 typedef struct command {
-    const char *name;          /* "dlq list" */
+    const char *name; /* "dlq list" */
     command_fn fn;
-    const char *usage;         /* after the name */
-    const char *help;          /* one paragraph */
+    const char *usage; /* after the name */
+    const char *help;  /* one paragraph */
 } command_t;
 
 /* ---- cli/main.c: the table, help, messages, the connection ---- */

@@ -73,8 +73,7 @@ int cli_cmd_levels(cli_t *cli, int argc, char **argv)
             units_format_duration((uint64_t)hg_reply_integer(hg_reply_element(row, 1)), buf, sizeof(buf));
             printf("%s{\"level\":%lld,\"delay_ms\":%lld,\"delay\":\"%s\",\"depth\":%lld,\"next_due_ms\":%lld}",
                    i > 0 ? "," : "", hg_reply_integer(hg_reply_element(row, 0)),
-                   hg_reply_integer(hg_reply_element(row, 1)), buf,
-                   hg_reply_integer(hg_reply_element(row, 2)),
+                   hg_reply_integer(hg_reply_element(row, 1)), buf, hg_reply_integer(hg_reply_element(row, 2)),
                    hg_reply_integer(hg_reply_element(row, 3)));
         }
         fputs("]\n", stdout);
@@ -114,12 +113,10 @@ int cli_cmd_groups(cli_t *cli, int argc, char **argv)
 {
     /* Columns in the order of GROUP LIST (docs/broker.md); a field the
      * broker does not send shows as "-". */
-    static const char *const fields[] = { "group", "topic", "ready", "backlog", "retry-ready",
-                                          "retry-delayed", "inflight", "dlq", "max-reconsume",
-                                          "created-ms" };
-    static const char *const header[] = { "GROUP", "TOPIC", "READY", "BACKLOG", "RETRY-READY",
-                                          "RETRY-DELAYED", "INFLIGHT", "DLQ", "MAXRETRY",
-                                          "CREATED" };
+    static const char *const fields[] = { "group",         "topic",    "ready", "backlog",       "retry-ready",
+                                          "retry-delayed", "inflight", "dlq",   "max-reconsume", "created-ms" };
+    static const char *const header[] = { "GROUP",         "TOPIC",    "READY", "BACKLOG",  "RETRY-READY",
+                                          "RETRY-DELAYED", "INFLIGHT", "DLQ",   "MAXRETRY", "CREATED" };
     static const int right[] = { 0, 0, 1, 1, 1, 1, 1, 1, 1, 0 };
     const int nf = (int)(sizeof(fields) / sizeof(fields[0]));
     const char *cmdv[2] = { "GROUP", "LIST" };
@@ -270,8 +267,9 @@ int cli_cmd_info(cli_t *cli, int argc, char **argv)
 
 int cli_cmd_send(cli_t *cli, int argc, char **argv)
 {
-    cli_opt_t specs[] = { { "--key", 1, NULL }, { "--level", 1, NULL }, { "--delay", 1, NULL },
-                           { "--at", 1, NULL }, { NULL, 0, NULL } };
+    cli_opt_t specs[] = {
+        { "--key", 1, NULL }, { "--level", 1, NULL }, { "--delay", 1, NULL }, { "--at", 1, NULL }, { NULL, 0, NULL }
+    };
     const command_t *cmd = cli_find_command("send");
     char *pos[2], id[HG_ID_MAX];
     hg_delay_t delay = hg_delay_none();

@@ -13,7 +13,7 @@
 #include "cli/args.h"
 #include "cli/output.h"
 
-#define CLI_PAYLOAD_COLUMN 40   /* payload characters shown in dlq list */
+#define CLI_PAYLOAD_COLUMN 40 /* payload characters shown in dlq list */
 
 /* The fields of one DLQ LIST entry [id, key, payload, reconsume, reason, parked_ms]. */
 typedef struct dlq_entry {
@@ -54,8 +54,7 @@ static void dlq_json(const dlq_entry_t *d)
 }
 
 /* DLQ LIST group [COUNT n] [AFTER id]; *reply is the array. */
-static int dlq_list_reply(cli_t *cli, const char *group, const char *count, const char *after,
-                          hg_reply_t **reply)
+static int dlq_list_reply(cli_t *cli, const char *group, const char *count, const char *after, hg_reply_t **reply)
 {
     const char *cmdv[7] = { "DLQ", "LIST", group };
     int argc = 3, rc;
@@ -193,8 +192,7 @@ int cli_cmd_dlq_show(cli_t *cli, int argc, char **argv)
 }
 
 /* dlq requeue / dlq drop: DLQ <verb> group id|ALL → integer. */
-static int dlq_move(cli_t *cli, const char *name, const char *verb, const char *done,
-                    int argc, char **argv)
+static int dlq_move(cli_t *cli, const char *name, const char *verb, const char *done, int argc, char **argv)
 {
     cli_opt_t specs[] = { { "--all", 0, NULL }, { NULL, 0, NULL } };
     const char *cmdv[4] = { "DLQ", verb, NULL, NULL };

@@ -64,10 +64,19 @@ int cli_fail(int code, const char *fmt, ...)
 int cli_exit_code(hg_err_t e)
 {
     switch (e) {
-    case HG_OK: return 0;
-    case HG_ERR_ARG: case HG_ERR_URI: case HG_ERR_UNSUPPORTED: return EXIT_USAGE;
-    case HG_ERR_CONNECT: case HG_ERR_IO: case HG_ERR_TIMEOUT: case HG_ERR_STOPPED: return EXIT_CONNECT;
-    default: return EXIT_BROKER;
+    case HG_OK:
+        return 0;
+    case HG_ERR_ARG:
+    case HG_ERR_URI:
+    case HG_ERR_UNSUPPORTED:
+        return EXIT_USAGE;
+    case HG_ERR_CONNECT:
+    case HG_ERR_IO:
+    case HG_ERR_TIMEOUT:
+    case HG_ERR_STOPPED:
+        return EXIT_CONNECT;
+    default:
+        return EXIT_BROKER;
     }
 }
 
@@ -91,8 +100,8 @@ int cli_connect(cli_t *cli)
     hg_client_opts_init(&opts);
     opts.connect_timeout_ms = cli->timeout_ms;
     opts.read_timeout_ms = cli->timeout_ms;
-    opts.reconnect_backoff.attempts = 1;  /* an operator wants an answer now */
-    opts.resend_sends = 0;                /* `send` once, as typed */
+    opts.reconnect_backoff.attempts = 1; /* an operator wants an answer now */
+    opts.resend_sends = 0;               /* `send` once, as typed */
     e = hg_client_open(cli->uri, &opts, &cli->client, &err);
     if (e != HG_OK)
         return cli_fail(cli_exit_code(e), "%s", err.message);
@@ -126,8 +135,7 @@ int cli_unexpected(const char *cmd, const hg_reply_t *r)
 static int cmd_dlq(cli_t *cli, int argc, char **argv);
 
 static const command_t commands[] = {
-    { "ping", cli_cmd_ping, "",
-      "Check that the broker answers." },
+    { "ping", cli_cmd_ping, "", "Check that the broker answers." },
     { "levels", cli_cmd_levels, "",
       "The delay levels: number, delay, messages waiting (depth) and when the head is due." },
     { "groups", cli_cmd_groups, "",
@@ -145,8 +153,7 @@ static const command_t commands[] = {
       "List parked messages in id order: id, key, failures, when parked, the last failure "
       "reason, the payload (shortened; see dlq show). --count: at most N (default 100); "
       "--after ID: page on from the last id shown." },
-    { "dlq show", cli_cmd_dlq_show, "GROUP ID",
-      "Show one parked message in full. Exit 1 when it is not in the DLQ." },
+    { "dlq show", cli_cmd_dlq_show, "GROUP ID", "Show one parked message in full. Exit 1 when it is not in the DLQ." },
     { "dlq requeue", cli_cmd_dlq_requeue, "GROUP (ID | --all)",
       "Move one message (or all) back to the group's retry-ready queue with its failure count "
       "reset; consumers get it at once. Exit 1 when the ID is not in the DLQ." },
@@ -194,37 +201,34 @@ static void print_wrapped(FILE *f, int indent, const char *text)
 
 void cli_print_command_help(FILE *f, const command_t *cmd)
 {
-    fprintf(f, "usage: hourglass-cli [--uri URI] [--json] %s%s%s\n\n", cmd->name,
-            cmd->usage[0] ? " " : "", cmd->usage);
+    fprintf(f, "usage: hourglass-cli [--uri URI] [--json] %s%s%s\n\n", cmd->name, cmd->usage[0] ? " " : "", cmd->usage);
     print_wrapped(f, 0, cmd->help);
 }
 
 static void print_help(FILE *f)
 {
-    fprintf(f,
-            "usage: hourglass-cli [--uri URI] [--json] [--timeout MS] COMMAND [ARGS]\n"
-            "\n"
-            "Administer an Hourglass broker and drain dead-letter queues by hand.\n"
-            "\n"
-            "Options:\n"
-            "  --uri URI      broker to talk to: hourglass://[user:pass@]host[:port]\n"
-            "                 (default: $HOURGLASS_URI, else " CLI_DEFAULT_URI ")\n"
-            "  --json         print one JSON value for scripts instead of tables\n"
-            "  --timeout MS   connect and reply timeout in milliseconds (default 5000)\n"
-            "  --help         this text; COMMAND --help describes one command\n"
-            "  --version      print the version\n"
-            "\n"
-            "Commands:\n");
+    fprintf(f, "usage: hourglass-cli [--uri URI] [--json] [--timeout MS] COMMAND [ARGS]\n"
+               "\n"
+               "Administer an Hourglass broker and drain dead-letter queues by hand.\n"
+               "\n"
+               "Options:\n"
+               "  --uri URI      broker to talk to: hourglass://[user:pass@]host[:port]\n"
+               "                 (default: $HOURGLASS_URI, else " CLI_DEFAULT_URI ")\n"
+               "  --json         print one JSON value for scripts instead of tables\n"
+               "  --timeout MS   connect and reply timeout in milliseconds (default 5000)\n"
+               "  --help         this text; COMMAND --help describes one command\n"
+               "  --version      print the version\n"
+               "\n"
+               "Commands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
         if (strcmp(commands[i].name, "dlq") != 0)
             fprintf(f, "  %s%s%s\n", commands[i].name, commands[i].usage[0] ? " " : "", commands[i].usage);
-    fprintf(f,
-            "\n"
-            "Exit status:\n"
-            "  0  success\n"
-            "  1  the broker answered an error, or the message asked for is not there\n"
-            "  2  usage error: unknown command or option, bad argument or URI\n"
-            "  3  cannot reach the broker: connection refused, lost or timed out\n");
+    fprintf(f, "\n"
+               "Exit status:\n"
+               "  0  success\n"
+               "  1  the broker answered an error, or the message asked for is not there\n"
+               "  2  usage error: unknown command or option, bad argument or URI\n"
+               "  3  cannot reach the broker: connection refused, lost or timed out\n");
 }
 
 /* dlq SUBCOMMAND: the subcommands are table entries named "dlq list" …. */
@@ -237,8 +241,7 @@ static int cmd_dlq(cli_t *cli, int argc, char **argv)
         FILE *f = argc < 2 ? stderr : stdout;
         fprintf(f, "usage: hourglass-cli [--uri URI] [--json] dlq SUBCOMMAND ...\n\n");
         for (size_t i = 0; i < NCOMMANDS; i++)
-            if (strncmp(commands[i].name, "dlq ", 4) == 0)
-            {
+            if (strncmp(commands[i].name, "dlq ", 4) == 0) {
                 fprintf(f, "  %s %s\n", commands[i].name, commands[i].usage);
                 print_wrapped(f, 6, commands[i].help);
             }

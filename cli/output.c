@@ -24,10 +24,17 @@ static size_t utf8_len(const unsigned char *s, size_t n)
 
     if (s[0] < 0x80)
         return 1;
-    if ((s[0] & 0xE0) == 0xC0) { len = 2; cp = s[0] & 0x1F; }
-    else if ((s[0] & 0xF0) == 0xE0) { len = 3; cp = s[0] & 0x0F; }
-    else if ((s[0] & 0xF8) == 0xF0) { len = 4; cp = s[0] & 0x07; }
-    else return 0;
+    if ((s[0] & 0xE0) == 0xC0) {
+        len = 2;
+        cp = s[0] & 0x1F;
+    } else if ((s[0] & 0xF0) == 0xE0) {
+        len = 3;
+        cp = s[0] & 0x0F;
+    } else if ((s[0] & 0xF8) == 0xF0) {
+        len = 4;
+        cp = s[0] & 0x07;
+    } else
+        return 0;
     if (n < len)
         return 0;
     for (size_t i = 1; i < len; i++) {
@@ -35,8 +42,8 @@ static size_t utf8_len(const unsigned char *s, size_t n)
             return 0;
         cp = (cp << 6) | (s[i] & 0x3F);
     }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
         return 0;
     return len;
 }
@@ -55,12 +62,25 @@ void out_json_string(FILE *f, const char *s, size_t n)
             fputc('\\', f);
             fputc(c, f);
             i++;
-        } else if (c == '\n') { fputs("\\n", f); i++; }
-        else if (c == '\r') { fputs("\\r", f); i++; }
-        else if (c == '\t') { fputs("\\t", f); i++; }
-        else if (c < 0x20 || c == 0x7f) { fprintf(f, "\\u%04x", c); i++; }
-        else if ((len = utf8_len(p + i, n - i)) == 0) { fprintf(f, "\\u%04x", c); i++; }
-        else { fwrite(p + i, 1, len, f); i += len; }
+        } else if (c == '\n') {
+            fputs("\\n", f);
+            i++;
+        } else if (c == '\r') {
+            fputs("\\r", f);
+            i++;
+        } else if (c == '\t') {
+            fputs("\\t", f);
+            i++;
+        } else if (c < 0x20 || c == 0x7f) {
+            fprintf(f, "\\u%04x", c);
+            i++;
+        } else if ((len = utf8_len(p + i, n - i)) == 0) {
+            fprintf(f, "\\u%04x", c);
+            i++;
+        } else {
+            fwrite(p + i, 1, len, f);
+            i += len;
+        }
     }
     fputc('"', f);
 }
@@ -81,10 +101,19 @@ char *out_text(const char *s, size_t n, size_t max_chars)
             out += 3;
             break;
         }
-        if (p[i] == '\n') { memcpy(buf + out, "\\n", 2); out += 2; i++; }
-        else if (p[i] == '\t') { memcpy(buf + out, "\\t", 2); out += 2; i++; }
-        else if (p[i] == '\\') { memcpy(buf + out, "\\\\", 2); out += 2; i++; }
-        else if (p[i] < 0x20 || p[i] == 0x7f || (len = utf8_len(p + i, n - i)) == 0) {
+        if (p[i] == '\n') {
+            memcpy(buf + out, "\\n", 2);
+            out += 2;
+            i++;
+        } else if (p[i] == '\t') {
+            memcpy(buf + out, "\\t", 2);
+            out += 2;
+            i++;
+        } else if (p[i] == '\\') {
+            memcpy(buf + out, "\\\\", 2);
+            out += 2;
+            i++;
+        } else if (p[i] < 0x20 || p[i] == 0x7f || (len = utf8_len(p + i, n - i)) == 0) {
             out += (size_t)snprintf(buf + out, cap - out, "\\x%02x", p[i]);
             i++;
         } else {
@@ -226,7 +255,10 @@ void out_json_reply(FILE *f, const hg_reply_t *r)
     case HG_REPLY_NIL:
         fputs("null", f);
         break;
-    case HG_REPLY_ARRAY: case HG_REPLY_SET: case HG_REPLY_PUSH: case HG_REPLY_MAP:
+    case HG_REPLY_ARRAY:
+    case HG_REPLY_SET:
+    case HG_REPLY_PUSH:
+    case HG_REPLY_MAP:
         fputc('[', f);
         for (size_t i = 0; i < hg_reply_count(r); i++) {
             if (i > 0)

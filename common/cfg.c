@@ -26,7 +26,7 @@
 #include <ini.h>
 
 #define CFG_MAX_VALUE 4096 /* longest value, and our INI line buffer (libinih's own limit is smaller) */
-#define CFG_MAX_NAME 64    /* longest key name */
+#define CFG_MAX_NAME  64   /* longest key name */
 
 const cfg_key_t *cfg_find(const cfg_table_t *t, const char *name)
 {
@@ -55,7 +55,7 @@ static int parse_digits(const char *s, long long *v, const char **rest)
 
 static int parse_bool(const char *s, int *out)
 {
-    static const char *const words[][2] = {{"no", "yes"}, {"false", "true"}, {"off", "on"}, {"0", "1"}};
+    static const char *const words[][2] = { { "no", "yes" }, { "false", "true" }, { "off", "on" }, { "0", "1" } };
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
         for (int b = 0; b < 2; b++)
             if (strcasecmp(s, words[i][b]) == 0) {
@@ -232,8 +232,8 @@ void cfg_init(const cfg_table_t *t, void *conf)
 {
     for (size_t i = 0; i < t->count; i++) {
         char err[256];
-        if (t->keys[i].def != NULL
-            && set_key(t, conf, &t->keys[i], t->keys[i].def, CFG_SOURCE_DEFAULT, err, sizeof err) != 0) {
+        if (t->keys[i].def != NULL &&
+            set_key(t, conf, &t->keys[i], t->keys[i].def, CFG_SOURCE_DEFAULT, err, sizeof err) != 0) {
             fprintf(stderr, "%s: bad built-in default: %s\n", t->program, err);
             abort();
         }
@@ -262,12 +262,12 @@ typedef struct ini_state {
     void *conf;
     FILE *file;
     const char *path;
-    int line;                         /* of the line last read */
-    int indented;                     /* it started with a blank */
-    char pending_name[CFG_MAX_NAME];  /* the key being collected ("" when none) */
+    int line;                        /* of the line last read */
+    int indented;                    /* it started with a blank */
+    char pending_name[CFG_MAX_NAME]; /* the key being collected ("" when none) */
     int pending_line;
     char *pending_value;
-    char error[512];                  /* the first error, "" when none */
+    char error[512]; /* the first error, "" when none */
 } ini_state_t;
 
 static void ini_error(ini_state_t *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -290,8 +290,10 @@ static char *ini_read_line(char *str, int num, void *stream)
     st->line++;
     size_t len = strlen(buf);
     if (len >= (size_t)num) {
-        ini_error(st, "%s:%d: line longer than %d bytes (libinih's limit): continue a long value on the next "
-                      "line, indented", st->path, st->line, num - 2);
+        ini_error(st,
+                  "%s:%d: line longer than %d bytes (libinih's limit): continue a long value on the next "
+                  "line, indented",
+                  st->path, st->line, num - 2);
         return NULL;
     }
     st->indented = buf[0] == ' ' || buf[0] == '\t';
@@ -361,7 +363,7 @@ static int ini_line(void *user, const char *section, const char *name, const cha
 
 int cfg_load_file(const cfg_table_t *t, void *conf, const char *path, char *err, size_t errlen)
 {
-    ini_state_t st = {.t = t, .conf = conf, .path = path};
+    ini_state_t st = { .t = t, .conf = conf, .path = path };
     st.file = fopen(path, "r");
     if (st.file == NULL) {
         err_set(err, errlen, "config: cannot open %s: %s", path, strerror(errno));
@@ -398,8 +400,7 @@ static int is_config_flag(const char *a)
     return strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0;
 }
 
-int cfg_parse_args(const cfg_table_t *t, void *conf, int argc, char **argv, cfg_args_t *out, char *err,
-                   size_t errlen)
+int cfg_parse_args(const cfg_table_t *t, void *conf, int argc, char **argv, cfg_args_t *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     /* Pass 1: the actions and --config, so the file is applied before any flag. */
@@ -501,7 +502,7 @@ int cfg_check_required(const cfg_table_t *t, const void *conf, char *err, size_t
 static const char *type_hint(const cfg_key_t *k)
 {
     static const char *const hints[] = {
-        [CFG_STRING] = "TEXT", [CFG_BOOL] = "yes|no", [CFG_INT] = "N", [CFG_SIZE] = "SIZE",
+        [CFG_STRING] = "TEXT",       [CFG_BOOL] = "yes|no",   [CFG_INT] = "N",   [CFG_SIZE] = "SIZE",
         [CFG_DURATION] = "DURATION", [CFG_DOUBLE] = "NUMBER", [CFG_ENUM] = NULL, [CFG_CUSTOM] = "TEXT",
     };
     if (k->hint != NULL)
@@ -587,10 +588,10 @@ void cfg_value_text(const cfg_table_t *t, const void *conf, size_t i, char *buf,
         snprintf(buf, len, "%lld", *(const long long *)field);
         return;
     case CFG_SIZE:
-        units_format_size((uint64_t)*(const long long *)field, buf, len);
+        units_format_size((uint64_t) * (const long long *)field, buf, len);
         return;
     case CFG_DURATION:
-        units_format_duration((uint64_t)*(const long long *)field, buf, len);
+        units_format_duration((uint64_t) * (const long long *)field, buf, len);
         return;
     case CFG_DOUBLE:
         snprintf(buf, len, "%g", *(const double *)field);
@@ -619,14 +620,19 @@ void cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out)
 static size_t field_size(const cfg_key_t *k)
 {
     switch (k->type) {
-    case CFG_STRING: return sizeof(char *);
+    case CFG_STRING:
+        return sizeof(char *);
     case CFG_BOOL:
-    case CFG_ENUM: return sizeof(int);
-    case CFG_DOUBLE: return sizeof(double);
+    case CFG_ENUM:
+        return sizeof(int);
+    case CFG_DOUBLE:
+        return sizeof(double);
     case CFG_INT:
     case CFG_SIZE:
-    case CFG_DURATION: return sizeof(long long);
-    case CFG_CUSTOM: break;
+    case CFG_DURATION:
+        return sizeof(long long);
+    case CFG_CUSTOM:
+        break;
     }
     return 0;
 }

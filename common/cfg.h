@@ -36,11 +36,22 @@
 #include <stdio.h>
 
 typedef enum cfg_type {
-    CFG_STRING, CFG_BOOL, CFG_INT, CFG_SIZE, CFG_DURATION, CFG_DOUBLE, CFG_ENUM, CFG_CUSTOM
+    CFG_STRING,
+    CFG_BOOL,
+    CFG_INT,
+    CFG_SIZE,
+    CFG_DURATION,
+    CFG_DOUBLE,
+    CFG_ENUM,
+    CFG_CUSTOM
 } cfg_type_t;
 
 /* Where a value comes from, in the order they are applied. */
-typedef enum cfg_source { CFG_SOURCE_DEFAULT, CFG_SOURCE_FILE, CFG_SOURCE_FLAG } cfg_source_t;
+typedef enum cfg_source {
+    CFG_SOURCE_DEFAULT,
+    CFG_SOURCE_FILE,
+    CFG_SOURCE_FLAG
+} cfg_source_t;
 
 typedef struct cfg_key cfg_key_t;
 
@@ -51,7 +62,7 @@ typedef int (*cfg_hook_fn)(void *conf, const cfg_key_t *key, const char *value, 
                            size_t errlen);
 
 struct cfg_key {
-    const char *name;          /* = INI key = --flag (matched case-insensitively) */
+    const char *name; /* = INI key = --flag (matched case-insensitively) */
     cfg_type_t type;
     const char *def;           /* default as text; NULL: unset (left zero) */
     long long min, max;        /* numeric types, in base units (bytes, ms) */
@@ -73,13 +84,13 @@ struct cfg_key {
     .name = (name_), .type = (type_), .def = (def_), .min = (min_), .max = (max_), .offset = (offset_), .help = (help_)
 
 typedef struct cfg_table {
-    const char *program;             /* "hourglass-broker" */
+    const char *program; /* "hourglass-broker" */
     const cfg_key_t *keys;
     size_t count;
-    const char *const *sections;     /* INI [sections] accepted besides the top; NULL-terminated */
-    const char *const *switches;     /* extra valueless flags ("--once"); NULL-terminated or NULL */
-    int positional_config;           /* 1: one positional argument is the config file */
-    int strings_nonempty;            /* 1: an empty CFG_STRING value is an error */
+    const char *const *sections; /* INI [sections] accepted besides the top; NULL-terminated */
+    const char *const *switches; /* extra valueless flags ("--once"); NULL-terminated or NULL */
+    int positional_config;       /* 1: one positional argument is the config file */
+    int strings_nonempty;        /* 1: an empty CFG_STRING value is an error */
 } cfg_table_t;
 
 /* The key named name (case-insensitive), or NULL. */
@@ -105,16 +116,16 @@ int cfg_set(const cfg_table_t *t, void *conf, const char *name, const char *valu
 int cfg_load_file(const cfg_table_t *t, void *conf, const char *path, char *err, size_t errlen);
 
 typedef enum cfg_action {
-    CFG_RUN = 0,   /* start the program */
-    CFG_CHECK,     /* --check-config: validate, report, exit */
-    CFG_HELP,      /* -h, --help */
-    CFG_VERSION    /* -V, -v, --version */
+    CFG_RUN = 0, /* start the program */
+    CFG_CHECK,   /* --check-config: validate, report, exit */
+    CFG_HELP,    /* -h, --help */
+    CFG_VERSION  /* -V, -v, --version */
 } cfg_action_t;
 
 typedef struct cfg_args {
     cfg_action_t action;
-    const char *config_path;   /* -c FILE, --config FILE, --config=FILE (argv's); NULL: none */
-    unsigned switches;         /* bit i set: t->switches[i] was given */
+    const char *config_path; /* -c FILE, --config FILE, --config=FILE (argv's); NULL: none */
+    unsigned switches;       /* bit i set: t->switches[i] was given */
 } cfg_args_t;
 
 /* Parse argv: the actions and --config first (wherever they stand), then
@@ -125,8 +136,7 @@ typedef struct cfg_args {
  * configuration reference of docs/operations.md from it. Returns 0 with *out, or -1 with err
  * ("unknown option '--x' (see --help)", "--port needs a value", or the
  * key's own error). The program validates afterwards. */
-int cfg_parse_args(const cfg_table_t *t, void *conf, int argc, char **argv, cfg_args_t *out, char *err,
-                   size_t errlen);
+int cfg_parse_args(const cfg_table_t *t, void *conf, int argc, char **argv, cfg_args_t *out, char *err, size_t errlen);
 
 /* The first key marked required whose value is unset or empty: -1 with
  * "key: required, not set" in err; 0 when there is none. */
@@ -172,10 +182,10 @@ void cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out);
  * thread at a time; the program marks .reload only keys whose readers
  * tolerate the copy (in practice: the ones apply acts on, like log-level). */
 typedef struct cfg_reload_ops {
-    size_t size;                                             /* of the config struct */
+    size_t size; /* of the config struct */
     int (*load)(void *conf, void *arg, char *err, size_t errlen);
     void (*release)(void *conf);
-    void (*apply)(const void *running, void *arg);           /* NULL: none */
+    void (*apply)(const void *running, void *arg); /* NULL: none */
     void *arg;
 } cfg_reload_ops_t;
 

@@ -35,8 +35,8 @@ const char *log_level_name(log_level_t level);
 void log_msg(log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_debug(...) log_msg(LOG_LEVEL_DEBUG, __VA_ARGS__)
-#define log_info(...) log_msg(LOG_LEVEL_INFO, __VA_ARGS__)
-#define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)
+#define log_info(...)  log_msg(LOG_LEVEL_INFO, __VA_ARGS__)
+#define log_warn(...)  log_msg(LOG_LEVEL_WARN, __VA_ARGS__)
 #define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
 
 #endif

@@ -71,7 +71,9 @@ void prom_hist_init(prom_hist_t *h, const double *bounds, int nb)
 void prom_hist_add(prom_hist_t *h, double v)
 {
     int i = 0;
-    while (i < h->nb && v > h->bounds[i]) { i++; }
+    while (i < h->nb && v > h->bounds[i]) {
+        i++;
+    }
     h->buckets[i]++;
     h->count++;
     h->sum += v;
@@ -79,13 +81,19 @@ void prom_hist_add(prom_hist_t *h, double v)
 
 double prom_hist_quantile(const prom_hist_t *h, double q)
 {
-    if (h->count == 0) { return 0; }
+    if (h->count == 0) {
+        return 0;
+    }
     uint64_t want = (uint64_t)(q * (double)h->count);
-    if (want == 0) { want = 1; }
+    if (want == 0) {
+        want = 1;
+    }
     uint64_t acc = 0;
     for (int i = 0; i <= h->nb; i++) {
         acc += h->buckets[i];
-        if (acc >= want) { return i < h->nb ? h->bounds[i] : h->bounds[h->nb - 1]; }
+        if (acc >= want) {
+            return i < h->nb ? h->bounds[i] : h->bounds[h->nb - 1];
+        }
     }
     return h->bounds[h->nb - 1];
 }
@@ -100,7 +108,7 @@ void prom_hist_write(buf_t *b, const char *name, const char *help, const prom_hi
     }
     acc += h->buckets[h->nb];
     buf_printf(b, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n%s_sum %.6f\n%s_count %" PRIu64 "\n", name, acc, name, h->sum,
-                name, h->count);
+               name, h->count);
 }
 
 /* ---- the HTTP endpoint ---------------------------------------------------------- */
@@ -162,8 +170,8 @@ static void *http_thread(void *arg)
     return NULL;
 }
 
-int prom_http_start(prom_http_t **out, const char *bind, unsigned port, prom_render_fn render,
-                    prom_health_fn health, void *arg, char *err, size_t errlen)
+int prom_http_start(prom_http_t **out, const char *bind, unsigned port, prom_render_fn render, prom_health_fn health,
+                    void *arg, char *err, size_t errlen)
 {
     *out = NULL;
     prom_http_t *h = xcalloc(1, sizeof *h);

@@ -36,9 +36,9 @@ void prom_label_escape(const char *in, char *out, size_t outlen);
  * thread-safe: one owner adds, or a multi-threaded owner keeps its own
  * atomic counters and fills a prom_hist_t snapshot to render it. */
 typedef struct prom_hist {
-    int nb;                                        /* bounds in use */
-    const double *bounds;                          /* strictly increasing upper bounds */
-    uint64_t buckets[PROM_HIST_MAX_BUCKETS + 1];   /* [nb] is +Inf; not cumulative here */
+    int nb;                                      /* bounds in use */
+    const double *bounds;                        /* strictly increasing upper bounds */
+    uint64_t buckets[PROM_HIST_MAX_BUCKETS + 1]; /* [nb] is +Inf; not cumulative here */
     uint64_t count;
     double sum;
 } prom_hist_t;
@@ -70,8 +70,8 @@ typedef struct prom_http prom_http_t;
 
 /* Listen on bind:port and serve from a new thread. Returns 0 with *out, or
  * -1 with err naming metrics-port and the cause. */
-int prom_http_start(prom_http_t **out, const char *bind, unsigned port, prom_render_fn render,
-                    prom_health_fn health, void *arg, char *err, size_t errlen);
+int prom_http_start(prom_http_t **out, const char *bind, unsigned port, prom_render_fn render, prom_health_fn health,
+                    void *arg, char *err, size_t errlen);
 
 /* Stop the thread and free the endpoint. NULL is fine. */
 void prom_http_stop(prom_http_t *h);

@@ -30,14 +30,14 @@
 
 extern char **environ;
 
-#define MAX_ALERTS 64
+#define MAX_ALERTS  64
 #define SUBJECT_MAX 96
 
 typedef struct alert_state {
     int kind;
     char subject[SUBJECT_MAX];
-    int active;          /* the condition held at the last check */
-    int fired;           /* a firing was sent during the current episode */
+    int active;             /* the condition held at the last check */
+    int fired;              /* a firing was sent during the current episode */
     uint64_t last_fired_us; /* monotonic; 0: never */
 } alert_state_t;
 
@@ -49,7 +49,7 @@ struct comp_alerts {
 
 const char *comp_alert_name(int kind)
 {
-    static const char *const names[COMP_ALERT_KINDS] = {"overdue-pending", "dlq-depth", "layer-failing"};
+    static const char *const names[COMP_ALERT_KINDS] = { "overdue-pending", "dlq-depth", "layer-failing" };
     return kind >= 0 && kind < COMP_ALERT_KINDS ? names[kind] : "unknown";
 }
 
@@ -92,7 +92,9 @@ static char *env_entry(const char *name, const char *value)
 static int run_command(comp_alerts_t *a, const char *kind, const char *state, const char *subject, int64_t value,
                        uint64_t threshold, const char *message)
 {
-    enum { OWN = 8 };
+    enum {
+        OWN = 8
+    };
     size_t n_env = 0;
     while (environ != NULL && environ[n_env] != NULL)
         n_env++;
@@ -128,7 +130,7 @@ static int run_command(comp_alerts_t *a, const char *kind, const char *state, co
     sigfillset(&all);
     posix_spawnattr_setsigmask(&attr, &none); /* the daemon blocks SIGTERM in its threads; the child must not */
     posix_spawnattr_setsigdefault(&attr, &all);
-    char *const argv[] = {"sh", "-c", a->cfg->alert_command, NULL};
+    char *const argv[] = { "sh", "-c", a->cfg->alert_command, NULL };
     pid_t pid;
     int rc = posix_spawn(&pid, "/bin/sh", NULL, &attr, argv, envp);
     posix_spawnattr_destroy(&attr);
@@ -157,7 +159,7 @@ static int run_command(comp_alerts_t *a, const char *kind, const char *state, co
                     a->cfg->alert_command_timeout_ms);
             return -1;
         }
-        struct timespec ts = {0, 10 * 1000000L};
+        struct timespec ts = { 0, 10 * 1000000L };
         nanosleep(&ts, NULL);
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {

@@ -68,8 +68,8 @@ hg_order_outcome_t comp_cancel(comp_canceller_t *c, uint64_t order_id, hg_order_
         break;
     case HG_ORDER_TRANSIENT:
         count_outcome(c, COMP_CANCEL_TRANSIENT);
-        log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": transient failure, retried next round (%s): %s", order_id, c->reason,
-                err->message);
+        log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": transient failure, retried next round (%s): %s", order_id,
+                c->reason, err->message);
         break;
     case HG_ORDER_PAID: /* not an outcome of a cancel */
     case HG_ORDER_PERMANENT:

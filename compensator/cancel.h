@@ -16,7 +16,7 @@
 
 #include <hourglass/order.h>
 
-#define COMP_REASON_OVERDUE "outbox-overdue"
+#define COMP_REASON_OVERDUE    "outbox-overdue"
 #define COMP_REASON_INSPECTION "inspection"
 
 typedef struct comp_canceller {

@@ -28,82 +28,85 @@
 #include "common/log.h"
 
 #define OFF(field) offsetof(comp_config_t, field)
-#define DAY_MS 86400000LL
+#define DAY_MS     86400000LL
 
 static const cfg_key_t keys[] = {
     /* broker */
-    {CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, OFF(uri),
-     "broker URI, hourglass://[user:pass@]host[:port]"), .required = 1},
-    {CFG_KEY("topic", CFG_STRING, "order-timeout", 0, 0, OFF(topic), "topic the relay sends order ids to"),
-     .required = 1},
-    {CFG_KEY("dlq-groups", CFG_STRING, "order-cancel", 0, 0, OFF(dlq_groups),
-     "consumer groups whose DLQ depth is watched (blanks or commas between; \"none\" for none)")},
-    {CFG_KEY("broker-connect-timeout", CFG_DURATION, "1s", 1, 600000, OFF(broker_connect_timeout_ms),
-     "broker connect timeout (the relay holds its rows locked meanwhile)")},
-    {CFG_KEY("broker-timeout", CFG_DURATION, "5s", 1, 600000, OFF(broker_timeout_ms),
-     "longest wait for a broker reply")},
+    { CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, OFF(uri),
+              "broker URI, hourglass://[user:pass@]host[:port]"),
+      .required = 1 },
+    { CFG_KEY("topic", CFG_STRING, "order-timeout", 0, 0, OFF(topic), "topic the relay sends order ids to"),
+      .required = 1 },
+    { CFG_KEY("dlq-groups", CFG_STRING, "order-cancel", 0, 0, OFF(dlq_groups),
+              "consumer groups whose DLQ depth is watched (blanks or commas between; \"none\" for none)") },
+    { CFG_KEY("broker-connect-timeout", CFG_DURATION, "1s", 1, 600000, OFF(broker_connect_timeout_ms),
+              "broker connect timeout (the relay holds its rows locked meanwhile)") },
+    { CFG_KEY("broker-timeout", CFG_DURATION, "5s", 1, 600000, OFF(broker_timeout_ms),
+              "longest wait for a broker reply") },
 
     /* MariaDB */
     DB_KEYS_ROWS(comp_config_t),
 
     /* layers */
-    {CFG_KEY("layers", CFG_STRING, "relay,overdue,inspection,monitor", 0, 0, OFF(layers_text),
-     "layers to run: relay, overdue, inspection, monitor (commas or blanks between)")},
-    {CFG_KEY("relay-interval", CFG_DURATION, "1s", 10, DAY_MS, OFF(relay_interval_ms),
-     "how often the relay looks for 'new' outbox rows")},
-    {CFG_KEY("relay-batch", CFG_INT, "500", 1, 10000, OFF(relay_batch),
-     "outbox rows locked, sent (pipelined) and marked per transaction")},
-    {CFG_KEY("relay-backoff-base", CFG_DURATION, "1s", 1, DAY_MS, OFF(relay_backoff_base_ms),
-     "next_attempt_at after a row's first failed send")},
-    {CFG_KEY("relay-backoff-factor", CFG_DOUBLE, "2", 1, 100, OFF(relay_backoff_factor),
-     "growth of that delay per failed attempt")},
-    {CFG_KEY("relay-backoff-cap", CFG_DURATION, "5m", 1, DAY_MS, OFF(relay_backoff_cap_ms),
-     "longest delay between two attempts of a row")},
-    {CFG_KEY("relay-backoff-jitter", CFG_DOUBLE, "0.2", 0, 1, OFF(relay_backoff_jitter),
-     "random share of each delay, 0..1")},
-    {CFG_KEY("overdue-interval", CFG_DURATION, "10s", 10, DAY_MS, OFF(overdue_interval_ms),
-     "how often the overdue-outbox layer runs")},
-    {CFG_KEY("overdue-grace", CFG_DURATION, "1m", 0, 30 * DAY_MS, OFF(overdue_grace_ms),
-     "outbox rows not 'done' this long past expire_at are cancelled directly")},
-    {CFG_KEY("overdue-batch", CFG_INT, "200", 1, 10000, OFF(overdue_batch), "overdue outbox rows read per page")},
-    {CFG_KEY("inspect-interval", CFG_DURATION, "1m", 10, DAY_MS, OFF(inspect_interval_ms),
-     "how often the order-table inspection runs")},
-    {CFG_KEY("inspect-grace", CFG_DURATION, "5m", 0, 30 * DAY_MS, OFF(inspect_grace_ms),
-     "pending orders this long past expire_at are cancelled by the inspection")},
-    {CFG_KEY("inspect-page-size", CFG_INT, "500", 1, 10000, OFF(inspect_page_size),
-     "orders per keyset page of the inspection")},
-    {CFG_KEY("inspect-page-pause", CFG_DURATION, "0ms", 0, 60000, OFF(inspect_page_pause_ms),
-     "pause between two inspection pages (throttle; the lock is checked after it)")},
-    {CFG_KEY("lock-name", CFG_STRING, NULL, 0, 0, OFF(lock_name),
-     "GET_LOCK name that elects the one inspecting instance (default: hourglass-inspection:<database>)")},
+    { CFG_KEY("layers", CFG_STRING, "relay,overdue,inspection,monitor", 0, 0, OFF(layers_text),
+              "layers to run: relay, overdue, inspection, monitor (commas or blanks between)") },
+    { CFG_KEY("relay-interval", CFG_DURATION, "1s", 10, DAY_MS, OFF(relay_interval_ms),
+              "how often the relay looks for 'new' outbox rows") },
+    { CFG_KEY("relay-batch", CFG_INT, "500", 1, 10000, OFF(relay_batch),
+              "outbox rows locked, sent (pipelined) and marked per transaction") },
+    { CFG_KEY("relay-backoff-base", CFG_DURATION, "1s", 1, DAY_MS, OFF(relay_backoff_base_ms),
+              "next_attempt_at after a row's first failed send") },
+    { CFG_KEY("relay-backoff-factor", CFG_DOUBLE, "2", 1, 100, OFF(relay_backoff_factor),
+              "growth of that delay per failed attempt") },
+    { CFG_KEY("relay-backoff-cap", CFG_DURATION, "5m", 1, DAY_MS, OFF(relay_backoff_cap_ms),
+              "longest delay between two attempts of a row") },
+    { CFG_KEY("relay-backoff-jitter", CFG_DOUBLE, "0.2", 0, 1, OFF(relay_backoff_jitter),
+              "random share of each delay, 0..1") },
+    { CFG_KEY("overdue-interval", CFG_DURATION, "10s", 10, DAY_MS, OFF(overdue_interval_ms),
+              "how often the overdue-outbox layer runs") },
+    { CFG_KEY("overdue-grace", CFG_DURATION, "1m", 0, 30 * DAY_MS, OFF(overdue_grace_ms),
+              "outbox rows not 'done' this long past expire_at are cancelled directly") },
+    { CFG_KEY("overdue-batch", CFG_INT, "200", 1, 10000, OFF(overdue_batch), "overdue outbox rows read per page") },
+    { CFG_KEY("inspect-interval", CFG_DURATION, "1m", 10, DAY_MS, OFF(inspect_interval_ms),
+              "how often the order-table inspection runs") },
+    { CFG_KEY("inspect-grace", CFG_DURATION, "5m", 0, 30 * DAY_MS, OFF(inspect_grace_ms),
+              "pending orders this long past expire_at are cancelled by the inspection") },
+    { CFG_KEY("inspect-page-size", CFG_INT, "500", 1, 10000, OFF(inspect_page_size),
+              "orders per keyset page of the inspection") },
+    { CFG_KEY("inspect-page-pause", CFG_DURATION, "0ms", 0, 60000, OFF(inspect_page_pause_ms),
+              "pause between two inspection pages (throttle; the lock is checked after it)") },
+    { CFG_KEY("lock-name", CFG_STRING, NULL, 0, 0, OFF(lock_name),
+              "GET_LOCK name that elects the one inspecting instance (default: hourglass-inspection:<database>)") },
 
     /* monitoring */
-    {CFG_KEY("monitor-interval", CFG_DURATION, "15s", 10, DAY_MS, OFF(monitor_interval_ms),
-     "how often the gauges (overdue orders, DLQ depth) are read and the thresholds checked")},
-    {CFG_KEY("alert-command", CFG_STRING, NULL, 0, 0, OFF(alert_command),
-     "shell command run when a threshold is crossed; the alert is in HG_ALERT_* variables (unset: log only)")},
-    {CFG_KEY("alert-overdue-pending", CFG_INT, "10", 0, 1000000000000LL, OFF(alert_overdue_pending),
-     "alert when this many pending orders are past expire_at + inspect-grace (0: off)")},
-    {CFG_KEY("alert-dlq-depth", CFG_INT, "1", 0, 1000000000000LL, OFF(alert_dlq_depth),
-     "alert when a watched group's DLQ holds this many (0: off)")},
-    {CFG_KEY("alert-layer-failures", CFG_INT, "3", 0, 1000000, OFF(alert_layer_failures),
-     "alert when a layer failed this many runs in a row (0: off)")},
-    {CFG_KEY("alert-min-interval", CFG_DURATION, "10m", 0, 30 * DAY_MS, OFF(alert_min_interval_ms),
-     "the same alert fires at most once per this interval while it lasts")},
-    {CFG_KEY("alert-command-timeout", CFG_DURATION, "10s", 100, 3600000, OFF(alert_command_timeout_ms),
-     "an alert command still running after this is killed")},
+    { CFG_KEY("monitor-interval", CFG_DURATION, "15s", 10, DAY_MS, OFF(monitor_interval_ms),
+              "how often the gauges (overdue orders, DLQ depth) are read and the thresholds checked") },
+    { CFG_KEY(
+        "alert-command", CFG_STRING, NULL, 0, 0, OFF(alert_command),
+        "shell command run when a threshold is crossed; the alert is in HG_ALERT_* variables (unset: log only)") },
+    { CFG_KEY("alert-overdue-pending", CFG_INT, "10", 0, 1000000000000LL, OFF(alert_overdue_pending),
+              "alert when this many pending orders are past expire_at + inspect-grace (0: off)") },
+    { CFG_KEY("alert-dlq-depth", CFG_INT, "1", 0, 1000000000000LL, OFF(alert_dlq_depth),
+              "alert when a watched group's DLQ holds this many (0: off)") },
+    { CFG_KEY("alert-layer-failures", CFG_INT, "3", 0, 1000000, OFF(alert_layer_failures),
+              "alert when a layer failed this many runs in a row (0: off)") },
+    { CFG_KEY("alert-min-interval", CFG_DURATION, "10m", 0, 30 * DAY_MS, OFF(alert_min_interval_ms),
+              "the same alert fires at most once per this interval while it lasts") },
+    { CFG_KEY("alert-command-timeout", CFG_DURATION, "10s", 100, 3600000, OFF(alert_command_timeout_ms),
+              "an alert command still running after this is killed") },
 
-    {CFG_KEY("metrics-port", CFG_INT, "0", 0, 65535, OFF(metrics_port),
-     "HTTP port for /metrics and /healthz (0: off)")},
-    {CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
-     "address the metrics server listens on"), .required = 1},
-    {CFG_KEY("log-level", CFG_ENUM, "info", 0, 0, OFF(log_level),
-     "least severe log records written"), .words = LOG_LEVEL_WORDS, .reload = 1},
+    { CFG_KEY("metrics-port", CFG_INT, "0", 0, 65535, OFF(metrics_port),
+              "HTTP port for /metrics and /healthz (0: off)") },
+    { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
+              "address the metrics server listens on"),
+      .required = 1 },
+    { CFG_KEY("log-level", CFG_ENUM, "info", 0, 0, OFF(log_level), "least severe log records written"),
+      .words = LOG_LEVEL_WORDS, .reload = 1 },
 };
 
-static const char *const sections[] = {"broker", "mysql",  "layers", "relay", "overdue", "inspection",
-                                       "monitor", "alerts", "metrics", "log", NULL};
-static const char *const switches[] = {"--once", NULL};
+static const char *const sections[] = { "broker",  "mysql",  "layers",  "relay", "overdue", "inspection",
+                                        "monitor", "alerts", "metrics", "log",   NULL };
+static const char *const switches[] = { "--once", NULL };
 
 static const cfg_table_t table = {
     .program = "hourglass-compensator",
@@ -118,7 +121,7 @@ const cfg_table_t *comp_config_table(void)
     return &table;
 }
 
-static const char *const layer_names[COMP_LAYER_COUNT] = {"relay", "overdue", "inspection", "monitor"};
+static const char *const layer_names[COMP_LAYER_COUNT] = { "relay", "overdue", "inspection", "monitor" };
 
 const char *comp_layer_name(int index)
 {
@@ -218,7 +221,7 @@ int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
         return -1;
     }
 
-    word_ctx_t w = {cfg, err, errlen};
+    word_ctx_t w = { cfg, err, errlen };
     cfg->layers = 0;
     if (each_word(cfg->layers_text != NULL ? cfg->layers_text : "", add_layer, &w) != 0)
         return -1;
@@ -255,7 +258,7 @@ int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
     o.topic = cfg->topic;
     o.handler = noop_handler;
     hg_consumer_t *c = NULL;
-    hg_error_t e = {0};
+    hg_error_t e = { 0 };
     hg_err_t rc = hg_consumer_new(&o, &c, &e);
     hg_consumer_free(c);
     if (rc != HG_OK) {

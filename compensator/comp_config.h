@@ -32,7 +32,7 @@ enum {
 const char *comp_layer_name(int index);
 
 #define COMP_MAX_DLQ_GROUPS 32
-#define COMP_LOCK_NAME_MAX 64 /* GET_LOCK names: at most 64 characters */
+#define COMP_LOCK_NAME_MAX  64 /* GET_LOCK names: at most 64 characters */
 
 typedef struct comp_config {
     /* broker */
@@ -57,11 +57,11 @@ typedef struct comp_config {
 
     unsigned long long metrics_port;
     char *metrics_bind;
-    int log_level;                              /* log_level_t (common/log.h) */
+    int log_level; /* log_level_t (common/log.h) */
 
     /* Derived by comp_config_validate. */
-    int layers;                                 /* COMP_LAYER_* bits */
-    char *groups[COMP_MAX_DLQ_GROUPS];          /* dlq-groups split on blanks and commas */
+    int layers;                        /* COMP_LAYER_* bits */
+    char *groups[COMP_MAX_DLQ_GROUPS]; /* dlq-groups split on blanks and commas */
     size_t group_count;
     char effective_lock_name[COMP_LOCK_NAME_MAX + 1]; /* lock-name, or the default built from the database */
 } comp_config_t;

@@ -155,7 +155,9 @@ comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t err
         }
     }
     char cut[32];
-    log_msg(outcome != COMP_RUN_OK ? LOG_LEVEL_WARN : cancelled > 0 ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
+    log_msg(outcome != COMP_RUN_OK ? LOG_LEVEL_WARN
+            : cancelled > 0        ? LOG_LEVEL_INFO
+                                   : LOG_LEVEL_DEBUG,
             "inspection: %s; %llu overdue orders read (expire_at < %s), %" PRIu64 " cancelled, %" PRIu64 " failed%s%s",
             comp_run_outcome_name(outcome), in->last_rows, db_time_format(&in->pager.cutoff, cut, sizeof cut),
             cancelled, failed, errbuf[0] ? ": " : "", errbuf);

@@ -33,10 +33,10 @@
  * range on (status, expire_at); InnoDB's secondary index carries the primary
  * key, so ORDER BY expire_at, id needs no filesort. Exposed for the EXPLAIN
  * test. */
-#define COMP_INSPECT_PAGE_SQL                                                         \
-    "SELECT id, expire_at FROM orders"                                               \
-    " WHERE status = 'pending' AND expire_at < ? AND expire_at >= ?"                 \
-    " AND (expire_at > ? OR id > ?)"                                                 \
+#define COMP_INSPECT_PAGE_SQL                                        \
+    "SELECT id, expire_at FROM orders"                               \
+    " WHERE status = 'pending' AND expire_at < ? AND expire_at >= ?" \
+    " AND (expire_at > ? OR id > ?)"                                 \
     " ORDER BY expire_at, id LIMIT ?"
 
 typedef struct comp_inspect comp_inspect_t;

@@ -44,9 +44,9 @@ comp_lock_t *comp_lock_new(const hg_order_db_params_t *params, const char *name)
     comp_lock_t *l = xcalloc(1, sizeof *l);
     l->db = db_conn_new(params, "lock", DB_AUTOCOMMIT | DB_READ_COMMITTED);
     snprintf(l->name, sizeof l->name, "%s", name);
-    l->get = (db_stmt_t){"get-lock", "SELECT GET_LOCK(?, 0)", 0, NULL};
-    l->check = (db_stmt_t){"check-lock", "SELECT IS_USED_LOCK(?) = CONNECTION_ID()", 0, NULL};
-    l->release = (db_stmt_t){"release-lock", "SELECT RELEASE_LOCK(?)", 0, NULL};
+    l->get = (db_stmt_t){ "get-lock", "SELECT GET_LOCK(?, 0)", 0, NULL };
+    l->check = (db_stmt_t){ "check-lock", "SELECT IS_USED_LOCK(?) = CONNECTION_ID()", 0, NULL };
+    l->release = (db_stmt_t){ "release-lock", "SELECT RELEASE_LOCK(?)", 0, NULL };
     return l;
 }
 
@@ -107,7 +107,8 @@ int comp_lock_check(comp_lock_t *l, hg_order_error_t *err)
     if (is_null || v != 1) {
         if (err != NULL) {
             err->code = 0;
-            snprintf(err->message, sizeof err->message, "lock: IS_USED_LOCK('%s') is no longer this connection", l->name);
+            snprintf(err->message, sizeof err->message, "lock: IS_USED_LOCK('%s') is no longer this connection",
+                     l->name);
         }
         lose(l, "held by another connection");
         return 0;
@@ -124,7 +125,7 @@ int comp_lock_alive(comp_lock_t *l)
         lose(l, "the lock connection is closed");
         return 0;
     }
-    struct pollfd p = {.fd = (int)mysql_get_socket(m), .events = POLLIN | POLLPRI | POLLRDHUP};
+    struct pollfd p = { .fd = (int)mysql_get_socket(m), .events = POLLIN | POLLPRI | POLLRDHUP };
     int rc;
     do
         rc = poll(&p, 1, 0);

@@ -50,13 +50,13 @@
 #include "compensator/stop.h"
 #include "db/conn.h"
 
-#define PROGRAM "hourglass-compensator"
+#define PROGRAM     "hourglass-compensator"
 #define EXIT_CONFIG 2
 
 /* ------------------------------------------------------------------ layers */
 
 typedef struct runner {
-    int layer;                 /* COMP_LAYER_INDEX_* */
+    int layer; /* COMP_LAYER_INDEX_* */
     uint64_t interval_ms;
     void *state;
     comp_run_outcome_t (*run)(void *state, char *err, size_t errlen);
@@ -124,17 +124,33 @@ static size_t make_runners(const comp_config_t *cfg, const hg_order_db_params_t 
 {
     size_t n = 0;
     if (cfg->layers & COMP_LAYER_BIT(COMP_LAYER_INDEX_RELAY))
-        out[n++] = (runner_t){COMP_LAYER_INDEX_RELAY, cfg->relay_interval_ms, comp_relay_new(cfg, params), run_relay,
-                              free_relay, 0, 0};
+        out[n++] = (runner_t){
+            COMP_LAYER_INDEX_RELAY, cfg->relay_interval_ms, comp_relay_new(cfg, params), run_relay, free_relay, 0, 0
+        };
     if (cfg->layers & COMP_LAYER_BIT(COMP_LAYER_INDEX_OVERDUE))
-        out[n++] = (runner_t){COMP_LAYER_INDEX_OVERDUE, cfg->overdue_interval_ms, comp_overdue_new(cfg, params),
-                              run_overdue, free_overdue, 0, 0};
+        out[n++] = (runner_t){ COMP_LAYER_INDEX_OVERDUE,
+                               cfg->overdue_interval_ms,
+                               comp_overdue_new(cfg, params),
+                               run_overdue,
+                               free_overdue,
+                               0,
+                               0 };
     if (cfg->layers & COMP_LAYER_BIT(COMP_LAYER_INDEX_INSPECTION))
-        out[n++] = (runner_t){COMP_LAYER_INDEX_INSPECTION, cfg->inspect_interval_ms, comp_inspect_new(cfg, params),
-                              run_inspection, free_inspection, 0, 0};
+        out[n++] = (runner_t){ COMP_LAYER_INDEX_INSPECTION,
+                               cfg->inspect_interval_ms,
+                               comp_inspect_new(cfg, params),
+                               run_inspection,
+                               free_inspection,
+                               0,
+                               0 };
     if (cfg->layers & COMP_LAYER_BIT(COMP_LAYER_INDEX_MONITOR))
-        out[n++] = (runner_t){COMP_LAYER_INDEX_MONITOR, cfg->monitor_interval_ms, comp_monitor_new(cfg, params),
-                              run_monitor, free_monitor, 0, 0};
+        out[n++] = (runner_t){ COMP_LAYER_INDEX_MONITOR,
+                               cfg->monitor_interval_ms,
+                               comp_monitor_new(cfg, params),
+                               run_monitor,
+                               free_monitor,
+                               0,
+                               0 };
     return n;
 }
 
@@ -142,24 +158,23 @@ static size_t make_runners(const comp_config_t *cfg, const hg_order_db_params_t 
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "Usage: " PROGRAM " [--config FILE] [--KEY VALUE]... [--once] [--check-config]\n"
-            "\n"
-            "The fallbacks that cancel every unpaid order on time even when its delayed message\n"
-            "is lost: the outbox relay, the overdue-outbox cancel, the order-table inspection\n"
-            "(one instance at a time, under a MySQL GET_LOCK) and monitoring with alerts.\n"
-            "Every cancel is hg_order_cancel: paid orders are never touched, none twice.\n"
-            "\n"
-            "  -c, --config FILE   INI file with the keys below (flags override it)\n"
-            "      --once          run each enabled layer one time and exit (cron, tests):\n"
-            "                      0 when none failed, 1 otherwise\n"
-            "      --check-config  check the configuration without connecting; exit 0 if valid,\n"
-            "                      2 with an error naming the key otherwise\n"
-            "  -h, --help          this text\n"
-            "  -V, --version       the version\n"
-            "\n"
-            "Keys (INI `key = value`, or `--key value` / `--key=value`; durations take a unit:\n"
-            "ms, s, m, h, d):\n");
+    fprintf(out, "Usage: " PROGRAM " [--config FILE] [--KEY VALUE]... [--once] [--check-config]\n"
+                 "\n"
+                 "The fallbacks that cancel every unpaid order on time even when its delayed message\n"
+                 "is lost: the outbox relay, the overdue-outbox cancel, the order-table inspection\n"
+                 "(one instance at a time, under a MySQL GET_LOCK) and monitoring with alerts.\n"
+                 "Every cancel is hg_order_cancel: paid orders are never touched, none twice.\n"
+                 "\n"
+                 "  -c, --config FILE   INI file with the keys below (flags override it)\n"
+                 "      --once          run each enabled layer one time and exit (cron, tests):\n"
+                 "                      0 when none failed, 1 otherwise\n"
+                 "      --check-config  check the configuration without connecting; exit 0 if valid,\n"
+                 "                      2 with an error naming the key otherwise\n"
+                 "  -h, --help          this text\n"
+                 "  -V, --version       the version\n"
+                 "\n"
+                 "Keys (INI `key = value`, or `--key value` / `--key=value`; durations take a unit:\n"
+                 "ms, s, m, h, d):\n");
     cfg_print_keys(comp_config_table(), out);
     fprintf(out, "\nExit status: 0 after a clean stop (SIGINT/SIGTERM), a valid --check-config or a\n"
                  "successful --once; 1 on a start-up failure or a failed --once; 2 on a usage or\n"
@@ -180,7 +195,7 @@ static int check_database(const hg_order_db_params_t *params)
     db_conn_t *db = db_conn_new(params, "start-up check", DB_AUTOCOMMIT | DB_READ_COMMITTED);
     hg_order_error_t err;
     int rc = 0;
-    static const char *const probes[] = {"SELECT 1 FROM orders LIMIT 0", "SELECT 1 FROM order_timeout_msg LIMIT 0"};
+    static const char *const probes[] = { "SELECT 1 FROM orders LIMIT 0", "SELECT 1 FROM order_timeout_msg LIMIT 0" };
     if (db_connect(db, &err) != 0) {
         if (hg_order_classify(err.code) == HG_ORDER_PERMANENT) {
             log_msg(LOG_LEVEL_ERROR, "%s", err.message);
@@ -286,8 +301,8 @@ static void reload_apply(const void *conf, void *arg)
 
 static void reload(comp_config_t *cfg, int argc, char **argv)
 {
-    reload_args_t a = {argc, argv};
-    const cfg_reload_ops_t ops = {sizeof *cfg, reload_load, reload_release, reload_apply, &a};
+    reload_args_t a = { argc, argv };
+    const cfg_reload_ops_t ops = { sizeof *cfg, reload_load, reload_release, reload_apply, &a };
     cfg_reload(comp_config_table(), cfg, &ops);
 }
 
@@ -374,8 +389,8 @@ int main(int argc, char **argv)
 
     for (size_t i = 0; i < n; i++)
         runners[i].free_state(runners[i].state);
-    log_msg(LOG_LEVEL_INFO, "stopped: relayed %" PRIu64 ", cancelled %" PRIu64 " (outbox-overdue) + %" PRIu64
-                           " (inspection)",
+    log_msg(LOG_LEVEL_INFO,
+            "stopped: relayed %" PRIu64 ", cancelled %" PRIu64 " (outbox-overdue) + %" PRIu64 " (inspection)",
             comp_load(&comp_stats.relay_sent), comp_load(&comp_stats.cancels[COMP_CANCELLER_OVERDUE][COMP_CANCEL_DONE]),
             comp_load(&comp_stats.cancels[COMP_CANCELLER_INSPECTION][COMP_CANCEL_DONE]));
     comp_config_free(&cfg);

@@ -61,10 +61,10 @@ static void render(buf_t *b, const comp_config_t *cfg)
                     comp_load(&comp_stats.relay_batches));
 
     /* cancels */
-    static const char *const canceller[COMP_CANCELLERS][2] = {{"overdue", "outbox-overdue"},
-                                                              {"inspection", "inspection"}};
-    static const char *const outcome[COMP_CANCEL_OUTCOMES] = {"cancelled", "not-pending", "not-found", "transient",
-                                                              "permanent"};
+    static const char *const canceller[COMP_CANCELLERS][2] = { { "overdue", "outbox-overdue" },
+                                                               { "inspection", "inspection" } };
+    static const char *const outcome[COMP_CANCEL_OUTCOMES] = { "cancelled", "not-pending", "not-found", "transient",
+                                                               "permanent" };
     prom_header(b, PREFIX "cancels_total", "counter",
                 "Orders cancelled by the compensator, by layer and cancel reason.");
     for (int c = 0; c < COMP_CANCELLERS; c++) {
@@ -91,8 +91,8 @@ static void render(buf_t *b, const comp_config_t *cfg)
                 "Runs of each layer by outcome (ok, failed, skipped: lock held elsewhere, lock-lost).");
     for (int l = 0; l < COMP_LAYER_COUNT; l++)
         for (int o = 0; o < COMP_RUN_OUTCOMES; o++) {
-            if (!layer_on(cfg,
-                l) || ((o == COMP_RUN_SKIPPED || o == COMP_RUN_LOCK_LOST) && l != COMP_LAYER_INDEX_INSPECTION))
+            if (!layer_on(cfg, l) ||
+                ((o == COMP_RUN_SKIPPED || o == COMP_RUN_LOCK_LOST) && l != COMP_LAYER_INDEX_INSPECTION))
                 continue;
             snprintf(labels, sizeof labels, "{layer=\"%s\",outcome=\"%s\"}", comp_layer_name(l),
                      comp_run_outcome_name((comp_run_outcome_t)o));
@@ -104,14 +104,14 @@ static void render(buf_t *b, const comp_config_t *cfg)
         if (layer_on(cfg, l)) {
             snprintf(labels, sizeof labels, "{layer=\"%s\"}", comp_layer_name(l));
             buf_printf(b, PREFIX "last_run_timestamp_seconds%s %.3f\n", labels,
-                        (double)comp_load(&comp_stats.layer[l].last_end_ms) / 1000.0);
+                       (double)comp_load(&comp_stats.layer[l].last_end_ms) / 1000.0);
         }
     prom_header(b, PREFIX "last_run_duration_seconds", "gauge", "How long the last run of each layer took.");
     for (int l = 0; l < COMP_LAYER_COUNT; l++)
         if (layer_on(cfg, l)) {
             snprintf(labels, sizeof labels, "{layer=\"%s\"}", comp_layer_name(l));
             buf_printf(b, PREFIX "last_run_duration_seconds%s %.6f\n", labels,
-                        (double)comp_load(&comp_stats.layer[l].last_duration_us) / 1e6);
+                       (double)comp_load(&comp_stats.layer[l].last_duration_us) / 1e6);
         }
     prom_header(b, PREFIX "last_run_success", "gauge",
                 "1 when the last run of the layer did not fail (-1: never ran).");
@@ -145,29 +145,25 @@ static void render(buf_t *b, const comp_config_t *cfg)
     /* inspection and its lock */
     prom_header(b, PREFIX "inspection_lock_held", "gauge",
                 "1 while this instance holds the inspection lock (GET_LOCK).");
-    prom_sample_i64(b, PREFIX "inspection_lock_held", "", atomic_load_explicit(&comp_stats.lock_held,
-                    memory_order_relaxed));
+    prom_sample_i64(b, PREFIX "inspection_lock_held", "",
+                    atomic_load_explicit(&comp_stats.lock_held, memory_order_relaxed));
     prom_header(b, PREFIX "inspection_scanning", "gauge", "1 while an inspection scan runs in this instance.");
-    prom_sample_i64(b, PREFIX "inspection_scanning", "", atomic_load_explicit(&comp_stats.scanning,
-                    memory_order_relaxed));
+    prom_sample_i64(b, PREFIX "inspection_scanning", "",
+                    atomic_load_explicit(&comp_stats.scanning, memory_order_relaxed));
     prom_metric_u64(b, PREFIX "inspection_scans_total", "counter", "Inspection scans started (under the lock).",
                     comp_load(&comp_stats.scans_started));
     prom_metric_u64(b, PREFIX "inspection_scans_completed_total", "counter",
-                    "Inspection scans that read the whole overdue range.",
-                    comp_load(&comp_stats.scans_completed));
+                    "Inspection scans that read the whole overdue range.", comp_load(&comp_stats.scans_completed));
     prom_metric_u64(b, PREFIX "inspection_pages_total", "counter", "Keyset pages read by the inspection.",
                     comp_load(&comp_stats.pages));
     prom_metric_u64(b, PREFIX "inspection_rows_read_total", "counter", "Overdue pending orders read by the inspection.",
                     comp_load(&comp_stats.rows_read));
     prom_metric_u64(b, PREFIX "inspection_lock_acquired_total", "counter",
-                    "Times this instance acquired the inspection lock.",
-                    comp_load(&comp_stats.lock_acquired));
+                    "Times this instance acquired the inspection lock.", comp_load(&comp_stats.lock_acquired));
     prom_metric_u64(b, PREFIX "inspection_lock_lost_total", "counter",
-                    "Times the lock was found lost (its connection died).",
-                    comp_load(&comp_stats.lock_lost));
+                    "Times the lock was found lost (its connection died).", comp_load(&comp_stats.lock_lost));
     prom_metric_u64(b, PREFIX "inspection_lock_busy_total", "counter",
-                    "Rounds skipped because another instance holds the lock.",
-                    comp_load(&comp_stats.lock_busy));
+                    "Rounds skipped because another instance holds the lock.", comp_load(&comp_stats.lock_busy));
 
     /* alerts */
     prom_header(b, PREFIX "alerts_fired_total", "counter",
@@ -199,8 +195,8 @@ static int health_cb(buf_t *out, void *arg)
     const comp_config_t *cfg = arg;
     int failing = 0;
     for (int l = 0; l < COMP_LAYER_COUNT; l++) {
-        if (!layer_on(cfg, l)
-            || atomic_load_explicit(&comp_stats.layer[l].last_outcome, memory_order_relaxed) != COMP_RUN_FAILED)
+        if (!layer_on(cfg, l) ||
+            atomic_load_explicit(&comp_stats.layer[l].last_outcome, memory_order_relaxed) != COMP_RUN_FAILED)
             continue;
         char last[512];
         comp_stats_last_error(l, last, sizeof last);

@@ -32,9 +32,8 @@ struct comp_monitor {
     int warned_unknown_group[COMP_MAX_DLQ_GROUPS];
 };
 
-static const char overdue_sql[] =
-    "SELECT COUNT(*), TIMESTAMPDIFF(SECOND, MIN(expire_at), NOW(6)) FROM orders"
-    " WHERE status = 'pending' AND expire_at < NOW(6) - INTERVAL ? MICROSECOND";
+static const char overdue_sql[] = "SELECT COUNT(*), TIMESTAMPDIFF(SECOND, MIN(expire_at), NOW(6)) FROM orders"
+                                  " WHERE status = 'pending' AND expire_at < NOW(6) - INTERVAL ? MICROSECOND";
 static const char unsent_sql[] = "SELECT COUNT(*) FROM order_timeout_msg WHERE status = 'new'";
 
 comp_monitor_t *comp_monitor_new(const comp_config_t *cfg, const hg_order_db_params_t *params)
@@ -49,8 +48,8 @@ comp_monitor_t *comp_monitor_new(const comp_config_t *cfg, const hg_order_db_par
     m->client_opts.reconnect_backoff.base_ms = 100;
     m->client_opts.reconnect_backoff.cap_ms = 100;
     m->client_opts.reconnect_backoff.attempts = 1;
-    m->overdue_stmt = (db_stmt_t){"monitor-overdue", overdue_sql, 0, NULL};
-    m->unsent_stmt = (db_stmt_t){"monitor-unsent", unsent_sql, 0, NULL};
+    m->overdue_stmt = (db_stmt_t){ "monitor-overdue", overdue_sql, 0, NULL };
+    m->unsent_stmt = (db_stmt_t){ "monitor-unsent", unsent_sql, 0, NULL };
     return m;
 }
 
@@ -94,14 +93,14 @@ static int dlq_len(comp_monitor_t *m, size_t i, int64_t *depth, char *err, size_
 {
     const char *group = m->cfg->groups[i];
     if (m->client == NULL) {
-        hg_error_t e = {0};
+        hg_error_t e = { 0 };
         if (hg_client_open(m->cfg->uri, &m->client_opts, &m->client, &e) != HG_OK) {
             m->client = NULL;
             snprintf(err, errlen, "DLQ LEN %s: %s", group, e.message);
             return -1;
         }
     }
-    const char *argv[] = {"DLQ", "LEN", group};
+    const char *argv[] = { "DLQ", "LEN", group };
     hg_reply_t *reply = NULL;
     hg_err_t rc = hg_client_command(m->client, 3, argv, NULL, &reply);
     if (rc == HG_ERR_SERVER && strstr(hg_client_errmsg(m->client), "no such group") != NULL) {

@@ -30,11 +30,10 @@ struct comp_overdue {
     db_stmt_t close_stmt;
 };
 
-static const char page_sql[] =
-    "SELECT order_id, expire_at FROM order_timeout_msg"
-    " WHERE status IN ('new', 'sent') AND expire_at < ? AND expire_at >= ?"
-    " AND (expire_at > ? OR order_id > ?)"
-    " ORDER BY expire_at, order_id LIMIT ?";
+static const char page_sql[] = "SELECT order_id, expire_at FROM order_timeout_msg"
+                               " WHERE status IN ('new', 'sent') AND expire_at < ? AND expire_at >= ?"
+                               " AND (expire_at > ? OR order_id > ?)"
+                               " ORDER BY expire_at, order_id LIMIT ?";
 
 /* Only after hg_order_cancel found the order not pending (final) or absent. */
 static const char close_sql[] =
@@ -46,7 +45,7 @@ comp_overdue_t *comp_overdue_new(const comp_config_t *cfg, const hg_order_db_par
     o->db = db_conn_new(params, "overdue", DB_AUTOCOMMIT | DB_READ_COMMITTED);
     comp_canceller_init(&o->canceller, params, COMP_CANCELLER_OVERDUE, COMP_REASON_OVERDUE);
     comp_pager_init(&o->pager, o->db, "overdue", page_sql, cfg->overdue_grace_ms * 1000u, cfg->overdue_batch);
-    o->close_stmt = (db_stmt_t){"overdue-close", close_sql, 0, NULL};
+    o->close_stmt = (db_stmt_t){ "overdue-close", close_sql, 0, NULL };
     return o;
 }
 
@@ -126,10 +125,13 @@ comp_run_outcome_t comp_overdue_run(comp_overdue_t *o, char *errbuf, size_t errl
             break;
     }
     if (outcome == COMP_RUN_OK && failed > 0) {
-        snprintf(errbuf, errlen, "%" PRIu64 " of %" PRIu64 " overdue rows failed, first: %s", failed, rows, first_failure);
+        snprintf(errbuf, errlen, "%" PRIu64 " of %" PRIu64 " overdue rows failed, first: %s", failed, rows,
+                 first_failure);
         outcome = COMP_RUN_FAILED;
     }
-    log_msg(outcome != COMP_RUN_OK ? LOG_LEVEL_WARN : cancelled + closed > 0 ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
+    log_msg(outcome != COMP_RUN_OK   ? LOG_LEVEL_WARN
+            : cancelled + closed > 0 ? LOG_LEVEL_INFO
+                                     : LOG_LEVEL_DEBUG,
             "overdue outbox: %s; %" PRIu64 " rows past expire_at + grace, %" PRIu64 " cancelled, %" PRIu64
             " closed (order not pending), %" PRIu64 " failed%s%s",
             comp_run_outcome_name(outcome), rows, cancelled, closed, failed, errbuf[0] ? ": " : "", errbuf);

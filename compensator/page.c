@@ -18,11 +18,11 @@
 void comp_pager_init(comp_pager_t *p, db_conn_t *db, const char *layer, const char *page_sql, uint64_t grace_us,
                      uint64_t page_size)
 {
-    *p = (comp_pager_t){.db = db, .layer = layer, .grace_us = grace_us, .page_size = page_size};
+    *p = (comp_pager_t){ .db = db, .layer = layer, .grace_us = grace_us, .page_size = page_size };
     snprintf(p->cutoff_name, sizeof p->cutoff_name, "%s-cutoff", layer);
     snprintf(p->page_name, sizeof p->page_name, "%s-page", layer);
-    p->cutoff_stmt = (db_stmt_t){p->cutoff_name, "SELECT NOW(6) - INTERVAL ? MICROSECOND", 0, NULL};
-    p->page_stmt = (db_stmt_t){p->page_name, page_sql, 0, NULL};
+    p->cutoff_stmt = (db_stmt_t){ p->cutoff_name, "SELECT NOW(6) - INTERVAL ? MICROSECOND", 0, NULL };
+    p->page_stmt = (db_stmt_t){ p->page_name, page_sql, 0, NULL };
     p->rows = xcalloc(page_size, sizeof *p->rows);
 }
 
@@ -47,7 +47,7 @@ int comp_pager_start(comp_pager_t *p, hg_order_error_t *err)
         snprintf(err->message, sizeof err->message, "%s: the cutoff query returned no row", p->layer);
         return -1;
     }
-    p->last_exp = (MYSQL_TIME){.year = 1000, .month = 1, .day = 1, .time_type = MYSQL_TIMESTAMP_DATETIME};
+    p->last_exp = (MYSQL_TIME){ .year = 1000, .month = 1, .day = 1, .time_type = MYSQL_TIMESTAMP_DATETIME };
     p->last_id = 0;
     return 0;
 }

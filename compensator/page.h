@@ -27,14 +27,14 @@ typedef struct comp_page_row {
 } comp_page_row_t;
 
 typedef struct comp_pager {
-    db_conn_t *db;             /* not owned */
-    const char *layer;         /* "inspection", "overdue": messages */
+    db_conn_t *db;     /* not owned */
+    const char *layer; /* "inspection", "overdue": messages */
     char cutoff_name[48], page_name[48];
     db_stmt_t cutoff_stmt, page_stmt;
     uint64_t grace_us, page_size;
-    comp_page_row_t *rows;     /* page_size of them */
-    MYSQL_TIME cutoff;         /* of the round (comp_pager_start) */
-    MYSQL_TIME last_exp;       /* the keyset position: after (last_exp, last_id) */
+    comp_page_row_t *rows; /* page_size of them */
+    MYSQL_TIME cutoff;     /* of the round (comp_pager_start) */
+    MYSQL_TIME last_exp;   /* the keyset position: after (last_exp, last_id) */
     uint64_t last_id;
 } comp_pager_t;
 

@@ -34,7 +34,7 @@ typedef struct relay_row {
     MYSQL_TIME next_attempt_at;
     int64_t remaining_us; /* expire_at - NOW(6), on the server's clock */
     uint64_t attempts;
-    char payload[24];     /* the order id in decimal: message payload and key */
+    char payload[24]; /* the order id in decimal: message payload and key */
 } relay_row_t;
 
 struct comp_relay {
@@ -113,10 +113,10 @@ comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_
         n += (size_t)snprintf(r->sent_sql + n, len - n, i == 0 ? "?" : ",?");
     snprintf(r->sent_sql + n, len - n, ")");
 
-    r->select_tie_stmt = (db_stmt_t){"relay-select-tie", select_tie_sql, 0, NULL};
-    r->select_after_stmt = (db_stmt_t){"relay-select-after", select_after_sql, 0, NULL};
-    r->sent_stmt = (db_stmt_t){"relay-mark-sent", r->sent_sql, 0, NULL};
-    r->fail_stmt = (db_stmt_t){"relay-mark-failed", fail_sql, 0, NULL};
+    r->select_tie_stmt = (db_stmt_t){ "relay-select-tie", select_tie_sql, 0, NULL };
+    r->select_after_stmt = (db_stmt_t){ "relay-select-after", select_after_sql, 0, NULL };
+    r->sent_stmt = (db_stmt_t){ "relay-mark-sent", r->sent_sql, 0, NULL };
+    r->fail_stmt = (db_stmt_t){ "relay-mark-failed", fail_sql, 0, NULL };
     r->rows = xcalloc(r->batch, sizeof *r->rows);
     r->items = xcalloc(r->batch, sizeof *r->items);
     r->sent_ids = xcalloc(r->batch, sizeof *r->sent_ids);
@@ -213,8 +213,8 @@ static void sanitize(const char *in, char *out, size_t outlen)
 
 static int mark_failed(comp_relay_t *r, const relay_row_t *row, const char *cause, hg_order_error_t *err)
 {
-    uint64_t delay_us = hg_backoff_delay(&r->backoff, row->attempts > 64 ? 64 : (unsigned)row->attempts, NULL, NULL)
-                        * 1000u;
+    uint64_t delay_us =
+        hg_backoff_delay(&r->backoff, row->attempts > 64 ? 64 : (unsigned)row->attempts, NULL, NULL) * 1000u;
     char text[LAST_ERROR_MAX + 1];
     sanitize(cause, text, sizeof text);
     MYSQL_BIND params[3];
@@ -250,7 +250,7 @@ static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
     comp_count(&comp_stats.relay_batches, 1);
 
     /* The sends, while the rows are locked. */
-    hg_error_t open_err = {0};
+    hg_error_t open_err = { 0 };
     if (r->client == NULL && hg_client_open(r->cfg->uri, &r->client_opts, &r->client, &open_err) != HG_OK)
         r->client = NULL;
     for (long i = 0; i < n; i++) {
@@ -307,7 +307,7 @@ comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *err
     uint64_t sent = 0, failures = 0;
     char cause[400] = "";
     comp_run_outcome_t outcome = COMP_RUN_OK;
-    MYSQL_TIME last_at = {.year = 1000, .month = 1, .day = 1, .time_type = MYSQL_TIMESTAMP_DATETIME};
+    MYSQL_TIME last_at = { .year = 1000, .month = 1, .day = 1, .time_type = MYSQL_TIMESTAMP_DATETIME };
     uint64_t last_id = 0;
     while (!comp_stopping()) {
         uint64_t batch_failures = 0;
@@ -328,8 +328,10 @@ comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *err
     }
     if (sent_out != NULL)
         *sent_out = sent;
-    log_msg(outcome != COMP_RUN_OK ? LOG_LEVEL_WARN : sent > 0 ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
-            "relay: %s; %" PRIu64 " outbox rows sent, %" PRIu64 " sends failed%s%s", comp_run_outcome_name(outcome), sent,
-            failures, errbuf[0] ? ": " : "", errbuf);
+    log_msg(outcome != COMP_RUN_OK ? LOG_LEVEL_WARN
+            : sent > 0             ? LOG_LEVEL_INFO
+                                   : LOG_LEVEL_DEBUG,
+            "relay: %s; %" PRIu64 " outbox rows sent, %" PRIu64 " sends failed%s%s", comp_run_outcome_name(outcome),
+            sent, failures, errbuf[0] ? ": " : "", errbuf);
     return outcome;
 }

@@ -15,7 +15,7 @@ comp_stats_t comp_stats;
 
 const char *comp_run_outcome_name(comp_run_outcome_t o)
 {
-    static const char *const names[] = {"ok", "failed", "skipped", "lock-lost"};
+    static const char *const names[] = { "ok", "failed", "skipped", "lock-lost" };
     return (unsigned)o < COMP_RUN_OUTCOMES ? names[o] : "unknown";
 }
 

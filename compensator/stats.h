@@ -20,10 +20,10 @@
 
 /* How one run of a layer ended. */
 typedef enum comp_run_outcome {
-    COMP_RUN_OK = 0,     /* did its work (perhaps none was due) */
-    COMP_RUN_FAILED,     /* stopped by an error (database, broker); see last_error */
-    COMP_RUN_SKIPPED,    /* inspection only: another instance holds the lock */
-    COMP_RUN_LOCK_LOST,  /* inspection only: the lock was lost mid-scan; resumed next round */
+    COMP_RUN_OK = 0,    /* did its work (perhaps none was due) */
+    COMP_RUN_FAILED,    /* stopped by an error (database, broker); see last_error */
+    COMP_RUN_SKIPPED,   /* inspection only: another instance holds the lock */
+    COMP_RUN_LOCK_LOST, /* inspection only: the lock was lost mid-scan; resumed next round */
     COMP_RUN_OUTCOMES
 } comp_run_outcome_t;
 
@@ -31,22 +31,37 @@ typedef enum comp_run_outcome {
 const char *comp_run_outcome_name(comp_run_outcome_t o);
 
 /* Outcomes of the cancels a layer asked for (hg_order_cancel). */
-enum { COMP_CANCEL_DONE, COMP_CANCEL_NOT_PENDING, COMP_CANCEL_NOT_FOUND, COMP_CANCEL_TRANSIENT, COMP_CANCEL_PERMANENT,
-       COMP_CANCEL_OUTCOMES };
+enum {
+    COMP_CANCEL_DONE,
+    COMP_CANCEL_NOT_PENDING,
+    COMP_CANCEL_NOT_FOUND,
+    COMP_CANCEL_TRANSIENT,
+    COMP_CANCEL_PERMANENT,
+    COMP_CANCEL_OUTCOMES
+};
 /* Layers that cancel: index into cancels[]. */
-enum { COMP_CANCELLER_OVERDUE, COMP_CANCELLER_INSPECTION, COMP_CANCELLERS };
+enum {
+    COMP_CANCELLER_OVERDUE,
+    COMP_CANCELLER_INSPECTION,
+    COMP_CANCELLERS
+};
 
 /* Alert kinds (alerts.c, monitor.c). */
-enum { COMP_ALERT_OVERDUE_PENDING, COMP_ALERT_DLQ_DEPTH, COMP_ALERT_LAYER_FAILING, COMP_ALERT_KINDS };
+enum {
+    COMP_ALERT_OVERDUE_PENDING,
+    COMP_ALERT_DLQ_DEPTH,
+    COMP_ALERT_LAYER_FAILING,
+    COMP_ALERT_KINDS
+};
 
 typedef struct comp_layer_stats {
     atomic_uint_fast64_t runs[COMP_RUN_OUTCOMES];
-    atomic_uint_fast64_t last_end_ms;        /* wall-clock ms when the last run ended; 0: never ran */
+    atomic_uint_fast64_t last_end_ms; /* wall-clock ms when the last run ended; 0: never ran */
     atomic_uint_fast64_t last_duration_us;
-    atomic_int last_outcome;                 /* comp_run_outcome_t; -1 before the first run */
+    atomic_int last_outcome; /* comp_run_outcome_t; -1 before the first run */
     atomic_uint_fast64_t consecutive_failures;
     pthread_mutex_t error_lock;
-    char last_error[512];                    /* of the last FAILED run ("" otherwise) */
+    char last_error[512]; /* of the last FAILED run ("" otherwise) */
 } comp_layer_stats_t;
 
 typedef struct comp_stats {
@@ -59,13 +74,13 @@ typedef struct comp_stats {
 
     /* cancels by layer and outcome */
     atomic_uint_fast64_t cancels[COMP_CANCELLERS][COMP_CANCEL_OUTCOMES];
-    atomic_uint_fast64_t outbox_closed;       /* overdue rows of orders no longer pending, marked 'done' */
+    atomic_uint_fast64_t outbox_closed; /* overdue rows of orders no longer pending, marked 'done' */
 
     /* inspection and its lock */
     atomic_uint_fast64_t scans_started, scans_completed, pages, rows_read;
     atomic_uint_fast64_t lock_acquired, lock_lost, lock_busy;
-    atomic_int lock_held;                     /* 0 / 1 */
-    atomic_int scanning;                      /* 1 while a scan runs */
+    atomic_int lock_held; /* 0 / 1 */
+    atomic_int scanning;  /* 1 while a scan runs */
 
     /* monitor gauges (-1: not read yet or the last read failed) */
     atomic_int_fast64_t overdue_pending, overdue_oldest_seconds, outbox_unsent;

@@ -21,7 +21,7 @@
 #include "base/alloc.h"
 #include "common/log.h"
 
-#define REASON_MAX_LEN 64      /* orders.cancel_reason VARCHAR(64) */
+#define REASON_MAX_LEN 64 /* orders.cancel_reason VARCHAR(64) */
 
 /* ------------------------------------------------------------------ logging */
 
@@ -43,50 +43,53 @@ static int set_side_effect(void *conf, const cfg_key_t *k, const char *value, cf
 #define OFF(field) offsetof(consumer_config_t, field)
 /* The flag legend: name = INI key = --flag; the help text is --help's. */
 static const cfg_key_t options[] = {
-    {CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, OFF(uri),
-     "broker URI, hourglass://[user:pass@]host[:port]"), .required = 1},
-    {CFG_KEY("group", CFG_STRING, "order-cancel", 0, 0, OFF(group), "consumer group"), .required = 1},
-    {CFG_KEY("topic", CFG_STRING, "order-timeout", 0, 0, OFF(topic), "topic carrying the order ids"), .required = 1},
-    {CFG_KEY("workers", CFG_INT, "4", 1, 256, OFF(workers),
-     "worker threads, each with a broker and a MariaDB connection")},
-    {CFG_KEY("count", CFG_INT, "1", 1, 1000, OFF(count), "messages per PULL")},
-    {CFG_KEY("block", CFG_DURATION, "5s", 1, 86400000, OFF(block_ms),
-     "PULL BLOCK: how long one PULL waits for a message")},
-    {CFG_KEY("lease", CFG_DURATION, "30s", 1000, 86400000, OFF(lease_ms),
-     "lease per message; renewed while a cancel runs")},
-    {CFG_KEY("touch-interval", CFG_DURATION, "0ms", 0, 86400000, OFF(touch_ms), "lease renewal period (0: lease / 2)")},
+    { CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, OFF(uri),
+              "broker URI, hourglass://[user:pass@]host[:port]"),
+      .required = 1 },
+    { CFG_KEY("group", CFG_STRING, "order-cancel", 0, 0, OFF(group), "consumer group"), .required = 1 },
+    { CFG_KEY("topic", CFG_STRING, "order-timeout", 0, 0, OFF(topic), "topic carrying the order ids"), .required = 1 },
+    { CFG_KEY("workers", CFG_INT, "4", 1, 256, OFF(workers),
+              "worker threads, each with a broker and a MariaDB connection") },
+    { CFG_KEY("count", CFG_INT, "1", 1, 1000, OFF(count), "messages per PULL") },
+    { CFG_KEY("block", CFG_DURATION, "5s", 1, 86400000, OFF(block_ms),
+              "PULL BLOCK: how long one PULL waits for a message") },
+    { CFG_KEY("lease", CFG_DURATION, "30s", 1000, 86400000, OFF(lease_ms),
+              "lease per message; renewed while a cancel runs") },
+    { CFG_KEY("touch-interval", CFG_DURATION, "0ms", 0, 86400000, OFF(touch_ms),
+              "lease renewal period (0: lease / 2)") },
 
     DB_KEYS_ROWS(consumer_config_t),
 
-    {CFG_KEY("claim-sql", CFG_STRING, NULL, 0, 0, OFF(claim_sql),
-     "the claim: ? = order id (exactly one), :reason = cancel-reason; WHERE … status='pending'"),
-     .shown_default = "the reference schema's", .required = 1},
-    {CFG_KEY("side-effect-sql", CFG_CUSTOM, NULL, 0, 0, OFF(side_effect_sql),
-     "a side effect run when the claim won (repeat for several, in order; \"none\" for none)"), .hook = set_side_effect,
-     .hint = "SQL", .shown_default = "the reference schema's stock return and outbox update"},
-    {CFG_KEY("lookup-sql", CFG_STRING, NULL, 0, 0, OFF(lookup_sql),
-     "returns a row when the order exists (? = order id)"),
-     .shown_default = "the reference schema's", .required = 1},
-    {CFG_KEY("cancel-reason", CFG_STRING, "timeout-message", 0, 0, OFF(cancel_reason),
-     "value bound to :reason (at most 64 bytes)")},
+    { CFG_KEY("claim-sql", CFG_STRING, NULL, 0, 0, OFF(claim_sql),
+              "the claim: ? = order id (exactly one), :reason = cancel-reason; WHERE … status='pending'"),
+      .shown_default = "the reference schema's", .required = 1 },
+    { CFG_KEY("side-effect-sql", CFG_CUSTOM, NULL, 0, 0, OFF(side_effect_sql),
+              "a side effect run when the claim won (repeat for several, in order; \"none\" for none)"),
+      .hook = set_side_effect, .hint = "SQL",
+      .shown_default = "the reference schema's stock return and outbox update" },
+    { CFG_KEY("lookup-sql", CFG_STRING, NULL, 0, 0, OFF(lookup_sql),
+              "returns a row when the order exists (? = order id)"),
+      .shown_default = "the reference schema's", .required = 1 },
+    { CFG_KEY("cancel-reason", CFG_STRING, "timeout-message", 0, 0, OFF(cancel_reason),
+              "value bound to :reason (at most 64 bytes)") },
 
-    {CFG_KEY("retry-base", CFG_DURATION, "200ms", 1, 3600000, OFF(retry_base_ms),
-     "first local retry delay after a transient failure")},
-    {CFG_KEY("retry-factor", CFG_DOUBLE, "2", 1, 100, OFF(retry_factor), "growth of the delay per retry")},
-    {CFG_KEY("retry-cap", CFG_DURATION, "5s", 1, 3600000, OFF(retry_cap_ms), "longest local retry delay")},
-    {CFG_KEY("retry-attempts", CFG_INT, "3", 0, 100, OFF(retry_attempts),
-     "local retries before the NACK hands over to the broker")},
-    {CFG_KEY("retry-jitter", CFG_DOUBLE, "0.2", 0, 1, OFF(retry_jitter), "random share of each delay, 0..1")},
+    { CFG_KEY("retry-base", CFG_DURATION, "200ms", 1, 3600000, OFF(retry_base_ms),
+              "first local retry delay after a transient failure") },
+    { CFG_KEY("retry-factor", CFG_DOUBLE, "2", 1, 100, OFF(retry_factor), "growth of the delay per retry") },
+    { CFG_KEY("retry-cap", CFG_DURATION, "5s", 1, 3600000, OFF(retry_cap_ms), "longest local retry delay") },
+    { CFG_KEY("retry-attempts", CFG_INT, "3", 0, 100, OFF(retry_attempts),
+              "local retries before the NACK hands over to the broker") },
+    { CFG_KEY("retry-jitter", CFG_DOUBLE, "0.2", 0, 1, OFF(retry_jitter), "random share of each delay, 0..1") },
 
-    {CFG_KEY("metrics-port", CFG_INT, "0", 0, 65535, OFF(metrics_port),
-     "HTTP port for /metrics and /healthz (0: off)")},
-    {CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
-     "address the metrics server listens on")},
-    {CFG_KEY("log-level", CFG_ENUM, "info", 0, 0, OFF(log_level),
-     "least severe log records written"), .words = LOG_LEVEL_WORDS, .reload = 1},
+    { CFG_KEY("metrics-port", CFG_INT, "0", 0, 65535, OFF(metrics_port),
+              "HTTP port for /metrics and /healthz (0: off)") },
+    { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
+              "address the metrics server listens on") },
+    { CFG_KEY("log-level", CFG_ENUM, "info", 0, 0, OFF(log_level), "least severe log records written"),
+      .words = LOG_LEVEL_WORDS, .reload = 1 },
 };
 
-static const char *const sections[] = {"broker", "consumer", "mysql", "sql", "retry", "metrics", "log", NULL};
+static const char *const sections[] = { "broker", "consumer", "mysql", "sql", "retry", "metrics", "log", NULL };
 
 static const cfg_table_t table = {
     .program = PROGRAM,
@@ -211,7 +214,7 @@ int consumer_config_validate(const consumer_config_t *cfg, char *err, size_t err
     o.handler = noop_handler;
     o.log = NULL;
     hg_consumer_t *c = NULL;
-    hg_error_t e = {0};
+    hg_error_t e = { 0 };
     hg_err_t rc = hg_consumer_new(&o, &c, &e);
     hg_consumer_free(c);
     if (rc != HG_OK) {
@@ -223,20 +226,19 @@ int consumer_config_validate(const consumer_config_t *cfg, char *err, size_t err
 
 void consumer_config_usage(FILE *out)
 {
-    fprintf(out,
-            "Usage: " PROGRAM " [--config FILE] [--KEY VALUE]... [--check-config]\n"
-            "\n"
-            "Cancels unpaid orders: reads order ids from a Hourglass topic and runs, for each,\n"
-            "one transaction — the claim (UPDATE … WHERE id=? AND status='pending'), then the side\n"
-            "effects only if the claim changed a row. Duplicates and paid orders change nothing.\n"
-            "\n"
-            "  -c, --config FILE   INI file with the keys below (flags override it)\n"
-            "      --check-config  check the configuration without connecting; exit 0 if valid,\n"
-            "                      2 with an error naming the field otherwise\n"
-            "  -h, --help          this text\n"
-            "  -V, --version       the version\n"
-            "\n"
-            "Keys (INI `key = value`, or `--key value` / `--key=value`):\n");
+    fprintf(out, "Usage: " PROGRAM " [--config FILE] [--KEY VALUE]... [--check-config]\n"
+                 "\n"
+                 "Cancels unpaid orders: reads order ids from a Hourglass topic and runs, for each,\n"
+                 "one transaction — the claim (UPDATE … WHERE id=? AND status='pending'), then the side\n"
+                 "effects only if the claim changed a row. Duplicates and paid orders change nothing.\n"
+                 "\n"
+                 "  -c, --config FILE   INI file with the keys below (flags override it)\n"
+                 "      --check-config  check the configuration without connecting; exit 0 if valid,\n"
+                 "                      2 with an error naming the field otherwise\n"
+                 "  -h, --help          this text\n"
+                 "  -V, --version       the version\n"
+                 "\n"
+                 "Keys (INI `key = value`, or `--key value` / `--key=value`):\n");
     cfg_print_keys(&table, out);
     fprintf(out, "\nExit status: 0 after a clean stop (SIGINT/SIGTERM) or a valid --check-config,\n"
                  "1 on a start-up failure, 2 on a usage or configuration error.\n"

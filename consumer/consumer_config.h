@@ -16,8 +16,8 @@
 #include "common/cfg.h"
 #include "db/keys.h"
 
-#define PROGRAM "hourglass-consumer"
-#define EXIT_CONFIG 2          /* a usage or configuration error */
+#define PROGRAM     "hourglass-consumer"
+#define EXIT_CONFIG 2 /* a usage or configuration error */
 
 typedef struct consumer_config {
     char *uri, *group, *topic;

@@ -57,8 +57,9 @@
 
 /* ------------------------------------------------------------------ metrics */
 
-static const double latency_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                        0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+static const double latency_bounds[] = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
+};
 #define LATENCY_BUCKETS (sizeof latency_bounds / sizeof latency_bounds[0])
 
 static struct counters {
@@ -97,8 +98,7 @@ static void render_metrics(buf_t *b, void *arg)
     prom_metric_u64(b, "hourglass_consumer_not_pending_total", "counter",
                     "Messages for orders already paid or cancelled (nothing changed).", load(&counters.not_pending));
     prom_metric_u64(b, "hourglass_consumer_not_found_total", "counter",
-                    "Messages for unknown orders (nothing changed).",
-                    load(&counters.not_found));
+                    "Messages for unknown orders (nothing changed).", load(&counters.not_found));
     prom_metric_u64(b, "hourglass_consumer_retries_total", "counter",
                     "Transient failures (deadlock, lock wait, lost connection …) handed to the retry schedule.",
                     load(&counters.transient));
@@ -124,8 +124,7 @@ static void render_metrics(buf_t *b, void *arg)
     prom_metric_u64(b, "hourglass_consumer_delivered_total", "counter", "Messages received from PULL.", st.delivered);
     prom_metric_u64(b, "hourglass_consumer_acked_total", "counter", "Messages ACKed.", st.done);
     prom_metric_u64(b, "hourglass_consumer_local_retries_total", "counter",
-                    "Handler calls repeated after a local backoff.",
-                    st.retried);
+                    "Handler calls repeated after a local backoff.", st.retried);
     prom_metric_u64(b, "hourglass_consumer_nacked_total", "counter", "NACKs after the local retries ran out.",
                     st.nacked);
     prom_metric_u64(b, "hourglass_consumer_failed_total", "counter", "NACKs of permanent failures.", st.failed);
@@ -263,7 +262,7 @@ static void *reload_thread(void *arg)
     sigset_t hup;
     sigemptyset(&hup);
     sigaddset(&hup, SIGHUP);
-    const cfg_reload_ops_t ops = {sizeof *r->cfg, reload_load, reload_release, reload_apply, r};
+    const cfg_reload_ops_t ops = { sizeof *r->cfg, reload_load, reload_release, reload_apply, r };
     for (;;) {
         int sig = 0;
         if (sigwait(&hup, &sig) != 0 || atomic_load(&r->quit))
@@ -341,7 +340,7 @@ int main(int argc, char **argv)
     sigemptyset(&hup);
     sigaddset(&hup, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &hup, NULL);
-    reloader_t reloader = {.cfg = &app.cfg, .argc = argc, .argv = argv};
+    reloader_t reloader = { .cfg = &app.cfg, .argc = argc, .argv = argv };
     int reloading = 0;
     if (hg_order_library_init() != 0) {
         log_msg(LOG_LEVEL_ERROR, "the MariaDB client library failed to initialise");
@@ -363,7 +362,7 @@ int main(int argc, char **argv)
     consumer_config_loop_opts(&app.cfg, &opts);
     opts.handler = handle_message;
     opts.handler_arg = &app;
-    hg_error_t e = {0};
+    hg_error_t e = { 0 };
     if (hg_consumer_new(&opts, &consumer, &e) != HG_OK) {
         log_msg(LOG_LEVEL_ERROR, "consumer: %s", e.message);
         goto out;
@@ -391,8 +390,8 @@ int main(int argc, char **argv)
     }
     reloading = 1;
 
-    log_msg(LOG_LEVEL_INFO, PROGRAM " %s: group %s, topic %s, %llu workers, database %s", HG_VERSION_STRING, app.cfg.group,
-            app.cfg.topic, app.cfg.workers, app.cfg.mysql_database);
+    log_msg(LOG_LEVEL_INFO, PROGRAM " %s: group %s, topic %s, %llu workers, database %s", HG_VERSION_STRING,
+            app.cfg.group, app.cfg.topic, app.cfg.workers, app.cfg.mysql_database);
     hg_err_t rc = hg_consumer_run(consumer);
     running_consumer = NULL;
     if (rc != HG_OK) {
@@ -401,8 +400,9 @@ int main(int argc, char **argv)
         log_msg(LOG_LEVEL_ERROR, "consumer stopped: %s", last.message[0] ? last.message : hg_strerror(rc));
         goto out;
     }
-    log_msg(LOG_LEVEL_INFO, "stopped: cancelled %" PRIu64 ", not pending %" PRIu64 ", not found %" PRIu64
-                      ", transient %" PRIu64 ", permanent %" PRIu64,
+    log_msg(LOG_LEVEL_INFO,
+            "stopped: cancelled %" PRIu64 ", not pending %" PRIu64 ", not found %" PRIu64 ", transient %" PRIu64
+            ", permanent %" PRIu64,
             load(&counters.cancelled), load(&counters.not_pending), load(&counters.not_found),
             load(&counters.transient), load(&counters.permanent));
     status = 0;

@@ -47,16 +47,16 @@ static const struct {
     unsigned code;
     db_class_t cls;
 } server_errors[] = {
-    {ER_LOCK_DEADLOCK, DB_TRANSIENT},             /* 1213: the server rolled the transaction back */
-    {ER_LOCK_WAIT_TIMEOUT, DB_TRANSIENT},         /* 1205: the statement was rolled back, we roll back the rest */
-    {ER_QUERY_INTERRUPTED, DB_TRANSIENT},         /* 1317: KILL QUERY */
-    {ER_STATEMENT_TIMEOUT, DB_TRANSIENT},         /* 1969: max_statement_time */
-    {ER_CON_COUNT_ERROR, DB_TRANSIENT},           /* 1040: too many connections */
-    {ER_OPTION_PREVENTS_STATEMENT, DB_TRANSIENT}, /* 1290: --read-only (a fail-over in progress) */
-    {ER_NEED_REPREPARE, DB_TRANSIENT},            /* 1615: a table changed under a prepared statement */
-    {ER_CONNECTION_KILLED, DB_LOST},              /* 1927: KILL CONNECTION */
-    {DB_ER_CLIENT_INTERACTION_TIMEOUT, DB_LOST},  /* 4031: disconnected for inactivity (10.11) */
-    {ER_SERVER_SHUTDOWN, DB_LOST},                /* 1053: server shutdown in progress */
+    { ER_LOCK_DEADLOCK, DB_TRANSIENT },             /* 1213: the server rolled the transaction back */
+    { ER_LOCK_WAIT_TIMEOUT, DB_TRANSIENT },         /* 1205: the statement was rolled back, we roll back the rest */
+    { ER_QUERY_INTERRUPTED, DB_TRANSIENT },         /* 1317: KILL QUERY */
+    { ER_STATEMENT_TIMEOUT, DB_TRANSIENT },         /* 1969: max_statement_time */
+    { ER_CON_COUNT_ERROR, DB_TRANSIENT },           /* 1040: too many connections */
+    { ER_OPTION_PREVENTS_STATEMENT, DB_TRANSIENT }, /* 1290: --read-only (a fail-over in progress) */
+    { ER_NEED_REPREPARE, DB_TRANSIENT },            /* 1615: a table changed under a prepared statement */
+    { ER_CONNECTION_KILLED, DB_LOST },              /* 1927: KILL CONNECTION */
+    { DB_ER_CLIENT_INTERACTION_TIMEOUT, DB_LOST },  /* 4031: disconnected for inactivity (10.11) */
+    { ER_SERVER_SHUTDOWN, DB_LOST },                /* 1053: server shutdown in progress */
 };
 
 int db_is_client_error(unsigned code)
@@ -204,8 +204,8 @@ static int session_setup(db_conn_t *c, hg_order_error_t *err)
     /* READ COMMITTED: a locking read takes record locks only, no gap locks,
      * so a SELECT … FOR UPDATE never blocks an insert next to the rows it
      * holds; and every plain read sees the latest committed data. */
-    if ((c->flags & DB_READ_COMMITTED)
-        && mysql_query(c->m, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED") != 0) {
+    if ((c->flags & DB_READ_COMMITTED) &&
+        mysql_query(c->m, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED") != 0) {
         db_fail(c, "SET TRANSACTION ISOLATION LEVEL", NULL, err);
         return -1;
     }
@@ -238,7 +238,9 @@ int db_connect(db_conn_t *c, hg_order_error_t *err)
     if (mysql_real_connect(m, c->host, c->user, c->password, c->database, c->port, c->socket, 0) == NULL) {
         char what[700];
         snprintf(what, sizeof what, "connect to %s",
-                 c->socket != NULL ? c->socket : c->host != NULL ? c->host : "localhost");
+                 c->socket != NULL ? c->socket
+                 : c->host != NULL ? c->host
+                                   : "localhost");
         error_from(err, c->role, what, m, NULL);
         mysql_close(m);
         return -1;
@@ -278,8 +280,8 @@ int db_commit(db_conn_t *c, hg_order_error_t *err)
         if (err != NULL) {
             err->code = CR_SERVER_LOST;
             snprintf(err->sqlstate, sizeof err->sqlstate, "HY000");
-            snprintf(err->message, sizeof err->message, "%sCOMMIT: %u connection lost during the transaction",
-                     c->role, (unsigned)CR_SERVER_LOST);
+            snprintf(err->message, sizeof err->message, "%sCOMMIT: %u connection lost during the transaction", c->role,
+                     (unsigned)CR_SERVER_LOST);
         }
         return -1;
     }
@@ -355,8 +357,7 @@ MYSQL_STMT *db_prepare(db_conn_t *c, db_stmt_t *s, hg_order_error_t *err)
     return st;
 }
 
-MYSQL_STMT *db_exec(db_conn_t *c, db_stmt_t *s, MYSQL_BIND *params, size_t n, MYSQL_BIND *result,
-                    hg_order_error_t *err)
+MYSQL_STMT *db_exec(db_conn_t *c, db_stmt_t *s, MYSQL_BIND *params, size_t n, MYSQL_BIND *result, hg_order_error_t *err)
 {
     MYSQL_STMT *st = db_prepare(c, s, err);
     if (st == NULL)
@@ -421,7 +422,7 @@ void db_bind_str(MYSQL_BIND *b, const char *s, unsigned long *len)
 
 const char *db_time_format(const MYSQL_TIME *t, char *buf, size_t len)
 {
-    snprintf(buf, len, "%04u-%02u-%02u %02u:%02u:%02u.%06lu", t->year, t->month, t->day, t->hour, t->minute,
-             t->second, t->second_part);
+    snprintf(buf, len, "%04u-%02u-%02u %02u:%02u:%02u.%06lu", t->year, t->month, t->day, t->hour, t->minute, t->second,
+             t->second_part);
     return buf;
 }

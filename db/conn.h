@@ -40,8 +40,8 @@
 
 /* Defaults for parameters left 0 (also the mysql-* config keys' defaults). */
 #define DB_DEFAULT_CONNECT_TIMEOUT_S 5
-#define DB_DEFAULT_READ_TIMEOUT_S 60
-#define DB_DEFAULT_WRITE_TIMEOUT_S 60
+#define DB_DEFAULT_READ_TIMEOUT_S    60
+#define DB_DEFAULT_WRITE_TIMEOUT_S   60
 
 /* MariaDB 10.11's ER_CLIENT_INTERACTION_TIMEOUT ("disconnected by the server
  * because of inactivity"); Connector/C's mysqld_error.h predates it and gives
@@ -87,7 +87,7 @@ void db_error_mysql(hg_order_error_t *err, const char *what, MYSQL *m, MYSQL_STM
 /* ------------------------------------------------------------------ the connection */
 
 /* Options of db_conn_new. */
-#define DB_AUTOCOMMIT 0x1     /* autocommit on; without it every statement opens a transaction */
+#define DB_AUTOCOMMIT     0x1 /* autocommit on; without it every statement opens a transaction */
 #define DB_READ_COMMITTED 0x2 /* SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED */
 
 /* A statement a module prepares on a connection: its name for messages, its

@@ -26,38 +26,43 @@
 #include "db/conn.h"
 
 /* The fields, inside the program's config struct. */
-#define DB_KEYS_FIELDS                                                                                               \
-    char *mysql_host, *mysql_socket, *mysql_user, *mysql_password, *mysql_database; /* NULL: unset */                \
-    unsigned long long mysql_port; /* 0: 3306 */                                                                     \
-    unsigned long long mysql_connect_timeout_ms, mysql_read_timeout_ms, mysql_write_timeout_ms,                      \
+#define DB_KEYS_FIELDS                                                                                \
+    char *mysql_host, *mysql_socket, *mysql_user, *mysql_password, *mysql_database; /* NULL: unset */ \
+    unsigned long long mysql_port;                                                  /* 0: 3306 */     \
+    unsigned long long mysql_connect_timeout_ms, mysql_read_timeout_ms, mysql_write_timeout_ms,       \
         mysql_lock_wait_timeout_ms
 
-#define DB_KEYS_DAY_MS 86400000LL
-#define DB_KEYS_TEXT_(n) #n
+#define DB_KEYS_DAY_MS      86400000LL
+#define DB_KEYS_TEXT_(n)    #n
 #define DB_KEYS_SECONDS_(n) DB_KEYS_TEXT_(n) "s" /* DB_KEYS_SECONDS_(5) is "5s" */
 
 /* The rows, for a table of the program's config_type (with DB_KEYS_FIELDS). */
 #define DB_KEYS_ROWS(config_type)                                                                                    \
-    {CFG_KEY("mysql-host", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_host),                                \
-             "MariaDB host (unset: localhost / the socket)")},                                                       \
-    {CFG_KEY("mysql-socket", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_socket),                            \
-             "MariaDB unix socket path")},                                                                           \
-    {CFG_KEY("mysql-port", CFG_INT, "0", 0, 65535, offsetof(config_type, mysql_port), "MariaDB TCP port (0: 3306)")}, \
-    {CFG_KEY("mysql-user", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_user),                                \
-             "MariaDB user (unset: the current user)")},                                                             \
-    {CFG_KEY("mysql-password", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_password), "MariaDB password")},  \
-    {CFG_KEY("mysql-database", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_database),                        \
-             "database holding the orders (required)"), .required = 1},                                              \
-    {CFG_KEY("mysql-connect-timeout", CFG_DURATION, DB_KEYS_SECONDS_(DB_DEFAULT_CONNECT_TIMEOUT_S), 1000, 3600000,  \
-             offsetof(config_type, mysql_connect_timeout_ms), "connect timeout (whole seconds)")},                   \
-    {CFG_KEY("mysql-read-timeout", CFG_DURATION, DB_KEYS_SECONDS_(DB_DEFAULT_READ_TIMEOUT_S), 1000, DB_KEYS_DAY_MS,  \
-             offsetof(config_type, mysql_read_timeout_ms),                                                           \
-             "read timeout (whole seconds; keep it above innodb_lock_wait_timeout)")},                               \
-    {CFG_KEY("mysql-write-timeout", CFG_DURATION, DB_KEYS_SECONDS_(DB_DEFAULT_WRITE_TIMEOUT_S), 1000,               \
-             DB_KEYS_DAY_MS, offsetof(config_type, mysql_write_timeout_ms), "write timeout (whole seconds)")},       \
-    {CFG_KEY("mysql-lock-wait-timeout", CFG_DURATION, "0s", 0, DB_KEYS_DAY_MS,                                       \
-             offsetof(config_type, mysql_lock_wait_timeout_ms),                                                      \
-             "session innodb_lock_wait_timeout (whole seconds; 0: the server's)")}
+    { CFG_KEY("mysql-host", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_host),                               \
+              "MariaDB host (unset: localhost / the socket)") },                                                     \
+        { CFG_KEY("mysql-socket", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_socket),                       \
+                  "MariaDB unix socket path") },                                                                     \
+        { CFG_KEY("mysql-port", CFG_INT, "0", 0, 65535, offsetof(config_type, mysql_port),                           \
+                  "MariaDB TCP port (0: 3306)") },                                                                   \
+        { CFG_KEY("mysql-user", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_user),                           \
+                  "MariaDB user (unset: the current user)") },                                                       \
+        { CFG_KEY("mysql-password", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_password),                   \
+                  "MariaDB password") },                                                                             \
+        { CFG_KEY("mysql-database", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_database),                   \
+                  "database holding the orders (required)"),                                                         \
+          .required = 1 },                                                                                           \
+        { CFG_KEY("mysql-connect-timeout", CFG_DURATION, DB_KEYS_SECONDS_(DB_DEFAULT_CONNECT_TIMEOUT_S), 1000,       \
+                  3600000, offsetof(config_type, mysql_connect_timeout_ms), "connect timeout (whole seconds)") },    \
+        { CFG_KEY("mysql-read-timeout", CFG_DURATION, DB_KEYS_SECONDS_(DB_DEFAULT_READ_TIMEOUT_S), 1000,             \
+                  DB_KEYS_DAY_MS, offsetof(config_type, mysql_read_timeout_ms),                                      \
+                  "read timeout (whole seconds; keep it above innodb_lock_wait_timeout)") },                         \
+        { CFG_KEY("mysql-write-timeout", CFG_DURATION, DB_KEYS_SECONDS_(DB_DEFAULT_WRITE_TIMEOUT_S), 1000,           \
+                  DB_KEYS_DAY_MS, offsetof(config_type, mysql_write_timeout_ms), "write timeout (whole seconds)") }, \
+    {                                                                                                                \
+        CFG_KEY("mysql-lock-wait-timeout", CFG_DURATION, "0s", 0, DB_KEYS_DAY_MS,                                    \
+                offsetof(config_type, mysql_lock_wait_timeout_ms),                                                   \
+                "session innodb_lock_wait_timeout (whole seconds; 0: the server's)")                                 \
+    }
 
 /* Checks beyond the table's: mysql-socket (socket, NULL when unset), when
  * set, is an absolute path. Returns 0, or -1 with err naming the key. */
@@ -78,18 +83,18 @@ static inline unsigned db_keys_seconds(unsigned long long ms)
 
 /* Fill the connection fields of an hg_order_db_params_t *p from the
  * DB_KEYS_FIELDS of the config *k (p->sql is left alone). */
-#define DB_KEYS_TO_PARAMS(k, p)                                                                                      \
-    do {                                                                                                             \
-        (p)->host = (k)->mysql_host;                                                                                 \
-        (p)->socket = (k)->mysql_socket;                                                                             \
-        (p)->port = (unsigned)(k)->mysql_port;                                                                       \
-        (p)->user = (k)->mysql_user;                                                                                 \
-        (p)->password = (k)->mysql_password;                                                                         \
-        (p)->database = (k)->mysql_database;                                                                         \
-        (p)->connect_timeout_s = db_keys_seconds((k)->mysql_connect_timeout_ms);                                     \
-        (p)->read_timeout_s = db_keys_seconds((k)->mysql_read_timeout_ms);                                           \
-        (p)->write_timeout_s = db_keys_seconds((k)->mysql_write_timeout_ms);                                         \
-        (p)->lock_wait_timeout_s = db_keys_seconds((k)->mysql_lock_wait_timeout_ms);                                 \
+#define DB_KEYS_TO_PARAMS(k, p)                                                      \
+    do {                                                                             \
+        (p)->host = (k)->mysql_host;                                                 \
+        (p)->socket = (k)->mysql_socket;                                             \
+        (p)->port = (unsigned)(k)->mysql_port;                                       \
+        (p)->user = (k)->mysql_user;                                                 \
+        (p)->password = (k)->mysql_password;                                         \
+        (p)->database = (k)->mysql_database;                                         \
+        (p)->connect_timeout_s = db_keys_seconds((k)->mysql_connect_timeout_ms);     \
+        (p)->read_timeout_s = db_keys_seconds((k)->mysql_read_timeout_ms);           \
+        (p)->write_timeout_s = db_keys_seconds((k)->mysql_write_timeout_ms);         \
+        (p)->lock_wait_timeout_s = db_keys_seconds((k)->mysql_lock_wait_timeout_ms); \
     } while (0)
 
 #endif

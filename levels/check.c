@@ -37,16 +37,22 @@ static void entry_position(enum key_tag tag, const char *key, size_t klen, store
         e->due_ms = be64_get(key + 2);
         e->seq = be64_get(key + klen - 8);
         break;
-    case KEY_LEASE: e->deadline_ms = be64_get(key + 1); break;
-    case KEY_DLQ: break;
-    default: e->seq = be64_get(key + klen - 8); break;
+    case KEY_LEASE:
+        e->deadline_ms = be64_get(key + 1);
+        break;
+    case KEY_DLQ:
+        break;
+    default:
+        e->seq = be64_get(key + klen - 8);
+        break;
     }
 }
 
-int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *ctx,
-               char *err, size_t errlen)
+int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *ctx, char *err, size_t errlen)
 {
-    if (store_read_begin(s, err, errlen) != 0) { return -1; }
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
     int rc = 0;
     for (size_t i = 0; i < sizeof scan_ranges / sizeof scan_ranges[0] && rc == 0; i++) {
         enum key_tag tag = scan_ranges[i];
@@ -57,7 +63,10 @@ int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *c
         size_t klen;
         for (; store_iter_in_range(it, tag, &key, &klen); leveldb_iter_next(it)) {
             msg_t m;
-            if (store_iter_msg(it, &m, where, err, errlen) != 0) { rc = -1; break; }
+            if (store_iter_msg(it, &m, where, err, errlen) != 0) {
+                rc = -1;
+                break;
+            }
             store_entry_t e = { .range = (store_range_t)tag, .m = &m };
             if (klen < 9) {
                 rc = err_set(err, errlen, "corrupt key in %s", where);
@@ -69,7 +78,9 @@ int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *c
                 break;
             }
         }
-        if (rc == 0) { rc = store_iter_error(it, "the store", err, errlen); }
+        if (rc == 0) {
+            rc = store_iter_error(it, "the store", err, errlen);
+        }
         leveldb_iter_destroy(it);
     }
     return rc < 0 ? -1 : 0;
@@ -80,10 +91,10 @@ int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *c
 typedef struct check_ctx {
     store_t *s;
     uint64_t level_depth[LVL_MAX_LEVELS + 1];
-    uint64_t level_first_due[LVL_MAX_LEVELS + 1];   /* the first key of each level, in scan order */
+    uint64_t level_first_due[LVL_MAX_LEVELS + 1]; /* the first key of each level, in scan order */
     uint64_t level_first_seq[LVL_MAX_LEVELS + 1];
-    map_t counts;        /* "tag:name" → uint64_t* (what the ranges hold per topic / group) */
-    char **places;       /* "group\0id" membership keys for the uniqueness check */
+    map_t counts;  /* "tag:name" → uint64_t* (what the ranges hold per topic / group) */
+    char **places; /* "group\0id" membership keys for the uniqueness check */
     size_t n_places, cap_places;
     char *err;
     size_t errlen;
@@ -143,8 +154,8 @@ static int check_entry(void *ctx, const store_entry_t *e)
     switch (e->range) {
     case STORE_LEVEL:
         if (e->level < 1 || e->level > c->s->opt.levels.count) {
-            err_set(c->err, c->errlen, "message %llu sits on level %d, outside the table",
-                    (unsigned long long)m->id, e->level);
+            err_set(c->err, c->errlen, "message %llu sits on level %d, outside the table", (unsigned long long)m->id,
+                    e->level);
             c->bad = 1;
             return 1;
         }
@@ -154,7 +165,9 @@ static int check_entry(void *ctx, const store_entry_t *e)
         }
         if (m->dest == MSG_DEST_GROUP) {
             const group_state_t *g = store_group_get(c->s, m->group.ptr, m->group.len);
-            if (g != NULL && g->gen == m->group_gen) { check_group_entry(c, 'd', m); }
+            if (g != NULL && g->gen == m->group_gen) {
+                check_group_entry(c, 'd', m);
+            }
         }
         break;
     case STORE_TOPIC: {
@@ -170,9 +183,15 @@ static int check_entry(void *ctx, const store_entry_t *e)
         }
         break;
     }
-    case STORE_RETRY: check_group_entry(c, 'R', m); break;
-    case STORE_LEASE: check_group_entry(c, 'I', m); break;
-    case STORE_DLQ: check_group_entry(c, 'D', m); break;
+    case STORE_RETRY:
+        check_group_entry(c, 'R', m);
+        break;
+    case STORE_LEASE:
+        check_group_entry(c, 'I', m);
+        break;
+    case STORE_DLQ:
+        check_group_entry(c, 'D', m);
+        break;
     }
     return 0;
 }
@@ -218,7 +237,9 @@ static int check_lease_index(store_t *s, check_ctx_t *c, char *err, size_t errle
         }
         leveldb_free(val);
     }
-    if (rc == 0) { rc = store_iter_error(it, "the lease index", err, errlen); }
+    if (rc == 0) {
+        rc = store_iter_error(it, "the lease index", err, errlen);
+    }
     leveldb_iter_destroy(it);
     return rc;
 }
@@ -229,14 +250,13 @@ static int check_levels(const store_t *s, const check_ctx_t *c, char *err, size_
     for (int l = 1; l <= s->opt.levels.count; l++) {
         const level_state_t *ls = &s->levels[l];
         if (c->level_depth[l] != ls->depth) {
-            return err_set(err, errlen, "level %d counter says %llu but holds %llu", l,
-                           (unsigned long long)ls->depth, (unsigned long long)c->level_depth[l]);
+            return err_set(err, errlen, "level %d counter says %llu but holds %llu", l, (unsigned long long)ls->depth,
+                           (unsigned long long)c->level_depth[l]);
         }
-        if (c->level_depth[l] > 0 && (!ls->has_head || ls->head_due != c->level_first_due[l] ||
-                                      ls->head_seq != c->level_first_seq[l])) {
-            return err_set(err, errlen,
-                           "level %d remembers head (%llu, %llu) but its first message is at (%llu, %llu)", l,
-                           (unsigned long long)ls->head_due, (unsigned long long)ls->head_seq,
+        if (c->level_depth[l] > 0 &&
+            (!ls->has_head || ls->head_due != c->level_first_due[l] || ls->head_seq != c->level_first_seq[l])) {
+            return err_set(err, errlen, "level %d remembers head (%llu, %llu) but its first message is at (%llu, %llu)",
+                           l, (unsigned long long)ls->head_due, (unsigned long long)ls->head_seq,
                            (unsigned long long)c->level_first_due[l], (unsigned long long)c->level_first_seq[l]);
         }
     }
@@ -259,7 +279,11 @@ static int check_counters(const store_t *s, check_ctx_t *c, char *err, size_t er
     it = (map_iter_t){ 0 };
     while (map_next(&s->groups, &it, NULL, NULL, &v)) {
         const group_state_t *g = v;
-        const struct { const char *what; char tag; uint64_t want; } f[] = {
+        const struct {
+            const char *what;
+            char tag;
+            uint64_t want;
+        } f[] = {
             { "backlog", 'B', g->topic->appended - g->position },
             { "retry-ready", 'R', g->retry_ready },
             { "retry-delayed", 'd', g->retry_delayed },
@@ -281,7 +305,9 @@ static int check_counters(const store_t *s, check_ctx_t *c, char *err, size_t er
 /* No (group, id) twice. Sorts c->places. */
 static int check_unique(check_ctx_t *c, char *err, size_t errlen)
 {
-    if (c->n_places < 2) { return 0; }
+    if (c->n_places < 2) {
+        return 0;
+    }
     qsort(c->places, c->n_places, sizeof *c->places, cmp_place);
     for (size_t i = 1; i < c->n_places; i++) {
         if (cmp_place(&c->places[i - 1], &c->places[i]) == 0) {
@@ -301,12 +327,24 @@ int store_check(store_t *s, char *err, size_t errlen)
     c.errlen = errlen;
     map_init(&c.counts);
     int rc = store_scan(s, check_entry, &c, err, errlen);
-    if (rc == 0 && c.bad) { rc = -1; }
-    if (rc == 0) { rc = check_lease_index(s, &c, err, errlen); }
-    if (rc == 0) { rc = check_levels(s, &c, err, errlen); }
-    if (rc == 0) { rc = check_counters(s, &c, err, errlen); }
-    if (rc == 0) { rc = check_unique(&c, err, errlen); }
-    for (size_t i = 0; i < c.n_places; i++) { free(c.places[i]); }
+    if (rc == 0 && c.bad) {
+        rc = -1;
+    }
+    if (rc == 0) {
+        rc = check_lease_index(s, &c, err, errlen);
+    }
+    if (rc == 0) {
+        rc = check_levels(s, &c, err, errlen);
+    }
+    if (rc == 0) {
+        rc = check_counters(s, &c, err, errlen);
+    }
+    if (rc == 0) {
+        rc = check_unique(&c, err, errlen);
+    }
+    for (size_t i = 0; i < c.n_places; i++) {
+        free(c.places[i]);
+    }
     free(c.places);
     map_free(&c.counts, free);
     return rc;

@@ -46,7 +46,10 @@ void store_del_raw(store_t *s, const char *key, size_t klen)
     s->batch_bytes += klen + BATCH_ENTRY_OVERHEAD;
 }
 
-void store_del(store_t *s, const key_buf_t *k) { store_del_raw(s, k->b, k->n); }
+void store_del(store_t *s, const key_buf_t *k)
+{
+    store_del_raw(s, k->b, k->n);
+}
 
 void store_put_msg(store_t *s, const key_buf_t *k, const msg_t *m)
 {
@@ -55,14 +58,21 @@ void store_put_msg(store_t *s, const key_buf_t *k, const msg_t *m)
     char *buf = n <= sizeof small ? small : xmalloc(n);
     msg_encode(m, buf, n);
     store_put(s, k, buf, n);
-    if (buf != small) { free(buf); }
+    if (buf != small) {
+        free(buf);
+    }
 }
 
-void store_mark_level(store_t *s, int level) { s->levels[level].dirty = 1; }
+void store_mark_level(store_t *s, int level)
+{
+    s->levels[level].dirty = 1;
+}
 
 void store_mark_topic(store_t *s, topic_state_t *t)
 {
-    if (t->dirty) { return; }
+    if (t->dirty) {
+        return;
+    }
     t->dirty = 1;
     if (s->n_dirty_topics == s->cap_dirty_topics) {
         s->cap_dirty_topics = s->cap_dirty_topics ? s->cap_dirty_topics * 2 : 16;
@@ -73,7 +83,9 @@ void store_mark_topic(store_t *s, topic_state_t *t)
 
 void store_mark_group(store_t *s, group_state_t *g)
 {
-    if (g->dirty) { return; }
+    if (g->dirty) {
+        return;
+    }
     g->dirty = 1;
     if (s->n_dirty_groups == s->cap_dirty_groups) {
         s->cap_dirty_groups = s->cap_dirty_groups ? s->cap_dirty_groups * 2 : 16;
@@ -99,7 +111,9 @@ static void flush_records(store_t *s)
     char v[RECORD_GROUP_MAX];
     for (int l = 1; l <= s->opt.levels.count; l++) {
         level_state_t *ls = &s->levels[l];
-        if (!ls->dirty) { continue; }
+        if (!ls->dirty) {
+            continue;
+        }
         record_level_t r = { ls->depth, ls->has_head ? ls->head_due : 0, ls->has_head ? ls->head_seq : 0,
                              ls->last_enqueue_ms };
         key_level_record(&k, l);
@@ -117,16 +131,25 @@ static void flush_records(store_t *s)
     s->n_dirty_topics = 0;
     for (size_t i = 0; i < s->n_dirty_groups; i++) {
         group_state_t *g = s->dirty_groups[i];
-        record_group_t r = { .max_reconsume = g->max_reconsume, .gen = g->gen, .cursor = g->cursor,
-                             .position = g->position, .retry_ready = g->retry_ready,
-                             .retry_delayed = g->retry_delayed, .inflight = g->inflight, .dlq = g->dlq,
-                             .created_ms = g->created_ms, .topic = g->topic->name, .topic_len = g->topic->len };
+        record_group_t r = { .max_reconsume = g->max_reconsume,
+                             .gen = g->gen,
+                             .cursor = g->cursor,
+                             .position = g->position,
+                             .retry_ready = g->retry_ready,
+                             .retry_delayed = g->retry_delayed,
+                             .inflight = g->inflight,
+                             .dlq = g->dlq,
+                             .created_ms = g->created_ms,
+                             .topic = g->topic->name,
+                             .topic_len = g->topic->len };
         key_record(&k, KEY_GROUP_RECORD, g->name, g->len);
         store_put(s, &k, v, record_group_encode(&r, v));
         g->dirty = 0;
     }
     s->n_dirty_groups = 0;
-    if (s->next_seq != s->persisted_seq) { put_seq(s); }
+    if (s->next_seq != s->persisted_seq) {
+        put_seq(s);
+    }
 }
 
 int store_write_batch(store_t *s, int sync, char *dberr, size_t dberrlen)
@@ -158,10 +181,14 @@ int store_commit(store_t *s, char *err, size_t errlen)
 
 int store_commit_durable(store_t *s, int durable, char *err, size_t errlen)
 {
-    if (store_usable(s, err, errlen) != 0) { return -1; }
+    if (store_usable(s, err, errlen) != 0) {
+        return -1;
+    }
     int sync = durable && s->opt.sync;
     if (s->pending == 0) {
-        if (!sync || !s->unsynced) { return 0; }
+        if (!sync || !s->unsynced) {
+            return 0;
+        }
         /* Nothing pending, but earlier unsynced writes need their fsync: a
          * synced write of one small record syncs the whole log. */
         put_seq(s);
@@ -178,18 +205,28 @@ int store_commit_durable(store_t *s, int durable, char *err, size_t errlen)
 
 int store_usable(const store_t *s, char *err, size_t errlen)
 {
-    if (!s->broken) { return 0; }
+    if (!s->broken) {
+        return 0;
+    }
     return err_set(err, errlen, "store is unusable after a failed write (%s); reopen it", s->broken_err);
 }
 
 int store_read_begin(store_t *s, char *err, size_t errlen)
 {
-    if (store_usable(s, err, errlen) != 0) { return -1; }
+    if (store_usable(s, err, errlen) != 0) {
+        return -1;
+    }
     return s->pending ? store_commit_durable(s, 0, err, errlen) : 0;
 }
 
-int store_pending(const store_t *s) { return s->pending; }
-int store_broken(const store_t *s) { return s->broken; }
+int store_pending(const store_t *s)
+{
+    return s->pending;
+}
+int store_broken(const store_t *s)
+{
+    return s->broken;
+}
 
 /* ---- reads ------------------------------------------------------------------------- */
 
@@ -223,7 +260,9 @@ int store_iter_error(leveldb_iterator_t *it, const char *what, char *err, size_t
 {
     char *e = NULL;
     leveldb_iter_get_error(it, &e);
-    if (e == NULL) { return 0; }
+    if (e == NULL) {
+        return 0;
+    }
     err_set(err, errlen, "reading %s: %s", what, e);
     leveldb_free(e);
     return -1;

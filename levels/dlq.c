@@ -13,12 +13,16 @@
 #include "levels/store_internal.h"
 #include "base/err.h"
 
-int store_dlq_list(store_t *s, const char *group, size_t group_len, uint64_t after_id, int count,
-                   msg_owned_t *out, int *n, char *err, size_t errlen)
+int store_dlq_list(store_t *s, const char *group, size_t group_len, uint64_t after_id, int count, msg_owned_t *out,
+                   int *n, char *err, size_t errlen)
 {
     *n = 0;
-    if (store_read_begin(s, err, errlen) != 0) { return -1; }
-    if (store_group_get(s, group, group_len) == NULL || count <= 0 || after_id == UINT64_MAX) { return 0; }
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
+    if (store_group_get(s, group, group_len) == NULL || count <= 0 || after_id == UINT64_MAX) {
+        return 0;
+    }
     key_buf_t k;
     key_queue_prefix(&k, KEY_DLQ, group, group_len);
     size_t plen = k.n;
@@ -29,21 +33,28 @@ int store_dlq_list(store_t *s, const char *group, size_t group_len, uint64_t aft
     int rc = 0;
     for (; *n < count && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
         msg_t m;
-        if (store_iter_msg(it, &m, "the DLQ", err, errlen) != 0) { rc = -1; break; }
+        if (store_iter_msg(it, &m, "the DLQ", err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
         msg_owned_copy(&out[(*n)++], &m);
     }
-    if (rc == 0) { rc = store_iter_error(it, "the DLQ", err, errlen); }
+    if (rc == 0) {
+        rc = store_iter_error(it, "the DLQ", err, errlen);
+    }
     leveldb_iter_destroy(it);
     if (rc != 0) {
-        for (int i = 0; i < *n; i++) { msg_owned_free(&out[i]); }
+        for (int i = 0; i < *n; i++) {
+            msg_owned_free(&out[i]);
+        }
         *n = 0;
     }
     return rc;
 }
 
 /* Requeue (requeue = 1) or drop each DLQ entry of g with the given id, or all. */
-static int dlq_take(store_t *s, group_state_t *g, uint64_t id, int all, int requeue, uint64_t now_ms,
-                    uint64_t *count, char *err, size_t errlen)
+static int dlq_take(store_t *s, group_state_t *g, uint64_t id, int all, int requeue, uint64_t now_ms, uint64_t *count,
+                    char *err, size_t errlen)
 {
     key_buf_t k;
     key_queue_prefix(&k, KEY_DLQ, g->name, g->len);
@@ -59,38 +70,53 @@ static int dlq_take(store_t *s, group_state_t *g, uint64_t id, int all, int requ
             rc = err_set(err, errlen, "corrupt DLQ key in %s", s->path);
             break;
         }
-        if (!all && at != id) { break; }
+        if (!all && at != id) {
+            break;
+        }
         if (requeue) {
             msg_t m;
-            if (store_iter_msg(it, &m, "the DLQ", err, errlen) != 0) { rc = -1; break; }
+            if (store_iter_msg(it, &m, "the DLQ", err, errlen) != 0) {
+                rc = -1;
+                break;
+            }
             m.reconsume = 0;
             store_retry_append(s, g, &m, now_ms);
         }
         store_del_raw(s, key, klen);
         g->dlq--;
         (*count)++;
-        if (!all) { break; }
+        if (!all) {
+            break;
+        }
     }
-    if (rc == 0) { rc = store_iter_error(it, "the DLQ", err, errlen); }
+    if (rc == 0) {
+        rc = store_iter_error(it, "the DLQ", err, errlen);
+    }
     leveldb_iter_destroy(it);
-    if (*count) { store_mark_group(s, g); }
+    if (*count) {
+        store_mark_group(s, g);
+    }
     return rc;
 }
 
-int store_dlq_requeue(store_t *s, const char *group, size_t group_len, uint64_t id, int all,
-                      uint64_t now_ms, uint64_t *count, char *err, size_t errlen)
+int store_dlq_requeue(store_t *s, const char *group, size_t group_len, uint64_t id, int all, uint64_t now_ms,
+                      uint64_t *count, char *err, size_t errlen)
 {
     *count = 0;
-    if (store_read_begin(s, err, errlen) != 0) { return -1; }
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
     group_state_t *g = store_group_get(s, group, group_len);
     return g == NULL ? 0 : dlq_take(s, g, id, all, 1, now_ms, count, err, errlen);
 }
 
-int store_dlq_drop(store_t *s, const char *group, size_t group_len, uint64_t id, int all,
-                   uint64_t *count, char *err, size_t errlen)
+int store_dlq_drop(store_t *s, const char *group, size_t group_len, uint64_t id, int all, uint64_t *count, char *err,
+                   size_t errlen)
 {
     *count = 0;
-    if (store_read_begin(s, err, errlen) != 0) { return -1; }
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
     group_state_t *g = store_group_get(s, group, group_len);
     return g == NULL ? 0 : dlq_take(s, g, id, all, 0, 0, count, err, errlen);
 }

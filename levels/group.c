@@ -28,7 +28,9 @@ group_state_t *store_group_get(const store_t *s, const char *name, size_t len)
 topic_state_t *store_topic_get_or_create(store_t *s, const char *name, size_t len)
 {
     topic_state_t *t = map_get(&s->topics, name, len);
-    if (t != NULL) { return t; }
+    if (t != NULL) {
+        return t;
+    }
     t = xcalloc(1, sizeof *t);
     t->name = xstrndup(name, len);
     t->len = len;
@@ -57,7 +59,7 @@ group_state_t *store_group_new(store_t *s, const char *name, size_t len, topic_s
     t->groups++;
     map_put(&s->groups, g->name, g->len, g);
     store_mark_group(s, g);
-    s->pending++;   /* the group record is a write even with no other put */
+    s->pending++; /* the group record is a write even with no other put */
     return g;
 }
 
@@ -106,11 +108,12 @@ static void group_fill_info(const group_state_t *g, store_group_info_t *out)
     out->created_ms = g->created_ms;
 }
 
-int store_group_create(store_t *s, const char *group, size_t group_len,
-                       const char *topic, size_t topic_len, int from_first,
-                       int max_reconsume, uint64_t now_ms, char *err, size_t errlen)
+int store_group_create(store_t *s, const char *group, size_t group_len, const char *topic, size_t topic_len,
+                       int from_first, int max_reconsume, uint64_t now_ms, char *err, size_t errlen)
 {
-    if (store_usable(s, err, errlen) != 0) { return -1; }
+    if (store_usable(s, err, errlen) != 0) {
+        return -1;
+    }
     if (msg_check_name("group", group, group_len, err, errlen) != 0 ||
         msg_check_name("topic", topic, topic_len, err, errlen) != 0) {
         return -1;
@@ -121,8 +124,7 @@ int store_group_create(store_t *s, const char *group, size_t group_len,
                        (int)g->topic->len, g->topic->name);
     }
     if (max_reconsume > STORE_MAX_MAX_RECONSUME) {
-        return err_set(err, errlen, "max-reconsume %d exceeds the limit of %d", max_reconsume,
-                       STORE_MAX_MAX_RECONSUME);
+        return err_set(err, errlen, "max-reconsume %d exceeds the limit of %d", max_reconsume, STORE_MAX_MAX_RECONSUME);
     }
     uint32_t mr = max_reconsume < 0 ? s->opt.max_reconsume : (uint32_t)max_reconsume;
     store_group_new(s, group, group_len, store_topic_get_or_create(s, topic, topic_len), from_first, mr, now_ms);
@@ -132,13 +134,14 @@ int store_group_create(store_t *s, const char *group, size_t group_len,
 int store_group_info(const store_t *s, const char *group, size_t group_len, store_group_info_t *out)
 {
     const group_state_t *g = store_group_get(s, group, group_len);
-    if (g == NULL) { return 0; }
+    if (g == NULL) {
+        return 0;
+    }
     group_fill_info(g, out);
     return 1;
 }
 
-void store_group_foreach(const store_t *s,
-                         int (*fn)(void *ctx, const char *group, const store_group_info_t *info),
+void store_group_foreach(const store_t *s, int (*fn)(void *ctx, const char *group, const store_group_info_t *info),
                          void *ctx)
 {
     map_iter_t it = { 0 };
@@ -147,7 +150,9 @@ void store_group_foreach(const store_t *s,
         const group_state_t *g = v;
         store_group_info_t info;
         group_fill_info(g, &info);
-        if (fn(ctx, g->name, &info) != 0) { return; }
+        if (fn(ctx, g->name, &info) != 0) {
+            return;
+        }
     }
 }
 
@@ -157,7 +162,9 @@ static int delete_range(store_t *s, const key_buf_t *k, char *err, size_t errlen
     leveldb_iterator_t *it = store_iter_at(s, k);
     const char *key;
     size_t klen;
-    for (; store_iter_in(it, k->b, k->n, &key, &klen); leveldb_iter_next(it)) { store_del_raw(s, key, klen); }
+    for (; store_iter_in(it, k->b, k->n, &key, &klen); leveldb_iter_next(it)) {
+        store_del_raw(s, key, klen);
+    }
     int rc = store_iter_error(it, "a group range", err, errlen);
     leveldb_iter_destroy(it);
     return rc;
@@ -185,25 +192,34 @@ static int delete_leases(store_t *s, const char *group, size_t group_len, char *
         store_del(s, &lk);
         store_del_raw(s, key, klen);
     }
-    if (rc == 0) { rc = store_iter_error(it, "the lease index", err, errlen); }
+    if (rc == 0) {
+        rc = store_iter_error(it, "the lease index", err, errlen);
+    }
     leveldb_iter_destroy(it);
     return rc;
 }
 
-int store_group_delete(store_t *s, const char *group, size_t group_len, int *found,
-                       char *err, size_t errlen)
+int store_group_delete(store_t *s, const char *group, size_t group_len, int *found, char *err, size_t errlen)
 {
     *found = 0;
-    if (store_read_begin(s, err, errlen) != 0) { return -1; }
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
     group_state_t *g = store_group_get(s, group, group_len);
-    if (g == NULL) { return 0; }
+    if (g == NULL) {
+        return 0;
+    }
     *found = 1;
-    if (delete_leases(s, group, group_len, err, errlen) != 0) { return -1; }
+    if (delete_leases(s, group, group_len, err, errlen) != 0) {
+        return -1;
+    }
     static const enum key_tag ranges[] = { KEY_RETRY, KEY_DLQ };
     key_buf_t k;
     for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
         key_queue_prefix(&k, ranges[i], group, group_len);
-        if (delete_range(s, &k, err, errlen) != 0) { return -1; }
+        if (delete_range(s, &k, err, errlen) != 0) {
+            return -1;
+        }
     }
     key_record(&k, KEY_GROUP_RECORD, group, group_len);
     store_del(s, &k);
@@ -220,7 +236,9 @@ int store_group_delete(store_t *s, const char *group, size_t group_len, int *fou
 int store_topic_info(const store_t *s, const char *topic, size_t topic_len, store_topic_info_t *out)
 {
     const topic_state_t *t = map_get(&s->topics, topic, topic_len);
-    if (t == NULL) { return 0; }
+    if (t == NULL) {
+        return 0;
+    }
     out->appended = t->appended;
     out->retained = t->appended - t->removed;
     out->groups = t->groups;

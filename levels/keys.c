@@ -29,7 +29,9 @@ void key_record(key_buf_t *k, enum key_tag tag, const char *name, size_t len)
 
 int key_lease_index_parse(const char *key, size_t klen, const char **group, size_t *glen, uint64_t *id)
 {
-    if (klen < 1 + 2 + 8 || key[klen - 9] != '\0') { return -1; }
+    if (klen < 1 + 2 + 8 || key[klen - 9] != '\0') {
+        return -1;
+    }
     *group = key + 1;
     *glen = klen - 1 - 1 - 8;
     *id = be64_get(key + klen - 8);
@@ -46,7 +48,9 @@ void record_level_encode(const record_level_t *r, char *out)
 
 int record_level_decode(const char *v, size_t vlen, record_level_t *r)
 {
-    if (vlen != RECORD_LEVEL_BYTES) { return -1; }
+    if (vlen != RECORD_LEVEL_BYTES) {
+        return -1;
+    }
     r->depth = be64_get(v);
     r->head_due = be64_get(v + 8);
     r->head_seq = be64_get(v + 16);
@@ -62,7 +66,9 @@ void record_topic_encode(uint64_t appended, uint64_t removed, char *out)
 
 int record_topic_decode(const char *v, size_t vlen, uint64_t *appended, uint64_t *removed)
 {
-    if (vlen != RECORD_TOPIC_BYTES) { return -1; }
+    if (vlen != RECORD_TOPIC_BYTES) {
+        return -1;
+    }
     *appended = be64_get(v);
     *removed = be64_get(v + 8);
     return 0;
@@ -74,8 +80,9 @@ size_t record_group_encode(const record_group_t *r, char *out)
     *p++ = RECORD_GROUP_VERSION;
     be32_put(p, r->max_reconsume);
     p += 4;
-    const uint64_t f[9] = { r->gen, r->cursor, r->position, r->retry_ready,
-                            r->retry_delayed, r->inflight, r->dlq, r->created_ms, 0 };
+    const uint64_t f[9] = { r->gen,         r->cursor,        r->position,
+                            r->retry_ready, r->retry_delayed, r->inflight,
+                            r->dlq,         r->created_ms,    0 };
     for (int i = 0; i < 9; i++) {
         be64_put(p, f[i]);
         p += 8;
@@ -88,7 +95,9 @@ size_t record_group_encode(const record_group_t *r, char *out)
 
 int record_group_decode(const char *v, size_t vlen, record_group_t *r)
 {
-    if (vlen < RECORD_GROUP_FIXED || v[0] != RECORD_GROUP_VERSION) { return -1; }
+    if (vlen < RECORD_GROUP_FIXED || v[0] != RECORD_GROUP_VERSION) {
+        return -1;
+    }
     const char *p = v + 1;
     r->max_reconsume = be32_get(p);
     p += 4;

@@ -63,13 +63,13 @@ enum key_tag {
     KEY_DLQ = 'D',
 };
 
-#define KEY_MAX (2 + MSG_MAX_NAME + 1 + 16 + 8)   /* longer than any key above */
-#define KEY_LEVEL_BYTES 18                         /* 'L' level due seq */
-#define RECORD_LEVEL_BYTES 32
-#define RECORD_TOPIC_BYTES 16
+#define KEY_MAX              (2 + MSG_MAX_NAME + 1 + 16 + 8) /* longer than any key above */
+#define KEY_LEVEL_BYTES      18                              /* 'L' level due seq */
+#define RECORD_LEVEL_BYTES   32
+#define RECORD_TOPIC_BYTES   16
 #define RECORD_GROUP_VERSION 1
-#define RECORD_GROUP_FIXED (1 + 4 + 8 * 9 + 2)     /* a group record without its topic name */
-#define RECORD_GROUP_MAX (RECORD_GROUP_FIXED + MSG_MAX_NAME)
+#define RECORD_GROUP_FIXED   (1 + 4 + 8 * 9 + 2) /* a group record without its topic name */
+#define RECORD_GROUP_MAX     (RECORD_GROUP_FIXED + MSG_MAX_NAME)
 
 /* ---- big-endian integers (inline: every key and message goes through them) -- */
 
@@ -89,7 +89,9 @@ static inline void be32_put(char *p, uint32_t v)
 
 static inline void be64_put(char *p, uint64_t v)
 {
-    for (int i = 0; i < 8; i++) { p[i] = (char)(v >> (56 - 8 * i)); }
+    for (int i = 0; i < 8; i++) {
+        p[i] = (char)(v >> (56 - 8 * i));
+    }
 }
 
 static inline uint16_t be16_get(const char *p)
@@ -108,7 +110,9 @@ static inline uint64_t be64_get(const char *p)
 {
     const unsigned char *u = (const unsigned char *)p;
     uint64_t v = 0;
-    for (int i = 0; i < 8; i++) { v = (v << 8) | u[i]; }
+    for (int i = 0; i < 8; i++) {
+        v = (v << 8) | u[i];
+    }
     return v;
 }
 
@@ -129,7 +133,10 @@ static inline void key_start(key_buf_t *k, enum key_tag tag)
 }
 
 /* Append one byte, a big-endian u64, raw bytes, or a name and its 0x00. */
-static inline void key_u8(key_buf_t *k, uint8_t v) { k->b[k->n++] = (char)v; }
+static inline void key_u8(key_buf_t *k, uint8_t v)
+{
+    k->b[k->n++] = (char)v;
+}
 
 static inline void key_u64(key_buf_t *k, uint64_t v)
 {
@@ -199,7 +206,9 @@ static inline void key_lease(key_buf_t *k, uint64_t deadline, const char *group,
  * KEY_LEVEL_BYTES long. */
 static inline int key_level_parse(const char *key, size_t klen, int *level, uint64_t *due, uint64_t *seq)
 {
-    if (klen != KEY_LEVEL_BYTES) { return -1; }
+    if (klen != KEY_LEVEL_BYTES) {
+        return -1;
+    }
     *level = (unsigned char)key[1];
     *due = be64_get(key + 2);
     *seq = be64_get(key + 10);
@@ -210,17 +219,21 @@ static inline int key_level_parse(const char *key, size_t klen, int *level, uint
  * the key is not exactly plen + 8 bytes. */
 static inline int key_queue_parse(const char *key, size_t klen, size_t plen, uint64_t *n)
 {
-    if (klen != plen + 8) { return -1; }
+    if (klen != plen + 8) {
+        return -1;
+    }
     *n = be64_get(key + plen);
     return 0;
 }
 
 /* A lease key: 0 with *deadline, the group (a view into key) and *id, or -1
  * when it is malformed (too short, no 0x00 before the id, empty group). */
-static inline int key_lease_parse(const char *key, size_t klen, uint64_t *deadline, const char **group,
-                                  size_t *glen, uint64_t *id)
+static inline int key_lease_parse(const char *key, size_t klen, uint64_t *deadline, const char **group, size_t *glen,
+                                  uint64_t *id)
 {
-    if (klen < 1 + 8 + 2 + 8 || key[klen - 9] != '\0') { return -1; }
+    if (klen < 1 + 8 + 2 + 8 || key[klen - 9] != '\0') {
+        return -1;
+    }
     *deadline = be64_get(key + 1);
     *group = key + 9;
     *glen = klen - 1 - 8 - 1 - 8;
@@ -235,14 +248,14 @@ int key_lease_index_parse(const char *key, size_t klen, const char **group, size
 
 typedef struct record_level {
     uint64_t depth;
-    uint64_t head_due, head_seq;   /* 0 when depth is 0 */
+    uint64_t head_due, head_seq; /* 0 when depth is 0 */
     uint64_t last_enqueue_ms;
 } record_level_t;
 
 typedef struct record_group {
     uint32_t max_reconsume;
     uint64_t gen, cursor, position, retry_ready, retry_delayed, inflight, dlq, created_ms;
-    const char *topic;             /* decode: a view into the value */
+    const char *topic; /* decode: a view into the value */
     size_t topic_len;
 } record_group_t;
 

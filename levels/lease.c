@@ -29,7 +29,9 @@ static uint64_t leases_total(const store_t *s)
     uint64_t n = 0;
     map_iter_t it = { 0 };
     void *v;
-    while (map_next(&s->groups, &it, NULL, NULL, &v)) { n += ((const group_state_t *)v)->inflight; }
+    while (map_next(&s->groups, &it, NULL, NULL, &v)) {
+        n += ((const group_state_t *)v)->inflight;
+    }
     return n;
 }
 
@@ -48,9 +50,15 @@ static void lease_put(store_t *s, group_state_t *g, msg_t *m, uint64_t deadline)
     store_put(s, &k, v, 8);
     g->inflight++;
     store_mark_group(s, g);
-    if (deadline < s->lease_floor) { s->lease_floor = deadline; }
-    if (deadline > s->lease_ceiling) { s->lease_ceiling = deadline; }
-    if (s->lease_next_valid && deadline < s->lease_next) { s->lease_next = deadline; }
+    if (deadline < s->lease_floor) {
+        s->lease_floor = deadline;
+    }
+    if (deadline > s->lease_ceiling) {
+        s->lease_ceiling = deadline;
+    }
+    if (s->lease_next_valid && deadline < s->lease_next) {
+        s->lease_next = deadline;
+    }
 }
 
 static void lease_delete(store_t *s, group_state_t *g, uint64_t id, uint64_t deadline)
@@ -62,7 +70,9 @@ static void lease_delete(store_t *s, group_state_t *g, uint64_t id, uint64_t dea
     store_del(s, &k);
     g->inflight--;
     store_mark_group(s, g);
-    if (s->lease_next_valid && deadline <= s->lease_next) { s->lease_next_valid = 0; }
+    if (s->lease_next_valid && deadline <= s->lease_next) {
+        s->lease_next_valid = 0;
+    }
     s->lease_pops_since_compact++;
 }
 
@@ -73,9 +83,9 @@ static void lease_delete(store_t *s, group_state_t *g, uint64_t id, uint64_t dea
  * the count leased (owned copies in out[]), -1 on error. *last_seq gets the
  * last seq taken; delete_taken deletes each entry (a retry is consumed; the
  * topic log is shared and only the cursor moves). */
-static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint64_t from, int want,
-                            uint64_t deadline, uint64_t *budget, msg_owned_t *out, uint64_t *last_seq,
-                            int delete_taken, char *err, size_t errlen)
+static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint64_t from, int want, uint64_t deadline,
+                            uint64_t *budget, msg_owned_t *out, uint64_t *last_seq, int delete_taken, char *err,
+                            size_t errlen)
 {
     const char *src = tag == KEY_RETRY ? g->name : g->topic->name;
     size_t srclen = tag == KEY_RETRY ? g->len : g->topic->len;
@@ -87,41 +97,55 @@ static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint
     const char *key;
     size_t klen;
     int n = 0, rc = 0;
-    for (; n < want && *budget > 0 && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
+    for (; n<want && * budget> 0 && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
         if (key_queue_parse(key, klen, plen, last_seq) != 0) {
             rc = err_set(err, errlen, "corrupt queue key in %s", s->path);
             break;
         }
         msg_t m;
         const char *where = tag == KEY_RETRY ? "a retry queue" : "a topic log";
-        if (store_iter_msg(it, &m, where, err, errlen) != 0) { rc = -1; break; }
-        if (delete_taken) { store_del_raw(s, key, klen); }
+        if (store_iter_msg(it, &m, where, err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+        if (delete_taken) {
+            store_del_raw(s, key, klen);
+        }
         lease_put(s, g, &m, deadline);
         msg_owned_copy(&out[n], &m);
         n++;
         *budget -= m.payload.len < *budget ? m.payload.len : *budget;
-        if (n == want || *budget == 0) { break; }   /* no step past it: it could walk the next range's deleted keys */
+        if (n == want || *budget == 0) {
+            break;
+        } /* no step past it: it could walk the next range's deleted keys */
     }
-    if (rc == 0) { rc = store_iter_error(it, "a queue", err, errlen); }
+    if (rc == 0) {
+        rc = store_iter_error(it, "a queue", err, errlen);
+    }
     leveldb_iter_destroy(it);
     if (rc != 0) {
-        for (int i = 0; i < n; i++) { msg_owned_free(&out[i]); }
+        for (int i = 0; i < n; i++) {
+            msg_owned_free(&out[i]);
+        }
         return -1;
     }
     return n;
 }
 
-int store_lease(store_t *s, const char *group, size_t group_len,
-                const char *topic, size_t topic_len, int count, uint64_t lease_ms,
-                uint64_t now_ms, msg_owned_t *out, int *n, char *err, size_t errlen)
+int store_lease(store_t *s, const char *group, size_t group_len, const char *topic, size_t topic_len, int count,
+                uint64_t lease_ms, uint64_t now_ms, msg_owned_t *out, int *n, char *err, size_t errlen)
 {
     *n = 0;
     if (msg_check_name("group", group, group_len, err, errlen) != 0 ||
         msg_check_name("topic", topic, topic_len, err, errlen) != 0) {
         return -1;
     }
-    if (count < 1) { return err_set(err, errlen, "count must be at least 1"); }
-    if (store_read_begin(s, err, errlen) != 0) { return -1; }
+    if (count < 1) {
+        return err_set(err, errlen, "count must be at least 1");
+    }
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
     group_state_t *g = store_group_get(s, group, group_len);
     if (g == NULL) {
         g = store_group_new(s, group, group_len, store_topic_get_or_create(s, topic, topic_len), 1,
@@ -135,9 +159,11 @@ int store_lease(store_t *s, const char *group, size_t group_len,
     uint64_t budget = s->opt.max_lease_bytes ? s->opt.max_lease_bytes : 1;
     if (g->retry_ready > 0) {
         int want = count < (int64_t)g->retry_ready ? count : (int)g->retry_ready;
-        int got = lease_from_range(s, g, KEY_RETRY, g->retry_head_hint, want, deadline, &budget, out, &last, 1,
-                                   err, errlen);
-        if (got < 0) { return -1; }
+        int got =
+            lease_from_range(s, g, KEY_RETRY, g->retry_head_hint, want, deadline, &budget, out, &last, 1, err, errlen);
+        if (got < 0) {
+            return -1;
+        }
         if (got > 0) {
             g->retry_ready -= (uint64_t)got;
             g->retry_head_hint = last + 1;
@@ -148,11 +174,15 @@ int store_lease(store_t *s, const char *group, size_t group_len,
     uint64_t backlog = g->topic->appended - g->position;
     if (*n < count && backlog > 0 && budget > 0) {
         int want = count - *n;
-        if ((uint64_t)want > backlog) { want = (int)backlog; }
-        int got = lease_from_range(s, g, KEY_TOPIC_LOG, g->cursor, want, deadline, &budget, out + *n, &last, 0,
-                                   err, errlen);
+        if ((uint64_t)want > backlog) {
+            want = (int)backlog;
+        }
+        int got =
+            lease_from_range(s, g, KEY_TOPIC_LOG, g->cursor, want, deadline, &budget, out + *n, &last, 0, err, errlen);
         if (got < 0) {
-            for (int i = 0; i < *n; i++) { msg_owned_free(&out[i]); }
+            for (int i = 0; i < *n; i++) {
+                msg_owned_free(&out[i]);
+            }
             *n = 0;
             return -1;
         }
@@ -162,22 +192,26 @@ int store_lease(store_t *s, const char *group, size_t group_len,
         }
         *n += got;
     }
-    if (*n > 0) { store_mark_group(s, g); }
+    if (*n > 0) {
+        store_mark_group(s, g);
+    }
     return 0;
 }
 
 /* ---- finding a lease ------------------------------------------------------------------ */
 
 /* Read a lease's index entry with a Get: 1 found (*deadline), 0 not, -1 error. */
-static int lease_lookup(store_t *s, const char *group, size_t glen, uint64_t id, uint64_t *deadline,
-                        char *err, size_t errlen)
+static int lease_lookup(store_t *s, const char *group, size_t glen, uint64_t id, uint64_t *deadline, char *err,
+                        size_t errlen)
 {
     key_buf_t k;
     key_queue(&k, KEY_LEASE_INDEX, group, glen, id);
     char *v;
     size_t vlen;
     int found = store_get(s, &k, &v, &vlen, err, errlen);
-    if (found <= 0) { return found; }
+    if (found <= 0) {
+        return found;
+    }
     if (vlen != 8) {
         leveldb_free(v);
         return err_set(err, errlen, "corrupt lease index entry in %s", s->path);
@@ -205,49 +239,56 @@ static int lease_index_find(store_t *s, leveldb_iterator_t *it, key_buf_t *idx, 
         if (bad || (v != NULL && vlen != 8)) {
             return err_set(err, errlen, "corrupt lease index entry in %s", s->path);
         }
-        if (at > id) { return 0; }
+        if (at > id) {
+            return 0;
+        }
         if (at == id) {
             *deadline = be64_get(v);
             return 1;
         }
         if (steps < 8) {
             leveldb_iter_next(it);
-        } else {                 /* far ahead: after the seek the entry is at or past id */
+        } else { /* far ahead: after the seek the entry is at or past id */
             idx->n = plen;
             key_u64(idx, id);
             leveldb_iter_seek(it, idx->b, idx->n);
         }
     }
-    return 0;                    /* past the group's range: not there */
+    return 0; /* past the group's range: not there */
 }
 
 /* A lease found by lease_find. */
 typedef struct lease_found {
     group_state_t *g;
     uint64_t deadline;
-    msg_t m;                     /* views into buf */
-    char *buf;                   /* the value as LevelDB returned it: free with leveldb_free */
+    msg_t m;   /* views into buf */
+    char *buf; /* the value as LevelDB returned it: free with leveldb_free */
 } lease_found_t;
 
 /* Find a lease and read its message, leaving it in place: 1 with *l filled;
  * 0 when there is no such lease or group; -1 on error. Commits what is
  * pending first. */
-static int lease_find(store_t *s, const char *group, size_t group_len, uint64_t id, lease_found_t *l,
-                      char *err, size_t errlen)
+static int lease_find(store_t *s, const char *group, size_t group_len, uint64_t id, lease_found_t *l, char *err,
+                      size_t errlen)
 {
-    if (store_read_begin(s, err, errlen) != 0) { return -1; }
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
     l->g = store_group_get(s, group, group_len);
-    if (l->g == NULL) { return 0; }
+    if (l->g == NULL) {
+        return 0;
+    }
     int f = lease_lookup(s, group, group_len, id, &l->deadline, err, errlen);
-    if (f <= 0) { return f; }
+    if (f <= 0) {
+        return f;
+    }
     key_buf_t k;
     key_lease(&k, l->deadline, group, group_len, id);
     size_t vlen;
     int found = store_get(s, &k, &l->buf, &vlen, err, errlen);
     if (found <= 0) {
         if (found == 0) {
-            err_set(err, errlen, "lease index names a missing lease (id %llu) in %s", (unsigned long long)id,
-                    s->path);
+            err_set(err, errlen, "lease index names a missing lease (id %llu) in %s", (unsigned long long)id, s->path);
         }
         return -1;
     }
@@ -278,13 +319,17 @@ static int cmp_u64(const void *a, const void *b)
 /* The ids are sorted. A few are looked up with a Get each; more with one
  * iterator walking the group's lease index (lease_index_find): creating it
  * costs about two Gets, each step after that a fraction of one. */
-int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *ids, int n,
-              int *released, char *err, size_t errlen)
+int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *ids, int n, int *released, char *err,
+              size_t errlen)
 {
     *released = 0;
-    if (store_read_begin(s, err, errlen) != 0) { return -1; }
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
     group_state_t *g = store_group_get(s, group, group_len);
-    if (g == NULL || n <= 0) { return 0; }
+    if (g == NULL || n <= 0) {
+        return 0;
+    }
     uint64_t *sorted = xmalloc((size_t)n * sizeof *sorted);
     memcpy(sorted, ids, (size_t)n * sizeof *sorted);
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_u64);
@@ -295,7 +340,9 @@ int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *i
     leveldb_iterator_t *it = n >= 4 ? store_iter_at(s, &idx) : NULL;
     int rc = 0;
     for (int i = 0; i < n; i++) {
-        if (i > 0 && sorted[i] == sorted[i - 1]) { continue; }
+        if (i > 0 && sorted[i] == sorted[i - 1]) {
+            continue;
+        }
         uint64_t deadline;
         int found = it != NULL ? lease_index_find(s, it, &idx, plen, sorted[i], &deadline, err, errlen)
                                : lease_lookup(s, group, group_len, sorted[i], &deadline, err, errlen);
@@ -309,20 +356,24 @@ int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *i
         }
     }
     if (it != NULL) {
-        if (rc == 0) { rc = store_iter_error(it, "the lease index", err, errlen); }
+        if (rc == 0) {
+            rc = store_iter_error(it, "the lease index", err, errlen);
+        }
         leveldb_iter_destroy(it);
     }
     free(sorted);
     return rc;
 }
 
-int store_touch(store_t *s, const char *group, size_t group_len, uint64_t id,
-                uint64_t new_deadline_ms, int *found, char *err, size_t errlen)
+int store_touch(store_t *s, const char *group, size_t group_len, uint64_t id, uint64_t new_deadline_ms, int *found,
+                char *err, size_t errlen)
 {
     *found = 0;
     lease_found_t l;
     int f = lease_find(s, group, group_len, id, &l, err, errlen);
-    if (f <= 0) { return f; }
+    if (f <= 0) {
+        return f;
+    }
     lease_delete(s, l.g, id, l.deadline);
     lease_put(s, l.g, &l.m, new_deadline_ms);
     leveldb_free(l.buf);
@@ -337,8 +388,12 @@ uint64_t store_next_lease_deadline(store_t *s)
      * sees leases it already released (ACK), and raising lease_floor past a
      * pending lease would make store_expired_leases skip it for good. A broken
      * store answers 0 ("now"), so the caller's next real call reports it. */
-    if (s->pending > 0 && store_commit_durable(s, 0, NULL, 0) != 0) { return 0; }
-    if (s->lease_next_valid) { return s->lease_next; }
+    if (s->pending > 0 && store_commit_durable(s, 0, NULL, 0) != 0) {
+        return 0;
+    }
+    if (s->lease_next_valid) {
+        return s->lease_next;
+    }
     uint64_t next = UINT64_MAX;
     /* With no lease held, no seek: it would walk every released lease's deleted
      * key from the floor on, and then the lease index's, to reach a live key. */
@@ -346,7 +401,9 @@ uint64_t store_next_lease_deadline(store_t *s)
         leveldb_iterator_t *it = lease_iter_from_floor(s);
         const char *key;
         size_t klen;
-        if (store_iter_in_range(it, KEY_LEASE, &key, &klen) && klen >= 9) { next = be64_get(key + 1); }
+        if (store_iter_in_range(it, KEY_LEASE, &key, &klen) && klen >= 9) {
+            next = be64_get(key + 1);
+        }
         leveldb_iter_destroy(it);
     }
     /* No lease left (and none pending: committed above): every key from the
@@ -364,13 +421,16 @@ uint64_t store_next_lease_deadline(store_t *s)
     return next;
 }
 
-int store_expired_leases(store_t *s, uint64_t now_ms, store_lease_ref_t *out, int max, int *n,
-                         char *err, size_t errlen)
+int store_expired_leases(store_t *s, uint64_t now_ms, store_lease_ref_t *out, int max, int *n, char *err, size_t errlen)
 {
     *n = 0;
-    if (store_read_begin(s, err, errlen) != 0) { return -1; }
-    uint64_t total = leases_total(s);   /* never step past the last lease (see store_next_lease_deadline) */
-    if (total == 0) { return 0; }
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
+    uint64_t total = leases_total(s); /* never step past the last lease (see store_next_lease_deadline) */
+    if (total == 0) {
+        return 0;
+    }
     leveldb_iterator_t *it = lease_iter_from_floor(s);
     const char *key;
     size_t klen;
@@ -387,18 +447,27 @@ int store_expired_leases(store_t *s, uint64_t now_ms, store_lease_ref_t *out, in
             s->lease_floor = deadline;
             first = 0;
         }
-        if (deadline > now_ms) { break; }
+        if (deadline > now_ms) {
+            break;
+        }
         msg_t m;
-        if (store_iter_msg(it, &m, "a lease", err, errlen) != 0) { rc = -1; break; }
+        if (store_iter_msg(it, &m, "a lease", err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
         store_lease_ref_t *r = &out[(*n)++];
         memcpy(r->group, group, glen);
         r->group[glen] = '\0';
         r->id = id;
         r->reconsume = m.reconsume;
         r->deadline_ms = deadline;
-        if (*n == max || (uint64_t)*n == total) { break; }
+        if (*n == max || (uint64_t)*n == total) {
+            break;
+        }
     }
-    if (rc == 0) { rc = store_iter_error(it, "the lease range", err, errlen); }
+    if (rc == 0) {
+        rc = store_iter_error(it, "the lease range", err, errlen);
+    }
     leveldb_iter_destroy(it);
     return rc;
 }
@@ -413,12 +482,16 @@ static int fail_check(const store_t *s, const store_fail_req_t *req, char *err, 
         return err_set(err, errlen, "reason is %zu bytes, longer than the limit of %d", req->reason_len,
                        MSG_MAX_REASON);
     }
-    if (req->to_dlq) { return 0; }
+    if (req->to_dlq) {
+        return 0;
+    }
     const lvl_table_t *t = &s->opt.levels;
     if (req->level < 0 || req->level > t->count) {
         return err_set(err, errlen, "level %d does not exist (levels are 1..%d)", req->level, t->count);
     }
-    if (req->level == 0 && req->delay_ms == 0) { return err_set(err, errlen, "retry delay must be positive"); }
+    if (req->level == 0 && req->delay_ms == 0) {
+        return err_set(err, errlen, "retry delay must be positive");
+    }
     uint8_t plan[LVL_MAX_HOPS];
     int hops;
     if (req->level == 0) {
@@ -427,18 +500,23 @@ static int fail_check(const store_t *s, const store_fail_req_t *req, char *err, 
     return 0;
 }
 
-int store_fail(store_t *s, const char *group, size_t group_len, uint64_t id,
-               const store_fail_req_t *req, uint64_t now_ms, int *found, uint64_t *due_out,
-               char *err, size_t errlen)
+int store_fail(store_t *s, const char *group, size_t group_len, uint64_t id, const store_fail_req_t *req,
+               uint64_t now_ms, int *found, uint64_t *due_out, char *err, size_t errlen)
 {
     *found = 0;
-    if (due_out) { *due_out = 0; }
+    if (due_out) {
+        *due_out = 0;
+    }
     /* A fixed decision is refused before the lookup; a decided one once its
      * inputs are read — either way before the lease is touched. */
-    if (req->decide == NULL && fail_check(s, req, err, errlen) != 0) { return -1; }
+    if (req->decide == NULL && fail_check(s, req, err, errlen) != 0) {
+        return -1;
+    }
     lease_found_t l;
     int f = lease_find(s, group, group_len, id, &l, err, errlen);
-    if (f <= 0) { return f; }
+    if (f <= 0) {
+        return f;
+    }
     store_fail_req_t r = *req;
     if (req->decide != NULL) {
         req->decide(req->decide_ctx, &s->opt.levels, l.m.reconsume, l.g->max_reconsume, &r);
@@ -464,7 +542,9 @@ int store_fail(store_t *s, const char *group, size_t group_len, uint64_t id,
         m->group_gen = g->gen;
         uint64_t due = store_level_enqueue(s, m, r.level, r.level ? 0 : lvl_round_delay(r.delay_ms), now_ms);
         g->retry_delayed++;
-        if (due_out) { *due_out = due; }
+        if (due_out) {
+            *due_out = due;
+        }
     }
     store_mark_group(s, g);
     leveldb_free(l.buf);

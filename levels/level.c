@@ -27,7 +27,9 @@
  * write) per level delay for the whole journey. */
 int store_send_validate(const store_options_t *o, const store_send_req_t *req, char *err, size_t errlen)
 {
-    if (msg_check_name("topic", req->topic, req->topic_len, err, errlen) != 0) { return -1; }
+    if (msg_check_name("topic", req->topic, req->topic_len, err, errlen) != 0) {
+        return -1;
+    }
     if (req->key_len > MSG_MAX_KEY) {
         return err_set(err, errlen, "key is %zu bytes, longer than the limit of %d", req->key_len, MSG_MAX_KEY);
     }
@@ -102,11 +104,15 @@ static void topic_append(store_t *s, topic_state_t *t, msg_t *m, uint64_t now_ms
     store_mark_topic(s, t);
 }
 
-int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms,
-               uint64_t *id_out, uint64_t *due_out, char *err, size_t errlen)
+int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_t *id_out, uint64_t *due_out, char *err,
+               size_t errlen)
 {
-    if (store_usable(s, err, errlen) != 0) { return -1; }
-    if (store_send_validate(&s->opt, req, err, errlen) != 0) { return -1; }
+    if (store_usable(s, err, errlen) != 0) {
+        return -1;
+    }
+    if (store_send_validate(&s->opt, req, err, errlen) != 0) {
+        return -1;
+    }
     uint64_t delay = req->level == 0 && req->delay_ms > 0 ? lvl_round_delay(req->delay_ms) : 0;
     msg_t m;
     memset(&m, 0, sizeof m);
@@ -126,7 +132,9 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms,
         store_level_enqueue(s, &m, req->level, delay, now_ms);
     }
     *id_out = m.id;
-    if (due_out) { *due_out = m.due_ms; }
+    if (due_out) {
+        *due_out = m.due_ms;
+    }
     return 0;
 }
 
@@ -136,14 +144,18 @@ uint64_t store_next_due(const store_t *s)
 {
     uint64_t best = UINT64_MAX;
     for (int l = 1; l <= s->opt.levels.count; l++) {
-        if (s->levels[l].has_head && s->levels[l].head_due < best) { best = s->levels[l].head_due; }
+        if (s->levels[l].has_head && s->levels[l].head_due < best) {
+            best = s->levels[l].head_due;
+        }
     }
     return best;
 }
 
 int store_level_info(const store_t *s, int level, store_level_info_t *out)
 {
-    if (level < 1 || level > s->opt.levels.count) { return -1; }
+    if (level < 1 || level > s->opt.levels.count) {
+        return -1;
+    }
     const level_state_t *ls = &s->levels[level];
     out->level = level;
     out->delay_ms = s->opt.levels.delay_ms[level];
@@ -164,14 +176,16 @@ static int route_due(store_t *s, msg_t *m, uint64_t hop_due, uint64_t now_ms)
             level_insert(s, next, next_due, m);
             return 0;
         }
-        hop_due = next_due;   /* catching up (clock jump, downtime): that hop is due too */
+        hop_due = next_due; /* catching up (clock jump, downtime): that hop is due too */
     }
     if (m->dest == MSG_DEST_TOPIC) {
         topic_append(s, store_topic_get_or_create(s, m->topic.ptr, m->topic.len), m, now_ms);
         return 1;
     }
     group_state_t *g = store_group_get(s, m->group.ptr, m->group.len);
-    if (g == NULL || g->gen != m->group_gen) { return 0; }  /* its group was deleted: drop */
+    if (g == NULL || g->gen != m->group_gen) {
+        return 0;
+    } /* its group was deleted: drop */
     g->retry_delayed--;
     store_retry_append(s, g, m, now_ms);
     return 1;
@@ -185,11 +199,15 @@ static int first_due_level(const store_t *s, uint64_t now_ms, uint64_t *bound)
     int l = 0;
     for (int i = 1; i <= t->count; i++) {
         const level_state_t *x = &s->levels[i];
-        if (x->has_head && x->head_due <= now_ms && (l == 0 || x->head_due < s->levels[l].head_due)) { l = i; }
+        if (x->has_head && x->head_due <= now_ms && (l == 0 || x->head_due < s->levels[l].head_due)) {
+            l = i;
+        }
     }
     *bound = now_ms;
     for (int i = 1; l != 0 && i <= t->count; i++) {
-        if (i != l && s->levels[i].has_head && s->levels[i].head_due < *bound) { *bound = s->levels[i].head_due; }
+        if (i != l && s->levels[i].has_head && s->levels[i].head_due < *bound) {
+            *bound = s->levels[i].head_due;
+        }
     }
     return l;
 }
@@ -197,8 +215,8 @@ static int first_due_level(const store_t *s, uint64_t now_ms, uint64_t *bound)
 /* Serve level l from its head up to bound (or max moves in all). committed is
  * what the level holds on disk; the new head is the first key not moved, or
  * something inserted meanwhile. */
-static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int max, uint64_t *committed,
-                       int *moved, int *ready_out, char *err, size_t errlen)
+static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int max, uint64_t *committed, int *moved,
+                       int *ready_out, char *err, size_t errlen)
 {
     level_state_t *ls = &s->levels[l];
     key_buf_t k;
@@ -222,22 +240,33 @@ static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int m
             break;
         }
         msg_t m;
-        if (store_iter_msg(it, &m, "a level queue", err, errlen) != 0) { rc = -1; break; }
+        if (store_iter_msg(it, &m, "a level queue", err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
         store_del_raw(s, key, klen);
         ls->depth--;
         ls->pops_since_compact++;
         store_mark_level(s, l);
-        if (route_due(s, &m, due, now_ms) && ready_out) { (*ready_out)++; }
+        if (route_due(s, &m, due, now_ms) && ready_out) {
+            (*ready_out)++;
+        }
         (*moved)++;
         /* Past the level's last message the iterator would walk every
          * deleted key after it (the next level's popped heads) to the next
          * live one: the level is empty, there is no next head to read. */
-        if (--*committed == 0) { break; }
+        if (--*committed == 0) {
+            break;
+        }
         leveldb_iter_next(it);
     }
-    if (rc == 0) { rc = store_iter_error(it, "a level queue", err, errlen); }
+    if (rc == 0) {
+        rc = store_iter_error(it, "a level queue", err, errlen);
+    }
     leveldb_iter_destroy(it);
-    if (rc != 0) { return -1; }
+    if (rc != 0) {
+        return -1;
+    }
     ls->has_head = have_next;
     ls->head_due = next_due;
     ls->head_seq = next_seq;
@@ -250,14 +279,17 @@ static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int m
     return 0;
 }
 
-int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_out,
-                   char *err, size_t errlen)
+int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_out, char *err, size_t errlen)
 {
     *moved = 0;
-    if (ready_out) { *ready_out = 0; }
-    if (store_read_begin(s, err, errlen) != 0) { return -1; }
+    if (ready_out) {
+        *ready_out = 0;
+    }
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
     const lvl_table_t *t = &s->opt.levels;
-    uint64_t committed[LVL_MAX_LEVELS + 1];   /* what each level holds now: all committed (read_begin) */
+    uint64_t committed[LVL_MAX_LEVELS + 1]; /* what each level holds now: all committed (read_begin) */
     for (int l = 1; l <= t->count; l++) {
         s->levels[l].inserted_due = UINT64_MAX;
         s->levels[l].inserted_seq = UINT64_MAX;
@@ -269,8 +301,12 @@ int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_
          * not level order. (Hops inserted meanwhile are due after now.) */
         uint64_t bound;
         int l = first_due_level(s, now_ms, &bound);
-        if (l == 0) { break; }
-        if (serve_level(s, l, bound, now_ms, max, &committed[l], moved, ready_out, err, errlen) != 0) { return -1; }
+        if (l == 0) {
+            break;
+        }
+        if (serve_level(s, l, bound, now_ms, max, &committed[l], moved, ready_out, err, errlen) != 0) {
+            return -1;
+        }
     }
     return 0;
 }

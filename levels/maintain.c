@@ -22,7 +22,9 @@ static uint64_t topic_min_cursor(const store_t *s, const topic_state_t *t)
     void *v;
     while (map_next(&s->groups, &it, NULL, NULL, &v)) {
         const group_state_t *g = v;
-        if (g->topic == t && g->cursor < min) { min = g->cursor; }
+        if (g->topic == t && g->cursor < min) {
+            min = g->cursor;
+        }
     }
     return min;
 }
@@ -31,7 +33,9 @@ static uint64_t topic_min_cursor(const store_t *s, const topic_state_t *t)
  * no group, that are past retention). Returns the count, -1 on error. */
 static int topic_gc(store_t *s, topic_state_t *t, uint64_t now_ms, int budget, char *err, size_t errlen)
 {
-    if (t->appended == t->removed) { return 0; }
+    if (t->appended == t->removed) {
+        return 0;
+    }
     uint64_t below = t->groups > 0 ? topic_min_cursor(s, t) : UINT64_MAX;
     key_buf_t k;
     key_queue_prefix(&k, KEY_TOPIC_LOG, t->name, t->len);
@@ -44,11 +48,18 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t now_ms, int budget, c
     for (; n < budget && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
         uint64_t seq = be64_get(key + plen);
         if (t->groups > 0) {
-            if (seq >= below) { break; }
+            if (seq >= below) {
+                break;
+            }
         } else {
             msg_t m;
-            if (store_iter_msg(it, &m, "a topic log", err, errlen) != 0) { rc = -1; break; }
-            if (m.stamp_ms + s->opt.retention_ms > now_ms) { break; }
+            if (store_iter_msg(it, &m, "a topic log", err, errlen) != 0) {
+                rc = -1;
+                break;
+            }
+            if (m.stamp_ms + s->opt.retention_ms > now_ms) {
+                break;
+            }
         }
         store_del_raw(s, key, klen);
         t->removed++;
@@ -56,9 +67,13 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t now_ms, int budget, c
         t->pops_since_compact++;
         n++;
     }
-    if (rc == 0) { rc = store_iter_error(it, "a topic log", err, errlen); }
+    if (rc == 0) {
+        rc = store_iter_error(it, "a topic log", err, errlen);
+    }
     leveldb_iter_destroy(it);
-    if (n > 0) { store_mark_topic(s, t); }
+    if (n > 0) {
+        store_mark_topic(s, t);
+    }
     return rc != 0 ? -1 : n;
 }
 
@@ -72,7 +87,9 @@ static void compact_below(store_t *s, const key_buf_t *start, const key_buf_t *l
 static int compact_named_range(store_t *s, enum key_tag tag, const char *name, size_t len, uint64_t head,
                                uint64_t *pops_since_compact)
 {
-    if (*pops_since_compact < STORE_COMPACT_AFTER_POPS) { return 0; }
+    if (*pops_since_compact < STORE_COMPACT_AFTER_POPS) {
+        return 0;
+    }
     key_buf_t a, b;
     key_queue_prefix(&a, tag, name, len);
     key_queue(&b, tag, name, len, head);
@@ -84,19 +101,27 @@ static int compact_named_range(store_t *s, enum key_tag tag, const char *name, s
 int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char *err, size_t errlen)
 {
     *work = 0;
-    if (store_read_begin(s, err, errlen) != 0) { return -1; }
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
     map_iter_t it = { 0 };
     void *v;
     while (*work < max_deletes && map_next(&s->topics, &it, NULL, NULL, &v)) {
         int n = topic_gc(s, v, now_ms, max_deletes - *work, err, errlen);
-        if (n < 0) { return -1; }
+        if (n < 0) {
+            return -1;
+        }
         *work += n;
     }
-    if (store_commit_durable(s, 0, err, errlen) != 0) { return -1; }
+    if (store_commit_durable(s, 0, err, errlen) != 0) {
+        return -1;
+    }
     key_buf_t a, b;
     for (int l = 1; l <= s->opt.levels.count; l++) {
         level_state_t *ls = &s->levels[l];
-        if (ls->pops_since_compact < STORE_COMPACT_AFTER_POPS) { continue; }
+        if (ls->pops_since_compact < STORE_COMPACT_AFTER_POPS) {
+            continue;
+        }
         key_start(&a, KEY_LEVEL);
         key_u8(&a, (uint8_t)l);
         if (ls->has_head) {

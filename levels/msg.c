@@ -20,8 +20,8 @@
 #include <string.h>
 
 #define MSG_FORMAT_VERSION 1
-#define MSG_FIXED_BYTES (1 + 1 + 4 + 8 * 5)
-#define MSG_STRING_COUNT 5
+#define MSG_FIXED_BYTES    (1 + 1 + 4 + 8 * 5)
+#define MSG_STRING_COUNT   5
 
 /* Write v big-endian at p (keys.h's integer codec) and return p past it. */
 static char *put_u32(char *p, uint32_t v)
@@ -38,8 +38,11 @@ static char *put_u64(char *p, uint64_t v)
 
 static void strings_of(const msg_t *m, const msg_str_t *out[MSG_STRING_COUNT])
 {
-    out[0] = &m->topic; out[1] = &m->group; out[2] = &m->key;
-    out[3] = &m->payload; out[4] = &m->reason;
+    out[0] = &m->topic;
+    out[1] = &m->group;
+    out[2] = &m->key;
+    out[3] = &m->payload;
+    out[4] = &m->reason;
 }
 
 size_t msg_encoded_size(const msg_t *m)
@@ -47,14 +50,18 @@ size_t msg_encoded_size(const msg_t *m)
     const msg_str_t *s[MSG_STRING_COUNT];
     strings_of(m, s);
     size_t n = MSG_FIXED_BYTES;
-    for (int i = 0; i < MSG_STRING_COUNT; i++) { n += 4 + s[i]->len; }
+    for (int i = 0; i < MSG_STRING_COUNT; i++) {
+        n += 4 + s[i]->len;
+    }
     return n;
 }
 
 size_t msg_encode(const msg_t *m, char *out, size_t outlen)
 {
     size_t need = msg_encoded_size(m);
-    if (outlen < need) { return 0; }
+    if (outlen < need) {
+        return 0;
+    }
     char *p = out;
     *p++ = MSG_FORMAT_VERSION;
     *p++ = (char)m->dest;
@@ -68,7 +75,9 @@ size_t msg_encode(const msg_t *m, char *out, size_t outlen)
     strings_of(m, s);
     for (int i = 0; i < MSG_STRING_COUNT; i++) {
         p = put_u32(p, s[i]->len);
-        if (s[i]->len) { memcpy(p, s[i]->ptr, s[i]->len); }
+        if (s[i]->len) {
+            memcpy(p, s[i]->ptr, s[i]->len);
+        }
         p += s[i]->len;
     }
     return (size_t)(p - out);
@@ -79,34 +88,39 @@ int msg_decode(const char *buf, size_t len, msg_t *m, char *err, size_t errlen)
     static const char *const names[MSG_STRING_COUNT] = { "topic", "group", "key", "payload", "reason" };
     memset(m, 0, sizeof *m);
     if (len < MSG_FIXED_BYTES) {
-        return err_set(err, errlen, "message record truncated: %zu bytes, at least %d expected", len,
-                       MSG_FIXED_BYTES);
+        return err_set(err, errlen, "message record truncated: %zu bytes, at least %d expected", len, MSG_FIXED_BYTES);
     }
     if ((unsigned char)buf[0] != MSG_FORMAT_VERSION) {
-        return err_set(err, errlen, "message record has unknown format version %u (expected %u)",
-                       (unsigned char)buf[0], MSG_FORMAT_VERSION);
+        return err_set(err, errlen, "message record has unknown format version %u (expected %u)", (unsigned char)buf[0],
+                       MSG_FORMAT_VERSION);
     }
     m->dest = (uint8_t)buf[1];
     if (m->dest != MSG_DEST_TOPIC && m->dest != MSG_DEST_GROUP) {
         return err_set(err, errlen, "message record has an invalid destination %u", m->dest);
     }
     const char *p = buf + 2;
-    m->reconsume = be32_get(p); p += 4;
-    m->id = be64_get(p); p += 8;
-    m->created_ms = be64_get(p); p += 8;
-    m->due_ms = be64_get(p); p += 8;
-    m->stamp_ms = be64_get(p); p += 8;
-    m->group_gen = be64_get(p); p += 8;
+    m->reconsume = be32_get(p);
+    p += 4;
+    m->id = be64_get(p);
+    p += 8;
+    m->created_ms = be64_get(p);
+    p += 8;
+    m->due_ms = be64_get(p);
+    p += 8;
+    m->stamp_ms = be64_get(p);
+    p += 8;
+    m->group_gen = be64_get(p);
+    p += 8;
     msg_str_t *s[MSG_STRING_COUNT] = { &m->topic, &m->group, &m->key, &m->payload, &m->reason };
     const char *end = buf + len;
     for (int i = 0; i < MSG_STRING_COUNT; i++) {
         if (end - p < 4) {
             return err_set(err, errlen, "message record truncated before the %s length", names[i]);
         }
-        uint32_t n = be32_get(p); p += 4;
+        uint32_t n = be32_get(p);
+        p += 4;
         if ((size_t)(end - p) < n) {
-            return err_set(err, errlen, "message record: %s length %u runs past the end of the record", names[i],
-                           n);
+            return err_set(err, errlen, "message record: %s length %u runs past the end of the record", names[i], n);
         }
         s[i]->ptr = p;
         s[i]->len = n;
@@ -125,7 +139,7 @@ void msg_owned_copy(msg_owned_t *dst, const msg_t *src)
     msg_encode(src, buf, n);
     char err[128];
     if (msg_decode(buf, n, &dst->m, err, sizeof err) != 0) {
-        fprintf(stderr, "hourglass: msg_owned_copy: %s\n", err);   /* cannot happen: we just encoded it */
+        fprintf(stderr, "hourglass: msg_owned_copy: %s\n", err); /* cannot happen: we just encoded it */
         abort();
     }
     dst->buf = buf;
@@ -133,7 +147,9 @@ void msg_owned_copy(msg_owned_t *dst, const msg_t *src)
 
 void msg_owned_free(msg_owned_t *o)
 {
-    if (o == NULL) { return; }
+    if (o == NULL) {
+        return;
+    }
     free(o->buf);
     memset(o, 0, sizeof *o);
 }
@@ -149,8 +165,10 @@ int msg_check_name(const char *what, const char *name, size_t len, char *err, si
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)name[i];
         if (c < 0x21 || c > 0x7e) {
-            return err_set(err, errlen, "%s name has an invalid byte 0x%02x at offset %zu "
-                           "(printable ASCII without blanks only)", what, c, i);
+            return err_set(err, errlen,
+                           "%s name has an invalid byte 0x%02x at offset %zu "
+                           "(printable ASCII without blanks only)",
+                           what, c, i);
         }
     }
     return 0;

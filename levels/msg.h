@@ -14,16 +14,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MSG_MAX_NAME 255                    /* topic and group names, bytes */
-#define MSG_MAX_KEY 1024                    /* message key, bytes */
-#define MSG_MAX_REASON 1024                 /* failure reason, bytes */
-#define MSG_HARD_MAX_PAYLOAD (64u << 20)    /* no configuration may exceed this */
+#define MSG_MAX_NAME            255         /* topic and group names, bytes */
+#define MSG_MAX_KEY             1024        /* message key, bytes */
+#define MSG_MAX_REASON          1024        /* failure reason, bytes */
+#define MSG_HARD_MAX_PAYLOAD    (64u << 20) /* no configuration may exceed this */
 #define MSG_DEFAULT_MAX_PAYLOAD (4u << 20)
 
 /* Where a message goes when its (last) delay hop is due. */
 typedef enum msg_dest {
-    MSG_DEST_TOPIC = 0,   /* the topic log: a new message, every group gets it */
-    MSG_DEST_GROUP = 1    /* one group's retry-ready queue: a retry */
+    MSG_DEST_TOPIC = 0, /* the topic log: a new message, every group gets it */
+    MSG_DEST_GROUP = 1  /* one group's retry-ready queue: a retry */
 } msg_dest_t;
 
 typedef struct msg_str {
@@ -32,18 +32,18 @@ typedef struct msg_str {
 } msg_str_t;
 
 typedef struct msg {
-    uint64_t id;          /* assigned at SEND, never changes */
-    uint64_t created_ms;  /* when SEND accepted it */
-    uint64_t due_ms;      /* when the current journey (send or retry) ends */
-    uint64_t stamp_ms;    /* range-specific: entered the topic log / DLQ */
-    uint64_t group_gen;   /* for MSG_DEST_GROUP: the group incarnation it belongs to */
-    uint32_t reconsume;   /* failures so far (DESIGN §3) */
-    uint8_t dest;         /* msg_dest_t */
+    uint64_t id;         /* assigned at SEND, never changes */
+    uint64_t created_ms; /* when SEND accepted it */
+    uint64_t due_ms;     /* when the current journey (send or retry) ends */
+    uint64_t stamp_ms;   /* range-specific: entered the topic log / DLQ */
+    uint64_t group_gen;  /* for MSG_DEST_GROUP: the group incarnation it belongs to */
+    uint32_t reconsume;  /* failures so far (DESIGN §3) */
+    uint8_t dest;        /* msg_dest_t */
     msg_str_t topic;
-    msg_str_t group;      /* set once a group took it (retry, lease, DLQ) */
+    msg_str_t group; /* set once a group took it (retry, lease, DLQ) */
     msg_str_t key;
     msg_str_t payload;
-    msg_str_t reason;     /* the last failure reason (NACK REASON / lease expired) */
+    msg_str_t reason; /* the last failure reason (NACK REASON / lease expired) */
 } msg_t;
 
 /* Bytes msg_encode will write for m. */

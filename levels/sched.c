@@ -44,9 +44,15 @@ sched_t *sched_new(store_t *s, sched_clock_fn clock, void *clock_ctx)
     return sc;
 }
 
-void sched_free(sched_t *sc) { free(sc); }
+void sched_free(sched_t *sc)
+{
+    free(sc);
+}
 
-uint64_t sched_now(sched_t *sc) { return sc->clock(sc->clock_ctx); }
+uint64_t sched_now(sched_t *sc)
+{
+    return sc->clock(sc->clock_ctx);
+}
 
 uint64_t sched_next_wakeup(sched_t *sc)
 {
@@ -57,7 +63,9 @@ uint64_t sched_next_wakeup(sched_t *sc)
 
 int sched_retry_level(const lvl_table_t *t, uint32_t reconsume, uint32_t max_reconsume, int *level)
 {
-    if (reconsume >= max_reconsume) { return 0; }
+    if (reconsume >= max_reconsume) {
+        return 0;
+    }
     uint64_t l = (uint64_t)SCHED_RETRY_BASE_LEVEL + reconsume;
     *level = l > (uint64_t)t->count ? t->count : (int)l;
     return 1;
@@ -100,32 +108,52 @@ static int fail_one(sched_t *sc, const char *group, size_t group_len, uint64_t i
                     uint64_t now, int *found, uint64_t *due, sched_stats_t *st, char *err, size_t errlen)
 {
     retry_ctx_t c = { req, 0 };
-    store_fail_req_t fr = { .reason = req->reason, .reason_len = req->reason_len, .decide = retry_decide,
-                            .decide_ctx = &c };
-    if (store_fail(sc->store, group, group_len, id, &fr, now, found, due, err, errlen) != 0) { return -1; }
+    store_fail_req_t fr = {
+        .reason = req->reason, .reason_len = req->reason_len, .decide = retry_decide, .decide_ctx = &c
+    };
+    if (store_fail(sc->store, group, group_len, id, &fr, now, found, due, err, errlen) != 0) {
+        return -1;
+    }
     if (*found && st) {
-        if (c.to_dlq) { st->dead++; } else { st->retried++; }
+        if (c.to_dlq) {
+            st->dead++;
+        } else {
+            st->retried++;
+        }
     }
     return 0;
 }
 
 int sched_run(sched_t *sc, int max, sched_stats_t *st, int *more, char *err, size_t errlen)
 {
-    if (more) { *more = 0; }
+    if (more) {
+        *more = 0;
+    }
     uint64_t now = sched_now(sc);
     int moved = 0, ready = 0;
     if (store_next_due(sc->store) <= now) {
-        if (store_move_due(sc->store, now, max, &moved, &ready, err, errlen) != 0) { return -1; }
-        if (st) { st->moved += (uint64_t)moved; st->ready += (uint64_t)ready; }
-        if (more && store_next_due(sc->store) <= now) { *more = 1; }
+        if (store_move_due(sc->store, now, max, &moved, &ready, err, errlen) != 0) {
+            return -1;
+        }
+        if (st) {
+            st->moved += (uint64_t)moved;
+            st->ready += (uint64_t)ready;
+        }
+        if (more && store_next_due(sc->store) <= now) {
+            *more = 1;
+        }
     }
-    if (store_next_lease_deadline(sc->store) > now) { return 0; }
+    if (store_next_lease_deadline(sc->store) > now) {
+        return 0;
+    }
     store_lease_ref_t refs[SCHED_EXPIRE_CHUNK];
     int done = 0;
     while (done < max) {
         int want = max - done < SCHED_EXPIRE_CHUNK ? max - done : SCHED_EXPIRE_CHUNK;
         int n = 0;
-        if (store_expired_leases(sc->store, now, refs, want, &n, err, errlen) != 0) { return -1; }
+        if (store_expired_leases(sc->store, now, refs, want, &n, err, errlen) != 0) {
+            return -1;
+        }
         for (int i = 0; i < n; i++) {
             sched_nack_req_t req = { .reason = SCHED_LEASE_EXPIRED_REASON,
                                      .reason_len = sizeof SCHED_LEASE_EXPIRED_REASON - 1 };
@@ -135,18 +163,23 @@ int sched_run(sched_t *sc, int max, sched_stats_t *st, int *more, char *err, siz
                          errlen) != 0) {
                 return -1;
             }
-            if (found && st) { st->expired++; }
+            if (found && st) {
+                st->expired++;
+            }
         }
         done += n;
-        if (n < want) { return 0; }
+        if (n < want) {
+            return 0;
+        }
     }
-    if (more) { *more = 1; }
+    if (more) {
+        *more = 1;
+    }
     return 0;
 }
 
-int sched_nack(sched_t *sc, const char *group, size_t group_len, uint64_t id,
-               const sched_nack_req_t *req, int *found, uint64_t *next_due_ms,
-               sched_stats_t *st, char *err, size_t errlen)
+int sched_nack(sched_t *sc, const char *group, size_t group_len, uint64_t id, const sched_nack_req_t *req, int *found,
+               uint64_t *next_due_ms, sched_stats_t *st, char *err, size_t errlen)
 {
     return fail_one(sc, group, group_len, id, req, sched_now(sc), found, next_due_ms, st, err, errlen);
 }

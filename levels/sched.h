@@ -24,7 +24,7 @@
 
 #include "levels/store.h"
 
-#define SCHED_RETRY_BASE_LEVEL 3   /* RocketMQ: the first retry waits level 3 (10s) */
+#define SCHED_RETRY_BASE_LEVEL     3 /* RocketMQ: the first retry waits level 3 (10s) */
 #define SCHED_LEASE_EXPIRED_REASON "lease expired"
 
 /* Milliseconds since the epoch. */
@@ -51,11 +51,11 @@ uint64_t sched_next_wakeup(sched_t *sc);
 int sched_retry_level(const lvl_table_t *t, uint32_t reconsume, uint32_t max_reconsume, int *level);
 
 typedef struct sched_stats {
-    uint64_t moved;          /* level heads moved (hops included) */
-    uint64_t ready;          /* messages that became ready for consumers */
-    uint64_t expired;        /* leases that expired */
-    uint64_t retried;        /* failures scheduled for retry */
-    uint64_t dead;           /* failures parked in the DLQ */
+    uint64_t moved;   /* level heads moved (hops included) */
+    uint64_t ready;   /* messages that became ready for consumers */
+    uint64_t expired; /* leases that expired */
+    uint64_t retried; /* failures scheduled for retry */
+    uint64_t dead;    /* failures parked in the DLQ */
 } sched_stats_t;
 
 /* Do due work, at most max moves and max lease expiries: move due level heads
@@ -65,10 +65,11 @@ typedef struct sched_stats {
 int sched_run(sched_t *sc, int max, sched_stats_t *st, int *more, char *err, size_t errlen);
 
 typedef struct sched_nack_req {
-    int to_dlq;              /* 1: a permanent failure — straight to the DLQ, no retry */
-    int level;               /* > 0: retry on exactly this level */
-    uint64_t delay_ms;       /* > 0 (and level 0): retry after this delay */
-    const char *reason; size_t reason_len;
+    int to_dlq;        /* 1: a permanent failure — straight to the DLQ, no retry */
+    int level;         /* > 0: retry on exactly this level */
+    uint64_t delay_ms; /* > 0 (and level 0): retry after this delay */
+    const char *reason;
+    size_t reason_len;
 } sched_nack_req_t;
 
 /* The retry decision, pure: what store_fail does with a message that failed
@@ -88,8 +89,7 @@ store_fail_req_t sched_retry_decide(const lvl_table_t *t, uint32_t reconsume, ui
  * lookup of the lease (store_fail decides from what it reads). *found 0: no
  * such lease (an expired lease was already rescheduled). *next_due_ms: the
  * retry's due time, 0 when it went to the DLQ. */
-int sched_nack(sched_t *sc, const char *group, size_t group_len, uint64_t id,
-               const sched_nack_req_t *req, int *found, uint64_t *next_due_ms,
-               sched_stats_t *st, char *err, size_t errlen);
+int sched_nack(sched_t *sc, const char *group, size_t group_len, uint64_t id, const sched_nack_req_t *req, int *found,
+               uint64_t *next_due_ms, sched_stats_t *st, char *err, size_t errlen);
 
 #endif

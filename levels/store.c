@@ -43,7 +43,9 @@ void store_options_default(store_options_t *o)
 
 static int validate_options(const store_options_t *o, char *err, size_t errlen)
 {
-    if (o->path == NULL || o->path[0] == '\0') { return err_set(err, errlen, "no data directory given"); }
+    if (o->path == NULL || o->path[0] == '\0') {
+        return err_set(err, errlen, "no data directory given");
+    }
     if (o->levels.count < 1 || o->levels.count > LVL_MAX_LEVELS) {
         return err_set(err, errlen, "level table has %d levels (1..%d allowed)", o->levels.count, LVL_MAX_LEVELS);
     }
@@ -58,8 +60,14 @@ static int validate_options(const store_options_t *o, char *err, size_t errlen)
     return 0;
 }
 
-const lvl_table_t *store_levels(const store_t *s) { return &s->opt.levels; }
-const store_options_t *store_options(const store_t *s) { return &s->opt; }
+const lvl_table_t *store_levels(const store_t *s)
+{
+    return &s->opt.levels;
+}
+const store_options_t *store_options(const store_t *s)
+{
+    return &s->opt;
+}
 
 /* ---- the directory ------------------------------------------------------------------ */
 
@@ -67,14 +75,20 @@ const store_options_t *store_options(const store_t *s) { return &s->opt; }
 static int dir_state(const char *path, int *has_current, char *err, size_t errlen)
 {
     DIR *d = opendir(path);
-    if (d == NULL) { return err_set(err, errlen, "cannot open data directory %s: %s", path, strerror(errno)); }
+    if (d == NULL) {
+        return err_set(err, errlen, "cannot open data directory %s: %s", path, strerror(errno));
+    }
     int empty = 1;
     *has_current = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) { continue; }
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) {
+            continue;
+        }
         empty = 0;
-        if (strcmp(e->d_name, "CURRENT") == 0) { *has_current = 1; }
+        if (strcmp(e->d_name, "CURRENT") == 0) {
+            *has_current = 1;
+        }
     }
     closedir(d);
     return empty;
@@ -87,17 +101,23 @@ static int prepare_dir(const store_options_t *o, int *is_new, char *err, size_t 
         if (errno != ENOENT) {
             return err_set(err, errlen, "cannot use data directory %s: %s", o->path, strerror(errno));
         }
-        if (!o->create_if_missing) { return err_set(err, errlen, "data directory %s does not exist", o->path); }
+        if (!o->create_if_missing) {
+            return err_set(err, errlen, "data directory %s does not exist", o->path);
+        }
         if (mkdir(o->path, 0750) != 0) {
             return err_set(err, errlen, "cannot create data directory %s: %s", o->path, strerror(errno));
         }
         *is_new = 1;
         return 0;
     }
-    if (!S_ISDIR(st.st_mode)) { return err_set(err, errlen, "data directory %s is not a directory", o->path); }
+    if (!S_ISDIR(st.st_mode)) {
+        return err_set(err, errlen, "data directory %s is not a directory", o->path);
+    }
     int has_current = 0;
     int empty = dir_state(o->path, &has_current, err, errlen);
-    if (empty < 0) { return -1; }
+    if (empty < 0) {
+        return -1;
+    }
     if (empty) {
         if (!o->create_if_missing) {
             return err_set(err, errlen, "data directory %s is empty (not created yet)", o->path);
@@ -106,8 +126,10 @@ static int prepare_dir(const store_options_t *o, int *is_new, char *err, size_t 
         return 0;
     }
     if (!has_current) {
-        return err_set(err, errlen, "%s is not a Hourglass data directory: it holds other files and no "
-                       "LevelDB CURRENT file; refusing to touch it", o->path);
+        return err_set(err, errlen,
+                       "%s is not a Hourglass data directory: it holds other files and no "
+                       "LevelDB CURRENT file; refusing to touch it",
+                       o->path);
     }
     *is_new = 0;
     return 0;
@@ -116,11 +138,15 @@ static int prepare_dir(const store_options_t *o, int *is_new, char *err, size_t 
 static void map_open_error(const char *path, const char *dberr, char *err, size_t errlen)
 {
     if (strstr(dberr, "lock") != NULL || strstr(dberr, "LOCK") != NULL) {
-        err_set(err, errlen, "data directory %s is in use by another process or store "
-                "(its LevelDB LOCK is held): %s", path, dberr);
+        err_set(err, errlen,
+                "data directory %s is in use by another process or store "
+                "(its LevelDB LOCK is held): %s",
+                path, dberr);
     } else if (strstr(dberr, "orruption") != NULL) {
-        err_set(err, errlen, "data directory %s is corrupt (LevelDB: %s); nothing was changed — "
-                "restore it from a backup or inspect it by hand", path, dberr);
+        err_set(err, errlen,
+                "data directory %s is corrupt (LevelDB: %s); nothing was changed — "
+                "restore it from a backup or inspect it by hand",
+                path, dberr);
     } else {
         err_set(err, errlen, "cannot open data directory %s: %s", path, dberr);
     }
@@ -156,7 +182,9 @@ static int check_meta(store_t *s, char *err, size_t errlen)
     size_t vlen;
     key_meta(&k, "format");
     int found = store_get(s, &k, &v, &vlen, err, errlen);
-    if (found < 0) { return -1; }
+    if (found < 0) {
+        return -1;
+    }
     if (!found) {
         /* A LevelDB that is not ours, unless it is completely empty. */
         leveldb_iterator_t *it = leveldb_create_iterator(s->db, s->ropt);
@@ -164,41 +192,47 @@ static int check_meta(store_t *s, char *err, size_t errlen)
         int empty = !leveldb_iter_valid(it);
         leveldb_iter_destroy(it);
         if (!empty) {
-            return err_set(err, errlen, "%s is a LevelDB database but not a Hourglass data directory "
-                           "(no format marker); refusing to touch it", s->path);
+            return err_set(err, errlen,
+                           "%s is a LevelDB database but not a Hourglass data directory "
+                           "(no format marker); refusing to touch it",
+                           s->path);
         }
         return write_new_meta(s, err, errlen);
     }
     uint32_t version = vlen == 4 ? be32_get(v) : 0;
     leveldb_free(v);
     if (version != STORE_FORMAT_VERSION) {
-        return err_set(err, errlen, "data directory %s has format version %u; this build reads version %d",
-                       s->path, version, STORE_FORMAT_VERSION);
+        return err_set(err, errlen, "data directory %s has format version %u; this build reads version %d", s->path,
+                       version, STORE_FORMAT_VERSION);
     }
     key_meta(&k, "levels");
     found = store_get(s, &k, &v, &vlen, err, errlen);
     if (found <= 0) {
-        if (found == 0) { err_set(err, errlen, "data directory %s has no level table record (corrupt)", s->path); }
+        if (found == 0) {
+            err_set(err, errlen, "data directory %s has no level table record (corrupt)", s->path);
+        }
         return -1;
     }
     char spec[LVL_MAX_LEVELS * 24];
-    if (vlen >= sizeof spec) { vlen = sizeof spec - 1; }
+    if (vlen >= sizeof spec) {
+        vlen = sizeof spec - 1;
+    }
     memcpy(spec, v, vlen);
     spec[vlen] = '\0';
     leveldb_free(v);
     lvl_table_t stored;
     char perr[160], diff[256];
     if (lvl_table_parse(spec, &stored, perr, sizeof perr) != 0) {
-        return err_set(err, errlen, "data directory %s has an unreadable level table \"%s\": %s", s->path, spec,
-                       perr);
+        return err_set(err, errlen, "data directory %s has an unreadable level table \"%s\": %s", s->path, spec, perr);
     }
     if (lvl_table_diff(&stored, "the data directory", &s->opt.levels, "the configuration", diff, sizeof diff)) {
-        return err_set(err, errlen, "level table mismatch for %s: %s (data directory: \"%s\")", s->path, diff,
-                       spec);
+        return err_set(err, errlen, "level table mismatch for %s: %s (data directory: \"%s\")", s->path, diff, spec);
     }
     key_meta(&k, "seq");
     found = store_get(s, &k, &v, &vlen, err, errlen);
-    if (found < 0) { return -1; }
+    if (found < 0) {
+        return -1;
+    }
     s->next_seq = 1;
     if (found) {
         if (vlen != 8) {
@@ -227,12 +261,18 @@ static int load_levels(store_t *s, char *err, size_t errlen)
         size_t vlen;
         key_level_record(&k, l);
         int found = store_get(s, &k, &v, &vlen, err, errlen);
-        if (found < 0) { return -1; }
-        if (!found) { continue; }
+        if (found < 0) {
+            return -1;
+        }
+        if (!found) {
+            continue;
+        }
         record_level_t r;
         int bad = record_level_decode(v, vlen, &r);
         leveldb_free(v);
-        if (bad) { return err_set(err, errlen, "corrupt record of level %d in %s (%zu bytes)", l, s->path, vlen); }
+        if (bad) {
+            return err_set(err, errlen, "corrupt record of level %d in %s (%zu bytes)", l, s->path, vlen);
+        }
         ls->depth = r.depth;
         ls->has_head = r.depth > 0;
         ls->head_due = r.head_due;
@@ -281,8 +321,8 @@ static int load_groups(store_t *s, char *err, size_t errlen)
         record_group_t r;
         int bad = klen < 2 || klen - 1 > MSG_MAX_NAME ? -1 : record_group_decode(v, vlen, &r);
         if (bad) {
-            rc = err_set(err, errlen, bad == -2 ? "corrupt group record in %s (topic name)"
-                                                : "corrupt group record in %s", s->path);
+            rc = err_set(err, errlen,
+                         bad == -2 ? "corrupt group record in %s (topic name)" : "corrupt group record in %s", s->path);
             break;
         }
         group_state_t *g = xcalloc(1, sizeof *g);
@@ -303,7 +343,9 @@ static int load_groups(store_t *s, char *err, size_t errlen)
     }
     /* A topic created here only in memory (group with an empty topic log) is
      * written with the next commit; keep it dirty. */
-    if (rc == 0) { rc = store_iter_error(it, "group records", err, errlen); }
+    if (rc == 0) {
+        rc = store_iter_error(it, "group records", err, errlen);
+    }
     leveldb_iter_destroy(it);
     return rc;
 }
@@ -312,14 +354,30 @@ static int load_groups(store_t *s, char *err, size_t errlen)
 
 static void store_free(store_t *s)
 {
-    if (s == NULL) { return; }
-    if (s->db) { leveldb_close(s->db); }
-    if (s->dbopt) { leveldb_options_destroy(s->dbopt); }
-    if (s->cache) { leveldb_cache_destroy(s->cache); }
-    if (s->ropt) { leveldb_readoptions_destroy(s->ropt); }
-    if (s->wopt_sync) { leveldb_writeoptions_destroy(s->wopt_sync); }
-    if (s->wopt_nosync) { leveldb_writeoptions_destroy(s->wopt_nosync); }
-    if (s->batch) { leveldb_writebatch_destroy(s->batch); }
+    if (s == NULL) {
+        return;
+    }
+    if (s->db) {
+        leveldb_close(s->db);
+    }
+    if (s->dbopt) {
+        leveldb_options_destroy(s->dbopt);
+    }
+    if (s->cache) {
+        leveldb_cache_destroy(s->cache);
+    }
+    if (s->ropt) {
+        leveldb_readoptions_destroy(s->ropt);
+    }
+    if (s->wopt_sync) {
+        leveldb_writeoptions_destroy(s->wopt_sync);
+    }
+    if (s->wopt_nosync) {
+        leveldb_writeoptions_destroy(s->wopt_nosync);
+    }
+    if (s->batch) {
+        leveldb_writebatch_destroy(s->batch);
+    }
     map_free(&s->groups, store_group_free);
     map_free(&s->topics, store_topic_free);
     free(s->dirty_topics);
@@ -331,9 +389,13 @@ static void store_free(store_t *s)
 int store_open(const store_options_t *o, store_t **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (validate_options(o, err, errlen) != 0) { return -1; }
+    if (validate_options(o, err, errlen) != 0) {
+        return -1;
+    }
     int is_new = 0;
-    if (prepare_dir(o, &is_new, err, errlen) != 0) { return -1; }
+    if (prepare_dir(o, &is_new, err, errlen) != 0) {
+        return -1;
+    }
 
     store_t *s = xcalloc(1, sizeof *s);
     s->opt = *o;
@@ -366,8 +428,8 @@ int store_open(const store_options_t *o, store_t **out, char *err, size_t errlen
         store_free(s);
         return -1;
     }
-    if (check_meta(s, err, errlen) != 0 || load_levels(s, err, errlen) != 0 ||
-        load_topics(s, err, errlen) != 0 || load_groups(s, err, errlen) != 0) {
+    if (check_meta(s, err, errlen) != 0 || load_levels(s, err, errlen) != 0 || load_topics(s, err, errlen) != 0 ||
+        load_groups(s, err, errlen) != 0) {
         store_free(s);
         return -1;
     }
@@ -377,7 +439,9 @@ int store_open(const store_options_t *o, store_t **out, char *err, size_t errlen
     void *v;
     while (map_next(&s->groups, &mi, NULL, NULL, &v)) {
         group_state_t *g = v;
-        if (g->topic->head_hint == 0 || g->cursor < g->topic->head_hint) { g->topic->head_hint = 0; }
+        if (g->topic->head_hint == 0 || g->cursor < g->topic->head_hint) {
+            g->topic->head_hint = 0;
+        }
     }
     s->lease_floor = 0;
     s->lease_next_valid = 0;
@@ -387,7 +451,9 @@ int store_open(const store_options_t *o, store_t **out, char *err, size_t errlen
 
 int store_close(store_t *s, char *err, size_t errlen)
 {
-    if (s == NULL) { return 0; }
+    if (s == NULL) {
+        return 0;
+    }
     /* A broken store cannot commit: report that (its pending batch is lost)
      * rather than a clean close. */
     int rc = store_commit(s, err, errlen);
@@ -409,13 +475,19 @@ void store_id_format(uint64_t id, char out[17])
 
 int store_id_parse(const char *text, size_t len, uint64_t *id)
 {
-    if (len != 16) { return -1; }
+    if (len != 16) {
+        return -1;
+    }
     uint64_t v = 0;
     for (size_t i = 0; i < len; i++) {
         char c = text[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 :
-                c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (d < 0) { return -1; }
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (d < 0) {
+            return -1;
+        }
         v = (v << 4) | (uint64_t)d;
     }
     *id = v;

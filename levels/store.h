@@ -35,28 +35,28 @@
 #include "levels/msg.h"
 #include "levels/table.h"
 
-#define STORE_FORMAT_VERSION 1
-#define STORE_DEFAULT_RETENTION_MS (UINT64_C(72) * 3600 * 1000)
-#define STORE_DEFAULT_MAX_DELAY_MS (UINT64_C(3) * 86400 * 1000)
-#define STORE_DEFAULT_MAX_RECONSUME 16
-#define STORE_MAX_MAX_RECONSUME 1000
+#define STORE_FORMAT_VERSION          1
+#define STORE_DEFAULT_RETENTION_MS    (UINT64_C(72) * 3600 * 1000)
+#define STORE_DEFAULT_MAX_DELAY_MS    (UINT64_C(3) * 86400 * 1000)
+#define STORE_DEFAULT_MAX_RECONSUME   16
+#define STORE_MAX_MAX_RECONSUME       1000
 #define STORE_DEFAULT_MAX_LEASE_BYTES (UINT64_C(16) << 20)
 
 typedef struct store store_t;
 
 typedef struct store_options {
-    const char *path;              /* the data directory (created if missing when create_if_missing) */
-    lvl_table_t levels;            /* must equal the table the directory was created with */
-    int create_if_missing;         /* 1: create a new data directory */
-    int sync;                      /* 1: fsync every commit (default); 0: write only */
-    uint64_t retention_ms;         /* how long a topic with no group keeps due messages */
-    uint64_t max_delay_ms;         /* longest DELAY accepted */
-    uint32_t max_payload;          /* largest payload accepted, <= MSG_HARD_MAX_PAYLOAD */
-    uint32_t max_reconsume;        /* default for groups created without MAXRETRY */
-    uint64_t max_lease_bytes;      /* store_lease stops once its payloads reach this (>= 1 message) */
-    size_t cache_bytes;            /* LevelDB block cache */
-    size_t write_buffer_bytes;     /* LevelDB memtable size */
-    int max_open_files;            /* LevelDB table cache */
+    const char *path;          /* the data directory (created if missing when create_if_missing) */
+    lvl_table_t levels;        /* must equal the table the directory was created with */
+    int create_if_missing;     /* 1: create a new data directory */
+    int sync;                  /* 1: fsync every commit (default); 0: write only */
+    uint64_t retention_ms;     /* how long a topic with no group keeps due messages */
+    uint64_t max_delay_ms;     /* longest DELAY accepted */
+    uint32_t max_payload;      /* largest payload accepted, <= MSG_HARD_MAX_PAYLOAD */
+    uint32_t max_reconsume;    /* default for groups created without MAXRETRY */
+    uint64_t max_lease_bytes;  /* store_lease stops once its payloads reach this (>= 1 message) */
+    size_t cache_bytes;        /* LevelDB block cache */
+    size_t write_buffer_bytes; /* LevelDB memtable size */
+    int max_open_files;        /* LevelDB table cache */
 } store_options_t;
 
 /* Defaults: RocketMQ levels, sync on, retention 72h, max-delay 3d, 4 MiB
@@ -100,11 +100,14 @@ const store_options_t *store_options(const store_t *s);
 /* ---- producing ---------------------------------------------------------- */
 
 typedef struct store_send_req {
-    const char *topic; size_t topic_len;
-    const char *key; size_t key_len;          /* may be empty */
-    const char *payload; size_t payload_len;  /* may be empty */
-    int level;            /* > 0: exactly this level (LEVEL n); 0: use delay_ms */
-    uint64_t delay_ms;    /* with level 0: chained over levels (DELAY d); 0 = ready now */
+    const char *topic;
+    size_t topic_len;
+    const char *key;
+    size_t key_len; /* may be empty */
+    const char *payload;
+    size_t payload_len; /* may be empty */
+    int level;          /* > 0: exactly this level (LEVEL n); 0: use delay_ms */
+    uint64_t delay_ms;  /* with level 0: chained over levels (DELAY d); 0 = ready now */
 } store_send_req_t;
 
 /* The checks store_send makes, as a pure function of the options (no store
@@ -124,8 +127,8 @@ int store_send_validate(const store_options_t *o, const store_send_req_t *req, c
  * smallest level, never early). No read: many
  * sends join one batch. Fails (nothing written) on a bad topic name, a key or
  * payload over its limit, a level outside 1..count, or a delay over max-delay. */
-int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms,
-               uint64_t *id_out, uint64_t *due_out, char *err, size_t errlen);
+int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_t *id_out, uint64_t *due_out, char *err,
+               size_t errlen);
 
 /* ---- the level queues ---------------------------------------------------- */
 
@@ -138,14 +141,13 @@ uint64_t store_next_due(const store_t *s);
  * hops are already due too (after a clock jump or downtime) goes straight
  * through them, so catching up costs no extra writes. *moved gets the
  * number moved, *ready_out (may be NULL) how many became ready for consumers. */
-int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_out,
-                   char *err, size_t errlen);
+int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_out, char *err, size_t errlen);
 
 typedef struct store_level_info {
     int level;
     uint64_t delay_ms;
-    uint64_t depth;        /* messages waiting on this level */
-    uint64_t head_due_ms;  /* 0 when empty */
+    uint64_t depth;       /* messages waiting on this level */
+    uint64_t head_due_ms; /* 0 when empty */
 } store_level_info_t;
 
 /* Info on level 1..count; -1 for a bad level. */
@@ -155,12 +157,12 @@ int store_level_info(const store_t *s, int level, store_level_info_t *out);
 
 typedef struct store_group_info {
     char topic[MSG_MAX_NAME + 1];
-    uint64_t ready;          /* deliverable now: topic log past the cursor + retry-ready */
-    uint64_t backlog;        /* topic log messages past the cursor */
-    uint64_t retry_ready;    /* retries due and waiting */
-    uint64_t retry_delayed;  /* retries waiting on a level */
-    uint64_t inflight;       /* leased */
-    uint64_t dlq;            /* parked in the DLQ */
+    uint64_t ready;         /* deliverable now: topic log past the cursor + retry-ready */
+    uint64_t backlog;       /* topic log messages past the cursor */
+    uint64_t retry_ready;   /* retries due and waiting */
+    uint64_t retry_delayed; /* retries waiting on a level */
+    uint64_t inflight;      /* leased */
+    uint64_t dlq;           /* parked in the DLQ */
     uint32_t max_reconsume;
     uint64_t created_ms;
 } store_group_info_t;
@@ -168,22 +170,19 @@ typedef struct store_group_info {
 /* Create group bound to topic. from_first: start at the oldest retained message;
  * otherwise only messages that arrive later. max_reconsume < 0: the store's
  * default. Fails when the group exists (naming its topic) or a name is bad. */
-int store_group_create(store_t *s, const char *group, size_t group_len,
-                       const char *topic, size_t topic_len, int from_first,
-                       int max_reconsume, uint64_t now_ms, char *err, size_t errlen);
+int store_group_create(store_t *s, const char *group, size_t group_len, const char *topic, size_t topic_len,
+                       int from_first, int max_reconsume, uint64_t now_ms, char *err, size_t errlen);
 
 /* 1 and fill *out when the group exists, 0 when not. */
 int store_group_info(const store_t *s, const char *group, size_t group_len, store_group_info_t *out);
 
 /* Call fn for every group (order unspecified); stops early when fn returns nonzero. */
-void store_group_foreach(const store_t *s,
-                         int (*fn)(void *ctx, const char *group, const store_group_info_t *info),
+void store_group_foreach(const store_t *s, int (*fn)(void *ctx, const char *group, const store_group_info_t *info),
                          void *ctx);
 
 /* Delete a group with its retry-ready queue, leases and DLQ (its delayed retries
  * are dropped when they come due). *found gets 1 when it existed. */
-int store_group_delete(store_t *s, const char *group, size_t group_len, int *found,
-                       char *err, size_t errlen);
+int store_group_delete(store_t *s, const char *group, size_t group_len, int *found, char *err, size_t errlen);
 
 /* Lease up to count messages to group (fewer when their payloads reach
  * max_lease_bytes; at least one): its retry-ready queue first, then the
@@ -192,18 +191,17 @@ int store_group_delete(store_t *s, const char *group, size_t group_len, int *fou
  * first retained message; a group bound to another topic is an error naming it.
  * out[] gets *n owned messages (free each with msg_owned_free); their due_ms is
  * the time they became due. */
-int store_lease(store_t *s, const char *group, size_t group_len,
-                const char *topic, size_t topic_len, int count, uint64_t lease_ms,
-                uint64_t now_ms, msg_owned_t *out, int *n, char *err, size_t errlen);
+int store_lease(store_t *s, const char *group, size_t group_len, const char *topic, size_t topic_len, int count,
+                uint64_t lease_ms, uint64_t now_ms, msg_owned_t *out, int *n, char *err, size_t errlen);
 
 /* Release leases (ACK). Duplicate ids count once. *released gets how many
  * leases existed. An unknown group releases 0. */
-int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *ids, int n,
-              int *released, char *err, size_t errlen);
+int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *ids, int n, int *released, char *err,
+              size_t errlen);
 
 /* Move a lease's deadline (TOUCH). *found 0 when there is no such lease. */
-int store_touch(store_t *s, const char *group, size_t group_len, uint64_t id,
-                uint64_t new_deadline_ms, int *found, char *err, size_t errlen);
+int store_touch(store_t *s, const char *group, size_t group_len, uint64_t id, uint64_t new_deadline_ms, int *found,
+                char *err, size_t errlen);
 
 /* Earliest lease deadline; UINT64_MAX when nothing is leased. A read: commits
  * what is pending first (0 when that commit fails: the caller's next call
@@ -219,8 +217,8 @@ typedef struct store_lease_ref {
 
 /* Up to max leases whose deadline <= now, earliest first. *n gets the count.
  * Read only: the caller decides each one's fate with store_fail. */
-int store_expired_leases(store_t *s, uint64_t now_ms, store_lease_ref_t *out, int max, int *n,
-                         char *err, size_t errlen);
+int store_expired_leases(store_t *s, uint64_t now_ms, store_lease_ref_t *out, int max, int *n, char *err,
+                         size_t errlen);
 
 typedef struct store_fail_req store_fail_req_t;
 
@@ -229,17 +227,18 @@ typedef struct store_fail_req store_fail_req_t;
  * limit is max_reconsume, on the store's level table, fill *req (to_dlq, level,
  * delay_ms; it may rewrite every field). Called at most once per store_fail,
  * before anything is written; it must not call the store. */
-typedef void (*store_fail_decide_fn)(void *ctx, const lvl_table_t *levels, uint32_t reconsume,
-                                     uint32_t max_reconsume, store_fail_req_t *req);
+typedef void (*store_fail_decide_fn)(void *ctx, const lvl_table_t *levels, uint32_t reconsume, uint32_t max_reconsume,
+                                     store_fail_req_t *req);
 
 /* What happens to a failed delivery: fixed by the caller, or decided from the
  * lease itself when decide is set. */
 struct store_fail_req {
-    int to_dlq;              /* 1: park in the DLQ */
-    int level;               /* > 0: retry on exactly this level */
-    uint64_t delay_ms;       /* with level 0 and not to_dlq: chained retry delay (> 0) */
-    const char *reason; size_t reason_len;   /* recorded with the message */
-    store_fail_decide_fn decide;   /* NULL: the fields above are the decision */
+    int to_dlq;        /* 1: park in the DLQ */
+    int level;         /* > 0: retry on exactly this level */
+    uint64_t delay_ms; /* with level 0 and not to_dlq: chained retry delay (> 0) */
+    const char *reason;
+    size_t reason_len;           /* recorded with the message */
+    store_fail_decide_fn decide; /* NULL: the fields above are the decision */
     void *decide_ctx;
 };
 
@@ -254,32 +253,31 @@ struct store_fail_req {
  * MSG_MAX_REASON) is refused and the lease stays: a fixed one before the lease
  * is looked up, a decided one after. *found 0 when there was no lease (nothing
  * done); *due_out the retry's due time, 0 for the DLQ. */
-int store_fail(store_t *s, const char *group, size_t group_len, uint64_t id,
-               const store_fail_req_t *req, uint64_t now_ms, int *found, uint64_t *due_out,
-               char *err, size_t errlen);
+int store_fail(store_t *s, const char *group, size_t group_len, uint64_t id, const store_fail_req_t *req,
+               uint64_t now_ms, int *found, uint64_t *due_out, char *err, size_t errlen);
 
 /* ---- the DLQ --------------------------------------------------------------- */
 
 /* Up to count DLQ messages of group with id > after_id, in id order. */
-int store_dlq_list(store_t *s, const char *group, size_t group_len, uint64_t after_id, int count,
-                   msg_owned_t *out, int *n, char *err, size_t errlen);
+int store_dlq_list(store_t *s, const char *group, size_t group_len, uint64_t after_id, int count, msg_owned_t *out,
+                   int *n, char *err, size_t errlen);
 
 /* Requeue one DLQ message (id) or all (all = 1) into the group's retry-ready
  * queue with reconsume reset to 0, so it gets the whole retry schedule again.
  * *count gets how many moved. */
-int store_dlq_requeue(store_t *s, const char *group, size_t group_len, uint64_t id, int all,
-                      uint64_t now_ms, uint64_t *count, char *err, size_t errlen);
+int store_dlq_requeue(store_t *s, const char *group, size_t group_len, uint64_t id, int all, uint64_t now_ms,
+                      uint64_t *count, char *err, size_t errlen);
 
 /* Delete one DLQ message (id) or all. *count gets how many. */
-int store_dlq_drop(store_t *s, const char *group, size_t group_len, uint64_t id, int all,
-                   uint64_t *count, char *err, size_t errlen);
+int store_dlq_drop(store_t *s, const char *group, size_t group_len, uint64_t id, int all, uint64_t *count, char *err,
+                   size_t errlen);
 
 /* ---- topics ---------------------------------------------------------------- */
 
 typedef struct store_topic_info {
-    uint64_t appended;   /* messages that ever entered the topic log */
-    uint64_t retained;   /* still in the log */
-    int groups;          /* groups bound to it */
+    uint64_t appended; /* messages that ever entered the topic log */
+    uint64_t retained; /* still in the log */
+    int groups;        /* groups bound to it */
 } store_topic_info_t;
 
 /* 1 and *out when the topic log exists, 0 when not. */
@@ -295,22 +293,25 @@ int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char
 
 /* Where a message sits, for store_scan. */
 typedef enum store_range {
-    STORE_LEVEL = 'L', STORE_TOPIC = 'T', STORE_RETRY = 'R', STORE_LEASE = 'I', STORE_DLQ = 'D'
+    STORE_LEVEL = 'L',
+    STORE_TOPIC = 'T',
+    STORE_RETRY = 'R',
+    STORE_LEASE = 'I',
+    STORE_DLQ = 'D'
 } store_range_t;
 
 typedef struct store_entry {
     store_range_t range;
-    int level;              /* STORE_LEVEL */
-    uint64_t seq;           /* position key (level, topic log, retry) */
-    uint64_t due_ms;        /* STORE_LEVEL: the hop's due time (the key) */
-    uint64_t deadline_ms;   /* STORE_LEASE */
+    int level;            /* STORE_LEVEL */
+    uint64_t seq;         /* position key (level, topic log, retry) */
+    uint64_t due_ms;      /* STORE_LEVEL: the hop's due time (the key) */
+    uint64_t deadline_ms; /* STORE_LEASE */
     const msg_t *m;
 } store_entry_t;
 
 /* Call fn for every stored message (committed data only; commits first).
  * Stops early when fn returns nonzero. -1 on a read error or undecodable value. */
-int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *ctx,
-               char *err, size_t errlen);
+int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *ctx, char *err, size_t errlen);
 
 /* A full consistency check: every value decodes, every counter equals what the
  * ranges hold, lease index and lease range agree, no (group, id) is in two

@@ -50,8 +50,8 @@
 typedef struct level_state {
     uint64_t depth;
     int has_head;
-    uint64_t head_due, head_seq;         /* exact smallest key, including pending writes */
-    uint64_t last_enqueue_ms;            /* monotone enqueue clock of SENDs on this level */
+    uint64_t head_due, head_seq; /* exact smallest key, including pending writes */
+    uint64_t last_enqueue_ms;    /* monotone enqueue clock of SENDs on this level */
     uint64_t pops_since_compact;
     uint64_t inserted_due, inserted_seq; /* smallest key inserted during a move_due call */
     int dirty;
@@ -61,9 +61,9 @@ typedef struct topic_state {
     char *name;
     size_t len;
     uint64_t appended, removed;
-    uint64_t head_hint;                  /* every retained entry has seq >= head_hint */
-    int groups;                          /* groups bound to it */
-    uint64_t pops_since_compact;         /* GC deletions since the last compaction */
+    uint64_t head_hint;          /* every retained entry has seq >= head_hint */
+    int groups;                  /* groups bound to it */
+    uint64_t pops_since_compact; /* GC deletions since the last compaction */
     int dirty;
 } topic_state_t;
 
@@ -71,13 +71,13 @@ typedef struct group_state {
     char *name;
     size_t len;
     topic_state_t *topic;
-    uint64_t gen;                        /* incarnation: the seq at creation */
-    uint64_t cursor;                     /* next topic-log seq to read */
-    uint64_t position;                   /* topic-log entries passed (appended - position = backlog) */
+    uint64_t gen;      /* incarnation: the seq at creation */
+    uint64_t cursor;   /* next topic-log seq to read */
+    uint64_t position; /* topic-log entries passed (appended - position = backlog) */
     uint64_t retry_ready, retry_delayed, inflight, dlq;
     uint64_t created_ms;
     uint32_t max_reconsume;
-    uint64_t retry_head_hint;            /* every retry-ready entry has seq >= this */
+    uint64_t retry_head_hint; /* every retry-ready entry has seq >= this */
     uint64_t pops_since_compact;
     int dirty;
 } group_state_t;
@@ -89,26 +89,28 @@ struct store {
     leveldb_options_t *dbopt;
     leveldb_cache_t *cache;
     leveldb_readoptions_t *ropt;
-    leveldb_writeoptions_t *wopt_sync;   /* sync = 1 when the store syncs */
+    leveldb_writeoptions_t *wopt_sync; /* sync = 1 when the store syncs */
     leveldb_writeoptions_t *wopt_nosync;
-    int unsynced;                        /* a commit since the last synced one was not synced */
+    int unsynced; /* a commit since the last synced one was not synced */
     leveldb_writebatch_t *batch;
-    int pending;                         /* operations in the batch */
-    uint64_t batch_bytes;                /* about what the batch holds (keys, values, framing) */
+    int pending;          /* operations in the batch */
+    uint64_t batch_bytes; /* about what the batch holds (keys, values, framing) */
     int broken;
     char broken_err[512];
 
     uint64_t next_seq, persisted_seq;
     level_state_t levels[LVL_MAX_LEVELS + 1];
-    map_t topics;                        /* name → topic_state_t* */
-    map_t groups;                        /* name → group_state_t* */
-    topic_state_t **dirty_topics; size_t n_dirty_topics, cap_dirty_topics;
-    group_state_t **dirty_groups; size_t n_dirty_groups, cap_dirty_groups;
+    map_t topics; /* name → topic_state_t* */
+    map_t groups; /* name → group_state_t* */
+    topic_state_t **dirty_topics;
+    size_t n_dirty_topics, cap_dirty_topics;
+    group_state_t **dirty_groups;
+    size_t n_dirty_groups, cap_dirty_groups;
 
-    uint64_t lease_floor;                /* every lease deadline is >= this */
-    uint64_t lease_ceiling;              /* the highest deadline leased since open */
+    uint64_t lease_floor;   /* every lease deadline is >= this */
+    uint64_t lease_ceiling; /* the highest deadline leased since open */
     int lease_next_valid;
-    uint64_t lease_next;                 /* lower bound of the earliest deadline when valid */
+    uint64_t lease_next; /* lower bound of the earliest deadline when valid */
     uint64_t lease_pops_since_compact;
 };
 
@@ -155,10 +157,11 @@ leveldb_iterator_t *store_iter_at(store_t *s, const key_buf_t *k);
 /* 1 when the iterator is valid and its key starts with prefix[0..plen): the
  * key in *key, *klen. 0 at the end of the range (or of the database). Inline:
  * every step of every range walk asks it. */
-static inline int store_iter_in(leveldb_iterator_t *it, const char *prefix, size_t plen, const char **key,
-                                size_t *klen)
+static inline int store_iter_in(leveldb_iterator_t *it, const char *prefix, size_t plen, const char **key, size_t *klen)
 {
-    if (!leveldb_iter_valid(it)) { return 0; }
+    if (!leveldb_iter_valid(it)) {
+        return 0;
+    }
     *key = leveldb_iter_key(it, klen);
     return *klen >= plen && memcmp(*key, prefix, plen) == 0;
 }

@@ -33,8 +33,8 @@
 
 #define MS_PER_SECOND UINT64_C(1000)
 #define MS_PER_MINUTE (60 * MS_PER_SECOND)
-#define MS_PER_HOUR (60 * MS_PER_MINUTE)
-#define MS_PER_DAY (24 * MS_PER_HOUR)
+#define MS_PER_HOUR   (60 * MS_PER_MINUTE)
+#define MS_PER_DAY    (24 * MS_PER_HOUR)
 
 /* Blanks are ASCII whitespace; locale-independent on purpose (isspace is not). */
 static int is_blank(char c)
@@ -51,11 +51,10 @@ static int span_width(size_t len)
 void lvl_table_default(lvl_table_t *t)
 {
     static const uint64_t rocketmq_levels[] = {
-        1 * MS_PER_SECOND, 5 * MS_PER_SECOND, 10 * MS_PER_SECOND, 30 * MS_PER_SECOND,
-        1 * MS_PER_MINUTE, 2 * MS_PER_MINUTE, 3 * MS_PER_MINUTE, 4 * MS_PER_MINUTE,
-        5 * MS_PER_MINUTE, 6 * MS_PER_MINUTE, 7 * MS_PER_MINUTE, 8 * MS_PER_MINUTE,
-        9 * MS_PER_MINUTE, 10 * MS_PER_MINUTE, 20 * MS_PER_MINUTE, 30 * MS_PER_MINUTE,
-        1 * MS_PER_HOUR, 2 * MS_PER_HOUR,
+        1 * MS_PER_SECOND,  5 * MS_PER_SECOND, 10 * MS_PER_SECOND, 30 * MS_PER_SECOND, 1 * MS_PER_MINUTE,
+        2 * MS_PER_MINUTE,  3 * MS_PER_MINUTE, 4 * MS_PER_MINUTE,  5 * MS_PER_MINUTE,  6 * MS_PER_MINUTE,
+        7 * MS_PER_MINUTE,  8 * MS_PER_MINUTE, 9 * MS_PER_MINUTE,  10 * MS_PER_MINUTE, 20 * MS_PER_MINUTE,
+        30 * MS_PER_MINUTE, 1 * MS_PER_HOUR,   2 * MS_PER_HOUR,
     };
     int count = (int)(sizeof(rocketmq_levels) / sizeof(rocketmq_levels[0]));
 
@@ -68,9 +67,9 @@ void lvl_table_default(lvl_table_t *t)
 int lvl_table_parse(const char *spec, lvl_table_t *t, char *err, size_t errlen)
 {
     const char *p = spec != NULL ? spec : "";
-    const char *prev_text = NULL;       /* the previous level as written */
+    const char *prev_text = NULL; /* the previous level as written */
     size_t prev_len = 0;
-    int after_comma = 0;                /* a comma was seen since the last level */
+    int after_comma = 0; /* a comma was seen since the last level */
     int count = 0;
 
     memset(t, 0, sizeof(*t));
@@ -87,7 +86,7 @@ int lvl_table_parse(const char *spec, lvl_table_t *t, char *err, size_t errlen)
         if (*p == ',') {
             if (count == 0 || after_comma) {
                 err_set(err, errlen, "level %d is empty: %s", count + 1,
-                          count == 0 ? "the spec starts with a comma" : "two commas in a row");
+                        count == 0 ? "the spec starts with a comma" : "two commas in a row");
                 return -1;
             }
             after_comma = 1;
@@ -105,8 +104,8 @@ int lvl_table_parse(const char *spec, lvl_table_t *t, char *err, size_t errlen)
 
         after_comma = 0;
         if (level > LVL_MAX_LEVELS) {
-            err_set(err, errlen, "too many levels: level %d (%.*s) is past the limit of %d",
-                      level, span_width(len), text, LVL_MAX_LEVELS);
+            err_set(err, errlen, "too many levels: level %d (%.*s) is past the limit of %d", level, span_width(len),
+                    text, LVL_MAX_LEVELS);
             return -1;
         }
         if (units_parse_duration(text, len, 0, &ms, why, sizeof(why)) != 0) {
@@ -114,14 +113,15 @@ int lvl_table_parse(const char *spec, lvl_table_t *t, char *err, size_t errlen)
             return -1;
         }
         if (ms == 0) {
-            err_set(err, errlen, "level %d (%.*s) is zero: every level must be a delay above 0",
-                      level, span_width(len), text);
+            err_set(err, errlen, "level %d (%.*s) is zero: every level must be a delay above 0", level, span_width(len),
+                    text);
             return -1;
         }
         if (count > 0 && ms <= t->delay_ms[count]) {
-            err_set(err, errlen, "level %d (%.*s) is not greater than level %d (%.*s): "
-                      "levels must be strictly increasing",
-                      level, span_width(len), text, count, span_width(prev_len), prev_text);
+            err_set(err, errlen,
+                    "level %d (%.*s) is not greater than level %d (%.*s): "
+                    "levels must be strictly increasing",
+                    level, span_width(len), text, count, span_width(prev_len), prev_text);
             return -1;
         }
         t->delay_ms[level] = ms;
@@ -156,9 +156,8 @@ int lvl_table_format(const lvl_table_t *t, char *buf, size_t buflen)
     return (int)total;
 }
 
-int lvl_table_diff(const lvl_table_t *a, const char *a_name,
-                   const lvl_table_t *b, const char *b_name,
-                   char *msg, size_t msglen)
+int lvl_table_diff(const lvl_table_t *a, const char *a_name, const lvl_table_t *b, const char *b_name, char *msg,
+                   size_t msglen)
 {
     int common = a->count < b->count ? a->count : b->count;
     int first_diff = 0;
@@ -183,16 +182,14 @@ int lvl_table_diff(const lvl_table_t *a, const char *a_name,
     if (a->count != b->count && first_diff != 0) {
         /* A level inserted or removed in the middle shifts every later level:
          * the count is the headline, the first differing level the hint. */
-        err_set(msg, msglen, "%s has %d levels but %s has %d "
-                  "(first difference: level %d is %s in %s but %s in %s)",
-                  a_name, a->count, b_name, b->count,
-                  first_diff, a_text, a_name, b_text, b_name);
+        err_set(msg, msglen,
+                "%s has %d levels but %s has %d "
+                "(first difference: level %d is %s in %s but %s in %s)",
+                a_name, a->count, b_name, b->count, first_diff, a_text, a_name, b_text, b_name);
     } else if (a->count != b->count) {
-        err_set(msg, msglen, "%s has %d levels but %s has %d",
-                  a_name, a->count, b_name, b->count);
+        err_set(msg, msglen, "%s has %d levels but %s has %d", a_name, a->count, b_name, b->count);
     } else {
-        err_set(msg, msglen, "level %d is %s in %s but %s in %s",
-                  first_diff, a_text, a_name, b_text, b_name);
+        err_set(msg, msglen, "level %d is %s in %s but %s in %s", first_diff, a_text, a_name, b_text, b_name);
     }
     return 1;
 }
@@ -255,8 +252,8 @@ int lvl_next_hop(const lvl_table_t *t, uint64_t remaining_ms)
     return lo;
 }
 
-int lvl_chain_plan(const lvl_table_t *t, uint64_t delay_ms, uint64_t max_delay_ms,
-                   uint8_t *levels, int max_levels, int *hops, char *err, size_t errlen)
+int lvl_chain_plan(const lvl_table_t *t, uint64_t delay_ms, uint64_t max_delay_ms, uint8_t *levels, int max_levels,
+                   int *hops, char *err, size_t errlen)
 {
     char delay_text[UNITS_TEXT_MAX];
     int limit = max_levels < LVL_MAX_HOPS ? max_levels : LVL_MAX_HOPS;
@@ -292,8 +289,10 @@ int lvl_chain_plan(const lvl_table_t *t, uint64_t delay_ms, uint64_t max_delay_m
         needed++;
     if (needed > (uint64_t)limit) {
         units_format_duration(delay_ms, delay_text, sizeof(delay_text));
-        err_set(err, errlen, "delay %s needs %" PRIu64 " hops with this level table, more than "
-                  "the limit of %d", delay_text, needed, limit);
+        err_set(err, errlen,
+                "delay %s needs %" PRIu64 " hops with this level table, more than "
+                "the limit of %d",
+                delay_text, needed, limit);
         return -1;
     }
 

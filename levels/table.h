@@ -21,19 +21,19 @@
 
 #include "base/units.h"
 
-#define LVL_MAX_LEVELS 64                 /* most levels a table may have */
-#define LVL_MAX_HOPS 255                  /* most hops a chain plan may take */
-#define LVL_MAX_DURATION_MS UNITS_MAX_DURATION_MS   /* the longest level: the grammar's cap */
-#define LVL_DEFAULT_SPEC "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+#define LVL_MAX_LEVELS      64                    /* most levels a table may have */
+#define LVL_MAX_HOPS        255                   /* most hops a chain plan may take */
+#define LVL_MAX_DURATION_MS UNITS_MAX_DURATION_MS /* the longest level: the grammar's cap */
+#define LVL_DEFAULT_SPEC    "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 typedef struct lvl_table {
-    int count;                            /* levels 1..count are valid */
-    uint64_t delay_ms[LVL_MAX_LEVELS + 1];/* [0] is always 0 */
+    int count;                             /* levels 1..count are valid */
+    uint64_t delay_ms[LVL_MAX_LEVELS + 1]; /* [0] is always 0 */
 } lvl_table_t;
 
 typedef enum lvl_round {
-    LVL_ROUND_UP,       /* smallest level >= timeout (never early) */
-    LVL_ROUND_NEAREST   /* level closest to timeout; ties go to the larger */
+    LVL_ROUND_UP,     /* smallest level >= timeout (never early) */
+    LVL_ROUND_NEAREST /* level closest to timeout; ties go to the larger */
 } lvl_round_t;
 
 /* Fill t with RocketMQ's 18 default levels. */
@@ -54,9 +54,8 @@ int lvl_table_format(const lvl_table_t *t, char *buf, size_t buflen);
  * difference, e.g. "level 3 is 10s in the data directory but 15s in the
  * configuration" or "the data directory has 18 levels but the configuration
  * has 17". a is described as `a_name`, b as `b_name`. */
-int lvl_table_diff(const lvl_table_t *a, const char *a_name,
-                   const lvl_table_t *b, const char *b_name,
-                   char *msg, size_t msglen);
+int lvl_table_diff(const lvl_table_t *a, const char *a_name, const lvl_table_t *b, const char *b_name, char *msg,
+                   size_t msglen);
 
 /* The one level for a timeout, RocketMQ style. LVL_ROUND_UP: the smallest level
  * whose delay >= timeout_ms (timeouts above the last level get the last level,
@@ -78,8 +77,8 @@ int lvl_next_hop(const lvl_table_t *t, uint64_t remaining_ms);
  * count into *hops (0 for a zero delay). Fails when delay_ms > max_delay_ms
  * ("delay 4d exceeds max-delay 3d"), or when the plan would need more than
  * max_levels or LVL_MAX_HOPS hops. */
-int lvl_chain_plan(const lvl_table_t *t, uint64_t delay_ms, uint64_t max_delay_ms,
-                   uint8_t *levels, int max_levels, int *hops, char *err, size_t errlen);
+int lvl_chain_plan(const lvl_table_t *t, uint64_t delay_ms, uint64_t max_delay_ms, uint8_t *levels, int max_levels,
+                   int *hops, char *err, size_t errlen);
 
 /* Sum of delays of a plan (for checks): the sum of t->delay_ms[levels[i]]. */
 uint64_t lvl_plan_total(const lvl_table_t *t, const uint8_t *levels, int hops);

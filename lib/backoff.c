@@ -50,21 +50,19 @@ uint64_t backoff_random(void *unused)
     if (!seeded) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        state = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^
-                (uint64_t)(uintptr_t)&state ^
+        state = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)(uintptr_t)&state ^
                 (atomic_fetch_add(&counter, 1) * UINT64_C(0x2545F4914F6CDD1D));
         seeded = 1;
     }
     return splitmix64(&state);
 }
 
-uint64_t hg_backoff_delay(const hg_backoff_t *b, unsigned attempt,
-                          hg_random_fn rnd, void *rnd_arg)
+uint64_t hg_backoff_delay(const hg_backoff_t *b, unsigned attempt, hg_random_fn rnd, void *rnd_arg)
 {
     double factor = b->factor, jitter = b->jitter, raw, cap = (double)b->cap_ms;
     double base = (double)b->base_ms, u, delay;
 
-    if (!(factor >= 1.0))       /* also catches NaN */
+    if (!(factor >= 1.0)) /* also catches NaN */
         factor = 1.0;
     if (!(jitter >= 0.0))
         jitter = 0.0;
@@ -74,7 +72,7 @@ uint64_t hg_backoff_delay(const hg_backoff_t *b, unsigned attempt,
         cap = base;
 
     raw = base * pow(factor, (double)attempt);
-    if (!(raw <= cap))          /* inf and NaN end at the cap too */
+    if (!(raw <= cap)) /* inf and NaN end at the cap too */
         raw = cap;
     if (jitter == 0.0)
         return (uint64_t)raw;
@@ -96,8 +94,7 @@ int backoff_check(const hg_backoff_t *b, const char *what, char *err, size_t err
         return -1;
     }
     if (b->cap_ms < b->base_ms) {
-        snprintf(err, errlen, "%s: cap %ums is below base %ums", what,
-                 (unsigned)b->cap_ms, (unsigned)b->base_ms);
+        snprintf(err, errlen, "%s: cap %ums is below base %ums", what, (unsigned)b->cap_ms, (unsigned)b->base_ms);
         return -1;
     }
     if (b->attempts < 0 || b->attempts > 1000000) {

@@ -56,37 +56,31 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define CLIENT_MAX_RESENDS 3            /* resends of one command per call */
+#define CLIENT_MAX_RESENDS 3 /* resends of one command per call */
 
 struct hg_client {
     uri_t uri;
     hg_client_opts_t opts;
-    char address[URI_HOST_MAX + 16];   /* "host:port" or "[v6]:port" */
-    int fd;                            /* -1 when disconnected */
-    int wake_fd;                       /* -1, or readable = stop */
-    buf_t in;                     /* bytes received */
-    size_t in_off;                     /* parsed up to here */
-    buf_t out;                    /* request scratch for client_call */
-    unsigned connects;                 /* successful connections so far */
+    char address[URI_HOST_MAX + 16]; /* "host:port" or "[v6]:port" */
+    int fd;                          /* -1 when disconnected */
+    int wake_fd;                     /* -1, or readable = stop */
+    buf_t in;                        /* bytes received */
+    size_t in_off;                   /* parsed up to here */
+    buf_t out;                       /* request scratch for client_call */
+    unsigned connects;               /* successful connections so far */
     hg_err_t errcode;
     char errmsg[HG_ERRMSG_MAX];
 };
 
 /* The public reply type is resp_reply_t itself, behind an opaque name: the
  * accessors cast, and the enum values are kept identical. */
-_Static_assert((int)HG_REPLY_STATUS == (int)RESP_REPLY_STATUS &&
-               (int)HG_REPLY_ERROR == (int)RESP_REPLY_ERROR &&
-               (int)HG_REPLY_INTEGER == (int)RESP_REPLY_INTEGER &&
-               (int)HG_REPLY_STRING == (int)RESP_REPLY_BULK &&
-               (int)HG_REPLY_NIL == (int)RESP_REPLY_NIL &&
-               (int)HG_REPLY_ARRAY == (int)RESP_REPLY_ARRAY &&
-               (int)HG_REPLY_MAP == (int)RESP_REPLY_MAP &&
-               (int)HG_REPLY_SET == (int)RESP_REPLY_SET &&
-               (int)HG_REPLY_PUSH == (int)RESP_REPLY_PUSH &&
-               (int)HG_REPLY_DOUBLE == (int)RESP_REPLY_DOUBLE &&
-               (int)HG_REPLY_BOOL == (int)RESP_REPLY_BOOL &&
-               (int)HG_REPLY_BIGNUM == (int)RESP_REPLY_BIGNUM &&
-               (int)HG_REPLY_VERBATIM == (int)RESP_REPLY_VERBATIM,
+_Static_assert((int)HG_REPLY_STATUS == (int)RESP_REPLY_STATUS && (int)HG_REPLY_ERROR == (int)RESP_REPLY_ERROR &&
+                   (int)HG_REPLY_INTEGER == (int)RESP_REPLY_INTEGER && (int)HG_REPLY_STRING == (int)RESP_REPLY_BULK &&
+                   (int)HG_REPLY_NIL == (int)RESP_REPLY_NIL && (int)HG_REPLY_ARRAY == (int)RESP_REPLY_ARRAY &&
+                   (int)HG_REPLY_MAP == (int)RESP_REPLY_MAP && (int)HG_REPLY_SET == (int)RESP_REPLY_SET &&
+                   (int)HG_REPLY_PUSH == (int)RESP_REPLY_PUSH && (int)HG_REPLY_DOUBLE == (int)RESP_REPLY_DOUBLE &&
+                   (int)HG_REPLY_BOOL == (int)RESP_REPLY_BOOL && (int)HG_REPLY_BIGNUM == (int)RESP_REPLY_BIGNUM &&
+                   (int)HG_REPLY_VERBATIM == (int)RESP_REPLY_VERBATIM,
                "hg_reply_type_t must mirror resp_reply_type_t");
 
 /* ------------------------------------------------------------------------
@@ -135,8 +129,7 @@ void client_clear_error(hg_client_t *c)
 
 hg_err_t client_fail_reply(hg_client_t *c, const resp_reply_t *r)
 {
-    return client_fail(c, HG_ERR_SERVER, "%.*s", (int)(r->len > 250 ? 250 : r->len),
-                       r->str != NULL ? r->str : "");
+    return client_fail(c, HG_ERR_SERVER, "%.*s", (int)(r->len > 250 ? 250 : r->len), r->str != NULL ? r->str : "");
 }
 
 void client_error_fill(hg_error_t *err, hg_err_t code, const char *fmt, ...)
@@ -154,18 +147,30 @@ void client_error_fill(hg_error_t *err, hg_err_t code, const char *fmt, ...)
 const char *hg_strerror(hg_err_t code)
 {
     switch (code) {
-    case HG_OK: return "success";
-    case HG_ERR_ARG: return "invalid argument";
-    case HG_ERR_URI: return "bad URI";
-    case HG_ERR_UNSUPPORTED: return "not supported";
-    case HG_ERR_CONNECT: return "cannot connect";
-    case HG_ERR_IO: return "connection lost";
-    case HG_ERR_TIMEOUT: return "timed out";
-    case HG_ERR_PROTOCOL: return "protocol error";
-    case HG_ERR_SERVER: return "broker error";
-    case HG_ERR_AUTH: return "authentication failed";
-    case HG_ERR_STOPPED: return "stopped";
-    case HG_ERR_SYSTEM: return "system error";
+    case HG_OK:
+        return "success";
+    case HG_ERR_ARG:
+        return "invalid argument";
+    case HG_ERR_URI:
+        return "bad URI";
+    case HG_ERR_UNSUPPORTED:
+        return "not supported";
+    case HG_ERR_CONNECT:
+        return "cannot connect";
+    case HG_ERR_IO:
+        return "connection lost";
+    case HG_ERR_TIMEOUT:
+        return "timed out";
+    case HG_ERR_PROTOCOL:
+        return "protocol error";
+    case HG_ERR_SERVER:
+        return "broker error";
+    case HG_ERR_AUTH:
+        return "authentication failed";
+    case HG_ERR_STOPPED:
+        return "stopped";
+    case HG_ERR_SYSTEM:
+        return "system error";
     }
     return "unknown error";
 }
@@ -188,8 +193,7 @@ void hg_client_opts_init(hg_client_opts_t *opts)
     opts->resend_sends = 1;
 }
 
-hg_err_t client_create(const char *uri, const hg_client_opts_t *opts,
-                       hg_client_t **out, hg_error_t *err)
+hg_err_t client_create(const char *uri, const hg_client_opts_t *opts, hg_client_t **out, hg_error_t *err)
 {
     char why[HG_ERRMSG_MAX - 32];
     hg_client_t *c;
@@ -202,7 +206,7 @@ hg_err_t client_create(const char *uri, const hg_client_opts_t *opts,
     }
     if (u.tls) {
         client_error_fill(err, HG_ERR_UNSUPPORTED,
-                   "hourglass+tls:// is not supported yet: TLS arrives with the security issue");
+                          "hourglass+tls:// is not supported yet: TLS arrives with the security issue");
         return HG_ERR_UNSUPPORTED;
     }
     if (opts != NULL) {
@@ -305,8 +309,7 @@ static hg_err_t connect_round(hg_client_t *c)
         memset(req.data, 0, req.len); /* the password */
         buf_free(&req);
         if (e != HG_OK)
-            return client_fail(c, HG_ERR_CONNECT, "cannot connect to %s: during AUTH: %s",
-                               c->address, c->errmsg);
+            return client_fail(c, HG_ERR_CONNECT, "cannot connect to %s: during AUTH: %s", c->address, c->errmsg);
         if (reply->type == RESP_REPLY_ERROR) {
             client_fail(c, HG_ERR_AUTH, "authentication as '%s' failed: %.*s", c->uri.user,
                         (int)(reply->len > 200 ? 200 : reply->len), reply->str);
@@ -328,12 +331,12 @@ static int socket_alive(hg_client_t *c)
     ssize_t n;
 
     if (poll(&p, 1, 0) <= 0)
-        return 1;                        /* nothing pending: alive */
+        return 1; /* nothing pending: alive */
     if (p.revents & (POLLERR | POLLNVAL))
         return 0;
     n = recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0)
-        return 0;                        /* EOF: the broker closed it */
+        return 0; /* EOF: the broker closed it */
     if (n < 0)
         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
     return 1; /* unsolicited bytes (a RESP3 push): read with the next reply */
@@ -394,9 +397,8 @@ static hg_err_t parse_replies(hg_client_t *c, size_t nreplies, resp_reply_t **re
     return HG_OK;
 }
 
-hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen,
-                         size_t nreplies, resp_reply_t **replies, size_t *got,
-                         uint32_t extra_wait_ms, int flags)
+hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen, size_t nreplies, resp_reply_t **replies,
+                         size_t *got, uint32_t extra_wait_ms, int flags)
 {
     size_t written = 0;
     uint64_t wait_ms, deadline;
@@ -449,8 +451,7 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen,
                 if (deadline != 0)
                     deadline = wire_now_ms() + wait_ms;
             } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                e = client_fail(c, HG_ERR_IO, "connection to %s lost while sending: %s",
-                                c->address, strerror(errno));
+                e = client_fail(c, HG_ERR_IO, "connection to %s lost while sending: %s", c->address, strerror(errno));
                 break;
             }
         }
@@ -463,8 +464,7 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen,
             } else if (r == 0) {
                 e = client_fail(c, HG_ERR_IO, "connection to %s closed by the broker", c->address);
             } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                e = client_fail(c, HG_ERR_IO, "connection to %s lost: %s", c->address,
-                                strerror(errno));
+                e = client_fail(c, HG_ERR_IO, "connection to %s lost: %s", c->address, strerror(errno));
             }
         }
     }
@@ -473,9 +473,8 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen,
     return e;
 }
 
-hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv,
-                     const size_t *argvlen, int resend, uint32_t extra_wait_ms,
-                     int flags, resp_reply_t **reply)
+hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen, int resend,
+                     uint32_t extra_wait_ms, int flags, resp_reply_t **reply)
 {
     int resends = 0;
     hg_err_t e;
@@ -498,8 +497,8 @@ hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv,
     return e;
 }
 
-hg_err_t client_call_checked(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen,
-                             int resend, resp_reply_t **reply)
+hg_err_t client_call_checked(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen, int resend,
+                             resp_reply_t **reply)
 {
     hg_err_t e = client_call(c, argc, argv, argvlen, resend, 0, 0, reply);
     if (e != HG_OK || (*reply)->type != RESP_REPLY_ERROR)
@@ -514,8 +513,7 @@ hg_err_t client_call_checked(hg_client_t *c, size_t argc, const char *const *arg
  * Public API
  * ------------------------------------------------------------------------ */
 
-hg_err_t hg_client_open(const char *uri, const hg_client_opts_t *opts,
-                        hg_client_t **out, hg_error_t *err)
+hg_err_t hg_client_open(const char *uri, const hg_client_opts_t *opts, hg_client_t **out, hg_error_t *err)
 {
     hg_client_t *c = NULL;
     hg_err_t e;
@@ -565,8 +563,7 @@ const char *hg_client_address(const hg_client_t *c)
     return c->address;
 }
 
-hg_err_t hg_client_command(hg_client_t *c, int argc, const char *const *argv,
-                           const size_t *argvlen, hg_reply_t **reply)
+hg_err_t hg_client_command(hg_client_t *c, int argc, const char *const *argv, const size_t *argvlen, hg_reply_t **reply)
 {
     resp_reply_t *r = NULL;
     hg_err_t e;

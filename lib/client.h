@@ -19,13 +19,12 @@
 #include <stdint.h>
 
 /* Flags of client_exchange. */
-#define CLIENT_INTERRUPTIBLE 0x1  /* the wake fd cuts the wait for replies short */
+#define CLIENT_INTERRUPTIBLE 0x1 /* the wake fd cuts the wait for replies short */
 
 /* Create a client for a URI without connecting (the first call connects).
  * Returns HG_OK and *out, or HG_ERR_URI / HG_ERR_UNSUPPORTED / HG_ERR_ARG
  * with err filled. */
-hg_err_t client_create(const char *uri, const hg_client_opts_t *opts,
-                       hg_client_t **out, hg_error_t *err);
+hg_err_t client_create(const char *uri, const hg_client_opts_t *opts, hg_client_t **out, hg_error_t *err);
 
 /* Use fd (or -1 for none) as the wake descriptor: when it is readable,
  * backoff sleeps and CLIENT_INTERRUPTIBLE waits end with HG_ERR_STOPPED.
@@ -47,30 +46,27 @@ hg_err_t client_ensure(hg_client_t *c);
  * resp_reply_free); or HG_ERR_IO / HG_ERR_TIMEOUT / HG_ERR_PROTOCOL /
  * HG_ERR_STOPPED with the connection closed, the first *got replies set
  * (the caller frees them) and the error set on the client. */
-hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen,
-                         size_t nreplies, resp_reply_t **replies, size_t *got,
-                         uint32_t extra_wait_ms, int flags);
+hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen, size_t nreplies, resp_reply_t **replies,
+                         size_t *got, uint32_t extra_wait_ms, int flags);
 
 /* One command, one reply: client_ensure, then client_exchange; when resend
  * is nonzero and the connection broke before the reply, reconnect and send
  * again (at most a few times). A reply that is an error is returned as a
  * reply (type RESP_REPLY_ERROR): callers decide. Returns as client_exchange
  * (plus client_ensure's errors); on success *reply is set. */
-hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv,
-                     const size_t *argvlen, int resend, uint32_t extra_wait_ms,
-                     int flags, resp_reply_t **reply);
+hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen, int resend,
+                     uint32_t extra_wait_ms, int flags, resp_reply_t **reply);
 
 /* client_call, and an error reply becomes HG_ERR_SERVER with its text as
  * the client's error (the reply freed, *reply NULL). Returns as client_call. */
-hg_err_t client_call_checked(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen,
-                             int resend, resp_reply_t **reply);
+hg_err_t client_call_checked(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen, int resend,
+                             resp_reply_t **reply);
 
 /* Close the connection (the client stays usable: the next call reconnects). */
 void client_disconnect(hg_client_t *c);
 
 /* Set the client's error (code and printf message) and return code. */
-hg_err_t client_fail(hg_client_t *c, hg_err_t code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+hg_err_t client_fail(hg_client_t *c, hg_err_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Fill a caller's hg_error_t (may be NULL) with code and a printf message:
  * the one way the library's constructors report errors before a client

@@ -55,18 +55,18 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CONSUMER_MAX_WORKERS 256
-#define CONSUMER_MAX_COUNT 1000
-#define CONSUMER_MAX_BLOCK_MS 86400000u     /* 24 h */
-#define CONSUMER_MAX_LEASE_MS 86400000u     /* the broker's LEASE limit: 24 h */
-#define CONSUMER_MAX_NAME 255
-#define WATCHDOG_MIN_TICK_MS 10
-#define WATCHDOG_MAX_TICK_MS 1000
+#define CONSUMER_MAX_WORKERS  256
+#define CONSUMER_MAX_COUNT    1000
+#define CONSUMER_MAX_BLOCK_MS 86400000u /* 24 h */
+#define CONSUMER_MAX_LEASE_MS 86400000u /* the broker's LEASE limit: 24 h */
+#define CONSUMER_MAX_NAME     255
+#define WATCHDOG_MIN_TICK_MS  10
+#define WATCHDOG_MAX_TICK_MS  1000
 
 typedef struct inflight {
     char id[HG_ID_MAX];
-    uint64_t renewed_ms;   /* monotonic ms of the last lease renewal */
-    int active;            /* 1 while the worker holds it */
+    uint64_t renewed_ms; /* monotonic ms of the last lease renewal */
+    int active;          /* 1 while the worker holds it */
 } inflight_t;
 
 typedef struct worker {
@@ -75,21 +75,21 @@ typedef struct worker {
     pthread_t thread;
     int started;
     hg_client_t *client;
-    unsigned connects;     /* client_connect_count seen last (reconnect stat) */
-    pthread_mutex_t lock;  /* guards inflight[] */
-    inflight_t *inflight;  /* opts.count slots */
+    unsigned connects;    /* client_connect_count seen last (reconnect stat) */
+    pthread_mutex_t lock; /* guards inflight[] */
+    inflight_t *inflight; /* opts.count slots */
 } worker_t;
 
 struct hg_consumer {
-    hg_consumer_opts_t opts;      /* strings point to the copies below */
+    hg_consumer_opts_t opts; /* strings point to the copies below */
     hg_client_opts_t client_opts;
     char *uri, *group, *topic;
-    uint32_t touch_ms;            /* effective touch interval, 0 = never */
-    char lease_text[16];          /* lease_ms as decimal, for PULL and TOUCH */
+    uint32_t touch_ms;   /* effective touch interval, 0 = never */
+    char lease_text[16]; /* lease_ms as decimal, for PULL and TOUCH */
 
     atomic_int stop;
-    int wake_pipe[2];             /* stop: readable once written */
-    int watchdog_pipe[2];         /* stops the watchdog after the workers */
+    int wake_pipe[2];     /* stop: readable once written */
+    int watchdog_pipe[2]; /* stops the watchdog after the workers */
     int ran;
 
     worker_t *workers;
@@ -97,10 +97,9 @@ struct hg_consumer {
     int watchdog_started;
     hg_client_t *watchdog_client;
 
-    atomic_uint_fast64_t delivered, done, retried, nacked, failed, touched,
-        lease_lost, errors, reconnects;
+    atomic_uint_fast64_t delivered, done, retried, nacked, failed, touched, lease_lost, errors, reconnects;
 
-    pthread_mutex_t err_lock;     /* guards last_error */
+    pthread_mutex_t err_lock; /* guards last_error */
     hg_error_t last_error;
 };
 
@@ -118,8 +117,7 @@ static int stopping(const hg_consumer_t *c)
     return atomic_load_explicit(&c->stop, memory_order_acquire) != 0;
 }
 
-static void log_line(hg_consumer_t *c, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void log_line(hg_consumer_t *c, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void log_line(hg_consumer_t *c, int level, const char *fmt, ...)
 {
     char line[512];
@@ -134,8 +132,7 @@ static void log_line(hg_consumer_t *c, int level, const char *fmt, ...)
 }
 
 /* Count an error, keep it as the last error and log it. who: "worker 2". */
-static void record_error(hg_consumer_t *c, const char *who, hg_err_t code, const char *what,
-                         const char *msg)
+static void record_error(hg_consumer_t *c, const char *who, hg_err_t code, const char *what, const char *msg)
 {
     count(&c->errors);
     pthread_mutex_lock(&c->err_lock);
@@ -163,16 +160,15 @@ int consumer_parse_message(const resp_reply_t *r, hg_message_t *m, char *why, si
 
     memset(m, 0, sizeof(*m));
     if (r->type != RESP_REPLY_ARRAY || r->count != 6) {
-        snprintf(why, whylen, "a message is %s of %zu, want an array of 6", resp_reply_type_name(r->type),
-                 r->count);
+        snprintf(why, whylen, "a message is %s of %zu, want an array of 6", resp_reply_type_name(r->type), r->count);
         return -1;
     }
     e = r->elements;
     for (int i = 0; i < 6; i++) {
         resp_reply_type_t want = i < 4 ? RESP_REPLY_BULK : RESP_REPLY_INTEGER;
         if (e[i].type != want) {
-            snprintf(why, whylen, "element %d (%s) is %s, want %s", i, names[i],
-                     resp_reply_type_name(e[i].type), resp_reply_type_name(want));
+            snprintf(why, whylen, "element %d (%s) is %s, want %s", i, names[i], resp_reply_type_name(e[i].type),
+                     resp_reply_type_name(want));
             return -1;
         }
     }
@@ -223,26 +219,35 @@ static int check_opts(const hg_consumer_opts_t *o, hg_error_t *err)
     if (o->uri == NULL || o->uri[0] == '\0')
         return client_error_fill(err, HG_ERR_ARG, "uri is required"), -1;
     if (!consumer_valid_name(o->group))
-        return client_error_fill(err, HG_ERR_ARG, "group %s%.64s%s is not a valid name (1..255 printable ASCII bytes, no blanks)",
-                          o->group ? "'" : "", o->group ? o->group : "(NULL)", o->group ? "'" : ""), -1;
+        return client_error_fill(err, HG_ERR_ARG,
+                                 "group %s%.64s%s is not a valid name (1..255 printable ASCII bytes, no blanks)",
+                                 o->group ? "'" : "", o->group ? o->group : "(NULL)", o->group ? "'" : ""),
+               -1;
     if (!consumer_valid_name(o->topic))
-        return client_error_fill(err, HG_ERR_ARG, "topic %s%.64s%s is not a valid name (1..255 printable ASCII bytes, no blanks)",
-                          o->topic ? "'" : "", o->topic ? o->topic : "(NULL)", o->topic ? "'" : ""), -1;
+        return client_error_fill(err, HG_ERR_ARG,
+                                 "topic %s%.64s%s is not a valid name (1..255 printable ASCII bytes, no blanks)",
+                                 o->topic ? "'" : "", o->topic ? o->topic : "(NULL)", o->topic ? "'" : ""),
+               -1;
     if (o->handler == NULL)
         return client_error_fill(err, HG_ERR_ARG, "handler is required"), -1;
     if (o->workers < 1 || o->workers > CONSUMER_MAX_WORKERS)
-        return client_error_fill(err, HG_ERR_ARG, "workers %d out of range 1..%d", o->workers, CONSUMER_MAX_WORKERS), -1;
+        return client_error_fill(err, HG_ERR_ARG, "workers %d out of range 1..%d", o->workers, CONSUMER_MAX_WORKERS),
+               -1;
     if (o->count < 1 || o->count > CONSUMER_MAX_COUNT)
         return client_error_fill(err, HG_ERR_ARG, "count %d out of range 1..%d", o->count, CONSUMER_MAX_COUNT), -1;
     if (o->block_ms < 1 || o->block_ms > CONSUMER_MAX_BLOCK_MS)
         return client_error_fill(err, HG_ERR_ARG, "block_ms %" PRIu32 " out of range 1..%u", o->block_ms,
-                          CONSUMER_MAX_BLOCK_MS), -1;
+                                 CONSUMER_MAX_BLOCK_MS),
+               -1;
     if (o->lease_ms < 1 || o->lease_ms > CONSUMER_MAX_LEASE_MS)
         return client_error_fill(err, HG_ERR_ARG, "lease_ms %" PRIu32 " out of range 1..%u", o->lease_ms,
-                          CONSUMER_MAX_LEASE_MS), -1;
+                                 CONSUMER_MAX_LEASE_MS),
+               -1;
     if (o->touch_interval_ms != HG_TOUCH_NEVER && o->touch_interval_ms >= o->lease_ms)
-        return client_error_fill(err, HG_ERR_ARG, "touch_interval_ms %" PRIu32 " must be below lease_ms %" PRIu32
-                          " (or HG_TOUCH_NEVER)", o->touch_interval_ms, o->lease_ms), -1;
+        return client_error_fill(err, HG_ERR_ARG,
+                                 "touch_interval_ms %" PRIu32 " must be below lease_ms %" PRIu32 " (or HG_TOUCH_NEVER)",
+                                 o->touch_interval_ms, o->lease_ms),
+               -1;
     if (backoff_check(&o->retry, "retry", why, sizeof(why)) < 0)
         return client_error_fill(err, HG_ERR_ARG, "%s", why), -1;
     return 0;
@@ -280,16 +285,15 @@ hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out, hg
     c->opts.uri = c->uri;
     c->opts.group = c->group;
     c->opts.topic = c->topic;
-    c->touch_ms = opts->touch_interval_ms == HG_TOUCH_NEVER ? 0 :
-                  opts->touch_interval_ms == 0 ? (opts->lease_ms / 2 > 0 ? opts->lease_ms / 2 : 1) :
-                  opts->touch_interval_ms;
+    c->touch_ms = opts->touch_interval_ms == HG_TOUCH_NEVER ? 0
+                  : opts->touch_interval_ms == 0            ? (opts->lease_ms / 2 > 0 ? opts->lease_ms / 2 : 1)
+                                                            : opts->touch_interval_ms;
     snprintf(c->lease_text, sizeof(c->lease_text), "%" PRIu32, opts->lease_ms);
     atomic_init(&c->stop, 0);
     pthread_mutex_init(&c->err_lock, NULL);
     c->wake_pipe[0] = c->wake_pipe[1] = -1;
     c->watchdog_pipe[0] = c->watchdog_pipe[1] = -1;
-    if (pipe2(c->wake_pipe, O_NONBLOCK | O_CLOEXEC) != 0 ||
-        pipe2(c->watchdog_pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
+    if (pipe2(c->wake_pipe, O_NONBLOCK | O_CLOEXEC) != 0 || pipe2(c->watchdog_pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
         client_error_fill(err, HG_ERR_SYSTEM, "pipe: %s", strerror(errno));
         hg_consumer_free(c);
         return HG_ERR_SYSTEM;
@@ -362,8 +366,7 @@ static void note_connects(hg_consumer_t *c, hg_client_t *client, unsigned *seen,
     unsigned now = client_connect_count(client);
     if (now == *seen)
         return;
-    atomic_fetch_add_explicit(&c->reconnects, *seen == 0 ? now - 1 : now - *seen,
-                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->reconnects, *seen == 0 ? now - 1 : now - *seen, memory_order_relaxed);
     if (*seen > 0)
         log_line(c, 2, "%s: reconnected to %s", who, hg_client_address(client));
     *seen = now;
@@ -399,7 +402,9 @@ static void settle(worker_t *w, const char *id, const char *reason, int dead)
     const char *argv[6] = { reason == NULL ? "ACK" : "NACK", c->group, id };
     int argc = 3;
     if (reason != NULL) {
-        if (dead) { argv[argc++] = "DLQ"; }
+        if (dead) {
+            argv[argc++] = "DLQ";
+        }
         argv[argc++] = "REASON";
         argv[argc++] = reason;
     }
@@ -421,8 +426,7 @@ static void settle(worker_t *w, const char *id, const char *reason, int dead)
         record_error(c, who, HG_ERR_PROTOCOL, argv[0], resp_reply_type_name(r->type));
     } else if (reason == NULL ? r->integer == 0 : r->integer < 0) {
         count(&c->lease_lost);
-        log_line(c, 1, "%s: %s %s: the lease had expired; the broker will deliver it again",
-                 who, argv[0], id);
+        log_line(c, 1, "%s: %s %s: the lease had expired; the broker will deliver it again", who, argv[0], id);
     }
     resp_reply_free(r);
 }
@@ -458,8 +462,7 @@ static void process(worker_t *w, hg_message_t *m)
             settle(w, m->id, nack, 0);
             break;
         }
-        if (stopping(c) ||
-            client_sleep(c->wake_pipe[0], hg_backoff_delay(&c->opts.retry, attempt, NULL, NULL)) < 0) {
+        if (stopping(c) || client_sleep(c->wake_pipe[0], hg_backoff_delay(&c->opts.retry, attempt, NULL, NULL)) < 0) {
             snprintf(nack, sizeof(nack), "%s (consumer stopping after %u local attempts)",
                      reason[0] != '\0' ? reason : "transient failure", attempt + 1);
             count(&c->nacked);
@@ -476,8 +479,8 @@ static void *worker_main(void *arg)
     worker_t *w = arg;
     hg_consumer_t *c = w->owner;
     char count_text[16], block_text[16], who[32], why[160];
-    const char *argv[10] = { "PULL", c->group, c->topic, "COUNT", count_text,
-                             "BLOCK", block_text, "LEASE", c->lease_text };
+    const char *argv[10] = { "PULL",  c->group,   c->topic, "COUNT",      count_text,
+                             "BLOCK", block_text, "LEASE",  c->lease_text };
     const hg_backoff_t *pause = &c->client_opts.reconnect_backoff;
     unsigned failures = 0;
 
@@ -487,8 +490,7 @@ static void *worker_main(void *arg)
 
     while (!stopping(c)) {
         resp_reply_t *r = NULL;
-        hg_err_t e = client_call(w->client, 9, argv, NULL, 1, c->opts.block_ms,
-                                 CLIENT_INTERRUPTIBLE, &r);
+        hg_err_t e = client_call(w->client, 9, argv, NULL, 1, c->opts.block_ms, CLIENT_INTERRUPTIBLE, &r);
         note_connects(c, w->client, &w->connects, who);
         if (e == HG_OK && r->type == RESP_REPLY_ERROR) {
             e = client_fail_reply(w->client, r);
@@ -522,8 +524,8 @@ static void *worker_main(void *arg)
                 const resp_reply_t *e0 = &r->elements[i];
                 inflight_t *slot = &w->inflight[i];
                 slot->active = 0;
-                if (e0->type == RESP_REPLY_ARRAY && e0->count >= 1 &&
-                    e0->elements[0].type == RESP_REPLY_BULK && e0->elements[0].len < HG_ID_MAX) {
+                if (e0->type == RESP_REPLY_ARRAY && e0->count >= 1 && e0->elements[0].type == RESP_REPLY_BULK &&
+                    e0->elements[0].len < HG_ID_MAX) {
                     memcpy(slot->id, e0->elements[0].str, e0->elements[0].len + 1);
                     slot->renewed_ms = now;
                     slot->active = 1;
@@ -603,7 +605,7 @@ static void *watchdog_main(void *arg)
     hg_consumer_t *c = arg;
     uint64_t tick = c->touch_ms / 4;
     unsigned connects = 0;
-    char (*due)[HG_ID_MAX] = xcalloc((size_t)c->opts.count, HG_ID_MAX);
+    char(*due)[HG_ID_MAX] = xcalloc((size_t)c->opts.count, HG_ID_MAX);
 
     if (tick < WATCHDOG_MIN_TICK_MS)
         tick = WATCHDOG_MIN_TICK_MS;

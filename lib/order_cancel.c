@@ -39,29 +39,27 @@
 #include "base/err.h"
 
 /* The payment path on the reference schema (hg_order_pay). */
-static const char pay_claim_sql[] =
-    "UPDATE orders SET status='paid', paid_at=NOW(6) WHERE id=? AND status='pending'";
-static const char pay_stock_sql[] =
-    "UPDATE stock s JOIN order_items i ON i.sku_id = s.sku_id"
-    " SET s.reserved = s.reserved - i.qty, s.sold = s.sold + i.qty"
-    " WHERE i.order_id = ?";
+static const char pay_claim_sql[] = "UPDATE orders SET status='paid', paid_at=NOW(6) WHERE id=? AND status='pending'";
+static const char pay_stock_sql[] = "UPDATE stock s JOIN order_items i ON i.sku_id = s.sku_id"
+                                    " SET s.reserved = s.reserved - i.qty, s.sold = s.sold + i.qty"
+                                    " WHERE i.order_id = ?";
 static const char pay_outbox_sql[] = "UPDATE order_timeout_msg SET status='done' WHERE order_id = ?";
 
 /* A statement of the handle: its configured name, translated text and the
  * connection's statement (stmt.name = field, stmt.sql = text.sql). */
 typedef struct prepared {
-    char field[40];     /* "claim-sql", "side-effect-sql[1]", "pay-claim" … */
+    char field[40]; /* "claim-sql", "side-effect-sql[1]", "pay-claim" … */
     order_sql_text_t text;
     db_stmt_t stmt;
 } prepared_t;
 
 struct hg_order_db {
-    db_conn_t *conn;          /* autocommit off */
+    db_conn_t *conn; /* autocommit off */
     prepared_t claim;
     prepared_t side[HG_ORDER_SQL_MAX_SIDE_EFFECTS];
     size_t side_count;
     prepared_t lookup;
-    prepared_t pay[3];        /* claim, stock reserved → sold, outbox done */
+    prepared_t pay[3]; /* claim, stock reserved → sold, outbox done */
 };
 
 /* ---------------------------------------------------------------- outcomes */
@@ -69,9 +67,8 @@ struct hg_order_db {
 const char *hg_order_outcome_name(hg_order_outcome_t outcome)
 {
     static const char *const names[] = {
-        [HG_ORDER_CANCELLED] = "cancelled", [HG_ORDER_PAID] = "paid",
-        [HG_ORDER_NOT_PENDING] = "not-pending", [HG_ORDER_NOT_FOUND] = "not-found",
-        [HG_ORDER_TRANSIENT] = "transient", [HG_ORDER_PERMANENT] = "permanent",
+        [HG_ORDER_CANCELLED] = "cancelled", [HG_ORDER_PAID] = "paid",           [HG_ORDER_NOT_PENDING] = "not-pending",
+        [HG_ORDER_NOT_FOUND] = "not-found", [HG_ORDER_TRANSIENT] = "transient", [HG_ORDER_PERMANENT] = "permanent",
     };
     if ((unsigned)outcome >= sizeof names / sizeof names[0])
         return "unknown";
@@ -85,15 +82,12 @@ hg_order_outcome_t hg_order_classify(unsigned code)
 
 /* ---------------------------------------------------------------- configured SQL */
 
-static const char default_claim[] =
-    "UPDATE orders SET status='cancelled', cancelled_at=NOW(6), cancel_reason=:reason"
-    " WHERE id=? AND status='pending'";
-static const char default_return_stock[] =
-    "UPDATE stock s JOIN order_items i ON i.sku_id = s.sku_id"
-    " SET s.available = s.available + i.qty, s.reserved = s.reserved - i.qty"
-    " WHERE i.order_id = ?";
-static const char default_outbox_done[] =
-    "UPDATE order_timeout_msg SET status='done' WHERE order_id = ?";
+static const char default_claim[] = "UPDATE orders SET status='cancelled', cancelled_at=NOW(6), cancel_reason=:reason"
+                                    " WHERE id=? AND status='pending'";
+static const char default_return_stock[] = "UPDATE stock s JOIN order_items i ON i.sku_id = s.sku_id"
+                                           " SET s.available = s.available + i.qty, s.reserved = s.reserved - i.qty"
+                                           " WHERE i.order_id = ?";
+static const char default_outbox_done[] = "UPDATE order_timeout_msg SET status='done' WHERE order_id = ?";
 static const char default_lookup[] = "SELECT status FROM orders WHERE id = ?";
 
 void hg_order_sql_default(hg_order_sql_t *sql)
@@ -149,8 +143,7 @@ int hg_order_library_init(void)
 }
 
 /* Translate text into p (already validated: cannot fail but for a lexer bug). */
-static int prepared_init(prepared_t *p, const char *field, const char *text, int allow_reason,
-                         hg_order_error_t *err)
+static int prepared_init(prepared_t *p, const char *field, const char *text, int allow_reason, hg_order_error_t *err)
 {
     char msg[sizeof err->message];
     snprintf(p->field, sizeof p->field, "%s", field);
@@ -158,7 +151,7 @@ static int prepared_init(prepared_t *p, const char *field, const char *text, int
         db_error_set(err, "%s", msg);
         return -1;
     }
-    p->stmt = (db_stmt_t){p->field, p->text.sql, (unsigned)p->text.nparams, NULL};
+    p->stmt = (db_stmt_t){ p->field, p->text.sql, (unsigned)p->text.nparams, NULL };
     return 0;
 }
 
@@ -200,10 +193,10 @@ hg_order_db *hg_order_db_open(const hg_order_db_params_t *params, hg_order_error
             goto fail;
         db->side_count++;
     }
-    if (prepared_init(&db->lookup, "lookup-sql", sql->lookup, 0, err) != 0
-        || prepared_init(&db->pay[0], "pay-claim", pay_claim_sql, 0, err) != 0
-        || prepared_init(&db->pay[1], "pay-stock", pay_stock_sql, 0, err) != 0
-        || prepared_init(&db->pay[2], "pay-outbox", pay_outbox_sql, 0, err) != 0)
+    if (prepared_init(&db->lookup, "lookup-sql", sql->lookup, 0, err) != 0 ||
+        prepared_init(&db->pay[0], "pay-claim", pay_claim_sql, 0, err) != 0 ||
+        prepared_init(&db->pay[1], "pay-stock", pay_stock_sql, 0, err) != 0 ||
+        prepared_init(&db->pay[2], "pay-outbox", pay_outbox_sql, 0, err) != 0)
         goto fail;
 
     if (db_connect(db->conn, err) != 0)
@@ -305,8 +298,8 @@ static int fail(hg_order_db *db, unsigned code, hg_order_outcome_t cls, hg_order
 /* claim; if it changed one row: side effects and COMMIT → win; if none:
  * lookup and ROLLBACK → NOT_PENDING / NOT_FOUND. */
 static int claim_transaction(hg_order_db *db, prepared_t *claim, prepared_t **sides, size_t side_count,
-                             uint64_t order_id, const char *reason, hg_order_outcome_t win,
-                             hg_order_outcome_t *outcome, hg_order_error_t *err)
+                             uint64_t order_id, const char *reason, hg_order_outcome_t win, hg_order_outcome_t *outcome,
+                             hg_order_error_t *err)
 {
     hg_order_outcome_t ignored;
     hg_order_error_t local;
@@ -344,8 +337,9 @@ static int claim_transaction(hg_order_db *db, prepared_t *claim, prepared_t **si
     }
 
     if (rows > 1) {
-        db_error_set(err, "%s: changed %llu rows for order %llu, expected 0 or 1: rolled back "
-                          "(its WHERE must select one order by id and status='pending')",
+        db_error_set(err,
+                     "%s: changed %llu rows for order %llu, expected 0 or 1: rolled back "
+                     "(its WHERE must select one order by id and status='pending')",
                      claim->field, (unsigned long long)rows, (unsigned long long)order_id);
         return fail(db, 0, HG_ORDER_PERMANENT, outcome);
     }
@@ -360,16 +354,16 @@ static int claim_transaction(hg_order_db *db, prepared_t *claim, prepared_t **si
     return 0;
 }
 
-int hg_order_cancel(hg_order_db *db, uint64_t order_id, const char *reason,
-                    hg_order_outcome_t *outcome, hg_order_error_t *err)
+int hg_order_cancel(hg_order_db *db, uint64_t order_id, const char *reason, hg_order_outcome_t *outcome,
+                    hg_order_error_t *err)
 {
     prepared_t *sides[HG_ORDER_SQL_MAX_SIDE_EFFECTS];
     size_t n = 0;
     if (db != NULL)
         for (; n < db->side_count; n++)
             sides[n] = &db->side[n];
-    return claim_transaction(db, db != NULL ? &db->claim : NULL, sides, n, order_id, reason,
-                             HG_ORDER_CANCELLED, outcome, err);
+    return claim_transaction(db, db != NULL ? &db->claim : NULL, sides, n, order_id, reason, HG_ORDER_CANCELLED,
+                             outcome, err);
 }
 
 int hg_order_pay(hg_order_db *db, uint64_t order_id, hg_order_outcome_t *outcome, hg_order_error_t *err)
@@ -379,8 +373,8 @@ int hg_order_pay(hg_order_db *db, uint64_t order_id, hg_order_outcome_t *outcome
         sides[0] = &db->pay[1];
         sides[1] = &db->pay[2];
     }
-    return claim_transaction(db, db != NULL ? &db->pay[0] : NULL, sides, 2, order_id, NULL, HG_ORDER_PAID,
-                             outcome, err);
+    return claim_transaction(db, db != NULL ? &db->pay[0] : NULL, sides, 2, order_id, NULL, HG_ORDER_PAID, outcome,
+                             err);
 }
 
 /* ---------------------------------------------------------------- payload */

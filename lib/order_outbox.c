@@ -62,8 +62,8 @@ int hg_order_db_commit(hg_order_db *db, hg_order_error_t *err)
 {
     MYSQL *m = db != NULL ? db_mysql(order_db_conn(db)) : NULL;
     if (m == NULL) {
-        db_error_set(err, "commit: %s", db == NULL ? "no database handle"
-                                                      : "the connection is gone: nothing was committed");
+        db_error_set(err, "commit: %s",
+                     db == NULL ? "no database handle" : "the connection is gone: nothing was committed");
         if (err != NULL && db != NULL)
             err->code = CR_SERVER_GONE_ERROR;
         return -1;
@@ -86,14 +86,17 @@ int hg_order_timeout_create(hg_order_db *db, uint64_t order_id, uint64_t expire_
                             hg_order_error_t *err)
 {
     if (db == NULL || order_id == 0 || expire_at_ms == 0) {
-        db_error_set(err, "outbox insert: %s", db == NULL ? "no database handle"
-                                                  : order_id == 0 ? "order id 0" : "expire_at_ms 0");
+        db_error_set(err, "outbox insert: %s",
+                     db == NULL      ? "no database handle"
+                     : order_id == 0 ? "order id 0"
+                                     : "expire_at_ms 0");
         return -1;
     }
     MYSQL *m = hg_order_db_mysql(db, err);
     if (m == NULL)
         return -1;
-    uint64_t relay_after_us = (uint64_t)(relay_after_ms != 0 ? relay_after_ms : HG_ORDER_RELAY_AFTER_DEFAULT_MS) * 1000u;
+    uint64_t relay_after_us =
+        (uint64_t)(relay_after_ms != 0 ? relay_after_ms : HG_ORDER_RELAY_AFTER_DEFAULT_MS) * 1000u;
     char expire[48], sql[512];
     snprintf(expire, sizeof expire, "FROM_UNIXTIME(%" PRIu64 ".%03u)", expire_at_ms / 1000u,
              (unsigned)(expire_at_ms % 1000u));
@@ -163,8 +166,8 @@ const char *hg_order_publish_outcome_name(hg_order_publish_outcome_t outcome)
 }
 
 hg_order_publish_outcome_t hg_order_timeout_publish(hg_order_db *db, struct hg_client *client, const char *topic,
-                                                    uint64_t order_id, uint64_t expire_at_ms, char *id_out,
-                                                    char *error, size_t errlen)
+                                                    uint64_t order_id, uint64_t expire_at_ms, char *id_out, char *error,
+                                                    size_t errlen)
 {
     if (error != NULL && errlen > 0)
         error[0] = '\0';
@@ -175,7 +178,7 @@ hg_order_publish_outcome_t hg_order_timeout_publish(hg_order_db *db, struct hg_c
         return HG_ORDER_PUBLISH_SEND_FAILED;
     }
     int marked = 0;
-    hg_order_error_t err = {0};
+    hg_order_error_t err = { 0 };
     if (hg_order_timeout_mark_sent(db, order_id, &marked, &err) != 0) {
         if (error != NULL && errlen > 0)
             snprintf(error, errlen, "%s", err.message);

@@ -107,8 +107,7 @@ static const char schema_sql[] =
     "  PRIMARY KEY (order_id),\n"
     "  KEY status_next_attempt (status, next_attempt_at),\n"
     "  KEY status_expire (status, expire_at)\n"
-    ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;\n"
-    ;
+    ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;\n";
 
 const char *hg_order_schema_sql(void)
 {

@@ -33,10 +33,10 @@
 /* ---------------------------------------------------------------- lexer */
 
 typedef enum opaque {
-    OPAQUE_NONE,    /* text[i] starts an ordinary token */
-    OPAQUE_STRING,  /* '…' or "…" */
-    OPAQUE_IDENT,   /* `…` */
-    OPAQUE_COMMENT  /* -- …, # …, slash-star … star-slash */
+    OPAQUE_NONE,   /* text[i] starts an ordinary token */
+    OPAQUE_STRING, /* '…' or "…" */
+    OPAQUE_IDENT,  /* `…` */
+    OPAQUE_COMMENT /* -- …, # …, slash-star … star-slash */
 } opaque_t;
 
 static const char *opaque_name(opaque_t kind)
@@ -69,8 +69,7 @@ static long skip_opaque(const char *text, size_t n, size_t i, opaque_t *kind)
         return -1;
     }
     /* "--" starts a comment only when a blank or control byte follows (MariaDB). */
-    int dash_comment = c == '-' && i + 1 < n && text[i + 1] == '-'
-                       && (i + 2 == n || (unsigned char)text[i + 2] <= ' ');
+    int dash_comment = c == '-' && i + 1 < n && text[i + 1] == '-' && (i + 2 == n || (unsigned char)text[i + 2] <= ' ');
     if (dash_comment || c == '#') {
         *kind = OPAQUE_COMMENT;
         size_t j = i;
@@ -124,8 +123,8 @@ void order_sql_text_free(order_sql_text_t *t)
     t->nparams = 0;
 }
 
-int order_sql_translate(const char *field, const char *text, int allow_reason, order_sql_text_t *out,
-                     char *err, size_t errlen)
+int order_sql_translate(const char *field, const char *text, int allow_reason, order_sql_text_t *out, char *err,
+                        size_t errlen)
 {
     if (out != NULL)
         memset(out, 0, sizeof *out);
@@ -135,8 +134,7 @@ int order_sql_translate(const char *field, const char *text, int allow_reason, o
     }
     size_t n = strlen(text);
     if (n > HG_ORDER_SQL_MAX_LEN) {
-        err_set(err, errlen, "%s: statement is %zu bytes, more than the limit of %d", field, n,
-                HG_ORDER_SQL_MAX_LEN);
+        err_set(err, errlen, "%s: statement is %zu bytes, more than the limit of %d", field, n, HG_ORDER_SQL_MAX_LEN);
         return -1;
     }
     /* The translation is never longer than the text (":reason" → "?"). */
@@ -167,13 +165,12 @@ int order_sql_translate(const char *field, const char *text, int allow_reason, o
                     len++;
                 if (len != 7 || strncasecmp(text + i, ":reason", 7) != 0) {
                     err_set(err, errlen,
-                            "%s: unknown placeholder '%.*s' at byte %zu (known: ? = the order id, :reason)",
-                            field, (int)len, text + i, i + 1);
+                            "%s: unknown placeholder '%.*s' at byte %zu (known: ? = the order id, :reason)", field,
+                            (int)len, text + i, i + 1);
                     goto fail;
                 }
                 if (!allow_reason) {
-                    err_set(err, errlen, "%s: ':reason' is not available here (only ? = the order id)",
-                            field);
+                    err_set(err, errlen, "%s: ':reason' is not available here (only ? = the order id)", field);
                     goto fail;
                 }
                 param = ORDER_SQL_PARAM_REASON;
@@ -191,8 +188,8 @@ int order_sql_translate(const char *field, const char *text, int allow_reason, o
         }
         if (c == ';') {
             if (!only_blanks_and_comments(text, n, i + 1)) {
-                err_set(err, errlen, "%s: more than one statement (a ';' at byte %zu is followed by more SQL)",
-                        field, i + 1);
+                err_set(err, errlen, "%s: more than one statement (a ';' at byte %zu is followed by more SQL)", field,
+                        i + 1);
                 goto fail;
             }
             break; /* a trailing ';' is dropped */
@@ -221,8 +218,7 @@ fail:
 
 /* ---------------------------------------------------------------- scripts */
 
-int order_sql_next_statement(const char *script, size_t *pos, const char **stmt, size_t *len,
-                          char *err, size_t errlen)
+int order_sql_next_statement(const char *script, size_t *pos, const char **stmt, size_t *len, char *err, size_t errlen)
 {
     size_t n = strlen(script);
     size_t i = *pos;

@@ -28,7 +28,7 @@ typedef enum order_sql_param {
 /* A configured statement translated for mysql_stmt_prepare: every
  * placeholder is '?', kinds[i] says what the i-th one binds. */
 typedef struct order_sql_text {
-    char *sql;             /* allocated; free with order_sql_text_free */
+    char *sql; /* allocated; free with order_sql_text_free */
     int nparams;
     order_sql_param_t kinds[ORDER_SQL_MAX_PARAMS];
 } order_sql_text_t;
@@ -36,8 +36,8 @@ typedef struct order_sql_text {
 /* Check text for field (see hg_order_sql_check) and, when out is not NULL,
  * translate it into *out (out->sql allocated). allow_reason: whether :reason
  * may appear. Returns 0 / -1 with err starting with the field name. */
-int order_sql_translate(const char *field, const char *text, int allow_reason, order_sql_text_t *out,
-                     char *err, size_t errlen);
+int order_sql_translate(const char *field, const char *text, int allow_reason, order_sql_text_t *out, char *err,
+                        size_t errlen);
 void order_sql_text_free(order_sql_text_t *t);
 
 /* Iterate over the top-level statements of a script: each call finds the
@@ -45,8 +45,7 @@ void order_sql_text_free(order_sql_text_t *t);
  * its ';' excluded), stores its start and length and advances *pos. Returns
  * 1 when a statement was found, 0 at the end, -1 on an unterminated quote or
  * comment (err says where). */
-int order_sql_next_statement(const char *script, size_t *pos, const char **stmt, size_t *len,
-                          char *err, size_t errlen);
+int order_sql_next_statement(const char *script, size_t *pos, const char **stmt, size_t *len, char *err, size_t errlen);
 
 /* The handle's connection (connected or not). For the schema helper and
  * order_outbox.c: they run plain queries and must end every transaction

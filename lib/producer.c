@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PRODUCER_MAX_RESENDS 3   /* reconnect-and-resend rounds per call */
+#define PRODUCER_MAX_RESENDS 3 /* reconnect-and-resend rounds per call */
 
 /* The argv of one SEND, built in place: at most 7 arguments. */
 typedef struct send_argv {
@@ -39,8 +39,7 @@ typedef struct send_argv {
 } send_argv_t;
 
 /* Check one message's arguments; 0, or -1 with why[whylen]. */
-static int check_send(const char *topic, const void *payload, size_t len, hg_delay_t delay,
-                      char *why, size_t whylen)
+static int check_send(const char *topic, const void *payload, size_t len, hg_delay_t delay, char *why, size_t whylen)
 {
     if (topic == NULL || topic[0] == '\0') {
         snprintf(why, whylen, "topic is empty");
@@ -68,25 +67,31 @@ static int check_send(const char *topic, const void *payload, size_t len, hg_del
     return 0;
 }
 
-static void build_send(send_argv_t *s, const char *topic, const char *key,
-                       const void *payload, size_t len, hg_delay_t delay)
+static void build_send(send_argv_t *s, const char *topic, const char *key, const void *payload, size_t len,
+                       hg_delay_t delay)
 {
     static const char empty[1] = "";
 
     s->argc = 0;
-    s->argv[s->argc] = "SEND"; s->lens[s->argc++] = 4;
-    s->argv[s->argc] = topic; s->lens[s->argc++] = strlen(topic);
-    s->argv[s->argc] = payload != NULL ? payload : empty; s->lens[s->argc++] = len;
+    s->argv[s->argc] = "SEND";
+    s->lens[s->argc++] = 4;
+    s->argv[s->argc] = topic;
+    s->lens[s->argc++] = strlen(topic);
+    s->argv[s->argc] = payload != NULL ? payload : empty;
+    s->lens[s->argc++] = len;
     if (key != NULL) {
-        s->argv[s->argc] = "KEY"; s->lens[s->argc++] = 3;
-        s->argv[s->argc] = key; s->lens[s->argc++] = strlen(key);
+        s->argv[s->argc] = "KEY";
+        s->lens[s->argc++] = 3;
+        s->argv[s->argc] = key;
+        s->lens[s->argc++] = strlen(key);
     }
     if (delay.kind != HG_DELAY_NONE) {
-        const char *word = delay.kind == HG_DELAY_LEVEL ? "LEVEL" :
-                           delay.kind == HG_DELAY_MS ? "DELAY" : "AT";
+        const char *word = delay.kind == HG_DELAY_LEVEL ? "LEVEL" : delay.kind == HG_DELAY_MS ? "DELAY" : "AT";
         snprintf(s->number, sizeof(s->number), "%" PRIu64, delay.value);
-        s->argv[s->argc] = word; s->lens[s->argc++] = strlen(word);
-        s->argv[s->argc] = s->number; s->lens[s->argc++] = strlen(s->number);
+        s->argv[s->argc] = word;
+        s->lens[s->argc++] = strlen(word);
+        s->argv[s->argc] = s->number;
+        s->lens[s->argc++] = strlen(s->number);
     }
 }
 
@@ -113,8 +118,8 @@ static hg_err_t read_send_reply(const resp_reply_t *r, char *id, char *why, size
     return HG_OK;
 }
 
-hg_err_t hg_send(hg_client_t *c, const char *topic, const char *key,
-                 const void *payload, size_t len, hg_delay_t delay, char *id_out)
+hg_err_t hg_send(hg_client_t *c, const char *topic, const char *key, const void *payload, size_t len, hg_delay_t delay,
+                 char *id_out)
 {
     char why[HG_ERRMSG_MAX];
     resp_reply_t *r = NULL;
@@ -159,8 +164,7 @@ hg_err_t hg_send_many(hg_client_t *c, hg_send_item_t *items, size_t n, size_t *o
         hg_send_item_t *it = &items[i];
         it->id[0] = '\0';
         it->error[0] = '\0';
-        if (check_send(it->topic, it->payload, it->payload_len, it->delay, it->error,
-                       sizeof(it->error)) < 0) {
+        if (check_send(it->topic, it->payload, it->payload_len, it->delay, it->error, sizeof(it->error)) < 0) {
             it->err = HG_ERR_ARG;
             continue;
         }
@@ -276,10 +280,9 @@ hg_err_t hg_levels_fetch(hg_client_t *c, hg_levels_t **out)
             level = row_int(row, 0);
             delay = row_int(row, 1);
         }
-        if (level != (long long)i + 1 || delay <= 0 ||
-            (uint64_t)delay <= l->table.delay_ms[i]) {
-            e = client_fail(c, HG_ERR_PROTOCOL,
-                            "LEVELS row %zu is not [level %zu, increasing delay_ms, ...]", i, i + 1);
+        if (level != (long long)i + 1 || delay <= 0 || (uint64_t)delay <= l->table.delay_ms[i]) {
+            e = client_fail(c, HG_ERR_PROTOCOL, "LEVELS row %zu is not [level %zu, increasing delay_ms, ...]", i,
+                            i + 1);
             free(l);
             resp_reply_free(r);
             return e;

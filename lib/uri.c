@@ -21,8 +21,7 @@
 #include <string.h>
 #include <strings.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Write the message and return -1. */
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -58,8 +57,7 @@ static int userinfo_char(int c)
 /* Percent-decode src[0..n) into dst[dstlen]. what names the part for
  * messages ("the user name", "the password"); show says whether the text may
  * be echoed (never for the password). Returns 0 / -1. */
-static int decode_part(const char *src, size_t n, char *dst, size_t dstlen,
-                       const char *what, int show, int allow_colon,
+static int decode_part(const char *src, size_t n, char *dst, size_t dstlen, const char *what, int show, int allow_colon,
                        char *err, size_t errlen)
 {
     size_t out = 0;
@@ -100,8 +98,8 @@ static int check_reg_name(const char *h, size_t n, char *err, size_t errlen)
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)h[i];
         if (c == ':')
-            return fail(err, errlen, "unexpected ':' in host '%.*s' (an IPv6 address goes in brackets: [::1])",
-                        (int)n, h);
+            return fail(err, errlen, "unexpected ':' in host '%.*s' (an IPv6 address goes in brackets: [::1])", (int)n,
+                        h);
         if (!(isalnum(c) || c == '-' || c == '.' || c == '_')) {
             if (isprint(c))
                 return fail(err, errlen, "invalid character '%c' in host '%.*s'", c, (int)n, h);
@@ -177,18 +175,16 @@ int uri_parse(const char *text, int default_port, uri_t *out, char *err, size_t 
         if (colon == auth || at == auth)
             return fail(err, errlen, "empty user name before '@'");
         if (colon == NULL) {
-            if (decode_part(auth, (size_t)(at - auth), u.user, sizeof(u.user), "the user name", 1, 0,
-                            err, errlen) < 0)
+            if (decode_part(auth, (size_t)(at - auth), u.user, sizeof(u.user), "the user name", 1, 0, err, errlen) < 0)
                 return -1;
             return fail(err, errlen, "missing password for user '%s' (want user:pass@host)", u.user);
         }
-        if (decode_part(auth, (size_t)(colon - auth), u.user, sizeof(u.user), "the user name", 1, 0,
-                        err, errlen) < 0)
+        if (decode_part(auth, (size_t)(colon - auth), u.user, sizeof(u.user), "the user name", 1, 0, err, errlen) < 0)
             return -1;
         if (colon + 1 == at)
             return fail(err, errlen, "empty password for user '%s'", u.user);
-        if (decode_part(colon + 1, (size_t)(at - colon - 1), u.password, sizeof(u.password),
-                        "the password", 0, 1, err, errlen) < 0)
+        if (decode_part(colon + 1, (size_t)(at - colon - 1), u.password, sizeof(u.password), "the password", 0, 1, err,
+                        errlen) < 0)
             return -1;
         u.has_auth = 1;
         host = at + 1;
@@ -226,7 +222,8 @@ int uri_parse(const char *text, int default_port, uri_t *out, char *err, size_t 
         host_end = auth_end;
         if (colon != NULL) {
             if (memchr(colon + 1, ':', (size_t)(auth_end - colon - 1)) != NULL)
-                return fail(err, errlen, "more than one ':' in host and port (an IPv6 address goes in brackets: [::1])");
+                return fail(err, errlen,
+                            "more than one ':' in host and port (an IPv6 address goes in brackets: [::1])");
             host_end = colon;
             port = colon + 1;
         }

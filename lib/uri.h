@@ -13,15 +13,15 @@
 
 #include <stddef.h>
 
-#define URI_HOST_MAX 256       /* host buffer: a DNS name is at most 253 bytes */
-#define URI_CRED_MAX 256       /* user and password buffers (decoded, NUL included) */
+#define URI_HOST_MAX 256 /* host buffer: a DNS name is at most 253 bytes */
+#define URI_CRED_MAX 256 /* user and password buffers (decoded, NUL included) */
 
 typedef struct uri {
-    int tls;                   /* 1 for hourglass+tls:// */
-    char host[URI_HOST_MAX];   /* name, IPv4, or IPv6 without the brackets */
-    int port;                  /* 1..65535 (default_port when absent) */
-    int has_auth;              /* 1 when user:pass@ was given */
-    char user[URI_CRED_MAX];   /* percent-decoded */
+    int tls;                 /* 1 for hourglass+tls:// */
+    char host[URI_HOST_MAX]; /* name, IPv4, or IPv6 without the brackets */
+    int port;                /* 1..65535 (default_port when absent) */
+    int has_auth;            /* 1 when user:pass@ was given */
+    char user[URI_CRED_MAX]; /* percent-decoded */
     char password[URI_CRED_MAX];
 } uri_t;
 

@@ -41,7 +41,7 @@ int wire_poll_ms(uint64_t deadline)
 int wire_wait(int fd, short events, uint64_t deadline)
 {
     for (;;) {
-        struct pollfd p = {.fd = fd, .events = events};
+        struct pollfd p = { .fd = fd, .events = events };
         int n = poll(&p, 1, wire_poll_ms(deadline));
         if (n > 0)
             return 1;

@@ -39,9 +39,9 @@ typedef struct reply_ctx {
     const char *buf;
     size_t len;
     size_t max_depth, max_elements, max_bulk;
-    size_t elements;          /* declared children so far, all levels */
-    size_t str_bytes;         /* string bytes + one NUL each */
-    resp_reply_t *nodes;      /* build pass only */
+    size_t elements;     /* declared children so far, all levels */
+    size_t str_bytes;    /* string bytes + one NUL each */
+    resp_reply_t *nodes; /* build pass only */
     size_t next_node;
     char *strs;
     size_t next_str;
@@ -62,12 +62,16 @@ static resp_status_t reply_fail(reply_ctx_t *c, resp_status_t status, const char
     return status;
 }
 
-enum { LINE_OK, LINE_MORE, LINE_BAD_END, LINE_TOO_LONG };
+enum {
+    LINE_OK,
+    LINE_MORE,
+    LINE_BAD_END,
+    LINE_TOO_LONG
+};
 
 /* Find the line starting at pos, at most maxlen bytes before "\r\n".
  * On LINE_OK: *start, *n, *next (just past the "\r\n"). */
-static int read_line(const reply_ctx_t *c, size_t pos, size_t maxlen,
-                     size_t *n, size_t *next)
+static int read_line(const reply_ctx_t *c, size_t pos, size_t maxlen, size_t *n, size_t *next)
 {
     size_t avail = c->len - pos;
     size_t look = (maxlen < avail) ? maxlen + 1 : avail;
@@ -103,8 +107,7 @@ static void reply_set_str(reply_ctx_t *c, resp_reply_t *node, const char *s, siz
 
 /* Read a length header line at pos into *v. Returns RESP_OK, NEED_MORE or a
  * protocol error with what (e.g. "bulk") in the message. */
-static resp_status_t reply_number(reply_ctx_t *c, size_t pos, const char *what,
-                                  long long *v, size_t *next)
+static resp_status_t reply_number(reply_ctx_t *c, size_t pos, const char *what, long long *v, size_t *next)
 {
     size_t n;
     int r = read_line(c, pos, RESP_MAX_NUMBER_LEN, &n, next);
@@ -140,8 +143,8 @@ static resp_status_t parse_value(reply_ctx_t *c, size_t *pos, size_t depth, resp
         if (r == LINE_MORE)
             return RESP_NEED_MORE;
         if (r == LINE_TOO_LONG)
-            return reply_fail(c, RESP_ERR_LIMIT,
-                              "Protocol error: reply line longer than %zu bytes (max-bulk)", c->max_bulk);
+            return reply_fail(c, RESP_ERR_LIMIT, "Protocol error: reply line longer than %zu bytes (max-bulk)",
+                              c->max_bulk);
         if (r == LINE_BAD_END)
             return reply_fail(c, RESP_ERR_PROTOCOL, "Protocol error: reply line not ended by CRLF");
         if (node)
@@ -209,8 +212,8 @@ static resp_status_t parse_value(reply_ctx_t *c, size_t *pos, size_t depth, resp
         if (r == LINE_MORE)
             return RESP_NEED_MORE;
         if (r == LINE_TOO_LONG)
-            return reply_fail(c, RESP_ERR_LIMIT,
-                              "Protocol error: reply line longer than %zu bytes (max-bulk)", c->max_bulk);
+            return reply_fail(c, RESP_ERR_LIMIT, "Protocol error: reply line longer than %zu bytes (max-bulk)",
+                              c->max_bulk);
         {
             size_t i = (n > 0 && c->buf[p] == '-') ? 1 : 0;
             int good = r == LINE_OK && n > i;
@@ -242,8 +245,8 @@ static resp_status_t parse_value(reply_ctx_t *c, size_t *pos, size_t depth, resp
             return reply_fail(c, RESP_ERR_PROTOCOL, "Protocol error: invalid bulk length");
         if ((unsigned long long)v > c->max_bulk)
             return reply_fail(c, RESP_ERR_LIMIT,
-                              "Protocol error: bulk length %lld exceeds the limit of %zu bytes (max-bulk)",
-                              v, c->max_bulk);
+                              "Protocol error: bulk length %lld exceeds the limit of %zu bytes (max-bulk)", v,
+                              c->max_bulk);
         n = (size_t)v;
         if (c->len - data < n || c->len - data - n < 2)
             return RESP_NEED_MORE;
@@ -289,21 +292,21 @@ static resp_status_t parse_value(reply_ctx_t *c, size_t *pos, size_t depth, resp
         if (v < 0)
             return reply_fail(c, RESP_ERR_PROTOCOL, "Protocol error: invalid multibulk length");
         if (depth + 1 > c->max_depth)
-            return reply_fail(c, RESP_ERR_LIMIT,
-                              "Protocol error: reply nested deeper than %zu levels (max-depth)", c->max_depth);
-        if ((unsigned long long)v > c->max_elements ||
-            (type == '%' && (unsigned long long)v > c->max_elements / 2))
-            return reply_fail(c, RESP_ERR_LIMIT,
-                              "Protocol error: reply has more than %zu elements (max-elements)", c->max_elements);
+            return reply_fail(c, RESP_ERR_LIMIT, "Protocol error: reply nested deeper than %zu levels (max-depth)",
+                              c->max_depth);
+        if ((unsigned long long)v > c->max_elements || (type == '%' && (unsigned long long)v > c->max_elements / 2))
+            return reply_fail(c, RESP_ERR_LIMIT, "Protocol error: reply has more than %zu elements (max-elements)",
+                              c->max_elements);
         count = type == '%' ? (size_t)v * 2 : (size_t)v;
         if (count > c->max_elements - c->elements)
-            return reply_fail(c, RESP_ERR_LIMIT,
-                              "Protocol error: reply has more than %zu elements (max-elements)", c->max_elements);
+            return reply_fail(c, RESP_ERR_LIMIT, "Protocol error: reply has more than %zu elements (max-elements)",
+                              c->max_elements);
         c->elements += count;
         if (node) {
-            node->type = type == '*' ? RESP_REPLY_ARRAY
-                       : type == '%' ? RESP_REPLY_MAP
-                       : type == '~' ? RESP_REPLY_SET : RESP_REPLY_PUSH;
+            node->type = type == '*'   ? RESP_REPLY_ARRAY
+                         : type == '%' ? RESP_REPLY_MAP
+                         : type == '~' ? RESP_REPLY_SET
+                                       : RESP_REPLY_PUSH;
             node->count = count;
             children = c->nodes + c->next_node;
             node->elements = count ? children : NULL;
@@ -327,10 +330,8 @@ static resp_status_t parse_value(reply_ctx_t *c, size_t *pos, size_t depth, resp
     return RESP_OK;
 }
 
-resp_status_t resp_reply_parse(const char *buf, size_t len,
-                               const resp_reply_limits_t *limits,
-                               resp_reply_t **out, size_t *consumed,
-                               char *err, size_t errlen)
+resp_status_t resp_reply_parse(const char *buf, size_t len, const resp_reply_limits_t *limits, resp_reply_t **out,
+                               size_t *consumed, char *err, size_t errlen)
 {
     resp_reply_limits_t lim = RESP_REPLY_LIMITS_DEFAULT;
     reply_ctx_t c;
@@ -398,20 +399,32 @@ void resp_reply_free(resp_reply_t *r)
 const char *resp_reply_type_name(resp_reply_type_t t)
 {
     switch (t) {
-    case RESP_REPLY_STATUS: return "status";
-    case RESP_REPLY_ERROR: return "error";
-    case RESP_REPLY_INTEGER: return "integer";
-    case RESP_REPLY_BULK: return "bulk";
-    case RESP_REPLY_NIL: return "nil";
-    case RESP_REPLY_ARRAY: return "array";
-    case RESP_REPLY_MAP: return "map";
-    case RESP_REPLY_SET: return "set";
-    case RESP_REPLY_PUSH: return "push";
-    case RESP_REPLY_DOUBLE: return "double";
-    case RESP_REPLY_BOOL: return "bool";
-    case RESP_REPLY_BIGNUM: return "bignum";
-    case RESP_REPLY_VERBATIM: return "verbatim";
+    case RESP_REPLY_STATUS:
+        return "status";
+    case RESP_REPLY_ERROR:
+        return "error";
+    case RESP_REPLY_INTEGER:
+        return "integer";
+    case RESP_REPLY_BULK:
+        return "bulk";
+    case RESP_REPLY_NIL:
+        return "nil";
+    case RESP_REPLY_ARRAY:
+        return "array";
+    case RESP_REPLY_MAP:
+        return "map";
+    case RESP_REPLY_SET:
+        return "set";
+    case RESP_REPLY_PUSH:
+        return "push";
+    case RESP_REPLY_DOUBLE:
+        return "double";
+    case RESP_REPLY_BOOL:
+        return "bool";
+    case RESP_REPLY_BIGNUM:
+        return "bignum";
+    case RESP_REPLY_VERBATIM:
+        return "verbatim";
     }
     return "unknown";
 }
-

@@ -35,22 +35,24 @@ void resp_add_command(buf_t *b, size_t argc, const char *const *argv, const size
  * arriving in many reads costs little.
  */
 
-#define RESP_DEFAULT_REPLY_MAX_DEPTH    32                 /* nesting of aggregates */
-#define RESP_DEFAULT_REPLY_MAX_ELEMENTS (1024u * 1024)     /* elements in one reply, all levels */
+#define RESP_DEFAULT_REPLY_MAX_DEPTH    32                   /* nesting of aggregates */
+#define RESP_DEFAULT_REPLY_MAX_ELEMENTS (1024u * 1024)       /* elements in one reply, all levels */
 #define RESP_DEFAULT_REPLY_MAX_BULK     (512u * 1024 * 1024) /* bytes in one string */
-#define RESP_REPLY_DEPTH_CAP            512                /* max_depth is clamped to this */
+#define RESP_REPLY_DEPTH_CAP            512                  /* max_depth is clamped to this */
 
 typedef struct resp_reply_limits {
-    size_t max_depth;     /* an aggregate nested deeper is refused (max-depth);
+    size_t max_depth;    /* an aggregate nested deeper is refused (max-depth);
                              a top-level array is depth 1 */
-    size_t max_elements;  /* sum of the declared element counts of every
+    size_t max_elements; /* sum of the declared element counts of every
                              aggregate in the reply, a map of n pairs counting
                              2n (max-elements) */
-    size_t max_bulk;      /* most bytes in one string of any kind (max-bulk) */
+    size_t max_bulk;     /* most bytes in one string of any kind (max-bulk) */
 } resp_reply_limits_t;
 
-#define RESP_REPLY_LIMITS_DEFAULT { RESP_DEFAULT_REPLY_MAX_DEPTH, \
-        RESP_DEFAULT_REPLY_MAX_ELEMENTS, RESP_DEFAULT_REPLY_MAX_BULK }
+#define RESP_REPLY_LIMITS_DEFAULT                                                                  \
+    {                                                                                              \
+        RESP_DEFAULT_REPLY_MAX_DEPTH, RESP_DEFAULT_REPLY_MAX_ELEMENTS, RESP_DEFAULT_REPLY_MAX_BULK \
+    }
 
 typedef enum resp_reply_type {
     RESP_REPLY_STATUS = 1, /* +  str */
@@ -71,9 +73,9 @@ typedef enum resp_reply_type {
 
 typedef struct resp_reply {
     resp_reply_type_t type;
-    long long integer;           /* INTEGER, BOOL */
-    double dval;                 /* DOUBLE */
-    char *str;                   /* string types: len bytes then a NUL; else NULL */
+    long long integer; /* INTEGER, BOOL */
+    double dval;       /* DOUBLE */
+    char *str;         /* string types: len bytes then a NUL; else NULL */
     size_t len;
     char format[4];              /* VERBATIM: three characters and a NUL */
     size_t count;                /* aggregates: number of elements */
@@ -91,10 +93,8 @@ typedef struct resp_reply {
  *                   "Protocol error: invalid bulk length"; the stream is
  *                   unusable, close the connection.
  * limits may be NULL for the defaults; a zero field means its default. */
-resp_status_t resp_reply_parse(const char *buf, size_t len,
-                               const resp_reply_limits_t *limits,
-                               resp_reply_t **out, size_t *consumed,
-                               char *err, size_t errlen);
+resp_status_t resp_reply_parse(const char *buf, size_t len, const resp_reply_limits_t *limits, resp_reply_t **out,
+                               size_t *consumed, char *err, size_t errlen);
 
 /* Free a tree from resp_reply_parse (the whole tree; never an element of
  * it). NULL is fine. */

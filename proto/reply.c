@@ -235,4 +235,3 @@ void resp_add_verbatim(resp_buf_t *b, const char *format, const char *text, size
     w[5 + len] = '\n';
     b->raw.len += len + 6;
 }
-

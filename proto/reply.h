@@ -29,11 +29,14 @@
  */
 
 typedef struct resp_buf {
-    buf_t raw;    /* the bytes written so far */
-    int proto;    /* RESP_PROTO_2 or RESP_PROTO_3 */
+    buf_t raw; /* the bytes written so far */
+    int proto; /* RESP_PROTO_2 or RESP_PROTO_3 */
 } resp_buf_t;
 
-#define RESP_BUF_INIT { BUF_INIT, RESP_PROTO_2 }
+#define RESP_BUF_INIT          \
+    {                          \
+        BUF_INIT, RESP_PROTO_2 \
+    }
 
 /* An empty RESP2 reply; allocates nothing. */
 void resp_buf_init(resp_buf_t *b);
@@ -51,10 +54,8 @@ void resp_add_simple(resp_buf_t *b, const char *s);
 void resp_add_error(resp_buf_t *b, const char *msg);
 void resp_add_error_len(resp_buf_t *b, const char *msg, size_t len);
 /* resp_add_error with printf formatting: resp_add_errorf(b, "ERR no group '%s'", g). */
-void resp_add_errorf(resp_buf_t *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-void resp_add_verrorf(resp_buf_t *b, const char *fmt, va_list ap)
-    __attribute__((format(printf, 2, 0)));
+void resp_add_errorf(resp_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void resp_add_verrorf(resp_buf_t *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 /* ":<v>\r\n" */
 void resp_add_int(resp_buf_t *b, long long v);

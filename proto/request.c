@@ -31,20 +31,20 @@
 #include <string.h>
 
 /* Buffers above these sizes are released once their command is done. */
-#define RESP_PARSER_KEEP_BYTES (64u * 1024)
-#define RESP_PARSER_KEEP_ARGS 1024
+#define RESP_PARSER_KEEP_BYTES  (64u * 1024)
+#define RESP_PARSER_KEEP_ARGS   1024
 #define RESP_PARSER_FIRST_BYTES 256
-#define RESP_PARSER_FIRST_ARGS 8
+#define RESP_PARSER_FIRST_ARGS  8
 
 enum {
-    ST_START,        /* between commands: the next byte picks the form */
-    ST_INLINE,       /* collecting an inline line up to '\n' */
-    ST_MB_COUNT,     /* reading the digits after '*' up to "\r\n" */
-    ST_BULK_DOLLAR,  /* expecting the '$' of the next argument */
-    ST_BULK_LEN,     /* reading the digits after '$' up to "\r\n" */
-    ST_BULK_DATA,    /* copying bulk_left more bytes of the argument */
-    ST_BULK_CR,      /* expecting the '\r' after the argument */
-    ST_BULK_LF       /* expecting the '\n' after the argument */
+    ST_START,       /* between commands: the next byte picks the form */
+    ST_INLINE,      /* collecting an inline line up to '\n' */
+    ST_MB_COUNT,    /* reading the digits after '*' up to "\r\n" */
+    ST_BULK_DOLLAR, /* expecting the '$' of the next argument */
+    ST_BULK_LEN,    /* reading the digits after '$' up to "\r\n" */
+    ST_BULK_DATA,   /* copying bulk_left more bytes of the argument */
+    ST_BULK_CR,     /* expecting the '\r' after the argument */
+    ST_BULK_LF      /* expecting the '\n' after the argument */
 };
 
 void resp_limits_default(resp_limits_t *l)
@@ -233,21 +233,31 @@ static long long split_inline(resp_parser_t *p, size_t n)
             if (in_dq) {
                 if (r == n)
                     return -1;
-                if (s[r] == '\\' && r + 3 < n && s[r + 1] == 'x' &&
-                    hex_value((unsigned char)s[r + 2]) >= 0 &&
+                if (s[r] == '\\' && r + 3 < n && s[r + 1] == 'x' && hex_value((unsigned char)s[r + 2]) >= 0 &&
                     hex_value((unsigned char)s[r + 3]) >= 0) {
-                    s[w++] = (char)(hex_value((unsigned char)s[r + 2]) * 16 +
-                                    hex_value((unsigned char)s[r + 3]));
+                    s[w++] = (char)(hex_value((unsigned char)s[r + 2]) * 16 + hex_value((unsigned char)s[r + 3]));
                     r += 4;
                 } else if (s[r] == '\\' && r + 1 < n) {
                     char c;
                     switch (s[r + 1]) {
-                    case 'n': c = '\n'; break;
-                    case 'r': c = '\r'; break;
-                    case 't': c = '\t'; break;
-                    case 'b': c = '\b'; break;
-                    case 'a': c = '\a'; break;
-                    default: c = s[r + 1]; break;
+                    case 'n':
+                        c = '\n';
+                        break;
+                    case 'r':
+                        c = '\r';
+                        break;
+                    case 't':
+                        c = '\t';
+                        break;
+                    case 'b':
+                        c = '\b';
+                        break;
+                    case 'a':
+                        c = '\a';
+                        break;
+                    default:
+                        c = s[r + 1];
+                        break;
                     }
                     s[w++] = c;
                     r += 2;
@@ -311,8 +321,7 @@ static resp_status_t process_inline(resp_parser_t *p, resp_command_t *cmd)
     if (nargs < 0)
         return parser_fail(p, RESP_ERR_PROTOCOL, "Protocol error: unbalanced quotes in request");
     if ((unsigned long long)nargs > p->limits.max_args)
-        return parser_fail(p, RESP_ERR_LIMIT,
-                           "Protocol error: %lld arguments exceed the limit of %zu (max-args)",
+        return parser_fail(p, RESP_ERR_LIMIT, "Protocol error: %lld arguments exceed the limit of %zu (max-args)",
                            nargs, p->limits.max_args);
     if (nargs == 0) {
         clear_command(p);
@@ -336,9 +345,8 @@ static resp_status_t on_count(resp_parser_t *p, int ok, long long v)
         return RESP_NEED_MORE;
     }
     if ((unsigned long long)v > p->limits.max_args)
-        return parser_fail(p, RESP_ERR_LIMIT,
-                           "Protocol error: %lld arguments exceed the limit of %zu (max-args)",
-                           v, p->limits.max_args);
+        return parser_fail(p, RESP_ERR_LIMIT, "Protocol error: %lld arguments exceed the limit of %zu (max-args)", v,
+                           p->limits.max_args);
     if (p->query_len > p->limits.max_query)
         return parser_fail(p, RESP_ERR_LIMIT,
                            "Protocol error: command of at least %zu bytes exceeds the limit of %zu bytes (max-query)",
@@ -357,8 +365,8 @@ static resp_status_t on_bulk_len(resp_parser_t *p, int ok, long long v)
         return parser_fail(p, RESP_ERR_PROTOCOL, "Protocol error: invalid bulk length");
     if ((unsigned long long)v > p->limits.max_bulk)
         return parser_fail(p, RESP_ERR_LIMIT,
-                           "Protocol error: bulk length %lld exceeds the limit of %zu bytes (max-bulk)",
-                           v, p->limits.max_bulk);
+                           "Protocol error: bulk length %lld exceeds the limit of %zu bytes (max-bulk)", v,
+                           p->limits.max_bulk);
     /* v <= LLONG_MAX and query_len is small: no overflow in 64 bits */
     projected = (unsigned long long)p->query_len + (unsigned long long)v + 2;
     if (projected > p->limits.max_query)
@@ -377,8 +385,7 @@ static resp_status_t on_bulk_len(resp_parser_t *p, int ok, long long v)
     return RESP_OK;
 }
 
-resp_status_t resp_parser_feed(resp_parser_t *p, const char *buf, size_t len,
-                               size_t *consumed, resp_command_t *cmd)
+resp_status_t resp_parser_feed(resp_parser_t *p, const char *buf, size_t len, size_t *consumed, resp_command_t *cmd)
 {
     size_t pos = 0;
     resp_status_t st;
@@ -410,8 +417,7 @@ resp_status_t resp_parser_feed(resp_parser_t *p, const char *buf, size_t len,
             size_t take = nl ? (size_t)(nl - (buf + pos)) : avail;
 
             /* (the first test guards against limits lowered mid-line) */
-            if (p->data_len > p->limits.max_inline ||
-                take > p->limits.max_inline - p->data_len) {
+            if (p->data_len > p->limits.max_inline || take > p->limits.max_inline - p->data_len) {
                 *consumed = pos;
                 return parser_fail(p, RESP_ERR_LIMIT, "Protocol error: too big inline request");
             }
@@ -525,4 +531,3 @@ resp_status_t resp_parser_feed(resp_parser_t *p, const char *buf, size_t len,
     *consumed = pos;
     return RESP_NEED_MORE;
 }
-

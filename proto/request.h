@@ -26,23 +26,25 @@
  * Request limits (the broker's max-args, max-bulk, max-inline, max-query)
  * ------------------------------------------------------------------------ */
 
-#define RESP_DEFAULT_MAX_ARGS   65536                     /* arguments per command */
-#define RESP_DEFAULT_MAX_BULK   (64u * 1024 * 1024)       /* bytes in one argument */
-#define RESP_DEFAULT_MAX_INLINE (64u * 1024)              /* bytes in one inline line */
-#define RESP_DEFAULT_MAX_QUERY  (128u * 1024 * 1024)      /* wire bytes of one command */
+#define RESP_DEFAULT_MAX_ARGS   65536                /* arguments per command */
+#define RESP_DEFAULT_MAX_BULK   (64u * 1024 * 1024)  /* bytes in one argument */
+#define RESP_DEFAULT_MAX_INLINE (64u * 1024)         /* bytes in one inline line */
+#define RESP_DEFAULT_MAX_QUERY  (128u * 1024 * 1024) /* wire bytes of one command */
 
 typedef struct resp_limits {
-    size_t max_args;    /* most arguments in one command (max-args) */
-    size_t max_bulk;    /* most bytes in one bulk argument (max-bulk) */
-    size_t max_inline;  /* most bytes on one inline line, counted before its
+    size_t max_args;   /* most arguments in one command (max-args) */
+    size_t max_bulk;   /* most bytes in one bulk argument (max-bulk) */
+    size_t max_inline; /* most bytes on one inline line, counted before its
                            '\n' (a '\r' before the '\n' counts) (max-inline) */
-    size_t max_query;   /* most wire bytes of one command, headers and CRLFs
+    size_t max_query;  /* most wire bytes of one command, headers and CRLFs
                            included (max-query); keep it above max-bulk */
 } resp_limits_t;
 
 /* The defaults above, as an initialiser. */
-#define RESP_LIMITS_DEFAULT { RESP_DEFAULT_MAX_ARGS, RESP_DEFAULT_MAX_BULK, \
-                              RESP_DEFAULT_MAX_INLINE, RESP_DEFAULT_MAX_QUERY }
+#define RESP_LIMITS_DEFAULT                                                                           \
+    {                                                                                                 \
+        RESP_DEFAULT_MAX_ARGS, RESP_DEFAULT_MAX_BULK, RESP_DEFAULT_MAX_INLINE, RESP_DEFAULT_MAX_QUERY \
+    }
 
 /* Fill *l with the defaults. */
 void resp_limits_default(resp_limits_t *l);
@@ -90,32 +92,32 @@ typedef struct resp_arg {
  * the parser and stays valid until the next resp_parser_feed, resp_parser_reset
  * or resp_parser_free on the same parser; copy what must live longer. */
 typedef struct resp_command {
-    size_t argc;             /* >= 1 */
-    const resp_arg_t *argv;  /* argc entries */
-    size_t wire_len;         /* bytes the command took on the wire */
-    int is_inline;           /* 1 when it came as an inline line */
+    size_t argc;            /* >= 1 */
+    const resp_arg_t *argv; /* argc entries */
+    size_t wire_len;        /* bytes the command took on the wire */
+    int is_inline;          /* 1 when it came as an inline line */
 } resp_command_t;
 
 /* The parser state. Embed it in a connection; the fields are private to
  * request.c (use the functions below). */
 typedef struct resp_parser {
     resp_limits_t limits;
-    int state;               /* where in the grammar the next byte lands */
-    int have_command;        /* argv was handed out; reset on the next feed */
-    resp_status_t dead;      /* RESP_OK while alive, else the fatal status */
-    size_t query_len;        /* wire bytes of the current command so far */
-    size_t want_args;        /* multibulk: the declared count */
-    size_t bulk_left;        /* multibulk: bytes of the current bulk still due */
-    size_t bulk_len;         /* multibulk: declared length of the current bulk */
+    int state;                            /* where in the grammar the next byte lands */
+    int have_command;                     /* argv was handed out; reset on the next feed */
+    resp_status_t dead;                   /* RESP_OK while alive, else the fatal status */
+    size_t query_len;                     /* wire bytes of the current command so far */
+    size_t want_args;                     /* multibulk: the declared count */
+    size_t bulk_left;                     /* multibulk: bytes of the current bulk still due */
+    size_t bulk_len;                      /* multibulk: declared length of the current bulk */
     char number[RESP_MAX_NUMBER_LEN + 1]; /* a length header being read */
     size_t number_len;
-    int number_cr;           /* the '\r' ending the header was seen */
-    char *data;              /* argument bytes, each followed by NUL; or the
+    int number_cr; /* the '\r' ending the header was seen */
+    char *data;    /* argument bytes, each followed by NUL; or the
                                 inline line being collected */
     size_t data_len, data_cap;
-    resp_arg_t *argv;        /* arguments of the current command */
+    resp_arg_t *argv; /* arguments of the current command */
     size_t argc, argv_cap;
-    char err[160];           /* message after an error, else "" */
+    char err[160]; /* message after an error, else "" */
 } resp_parser_t;
 
 /* Prepare *p. limits may be NULL for the defaults; a zero field in *limits
@@ -144,8 +146,7 @@ void resp_parser_reset(resp_parser_t *p);
  *   RESP_ERR_PROTOCOL / RESP_ERR_LIMIT  the parser is dead; the message is
  *                   resp_parser_error(p). *consumed says how far it got.
  * len 0 returns RESP_NEED_MORE. consumed and cmd must not be NULL. */
-resp_status_t resp_parser_feed(resp_parser_t *p, const char *buf, size_t len,
-                               size_t *consumed, resp_command_t *cmd);
+resp_status_t resp_parser_feed(resp_parser_t *p, const char *buf, size_t len, size_t *consumed, resp_command_t *cmd);
 
 /* The message of the error that killed the parser, or "" when alive.
  * Owned by the parser; valid until reset/free. */

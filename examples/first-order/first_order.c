@@ -51,13 +51,20 @@ int main(int argc, char **argv)
     int wait_s = 30;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
-        if (strcmp(k, "--uri") == 0) uri = v;
-        else if (strcmp(k, "--mysql-socket") == 0) socket = v;
-        else if (strcmp(k, "--mysql-user") == 0) user = v;
-        else if (strcmp(k, "--mysql-database") == 0) database = v;
-        else if (strcmp(k, "--timeout-ms") == 0) timeout_ms = strtoull(v, NULL, 10);
-        else if (strcmp(k, "--order-id") == 0) order_id = strtoull(v, NULL, 10);
-        else if (strcmp(k, "--wait") == 0) wait_s = atoi(v);
+        if (strcmp(k, "--uri") == 0)
+            uri = v;
+        else if (strcmp(k, "--mysql-socket") == 0)
+            socket = v;
+        else if (strcmp(k, "--mysql-user") == 0)
+            user = v;
+        else if (strcmp(k, "--mysql-database") == 0)
+            database = v;
+        else if (strcmp(k, "--timeout-ms") == 0)
+            timeout_ms = strtoull(v, NULL, 10);
+        else if (strcmp(k, "--order-id") == 0)
+            order_id = strtoull(v, NULL, 10);
+        else if (strcmp(k, "--wait") == 0)
+            wait_s = atoi(v);
         else {
             fprintf(stderr, "first-order: unknown option %s (see the comment atop first_order.c)\n", k);
             return 2;
@@ -71,16 +78,17 @@ int main(int argc, char **argv)
         order_id = wall_ms(); /* unique enough for a first try */
 
     /* The order service's handle and its broker client. */
-    hg_order_db_params_t p = {.socket = socket, .user = user, .password = getenv("HG_MYSQL_PASSWORD"),
-                              .database = database};
-    hg_order_error_t err = {0};
+    hg_order_db_params_t p = {
+        .socket = socket, .user = user, .password = getenv("HG_MYSQL_PASSWORD"), .database = database
+    };
+    hg_order_error_t err = { 0 };
     hg_order_db *db = hg_order_db_open(&p, &err);
     if (db == NULL) {
         fprintf(stderr, "first-order: database: %s\n", err.message);
         return 1;
     }
     hg_client_t *client = NULL;
-    hg_error_t cerr = {0};
+    hg_error_t cerr = { 0 };
     if (hg_client_open(uri, NULL, &client, &cerr) != HG_OK) {
         fprintf(stderr, "first-order: broker: %s\n", cerr.message);
         hg_order_db_close(db);
@@ -102,9 +110,8 @@ int main(int argc, char **argv)
     if (ok) {
         snprintf(sql, sizeof sql, "INSERT INTO order_items (order_id, sku_id, qty) VALUES (%" PRIu64 ", 1, 1)",
                  order_id);
-        ok = run(m, sql) == 0
-             && run(m, "UPDATE stock SET available = available - 1, reserved = reserved + 1"
-                       " WHERE sku_id = 1 AND available >= 1") == 0;
+        ok = run(m, sql) == 0 && run(m, "UPDATE stock SET available = available - 1, reserved = reserved + 1"
+                                        " WHERE sku_id = 1 AND available >= 1") == 0;
         if (ok && mysql_affected_rows(m) != 1) {
             fprintf(stderr, "first-order: SKU 1 is out of stock (or has no stock row)\n");
             ok = 0;
@@ -129,17 +136,18 @@ int main(int argc, char **argv)
     /* 2. After the COMMIT: the fast path. Whatever it answers, the order is covered. */
     char id[HG_ID_MAX] = "", why[256];
     hg_order_publish_outcome_t o = hg_order_timeout_publish(db, client, NULL, order_id, expire, id, why, sizeof why);
-    printf("order %" PRIu64 " created, expires in %" PRIu64 " ms; timeout message %s: %s%s%s\n", order_id,
-           timeout_ms, id[0] ? id : "-", hg_order_publish_outcome_name(o), why[0] ? " — " : "", why);
+    printf("order %" PRIu64 " created, expires in %" PRIu64 " ms; timeout message %s: %s%s%s\n", order_id, timeout_ms,
+           id[0] ? id : "-", hg_order_publish_outcome_name(o), why[0] ? " — " : "", why);
 
     /* 3. Watch it: hourglass-consumer cancels it when the message comes due. */
     int rc = 1;
     for (uint64_t end = wall_ms() + (uint64_t)wait_s * 1000; wall_ms() < end;) {
         m = hg_order_db_mysql(db, &err);
-        snprintf(sql, sizeof sql,
-                 "SELECT status, COALESCE(cancel_reason, ''),"
-                 " TIMESTAMPDIFF(MICROSECOND, expire_at, COALESCE(cancelled_at, NOW(6))) FROM orders WHERE id = %"
-                 PRIu64, order_id);
+        snprintf(
+            sql, sizeof sql,
+            "SELECT status, COALESCE(cancel_reason, ''),"
+            " TIMESTAMPDIFF(MICROSECOND, expire_at, COALESCE(cancelled_at, NOW(6))) FROM orders WHERE id = %" PRIu64,
+            order_id);
         MYSQL_RES *res = m != NULL && mysql_query(m, sql) == 0 ? mysql_store_result(m) : NULL;
         MYSQL_ROW row = res != NULL ? mysql_fetch_row(res) : NULL;
         int done = 0;
@@ -154,12 +162,14 @@ int main(int argc, char **argv)
         hg_order_db_rollback(db); /* end the read's transaction: the next one sees new commits */
         if (done)
             break;
-        struct timespec ts = {0, 100 * 1000000L};
+        struct timespec ts = { 0, 100 * 1000000L };
         nanosleep(&ts, NULL);
     }
     if (rc != 0)
-        fprintf(stderr, "first-order: order %" PRIu64 " not cancelled within %d s: is hourglass-consumer running "
-                        "on topic order-timeout?\n", order_id, wait_s);
+        fprintf(stderr,
+                "first-order: order %" PRIu64 " not cancelled within %d s: is hourglass-consumer running "
+                "on topic order-timeout?\n",
+                order_id, wait_s);
     hg_client_close(client);
     hg_order_db_close(db);
     return rc;

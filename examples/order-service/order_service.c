@@ -43,8 +43,8 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_ITEMS 8
-#define MAX_PAYERS 16
+#define MAX_ITEMS   8
+#define MAX_PAYERS  16
 #define TX_ATTEMPTS 5 /* a deadlock or lost connection is retried this often */
 
 /* ---------------------------------------------------------------- options */
@@ -66,10 +66,23 @@ typedef struct options {
 } options_t;
 
 static options_t opt = {
-    .uri = "hourglass://127.0.0.1:7379", .topic = "order-timeout", .database = "shop",
-    .rate = 20, .duration_s = 60, .timeout_ms = 10000, .relay_after_ms = 2000,
-    .pay_share = 0.6, .late_share = 0.15, .drop_sends = 0, .race_window_ms = 1000,
-    .skus = 20, .max_items = 3, .max_qty = 3, .payers = 2, .first_id = 1, .seed = 1,
+    .uri = "hourglass://127.0.0.1:7379",
+    .topic = "order-timeout",
+    .database = "shop",
+    .rate = 20,
+    .duration_s = 60,
+    .timeout_ms = 10000,
+    .relay_after_ms = 2000,
+    .pay_share = 0.6,
+    .late_share = 0.15,
+    .drop_sends = 0,
+    .race_window_ms = 1000,
+    .skus = 20,
+    .max_items = 3,
+    .max_qty = 3,
+    .payers = 2,
+    .first_id = 1,
+    .seed = 1,
 };
 
 /* ---------------------------------------------------------------- counters */
@@ -81,29 +94,29 @@ typedef struct counters {
 } counters_t;
 
 static counters_t count;
-static atomic_int stopping;        /* a signal: stop everything now */
-static atomic_int creating = 1;    /* the creator is still creating */
+static atomic_int stopping;     /* a signal: stop everything now */
+static atomic_int creating = 1; /* the creator is still creating */
 static uint64_t started_ms;
 
 static const struct {
     const char *name;
     size_t offset;
 } counter_names[] = {
-    {"created", offsetof(counters_t, created)},
-    {"rejected_out_of_stock", offsetof(counters_t, rejected)},
-    {"create_failed", offsetof(counters_t, create_failed)},
-    {"fast_path_sent", offsetof(counters_t, sent)},
-    {"fast_path_sent_kept", offsetof(counters_t, sent_kept)},
-    {"fast_path_dropped", offsetof(counters_t, dropped)},
-    {"fast_path_send_failed", offsetof(counters_t, send_failed)},
-    {"fast_path_mark_failed", offsetof(counters_t, mark_failed)},
-    {"payments_scheduled", offsetof(counters_t, scheduled)},
-    {"payments_racing", offsetof(counters_t, late_scheduled)},
-    {"paid", offsetof(counters_t, paid)},
-    {"paid_racing", offsetof(counters_t, paid_late)},
-    {"refunds", offsetof(counters_t, refunds)},
-    {"pay_failed", offsetof(counters_t, pay_failed)},
-    {"payments_left", offsetof(counters_t, pays_left)},
+    { "created", offsetof(counters_t, created) },
+    { "rejected_out_of_stock", offsetof(counters_t, rejected) },
+    { "create_failed", offsetof(counters_t, create_failed) },
+    { "fast_path_sent", offsetof(counters_t, sent) },
+    { "fast_path_sent_kept", offsetof(counters_t, sent_kept) },
+    { "fast_path_dropped", offsetof(counters_t, dropped) },
+    { "fast_path_send_failed", offsetof(counters_t, send_failed) },
+    { "fast_path_mark_failed", offsetof(counters_t, mark_failed) },
+    { "payments_scheduled", offsetof(counters_t, scheduled) },
+    { "payments_racing", offsetof(counters_t, late_scheduled) },
+    { "paid", offsetof(counters_t, paid) },
+    { "paid_racing", offsetof(counters_t, paid_late) },
+    { "refunds", offsetof(counters_t, refunds) },
+    { "pay_failed", offsetof(counters_t, pay_failed) },
+    { "payments_left", offsetof(counters_t, pays_left) },
 };
 
 static uint64_t wall_ms(void)
@@ -115,7 +128,7 @@ static uint64_t wall_ms(void)
 
 static void sleep_ms(uint64_t ms)
 {
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !stopping)
         ;
 }
@@ -163,7 +176,7 @@ static struct {
     pthread_cond_t cond;
     payment_t *items;
     size_t n, cap;
-} heap = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0};
+} heap = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0 };
 
 static void heap_push(payment_t p)
 {
@@ -233,9 +246,14 @@ static int heap_pop_due(payment_t *out)
 
 static hg_order_db *open_db(void)
 {
-    hg_order_db_params_t p = {.host = opt.host, .socket = opt.socket, .port = opt.port, .user = opt.user,
-                              .password = opt.password, .database = opt.database, .lock_wait_timeout_s = 5};
-    hg_order_error_t err = {0};
+    hg_order_db_params_t p = { .host = opt.host,
+                               .socket = opt.socket,
+                               .port = opt.port,
+                               .user = opt.user,
+                               .password = opt.password,
+                               .database = opt.database,
+                               .lock_wait_timeout_s = 5 };
+    hg_order_error_t err = { 0 };
     hg_order_db *db = hg_order_db_open(&p, &err);
     if (db == NULL)
         fprintf(stderr, "order-service: cannot open the database: %s\n", err.message);
@@ -282,13 +300,17 @@ static int query_first(hg_order_db *db, const char *sql, char *buf, size_t len, 
     return 0;
 }
 
-typedef enum { CREATE_OK, CREATE_OUT_OF_STOCK, CREATE_FAILED } create_result_t;
+typedef enum {
+    CREATE_OK,
+    CREATE_OUT_OF_STOCK,
+    CREATE_FAILED
+} create_result_t;
 
 /* The order's transaction: order, items, stock reservation, outbox row, COMMIT.
  * SKUs are reserved in ascending order so two transactions never lock two
  * stock rows in opposite orders. */
-static create_result_t create_order(hg_order_db *db, uint64_t id, uint64_t now_ms, uint64_t expire_ms,
-                                    uint64_t *rnd, hg_order_error_t *err)
+static create_result_t create_order(hg_order_db *db, uint64_t id, uint64_t now_ms, uint64_t expire_ms, uint64_t *rnd,
+                                    hg_order_error_t *err)
 {
     unsigned n = 1 + (unsigned)(next_random(rnd) % opt.max_items), skus[MAX_ITEMS], qty[MAX_ITEMS];
     for (unsigned i = 0; i < n; i++) {
@@ -366,7 +388,7 @@ static hg_client_t *open_client(void)
     o.read_timeout_ms = 2000;
     o.reconnect = 0; /* one connection attempt per send: a broker that is down fails fast, the relay takes over */
     hg_client_t *c = NULL;
-    hg_error_t err = {0};
+    hg_error_t err = { 0 };
     if (hg_client_open(opt.uri, &o, &c, &err) != HG_OK) {
         fprintf(stderr, "order-service: broker: %s\n", err.message);
         return NULL;
@@ -390,7 +412,7 @@ static void *creator_main(void *arg)
             break;
         now = wall_ms();
         uint64_t id = opt.first_id + i, expire = now + opt.timeout_ms;
-        hg_order_error_t err = {0};
+        hg_order_error_t err = { 0 };
         create_result_t r = create_order(db, id, now, expire, &rnd, &err);
         if (r == CREATE_OUT_OF_STOCK) {
             atomic_fetch_add(&count.rejected, 1);
@@ -415,19 +437,20 @@ static void *creator_main(void *arg)
                 client = open_client();
             }
             char why[256] = "no broker connection";
-            hg_order_publish_outcome_t o = client != NULL
-                ? hg_order_timeout_publish(db, client, opt.topic, id, expire, NULL, why, sizeof why)
-                : HG_ORDER_PUBLISH_SEND_FAILED;
-            atomic_ullong *c[] = {[HG_ORDER_PUBLISH_SENT] = &count.sent, [HG_ORDER_PUBLISH_SENT_KEPT] = &count.sent_kept,
-                                  [HG_ORDER_PUBLISH_SEND_FAILED] = &count.send_failed,
-                                  [HG_ORDER_PUBLISH_MARK_FAILED] = &count.mark_failed};
+            hg_order_publish_outcome_t o =
+                client != NULL ? hg_order_timeout_publish(db, client, opt.topic, id, expire, NULL, why, sizeof why)
+                               : HG_ORDER_PUBLISH_SEND_FAILED;
+            atomic_ullong *c[] = { [HG_ORDER_PUBLISH_SENT] = &count.sent,
+                                   [HG_ORDER_PUBLISH_SENT_KEPT] = &count.sent_kept,
+                                   [HG_ORDER_PUBLISH_SEND_FAILED] = &count.send_failed,
+                                   [HG_ORDER_PUBLISH_MARK_FAILED] = &count.mark_failed };
             atomic_fetch_add(c[o], 1);
             if (o == HG_ORDER_PUBLISH_SEND_FAILED)
                 broker_down_until = wall_ms() + 1000;
         }
 
         if (uniform(&rnd) < opt.pay_share) {
-            payment_t p = {.order_id = id};
+            payment_t p = { .order_id = id };
             if (uniform(&rnd) < opt.late_share) {
                 int64_t offset = (int64_t)((uniform(&rnd) * 2 - 1) * (double)opt.race_window_ms);
                 p.at_ms = (uint64_t)((int64_t)expire + offset);
@@ -465,7 +488,7 @@ static int order_status(hg_order_db *db, uint64_t id, char *buf, size_t len, hg_
 
 static void pay_one(hg_order_db *db, const payment_t *p)
 {
-    hg_order_error_t err = {0};
+    hg_order_error_t err = { 0 };
     hg_order_outcome_t o = HG_ORDER_TRANSIENT;
     int attempts = 0;
     while (attempts++ < TX_ATTEMPTS && hg_order_pay(db, p->order_id, &o, &err) != 0 && o == HG_ORDER_TRANSIENT)
@@ -486,7 +509,8 @@ static void pay_one(hg_order_db *db, const payment_t *p)
         char sql[192];
         snprintf(sql, sizeof sql,
                  "INSERT IGNORE INTO order_refunds (order_id, paid_at, reason) VALUES (%" PRIu64
-                 ", NOW(6), 'paid after the cancel')", p->order_id);
+                 ", NOW(6), 'paid after the cancel')",
+                 p->order_id);
         for (int i = 0; i < TX_ATTEMPTS; i++) {
             if (exec(db, sql, NULL, &err) == 0 && hg_order_db_commit(db, &err) == 0) {
                 atomic_fetch_add(&count.refunds, 1);
@@ -497,8 +521,8 @@ static void pay_one(hg_order_db *db, const payment_t *p)
         }
     }
     atomic_fetch_add(&count.pay_failed, 1);
-    fprintf(stderr, "order-service: payment of order %" PRIu64 ": %s (%s)\n", p->order_id,
-            hg_order_outcome_name(o), err.message);
+    fprintf(stderr, "order-service: payment of order %" PRIu64 ": %s (%s)\n", p->order_id, hg_order_outcome_name(o),
+            err.message);
 }
 
 static void *payer_main(void *arg)
@@ -520,8 +544,11 @@ static int parse_duration_ms(const char *s, uint64_t *out)
     double v = strtod(s, &end);
     if (end == s || errno != 0 || v < 0)
         return -1;
-    static const struct { const char *unit; double ms; } units[] = {
-        {"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000},
+    static const struct {
+        const char *unit;
+        double ms;
+    } units[] = {
+        { "", 1000 }, { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
     };
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
         if (strcmp(end, units[i].unit) == 0) {
@@ -561,44 +588,118 @@ static void usage(FILE *f)
 static int parse_args(int argc, char **argv)
 {
     static const struct option longs[] = {
-        {"uri", 1, 0, 'u'}, {"topic", 1, 0, 't'}, {"mysql-socket", 1, 0, 'S'}, {"mysql-host", 1, 0, 'H'},
-        {"mysql-port", 1, 0, 'P'}, {"mysql-user", 1, 0, 'U'}, {"mysql-password", 1, 0, 'W'},
-        {"mysql-database", 1, 0, 'D'}, {"rate", 1, 0, 'r'}, {"duration", 1, 0, 'd'}, {"timeout", 1, 0, 'T'},
-        {"relay-after", 1, 0, 'A'}, {"pay-share", 1, 0, 'p'}, {"late-share", 1, 0, 'l'},
-        {"race-window", 1, 0, 'w'}, {"drop-sends", 1, 0, 'x'}, {"skus", 1, 0, 'k'}, {"max-items", 1, 0, 'i'},
-        {"max-qty", 1, 0, 'q'}, {"payers", 1, 0, 'y'}, {"first-id", 1, 0, 'f'}, {"seed", 1, 0, 's'},
-        {"stats", 1, 0, 'o'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0},
+        { "uri", 1, 0, 'u' },
+        { "topic", 1, 0, 't' },
+        { "mysql-socket", 1, 0, 'S' },
+        { "mysql-host", 1, 0, 'H' },
+        { "mysql-port", 1, 0, 'P' },
+        { "mysql-user", 1, 0, 'U' },
+        { "mysql-password", 1, 0, 'W' },
+        { "mysql-database", 1, 0, 'D' },
+        { "rate", 1, 0, 'r' },
+        { "duration", 1, 0, 'd' },
+        { "timeout", 1, 0, 'T' },
+        { "relay-after", 1, 0, 'A' },
+        { "pay-share", 1, 0, 'p' },
+        { "late-share", 1, 0, 'l' },
+        { "race-window", 1, 0, 'w' },
+        { "drop-sends", 1, 0, 'x' },
+        { "skus", 1, 0, 'k' },
+        { "max-items", 1, 0, 'i' },
+        { "max-qty", 1, 0, 'q' },
+        { "payers", 1, 0, 'y' },
+        { "first-id", 1, 0, 'f' },
+        { "seed", 1, 0, 's' },
+        { "stats", 1, 0, 'o' },
+        { "help", 0, 0, 'h' },
+        { 0, 0, 0, 0 },
     };
     opt.password = getenv("HG_MYSQL_PASSWORD");
     int c, li = -1;
     while ((c = getopt_long(argc, argv, "h", longs, &li)) != -1) {
         int bad = 0;
         switch (c) {
-        case 'u': opt.uri = optarg; break;
-        case 't': opt.topic = optarg; break;
-        case 'S': opt.socket = optarg; break;
-        case 'H': opt.host = optarg; break;
-        case 'P': opt.port = (unsigned)strtoul(optarg, NULL, 10); break;
-        case 'U': opt.user = optarg; break;
-        case 'W': opt.password = optarg; break;
-        case 'D': opt.database = optarg; break;
-        case 'r': opt.rate = strtod(optarg, NULL); bad = !(opt.rate > 0 && opt.rate <= 100000); break;
-        case 'd': opt.duration_s = strtod(optarg, NULL); bad = !(opt.duration_s >= 0); break;
-        case 'T': bad = parse_duration_ms(optarg, &opt.timeout_ms) != 0 || opt.timeout_ms == 0; break;
-        case 'A': bad = parse_duration_ms(optarg, &opt.relay_after_ms) != 0 || opt.relay_after_ms == 0; break;
-        case 'p': opt.pay_share = strtod(optarg, NULL); bad = opt.pay_share < 0 || opt.pay_share > 1; break;
-        case 'l': opt.late_share = strtod(optarg, NULL); bad = opt.late_share < 0 || opt.late_share > 1; break;
-        case 'w': bad = parse_duration_ms(optarg, &opt.race_window_ms) != 0; break;
-        case 'x': opt.drop_sends = strtod(optarg, NULL); bad = opt.drop_sends < 0 || opt.drop_sends > 1; break;
-        case 'k': opt.skus = (unsigned)strtoul(optarg, NULL, 10); break;
-        case 'i': opt.max_items = (unsigned)strtoul(optarg, NULL, 10); break;
-        case 'q': opt.max_qty = (unsigned)strtoul(optarg, NULL, 10); break;
-        case 'y': opt.payers = (unsigned)strtoul(optarg, NULL, 10); break;
-        case 'f': opt.first_id = strtoull(optarg, NULL, 10); bad = opt.first_id == 0; break;
-        case 's': opt.seed = strtoull(optarg, NULL, 10); break;
-        case 'o': opt.stats_path = optarg; break;
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); return -1;
+        case 'u':
+            opt.uri = optarg;
+            break;
+        case 't':
+            opt.topic = optarg;
+            break;
+        case 'S':
+            opt.socket = optarg;
+            break;
+        case 'H':
+            opt.host = optarg;
+            break;
+        case 'P':
+            opt.port = (unsigned)strtoul(optarg, NULL, 10);
+            break;
+        case 'U':
+            opt.user = optarg;
+            break;
+        case 'W':
+            opt.password = optarg;
+            break;
+        case 'D':
+            opt.database = optarg;
+            break;
+        case 'r':
+            opt.rate = strtod(optarg, NULL);
+            bad = !(opt.rate > 0 && opt.rate <= 100000);
+            break;
+        case 'd':
+            opt.duration_s = strtod(optarg, NULL);
+            bad = !(opt.duration_s >= 0);
+            break;
+        case 'T':
+            bad = parse_duration_ms(optarg, &opt.timeout_ms) != 0 || opt.timeout_ms == 0;
+            break;
+        case 'A':
+            bad = parse_duration_ms(optarg, &opt.relay_after_ms) != 0 || opt.relay_after_ms == 0;
+            break;
+        case 'p':
+            opt.pay_share = strtod(optarg, NULL);
+            bad = opt.pay_share < 0 || opt.pay_share > 1;
+            break;
+        case 'l':
+            opt.late_share = strtod(optarg, NULL);
+            bad = opt.late_share < 0 || opt.late_share > 1;
+            break;
+        case 'w':
+            bad = parse_duration_ms(optarg, &opt.race_window_ms) != 0;
+            break;
+        case 'x':
+            opt.drop_sends = strtod(optarg, NULL);
+            bad = opt.drop_sends < 0 || opt.drop_sends > 1;
+            break;
+        case 'k':
+            opt.skus = (unsigned)strtoul(optarg, NULL, 10);
+            break;
+        case 'i':
+            opt.max_items = (unsigned)strtoul(optarg, NULL, 10);
+            break;
+        case 'q':
+            opt.max_qty = (unsigned)strtoul(optarg, NULL, 10);
+            break;
+        case 'y':
+            opt.payers = (unsigned)strtoul(optarg, NULL, 10);
+            break;
+        case 'f':
+            opt.first_id = strtoull(optarg, NULL, 10);
+            bad = opt.first_id == 0;
+            break;
+        case 's':
+            opt.seed = strtoull(optarg, NULL, 10);
+            break;
+        case 'o':
+            opt.stats_path = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            return -1;
         }
         if (bad) {
             fprintf(stderr, "order-service: bad value '%s' for --%s (see --help)\n", optarg,
@@ -606,10 +707,12 @@ static int parse_args(int argc, char **argv)
             return -1;
         }
     }
-    if (optind < argc || opt.max_items < 1 || opt.max_items > MAX_ITEMS || opt.skus < opt.max_items
-        || opt.max_qty < 1 || opt.payers < 1 || opt.payers > MAX_PAYERS) {
-        fprintf(stderr, "order-service: want --max-items 1..%d, --skus >= --max-items, --max-qty >= 1 and "
-                        "--payers 1..%d, and no other arguments (see --help)\n", MAX_ITEMS, MAX_PAYERS);
+    if (optind < argc || opt.max_items < 1 || opt.max_items > MAX_ITEMS || opt.skus < opt.max_items ||
+        opt.max_qty < 1 || opt.payers < 1 || opt.payers > MAX_PAYERS) {
+        fprintf(stderr,
+                "order-service: want --max-items 1..%d, --skus >= --max-items, --max-qty >= 1 and "
+                "--payers 1..%d, and no other arguments (see --help)\n",
+                MAX_ITEMS, MAX_PAYERS);
         return -1;
     }
     if (opt.seed == 0)
@@ -628,20 +731,20 @@ int main(int argc, char **argv)
     if (parse_args(argc, argv) != 0)
         return 2;
     signal(SIGPIPE, SIG_IGN);
-    struct sigaction sa = {.sa_handler = on_signal};
+    struct sigaction sa = { .sa_handler = on_signal };
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     if (hg_order_library_init() != 0)
         return 1;
 
     /* Every handle opened up front: a wrong password or a missing table shows now. */
-    hg_order_db *creator_db = open_db(), *payer_db[MAX_PAYERS] = {0};
+    hg_order_db *creator_db = open_db(), *payer_db[MAX_PAYERS] = { 0 };
     int ok = creator_db != NULL;
     for (unsigned i = 0; ok && i < opt.payers; i++)
         ok = (payer_db[i] = open_db()) != NULL;
-    hg_order_error_t err = {0};
-    if (ok && (exec(creator_db, "SELECT 1 FROM order_refunds LIMIT 0", NULL, &err) != 0
-               || exec(creator_db, "SELECT 1 FROM order_timeout_msg LIMIT 0", NULL, &err) != 0)) {
+    hg_order_error_t err = { 0 };
+    if (ok && (exec(creator_db, "SELECT 1 FROM order_refunds LIMIT 0", NULL, &err) != 0 ||
+               exec(creator_db, "SELECT 1 FROM order_timeout_msg LIMIT 0", NULL, &err) != 0)) {
         fprintf(stderr, "order-service: %s\n(load sql/schema.sql and examples/order-service/refunds.sql first)\n",
                 err.message);
         ok = 0;
@@ -675,11 +778,11 @@ int main(int argc, char **argv)
            "%llu dropped, %llu send failed, %llu mark failed; payments: %llu paid (%llu racing the deadline), "
            "%llu refunds owed, %llu failed, %llu not run\n",
            (unsigned long long)count.created, (unsigned long long)count.rejected,
-           (unsigned long long)count.create_failed, (unsigned long long)count.sent,
-           (unsigned long long)count.sent_kept, (unsigned long long)count.dropped,
-           (unsigned long long)count.send_failed, (unsigned long long)count.mark_failed,
-           (unsigned long long)count.paid, (unsigned long long)count.paid_late, (unsigned long long)count.refunds,
-           (unsigned long long)count.pay_failed, (unsigned long long)count.pays_left);
+           (unsigned long long)count.create_failed, (unsigned long long)count.sent, (unsigned long long)count.sent_kept,
+           (unsigned long long)count.dropped, (unsigned long long)count.send_failed,
+           (unsigned long long)count.mark_failed, (unsigned long long)count.paid, (unsigned long long)count.paid_late,
+           (unsigned long long)count.refunds, (unsigned long long)count.pay_failed,
+           (unsigned long long)count.pays_left);
     hg_order_db_close(creator_db);
     for (unsigned i = 0; i < opt.payers; i++)
         hg_order_db_close(payer_db[i]);

@@ -50,9 +50,9 @@ extern "C" {
 #define HG_DEFAULT_PORT 7379
 
 /* Buffer sizes of the fixed strings handed out (each includes the NUL). */
-#define HG_ERRMSG_MAX 256   /* an error message */
-#define HG_ID_MAX 64        /* a message id as the broker returns it */
-#define HG_REASON_MAX 256   /* a failure reason written by a handler */
+#define HG_ERRMSG_MAX 256 /* an error message */
+#define HG_ID_MAX     64  /* a message id as the broker returns it */
+#define HG_REASON_MAX 256 /* a failure reason written by a handler */
 
 /* ------------------------------------------------------------------------
  * Errors
@@ -91,13 +91,13 @@ const char *hg_strerror(hg_err_t code);
  * ------------------------------------------------------------------------ */
 
 typedef struct hg_backoff {
-    uint32_t base_ms;   /* delay before the first retry (attempt 0) */
-    double factor;      /* growth per attempt, >= 1.0 */
-    uint32_t cap_ms;    /* no delay exceeds this, >= base_ms */
-    int attempts;       /* how many retries before giving up (>= 0); for
+    uint32_t base_ms; /* delay before the first retry (attempt 0) */
+    double factor;    /* growth per attempt, >= 1.0 */
+    uint32_t cap_ms;  /* no delay exceeds this, >= base_ms */
+    int attempts;     /* how many retries before giving up (>= 0); for
                            reconnects 0 means "retry forever" (see
                            hg_client_opts_t.reconnect) */
-    double jitter;      /* 0.0 .. 1.0: the share of the delay that is random */
+    double jitter;    /* 0.0 .. 1.0: the share of the delay that is random */
 } hg_backoff_t;
 
 /* A random source: returns 64 uniformly random bits. Used to make the jitter
@@ -115,8 +115,7 @@ void hg_backoff_default(hg_backoff_t *b);
  * internal per-thread generator seeded from the clock. Out-of-range fields
  * are clamped (factor < 1 → 1, jitter into [0, 1], cap < base → base).
  * Pure apart from rnd; thread-safe. */
-uint64_t hg_backoff_delay(const hg_backoff_t *b, unsigned attempt,
-                          hg_random_fn rnd, void *rnd_arg);
+uint64_t hg_backoff_delay(const hg_backoff_t *b, unsigned attempt, hg_random_fn rnd, void *rnd_arg);
 
 /* ------------------------------------------------------------------------
  * Client: one connection to a broker
@@ -125,16 +124,16 @@ uint64_t hg_backoff_delay(const hg_backoff_t *b, unsigned attempt,
 typedef struct hg_client hg_client_t;
 
 typedef struct hg_client_opts {
-    uint32_t connect_timeout_ms; /* per connection attempt; default 5000 */
-    uint32_t read_timeout_ms;    /* longest wait for a reply once the command is
+    uint32_t connect_timeout_ms;    /* per connection attempt; default 5000 */
+    uint32_t read_timeout_ms;       /* longest wait for a reply once the command is
                                     written (a blocking PULL adds its BLOCK time);
                                     default 10000; 0 waits forever */
-    int reconnect;               /* 1 (default): a lost or refused connection is
+    int reconnect;                  /* 1 (default): a lost or refused connection is
                                     retried with the backoff below before a call
                                     fails; 0: one connection attempt per call */
     hg_backoff_t reconnect_backoff; /* default: base 100 ms, factor 2, cap 5 s,
                                        attempts 5, jitter 0.2 */
-    int resend_sends;            /* 1 (default): a SEND whose connection broke
+    int resend_sends;               /* 1 (default): a SEND whose connection broke
                                     before its reply arrived is sent again after
                                     reconnecting (at-least-once: the broker may
                                     then hold it twice); 0: fail with HG_ERR_IO */
@@ -158,8 +157,7 @@ void hg_client_opts_init(hg_client_opts_t *opts);
  * *out = NULL and err (may be NULL) holds the code and the cause, e.g.
  * "bad port '65536' in URI (want 1..65535)" or
  * "cannot connect to 127.0.0.1:7379: Connection refused (after 6 attempts)". */
-hg_err_t hg_client_open(const char *uri, const hg_client_opts_t *opts,
-                        hg_client_t **out, hg_error_t *err);
+hg_err_t hg_client_open(const char *uri, const hg_client_opts_t *opts, hg_client_t **out, hg_error_t *err);
 
 /* Close the connection and free the client. NULL is fine. */
 void hg_client_close(hg_client_t *c);
@@ -223,19 +221,19 @@ void hg_reply_free(hg_reply_t *r);
  * HG_ERR_SERVER when the broker answered an error (hg_client_errmsg is its
  * text, e.g. "ERR unknown command 'FOO'"), HG_ERR_CONNECT, HG_ERR_IO,
  * HG_ERR_TIMEOUT, HG_ERR_PROTOCOL, HG_ERR_ARG; *reply = NULL. */
-hg_err_t hg_client_command(hg_client_t *c, int argc, const char *const *argv,
-                           const size_t *argvlen, hg_reply_t **reply);
+hg_err_t hg_client_command(hg_client_t *c, int argc, const char *const *argv, const size_t *argvlen,
+                           hg_reply_t **reply);
 
 /* ------------------------------------------------------------------------
  * Producer
  * ------------------------------------------------------------------------ */
 
 typedef enum hg_delay_kind {
-    HG_DELAY_NONE = 0,  /* deliver now (level 0) */
-    HG_DELAY_LEVEL,     /* value = a level 1..count of the broker's table */
-    HG_DELAY_MS,        /* value = a delay in ms (the broker rounds it up to
+    HG_DELAY_NONE = 0, /* deliver now (level 0) */
+    HG_DELAY_LEVEL,    /* value = a level 1..count of the broker's table */
+    HG_DELAY_MS,       /* value = a delay in ms (the broker rounds it up to
                            whole seconds and chains levels to reach it) */
-    HG_DELAY_AT         /* value = an absolute Unix time in ms */
+    HG_DELAY_AT        /* value = an absolute Unix time in ms */
 } hg_delay_kind_t;
 
 typedef struct hg_delay {
@@ -243,10 +241,26 @@ typedef struct hg_delay {
     uint64_t value;
 } hg_delay_t;
 
-static inline hg_delay_t hg_delay_none(void) { hg_delay_t d = { HG_DELAY_NONE, 0 }; return d; }
-static inline hg_delay_t hg_delay_level(int level) { hg_delay_t d = { HG_DELAY_LEVEL, (uint64_t)level }; return d; }
-static inline hg_delay_t hg_delay_ms(uint64_t ms) { hg_delay_t d = { HG_DELAY_MS, ms }; return d; }
-static inline hg_delay_t hg_delay_at(uint64_t unix_ms) { hg_delay_t d = { HG_DELAY_AT, unix_ms }; return d; }
+static inline hg_delay_t hg_delay_none(void)
+{
+    hg_delay_t d = { HG_DELAY_NONE, 0 };
+    return d;
+}
+static inline hg_delay_t hg_delay_level(int level)
+{
+    hg_delay_t d = { HG_DELAY_LEVEL, (uint64_t)level };
+    return d;
+}
+static inline hg_delay_t hg_delay_ms(uint64_t ms)
+{
+    hg_delay_t d = { HG_DELAY_MS, ms };
+    return d;
+}
+static inline hg_delay_t hg_delay_at(uint64_t unix_ms)
+{
+    hg_delay_t d = { HG_DELAY_AT, unix_ms };
+    return d;
+}
 
 /* Send one message: SEND topic payload [KEY key] [LEVEL n | DELAY ms | AT ms].
  *
@@ -261,18 +275,18 @@ static inline hg_delay_t hg_delay_at(uint64_t unix_ms) { hg_delay_t d = { HG_DEL
  * Returns HG_OK; or HG_ERR_ARG, HG_ERR_SERVER (e.g. "ERR delay 4d exceeds
  * max-delay 3d"), HG_ERR_CONNECT, HG_ERR_IO, HG_ERR_TIMEOUT, HG_ERR_PROTOCOL
  * with the cause in hg_client_errmsg. */
-hg_err_t hg_send(hg_client_t *c, const char *topic, const char *key,
-                 const void *payload, size_t len, hg_delay_t delay, char *id_out);
+hg_err_t hg_send(hg_client_t *c, const char *topic, const char *key, const void *payload, size_t len, hg_delay_t delay,
+                 char *id_out);
 
 /* One message of hg_send_many: inputs, then outputs filled by the call. */
 typedef struct hg_send_item {
-    const char *topic;       /* in: as hg_send */
-    const char *key;         /* in: or NULL */
-    const void *payload;     /* in */
-    size_t payload_len;      /* in */
-    hg_delay_t delay;        /* in */
-    hg_err_t err;            /* out: HG_OK, or why this one failed */
-    char id[HG_ID_MAX];      /* out: the message id when err == HG_OK */
+    const char *topic;         /* in: as hg_send */
+    const char *key;           /* in: or NULL */
+    const void *payload;       /* in */
+    size_t payload_len;        /* in */
+    hg_delay_t delay;          /* in */
+    hg_err_t err;              /* out: HG_OK, or why this one failed */
+    char id[HG_ID_MAX];        /* out: the message id when err == HG_OK */
     char error[HG_ERRMSG_MAX]; /* out: the cause when err != HG_OK */
 } hg_send_item_t;
 
@@ -295,8 +309,8 @@ hg_err_t hg_send_many(hg_client_t *c, hg_send_item_t *items, size_t n, size_t *o
 typedef struct hg_levels hg_levels_t;
 
 typedef enum hg_round {
-    HG_ROUND_UP,        /* the smallest level >= timeout: never early */
-    HG_ROUND_NEAREST    /* the level closest to the timeout; ties to the larger */
+    HG_ROUND_UP,     /* the smallest level >= timeout: never early */
+    HG_ROUND_NEAREST /* the level closest to the timeout; ties to the larger */
 } hg_round_t;
 
 /* Parse a level table spec, e.g. "1s 5s 10s 30s 1m" (durations with units
@@ -333,23 +347,23 @@ typedef struct hg_consumer hg_consumer_t;
 /* One delivered message, as the handler sees it. Every pointer belongs to the
  * worker and is valid only during the handler call: copy what must outlive it. */
 typedef struct hg_message {
-    const char *id;          /* the message id (for logs; the worker ACKs) */
+    const char *id; /* the message id (for logs; the worker ACKs) */
     const char *topic;
-    const char *key;         /* "" when the message has no key */
+    const char *key; /* "" when the message has no key */
     size_t key_len;
-    const void *payload;     /* payload_len bytes, followed by a NUL byte */
+    const void *payload; /* payload_len bytes, followed by a NUL byte */
     size_t payload_len;
-    unsigned reconsume;      /* earlier failures reported to the broker */
-    uint64_t due_ms;         /* when it was due (Unix ms) */
-    unsigned attempt;        /* local attempt: 0, then 1.. on local retries */
-    int worker;              /* 0 .. workers-1: the worker running the handler */
+    unsigned reconsume; /* earlier failures reported to the broker */
+    uint64_t due_ms;    /* when it was due (Unix ms) */
+    unsigned attempt;   /* local attempt: 0, then 1.. on local retries */
+    int worker;         /* 0 .. workers-1: the worker running the handler */
 } hg_message_t;
 
 typedef enum hg_outcome {
-    HG_DONE = 0,   /* handled: the worker ACKs it */
-    HG_RETRY,      /* transient failure: retried locally with backoff, then
+    HG_DONE = 0, /* handled: the worker ACKs it */
+    HG_RETRY,    /* transient failure: retried locally with backoff, then
                       NACKed so the broker's level schedule takes over */
-    HG_FAIL        /* permanent failure: NACK … DLQ at once — straight to the
+    HG_FAIL      /* permanent failure: NACK … DLQ at once — straight to the
                       DLQ with the reason, no retries (DLQ LIST shows it) */
 } hg_outcome_t;
 
@@ -357,8 +371,7 @@ typedef enum hg_outcome {
  * worker), so it must be thread-safe across workers. reason is a buffer of
  * reason_size (HG_REASON_MAX) bytes, "" on entry: on HG_RETRY or HG_FAIL write
  * why (it is sent as the NACK's REASON). */
-typedef hg_outcome_t (*hg_handler_fn)(const hg_message_t *msg, char *reason,
-                                      size_t reason_size, void *arg);
+typedef hg_outcome_t (*hg_handler_fn)(const hg_message_t *msg, char *reason, size_t reason_size, void *arg);
 
 /* A log line from a worker: level 0 error, 1 warning, 2 info. Called from
  * worker threads (and the lease watchdog); must be thread-safe. */
@@ -367,26 +380,26 @@ typedef void (*hg_log_fn)(int level, const char *message, void *arg);
 #define HG_TOUCH_NEVER UINT32_MAX
 
 typedef struct hg_consumer_opts {
-    const char *uri;               /* required: as hg_client_open */
+    const char *uri;                /* required: as hg_client_open */
     const hg_client_opts_t *client; /* NULL: defaults (timeouts, reconnect) */
-    const char *group;             /* required: the consumer group */
-    const char *topic;             /* required: the topic the group reads */
-    int workers;                   /* threads, each with its own connection;
+    const char *group;              /* required: the consumer group */
+    const char *topic;              /* required: the topic the group reads */
+    int workers;                    /* threads, each with its own connection;
                                       default 1, 1..256 */
-    int count;                     /* messages per PULL; default 1, 1..1000 */
-    uint32_t block_ms;             /* PULL BLOCK: wait this long for a message;
+    int count;                      /* messages per PULL; default 1, 1..1000 */
+    uint32_t block_ms;              /* PULL BLOCK: wait this long for a message;
                                       default 5000, 1..86400000 */
-    uint32_t lease_ms;             /* PULL LEASE: time to ACK/NACK before the
+    uint32_t lease_ms;              /* PULL LEASE: time to ACK/NACK before the
                                       broker redelivers; default 30000 */
-    uint32_t touch_interval_ms;    /* renew the lease of unfinished messages this
+    uint32_t touch_interval_ms;     /* renew the lease of unfinished messages this
                                       often (TOUCH); default 0 = lease_ms / 2;
                                       HG_TOUCH_NEVER disables it */
-    hg_backoff_t retry;            /* local retries of HG_RETRY; default base
+    hg_backoff_t retry;             /* local retries of HG_RETRY; default base
                                       200 ms, factor 2, cap 5 s, attempts 3,
                                       jitter 0.2 */
-    hg_handler_fn handler;         /* required */
+    hg_handler_fn handler;          /* required */
     void *handler_arg;
-    hg_log_fn log;                 /* optional; NULL: silent */
+    hg_log_fn log; /* optional; NULL: silent */
     void *log_arg;
 } hg_consumer_opts_t;
 
@@ -398,8 +411,7 @@ void hg_consumer_opts_init(hg_consumer_opts_t *opts);
  * Returns HG_OK and *out (free with hg_consumer_free after hg_consumer_run
  * returned), or HG_ERR_ARG / HG_ERR_URI / HG_ERR_UNSUPPORTED / HG_ERR_SYSTEM
  * with the cause in err (e.g. "workers 0 out of range 1..256"). */
-hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out,
-                         hg_error_t *err);
+hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out, hg_error_t *err);
 
 /* Run the workers and block until hg_consumer_stop. Each worker loops: PULL
  * group topic COUNT n BLOCK ms LEASE ms; for each message call the handler;

@@ -102,7 +102,7 @@ hg_order_outcome_t hg_order_classify(unsigned code);
  *
  * The strings belong to the caller; hg_order_db_open copies them. */
 #define HG_ORDER_SQL_MAX_SIDE_EFFECTS 8
-#define HG_ORDER_SQL_MAX_LEN 4096 /* bytes per statement */
+#define HG_ORDER_SQL_MAX_LEN          4096 /* bytes per statement */
 
 typedef struct hg_order_sql {
     const char *claim;
@@ -145,17 +145,17 @@ typedef struct hg_order_db hg_order_db;
 /* Where and how to connect. Strings belong to the caller (copied by open).
  * Unset (NULL / 0) fields take the defaults in brackets. */
 typedef struct hg_order_db_params {
-    const char *host;              /* [NULL: localhost, i.e. the socket when one is given] */
-    const char *socket;            /* unix socket path [NULL: the client's default] */
-    unsigned port;                 /* [0: 3306] */
-    const char *user;              /* [NULL: the current user] */
-    const char *password;          /* [NULL: none] */
-    const char *database;          /* [NULL: none — then only schema helpers that name tables work] */
-    unsigned connect_timeout_s;    /* [5] */
-    unsigned read_timeout_s;       /* [60]; keep it above innodb_lock_wait_timeout */
-    unsigned write_timeout_s;      /* [60] */
-    unsigned lock_wait_timeout_s;  /* [0: server default] else SET SESSION innodb_lock_wait_timeout */
-    const hg_order_sql_t *sql;     /* [NULL: hg_order_sql_default] */
+    const char *host;             /* [NULL: localhost, i.e. the socket when one is given] */
+    const char *socket;           /* unix socket path [NULL: the client's default] */
+    unsigned port;                /* [0: 3306] */
+    const char *user;             /* [NULL: the current user] */
+    const char *password;         /* [NULL: none] */
+    const char *database;         /* [NULL: none — then only schema helpers that name tables work] */
+    unsigned connect_timeout_s;   /* [5] */
+    unsigned read_timeout_s;      /* [60]; keep it above innodb_lock_wait_timeout */
+    unsigned write_timeout_s;     /* [60] */
+    unsigned lock_wait_timeout_s; /* [0: server default] else SET SESSION innodb_lock_wait_timeout */
+    const hg_order_sql_t *sql;    /* [NULL: hg_order_sql_default] */
 } hg_order_db_params_t;
 
 /* Run mysql_library_init once for the process (pthread_once). Returns 0, or
@@ -205,8 +205,8 @@ uint64_t hg_order_db_connects(const hg_order_db *db);
  * transaction was rolled back). err may be NULL. After a transient failure
  * whose commit outcome was unknown, the retry may answer NOT_PENDING for an
  * order the first attempt did cancel. */
-int hg_order_cancel(hg_order_db *db, uint64_t order_id, const char *reason,
-                    hg_order_outcome_t *outcome, hg_order_error_t *err);
+int hg_order_cancel(hg_order_db *db, uint64_t order_id, const char *reason, hg_order_outcome_t *outcome,
+                    hg_order_error_t *err);
 
 /* The payment path's claim on the reference schema, in one transaction:
  *   UPDATE orders SET status='paid', paid_at=NOW(6) WHERE id=? AND status='pending'
@@ -359,8 +359,8 @@ const char *hg_order_publish_outcome_name(hg_order_publish_outcome_t outcome);
  * "mark sent: …"), and id_out (NULL or HG_ID_MAX bytes) the message id when
  * it was sent. */
 hg_order_publish_outcome_t hg_order_timeout_publish(hg_order_db *db, struct hg_client *client, const char *topic,
-                                                    uint64_t order_id, uint64_t expire_at_ms, char *id_out,
-                                                    char *error, size_t errlen);
+                                                    uint64_t order_id, uint64_t expire_at_ms, char *id_out, char *error,
+                                                    size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -32,17 +32,17 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
+#define CHECK(cond)                                                                       \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
             fprintf(stderr, "fuzz_resp: check failed at line %d: %s\n", __LINE__, #cond); \
-            abort();                                                                 \
-        }                                                                            \
+            abort();                                                                      \
+        }                                                                                 \
     } while (0)
 
 typedef struct run_result {
     buf_t transcript;
-    resp_status_t status;   /* RESP_OK (clean end), RESP_NEED_MORE (mid-command) or the error */
+    resp_status_t status; /* RESP_OK (clean end), RESP_NEED_MORE (mid-command) or the error */
     char err[200];
 } run_result_t;
 
@@ -88,8 +88,8 @@ static void check_reencode(const resp_command_t *cmd, const resp_limits_t *limit
 }
 
 /* Feed the stream with chunk sizes from next_chunk (0 = all at once). */
-static void run_request(const uint8_t *s, size_t len, const resp_limits_t *limits,
-                        int mode, uint32_t seed, int reencode, run_result_t *out)
+static void run_request(const uint8_t *s, size_t len, const resp_limits_t *limits, int mode, uint32_t seed,
+                        int reencode, run_result_t *out)
 {
     resp_parser_t p;
     size_t off = 0;
@@ -141,8 +141,7 @@ static void run_request(const uint8_t *s, size_t len, const resp_limits_t *limit
                 n -= used;
             }
             /* memory follows the bytes fed, never a declared length */
-            CHECK(resp_parser_buffered(&p) <=
-                  2 * (off + 1) + 256 + (2 * off + 16) * sizeof(resp_arg_t));
+            CHECK(resp_parser_buffered(&p) <= 2 * (off + 1) + 256 + (2 * off + 16) * sizeof(resp_arg_t));
         }
     }
     if (st >= 0)
@@ -157,8 +156,7 @@ static void check_same(const run_result_t *a, const run_result_t *b)
     CHECK(a->status == b->status);
     CHECK(strcmp(a->err, b->err) == 0);
     CHECK(a->transcript.len == b->transcript.len);
-    CHECK(a->transcript.len == 0 ||
-          memcmp(a->transcript.data, b->transcript.data, a->transcript.len) == 0);
+    CHECK(a->transcript.len == 0 || memcmp(a->transcript.data, b->transcript.data, a->transcript.len) == 0);
 }
 
 /* Write a reply tree back out canonically. */
@@ -216,8 +214,10 @@ static void write_canonical(buf_t *b, const resp_reply_t *r)
     case RESP_REPLY_MAP:
     case RESP_REPLY_SET:
     case RESP_REPLY_PUSH: {
-        char t = r->type == RESP_REPLY_ARRAY ? '*' : r->type == RESP_REPLY_MAP ? '%'
-               : r->type == RESP_REPLY_SET ? '~' : '>';
+        char t = r->type == RESP_REPLY_ARRAY ? '*'
+                 : r->type == RESP_REPLY_MAP ? '%'
+                 : r->type == RESP_REPLY_SET ? '~'
+                                             : '>';
         size_t count = r->type == RESP_REPLY_MAP ? r->count / 2 : r->count;
         CHECK(r->type != RESP_REPLY_MAP || r->count % 2 == 0);
         CHECK(r->count == 0 || r->elements != NULL);
@@ -261,7 +261,8 @@ static void run_replies(const uint8_t *s, size_t len, const resp_reply_limits_t 
         {
             buf_t a = BUF_INIT, b = BUF_INIT;
             resp_reply_limits_t roomy = { .max_depth = RESP_REPLY_DEPTH_CAP,
-                                          .max_elements = SIZE_MAX, .max_bulk = SIZE_MAX };
+                                          .max_elements = SIZE_MAX,
+                                          .max_bulk = SIZE_MAX };
             write_canonical(&a, r);
             CHECK(resp_reply_parse(a.data, a.len, &roomy, &again, &used2, err, sizeof err) == RESP_OK);
             CHECK(used2 == a.len);

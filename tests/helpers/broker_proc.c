@@ -43,8 +43,8 @@
 #define HG_BUILDDIR "."
 #endif
 
-#define BP_LOG_TAIL 4096          /* bytes of log put into err */
-#define BP_START_ATTEMPTS 3       /* tries with fresh ports when a port was taken */
+#define BP_LOG_TAIL       4096 /* bytes of log put into err */
+#define BP_START_ATTEMPTS 3    /* tries with fresh ports when a port was taken */
 
 static unsigned (*failure_counter)(void);
 
@@ -109,7 +109,7 @@ void bp_describe_status(int status, char *buf, size_t len)
 
 static void sleep_ms(int ms)
 {
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
 }
@@ -175,7 +175,7 @@ int bp_spawn(bp_broker_t *b, char *err, size_t errlen)
         argv[argc++] = b->extra[i];
     argv[argc] = NULL;
 
-    {   /* a separator line so restarts are visible in the log */
+    { /* a separator line so restarts are visible in the log */
         FILE *lf = fopen(b->log_path, "a");
         if (lf != NULL) {
             fprintf(lf, "=== broker_proc: starting");
@@ -245,7 +245,7 @@ int bp_wait_ready(bp_broker_t *b, int deadline_ms, char *err, size_t errlen)
         if (ping_once(b))
             return 0;
         if (reap(b)) {
-            b->died_unexpectedly = 0;   /* reported to the caller right here */
+            b->died_unexpectedly = 0; /* reported to the caller right here */
             char how[128];
             bp_describe_status(b->last_status, how, sizeof how);
             set_err(err, errlen, "hourglass-broker %s before answering PING on port %d", how, b->port);
@@ -253,8 +253,8 @@ int bp_wait_ready(bp_broker_t *b, int deadline_ms, char *err, size_t errlen)
             return -1;
         }
         if (tu_now_mono_ms() >= end) {
-            set_err(err, errlen, "hourglass-broker (pid %d) did not answer PING on port %d within %d ms",
-                    (int)b->pid, b->port, deadline_ms);
+            set_err(err, errlen, "hourglass-broker (pid %d) did not answer PING on port %d within %d ms", (int)b->pid,
+                    b->port, deadline_ms);
             append_log_tail(b, err, errlen);
             return -1;
         }
@@ -395,8 +395,8 @@ int bp_kill9(bp_broker_t *b)
 void bp_print_log(const bp_broker_t *b, FILE *f, size_t max_bytes)
 {
     char *tail = read_tail(b->log_path, max_bytes);
-    fprintf(f, "\n--- %s (last %zu bytes at most) ---\n%s%s--- end of broker.log ---\n", b->log_path,
-            max_bytes, tail, tail[0] && tail[strlen(tail) - 1] != '\n' ? "\n" : "");
+    fprintf(f, "\n--- %s (last %zu bytes at most) ---\n%s%s--- end of broker.log ---\n", b->log_path, max_bytes, tail,
+            tail[0] && tail[strlen(tail) - 1] != '\n' ? "\n" : "");
     free(tail);
 }
 
@@ -526,8 +526,8 @@ static int wrong_reply(resp_reply_t *r, const char *what, const char *want, char
     return -1;
 }
 
-int bp_send(rc_conn_t *c, char *id_out, size_t id_len, char *err, size_t errlen,
-            const char *topic, const char *payload, ...)
+int bp_send(rc_conn_t *c, char *id_out, size_t id_len, char *err, size_t errlen, const char *topic, const char *payload,
+            ...)
 {
     const char *argv[BP_CMD_MAX_ARGS];
     int argc = 0;
@@ -563,7 +563,7 @@ resp_reply_t *bp_pull(rc_conn_t *c, char *err, size_t errlen, const char *group,
     int read_ms = 0;
     for (int i = 3; i + 1 < argc; i++) {
         if (strcasecmp(argv[i], "BLOCK") == 0) {
-            long long ms = strtoll(argv[i + 1], NULL, 10);  /* bare ms, or "5s" style: a unit */
+            long long ms = strtoll(argv[i + 1], NULL, 10); /* bare ms, or "5s" style: a unit */
             const char *u = argv[i + 1];
             while (*u >= '0' && *u <= '9')
                 u++;
@@ -613,10 +613,10 @@ int bp_ok_cmd(rc_conn_t *c, char *err, size_t errlen, const char *arg0, ...)
     return 0;
 }
 
-int bp_level(rc_conn_t *c, int level, uint64_t *delay_ms, uint64_t *depth, uint64_t *next_due_ms,
-             char *err, size_t errlen)
+int bp_level(rc_conn_t *c, int level, uint64_t *delay_ms, uint64_t *depth, uint64_t *next_due_ms, char *err,
+             size_t errlen)
 {
-    const char *argv[] = {"LEVELS"};
+    const char *argv[] = { "LEVELS" };
     resp_reply_t *r = no_error(run(c, 1, argv, 0, err, errlen), "LEVELS", err, errlen);
     if (r == NULL)
         return -1;
@@ -630,9 +630,9 @@ int bp_level(rc_conn_t *c, int level, uint64_t *delay_ms, uint64_t *depth, uint6
         const resp_reply_t *e = &r->elements[i];
         long long lv;
         uint64_t dl, dp, nd;
-        if (e->type != RESP_REPLY_ARRAY || e->count != 4 || rc_int(&e->elements[0], &lv) != 0
-            || rc_u64(&e->elements[1], &dl) != 0 || rc_u64(&e->elements[2], &dp) != 0
-            || rc_u64(&e->elements[3], &nd) != 0) {
+        if (e->type != RESP_REPLY_ARRAY || e->count != 4 || rc_int(&e->elements[0], &lv) != 0 ||
+            rc_u64(&e->elements[1], &dl) != 0 || rc_u64(&e->elements[2], &dp) != 0 ||
+            rc_u64(&e->elements[3], &nd) != 0) {
             set_err(err, errlen, "LEVELS: row %zu is %s, want [level, delay_ms, depth, next_due_ms]", i,
                     rc_describe(e, d, sizeof d));
             goto out;
@@ -679,10 +679,10 @@ static const resp_reply_t *pair_value(const resp_reply_t *e, const char *field)
 
 /* GROUP LIST, then the element of group: 1 with *rep (caller frees) and
  * *elem, 0 not listed, -1 error. */
-static int group_list_elem(rc_conn_t *c, const char *group, resp_reply_t **rep, const resp_reply_t **elem,
-                           char *err, size_t errlen)
+static int group_list_elem(rc_conn_t *c, const char *group, resp_reply_t **rep, const resp_reply_t **elem, char *err,
+                           size_t errlen)
 {
-    const char *argv[] = {"GROUP", "LIST"};
+    const char *argv[] = { "GROUP", "LIST" };
     resp_reply_t *r = no_error(run(c, 2, argv, 0, err, errlen), "GROUP LIST", err, errlen);
     if (r == NULL)
         return -1;
@@ -701,8 +701,7 @@ static int group_list_elem(rc_conn_t *c, const char *group, resp_reply_t **rep, 
     return 1;
 }
 
-int bp_group_field(rc_conn_t *c, const char *group, const char *field, long long *out,
-                   char *err, size_t errlen)
+int bp_group_field(rc_conn_t *c, const char *group, const char *field, long long *out, char *err, size_t errlen)
 {
     resp_reply_t *r = NULL;
     const resp_reply_t *e = NULL;
@@ -740,7 +739,7 @@ int bp_group_topic(rc_conn_t *c, const char *group, char *topic, size_t topic_le
 
 int bp_info_field(rc_conn_t *c, const char *field, char *buf, size_t len, char *err, size_t errlen)
 {
-    const char *argv[] = {"INFO"};
+    const char *argv[] = { "INFO" };
     resp_reply_t *r = no_error(run(c, 1, argv, 0, err, errlen), "INFO", err, errlen);
     if (r == NULL)
         return -1;

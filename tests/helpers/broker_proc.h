@@ -30,29 +30,29 @@
 #include "tests/helpers/testutil.h"
 
 /* The broker's flag names (docs/broker.md). */
-#define BP_FLAG_PORT "--port"
-#define BP_FLAG_DIR "--dir"
+#define BP_FLAG_PORT         "--port"
+#define BP_FLAG_DIR          "--dir"
 #define BP_FLAG_METRICS_PORT "--metrics-port"
 
-#define BP_MAX_EXTRA 32                /* most extra flags */
-#define BP_START_DEADLINE_MS 60000     /* start (or restart after kill -9) to first PONG */
-#define BP_STOP_DEADLINE_MS 30000      /* SIGTERM to exit, then SIGKILL */
+#define BP_MAX_EXTRA         32    /* most extra flags */
+#define BP_START_DEADLINE_MS 60000 /* start (or restart after kill -9) to first PONG */
+#define BP_STOP_DEADLINE_MS  30000 /* SIGTERM to exit, then SIGKILL */
 
 typedef struct bp_broker {
-    char dir[512];          /* the temp dir */
-    char data_dir[600];     /* DIR/data: the broker's data directory */
-    char log_path[600];     /* DIR/broker.log: the broker's stdout+stderr */
-    char binary[512];       /* the program run */
-    int port;               /* RESP port on 127.0.0.1 */
-    int metrics_port;       /* HTTP /metrics port */
-    pid_t pid;              /* 0 when not running */
-    int last_status;        /* wait status of the last exit */
-    int exit_expected;      /* the last exit was asked for (stop, kill9, wait_exit) */
-    int died_unexpectedly;  /* it exited without being asked, at some point */
+    char dir[512];         /* the temp dir */
+    char data_dir[600];    /* DIR/data: the broker's data directory */
+    char log_path[600];    /* DIR/broker.log: the broker's stdout+stderr */
+    char binary[512];      /* the program run */
+    int port;              /* RESP port on 127.0.0.1 */
+    int metrics_port;      /* HTTP /metrics port */
+    pid_t pid;             /* 0 when not running */
+    int last_status;       /* wait status of the last exit */
+    int exit_expected;     /* the last exit was asked for (stop, kill9, wait_exit) */
+    int died_unexpectedly; /* it exited without being asked, at some point */
     int nextra;
     char *extra[BP_MAX_EXTRA];
     unsigned failures_at_start;
-    uint64_t start_ms;      /* monotonic ms: fork to first PONG of the last (re)start */
+    uint64_t start_ms; /* monotonic ms: fork to first PONG of the last (re)start */
 } bp_broker_t;
 
 /* Tell bp_start/bp_destroy how to count test failures (e.g.
@@ -124,8 +124,8 @@ void bp_describe_status(int status, char *buf, size_t len);
  * C strings. */
 
 /* SEND topic payload [options...]; the id (16 hex digits) into id_out[id_len]. */
-int bp_send(rc_conn_t *c, char *id_out, size_t id_len, char *err, size_t errlen,
-            const char *topic, const char *payload, ...) __attribute__((sentinel));
+int bp_send(rc_conn_t *c, char *id_out, size_t id_len, char *err, size_t errlen, const char *topic, const char *payload,
+            ...) __attribute__((sentinel));
 
 /* PULL group topic [options...]. Returns the array reply (free with
  * resp_reply_free; messages via rc_msg_at) or NULL. The read waits for the
@@ -135,26 +135,23 @@ resp_reply_t *bp_pull(rc_conn_t *c, char *err, size_t errlen, const char *group,
 
 /* A command whose reply is an integer (ACK, NACK, TOUCH, DLQ LEN ...): *out.
  * rc_int rules: a numeric bulk is accepted too. */
-int bp_int_cmd(rc_conn_t *c, long long *out, char *err, size_t errlen, const char *arg0, ...)
-    __attribute__((sentinel));
+int bp_int_cmd(rc_conn_t *c, long long *out, char *err, size_t errlen, const char *arg0, ...) __attribute__((sentinel));
 
 /* A command that must answer +OK. */
 int bp_ok_cmd(rc_conn_t *c, char *err, size_t errlen, const char *arg0, ...) __attribute__((sentinel));
 
 /* LEVELS row of one level: its delay, depth and next due time (0 when empty).
  * Returns 0, or -1 (bad reply, no such level). */
-int bp_level(rc_conn_t *c, int level, uint64_t *delay_ms, uint64_t *depth, uint64_t *next_due_ms,
-             char *err, size_t errlen);
+int bp_level(rc_conn_t *c, int level, uint64_t *delay_ms, uint64_t *depth, uint64_t *next_due_ms, char *err,
+             size_t errlen);
 
 /* A numeric field of one group from GROUP LIST (e.g. "inflight", "dlq",
  * "backlog"). Returns 1 with *out, 0 when the group is not listed, -1 on
  * error. field "topic" is refused (use bp_group_topic). */
-int bp_group_field(rc_conn_t *c, const char *group, const char *field, long long *out,
-                   char *err, size_t errlen);
+int bp_group_field(rc_conn_t *c, const char *group, const char *field, long long *out, char *err, size_t errlen);
 
 /* The topic a group is bound to, from GROUP LIST: 1 found, 0 not listed, -1 error. */
-int bp_group_topic(rc_conn_t *c, const char *group, char *topic, size_t topic_len,
-                   char *err, size_t errlen);
+int bp_group_topic(rc_conn_t *c, const char *group, char *topic, size_t topic_len, char *err, size_t errlen);
 
 /* An INFO field ("connected_clients") as text: 0 / -1. */
 int bp_info_field(rc_conn_t *c, const char *field, char *buf, size_t len, char *err, size_t errlen);
@@ -164,7 +161,7 @@ int bp_info_field(rc_conn_t *c, const char *field, char *buf, size_t len, char *
  * a failure whose text is a printf-formatted explanation, e.g.
  *   BP_CHECK(n == 3, "PULL returned %d messages, want 3", n);
  * BP_REQUIRE ends the test (the suite's teardown still runs). */
-#define BP_CHECK(cond, ...) TU_CHECK(cond, __VA_ARGS__)
+#define BP_CHECK(cond, ...)   TU_CHECK(cond, __VA_ARGS__)
 #define BP_REQUIRE(cond, ...) TU_REQUIRE(cond, __VA_ARGS__)
 
 #endif

@@ -39,23 +39,28 @@ void bt_start(const char *const *extra)
     BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "connect: %s", e);
 }
 
-struct blocked_wait { const char *want; char last[32]; };
+struct blocked_wait {
+    const char *want;
+    char last[32];
+};
 static int blocked_is(void *ctx)
 {
     struct blocked_wait *w = ctx;
     char e[300];
-    return bp_info_field(&bt_conn, "blocked_clients", w->last, sizeof w->last, e, sizeof e) == 0
-           && strcmp(w->last, w->want) == 0;
+    return bp_info_field(&bt_conn, "blocked_clients", w->last, sizeof w->last, e, sizeof e) == 0 &&
+           strcmp(w->last, w->want) == 0;
 }
 
 void bt_wait_blocked(const char *want)
 {
-    struct blocked_wait w = {want, ""};
-    BP_REQUIRE(tu_poll_until(blocked_is, &w, 10000, 5) == 0, "INFO blocked_clients stayed '%s', want %s", w.last,
-               want);
+    struct blocked_wait w = { want, "" };
+    BP_REQUIRE(tu_poll_until(blocked_is, &w, 10000, 5) == 0, "INFO blocked_clients stayed '%s', want %s", w.last, want);
 }
 
-struct field_wait { const char *group, *field; long long want, last; };
+struct field_wait {
+    const char *group, *field;
+    long long want, last;
+};
 static int field_is(void *ctx)
 {
     struct field_wait *w = ctx;
@@ -65,7 +70,7 @@ static int field_is(void *ctx)
 
 void bt_wait_field(const char *group, const char *field, long long want, int deadline_ms)
 {
-    struct field_wait w = {group, field, want, -1};
+    struct field_wait w = { group, field, want, -1 };
     BP_REQUIRE(tu_poll_until(field_is, &w, deadline_ms, 20) == 0, "group %s: %s stayed %lld, want %lld within %d ms",
                group, field, w.last, want, deadline_ms);
 }
@@ -79,24 +84,23 @@ void bt_expect_nothing_ready(const char *group, const char *topic)
     resp_reply_free(r);
 }
 
-void bt_pull_one(const char *group, const char *topic, const char *block_ms, const char *lease,
-                 resp_reply_t **rep, rc_msg_t *m)
+void bt_pull_one(const char *group, const char *topic, const char *block_ms, const char *lease, resp_reply_t **rep,
+                 rc_msg_t *m)
 {
     char e[1024];
     resp_reply_t *r = lease != NULL
-        ? bp_pull(&bt_conn, e, sizeof e, group, topic, "BLOCK", block_ms, "LEASE", lease, NULL)
-        : bp_pull(&bt_conn, e, sizeof e, group, topic, "BLOCK", block_ms, NULL);
+                          ? bp_pull(&bt_conn, e, sizeof e, group, topic, "BLOCK", block_ms, "LEASE", lease, NULL)
+                          : bp_pull(&bt_conn, e, sizeof e, group, topic, "BLOCK", block_ms, NULL);
     BP_REQUIRE(r != NULL, "%s", e);
     BP_REQUIRE(r->count == 1, "PULL %s %s BLOCK %s returned %zu messages, want 1", group, topic, block_ms, r->count);
     BP_REQUIRE(rc_msg_at(r, 0, m, e, sizeof e) == 0, "%s", e);
     *rep = r;
 }
 
-int bt_ack_reply(rc_conn_t *c, const char *group, const resp_reply_t *r, long long *released, char *err,
-                 size_t errlen)
+int bt_ack_reply(rc_conn_t *c, const char *group, const resp_reply_t *r, long long *released, char *err, size_t errlen)
 {
     const char *argv[2 + BT_ACK_MAX];
-    char ids[BT_ACK_MAX][sizeof ((rc_msg_t *)0)->id];
+    char ids[BT_ACK_MAX][sizeof((rc_msg_t *)0)->id];
     int argc = 0;
     *released = 0;
     if (r->count > BT_ACK_MAX) {
@@ -129,7 +133,7 @@ int bt_ack_reply(rc_conn_t *c, const char *group, const resp_reply_t *r, long lo
 
 int bt_main(int argc, char **argv, const char *suite, const tu_test_t *tests)
 {
-    const tu_suite_t suites[] = {{suite, tests}};
+    const tu_suite_t suites[] = { { suite, tests } };
     bp_set_failure_counter(CU_get_number_of_failures);
     return tu_suites_main(argc, argv, suites, 1, bt_setup, bt_teardown);
 }

@@ -50,8 +50,8 @@ void bt_expect_nothing_ready(const char *group, const char *topic);
 
 /* PULL exactly one message (BLOCK block_ms, LEASE lease unless NULL);
  * requires one. *m points into *rep, which the caller frees. */
-void bt_pull_one(const char *group, const char *topic, const char *block_ms, const char *lease,
-                 resp_reply_t **rep, rc_msg_t *m);
+void bt_pull_one(const char *group, const char *topic, const char *block_ms, const char *lease, resp_reply_t **rep,
+                 rc_msg_t *m);
 
 /* ACK group id... for every message of the PULL reply r on c; *released is the reply's count. Returns 0, or -1 with
  * the cause in err (a message that does not decode, a failed connection, a
@@ -59,8 +59,7 @@ void bt_pull_one(const char *group, const char *topic, const char *block_ms, con
  * any thread: it asserts nothing. Sends nothing when r holds no message
  * (*released 0). */
 #define BT_ACK_MAX 1000
-int bt_ack_reply(rc_conn_t *c, const char *group, const resp_reply_t *r, long long *released, char *err,
-                 size_t errlen);
+int bt_ack_reply(rc_conn_t *c, const char *group, const resp_reply_t *r, long long *released, char *err, size_t errlen);
 
 /* The main() of a broker test: one suite named suite with tests (ending
  * with {NULL, NULL}), each run between bt_setup and bt_teardown; the

@@ -90,7 +90,7 @@ long long oe_scalar(oe_env_t *env, const char *sql)
 
 hg_order_db *oe_open_db(const oe_env_t *env, const char *name, hg_order_error_t *err)
 {
-    hg_order_db_params_t p = {.socket = env->server.socket, .user = "root", .database = name};
+    hg_order_db_params_t p = { .socket = env->server.socket, .user = "root", .database = name };
     return hg_order_db_open(&p, err);
 }
 
@@ -132,10 +132,17 @@ hg_order_db *oe_fresh_database(oe_env_t *env, const char *name, size_t n, const 
         fprintf(stderr, "%s: %s\n", sql, mysql_error(env->admin));
         return NULL;
     }
-    of_seed_spec_t dflt = {.first_id = 1, .orders = n, .first_sku = 1, .skus = 30, .max_items = 3,
-                           .max_qty = 3, .stock_per_sku = 1000000, .expire_in_ms = 1800000, .with_outbox = 1,
-                           .random_seed = 3};
-    hg_order_error_t err = {0};
+    of_seed_spec_t dflt = { .first_id = 1,
+                            .orders = n,
+                            .first_sku = 1,
+                            .skus = 30,
+                            .max_items = 3,
+                            .max_qty = 3,
+                            .stock_per_sku = 1000000,
+                            .expire_in_ms = 1800000,
+                            .with_outbox = 1,
+                            .random_seed = 3 };
+    hg_order_error_t err = { 0 };
     hg_order_db *db = oe_open_db(env, name, &err);
     if (db == NULL || hg_order_schema_create(db, &err) != 0 || oe_seed(env, name, spec ? spec : &dflt, &err) != 0) {
         fprintf(stderr, "fresh database %s: %s\n", name, err.message);
@@ -152,11 +159,35 @@ pid_t oe_start_consumer(const oe_env_t *env, const char *db, const char *group, 
     snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env->broker.port);
     snprintf(w, sizeof w, "%d", workers);
     snprintf(mport, sizeof mport, "%d", metrics_port);
-    const char *base[] = {OE_CONSUMER_BIN, "--uri", uri, "--group", group, "--topic", OE_TOPIC,
-                          "--mysql-socket", env->server.socket, "--mysql-user", "root", "--mysql-database", db,
-                          "--workers", w, "--block", "200ms", "--metrics-port", mport, "--log-level", "warn",
-                          "--retry-base", "20ms", "--lease", "3s"};
-    enum { NBASE = sizeof base / sizeof base[0], MAX_EXTRA = 32 };
+    const char *base[] = { OE_CONSUMER_BIN,
+                           "--uri",
+                           uri,
+                           "--group",
+                           group,
+                           "--topic",
+                           OE_TOPIC,
+                           "--mysql-socket",
+                           env->server.socket,
+                           "--mysql-user",
+                           "root",
+                           "--mysql-database",
+                           db,
+                           "--workers",
+                           w,
+                           "--block",
+                           "200ms",
+                           "--metrics-port",
+                           mport,
+                           "--log-level",
+                           "warn",
+                           "--retry-base",
+                           "20ms",
+                           "--lease",
+                           "3s" };
+    enum {
+        NBASE = sizeof base / sizeof base[0],
+        MAX_EXTRA = 32
+    };
     const char *argv[NBASE + MAX_EXTRA + 1];
     size_t argc = 0;
     int has_config = 0;
@@ -198,7 +229,7 @@ int oe_stop_consumer(pid_t pid)
         pid_t r = waitpid(pid, &status, WNOHANG);
         if (r == pid)
             return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        struct timespec ts = {0, 10000000};
+        struct timespec ts = { 0, 10000000 };
         nanosleep(&ts, NULL);
     }
     kill(pid, SIGKILL);

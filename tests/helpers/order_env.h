@@ -23,7 +23,7 @@
 #include "tests/helpers/testutil.h"
 
 #define OE_CONSUMER_BIN HG_BUILDDIR "/hourglass-consumer"
-#define OE_TOPIC "order-timeout" /* the topic every order test and the bench use */
+#define OE_TOPIC        "order-timeout" /* the topic every order test and the bench use */
 
 typedef struct oe_env {
     tu_mariadb_t server; /* the private MariaDB (root, no password, unix socket) */

@@ -42,8 +42,7 @@ static int run(MYSQL *m, const char *what, const char *sql, size_t len, hg_order
 }
 
 /* Run a query that returns one row of integers (NULL reads as 0) into v[n]. */
-static int query_ints(MYSQL *m, const char *what, const char *sql, int64_t *v, unsigned n,
-                      hg_order_error_t *err)
+static int query_ints(MYSQL *m, const char *what, const char *sql, int64_t *v, unsigned n, hg_order_error_t *err)
 {
     if (mysql_query(m, sql) != 0) {
         db_error_mysql(err, what, m, NULL);
@@ -106,8 +105,8 @@ static uint64_t next_random(uint64_t *state)
 
 int of_seed(MYSQL *m, const of_seed_spec_t *spec, hg_order_error_t *err)
 {
-    if (spec == NULL || spec->max_items < 1 || spec->max_qty < 1 || spec->skus < spec->max_items
-        || spec->max_items > 64 || spec->first_id == 0 || spec->stock_per_sku < 0) {
+    if (spec == NULL || spec->max_items < 1 || spec->max_qty < 1 || spec->skus < spec->max_items ||
+        spec->max_items > 64 || spec->first_id == 0 || spec->stock_per_sku < 0) {
         db_error_set(err, "seed: bad spec (need first_id >= 1, 1 <= max_items <= 64, "
                           "skus >= max_items, max_qty >= 1, stock_per_sku >= 0)");
         return -1;
@@ -124,8 +123,8 @@ int of_seed(MYSQL *m, const of_seed_spec_t *spec, hg_order_error_t *err)
         buf_clear(&sql);
         buf_printf(&sql, "INSERT INTO stock (sku_id, received, available, reserved, sold) VALUES ");
         for (unsigned j = k; j < spec->skus && j < k + 1000; j++)
-            buf_printf(&sql, "%s(%" PRIu64 ", %" PRId64 ", %" PRId64 ", 0, 0)", j > k ? "," : "",
-                      spec->first_sku + j, spec->stock_per_sku, spec->stock_per_sku);
+            buf_printf(&sql, "%s(%" PRIu64 ", %" PRId64 ", %" PRId64 ", 0, 0)", j > k ? "," : "", spec->first_sku + j,
+                       spec->stock_per_sku, spec->stock_per_sku);
         buf_printf(&sql, " ON DUPLICATE KEY UPDATE sku_id = sku_id");
         if (run(m, "seed: stock rows", sql.data, sql.len, err) != 0)
             goto out;
@@ -139,17 +138,15 @@ int of_seed(MYSQL *m, const of_seed_spec_t *spec, hg_order_error_t *err)
         buf_printf(&sql, "INSERT INTO orders (id, user_id, status, created_at, expire_at) VALUES ");
         buf_printf(&items, "INSERT INTO order_items (order_id, sku_id, qty) VALUES ");
         buf_printf(&outbox, "INSERT INTO order_timeout_msg (order_id, expire_at, status, attempts, "
-                           "next_attempt_at) VALUES ");
+                            "next_attempt_at) VALUES ");
         for (size_t i = first; i < last; i++) {
             uint64_t id = spec->first_id + i;
             char expire[96];
-            snprintf(expire, sizeof expire, "NOW(6) + INTERVAL %" PRId64 " MICROSECOND",
-                     spec->expire_in_ms * 1000);
+            snprintf(expire, sizeof expire, "NOW(6) + INTERVAL %" PRId64 " MICROSECOND", spec->expire_in_ms * 1000);
             buf_printf(&sql, "%s(%" PRIu64 ", %" PRIu64 ", 'pending', NOW(6), %s)", i > first ? "," : "", id,
-                      1000 + next_random(&rng) % 100000, expire);
+                       1000 + next_random(&rng) % 100000, expire);
             if (spec->with_outbox)
-                buf_printf(&outbox, "%s(%" PRIu64 ", %s, 'sent', 1, %s)", i > first ? "," : "", id, expire,
-                          expire);
+                buf_printf(&outbox, "%s(%" PRIu64 ", %s, 'sent', 1, %s)", i > first ? "," : "", id, expire, expire);
             unsigned count = 1 + (unsigned)(next_random(&rng) % spec->max_items);
             uint64_t chosen[64];
             for (unsigned c = 0; c < count; c++) {
@@ -166,9 +163,9 @@ int of_seed(MYSQL *m, const of_seed_spec_t *spec, hg_order_error_t *err)
                 buf_printf(&items, "%s(%" PRIu64 ", %" PRIu64 ", %u)", i > first || c > 0 ? "," : "", id, sku, qty);
             }
         }
-        if (run(m, "seed: orders", sql.data, sql.len, err) != 0
-            || run(m, "seed: order_items", items.data, items.len, err) != 0
-            || (spec->with_outbox && run(m, "seed: order_timeout_msg", outbox.data, outbox.len, err) != 0))
+        if (run(m, "seed: orders", sql.data, sql.len, err) != 0 ||
+            run(m, "seed: order_items", items.data, items.len, err) != 0 ||
+            (spec->with_outbox && run(m, "seed: order_timeout_msg", outbox.data, outbox.len, err) != 0))
             goto out;
     }
 
@@ -176,10 +173,10 @@ int of_seed(MYSQL *m, const of_seed_spec_t *spec, hg_order_error_t *err)
     if (spec->orders > 0) {
         buf_clear(&sql);
         buf_printf(&sql,
-                  "UPDATE stock s JOIN (SELECT sku_id, SUM(qty) AS q FROM order_items"
-                  " WHERE order_id BETWEEN %" PRIu64 " AND %" PRIu64 " GROUP BY sku_id) t ON t.sku_id = s.sku_id"
-                  " SET s.available = s.available - t.q, s.reserved = s.reserved + t.q",
-                  spec->first_id, spec->first_id + spec->orders - 1);
+                   "UPDATE stock s JOIN (SELECT sku_id, SUM(qty) AS q FROM order_items"
+                   " WHERE order_id BETWEEN %" PRIu64 " AND %" PRIu64 " GROUP BY sku_id) t ON t.sku_id = s.sku_id"
+                   " SET s.available = s.available - t.q, s.reserved = s.reserved + t.q",
+                   spec->first_id, spec->first_id + spec->orders - 1);
         if (run(m, "seed: reserve stock (is stock_per_sku large enough?)", sql.data, sql.len, err) != 0)
             goto out;
     }
@@ -201,17 +198,17 @@ out:
 /* ---------------------------------------------------------------- invariant */
 
 /* Per SKU: what pending and paid orders hold, next to what stock says. */
-#define SKU_VIEW                                                                                        \
-    "SELECT s.sku_id, s.received, s.available, s.reserved, s.sold,"                                     \
-    " COALESCE(p.q, 0) AS pending_qty, COALESCE(d.q, 0) AS paid_qty FROM stock s"                       \
+#define SKU_VIEW                                                                                         \
+    "SELECT s.sku_id, s.received, s.available, s.reserved, s.sold,"                                      \
+    " COALESCE(p.q, 0) AS pending_qty, COALESCE(d.q, 0) AS paid_qty FROM stock s"                        \
     " LEFT JOIN (SELECT i.sku_id, SUM(i.qty) AS q FROM order_items i JOIN orders o ON o.id = i.order_id" \
-    "   WHERE o.status = 'pending' GROUP BY i.sku_id) p ON p.sku_id = s.sku_id"                         \
+    "   WHERE o.status = 'pending' GROUP BY i.sku_id) p ON p.sku_id = s.sku_id"                          \
     " LEFT JOIN (SELECT i.sku_id, SUM(i.qty) AS q FROM order_items i JOIN orders o ON o.id = i.order_id" \
     "   WHERE o.status = 'paid' GROUP BY i.sku_id) d ON d.sku_id = s.sku_id"
 
-#define STATUS_OK                                                                     \
-    "((status = 'pending' AND paid_at IS NULL AND cancelled_at IS NULL)"              \
-    " OR (status = 'paid' AND paid_at IS NOT NULL AND cancelled_at IS NULL)"          \
+#define STATUS_OK                                                            \
+    "((status = 'pending' AND paid_at IS NULL AND cancelled_at IS NULL)"     \
+    " OR (status = 'paid' AND paid_at IS NOT NULL AND cancelled_at IS NULL)" \
     " OR (status = 'cancelled' AND cancelled_at IS NOT NULL AND paid_at IS NULL))"
 
 int of_check(MYSQL *m, unsigned grace_s, of_report_t *r, hg_order_error_t *err)
@@ -266,21 +263,22 @@ int of_check(MYSQL *m, unsigned grace_s, of_report_t *r, hg_order_error_t *err)
         size_t offset;
         const char *label, *example;
     } defects[] = {
-        {offsetof(of_report_t, paid_and_cancelled), "order both paid and cancelled",
-         "SELECT id, status, paid_at, cancelled_at FROM orders"
-         " WHERE paid_at IS NOT NULL AND cancelled_at IS NOT NULL LIMIT 1"},
-        {offsetof(of_report_t, status_mismatch), "status disagrees with its timestamps",
-         "SELECT id, status, paid_at, cancelled_at FROM orders WHERE NOT " STATUS_OK " LIMIT 1"},
-        {offsetof(of_report_t, skus_unbalanced), "stock not conserved (received != available + reserved + sold)",
-         "SELECT * FROM (" SKU_VIEW ") k WHERE received <> available + reserved + sold LIMIT 1"},
-        {offsetof(of_report_t, skus_reserved_wrong), "reserved != quantity held by pending orders",
-         "SELECT * FROM (" SKU_VIEW ") k WHERE reserved <> pending_qty LIMIT 1"},
-        {offsetof(of_report_t, skus_sold_wrong), "sold != quantity of paid orders",
-         "SELECT * FROM (" SKU_VIEW ") k WHERE sold <> paid_qty LIMIT 1"},
-        {offsetof(of_report_t, outbox_open_final), "outbox row not done for a paid or cancelled order",
-         "SELECT m.order_id, m.status, o.status AS order_status FROM order_timeout_msg m"
-         " JOIN orders o ON o.id = m.order_id WHERE m.status <> 'done' AND o.status IN ('paid', 'cancelled') LIMIT 1"},
-        {offsetof(of_report_t, overdue_pending), "pending order past expire_at + grace", NULL},
+        { offsetof(of_report_t, paid_and_cancelled), "order both paid and cancelled",
+          "SELECT id, status, paid_at, cancelled_at FROM orders"
+          " WHERE paid_at IS NOT NULL AND cancelled_at IS NOT NULL LIMIT 1" },
+        { offsetof(of_report_t, status_mismatch), "status disagrees with its timestamps",
+          "SELECT id, status, paid_at, cancelled_at FROM orders WHERE NOT " STATUS_OK " LIMIT 1" },
+        { offsetof(of_report_t, skus_unbalanced), "stock not conserved (received != available + reserved + sold)",
+          "SELECT * FROM (" SKU_VIEW ") k WHERE received <> available + reserved + sold LIMIT 1" },
+        { offsetof(of_report_t, skus_reserved_wrong), "reserved != quantity held by pending orders",
+          "SELECT * FROM (" SKU_VIEW ") k WHERE reserved <> pending_qty LIMIT 1" },
+        { offsetof(of_report_t, skus_sold_wrong), "sold != quantity of paid orders",
+          "SELECT * FROM (" SKU_VIEW ") k WHERE sold <> paid_qty LIMIT 1" },
+        { offsetof(of_report_t, outbox_open_final), "outbox row not done for a paid or cancelled order",
+          "SELECT m.order_id, m.status, o.status AS order_status FROM order_timeout_msg m"
+          " JOIN orders o ON o.id = m.order_id WHERE m.status <> 'done' AND o.status IN ('paid', 'cancelled') LIMIT "
+          "1" },
+        { offsetof(of_report_t, overdue_pending), "pending order past expire_at + grace", NULL },
     };
     r->ok = 1;
     for (size_t i = 0; i < sizeof defects / sizeof defects[0]; i++) {

@@ -31,9 +31,9 @@ typedef struct of_seed_spec {
     uint64_t first_id;
     size_t orders;
     uint64_t first_sku;
-    unsigned skus;          /* >= max_items */
-    unsigned max_items;     /* >= 1 */
-    unsigned max_qty;       /* >= 1 */
+    unsigned skus;      /* >= max_items */
+    unsigned max_items; /* >= 1 */
+    unsigned max_qty;   /* >= 1 */
     int64_t stock_per_sku;
     int64_t expire_in_ms;
     int with_outbox;

@@ -33,7 +33,7 @@
 #include "base/err.h"
 #include "lib/wire.h"
 
-#define RC_MAX_ARGS 64   /* rc_cmd / rc_appendl: most arguments */
+#define RC_MAX_ARGS 64 /* rc_cmd / rc_appendl: most arguments */
 
 int rc_connect(rc_conn_t *c, const char *host, int port, int timeout_ms)
 {
@@ -56,8 +56,7 @@ int rc_connect(rc_conn_t *c, const char *host, int port, int timeout_ms)
     int why = 0;
     c->fd = wire_connect((const struct sockaddr *)&sa, sizeof sa, (uint32_t)c->timeout_ms, &why);
     if (c->fd < 0) {
-        err_set(c->err, sizeof c->err, "connect %s:%d: %s", host, port,
-                why == ETIMEDOUT ? "timed out" : strerror(why));
+        err_set(c->err, sizeof c->err, "connect %s:%d: %s", host, port, why == ETIMEDOUT ? "timed out" : strerror(why));
         return -1;
     }
     return 0;
@@ -288,8 +287,8 @@ const char *rc_describe(const resp_reply_t *r, char *buf, size_t len)
         snprintf(buf, len, "nil");
         break;
     default:
-        snprintf(buf, len, "%s '%.*s'", resp_reply_type_name(r->type),
-                 (int)(r->len > 200 ? 200 : r->len), r->str != NULL ? r->str : "");
+        snprintf(buf, len, "%s '%.*s'", resp_reply_type_name(r->type), (int)(r->len > 200 ? 200 : r->len),
+                 r->str != NULL ? r->str : "");
         break;
     }
     return buf;
@@ -333,8 +332,7 @@ int rc_u64(const resp_reply_t *r, uint64_t *out)
         *out = (uint64_t)r->integer;
         return 0;
     }
-    if ((r->type == RESP_REPLY_BULK || r->type == RESP_REPLY_STATUS) && r->len > 0 && r->len < 24
-        && r->str[0] != '-') {
+    if ((r->type == RESP_REPLY_BULK || r->type == RESP_REPLY_STATUS) && r->len > 0 && r->len < 24 && r->str[0] != '-') {
         char *end = NULL;
         errno = 0;
         unsigned long long v = strtoull(r->str, &end, 10);
@@ -348,8 +346,7 @@ int rc_u64(const resp_reply_t *r, uint64_t *out)
 
 int rc_str_eq(const resp_reply_t *r, const char *s)
 {
-    if (r == NULL || (r->type != RESP_REPLY_BULK && r->type != RESP_REPLY_STATUS
-                      && r->type != RESP_REPLY_VERBATIM))
+    if (r == NULL || (r->type != RESP_REPLY_BULK && r->type != RESP_REPLY_STATUS && r->type != RESP_REPLY_VERBATIM))
         return 0;
     size_t n = strlen(s);
     return r->len == n && memcmp(r->str, s, n) == 0;
@@ -379,9 +376,10 @@ uint64_t rc_id_num(const char *id)
     uint64_t v = 0;
     for (size_t i = 0; i < n; i++) {
         char ch = id[i];
-        int d = (ch >= '0' && ch <= '9') ? ch - '0'
-              : (ch >= 'a' && ch <= 'f') ? ch - 'a' + 10
-              : (ch >= 'A' && ch <= 'F') ? ch - 'A' + 10 : -1;
+        int d = (ch >= '0' && ch <= '9')   ? ch - '0'
+                : (ch >= 'a' && ch <= 'f') ? ch - 'a' + 10
+                : (ch >= 'A' && ch <= 'F') ? ch - 'A' + 10
+                                           : -1;
         if (d < 0)
             return 0;
         v = v * 16 + (uint64_t)d;
@@ -409,8 +407,8 @@ int rc_msg_at(const resp_reply_t *r, size_t i, rc_msg_t *m, char *err, size_t er
     const resp_reply_t *f = e->elements;
     if (f[0].type == RESP_REPLY_INTEGER) {
         snprintf(m->id, sizeof m->id, "%lld", f[0].integer);
-    } else if ((f[0].type == RESP_REPLY_BULK || f[0].type == RESP_REPLY_STATUS) && f[0].len > 0
-               && f[0].len < sizeof m->id) {
+    } else if ((f[0].type == RESP_REPLY_BULK || f[0].type == RESP_REPLY_STATUS) && f[0].len > 0 &&
+               f[0].len < sizeof m->id) {
         memcpy(m->id, f[0].str, f[0].len);
         m->id[f[0].len] = '\0';
     } else {
@@ -418,8 +416,8 @@ int rc_msg_at(const resp_reply_t *r, size_t i, rc_msg_t *m, char *err, size_t er
         return -1;
     }
     m->id_num = rc_id_num(m->id);
-    if (str_elem(&f[1], &m->topic, &m->topic_len) != 0 || str_elem(&f[2], &m->key, &m->key_len) != 0
-        || str_elem(&f[3], &m->payload, &m->payload_len) != 0) {
+    if (str_elem(&f[1], &m->topic, &m->topic_len) != 0 || str_elem(&f[2], &m->key, &m->key_len) != 0 ||
+        str_elem(&f[3], &m->payload, &m->payload_len) != 0) {
         snprintf(err, errlen, "message %zu: topic/key/payload are not strings", i);
         return -1;
     }
@@ -436,8 +434,8 @@ int rc_msg_at(const resp_reply_t *r, size_t i, rc_msg_t *m, char *err, size_t er
 
 int rc_info_field(const resp_reply_t *r, const char *key, char *buf, size_t len)
 {
-    if (r == NULL || r->str == NULL
-        || (r->type != RESP_REPLY_BULK && r->type != RESP_REPLY_VERBATIM && r->type != RESP_REPLY_STATUS))
+    if (r == NULL || r->str == NULL ||
+        (r->type != RESP_REPLY_BULK && r->type != RESP_REPLY_VERBATIM && r->type != RESP_REPLY_STATUS))
         return -1;
     size_t kl = strlen(key);
     const char *p = r->str, *end = r->str + r->len;

@@ -27,14 +27,14 @@
 #define RC_DEFAULT_TIMEOUT_MS 10000
 
 typedef struct rc_conn {
-    int fd;               /* -1 when closed */
-    int timeout_ms;       /* default wait for rc_read / rc_flush / rc_cmd */
-    buf_t out;       /* bytes appended, not yet written */
-    buf_t in;        /* bytes received, from in_off on not yet parsed */
+    int fd;         /* -1 when closed */
+    int timeout_ms; /* default wait for rc_read / rc_flush / rc_cmd */
+    buf_t out;      /* bytes appended, not yet written */
+    buf_t in;       /* bytes received, from in_off on not yet parsed */
     size_t in_off;
-    int eof;              /* the peer closed its side */
-    int timed_out;        /* the last rc_read failed by timeout only */
-    char err[256];        /* cause of the last failure */
+    int eof;       /* the peer closed its side */
+    int timed_out; /* the last rc_read failed by timeout only */
+    char err[256]; /* cause of the last failure */
 } rc_conn_t;
 
 /* Connect to host:port (numeric IPv4 address or "localhost") within
@@ -110,11 +110,14 @@ int rc_str_eq(const resp_reply_t *r, const char *s);
 
 /* One message of a PULL reply: [id, topic, key, payload, reconsume, due_ms]. */
 typedef struct rc_msg {
-    char id[64];                /* the id as text: 16 hex digits (docs/broker.md) */
-    uint64_t id_num;            /* the id as a number (rc_id_num), 0 when not hex */
-    const char *topic; size_t topic_len;     /* point into the reply */
-    const char *key; size_t key_len;
-    const char *payload; size_t payload_len;
+    char id[64];     /* the id as text: 16 hex digits (docs/broker.md) */
+    uint64_t id_num; /* the id as a number (rc_id_num), 0 when not hex */
+    const char *topic;
+    size_t topic_len; /* point into the reply */
+    const char *key;
+    size_t key_len;
+    const char *payload;
+    size_t payload_len;
     long long reconsume;
     uint64_t due_ms;
 } rc_msg_t;

@@ -25,7 +25,9 @@ static int probe_entry(void *ctx, const store_entry_t *e)
     }
     p->found = 1;
     p->deadline_ms = e->deadline_ms;
-    if (p->out != NULL) { msg_owned_copy(p->out, m); }
+    if (p->out != NULL) {
+        msg_owned_copy(p->out, m);
+    }
     return 1;
 }
 
@@ -33,7 +35,11 @@ int probe_lease_get(store_t *s, const char *group, size_t group_len, uint64_t id
                     uint64_t *deadline_ms, char *err, size_t errlen)
 {
     lease_probe_t p = { group, group_len, id, 0, 0, out };
-    if (store_scan(s, probe_entry, &p, err, errlen) != 0) { return -1; }
-    if (p.found && deadline_ms != NULL) { *deadline_ms = p.deadline_ms; }
+    if (store_scan(s, probe_entry, &p, err, errlen) != 0) {
+        return -1;
+    }
+    if (p.found && deadline_ms != NULL) {
+        *deadline_ms = p.deadline_ms;
+    }
     return p.found;
 }

@@ -72,11 +72,11 @@
 #ifndef TU_MARIADBD_PATH /* overridable at compile time, for testing the failure path */
 #define TU_MARIADBD_PATH "/usr/sbin/mariadbd"
 #endif
-#define TU_INSTALL_DB_PATH "/usr/bin/mariadb-install-db"
+#define TU_INSTALL_DB_PATH             "/usr/bin/mariadb-install-db"
 #define TU_MARIADB_INSTALL_DEADLINE_MS 120000 /* install-db: ~0.6 s measured */
-#define TU_MARIADB_START_DEADLINE_MS 60000    /* first connection: ~0.2 s measured */
-#define TU_MARIADB_STOP_DEADLINE_MS 30000     /* SIGTERM → exit, then SIGKILL */
-#define TU_LOG_TAIL_BYTES 2048                /* at most this much of a log goes into err */
+#define TU_MARIADB_START_DEADLINE_MS   60000  /* first connection: ~0.2 s measured */
+#define TU_MARIADB_STOP_DEADLINE_MS    30000  /* SIGTERM → exit, then SIGKILL */
+#define TU_LOG_TAIL_BYTES              2048   /* at most this much of a log goes into err */
 
 /* ---------------------------------------------------------------- errors */
 
@@ -185,10 +185,9 @@ int tu_rmtree(const char *path)
     size_t rl = strlen(real_root);
     if (rl == 1) /* root is "/": compare against "" so the '/' test below works */
         rl = 0;
-    if (strncmp(real_path, real_root, rl) != 0 || real_path[rl] != '/'
-        || strncmp(real_path + rl + 1, "hg-", 3) != 0) {
-        fprintf(stderr, "tu_rmtree: refusing to remove %s (%s): not an hg-* directory under %s\n",
-                path, real_path, real_root);
+    if (strncmp(real_path, real_root, rl) != 0 || real_path[rl] != '/' || strncmp(real_path + rl + 1, "hg-", 3) != 0) {
+        fprintf(stderr, "tu_rmtree: refusing to remove %s (%s): not an hg-* directory under %s\n", path, real_path,
+                real_root);
         errno = EPERM;
         return -1;
     }
@@ -209,8 +208,7 @@ int tu_free_port(void)
     sa.sin_port = 0;
     socklen_t len = sizeof sa;
     int port = -1;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0
-        && getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
         port = ntohs(sa.sin_port);
     close(fd);
     return port;
@@ -235,7 +233,7 @@ uint64_t tu_now_wall_ms(void)
 
 static void sleep_ms(uint64_t ms)
 {
-    struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+    struct timespec ts = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
 }
@@ -275,7 +273,7 @@ static int file_has_text(void *arg)
 
 int tu_wait_file_contains(const char *path, const char *text, int deadline_ms)
 {
-    file_text_t ft = {path, text};
+    file_text_t ft = { path, text };
     return tu_poll_until(file_has_text, &ft, deadline_ms, 20);
 }
 
@@ -314,8 +312,7 @@ int tu_poll_until(int (*cond)(void *ctx), void *ctx, int deadline_ms, int interv
 static pid_t spawn_isolated(char *const argv[], const char *out_path, char *err, size_t errlen)
 {
     if (access(argv[0], X_OK) != 0) {
-        err_set(err, errlen, "%s: %s (install the Debian package mariadb-server)", argv[0],
-                strerror(errno));
+        err_set(err, errlen, "%s: %s (install the Debian package mariadb-server)", argv[0], strerror(errno));
         return -1;
     }
     pid_t parent = getpid();
@@ -361,8 +358,7 @@ static void describe_status(int status, char *buf, size_t len)
     if (WIFEXITED(status))
         snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
     else if (WIFSIGNALED(status))
-        snprintf(buf, len, "was killed by signal %d (%s)", WTERMSIG(status),
-                 strsignal(WTERMSIG(status)));
+        snprintf(buf, len, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
     else
         snprintf(buf, len, "stopped with wait status 0x%x", status);
 }
@@ -389,7 +385,7 @@ static int child_exited(void *ctx)
  * had to be killed. */
 static int wait_or_kill(pid_t pid, int deadline_ms, int *status)
 {
-    struct child_wait cw = {.pid = pid};
+    struct child_wait cw = { .pid = pid };
     int rc = tu_poll_until(child_exited, &cw, deadline_ms, 20);
     if (rc != 0) {
         kill(pid, SIGKILL);
@@ -473,10 +469,17 @@ int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
      *    at once were seen to fail ("Unknown table 'mysql.tmp_user_sys'") when
      *    parallel tests each started a server. */
     char *install_argv[] = {
-        TU_INSTALL_DB_PATH, "--no-defaults", opt_datadir, opt_tmpdir,
-        "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve",
-        "--innodb-log-file-size=16M", "--innodb-buffer-pool-size=64M",
-        as_root ? "--user=root" : NULL, NULL,
+        TU_INSTALL_DB_PATH,
+        "--no-defaults",
+        opt_datadir,
+        opt_tmpdir,
+        "--auth-root-authentication-method=normal",
+        "--skip-test-db",
+        "--skip-name-resolve",
+        "--innodb-log-file-size=16M",
+        "--innodb-buffer-pool-size=64M",
+        as_root ? "--user=root" : NULL,
+        NULL,
     };
     char lockpath[600];
     snprintf(lockpath, sizeof lockpath, "%s/hg-mariadb-install.lock", tu_temp_root());
@@ -494,10 +497,9 @@ int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
     }
     int status = 0;
     int waited = wait_or_kill(ipid, TU_MARIADB_INSTALL_DEADLINE_MS, &status);
-    close(lockfd);                          /* releases the flock */
+    close(lockfd); /* releases the flock */
     if (waited != 0) {
-        err_set(err, errlen, "mariadb-install-db did not finish within %d ms",
-                TU_MARIADB_INSTALL_DEADLINE_MS);
+        err_set(err, errlen, "mariadb-install-db did not finish within %d ms", TU_MARIADB_INSTALL_DEADLINE_MS);
         append_log_tail(err, errlen, installlog);
         goto fail;
     }
@@ -515,10 +517,21 @@ int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
     snprintf(opt_pidfile, sizeof opt_pidfile, "--pid-file=%s", pidfile);
     snprintf(opt_errlog, sizeof opt_errlog, "--log-error=%s", errlog);
     char *server_argv[] = {
-        TU_MARIADBD_PATH, "--no-defaults", opt_datadir, opt_tmpdir, opt_socket, "--skip-networking",
-        opt_pidfile, opt_errlog, "--innodb-buffer-pool-size=64M", "--innodb-log-file-size=16M",
-        "--skip-name-resolve", "--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci",
-        as_root ? "--user=root" : NULL, NULL,
+        TU_MARIADBD_PATH,
+        "--no-defaults",
+        opt_datadir,
+        opt_tmpdir,
+        opt_socket,
+        "--skip-networking",
+        opt_pidfile,
+        opt_errlog,
+        "--innodb-buffer-pool-size=64M",
+        "--innodb-log-file-size=16M",
+        "--skip-name-resolve",
+        "--character-set-server=utf8mb4",
+        "--collation-server=utf8mb4_general_ci",
+        as_root ? "--user=root" : NULL,
+        NULL,
     };
     uint64_t t0 = tu_now_mono_ms();
     db->pid = spawn_isolated(server_argv, outlog, err, errlen);
@@ -529,7 +542,7 @@ int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
 
     /* 3. Wait until it accepts a root login, or dies. */
     mysql_library_init(0, NULL, NULL); /* idempotent; before any MYSQL handle */
-    struct mariadb_probe probe = {.db = db, .child = {.pid = db->pid}};
+    struct mariadb_probe probe = { .db = db, .child = { .pid = db->pid } };
     int rc = tu_poll_until(mariadb_ready_or_dead, &probe, TU_MARIADB_START_DEADLINE_MS, 20);
     if (probe.child.reaped) {
         char how[80];
@@ -543,8 +556,7 @@ int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
     if (rc != 0) {
         err_set(err, errlen,
                 "mariadbd (pid %d) did not accept connections on %s within %d ms; last client error %u: %s",
-                (int)db->pid, db->socket, TU_MARIADB_START_DEADLINE_MS, probe.last_errno,
-                probe.last_error);
+                (int)db->pid, db->socket, TU_MARIADB_START_DEADLINE_MS, probe.last_errno, probe.last_error);
         append_log_tail(err, errlen, errlog);
         goto fail;
     }
@@ -564,8 +576,8 @@ void tu_mariadb_stop(tu_mariadb_t *db)
     if (db->pid > 0) {
         kill(db->pid, SIGTERM);
         if (wait_or_kill(db->pid, TU_MARIADB_STOP_DEADLINE_MS, NULL) != 0)
-            fprintf(stderr, "tu_mariadb_stop: mariadbd (pid %d) ignored SIGTERM for %d ms, killed\n",
-                    (int)db->pid, TU_MARIADB_STOP_DEADLINE_MS);
+            fprintf(stderr, "tu_mariadb_stop: mariadbd (pid %d) ignored SIGTERM for %d ms, killed\n", (int)db->pid,
+                    TU_MARIADB_STOP_DEADLINE_MS);
         db->pid = 0;
     }
     if (db->dir[0] != '\0') {
@@ -615,8 +627,8 @@ int tu_cunit_main(int argc, char **argv, int (*add_suites)(void))
     unsigned tests_run = CU_get_number_of_tests_run();
     CU_cleanup_registry();
 
-    int failed = run_rc != CUE_SUCCESS || asserts_failed != 0 || tests_failed != 0
-                 || suites_failed != 0 || tests_run == 0;
+    int failed =
+        run_rc != CUE_SUCCESS || asserts_failed != 0 || tests_failed != 0 || suites_failed != 0 || tests_run == 0;
     printf("\n%s: %s (%u tests run, %u failed, %u failed assertions, %u suites failed%s)\n", argv[0],
            failed ? "FAIL" : "PASS", tests_run, tests_failed, asserts_failed, suites_failed,
            tests_run == 0 ? "; no tests ran, which counts as a failure" : "");
@@ -667,8 +679,8 @@ static size_t suites_count;
 static void (*suites_setup)(void);
 static void (*suites_teardown)(void);
 
-int tu_add_suite(const char *name, int (*init)(void), int (*cleanup)(void), void (*setup)(void),
-                 void (*teardown)(void), const tu_test_t *tests)
+int tu_add_suite(const char *name, int (*init)(void), int (*cleanup)(void), void (*setup)(void), void (*teardown)(void),
+                 const tu_test_t *tests)
 {
     CU_pSuite suite = CU_add_suite_with_setup_and_teardown(name, init, cleanup, setup, teardown);
     if (suite == NULL)

@@ -54,9 +54,9 @@ int tu_run_capture(const char *const *argv, char *out, size_t outlen);
  * connections. On failure it returns -1 and err holds the server's own error
  * (the tail of its log), so a test fails with the real cause — never skips. */
 typedef struct tu_mariadb {
-    char dir[512];        /* the temp dir holding data, socket, log */
-    char socket[600];     /* unix socket path to connect with */
-    pid_t pid;            /* mariadbd pid, 0 when stopped */
+    char dir[512];    /* the temp dir holding data, socket, log */
+    char socket[600]; /* unix socket path to connect with */
+    pid_t pid;        /* mariadbd pid, 0 when stopped */
 } tu_mariadb_t;
 
 int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen);
@@ -86,8 +86,8 @@ typedef struct tu_suite {
 /* Add suite name with its tests (a table ending with {NULL, NULL}); init /
  * cleanup run once around the suite, setup / teardown around every test
  * (each may be NULL). Returns 0, or -1 on a CUnit error. For add_suites. */
-int tu_add_suite(const char *name, int (*init)(void), int (*cleanup)(void), void (*setup)(void),
-                 void (*teardown)(void), const tu_test_t *tests);
+int tu_add_suite(const char *name, int (*init)(void), int (*cleanup)(void), void (*setup)(void), void (*teardown)(void),
+                 const tu_test_t *tests);
 
 /* tu_cunit_main for a program whose suites are a table: adds suites[0..n-1]
  * (each with setup/teardown around every test; both may be NULL) and runs
@@ -106,27 +106,27 @@ void tu_check_at(int ok, int fatal, const char *file, int line, const char *fmt,
  * evaluated before the message's arguments (a separate statement), so a
  * message may print what the condition's calls wrote. TU_REQUIRE ends the
  * test when the condition is false. */
-#define TU_CHECK(cond, ...)                                           \
-    do {                                                              \
-        int tu_ok_ = (cond) ? 1 : 0;                                  \
-        tu_check_at(tu_ok_, 0, __FILE__, __LINE__, __VA_ARGS__);      \
+#define TU_CHECK(cond, ...)                                      \
+    do {                                                         \
+        int tu_ok_ = (cond) ? 1 : 0;                             \
+        tu_check_at(tu_ok_, 0, __FILE__, __LINE__, __VA_ARGS__); \
     } while (0)
-#define TU_REQUIRE(cond, ...)                                         \
-    do {                                                              \
-        int tu_ok_ = (cond) ? 1 : 0;                                  \
-        tu_check_at(tu_ok_, 1, __FILE__, __LINE__, __VA_ARGS__);      \
+#define TU_REQUIRE(cond, ...)                                    \
+    do {                                                         \
+        int tu_ok_ = (cond) ? 1 : 0;                             \
+        tu_check_at(tu_ok_, 1, __FILE__, __LINE__, __VA_ARGS__); \
     } while (0)
 
 /* The same, reported at line (a helper's caller's __LINE__). */
-#define TU_CHECK_AT(cond, line, ...)                                  \
-    do {                                                              \
-        int tu_ok_ = (cond) ? 1 : 0;                                  \
-        tu_check_at(tu_ok_, 0, __FILE__, (line), __VA_ARGS__);        \
+#define TU_CHECK_AT(cond, line, ...)                           \
+    do {                                                       \
+        int tu_ok_ = (cond) ? 1 : 0;                           \
+        tu_check_at(tu_ok_, 0, __FILE__, (line), __VA_ARGS__); \
     } while (0)
-#define TU_REQUIRE_AT(cond, line, ...)                                \
-    do {                                                              \
-        int tu_ok_ = (cond) ? 1 : 0;                                  \
-        tu_check_at(tu_ok_, 1, __FILE__, (line), __VA_ARGS__);        \
+#define TU_REQUIRE_AT(cond, line, ...)                         \
+    do {                                                       \
+        int tu_ok_ = (cond) ? 1 : 0;                           \
+        tu_check_at(tu_ok_, 1, __FILE__, (line), __VA_ARGS__); \
     } while (0)
 
 #endif

@@ -34,14 +34,14 @@
 #include "tests/helpers/broker_test.h"
 #include "tests/helpers/testutil.h"
 
-#define LATE_BOUND_MS 1500   /* generous: delivery within due + this */
-#define DUE_SLACK_MS 1000    /* due_ms no later than the SEND reply + delay + this */
+#define LATE_BOUND_MS 1500 /* generous: delivery within due + this */
+#define DUE_SLACK_MS  1000 /* due_ms no later than the SEND reply + delay + this */
 
 typedef struct sent {
     char id[32];
     char payload[64];
-    uint64_t before_ms;   /* wall clock just before SEND */
-    uint64_t after_ms;    /* wall clock when the id came back */
+    uint64_t before_ms; /* wall clock just before SEND */
+    uint64_t after_ms;  /* wall clock when the id came back */
 } sent_t;
 
 /* Pull from group/topic until n messages arrived or deadline_ms passed; each
@@ -66,27 +66,26 @@ static void pull_and_check(const char *group, const char *topic, const char *key
             BP_CHECK(strlen(m.id) == 16, "id '%s' is not 16 hex digits", m.id);
             BP_CHECK(m.topic_len == strlen(topic) && memcmp(m.topic, topic, m.topic_len) == 0,
                      "topic '%.*s', want '%s'", (int)m.topic_len, m.topic, topic);
-            BP_CHECK(m.key_len == strlen(key) && memcmp(m.key, key, m.key_len) == 0,
-                     "key '%.*s', want '%s'", (int)m.key_len, m.key, key);
+            BP_CHECK(m.key_len == strlen(key) && memcmp(m.key, key, m.key_len) == 0, "key '%.*s', want '%s'",
+                     (int)m.key_len, m.key, key);
             BP_CHECK(m.payload_len == strlen(s->payload) && memcmp(m.payload, s->payload, m.payload_len) == 0,
                      "payload '%.*s', want '%s'", (int)m.payload_len, m.payload, s->payload);
             BP_CHECK(m.reconsume == 0, "reconsume %lld, want 0", m.reconsume);
             BP_CHECK(m.due_ms >= s->before_ms + delay_ms,
-                     "due_ms %" PRIu64 " is before send time + delay (%" PRIu64 ")", m.due_ms,
-                     s->before_ms + delay_ms);
+                     "due_ms %" PRIu64 " is before send time + delay (%" PRIu64 ")", m.due_ms, s->before_ms + delay_ms);
             BP_CHECK(m.due_ms <= s->after_ms + delay_ms + DUE_SLACK_MS,
                      "due_ms %" PRIu64 " is %" PRIu64 " ms after the SEND reply + delay", m.due_ms,
                      m.due_ms - (s->after_ms + delay_ms));
             BP_CHECK(recv_ms >= m.due_ms, "delivered %" PRIu64 " ms BEFORE its due time", m.due_ms - recv_ms);
             BP_CHECK(recv_ms >= s->before_ms + delay_ms, "delivered %" PRIu64 " ms before send + delay",
                      s->before_ms + delay_ms - recv_ms);
-            BP_CHECK(recv_ms < m.due_ms + LATE_BOUND_MS, "delivered %" PRIu64 " ms late (bound %d)",
-                     recv_ms - m.due_ms, LATE_BOUND_MS);
+            BP_CHECK(recv_ms < m.due_ms + LATE_BOUND_MS, "delivered %" PRIu64 " ms late (bound %d)", recv_ms - m.due_ms,
+                     LATE_BOUND_MS);
             got++;
         }
         long long acked = -1;
         e[0] = '\0';
-        if (r->count > 0)  /* acknowledge what came */
+        if (r->count > 0) /* acknowledge what came */
             BP_CHECK(bt_ack_reply(&bt_conn, group, r, &acked, e, sizeof e) == 0 && acked == (long long)r->count,
                      "ACK released %lld of %zu %s", acked, r->count, e);
         resp_reply_free(r);
@@ -103,8 +102,8 @@ static void send_n(const char *topic, const char *key, const char *opt, const ch
         sent_t *s = &sent[i];
         snprintf(s->payload, sizeof s->payload, "%s-%d", tag, i);
         s->before_ms = tu_now_wall_ms();
-        int rc = opt != NULL ? bp_send(&bt_conn, s->id, sizeof s->id, e, sizeof e, topic, s->payload, "KEY", key,
-                                       opt, val, NULL)
+        int rc = opt != NULL ? bp_send(&bt_conn, s->id, sizeof s->id, e, sizeof e, topic, s->payload, "KEY", key, opt,
+                                       val, NULL)
                              : bp_send(&bt_conn, s->id, sizeof s->id, e, sizeof e, topic, s->payload, "KEY", key, NULL);
         s->after_ms = tu_now_wall_ms();
         BP_REQUIRE(rc == 0, "%s", e);
@@ -190,8 +189,8 @@ static void test_undelayed_ready_at_once(void)
     BP_REQUIRE(rc_msg_at(r, 0, &m, e, sizeof e) == 0, "%s", e);
     BP_CHECK(strcmp(m.id, id) == 0, "id %s, want %s", m.id, id);
     BP_CHECK(m.key_len == 0, "key '%.*s', want empty", (int)m.key_len, m.key);
-    BP_CHECK(m.due_ms >= before && m.due_ms <= after, "due_ms %" PRIu64 " not within the SEND [%" PRIu64 ", %" PRIu64 "]",
-             m.due_ms, before, after);
+    BP_CHECK(m.due_ms >= before && m.due_ms <= after,
+             "due_ms %" PRIu64 " not within the SEND [%" PRIu64 ", %" PRIu64 "]", m.due_ms, before, after);
     resp_reply_free(r);
 
     /* LEVEL 0 is no delay too. */
@@ -274,8 +273,8 @@ static void test_binary_payload(void)
     char e[1024];
     static const char payload[] = "a\0b\r\nc\xff\x00z";
     size_t plen = sizeof payload - 1;
-    const char *argv[] = {"SEND", "bin", payload, "KEY", "k\r\nx"};
-    size_t lens[] = {4, 3, plen, 3, 4};
+    const char *argv[] = { "SEND", "bin", payload, "KEY", "k\r\nx" };
+    size_t lens[] = { 4, 3, plen, 3, 4 };
     resp_reply_t *r = rc_cmdv(&bt_conn, 5, argv, lens);
     BP_REQUIRE(r != NULL && r->type == RESP_REPLY_BULK, "SEND binary: %s", r == NULL ? bt_conn.err : "not a bulk");
     resp_reply_free(r);
@@ -283,8 +282,8 @@ static void test_binary_payload(void)
     BP_REQUIRE(r != NULL, "%s", e);
     rc_msg_t m;
     BP_REQUIRE(rc_msg_at(r, 0, &m, e, sizeof e) == 0, "%s", e);
-    BP_CHECK(m.payload_len == plen && memcmp(m.payload, payload, plen) == 0, "binary payload changed (%zu bytes, want %zu)",
-             m.payload_len, plen);
+    BP_CHECK(m.payload_len == plen && memcmp(m.payload, payload, plen) == 0,
+             "binary payload changed (%zu bytes, want %zu)", m.payload_len, plen);
     BP_CHECK(m.key_len == 4 && memcmp(m.key, "k\r\nx", 4) == 0, "binary key changed");
     resp_reply_free(r);
 
@@ -296,7 +295,9 @@ static void test_binary_payload(void)
 static void test_fifo_many(void)
 {
     bt_start(NULL);
-    enum { N = 200 };
+    enum {
+        N = 200
+    };
     static sent_t s[N];
     char e[1024];
     /* Pipelined: all SENDs in one write, then the replies in order. */
@@ -330,19 +331,19 @@ static void test_send_errors(void)
     static const struct {
         const char *argv[8];
         int argc;
-        const char *want;   /* error prefix */
+        const char *want; /* error prefix */
     } cases[] = {
-        {{"SEND", "t", "p", "LEVEL", "19"}, 5, "ERR LEVEL must be 0..18"},
-        {{"SEND", "t", "p", "LEVEL", "x"}, 5, "ERR"},
-        {{"SEND", "t", "p", "DELAY", "4d"}, 5, "ERR delay 4d exceeds max-delay 3d"},
-        {{"SEND", "t", "p", "LEVEL", "1", "DELAY", "5s"}, 7, "ERR syntax error"},
-        {{"SEND", "t", "p", "KEY", "a", "KEY", "b"}, 7, "ERR syntax error"},
-        {{"SEND", "t", "p", "BOGUS", "1"}, 5, "ERR syntax error"},
-        {{"SEND", "t", "p", "LEVEL"}, 4, "ERR"},
-        {{"SEND", "bad topic", "p"}, 3, "ERR"},
-        {{"SEND", "", "p"}, 3, "ERR"},
-        {{"PULL", "g", "t", "COUNT", "0"}, 5, "ERR"},
-        {{"PULL", "g", "t", "COUNT", "1001"}, 5, "ERR"},
+        { { "SEND", "t", "p", "LEVEL", "19" }, 5, "ERR LEVEL must be 0..18" },
+        { { "SEND", "t", "p", "LEVEL", "x" }, 5, "ERR" },
+        { { "SEND", "t", "p", "DELAY", "4d" }, 5, "ERR delay 4d exceeds max-delay 3d" },
+        { { "SEND", "t", "p", "LEVEL", "1", "DELAY", "5s" }, 7, "ERR syntax error" },
+        { { "SEND", "t", "p", "KEY", "a", "KEY", "b" }, 7, "ERR syntax error" },
+        { { "SEND", "t", "p", "BOGUS", "1" }, 5, "ERR syntax error" },
+        { { "SEND", "t", "p", "LEVEL" }, 4, "ERR" },
+        { { "SEND", "bad topic", "p" }, 3, "ERR" },
+        { { "SEND", "", "p" }, 3, "ERR" },
+        { { "PULL", "g", "t", "COUNT", "0" }, 5, "ERR" },
+        { { "PULL", "g", "t", "COUNT", "1001" }, 5, "ERR" },
     };
     char d[300];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -439,9 +440,11 @@ static void test_counters_and_metrics(void)
     long long n = 0;
     BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "ACK", "g", m.id, NULL) == 0 && n == 1, "ACK: %s", e);
     resp_reply_free(r);
-    static const struct { const char *key, *want; } info[] = {
-        {"sends", "5"}, {"deliveries", "3"}, {"acks", "1"}, {"delayed_messages", "2"}, {"groups", "1"},
-        {"inflight", "2"}, {"fsync", "always"},
+    static const struct {
+        const char *key, *want;
+    } info[] = {
+        { "sends", "5" },  { "deliveries", "3" }, { "acks", "1" },       { "delayed_messages", "2" },
+        { "groups", "1" }, { "inflight", "2" },   { "fsync", "always" },
     };
     for (size_t i = 0; i < sizeof info / sizeof info[0]; i++) {
         BP_CHECK(bp_info_field(&bt_conn, info[i].key, v, sizeof v, e, sizeof e) == 0 && strcmp(v, info[i].want) == 0,
@@ -464,26 +467,27 @@ static void test_counters_and_metrics(void)
     http_get(&h, "/metrics");
     const char *body = rc_input(&h);
     BP_CHECK(strstr(body, " 200 ") != NULL, "GET /metrics: '%.60s'", body);
-    BP_CHECK(strstr(body, "hourglass_level_depth{level=\"3\"") != NULL, "/metrics lacks hourglass_level_depth for level 3");
+    BP_CHECK(strstr(body, "hourglass_level_depth{level=\"3\"") != NULL,
+             "/metrics lacks hourglass_level_depth for level 3");
     BP_CHECK(strstr(body, "hourglass_connected_clients") != NULL, "/metrics lacks hourglass_connected_clients");
     BP_CHECK(strstr(body, "# TYPE") != NULL, "/metrics is not Prometheus text");
     rc_close(&h);
 }
 
 static const tu_test_t delivery_tests[] = {
-    {"undelayed SEND is ready at once", test_undelayed_ready_at_once},
-    {"SEND and a due move wake a blocked PULL", test_send_wakes_blocked_pull},
-    {"BLOCK timeout returns an empty array", test_block_timeout_empty},
-    {"LEVEL 1: on time, fields right", test_level1},
-    {"LEVEL 2: nothing early, LEVELS, on time", test_level2},
-    {"DELAY 7s chained 5s+1s+1s", test_delay_7s_chained},
-    {"AT absolute time", test_at_absolute},
-    {"binary-safe payload and key", test_binary_payload},
-    {"pipelined SENDs: unique ids, FIFO delivery", test_fifo_many},
-    {"SEND/PULL argument errors", test_send_errors},
-    {"BLOCK 0, a blocked client leaving, partial COUNT, AT past", test_block_variants},
-    {"INFO counters, /healthz, /metrics", test_counters_and_metrics},
-    {NULL, NULL},
+    { "undelayed SEND is ready at once", test_undelayed_ready_at_once },
+    { "SEND and a due move wake a blocked PULL", test_send_wakes_blocked_pull },
+    { "BLOCK timeout returns an empty array", test_block_timeout_empty },
+    { "LEVEL 1: on time, fields right", test_level1 },
+    { "LEVEL 2: nothing early, LEVELS, on time", test_level2 },
+    { "DELAY 7s chained 5s+1s+1s", test_delay_7s_chained },
+    { "AT absolute time", test_at_absolute },
+    { "binary-safe payload and key", test_binary_payload },
+    { "pipelined SENDs: unique ids, FIFO delivery", test_fifo_many },
+    { "SEND/PULL argument errors", test_send_errors },
+    { "BLOCK 0, a blocked client leaving, partial COUNT, AT past", test_block_variants },
+    { "INFO counters, /healthz, /metrics", test_counters_and_metrics },
+    { NULL, NULL },
 };
 
 int main(int argc, char **argv)

@@ -100,7 +100,9 @@ static void check_same_set(char (*want)[32], int nwant, char (*got)[32], int ngo
 static void test_two_groups_each_get_all(void)
 {
     bt_start(NULL);
-    enum { N = 50 };
+    enum {
+        N = 50
+    };
     static char sent[N][32], g1[N + 10][32], g2[N + 10][32];
     char e[1024];
     BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "billing", "orders", NULL) == 0, "%s", e);
@@ -117,8 +119,8 @@ static void test_two_groups_each_get_all(void)
 #define CONC_N 600
 typedef struct consumer {
     int port;
-    int stop;                     /* set by main (atomic) */
-    int *total;                   /* shared count of received (atomic) */
+    int stop;   /* set by main (atomic) */
+    int *total; /* shared count of received (atomic) */
     char ids[CONC_N + 50][32];
     int n;
     int pulls;
@@ -162,7 +164,10 @@ static void *consumer_main(void *arg)
     return NULL;
 }
 
-struct total_ctx { int *total; int want; };
+struct total_ctx {
+    int *total;
+    int want;
+};
 static int total_reached(void *ctx)
 {
     struct total_ctx *t = ctx;
@@ -187,10 +192,10 @@ static void test_one_group_two_consumers(void)
     /* Send while both pull: in bursts, so both blocked and non-blocked PULLs are served. */
     for (int b = 0; b < CONC_N / 100; b++)
         send_many("jobs", 100, sent + b * 100, "job");
-    struct total_ctx tc = {&total, CONC_N};
+    struct total_ctx tc = { &total, CONC_N };
     int reached = tu_poll_until(total_reached, &tc, 30000, 20);
     /* Let them run a little longer so a duplicate delivery would show up. */
-    struct total_ctx more = {&total, CONC_N + 1};
+    struct total_ctx more = { &total, CONC_N + 1 };
     tu_poll_until(total_reached, &more, 700, 50);
     for (int i = 0; i < 2; i++)
         __atomic_store_n(&cs[i].stop, 1, __ATOMIC_SEQ_CST);
@@ -201,8 +206,8 @@ static void test_one_group_two_consumers(void)
         BP_CHECK(cs[i].err[0] == '\0', "consumer %d: %s", i, cs[i].err);
     printf("\n    consumer 0 got %d (%d pulls), consumer 1 got %d (%d pulls)\n", cs[0].n, cs[0].pulls, cs[1].n,
            cs[1].pulls);
-    BP_CHECK(cs[0].n > 0 && cs[1].n > 0, "one consumer got nothing (%d / %d): not a real concurrency test",
-             cs[0].n, cs[1].n);
+    BP_CHECK(cs[0].n > 0 && cs[1].n > 0, "one consumer got nothing (%d / %d): not a real concurrency test", cs[0].n,
+             cs[1].n);
     int n = 0;
     for (int i = 0; i < 2; i++)
         for (int k = 0; k < cs[i].n; k++)
@@ -223,8 +228,8 @@ static void test_create_from_now_and_first(void)
     BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "group", "create", "dflt", "orders", NULL) == 0, "%s", e);
     send_many("orders", 1, new1, "new");
     int n = drain("late", "orders", got, 10);
-    BP_CHECK(n == 1 && strcmp(got[0], new1[0]) == 0, "FROM NOW group got %d messages (%s), want only the new one %s",
-             n, n > 0 ? got[0] : "-", new1[0]);
+    BP_CHECK(n == 1 && strcmp(got[0], new1[0]) == 0, "FROM NOW group got %d messages (%s), want only the new one %s", n,
+             n > 0 ? got[0] : "-", new1[0]);
     n = drain("early", "orders", got, 10);
     BP_CHECK(n == 2 && strcmp(got[0], old[0]) == 0 && strcmp(got[1], new1[0]) == 0,
              "FROM FIRST group got %d messages, want old %s then new %s", n, old[0], new1[0]);
@@ -263,11 +268,14 @@ static void test_group_list(void)
              "zeta topic: '%s' %s", topic, e);
     BP_CHECK(bp_group_topic(&bt_conn, "alpha", topic, sizeof topic, e, sizeof e) == 1 && strcmp(topic, "payments") == 0,
              "alpha topic: '%s' %s", topic, e);
-    static const struct { const char *group, *field; long long want; } want[] = {
-        {"zeta", "inflight", 4},  {"zeta", "backlog", 6},   {"zeta", "ready", 6},
-        {"zeta", "dlq", 0},       {"zeta", "retry-ready", 0}, {"zeta", "retry-delayed", 0},
-        {"zeta", "max-reconsume", 3}, {"zeta", "retry", 0}, {"alpha", "inflight", 0}, {"alpha", "backlog", 0},
-        {"alpha", "max-reconsume", 16},
+    static const struct {
+        const char *group, *field;
+        long long want;
+    } want[] = {
+        { "zeta", "inflight", 4 },      { "zeta", "backlog", 6 },         { "zeta", "ready", 6 },
+        { "zeta", "dlq", 0 },           { "zeta", "retry-ready", 0 },     { "zeta", "retry-delayed", 0 },
+        { "zeta", "max-reconsume", 3 }, { "zeta", "retry", 0 },           { "alpha", "inflight", 0 },
+        { "alpha", "backlog", 0 },      { "alpha", "max-reconsume", 16 },
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         int f = bp_group_field(&bt_conn, want[i].group, want[i].field, &v, e, sizeof e);
@@ -280,16 +288,16 @@ static void test_group_list(void)
 
     /* INFO groups has a line per group. */
     char line[256];
-    BP_CHECK(bp_info_field(&bt_conn, "group_zeta", line, sizeof line, e, sizeof e) == 0
-                 && strstr(line, "topic=orders") != NULL && strstr(line, "inflight=4") != NULL,
+    BP_CHECK(bp_info_field(&bt_conn, "group_zeta", line, sizeof line, e, sizeof e) == 0 &&
+                 strstr(line, "topic=orders") != NULL && strstr(line, "inflight=4") != NULL,
              "INFO group_zeta: '%s'", line);
 
     /* Sorted by name: alpha before zeta. */
     r = rc_cmd(&bt_conn, "GROUP", "LIST", NULL);
     BP_REQUIRE(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 2, "GROUP LIST: %s",
                rc_describe(r, e, sizeof e));
-    BP_CHECK(r->elements[0].count >= 2 && rc_str_eq(&r->elements[0].elements[1], "alpha")
-                 && rc_str_eq(&r->elements[1].elements[1], "zeta"),
+    BP_CHECK(r->elements[0].count >= 2 && rc_str_eq(&r->elements[0].elements[1], "alpha") &&
+                 rc_str_eq(&r->elements[1].elements[1], "zeta"),
              "GROUP LIST is not sorted by name (or 'group' is not the first pair)");
     resp_reply_free(r);
 }
@@ -375,7 +383,7 @@ static void test_blocked_pulls_in_order(void)
     /* Another group's waiter is woken by the same message as well. */
     rc_appendl(&first, "PULL", "other", "orders", "COUNT", "10", "BLOCK", "20000", NULL);
     BP_REQUIRE(rc_flush(&first, 0) == 0, "%s", first.err);
-    r = rc_read(&first, 10000);   /* group "other" starts FROM FIRST: both are ready at once */
+    r = rc_read(&first, 10000); /* group "other" starts FROM FIRST: both are ready at once */
     BP_CHECK(r != NULL && r->count == 2, "a new group got %s, want both messages",
              r == NULL ? first.err : rc_describe(r, e, sizeof e));
     resp_reply_free(r);
@@ -384,14 +392,14 @@ static void test_blocked_pulls_in_order(void)
 }
 
 static const tu_test_t groups_tests[] = {
-    {"two groups on one topic both get every message", test_two_groups_each_get_all},
-    {"two consumers of one group never share a message", test_one_group_two_consumers},
-    {"GROUP CREATE FROM NOW / FROM FIRST", test_create_from_now_and_first},
-    {"GROUP LIST fields and order", test_group_list},
-    {"GROUP DEL", test_group_del},
-    {"a group bound to another topic is an error", test_bound_to_other_topic},
-    {"waiting PULLs of a group are served in arrival order", test_blocked_pulls_in_order},
-    {NULL, NULL},
+    { "two groups on one topic both get every message", test_two_groups_each_get_all },
+    { "two consumers of one group never share a message", test_one_group_two_consumers },
+    { "GROUP CREATE FROM NOW / FROM FIRST", test_create_from_now_and_first },
+    { "GROUP LIST fields and order", test_group_list },
+    { "GROUP DEL", test_group_del },
+    { "a group bound to another topic is an error", test_bound_to_other_topic },
+    { "waiting PULLs of a group are served in arrival order", test_blocked_pulls_in_order },
+    { NULL, NULL },
 };
 
 int main(int argc, char **argv)

@@ -66,8 +66,8 @@ static void bystander_ok(const char *after)
 typedef struct hostile_case {
     const char *name;
     const char *bytes;
-    size_t len;           /* 0: strlen(bytes) */
-    const char *want;     /* expected error prefix */
+    size_t len;       /* 0: strlen(bytes) */
+    const char *want; /* expected error prefix */
 } hostile_case_t;
 
 /* Send bytes on a fresh connection, expect an error reply starting with want
@@ -78,7 +78,7 @@ static void expect_protocol_error(const char *name, const char *bytes, size_t le
     rc_conn_t x;
     BP_REQUIRE(bp_connect(&bt_broker, &x, e, sizeof e) == 0, "%s: connect: %s", name, e);
     rc_append_raw(&x, bytes, len);
-    int wrote = rc_flush(&x, 10000);   /* may fail: the broker may close before all is written */
+    int wrote = rc_flush(&x, 10000); /* may fail: the broker may close before all is written */
     resp_reply_t *r = rc_read(&x, 10000);
     BP_CHECK(r != NULL && rc_is_error(r, want), "%s: reply %s (write %s; %s), want an error starting '%s'", name,
              rc_describe(r, e, sizeof e), wrote == 0 ? "complete" : "cut short", r == NULL ? x.err : "", want);
@@ -101,22 +101,22 @@ static void test_malformed_requests(void)
     memset(long_inline, 'A', sizeof long_inline);
     static const char nul_bulk[] = "*1\r\n$\x00\x01\r\n";
     const hostile_case_t cases[] = {
-        {"1 GiB bulk header", "*1\r\n$1073741824\r\n", 0, "ERR Protocol error"},
-        {"1 GiB bulk header, second arg", "*2\r\n$4\r\nSEND\r\n$1073741824\r\n", 0, "ERR Protocol error"},
-        {"bulk just over max-bulk (8mb)", "*1\r\n$8388609\r\n", 0, "ERR Protocol error"},
-        {"negative bulk length", "*1\r\n$-5\r\n", 0, "ERR Protocol error"},
-        {"bulk length -1 in a request", "*1\r\n$-1\r\n", 0, "ERR Protocol error"},
-        {"10^6 arguments", many_args, n, "ERR Protocol error"},
-        {"2^63 arguments", "*9223372036854775807\r\n", 0, "ERR Protocol error"},
-        {"argument count overflow", "*99999999999999999999999\r\n", 0, "ERR Protocol error"},
-        {"negative argument count", "*-5\r\n", 0, "ERR Protocol error"},
-        {"letters as argument count", "*abc\r\n", 0, "ERR Protocol error"},
-        {"letters as bulk length", "*1\r\n$abc\r\n", 0, "ERR Protocol error"},
-        {"NUL in bulk length", nul_bulk, sizeof nul_bulk - 1, "ERR Protocol error"},
-        {"missing '$'", "*2\r\n$4\r\nPING\r\nxyz\r\n", 0, "ERR Protocol error"},
-        {"bulk not followed by CRLF", "*1\r\n$4\r\nPINGxx\r\n", 0, "ERR Protocol error"},
-        {"inline line over max-inline", long_inline, sizeof long_inline, "ERR Protocol error"},
-        {"unbalanced quotes inline", "SEND t \"abc\r\n", 0, "ERR Protocol error"},
+        { "1 GiB bulk header", "*1\r\n$1073741824\r\n", 0, "ERR Protocol error" },
+        { "1 GiB bulk header, second arg", "*2\r\n$4\r\nSEND\r\n$1073741824\r\n", 0, "ERR Protocol error" },
+        { "bulk just over max-bulk (8mb)", "*1\r\n$8388609\r\n", 0, "ERR Protocol error" },
+        { "negative bulk length", "*1\r\n$-5\r\n", 0, "ERR Protocol error" },
+        { "bulk length -1 in a request", "*1\r\n$-1\r\n", 0, "ERR Protocol error" },
+        { "10^6 arguments", many_args, n, "ERR Protocol error" },
+        { "2^63 arguments", "*9223372036854775807\r\n", 0, "ERR Protocol error" },
+        { "argument count overflow", "*99999999999999999999999\r\n", 0, "ERR Protocol error" },
+        { "negative argument count", "*-5\r\n", 0, "ERR Protocol error" },
+        { "letters as argument count", "*abc\r\n", 0, "ERR Protocol error" },
+        { "letters as bulk length", "*1\r\n$abc\r\n", 0, "ERR Protocol error" },
+        { "NUL in bulk length", nul_bulk, sizeof nul_bulk - 1, "ERR Protocol error" },
+        { "missing '$'", "*2\r\n$4\r\nPING\r\nxyz\r\n", 0, "ERR Protocol error" },
+        { "bulk not followed by CRLF", "*1\r\n$4\r\nPINGxx\r\n", 0, "ERR Protocol error" },
+        { "inline line over max-inline", long_inline, sizeof long_inline, "ERR Protocol error" },
+        { "unbalanced quotes inline", "SEND t \"abc\r\n", 0, "ERR Protocol error" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_protocol_error(cases[i].name, cases[i].bytes, cases[i].len ? cases[i].len : strlen(cases[i].bytes),
@@ -168,9 +168,12 @@ static void test_random_garbage(void)
 
 static void test_slow_reader_disconnected(void)
 {
-    static const char *const flags[] = {"--max-reply-buffer", "1mb", NULL};
+    static const char *const flags[] = { "--max-reply-buffer", "1mb", NULL };
     bt_start(flags);
-    enum { N = 60, SIZE = 256 * 1024 };
+    enum {
+        N = 60,
+        SIZE = 256 * 1024
+    };
     char e[1024], id[32];
     char *payload = malloc(SIZE + 1);
     BP_REQUIRE(payload != NULL, "malloc");
@@ -230,29 +233,34 @@ static void expect_error_keeps_conn(rc_conn_t *c, int argc, const char *const *a
              argc > 1 ? argv[1] : "", rc_describe(r, d, sizeof d), want);
     resp_reply_free(r);
     r = rc_cmd(c, "PING", NULL);
-    BP_CHECK(r != NULL && rc_str_eq(r, "PONG"), "PING after %s: %s", argv[0], r == NULL ? c->err : rc_describe(r, d, sizeof d));
+    BP_CHECK(r != NULL && rc_str_eq(r, "PONG"), "PING after %s: %s", argv[0],
+             r == NULL ? c->err : rc_describe(r, d, sizeof d));
     resp_reply_free(r);
 }
 
 static void test_command_errors(void)
 {
     bt_start(NULL);
-    static const struct { int argc; const char *argv[4]; const char *want; } cases[] = {
-        {1, {"FOO"}, "ERR unknown command"},
-        {2, {"GETX", "a"}, "ERR unknown command"},
-        {2, {"SEND", "t"}, "ERR wrong number of arguments for 'send' command"},
-        {1, {"send"}, "ERR wrong number of arguments for 'send' command"},
-        {2, {"PULL", "g"}, "ERR wrong number of arguments for 'pull' command"},
-        {2, {"ACK", "g"}, "ERR wrong number of arguments for 'ack' command"},
-        {2, {"NACK", "g"}, "ERR wrong number of arguments for 'nack' command"},
-        {2, {"TOUCH", "g"}, "ERR wrong number of arguments for 'touch' command"},
-        {1, {"GROUP"}, "ERR"},
-        {2, {"GROUP", "FROB"}, "ERR"},
-        {1, {"DLQ"}, "ERR"},
-        {3, {"DLQ", "FROB", "g"}, "ERR"},
-        {3, {"ECHO", "a", "b"}, "ERR wrong number of arguments for 'echo' command"},
-        {2, {"SELECT", "1"}, "ERR"},
-        {3, {"AUTH", "u", "p"}, "ERR"},
+    static const struct {
+        int argc;
+        const char *argv[4];
+        const char *want;
+    } cases[] = {
+        { 1, { "FOO" }, "ERR unknown command" },
+        { 2, { "GETX", "a" }, "ERR unknown command" },
+        { 2, { "SEND", "t" }, "ERR wrong number of arguments for 'send' command" },
+        { 1, { "send" }, "ERR wrong number of arguments for 'send' command" },
+        { 2, { "PULL", "g" }, "ERR wrong number of arguments for 'pull' command" },
+        { 2, { "ACK", "g" }, "ERR wrong number of arguments for 'ack' command" },
+        { 2, { "NACK", "g" }, "ERR wrong number of arguments for 'nack' command" },
+        { 2, { "TOUCH", "g" }, "ERR wrong number of arguments for 'touch' command" },
+        { 1, { "GROUP" }, "ERR" },
+        { 2, { "GROUP", "FROB" }, "ERR" },
+        { 1, { "DLQ" }, "ERR" },
+        { 3, { "DLQ", "FROB", "g" }, "ERR" },
+        { 3, { "ECHO", "a", "b" }, "ERR wrong number of arguments for 'echo' command" },
+        { 2, { "SELECT", "1" }, "ERR" },
+        { 3, { "AUTH", "u", "p" }, "ERR" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_error_keeps_conn(&bt_conn, cases[i].argc, cases[i].argv, NULL, cases[i].want);
@@ -262,8 +270,8 @@ static void test_command_errors(void)
     char *p = malloc(big);
     BP_REQUIRE(p != NULL, "malloc");
     memset(p, 'x', big);
-    const char *argv[] = {"SEND", "t", p};
-    size_t lens[] = {4, 1, big};
+    const char *argv[] = { "SEND", "t", p };
+    size_t lens[] = { 4, 1, big };
     expect_error_keeps_conn(&bt_conn, 3, argv, lens, "ERR payload is 5000000 bytes, larger than max-payload");
     free(p);
 
@@ -296,8 +304,8 @@ static void test_command_errors(void)
 
 static void test_max_clients(void)
 {
-    static const char *const flags[] = {"--max-clients", "3", NULL};
-    bt_start(flags);   /* bt_conn is client 1 */
+    static const char *const flags[] = { "--max-clients", "3", NULL };
+    bt_start(flags); /* bt_conn is client 1 */
     char e[1024], d[300];
     rc_conn_t c2, c3, c4;
     BP_REQUIRE(bp_connect(&bt_broker, &c2, e, sizeof e) == 0, "%s", e);
@@ -309,7 +317,7 @@ static void test_max_clients(void)
     resp_reply_free(r);
     BP_REQUIRE(bp_connect(&bt_broker, &c4, e, sizeof e) == 0, "%s", e);
     r = rc_read(&c4, 5000);
-    if (r == NULL) {   /* the error may be sent only once the client speaks */
+    if (r == NULL) { /* the error may be sent only once the client speaks */
         r = rc_cmd(&c4, "PING", NULL);
     }
     BP_CHECK(r != NULL && rc_is_error(r, "ERR max number of clients reached"), "4th client with max-clients 3: %s",
@@ -321,8 +329,8 @@ static void test_max_clients(void)
     /* A slot is free again once c3 is gone. */
     char v[32] = "";
     uint64_t end = tu_now_mono_ms() + 5000;
-    while (tu_now_mono_ms() < end && bp_info_field(&bt_conn, "connected_clients", v, sizeof v, e, sizeof e) == 0
-           && strcmp(v, "2") != 0)
+    while (tu_now_mono_ms() < end && bp_info_field(&bt_conn, "connected_clients", v, sizeof v, e, sizeof e) == 0 &&
+           strcmp(v, "2") != 0)
         ;
     BP_CHECK(strcmp(v, "2") == 0, "connected_clients %s after closing two, want 2", v);
     BP_REQUIRE(bp_connect(&bt_broker, &c4, e, sizeof e) == 0, "%s", e);
@@ -337,7 +345,7 @@ static void test_max_clients(void)
 
 static void test_idle_timeout(void)
 {
-    static const char *const flags[] = {"--idle-timeout", "500ms", NULL};
+    static const char *const flags[] = { "--idle-timeout", "500ms", NULL };
     bt_start(flags);
     char e[1024], d[300];
     rc_conn_t idle, blocked;
@@ -417,7 +425,9 @@ static void test_hello3(void)
 static void test_deep_pipeline(void)
 {
     bt_start(NULL);
-    enum { N = 5000 };
+    enum {
+        N = 5000
+    };
     char d[300], e[300];
     for (int i = 0; i < N; i++) {
         char p[32];
@@ -477,7 +487,7 @@ static void expect_http_closed(const char *name, const char *bytes)
     rc_conn_t x;
     BP_REQUIRE(bp_connect(&bt_broker, &x, e, sizeof e) == 0, "%s: connect: %s", name, e);
     rc_append_raw(&x, bytes, strlen(bytes));
-    (void)rc_flush(&x, 10000);   /* may be cut short: the broker closes at the first line */
+    (void)rc_flush(&x, 10000); /* may be cut short: the broker closes at the first line */
     BP_CHECK(rc_read_to_eof(&x, 10000) == 1, "%s: the broker did not close the connection", name);
     BP_CHECK(rc_pending_input(&x) == 0, "%s: the broker answered %zu bytes ('%.*s'), want none", name,
              rc_pending_input(&x), (int)(rc_pending_input(&x) > 80 ? 80 : rc_pending_input(&x)), rc_input(&x));
@@ -512,12 +522,17 @@ static void test_http_cross_protocol(void)
 
     /* the other shapes, each with a command after it that must not run */
     const char *const first[] = {
-        "GET / HTTP/1.1\r\nGROUP DEL victim\r\n",   "get /index.html HTTP/1.0\r\nGROUP DEL victim\r\n",
-        "PUT /x HTTP/1.1\r\nGROUP DEL victim\r\n",  "HEAD / HTTP/1.1\r\nGROUP DEL victim\r\n",
-        "DELETE /x HTTP/1.1\r\nGROUP DEL victim\r\n", "OPTIONS * HTTP/1.1\r\nGROUP DEL victim\r\n",
-        "CONNECT h:1 HTTP/1.1\r\nGROUP DEL victim\r\n", "host: x\r\nGROUP DEL victim\r\n",
+        "GET / HTTP/1.1\r\nGROUP DEL victim\r\n",
+        "get /index.html HTTP/1.0\r\nGROUP DEL victim\r\n",
+        "PUT /x HTTP/1.1\r\nGROUP DEL victim\r\n",
+        "HEAD / HTTP/1.1\r\nGROUP DEL victim\r\n",
+        "DELETE /x HTTP/1.1\r\nGROUP DEL victim\r\n",
+        "OPTIONS * HTTP/1.1\r\nGROUP DEL victim\r\n",
+        "CONNECT h:1 HTTP/1.1\r\nGROUP DEL victim\r\n",
+        "host: x\r\nGROUP DEL victim\r\n",
         /* POST and Host: at any position, in any form (as Redis) */
-        "PING\r\npost / HTTP/1.1\r\nGROUP DEL victim\r\n", "*1\r\n$4\r\nPING\r\nHOST: x\r\nGROUP DEL victim\r\n",
+        "PING\r\npost / HTTP/1.1\r\nGROUP DEL victim\r\n",
+        "*1\r\n$4\r\nPING\r\nHOST: x\r\nGROUP DEL victim\r\n",
         "*2\r\n$4\r\nPOST\r\n$1\r\n/\r\nGROUP DEL victim\r\n",
     };
     for (size_t i = 0; i < sizeof first / sizeof first[0]; i++) {
@@ -534,8 +549,8 @@ static void test_http_cross_protocol(void)
                  "%s: the broker answered '%.*s', want '%s'", name, (int)rc_pending_input(&x), rc_input(&x), want);
         rc_close(&x);
         v = -1;
-        BP_CHECK(bp_group_field(&bt_conn, "victim", "backlog", &v, e, sizeof e) == 1, "%s deleted the group: %s",
-                 name, e);
+        BP_CHECK(bp_group_field(&bt_conn, "victim", "backlog", &v, e, sizeof e) == 1, "%s deleted the group: %s", name,
+                 e);
     }
     /* GET with a key (not a path) and a later PUT are ordinary unknown commands: errors, connection kept */
     r = rc_cmd(&bt_conn, "GET", "key", NULL);
@@ -560,7 +575,8 @@ static void test_id_exactly_16(void)
         char want[80];
         snprintf(want, sizeof want, "ERR invalid message id '%s' (16 hex digits)", bad[i]);
         resp_reply_t *r = rc_cmd(&bt_conn, "ACK", "g", bad[i], NULL);
-        BP_CHECK(r != NULL && r->type == RESP_REPLY_ERROR && r->len == strlen(want) && memcmp(r->str, want, r->len) == 0,
+        BP_CHECK(r != NULL && r->type == RESP_REPLY_ERROR && r->len == strlen(want) &&
+                     memcmp(r->str, want, r->len) == 0,
                  "ACK g %s: %s, want '%s'", bad[i], rc_describe(r, e, sizeof e), want);
         resp_reply_free(r);
         r = rc_cmd(&bt_conn, "TOUCH", "g", bad[i], NULL);
@@ -590,7 +606,7 @@ static void test_setname_rule(void)
             argv[3] = bad[i];
             lens[3] = strlen(bad[i]);
         } else {
-            argv[3] = "a\0b";   /* an embedded NUL */
+            argv[3] = "a\0b"; /* an embedded NUL */
             lens[3] = 3;
         }
         resp_reply_t *r = rc_cmdv(&bt_conn, 4, argv, lens);
@@ -623,18 +639,18 @@ static void test_setname_rule(void)
 }
 
 static const tu_test_t hostile_tests[] = {
-    {"malformed requests: error, close, others unharmed", test_malformed_requests},
-    {"random garbage does not hurt", test_random_garbage},
-    {"a client that stops reading is disconnected", test_slow_reader_disconnected},
-    {"unknown command, arity, payload limit, inline, QUIT", test_command_errors},
-    {"max-clients", test_max_clients},
-    {"idle-timeout closes idle clients, not blocked ones", test_idle_timeout},
-    {"HELLO 3 (RESP3) and back", test_hello3},
-    {"5000 pipelined commands answered in order", test_deep_pipeline},
-    {"an HTTP request is closed unexecuted (cross-protocol guard)", test_http_cross_protocol},
-    {"message ids are exactly 16 hex digits", test_id_exactly_16},
-    {"HELLO SETNAME and CLIENT SETNAME: one name rule", test_setname_rule},
-    {NULL, NULL},
+    { "malformed requests: error, close, others unharmed", test_malformed_requests },
+    { "random garbage does not hurt", test_random_garbage },
+    { "a client that stops reading is disconnected", test_slow_reader_disconnected },
+    { "unknown command, arity, payload limit, inline, QUIT", test_command_errors },
+    { "max-clients", test_max_clients },
+    { "idle-timeout closes idle clients, not blocked ones", test_idle_timeout },
+    { "HELLO 3 (RESP3) and back", test_hello3 },
+    { "5000 pipelined commands answered in order", test_deep_pipeline },
+    { "an HTTP request is closed unexecuted (cross-protocol guard)", test_http_cross_protocol },
+    { "message ids are exactly 16 hex digits", test_id_exactly_16 },
+    { "HELLO SETNAME and CLIENT SETNAME: one name rule", test_setname_rule },
+    { NULL, NULL },
 };
 
 int main(int argc, char **argv)

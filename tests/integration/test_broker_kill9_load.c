@@ -37,11 +37,11 @@
 #include "tests/helpers/broker_test.h"
 #include "tests/helpers/testutil.h"
 
-#define PRODUCERS 4
-#define WINDOW 128                  /* SENDs in flight per connection */
-#define KILL_AFTER_ACKED 60000      /* kill once this many SENDs were acknowledged ... */
-#define KILL_MIN_MS 300             /* ... and the load ran at least this long, */
-#define KILL_AFTER_MS 8000          /* or after this long, whichever comes first */
+#define PRODUCERS        4
+#define WINDOW           128   /* SENDs in flight per connection */
+#define KILL_AFTER_ACKED 60000 /* kill once this many SENDs were acknowledged ... */
+#define KILL_MIN_MS      300   /* ... and the load ran at least this long, */
+#define KILL_AFTER_MS    8000  /* or after this long, whichever comes first */
 #define MAX_PER_PRODUCER 2000000
 
 /* An acknowledged message: its id and the payload sequence it carried. */
@@ -52,7 +52,7 @@ typedef struct acked {
 
 typedef struct producer {
     int index, port;
-    int *total;            /* shared acknowledged count (atomic) */
+    int *total; /* shared acknowledged count (atomic) */
     acked_t *acked;
     int n;
     int sent;
@@ -135,13 +135,16 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-struct kill_ctx { int *total; uint64_t start, end; };
+struct kill_ctx {
+    int *total;
+    uint64_t start, end;
+};
 static int enough_sent(void *ctx)
 {
     struct kill_ctx *k = ctx;
     uint64_t now = tu_now_mono_ms();
-    return (__atomic_load_n(k->total, __ATOMIC_SEQ_CST) >= KILL_AFTER_ACKED && now >= k->start + KILL_MIN_MS)
-           || now >= k->end;
+    return (__atomic_load_n(k->total, __ATOMIC_SEQ_CST) >= KILL_AFTER_ACKED && now >= k->start + KILL_MIN_MS) ||
+           now >= k->end;
 }
 
 /* Parse "p<producer>-<seq>"; 0 / -1. */
@@ -160,11 +163,13 @@ static int parse_payload(const char *p, size_t n, uint32_t *producer, uint32_t *
     return 0;
 }
 
-struct drained_ctx { long long last[4]; };
+struct drained_ctx {
+    long long last[4];
+};
 static int group_drained(void *ctx)
 {
     struct drained_ctx *d = ctx;
-    static const char *const f[] = {"ready", "inflight", "retry-delayed", "retry-ready"};
+    static const char *const f[] = { "ready", "inflight", "retry-delayed", "retry-ready" };
     char e[300];
     for (int i = 0; i < 4; i++)
         if (bp_group_field(&bt_conn, "g", f[i], &d->last[i], e, sizeof e) != 1 || d->last[i] != 0)
@@ -192,7 +197,7 @@ static void test_kill9_producers(void)
         BP_REQUIRE(pthread_create(&th[i], NULL, producer_main, &ps[i]) == 0, "pthread_create");
     }
     uint64_t t0 = tu_now_mono_ms();
-    struct kill_ctx kc = {&total, t0, t0 + KILL_AFTER_MS};
+    struct kill_ctx kc = { &total, t0, t0 + KILL_AFTER_MS };
     tu_poll_until(enough_sent, &kc, KILL_AFTER_MS + 1000, 5);
     int at_kill = __atomic_load_n(&total, __ATOMIC_SEQ_CST);
     BP_REQUIRE(bp_kill9(&bt_broker) == 0, "kill -9");
@@ -242,8 +247,8 @@ static void test_kill9_producers(void)
             resp_reply_free(r);
             struct drained_ctx dc;
             uint64_t depth1 = 1;
-            if (found_acked >= nacked
-                || (group_drained(&dc) && bp_level(&bt_conn, 1, NULL, &depth1, NULL, e, sizeof e) == 0 && depth1 == 0))
+            if (found_acked >= nacked ||
+                (group_drained(&dc) && bp_level(&bt_conn, 1, NULL, &depth1, NULL, e, sizeof e) == 0 && depth1 == 0))
                 empty_in_a_row++;
             continue;
         }
@@ -253,13 +258,12 @@ static void test_kill9_producers(void)
             BP_CHECK(m.reconsume == 0, "%s delivered with reconsume %lld", m.id, m.reconsume);
             if (nd < cap)
                 delivered[nd++] = m.id_num;
-            acked_t key = {.id = m.id_num};
+            acked_t key = { .id = m.id_num };
             acked_t *a = bsearch(&key, all, (size_t)nacked, sizeof *all, cmp_acked);
             if (a != NULL) {
                 found_acked++;
                 uint32_t prod, seq;
-                if (parse_payload(m.payload, m.payload_len, &prod, &seq) != 0 || prod != a->producer
-                    || seq != a->seq)
+                if (parse_payload(m.payload, m.payload_len, &prod, &seq) != 0 || prod != a->producer || seq != a->seq)
                     bad_payload++;
             }
         }
@@ -281,7 +285,8 @@ static void test_kill9_producers(void)
                 first_missing = all[i].id;
         }
     printf("    delivered after restart: %zu (acknowledged %d, of those found %d; %zu not acknowledged "
-           "to a producer)\n", nd, nacked, nacked - missing, nd - (size_t)(nacked - missing));
+           "to a producer)\n",
+           nd, nacked, nacked - missing, nd - (size_t)(nacked - missing));
     BP_CHECK(missing == 0, "%d acknowledged ids were never delivered (first %016" PRIx64 ")", missing, first_missing);
     BP_CHECK(dups == 0, "%d ids were delivered twice", dups);
     BP_CHECK(bad_payload == 0, "%d messages came back with another producer's payload", bad_payload);
@@ -292,18 +297,18 @@ static void test_kill9_producers(void)
 
 /* ---- kill -9 while consuming ---- */
 
-#define CONSUME_N 3000
+#define CONSUME_N       3000
 #define CONSUME_KILL_AT 1200
 
 typedef struct consumer_rec {
     int port;
-    int *delivered_count;          /* atomic */
+    int *delivered_count; /* atomic */
     uint64_t ids[CONSUME_N * 2];
-    int n;                          /* delivered before the kill */
+    int n; /* delivered before the kill */
     uint64_t acked[CONSUME_N * 2];
-    int nacked;                     /* ACK answered with the full count */
+    int nacked; /* ACK answered with the full count */
     uint64_t held[CONSUME_N * 2];
-    int nheld;                      /* delivered, never ACKed (every other batch) */
+    int nheld; /* delivered, never ACKed (every other batch) */
     int batches;
     char why[300];
 } consumer_rec_t;
@@ -343,7 +348,7 @@ static void *consumer_main(void *arg)
         __atomic_add_fetch(cr->delivered_count, nb, __ATOMIC_SEQ_CST);
         if (nb == 0)
             continue;
-        if (cr->batches++ % 2 == 1) {   /* hold this batch: no ACK, the lease must bring it back */
+        if (cr->batches++ % 2 == 1) { /* hold this batch: no ACK, the lease must bring it back */
             memcpy(cr->held + cr->nheld, batch, sizeof(uint64_t) * (size_t)nb);
             cr->nheld += nb;
             continue;
@@ -364,7 +369,10 @@ static void *consumer_main(void *arg)
     return NULL;
 }
 
-struct count_ctx { int *count; int want; };
+struct count_ctx {
+    int *count;
+    int want;
+};
 static int count_reached(void *ctx)
 {
     struct count_ctx *c = ctx;
@@ -374,7 +382,7 @@ static int count_reached(void *ctx)
 static void test_kill9_consumer(void)
 {
     /* Level 3 (the first retry) is 300 ms here, so a lease redelivery takes lease + 0.3 s. */
-    static const char *const flags[] = {"--levels", "100ms 200ms 300ms 1s", NULL};
+    static const char *const flags[] = { "--levels", "100ms 200ms 300ms 1s", NULL };
     char e[8192];
     bt_start(flags);
     static uint64_t sent[CONSUME_N];
@@ -400,7 +408,7 @@ static void test_kill9_consumer(void)
     cr.delivered_count = &delivered;
     pthread_t th;
     BP_REQUIRE(pthread_create(&th, NULL, consumer_main, &cr) == 0, "pthread_create");
-    struct count_ctx cc = {&delivered, CONSUME_KILL_AT};
+    struct count_ctx cc = { &delivered, CONSUME_KILL_AT };
     tu_poll_until(count_reached, &cc, 30000, 1);
     BP_REQUIRE(bp_kill9(&bt_broker) == 0, "kill -9");
     pthread_join(th, NULL);
@@ -436,8 +444,10 @@ static void test_kill9_consumer(void)
                  "ACK after restart released %lld of %zu %s", rel, r->count, e);
         resp_reply_free(r);
     }
-    BP_CHECK(group_drained(&dc), "group not drained after 60 s: ready %lld inflight %lld retry-delayed %lld "
-             "retry-ready %lld", dc.last[0], dc.last[1], dc.last[2], dc.last[3]);
+    BP_CHECK(group_drained(&dc),
+             "group not drained after 60 s: ready %lld inflight %lld retry-delayed %lld "
+             "retry-ready %lld",
+             dc.last[0], dc.last[1], dc.last[2], dc.last[3]);
 
     /* Check the accounting. */
     qsort(cr.acked, (size_t)cr.nacked, sizeof(uint64_t), cmp_u64);
@@ -465,8 +475,8 @@ static void test_kill9_consumer(void)
         if (sorted_after[i] == sorted_after[i - 1])
             dup_after++;
     for (int i = 0; i < CONSUME_N; i++)
-        if (bsearch(&sent[i], cr.ids, (size_t)cr.n, sizeof(uint64_t), cmp_u64) == NULL
-            && bsearch(&sent[i], sorted_after, (size_t)na, sizeof(uint64_t), cmp_u64) == NULL)
+        if (bsearch(&sent[i], cr.ids, (size_t)cr.n, sizeof(uint64_t), cmp_u64) == NULL &&
+            bsearch(&sent[i], sorted_after, (size_t)na, sizeof(uint64_t), cmp_u64) == NULL)
             lost++;
     int held_missing = 0;
     for (int i = 0; i < cr.nheld; i++)
@@ -477,19 +487,19 @@ static void test_kill9_consumer(void)
     BP_CHECK(held_missing == 0, "%d of %d messages leased but never ACKed before the kill did not come back",
              held_missing, cr.nheld);
     printf("    after the restart: %d delivered: %d never delivered before, %d lease redeliveries of unacked "
-           "messages (%lld with reconsume 0)\n", na, fresh, redelivered_unacked, bad_reconsume);
+           "messages (%lld with reconsume 0)\n",
+           na, fresh, redelivered_unacked, bad_reconsume);
     BP_CHECK(lost == 0, "%d messages were never delivered", lost);
-    BP_CHECK(redelivered_acked == 0, "%d messages whose ACK was answered before the kill came back",
-             redelivered_acked);
+    BP_CHECK(redelivered_acked == 0, "%d messages whose ACK was answered before the kill came back", redelivered_acked);
     BP_CHECK(dup_after == 0, "%d messages delivered twice after the restart", dup_after);
     BP_CHECK(dup_before == 0, "%d messages delivered twice before the kill", dup_before);
     BP_CHECK(fresh + cr.n - dup_before >= CONSUME_N, "accounting: %d fresh + %d before < %d", fresh, cr.n, CONSUME_N);
 }
 
 static const tu_test_t kill9_tests[] = {
-    {"kill -9 under pipelined SENDs loses no acknowledged id", test_kill9_producers},
-    {"kill -9 while consuming: acked never again, unacked by lease", test_kill9_consumer},
-    {NULL, NULL},
+    { "kill -9 under pipelined SENDs loses no acknowledged id", test_kill9_producers },
+    { "kill -9 while consuming: acked never again, unacked by lease", test_kill9_consumer },
+    { NULL, NULL },
 };
 
 int main(int argc, char **argv)

@@ -45,9 +45,9 @@
 
 #define LATE_BOUND_MS 1500
 
-static const char *const group_names[] = {"gA", "gB", "gC"};
-static const char *const group_fields[] = {"ready", "backlog", "retry-ready", "retry-delayed", "inflight",
-                                           "dlq", "max-reconsume", "created-ms"};
+static const char *const group_names[] = { "gA", "gB", "gC" };
+static const char *const group_fields[] = { "ready",    "backlog", "retry-ready",   "retry-delayed",
+                                            "inflight", "dlq",     "max-reconsume", "created-ms" };
 #define N_GROUPS 3
 #define N_FIELDS 8
 
@@ -105,8 +105,8 @@ static void build(scenario_t *s)
     BP_REQUIRE(r != NULL && r->count == 1, "gB PULL: %s", r == NULL ? e : "wrong count");
     resp_reply_free(r);
     BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "NACK", "gB", s->ready[1], "REASON", "parked before restart",
-                          NULL) == 0
-                   && n == 0,
+                          NULL) == 0 &&
+                   n == 0,
                "gB NACK → DLQ: %lld %s", n, e);
     /* gC NACKs r0 onto level 4 (a delayed retry, 30 s). */
     r = bp_pull(&bt_conn, e, sizeof e, "gC", "t", "COUNT", "1", NULL);
@@ -159,8 +159,8 @@ static void verify(scenario_t *s, uint64_t ready_wall_ms)
     BP_REQUIRE(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 1, "DLQ LIST gB: %s",
                r == NULL ? bt_conn.err : rc_describe(r, e, sizeof e));
     const resp_reply_t *d = &r->elements[0];
-    BP_CHECK(d->type == RESP_REPLY_ARRAY && d->count == 6 && rc_str_eq(&d->elements[0], s->ready[1])
-                 && rc_str_eq(&d->elements[4], "parked before restart"),
+    BP_CHECK(d->type == RESP_REPLY_ARRAY && d->count == 6 && rc_str_eq(&d->elements[0], s->ready[1]) &&
+                 rc_str_eq(&d->elements[4], "parked before restart"),
              "DLQ entry after restart lost its id or reason");
     resp_reply_free(r);
     /* gB's backlog continues at r2. */
@@ -180,11 +180,16 @@ static void verify(scenario_t *s, uint64_t ready_wall_ms)
     BP_CHECK(recv_ms >= s->delayed_before + 3000 && recv_ms >= m.due_ms, "delayed message %" PRIu64 " ms early",
              s->delayed_before + 3000 - recv_ms);
     uint64_t should = s->delayed_before + 3000 > ready_wall_ms ? s->delayed_before + 3000 : ready_wall_ms;
-    BP_CHECK(recv_ms < should + LATE_BOUND_MS, "delayed message %" PRIu64 " ms late (due or restart)", recv_ms - should);
+    BP_CHECK(recv_ms < should + LATE_BOUND_MS, "delayed message %" PRIu64 " ms late (due or restart)",
+             recv_ms - should);
     resp_reply_free(r);
 }
 
-typedef enum { STOP_SIGTERM, STOP_SHUTDOWN, STOP_KILL9 } stop_mode_t;
+typedef enum {
+    STOP_SIGTERM,
+    STOP_SHUTDOWN,
+    STOP_KILL9
+} stop_mode_t;
 
 static void run(stop_mode_t mode)
 {
@@ -221,9 +226,18 @@ static void run(stop_mode_t mode)
     verify(&s, ready);
 }
 
-static void test_sigterm(void) { run(STOP_SIGTERM); }
-static void test_shutdown(void) { run(STOP_SHUTDOWN); }
-static void test_kill9(void) { run(STOP_KILL9); }
+static void test_sigterm(void)
+{
+    run(STOP_SIGTERM);
+}
+static void test_shutdown(void)
+{
+    run(STOP_SHUTDOWN);
+}
+static void test_kill9(void)
+{
+    run(STOP_KILL9);
+}
 
 /* Two kill -9 in a row, the second right after the restart answered. */
 static void test_kill9_twice(void)
@@ -389,7 +403,7 @@ static void test_check_data(void)
     printf("    after a clean stop: %s", out);
 }
 
-#define HUP_SENDS 200
+#define HUP_SENDS           200
 #define HUP_LOG_DEADLINE_MS 20000
 
 /* Send HUP_SENDS pipelined SENDs, SIGHUP the broker while they are in
@@ -429,13 +443,14 @@ static void test_sighup(void)
     BP_REQUIRE(tu_mkdtemp("broker-hup", dir, sizeof dir) == 0, "mkdtemp");
     snprintf(conf, sizeof conf, "%s/broker.conf", dir);
     BP_REQUIRE(tu_write_file(conf, "[broker]\nlog-level = info\nmax-clients = 100\n") == 0, "write %s", conf);
-    const char *extra[] = {"--config", conf, NULL};
+    const char *extra[] = { "--config", conf, NULL };
     bt_start(extra);
 
     /* Nothing changed: said so. */
     BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "kill -HUP");
     BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "SIGHUP: configuration re-read, nothing changed",
-                                   HUP_LOG_DEADLINE_MS) == 0, "no 'nothing changed' after SIGHUP");
+                                   HUP_LOG_DEADLINE_MS) == 0,
+             "no 'nothing changed' after SIGHUP");
     still_answering("after a SIGHUP with nothing changed");
 
     /* log-level info -> debug under load; max-clients waits for a restart. */
@@ -443,40 +458,43 @@ static void test_sighup(void)
     sends_across_sighup();
     BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "SIGHUP: log-level info -> debug", HUP_LOG_DEADLINE_MS) == 0,
              "the log does not show 'SIGHUP: log-level info -> debug'");
-    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "SIGHUP: max-clients changed, but takes effect only at a restart",
-                                   HUP_LOG_DEADLINE_MS) == 0, "the changed max-clients is not reported");
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path,
+                                   "SIGHUP: max-clients changed, but takes effect only at a restart",
+                                   HUP_LOG_DEADLINE_MS) == 0,
+             "the changed max-clients is not reported");
     still_answering("after SIGHUP under load");
     /* CONFIG GET shows the applied value, and the running max-clients. */
-    static const char *const want[][2] = {{"log-level", "debug"}, {"max-clients", "100"}};
+    static const char *const want[][2] = { { "log-level", "debug" }, { "max-clients", "100" } };
     for (size_t i = 0; i < 2; i++) {
         char d[200];
         resp_reply_t *r = rc_cmd(&bt_conn, "CONFIG", "GET", want[i][0], NULL);
         BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 2 && rc_str_eq(&r->elements[1], want[i][1]),
-                 "CONFIG GET %s after SIGHUP: %s, want %s", want[i][0], r != NULL ? rc_describe(r, d, sizeof d) : "none",
-                 want[i][1]);
+                 "CONFIG GET %s after SIGHUP: %s, want %s", want[i][0],
+                 r != NULL ? rc_describe(r, d, sizeof d) : "none", want[i][1]);
         resp_reply_free(r);
     }
 
     /* A file that no longer parses: logged, the broker keeps running. */
     BP_REQUIRE(tu_write_file(conf, "[broker]\nlog-level = loud\n") == 0, "rewrite");
     sends_across_sighup();
-    BP_CHECK(tu_wait_file_contains(bt_broker.log_path,
-                                   "SIGHUP: configuration error, keeping the running configuration: ",
-                                   HUP_LOG_DEADLINE_MS) == 0, "a bad file on SIGHUP is not reported");
+    BP_CHECK(tu_wait_file_contains(
+                 bt_broker.log_path,
+                 "SIGHUP: configuration error, keeping the running configuration: ", HUP_LOG_DEADLINE_MS) == 0,
+             "a bad file on SIGHUP is not reported");
     BP_CHECK(bp_log_contains(&bt_broker, "log-level: 'loud' is not one of"), "the error does not name the key");
     still_answering("after SIGHUP with a bad file");
     tu_rmtree(dir);
 }
 
 static const tu_test_t restart_tests[] = {
-    {"SIGTERM keeps queues, cursors, leases, DLQ", test_sigterm},
-    {"SHUTDOWN keeps queues, cursors, leases, DLQ", test_shutdown},
-    {"kill -9 keeps queues, cursors, leases, DLQ", test_kill9},
-    {"kill -9 twice in a row", test_kill9_twice},
-    {"refuses a directory in use and a changed level table", test_refusals},
-    {"--check-data: refused in use, ok after kill -9 and after a clean stop", test_check_data},
-    {"SIGHUP under load: alive, log-level applied and logged, bad file kept out", test_sighup},
-    {NULL, NULL},
+    { "SIGTERM keeps queues, cursors, leases, DLQ", test_sigterm },
+    { "SHUTDOWN keeps queues, cursors, leases, DLQ", test_shutdown },
+    { "kill -9 keeps queues, cursors, leases, DLQ", test_kill9 },
+    { "kill -9 twice in a row", test_kill9_twice },
+    { "refuses a directory in use and a changed level table", test_refusals },
+    { "--check-data: refused in use, ok after kill -9 and after a clean stop", test_check_data },
+    { "SIGHUP under load: alive, log-level applied and logged, bad file kept out", test_sighup },
+    { NULL, NULL },
 };
 
 int main(int argc, char **argv)

@@ -62,10 +62,10 @@ static void test_default_first_step(void)
     resp_reply_t *ra, *rb;
     rc_msg_t ma, mb;
     uint64_t lease_before = tu_now_wall_ms();
-    bt_pull_one("g", "orders", "1000", "400", &ra, &ma);   /* A: a 400 ms lease, let it expire */
+    bt_pull_one("g", "orders", "1000", "400", &ra, &ma); /* A: a 400 ms lease, let it expire */
     BP_CHECK(strcmp(ma.id, ida) == 0 && ma.reconsume == 0, "first PULL: %s r%lld, want %s r0", ma.id, ma.reconsume,
              ida);
-    bt_pull_one("g", "orders", "1000", NULL, &rb, &mb);    /* B: the default 30 s lease, NACK it */
+    bt_pull_one("g", "orders", "1000", NULL, &rb, &mb); /* B: the default 30 s lease, NACK it */
     BP_CHECK(strcmp(mb.id, idb) == 0, "second PULL: %s, want %s", mb.id, idb);
     resp_reply_free(ra);
     resp_reply_free(rb);
@@ -115,8 +115,8 @@ static void test_default_first_step(void)
             } else if (strcmp(m.id, ida) == 0) {
                 got_a++;
                 BP_CHECK(m.payload_len == 1 && m.payload[0] == 'A', "A came back with another payload");
-                BP_CHECK(recv_ms >= lease_before + 400 + 10000, "A redelivered %" PRIu64 " ms after its PULL, want >= 10400",
-                         recv_ms - lease_before);
+                BP_CHECK(recv_ms >= lease_before + 400 + 10000,
+                         "A redelivered %" PRIu64 " ms after its PULL, want >= 10400", recv_ms - lease_before);
                 BP_CHECK(recv_ms < expired_seen + 10000 + LATE_BOUND_MS,
                          "A redelivered %" PRIu64 " ms after its lease expired, want about 10000",
                          recv_ms - expired_seen);
@@ -134,13 +134,13 @@ static void test_default_first_step(void)
 /* The policy on a short table: level 3 + r, clamped to the last level, DLQ at MAXRETRY. */
 static void test_schedule_short_table(void)
 {
-    static const char *const flags[] = {"--levels", "100ms 200ms 500ms 1s 2s", NULL};
+    static const char *const flags[] = { "--levels", "100ms 200ms 500ms 1s 2s", NULL };
     bt_start(flags);
     char e[1024], id[32];
     BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "g", "orders", "MAXRETRY", "4", NULL) == 0, "%s", e);
     BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "orders", "pay", NULL) == 0, "%s", e);
     /* failure r → level 3 + r: 500ms, 1s, 2s, then clamped to level 5 (2s); r = 4 = MAXRETRY → DLQ */
-    static const uint64_t delays[] = {500, 1000, 2000, 2000};
+    static const uint64_t delays[] = { 500, 1000, 2000, 2000 };
     for (int r = 0; r <= 4; r++) {
         resp_reply_t *rep;
         rc_msg_t m;
@@ -195,7 +195,7 @@ typedef struct dlq_entry {
 static int dlq_list(const char *group, const char *count, const char *after, dlq_entry_t *out, int max)
 {
     char e[1024];
-    const char *argv[8] = {"DLQ", "LIST", group};
+    const char *argv[8] = { "DLQ", "LIST", group };
     int argc = 3;
     if (count != NULL) {
         argv[argc++] = "COUNT";
@@ -216,8 +216,8 @@ static int dlq_list(const char *group, const char *count, const char *after, dlq
         dlq_entry_t *d = &out[n++];
         memset(d, 0, sizeof *d);
         const resp_reply_t *f = x->elements;
-        BP_REQUIRE(f[0].type == RESP_REPLY_BULK && f[1].type == RESP_REPLY_BULK && f[2].type == RESP_REPLY_BULK
-                       && f[4].type == RESP_REPLY_BULK,
+        BP_REQUIRE(f[0].type == RESP_REPLY_BULK && f[1].type == RESP_REPLY_BULK && f[2].type == RESP_REPLY_BULK &&
+                       f[4].type == RESP_REPLY_BULK,
                    "DLQ LIST entry %zu: id/key/payload/reason are not bulk strings", i);
         snprintf(d->id, sizeof d->id, "%.*s", (int)f[0].len, f[0].str);
         snprintf(d->key, sizeof d->key, "%.*s", (int)f[1].len, f[1].str);
@@ -264,8 +264,8 @@ static void test_dlq_after_max_with_reason(void)
     BP_CHECK(strstr(d[0].reason, "boom: card declined") != NULL, "DLQ LIST reason '%s', want the NACK REASON",
              d[0].reason);
     BP_CHECK(d[0].reconsume >= 1, "DLQ LIST reconsume %lld", d[0].reconsume);
-    BP_CHECK(d[0].parked_ms >= before && d[0].parked_ms <= after, "parked_ms %" PRIu64 " outside the NACK [%" PRIu64
-             ", %" PRIu64 "]", d[0].parked_ms, before, after);
+    BP_CHECK(d[0].parked_ms >= before && d[0].parked_ms <= after,
+             "parked_ms %" PRIu64 " outside the NACK [%" PRIu64 ", %" PRIu64 "]", d[0].parked_ms, before, after);
     long long dv = -1;
     BP_CHECK(bp_group_field(&bt_conn, "g", "dlq", &dv, e, sizeof e) == 1 && dv == 1, "GROUP LIST dlq %lld", dv);
 
@@ -384,8 +384,7 @@ static void test_dlq_requeue_drop(void)
     r = rc_read(&w, 30000);
     BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 1, "blocked PULL after REQUEUE: %s",
              r == NULL ? w.err : rc_describe(r, e, sizeof e));
-    BP_CHECK(tu_now_mono_ms() - t0 < 1000, "REQUEUE woke the blocked PULL after %" PRIu64 " ms",
-             tu_now_mono_ms() - t0);
+    BP_CHECK(tu_now_mono_ms() - t0 < 1000, "REQUEUE woke the blocked PULL after %" PRIu64 " ms", tu_now_mono_ms() - t0);
     resp_reply_free(r);
     rc_close(&w);
     BP_CHECK(nack("g", ids[0], 0, NULL, NULL, NULL, NULL) == 0, "NACK back to the DLQ");
@@ -440,7 +439,9 @@ static void test_touch_extends(void)
     BP_CHECK(dl >= (long long)(before + 4000) && dl <= (long long)(after + 4000), "TOUCH LEASE 4000 deadline now%+lld",
              dl - (long long)before);
     /* Past the original 800 ms deadline (plus margin) the lease still holds. */
-    struct { uint64_t until; } wait_ctx = {t0 + 800 + 700};
+    struct {
+        uint64_t until;
+    } wait_ctx = { t0 + 800 + 700 };
     while (tu_now_wall_ms() < wait_ctx.until) {
         resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "orders", "BLOCK", "200", NULL);
         BP_REQUIRE(r != NULL, "%s", e);
@@ -454,8 +455,8 @@ static void test_touch_extends(void)
     before = tu_now_wall_ms();
     BP_REQUIRE(bp_int_cmd(&bt_conn, &dl, e, sizeof e, "TOUCH", "g", id, NULL) == 0, "%s", e);
     after = tu_now_wall_ms();
-    BP_CHECK(dl >= (long long)(before + 30000) && dl <= (long long)(after + 30000), "TOUCH deadline now%+lld, want +30000",
-             dl - (long long)before);
+    BP_CHECK(dl >= (long long)(before + 30000) && dl <= (long long)(after + 30000),
+             "TOUCH deadline now%+lld, want +30000", dl - (long long)before);
     long long n = -1;
     BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "ACK", "g", id, NULL) == 0, "%s", e);
     BP_CHECK(n == 1, "ACK of a touched lease released %lld", n);
@@ -495,13 +496,13 @@ static void test_ack_rules(void)
 }
 
 static const tu_test_t retry_tests[] = {
-    {"default schedule: NACK and lease expiry come back after 10 s", test_default_first_step},
-    {"retry policy on a short table, clamp, DLQ at MAXRETRY", test_schedule_short_table},
-    {"DLQ after max, LIST shows the reason", test_dlq_after_max_with_reason},
-    {"DLQ LIST paging, REQUEUE one/ALL, DROP one/ALL", test_dlq_requeue_drop},
-    {"TOUCH extends a lease", test_touch_extends},
-    {"ACK counts leases released", test_ack_rules},
-    {NULL, NULL},
+    { "default schedule: NACK and lease expiry come back after 10 s", test_default_first_step },
+    { "retry policy on a short table, clamp, DLQ at MAXRETRY", test_schedule_short_table },
+    { "DLQ after max, LIST shows the reason", test_dlq_after_max_with_reason },
+    { "DLQ LIST paging, REQUEUE one/ALL, DROP one/ALL", test_dlq_requeue_drop },
+    { "TOUCH extends a lease", test_touch_extends },
+    { "ACK counts leases released", test_ack_rules },
+    { NULL, NULL },
 };
 
 int main(int argc, char **argv)

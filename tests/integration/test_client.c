@@ -56,7 +56,7 @@
 #define CLI_PATH HG_BUILDDIR "/hourglass-cli"
 
 static bp_broker_t B;
-static hg_client_t *C;       /* a client for the test's own commands */
+static hg_client_t *C; /* a client for the test's own commands */
 static char URI[128];
 
 /* ------------------------------------------------------------------------
@@ -64,7 +64,7 @@ static char URI[128];
  * ------------------------------------------------------------------------ */
 
 typedef struct runner runner_t;
-static runner_t *active_runner;   /* a consumer still running when a test aborts */
+static runner_t *active_runner; /* a consumer still running when a test aborts */
 static void runner_abort(runner_t *r);
 
 static void setup(void)
@@ -108,8 +108,8 @@ static hg_reply_t *cmd(int argc, const char *const *argv)
     return r;
 }
 
-#define CMD(...) cmd((int)(sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(const char *)), \
-                     (const char *const[]){ __VA_ARGS__ })
+#define CMD(...) \
+    cmd((int)(sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(const char *)), (const char *const[]){ __VA_ARGS__ })
 
 /* The integer reply of a command, or -999 after a recorded failure. */
 static long long cmd_int(int argc, const char *const *argv)
@@ -125,8 +125,8 @@ static long long cmd_int(int argc, const char *const *argv)
     return v;
 }
 
-#define CMD_INT(...) cmd_int((int)(sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(const char *)), \
-                             (const char *const[]){ __VA_ARGS__ })
+#define CMD_INT(...) \
+    cmd_int((int)(sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(const char *)), (const char *const[]){ __VA_ARGS__ })
 
 static void send_one(const char *topic, const char *key, const char *payload, hg_delay_t d, char *id)
 {
@@ -147,20 +147,25 @@ static void sleep_ms(unsigned ms)
 
 typedef struct seen {
     pthread_mutex_t lock;
-    int mode;                     /* what the handler does, see handler() */
-    unsigned sleep_ms;            /* work per call */
-    int count[MAX_MSGS];          /* deliveries per payload index */
-    int distinct;                 /* indexes seen at least once */
-    int calls;                    /* handler calls */
-    uint64_t call_ms[16];         /* monotonic time of the first calls */
-    unsigned attempt[16];         /* msg->attempt of the first calls */
+    int mode;             /* what the handler does, see handler() */
+    unsigned sleep_ms;    /* work per call */
+    int count[MAX_MSGS];  /* deliveries per payload index */
+    int distinct;         /* indexes seen at least once */
+    int calls;            /* handler calls */
+    uint64_t call_ms[16]; /* monotonic time of the first calls */
+    unsigned attempt[16]; /* msg->attempt of the first calls */
     char last_key[64];
-    uint64_t delayed_recv_ms;     /* wall ms the "delayed" payload arrived */
+    uint64_t delayed_recv_ms; /* wall ms the "delayed" payload arrived */
     uint64_t delayed_due_ms;
-    int bad;                      /* a message the test did not send */
+    int bad; /* a message the test did not send */
 } seen_t;
 
-enum { MODE_DONE, MODE_RETRY, MODE_FAIL_BAD, MODE_SLOW_FIRST };
+enum {
+    MODE_DONE,
+    MODE_RETRY,
+    MODE_FAIL_BAD,
+    MODE_SLOW_FIRST
+};
 
 static seen_t S;
 
@@ -254,8 +259,7 @@ static void *run_thread(void *arg)
 }
 
 /* Options with test-friendly defaults: fast blocking, the handler above. */
-static void consumer_opts(hg_consumer_opts_t *o, hg_client_opts_t *co, const char *group,
-                          const char *topic)
+static void consumer_opts(hg_consumer_opts_t *o, hg_client_opts_t *co, const char *group, const char *topic)
 {
     hg_consumer_opts_init(o);
     hg_client_opts_init(co);
@@ -366,7 +370,7 @@ typedef struct frozen_call {
     hg_send_item_t *items;
     size_t n, ok;
     hg_err_t result;
-    int generic;          /* 1: hg_client_command(PING) instead of hg_send_many */
+    int generic; /* 1: hg_client_command(PING) instead of hg_send_many */
 } frozen_call_t;
 
 static void *frozen_call_main(void *arg)
@@ -389,7 +393,7 @@ static void freeze_kill_restart(frozen_call_t *f)
 
     BP_REQUIRE(kill(B.pid, SIGSTOP) == 0, "SIGSTOP the broker");
     BP_REQUIRE(pthread_create(&t, NULL, frozen_call_main, f) == 0, "pthread_create");
-    sleep_ms(300);                      /* the request sits unread in the broker's socket */
+    sleep_ms(300); /* the request sits unread in the broker's socket */
     BP_REQUIRE(bp_kill9(&B) == 0, "kill -9");
     BP_REQUIRE(bp_restart(&B, e, sizeof e) == 0, "restart: %s", e);
     pthread_join(t, NULL);
@@ -397,7 +401,9 @@ static void freeze_kill_restart(frozen_call_t *f)
 
 static void test_resend_after_connection_loss(void)
 {
-    enum { N = 200 };
+    enum {
+        N = 200
+    };
     static hg_send_item_t items[N];
     static char payloads[N][16];
     hg_client_opts_t o;
@@ -408,7 +414,7 @@ static void test_resend_after_connection_loss(void)
     start(NULL);
     hg_client_opts_init(&o);
     o.reconnect_backoff.base_ms = 50;
-    o.reconnect_backoff.attempts = 0;   /* until the broker is back */
+    o.reconnect_backoff.attempts = 0; /* until the broker is back */
     memset(&f, 0, sizeof f);
     BP_REQUIRE(hg_client_open(URI, &o, &f.client, &err) == HG_OK, "open: %s", err.message);
 
@@ -423,8 +429,8 @@ static void test_resend_after_connection_loss(void)
     f.items = items;
     f.n = N;
     freeze_kill_restart(&f);
-    BP_CHECK(f.result == HG_OK && f.ok == N, "hg_send_many across the kill: %s, %zu ok (%s)",
-             hg_strerror(f.result), f.ok, hg_client_errmsg(f.client));
+    BP_CHECK(f.result == HG_OK && f.ok == N, "hg_send_many across the kill: %s, %zu ok (%s)", hg_strerror(f.result),
+             f.ok, hg_client_errmsg(f.client));
     while (got < 2 * N) {
         hg_reply_t *r = CMD("PULL", "g", "orders", "COUNT", "1000", "BLOCK", "1000");
         if (r == NULL || hg_reply_count(r) == 0) {
@@ -480,14 +486,11 @@ static void test_send_many_pipelined(void)
     }
     t0 = tu_now_mono_ms();
     e = hg_send_many(C, items, MAX_MSGS, &ok);
-    fprintf(stderr, "\n  hg_send_many: %d SENDs in %" PRIu64 " ms (fsync no)\n", MAX_MSGS,
-            tu_now_mono_ms() - t0);
-    BP_CHECK(e == HG_ERR_SERVER, "hg_send_many returned %s, want the broker error of item 500",
-             hg_strerror(e));
+    fprintf(stderr, "\n  hg_send_many: %d SENDs in %" PRIu64 " ms (fsync no)\n", MAX_MSGS, tu_now_mono_ms() - t0);
+    BP_CHECK(e == HG_ERR_SERVER, "hg_send_many returned %s, want the broker error of item 500", hg_strerror(e));
     BP_CHECK(ok == MAX_MSGS - 1, "%zu items succeeded, want %d", ok, MAX_MSGS - 1);
     BP_CHECK(items[500].err == HG_ERR_SERVER && strstr(items[500].error, "LEVEL") != NULL,
-             "item 500: %s '%s', want the broker's LEVEL error", hg_strerror(items[500].err),
-             items[500].error);
+             "item 500: %s '%s', want the broker's LEVEL error", hg_strerror(items[500].err), items[500].error);
     BP_CHECK(strstr(hg_client_errmsg(C), "item 500") != NULL, "client message '%s'", hg_client_errmsg(C));
     for (int i = 0; i < MAX_MSGS; i++) {
         if (i == 500)
@@ -547,8 +550,8 @@ static void test_send_delays_and_levels(void)
 
     /* Errors name the cause. */
     e = hg_send(C, "t", NULL, "x", 1, hg_delay_ms(4ULL * 86400000), id);
-    BP_CHECK(e == HG_ERR_SERVER && strstr(hg_client_errmsg(C), "exceeds max-delay") != NULL,
-             "DELAY 4d: %s '%s'", hg_strerror(e), hg_client_errmsg(C));
+    BP_CHECK(e == HG_ERR_SERVER && strstr(hg_client_errmsg(C), "exceeds max-delay") != NULL, "DELAY 4d: %s '%s'",
+             hg_strerror(e), hg_client_errmsg(C));
     BP_CHECK(id[0] == '\0', "id_out not cleared on failure");
     e = hg_send(C, "", NULL, "x", 1, hg_delay_none(), NULL);
     BP_CHECK(e == HG_ERR_ARG && strstr(hg_client_errmsg(C), "topic is empty") != NULL, "empty topic: %s",
@@ -566,8 +569,7 @@ static void test_send_delays_and_levels(void)
     BP_CHECK(e == HG_ERR_SERVER && r == NULL && strstr(hg_client_errmsg(C), "unknown command") != NULL,
              "NOSUCH: %s '%s'", hg_strerror(e), hg_client_errmsg(C));
     r = CMD("ECHO", "hello");
-    BP_CHECK(r != NULL && hg_reply_type(r) == HG_REPLY_STRING && strcmp(hg_reply_str(r, NULL), "hello") == 0,
-             "ECHO");
+    BP_CHECK(r != NULL && hg_reply_type(r) == HG_REPLY_STRING && strcmp(hg_reply_str(r, NULL), "hello") == 0, "ECHO");
     hg_reply_free(r);
 
     /* Levels: the broker's table, and the RocketMQ-style mapping. */
@@ -575,16 +577,14 @@ static void test_send_delays_and_levels(void)
     BP_REQUIRE(e == HG_OK, "hg_levels_fetch: %s", hg_client_errmsg(C));
     BP_CHECK(hg_levels_count(levels) == 18, "%d levels", hg_levels_count(levels));
     BP_CHECK(hg_levels_delay_ms(levels, 1) == 1000 && hg_levels_delay_ms(levels, 18) == 7200000,
-             "level 1 %" PRIu64 ", level 18 %" PRIu64, hg_levels_delay_ms(levels, 1),
-             hg_levels_delay_ms(levels, 18));
+             "level 1 %" PRIu64 ", level 18 %" PRIu64, hg_levels_delay_ms(levels, 1), hg_levels_delay_ms(levels, 18));
     BP_CHECK(hg_levels_delay_ms(levels, 19) == 0 && hg_levels_delay_ms(levels, 0) == 0, "out of range");
     BP_CHECK(hg_level_for(levels, 22 * 60000, HG_ROUND_UP) == 16, "22m up");
     BP_CHECK(hg_level_for(levels, 22 * 60000, HG_ROUND_NEAREST) == 15, "22m nearest");
     BP_CHECK(hg_level_for(NULL, 25 * 60000, HG_ROUND_NEAREST) == 16, "25m nearest (tie → larger)");
     BP_CHECK(hg_level_for(NULL, 0, HG_ROUND_UP) == 1, "0 → level 1");
     BP_CHECK(hg_level_for(NULL, 3 * 3600000, HG_ROUND_UP) == 18, "3h → the last level");
-    BP_CHECK(hg_level_for(NULL, 1001, HG_ROUND_UP) == 2 && hg_level_for(NULL, 1001, HG_ROUND_NEAREST) == 1,
-             "1001 ms");
+    BP_CHECK(hg_level_for(NULL, 1001, HG_ROUND_UP) == 2 && hg_level_for(NULL, 1001, HG_ROUND_NEAREST) == 1, "1001 ms");
     hg_levels_free(levels);
     BP_CHECK(hg_levels_parse("1s 5s, 1m", &parsed, &err) == HG_OK && hg_levels_count(parsed) == 3, "parse");
     BP_CHECK(hg_level_for(parsed, 10000, HG_ROUND_UP) == 3, "custom table");
@@ -605,8 +605,7 @@ static void test_auth_refused(void)
     snprintf(uri, sizeof uri, "hourglass://alice:s3cret@127.0.0.1:%d", B.port);
     e = hg_client_open(uri, NULL, &c, &err);
     BP_CHECK(e == HG_ERR_AUTH && c == NULL, "open with credentials: %s '%s'", hg_strerror(e), err.message);
-    BP_CHECK(strstr(err.message, "authentication as 'alice' failed") != NULL &&
-                 strstr(err.message, "s3cret") == NULL,
+    BP_CHECK(strstr(err.message, "authentication as 'alice' failed") != NULL && strstr(err.message, "s3cret") == NULL,
              "message '%s'", err.message);
 }
 
@@ -658,16 +657,15 @@ static void test_round_trip(void)
     BP_CHECK(S.delayed_recv_ms >= sent_ms + 1000, "the DELAY 1200 message arrived %" PRId64 " ms after SEND",
              (int64_t)(S.delayed_recv_ms - sent_ms));
     BP_CHECK(S.delayed_due_ms >= sent_ms + 1000, "due_ms %" PRIu64 " too early", S.delayed_due_ms);
-    BP_CHECK(st.delivered == (uint64_t)n + 1 && st.done == (uint64_t)n + 1, "stats: delivered %" PRIu64
-             ", done %" PRIu64 ", want %d", st.delivered, st.done, n + 1);
+    BP_CHECK(st.delivered == (uint64_t)n + 1 && st.done == (uint64_t)n + 1,
+             "stats: delivered %" PRIu64 ", done %" PRIu64 ", want %d", st.delivered, st.done, n + 1);
     BP_CHECK(st.reconnects == 0, "%" PRIu64 " reconnects", st.reconnects);
     BP_CHECK(st.retried == 0 && st.nacked == 0 && st.failed == 0 && st.lease_lost == 0 && st.errors == 0,
-             "stats: retried %" PRIu64 " nacked %" PRIu64 " failed %" PRIu64 " lease_lost %" PRIu64
-             " errors %" PRIu64, st.retried, st.nacked, st.failed, st.lease_lost, st.errors);
+             "stats: retried %" PRIu64 " nacked %" PRIu64 " failed %" PRIu64 " lease_lost %" PRIu64 " errors %" PRIu64,
+             st.retried, st.nacked, st.failed, st.lease_lost, st.errors);
     /* Everything was ACKed: nothing comes back. */
     r = CMD("PULL", "cancel", "orders", "COUNT", "100");
-    BP_CHECK(r != NULL && hg_reply_count(r) == 0, "%zu messages left after the round trip",
-             r ? hg_reply_count(r) : 0);
+    BP_CHECK(r != NULL && hg_reply_count(r) == 0, "%zu messages left after the round trip", r ? hg_reply_count(r) : 0);
     hg_reply_free(r);
 }
 
@@ -703,8 +701,8 @@ static void test_retry_backoff_then_nack(void)
         BP_CHECK(gap2 >= 200 && gap2 < 1500, "second backoff %" PRIu64 " ms, want 200", gap2);
     }
     BP_CHECK(st.retried == 2 && st.nacked == 1 && st.done == 0 && st.failed == 0,
-             "stats: retried %" PRIu64 " nacked %" PRIu64 " done %" PRIu64 " failed %" PRIu64, st.retried,
-             st.nacked, st.done, st.failed);
+             "stats: retried %" PRIu64 " nacked %" PRIu64 " done %" PRIu64 " failed %" PRIu64, st.retried, st.nacked,
+             st.done, st.failed);
     BP_CHECK(dlq_reason("g", 0, reason, sizeof reason) == 0 &&
                  strcmp(reason, "db locked (gave up after 3 local attempts)") == 0,
              "DLQ reason '%s'", reason);
@@ -733,8 +731,8 @@ static void test_fail_goes_to_dlq(void)
     consumer_finish(&run, &st);
 
     BP_CHECK(st.failed == 1 && st.done == 1 && st.retried == 0 && st.nacked == 0,
-             "stats: failed %" PRIu64 " done %" PRIu64 " retried %" PRIu64 " nacked %" PRIu64, st.failed,
-             st.done, st.retried, st.nacked);
+             "stats: failed %" PRIu64 " done %" PRIu64 " retried %" PRIu64 " nacked %" PRIu64, st.failed, st.done,
+             st.retried, st.nacked);
     BP_CHECK(dlq_reason("g", 0, reason, sizeof reason) == 0 &&
                  strcmp(reason, "payload 'not-an-order' is not an order id") == 0,
              "DLQ reason '%s'", reason);
@@ -828,7 +826,7 @@ static void test_stop_from_signal_handler(void)
     o.workers = 4;
     o.block_ms = 60000; /* a PULL that would wait a minute */
     consumer_start(&run, &o);
-    sleep_ms(300);      /* let the workers block in PULL */
+    sleep_ms(300); /* let the workers block in PULL */
     signal_target = run.consumer;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigusr1;
@@ -839,8 +837,7 @@ static void test_stop_from_signal_handler(void)
     pthread_join(run.thread, NULL);
     run.running = 0;
     active_runner = NULL;
-    BP_CHECK(tu_now_mono_ms() - t0 < 2000, "run returned %" PRIu64 " ms after the signal",
-             tu_now_mono_ms() - t0);
+    BP_CHECK(tu_now_mono_ms() - t0 < 2000, "run returned %" PRIu64 " ms after the signal", tu_now_mono_ms() - t0);
     BP_CHECK(run.result == HG_OK, "run: %s", hg_strerror(run.result));
     sigaction(SIGUSR1, &old, NULL);
     hg_consumer_stats(run.consumer, &st);
@@ -875,7 +872,7 @@ static void test_broker_restart_nothing_lost(void)
     const int n = 400;
     int dup = 0;
     hg_send_item_t *items = calloc((size_t)n, sizeof *items);
-    char (*payloads)[16] = calloc((size_t)n, 16);
+    char(*payloads)[16] = calloc((size_t)n, 16);
     size_t ok = 0;
 
     start(NULL); /* fsync always: an acknowledged SEND/ACK survives kill -9 */
@@ -886,8 +883,7 @@ static void test_broker_restart_nothing_lost(void)
         items[i].payload = payloads[i];
         items[i].payload_len = strlen(payloads[i]);
     }
-    BP_REQUIRE(hg_send_many(C, items, (size_t)n, &ok) == HG_OK && ok == (size_t)n, "send: %s",
-               hg_client_errmsg(C));
+    BP_REQUIRE(hg_send_many(C, items, (size_t)n, &ok) == HG_OK && ok == (size_t)n, "send: %s", hg_client_errmsg(C));
     consumer_opts(&o, &co, "cancel", "orders");
     o.workers = 3;
     o.count = 5;
@@ -908,11 +904,14 @@ static void test_broker_restart_nothing_lost(void)
         if (S.count[i] > 1)
             dup++;
     }
-    fprintf(stderr, "  after restart: %d distinct, %d redelivered (at least once), reconnects %" PRIu64
-            ", errors %" PRIu64 ", lease_lost %" PRIu64 "\n", S.distinct, dup, st.reconnects, st.errors,
-            st.lease_lost);
-    BP_CHECK(st.reconnects >= 3, "%" PRIu64 " reconnects, want one per worker at least: was the broker "
-             "really killed?", st.reconnects);
+    fprintf(stderr,
+            "  after restart: %d distinct, %d redelivered (at least once), reconnects %" PRIu64 ", errors %" PRIu64
+            ", lease_lost %" PRIu64 "\n",
+            S.distinct, dup, st.reconnects, st.errors, st.lease_lost);
+    BP_CHECK(st.reconnects >= 3,
+             "%" PRIu64 " reconnects, want one per worker at least: was the broker "
+             "really killed?",
+             st.reconnects);
     BP_CHECK(S.bad == 0, "%d unknown messages", S.bad);
 
     /* The test's own client reconnects transparently too. */
@@ -997,8 +996,8 @@ static void test_cli_dlq_round_trip(void)
     rc = CLI("dlq", "list", "g");
     BP_CHECK(rc == 0, "dlq list: exit %d: %.400s", rc, err);
     for (int i = 0; i < 3; i++)
-        BP_CHECK(strstr(out, ids[i]) != NULL && strstr(out, reasons[i]) != NULL,
-                 "dlq list lacks %s / %.400s:\n%.400s", ids[i], reasons[i], out);
+        BP_CHECK(strstr(out, ids[i]) != NULL && strstr(out, reasons[i]) != NULL, "dlq list lacks %s / %.400s:\n%.400s",
+                 ids[i], reasons[i], out);
     BP_CHECK(strncmp(out, "ID ", 3) == 0 && strstr(out, "REASON") != NULL, "no table header:\n%.400s", out);
 
     rc = CLI("--json", "dlq", "list", "g", "--count", "2");
@@ -1118,8 +1117,8 @@ static void expect_open_error(const char *uri, hg_err_t want, const char *text, 
     e = hg_client_open(uri, &o, &c, &err);
     if (e != want || c != NULL || err.code != want || strstr(err.message, text) == NULL) {
         char msg[600];
-        snprintf(msg, sizeof msg, "hg_client_open(%s): %s '%s', want %s with '%s'", uri, hg_strerror(e),
-                 err.message, hg_strerror(want), text);
+        snprintf(msg, sizeof msg, "hg_client_open(%s): %s '%s', want %s with '%s'", uri, hg_strerror(e), err.message,
+                 hg_strerror(want), text);
         CU_assertImplementation(CU_FALSE, (unsigned)line, msg, __FILE__, "", CU_FALSE);
     }
 }
@@ -1163,13 +1162,12 @@ static void test_bad_uris_and_options(void)
     BP_CHECK(hg_consumer_new(&o, &c, &err) == HG_ERR_URI && c == NULL && strstr(err.message, "bad port") != NULL,
              "consumer bad URI: '%s'", err.message);
     o.uri = "hourglass://127.0.0.1";
-#define CONSUMER_ERROR(field_change, text)                                                            \
-    do {                                                                                              \
-        hg_consumer_opts_t b = o;                                                                     \
-        field_change;                                                                                 \
-        BP_CHECK(hg_consumer_new(&b, &c, &err) == HG_ERR_ARG && c == NULL &&                          \
-                     strstr(err.message, text) != NULL,                                               \
-                 "%s: got '%s', want '%s'", #field_change, err.message, text);                        \
+#define CONSUMER_ERROR(field_change, text)                                                                      \
+    do {                                                                                                        \
+        hg_consumer_opts_t b = o;                                                                               \
+        field_change;                                                                                           \
+        BP_CHECK(hg_consumer_new(&b, &c, &err) == HG_ERR_ARG && c == NULL && strstr(err.message, text) != NULL, \
+                 "%s: got '%s', want '%s'", #field_change, err.message, text);                                  \
     } while (0)
     CONSUMER_ERROR(b.workers = 0, "workers 0 out of range 1..256");
     CONSUMER_ERROR(b.count = 1001, "count 1001 out of range");

@@ -70,17 +70,17 @@
 #include "compensator/inspect.h" /* COMP_INSPECT_PAGE_SQL, for EXPLAIN */
 
 #define COMPENSATOR_BIN HG_BUILDDIR "/hourglass-compensator"
-#define CONSUMER_BIN HG_BUILDDIR "/hourglass-consumer"
-#define M "hourglass_compensator_"
+#define CONSUMER_BIN    HG_BUILDDIR "/hourglass-consumer"
+#define M               "hourglass_compensator_"
 
 /* ---------------------------------------------------------------- small helpers */
 
-static oe_env_t env;             /* the private MariaDB, the broker, the admin connection */
+static oe_env_t env;      /* the private MariaDB, the broker, the admin connection */
 static char workdir[512]; /* logs and scripts of the suite */
 
 static void sleep_ms(int ms)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
 }
 
@@ -116,7 +116,8 @@ static long long scalar(const char *fmt, ...)
 }
 
 /* Poll until scalar(sql) == want or deadline_ms passes. Returns the last value. */
-static long long wait_scalar(long long want, int deadline_ms, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static long long wait_scalar(long long want, int deadline_ms, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static long long wait_scalar(long long want, int deadline_ms, const char *fmt, ...)
 {
     char sql[4096];
@@ -153,9 +154,16 @@ static hg_order_db *fresh_database(const char *name)
  * outbox row in status 'sent' when with_outbox. Returns 0 / -1. */
 static int seed(const char *name, uint64_t first_id, size_t n, int64_t expire_in_ms, int with_outbox)
 {
-    of_seed_spec_t spec = {.first_id = first_id, .orders = n, .first_sku = 1, .skus = 20, .max_items = 3,
-                                 .max_qty = 2, .stock_per_sku = 1000000, .expire_in_ms = expire_in_ms,
-                                 .with_outbox = with_outbox, .random_seed = (uint32_t)first_id};
+    of_seed_spec_t spec = { .first_id = first_id,
+                            .orders = n,
+                            .first_sku = 1,
+                            .skus = 20,
+                            .max_items = 3,
+                            .max_qty = 2,
+                            .stock_per_sku = 1000000,
+                            .expire_in_ms = expire_in_ms,
+                            .with_outbox = with_outbox,
+                            .random_seed = (uint32_t)first_id };
     hg_order_error_t err;
     if (oe_seed(&env, name, &spec, &err) != 0) {
         fprintf(stderr, "\n  seed: %s\n", err.message);
@@ -242,9 +250,28 @@ static int start_compensator(proc_t *p, const char *tag, const char *db, const c
     snprintf(p->log, sizeof p->log, "%s/compensator-%s.log", workdir, tag);
     const char *argv[96];
     int n = 0;
-    const char *base[] = {COMPENSATOR_BIN, "--uri", uri, "--topic", topic, "--mysql-socket", env.server.socket,
-                          "--mysql-user", "root", "--mysql-database", db, "--metrics-port", mport, "--log-level", "info",
-                          "--dlq-groups", "none", "--broker-connect-timeout", "300ms", "--broker-timeout", "2s", NULL};
+    const char *base[] = { COMPENSATOR_BIN,
+                           "--uri",
+                           uri,
+                           "--topic",
+                           topic,
+                           "--mysql-socket",
+                           env.server.socket,
+                           "--mysql-user",
+                           "root",
+                           "--mysql-database",
+                           db,
+                           "--metrics-port",
+                           mport,
+                           "--log-level",
+                           "info",
+                           "--dlq-groups",
+                           "none",
+                           "--broker-connect-timeout",
+                           "300ms",
+                           "--broker-timeout",
+                           "2s",
+                           NULL };
     int has_config = 0;
     for (int i = 0; extra != NULL && extra[i] != NULL; i++)
         has_config |= strcmp(extra[i], "--config") == 0;
@@ -270,10 +297,32 @@ static int start_consumer(proc_t *p, const char *tag, const char *db, const char
     snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
     snprintf(mport, sizeof mport, "%d", p->metrics_port);
     snprintf(p->log, sizeof p->log, "%s/consumer-%s.log", workdir, tag);
-    const char *argv[] = {CONSUMER_BIN, "--uri", uri, "--group", group, "--topic", topic, "--mysql-socket",
-                          env.server.socket, "--mysql-user", "root", "--mysql-database", db, "--workers", "2",
-                          "--block", "200ms", "--metrics-port", mport, "--log-level", "warn", "--retry-base", "20ms",
-                          "--lease", "3s", NULL};
+    const char *argv[] = { CONSUMER_BIN,
+                           "--uri",
+                           uri,
+                           "--group",
+                           group,
+                           "--topic",
+                           topic,
+                           "--mysql-socket",
+                           env.server.socket,
+                           "--mysql-user",
+                           "root",
+                           "--mysql-database",
+                           db,
+                           "--workers",
+                           "2",
+                           "--block",
+                           "200ms",
+                           "--metrics-port",
+                           mport,
+                           "--log-level",
+                           "warn",
+                           "--retry-base",
+                           "20ms",
+                           "--lease",
+                           "3s",
+                           NULL };
     p->pid = spawn(argv, p->log);
     return p->pid > 0 ? 0 : -1;
 }
@@ -309,7 +358,7 @@ static int stop_proc(proc_t *p, unsigned failures_before)
 static int http_get(int port, const char *path, char *body, size_t len)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
         if (fd >= 0)
@@ -400,32 +449,37 @@ static void expect_config_error(const char *const *argv, const char *want)
 static void test_config(void)
 {
     char out[16384];
-    const char *ok[] = {COMPENSATOR_BIN, "--config", HG_SRCDIR "/etc/hourglass-compensator.conf", "--check-config", NULL};
+    const char *ok[] = { COMPENSATOR_BIN, "--config", HG_SRCDIR "/etc/hourglass-compensator.conf", "--check-config",
+                         NULL };
     int rc = tu_run_capture(ok, out, sizeof out);
     BP_CHECK(rc == 0 && strstr(out, "configuration OK") != NULL, "sample config: exit %d: %.4000s", rc, out);
 
 #define DB "--mysql-database", "shop"
-    const char *required[] = {COMPENSATOR_BIN, "--check-config", NULL};
+    const char *required[] = { COMPENSATOR_BIN, "--check-config", NULL };
     expect_config_error(required, "mysql-database: required");
-    const char *uri[] = {COMPENSATOR_BIN, "--check-config", DB, "--uri", "hourglass://h:99999", NULL};
+    const char *uri[] = { COMPENSATOR_BIN, "--check-config", DB, "--uri", "hourglass://h:99999", NULL };
     expect_config_error(uri, "uri: bad URI: bad port '99999'");
-    const char *dur[] = {COMPENSATOR_BIN, "--check-config", DB, "--inspect-interval", "60", NULL};
+    const char *dur[] = { COMPENSATOR_BIN, "--check-config", DB, "--inspect-interval", "60", NULL };
     expect_config_error(dur, "inspect-interval: '60' is not a duration");
-    const char *range[] = {COMPENSATOR_BIN, "--check-config", DB, "--relay-batch", "0", NULL};
+    const char *range[] = { COMPENSATOR_BIN, "--check-config", DB, "--relay-batch", "0", NULL };
     expect_config_error(range, "relay-batch: '0' out of range 1..10000");
-    const char *page[] = {COMPENSATOR_BIN, "--check-config", DB, "--inspect-page-size=100000", NULL};
+    const char *page[] = { COMPENSATOR_BIN, "--check-config", DB, "--inspect-page-size=100000", NULL };
     expect_config_error(page, "inspect-page-size: '100000' out of range");
-    const char *layer[] = {COMPENSATOR_BIN, "--check-config", DB, "--layers", "relay,bogus", NULL};
+    const char *layer[] = { COMPENSATOR_BIN, "--check-config", DB, "--layers", "relay,bogus", NULL };
     expect_config_error(layer, "layers: unknown layer 'bogus'");
-    const char *cap[] = {COMPENSATOR_BIN, "--check-config", DB, "--relay-backoff-base", "10s", "--relay-backoff-cap",
-                         "1s", NULL};
+    const char *cap[] = { COMPENSATOR_BIN, "--check-config",      DB,   "--relay-backoff-base",
+                          "10s",           "--relay-backoff-cap", "1s", NULL };
     expect_config_error(cap, "relay-backoff-cap: 1000ms is below relay-backoff-base 10000ms");
-    const char *lock[] = {COMPENSATOR_BIN, "--check-config", DB, "--lock-name",
-                          "0123456789012345678901234567890123456789012345678901234567890123456789", NULL};
+    const char *lock[] = { COMPENSATOR_BIN,
+                           "--check-config",
+                           DB,
+                           "--lock-name",
+                           "0123456789012345678901234567890123456789012345678901234567890123456789",
+                           NULL };
     expect_config_error(lock, "lock-name: 70 characters, GET_LOCK allows at most 64");
-    const char *unknown[] = {COMPENSATOR_BIN, "--check-config", "--bogus", "1", NULL};
+    const char *unknown[] = { COMPENSATOR_BIN, "--check-config", "--bogus", "1", NULL };
     expect_config_error(unknown, "unknown option '--bogus'");
-    const char *level[] = {COMPENSATOR_BIN, "--check-config", DB, "--log-level", "loud", NULL};
+    const char *level[] = { COMPENSATOR_BIN, "--check-config", DB, "--log-level", "loud", NULL };
     expect_config_error(level, "log-level: 'loud' is not one of");
 
     char dir[512], path[600];
@@ -435,7 +489,7 @@ static void test_config(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     fprintf(f, "[mysql]\nmysql-database = shop\n[inspection]\ninspect-grace = 2m\nnot-a-key = 1\n");
     fclose(f);
-    const char *file_unknown[] = {COMPENSATOR_BIN, "--check-config", "--config", path, NULL};
+    const char *file_unknown[] = { COMPENSATOR_BIN, "--check-config", "--config", path, NULL };
     expect_config_error(file_unknown, "c.conf:5: unknown key 'not-a-key'");
     f = fopen(path, "w");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
@@ -450,15 +504,16 @@ static void test_config(void)
     BP_CHECK(rc == 0, "valid file: exit %d: %.4000s", rc, out);
     tu_rmtree(dir);
 
-    const char *help[] = {COMPENSATOR_BIN, "--help", NULL};
+    const char *help[] = { COMPENSATOR_BIN, "--help", NULL };
     CU_ASSERT_EQUAL(tu_run_capture(help, out, sizeof out), 0);
-    static const char *const keys[] = {"relay-interval", "relay-batch", "relay-backoff-cap", "overdue-grace",
-                                       "inspect-interval", "inspect-grace", "inspect-page-size", "monitor-interval",
-                                       "alert-command", "alert-overdue-pending", "alert-dlq-depth", "--once",
-                                       "--check-config"};
+    static const char *const keys[] = { "relay-interval",        "relay-batch",      "relay-backoff-cap",
+                                        "overdue-grace",         "inspect-interval", "inspect-grace",
+                                        "inspect-page-size",     "monitor-interval", "alert-command",
+                                        "alert-overdue-pending", "alert-dlq-depth",  "--once",
+                                        "--check-config" };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         BP_CHECK(strstr(out, keys[i]) != NULL, "--help lacks %s", keys[i]);
-    const char *version[] = {COMPENSATOR_BIN, "--version", NULL};
+    const char *version[] = { COMPENSATOR_BIN, "--version", NULL };
     CU_ASSERT_EQUAL(tu_run_capture(version, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "hourglass-compensator 0."));
 #undef DB
@@ -573,15 +628,17 @@ static void test_explain(void)
                                    "      ELSE NOW(6) - INTERVAL seq SECOND END,"
                                    " IF(seq %% 100 <> 0 AND seq %% 40 <> 1 AND seq %% 2 = 0, NOW(6), NULL),"
                                    " IF(seq %% 100 <> 0 AND seq %% 40 <> 1 AND seq %% 2 = 1, NOW(6), NULL)"
-                                   " FROM seq_1_to_20000"), 0);
+                                   " FROM seq_1_to_20000"),
+                          0);
     CU_ASSERT_EQUAL_FATAL(exec_sql("ANALYZE TABLE c_explain.orders"), 0);
-    long long overdue = scalar("SELECT COUNT(*) FROM orders WHERE status='pending' AND expire_at < NOW(6) - INTERVAL 1 SECOND");
+    long long overdue =
+        scalar("SELECT COUNT(*) FROM orders WHERE status='pending' AND expire_at < NOW(6) - INTERVAL 1 SECOND");
     CU_ASSERT_EQUAL(overdue, 200);
 
-    static const char *const names[] = {"type", "key", "rows", "r_rows", "Extra"};
+    static const char *const names[] = { "type", "key", "rows", "r_rows", "Extra" };
     char fields[5][128];
     char sql[2100], q[2048];
-    const char *first[] = {"NOW(6) - INTERVAL 1 SECOND", "'1000-01-01'", "'1000-01-01'", "0", "500"};
+    const char *first[] = { "NOW(6) - INTERVAL 1 SECOND", "'1000-01-01'", "'1000-01-01'", "0", "500" };
     bind_text(q, sizeof q, COMP_INSPECT_PAGE_SQL, first);
     snprintf(sql, sizeof sql, "ANALYZE %s", q);
     CU_ASSERT_EQUAL_FATAL(explain_row(sql, fields, names, 5), 0);
@@ -591,20 +648,22 @@ static void test_explain(void)
     CU_ASSERT_STRING_EQUAL(fields[1], "status_expire");
     BP_CHECK(strstr(fields[4], "filesort") == NULL, "Extra: %s", fields[4]);
     BP_CHECK(atof(fields[3]) == 200, "r_rows %s, want 200 (the overdue range)", fields[3]);
-    BP_CHECK(atoll(fields[2]) <= 2 * overdue + 10, "estimated rows %s for an overdue range of %lld", fields[2], overdue);
+    BP_CHECK(atoll(fields[2]) <= 2 * overdue + 10, "estimated rows %s for an overdue range of %lld", fields[2],
+             overdue);
 
     /* A page from the middle of the range: the 100th overdue order as the key. */
     char last_exp[64] = "", last_id[32] = "";
     CU_ASSERT_EQUAL_FATAL(mysql_query(env.admin, "SELECT expire_at, id FROM orders WHERE status='pending'"
                                                  " AND expire_at < NOW(6) - INTERVAL 1 SECOND"
-                                                 " ORDER BY expire_at, id LIMIT 99, 1"), 0);
+                                                 " ORDER BY expire_at, id LIMIT 99, 1"),
+                          0);
     MYSQL_RES *res = mysql_store_result(env.admin);
     MYSQL_ROW row = res != NULL ? mysql_fetch_row(res) : NULL;
     CU_ASSERT_PTR_NOT_NULL_FATAL(row);
     snprintf(last_exp, sizeof last_exp, "'%s'", row[0]);
     snprintf(last_id, sizeof last_id, "%s", row[1]);
     mysql_free_result(res);
-    const char *middle[] = {"NOW(6) - INTERVAL 1 SECOND", last_exp, last_exp, last_id, "500"};
+    const char *middle[] = { "NOW(6) - INTERVAL 1 SECOND", last_exp, last_exp, last_id, "500" };
     bind_text(q, sizeof q, COMP_INSPECT_PAGE_SQL, middle);
     snprintf(sql, sizeof sql, "ANALYZE %s", q);
     CU_ASSERT_EQUAL_FATAL(explain_row(sql, fields, names, 5), 0);
@@ -635,13 +694,14 @@ static void test_relay_fast_path_failed(void)
      * send failed for all: their outbox rows are still 'new'. */
     CU_ASSERT_EQUAL_FATAL(seed("c_relay", 1, 20, 2500, 1), 0);
     CU_ASSERT_EQUAL_FATAL(seed("c_relay", 100, 1, -500, 1), 0);
-    CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_relay.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        exec_sql("UPDATE c_relay.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"), 0);
     CU_ASSERT_EQUAL_FATAL(broker_cmd_ok("GROUP", "CREATE", "g_relay", "t_relay"), 0);
 
     proc_t consumer, comp;
     CU_ASSERT_EQUAL_FATAL(start_consumer(&consumer, "relay", "c_relay", "g_relay", "t_relay"), 0);
-    const char *extra[] = {"--layers", "relay,monitor", "--relay-interval", "200ms", "--monitor-interval", "200ms",
-                           "--dlq-groups", "g_relay", NULL};
+    const char *extra[] = { "--layers", "relay,monitor", "--relay-interval", "200ms", "--monitor-interval",
+                            "200ms",    "--dlq-groups",  "g_relay",          NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "relay", "c_relay", "t_relay", extra), 0);
 
     double relayed = wait_metric(comp.metrics_port, M "relayed_total", 21, 10000);
@@ -694,11 +754,26 @@ static void test_broker_down_overdue(void)
     CU_ASSERT_EQUAL_FATAL(bp_stop(&env.broker, err, sizeof err), 0);
 
     CU_ASSERT_EQUAL_FATAL(seed("c_down", 1, 20, 1500, 1), 0);
-    CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_down.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        exec_sql("UPDATE c_down.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"), 0);
     proc_t comp;
-    const char *extra[] = {"--relay-interval", "200ms", "--relay-backoff-base", "200ms", "--relay-backoff-cap", "400ms",
-                           "--overdue-interval", "200ms", "--overdue-grace", "1s", "--inspect-interval", "300ms",
-                           "--inspect-grace", "4s", "--monitor-interval", "300ms", NULL};
+    const char *extra[] = { "--relay-interval",
+                            "200ms",
+                            "--relay-backoff-base",
+                            "200ms",
+                            "--relay-backoff-cap",
+                            "400ms",
+                            "--overdue-interval",
+                            "200ms",
+                            "--overdue-grace",
+                            "1s",
+                            "--inspect-interval",
+                            "300ms",
+                            "--inspect-grace",
+                            "4s",
+                            "--monitor-interval",
+                            "300ms",
+                            NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "down", "c_down", "t_down", extra), 0);
 
     /* While the broker is down the relay records its attempts. */
@@ -709,7 +784,8 @@ static void test_broker_down_overdue(void)
     char body[8192];
     int health = http_get(comp.metrics_port, "/healthz", body, sizeof body);
     printf("\n    broker down: %.0f failed sends, every row attempts >= %lld, %lld rows with last_error and a"
-           " backoff; /healthz %d\n", failed, attempts, with_error, health);
+           " backoff; /healthz %d\n",
+           failed, attempts, with_error, health);
     CU_ASSERT_TRUE(failed >= 40);
     CU_ASSERT_TRUE(attempts >= 1);
     CU_ASSERT_EQUAL(with_error, 20);
@@ -719,10 +795,12 @@ static void test_broker_down_overdue(void)
     long long pending = wait_scalar(0, 15000, "SELECT COUNT(*) FROM c_down.orders WHERE status = 'pending'");
     CU_ASSERT_EQUAL(pending, 0);
     long long overdue = scalar("SELECT COUNT(*) FROM c_down.orders WHERE cancel_reason = 'outbox-overdue'");
-    long long too_early = scalar("SELECT COUNT(*) FROM c_down.orders WHERE cancelled_at < expire_at + INTERVAL 1 SECOND");
+    long long too_early =
+        scalar("SELECT COUNT(*) FROM c_down.orders WHERE cancelled_at < expire_at + INTERVAL 1 SECOND");
     long long worst_us = scalar("SELECT MAX(TIMESTAMPDIFF(MICROSECOND, expire_at, cancelled_at)) FROM c_down.orders");
     printf("    cancelled with reason outbox-overdue: %lld of 20, none before expire_at + grace (%lld), latest %.3f s"
-           " after expire_at\n", overdue, too_early, (double)worst_us / 1e6);
+           " after expire_at\n",
+           overdue, too_early, (double)worst_us / 1e6);
     CU_ASSERT_EQUAL(overdue, 20);
     CU_ASSERT_EQUAL(too_early, 0);
     CU_ASSERT_EQUAL(metric(comp.metrics_port, M "cancels_total{layer=\"overdue\",reason=\"outbox-overdue\"}"), 20);
@@ -750,17 +828,19 @@ static void test_relay_locks_only_its_rows(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     CU_ASSERT_EQUAL_FATAL(seed("c_locks", 1, 10, 600000, 1), 0);
     CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_locks.order_timeout_msg SET status='new', attempts=0,"
-                                   " next_attempt_at=NOW(6) - INTERVAL 1 SECOND WHERE order_id <= 5"), 0);
+                                   " next_attempt_at=NOW(6) - INTERVAL 1 SECOND WHERE order_id <= 5"),
+                          0);
     int silent = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
+    struct sockaddr_in a = { .sin_family = AF_INET };
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t alen = sizeof a;
-    CU_ASSERT_FATAL(silent >= 0 && bind(silent, (struct sockaddr *)&a, sizeof a) == 0 && listen(silent, 16) == 0
-                    && getsockname(silent, (struct sockaddr *)&a, &alen) == 0);
+    CU_ASSERT_FATAL(silent >= 0 && bind(silent, (struct sockaddr *)&a, sizeof a) == 0 && listen(silent, 16) == 0 &&
+                    getsockname(silent, (struct sockaddr *)&a, &alen) == 0);
     char uri[64];
     snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", ntohs(a.sin_port));
     proc_t comp;
-    const char *extra[] = {"--layers", "relay", "--uri", uri, "--broker-timeout", "2s", "--relay-interval", "200ms", NULL};
+    const char *extra[] = { "--layers",         "relay", "--uri", uri, "--broker-timeout", "2s",
+                            "--relay-interval", "200ms", NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "locks", "c_locks", "t_locks", extra), 0);
     /* InnoDB refreshes INNODB_TRX only when it was not read for 100 ms:
      * poll it slower than that, or the view never changes. */
@@ -786,7 +866,8 @@ static void test_relay_locks_only_its_rows(void)
     sleep_ms(150);
     long long still_locked = scalar("SELECT SUM(trx_rows_locked) FROM information_schema.INNODB_TRX");
     printf("\n    while the relay holds its batch (%lld row locks): two outbox inserts and a payment took %" PRIu64
-           " ms\n", still_locked, ms);
+           " ms\n",
+           still_locked, ms);
     CU_ASSERT_EQUAL(insert_now, 0);
     CU_ASSERT_EQUAL(insert_later, 0);
     CU_ASSERT_TRUE(pay == 0 && out == HG_ORDER_PAID);
@@ -821,8 +902,8 @@ static int park_in_dlq(const char *group, const char *topic, int want)
         for (size_t i = 0; i < r->count; i++) {
             rc_msg_t m;
             long long v;
-            if (rc_msg_at(r, i, &m, err, sizeof err) == 0
-                && bp_int_cmd(&c, &v, err, sizeof err, "NACK", group, m.id, "REASON", "test: handler failed", NULL) == 0)
+            if (rc_msg_at(r, i, &m, err, sizeof err) == 0 &&
+                bp_int_cmd(&c, &v, err, sizeof err, "NACK", group, m.id, "REASON", "test: handler failed", NULL) == 0)
                 parked++;
         }
         resp_reply_free(r);
@@ -843,7 +924,8 @@ static void test_dlq_dropped_inspection(void)
     rc_conn_t c;
     char err[512], id[64], payload[16];
     CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", "g_dlq_strict", "t_dlq", "MAXRETRY", "0", NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", "g_dlq_strict", "t_dlq", "MAXRETRY", "0", NULL), 0);
     for (int i = 1; i <= 10; i++) {
         snprintf(payload, sizeof payload, "%d", i);
         CU_ASSERT_EQUAL(bp_send(&c, id, sizeof id, err, sizeof err, "t_dlq", payload, NULL), 0);
@@ -861,16 +943,30 @@ static void test_dlq_dropped_inspection(void)
     CU_ASSERT_EQUAL_FATAL(exec_sql("DELETE FROM c_dlq.order_timeout_msg"), 0);
 
     proc_t comp;
-    const char *extra[] = {"--relay-interval", "200ms", "--overdue-interval", "200ms", "--overdue-grace", "1s",
-                           "--inspect-interval", "300ms", "--inspect-grace", "1s", "--monitor-interval", "300ms",
-                           "--dlq-groups", "g_dlq_strict", NULL};
+    const char *extra[] = { "--relay-interval",
+                            "200ms",
+                            "--overdue-interval",
+                            "200ms",
+                            "--overdue-grace",
+                            "1s",
+                            "--inspect-interval",
+                            "300ms",
+                            "--inspect-grace",
+                            "1s",
+                            "--monitor-interval",
+                            "300ms",
+                            "--dlq-groups",
+                            "g_dlq_strict",
+                            NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "dlq", "c_dlq", "t_dlq", extra), 0);
     long long pending = wait_scalar(0, 15000, "SELECT COUNT(*) FROM c_dlq.orders WHERE status = 'pending'");
     CU_ASSERT_EQUAL(pending, 0);
     long long inspected = scalar("SELECT COUNT(*) FROM c_dlq.orders WHERE cancel_reason = 'inspection'");
-    long long too_early = scalar("SELECT COUNT(*) FROM c_dlq.orders WHERE cancelled_at < expire_at + INTERVAL 1 SECOND");
+    long long too_early =
+        scalar("SELECT COUNT(*) FROM c_dlq.orders WHERE cancelled_at < expire_at + INTERVAL 1 SECOND");
     printf("\n    messages dropped from the DLQ, outbox rows gone: %lld of 10 cancelled by the inspection"
-           " (none before expire_at + grace: %lld)\n", inspected, too_early);
+           " (none before expire_at + grace: %lld)\n",
+           inspected, too_early);
     CU_ASSERT_EQUAL(inspected, 10);
     CU_ASSERT_EQUAL(too_early, 0);
     CU_ASSERT_EQUAL(metric(comp.metrics_port, M "cancels_total{layer=\"inspection\",reason=\"inspection\"}"), 10);
@@ -922,7 +1018,8 @@ static void test_two_compensators(void)
     CU_ASSERT_EQUAL_FATAL(seed("c_two", 201, 100, 1500, 0), 0);
     CU_ASSERT_EQUAL_FATAL(seed("c_two", 301, 50, 1500, 1), 0);
     CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_two.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"
-                                   " WHERE order_id <= 100"), 0);
+                                   " WHERE order_id <= 100"),
+                          0);
     hg_order_outcome_t out;
     for (uint64_t id = 301; id <= 350; id++)
         CU_ASSERT_EQUAL(hg_order_pay(db, id, &out, NULL), 0);
@@ -930,12 +1027,28 @@ static void test_two_compensators(void)
 
     proc_t consumer, comp[2];
     CU_ASSERT_EQUAL_FATAL(start_consumer(&consumer, "two", "c_two", "g_two", "t_two"), 0);
-    const char *extra[] = {"--relay-interval", "200ms", "--relay-batch", "7", "--overdue-interval", "200ms",
-                           "--overdue-grace", "1s", "--overdue-batch", "9", "--inspect-interval", "200ms",
-                           "--inspect-grace", "2s", "--inspect-page-size", "11", "--monitor-interval", "300ms", NULL};
+    const char *extra[] = { "--relay-interval",
+                            "200ms",
+                            "--relay-batch",
+                            "7",
+                            "--overdue-interval",
+                            "200ms",
+                            "--overdue-grace",
+                            "1s",
+                            "--overdue-batch",
+                            "9",
+                            "--inspect-interval",
+                            "200ms",
+                            "--inspect-grace",
+                            "2s",
+                            "--inspect-page-size",
+                            "11",
+                            "--monitor-interval",
+                            "300ms",
+                            NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp[0], "two-a", "c_two", "t_two", extra), 0);
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp[1], "two-b", "c_two", "t_two", extra), 0);
-    overlap_watch_t w = {.ports = {comp[0].metrics_port, comp[1].metrics_port}};
+    overlap_watch_t w = { .ports = { comp[0].metrics_port, comp[1].metrics_port } };
     pthread_t watcher;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&watcher, NULL, watch_overlap, &w), 0);
 
@@ -960,16 +1073,17 @@ static void test_two_compensators(void)
     }
     double consumed = metric(consumer.metrics_port, "hourglass_consumer_cancelled_total");
     double delivered = metric(consumer.metrics_port, "hourglass_consumer_delivered_total");
-    long long by_reason[3] = {scalar("SELECT COUNT(*) FROM c_two.orders WHERE cancel_reason = 'timeout-message'"),
-                              scalar("SELECT COUNT(*) FROM c_two.orders WHERE cancel_reason = 'outbox-overdue'"),
-                              scalar("SELECT COUNT(*) FROM c_two.orders WHERE cancel_reason = 'inspection'")};
+    long long by_reason[3] = { scalar("SELECT COUNT(*) FROM c_two.orders WHERE cancel_reason = 'timeout-message'"),
+                               scalar("SELECT COUNT(*) FROM c_two.orders WHERE cancel_reason = 'outbox-overdue'"),
+                               scalar("SELECT COUNT(*) FROM c_two.orders WHERE cancel_reason = 'inspection'") };
     printf("\n    relayed %.0f (A+B), consumer delivered %.0f and cancelled %.0f; overdue layer cancelled %.0f,"
            " inspection %.0f; by reason in the table: %lld / %lld / %lld\n",
            relayed, delivered, consumed, overdue, inspected, by_reason[0], by_reason[1], by_reason[2]);
     printf("    lock held: %.0f instance(s); scans A %.0f, B %.0f; lock busy A %.0f, B %.0f; %d samples, both"
-           " scanning at once: %d\n", held, scans[0], scans[1], busy[0], busy[1], w.samples, w.both);
-    CU_ASSERT_EQUAL(relayed, 100);   /* SKIP LOCKED: each row sent once */
-    CU_ASSERT_EQUAL(delivered, 100); /* the broker got each message once */
+           " scanning at once: %d\n",
+           held, scans[0], scans[1], busy[0], busy[1], w.samples, w.both);
+    CU_ASSERT_EQUAL(relayed, 100);                        /* SKIP LOCKED: each row sent once */
+    CU_ASSERT_EQUAL(delivered, 100);                      /* the broker got each message once */
     CU_ASSERT_EQUAL(consumed + overdue + inspected, 300); /* each cancel counted by the one that won */
     CU_ASSERT_EQUAL(by_reason[0], (long long)consumed);
     CU_ASSERT_EQUAL(by_reason[1], (long long)overdue);
@@ -1046,24 +1160,39 @@ static void test_paid_never_touched(void)
     for (uint64_t id = 1; id <= 20; id++)
         CU_ASSERT_EQUAL(hg_order_pay(db, id, &out, NULL), 0);
     CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_paid.order_timeout_msg SET status = IF(order_id <= 10, 'new', 'sent'),"
-                                   " next_attempt_at = NOW(6) WHERE order_id <= 20"), 0);
+                                   " next_attempt_at = NOW(6) WHERE order_id <= 20"),
+                          0);
     CU_ASSERT_EQUAL_FATAL(exec_sql("CREATE TABLE c_paid.before_paid AS SELECT id, paid_at FROM c_paid.orders"
-                                   " WHERE status = 'paid'"), 0);
+                                   " WHERE status = 'paid'"),
+                          0);
     CU_ASSERT_EQUAL_FATAL(broker_cmd_ok("GROUP", "CREATE", "g_paid", "t_paid"), 0);
 
     proc_t consumer, comp;
     CU_ASSERT_EQUAL_FATAL(start_consumer(&consumer, "paid", "c_paid", "g_paid", "t_paid"), 0);
-    const char *extra[] = {"--relay-interval", "200ms", "--overdue-interval", "200ms", "--overdue-grace", "1s",
-                           "--inspect-interval", "200ms", "--inspect-grace", "1s", "--inspect-page-size", "3",
-                           "--monitor-interval", "300ms", NULL};
+    const char *extra[] = { "--relay-interval",
+                            "200ms",
+                            "--overdue-interval",
+                            "200ms",
+                            "--overdue-grace",
+                            "1s",
+                            "--inspect-interval",
+                            "200ms",
+                            "--inspect-grace",
+                            "1s",
+                            "--inspect-page-size",
+                            "3",
+                            "--monitor-interval",
+                            "300ms",
+                            NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "paid", "c_paid", "t_paid", extra), 0);
     /* 21..30: paid 100 ms before their expiry. */
     long long until_us = scalar("SELECT TIMESTAMPDIFF(MICROSECOND, NOW(6), MIN(expire_at)) FROM c_paid.orders"
                                 " WHERE id BETWEEN 21 AND 30");
     if (until_us > 100000)
         sleep_ms((int)((until_us - 100000) / 1000));
-    long long still_pending = scalar("SELECT COUNT(*) FROM c_paid.orders WHERE id BETWEEN 21 AND 30 AND status='pending'"
-                                     " AND expire_at > NOW(6)");
+    long long still_pending =
+        scalar("SELECT COUNT(*) FROM c_paid.orders WHERE id BETWEEN 21 AND 30 AND status='pending'"
+               " AND expire_at > NOW(6)");
     for (uint64_t id = 21; id <= 30; id++)
         CU_ASSERT_EQUAL(hg_order_pay(db, id, &out, NULL) == 0 && out == HG_ORDER_PAID, 1);
     CU_ASSERT_EQUAL(still_pending, 10);
@@ -1071,7 +1200,7 @@ static void test_paid_never_touched(void)
      * expire_at + 1 s) on two threads, one payment every 40 ms from
      * expire_at + 0.6 s to expire_at + 1.5 s: some win, the rest find the
      * order cancelled (how many of each depends on the machine's timing). */
-    payer_t payers[2] = {{"c_paid", 31, 50, {0}, 600, 40}, {"c_paid", 51, 70, {0}, 650, 40}};
+    payer_t payers[2] = { { "c_paid", 31, 50, { 0 }, 600, 40 }, { "c_paid", 51, 70, { 0 }, 650, 40 } };
     pthread_t threads[2];
     for (int i = 0; i < 2; i++)
         CU_ASSERT_EQUAL_FATAL(pthread_create(&threads[i], NULL, pay_thread, &payers[i]), 0);
@@ -1086,7 +1215,8 @@ static void test_paid_never_touched(void)
         for (uint64_t id = payers[i].first; id <= payers[i].last; id++)
             if (payers[i].paid[id - payers[i].first]) {
                 race_paid++;
-                if (scalar("SELECT status = 'paid' AND cancelled_at IS NULL FROM c_paid.orders WHERE id = %" PRIu64, id) != 1)
+                if (scalar("SELECT status = 'paid' AND cancelled_at IS NULL FROM c_paid.orders WHERE id = %" PRIu64,
+                           id) != 1)
                     race_paid_but_not++;
             } else if (scalar("SELECT status = 'cancelled' AND paid_at IS NULL FROM c_paid.orders WHERE id = %" PRIu64,
                               id) != 1) {
@@ -1099,9 +1229,11 @@ static void test_paid_never_touched(void)
                                   " AND cancelled_at IS NULL AND paid_at < expire_at");
     long long open_rows = scalar("SELECT COUNT(*) FROM c_paid.order_timeout_msg WHERE status <> 'done'");
     double closed = metric(comp.metrics_port, M "outbox_closed_total");
-    double not_pending = metric(comp.metrics_port, M "cancel_attempts_total{layer=\"overdue\",outcome=\"not-pending\"}");
+    double not_pending =
+        metric(comp.metrics_port, M "cancel_attempts_total{layer=\"overdue\",outcome=\"not-pending\"}");
     printf("\n    paid at once: %lld of 20 changed; paid 100 ms before expiry: %lld of 10 stay paid;"
-           " race: %d of 40 payments won, %d of them not paid afterwards, %d losers not cancelled; outbox rows of paid orders closed by the"
+           " race: %d of 40 payments won, %d of them not paid afterwards, %d losers not cancelled; outbox rows of paid "
+           "orders closed by the"
            " overdue layer: %.0f (not-pending answers %.0f); rows still open %lld\n",
            changed, early_paid, race_paid, race_paid_but_not, race_lost_but_paid, closed, not_pending, open_rows);
     CU_ASSERT_EQUAL(changed, 0);
@@ -1129,11 +1261,23 @@ static void test_lock_loss(void)
     CU_ASSERT_EQUAL_FATAL(seed("c_lock", 1, 300, -10000, 0), 0);
     proc_t comp;
     /* 60 pages of 5 with a 40 ms pause: a scan of ~3 s; rounds 2 s apart. */
-    const char *extra[] = {"--layers", "inspection", "--inspect-interval", "2s", "--inspect-grace", "1s",
-                           "--inspect-page-size", "5", "--inspect-page-pause", "40ms", "--lock-name", "c_lock_test", NULL};
+    const char *extra[] = { "--layers",
+                            "inspection",
+                            "--inspect-interval",
+                            "2s",
+                            "--inspect-grace",
+                            "1s",
+                            "--inspect-page-size",
+                            "5",
+                            "--inspect-page-pause",
+                            "40ms",
+                            "--lock-name",
+                            "c_lock_test",
+                            NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "lock", "c_lock", "t_lock", extra), 0);
-    long long cancelled = wait_scalar(-3, 10000, "SELECT IF(COUNT(*) >= 30, -3, COUNT(*)) FROM c_lock.orders"
-                                                 " WHERE status = 'cancelled'");
+    long long cancelled = wait_scalar(-3, 10000,
+                                      "SELECT IF(COUNT(*) >= 30, -3, COUNT(*)) FROM c_lock.orders"
+                                      " WHERE status = 'cancelled'");
     CU_ASSERT_EQUAL_FATAL(cancelled, -3);
     long long holder = scalar("SELECT IS_USED_LOCK('c_lock_test')");
     CU_ASSERT_TRUE_FATAL(holder > 0);
@@ -1141,13 +1285,14 @@ static void test_lock_loss(void)
     long long at_kill = scalar("SELECT COUNT(*) FROM c_lock.orders WHERE status = 'cancelled'");
     double lost = wait_metric(comp.metrics_port, M "inspection_lock_lost_total", 1, 3000);
     double held_after = metric(comp.metrics_port, M "inspection_lock_held");
-    double runs_lost = wait_metric(comp.metrics_port, M "runs_total{layer=\"inspection\",outcome=\"lock-lost\"}", 1, 3000);
+    double runs_lost =
+        wait_metric(comp.metrics_port, M "runs_total{layer=\"inspection\",outcome=\"lock-lost\"}", 1, 3000);
     long long at_detect = scalar("SELECT COUNT(*) FROM c_lock.orders WHERE status = 'cancelled'");
     sleep_ms(400);
     long long later = scalar("SELECT COUNT(*) FROM c_lock.orders WHERE status = 'cancelled'");
     printf("\n    KILL %lld at %lld cancels: lock lost %.0f, held %.0f, round ended lock-lost %.0f; cancels at"
-           " detection %lld, 400 ms later %lld (scan stopped)\n", holder, at_kill, lost, held_after, runs_lost,
-           at_detect, later);
+           " detection %lld, 400 ms later %lld (scan stopped)\n",
+           holder, at_kill, lost, held_after, runs_lost, at_detect, later);
     CU_ASSERT_EQUAL(lost, 1);
     CU_ASSERT_EQUAL(held_after, 0);
     CU_ASSERT_EQUAL(runs_lost, 1);
@@ -1194,13 +1339,14 @@ static void test_monitor_alerts(void)
     unsigned f0 = CU_get_number_of_failures();
     hg_order_db *db = fresh_database("c_mon");
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(seed("c_mon", 1, 7, -30000, 1), 0);  /* 7 overdue pending, outbox 'sent' */
-    CU_ASSERT_EQUAL_FATAL(seed("c_mon", 8, 3, 600000, 1), 0);  /* 3 not due */
+    CU_ASSERT_EQUAL_FATAL(seed("c_mon", 1, 7, -30000, 1), 0); /* 7 overdue pending, outbox 'sent' */
+    CU_ASSERT_EQUAL_FATAL(seed("c_mon", 8, 3, 600000, 1), 0); /* 3 not due */
     CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_mon.order_timeout_msg SET status = 'new' WHERE order_id >= 8"), 0);
     rc_conn_t c;
     char err[512], id[64];
     CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", "g_mon", "t_mon", "MAXRETRY", "0", NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", "g_mon", "t_mon", "MAXRETRY", "0", NULL),
+                          0);
     CU_ASSERT_EQUAL(bp_send(&c, id, sizeof id, err, sizeof err, "t_mon", "1", NULL), 0);
     CU_ASSERT_EQUAL(bp_send(&c, id, sizeof id, err, sizeof err, "t_mon", "2", NULL), 0);
     rc_close(&c);
@@ -1210,11 +1356,26 @@ static void test_monitor_alerts(void)
     snprintf(alerts, sizeof alerts, "%s/alerts.txt", workdir);
     snprintf(command, sizeof command,
              "echo \"$HG_ALERT_NAME|$HG_ALERT_STATE|$HG_ALERT_SUBJECT|$HG_ALERT_VALUE|$HG_ALERT_THRESHOLD|"
-             "$HG_ALERT_DATABASE|$HG_ALERT_MESSAGE\" >> '%s'", alerts);
+             "$HG_ALERT_DATABASE|$HG_ALERT_MESSAGE\" >> '%s'",
+             alerts);
     proc_t comp;
-    const char *extra[] = {"--layers", "monitor", "--monitor-interval", "150ms", "--inspect-grace", "1s",
-                           "--dlq-groups", "g_mon, g_unknown", "--alert-command", command, "--alert-overdue-pending",
-                           "5", "--alert-dlq-depth", "1", "--alert-min-interval", "1h", NULL};
+    const char *extra[] = { "--layers",
+                            "monitor",
+                            "--monitor-interval",
+                            "150ms",
+                            "--inspect-grace",
+                            "1s",
+                            "--dlq-groups",
+                            "g_mon, g_unknown",
+                            "--alert-command",
+                            command,
+                            "--alert-overdue-pending",
+                            "5",
+                            "--alert-dlq-depth",
+                            "1",
+                            "--alert-min-interval",
+                            "1h",
+                            NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "mon", "c_mon", "t_mon", extra), 0);
     double suppressed = wait_metric(comp.metrics_port, M "alerts_suppressed_total{alert=\"dlq-depth\"}", 3, 8000);
     double overdue = metric(comp.metrics_port, M "overdue_pending_orders");
@@ -1273,13 +1434,31 @@ static void test_once(void)
      * due → relayed with their remaining delay. */
     CU_ASSERT_EQUAL_FATAL(exec_sql("DELETE FROM c_once.order_timeout_msg WHERE order_id BETWEEN 11 AND 20"), 0);
     CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_once.order_timeout_msg SET status = 'new', attempts = 0,"
-                                   " next_attempt_at = NOW(6) WHERE order_id >= 21"), 0);
+                                   " next_attempt_at = NOW(6) WHERE order_id >= 21"),
+                          0);
     char uri[64], out[8192];
     snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
-    const char *argv[] = {COMPENSATOR_BIN, "--once", "--uri", uri, "--topic", "t_once", "--mysql-socket",
-                          env.server.socket, "--mysql-user", "root", "--mysql-database", "c_once",
-                          "--overdue-grace", "1s", "--inspect-grace", "1s", "--dlq-groups", "none",
-                          "--log-level", "warn", NULL};
+    const char *argv[] = { COMPENSATOR_BIN,
+                           "--once",
+                           "--uri",
+                           uri,
+                           "--topic",
+                           "t_once",
+                           "--mysql-socket",
+                           env.server.socket,
+                           "--mysql-user",
+                           "root",
+                           "--mysql-database",
+                           "c_once",
+                           "--overdue-grace",
+                           "1s",
+                           "--inspect-grace",
+                           "1s",
+                           "--dlq-groups",
+                           "none",
+                           "--log-level",
+                           "warn",
+                           NULL };
     int rc = tu_run_capture(argv, out, sizeof out);
     printf("\n    --once: exit %d\n%s", rc, out);
     CU_ASSERT_EQUAL(rc, 0);
@@ -1287,16 +1466,21 @@ static void test_once(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "overdue: ok"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "inspection: ok"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "monitor: ok"));
-    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_once.orders WHERE id <= 10 AND cancel_reason = 'outbox-overdue'"), 10);
-    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_once.orders WHERE id BETWEEN 11 AND 20 AND cancel_reason = 'inspection'"), 10);
-    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_once.orders WHERE id BETWEEN 21 AND 30 AND cancel_reason = 'outbox-overdue'"), 10);
+    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_once.orders WHERE id <= 10 AND cancel_reason = 'outbox-overdue'"),
+                    10);
+    CU_ASSERT_EQUAL(
+        scalar("SELECT COUNT(*) FROM c_once.orders WHERE id BETWEEN 11 AND 20 AND cancel_reason = 'inspection'"), 10);
+    CU_ASSERT_EQUAL(
+        scalar("SELECT COUNT(*) FROM c_once.orders WHERE id BETWEEN 21 AND 30 AND cancel_reason = 'outbox-overdue'"),
+        10);
     CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_once.order_timeout_msg WHERE order_id > 30 AND status = 'sent'"), 5);
     CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_once.orders WHERE id > 30 AND status = 'pending'"), 5);
 
     /* With the broker unreachable the relay fails and so does --once. */
     CU_ASSERT_EQUAL_FATAL(seed("c_once", 41, 2, 600000, 1), 0);
     CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_once.order_timeout_msg SET status = 'new', attempts = 0,"
-                                   " next_attempt_at = NOW(6) WHERE order_id >= 41"), 0);
+                                   " next_attempt_at = NOW(6) WHERE order_id >= 41"),
+                          0);
     char dead[64];
     snprintf(dead, sizeof dead, "hourglass://127.0.0.1:%d", tu_free_port());
     argv[3] = dead;
@@ -1305,7 +1489,8 @@ static void test_once(void)
     CU_ASSERT_EQUAL(rc, 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "relay: failed: order 41: send failed"));
     CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_once.order_timeout_msg WHERE order_id >= 41 AND status = 'new'"
-                           " AND attempts = 1 AND last_error IS NOT NULL AND next_attempt_at > NOW(6)"), 2);
+                           " AND attempts = 1 AND last_error IS NOT NULL AND next_attempt_at > NOW(6)"),
+                    2);
     /* A database without the schema is refused at start-up (exit 1). */
     exec_sql("CREATE DATABASE IF NOT EXISTS c_empty");
     argv[11] = "c_empty";
@@ -1333,8 +1518,17 @@ static void test_sighup(void)
     snprintf(conf, sizeof conf, "%s/compensator-hup.conf", workdir);
     CU_ASSERT_EQUAL_FATAL(tu_write_file(conf, "log-level = info\nrelay-batch = 50\n"), 0);
     proc_t comp;
-    const char *extra[] = {"--config", conf, "--layers", "overdue,monitor", "--overdue-interval", "200ms",
-                           "--overdue-grace", "1s", "--monitor-interval", "200ms", NULL};
+    const char *extra[] = { "--config",
+                            conf,
+                            "--layers",
+                            "overdue,monitor",
+                            "--overdue-interval",
+                            "200ms",
+                            "--overdue-grace",
+                            "1s",
+                            "--monitor-interval",
+                            "200ms",
+                            NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "hup", "c_hup", "t_hup", extra), 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "hourglass-compensator 0.", HUP_DEADLINE_MS), 0);
 
@@ -1342,7 +1536,8 @@ static void test_sighup(void)
     CU_ASSERT_EQUAL(kill(comp.pid, SIGHUP), 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "SIGHUP: log-level info -> debug", HUP_DEADLINE_MS), 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "SIGHUP: relay-batch changed, but takes effect only at a restart",
-                                          HUP_DEADLINE_MS), 0);
+                                          HUP_DEADLINE_MS),
+                    0);
     /* The new level is in effect: the monitor's rounds are logged at debug. */
     CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "[debug] monitor: ok", HUP_DEADLINE_MS), 0);
     char body[4096];
@@ -1350,8 +1545,9 @@ static void test_sighup(void)
 
     CU_ASSERT_EQUAL(tu_write_file(conf, "log-level = loud\n"), 0);
     CU_ASSERT_EQUAL(kill(comp.pid, SIGHUP), 0);
-    CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "SIGHUP: configuration error, keeping the running configuration:",
-                                          HUP_DEADLINE_MS), 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(
+                        comp.log, "SIGHUP: configuration error, keeping the running configuration:", HUP_DEADLINE_MS),
+                    0);
     CU_ASSERT_EQUAL(http_get(comp.metrics_port, "/healthz", body, sizeof body), 200);
     CU_ASSERT_EQUAL(wait_scalar(20, 20000, "SELECT COUNT(*) FROM c_hup.orders WHERE cancel_reason = 'outbox-overdue'"),
                     20);
@@ -1363,29 +1559,29 @@ static void test_sighup(void)
 }
 
 static const tu_test_t config_tests[] = {
-    {"--check-config, --help, --version", test_config},
-    {NULL, NULL},
+    { "--check-config, --help, --version", test_config },
+    { NULL, NULL },
 };
 
 static const tu_test_t layers_tests[] = {
-    {"EXPLAIN: the inspection reads the overdue range on (status, expire_at)", test_explain},
-    {"(a) fast-path send failed: relay sends, consumer cancels on time", test_relay_fast_path_failed},
-    {"relay: while it sends, only its rows are locked", test_relay_locks_only_its_rows},
-    {"(b) broker down the whole timeout: overdue layer cancels", test_broker_down_overdue},
-    {"(c) message dropped from the DLQ, outbox row gone: inspection cancels", test_dlq_dropped_inspection},
-    {"(d) two compensators: exactly once, stock exact, one inspector", test_two_compensators},
-    {"(e) paid orders never touched, payment races", test_paid_never_touched},
-    {"lock connection KILLed mid-scan: scan stops, next round re-acquires", test_lock_loss},
-    {"monitor: gauges, alert command, rate limit, resolved", test_monitor_alerts},
-    {"--once runs each layer one time", test_once},
-    {"SIGHUP: alive, log-level applied, restart-only key named, bad file survived", test_sighup},
-    {NULL, NULL},
+    { "EXPLAIN: the inspection reads the overdue range on (status, expire_at)", test_explain },
+    { "(a) fast-path send failed: relay sends, consumer cancels on time", test_relay_fast_path_failed },
+    { "relay: while it sends, only its rows are locked", test_relay_locks_only_its_rows },
+    { "(b) broker down the whole timeout: overdue layer cancels", test_broker_down_overdue },
+    { "(c) message dropped from the DLQ, outbox row gone: inspection cancels", test_dlq_dropped_inspection },
+    { "(d) two compensators: exactly once, stock exact, one inspector", test_two_compensators },
+    { "(e) paid orders never touched, payment races", test_paid_never_touched },
+    { "lock connection KILLed mid-scan: scan stops, next round re-acquires", test_lock_loss },
+    { "monitor: gauges, alert command, rate limit, resolved", test_monitor_alerts },
+    { "--once runs each layer one time", test_once },
+    { "SIGHUP: alive, log-level applied, restart-only key named, bad file survived", test_sighup },
+    { NULL, NULL },
 };
 
 static int add_suites(void)
 {
-    if (tu_add_suite("config", NULL, NULL, NULL, NULL, config_tests) != 0
-        || tu_add_suite("layers", layers_init, layers_cleanup, NULL, NULL, layers_tests) != 0)
+    if (tu_add_suite("config", NULL, NULL, NULL, NULL, config_tests) != 0 ||
+        tu_add_suite("layers", layers_init, layers_cleanup, NULL, NULL, layers_tests) != 0)
         return -1;
     return 0;
 }

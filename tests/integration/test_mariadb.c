@@ -51,8 +51,7 @@ static int mariadb_suite_cleanup(void)
 {
     uint64_t t0 = tu_now_mono_ms();
     tu_mariadb_stop(&server);
-    printf("\nmariadbd stopped and its dir removed in %llu ms\n",
-           (unsigned long long)(tu_now_mono_ms() - t0));
+    printf("\nmariadbd stopped and its dir removed in %llu ms\n", (unsigned long long)(tu_now_mono_ms() - t0));
     return 0;
 }
 
@@ -83,18 +82,18 @@ static void test_create_insert_select(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     CU_ASSERT_EQUAL_FATAL(sql_query(m, "CREATE DATABASE hg_test CHARACTER SET utf8mb4"), 0);
     CU_ASSERT_EQUAL_FATAL(mysql_select_db(m, "hg_test"), 0);
-    CU_ASSERT_EQUAL_FATAL(sql_query(m,
-        "CREATE TABLE orders ("
-        "  id BIGINT UNSIGNED PRIMARY KEY,"
-        "  status ENUM('pending','paid','cancelled') NOT NULL DEFAULT 'pending',"
-        "  amount_cents INT NOT NULL,"
-        "  note VARCHAR(64) NULL"
-        ") ENGINE=InnoDB"), 0);
-    CU_ASSERT_EQUAL_FATAL(sql_query(m,
-        "INSERT INTO orders (id, amount_cents, note) VALUES"
-        " (1, 1999, 'first'),"
-        " (2, 0, NULL),"
-        " (18446744073709551615, -5, 'caf\xc3\xa9')"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_query(m, "CREATE TABLE orders ("
+                                       "  id BIGINT UNSIGNED PRIMARY KEY,"
+                                       "  status ENUM('pending','paid','cancelled') NOT NULL DEFAULT 'pending',"
+                                       "  amount_cents INT NOT NULL,"
+                                       "  note VARCHAR(64) NULL"
+                                       ") ENGINE=InnoDB"),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(sql_query(m, "INSERT INTO orders (id, amount_cents, note) VALUES"
+                                       " (1, 1999, 'first'),"
+                                       " (2, 0, NULL),"
+                                       " (18446744073709551615, -5, 'caf\xc3\xa9')"),
+                          0);
     CU_ASSERT_EQUAL(mysql_affected_rows(m), 3);
 
     CU_ASSERT_EQUAL_FATAL(sql_query(m, "SELECT id, status, amount_cents, note FROM orders ORDER BY id"), 0);
@@ -105,9 +104,9 @@ static void test_create_insert_select(void)
     static const struct {
         const char *id, *status, *amount, *note; /* note NULL = SQL NULL */
     } want[] = {
-        {"1", "pending", "1999", "first"},
-        {"2", "pending", "0", NULL},
-        {"18446744073709551615", "pending", "-5", "caf\xc3\xa9"},
+        { "1", "pending", "1999", "first" },
+        { "2", "pending", "0", NULL },
+        { "18446744073709551615", "pending", "-5", "caf\xc3\xa9" },
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         MYSQL_ROW row = mysql_fetch_row(res);
@@ -229,18 +228,16 @@ static void test_poll_until(void)
 static int add_suites(void)
 {
     CU_pSuite s = CU_add_suite("testutil", NULL, NULL);
-    if (s == NULL
-        || CU_add_test(s, "mkdtemp and rmtree", test_mkdtemp_and_rmtree) == NULL
-        || CU_add_test(s, "rmtree refuses paths outside the temp root", test_rmtree_refuses_outside_paths) == NULL
-        || CU_add_test(s, "free port", test_free_port) == NULL
-        || CU_add_test(s, "poll until a deadline", test_poll_until) == NULL)
+    if (s == NULL || CU_add_test(s, "mkdtemp and rmtree", test_mkdtemp_and_rmtree) == NULL ||
+        CU_add_test(s, "rmtree refuses paths outside the temp root", test_rmtree_refuses_outside_paths) == NULL ||
+        CU_add_test(s, "free port", test_free_port) == NULL ||
+        CU_add_test(s, "poll until a deadline", test_poll_until) == NULL)
         return -1;
 
     s = CU_add_suite("mariadb", mariadb_suite_init, mariadb_suite_cleanup);
-    if (s == NULL
-        || CU_add_test(s, "the server is private", test_server_is_private) == NULL
-        || CU_add_test(s, "create, insert, select back", test_create_insert_select) == NULL
-        || CU_add_test(s, "claim changes one row, once", test_claim_changes_one_row_once) == NULL)
+    if (s == NULL || CU_add_test(s, "the server is private", test_server_is_private) == NULL ||
+        CU_add_test(s, "create, insert, select back", test_create_insert_select) == NULL ||
+        CU_add_test(s, "claim changes one row, once", test_claim_changes_one_row_once) == NULL)
         return -1;
     return 0;
 }

@@ -51,12 +51,12 @@
 /* ---------------------------------------------------------------- shared tools */
 
 static tu_mariadb_t server;
-static MYSQL *admin;            /* root, autocommit on, the suite's database */
+static MYSQL *admin; /* root, autocommit on, the suite's database */
 static char database[64];
 
 static void sleep_ms(unsigned ms)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
@@ -98,8 +98,7 @@ static long long scalar(MYSQL *m, const char *fmt, ...)
 }
 
 /* The first column of the first row as a string into buf ("" when none). */
-static void text_of(MYSQL *m, char *buf, size_t buflen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static void text_of(MYSQL *m, char *buf, size_t buflen, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static void text_of(MYSQL *m, char *buf, size_t buflen, const char *fmt, ...)
 {
     char sql[1024];
@@ -122,7 +121,7 @@ static void text_of(MYSQL *m, char *buf, size_t buflen, const char *fmt, ...)
 /* A handle on the suite's database; lock_wait 0 = server default. */
 static hg_order_db *open_db(const hg_order_sql_t *sql, unsigned lock_wait_s)
 {
-    hg_order_db_params_t p = {0};
+    hg_order_db_params_t p = { 0 };
     p.socket = server.socket;
     p.user = "root";
     p.database = database;
@@ -175,8 +174,15 @@ static int db_suite_cleanup(void)
 static void seed(uint64_t first_id, size_t orders, unsigned skus, int64_t expire_in_ms)
 {
     of_seed_spec_t spec = {
-        .first_id = first_id, .orders = orders, .first_sku = 1, .skus = skus, .max_items = 3,
-        .max_qty = 4, .stock_per_sku = 1000000, .expire_in_ms = expire_in_ms, .with_outbox = 1,
+        .first_id = first_id,
+        .orders = orders,
+        .first_sku = 1,
+        .skus = skus,
+        .max_items = 3,
+        .max_qty = 4,
+        .stock_per_sku = 1000000,
+        .expire_in_ms = expire_in_ms,
+        .with_outbox = 1,
         .random_seed = (uint32_t)first_id,
     };
     hg_order_error_t err;
@@ -239,7 +245,11 @@ static void stock_of(uint64_t order_id, order_stock_t *s)
 
 /* Compare after with before moved by one cancel (qty reserved → available),
  * one payment (reserved → sold), or nothing. */
-enum move { MOVE_NONE, MOVE_CANCEL, MOVE_PAY };
+enum move {
+    MOVE_NONE,
+    MOVE_CANCEL,
+    MOVE_PAY
+};
 static void assert_stock_moved(const order_stock_t *before, const order_stock_t *after, enum move how)
 {
     CU_ASSERT_EQUAL_FATAL(before->n, after->n);
@@ -263,7 +273,8 @@ static void lock_stock_of(MYSQL *m, uint64_t order_id)
     CU_ASSERT_EQUAL_FATAL(run_sql(m, "START TRANSACTION"), 0);
     snprintf(sql, sizeof sql,
              "SELECT s.* FROM stock s JOIN order_items i ON i.sku_id = s.sku_id"
-             " WHERE i.order_id = %" PRIu64 " FOR UPDATE", order_id);
+             " WHERE i.order_id = %" PRIu64 " FOR UPDATE",
+             order_id);
     CU_ASSERT_EQUAL_FATAL(run_sql(m, sql), 0);
 }
 
@@ -324,8 +335,9 @@ static void test_sql_translate(void)
 {
     order_sql_text_t t;
     char err[256];
-    CU_ASSERT_EQUAL_FATAL(order_sql_translate("claim-sql", "UPDATE o SET r=:reason, n=':reason' WHERE id=? ;", 1, &t,
-                                           err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        order_sql_translate("claim-sql", "UPDATE o SET r=:reason, n=':reason' WHERE id=? ;", 1, &t, err, sizeof err),
+        0);
     CU_ASSERT_STRING_EQUAL(t.sql, "UPDATE o SET r=?, n=':reason' WHERE id=? ");
     CU_ASSERT_EQUAL(t.nparams, 2);
     CU_ASSERT_EQUAL(t.kinds[0], ORDER_SQL_PARAM_REASON);
@@ -355,7 +367,7 @@ static void test_sql_validate_names_field(void)
     /* open refuses bad SQL before it connects, naming the field. */
     hg_order_sql_default(&sql);
     sql.claim = "UPDATE orders SET status='cancelled' WHERE status='pending'";
-    hg_order_db_params_t p = {.socket = "/nonexistent/socket", .sql = &sql};
+    hg_order_db_params_t p = { .socket = "/nonexistent/socket", .sql = &sql };
     hg_order_error_t e;
     CU_ASSERT_PTR_NULL(hg_order_db_open(&p, &e));
     CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "claim-sql: expected exactly one '?'"));
@@ -402,8 +414,9 @@ static void test_schema_matches_file(void)
         size_t i = 0;
         while (text[i] != '\0' && text[i] == compiled[i])
             i++;
-        fprintf(stderr, "\nsql/schema.sql and lib/order_schema.c differ at byte %zu: file \"%.40s\" vs "
-                        "compiled \"%.40s\" — update the copy in lib/order_schema.c\n",
+        fprintf(stderr,
+                "\nsql/schema.sql and lib/order_schema.c differ at byte %zu: file \"%.40s\" vs "
+                "compiled \"%.40s\" — update the copy in lib/order_schema.c\n",
                 i, text + i, compiled + i);
         CU_FAIL("schema copy out of date");
     }
@@ -424,17 +437,17 @@ static void test_parse_id(void)
         const char *text;
         const char *want;
     } bad[] = {
-        {"", "empty"},
-        {"18446744073709551616", "larger than"},
-        {"99999999999999999999", "larger than"},
-        {"123456789012345678901", "at most 20 digits"},
-        {"12a", "byte 3 is 'a'"},
-        {"-5", "byte 1 is '-'"},
-        {" 5", "byte 1 is 0x20"},
-        {"5\n", "byte 2 is 0x0a"},
-        {"007", "leading zero"},
-        {"0", "0 is not an order id"},
-        {"{\"order_id\":5}", "byte 1 is '{'"},
+        { "", "empty" },
+        { "18446744073709551616", "larger than" },
+        { "99999999999999999999", "larger than" },
+        { "123456789012345678901", "at most 20 digits" },
+        { "12a", "byte 3 is 'a'" },
+        { "-5", "byte 1 is '-'" },
+        { " 5", "byte 1 is 0x20" },
+        { "5\n", "byte 2 is 0x0a" },
+        { "007", "leading zero" },
+        { "0", "0 is not an order id" },
+        { "{\"order_id\":5}", "byte 1 is '{'" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';
@@ -450,8 +463,10 @@ static void test_parse_id(void)
 
 static void test_classify(void)
 {
-    static const unsigned transient[] = {1213, 1205, 1317, 1927, 4031, 2006, 2013, 2002, 2003, 2055, 1040, 1053, 1969};
-    static const unsigned permanent[] = {1064, 1146, 1054, 1062, 4025, 1045, 1049, 1406, 0};
+    static const unsigned transient[] = {
+        1213, 1205, 1317, 1927, 4031, 2006, 2013, 2002, 2003, 2055, 1040, 1053, 1969
+    };
+    static const unsigned permanent[] = { 1064, 1146, 1054, 1062, 4025, 1045, 1049, 1406, 0 };
     for (size_t i = 0; i < sizeof transient / sizeof transient[0]; i++)
         CU_ASSERT_EQUAL(hg_order_classify(transient[i]), HG_ORDER_TRANSIENT);
     for (size_t i = 0; i < sizeof permanent / sizeof permanent[0]; i++)
@@ -462,7 +477,10 @@ static void test_classify(void)
 
 /* ---------------------------------------------------------------- suite "cancel" */
 
-static int cancel_init(void) { return db_suite_init("shop"); }
+static int cancel_init(void)
+{
+    return db_suite_init("shop");
+}
 
 static void test_cancel_outcomes(void)
 {
@@ -560,21 +578,25 @@ static void test_cancel_outcomes(void)
 static void test_custom_sql(void)
 {
     CU_ASSERT_EQUAL_FATAL(run_sql(admin, "CREATE TABLE shop_orders (order_no BIGINT UNSIGNED PRIMARY KEY,"
-                                         " state VARCHAR(16) NOT NULL, coupon_id INT NULL) ENGINE=InnoDB"), 0);
+                                         " state VARCHAR(16) NOT NULL, coupon_id INT NULL) ENGINE=InnoDB"),
+                          0);
     CU_ASSERT_EQUAL_FATAL(run_sql(admin, "CREATE TABLE coupons (id INT PRIMARY KEY, used_by BIGINT UNSIGNED NULL)"
-                                         " ENGINE=InnoDB"), 0);
+                                         " ENGINE=InnoDB"),
+                          0);
     CU_ASSERT_EQUAL_FATAL(run_sql(admin, "CREATE TABLE cancel_audit (order_no BIGINT UNSIGNED,"
-                                         " why VARCHAR(64), at DATETIME(6)) ENGINE=InnoDB"), 0);
+                                         " why VARCHAR(64), at DATETIME(6)) ENGINE=InnoDB"),
+                          0);
     CU_ASSERT_EQUAL_FATAL(run_sql(admin, "INSERT INTO shop_orders VALUES (100, 'UNPAID', 7), (101, 'UNPAID', NULL),"
-                                         " (102, 'PAID', NULL)"), 0);
+                                         " (102, 'PAID', NULL)"),
+                          0);
     CU_ASSERT_EQUAL_FATAL(run_sql(admin, "INSERT INTO coupons VALUES (7, 100)"), 0);
 
     hg_order_sql_t sql = {
         .claim = "UPDATE shop_orders SET state = 'CANCELLED' -- the claim\n"
                  "WHERE order_no = ? AND state = 'UNPAID';",
-        .side_effects = {"UPDATE coupons c JOIN shop_orders o ON o.coupon_id = c.id SET c.used_by = NULL"
-                         " WHERE o.order_no = ?",
-                         "INSERT INTO cancel_audit (order_no, why, at) VALUES (?, :reason, NOW(6))"},
+        .side_effects = { "UPDATE coupons c JOIN shop_orders o ON o.coupon_id = c.id SET c.used_by = NULL"
+                          " WHERE o.order_no = ?",
+                          "INSERT INTO cancel_audit (order_no, why, at) VALUES (?, :reason, NOW(6))" },
         .side_effect_count = 2,
         .lookup = "SELECT 1 FROM shop_orders WHERE order_no = ?",
     };
@@ -624,7 +646,7 @@ static void test_custom_sql(void)
 
 static void test_open_errors(void)
 {
-    hg_order_db_params_t p = {.socket = server.socket, .user = "root", .database = "no_such_db"};
+    hg_order_db_params_t p = { .socket = server.socket, .user = "root", .database = "no_such_db" };
     hg_order_error_t err;
     CU_ASSERT_PTR_NULL(hg_order_db_open(&p, &err));
     CU_ASSERT_EQUAL(err.code, 1049);
@@ -643,8 +665,14 @@ static void test_seed_and_check_detect_defects(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     hg_order_error_t err;
     /* Seeding an id that exists fails whole. */
-    of_seed_spec_t spec = {.first_id = 5, .orders = 10, .first_sku = 1, .skus = 5, .max_items = 3,
-                                 .max_qty = 4, .stock_per_sku = 1000000, .expire_in_ms = 60000};
+    of_seed_spec_t spec = { .first_id = 5,
+                            .orders = 10,
+                            .first_sku = 1,
+                            .skus = 5,
+                            .max_items = 3,
+                            .max_qty = 4,
+                            .stock_per_sku = 1000000,
+                            .expire_in_ms = 60000 };
     long long before = scalar(admin, "SELECT COUNT(*) FROM orders");
     CU_ASSERT_EQUAL(of_seed(admin, &spec, &err), -1);
     CU_ASSERT_EQUAL(err.code, 1062);
@@ -664,7 +692,8 @@ static void test_seed_and_check_detect_defects(void)
      * are reserved, so the CHECK constraint does not stop this. */
     CU_ASSERT_EQUAL_FATAL(run_sql(admin, "UPDATE stock s JOIN order_items i ON i.sku_id = s.sku_id"
                                          " SET s.available = s.available + i.qty, s.reserved = s.reserved - i.qty"
-                                         " WHERE i.order_id = 6"), 0);
+                                         " WHERE i.order_id = 6"),
+                          0);
     CU_ASSERT_EQUAL(of_check(admin, 3600, &r, &err), 0);
     CU_ASSERT_FALSE(r.ok);
     CU_ASSERT_EQUAL(r.skus_unbalanced, 0);
@@ -672,7 +701,8 @@ static void test_seed_and_check_detect_defects(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(r.first_defect, "reserved != quantity held by pending orders"));
     CU_ASSERT_EQUAL_FATAL(run_sql(admin, "UPDATE stock s JOIN order_items i ON i.sku_id = s.sku_id"
                                          " SET s.available = s.available - i.qty, s.reserved = s.reserved + i.qty"
-                                         " WHERE i.order_id = 6"), 0);
+                                         " WHERE i.order_id = 6"),
+                          0);
     /* An order both paid and cancelled. */
     CU_ASSERT_EQUAL_FATAL(run_sql(admin, "UPDATE orders SET paid_at = NOW(6) WHERE id = 1"), 0);
     CU_ASSERT_EQUAL(of_check(admin, 3600, &r, &err), 0);
@@ -681,8 +711,14 @@ static void test_seed_and_check_detect_defects(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(r.first_defect, "both paid and cancelled, e.g. id=1"));
     CU_ASSERT_EQUAL_FATAL(run_sql(admin, "UPDATE orders SET paid_at = NULL WHERE id = 1"), 0);
     /* An overdue pending order. */
-    spec = (of_seed_spec_t){.first_id = 2000, .orders = 1, .first_sku = 1, .skus = 5, .max_items = 1,
-                                  .max_qty = 1, .stock_per_sku = 1000000, .expire_in_ms = -7200 * 1000};
+    spec = (of_seed_spec_t){ .first_id = 2000,
+                             .orders = 1,
+                             .first_sku = 1,
+                             .skus = 5,
+                             .max_items = 1,
+                             .max_qty = 1,
+                             .stock_per_sku = 1000000,
+                             .expire_in_ms = -7200 * 1000 };
     CU_ASSERT_EQUAL_FATAL(of_seed(admin, &spec, &err), 0);
     CU_ASSERT_EQUAL(of_check(admin, 3600, &r, &err), 0);
     CU_ASSERT_EQUAL(r.overdue_pending, 1);
@@ -696,8 +732,8 @@ static void test_seed_and_check_detect_defects(void)
 
 /* ---------------------------------------------------------------- suite "race" */
 
-#define RACE_ORDERS 2000
-#define RACE_THREADS 8
+#define RACE_ORDERS   2000
+#define RACE_THREADS  8
 #define RACE_FIRST_ID 100000
 
 typedef struct race_op {
@@ -765,16 +801,26 @@ static void *race_worker(void *arg)
     return NULL;
 }
 
-static int race_init(void) { return db_suite_init("race"); }
+static int race_init(void)
+{
+    return db_suite_init("race");
+}
 
 static void test_race_pay_and_duplicate_cancels(void)
 {
     hg_order_db *db = open_db(NULL, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     /* 40 SKUs shared by 2 000 orders: plenty of contention on stock rows. */
-    of_seed_spec_t spec = {.first_id = RACE_FIRST_ID, .orders = RACE_ORDERS, .first_sku = 1, .skus = 40,
-                                 .max_items = 3, .max_qty = 3, .stock_per_sku = 100000,
-                                 .expire_in_ms = 30 * 60 * 1000, .with_outbox = 1, .random_seed = 7};
+    of_seed_spec_t spec = { .first_id = RACE_FIRST_ID,
+                            .orders = RACE_ORDERS,
+                            .first_sku = 1,
+                            .skus = 40,
+                            .max_items = 3,
+                            .max_qty = 3,
+                            .stock_per_sku = 100000,
+                            .expire_in_ms = 30 * 60 * 1000,
+                            .with_outbox = 1,
+                            .random_seed = 7 };
     hg_order_error_t err;
     CU_ASSERT_EQUAL_FATAL(of_seed(admin, &spec, &err), 0);
     of_report_t r0;
@@ -786,7 +832,7 @@ static void test_race_pay_and_duplicate_cancels(void)
     for (size_t i = 0; i < RACE_ORDERS; i++) {
         int pay_at = rand() % 4;
         for (int k = 0; k < 4; k++)
-            race_ops[i * 4 + (size_t)k] = (race_op_t){RACE_FIRST_ID + i, k == pay_at};
+            race_ops[i * 4 + (size_t)k] = (race_op_t){ RACE_FIRST_ID + i, k == pay_at };
     }
     atomic_store(&race_next, 0);
 
@@ -805,9 +851,8 @@ static void test_race_pay_and_duplicate_cancels(void)
            "  paid %" PRIu64 ", cancelled %" PRIu64 ", not-pending answers %" PRIu64 ", transient retries %" PRIu64
            " (deadlocks %" PRIu64 ", lock waits %" PRIu64 "), permanent %" PRIu64 "\n",
            RACE_ORDERS, RACE_THREADS, ms, RACE_ORDERS * 1000.0 / (double)ms, RACE_ORDERS * 4000.0 / (double)ms,
-           (uint64_t)race_paid_wins, (uint64_t)race_cancel_wins, (uint64_t)race_not_pending,
-           (uint64_t)race_retries, (uint64_t)race_deadlocks, (uint64_t)race_lock_waits,
-           (uint64_t)race_permanent);
+           (uint64_t)race_paid_wins, (uint64_t)race_cancel_wins, (uint64_t)race_not_pending, (uint64_t)race_retries,
+           (uint64_t)race_deadlocks, (uint64_t)race_lock_waits, (uint64_t)race_permanent);
     if (race_first_error[0] != '\0')
         printf("  first permanent error: %s\n", race_first_error);
 
@@ -830,7 +875,7 @@ static void test_race_pay_and_duplicate_cancels(void)
     CU_ASSERT_EQUAL(r.cancelled, race_cancel_wins);
     CU_ASSERT_EQUAL(r.paid_and_cancelled, 0);
     CU_ASSERT_EQUAL(r.reserved, 0);
-    CU_ASSERT_EQUAL(r.received, r0.received);  /* nothing created or lost */
+    CU_ASSERT_EQUAL(r.received, r0.received); /* nothing created or lost */
     CU_ASSERT_EQUAL(r.sold + r.available, r0.received);
     CU_ASSERT_EQUAL(r.sold, scalar(admin, "SELECT SUM(i.qty) FROM order_items i JOIN orders o ON o.id = i.order_id"
                                           " WHERE o.status = 'paid'"));
@@ -842,7 +887,10 @@ static void test_race_pay_and_duplicate_cancels(void)
 
 /* ---------------------------------------------------------------- suite "faults" */
 
-static int faults_init(void) { return db_suite_init("faults"); }
+static int faults_init(void)
+{
+    return db_suite_init("faults");
+}
 
 typedef struct attempt {
     hg_order_db *db;
@@ -869,8 +917,10 @@ typedef struct lock_probe {
 static int waits_for_lock(void *arg)
 {
     lock_probe_t *p = arg;
-    return scalar(p->m, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = %lu"
-                        " AND trx_state = 'LOCK WAIT'", p->cid) == 1;
+    return scalar(p->m,
+                  "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = %lu"
+                  " AND trx_state = 'LOCK WAIT'",
+                  p->cid) == 1;
 }
 
 /* Cancel with a retry and backoff until a definite outcome (or 20 attempts);
@@ -912,23 +962,26 @@ static void kill_mid_transaction(uint64_t id, const char *kill, int lock_order)
         lock_stock_of(locker, id);
     }
 
-    attempt_t a = {.db = db, .order_id = id};
+    attempt_t a = { .db = db, .order_id = id };
     unsigned long cid = hg_order_db_connection_id(db);
     CU_ASSERT_TRUE_FATAL(cid != 0);
     pthread_t th;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, attempt_cancel, &a), 0);
-    lock_probe_t probe = {admin, cid};
+    lock_probe_t probe = { admin, cid };
     CU_ASSERT_EQUAL(tu_poll_until(waits_for_lock, &probe, 10000, 150), 0);
     if (!lock_order) /* the worker's claim is in: the order row is locked by it */
-        CU_ASSERT_EQUAL(scalar(admin, "SELECT COUNT(*) FROM information_schema.INNODB_TRX"
-                                      " WHERE trx_mysql_thread_id = %lu AND trx_rows_modified >= 1", cid), 1);
+        CU_ASSERT_EQUAL(scalar(admin,
+                               "SELECT COUNT(*) FROM information_schema.INNODB_TRX"
+                               " WHERE trx_mysql_thread_id = %lu AND trx_rows_modified >= 1",
+                               cid),
+                        1);
     char sql[64];
     snprintf(sql, sizeof sql, "%s %lu", kill, cid);
     CU_ASSERT_EQUAL(run_sql(admin, sql), 0);
     pthread_join(th, NULL);
 
-    printf("\n    %s while %s: rc %d, %s, %s\n", kill, lock_order ? "waiting in the claim" : "holding the claim",
-           a.rc, hg_order_outcome_name(a.outcome), a.err.message);
+    printf("\n    %s while %s: rc %d, %s, %s\n", kill, lock_order ? "waiting in the claim" : "holding the claim", a.rc,
+           hg_order_outcome_name(a.outcome), a.err.message);
     CU_ASSERT_EQUAL(a.rc, -1);
     CU_ASSERT_EQUAL(a.outcome, HG_ORDER_TRANSIENT);
 
@@ -942,7 +995,7 @@ static void kill_mid_transaction(uint64_t id, const char *kill, int lock_order)
     assert_stock_moved(&before, &after, MOVE_NONE);
 
     hg_order_outcome_t out;
-    unsigned codes[4] = {0};
+    unsigned codes[4] = { 0 };
     int attempts = cancel_with_retry(db, id, &out, codes, 4);
     CU_ASSERT_EQUAL(attempts, 1);
     CU_ASSERT_EQUAL(out, HG_ORDER_CANCELLED);
@@ -968,10 +1021,22 @@ static void kill_mid_transaction(uint64_t id, const char *kill, int lock_order)
     hg_order_db_close(db);
 }
 
-static void test_kill_connection_holding_claim(void) { kill_mid_transaction(10, "KILL CONNECTION", 0); }
-static void test_kill_connection_in_claim(void) { kill_mid_transaction(11, "KILL CONNECTION", 1); }
-static void test_kill_query_holding_claim(void) { kill_mid_transaction(12, "KILL QUERY", 0); }
-static void test_kill_query_in_claim(void) { kill_mid_transaction(13, "KILL QUERY", 1); }
+static void test_kill_connection_holding_claim(void)
+{
+    kill_mid_transaction(10, "KILL CONNECTION", 0);
+}
+static void test_kill_connection_in_claim(void)
+{
+    kill_mid_transaction(11, "KILL CONNECTION", 1);
+}
+static void test_kill_query_holding_claim(void)
+{
+    kill_mid_transaction(12, "KILL QUERY", 0);
+}
+static void test_kill_query_in_claim(void)
+{
+    kill_mid_transaction(13, "KILL QUERY", 1);
+}
 
 /* A stock row held past innodb_lock_wait_timeout (1 s for the worker's
  * session): attempts fail with 1205 and roll back, the retry with backoff
@@ -998,22 +1063,23 @@ static void test_lock_wait_timeout(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     seed(id, 1, 5, 30 * 60 * 1000);
     CU_ASSERT_EQUAL(scalar(admin, "SELECT VARIABLE_VALUE FROM information_schema.SESSION_VARIABLES"
-                                  " WHERE VARIABLE_NAME = 'INNODB_LOCK_WAIT_TIMEOUT'"), 50); /* ours only */
+                                  " WHERE VARIABLE_NAME = 'INNODB_LOCK_WAIT_TIMEOUT'"),
+                    50); /* ours only */
     order_stock_t before, after;
     stock_of(id, &before);
 
     MYSQL *locker = connect_root(database);
     CU_ASSERT_PTR_NOT_NULL_FATAL(locker);
     lock_stock_of(locker, id);
-    retry_run_t r = {.db = db, .id = id};
+    retry_run_t r = { .db = db, .id = id };
     pthread_t th;
     uint64_t t0 = tu_now_mono_ms();
     CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, retry_thread, &r), 0);
     sleep_ms(2500); /* two or three attempts time out meanwhile */
     CU_ASSERT_EQUAL(run_sql(locker, "ROLLBACK"), 0);
     pthread_join(th, NULL);
-    printf("\n    lock held 2.5 s, innodb_lock_wait_timeout 1 s: %d attempts in %" PRIu64 " ms, then %s\n",
-           r.attempts, tu_now_mono_ms() - t0, hg_order_outcome_name(r.out));
+    printf("\n    lock held 2.5 s, innodb_lock_wait_timeout 1 s: %d attempts in %" PRIu64 " ms, then %s\n", r.attempts,
+           tu_now_mono_ms() - t0, hg_order_outcome_name(r.out));
 
     CU_ASSERT_TRUE(r.attempts >= 2 && r.attempts <= 20);
     CU_ASSERT_EQUAL(r.out, HG_ORDER_CANCELLED);
@@ -1061,7 +1127,10 @@ static void test_killed_while_idle(void)
 
 /* ---------------------------------------------------------------- suite "explain" */
 
-static int explain_init(void) { return db_suite_init("overdue"); }
+static int explain_init(void)
+{
+    return db_suite_init("overdue");
+}
 
 static void test_overdue_query_uses_index(void)
 {
@@ -1109,39 +1178,37 @@ static void test_overdue_query_uses_index(void)
 static int add_suites(void)
 {
     CU_pSuite s = CU_add_suite("sql", NULL, NULL);
-    if (s == NULL
-        || CU_add_test(s, "default statements are valid", test_sql_defaults_valid) == NULL
-        || CU_add_test(s, "placeholders counted outside strings and comments", test_sql_placeholders) == NULL
-        || CU_add_test(s, ":reason translated, bind order kept", test_sql_translate) == NULL
-        || CU_add_test(s, "validation names the field", test_sql_validate_names_field) == NULL
-        || CU_add_test(s, "script split on top-level semicolons", test_sql_split) == NULL
-        || CU_add_test(s, "compiled-in schema equals sql/schema.sql", test_schema_matches_file) == NULL
-        || CU_add_test(s, "payload → order id", test_parse_id) == NULL
-        || CU_add_test(s, "error classification", test_classify) == NULL)
+    if (s == NULL || CU_add_test(s, "default statements are valid", test_sql_defaults_valid) == NULL ||
+        CU_add_test(s, "placeholders counted outside strings and comments", test_sql_placeholders) == NULL ||
+        CU_add_test(s, ":reason translated, bind order kept", test_sql_translate) == NULL ||
+        CU_add_test(s, "validation names the field", test_sql_validate_names_field) == NULL ||
+        CU_add_test(s, "script split on top-level semicolons", test_sql_split) == NULL ||
+        CU_add_test(s, "compiled-in schema equals sql/schema.sql", test_schema_matches_file) == NULL ||
+        CU_add_test(s, "payload → order id", test_parse_id) == NULL ||
+        CU_add_test(s, "error classification", test_classify) == NULL)
         return -1;
 
     s = CU_add_suite("cancel", cancel_init, db_suite_cleanup);
-    if (s == NULL
-        || CU_add_test(s, "cancel, duplicate, unknown, pay vs cancel both ways", test_cancel_outcomes) == NULL
-        || CU_add_test(s, "custom schema through configured SQL", test_custom_sql) == NULL
-        || CU_add_test(s, "open errors name the cause", test_open_errors) == NULL
-        || CU_add_test(s, "seed is atomic; check catches defects", test_seed_and_check_detect_defects) == NULL)
+    if (s == NULL ||
+        CU_add_test(s, "cancel, duplicate, unknown, pay vs cancel both ways", test_cancel_outcomes) == NULL ||
+        CU_add_test(s, "custom schema through configured SQL", test_custom_sql) == NULL ||
+        CU_add_test(s, "open errors name the cause", test_open_errors) == NULL ||
+        CU_add_test(s, "seed is atomic; check catches defects", test_seed_and_check_detect_defects) == NULL)
         return -1;
 
     s = CU_add_suite("race", race_init, db_suite_cleanup);
-    if (s == NULL
-        || CU_add_test(s, "2000 orders: 1 payment + 3 cancels each, 8 threads", test_race_pay_and_duplicate_cancels)
-               == NULL)
+    if (s == NULL || CU_add_test(s, "2000 orders: 1 payment + 3 cancels each, 8 threads",
+                                 test_race_pay_and_duplicate_cancels) == NULL)
         return -1;
 
     s = CU_add_suite("faults", faults_init, db_suite_cleanup);
-    if (s == NULL
-        || CU_add_test(s, "KILL CONNECTION while holding the claim", test_kill_connection_holding_claim) == NULL
-        || CU_add_test(s, "KILL CONNECTION while waiting in the claim", test_kill_connection_in_claim) == NULL
-        || CU_add_test(s, "KILL QUERY while holding the claim", test_kill_query_holding_claim) == NULL
-        || CU_add_test(s, "KILL QUERY while waiting in the claim", test_kill_query_in_claim) == NULL
-        || CU_add_test(s, "row lock held past innodb_lock_wait_timeout", test_lock_wait_timeout) == NULL
-        || CU_add_test(s, "connection killed while idle", test_killed_while_idle) == NULL)
+    if (s == NULL ||
+        CU_add_test(s, "KILL CONNECTION while holding the claim", test_kill_connection_holding_claim) == NULL ||
+        CU_add_test(s, "KILL CONNECTION while waiting in the claim", test_kill_connection_in_claim) == NULL ||
+        CU_add_test(s, "KILL QUERY while holding the claim", test_kill_query_holding_claim) == NULL ||
+        CU_add_test(s, "KILL QUERY while waiting in the claim", test_kill_query_in_claim) == NULL ||
+        CU_add_test(s, "row lock held past innodb_lock_wait_timeout", test_lock_wait_timeout) == NULL ||
+        CU_add_test(s, "connection killed while idle", test_killed_while_idle) == NULL)
         return -1;
 
     s = CU_add_suite("explain", explain_init, db_suite_cleanup);

@@ -67,30 +67,40 @@ static void expect_config_error(const char *const *argv, const char *want)
 static void test_check_config(void)
 {
     char out[8192];
-    const char *ok[] = {CONSUMER_BIN, "--config", HG_SRCDIR "/etc/hourglass-consumer.conf", "--check-config", NULL};
+    const char *ok[] = { CONSUMER_BIN, "--config", HG_SRCDIR "/etc/hourglass-consumer.conf", "--check-config", NULL };
     CU_ASSERT_EQUAL(tu_run_capture(ok, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "configuration OK"));
 
-    const char *uri[] = {CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--uri", "hourglass://h:99999", NULL};
+    const char *uri[] = { CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--uri", "hourglass://h:99999",
+                          NULL };
     expect_config_error(uri, "uri: bad URI: bad port '99999'");
-    const char *scheme[] = {CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--uri=http://h", NULL};
+    const char *scheme[] = { CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--uri=http://h", NULL };
     expect_config_error(scheme, "uri: ");
-    const char *claim[] = {CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--claim-sql",
-                           "UPDATE orders SET status='cancelled', cancel_reason=? WHERE id=? AND status='pending'", NULL};
+    const char *claim[] = { CONSUMER_BIN,
+                            "--check-config",
+                            "--mysql-database",
+                            "shop",
+                            "--claim-sql",
+                            "UPDATE orders SET status='cancelled', cancel_reason=? WHERE id=? AND status='pending'",
+                            NULL };
     expect_config_error(claim, "claim-sql: expected exactly one '?' (the order id), found 2");
-    const char *side[] = {CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--side-effect-sql",
-                          "UPDATE a SET b=1", NULL};
+    const char *side[] = { CONSUMER_BIN, "--check-config",    "--mysql-database",
+                           "shop",       "--side-effect-sql", "UPDATE a SET b=1",
+                           NULL };
     expect_config_error(side, "side-effect-sql[1]: expected exactly one '?'");
-    const char *lookup[] = {CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--lookup-sql",
-                            "SELECT 1 FROM orders WHERE id=? AND cancel_reason=:reason", NULL};
+    const char *lookup[] = {
+        CONSUMER_BIN, "--check-config", "--mysql-database",
+        "shop",       "--lookup-sql",   "SELECT 1 FROM orders WHERE id=? AND cancel_reason=:reason",
+        NULL
+    };
     expect_config_error(lookup, "lookup-sql: ':reason' is not available");
-    const char *unknown[] = {CONSUMER_BIN, "--check-config", "--bogus", "1", NULL};
+    const char *unknown[] = { CONSUMER_BIN, "--check-config", "--bogus", "1", NULL };
     expect_config_error(unknown, "unknown option '--bogus'");
-    const char *required[] = {CONSUMER_BIN, "--check-config", NULL};
+    const char *required[] = { CONSUMER_BIN, "--check-config", NULL };
     expect_config_error(required, "mysql-database: required");
-    const char *range[] = {CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--workers", "0", NULL};
+    const char *range[] = { CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--workers", "0", NULL };
     expect_config_error(range, "workers: '0' out of range 1..256");
-    const char *dur[] = {CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--retry-base", "200", NULL};
+    const char *dur[] = { CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--retry-base", "200", NULL };
     expect_config_error(dur, "retry-base: '200' is not a duration");
 
     char dir[512], path[600];
@@ -101,7 +111,7 @@ static void test_check_config(void)
     fprintf(f, "[mysql]\nmysql-database = shop\n[sql]\nclaim-sql = UPDATE orders SET status='cancelled'\n"
                "    WHERE id=? AND status='pending'\nnot-a-key = 1\n");
     fclose(f);
-    const char *file_unknown[] = {CONSUMER_BIN, "--check-config", "--config", path, NULL};
+    const char *file_unknown[] = { CONSUMER_BIN, "--check-config", "--config", path, NULL };
     expect_config_error(file_unknown, "c.conf:6: unknown key 'not-a-key'");
     /* The same file with the bad key overridden away is fine: continuation lines joined. */
     f = fopen(path, "w");
@@ -109,23 +119,24 @@ static void test_check_config(void)
     fprintf(f, "mysql-database = shop\nclaim-sql = UPDATE orders SET status='cancelled'\n"
                "    WHERE id=? AND status='pending'\nside-effect-sql = none\n");
     fclose(f);
-    const char *file_ok[] = {CONSUMER_BIN, "--check-config", "-c", path, NULL};
+    const char *file_ok[] = { CONSUMER_BIN, "--check-config", "-c", path, NULL };
     CU_ASSERT_EQUAL(tu_run_capture(file_ok, out, sizeof out), 0);
     f = fopen(path, "w");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    fprintf(f, "mysql-database = shop\nclaim-sql = UPDATE orders SET status='cancelled' WHERE id=? AND status='pending'"
-               " AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1"
-               " AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1\n");
+    fprintf(f,
+            "mysql-database = shop\nclaim-sql = UPDATE orders SET status='cancelled' WHERE id=? AND status='pending'"
+            " AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1"
+            " AND 1=1 AND 1=1 AND 1=1 AND 1=1 AND 1=1\n");
     fclose(f);
     expect_config_error(file_ok, "c.conf:2: line longer than");
     tu_rmtree(dir);
 
-    const char *help[] = {CONSUMER_BIN, "--help", NULL};
+    const char *help[] = { CONSUMER_BIN, "--help", NULL };
     CU_ASSERT_EQUAL(tu_run_capture(help, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "claim-sql"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "--check-config"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "least severe log records written (reloaded on SIGHUP)"));
-    const char *version[] = {CONSUMER_BIN, "--version", NULL};
+    const char *version[] = { CONSUMER_BIN, "--version", NULL };
     CU_ASSERT_EQUAL(tu_run_capture(version, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "hourglass-consumer 0."));
 }
@@ -190,7 +201,8 @@ static void test_end_to_end(void)
     rc_conn_t c;
     char err[512], id[64];
     CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", "e2e", "order-timeout", "MAXRETRY", "0", NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", "e2e", "order-timeout", "MAXRETRY", "0", NULL), 0);
     send_ids(&c, 1, 300);
     send_ids(&c, 1, 100); /* duplicates */
     CU_ASSERT_EQUAL(bp_send(&c, id, sizeof id, err, sizeof err, "order-timeout", "999999", NULL), 0);
@@ -202,7 +214,7 @@ static void test_end_to_end(void)
     int mport = tu_free_port();
     pid_t pid = oe_start_consumer(&env, "e2e", "e2e", 4, mport, log_path, NULL);
     CU_ASSERT_TRUE_FATAL(pid > 0);
-    wait_ctx_t w = {"e2e", "e2e", 1};
+    wait_ctx_t w = { "e2e", "e2e", 1 };
     int done = tu_poll_until(all_done, &w, 60000, 50);
     CU_ASSERT_EQUAL(done, 0);
 
@@ -217,11 +229,12 @@ static void test_end_to_end(void)
         hist = oe_metric(mport, "hourglass_consumer_handler_seconds_count");
         if (cancelled + not_pending + not_found + permanent >= 402)
             break;
-        struct timespec ts = {0, 50000000};
+        struct timespec ts = { 0, 50000000 };
         nanosleep(&ts, NULL);
     }
     printf("\n    /metrics: cancelled %lld, not pending %lld, not found %lld, permanent %lld (bad payload %lld),"
-           " handler latency observations %lld\n", cancelled, not_pending, not_found, permanent, bad, hist);
+           " handler latency observations %lld\n",
+           cancelled, not_pending, not_found, permanent, bad, hist);
     CU_ASSERT_EQUAL(cancelled, 240);
     CU_ASSERT_EQUAL(not_pending, 160);
     CU_ASSERT_EQUAL(not_found, 1);
@@ -265,7 +278,8 @@ static uint64_t consume_all(const char *name, size_t n, int workers, int restart
     rc_conn_t c;
     char err[512];
     CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", name, "order-timeout", "FROM", "NOW", NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", name, "order-timeout", "FROM", "NOW", NULL),
+                          0);
     send_ids(&c, 1, n);
     rc_close(&c);
 
@@ -279,14 +293,14 @@ static uint64_t consume_all(const char *name, size_t n, int workers, int restart
     if (restart_broker) {
         snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'", name);
         while (oe_scalar(&env, sql) < (long long)n / 3 && tu_now_mono_ms() - t0 < 60000) {
-            struct timespec ts = {0, 5000000};
+            struct timespec ts = { 0, 5000000 };
             nanosleep(&ts, NULL);
         }
         CU_ASSERT_EQUAL(bp_kill9(&env.broker), 0);
         CU_ASSERT_EQUAL(bp_restart(&env.broker, err, sizeof err), 0);
         printf("\n    broker killed (-9) and restarted at %lld of %zu cancelled", oe_scalar(&env, sql), n);
     }
-    wait_ctx_t w = {name, name, -1};
+    wait_ctx_t w = { name, name, -1 };
     int rc = tu_poll_until(all_done, &w, 120000, 20);
     uint64_t ms = tu_now_mono_ms() - t0;
     CU_ASSERT_EQUAL(rc, 0);
@@ -314,7 +328,7 @@ static void test_broker_restart(void)
 
 static void test_throughput(void)
 {
-    static const int workers[] = {1, 4, 8};
+    static const int workers[] = { 1, 4, 8 };
     printf("\n");
     for (size_t i = 0; i < 3; i++) {
         char name[32];
@@ -322,7 +336,8 @@ static void test_throughput(void)
         uint64_t ms = consume_all(name, 2000, workers[i], 0);
         if (ms > 0)
             printf("    hourglass-consumer, %d worker%s: 2000 orders cancelled in %" PRIu64 " ms = %.0f orders/s"
-                   " (from process start)\n", workers[i], workers[i] > 1 ? "s" : "", ms, 2000.0 * 1000 / (double)ms);
+                   " (from process start)\n",
+                   workers[i], workers[i] > 1 ? "s" : "", ms, 2000.0 * 1000 / (double)ms);
     }
 }
 
@@ -358,7 +373,7 @@ static void test_sighup(void)
     snprintf(conf, sizeof conf, "%s/consumer.conf", dir);
     CU_ASSERT_EQUAL_FATAL(tu_write_file(conf, "log-level = info\nworkers = 8\n"), 0);
     int mport = tu_free_port();
-    const char *extra[] = {"--config", conf, NULL};
+    const char *extra[] = { "--config", conf, NULL };
     pid_t pid = oe_start_consumer(&env, name, name, 2, mport, log_path, extra);
     CU_ASSERT_TRUE_FATAL(pid > 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "hourglass-consumer 0.", HUP_DEADLINE_MS), 0);
@@ -367,11 +382,12 @@ static void test_sighup(void)
     CU_ASSERT_EQUAL(tu_write_file(conf, "log-level = debug\nworkers = 16\ncount = 5\n"), 0);
     CU_ASSERT_EQUAL(kill(pid, SIGHUP), 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "SIGHUP: log-level info -> debug", HUP_DEADLINE_MS), 0);
-    CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "SIGHUP: count changed, but takes effect only at a restart",
-                                          HUP_DEADLINE_MS), 0);
+    CU_ASSERT_EQUAL(
+        tu_wait_file_contains(log_path, "SIGHUP: count changed, but takes effect only at a restart", HUP_DEADLINE_MS),
+        0);
     CU_ASSERT_TRUE(running(pid));
     send_ids(&c, 101, 200);
-    wait_ctx_t w = {name, name, -1};
+    wait_ctx_t w = { name, name, -1 };
     CU_ASSERT_EQUAL(tu_poll_until(all_done, &w, 120000, 20), 0);
     CU_ASSERT_EQUAL(oe_metric(mport, "hourglass_consumer_cancelled_total"), 200);
     /* The new level is in effect: each cancel is logged at debug now. */
@@ -388,8 +404,9 @@ static void test_sighup(void)
     /* A file that no longer parses: reported, the consumer keeps running. */
     CU_ASSERT_EQUAL(tu_write_file(conf, "log-level = loud\n"), 0);
     CU_ASSERT_EQUAL(kill(pid, SIGHUP), 0);
-    CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "SIGHUP: configuration error, keeping the running configuration:",
-                                          HUP_DEADLINE_MS), 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(
+                        log_path, "SIGHUP: configuration error, keeping the running configuration:", HUP_DEADLINE_MS),
+                    0);
     CU_ASSERT_TRUE(running(pid));
     CU_ASSERT_EQUAL(oe_metric(mport, "hourglass_consumer_cancelled_total"), 200);
 
@@ -402,22 +419,22 @@ static void test_sighup(void)
 }
 
 static const tu_test_t config_tests[] = {
-    {"--check-config names the field", test_check_config},
-    {NULL, NULL},
+    { "--check-config names the field", test_check_config },
+    { NULL, NULL },
 };
 
 static const tu_test_t daemon_tests[] = {
-    {"end to end: cancels, duplicates, paid, unknown, bad payload → DLQ", test_end_to_end},
-    {"broker killed and restarted during consumption", test_broker_restart},
-    {"SIGHUP while cancelling: alive, log-level applied, flags win, bad file survived", test_sighup},
-    {"throughput with 1, 4, 8 workers", test_throughput},
-    {NULL, NULL},
+    { "end to end: cancels, duplicates, paid, unknown, bad payload → DLQ", test_end_to_end },
+    { "broker killed and restarted during consumption", test_broker_restart },
+    { "SIGHUP while cancelling: alive, log-level applied, flags win, bad file survived", test_sighup },
+    { "throughput with 1, 4, 8 workers", test_throughput },
+    { NULL, NULL },
 };
 
 static int add_suites(void)
 {
-    if (tu_add_suite("config", NULL, NULL, NULL, NULL, config_tests) != 0
-        || tu_add_suite("daemon", daemon_init, daemon_cleanup, NULL, NULL, daemon_tests) != 0)
+    if (tu_add_suite("config", NULL, NULL, NULL, NULL, config_tests) != 0 ||
+        tu_add_suite("daemon", daemon_init, daemon_cleanup, NULL, NULL, daemon_tests) != 0)
         return -1;
     return 0;
 }

@@ -56,11 +56,11 @@
 #include <mysql.h>
 
 #define COMPENSATOR_BIN HG_BUILDDIR "/hourglass-compensator"
-#define DB "shop"
-#define GROUP "order-cancel"
-#define SPY "spy"
-#define SKUS 5
-#define QTY 2 /* every test order: one item of QTY units of SKU 1 + id % SKUS */
+#define DB              "shop"
+#define GROUP           "order-cancel"
+#define SPY             "spy"
+#define SKUS            5
+#define QTY             2 /* every test order: one item of QTY units of SKU 1 + id % SKUS */
 
 static oe_env_t env;
 static char workdir[512];
@@ -69,13 +69,13 @@ static int consumer_metrics;
 static char consumer_log[600];
 static char uri[64];
 static rc_conn_t spy;
-static hg_order_db *db;   /* the order service's handle */
-static hg_order_db *pay;  /* the payment path's handle */
+static hg_order_db *db;  /* the order service's handle */
+static hg_order_db *pay; /* the payment path's handle */
 static hg_client_t *client;
 
 static void sleep_ms(int ms)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
 }
 
@@ -96,7 +96,8 @@ static long long scalar(const char *fmt, ...)
 }
 
 /* Poll until scalar(sql) == want or deadline_ms passes; returns the last value. */
-static long long wait_scalar(long long want, int deadline_ms, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static long long wait_scalar(long long want, int deadline_ms, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static long long wait_scalar(long long want, int deadline_ms, const char *fmt, ...)
 {
     char sql[2048];
@@ -141,8 +142,8 @@ static int create_order(hg_order_db *h, uint64_t id, uint64_t expire_ms, uint32_
              "INSERT INTO orders (id, user_id, status, created_at, expire_at)"
              " VALUES (%" PRIu64 ", 7, 'pending', NOW(6), FROM_UNIXTIME(%" PRIu64 ".%03u))",
              id, expire_ms / 1000, (unsigned)(expire_ms % 1000));
-    snprintf(s1, sizeof s1, "INSERT INTO order_items (order_id, sku_id, qty) VALUES (%" PRIu64 ", %" PRIu64 ", %d)",
-             id, 1 + id % SKUS, QTY);
+    snprintf(s1, sizeof s1, "INSERT INTO order_items (order_id, sku_id, qty) VALUES (%" PRIu64 ", %" PRIu64 ", %d)", id,
+             1 + id % SKUS, QTY);
     snprintf(s2, sizeof s2,
              "UPDATE stock SET available = available - %d, reserved = reserved + %d"
              " WHERE sku_id = %" PRIu64 " AND available >= %d",
@@ -173,7 +174,7 @@ static int create_order(hg_order_db *h, uint64_t id, uint64_t expire_ms, uint32_
 /* Orders first..last created (committed) with expiry expire_ms. */
 static int create_orders(uint64_t first, uint64_t last, uint64_t expire_ms, uint32_t relay_after_ms)
 {
-    hg_order_error_t err = {0};
+    hg_order_error_t err = { 0 };
     for (uint64_t id = first; id <= last; id++)
         if (create_order(db, id, expire_ms, relay_after_ms, 0, &err) != 0) {
             fprintf(stderr, "\n  create order %" PRIu64 ": %s\n", id, err.message);
@@ -188,16 +189,33 @@ static int create_orders(uint64_t first, uint64_t last, uint64_t expire_ms, uint
 static long long relay_until_sent(uint64_t first, uint64_t last, int deadline_ms)
 {
     char out[4096];
-    const char *argv[] = {COMPENSATOR_BIN, "--once", "--layers", "relay", "--uri", uri, "--topic", "order-timeout",
-                          "--mysql-socket", env.server.socket, "--mysql-user", "root", "--mysql-database", DB,
-                          "--log-level", "warn", "--dlq-groups", "none", NULL};
+    const char *argv[] = { COMPENSATOR_BIN,
+                           "--once",
+                           "--layers",
+                           "relay",
+                           "--uri",
+                           uri,
+                           "--topic",
+                           "order-timeout",
+                           "--mysql-socket",
+                           env.server.socket,
+                           "--mysql-user",
+                           "root",
+                           "--mysql-database",
+                           DB,
+                           "--log-level",
+                           "warn",
+                           "--dlq-groups",
+                           "none",
+                           NULL };
     uint64_t end = tu_now_mono_ms() + (uint64_t)deadline_ms;
     long long left;
     for (;;) {
         int rc = tu_run_capture(argv, out, sizeof out);
         TU_CHECK(rc == 0, "hourglass-compensator --once --layers relay exited %d:\n%s", rc, out);
         left = scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN %" PRIu64 " AND %" PRIu64
-                      " AND status <> 'sent'", first, last);
+                      " AND status <> 'sent'",
+                      first, last);
         if (left == 0 || rc != 0 || tu_now_mono_ms() >= end)
             return left;
         sleep_ms(50);
@@ -242,25 +260,29 @@ static int spy_expect(uint64_t first, uint64_t last, uint64_t expire_ms, int n, 
 static void expect_cancelled(uint64_t first, uint64_t last, int deadline_ms)
 {
     long long n = (long long)(last - first + 1);
-    long long got = wait_scalar(n, deadline_ms,
-                                "SELECT COUNT(*) FROM orders WHERE id BETWEEN %" PRIu64 " AND %" PRIu64
-                                " AND status = 'cancelled'", first, last);
+    long long got =
+        wait_scalar(n, deadline_ms,
+                    "SELECT COUNT(*) FROM orders WHERE id BETWEEN %" PRIu64 " AND %" PRIu64 " AND status = 'cancelled'",
+                    first, last);
     TU_CHECK(got == n, "orders %" PRIu64 "..%" PRIu64 ": %lld cancelled, want %lld", first, last, got, n);
-    long long early = scalar("SELECT COUNT(*) FROM orders WHERE id BETWEEN %" PRIu64 " AND %" PRIu64
-                             " AND cancelled_at < expire_at", first, last);
+    long long early =
+        scalar("SELECT COUNT(*) FROM orders WHERE id BETWEEN %" PRIu64 " AND %" PRIu64 " AND cancelled_at < expire_at",
+               first, last);
     TU_CHECK(early == 0, "%lld orders cancelled before expire_at", early);
     long long reason = scalar("SELECT COUNT(*) FROM orders WHERE id BETWEEN %" PRIu64 " AND %" PRIu64
-                              " AND cancel_reason = 'timeout-message'", first, last);
+                              " AND cancel_reason = 'timeout-message'",
+                              first, last);
     TU_CHECK(reason == n, "%lld of %lld cancelled by the message (timeout-message)", reason, n);
     long long open_rows = scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN %" PRIu64
-                                 " AND %" PRIu64 " AND status <> 'done'", first, last);
+                                 " AND %" PRIu64 " AND status <> 'done'",
+                                 first, last);
     TU_CHECK(open_rows == 0, "%lld outbox rows not 'done' after the cancel", open_rows);
 }
 
 static void expect_invariant(void)
 {
     of_report_t rep;
-    hg_order_error_t err = {0};
+    hg_order_error_t err = { 0 };
     TU_REQUIRE(oe_check(&env, DB, 3600, &rep, &err) == 0, "of_check: %s", err.message);
     char text[1024];
     of_report_format(&rep, text, sizeof text);
@@ -277,9 +299,9 @@ static int outbox_init(void)
         return -1;
     snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
     char err[512];
-    if (bp_connect(&env.broker, &spy, err, sizeof err) != 0
-        || bp_ok_cmd(&spy, err, sizeof err, "GROUP", "CREATE", SPY, "order-timeout", "FROM", "NOW", NULL) != 0
-        || bp_ok_cmd(&spy, err, sizeof err, "GROUP", "CREATE", GROUP, "order-timeout", "FROM", "NOW", NULL) != 0) {
+    if (bp_connect(&env.broker, &spy, err, sizeof err) != 0 ||
+        bp_ok_cmd(&spy, err, sizeof err, "GROUP", "CREATE", SPY, "order-timeout", "FROM", "NOW", NULL) != 0 ||
+        bp_ok_cmd(&spy, err, sizeof err, "GROUP", "CREATE", GROUP, "order-timeout", "FROM", "NOW", NULL) != 0) {
         fprintf(stderr, "\nFAIL: broker set-up: %s\n", err);
         return -1;
     }
@@ -291,7 +313,7 @@ static int outbox_init(void)
         fprintf(stderr, "\nFAIL: USE " DB ": %s\n", mysql_error(env.admin));
         return -1;
     }
-    hg_order_error_t oerr = {0};
+    hg_order_error_t oerr = { 0 };
     pay = oe_open_db(&env, DB, &oerr);
     if (pay == NULL) {
         fprintf(stderr, "\nFAIL: payment handle: %s\n", oerr.message);
@@ -299,7 +321,7 @@ static int outbox_init(void)
     }
     hg_client_opts_t o;
     hg_client_opts_init(&o);
-    hg_error_t cerr = {0};
+    hg_error_t cerr = { 0 };
     if (hg_client_open(uri, &o, &client, &cerr) != HG_OK) {
         fprintf(stderr, "\nFAIL: client: %s\n", cerr.message);
         return -1;
@@ -347,12 +369,13 @@ static void test_fast_path(void)
     for (uint64_t id = 101; id <= 105; id++) {
         char mid[HG_ID_MAX], why[256];
         hg_order_publish_outcome_t o = hg_order_timeout_publish(db, client, NULL, id, expire, mid, why, sizeof why);
-        TU_CHECK(o == HG_ORDER_PUBLISH_SENT, "order %" PRIu64 ": publish %s (%s)", id,
-                 hg_order_publish_outcome_name(o), why);
+        TU_CHECK(o == HG_ORDER_PUBLISH_SENT, "order %" PRIu64 ": publish %s (%s)", id, hg_order_publish_outcome_name(o),
+                 why);
         TU_CHECK(strlen(mid) == 16, "message id '%s'", mid);
     }
     TU_CHECK(scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN 101 AND 105 AND status='sent'"
-                    " AND attempts = 1") == 5, "rows marked 'sent'");
+                    " AND attempts = 1") == 5,
+             "rows marked 'sent'");
     TU_CHECK(spy_expect(101, 105, expire, 5, 10000) == 5, "the 5 messages reached the spy group");
     expect_cancelled(101, 105, 10000);
     TU_CHECK(scalar("SELECT SUM(reserved) FROM stock") == 0, "stock reserved back to 0");
@@ -361,7 +384,7 @@ static void test_fast_path(void)
 
 static void test_rollback(void)
 {
-    hg_order_error_t err = {0};
+    hg_order_error_t err = { 0 };
     uint64_t expire = now_ms() + 60000;
     long long available = scalar("SELECT SUM(available) FROM stock");
     TU_REQUIRE(create_order(db, 201, expire, 0, 4, &err) == 0, "open transaction: %s", err.message);
@@ -397,7 +420,7 @@ static void test_rollback(void)
 
 static void test_commit_lost(void)
 {
-    hg_order_error_t err = {0};
+    hg_order_error_t err = { 0 };
     uint64_t expire = now_ms() + 60000;
     uint64_t connects = hg_order_db_connects(db);
     TU_REQUIRE(create_order(db, 301, expire, 0, 4, &err) == 0, "open transaction: %s", err.message);
@@ -432,7 +455,7 @@ static void test_send_fails_relay(void)
     o.connect_timeout_ms = 300;
     o.reconnect = 0;
     hg_client_t *down = NULL;
-    hg_error_t cerr = {0};
+    hg_error_t cerr = { 0 };
     /* A broker that is not there at all: the client cannot even open. */
     TU_CHECK(hg_client_open(dead_uri, &o, &down, &cerr) == HG_ERR_CONNECT, "client to a dead port: %s", cerr.message);
 
@@ -445,13 +468,14 @@ static void test_send_fails_relay(void)
     for (uint64_t id = 401; id <= 404; id++) {
         char why[256];
         hg_order_publish_outcome_t out = hg_order_timeout_publish(db, down, NULL, id, expire, NULL, why, sizeof why);
-        TU_CHECK(out == HG_ORDER_PUBLISH_SEND_FAILED, "order %" PRIu64 ": %s, want send-failed",
-                 id, hg_order_publish_outcome_name(out));
+        TU_CHECK(out == HG_ORDER_PUBLISH_SEND_FAILED, "order %" PRIu64 ": %s, want send-failed", id,
+                 hg_order_publish_outcome_name(out));
         TU_CHECK(strncmp(why, "send: ", 6) == 0, "cause '%s'", why);
     }
     hg_client_close(down);
     TU_CHECK(scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN 401 AND 404"
-                    " AND status = 'new' AND attempts = 0") == 4, "rows stay 'new' for the relay");
+                    " AND status = 'new' AND attempts = 0") == 4,
+             "rows stay 'new' for the relay");
     TU_REQUIRE(bp_restart(&env.broker, err, sizeof err) == 0, "restart broker: %s", err);
     rc_close(&spy);
     TU_REQUIRE(bp_connect(&env.broker, &spy, err, sizeof err) == 0, "spy: %s", err);
@@ -467,7 +491,7 @@ static void test_dies_before_send(void)
     pid_t pid = fork();
     if (pid == 0) {
         /* The service: its own handle, three orders committed, then it dies. */
-        hg_order_error_t err = {0};
+        hg_order_error_t err = { 0 };
         hg_order_db *h = oe_open_db(&env, DB, &err);
         int ok = h != NULL;
         for (uint64_t id = 501; ok && id <= 503; id++)
@@ -480,8 +504,8 @@ static void test_dies_before_send(void)
     int status = 0;
     waitpid(pid, &status, 0);
     TU_REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child committed its orders");
-    TU_CHECK(scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN 501 AND 503 AND status='new'")
-                 == 3, "3 rows 'new', nothing sent");
+    TU_CHECK(scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN 501 AND 503 AND status='new'") == 3,
+             "3 rows 'new', nothing sent");
     TU_CHECK(relay_until_sent(501, 503, 10000) == 0, "the relay sent every row");
     TU_CHECK(spy_expect(501, 503, expire, 3, 10000) == 3, "3 relayed messages, on time");
     expect_cancelled(501, 503, 10000);
@@ -490,14 +514,13 @@ static void test_dies_before_send(void)
 
 static void test_paid_between_commit_and_mark(void)
 {
-    hg_order_error_t err = {0};
+    hg_order_error_t err = { 0 };
     uint64_t expire = now_ms() + 1500;
     long long not_pending = oe_metric(consumer_metrics, "hourglass_consumer_not_pending_total");
     TU_REQUIRE(create_orders(601, 602, expire, 0) == 0, "create");
 
     /* 601: SEND, the payment, then "mark sent" — the guard keeps 'done'. */
-    TU_CHECK(hg_order_timeout_send(client, NULL, 601, expire, NULL) == HG_OK, "send 601: %s",
-             hg_client_errmsg(client));
+    TU_CHECK(hg_order_timeout_send(client, NULL, 601, expire, NULL) == HG_OK, "send 601: %s", hg_client_errmsg(client));
     hg_order_outcome_t o;
     TU_CHECK(hg_order_pay(pay, 601, &o, &err) == 0 && o == HG_ORDER_PAID, "pay 601: %s", err.message);
     TU_CHECK(scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id = 601 AND status='done'") == 1,
@@ -519,7 +542,8 @@ static void test_paid_between_commit_and_mark(void)
     long long np = wait_metric("hourglass_consumer_not_pending_total", not_pending + 2, 10000);
     TU_CHECK(np >= not_pending + 2, "the consumer found both not pending (%lld → %lld)", not_pending, np);
     TU_CHECK(scalar("SELECT COUNT(*) FROM orders WHERE id IN (601, 602) AND status='paid' AND paid_at IS NOT NULL"
-                    " AND cancelled_at IS NULL") == 2, "both stay paid");
+                    " AND cancelled_at IS NULL") == 2,
+             "both stay paid");
     TU_CHECK(scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id IN (601, 602) AND status='done'") == 2,
              "both rows 'done'");
     expect_invariant();
@@ -527,7 +551,7 @@ static void test_paid_between_commit_and_mark(void)
 
 static void test_mark_fails(void)
 {
-    hg_order_error_t err = {0};
+    hg_order_error_t err = { 0 };
     uint64_t expire = now_ms() + 2000;
     long long cancelled = oe_metric(consumer_metrics, "hourglass_consumer_cancelled_total");
     long long not_pending = oe_metric(consumer_metrics, "hourglass_consumer_not_pending_total");
@@ -554,7 +578,7 @@ static void test_mark_fails(void)
 
 static void test_refund(void)
 {
-    hg_order_error_t err = {0};
+    hg_order_error_t err = { 0 };
     long long sold = scalar("SELECT SUM(sold) FROM stock");
     uint64_t expire = now_ms() + 1000;
     TU_REQUIRE(create_orders(801, 801, expire, 0) == 0, "create");
@@ -572,15 +596,15 @@ static void test_refund(void)
 }
 
 static const tu_test_t outbox_tests[] = {
-    {"fast path: create, commit, send with the remaining delay, mark sent", test_fast_path},
-    {"rollback leaves nothing; duplicate row is permanent; arguments", test_rollback},
-    {"COMMIT on a killed connection: transient, nothing written, reconnect", test_commit_lost},
-    {"send fails: the row stays 'new', the relay sends it", test_send_fails_relay},
-    {"the service dies between COMMIT and SEND: the relay sends it", test_dies_before_send},
-    {"payment between COMMIT and mark sent: the guard keeps 'done'", test_paid_between_commit_and_mark},
-    {"mark sent fails: the relay sends again, cancelled once", test_mark_fails},
-    {"payment after the cancel: not pending, a refund", test_refund},
-    {NULL, NULL},
+    { "fast path: create, commit, send with the remaining delay, mark sent", test_fast_path },
+    { "rollback leaves nothing; duplicate row is permanent; arguments", test_rollback },
+    { "COMMIT on a killed connection: transient, nothing written, reconnect", test_commit_lost },
+    { "send fails: the row stays 'new', the relay sends it", test_send_fails_relay },
+    { "the service dies between COMMIT and SEND: the relay sends it", test_dies_before_send },
+    { "payment between COMMIT and mark sent: the guard keeps 'done'", test_paid_between_commit_and_mark },
+    { "mark sent fails: the relay sends again, cancelled once", test_mark_fails },
+    { "payment after the cancel: not pending, a refund", test_refund },
+    { NULL, NULL },
 };
 
 static int add_suites(void)

@@ -54,18 +54,18 @@
 
 #include <CUnit/CUnit.h>
 
-#define RACE_ORDERS 2000
-#define RACE_DUPS 3
-#define RACE_MESSAGES (RACE_ORDERS * RACE_DUPS)
-#define RACE_PAYERS 8
-#define RACE_WORKERS 8
-#define RACE_DB "race"
-#define RACE_GROUP "race"
-#define RACE_SEND_BATCH 100
-#define RACE_LEAD 24             /* a payment is released 0..RACE_LEAD messages before its first cancel */
-#define RACE_WINDOW 4            /* orders whose messages are shuffled together */
-#define RACE_DEADLINE_MS 90000   /* first send → every message settled (takes ~3 s on an idle machine) */
-#define RACE_STALL_MS 5000       /* payers stop waiting for a consumer that made no progress this long */
+#define RACE_ORDERS      2000
+#define RACE_DUPS        3
+#define RACE_MESSAGES    (RACE_ORDERS * RACE_DUPS)
+#define RACE_PAYERS      8
+#define RACE_WORKERS     8
+#define RACE_DB          "race"
+#define RACE_GROUP       "race"
+#define RACE_SEND_BATCH  100
+#define RACE_LEAD        24    /* a payment is released 0..RACE_LEAD messages before its first cancel */
+#define RACE_WINDOW      4     /* orders whose messages are shuffled together */
+#define RACE_DEADLINE_MS 90000 /* first send → every message settled (takes ~3 s on an idle machine) */
+#define RACE_STALL_MS    5000  /* payers stop waiting for a consumer that made no progress this long */
 
 static oe_env_t env;
 
@@ -82,7 +82,7 @@ static int race_cleanup(void)
 
 static void sleep_ms(unsigned ms)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
 }
 
@@ -114,13 +114,14 @@ static void shuffle(uint64_t *a, size_t n, uint64_t *seed)
 
 /* ---------------------------------------------------------------- the consumer's progress */
 
-static const char *const progress_names[] = {
-    "hourglass_consumer_cancelled_total", "hourglass_consumer_not_pending_total",
-    "hourglass_consumer_not_found_total", "hourglass_consumer_permanent_failures_total"};
+static const char *const progress_names[] = { "hourglass_consumer_cancelled_total",
+                                              "hourglass_consumer_not_pending_total",
+                                              "hourglass_consumer_not_found_total",
+                                              "hourglass_consumer_permanent_failures_total" };
 #define NPROGRESS (sizeof progress_names / sizeof progress_names[0])
 
 static int metrics_port;
-static atomic_llong settled;       /* messages the consumer finished, per its /metrics */
+static atomic_llong settled;             /* messages the consumer finished, per its /metrics */
 static atomic_uint_fast64_t progress_ms; /* monotonic ms when settled last grew */
 static atomic_int pacer_stop;
 
@@ -153,11 +154,11 @@ static void *pacer(void *arg)
 
 /* ---------------------------------------------------------------- the payers */
 
-static uint64_t pay_order[RACE_ORDERS];          /* order ids, by release point */
-static long long pay_gate[RACE_ORDERS];          /* payment j waits for this many settled messages */
+static uint64_t pay_order[RACE_ORDERS]; /* order ids, by release point */
+static long long pay_gate[RACE_ORDERS]; /* payment j waits for this many settled messages */
 static atomic_size_t pay_next;
-static atomic_int pay_result[RACE_ORDERS + 1];   /* by order id: the payment's outcome */
-static uint64_t pay_start_us[RACE_ORDERS + 1];   /* by order id: wall clock µs when its payment began */
+static atomic_int pay_result[RACE_ORDERS + 1]; /* by order id: the payment's outcome */
+static uint64_t pay_start_us[RACE_ORDERS + 1]; /* by order id: wall clock µs when its payment began */
 static atomic_uint_fast64_t paid_wins, pay_not_pending, pay_other, pay_retries, pay_deadlocks, pay_lock_waits,
     pay_gave_up, gate_timeouts;
 static uint64_t race_t0;
@@ -232,7 +233,7 @@ static void *payer(void *arg)
 /* ready + retry (ready and delayed) + in flight of the group; -1 on error. */
 static long long group_open(rc_conn_t *c, long long *dlq)
 {
-    static const char *const fields[] = {"ready", "retry", "inflight"};
+    static const char *const fields[] = { "ready", "retry", "inflight" };
     char err[256];
     long long sum = 0, v;
     for (size_t i = 0; i < 3; i++) {
@@ -264,9 +265,16 @@ static int all_settled(void *arg)
 static void test_race_through_broker(void)
 {
     /* 40 SKUs shared by 2 000 orders: pay and cancel contend on stock rows. */
-    of_seed_spec_t spec = {.first_id = 1, .orders = RACE_ORDERS, .first_sku = 1, .skus = 40,
-                                 .max_items = 3, .max_qty = 3, .stock_per_sku = 100000,
-                                 .expire_in_ms = 30 * 60 * 1000, .with_outbox = 1, .random_seed = 7};
+    of_seed_spec_t spec = { .first_id = 1,
+                            .orders = RACE_ORDERS,
+                            .first_sku = 1,
+                            .skus = 40,
+                            .max_items = 3,
+                            .max_qty = 3,
+                            .stock_per_sku = 100000,
+                            .expire_in_ms = 30 * 60 * 1000,
+                            .with_outbox = 1,
+                            .random_seed = 7 };
     hg_order_db *db = oe_fresh_database(&env, RACE_DB, RACE_ORDERS, &spec);
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     of_report_t r0;
@@ -287,8 +295,8 @@ static void test_race_through_broker(void)
     for (size_t i = 0; i < RACE_MESSAGES; i++)
         msg_order[i] = by_id[i / RACE_DUPS];
     for (size_t w = 0; w < RACE_MESSAGES; w += RACE_WINDOW * RACE_DUPS)
-        shuffle(msg_order + w, RACE_MESSAGES - w < RACE_WINDOW * RACE_DUPS ? RACE_MESSAGES - w
-                                                                            : RACE_WINDOW * RACE_DUPS, &seed);
+        shuffle(msg_order + w,
+                RACE_MESSAGES - w < RACE_WINDOW * RACE_DUPS ? RACE_MESSAGES - w : RACE_WINDOW * RACE_DUPS, &seed);
     for (size_t i = 0; i <= RACE_ORDERS; i++)
         gate_of[i] = -1;
     for (size_t i = 0; i < RACE_MESSAGES; i++)
@@ -296,7 +304,7 @@ static void test_race_through_broker(void)
             gate_of[msg_order[i]] = (long long)i - RACE_LEAD + (long long)(rnd_next(&seed) % (RACE_LEAD + 1));
     for (size_t i = 0; i < RACE_ORDERS; i++)
         pay_order[i] = 1 + i;
-    shuffle(pay_order, RACE_ORDERS, &seed); /* ties in the gate: a random order */
+    shuffle(pay_order, RACE_ORDERS, &seed);  /* ties in the gate: a random order */
     for (size_t i = 1; i < RACE_ORDERS; i++) /* insertion sort by gate (nearly sorted: cheap enough) */
         for (size_t k = i; k > 0 && gate_of[pay_order[k - 1]] > gate_of[pay_order[k]]; k--) {
             uint64_t t = pay_order[k];
@@ -311,7 +319,8 @@ static void test_race_through_broker(void)
     char err[512];
     rc_conn_t c;
     CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", RACE_GROUP, OE_TOPIC, "FROM", "NOW", NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", RACE_GROUP, OE_TOPIC, "FROM", "NOW", NULL),
+                          0);
 
     /* The consumer, up and serving /metrics before anything is sent. Local
      * retries (base 20 ms) ride out deadlocks with the payers; 8 attempts so
@@ -321,7 +330,7 @@ static void test_race_through_broker(void)
     CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("race", dir, sizeof dir), 0);
     snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
     metrics_port = tu_free_port();
-    const char *extra[] = {"--lease", "30s", "--retry-attempts", "8", NULL};
+    const char *extra[] = { "--lease", "30s", "--retry-attempts", "8", NULL };
     pid_t pid = oe_start_consumer(&env, RACE_DB, RACE_GROUP, RACE_WORKERS, metrics_port, log_path, extra);
     CU_ASSERT_TRUE_FATAL(pid > 0);
     uint64_t up0 = tu_now_mono_ms();
@@ -356,8 +365,9 @@ static void test_race_through_broker(void)
         size_t n = RACE_MESSAGES - i < RACE_SEND_BATCH ? RACE_MESSAGES - i : RACE_SEND_BATCH;
         for (size_t k = 0; k < n; k++) {
             size_t len = (size_t)snprintf(payloads[i + k], sizeof payloads[i + k], "%" PRIu64, msg_order[i + k]);
-            items[k] = (hg_send_item_t){.topic = OE_TOPIC, .payload = payloads[i + k], .payload_len = len,
-                                        .delay = hg_delay_none()};
+            items[k] = (hg_send_item_t){
+                .topic = OE_TOPIC, .payload = payloads[i + k], .payload_len = len, .delay = hg_delay_none()
+            };
         }
         size_t ok = 0;
         hg_err_t rc = hg_send_many(cl, items, n, &ok);
@@ -374,7 +384,7 @@ static void test_race_through_broker(void)
         pthread_join(payers[t], NULL);
     uint64_t paid_ms = tu_now_mono_ms() - race_t0;
 
-    settle_ctx_t s = {&c, -1, -1, -1};
+    settle_ctx_t s = { &c, -1, -1, -1 };
     int settled_rc = tu_poll_until(all_settled, &s, RACE_DEADLINE_MS, 20);
     uint64_t ms = tu_now_mono_ms() - race_t0;
     atomic_store(&pacer_stop, 1);
@@ -386,11 +396,12 @@ static void test_race_through_broker(void)
 
     /* The consumer's final counters, then stop it. */
     static const char *const names[] = {
-        "hourglass_consumer_cancelled_total", "hourglass_consumer_not_pending_total",
-        "hourglass_consumer_not_found_total", "hourglass_consumer_permanent_failures_total",
-        "hourglass_consumer_retries_total", "hourglass_consumer_nacked_total",
-        "hourglass_consumer_lease_lost_total", "hourglass_consumer_delivered_total",
-        "hourglass_consumer_handler_seconds_sum", "hourglass_consumer_handler_seconds_count"};
+        "hourglass_consumer_cancelled_total",     "hourglass_consumer_not_pending_total",
+        "hourglass_consumer_not_found_total",     "hourglass_consumer_permanent_failures_total",
+        "hourglass_consumer_retries_total",       "hourglass_consumer_nacked_total",
+        "hourglass_consumer_lease_lost_total",    "hourglass_consumer_delivered_total",
+        "hourglass_consumer_handler_seconds_sum", "hourglass_consumer_handler_seconds_count"
+    };
     double m[sizeof names / sizeof names[0]];
     CU_ASSERT_EQUAL(oe_metrics(metrics_port, sizeof names / sizeof names[0], names, m), 0);
     long long m_cancelled = (long long)m[0], m_not_pending = (long long)m[1], m_not_found = (long long)m[2],
@@ -423,8 +434,8 @@ static void test_race_through_broker(void)
            RACE_ORDERS * 1000.0 / (double)ms, RACE_MESSAGES * 1000.0 / (double)ms, r.paid,
            100.0 * (double)r.paid / RACE_ORDERS, r.cancelled, 100.0 * (double)r.cancelled / RACE_ORDERS,
            (uint64_t)pay_not_pending, m_cancelled, m_not_pending, m_not_found, m_permanent, m[4], m[5], m[6], m[7],
-           m[9] > 0 ? m[8] * 1e6 / m[9] : 0.0, (uint64_t)pay_retries, (uint64_t)pay_deadlocks,
-           (uint64_t)pay_lock_waits, (uint64_t)gate_timeouts, dlq_len, text);
+           m[9] > 0 ? m[8] * 1e6 / m[9] : 0.0, (uint64_t)pay_retries, (uint64_t)pay_deadlocks, (uint64_t)pay_lock_waits,
+           (uint64_t)gate_timeouts, dlq_len, text);
     if (pay_first_error[0] != '\0')
         printf("  first payment error: %s\n", pay_first_error);
 
@@ -466,8 +477,8 @@ static void test_race_through_broker(void)
      * cancel committed. */
     int mismatched = 0;
     unsigned during = 0, within5 = 0, within50 = 0;
-    CU_ASSERT_EQUAL_FATAL(mysql_query(env.admin, "SELECT id, status, UNIX_TIMESTAMP(cancelled_at) FROM " RACE_DB
-                                                 ".orders"), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        mysql_query(env.admin, "SELECT id, status, UNIX_TIMESTAMP(cancelled_at) FROM " RACE_DB ".orders"), 0);
     MYSQL_RES *res = mysql_store_result(env.admin);
     CU_ASSERT_PTR_NOT_NULL_FATAL(res);
     MYSQL_ROW row;
@@ -513,9 +524,9 @@ static void test_race_through_broker(void)
 /* ---------------------------------------------------------------- registry */
 
 static const tu_test_t race_tests[] = {
-    {"2 000 orders: payments vs 3 duplicate cancels each through broker + hourglass-consumer",
-     test_race_through_broker},
-    {NULL, NULL},
+    { "2 000 orders: payments vs 3 duplicate cancels each through broker + hourglass-consumer",
+      test_race_through_broker },
+    { NULL, NULL },
 };
 
 static int add_suites(void)

@@ -64,8 +64,8 @@ static void test_no_jitter_exact(void)
 
     for (unsigned k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
         uint64_t got = hg_backoff_delay(&b, k, NULL, NULL);
-        TU_CHECK(got == want[k], "attempt %u: got %llu, want %llu", k,
-                 (unsigned long long)got, (unsigned long long)want[k]);
+        TU_CHECK(got == want[k], "attempt %u: got %llu, want %llu", k, (unsigned long long)got,
+                 (unsigned long long)want[k]);
     }
     b = make(250, 1.5, 100000, 0.0);
     CU_ASSERT_EQUAL(hg_backoff_delay(&b, 0, NULL, NULL), 250);
@@ -111,12 +111,13 @@ static void test_range_sweep(void)
             uint64_t d = hg_backoff_delay(&b, k, seeded, &state);
             if ((double)d > raw || (double)d < floor(raw * 0.7) - 1) {
                 if (bad++ == 0)
-                    TU_CHECK(0, "attempt %u: delay %llu outside [%g, %g]", k,
-                             (unsigned long long)d, raw * 0.7, raw);
+                    TU_CHECK(0, "attempt %u: delay %llu outside [%g, %g]", k, (unsigned long long)d, raw * 0.7, raw);
             }
             if (k == 11) {
-                if (d < lo_seen) lo_seen = d;
-                if (d > hi_seen) hi_seen = d;
+                if (d < lo_seen)
+                    lo_seen = d;
+                if (d > hi_seen)
+                    hi_seen = d;
             }
         }
     }
@@ -210,7 +211,7 @@ static const tu_test_t backoff_tests[] = {
 };
 
 static const tu_suite_t suites[] = {
-    {"backoff", backoff_tests},
+    { "backoff", backoff_tests },
 };
 
 int main(int argc, char **argv)

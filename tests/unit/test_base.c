@@ -24,10 +24,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define SEC UINT64_C(1000)
-#define MIN (60 * SEC)
+#define SEC  UINT64_C(1000)
+#define MIN  (60 * SEC)
 #define HOUR (60 * MIN)
-#define DAY (24 * HOUR)
+#define DAY  (24 * HOUR)
 
 /* ---------------------------------------------------------------- alloc */
 
@@ -57,7 +57,7 @@ static void test_alloc_basics(void)
     char *s = xstrdup("hourglass");
     CU_ASSERT_STRING_EQUAL(s, "hourglass");
     free(s);
-    static const char bin[] = {'a', '\0', 'b'};
+    static const char bin[] = { 'a', '\0', 'b' };
     char *n = xstrndup(bin, 3);
     CU_ASSERT(memcmp(n, bin, 3) == 0 && n[3] == '\0');
     free(n);
@@ -199,8 +199,8 @@ static void expect_duration(const char *text, uint64_t want, int line)
     uint64_t got = UINT64_C(12345);
     int rc = units_parse_duration_str(text, 0, &got, err, sizeof(err));
 
-    TU_CHECK_AT(rc == 0 && got == want, line, "parse \"%s\": rc %d, got %" PRIu64 ", want %" PRIu64
-                " (err: %s)", text, rc, got, want, err);
+    TU_CHECK_AT(rc == 0 && got == want, line, "parse \"%s\": rc %d, got %" PRIu64 ", want %" PRIu64 " (err: %s)", text,
+                rc, got, want, err);
 }
 #define EXPECT_DURATION(text, want) expect_duration((text), (want), __LINE__)
 
@@ -213,16 +213,15 @@ static void expect_duration_error(const char *text, const char *frag1, const cha
     size_t len = strlen(err);
 
     TU_CHECK_AT(rc == -1, line, "parse \"%s\" should fail, got rc %d value %" PRIu64, text, rc, got);
-    TU_CHECK_AT(len > 0 && err[len - 1] != '\n', line, "parse \"%s\": message \"%s\" is empty or "
-                "ends with a newline", text, err);
-    TU_CHECK_AT(strstr(err, frag1) != NULL, line, "parse \"%s\": message \"%s\" lacks \"%s\"",
-                text, err, frag1);
+    TU_CHECK_AT(len > 0 && err[len - 1] != '\n', line,
+                "parse \"%s\": message \"%s\" is empty or "
+                "ends with a newline",
+                text, err);
+    TU_CHECK_AT(strstr(err, frag1) != NULL, line, "parse \"%s\": message \"%s\" lacks \"%s\"", text, err, frag1);
     if (frag2 != NULL)
-        TU_CHECK_AT(strstr(err, frag2) != NULL, line, "parse \"%s\": message \"%s\" lacks \"%s\"",
-                    text, err, frag2);
+        TU_CHECK_AT(strstr(err, frag2) != NULL, line, "parse \"%s\": message \"%s\" lacks \"%s\"", text, err, frag2);
 }
-#define EXPECT_DURATION_ERROR(text, frag1, frag2) \
-    expect_duration_error((text), (frag1), (frag2), __LINE__)
+#define EXPECT_DURATION_ERROR(text, frag1, frag2) expect_duration_error((text), (frag1), (frag2), __LINE__)
 
 static void test_duration_units(void)
 {
@@ -261,8 +260,7 @@ static void test_duration_limits(void)
     EXPECT_DURATION_ERROR("3153600000001ms", "above the maximum", "\"3153600000001ms\"");
     EXPECT_DURATION_ERROR("3153600000001s", "above the maximum", NULL);
     /* more digits than a uint64_t holds */
-    EXPECT_DURATION_ERROR("99999999999999999999d", "above the maximum",
-                          "\"99999999999999999999d\"");
+    EXPECT_DURATION_ERROR("99999999999999999999d", "above the maximum", "\"99999999999999999999d\"");
     EXPECT_DURATION_ERROR("18446744073709551616ms", "above the maximum", NULL);
     EXPECT_DURATION_ERROR("18446744073709551615ms", "above the maximum", NULL);
     /* fits in uint64_t but value * unit wraps to 34448384 ms if unchecked */
@@ -356,7 +354,7 @@ static int round_trips(uint64_t ms, char *text, size_t textlen)
 
 static void test_duration_round_trip(void)
 {
-    static const uint64_t units[] = {1, SEC, MIN, HOUR, DAY};
+    static const uint64_t units[] = { 1, SEC, MIN, HOUR, DAY };
     char text[64];
     uint64_t checked = 0;
     uint64_t first_bad = UINT64_MAX;
@@ -370,7 +368,7 @@ static void test_duration_round_trip(void)
     for (size_t u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
         for (uint64_t k = 1; k <= 5000; k++) {
             uint64_t base = k * units[u];
-            uint64_t cases[3] = {base - 1, base, base + 1};
+            uint64_t cases[3] = { base - 1, base, base + 1 };
             for (int c = 0; c < 3; c++, checked++)
                 if (!round_trips(cases[c], text, sizeof(text)) && first_bad == UINT64_MAX)
                     first_bad = cases[c];
@@ -383,24 +381,23 @@ static void test_duration_round_trip(void)
         x ^= x << 17;
         uint64_t ms = x % (UNITS_MAX_DURATION_MS + 1);
         if (i % 3 == 0)
-            ms -= ms % SEC;   /* whole seconds often format with a larger unit */
+            ms -= ms % SEC; /* whole seconds often format with a larger unit */
         if (!round_trips(ms, text, sizeof(text)) && first_bad == UINT64_MAX)
             first_bad = ms;
     }
     TU_CHECK(round_trips(UNITS_MAX_DURATION_MS, text, sizeof(text)), "the cap does not round-trip");
-    TU_CHECK(first_bad == UINT64_MAX, "%" PRIu64 " ms does not round-trip (formatted \"%s\")",
-             first_bad, (units_format_duration(first_bad, text, sizeof(text)), text));
+    TU_CHECK(first_bad == UINT64_MAX, "%" PRIu64 " ms does not round-trip (formatted \"%s\")", first_bad,
+             (units_format_duration(first_bad, text, sizeof(text)), text));
     CU_ASSERT(checked > 200000);
 
     /* and canonical text round-trips the other way */
-    static const char *canonical[] = {"0s", "1ms", "999ms", "1s", "59s", "61s", "1m", "59m",
-                                      "61m", "1h", "23h", "25h", "1d", "3d", "36500d"};
+    static const char *canonical[] = { "0s",  "1ms", "999ms", "1s",  "59s", "61s", "1m",    "59m",
+                                       "61m", "1h",  "23h",   "25h", "1d",  "3d",  "36500d" };
     for (size_t i = 0; i < sizeof(canonical) / sizeof(canonical[0]); i++) {
         uint64_t ms = 0;
         CU_ASSERT_EQUAL_FATAL(units_parse_duration_str(canonical[i], 0, &ms, NULL, 0), 0);
         units_format_duration(ms, text, sizeof(text));
-        TU_CHECK(strcmp(text, canonical[i]) == 0, "\"%s\" formats back as \"%s\"",
-                 canonical[i], text);
+        TU_CHECK(strcmp(text, canonical[i]) == 0, "\"%s\" formats back as \"%s\"", canonical[i], text);
     }
 }
 
@@ -452,8 +449,8 @@ static void expect_size(const char *text, uint64_t max, uint64_t want, int line)
     char err[256] = "";
     uint64_t got = 12345;
     int rc = units_parse_size(text, strlen(text), max, &got, err, sizeof err);
-    TU_CHECK_AT(rc == 0 && got == want, line, "size \"%s\": rc %d got %" PRIu64 " want %" PRIu64 " (%s)", text, rc,
-                got, want, err);
+    TU_CHECK_AT(rc == 0 && got == want, line, "size \"%s\": rc %d got %" PRIu64 " want %" PRIu64 " (%s)", text, rc, got,
+                want, err);
 }
 #define EXPECT_SIZE(text, want) expect_size((text), UINT64_MAX, (want), __LINE__)
 
@@ -462,8 +459,8 @@ static void expect_size_error(const char *text, uint64_t max, const char *frag, 
     char err[256] = "";
     uint64_t got = 0;
     int rc = units_parse_size(text, strlen(text), max, &got, err, sizeof err);
-    TU_CHECK_AT(rc == -1 && strstr(err, frag) != NULL, line, "size \"%s\": rc %d, message \"%s\" lacks \"%s\"",
-                text, rc, err, frag);
+    TU_CHECK_AT(rc == -1 && strstr(err, frag) != NULL, line, "size \"%s\": rc %d, message \"%s\" lacks \"%s\"", text,
+                rc, err, frag);
 }
 #define EXPECT_SIZE_ERROR(text, max, frag) expect_size_error((text), (max), (frag), __LINE__)
 
@@ -490,9 +487,14 @@ static void test_size(void)
     EXPECT_SIZE_ERROR("4m!", UINT64_MAX, "unexpected \"!\"");
 
     char buf[UNITS_TEXT_MAX];
-    static const struct { uint64_t v; const char *text; } formats[] = {
-        {0, "0"}, {1000, "1000"}, {1024, "1kb"}, {65536, "64kb"}, {4u << 20, "4mb"},
-        {UINT64_C(1) << 30, "1gb"}, {1536, "1536"}, {UINT64_C(3) << 30, "3gb"},
+    static const struct {
+        uint64_t v;
+        const char *text;
+    } formats[] = {
+        { 0, "0" },          { 1000, "1000" },
+        { 1024, "1kb" },     { 65536, "64kb" },
+        { 4u << 20, "4mb" }, { UINT64_C(1) << 30, "1gb" },
+        { 1536, "1536" },    { UINT64_C(3) << 30, "3gb" },
     };
     for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
         units_format_size(formats[i].v, buf, sizeof buf);
@@ -513,7 +515,7 @@ static void test_map_basics(void)
     CU_ASSERT_PTR_NULL(map_get(&m, "x", 1));
     CU_ASSERT_PTR_NULL(map_del(&m, "x", 1));
     CU_ASSERT_PTR_NULL(map_put(&m, "orders", 6, &a));
-    CU_ASSERT_PTR_NULL(map_put(&m, "ord\0ers", 7, &b));  /* binary keys */
+    CU_ASSERT_PTR_NULL(map_put(&m, "ord\0ers", 7, &b)); /* binary keys */
     CU_ASSERT_PTR_EQUAL(map_get(&m, "orders", 6), &a);
     CU_ASSERT_PTR_EQUAL(map_get(&m, "ord\0ers", 7), &b);
     CU_ASSERT_PTR_NULL(map_get(&m, "ord", 3));
@@ -532,7 +534,9 @@ static void test_map_basics(void)
 
 static void test_map_growth_and_churn(void)
 {
-    enum { N = 100000 };
+    enum {
+        N = 100000
+    };
     map_t m = MAP_INIT;
     char key[32];
     for (uintptr_t i = 1; i <= N; i++) {
@@ -582,7 +586,7 @@ static void test_map_iteration(void)
         map_put(&m, key, (size_t)n, (void *)(i + 1));
     }
     /* every entry once; deleting the current entry is allowed */
-    map_iter_t it = {0};
+    map_iter_t it = { 0 };
     const char *k;
     size_t len;
     void *v;
@@ -606,44 +610,45 @@ static void test_map_iteration(void)
 /* ---------------------------------------------------------------- suites */
 
 static const tu_test_t alloc_tests[] = {
-    {"basics", test_alloc_basics},
-    {"out of memory", test_alloc_oom},
-    {NULL, NULL},
+    { "basics", test_alloc_basics },
+    { "out of memory", test_alloc_oom },
+    { NULL, NULL },
 };
 
 static const tu_test_t err_tests[] = {
-    {"set and prefix", test_err},
-    {NULL, NULL},
+    { "set and prefix", test_err },
+    { NULL, NULL },
 };
 
 static const tu_test_t buf_tests[] = {
-    {"append, printf, consume, trim", test_buf},
-    {NULL, NULL},
+    { "append, printf, consume, trim", test_buf },
+    { NULL, NULL },
 };
 
 static const tu_test_t units_tests[] = {
-    {"units", test_duration_units},
-    {"zero and blanks", test_duration_zero_and_blanks},
-    {"limits and overflow", test_duration_limits},
-    {"bad input", test_duration_bad_input},
-    {"error buffers", test_duration_error_buffers},
-    {"format", test_duration_format},
-    {"round trip", test_duration_round_trip},
-    {"fractions", test_duration_fractions},
-    {"bare milliseconds", test_duration_bare_ms},
-    {"sizes", test_size},
-    {NULL, NULL},
+    { "units", test_duration_units },
+    { "zero and blanks", test_duration_zero_and_blanks },
+    { "limits and overflow", test_duration_limits },
+    { "bad input", test_duration_bad_input },
+    { "error buffers", test_duration_error_buffers },
+    { "format", test_duration_format },
+    { "round trip", test_duration_round_trip },
+    { "fractions", test_duration_fractions },
+    { "bare milliseconds", test_duration_bare_ms },
+    { "sizes", test_size },
+    { NULL, NULL },
 };
 
 static const tu_test_t map_tests[] = {
-    {"basics", test_map_basics},
-    {"growth and churn", test_map_growth_and_churn},
-    {"iteration", test_map_iteration},
-    {NULL, NULL},
+    { "basics", test_map_basics },
+    { "growth and churn", test_map_growth_and_churn },
+    { "iteration", test_map_iteration },
+    { NULL, NULL },
 };
 
 static const tu_suite_t suites[] = {
-    {"alloc", alloc_tests}, {"err", err_tests}, {"buf", buf_tests}, {"units", units_tests}, {"map", map_tests},
+    { "alloc", alloc_tests }, { "err", err_tests }, { "buf", buf_tests },
+    { "units", units_tests }, { "map", map_tests },
 };
 
 int main(int argc, char **argv)

@@ -25,18 +25,18 @@
 #include "tests/helpers/testutil.h"
 
 typedef struct conf {
-    char *name;    /* reloadable string */
+    char *name;     /* reloadable string */
     long long port; /* not reloadable */
-    int log_level; /* reloadable */
+    int log_level;  /* reloadable */
 } conf_t;
 
 static const cfg_key_t keys[] = {
-    {CFG_KEY("name", CFG_STRING, "a", 0, 0, offsetof(conf_t, name), "a name"), .reload = 1},
-    {CFG_KEY("port", CFG_INT, "1", 0, 65535, offsetof(conf_t, port), "a port")},
-    {CFG_KEY("log-level", CFG_ENUM, "info", 0, 0, offsetof(conf_t, log_level), "log level"), .words = LOG_LEVEL_WORDS,
-     .reload = 1},
+    { CFG_KEY("name", CFG_STRING, "a", 0, 0, offsetof(conf_t, name), "a name"), .reload = 1 },
+    { CFG_KEY("port", CFG_INT, "1", 0, 65535, offsetof(conf_t, port), "a port") },
+    { CFG_KEY("log-level", CFG_ENUM, "info", 0, 0, offsetof(conf_t, log_level), "log level"), .words = LOG_LEVEL_WORDS,
+      .reload = 1 },
 };
-static const cfg_table_t table = {.program = "test_cfg", .keys = keys, .count = 3};
+static const cfg_table_t table = { .program = "test_cfg", .keys = keys, .count = 3 };
 
 typedef struct args {
     int argc;
@@ -52,7 +52,10 @@ static int load(void *c, void *arg, char *err, size_t errlen)
     return cfg_parse_args(&table, c, a->argc, a->argv, &out, err, errlen);
 }
 
-static void release(void *c) { cfg_free(&table, c); }
+static void release(void *c)
+{
+    cfg_free(&table, c);
+}
 
 static void apply(const void *c, void *arg)
 {
@@ -65,7 +68,7 @@ static char dir[512], conf_path[600], log_path[600];
 /* cfg_reload with stderr into log_path; the log's text into out. */
 static int reload_logged(conf_t *running, args_t *a, char *out, size_t outlen)
 {
-    const cfg_reload_ops_t ops = {sizeof *running, load, release, apply, a};
+    const cfg_reload_ops_t ops = { sizeof *running, load, release, apply, a };
     fflush(stderr);
     int saved = dup(2);
     FILE *f = fopen(log_path, "w+");
@@ -87,8 +90,8 @@ static void test_reload(void)
     snprintf(conf_path, sizeof conf_path, "%s/t.conf", dir);
     snprintf(log_path, sizeof log_path, "%s/log", dir);
     TU_REQUIRE(tu_write_file(conf_path, "name = b\nport = 2\nlog-level = info\n") == 0, "write");
-    char *argv[] = {"test_cfg", "--config", conf_path, NULL};
-    args_t a = {3, argv, 0};
+    char *argv[] = { "test_cfg", "--config", conf_path, NULL };
+    args_t a = { 3, argv, 0 };
     conf_t running;
     memset(&running, 0, sizeof running);
     char err[512], log[4096];
@@ -108,8 +111,9 @@ static void test_reload(void)
     TU_CHECK(a.applied == 1 && log_get_level() == LOG_LEVEL_DEBUG, "apply %d, level %d", a.applied, log_get_level());
     TU_CHECK(strstr(log, "[info] SIGHUP: name b -> c") != NULL, "log: %s", log);
     TU_CHECK(strstr(log, "[info] SIGHUP: log-level info -> debug") != NULL, "log: %s", log);
-    TU_CHECK(strstr(log, "[warn] SIGHUP: port changed, but takes effect only at a restart") != NULL
-                 && strstr(log, "-> 3") == NULL, "log: %s", log);
+    TU_CHECK(strstr(log, "[warn] SIGHUP: port changed, but takes effect only at a restart") != NULL &&
+                 strstr(log, "-> 3") == NULL,
+             "log: %s", log);
 
     /* debug -> error: the line is still written (at the more verbose level), then error applies. */
     TU_REQUIRE(tu_write_file(conf_path, "name = c\nport = 2\nlog-level = error\n") == 0, "write");
@@ -125,12 +129,13 @@ static void test_reload(void)
     TU_CHECK(reload_logged(&running, &a, log, sizeof log) == -1, "a bad file must fail");
     TU_CHECK(strcmp(running.name, "c") == 0 && running.log_level == LOG_LEVEL_INFO && a.applied == before,
              "a bad file changed the running configuration");
-    TU_CHECK(strstr(log, "[error] SIGHUP: configuration error, keeping the running configuration: ") != NULL
-                 && strstr(log, "t.conf:2: log-level: 'loud'") != NULL, "log: %s", log);
+    TU_CHECK(strstr(log, "[error] SIGHUP: configuration error, keeping the running configuration: ") != NULL &&
+                 strstr(log, "t.conf:2: log-level: 'loud'") != NULL,
+             "log: %s", log);
 
     /* The flags still win over the file. */
-    char *argv_flag[] = {"test_cfg", "--config", conf_path, "--name", "flag", NULL};
-    args_t af = {5, argv_flag, 0};
+    char *argv_flag[] = { "test_cfg", "--config", conf_path, "--name", "flag", NULL };
+    args_t af = { 5, argv_flag, 0 };
     TU_REQUIRE(tu_write_file(conf_path, "name = e\nport = 2\n") == 0, "write");
     free(running.name);
     running.name = strdup("flag");
@@ -167,17 +172,17 @@ typedef struct econf {
 } econf_t;
 
 static const cfg_key_t ekeys[] = {
-    {CFG_KEY("host", CFG_STRING, "127.0.0.1", 0, 0, offsetof(econf_t, host), "where")},
-    {CFG_KEY("verbose", CFG_BOOL, "no", 0, 1, offsetof(econf_t, verbose), "talk")},
-    {CFG_KEY("workers", CFG_INT, "4", 1, 256, offsetof(econf_t, workers), "threads")},
-    {CFG_KEY("buffer", CFG_SIZE, "4mb", 1024, 1LL << 30, offsetof(econf_t, buffer), "bytes")},
-    {CFG_KEY("lease", CFG_DURATION, "30s", 1, 86400000, offsetof(econf_t, lease_ms), "lease")},
-    {CFG_KEY("ratio", CFG_DOUBLE, "0.5", 0, 1, offsetof(econf_t, ratio), "share")},
-    {CFG_KEY("mode", CFG_ENUM, "fast", 0, 0, offsetof(econf_t, mode), "how"), .words = "fast|safe|off"},
-    {CFG_KEY("dsn", CFG_STRING, NULL, 0, 0, offsetof(econf_t, dsn), "database"), .required = 1},
+    { CFG_KEY("host", CFG_STRING, "127.0.0.1", 0, 0, offsetof(econf_t, host), "where") },
+    { CFG_KEY("verbose", CFG_BOOL, "no", 0, 1, offsetof(econf_t, verbose), "talk") },
+    { CFG_KEY("workers", CFG_INT, "4", 1, 256, offsetof(econf_t, workers), "threads") },
+    { CFG_KEY("buffer", CFG_SIZE, "4mb", 1024, 1LL << 30, offsetof(econf_t, buffer), "bytes") },
+    { CFG_KEY("lease", CFG_DURATION, "30s", 1, 86400000, offsetof(econf_t, lease_ms), "lease") },
+    { CFG_KEY("ratio", CFG_DOUBLE, "0.5", 0, 1, offsetof(econf_t, ratio), "share") },
+    { CFG_KEY("mode", CFG_ENUM, "fast", 0, 0, offsetof(econf_t, mode), "how"), .words = "fast|safe|off" },
+    { CFG_KEY("dsn", CFG_STRING, NULL, 0, 0, offsetof(econf_t, dsn), "database"), .required = 1 },
 };
-static const char *const esections[] = {"broker", NULL};
-static const cfg_table_t etable = {.program = "test_cfg", .keys = ekeys, .count = 8, .sections = esections};
+static const char *const esections[] = { "broker", NULL };
+static const cfg_table_t etable = { .program = "test_cfg", .keys = ekeys, .count = 8, .sections = esections };
 
 static void expect_set_error(econf_t *c, const char *key, const char *value, const char *frag, int line)
 {
@@ -190,7 +195,7 @@ static void expect_set_error(econf_t *c, const char *key, const char *value, con
 
 static void test_engine_types(void)
 {
-    econf_t c = {0};
+    econf_t c = { 0 };
     char err[256] = "";
     cfg_init(&etable, &c);
     CU_ASSERT_STRING_EQUAL(c.host, "127.0.0.1");
@@ -234,7 +239,7 @@ static void test_engine_types(void)
 
 static void test_engine_text(void)
 {
-    econf_t c = {0};
+    econf_t c = { 0 };
     char v[64];
     cfg_init(&etable, &c);
     cfg_value_text(&etable, &c, 3, v, sizeof v);
@@ -269,13 +274,13 @@ static void test_engine_file_and_flags(void)
     char edir[512], path[700], err[300] = "";
     TU_REQUIRE(tu_mkdtemp("cfg-engine", edir, sizeof edir) == 0, "mkdtemp");
     snprintf(path, sizeof path, "%s/engine.conf", edir);
-    TU_REQUIRE(tu_write_file(path, "# a comment\nworkers = 8\ndsn = first part\n  second part\n[broker]\nlease = 1m\n") ==
-                   0,
-               "write %s", path);
-    econf_t c = {0};
+    TU_REQUIRE(
+        tu_write_file(path, "# a comment\nworkers = 8\ndsn = first part\n  second part\n[broker]\nlease = 1m\n") == 0,
+        "write %s", path);
+    econf_t c = { 0 };
     cfg_init(&etable, &c);
     cfg_args_t args;
-    char *argv[] = {"test_cfg", "--workers", "16", "--config", path, "--lease=90s", NULL};
+    char *argv[] = { "test_cfg", "--workers", "16", "--config", path, "--lease=90s", NULL };
     TU_REQUIRE(cfg_parse_args(&etable, &c, 6, argv, &args, err, sizeof err) == 0, "parse: %s", err);
     /* defaults < file < flags, wherever --config stands */
     CU_ASSERT_EQUAL(c.workers, 16);
@@ -288,7 +293,7 @@ static void test_engine_file_and_flags(void)
     /* errors: the file and line, unknown options, a missing value, actions */
     TU_REQUIRE(tu_write_file(path, "workers = 8\n\nbogus = 1\n") == 0, "write %s", path);
     cfg_init(&etable, &c);
-    char *argv2[] = {"test_cfg", "--config", path, NULL};
+    char *argv2[] = { "test_cfg", "--config", path, NULL };
     CU_ASSERT_EQUAL(cfg_parse_args(&etable, &c, 3, argv2, &args, err, sizeof err), -1);
     TU_CHECK(strstr(err, "engine.conf:3:") != NULL && strstr(err, "bogus") != NULL, "file error: %s", err);
     cfg_free(&etable, &c);
@@ -298,16 +303,16 @@ static void test_engine_file_and_flags(void)
     TU_CHECK(strstr(err, "unknown section [nowhere]") != NULL, "section error: %s", err);
     cfg_free(&etable, &c);
     cfg_init(&etable, &c);
-    char *argv3[] = {"test_cfg", "--wrokers", "3", NULL};
+    char *argv3[] = { "test_cfg", "--wrokers", "3", NULL };
     CU_ASSERT_EQUAL(cfg_parse_args(&etable, &c, 3, argv3, &args, err, sizeof err), -1);
     TU_CHECK(strstr(err, "unknown option '--wrokers'") != NULL, "flag error: %s", err);
-    char *argv4[] = {"test_cfg", "--workers", NULL};
+    char *argv4[] = { "test_cfg", "--workers", NULL };
     CU_ASSERT_EQUAL(cfg_parse_args(&etable, &c, 2, argv4, &args, err, sizeof err), -1);
     TU_CHECK(strstr(err, "--workers needs a value") != NULL, "value error: %s", err);
-    char *argv5[] = {"test_cfg", "--workers", "3", "--help", NULL};
+    char *argv5[] = { "test_cfg", "--workers", "3", "--help", NULL };
     CU_ASSERT_EQUAL(cfg_parse_args(&etable, &c, 4, argv5, &args, err, sizeof err), 0);
     CU_ASSERT_EQUAL(args.action, CFG_HELP);
-    char *argv6[] = {"test_cfg", "--check-config", NULL};
+    char *argv6[] = { "test_cfg", "--check-config", NULL };
     CU_ASSERT_EQUAL(cfg_parse_args(&etable, &c, 2, argv6, &args, err, sizeof err), 0);
     CU_ASSERT_EQUAL(args.action, CFG_CHECK);
     cfg_free(&etable, &c);
@@ -315,18 +320,18 @@ static void test_engine_file_and_flags(void)
 }
 
 static const tu_test_t engine_tests[] = {
-    {"types, grammar, errors, required", test_engine_types},
-    {"value text and --help", test_engine_text},
-    {"file, flags, precedence, errors, actions", test_engine_file_and_flags},
-    {NULL, NULL},
+    { "types, grammar, errors, required", test_engine_types },
+    { "value text and --help", test_engine_text },
+    { "file, flags, precedence, errors, actions", test_engine_file_and_flags },
+    { NULL, NULL },
 };
 
 static const tu_test_t reload_tests[] = {
-    {"cfg_reload: applied, kept, bad file, flags win, --help", test_reload},
-    {NULL, NULL},
+    { "cfg_reload: applied, kept, bad file, flags win, --help", test_reload },
+    { NULL, NULL },
 };
 
-static const tu_suite_t suites[] = {{"engine", engine_tests}, {"reload", reload_tests}};
+static const tu_suite_t suites[] = { { "engine", engine_tests }, { "reload", reload_tests } };
 
 int main(int argc, char **argv)
 {

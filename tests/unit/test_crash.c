@@ -38,7 +38,7 @@
 
 #define GROUPS 2
 static const char *const group_names[GROUPS] = { "g1", "g2" };
-#define TOPIC "t"
+#define TOPIC   "t"
 #define MAX_IDS (1 << 22)
 
 static char dir[512], data_path[600], log_path[600];
@@ -70,8 +70,12 @@ static void log_line(int fd, const char *buf, size_t len)
 {
     while (len > 0) {
         ssize_t w = write(fd, buf, len);
-        if (w < 0 && errno == EINTR) { continue; }
-        if (w <= 0) { _exit(3); }
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            _exit(3);
+        }
         buf += w;
         len -= (size_t)w;
     }
@@ -88,10 +92,14 @@ static void child_run(unsigned seed)
     srand(seed);
     store_t *s;
     open_store(&s);
-    if (s == NULL) { _exit(2); }
+    if (s == NULL) {
+        _exit(2);
+    }
     sched_t *sc = sched_new(s, sim_clock, NULL);
     int fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT, 0644);
-    if (fd < 0) { _exit(2); }
+    if (fd < 0) {
+        _exit(2);
+    }
     char err[512];
     uint64_t leased[GROUPS][256];
     int n_leased[GROUPS] = { 0 };
@@ -102,52 +110,75 @@ static void child_run(unsigned seed)
             }
         }
     }
-    if (store_commit(s, err, sizeof err) != 0) { child_fail("commit", err); }
+    if (store_commit(s, err, sizeof err) != 0) {
+        child_fail("commit", err);
+    }
     char line[64 * 40];
     for (;;) {
         int r = rand() % 100;
         uint64_t now = sim_clock(NULL);
         int g = rand() % GROUPS;
         const char *gn = group_names[g];
-        if (r < 35) {                                   /* sends, batched */
+        if (r < 35) { /* sends, batched */
             int n = 1 + rand() % 8;
             uint64_t ids[32];
             for (int i = 0; i < n; i++) {
                 char payload[32];
                 int plen = snprintf(payload, sizeof payload, "p%d", rand());
-                store_send_req_t q = { .topic = TOPIC, .topic_len = 1, .payload = payload,
-                                       .payload_len = (size_t)plen };
+                store_send_req_t q = {
+                    .topic = TOPIC, .topic_len = 1, .payload = payload, .payload_len = (size_t)plen
+                };
                 int kind = rand() % 4;
-                if (kind == 1) { q.level = 1 + rand() % 3; }
-                else if (kind >= 2) { q.delay_ms = (uint64_t)(rand() % 40000); }
+                if (kind == 1) {
+                    q.level = 1 + rand() % 3;
+                } else if (kind >= 2) {
+                    q.delay_ms = (uint64_t)(rand() % 40000);
+                }
                 uint64_t due;
-                if (store_send(s, &q, now, &ids[i], &due, err, sizeof err) != 0) { child_fail("send", err); }
+                if (store_send(s, &q, now, &ids[i], &due, err, sizeof err) != 0) {
+                    child_fail("send", err);
+                }
             }
-            if (store_commit(s, err, sizeof err) != 0) { child_fail("commit", err); }
+            if (store_commit(s, err, sizeof err) != 0) {
+                child_fail("commit", err);
+            }
             size_t len = 0;
             for (int i = 0; i < n; i++) {
                 len += (size_t)snprintf(line + len, sizeof line - len, "A %llu\n", (unsigned long long)ids[i]);
             }
             log_line(fd, line, len);
-        } else if (r < 50) {                            /* due moves and lease expiries */
-            if (sched_run(sc, 1 + rand() % 100, NULL, NULL, err, sizeof err) != 0) { child_fail("sched_run", err); }
-            if (store_commit(s, err, sizeof err) != 0) { child_fail("commit", err); }
-        } else if (r < 65) {                            /* lease */
+        } else if (r < 50) { /* due moves and lease expiries */
+            if (sched_run(sc, 1 + rand() % 100, NULL, NULL, err, sizeof err) != 0) {
+                child_fail("sched_run", err);
+            }
+            if (store_commit(s, err, sizeof err) != 0) {
+                child_fail("commit", err);
+            }
+        } else if (r < 65) { /* lease */
             msg_owned_t m[32];
             int want = 1 + rand() % 32, n = 0;
-            if (want > 256 - n_leased[g]) { want = 256 - n_leased[g]; }
-            if (want <= 0) { n_leased[g] = 0; continue; }
-            if (store_lease(s, gn, 2, TOPIC, 1, want, 200 + (uint64_t)(rand() % 4000), now, m, &n, err,
-                            sizeof err) != 0) {
+            if (want > 256 - n_leased[g]) {
+                want = 256 - n_leased[g];
+            }
+            if (want <= 0) {
+                n_leased[g] = 0;
+                continue;
+            }
+            if (store_lease(s, gn, 2, TOPIC, 1, want, 200 + (uint64_t)(rand() % 4000), now, m, &n, err, sizeof err) !=
+                0) {
                 child_fail("lease", err);
             }
-            if (store_commit(s, err, sizeof err) != 0) { child_fail("commit", err); }
+            if (store_commit(s, err, sizeof err) != 0) {
+                child_fail("commit", err);
+            }
             for (int i = 0; i < n; i++) {
                 leased[g][n_leased[g]++] = m[i].m.id;
                 msg_owned_free(&m[i]);
             }
-        } else if (r < 80) {                            /* ACK a few */
-            if (n_leased[g] == 0) { continue; }
+        } else if (r < 80) { /* ACK a few */
+            if (n_leased[g] == 0) {
+                continue;
+            }
             int n = 1 + rand() % (n_leased[g] < 8 ? n_leased[g] : 8);
             uint64_t ids[8];
             size_t len = 0;
@@ -159,61 +190,90 @@ static void child_run(unsigned seed)
             }
             log_line(fd, line, len);
             int released;
-            if (store_ack(s, gn, 2, ids, n, &released, err, sizeof err) != 0) { child_fail("ack", err); }
-            if (store_commit(s, err, sizeof err) != 0) { child_fail("commit", err); }
-        } else if (r < 92) {                            /* NACK one */
-            if (n_leased[g] == 0) { continue; }
+            if (store_ack(s, gn, 2, ids, n, &released, err, sizeof err) != 0) {
+                child_fail("ack", err);
+            }
+            if (store_commit(s, err, sizeof err) != 0) {
+                child_fail("commit", err);
+            }
+        } else if (r < 92) { /* NACK one */
+            if (n_leased[g] == 0) {
+                continue;
+            }
             int k = rand() % n_leased[g];
             uint64_t id = leased[g][k];
             leased[g][k] = leased[g][--n_leased[g]];
             sched_nack_req_t q = { .reason = "crash-test", .reason_len = 10 };
-            if (rand() % 3 == 0) { q.level = 1 + rand() % 2; }
+            if (rand() % 3 == 0) {
+                q.level = 1 + rand() % 2;
+            }
             int found;
             uint64_t due;
-            if (sched_nack(sc, gn, 2, id, &q, &found, &due, NULL, err, sizeof err) != 0) { child_fail("nack", err); }
-            if (store_commit(s, err, sizeof err) != 0) { child_fail("commit", err); }
-        } else if (r < 96) {                            /* DLQ requeue one or all */
+            if (sched_nack(sc, gn, 2, id, &q, &found, &due, NULL, err, sizeof err) != 0) {
+                child_fail("nack", err);
+            }
+            if (store_commit(s, err, sizeof err) != 0) {
+                child_fail("commit", err);
+            }
+        } else if (r < 96) { /* DLQ requeue one or all */
             msg_owned_t m[1];
             int n = 0;
-            if (store_dlq_list(s, gn, 2, 0, 1, m, &n, err, sizeof err) != 0) { child_fail("dlq list", err); }
+            if (store_dlq_list(s, gn, 2, 0, 1, m, &n, err, sizeof err) != 0) {
+                child_fail("dlq list", err);
+            }
             uint64_t count;
             int all = rand() % 4 == 0;
             if (n == 1 || all) {
                 if (store_dlq_requeue(s, gn, 2, n ? m[0].m.id : 0, all, now, &count, err, sizeof err) != 0) {
                     child_fail("requeue", err);
                 }
-                if (store_commit(s, err, sizeof err) != 0) { child_fail("commit", err); }
+                if (store_commit(s, err, sizeof err) != 0) {
+                    child_fail("commit", err);
+                }
             }
-            if (n) { msg_owned_free(&m[0]); }
-        } else if (r < 98) {                            /* DLQ drop one */
+            if (n) {
+                msg_owned_free(&m[0]);
+            }
+        } else if (r < 98) { /* DLQ drop one */
             msg_owned_t m[1];
             int n = 0;
-            if (store_dlq_list(s, gn, 2, 0, 1, m, &n, err, sizeof err) != 0) { child_fail("dlq list", err); }
+            if (store_dlq_list(s, gn, 2, 0, 1, m, &n, err, sizeof err) != 0) {
+                child_fail("dlq list", err);
+            }
             if (n == 1) {
                 int len = snprintf(line, sizeof line, "X %s %llu\n", gn, (unsigned long long)m[0].m.id);
                 log_line(fd, line, (size_t)len);
                 uint64_t count;
-                if (store_dlq_drop(s, gn, 2, m[0].m.id, 0, &count, err, sizeof err) != 0) { child_fail("drop", err); }
-                if (store_commit(s, err, sizeof err) != 0) { child_fail("commit", err); }
+                if (store_dlq_drop(s, gn, 2, m[0].m.id, 0, &count, err, sizeof err) != 0) {
+                    child_fail("drop", err);
+                }
+                if (store_commit(s, err, sizeof err) != 0) {
+                    child_fail("commit", err);
+                }
                 msg_owned_free(&m[0]);
             }
-        } else {                                        /* topic-log GC */
+        } else { /* topic-log GC */
             int work;
-            if (store_maintain(s, now, 1 + rand() % 200, &work, err, sizeof err) != 0) { child_fail("maintain", err); }
+            if (store_maintain(s, now, 1 + rand() % 200, &work, err, sizeof err) != 0) {
+                child_fail("maintain", err);
+            }
         }
     }
 }
 
 /* ---- the parent's checks --------------------------------------------------------- */
 
-enum { GONE_ACK = 1, GONE_DROP = 2 };
+enum {
+    GONE_ACK = 1,
+    GONE_DROP = 2
+};
 
 typedef struct model {
     unsigned char accepted[MAX_IDS];
-    unsigned char gone[GROUPS][MAX_IDS];      /* an ACK or drop was announced */
-    unsigned char seen_group[GROUPS][MAX_IDS];/* in a group range of g */
-    unsigned char seen_topic[MAX_IDS];        /* on a level bound for the topic */
-    unsigned char backlog[GROUPS][MAX_IDS];   /* topic log past g's cursor */
+    unsigned char gone[GROUPS][MAX_IDS];       /* an ACK or drop was announced */
+    unsigned char seen_group[GROUPS][MAX_IDS]; /* in a group range of g */
+    unsigned char seen_topic[MAX_IDS];         /* on a level bound for the topic */
+    unsigned char backlog[GROUPS][MAX_IDS];    /* topic log past g's cursor */
     uint64_t cursor[GROUPS];
     uint64_t max_id;
     char problem[512];
@@ -225,7 +285,9 @@ static model_t *M;
 static int group_index(const msg_str_t *g)
 {
     for (int i = 0; i < GROUPS; i++) {
-        if (g->len == 2 && memcmp(g->ptr, group_names[i], 2) == 0) { return i; }
+        if (g->len == 2 && memcmp(g->ptr, group_names[i], 2) == 0) {
+            return i;
+        }
     }
     return -1;
 }
@@ -233,10 +295,14 @@ static int group_index(const msg_str_t *g)
 static int read_log(void)
 {
     FILE *f = fopen(log_path, "r");
-    if (f == NULL) { return 0; }
+    if (f == NULL) {
+        return 0;
+    }
     char line[128];
     while (fgets(line, sizeof line, f) != NULL) {
-        if (strchr(line, '\n') == NULL) { break; }        /* a torn last line */
+        if (strchr(line, '\n') == NULL) {
+            break;
+        } /* a torn last line */
         char g[8];
         unsigned long long id;
         if (line[0] == 'A' && sscanf(line, "A %llu", &id) == 1 && id < MAX_IDS) {
@@ -244,7 +310,9 @@ static int read_log(void)
         } else if ((line[0] == 'K' || line[0] == 'X') && sscanf(line + 2, "%7s %llu", g, &id) == 2 && id < MAX_IDS) {
             msg_str_t gs = { g, (uint32_t)strlen(g) };
             int gi = group_index(&gs);
-            if (gi >= 0) { M->gone[gi][id] = line[0] == 'K' ? GONE_ACK : GONE_DROP; }
+            if (gi >= 0) {
+                M->gone[gi][id] = line[0] == 'K' ? GONE_ACK : GONE_DROP;
+            }
         }
     }
     fclose(f);
@@ -260,12 +328,16 @@ static int scan_entry(void *ctx, const store_entry_t *e)
         snprintf(M->problem, sizeof M->problem, "id %llu out of the test's range", (unsigned long long)m->id);
         return 1;
     }
-    if (m->id > M->max_id) { M->max_id = m->id; }
+    if (m->id > M->max_id) {
+        M->max_id = m->id;
+    }
     if (e->range == STORE_LEVEL && m->dest == MSG_DEST_TOPIC) {
         M->seen_topic[m->id]++;
     } else if (e->range == STORE_TOPIC) {
         for (int g = 0; g < GROUPS; g++) {
-            if (e->seq >= M->cursor[g]) { M->backlog[g][m->id]++; }
+            if (e->seq >= M->cursor[g]) {
+                M->backlog[g][m->id]++;
+            }
         }
     } else {
         int g = group_index(&m->group);
@@ -284,12 +356,17 @@ static int scan_entry(void *ctx, const store_entry_t *e)
 
 /* Group cursors are not exported; recover each from the backlog count: the
  * backlog is the newest `backlog` entries of the topic log. */
-typedef struct cursor_ctx { uint64_t seqs[MAX_IDS]; size_t n; } cursor_ctx_t;
+typedef struct cursor_ctx {
+    uint64_t seqs[MAX_IDS];
+    size_t n;
+} cursor_ctx_t;
 
 static int collect_topic_seq(void *ctx, const store_entry_t *e)
 {
     cursor_ctx_t *c = ctx;
-    if (e->range == STORE_TOPIC && c->n < MAX_IDS) { c->seqs[c->n++] = e->seq; }
+    if (e->range == STORE_TOPIC && c->n < MAX_IDS) {
+        c->seqs[c->n++] = e->seq;
+    }
     return 0;
 }
 
@@ -313,7 +390,7 @@ static int verify_store(store_t *s, int round)
     for (int g = 0; g < GROUPS; g++) {
         store_group_info_t gi;
         if (!store_group_info(s, group_names[g], 2, &gi)) {
-            M->cursor[g] = UINT64_MAX;      /* not created yet: the child died first */
+            M->cursor[g] = UINT64_MAX; /* not created yet: the child died first */
             continue;
         }
         M->cursor[g] = gi.backlog == 0 ? UINT64_MAX : cc.seqs[cc.n - gi.backlog];
@@ -324,9 +401,15 @@ static int verify_store(store_t *s, int round)
     }
     for (uint64_t id = 1; id < MAX_IDS; id++) {
         int anywhere = M->seen_topic[id] != 0;
-        for (int g = 0; g < GROUPS; g++) { anywhere |= M->seen_group[g][id] || M->backlog[g][id]; }
-        if (anywhere && !M->accepted[id] && id > M->max_id) { continue; }
-        if (!M->accepted[id]) { continue; }  /* accepted but its log line was cut: only store_check applies */
+        for (int g = 0; g < GROUPS; g++) {
+            anywhere |= M->seen_group[g][id] || M->backlog[g][id];
+        }
+        if (anywhere && !M->accepted[id] && id > M->max_id) {
+            continue;
+        }
+        if (!M->accepted[id]) {
+            continue;
+        } /* accepted but its log line was cut: only store_check applies */
         for (int g = 0; g < GROUPS; g++) {
             if (M->cursor[g] == UINT64_MAX && M->seen_group[g][id] == 0 && M->backlog[g][id] == 0 &&
                 !store_group_info(s, group_names[g], 2, &(store_group_info_t){ 0 })) {
@@ -334,8 +417,8 @@ static int verify_store(store_t *s, int round)
             }
             int places = M->seen_topic[id] + M->seen_group[g][id] + M->backlog[g][id];
             if (places > 1) {
-                fprintf(stderr, "round %d: message %llu is in %d places for group %s\n", round,
-                        (unsigned long long)id, places, group_names[g]);
+                fprintf(stderr, "round %d: message %llu is in %d places for group %s\n", round, (unsigned long long)id,
+                        places, group_names[g]);
                 return -1;
             }
             if (places == 0 && !M->gone[g][id]) {
@@ -374,7 +457,9 @@ static void test_kill_and_reopen(void)
     for (; failures == 0 && (round < rounds || !all_ranges_seen()) && round < 5 * rounds; round++) {
         pid_t pid = fork();
         CU_ASSERT_FATAL(pid >= 0);
-        if (pid == 0) { child_run(base_seed + (unsigned)round); }
+        if (pid == 0) {
+            child_run(base_seed + (unsigned)round);
+        }
         /* Kill after 5..150 ms, at whatever the child is doing. */
         struct timespec ts = { 0, (5 + rand() % 145) * 1000000L };
         nanosleep(&ts, NULL);
@@ -390,19 +475,23 @@ static void test_kill_and_reopen(void)
         store_t *s;
         open_store(&s);
         CU_ASSERT_FATAL(s != NULL);
-        if (verify_store(s, round) != 0) { failures++; }
+        if (verify_store(s, round) != 0) {
+            failures++;
+        }
         char err[256];
         CU_ASSERT(store_close(s, err, sizeof err) == 0);
     }
     CU_ASSERT_EQUAL(failures, 0);
     printf("  %d rounds\n", round);
     size_t accepted = 0;
-    for (size_t i = 0; i < MAX_IDS; i++) { accepted += M->accepted[i]; }
+    for (size_t i = 0; i < MAX_IDS; i++) {
+        accepted += M->accepted[i];
+    }
     printf("  %zu messages accepted; entries seen: level %llu, topic %llu, retry %llu, lease %llu, dlq %llu, "
-           "delayed retries %llu\n", accepted, (unsigned long long)M->ranges_seen['L'],
-           (unsigned long long)M->ranges_seen['T'], (unsigned long long)M->ranges_seen['R'],
-           (unsigned long long)M->ranges_seen['I'], (unsigned long long)M->ranges_seen['D'],
-           (unsigned long long)M->ranges_seen['r']);
+           "delayed retries %llu\n",
+           accepted, (unsigned long long)M->ranges_seen['L'], (unsigned long long)M->ranges_seen['T'],
+           (unsigned long long)M->ranges_seen['R'], (unsigned long long)M->ranges_seen['I'],
+           (unsigned long long)M->ranges_seen['D'], (unsigned long long)M->ranges_seen['r']);
     /* The mix must really have exercised every range, or the test proves little. */
     CU_ASSERT(accepted > 1000);
     CU_ASSERT(M->ranges_seen['L'] > 0);
@@ -418,9 +507,16 @@ static void test_kill_and_reopen(void)
 static int add_suites(void)
 {
     CU_pSuite s = CU_add_suite("crash", NULL, NULL);
-    if (s == NULL) { return -1; }
-    if (!CU_add_test(s, "SIGKILL at random moments, reopen, conservation", test_kill_and_reopen)) { return -1; }
+    if (s == NULL) {
+        return -1;
+    }
+    if (!CU_add_test(s, "SIGKILL at random moments, reopen, conservation", test_kill_and_reopen)) {
+        return -1;
+    }
     return 0;
 }
 
-int main(int argc, char **argv) { return tu_cunit_main(argc, argv, add_suites); }
+int main(int argc, char **argv)
+{
+    return tu_cunit_main(argc, argv, add_suites);
+}

@@ -50,17 +50,17 @@ static void test_label_escape(void)
 
 /* ---------------------------------------------------------------- histogram */
 
-static const double bounds[] = {0.001, 0.01, 0.1, 1};
+static const double bounds[] = { 0.001, 0.01, 0.1, 1 };
 
 static void test_hist(void)
 {
     prom_hist_t h;
     prom_hist_init(&h, bounds, 4);
     CU_ASSERT_EQUAL(prom_hist_quantile(&h, 0.5), 0);
-    prom_hist_add(&h, 0.0005);  /* first bucket */
-    prom_hist_add(&h, 0.001);   /* the bound itself belongs to its bucket */
+    prom_hist_add(&h, 0.0005); /* first bucket */
+    prom_hist_add(&h, 0.001);  /* the bound itself belongs to its bucket */
     prom_hist_add(&h, 0.05);
-    prom_hist_add(&h, 5);       /* +Inf */
+    prom_hist_add(&h, 5); /* +Inf */
     CU_ASSERT_EQUAL(h.count, 4);
     CU_ASSERT_EQUAL(h.buckets[0], 2);
     CU_ASSERT_EQUAL(h.buckets[2], 1);
@@ -75,7 +75,7 @@ static void test_hist(void)
     const char *t = buf_cstr(&b);
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "# TYPE lat_seconds histogram\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "lat_seconds_bucket{le=\"0.001\"} 2\n"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(t, "lat_seconds_bucket{le=\"0.01\"} 2\n"));   /* cumulative */
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, "lat_seconds_bucket{le=\"0.01\"} 2\n")); /* cumulative */
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "lat_seconds_bucket{le=\"0.1\"} 3\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "lat_seconds_bucket{le=\"1\"} 3\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "lat_seconds_bucket{le=\"+Inf\"} 4\n"));
@@ -115,7 +115,7 @@ static int health(buf_t *out, void *arg)
 static int http_get(int port, const char *path, char *out, size_t outlen)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
         if (fd >= 0)
@@ -173,22 +173,22 @@ static void test_endpoint(void)
 }
 
 static const tu_test_t text_tests[] = {
-    {"headers and samples", test_text},
-    {"label escape", test_label_escape},
-    {NULL, NULL},
+    { "headers and samples", test_text },
+    { "label escape", test_label_escape },
+    { NULL, NULL },
 };
 static const tu_test_t hist_tests[] = {
-    {"buckets, output, quantiles", test_hist},
-    {NULL, NULL},
+    { "buckets, output, quantiles", test_hist },
+    { NULL, NULL },
 };
 static const tu_test_t http_tests[] = {
-    {"metrics and healthz", test_endpoint},
-    {NULL, NULL},
+    { "metrics and healthz", test_endpoint },
+    { NULL, NULL },
 };
 static const tu_suite_t suites[] = {
-    {"text", text_tests},
-    {"histogram", hist_tests},
-    {"endpoint", http_tests},
+    { "text", text_tests },
+    { "histogram", hist_tests },
+    { "endpoint", http_tests },
 };
 
 int main(int argc, char **argv)

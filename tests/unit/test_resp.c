@@ -51,8 +51,7 @@ static void escape_bytes(char *dst, size_t dstlen, const char *s, size_t n)
 }
 
 /* Assert got[0..gotlen) == want[0..wantlen), printing both when not. */
-static void check_bytes(const char *got, size_t gotlen, const char *want, size_t wantlen,
-                        unsigned line)
+static void check_bytes(const char *got, size_t gotlen, const char *want, size_t wantlen, unsigned line)
 {
     char msg[700], g[300], w[300];
     int ok = gotlen == wantlen && (wantlen == 0 || memcmp(got, want, wantlen) == 0);
@@ -63,17 +62,16 @@ static void check_bytes(const char *got, size_t gotlen, const char *want, size_t
 }
 
 #define CHECK_BYTES(got, gotlen, lit) check_bytes((got), (gotlen), (lit), sizeof(lit) - 1, __LINE__)
-#define CHECK_BUF(b, lit) check_bytes((b)->raw.data, (b)->raw.len, (lit), sizeof(lit) - 1, __LINE__)
-#define CHECK_RAW(b, lit) check_bytes((b)->data, (b)->len, (lit), sizeof(lit) - 1, __LINE__)
-#define CHECK_ARG(cmd, i, lit) check_bytes((cmd).argv[i].ptr, (cmd).argv[i].len, (lit), sizeof(lit) - 1, __LINE__)
+#define CHECK_BUF(b, lit)             check_bytes((b)->raw.data, (b)->raw.len, (lit), sizeof(lit) - 1, __LINE__)
+#define CHECK_RAW(b, lit)             check_bytes((b)->data, (b)->len, (lit), sizeof(lit) - 1, __LINE__)
+#define CHECK_ARG(cmd, i, lit)        check_bytes((cmd).argv[i].ptr, (cmd).argv[i].len, (lit), sizeof(lit) - 1, __LINE__)
 
 /* Feed data in chunks of chunk bytes (0: all at once), collecting every
  * command into t. Checks the feed contract on the way (consumed bounds,
  * NUL after every argument). Returns RESP_OK when the stream ended between
  * commands, RESP_NEED_MORE when it ended inside one, or the error; err gets
  * the parser's message. */
-static resp_status_t parse_stream(const char *data, size_t len, size_t chunk,
-                                  const resp_limits_t *limits, buf_t *t,
+static resp_status_t parse_stream(const char *data, size_t len, size_t chunk, const resp_limits_t *limits, buf_t *t,
                                   char *err, size_t errlen)
 {
     resp_parser_t p;
@@ -116,8 +114,7 @@ static resp_status_t parse_stream(const char *data, size_t len, size_t chunk,
 
 /* Parse text (one or more commands) in one go with limits; return the
  * status as parse_stream does, and the message. */
-static resp_status_t parse_text(const char *data, size_t len, const resp_limits_t *limits,
-                                char *err, size_t errlen)
+static resp_status_t parse_text(const char *data, size_t len, const resp_limits_t *limits, char *err, size_t errlen)
 {
     buf_t t = BUF_INIT;
     resp_status_t st = parse_stream(data, len, 0, limits, &t, err, errlen);
@@ -202,8 +199,8 @@ static void test_request_inline_quotes(void)
     resp_command_t cmd;
 
     resp_parser_init(&p, NULL);
-    CU_ASSERT_EQUAL_FATAL(
-        FEED_ONE(&p, "SET \"a b\" 'c d' \"\\x41\\n\\\"\\t\\\\\" 'it\\'s' \"\" x\"y z\"\r\n", &cmd), RESP_OK);
+    CU_ASSERT_EQUAL_FATAL(FEED_ONE(&p, "SET \"a b\" 'c d' \"\\x41\\n\\\"\\t\\\\\" 'it\\'s' \"\" x\"y z\"\r\n", &cmd),
+                          RESP_OK);
     CU_ASSERT_EQUAL_FATAL(cmd.argc, 7);
     CHECK_ARG(cmd, 0, "SET");
     CHECK_ARG(cmd, 1, "a b");
@@ -221,11 +218,10 @@ static void test_request_inline_quotes(void)
 static void test_request_inline_unbalanced(void)
 {
     static const char *bad[] = {
-        "SET \"abc\r\n",     /* unterminated double quote */
-        "SET 'abc\r\n",      /* unterminated single quote */
-        "SET \"a\"b\r\n",    /* closing quote followed by a non-blank */
-        "SET 'a'b\r\n",
-        "SET \"abc\\\"\r\n", /* escaped quote does not close */
+        "SET \"abc\r\n",                       /* unterminated double quote */
+        "SET 'abc\r\n",                        /* unterminated single quote */
+        "SET \"a\"b\r\n",                      /* closing quote followed by a non-blank */
+        "SET 'a'b\r\n",   "SET \"abc\\\"\r\n", /* escaped quote does not close */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char err[200];
@@ -316,15 +312,14 @@ static void test_request_pipelined(void)
 
 /* A stream exercising every form; parsed whole, one byte at a time, in every
  * chunk size, and split in two at every position, the transcripts agree. */
-static const char split_stream[] =
-    "*3\r\n$4\r\nSEND\r\n$5\r\norder\r\n$12\r\nx\0y\r\nz\r\n\r\n\0!\r\n"
-    "PING\r\n"
-    "\r\n  \n"
-    "*0\r\n*-1\r\n"
-    "*2\r\n$4\r\nECHO\r\n$0\r\n\r\n"
-    "SET \"a b\" 'c'\n"
-    "*1\r\n$26\r\nabcdefghijklmnopqrstuvwxyz\r\n"
-    "ECHO x\n";
+static const char split_stream[] = "*3\r\n$4\r\nSEND\r\n$5\r\norder\r\n$12\r\nx\0y\r\nz\r\n\r\n\0!\r\n"
+                                   "PING\r\n"
+                                   "\r\n  \n"
+                                   "*0\r\n*-1\r\n"
+                                   "*2\r\n$4\r\nECHO\r\n$0\r\n\r\n"
+                                   "SET \"a b\" 'c'\n"
+                                   "*1\r\n$26\r\nabcdefghijklmnopqrstuvwxyz\r\n"
+                                   "ECHO x\n";
 
 static void test_request_split_every_byte(void)
 {
@@ -410,7 +405,10 @@ struct bad_case {
     resp_status_t status;
     const char *msg;
 };
-#define BAD(lit, st, msg) { lit, sizeof(lit) - 1, st, msg }
+#define BAD(lit, st, msg)             \
+    {                                 \
+        lit, sizeof(lit) - 1, st, msg \
+    }
 
 static void run_bad_cases(const struct bad_case *cases, size_t n, const resp_limits_t *limits)
 {
@@ -420,8 +418,8 @@ static void run_bad_cases(const struct bad_case *cases, size_t n, const resp_lim
         char where[400], esc[120];
         escape_bytes(esc, sizeof esc, cases[i].in, cases[i].len);
         snprintf(where, sizeof where, "case \"%s\": status %d, message \"%s\"", esc, st, err);
-        CU_assertImplementation(st == cases[i].status && strcmp(err, cases[i].msg) == 0 ? CU_TRUE : CU_FALSE,
-                                __LINE__, where, __FILE__, "", CU_FALSE);
+        CU_assertImplementation(st == cases[i].status && strcmp(err, cases[i].msg) == 0 ? CU_TRUE : CU_FALSE, __LINE__,
+                                where, __FILE__, "", CU_FALSE);
     }
 }
 
@@ -546,7 +544,8 @@ static void test_request_limit_query(void)
     lim.max_query = sizeof in - 2;
     /* refused at the last header: the declared length already tells */
     CU_ASSERT_EQUAL(parse_text(in, 19, &lim, err, sizeof err), RESP_ERR_LIMIT);
-    CU_ASSERT_STRING_EQUAL(err, "Protocol error: command of at least 25 bytes exceeds the limit of 24 bytes (max-query)");
+    CU_ASSERT_STRING_EQUAL(err,
+                           "Protocol error: command of at least 25 bytes exceeds the limit of 24 bytes (max-query)");
 
     lim.max_query = 12;
     CU_ASSERT_EQUAL(parse_stream("ECHO hello\r\n", 12, 0, &lim, &t, err, sizeof err), RESP_OK);
@@ -554,7 +553,8 @@ static void test_request_limit_query(void)
     buf_free(&t);
     lim.max_query = 11;
     CU_ASSERT_EQUAL(parse_text("ECHO hello\r\n", 12, &lim, err, sizeof err), RESP_ERR_LIMIT);
-    CU_ASSERT_STRING_EQUAL(err, "Protocol error: command of at least 12 bytes exceeds the limit of 11 bytes (max-query)");
+    CU_ASSERT_STRING_EQUAL(err,
+                           "Protocol error: command of at least 12 bytes exceeds the limit of 11 bytes (max-query)");
 }
 
 static void test_request_default_limits(void)
@@ -585,7 +585,7 @@ static void test_request_default_limits(void)
     resp_parser_init(&p, NULL);
     CU_ASSERT_EQUAL(resp_parser_feed(&p, "*1\r\n$1073741824\r\n", 18, &used, &cmd), RESP_ERR_LIMIT);
     CU_ASSERT_STRING_EQUAL(resp_parser_error(&p),
-        "Protocol error: bulk length 1073741824 exceeds the limit of 67108864 bytes (max-bulk)");
+                           "Protocol error: bulk length 1073741824 exceeds the limit of 67108864 bytes (max-bulk)");
     CU_ASSERT_EQUAL(resp_parser_buffered(&p), 0);
     resp_parser_free(&p);
 
@@ -593,7 +593,7 @@ static void test_request_default_limits(void)
     resp_parser_init(&p, NULL);
     CU_ASSERT_EQUAL(resp_parser_feed(&p, "*1000000\r\n", 10, &used, &cmd), RESP_ERR_LIMIT);
     CU_ASSERT_STRING_EQUAL(resp_parser_error(&p),
-        "Protocol error: 1000000 arguments exceed the limit of 65536 (max-args)");
+                           "Protocol error: 1000000 arguments exceed the limit of 65536 (max-args)");
     CU_ASSERT_EQUAL(resp_parser_buffered(&p), 0);
     resp_parser_free(&p);
 }
@@ -602,8 +602,7 @@ static void test_request_default_limits(void)
  * what actually arrived. */
 static void test_request_no_allocation_on_declared_length(void)
 {
-    resp_limits_t big = { .max_args = 2000000000, .max_bulk = (size_t)4 << 30,
-                          .max_query = SIZE_MAX };
+    resp_limits_t big = { .max_args = 2000000000, .max_bulk = (size_t)4 << 30, .max_query = SIZE_MAX };
     resp_parser_t p;
     resp_command_t cmd;
     size_t used;
@@ -1141,8 +1140,19 @@ static void test_reply_roundtrip_writer(void)
 static void test_reply_every_prefix_needs_more(void)
 {
     static const char *samples[] = {
-        "+OK\r\n", ":12\r\n", "$3\r\nabc\r\n", "$0\r\n\r\n", "$-1\r\n", "*-1\r\n", "_\r\n", "#t\r\n",
-        ",1.5\r\n", "(12\r\n", "=5\r\ntxt:x\r\n", "!3\r\nERR\r\n", "%1\r\n+a\r\n+b\r\n",
+        "+OK\r\n",
+        ":12\r\n",
+        "$3\r\nabc\r\n",
+        "$0\r\n\r\n",
+        "$-1\r\n",
+        "*-1\r\n",
+        "_\r\n",
+        "#t\r\n",
+        ",1.5\r\n",
+        "(12\r\n",
+        "=5\r\ntxt:x\r\n",
+        "!3\r\nERR\r\n",
+        "%1\r\n+a\r\n+b\r\n",
         "*2\r\n*1\r\n:1\r\n$2\r\nab\r\n",
     };
     for (int proto = RESP_PROTO_2; proto <= RESP_PROTO_3 + 1; proto++) {
@@ -1208,8 +1218,8 @@ static void run_reply_bad(const struct bad_case *cases, size_t n, const resp_rep
         resp_status_t st = resp_reply_parse(cases[i].in, cases[i].len, lim, &r, &used, err, sizeof err);
         escape_bytes(esc, sizeof esc, cases[i].in, cases[i].len);
         snprintf(where, sizeof where, "reply \"%s\": status %d, message \"%s\"", esc, st, err);
-        CU_assertImplementation(st == cases[i].status && strcmp(err, cases[i].msg) == 0 ? CU_TRUE : CU_FALSE,
-                                __LINE__, where, __FILE__, "", CU_FALSE);
+        CU_assertImplementation(st == cases[i].status && strcmp(err, cases[i].msg) == 0 ? CU_TRUE : CU_FALSE, __LINE__,
+                                where, __FILE__, "", CU_FALSE);
         CU_ASSERT_PTR_NULL(r);
         CU_ASSERT_EQUAL(used, 0);
     }
@@ -1302,7 +1312,8 @@ static void test_reply_default_limits(void)
     CU_ASSERT_EQUAL(resp_reply_parse("*1048577\r\n", 10, NULL, &r, &used, err, sizeof err), RESP_ERR_LIMIT);
     CU_ASSERT_STRING_EQUAL(err, "Protocol error: reply has more than 1048576 elements (max-elements)");
     CU_ASSERT_EQUAL(resp_reply_parse("$536870913\r\n", 12, NULL, &r, &used, err, sizeof err), RESP_ERR_LIMIT);
-    CU_ASSERT_STRING_EQUAL(err, "Protocol error: bulk length 536870913 exceeds the limit of 536870912 bytes (max-bulk)");
+    CU_ASSERT_STRING_EQUAL(err,
+                           "Protocol error: bulk length 536870913 exceeds the limit of 536870912 bytes (max-bulk)");
 
     /* depth: 32 by default, and never more than RESP_REPLY_DEPTH_CAP */
     for (int i = 0; i < 32; i++)
@@ -1351,7 +1362,10 @@ static int add_suite(const char *name, const struct test_entry *tests, size_t n)
     return 0;
 }
 
-#define T(fn) { #fn, fn }
+#define T(fn)   \
+    {           \
+#fn, fn \
+    }
 
 static int add_suites(void)
 {
@@ -1381,11 +1395,8 @@ static int add_suites(void)
         T(test_request_roundtrip_random),
     };
     static const struct test_entry writer[] = {
-        T(test_writer_simple_and_error),
-        T(test_writer_errorf),
-        T(test_writer_scalars),
-        T(test_writer_resp2_vs_resp3),
-        T(test_writer_double),
+        T(test_writer_simple_and_error), T(test_writer_errorf), T(test_writer_scalars),
+        T(test_writer_resp2_vs_resp3),   T(test_writer_double),
     };
     static const struct test_entry client[] = {
         T(test_writer_command),

@@ -16,10 +16,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#define SEC UINT64_C(1000)
-#define MIN (60 * SEC)
+#define SEC  UINT64_C(1000)
+#define MIN  (60 * SEC)
 #define HOUR (60 * MIN)
-#define T0 UINT64_C(1700000000000)
+#define T0   UINT64_C(1700000000000)
 
 static char dir[512];
 static store_t *st;
@@ -27,7 +27,11 @@ static sched_t *sc;
 static uint64_t now;
 static char err[512];
 
-static uint64_t test_clock(void *ctx) { (void)ctx; return now; }
+static uint64_t test_clock(void *ctx)
+{
+    (void)ctx;
+    return now;
+}
 
 static void open_fresh(void)
 {
@@ -40,7 +44,9 @@ static void open_fresh(void)
     o.sync = 0;
     err[0] = '\0';
     int rc = store_open(&o, &st, err, sizeof err);
-    if (rc != 0) { fprintf(stderr, "store_open: %s\n", err); }
+    if (rc != 0) {
+        fprintf(stderr, "store_open: %s\n", err);
+    }
     CU_ASSERT_FATAL(rc == 0);
     now = T0;
     sc = sched_new(st, test_clock, NULL);
@@ -50,7 +56,9 @@ static void close_all(void)
 {
     err[0] = '\0';
     int rc = store_check(st, err, sizeof err);
-    if (rc != 0) { fprintf(stderr, "store_check: %s\n", err); }
+    if (rc != 0) {
+        fprintf(stderr, "store_check: %s\n", err);
+    }
     CU_ASSERT(rc == 0);
     sched_free(sc);
     CU_ASSERT(store_close(st, err, sizeof err) == 0);
@@ -59,8 +67,9 @@ static void close_all(void)
 
 static uint64_t send_level(const char *topic, int level, const char *payload)
 {
-    store_send_req_t r = { .topic = topic, .topic_len = strlen(topic), .payload = payload,
-                           .payload_len = strlen(payload), .level = level };
+    store_send_req_t r = {
+        .topic = topic, .topic_len = strlen(topic), .payload = payload, .payload_len = strlen(payload), .level = level
+    };
     uint64_t id = 0, due = 0;
     CU_ASSERT_FATAL(store_send(st, &r, now, &id, &due, err, sizeof err) == 0);
     CU_ASSERT(store_commit(st, err, sizeof err) == 0);
@@ -83,12 +92,15 @@ static uint64_t lease_one(const char *g, const char *topic, uint64_t lease_ms, u
 {
     msg_owned_t m[1];
     int n = 0;
-    CU_ASSERT_FATAL(store_lease(st, g, strlen(g), topic, strlen(topic), 1, lease_ms, now, m, &n, err,
-                                sizeof err) == 0);
+    CU_ASSERT_FATAL(store_lease(st, g, strlen(g), topic, strlen(topic), 1, lease_ms, now, m, &n, err, sizeof err) == 0);
     CU_ASSERT(store_commit(st, err, sizeof err) == 0);
-    if (n == 0) { return 0; }
+    if (n == 0) {
+        return 0;
+    }
     uint64_t id = m[0].m.id;
-    if (reconsume) { *reconsume = m[0].m.reconsume; }
+    if (reconsume) {
+        *reconsume = m[0].m.reconsume;
+    }
     msg_owned_free(&m[0]);
     return id;
 }
@@ -106,7 +118,7 @@ static void test_retry_rule(void)
     CU_ASSERT_EQUAL(t.delay_ms[3], 10 * SEC);
     CU_ASSERT_EQUAL(t.delay_ms[4], 30 * SEC);
     CU_ASSERT_EQUAL(t.delay_ms[5], 1 * MIN);
-    CU_ASSERT(sched_retry_level(&t, 16, 16, &level) == 0);       /* the failure at r = max → DLQ */
+    CU_ASSERT(sched_retry_level(&t, 16, 16, &level) == 0); /* the failure at r = max → DLQ */
     CU_ASSERT(sched_retry_level(&t, 17, 16, &level) == 0);
     /* Past the table's end: clamp to the last level. */
     CU_ASSERT(sched_retry_level(&t, 40, 100, &level) == 1);
@@ -138,7 +150,7 @@ static void test_retry_decide(void)
     CU_ASSERT(!d.to_dlq && d.level == 18);
     d = sched_retry_decide(&t, 16, 16, &none);
     CU_ASSERT(d.to_dlq && d.level == 0 && d.delay_ms == 0);
-    d = sched_retry_decide(&t, 0, 0, &none);                 /* max 0: the first failure is the last */
+    d = sched_retry_decide(&t, 0, 0, &none); /* max 0: the first failure is the last */
     CU_ASSERT(d.to_dlq);
     CU_ASSERT(d.reason == why && d.reason_len == 3 && d.decide == NULL && d.decide_ctx == NULL);
     /* NACK LEVEL / DELAY override the rule below the limit; LEVEL wins over DELAY */
@@ -175,13 +187,13 @@ static void test_due_and_wakeup(void)
 {
     open_fresh();
     CU_ASSERT_EQUAL(sched_next_wakeup(sc), UINT64_MAX);
-    send_level("orders", 2, "a");                   /* 5s */
-    send_level("orders", 1, "b");                   /* 1s */
+    send_level("orders", 2, "a"); /* 5s */
+    send_level("orders", 1, "b"); /* 1s */
     CU_ASSERT_EQUAL(sched_next_wakeup(sc), T0 + 1 * SEC);
     sched_stats_t s = { 0 };
     now = T0 + 999;
     run_all(&s);
-    CU_ASSERT_EQUAL(s.moved, 0);                    /* never before due */
+    CU_ASSERT_EQUAL(s.moved, 0); /* never before due */
     now = T0 + 1 * SEC;
     run_all(&s);
     CU_ASSERT_EQUAL(s.moved, 1);
@@ -214,10 +226,10 @@ static void test_full_life_to_dlq(void)
     for (uint32_t r = 0; r <= 16; r++) {
         uint32_t got_r = 99;
         uint64_t got = lease_one("cancel", "orders", lease, &got_r);
-        CU_ASSERT_EQUAL_FATAL(got, id);                 /* same id for life */
+        CU_ASSERT_EQUAL_FATAL(got, id); /* same id for life */
         CU_ASSERT_EQUAL(got_r, r);
-        CU_ASSERT_EQUAL(lease_one("cancel", "orders", lease, NULL), 0);  /* nothing else */
-        now += lease;                                   /* the lease expires */
+        CU_ASSERT_EQUAL(lease_one("cancel", "orders", lease, NULL), 0); /* nothing else */
+        now += lease;                                                   /* the lease expires */
         CU_ASSERT_EQUAL(sched_next_wakeup(sc), now);
         run_all(&s);
         store_group_info_t gi;
@@ -266,7 +278,7 @@ static void test_full_life_to_dlq(void)
 static void test_nack_policy_and_overrides(void)
 {
     open_fresh();
-    CU_ASSERT_FATAL(store_group_create(st, "g", 1, "t", 1, 1, 2, now, err, sizeof err) == 0);  /* MAXRETRY 2 */
+    CU_ASSERT_FATAL(store_group_create(st, "g", 1, "t", 1, 1, 2, now, err, sizeof err) == 0); /* MAXRETRY 2 */
     CU_ASSERT(store_commit(st, err, sizeof err) == 0);
     uint64_t id = send_level("t", 1, "x");
     now += SEC;
@@ -372,8 +384,12 @@ static void test_bounded_runs(void)
     int n = 0;
     CU_ASSERT_FATAL(store_lease(st, "g", 1, "t", 1, 250, 10 * SEC, now, m, &n, err, sizeof err) == 0);
     CU_ASSERT_EQUAL_FATAL(n, 250);
-    for (int i = 1; i < n; i++) { CU_ASSERT(m[i].m.id > m[i - 1].m.id); }  /* FIFO */
-    for (int i = 0; i < n; i++) { msg_owned_free(&m[i]); }
+    for (int i = 1; i < n; i++) {
+        CU_ASSERT(m[i].m.id > m[i - 1].m.id);
+    } /* FIFO */
+    for (int i = 0; i < n; i++) {
+        msg_owned_free(&m[i]);
+    }
     CU_ASSERT(store_commit(st, err, sizeof err) == 0);
     now += 10 * SEC;
     memset(&s, 0, sizeof s);
@@ -394,21 +410,21 @@ static void test_bounded_runs(void)
 static void test_clock_steps(void)
 {
     open_fresh();
-    uint64_t a = send_level("t", 2, "a");        /* due T0 + 5s */
-    now = T0 - HOUR;                              /* the clock steps back an hour */
-    uint64_t b = send_level("t", 2, "b");        /* enqueue stays monotone: due T0 + 5s */
+    uint64_t a = send_level("t", 2, "a"); /* due T0 + 5s */
+    now = T0 - HOUR;                      /* the clock steps back an hour */
+    uint64_t b = send_level("t", 2, "b"); /* enqueue stays monotone: due T0 + 5s */
     CU_ASSERT_EQUAL(sched_next_wakeup(sc), T0 + 5 * SEC);
     sched_stats_t s = { 0 };
     now = T0 + 4 * SEC;
     run_all(&s);
     CU_ASSERT_EQUAL(s.moved, 0);
-    now = T0 + 3 * HOUR;                          /* and jumps forward */
-    send_level("t", 18, "c");                     /* due now + 2h */
+    now = T0 + 3 * HOUR;      /* and jumps forward */
+    send_level("t", 18, "c"); /* due now + 2h */
     run_all(&s);
     CU_ASSERT_EQUAL(s.ready, 2);
     CU_ASSERT_EQUAL(lease_one("g", "t", SEC, NULL), a);
     CU_ASSERT_EQUAL(lease_one("g", "t", SEC, NULL), b);
-    CU_ASSERT_EQUAL(sched_next_wakeup(sc), now + SEC);   /* the lease deadline comes first */
+    CU_ASSERT_EQUAL(sched_next_wakeup(sc), now + SEC); /* the lease deadline comes first */
     close_all();
 }
 
@@ -416,14 +432,14 @@ static void test_clock_steps(void)
 static void test_catch_up_in_due_order(void)
 {
     open_fresh();
-    uint64_t a = send_level("t", 18, "a");       /* due T0 + 2h */
-    uint64_t b = send_level("t", 2, "b");        /* due T0 + 5s */
+    uint64_t a = send_level("t", 18, "a"); /* due T0 + 2h */
+    uint64_t b = send_level("t", 2, "b");  /* due T0 + 5s */
     now = T0 + 2 * HOUR;
-    uint64_t c = send_level("t", 1, "c");        /* due T0 + 2h + 1s */
-    now = T0 + 3 * HOUR;                          /* the broker was down until now */
+    uint64_t c = send_level("t", 1, "c"); /* due T0 + 2h + 1s */
+    now = T0 + 3 * HOUR;                  /* the broker was down until now */
     sched_stats_t s = { 0 };
     int more = 1;
-    while (more) {                                /* one message per run: order is the store's */
+    while (more) { /* one message per run: order is the store's */
         CU_ASSERT_FATAL(sched_run(sc, 1, &s, &more, err, sizeof err) == 0);
     }
     CU_ASSERT_EQUAL(s.ready, 3);
@@ -436,7 +452,9 @@ static void test_catch_up_in_due_order(void)
 static int add_suites(void)
 {
     CU_pSuite s = CU_add_suite("sched", NULL, NULL);
-    if (s == NULL) { return -1; }
+    if (s == NULL) {
+        return -1;
+    }
     if (!CU_add_test(s, "retry rule (level 3 + r, DLQ at max)", test_retry_rule) ||
         !CU_add_test(s, "retry decision (rule, overrides, limit)", test_retry_decide) ||
         !CU_add_test(s, "due moves and wake-up times", test_due_and_wakeup) ||
@@ -450,4 +468,7 @@ static int add_suites(void)
     return 0;
 }
 
-int main(int argc, char **argv) { return tu_cunit_main(argc, argv, add_suites); }
+int main(int argc, char **argv)
+{
+    return tu_cunit_main(argc, argv, add_suites);
+}

@@ -32,20 +32,20 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-#define SEC UINT64_C(1000)
-#define MIN (60 * SEC)
-#define HOUR (60 * MIN)
-#define DAY (24 * HOUR)
-#define T0 UINT64_C(1700000000000)   /* the injected clock starts here */
+#define SEC   UINT64_C(1000)
+#define MIN   (60 * SEC)
+#define HOUR  (60 * MIN)
+#define DAY   (24 * HOUR)
+#define T0    UINT64_C(1700000000000) /* the injected clock starts here */
 #define LEASE (30 * SEC)
 
 /* ------------------------------------------------------------- assertions */
 
 /* rc must be 0; otherwise stop the test and print err. */
 #define REQUIRE_OK(rc, err) TU_REQUIRE((rc) == 0, "%s failed: %s", #rc, (err))
-#define CHECK_EQ_U64(got, want) \
-    TU_CHECK((uint64_t)(got) == (uint64_t)(want), "%s = %" PRIu64 ", want %" PRIu64, #got, \
-             (uint64_t)(got), (uint64_t)(want))
+#define CHECK_EQ_U64(got, want)                                                                             \
+    TU_CHECK((uint64_t)(got) == (uint64_t)(want), "%s = %" PRIu64 ", want %" PRIu64, #got, (uint64_t)(got), \
+             (uint64_t)(want))
 
 static void check_store_at(store_t *s, int line)
 {
@@ -67,11 +67,11 @@ static void check_refusal_at(int rc, const char *err, int line, const char *frag
 
 /* --------------------------------------------------------------- fixture */
 
-static char g_dir[512];          /* this test's temp directory */
-static char g_data[600];         /* g_dir/data: the default data directory */
+static char g_dir[512];  /* this test's temp directory */
+static char g_data[600]; /* g_dir/data: the default data directory */
 #define MAX_OPEN 4
 static store_t *g_open[MAX_OPEN];
-static struct rlimit g_fsize_saved;  /* restored by teardown when g_fsize_set */
+static struct rlimit g_fsize_saved; /* restored by teardown when g_fsize_set */
 static int g_fsize_set;
 
 /* Per test: a fresh temp directory (a failure shows up as the first open's). */
@@ -151,25 +151,29 @@ static void close_at(store_t **sp, int line)
 /* -------------------------------------------------------------- helpers */
 
 static int send_raw(store_t *s, const char *topic, size_t topic_len, const char *key, size_t key_len,
-                    const char *payload, size_t payload_len, int level, uint64_t delay_ms, uint64_t now,
-                    uint64_t *id, uint64_t *due, char *err, size_t errlen)
+                    const char *payload, size_t payload_len, int level, uint64_t delay_ms, uint64_t now, uint64_t *id,
+                    uint64_t *due, char *err, size_t errlen)
 {
-    store_send_req_t r = { .topic = topic, .topic_len = topic_len, .key = key, .key_len = key_len,
-                           .payload = payload, .payload_len = payload_len, .level = level,
+    store_send_req_t r = { .topic = topic,
+                           .topic_len = topic_len,
+                           .key = key,
+                           .key_len = key_len,
+                           .payload = payload,
+                           .payload_len = payload_len,
+                           .level = level,
                            .delay_ms = delay_ms };
     return store_send(s, &r, now, id, due, err, errlen);
 }
 
 /* Send (fatal on failure); returns the id, *due (may be NULL) the due time. */
-static uint64_t send_at(store_t *s, const char *topic, const char *payload, int level, uint64_t delay,
-                        uint64_t now, uint64_t *due, int line)
+static uint64_t send_at(store_t *s, const char *topic, const char *payload, int level, uint64_t delay, uint64_t now,
+                        uint64_t *due, int line)
 {
     char err[512] = "";
     uint64_t id = 0, d = 0;
-    int rc = send_raw(s, topic, strlen(topic), "k", 1, payload, strlen(payload), level, delay, now,
-                      &id, &d, err, sizeof err);
-    TU_REQUIRE_AT(rc == 0, line, "store_send(%s, level %d, delay %" PRIu64 ") failed: %s", topic, level,
-                  delay, err);
+    int rc = send_raw(s, topic, strlen(topic), "k", 1, payload, strlen(payload), level, delay, now, &id, &d, err,
+                      sizeof err);
+    TU_REQUIRE_AT(rc == 0, line, "store_send(%s, level %d, delay %" PRIu64 ") failed: %s", topic, level, delay, err);
     if (due)
         *due = d;
     return id;
@@ -177,13 +181,12 @@ static uint64_t send_at(store_t *s, const char *topic, const char *payload, int 
 #define SEND(s, topic, payload, level, delay, now, due) \
     send_at((s), (topic), (payload), (level), (delay), (now), (due), __LINE__)
 
-static int lease_at(store_t *s, const char *group, const char *topic, int count, uint64_t lease_ms,
-                    uint64_t now, msg_owned_t *out, int line)
+static int lease_at(store_t *s, const char *group, const char *topic, int count, uint64_t lease_ms, uint64_t now,
+                    msg_owned_t *out, int line)
 {
     char err[512] = "";
     int n = -1;
-    int rc = store_lease(s, group, strlen(group), topic, strlen(topic), count, lease_ms, now, out, &n,
-                         err, sizeof err);
+    int rc = store_lease(s, group, strlen(group), topic, strlen(topic), count, lease_ms, now, out, &n, err, sizeof err);
     TU_REQUIRE_AT(rc == 0, line, "store_lease(%s, %s) failed: %s", group, topic, err);
     return n;
 }
@@ -208,12 +211,10 @@ static int move_at(store_t *s, uint64_t now, int max, int *ready, int line)
 }
 #define MOVE(s, now, max, ready) move_at((s), (now), (max), (ready), __LINE__)
 
-static void group_create_at(store_t *s, const char *group, const char *topic, int from_first,
-                            uint64_t now, int line)
+static void group_create_at(store_t *s, const char *group, const char *topic, int from_first, uint64_t now, int line)
 {
     char err[512] = "";
-    int rc = store_group_create(s, group, strlen(group), topic, strlen(topic), from_first, -1, now,
-                                err, sizeof err);
+    int rc = store_group_create(s, group, strlen(group), topic, strlen(topic), from_first, -1, now, err, sizeof err);
     TU_REQUIRE_AT(rc == 0, line, "store_group_create(%s, %s) failed: %s", group, topic, err);
 }
 #define GROUP_CREATE(s, g, t, ff, now) group_create_at((s), (g), (t), (ff), (now), __LINE__)
@@ -229,18 +230,18 @@ static store_group_info_t group_info_at(store_t *s, const char *group, int line)
 #define GINFO(s, g) group_info_at((s), (g), __LINE__)
 
 /* Compare every counter of a group at once. */
-static void check_counts_at(store_t *s, const char *group, uint64_t ready, uint64_t backlog,
-                            uint64_t retry_ready, uint64_t retry_delayed, uint64_t inflight, uint64_t dlq,
-                            int line)
+static void check_counts_at(store_t *s, const char *group, uint64_t ready, uint64_t backlog, uint64_t retry_ready,
+                            uint64_t retry_delayed, uint64_t inflight, uint64_t dlq, int line)
 {
     store_group_info_t gi = group_info_at(s, group, line);
     int ok = gi.ready == ready && gi.backlog == backlog && gi.retry_ready == retry_ready &&
              gi.retry_delayed == retry_delayed && gi.inflight == inflight && gi.dlq == dlq;
     TU_CHECK_AT(ok, line,
                 "group %s: ready %" PRIu64 " backlog %" PRIu64 " retry_ready %" PRIu64 " retry_delayed %" PRIu64
-                " inflight %" PRIu64 " dlq %" PRIu64 "; want %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-                " %" PRIu64 " %" PRIu64, group, gi.ready, gi.backlog, gi.retry_ready, gi.retry_delayed,
-                gi.inflight, gi.dlq, ready, backlog, retry_ready, retry_delayed, inflight, dlq);
+                " inflight %" PRIu64 " dlq %" PRIu64 "; want %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+                " %" PRIu64,
+                group, gi.ready, gi.backlog, gi.retry_ready, gi.retry_delayed, gi.inflight, gi.dlq, ready, backlog,
+                retry_ready, retry_delayed, inflight, dlq);
 }
 #define CHECK_COUNTS(s, g, ready, backlog, rr, rd, infl, dlq) \
     check_counts_at((s), (g), (ready), (backlog), (rr), (rd), (infl), (dlq), __LINE__)
@@ -251,12 +252,13 @@ static void fail_at(store_t *s, const char *group, uint64_t id, int to_dlq, int 
     char err[512] = "";
     int found = -1;
     uint64_t d = 12345;
-    store_fail_req_t r = { .to_dlq = to_dlq, .level = level, .delay_ms = delay, .reason = reason,
-                           .reason_len = reason ? strlen(reason) : 0 };
+    store_fail_req_t r = {
+        .to_dlq = to_dlq, .level = level, .delay_ms = delay, .reason = reason, .reason_len = reason ? strlen(reason) : 0
+    };
     int rc = store_fail(s, group, strlen(group), id, &r, now, &found, &d, err, sizeof err);
     TU_REQUIRE_AT(rc == 0, line, "store_fail(%s, %" PRIu64 ") failed: %s", group, id, err);
-    TU_CHECK_AT(found == want_found, line, "store_fail(%s, %" PRIu64 "): found %d, want %d", group, id,
-                found, want_found);
+    TU_CHECK_AT(found == want_found, line, "store_fail(%s, %" PRIu64 "): found %d, want %d", group, id, found,
+                want_found);
     if (due)
         *due = d;
 }
@@ -332,7 +334,7 @@ static void test_reopen_keeps_everything(void)
     uint64_t b = SEND(s, "orders", "B", 0, 0, now, NULL);
     uint64_t c = SEND(s, "orders", "C", 0, 0, now, NULL);
     uint64_t d = SEND(s, "orders", "D", 0, 0, now, NULL);
-    GROUP_CREATE(s, "g2", "orders", 0, now);            /* from now: sees none of A..D */
+    GROUP_CREATE(s, "g2", "orders", 0, now); /* from now: sees none of A..D */
     uint64_t e_due, f_due, g_due;
     uint64_t e = SEND(s, "orders", "E", 3, 0, now, &e_due);
     uint64_t f = SEND(s, "orders", "F", 3, 0, now + 1, &f_due);
@@ -373,7 +375,7 @@ static void test_reopen_keeps_everything(void)
     REQUIRE_OK(store_group_create(s, "mr", 2, "orders", 6, 0, 3, now, err, sizeof err), err);
     CLOSE(&s);
 
-    o.create_if_missing = 0;                 /* an existing store opens without it */
+    o.create_if_missing = 0; /* an existing store opens without it */
     s = OPEN(&o);
     o.create_if_missing = 1;
     CHECK_EQ_U64(GINFO(s, "mr").max_reconsume, 3);
@@ -383,8 +385,8 @@ static void test_reopen_keeps_everything(void)
         store_level_info_t li;
         store_level_info(s, l, &li);
         TU_CHECK(li.depth == before[l].depth && li.head_due_ms == before[l].head_due_ms,
-                 "level %d after reopen: depth %" PRIu64 " head %" PRIu64 ", before %" PRIu64 " %" PRIu64, l,
-                 li.depth, li.head_due_ms, before[l].depth, before[l].head_due_ms);
+                 "level %d after reopen: depth %" PRIu64 " head %" PRIu64 ", before %" PRIu64 " %" PRIu64, l, li.depth,
+                 li.head_due_ms, before[l].depth, before[l].head_due_ms);
     }
     CHECK_EQ_U64(level_depth(s, 3), 2);
     CHECK_EQ_U64(level_head(s, 3), e_due);
@@ -564,8 +566,9 @@ static void test_refuse_level_table_change(void)
     TU_CHECK(s == NULL, "*out must stay NULL");
 
     /* Same count, one delay different: the message names that level. */
-    REQUIRE_OK(lvl_table_parse("1s 5s 15s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", &o.levels, perr,
-                               sizeof perr), perr);
+    REQUIRE_OK(
+        lvl_table_parse("1s 5s 15s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", &o.levels, perr, sizeof perr),
+        perr);
     err[0] = '\0';
     rc = store_open(&o, &s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "level 3", "15s");
@@ -639,7 +642,9 @@ static void test_refuse_other_format(void)
  * operation that reads it), never read past. */
 static int remember_level_key(void *ctx, const store_entry_t *e)
 {
-    if (e->range != STORE_LEVEL) { return 0; }
+    if (e->range != STORE_LEVEL) {
+        return 0;
+    }
     char *key = ctx;
     key[0] = 'L';
     key[1] = (char)e->level;
@@ -682,26 +687,20 @@ static void test_send_topic_names(void)
     int pending = store_pending(s);
 
     err[0] = '\0';
-    CHECK_REFUSAL(send_raw(s, "", 0, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err, "topic",
-                  "empty");
+    CHECK_REFUSAL(send_raw(s, "", 0, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err, "topic", "empty");
     memset(name, 'a', sizeof name);
     err[0] = '\0';
-    CHECK_REFUSAL(send_raw(s, name, 256, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err,
-                  "topic", "255");
+    CHECK_REFUSAL(send_raw(s, name, 256, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err, "topic", "255");
     err[0] = '\0';
-    CHECK_REFUSAL(send_raw(s, "a b", 3, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err,
-                  "topic", "0x20");
+    CHECK_REFUSAL(send_raw(s, "a b", 3, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err, "topic", "0x20");
     err[0] = '\0';
-    CHECK_REFUSAL(send_raw(s, "a\001b", 3, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err,
-                  "topic", "0x01");
+    CHECK_REFUSAL(send_raw(s, "a\001b", 3, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err, "topic", "0x01");
     err[0] = '\0';
-    CHECK_REFUSAL(send_raw(s, "a\0b", 3, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err,
-                  "topic", "0x00");
+    CHECK_REFUSAL(send_raw(s, "a\0b", 3, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err, "topic", "0x00");
     err[0] = '\0';
-    CHECK_REFUSAL(send_raw(s, "caf\xc3\xa9", 5, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err,
-                  "topic", "0xc3");
-    TU_CHECK(store_pending(s) == pending, "a refused send changed pending from %d to %d", pending,
-             store_pending(s));
+    CHECK_REFUSAL(send_raw(s, "caf\xc3\xa9", 5, "", 0, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err, "topic",
+                  "0xc3");
+    TU_CHECK(store_pending(s) == pending, "a refused send changed pending from %d to %d", pending, store_pending(s));
 
     /* 255 bytes is fine and comes back intact. */
     err[0] = '\0';
@@ -728,8 +727,8 @@ static void test_send_key_limit(void)
     REQUIRE_OK(send_raw(s, "t", 1, key, MSG_MAX_KEY, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err);
     int pending = store_pending(s);
     err[0] = '\0';
-    CHECK_REFUSAL(send_raw(s, "t", 1, key, MSG_MAX_KEY + 1, "p", 1, 0, 0, T0, &id, &due, err, sizeof err),
-                  err, "key", "1024");
+    CHECK_REFUSAL(send_raw(s, "t", 1, key, MSG_MAX_KEY + 1, "p", 1, 0, 0, T0, &id, &due, err, sizeof err), err, "key",
+                  "1024");
     TU_CHECK(store_pending(s) == pending, "refused send changed pending");
     msg_owned_t m[2];
     int n = LEASE_N(s, "g", "t", 2, LEASE, T0, m);
@@ -752,14 +751,12 @@ static void payload_limits(uint32_t max_payload)
         payload[i] = (char)(i * 131 + 7);
     uint64_t id0, idmax, due;
     REQUIRE_OK(send_raw(s, "t", 1, "", 0, "", 0, 0, 0, T0, &id0, &due, err, sizeof err), err);
-    REQUIRE_OK(send_raw(s, "t", 1, "", 0, payload, max_payload, 2, 0, T0, &idmax, &due, err, sizeof err),
-               err);
+    REQUIRE_OK(send_raw(s, "t", 1, "", 0, payload, max_payload, 2, 0, T0, &idmax, &due, err, sizeof err), err);
     int pending = store_pending(s);
     uint64_t depth = level_depth(s, 2);
     uint64_t id;
     err[0] = '\0';
-    int rc = send_raw(s, "t", 1, "", 0, payload, (size_t)max_payload + 1, 0, 0, T0, &id, &due, err,
-                      sizeof err);
+    int rc = send_raw(s, "t", 1, "", 0, payload, (size_t)max_payload + 1, 0, 0, T0, &id, &due, err, sizeof err);
     char want[32];
     snprintf(want, sizeof want, "%u", max_payload);
     CHECK_REFUSAL(rc, err, "max-payload", want);
@@ -776,14 +773,21 @@ static void payload_limits(uint32_t max_payload)
     TU_CHECK(m[0].m.id == id0 && m[0].m.payload.len == 0, "empty payload: id %" PRIu64 " len %u", m[0].m.id,
              m[0].m.payload.len);
     TU_CHECK(m[1].m.id == idmax && m[1].m.payload.len == max_payload &&
-             memcmp(m[1].m.payload.ptr, payload, max_payload) == 0, "max payload did not round trip");
+                 memcmp(m[1].m.payload.ptr, payload, max_payload) == 0,
+             "max payload did not round trip");
     free_msgs(m, n);
     free(payload);
     CHECK_STORE(s);
 }
 
-static void test_send_payload_small_max(void) { payload_limits(64u << 10); }
-static void test_send_payload_default_max(void) { payload_limits(MSG_DEFAULT_MAX_PAYLOAD); }
+static void test_send_payload_small_max(void)
+{
+    payload_limits(64u << 10);
+}
+static void test_send_payload_default_max(void)
+{
+    payload_limits(MSG_DEFAULT_MAX_PAYLOAD);
+}
 
 static void test_send_levels(void)
 {
@@ -849,8 +853,7 @@ static void test_send_max_delay(void)
     /* LEVEL is not a delay request: level 18 (2h) is allowed even with max-delay 1h */
     err[0] = '\0';
     rc = send_raw(s, "t", 1, "", 0, "p", 1, 18, 0, T0, &id, &due, err, sizeof err);
-    TU_CHECK(rc == 0 && due == T0 + 2 * HOUR, "LEVEL 18 with max-delay 1h: rc %d due %" PRIu64 " (%s)", rc, due,
-             err);
+    TU_CHECK(rc == 0 && due == T0 + 2 * HOUR, "LEVEL 18 with max-delay 1h: rc %d due %" PRIu64 " (%s)", rc, due, err);
     CHECK_STORE(s);
 }
 
@@ -955,7 +958,7 @@ static void test_level_chained_delay(void)
     uint64_t due;
     uint64_t id = SEND(s, "t", "x", 0, 25 * MIN, T0, &due);
     CHECK_EQ_U64(due, T0 + 25 * MIN);
-    CHECK_EQ_U64(level_depth(s, 15), 1);                /* 20m */
+    CHECK_EQ_U64(level_depth(s, 15), 1); /* 20m */
     CHECK_EQ_U64(level_head(s, 15), T0 + 20 * MIN);
     CHECK_EQ_U64(store_next_due(s), T0 + 20 * MIN);
     store_topic_info_t ti;
@@ -964,7 +967,7 @@ static void test_level_chained_delay(void)
     int ready = -1;
     TU_CHECK(MOVE(s, T0 + 20 * MIN, 10, &ready) == 1 && ready == 0, "first hop moves, not ready");
     CHECK_EQ_U64(level_depth(s, 15), 0);
-    CHECK_EQ_U64(level_depth(s, 9), 1);                 /* the 5m level */
+    CHECK_EQ_U64(level_depth(s, 9), 1); /* the 5m level */
     CHECK_EQ_U64(store_levels(s)->delay_ms[9], 5 * MIN);
     CHECK_EQ_U64(level_head(s, 9), T0 + 25 * MIN);
     CHECK_EQ_U64(store_next_due(s), T0 + 25 * MIN);
@@ -1024,7 +1027,7 @@ static void test_level_monotone_enqueue(void)
     store_t *s = OPEN_DEFAULT();
     uint64_t d1, d2;
     uint64_t id1 = SEND(s, "t", "first", 4, 0, 10000, &d1);
-    uint64_t id2 = SEND(s, "t", "second", 4, 0, 5000, &d2);   /* clock stepped back */
+    uint64_t id2 = SEND(s, "t", "second", 4, 0, 5000, &d2); /* clock stepped back */
     CHECK_EQ_U64(d1, 10000 + 30 * SEC);
     TU_CHECK(d2 >= d1, "second due %" PRIu64 " is before the first %" PRIu64, d2, d1);
     CHECK_EQ_U64(level_head(s, 4), d1);
@@ -1051,9 +1054,9 @@ static void test_level_catchup_chain(void)
 {
     store_t *s = OPEN_DEFAULT();
     uint64_t dp, dk, dz;
-    uint64_t p = SEND(s, "t", "P", 0, 25 * MIN, T0, &dp);             /* 20m, then 5m (level 9) */
-    uint64_t k = SEND(s, "t", "K", 9, 0, T0 + 21 * MIN, &dk);          /* level 9, due +26m */
-    uint64_t z = SEND(s, "t", "Z", 0, 6 * HOUR + 25 * MIN, T0, &dz);   /* 2h 2h 2h 20m 5m */
+    uint64_t p = SEND(s, "t", "P", 0, 25 * MIN, T0, &dp);            /* 20m, then 5m (level 9) */
+    uint64_t k = SEND(s, "t", "K", 9, 0, T0 + 21 * MIN, &dk);        /* level 9, due +26m */
+    uint64_t z = SEND(s, "t", "Z", 0, 6 * HOUR + 25 * MIN, T0, &dz); /* 2h 2h 2h 20m 5m */
     CHECK_EQ_U64(dp, T0 + 25 * MIN);
     CHECK_EQ_U64(dk, T0 + 26 * MIN);
     CHECK_EQ_U64(dz, T0 + 6 * HOUR + 25 * MIN);
@@ -1062,7 +1065,7 @@ static void test_level_catchup_chain(void)
     TU_CHECK(MOVE(s, T0 + HOUR, 100, &ready) == 2 && ready == 2, "P and K in one call: ready %d", ready);
     CHECK_EQ_U64(level_depth(s, 9), 0);
     CHECK_EQ_U64(level_depth(s, 15), 0);
-    CHECK_EQ_U64(level_depth(s, 18), 1);                               /* Z waits */
+    CHECK_EQ_U64(level_depth(s, 18), 1); /* Z waits */
     CHECK_EQ_U64(level_head(s, 18), T0 + 2 * HOUR);
     CHECK_STORE(s);
     msg_owned_t m[4];
@@ -1125,7 +1128,9 @@ static void test_level_custom_table_remainder(void)
 static void test_level_clock_jump(void)
 {
     store_t *s = OPEN_DEFAULT();
-    enum { N = 400 };
+    enum {
+        N = 400
+    };
     static uint64_t ids[N], dues[N];
     static int last_level[N];
     const lvl_table_t *t = store_levels(s);
@@ -1179,8 +1184,8 @@ static void test_level_clock_jump(void)
         TU_REQUIRE(idx >= 0, "unknown id %" PRIu64, m[i].m.id);
         TU_CHECK(!seen[idx], "id %" PRIu64 " delivered twice", m[i].m.id);
         seen[idx] = 1;
-        TU_CHECK(m[i].m.due_ms == dues[idx], "id %" PRIu64 " due %" PRIu64 " want %" PRIu64, m[i].m.id,
-                 m[i].m.due_ms, dues[idx]);
+        TU_CHECK(m[i].m.due_ms == dues[idx], "id %" PRIu64 " due %" PRIu64 " want %" PRIu64, m[i].m.id, m[i].m.due_ms,
+                 dues[idx]);
         int l = last_level[idx];
         if (m[i].m.due_ms < last_due[l]) {
             bad_order++;
@@ -1229,11 +1234,10 @@ static void test_group_from_first_vs_now(void)
     REQUIRE_OK(store_group_create(s, "mr", 2, "orders", 6, 0, 3, T0, err, sizeof err), err);
     CHECK_EQ_U64(GINFO(s, "mr").max_reconsume, 3);
     err[0] = '\0';
-    CHECK_REFUSAL(store_group_create(s, "mr2", 3, "orders", 6, 0, STORE_MAX_MAX_RECONSUME + 1, T0, err,
-                                     sizeof err), err, "max-reconsume", NULL);
+    CHECK_REFUSAL(store_group_create(s, "mr2", 3, "orders", 6, 0, STORE_MAX_MAX_RECONSUME + 1, T0, err, sizeof err),
+                  err, "max-reconsume", NULL);
     err[0] = '\0';
-    CHECK_REFUSAL(store_group_create(s, "bad group", 9, "orders", 6, 0, -1, T0, err, sizeof err), err,
-                  "group", NULL);
+    CHECK_REFUSAL(store_group_create(s, "bad group", 9, "orders", 6, 0, -1, T0, err, sizeof err), err, "group", NULL);
     err[0] = '\0';
     CHECK_REFUSAL(store_group_create(s, "g", 1, "", 0, 0, -1, T0, err, sizeof err), err, "topic", "empty");
     store_group_info_t dummy;
@@ -1288,7 +1292,7 @@ static void test_group_auto_create(void)
     msg_owned_t m[4];
     int n = LEASE_N(s, "auto", "orders", 1, LEASE, T0 + 5, m);
     TU_REQUIRE(n == 1, "leased %d", n);
-    CHECK_EQ_U64(m[0].m.id, a);                  /* from the first retained message */
+    CHECK_EQ_U64(m[0].m.id, a); /* from the first retained message */
     TU_CHECK(msg_str_is(&m[0].m.group, "auto"), "leased message names its group");
     free_msgs(m, n);
     gi = GINFO(s, "auto");
@@ -1370,7 +1374,7 @@ static void test_group_counters(void)
     for (int i = 0; i < 4; i++)
         ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
     SEND(s, "t", "delayed", 1, 0, T0, NULL);
-    CHECK_COUNTS(s, "g", 4, 4, 0, 0, 0, 0);           /* level messages are not backlog */
+    CHECK_COUNTS(s, "g", 4, 4, 0, 0, 0, 0); /* level messages are not backlog */
     MOVE(s, T0 + SEC, 10, NULL);
     CHECK_COUNTS(s, "g", 5, 5, 0, 0, 0, 0);
     CHECK_STORE(s);
@@ -1407,8 +1411,8 @@ static void test_group_counters(void)
     foreach_ctx_t ctx = { 0, 0, 0 };
     GROUP_CREATE(s, "other", "t", 0, T0);
     store_group_foreach(s, foreach_fn, &ctx);
-    TU_CHECK(ctx.count == 2 && ctx.saw_g && ctx.inflight == 3, "foreach: %d groups, inflight %" PRIu64,
-             ctx.count, ctx.inflight);
+    TU_CHECK(ctx.count == 2 && ctx.saw_g && ctx.inflight == 3, "foreach: %d groups, inflight %" PRIu64, ctx.count,
+             ctx.inflight);
 }
 
 static void test_group_delete(void)
@@ -1416,7 +1420,7 @@ static void test_group_delete(void)
     store_t *s = OPEN_DEFAULT();
     GROUP_CREATE(s, "g", "t", 1, T0);
     GROUP_CREATE(s, "keep", "t", 1, T0);
-    GROUP_CREATE(s, "gg", "t", 1, T0);               /* "g" is a prefix of its name */
+    GROUP_CREATE(s, "gg", "t", 1, T0); /* "g" is a prefix of its name */
     uint64_t ids[5];
     for (int i = 0; i < 5; i++)
         ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
@@ -1426,13 +1430,13 @@ static void test_group_delete(void)
     free_msgs(m, n);
     n = LEASE_N(s, "keep", "t", 1, LEASE, T0, m);
     free_msgs(m, n);
-    n = LEASE_N(s, "gg", "t", 3, DAY, T0, m);       /* gg: 1 DLQ, 1 retry-ready, 1 leased */
+    n = LEASE_N(s, "gg", "t", 3, DAY, T0, m); /* gg: 1 DLQ, 1 retry-ready, 1 leased */
     TU_REQUIRE(n == 3, "gg leased %d", n);
     free_msgs(m, n);
     FAIL_DLQ(s, "gg", ids[0], "gg dead", T0);
     FAIL_LEVEL(s, "gg", ids[1], 1, "gg soon", T0, NULL);
-    FAIL_LEVEL(s, "g", ids[0], 1, "soon", T0, NULL);     /* becomes retry-ready at +1s */
-    FAIL_LEVEL(s, "g", ids[1], 3, "later", T0, NULL);    /* still delayed at delete time */
+    FAIL_LEVEL(s, "g", ids[0], 1, "soon", T0, NULL);  /* becomes retry-ready at +1s */
+    FAIL_LEVEL(s, "g", ids[1], 3, "later", T0, NULL); /* still delayed at delete time */
     FAIL_DLQ(s, "g", ids[2], "dead", T0);
     MOVE(s, T0 + SEC, 10, NULL);
     CHECK_COUNTS(s, "g", 1, 0, 1, 1, 2, 1);
@@ -1488,11 +1492,11 @@ static void test_group_recreate_no_old_retries(void)
     int n = LEASE_N(s, "g", "t", 1, LEASE, T0, m);
     TU_REQUIRE(n == 1, "leased %d", n);
     free_msgs(m, n);
-    FAIL_LEVEL(s, "g", id, 2, "retry", T0, NULL);         /* due at +5s */
+    FAIL_LEVEL(s, "g", id, 2, "retry", T0, NULL); /* due at +5s */
     char err[512] = "";
     int found;
     REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
-    GROUP_CREATE(s, "g", "t", 0, T0 + SEC);               /* same name, from now */
+    GROUP_CREATE(s, "g", "t", 0, T0 + SEC); /* same name, from now */
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
     CHECK_STORE(s);
     /* across a reopen too: the incarnation is persisted */
@@ -1590,8 +1594,10 @@ static void test_lease_byte_budget(void)
     o.max_lease_bytes = 100;
     store_t *s = OPEN(&o);
     char big[150], small[40];
-    memset(big, 'b', sizeof big - 1); big[sizeof big - 1] = '\0';
-    memset(small, 's', sizeof small - 1); small[sizeof small - 1] = '\0';
+    memset(big, 'b', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    memset(small, 's', sizeof small - 1);
+    small[sizeof small - 1] = '\0';
     uint64_t a = SEND(s, "t", big, 0, 0, T0, NULL);
     uint64_t b = SEND(s, "t", small, 0, 0, T0, NULL);
     uint64_t c = SEND(s, "t", small, 0, 0, T0, NULL);
@@ -1600,7 +1606,7 @@ static void test_lease_byte_budget(void)
     int n = LEASE_N(s, "g", "t", 8, LEASE, T0, m);
     TU_REQUIRE(n == 1 && m[0].m.id == a, "one oversized message alone, got %d", n);
     free_msgs(m, n);
-    n = LEASE_N(s, "g", "t", 8, LEASE, T0, m);      /* 39 + 39 < 100, the third reaches it */
+    n = LEASE_N(s, "g", "t", 8, LEASE, T0, m); /* 39 + 39 < 100, the third reaches it */
     TU_REQUIRE(n == 3, "leased %d", n);
     TU_CHECK(m[0].m.id == b && m[1].m.id == c && m[2].m.id == d, "order");
     free_msgs(m, n);
@@ -1638,7 +1644,9 @@ static void test_lease_ack(void)
  * leases of this group go. */
 static void test_lease_ack_many(void)
 {
-    enum { N = 60 };
+    enum {
+        N = 60
+    };
     store_t *s = OPEN_DEFAULT();
     uint64_t ids[N];
     for (int i = 0; i < N; i++)
@@ -1656,10 +1664,10 @@ static void test_lease_ack_many(void)
     int na = 0;
     for (size_t i = 0; i < sizeof pick / sizeof pick[0]; i++)
         ack[na++] = ids[pick[i]];
-    ack[na++] = ids[N - 1] + 100;            /* past every lease */
-    ack[na++] = 0;                           /* before every lease */
-    ack[na++] = ids[30] + 1;                 /* between leases (ids are not contiguous) */
-    ack[na++] = ids[2];                      /* duplicate */
+    ack[na++] = ids[N - 1] + 100; /* past every lease */
+    ack[na++] = 0;                /* before every lease */
+    ack[na++] = ids[30] + 1;      /* between leases (ids are not contiguous) */
+    ack[na++] = ids[2];           /* duplicate */
     TU_CHECK(ACK(s, "g", ack, na) == 8, "released count");
     char acked[N] = { 0 };
     for (size_t i = 0; i < sizeof pick / sizeof pick[0]; i++)
@@ -1695,11 +1703,11 @@ static void test_lease_get_touch_expired(void)
     uint64_t b = SEND(s, "t", "b", 0, 0, T0, NULL);
     uint64_t c = SEND(s, "t", "c", 0, 0, T0, NULL);
     msg_owned_t m[4];
-    int n = LEASE_N(s, "g", "t", 1, 10 * SEC, T0, m);          /* a: deadline +10s */
+    int n = LEASE_N(s, "g", "t", 1, 10 * SEC, T0, m); /* a: deadline +10s */
     free_msgs(m, n);
-    n = LEASE_N(s, "g", "t", 1, 5 * SEC, T0, m);               /* b: +5s */
+    n = LEASE_N(s, "g", "t", 1, 5 * SEC, T0, m); /* b: +5s */
     free_msgs(m, n);
-    n = LEASE_N(s, "g", "t", 1, 20 * SEC, T0, m);              /* c: +20s */
+    n = LEASE_N(s, "g", "t", 1, 20 * SEC, T0, m); /* c: +20s */
     free_msgs(m, n);
     CHECK_STORE(s);
     char err[512] = "";
@@ -1725,7 +1733,7 @@ static void test_lease_get_touch_expired(void)
     TU_CHECK(strcmp(r[0].group, "g") == 0 && r[0].reconsume == 0, "ref group %s", r[0].group);
     REQUIRE_OK(store_expired_leases(s, T0 + DAY, r, 1, &ne, err, sizeof err), err);
     TU_CHECK(ne == 1 && r[0].id == b, "max 1: %d", ne);
-    CHECK_STORE(s);                                             /* expired_leases is read only */
+    CHECK_STORE(s); /* expired_leases is read only */
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 3, 0);
 
     /* TOUCH b to +30s: b is no longer expired at +10s, a is; next deadline is a's */
@@ -1737,8 +1745,7 @@ static void test_lease_get_touch_expired(void)
     CHECK_EQ_U64(dl, T0 + 30 * SEC);
     CHECK_EQ_U64(store_next_lease_deadline(s), T0 + 10 * SEC);
     REQUIRE_OK(store_expired_leases(s, T0 + 20 * SEC, r, 8, &ne, err, sizeof err), err);
-    TU_CHECK(ne == 2 && r[0].id == a && r[1].id == c, "after touch at +20s: %d (%" PRIu64 ")", ne,
-             ne ? r[0].id : 0);
+    TU_CHECK(ne == 2 && r[0].id == a && r[1].id == c, "after touch at +20s: %d (%" PRIu64 ")", ne, ne ? r[0].id : 0);
     REQUIRE_OK(store_expired_leases(s, T0 + 30 * SEC, r, 8, &ne, err, sizeof err), err);
     TU_CHECK(ne == 3 && r[2].id == b, "at +30s: %d", ne);
     /* TOUCH a earlier than everything */
@@ -1766,11 +1773,11 @@ static void test_lease_pending_earlier_deadline(void)
     uint64_t a = SEND(s, "t", "a", 0, 0, T0, NULL);
     uint64_t b = SEND(s, "t", "b", 0, 0, T0, NULL);
     msg_owned_t m[2];
-    int n = LEASE_N(s, "g", "t", 1, 60 * SEC, T0, m);   /* a: +60s, committed below */
+    int n = LEASE_N(s, "g", "t", 1, 60 * SEC, T0, m); /* a: +60s, committed below */
     TU_REQUIRE(n == 1 && m[0].m.id == a, "lease a");
     free_msgs(m, n);
     COMMIT(s);
-    n = LEASE_N(s, "g", "t", 1, 5 * SEC, T0, m);        /* b: +5s, still pending */
+    n = LEASE_N(s, "g", "t", 1, 5 * SEC, T0, m); /* b: +5s, still pending */
     TU_REQUIRE(n == 1 && m[0].m.id == b, "lease b");
     free_msgs(m, n);
     TU_CHECK(store_pending(s) > 0, "the lease should be pending (batched)");
@@ -1790,7 +1797,7 @@ static void test_lease_pending_earlier_deadline(void)
     TU_CHECK(ACK(s, "g", both, 2) == 2, "ack both");
     CHECK_EQ_U64(store_next_lease_deadline(s), UINT64_MAX);
     uint64_t c = SEND(s, "t", "c", 0, 0, T0, NULL);
-    n = LEASE_N(s, "g", "t", 1, SEC, T0, m);             /* c: +1s */
+    n = LEASE_N(s, "g", "t", 1, SEC, T0, m); /* c: +1s */
     TU_REQUIRE(n == 1 && m[0].m.id == c, "lease c");
     free_msgs(m, n);
     CHECK_EQ_U64(store_next_lease_deadline(s), T0 + SEC);
@@ -1872,8 +1879,11 @@ static void test_lease_fail(void)
     int found = -1;
     memset(big, 'r', sizeof big);
     store_fail_req_t bad[] = {
-        { .level = 19 }, { .level = -1 }, { .level = 0, .delay_ms = 0 },
-        { .level = 0, .delay_ms = 4 * DAY }, { .level = 1, .reason = big, .reason_len = MSG_MAX_REASON + 1 },
+        { .level = 19 },
+        { .level = -1 },
+        { .level = 0, .delay_ms = 0 },
+        { .level = 0, .delay_ms = 4 * DAY },
+        { .level = 1, .reason = big, .reason_len = MSG_MAX_REASON + 1 },
     };
     const char *frag[] = { "1..18", "1..18", "positive", "max-delay 3d", "1024" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -1897,7 +1907,7 @@ typedef struct decide_probe {
     int calls;
     uint32_t reconsume, max_reconsume;
     const lvl_table_t *levels;
-    store_fail_req_t answer;    /* copied into *req (reason kept) */
+    store_fail_req_t answer; /* copied into *req (reason kept) */
 } decide_probe_t;
 
 static void decide_record(void *ctx, const lvl_table_t *levels, uint32_t reconsume, uint32_t max_reconsume,
@@ -1932,8 +1942,8 @@ static void test_lease_fail_decided(void)
     uint64_t due = 0;
     REQUIRE_OK(store_fail(s, "g", 1, a, &req, T0, &found, &due, err, sizeof err), err);
     TU_CHECK(found == 1 && p.calls == 1, "found %d, decide called %d times", found, p.calls);
-    TU_CHECK(p.reconsume == 0 && p.max_reconsume == 5 && p.levels == store_levels(s),
-             "decide saw reconsume %u max %u", p.reconsume, p.max_reconsume);
+    TU_CHECK(p.reconsume == 0 && p.max_reconsume == 5 && p.levels == store_levels(s), "decide saw reconsume %u max %u",
+             p.reconsume, p.max_reconsume);
     CHECK_EQ_U64(due, T0 + 5 * SEC);
     CHECK_EQ_U64(level_depth(s, 2), 1);
     MOVE(s, due, 10, NULL);
@@ -1943,8 +1953,10 @@ static void test_lease_fail_decided(void)
     free_msgs(m, n);
     p = (decide_probe_t){ .answer = { .to_dlq = 1 } };
     REQUIRE_OK(store_fail(s, "g", 1, a, &req, due, &found, &due, err, sizeof err), err);
-    TU_CHECK(found == 1 && p.calls == 1 && p.reconsume == 1 && due == 0, "a to the DLQ: found %d calls %d "
-             "reconsume %u due %" PRIu64, found, p.calls, p.reconsume, due);
+    TU_CHECK(found == 1 && p.calls == 1 && p.reconsume == 1 && due == 0,
+             "a to the DLQ: found %d calls %d "
+             "reconsume %u due %" PRIu64,
+             found, p.calls, p.reconsume, due);
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 1, 1);
     CHECK_STORE(s);
 
@@ -2057,7 +2069,7 @@ static void test_dlq_requeue(void)
     CHECK_COUNTS(s, "g", 1, 0, 1, 0, 0, 3);
     CHECK_STORE(s);
     REQUIRE_OK(store_dlq_requeue(s, "g", 1, ids[1], 0, T0 + 10, &cnt, err, sizeof err), err);
-    CHECK_EQ_U64(cnt, 0);                                    /* no longer there */
+    CHECK_EQ_U64(cnt, 0); /* no longer there */
     REQUIRE_OK(store_dlq_requeue(s, "g", 1, ids[3] + 1000, 0, T0 + 10, &cnt, err, sizeof err), err);
     CHECK_EQ_U64(cnt, 0);
     REQUIRE_OK(store_dlq_requeue(s, "nosuch", 6, ids[0], 1, T0 + 10, &cnt, err, sizeof err), err);
@@ -2122,15 +2134,13 @@ static void test_topic_info(void)
     SEND(s, "t", "x", 0, 0, T0, NULL);
     SEND(s, "t", "y", 1, 0, T0, NULL);
     TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1 && ti.retained == 1 && ti.groups == 0,
-             "after sends: appended %" PRIu64 " retained %" PRIu64 " groups %d", ti.appended, ti.retained,
-             ti.groups);
+             "after sends: appended %" PRIu64 " retained %" PRIu64 " groups %d", ti.appended, ti.retained, ti.groups);
     MOVE(s, T0 + SEC, 10, NULL);
     GROUP_CREATE(s, "a", "t", 1, T0);
     GROUP_CREATE(s, "b", "t", 0, T0);
     GROUP_CREATE(s, "c", "u", 0, T0);
     TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 2 && ti.retained == 2 && ti.groups == 2,
-             "after groups: appended %" PRIu64 " retained %" PRIu64 " groups %d", ti.appended, ti.retained,
-             ti.groups);
+             "after groups: appended %" PRIu64 " retained %" PRIu64 " groups %d", ti.appended, ti.retained, ti.groups);
     TU_CHECK(store_topic_info(s, "u", 1, &ti) == 1 && ti.appended == 0 && ti.groups == 1, "u exists via its group");
     TU_CHECK(store_topic_info(s, "tt", 2, &ti) == 0, "prefix of nothing");
     CHECK_STORE(s);
@@ -2175,8 +2185,7 @@ static void test_topic_gc_by_cursor(void)
     TU_CHECK(work == 3, "maintain did %d", work);
     store_topic_info_t ti;
     TU_REQUIRE(store_topic_info(s, "t", 1, &ti) == 1, "topic");
-    TU_CHECK(ti.appended == 10 && ti.retained == 7, "appended %" PRIu64 " retained %" PRIu64, ti.appended,
-             ti.retained);
+    TU_CHECK(ti.appended == 10 && ti.retained == 7, "appended %" PRIu64 " retained %" PRIu64, ti.appended, ti.retained);
     CHECK_COUNTS(s, "g1", 3, 3, 0, 0, 7, 0);
     CHECK_COUNTS(s, "g2", 7, 7, 0, 0, 3, 0);
     CHECK_STORE(s);
@@ -2216,7 +2225,7 @@ static void test_topic_gc_retention(void)
     uint64_t ids[6];
     for (int i = 0; i < 6; i++)
         ids[i] = SEND(s, "lonely", "x", 0, 0, T0 + (uint64_t)i * SEC, NULL);
-    SEND(s, "later", "x", 1, 0, T0, NULL);           /* enters its log at +1s */
+    SEND(s, "later", "x", 1, 0, T0, NULL); /* enters its log at +1s */
     TU_CHECK(MAINTAIN(s, T0 + 10 * SEC - 1, 100) == 0, "nothing is past retention yet");
     MOVE(s, T0 + SEC, 10, NULL);
     /* at +12.5s the ones stamped at +0, +1s, +2s are past 10s retention */
@@ -2224,8 +2233,7 @@ static void test_topic_gc_retention(void)
     TU_CHECK(work == 3 + 1, "maintain did %d, want 4 (3 of lonely, 1 of later)", work);
     store_topic_info_t ti;
     TU_REQUIRE(store_topic_info(s, "lonely", 6, &ti) == 1, "topic");
-    TU_CHECK(ti.appended == 6 && ti.retained == 3, "appended %" PRIu64 " retained %" PRIu64, ti.appended,
-             ti.retained);
+    TU_CHECK(ti.appended == 6 && ti.retained == 3, "appended %" PRIu64 " retained %" PRIu64, ti.appended, ti.retained);
     TU_CHECK(store_topic_info(s, "later", 5, &ti) == 1 && ti.retained == 0, "later retained %" PRIu64, ti.retained);
     CHECK_STORE(s);
     GROUP_CREATE(s, "g", "lonely", 1, T0 + 13 * SEC);
@@ -2281,7 +2289,7 @@ static void test_commit_failure_breaks_store(void)
     TU_REQUIRE(getrlimit(RLIMIT_FSIZE, &g_fsize_saved) == 0, "getrlimit: %s", strerror(errno));
     struct rlimit lim = g_fsize_saved;
     lim.rlim_cur = (rlim_t)biggest + 4096;
-    signal(SIGXFSZ, SIG_IGN);               /* get EFBIG instead of a core dump */
+    signal(SIGXFSZ, SIG_IGN); /* get EFBIG instead of a core dump */
     TU_REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
     g_fsize_set = 1;
 
@@ -2297,12 +2305,11 @@ static void test_commit_failure_breaks_store(void)
     char first_err[512];
     snprintf(first_err, sizeof first_err, "%s", err);
 
-    setrlimit(RLIMIT_FSIZE, &g_fsize_saved);   /* the disk has room again: still broken */
+    setrlimit(RLIMIT_FSIZE, &g_fsize_saved); /* the disk has room again: still broken */
     g_fsize_set = 0;
     signal(SIGXFSZ, SIG_DFL);
     err[0] = '\0';
-    CHECK_REFUSAL(send_raw(s, "t", 1, "", 0, "x", 1, 0, 0, T0 + 2, &id, &due, err, sizeof err), err, "reopen",
-                  NULL);
+    CHECK_REFUSAL(send_raw(s, "t", 1, "", 0, "x", 1, 0, 0, T0 + 2, &id, &due, err, sizeof err), err, "reopen", NULL);
     msg_owned_t m[4];
     int n = -1;
     err[0] = '\0';
@@ -2359,7 +2366,7 @@ static void test_batching(void)
     TU_CHECK(!store_broken(s), "broken");
     COMMIT(s);
     TU_CHECK(store_pending(s) == 0, "after commit %d pending", store_pending(s));
-    COMMIT(s);                                           /* no-op */
+    COMMIT(s); /* no-op */
     CHECK_EQ_U64(level_depth(s, 2), 250);
     CHECK_STORE(s);
 
@@ -2401,7 +2408,9 @@ static size_t heap_in_use(void)
 
 static int heap_stats_work(void)
 {
-    enum { PROBE = 8 << 20 };
+    enum {
+        PROBE = 8 << 20
+    };
     size_t before = heap_in_use();
     char *p = malloc(PROBE);
     if (p == NULL)
@@ -2421,13 +2430,17 @@ static int heap_stats_work(void)
  * the allocations (sanitizers, valgrind). */
 static void test_large_batch_memory_returned(void)
 {
-    enum { PAYLOAD = 4 << 20, COUNT = 12, SLACK = 16 << 20 };
+    enum {
+        PAYLOAD = 4 << 20,
+        COUNT = 12,
+        SLACK = 16 << 20
+    };
     if (!heap_stats_work()) {
         printf("\n    heap statistics unavailable under this allocator: not measured ");
         return;
     }
     store_t *s = OPEN_DEFAULT();
-    SEND(s, "t", "x", 1, 0, T0, NULL);      /* a level record, so the reopen owes a compaction of level 1 */
+    SEND(s, "t", "x", 1, 0, T0, NULL); /* a level record, so the reopen owes a compaction of level 1 */
     CLOSE(&s);
     s = OPEN_DEFAULT();
     char *payload = malloc(PAYLOAD);
@@ -2450,8 +2463,10 @@ static void test_large_batch_memory_returned(void)
     printf("\n    heap in use: %.1f MiB before, %.1f MiB batched, %.1f MiB after the commit ",
            (double)before / (1 << 20), (double)batched / (1 << 20), (double)after / (1 << 20));
     TU_CHECK(batched >= before + (size_t)COUNT * PAYLOAD, "the batch did not show in the heap statistics");
-    TU_CHECK(after < before + SLACK, "after the commit %.1f MiB more are in use than before: the batch kept its "
-             "capacity", (double)(after - before) / (1 << 20));
+    TU_CHECK(after < before + SLACK,
+             "after the commit %.1f MiB more are in use than before: the batch kept its "
+             "capacity",
+             (double)(after - before) / (1 << 20));
     store_topic_info_t ti;
     TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == COUNT, "topic holds %" PRIu64, ti.appended);
     CHECK_STORE(s);
@@ -2480,8 +2495,18 @@ static void test_ids(void)
     TU_CHECK(store_id_parse("000000000000002A", 16, &v) == 0 && v == 42, "upper case");
     v = 7;
     /* exactly 16 digits: the short forms (1..15 digits) are refused too */
-    const char *bad[] = { "", "00000000000000000", "xyz", "12 3", "-1", "0x10", "1g", "+1", "2a",
-                          "00000000000002a", "0x0000000000002a", "000000000000002g" };
+    const char *bad[] = { "",
+                          "00000000000000000",
+                          "xyz",
+                          "12 3",
+                          "-1",
+                          "0x10",
+                          "1g",
+                          "+1",
+                          "2a",
+                          "00000000000002a",
+                          "0x0000000000002a",
+                          "000000000000002g" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         TU_CHECK(store_id_parse(bad[i], strlen(bad[i]), &v) == -1, "\"%s\" parsed", bad[i]);
     TU_CHECK(store_id_parse("1\0002", 3, &v) == -1, "embedded NUL parsed");
@@ -2494,7 +2519,7 @@ static void test_ids(void)
 
 static int scan_topic_order(void *ctx, const store_entry_t *e)
 {
-    uint64_t *st = ctx;    /* [0] count, [1] last id, [2] out of order, [3] last seq */
+    uint64_t *st = ctx; /* [0] count, [1] last id, [2] out of order, [3] last seq */
     if (e->range != STORE_TOPIC)
         return 0;
     if (st[0] > 0 && (e->m->id <= st[1] || e->seq <= st[3]))
@@ -2507,7 +2532,11 @@ static int scan_topic_order(void *ctx, const store_entry_t *e)
 
 static void test_million_on_one_level(void)
 {
-    enum { N = 1000000, COMMIT_EVERY = 10000, CHUNK = 20000 };
+    enum {
+        N = 1000000,
+        COMMIT_EVERY = 10000,
+        CHUNK = 20000
+    };
     store_t *s = OPEN_DEFAULT();
     uint64_t t_start = tu_now_mono_ms();
     char payload[16];
@@ -2567,112 +2596,104 @@ static void test_million_on_one_level(void)
 /* ============================================================== registry */
 
 static const tu_test_t open_tests[] = {
-    {"reopen keeps everything (sync on)", test_reopen_keeps_everything},
-    {"refuse second open", test_refuse_second_open},
-    {"refuse foreign directory", test_refuse_foreign_dir},
-    {"refuse foreign LevelDB", test_refuse_foreign_leveldb},
-    {"refuse changed level table", test_refuse_level_table_change},
-    {"refuse missing dir and file", test_refuse_missing_and_file},
-    {"refuse other format version", test_refuse_other_format},
-    {"corrupt value reported", test_corrupt_value_reported},
-    {NULL, NULL},
+    { "reopen keeps everything (sync on)", test_reopen_keeps_everything },
+    { "refuse second open", test_refuse_second_open },
+    { "refuse foreign directory", test_refuse_foreign_dir },
+    { "refuse foreign LevelDB", test_refuse_foreign_leveldb },
+    { "refuse changed level table", test_refuse_level_table_change },
+    { "refuse missing dir and file", test_refuse_missing_and_file },
+    { "refuse other format version", test_refuse_other_format },
+    { "corrupt value reported", test_corrupt_value_reported },
+    { NULL, NULL },
 };
 
 static const tu_test_t send_tests[] = {
-    {"topic names", test_send_topic_names},
-    {"key limit", test_send_key_limit},
-    {"payload limit 64KiB", test_send_payload_small_max},
-    {"payload limit 4MiB", test_send_payload_default_max},
-    {"levels", test_send_levels},
-    {"max delay", test_send_max_delay},
-    {"hop bound", test_send_hop_bound},
-    {NULL, NULL},
+    { "topic names", test_send_topic_names },
+    { "key limit", test_send_key_limit },
+    { "payload limit 64KiB", test_send_payload_small_max },
+    { "payload limit 4MiB", test_send_payload_default_max },
+    { "levels", test_send_levels },
+    { "max delay", test_send_max_delay },
+    { "hop bound", test_send_hop_bound },
+    { NULL, NULL },
 };
 
 static const tu_test_t level_tests[] = {
-    {"due times", test_level_due_times},
-    {"fifo and bounded move", test_level_fifo_and_bounded_move},
-    {"chained delay", test_level_chained_delay},
-    {"delay zero", test_level_delay_zero},
-    {"monotone enqueue", test_level_monotone_enqueue},
-    {"catch-up chain", test_level_catchup_chain},
-    {"custom table remainder", test_level_custom_table_remainder},
-    {"clock jump", test_level_clock_jump},
-    {NULL, NULL},
+    { "due times", test_level_due_times },
+    { "fifo and bounded move", test_level_fifo_and_bounded_move },
+    { "chained delay", test_level_chained_delay },
+    { "delay zero", test_level_delay_zero },
+    { "monotone enqueue", test_level_monotone_enqueue },
+    { "catch-up chain", test_level_catchup_chain },
+    { "custom table remainder", test_level_custom_table_remainder },
+    { "clock jump", test_level_clock_jump },
+    { NULL, NULL },
 };
 
 static const tu_test_t group_tests[] = {
-    {"from first vs now", test_group_from_first_vs_now},
-    {"create twice", test_group_create_twice},
-    {"topic mismatch", test_group_topic_mismatch},
-    {"auto create", test_group_auto_create},
-    {"both groups get everything", test_group_both_get_everything},
-    {"counters", test_group_counters},
-    {"delete", test_group_delete},
-    {"recreate gets no old retries", test_group_recreate_no_old_retries},
-    {"longest names", test_group_longest_names},
-    {NULL, NULL},
+    { "from first vs now", test_group_from_first_vs_now },
+    { "create twice", test_group_create_twice },
+    { "topic mismatch", test_group_topic_mismatch },
+    { "auto create", test_group_auto_create },
+    { "both groups get everything", test_group_both_get_everything },
+    { "counters", test_group_counters },
+    { "delete", test_group_delete },
+    { "recreate gets no old retries", test_group_recreate_no_old_retries },
+    { "longest names", test_group_longest_names },
+    { NULL, NULL },
 };
 
 static const tu_test_t lease_tests[] = {
-    {"retry first", test_lease_retry_first},
-    {"byte budget", test_lease_byte_budget},
-    {"ack", test_lease_ack},
-    {"ack many", test_lease_ack_many},
-    {"get, touch, expired", test_lease_get_touch_expired},
-    {"pending earlier deadline", test_lease_pending_earlier_deadline},
-    {"fail", test_lease_fail},
-    {"fail decided from the lease", test_lease_fail_decided},
-    {NULL, NULL},
+    { "retry first", test_lease_retry_first },
+    { "byte budget", test_lease_byte_budget },
+    { "ack", test_lease_ack },
+    { "ack many", test_lease_ack_many },
+    { "get, touch, expired", test_lease_get_touch_expired },
+    { "pending earlier deadline", test_lease_pending_earlier_deadline },
+    { "fail", test_lease_fail },
+    { "fail decided from the lease", test_lease_fail_decided },
+    { NULL, NULL },
 };
 
 static const tu_test_t dlq_tests[] = {
-    {"list", test_dlq_list},
-    {"requeue", test_dlq_requeue},
-    {"drop", test_dlq_drop},
-    {NULL, NULL},
+    { "list", test_dlq_list },
+    { "requeue", test_dlq_requeue },
+    { "drop", test_dlq_drop },
+    { NULL, NULL },
 };
 
 static const tu_test_t topic_tests[] = {
-    {"info", test_topic_info},
-    {"gc by cursor", test_topic_gc_by_cursor},
-    {"gc by retention", test_topic_gc_retention},
-    {NULL, NULL},
+    { "info", test_topic_info },
+    { "gc by cursor", test_topic_gc_by_cursor },
+    { "gc by retention", test_topic_gc_retention },
+    { NULL, NULL },
 };
 
 static const tu_test_t failure_tests[] = {
-    {"commit failure breaks the store", test_commit_failure_breaks_store},
-    {NULL, NULL},
+    { "commit failure breaks the store", test_commit_failure_breaks_store },
+    { NULL, NULL },
 };
 
 static const tu_test_t batching_tests[] = {
-    {"batching", test_batching},
-    {"large batch memory returned", test_large_batch_memory_returned},
-    {NULL, NULL},
+    { "batching", test_batching },
+    { "large batch memory returned", test_large_batch_memory_returned },
+    { NULL, NULL },
 };
 
 static const tu_test_t id_tests[] = {
-    {"format and parse", test_ids},
-    {NULL, NULL},
+    { "format and parse", test_ids },
+    { NULL, NULL },
 };
 
 static const tu_test_t scale_tests[] = {
-    {"10^6 messages on one level", test_million_on_one_level},
-    {NULL, NULL},
+    { "10^6 messages on one level", test_million_on_one_level },
+    { NULL, NULL },
 };
 
 static const tu_suite_t suites[] = {
-    {"open", open_tests},
-    {"send", send_tests},
-    {"levels", level_tests},
-    {"groups", group_tests},
-    {"leases", lease_tests},
-    {"dlq", dlq_tests},
-    {"topics", topic_tests},
-    {"failure", failure_tests},
-    {"batching", batching_tests},
-    {"ids", id_tests},
-    {"scale", scale_tests},
+    { "open", open_tests },         { "send", send_tests }, { "levels", level_tests }, { "groups", group_tests },
+    { "leases", lease_tests },      { "dlq", dlq_tests },   { "topics", topic_tests }, { "failure", failure_tests },
+    { "batching", batching_tests }, { "ids", id_tests },    { "scale", scale_tests },
 };
 
 int main(int argc, char **argv)

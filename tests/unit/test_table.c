@@ -19,10 +19,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#define SEC UINT64_C(1000)
-#define MIN (60 * SEC)
+#define SEC  UINT64_C(1000)
+#define MIN  (60 * SEC)
 #define HOUR (60 * MIN)
-#define DAY (24 * HOUR)
+#define DAY  (24 * HOUR)
 
 /* One CUnit assertion whose failure message is formatted (CUnit copies it). */
 
@@ -38,8 +38,7 @@ static int parse_ok(const char *spec, lvl_table_t *t, int line)
 }
 #define PARSE_OK(spec, t) parse_ok((spec), (t), __LINE__)
 
-static void expect_table_error(const char *spec, const char *want_exact, const char *frag,
-                               int line)
+static void expect_table_error(const char *spec, const char *want_exact, const char *frag, int line)
 {
     char err[512] = "";
     lvl_table_t t;
@@ -47,11 +46,10 @@ static void expect_table_error(const char *spec, const char *want_exact, const c
 
     TU_CHECK_AT(rc == -1, line, "table \"%s\" should fail", spec);
     if (want_exact != NULL)
-        TU_CHECK_AT(strcmp(err, want_exact) == 0, line, "table \"%s\": message \"%s\", want \"%s\"",
-                    spec, err, want_exact);
+        TU_CHECK_AT(strcmp(err, want_exact) == 0, line, "table \"%s\": message \"%s\", want \"%s\"", spec, err,
+                    want_exact);
     if (frag != NULL)
-        TU_CHECK_AT(strstr(err, frag) != NULL, line, "table \"%s\": message \"%s\" lacks \"%s\"",
-                    spec, err, frag);
+        TU_CHECK_AT(strstr(err, frag) != NULL, line, "table \"%s\": message \"%s\" lacks \"%s\"", spec, err, frag);
 }
 #define EXPECT_TABLE_ERROR(spec, exact, frag) expect_table_error((spec), (exact), (frag), __LINE__)
 
@@ -59,16 +57,16 @@ static void test_table_default(void)
 {
     lvl_table_t def, parsed;
     static const uint64_t want[19] = {
-        0, 1 * SEC, 5 * SEC, 10 * SEC, 30 * SEC, 1 * MIN, 2 * MIN, 3 * MIN, 4 * MIN, 5 * MIN,
-        6 * MIN, 7 * MIN, 8 * MIN, 9 * MIN, 10 * MIN, 20 * MIN, 30 * MIN, 1 * HOUR, 2 * HOUR,
+        0,       1 * SEC, 5 * SEC, 10 * SEC, 30 * SEC, 1 * MIN,  2 * MIN,  3 * MIN,  4 * MIN,  5 * MIN,
+        6 * MIN, 7 * MIN, 8 * MIN, 9 * MIN,  10 * MIN, 20 * MIN, 30 * MIN, 1 * HOUR, 2 * HOUR,
     };
 
     memset(&def, 0xA5, sizeof(def));
     lvl_table_default(&def);
     CU_ASSERT_EQUAL_FATAL(def.count, 18);
     for (int i = 0; i <= 18; i++)
-        TU_CHECK(def.delay_ms[i] == want[i], "default level %d is %" PRIu64 ", want %" PRIu64,
-                 i, def.delay_ms[i], want[i]);
+        TU_CHECK(def.delay_ms[i] == want[i], "default level %d is %" PRIu64 ", want %" PRIu64, i, def.delay_ms[i],
+                 want[i]);
 
     CU_ASSERT_FATAL(PARSE_OK(LVL_DEFAULT_SPEC, &parsed));
     CU_ASSERT_EQUAL(parsed.count, def.count);
@@ -119,22 +117,27 @@ static void test_table_errors(void)
 
     EXPECT_TABLE_ERROR("1s 5s 10s 2s",
                        "level 4 (2s) is not greater than level 3 (10s): "
-                       "levels must be strictly increasing", NULL);
-    EXPECT_TABLE_ERROR("10s 5s", "level 2 (5s) is not greater than level 1 (10s): "
-                       "levels must be strictly increasing", NULL);
-    EXPECT_TABLE_ERROR("1s 5s 5s", "level 3 (5s) is not greater than level 2 (5s): "
-                       "levels must be strictly increasing", NULL);
+                       "levels must be strictly increasing",
+                       NULL);
+    EXPECT_TABLE_ERROR("10s 5s",
+                       "level 2 (5s) is not greater than level 1 (10s): "
+                       "levels must be strictly increasing",
+                       NULL);
+    EXPECT_TABLE_ERROR("1s 5s 5s",
+                       "level 3 (5s) is not greater than level 2 (5s): "
+                       "levels must be strictly increasing",
+                       NULL);
     /* a duplicate spelled differently is named as written */
-    EXPECT_TABLE_ERROR("1s,1000ms", "level 2 (1000ms) is not greater than level 1 (1s): "
-                       "levels must be strictly increasing", NULL);
+    EXPECT_TABLE_ERROR("1s,1000ms",
+                       "level 2 (1000ms) is not greater than level 1 (1s): "
+                       "levels must be strictly increasing",
+                       NULL);
 
     EXPECT_TABLE_ERROR("0s 1s", "level 1 (0s) is zero: every level must be a delay above 0", NULL);
     EXPECT_TABLE_ERROR("0ms", NULL, "level 1 (0ms) is zero");
 
     /* a bad duration names its level and the text */
-    EXPECT_TABLE_ERROR("1s 5s 5x 10s",
-                       "level 3: unknown unit \"x\" in duration \"5x\" (use ms, s, m, h or d)",
-                       NULL);
+    EXPECT_TABLE_ERROR("1s 5s 5x 10s", "level 3: unknown unit \"x\" in duration \"5x\" (use ms, s, m, h or d)", NULL);
     EXPECT_TABLE_ERROR("1s,5s,-5s", NULL, "level 3: sign not allowed in duration \"-5s\"");
     EXPECT_TABLE_ERROR("1s 30", NULL, "level 2: missing unit in duration \"30\"");
     EXPECT_TABLE_ERROR("1s 5s5", NULL, "level 2: unexpected \"5\" after \"5s\"");
@@ -171,8 +174,8 @@ static void expect_table_format(const char *spec, const char *want, int line)
                 "table \"%s\" formats as \"%s\" (%d), want \"%s\"", spec, buf, n, want);
     if (!parse_ok(buf, &back, line))
         return;
-    TU_CHECK_AT(back.count == t.count && memcmp(back.delay_ms, t.delay_ms, sizeof(t.delay_ms)) == 0,
-                line, "table \"%s\" does not read back equal from \"%s\"", spec, buf);
+    TU_CHECK_AT(back.count == t.count && memcmp(back.delay_ms, t.delay_ms, sizeof(t.delay_ms)) == 0, line,
+                "table \"%s\" does not read back equal from \"%s\"", spec, buf);
 }
 #define EXPECT_TABLE_FORMAT(spec, want) expect_table_format((spec), (want), __LINE__)
 
@@ -217,32 +220,27 @@ static void test_table_diff(void)
     lvl_table_default(&def);
     CU_ASSERT_FATAL(PARSE_OK(LVL_DEFAULT_SPEC, &same));
     CU_ASSERT_FATAL(PARSE_OK("1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h", &shorter));
-    CU_ASSERT_FATAL(PARSE_OK("1s 5s 15s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
-                             &changed));
+    CU_ASSERT_FATAL(PARSE_OK("1s 5s 15s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", &changed));
     CU_ASSERT_FATAL(PARSE_OK("1s 2s 5s 10s", &inserted));
 
     strcpy(msg, "stale");
-    CU_ASSERT_EQUAL(lvl_table_diff(&def, "the data directory", &same, "the configuration",
-                                   msg, sizeof(msg)), 0);
+    CU_ASSERT_EQUAL(lvl_table_diff(&def, "the data directory", &same, "the configuration", msg, sizeof(msg)), 0);
     CU_ASSERT_STRING_EQUAL(msg, "");
 
-    CU_ASSERT_EQUAL(lvl_table_diff(&def, "the data directory", &shorter, "the configuration",
-                                   msg, sizeof(msg)), 1);
+    CU_ASSERT_EQUAL(lvl_table_diff(&def, "the data directory", &shorter, "the configuration", msg, sizeof(msg)), 1);
     CU_ASSERT_STRING_EQUAL(msg, "the data directory has 18 levels but the configuration has 17");
 
     CU_ASSERT_EQUAL(lvl_table_diff(&shorter, "A", &def, "B", msg, sizeof(msg)), 1);
     CU_ASSERT_STRING_EQUAL(msg, "A has 17 levels but B has 18");
 
-    CU_ASSERT_EQUAL(lvl_table_diff(&def, "the data directory", &changed, "the configuration",
-                                   msg, sizeof(msg)), 1);
+    CU_ASSERT_EQUAL(lvl_table_diff(&def, "the data directory", &changed, "the configuration", msg, sizeof(msg)), 1);
     CU_ASSERT_STRING_EQUAL(msg, "level 3 is 10s in the data directory but 15s in the configuration");
 
     /* a level inserted in the middle: the count first, then the first difference */
-    CU_ASSERT_EQUAL(lvl_table_diff(&def, "the data directory", &inserted, "the configuration",
-                                   msg, sizeof(msg)), 1);
+    CU_ASSERT_EQUAL(lvl_table_diff(&def, "the data directory", &inserted, "the configuration", msg, sizeof(msg)), 1);
     CU_ASSERT_STRING_EQUAL(msg, "the data directory has 18 levels but the configuration has 4 "
-                           "(first difference: level 2 is 5s in the data directory but 2s in "
-                           "the configuration)");
+                                "(first difference: level 2 is 5s in the data directory but 2s in "
+                                "the configuration)");
 
     /* msg may be NULL */
     CU_ASSERT_EQUAL(lvl_table_diff(&def, "a", &changed, "b", NULL, 0), 1);
@@ -260,7 +258,7 @@ static void test_level_for_up(void)
     CU_ASSERT_EQUAL(lvl_level_for(&t, 1, LVL_ROUND_UP), 1);
     CU_ASSERT_EQUAL(lvl_level_for(&t, 1000, LVL_ROUND_UP), 1);
     CU_ASSERT_EQUAL(lvl_level_for(&t, 1001, LVL_ROUND_UP), 2);
-    CU_ASSERT_EQUAL(lvl_level_for(&t, 25 * MIN, LVL_ROUND_UP), 16);   /* 30m, never early */
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 25 * MIN, LVL_ROUND_UP), 16); /* 30m, never early */
     CU_ASSERT_EQUAL(lvl_level_for(&t, 2 * HOUR, LVL_ROUND_UP), 18);
     CU_ASSERT_EQUAL(lvl_level_for(&t, 2 * HOUR + 1, LVL_ROUND_UP), 18); /* above max: the last */
     CU_ASSERT_EQUAL(lvl_level_for(&t, 3 * DAY, LVL_ROUND_UP), 18);
@@ -271,8 +269,7 @@ static void test_level_for_up(void)
         TU_CHECK(lvl_level_for(&t, d, LVL_ROUND_UP) == level, "exact hit on level %d", level);
         TU_CHECK(lvl_level_for(&t, d - 1, LVL_ROUND_UP) == level, "just below level %d", level);
         if (level < t.count)
-            TU_CHECK(lvl_level_for(&t, d + 1, LVL_ROUND_UP) == level + 1,
-                     "just above level %d", level);
+            TU_CHECK(lvl_level_for(&t, d + 1, LVL_ROUND_UP) == level + 1, "just above level %d", level);
     }
 
     /* property over every 250 ms up to 2h + 10 s: the smallest level >= timeout */
@@ -297,18 +294,17 @@ static void test_level_for_nearest(void)
 
     CU_ASSERT_EQUAL(lvl_level_for(&t, 0, LVL_ROUND_NEAREST), 1);
     CU_ASSERT_EQUAL(lvl_level_for(&t, 2999, LVL_ROUND_NEAREST), 1);
-    CU_ASSERT_EQUAL(lvl_level_for(&t, 3000, LVL_ROUND_NEAREST), 2);   /* tie 1s/5s: larger */
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 3000, LVL_ROUND_NEAREST), 2); /* tie 1s/5s: larger */
     CU_ASSERT_EQUAL(lvl_level_for(&t, 3001, LVL_ROUND_NEAREST), 2);
     CU_ASSERT_EQUAL(lvl_level_for(&t, 24 * MIN + 59 * SEC, LVL_ROUND_NEAREST), 15); /* 20m */
-    CU_ASSERT_EQUAL(lvl_level_for(&t, 25 * MIN, LVL_ROUND_NEAREST), 16); /* tie 20m/30m */
-    CU_ASSERT_EQUAL(lvl_level_for(&t, 90 * MIN, LVL_ROUND_NEAREST), 18); /* tie 1h/2h */
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 25 * MIN, LVL_ROUND_NEAREST), 16);            /* tie 20m/30m */
+    CU_ASSERT_EQUAL(lvl_level_for(&t, 90 * MIN, LVL_ROUND_NEAREST), 18);            /* tie 1h/2h */
     CU_ASSERT_EQUAL(lvl_level_for(&t, 90 * MIN - 1, LVL_ROUND_NEAREST), 17);
     CU_ASSERT_EQUAL(lvl_level_for(&t, 3 * DAY, LVL_ROUND_NEAREST), 18);
     CU_ASSERT_EQUAL(lvl_level_for(&t, UINT64_MAX, LVL_ROUND_NEAREST), 18);
 
     for (int level = 1; level <= t.count; level++)
-        TU_CHECK(lvl_level_for(&t, t.delay_ms[level], LVL_ROUND_NEAREST) == level,
-                 "exact hit on level %d", level);
+        TU_CHECK(lvl_level_for(&t, t.delay_ms[level], LVL_ROUND_NEAREST) == level, "exact hit on level %d", level);
 
     /* property: no level is strictly nearer, and no larger level is as near */
     uint64_t first_bad = UINT64_MAX;
@@ -351,12 +347,12 @@ static void test_next_hop(void)
     lvl_table_default(&t);
 
     CU_ASSERT_EQUAL(lvl_next_hop(&t, 0), 0);
-    CU_ASSERT_EQUAL(lvl_next_hop(&t, 1), 1);          /* below the smallest: the smallest */
+    CU_ASSERT_EQUAL(lvl_next_hop(&t, 1), 1); /* below the smallest: the smallest */
     CU_ASSERT_EQUAL(lvl_next_hop(&t, 999), 1);
     CU_ASSERT_EQUAL(lvl_next_hop(&t, 1000), 1);
     CU_ASSERT_EQUAL(lvl_next_hop(&t, 4999), 1);
     CU_ASSERT_EQUAL(lvl_next_hop(&t, 5000), 2);
-    CU_ASSERT_EQUAL(lvl_next_hop(&t, 25 * MIN), 15);  /* 20m */
+    CU_ASSERT_EQUAL(lvl_next_hop(&t, 25 * MIN), 15); /* 20m */
     CU_ASSERT_EQUAL(lvl_next_hop(&t, 2 * HOUR - 1), 17);
     CU_ASSERT_EQUAL(lvl_next_hop(&t, 2 * HOUR), 18);
     CU_ASSERT_EQUAL(lvl_next_hop(&t, 5 * HOUR), 18);
@@ -372,8 +368,7 @@ static void test_next_hop(void)
     uint64_t first_bad = UINT64_MAX;
     for (uint64_t ms = 1000; ms <= 2 * HOUR + MIN; ms += 100) {
         int l = lvl_next_hop(&t, ms);
-        int ok = l >= 1 && l <= t.count && t.delay_ms[l] <= ms &&
-                 (l == t.count || t.delay_ms[l + 1] > ms);
+        int ok = l >= 1 && l <= t.count && t.delay_ms[l] <= ms && (l == t.count || t.delay_ms[l + 1] > ms);
         if (!ok && first_bad == UINT64_MAX)
             first_bad = ms;
     }
@@ -384,16 +379,15 @@ static void test_next_hop(void)
  * greedy choice for what remained. Returns the hop count, or -1 (and fills
  * why[]) when the plan is wrong. overshoot_below is the bound on
  * total - delay_ms (0: the total must equal the rounded delay exactly). */
-static int plan_and_check(const lvl_table_t *t, uint64_t delay_ms, uint64_t max_delay_ms,
-                          uint64_t overshoot_below, char *why, size_t whylen)
+static int plan_and_check(const lvl_table_t *t, uint64_t delay_ms, uint64_t max_delay_ms, uint64_t overshoot_below,
+                          char *why, size_t whylen)
 {
     uint8_t levels[LVL_MAX_HOPS];
     char err[256] = "";
     int hops = -1;
     uint64_t want = lvl_round_delay(delay_ms);
 
-    if (lvl_chain_plan(t, delay_ms, max_delay_ms, levels, LVL_MAX_HOPS, &hops, err,
-                       sizeof(err)) != 0) {
+    if (lvl_chain_plan(t, delay_ms, max_delay_ms, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)) != 0) {
         snprintf(why, whylen, "plan failed: %s", err);
         return -1;
     }
@@ -403,8 +397,7 @@ static int plan_and_check(const lvl_table_t *t, uint64_t delay_ms, uint64_t max_
         return -1;
     }
     if (overshoot_below == 0 ? total != want : total - delay_ms >= overshoot_below) {
-        snprintf(why, whylen, "total %" PRIu64 " overshoots %" PRIu64 " (asked %" PRIu64 ")",
-                 total, want, delay_ms);
+        snprintf(why, whylen, "total %" PRIu64 " overshoots %" PRIu64 " (asked %" PRIu64 ")", total, want, delay_ms);
         return -1;
     }
     uint64_t remaining = want;
@@ -463,8 +456,8 @@ static void test_chain_every_second_to_3d(void)
     /* up to 3d: 35 * 2h + a 12-hop remainder (first reached at 71h41m59s) */
     CU_ASSERT_EQUAL(max_overall, 35 + 12);
     CU_ASSERT_EQUAL(max_overall_at, 35 * 2 * HOUR + HOUR + 41 * MIN + 59 * SEC);
-    printf("\n    max hops: %d below 2h, %d up to 3d (first at %" PRIu64 " s) over %" PRIu64 " plans ",
-           max_below_2h, max_overall, max_overall_at / SEC, plans);
+    printf("\n    max hops: %d below 2h, %d up to 3d (first at %" PRIu64 " s) over %" PRIu64 " plans ", max_below_2h,
+           max_overall, max_overall_at / SEC, plans);
 }
 
 static void test_chain_examples(void)
@@ -477,29 +470,26 @@ static void test_chain_examples(void)
     lvl_table_default(&t);
 
     /* 25m = 20m + 5m */
-    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 25 * MIN, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
-                                         err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 25 * MIN, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL_FATAL(hops, 2);
     CU_ASSERT_EQUAL(levels[0], 15);
     CU_ASSERT_EQUAL(levels[1], 9);
     CU_ASSERT_EQUAL(lvl_plan_total(&t, levels, hops), 25 * MIN);
 
     /* 1h59m59s: the 12-hop worst case below 2h */
-    static const uint8_t worst[12] = {17, 16, 15, 13, 4, 3, 3, 2, 1, 1, 1, 1};
-    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 2 * HOUR - SEC, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
-                                         err, sizeof(err)), 0);
+    static const uint8_t worst[12] = { 17, 16, 15, 13, 4, 3, 3, 2, 1, 1, 1, 1 };
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 2 * HOUR - SEC, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)),
+                          0);
     CU_ASSERT_EQUAL_FATAL(hops, 12);
     CU_ASSERT_EQUAL(memcmp(levels, worst, sizeof(worst)), 0);
 
     /* 3d - 1s = 35 * 2h + 1h59m59s: 47 hops, the last 12 as above */
-    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 3 * DAY - SEC, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
-                                         err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 3 * DAY - SEC, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL_FATAL(hops, 47);
     CU_ASSERT_EQUAL(memcmp(levels + 35, worst, sizeof(worst)), 0);
 
     /* 3d exactly: 36 hops of 2h (max-delay is inclusive) */
-    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 3 * DAY, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
-                                         err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 3 * DAY, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL_FATAL(hops, 36);
     int all_2h = 1;
     for (int i = 0; i < hops; i++)
@@ -508,8 +498,8 @@ static void test_chain_examples(void)
 
     /* a level's own delay is one hop of that level */
     for (int level = 1; level <= t.count; level++) {
-        int ok = lvl_chain_plan(&t, t.delay_ms[level], 3 * DAY, levels, LVL_MAX_HOPS, &hops,
-                                err, sizeof(err)) == 0 && hops == 1 && levels[0] == level;
+        int ok = lvl_chain_plan(&t, t.delay_ms[level], 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)) == 0 &&
+                 hops == 1 && levels[0] == level;
         TU_CHECK(ok, "delay of level %d is not one hop of it", level);
     }
 }
@@ -523,8 +513,7 @@ static void test_chain_subsecond_and_zero(void)
 
     lvl_table_default(&t);
 
-    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 0, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
-                                         err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 0, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL(hops, 0);
     CU_ASSERT_EQUAL(lvl_plan_total(&t, levels, hops), 0);
     /* 0 hops needs no room at all */
@@ -533,8 +522,7 @@ static void test_chain_subsecond_and_zero(void)
     CU_ASSERT_EQUAL(hops, 0);
 
     /* 1 ms rounds up to one 1 s hop */
-    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 1, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
-                                         err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 1, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL_FATAL(hops, 1);
     CU_ASSERT_EQUAL(levels[0], 1);
 
@@ -550,8 +538,7 @@ static void test_chain_subsecond_and_zero(void)
     TU_CHECK(first_bad == 0, "delay %" PRIu64 " ms: %s", first_bad, why);
 
     /* 1500 ms → 2 s = 1s + 1s */
-    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 1500, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
-                                         err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 1500, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL(hops, 2);
     CU_ASSERT_EQUAL(lvl_plan_total(&t, levels, hops), 2000);
 }
@@ -565,15 +552,12 @@ static void test_chain_limits(void)
 
     lvl_table_default(&t);
 
-    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 4 * DAY, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
-                                   err, sizeof(err)), -1);
+    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 4 * DAY, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), -1);
     CU_ASSERT_STRING_EQUAL(err, "delay 4d exceeds max-delay 3d");
     CU_ASSERT_EQUAL(hops, 0);
-    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 3 * DAY + 1, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
-                                   err, sizeof(err)), -1);
+    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 3 * DAY + 1, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), -1);
     CU_ASSERT_STRING_EQUAL(err, "delay 259200001ms exceeds max-delay 3d");
-    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 2 * HOUR + SEC, 2 * HOUR, levels, LVL_MAX_HOPS, &hops,
-                                   err, sizeof(err)), -1);
+    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 2 * HOUR + SEC, 2 * HOUR, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), -1);
     CU_ASSERT_STRING_EQUAL(err, "delay 7201s exceeds max-delay 2h");
     CU_ASSERT_EQUAL(lvl_chain_plan(&t, 4 * DAY, 3 * DAY, levels, LVL_MAX_HOPS, &hops, NULL, 0), -1);
 
@@ -587,32 +571,29 @@ static void test_chain_limits(void)
     /* more hops than LVL_MAX_HOPS, even with a larger array */
     uint8_t big[LVL_MAX_HOPS + 200];
     uint64_t century = 100 * 365 * DAY;
-    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 255 * 2 * HOUR, century, big, (int)sizeof(big), &hops,
-                                   err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 255 * 2 * HOUR, century, big, (int)sizeof(big), &hops, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL(hops, LVL_MAX_HOPS);
-    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 255 * 2 * HOUR + SEC, century, big, (int)sizeof(big), &hops,
-                                   err, sizeof(err)), -1);
+    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 255 * 2 * HOUR + SEC, century, big, (int)sizeof(big), &hops, err, sizeof(err)),
+                    -1);
     CU_ASSERT_STRING_EQUAL(err, "delay 1836001s needs 256 hops with this level table, more than "
-                           "the limit of 255");
-    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 30 * DAY, century, big, (int)sizeof(big), &hops,
-                                   err, sizeof(err)), -1);
+                                "the limit of 255");
+    CU_ASSERT_EQUAL(lvl_chain_plan(&t, 30 * DAY, century, big, (int)sizeof(big), &hops, err, sizeof(err)), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "needs 360 hops"));
 
     /* billions of hops are refused at once, not looped over */
     CU_ASSERT_FATAL(PARSE_OK("1s", &only_1s));
     uint64_t started = tu_now_mono_ms();
-    CU_ASSERT_EQUAL(lvl_chain_plan(&only_1s, LVL_MAX_DURATION_MS, UINT64_MAX, levels,
-                                   LVL_MAX_HOPS, &hops, err, sizeof(err)), -1);
+    CU_ASSERT_EQUAL(
+        lvl_chain_plan(&only_1s, LVL_MAX_DURATION_MS, UINT64_MAX, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "needs 3153600000 hops"));
-    CU_ASSERT_EQUAL(lvl_chain_plan(&only_1s, UINT64_MAX, UINT64_MAX, levels,
-                                   LVL_MAX_HOPS, &hops, err, sizeof(err)), -1);
+    CU_ASSERT_EQUAL(lvl_chain_plan(&only_1s, UINT64_MAX, UINT64_MAX, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)),
+                    -1);
     printf("\n    refusing 3.1e9 and 1.8e16 hops took %" PRIu64 " ms ", tu_now_mono_ms() - started);
 
     /* an empty table is refused rather than planned forever */
     lvl_table_t empty;
     memset(&empty, 0, sizeof(empty));
-    CU_ASSERT_EQUAL(lvl_chain_plan(&empty, 5 * SEC, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
-                                   err, sizeof(err)), -1);
+    CU_ASSERT_EQUAL(lvl_chain_plan(&empty, 5 * SEC, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), -1);
     CU_ASSERT_EQUAL(hops, 0);
 }
 
@@ -643,27 +624,24 @@ static void test_chain_custom_table_overshoot(void)
     uint8_t levels[LVL_MAX_HOPS];
     char err[256];
     int hops = -1;
-    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 3 * SEC, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
-                                         err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 3 * SEC, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL(hops, 1);
     CU_ASSERT_EQUAL(lvl_plan_total(&t, levels, hops), 5 * SEC);
-    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 61 * SEC, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
-                                         err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 61 * SEC, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL(hops, 2);
     CU_ASSERT_EQUAL(levels[0], 2);
     CU_ASSERT_EQUAL(levels[1], 1);
     CU_ASSERT_EQUAL(lvl_plan_total(&t, levels, hops), 65 * SEC);
-    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 64 * SEC + 1, 3 * DAY, levels, LVL_MAX_HOPS, &hops,
-                                         err, sizeof(err)), 0);
-    CU_ASSERT_EQUAL(lvl_plan_total(&t, levels, hops), 65 * SEC);   /* 64.001 s → 65 s → exact */
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 64 * SEC + 1, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(lvl_plan_total(&t, levels, hops), 65 * SEC); /* 64.001 s → 65 s → exact */
 }
 
 static void test_plan_total(void)
 {
     lvl_table_t t;
-    static const uint8_t plan[] = {18, 15, 9, 1};
-    static const uint8_t bad[] = {1, 19};
-    static const uint8_t zero[] = {0};
+    static const uint8_t plan[] = { 18, 15, 9, 1 };
+    static const uint8_t bad[] = { 1, 19 };
+    static const uint8_t zero[] = { 0 };
 
     lvl_table_default(&t);
     CU_ASSERT_EQUAL(lvl_plan_total(&t, plan, 4), 2 * HOUR + 20 * MIN + 5 * MIN + SEC);
@@ -677,37 +655,37 @@ static void test_plan_total(void)
 /* ------------------------------------------------------------------ suites */
 
 static const tu_test_t table_tests[] = {
-    {"default", test_table_default},
-    {"separators", test_table_separators},
-    {"errors", test_table_errors},
-    {"too many levels", test_table_too_many},
-    {"format round trip", test_table_format},
-    {"diff", test_table_diff},
-    {NULL, NULL},
+    { "default", test_table_default },
+    { "separators", test_table_separators },
+    { "errors", test_table_errors },
+    { "too many levels", test_table_too_many },
+    { "format round trip", test_table_format },
+    { "diff", test_table_diff },
+    { NULL, NULL },
 };
 
 static const tu_test_t level_for_tests[] = {
-    {"round up", test_level_for_up},
-    {"round nearest", test_level_for_nearest},
-    {NULL, NULL},
+    { "round up", test_level_for_up },
+    { "round nearest", test_level_for_nearest },
+    { NULL, NULL },
 };
 
 static const tu_test_t chain_tests[] = {
-    {"round delay", test_round_delay},
-    {"next hop", test_next_hop},
-    {"every second to 3d", test_chain_every_second_to_3d},
-    {"examples", test_chain_examples},
-    {"sub-second and zero", test_chain_subsecond_and_zero},
-    {"limits", test_chain_limits},
-    {"custom table overshoot", test_chain_custom_table_overshoot},
-    {"plan total", test_plan_total},
-    {NULL, NULL},
+    { "round delay", test_round_delay },
+    { "next hop", test_next_hop },
+    { "every second to 3d", test_chain_every_second_to_3d },
+    { "examples", test_chain_examples },
+    { "sub-second and zero", test_chain_subsecond_and_zero },
+    { "limits", test_chain_limits },
+    { "custom table overshoot", test_chain_custom_table_overshoot },
+    { "plan total", test_plan_total },
+    { NULL, NULL },
 };
 
 static const tu_suite_t suites[] = {
-    {"table", table_tests},
-    {"level_for", level_for_tests},
-    {"chain", chain_tests},
+    { "table", table_tests },
+    { "level_for", level_for_tests },
+    { "chain", chain_tests },
 };
 
 int main(int argc, char **argv)

@@ -14,8 +14,8 @@
 #include <string.h>
 
 /* Parse text and compare every field. user NULL means no credentials. */
-static void good(const char *text, int tls, const char *host, int port, const char *user,
-                 const char *password, int line)
+static void good(const char *text, int tls, const char *host, int port, const char *user, const char *password,
+                 int line)
 {
     char err[256] = "";
     uri_t u;
@@ -30,8 +30,8 @@ static void good(const char *text, int tls, const char *host, int port, const ch
     TU_CHECK_AT(u.has_auth == (user != NULL), line, "'%s': has_auth %d", text, u.has_auth);
     if (user != NULL) {
         TU_CHECK_AT(strcmp(u.user, user) == 0, line, "'%s': user '%s', want '%s'", text, u.user, user);
-        TU_CHECK_AT(strcmp(u.password, password) == 0, line, "'%s': password '%s', want '%s'", text,
-                    u.password, password);
+        TU_CHECK_AT(strcmp(u.password, password) == 0, line, "'%s': password '%s', want '%s'", text, u.password,
+                    password);
     }
 }
 
@@ -42,16 +42,14 @@ static void bad(const char *text, const char *want, int line)
     uri_t u;
     int rc = uri_parse(text, 7379, &u, err, sizeof(err));
 
-    TU_CHECK_AT(rc == -1, line, "'%s' accepted (host '%s' port %d), want an error with '%s'",
-                text ? text : "(NULL)", u.host, u.port, want);
-    TU_CHECK_AT(strstr(err, want) != NULL, line, "'%s': message '%s' lacks '%s'", text ? text : "(NULL)",
-                err, want);
-    TU_CHECK_AT(u.host[0] == '\0' && u.port == 0, line, "'%s': *out not zeroed on failure",
-                text ? text : "(NULL)");
+    TU_CHECK_AT(rc == -1, line, "'%s' accepted (host '%s' port %d), want an error with '%s'", text ? text : "(NULL)",
+                u.host, u.port, want);
+    TU_CHECK_AT(strstr(err, want) != NULL, line, "'%s': message '%s' lacks '%s'", text ? text : "(NULL)", err, want);
+    TU_CHECK_AT(u.host[0] == '\0' && u.port == 0, line, "'%s': *out not zeroed on failure", text ? text : "(NULL)");
 }
 
 #define GOOD(text, tls, host, port, user, pass) good(text, tls, host, port, user, pass, __LINE__)
-#define BAD(text, want) bad(text, want, __LINE__)
+#define BAD(text, want)                         bad(text, want, __LINE__)
 
 static void test_good(void)
 {
@@ -181,7 +179,7 @@ static const tu_test_t uri_tests[] = {
 };
 
 static const tu_suite_t suites[] = {
-    {"uri", uri_tests},
+    { "uri", uri_tests },
 };
 
 int main(int argc, char **argv)
