@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,33 @@ long long oe_scalar(oe_env_t *env, const char *sql)
     long long v = row == NULL || row[0] == NULL ? -1 : strtoll(row[0], NULL, 10);
     mysql_free_result(res);
     return v;
+}
+
+long long oe_scalarf(oe_env_t *env, const char *fmt, ...)
+{
+    char sql[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    return oe_scalar(env, sql);
+}
+
+long long oe_wait_scalar(oe_env_t *env, long long want, int deadline_ms, const char *fmt, ...)
+{
+    char sql[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    uint64_t end = tu_now_mono_ms() + (uint64_t)deadline_ms;
+    for (;;) {
+        long long v = oe_scalar(env, sql);
+        if (v == want || tu_now_mono_ms() >= end)
+            return v;
+        struct timespec ts = { 0, 20 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
 }
 
 hg_order_db *oe_open_db(const oe_env_t *env, const char *name, hg_order_error_t *err)

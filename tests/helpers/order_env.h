@@ -55,6 +55,14 @@ int oe_stop(oe_env_t *env);
  * integer; -1 for no row or NULL, -2 when the query failed (printed). */
 long long oe_scalar(oe_env_t *env, const char *sql);
 
+/* oe_scalar of a printf-formatted statement. */
+long long oe_scalarf(oe_env_t *env, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Poll oe_scalarf(fmt, …) every 20 ms until it equals want or deadline_ms
+ * passes; returns the last value. */
+long long oe_wait_scalar(oe_env_t *env, long long want, int deadline_ms, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* A handle on database name (root over the socket). NULL with err filled. */
 hg_order_db *oe_open_db(const oe_env_t *env, const char *name, hg_order_error_t *err);
 

@@ -724,3 +724,31 @@ void tu_check_at(int ok, int fatal, const char *file, int line, const char *fmt,
     fprintf(stderr, "\n  %s:%d: %s\n", file, line, text);
     CU_assertImplementation(CU_FALSE, (unsigned int)line, text, file, "", fatal ? CU_TRUE : CU_FALSE);
 }
+
+int tu_http_get(int port, const char *path, char *out, size_t outlen)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    char req[256];
+    int rl = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+    if (write(fd, req, (size_t)rl) != rl) {
+        close(fd);
+        return -1;
+    }
+    size_t n = 0;
+    ssize_t r;
+    while (n < outlen - 1 && (r = read(fd, out + n, outlen - 1 - n)) > 0)
+        n += (size_t)r;
+    out[n] = '\0';
+    close(fd);
+    int status = -1;
+    if (sscanf(out, "HTTP/1.%*d %d", &status) != 1)
+        return -1;
+    return status;
+}

@@ -48,6 +48,11 @@ int tu_write_file(const char *path, const char *text);
  * it did not exit normally or could not be started. */
 int tu_run_capture(const char *const *argv, char *out, size_t outlen);
 
+/* GET path from 127.0.0.1:port over HTTP/1.0; the whole response (status
+ * line, headers, body) into out[outlen], NUL-terminated, cut to fit. Returns
+ * the HTTP status, or -1 when the connection or the status line failed. */
+int tu_http_get(int port, const char *path, char *out, size_t outlen);
+
 /* A private MariaDB server: mariadb-install-db into dir/data, mariadbd with
  * skip-networking on dir/mysql.sock, run as the current user (root is fine).
  * tu_mariadb_start waits (poll, generous deadline) until it accepts

@@ -102,38 +102,6 @@ static int exec_sql(const char *fmt, ...)
     return 0;
 }
 
-/* The first column of the first row as a number; -1 for NULL or no row,
- * -2 when the query failed. */
-static long long scalar(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static long long scalar(const char *fmt, ...)
-{
-    char sql[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sql, sizeof sql, fmt, ap);
-    va_end(ap);
-    return oe_scalar(&env, sql);
-}
-
-/* Poll until scalar(sql) == want or deadline_ms passes. Returns the last value. */
-static long long wait_scalar(long long want, int deadline_ms, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static long long wait_scalar(long long want, int deadline_ms, const char *fmt, ...)
-{
-    char sql[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sql, sizeof sql, fmt, ap);
-    va_end(ap);
-    uint64_t end = tu_now_mono_ms() + (uint64_t)deadline_ms;
-    long long v;
-    for (;;) {
-        v = scalar("%s", sql);
-        if (v == want || tu_now_mono_ms() >= end)
-            return v;
-        sleep_ms(20);
-    }
-}
 
 /* A fresh database with the reference schema; a handle on it (to pay and cancel). */
 static hg_order_db *fresh_database(const char *name)
@@ -354,41 +322,13 @@ static int stop_proc(proc_t *p, unsigned failures_before)
     return result;
 }
 
-/* GET path from 127.0.0.1:port into body; returns the HTTP status or -1. */
-static int http_get(int port, const char *path, char *body, size_t len)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    char req[256];
-    int rl = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
-    if (write(fd, req, (size_t)rl) != rl) {
-        close(fd);
-        return -1;
-    }
-    size_t n = 0;
-    ssize_t r;
-    while (n < len - 1 && (r = read(fd, body + n, len - 1 - n)) > 0)
-        n += (size_t)r;
-    body[n] = '\0';
-    close(fd);
-    int status = -1;
-    if (sscanf(body, "HTTP/1.%*d %d", &status) != 1)
-        return -1;
-    return status;
-}
 
 /* The value of one series of /metrics ("name" or "name{labels}"), or
  * -999 when the series or the server is missing. */
 static double metric(int port, const char *series)
 {
     static char body[131072];
-    if (http_get(port, "/metrics", body, sizeof body) != 200)
+    if (tu_http_get(port, "/metrics", body, sizeof body) != 200)
         return -999;
     char key[256];
     snprintf(key, sizeof key, "\n%s ", series);
@@ -631,8 +571,8 @@ static void test_explain(void)
                                    " FROM seq_1_to_20000"),
                           0);
     CU_ASSERT_EQUAL_FATAL(exec_sql("ANALYZE TABLE c_explain.orders"), 0);
-    long long overdue =
-        scalar("SELECT COUNT(*) FROM orders WHERE status='pending' AND expire_at < NOW(6) - INTERVAL 1 SECOND");
+    long long overdue = oe_scalarf(
+        &env, "SELECT COUNT(*) FROM orders WHERE status='pending' AND expire_at < NOW(6) - INTERVAL 1 SECOND");
     CU_ASSERT_EQUAL(overdue, 200);
 
     static const char *const names[] = { "type", "key", "rows", "r_rows", "Extra" };
@@ -707,21 +647,25 @@ static void test_relay_fast_path_failed(void)
     double relayed = wait_metric(comp.metrics_port, M "relayed_total", 21, 10000);
     CU_ASSERT_EQUAL(relayed, 21);
     /* Relayed, not yet due: every future order still pending, rows 'sent'. */
-    long long early = scalar("SELECT COUNT(*) FROM c_relay.orders WHERE id <= 20 AND status <> 'pending'");
-    long long sent = scalar("SELECT COUNT(*) FROM c_relay.order_timeout_msg WHERE order_id <= 20 AND status = 'sent'"
-                            " AND attempts = 1");
+    long long early = oe_scalarf(&env, "SELECT COUNT(*) FROM c_relay.orders WHERE id <= 20 AND status <> 'pending'");
+    long long sent =
+        oe_scalarf(&env, "SELECT COUNT(*) FROM c_relay.order_timeout_msg WHERE order_id <= 20 AND status = 'sent'"
+                         " AND attempts = 1");
     printf("\n    relayed 21 rows; before expiry: %lld of 20 orders not pending, %lld rows 'sent'\n", early, sent);
     CU_ASSERT_EQUAL(early, 0);
     CU_ASSERT_EQUAL(sent, 20);
 
-    long long pending = wait_scalar(0, 15000, "SELECT COUNT(*) FROM c_relay.orders WHERE status = 'pending'");
+    long long pending = oe_wait_scalar(&env, 0, 15000, "SELECT COUNT(*) FROM c_relay.orders WHERE status = 'pending'");
     CU_ASSERT_EQUAL(pending, 0);
-    long long by_message = scalar("SELECT COUNT(*) FROM c_relay.orders WHERE cancel_reason = 'timeout-message'");
-    long long before_expiry = scalar("SELECT COUNT(*) FROM c_relay.orders WHERE cancelled_at < expire_at");
-    long long worst_us = scalar("SELECT MAX(TIMESTAMPDIFF(MICROSECOND, expire_at, cancelled_at)) FROM c_relay.orders"
-                                " WHERE id <= 20");
-    long long late_past = scalar("SELECT TIMESTAMPDIFF(MICROSECOND, created_at, cancelled_at) FROM c_relay.orders"
-                                 " WHERE id = 100");
+    long long by_message =
+        oe_scalarf(&env, "SELECT COUNT(*) FROM c_relay.orders WHERE cancel_reason = 'timeout-message'");
+    long long before_expiry = oe_scalarf(&env, "SELECT COUNT(*) FROM c_relay.orders WHERE cancelled_at < expire_at");
+    long long worst_us =
+        oe_scalarf(&env, "SELECT MAX(TIMESTAMPDIFF(MICROSECOND, expire_at, cancelled_at)) FROM c_relay.orders"
+                         " WHERE id <= 20");
+    long long late_past =
+        oe_scalarf(&env, "SELECT TIMESTAMPDIFF(MICROSECOND, created_at, cancelled_at) FROM c_relay.orders"
+                         " WHERE id = 100");
     printf("    cancelled by the consumer: %lld of 21; before expire_at: %lld; latest after expire_at: %.3f s;"
            " the order already past expiry: cancelled %.3f s after creation\n",
            by_message, before_expiry, (double)worst_us / 1e6, (double)late_past / 1e6);
@@ -729,12 +673,12 @@ static void test_relay_fast_path_failed(void)
     CU_ASSERT_EQUAL(before_expiry, 0);
     /* The broker rounds DELAY up to whole seconds: at most ~1 s late, plus polling. */
     BP_CHECK(worst_us >= 0 && worst_us < 2000000, "latest cancel %lld µs after expire_at", worst_us);
-    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_relay.order_timeout_msg WHERE status <> 'done'"), 0);
+    CU_ASSERT_EQUAL(oe_scalarf(&env, "SELECT COUNT(*) FROM c_relay.order_timeout_msg WHERE status <> 'done'"), 0);
     CU_ASSERT_EQUAL(metric(comp.metrics_port, M "relay_send_failures_total"), 0);
     CU_ASSERT_EQUAL(metric(comp.metrics_port, M "last_run_success{layer=\"relay\"}"), 1);
     CU_ASSERT_EQUAL(metric(comp.metrics_port, M "dlq_depth{group=\"g_relay\"}"), 0);
     char body[4096];
-    CU_ASSERT_EQUAL(http_get(comp.metrics_port, "/healthz", body, sizeof body), 200);
+    CU_ASSERT_EQUAL(tu_http_get(comp.metrics_port, "/healthz", body, sizeof body), 200);
 
     CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
     CU_ASSERT_EQUAL(stop_proc(&consumer, f0), 0);
@@ -778,11 +722,12 @@ static void test_broker_down_overdue(void)
 
     /* While the broker is down the relay records its attempts. */
     double failed = wait_metric(comp.metrics_port, M "relay_send_failures_total", 40, 5000);
-    long long attempts = scalar("SELECT MIN(attempts) FROM c_down.order_timeout_msg");
-    long long with_error = scalar("SELECT COUNT(*) FROM c_down.order_timeout_msg WHERE last_error LIKE '%%connect%%'"
-                                  " AND next_attempt_at > NOW(6) - INTERVAL 1 SECOND");
+    long long attempts = oe_scalarf(&env, "SELECT MIN(attempts) FROM c_down.order_timeout_msg");
+    long long with_error =
+        oe_scalarf(&env, "SELECT COUNT(*) FROM c_down.order_timeout_msg WHERE last_error LIKE '%%connect%%'"
+                         " AND next_attempt_at > NOW(6) - INTERVAL 1 SECOND");
     char body[8192];
-    int health = http_get(comp.metrics_port, "/healthz", body, sizeof body);
+    int health = tu_http_get(comp.metrics_port, "/healthz", body, sizeof body);
     printf("\n    broker down: %.0f failed sends, every row attempts >= %lld, %lld rows with last_error and a"
            " backoff; /healthz %d\n",
            failed, attempts, with_error, health);
@@ -792,12 +737,13 @@ static void test_broker_down_overdue(void)
     CU_ASSERT_EQUAL(health, 503);
     CU_ASSERT_PTR_NOT_NULL(strstr(body, "relay: "));
 
-    long long pending = wait_scalar(0, 15000, "SELECT COUNT(*) FROM c_down.orders WHERE status = 'pending'");
+    long long pending = oe_wait_scalar(&env, 0, 15000, "SELECT COUNT(*) FROM c_down.orders WHERE status = 'pending'");
     CU_ASSERT_EQUAL(pending, 0);
-    long long overdue = scalar("SELECT COUNT(*) FROM c_down.orders WHERE cancel_reason = 'outbox-overdue'");
+    long long overdue = oe_scalarf(&env, "SELECT COUNT(*) FROM c_down.orders WHERE cancel_reason = 'outbox-overdue'");
     long long too_early =
-        scalar("SELECT COUNT(*) FROM c_down.orders WHERE cancelled_at < expire_at + INTERVAL 1 SECOND");
-    long long worst_us = scalar("SELECT MAX(TIMESTAMPDIFF(MICROSECOND, expire_at, cancelled_at)) FROM c_down.orders");
+        oe_scalarf(&env, "SELECT COUNT(*) FROM c_down.orders WHERE cancelled_at < expire_at + INTERVAL 1 SECOND");
+    long long worst_us =
+        oe_scalarf(&env, "SELECT MAX(TIMESTAMPDIFF(MICROSECOND, expire_at, cancelled_at)) FROM c_down.orders");
     printf("    cancelled with reason outbox-overdue: %lld of 20, none before expire_at + grace (%lld), latest %.3f s"
            " after expire_at\n",
            overdue, too_early, (double)worst_us / 1e6);
@@ -806,7 +752,7 @@ static void test_broker_down_overdue(void)
     CU_ASSERT_EQUAL(metric(comp.metrics_port, M "cancels_total{layer=\"overdue\",reason=\"outbox-overdue\"}"), 20);
     CU_ASSERT_EQUAL(metric(comp.metrics_port, M "cancels_total{layer=\"inspection\",reason=\"inspection\"}"), 0);
     CU_ASSERT_EQUAL(metric(comp.metrics_port, M "relayed_total"), 0);
-    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_down.order_timeout_msg WHERE status = 'done'"), 20);
+    CU_ASSERT_EQUAL(oe_scalarf(&env, "SELECT COUNT(*) FROM c_down.order_timeout_msg WHERE status = 'done'"), 20);
 
     CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
     CU_ASSERT_EQUAL(bp_restart(&env.broker, err, sizeof err), 0);
@@ -846,7 +792,7 @@ static void test_relay_locks_only_its_rows(void)
      * poll it slower than that, or the view never changes. */
     long long locked = 0;
     for (uint64_t end = tu_now_mono_ms() + 5000; tu_now_mono_ms() < end && locked < 5; sleep_ms(150))
-        locked = scalar("SELECT SUM(trx_rows_locked) FROM information_schema.INNODB_TRX");
+        locked = oe_scalarf(&env, "SELECT SUM(trx_rows_locked) FROM information_schema.INNODB_TRX");
     BP_REQUIRE(locked >= 5, "the relay never held its 5 rows locked (%lld)", locked);
 
     CU_ASSERT_EQUAL(exec_sql("SET SESSION innodb_lock_wait_timeout = 1"), 0);
@@ -864,7 +810,7 @@ static void test_relay_locks_only_its_rows(void)
     int pay = hg_order_pay(db, 7, &out, NULL);
     uint64_t ms = tu_now_mono_ms() - t0;
     sleep_ms(150);
-    long long still_locked = scalar("SELECT SUM(trx_rows_locked) FROM information_schema.INNODB_TRX");
+    long long still_locked = oe_scalarf(&env, "SELECT SUM(trx_rows_locked) FROM information_schema.INNODB_TRX");
     printf("\n    while the relay holds its batch (%lld row locks): two outbox inserts and a payment took %" PRIu64
            " ms\n",
            still_locked, ms);
@@ -880,8 +826,9 @@ static void test_relay_locks_only_its_rows(void)
     CU_ASSERT_TRUE(failed >= 5);
     CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
     close(silent);
-    long long marked = scalar("SELECT COUNT(*) FROM c_locks.order_timeout_msg WHERE order_id <= 5 AND status = 'new'"
-                              " AND attempts >= 1 AND last_error IS NOT NULL");
+    long long marked =
+        oe_scalarf(&env, "SELECT COUNT(*) FROM c_locks.order_timeout_msg WHERE order_id <= 5 AND status = 'new'"
+                         " AND attempts >= 1 AND last_error IS NOT NULL");
     CU_ASSERT_EQUAL(marked, 5);
     hg_order_db_close(db);
 }
@@ -959,11 +906,11 @@ static void test_dlq_dropped_inspection(void)
                             "g_dlq_strict",
                             NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "dlq", "c_dlq", "t_dlq", extra), 0);
-    long long pending = wait_scalar(0, 15000, "SELECT COUNT(*) FROM c_dlq.orders WHERE status = 'pending'");
+    long long pending = oe_wait_scalar(&env, 0, 15000, "SELECT COUNT(*) FROM c_dlq.orders WHERE status = 'pending'");
     CU_ASSERT_EQUAL(pending, 0);
-    long long inspected = scalar("SELECT COUNT(*) FROM c_dlq.orders WHERE cancel_reason = 'inspection'");
+    long long inspected = oe_scalarf(&env, "SELECT COUNT(*) FROM c_dlq.orders WHERE cancel_reason = 'inspection'");
     long long too_early =
-        scalar("SELECT COUNT(*) FROM c_dlq.orders WHERE cancelled_at < expire_at + INTERVAL 1 SECOND");
+        oe_scalarf(&env, "SELECT COUNT(*) FROM c_dlq.orders WHERE cancelled_at < expire_at + INTERVAL 1 SECOND");
     printf("\n    messages dropped from the DLQ, outbox rows gone: %lld of 10 cancelled by the inspection"
            " (none before expire_at + grace: %lld)\n",
            inspected, too_early);
@@ -1052,7 +999,7 @@ static void test_two_compensators(void)
     pthread_t watcher;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&watcher, NULL, watch_overlap, &w), 0);
 
-    long long pending = wait_scalar(0, 20000, "SELECT COUNT(*) FROM c_two.orders WHERE status = 'pending'");
+    long long pending = oe_wait_scalar(&env, 0, 20000, "SELECT COUNT(*) FROM c_two.orders WHERE status = 'pending'");
     CU_ASSERT_EQUAL(pending, 0);
     /* Every cancel has been counted once the consumer has handled all 100. */
     uint64_t end = tu_now_mono_ms() + 5000;
@@ -1073,9 +1020,11 @@ static void test_two_compensators(void)
     }
     double consumed = metric(consumer.metrics_port, "hourglass_consumer_cancelled_total");
     double delivered = metric(consumer.metrics_port, "hourglass_consumer_delivered_total");
-    long long by_reason[3] = { scalar("SELECT COUNT(*) FROM c_two.orders WHERE cancel_reason = 'timeout-message'"),
-                               scalar("SELECT COUNT(*) FROM c_two.orders WHERE cancel_reason = 'outbox-overdue'"),
-                               scalar("SELECT COUNT(*) FROM c_two.orders WHERE cancel_reason = 'inspection'") };
+    long long by_reason[3] = {
+        oe_scalarf(&env, "SELECT COUNT(*) FROM c_two.orders WHERE cancel_reason = 'timeout-message'"),
+        oe_scalarf(&env, "SELECT COUNT(*) FROM c_two.orders WHERE cancel_reason = 'outbox-overdue'"),
+        oe_scalarf(&env, "SELECT COUNT(*) FROM c_two.orders WHERE cancel_reason = 'inspection'")
+    };
     printf("\n    relayed %.0f (A+B), consumer delivered %.0f and cancelled %.0f; overdue layer cancelled %.0f,"
            " inspection %.0f; by reason in the table: %lld / %lld / %lld\n",
            relayed, delivered, consumed, overdue, inspected, by_reason[0], by_reason[1], by_reason[2]);
@@ -1186,13 +1135,13 @@ static void test_paid_never_touched(void)
                             NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "paid", "c_paid", "t_paid", extra), 0);
     /* 21..30: paid 100 ms before their expiry. */
-    long long until_us = scalar("SELECT TIMESTAMPDIFF(MICROSECOND, NOW(6), MIN(expire_at)) FROM c_paid.orders"
-                                " WHERE id BETWEEN 21 AND 30");
+    long long until_us = oe_scalarf(&env, "SELECT TIMESTAMPDIFF(MICROSECOND, NOW(6), MIN(expire_at)) FROM c_paid.orders"
+                                          " WHERE id BETWEEN 21 AND 30");
     if (until_us > 100000)
         sleep_ms((int)((until_us - 100000) / 1000));
     long long still_pending =
-        scalar("SELECT COUNT(*) FROM c_paid.orders WHERE id BETWEEN 21 AND 30 AND status='pending'"
-               " AND expire_at > NOW(6)");
+        oe_scalarf(&env, "SELECT COUNT(*) FROM c_paid.orders WHERE id BETWEEN 21 AND 30 AND status='pending'"
+                         " AND expire_at > NOW(6)");
     for (uint64_t id = 21; id <= 30; id++)
         CU_ASSERT_EQUAL(hg_order_pay(db, id, &out, NULL) == 0 && out == HG_ORDER_PAID, 1);
     CU_ASSERT_EQUAL(still_pending, 10);
@@ -1207,7 +1156,7 @@ static void test_paid_never_touched(void)
     for (int i = 0; i < 2; i++)
         pthread_join(threads[i], NULL);
 
-    long long pending = wait_scalar(0, 15000, "SELECT COUNT(*) FROM c_paid.orders WHERE status = 'pending'");
+    long long pending = oe_wait_scalar(&env, 0, 15000, "SELECT COUNT(*) FROM c_paid.orders WHERE status = 'pending'");
     CU_ASSERT_EQUAL(pending, 0);
     sleep_ms(600); /* a few more rounds of every layer over the paid orders */
     int race_paid = 0, race_paid_but_not = 0, race_lost_but_paid = 0;
@@ -1215,19 +1164,24 @@ static void test_paid_never_touched(void)
         for (uint64_t id = payers[i].first; id <= payers[i].last; id++)
             if (payers[i].paid[id - payers[i].first]) {
                 race_paid++;
-                if (scalar("SELECT status = 'paid' AND cancelled_at IS NULL FROM c_paid.orders WHERE id = %" PRIu64,
-                           id) != 1)
+                if (oe_scalarf(&env,
+                               "SELECT status = 'paid' AND cancelled_at IS NULL FROM c_paid.orders WHERE id = %" PRIu64,
+                               id) != 1)
                     race_paid_but_not++;
-            } else if (scalar("SELECT status = 'cancelled' AND paid_at IS NULL FROM c_paid.orders WHERE id = %" PRIu64,
-                              id) != 1) {
+            } else if (oe_scalarf(
+                           &env,
+                           "SELECT status = 'cancelled' AND paid_at IS NULL FROM c_paid.orders WHERE id = %" PRIu64,
+                           id) != 1) {
                 race_lost_but_paid++;
             }
-    long long changed = scalar("SELECT COUNT(*) FROM c_paid.before_paid b JOIN c_paid.orders o ON o.id = b.id"
-                               " WHERE o.status <> 'paid' OR o.paid_at <> b.paid_at OR o.cancelled_at IS NOT NULL"
-                               " OR o.cancel_reason IS NOT NULL");
-    long long early_paid = scalar("SELECT COUNT(*) FROM c_paid.orders WHERE id BETWEEN 21 AND 30 AND status = 'paid'"
-                                  " AND cancelled_at IS NULL AND paid_at < expire_at");
-    long long open_rows = scalar("SELECT COUNT(*) FROM c_paid.order_timeout_msg WHERE status <> 'done'");
+    long long changed =
+        oe_scalarf(&env, "SELECT COUNT(*) FROM c_paid.before_paid b JOIN c_paid.orders o ON o.id = b.id"
+                         " WHERE o.status <> 'paid' OR o.paid_at <> b.paid_at OR o.cancelled_at IS NOT NULL"
+                         " OR o.cancel_reason IS NOT NULL");
+    long long early_paid =
+        oe_scalarf(&env, "SELECT COUNT(*) FROM c_paid.orders WHERE id BETWEEN 21 AND 30 AND status = 'paid'"
+                         " AND cancelled_at IS NULL AND paid_at < expire_at");
+    long long open_rows = oe_scalarf(&env, "SELECT COUNT(*) FROM c_paid.order_timeout_msg WHERE status <> 'done'");
     double closed = metric(comp.metrics_port, M "outbox_closed_total");
     double not_pending =
         metric(comp.metrics_port, M "cancel_attempts_total{layer=\"overdue\",outcome=\"not-pending\"}");
@@ -1275,21 +1229,21 @@ static void test_lock_loss(void)
                             "c_lock_test",
                             NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "lock", "c_lock", "t_lock", extra), 0);
-    long long cancelled = wait_scalar(-3, 10000,
-                                      "SELECT IF(COUNT(*) >= 30, -3, COUNT(*)) FROM c_lock.orders"
-                                      " WHERE status = 'cancelled'");
+    long long cancelled = oe_wait_scalar(&env, -3, 10000,
+                                         "SELECT IF(COUNT(*) >= 30, -3, COUNT(*)) FROM c_lock.orders"
+                                         " WHERE status = 'cancelled'");
     CU_ASSERT_EQUAL_FATAL(cancelled, -3);
-    long long holder = scalar("SELECT IS_USED_LOCK('c_lock_test')");
+    long long holder = oe_scalarf(&env, "SELECT IS_USED_LOCK('c_lock_test')");
     CU_ASSERT_TRUE_FATAL(holder > 0);
     CU_ASSERT_EQUAL_FATAL(exec_sql("KILL %lld", holder), 0);
-    long long at_kill = scalar("SELECT COUNT(*) FROM c_lock.orders WHERE status = 'cancelled'");
+    long long at_kill = oe_scalarf(&env, "SELECT COUNT(*) FROM c_lock.orders WHERE status = 'cancelled'");
     double lost = wait_metric(comp.metrics_port, M "inspection_lock_lost_total", 1, 3000);
     double held_after = metric(comp.metrics_port, M "inspection_lock_held");
     double runs_lost =
         wait_metric(comp.metrics_port, M "runs_total{layer=\"inspection\",outcome=\"lock-lost\"}", 1, 3000);
-    long long at_detect = scalar("SELECT COUNT(*) FROM c_lock.orders WHERE status = 'cancelled'");
+    long long at_detect = oe_scalarf(&env, "SELECT COUNT(*) FROM c_lock.orders WHERE status = 'cancelled'");
     sleep_ms(400);
-    long long later = scalar("SELECT COUNT(*) FROM c_lock.orders WHERE status = 'cancelled'");
+    long long later = oe_scalarf(&env, "SELECT COUNT(*) FROM c_lock.orders WHERE status = 'cancelled'");
     printf("\n    KILL %lld at %lld cancels: lock lost %.0f, held %.0f, round ended lock-lost %.0f; cancels at"
            " detection %lld, 400 ms later %lld (scan stopped)\n",
            holder, at_kill, lost, held_after, runs_lost, at_detect, later);
@@ -1301,9 +1255,9 @@ static void test_lock_loss(void)
     CU_ASSERT_TRUE(at_detect < 300);
 
     /* The next round re-acquires on a new connection and finishes. */
-    long long pending = wait_scalar(0, 15000, "SELECT COUNT(*) FROM c_lock.orders WHERE status = 'pending'");
+    long long pending = oe_wait_scalar(&env, 0, 15000, "SELECT COUNT(*) FROM c_lock.orders WHERE status = 'pending'");
     CU_ASSERT_EQUAL(pending, 0);
-    long long holder2 = scalar("SELECT IS_USED_LOCK('c_lock_test')");
+    long long holder2 = oe_scalarf(&env, "SELECT IS_USED_LOCK('c_lock_test')");
     double acquired = metric(comp.metrics_port, M "inspection_lock_acquired_total");
     printf("    re-acquired on connection %lld (was %lld), acquisitions %.0f, all 300 cancelled\n", holder2, holder,
            acquired);
@@ -1313,7 +1267,7 @@ static void test_lock_loss(void)
     CU_ASSERT_EQUAL(metric(comp.metrics_port, M "cancels_total{layer=\"inspection\",reason=\"inspection\"}"), 300);
     CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
     /* A clean stop releases the lock. */
-    CU_ASSERT_EQUAL(scalar("SELECT IS_USED_LOCK('c_lock_test')"), -1);
+    CU_ASSERT_EQUAL(oe_scalarf(&env, "SELECT IS_USED_LOCK('c_lock_test')"), -1);
     of_report_t rep;
     check_invariant("c_lock", &rep);
     hg_order_db_close(db);
@@ -1466,15 +1420,19 @@ static void test_once(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "overdue: ok"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "inspection: ok"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "monitor: ok"));
-    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_once.orders WHERE id <= 10 AND cancel_reason = 'outbox-overdue'"),
-                    10);
     CU_ASSERT_EQUAL(
-        scalar("SELECT COUNT(*) FROM c_once.orders WHERE id BETWEEN 11 AND 20 AND cancel_reason = 'inspection'"), 10);
+        oe_scalarf(&env, "SELECT COUNT(*) FROM c_once.orders WHERE id <= 10 AND cancel_reason = 'outbox-overdue'"), 10);
     CU_ASSERT_EQUAL(
-        scalar("SELECT COUNT(*) FROM c_once.orders WHERE id BETWEEN 21 AND 30 AND cancel_reason = 'outbox-overdue'"),
+        oe_scalarf(&env,
+                   "SELECT COUNT(*) FROM c_once.orders WHERE id BETWEEN 11 AND 20 AND cancel_reason = 'inspection'"),
         10);
-    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_once.order_timeout_msg WHERE order_id > 30 AND status = 'sent'"), 5);
-    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_once.orders WHERE id > 30 AND status = 'pending'"), 5);
+    CU_ASSERT_EQUAL(
+        oe_scalarf(
+            &env, "SELECT COUNT(*) FROM c_once.orders WHERE id BETWEEN 21 AND 30 AND cancel_reason = 'outbox-overdue'"),
+        10);
+    CU_ASSERT_EQUAL(
+        oe_scalarf(&env, "SELECT COUNT(*) FROM c_once.order_timeout_msg WHERE order_id > 30 AND status = 'sent'"), 5);
+    CU_ASSERT_EQUAL(oe_scalarf(&env, "SELECT COUNT(*) FROM c_once.orders WHERE id > 30 AND status = 'pending'"), 5);
 
     /* With the broker unreachable the relay fails and so does --once. */
     CU_ASSERT_EQUAL_FATAL(seed("c_once", 41, 2, 600000, 1), 0);
@@ -1488,8 +1446,9 @@ static void test_once(void)
     printf("    --once with the broker unreachable: exit %d\n%s", rc, out);
     CU_ASSERT_EQUAL(rc, 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "relay: failed: order 41: send failed"));
-    CU_ASSERT_EQUAL(scalar("SELECT COUNT(*) FROM c_once.order_timeout_msg WHERE order_id >= 41 AND status = 'new'"
-                           " AND attempts = 1 AND last_error IS NOT NULL AND next_attempt_at > NOW(6)"),
+    CU_ASSERT_EQUAL(oe_scalarf(&env,
+                               "SELECT COUNT(*) FROM c_once.order_timeout_msg WHERE order_id >= 41 AND status = 'new'"
+                               " AND attempts = 1 AND last_error IS NOT NULL AND next_attempt_at > NOW(6)"),
                     2);
     /* A database without the schema is refused at start-up (exit 1). */
     exec_sql("CREATE DATABASE IF NOT EXISTS c_empty");
@@ -1541,16 +1500,17 @@ static void test_sighup(void)
     /* The new level is in effect: the monitor's rounds are logged at debug. */
     CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "[debug] monitor: ok", HUP_DEADLINE_MS), 0);
     char body[4096];
-    CU_ASSERT_EQUAL(http_get(comp.metrics_port, "/healthz", body, sizeof body), 200);
+    CU_ASSERT_EQUAL(tu_http_get(comp.metrics_port, "/healthz", body, sizeof body), 200);
 
     CU_ASSERT_EQUAL(tu_write_file(conf, "log-level = loud\n"), 0);
     CU_ASSERT_EQUAL(kill(comp.pid, SIGHUP), 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(
                         comp.log, "SIGHUP: configuration error, keeping the running configuration:", HUP_DEADLINE_MS),
                     0);
-    CU_ASSERT_EQUAL(http_get(comp.metrics_port, "/healthz", body, sizeof body), 200);
-    CU_ASSERT_EQUAL(wait_scalar(20, 20000, "SELECT COUNT(*) FROM c_hup.orders WHERE cancel_reason = 'outbox-overdue'"),
-                    20);
+    CU_ASSERT_EQUAL(tu_http_get(comp.metrics_port, "/healthz", body, sizeof body), 200);
+    CU_ASSERT_EQUAL(
+        oe_wait_scalar(&env, 20, 20000, "SELECT COUNT(*) FROM c_hup.orders WHERE cancel_reason = 'outbox-overdue'"),
+        20);
 
     CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
     of_report_t rep;

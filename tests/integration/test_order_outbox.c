@@ -84,35 +84,6 @@ static uint64_t now_ms(void)
     return tu_now_wall_ms();
 }
 
-static long long scalar(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static long long scalar(const char *fmt, ...)
-{
-    char sql[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sql, sizeof sql, fmt, ap);
-    va_end(ap);
-    return oe_scalar(&env, sql);
-}
-
-/* Poll until scalar(sql) == want or deadline_ms passes; returns the last value. */
-static long long wait_scalar(long long want, int deadline_ms, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static long long wait_scalar(long long want, int deadline_ms, const char *fmt, ...)
-{
-    char sql[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sql, sizeof sql, fmt, ap);
-    va_end(ap);
-    uint64_t end = tu_now_mono_ms() + (uint64_t)deadline_ms;
-    for (;;) {
-        long long v = scalar("%s", sql);
-        if (v == want || tu_now_mono_ms() >= end)
-            return v;
-        sleep_ms(20);
-    }
-}
 
 static long long wait_metric(const char *name, long long want, int deadline_ms)
 {
@@ -213,9 +184,10 @@ static long long relay_until_sent(uint64_t first, uint64_t last, int deadline_ms
     for (;;) {
         int rc = tu_run_capture(argv, out, sizeof out);
         TU_CHECK(rc == 0, "hourglass-compensator --once --layers relay exited %d:\n%s", rc, out);
-        left = scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN %" PRIu64 " AND %" PRIu64
-                      " AND status <> 'sent'",
-                      first, last);
+        left = oe_scalarf(&env,
+                          "SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN %" PRIu64 " AND %" PRIu64
+                          " AND status <> 'sent'",
+                          first, last);
         if (left == 0 || rc != 0 || tu_now_mono_ms() >= end)
             return left;
         sleep_ms(50);
@@ -260,22 +232,24 @@ static int spy_expect(uint64_t first, uint64_t last, uint64_t expire_ms, int n, 
 static void expect_cancelled(uint64_t first, uint64_t last, int deadline_ms)
 {
     long long n = (long long)(last - first + 1);
-    long long got =
-        wait_scalar(n, deadline_ms,
-                    "SELECT COUNT(*) FROM orders WHERE id BETWEEN %" PRIu64 " AND %" PRIu64 " AND status = 'cancelled'",
-                    first, last);
+    long long got = oe_wait_scalar(&env, n, deadline_ms,
+                                   "SELECT COUNT(*) FROM orders WHERE id BETWEEN %" PRIu64 " AND %" PRIu64
+                                   " AND status = 'cancelled'",
+                                   first, last);
     TU_CHECK(got == n, "orders %" PRIu64 "..%" PRIu64 ": %lld cancelled, want %lld", first, last, got, n);
-    long long early =
-        scalar("SELECT COUNT(*) FROM orders WHERE id BETWEEN %" PRIu64 " AND %" PRIu64 " AND cancelled_at < expire_at",
-               first, last);
+    long long early = oe_scalarf(
+        &env, "SELECT COUNT(*) FROM orders WHERE id BETWEEN %" PRIu64 " AND %" PRIu64 " AND cancelled_at < expire_at",
+        first, last);
     TU_CHECK(early == 0, "%lld orders cancelled before expire_at", early);
-    long long reason = scalar("SELECT COUNT(*) FROM orders WHERE id BETWEEN %" PRIu64 " AND %" PRIu64
-                              " AND cancel_reason = 'timeout-message'",
-                              first, last);
+    long long reason = oe_scalarf(&env,
+                                  "SELECT COUNT(*) FROM orders WHERE id BETWEEN %" PRIu64 " AND %" PRIu64
+                                  " AND cancel_reason = 'timeout-message'",
+                                  first, last);
     TU_CHECK(reason == n, "%lld of %lld cancelled by the message (timeout-message)", reason, n);
-    long long open_rows = scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN %" PRIu64
-                                 " AND %" PRIu64 " AND status <> 'done'",
-                                 first, last);
+    long long open_rows = oe_scalarf(&env,
+                                     "SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN %" PRIu64
+                                     " AND %" PRIu64 " AND status <> 'done'",
+                                     first, last);
     TU_CHECK(open_rows == 0, "%lld outbox rows not 'done' after the cancel", open_rows);
 }
 
@@ -360,11 +334,12 @@ static void test_fast_path(void)
 {
     uint64_t expire = now_ms() + 1500;
     TU_REQUIRE(create_orders(101, 105, expire, 0) == 0, "create");
-    TU_CHECK(scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN 101 AND 105 AND status='new'"
-                    " AND attempts = 0 AND expire_at = (SELECT expire_at FROM orders WHERE id = order_id)") == 5,
+    TU_CHECK(oe_scalarf(&env,
+                        "SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN 101 AND 105 AND status='new'"
+                        " AND attempts = 0 AND expire_at = (SELECT expire_at FROM orders WHERE id = order_id)") == 5,
              "5 outbox rows 'new' with the order's expire_at");
-    TU_CHECK(scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN 101 AND 105"
-                    " AND next_attempt_at <= expire_at AND next_attempt_at > NOW(6)") == 5,
+    TU_CHECK(oe_scalarf(&env, "SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN 101 AND 105"
+                              " AND next_attempt_at <= expire_at AND next_attempt_at > NOW(6)") == 5,
              "next_attempt_at after now, no later than expire_at");
     for (uint64_t id = 101; id <= 105; id++) {
         char mid[HG_ID_MAX], why[256];
@@ -373,12 +348,13 @@ static void test_fast_path(void)
                  why);
         TU_CHECK(strlen(mid) == 16, "message id '%s'", mid);
     }
-    TU_CHECK(scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN 101 AND 105 AND status='sent'"
-                    " AND attempts = 1") == 5,
+    TU_CHECK(oe_scalarf(&env,
+                        "SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN 101 AND 105 AND status='sent'"
+                        " AND attempts = 1") == 5,
              "rows marked 'sent'");
     TU_CHECK(spy_expect(101, 105, expire, 5, 10000) == 5, "the 5 messages reached the spy group");
     expect_cancelled(101, 105, 10000);
-    TU_CHECK(scalar("SELECT SUM(reserved) FROM stock") == 0, "stock reserved back to 0");
+    TU_CHECK(oe_scalarf(&env, "SELECT SUM(reserved) FROM stock") == 0, "stock reserved back to 0");
     expect_invariant();
 }
 
@@ -386,12 +362,12 @@ static void test_rollback(void)
 {
     hg_order_error_t err = { 0 };
     uint64_t expire = now_ms() + 60000;
-    long long available = scalar("SELECT SUM(available) FROM stock");
+    long long available = oe_scalarf(&env, "SELECT SUM(available) FROM stock");
     TU_REQUIRE(create_order(db, 201, expire, 0, 4, &err) == 0, "open transaction: %s", err.message);
     hg_order_db_rollback(db);
-    TU_CHECK(scalar("SELECT COUNT(*) FROM orders WHERE id = 201") == 0, "order gone after rollback");
-    TU_CHECK(scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id = 201") == 0, "outbox row gone");
-    TU_CHECK(scalar("SELECT SUM(available) FROM stock") == available, "stock reservation rolled back");
+    TU_CHECK(oe_scalarf(&env, "SELECT COUNT(*) FROM orders WHERE id = 201") == 0, "order gone after rollback");
+    TU_CHECK(oe_scalarf(&env, "SELECT COUNT(*) FROM order_timeout_msg WHERE order_id = 201") == 0, "outbox row gone");
+    TU_CHECK(oe_scalarf(&env, "SELECT SUM(available) FROM stock") == available, "stock reservation rolled back");
 
     /* A second outbox row for an order is a duplicate key: permanent. */
     TU_REQUIRE(create_order(db, 202, expire, 0, 0, &err) == 0, "create 202: %s", err.message);
@@ -432,14 +408,15 @@ static void test_commit_lost(void)
     TU_CHECK(hg_order_classify(err.code) == HG_ORDER_TRANSIENT, "error %u (%s) is transient", err.code, err.message);
     TU_CHECK(strncmp(err.message, "commit: ", 8) == 0, "message '%s'", err.message);
     TU_CHECK(hg_order_db_connection_id(db) == 0, "handle disconnected after the failed commit");
-    TU_CHECK(scalar("SELECT COUNT(*) FROM orders WHERE id = 301") == 0, "nothing committed: no order");
-    TU_CHECK(scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id = 301") == 0, "nothing committed: no row");
+    TU_CHECK(oe_scalarf(&env, "SELECT COUNT(*) FROM orders WHERE id = 301") == 0, "nothing committed: no order");
+    TU_CHECK(oe_scalarf(&env, "SELECT COUNT(*) FROM order_timeout_msg WHERE order_id = 301") == 0,
+             "nothing committed: no row");
     TU_CHECK(hg_order_db_commit(db, &err) == -1 && err.code == 2006, "commit without a connection: %u", err.code);
 
     /* The next order reconnects and commits. */
     TU_REQUIRE(create_order(db, 302, expire, 0, 0, &err) == 0, "create after the loss: %s", err.message);
     TU_CHECK(hg_order_db_connects(db) == connects + 1, "reconnected once");
-    TU_CHECK(scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id = 302 AND status = 'new'") == 1,
+    TU_CHECK(oe_scalarf(&env, "SELECT COUNT(*) FROM order_timeout_msg WHERE order_id = 302 AND status = 'new'") == 1,
              "302 committed");
     hg_order_outcome_t o;
     TU_CHECK(hg_order_cancel(pay, 302, "manual", &o, &err) == 0 && o == HG_ORDER_CANCELLED, "cancel 302");
@@ -473,8 +450,8 @@ static void test_send_fails_relay(void)
         TU_CHECK(strncmp(why, "send: ", 6) == 0, "cause '%s'", why);
     }
     hg_client_close(down);
-    TU_CHECK(scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN 401 AND 404"
-                    " AND status = 'new' AND attempts = 0") == 4,
+    TU_CHECK(oe_scalarf(&env, "SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN 401 AND 404"
+                              " AND status = 'new' AND attempts = 0") == 4,
              "rows stay 'new' for the relay");
     TU_REQUIRE(bp_restart(&env.broker, err, sizeof err) == 0, "restart broker: %s", err);
     rc_close(&spy);
@@ -504,7 +481,9 @@ static void test_dies_before_send(void)
     int status = 0;
     waitpid(pid, &status, 0);
     TU_REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child committed its orders");
-    TU_CHECK(scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN 501 AND 503 AND status='new'") == 3,
+    TU_CHECK(oe_scalarf(&env,
+                        "SELECT COUNT(*) FROM order_timeout_msg WHERE order_id BETWEEN 501 AND 503 AND status='new'") ==
+                 3,
              "3 rows 'new', nothing sent");
     TU_CHECK(relay_until_sent(501, 503, 10000) == 0, "the relay sent every row");
     TU_CHECK(spy_expect(501, 503, expire, 3, 10000) == 3, "3 relayed messages, on time");
@@ -523,12 +502,12 @@ static void test_paid_between_commit_and_mark(void)
     TU_CHECK(hg_order_timeout_send(client, NULL, 601, expire, NULL) == HG_OK, "send 601: %s", hg_client_errmsg(client));
     hg_order_outcome_t o;
     TU_CHECK(hg_order_pay(pay, 601, &o, &err) == 0 && o == HG_ORDER_PAID, "pay 601: %s", err.message);
-    TU_CHECK(scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id = 601 AND status='done'") == 1,
+    TU_CHECK(oe_scalarf(&env, "SELECT COUNT(*) FROM order_timeout_msg WHERE order_id = 601 AND status='done'") == 1,
              "the payment marked the row 'done'");
     int marked = -1;
     TU_CHECK(hg_order_timeout_mark_sent(db, 601, &marked, &err) == 0, "mark sent: %s", err.message);
     TU_CHECK(marked == 0, "the guard changed nothing (marked %d)", marked);
-    TU_CHECK(scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id = 601 AND status='done'") == 1,
+    TU_CHECK(oe_scalarf(&env, "SELECT COUNT(*) FROM order_timeout_msg WHERE order_id = 601 AND status='done'") == 1,
              "the row stays 'done'");
 
     /* 602: paid before the whole fast path — publish says sent-kept. */
@@ -541,11 +520,13 @@ static void test_paid_between_commit_and_mark(void)
     TU_CHECK(spy_expect(601, 602, expire, 2, 10000) == 2, "both messages delivered");
     long long np = wait_metric("hourglass_consumer_not_pending_total", not_pending + 2, 10000);
     TU_CHECK(np >= not_pending + 2, "the consumer found both not pending (%lld → %lld)", not_pending, np);
-    TU_CHECK(scalar("SELECT COUNT(*) FROM orders WHERE id IN (601, 602) AND status='paid' AND paid_at IS NOT NULL"
-                    " AND cancelled_at IS NULL") == 2,
+    TU_CHECK(oe_scalarf(&env,
+                        "SELECT COUNT(*) FROM orders WHERE id IN (601, 602) AND status='paid' AND paid_at IS NOT NULL"
+                        " AND cancelled_at IS NULL") == 2,
              "both stay paid");
-    TU_CHECK(scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id IN (601, 602) AND status='done'") == 2,
-             "both rows 'done'");
+    TU_CHECK(
+        oe_scalarf(&env, "SELECT COUNT(*) FROM order_timeout_msg WHERE order_id IN (601, 602) AND status='done'") == 2,
+        "both rows 'done'");
     expect_invariant();
 }
 
@@ -564,7 +545,7 @@ static void test_mark_fails(void)
     TU_CHECK(hg_order_timeout_mark_sent(db, 701, &marked, &err) == -1, "mark sent on a killed connection fails");
     TU_CHECK(marked == 0, "marked %d", marked);
     TU_CHECK(hg_order_classify(err.code) == HG_ORDER_TRANSIENT, "error %u (%s) transient", err.code, err.message);
-    TU_CHECK(scalar("SELECT COUNT(*) FROM order_timeout_msg WHERE order_id = 701 AND status='new'") == 1,
+    TU_CHECK(oe_scalarf(&env, "SELECT COUNT(*) FROM order_timeout_msg WHERE order_id = 701 AND status='new'") == 1,
              "the row stays 'new'");
     TU_CHECK(relay_until_sent(701, 701, 10000) == 0, "the relay sent it again");
     TU_CHECK(spy_expect(701, 701, expire, 2, 10000) == 2, "two messages for 701: the fast path's and the relay's");
@@ -579,7 +560,7 @@ static void test_mark_fails(void)
 static void test_refund(void)
 {
     hg_order_error_t err = { 0 };
-    long long sold = scalar("SELECT SUM(sold) FROM stock");
+    long long sold = oe_scalarf(&env, "SELECT SUM(sold) FROM stock");
     uint64_t expire = now_ms() + 1000;
     TU_REQUIRE(create_orders(801, 801, expire, 0) == 0, "create");
     char why[256];
@@ -589,9 +570,10 @@ static void test_refund(void)
     hg_order_outcome_t o;
     TU_CHECK(hg_order_pay(pay, 801, &o, &err) == 0, "pay: %s", err.message);
     TU_CHECK(o == HG_ORDER_NOT_PENDING, "late payment: %s, want not-pending", hg_order_outcome_name(o));
-    TU_CHECK(scalar("SELECT COUNT(*) FROM orders WHERE id = 801 AND status='cancelled' AND paid_at IS NULL") == 1,
-             "the order stays cancelled: the payment must be refunded");
-    TU_CHECK(scalar("SELECT SUM(sold) FROM stock") == sold, "nothing sold");
+    TU_CHECK(
+        oe_scalarf(&env, "SELECT COUNT(*) FROM orders WHERE id = 801 AND status='cancelled' AND paid_at IS NULL") == 1,
+        "the order stays cancelled: the payment must be refunded");
+    TU_CHECK(oe_scalarf(&env, "SELECT SUM(sold) FROM stock") == sold, "nothing sold");
     expect_invariant();
 }
 

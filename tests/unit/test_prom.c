@@ -9,13 +9,9 @@
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
-#include <arpa/inet.h>
 #include <event2/thread.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 /* ---------------------------------------------------------------- text */
 
@@ -111,36 +107,6 @@ static int health(buf_t *out, void *arg)
     return -1;
 }
 
-/* GET path from 127.0.0.1:port; the whole response into out. */
-static int http_get(int port, const char *path, char *out, size_t outlen)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    char req[256];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
-    if (write(fd, req, (size_t)n) != n) {
-        close(fd);
-        return -1;
-    }
-    size_t have = 0;
-    for (;;) {
-        ssize_t got = read(fd, out + have, outlen - 1 - have);
-        if (got <= 0)
-            break;
-        have += (size_t)got;
-        if (have == outlen - 1)
-            break;
-    }
-    out[have] = '\0';
-    close(fd);
-    return 0;
-}
 
 static void test_endpoint(void)
 {
@@ -152,14 +118,14 @@ static void test_endpoint(void)
     TU_REQUIRE(prom_http_start(&h, "127.0.0.1", (unsigned)port, render, health, &one, err, sizeof err) == 0,
                "start: %s", err);
     char resp[4096];
-    TU_REQUIRE(http_get(port, "/metrics", resp, sizeof resp) == 0, "GET /metrics failed");
+    TU_REQUIRE(tu_http_get(port, "/metrics", resp, sizeof resp) == 200, "GET /metrics failed");
     CU_ASSERT_PTR_NOT_NULL(strstr(resp, "200"));
     CU_ASSERT_PTR_NOT_NULL(strstr(resp, "text/plain"));
     CU_ASSERT_PTR_NOT_NULL(strstr(resp, "test_up 1\n"));
-    TU_REQUIRE(http_get(port, "/healthz", resp, sizeof resp) == 0, "GET /healthz failed");
+    TU_REQUIRE(tu_http_get(port, "/healthz", resp, sizeof resp) == 200, "GET /healthz failed");
     TU_CHECK(strstr(resp, "200") != NULL && strstr(resp, "ok\n") != NULL, "healthz: %s", resp);
     healthy = 0;
-    TU_REQUIRE(http_get(port, "/healthz", resp, sizeof resp) == 0, "GET /healthz failed");
+    TU_REQUIRE(tu_http_get(port, "/healthz", resp, sizeof resp) == 503, "GET /healthz not 503");
     TU_CHECK(strstr(resp, "503") != NULL && strstr(resp, "store unavailable") != NULL, "healthz: %s", resp);
     healthy = 1;
 
