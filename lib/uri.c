@@ -13,6 +13,8 @@
  */
 #include "lib/uri.h"
 
+#include "proto/resp.h"
+
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <stdarg.h>
@@ -36,17 +38,6 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
-static int hex_value(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Characters allowed unencoded in userinfo (RFC 3986 unreserved and
  * sub-delims; ':' only in the password since the first one splits). */
 static int userinfo_char(int c)
@@ -65,8 +56,8 @@ static int decode_part(const char *src, size_t n, char *dst, size_t dstlen, cons
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)src[i];
         if (c == '%') {
-            int hi = i + 1 < n ? hex_value((unsigned char)src[i + 1]) : -1;
-            int lo = i + 2 < n ? hex_value((unsigned char)src[i + 2]) : -1;
+            int hi = i + 1 < n ? resp_hex_value((unsigned char)src[i + 1]) : -1;
+            int lo = i + 2 < n ? resp_hex_value((unsigned char)src[i + 2]) : -1;
             if (hi < 0 || lo < 0) {
                 if (show)
                     return fail(err, errlen, "bad percent-escape '%.*s' in %s (want %%XX, two hex digits)",

@@ -199,17 +199,6 @@ static resp_status_t finish_command(resp_parser_t *p, resp_command_t *cmd, int i
     return RESP_OK;
 }
 
-static int hex_value(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Split the inline line data[0..n) in place, as Redis's sdssplitargs does
  * (see resp.h), pushing at most max_args arguments. Requires data_cap > n.
  * Returns the number of arguments found (which may exceed max_args), or -1
@@ -233,9 +222,10 @@ static long long split_inline(resp_parser_t *p, size_t n)
             if (in_dq) {
                 if (r == n)
                     return -1;
-                if (s[r] == '\\' && r + 3 < n && s[r + 1] == 'x' && hex_value((unsigned char)s[r + 2]) >= 0 &&
-                    hex_value((unsigned char)s[r + 3]) >= 0) {
-                    s[w++] = (char)(hex_value((unsigned char)s[r + 2]) * 16 + hex_value((unsigned char)s[r + 3]));
+                if (s[r] == '\\' && r + 3 < n && s[r + 1] == 'x' && resp_hex_value((unsigned char)s[r + 2]) >= 0 &&
+                    resp_hex_value((unsigned char)s[r + 3]) >= 0) {
+                    s[w++] =
+                        (char)(resp_hex_value((unsigned char)s[r + 2]) * 16 + resp_hex_value((unsigned char)s[r + 3]));
                     r += 4;
                 } else if (s[r] == '\\' && r + 1 < n) {
                     char c;

@@ -72,6 +72,17 @@ void resp_printable_byte(char dst[5], unsigned char c)
         snprintf(dst, 5, "\\x%02x", c);
 }
 
+int resp_hex_value(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 int resp_is_blank(unsigned char c)
 {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';

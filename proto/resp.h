@@ -60,6 +60,10 @@ void resp_printable_byte(char dst[5], unsigned char c);
 /* 1 for the blanks that separate inline arguments (space, \t \n \r \v \f). */
 int resp_is_blank(unsigned char c);
 
+/* The value of a hex digit (0-9, a-f, A-F), or -1 for any other byte (the
+ * \xHH escapes of inline commands; the library's %XX URI escapes). */
+int resp_hex_value(unsigned char c);
+
 /* Append "<type><n>\r\n" (an aggregate or bulk header) to b. */
 void resp_put_header(buf_t *b, char type, size_t n);
 
