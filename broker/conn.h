@@ -38,16 +38,11 @@
 #include "base/buf.h"
 #include "broker/metrics.h"
 #include "broker/settings.h"
+#include "broker/users.h"
 #include "broker/writer.h"
 #include "proto/request.h"
 
 #define CONN_MAX_PENDING 1024 /* outstanding replies before parsing pauses */
-
-/* Roles (the security issue assigns them per user; today every client has all). */
-#define ROLE_PRODUCER 1u
-#define ROLE_CONSUMER 2u
-#define ROLE_ADMIN    4u
-#define ROLE_ALL      (ROLE_PRODUCER | ROLE_CONSUMER | ROLE_ADMIN)
 
 typedef struct server server_t;
 typedef struct conn_set conn_set_t;
@@ -73,9 +68,12 @@ typedef struct conn {
     int draining;  /* close once all replies are written */
     int lingering; /* replies written, write side shut, discarding input */
     int closing;   /* detached, freed at a safe point */
-    /* security seam: set by AUTH with the users issue */
+    /* authentication (broker/users.h, cmd_conn.c): without users every
+     * connection is authenticated with every role */
     int authenticated;
-    unsigned roles; /* ROLE_* bits */
+    unsigned roles;                /* ROLE_* bits */
+    char user[USERS_NAME_MAX + 1]; /* the user AUTH logged in as; "" = none ("default") */
+    int auth_held;                 /* an AUTH is being verified: parse nothing more until it is answered */
     /* set bookkeeping */
     struct conn *all_next, *all_prev, *dead_next;
 } conn_t;
@@ -97,6 +95,15 @@ int conn_accept(conn_set_t *set, evutil_socket_t fd, const struct sockaddr *sa);
 
 /* Open connections. */
 size_t conn_set_count(const conn_set_t *set);
+
+/* The open connection with this id, or NULL (an AUTH completion finds its
+ * connection with it). */
+conn_t *conn_by_id(conn_set_t *set, uint64_t id);
+
+/* The users file was reloaded: a connection logged in as a user that is gone
+ * or disabled is logged out (NOAUTH from its next command on); the others
+ * take their user's new roles. */
+void conn_set_users_changed(conn_set_t *set, const users_t *users);
 
 /* The writer's completion callback (ctx = the set): the job's reply fills its
  * slot and the FIFO is written from the head; a job for a connection that is

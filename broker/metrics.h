@@ -44,6 +44,10 @@ typedef struct loop_info {
     uint64_t protocol_errors, reply_buffer_kills, idle_kills;
     uint64_t commands_processed;
     uint64_t jobs_queued, jobs_parked;
+    /* security (docs/security.md) */
+    int protected_mode, auth_required;
+    uint64_t users, auth_failures, denied_connections;
+    const char *security_warning; /* NULL: none */
 } loop_info_t;
 
 /* INFO sections, as a bit mask. */
