@@ -190,24 +190,26 @@ static int parse(const char *text, parsed_t *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     const char *s = text;
+    char why[120] = "";
     if (strncmp(s, "$scrypt$", 8) == 0) {
         out->params.kind = PASSWD_SCRYPT;
         s += 8;
-        if (param(&s, "ln", &out->params.log2_n, err, errlen) != 0 || *s++ != ',' ||
-            param(&s, "r", &out->params.r, err, errlen) != 0 || *s++ != ',' ||
-            param(&s, "p", &out->params.p, err, errlen) != 0) {
-            return err_set(err, errlen, "bad scrypt parameters (want $scrypt$ln=N,r=N,p=N$salt$hash)");
+        if (param(&s, "ln", &out->params.log2_n, why, sizeof why) != 0 ||
+            (*s++ != ',' && err_set(why, sizeof why, "expected ',' after ln")) ||
+            param(&s, "r", &out->params.r, why, sizeof why) != 0 ||
+            (*s++ != ',' && err_set(why, sizeof why, "expected ',' after r")) ||
+            param(&s, "p", &out->params.p, why, sizeof why) != 0) {
+            return err_set(err, errlen, "bad scrypt parameters: %s (want $scrypt$ln=N,r=N,p=N$salt$hash)", why);
         }
     } else if (strncmp(s, "$pbkdf2-sha256$", 15) == 0) {
         out->params.kind = PASSWD_PBKDF2_SHA256;
         s += 15;
-        if (param(&s, "i", &out->params.iterations, err, errlen) != 0) {
-            return err_set(err, errlen, "bad pbkdf2 parameters (want $pbkdf2-sha256$i=N$salt$hash)");
+        if (param(&s, "i", &out->params.iterations, why, sizeof why) != 0) {
+            return err_set(err, errlen, "bad pbkdf2 parameters: %s (want $pbkdf2-sha256$i=N$salt$hash)", why);
         }
     } else {
         return err_set(err, errlen,
-                       "unknown hash format (want $scrypt$... or $pbkdf2-sha256$..., made by "
-                       "hourglass-cli passwd)");
+                       "unknown hash format (want $scrypt$... or $pbkdf2-sha256$..., made by hourglass-cli passwd)");
     }
     if (check_params(&out->params, err, errlen) != 0) {
         return -1;
