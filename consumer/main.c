@@ -253,7 +253,9 @@ static void reload_release(void *conf)
 static void reload_apply(const void *conf, void *arg)
 {
     (void)arg;
-    log_set_level((log_level_t)((const consumer_config_t *)conf)->log_level);
+    char err[512];
+    if (log_keys_apply((const consumer_config_t *)conf, err, sizeof err) != 0)
+        log_msg(LOG_LEVEL_ERROR, "SIGHUP: %s (logging where it did)", err);
 }
 
 static void *reload_thread(void *arg)
@@ -325,6 +327,8 @@ int main(int argc, char **argv)
         return EXIT_CONFIG;
     }
     if (args.action == CFG_CHECK) {
+        printf("# " PROGRAM " %s: effective configuration\n", HG_VERSION_STRING);
+        cfg_print_values(consumer_config_table(), &app.cfg, stdout);
         if (args.config_path != NULL)
             printf(PROGRAM ": configuration OK (%s)\n", args.config_path);
         else
@@ -332,7 +336,11 @@ int main(int argc, char **argv)
         consumer_config_free(&app.cfg);
         return 0;
     }
-    log_set_level((log_level_t)app.cfg.log_level);
+    if (log_keys_apply(&app.cfg, err, sizeof err) != 0) {
+        fprintf(stderr, PROGRAM ": %s\n", err);
+        consumer_config_free(&app.cfg);
+        return EXIT_CONFIG;
+    }
 
     /* Process-wide set-up before any thread: SIGHUP blocked in all (inherited). */
     signal(SIGPIPE, SIG_IGN);

@@ -393,6 +393,12 @@ static void test_config(void)
                          NULL };
     int rc = tu_run_capture(ok, out, sizeof out);
     BP_CHECK(rc == 0 && strstr(out, "configuration OK") != NULL, "sample config: exit %d: %.4000s", rc, out);
+    const char *eff[] = { COMPENSATOR_BIN, "--config", HG_SRCDIR "/etc/hourglass-compensator.conf",
+                          "--check-config", "--mysql-password", "s3cr3t-pw", NULL };
+    rc = tu_run_capture(eff, out, sizeof out);
+    BP_CHECK(rc == 0 && strstr(out, "# hourglass-compensator ") && strstr(out, "\nmysql-password = (set)\n") &&
+                 !strstr(out, "s3cr3t-pw") && strstr(out, "\nlog-file = \n"),
+             "--check-config prints the effective configuration, password hidden: exit %d: %.4000s", rc, out);
 
 #define DB "--mysql-database", "shop"
     const char *required[] = { COMPENSATOR_BIN, "--check-config", NULL };

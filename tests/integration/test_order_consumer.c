@@ -71,6 +71,16 @@ static void test_check_config(void)
     CU_ASSERT_EQUAL(tu_run_capture(ok, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "configuration OK"));
 
+    /* The effective configuration, the password hidden, the flag over the file. */
+    static char big[32768];
+    const char *eff[] = { CONSUMER_BIN, "--config", HG_SRCDIR "/etc/hourglass-consumer.conf", "--check-config",
+                          "--mysql-password", "s3cr3t-pw", "--workers", "3", "--log-format", "json", NULL };
+    int rc = tu_run_capture(eff, big, sizeof big);
+    TU_CHECK(rc == 0 && strstr(big, "# hourglass-consumer ") && strstr(big, "\nworkers = 3\n") &&
+                 strstr(big, "\nmysql-password = (set)\n") && !strstr(big, "s3cr3t-pw") &&
+                 strstr(big, "\nlog-format = json\n") && strstr(big, "\ngroup = "),
+             "--check-config: exit %d, output:\n%s", rc, big);
+
     const char *uri[] = { CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--uri", "hourglass://h:99999",
                           NULL };
     expect_config_error(uri, "uri: bad URI: bad port '99999'");
