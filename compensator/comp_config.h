@@ -17,6 +17,7 @@
 #include <hourglass/hourglass.h>
 
 #include "common/cfg.h"
+#include "common/log_keys.h"
 #include "common/passwd.h"
 #include "db/keys.h"
 
@@ -61,7 +62,7 @@ typedef struct comp_config {
 
     unsigned long long metrics_port;
     char *metrics_bind;
-    int log_level; /* log_level_t (common/log.h) */
+    LOG_KEYS_FIELDS; /* log-level, log-file, log-format (common/log_keys.h) */
 
     /* Derived by comp_config_validate. */
     int layers;                        /* COMP_LAYER_* bits */

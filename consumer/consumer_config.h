@@ -14,11 +14,12 @@
 #include <stdio.h>
 
 #include "common/cfg.h"
+#include "common/log_keys.h"
 #include "common/passwd.h"
 #include "db/keys.h"
 
 #define PROGRAM     "hourglass-consumer"
-#define EXIT_CONFIG 2 /* a usage or configuration error */
+#define EXIT_CONFIG CFG_EXIT_CONFIG /* a usage or configuration error */
 
 typedef struct consumer_config {
     char *uri, *group, *topic;
@@ -37,7 +38,7 @@ typedef struct consumer_config {
 
     unsigned long long metrics_port;
     char *metrics_bind;
-    int log_level; /* log_level_t */
+    LOG_KEYS_FIELDS; /* log-level, log-file, log-format */
 
     /* Filled by consumer_config_credentials: the broker connection's options
      * (timeouts default; user and the password read from password-file). */

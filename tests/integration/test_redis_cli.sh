@@ -256,7 +256,7 @@ else
     if ((end_ms - start_ms > 3000)); then fail "a refused AUTH took $((end_ms - start_ms)) ms: retried?"; fi
     printf 'shop producer $scrypt$ln=15\n' >"$tmp/bad-users"
     out=$("$broker" --check-config --users-file "$tmp/bad-users" 2>&1)
-    expect "--check-config with a bad users file: exit status" "$?" "1"
+    expect "--check-config with a bad users file: exit status" "$?" "2"
     expect_match "--check-config names file:line" "$out" "bad-users:1: user 'shop': bad scrypt parameters"
     kill "$pid"
     wait "$pid"
