@@ -11,7 +11,18 @@
  *    times keep succeeding meanwhile;
  *  - fd_exhausted: the descriptors run out below max-clients (idle /metrics
  *    connections hold them): accept() fails with EMFILE and the broker still
- *    refuses the waiting clients politely through its spare descriptor.
+ *    refuses the waiting clients politely through its spare descriptor;
+ *  - header_timeout: a command not complete within header-timeout of its
+ *    first byte is answered with an error and closed, however steadily its
+ *    bytes trickle in (slowloris); an idle client without a partial command
+ *    is not touched;
+ *  - pressure: 8 clients that pipeline DLQ LISTs of 1 MiB payloads and never
+ *    read, 200 clients trickling a byte every 100 ms, and a well-behaved
+ *    client measuring PING latency and listing the DLQ itself: the
+ *    non-readers are closed over max-client-memory, the tricklers at
+ *    header-timeout, the well-behaved client keeps working and gets at most
+ *    max-pull-bytes (+ one message) per DLQ LIST, and the broker's RSS stays
+ *    within max-client-memory of where it started (figures printed).
  *
  * Run one: ./tests/integration/test_broker_limits limits
  */
@@ -26,7 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -249,11 +262,246 @@ static void test_fd_exhausted(void)
     sends_keep_working(10, "after EMFILE");
 }
 
+static long long info_ll(const char *field)
+{
+    char e[256], v[64];
+    BP_REQUIRE(bp_info_field(&bt_conn, field, v, sizeof v, e, sizeof e) == 0, "INFO %s: %s", field, e);
+    return atoll(v);
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* Read from fd until EOF within ms; what was read goes to buf. 1 on EOF, 0 on timeout. */
+static int read_until_eof(int fd, char *buf, size_t len, int ms)
+{
+    size_t got = 0;
+    uint64_t end = tu_now_mono_ms() + (uint64_t)ms;
+    buf[0] = '\0';
+    while (tu_now_mono_ms() < end) {
+        if (!readable(fd, 100))
+            continue;
+        char tmp[512];
+        ssize_t r = recv(fd, tmp, sizeof tmp, 0);
+        if (r <= 0)
+            return 1;
+        size_t take = (size_t)r < len - 1 - got ? (size_t)r : len - 1 - got;
+        memcpy(buf + got, tmp, take);
+        got += take;
+        buf[got] = '\0';
+    }
+    return 0;
+}
+
+static void test_header_timeout(void)
+{
+    const char *extra[] = { "--header-timeout", "1s", NULL };
+    bt_start(extra);
+    int partial = tcp_connect(bt_broker.port), trickle = tcp_connect(bt_broker.port),
+        idle = tcp_connect(bt_broker.port);
+    BP_REQUIRE(partial >= 0 && trickle >= 0 && idle >= 0, "connect: %s", strerror(errno));
+    static const char head[] = "*3\r\n$4\r\nSEND\r\n$1\r\nt\r\n$100\r\n";
+    BP_REQUIRE(send(partial, "*1\r\n$4\r\nPI", 10, MSG_NOSIGNAL) == 10, "send");
+    uint64_t t0 = tu_now_mono_ms();
+    /* the trickler sends one byte every 100 ms: active, yet never done within 1 s */
+    int closed = 0;
+    for (size_t i = 0; i < sizeof head - 1 + 100 && !closed; i++) {
+        char byte = i < sizeof head - 1 ? head[i] : 'x';
+        if (send(trickle, &byte, 1, MSG_NOSIGNAL) != 1)
+            closed = 1;
+        sleep_ms(100);
+        if (readable(trickle, 0)) {
+            char peek[8];
+            if (recv(trickle, peek, sizeof peek, MSG_PEEK) >= 0)
+                closed = 1;
+        }
+    }
+    char buf[512];
+    BP_CHECK(closed, "the trickling client was never answered or closed");
+    BP_CHECK(read_until_eof(trickle, buf, sizeof buf, 10000), "the trickling client was not closed");
+    BP_CHECK(strstr(buf, "-ERR command not complete within header-timeout (1000 ms)") == buf,
+             "the trickling client got '%s'", buf);
+    BP_CHECK(read_until_eof(partial, buf, sizeof buf, 10000), "the partial command's client was not closed");
+    BP_CHECK(strstr(buf, "-ERR command not complete within header-timeout") == buf, "the partial client got '%s'", buf);
+    uint64_t took = tu_now_mono_ms() - t0;
+    BP_CHECK(took >= 1000 && took < 15000, "closed after %llu ms with header-timeout 1 s", (unsigned long long)took);
+    /* the idle client (no partial command) is still served */
+    static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+    BP_CHECK(send(idle, ping, sizeof ping - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof ping - 1) && readable(idle, 10000),
+             "the idle client got no PONG");
+    ssize_t r = recv(idle, buf, sizeof buf - 1, 0);
+    buf[r > 0 ? r : 0] = '\0';
+    BP_CHECK(strcmp(buf, "+PONG\r\n") == 0, "idle client: '%s'", buf);
+    BP_CHECK(info_ll("header_timeout_disconnects") == 2, "header_timeout_disconnects %lld, want 2",
+             info_ll("header_timeout_disconnects"));
+    close(partial);
+    close(trickle);
+    close(idle);
+}
+
+/* One DLQ LIST on bt_conn: the number of messages and the payload bytes. */
+static void dlq_list(int *n, size_t *bytes)
+{
+    char e[512];
+    resp_reply_t *r = rc_cmd(&bt_conn, "DLQ", "LIST", "g", "COUNT", "100", NULL);
+    BP_REQUIRE(r != NULL && r->type == RESP_REPLY_ARRAY, "DLQ LIST: %s",
+               r == NULL ? bt_conn.err : rc_describe(r, e, sizeof e));
+    *n = (int)r->count;
+    *bytes = 0;
+    for (size_t i = 0; i < r->count; i++)
+        if (r->elements[i].type == RESP_REPLY_ARRAY && r->elements[i].count >= 3)
+            *bytes += r->elements[i].elements[2].len;
+    resp_reply_free(r);
+}
+
+static void test_pressure(void)
+{
+    enum {
+        PAYLOADS = 20,
+        NONREADERS = 8,
+        TRICKLERS = 200,
+        RUN_MS = 8000
+    };
+    const long long budget = 64LL << 20;
+    const char *extra[] = { "--max-client-memory",
+                            "64mb",
+                            "--max-reply-buffer",
+                            "16mb",
+                            "--max-payload",
+                            "1mb",
+                            "--max-bulk",
+                            "1mb",
+                            "--max-query",
+                            "2mb",
+                            "--max-inflight-bytes",
+                            "8mb",
+                            "--max-pull-bytes",
+                            "4mb",
+                            "--header-timeout",
+                            "2s",
+                            NULL };
+    char e[512], id[32];
+    need_fds(TRICKLERS + NONREADERS + 100);
+    bt_start(extra);
+
+    /* 20 messages of 1 MiB in the DLQ of g */
+    size_t plen = 1000 * 1000;
+    char *payload = malloc(plen + 1);
+    BP_REQUIRE(payload != NULL, "out of memory");
+    memset(payload, 'd', plen);
+    payload[plen] = '\0';
+    for (int i = 0; i < PAYLOADS; i++)
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "big", payload, NULL) == 0, "SEND %d: %s", i, e);
+    free(payload);
+    BP_REQUIRE(
+        bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "g", "big", "FROM", "FIRST", "MAXRETRY", "0", NULL) == 0,
+        "GROUP CREATE: %s", e);
+    int parked = 0;
+    for (int round = 0; round < 100 && parked < PAYLOADS; round++) {
+        resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "big", "COUNT", "100", NULL);
+        BP_REQUIRE(r != NULL, "PULL: %s", e);
+        for (size_t i = 0; i < r->count; i++) {
+            rc_msg_t m;
+            long long next;
+            BP_REQUIRE(rc_msg_at(r, i, &m, e, sizeof e) == 0, "PULL reply: %s", e);
+            BP_REQUIRE(bp_int_cmd(&bt_conn, &next, e, sizeof e, "NACK", "g", m.id, NULL) == 0, "NACK: %s", e);
+            parked++;
+        }
+        resp_reply_free(r);
+    }
+    long long dlq;
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &dlq, e, sizeof e, "DLQ", "LEN", "g", NULL) == 0 && dlq == PAYLOADS,
+               "DLQ LEN %lld, want %d (%s)", dlq, PAYLOADS, e);
+    int n;
+    size_t bytes;
+    dlq_list(&n, &bytes);
+    BP_CHECK(n >= 1 && bytes <= (4u << 20) + 1000 * 1000,
+             "DLQ LIST gave %d messages, %zu payload bytes: over "
+             "max-pull-bytes 4 MiB + one message",
+             n, bytes);
+    long base_kib = bp_rss_kib(&bt_broker);
+
+    /* 8 clients pipeline 400 DLQ LISTs each and never read */
+    static int nonreaders[NONREADERS], tricklers[TRICKLERS];
+    static const char list[] = "*5\r\n$3\r\nDLQ\r\n$4\r\nLIST\r\n$1\r\ng\r\n$5\r\nCOUNT\r\n$3\r\n100\r\n";
+    for (int i = 0; i < NONREADERS; i++) {
+        nonreaders[i] = tcp_connect(bt_broker.port);
+        BP_REQUIRE(nonreaders[i] >= 0, "connect: %s", strerror(errno));
+        int rcvbuf = 4096;
+        setsockopt(nonreaders[i], SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+        fcntl(nonreaders[i], F_SETFL, O_NONBLOCK);
+        for (int k = 0; k < 400; k++)
+            if (send(nonreaders[i], list, sizeof list - 1, MSG_NOSIGNAL) < 0)
+                break;
+    }
+    for (int i = 0; i < TRICKLERS; i++) {
+        tricklers[i] = tcp_connect(bt_broker.port);
+        BP_REQUIRE(tricklers[i] >= 0, "connect: %s", strerror(errno));
+        fcntl(tricklers[i], F_SETFL, O_NONBLOCK);
+    }
+    static const char slow[] = "*3\r\n$4\r\nSEND\r\n$4\r\nslow\r\n$200\r\n";
+    long peak_kib = base_kib;
+    uint64_t worst_ping = 0, t0 = tu_now_mono_ms();
+    int pings = 0, lists = 0, list_max = 0;
+    for (int step = 0; tu_now_mono_ms() - t0 < RUN_MS; step++) {
+        for (int i = 0; i < TRICKLERS; i++) {
+            char byte = (size_t)step < sizeof slow - 1 ? slow[step] : 'x';
+            if (tricklers[i] >= 0 && send(tricklers[i], &byte, 1, MSG_NOSIGNAL) != 1) {
+                close(tricklers[i]);
+                tricklers[i] = -1;
+            }
+        }
+        uint64_t p0 = tu_now_mono_ms();
+        resp_reply_t *r = rc_cmd(&bt_conn, "PING", NULL);
+        uint64_t lat = tu_now_mono_ms() - p0;
+        BP_REQUIRE(r != NULL && rc_str_eq(r, "PONG"), "PING under pressure: %s", r == NULL ? bt_conn.err : "not PONG");
+        resp_reply_free(r);
+        pings++;
+        if (lat > worst_ping)
+            worst_ping = lat;
+        if (step % 10 == 0) {
+            dlq_list(&n, &bytes);
+            lists++;
+            if (n > list_max)
+                list_max = n;
+        }
+        long kib = bp_rss_kib(&bt_broker);
+        if (kib > peak_kib)
+            peak_kib = kib;
+        sleep_ms(100);
+    }
+    long long mem_kills = info_ll("client_memory_disconnects"), hdr_kills = info_ll("header_timeout_disconnects");
+    long long held = info_ll("client_memory");
+    printf("pressure: RSS %ld KiB at start, peak %ld KiB (+%ld KiB; max-client-memory %lld KiB); worst PING %llu ms "
+           "of %d; DLQ LIST at most %d messages in %d lists; %lld closed over max-client-memory, %lld at "
+           "header-timeout; clients hold %lld bytes now\n",
+           base_kib, peak_kib, peak_kib - base_kib, budget >> 10, (unsigned long long)worst_ping, pings, list_max,
+           lists, mem_kills, hdr_kills, held);
+    BP_CHECK(peak_kib - base_kib <= (budget >> 10) + 32 * 1024,
+             "RSS grew by %ld KiB, more than max-client-memory (%lld KiB) + 32 MiB", peak_kib - base_kib, budget >> 10);
+    BP_CHECK(mem_kills >= 1, "no client was closed over max-client-memory");
+    BP_CHECK(hdr_kills >= TRICKLERS, "%lld clients closed at header-timeout, want the %d tricklers", hdr_kills,
+             TRICKLERS);
+    BP_CHECK(worst_ping < 3000, "worst PING %llu ms under pressure", (unsigned long long)worst_ping);
+    BP_CHECK(list_max <= 5, "a DLQ LIST returned %d 1 MB messages with max-pull-bytes 4 MiB", list_max);
+    for (int i = 0; i < NONREADERS; i++)
+        close(nonreaders[i]);
+    for (int i = 0; i < TRICKLERS; i++)
+        if (tricklers[i] >= 0)
+            close(tricklers[i]);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "after", "calm", NULL) == 0, "SEND after: %s", e);
+}
+
 int main(int argc, char **argv)
 {
     static const tu_test_t tests[] = {
         { "fd_limit", test_fd_limit },
         { "fd_exhausted", test_fd_exhausted },
+        { "header_timeout", test_header_timeout },
+        { "pressure", test_pressure },
         { NULL, NULL },
     };
     return bt_main(argc, argv, "limits", tests);
