@@ -105,7 +105,7 @@ static int readable(int fd, int ms)
 
 typedef struct tally {
     int admitted, refused, other;
-    char other_what[200];
+    char other_what[400];
 } tally_t;
 
 /* Classify each connection: refused (the error then EOF) or admitted (PING → PONG). */
