@@ -394,7 +394,19 @@ static void test_pressure(void)
                             NULL };
     char e[512], id[32];
     need_fds(TRICKLERS + NONREADERS + 100);
+    /* Under AddressSanitizer freed memory sits in a quarantine that would count as RSS growth: measure the
+     * broker's own holding, not the sanitizer's (no effect on a plain build). */
+    const char *asan = getenv("ASAN_OPTIONS");
+    char asan_opts[512];
+    snprintf(asan_opts, sizeof asan_opts, "%s%squarantine_size_mb=0:thread_local_quarantine_size_kb=0",
+             asan ? asan : "", asan && asan[0] ? ":" : "");
+    setenv("ASAN_OPTIONS", asan_opts, 1);
     bt_start(extra);
+    if (asan != NULL)
+        setenv("ASAN_OPTIONS", asan, 1);
+    else
+        unsetenv("ASAN_OPTIONS");
+    bt_conn.timeout_ms = 60000; /* the storage thread serves the non-readers' lists too (slow under sanitizers) */
 
     /* 20 messages of 1 MiB in the DLQ of g */
     size_t plen = 1000 * 1000;
@@ -562,7 +574,7 @@ static int send_small(sent_t *acked, int i, char *e, size_t elen)
     if (bp_send(&bt_conn, id, sizeof id, e, elen, "fill", payload, NULL) != 0)
         return -1;
     if (acked->n < 4096)
-        snprintf(acked->ids[acked->n++], 17, "%s", id);
+        snprintf(acked->ids[acked->n++], 17, "%.16s", id);
     return 0;
 }
 
