@@ -120,7 +120,7 @@ typedef struct rmq {
     rmq_host_t hosts[RMQ_MAX_HOSTS];
     int nhosts, next_host;
     char user[256], password[256], vhost[256];
-    char address[300]; /* host:port of the live connection, or the first */
+    char address[300];          /* host:port of the live connection, or the first */
     amqp_connection_state_t st; /* NULL when disconnected */
     int admin_open;             /* channel 2 usable */
     unsigned last_code;         /* reply code of the last channel close (404, 406 ...) */
@@ -128,8 +128,8 @@ typedef struct rmq {
     int topology_ok; /* exchanges and level queues checked on this connection */
 
     /* publisher confirms on channel 1 */
-    uint64_t next_seq;       /* seq of the next publish */
-    uint64_t batch_first;    /* seq of batch_state[0] */
+    uint64_t next_seq;    /* seq of the next publish */
+    uint64_t batch_first; /* seq of batch_state[0] */
     size_t batch_n;
     signed char *batch_state; /* 0 waiting, 1 acked, -1 nacked */
     size_t batch_cap;
@@ -137,8 +137,8 @@ typedef struct rmq {
     /* consumption on channel 1 */
     char consuming[RMQ_NAME_MAX + 1]; /* the group consumed, "" none */
     char ctag[64];
-    rmq_msg_t *ready, *ready_tail; /* delivered, not yet handed out */
-    rmq_msg_t *held;               /* handed out by PULL, not settled */
+    rmq_msg_t *ready, *ready_tail;        /* delivered, not yet handed out */
+    rmq_msg_t *held;                      /* handed out by PULL, not settled */
     char ensured_group[RMQ_NAME_MAX + 1]; /* group declared on this connection */
     char ensured_topic[RMQ_NAME_MAX + 1];
     long ensured_max;

@@ -565,8 +565,7 @@ hg_err_t rmq_pump(rmq_t *r, uint64_t deadline, int want_delivery, int interrupti
             if (n == 0 && deadline != 0 && wire_poll_ms(deadline) == 0)
                 return HG_ERR_TIMEOUT;
             if (n > 0 && wake >= 0 && (p[1].revents & POLLIN))
-                return client_fail(r->client, HG_ERR_STOPPED, "stopped while waiting for RabbitMQ at %s",
-                                   r->address);
+                return client_fail(r->client, HG_ERR_STOPPED, "stopped while waiting for RabbitMQ at %s", r->address);
         }
         rc = amqp_simple_wait_frame_noblock(r->st, &f, &zero);
         if (rc == AMQP_STATUS_TIMEOUT)
@@ -611,9 +610,9 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
         int rc = publish_one(r, &out[i]);
         r->next_seq++;
         if (rc != AMQP_STATUS_OK) {
-            client_fail(r->client, HG_ERR_IO, "publishing to %s at %s: %s", out[i].exchange[0] ? out[i].exchange
-                                                                                                : "the default exchange",
-                        r->address, amqp_error_string2(rc));
+            client_fail(r->client, HG_ERR_IO, "publishing to %s at %s: %s",
+                        out[i].exchange[0] ? out[i].exchange : "the default exchange", r->address,
+                        amqp_error_string2(rc));
             rmq_disconnect(r);
             return HG_ERR_IO;
         }

@@ -13,8 +13,9 @@
  * name, topic, creation time and max-reconsume. AMQP 0-9-1 cannot list
  * queues, so GROUP LIST and the "bound to another topic" check read it by
  * browsing: basic.get every message unacknowledged, then one basic.nack
- * (multiple, requeue) returns them all. Two clients creating the same group
- * at once may both add a record; readers keep the first one of a name.
+ * (multiple, requeue) returns them all. A client that browses while another
+ * holds the records sees none and may add a second record of a group;
+ * readers keep the first one of a name and delete the others.
  *
  * One thread per connection.
  */
@@ -246,7 +247,6 @@ hg_err_t rmq_registry(rmq_t *r, rmq_msg_t **out)
 
     if ((e = rmq_topology(r)) != HG_OK || (e = rmq_browse(r, RMQ_Q_GROUPS, &all, &last)) != HG_OK)
         return e;
-    rmq_browse_end(r, last);
     for (rmq_msg_t *m = all; m != NULL; m = m->next)
         n++;
     v = xcalloc(n + 1, sizeof(*v));
@@ -263,10 +263,21 @@ hg_err_t rmq_registry(rmq_t *r, rmq_msg_t **out)
         }
         for (size_t j = i + 1; j < n; j++)
             if (v[j] != NULL && v[j]->group != NULL && strcmp(v[i]->group, v[j]->group) == 0) {
+                /* a second record of a name (two clients created it at
+                 * once): the older one is the group, the newer one is
+                 * deleted, so the registry stays one per group */
+                if (v[j]->created_ms < v[i]->created_ms) {
+                    rmq_msg_t *older = v[j];
+                    v[j] = v[i];
+                    v[i] = older;
+                }
+                if (r->st != NULL && r->admin_open)
+                    amqp_basic_ack(r->st, RMQ_ADMIN_CHANNEL, v[j]->tag, 0);
                 rmq_msg_free(v[j]);
                 v[j] = NULL;
             }
     }
+    rmq_browse_end(r, last);
     k = 0;
     for (size_t i = 0; i < n; i++)
         if (v[i] != NULL)
@@ -320,8 +331,7 @@ hg_err_t rmq_group_ensure(rmq_t *r, const char *group, const char *topic, long m
         return e;
     if (rec != NULL && (must_be_new || strcmp(rec->topic, topic) != 0)) {
         if (must_be_new)
-            client_fail(r->client, HG_ERR_SERVER, "ERR group %s already exists (bound to topic %s)", group,
-                        rec->topic);
+            client_fail(r->client, HG_ERR_SERVER, "ERR group %s already exists (bound to topic %s)", group, rec->topic);
         else
             client_fail(r->client, HG_ERR_SERVER, "ERR group %s is bound to topic %s, not %s", group, rec->topic,
                         topic);

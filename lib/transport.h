@@ -55,8 +55,8 @@ typedef struct transport_ops {
     /* What a consumer of this transport needs besides its workers (the hop
      * router of chained delays on RabbitMQ), started by hg_consumer_run with
      * its own client, stopped after the workers. NULL when nothing. */
-    hg_err_t (*helper_start)(const char *uri, const hg_client_opts_t *opts, hg_log_fn log, void *log_arg,
-                             void **handle, hg_error_t *err);
+    hg_err_t (*helper_start)(const char *uri, const hg_client_opts_t *opts, hg_log_fn log, void *log_arg, void **handle,
+                             hg_error_t *err);
     void (*helper_stop)(void *handle);
 } transport_ops_t;
 

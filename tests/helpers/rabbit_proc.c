@@ -203,17 +203,17 @@ int rq_ctl(rq_cluster_t *c, int i, char *out, size_t outlen, ...)
 static int cluster_complete(rq_cluster_t *c, int ask)
 {
     char out[16384];
-    const char *running;
+    const char *running, *end;
 
-    if (rq_ctl(c, ask, out, sizeof(out), "cluster_status", NULL) != 0)
+    if (rq_ctl(c, ask, out, sizeof(out), "cluster_status", "--formatter", "json", NULL) != 0)
         return 0;
-    running = strstr(out, "Running Nodes");
+    running = strstr(out, "\"running_nodes\":[");
     if (running == NULL)
         return 0;
+    end = strchr(running, ']');
     for (int i = 0; i < c->n; i++) {
         const char *hit = strstr(running, c->nodes[i].name);
-        const char *next_section = strstr(running + 13, "\n\n");
-        if (hit == NULL || (next_section != NULL && hit > next_section))
+        if (hit == NULL || (end != NULL && hit > end))
             return 0;
     }
     return 1;

@@ -35,12 +35,12 @@
 #define RQ_CTL               "/usr/lib/rabbitmq/bin/rabbitmqctl"
 
 typedef struct rq_node {
-    char name[64];     /* hgPID_N@localhost */
-    char dir[600];     /* DIR/nodeN */
-    int amqp_port;     /* on 127.0.0.1 */
-    int dist_port;     /* Erlang distribution */
-    pid_t pid;         /* process group leader; 0 when not running */
-    char uri[128];     /* amqp://guest:guest@127.0.0.1:PORT/ (this node only) */
+    char name[64]; /* hgPID_N@localhost */
+    char dir[600]; /* DIR/nodeN */
+    int amqp_port; /* on 127.0.0.1 */
+    int dist_port; /* Erlang distribution */
+    pid_t pid;     /* process group leader; 0 when not running */
+    char uri[128]; /* amqp://guest:guest@127.0.0.1:PORT/ (this node only) */
 } rq_node_t;
 
 typedef struct rq_cluster {

@@ -335,10 +335,12 @@ static void delays(const target_t *t)
             seen_t *s = &r->seen[k];
             if (strcmp(s->id, id[i]) != 0)
                 continue;
-            TU_CHECK(s->at_ms + 50 >= sent + want[i], "%s: message %d delivered %" PRId64 " ms after send, want >= %" PRIu64,
-                     t->name, i, (int64_t)(s->at_ms - sent), want[i]);
-            TU_CHECK(s->at_ms <= sent + want[i] + 3000, "%s: message %d delivered %" PRId64 " ms after send, want < %" PRIu64,
-                     t->name, i, (int64_t)(s->at_ms - sent), want[i] + 3000);
+            TU_CHECK(s->at_ms + 50 >= sent + want[i],
+                     "%s: message %d delivered %" PRId64 " ms after send, want >= %" PRIu64, t->name, i,
+                     (int64_t)(s->at_ms - sent), want[i]);
+            TU_CHECK(s->at_ms <= sent + want[i] + 3000,
+                     "%s: message %d delivered %" PRId64 " ms after send, want < %" PRIu64, t->name, i,
+                     (int64_t)(s->at_ms - sent), want[i] + 3000);
             TU_CHECK(s->due_ms + 1500 >= sent + want[i] && s->due_ms <= sent + want[i] + 1500,
                      "%s: message %d due_ms is %" PRId64 " ms after send, want about %" PRIu64, t->name, i,
                      (int64_t)(s->due_ms - sent), want[i]);
@@ -396,8 +398,7 @@ static hg_outcome_t fail_once(const hg_message_t *m, runner_t *r)
 }
 
 /* Run hourglass-cli with the target's URI; exit status, output in out. */
-static int cli(const target_t *t, char *out, size_t outlen, const char *a, const char *b, const char *c3,
-               const char *d)
+static int cli(const target_t *t, char *out, size_t outlen, const char *a, const char *b, const char *c3, const char *d)
 {
     const char *argv[] = { CLI_PATH, "--uri", t->uri, a, b, c3, d, NULL };
     return tu_run_capture(argv, out, outlen);
@@ -503,8 +504,8 @@ static void refusals(const target_t *t)
     {
         char id[HG_ID_MAX];
         e = hg_send(c, "t", NULL, "x", 1, hg_delay_ms(4ull * 86400 * 1000), id);
-        TU_CHECK(e == HG_ERR_SERVER && strstr(hg_client_errmsg(c), "exceeds max-delay") != NULL,
-                 "%s: DELAY 4d: %s: %s", t->name, hg_strerror(e), hg_client_errmsg(c));
+        TU_CHECK(e == HG_ERR_SERVER && strstr(hg_client_errmsg(c), "exceeds max-delay") != NULL, "%s: DELAY 4d: %s: %s",
+                 t->name, hg_strerror(e), hg_client_errmsg(c));
         e = hg_send(c, "t", NULL, "x", 1, hg_delay_level(19), id);
         TU_CHECK(e == HG_ERR_SERVER && strstr(hg_client_errmsg(c), "LEVEL must be 0..18") != NULL,
                  "%s: LEVEL 19: %s: %s", t->name, hg_strerror(e), hg_client_errmsg(c));
@@ -556,13 +557,14 @@ static void test_declaration_checked(void)
 
     TU_REQUIRE(ntargets == 2, "RabbitMQ is not running");
     TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "other", NULL) == 0, "add_vhost: %s", out);
-    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "other", "guest", ".*", ".*", ".*",
-                      NULL) == 0,
+    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "other", "guest", ".*", ".*", ".*", NULL) ==
+                   0,
                "set_permissions: %s", out);
     TU_REQUIRE(amqp_socket_open(s, "127.0.0.1", rabbit.nodes[0].amqp_port) == AMQP_STATUS_OK, "connect");
-    TU_REQUIRE(amqp_login(st, "other", 0, AMQP_DEFAULT_FRAME_SIZE, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest")
-                       .reply_type == AMQP_RESPONSE_NORMAL,
-               "login");
+    TU_REQUIRE(
+        amqp_login(st, "other", 0, AMQP_DEFAULT_FRAME_SIZE, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest").reply_type ==
+            AMQP_RESPONSE_NORMAL,
+        "login");
     amqp_channel_open(st, 1);
     e[0].key = amqp_cstring_bytes("x-queue-type");
     e[0].value.kind = AMQP_FIELD_KIND_UTF8;
