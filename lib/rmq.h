@@ -184,11 +184,14 @@ void rmq_dlq_queue(char *buf, size_t len, const char *group);
  * a, not b" as the broker does. *max_out (may be NULL): its max-reconsume. */
 hg_err_t rmq_group_ensure(rmq_t *r, const char *group, const char *topic, long max_reconsume, int must_be_new,
                           long *max_out);
-/* Browse queue on channel 2: every message, left unacknowledged (ack the
- * ones to delete on channel 2 by their tag), in queue order; *last the last
- * delivery tag. rmq_browse_end returns the rest to the queue. */
-hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out, uint64_t *last);
-void rmq_browse_end(rmq_t *r, uint64_t last);
+/* Browse queue on channel 2: every message, fetched and left
+ * unacknowledged, in queue order. Then each one is either deleted
+ * (rmq_browse_delete) or returned to the queue (rmq_browse_return) — one
+ * by one: a multiple nack would name a tag already acknowledged, which
+ * RabbitMQ answers by closing the channel. */
+hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out);
+void rmq_browse_return(rmq_t *r, const rmq_msg_t *m);
+void rmq_browse_delete(rmq_t *r, const rmq_msg_t *m);
 void rmq_msg_list_free(rmq_msg_t *m);
 /* Read the registry (browse). *out: a list (free each with rmq_msg_free),
  * one record per group (the first wins), sorted by group name. */

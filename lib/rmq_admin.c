@@ -154,8 +154,8 @@ static int by_id(const void *a, const void *b)
 }
 
 /* The DLQ of group, browsed and sorted by id: *v (free) of *n, the list in
- * *all (free with rmq_msg_list_free after rmq_browse_end(r, *last)). */
-static hg_err_t dlq_browse(rmq_t *r, const char *group, rmq_msg_t **all, rmq_msg_t ***v, size_t *n, uint64_t *last)
+ * *all (each returned or deleted, then freed with rmq_msg_list_free). */
+static hg_err_t dlq_browse(rmq_t *r, const char *group, rmq_msg_t **all, rmq_msg_t ***v, size_t *n)
 {
     char q[RMQ_QUEUE_NAME_MAX];
     size_t k = 0;
@@ -164,7 +164,7 @@ static hg_err_t dlq_browse(rmq_t *r, const char *group, rmq_msg_t **all, rmq_msg
     rmq_dlq_queue(q, sizeof(q), group);
     *v = NULL;
     *n = 0;
-    if ((e = rmq_browse(r, q, all, last)) != HG_OK)
+    if ((e = rmq_browse(r, q, all)) != HG_OK)
         return e;
     for (rmq_msg_t *m = *all; m != NULL; m = m->next)
         k++;
@@ -182,7 +182,6 @@ hg_err_t rmq_cmd_dlq(rmq_t *r, size_t argc, const char *const *argv, resp_reply_
     long long depth = -1;
     rmq_msg_t *all = NULL, **v = NULL;
     size_t n = 0;
-    uint64_t last = 0;
     buf_t b = BUF_INIT;
     hg_err_t e;
 
@@ -213,9 +212,10 @@ hg_err_t rmq_cmd_dlq(rmq_t *r, size_t argc, const char *const *argv, resp_reply_
         }
         if (count < 1 || count > 1000)
             return error_reply(reply, "ERR COUNT must be 1..1000");
-        if ((e = dlq_browse(r, argv[2], &all, &v, &n, &last)) != HG_OK)
+        if ((e = dlq_browse(r, argv[2], &all, &v, &n)) != HG_OK)
             return refusal(r, e, reply);
-        rmq_browse_end(r, last);
+        for (rmq_msg_t *m = all; m != NULL; m = m->next)
+            rmq_browse_return(r, m);
         while (first < n && strcmp(v[first]->id, after) <= 0)
             first++;
         shown = n - first < (size_t)count ? n - first : (size_t)count;
@@ -240,7 +240,7 @@ hg_err_t rmq_cmd_dlq(rmq_t *r, size_t argc, const char *const *argv, resp_reply_
         hg_err_t *res;
         size_t m = 0;
         long long moved = 0;
-        if ((e = dlq_browse(r, argv[2], &all, &v, &n, &last)) != HG_OK)
+        if ((e = dlq_browse(r, argv[2], &all, &v, &n)) != HG_OK)
             return refusal(r, e, reply);
         out = xcalloc(n + 1, sizeof(*out));
         res = xcalloc(n + 1, sizeof(*res));
@@ -261,12 +261,14 @@ hg_err_t rmq_cmd_dlq(rmq_t *r, size_t argc, const char *const *argv, resp_reply_
             m++;
         }
         e = requeue && m > 0 ? rmq_publish(r, out, m, res) : HG_OK;
-        for (size_t i = 0; i < m && r->st != NULL && r->admin_open; i++)
+        for (size_t i = 0; i < m; i++)
             if (!requeue || res[i] == HG_OK) {
-                amqp_basic_ack(r->st, RMQ_ADMIN_CHANNEL, v[i]->tag, 0);
+                rmq_browse_delete(r, v[i]);
+                v[i]->tag = 0; /* settled */
                 moved++;
             }
-        rmq_browse_end(r, last);
+        for (rmq_msg_t *x = all; x != NULL; x = x->next)
+            rmq_browse_return(r, x); /* the rest (tag 0: already deleted) */
         free(out);
         free(res);
         free(v);

@@ -168,18 +168,18 @@ hg_err_t rmq_queue_depth(rmq_t *r, const char *queue, long long *depth)
  * The registry
  * ------------------------------------------------------------------------ */
 
-hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out, uint64_t *last)
+hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out)
 {
     rmq_msg_t *head = NULL, *tail = NULL;
     char what[RMQ_QUEUE_NAME_MAX + 32];
     hg_err_t e;
 
     *out = NULL;
-    *last = 0;
     if ((e = rmq_admin(r)) != HG_OK)
         return e;
     snprintf(what, sizeof(what), "browsing queue %s", queue);
     for (;;) {
+        uint64_t tag;
         amqp_rpc_reply_t x = amqp_basic_get(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(queue), 0);
         amqp_basic_get_ok_t *ok;
         amqp_message_t msg;
@@ -191,13 +191,13 @@ hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out, uint64_t *last
         if (x.reply.id == AMQP_BASIC_GET_EMPTY_METHOD)
             break;
         ok = x.reply.decoded;
-        *last = ok->delivery_tag;
+        tag = ok->delivery_tag;
         x = amqp_read_message(r->st, RMQ_ADMIN_CHANNEL, &msg, 0);
         if (x.reply_type != AMQP_RESPONSE_NORMAL) {
             e = rmq_rpc_fail(r, RMQ_ADMIN_CHANNEL, what);
             break;
         }
-        m = rmq_msg_decode(&msg.properties, &msg.body, *last);
+        m = rmq_msg_decode(&msg.properties, &msg.body, tag);
         amqp_destroy_message(&msg);
         amqp_maybe_release_buffers_on_channel(r->st, RMQ_ADMIN_CHANNEL);
         if (tail != NULL)
@@ -206,19 +206,24 @@ hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out, uint64_t *last
             head = m;
         tail = m;
     }
-    if (e != HG_OK) {
+    if (e != HG_OK) { /* the channel or connection is gone: RabbitMQ returns them */
         rmq_msg_list_free(head);
-        *last = 0;
         return e;
     }
     *out = head;
     return HG_OK;
 }
 
-void rmq_browse_end(rmq_t *r, uint64_t last)
+void rmq_browse_return(rmq_t *r, const rmq_msg_t *m)
 {
-    if (last != 0 && r->st != NULL && r->admin_open)
-        amqp_basic_nack(r->st, RMQ_ADMIN_CHANNEL, last, 1, 1);
+    if (m->tag != 0 && r->st != NULL && r->admin_open)
+        amqp_basic_nack(r->st, RMQ_ADMIN_CHANNEL, m->tag, 0, 1);
+}
+
+void rmq_browse_delete(rmq_t *r, const rmq_msg_t *m)
+{
+    if (m->tag != 0 && r->st != NULL && r->admin_open)
+        amqp_basic_ack(r->st, RMQ_ADMIN_CHANNEL, m->tag, 0);
 }
 
 void rmq_msg_list_free(rmq_msg_t *m)
@@ -243,9 +248,7 @@ hg_err_t rmq_registry(rmq_t *r, rmq_msg_t **out)
     hg_err_t e;
 
     *out = NULL;
-    uint64_t last = 0;
-
-    if ((e = rmq_topology(r)) != HG_OK || (e = rmq_browse(r, RMQ_Q_GROUPS, &all, &last)) != HG_OK)
+    if ((e = rmq_topology(r)) != HG_OK || (e = rmq_browse(r, RMQ_Q_GROUPS, &all)) != HG_OK)
         return e;
     for (rmq_msg_t *m = all; m != NULL; m = m->next)
         n++;
@@ -257,6 +260,7 @@ hg_err_t rmq_registry(rmq_t *r, rmq_msg_t **out)
         if (v[i] == NULL)
             continue;
         if (v[i]->group == NULL) {
+            rmq_browse_return(r, v[i]);
             rmq_msg_free(v[i]);
             v[i] = NULL;
             continue;
@@ -271,17 +275,17 @@ hg_err_t rmq_registry(rmq_t *r, rmq_msg_t **out)
                     v[j] = v[i];
                     v[i] = older;
                 }
-                if (r->st != NULL && r->admin_open)
-                    amqp_basic_ack(r->st, RMQ_ADMIN_CHANNEL, v[j]->tag, 0);
+                rmq_browse_delete(r, v[j]);
                 rmq_msg_free(v[j]);
                 v[j] = NULL;
             }
     }
-    rmq_browse_end(r, last);
     k = 0;
     for (size_t i = 0; i < n; i++)
-        if (v[i] != NULL)
+        if (v[i] != NULL) {
+            rmq_browse_return(r, v[i]);
             v[k++] = v[i];
+        }
     qsort(v, k, sizeof(*v), by_group);
     for (size_t i = k; i-- > 0;) {
         v[i]->next = head;
@@ -381,19 +385,19 @@ hg_err_t rmq_group_delete(rmq_t *r, const char *group, int *deleted)
 {
     char q[RMQ_QUEUE_NAME_MAX];
     rmq_msg_t *all = NULL;
-    uint64_t last = 0;
     int dropped = 0;
     hg_err_t e;
 
     *deleted = 0;
-    if ((e = rmq_topology(r)) != HG_OK || (e = rmq_browse(r, RMQ_Q_GROUPS, &all, &last)) != HG_OK)
+    if ((e = rmq_topology(r)) != HG_OK || (e = rmq_browse(r, RMQ_Q_GROUPS, &all)) != HG_OK)
         return e;
     for (rmq_msg_t *m = all; m != NULL; m = m->next)
         if (m->group != NULL && strcmp(m->group, group) == 0) {
-            amqp_basic_ack(r->st, RMQ_ADMIN_CHANNEL, m->tag, 0);
+            rmq_browse_delete(r, m);
             dropped++;
+        } else {
+            rmq_browse_return(r, m);
         }
-    rmq_browse_end(r, last);
     rmq_msg_list_free(all);
     for (int i = 0; i < 2; i++) {
         char what[RMQ_QUEUE_NAME_MAX + 32];
