@@ -125,7 +125,7 @@ static atomic_llong progress;
 static atomic_int pacing;
 static int race_mport;
 static uint64_t race_order[RACE_ORDERS * 3]; /* the send order: order ids */
-static int first_pos[RACE_ORDERS + 1];        /* stream position of each order's first cancel */
+static int first_pos[RACE_ORDERS + 1];       /* stream position of each order's first cancel */
 
 static long long settled_now(int mport)
 {
@@ -382,14 +382,16 @@ static void faults_round(const char *db, size_t n, int fault)
     TU_REQUIRE(oe_fresh_database(&env, db, n, &spec) != NULL, "fresh database %s", db);
     group_create(db);
     pid = consumer_start(db, mport, log_path, sizeof log_path);
+    if (fault == SIGKILL) { /* asked first: rabbitmqctl takes seconds here */
+        victim = rq_queue_leader(&rabbit, 0, "hg.level.2");
+        if (victim < 0)
+            victim = 1;
+    }
     atomic_init(&p.sent, 0);
     pthread_create(&p.thread, NULL, produce, &p);
     while (atomic_load(&p.sent) < (int)n / 3)
         usleep(20000);
     if (fault == SIGKILL) {
-        victim = rq_queue_leader(&rabbit, 0, "hg.level.2");
-        if (victim < 0)
-            victim = 1;
         printf("\n    kill -9 node %d (%s, leader of hg.level.2) at %d of %zu sent", victim + 1,
                rabbit.nodes[victim].name, atomic_load(&p.sent), n);
         TU_CHECK(rq_kill9(&rabbit, victim) == 0, "kill -9 node %d", victim + 1);
