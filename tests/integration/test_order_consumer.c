@@ -362,6 +362,18 @@ static int running(pid_t pid)
 
 #define HUP_DEADLINE_MS 30000
 
+typedef struct metric_wait {
+    int port;
+    const char *name;
+    long long want;
+} metric_wait_t;
+
+static int metric_reaches(void *arg)
+{
+    const metric_wait_t *m = arg;
+    return oe_metric(m->port, m->name) >= m->want;
+}
+
 /* SIGHUP while cancelling: the consumer keeps running and cancelling, applies
  * the file's new log-level (its debug records appear), keeps a key the flags
  * set (workers), names a changed key that needs a restart (count), and
@@ -399,6 +411,9 @@ static void test_sighup(void)
     send_ids(&c, 101, 200);
     wait_ctx_t w = { name, name, -1 };
     CU_ASSERT_EQUAL(tu_poll_until(all_done, &w, 120000, 20), 0);
+    /* The counter is bumped after the COMMIT the database already shows: wait for it. */
+    metric_wait_t mw = { mport, "hourglass_consumer_cancelled_total", 200 };
+    CU_ASSERT_EQUAL(tu_poll_until(metric_reaches, &mw, HUP_DEADLINE_MS, 20), 0);
     CU_ASSERT_EQUAL(oe_metric(mport, "hourglass_consumer_cancelled_total"), 200);
     /* The new level is in effect: each cancel is logged at debug now. */
     CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "[debug] order ", HUP_DEADLINE_MS), 0);
