@@ -474,6 +474,15 @@ static int health_is(void *arg)
     return tu_http_get(port_and_code[0], "/healthz", body, sizeof body) == port_and_code[1];
 }
 
+/* /healthz is 503 and names 1045: the first failure after the KILL is the
+ * lost connection (2006), the reconnect's refusal comes after it. */
+static int health_names_access_denied(void *arg)
+{
+    const int *port = arg;
+    char body[2048];
+    return tu_http_get(*port, "/healthz", body, sizeof body) == 503 && strstr(body, "1045") != NULL;
+}
+
 static void test_db_health(void)
 {
     const char *name = "health";
@@ -518,6 +527,7 @@ static void test_db_health(void)
     }
     send_ids(&c, 11, 20);
     CU_ASSERT_EQUAL(tu_poll_until(health_is, want_bad, 60000, 50), 0);
+    CU_ASSERT_EQUAL(tu_poll_until(health_names_access_denied, &mport, 60000, 50), 0);
     char body[2048] = "";
     CU_ASSERT_EQUAL(tu_http_get(mport, "/healthz", body, sizeof body), 503);
     TU_CHECK(strstr(body, "cancels failing for") && strstr(body, "1045") &&
