@@ -71,7 +71,24 @@ const store_options_t *store_options(const store_t *s)
 
 /* ---- the directory ------------------------------------------------------------------ */
 
-/* Is dir empty (ignoring . and ..)? 1 yes, 0 no; *has_current set when a LevelDB CURRENT file is there. */
+/* 1 when name is a file LevelDB writes while it creates a database, before
+ * its CURRENT file exists (LOCK, LOG, LOG.old, MANIFEST-*, *.dbtmp), or the
+ * broker's disk reserve: a directory holding only these is a creation that a
+ * crash interrupted, and is created again rather than refused. */
+static int creation_leftover(const char *name)
+{
+    static const char *const exact[] = { "LOCK", "LOG", "LOG.old", "BALLAST" };
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
+        if (strcmp(name, exact[i]) == 0) {
+            return 1;
+        }
+    }
+    size_t n = strlen(name);
+    return strncmp(name, "MANIFEST-", 9) == 0 || (n > 6 && strcmp(name + n - 6, ".dbtmp") == 0);
+}
+
+/* 1 when path holds nothing but creation leftovers (or nothing at all), 0
+ * when it holds anything else; *has_current says whether CURRENT is there. */
 static int dir_state(const char *path, int *has_current, char *err, size_t errlen)
 {
     DIR *d = opendir(path);
@@ -85,9 +102,11 @@ static int dir_state(const char *path, int *has_current, char *err, size_t errle
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) {
             continue;
         }
-        empty = 0;
         if (strcmp(e->d_name, "CURRENT") == 0) {
             *has_current = 1;
+        }
+        if (!creation_leftover(e->d_name)) {
+            empty = 0;
         }
     }
     closedir(d);

@@ -510,6 +510,29 @@ static void test_refuse_foreign_dir(void)
     TU_CHECK(stat(file, &st) == 0 && st.st_size == 5, "the foreign file was changed");
 }
 
+/* A crash while LevelDB created the database (LOCK, LOG and a MANIFEST
+ * written, no CURRENT yet) leaves a directory that is created again. */
+static void test_interrupted_creation(void)
+{
+    TU_REQUIRE(mkdir(g_data, 0700) == 0, "mkdir %s: %s", g_data, strerror(errno));
+    static const char *const leftovers[] = { "LOCK", "LOG", "MANIFEST-000001", "000002.dbtmp" };
+    for (size_t i = 0; i < sizeof leftovers / sizeof leftovers[0]; i++) {
+        char file[700];
+        snprintf(file, sizeof file, "%s/%s", g_data, leftovers[i]);
+        TU_REQUIRE(write_file(file, "") == 0, "write %s", file);
+    }
+    store_options_t o;
+    opts_default(&o);
+    store_t *s = NULL;
+    char err[512] = "";
+    TU_REQUIRE(store_open(&o, &s, err, sizeof err) == 0, "open after an interrupted creation: %s", err);
+    TU_CHECK(store_close(s, err, sizeof err) == 0, "close: %s", err);
+    s = NULL;
+    TU_CHECK(store_open(&o, &s, err, sizeof err) == 0, "reopen: %s", err);
+    if (s != NULL)
+        store_close(s, err, sizeof err);
+}
+
 static void test_refuse_foreign_leveldb(void)
 {
     char *dberr = NULL, err[512] = "";
@@ -2632,6 +2655,7 @@ static const tu_test_t open_tests[] = {
     { "reopen keeps everything (sync on)", test_reopen_keeps_everything },
     { "refuse second open", test_refuse_second_open },
     { "refuse foreign directory", test_refuse_foreign_dir },
+    { "reopen after an interrupted creation", test_interrupted_creation },
     { "refuse foreign LevelDB", test_refuse_foreign_leveldb },
     { "refuse changed level table", test_refuse_level_table_change },
     { "refuse missing dir and file", test_refuse_missing_and_file },
