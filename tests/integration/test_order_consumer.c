@@ -73,8 +73,17 @@ static void test_check_config(void)
 
     /* The effective configuration, the password hidden, the flag over the file. */
     static char big[32768];
-    const char *eff[] = { CONSUMER_BIN, "--config", HG_SRCDIR "/etc/hourglass-consumer.conf", "--check-config",
-                          "--mysql-password", "s3cr3t-pw", "--workers", "3", "--log-format", "json", NULL };
+    const char *eff[] = { CONSUMER_BIN,
+                          "--config",
+                          HG_SRCDIR "/etc/hourglass-consumer.conf",
+                          "--check-config",
+                          "--mysql-password",
+                          "s3cr3t-pw",
+                          "--workers",
+                          "3",
+                          "--log-format",
+                          "json",
+                          NULL };
     int rc = tu_run_capture(eff, big, sizeof big);
     TU_CHECK(rc == 0 && strstr(big, "# hourglass-consumer ") && strstr(big, "\nworkers = 3\n") &&
                  strstr(big, "\nmysql-password = (set)\n") && !strstr(big, "s3cr3t-pw") &&
@@ -451,8 +460,10 @@ static void expect_refused(const char *user, const char *database, const char *w
 {
     char uri[64], out[8192];
     snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
-    const char *argv[] = { OE_CONSUMER_BIN, "--uri", uri, "--group", "h", "--topic", OE_TOPIC, "--mysql-socket",
-                           env.server.socket, "--mysql-user", user, "--mysql-database", database, NULL };
+    const char *argv[] = {
+        OE_CONSUMER_BIN,   "--uri",        uri,  "--group",          "h",      "--topic", OE_TOPIC, "--mysql-socket",
+        env.server.socket, "--mysql-user", user, "--mysql-database", database, NULL
+    };
     int rc = tu_run_capture(argv, out, sizeof out);
     TU_CHECK(rc == 1 && strstr(out, want1) != NULL && strstr(out, want2) != NULL,
              "user %s, database %s: exit %d, want 1 with \"%s\" and \"%s\" in:\n%s", user, database, rc, want1, want2,
@@ -467,20 +478,17 @@ static int admin_exec(const char *sql)
     return -1;
 }
 
+/* /healthz answers status and its body holds text ("" for any body). */
+typedef struct health_want {
+    int port, status;
+    const char *text;
+} health_want_t;
+
 static int health_is(void *arg)
 {
-    const int *port_and_code = arg;
+    const health_want_t *w = arg;
     char body[2048];
-    return tu_http_get(port_and_code[0], "/healthz", body, sizeof body) == port_and_code[1];
-}
-
-/* /healthz is 503 and names 1045: the first failure after the KILL is the
- * lost connection (2006), the reconnect's refusal comes after it. */
-static int health_names_access_denied(void *arg)
-{
-    const int *port = arg;
-    char body[2048];
-    return tu_http_get(*port, "/healthz", body, sizeof body) == 503 && strstr(body, "1045") != NULL;
+    return tu_http_get(w->port, "/healthz", body, sizeof body) == w->status && strstr(body, w->text) != NULL;
 }
 
 static void test_db_health(void)
@@ -502,14 +510,18 @@ static void test_db_health(void)
     CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-health", dir, sizeof dir), 0);
     snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
     int mport = tu_free_port();
-    const char *extra[] = { "--mysql-user", "canceller", "--mysql-password", "pw-one", "--retry-attempts", "100",
-                            "--retry-cap", "200ms", NULL };
+    const char *extra[] = {
+        "--mysql-user", "canceller", "--mysql-password", "pw-one", "--retry-attempts", "100", "--retry-cap",
+        "200ms",        NULL
+    };
     pid_t pid = oe_start_consumer(&env, name, name, 2, mport, log_path, extra);
     CU_ASSERT_TRUE_FATAL(pid > 0);
     send_ids(&c, 1, 10);
     CU_ASSERT_EQUAL(oe_wait_scalar(&env, 10, 60000, "SELECT COUNT(*) FROM health.orders WHERE status='cancelled'"), 10);
-    int want_ok[2] = { mport, 200 }, want_bad[2] = { mport, 503 };
-    CU_ASSERT_EQUAL(tu_poll_until(health_is, want_ok, 30000, 50), 0);
+    health_want_t want_ok = { mport, 200, "" }, want_bad = { mport, 503, "" };
+    /* The first failure after the KILL is the lost connection (2006); the reconnect's refusal (1045) comes after. */
+    health_want_t want_denied = { mport, 503, "1045" };
+    CU_ASSERT_EQUAL(tu_poll_until(health_is, &want_ok, 30000, 50), 0);
 
     /* The password changes under the running consumer; its connections are killed. */
     CU_ASSERT_EQUAL(admin_exec("ALTER USER 'canceller'@'localhost' IDENTIFIED BY 'pw-two'"), 0);
@@ -526,8 +538,8 @@ static void test_db_health(void)
         mysql_free_result(res);
     }
     send_ids(&c, 11, 20);
-    CU_ASSERT_EQUAL(tu_poll_until(health_is, want_bad, 60000, 50), 0);
-    CU_ASSERT_EQUAL(tu_poll_until(health_names_access_denied, &mport, 60000, 50), 0);
+    CU_ASSERT_EQUAL(tu_poll_until(health_is, &want_bad, 60000, 50), 0);
+    CU_ASSERT_EQUAL(tu_poll_until(health_is, &want_denied, 60000, 50), 0);
     char body[2048] = "";
     CU_ASSERT_EQUAL(tu_http_get(mport, "/healthz", body, sizeof body), 503);
     TU_CHECK(strstr(body, "cancels failing for") && strstr(body, "1045") &&
@@ -538,7 +550,7 @@ static void test_db_health(void)
     /* The password is put back: cancels succeed, /healthz is 200 again. */
     CU_ASSERT_EQUAL(admin_exec("ALTER USER 'canceller'@'localhost' IDENTIFIED BY 'pw-one'"), 0);
     CU_ASSERT_EQUAL(oe_wait_scalar(&env, 20, 60000, "SELECT COUNT(*) FROM health.orders WHERE status='cancelled'"), 20);
-    CU_ASSERT_EQUAL(tu_poll_until(health_is, want_ok, 30000, 50), 0);
+    CU_ASSERT_EQUAL(tu_poll_until(health_is, &want_ok, 30000, 50), 0);
     CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
     if (CU_get_number_of_failures() > 0)
         oe_print_file(log_path);
