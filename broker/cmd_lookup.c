@@ -212,6 +212,10 @@ static job_result_t revoke_exec(job_t *j, writer_t *w)
         return JOB_DONE;
     }
     writer_stats(w)->revoked += res.revoked;
+    snprintf(j->audit_result, sizeof j->audit_result, "revoked %llu (delayed %llu, ready %llu), refused %llu%s%.80s",
+             (unsigned long long)res.revoked, (unsigned long long)res.from_delayed, (unsigned long long)res.from_ready,
+             (unsigned long long)res.refused_total, res.nrefused ? ": " : "",
+             res.nrefused ? res.refused[0].reason : "");
     resp_buf_t *b = &j->reply;
     resp_add_map(b, 5);
     add_field_int(b, "revoked", (long long)res.revoked);

@@ -255,4 +255,5 @@ void cmd_dispatch(cmd_call_t *call)
     if (call->job) {
         call->job->durable = (d->flags & CMD_DURABLE) != 0;
     }
+    cmd_audit_call(call);
 }
