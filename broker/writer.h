@@ -72,6 +72,7 @@ struct job {
     resp_buf_t reply;       /* the reply bytes (RESP), or text for complete() */
     char *audit;            /* loop thread, audited commands (cmd_table.c): who ran what; NULL: not audited */
     char audit_result[192]; /* storage thread, optional: what it changed ("" = summarised from the reply) */
+    size_t reply_estimate;  /* set by listing commands: the most its reply may hold (conn.c charges it) */
 };
 
 /* Called on the loop thread with each finished job; the callee owns it. */
