@@ -26,8 +26,15 @@
 /* FIND answers at most this many messages (one key rarely has more than one). */
 #define FIND_MAX 1000
 
-/* GET id | FIND topic key | REVOKE id | REVOKE topic KEY key */
+/* PEEK answers at most this many messages, and stops once their payloads
+ * reach PEEK_MAX_BYTES (at least one). */
+#define PEEK_DEFAULT   10
+#define PEEK_MAX       1000
+#define PEEK_MAX_BYTES (UINT64_C(1) << 20)
+
+/* GET id | FIND topic key | REVOKE id | REVOKE topic KEY key | PEEK LEVEL n | PEEK TOPIC t */
 typedef struct lookup_req {
+    int level, count;      /* PEEK: level (0: the topic's log), COUNT */
     uint64_t id;           /* GET, REVOKE id */
     resp_arg_t topic, key; /* FIND, REVOKE by key (copies) */
     int by_key;
@@ -254,4 +261,80 @@ void cmd_revoke(cmd_call_t *call)
         return;
     }
     call->job = &key_job(call, &argv[1], &argv[3], revoke_exec)->job;
+}
+
+/* ---- PEEK ---------------------------------------------------------------------------------- */
+
+static job_result_t peek_exec(job_t *j, writer_t *w)
+{
+    const lookup_req_t *r = &((lookup_job_t *)j)->req;
+    msg_owned_t *msgs = xcalloc((size_t)r->count, sizeof *msgs);
+    uint64_t *due = xcalloc((size_t)r->count, sizeof *due);
+    int n = 0;
+    char err[300];
+    if (store_peek(writer_store(w), r->level, r->topic.ptr, r->topic.len, r->count, PEEK_MAX_BYTES, msgs, due, &n,
+                   err, sizeof err) != 0) {
+        cmd_reply_store_error(j, err);
+    } else {
+        resp_add_array(&j->reply, (size_t)n);
+        for (int i = 0; i < n; i++) {
+            const msg_t *m = &msgs[i].m;
+            resp_add_array(&j->reply, 7);
+            cmd_add_id(&j->reply, m->id);
+            resp_add_bulk(&j->reply, m->topic.ptr, m->topic.len);
+            resp_add_bulk(&j->reply, m->key.ptr, m->key.len);
+            resp_add_bulk(&j->reply, m->payload.ptr, m->payload.len);
+            resp_add_int(&j->reply, (long long)m->reconsume);
+            resp_add_int(&j->reply, (long long)m->due_ms);
+            resp_add_int(&j->reply, (long long)due[i]);
+            msg_owned_free(&msgs[i]);
+        }
+    }
+    free(msgs);
+    free(due);
+    return JOB_DONE;
+}
+
+void cmd_peek(cmd_call_t *call)
+{
+    const resp_arg_t *argv = call->argv;
+    int is_level = cmd_arg_is(&argv[1], "level"), is_topic = cmd_arg_is(&argv[1], "topic");
+    if (!(is_level || is_topic) || (call->argc != 3 && call->argc != 5)) {
+        resp_add_error(call->out, "ERR syntax error: PEEK LEVEL n [COUNT c] | PEEK TOPIC t [COUNT c]");
+        return;
+    }
+    int level = 0, count = PEEK_DEFAULT;
+    if (is_level) {
+        uint64_t v;
+        int max = cmd_config_of(call)->store.levels.count;
+        if (cmd_parse_u64(&argv[2], &v) != 0 || v < 1 || v > (uint64_t)max) {
+            char b[40];
+            resp_add_errorf(call->out, "ERR LEVEL must be 1..%d, got %s", max, cmd_shown(&argv[2], b, sizeof b));
+            return;
+        }
+        level = (int)v;
+    } else if (cmd_check_name(call, "topic", &argv[2]) != 0) {
+        return;
+    }
+    if (call->argc == 5) {
+        uint64_t v;
+        if (!cmd_arg_is(&argv[3], "count")) {
+            cmd_unknown_option(call, &argv[3], "peek");
+            return;
+        }
+        if (cmd_parse_u64(&argv[4], &v) != 0 || v < 1 || v > PEEK_MAX) {
+            char b[40];
+            resp_add_errorf(call->out, "ERR COUNT must be 1..%d, got %s", PEEK_MAX, cmd_shown(&argv[4], b, sizeof b));
+            return;
+        }
+        count = (int)v;
+    }
+    char *arena;
+    lookup_job_t *lj = cmd_job_new(sizeof *lj, is_topic ? cmd_copy_size(&argv[2]) : 0, peek_exec, &arena);
+    if (is_topic) {
+        lj->req.topic = cmd_job_copy(&arena, &argv[2]);
+    }
+    lj->req.level = level;
+    lj->req.count = count;
+    call->job = &lj->job;
 }

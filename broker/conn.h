@@ -80,7 +80,8 @@ typedef struct conn {
     int closing;   /* detached, freed at a safe point */
     /* security seam: set by AUTH with the users issue */
     int authenticated;
-    unsigned roles; /* ROLE_* bits */
+    unsigned roles;          /* ROLE_* bits */
+    struct cmd_multi *multi; /* inside MULTI: the queued commands (broker/cmd_multi.c); NULL otherwise */
     /* resource budgets (conn.c, docs/operations.md "Resource limits") */
     uint64_t cmd_started_mono; /* when the unfinished command's first byte was parsed; 0: none */
     size_t inflight_bytes;     /* request bytes awaiting replies + replies queued in the FIFO */

@@ -45,6 +45,7 @@ int metrics_info_mask(const char *name, size_t len)
         { "server", INFO_SERVER }, { "clients", INFO_CLIENTS }, { "levels", INFO_LEVELS },
         { "groups", INFO_GROUPS }, { "storage", INFO_STORAGE }, { "stats", INFO_STATS },
         { "all", INFO_ALL },       { "default", INFO_ALL },     { "everything", INFO_ALL },
+        { "memory", INFO_MEMORY },
     };
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
         if (strlen(sections[i].name) == len && strncasecmp(sections[i].name, name, len) == 0) {
@@ -189,6 +190,18 @@ void metrics_info_loop_head(buf_t *out, int mask, const loop_info_t *li)
                    li->cfg->max_clients, (unsigned long long)li->jobs_queued, (unsigned long long)li->jobs_parked,
                    (unsigned long long)li->client_memory, li->cfg->max_client_memory);
     }
+    if (mask & INFO_MEMORY) {
+        /* The process's resident bytes (Redis reports its allocator's; ours is
+         * LevelDB's cache and memtable plus the connections' buffers). */
+        uint64_t rss, peak;
+        prom_process_memory(&rss, &peak);
+        section(out, "Memory");
+        buf_printf(out,
+                   "used_memory:%llu\r\nused_memory_human:%.2fM\r\nused_memory_rss:%llu\r\n"
+                   "used_memory_peak:%llu\r\nused_memory_peak_human:%.2fM\r\nmaxmemory:0\r\n",
+                   (unsigned long long)rss, (double)rss / 1048576.0, (unsigned long long)rss,
+                   (unsigned long long)peak, (double)peak / 1048576.0);
+    }
 }
 
 void metrics_info_loop_tail(buf_t *out, int mask, const loop_info_t *li)
@@ -292,6 +305,7 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
 
 void metrics_prom_loop(buf_t *o, const loop_info_t *li)
 {
+    prom_process_metrics(o, "hourglass", PACKAGE_VERSION);
     buf_printf(o,
                "# HELP hourglass_connected_clients Open client connections.\n"
                "# TYPE hourglass_connected_clients gauge\nhourglass_connected_clients %llu\n"

@@ -62,7 +62,8 @@ enum {
     INFO_GROUPS = 8,
     INFO_STORAGE = 16,
     INFO_STATS = 32,
-    INFO_ALL = 63
+    INFO_MEMORY = 64, /* used_memory & co (redis-cli --stat reads used_memory) */
+    INFO_ALL = 127
 };
 
 /* The mask for an INFO argument ("server", "all", "default", ...); 0 for an

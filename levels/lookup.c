@@ -640,3 +640,70 @@ int store_send_dedup(store_t *s, const store_send_req_t *req, uint64_t now_ms, u
     }
     return *dup ? 0 : store_send(s, req, now_ms, id_out, due_out, err, errlen);
 }
+
+/* ---- PEEK ---------------------------------------------------------------------------------- */
+
+int store_peek(store_t *s, int level, const char *topic, size_t topic_len, int count, uint64_t max_bytes,
+               msg_owned_t *out, uint64_t *hop_due, int *n, char *err, size_t errlen)
+{
+    *n = 0;
+    if (level < 0 || level > s->opt.levels.count) {
+        return err_set(err, errlen, "level %d does not exist (levels are 1..%d)", level, s->opt.levels.count);
+    }
+    if (level == 0 && msg_check_name("topic", topic, topic_len, err, errlen) != 0) {
+        return -1;
+    }
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
+    key_buf_t k;
+    size_t plen;
+    uint64_t left;
+    if (level > 0) {
+        const level_state_t *ls = &s->levels[level];
+        if (!ls->has_head || count < 1) {
+            return 0;
+        }
+        key_level(&k, level, ls->head_due, ls->head_seq);
+        plen = 2;
+        left = ls->depth;
+    } else {
+        const topic_state_t *t = map_get(&s->topics, topic, topic_len);
+        if (t == NULL || t->appended == t->removed || count < 1) {
+            return 0;
+        }
+        key_queue(&k, KEY_TOPIC_LOG, topic, topic_len, t->head_hint);
+        plen = 1 + topic_len + 1;
+        left = t->appended - t->removed;
+    }
+    leveldb_iterator_t *it = store_iter_at(s, &k);
+    const char *key;
+    size_t klen;
+    uint64_t bytes = 0;
+    int rc = 0;
+    while (*n < count && left > 0 && bytes < max_bytes && store_iter_in(it, k.b, plen, &key, &klen)) {
+        msg_t m;
+        if (store_iter_msg(it, &m, level > 0 ? "a level queue" : "a topic log", err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+        hop_due[*n] = level > 0 ? be64_get(key + 2) : m.stamp_ms;
+        msg_owned_copy(&out[(*n)++], &m);
+        bytes += m.payload.len;
+        if (--left == 0) {
+            break; /* no step past the last one: it could walk the next range's deleted keys */
+        }
+        leveldb_iter_next(it);
+    }
+    if (rc == 0) {
+        rc = store_iter_error(it, "a queue", err, errlen);
+    }
+    leveldb_iter_destroy(it);
+    if (rc != 0) {
+        for (int i = 0; i < *n; i++) {
+            msg_owned_free(&out[i]);
+        }
+        *n = 0;
+    }
+    return rc;
+}

@@ -367,6 +367,15 @@ int store_revoke_id(store_t *s, uint64_t id, store_revoke_result_t *r, char *err
 int store_revoke_key(store_t *s, const char *topic, size_t topic_len, const char *key, size_t key_len,
                      store_revoke_result_t *r, char *err, size_t errlen);
 
+/* PEEK: up to count messages of a level queue from its head (level > 0;
+ * *hop_due per message: when it leaves the level) or of topic's log from its
+ * oldest retained entry (level 0; *hop_due: when it entered the log), read
+ * only — nothing is leased or moved. Stops once the payloads reach
+ * max_bytes (at least one message). out[] gets *n owned messages (free each
+ * with msg_owned_free). -1 for a level outside the table or a bad topic name. */
+int store_peek(store_t *s, int level, const char *topic, size_t topic_len, int count, uint64_t max_bytes,
+               msg_owned_t *out, uint64_t *hop_due, int *n, char *err, size_t errlen);
+
 /* SEND … KEY k DEDUP: when a live message of req's topic with req's key
  * exists, store nothing: *dup = 1 and *id_out / *due_out are that message's.
  * Otherwise store_send (*dup = 0). A read (commits what is pending first, so

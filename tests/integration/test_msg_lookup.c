@@ -144,10 +144,26 @@ static void test_lookup_states(void)
                  memcmp(m->payload, "D", 1) == 0,
              "delayed: topic %s key %s payload %zu bytes", m->topic, m->key, m->payload_len);
     hg_msg_info_free(m);
+    /* PEEK LEVEL 5: the same message, read only (it stays delayed) */
+    resp_reply_t *pk = rc_cmd(&bt_conn, "PEEK", "LEVEL", "5", "COUNT", "10", NULL);
+    BP_CHECK(pk != NULL && pk->type == RESP_REPLY_ARRAY && pk->count == 1 && pk->elements[0].count == 7 &&
+                 strcmp(pk->elements[0].elements[0].str, delayed) == 0,
+             "PEEK LEVEL 5: %s", pk ? rc_describe(pk, e, sizeof e) : "no reply");
+    resp_reply_free(pk);
+    expect_state(delayed, HG_MSG_DELAYED);
+    pk = rc_cmd(&bt_conn, "PEEK", "LEVEL", "6", NULL);
+    BP_CHECK(pk != NULL && pk->type == RESP_REPLY_ERROR && strstr(pk->str, "LEVEL must be 1..5") != NULL,
+             "PEEK LEVEL 6: %s", pk ? rc_describe(pk, e, sizeof e) : "no reply");
+    resp_reply_free(pk);
 
     /* ready for both groups, then leased by g1 (ready for g2), then done by g1 */
     char ready[HG_ID_MAX], got[HG_ID_MAX];
     send1("t", "k-ready", "R", hg_delay_none(), ready);
+    pk = rc_cmd(&bt_conn, "PEEK", "TOPIC", "t", NULL);
+    BP_CHECK(pk != NULL && pk->type == RESP_REPLY_ARRAY && pk->count == 1 &&
+                 strcmp(pk->elements[0].elements[0].str, ready) == 0,
+             "PEEK TOPIC t: %s", pk ? rc_describe(pk, e, sizeof e) : "no reply");
+    resp_reply_free(pk);
     m = get(ready);
     BP_CHECK(m->state == HG_MSG_READY && m->ngroups == 2, "ready: %s with %zu groups", hg_msg_state_name(m->state),
              m->ngroups);
@@ -367,6 +383,15 @@ static void test_dedup(void)
     char info[64];
     BP_REQUIRE(bp_info_field(&bt_conn, "dedup_hits", info, sizeof info, e, sizeof e) == 0, "%s", e);
     BP_CHECK(strcmp(info, "3") == 0, "INFO dedup_hits %s, want 3", info);
+    /* INFO memory and the process series */
+    BP_REQUIRE(bp_info_field(&bt_conn, "used_memory", info, sizeof info, e, sizeof e) == 0, "%s", e);
+    BP_CHECK(atoll(info) > 1000000, "INFO used_memory %s", info);
+    static char body[1 << 17];
+    BP_REQUIRE(tu_http_get(bt_broker.metrics_port, "/metrics", body, sizeof body) == 200, "GET /metrics");
+    BP_CHECK(strstr(body, "hourglass_build_info{version=\"") != NULL && strstr(body, "process_resident_memory_bytes ") &&
+                 strstr(body, "process_cpu_seconds_total ") && strstr(body, "process_open_fds ") &&
+                 strstr(body, "hourglass_dedup_hits_total 3"),
+             "/metrics lacks build_info, process_* or the dedup counter");
     /* DEDUP without KEY is an error that says so */
     char rid[64];
     BP_CHECK(bp_send(&bt_conn, rid, sizeof rid, e, sizeof e, "t", "p", "DEDUP", NULL) != 0 &&
