@@ -35,8 +35,10 @@
 
 #include "base/alloc.h"
 #include "base/map.h"
+#include "broker/auth.h"
 #include "broker/cmd_shared.h"
 #include "broker/commands.h"
+#include "broker/server.h"
 #include "common/log.h"
 
 #define READ_HIGH_WATERMARK  (1u << 20)  /* input held while blocked/paused */
@@ -50,6 +52,7 @@ struct reply_slot {
     uint64_t seq; /* storage slots: the job's seq */
     int filled;
     int blocking; /* the blocking PULL of this connection */
+    int holds;    /* an AUTH: parsing waits until it is written */
     job_t *job;   /* storage reply */
     char *data;   /* loop reply (copied) */
     size_t len;
@@ -320,6 +323,9 @@ static void conn_flush(conn_t *c)
         if (sl->blocking) {
             set_blocked(c, 0);
         }
+        if (sl->holds) {
+            c->auth_held = 0;
+        }
         c->last_active_mono = mono_ms();
         if (sl->job) {
             conn_write(c, sl->job->reply.raw.data, sl->job->reply.raw.len);
@@ -382,7 +388,18 @@ static void conn_execute(conn_t *c, const resp_command_t *cmd)
             sl->blocking = 1;
             set_blocked(c, 1);
         }
-        writer_submit(s->writer, j);
+        if (call.auth) {
+            sl->holds = 1;
+            c->auth_held = 1;
+            if (auth_submit(server_auth(s->srv), (auth_req_t *)(void *)j) != 0) {
+                auth_refuse_busy((auth_req_t *)(void *)j);
+                sl->job = j;
+                sl->filled = 1;
+                conn_flush(c);
+            }
+        } else {
+            writer_submit(s->writer, j);
+        }
     } else if (!call.no_reply) {
         conn_reply(c, s->scratch.raw.data, s->scratch.raw.len);
     }
@@ -404,7 +421,7 @@ static void conn_process_input(conn_t *c)
 {
     conn_set_t *s = c->set;
     struct evbuffer *in = bufferevent_get_input(c->bev);
-    while (!c->closing && !c->draining && !c->blocked && c->nslots < CONN_MAX_PENDING &&
+    while (!c->closing && !c->draining && !c->blocked && !c->auth_held && c->nslots < CONN_MAX_PENDING &&
            conn_held(c) < (size_t)s->cfg->max_inflight_bytes && s->reading) {
         if (evbuffer_get_length(in) == 0) {
             break;
@@ -638,8 +655,8 @@ int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa)
     c->set = s;
     c->bev = bev;
     c->proto = RESP_PROTO_2;
-    c->authenticated = 1; /* no users configured (security issue) */
-    c->roles = ROLE_ALL;
+    c->authenticated = !server_auth_required(s->srv); /* no users: every role, as before users existed */
+    c->roles = c->authenticated ? ROLE_ALL : 0;
     c->created_mono = c->last_active_mono = mono_ms();
     format_addr(sa, c->addr, sizeof c->addr);
     resp_limits_t lim = {
@@ -719,6 +736,30 @@ size_t conn_set_count(const conn_set_t *s)
     return (size_t)s->nconns;
 }
 
+conn_t *conn_by_id(conn_set_t *s, uint64_t id)
+{
+    return conn_find(s, id);
+}
+
+void conn_set_users_changed(conn_set_t *s, const users_t *users)
+{
+    for (conn_t *c = s->all; c; c = c->all_next) {
+        if (c->user[0] == '\0') {
+            continue;
+        }
+        const users_entry_t *e = users_find(users, c->user, strlen(c->user));
+        if (e == NULL || e->disabled) {
+            log_info("client id=%llu addr=%s: user '%s' is %s in the reloaded users file: logged out",
+                     (unsigned long long)c->id, c->addr, c->user, e ? "disabled" : "gone");
+            c->authenticated = 0;
+            c->roles = 0;
+            c->user[0] = '\0';
+        } else {
+            c->roles = e->roles;
+        }
+    }
+}
+
 void conn_set_stop_reading(conn_set_t *s)
 {
     s->reading = 0;
@@ -775,11 +816,11 @@ void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
         buf_printf(out,
                    "id=%llu addr=%s laddr=? fd=%d name=%s age=%llu idle=%llu flags=%s db=0 sub=0 psub=0 ssub=0 "
                    "multi=%d qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=%zu omem=%zu "
-                   "tot-mem=%zu events=r cmd=%s user=default redir=-1 resp=%d replies=%zu\n",
+                   "tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=%d replies=%zu\n",
                    (unsigned long long)c->id, c->addr, (int)bufferevent_getfd(c->bev), c->name,
                    (unsigned long long)((now - c->created_mono) / 1000),
                    (unsigned long long)((now - c->last_active_mono) / 1000), c->blocked ? "b" : c->multi ? "x" : "N",
                    c->multi ? 1 : -1, qbuf, c->nslots, omem, qbuf + omem, c->last_cmd[0] ? c->last_cmd : "NULL",
-                   c->proto, c->nslots);
+                   c->user[0] ? c->user : (c->authenticated ? "default" : "-"), c->proto, c->nslots);
     }
 }
