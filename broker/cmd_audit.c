@@ -49,8 +49,9 @@ static int audited(const cmd_call_t *call)
 /* "client id=N addr=A user=U CMD arg arg …" (arguments shown printable, cut). */
 static void who_line(const cmd_call_t *call, char *out, size_t outlen)
 {
-    size_t n = (size_t)snprintf(out, outlen, "client id=%llu addr=%s user=-", (unsigned long long)call->conn->id,
-                                call->conn->addr);
+    const conn_t *c = call->conn;
+    size_t n = (size_t)snprintf(out, outlen, "client id=%llu addr=%s user=%s", (unsigned long long)c->id, c->addr,
+                                c->user[0] ? c->user : (c->authenticated ? "default" : "-"));
     for (size_t i = 0; i < call->argc && n + 2 < outlen; i++) {
         char shown[80];
         cmd_shown(&call->argv[i], shown, sizeof shown);

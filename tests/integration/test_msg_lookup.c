@@ -308,7 +308,7 @@ static void test_revoke_by_key_and_refusal(void)
     expect_state(c, HG_MSG_GONE);
     /* audited: who, what was asked, what it changed */
     BP_CHECK(tu_wait_file_contains(bt_broker.log_path,
-                                   "user=- REVOKE t KEY 42: revoked 3 (delayed 2, ready 1), refused 0", 10000) == 0,
+                                   "user=default REVOKE t KEY 42: revoked 3 (delayed 2, ready 1), refused 0", 10000) == 0,
              "no audit line for REVOKE t KEY 42 in %s", bt_broker.log_path);
     BP_CHECK(bp_log_contains(&bt_broker, "[info] audit: client id="), "the audit line names no client");
     /* the topic's other message is still there, and is the only one a group gets */
@@ -337,7 +337,7 @@ static void test_revoke_by_key_and_refusal(void)
              "REVOKE of a message group h took: revoked %" PRIu64 ", '%s'", r.revoked,
              r.nrefused ? r.refused[0].reason : "");
     ok_cmd("GROUP", "DEL", "h", NULL, NULL, NULL);
-    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "user=- GROUP DEL h: 1", 10000) == 0,
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "user=default GROUP DEL h: 1", 10000) == 0,
              "no audit line for GROUP DEL h");
     /* bad arguments are refused by the library and by the broker */
     BP_CHECK(hg_msg_revoke_key(C, "t", "", &r) == HG_ERR_ARG, "an empty key is HG_ERR_ARG");
