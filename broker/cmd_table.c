@@ -84,8 +84,8 @@ static const cmd_sub_t client_subs[] = {
 
 static const cmd_def_t commands[] = {
     { "send", -3, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_PROD, NULL, cmd_send,
-      "topic payload [KEY k] [LEVEL n | DELAY d | AT unix-ms]",
-      "enqueue a delayed message; replies its id once durable" },
+      "topic payload [KEY k [DEDUP]] [LEVEL n | DELAY d | AT unix-ms]",
+      "enqueue a delayed message; replies its id once durable (DEDUP: [id, duplicate])" },
     { "pull", -3, CMD_STORAGE | CMD_WRITE | CMD_BLOCKING, R_CONS, NULL, cmd_pull,
       "group topic [COUNT n] [BLOCK ms] [LEASE ms]",
       "lease ready messages: [id, topic, key, payload, reconsume, due_ms]" },
@@ -100,6 +100,15 @@ static const cmd_def_t commands[] = {
     { "dlq", -3, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_ADM, dlq_subs, cmd_dlq,
       "LEN group | LIST group [COUNT n] [AFTER id] | REQUEUE group id|ALL | DROP group id|ALL",
       "the dead-letter queue" },
+    { "get", 2, CMD_STORAGE, R_READ, NULL, cmd_get, "id",
+      "where a message is: a map of its state, topic, key, payload, due times and per-group copies" },
+    { "find", 3, CMD_STORAGE, R_READ, NULL, cmd_find, "topic key",
+      "the messages of a topic with that key that the broker still holds (maps as GET, no payload)" },
+    { "revoke", -2, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_PROD, NULL, cmd_revoke, "id | topic KEY key",
+      "take back messages no group has received yet; replies how many and from where" },
+    { "peek", -3, CMD_STORAGE, R_READ, NULL, cmd_peek, "LEVEL n [COUNT c] | TOPIC t [COUNT c]",
+      "read a level queue from its head or a topic log from its oldest: [id, topic, key, payload, reconsume, due_ms, "
+      "hop_due_ms | entered_ms]; never leases" },
     { "levels", 1, CMD_STORAGE, R_ANY, NULL, cmd_levels, "", "per level: [level, delay_ms, depth, next_due_ms]" },
     { "info", -1, CMD_STORAGE, R_READ, NULL, cmd_info, "[section ...]",
       "server, clients, levels, groups, storage, stats (Redis-style text)" },
@@ -112,6 +121,10 @@ static const cmd_def_t commands[] = {
     { "quit", 1, CMD_LOOP | CMD_NOAUTH, R_ANY, NULL, cmd_quit, "", "+OK, then close" },
     { "shutdown", -1, CMD_LOOP, R_ADM, NULL, cmd_shutdown, "[NOSAVE|SAVE|NOW|FORCE]",
       "finish the batch in flight, close the store, exit 0" },
+    { "multi", 1, CMD_LOOP, R_PROD, NULL, cmd_multi, "", "start a transaction: the SENDs until EXEC are stored atomically" },
+    { "exec", 1, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_PROD, NULL, cmd_exec, "",
+      "store the queued SENDs in one batch; replies their ids" },
+    { "discard", 1, CMD_LOOP, R_PROD, NULL, cmd_discard, "", "drop the queued SENDs" },
     { "command", -1, CMD_LOOP, R_ANY, NULL, cmd_command, "[COUNT|DOCS|LIST|INFO name...|HELP]", "the command table" },
     { "client", -2, CMD_LOOP, R_ANY, client_subs, cmd_client, "SETNAME n|GETNAME|ID|SETINFO k v|LIST|INFO",
       "connection facts" },
@@ -182,6 +195,17 @@ static void add_command_entry(resp_buf_t *out, const cmd_def_t *d)
     resp_add_int(out, 0);
 }
 
+/* COMMAND DOCS name…: 1 when name is one of the names asked for. */
+static int cmd_docs_named(const cmd_call_t *call, const char *name)
+{
+    for (size_t i = 2; i < call->argc; i++) {
+        if (cmd_arg_is(&call->argv[i], name)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 void cmd_command(cmd_call_t *call)
 {
     size_t n = NCOMMANDS;
@@ -197,8 +221,17 @@ void cmd_command(cmd_call_t *call)
     const resp_arg_t *sub = &call->argv[1];
     if (cmd_arg_is(sub, "count")) {
         resp_add_int(out, (long long)n);
-    } else if (cmd_arg_is(sub, "docs")) {
-        resp_add_map(out, 0); /* redis-cli asks at start; no docs is fine */
+    } else if (cmd_arg_is(sub, "docs")) { /* redis-cli's hints, help and completion (cmd_docs.c) */
+        size_t found = 0;
+        for (size_t i = 0; i < n; i++) {
+            found += call->argc == 2 || cmd_docs_named(call, t[i].name);
+        }
+        resp_add_map(out, found);
+        for (size_t i = 0; i < n; i++) {
+            if (call->argc == 2 || cmd_docs_named(call, t[i].name)) {
+                cmd_docs_add(out, t[i].name, t[i].syntax, t[i].summary);
+            }
+        }
     } else if (cmd_arg_is(sub, "list")) {
         resp_add_array(out, n);
         for (size_t i = 0; i < n; i++) {
@@ -243,12 +276,14 @@ void cmd_dispatch(cmd_call_t *call)
     const cmd_def_t *d = cmd_lookup(name->ptr, name->len);
     if (d == NULL) {
         char b[64];
+        cmd_multi_fail(call);
         resp_add_errorf(call->out, "ERR unknown command '%s'", cmd_shown(name, b, sizeof b));
         log_debug("client id=%llu: unknown command '%s'", (unsigned long long)call->conn->id, b);
         return;
     }
     snprintf(call->conn->last_cmd, sizeof call->conn->last_cmd, "%s", d->name);
     if ((d->arity > 0 && call->argc != (size_t)d->arity) || (d->arity < 0 && call->argc < (size_t)-d->arity)) {
+        cmd_multi_fail(call);
         resp_add_errorf(call->out, "ERR wrong number of arguments for '%s' command", d->name);
         return;
     }
@@ -259,6 +294,7 @@ void cmd_dispatch(cmd_call_t *call)
         }
     } else if ((call->conn->roles & call_roles(d, call)) == 0) {
         const conn_t *c = call->conn;
+        cmd_multi_fail(call);
         char roles[USERS_ROLES_TEXT], sub[40] = "";
         if (d->subs != NULL && call->argc >= 2) {
             char b[32];
@@ -274,6 +310,14 @@ void cmd_dispatch(cmd_call_t *call)
                         sub);
         return;
     }
+    if (call->conn->multi != NULL && d->proc != cmd_exec && d->proc != cmd_discard && d->proc != cmd_multi &&
+        d->proc != cmd_quit) { /* queued (cmd_multi.c) */
+        if (cmd_multi_queue(call, d->proc == cmd_send)) {
+            d->proc(call);
+            cmd_multi_queued(call);
+        }
+        return;
+    }
     d->proc(call);
     if (call->job) {
         call->job->durable = (d->flags & CMD_DURABLE) != 0;
@@ -281,4 +325,5 @@ void cmd_dispatch(cmd_call_t *call)
             call->job->reads_only = 1;
         }
     }
+    cmd_audit_call(call);
 }

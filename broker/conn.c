@@ -169,6 +169,7 @@ static void conn_free(conn_t *c)
         sl = n;
     }
     resp_parser_free(&c->parser);
+    cmd_multi_free(c->multi);
     bufferevent_free(c->bev);
     free(c);
 }
@@ -518,6 +519,9 @@ void conn_job_done(job_t *j, void *ctx)
     if (conn_id == 0) {
         return;
     } /* HTTP: complete() owned and freed it */
+    if (j->audit != NULL) {
+        cmd_audit_done(j);
+    }
     conn_t *c = conn_find(s, conn_id);
     if (c == NULL) {
         job_free(j);
@@ -804,10 +808,19 @@ void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
         if (only && c != only) {
             continue;
         }
-        buf_printf(out, "id=%llu addr=%s name=%s age=%llu idle=%llu flags=%s replies=%zu cmd=%s resp=%d user=%s\n",
-                   (unsigned long long)c->id, c->addr, c->name, (unsigned long long)((now - c->created_mono) / 1000),
-                   (unsigned long long)((now - c->last_active_mono) / 1000), c->blocked ? "b" : "N", c->nslots,
-                   c->last_cmd[0] ? c->last_cmd : "NULL", c->proto,
-                   c->user[0] ? c->user : (c->authenticated ? "default" : "-"));
+        /* Redis's fields (clients such as redis-py parse id, age, idle, db, sub,
+         * psub, multi, qbuf, qbuf-free, argv-mem, obl, oll, omem, tot-mem as
+         * integers and fail when one is missing), then ours (replies). */
+        size_t qbuf = evbuffer_get_length(bufferevent_get_input(c->bev));
+        size_t omem = evbuffer_get_length(bufferevent_get_output(c->bev));
+        buf_printf(out,
+                   "id=%llu addr=%s laddr=? fd=%d name=%s age=%llu idle=%llu flags=%s db=0 sub=0 psub=0 ssub=0 "
+                   "multi=%d qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=%zu omem=%zu "
+                   "tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=%d replies=%zu\n",
+                   (unsigned long long)c->id, c->addr, (int)bufferevent_getfd(c->bev), c->name,
+                   (unsigned long long)((now - c->created_mono) / 1000),
+                   (unsigned long long)((now - c->last_active_mono) / 1000), c->blocked ? "b" : c->multi ? "x" : "N",
+                   c->multi ? 1 : -1, qbuf, c->nslots, omem, qbuf + omem, c->last_cmd[0] ? c->last_cmd : "NULL",
+                   c->user[0] ? c->user : (c->authenticated ? "default" : "-"), c->proto, c->nslots);
     }
 }

@@ -45,6 +45,7 @@ int metrics_info_mask(const char *name, size_t len)
         { "server", INFO_SERVER }, { "clients", INFO_CLIENTS }, { "levels", INFO_LEVELS },
         { "groups", INFO_GROUPS }, { "storage", INFO_STORAGE }, { "stats", INFO_STATS },
         { "all", INFO_ALL },       { "default", INFO_ALL },     { "everything", INFO_ALL },
+        { "memory", INFO_MEMORY },
     };
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
         if (strlen(sections[i].name) == len && strncasecmp(sections[i].name, name, len) == 0) {
@@ -164,6 +165,8 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
                    (unsigned long long)st->moved, (unsigned long long)st->made_ready,
                    prom_hist_quantile(&st->lateness, 0.5) * 1000.0, prom_hist_quantile(&st->lateness, 0.99) * 1000.0,
                    st->lateness.count ? st->lateness.sum * 1000.0 / (double)st->lateness.count : 0.0);
+        buf_printf(o, "dedup_hits:%llu\r\nrevoked:%llu\r\n", (unsigned long long)st->dedup_hits,
+                   (unsigned long long)st->revoked);
     }
 }
 
@@ -189,6 +192,18 @@ void metrics_info_loop_head(buf_t *out, int mask, const loop_info_t *li)
                    (unsigned long long)li->connected_clients, (unsigned long long)li->blocked_clients,
                    li->cfg->max_clients, (unsigned long long)li->jobs_queued, (unsigned long long)li->jobs_parked,
                    (unsigned long long)li->client_memory, li->cfg->max_client_memory);
+    }
+    if (mask & INFO_MEMORY) {
+        /* The process's resident bytes (Redis reports its allocator's; ours is
+         * LevelDB's cache and memtable plus the connections' buffers). */
+        uint64_t rss, peak;
+        prom_process_memory(&rss, &peak);
+        section(out, "Memory");
+        buf_printf(out,
+                   "used_memory:%llu\r\nused_memory_human:%.2fM\r\nused_memory_rss:%llu\r\n"
+                   "used_memory_peak:%llu\r\nused_memory_peak_human:%.2fM\r\nmaxmemory:0\r\n",
+                   (unsigned long long)rss, (double)rss / 1048576.0, (unsigned long long)rss,
+                   (unsigned long long)peak, (double)peak / 1048576.0);
     }
 }
 
@@ -271,6 +286,9 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
     prom_metric_u64(o, "hourglass_dlq_requeued_total", "counter", "DLQ messages requeued.", st->requeued);
     prom_metric_u64(o, "hourglass_dlq_dropped_total", "counter", "DLQ messages dropped.", st->dropped);
     prom_metric_u64(o, "hourglass_level_moves_total", "counter", "Level heads moved (hops included).", st->moved);
+    prom_metric_u64(o, "hourglass_dedup_hits_total", "counter",
+                    "SEND ... DEDUP answered with a live message's id (nothing stored).", st->dedup_hits);
+    prom_metric_u64(o, "hourglass_revoked_total", "counter", "Messages taken back by REVOKE.", st->revoked);
     prom_metric_u64(o, "hourglass_group_commits_total", "counter", "Storage-thread iterations that ran jobs.",
                     st->batches);
     prom_metric_u64(o, "hourglass_commit_failures_total", "counter", "Commits that failed.", st->commit_failures);
@@ -292,6 +310,7 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
 
 void metrics_prom_loop(buf_t *o, const loop_info_t *li)
 {
+    prom_process_metrics(o, "hourglass", PACKAGE_VERSION);
     buf_printf(o,
                "# HELP hourglass_connected_clients Open client connections.\n"
                "# TYPE hourglass_connected_clients gauge\nhourglass_connected_clients %llu\n"

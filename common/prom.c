@@ -11,6 +11,7 @@
 
 #include "base/alloc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -18,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -216,4 +219,107 @@ void prom_http_stop(prom_http_t *h)
     evhttp_free(h->http);
     event_base_free(h->base);
     free(h);
+}
+
+/* ---- the process ----------------------------------------------------------------- */
+
+/* The value of "key:" in /proc/self/status, in kB; 0 when absent. */
+static uint64_t status_kb(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f == NULL) {
+        return 0;
+    }
+    char line[256];
+    size_t klen = strlen(key);
+    uint64_t v = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
+            v = strtoull(line + klen + 1, NULL, 10);
+            break;
+        }
+    }
+    fclose(f);
+    return v;
+}
+
+void prom_process_memory(uint64_t *rss, uint64_t *peak)
+{
+    *rss = status_kb("VmRSS") * 1024;
+    *peak = status_kb("VmHWM") * 1024;
+}
+
+void prom_process_metrics(buf_t *b, const char *prefix, const char *version)
+{
+    buf_printf(b, "# HELP %s_build_info The version of this build.\n# TYPE %s_build_info gauge\n"
+                  "%s_build_info{version=\"%s\"} 1\n",
+               prefix, prefix, prefix, version);
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
+        double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+                     (double)ru.ru_stime.tv_usec / 1e6;
+        buf_printf(b, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
+                      "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.3f\n",
+                   cpu);
+    }
+    uint64_t rss, peak;
+    prom_process_memory(&rss, &peak);
+    uint64_t vm = status_kb("VmSize") * 1024;
+    if (rss > 0) {
+        prom_metric_u64(b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", rss);
+    }
+    if (vm > 0) {
+        prom_metric_u64(b, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", vm);
+    }
+    DIR *d = opendir("/proc/self/fd");
+    if (d != NULL) {
+        uint64_t n = 0;
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            n += e->d_name[0] != '.';
+        }
+        closedir(d);
+        prom_metric_u64(b, "process_open_fds", "gauge", "Number of open file descriptors.", n > 0 ? n - 1 : 0);
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        prom_metric_u64(b, "process_max_fds", "gauge", "Maximum number of open file descriptors.",
+                        (uint64_t)rl.rlim_cur);
+    }
+    /* start time: field 22 of /proc/self/stat (clock ticks since boot) + the boot time */
+    FILE *f = fopen("/proc/self/stat", "r");
+    char stat[1024];
+    size_t n = f ? fread(stat, 1, sizeof stat - 1, f) : 0;
+    if (f) {
+        fclose(f);
+    }
+    stat[n] = '\0';
+    const char *p = strrchr(stat, ')');
+    unsigned long long start_ticks = 0;
+    for (int field = 2; p != NULL && *p && field < 22; p++) {
+        if (*p == ' ') {
+            field++;
+        }
+        if (field == 22 && *p == ' ') {
+            start_ticks = strtoull(p + 1, NULL, 10);
+            break;
+        }
+    }
+    FILE *sf = fopen("/proc/stat", "r");
+    unsigned long long btime = 0;
+    char line[256];
+    while (sf != NULL && fgets(line, sizeof line, sf) != NULL) {
+        if (sscanf(line, "btime %llu", &btime) == 1) {
+            break;
+        }
+    }
+    if (sf) {
+        fclose(sf);
+    }
+    long hz = sysconf(_SC_CLK_TCK);
+    if (btime > 0 && start_ticks > 0 && hz > 0) {
+        buf_printf(b, "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
+                      "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %.2f\n",
+                   (double)btime + (double)start_ticks / (double)hz);
+    }
 }

@@ -26,6 +26,17 @@ void prom_sample_i64(buf_t *b, const char *name, const char *labels, int64_t v);
 /* Header and one unlabelled sample: a whole counter or gauge. */
 void prom_metric_u64(buf_t *b, const char *name, const char *type, const char *help, uint64_t v);
 
+/* This process, read from /proc/self (Prometheus's standard process_*
+ * series: process_cpu_seconds_total, process_resident_memory_bytes,
+ * process_virtual_memory_bytes, process_open_fds, process_max_fds,
+ * process_start_time_seconds) and `<prefix>_build_info{version="…"} 1`.
+ * A figure /proc cannot give is left out. */
+void prom_process_metrics(buf_t *b, const char *prefix, const char *version);
+
+/* Resident and peak resident bytes of this process (VmRSS, VmHWM), 0 when
+ * /proc cannot tell. */
+void prom_process_memory(uint64_t *rss, uint64_t *peak);
+
 /* Copy in to out[outlen] as a label value: \ " and newline escaped; cut
  * short (never mid-escape) when out is too small. */
 void prom_label_escape(const char *in, char *out, size_t outlen);

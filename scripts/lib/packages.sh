@@ -15,7 +15,8 @@
 #   tests       mariadb-server (private servers; brings mariadb-client, the `mariadb` command),
 #               redis-tools (redis-cli, redis-benchmark), redis-server (the benchmarks), valgrind,
 #               prometheus (promtool checks the shipped alert rules), man-db (man -l renders the pages),
-#               rabbitmq-server (private nodes for the amqp:// transport's tests; the service never starts)
+#               rabbitmq-server (private nodes for the amqp:// transport's tests; the service never starts),
+#               tmux (an interactive redis-cli session), python3-redis (redis-py's pipeline against the broker)
 #   fuzzing     clang and libclang-rt-dev (libFuzzer and the sanitizer runtimes: make fuzz)
 hg_packages=(
     build-essential autoconf automake libtool pkg-config
@@ -23,6 +24,7 @@ hg_packages=(
     mariadb-server redis-tools redis-server valgrind prometheus man-db
     librabbitmq-dev rabbitmq-server
     clang libclang-rt-dev
+    tmux python3-redis
 )
 
 hg_sudo=()            # the command prefix for package installation: empty as root, (sudo) otherwise

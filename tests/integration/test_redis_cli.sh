@@ -4,9 +4,12 @@
 #
 # Starts the broker on a free port in a mktemp dir, runs the basic flows with redis-cli
 # (PING, SEND, PULL, ACK, GROUP LIST, LEVELS, INFO, DLQ LEN, errors, a stdin pipeline),
-# 1000 SENDs with redis-benchmark, then SHUTDOWN; then a second broker with a users file
-# made by `hourglass-cli passwd`: redis-cli --user/--pass, NOAUTH/NOPERM/WRONGPASS, and
-# hourglass-cli with URI credentials and --password-file; exits non-zero on any mismatch.
+# 1000 SENDs with redis-benchmark, an interactive redis-cli in tmux (the hint for SEND,
+# help SEND, Tab completion: COMMAND DOCS), redis-py's default pipeline() (MULTI/EXEC) and
+# CLIENT INFO/LIST (redis_py_pipeline.py), MULTI/DISCARD by hand, then SHUTDOWN; then a
+# second broker with a users file made by `hourglass-cli passwd`: redis-cli --user/--pass,
+# NOAUTH/NOPERM/WRONGPASS, and hourglass-cli with URI credentials and --password-file;
+# exits non-zero on any mismatch.
 # The broker is killed on exit by a trap; its log is printed when something failed.
 #
 # Finds the broker as $HG_BROKER, else ./hourglass-broker (make check runs from the
@@ -208,6 +211,67 @@ else
 fi
 n=$(rc PULL counter bench COUNT 1000 | wc -l)
 expect "all 1000 redis-benchmark SENDs arrived (6 lines each)" "$n" "6000"
+
+# --- interactive redis-cli in tmux: hints, help and completion from COMMAND DOCS -----------
+if ! command -v tmux >/dev/null; then
+    fail "tmux not installed (apt-get install tmux)"
+else
+    sock="$tmp/tmux.sock"
+    # pane_has TEXT: poll the pane (up to 10 s) until its text contains TEXT
+    pane_has() {
+        local i
+        for i in $(seq 100); do
+            if tmux -S "$sock" capture-pane -p -t hg 2>/dev/null | grep -qF -- "$1"; then return 0; fi
+            sleep 0.1
+        done
+        return 1
+    }
+    TERM=xterm tmux -S "$sock" new-session -d -s hg -x 200 -y 30 "redis-cli -p $port"
+    if ! pane_has "127.0.0.1:$port>"; then
+        fail "interactive redis-cli: no prompt ($(tmux -S "$sock" capture-pane -p -t hg 2>&1 | tail -n 3))"
+    else
+        tmux -S "$sock" send-keys -t hg "SEND "
+        if pane_has "SEND topic payload [KEY k [DEDUP]]"; then
+            echo "ok   interactive redis-cli shows the hint for SEND"
+        else
+            fail "no hint for SEND: $(tmux -S "$sock" capture-pane -p -t hg | grep -F 'SEND' | tail -n 1)"
+        fi
+        tmux -S "$sock" send-keys -t hg C-u "help SEND" Enter
+        if pane_has "enqueue a delayed message"; then
+            echo "ok   interactive redis-cli: help SEND shows its summary"
+        else
+            fail "help SEND: $(tmux -S "$sock" capture-pane -p -t hg | tail -n 5)"
+        fi
+        tmux -S "$sock" send-keys -t hg "REVO" Tab
+        if pane_has "REVOKE"; then
+            echo "ok   interactive redis-cli completes REVO to REVOKE"
+        else
+            fail "Tab completion: $(tmux -S "$sock" capture-pane -p -t hg | tail -n 2)"
+        fi
+    fi
+    tmux -S "$sock" kill-server 2>/dev/null
+fi
+docs=$(rc COMMAND DOCS GET)
+expect_match "COMMAND DOCS GET has its summary" "$docs" 'where a message is'
+
+# --- redis-py (python3-redis): the default pipeline() is MULTI/EXEC; CLIENT INFO/LIST -----
+if /usr/bin/python3 -c 'import redis' 2>/dev/null; then
+    if /usr/bin/python3 "$here/redis_py_pipeline.py" "$port" >"$tmp/py.out" 2>&1; then
+        sed 's/^/     /' "$tmp/py.out" | tail -n 3
+        echo "ok   redis-py pipeline, transaction and CLIENT checks"
+    else
+        fail "redis-py: $(cat "$tmp/py.out" | tail -n 5)"
+    fi
+else
+    fail "python3-redis not installed (apt-get install python3-redis)"
+fi
+
+# MULTI / EXEC / DISCARD by hand
+mapfile -t tx < <(printf 'MULTI\nSEND tx one\nSEND tx two\nEXEC\n' | redis-cli -p "$port")
+expect "MULTI: OK QUEUED QUEUED, then two ids" "${tx[0]:-} ${tx[1]:-} ${tx[2]:-} ${#tx[@]}" "OK QUEUED QUEUED 5"
+expect_match "EXEC answers ids" "${tx[3]:-}" '^[0-9a-f]{16}$'
+mapfile -t tx < <(printf 'MULTI\nSEND tx three\nDISCARD\nEXEC\n' | redis-cli -p "$port")
+expect "DISCARD, then EXEC without MULTI" "${tx[2]:-} ${tx[3]:-}" "OK ERR EXEC without MULTI"
 
 # --- SHUTDOWN -------------------------------------------------------------------------
 rc SHUTDOWN >/dev/null

@@ -1,0 +1,172 @@
+/*
+ * broker/cmd_multi.c — MULTI / EXEC / DISCARD: a batch of SENDs that is
+ * stored atomically, so Redis clients' transactional pipelines work (redis-py's
+ * default pipeline() sends MULTI, its commands, EXEC).
+ *
+ * Between MULTI and EXEC a connection queues commands instead of running them:
+ * each is parsed and checked by its own loop half at once (an argument error
+ * is answered then and dooms the transaction: EXEC answers -EXECABORT, as
+ * Redis), and answered +QUEUED. Only SEND (without DEDUP) may be queued,
+ * because only writes that need no read can share one batch: EXEC becomes ONE
+ * storage job that runs the queued SENDs back to back, so they all join the
+ * same pending batch — one LevelDB WriteBatch, fsynced before the reply
+ * (EXEC is CMD_DURABLE): after a crash all of them are there or none. Any
+ * other command inside MULTI is refused with a reason (and aborts the
+ * transaction); MULTI, EXEC and DISCARD themselves, and QUIT, keep their
+ * meaning. EXEC answers an array with each SEND's reply (its id).
+ *
+ * Loop thread, except the EXEC job's exec half (storage thread).
+ */
+#include "broker/cmd_shared.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+
+#define MULTI_MAX 10000 /* queued commands per transaction */
+
+struct cmd_multi {
+    job_t **jobs; /* the queued SENDs' storage jobs, not submitted */
+    size_t n, cap;
+    int aborted; /* an error while queueing: EXEC answers EXECABORT */
+};
+
+typedef struct exec_job {
+    job_t job; /* first member */
+    job_t **jobs;
+    size_t n;
+} exec_job_t;
+
+void cmd_multi_free(cmd_multi_t *m)
+{
+    if (m == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < m->n; i++) {
+        job_free(m->jobs[i]);
+    }
+    free(m->jobs);
+    free(m);
+}
+
+void cmd_multi(cmd_call_t *call)
+{
+    if (call->conn->multi != NULL) {
+        resp_add_error(call->out, "ERR MULTI calls can not be nested");
+        return;
+    }
+    call->conn->multi = xcalloc(1, sizeof(cmd_multi_t));
+    resp_add_simple(call->out, "OK");
+}
+
+void cmd_discard(cmd_call_t *call)
+{
+    if (call->conn->multi == NULL) {
+        resp_add_error(call->out, "ERR DISCARD without MULTI");
+        return;
+    }
+    cmd_multi_free(call->conn->multi);
+    call->conn->multi = NULL;
+    resp_add_simple(call->out, "OK");
+}
+
+void cmd_multi_fail(const cmd_call_t *call)
+{
+    if (call->conn->multi != NULL) {
+        call->conn->multi->aborted = 1;
+    }
+}
+
+int cmd_multi_queue(cmd_call_t *call, int is_send)
+{
+    cmd_multi_t *m = call->conn->multi;
+    if (!is_send) {
+        char b[40];
+        resp_add_errorf(call->out, "ERR %s is not allowed inside MULTI: a transaction holds SENDs only",
+                        cmd_shown(&call->argv[0], b, sizeof b));
+        m->aborted = 1;
+        return 0;
+    }
+    for (size_t i = 3; i < call->argc; i++) {
+        if (cmd_arg_is(&call->argv[i], "dedup")) {
+            resp_add_error(call->out, "ERR SEND ... DEDUP is not allowed inside MULTI (it reads the key index)");
+            m->aborted = 1;
+            return 0;
+        }
+    }
+    if (m->n == MULTI_MAX) {
+        resp_add_errorf(call->out, "ERR a transaction holds at most %d commands", MULTI_MAX);
+        m->aborted = 1;
+        return 0;
+    }
+    return 1;
+}
+
+void cmd_multi_queued(cmd_call_t *call)
+{
+    cmd_multi_t *m = call->conn->multi;
+    if (call->job == NULL) { /* the SEND's own argument error is the reply */
+        m->aborted = 1;
+        return;
+    }
+    if (m->n == m->cap) {
+        m->cap = m->cap ? m->cap * 2 : 16;
+        m->jobs = xrealloc(m->jobs, m->cap * sizeof *m->jobs);
+    }
+    call->job->proto = call->conn->proto;
+    call->job->reply.proto = call->conn->proto;
+    m->jobs[m->n++] = call->job;
+    call->job = NULL;
+    resp_add_simple(call->out, "QUEUED");
+}
+
+/* Storage thread: every queued SEND into the one pending batch, then the
+ * array of their replies. */
+static job_result_t exec_exec(job_t *j, writer_t *w)
+{
+    exec_job_t *ej = (exec_job_t *)j;
+    resp_add_array(&j->reply, ej->n);
+    for (size_t i = 0; i < ej->n; i++) {
+        job_t *q = ej->jobs[i];
+        q->exec(q, w);
+        resp_buf_t *r = &q->reply;
+        buf_append(&j->reply.raw, r->raw.data ? r->raw.data : "", r->raw.len);
+    }
+    return JOB_DONE;
+}
+
+static void exec_complete(job_t *j)
+{
+    exec_job_t *ej = (exec_job_t *)j;
+    for (size_t i = 0; i < ej->n; i++) {
+        job_free(ej->jobs[i]);
+    }
+    free(ej->jobs);
+    ej->jobs = NULL;
+    ej->n = 0;
+}
+
+void cmd_exec(cmd_call_t *call)
+{
+    cmd_multi_t *m = call->conn->multi;
+    if (m == NULL) {
+        resp_add_error(call->out, "ERR EXEC without MULTI");
+        return;
+    }
+    call->conn->multi = NULL;
+    if (m->aborted) {
+        resp_add_error(call->out, "EXECABORT Transaction discarded because of previous errors.");
+        cmd_multi_free(m);
+        return;
+    }
+    char *arena;
+    exec_job_t *ej = cmd_job_new(sizeof *ej, 0, exec_exec, &arena);
+    ej->jobs = m->jobs;
+    ej->n = m->n;
+    ej->job.complete = exec_complete;
+    m->jobs = NULL;
+    m->n = 0;
+    cmd_multi_free(m);
+    call->job = &ej->job;
+}
