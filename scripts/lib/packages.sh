@@ -14,11 +14,12 @@
 #   build       build-essential autoconf automake libtool pkg-config and the -dev libraries
 #   tests       mariadb-server (private servers; brings mariadb-client, the `mariadb` command),
 #               redis-tools (redis-cli, redis-benchmark), redis-server (the benchmarks), valgrind,
-#               prometheus (promtool checks the shipped alert rules), man-db (man -l renders the pages)
+#               prometheus (promtool checks the shipped alert rules), man-db (man -l renders the pages),
+#               openssl (the TLS tests make a throwaway CA and use s_client)
 hg_packages=(
     build-essential autoconf automake libtool pkg-config
     libevent-dev libleveldb-dev libmariadb-dev libssl-dev libcunit1-dev libinih-dev
-    mariadb-server redis-tools redis-server valgrind prometheus man-db
+    mariadb-server redis-tools redis-server valgrind prometheus man-db openssl
 )
 
 hg_sudo=()            # the command prefix for package installation: empty as root, (sudo) otherwise
