@@ -498,6 +498,11 @@ static int tls_handshake_event(conn_t *c, struct bufferevent *bev, short what)
         if (why[0] == '\0') {
             snprintf(why, sizeof why, "%s", err ? evutil_socket_error_to_string(err) : "connection closed");
         }
+        const char *peer = tls_peer_verify_failure(bufferevent_openssl_get_ssl(bev));
+        if (peer != NULL) {
+            size_t n = strlen(why);
+            snprintf(why + n, sizeof why - n, " (the client's certificate: %s)", peer);
+        }
         const char *hint = tls_error_hint(why);
         log_warn("client id=%llu addr=%s: TLS handshake failed: %s%s; closing", (unsigned long long)c->id, c->addr,
                  why, hint);

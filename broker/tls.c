@@ -99,6 +99,12 @@ void tls_describe_session(SSL *ssl, char *buf, size_t len)
     snprintf(buf, len, "%s %s%s", SSL_get_version(ssl), SSL_get_cipher_name(ssl), peer);
 }
 
+const char *tls_peer_verify_failure(SSL *ssl)
+{
+    long v = ssl != NULL ? SSL_get_verify_result(ssl) : X509_V_OK;
+    return v == X509_V_OK ? NULL : X509_verify_cert_error_string(v);
+}
+
 const char *tls_error_hint(const char *text)
 {
     static const char *const plain[] = { "wrong version number", "http request", "https proxy request",
@@ -157,13 +163,15 @@ static SSL_CTX *tls_build(const config_t *cfg, char *err, size_t errlen)
         err_set(err, errlen, "tls-cert-file %s: %s", cfg->tls_cert_file, tls_error_text(why, sizeof why));
         goto fail;
     }
-    if (SSL_CTX_use_PrivateKey_file(ctx, cfg->tls_key_file, SSL_FILETYPE_PEM) != 1) {
-        err_set(err, errlen, "tls-key-file %s: %s", cfg->tls_key_file, tls_error_text(why, sizeof why));
-        goto fail;
-    }
-    if (SSL_CTX_check_private_key(ctx) != 1) {
+    if (SSL_CTX_use_PrivateKey_file(ctx, cfg->tls_key_file, SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(ctx) != 1) {
+        tls_error_text(why, sizeof why);
+        if (strstr(why, "mismatch") == NULL && SSL_CTX_get0_privatekey(ctx) == NULL) {
+            err_set(err, errlen, "tls-key-file %s: %s", cfg->tls_key_file, why[0] ? why : "no private key in it");
+            goto fail;
+        }
         err_set(err, errlen, "tls-key-file %s does not belong to tls-cert-file %s: %s", cfg->tls_key_file,
-                cfg->tls_cert_file, tls_error_text(why, sizeof why));
+                cfg->tls_cert_file, why);
         goto fail;
     }
     if (cfg->tls_ca_cert_file != NULL) {

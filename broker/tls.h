@@ -68,6 +68,11 @@ char *tls_bev_error_text(struct bufferevent *bev, char *buf, size_t len);
  * client certificate's subject when one was sent, into buf[len]. */
 void tls_describe_session(SSL *ssl, char *buf, size_t len);
 
+/* Why the client's certificate failed verification ("certificate has
+ * expired", "unable to get local issuer certificate"), or NULL when it did
+ * not fail (or none was sent). */
+const char *tls_peer_verify_failure(SSL *ssl);
+
 /* A hint for a failed handshake whose reason is text: "a plaintext client
  * on the TLS port?" for the reasons a non-TLS first packet produces, else
  * "". Never NULL. */

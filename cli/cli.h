@@ -26,6 +26,8 @@
 
 typedef struct cli {
     const char *uri;
+    /* hourglass+tls:// (the --tls-* flags; NULL: unset) */
+    const char *tls_ca_cert_file, *tls_cert_file, *tls_key_file, *tls_server_name;
     int json;
     uint32_t timeout_ms;
     hg_client_t *client; /* opened on first use */

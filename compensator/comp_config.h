@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "common/cfg.h"
+#include "common/tls_keys.h"
 #include "db/keys.h"
 
 /* The layers: an index each (stats, metrics, names) and a bit each in
@@ -37,6 +38,7 @@ const char *comp_layer_name(int index);
 typedef struct comp_config {
     /* broker */
     char *uri, *topic, *dlq_groups;
+    TLS_KEYS_FIELDS; /* the tls-* keys (hourglass+tls:// uri) */
     unsigned long long broker_connect_timeout_ms, broker_timeout_ms;
 
     DB_KEYS_FIELDS; /* the mysql-* keys */

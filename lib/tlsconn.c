@@ -158,7 +158,7 @@ int tlsconn_ctx_new(const char *ca_file, const char *cert_file, const char *key_
 
     *out = NULL;
     if ((cert_file == NULL) != (key_file == NULL))
-        return fail(err, errlen, "a TLS client certificate needs its key and a key its certificate (got only the %s)",
+        return fail(err, errlen, "TLS client certificate: a certificate needs its key and a key its certificate (got only the %s)",
                     cert_file != NULL ? "certificate" : "key");
     if (ca_file != NULL && access(ca_file, R_OK) != 0)
         return fail(err, errlen, "TLS CA file %s: %s", ca_file, strerror(errno));
@@ -308,11 +308,29 @@ int tlsconn_open(tlsconn_ctx_t *ctx, int fd, const char *name, uint64_t deadline
 ssize_t tlsconn_send(tlsconn_t *t, const void *data, size_t len)
 {
     int n = SSL_write(t->ssl, data, len > 0x40000000 ? 0x40000000 : (int)len);
+    ssize_t rc;
 
     if (n > 0)
         return n;
     errno = 0;
-    return ssl_failed(t, n, 0);
+    rc = ssl_failed(t, n, 0);
+    if (rc < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+        /* The broker closed after an alert (TLS 1.3 refuses a client
+         * certificate after our handshake finished): its reason is still
+         * in the socket's input, and says more than "Broken pipe". */
+        int saved = errno;
+        char sink[512];
+        int r = SSL_read(t->ssl, sink, (int)sizeof(sink));
+        if (r <= 0 && SSL_get_error(t->ssl, r) == SSL_ERROR_SSL) {
+            char why[sizeof(t->err)];
+            ssl_reasons(why, sizeof(why));
+            if (why[0] != '\0')
+                snprintf(t->err, sizeof(t->err), "%s", why);
+        }
+        ERR_clear_error();
+        errno = saved;
+    }
+    return rc;
 }
 
 ssize_t tlsconn_recv(tlsconn_t *t, buf_t *in)
