@@ -153,8 +153,8 @@ static void run_send(const transport_t *t, pid_t broker, double *rate, double *c
     }
     *rate = (double)opt_n / (secs > 0 ? secs : 1e-3);
     *cpu_per_100k = cpu * 1000.0 * 100000.0 / (double)opt_n;
-    printf("  send     %-9s %9.0f SEND/s   %7.0f ms broker CPU per 100k SENDs   (%ld in %.2f s)\n", t->name,
-           *rate, *cpu_per_100k, opt_n, secs);
+    printf("  send     %-9s %9.0f SEND/s   %7.0f ms broker CPU per 100k SENDs   (%ld in %.2f s)\n", t->name, *rate,
+           *cpu_per_100k, opt_n, secs);
     fflush(stdout);
 }
 

@@ -49,9 +49,9 @@
 #include "broker/tls.h"
 #include "common/log.h"
 
-#define READ_HIGH_WATERMARK (1u << 20) /* input held while blocked/paused */
-#define DRAIN_TIMEOUT_MS    10000      /* a draining client must read its last replies by then */
-#define LINGER_MS           1000       /* discard input this long after a last reply */
+#define READ_HIGH_WATERMARK  (1u << 20) /* input held while blocked/paused */
+#define DRAIN_TIMEOUT_MS     10000      /* a draining client must read its last replies by then */
+#define LINGER_MS            1000       /* discard input this long after a last reply */
 #define TLS_RECORD_HANDSHAKE 0x16       /* the first byte of a TLS ClientHello */
 
 struct reply_slot {
@@ -504,8 +504,8 @@ static int tls_handshake_event(conn_t *c, struct bufferevent *bev, short what)
             snprintf(why + n, sizeof why - n, " (the client's certificate: %s)", peer);
         }
         const char *hint = tls_error_hint(why);
-        log_warn("client id=%llu addr=%s: TLS handshake failed: %s%s; closing", (unsigned long long)c->id, c->addr,
-                 why, hint);
+        log_warn("client id=%llu addr=%s: TLS handshake failed: %s%s; closing", (unsigned long long)c->id, c->addr, why,
+                 hint);
         if (strstr(hint, "plaintext") != NULL) {
             tls_refuse_plaintext(bufferevent_getfd(bev));
         }

@@ -45,7 +45,7 @@
 #include "broker/writer.h"
 #include "proto/request.h"
 
-#define CONN_MAX_PENDING 1024 /* outstanding replies before parsing pauses */
+#define CONN_MAX_PENDING      1024  /* outstanding replies before parsing pauses */
 #define CONN_TLS_HANDSHAKE_MS 10000 /* a TLS client must finish its handshake by then */
 
 /* Roles (the security issue assigns them per user; today every client has all). */

@@ -347,10 +347,9 @@ static struct evconnlistener *listen_on(server_t *s, long long port, int *bound_
     if (resolve(cfg->bind, (int)port, &ss, &sl, err, errlen) != 0) {
         return NULL;
     }
-    struct evconnlistener *l = evconnlistener_new_bind(s->base, accept_cb, s,
-                                                       LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
-                                                           LEV_OPT_CLOSE_ON_EXEC,
-                                                       (int)cfg->tcp_backlog, (struct sockaddr *)&ss, (int)sl);
+    struct evconnlistener *l = evconnlistener_new_bind(
+        s->base, accept_cb, s, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, (int)cfg->tcp_backlog,
+        (struct sockaddr *)&ss, (int)sl);
     if (l == NULL) {
         int e = EVUTIL_SOCKET_ERROR();
         snprintf(err, errlen, "cannot listen on %s:%lld: %s", cfg->bind, port, evutil_socket_error_to_string(e));
@@ -441,8 +440,7 @@ int server_reload_tls(server_t *s)
     if (tls_server_expired(s->tls)) {
         log_warn("SIGHUP: TLS certificate reloaded from %s: %s has EXPIRED", s->cfg->tls_cert_file, what);
     } else {
-        log_info("SIGHUP: TLS certificate reloaded from %s: %s (new connections use it)", s->cfg->tls_cert_file,
-                 what);
+        log_info("SIGHUP: TLS certificate reloaded from %s: %s (new connections use it)", s->cfg->tls_cert_file, what);
     }
     return 0;
 }

@@ -52,7 +52,7 @@ typedef struct config {
     long long idle_timeout_ms; /* 0 = off */
     long long tcp_backlog;
     /* TLS (broker/tls.h) */
-    long long tls_port; /* 0 = off; with it set, port 0 = no plaintext listener */
+    long long tls_port;                                    /* 0 = off; with it set, port 0 = no plaintext listener */
     char *tls_cert_file, *tls_key_file, *tls_ca_cert_file; /* NULL: unset */
     int tls_auth_clients;                                  /* TLS_AUTH_NO | YES | OPTIONAL */
     /* storage */

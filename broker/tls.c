@@ -107,7 +107,7 @@ const char *tls_peer_verify_failure(SSL *ssl)
 
 const char *tls_error_hint(const char *text)
 {
-    static const char *const plain[] = { "wrong version number", "http request", "https proxy request",
+    static const char *const plain[] = { "wrong version number",   "http request",     "https proxy request",
                                          "packet length too long", "unknown protocol", "record layer failure" };
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
         if (strstr(text, plain[i]) != NULL) {

@@ -269,8 +269,7 @@ static const char **tls_flag(cli_t *cli, const char *a, size_t n)
 {
     static const char *const names[] = { "--tls-ca-cert-file", "--tls-cert-file", "--tls-key-file",
                                          "--tls-server-name" };
-    const char **fields[] = { &cli->tls_ca_cert_file, &cli->tls_cert_file, &cli->tls_key_file,
-                              &cli->tls_server_name };
+    const char **fields[] = { &cli->tls_ca_cert_file, &cli->tls_cert_file, &cli->tls_key_file, &cli->tls_server_name };
     for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
         if (strlen(names[k]) == n && strncmp(a, names[k], n) == 0)
             return fields[k];

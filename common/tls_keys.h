@@ -31,20 +31,20 @@
 #define TLS_KEYS_FIELDS char *tls_ca_cert_file, *tls_cert_file, *tls_key_file, *tls_server_name
 
 /* The rows, for a table of the program's config_type (with TLS_KEYS_FIELDS). */
-#define TLS_KEYS_ROWS(config_type)                                                                           \
-    { CFG_KEY("tls-ca-cert-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_ca_cert_file),         \
-              "hourglass+tls:// uri: CA file (PEM) the broker's certificate must chain to"),               \
-      .hint = "FILE", .shown_default = "the system's trust store" },                                        \
-        { CFG_KEY("tls-cert-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_cert_file),           \
-                  "hourglass+tls:// uri: client certificate (PEM) for a broker with tls-auth-clients"),    \
-          .hint = "FILE" },                                                                                 \
-        { CFG_KEY("tls-key-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_key_file),             \
-                  "hourglass+tls:// uri: the private key of tls-cert-file (PEM, unencrypted)"),             \
-          .hint = "FILE" },                                                                                 \
-    {                                                                                                       \
-        CFG_KEY("tls-server-name", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_server_name),         \
+#define TLS_KEYS_ROWS(config_type)                                                                        \
+    { CFG_KEY("tls-ca-cert-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_ca_cert_file),        \
+              "hourglass+tls:// uri: CA file (PEM) the broker's certificate must chain to"),              \
+      .hint = "FILE", .shown_default = "the system's trust store" },                                      \
+        { CFG_KEY("tls-cert-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_cert_file),          \
+                  "hourglass+tls:// uri: client certificate (PEM) for a broker with tls-auth-clients"),   \
+          .hint = "FILE" },                                                                               \
+        { CFG_KEY("tls-key-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_key_file),            \
+                  "hourglass+tls:// uri: the private key of tls-cert-file (PEM, unencrypted)"),           \
+          .hint = "FILE" },                                                                               \
+    {                                                                                                     \
+        CFG_KEY("tls-server-name", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_server_name),        \
                 "hourglass+tls:// uri: the name the broker's certificate must carry (also sent as SNI)"), \
-            .hint = "NAME", .shown_default = "the uri's host"                                               \
+            .hint = "NAME", .shown_default = "the uri's host"                                             \
     }
 
 /* Checks beyond the table's: a tls-* key set with a uri that is not
@@ -53,9 +53,9 @@
 static inline int tls_keys_check(const char *uri, const char *ca, const char *cert, const char *key,
                                  const char *server_name, char *err, size_t errlen)
 {
-    const char *set = ca != NULL ? "tls-ca-cert-file"
-                      : cert != NULL ? "tls-cert-file"
-                      : key != NULL ? "tls-key-file"
+    const char *set = ca != NULL            ? "tls-ca-cert-file"
+                      : cert != NULL        ? "tls-cert-file"
+                      : key != NULL         ? "tls-key-file"
                       : server_name != NULL ? "tls-server-name"
                                             : NULL;
     if (set != NULL && (uri == NULL || strncasecmp(uri, "hourglass+tls://", 16) != 0)) {
@@ -71,17 +71,18 @@ static inline int tls_keys_check(const char *uri, const char *ca, const char *ce
 }
 
 /* tls_keys_check on the TLS_KEYS_FIELDS of the config *k and its uri. */
-#define TLS_KEYS_CHECK(k, uri, err, errlen) \
-    tls_keys_check((uri), (k)->tls_ca_cert_file, (k)->tls_cert_file, (k)->tls_key_file, (k)->tls_server_name, err, errlen)
+#define TLS_KEYS_CHECK(k, uri, err, errlen)                                                                        \
+    tls_keys_check((uri), (k)->tls_ca_cert_file, (k)->tls_cert_file, (k)->tls_key_file, (k)->tls_server_name, err, \
+                   errlen)
 
 /* Copy the TLS_KEYS_FIELDS of the config *k into the hg_client_opts_t *o
  * (the strings stay the config's). */
-#define TLS_KEYS_TO_OPTS(k, o)                         \
-    do {                                               \
-        (o)->tls_ca_file = (k)->tls_ca_cert_file;      \
-        (o)->tls_cert_file = (k)->tls_cert_file;       \
-        (o)->tls_key_file = (k)->tls_key_file;         \
-        (o)->tls_server_name = (k)->tls_server_name;   \
+#define TLS_KEYS_TO_OPTS(k, o)                       \
+    do {                                             \
+        (o)->tls_ca_file = (k)->tls_ca_cert_file;    \
+        (o)->tls_cert_file = (k)->tls_cert_file;     \
+        (o)->tls_key_file = (k)->tls_key_file;       \
+        (o)->tls_server_name = (k)->tls_server_name; \
     } while (0)
 
 #endif

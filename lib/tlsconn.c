@@ -158,7 +158,8 @@ int tlsconn_ctx_new(const char *ca_file, const char *cert_file, const char *key_
 
     *out = NULL;
     if ((cert_file == NULL) != (key_file == NULL))
-        return fail(err, errlen, "TLS client certificate: a certificate needs its key and a key its certificate (got only the %s)",
+        return fail(err, errlen,
+                    "TLS client certificate: a certificate needs its key and a key its certificate (got only the %s)",
                     cert_file != NULL ? "certificate" : "key");
     if (ca_file != NULL && access(ca_file, R_OK) != 0)
         return fail(err, errlen, "TLS CA file %s: %s", ca_file, strerror(errno));

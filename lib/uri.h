@@ -13,8 +13,8 @@
 
 #include <stddef.h>
 
-#define URI_HOST_MAX 256 /* host buffer: a DNS name is at most 253 bytes */
-#define URI_CRED_MAX 256 /* user and password buffers (decoded, NUL included) */
+#define URI_HOST_MAX 256  /* host buffer: a DNS name is at most 253 bytes */
+#define URI_CRED_MAX 256  /* user and password buffers (decoded, NUL included) */
 #define URI_PATH_MAX 1024 /* a TLS file path (decoded, NUL included) */
 
 typedef struct uri {

@@ -47,8 +47,16 @@ static int suite_init(void)
     }
     snprintf(tls_port, sizeof tls_port, "%d", tu_free_port());
     snprintf(tls_uri, sizeof tls_uri, "hourglass+tls://127.0.0.1:%s", tls_port);
-    const char *extra[] = { "--tls-port",         tls_port,   "--tls-cert-file",    pki.server, "--tls-key-file",
-                            pki.server_key,       "--tls-auth-clients", "yes",      "--tls-ca-cert-file", pki.ca,
+    const char *extra[] = { "--tls-port",
+                            tls_port,
+                            "--tls-cert-file",
+                            pki.server,
+                            "--tls-key-file",
+                            pki.server_key,
+                            "--tls-auth-clients",
+                            "yes",
+                            "--tls-ca-cert-file",
+                            pki.ca,
                             NULL };
     bp_set_failure_counter(CU_get_number_of_failures);
     if (oe_start(&env, extra, err, sizeof err) != 0) {
@@ -107,8 +115,8 @@ static void test_cancel_over_tls(void)
     char dir[512], log_path[600];
     CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-tls", dir, sizeof dir), 0);
     snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
-    const char *extra[] = { "--uri",           tls_uri,    "--tls-ca-cert-file", pki.ca, "--tls-cert-file",
-                            pki.client,        "--tls-key-file", pki.client_key,       NULL };
+    const char *extra[] = { "--uri",    tls_uri,          "--tls-ca-cert-file", pki.ca, "--tls-cert-file",
+                            pki.client, "--tls-key-file", pki.client_key,       NULL };
     pid_t pid = oe_start_consumer(&env, "tlsorders", "tlsorders", 4, 0, log_path, extra);
     CU_ASSERT_TRUE_FATAL(pid > 0);
     CU_ASSERT_EQUAL(tu_poll_until(all_cancelled, NULL, 120000, 50), 0);
@@ -148,7 +156,7 @@ static void test_refused(void)
     char dir[512], log_path[600];
     CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-tls", dir, sizeof dir), 0);
     snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
-    const char *extra[] = { "--uri",    tls_uri,        "--tls-ca-cert-file", pki.other_ca, "--tls-cert-file",
+    const char *extra[] = { "--uri",    tls_uri,          "--tls-ca-cert-file", pki.other_ca, "--tls-cert-file",
                             pki.client, "--tls-key-file", pki.client_key,       NULL };
     pid_t pid = oe_start_consumer(&env, "tlsrefused", "tlsrefused", 1, 0, log_path, extra);
     CU_ASSERT_TRUE_FATAL(pid > 0);
@@ -160,8 +168,9 @@ static void test_refused(void)
     tu_rmtree(dir);
 
     char out[4096];
-    const char *argv[] = { OE_CONSUMER_BIN, "--check-config", "--mysql-database", "x", "--tls-ca-cert-file", pki.ca,
-                           NULL };
+    const char *argv[] = {
+        OE_CONSUMER_BIN, "--check-config", "--mysql-database", "x", "--tls-ca-cert-file", pki.ca, NULL
+    };
     int rc = tu_run_capture(argv, out, sizeof out);
     CU_ASSERT_EQUAL(rc, 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "tls-ca-cert-file is set but uri is not hourglass+tls://"));

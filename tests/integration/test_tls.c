@@ -229,8 +229,8 @@ static void check_refused(const char *uri, const char *want)
     uint64_t took = tu_now_mono_ms() - t0;
     TU_CHECK(rc == HG_ERR_CONNECT, "%s: got %s (%s), want HG_ERR_CONNECT", uri, hg_strerror(rc), msg);
     TU_CHECK(strstr(msg, want) != NULL, "%s: message '%s' lacks '%s'", uri, msg, want);
-    TU_CHECK(strstr(msg, "attempts") == NULL && took < 5000, "%s: retried (%llu ms): %s", uri,
-             (unsigned long long)took, msg);
+    TU_CHECK(strstr(msg, "attempts") == NULL && took < 5000, "%s: retried (%llu ms): %s", uri, (unsigned long long)took,
+             msg);
 }
 
 static void test_wrong_ca_and_name(void)
@@ -312,12 +312,13 @@ static void test_mtls(void)
      * refused without (exit 3: cannot reach the broker). */
     char cli_uri[128], out[8192];
     snprintf(cli_uri, sizeof cli_uri, "hourglass+tls://127.0.0.1:%d", TLS_PORT);
-    const char *cli_ok[] = { CLI_BIN,           "--uri",   cli_uri,        "--tls-ca-cert-file", PKI.ca,
-                             "--tls-cert-file", PKI.client, "--tls-key-file", PKI.client_key,    "ping",
-                             NULL };
+    const char *cli_ok[] = {
+        CLI_BIN,        "--uri", cli_uri, "--tls-ca-cert-file", PKI.ca, "--tls-cert-file", PKI.client, "--tls-key-file",
+        PKI.client_key, "ping",  NULL
+    };
     int exit_code = tu_run_capture(cli_ok, out, sizeof out);
-    TU_CHECK(exit_code == 0 && strstr(out, "PONG") != NULL, "hourglass-cli with a certificate: exit %d: %s",
-             exit_code, out);
+    TU_CHECK(exit_code == 0 && strstr(out, "PONG") != NULL, "hourglass-cli with a certificate: exit %d: %s", exit_code,
+             out);
     const char *cli_no_cert[] = { CLI_BIN, "--uri", cli_uri, "--tls-ca-cert-file", PKI.ca, "ping", NULL };
     exit_code = tu_run_capture(cli_no_cert, out, sizeof out);
     TU_CHECK(exit_code == 3 && strstr(out, "certificate required") != NULL,
@@ -393,8 +394,8 @@ static int tls_only_ready(void *arg)
 static void test_tls_only(void)
 {
     char err[2048];
-    TU_REQUIRE(bp_startl(&B, err, sizeof err, "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server,
-                         "--tls-key-file", PKI.server_key, NULL) == 0,
+    TU_REQUIRE(bp_startl(&B, err, sizeof err, "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server, "--tls-key-file",
+                         PKI.server_key, NULL) == 0,
                "broker: %s", err);
     TU_REQUIRE(bp_stop(&B, err, sizeof err) == 0, "stop: %s", err);
     /* Now without the plaintext port (the last --port wins). */
@@ -447,9 +448,9 @@ static void test_redis_cli(void)
     const char *ping[] = { REDIS_CLI, "-h", "127.0.0.1", "-p", TLS_PORT_S, "--tls", "--cacert", PKI.ca, "PING", NULL };
     int rc = tu_run_capture(ping, out, sizeof out);
     TU_CHECK(rc == 0 && strstr(out, "PONG") != NULL, "redis-cli --tls PING: exit %d: %s", rc, out);
-    const char *send[] = { REDIS_CLI, "-h",   "127.0.0.1", "-p",         TLS_PORT_S, "--tls",      "--cacert",
-                           PKI.ca,    "--cert", PKI.client, "--key",     PKI.client_key, "SEND", "cli-topic",
-                           "hello",   NULL };
+    const char *send[] = { REDIS_CLI,  "-h",        "127.0.0.1", "-p",       TLS_PORT_S, "--tls",
+                           "--cacert", PKI.ca,      "--cert",    PKI.client, "--key",    PKI.client_key,
+                           "SEND",     "cli-topic", "hello",     NULL };
     rc = tu_run_capture(send, out, sizeof out);
     TU_CHECK(rc == 0 && strlen(out) >= 16 && strstr(out, "ERR") == NULL,
              "redis-cli --tls with a client certificate SEND: exit %d: %s", rc, out);
@@ -539,8 +540,8 @@ static void test_config(void)
     refused("tls-auth-clients is set but tls-port is 0", "--check-config", "--tls-auth-clients", "optional", NULL);
     refused("'maybe'", "--check-config", "--tls-auth-clients", "maybe", NULL);
     /* Files are read at start: the key, file and reason named. */
-    refused("tls-cert-file " /* path follows */, "--tls-port", TLS_PORT_S, "--tls-cert-file", missing,
-            "--tls-key-file", PKI.server_key, NULL);
+    refused("tls-cert-file " /* path follows */, "--tls-port", TLS_PORT_S, "--tls-cert-file", missing, "--tls-key-file",
+            PKI.server_key, NULL);
     refused("missing.pem: No such file or directory", "--tls-port", TLS_PORT_S, "--tls-cert-file", missing,
             "--tls-key-file", PKI.server_key, NULL);
     refused("does not belong to tls-cert-file", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server,
@@ -550,23 +551,36 @@ static void test_config(void)
     /* The clients' shared tls-* keys (common/tls_keys.h), through hourglass-compensator and hourglass-cli. */
     char out[4096], uri[128];
     snprintf(uri, sizeof uri, "hourglass+tls://127.0.0.1:%d", TLS_PORT);
-    const char *comp_plain[] = { COMP_BIN, "--check-config", "--mysql-database", "x", "--tls-ca-cert-file", PKI.ca,
-                                 NULL };
+    const char *comp_plain[] = {
+        COMP_BIN, "--check-config", "--mysql-database", "x", "--tls-ca-cert-file", PKI.ca, NULL
+    };
     int rc = tu_run_capture(comp_plain, out, sizeof out);
     TU_CHECK(rc == 2 && strstr(out, "tls-ca-cert-file is set but uri is not hourglass+tls://") != NULL,
              "compensator, tls-* with a plaintext uri: exit %d: %s", rc, out);
-    const char *comp_half[] = { COMP_BIN, "--check-config", "--mysql-database", "x", "--uri", uri, "--tls-cert-file",
-                                PKI.client, NULL };
+    const char *comp_half[] = { COMP_BIN, "--check-config",  "--mysql-database", "x", "--uri",
+                                uri,      "--tls-cert-file", PKI.client,         NULL };
     rc = tu_run_capture(comp_half, out, sizeof out);
     TU_CHECK(rc == 2 && strstr(out, "tls-cert-file is set without tls-key-file") != NULL,
              "compensator, a certificate without its key: exit %d: %s", rc, out);
-    const char *comp_missing[] = { COMP_BIN, "--check-config", "--mysql-database", "x", "--uri", uri,
-                                   "--tls-ca-cert-file", missing, NULL };
+    const char *comp_missing[] = {
+        COMP_BIN, "--check-config", "--mysql-database", "x", "--uri", uri, "--tls-ca-cert-file", missing, NULL
+    };
     rc = tu_run_capture(comp_missing, out, sizeof out);
     TU_CHECK(rc == 2 && strstr(out, "uri: TLS CA file") != NULL && strstr(out, "No such file") != NULL,
              "compensator, a missing CA file: exit %d: %s", rc, out);
-    const char *comp_ok[] = { COMP_BIN, "--check-config", "--mysql-database", "x", "--uri", uri, "--tls-ca-cert-file",
-                              PKI.ca, "--tls-cert-file", PKI.client, "--tls-key-file", PKI.client_key, NULL };
+    const char *comp_ok[] = { COMP_BIN,
+                              "--check-config",
+                              "--mysql-database",
+                              "x",
+                              "--uri",
+                              uri,
+                              "--tls-ca-cert-file",
+                              PKI.ca,
+                              "--tls-cert-file",
+                              PKI.client,
+                              "--tls-key-file",
+                              PKI.client_key,
+                              NULL };
     rc = tu_run_capture(comp_ok, out, sizeof out);
     TU_CHECK(rc == 0, "compensator with the tls-* keys: exit %d: %s", rc, out);
     const char *cli_plain[] = { CLI_BIN, "--tls-ca-cert-file", PKI.ca, "ping", NULL };
