@@ -23,12 +23,12 @@
 #include "lib/wire.h"
 
 #include "base/alloc.h"
+#include "base/err.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,19 +136,6 @@ static BIO *socket_bio_new(int fd)
 
 /* ---- contexts and connections ------------------------------------------------ */
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err != NULL && errlen > 0) {
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 int tlsconn_ctx_new(const char *ca_file, const char *cert_file, const char *key_file, tlsconn_ctx_t **out, char *err,
                     size_t errlen)
@@ -158,20 +145,20 @@ int tlsconn_ctx_new(const char *ca_file, const char *cert_file, const char *key_
 
     *out = NULL;
     if ((cert_file == NULL) != (key_file == NULL))
-        return fail(err, errlen,
+        return err_set(err, errlen,
                     "TLS client certificate: a certificate needs its key and a key its certificate (got only the %s)",
                     cert_file != NULL ? "certificate" : "key");
     if (ca_file != NULL && access(ca_file, R_OK) != 0)
-        return fail(err, errlen, "TLS CA file %s: %s", ca_file, strerror(errno));
+        return err_set(err, errlen, "TLS CA file %s: %s", ca_file, strerror(errno));
     if (cert_file != NULL && access(cert_file, R_OK) != 0)
-        return fail(err, errlen, "TLS certificate file %s: %s", cert_file, strerror(errno));
+        return err_set(err, errlen, "TLS certificate file %s: %s", cert_file, strerror(errno));
     if (key_file != NULL && access(key_file, R_OK) != 0)
-        return fail(err, errlen, "TLS key file %s: %s", key_file, strerror(errno));
+        return err_set(err, errlen, "TLS key file %s: %s", key_file, strerror(errno));
     ERR_clear_error();
     ctx = SSL_CTX_new(TLS_client_method());
     if (ctx == NULL) {
         ssl_reasons(why, sizeof(why));
-        return fail(err, errlen, "cannot create a TLS context: %s", why);
+        return err_set(err, errlen, "cannot create a TLS context: %s", why);
     }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF);
@@ -181,18 +168,18 @@ int tlsconn_ctx_new(const char *ca_file, const char *cert_file, const char *key_
                         : SSL_CTX_set_default_verify_paths(ctx) != 1) {
         ssl_reasons(why, sizeof(why));
         SSL_CTX_free(ctx);
-        return fail(err, errlen, "TLS CA file %s: %s", ca_file != NULL ? ca_file : "(system default)", why);
+        return err_set(err, errlen, "TLS CA file %s: %s", ca_file != NULL ? ca_file : "(system default)", why);
     }
     if (cert_file != NULL) {
         if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1) {
             ssl_reasons(why, sizeof(why));
             SSL_CTX_free(ctx);
-            return fail(err, errlen, "TLS certificate file %s: %s", cert_file, why);
+            return err_set(err, errlen, "TLS certificate file %s: %s", cert_file, why);
         }
         if (SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
             ssl_reasons(why, sizeof(why));
             SSL_CTX_free(ctx);
-            return fail(err, errlen, "TLS key file %s (for %s): %s", key_file, cert_file, why);
+            return err_set(err, errlen, "TLS key file %s (for %s): %s", key_file, cert_file, why);
         }
     }
     *out = xcalloc(1, sizeof(**out));
@@ -265,7 +252,7 @@ int tlsconn_open(tlsconn_ctx_t *ctx, int fd, const char *name, uint64_t deadline
         char why[256];
         ssl_reasons(why, sizeof(why));
         tlsconn_close(t);
-        return fail(err, errlen, "cannot start TLS: %s", why[0] ? why : "out of memory");
+        return err_set(err, errlen, "cannot start TLS: %s", why[0] ? why : "out of memory");
     }
     SSL_set_bio(t->ssl, bio, bio);
     if (is_ip) {
@@ -283,20 +270,20 @@ int tlsconn_open(tlsconn_ctx_t *ctx, int fd, const char *name, uint64_t deadline
             w = wire_wait(fd, t->wants, deadline);
             if (w == 1)
                 continue;
-            fail(err, errlen, "TLS handshake %s", w == 0 ? "timed out" : strerror(errno));
+            err_set(err, errlen, "TLS handshake %s", w == 0 ? "timed out" : strerror(errno));
             tlsconn_close(t);
             return -1;
         }
         long v = SSL_get_verify_result(t->ssl);
         if (v != X509_V_OK) {
             *verify_failed = 1;
-            fail(err, errlen, "the broker's TLS certificate is not trusted: %s", X509_verify_cert_error_string(v));
+            err_set(err, errlen, "the broker's TLS certificate is not trusted: %s", X509_verify_cert_error_string(v));
         } else if (errno == EPIPE || strstr(t->err, "unexpected eof") != NULL ||
                    strstr(t->err, "wrong version number") != NULL || strstr(t->err, "packet length") != NULL) {
-            fail(err, errlen, "TLS handshake failed: %s (is it the broker's tls-port?)",
+            err_set(err, errlen, "TLS handshake failed: %s (is it the broker's tls-port?)",
                  errno == EPIPE ? "connection closed by the broker" : t->err);
         } else {
-            fail(err, errlen, "TLS handshake failed: %s", t->err);
+            err_set(err, errlen, "TLS handshake failed: %s", t->err);
         }
         tlsconn_close(t);
         return -1;

@@ -47,6 +47,15 @@ static int userinfo_char(int c)
     return isalnum(c) || strchr("-._~!$&'()*+,;=", c) != NULL;
 }
 
+/* The byte of the escape "%XX" at s[i] (s[i] is '%'), or -1 when two hex
+ * digits do not follow within s[0..n). */
+static int percent_byte(const char *s, size_t i, size_t n)
+{
+    int hi = i + 1 < n ? resp_hex_value((unsigned char)s[i + 1]) : -1;
+    int lo = i + 2 < n ? resp_hex_value((unsigned char)s[i + 2]) : -1;
+    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
 /* Percent-decode src[0..n) into dst[dstlen]. what names the part for
  * messages ("the user name", "the password"); show says whether the text may
  * be echoed (never for the password). Returns 0 / -1. */
@@ -58,15 +67,14 @@ static int decode_part(const char *src, size_t n, char *dst, size_t dstlen, cons
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)src[i];
         if (c == '%') {
-            int hi = i + 1 < n ? resp_hex_value((unsigned char)src[i + 1]) : -1;
-            int lo = i + 2 < n ? resp_hex_value((unsigned char)src[i + 2]) : -1;
-            if (hi < 0 || lo < 0) {
+            int b = percent_byte(src, i, n);
+            if (b < 0) {
                 if (show)
                     return fail(err, errlen, "bad percent-escape '%.*s' in %s (want %%XX, two hex digits)",
                                 (int)(n - i < 3 ? n - i : 3), src + i, what);
                 return fail(err, errlen, "bad percent-escape in %s (want %%XX, two hex digits)", what);
             }
-            c = (unsigned char)(hi * 16 + lo);
+            c = (unsigned char)b;
             if (c == 0)
                 return fail(err, errlen, "%%00 (a NUL byte) in %s is not allowed", what);
             i += 2;
@@ -133,11 +141,10 @@ static int decode_value(const char *v, size_t n, char *dst, size_t dstlen, const
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)v[i];
         if (c == '%') {
-            int hi = i + 1 < n ? resp_hex_value((unsigned char)v[i + 1]) : -1;
-            int lo = i + 2 < n ? resp_hex_value((unsigned char)v[i + 2]) : -1;
-            if (hi < 0 || lo < 0 || hi * 16 + lo == 0)
+            int b = percent_byte(v, i, n);
+            if (b <= 0)
                 return fail(err, errlen, "bad percent-escape in URI parameter '%s' (want %%XX, not %%00)", name);
-            c = (unsigned char)(hi * 16 + lo);
+            c = (unsigned char)b;
             i += 2;
         } else if (c == '=' || c == '#' || c <= 0x20 || c == 0x7f) {
             return fail(err, errlen, "invalid character 0x%02x in URI parameter '%s' (percent-encode it)", c, name);
