@@ -507,8 +507,9 @@ static void test_reload(void)
  * ------------------------------------------------------------------------ */
 
 /* Run the broker with argv (--check-config, or a start that must fail) and
- * expect exit 1 with want in its output. */
-static void refused(const char *want, const char *a0, ...)
+ * expect exit code `code` (2: a configuration error; 1: a start-up failure,
+ * such as a file that does not load) with want in its output. */
+static void refused(int code, const char *want, const char *a0, ...)
 {
     const char *argv[32];
     char out[8192], dir[700];
@@ -527,26 +528,26 @@ static void refused(const char *want, const char *a0, ...)
     va_end(ap);
     argv[n] = NULL;
     int rc = tu_run_capture(argv, out, sizeof out);
-    TU_CHECK(rc == 1 && strstr(out, want) != NULL, "want exit 1 with '%s', got %d: %s", want, rc, out);
+    TU_CHECK(rc == code && strstr(out, want) != NULL, "want exit %d with '%s', got %d: %s", code, want, rc, out);
 }
 
 static void test_config(void)
 {
     char missing[700];
     snprintf(missing, sizeof missing, "%s/missing.pem", PKI_DIR);
-    refused("tls-port 7380 needs tls-cert-file and tls-key-file", "--check-config", "--tls-port", "7380", NULL);
-    refused("tls-auth-clients yes needs tls-ca-cert-file", "--check-config", "--tls-port", "7380", "--tls-cert-file",
+    refused(2, "tls-port 7380 needs tls-cert-file and tls-key-file", "--check-config", "--tls-port", "7380", NULL);
+    refused(2, "tls-auth-clients yes needs tls-ca-cert-file", "--check-config", "--tls-port", "7380", "--tls-cert-file",
             PKI.server, "--tls-key-file", PKI.server_key, "--tls-auth-clients", "yes", NULL);
-    refused("tls-auth-clients is set but tls-port is 0", "--check-config", "--tls-auth-clients", "optional", NULL);
-    refused("'maybe'", "--check-config", "--tls-auth-clients", "maybe", NULL);
+    refused(2, "tls-auth-clients is set but tls-port is 0", "--check-config", "--tls-auth-clients", "optional", NULL);
+    refused(2, "'maybe'", "--check-config", "--tls-auth-clients", "maybe", NULL);
     /* Files are read at start: the key, file and reason named. */
-    refused("tls-cert-file " /* path follows */, "--tls-port", TLS_PORT_S, "--tls-cert-file", missing, "--tls-key-file",
+    refused(1, "tls-cert-file " /* path follows */, "--tls-port", TLS_PORT_S, "--tls-cert-file", missing, "--tls-key-file",
             PKI.server_key, NULL);
-    refused("missing.pem: No such file or directory", "--tls-port", TLS_PORT_S, "--tls-cert-file", missing,
+    refused(1, "missing.pem: No such file or directory", "--tls-port", TLS_PORT_S, "--tls-cert-file", missing,
             "--tls-key-file", PKI.server_key, NULL);
-    refused("does not belong to tls-cert-file", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server,
+    refused(1, "does not belong to tls-cert-file", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server,
             "--tls-key-file", PKI.client_key, NULL);
-    refused("tls-key-file", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server, "--tls-key-file", PKI.ca, NULL);
+    refused(1, "tls-key-file", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server, "--tls-key-file", PKI.ca, NULL);
 
     /* The clients' shared tls-* keys (common/tls_keys.h), through hourglass-compensator and hourglass-cli. */
     char out[4096], uri[128];
