@@ -1,19 +1,43 @@
 /*
  * broker/cmd_conn.c — the connection commands: PING ECHO QUIT SELECT AUTH
- * HELLO CLIENT.
+ * HELLO CLIENT ACL.
  *
  * All answered on the loop thread from the connection's own state (conn_t:
- * protocol, name, id); none touches the store. AUTH and HELLO AUTH are the
- * seam of the users issue: today no users exist, so both refuse.
+ * protocol, name, id, user, roles); none touches the store. AUTH and
+ * HELLO ... AUTH check the password against the users file (broker/users.h):
+ * a password verified before is answered at once from broker/auth.h's cache;
+ * any other goes to the AUTH thread as an auth_call_t, and its complete()
+ * (loop thread) logs the user in (or logs the failure) and writes the reply.
+ * `AUTH pass` with one argument is `AUTH default pass` (Redis semantics).
+ * A failed AUTH leaves the connection as it was (still logged in as before,
+ * or not at all).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 #include "broker/cmd_shared.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "base/buf.h"
+#include "broker/auth.h"
+#include "broker/server.h"
+#include "common/log.h"
+
+#define WRONGPASS "WRONGPASS invalid username-password pair or user is disabled."
+
+/* An AUTH being verified off the loop (broker/auth.h). */
+typedef struct auth_call {
+    auth_req_t req; /* first member */
+    server_t *srv;
+    conn_set_t *set;
+    char user[USERS_NAME_MAX + 1]; /* as given (cut to fit: a longer name matches nobody anyway) */
+    const char *why;               /* for the log when it fails: "wrong password", "no such user", ... */
+    int hello;                     /* 0: AUTH; 2 or 3: HELLO's protocol */
+    int has_setname;
+    char setname[128];
+} auth_call_t;
 
 static void add_bulk_arg(resp_buf_t *b, const resp_arg_t *a)
 {
@@ -24,7 +48,7 @@ static void add_bulk_arg(resp_buf_t *b, const resp_arg_t *a)
  * ASCII without spaces (no control bytes, CR, LF, NUL, DEL or 8-bit bytes),
  * shorter than conn_t.name; empty clears the name. Sets it and returns 0, or
  * writes the error reply and returns -1 with the name unchanged. */
-static int set_client_name(cmd_call_t *call, const resp_arg_t *v)
+static int check_client_name(cmd_call_t *call, const resp_arg_t *v)
 {
     conn_t *c = call->conn;
     for (size_t i = 0; i < v->len; i++) {
@@ -36,6 +60,15 @@ static int set_client_name(cmd_call_t *call, const resp_arg_t *v)
     }
     if (v->len >= sizeof c->name) {
         resp_add_errorf(call->out, "ERR client name longer than %zu bytes", sizeof c->name - 1);
+        return -1;
+    }
+    return 0;
+}
+
+static int set_client_name(cmd_call_t *call, const resp_arg_t *v)
+{
+    conn_t *c = call->conn;
+    if (check_client_name(call, v) != 0) {
         return -1;
     }
     memcpy(c->name, v->ptr, v->len);
@@ -74,13 +107,163 @@ void cmd_select(cmd_call_t *call)
     }
 }
 
+/* The user a connection acts as, for HELLO, ACL WHOAMI and messages. */
+static const char *user_shown(const conn_t *c)
+{
+    return c->user[0] ? c->user : "default";
+}
+
+/* HELLO's reply map: server facts, and who the connection is. */
+static void hello_reply(resp_buf_t *out, const conn_t *c)
+{
+    char roles[USERS_ROLES_TEXT];
+    users_roles_text(c->roles, roles, sizeof roles);
+    resp_add_map(out, 9);
+    resp_add_bulk_str(out, "server");
+    resp_add_bulk_str(out, "hourglass");
+    resp_add_bulk_str(out, "version");
+    resp_add_bulk_str(out, PACKAGE_VERSION);
+    resp_add_bulk_str(out, "proto");
+    resp_add_int(out, c->proto);
+    resp_add_bulk_str(out, "id");
+    resp_add_int(out, (long long)c->id);
+    resp_add_bulk_str(out, "mode");
+    resp_add_bulk_str(out, "standalone");
+    resp_add_bulk_str(out, "role");
+    resp_add_bulk_str(out, "master");
+    resp_add_bulk_str(out, "modules");
+    resp_add_array(out, 0);
+    resp_add_bulk_str(out, "user");
+    resp_add_bulk_str(out, user_shown(c));
+    resp_add_bulk_str(out, "roles");
+    size_t n = 0;
+    for (unsigned bit = 1; bit <= ROLE_ALL; bit <<= 1) {
+        n += (c->roles & bit) != 0;
+    }
+    resp_add_array(out, n);
+    for (unsigned bit = 1; bit <= ROLE_ALL; bit <<= 1) {
+        if (c->roles & bit) {
+            char one[USERS_ROLES_TEXT];
+            resp_add_bulk_str(out, users_roles_text(bit, one, sizeof one));
+        }
+    }
+}
+
+/* Log c in as e. */
+static void log_in(conn_t *c, const users_entry_t *e)
+{
+    char roles[USERS_ROLES_TEXT];
+    c->authenticated = 1;
+    c->roles = e->roles;
+    snprintf(c->user, sizeof c->user, "%s", e->name);
+    log_debug("client id=%llu addr=%s logged in as '%s' (%s)", (unsigned long long)c->id, c->addr, e->name,
+              users_roles_text(e->roles, roles, sizeof roles));
+}
+
+/* The reply of a successful AUTH / HELLO AUTH (after log_in). */
+static void auth_ok_reply(resp_buf_t *out, conn_t *c, int hello, const char *setname)
+{
+    if (hello == 0) {
+        resp_add_simple(out, "OK");
+        return;
+    }
+    if (setname != NULL) {
+        snprintf(c->name, sizeof c->name, "%s", setname);
+    }
+    c->proto = hello;
+    out->proto = hello;
+    hello_reply(out, c);
+}
+
+/* Loop thread: the AUTH thread answered. */
+static void auth_complete(job_t *j)
+{
+    auth_call_t *ac = (auth_call_t *)(void *)j;
+    conn_t *c = conn_by_id(ac->set, j->conn_id);
+    if (c == NULL) {
+        return; /* gone: conn_job_done frees the job */
+    }
+    /* The users file may have been reloaded meanwhile: the user must still be there with the same hash. */
+    const users_entry_t *e = users_find(server_users(ac->srv), ac->user, strlen(ac->user));
+    int ok = ac->req.ok && e != NULL && !e->disabled && strcmp(e->hash, ac->req.hash) == 0;
+    resp_buf_clear(&j->reply);
+    j->reply.proto = c->proto;
+    if (!ok) {
+        log_warn("AUTH failed from %s for user '%s' (%s): reply held back %u ms (%u failures from this address in "
+                 "the last minute)",
+                 c->addr, ac->user, ac->req.ok ? "user changed meanwhile" : ac->why, ac->req.delay_ms,
+                 ac->req.failures);
+        resp_add_error(&j->reply, WRONGPASS);
+        return;
+    }
+    auth_cache_put(server_auth(ac->srv), e->name, &ac->req);
+    log_in(c, e);
+    auth_ok_reply(&j->reply, c, ac->hello, ac->has_setname ? ac->setname : NULL);
+}
+
+/* Check user/pass: at once when the cache knows the password, else through
+ * the AUTH thread (call->job). hello: 0 for AUTH, else HELLO's protocol;
+ * setname: HELLO's SETNAME (already checked) or NULL. */
+static void start_auth(cmd_call_t *call, const resp_arg_t *user, const resp_arg_t *pass, int hello,
+                       const resp_arg_t *setname)
+{
+    conn_t *c = call->conn;
+    auth_worker_t *aw = server_auth(call->srv);
+    const users_entry_t *e = users_find(server_users(call->srv), user->ptr, user->len);
+    if (e != NULL && !e->disabled && auth_cache_hit(aw, e->name, e->hash, pass->ptr, pass->len)) {
+        char name[128];
+        if (setname != NULL) {
+            snprintf(name, sizeof name, "%.*s", (int)setname->len, setname->ptr);
+        }
+        log_in(c, e);
+        auth_ok_reply(call->out, c, hello, setname ? name : NULL);
+        return;
+    }
+    char *arena;
+    auth_call_t *ac = cmd_job_new(sizeof *ac, pass->len + 1, NULL, &arena);
+    memcpy(arena, pass->ptr, pass->len);
+    arena[pass->len] = '\0';
+    ac->req.password = arena;
+    ac->req.password_len = pass->len;
+    /* The address without the port: "1.2.3.4:5" -> "1.2.3.4", "[::1]:5" -> "[::1]". */
+    snprintf(ac->req.ip, sizeof ac->req.ip, "%s", c->addr);
+    char *colon = strrchr(ac->req.ip, ':');
+    if (colon != NULL) {
+        *colon = '\0';
+    }
+    cmd_shown(user, ac->user, sizeof ac->user);
+    if (e == NULL) {
+        ac->why = "no such user";
+    } else if (e->disabled) {
+        ac->why = "user is disabled";
+    } else {
+        ac->why = "wrong password";
+        snprintf(ac->req.hash, sizeof ac->req.hash, "%s", e->hash);
+    }
+    ac->srv = call->srv;
+    ac->set = c->set;
+    ac->hello = hello;
+    if (setname != NULL) {
+        ac->has_setname = 1;
+        snprintf(ac->setname, sizeof ac->setname, "%.*s", (int)setname->len, setname->ptr);
+    }
+    ac->req.job.complete = auth_complete;
+    call->job = &ac->req.job;
+    call->auth = 1;
+}
+
 void cmd_auth(cmd_call_t *call)
 {
     if (call->argc > 3) {
         resp_add_error(call->out, "ERR wrong number of arguments for 'auth' command");
         return;
     }
-    resp_add_error(call->out, "ERR AUTH called without any users configured");
+    if (!server_auth_required(call->srv)) {
+        resp_add_error(call->out, "ERR AUTH called without any users configured (see users-file)");
+        return;
+    }
+    static const resp_arg_t default_user = { "default", 7 };
+    start_auth(call, call->argc == 3 ? &call->argv[1] : &default_user, &call->argv[call->argc - 1], 0, NULL);
 }
 
 void cmd_hello(cmd_call_t *call)
@@ -101,15 +284,15 @@ void cmd_hello(cmd_call_t *call)
         proto = (int)v;
         i = 2;
     }
-    const resp_arg_t *setname = NULL;
+    const resp_arg_t *setname = NULL, *user = NULL, *pass = NULL;
     for (; i < call->argc; i++) {
         if (cmd_arg_is(&call->argv[i], "auth")) {
             if (i + 2 >= call->argc) {
                 resp_add_error(call->out, "ERR syntax error: AUTH needs a user name and a password");
                 return;
             }
-            resp_add_error(call->out, "ERR AUTH called without any users configured");
-            return;
+            user = &call->argv[++i];
+            pass = &call->argv[++i];
         } else if (cmd_arg_is(&call->argv[i], "setname")) {
             if (i + 1 >= call->argc) {
                 resp_add_error(call->out, "ERR syntax error: SETNAME needs a value");
@@ -121,26 +304,45 @@ void cmd_hello(cmd_call_t *call)
             return;
         }
     }
+    if (setname && check_client_name(call, setname) != 0) {
+        return;
+    }
+    if (user != NULL) {
+        if (!server_auth_required(call->srv)) {
+            resp_add_error(call->out, "ERR AUTH called without any users configured (see users-file)");
+            return;
+        }
+        start_auth(call, user, pass, proto, setname);
+        return;
+    }
+    if (!c->authenticated) {
+        resp_add_error(call->out, "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
+                                  "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
+                                  "select the RESP protocol version at the same time");
+        return;
+    }
     if (setname && set_client_name(call, setname) != 0) {
         return;
     }
     c->proto = proto;
     call->out->proto = proto;
-    resp_add_map(call->out, 7);
-    resp_add_bulk_str(call->out, "server");
-    resp_add_bulk_str(call->out, "hourglass");
-    resp_add_bulk_str(call->out, "version");
-    resp_add_bulk_str(call->out, PACKAGE_VERSION);
-    resp_add_bulk_str(call->out, "proto");
-    resp_add_int(call->out, proto);
-    resp_add_bulk_str(call->out, "id");
-    resp_add_int(call->out, (long long)c->id);
-    resp_add_bulk_str(call->out, "mode");
-    resp_add_bulk_str(call->out, "standalone");
-    resp_add_bulk_str(call->out, "role");
-    resp_add_bulk_str(call->out, "master");
-    resp_add_bulk_str(call->out, "modules");
-    resp_add_array(call->out, 0);
+    hello_reply(call->out, c);
+}
+
+void cmd_acl(cmd_call_t *call)
+{
+    const resp_arg_t *sub = &call->argv[1];
+    if (cmd_arg_is(sub, "whoami") && call->argc == 2) {
+        resp_add_bulk_str(call->out, user_shown(call->conn));
+    } else if (cmd_arg_is(sub, "help")) {
+        resp_add_array(call->out, 2);
+        resp_add_simple(call->out, "ACL WHOAMI");
+        resp_add_simple(call->out, "WHOAMI: the user this connection is logged in as (\"default\" without users)");
+    } else {
+        char b[40];
+        resp_add_errorf(call->out, "ERR unknown subcommand or wrong number of arguments for '%s'. Try ACL HELP.",
+                        cmd_shown(sub, b, sizeof b));
+    }
 }
 
 void cmd_client(cmd_call_t *call)

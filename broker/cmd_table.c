@@ -6,9 +6,16 @@
  * One row per command {name, arity, flags, roles, subcommand roles, proc,
  * syntax, summary}. The roles column is the single authority for who may run
  * what: a command (or subcommand) whose roles are ROLE_ADMIN alone is an
- * admin command, shown with the "admin" flag by COMMAND. Today every
- * connection has every role (conn->roles = ROLE_ALL); the users issue will
- * give each user its roles, and this check then applies unchanged.
+ * admin command, shown with the "admin" flag by COMMAND. A connection gets
+ * its roles from the user it AUTHs as (broker/users.h); without users every
+ * connection has every role. docs/protocol.md prints this column.
+ *
+ * How the roles are chosen (docs/security.md):
+ *   producer  SEND (and what sending needs: LEVELS, PING, COMMAND ...)
+ *   consumer  PULL ACK NACK TOUCH, GROUP CREATE, and read-only introspection
+ *   viewer    read-only introspection only (dashboards): changes nothing
+ *   admin     everything, and alone: GROUP DEL, DLQ REQUEUE/DROP, CONFIG,
+ *             CLIENT LIST (other clients' addresses), SHUTDOWN
  *
  * Loop thread only.
  */
@@ -56,15 +63,22 @@ typedef struct cmd_def {
     const char *summary;
 } cmd_def_t;
 
-#define R_ANY  ROLE_ALL
-#define R_PROD (ROLE_PRODUCER | ROLE_ADMIN)
-#define R_CONS (ROLE_CONSUMER | ROLE_ADMIN)
-#define R_ADM  ROLE_ADMIN
+#define R_ANY  ROLE_ALL                                   /* every logged-in user */
+#define R_PROD (ROLE_PRODUCER | ROLE_ADMIN)               /* sending */
+#define R_CONS (ROLE_CONSUMER | ROLE_ADMIN)               /* consuming */
+#define R_READ (ROLE_VIEWER | ROLE_CONSUMER | ROLE_ADMIN) /* read-only introspection */
+#define R_ADM  ROLE_ADMIN                                 /* changes an operator makes */
 
 static const cmd_sub_t group_subs[] = {
-    { "del", R_ADM },
-    { "delete", R_ADM },
-    { "destroy", R_ADM },
+    { "create", R_CONS }, { "list", R_READ }, { "del", R_ADM }, { "delete", R_ADM }, { "destroy", R_ADM }, { NULL, 0 },
+};
+
+static const cmd_sub_t dlq_subs[] = {
+    { "len", R_READ }, { "list", R_READ }, { "requeue", R_ADM }, { "drop", R_ADM }, { NULL, 0 },
+};
+
+static const cmd_sub_t client_subs[] = {
+    { "list", R_ADM }, /* every client's address and name */
     { NULL, 0 },
 };
 
@@ -81,28 +95,29 @@ static const cmd_def_t commands[] = {
       "fail a lease: retry (replies next due ms), DLQ (0) or no lease (-1)" },
     { "touch", -3, CMD_STORAGE | CMD_WRITE, R_CONS, NULL, cmd_touch, "group id [LEASE ms]",
       "extend a lease; replies the new deadline or 0" },
-    { "group", -2, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_ANY, group_subs, cmd_group,
+    { "group", -2, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_ADM, group_subs, cmd_group,
       "CREATE group topic [FROM FIRST|NOW] [MAXRETRY n] | LIST | DEL group", "consumer groups" },
-    { "dlq", -3, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_ADM, NULL, cmd_dlq,
+    { "dlq", -3, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_ADM, dlq_subs, cmd_dlq,
       "LEN group | LIST group [COUNT n] [AFTER id] | REQUEUE group id|ALL | DROP group id|ALL",
       "the dead-letter queue" },
     { "levels", 1, CMD_STORAGE, R_ANY, NULL, cmd_levels, "", "per level: [level, delay_ms, depth, next_due_ms]" },
-    { "info", -1, CMD_STORAGE, R_ANY, NULL, cmd_info, "[section ...]",
+    { "info", -1, CMD_STORAGE, R_READ, NULL, cmd_info, "[section ...]",
       "server, clients, levels, groups, storage, stats (Redis-style text)" },
     { "ping", -1, CMD_LOOP | CMD_NOAUTH, R_ANY, NULL, cmd_ping, "[message]", "PONG, or the message" },
     { "echo", 2, CMD_LOOP, R_ANY, NULL, cmd_echo, "message", "the message" },
     { "hello", -1, CMD_LOOP | CMD_NOAUTH, R_ANY, NULL, cmd_hello, "[2|3] [AUTH user pass] [SETNAME name]",
       "choose RESP2/RESP3; server facts" },
     { "auth", -2, CMD_LOOP | CMD_NOAUTH, R_ANY, NULL, cmd_auth, "[user] password",
-      "authenticate (needs users: not yet)" },
+      "log in as a user of the users-file (user \"default\" when omitted)" },
     { "quit", 1, CMD_LOOP | CMD_NOAUTH, R_ANY, NULL, cmd_quit, "", "+OK, then close" },
     { "shutdown", -1, CMD_LOOP, R_ADM, NULL, cmd_shutdown, "[NOSAVE|SAVE|NOW|FORCE]",
       "finish the batch in flight, close the store, exit 0" },
     { "command", -1, CMD_LOOP, R_ANY, NULL, cmd_command, "[COUNT|DOCS|LIST|INFO name...|HELP]", "the command table" },
-    { "client", -2, CMD_LOOP, R_ANY, NULL, cmd_client, "SETNAME n|GETNAME|ID|SETINFO k v|LIST|INFO",
+    { "client", -2, CMD_LOOP, R_ANY, client_subs, cmd_client, "SETNAME n|GETNAME|ID|SETINFO k v|LIST|INFO",
       "connection facts" },
     { "select", 2, CMD_LOOP, R_ANY, NULL, cmd_select, "0", "+OK for 0 (one keyspace; for Redis clients)" },
     { "config", -2, CMD_LOOP, R_ADM, NULL, cmd_config, "GET pattern", "read configuration keys" },
+    { "acl", -2, CMD_LOOP, R_ANY, NULL, cmd_acl, "WHOAMI", "the user this connection is logged in as" },
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -237,12 +252,26 @@ void cmd_dispatch(cmd_call_t *call)
         resp_add_errorf(call->out, "ERR wrong number of arguments for '%s' command", d->name);
         return;
     }
-    if (!call->conn->authenticated && !(d->flags & CMD_NOAUTH)) {
-        resp_add_error(call->out, "NOAUTH Authentication required.");
-        return;
-    }
-    if ((call->conn->roles & call_roles(d, call)) == 0) {
-        resp_add_errorf(call->out, "NOPERM this user has no permissions to run the '%s' command", d->name);
+    if (!call->conn->authenticated) {
+        if (!(d->flags & CMD_NOAUTH)) {
+            resp_add_error(call->out, "NOAUTH Authentication required.");
+            return;
+        }
+    } else if ((call->conn->roles & call_roles(d, call)) == 0) {
+        const conn_t *c = call->conn;
+        char roles[USERS_ROLES_TEXT], sub[40] = "";
+        if (d->subs != NULL && call->argc >= 2) {
+            char b[32];
+            snprintf(sub, sizeof sub, "|%s", cmd_shown(&call->argv[1], b, sizeof b));
+            for (char *p = sub; *p; p++) {
+                if (*p >= 'A' && *p <= 'Z') {
+                    *p = (char)(*p + 32);
+                }
+            }
+        }
+        resp_add_errorf(call->out, "NOPERM User %s (roles: %s) has no permissions to run the '%s%s' command",
+                        c->user[0] ? c->user : "default", users_roles_text(c->roles, roles, sizeof roles), d->name,
+                        sub);
         return;
     }
     d->proc(call);

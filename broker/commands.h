@@ -40,6 +40,8 @@ typedef struct cmd_call {
     job_t *job;      /* set: a storage job to queue (out is then unused) */
     int close_after; /* close the connection after this reply (QUIT) */
     int no_reply;    /* nothing to send (SHUTDOWN) */
+    int auth;        /* job is an auth_req_t (broker/auth.h): verified off the loop; the
+                        connection parses nothing more until it is answered */
 } cmd_call_t;
 
 /* Find the command, check arity and the caller's roles, run it. Every

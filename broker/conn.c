@@ -44,8 +44,10 @@
 
 #include "base/alloc.h"
 #include "base/map.h"
+#include "broker/auth.h"
 #include "broker/cmd_shared.h"
 #include "broker/commands.h"
+#include "broker/server.h"
 #include "broker/tls.h"
 #include "common/log.h"
 
@@ -61,6 +63,7 @@ struct reply_slot {
     uint64_t seq; /* storage slots: the job's seq */
     int filled;
     int blocking; /* the blocking PULL of this connection */
+    int holds;    /* an AUTH: parsing waits until it is written */
     job_t *job;   /* storage reply */
     char *data;   /* loop reply (copied) */
     size_t len;
@@ -336,6 +339,9 @@ static void conn_flush(conn_t *c)
         if (sl->blocking) {
             set_blocked(c, 0);
         }
+        if (sl->holds) {
+            c->auth_held = 0;
+        }
         c->last_active_mono = mono_ms();
         if (sl->job) {
             conn_write(c, sl->job->reply.raw.data, sl->job->reply.raw.len);
@@ -398,7 +404,18 @@ static void conn_execute(conn_t *c, const resp_command_t *cmd)
             sl->blocking = 1;
             set_blocked(c, 1);
         }
-        writer_submit(s->writer, j);
+        if (call.auth) {
+            sl->holds = 1;
+            c->auth_held = 1;
+            if (auth_submit(server_auth(s->srv), (auth_req_t *)(void *)j) != 0) {
+                auth_refuse_busy((auth_req_t *)(void *)j);
+                sl->job = j;
+                sl->filled = 1;
+                conn_flush(c);
+            }
+        } else {
+            writer_submit(s->writer, j);
+        }
     } else if (!call.no_reply) {
         conn_reply(c, s->scratch.raw.data, s->scratch.raw.len);
     }
@@ -420,7 +437,7 @@ static void conn_process_input(conn_t *c)
 {
     conn_set_t *s = c->set;
     struct evbuffer *in = bufferevent_get_input(c->bev);
-    while (!c->closing && !c->draining && !c->blocked && c->nslots < CONN_MAX_PENDING &&
+    while (!c->closing && !c->draining && !c->blocked && !c->auth_held && c->nslots < CONN_MAX_PENDING &&
            conn_held(c) < (size_t)s->cfg->max_inflight_bytes && s->reading) {
         if (evbuffer_get_length(in) == 0) {
             break;
@@ -751,8 +768,8 @@ int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa, SS
     c->bev = bev;
     c->proto = RESP_PROTO_2;
     c->tls = ssl != NULL;
-    c->authenticated = 1; /* no users configured (security issue) */
-    c->roles = ROLE_ALL;
+    c->authenticated = !server_auth_required(s->srv); /* no users: every role, as before users existed */
+    c->roles = c->authenticated ? ROLE_ALL : 0;
     c->created_mono = c->last_active_mono = mono_ms();
     format_addr(sa, c->addr, sizeof c->addr);
     resp_limits_t lim = {
@@ -835,6 +852,30 @@ size_t conn_set_count(const conn_set_t *s)
     return (size_t)s->nconns;
 }
 
+conn_t *conn_by_id(conn_set_t *s, uint64_t id)
+{
+    return conn_find(s, id);
+}
+
+void conn_set_users_changed(conn_set_t *s, const users_t *users)
+{
+    for (conn_t *c = s->all; c; c = c->all_next) {
+        if (c->user[0] == '\0') {
+            continue;
+        }
+        const users_entry_t *e = users_find(users, c->user, strlen(c->user));
+        if (e == NULL || e->disabled) {
+            log_info("client id=%llu addr=%s: user '%s' is %s in the reloaded users file: logged out",
+                     (unsigned long long)c->id, c->addr, c->user, e ? "disabled" : "gone");
+            c->authenticated = 0;
+            c->roles = 0;
+            c->user[0] = '\0';
+        } else {
+            c->roles = e->roles;
+        }
+    }
+}
+
 void conn_set_stop_reading(conn_set_t *s)
 {
     s->reading = 0;
@@ -883,9 +924,10 @@ void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
         if (only && c != only) {
             continue;
         }
-        buf_printf(out, "id=%llu addr=%s name=%s age=%llu idle=%llu flags=%s replies=%zu cmd=%s resp=%d\n",
+        buf_printf(out, "id=%llu addr=%s name=%s age=%llu idle=%llu flags=%s replies=%zu cmd=%s resp=%d user=%s\n",
                    (unsigned long long)c->id, c->addr, c->name, (unsigned long long)((now - c->created_mono) / 1000),
                    (unsigned long long)((now - c->last_active_mono) / 1000), c->blocked ? "b" : "N", c->nslots,
-                   c->last_cmd[0] ? c->last_cmd : "NULL", c->proto);
+                   c->last_cmd[0] ? c->last_cmd : "NULL", c->proto,
+                   c->user[0] ? c->user : (c->authenticated ? "default" : "-"));
     }
 }

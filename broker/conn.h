@@ -46,18 +46,13 @@
 #include "base/buf.h"
 #include "broker/metrics.h"
 #include "broker/settings.h"
+#include "broker/users.h"
 #include "broker/writer.h"
 #include "proto/request.h"
 
 #define CONN_MAX_PENDING 1024 /* outstanding replies before parsing pauses */
 #define CONN_SWEEP_MS    200  /* header-timeout and max-client-memory checks */
 #define CONN_TLS_HANDSHAKE_MS 10000 /* a TLS client must finish its handshake by then */
-
-/* Roles (the security issue assigns them per user; today every client has all). */
-#define ROLE_PRODUCER 1u
-#define ROLE_CONSUMER 2u
-#define ROLE_ADMIN    4u
-#define ROLE_ALL      (ROLE_PRODUCER | ROLE_CONSUMER | ROLE_ADMIN)
 
 typedef struct server server_t;
 struct ssl_st; /* OpenSSL's SSL (broker/tls.h) */
@@ -88,9 +83,12 @@ typedef struct conn {
     int tls;       /* accepted on tls-port */
     int tls_ready; /* the handshake completed */
     int sniffed;   /* plaintext port: the first input byte was checked for a TLS handshake */
-    /* security seam: set by AUTH with the users issue */
+    /* authentication (broker/users.h, cmd_conn.c): without users every
+     * connection is authenticated with every role */
     int authenticated;
-    unsigned roles; /* ROLE_* bits */
+    unsigned roles;                /* ROLE_* bits */
+    char user[USERS_NAME_MAX + 1]; /* the user AUTH logged in as; "" = none ("default") */
+    int auth_held;                 /* an AUTH is being verified: parse nothing more until it is answered */
     /* resource budgets (conn.c, docs/operations.md "Resource limits") */
     uint64_t cmd_started_mono; /* when the unfinished command's first byte was parsed; 0: none */
     size_t inflight_bytes;     /* request bytes awaiting replies + replies queued in the FIFO */
@@ -118,6 +116,15 @@ int conn_accept(conn_set_t *set, evutil_socket_t fd, const struct sockaddr *sa, 
 
 /* Open connections. */
 size_t conn_set_count(const conn_set_t *set);
+
+/* The open connection with this id, or NULL (an AUTH completion finds its
+ * connection with it). */
+conn_t *conn_by_id(conn_set_t *set, uint64_t id);
+
+/* The users file was reloaded: a connection logged in as a user that is gone
+ * or disabled is logged out (NOAUTH from its next command on); the others
+ * take their user's new roles. */
+void conn_set_users_changed(conn_set_t *set, const users_t *users);
 
 /* The writer's completion callback (ctx = the set): the job's reply fills its
  * slot and the FIFO is written from the head; a job for a connection that is

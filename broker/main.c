@@ -37,6 +37,7 @@
 #include "broker/fdlimit.h"
 #include "broker/server.h"
 #include "broker/settings.h"
+#include "broker/users.h"
 #include "broker/writer.h"
 #include "common/log.h"
 #include "levels/store.h"
@@ -108,9 +109,9 @@ static int check_data(const config_t *cfg)
 
 typedef struct hup_ctx {
     config_t *cfg;
+    server_t *srv;
     int argc;
     char **argv;
-    server_t *srv;
 } hup_ctx_t;
 
 /* SIGHUP: the configuration, then the TLS files (replaced in place or
@@ -120,6 +121,26 @@ static void on_hup(void *arg)
     hup_ctx_t *h = arg;
     config_reload(h->cfg, h->argc, h->argv);
     server_reload_tls(h->srv);
+    server_reload_users(h->srv);
+}
+
+/* The users file, when users-file is set: 0 and *out (NULL without one), or 1
+ * with the message logged. */
+static int load_users(const config_t *cfg, users_t **out)
+{
+    char err[512];
+    *out = NULL;
+    if (cfg->users_file == NULL) {
+        return 0;
+    }
+    if (users_load(cfg->users_file, out, err, sizeof err) != 0) {
+        log_error("configuration: users-file: %s", err);
+        return 1;
+    }
+    if (users_count(*out) == 0) {
+        log_warn("users-file %s lists no users: every client must AUTH, and nobody can", cfg->users_file);
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -142,11 +163,18 @@ int main(int argc, char **argv)
         printf("hourglass-broker %s\n", PACKAGE_VERSION);
         config_free(&cfg);
         return 0;
-    case CONFIG_CHECK:
+    case CONFIG_CHECK: {
+        users_t *u = NULL;
+        if (load_users(&cfg, &u) != 0) {
+            config_free(&cfg);
+            return CFG_EXIT_CONFIG;
+        }
+        users_free(u);
         config_print(&cfg, stdout);
         fprintf(stderr, "configuration OK\n");
         config_free(&cfg);
         return 0;
+    }
     case CONFIG_CHECK_DATA: {
         int rc = check_data(&cfg);
         config_free(&cfg);
@@ -166,6 +194,11 @@ int main(int argc, char **argv)
         return 1;
     }
     cfg.store.max_open_files = (int)cfg.max_open_files;
+    users_t *users = NULL;
+    if (load_users(&cfg, &users) != 0) {
+        config_free(&cfg);
+        return CFG_EXIT_CONFIG;
+    }
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() != 0) {
         log_error("libevent has no pthreads support");
@@ -187,13 +220,15 @@ int main(int argc, char **argv)
     store_t *store = NULL;
     if (store_open(&cfg.store, &store, err, sizeof err) != 0) {
         log_error("cannot open the data directory: %s", err);
+        users_free(users);
         event_base_free(base);
         config_free(&cfg);
         return 1;
     }
 
     server_t *srv = server_new(&cfg, base);
-    hup_ctx_t hup = { &cfg, argc, argv, srv };
+    server_set_users(srv, users);
+    hup_ctx_t hup = { &cfg, srv, argc, argv };
     server_on_hup(srv, on_hup, &hup);
     if (server_listen(srv, err, sizeof err) != 0) {
         log_error("%s", err);
@@ -218,9 +253,10 @@ int main(int argc, char **argv)
     } else if (server_tls_port(srv) != 0) {
         snprintf(tls, sizeof tls, "; TLS on %s:%d", cfg.bind, server_tls_port(srv));
     }
-    log_info("hourglass-broker %s pid %ld listening on %s:%d%s; dir %s; levels %s; fsync %s%s", PACKAGE_VERSION,
+    log_info("hourglass-broker %s pid %ld listening on %s:%d%s; dir %s; levels %s; fsync %s%s; %s", PACKAGE_VERSION,
              (long)getpid(), cfg.bind, server_port(srv) ? server_port(srv) : server_tls_port(srv), tls, cfg.dir, spec,
-             cfg.fsync_always ? "always" : "no", cfg.metrics_port ? "" : "; metrics off");
+             cfg.fsync_always ? "always" : "no", cfg.metrics_port ? "" : "; metrics off",
+             cfg.users_file ? "users from the users-file (AUTH required)" : "no users (no AUTH)");
     if (cfg.metrics_port) {
         log_info("metrics on http://%s:%lld/metrics", cfg.metrics_bind, cfg.metrics_port);
     }

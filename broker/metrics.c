@@ -176,6 +176,9 @@ void metrics_info_loop_head(buf_t *out, int mask, const loop_info_t *li)
                    "uptime_in_seconds:%llu\r\nbind:%s\r\nmetrics_port:%lld\r\n",
                    PACKAGE_VERSION, (long)getpid(), li->port, (unsigned long long)(li->uptime_ms / 1000), li->cfg->bind,
                    li->cfg->metrics_port);
+        buf_printf(out, "protected_mode:%s\r\nauth_required:%s\r\nusers:%llu\r\nsecurity_warning:%s\r\n",
+                   li->protected_mode ? "yes" : "no", li->auth_required ? "yes" : "no", (unsigned long long)li->users,
+                   li->security_warning ? li->security_warning : "none");
     }
     if (mask & INFO_CLIENTS) {
         section(out, "Clients");
@@ -200,6 +203,8 @@ void metrics_info_loop_tail(buf_t *out, int mask, const loop_info_t *li)
                    (unsigned long long)li->commands_processed, (unsigned long long)li->protocol_errors,
                    (unsigned long long)li->reply_buffer_kills, (unsigned long long)li->idle_kills,
                    (unsigned long long)li->memory_kills, (unsigned long long)li->header_timeout_kills);
+        buf_printf(out, "auth_failures:%llu\r\ndenied_connections:%llu\r\n", (unsigned long long)li->auth_failures,
+                   (unsigned long long)li->denied_connections);
     }
 }
 

@@ -51,6 +51,10 @@ typedef struct loop_info {
     uint64_t client_memory;        /* bytes all clients held at the last sweep */
     uint64_t memory_kills;         /* clients closed over max-client-memory */
     uint64_t header_timeout_kills; /* clients closed at header-timeout */
+    /* security (docs/security.md) */
+    int protected_mode, auth_required;
+    uint64_t users, auth_failures, denied_connections;
+    const char *security_warning; /* NULL: none */
 } loop_info_t;
 
 /* INFO sections, as a bit mask. */

@@ -16,6 +16,10 @@
  * share max-clients, the accept back-off and everything after accept. The
  * metrics endpoint stays plain HTTP.
  *
+ * Protected mode (server.h, docs/security.md) is decided per accepted
+ * socket from its peer address, before a connection exists: a refused peer
+ * gets one "-DENIED" line and is closed.
+ *
  * Shutdown: RUNNING -> STOPPING (listener off, no more parsing, writer asked
  * to finish its queue and close the store) -> CLOSING (writer done: every
  * connection drains its replies and closes; a 2 s guard timer) -> loop exit.
@@ -72,6 +76,12 @@ struct server {
     uint64_t last_emfile_log;
     uint64_t rejected; /* connections refused at max-clients */
     int spare_fd;      /* /dev/null held open so that EMFILE can still accept and refuse */
+    /* users, AUTH, protected mode */
+    users_t *users;
+    auth_worker_t *auth;
+    uint64_t denied; /* connections refused by protected mode */
+    uint64_t last_denied_log;
+    char warning[256]; /* the security warning, "" = none */
 };
 
 typedef struct http_job {
@@ -132,6 +142,102 @@ void server_shutdown(server_t *s, const char *why)
     }
 }
 
+/* ---- protected mode --------------------------------------------------------------------------- */
+
+/* 1 for a loopback peer (127.0.0.0/8, ::1, or ::ffff:127.x.y.z). */
+static int peer_is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) {
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a)) {
+            return 1;
+        }
+        return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+    }
+    return sa->sa_family == AF_UNIX;
+}
+
+int server_protected(const server_t *s)
+{
+    return !s->cfg->allow_remote && !(s->cfg->users_file != NULL && config_tls_enabled(s->cfg));
+}
+
+/* Recompute the warning after a start or a reload, and log it. */
+static void security_check(server_t *s)
+{
+    const config_t *cfg = s->cfg;
+    s->warning[0] = '\0';
+    if (server_protected(s)) {
+        if (!config_is_loopback(cfg->bind)) {
+            log_warn("protected mode: listening on %s, but clients from other hosts are refused: %s; set "
+                     "allow-remote yes to accept them anyway (docs/security.md)",
+                     cfg->bind, cfg->users_file == NULL ? "no users-file is configured" : "TLS is not configured");
+        }
+        return;
+    }
+    if (config_is_loopback(cfg->bind)) {
+        return; /* allow-remote, but nobody else can reach this address */
+    }
+    if (cfg->users_file == NULL) {
+        snprintf(s->warning, sizeof s->warning,
+                 "allow-remote yes without users: any client that reaches %s:%d may run every command, SHUTDOWN "
+                 "included",
+                 cfg->bind, s->port);
+    } else if (!config_tls_enabled(cfg)) {
+        snprintf(s->warning, sizeof s->warning,
+                 "allow-remote yes without TLS: passwords and messages cross the network in plaintext");
+    }
+    if (s->warning[0]) {
+        log_warn("SECURITY WARNING: %s (docs/security.md)", s->warning);
+    }
+}
+
+const char *server_security_warning(const server_t *s)
+{
+    return s->warning[0] ? s->warning : NULL;
+}
+
+void server_set_users(server_t *s, users_t *users)
+{
+    users_free(s->users);
+    s->users = users;
+}
+
+const users_t *server_users(const server_t *s)
+{
+    return s->users;
+}
+
+int server_auth_required(const server_t *s)
+{
+    return s->cfg->users_file != NULL;
+}
+
+auth_worker_t *server_auth(server_t *s)
+{
+    return s->auth;
+}
+
+void server_reload_users(server_t *s)
+{
+    if (s->cfg->users_file == NULL) {
+        return;
+    }
+    users_t *u = NULL;
+    char err[512];
+    if (users_load(s->cfg->users_file, &u, err, sizeof err) != 0) {
+        log_error("SIGHUP: users file not reloaded, the previous users stay: %s", err);
+        return;
+    }
+    log_info("SIGHUP: %zu users reloaded from %s", users_count(u), s->cfg->users_file);
+    server_set_users(s, u);
+    conn_set_users_changed(s->conns, s->users);
+    security_check(s);
+}
+
 /* ---- accepting ---------------------------------------------------------------------------- */
 
 /* Tell a client it cannot be served and close it (never blocks). */
@@ -154,6 +260,28 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     }
     if (conn_set_count(s->conns) >= (uint64_t)s->cfg->max_clients) {
         refuse(s, fd);
+        return;
+    }
+    if (!peer_is_loopback(sa) && server_protected(s)) {
+        static const char msg[] = "-DENIED Hourglass is in protected mode: it serves only clients on this host "
+                                  "because users or TLS are not configured. Configure users-file and TLS, or set "
+                                  "allow-remote yes (see docs/security.md)\r\n";
+        ssize_t w = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)w;
+        evutil_closesocket(fd);
+        s->denied++;
+        uint64_t now = mono_ms();
+        if (now >= s->last_denied_log + 1000) {
+            char host[INET6_ADDRSTRLEN] = "?";
+            if (sa->sa_family == AF_INET) {
+                evutil_inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr, host, sizeof host);
+            } else if (sa->sa_family == AF_INET6) {
+                evutil_inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr, host, sizeof host);
+            }
+            log_warn("protected mode: refused a client from %s (%llu refused so far; docs/security.md)", host,
+                     (unsigned long long)s->denied);
+            s->last_denied_log = now;
+        }
         return;
     }
     SSL *ssl = NULL;
@@ -361,6 +489,7 @@ server_t *server_new(const config_t *cfg, struct event_base *base)
         abort();
     }
     s->conns = conn_set_new(cfg, base, s);
+    s->auth = auth_new(base, server_job_done, s);
     s->started_mono = mono_ms();
     s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     return s;
@@ -441,6 +570,9 @@ int server_listen(server_t *s, char *err, size_t errlen)
             return -1;
         }
     }
+    if (auth_start(s->auth, err, errlen) != 0) {
+        return -1;
+    }
     if (cfg->metrics_port > 0) {
         s->http = evhttp_new(s->base);
         if (s->http == NULL) {
@@ -460,6 +592,7 @@ int server_listen(server_t *s, char *err, size_t errlen)
     evsignal_add(s->sig_term, NULL);
     evsignal_add(s->sig_int, NULL);
     evsignal_add(s->sig_hup, NULL);
+    security_check(s);
     return 0;
 }
 
@@ -517,7 +650,9 @@ void server_free(server_t *s)
     if (s == NULL) {
         return;
     }
+    auth_free(s->auth);
     conn_set_free(s->conns);
+    users_free(s->users);
     if (s->http) {
         evhttp_free(s->http);
     }
@@ -552,6 +687,12 @@ void server_loop_info(server_t *s, loop_info_t *li)
     li->uptime_ms = mono_ms() - s->started_mono;
     conn_set_stats(s->conns, li);
     li->rejected_connections = s->rejected;
+    li->protected_mode = server_protected(s);
+    li->auth_required = server_auth_required(s);
+    li->users = users_count(s->users);
+    li->auth_failures = auth_failures(s->auth);
+    li->denied_connections = s->denied;
+    li->security_warning = server_security_warning(s);
     if (s->writer_running) {
         li->jobs_queued = writer_queued(s->writer);
         li->jobs_parked = writer_parked(s->writer);

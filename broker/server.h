@@ -16,8 +16,10 @@
 
 #include <event2/event.h>
 
+#include "broker/auth.h"
 #include "broker/metrics.h"
 #include "broker/settings.h"
+#include "broker/users.h"
 #include "broker/writer.h"
 
 typedef struct server server_t;
@@ -68,6 +70,34 @@ void server_shutdown(server_t *s, const char *why);
 
 /* Close every connection and free the server. NULL is fine. */
 void server_free(server_t *s);
+
+/* ---- users, AUTH and protected mode (docs/security.md) ----
+ *
+ * Authentication is required when users-file is set (even when the file
+ * lists nobody: configured authentication never turns itself off).
+ * Protected mode: remote clients (a peer that is not a loopback address) are
+ * served only when users and TLS are both configured, or allow-remote is
+ * yes; otherwise they are told "-DENIED ..." and closed. Remote clients
+ * allowed without users or without TLS make a loud warning at start, on
+ * every reload and in INFO (security_warning). */
+
+/* Take users (the loaded users file; NULL when users-file is unset).
+ * Before server_listen. */
+void server_set_users(server_t *s, users_t *users);
+
+/* SIGHUP: re-read users-file and swap the table in (connections follow:
+ * conn_set_users_changed); on an error the old table stays (logged). */
+void server_reload_users(server_t *s);
+
+const users_t *server_users(const server_t *s);
+int server_auth_required(const server_t *s);
+auth_worker_t *server_auth(server_t *s);
+
+/* 1 when clients from other hosts are refused (protected mode). */
+int server_protected(const server_t *s);
+
+/* The security warning (INFO security_warning), or NULL when there is none. */
+const char *server_security_warning(const server_t *s);
 
 /* For commands: the configuration, and what the loop knows (INFO, /metrics). */
 const config_t *server_config(const server_t *s);

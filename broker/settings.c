@@ -33,12 +33,13 @@ static int check_levels(void *conf, const cfg_key_t *k, const char *value, cfg_s
 
 /* The table. Keep it in the order of docs/broker.md and etc/hourglass-broker.conf. */
 static const cfg_key_t cfg_keys[] = {
-    { CFG_KEY("bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(bind),
-              "address to listen on; a non-loopback address needs allow-remote yes") },
+    { CFG_KEY(
+        "bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(bind),
+        "address to listen on; clients from other hosts are served only with users and TLS, or allow-remote yes") },
     { CFG_KEY("port", CFG_INT, "7379", 0, 65535, OFF(port),
               "TCP port for RESP clients (0: none when tls-port is set, else any free port, logged at start-up)") },
     { CFG_KEY("allow-remote", CFG_BOOL, "no", 0, 1, OFF(allow_remote),
-              "allow listening on a non-loopback address (no users or TLS yet)") },
+              "serve clients from other hosts without users or TLS (protected mode off; a loud warning)") },
     { CFG_KEY("max-clients", CFG_INT, "10000", 1, 1000000, OFF(max_clients),
               "most client connections; more are told '-ERR max number of clients reached'") },
     { CFG_KEY("idle-timeout", CFG_DURATION, "0", 0, 365 * DAY_MS, OFF(idle_timeout_ms),
@@ -59,6 +60,9 @@ static const cfg_key_t cfg_keys[] = {
               "mutual TLS: yes: a client certificate signed by tls-ca-cert-file is required; optional: checked "
               "when sent; no: not asked for"),
       .words = TLS_AUTH_CLIENTS_WORDS, .reload = 1 },
+    { CFG_KEY("users-file", CFG_STRING, NULL, 0, 0, OFF(users_file),
+              "users, roles and password hashes (docs/security.md); set: every client must AUTH; re-read on SIGHUP"),
+      .hint = "FILE" },
     { CFG_KEY("dir", CFG_STRING, "./hourglass-data", 0, 0, OFF(dir),
               "data directory (created if missing; one broker per directory)") },
     { CFG_KEY("levels", CFG_STRING, LVL_DEFAULT_SPEC, 0, 0, OFF(levels),
@@ -185,8 +189,12 @@ void config_free(config_t *c)
     cfg_free(&table, c);
 }
 
-/* 1 when host is a loopback address or "localhost". */
-static int config_is_loopback(const char *host)
+int config_tls_enabled(const config_t *c)
+{
+    return c->tls_port != 0;
+}
+
+int config_is_loopback(const char *host)
 {
     if (strcasecmp(host, "localhost") == 0) {
         return 1;
@@ -256,13 +264,6 @@ int config_validate(config_t *c, char *err, size_t errlen)
     }
     if ((uint64_t)c->max_delay_ms > LVL_MAX_DURATION_MS) {
         err_set(err, errlen, "max-delay is too long");
-        return -1;
-    }
-    if (!c->allow_remote && !config_is_loopback(c->bind)) {
-        err_set(err, errlen,
-                "bind %s is not a loopback address: the broker has no users or TLS yet; "
-                "set allow-remote yes to listen there anyway",
-                c->bind);
         return -1;
     }
     if (c->metrics_port != 0 && !c->allow_remote && !config_is_loopback(c->metrics_bind)) {

@@ -55,6 +55,7 @@ typedef struct config {
     long long tls_port;                                    /* 0 = off; with it set, port 0 = no plaintext listener */
     char *tls_cert_file, *tls_key_file, *tls_ca_cert_file; /* NULL: unset */
     int tls_auth_clients;                                  /* TLS_AUTH_NO | YES | OPTIONAL */
+    char *users_file; /* NULL: no users, no AUTH (broker/users.h) */
     /* storage */
     char *dir;
     char *levels;     /* the spec as written (parsed into store.levels) */
@@ -113,9 +114,16 @@ void config_free(config_t *c);
 int config_load(config_t *c, int argc, char **argv, config_action_t *action, char *err, size_t errlen);
 
 /* Cross-key checks: the level table parses, max-bulk >= max-payload,
- * max-query > max-bulk, a non-loopback bind needs allow-remote. On success
+ * max-query > max-bulk, a non-loopback metrics-bind needs allow-remote. On success
  * c->store holds the store options (path = c->dir, create_if_missing = 1). */
 int config_validate(config_t *c, char *err, size_t errlen);
+
+/* 1 when host is a loopback address or "localhost". */
+int config_is_loopback(const char *host);
+
+/* 1 when clients can connect with TLS (protected mode needs it to let remote
+ * clients in without allow-remote; docs/security.md). */
+int config_tls_enabled(const config_t *c);
 
 /* SIGHUP: re-read the configuration from argc/argv (the ones the broker
  * started with: the same file, the flags still win) and apply the

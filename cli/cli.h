@@ -28,6 +28,8 @@ typedef struct cli {
     const char *uri;
     /* hourglass+tls:// (the --tls-* flags; NULL: unset) */
     const char *tls_ca_cert_file, *tls_cert_file, *tls_key_file, *tls_server_name;
+    const char *user;          /* --user, or NULL (the URI's) */
+    const char *password_file; /* --password-file, or NULL (the URI's password) */
     int json;
     uint32_t timeout_ms;
     hg_client_t *client; /* opened on first use */
@@ -91,5 +93,8 @@ int cli_cmd_dlq_list(cli_t *cli, int argc, char **argv);
 int cli_cmd_dlq_show(cli_t *cli, int argc, char **argv);
 int cli_cmd_dlq_requeue(cli_t *cli, int argc, char **argv);
 int cli_cmd_dlq_drop(cli_t *cli, int argc, char **argv);
+
+/* ---- cli/cmd_passwd.c ---- */
+int cli_cmd_passwd(cli_t *cli, int argc, char **argv);
 
 #endif

@@ -2,7 +2,7 @@
  * cli/main.c — hourglass-cli, the operator's tool: levels, groups, INFO,
  * send, and draining a dead-letter queue by hand.
  *
- *   hourglass-cli [--uri URI] [--json] [--timeout MS] COMMAND [ARGS]
+ *   hourglass-cli [--uri URI] [--user U] [--password-file F] [--json] [--timeout MS] COMMAND [ARGS]
  *
  * This file: the command table (name, handler, usage, help) from which
  * `--help` output and dispatch come, the global options, the messages and
@@ -30,6 +30,7 @@
 #include <strings.h>
 
 #include "cli/args.h"
+#include "common/passwd.h"
 
 /* ------------------------------------------------------------------------
  * Messages and exit codes
@@ -95,10 +96,17 @@ int cli_connect(cli_t *cli)
     hg_client_opts_t opts;
     hg_error_t err;
     hg_err_t e;
+    char password[PASSWD_FILE_MAX + 1], why[HG_ERRMSG_MAX];
 
     if (cli->client != NULL)
         return 0;
     hg_client_opts_init(&opts);
+    if (cli->password_file != NULL) {
+        if (passwd_read_file(cli->password_file, password, sizeof(password), why, sizeof(why)) != 0)
+            return cli_fail(EXIT_USAGE, "%s", why);
+        opts.password = password;
+    }
+    opts.user = cli->user;
     opts.connect_timeout_ms = cli->timeout_ms;
     opts.read_timeout_ms = cli->timeout_ms;
     opts.reconnect_backoff.attempts = 1; /* an operator wants an answer now */
@@ -108,6 +116,7 @@ int cli_connect(cli_t *cli)
     opts.tls_key_file = cli->tls_key_file;
     opts.tls_server_name = cli->tls_server_name;
     e = hg_client_open(cli->uri, &opts, &cli->client, &err);
+    memset(password, 0, sizeof(password));
     if (e != HG_OK)
         return cli_fail(cli_exit_code(e), "%s", err.message);
     return 0;
@@ -164,6 +173,12 @@ static const command_t commands[] = {
       "reset; consumers get it at once. Exit 1 when the ID is not in the DLQ." },
     { "dlq drop", cli_cmd_dlq_drop, "GROUP (ID | --all)",
       "Delete one parked message (or all) for good. Exit 1 when the ID is not in the DLQ." },
+    { "passwd", cli_cmd_passwd, "[--pbkdf2] [--cost N] [USER ROLES]",
+      "Make a password hash for the broker's users-file (no broker needed). The password is "
+      "asked twice on the terminal without echo, or read as the first line of stdin. Prints "
+      "the hash, or with USER and ROLES (producer, consumer, admin, viewer; comma-separated) "
+      "a whole users-file line. Default: scrypt ln=15 r=8 p=1 (--cost: ln, 10..20); --pbkdf2: "
+      "PBKDF2-SHA256, 600000 iterations (--cost: iterations)." },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -220,6 +235,8 @@ static void print_help(FILE *f)
                "  --uri URI      broker to talk to: hourglass://[user:pass@]host[:port], or\n"
                "                 hourglass+tls://…[?ca=FILE&cert=FILE&key=FILE&sni=NAME] for its tls-port\n"
                "                 (default: $HOURGLASS_URI, else " CLI_DEFAULT_URI ")\n"
+               "  --user U       log in as U (instead of the URI's user)\n"
+               "  --password-file F  read the password from file F (instead of the URI's)\n"
                "  --tls-ca-cert-file FILE  CA the broker's certificate must chain to\n"
                "                 (default: the system's trust store)\n"
                "  --tls-cert-file FILE, --tls-key-file FILE  client certificate and key (mutual TLS)\n"
@@ -304,6 +321,7 @@ int main(int argc, char **argv)
         }
         const char **tls_value = tls_flag(&cli, a, n);
         if ((n == 5 && strncmp(a, "--uri", 5) == 0) || (n == 9 && strncmp(a, "--timeout", 9) == 0) ||
+            (n == 6 && strncmp(a, "--user", 6) == 0) || (n == 15 && strncmp(a, "--password-file", 15) == 0) ||
             tls_value != NULL) {
             if (a[n] == '=')
                 value = a + n + 1;
@@ -317,6 +335,10 @@ int main(int argc, char **argv)
                 *tls_value = value;
             } else if (n == 5) {
                 cli.uri = value;
+            } else if (n == 6) {
+                cli.user = value;
+            } else if (n == 15) {
+                cli.password_file = value;
             } else {
                 uint64_t v;
                 if (cli_parse_u64(value, &v) < 0 || v == 0 || v > 86400000)

@@ -36,6 +36,10 @@ static const cfg_key_t keys[] = {
               "broker URI, hourglass://[user:pass@]host[:port] or hourglass+tls://…"),
       .required = 1 },
     TLS_KEYS_ROWS(comp_config_t),
+    { CFG_KEY("user", CFG_STRING, NULL, 0, 0, OFF(user), "broker user (instead of the URI's; needs password-file)") },
+    { CFG_KEY("password-file", CFG_STRING, NULL, 0, 0, OFF(password_file),
+              "file holding the broker password (e.g. a systemd credential), instead of the URI's"),
+      .hint = "FILE" },
     { CFG_KEY("topic", CFG_STRING, "order-timeout", 0, 0, OFF(topic), "topic the relay sends order ids to"),
       .required = 1 },
     { CFG_KEY("dlq-groups", CFG_STRING, "order-cancel", 0, 0, OFF(dlq_groups),
@@ -220,6 +224,17 @@ int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
                  cfg->relay_backoff_base_ms);
         return -1;
     }
+    cfg->password[0] = '\0';
+    if (cfg->password_file != NULL) {
+        char why[400];
+        if (passwd_read_file(cfg->password_file, cfg->password, sizeof cfg->password, why, sizeof why) != 0) {
+            snprintf(err, errlen, "password-file: %s", why);
+            return -1;
+        }
+    } else if (cfg->user != NULL) {
+        snprintf(err, errlen, "user '%s' needs password-file (or put user:password in the uri)", cfg->user);
+        return -1;
+    }
 
     word_ctx_t w = { cfg, err, errlen };
     cfg->layers = 0;
@@ -274,4 +289,10 @@ int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
         return -1;
     }
     return 0;
+}
+
+void comp_config_client_credentials(const comp_config_t *cfg, hg_client_opts_t *opts)
+{
+    opts->user = cfg->user;
+    opts->password = cfg->password_file != NULL ? cfg->password : NULL;
 }

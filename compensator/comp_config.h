@@ -14,8 +14,11 @@
 
 #include <stddef.h>
 
+#include <hourglass/hourglass.h>
+
 #include "common/cfg.h"
 #include "common/log_keys.h"
+#include "common/passwd.h"
 #include "common/tls_keys.h"
 #include "db/keys.h"
 
@@ -40,6 +43,7 @@ typedef struct comp_config {
     /* broker */
     char *uri, *topic, *dlq_groups;
     TLS_KEYS_FIELDS; /* the tls-* keys (hourglass+tls:// uri) */
+    char *user, *password_file; /* credentials besides the URI's (docs/security.md) */
     unsigned long long broker_connect_timeout_ms, broker_timeout_ms;
 
     DB_KEYS_FIELDS; /* the mysql-* keys */
@@ -67,7 +71,12 @@ typedef struct comp_config {
     char *groups[COMP_MAX_DLQ_GROUPS]; /* dlq-groups split on blanks and commas */
     size_t group_count;
     char effective_lock_name[COMP_LOCK_NAME_MAX + 1]; /* lock-name, or the default built from the database */
+    char password[PASSWD_FILE_MAX + 1];               /* read from password-file ("" without one) */
 } comp_config_t;
+
+/* Point opts at the broker credentials of cfg (user, and the password read
+ * from password-file); the URI's stay when neither is set. */
+void comp_config_client_credentials(const comp_config_t *cfg, hg_client_opts_t *opts);
 
 /* Fill cfg with the defaults of the table. Free with comp_config_free. */
 void comp_config_init(comp_config_t *cfg);

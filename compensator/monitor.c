@@ -45,6 +45,7 @@ comp_monitor_t *comp_monitor_new(const comp_config_t *cfg, const hg_order_db_par
     hg_client_opts_init(&m->client_opts);
     m->client_opts.connect_timeout_ms = (uint32_t)cfg->broker_connect_timeout_ms;
     m->client_opts.read_timeout_ms = (uint32_t)cfg->broker_timeout_ms;
+    comp_config_client_credentials(cfg, &m->client_opts);
     m->client_opts.reconnect_backoff.base_ms = 100;
     m->client_opts.reconnect_backoff.cap_ms = 100;
     m->client_opts.reconnect_backoff.attempts = 1;

@@ -87,6 +87,7 @@ comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_
     hg_client_opts_init(&r->client_opts);
     r->client_opts.connect_timeout_ms = (uint32_t)cfg->broker_connect_timeout_ms;
     r->client_opts.read_timeout_ms = (uint32_t)cfg->broker_timeout_ms;
+    comp_config_client_credentials(cfg, &r->client_opts);
     /* One quick retry, not the default 5 with backoff: the rows stay locked
      * while we wait, and the next round (with the rows' own backoff) is the
      * real retry. */

@@ -47,6 +47,10 @@ static const cfg_key_t options[] = {
               "broker URI, hourglass://[user:pass@]host[:port] or hourglass+tls://…"),
       .required = 1 },
     TLS_KEYS_ROWS(consumer_config_t),
+    { CFG_KEY("user", CFG_STRING, NULL, 0, 0, OFF(user), "broker user (instead of the URI's; needs password-file)") },
+    { CFG_KEY("password-file", CFG_STRING, NULL, 0, 0, OFF(password_file),
+              "file holding the broker password (e.g. a systemd credential), instead of the URI's"),
+      .hint = "FILE" },
     { CFG_KEY("group", CFG_STRING, "order-cancel", 0, 0, OFF(group), "consumer group"), .required = 1 },
     { CFG_KEY("topic", CFG_STRING, "order-timeout", 0, 0, OFF(topic), "topic carrying the order ids"), .required = 1 },
     { CFG_KEY("workers", CFG_INT, "4", 1, 256, OFF(workers),
@@ -135,6 +139,25 @@ void consumer_config_init(consumer_config_t *cfg)
     for (size_t i = 0; i < sql.side_effect_count; i++)
         cfg->side_effect_sql[cfg->side_effect_count++] = xstrdup(sql.side_effects[i]);
     cfg->side_effect_source = CFG_SOURCE_DEFAULT;
+    hg_client_opts_init(&cfg->client_opts);
+}
+
+int consumer_config_credentials(consumer_config_t *cfg, char *err, size_t errlen)
+{
+    hg_client_opts_init(&cfg->client_opts);
+    if (cfg->password_file != NULL) {
+        char why[400];
+        if (passwd_read_file(cfg->password_file, cfg->password, sizeof cfg->password, why, sizeof why) != 0) {
+            snprintf(err, errlen, "password-file: %s", why);
+            return -1;
+        }
+        cfg->client_opts.password = cfg->password;
+    } else if (cfg->user != NULL) {
+        snprintf(err, errlen, "user '%s' needs password-file (or put user:password in the uri)", cfg->user);
+        return -1;
+    }
+    cfg->client_opts.user = cfg->user;
+    return 0;
 }
 
 void consumer_config_free(consumer_config_t *cfg)
@@ -176,6 +199,7 @@ void consumer_config_loop_opts(const consumer_config_t *cfg, hg_consumer_opts_t 
     TLS_KEYS_TO_OPTS(cfg, client);
     o->client = client;
     o->uri = cfg->uri;
+    o->client = &cfg->client_opts;
     o->group = cfg->group;
     o->topic = cfg->topic;
     o->workers = (int)cfg->workers;

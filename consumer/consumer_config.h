@@ -15,6 +15,7 @@
 
 #include "common/cfg.h"
 #include "common/log_keys.h"
+#include "common/passwd.h"
 #include "common/tls_keys.h"
 #include "db/keys.h"
 
@@ -24,6 +25,7 @@
 typedef struct consumer_config {
     char *uri, *group, *topic;
     TLS_KEYS_FIELDS; /* the tls-* keys (hourglass+tls:// uri) */
+    char *user, *password_file; /* credentials besides the URI's (docs/security.md) */
     unsigned long long workers, count, block_ms, lease_ms, touch_ms;
 
     DB_KEYS_FIELDS; /* the mysql-* keys */
@@ -39,6 +41,11 @@ typedef struct consumer_config {
     unsigned long long metrics_port;
     char *metrics_bind;
     LOG_KEYS_FIELDS; /* log-level, log-file, log-format */
+
+    /* Filled by consumer_config_credentials: the broker connection's options
+     * (timeouts default; user and the password read from password-file). */
+    hg_client_opts_t client_opts;
+    char password[PASSWD_FILE_MAX + 1];
 } consumer_config_t;
 
 /* The key table, for cfg_parse_args. */
@@ -56,6 +63,12 @@ void consumer_config_free(consumer_config_t *cfg);
  * mysql-socket, the URI and the loop's options (the library checks them).
  * Returns 0, or -1 with err naming the field. */
 int consumer_config_validate(const consumer_config_t *cfg, char *err, size_t errlen);
+
+/* Read password-file (when set) into cfg->password and point
+ * cfg->client_opts at user and password, so consumer_config_loop_opts's
+ * consumer logs in with them. Returns 0, or -1 with err naming the file and
+ * the problem. */
+int consumer_config_credentials(consumer_config_t *cfg, char *err, size_t errlen);
 
 /* The configured statements; the pointers are into cfg. */
 void consumer_config_sql(const consumer_config_t *cfg, hg_order_sql_t *sql);

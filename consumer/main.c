@@ -354,7 +354,8 @@ int main(int argc, char **argv)
         consumer_config_free(&app.cfg);
         return 0;
     }
-    if (consumer_config_validate(&app.cfg, err, sizeof err) != 0) {
+    if (consumer_config_validate(&app.cfg, err, sizeof err) != 0 ||
+        consumer_config_credentials(&app.cfg, err, sizeof err) != 0) {
         fprintf(stderr, PROGRAM ": %s\n", err);
         consumer_config_free(&app.cfg);
         return EXIT_CONFIG;

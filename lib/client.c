@@ -298,6 +298,30 @@ hg_err_t client_create(const char *uri, const hg_client_opts_t *opts, hg_client_
     if (check_client_opts(opts, err) < 0)
         return HG_ERR_ARG;
 
+    if (opts != NULL && (opts->user != NULL || opts->password != NULL)) {
+        const char *user = opts->user != NULL ? opts->user : (u.has_auth ? u.user : "default");
+        const char *pass = opts->password != NULL ? opts->password : (u.has_auth ? u.password : NULL);
+        if (pass == NULL || user[0] == '\0') {
+            memset(&u, 0, sizeof(u));
+            client_error_fill(err, HG_ERR_ARG, "%s",
+                              pass == NULL ? "user is set but no password (opts.password or "
+                                             "the URI's user:pass@)"
+                                           : "user is empty");
+            return HG_ERR_ARG;
+        }
+        if (strlen(user) >= sizeof(u.user) || strlen(pass) >= sizeof(u.password)) {
+            memset(&u, 0, sizeof(u));
+            client_error_fill(err, HG_ERR_ARG, "user or password longer than %zu bytes", sizeof(u.user) - 1);
+            return HG_ERR_ARG;
+        }
+        char user_copy[sizeof(u.user)], pass_copy[sizeof(u.password)];
+        snprintf(user_copy, sizeof(user_copy), "%s", user); /* user and pass may point into u */
+        snprintf(pass_copy, sizeof(pass_copy), "%s", pass);
+        memcpy(u.user, user_copy, sizeof(u.user));
+        memcpy(u.password, pass_copy, sizeof(u.password));
+        memset(pass_copy, 0, sizeof(pass_copy));
+        u.has_auth = 1;
+    }
     c = xcalloc(1, sizeof(*c));
     c->uri = u;
     if (opts != NULL)
@@ -318,6 +342,8 @@ hg_err_t client_create(const char *uri, const hg_client_opts_t *opts, hg_client_
         }
         snprintf(c->tls_name, sizeof(c->tls_name), "%s", name);
     }
+    c->opts.user = NULL; /* copied into c->uri: never keep the caller's pointers */
+    c->opts.password = NULL;
     if (strchr(u.host, ':') != NULL)
         snprintf(c->address, sizeof(c->address), "[%s]:%d", u.host, u.port);
     else

@@ -89,6 +89,7 @@ struct hg_consumer {
     char lease_text[16]; /* lease_ms as decimal, for PULL and TOUCH */
 
     atomic_int stop;
+    atomic_int fatal;     /* an hg_err_t that stopped the consumer for good (AUTH refused, NOPERM), else 0 */
     int wake_pipe[2];     /* stop: readable once written */
     int watchdog_pipe[2]; /* stops the watchdog after the workers */
     int ran;
@@ -516,6 +517,14 @@ static void *worker_main(void *arg)
             if (e == HG_ERR_STOPPED || stopping(c))
                 break;
             record_error(c, who, e, "PULL", hg_client_errmsg(w->client));
+            if (e == HG_ERR_AUTH || (e == HG_ERR_SERVER && strncmp(hg_client_errmsg(w->client), "NOPERM", 6) == 0)) {
+                /* Wrong credentials or a user without the consumer role stay so: retrying only fills the log. */
+                log_line(c, 0, "%s: %s: stopping the consumer", who,
+                         e == HG_ERR_AUTH ? "the broker refused the credentials" : "the user may not PULL");
+                atomic_store(&c->fatal, (int)e);
+                hg_consumer_stop(c);
+                break;
+            }
             if (client_sleep(c->wake_pipe[0], hg_backoff_delay(pause, failures, NULL, NULL)) < 0)
                 break;
             if (failures < 64)
@@ -729,5 +738,7 @@ hg_err_t hg_consumer_run(hg_consumer_t *c)
     }
     free(c->workers);
     c->workers = NULL;
+    if (result == HG_OK && atomic_load(&c->fatal) != 0)
+        result = (hg_err_t)atomic_load(&c->fatal);
     return result;
 }

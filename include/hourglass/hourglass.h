@@ -148,6 +148,12 @@ typedef struct hg_client_opts {
     const char *tls_key_file;    /* its unencrypted private key (key=) */
     const char *tls_server_name; /* the name the broker's certificate must carry,
                                     also sent as SNI (sni=); unset: the URI's host */
+    const char *user;               /* NULL (default): the URI's user; else this user
+                                       (with password: the URI need not carry one) */
+    const char *password;           /* NULL (default): the URI's password; else this one
+                                       (e.g. read from a file; copied at open, so the
+                                       caller may wipe it afterwards). A password
+                                       without a user logs in as "default" */
 } hg_client_opts_t;
 
 /* Fill *opts with the defaults above. */
@@ -168,6 +174,11 @@ void hg_client_opts_init(hg_client_opts_t *opts);
  * A certificate that fails verification fails at once with HG_ERR_CONNECT
  * ("the broker's TLS certificate is not trusted: certificate has expired"),
  * without reconnect attempts.
+ * With credentials (in the URI, or opts->user / opts->password, which win)
+ * the client sends AUTH user pass after every (re)connect; a refused AUTH is
+ * HG_ERR_AUTH at once, never retried (a wrong password stays wrong).
+ * "hourglass+tls://" parses but is refused with HG_ERR_UNSUPPORTED: TLS
+ * arrives with the security issue.
  * "amqp://[user:pass@]host[:port][,host[:port]...][/vhost]" selects RabbitMQ
  * (3.10+, quorum queues) as the transport: the same calls work on it, and the
  * commands it cannot honour (TOUCH, INFO, ...) fail with HG_ERR_UNSUPPORTED
@@ -441,13 +452,17 @@ hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out, hg
  * for k < retry.attempts, then NACK REASON; HG_FAIL → NACK DLQ REASON. While a
  * worker holds messages, a watchdog thread TOUCHes their leases every
  * touch_interval_ms. A lost connection is reconnected with the client's
- * backoff, for as long as it takes; the worker never gives up on its own.
+ * backoff, for as long as it takes; the worker never gives up on its own,
+ * except when the broker refuses the credentials (HG_ERR_AUTH) or the user
+ * may not PULL (NOPERM): those stay wrong, so the consumer stops.
  * On stop: the PULL waits and backoff sleeps are cut short, messages already
  * in hand are finished (handlers are never interrupted), then the workers
  * exit. The messages a worker could not ACK come back after their lease.
  *
  * Returns HG_OK after a stop; HG_ERR_ARG if it is already running or ran
- * before (a consumer runs once); HG_ERR_SYSTEM if a thread cannot start. */
+ * before (a consumer runs once); HG_ERR_SYSTEM if a thread cannot start;
+ * HG_ERR_AUTH (credentials refused) or HG_ERR_SERVER (NOPERM) when it
+ * stopped by itself for that reason (hg_consumer_last_error says which). */
 hg_err_t hg_consumer_run(hg_consumer_t *c);
 
 /* Ask hg_consumer_run to return. Async-signal-safe (an atomic store and a

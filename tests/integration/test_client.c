@@ -20,7 +20,11 @@
  *  - stop from a signal handler ends a long blocking PULL at once;
  *  - hourglass-cli: dlq list/show/requeue/drop round trip, --json, levels,
  *    groups, send, and every exit code (0, 1, 2, 3);
- *  - bad URIs and options: the error names the bad part (no broker needed).
+ *  - bad URIs and options: the error names the bad part (no broker needed);
+ *  - credentials against a broker with users: a producer by URI, a consumer
+ *    loop by hg_client_opts user/password; a wrong password stops the
+ *    consumer with HG_ERR_AUTH at once, a user without the consumer role
+ *    with HG_ERR_SERVER (NOPERM), neither retried forever.
  *
  * Waiting is polling with a deadline (tu_poll_until), never sleep-and-hope;
  * the sleeps below are the handlers' simulated work.
@@ -33,6 +37,8 @@
 #endif
 
 #include <hourglass/hourglass.h>
+
+#include "common/passwd.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -607,6 +613,96 @@ static void test_auth_refused(void)
     BP_CHECK(e == HG_ERR_AUTH && c == NULL, "open with credentials: %s '%s'", hg_strerror(e), err.message);
     BP_CHECK(strstr(err.message, "authentication as 'alice' failed") != NULL && strstr(err.message, "s3cret") == NULL,
              "message '%s'", err.message);
+}
+
+/* A broker whose users file has shop (producer) and canceller (consumer),
+ * passwords "pw-<name>"; URI without credentials; C logged in as shop. */
+static void start_with_users(char *dir, size_t dirlen)
+{
+    char path[600], text[1024] = "", hash[PASSWD_HASH_MAX], e[8192];
+    const char *users[][2] = { { "shop", "producer" }, { "canceller", "consumer" } };
+    passwd_params_t p;
+    hg_error_t err;
+
+    passwd_params_default(&p, PASSWD_SCRYPT);
+    p.log2_n = 10;
+    BP_REQUIRE(tu_mkdtemp("hg-client-users", dir, dirlen) == 0, "temp dir");
+    for (size_t i = 0; i < 2; i++) {
+        char pw[32];
+        snprintf(pw, sizeof pw, "pw-%s", users[i][0]);
+        BP_REQUIRE(passwd_hash(pw, strlen(pw), &p, hash, sizeof hash, e, sizeof e) == 0, "hash: %s", e);
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%s %s %s\n", users[i][0], users[i][1], hash);
+    }
+    snprintf(path, sizeof path, "%s/users", dir);
+    BP_REQUIRE(tu_write_file(path, text) == 0, "write %s", path);
+    const char *extra[] = { "--fsync", "no", "--users-file", path, NULL };
+    BP_REQUIRE(bp_start(&B, extra, e, sizeof e) == 0, "start the broker: %s", e);
+    snprintf(URI, sizeof URI, "hourglass://127.0.0.1:%d", B.port);
+    char uri[200];
+    snprintf(uri, sizeof uri, "hourglass://shop:pw-shop@127.0.0.1:%d", B.port);
+    BP_REQUIRE(hg_client_open(uri, NULL, &C, &err) == HG_OK, "open as shop: %s", err.message);
+}
+
+static void test_credentials(void)
+{
+    char dir[512];
+    hg_consumer_opts_t o;
+    hg_client_opts_t co;
+    hg_consumer_stats_t st;
+    runner_t run;
+    hg_error_t err;
+    hg_client_t *anon = NULL;
+    hg_reply_t *r = NULL;
+
+    start_with_users(dir, sizeof dir);
+    seen_reset(MODE_DONE, 0);
+    send_one("orders", "k", "m0", hg_delay_none(), NULL);
+    send_one("orders", "k", "m1", hg_delay_none(), NULL);
+
+    /* Without credentials: connected, but every command is refused. */
+    BP_REQUIRE(hg_client_open(URI, NULL, &anon, &err) == HG_OK, "open: %s", err.message);
+    BP_CHECK(hg_client_command(anon, 1, (const char *const[]){ "LEVELS" }, NULL, &r) == HG_ERR_SERVER &&
+                 strncmp(hg_client_errmsg(anon), "NOAUTH", 6) == 0,
+             "LEVELS without AUTH: '%s'", hg_client_errmsg(anon));
+    hg_reply_free(r);
+    hg_client_close(anon);
+
+    /* The consumer loop logs in with opts.user / opts.password on every connection. */
+    consumer_opts(&o, &co, "cancel", "orders");
+    co.user = "canceller";
+    co.password = "pw-canceller";
+    o.workers = 2;
+    consumer_start(&run, &o);
+    BP_CHECK(wait_distinct(2, 15000) == 0, "only %d of 2 messages handled with credentials", S.distinct);
+    consumer_finish(&run, &st);
+    BP_CHECK(st.done == 2 && st.errors == 0, "stats: done %" PRIu64 " errors %" PRIu64, st.done, st.errors);
+
+    /* A wrong password: HG_ERR_AUTH, at once (not retried forever). */
+    struct {
+        const char *user, *password;
+        hg_err_t want;
+        const char *text;
+    } bad[] = {
+        { "canceller", "wrong", HG_ERR_AUTH, "WRONGPASS" },
+        { "shop", "pw-shop", HG_ERR_SERVER, "NOPERM User shop (roles: producer)" },
+    };
+    for (size_t i = 0; i < 2; i++) {
+        hg_consumer_t *c = NULL;
+        consumer_opts(&o, &co, "cancel", "orders");
+        co.user = bad[i].user;
+        co.password = bad[i].password;
+        BP_REQUIRE(hg_consumer_new(&o, &c, &err) == HG_OK, "hg_consumer_new: %s", err.message);
+        uint64_t t0 = tu_now_mono_ms();
+        hg_err_t e = hg_consumer_run(c);
+        uint64_t took = tu_now_mono_ms() - t0;
+        hg_consumer_last_error(c, &err);
+        BP_CHECK(e == bad[i].want, "consumer as %s/%s returned %s, want %s (%s)", bad[i].user, bad[i].password,
+                 hg_strerror(e), hg_strerror(bad[i].want), err.message);
+        BP_CHECK(strstr(err.message, bad[i].text) != NULL, "last error '%s' lacks '%s'", err.message, bad[i].text);
+        BP_CHECK(took < 10000, "the consumer as %s took %" PRIu64 " ms to give up", bad[i].user, took);
+        hg_consumer_free(c);
+    }
+    tu_rmtree(dir);
 }
 
 /* ------------------------------------------------------------------------
@@ -1198,6 +1294,7 @@ static int add_suites(void)
         { "consumer", "HG_FAIL: NACK with reason lands in the DLQ", test_fail_goes_to_dlq },
         { "consumer", "TOUCH keeps a slow handler's lease", test_touch_keeps_slow_handler_lease },
         { "consumer", "stop from a signal handler", test_stop_from_signal_handler },
+        { "consumer", "credentials: URI, opts, refused, NOPERM", test_credentials },
         { "restart", "broker kill -9 + restart: nothing lost", test_broker_restart_nothing_lost },
         { "restart", "connection lost mid-call: sends resent, commands not", test_resend_after_connection_loss },
         { "cli", "dlq list/show/requeue/drop round trip", test_cli_dlq_round_trip },

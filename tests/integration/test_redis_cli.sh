@@ -4,7 +4,9 @@
 #
 # Starts the broker on a free port in a mktemp dir, runs the basic flows with redis-cli
 # (PING, SEND, PULL, ACK, GROUP LIST, LEVELS, INFO, DLQ LEN, errors, a stdin pipeline),
-# 1000 SENDs with redis-benchmark, then SHUTDOWN; exits non-zero on any mismatch.
+# 1000 SENDs with redis-benchmark, then SHUTDOWN; then a second broker with a users file
+# made by `hourglass-cli passwd`: redis-cli --user/--pass, NOAUTH/NOPERM/WRONGPASS, and
+# hourglass-cli with URI credentials and --password-file; exits non-zero on any mismatch.
 # The broker is killed on exit by a trap; its log is printed when something failed.
 #
 # Finds the broker as $HG_BROKER, else ./hourglass-broker (make check runs from the
@@ -83,28 +85,36 @@ free_port() {
     return 1
 }
 
-port=""
-for attempt in 1 2 3; do
-    port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
-    "$broker" --port "$port" --dir "$tmp/data" >>"$tmp/broker.log" 2>&1 &
-    pid=$!
-    ready=0
-    for _ in $(seq 300); do   # up to 30 s
-        if [[ $(redis-cli -p "$port" PING 2>/dev/null) == PONG ]]; then ready=1; break; fi
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
+# start_broker DATADIR [FLAGS...] — start the broker on a free port (sets pid, port);
+# exits the script when it does not answer PING (PING needs no AUTH).
+start_broker() {
+    local data=$1
+    shift
+    port=""
+    for attempt in 1 2 3; do
+        port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
+        "$broker" --port "$port" --dir "$data" "$@" >>"$tmp/broker.log" 2>&1 &
+        pid=$!
+        ready=0
+        for _ in $(seq 300); do   # up to 30 s
+            if [[ $(redis-cli -p "$port" PING 2>/dev/null) == PONG ]]; then ready=1; break; fi
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        ((ready)) && break
+        kill -9 "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        pid=""
+        grep -q "Address already in use" "$tmp/broker.log" || break
     done
-    ((ready)) && break
-    kill -9 "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    pid=""
-    grep -q "Address already in use" "$tmp/broker.log" || break
-done
-if [[ -z $pid ]]; then
-    failures=1
-    echo "FAIL: hourglass-broker did not answer PING" >&2
-    exit 1
-fi
+    if [[ -z $pid ]]; then
+        failures=1
+        echo "FAIL: hourglass-broker did not answer PING" >&2
+        exit 1
+    fi
+}
+
+start_broker "$tmp/data"
 echo "broker pid $pid on port $port"
 
 rc() { redis-cli -p "$port" "$@" 2>&1; }
@@ -212,6 +222,47 @@ for _ in $(seq 150); do
 done
 expect "SHUTDOWN: the broker exited with status" "$status" "0"
 pid=""
+
+# --- users: redis-cli --user/--pass, hourglass-cli passwd and credentials -------------
+cli=${HG_CLI:-$(dirname "$broker")/hourglass-cli}
+if [[ ! -x $cli ]]; then
+    fail "hourglass-cli not found next to the broker ($cli)"
+else
+    for u in "shop producer" "ops admin"; do
+        set -- $u
+        printf 'pw-%s\n' "$1" | "$cli" passwd --cost 10 "$1" "$2" >>"$tmp/users" || fail "hourglass-cli passwd $1"
+    done
+    expect_match "passwd line" "$(head -n 1 "$tmp/users")" '^shop producer \$scrypt\$ln=10,r=8,p=1\$[0-9a-f]{32}\$[0-9a-f]{64}$'
+    start_broker "$tmp/data2" --users-file "$tmp/users"
+    ru() { redis-cli -p "$port" --no-auth-warning "$@" 2>&1; }
+    expect "no AUTH: PING" "$(ru PING)" "PONG"
+    expect_match "no AUTH: SEND refused" "$(ru SEND t p)" '^NOAUTH'
+    expect_match "redis-cli --user shop SEND" "$(ru --user shop --pass pw-shop SEND t p)" '^[0-9a-f]{16}$'
+    expect_match "redis-cli --user shop PULL refused" "$(ru --user shop --pass pw-shop PULL g t)" \
+        "^NOPERM User shop \(roles: producer\) has no permissions to run the 'pull' command"
+    expect_match "redis-cli wrong password" "$(ru --user ops --pass nope PING)" 'WRONGPASS'
+    expect "redis-cli --user ops CONFIG GET" "$(ru --user ops --pass pw-ops CONFIG GET port | tail -n 1)" "$port"
+    expect_match "URI credentials" "$("$cli" --uri "hourglass://ops:pw-ops@127.0.0.1:$port" ping 2>&1)" "^PONG"
+    printf 'pw-shop\n' >"$tmp/shop.pw"
+    expect_match "--user and --password-file" \
+        "$("$cli" --uri "hourglass://127.0.0.1:$port" --user shop --password-file "$tmp/shop.pw" send t x 2>&1)" \
+        '^[0-9a-f]{16}$'
+    start_ms=$(date +%s%3N)
+    out=$("$cli" --uri "hourglass://ops:wrong@127.0.0.1:$port" ping 2>&1)
+    code=$?
+    end_ms=$(date +%s%3N)
+    expect "a wrong password: exit status 1" "$code" "1"
+    expect_match "a wrong password: the message" "$out" "authentication as 'ops' failed: WRONGPASS"
+    if ((end_ms - start_ms > 3000)); then fail "a refused AUTH took $((end_ms - start_ms)) ms: retried?"; fi
+    printf 'shop producer $scrypt$ln=15\n' >"$tmp/bad-users"
+    out=$("$broker" --check-config --users-file "$tmp/bad-users" 2>&1)
+    expect "--check-config with a bad users file: exit status" "$?" "2"
+    expect_match "--check-config names file:line" "$out" "bad-users:1: user 'shop': bad scrypt parameters"
+    kill "$pid"
+    wait "$pid"
+    expect "the broker with users stopped with status" "$?" "0"
+    pid=""
+fi
 
 if ((failures > 0)); then
     echo "$failures check(s) failed"

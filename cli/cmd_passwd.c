@@ -1,0 +1,147 @@
+/*
+ * cli/cmd_passwd.c — `hourglass-cli passwd`: make a password hash for the
+ * broker's users file (docs/security.md). Local: no broker is contacted.
+ *
+ *   hourglass-cli passwd [--pbkdf2] [--cost N] [USER ROLES]
+ *
+ * The password is read from the terminal without echo (asked twice), or,
+ * when stdin is not a terminal, as the first line of stdin (for scripts:
+ * `printf '%s\n' "$pw" | hourglass-cli passwd`). It never comes from the
+ * command line, where `ps` and shell histories would show it. Prints the
+ * hash (common/passwd.h's format), or with USER and ROLES a whole users-file
+ * line "USER ROLES HASH". --cost: scrypt's log2(N) (10..20, default 15) or
+ * PBKDF2's iterations (default 600000).
+ *
+ * Single-threaded.
+ */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "common/passwd.h"
+
+#define PW_MAX 1024
+
+/* Read one line (without its newline) from fd into buf[len]. 0, or -1 at
+ * EOF before any byte / on a read error / when the line is too long. */
+static int read_line(int fd, char *buf, size_t len)
+{
+    size_t n = 0;
+    for (;;) {
+        char ch;
+        ssize_t r = read(fd, &ch, 1);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            if (n == 0) {
+                return -1;
+            }
+            break;
+        }
+        if (ch == '\n') {
+            break;
+        }
+        if (n + 1 >= len) {
+            memset(buf, 0, len);
+            return -1;
+        }
+        buf[n++] = ch;
+    }
+    if (n > 0 && buf[n - 1] == '\r') {
+        n--;
+    }
+    buf[n] = '\0';
+    return 0;
+}
+
+/* Prompt on the terminal tty with echo off; read one line from it. */
+static int read_tty(int tty, const char *prompt, char *buf, size_t len)
+{
+    struct termios old, quiet;
+    int rc;
+    if (write(tty, prompt, strlen(prompt)) < 0 || tcgetattr(tty, &old) != 0) {
+        return -1;
+    }
+    quiet = old;
+    quiet.c_lflag &= ~(tcflag_t)(ECHO | ECHONL);
+    quiet.c_lflag |= ICANON;
+    if (tcsetattr(tty, TCSAFLUSH, &quiet) != 0) {
+        return -1;
+    }
+    rc = read_line(tty, buf, len);
+    tcsetattr(tty, TCSAFLUSH, &old);
+    if (write(tty, "\n", 1) < 0) {
+        rc = -1;
+    }
+    return rc;
+}
+
+int cli_cmd_passwd(cli_t *cli, int argc, char **argv)
+{
+    cli_opt_t opts[] = { { "--pbkdf2", 0, NULL }, { "--cost", 1, NULL }, { NULL, 0, NULL } };
+    char *pos[2];
+    int code = 0;
+    int npos = cli_parse_args(cli_find_command("passwd"), argc, argv, opts, pos, 2, &code);
+    char pw[PW_MAX + 2], again[PW_MAX + 2], hash[PASSWD_HASH_MAX], err[256];
+    passwd_params_t params;
+
+    (void)cli;
+    if (npos < 0) {
+        return code;
+    }
+    if (npos == 1) {
+        return cli_usage_error("passwd: USER needs ROLES too (e.g. producer or consumer,viewer)");
+    }
+    passwd_params_default(&params, opts[0].value != NULL ? PASSWD_PBKDF2_SHA256 : PASSWD_SCRYPT);
+    if (opts[1].value != NULL) {
+        uint64_t v;
+        if (cli_parse_u64(opts[1].value, &v) < 0 || v > 100000000) {
+            return cli_usage_error("passwd: --cost '%s' is not a number", opts[1].value);
+        }
+        if (params.kind == PASSWD_SCRYPT) {
+            params.log2_n = (unsigned)v;
+        } else {
+            params.iterations = (unsigned)v;
+        }
+    }
+    if (isatty(STDIN_FILENO)) {
+        int tty = open("/dev/tty", O_RDWR | O_CLOEXEC);
+        if (tty < 0) {
+            return cli_fail(EXIT_USAGE, "passwd: cannot open the terminal: %s", strerror(errno));
+        }
+        int rc = read_tty(tty, "Password: ", pw, sizeof pw);
+        if (rc == 0) {
+            rc = read_tty(tty, "Again: ", again, sizeof again);
+        }
+        close(tty);
+        if (rc != 0) {
+            return cli_fail(EXIT_USAGE, "passwd: no password read (longer than %d bytes?)", PW_MAX);
+        }
+        int same = strcmp(pw, again) == 0;
+        memset(again, 0, sizeof again);
+        if (!same) {
+            memset(pw, 0, sizeof pw);
+            return cli_fail(EXIT_USAGE, "passwd: the two passwords differ");
+        }
+    } else if (read_line(STDIN_FILENO, pw, sizeof pw) != 0) {
+        return cli_fail(EXIT_USAGE, "passwd: no password on stdin (one line, at most %d bytes)", PW_MAX);
+    }
+    int rc = passwd_hash(pw, strlen(pw), &params, hash, sizeof hash, err, sizeof err);
+    memset(pw, 0, sizeof pw);
+    if (rc != 0) {
+        return cli_fail(EXIT_USAGE, "passwd: %s", err);
+    }
+    if (npos == 2) {
+        printf("%s %s %s\n", pos[0], pos[1], hash);
+    } else {
+        printf("%s\n", hash);
+    }
+    return 0;
+}

@@ -1,0 +1,65 @@
+/*
+ * common/passwd.h — salted, slow password hashes in one self-describing
+ * text format (OpenSSL 3's EVP_KDF): made by `hourglass-cli passwd`, stored
+ * in the broker's users file, checked by the broker's AUTH.
+ *
+ *   $scrypt$ln=15,r=8,p=1$<salt: 32 hex digits>$<hash: 64 hex digits>
+ *   $pbkdf2-sha256$i=600000$<salt hex>$<hash hex>
+ *
+ * The parameters travel with the hash, so a file may mix old and new
+ * settings and raising them never breaks a stored line. Parsing is strict
+ * and bounded (a hostile or mistyped line cannot make the verifier allocate
+ * gigabytes or loop for minutes): scrypt 2^10 <= N <= 2^20, 1 <= r <= 32,
+ * 1 <= p <= 16, 128*N*r*p <= 256 MiB; PBKDF2 1000..10 000 000 iterations;
+ * salt 8..64 bytes, hash 16..64 bytes. Comparison is constant-time
+ * (CRYPTO_memcmp).
+ *
+ * Pure apart from the random salt; thread-safe (OpenSSL 3 is).
+ */
+#ifndef HG_COMMON_PASSWD_H
+#define HG_COMMON_PASSWD_H
+
+#include <stddef.h>
+
+#define PASSWD_HASH_MAX 320 /* longest hash text, NUL included */
+
+typedef enum passwd_kind {
+    PASSWD_SCRYPT = 0,
+    PASSWD_PBKDF2_SHA256 = 1
+} passwd_kind_t;
+
+typedef struct passwd_params {
+    passwd_kind_t kind;
+    unsigned log2_n;     /* scrypt: N = 2^log2_n */
+    unsigned r, p;       /* scrypt */
+    unsigned iterations; /* PBKDF2 */
+} passwd_params_t;
+
+/* The defaults of `hourglass-cli passwd` for kind: scrypt ln=15 r=8 p=1
+ * (32 MiB), PBKDF2-SHA256 600 000 iterations. */
+void passwd_params_default(passwd_params_t *p, passwd_kind_t kind);
+
+/* Hash password[len] with a fresh 16-byte random salt into out[outlen]
+ * (PASSWD_HASH_MAX is enough). 0, or -1 with err naming the problem (an
+ * empty password, parameters out of bounds, OpenSSL's failure). */
+int passwd_hash(const char *password, size_t len, const passwd_params_t *params, char *out, size_t outlen, char *err,
+                size_t errlen);
+
+/* Check that hash is a well-formed hash text within the bounds above
+ * (nothing is computed). 0, or -1 with err naming the bad part. */
+int passwd_check(const char *hash, char *err, size_t errlen);
+
+/* 1 when password[len] matches hash, 0 when it does not, -1 when hash is
+ * malformed (err says why). Takes as long as the hash's parameters say. */
+int passwd_verify(const char *hash, const char *password, size_t len, char *err, size_t errlen);
+
+#define PASSWD_FILE_MAX 1024 /* longest password a password file may hold */
+
+/* Read a password file (a systemd credential, a Kubernetes secret): its
+ * whole content, minus one trailing "\n" or "\r\n", into out[outlen]
+ * (outlen > PASSWD_FILE_MAX is enough). 0, or -1 with err naming the file
+ * and the problem (cannot read, empty, NUL byte, longer than
+ * PASSWD_FILE_MAX). The program's boundary; no hashing. */
+int passwd_read_file(const char *path, char *out, size_t outlen, char *err, size_t errlen);
+
+#endif

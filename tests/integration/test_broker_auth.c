@@ -1,0 +1,511 @@
+/*
+ * tests/integration/test_broker_auth.c — users, roles, AUTH and protected
+ * mode against the real broker (docs/security.md, docs/protocol.md).
+ *
+ *  - before AUTH only PING, AUTH, HELLO and QUIT run; everything else is
+ *    NOAUTH (CONFIG GET and CLIENT LIST included);
+ *  - the roles column: a producer cannot PULL or touch the DLQ, a consumer
+ *    cannot SEND or drop the DLQ, a viewer changes nothing, the admin can do
+ *    everything; NOPERM names the user, its roles and the command;
+ *  - a wrong password or an unknown user: WRONGPASS, held back (per address),
+ *    a warning naming the address and the user, while another client is
+ *    answered at once; the connection stays usable; AUTH pipelined with
+ *    commands applies before them;
+ *  - HELLO 3 AUTH user pass answers the map with user and roles; AUTH pass is
+ *    AUTH default pass; ACL WHOAMI;
+ *  - SIGHUP re-reads the users file: a removed user is logged out, new roles
+ *    apply at once, a bad file keeps the old users;
+ *  - protected mode: bound to 0.0.0.0 without users, a client reaching the
+ *    broker through this machine's non-loopback address is told DENIED and
+ *    closed (loopback works); allow-remote yes lets it in with a warning in
+ *    the log and in INFO.
+ *
+ * The hashes are made with low costs (scrypt ln=10) to keep the suite quick;
+ * the cost comes from the hash text, so the broker's code path is the same.
+ *
+ * Run one suite: ./tests/integration/test_broker_auth auth
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/CUnit.h>
+
+#include "common/passwd.h"
+#include "tests/helpers/broker_test.h"
+#include "tests/helpers/testutil.h"
+
+static char users_dir[512], users_path[600];
+
+/* One users-file line "name roles hash" for password pw (cheap scrypt). */
+static void user_line(char *out, size_t outlen, const char *name, const char *roles, const char *pw)
+{
+    passwd_params_t p;
+    char hash[PASSWD_HASH_MAX], err[200];
+    passwd_params_default(&p, PASSWD_SCRYPT);
+    p.log2_n = 10;
+    TU_REQUIRE(passwd_hash(pw, strlen(pw), &p, hash, sizeof hash, err, sizeof err) == 0, "hash: %s", err);
+    snprintf(out, outlen, "%s %s %s\n", name, roles, hash);
+}
+
+/* Write the users file: the four roles, an all-in-one, and "default". */
+static void write_users(int with_viewer)
+{
+    char text[4096] = "# test users\n", line[512];
+    const char *users[][3] = {
+        { "shop", "producer", "pw-shop" },     { "canceller", "consumer", "pw-canceller" },
+        { "ops", "admin", "pw-ops" },          { "grafana", "viewer", "pw-grafana" },
+        { "default", "viewer", "pw-default" },
+    };
+    for (size_t i = 0; i < sizeof users / sizeof users[0]; i++) {
+        if (!with_viewer && strcmp(users[i][0], "grafana") == 0)
+            continue;
+        user_line(line, sizeof line, users[i][0], users[i][1], users[i][2]);
+        strncat(text, line, sizeof text - strlen(text) - 1);
+    }
+    TU_REQUIRE(tu_write_file(users_path, text) == 0, "write %s", users_path);
+}
+
+static void start_with_users(void)
+{
+    TU_REQUIRE(tu_mkdtemp("hg-users", users_dir, sizeof users_dir) == 0, "temp dir");
+    snprintf(users_path, sizeof users_path, "%s/users", users_dir);
+    write_users(1);
+    const char *extra[] = { "--users-file", users_path, NULL };
+    bt_start(extra);
+}
+
+static void cleanup_users(void)
+{
+    if (users_dir[0])
+        tu_rmtree(users_dir);
+    users_dir[0] = '\0';
+}
+
+/* A new connection, logged in as user (NULL: not logged in). */
+static void connect_as(rc_conn_t *c, const char *user, const char *pw)
+{
+    char e[1024];
+    BP_REQUIRE(bp_connect(&bt_broker, c, e, sizeof e) == 0, "connect: %s", e);
+    if (user == NULL)
+        return;
+    resp_reply_t *r = rc_cmd(c, "AUTH", user, pw, NULL);
+    BP_REQUIRE(r != NULL && rc_str_eq(r, "OK"), "AUTH %s: %s", user, r ? rc_describe(r, e, sizeof e) : c->err);
+    resp_reply_free(r);
+}
+
+/* Run argv on c; expect an error starting with want_err, or (want_err NULL) a reply that is not a
+ * NOPERM / NOAUTH / WRONGPASS error (a command may still fail for its own reasons, e.g. a group that
+ * exists already: the permission check let it through). */
+static void expect(rc_conn_t *c, const char *who, const char *want_err, const char *const *argv)
+{
+    char e[1024], cmd[256] = "";
+    int argc = 0;
+    while (argv[argc] != NULL) {
+        strncat(cmd, argv[argc], sizeof cmd - strlen(cmd) - 2);
+        strcat(cmd, " ");
+        argc++;
+    }
+    resp_reply_t *r = rc_cmdv(c, argc, argv, NULL);
+    BP_REQUIRE(r != NULL, "%s: %s: no reply: %s", who, cmd, c->err);
+    if (want_err == NULL)
+        BP_CHECK(!rc_is_error(r, "NOPERM") && !rc_is_error(r, "NOAUTH") && !rc_is_error(r, "WRONGPASS"),
+                 "%s: %s: %s, want it allowed", who, cmd, rc_describe(r, e, sizeof e));
+    else
+        BP_CHECK(rc_is_error(r, want_err), "%s: %s: %s, want an error starting '%s'", who, cmd,
+                 rc_describe(r, e, sizeof e), want_err);
+    resp_reply_free(r);
+}
+
+#define EXPECT(c, who, want, ...)                    \
+    do {                                             \
+        const char *argv_[] = { __VA_ARGS__, NULL }; \
+        expect(c, who, want, argv_);                 \
+    } while (0)
+
+static void test_unauthenticated(void)
+{
+    start_with_users();
+    rc_conn_t c;
+    connect_as(&c, NULL, NULL);
+    EXPECT(&c, "anonymous", NULL, "PING");
+    EXPECT(&c, "anonymous", "NOAUTH", "SEND", "t", "p");
+    EXPECT(&c, "anonymous", "NOAUTH", "PULL", "g", "t");
+    EXPECT(&c, "anonymous", "NOAUTH", "GROUP", "LIST");
+    EXPECT(&c, "anonymous", "NOAUTH", "DLQ", "LEN", "g");
+    EXPECT(&c, "anonymous", "NOAUTH", "INFO");
+    EXPECT(&c, "anonymous", "NOAUTH", "LEVELS");
+    EXPECT(&c, "anonymous", "NOAUTH", "CONFIG", "GET", "*");
+    EXPECT(&c, "anonymous", "NOAUTH", "CLIENT", "LIST");
+    EXPECT(&c, "anonymous", "NOAUTH", "COMMAND");
+    EXPECT(&c, "anonymous", "NOAUTH", "SHUTDOWN");
+    EXPECT(&c, "anonymous", "NOAUTH", "HELLO", "3");
+    EXPECT(&c, "anonymous", "NOAUTH", "ACL", "WHOAMI");
+    EXPECT(&c, "anonymous", NULL, "QUIT");
+    BP_CHECK(rc_wait_closed(&c, 10000) == 1, "QUIT did not close");
+    rc_close(&c);
+    BP_CHECK(bp_alive(&bt_broker), "the broker died");
+    cleanup_users();
+}
+
+typedef struct role_case {
+    const char *argv[6];
+    const char *prod, *cons, *view; /* NULL: allowed; "NOPERM": refused (admin is always allowed) */
+} role_case_t;
+
+static void test_roles(void)
+{
+    start_with_users();
+    rc_conn_t prod, cons, view, adm;
+    connect_as(&prod, "shop", "pw-shop");
+    connect_as(&cons, "canceller", "pw-canceller");
+    connect_as(&view, "grafana", "pw-grafana");
+    connect_as(&adm, "ops", "pw-ops");
+    EXPECT(&adm, "admin", NULL, "GROUP", "CREATE", "g", "t");
+    EXPECT(&adm, "admin", NULL, "GROUP", "CREATE", "gone", "t");
+    const char *P = "NOPERM";
+    const role_case_t cases[] = {
+        { { "SEND", "t", "p" }, NULL, P, P },
+        { { "PULL", "g", "t" }, P, NULL, P },
+        { { "ACK", "g", "0000000000000001" }, P, NULL, P },
+        { { "NACK", "g", "0000000000000001" }, P, NULL, P },
+        { { "TOUCH", "g", "0000000000000001" }, P, NULL, P },
+        { { "GROUP", "CREATE", "g2", "t" }, P, NULL, P },
+        { { "GROUP", "LIST" }, P, NULL, NULL },
+        { { "DLQ", "LEN", "g" }, P, NULL, NULL },
+        { { "DLQ", "LIST", "g" }, P, NULL, NULL },
+        { { "DLQ", "REQUEUE", "g", "ALL" }, P, P, P },
+        { { "DLQ", "DROP", "g", "ALL" }, P, P, P },
+        { { "INFO" }, P, NULL, NULL },
+        { { "LEVELS" }, NULL, NULL, NULL },
+        { { "CONFIG", "GET", "port" }, P, P, P },
+        { { "CLIENT", "LIST" }, P, P, P },
+        { { "CLIENT", "ID" }, NULL, NULL, NULL },
+        { { "COMMAND", "COUNT" }, NULL, NULL, NULL },
+        { { "SHUTDOWN" }, P, P, P },
+        { { "GROUP", "DEL", "gone" }, P, P, P },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        expect(&prod, "producer", cases[i].prod, cases[i].argv);
+        expect(&cons, "consumer", cases[i].cons, cases[i].argv);
+        expect(&view, "viewer", cases[i].view, cases[i].argv);
+        if (strcmp(cases[i].argv[0], "SHUTDOWN") != 0)
+            expect(&adm, "admin", NULL, cases[i].argv);
+    }
+    /* NOPERM names the user, its roles and the command (with the subcommand). */
+    char e[512];
+    resp_reply_t *r = rc_cmd(&cons, "DLQ", "DROP", "g", "ALL", NULL);
+    BP_CHECK(rc_is_error(r, "NOPERM User canceller (roles: consumer) has no permissions to run the 'dlq|drop' command"),
+             "NOPERM wording: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    r = rc_cmd(&prod, "PULL", "g", "t", NULL);
+    BP_CHECK(rc_is_error(r, "NOPERM User shop (roles: producer) has no permissions to run the 'pull' command"),
+             "NOPERM wording: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    /* The viewer changed nothing: the group it tried to create does not exist. */
+    r = rc_cmd(&adm, "GROUP", "LIST", NULL);
+    BP_REQUIRE(r != NULL && r->type == RESP_REPLY_ARRAY, "GROUP LIST: %s", rc_describe(r, e, sizeof e));
+    BP_CHECK(r->count == 2, "GROUP LIST has %zu groups, want 2 (g, g2: the admin's; gone deleted)", r->count);
+    resp_reply_free(r);
+    /* ACL WHOAMI */
+    r = rc_cmd(&view, "ACL", "WHOAMI", NULL);
+    BP_CHECK(r != NULL && rc_str_eq(r, "grafana"), "ACL WHOAMI: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    /* The admin may shut it down. */
+    rc_appendl(&adm, "SHUTDOWN", NULL);
+    BP_CHECK(rc_flush(&adm, 10000) == 0, "SHUTDOWN write");
+    BP_CHECK(bp_wait_exit(&bt_broker, 30000, e, sizeof e) == 0, "admin SHUTDOWN: %s", e);
+    rc_close(&prod);
+    rc_close(&cons);
+    rc_close(&view);
+    rc_close(&adm);
+    cleanup_users();
+}
+
+typedef struct ping_during {
+    rc_conn_t *other;
+    int answered;
+} ping_during_t;
+
+static void test_wrong_password(void)
+{
+    start_with_users();
+    rc_conn_t bad, other;
+    char e[1024], id[32];
+    connect_as(&bad, NULL, NULL);
+    connect_as(&other, "shop", "pw-shop");
+
+    /* A wrong password: WRONGPASS, held back; another client is answered meanwhile. */
+    uint64_t t0 = tu_now_mono_ms();
+    rc_appendl(&bad, "AUTH", "ops", "guess", NULL);
+    BP_REQUIRE(rc_flush(&bad, 10000) == 0, "write AUTH");
+    BP_REQUIRE(bp_send(&other, id, sizeof id, e, sizeof e, "t", "meanwhile", NULL) == 0, "other SEND: %s", e);
+    uint64_t other_ms = tu_now_mono_ms() - t0;
+    resp_reply_t *r = rc_read(&bad, 10000);
+    uint64_t bad_ms = tu_now_mono_ms() - t0;
+    BP_CHECK(rc_is_error(r, "WRONGPASS invalid username-password pair or user is disabled"), "AUTH ops guess: %s",
+             rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    BP_CHECK(bad_ms >= 180, "a wrong password was answered after %llu ms, want it held back >= 200 ms",
+             (unsigned long long)bad_ms);
+    printf("\n    wrong password answered after %llu ms; another client's SEND meanwhile took %llu ms",
+           (unsigned long long)bad_ms, (unsigned long long)other_ms);
+    BP_CHECK(other_ms < bad_ms, "the other client waited for the failed AUTH (%llu ms >= %llu ms)",
+             (unsigned long long)other_ms, (unsigned long long)bad_ms);
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "AUTH failed from 127.0.0.1:", 10000) == 0,
+             "no warning naming the address");
+    BP_CHECK(bp_log_contains(&bt_broker, "for user 'ops' (wrong password)"), "the warning does not name the user");
+
+    /* An unknown user: the same reply; the log says why. The second failure waits longer. */
+    t0 = tu_now_mono_ms();
+    r = rc_cmd(&bad, "AUTH", "mallory", "x", NULL);
+    bad_ms = tu_now_mono_ms() - t0;
+    BP_CHECK(rc_is_error(r, "WRONGPASS"), "AUTH mallory: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    BP_CHECK(bad_ms >= 380, "the second failure from this address waited %llu ms, want >= 400 ms",
+             (unsigned long long)bad_ms);
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "for user 'mallory' (no such user)", 10000) == 0,
+             "no warning for the unknown user");
+
+    /* Still not logged in, and the connection still works. */
+    EXPECT(&bad, "after WRONGPASS", "NOAUTH", "SEND", "t", "p");
+    /* AUTH pipelined with a command: the command runs as the new user. */
+    rc_appendl(&bad, "AUTH", "shop", "pw-shop", NULL);
+    rc_appendl(&bad, "SEND", "t", "pipelined", NULL);
+    BP_REQUIRE(rc_flush(&bad, 10000) == 0, "write the pipeline");
+    r = rc_read(&bad, 10000);
+    BP_CHECK(r != NULL && rc_str_eq(r, "OK"), "pipelined AUTH: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    r = rc_read(&bad, 10000);
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_BULK && r->len == 16, "SEND after a pipelined AUTH: %s",
+             rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    /* A failed AUTH keeps the user logged in as before. */
+    r = rc_cmd(&bad, "AUTH", "ops", "wrong-again", NULL);
+    BP_CHECK(rc_is_error(r, "WRONGPASS"), "AUTH ops wrong-again: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    r = rc_cmd(&bad, "ACL", "WHOAMI", NULL);
+    BP_CHECK(r != NULL && rc_str_eq(r, "shop"), "WHOAMI after a failed AUTH: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    char v[64];
+    rc_conn_t adm;
+    connect_as(&adm, "ops", "pw-ops");
+    BP_CHECK(bp_info_field(&adm, "auth_failures", v, sizeof v, e, sizeof e) == 0 && atoi(v) >= 3,
+             "INFO auth_failures %s, want >= 3", v);
+    rc_close(&adm);
+    rc_close(&bad);
+    rc_close(&other);
+    cleanup_users();
+}
+
+static void test_hello_auth(void)
+{
+    start_with_users();
+    rc_conn_t c;
+    char e[1024];
+    connect_as(&c, NULL, NULL);
+    resp_reply_t *r = rc_cmd(&c, "HELLO", "3", "AUTH", "canceller", "nope", NULL);
+    BP_CHECK(rc_is_error(r, "WRONGPASS"), "HELLO 3 AUTH with a wrong password: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    r = rc_cmd(&c, "PING", NULL);
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_STATUS, "the protocol changed after a failed HELLO AUTH: %s",
+             rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    r = rc_cmd(&c, "HELLO", "3", "AUTH", "canceller", "pw-canceller", "SETNAME", "cancel-7", NULL);
+    BP_REQUIRE(r != NULL && r->type == RESP_REPLY_MAP, "HELLO 3 AUTH: %s", rc_describe(r, e, sizeof e));
+    int saw_user = 0, saw_roles = 0;
+    for (size_t i = 0; i + 1 < r->count; i += 2) {
+        const resp_reply_t *k = &r->elements[i], *val = &r->elements[i + 1];
+        if (rc_str_eq(k, "user"))
+            saw_user = rc_str_eq(val, "canceller");
+        if (rc_str_eq(k, "roles"))
+            saw_roles = val->type == RESP_REPLY_ARRAY && val->count == 1 && rc_str_eq(&val->elements[0], "consumer");
+    }
+    BP_CHECK(saw_user, "HELLO's map lacks user canceller: %s", rc_describe(r, e, sizeof e));
+    BP_CHECK(saw_roles, "HELLO's map lacks roles [consumer]: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    r = rc_cmd(&c, "CLIENT", "GETNAME", NULL);
+    BP_CHECK(r != NULL && rc_str_eq(r, "cancel-7"), "SETNAME with HELLO AUTH: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    rc_close(&c);
+
+    /* AUTH with only a password is the user "default". */
+    connect_as(&c, NULL, NULL);
+    r = rc_cmd(&c, "AUTH", "pw-default", NULL);
+    BP_CHECK(r != NULL && rc_str_eq(r, "OK"), "AUTH pw-default: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    r = rc_cmd(&c, "ACL", "WHOAMI", NULL);
+    BP_CHECK(r != NULL && rc_str_eq(r, "default"), "WHOAMI: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    EXPECT(&c, "default (viewer)", "NOPERM", "SEND", "t", "p");
+    rc_close(&c);
+    cleanup_users();
+}
+
+static void test_reload(void)
+{
+    start_with_users();
+    rc_conn_t view, prod;
+    char e[1024];
+    connect_as(&view, "grafana", "pw-grafana");
+    connect_as(&prod, "shop", "pw-shop");
+    EXPECT(&view, "viewer", NULL, "INFO", "server");
+    /* A bad file: refused, the old users stay. */
+    TU_REQUIRE(tu_write_file(users_path, "shop producer,boss $scrypt$ln=10,r=8,p=1$00$00\n") == 0, "write");
+    BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "users file not reloaded", 10000) == 0,
+             "a bad users file was not reported");
+    BP_CHECK(bp_log_contains(&bt_broker, "users:1: user 'shop': unknown role 'boss'"),
+             "the error does not name file:line and the problem");
+    EXPECT(&view, "viewer after a bad reload", NULL, "INFO", "server");
+    /* Without grafana, and shop now also a consumer. */
+    write_users(0);
+    char text[8192];
+    FILE *f = fopen(users_path, "r");
+    BP_REQUIRE(f != NULL, "read back");
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *shop = strstr(text, "shop producer");
+    BP_REQUIRE(shop != NULL, "shop line");
+    char fixed[8300];
+    snprintf(fixed, sizeof fixed, "%.*sshop producer,consumer%s", (int)(shop - text), text,
+             shop + strlen("shop producer"));
+    TU_REQUIRE(tu_write_file(users_path, fixed) == 0, "write");
+    BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "users reloaded from", 10000) == 0, "no reload logged");
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "user 'grafana' is gone", 10000) == 0,
+             "the removed user's connection was not logged out");
+    EXPECT(&view, "removed viewer", "NOAUTH", "INFO", "server");
+    EXPECT(&prod, "shop with consumer added", NULL, "GROUP", "CREATE", "g", "t");
+    EXPECT(&prod, "shop with consumer added", NULL, "PULL", "g", "t");
+    rc_conn_t again;
+    BP_REQUIRE(bp_connect(&bt_broker, &again, e, sizeof e) == 0, "connect");
+    EXPECT(&again, "grafana after removal", "WRONGPASS", "AUTH", "grafana", "pw-grafana");
+    rc_close(&again);
+    rc_close(&view);
+    rc_close(&prod);
+    cleanup_users();
+}
+
+/* This machine's first non-loopback IPv4 address, into buf. 0, or -1 when it has none. */
+static int own_address(char *buf, size_t len)
+{
+    struct ifaddrs *ifs = NULL, *i;
+    int rc = -1;
+    if (getifaddrs(&ifs) != 0)
+        return -1;
+    for (i = ifs; i != NULL && rc != 0; i = i->ifa_next) {
+        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) ||
+            (i->ifa_flags & IFF_LOOPBACK))
+            continue;
+        const struct sockaddr_in *in = (const struct sockaddr_in *)i->ifa_addr;
+        if ((ntohl(in->sin_addr.s_addr) >> 24) == 127)
+            continue;
+        if (inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t)len) != NULL)
+            rc = 0;
+    }
+    freeifaddrs(ifs);
+    return rc;
+}
+
+static void test_protected_mode(void)
+{
+    char ip[64], e[1024], v[300];
+    /* The test needs a route from this machine to itself that is not loopback: the kernel then reports the
+     * machine's own address as the peer, which is what a remote client looks like to the broker. */
+    BP_REQUIRE(own_address(ip, sizeof ip) == 0,
+               "this machine has no non-loopback IPv4 address: protected mode cannot be tested honestly");
+    const char *extra[] = { "--bind", "0.0.0.0", NULL };
+    bt_start(extra);
+    rc_conn_t remote;
+    BP_REQUIRE(rc_connect(&remote, ip, bt_broker.port, 10000) == 0, "connect to %s:%d: %s", ip, bt_broker.port,
+               remote.err);
+    resp_reply_t *r = rc_read(&remote, 10000);
+    BP_CHECK(rc_is_error(r, "DENIED Hourglass is in protected mode"), "a client via %s: %s", ip,
+             rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    BP_CHECK(rc_wait_closed(&remote, 10000) == 1, "the refused client was not closed");
+    rc_close(&remote);
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "protected mode: refused a client from", 10000) == 0,
+             "no warning for the refused client");
+    EXPECT(&bt_conn, "loopback client", NULL, "SEND", "t", "local");
+    BP_CHECK(bp_info_field(&bt_conn, "protected_mode", v, sizeof v, e, sizeof e) == 0 && strcmp(v, "yes") == 0,
+             "INFO protected_mode %s", v);
+    BP_CHECK(bp_info_field(&bt_conn, "denied_connections", v, sizeof v, e, sizeof e) == 0 && strcmp(v, "1") == 0,
+             "INFO denied_connections %s, want 1", v);
+    bt_teardown();
+    bt_setup();
+
+    /* allow-remote without users: served, with a loud warning in the log and INFO. */
+    const char *open_extra[] = { "--bind", "0.0.0.0", "--allow-remote", "yes", NULL };
+    bt_start(open_extra);
+    BP_CHECK(bp_log_contains(&bt_broker, "SECURITY WARNING: allow-remote yes without users"),
+             "no warning in the log for allow-remote without users");
+    BP_CHECK(bp_info_field(&bt_conn, "security_warning", v, sizeof v, e, sizeof e) == 0 &&
+                 strstr(v, "without users") != NULL,
+             "INFO security_warning: '%s'", v);
+    BP_REQUIRE(rc_connect(&remote, ip, bt_broker.port, 10000) == 0, "connect to %s: %s", ip, remote.err);
+    EXPECT(&remote, "remote with allow-remote", NULL, "PING");
+    rc_close(&remote);
+    bt_teardown();
+    bt_setup();
+
+    /* allow-remote with users but no TLS: a warning about plaintext; a remote client must AUTH. */
+    TU_REQUIRE(tu_mkdtemp("hg-users", users_dir, sizeof users_dir) == 0, "temp dir");
+    snprintf(users_path, sizeof users_path, "%s/users", users_dir);
+    write_users(1);
+    const char *users_extra[] = { "--bind", "0.0.0.0", "--allow-remote", "yes", "--users-file", users_path, NULL };
+    bt_start(users_extra);
+    BP_CHECK(bp_log_contains(&bt_broker, "without TLS: passwords and messages cross the network in plaintext"),
+             "no warning in the log for users without TLS");
+    BP_REQUIRE(rc_connect(&remote, ip, bt_broker.port, 10000) == 0, "connect to %s: %s", ip, remote.err);
+    EXPECT(&remote, "remote before AUTH", "NOAUTH", "SEND", "t", "p");
+    EXPECT(&remote, "remote", NULL, "AUTH", "shop", "pw-shop");
+    EXPECT(&remote, "remote producer", NULL, "SEND", "t", "p");
+    rc_close(&remote);
+    cleanup_users();
+}
+
+static void test_no_users(void)
+{
+    bt_start(NULL);
+    char e[512], v[64];
+    resp_reply_t *r = rc_cmd(&bt_conn, "AUTH", "x", NULL);
+    BP_CHECK(rc_is_error(r, "ERR AUTH called without any users configured"), "AUTH without users: %s",
+             rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    EXPECT(&bt_conn, "no users", NULL, "CONFIG", "GET", "port");
+    EXPECT(&bt_conn, "no users", NULL, "GROUP", "CREATE", "g", "t");
+    EXPECT(&bt_conn, "no users", NULL, "DLQ", "DROP", "g", "ALL");
+    r = rc_cmd(&bt_conn, "ACL", "WHOAMI", NULL);
+    BP_CHECK(r != NULL && rc_str_eq(r, "default"), "WHOAMI: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    BP_CHECK(bp_info_field(&bt_conn, "auth_required", v, sizeof v, e, sizeof e) == 0 && strcmp(v, "no") == 0,
+             "INFO auth_required %s", v);
+}
+
+static const tu_test_t auth_tests[] = {
+    { "before AUTH only PING AUTH HELLO QUIT", test_unauthenticated },
+    { "roles: producer, consumer, viewer, admin", test_roles },
+    { "wrong password: refused, held back, logged; others unaffected", test_wrong_password },
+    { "HELLO 3 AUTH, AUTH default, ACL WHOAMI", test_hello_auth },
+    { "SIGHUP reloads the users file", test_reload },
+    { "protected mode and allow-remote", test_protected_mode },
+    { "without users: as before", test_no_users },
+    { NULL, NULL },
+};
+
+int main(int argc, char **argv)
+{
+    return bt_main(argc, argv, "auth", auth_tests);
+}
