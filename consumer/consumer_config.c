@@ -195,11 +195,10 @@ static hg_outcome_t noop_handler(const hg_message_t *m, char *r, size_t n, void 
 void consumer_config_loop_opts(const consumer_config_t *cfg, hg_consumer_opts_t *o, hg_client_opts_t *client)
 {
     hg_consumer_opts_init(o);
-    hg_client_opts_init(client);
+    *client = cfg->client_opts; /* the credentials (consumer_config_credentials) */
     TLS_KEYS_TO_OPTS(cfg, client);
     o->client = client;
     o->uri = cfg->uri;
-    o->client = &cfg->client_opts;
     o->group = cfg->group;
     o->topic = cfg->topic;
     o->workers = (int)cfg->workers;
