@@ -21,6 +21,14 @@
  * replies to earlier commands are written: POST or Host: anywhere
  * (as Redis does), and as the first inline command also GET /..., PUT, HEAD,
  * DELETE, OPTIONS or CONNECT.
+ *
+ * TLS: a connection from tls-port has an OpenSSL bufferevent (accepting
+ * state); everything above the bufferevent is the same. Until the handshake
+ * completes (BEV_EVENT_CONNECTED) the read timeout is the handshake
+ * deadline; a failed handshake is logged with OpenSSL's reason (and a hint
+ * when it looks like plaintext on the TLS port). On the plaintext port a
+ * first byte 0x16 (a TLS handshake record) is logged and the connection
+ * closed unanswered. Closing a TLS connection sends close_notify first.
  */
 #include "broker/conn.h"
 
@@ -32,6 +40,7 @@
 #include <time.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
 
 #include "base/alloc.h"
 #include "base/map.h"
@@ -39,6 +48,7 @@
 #include "broker/cmd_shared.h"
 #include "broker/commands.h"
 #include "broker/server.h"
+#include "broker/tls.h"
 #include "common/log.h"
 
 #define READ_HIGH_WATERMARK  (1u << 20)  /* input held while blocked/paused */
@@ -46,6 +56,7 @@
 #define LINGER_MS            1000        /* discard input this long after a last reply */
 #define CONN_SWEEP_NOW_BYTES (1u << 20)  /* a reply this large runs the memory sweep at once */
 #define SCRATCH_KEEP_BYTES   (64u << 10) /* the immediate-reply buffer keeps this much between bursts */
+#define TLS_RECORD_HANDSHAKE 0x16        /* the first byte of a TLS ClientHello */
 
 struct reply_slot {
     reply_slot_t *next;
@@ -218,6 +229,12 @@ static void conn_maybe_finish(conn_t *c)
         return;
     }
     c->lingering = 1;
+    if (c->tls) {
+        SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
+        if (ssl != NULL && c->tls_ready) {
+            SSL_shutdown(ssl); /* close_notify, written straight to the socket */
+        }
+    }
     evutil_socket_t fd = bufferevent_getfd(c->bev);
     if (fd < 0 || shutdown(fd, SHUT_WR) != 0) {
         conn_close(c);
@@ -430,6 +447,18 @@ static void conn_process_input(conn_t *c)
         if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) {
             break;
         }
+        if (!c->sniffed) {
+            c->sniffed = 1;
+            if (!c->tls && v.iov_len > 0 && ((const unsigned char *)v.iov_base)[0] == TLS_RECORD_HANDSHAKE) {
+                s->protocol_errors++;
+                log_warn("client id=%llu addr=%s: a TLS handshake on the plaintext port; closing (TLS clients "
+                         "connect to tls-port%s)",
+                         (unsigned long long)c->id, c->addr, s->cfg->tls_port ? "" : ", which is off");
+                evbuffer_drain(in, evbuffer_get_length(in));
+                conn_start_draining(c);
+                break;
+            }
+        }
         size_t consumed = 0;
         resp_command_t cmd;
         resp_status_t st = resp_parser_feed(&c->parser, v.iov_base, v.iov_len, &consumed, &cmd);
@@ -473,9 +502,82 @@ static void write_cb(struct bufferevent *bev, void *arg)
     conn_maybe_finish(c);
 }
 
+/* A plaintext client on the TLS port: tell it in its own protocol, best
+ * effort (its unread input is read first so that closing sends FIN, not a
+ * RST that could destroy the message). */
+static void tls_refuse_plaintext(evutil_socket_t fd)
+{
+    static const char msg[] = "-ERR this port speaks TLS only: connect with TLS, or to the plaintext port\r\n";
+    char sink[4096];
+    if (fd < 0) {
+        return;
+    }
+    while (recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    }
+    ssize_t w = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w;
+    shutdown(fd, SHUT_WR);
+}
+
+/* The TLS handshake's outcome (a connection from tls-port before it is
+ * ready). Returns 1 when the event was the handshake's. */
+static int tls_handshake_event(conn_t *c, struct bufferevent *bev, short what)
+{
+    char why[512];
+    if (what & BEV_EVENT_CONNECTED) {
+        c->tls_ready = 1;
+        c->last_active_mono = mono_ms();
+        if (c->set->cfg->idle_timeout_ms > 0) {
+            struct timeval tv = { (time_t)(c->set->cfg->idle_timeout_ms / 1000),
+                                  (suseconds_t)(c->set->cfg->idle_timeout_ms % 1000) * 1000 };
+            bufferevent_set_timeouts(bev, &tv, NULL);
+        } else {
+            bufferevent_set_timeouts(bev, NULL, NULL);
+        }
+        if (log_get_level() <= LOG_LEVEL_DEBUG) {
+            tls_describe_session(bufferevent_openssl_get_ssl(bev), why, sizeof why);
+            log_debug("client id=%llu addr=%s: TLS established (%s)", (unsigned long long)c->id, c->addr, why);
+        }
+        return 1;
+    }
+    c->set->protocol_errors++;
+    if (what & BEV_EVENT_TIMEOUT) {
+        log_warn("client id=%llu addr=%s: no TLS handshake within %d ms; closing", (unsigned long long)c->id, c->addr,
+                 CONN_TLS_HANDSHAKE_MS);
+    } else if (what & BEV_EVENT_ERROR) {
+        int err = EVUTIL_SOCKET_ERROR();
+        tls_bev_error_text(bev, why, sizeof why);
+        if (why[0] == '\0') {
+            snprintf(why, sizeof why, "%s", err ? evutil_socket_error_to_string(err) : "connection closed");
+        }
+        const char *peer = tls_peer_verify_failure(bufferevent_openssl_get_ssl(bev));
+        if (peer != NULL) {
+            size_t n = strlen(why);
+            snprintf(why + n, sizeof why - n, " (the client's certificate: %s)", peer);
+        }
+        const char *hint = tls_error_hint(why);
+        log_warn("client id=%llu addr=%s: TLS handshake failed: %s%s; closing", (unsigned long long)c->id, c->addr, why,
+                 hint);
+        if (strstr(hint, "plaintext") != NULL) {
+            tls_refuse_plaintext(bufferevent_getfd(bev));
+        }
+    } else {
+        log_info("client id=%llu addr=%s: closed the connection during the TLS handshake", (unsigned long long)c->id,
+                 c->addr);
+    }
+    conn_close(c);
+    return 1;
+}
+
 static void event_cb(struct bufferevent *bev, short what, void *arg)
 {
     conn_t *c = arg;
+    if (c->tls && !c->tls_ready && tls_handshake_event(c, bev, what)) {
+        return;
+    }
+    if (what & BEV_EVENT_CONNECTED) {
+        return;
+    }
     if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_WRITING)) {
         log_info("client id=%llu addr=%s read none of its last replies for %d ms; closing", (unsigned long long)c->id,
                  c->addr, DRAIN_TIMEOUT_MS);
@@ -499,8 +601,12 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
     }
     if (what & BEV_EVENT_ERROR) {
         int err = EVUTIL_SOCKET_ERROR();
+        char why[512] = "";
+        if (c->tls) {
+            tls_bev_error_text(bev, why, sizeof why);
+        }
         log_debug("client id=%llu addr=%s: %s; closing", (unsigned long long)c->id, c->addr,
-                  evutil_socket_error_to_string(err));
+                  why[0] ? why : evutil_socket_error_to_string(err));
     }
     if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
         conn_close(c);
@@ -639,15 +745,25 @@ static void format_addr(const struct sockaddr *sa, char *out, size_t outlen)
     }
 }
 
-int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa)
+int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa, SSL *ssl)
 {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    struct bufferevent *bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    struct bufferevent *bev =
+        ssl != NULL ? bufferevent_openssl_socket_new(s->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE)
+                    : bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
     if (bev == NULL) {
         log_error("cannot create a bufferevent for a new client; closing it");
+        if (ssl != NULL) {
+            SSL_free(ssl);
+        }
         evutil_closesocket(fd);
         return -1;
+    }
+    if (ssl != NULL) {
+        /* A client that closes without close_notify (redis-cli, a killed
+         * process) ends the stream like a plaintext one: EOF, not an error. */
+        bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
     }
     conn_t *c = xmalloc(sizeof *c);
     memset(c, 0, sizeof *c);
@@ -655,6 +771,7 @@ int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa)
     c->set = s;
     c->bev = bev;
     c->proto = RESP_PROTO_2;
+    c->tls = ssl != NULL;
     c->authenticated = !server_auth_required(s->srv); /* no users: every role, as before users existed */
     c->roles = c->authenticated ? ROLE_ALL : 0;
     c->created_mono = c->last_active_mono = mono_ms();
@@ -670,13 +787,16 @@ int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa)
     s->connections_total++;
     bufferevent_setcb(bev, read_cb, write_cb, event_cb, c);
     bufferevent_setwatermark(bev, EV_READ, 0, READ_HIGH_WATERMARK);
-    if (s->cfg->idle_timeout_ms > 0) {
+    if (c->tls) {
+        struct timeval tv = { CONN_TLS_HANDSHAKE_MS / 1000, (CONN_TLS_HANDSHAKE_MS % 1000) * 1000 };
+        bufferevent_set_timeouts(bev, &tv, NULL); /* the idle timeout follows the handshake */
+    } else if (s->cfg->idle_timeout_ms > 0) {
         struct timeval tv = { (time_t)(s->cfg->idle_timeout_ms / 1000),
                               (suseconds_t)(s->cfg->idle_timeout_ms % 1000) * 1000 };
         bufferevent_set_timeouts(bev, &tv, NULL);
     }
     bufferevent_enable(bev, EV_READ | EV_WRITE);
-    log_debug("client id=%llu addr=%s connected", (unsigned long long)c->id, c->addr);
+    log_debug("client id=%llu addr=%s connected%s", (unsigned long long)c->id, c->addr, c->tls ? " (TLS)" : "");
     return 0;
 }
 

@@ -13,6 +13,10 @@
  *               last reply is not destroyed by a TCP RST);
  *   closing  -> detached; freed at the next safe point (never inside a
  *               callback chain that may still use it).
+ * A connection accepted on tls-port first completes a TLS handshake (its
+ * failure is logged with OpenSSL's reason and closes it); a plaintext
+ * connection whose first byte starts a TLS handshake is logged and closed
+ * (a TLS client on the wrong port would otherwise wait forever).
  * Reply order equals request order: each request that cannot be answered at
  * once (a storage job) takes a slot in the connection's reply FIFO; replies
  * computed in the loop take a filled slot when the FIFO is not empty; filled
@@ -48,8 +52,10 @@
 
 #define CONN_MAX_PENDING 1024 /* outstanding replies before parsing pauses */
 #define CONN_SWEEP_MS    200  /* header-timeout and max-client-memory checks */
+#define CONN_TLS_HANDSHAKE_MS 10000 /* a TLS client must finish its handshake by then */
 
 typedef struct server server_t;
+struct ssl_st; /* OpenSSL's SSL (broker/tls.h) */
 typedef struct conn_set conn_set_t;
 typedef struct reply_slot reply_slot_t;
 
@@ -73,6 +79,10 @@ typedef struct conn {
     int draining;  /* close once all replies are written */
     int lingering; /* replies written, write side shut, discarding input */
     int closing;   /* detached, freed at a safe point */
+    /* TLS (broker/tls.h): the bufferevent is an OpenSSL one */
+    int tls;       /* accepted on tls-port */
+    int tls_ready; /* the handshake completed */
+    int sniffed;   /* plaintext port: the first input byte was checked for a TLS handshake */
     /* authentication (broker/users.h, cmd_conn.c): without users every
      * connection is authenticated with every role */
     int authenticated;
@@ -98,9 +108,12 @@ void conn_set_free(conn_set_t *set);
 void conn_set_attach_writer(conn_set_t *set, writer_t *w);
 
 /* A client socket was accepted: make it a connection (TCP_NODELAY, the
- * parser with the configured limits, the idle timeout). 0, or -1 when no
- * bufferevent could be made (fd is then closed). */
-int conn_accept(conn_set_t *set, evutil_socket_t fd, const struct sockaddr *sa);
+ * parser with the configured limits, the idle timeout). ssl (may be NULL:
+ * plaintext) is a fresh server-side SSL for a connection on tls-port: the
+ * connection owns it, runs the handshake first (within
+ * CONN_TLS_HANDSHAKE_MS) and speaks RESP inside TLS. 0, or -1 when no
+ * bufferevent could be made (fd and ssl are then freed). */
+int conn_accept(conn_set_t *set, evutil_socket_t fd, const struct sockaddr *sa, struct ssl_st *ssl);
 
 /* Open connections. */
 size_t conn_set_count(const conn_set_t *set);

@@ -11,7 +11,8 @@
  * SIGTERM/SIGINT/SHUTDOWN end the loop after the storage thread closed the
  * store; main then joins it and exits 0. SIGHUP re-reads the configuration
  * (config_reload, on the loop thread), reopens the log file and applies the
- * log keys; it never stops the broker.
+ * log keys, then reloads the TLS certificate (server_reload_tls); it never
+ * stops the broker.
  *
  * --check-data DIR: the same configuration, then the data directory is
  * opened with the configured level table (never created), checked with
@@ -113,10 +114,13 @@ typedef struct hup_ctx {
     char **argv;
 } hup_ctx_t;
 
+/* SIGHUP: the configuration, then the TLS files (replaced in place or
+ * renamed by the reload), even when the configuration did not re-read. */
 static void on_hup(void *arg)
 {
     hup_ctx_t *h = arg;
     config_reload(h->cfg, h->argc, h->argv);
+    server_reload_tls(h->srv);
     server_reload_users(h->srv);
 }
 
@@ -243,9 +247,15 @@ int main(int argc, char **argv)
     }
     char spec[512];
     lvl_table_format(&cfg.store.levels, spec, sizeof spec);
-    log_info("hourglass-broker %s pid %ld listening on %s:%d; dir %s; levels %s; fsync %s%s; %s", PACKAGE_VERSION,
-             (long)getpid(), cfg.bind, server_port(srv), cfg.dir, spec, cfg.fsync_always ? "always" : "no",
-             cfg.metrics_port ? "" : "; metrics off",
+    char tls[96] = "";
+    if (server_port(srv) == 0) {
+        snprintf(tls, sizeof tls, " (TLS only)");
+    } else if (server_tls_port(srv) != 0) {
+        snprintf(tls, sizeof tls, "; TLS on %s:%d", cfg.bind, server_tls_port(srv));
+    }
+    log_info("hourglass-broker %s pid %ld listening on %s:%d%s; dir %s; levels %s; fsync %s%s; %s", PACKAGE_VERSION,
+             (long)getpid(), cfg.bind, server_port(srv) ? server_port(srv) : server_tls_port(srv), tls, cfg.dir, spec,
+             cfg.fsync_always ? "always" : "no", cfg.metrics_port ? "" : "; metrics off",
              cfg.users_file ? "users from the users-file (AUTH required)" : "no users (no AUTH)");
     if (cfg.metrics_port) {
         log_info("metrics on http://%s:%lld/metrics", cfg.metrics_bind, cfg.metrics_port);

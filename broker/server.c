@@ -11,6 +11,11 @@
  * SIGHUP calls the reload hook main set (server_on_hup) and never stops
  * the loop.
  *
+ * Two RESP listeners, each optional: port (plaintext) and tls-port (each
+ * accepted socket gets an SSL from broker/tls.h's current context). They
+ * share max-clients, the accept back-off and everything after accept. The
+ * metrics endpoint stays plain HTTP.
+ *
  * Protected mode (server.h, docs/security.md) is decided per accepted
  * socket from its peer address, before a connection exists: a refused peer
  * gets one "-DENIED" line and is closed.
@@ -40,6 +45,7 @@
 
 #include "base/alloc.h"
 #include "broker/conn.h"
+#include "broker/tls.h"
 #include "common/log.h"
 
 #define ACCEPT_RETRY_MS 100
@@ -54,8 +60,10 @@ enum {
 struct server {
     const config_t *cfg;
     struct event_base *base;
-    struct evconnlistener *listener;
-    int port;
+    struct evconnlistener *listener;     /* plaintext; NULL when port is 0 with tls-port set */
+    struct evconnlistener *tls_listener; /* NULL when tls-port is 0 */
+    tls_server_t *tls;
+    int port, tls_port;
     struct event *accept_timer, *close_timer, *sig_term, *sig_int, *sig_hup;
     void (*on_hup)(void *arg);
     void *on_hup_arg;
@@ -122,6 +130,9 @@ void server_shutdown(server_t *s, const char *why)
     s->state = SRV_STOPPING;
     if (s->listener) {
         evconnlistener_disable(s->listener);
+    }
+    if (s->tls_listener) {
+        evconnlistener_disable(s->tls_listener);
     }
     conn_set_stop_reading(s->conns);
     if (s->writer_running) {
@@ -241,7 +252,6 @@ static void refuse(server_t *s, evutil_socket_t fd)
 
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
 {
-    (void)l;
     (void)salen;
     server_t *s = arg;
     if (s->state != SRV_RUNNING) {
@@ -274,7 +284,17 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
         }
         return;
     }
-    conn_accept(s->conns, fd, sa);
+    SSL *ssl = NULL;
+    if (l == s->tls_listener) {
+        char err[256];
+        ssl = tls_server_ssl(s->tls, err, sizeof err);
+        if (ssl == NULL) {
+            log_error("cannot start TLS for a new client: %s; closing it", err);
+            evutil_closesocket(fd);
+            return;
+        }
+    }
+    conn_accept(s->conns, fd, sa, ssl);
 }
 
 /* Out of descriptors with clients waiting in the backlog: give the spare
@@ -310,6 +330,9 @@ static void accept_timer_cb(evutil_socket_t fd, short what, void *arg)
     server_t *s = arg;
     if (s->state == SRV_RUNNING && s->listener) {
         evconnlistener_enable(s->listener);
+    }
+    if (s->state == SRV_RUNNING && s->tls_listener) {
+        evconnlistener_enable(s->tls_listener);
     }
 }
 
@@ -492,33 +515,63 @@ static int resolve(const char *host, int port, struct sockaddr_storage *ss, sock
     return 0;
 }
 
-int server_listen(server_t *s, char *err, size_t errlen)
+/* A RESP listener on bind:port; *bound_port is the port bound. NULL with err. */
+static struct evconnlistener *listen_on(server_t *s, long long port, int *bound_port, char *err, size_t errlen)
 {
     const config_t *cfg = s->cfg;
     struct sockaddr_storage ss;
     socklen_t sl;
-    if (resolve(cfg->bind, (int)cfg->port, &ss, &sl, err, errlen) != 0) {
-        return -1;
+    if (resolve(cfg->bind, (int)port, &ss, &sl, err, errlen) != 0) {
+        return NULL;
     }
-    s->listener = evconnlistener_new_bind(s->base, accept_cb, s,
-                                          LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
-                                          (int)cfg->tcp_backlog, (struct sockaddr *)&ss, (int)sl);
-    if (s->listener == NULL) {
+    struct evconnlistener *l = evconnlistener_new_bind(
+        s->base, accept_cb, s, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, (int)cfg->tcp_backlog,
+        (struct sockaddr *)&ss, (int)sl);
+    if (l == NULL) {
         int e = EVUTIL_SOCKET_ERROR();
-        snprintf(err, errlen, "cannot listen on %s:%lld: %s", cfg->bind, cfg->port, evutil_socket_error_to_string(e));
-        return -1;
+        snprintf(err, errlen, "cannot listen on %s:%lld: %s", cfg->bind, port, evutil_socket_error_to_string(e));
+        return NULL;
     }
-    evconnlistener_set_error_cb(s->listener, accept_error_cb);
-    if (auth_start(s->auth, err, errlen) != 0) {
-        return -1;
-    }
+    evconnlistener_set_error_cb(l, accept_error_cb);
     struct sockaddr_storage bound;
     socklen_t bl = sizeof bound;
-    if (getsockname(evconnlistener_get_fd(s->listener), (struct sockaddr *)&bound, &bl) == 0) {
-        s->port = bound.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&bound)->sin6_port)
-                                              : ntohs(((struct sockaddr_in *)&bound)->sin_port);
+    if (getsockname(evconnlistener_get_fd(l), (struct sockaddr *)&bound, &bl) == 0) {
+        *bound_port = bound.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&bound)->sin6_port)
+                                                  : ntohs(((struct sockaddr_in *)&bound)->sin_port);
     } else {
-        s->port = (int)cfg->port;
+        *bound_port = (int)port;
+    }
+    return l;
+}
+
+int server_listen(server_t *s, char *err, size_t errlen)
+{
+    const config_t *cfg = s->cfg;
+    if (cfg->tls_port != 0) {
+        if (tls_server_new(cfg, &s->tls, err, errlen) != 0) {
+            return -1;
+        }
+        char what[512];
+        tls_server_describe(s->tls, what, sizeof what);
+        if (tls_server_expired(s->tls)) {
+            log_warn("TLS certificate %s: %s has EXPIRED: clients that verify it will refuse to connect",
+                     cfg->tls_cert_file, what);
+        } else {
+            log_info("TLS certificate %s: %s", cfg->tls_cert_file, what);
+        }
+        s->tls_listener = listen_on(s, cfg->tls_port, &s->tls_port, err, errlen);
+        if (s->tls_listener == NULL) {
+            return -1;
+        }
+    }
+    if (cfg->port != 0 || cfg->tls_port == 0) {
+        s->listener = listen_on(s, cfg->port, &s->port, err, errlen);
+        if (s->listener == NULL) {
+            return -1;
+        }
+    }
+    if (auth_start(s->auth, err, errlen) != 0) {
+        return -1;
     }
     if (cfg->metrics_port > 0) {
         s->http = evhttp_new(s->base);
@@ -546,6 +599,31 @@ int server_listen(server_t *s, char *err, size_t errlen)
 int server_port(const server_t *s)
 {
     return s->port;
+}
+
+int server_tls_port(const server_t *s)
+{
+    return s->tls_port;
+}
+
+int server_reload_tls(server_t *s)
+{
+    if (s->tls == NULL) {
+        return 0;
+    }
+    char err[1024];
+    if (tls_server_reload(s->tls, s->cfg, err, sizeof err) != 0) {
+        log_error("SIGHUP: TLS certificate not reloaded, keeping the one in use: %s", err);
+        return -1;
+    }
+    char what[512];
+    tls_server_describe(s->tls, what, sizeof what);
+    if (tls_server_expired(s->tls)) {
+        log_warn("SIGHUP: TLS certificate reloaded from %s: %s has EXPIRED", s->cfg->tls_cert_file, what);
+    } else {
+        log_info("SIGHUP: TLS certificate reloaded from %s: %s (new connections use it)", s->cfg->tls_cert_file, what);
+    }
+    return 0;
 }
 
 void server_set_writer(server_t *s, writer_t *w)
@@ -581,6 +659,10 @@ void server_free(server_t *s)
     if (s->listener) {
         evconnlistener_free(s->listener);
     }
+    if (s->tls_listener) {
+        evconnlistener_free(s->tls_listener);
+    }
+    tls_server_free(s->tls);
     event_free(s->accept_timer);
     event_free(s->close_timer);
     event_free(s->sig_term);

@@ -33,13 +33,25 @@ server_t *server_new(const config_t *cfg, struct event_base *base);
  * broker. */
 void server_on_hup(server_t *s, void (*fn)(void *arg), void *arg);
 
-/* Bind and listen on cfg bind:port, install SIGTERM/SIGINT/SIGHUP handlers and the
+/* Bind and listen on cfg bind:port and bind:tls-port (loading the TLS
+ * certificate first: an unreadable one fails here), install SIGTERM/SIGINT/SIGHUP handlers and the
  * metrics HTTP listener. 0, or -1 with e.g. "cannot listen on
  * 127.0.0.1:7379: Address already in use" in err. */
 int server_listen(server_t *s, char *err, size_t errlen);
 
-/* The port actually bound (after server_listen; differs from cfg with port 0). */
+/* The port actually bound (after server_listen; differs from cfg with port 0;
+ * 0 when there is no plaintext listener: port 0 with tls-port set). */
 int server_port(const server_t *s);
+
+/* The TLS port bound (0: TLS off). */
+int server_tls_port(const server_t *s);
+
+/* SIGHUP: read the TLS certificate, key and CA files again (the tls-* keys
+ * of the running configuration) and use them for new connections; a file
+ * that does not load keeps the old context. Logs the outcome (the new
+ * certificate's subject, serial and expiry, or why not). 0, or -1 when not
+ * reloaded; 0 when TLS is off. */
+int server_reload_tls(server_t *s);
 
 /* Attach the storage thread: its completions go to the connections. */
 void server_set_writer(server_t *s, writer_t *w);

@@ -37,7 +37,7 @@ static const cfg_key_t cfg_keys[] = {
         "bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(bind),
         "address to listen on; clients from other hosts are served only with users and TLS, or allow-remote yes") },
     { CFG_KEY("port", CFG_INT, "7379", 0, 65535, OFF(port),
-              "TCP port for RESP clients (0: any free port, logged at start-up)") },
+              "TCP port for RESP clients (0: none when tls-port is set, else any free port, logged at start-up)") },
     { CFG_KEY("allow-remote", CFG_BOOL, "no", 0, 1, OFF(allow_remote),
               "serve clients from other hosts without users or TLS (protected mode off; a loud warning)") },
     { CFG_KEY("max-clients", CFG_INT, "10000", 1, 1000000, OFF(max_clients),
@@ -45,6 +45,21 @@ static const cfg_key_t cfg_keys[] = {
     { CFG_KEY("idle-timeout", CFG_DURATION, "0", 0, 365 * DAY_MS, OFF(idle_timeout_ms),
               "close a client idle this long (0: never); blocked PULLs are exempt") },
     { CFG_KEY("tcp-backlog", CFG_INT, "511", 1, 65535, OFF(tcp_backlog), "listen(2) backlog") },
+    { CFG_KEY("tls-port", CFG_INT, "0", 0, 65535, OFF(tls_port),
+              "TCP port for RESP over TLS (0: no TLS); needs tls-cert-file and tls-key-file") },
+    { CFG_KEY("tls-cert-file", CFG_STRING, NULL, 0, 0, OFF(tls_cert_file),
+              "the broker's certificate chain (PEM, leaf first)"),
+      .hint = "FILE", .reload = 1 },
+    { CFG_KEY("tls-key-file", CFG_STRING, NULL, 0, 0, OFF(tls_key_file),
+              "the private key of tls-cert-file (PEM, unencrypted)"),
+      .hint = "FILE", .reload = 1 },
+    { CFG_KEY("tls-ca-cert-file", CFG_STRING, NULL, 0, 0, OFF(tls_ca_cert_file),
+              "CA certificates (PEM) that client certificates must chain to (tls-auth-clients)"),
+      .hint = "FILE", .reload = 1 },
+    { CFG_KEY("tls-auth-clients", CFG_ENUM, "no", 0, 2, OFF(tls_auth_clients),
+              "mutual TLS: yes: a client certificate signed by tls-ca-cert-file is required; optional: checked "
+              "when sent; no: not asked for"),
+      .words = TLS_AUTH_CLIENTS_WORDS, .reload = 1 },
     { CFG_KEY("users-file", CFG_STRING, NULL, 0, 0, OFF(users_file),
               "users, roles and password hashes (docs/security.md); set: every client must AUTH; re-read on SIGHUP"),
       .hint = "FILE" },
@@ -176,8 +191,7 @@ void config_free(config_t *c)
 
 int config_tls_enabled(const config_t *c)
 {
-    (void)c;
-    return 0; /* TLS is not built yet: its port key makes this true */
+    return c->tls_port != 0;
 }
 
 int config_is_loopback(const char *host)
@@ -192,6 +206,32 @@ int config_is_loopback(const char *host)
     }
     if (inet_pton(AF_INET6, host, &a6) == 1) {
         return memcmp(&a6, &in6addr_loopback, sizeof a6) == 0;
+    }
+    return 0;
+}
+
+/* The tls-* keys: a TLS port needs a certificate and its key, mutual TLS a
+ * CA, and the ports must differ. */
+static int config_validate_tls(const config_t *c, char *err, size_t errlen)
+{
+    if (c->tls_port == 0) {
+        if (c->tls_auth_clients != TLS_AUTH_NO) {
+            return err_set(err, errlen, "tls-auth-clients is set but tls-port is 0 (TLS is off)");
+        }
+        return 0;
+    }
+    if (c->tls_cert_file == NULL || c->tls_key_file == NULL) {
+        return err_set(err, errlen, "tls-port %lld needs tls-cert-file and tls-key-file", c->tls_port);
+    }
+    if (c->tls_auth_clients != TLS_AUTH_NO && c->tls_ca_cert_file == NULL) {
+        return err_set(err, errlen, "tls-auth-clients %s needs tls-ca-cert-file (the CA client certificates chain to)",
+                       c->tls_auth_clients == TLS_AUTH_YES ? "yes" : "optional");
+    }
+    if (c->tls_port == c->port) {
+        return err_set(err, errlen, "tls-port %lld is the same as port", c->tls_port);
+    }
+    if (c->metrics_port != 0 && c->metrics_port == c->tls_port && strcmp(c->bind, c->metrics_bind) == 0) {
+        return err_set(err, errlen, "metrics-port %lld is the same as tls-port", c->metrics_port);
     }
     return 0;
 }
@@ -229,6 +269,9 @@ int config_validate(config_t *c, char *err, size_t errlen)
     if (c->metrics_port != 0 && !c->allow_remote && !config_is_loopback(c->metrics_bind)) {
         err_set(err, errlen, "metrics-bind %s is not a loopback address; set allow-remote yes to listen there anyway",
                 c->metrics_bind);
+        return -1;
+    }
+    if (config_validate_tls(c, err, errlen) != 0) {
         return -1;
     }
     if (c->metrics_port != 0 && c->metrics_port == c->port && strcmp(c->bind, c->metrics_bind) == 0) {

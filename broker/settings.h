@@ -18,8 +18,8 @@
  *
  * Read-only after start-up: both broker threads read it without locks. The
  * one exception is SIGHUP's config_reload on the loop thread, which may
- * change only the keys marked reloadable (log-level, log-file, log-format), which the storage
- * thread never reads.
+ * change only the keys marked reloadable (log-level, log-file, log-format,
+ * the tls-* files and tls-auth-clients), which the storage thread never reads.
  */
 #ifndef HG_BROKER_SETTINGS_H
 #define HG_BROKER_SETTINGS_H
@@ -35,6 +35,14 @@
 
 #define CONFIG_MAX_KEYS 64 /* at least the table's keys (CONFIG GET's match array) */
 
+/* tls-auth-clients (config_t.tls_auth_clients): the enum's order is the words'. */
+#define TLS_AUTH_CLIENTS_WORDS "no|yes|optional"
+enum {
+    TLS_AUTH_NO = 0,
+    TLS_AUTH_YES,
+    TLS_AUTH_OPTIONAL
+};
+
 typedef struct config {
     /* network */
     char *bind;
@@ -43,6 +51,10 @@ typedef struct config {
     long long max_clients;
     long long idle_timeout_ms; /* 0 = off */
     long long tcp_backlog;
+    /* TLS (broker/tls.h) */
+    long long tls_port;                                    /* 0 = off; with it set, port 0 = no plaintext listener */
+    char *tls_cert_file, *tls_key_file, *tls_ca_cert_file; /* NULL: unset */
+    int tls_auth_clients;                                  /* TLS_AUTH_NO | YES | OPTIONAL */
     char *users_file; /* NULL: no users, no AUTH (broker/users.h) */
     /* storage */
     char *dir;

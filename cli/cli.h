@@ -26,6 +26,8 @@
 
 typedef struct cli {
     const char *uri;
+    /* hourglass+tls:// (the --tls-* flags; NULL: unset) */
+    const char *tls_ca_cert_file, *tls_cert_file, *tls_key_file, *tls_server_name;
     const char *user;          /* --user, or NULL (the URI's) */
     const char *password_file; /* --password-file, or NULL (the URI's password) */
     int json;

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli/args.h"
 #include "common/passwd.h"
@@ -110,6 +111,10 @@ int cli_connect(cli_t *cli)
     opts.read_timeout_ms = cli->timeout_ms;
     opts.reconnect_backoff.attempts = 1; /* an operator wants an answer now */
     opts.resend_sends = 0;               /* `send` once, as typed */
+    opts.tls_ca_file = cli->tls_ca_cert_file;
+    opts.tls_cert_file = cli->tls_cert_file;
+    opts.tls_key_file = cli->tls_key_file;
+    opts.tls_server_name = cli->tls_server_name;
     e = hg_client_open(cli->uri, &opts, &cli->client, &err);
     memset(password, 0, sizeof(password));
     if (e != HG_OK)
@@ -222,15 +227,20 @@ void cli_print_command_help(FILE *f, const command_t *cmd)
 
 static void print_help(FILE *f)
 {
-    fprintf(f, "usage: hourglass-cli [--uri URI] [--json] [--timeout MS] COMMAND [ARGS]\n"
+    fprintf(f, "usage: hourglass-cli [--uri URI] [--tls-* FILE] [--json] [--timeout MS] COMMAND [ARGS]\n"
                "\n"
                "Administer an Hourglass broker and drain dead-letter queues by hand.\n"
                "\n"
                "Options:\n"
-               "  --uri URI      broker to talk to: hourglass://[user:pass@]host[:port]\n"
+               "  --uri URI      broker to talk to: hourglass://[user:pass@]host[:port], or\n"
+               "                 hourglass+tls://…[?ca=FILE&cert=FILE&key=FILE&sni=NAME] for its tls-port\n"
                "                 (default: $HOURGLASS_URI, else " CLI_DEFAULT_URI ")\n"
                "  --user U       log in as U (instead of the URI's user)\n"
                "  --password-file F  read the password from file F (instead of the URI's)\n"
+               "  --tls-ca-cert-file FILE  CA the broker's certificate must chain to\n"
+               "                 (default: the system's trust store)\n"
+               "  --tls-cert-file FILE, --tls-key-file FILE  client certificate and key (mutual TLS)\n"
+               "  --tls-server-name NAME   name the broker's certificate must carry (default: the host)\n"
                "  --json         print one JSON value for scripts instead of tables\n"
                "  --timeout MS   connect and reply timeout in milliseconds (default 5000)\n"
                "  --help         this text; COMMAND --help describes one command\n"
@@ -271,6 +281,18 @@ static int cmd_dlq(cli_t *cli, int argc, char **argv)
     return sub->fn(cli, argc - 1, argv + 1);
 }
 
+/* The field of a --tls-* flag a[0..n), or NULL when a is not one. */
+static const char **tls_flag(cli_t *cli, const char *a, size_t n)
+{
+    static const char *const names[] = { "--tls-ca-cert-file", "--tls-cert-file", "--tls-key-file",
+                                         "--tls-server-name" };
+    const char **fields[] = { &cli->tls_ca_cert_file, &cli->tls_cert_file, &cli->tls_key_file, &cli->tls_server_name };
+    for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+        if (strlen(names[k]) == n && strncmp(a, names[k], n) == 0)
+            return fields[k];
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     cli_t cli;
@@ -297,15 +319,21 @@ int main(int argc, char **argv)
             cli.json = 1;
             continue;
         }
+        const char **tls_value = tls_flag(&cli, a, n);
         if ((n == 5 && strncmp(a, "--uri", 5) == 0) || (n == 9 && strncmp(a, "--timeout", 9) == 0) ||
-            (n == 6 && strncmp(a, "--user", 6) == 0) || (n == 15 && strncmp(a, "--password-file", 15) == 0)) {
+            (n == 6 && strncmp(a, "--user", 6) == 0) || (n == 15 && strncmp(a, "--password-file", 15) == 0) ||
+            tls_value != NULL) {
             if (a[n] == '=')
                 value = a + n + 1;
             else if (i + 1 < argc)
                 value = argv[++i];
             else
                 return cli_usage_error("%.*s needs a value", (int)n, a);
-            if (n == 5) {
+            if (value[0] == '\0')
+                return cli_usage_error("%.*s needs a value", (int)n, a);
+            if (tls_value != NULL) {
+                *tls_value = value;
+            } else if (n == 5) {
                 cli.uri = value;
             } else if (n == 6) {
                 cli.user = value;
@@ -325,6 +353,9 @@ int main(int argc, char **argv)
         print_help(stderr);
         return EXIT_USAGE;
     }
+    if ((cli.tls_ca_cert_file || cli.tls_cert_file || cli.tls_key_file || cli.tls_server_name) &&
+        strncasecmp(cli.uri, "hourglass+tls://", 16) != 0)
+        return cli_usage_error("--tls-* given but the URI is not hourglass+tls:// (it would not be used)");
     cmd = cli_find_command(argv[i]);
     if (cmd == NULL || strchr(argv[i], ' ') != NULL)
         return cli_usage_error("unknown command '%s'", argv[i]);

@@ -33,8 +33,9 @@
 static const cfg_key_t keys[] = {
     /* broker */
     { CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, OFF(uri),
-              "broker URI, hourglass://[user:pass@]host[:port]"),
+              "broker URI, hourglass://[user:pass@]host[:port] or hourglass+tls://…"),
       .required = 1 },
+    TLS_KEYS_ROWS(comp_config_t),
     { CFG_KEY("user", CFG_STRING, NULL, 0, 0, OFF(user), "broker user (instead of the URI's; needs password-file)") },
     { CFG_KEY("password-file", CFG_STRING, NULL, 0, 0, OFF(password_file),
               "file holding the broker password (e.g. a systemd credential), instead of the URI's"),
@@ -265,8 +266,14 @@ int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
 
     /* The URI: libhourglass checks it without connecting when a consumer is
      * created (it has no separate URI check), so create one and free it. */
+    if (TLS_KEYS_CHECK(cfg, cfg->uri, err, errlen) != 0)
+        return -1;
     hg_consumer_opts_t o;
+    hg_client_opts_t client;
     hg_consumer_opts_init(&o);
+    hg_client_opts_init(&client);
+    TLS_KEYS_TO_OPTS(cfg, &client);
+    o.client = &client;
     o.uri = cfg->uri;
     o.group = "check";
     o.topic = cfg->topic;
@@ -276,7 +283,9 @@ int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
     hg_err_t rc = hg_consumer_new(&o, &c, &e);
     hg_consumer_free(c);
     if (rc != HG_OK) {
-        snprintf(err, errlen, "%s: %s", rc == HG_ERR_URI || rc == HG_ERR_UNSUPPORTED ? "uri" : "topic", e.message);
+        /* The library's TLS file errors ("TLS CA file x: ...") belong to the uri and its tls-* keys. */
+        int uri_part = rc == HG_ERR_URI || rc == HG_ERR_UNSUPPORTED || strncmp(e.message, "TLS ", 4) == 0;
+        snprintf(err, errlen, "%s: %s", uri_part ? "uri" : "topic", e.message);
         return -1;
     }
     return 0;

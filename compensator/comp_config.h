@@ -19,6 +19,7 @@
 #include "common/cfg.h"
 #include "common/log_keys.h"
 #include "common/passwd.h"
+#include "common/tls_keys.h"
 #include "db/keys.h"
 
 /* The layers: an index each (stats, metrics, names) and a bit each in
@@ -41,6 +42,7 @@ const char *comp_layer_name(int index);
 typedef struct comp_config {
     /* broker */
     char *uri, *topic, *dlq_groups;
+    TLS_KEYS_FIELDS; /* the tls-* keys (hourglass+tls:// uri) */
     char *user, *password_file; /* credentials besides the URI's (docs/security.md) */
     unsigned long long broker_connect_timeout_ms, broker_timeout_ms;
 

@@ -49,6 +49,7 @@ comp_monitor_t *comp_monitor_new(const comp_config_t *cfg, const hg_order_db_par
     m->client_opts.reconnect_backoff.base_ms = 100;
     m->client_opts.reconnect_backoff.cap_ms = 100;
     m->client_opts.reconnect_backoff.attempts = 1;
+    TLS_KEYS_TO_OPTS(cfg, &m->client_opts);
     m->overdue_stmt = (db_stmt_t){ "monitor-overdue", overdue_sql, 0, NULL };
     m->unsent_stmt = (db_stmt_t){ "monitor-unsent", unsent_sql, 0, NULL };
     return m;

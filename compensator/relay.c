@@ -96,6 +96,7 @@ comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_
     r->client_opts.reconnect_backoff.cap_ms = 100;
     r->client_opts.reconnect_backoff.attempts = 1;
     r->client_opts.resend_sends = 1;
+    TLS_KEYS_TO_OPTS(cfg, &r->client_opts);
 
     r->backoff.base_ms = (uint32_t)cfg->relay_backoff_base_ms;
     r->backoff.factor = cfg->relay_backoff_factor;

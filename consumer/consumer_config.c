@@ -44,8 +44,9 @@ static int set_side_effect(void *conf, const cfg_key_t *k, const char *value, cf
 /* The flag legend: name = INI key = --flag; the help text is --help's. */
 static const cfg_key_t options[] = {
     { CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, OFF(uri),
-              "broker URI, hourglass://[user:pass@]host[:port]"),
+              "broker URI, hourglass://[user:pass@]host[:port] or hourglass+tls://…"),
       .required = 1 },
+    TLS_KEYS_ROWS(consumer_config_t),
     { CFG_KEY("user", CFG_STRING, NULL, 0, 0, OFF(user), "broker user (instead of the URI's; needs password-file)") },
     { CFG_KEY("password-file", CFG_STRING, NULL, 0, 0, OFF(password_file),
               "file holding the broker password (e.g. a systemd credential), instead of the URI's"),
@@ -191,11 +192,13 @@ static hg_outcome_t noop_handler(const hg_message_t *m, char *r, size_t n, void 
     return HG_DONE;
 }
 
-void consumer_config_loop_opts(const consumer_config_t *cfg, hg_consumer_opts_t *o)
+void consumer_config_loop_opts(const consumer_config_t *cfg, hg_consumer_opts_t *o, hg_client_opts_t *client)
 {
     hg_consumer_opts_init(o);
+    *client = cfg->client_opts; /* the credentials (consumer_config_credentials) */
+    TLS_KEYS_TO_OPTS(cfg, client);
+    o->client = client;
     o->uri = cfg->uri;
-    o->client = &cfg->client_opts;
     o->group = cfg->group;
     o->topic = cfg->topic;
     o->workers = (int)cfg->workers;
@@ -230,10 +233,13 @@ int consumer_config_validate(const consumer_config_t *cfg, char *err, size_t err
     }
     if (db_keys_check(cfg->mysql_socket, err, errlen) != 0)
         return -1;
+    if (TLS_KEYS_CHECK(cfg, cfg->uri, err, errlen) != 0)
+        return -1;
     /* The broker URI and the loop's options: the library checks them without
      * connecting. Its URI errors get the field name in front. */
     hg_consumer_opts_t o;
-    consumer_config_loop_opts(cfg, &o);
+    hg_client_opts_t client;
+    consumer_config_loop_opts(cfg, &o, &client);
     o.handler = noop_handler;
     o.log = NULL;
     hg_consumer_t *c = NULL;
@@ -241,7 +247,9 @@ int consumer_config_validate(const consumer_config_t *cfg, char *err, size_t err
     hg_err_t rc = hg_consumer_new(&o, &c, &e);
     hg_consumer_free(c);
     if (rc != HG_OK) {
-        snprintf(err, errlen, "%s: %s", rc == HG_ERR_URI || rc == HG_ERR_UNSUPPORTED ? "uri" : "consumer", e.message);
+        /* The library's TLS file errors ("TLS CA file x: ...") belong to the uri and its tls-* keys. */
+        int uri_part = rc == HG_ERR_URI || rc == HG_ERR_UNSUPPORTED || strncmp(e.message, "TLS ", 4) == 0;
+        snprintf(err, errlen, "%s: %s", uri_part ? "uri" : "consumer", e.message);
         return -1;
     }
     return 0;

@@ -16,6 +16,7 @@
 #include "common/cfg.h"
 #include "common/log_keys.h"
 #include "common/passwd.h"
+#include "common/tls_keys.h"
 #include "db/keys.h"
 
 #define PROGRAM     "hourglass-consumer"
@@ -23,6 +24,7 @@
 
 typedef struct consumer_config {
     char *uri, *group, *topic;
+    TLS_KEYS_FIELDS; /* the tls-* keys (hourglass+tls:// uri) */
     char *user, *password_file; /* credentials besides the URI's (docs/security.md) */
     unsigned long long workers, count, block_ms, lease_ms, touch_ms;
 
@@ -75,8 +77,9 @@ void consumer_config_sql(const consumer_config_t *cfg, hg_order_sql_t *sql);
 void consumer_config_db_params(const consumer_config_t *cfg, const hg_order_sql_t *sql, hg_order_db_params_t *p);
 
 /* The consumer loop's options from cfg (no handler yet; logging through
- * common/log.h). */
-void consumer_config_loop_opts(const consumer_config_t *cfg, hg_consumer_opts_t *o);
+ * common/log.h); its client options (the tls-* keys) go into *client, which
+ * o points to and which must outlive the consumer made from o. */
+void consumer_config_loop_opts(const consumer_config_t *cfg, hg_consumer_opts_t *o, hg_client_opts_t *client);
 
 /* --help: usage, the keys with their defaults, the exit status. */
 void consumer_config_usage(FILE *out);

@@ -401,7 +401,8 @@ int main(int argc, char **argv)
         goto out;
 
     hg_consumer_opts_t opts;
-    consumer_config_loop_opts(&app.cfg, &opts);
+    hg_client_opts_t client_opts; /* copied by hg_consumer_new; its strings stay app.cfg's */
+    consumer_config_loop_opts(&app.cfg, &opts, &client_opts);
     opts.handler = handle_message;
     opts.handler_arg = &app;
     hg_error_t e = { 0 };

@@ -26,6 +26,14 @@
  *                     it. Any failure closes the socket: after a timeout or a
  *                     malformed reply the stream position is unknown.
  *
+ * TLS (hourglass+tls://): the context (CA, client certificate) is built
+ * once at create; each connection runs the handshake right after connect,
+ * within the same connect timeout, and then every byte goes through
+ * lib/tlsconn.h's send / recv, which behave like the socket calls (with the
+ * poll events to wait for, and bytes TLS holds decrypted that poll cannot
+ * see). A certificate that fails verification ends client_ensure at once:
+ * reconnecting cannot make it trusted.
+ *
  * Invariant: when fd >= 0 no reply is outstanding (every exchange either read
  * all its replies or closed the socket), so the bytes in `in` beyond in_off
  * are always empty between calls.
@@ -41,6 +49,7 @@
 
 #include "lib/client.h"
 #include "lib/backoff.h"
+#include "lib/tlsconn.h"
 #include "lib/transport.h"
 #include "lib/uri.h"
 #include "lib/wire.h"
@@ -65,6 +74,10 @@ struct hg_client {
     hg_client_opts_t opts;
     char address[URI_HOST_MAX + 16]; /* "host:port" or "[v6]:port" */
     int fd;                          /* -1 when disconnected */
+    tlsconn_ctx_t *tls_ctx;          /* hourglass+tls://: the client context; else NULL */
+    tlsconn_t *tls;                  /* the TLS session on fd, when tls_ctx */
+    char tls_name[URI_HOST_MAX];     /* the name the broker's certificate must carry */
+    int verify_failed;               /* the last connect round failed on the certificate */
     int wake_fd;                     /* -1, or readable = stop */
     buf_t in;                        /* bytes received */
     size_t in_off;                   /* parsed up to here */
@@ -282,11 +295,6 @@ hg_err_t client_create(const char *uri, const hg_client_opts_t *opts, hg_client_
         client_error_fill(err, HG_ERR_URI, "bad URI: %s", why);
         return HG_ERR_URI;
     }
-    if (u.tls) {
-        client_error_fill(err, HG_ERR_UNSUPPORTED,
-                          "hourglass+tls:// is not supported yet: TLS arrives with the security issue");
-        return HG_ERR_UNSUPPORTED;
-    }
     if (check_client_opts(opts, err) < 0)
         return HG_ERR_ARG;
 
@@ -320,6 +328,20 @@ hg_err_t client_create(const char *uri, const hg_client_opts_t *opts, hg_client_
         c->opts = *opts;
     else
         hg_client_opts_init(&c->opts);
+    if (u.tls) {
+        const char *ca = u.tls_ca[0] ? u.tls_ca : c->opts.tls_ca_file;
+        const char *cert = u.tls_cert[0] ? u.tls_cert : c->opts.tls_cert_file;
+        const char *key = u.tls_key[0] ? u.tls_key : c->opts.tls_key_file;
+        const char *name = u.tls_sni[0] ? u.tls_sni : c->opts.tls_server_name ? c->opts.tls_server_name : u.host;
+        if (tlsconn_ctx_new(ca, cert, key, &c->tls_ctx, why, sizeof(why)) < 0) {
+            client_error_fill(err, HG_ERR_ARG, "%s", why);
+            memset(&c->uri.password, 0, sizeof(c->uri.password));
+            memset(&u, 0, sizeof(u));
+            free(c);
+            return HG_ERR_ARG;
+        }
+        snprintf(c->tls_name, sizeof(c->tls_name), "%s", name);
+    }
     c->opts.user = NULL; /* copied into c->uri: never keep the caller's pointers */
     c->opts.password = NULL;
     if (strchr(u.host, ':') != NULL)
@@ -352,6 +374,8 @@ unsigned client_connect_count(const hg_client_t *c)
 
 void client_disconnect(hg_client_t *c)
 {
+    tlsconn_close(c->tls);
+    c->tls = NULL;
     if (c->tops != NULL)
         c->tops->disconnect(c->tstate);
     if (c->fd >= 0)
@@ -394,6 +418,15 @@ static hg_err_t connect_round(hg_client_t *c)
                            why == ETIMEDOUT ? "connection timed out" : strerror(why));
     buf_clear(&c->in);
     c->in_off = 0;
+    c->verify_failed = 0;
+    if (c->tls_ctx != NULL) {
+        char msg[HG_ERRMSG_MAX - 64];
+        if (tlsconn_open(c->tls_ctx, c->fd, c->tls_name, wire_now_ms() + c->opts.connect_timeout_ms, &c->tls,
+                         &c->verify_failed, msg, sizeof(msg)) < 0) {
+            client_disconnect(c);
+            return client_fail(c, HG_ERR_CONNECT, "cannot connect to %s: %s", c->address, msg);
+        }
+    }
 
     if (c->uri.has_auth) {
         const char *argv[3] = { "AUTH", c->uri.user, c->uri.password };
@@ -428,6 +461,8 @@ static int socket_alive(hg_client_t *c)
     char byte;
     ssize_t n;
 
+    if (c->tls != NULL)
+        return tlsconn_alive(c->tls);
     if (poll(&p, 1, 0) <= 0)
         return 1; /* nothing pending: alive */
     if (p.revents & (POLLERR | POLLNVAL))
@@ -455,7 +490,7 @@ hg_err_t client_ensure(hg_client_t *c)
     }
     for (;;) {
         e = connect_round(c);
-        if (e == HG_OK || e == HG_ERR_AUTH)
+        if (e == HG_OK || e == HG_ERR_AUTH || c->verify_failed)
             return e;
         if (!c->opts.reconnect || (b->attempts > 0 && attempt >= (unsigned)b->attempts)) {
             if (attempt > 0) {
@@ -497,6 +532,29 @@ static hg_err_t parse_replies(hg_client_t *c, size_t nreplies, resp_reply_t **re
     return HG_OK;
 }
 
+/* send(2) / recv(2) on the connection, through TLS when it has it. */
+static ssize_t conn_send(hg_client_t *c, const char *data, size_t len)
+{
+    if (c->tls != NULL)
+        return tlsconn_send(c->tls, data, len);
+    return send(c->fd, data, len, MSG_NOSIGNAL);
+}
+
+static ssize_t conn_recv(hg_client_t *c)
+{
+    if (c->tls != NULL)
+        return tlsconn_recv(c->tls, &c->in);
+    return wire_recv(c->fd, &c->in);
+}
+
+/* What a failed conn_send / conn_recv says (errno, and TLS's reason). */
+static const char *conn_error(const hg_client_t *c)
+{
+    if (c->tls != NULL && tlsconn_error(c->tls)[0] != '\0')
+        return tlsconn_error(c->tls);
+    return strerror(errno);
+}
+
 hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen, size_t nreplies, resp_reply_t **replies,
                          size_t *got, uint32_t extra_wait_ms, int flags)
 {
@@ -527,13 +585,23 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen, size_t 
         p[0].fd = c->fd;
         p[0].events = (short)(POLLIN | (written < reqlen ? POLLOUT : 0));
         p[0].revents = 0;
+        if (c->tls != NULL && written < reqlen)
+            p[0].events |= tlsconn_wants(c->tls); /* a TLS write may wait for input, too */
         if ((flags & CLIENT_INTERRUPTIBLE) && c->wake_fd >= 0) {
             p[1].fd = c->wake_fd;
             p[1].events = POLLIN;
             p[1].revents = 0;
             np = 2;
         }
-        n = poll(p, (nfds_t)np, left);
+        if (c->tls != NULL && tlsconn_pending(c->tls)) {
+            /* decrypted bytes poll cannot see: read them now */
+            n = poll(p, (nfds_t)np, 0);
+            if (n >= 0) {
+                p[0].revents |= POLLIN;
+                n = 1;
+            }
+        } else
+            n = poll(p, (nfds_t)np, left);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -546,19 +614,19 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen, size_t 
             e = client_fail(c, HG_ERR_STOPPED, "stopped while waiting for %s", c->address);
             break;
         }
-        if ((p[0].revents & POLLOUT) && written < reqlen) {
-            ssize_t w = send(c->fd, req + written, reqlen - written, MSG_NOSIGNAL);
+        if ((p[0].revents & (c->tls != NULL ? POLLIN | POLLOUT : POLLOUT)) && written < reqlen) {
+            ssize_t w = conn_send(c, req + written, reqlen - written);
             if (w > 0) {
                 written += (size_t)w;
                 if (deadline != 0)
                     deadline = wire_now_ms() + wait_ms;
             } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                e = client_fail(c, HG_ERR_IO, "connection to %s lost while sending: %s", c->address, strerror(errno));
+                e = client_fail(c, HG_ERR_IO, "connection to %s lost while sending: %s", c->address, conn_error(c));
                 break;
             }
         }
         if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-            ssize_t r = wire_recv(c->fd, &c->in);
+            ssize_t r = conn_recv(c);
             if (r > 0) {
                 if (deadline != 0)
                     deadline = wire_now_ms() + wait_ms;
@@ -566,7 +634,7 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen, size_t 
             } else if (r == 0) {
                 e = client_fail(c, HG_ERR_IO, "connection to %s closed by the broker", c->address);
             } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                e = client_fail(c, HG_ERR_IO, "connection to %s lost: %s", c->address, strerror(errno));
+                e = client_fail(c, HG_ERR_IO, "connection to %s lost: %s", c->address, conn_error(c));
             }
         }
     }
@@ -646,6 +714,7 @@ void hg_client_close(hg_client_t *c)
     if (c == NULL)
         return;
     client_disconnect(c);
+    tlsconn_ctx_free(c->tls_ctx);
     if (c->tops != NULL)
         c->tops->destroy(c->tstate);
     buf_free(&c->in);

@@ -7,8 +7,10 @@
  *   userinfo  = user ":" password   (both percent-decoded; user non-empty)
  *   host      = reg-name | IPv4 | "[" IPv6 "]"
  *   port      = 1*5DIGIT, 1..65535
- * Query strings, fragments and paths other than "/" are refused rather than
- * ignored, so a typo never silently connects somewhere else. Messages never
+ *   query     = "?" param *( "&" param )     (hourglass+tls only)
+ *   param     = ( "ca" | "cert" | "key" | "sni" ) "=" value   (percent-decoded)
+ * Unknown parameters, fragments and paths other than "/" are refused rather
+ * than ignored, so a typo never silently connects somewhere else. Messages never
  * contain the password. Pure, no allocation, thread-safe.
  */
 #include "lib/uri.h"
@@ -45,6 +47,15 @@ static int userinfo_char(int c)
     return isalnum(c) || strchr("-._~!$&'()*+,;=", c) != NULL;
 }
 
+/* The byte of the escape "%XX" at s[i] (s[i] is '%'), or -1 when two hex
+ * digits do not follow within s[0..n). */
+static int percent_byte(const char *s, size_t i, size_t n)
+{
+    int hi = i + 1 < n ? resp_hex_value((unsigned char)s[i + 1]) : -1;
+    int lo = i + 2 < n ? resp_hex_value((unsigned char)s[i + 2]) : -1;
+    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
 /* Percent-decode src[0..n) into dst[dstlen]. what names the part for
  * messages ("the user name", "the password"); show says whether the text may
  * be echoed (never for the password). Returns 0 / -1. */
@@ -56,15 +67,14 @@ static int decode_part(const char *src, size_t n, char *dst, size_t dstlen, cons
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)src[i];
         if (c == '%') {
-            int hi = i + 1 < n ? resp_hex_value((unsigned char)src[i + 1]) : -1;
-            int lo = i + 2 < n ? resp_hex_value((unsigned char)src[i + 2]) : -1;
-            if (hi < 0 || lo < 0) {
+            int b = percent_byte(src, i, n);
+            if (b < 0) {
                 if (show)
                     return fail(err, errlen, "bad percent-escape '%.*s' in %s (want %%XX, two hex digits)",
                                 (int)(n - i < 3 ? n - i : 3), src + i, what);
                 return fail(err, errlen, "bad percent-escape in %s (want %%XX, two hex digits)", what);
             }
-            c = (unsigned char)(hi * 16 + lo);
+            c = (unsigned char)b;
             if (c == 0)
                 return fail(err, errlen, "%%00 (a NUL byte) in %s is not allowed", what);
             i += 2;
@@ -120,6 +130,72 @@ static int parse_port(const char *p, size_t n, int *port, char *err, size_t errl
     return 0;
 }
 
+/* Percent-decode a query value v[0..n) into dst[dstlen] (any byte but NUL;
+ * '&', '=', '#' and '%' must be escaped). Returns 0 / -1. */
+static int decode_value(const char *v, size_t n, char *dst, size_t dstlen, const char *name, char *err, size_t errlen)
+{
+    size_t out = 0;
+
+    if (n == 0)
+        return fail(err, errlen, "empty value for URI parameter '%s'", name);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if (c == '%') {
+            int b = percent_byte(v, i, n);
+            if (b <= 0)
+                return fail(err, errlen, "bad percent-escape in URI parameter '%s' (want %%XX, not %%00)", name);
+            c = (unsigned char)b;
+            i += 2;
+        } else if (c == '=' || c == '#' || c <= 0x20 || c == 0x7f) {
+            return fail(err, errlen, "invalid character 0x%02x in URI parameter '%s' (percent-encode it)", c, name);
+        }
+        if (out + 1 >= dstlen)
+            return fail(err, errlen, "URI parameter '%s' is longer than %zu bytes", name, dstlen - 1);
+        dst[out++] = (char)c;
+    }
+    dst[out] = '\0';
+    return 0;
+}
+
+/* The TLS parameters q (after '?', to the end): name=value pairs joined by
+ * '&', each name at most once. Returns 0 / -1. */
+static int parse_tls_query(const char *q, uri_t *u, char *err, size_t errlen)
+{
+    if (*q == '\0')
+        return fail(err, errlen, "empty query after '?' (want ca=, cert=, key= or sni=)");
+    while (*q != '\0') {
+        size_t n = strcspn(q, "&"), klen = strcspn(q, "=&");
+        char *dst;
+        size_t dstlen;
+        if (klen == 2 && strncmp(q, "ca", 2) == 0)
+            dst = u->tls_ca, dstlen = sizeof(u->tls_ca);
+        else if (klen == 4 && strncmp(q, "cert", 4) == 0)
+            dst = u->tls_cert, dstlen = sizeof(u->tls_cert);
+        else if (klen == 3 && strncmp(q, "key", 3) == 0)
+            dst = u->tls_key, dstlen = sizeof(u->tls_key);
+        else if (klen == 3 && strncmp(q, "sni", 3) == 0)
+            dst = u->tls_sni, dstlen = sizeof(u->tls_sni);
+        else
+            return fail(err, errlen, "unknown URI parameter '%.*s' (want ca, cert, key or sni)",
+                        (int)(klen > 40 ? 40 : klen), q);
+        if (klen == n)
+            return fail(err, errlen, "URI parameter '%.*s' has no value (want %.*s=...)", (int)klen, q, (int)klen, q);
+        if (dst[0] != '\0')
+            return fail(err, errlen, "URI parameter '%.*s' given twice", (int)klen, q);
+        char name[8];
+        snprintf(name, sizeof(name), "%.*s", (int)klen, q);
+        if (decode_value(q + klen + 1, n - klen - 1, dst, dstlen, name, err, errlen) < 0)
+            return -1;
+        q += n;
+        if (*q == '&') {
+            q++;
+            if (*q == '\0')
+                return fail(err, errlen, "empty URI parameter after the last '&'");
+        }
+    }
+    return 0;
+}
+
 int uri_parse(const char *text, int default_port, uri_t *out, char *err, size_t errlen)
 {
     const char *sep, *auth, *auth_end, *at, *host, *host_end, *port = NULL;
@@ -147,10 +223,16 @@ int uri_parse(const char *text, int default_port, uri_t *out, char *err, size_t 
     auth = sep + 3;
     auth_end = auth + strcspn(auth, "/?#");
     if (*auth_end == '/') {
-        if (auth_end[1] != '\0')
+        if (auth_end[1] == '?' && u.tls) {
+            if (parse_tls_query(auth_end + 2, &u, err, errlen) < 0)
+                return -1;
+        } else if (auth_end[1] != '\0')
             return fail(err, errlen, "unexpected path '%.40s' (a broker URI has no path)", auth_end);
     } else if (*auth_end == '?') {
-        return fail(err, errlen, "unexpected query '%.40s' (a broker URI takes no options)", auth_end);
+        if (!u.tls)
+            return fail(err, errlen, "unexpected query '%.40s' (only hourglass+tls:// takes parameters)", auth_end);
+        if (parse_tls_query(auth_end + 1, &u, err, errlen) < 0)
+            return -1;
     } else if (*auth_end == '#') {
         return fail(err, errlen, "unexpected fragment '%.40s'", auth_end);
     }

@@ -2,7 +2,7 @@
  * lib/uri.h — parsing broker URIs (internal to libhourglass).
  *
  *   hourglass://[user:pass@]host[:port][/]
- *   hourglass+tls://...        (parsed; the client refuses it until TLS exists)
+ *   hourglass+tls://[user:pass@]host[:port][/][?ca=FILE&cert=FILE&key=FILE&sni=NAME]
  *
  * Strict: anything not in this grammar is refused with a message naming the
  * bad part (never echoing the password). Pure logic, no allocation, no I/O;
@@ -13,8 +13,9 @@
 
 #include <stddef.h>
 
-#define URI_HOST_MAX 256 /* host buffer: a DNS name is at most 253 bytes */
-#define URI_CRED_MAX 256 /* user and password buffers (decoded, NUL included) */
+#define URI_HOST_MAX 256  /* host buffer: a DNS name is at most 253 bytes */
+#define URI_CRED_MAX 256  /* user and password buffers (decoded, NUL included) */
+#define URI_PATH_MAX 1024 /* a TLS file path (decoded, NUL included) */
 
 typedef struct uri {
     int tls;                 /* 1 for hourglass+tls:// */
@@ -23,6 +24,11 @@ typedef struct uri {
     int has_auth;            /* 1 when user:pass@ was given */
     char user[URI_CRED_MAX]; /* percent-decoded */
     char password[URI_CRED_MAX];
+    /* hourglass+tls:// query parameters (percent-decoded; "" when absent) */
+    char tls_ca[URI_PATH_MAX];   /* ca=: CA file the broker's certificate must chain to */
+    char tls_cert[URI_PATH_MAX]; /* cert=: client certificate (mutual TLS) */
+    char tls_key[URI_PATH_MAX];  /* key=: its private key */
+    char tls_sni[URI_HOST_MAX];  /* sni=: the name to verify and send instead of host */
 } uri_t;
 
 /* Parse text into *out. default_port is used when the URI names no port.
@@ -32,7 +38,9 @@ typedef struct uri {
  *   "missing host"
  *   "bad port '65536' (want 1..65535)"
  *   "empty user name", "missing password for user 'bob' (want user:pass@)"
- *   "bad percent-escape '%zz' in the password", ...
+ *   "bad percent-escape '%zz' in the password",
+ *   "unknown URI parameter 'foo' (want ca, cert, key or sni)",
+ *   "unexpected query '?ca=x' (only hourglass+tls:// takes parameters)", ...
  * On failure *out is left zeroed. */
 int uri_parse(const char *text, int default_port, uri_t *out, char *err, size_t errlen);
 

@@ -62,7 +62,7 @@ typedef enum hg_err {
     HG_OK = 0,
     HG_ERR_ARG,         /* an invalid argument or option (the message names it) */
     HG_ERR_URI,         /* the URI does not parse (the message names the bad part) */
-    HG_ERR_UNSUPPORTED, /* a feature this version lacks (e.g. hourglass+tls://) */
+    HG_ERR_UNSUPPORTED, /* a feature this version lacks */
     HG_ERR_CONNECT,     /* could not connect (resolve, refuse, timeout), after
                            the configured reconnect attempts */
     HG_ERR_IO,          /* the connection was lost during a command; the command
@@ -137,6 +137,17 @@ typedef struct hg_client_opts {
                                     before its reply arrived is sent again after
                                     reconnecting (at-least-once: the broker may
                                     then hold it twice); 0: fail with HG_ERR_IO */
+    /* hourglass+tls:// only (a URI parameter of the same meaning wins over
+     * the option). Paths are read when the client is created; the strings
+     * must stay valid while a client or consumer made with them exists.
+     * NULL (default): unset. */
+    const char *tls_ca_file;     /* PEM CAs the broker's certificate must chain
+                                    to (ca=); unset: the system's trust store */
+    const char *tls_cert_file;   /* client certificate chain for mutual TLS
+                                    (cert=); needs tls_key_file */
+    const char *tls_key_file;    /* its unencrypted private key (key=) */
+    const char *tls_server_name; /* the name the broker's certificate must carry,
+                                    also sent as SNI (sni=); unset: the URI's host */
     const char *user;               /* NULL (default): the URI's user; else this user
                                        (with password: the URI need not carry one) */
     const char *password;           /* NULL (default): the URI's password; else this one
@@ -153,6 +164,16 @@ void hg_client_opts_init(hg_client_opts_t *opts);
  * uri: "hourglass://[user:pass@]host[:port][/]". host is a name, an IPv4
  * address or an IPv6 address in brackets ("[::1]"); port 1..65535, default
  * HG_DEFAULT_PORT; user and password may use %XX escapes (for ':', '@', '/').
+ * With credentials the client sends AUTH user pass after every (re)connect.
+ * "hourglass+tls://[user:pass@]host[:port][?ca=FILE&cert=FILE&key=FILE&sni=NAME]"
+ * speaks TLS (1.2 or later) to the broker's tls-port: the broker's
+ * certificate is always verified, against ca (or opts->tls_ca_file, else the
+ * system's trust store), and must be issued to host (an IP address: an IP
+ * SAN; a name: a DNS SAN) or to sni; cert and key are a client certificate
+ * for a broker with tls-auth-clients. Parameter values are percent-decoded.
+ * A certificate that fails verification fails at once with HG_ERR_CONNECT
+ * ("the broker's TLS certificate is not trusted: certificate has expired"),
+ * without reconnect attempts.
  * With credentials (in the URI, or opts->user / opts->password, which win)
  * the client sends AUTH user pass after every (re)connect; a refused AUTH is
  * HG_ERR_AUTH at once, never retried (a wrong password stays wrong).

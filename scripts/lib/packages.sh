@@ -16,12 +16,13 @@
 #               redis-tools (redis-cli, redis-benchmark), redis-server (the benchmarks), valgrind,
 #               prometheus (promtool checks the shipped alert rules), man-db (man -l renders the pages),
 #               rabbitmq-server (private nodes for the amqp:// transport's tests; the service never starts),
-#               tmux (an interactive redis-cli session), python3-redis (redis-py's pipeline against the broker)
+#               tmux (an interactive redis-cli session), python3-redis (redis-py's pipeline against the broker),
+#               openssl (the TLS tests make a throwaway CA and use s_client)
 #   fuzzing     clang and libclang-rt-dev (libFuzzer and the sanitizer runtimes: make fuzz)
 hg_packages=(
     build-essential autoconf automake libtool pkg-config
     libevent-dev libleveldb-dev libmariadb-dev libssl-dev libcunit1-dev libinih-dev
-    mariadb-server redis-tools redis-server valgrind prometheus man-db
+    mariadb-server redis-tools redis-server valgrind prometheus man-db openssl
     librabbitmq-dev rabbitmq-server
     clang libclang-rt-dev
     tmux python3-redis

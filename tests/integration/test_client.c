@@ -1235,7 +1235,7 @@ static void test_bad_uris_and_options(void)
     OPEN_ERROR("hourglass://h:65536", HG_ERR_URI, "bad port '65536'");
     OPEN_ERROR("hourglass://:pw@h", HG_ERR_URI, "empty user name");
     OPEN_ERROR("hourglass://h/x", HG_ERR_URI, "unexpected path");
-    OPEN_ERROR("hourglass+tls://h", HG_ERR_UNSUPPORTED, "TLS arrives with the security issue");
+    OPEN_ERROR("hourglass+tls://h?bogus=1", HG_ERR_URI, "unknown URI parameter 'bogus'");
     OPEN_ERROR(NULL, HG_ERR_URI, "empty URI");
     snprintf(closed, sizeof closed, "hourglass://127.0.0.1:%d", tu_free_port());
     OPEN_ERROR(closed, HG_ERR_CONNECT, "Connection refused (after 2 attempts)");

@@ -4,7 +4,8 @@
  * Good URIs (names, IPv4, bracketed IPv6, default port, credentials with
  * percent-escapes, case-insensitive scheme, a trailing slash) parse to the
  * expected fields; bad ones are refused with a message that names the bad
- * part (and never contains the password).
+ * part (and never contains the password). hourglass+tls:// parameters (ca,
+ * cert, key, sni) are decoded; bad ones are refused by name.
  */
 #include "lib/uri.h"
 #include "tests/helpers/testutil.h"
@@ -167,7 +168,40 @@ static void test_lengths(void)
     CU_ASSERT_EQUAL(u.port, 1234);
 }
 
+/* hourglass+tls:// parameters: decoded into their fields; unknown, repeated,
+ * empty or on a plaintext URI refused by name. */
+static void test_tls_params(void)
+{
+    char err[256] = "";
+    uri_t u;
+
+    CU_ASSERT_EQUAL_FATAL(uri_parse("hourglass+tls://h:7380?ca=/etc/hg/ca.pem&cert=/c%20d.pem&key=k.pem&sni=b.example",
+                                    7379, &u, err, sizeof(err)),
+                          0);
+    CU_ASSERT_STRING_EQUAL(u.host, "h");
+    CU_ASSERT_EQUAL(u.port, 7380);
+    CU_ASSERT_STRING_EQUAL(u.tls_ca, "/etc/hg/ca.pem");
+    CU_ASSERT_STRING_EQUAL(u.tls_cert, "/c d.pem");
+    CU_ASSERT_STRING_EQUAL(u.tls_key, "k.pem");
+    CU_ASSERT_STRING_EQUAL(u.tls_sni, "b.example");
+    CU_ASSERT_EQUAL_FATAL(uri_parse("hourglass+tls://u:p@[::1]/?ca=a%26b", 7379, &u, err, sizeof(err)), 0);
+    CU_ASSERT_STRING_EQUAL(u.tls_ca, "a&b");
+    CU_ASSERT_STRING_EQUAL(u.password, "p");
+    CU_ASSERT_STRING_EQUAL(u.tls_cert, "");
+    GOOD("hourglass+tls://h?sni=x", 1, "h", 7379, NULL, NULL);
+    BAD("hourglass+tls://h?verify=no", "unknown URI parameter 'verify' (want ca, cert, key or sni)");
+    BAD("hourglass+tls://h?ca=a&ca=b", "URI parameter 'ca' given twice");
+    BAD("hourglass+tls://h?ca=", "empty value for URI parameter 'ca'");
+    BAD("hourglass+tls://h?ca", "URI parameter 'ca' has no value");
+    BAD("hourglass+tls://h?", "empty query after '?'");
+    BAD("hourglass+tls://h?ca=x&", "empty URI parameter after the last '&'");
+    BAD("hourglass+tls://h?ca=x%00y", "bad percent-escape in URI parameter 'ca'");
+    BAD("hourglass+tls://h?ca=a b", "invalid character 0x20 in URI parameter 'ca'");
+    BAD("hourglass://h?ca=x", "only hourglass+tls:// takes parameters");
+}
+
 static const tu_test_t uri_tests[] = {
+    { "hourglass+tls:// parameters", test_tls_params },
     { "good URIs", test_good },
     { "bad scheme", test_bad_scheme },
     { "bad host", test_bad_host },

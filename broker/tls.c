@@ -1,0 +1,286 @@
+/*
+ * broker/tls.c — the broker's OpenSSL server context (contract: tls.h).
+ *
+ * One SSL_CTX at a time, built completely before it is used: TLS 1.2 at
+ * least, no renegotiation, the server's cipher preference, the certificate
+ * chain and its key (checked to match), for mTLS the client CAs and the
+ * verify mode. A build that fails at any step frees what it made and leaves
+ * the current context alone, which is what makes a bad SIGHUP harmless.
+ * Files are checked for readability first so that the common mistakes read
+ * as "No such file or directory" / "Permission denied" rather than as
+ * OpenSSL's internal error codes.
+ *
+ * Thread: the event-loop thread (start-up: main, before the loop runs).
+ */
+#include "broker/tls.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/bufferevent_ssl.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/x509.h>
+
+#include "base/alloc.h"
+#include "base/err.h"
+
+struct tls_server {
+    SSL_CTX *ctx; /* the current context; connections hold their own reference */
+};
+
+/* Join the reasons of the errors next() yields into buf[len]. */
+static char *error_join(unsigned long (*next)(void *arg), void *arg, char *buf, size_t len)
+{
+    size_t used = 0;
+    unsigned long e;
+    if (len == 0) {
+        return buf;
+    }
+    buf[0] = '\0';
+    while ((e = next(arg)) != 0) {
+        if (ERR_GET_LIB(e) == 0) {
+            continue; /* libevent also records SSL_get_error's bare code: no reason text */
+        }
+        const char *r = ERR_reason_error_string(e);
+        char code[256];
+        if (r == NULL) {
+            ERR_error_string_n(e, code, sizeof code);
+            r = code;
+        }
+        if (used + 3 < len) {
+            int n = snprintf(buf + used, len - used, "%s%s", used ? "; " : "", r);
+            if (n > 0) {
+                used += (size_t)n < len - used ? (size_t)n : len - used - 1;
+            }
+        }
+    }
+    return buf;
+}
+
+static unsigned long next_thread_error(void *arg)
+{
+    (void)arg;
+    return ERR_get_error();
+}
+
+static unsigned long next_bev_error(void *arg)
+{
+    return (unsigned long)bufferevent_get_openssl_error(arg);
+}
+
+char *tls_error_text(char *buf, size_t len)
+{
+    return error_join(next_thread_error, NULL, buf, len);
+}
+
+char *tls_bev_error_text(struct bufferevent *bev, char *buf, size_t len)
+{
+    error_join(next_bev_error, bev, buf, len);
+    if (len > 0 && buf[0] == '\0') {
+        tls_error_text(buf, len); /* some reach only the thread's queue */
+    }
+    return buf;
+}
+
+void tls_describe_session(SSL *ssl, char *buf, size_t len)
+{
+    char peer[256] = "";
+    X509 *x = SSL_get1_peer_certificate(ssl);
+    if (x != NULL) {
+        char subject[200];
+        X509_NAME_oneline(X509_get_subject_name(x), subject, sizeof subject);
+        snprintf(peer, sizeof peer, ", client certificate %s", subject);
+        X509_free(x);
+    }
+    snprintf(buf, len, "%s %s%s", SSL_get_version(ssl), SSL_get_cipher_name(ssl), peer);
+}
+
+const char *tls_peer_verify_failure(SSL *ssl)
+{
+    long v = ssl != NULL ? SSL_get_verify_result(ssl) : X509_V_OK;
+    return v == X509_V_OK ? NULL : X509_verify_cert_error_string(v);
+}
+
+const char *tls_error_hint(const char *text)
+{
+    static const char *const plain[] = { "wrong version number",   "http request",     "https proxy request",
+                                         "packet length too long", "unknown protocol", "record layer failure" };
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
+        if (strstr(text, plain[i]) != NULL) {
+            return " (a plaintext client on the TLS port?)";
+        }
+    }
+    if (strstr(text, "alert bad certificate") || strstr(text, "alert unknown ca") ||
+        strstr(text, "alert certificate expired") || strstr(text, "alert certificate unknown")) {
+        return " (the client refused the broker's certificate)";
+    }
+    if (strstr(text, "peer did not return a certificate")) {
+        return " (tls-auth-clients yes: the client sent no certificate)";
+    }
+    return "";
+}
+
+/* 0 when path can be read, else -1 with "key path: reason". */
+static int check_readable(const char *key, const char *path, char *err, size_t errlen)
+{
+    if (access(path, R_OK) != 0) {
+        return err_set(err, errlen, "%s %s: %s", key, path, strerror(errno));
+    }
+    return 0;
+}
+
+/* A complete new context from cfg, or NULL with err. */
+static SSL_CTX *tls_build(const config_t *cfg, char *err, size_t errlen)
+{
+    char why[512];
+    ERR_clear_error();
+    if (cfg->tls_cert_file == NULL || cfg->tls_key_file == NULL) {
+        err_set(err, errlen, "tls-port %lld needs tls-cert-file and tls-key-file", cfg->tls_port);
+        return NULL;
+    }
+    if (check_readable("tls-cert-file", cfg->tls_cert_file, err, errlen) != 0 ||
+        check_readable("tls-key-file", cfg->tls_key_file, err, errlen) != 0 ||
+        (cfg->tls_ca_cert_file != NULL &&
+         check_readable("tls-ca-cert-file", cfg->tls_ca_cert_file, err, errlen) != 0)) {
+        return NULL;
+    }
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx == NULL) {
+        err_set(err, errlen, "cannot create a TLS context: %s", tls_error_text(why, sizeof why));
+        return NULL;
+    }
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS); /* idle connections hold no record buffers */
+    /* Session resumption with client certificates needs a context id. */
+    static const unsigned char sid[] = "hourglass-broker";
+    SSL_CTX_set_session_id_context(ctx, sid, sizeof sid - 1);
+    if (SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert_file) != 1) {
+        err_set(err, errlen, "tls-cert-file %s: %s", cfg->tls_cert_file, tls_error_text(why, sizeof why));
+        goto fail;
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, cfg->tls_key_file, SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(ctx) != 1) {
+        tls_error_text(why, sizeof why);
+        if (strstr(why, "mismatch") == NULL && SSL_CTX_get0_privatekey(ctx) == NULL) {
+            err_set(err, errlen, "tls-key-file %s: %s", cfg->tls_key_file, why[0] ? why : "no private key in it");
+            goto fail;
+        }
+        err_set(err, errlen, "tls-key-file %s does not belong to tls-cert-file %s: %s", cfg->tls_key_file,
+                cfg->tls_cert_file, why);
+        goto fail;
+    }
+    if (cfg->tls_ca_cert_file != NULL) {
+        if (SSL_CTX_load_verify_locations(ctx, cfg->tls_ca_cert_file, NULL) != 1) {
+            err_set(err, errlen, "tls-ca-cert-file %s: %s", cfg->tls_ca_cert_file, tls_error_text(why, sizeof why));
+            goto fail;
+        }
+        STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(cfg->tls_ca_cert_file);
+        if (names == NULL) {
+            err_set(err, errlen, "tls-ca-cert-file %s: no certificate in it: %s", cfg->tls_ca_cert_file,
+                    tls_error_text(why, sizeof why));
+            goto fail;
+        }
+        SSL_CTX_set_client_CA_list(ctx, names);
+    }
+    switch (cfg->tls_auth_clients) {
+    case TLS_AUTH_YES:
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+        break;
+    case TLS_AUTH_OPTIONAL:
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+        break;
+    default:
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+        break;
+    }
+    return ctx;
+fail:
+    SSL_CTX_free(ctx);
+    return NULL;
+}
+
+int tls_server_new(const config_t *cfg, tls_server_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    SSL_CTX *ctx = tls_build(cfg, err, errlen);
+    if (ctx == NULL) {
+        return -1;
+    }
+    tls_server_t *t = xcalloc(1, sizeof *t);
+    t->ctx = ctx;
+    *out = t;
+    return 0;
+}
+
+int tls_server_reload(tls_server_t *t, const config_t *cfg, char *err, size_t errlen)
+{
+    SSL_CTX *ctx = tls_build(cfg, err, errlen);
+    if (ctx == NULL) {
+        return -1;
+    }
+    SSL_CTX_free(t->ctx); /* open connections keep their reference */
+    t->ctx = ctx;
+    return 0;
+}
+
+SSL *tls_server_ssl(tls_server_t *t, char *err, size_t errlen)
+{
+    char why[256];
+    SSL *ssl = SSL_new(t->ctx);
+    if (ssl == NULL) {
+        err_set(err, errlen, "SSL_new: %s", tls_error_text(why, sizeof why));
+    }
+    return ssl;
+}
+
+void tls_server_describe(const tls_server_t *t, char *buf, size_t len)
+{
+    X509 *x = SSL_CTX_get0_certificate(t->ctx);
+    if (len == 0) {
+        return;
+    }
+    if (x == NULL) {
+        snprintf(buf, len, "no certificate");
+        return;
+    }
+    char subject[256] = "?", serial[128] = "?", expires[64] = "?";
+    X509_NAME_oneline(X509_get_subject_name(x), subject, sizeof subject);
+    BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(x), NULL);
+    if (bn != NULL) {
+        char *hex = BN_bn2hex(bn);
+        if (hex != NULL) {
+            snprintf(serial, sizeof serial, "%s", hex);
+            OPENSSL_free(hex);
+        }
+        BN_free(bn);
+    }
+    BIO *mem = BIO_new(BIO_s_mem());
+    if (mem != NULL) {
+        if (ASN1_TIME_print(mem, X509_get0_notAfter(x)) == 1) {
+            int n = BIO_read(mem, expires, (int)sizeof expires - 1);
+            expires[n > 0 ? n : 0] = '\0';
+        }
+        BIO_free(mem);
+    }
+    snprintf(buf, len, "subject %s, serial %s, expires %s", subject, serial, expires);
+}
+
+int tls_server_expired(const tls_server_t *t)
+{
+    X509 *x = SSL_CTX_get0_certificate(t->ctx);
+    return x != NULL && X509_cmp_current_time(X509_get0_notAfter(x)) < 0;
+}
+
+void tls_server_free(tls_server_t *t)
+{
+    if (t == NULL) {
+        return;
+    }
+    SSL_CTX_free(t->ctx);
+    free(t);
+}

@@ -1,0 +1,81 @@
+/*
+ * broker/tls.h — the broker's TLS: one OpenSSL server context built from the
+ * tls-* keys, a new SSL object per accepted TLS connection, the context
+ * swapped on SIGHUP, and the wording of OpenSSL's errors.
+ *
+ * The context (tls_server_t) holds the current SSL_CTX: TLS 1.2 at least,
+ * the certificate chain of tls-cert-file with the private key of
+ * tls-key-file (checked to match), and with tls-auth-clients yes/optional
+ * the CAs of tls-ca-cert-file that client certificates must chain to (yes:
+ * a client without one is refused in the handshake; optional: one that is
+ * sent must verify).
+ *
+ * Reload (SIGHUP): tls_server_reload builds a complete new SSL_CTX from the
+ * files; only when every step succeeds it replaces the current one. An SSL
+ * holds a reference to the SSL_CTX it was made from, so connections already
+ * open keep the old certificate and new ones get the new one; a bad new
+ * file leaves everything as it was.
+ *
+ * Everything here runs on the event-loop thread (start-up: the main thread
+ * before the loop runs).
+ */
+#ifndef HG_BROKER_TLS_H
+#define HG_BROKER_TLS_H
+
+#include <stddef.h>
+
+#include <openssl/ssl.h>
+
+#include "broker/settings.h"
+
+typedef struct tls_server tls_server_t;
+
+/* Build the context from cfg's tls-* keys. 0 and *out (free with
+ * tls_server_free), or -1 with err naming the key, the file and OpenSSL's
+ * reason ("tls-cert-file /etc/x.pem: no start line"). */
+int tls_server_new(const config_t *cfg, tls_server_t **out, char *err, size_t errlen);
+
+/* Build a new context from cfg's tls-* keys (the files read again) and make
+ * it the current one. 0, or -1 with err as tls_server_new (the current
+ * context unchanged). */
+int tls_server_reload(tls_server_t *t, const config_t *cfg, char *err, size_t errlen);
+
+/* A new server-side SSL from the current context, or NULL (out of memory;
+ * the reason in err). */
+SSL *tls_server_ssl(tls_server_t *t, char *err, size_t errlen);
+
+/* "subject CN=..., serial 1A2B, expires 2027-01-01 00:00:00 GMT" of the
+ * current certificate into buf[len] (for the start-up and reload lines). */
+void tls_server_describe(const tls_server_t *t, char *buf, size_t len);
+
+/* 1 when the current certificate's notAfter has passed. */
+int tls_server_expired(const tls_server_t *t);
+
+/* Free the context (connections keep their SSL_CTX reference). NULL is fine. */
+void tls_server_free(tls_server_t *t);
+
+/* Drain OpenSSL's error queue of this thread into buf[len] as its reasons
+ * joined by "; " (e.g. "wrong version number"); "" when it is empty.
+ * Returns buf. */
+char *tls_error_text(char *buf, size_t len);
+
+/* The OpenSSL errors a bufferevent_openssl recorded (its own queue, not
+ * the thread's) into buf[len] as tls_error_text does. Returns buf. */
+struct bufferevent;
+char *tls_bev_error_text(struct bufferevent *bev, char *buf, size_t len);
+
+/* "TLSv1.3 TLS_AES_256_GCM_SHA384" of an established connection, and the
+ * client certificate's subject when one was sent, into buf[len]. */
+void tls_describe_session(SSL *ssl, char *buf, size_t len);
+
+/* Why the client's certificate failed verification ("certificate has
+ * expired", "unable to get local issuer certificate"), or NULL when it did
+ * not fail (or none was sent). */
+const char *tls_peer_verify_failure(SSL *ssl);
+
+/* A hint for a failed handshake whose reason is text: "a plaintext client
+ * on the TLS port?" for the reasons a non-TLS first packet produces, else
+ * "". Never NULL. */
+const char *tls_error_hint(const char *text);
+
+#endif

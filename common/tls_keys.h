@@ -1,0 +1,88 @@
+/*
+ * common/tls_keys.h — the broker-TLS keys of the programs that connect to
+ * a broker (hourglass-consumer, hourglass-compensator; hourglass-cli takes
+ * the same names as flags): one set of config-table rows (common/cfg.h), one
+ * set of fields, one copy into libhourglass's client options.
+ *
+ * A program puts TLS_KEYS_FIELDS in its config struct and
+ * TLS_KEYS_ROWS(its_config_t) in its cfg_key_t table; the keys are
+ *   tls-ca-cert-file   CA file the broker's certificate must chain to
+ *   tls-cert-file      client certificate for a broker with tls-auth-clients
+ *   tls-key-file       its private key
+ *   tls-server-name    the name the broker's certificate must carry (and SNI)
+ * They act only on an hourglass+tls:// uri (tls_keys_check refuses them
+ * otherwise, so a forgotten "+tls" never silently sends plaintext), and a
+ * parameter in the URI itself (?ca=...) wins over them (the library's rule).
+ *
+ * Header only, with no dependency: TLS_KEYS_TO_OPTS names the fields of
+ * <hourglass/hourglass.h>'s hg_client_opts_t, which the program includes.
+ * Main thread, at start-up.
+ */
+#ifndef HG_COMMON_TLS_KEYS_H
+#define HG_COMMON_TLS_KEYS_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <strings.h>
+
+#include "common/cfg.h"
+
+/* The fields, inside the program's config struct (NULL: unset). */
+#define TLS_KEYS_FIELDS char *tls_ca_cert_file, *tls_cert_file, *tls_key_file, *tls_server_name
+
+/* The rows, for a table of the program's config_type (with TLS_KEYS_FIELDS). */
+#define TLS_KEYS_ROWS(config_type)                                                                        \
+    { CFG_KEY("tls-ca-cert-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_ca_cert_file),        \
+              "hourglass+tls:// uri: CA file (PEM) the broker's certificate must chain to"),              \
+      .hint = "FILE", .shown_default = "the system's trust store" },                                      \
+        { CFG_KEY("tls-cert-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_cert_file),          \
+                  "hourglass+tls:// uri: client certificate (PEM) for a broker with tls-auth-clients"),   \
+          .hint = "FILE" },                                                                               \
+        { CFG_KEY("tls-key-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_key_file),            \
+                  "hourglass+tls:// uri: the private key of tls-cert-file (PEM, unencrypted)"),           \
+          .hint = "FILE" },                                                                               \
+    {                                                                                                     \
+        CFG_KEY("tls-server-name", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_server_name),        \
+                "hourglass+tls:// uri: the name the broker's certificate must carry (also sent as SNI)"), \
+            .hint = "NAME", .shown_default = "the uri's host"                                             \
+    }
+
+/* Checks beyond the table's: a tls-* key set with a uri that is not
+ * hourglass+tls://, or only one of tls-cert-file and tls-key-file. Returns
+ * 0, or -1 with err naming the key. */
+static inline int tls_keys_check(const char *uri, const char *ca, const char *cert, const char *key,
+                                 const char *server_name, char *err, size_t errlen)
+{
+    const char *set = ca != NULL            ? "tls-ca-cert-file"
+                      : cert != NULL        ? "tls-cert-file"
+                      : key != NULL         ? "tls-key-file"
+                      : server_name != NULL ? "tls-server-name"
+                                            : NULL;
+    if (set != NULL && (uri == NULL || strncasecmp(uri, "hourglass+tls://", 16) != 0)) {
+        snprintf(err, errlen, "%s is set but uri is not hourglass+tls:// (it would not be used)", set);
+        return -1;
+    }
+    if ((cert == NULL) != (key == NULL)) {
+        snprintf(err, errlen, "%s is set without %s", cert != NULL ? "tls-cert-file" : "tls-key-file",
+                 cert != NULL ? "tls-key-file" : "tls-cert-file");
+        return -1;
+    }
+    return 0;
+}
+
+/* tls_keys_check on the TLS_KEYS_FIELDS of the config *k and its uri. */
+#define TLS_KEYS_CHECK(k, uri, err, errlen)                                                                        \
+    tls_keys_check((uri), (k)->tls_ca_cert_file, (k)->tls_cert_file, (k)->tls_key_file, (k)->tls_server_name, err, \
+                   errlen)
+
+/* Copy the TLS_KEYS_FIELDS of the config *k into the hg_client_opts_t *o
+ * (the strings stay the config's). */
+#define TLS_KEYS_TO_OPTS(k, o)                       \
+    do {                                             \
+        (o)->tls_ca_file = (k)->tls_ca_cert_file;    \
+        (o)->tls_cert_file = (k)->tls_cert_file;     \
+        (o)->tls_key_file = (k)->tls_key_file;       \
+        (o)->tls_server_name = (k)->tls_server_name; \
+    } while (0)
+
+#endif

@@ -1,0 +1,633 @@
+/*
+ * tests/integration/test_tls.c — TLS between libhourglass (and stock tools)
+ * and the real hourglass-broker, with a throwaway CA made by the test
+ * (tests/helpers/tls_certs.h: the openssl command in the test's temp dir).
+ *
+ * Each test makes its PKI and starts its own broker with a plaintext port
+ * and a tls-port (free ports, fresh temp dirs). Checks:
+ *  - round trip through the library over TLS (by IP and by name): 2 000
+ *    pipelined SENDs of 1 KiB, PULLed back (replies of many TLS records);
+ *  - the broker's certificate: signed by another CA, expired, or issued to
+ *    another name is refused by the library at once (no reconnect rounds),
+ *    with the reason; the broker logs the client's refusal;
+ *  - mutual TLS (tls-auth-clients yes): a client without a certificate or
+ *    with one from another CA is refused and logged, one with the test CA's
+ *    certificate gets in;
+ *  - plaintext on the TLS port and TLS on the plaintext port: each refused
+ *    with a log line naming it, while a client on the right port keeps
+ *    working; the plaintext client is told in RESP;
+ *  - TLS only (port 0 with tls-port);
+ *  - openssl s_client and redis-cli --tls (Debian's redis-tools 7) against it;
+ *  - hourglass-cli's --tls-* flags (mutual TLS), the daemons' shared tls-*
+ *    keys checked (hourglass-compensator --check-config);
+ *  - bad tls-* keys and unreadable or mismatched files stop the start-up
+ *    with the key, file and reason;
+ *  - SIGHUP: a replaced certificate is served to new connections (its
+ *    serial), open connections keep working; a broken file keeps the old
+ *    certificate and the log says why.
+ *
+ * Waits poll with generous deadlines (tu_poll_until, tu_wait_file_contains).
+ * Run one suite: ./tests/integration/test_tls SUITE (library, mtls, mixups,
+ * tools, reload).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <hourglass/hourglass.h>
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#include "tests/helpers/broker_proc.h"
+#include "tests/helpers/testutil.h"
+#include "tests/helpers/tls_certs.h"
+
+#define REDIS_CLI "/usr/bin/redis-cli"
+#define CLI_BIN   HG_BUILDDIR "/hourglass-cli"
+#define COMP_BIN  HG_BUILDDIR "/hourglass-compensator"
+#define NMSG      2000
+#define MSG_BYTES 1024
+
+static bp_broker_t B;
+static tc_certs_t PKI;
+static char PKI_DIR[512];
+static int TLS_PORT;
+static char TLS_PORT_S[16];
+
+static void setup(void)
+{
+    char err[4096];
+    memset(&B, 0, sizeof B);
+    TU_REQUIRE(tu_mkdtemp("tls-pki", PKI_DIR, sizeof PKI_DIR) == 0, "cannot make a temp dir");
+    TU_REQUIRE(tc_make(PKI_DIR, &PKI, err, sizeof err) == 0, "making the test PKI: %s", err);
+    TLS_PORT = tu_free_port();
+    TU_REQUIRE(TLS_PORT > 0, "no free port");
+    snprintf(TLS_PORT_S, sizeof TLS_PORT_S, "%d", TLS_PORT);
+}
+
+static void teardown(void)
+{
+    bp_destroy(&B);
+    if (PKI_DIR[0] != '\0' && getenv("HG_KEEP_TMP") == NULL) {
+        tu_rmtree(PKI_DIR);
+    }
+    PKI_DIR[0] = '\0';
+}
+
+/* Start the broker with a tls-port serving cert, plus more flags (NULL-ended). */
+static void start_tls_broker(const char *cert, const char *more0, ...)
+{
+    const char *extra[BP_MAX_EXTRA];
+    int n = 0;
+    extra[n++] = "--tls-port";
+    extra[n++] = TLS_PORT_S;
+    extra[n++] = "--tls-cert-file";
+    extra[n++] = cert;
+    extra[n++] = "--tls-key-file";
+    extra[n++] = PKI.server_key;
+    va_list ap;
+    va_start(ap, more0);
+    for (const char *a = more0; a != NULL && n < BP_MAX_EXTRA - 1; a = va_arg(ap, const char *)) {
+        extra[n++] = a;
+    }
+    va_end(ap);
+    extra[n] = NULL;
+    char err[2048];
+    TU_REQUIRE(bp_start(&B, extra, err, sizeof err) == 0, "broker start: %s", err);
+}
+
+/* hourglass+tls://HOST:TLS_PORT?ca=CA[&cert=..&key=..] into uri. */
+static void tls_uri(char *uri, size_t len, const char *host, const char *ca, const char *cert, const char *key)
+{
+    int n = snprintf(uri, len, "hourglass+tls://%s:%d?ca=%s", host, TLS_PORT, ca);
+    if (cert != NULL) {
+        snprintf(uri + n, len - (size_t)n, "&cert=%s&key=%s", cert, key);
+    }
+}
+
+/* Options that fail fast: one connection attempt, short timeouts. */
+static void quick_opts(hg_client_opts_t *o)
+{
+    hg_client_opts_init(o);
+    o->connect_timeout_ms = 10000;
+    o->read_timeout_ms = 10000;
+    o->reconnect = 0;
+}
+
+/* PING through c: 1 when +PONG came back. */
+static int ping_ok(hg_client_t *c)
+{
+    const char *argv[] = { "PING" };
+    hg_reply_t *r = NULL;
+    if (hg_client_command(c, 1, argv, NULL, &r) != HG_OK) {
+        return 0;
+    }
+    size_t len = 0;
+    const char *s = hg_reply_str(r, &len);
+    int ok = s != NULL && len == 4 && memcmp(s, "PONG", 4) == 0;
+    hg_reply_free(r);
+    return ok;
+}
+
+/* Open uri and PING: HG_OK, or the failing code with its message in msg. */
+static hg_err_t open_and_ping(const char *uri, const hg_client_opts_t *o, char *msg, size_t msglen)
+{
+    hg_client_t *c = NULL;
+    hg_error_t e;
+    hg_err_t rc = hg_client_open(uri, o, &c, &e);
+    if (rc != HG_OK) {
+        snprintf(msg, msglen, "%s", e.message);
+        return rc;
+    }
+    rc = ping_ok(c) ? HG_OK : hg_client_errcode(c);
+    snprintf(msg, msglen, "%s", hg_client_errmsg(c));
+    if (rc == HG_OK && msg[0] == '\0') {
+        snprintf(msg, msglen, "PONG");
+    }
+    hg_client_close(c);
+    return rc == HG_OK ? HG_OK : (rc == HG_OK ? HG_ERR_PROTOCOL : rc);
+}
+
+/* ------------------------------------------------------------------------
+ * library
+ * ------------------------------------------------------------------------ */
+
+static void test_roundtrip(void)
+{
+    start_tls_broker(PKI.server, NULL);
+    char uri[2048];
+    hg_client_opts_t o;
+    hg_error_t e;
+    hg_client_t *c = NULL;
+    quick_opts(&o);
+    tls_uri(uri, sizeof uri, "127.0.0.1", PKI.ca, NULL, NULL);
+    TU_REQUIRE(hg_client_open(uri, &o, &c, &e) == HG_OK, "open %s: %s", uri, e.message);
+
+    static char payload[MSG_BYTES];
+    static hg_send_item_t items[NMSG];
+    memset(payload, 'p', sizeof payload);
+    for (int i = 0; i < NMSG; i++) {
+        memset(&items[i], 0, sizeof items[i]);
+        items[i].topic = "tls-topic";
+        items[i].payload = payload;
+        items[i].payload_len = sizeof payload;
+        items[i].delay = hg_delay_none();
+    }
+    const char *create[] = { "GROUP", "CREATE", "tls-group", "tls-topic", "FROM", "FIRST" };
+    hg_reply_t *r = NULL;
+    TU_REQUIRE(hg_client_command(c, 6, create, NULL, &r) == HG_OK, "GROUP CREATE: %s", hg_client_errmsg(c));
+    hg_reply_free(r);
+    size_t ok = 0;
+    hg_err_t rc = hg_send_many(c, items, NMSG, &ok);
+    TU_REQUIRE(rc == HG_OK && ok == NMSG, "hg_send_many over TLS: %s, %zu of %d ok (%s)", hg_strerror(rc), ok, NMSG,
+               hg_client_errmsg(c));
+
+    size_t pulled = 0, bytes = 0;
+    while (pulled < NMSG) {
+        const char *pull[] = { "PULL", "tls-group", "tls-topic", "COUNT", "1000" };
+        r = NULL;
+        TU_REQUIRE(hg_client_command(c, 5, pull, NULL, &r) == HG_OK, "PULL: %s", hg_client_errmsg(c));
+        size_t n = hg_reply_count(r);
+        for (size_t i = 0; i < n; i++) {
+            size_t len = 0;
+            hg_reply_str(hg_reply_element(hg_reply_element(r, i), 3), &len);
+            bytes += len;
+        }
+        hg_reply_free(r);
+        TU_REQUIRE(n > 0, "PULL returned nothing after %zu of %d", pulled, NMSG);
+        pulled += n;
+    }
+    TU_CHECK(pulled == NMSG && bytes == (size_t)NMSG * MSG_BYTES, "pulled %zu messages, %zu bytes; want %d, %d", pulled,
+             bytes, NMSG, NMSG * MSG_BYTES);
+    hg_client_close(c);
+
+    /* By name: the certificate's DNS SAN. */
+    char msg[512];
+    tls_uri(uri, sizeof uri, "localhost", PKI.ca, NULL, NULL);
+    TU_CHECK(open_and_ping(uri, &o, msg, sizeof msg) == HG_OK, "%s: %s", uri, msg);
+    /* The CA as an option instead of a URI parameter. */
+    o.tls_ca_file = PKI.ca;
+    snprintf(uri, sizeof uri, "hourglass+tls://127.0.0.1:%d", TLS_PORT);
+    TU_CHECK(open_and_ping(uri, &o, msg, sizeof msg) == HG_OK, "%s with tls_ca_file: %s", uri, msg);
+}
+
+/* The broker's certificate refused: fast (no reconnect rounds) and named. */
+static void check_refused(const char *uri, const char *want)
+{
+    hg_client_opts_t o;
+    hg_client_opts_init(&o); /* reconnect on: a refused certificate must still fail at once */
+    char msg[512];
+    uint64_t t0 = tu_now_mono_ms();
+    hg_err_t rc = open_and_ping(uri, &o, msg, sizeof msg);
+    uint64_t took = tu_now_mono_ms() - t0;
+    TU_CHECK(rc == HG_ERR_CONNECT, "%s: got %s (%s), want HG_ERR_CONNECT", uri, hg_strerror(rc), msg);
+    TU_CHECK(strstr(msg, want) != NULL, "%s: message '%s' lacks '%s'", uri, msg, want);
+    TU_CHECK(strstr(msg, "attempts") == NULL && took < 5000, "%s: retried (%llu ms): %s", uri, (unsigned long long)took,
+             msg);
+}
+
+static void test_wrong_ca_and_name(void)
+{
+    start_tls_broker(PKI.server, NULL);
+    char uri[2048];
+    tls_uri(uri, sizeof uri, "127.0.0.1", PKI.other_ca, NULL, NULL);
+    check_refused(uri, "not trusted: unable to get local issuer certificate");
+    TU_CHECK(tu_wait_file_contains(B.log_path, "refused the broker's certificate", 20000) == 0,
+             "the broker did not log the client's refusal");
+    snprintf(uri, sizeof uri, "hourglass+tls://127.0.0.1:%d?ca=%s&sni=other.example", TLS_PORT, PKI.ca);
+    check_refused(uri, "hostname mismatch");
+    /* The system trust store does not know the test CA. */
+    snprintf(uri, sizeof uri, "hourglass+tls://127.0.0.1:%d", TLS_PORT);
+    check_refused(uri, "not trusted");
+}
+
+static void test_expired(void)
+{
+    start_tls_broker(PKI.expired, NULL);
+    TU_CHECK(bp_log_contains(&B, "has EXPIRED"), "no start-up warning about the expired certificate");
+    char uri[2048];
+    tls_uri(uri, sizeof uri, "127.0.0.1", PKI.ca, NULL, NULL);
+    check_refused(uri, "certificate has expired");
+}
+
+static void test_bad_files(void)
+{
+    hg_client_t *c = NULL;
+    hg_error_t e;
+    char uri[2048];
+    TLS_PORT = 1; /* never reached: the files fail first */
+    snprintf(uri, sizeof uri, "hourglass+tls://127.0.0.1:%d?ca=%s/nope.pem", TLS_PORT, PKI_DIR);
+    TU_CHECK(hg_client_open(uri, NULL, &c, &e) == HG_ERR_ARG && strstr(e.message, "nope.pem: No such file") != NULL,
+             "missing CA file: %s", e.message);
+    snprintf(uri, sizeof uri, "hourglass+tls://127.0.0.1:1?ca=%s&cert=%s", PKI.ca, PKI.client);
+    TU_CHECK(hg_client_open(uri, NULL, &c, &e) == HG_ERR_ARG && strstr(e.message, "needs its key") != NULL,
+             "cert without key: %s", e.message);
+    snprintf(uri, sizeof uri, "hourglass+tls://127.0.0.1:1?ca=%s&cert=%s&key=%s", PKI.ca, PKI.client,
+             PKI.other_client_key);
+    TU_CHECK(hg_client_open(uri, NULL, &c, &e) == HG_ERR_ARG && strstr(e.message, "TLS key file") != NULL,
+             "a key of another certificate: %s", e.message);
+    snprintf(uri, sizeof uri, "hourglass+tls://127.0.0.1:1?ca=%s&bogus=1", PKI.ca);
+    TU_CHECK(hg_client_open(uri, NULL, &c, &e) == HG_ERR_URI && strstr(e.message, "unknown URI parameter 'bogus'"),
+             "unknown parameter: %s", e.message);
+    TU_CHECK(c == NULL, "a client was returned on failure");
+}
+
+/* ------------------------------------------------------------------------
+ * mutual TLS
+ * ------------------------------------------------------------------------ */
+
+static void test_mtls(void)
+{
+    start_tls_broker(PKI.server, "--tls-auth-clients", "yes", "--tls-ca-cert-file", PKI.ca, NULL);
+    char uri[2048], msg[512];
+    hg_client_opts_t o;
+    quick_opts(&o);
+
+    tls_uri(uri, sizeof uri, "127.0.0.1", PKI.ca, PKI.client, PKI.client_key);
+    TU_CHECK(open_and_ping(uri, &o, msg, sizeof msg) == HG_OK, "with the CA's client certificate: %s", msg);
+
+    tls_uri(uri, sizeof uri, "127.0.0.1", PKI.ca, NULL, NULL);
+    hg_err_t rc = open_and_ping(uri, &o, msg, sizeof msg);
+    TU_CHECK(rc != HG_OK, "a client without a certificate got in");
+    TU_CHECK(strstr(msg, "certificate required") != NULL, "without a certificate: %s: %s", hg_strerror(rc), msg);
+    TU_CHECK(tu_wait_file_contains(B.log_path, "the client sent no certificate", 20000) == 0,
+             "the broker did not log the missing client certificate");
+
+    tls_uri(uri, sizeof uri, "127.0.0.1", PKI.ca, PKI.other_client, PKI.other_client_key);
+    rc = open_and_ping(uri, &o, msg, sizeof msg);
+    TU_CHECK(rc != HG_OK, "a client certificate of another CA got in");
+    TU_CHECK(tu_wait_file_contains(B.log_path,
+                                   "certificate verify failed (the client's certificate: unable to get local issuer",
+                                   20000) == 0,
+             "the broker did not log the untrusted client certificate");
+
+    /* hourglass-cli with the --tls-* flags: in with the certificate (exit 0),
+     * refused without (exit 3: cannot reach the broker). */
+    char cli_uri[128], out[8192];
+    snprintf(cli_uri, sizeof cli_uri, "hourglass+tls://127.0.0.1:%d", TLS_PORT);
+    const char *cli_ok[] = {
+        CLI_BIN,        "--uri", cli_uri, "--tls-ca-cert-file", PKI.ca, "--tls-cert-file", PKI.client, "--tls-key-file",
+        PKI.client_key, "ping",  NULL
+    };
+    int exit_code = tu_run_capture(cli_ok, out, sizeof out);
+    TU_CHECK(exit_code == 0 && strstr(out, "PONG") != NULL, "hourglass-cli with a certificate: exit %d: %s", exit_code,
+             out);
+    const char *cli_no_cert[] = { CLI_BIN, "--uri", cli_uri, "--tls-ca-cert-file", PKI.ca, "ping", NULL };
+    exit_code = tu_run_capture(cli_no_cert, out, sizeof out);
+    TU_CHECK(exit_code == 3 && strstr(out, "certificate required") != NULL,
+             "hourglass-cli without a certificate: exit %d: %s", exit_code, out);
+
+    /* The options instead of URI parameters. */
+    o.tls_ca_file = PKI.ca;
+    o.tls_cert_file = PKI.client;
+    o.tls_key_file = PKI.client_key;
+    snprintf(uri, sizeof uri, "hourglass+tls://localhost:%d", TLS_PORT);
+    TU_CHECK(open_and_ping(uri, &o, msg, sizeof msg) == HG_OK, "client certificate by options: %s", msg);
+}
+
+/* ------------------------------------------------------------------------
+ * mix-ups: plaintext on the TLS port, TLS on the plaintext port
+ * ------------------------------------------------------------------------ */
+
+static void test_mixups(void)
+{
+    start_tls_broker(PKI.server, NULL);
+    char uri[2048], err[512];
+    hg_client_opts_t o;
+    hg_error_t e;
+    quick_opts(&o);
+    /* Bystanders on both ports, connected before and used after. */
+    hg_client_t *tls_client = NULL;
+    tls_uri(uri, sizeof uri, "127.0.0.1", PKI.ca, NULL, NULL);
+    TU_REQUIRE(hg_client_open(uri, &o, &tls_client, &e) == HG_OK, "TLS bystander: %s", e.message);
+    rc_conn_t plain;
+    TU_REQUIRE(bp_connect(&B, &plain, err, sizeof err) == 0, "plaintext bystander: %s", err);
+
+    /* Plaintext RESP on the TLS port: told so in RESP, logged, closed. */
+    rc_conn_t bad;
+    TU_REQUIRE(rc_connect(&bad, "127.0.0.1", TLS_PORT, 10000) == 0, "connect: %s", bad.err);
+    rc_appendl(&bad, "PING", NULL);
+    TU_CHECK(rc_flush(&bad, 0) == 0, "write: %s", bad.err);
+    resp_reply_t *r = rc_read(&bad, 0);
+    TU_CHECK(r != NULL && r->type == RESP_REPLY_ERROR && strstr(r->str, "speaks TLS only") != NULL,
+             "plaintext PING on the TLS port: %s", r ? (r->str ? r->str : "(no text)") : bad.err);
+    resp_reply_free(r);
+    rc_close(&bad);
+    TU_CHECK(tu_wait_file_contains(B.log_path, "a plaintext client on the TLS port?", 20000) == 0,
+             "no log line for plaintext on the TLS port");
+
+    /* TLS on the plaintext port: the library's handshake fails and says where. */
+    char plain_uri[2048], msg[512];
+    snprintf(plain_uri, sizeof plain_uri, "hourglass+tls://127.0.0.1:%d?ca=%s", B.port, PKI.ca);
+    hg_err_t rc = open_and_ping(plain_uri, &o, msg, sizeof msg);
+    TU_CHECK(rc == HG_ERR_CONNECT && strstr(msg, "tls-port") != NULL, "TLS on the plaintext port: %s: %s",
+             hg_strerror(rc), msg);
+    TU_CHECK(tu_wait_file_contains(B.log_path, "a TLS handshake on the plaintext port", 20000) == 0,
+             "no log line for TLS on the plaintext port");
+
+    /* Both bystanders unaffected. */
+    TU_CHECK(ping_ok(tls_client), "the TLS bystander: %s", hg_client_errmsg(tls_client));
+    r = rc_cmd(&plain, "PING", NULL);
+    TU_CHECK(r != NULL && r->str != NULL && strcmp(r->str, "PONG") == 0, "the plaintext bystander: %s",
+             r ? (r->str ? r->str : "(no text)") : plain.err);
+    resp_reply_free(r);
+    hg_client_close(tls_client);
+    rc_close(&plain);
+}
+
+static int tls_only_ready(void *arg)
+{
+    const char *uri = arg;
+    hg_client_opts_t o;
+    char msg[512];
+    quick_opts(&o);
+    return open_and_ping(uri, &o, msg, sizeof msg) == HG_OK;
+}
+
+static void test_tls_only(void)
+{
+    char err[2048];
+    TU_REQUIRE(bp_startl(&B, err, sizeof err, "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server, "--tls-key-file",
+                         PKI.server_key, NULL) == 0,
+               "broker: %s", err);
+    TU_REQUIRE(bp_stop(&B, err, sizeof err) == 0, "stop: %s", err);
+    /* Now without the plaintext port (the last --port wins). */
+    B.extra[B.nextra++] = strdup("--port");
+    B.extra[B.nextra++] = strdup("0");
+    TU_REQUIRE(bp_spawn(&B, err, sizeof err) == 0, "spawn: %s", err);
+    char uri[2048];
+    tls_uri(uri, sizeof uri, "127.0.0.1", PKI.ca, NULL, NULL);
+    TU_REQUIRE(tu_poll_until(tls_only_ready, uri, 60000, 50) == 0, "no PONG over TLS from the TLS-only broker");
+    TU_CHECK(tu_wait_file_contains(B.log_path, "(TLS only)", 20000) == 0, "the start-up line does not say TLS only");
+    rc_conn_t plain;
+    TU_CHECK(rc_connect(&plain, "127.0.0.1", B.port, 2000) != 0, "the plaintext port %d still answers", B.port);
+    rc_close(&plain);
+}
+
+/* ------------------------------------------------------------------------
+ * tools: openssl s_client, redis-cli --tls
+ * ------------------------------------------------------------------------ */
+
+static void test_s_client(void)
+{
+    start_tls_broker(PKI.server, NULL);
+    char addr[64], out[16384], in_path[700], cmd[2048];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", TLS_PORT);
+    snprintf(in_path, sizeof in_path, "%s/s_client.in", PKI_DIR);
+    TU_REQUIRE(tu_write_file(in_path, "PING\r\nECHO hello-over-tls\r\nQUIT\r\n") == 0, "write %s", in_path);
+    /* s_client reads its stdin: a shell redirect, and -ign_eof so the replies are read until QUIT closes. */
+    snprintf(cmd, sizeof cmd,
+             "exec " TC_OPENSSL " s_client -connect %s -CAfile %s -verify_return_error -verify_ip 127.0.0.1 "
+             "-ign_eof < %s",
+             addr, PKI.ca, in_path);
+    const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+    int rc = tu_run_capture(argv, out, sizeof out);
+    TU_CHECK(rc == 0, "s_client exited %d: %s", rc, out);
+    TU_CHECK(strstr(out, "Verify return code: 0 (ok)") != NULL, "s_client did not verify: %s", out);
+    TU_CHECK(strstr(out, "+PONG") != NULL && strstr(out, "hello-over-tls") != NULL, "no replies in: %s", out);
+    TU_CHECK(strstr(out, "TLSv1.3") != NULL || strstr(out, "TLSv1.2") != NULL, "no protocol in: %s", out);
+
+    /* TLS 1.1 is refused (TLS 1.2 minimum). */
+    snprintf(cmd, sizeof cmd, "exec " TC_OPENSSL " s_client -connect %s -CAfile %s -tls1_1 < /dev/null", addr, PKI.ca);
+    const char *argv11[] = { "/bin/sh", "-c", cmd, NULL };
+    rc = tu_run_capture(argv11, out, sizeof out);
+    TU_CHECK(rc != 0, "a TLS 1.1 handshake succeeded: %s", out);
+}
+
+static void test_redis_cli(void)
+{
+    start_tls_broker(PKI.server, "--tls-auth-clients", "optional", "--tls-ca-cert-file", PKI.ca, NULL);
+    char out[8192];
+    const char *ping[] = { REDIS_CLI, "-h", "127.0.0.1", "-p", TLS_PORT_S, "--tls", "--cacert", PKI.ca, "PING", NULL };
+    int rc = tu_run_capture(ping, out, sizeof out);
+    TU_CHECK(rc == 0 && strstr(out, "PONG") != NULL, "redis-cli --tls PING: exit %d: %s", rc, out);
+    const char *send[] = { REDIS_CLI,  "-h",        "127.0.0.1", "-p",       TLS_PORT_S, "--tls",
+                           "--cacert", PKI.ca,      "--cert",    PKI.client, "--key",    PKI.client_key,
+                           "SEND",     "cli-topic", "hello",     NULL };
+    rc = tu_run_capture(send, out, sizeof out);
+    TU_CHECK(rc == 0 && strlen(out) >= 16 && strstr(out, "ERR") == NULL,
+             "redis-cli --tls with a client certificate SEND: exit %d: %s", rc, out);
+    /* redis-cli without --tls on the TLS port reads our RESP refusal. */
+    const char *plain[] = { REDIS_CLI, "-h", "127.0.0.1", "-p", TLS_PORT_S, "PING", NULL };
+    rc = tu_run_capture(plain, out, sizeof out);
+    TU_CHECK(strstr(out, "speaks TLS only") != NULL, "plaintext redis-cli on the TLS port: exit %d: %s", rc, out);
+}
+
+/* ------------------------------------------------------------------------
+ * SIGHUP: certificate reload
+ * ------------------------------------------------------------------------ */
+
+static void test_reload(void)
+{
+    char live_cert[700], serial[64], err[512], uri[2048];
+    snprintf(live_cert, sizeof live_cert, "%s/live.pem", PKI_DIR);
+    TU_REQUIRE(tc_copy_file(PKI.server, live_cert) == 0, "copy the certificate");
+    start_tls_broker(live_cert, NULL);
+    TU_REQUIRE(tc_peer_serial(TLS_PORT, PKI.ca, serial, sizeof serial, err, sizeof err) == 0, "%s", err);
+    TU_CHECK(strcmp(serial, TC_SERIAL_SERVER) == 0, "serial %s, want %s", serial, TC_SERIAL_SERVER);
+
+    hg_client_opts_t o;
+    hg_error_t e;
+    hg_client_t *c = NULL;
+    quick_opts(&o);
+    tls_uri(uri, sizeof uri, "127.0.0.1", PKI.ca, NULL, NULL);
+    TU_REQUIRE(hg_client_open(uri, &o, &c, &e) == HG_OK, "open: %s", e.message);
+
+    /* A new certificate in place, SIGHUP: new connections see its serial. */
+    TU_REQUIRE(tc_copy_file(PKI.server2, live_cert) == 0, "replace the certificate");
+    TU_REQUIRE(kill(B.pid, SIGHUP) == 0, "SIGHUP");
+    TU_REQUIRE(tu_wait_file_contains(B.log_path, "serial " TC_SERIAL_SERVER2, 20000) == 0,
+               "no reload line with the new serial");
+    TU_REQUIRE(tc_peer_serial(TLS_PORT, PKI.ca, serial, sizeof serial, err, sizeof err) == 0, "%s", err);
+    TU_CHECK(strcmp(serial, TC_SERIAL_SERVER2) == 0, "after SIGHUP: serial %s, want %s", serial, TC_SERIAL_SERVER2);
+    TU_CHECK(ping_ok(c), "the connection opened before the reload: %s", hg_client_errmsg(c));
+
+    /* A broken file: the reload is refused, the last good certificate stays. */
+    TU_REQUIRE(tu_write_file(live_cert, "-----BEGIN CERTIFICATE-----\nnot base64 at all\n") == 0, "write");
+    TU_REQUIRE(kill(B.pid, SIGHUP) == 0, "SIGHUP");
+    TU_REQUIRE(tu_wait_file_contains(B.log_path, "TLS certificate not reloaded, keeping the one in use", 20000) == 0,
+               "no log line for the refused reload");
+    TU_REQUIRE(tc_peer_serial(TLS_PORT, PKI.ca, serial, sizeof serial, err, sizeof err) == 0, "%s", err);
+    TU_CHECK(strcmp(serial, TC_SERIAL_SERVER2) == 0, "after a bad SIGHUP: serial %s, want %s", serial,
+             TC_SERIAL_SERVER2);
+    TU_CHECK(ping_ok(c), "the old connection after a bad reload: %s", hg_client_errmsg(c));
+    TU_CHECK(bp_alive(&B), "the broker died on a bad certificate reload");
+    hg_client_close(c);
+}
+
+/* ------------------------------------------------------------------------
+ * configuration: what the broker refuses to start with
+ * ------------------------------------------------------------------------ */
+
+/* Run the broker with argv (--check-config, or a start that must fail) and
+ * expect exit code `code` (2: a configuration error; 1: a start-up failure,
+ * such as a file that does not load) with want in its output. */
+static void refused(int code, const char *want, const char *a0, ...)
+{
+    const char *argv[32];
+    char out[8192], dir[700];
+    int n = 0;
+    snprintf(dir, sizeof dir, "%s/data", PKI_DIR);
+    argv[n++] = HG_BUILDDIR "/hourglass-broker";
+    argv[n++] = "--dir";
+    argv[n++] = dir;
+    argv[n++] = "--port";
+    argv[n++] = "0";
+    va_list ap;
+    va_start(ap, a0);
+    for (const char *a = a0; a != NULL && n < 31; a = va_arg(ap, const char *)) {
+        argv[n++] = a;
+    }
+    va_end(ap);
+    argv[n] = NULL;
+    int rc = tu_run_capture(argv, out, sizeof out);
+    TU_CHECK(rc == code && strstr(out, want) != NULL, "want exit %d with '%s', got %d: %s", code, want, rc, out);
+}
+
+static void test_config(void)
+{
+    char missing[700];
+    snprintf(missing, sizeof missing, "%s/missing.pem", PKI_DIR);
+    refused(2, "tls-port 7380 needs tls-cert-file and tls-key-file", "--check-config", "--tls-port", "7380", NULL);
+    refused(2, "tls-auth-clients yes needs tls-ca-cert-file", "--check-config", "--tls-port", "7380", "--tls-cert-file",
+            PKI.server, "--tls-key-file", PKI.server_key, "--tls-auth-clients", "yes", NULL);
+    refused(2, "tls-auth-clients is set but tls-port is 0", "--check-config", "--tls-auth-clients", "optional", NULL);
+    refused(2, "'maybe'", "--check-config", "--tls-auth-clients", "maybe", NULL);
+    /* Files are read at start: the key, file and reason named. */
+    refused(1, "tls-cert-file " /* path follows */, "--tls-port", TLS_PORT_S, "--tls-cert-file", missing, "--tls-key-file",
+            PKI.server_key, NULL);
+    refused(1, "missing.pem: No such file or directory", "--tls-port", TLS_PORT_S, "--tls-cert-file", missing,
+            "--tls-key-file", PKI.server_key, NULL);
+    refused(1, "does not belong to tls-cert-file", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server,
+            "--tls-key-file", PKI.client_key, NULL);
+    refused(1, "tls-key-file", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server, "--tls-key-file", PKI.ca, NULL);
+
+    /* The clients' shared tls-* keys (common/tls_keys.h), through hourglass-compensator and hourglass-cli. */
+    char out[4096], uri[128];
+    snprintf(uri, sizeof uri, "hourglass+tls://127.0.0.1:%d", TLS_PORT);
+    const char *comp_plain[] = {
+        COMP_BIN, "--check-config", "--mysql-database", "x", "--tls-ca-cert-file", PKI.ca, NULL
+    };
+    int rc = tu_run_capture(comp_plain, out, sizeof out);
+    TU_CHECK(rc == 2 && strstr(out, "tls-ca-cert-file is set but uri is not hourglass+tls://") != NULL,
+             "compensator, tls-* with a plaintext uri: exit %d: %s", rc, out);
+    const char *comp_half[] = { COMP_BIN, "--check-config",  "--mysql-database", "x", "--uri",
+                                uri,      "--tls-cert-file", PKI.client,         NULL };
+    rc = tu_run_capture(comp_half, out, sizeof out);
+    TU_CHECK(rc == 2 && strstr(out, "tls-cert-file is set without tls-key-file") != NULL,
+             "compensator, a certificate without its key: exit %d: %s", rc, out);
+    const char *comp_missing[] = {
+        COMP_BIN, "--check-config", "--mysql-database", "x", "--uri", uri, "--tls-ca-cert-file", missing, NULL
+    };
+    rc = tu_run_capture(comp_missing, out, sizeof out);
+    TU_CHECK(rc == 2 && strstr(out, "uri: TLS CA file") != NULL && strstr(out, "No such file") != NULL,
+             "compensator, a missing CA file: exit %d: %s", rc, out);
+    const char *comp_ok[] = { COMP_BIN,
+                              "--check-config",
+                              "--mysql-database",
+                              "x",
+                              "--uri",
+                              uri,
+                              "--tls-ca-cert-file",
+                              PKI.ca,
+                              "--tls-cert-file",
+                              PKI.client,
+                              "--tls-key-file",
+                              PKI.client_key,
+                              NULL };
+    rc = tu_run_capture(comp_ok, out, sizeof out);
+    TU_CHECK(rc == 0, "compensator with the tls-* keys: exit %d: %s", rc, out);
+    const char *cli_plain[] = { CLI_BIN, "--tls-ca-cert-file", PKI.ca, "ping", NULL };
+    rc = tu_run_capture(cli_plain, out, sizeof out);
+    TU_CHECK(rc == 2 && strstr(out, "not hourglass+tls://") != NULL, "cli, --tls-* with a plaintext uri: exit %d: %s",
+             rc, out);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static const tu_test_t config_tests[] = {
+    { "bad tls-* keys and files refuse to start, naming them", test_config },
+    { NULL, NULL },
+};
+static const tu_test_t library_tests[] = {
+    { "round trip over TLS (pipelined SENDs, large PULLs, by IP and by name)", test_roundtrip },
+    { "another CA, another name, the system store: refused at once", test_wrong_ca_and_name },
+    { "an expired broker certificate is refused", test_expired },
+    { "bad CA / certificate / key files and URI parameters", test_bad_files },
+    { NULL, NULL },
+};
+static const tu_test_t mtls_tests[] = {
+    { "tls-auth-clients yes: no certificate or another CA's refused", test_mtls },
+    { NULL, NULL },
+};
+static const tu_test_t mixup_tests[] = {
+    { "plaintext on the TLS port, TLS on the plaintext port", test_mixups },
+    { "port 0 with tls-port: TLS only", test_tls_only },
+    { NULL, NULL },
+};
+static const tu_test_t tool_tests[] = {
+    { "openssl s_client", test_s_client },
+    { "redis-cli --tls", test_redis_cli },
+    { NULL, NULL },
+};
+static const tu_test_t reload_tests[] = {
+    { "SIGHUP reloads the certificate; a bad one is kept out", test_reload },
+    { NULL, NULL },
+};
+
+int main(int argc, char **argv)
+{
+    static const tu_suite_t suites[] = {
+        { "library", library_tests }, { "mtls", mtls_tests },     { "mixups", mixup_tests },
+        { "tools", tool_tests },      { "reload", reload_tests }, { "config", config_tests },
+    };
+    bp_set_failure_counter(CU_get_number_of_failures);
+    return tu_suites_main(argc, argv, suites, sizeof suites / sizeof suites[0], setup, teardown);
+}
