@@ -63,8 +63,8 @@ static void render(buf_t *b, const comp_config_t *cfg)
     /* cancels */
     static const char *const canceller[COMP_CANCELLERS][2] = { { "overdue", "outbox-overdue" },
                                                                { "inspection", "inspection" } };
-    static const char *const outcome[COMP_CANCEL_OUTCOMES] = { "cancelled", "not-pending", "not-found", "transient",
-                                                               "permanent" };
+    static const char *const outcome[COMP_CANCEL_OUTCOMES] = { "cancelled", "not-pending", "not-found",
+                                                               "transient", "permanent",   "locked" };
     prom_header(b, PREFIX "cancels_total", "counter",
                 "Orders cancelled by the compensator, by layer and cancel reason.");
     for (int c = 0; c < COMP_CANCELLERS; c++) {

@@ -21,7 +21,7 @@
 
 typedef struct consumer_config {
     char *uri, *group, *topic;
-    unsigned long long workers, count, block_ms, lease_ms, touch_ms;
+    unsigned long long workers, count, batch_size, block_ms, lease_ms, touch_ms;
 
     DB_KEYS_FIELDS; /* the mysql-* keys */
 
@@ -57,11 +57,12 @@ int consumer_config_validate(const consumer_config_t *cfg, char *err, size_t err
 /* The configured statements; the pointers are into cfg. */
 void consumer_config_sql(const consumer_config_t *cfg, hg_order_sql_t *sql);
 
-/* The connection parameters (strings point into cfg) with sql attached. */
+/* The connection parameters (strings point into cfg) with sql attached,
+ * and the idle-transaction bound (these are the cancel connections). */
 void consumer_config_db_params(const consumer_config_t *cfg, const hg_order_sql_t *sql, hg_order_db_params_t *p);
 
 /* The consumer loop's options from cfg (no handler yet; logging through
- * common/log.h). */
+ * common/log.h). The PULL COUNT is max(count, batch-size). */
 void consumer_config_loop_opts(const consumer_config_t *cfg, hg_consumer_opts_t *o);
 
 /* --help: usage, the keys with their defaults, the exit status. */
