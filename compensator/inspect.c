@@ -123,19 +123,22 @@ comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t err
         in->last_rows += (unsigned long long)n;
         comp_count(&comp_stats.pages, 1);
         comp_count(&comp_stats.rows_read, (uint64_t)n);
-        if (n > 0 && !comp_stopping() && !comp_lock_alive(in->lock)) {
-            snprintf(errbuf, errlen, "lock lost during a page after %" PRIu64 " cancels", cancelled);
-            outcome = COMP_RUN_LOCK_LOST;
-        }
-        if (n > 0 && outcome == COMP_RUN_OK && !comp_stopping()) {
-            /* The whole page at once (cancel-batch per transaction); the scan
-             * goes on past whatever was locked or failed — the next round
-             * starts at the oldest again and retries it. */
-            for (long i = 0; i < n; i++)
+        /* The page in cancel transactions of cancel-batch orders, the lock
+         * checked before each; the scan goes on past whatever was locked or
+         * failed — the next round starts at the oldest again and retries it. */
+        long step = (long)in->canceller.batch_size;
+        for (long off = 0; off < n && outcome == COMP_RUN_OK && !comp_stopping(); off += step) {
+            long len = n - off < step ? n - off : step;
+            if (!comp_lock_alive(in->lock)) {
+                snprintf(errbuf, errlen, "lock lost during a page after %" PRIu64 " cancels", cancelled);
+                outcome = COMP_RUN_LOCK_LOST;
+                break;
+            }
+            for (long i = off; i < off + len; i++)
                 in->items[i] = (hg_order_batch_item_t){ .order_id = in->pager.rows[i].id };
-            comp_pager_advance(&in->pager, n - 1);
-            comp_cancel_many(&in->canceller, in->items, (size_t)n);
-            for (long i = 0; i < n && outcome == COMP_RUN_OK; i++) {
+            comp_pager_advance(&in->pager, off + len - 1);
+            comp_cancel_many(&in->canceller, in->items + off, (size_t)len);
+            for (long i = off; i < off + len && outcome == COMP_RUN_OK; i++) {
                 hg_order_outcome_t o = in->items[i].outcome;
                 if (o == HG_ORDER_CANCELLED)
                     cancelled++;

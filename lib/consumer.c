@@ -234,7 +234,7 @@ static int check_opts(const hg_consumer_opts_t *o, hg_error_t *err)
                -1;
     if ((o->handler == NULL) == (o->batch_handler == NULL))
         return client_error_fill(err, HG_ERR_ARG, "%s",
-                                 o->handler == NULL ? "handler (or batch_handler) is required"
+                                 o->handler == NULL ? "handler is required (or batch_handler)"
                                                     : "handler and batch_handler are both set: give one"),
                -1;
     if (o->workers < 1 || o->workers > CONSUMER_MAX_WORKERS)
