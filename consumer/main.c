@@ -274,17 +274,21 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
         atomic_fetch_add_explicit(&counters.splits, st.splits, memory_order_relaxed);
     }
     uint64_t elapsed = mono_us() - t0;
+    for (size_t i = 0; i < n; i++) /* every message waited for the whole batch */
+        observe_latency(elapsed);
     for (size_t k = 0; k < m; k++) {
         hg_batch_item_t *it = &items[of[k]];
         const hg_order_batch_item_t *o = &orders[k];
-        observe_latency(elapsed);
         switch (o->outcome) {
         case HG_ORDER_CANCELLED:
             count(&counters.cancelled);
+            log_msg(LOG_LEVEL_DEBUG, "order %" PRIu64 ": cancelled (message %s)", o->order_id, it->msg.id);
             it->outcome = HG_DONE;
             continue;
         case HG_ORDER_NOT_PENDING:
             count(&counters.not_pending);
+            log_msg(LOG_LEVEL_DEBUG, "order %" PRIu64 ": not pending, nothing to do (message %s)", o->order_id,
+                    it->msg.id);
             it->outcome = HG_DONE;
             continue;
         case HG_ORDER_NOT_FOUND:
