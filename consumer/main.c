@@ -284,6 +284,9 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
             snprintf(items[of[k]].reason, sizeof items[of[k]].reason, "order %" PRIu64 ": MariaDB unavailable: %.200s",
                      orders[k].order_id, err.message);
         }
+        char why_db[600];
+        snprintf(why_db, sizeof why_db, "MariaDB unavailable: %s", err.message);
+        note_database_failure(&err, why_db);
         log_msg(LOG_LEVEL_WARN, "worker %d: %zu orders: MariaDB unavailable: %s", worker, m, err.message);
         m = 0; /* every order stays HG_RETRY */
     }
@@ -298,6 +301,24 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
     uint64_t elapsed = mono_us() - t0;
     for (size_t i = 0; i < n; i++) /* every message waited for the whole batch */
         observe_latency(elapsed);
+    /* /healthz: a definite outcome means MariaDB works; a failure counts when
+     * it is about MariaDB itself (note_database_failure decides). */
+    int reached = 0;
+    const hg_order_batch_item_t *failed = NULL;
+    for (size_t k = 0; k < m; k++) {
+        hg_order_outcome_t o = orders[k].outcome;
+        if (o == HG_ORDER_CANCELLED || o == HG_ORDER_NOT_PENDING || o == HG_ORDER_NOT_FOUND || o == HG_ORDER_LOCKED)
+            reached = 1;
+        else if ((o == HG_ORDER_TRANSIENT || o == HG_ORDER_PERMANENT) && failed == NULL)
+            failed = &orders[k];
+    }
+    if (reached) {
+        health_cancel_ok();
+    } else if (failed != NULL) {
+        char why_db[600];
+        snprintf(why_db, sizeof why_db, "order %" PRIu64 ": %s", failed->order_id, failed->error.message);
+        note_database_failure(&failed->error, why_db);
+    }
     for (size_t k = 0; k < m; k++) {
         hg_batch_item_t *it = &items[of[k]];
         const hg_order_batch_item_t *o = &orders[k];
@@ -422,8 +443,8 @@ static int check_database(app_t *app)
         const char *hint = hg_order_setup_hint(err.code);
         if (hint != NULL) { /* waiting will not heal it */
             log_msg(LOG_LEVEL_ERROR, "MariaDB refuses mysql-user '%s' on mysql-database '%s': %s — %s",
-                    app->cfg.mysql_user != NULL ? app->cfg.mysql_user : "(the current user)",
-                    app->cfg.mysql_database, err.message, hint);
+                    app->cfg.mysql_user != NULL ? app->cfg.mysql_user : "(the current user)", app->cfg.mysql_database,
+                    err.message, hint);
             return -1;
         }
         log_msg(LOG_LEVEL_WARN, "MariaDB not reachable yet (%s); the workers will keep trying", err.message);
@@ -524,8 +545,8 @@ int main(int argc, char **argv)
         goto out;
     }
     if (app.cfg.metrics_port > 0) {
-        if (prom_http_start(&metrics, app.cfg.metrics_bind, (unsigned)app.cfg.metrics_port, render_metrics, health_render,
-                            consumer, err, sizeof err) != 0) {
+        if (prom_http_start(&metrics, app.cfg.metrics_bind, (unsigned)app.cfg.metrics_port, render_metrics,
+                            health_render, consumer, err, sizeof err) != 0) {
             log_msg(LOG_LEVEL_ERROR, "%s", err);
             goto out;
         }
