@@ -11,10 +11,14 @@
  *                  scan only   the inspection's page query walked over the
  *                              whole overdue range (no cancels): time, pages,
  *                              Handler_read_* of that session
- *                  one round   comp_inspect_run (lock, pages, one
- *                              hg_order_cancel per order): time, cancels/s,
- *                              Handler_read_* of the scan session and of the
- *                              whole server (cancels included)
+ *                  one round   comp_inspect_run (lock, pages, cancels) once
+ *                              per --cancel-batch value (default "1,100": one
+ *                              hg_order_cancel per order, the baseline, then
+ *                              hg_order_cancel_batch of 100), the cancelled
+ *                              orders put back to pending between rounds:
+ *                              time, cancels/s, Handler_read_* of the scan
+ *                              session and of the whole server (cancels
+ *                              included), stock checked exact
  *   relay        --relay-rows R (default 10^5) outbox rows 'new', relayed by
  *                comp_relay_run into a real hourglass-broker (fsync always)
  *                for each --relay-batch size (default "100,500,2000"): rows/s.
@@ -232,7 +236,12 @@ static void scan_only(MYSQL *m, long long page_size, long long *rows_out, long l
     *pages_out = pages;
 }
 
-static void bench_inspection(tu_mariadb_t *server, long long orders, int overdue_pct, long long page_size)
+static void reset_inspected(void);
+static void inspection_round(tu_mariadb_t *server, long long page_size, const char *cancel_batch, long long orders,
+                             double *first_rate);
+
+static void bench_inspection(tu_mariadb_t *server, long long orders, int overdue_pct, long long page_size,
+                             const char *cancel_batches)
 {
     printf("\ninspection: %lld orders, %d %% pending and overdue, page size %lld\n", orders, overdue_pct, page_size);
     load_orders(orders, overdue_pct);
@@ -260,7 +269,30 @@ static void bench_inspection(tu_mariadb_t *server, long long orders, int overdue
     print_reads("Handler_read_* of the session:", d);
     mysql_close(m);
 
-    /* One real round. */
+    /* One real round per cancel-batch value, the overdue orders reset to
+     * pending (and their stock to reserved) between rounds. */
+    char list[128];
+    snprintf(list, sizeof list, "%s", cancel_batches);
+    double first_rate = 0;
+    for (char *tok = strtok(list, ","); tok != NULL; tok = strtok(NULL, ",")) {
+        reset_inspected();
+        inspection_round(server, page_size, tok, orders, &first_rate);
+    }
+}
+
+/* Put the orders the inspection cancelled back: stock reserved again, pending. */
+static void reset_inspected(void)
+{
+    sql("UPDATE stock s JOIN (SELECT i.sku_id, SUM(i.qty) q FROM order_items i JOIN orders o ON o.id = i.order_id"
+        " WHERE o.cancel_reason = 'inspection' GROUP BY i.sku_id) t ON t.sku_id = s.sku_id"
+        " SET s.available = s.available - t.q, s.reserved = s.reserved + t.q");
+    sql("UPDATE orders SET status = 'pending', cancelled_at = NULL, cancel_reason = NULL"
+        " WHERE cancel_reason = 'inspection'");
+}
+
+static void inspection_round(tu_mariadb_t *server, long long page_size, const char *cancel_batch, long long orders,
+                             double *first_rate)
+{
     comp_config_t cfg;
     comp_config_init(&cfg);
     char err[600], pagesz[32];
@@ -270,23 +302,30 @@ static void bench_inspection(tu_mariadb_t *server, long long orders, int overdue
         comp_config_set(&cfg, "mysql-user", "root", err, sizeof err) != 0 ||
         comp_config_set(&cfg, "inspect-grace", "1s", err, sizeof err) != 0 ||
         comp_config_set(&cfg, "inspect-page-size", pagesz, err, sizeof err) != 0 ||
+        comp_config_set(&cfg, "cancel-batch", cancel_batch, err, sizeof err) != 0 ||
         comp_config_validate(&cfg, err, sizeof err) != 0)
         die("config", err);
     hg_order_db_params_t params = { .socket = cfg.mysql_socket,
                                     .user = cfg.mysql_user,
                                     .database = cfg.mysql_database };
     comp_inspect_t *in = comp_inspect_new(&cfg, &params);
+    uint64_t before = comp_load(&comp_stats.cancels[COMP_CANCELLER_INSPECTION][COMP_CANCEL_DONE]);
     reads_t g0 = handler_reads(admin, "GLOBAL");
-    t0 = tu_now_mono_ms();
+    uint64_t t0 = tu_now_mono_ms();
     comp_run_outcome_t o = comp_inspect_run(in, err, sizeof err);
-    secs = seconds_since(t0);
+    double secs = seconds_since(t0);
     reads_t g1 = handler_reads(admin, "GLOBAL");
     reads_t scan = handler_reads(comp_inspect_mysql(in), "SESSION"); /* since its connect: this round */
-    uint64_t cancelled = comp_load(&comp_stats.cancels[COMP_CANCELLER_INSPECTION][COMP_CANCEL_DONE]);
-    printf("  one inspection round (lock, pages, one hg_order_cancel transaction per order):\n");
-    printf("    outcome %s%s%s: %llu rows read, %" PRIu64 " cancelled in %.2f s = %.0f cancels/s\n",
-           comp_run_outcome_name(o), err[0] ? ": " : "", err, comp_inspect_last_rows(in), cancelled, secs,
-           (double)cancelled / secs);
+    uint64_t cancelled = comp_load(&comp_stats.cancels[COMP_CANCELLER_INSPECTION][COMP_CANCEL_DONE]) - before;
+    double rate = (double)cancelled / secs;
+    if (*first_rate == 0)
+        *first_rate = rate;
+    printf("  one inspection round, cancel-batch %s (lock, pages, %s):\n", cancel_batch,
+           strcmp(cancel_batch, "1") == 0 ? "one hg_order_cancel transaction per order"
+                                          : "hg_order_cancel_batch: that many orders per transaction");
+    printf("    outcome %s%s%s: %llu rows read, %" PRIu64 " cancelled in %.2f s = %.0f cancels/s (%.1fx the first)\n",
+           comp_run_outcome_name(o), err[0] ? ": " : "", err, comp_inspect_last_rows(in), cancelled, secs, rate,
+           rate / *first_rate);
     print_reads("Handler_read_* of the scan session:", scan);
     print_reads("Handler_read_* of the server:", reads_diff(g0, g1));
     printf("    (table: %lld orders; the server figure includes each cancel's claim, stock return and outbox update)\n",
@@ -295,7 +334,13 @@ static void bench_inspection(tu_mariadb_t *server, long long orders, int overdue
     comp_config_free(&cfg);
     long long left = scalar(admin, "SELECT COUNT(*) FROM orders WHERE status = 'pending' AND expire_at <"
                                    " NOW(6) - INTERVAL 1 SECOND");
-    printf("    overdue pending orders left: %lld\n", left);
+    long long unbalanced = scalar(admin, "SELECT COUNT(*) FROM stock WHERE received <> available + reserved + sold"),
+              reserved_wrong =
+                  scalar(admin, "SELECT COUNT(*) FROM stock s WHERE reserved <> (SELECT IFNULL(SUM(i.qty), 0)"
+                                " FROM order_items i JOIN orders o ON o.id = i.order_id"
+                                " WHERE i.sku_id = s.sku_id AND o.status = 'pending')");
+    printf("    overdue pending orders left: %lld; stock %s (%lld SKUs unbalanced, %lld with reserved wrong)\n", left,
+           unbalanced == 0 && reserved_wrong == 0 ? "exact" : "WRONG", unbalanced, reserved_wrong);
 }
 
 /* ------------------------------------------------------------------ relay */
@@ -354,7 +399,7 @@ int main(int argc, char **argv)
 {
     long long orders = 1000000, relay_rows = 100000, page_size = 500;
     int overdue_pct = 1, do_inspection = 1, do_relay = 1;
-    const char *batches = "100,500,2000";
+    const char *batches = "100,500,2000", *cancel_batches = "1,100";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--orders") == 0 && v != NULL)
@@ -367,6 +412,8 @@ int main(int argc, char **argv)
             relay_rows = atoll(argv[++i]);
         else if (strcmp(a, "--relay-batch") == 0 && v != NULL)
             batches = argv[++i];
+        else if (strcmp(a, "--cancel-batch") == 0 && v != NULL)
+            cancel_batches = argv[++i];
         else if (strcmp(a, "--no-relay") == 0)
             do_relay = 0;
         else if (strcmp(a, "--no-inspection") == 0)
@@ -374,7 +421,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr,
                     "usage: %s [--orders N] [--overdue-pct P] [--page-size N] [--relay-rows N]"
-                    " [--relay-batch B,B…] [--no-relay] [--no-inspection]\n",
+                    " [--relay-batch B,B…] [--cancel-batch B,B…] [--no-relay] [--no-inspection]\n",
                     argv[0]);
             return 2;
         }
@@ -405,7 +452,7 @@ int main(int argc, char **argv)
         die("schema", oerr.message);
 
     if (do_inspection)
-        bench_inspection(&server, orders, overdue_pct, page_size);
+        bench_inspection(&server, orders, overdue_pct, page_size, cancel_batches);
     if (do_relay)
         bench_relay(&server, relay_rows, batches);
 

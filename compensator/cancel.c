@@ -16,11 +16,14 @@
 #include "compensator/stats.h"
 #include "db/conn.h"
 
-void comp_canceller_init(comp_canceller_t *c, const hg_order_db_params_t *params, int which, const char *reason)
+void comp_canceller_init(comp_canceller_t *c, const hg_order_db_params_t *params, int which, const char *reason,
+                         size_t batch_size, unsigned idle_s)
 {
     memset(c, 0, sizeof *c);
     c->params = *params;
     c->params.sql = NULL; /* the reference schema's statements (order.h) */
+    c->params.idle_transaction_timeout_s = idle_s;
+    c->batch_size = batch_size < 1 ? 1 : batch_size > HG_ORDER_BATCH_MAX ? HG_ORDER_BATCH_MAX : batch_size;
     c->which = which;
     c->reason = reason;
 }
@@ -71,7 +74,8 @@ hg_order_outcome_t comp_cancel(comp_canceller_t *c, uint64_t order_id, hg_order_
         log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": transient failure, retried next round (%s): %s", order_id,
                 c->reason, err->message);
         break;
-    case HG_ORDER_PAID: /* not an outcome of a cancel */
+    case HG_ORDER_LOCKED: /* only batches skip */
+    case HG_ORDER_PAID:   /* not an outcome of a cancel */
     case HG_ORDER_PERMANENT:
         outcome = HG_ORDER_PERMANENT;
         count_outcome(c, COMP_CANCEL_PERMANENT);
@@ -79,6 +83,63 @@ hg_order_outcome_t comp_cancel(comp_canceller_t *c, uint64_t order_id, hg_order_
         break;
     }
     return outcome;
+}
+
+void comp_cancel_many(comp_canceller_t *c, hg_order_batch_item_t *items, size_t n)
+{
+    if (c->batch_size == 1) { /* one transaction per order, as before batches */
+        for (size_t i = 0; i < n; i++)
+            items[i].outcome = comp_cancel(c, items[i].order_id, &items[i].error);
+        return;
+    }
+    hg_order_error_t err;
+    memset(&err, 0, sizeof err);
+    if (c->db == NULL && (c->db = hg_order_db_open(&c->params, &err)) == NULL) {
+        for (size_t i = 0; i < n; i++) {
+            count_outcome(c, COMP_CANCEL_TRANSIENT);
+            items[i].outcome = err.code == 0 ? HG_ORDER_PERMANENT : HG_ORDER_TRANSIENT;
+            items[i].error = err;
+        }
+        return;
+    }
+    for (size_t off = 0; off < n; off += c->batch_size) {
+        size_t len = n - off < c->batch_size ? n - off : c->batch_size;
+        hg_order_cancel_batch(c->db, items + off, len, c->reason, NULL);
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t id = items[i].order_id;
+        switch (items[i].outcome) {
+        case HG_ORDER_CANCELLED:
+            count_outcome(c, COMP_CANCEL_DONE);
+            log_msg(LOG_LEVEL_INFO, "order %" PRIu64 ": cancelled (%s)", id, c->reason);
+            break;
+        case HG_ORDER_NOT_PENDING:
+            count_outcome(c, COMP_CANCEL_NOT_PENDING);
+            log_msg(LOG_LEVEL_DEBUG, "order %" PRIu64 ": not pending, nothing to do (%s)", id, c->reason);
+            break;
+        case HG_ORDER_NOT_FOUND:
+            count_outcome(c, COMP_CANCEL_NOT_FOUND);
+            log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": no such order (%s)", id, c->reason);
+            break;
+        case HG_ORDER_LOCKED:
+            count_outcome(c, COMP_CANCEL_LOCKED);
+            log_msg(LOG_LEVEL_INFO, "order %" PRIu64 ": locked by another transaction, skipped until next round (%s)",
+                    id, c->reason);
+            break;
+        case HG_ORDER_TRANSIENT:
+            count_outcome(c, COMP_CANCEL_TRANSIENT);
+            log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": transient failure, retried next round (%s): %s", id, c->reason,
+                    items[i].error.message);
+            break;
+        case HG_ORDER_PAID:
+        case HG_ORDER_PERMANENT:
+            items[i].outcome = HG_ORDER_PERMANENT;
+            count_outcome(c, COMP_CANCEL_PERMANENT);
+            log_msg(LOG_LEVEL_ERROR, "order %" PRIu64 ": cancel failed (%s): %s", id, c->reason,
+                    items[i].error.message);
+            break;
+        }
+    }
 }
 
 int comp_cancel_failure(uint64_t order_id, const hg_order_error_t *err, char *first, size_t firstlen)

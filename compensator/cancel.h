@@ -2,9 +2,13 @@
  * compensator/cancel.h — the one way the compensator cancels an order.
  *
  * Every cancel of the overdue-outbox layer and of the inspection goes
- * through hg_order_cancel (libhourglass): the claim WHERE status='pending'
- * and the side effects (stock return, outbox row 'done') in one transaction,
- * so a paid order is never cancelled and a duplicate cancel changes nothing.
+ * through libhourglass: hg_order_cancel_batch (cancel-batch orders per
+ * transaction, each claimed on its own row, a row another transaction holds
+ * skipped rather than waited for — HG_ORDER_LOCKED, retried next round), or
+ * hg_order_cancel when cancel-batch is 1. Either way the claim says WHERE
+ * status='pending' and the side effects (stock return, outbox row 'done')
+ * commit with it, so a paid order is never cancelled and a duplicate cancel
+ * changes nothing.
  * This module adds what both layers need around it: a lazily opened
  * hg_order_db (one per layer thread), the counters by layer and outcome,
  * and the log lines.
@@ -24,10 +28,14 @@ typedef struct comp_canceller {
     hg_order_db *db;             /* NULL until the first cancel (and after a failed open) */
     int which;                   /* COMP_CANCELLER_OVERDUE or COMP_CANCELLER_INSPECTION */
     const char *reason;          /* COMP_REASON_* */
+    size_t batch_size;           /* orders per transaction (cancel-batch) */
 } comp_canceller_t;
 
-/* Set up (nothing connects yet). */
-void comp_canceller_init(comp_canceller_t *c, const hg_order_db_params_t *params, int which, const char *reason);
+/* Set up (nothing connects yet). batch_size: cancel-batch (1..
+ * HG_ORDER_BATCH_MAX); idle_s: the cancel connection's
+ * idle_transaction_timeout (mysql-idle-transaction-timeout, 0: none). */
+void comp_canceller_init(comp_canceller_t *c, const hg_order_db_params_t *params, int which, const char *reason,
+                         size_t batch_size, unsigned idle_s);
 
 /* Close the handle. */
 void comp_canceller_close(comp_canceller_t *c);
@@ -37,6 +45,13 @@ void comp_canceller_close(comp_canceller_t *c);
  * handle that cannot be opened is TRANSIENT) and counts it in comp_stats;
  * err (may be NULL) holds the cause of a failure. */
 hg_order_outcome_t comp_cancel(comp_canceller_t *c, uint64_t order_id, hg_order_error_t *err);
+
+/* Cancel items[0..n) (any n; batch_size at a time) with the canceller's
+ * reason and fill each outcome (CANCELLED, NOT_PENDING, NOT_FOUND, LOCKED,
+ * TRANSIENT, PERMANENT — a handle that cannot be opened makes every one
+ * TRANSIENT, or PERMANENT for a parameter problem), counted in comp_stats
+ * and logged. */
+void comp_cancel_many(comp_canceller_t *c, hg_order_batch_item_t *items, size_t n);
 
 /* A layer's round met a failed cancel (or row update) of order_id: keep the
  * first failure's text in first[firstlen] ("order 17: <message>", unless

@@ -80,6 +80,9 @@ static const cfg_key_t keys[] = {
               "orders per keyset page of the inspection") },
     { CFG_KEY("inspect-page-pause", CFG_DURATION, "0ms", 0, 60000, OFF(inspect_page_pause_ms),
               "pause between two inspection pages (throttle; the lock is checked after it)") },
+    { CFG_KEY("cancel-batch", CFG_INT, "100", 1, 1000, OFF(cancel_batch),
+              "orders the overdue and inspection layers cancel per transaction, locked rows skipped "
+              "(1: one transaction per order, waiting on locks)") },
     { CFG_KEY("lock-name", CFG_STRING, NULL, 0, 0, OFF(lock_name),
               "GET_LOCK name that elects the one inspecting instance (default: hourglass-inspection:<database>)") },
 

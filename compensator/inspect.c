@@ -26,6 +26,7 @@
 #include "compensator/page.h"
 #include "compensator/stop.h"
 #include "db/conn.h"
+#include "db/keys.h"
 
 struct comp_inspect {
     db_conn_t *db;
@@ -34,6 +35,7 @@ struct comp_inspect {
     comp_pager_t pager;
     uint64_t page_pause_ms;
     unsigned long long last_rows;
+    hg_order_batch_item_t *items; /* one page of them */
 };
 
 comp_inspect_t *comp_inspect_new(const comp_config_t *cfg, const hg_order_db_params_t *params)
@@ -41,7 +43,9 @@ comp_inspect_t *comp_inspect_new(const comp_config_t *cfg, const hg_order_db_par
     comp_inspect_t *in = xcalloc(1, sizeof *in);
     in->db = db_conn_new(params, "inspection", DB_AUTOCOMMIT | DB_READ_COMMITTED);
     in->lock = comp_lock_new(params, cfg->effective_lock_name);
-    comp_canceller_init(&in->canceller, params, COMP_CANCELLER_INSPECTION, COMP_REASON_INSPECTION);
+    comp_canceller_init(&in->canceller, params, COMP_CANCELLER_INSPECTION, COMP_REASON_INSPECTION, cfg->cancel_batch,
+                        db_keys_seconds(cfg->mysql_idle_transaction_timeout_ms));
+    in->items = xcalloc(cfg->inspect_page_size, sizeof *in->items);
     comp_pager_init(&in->pager, in->db, "inspection", COMP_INSPECT_PAGE_SQL, cfg->inspect_grace_ms * 1000u,
                     cfg->inspect_page_size);
     in->page_pause_ms = cfg->inspect_page_pause_ms;
@@ -56,6 +60,7 @@ void comp_inspect_free(comp_inspect_t *in)
     comp_canceller_close(&in->canceller);
     db_conn_free(in->db);
     comp_pager_free(&in->pager);
+    free(in->items);
     free(in);
 }
 
@@ -97,7 +102,7 @@ comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t err
 
     comp_count(&comp_stats.scans_started, 1);
     atomic_store_explicit(&comp_stats.scanning, 1, memory_order_relaxed);
-    uint64_t cancelled = 0, failed = 0;
+    uint64_t cancelled = 0, failed = 0, skipped = 0;
     comp_run_outcome_t outcome = COMP_RUN_OK;
     char first_failure[400] = "";
 
@@ -118,25 +123,34 @@ comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t err
         in->last_rows += (unsigned long long)n;
         comp_count(&comp_stats.pages, 1);
         comp_count(&comp_stats.rows_read, (uint64_t)n);
-        for (long i = 0; i < n && outcome == COMP_RUN_OK; i++) {
-            if (comp_stopping())
-                break;
+        /* The page in cancel transactions of cancel-batch orders, the lock
+         * checked before each; the scan goes on past whatever was locked or
+         * failed — the next round starts at the oldest again and retries it. */
+        long step = (long)in->canceller.batch_size;
+        for (long off = 0; off < n && outcome == COMP_RUN_OK && !comp_stopping(); off += step) {
+            long len = n - off < step ? n - off : step;
             if (!comp_lock_alive(in->lock)) {
                 snprintf(errbuf, errlen, "lock lost during a page after %" PRIu64 " cancels", cancelled);
                 outcome = COMP_RUN_LOCK_LOST;
                 break;
             }
-            uint64_t id = in->pager.rows[i].id;
-            comp_pager_advance(&in->pager, i);
-            hg_order_error_t cerr;
-            hg_order_outcome_t o = comp_cancel(&in->canceller, id, &cerr);
-            if (o == HG_ORDER_CANCELLED)
-                cancelled++;
-            if (o == HG_ORDER_TRANSIENT || o == HG_ORDER_PERMANENT) {
-                failed++;
-                if (comp_cancel_failure(id, &cerr, first_failure, sizeof first_failure)) {
-                    snprintf(errbuf, errlen, "%s", first_failure);
-                    outcome = COMP_RUN_FAILED;
+            for (long i = off; i < off + len; i++)
+                in->items[i] = (hg_order_batch_item_t){ .order_id = in->pager.rows[i].id };
+            comp_pager_advance(&in->pager, off + len - 1);
+            comp_cancel_many(&in->canceller, in->items + off, (size_t)len);
+            for (long i = off; i < off + len && outcome == COMP_RUN_OK; i++) {
+                hg_order_outcome_t o = in->items[i].outcome;
+                if (o == HG_ORDER_CANCELLED)
+                    cancelled++;
+                if (o == HG_ORDER_LOCKED)
+                    skipped++;
+                if (o == HG_ORDER_TRANSIENT || o == HG_ORDER_PERMANENT) {
+                    failed++;
+                    if (comp_cancel_failure(in->items[i].order_id, &in->items[i].error, first_failure,
+                                            sizeof first_failure)) {
+                        snprintf(errbuf, errlen, "%s", first_failure);
+                        outcome = COMP_RUN_FAILED;
+                    }
                 }
             }
         }
@@ -158,8 +172,9 @@ comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t err
     log_msg(outcome != COMP_RUN_OK ? LOG_LEVEL_WARN
             : cancelled > 0        ? LOG_LEVEL_INFO
                                    : LOG_LEVEL_DEBUG,
-            "inspection: %s; %llu overdue orders read (expire_at < %s), %" PRIu64 " cancelled, %" PRIu64 " failed%s%s",
+            "inspection: %s; %llu overdue orders read (expire_at < %s), %" PRIu64 " cancelled, %" PRIu64
+            " skipped (locked), %" PRIu64 " failed%s%s",
             comp_run_outcome_name(outcome), in->last_rows, db_time_format(&in->pager.cutoff, cut, sizeof cut),
-            cancelled, failed, errbuf[0] ? ": " : "", errbuf);
+            cancelled, skipped, failed, errbuf[0] ? ": " : "", errbuf);
     return outcome;
 }

@@ -63,15 +63,16 @@ static void render(buf_t *b, const comp_config_t *cfg)
     /* cancels */
     static const char *const canceller[COMP_CANCELLERS][2] = { { "overdue", "outbox-overdue" },
                                                                { "inspection", "inspection" } };
-    static const char *const outcome[COMP_CANCEL_OUTCOMES] = { "cancelled", "not-pending", "not-found", "transient",
-                                                               "permanent" };
+    static const char *const outcome[COMP_CANCEL_OUTCOMES] = { "cancelled", "not-pending", "not-found",
+                                                               "transient", "permanent",   "locked" };
     prom_header(b, PREFIX "cancels_total", "counter",
                 "Orders cancelled by the compensator, by layer and cancel reason.");
     for (int c = 0; c < COMP_CANCELLERS; c++) {
         snprintf(labels, sizeof labels, "{layer=\"%s\",reason=\"%s\"}", canceller[c][0], canceller[c][1]);
         prom_sample_u64(b, PREFIX "cancels_total", labels, comp_load(&comp_stats.cancels[c][COMP_CANCEL_DONE]));
     }
-    prom_header(b, PREFIX "cancel_attempts_total", "counter", "hg_order_cancel calls by layer and outcome.");
+    prom_header(b, PREFIX "cancel_attempts_total", "counter",
+                "Orders the layers asked to cancel (hg_order_cancel or hg_order_cancel_batch), by layer and outcome.");
     for (int c = 0; c < COMP_CANCELLERS; c++)
         for (int o = 0; o < COMP_CANCEL_OUTCOMES; o++) {
             snprintf(labels, sizeof labels, "{layer=\"%s\",outcome=\"%s\"}", canceller[c][0], outcome[o]);

@@ -22,12 +22,14 @@
 #include "compensator/page.h"
 #include "compensator/stop.h"
 #include "db/conn.h"
+#include "db/keys.h"
 
 struct comp_overdue {
     db_conn_t *db;
     comp_canceller_t canceller;
     comp_pager_t pager;
     db_stmt_t close_stmt;
+    hg_order_batch_item_t *items; /* one page of them */
 };
 
 static const char page_sql[] = "SELECT order_id, expire_at FROM order_timeout_msg"
@@ -43,7 +45,9 @@ comp_overdue_t *comp_overdue_new(const comp_config_t *cfg, const hg_order_db_par
 {
     comp_overdue_t *o = xcalloc(1, sizeof *o);
     o->db = db_conn_new(params, "overdue", DB_AUTOCOMMIT | DB_READ_COMMITTED);
-    comp_canceller_init(&o->canceller, params, COMP_CANCELLER_OVERDUE, COMP_REASON_OVERDUE);
+    comp_canceller_init(&o->canceller, params, COMP_CANCELLER_OVERDUE, COMP_REASON_OVERDUE, cfg->cancel_batch,
+                        db_keys_seconds(cfg->mysql_idle_transaction_timeout_ms));
+    o->items = xcalloc(cfg->overdue_batch, sizeof *o->items);
     comp_pager_init(&o->pager, o->db, "overdue", page_sql, cfg->overdue_grace_ms * 1000u, cfg->overdue_batch);
     o->close_stmt = (db_stmt_t){ "overdue-close", close_sql, 0, NULL };
     return o;
@@ -56,6 +60,7 @@ void comp_overdue_free(comp_overdue_t *o)
     comp_canceller_close(&o->canceller);
     db_conn_free(o->db);
     comp_pager_free(&o->pager);
+    free(o->items);
     free(o);
 }
 
@@ -84,7 +89,7 @@ comp_run_outcome_t comp_overdue_run(comp_overdue_t *o, char *errbuf, size_t errl
         log_msg(LOG_LEVEL_WARN, "overdue outbox: failed: %s", errbuf);
         return COMP_RUN_FAILED;
     }
-    uint64_t rows = 0, cancelled = 0, closed = 0, failed = 0;
+    uint64_t rows = 0, cancelled = 0, closed = 0, failed = 0, skipped = 0;
     char first_failure[400] = "";
     comp_run_outcome_t outcome = COMP_RUN_OK;
 
@@ -96,12 +101,21 @@ comp_run_outcome_t comp_overdue_run(comp_overdue_t *o, char *errbuf, size_t errl
             break;
         }
         rows += (uint64_t)n;
-        for (long i = 0; i < n && !comp_stopping(); i++) {
-            uint64_t id = o->pager.rows[i].id;
-            comp_pager_advance(&o->pager, i);
-            hg_order_error_t cerr;
-            hg_order_outcome_t r = comp_cancel(&o->canceller, id, &cerr);
-            if (r == HG_ORDER_CANCELLED) {
+        if (n == 0 || comp_stopping())
+            break;
+        /* The whole page at once; the scan goes on past whatever was locked
+         * or failed (the next round starts at the oldest again and retries it). */
+        for (long i = 0; i < n; i++)
+            o->items[i] = (hg_order_batch_item_t){ .order_id = o->pager.rows[i].id };
+        comp_pager_advance(&o->pager, n - 1);
+        comp_cancel_many(&o->canceller, o->items, (size_t)n);
+        for (long i = 0; i < n; i++) {
+            uint64_t id = o->items[i].order_id;
+            hg_order_error_t cerr = o->items[i].error;
+            hg_order_outcome_t r = o->items[i].outcome;
+            if (r == HG_ORDER_LOCKED) {
+                skipped++;
+            } else if (r == HG_ORDER_CANCELLED) {
                 cancelled++;
             } else if (r == HG_ORDER_NOT_PENDING || r == HG_ORDER_NOT_FOUND) {
                 const char *note = r == HG_ORDER_NOT_FOUND ? "closed by hourglass-compensator: no such order"
@@ -133,7 +147,7 @@ comp_run_outcome_t comp_overdue_run(comp_overdue_t *o, char *errbuf, size_t errl
             : cancelled + closed > 0 ? LOG_LEVEL_INFO
                                      : LOG_LEVEL_DEBUG,
             "overdue outbox: %s; %" PRIu64 " rows past expire_at + grace, %" PRIu64 " cancelled, %" PRIu64
-            " closed (order not pending), %" PRIu64 " failed%s%s",
-            comp_run_outcome_name(outcome), rows, cancelled, closed, failed, errbuf[0] ? ": " : "", errbuf);
+            " closed (order not pending), %" PRIu64 " skipped (locked), %" PRIu64 " failed%s%s",
+            comp_run_outcome_name(outcome), rows, cancelled, closed, skipped, failed, errbuf[0] ? ": " : "", errbuf);
     return outcome;
 }

@@ -37,6 +37,7 @@ enum {
     COMP_CANCEL_NOT_FOUND,
     COMP_CANCEL_TRANSIENT,
     COMP_CANCEL_PERMANENT,
+    COMP_CANCEL_LOCKED, /* skipped: another transaction held the order (batch cancels); retried next round */
     COMP_CANCEL_OUTCOMES
 };
 /* Layers that cancel: index into cancels[]. */

@@ -55,7 +55,9 @@ static const cfg_key_t options[] = {
     { CFG_KEY("topic", CFG_STRING, "order-timeout", 0, 0, OFF(topic), "topic carrying the order ids"), .required = 1 },
     { CFG_KEY("workers", CFG_INT, "4", 1, 256, OFF(workers),
               "worker threads, each with a broker and a MariaDB connection") },
-    { CFG_KEY("count", CFG_INT, "1", 1, 1000, OFF(count), "messages per PULL") },
+    { CFG_KEY("count", CFG_INT, "1", 1, 1000, OFF(count), "messages per PULL (raised to batch-size when below it)") },
+    { CFG_KEY("batch-size", CFG_INT, "100", 1, 1000, OFF(batch_size),
+              "orders cancelled per transaction, from one PULL's messages (1: one transaction per message)") },
     { CFG_KEY("block", CFG_DURATION, "5s", 1, 86400000, OFF(block_ms),
               "PULL BLOCK: how long one PULL waits for a message") },
     { CFG_KEY("lease", CFG_DURATION, "30s", 1000, 86400000, OFF(lease_ms),
@@ -181,6 +183,7 @@ void consumer_config_db_params(const consumer_config_t *cfg, const hg_order_sql_
 {
     memset(p, 0, sizeof *p);
     DB_KEYS_TO_PARAMS(cfg, p);
+    p->idle_transaction_timeout_s = db_keys_seconds(cfg->mysql_idle_transaction_timeout_ms);
     p->sql = sql;
 }
 
@@ -202,7 +205,7 @@ void consumer_config_loop_opts(const consumer_config_t *cfg, hg_consumer_opts_t 
     o->group = cfg->group;
     o->topic = cfg->topic;
     o->workers = (int)cfg->workers;
-    o->count = (int)cfg->count;
+    o->count = (int)(cfg->count > cfg->batch_size ? cfg->count : cfg->batch_size);
     o->block_ms = (uint32_t)cfg->block_ms;
     o->lease_ms = (uint32_t)cfg->lease_ms;
     o->touch_interval_ms = (uint32_t)cfg->touch_ms;

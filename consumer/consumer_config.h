@@ -26,7 +26,7 @@ typedef struct consumer_config {
     char *uri, *group, *topic;
     TLS_KEYS_FIELDS; /* the tls-* keys (hourglass+tls:// uri) */
     char *user, *password_file; /* credentials besides the URI's (docs/security.md) */
-    unsigned long long workers, count, block_ms, lease_ms, touch_ms;
+    unsigned long long workers, count, batch_size, block_ms, lease_ms, touch_ms;
 
     DB_KEYS_FIELDS; /* the mysql-* keys */
 
@@ -73,12 +73,14 @@ int consumer_config_credentials(consumer_config_t *cfg, char *err, size_t errlen
 /* The configured statements; the pointers are into cfg. */
 void consumer_config_sql(const consumer_config_t *cfg, hg_order_sql_t *sql);
 
-/* The connection parameters (strings point into cfg) with sql attached. */
+/* The connection parameters (strings point into cfg) with sql attached,
+ * and the idle-transaction bound (these are the cancel connections). */
 void consumer_config_db_params(const consumer_config_t *cfg, const hg_order_sql_t *sql, hg_order_db_params_t *p);
 
 /* The consumer loop's options from cfg (no handler yet; logging through
- * common/log.h); its client options (the tls-* keys) go into *client, which
- * o points to and which must outlive the consumer made from o. */
+ * common/log.h). The PULL COUNT is max(count, batch-size). Its client options
+ * (the tls-* keys) go into *client, which o points to and which must outlive
+ * the consumer made from o. */
 void consumer_config_loop_opts(const consumer_config_t *cfg, hg_consumer_opts_t *o, hg_client_opts_t *client);
 
 /* --help: usage, the keys with their defaults, the exit status. */

@@ -2,9 +2,13 @@
  * consumer/main.c — hourglass-consumer, the order-cancel worker.
  *
  * Reads order ids from a Hourglass topic (the delayed "order timeout"
- * messages) through libhourglass's consumer loop and cancels each order with
- * hg_order_cancel: one transaction, the claim WHERE status='pending', the side
- * effects only when the claim won (DESIGN.md §5; docs/order-cancel.md).
+ * messages) through libhourglass's consumer loop and cancels them: with
+ * batch-size > 1 (the default) each PULL's orders together with
+ * hg_order_cancel_batch (one transaction per batch-size orders, each order
+ * claimed on its own row, a failing one isolated by halving), with
+ * batch-size 1 each order with hg_order_cancel — one transaction, the claim
+ * WHERE status='pending', the side effects only when the claim won
+ * (DESIGN.md §5; docs/order-cancel.md).
  *
  *   message payload      the order id in decimal; anything else is a
  *                        permanent failure with the reason (NACK → DLQ)
@@ -65,6 +69,7 @@ static const double latency_bounds[] = {
 
 static struct counters {
     atomic_uint_fast64_t cancelled, not_pending, not_found, transient, permanent, bad_payload, db_unavailable;
+    atomic_uint_fast64_t locked, transactions, splits;        /* batch cancels */
     atomic_uint_fast64_t latency_bucket[LATENCY_BUCKETS + 1]; /* last: +Inf */
     atomic_uint_fast64_t latency_count, latency_sum_us;
 } counters;
@@ -111,13 +116,23 @@ static void render_metrics(buf_t *b, void *arg)
     prom_metric_u64(b, "hourglass_consumer_db_unavailable_total", "counter",
                     "Messages retried because MariaDB could not be reached.", load(&counters.db_unavailable));
 
+    prom_metric_u64(b, "hourglass_consumer_locked_skipped_total", "counter",
+                    "Orders skipped because another transaction held their row (retried later).",
+                    load(&counters.locked));
+    prom_metric_u64(b, "hourglass_consumer_batch_transactions_total", "counter",
+                    "Batch cancel transactions attempted (batch-size > 1), halves of failed batches included.",
+                    load(&counters.transactions));
+    prom_metric_u64(b, "hourglass_consumer_batch_splits_total", "counter",
+                    "Failed batch transactions retried as two halves.", load(&counters.splits));
+
     prom_hist_t h; /* a snapshot of the atomic buckets */
     prom_hist_init(&h, latency_bounds, (int)LATENCY_BUCKETS);
     for (size_t i = 0; i <= LATENCY_BUCKETS; i++)
         h.buckets[i] = load(&counters.latency_bucket[i]);
     h.count = load(&counters.latency_count);
     h.sum = (double)load(&counters.latency_sum_us) / 1e6;
-    prom_hist_write(b, "hourglass_consumer_handler_seconds", "Time to handle one message (parse + cancel transaction).",
+    prom_hist_write(b, "hourglass_consumer_handler_seconds",
+                    "Time to handle one message (parse + its cancel transaction: the batch's, with batch-size > 1).",
                     &h);
 
     hg_consumer_stats_t st;
@@ -216,6 +231,7 @@ static hg_outcome_t cancel_message(app_t *app, const hg_message_t *msg, char *re
         note_database_failure(&err, reason);
         log_msg(LOG_LEVEL_INFO, "%s (attempt %u)", reason, msg->attempt);
         return HG_RETRY;
+    case HG_ORDER_LOCKED: /* not an outcome of hg_order_cancel */
     case HG_ORDER_PAID:
     case HG_ORDER_PERMANENT:
         break;
@@ -233,6 +249,123 @@ static hg_outcome_t handle_message(const hg_message_t *msg, char *reason, size_t
     hg_outcome_t r = cancel_message(arg, msg, reason, reason_size);
     observe_latency(mono_us() - t0);
     return r;
+}
+
+/* The batch handler (batch-size > 1): the PULL's payloads parsed, the
+ * orders cancelled batch-size at a time with hg_order_cancel_batch. */
+static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
+{
+    app_t *app = arg;
+    uint64_t t0 = mono_us();
+    int worker = items[0].msg.worker;
+    hg_order_batch_item_t *orders = xcalloc(n, sizeof *orders);
+    size_t *of = xmalloc(n * sizeof *of), m = 0;
+    char why[160];
+
+    for (size_t i = 0; i < n; i++) {
+        const hg_message_t *msg = &items[i].msg;
+        if (hg_order_parse_id(msg->payload, msg->payload_len, &orders[m].order_id, why, sizeof why) != 0) {
+            count(&counters.bad_payload);
+            count(&counters.permanent);
+            items[i].outcome = HG_FAIL;
+            snprintf(items[i].reason, sizeof items[i].reason, "%s", why);
+            log_msg(LOG_LEVEL_WARN, "message %s: %s", msg->id, why);
+            continue;
+        }
+        of[m++] = i;
+    }
+
+    hg_order_db **slot = &app->dbs[worker];
+    hg_order_error_t err;
+    if (m > 0 && *slot == NULL && (*slot = hg_order_db_open(&app->db_params, &err)) == NULL) {
+        for (size_t k = 0; k < m; k++) {
+            count(&counters.db_unavailable);
+            count(&counters.transient);
+            snprintf(items[of[k]].reason, sizeof items[of[k]].reason, "order %" PRIu64 ": MariaDB unavailable: %.200s",
+                     orders[k].order_id, err.message);
+        }
+        char why_db[600];
+        snprintf(why_db, sizeof why_db, "MariaDB unavailable: %s", err.message);
+        note_database_failure(&err, why_db);
+        log_msg(LOG_LEVEL_WARN, "worker %d: %zu orders: MariaDB unavailable: %s", worker, m, err.message);
+        m = 0; /* every order stays HG_RETRY */
+    }
+    size_t size = (size_t)app->cfg.batch_size;
+    for (size_t off = 0; off < m; off += size) {
+        size_t len = m - off < size ? m - off : size;
+        hg_order_batch_stats_t st = { 0 };
+        hg_order_cancel_batch(*slot, orders + off, len, app->cfg.cancel_reason, &st);
+        atomic_fetch_add_explicit(&counters.transactions, st.transactions, memory_order_relaxed);
+        atomic_fetch_add_explicit(&counters.splits, st.splits, memory_order_relaxed);
+    }
+    uint64_t elapsed = mono_us() - t0;
+    for (size_t i = 0; i < n; i++) /* every message waited for the whole batch */
+        observe_latency(elapsed);
+    /* /healthz: a definite outcome means MariaDB works; a failure counts when
+     * it is about MariaDB itself (note_database_failure decides). */
+    int reached = 0;
+    const hg_order_batch_item_t *failed = NULL;
+    for (size_t k = 0; k < m; k++) {
+        hg_order_outcome_t o = orders[k].outcome;
+        if (o == HG_ORDER_CANCELLED || o == HG_ORDER_NOT_PENDING || o == HG_ORDER_NOT_FOUND || o == HG_ORDER_LOCKED)
+            reached = 1;
+        else if ((o == HG_ORDER_TRANSIENT || o == HG_ORDER_PERMANENT) && failed == NULL)
+            failed = &orders[k];
+    }
+    if (reached) {
+        health_cancel_ok();
+    } else if (failed != NULL) {
+        char why_db[600];
+        snprintf(why_db, sizeof why_db, "order %" PRIu64 ": %s", failed->order_id, failed->error.message);
+        note_database_failure(&failed->error, why_db);
+    }
+    for (size_t k = 0; k < m; k++) {
+        hg_batch_item_t *it = &items[of[k]];
+        const hg_order_batch_item_t *o = &orders[k];
+        switch (o->outcome) {
+        case HG_ORDER_CANCELLED:
+            count(&counters.cancelled);
+            log_msg(LOG_LEVEL_DEBUG, "order %" PRIu64 ": cancelled (message %s)", o->order_id, it->msg.id);
+            it->outcome = HG_DONE;
+            continue;
+        case HG_ORDER_NOT_PENDING:
+            count(&counters.not_pending);
+            log_msg(LOG_LEVEL_DEBUG, "order %" PRIu64 ": not pending, nothing to do (message %s)", o->order_id,
+                    it->msg.id);
+            it->outcome = HG_DONE;
+            continue;
+        case HG_ORDER_NOT_FOUND:
+            count(&counters.not_found);
+            log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": no such order, message %s acknowledged", o->order_id,
+                    it->msg.id);
+            it->outcome = HG_DONE;
+            continue;
+        case HG_ORDER_LOCKED:
+            count(&counters.locked);
+            count(&counters.transient);
+            snprintf(it->reason, sizeof it->reason, "order %" PRIu64 ": locked by another transaction, skipped",
+                     o->order_id);
+            log_msg(LOG_LEVEL_INFO, "%s (attempt %u)", it->reason, it->msg.attempt);
+            it->outcome = HG_RETRY;
+            continue;
+        case HG_ORDER_TRANSIENT:
+            count(&counters.transient);
+            snprintf(it->reason, sizeof it->reason, "order %" PRIu64 ": transient: %.200s", o->order_id,
+                     o->error.message);
+            log_msg(LOG_LEVEL_INFO, "%s (attempt %u)", it->reason, it->msg.attempt);
+            it->outcome = HG_RETRY;
+            continue;
+        case HG_ORDER_PAID:
+        case HG_ORDER_PERMANENT:
+            break;
+        }
+        count(&counters.permanent);
+        snprintf(it->reason, sizeof it->reason, "order %" PRIu64 ": %.200s", o->order_id, o->error.message);
+        log_msg(LOG_LEVEL_ERROR, "%s", it->reason);
+        it->outcome = HG_FAIL;
+    }
+    free(orders);
+    free(of);
 }
 
 /* ------------------------------------------------------------------ main */
@@ -310,8 +443,8 @@ static int check_database(app_t *app)
         const char *hint = hg_order_setup_hint(err.code);
         if (hint != NULL) { /* waiting will not heal it */
             log_msg(LOG_LEVEL_ERROR, "MariaDB refuses mysql-user '%s' on mysql-database '%s': %s — %s",
-                    app->cfg.mysql_user != NULL ? app->cfg.mysql_user : "(the current user)",
-                    app->cfg.mysql_database, err.message, hint);
+                    app->cfg.mysql_user != NULL ? app->cfg.mysql_user : "(the current user)", app->cfg.mysql_database,
+                    err.message, hint);
             return -1;
         }
         log_msg(LOG_LEVEL_WARN, "MariaDB not reachable yet (%s); the workers will keep trying", err.message);
@@ -403,7 +536,10 @@ int main(int argc, char **argv)
     hg_consumer_opts_t opts;
     hg_client_opts_t client_opts; /* copied by hg_consumer_new; its strings stay app.cfg's */
     consumer_config_loop_opts(&app.cfg, &opts, &client_opts);
-    opts.handler = handle_message;
+    if (app.cfg.batch_size > 1)
+        opts.batch_handler = handle_batch;
+    else
+        opts.handler = handle_message;
     opts.handler_arg = &app;
     hg_error_t e = { 0 };
     if (hg_consumer_new(&opts, &consumer, &e) != HG_OK) {
@@ -411,8 +547,8 @@ int main(int argc, char **argv)
         goto out;
     }
     if (app.cfg.metrics_port > 0) {
-        if (prom_http_start(&metrics, app.cfg.metrics_bind, (unsigned)app.cfg.metrics_port, render_metrics, health_render,
-                            consumer, err, sizeof err) != 0) {
+        if (prom_http_start(&metrics, app.cfg.metrics_bind, (unsigned)app.cfg.metrics_port, render_metrics,
+                            health_render, consumer, err, sizeof err) != 0) {
             log_msg(LOG_LEVEL_ERROR, "%s", err);
             goto out;
         }
@@ -433,8 +569,9 @@ int main(int argc, char **argv)
     }
     reloading = 1;
 
-    log_msg(LOG_LEVEL_INFO, PROGRAM " %s: group %s, topic %s, %llu workers, database %s", HG_VERSION_STRING,
-            app.cfg.group, app.cfg.topic, app.cfg.workers, app.cfg.mysql_database);
+    log_msg(LOG_LEVEL_INFO, PROGRAM " %s: group %s, topic %s, %llu workers, batch-size %llu, database %s",
+            HG_VERSION_STRING, app.cfg.group, app.cfg.topic, app.cfg.workers, app.cfg.batch_size,
+            app.cfg.mysql_database);
     hg_err_t rc = hg_consumer_run(consumer);
     running_consumer = NULL;
     if (rc != HG_OK) {

@@ -34,7 +34,7 @@ struct db_conn {
     unsigned flags;
     char role[32]; /* "" or "relay"; messages read "relay: what: …" */
     char *host, *socket, *user, *password, *database;
-    unsigned port, connect_timeout_s, read_timeout_s, write_timeout_s, lock_wait_timeout_s;
+    unsigned port, connect_timeout_s, read_timeout_s, write_timeout_s, lock_wait_timeout_s, idle_transaction_timeout_s;
     db_stmt_t *stmts[DB_MAX_STMTS];
     size_t stmt_count;
 };
@@ -153,6 +153,7 @@ db_conn_t *db_conn_new(const hg_order_db_params_t *p, const char *role, unsigned
     c->read_timeout_s = p->read_timeout_s ? p->read_timeout_s : DB_DEFAULT_READ_TIMEOUT_S;
     c->write_timeout_s = p->write_timeout_s ? p->write_timeout_s : DB_DEFAULT_WRITE_TIMEOUT_S;
     c->lock_wait_timeout_s = p->lock_wait_timeout_s;
+    c->idle_transaction_timeout_s = p->idle_transaction_timeout_s;
     return c;
 }
 
@@ -235,6 +236,18 @@ static int session_setup(db_conn_t *c, hg_order_error_t *err)
         snprintf(sql, sizeof sql, "SET SESSION innodb_lock_wait_timeout = %u", c->lock_wait_timeout_s);
         if (mysql_query(c->m, sql) != 0) {
             db_fail(c, "SET innodb_lock_wait_timeout", NULL, err);
+            return -1;
+        }
+    }
+    /* A transaction left idle this long (its process frozen between a claim
+     * and its COMMIT) is rolled back and the connection closed by the server
+     * (MariaDB 10.3+: idle_transaction_timeout), so its row locks do not
+     * outlive the pause. */
+    if (c->idle_transaction_timeout_s > 0) {
+        char sql[80];
+        snprintf(sql, sizeof sql, "SET SESSION idle_transaction_timeout = %u", c->idle_transaction_timeout_s);
+        if (mysql_query(c->m, sql) != 0) {
+            db_fail(c, "SET idle_transaction_timeout", NULL, err);
             return -1;
         }
     }

@@ -14,7 +14,8 @@
  *   - MYSQL_OPT_RECONNECT off: a silent reconnect would drop the transaction
  *     in flight, GET_LOCK locks and prepared statements without telling us;
  *   - utf8mb4; connect / read / write timeouts from the parameters
- *     (DB_DEFAULT_* when 0); innodb_lock_wait_timeout when one is given;
+ *     (DB_DEFAULT_* when 0); innodb_lock_wait_timeout and
+ *     idle_transaction_timeout when given;
  *   - connected lazily: db_connect is a no-op on a live connection and the
  *     reconnect after a loss; statements are prepared again on first use
  *     after each connect;

@@ -8,7 +8,8 @@
  * its cfg_key_t table; the keys are
  * mysql-host, mysql-socket, mysql-port, mysql-user, mysql-password,
  * mysql-database (required), mysql-connect-timeout, mysql-read-timeout,
- * mysql-write-timeout, mysql-lock-wait-timeout. The timeout defaults are the
+ * mysql-write-timeout, mysql-lock-wait-timeout, mysql-idle-transaction-timeout.
+ * The timeout defaults are the
  * connection module's (DB_DEFAULT_*), so a key left unset and a parameter
  * left 0 mean the same.
  *
@@ -30,7 +31,7 @@
     char *mysql_host, *mysql_socket, *mysql_user, *mysql_password, *mysql_database; /* NULL: unset */ \
     unsigned long long mysql_port;                                                  /* 0: 3306 */     \
     unsigned long long mysql_connect_timeout_ms, mysql_read_timeout_ms, mysql_write_timeout_ms,       \
-        mysql_lock_wait_timeout_ms
+        mysql_lock_wait_timeout_ms, mysql_idle_transaction_timeout_ms
 
 #define DB_KEYS_DAY_MS      86400000LL
 #define DB_KEYS_TEXT_(n)    #n
@@ -59,10 +60,15 @@
                   "read timeout (whole seconds; keep it above innodb_lock_wait_timeout)") },                         \
         { CFG_KEY("mysql-write-timeout", CFG_DURATION, DB_KEYS_SECONDS_(DB_DEFAULT_WRITE_TIMEOUT_S), 1000,           \
                   DB_KEYS_DAY_MS, offsetof(config_type, mysql_write_timeout_ms), "write timeout (whole seconds)") }, \
+        { CFG_KEY("mysql-lock-wait-timeout", CFG_DURATION, "5s", 0, DB_KEYS_DAY_MS,                                  \
+                  offsetof(config_type, mysql_lock_wait_timeout_ms),                                                 \
+                  "session innodb_lock_wait_timeout: the longest a statement waits for a row lock "                  \
+                  "(whole seconds; 0: the server's, 50 s by default)") },                                            \
     {                                                                                                                \
-        CFG_KEY("mysql-lock-wait-timeout", CFG_DURATION, "0s", 0, DB_KEYS_DAY_MS,                                    \
-                offsetof(config_type, mysql_lock_wait_timeout_ms),                                                   \
-                "session innodb_lock_wait_timeout (whole seconds; 0: the server's)")                                 \
+        CFG_KEY("mysql-idle-transaction-timeout", CFG_DURATION, "5s", 0, DB_KEYS_DAY_MS,                             \
+                offsetof(config_type, mysql_idle_transaction_timeout_ms),                                            \
+                "cancel connections: the server rolls back a transaction idle this long and drops the connection, "  \
+                "so a frozen process loses its row locks (whole seconds; 0: never)")                                 \
     }
 
 /* Checks beyond the table's: mysql-socket (socket, NULL when unset), when
@@ -83,7 +89,11 @@ static inline unsigned db_keys_seconds(unsigned long long ms)
 }
 
 /* Fill the connection fields of an hg_order_db_params_t *p from the
- * DB_KEYS_FIELDS of the config *k (p->sql is left alone). */
+ * DB_KEYS_FIELDS of the config *k (p->sql is left alone).
+ * idle_transaction_timeout_s is left 0: it belongs on the cancel
+ * connections only (a program sets it there with db_keys_seconds of
+ * mysql_idle_transaction_timeout_ms), never on one that holds a transaction
+ * open across a broker call (the compensator's relay). */
 #define DB_KEYS_TO_PARAMS(k, p)                                                      \
     do {                                                                             \
         (p)->host = (k)->mysql_host;                                                 \

@@ -4,7 +4,10 @@
  * Threads
  *   worker i (N of them)  owns client i (its own connection) and loops
  *                         PULL group topic COUNT n BLOCK b LEASE l → for each
- *                         message: handler → ACK / local retries → NACK.
+ *                         message: handler → ACK / local retries → NACK; or,
+ *                         with a batch handler, the whole PULL in one call →
+ *                         one ACK for the done ones, NACK DLQ for the failed,
+ *                         the handler again (backoff) for the retried.
  *   watchdog (optional)   owns its own client; every tick it TOUCHes the
  *                         messages that a worker holds and whose lease was last
  *                         renewed touch_interval ago. It is the only thread
@@ -76,9 +79,10 @@ typedef struct worker {
     pthread_t thread;
     int started;
     hg_client_t *client;
-    unsigned connects;    /* client_connect_count seen last (reconnect stat) */
-    pthread_mutex_t lock; /* guards inflight[] */
-    inflight_t *inflight; /* opts.count slots */
+    unsigned connects;      /* client_connect_count seen last (reconnect stat) */
+    pthread_mutex_t lock;   /* guards inflight[] */
+    inflight_t *inflight;   /* opts.count slots */
+    hg_batch_item_t *batch; /* opts.count items, with a batch handler */
 } worker_t;
 
 struct hg_consumer {
@@ -233,8 +237,11 @@ static int check_opts(const hg_consumer_opts_t *o, hg_error_t *err)
                                  "topic %s%.64s%s is not a valid name (1..255 printable ASCII bytes, no blanks)",
                                  o->topic ? "'" : "", o->topic ? o->topic : "(NULL)", o->topic ? "'" : ""),
                -1;
-    if (o->handler == NULL)
-        return client_error_fill(err, HG_ERR_ARG, "handler is required"), -1;
+    if ((o->handler == NULL) == (o->batch_handler == NULL))
+        return client_error_fill(err, HG_ERR_ARG, "%s",
+                                 o->handler == NULL ? "handler is required (or batch_handler)"
+                                                    : "handler and batch_handler are both set: give one"),
+               -1;
     if (o->workers < 1 || o->workers > CONSUMER_MAX_WORKERS)
         return client_error_fill(err, HG_ERR_ARG, "workers %d out of range 1..%d", o->workers, CONSUMER_MAX_WORKERS),
                -1;
@@ -484,6 +491,106 @@ static void process(worker_t *w, hg_message_t *m)
     inflight_remove(w, m->id);
 }
 
+/* ACK the ids in one command (ACK group id …); a reply below n counts the
+ * leases that had expired. */
+static void settle_many(worker_t *w, const char *const *ids, size_t n)
+{
+    hg_consumer_t *c = w->owner;
+    const char **argv = xmalloc((n + 2) * sizeof(*argv));
+    char who[32];
+    resp_reply_t *r = NULL;
+
+    argv[0] = "ACK";
+    argv[1] = c->group;
+    memcpy(argv + 2, ids, n * sizeof(*ids));
+    hg_err_t e = client_call(w->client, (int)n + 2, argv, NULL, 1, 0, 0, &r);
+    free(argv);
+    snprintf(who, sizeof(who), "worker %d", w->index);
+    note_connects(c, w->client, &w->connects, who);
+    if (e != HG_OK) {
+        record_error(c, who, e, "ACK", hg_client_errmsg(w->client));
+        return;
+    }
+    if (r->type == RESP_REPLY_ERROR) {
+        client_fail_reply(w->client, r);
+        record_error(c, who, HG_ERR_SERVER, "ACK", hg_client_errmsg(w->client));
+    } else if (r->type != RESP_REPLY_INTEGER) {
+        record_error(c, who, HG_ERR_PROTOCOL, "ACK", resp_reply_type_name(r->type));
+    } else if (r->integer >= 0 && (uint64_t)r->integer < n) {
+        atomic_fetch_add_explicit(&c->lease_lost, n - (uint64_t)r->integer, memory_order_relaxed);
+        log_line(c, 1,
+                 "%s: ACK of %zu messages released %lld: the other leases had expired; the broker will "
+                 "deliver them again",
+                 who, n, r->integer);
+    }
+    resp_reply_free(r);
+}
+
+/* Run the batch handler on items[0..n) until every message is settled:
+ * HG_DONE ones ACKed together, HG_FAIL ones NACKed to the DLQ, HG_RETRY ones
+ * handed to the handler again after the backoff, then NACKed. */
+static void process_batch(worker_t *w, hg_batch_item_t *items, size_t n)
+{
+    hg_consumer_t *c = w->owner;
+    const char **done = xmalloc(n * sizeof(*done));
+    char nack[HG_REASON_MAX + 96];
+
+    for (unsigned attempt = 0; n > 0; attempt++) {
+        for (size_t i = 0; i < n; i++) {
+            items[i].msg.attempt = attempt;
+            items[i].outcome = HG_RETRY;
+            items[i].reason[0] = '\0';
+        }
+        c->opts.batch_handler(items, n, c->opts.handler_arg);
+
+        size_t ndone = 0, nretry = 0;
+        for (size_t i = 0; i < n; i++) {
+            items[i].reason[sizeof(items[i].reason) - 1] = '\0';
+            if (items[i].outcome == HG_DONE)
+                done[ndone++] = items[i].msg.id;
+        }
+        if (ndone > 0) {
+            settle_many(w, done, ndone);
+            atomic_fetch_add_explicit(&c->done, ndone, memory_order_relaxed);
+        }
+        int give_up = (int)attempt >= c->opts.retry.attempts;
+        for (size_t i = 0; i < n; i++) {
+            hg_batch_item_t *it = &items[i];
+            if (it->outcome == HG_DONE) {
+                inflight_remove(w, it->msg.id);
+            } else if (it->outcome != HG_RETRY) { /* HG_FAIL, or anything unknown: permanent */
+                if (it->outcome != HG_FAIL)
+                    snprintf(it->reason, sizeof(it->reason), "handler returned unknown outcome %d", (int)it->outcome);
+                count(&c->failed);
+                settle(w, it->msg.id, it->reason[0] != '\0' ? it->reason : "permanent failure", 1);
+                inflight_remove(w, it->msg.id);
+            } else {
+                if (nretry != i)
+                    items[nretry] = *it;
+                nretry++;
+            }
+        }
+        n = nretry;
+        if (n == 0)
+            break;
+        if (!give_up && !stopping(c) &&
+            client_sleep(c->wake_pipe[0], hg_backoff_delay(&c->opts.retry, attempt, NULL, NULL)) == 0) {
+            atomic_fetch_add_explicit(&c->retried, n, memory_order_relaxed);
+            continue;
+        }
+        for (size_t i = 0; i < n; i++) {
+            snprintf(nack, sizeof(nack), "%s (%s after %u local attempts)",
+                     items[i].reason[0] != '\0' ? items[i].reason : "transient failure",
+                     give_up ? "gave up" : "consumer stopping", attempt + 1);
+            count(&c->nacked);
+            settle(w, items[i].msg.id, nack, 0);
+            inflight_remove(w, items[i].msg.id);
+        }
+        break;
+    }
+    free(done);
+}
+
 static void *worker_main(void *arg)
 {
     worker_t *w = arg;
@@ -551,6 +658,7 @@ static void *worker_main(void *arg)
             }
             pthread_mutex_unlock(&w->lock);
         }
+        size_t nbatch = 0;
         for (size_t i = 0; i < r->count; i++) {
             hg_message_t m;
             count(&c->delivered);
@@ -565,8 +673,15 @@ static void *worker_main(void *arg)
                 continue;
             }
             m.worker = w->index;
-            process(w, &m);
+            if (w->batch == NULL)
+                process(w, &m);
+            else if (nbatch < (size_t)c->opts.count)
+                w->batch[nbatch++].msg = m;
+            else /* more than COUNT: a broker bug; its lease brings it back */
+                inflight_remove(w, m.id);
         }
+        if (nbatch > 0)
+            process_batch(w, w->batch, nbatch);
         pthread_mutex_lock(&w->lock);
         for (int i = 0; i < c->opts.count; i++)
             w->inflight[i].active = 0;
@@ -671,6 +786,8 @@ hg_err_t hg_consumer_run(hg_consumer_t *c)
         w->index = i;
         pthread_mutex_init(&w->lock, NULL);
         w->inflight = xcalloc((size_t)c->opts.count, sizeof(*w->inflight));
+        if (c->opts.batch_handler != NULL)
+            w->batch = xcalloc((size_t)c->opts.count, sizeof(*w->batch));
         /* Cannot fail: hg_consumer_new checked the same URI and options. */
         if (client_create(c->uri, &c->client_opts, &w->client, &err) != HG_OK) {
             record_error(c, "consumer", err.code, "start", err.message);
@@ -735,6 +852,7 @@ hg_err_t hg_consumer_run(hg_consumer_t *c)
         hg_client_close(c->workers[i].client);
         pthread_mutex_destroy(&c->workers[i].lock);
         free(c->workers[i].inflight);
+        free(c->workers[i].batch);
     }
     free(c->workers);
     c->workers = NULL;

@@ -60,6 +60,7 @@ struct hg_order_db {
     size_t side_count;
     prepared_t lookup;
     prepared_t pay[3]; /* claim, stock reserved → sold, outbox done */
+    int reference;     /* 1: the cancel SQL is hg_order_sql_default's (batches run set-based) */
 };
 
 /* ---------------------------------------------------------------- outcomes */
@@ -69,6 +70,7 @@ const char *hg_order_outcome_name(hg_order_outcome_t outcome)
     static const char *const names[] = {
         [HG_ORDER_CANCELLED] = "cancelled", [HG_ORDER_PAID] = "paid",           [HG_ORDER_NOT_PENDING] = "not-pending",
         [HG_ORDER_NOT_FOUND] = "not-found", [HG_ORDER_TRANSIENT] = "transient", [HG_ORDER_PERMANENT] = "permanent",
+        [HG_ORDER_LOCKED] = "locked",
     };
     if ((unsigned)outcome >= sizeof names / sizeof names[0])
         return "unknown";
@@ -94,6 +96,14 @@ static const char default_return_stock[] = "UPDATE stock s JOIN order_items i ON
                                            " WHERE i.order_id = ?";
 static const char default_outbox_done[] = "UPDATE order_timeout_msg SET status='done' WHERE order_id = ?";
 static const char default_lookup[] = "SELECT status FROM orders WHERE id = ?";
+
+int order_sql_is_default(const hg_order_sql_t *sql)
+{
+    if (sql->side_effect_count != 2)
+        return 0;
+    return strcmp(sql->claim, default_claim) == 0 && strcmp(sql->side_effects[0], default_return_stock) == 0 &&
+           strcmp(sql->side_effects[1], default_outbox_done) == 0 && strcmp(sql->lookup, default_lookup) == 0;
+}
 
 void hg_order_sql_default(hg_order_sql_t *sql)
 {
@@ -189,6 +199,7 @@ hg_order_db *hg_order_db_open(const hg_order_db_params_t *params, hg_order_error
 
     hg_order_db *db = xcalloc(1, sizeof *db);
     db->conn = db_conn_new(params, NULL, 0);
+    db->reference = sql == &defaults || order_sql_is_default(sql);
     if (prepared_init(&db->claim, "claim-sql", sql->claim, 1, err) != 0)
         goto fail;
     for (size_t i = 0; i < sql->side_effect_count; i++) {
@@ -253,6 +264,18 @@ int hg_order_db_prepare(hg_order_db *db, hg_order_error_t *err)
     return db_prepare(db->conn, &db->lookup.stmt, err) != NULL ? 0 : -1;
 }
 
+/* ---------------------------------------------------------------- for order_batch.c */
+
+int order_db_reference(const hg_order_db *db)
+{
+    return db->reference;
+}
+
+size_t order_db_side_count(const hg_order_db *db)
+{
+    return db->side_count;
+}
+
 /* ---------------------------------------------------------------- the transaction */
 
 /* Execute p with the order id and reason bound. *rows gets the affected rows,
@@ -298,6 +321,19 @@ static int fail(hg_order_db *db, unsigned code, hg_order_outcome_t cls, hg_order
     }
     *outcome = cls;
     return -1;
+}
+
+unsigned order_db_execute(hg_order_db *db, order_step_t step, size_t side, uint64_t order_id, const char *reason,
+                          uint64_t *rows, hg_order_error_t *err)
+{
+    prepared_t *p = step == ORDER_STEP_CLAIM ? &db->claim : step == ORDER_STEP_LOOKUP ? &db->lookup : &db->side[side];
+    return execute(db, p, order_id, reason, rows, err);
+}
+
+void order_db_abort(hg_order_db *db, unsigned code)
+{
+    hg_order_outcome_t ignored;
+    fail(db, code, HG_ORDER_TRANSIENT, &ignored);
 }
 
 /* claim; if it changed one row: side effects and COMMIT → win; if none:

@@ -7,6 +7,7 @@
  *                 form, splitting a script into statements. Pure.
  * order_cancel.c: the hg_order_db handle; order_db_conn hands its
  *                 connection (db/conn.h) to the schema helper.
+ * order_batch.c:  hg_order_cancel_batch, through the order_db_* steps below.
  * order_schema.c: the compiled-in reference schema and its creation.
  * order_outbox.c: the order service's half (outbox row, fast-path send, mark sent).
  */
@@ -51,5 +52,33 @@ int order_sql_next_statement(const char *script, size_t *pos, const char **stmt,
  * order_outbox.c: they run plain queries and must end every transaction
  * they start. */
 db_conn_t *order_db_conn(hg_order_db *db);
+
+/* 1 when sql holds exactly hg_order_sql_default's statements (the batch
+ * cancel then runs its set-based form). Pure. */
+int order_sql_is_default(const hg_order_sql_t *sql);
+
+/* order_cancel.c's handle, as order_batch.c drives it. */
+typedef enum order_step {
+    ORDER_STEP_CLAIM,
+    ORDER_STEP_SIDE, /* side effect number `side` (0-based) */
+    ORDER_STEP_LOOKUP
+} order_step_t;
+
+/* 1 when the handle's cancel SQL is the reference schema's. */
+int order_db_reference(const hg_order_db *db);
+
+/* How many side effects the handle's cancel runs. */
+size_t order_db_side_count(const hg_order_db *db);
+
+/* Execute one configured statement with order_id and reason bound, in the
+ * open transaction (autocommit is off). *rows: affected rows, or the rows a
+ * query returned. Returns 0 or the error code (err filled, never 0 for a
+ * failure; a lost connection closed). */
+unsigned order_db_execute(hg_order_db *db, order_step_t step, size_t side, uint64_t order_id, const char *reason,
+                          uint64_t *rows, hg_order_error_t *err);
+
+/* After a failure with code (0: ours): roll back, or disconnect when the
+ * connection is lost or in doubt — the handle is clean again. */
+void order_db_abort(hg_order_db *db, unsigned code);
 
 #endif

@@ -508,6 +508,25 @@ typedef enum hg_outcome {
  * why (it is sent as the NACK's REASON). */
 typedef hg_outcome_t (*hg_handler_fn)(const hg_message_t *msg, char *reason, size_t reason_size, void *arg);
 
+/* One message of a batch (hg_batch_handler_fn): the message and the
+ * handler's answer for it. */
+typedef struct hg_batch_item {
+    hg_message_t msg;           /* as a handler sees it; valid during the call */
+    hg_outcome_t outcome;       /* the answer: HG_RETRY on entry (an item left
+                                   alone is retried, never ACKed unhandled) */
+    char reason[HG_REASON_MAX]; /* "" on entry: why, for HG_RETRY and HG_FAIL */
+} hg_batch_item_t;
+
+/* The batch handler: the messages of one PULL (those that parse; up to
+ * `count`) at once, so that it can handle them together — e.g. cancel them
+ * in one database transaction (hourglass-consumer's batch-size). It sets
+ * items[i].outcome (and reason) for each. The worker then ACKs every HG_DONE
+ * message in one ACK, NACKs each HG_FAIL straight to the DLQ, and calls the
+ * handler again after the retry backoff with only the HG_RETRY ones (their
+ * msg.attempt counting up), NACKing them when the attempts run out. Runs on
+ * worker threads like hg_handler_fn. */
+typedef void (*hg_batch_handler_fn)(hg_batch_item_t *items, size_t n, void *arg);
+
 /* A log line from a worker: level 0 error, 1 warning, 2 info. Called from
  * worker threads (and the lease watchdog); must be thread-safe. */
 typedef void (*hg_log_fn)(int level, const char *message, void *arg);
@@ -532,10 +551,12 @@ typedef struct hg_consumer_opts {
     hg_backoff_t retry;             /* local retries of HG_RETRY; default base
                                       200 ms, factor 2, cap 5 s, attempts 3,
                                       jitter 0.2 */
-    hg_handler_fn handler;          /* required */
-    void *handler_arg;
-    hg_log_fn log; /* optional; NULL: silent */
+    hg_handler_fn handler;          /* required, unless batch_handler is set */
+    void *handler_arg;              /* passed to handler or batch_handler */
+    hg_log_fn log;                  /* optional; NULL: silent */
     void *log_arg;
+    hg_batch_handler_fn batch_handler; /* instead of handler (exactly one of the two): each PULL's
+                                          messages in one call */
 } hg_consumer_opts_t;
 
 /* Fill *opts with the defaults (uri, group, topic and handler NULL). */

@@ -47,11 +47,13 @@ typedef enum hg_order_outcome {
     HG_ORDER_NOT_PENDING,   /* the order exists but is no longer pending: nothing changed */
     HG_ORDER_NOT_FOUND,     /* no such order: nothing changed */
     HG_ORDER_TRANSIENT,     /* failed, nothing committed or outcome unknown: retry later (safe) */
-    HG_ORDER_PERMANENT      /* failed in a way a retry will not fix (bad SQL, constraint, bad id) */
+    HG_ORDER_PERMANENT,     /* failed in a way a retry will not fix (bad SQL, constraint, bad id) */
+    HG_ORDER_LOCKED         /* batch cancel only: another transaction holds the order's row, so it was
+                               skipped (FOR UPDATE SKIP LOCKED); nothing changed, retry later */
 } hg_order_outcome_t;
 
 /* A static lower-case name: "cancelled", "paid", "not-pending", "not-found",
- * "transient", "permanent"; "unknown" for a value outside the enum. */
+ * "transient", "permanent", "locked"; "unknown" for a value outside the enum. */
 const char *hg_order_outcome_name(hg_order_outcome_t outcome);
 
 /* The error of a failed call. code is the MySQL/MariaDB error number (server
@@ -153,17 +155,22 @@ typedef struct hg_order_db hg_order_db;
 /* Where and how to connect. Strings belong to the caller (copied by open).
  * Unset (NULL / 0) fields take the defaults in brackets. */
 typedef struct hg_order_db_params {
-    const char *host;             /* [NULL: localhost, i.e. the socket when one is given] */
-    const char *socket;           /* unix socket path [NULL: the client's default] */
-    unsigned port;                /* [0: 3306] */
-    const char *user;             /* [NULL: the current user] */
-    const char *password;         /* [NULL: none] */
-    const char *database;         /* [NULL: none — then only schema helpers that name tables work] */
-    unsigned connect_timeout_s;   /* [5] */
-    unsigned read_timeout_s;      /* [60]; keep it above innodb_lock_wait_timeout */
-    unsigned write_timeout_s;     /* [60] */
-    unsigned lock_wait_timeout_s; /* [0: server default] else SET SESSION innodb_lock_wait_timeout */
-    const hg_order_sql_t *sql;    /* [NULL: hg_order_sql_default] */
+    const char *host;                    /* [NULL: localhost, i.e. the socket when one is given] */
+    const char *socket;                  /* unix socket path [NULL: the client's default] */
+    unsigned port;                       /* [0: 3306] */
+    const char *user;                    /* [NULL: the current user] */
+    const char *password;                /* [NULL: none] */
+    const char *database;                /* [NULL: none — then only schema helpers that name tables work] */
+    unsigned connect_timeout_s;          /* [5] */
+    unsigned read_timeout_s;             /* [60]; keep it above innodb_lock_wait_timeout */
+    unsigned write_timeout_s;            /* [60] */
+    unsigned lock_wait_timeout_s;        /* [0: server default] else SET SESSION innodb_lock_wait_timeout */
+    const hg_order_sql_t *sql;           /* [NULL: hg_order_sql_default] */
+    unsigned idle_transaction_timeout_s; /* [0: server default] else SET SESSION idle_transaction_timeout:
+                                            the server rolls back a transaction left idle this long and
+                                            closes the connection (a process frozen between its claim
+                                            and its COMMIT loses its locks); leave 0 on a handle that
+                                            carries the caller's own transactions (hg_order_db_mysql) */
 } hg_order_db_params_t;
 
 /* Run mysql_library_init once for the process (pthread_once). Returns 0, or
@@ -215,6 +222,71 @@ uint64_t hg_order_db_connects(const hg_order_db *db);
  * order the first attempt did cancel. */
 int hg_order_cancel(hg_order_db *db, uint64_t order_id, const char *reason, hg_order_outcome_t *outcome,
                     hg_order_error_t *err);
+
+/* ------------------------------------------------------------------ batch cancel
+ * Many orders in one transaction, one COMMIT (docs/order-cancel.md, "Batched
+ * cancels"). Each order is still claimed on its own row and gets its side
+ * effects only when its claim won; one that fails never fails the others.
+ *
+ * The reference schema's statements (the handle's SQL equal to
+ * hg_order_sql_default) run set-based, a fixed number of statements for the
+ * whole batch:
+ *   claim read   SELECT id, status FROM orders WHERE id IN (…)
+ *                FOR UPDATE SKIP LOCKED
+ *                a pending row returned is claimed (locked by us, nobody can
+ *                pay it now); a row another transaction holds is skipped —
+ *                never waited for — and reported HG_ORDER_LOCKED; a row not
+ *                there at all (a plain read tells) HG_ORDER_NOT_FOUND
+ *   claim        UPDATE orders SET status='cancelled', … WHERE id IN (claimed)
+ *                AND status='pending' (must change every claimed row)
+ *   stock        one UPDATE of stock for all the claimed orders' SKUs, the
+ *                quantities summed per SKU, rows locked in SKU order (ORDER BY
+ *                sku_id on the primary key): two batches never deadlock each
+ *                other on stock
+ *   outbox       UPDATE order_timeout_msg SET status='done' WHERE order_id IN (claimed)
+ *   COMMIT
+ * Configured (custom) statements run per order, in ascending order id, in
+ * one transaction: the claim with that order's id; when it changed one row,
+ * the side effects; when it changed none, the lookup; then one COMMIT. A
+ * custom claim cannot skip a locked row: it waits up to the session's lock
+ * wait (params.lock_wait_timeout_s) and fails with 1205, so keep that wait
+ * short (a few seconds) on a handle that cancels in batches.
+ *
+ * Failure isolation: when the transaction fails (deadlock, lock wait
+ * timeout, a constraint, a lost connection), it is rolled back and the
+ * batch is retried in two halves, each half the same way, down to single
+ * orders; only an order that fails on its own gets HG_ORDER_TRANSIENT or
+ * HG_ORDER_PERMANENT with its error. When the server cannot be reached at
+ * all, every order of the (sub)batch is TRANSIENT at once. Duplicate ids in
+ * one batch are fine: the first is cancelled, the others answer
+ * HG_ORDER_NOT_PENDING, as a duplicate message would. */
+
+/* One order of a batch: order_id is the input, the rest is filled. */
+typedef struct hg_order_batch_item {
+    uint64_t order_id;
+    hg_order_outcome_t outcome; /* CANCELLED, NOT_PENDING, NOT_FOUND, LOCKED, TRANSIENT or PERMANENT */
+    hg_order_error_t error;     /* TRANSIENT / PERMANENT: why; code 0 and "" otherwise */
+} hg_order_batch_item_t;
+
+/* What a batch call did, added to by each call (zero it once). */
+typedef struct hg_order_batch_stats {
+    uint64_t transactions; /* transactions attempted (the batch, then its halves …) */
+    uint64_t committed;    /* of them, committed */
+    uint64_t splits;       /* failed transactions retried as two halves */
+    uint64_t locked;       /* orders skipped because another transaction held them */
+} hg_order_batch_stats_t;
+
+/* The most orders one call takes. */
+#define HG_ORDER_BATCH_MAX 1000
+
+/* Cancel items[0..n) (1 <= n <= HG_ORDER_BATCH_MAX) as described above, with
+ * reason bound to :reason (NULL: none). Order id 0 is PERMANENT without SQL.
+ * stats may be NULL. Returns the number of items whose outcome is not
+ * definite (LOCKED, TRANSIENT, PERMANENT: 0 when every order was cancelled
+ * or found not pending / absent), or -1 for a NULL handle, NULL items or n
+ * out of range (nothing done). Never leaves a transaction open. */
+int hg_order_cancel_batch(hg_order_db *db, hg_order_batch_item_t *items, size_t n, const char *reason,
+                          hg_order_batch_stats_t *stats);
 
 /* The payment path's claim on the reference schema, in one transaction:
  *   UPDATE orders SET status='paid', paid_at=NOW(6) WHERE id=? AND status='pending'

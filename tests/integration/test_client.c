@@ -765,6 +765,77 @@ static void test_round_trip(void)
     hg_reply_free(r);
 }
 
+/* The batch handler: "ok…" done, "bad…" failed, "again…" retried once,
+ * "forget…" left alone (HG_RETRY on entry) until the attempts run out. */
+static struct {
+    int calls;
+    size_t largest;
+} BH;
+
+static void batch_handler(hg_batch_item_t *items, size_t n, void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&S.lock);
+    BH.calls++;
+    if (n > BH.largest)
+        BH.largest = n;
+    pthread_mutex_unlock(&S.lock);
+    for (size_t i = 0; i < n; i++) {
+        const char *p = items[i].msg.payload;
+        if (strncmp(p, "ok", 2) == 0) {
+            items[i].outcome = HG_DONE;
+        } else if (strncmp(p, "bad", 3) == 0) {
+            items[i].outcome = HG_FAIL;
+            snprintf(items[i].reason, sizeof items[i].reason, "bad payload %s", p);
+        } else if (strncmp(p, "again", 5) == 0) {
+            items[i].outcome = items[i].msg.attempt == 0 ? HG_RETRY : HG_DONE;
+        }
+    }
+}
+
+static void test_batch_handler(void)
+{
+    hg_consumer_opts_t o;
+    hg_client_opts_t co;
+    hg_consumer_stats_t st;
+    runner_t run;
+    char payload[16];
+
+    start(FAST);
+    hg_reply_free(CMD("GROUP", "CREATE", "gb", "tb", "MAXRETRY", "0"));
+    for (int i = 0; i < 20; i++) {
+        snprintf(payload, sizeof payload, "ok%d", i);
+        send_one("tb", "k", payload, hg_delay_none(), NULL);
+    }
+    send_one("tb", "k", "bad1", hg_delay_none(), NULL);
+    send_one("tb", "k", "bad2", hg_delay_none(), NULL);
+    for (int i = 0; i < 3; i++) {
+        snprintf(payload, sizeof payload, "again%d", i);
+        send_one("tb", "k", payload, hg_delay_none(), NULL);
+    }
+    send_one("tb", "k", "forget", hg_delay_none(), NULL);
+
+    memset(&BH, 0, sizeof BH);
+    consumer_opts(&o, &co, "gb", "tb");
+    o.handler = NULL;
+    o.batch_handler = batch_handler;
+    o.count = 50;
+    o.retry = (hg_backoff_t){ .base_ms = 50, .factor = 2, .cap_ms = 200, .attempts = 2, .jitter = 0 };
+    consumer_start(&run, &o);
+    BP_CHECK(wait_dlq("gb", 3, 10000) == 0, "bad1, bad2 and forget did not reach the DLQ");
+    consumer_finish(&run, &st);
+
+    BP_CHECK(BH.largest == 26, "the largest call had %zu messages, want the whole PULL of 26", BH.largest);
+    BP_CHECK(BH.calls == 3, "handler called %d times, want 3 (all, then again+forget, then forget)", BH.calls);
+    BP_CHECK(st.delivered == 26 && st.done == 23 && st.failed == 2 && st.nacked == 1 && st.retried == 5,
+             "stats: delivered %" PRIu64 " done %" PRIu64 " failed %" PRIu64 " nacked %" PRIu64 " retried %" PRIu64,
+             st.delivered, st.done, st.failed, st.nacked, st.retried);
+    BP_CHECK(st.lease_lost == 0 && st.errors == 0, "lease_lost %" PRIu64 ", errors %" PRIu64, st.lease_lost, st.errors);
+    hg_reply_t *r = CMD("PULL", "gb", "tb", "COUNT", "100");
+    BP_CHECK(r != NULL && hg_reply_count(r) == 0, "%zu messages left", r ? hg_reply_count(r) : 0);
+    hg_reply_free(r);
+}
+
 static void test_retry_backoff_then_nack(void)
 {
     hg_consumer_opts_t o;
@@ -1270,6 +1341,7 @@ static void test_bad_uris_and_options(void)
     CONSUMER_ERROR(b.group = "a b", "group 'a b' is not a valid name");
     CONSUMER_ERROR(b.topic = NULL, "topic (NULL) is not a valid name");
     CONSUMER_ERROR(b.handler = NULL, "handler is required");
+    CONSUMER_ERROR(b.batch_handler = batch_handler, "handler and batch_handler are both set");
     CONSUMER_ERROR(b.block_ms = 0, "block_ms 0 out of range");
     CONSUMER_ERROR((b.lease_ms = 1000, b.touch_interval_ms = 1000), "touch_interval_ms 1000 must be below lease_ms");
     CONSUMER_ERROR(b.retry.jitter = 2, "retry: jitter 2 out of range");
@@ -1292,6 +1364,7 @@ static int add_suites(void)
         { "consumer", "send + consume round trip, 3 workers", test_round_trip },
         { "consumer", "HG_RETRY: local backoff, then NACK with reason", test_retry_backoff_then_nack },
         { "consumer", "HG_FAIL: NACK with reason lands in the DLQ", test_fail_goes_to_dlq },
+        { "consumer", "batch handler: one call per PULL, one ACK, FAIL to the DLQ, RETRY again", test_batch_handler },
         { "consumer", "TOUCH keeps a slow handler's lease", test_touch_keeps_slow_handler_lease },
         { "consumer", "stop from a signal handler", test_stop_from_signal_handler },
         { "consumer", "credentials: URI, opts, refused, NOPERM", test_credentials },

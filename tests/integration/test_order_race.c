@@ -31,6 +31,11 @@
  *   orders in status cancelled == payments that found the order not pending,
  *   no permanent failure, the DLQ empty.
  *
+ * The race runs three times, on a fresh database and group each: with
+ * hourglass-consumer --batch-size 1 (one transaction per message), 10 and
+ * 100 (hg_order_cancel_batch: the messages of one PULL in one transaction,
+ * an order's duplicates often in the same batch) — the same checks each time.
+ *
  * Prints the figures: elapsed, orders/s, messages/s, paid vs cancelled,
  * retries. Runs in ~3 s on an idle 2-core machine, ~25–40 s with two CPU hogs
  * beside it (deadline 90 s for the consumption).
@@ -60,7 +65,6 @@
 #define RACE_PAYERS      8
 #define RACE_WORKERS     8
 #define RACE_DB          "race"
-#define RACE_GROUP       "race"
 #define RACE_SEND_BATCH  100
 #define RACE_LEAD        24    /* a payment is released 0..RACE_LEAD messages before its first cancel */
 #define RACE_WINDOW      4     /* orders whose messages are shuffled together */
@@ -121,6 +125,7 @@ static const char *const progress_names[] = { "hourglass_consumer_cancelled_tota
 #define NPROGRESS (sizeof progress_names / sizeof progress_names[0])
 
 static int metrics_port;
+static char race_group[32];              /* "race-b<batch size>": a group per run */
 static atomic_llong settled;             /* messages the consumer finished, per its /metrics */
 static atomic_uint_fast64_t progress_ms; /* monotonic ms when settled last grew */
 static atomic_int pacer_stop;
@@ -237,11 +242,11 @@ static long long group_open(rc_conn_t *c, long long *dlq)
     char err[256];
     long long sum = 0, v;
     for (size_t i = 0; i < 3; i++) {
-        if (bp_group_field(c, RACE_GROUP, fields[i], &v, err, sizeof err) != 1)
+        if (bp_group_field(c, race_group, fields[i], &v, err, sizeof err) != 1)
             return -1;
         sum += v;
     }
-    if (bp_group_field(c, RACE_GROUP, "dlq", dlq, err, sizeof err) != 1)
+    if (bp_group_field(c, race_group, "dlq", dlq, err, sizeof err) != 1)
         return -1;
     return sum;
 }
@@ -262,8 +267,24 @@ static int all_settled(void *arg)
 
 /* ---------------------------------------------------------------- the test */
 
-static void test_race_through_broker(void)
+/* One race with hourglass-consumer --batch-size batch_size (1: one
+ * transaction per message; 10, 100: that many per transaction, the
+ * duplicates of an order often in the same batch). */
+static void race_at(const char *batch_size)
 {
+    printf("\n  batch-size %s:", batch_size);
+    snprintf(race_group, sizeof race_group, "race-b%s", batch_size);
+    CU_ASSERT_EQUAL_FATAL(mysql_query(env.admin, "DROP DATABASE IF EXISTS " RACE_DB), 0);
+    atomic_store(&paid_wins, 0);
+    atomic_store(&pay_not_pending, 0);
+    atomic_store(&pay_other, 0);
+    atomic_store(&pay_retries, 0);
+    atomic_store(&pay_deadlocks, 0);
+    atomic_store(&pay_lock_waits, 0);
+    atomic_store(&pay_gave_up, 0);
+    atomic_store(&gate_timeouts, 0);
+    pay_first_error[0] = '\0';
+
     /* 40 SKUs shared by 2 000 orders: pay and cancel contend on stock rows. */
     of_seed_spec_t spec = { .first_id = 1,
                             .orders = RACE_ORDERS,
@@ -319,7 +340,7 @@ static void test_race_through_broker(void)
     char err[512];
     rc_conn_t c;
     CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", RACE_GROUP, OE_TOPIC, "FROM", "NOW", NULL),
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", race_group, OE_TOPIC, "FROM", "NOW", NULL),
                           0);
 
     /* The consumer, up and serving /metrics before anything is sent. Local
@@ -330,8 +351,8 @@ static void test_race_through_broker(void)
     CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("race", dir, sizeof dir), 0);
     snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
     metrics_port = tu_free_port();
-    const char *extra[] = { "--lease", "30s", "--retry-attempts", "8", NULL };
-    pid_t pid = oe_start_consumer(&env, RACE_DB, RACE_GROUP, RACE_WORKERS, metrics_port, log_path, extra);
+    const char *extra[] = { "--lease", "30s", "--retry-attempts", "8", "--batch-size", batch_size, NULL };
+    pid_t pid = oe_start_consumer(&env, RACE_DB, race_group, RACE_WORKERS, metrics_port, log_path, extra);
     CU_ASSERT_TRUE_FATAL(pid > 0);
     uint64_t up0 = tu_now_mono_ms();
     while (oe_metric(metrics_port, "hourglass_consumer_cancelled_total") != 0 && tu_now_mono_ms() - up0 < 20000)
@@ -409,7 +430,7 @@ static void test_race_through_broker(void)
     CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
 
     long long dlq_len = -1;
-    CU_ASSERT_EQUAL(bp_int_cmd(&c, &dlq_len, err, sizeof err, "DLQ", "LEN", RACE_GROUP, NULL), 0);
+    CU_ASSERT_EQUAL(bp_int_cmd(&c, &dlq_len, err, sizeof err, "DLQ", "LEN", race_group, NULL), 0);
     rc_close(&c);
 
     of_report_t r;
@@ -521,11 +542,27 @@ static void test_race_through_broker(void)
     hg_order_db_close(db);
 }
 
+static void test_race_batch_1(void)
+{
+    race_at("1");
+}
+
+static void test_race_batch_10(void)
+{
+    race_at("10");
+}
+
+static void test_race_batch_100(void)
+{
+    race_at("100");
+}
+
 /* ---------------------------------------------------------------- registry */
 
 static const tu_test_t race_tests[] = {
-    { "2 000 orders: payments vs 3 duplicate cancels each through broker + hourglass-consumer",
-      test_race_through_broker },
+    { "2 000 orders: payments vs 3 duplicate cancels each, hourglass-consumer --batch-size 1", test_race_batch_1 },
+    { "the same race at --batch-size 10", test_race_batch_10 },
+    { "the same race at --batch-size 100", test_race_batch_100 },
     { NULL, NULL },
 };
 

@@ -1,0 +1,397 @@
+/*
+ * bench/flash_sale_bench.c — the flash sale (issue 13): N orders on the
+ * reference schema, all expiring in the same second, cancelled by the real
+ * ./hourglass-consumer through the real broker, once per --batch-sizes value
+ * (default "1,100": batch size 1 — one transaction per message, the
+ * baseline — and the default batch size) in one run. Prints; never fails on
+ * slowness (docs/BENCHMARKS.md has the figures and the command).
+ *
+ * For each batch size B, on a fresh database:
+ *   load      --orders N (default 100 000) pending orders, one item each on
+ *             --skus S flash-sale SKUs (default 20), stock reserved for them,
+ *             outbox rows 'sent'; all with expire_at = T (loaded with
+ *             INSERT … SELECT from MariaDB's sequence engine)
+ *   consumer  ./hourglass-consumer --workers W (default 4) --batch-size B,
+ *             group of its own, idle before anything is sent
+ *   send      the N ids, SEND … AT T (hg_send_many, pipelined), T chosen so
+ *             the sends end before it: every message falls due in the same
+ *             second
+ *   clock     T → the last cancel (MAX(cancelled_at), the server's clock,
+ *             the same clock as expire_at); first → last cancel; cancels/s
+ *             = N / (last − first); CPU seconds of MariaDB, the consumer and
+ *             the broker over the run (/proc/PID/stat), as a share of one core
+ *   check     of_check: every order cancelled, stock exact to the unit
+ *             (available = received, reserved 0), outbox rows 'done'
+ * Then the ratio to the first batch size, and the ceilings: the server's
+ * single-order commit rate with W connections (UPDATE one row + COMMIT, the
+ * fsync bound: innodb_flush_log_at_trx_commit=1) for 3 s.
+ *
+ * A private MariaDB (tu_mariadb_start; buffer pool raised to 512 MiB) and a
+ * private broker (fsync always); both removed at the end.
+ * Run: make flash-sale-bench && ./flash-sale-bench [--orders N] [--batch-sizes 1,100] [--workers W] [--skus S]
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "include/hourglass/hourglass.h"
+#include "tests/helpers/order_env.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SEND_BATCH     1000
+#define MAX_SIZES      8
+#define DEADLINE_MS    600000
+#define COMMIT_TEST_MS 3000
+
+static oe_env_t env;
+static long long orders = 100000;
+static int workers = 4, skus = 20;
+
+static void die(const char *what, const char *detail)
+{
+    fprintf(stderr, "flash-sale-bench: %s: %s\n", what, detail);
+    oe_stop(&env);
+    exit(1);
+}
+
+static void sql(MYSQL *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sql(MYSQL *m, const char *fmt, ...)
+{
+    char text[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (mysql_query(m, text) != 0)
+        die(text, mysql_error(m));
+    MYSQL_RES *res = mysql_store_result(m);
+    if (res != NULL)
+        mysql_free_result(res);
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* utime + stime of a process in seconds (/proc/PID/stat), -1 when unreadable. */
+static double cpu_seconds(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    if (p == NULL)
+        return -1;
+    unsigned long utime = 0, stime = 0;
+    /* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2)
+        return -1;
+    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* ---------------------------------------------------------------- load */
+
+/* A fresh database name with N orders expiring at expire_ms (Unix ms). */
+static void load(const char *name, uint64_t expire_ms)
+{
+    char create[96];
+    snprintf(create, sizeof create, "CREATE DATABASE %s", name);
+    sql(env.admin, "%s", create);
+    hg_order_error_t err;
+    hg_order_db *db = oe_open_db(&env, name, &err);
+    if (db == NULL || hg_order_schema_create(db, &err) != 0)
+        die("schema", err.message);
+    hg_order_db_close(db);
+    MYSQL *m = oe_connect(&env, name);
+    if (m == NULL)
+        die("connect", name);
+    char expire[64];
+    snprintf(expire, sizeof expire, "FROM_UNIXTIME(%" PRIu64 ".%03u)", expire_ms / 1000, (unsigned)(expire_ms % 1000));
+    for (long long first = 1; first <= orders; first += 100000) {
+        long long last = first + 99999 < orders ? first + 99999 : orders;
+        sql(m,
+            "INSERT INTO orders (id, user_id, status, created_at, expire_at)"
+            " SELECT seq, seq %% 100003, 'pending', NOW(6), %s FROM seq_%lld_to_%lld",
+            expire, first, last);
+        sql(m,
+            "INSERT INTO order_items (order_id, sku_id, qty) SELECT seq, 1 + seq %% %d, 1 + seq %% 3"
+            " FROM seq_%lld_to_%lld",
+            skus, first, last);
+        sql(m,
+            "INSERT INTO order_timeout_msg (order_id, expire_at, status, attempts, next_attempt_at)"
+            " SELECT seq, %s, 'sent', 1, %s FROM seq_%lld_to_%lld",
+            expire, expire, first, last);
+    }
+    sql(m, "INSERT INTO stock (sku_id, received, available, reserved, sold)"
+           " SELECT sku_id, 1000000 + SUM(qty), 1000000, SUM(qty), 0 FROM order_items GROUP BY sku_id");
+    sql(m, "COMMIT");
+    mysql_close(m);
+}
+
+/* SEND the ids 1..N AT expire_ms. */
+static void send_all(uint64_t expire_ms)
+{
+    char uri[64];
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
+    hg_client_t *c;
+    hg_error_t err;
+    if (hg_client_open(uri, NULL, &c, &err) != HG_OK)
+        die("connect", err.message);
+    static hg_send_item_t items[SEND_BATCH];
+    static char payloads[SEND_BATCH][24];
+    for (long long i = 0; i < orders; i += SEND_BATCH) {
+        size_t k = (size_t)(orders - i < SEND_BATCH ? orders - i : SEND_BATCH);
+        for (size_t j = 0; j < k; j++) {
+            size_t len = (size_t)snprintf(payloads[j], sizeof payloads[j], "%lld", i + (long long)j + 1);
+            items[j] = (hg_send_item_t){ .topic = OE_TOPIC,
+                                         .key = payloads[j],
+                                         .payload = payloads[j],
+                                         .payload_len = len,
+                                         .delay = hg_delay_at(expire_ms) };
+        }
+        if (hg_send_many(c, items, k, NULL) != HG_OK)
+            die("hg_send_many", hg_client_errmsg(c));
+    }
+    hg_client_close(c);
+}
+
+/* ---------------------------------------------------------------- one run */
+
+typedef struct result {
+    int batch;
+    double expiry_to_last_s, first_to_last_s, rate, send_s;
+    double cpu_db, cpu_consumer, cpu_broker, wall_s;
+    long long transactions, splits, retries;
+    int stock_ok;
+} result_t;
+
+static result_t run(int batch, unsigned seq)
+{
+    result_t r = { .batch = batch };
+    char name[32], group[32], dir[512], log_path[600], bs[16], ws[16];
+    snprintf(name, sizeof name, "flash%u", seq);
+    snprintf(group, sizeof group, "flash-%u", seq);
+    snprintf(bs, sizeof bs, "%d", batch);
+    snprintf(ws, sizeof ws, "%d", workers);
+
+    /* T: the sends must end before it (measured ~100 000 SENDs/s here; 3x margin + 3 s). */
+    uint64_t send_budget_ms = (uint64_t)(orders / 30) + 3000;
+    uint64_t t_load = tu_now_mono_ms();
+    uint64_t expire_ms = tu_now_wall_ms() + send_budget_ms + 60000; /* provisional: the load takes a while */
+    load(name, expire_ms);
+    double load_s = (double)(tu_now_mono_ms() - t_load) / 1000;
+    expire_ms = tu_now_wall_ms() + send_budget_ms;
+    expire_ms = (expire_ms / 1000 + 1) * 1000 + 500; /* mid-second: the broker rounds AT up to the next second */
+    MYSQL *m = oe_connect(&env, name);
+    if (m == NULL)
+        die("connect", name);
+    sql(m, "UPDATE orders SET expire_at = FROM_UNIXTIME(%" PRIu64 ".%03u)", expire_ms / 1000,
+        (unsigned)(expire_ms % 1000));
+    sql(m, "UPDATE order_timeout_msg SET expire_at = FROM_UNIXTIME(%" PRIu64 ".%03u)", expire_ms / 1000,
+        (unsigned)(expire_ms % 1000));
+    sql(m, "COMMIT");
+
+    /* The consumer, idle on its own group. */
+    rc_conn_t c;
+    char err[512];
+    if (bp_connect(&env.broker, &c, err, sizeof err) != 0 ||
+        bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", group, OE_TOPIC, "FROM", "NOW", NULL) != 0)
+        die("GROUP CREATE", err);
+    rc_close(&c);
+    if (tu_mkdtemp("flash", dir, sizeof dir) != 0)
+        die("mkdtemp", "flash");
+    snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
+    int mport = tu_free_port();
+    const char *extra[] = { "--batch-size", bs, "--lease", "60s", "--block", "1s", "--log-level", "error", NULL };
+    pid_t pid = oe_start_consumer(&env, name, group, workers, mport, log_path, extra);
+    if (pid < 0)
+        die("consumer", "did not start");
+    for (int i = 0; i < 1000 && oe_metric(mport, "hourglass_consumer_cancelled_total") != 0; i++)
+        sleep_ms(10);
+
+    uint64_t t0 = tu_now_mono_ms();
+    send_all(expire_ms);
+    r.send_s = (double)(tu_now_mono_ms() - t0) / 1000;
+    if (tu_now_wall_ms() >= expire_ms)
+        fprintf(stderr, "  warning: the sends ended %" PRIu64 " ms after the expiry\n", tu_now_wall_ms() - expire_ms);
+    while (tu_now_wall_ms() + 200 < expire_ms)
+        sleep_ms(50);
+    double db0 = cpu_seconds(env.server.pid), co0 = cpu_seconds(pid), br0 = cpu_seconds(env.broker.pid);
+    uint64_t w0 = tu_now_mono_ms();
+    long long done = 0;
+    while (tu_now_mono_ms() - w0 < DEADLINE_MS) {
+        done = oe_metric(mport, "hourglass_consumer_cancelled_total");
+        if (done >= orders)
+            break;
+        sleep_ms(20);
+    }
+    r.wall_s = (double)(tu_now_mono_ms() - w0) / 1000;
+    r.cpu_db = cpu_seconds(env.server.pid) - db0;
+    r.cpu_consumer = cpu_seconds(pid) - co0;
+    r.cpu_broker = cpu_seconds(env.broker.pid) - br0;
+    r.transactions = oe_metric(mport, "hourglass_consumer_batch_transactions_total");
+    r.splits = oe_metric(mport, "hourglass_consumer_batch_splits_total");
+    r.retries = oe_metric(mport, "hourglass_consumer_retries_total");
+    if (done < orders) {
+        oe_print_file(log_path);
+        fprintf(stderr, "  batch size %d: only %lld of %lld cancelled after %d s\n", batch, done, orders,
+                DEADLINE_MS / 1000);
+    }
+    oe_stop_consumer(pid);
+    tu_rmtree(dir);
+
+    char q[256];
+    snprintf(q, sizeof q,
+             "SELECT TIMESTAMPDIFF(MICROSECOND, FROM_UNIXTIME(%" PRIu64 ".%03u), MAX(cancelled_at)),"
+             " TIMESTAMPDIFF(MICROSECOND, MIN(cancelled_at), MAX(cancelled_at)) FROM orders",
+             expire_ms / 1000, (unsigned)(expire_ms % 1000));
+    if (mysql_query(m, q) != 0)
+        die(q, mysql_error(m));
+    MYSQL_RES *res = mysql_store_result(m);
+    MYSQL_ROW row = res != NULL ? mysql_fetch_row(res) : NULL;
+    if (row != NULL && row[0] != NULL && row[1] != NULL) {
+        r.expiry_to_last_s = strtod(row[0], NULL) / 1e6;
+        r.first_to_last_s = strtod(row[1], NULL) / 1e6;
+    }
+    if (res != NULL)
+        mysql_free_result(res);
+    r.rate = r.first_to_last_s > 0 ? (double)orders / r.first_to_last_s : 0;
+
+    of_report_t rep;
+    hg_order_error_t e;
+    if (of_check(m, 0, &rep, &e) != 0)
+        die("of_check", e.message);
+    r.stock_ok = rep.ok && rep.cancelled == (uint64_t)orders && rep.reserved == 0 && rep.available == rep.received;
+    if (!r.stock_ok)
+        fprintf(stderr, "  batch size %d: check failed: cancelled %" PRIu64 ", reserved %" PRId64 ", %s\n", batch,
+                rep.cancelled, rep.reserved, rep.first_defect);
+    mysql_close(m);
+    sql(env.admin, "DROP DATABASE %s", name);
+    printf("  batch size %-4d load %.1f s, send %.2f s; expiry → last cancel %.2f s; first → last %.2f s = %.0f "
+           "cancels/s; stock %s\n",
+           batch, load_s, r.send_s, r.expiry_to_last_s, r.first_to_last_s, r.rate, r.stock_ok ? "exact" : "WRONG");
+    printf("                 CPU over %.1f s: MariaDB %.0f %%, consumer %.0f %%, broker %.0f %% of one core;"
+           " %lld transactions, %lld splits, %lld retries\n",
+           r.wall_s, 100 * r.cpu_db / r.wall_s, 100 * r.cpu_consumer / r.wall_s, 100 * r.cpu_broker / r.wall_s,
+           r.transactions, r.splits, r.retries);
+    fflush(stdout);
+    return r;
+}
+
+/* ---------------------------------------------------------------- the commit ceiling */
+
+typedef struct committer {
+    int index;
+    atomic_llong *commits;
+    atomic_int *stop;
+} committer_t;
+
+static void *commit_loop(void *arg)
+{
+    committer_t *k = arg;
+    MYSQL *m = oe_connect(&env, "flashcommit");
+    if (m == NULL)
+        return NULL;
+    char q[96];
+    snprintf(q, sizeof q, "UPDATE t SET v = v + 1 WHERE id = %d", k->index + 1);
+    mysql_autocommit(m, 0);
+    while (!atomic_load(k->stop)) {
+        if (mysql_query(m, q) != 0 || mysql_commit(m) != 0)
+            break;
+        atomic_fetch_add(k->commits, 1);
+    }
+    mysql_close(m);
+    return NULL;
+}
+
+/* Commits/s of W connections each updating its own row: the fsync bound. */
+static double commit_ceiling(void)
+{
+    sql(env.admin, "CREATE DATABASE flashcommit");
+    sql(env.admin, "CREATE TABLE flashcommit.t (id INT PRIMARY KEY, v BIGINT) ENGINE=InnoDB");
+    for (int i = 0; i < workers; i++)
+        sql(env.admin, "INSERT INTO flashcommit.t VALUES (%d, 0)", i + 1);
+    atomic_llong commits = 0;
+    atomic_int stop = 0;
+    pthread_t th[64];
+    committer_t ks[64];
+    int n = workers < 64 ? workers : 64;
+    for (int i = 0; i < n; i++) {
+        ks[i] = (committer_t){ i, &commits, &stop };
+        pthread_create(&th[i], NULL, commit_loop, &ks[i]);
+    }
+    sleep_ms(COMMIT_TEST_MS);
+    atomic_store(&stop, 1);
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+    sql(env.admin, "DROP DATABASE flashcommit");
+    return (double)atomic_load(&commits) * 1000.0 / COMMIT_TEST_MS;
+}
+
+int main(int argc, char **argv)
+{
+    int sizes[MAX_SIZES] = { 1, 100 }, nsizes = 2;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--orders") == 0 && i + 1 < argc) {
+            orders = atoll(argv[++i]);
+        } else if (strcmp(argv[i], "--workers") == 0 && i + 1 < argc) {
+            workers = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--skus") == 0 && i + 1 < argc) {
+            skus = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--batch-sizes") == 0 && i + 1 < argc) {
+            nsizes = 0;
+            for (char *p = argv[++i]; *p != '\0' && nsizes < MAX_SIZES;) {
+                sizes[nsizes++] = (int)strtol(p, &p, 10);
+                if (*p == ',')
+                    p++;
+                else if (*p != '\0')
+                    die("--batch-sizes", "want a list like 1,100");
+            }
+        } else {
+            fprintf(stderr, "usage: flash-sale-bench [--orders N] [--batch-sizes 1,100] [--workers W] [--skus S]\n");
+            return 2;
+        }
+    }
+    if (orders < 1 || workers < 1 || workers > 256 || skus < 1 || nsizes == 0)
+        die("arguments", "out of range");
+    signal(SIGPIPE, SIG_IGN);
+    hg_order_library_init();
+    char err[1024];
+    if (oe_start(&env, NULL, err, sizeof err) != 0)
+        die("start", err);
+    sql(env.admin, "SET GLOBAL innodb_buffer_pool_size = 536870912");
+
+    printf("flash sale: %lld orders on %d SKUs, all expiring in the same second, hourglass-consumer --workers %d"
+           " through the broker (fsync always; MariaDB innodb_flush_log_at_trx_commit=1), %ld CPUs\n",
+           orders, skus, workers, sysconf(_SC_NPROCESSORS_ONLN));
+    result_t res[MAX_SIZES];
+    for (int i = 0; i < nsizes; i++)
+        res[i] = run(sizes[i], (unsigned)i + 1);
+    double ceiling = commit_ceiling();
+    printf("\n  summary (baseline: batch size %d)\n", res[0].batch);
+    for (int i = 0; i < nsizes; i++)
+        printf("    batch size %-4d %8.0f cancels/s  %6.2f s expiry → last cancel  %5.1fx  stock %s\n", res[i].batch,
+               res[i].rate, res[i].expiry_to_last_s, res[0].rate > 0 ? res[i].rate / res[0].rate : 0,
+               res[i].stock_ok ? "exact" : "WRONG");
+    printf("  ceiling: %.0f single-row commits/s with %d connections (the bound of one transaction per order)\n",
+           ceiling, workers);
+    oe_stop(&env);
+    return 0;
+}
