@@ -91,6 +91,11 @@ int store_commit_durable(store_t *s, int durable, char *err, size_t errlen);
 /* Operations waiting in the pending batch. */
 int store_pending(const store_t *s);
 
+/* The next sequence number: every message id below it was assigned by an
+ * operation so far (and, once nothing is pending, written). A syncing thread
+ * beside the store's (broker/syncer.h) uses it as its durability mark. */
+uint64_t store_next_seq(const store_t *s);
+
 /* 1 when a commit failed and the store must be reopened. */
 int store_broken(const store_t *s);
 
