@@ -352,5 +352,8 @@ void cmd_dlq(cmd_call_t *call)
     dj->req.after_id = after;
     dj->req.id = id;
     dj->req.all = all;
+    if (code == SUB_LIST) {
+        dj->job.reply_estimate = cmd_listing_estimate(cmd_config_of(call), count);
+    }
     call->job = &dj->job;
 }

@@ -2,6 +2,8 @@
  * broker/main.c — hourglass-broker start-up and exit.
  *
  * Order matters: configuration (exit 2, CFG_EXIT_CONFIG, with the key/line on an error);
+ * the open-files limit raised or max-clients / max-open-files lowered to fit
+ * it (broker/fdlimit.h);
  * SIGPIPE ignored; evthread_use_pthreads() before the event base exists; the
  * data directory opened (exit 1 with store_open's message: foreign files,
  * another level table, locked by another broker ...); the listener bound
@@ -30,6 +32,7 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
+#include "broker/fdlimit.h"
 #include "broker/server.h"
 #include "broker/settings.h"
 #include "broker/writer.h"
@@ -151,6 +154,12 @@ int main(int argc, char **argv)
         config_free(&cfg);
         return CFG_EXIT_CONFIG;
     }
+    if (fdlimit_apply(&cfg.max_clients, &cfg.max_open_files, err, sizeof err) != 0) {
+        log_error("%s", err);
+        config_free(&cfg);
+        return 1;
+    }
+    cfg.store.max_open_files = (int)cfg.max_open_files;
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() != 0) {
         log_error("libevent has no pthreads support");

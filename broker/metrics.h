@@ -44,6 +44,9 @@ typedef struct loop_info {
     uint64_t protocol_errors, reply_buffer_kills, idle_kills;
     uint64_t commands_processed;
     uint64_t jobs_queued, jobs_parked;
+    uint64_t client_memory;        /* bytes all clients held at the last sweep */
+    uint64_t memory_kills;         /* clients closed over max-client-memory */
+    uint64_t header_timeout_kills; /* clients closed at header-timeout */
 } loop_info_t;
 
 /* INFO sections, as a bit mask. */

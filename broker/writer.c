@@ -9,8 +9,10 @@
  *    answered with the storage error instead (an id is never announced for a
  *    write that may be lost), and the store is closed and reopened.
  *  - One iteration = take every queued job, run them in order, commit them
- *    (one synced write), run one bounded chunk of due scheduler work, expire
- *    and retry parked jobs, commit those writes (if any), post every reply.
+ *    (one synced write), post their replies; run one bounded chunk of due
+ *    scheduler work, expire and retry parked jobs, commit those writes (if
+ *    any), post those replies. A failure of the second commit answers only
+ *    the parked jobs it carried with the error.
  *    Sleeping happens only between iterations, never while work is due.
  */
 #include "broker/writer.h"
@@ -676,6 +678,10 @@ static void *writer_main(void *arg)
          * anyway, untimed: store_next_lease_deadline commits first.) */
         count_batch(w, njobs);
         commit_pending(w, &done);
+        /* Their replies go now: a failure of the second commit below must not
+         * turn an acknowledged (fsynced) SEND into an error, or a client that
+         * retries it makes a duplicate. */
+        post(w, &done, 0);
 
         /* 2. one bounded chunk of due work */
         more = 0;

@@ -77,6 +77,7 @@ struct job {
     uint64_t deadline_mono; /* writer-private: parked deadline (monotonic ms), 0 = none */
     int parked;             /* writer-private */
     resp_buf_t reply;       /* the reply bytes (RESP), or text for complete() */
+    size_t reply_estimate;  /* set by listing commands: the most its reply may hold (conn.c charges it) */
 };
 
 /* Called on the loop thread with each finished job; the callee owns it. */
