@@ -911,6 +911,12 @@ static void part_mixed(void)
     bp_destroy(&b);
     mixed_result_t r = { 0 };
     if (opt.zadd_port > 0) {
+        rc_conn_t c; /* start from an empty sorted set */
+        if (rc_connect(&c, "127.0.0.1", opt.zadd_port, 30000) != 0)
+            die("redis-server on port %d: %s", opt.zadd_port, c.err);
+        resp_reply_t *d = rc_cmd(&c, "DEL", "hgmixed", NULL);
+        resp_reply_free(d);
+        rc_close(&c);
         r = run_mixed(opt.zadd_port, CMD_ZADD, secs);
         print_mixed("redis ZADD, ZRANGEBYSCORE + ZREM:", &r);
         printf("  durable producer rate while delivering: %.2f x Redis (whole run %.2f x)\n",
