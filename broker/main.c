@@ -32,6 +32,7 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
+#include "broker/diskguard.h"
 #include "broker/fdlimit.h"
 #include "broker/server.h"
 #include "broker/settings.h"
@@ -171,6 +172,13 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    /* The disk reserve is given back before the open, so a full disk still has
+     * the room a reopen needs; the writer writes it again when there is space. */
+    uint64_t released = diskguard_ballast_release(cfg.dir);
+    if (released > 0 && diskguard_free_bytes(cfg.dir) < 2 * released) {
+        log_warn("disk nearly full: %llu bytes free on %s after releasing the disk reserve",
+                 (unsigned long long)diskguard_free_bytes(cfg.dir), cfg.dir);
+    }
     store_t *store = NULL;
     if (store_open(&cfg.store, &store, err, sizeof err) != 0) {
         log_error("cannot open the data directory: %s", err);
@@ -192,6 +200,7 @@ int main(int argc, char **argv)
     }
     writer_t *w = writer_new(store, &cfg.store, base, server_job_done, server_writer_stopped, srv);
     server_set_writer(srv, w);
+    writer_set_disk_reserve(w, (uint64_t)cfg.disk_reserve);
     if (writer_start(w, err, sizeof err) != 0) {
         log_error("%s", err);
         return 1;

@@ -144,6 +144,9 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
                    (unsigned long long)st->jobs, (unsigned long long)st->max_batch,
                    st->batches ? (double)st->jobs / (double)st->batches : 0.0, (unsigned long long)st->last_commit_us,
                    prom_hist_quantile(&st->commit_seconds, 0.99) * 1000.0, (unsigned long long)st->maintain_work);
+        buf_printf(o, "disk_full:%d\r\ndisk_free_bytes:%llu\r\ndisk_full_events:%llu\r\ndisk_full_refusals:%llu\r\n",
+                   st->disk_full, (unsigned long long)st->disk_free_bytes, (unsigned long long)st->disk_full_events,
+                   (unsigned long long)st->disk_full_refusals);
     }
     if (mask & INFO_STATS) {
         if (lead || o->len) {
@@ -266,6 +269,12 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
     prom_metric_u64(o, "hourglass_group_commits_total", "counter", "Storage-thread iterations that ran jobs.",
                     st->batches);
     prom_metric_u64(o, "hourglass_commit_failures_total", "counter", "Commits that failed.", st->commit_failures);
+    prom_metric_u64(o, "hourglass_disk_full", "gauge", "1 while the data directory's disk is full and writes are refused.",
+                    (uint64_t)st->disk_full);
+    prom_metric_u64(o, "hourglass_disk_free_bytes", "gauge", "Free space of the data directory's file system.",
+                    st->disk_free_bytes);
+    prom_metric_u64(o, "hourglass_disk_full_refusals_total", "counter", "Write commands refused while the disk was full.",
+                    st->disk_full_refusals);
     buf_printf(o,
                "# HELP hourglass_store_broken 1 while the store is unusable.\n# TYPE hourglass_store_broken gauge\n"
                "hourglass_store_broken %d\n",

@@ -307,6 +307,7 @@ static void http_cb(struct evhttp_request *req, void *arg)
             memset(hj, 0, sizeof *hj);
             resp_buf_init(&hj->job.reply);
             hj->job.exec = http_metrics_exec;
+            hj->job.reads_only = 1;
             hj->job.complete = http_metrics_complete;
             hj->srv = s;
             hj->req = req;

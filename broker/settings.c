@@ -55,6 +55,9 @@ static const cfg_key_t cfg_keys[] = {
     { CFG_KEY("cache-size", CFG_SIZE, "8mb", 0, 64 * GB, OFF(cache_size), "LevelDB block cache") },
     { CFG_KEY("write-buffer-size", CFG_SIZE, "4mb", 64 * KB, 4 * GB, OFF(write_buffer_size), "LevelDB memtable size") },
     { CFG_KEY("max-open-files", CFG_INT, "500", 16, 1000000, OFF(max_open_files), "LevelDB table file cache") },
+    { CFG_KEY("disk-reserve", CFG_SIZE, "64mb", 0, 64 * GB, OFF(disk_reserve),
+              "space kept in DIR/BALLAST and given back when the disk fills, so the store can reopen and restart; "
+              "writes resume once twice this is free (0: none)") },
     { CFG_KEY("lease", CFG_DURATION, "30s", 1, DAY_MS, OFF(lease_ms),
               "default lease of a PULLed message (PULL/TOUCH LEASE override it)") },
     { CFG_KEY("max-reconsume", CFG_INT, "16", 0, 1000, OFF(max_reconsume),

@@ -50,6 +50,7 @@ typedef struct config {
     long long cache_size;
     long long write_buffer_size;
     long long max_open_files;
+    long long disk_reserve; /* bytes of DIR/BALLAST, given back when the disk fills (0 = none) */
     /* messages */
     long long lease_ms;
     long long max_reconsume;

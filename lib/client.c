@@ -41,6 +41,7 @@
 
 #include "lib/client.h"
 #include "lib/backoff.h"
+#include "lib/transport.h"
 #include "lib/uri.h"
 #include "lib/wire.h"
 
@@ -53,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -68,6 +70,8 @@ struct hg_client {
     size_t in_off;                   /* parsed up to here */
     buf_t out;                       /* request scratch for client_call */
     unsigned connects;               /* successful connections so far */
+    const transport_ops_t *tops;     /* NULL: RESP (hourglass://); else the transport */
+    transport_state_t *tstate;       /* its state */
     hg_err_t errcode;
     char errmsg[HG_ERRMSG_MAX];
 };
@@ -193,6 +197,78 @@ void hg_client_opts_init(hg_client_opts_t *opts)
     opts->resend_sends = 1;
 }
 
+/* Check the client options (as client_create). Returns 0, or -1 with err. */
+static int check_client_opts(const hg_client_opts_t *opts, hg_error_t *err)
+{
+    char why[HG_ERRMSG_MAX - 32];
+
+    if (opts == NULL)
+        return 0;
+    if (opts->connect_timeout_ms == 0) {
+        client_error_fill(err, HG_ERR_ARG, "connect_timeout_ms must be greater than 0");
+        return -1;
+    }
+    if (backoff_check(&opts->reconnect_backoff, "reconnect_backoff", why, sizeof(why)) < 0) {
+        client_error_fill(err, HG_ERR_ARG, "%s", why);
+        return -1;
+    }
+    return 0;
+}
+
+const transport_ops_t *transport_for_uri(const char *uri)
+{
+    if (strncasecmp(uri, "amqp://", 7) == 0 || strncasecmp(uri, "amqps://", 8) == 0)
+        return &rmq_transport_ops;
+    return NULL;
+}
+
+/* client_create for a URI of another transport (transport.h). */
+static hg_err_t create_transport(const char *uri, const hg_client_opts_t *opts, hg_client_t **out, hg_error_t *err)
+{
+    hg_client_t *c;
+    hg_err_t e;
+
+    if (check_client_opts(opts, err) < 0)
+        return HG_ERR_ARG;
+    c = xcalloc(1, sizeof(*c));
+    if (opts != NULL)
+        c->opts = *opts;
+    else
+        hg_client_opts_init(&c->opts);
+    c->fd = -1;
+    c->wake_fd = -1;
+    buf_init(&c->in);
+    buf_init(&c->out);
+    c->tops = transport_for_uri(uri);
+    e = c->tops->create(c, uri, &c->tstate, c->address, sizeof(c->address), err);
+    if (e != HG_OK) {
+        free(c);
+        return e;
+    }
+    *out = c;
+    return HG_OK;
+}
+
+const transport_ops_t *client_transport(const hg_client_t *c)
+{
+    return c->tops;
+}
+
+transport_state_t *client_transport_state(const hg_client_t *c)
+{
+    return c->tstate;
+}
+
+void client_note_connect(hg_client_t *c)
+{
+    c->connects++;
+}
+
+int client_wake_fd(const hg_client_t *c)
+{
+    return c->wake_fd;
+}
+
 hg_err_t client_create(const char *uri, const hg_client_opts_t *opts, hg_client_t **out, hg_error_t *err)
 {
     char why[HG_ERRMSG_MAX - 32];
@@ -200,6 +276,8 @@ hg_err_t client_create(const char *uri, const hg_client_opts_t *opts, hg_client_
     uri_t u;
 
     *out = NULL;
+    if (uri != NULL && transport_for_uri(uri) != NULL)
+        return create_transport(uri, opts, out, err);
     if (uri_parse(uri, HG_DEFAULT_PORT, &u, why, sizeof(why)) < 0) {
         client_error_fill(err, HG_ERR_URI, "bad URI: %s", why);
         return HG_ERR_URI;
@@ -209,16 +287,8 @@ hg_err_t client_create(const char *uri, const hg_client_opts_t *opts, hg_client_
                           "hourglass+tls:// is not supported yet: TLS arrives with the security issue");
         return HG_ERR_UNSUPPORTED;
     }
-    if (opts != NULL) {
-        if (opts->connect_timeout_ms == 0) {
-            client_error_fill(err, HG_ERR_ARG, "connect_timeout_ms must be greater than 0");
-            return HG_ERR_ARG;
-        }
-        if (backoff_check(&opts->reconnect_backoff, "reconnect_backoff", why, sizeof(why)) < 0) {
-            client_error_fill(err, HG_ERR_ARG, "%s", why);
-            return HG_ERR_ARG;
-        }
-    }
+    if (check_client_opts(opts, err) < 0)
+        return HG_ERR_ARG;
 
     c = xcalloc(1, sizeof(*c));
     c->uri = u;
@@ -256,6 +326,8 @@ unsigned client_connect_count(const hg_client_t *c)
 
 void client_disconnect(hg_client_t *c)
 {
+    if (c->tops != NULL)
+        c->tops->disconnect(c->tstate);
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
@@ -348,6 +420,8 @@ hg_err_t client_ensure(hg_client_t *c)
     unsigned attempt = 0;
     hg_err_t e;
 
+    if (c->tops != NULL)
+        return c->tops->ensure(c, c->tstate);
     if (c->fd >= 0) {
         if (socket_alive(c))
             return HG_OK;
@@ -405,6 +479,8 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen, size_t 
     hg_err_t e = HG_OK;
 
     *got = 0;
+    if (c->tops != NULL)
+        return client_fail(c, HG_ERR_UNSUPPORTED, "raw RESP requests are not supported on %s", c->tops->scheme);
     if (c->fd < 0)
         return client_fail(c, HG_ERR_IO, "not connected to %s", c->address);
     wait_ms = c->opts.read_timeout_ms == 0 ? 0 : (uint64_t)c->opts.read_timeout_ms + extra_wait_ms;
@@ -480,6 +556,8 @@ hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv, const
     hg_err_t e;
 
     *reply = NULL;
+    if (c->tops != NULL)
+        return c->tops->call(c, c->tstate, argc, argv, argvlen, resend, extra_wait_ms, flags, reply);
     buf_clear(&c->out);
     resp_add_command(&c->out, argc, argv, argvlen);
     for (;;) {
@@ -542,6 +620,8 @@ void hg_client_close(hg_client_t *c)
     if (c == NULL)
         return;
     client_disconnect(c);
+    if (c->tops != NULL)
+        c->tops->destroy(c->tstate);
     buf_free(&c->in);
     buf_free(&c->out);
     memset(c->uri.password, 0, sizeof(c->uri.password));

@@ -86,6 +86,18 @@ const hg_client_opts_t *client_opts(const hg_client_t *c);
 /* The number of successful connections so far (1 after the first). */
 unsigned client_connect_count(const hg_client_t *c);
 
+/* The client's transport (lib/transport.h), or NULL for RESP (hourglass://). */
+const struct transport_ops *client_transport(const hg_client_t *c);
+
+/* The transport's state of the client (NULL for RESP). */
+struct transport_state *client_transport_state(const hg_client_t *c);
+
+/* A transport counts a successful (re)connection (client_connect_count). */
+void client_note_connect(hg_client_t *c);
+
+/* The wake descriptor (-1 when none), for a transport's waits. */
+int client_wake_fd(const hg_client_t *c);
+
 /* Sleep ms milliseconds, returning early with -1 when wake_fd (may be -1)
  * becomes readable; 0 after the full sleep. */
 int client_sleep(int wake_fd, uint64_t ms);

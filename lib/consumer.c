@@ -40,6 +40,7 @@
 #include "lib/consumer.h"
 #include "lib/backoff.h"
 #include "lib/client.h"
+#include "lib/transport.h"
 #include "lib/wire.h"
 
 #include "base/alloc.h"
@@ -101,6 +102,9 @@ struct hg_consumer {
 
     pthread_mutex_t err_lock; /* guards last_error */
     hg_error_t last_error;
+
+    const transport_ops_t *tops; /* NULL: RESP; else the URI's transport */
+    void *helper;                /* its helper while running (lib/transport.h) */
 };
 
 /* ------------------------------------------------------------------------
@@ -256,6 +260,7 @@ static int check_opts(const hg_consumer_opts_t *o, hg_error_t *err)
 hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out, hg_error_t *err)
 {
     hg_client_t *probe = NULL;
+    const transport_ops_t *tops;
     hg_consumer_t *c;
     hg_err_t e;
 
@@ -270,6 +275,7 @@ hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out, hg
     e = client_create(opts->uri, opts->client, &probe, err);
     if (e != HG_OK)
         return e;
+    tops = client_transport(probe);
     hg_client_close(probe);
 
     c = xcalloc(1, sizeof(*c));
@@ -288,6 +294,9 @@ hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out, hg
     c->touch_ms = opts->touch_interval_ms == HG_TOUCH_NEVER ? 0
                   : opts->touch_interval_ms == 0            ? (opts->lease_ms / 2 > 0 ? opts->lease_ms / 2 : 1)
                                                             : opts->touch_interval_ms;
+    c->tops = tops;
+    if (tops != NULL && !tops->leases)
+        c->touch_ms = 0; /* no leases to renew (a delivery is held until ACK/NACK) */
     snprintf(c->lease_text, sizeof(c->lease_text), "%" PRIu32, opts->lease_ms);
     atomic_init(&c->stop, 0);
     pthread_mutex_init(&c->err_lock, NULL);
@@ -662,6 +671,13 @@ hg_err_t hg_consumer_run(hg_consumer_t *c)
         }
     }
 
+    if (c->tops != NULL && c->tops->helper_start != NULL && !stopping(c)) {
+        if (c->tops->helper_start(c->uri, &c->client_opts, c->opts.log, c->opts.log_arg, &c->helper, &err) != HG_OK) {
+            record_error(c, "consumer", err.code, "starting the transport's helper", err.message);
+            result = err.code;
+            hg_consumer_stop(c);
+        }
+    }
     if (c->touch_ms > 0 && !stopping(c)) {
         if (client_create(c->uri, &c->client_opts, &c->watchdog_client, &err) == HG_OK) {
             client_set_wake_fd(c->watchdog_client, c->watchdog_pipe[0]);
@@ -695,6 +711,10 @@ hg_err_t hg_consumer_run(hg_consumer_t *c)
     for (int i = 0; i < n; i++)
         if (c->workers[i].started)
             pthread_join(c->workers[i].thread, NULL);
+    if (c->helper != NULL) {
+        c->tops->helper_stop(c->helper);
+        c->helper = NULL;
+    }
     if (c->watchdog_started) {
         ssize_t wr = write(c->watchdog_pipe[1], "x", 1);
         (void)wr;

@@ -19,6 +19,7 @@
 #endif
 
 #include "lib/client.h"
+#include "lib/transport.h"
 #include "levels/table.h"
 
 #include "base/alloc.h"
@@ -172,6 +173,10 @@ hg_err_t hg_send_many(hg_client_t *c, hg_send_item_t *items, size_t n, size_t *o
         pending[npending++] = i;
     }
 
+    if (client_transport(c) != NULL && npending > 0) { /* another transport (lib/transport.h) */
+        client_transport(c)->send_many(c, client_transport_state(c), items, n);
+        npending = 0;
+    }
     while (npending > 0) {
         size_t got = 0, keep = 0;
 

@@ -150,6 +150,10 @@ void hg_client_opts_init(hg_client_opts_t *opts);
  * With credentials the client sends AUTH user pass after every (re)connect.
  * "hourglass+tls://" parses but is refused with HG_ERR_UNSUPPORTED: TLS
  * arrives with the security issue.
+ * "amqp://[user:pass@]host[:port][,host[:port]...][/vhost]" selects RabbitMQ
+ * (3.10+, quorum queues) as the transport: the same calls work on it, and the
+ * commands it cannot honour (TOUCH, INFO, ...) fail with HG_ERR_UNSUPPORTED
+ * naming amqp:// (docs/rabbitmq.md).
  * opts may be NULL for the defaults.
  *
  * Returns HG_OK and *out, a client the caller frees with hg_client_close; or

@@ -4,7 +4,7 @@
 # hg_packages_cleanup, and sets nothing else.
 #
 # Targets Debian 12, run as root (or with sudo). Installing mariadb-server,
-# redis-server or prometheus would start system services that nothing here
+# redis-server, rabbitmq-server or prometheus would start system services that nothing here
 # uses (the tests and the demo start private servers in temp dirs), so while
 # apt-get runs a policy-rc.d refuses every service start; it is removed
 # afterwards, and by hg_packages_cleanup (call it from an EXIT trap) when the
@@ -14,11 +14,15 @@
 #   build       build-essential autoconf automake libtool pkg-config and the -dev libraries
 #   tests       mariadb-server (private servers; brings mariadb-client, the `mariadb` command),
 #               redis-tools (redis-cli, redis-benchmark), redis-server (the benchmarks), valgrind,
-#               prometheus (promtool checks the shipped alert rules), man-db (man -l renders the pages)
+#               prometheus (promtool checks the shipped alert rules), man-db (man -l renders the pages),
+#               rabbitmq-server (private nodes for the amqp:// transport's tests; the service never starts)
+#   fuzzing     clang and libclang-rt-dev (libFuzzer and the sanitizer runtimes: make fuzz)
 hg_packages=(
     build-essential autoconf automake libtool pkg-config
     libevent-dev libleveldb-dev libmariadb-dev libssl-dev libcunit1-dev libinih-dev
     mariadb-server redis-tools redis-server valgrind prometheus man-db
+    librabbitmq-dev rabbitmq-server
+    clang libclang-rt-dev
 )
 
 hg_sudo=()            # the command prefix for package installation: empty as root, (sudo) otherwise

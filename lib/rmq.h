@@ -1,0 +1,246 @@
+/*
+ * lib/rmq.h — the RabbitMQ transport of libhourglass (amqp://), the internal
+ * header its files share. docs/rabbitmq.md has the mapping and its diagram.
+ *
+ *   rmq_transport.c  the transport_ops_t table: URI, create, ensure, the
+ *                    command dispatcher (which command runs where; what is
+ *                    refused as not supported on amqp://)
+ *   rmq_conn.c       one AMQP connection: connect and login (trying each
+ *                    host of the URI), the two channels, the frame pump
+ *                    (deliveries, publisher confirms, channel and connection
+ *                    closes), publishing with confirms, error translation
+ *   rmq_topology.c   names, arguments and idempotent, checked declarations of
+ *                    the exchanges and queues; the group registry
+ *   rmq_msg.c        SEND / send_many, PULL, ACK, NACK: the message mapping
+ *   rmq_admin.c      LEVELS, GROUP CREATE/LIST/DEL, DLQ LEN/LIST/REQUEUE/DROP
+ *   rmq_router.c     the hop router of chained delays (a consumer helper)
+ *   rmq_reply.c      RESP reply trees built from values
+ *
+ * Channel 1 ("work") is in confirm mode and carries publishes and the
+ * group consumption; channel 2 ("admin") carries declarations and basic.get
+ * browsing, so a refused declaration (which closes its channel) never costs
+ * the deliveries held on channel 1. One thread per connection.
+ */
+#ifndef HG_LIB_RMQ_H
+#define HG_LIB_RMQ_H
+
+#include "include/hourglass/hourglass.h"
+#include "levels/table.h"
+#include "lib/transport.h"
+#include "proto/client.h"
+
+#include "base/buf.h"
+
+#include <amqp.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RMQ_DEFAULT_PORT   5672
+#define RMQ_MAX_HOSTS      8
+#define RMQ_WORK_CHANNEL   1
+#define RMQ_ADMIN_CHANNEL  2
+#define RMQ_HEARTBEAT_S    20
+#define RMQ_MAX_DELAY_MS   (3ull * 86400 * 1000) /* as the broker's default max-delay */
+#define RMQ_MAX_RECONSUME  16                    /* as the broker's default max-reconsume */
+#define RMQ_NAME_MAX       255                   /* a group or topic name (AMQP shortstr) */
+#define RMQ_QUEUE_NAME_MAX 300
+
+/* Names (docs/rabbitmq.md). */
+#define RMQ_EX_LEVELS   "hg.levels"   /* headers: hg-level = n → hg.level.n */
+#define RMQ_EX_DUE      "hg.due"      /* direct: t.<topic>, g.<group>, hop */
+#define RMQ_EX_UNROUTED "hg.unrouted" /* fanout: hg.due's alternate exchange */
+#define RMQ_Q_HOPS      "hg.hops"     /* chained messages between two hops */
+#define RMQ_Q_UNROUTED  "hg.unrouted" /* due messages of a topic without groups */
+#define RMQ_Q_GROUPS    "hg.groups"   /* the group registry */
+#define RMQ_RK_HOP      "hop"
+
+/* Message headers. */
+#define RMQ_H_TOPIC     "hg-topic"
+#define RMQ_H_KEY       "hg-key"
+#define RMQ_H_DUE       "hg-due"
+#define RMQ_H_RECONSUME "hg-reconsume"
+#define RMQ_H_LEVEL     "hg-level"
+#define RMQ_H_PLAN      "hg-plan" /* hops left after this one: "15,5" */
+#define RMQ_H_DEST      "hg-dest" /* the final routing key on hg.due */
+#define RMQ_H_REASON    "hg-reason"
+#define RMQ_H_PARKED    "hg-parked"
+#define RMQ_H_GROUP     "hg-group" /* registry records */
+#define RMQ_H_CREATED   "hg-created"
+#define RMQ_H_MAXRETRY  "hg-max-reconsume"
+
+/* A message as received (copied out of the connection's frames). */
+typedef struct rmq_msg {
+    uint64_t tag; /* delivery tag on the channel it came from */
+    char id[HG_ID_MAX];
+    char *topic;
+    char *key; /* NULL when none */
+    size_t key_len;
+    char *payload;
+    size_t payload_len;
+    unsigned reconsume;
+    uint64_t due_ms;
+    char *plan;   /* hg-plan, NULL when none */
+    char *dest;   /* hg-dest, NULL when none */
+    char *reason; /* hg-reason (DLQ), NULL when none */
+    uint64_t parked_ms;
+    char *group; /* registry records */
+    uint64_t created_ms;
+    long max_reconsume; /* -1 when absent */
+    struct rmq_msg *next;
+} rmq_msg_t;
+
+/* What to publish. */
+typedef struct rmq_out {
+    const char *exchange;
+    const char *routing_key;
+    const char *id;
+    const char *topic;
+    const char *key; /* NULL: none */
+    const void *payload;
+    size_t payload_len;
+    uint64_t due_ms;
+    unsigned reconsume;
+    int level;          /* > 0: the hg-level header (for hg.levels) */
+    const char *plan;   /* NULL: none */
+    const char *dest;   /* NULL: none */
+    const char *reason; /* NULL: none */
+    uint64_t parked_ms;
+    const char *group; /* registry records */
+    uint64_t created_ms;
+    long max_reconsume; /* -1: none */
+} rmq_out_t;
+
+typedef struct rmq_host {
+    char host[256];
+    int port;
+} rmq_host_t;
+
+typedef struct rmq {
+    hg_client_t *client; /* errors go here */
+    rmq_host_t hosts[RMQ_MAX_HOSTS];
+    int nhosts, next_host;
+    char user[256], password[256], vhost[256];
+    char address[300];          /* host:port of the live connection, or the first */
+    amqp_connection_state_t st; /* NULL when disconnected */
+    int admin_open;             /* channel 2 usable */
+    unsigned last_code;         /* reply code of the last channel close (404, 406 ...) */
+    lvl_table_t levels;
+    int topology_ok; /* exchanges and level queues checked on this connection */
+
+    /* publisher confirms on channel 1 */
+    uint64_t next_seq;    /* seq of the next publish */
+    uint64_t batch_first; /* seq of batch_state[0] */
+    size_t batch_n;
+    signed char *batch_state; /* 0 waiting, 1 acked, -1 nacked */
+    size_t batch_cap;
+
+    /* consumption on channel 1 */
+    char consuming[RMQ_NAME_MAX + 1]; /* the group consumed, "" none */
+    char ctag[64];
+    rmq_msg_t *ready, *ready_tail;        /* delivered, not yet handed out */
+    rmq_msg_t *held;                      /* handed out by PULL, not settled */
+    char ensured_group[RMQ_NAME_MAX + 1]; /* group declared on this connection */
+    char ensured_topic[RMQ_NAME_MAX + 1];
+    long ensured_max;
+} rmq_t;
+
+/* --- rmq_conn.c --- */
+hg_err_t rmq_ensure(rmq_t *r);
+void rmq_disconnect(rmq_t *r);
+/* After a failed rpc on channel ch: the client error names what (e.g.
+ * "queue.declare hg.level.3"); a server channel close is answered and the
+ * channel marked closed; a connection problem disconnects. Returns the code
+ * (HG_ERR_SERVER for a refusal, HG_ERR_IO for a lost connection). */
+hg_err_t rmq_rpc_fail(rmq_t *r, int ch, const char *what);
+/* Check the last rpc on channel ch; HG_OK or rmq_rpc_fail. */
+hg_err_t rmq_rpc_check(rmq_t *r, int ch, const char *what);
+/* Reopen channel 2 when a refusal closed it. */
+hg_err_t rmq_admin(rmq_t *r);
+/* Publish n messages on channel 1 and wait for their confirms; results[i]
+ * HG_OK or the error (why[i] may be NULL). Returns HG_OK when all were
+ * confirmed, else the first error (set on the client). */
+hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results);
+/* Wait for frames until deadline (monotonic ms; 0 = poll once) or until
+ * a delivery is ready (want_delivery) — interruptible by the client's wake
+ * fd when interruptible. Returns HG_OK, HG_ERR_STOPPED or a connection error. */
+hg_err_t rmq_pump(rmq_t *r, uint64_t deadline, int want_delivery, int interruptible);
+/* Decode an AMQP message into a rmq_msg_t (malloc'd; free with rmq_msg_free). */
+rmq_msg_t *rmq_msg_decode(const amqp_basic_properties_t *p, const amqp_bytes_t *body, uint64_t tag);
+void rmq_msg_free(rmq_msg_t *m);
+/* A fresh message id: 16 hex digits. */
+void rmq_new_id(char id[HG_ID_MAX]);
+uint64_t rmq_wall_ms(void);
+
+/* --- rmq_topology.c --- */
+/* Declare (idempotently, checking arguments) the exchanges, the level
+ * queues and the service queues once per connection. */
+hg_err_t rmq_topology(rmq_t *r);
+/* Queue names. */
+void rmq_level_queue(char *buf, size_t len, int level);
+void rmq_group_queue(char *buf, size_t len, const char *group);
+void rmq_dlq_queue(char *buf, size_t len, const char *group);
+/* Declare group's queue and DLQ and bind them to topic; register the group
+ * (from: 1 created now). Fails with HG_ERR_SERVER "group g is bound to topic
+ * a, not b" as the broker does. *max_out (may be NULL): its max-reconsume. */
+hg_err_t rmq_group_ensure(rmq_t *r, const char *group, const char *topic, long max_reconsume, int must_be_new,
+                          long *max_out);
+/* Browse queue on channel 2: every message, fetched and left
+ * unacknowledged, in queue order. Then each one is either deleted
+ * (rmq_browse_delete) or returned to the queue (rmq_browse_return) — one
+ * by one: a multiple nack would name a tag already acknowledged, which
+ * RabbitMQ answers by closing the channel. */
+hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out);
+void rmq_browse_return(rmq_t *r, const rmq_msg_t *m);
+void rmq_browse_delete(rmq_t *r, const rmq_msg_t *m);
+void rmq_msg_list_free(rmq_msg_t *m);
+/* Read the registry (browse). *out: a list (free each with rmq_msg_free),
+ * one record per group (the first wins), sorted by group name. */
+hg_err_t rmq_registry(rmq_t *r, rmq_msg_t **out);
+/* The registry record of group, or NULL (*found 0). */
+hg_err_t rmq_group_find(rmq_t *r, const char *group, rmq_msg_t **out);
+/* Messages in a queue (passive declare); -1 when it does not exist. */
+hg_err_t rmq_queue_depth(rmq_t *r, const char *queue, long long *depth);
+/* Delete group: queues, bindings and registry records. *deleted 0/1. */
+hg_err_t rmq_group_delete(rmq_t *r, const char *group, int *deleted);
+
+/* --- rmq_msg.c --- */
+hg_err_t rmq_cmd_send(rmq_t *r, size_t argc, const char *const *argv, const size_t *lens, resp_reply_t **reply);
+void rmq_send_many(rmq_t *r, hg_send_item_t *items, size_t n);
+hg_err_t rmq_cmd_pull(rmq_t *r, size_t argc, const char *const *argv, uint32_t extra_wait_ms, int flags,
+                      resp_reply_t **reply);
+/* Consume queue on channel 1 with prefetch count, remembered as name (a
+ * group, or the hop queue); another one consumed before is cancelled and
+ * its unread deliveries returned. */
+hg_err_t rmq_consume(rmq_t *r, const char *queue, const char *name, int count);
+hg_err_t rmq_cmd_ack(rmq_t *r, size_t argc, const char *const *argv, resp_reply_t **reply);
+hg_err_t rmq_cmd_nack(rmq_t *r, size_t argc, const char *const *argv, resp_reply_t **reply);
+/* The destination and plan of a delay: fills out->exchange, routing_key,
+ * level, plan, due_ms (plan_buf holds the plan text). dest is the final
+ * routing key. Returns 0, or -1 with why. */
+int rmq_route_delay(const lvl_table_t *t, hg_delay_t delay, const char *dest, uint64_t now, rmq_out_t *out,
+                    char *plan_buf, size_t plan_len, char *why, size_t whylen);
+
+/* --- rmq_admin.c --- */
+hg_err_t rmq_cmd_levels(rmq_t *r, resp_reply_t **reply);
+hg_err_t rmq_cmd_group(rmq_t *r, size_t argc, const char *const *argv, resp_reply_t **reply);
+hg_err_t rmq_cmd_dlq(rmq_t *r, size_t argc, const char *const *argv, resp_reply_t **reply);
+
+/* --- rmq_router.c --- */
+hg_err_t rmq_router_start(const char *uri, const hg_client_opts_t *opts, hg_log_fn log, void *log_arg, void **handle,
+                          hg_error_t *err);
+void rmq_router_stop(void *handle);
+
+/* --- rmq_reply.c: a reply is written as RESP text, then parsed once --- */
+void rmq_w_array(buf_t *b, size_t n);
+void rmq_w_int(buf_t *b, long long v);
+void rmq_w_bulk(buf_t *b, const void *s, size_t len);
+void rmq_w_str(buf_t *b, const char *s); /* bulk of a C string */
+void rmq_w_status(buf_t *b, const char *s);
+void rmq_w_error(buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Parse b into *reply (always valid RESP: aborts otherwise); frees b. */
+hg_err_t rmq_reply_finish(buf_t *b, resp_reply_t **reply);
+
+/* rmq_transport.c */
+rmq_t *rmq_of(transport_state_t *t);
+
+#endif

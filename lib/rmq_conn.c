@@ -1,0 +1,647 @@
+/*
+ * lib/rmq_conn.c — one AMQP 0-9-1 connection of the RabbitMQ transport.
+ *
+ * Connecting: each host of the URI in turn (amqp://u:p@h1:p1,h2:p2/vhost),
+ * starting after the one that worked last, with connect_timeout_ms each; a
+ * failed round is retried with the client's reconnect backoff, as the RESP
+ * transport does. After login: channel 1 ("work", confirm mode) and channel 2
+ * ("admin"). rabbitmq-c's RPC timeout is the client's read timeout, so no call
+ * hangs on a node that stopped answering; heartbeats (RMQ_HEARTBEAT_S) find a
+ * dead peer while we only wait.
+ *
+ * The frame pump is the one place frames are read outside RPCs: deliveries
+ * of channel 1 are copied into the ready list, publisher confirms
+ * (basic.ack / basic.nack) settle the batch in flight, a channel or
+ * connection close is answered and turned into an error. Frames that arrive
+ * during an RPC on channel 2 are queued by rabbitmq-c and read here later.
+ *
+ * A closed channel 1 or any connection error drops the whole connection: the
+ * deliveries held on it go back to their queue (RabbitMQ requeues unacked
+ * messages), which is the lease of this transport.
+ *
+ * Errors are set on the client (client_fail) with what was being done and
+ * RabbitMQ's reason; PRECONDITION_FAILED of a declaration is rewritten to
+ * name the argument and both values. One thread per connection.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "lib/rmq.h"
+#include "lib/backoff.h"
+#include "lib/client.h"
+#include "lib/wire.h"
+
+#include "base/alloc.h"
+
+#include <amqp_tcp_socket.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+uint64_t rmq_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void rmq_new_id(char id[HG_ID_MAX])
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+        v = ((uint64_t)rand() << 32) ^ (uint64_t)rand() ^ rmq_wall_ms();
+    snprintf(id, HG_ID_MAX, "%016" PRIx64, v);
+}
+
+/* ------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------ */
+
+/* Copy the text between after `from` and `to` in s into out. 0 / -1. */
+static int between(const char *s, const char *from, const char *to, char *out, size_t outlen)
+{
+    const char *a = strstr(s, from), *b;
+    if (a == NULL)
+        return -1;
+    a += strlen(from);
+    b = to != NULL ? strstr(a, to) : a + strlen(a);
+    if (b == NULL)
+        return -1;
+    snprintf(out, outlen, "%.*s", (int)(b - a), a);
+    return 0;
+}
+
+/* A channel close reason as a message: PRECONDITION_FAILED of an
+ * inequivalent argument names the argument and both values. */
+static hg_err_t fail_close(rmq_t *r, const char *what, unsigned code, const char *text)
+{
+    char arg[64], object[160], received[96], current[96];
+
+    r->last_code = code;
+    if (code == 406 && between(text, "inequivalent arg '", "'", arg, sizeof(arg)) == 0 &&
+        between(text, "' for ", " in vhost", object, sizeof(object)) == 0 &&
+        between(text, "received ", " but current is ", received, sizeof(received)) == 0 &&
+        between(text, " but current is ", NULL, current, sizeof(current)) == 0)
+        return client_fail(r->client, HG_ERR_SERVER,
+                           "%s: %s already exists with other arguments: %s is %s there, this client declares %s "
+                           "(RabbitMQ: PRECONDITION_FAILED)",
+                           what, object, arg, current, received);
+    return client_fail(r->client, code == 403 ? HG_ERR_AUTH : HG_ERR_SERVER, "%s: RabbitMQ refused it: %u %s", what,
+                       code, text);
+}
+
+hg_err_t rmq_rpc_fail(rmq_t *r, int ch, const char *what)
+{
+    amqp_rpc_reply_t x;
+    char text[256];
+
+    if (r->st == NULL)
+        return client_fail(r->client, HG_ERR_IO, "%s: not connected to %s", what, r->address);
+    x = amqp_get_rpc_reply(r->st);
+    if (x.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && x.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+        amqp_channel_close_t *m = x.reply.decoded;
+        amqp_channel_close_ok_t ok;
+        hg_err_t e;
+        snprintf(text, sizeof(text), "%.*s", (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+        e = fail_close(r, what, m->reply_code, text);
+        amqp_send_method(r->st, (amqp_channel_t)ch, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+        if (ch == RMQ_WORK_CHANNEL)
+            rmq_disconnect(r);
+        else
+            r->admin_open = 0;
+        return e;
+    }
+    if (x.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && x.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+        amqp_connection_close_t *m = x.reply.decoded;
+        amqp_connection_close_ok_t ok;
+        hg_err_t e;
+        snprintf(text, sizeof(text), "%.*s", (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+        e = client_fail(r->client, m->reply_code == 403 ? HG_ERR_AUTH : HG_ERR_IO,
+                        "%s: RabbitMQ at %s closed the connection: %u %s", what, r->address, m->reply_code, text);
+        amqp_send_method(r->st, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
+        rmq_disconnect(r);
+        return e;
+    }
+    if (x.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
+        hg_err_t code = x.library_error == AMQP_STATUS_TIMEOUT ? HG_ERR_TIMEOUT : HG_ERR_IO;
+        client_fail(r->client, code, "%s: connection to RabbitMQ at %s lost: %s", what, r->address,
+                    amqp_error_string2(x.library_error));
+        rmq_disconnect(r);
+        return code;
+    }
+    client_fail(r->client, HG_ERR_PROTOCOL, "%s: unexpected answer from RabbitMQ at %s", what, r->address);
+    rmq_disconnect(r);
+    return HG_ERR_PROTOCOL;
+}
+
+hg_err_t rmq_rpc_check(rmq_t *r, int ch, const char *what)
+{
+    if (r->st == NULL)
+        return client_fail(r->client, HG_ERR_IO, "%s: not connected to %s", what, r->address);
+    if (amqp_get_rpc_reply(r->st).reply_type == AMQP_RESPONSE_NORMAL)
+        return HG_OK;
+    return rmq_rpc_fail(r, ch, what);
+}
+
+/* ------------------------------------------------------------------------
+ * Connecting
+ * ------------------------------------------------------------------------ */
+
+void rmq_disconnect(rmq_t *r)
+{
+    if (r->st != NULL) {
+        /* No polite close: the peer may be gone, and a close handshake would
+         * wait for it. Unacked deliveries go back to their queues. */
+        amqp_destroy_connection(r->st);
+        r->st = NULL;
+    }
+    rmq_msg_list_free(r->ready);
+    rmq_msg_list_free(r->held);
+    r->ready = r->ready_tail = r->held = NULL;
+    r->consuming[0] = '\0';
+    r->ensured_group[0] = '\0';
+    r->topology_ok = 0;
+    r->admin_open = 0;
+    r->batch_n = 0;
+}
+
+static struct timeval tv_ms(uint32_t ms)
+{
+    struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+    return tv;
+}
+
+/* One attempt on one host. */
+static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
+{
+    const hg_client_opts_t *o = client_opts(r->client);
+    struct timeval tv = tv_ms(o->connect_timeout_ms), rpc = tv_ms(o->read_timeout_ms);
+    amqp_connection_state_t st = amqp_new_connection();
+    amqp_socket_t *sock = amqp_tcp_socket_new(st);
+    amqp_rpc_reply_t x;
+    int rc;
+
+    snprintf(r->address, sizeof(r->address), "%s:%d", h->host, h->port);
+    if (sock == NULL) {
+        amqp_destroy_connection(st);
+        return client_fail(r->client, HG_ERR_SYSTEM, "cannot create a socket for %s", r->address);
+    }
+    rc = amqp_socket_open_noblock(sock, h->host, h->port, &tv);
+    if (rc != AMQP_STATUS_OK) {
+        amqp_destroy_connection(st);
+        return client_fail(r->client, HG_ERR_CONNECT, "cannot connect to RabbitMQ at %s: %s", r->address,
+                           amqp_error_string2(rc));
+    }
+    amqp_set_handshake_timeout(st, &tv);
+    if (o->read_timeout_ms > 0)
+        amqp_set_rpc_timeout(st, &rpc);
+    x = amqp_login(st, r->vhost, 0, AMQP_DEFAULT_FRAME_SIZE, RMQ_HEARTBEAT_S, AMQP_SASL_METHOD_PLAIN, r->user,
+                   r->password);
+    if (x.reply_type != AMQP_RESPONSE_NORMAL) {
+        hg_err_t code = HG_ERR_CONNECT;
+        char text[200] = "";
+        if (x.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && x.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+            amqp_connection_close_t *m = x.reply.decoded;
+            snprintf(text, sizeof(text), "%u %.*s", m->reply_code, (int)m->reply_text.len,
+                     (const char *)m->reply_text.bytes);
+            if (m->reply_code == 403 || m->reply_code == 530)
+                code = HG_ERR_AUTH;
+        } else if (x.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
+            snprintf(text, sizeof(text), "%s", amqp_error_string2(x.library_error));
+            /* RabbitMQ closes the socket on bad credentials before a reason */
+            if (x.library_error == AMQP_STATUS_CONNECTION_CLOSED || x.library_error == AMQP_STATUS_SOCKET_ERROR)
+                code = HG_ERR_AUTH;
+        }
+        amqp_destroy_connection(st);
+        if (code == HG_ERR_AUTH)
+            return client_fail(r->client, HG_ERR_AUTH, "login as '%s' to vhost '%s' at %s refused: %s", r->user,
+                               r->vhost, r->address, text);
+        return client_fail(r->client, code, "cannot log in to RabbitMQ at %s: %s", r->address, text);
+    }
+    r->st = st;
+    amqp_channel_open(st, RMQ_WORK_CHANNEL);
+    if (rmq_rpc_check(r, RMQ_WORK_CHANNEL, "channel.open") == HG_OK) {
+        amqp_confirm_select(st, RMQ_WORK_CHANNEL);
+        if (rmq_rpc_check(r, RMQ_WORK_CHANNEL, "confirm.select") == HG_OK) {
+            amqp_channel_open(st, RMQ_ADMIN_CHANNEL);
+            if (rmq_rpc_check(r, RMQ_ADMIN_CHANNEL, "channel.open") == HG_OK)
+                r->admin_open = 1;
+        }
+    }
+    if (!r->admin_open) {
+        char msg[HG_ERRMSG_MAX];
+        snprintf(msg, sizeof(msg), "%s", hg_client_errmsg(r->client));
+        rmq_disconnect(r);
+        return client_fail(r->client, HG_ERR_CONNECT, "cannot open channels on RabbitMQ at %s: %s", r->address, msg);
+    }
+    r->next_seq = 1;
+    r->batch_n = 0;
+    return HG_OK;
+}
+
+hg_err_t rmq_ensure(rmq_t *r)
+{
+    const hg_client_opts_t *o = client_opts(r->client);
+    const hg_backoff_t *b = &o->reconnect_backoff;
+    unsigned attempt = 0;
+    hg_err_t e = HG_OK;
+
+    if (r->st != NULL)
+        return HG_OK;
+    for (;;) {
+        for (int i = 0; i < r->nhosts; i++) {
+            int h = (r->next_host + i) % r->nhosts;
+            e = connect_host(r, &r->hosts[h]);
+            if (e == HG_OK) {
+                r->next_host = h;
+                client_note_connect(r->client);
+                return HG_OK;
+            }
+            if (e == HG_ERR_AUTH)
+                return e;
+        }
+        r->next_host = (r->next_host + 1) % r->nhosts;
+        if (!o->reconnect || (b->attempts > 0 && attempt >= (unsigned)b->attempts)) {
+            if (attempt > 0) {
+                char msg[HG_ERRMSG_MAX];
+                snprintf(msg, sizeof(msg), "%s (after %u attempts)", hg_client_errmsg(r->client), attempt + 1);
+                client_fail(r->client, e, "%s", msg);
+            }
+            return e;
+        }
+        if (client_sleep(client_wake_fd(r->client), hg_backoff_delay(b, attempt, NULL, NULL)) < 0)
+            return client_fail(r->client, HG_ERR_STOPPED, "stopped while reconnecting to %s", r->address);
+        attempt++;
+    }
+}
+
+hg_err_t rmq_admin(rmq_t *r)
+{
+    hg_err_t e = rmq_ensure(r);
+    if (e != HG_OK || r->admin_open)
+        return e;
+    amqp_channel_open(r->st, RMQ_ADMIN_CHANNEL);
+    e = rmq_rpc_check(r, RMQ_ADMIN_CHANNEL, "channel.open");
+    if (e == HG_OK)
+        r->admin_open = 1;
+    return e;
+}
+
+/* ------------------------------------------------------------------------
+ * Messages: encoding and decoding
+ * ------------------------------------------------------------------------ */
+
+void rmq_msg_free(rmq_msg_t *m)
+{
+    if (m == NULL)
+        return;
+    free(m->topic);
+    free(m->key);
+    free(m->payload);
+    free(m->plan);
+    free(m->dest);
+    free(m->reason);
+    free(m->group);
+    free(m);
+}
+
+static char *dup_bytes(amqp_bytes_t b, size_t *len)
+{
+    char *s = xmalloc(b.len + 1);
+    if (b.len > 0)
+        memcpy(s, b.bytes, b.len);
+    s[b.len] = '\0';
+    if (len != NULL)
+        *len = b.len;
+    return s;
+}
+
+static int field_int(const amqp_field_value_t *v, long long *out)
+{
+    switch (v->kind) {
+    case AMQP_FIELD_KIND_I8:
+        *out = v->value.i8;
+        return 0;
+    case AMQP_FIELD_KIND_U8:
+        *out = v->value.u8;
+        return 0;
+    case AMQP_FIELD_KIND_I16:
+        *out = v->value.i16;
+        return 0;
+    case AMQP_FIELD_KIND_U16:
+        *out = v->value.u16;
+        return 0;
+    case AMQP_FIELD_KIND_I32:
+        *out = v->value.i32;
+        return 0;
+    case AMQP_FIELD_KIND_U32:
+        *out = v->value.u32;
+        return 0;
+    case AMQP_FIELD_KIND_I64:
+        *out = v->value.i64;
+        return 0;
+    case AMQP_FIELD_KIND_U64:
+        *out = (long long)v->value.u64;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+rmq_msg_t *rmq_msg_decode(const amqp_basic_properties_t *p, const amqp_bytes_t *body, uint64_t tag)
+{
+    rmq_msg_t *m = xcalloc(1, sizeof(*m));
+
+    m->tag = tag;
+    m->max_reconsume = -1;
+    m->payload = dup_bytes(*body, &m->payload_len);
+    if ((p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) && p->message_id.len < HG_ID_MAX) {
+        memcpy(m->id, p->message_id.bytes, p->message_id.len);
+        m->id[p->message_id.len] = '\0';
+    }
+    if (p->_flags & AMQP_BASIC_HEADERS_FLAG) {
+        for (int i = 0; i < p->headers.num_entries; i++) {
+            const amqp_table_entry_t *e = &p->headers.entries[i];
+            int is_str = e->value.kind == AMQP_FIELD_KIND_UTF8 || e->value.kind == AMQP_FIELD_KIND_BYTES;
+            char name[32];
+            long long n = 0;
+            snprintf(name, sizeof(name), "%.*s", (int)e->key.len, (const char *)e->key.bytes);
+            if (is_str && strcmp(name, RMQ_H_TOPIC) == 0 && m->topic == NULL)
+                m->topic = dup_bytes(e->value.value.bytes, NULL);
+            else if (is_str && strcmp(name, RMQ_H_KEY) == 0 && m->key == NULL)
+                m->key = dup_bytes(e->value.value.bytes, &m->key_len);
+            else if (is_str && strcmp(name, RMQ_H_PLAN) == 0 && m->plan == NULL)
+                m->plan = dup_bytes(e->value.value.bytes, NULL);
+            else if (is_str && strcmp(name, RMQ_H_DEST) == 0 && m->dest == NULL)
+                m->dest = dup_bytes(e->value.value.bytes, NULL);
+            else if (is_str && strcmp(name, RMQ_H_REASON) == 0 && m->reason == NULL)
+                m->reason = dup_bytes(e->value.value.bytes, NULL);
+            else if (is_str && strcmp(name, RMQ_H_GROUP) == 0 && m->group == NULL)
+                m->group = dup_bytes(e->value.value.bytes, NULL);
+            else if (field_int(&e->value, &n) == 0 && n >= 0) {
+                if (strcmp(name, RMQ_H_DUE) == 0)
+                    m->due_ms = (uint64_t)n;
+                else if (strcmp(name, RMQ_H_RECONSUME) == 0)
+                    m->reconsume = n > 1000000 ? 1000000 : (unsigned)n;
+                else if (strcmp(name, RMQ_H_PARKED) == 0)
+                    m->parked_ms = (uint64_t)n;
+                else if (strcmp(name, RMQ_H_CREATED) == 0)
+                    m->created_ms = (uint64_t)n;
+                else if (strcmp(name, RMQ_H_MAXRETRY) == 0)
+                    m->max_reconsume = (long)n;
+            }
+        }
+    }
+    if (m->topic == NULL)
+        m->topic = xstrdup("");
+    return m;
+}
+
+static void add_str(amqp_table_entry_t *e, int *n, const char *key, const char *value, size_t len)
+{
+    e[*n].key = amqp_cstring_bytes(key);
+    e[*n].value.kind = AMQP_FIELD_KIND_UTF8;
+    e[*n].value.value.bytes.bytes = (void *)value;
+    e[*n].value.value.bytes.len = len;
+    (*n)++;
+}
+
+static void add_int(amqp_table_entry_t *e, int *n, const char *key, long long value)
+{
+    e[*n].key = amqp_cstring_bytes(key);
+    e[*n].value.kind = AMQP_FIELD_KIND_I64;
+    e[*n].value.value.i64 = value;
+    (*n)++;
+}
+
+/* Publish one message on channel 1 (no wait). */
+static int publish_one(rmq_t *r, const rmq_out_t *o)
+{
+    amqp_table_entry_t e[14];
+    amqp_basic_properties_t p;
+    amqp_bytes_t body;
+    char level[16];
+    int n = 0;
+
+    if (o->topic != NULL)
+        add_str(e, &n, RMQ_H_TOPIC, o->topic, strlen(o->topic));
+    if (o->key != NULL)
+        add_str(e, &n, RMQ_H_KEY, o->key, strlen(o->key));
+    add_int(e, &n, RMQ_H_DUE, (long long)o->due_ms);
+    add_int(e, &n, RMQ_H_RECONSUME, o->reconsume);
+    if (o->level > 0) {
+        snprintf(level, sizeof(level), "%d", o->level);
+        add_str(e, &n, RMQ_H_LEVEL, level, strlen(level));
+    }
+    if (o->plan != NULL)
+        add_str(e, &n, RMQ_H_PLAN, o->plan, strlen(o->plan));
+    if (o->dest != NULL)
+        add_str(e, &n, RMQ_H_DEST, o->dest, strlen(o->dest));
+    if (o->reason != NULL) {
+        add_str(e, &n, RMQ_H_REASON, o->reason, strlen(o->reason));
+        add_int(e, &n, RMQ_H_PARKED, (long long)o->parked_ms);
+    }
+    if (o->group != NULL) {
+        add_str(e, &n, RMQ_H_GROUP, o->group, strlen(o->group));
+        add_int(e, &n, RMQ_H_CREATED, (long long)o->created_ms);
+        add_int(e, &n, RMQ_H_MAXRETRY, o->max_reconsume);
+    }
+    memset(&p, 0, sizeof(p));
+    p._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG;
+    p.delivery_mode = 2; /* persistent */
+    p.message_id = amqp_cstring_bytes(o->id);
+    p.headers.num_entries = n;
+    p.headers.entries = e;
+    body.bytes = (void *)(o->payload != NULL ? o->payload : "");
+    body.len = o->payload_len;
+    return amqp_basic_publish(r->st, RMQ_WORK_CHANNEL, amqp_cstring_bytes(o->exchange),
+                              amqp_cstring_bytes(o->routing_key), 0, 0, &p, body);
+}
+
+/* ------------------------------------------------------------------------
+ * The frame pump
+ * ------------------------------------------------------------------------ */
+
+static void confirm(rmq_t *r, uint64_t tag, int multiple, signed char result)
+{
+    for (size_t i = 0; i < r->batch_n; i++) {
+        uint64_t seq = r->batch_first + i;
+        if ((seq == tag || (multiple && seq < tag)) && r->batch_state[i] == 0)
+            r->batch_state[i] = result;
+    }
+}
+
+static hg_err_t handle_method(rmq_t *r, const amqp_frame_t *f)
+{
+    amqp_method_t m = f->payload.method;
+    char text[256];
+
+    switch (m.id) {
+    case AMQP_BASIC_DELIVER_METHOD: {
+        amqp_basic_deliver_t *d = m.decoded;
+        uint64_t tag = d->delivery_tag;
+        amqp_message_t msg;
+        amqp_rpc_reply_t x = amqp_read_message(r->st, f->channel, &msg, 0);
+        rmq_msg_t *dm;
+        if (x.reply_type != AMQP_RESPONSE_NORMAL)
+            return rmq_rpc_fail(r, f->channel, "reading a delivery");
+        dm = rmq_msg_decode(&msg.properties, &msg.body, tag);
+        amqp_destroy_message(&msg);
+        if (r->ready_tail != NULL)
+            r->ready_tail->next = dm;
+        else
+            r->ready = dm;
+        r->ready_tail = dm;
+        return HG_OK;
+    }
+    case AMQP_BASIC_ACK_METHOD: {
+        amqp_basic_ack_t *a = m.decoded;
+        confirm(r, a->delivery_tag, a->multiple, 1);
+        return HG_OK;
+    }
+    case AMQP_BASIC_NACK_METHOD: {
+        amqp_basic_nack_t *a = m.decoded;
+        confirm(r, a->delivery_tag, a->multiple, -1);
+        return HG_OK;
+    }
+    case AMQP_BASIC_CANCEL_METHOD:
+        r->consuming[0] = '\0';
+        return HG_OK;
+    case AMQP_CHANNEL_CLOSE_METHOD: {
+        amqp_channel_close_t *c = m.decoded;
+        amqp_channel_close_ok_t ok;
+        hg_err_t e;
+        snprintf(text, sizeof(text), "%.*s", (int)c->reply_text.len, (const char *)c->reply_text.bytes);
+        e = fail_close(r, f->channel == RMQ_WORK_CHANNEL ? "channel 1" : "channel 2", c->reply_code, text);
+        amqp_send_method(r->st, f->channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+        if (f->channel == RMQ_WORK_CHANNEL)
+            rmq_disconnect(r);
+        else
+            r->admin_open = 0;
+        return e;
+    }
+    case AMQP_CONNECTION_CLOSE_METHOD: {
+        amqp_connection_close_t *c = m.decoded;
+        amqp_connection_close_ok_t ok;
+        snprintf(text, sizeof(text), "%.*s", (int)c->reply_text.len, (const char *)c->reply_text.bytes);
+        client_fail(r->client, HG_ERR_IO, "RabbitMQ at %s closed the connection: %u %s", r->address, c->reply_code,
+                    text);
+        amqp_send_method(r->st, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
+        rmq_disconnect(r);
+        return HG_ERR_IO;
+    }
+    default:
+        return HG_OK;
+    }
+}
+
+hg_err_t rmq_pump(rmq_t *r, uint64_t deadline, int want_delivery, int interruptible)
+{
+    int wake = interruptible ? client_wake_fd(r->client) : -1;
+
+    for (;;) {
+        struct timeval zero = { 0, 0 };
+        amqp_frame_t f;
+        int rc;
+
+        if (r->st == NULL)
+            return client_fail(r->client, HG_ERR_IO, "not connected to RabbitMQ at %s", r->address);
+        if (want_delivery && r->ready != NULL)
+            return HG_OK;
+        if (!amqp_frames_enqueued(r->st) && !amqp_data_in_buffer(r->st)) {
+            struct pollfd p[2] = { { amqp_get_sockfd(r->st), POLLIN, 0 }, { wake, POLLIN, 0 } };
+            int left = wire_poll_ms(deadline), n;
+            if (left < 0 || left > RMQ_HEARTBEAT_S * 500)
+                left = RMQ_HEARTBEAT_S * 500; /* wake up to send heartbeats */
+            n = poll(p, wake >= 0 ? 2 : 1, left);
+            if (n < 0 && errno != EINTR)
+                return client_fail(r->client, HG_ERR_IO, "poll: %s", strerror(errno));
+            if (n == 0 && deadline != 0 && wire_poll_ms(deadline) == 0)
+                return HG_ERR_TIMEOUT;
+            if (n > 0 && wake >= 0 && (p[1].revents & POLLIN))
+                return client_fail(r->client, HG_ERR_STOPPED, "stopped while waiting for RabbitMQ at %s", r->address);
+        }
+        rc = amqp_simple_wait_frame_noblock(r->st, &f, &zero);
+        if (rc == AMQP_STATUS_TIMEOUT)
+            continue;
+        if (rc != AMQP_STATUS_OK) {
+            client_fail(r->client, HG_ERR_IO, "connection to RabbitMQ at %s lost: %s", r->address,
+                        amqp_error_string2(rc));
+            rmq_disconnect(r);
+            return HG_ERR_IO;
+        }
+        if (f.frame_type == AMQP_FRAME_METHOD) {
+            hg_err_t e = handle_method(r, &f);
+            if (e != HG_OK)
+                return e;
+        }
+        if (r->st != NULL)
+            amqp_maybe_release_buffers(r->st);
+        if (!want_delivery)
+            return HG_OK;
+    }
+}
+
+hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results)
+{
+    const hg_client_opts_t *o = client_opts(r->client);
+    uint64_t deadline;
+    hg_err_t first = HG_OK;
+    size_t done = 0;
+
+    for (size_t i = 0; i < n; i++)
+        results[i] = HG_ERR_IO;
+    if (r->st == NULL)
+        return client_fail(r->client, HG_ERR_IO, "not connected to RabbitMQ at %s", r->address);
+    if (n > r->batch_cap) {
+        r->batch_state = xrealloc(r->batch_state, n);
+        r->batch_cap = n;
+    }
+    memset(r->batch_state, 0, n);
+    r->batch_first = r->next_seq;
+    r->batch_n = n;
+    for (size_t i = 0; i < n; i++) {
+        int rc = publish_one(r, &out[i]);
+        r->next_seq++;
+        if (rc != AMQP_STATUS_OK) {
+            client_fail(r->client, HG_ERR_IO, "publishing to %s at %s: %s",
+                        out[i].exchange[0] ? out[i].exchange : "the default exchange", r->address,
+                        amqp_error_string2(rc));
+            rmq_disconnect(r);
+            return HG_ERR_IO;
+        }
+    }
+    deadline = o->read_timeout_ms == 0 ? 0 : wire_now_ms() + o->read_timeout_ms;
+    for (;;) {
+        hg_err_t e;
+        done = 0;
+        for (size_t i = 0; i < n; i++)
+            done += r->batch_state[i] != 0;
+        if (done == n)
+            break;
+        e = rmq_pump(r, deadline, 0, 0);
+        if (e == HG_ERR_TIMEOUT) {
+            client_fail(r->client, HG_ERR_TIMEOUT, "no publisher confirm from RabbitMQ at %s within %" PRIu32 "ms",
+                        r->address, o->read_timeout_ms);
+            rmq_disconnect(r);
+            return HG_ERR_TIMEOUT;
+        }
+        if (e != HG_OK)
+            return e;
+    }
+    for (size_t i = 0; i < n; i++) {
+        results[i] = r->batch_state[i] > 0 ? HG_OK : HG_ERR_SERVER;
+        if (results[i] != HG_OK && first == HG_OK)
+            first = client_fail(r->client, HG_ERR_SERVER,
+                                "RabbitMQ refused the message (basic.nack): a queue on its route is full "
+                                "(x-overflow reject-publish) or unavailable");
+    }
+    r->batch_n = 0;
+    return first;
+}

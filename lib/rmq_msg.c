@@ -1,0 +1,498 @@
+/*
+ * lib/rmq_msg.c — the message commands on RabbitMQ: SEND (and send_many),
+ * PULL, ACK, NACK, each answering the broker's reply shape.
+ *
+ * A message is one AMQP message: the payload as body, the id (16 hex
+ * digits, made by the sender, so a resent message keeps its id) as
+ * message-id, persistent, and the headers hg-topic, hg-key, hg-due (the
+ * final due time, Unix ms), hg-reconsume, and on its way through the levels
+ * hg-level (routes it in hg.levels), hg-plan and hg-dest (chained delays).
+ *
+ *   delay       published to           routing key    then
+ *   none        hg.due                 t.<topic>      every group queue bound to it
+ *   LEVEL n     hg.levels, hg-level n  t.<topic>      TTL → dead-lettered into hg.due
+ *   DELAY d     the plan's first level "hop" (or t.<topic> when one hop)
+ *                                                     → hg.hops → the router
+ *                                                     publishes the next hop
+ *   retry       hg.levels, level 3+r   g.<group>      back to that group only
+ *   DLQ         default exchange       hg.dlq.<group> with hg-reason, hg-parked
+ *
+ * Every publish waits for its publisher confirm before the reply: the
+ * message is durable (on a quorum of the queue's replicas) before SEND
+ * answers an id. PULL consumes the group queue on channel 1 with prefetch
+ * COUNT; the messages it hands out are held (unacknowledged) until ACK or
+ * NACK — LEASE is not used: the hold ends only with the connection.
+ * NACK publishes the retry (or the DLQ record), waits for its confirm, then
+ * acknowledges the delivery: a crash in between repeats the message, never
+ * loses it.
+ *
+ * One thread per connection.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "lib/rmq.h"
+#include "lib/client.h"
+#include "lib/wire.h"
+
+#include "base/alloc.h"
+#include "base/units.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define RMQ_SEND_ROUNDS 3 /* resend rounds after a lost connection */
+
+int rmq_route_delay(const lvl_table_t *t, hg_delay_t delay, const char *dest, uint64_t now, rmq_out_t *out,
+                    char *plan_buf, size_t plan_len, char *why, size_t whylen)
+{
+    uint8_t levels[LVL_MAX_HOPS];
+    uint64_t ms = 0;
+    int hops = 0;
+
+    out->exchange = RMQ_EX_DUE;
+    out->routing_key = dest;
+    out->level = 0;
+    out->plan = NULL;
+    out->dest = NULL;
+    out->due_ms = now;
+    switch (delay.kind) {
+    case HG_DELAY_NONE:
+        return 0;
+    case HG_DELAY_LEVEL:
+        if (delay.value == 0)
+            return 0;
+        if (delay.value > (uint64_t)t->count) {
+            snprintf(why, whylen, "LEVEL must be 0..%d (levels are 1..%d; 0: no delay), got %" PRIu64, t->count,
+                     t->count, delay.value);
+            return -1;
+        }
+        out->exchange = RMQ_EX_LEVELS;
+        out->level = (int)delay.value;
+        out->due_ms = now + t->delay_ms[delay.value];
+        return 0;
+    case HG_DELAY_MS:
+        ms = delay.value;
+        break;
+    case HG_DELAY_AT:
+        ms = delay.value > now ? delay.value - now : 0;
+        break;
+    }
+    if (ms == 0)
+        return 0;
+    if (lvl_chain_plan(t, ms, RMQ_MAX_DELAY_MS, levels, LVL_MAX_HOPS, &hops, why, whylen) < 0)
+        return -1;
+    out->exchange = RMQ_EX_LEVELS;
+    out->level = levels[0];
+    out->due_ms = now + lvl_round_delay(ms);
+    if (hops > 1) {
+        size_t used = 0;
+        plan_buf[0] = '\0';
+        for (int i = 1; i < hops && used + 8 < plan_len; i++)
+            used += (size_t)snprintf(plan_buf + used, plan_len - used, i > 1 ? ",%u" : "%u", levels[i]);
+        out->routing_key = RMQ_RK_HOP;
+        out->plan = plan_buf;
+        out->dest = dest;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * SEND
+ * ------------------------------------------------------------------------ */
+
+/* Parse "SEND topic payload [KEY k] [LEVEL n | DELAY d | AT ms]". */
+static int parse_send(size_t argc, const char *const *argv, const size_t *lens, hg_delay_t *delay, const char **key,
+                      char *why, size_t whylen)
+{
+    int kinds = 0;
+
+    *key = NULL;
+    *delay = hg_delay_none();
+    if (argc < 3) {
+        snprintf(why, whylen, "wrong number of arguments for 'SEND' command");
+        return -1;
+    }
+    for (size_t i = 3; i < argc; i += 2) {
+        const char *w = argv[i];
+        uint64_t v = 0;
+        if (i + 1 >= argc) {
+            snprintf(why, whylen, "syntax error: %s needs a value", w);
+            return -1;
+        }
+        if (strcasecmp(w, "KEY") == 0) {
+            *key = argv[i + 1];
+            continue;
+        }
+        if (strcasecmp(w, "LEVEL") != 0 && strcasecmp(w, "DELAY") != 0 && strcasecmp(w, "AT") != 0) {
+            snprintf(why, whylen, "syntax error: unknown SEND option '%.40s'", w);
+            return -1;
+        }
+        if (++kinds > 1) {
+            snprintf(why, whylen, "syntax error: only one of LEVEL, DELAY and AT may be given");
+            return -1;
+        }
+        if (strcasecmp(w, "DELAY") == 0) {
+            char e[96];
+            if (units_parse_duration(argv[i + 1], lens != NULL ? lens[i + 1] : strlen(argv[i + 1]), UNITS_BARE_MS, &v,
+                                     e, sizeof(e)) < 0) {
+                snprintf(why, whylen, "bad DELAY: %s", e);
+                return -1;
+            }
+            *delay = hg_delay_ms(v);
+        } else {
+            char *end = NULL;
+            v = strtoull(argv[i + 1], &end, 10);
+            if (end == argv[i + 1] || *end != '\0') {
+                snprintf(why, whylen, "%s wants a whole number, got '%.40s'", w, argv[i + 1]);
+                return -1;
+            }
+            *delay = strcasecmp(w, "LEVEL") == 0 ? hg_delay_level((int)(v > 1000 ? 1000 : v)) : hg_delay_at(v);
+        }
+    }
+    return 0;
+}
+
+/* Build the message of one send; 0, or -1 with why. */
+static int build_out(rmq_t *r, rmq_out_t *o, char *id, char *dest, size_t destlen, char *plan, size_t planlen,
+                     const char *topic, const char *key, const void *payload, size_t len, hg_delay_t delay, char *why,
+                     size_t whylen)
+{
+    memset(o, 0, sizeof(*o));
+    if (topic == NULL || topic[0] == '\0' || strlen(topic) > RMQ_NAME_MAX - 10) {
+        snprintf(why, whylen, "topic must be 1..%d bytes on amqp://", RMQ_NAME_MAX - 10);
+        return -1;
+    }
+    snprintf(dest, destlen, "t.%s", topic);
+    if (rmq_route_delay(&r->levels, delay, dest, rmq_wall_ms(), o, plan, planlen, why, whylen) < 0)
+        return -1;
+    o->id = id;
+    o->topic = topic;
+    o->key = key;
+    o->payload = payload;
+    o->payload_len = len;
+    o->max_reconsume = -1;
+    return 0;
+}
+
+hg_err_t rmq_cmd_send(rmq_t *r, size_t argc, const char *const *argv, const size_t *lens, resp_reply_t **reply)
+{
+    char why[HG_ERRMSG_MAX], id[HG_ID_MAX], dest[RMQ_QUEUE_NAME_MAX], plan[LVL_MAX_HOPS * 4];
+    const char *key = NULL;
+    hg_delay_t delay;
+    buf_t b = BUF_INIT;
+    rmq_out_t o;
+    hg_err_t e = HG_OK, res;
+
+    if (parse_send(argc, argv, lens, &delay, &key, why, sizeof(why)) < 0 ||
+        build_out(r, &o, id, dest, sizeof(dest), plan, sizeof(plan), argv[1], key, argv[2],
+                  lens != NULL ? lens[2] : strlen(argv[2]), delay, why, sizeof(why)) < 0) {
+        rmq_w_error(&b, "ERR %s", why);
+        return rmq_reply_finish(&b, reply);
+    }
+    rmq_new_id(id);
+    for (int round = 0; round <= RMQ_SEND_ROUNDS; round++) {
+        if ((e = rmq_ensure(r)) != HG_OK || (e = rmq_topology(r)) != HG_OK)
+            break;
+        /* the due time of a resend stays the first one: build_out fixed it */
+        e = rmq_publish(r, &o, 1, &res);
+        if (e != HG_ERR_IO && e != HG_ERR_TIMEOUT)
+            break;
+        if (!client_opts(r->client)->resend_sends)
+            break;
+    }
+    if (e == HG_ERR_SERVER) {
+        rmq_w_error(&b, "ERR %s", hg_client_errmsg(r->client));
+        return rmq_reply_finish(&b, reply);
+    }
+    if (e != HG_OK)
+        return e;
+    rmq_w_str(&b, id);
+    return rmq_reply_finish(&b, reply);
+}
+
+void rmq_send_many(rmq_t *r, hg_send_item_t *items, size_t n)
+{
+    rmq_out_t *out = xcalloc(n, sizeof(*out));
+    size_t *which = xcalloc(n, sizeof(*which));
+    hg_err_t *res = xcalloc(n, sizeof(*res));
+    char(*dest)[RMQ_QUEUE_NAME_MAX] = xcalloc(n, RMQ_QUEUE_NAME_MAX);
+    char(*plan)[LVL_MAX_HOPS * 4] = xcalloc(n, LVL_MAX_HOPS * 4);
+    size_t m = 0;
+    hg_err_t e = HG_OK;
+
+    for (size_t i = 0; i < n; i++) {
+        hg_send_item_t *it = &items[i];
+        if (it->err != HG_ERR_IO) /* producer.c marked the invalid ones */
+            continue;
+        if (build_out(r, &out[m], it->id, dest[m], sizeof(dest[m]), plan[m], sizeof(plan[m]), it->topic, it->key,
+                      it->payload, it->payload_len, it->delay, it->error, sizeof(it->error)) < 0) {
+            it->err = HG_ERR_SERVER;
+            continue;
+        }
+        rmq_new_id(it->id);
+        which[m++] = i;
+    }
+    for (int round = 0; m > 0 && round <= RMQ_SEND_ROUNDS; round++) {
+        size_t keep = 0;
+        if ((e = rmq_ensure(r)) != HG_OK || (e = rmq_topology(r)) != HG_OK)
+            break;
+        e = rmq_publish(r, out, m, res);
+        for (size_t k = 0; k < m; k++) {
+            hg_send_item_t *it = &items[which[k]];
+            if (res[k] == HG_OK) {
+                it->err = HG_OK;
+            } else if (e == HG_ERR_IO || e == HG_ERR_TIMEOUT) {
+                out[keep] = out[k];
+                which[keep++] = which[k];
+            } else {
+                it->err = res[k];
+                snprintf(it->error, sizeof(it->error), "%s", hg_client_errmsg(r->client));
+            }
+        }
+        m = keep;
+        if ((e != HG_ERR_IO && e != HG_ERR_TIMEOUT) || !client_opts(r->client)->resend_sends)
+            break;
+    }
+    for (size_t k = 0; k < m; k++) {
+        hg_send_item_t *it = &items[which[k]];
+        it->err = e != HG_OK ? e : HG_ERR_IO;
+        it->id[0] = '\0';
+        snprintf(it->error, sizeof(it->error), "%s", hg_client_errmsg(r->client));
+    }
+    free(out);
+    free(which);
+    free(res);
+    free(dest);
+    free(plan);
+}
+
+/* ------------------------------------------------------------------------
+ * PULL, ACK, NACK
+ * ------------------------------------------------------------------------ */
+
+static long opt_number(size_t argc, const char *const *argv, size_t from, const char *name, long def)
+{
+    for (size_t i = from; i + 1 < argc; i += 2)
+        if (strcasecmp(argv[i], name) == 0)
+            return strtol(argv[i + 1], NULL, 10);
+    return def;
+}
+
+hg_err_t rmq_consume(rmq_t *r, const char *queue, const char *name, int count)
+{
+    amqp_basic_consume_ok_t *ok;
+
+    if (strcmp(r->consuming, name) == 0)
+        return HG_OK;
+    if (r->consuming[0] != '\0') {
+        amqp_basic_cancel(r->st, RMQ_WORK_CHANNEL, amqp_cstring_bytes(r->ctag));
+        if (rmq_rpc_check(r, RMQ_WORK_CHANNEL, "basic.cancel") != HG_OK)
+            return hg_client_errcode(r->client);
+        while (r->ready != NULL) { /* deliveries of the other queue go back */
+            rmq_msg_t *m = r->ready;
+            r->ready = m->next;
+            amqp_basic_nack(r->st, RMQ_WORK_CHANNEL, m->tag, 0, 1);
+            rmq_msg_free(m);
+        }
+        r->ready_tail = NULL;
+        r->consuming[0] = '\0';
+    }
+    amqp_basic_qos(r->st, RMQ_WORK_CHANNEL, 0, (uint16_t)(count > 65535 ? 65535 : count), 0);
+    if (rmq_rpc_check(r, RMQ_WORK_CHANNEL, "basic.qos") != HG_OK)
+        return hg_client_errcode(r->client);
+    ok = amqp_basic_consume(r->st, RMQ_WORK_CHANNEL, amqp_cstring_bytes(queue), amqp_empty_bytes, 0, 0, 0,
+                            amqp_empty_table);
+    if (ok == NULL)
+        return rmq_rpc_fail(r, RMQ_WORK_CHANNEL, "basic.consume");
+    snprintf(r->ctag, sizeof(r->ctag), "%.*s", (int)ok->consumer_tag.len, (const char *)ok->consumer_tag.bytes);
+    snprintf(r->consuming, sizeof(r->consuming), "%s", name);
+    return HG_OK;
+}
+
+hg_err_t rmq_cmd_pull(rmq_t *r, size_t argc, const char *const *argv, uint32_t extra_wait_ms, int flags,
+                      resp_reply_t **reply)
+{
+    long count = opt_number(argc, argv, 3, "COUNT", 1), block = opt_number(argc, argv, 3, "BLOCK", -1);
+    uint64_t deadline;
+    buf_t b = BUF_INIT;
+    rmq_msg_t *got[1000];
+    size_t n = 0;
+    hg_err_t e;
+
+    if (argc < 3 || count < 1 || count > 1000) {
+        rmq_w_error(&b, "ERR PULL group topic [COUNT 1..1000] [BLOCK ms] [LEASE ms]");
+        return rmq_reply_finish(&b, reply);
+    }
+    if ((e = rmq_ensure(r)) != HG_OK)
+        return e;
+    e = rmq_group_ensure(r, argv[1], argv[2], -1, 0, NULL);
+    if (e == HG_OK) {
+        char q[RMQ_QUEUE_NAME_MAX];
+        rmq_group_queue(q, sizeof(q), argv[1]);
+        e = rmq_consume(r, q, argv[1], (int)count);
+    }
+    if (e == HG_ERR_SERVER) {
+        const char *msg = hg_client_errmsg(r->client);
+        rmq_w_error(&b, "%s%s", strncmp(msg, "ERR ", 4) == 0 ? "" : "ERR ", msg);
+        return rmq_reply_finish(&b, reply);
+    }
+    if (e != HG_OK)
+        return e;
+    deadline = block < 0 ? wire_now_ms() : block == 0 ? 0 : wire_now_ms() + (uint64_t)block;
+    (void)extra_wait_ms;
+    e = rmq_pump(r, deadline, 1, (flags & CLIENT_INTERRUPTIBLE) != 0);
+    if (e == HG_OK) { /* take what is there, up to COUNT, without waiting more */
+        while ((long)n < count) {
+            rmq_msg_t *m = r->ready;
+            if (m == NULL) {
+                if (rmq_pump(r, wire_now_ms(), 1, 0) != HG_OK || r->ready == NULL)
+                    break;
+                continue;
+            }
+            r->ready = m->next;
+            if (r->ready == NULL)
+                r->ready_tail = NULL;
+            m->next = r->held;
+            r->held = m;
+            got[n++] = m;
+        }
+    } else if (e != HG_ERR_TIMEOUT) {
+        return e;
+    }
+    rmq_w_array(&b, n);
+    for (size_t i = 0; i < n; i++) {
+        rmq_msg_t *m = got[i];
+        rmq_w_array(&b, 6);
+        rmq_w_str(&b, m->id);
+        rmq_w_str(&b, m->topic);
+        rmq_w_bulk(&b, m->key != NULL ? m->key : "", m->key_len);
+        rmq_w_bulk(&b, m->payload, m->payload_len);
+        rmq_w_int(&b, m->reconsume);
+        rmq_w_int(&b, (long long)m->due_ms);
+    }
+    return rmq_reply_finish(&b, reply);
+}
+
+/* Take the held message id of group out of the held list (NULL if none). */
+static rmq_msg_t *take_held(rmq_t *r, const char *group, const char *id)
+{
+    if (strcmp(r->consuming, group) != 0)
+        return NULL;
+    for (rmq_msg_t **p = &r->held; *p != NULL; p = &(*p)->next)
+        if (strcmp((*p)->id, id) == 0) {
+            rmq_msg_t *m = *p;
+            *p = m->next;
+            m->next = NULL;
+            return m;
+        }
+    return NULL;
+}
+
+hg_err_t rmq_cmd_ack(rmq_t *r, size_t argc, const char *const *argv, resp_reply_t **reply)
+{
+    buf_t b = BUF_INIT;
+    long long acked = 0;
+
+    if (argc < 3) {
+        rmq_w_error(&b, "ERR wrong number of arguments for 'ACK' command");
+        return rmq_reply_finish(&b, reply);
+    }
+    for (size_t i = 2; i < argc; i++) {
+        rmq_msg_t *m = take_held(r, argv[1], argv[i]);
+        if (m == NULL || r->st == NULL) {
+            rmq_msg_free(m);
+            continue;
+        }
+        if (amqp_basic_ack(r->st, RMQ_WORK_CHANNEL, m->tag, 0) == AMQP_STATUS_OK)
+            acked++;
+        rmq_msg_free(m);
+    }
+    rmq_w_int(&b, acked);
+    return rmq_reply_finish(&b, reply);
+}
+
+hg_err_t rmq_cmd_nack(rmq_t *r, size_t argc, const char *const *argv, resp_reply_t **reply)
+{
+    const char *reason = "";
+    char why[HG_ERRMSG_MAX], dest[RMQ_QUEUE_NAME_MAX], plan[LVL_MAX_HOPS * 4], dlq[RMQ_QUEUE_NAME_MAX];
+    hg_delay_t delay = hg_delay_none();
+    int dead = 0, retry_given = 0;
+    buf_t b = BUF_INIT;
+    rmq_msg_t *m;
+    rmq_out_t o;
+    hg_err_t e, res;
+    uint64_t now = rmq_wall_ms();
+
+    if (argc < 3) {
+        rmq_w_error(&b, "ERR wrong number of arguments for 'NACK' command");
+        return rmq_reply_finish(&b, reply);
+    }
+    for (size_t i = 3; i < argc; i++) {
+        if (strcasecmp(argv[i], "DLQ") == 0) {
+            dead = 1;
+        } else if (i + 1 < argc && strcasecmp(argv[i], "REASON") == 0) {
+            reason = argv[++i];
+        } else if (i + 1 < argc && strcasecmp(argv[i], "LEVEL") == 0) {
+            delay = hg_delay_level(atoi(argv[++i]));
+            retry_given = 1;
+        } else if (i + 1 < argc && strcasecmp(argv[i], "DELAY") == 0) {
+            uint64_t v = 0;
+            char err[96];
+            if (units_parse_duration_str(argv[++i], UNITS_BARE_MS, &v, err, sizeof(err)) < 0 || v == 0) {
+                rmq_w_error(&b, "ERR NACK DELAY must be greater than 0");
+                return rmq_reply_finish(&b, reply);
+            }
+            delay = hg_delay_ms(v);
+            retry_given = 1;
+        } else {
+            rmq_w_error(&b, "ERR syntax error: unknown NACK option '%.40s'", argv[i]);
+            return rmq_reply_finish(&b, reply);
+        }
+    }
+    m = take_held(r, argv[1], argv[2]);
+    if (m == NULL || r->st == NULL) {
+        rmq_msg_free(m);
+        rmq_w_int(&b, -1);
+        return rmq_reply_finish(&b, reply);
+    }
+    if (dead || (long)m->reconsume >= r->ensured_max) {
+        memset(&o, 0, sizeof(o));
+        rmq_dlq_queue(dlq, sizeof(dlq), argv[1]);
+        o.exchange = "";
+        o.routing_key = dlq;
+        o.due_ms = m->due_ms;
+        o.reason = reason;
+        o.parked_ms = now;
+        o.reconsume = m->reconsume;
+    } else {
+        int level = 3 + (int)m->reconsume;
+        if (!retry_given)
+            delay = hg_delay_level(level > r->levels.count ? r->levels.count : level);
+        snprintf(dest, sizeof(dest), "g.%s", argv[1]);
+        if (rmq_route_delay(&r->levels, delay, dest, now, &o, plan, sizeof(plan), why, sizeof(why)) < 0) {
+            rmq_msg_free(m);
+            rmq_w_error(&b, "ERR %s", why);
+            return rmq_reply_finish(&b, reply);
+        }
+        o.reconsume = m->reconsume + 1;
+    }
+    o.id = m->id;
+    o.topic = m->topic;
+    o.key = m->key;
+    o.payload = m->payload;
+    o.payload_len = m->payload_len;
+    o.max_reconsume = -1;
+    e = rmq_publish(r, &o, 1, &res);
+    if (e == HG_OK && r->st != NULL)
+        amqp_basic_ack(r->st, RMQ_WORK_CHANNEL, m->tag, 0);
+    rmq_msg_free(m);
+    if (e != HG_OK)
+        return e;
+    rmq_w_int(&b, o.reason != NULL ? 0 : (long long)o.due_ms);
+    return rmq_reply_finish(&b, reply);
+}

@@ -1,0 +1,417 @@
+/*
+ * lib/rmq_topology.c — the exchanges and queues of the RabbitMQ transport,
+ * declared idempotently and checked, and the group registry.
+ *
+ * Declarations run on channel 2 once per connection (rmq_topology) and once
+ * per group and connection (rmq_group_ensure). RabbitMQ answers a
+ * declaration whose arguments differ from the existing queue's with
+ * PRECONDITION_FAILED; rmq_conn.c turns that into a message naming the
+ * argument and both values (e.g. a level table other than the one the level
+ * queues were declared with: x-message-ttl differs).
+ *
+ * The registry (hg.groups) holds one persistent message per group: its
+ * name, topic, creation time and max-reconsume. AMQP 0-9-1 cannot list
+ * queues, so GROUP LIST and the "bound to another topic" check read it by
+ * browsing: basic.get every message unacknowledged, then one basic.nack
+ * (multiple, requeue) returns them all. A client that browses while another
+ * holds the records sees none and may add a second record of a group;
+ * readers keep the first one of a name and delete the others.
+ *
+ * One thread per connection.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "lib/rmq.h"
+#include "lib/client.h"
+
+#include "base/alloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void rmq_level_queue(char *buf, size_t len, int level)
+{
+    snprintf(buf, len, "hg.level.%d", level);
+}
+
+void rmq_group_queue(char *buf, size_t len, const char *group)
+{
+    snprintf(buf, len, "hg.group.%s", group);
+}
+
+void rmq_dlq_queue(char *buf, size_t len, const char *group)
+{
+    snprintf(buf, len, "hg.dlq.%s", group);
+}
+
+static amqp_table_entry_t str_arg(const char *key, const char *value)
+{
+    amqp_table_entry_t e;
+    e.key = amqp_cstring_bytes(key);
+    e.value.kind = AMQP_FIELD_KIND_UTF8;
+    e.value.value.bytes = amqp_cstring_bytes(value);
+    return e;
+}
+
+static amqp_table_entry_t long_arg(const char *key, long long value)
+{
+    amqp_table_entry_t e;
+    e.key = amqp_cstring_bytes(key);
+    e.value.kind = AMQP_FIELD_KIND_I64;
+    e.value.value.i64 = value;
+    return e;
+}
+
+/* A durable exchange. */
+static hg_err_t declare_exchange(rmq_t *r, const char *name, const char *type, amqp_table_t args)
+{
+    char what[128];
+    snprintf(what, sizeof(what), "declaring exchange %s (%s)", name, type);
+    amqp_exchange_declare(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(name), amqp_cstring_bytes(type), 0, 1, 0, 0,
+                          args);
+    return rmq_rpc_check(r, RMQ_ADMIN_CHANNEL, what);
+}
+
+/* A durable quorum queue with extra arguments. */
+static hg_err_t declare_quorum(rmq_t *r, const char *name, const amqp_table_entry_t *extra, int nextra)
+{
+    amqp_table_entry_t e[8];
+    amqp_table_t args;
+    char what[RMQ_QUEUE_NAME_MAX + 32];
+    int n = 0;
+
+    e[n++] = str_arg("x-queue-type", "quorum");
+    for (int i = 0; i < nextra && n < 8; i++)
+        e[n++] = extra[i];
+    args.num_entries = n;
+    args.entries = e;
+    snprintf(what, sizeof(what), "declaring queue %s", name);
+    amqp_queue_declare(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(name), 0, 1, 0, 0, args);
+    return rmq_rpc_check(r, RMQ_ADMIN_CHANNEL, what);
+}
+
+static hg_err_t bind(rmq_t *r, const char *queue, const char *exchange, const char *key, amqp_table_t args)
+{
+    char what[RMQ_QUEUE_NAME_MAX * 2];
+    snprintf(what, sizeof(what), "binding queue %s to %s", queue, exchange);
+    amqp_queue_bind(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(queue), amqp_cstring_bytes(exchange),
+                    amqp_cstring_bytes(key), args);
+    return rmq_rpc_check(r, RMQ_ADMIN_CHANNEL, what);
+}
+
+hg_err_t rmq_topology(rmq_t *r)
+{
+    amqp_table_entry_t ae = str_arg("alternate-exchange", RMQ_EX_UNROUTED);
+    amqp_table_t ae_args = { 1, &ae };
+    hg_err_t e;
+
+    if (r->topology_ok)
+        return HG_OK;
+    if ((e = rmq_admin(r)) != HG_OK)
+        return e;
+    if ((e = declare_exchange(r, RMQ_EX_UNROUTED, "fanout", amqp_empty_table)) != HG_OK ||
+        (e = declare_quorum(r, RMQ_Q_UNROUTED, NULL, 0)) != HG_OK ||
+        (e = bind(r, RMQ_Q_UNROUTED, RMQ_EX_UNROUTED, "", amqp_empty_table)) != HG_OK ||
+        (e = declare_exchange(r, RMQ_EX_DUE, "direct", ae_args)) != HG_OK ||
+        (e = declare_exchange(r, RMQ_EX_LEVELS, "headers", amqp_empty_table)) != HG_OK)
+        return e;
+    for (int level = 1; level <= r->levels.count; level++) {
+        char name[64], value[16];
+        amqp_table_entry_t q[5], b[2];
+        amqp_table_t bargs = { 2, b };
+        rmq_level_queue(name, sizeof(name), level);
+        snprintf(value, sizeof(value), "%d", level);
+        q[0] = long_arg("x-message-ttl", (long long)r->levels.delay_ms[level]);
+        q[1] = str_arg("x-dead-letter-exchange", RMQ_EX_DUE);
+        q[2] = str_arg("x-dead-letter-strategy", "at-least-once");
+        q[3] = str_arg("x-overflow", "reject-publish");
+        b[0] = str_arg("x-match", "all");
+        b[1] = str_arg(RMQ_H_LEVEL, value);
+        if ((e = declare_quorum(r, name, q, 4)) != HG_OK || (e = bind(r, name, RMQ_EX_LEVELS, "", bargs)) != HG_OK)
+            return e;
+    }
+    if ((e = declare_quorum(r, RMQ_Q_HOPS, NULL, 0)) != HG_OK ||
+        (e = bind(r, RMQ_Q_HOPS, RMQ_EX_DUE, RMQ_RK_HOP, amqp_empty_table)) != HG_OK ||
+        (e = declare_quorum(r, RMQ_Q_GROUPS, NULL, 0)) != HG_OK)
+        return e;
+    r->topology_ok = 1;
+    return HG_OK;
+}
+
+hg_err_t rmq_queue_depth(rmq_t *r, const char *queue, long long *depth)
+{
+    amqp_queue_declare_ok_t *ok;
+    char what[RMQ_QUEUE_NAME_MAX + 32];
+    hg_err_t e;
+
+    *depth = -1;
+    if ((e = rmq_admin(r)) != HG_OK)
+        return e;
+    snprintf(what, sizeof(what), "queue %s", queue);
+    ok = amqp_queue_declare(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(queue), 1, 0, 0, 0, amqp_empty_table);
+    if (ok != NULL) {
+        *depth = ok->message_count;
+        return HG_OK;
+    }
+    e = rmq_rpc_fail(r, RMQ_ADMIN_CHANNEL, what);
+    if (e == HG_ERR_SERVER && r->last_code == 404) {
+        client_clear_error(r->client);
+        return HG_OK; /* no such queue: -1 */
+    }
+    return e;
+}
+
+/* ------------------------------------------------------------------------
+ * The registry
+ * ------------------------------------------------------------------------ */
+
+hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out)
+{
+    rmq_msg_t *head = NULL, *tail = NULL;
+    char what[RMQ_QUEUE_NAME_MAX + 32];
+    hg_err_t e;
+
+    *out = NULL;
+    if ((e = rmq_admin(r)) != HG_OK)
+        return e;
+    snprintf(what, sizeof(what), "browsing queue %s", queue);
+    for (;;) {
+        uint64_t tag;
+        amqp_rpc_reply_t x = amqp_basic_get(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(queue), 0);
+        amqp_basic_get_ok_t *ok;
+        amqp_message_t msg;
+        rmq_msg_t *m;
+        if (x.reply_type != AMQP_RESPONSE_NORMAL) {
+            e = rmq_rpc_fail(r, RMQ_ADMIN_CHANNEL, what);
+            break;
+        }
+        if (x.reply.id == AMQP_BASIC_GET_EMPTY_METHOD)
+            break;
+        ok = x.reply.decoded;
+        tag = ok->delivery_tag;
+        x = amqp_read_message(r->st, RMQ_ADMIN_CHANNEL, &msg, 0);
+        if (x.reply_type != AMQP_RESPONSE_NORMAL) {
+            e = rmq_rpc_fail(r, RMQ_ADMIN_CHANNEL, what);
+            break;
+        }
+        m = rmq_msg_decode(&msg.properties, &msg.body, tag);
+        amqp_destroy_message(&msg);
+        amqp_maybe_release_buffers_on_channel(r->st, RMQ_ADMIN_CHANNEL);
+        if (tail != NULL)
+            tail->next = m;
+        else
+            head = m;
+        tail = m;
+    }
+    if (e != HG_OK) { /* the channel or connection is gone: RabbitMQ returns them */
+        rmq_msg_list_free(head);
+        return e;
+    }
+    *out = head;
+    return HG_OK;
+}
+
+void rmq_browse_return(rmq_t *r, const rmq_msg_t *m)
+{
+    if (m->tag != 0 && r->st != NULL && r->admin_open)
+        amqp_basic_nack(r->st, RMQ_ADMIN_CHANNEL, m->tag, 0, 1);
+}
+
+void rmq_browse_delete(rmq_t *r, const rmq_msg_t *m)
+{
+    if (m->tag != 0 && r->st != NULL && r->admin_open)
+        amqp_basic_ack(r->st, RMQ_ADMIN_CHANNEL, m->tag, 0);
+}
+
+void rmq_msg_list_free(rmq_msg_t *m)
+{
+    while (m != NULL) {
+        rmq_msg_t *next = m->next;
+        rmq_msg_free(m);
+        m = next;
+    }
+}
+
+static int by_group(const void *a, const void *b)
+{
+    const rmq_msg_t *x = *(rmq_msg_t *const *)a, *y = *(rmq_msg_t *const *)b;
+    return strcmp(x->group, y->group);
+}
+
+hg_err_t rmq_registry(rmq_t *r, rmq_msg_t **out)
+{
+    rmq_msg_t *all = NULL, **v, *head = NULL;
+    size_t n = 0, k = 0;
+    hg_err_t e;
+
+    *out = NULL;
+    if ((e = rmq_topology(r)) != HG_OK || (e = rmq_browse(r, RMQ_Q_GROUPS, &all)) != HG_OK)
+        return e;
+    for (rmq_msg_t *m = all; m != NULL; m = m->next)
+        n++;
+    v = xcalloc(n + 1, sizeof(*v));
+    for (rmq_msg_t *m = all; m != NULL; m = m->next)
+        v[k++] = m;
+    /* keep the first record of each group name (stable: by queue order) */
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] == NULL)
+            continue;
+        if (v[i]->group == NULL) {
+            rmq_browse_return(r, v[i]);
+            rmq_msg_free(v[i]);
+            v[i] = NULL;
+            continue;
+        }
+        for (size_t j = i + 1; j < n; j++)
+            if (v[j] != NULL && v[j]->group != NULL && strcmp(v[i]->group, v[j]->group) == 0) {
+                /* a second record of a name (two clients created it at
+                 * once): the older one is the group, the newer one is
+                 * deleted, so the registry stays one per group */
+                if (v[j]->created_ms < v[i]->created_ms) {
+                    rmq_msg_t *older = v[j];
+                    v[j] = v[i];
+                    v[i] = older;
+                }
+                rmq_browse_delete(r, v[j]);
+                rmq_msg_free(v[j]);
+                v[j] = NULL;
+            }
+    }
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (v[i] != NULL) {
+            rmq_browse_return(r, v[i]);
+            v[k++] = v[i];
+        }
+    qsort(v, k, sizeof(*v), by_group);
+    for (size_t i = k; i-- > 0;) {
+        v[i]->next = head;
+        head = v[i];
+    }
+    free(v);
+    *out = head;
+    return HG_OK;
+}
+
+hg_err_t rmq_group_find(rmq_t *r, const char *group, rmq_msg_t **out)
+{
+    rmq_msg_t *all = NULL;
+    hg_err_t e = rmq_registry(r, &all);
+
+    *out = NULL;
+    while (all != NULL) {
+        rmq_msg_t *next = all->next;
+        if (*out == NULL && strcmp(all->group, group) == 0) {
+            all->next = NULL;
+            *out = all;
+        } else {
+            rmq_msg_free(all);
+        }
+        all = next;
+    }
+    return e;
+}
+
+hg_err_t rmq_group_ensure(rmq_t *r, const char *group, const char *topic, long max_reconsume, int must_be_new,
+                          long *max_out)
+{
+    char gq[RMQ_QUEUE_NAME_MAX], dq[RMQ_QUEUE_NAME_MAX], rk[RMQ_QUEUE_NAME_MAX];
+    rmq_msg_t *rec = NULL;
+    hg_err_t e;
+
+    if (strlen(group) > RMQ_NAME_MAX - 10 || strlen(topic) > RMQ_NAME_MAX - 10)
+        return client_fail(r->client, HG_ERR_ARG,
+                           "group or topic name longer than %d bytes: on amqp:// queue names hold it (255 at most)",
+                           RMQ_NAME_MAX - 10);
+    if (!must_be_new && strcmp(r->ensured_group, group) == 0 && strcmp(r->ensured_topic, topic) == 0) {
+        if (max_out != NULL)
+            *max_out = r->ensured_max;
+        return HG_OK;
+    }
+    if ((e = rmq_topology(r)) != HG_OK || (e = rmq_group_find(r, group, &rec)) != HG_OK)
+        return e;
+    if (rec != NULL && (must_be_new || strcmp(rec->topic, topic) != 0)) {
+        if (must_be_new)
+            client_fail(r->client, HG_ERR_SERVER, "ERR group %s already exists (bound to topic %s)", group, rec->topic);
+        else
+            client_fail(r->client, HG_ERR_SERVER, "ERR group %s is bound to topic %s, not %s", group, rec->topic,
+                        topic);
+        rmq_msg_free(rec);
+        return HG_ERR_SERVER;
+    }
+    rmq_group_queue(gq, sizeof(gq), group);
+    rmq_dlq_queue(dq, sizeof(dq), group);
+    if ((e = declare_quorum(r, gq, NULL, 0)) != HG_OK || (e = declare_quorum(r, dq, NULL, 0)) != HG_OK)
+        goto out;
+    snprintf(rk, sizeof(rk), "t.%s", topic);
+    if ((e = bind(r, gq, RMQ_EX_DUE, rk, amqp_empty_table)) != HG_OK)
+        goto out;
+    snprintf(rk, sizeof(rk), "g.%s", group);
+    if ((e = bind(r, gq, RMQ_EX_DUE, rk, amqp_empty_table)) != HG_OK)
+        goto out;
+    if (rec == NULL) {
+        char id[HG_ID_MAX];
+        rmq_out_t o;
+        hg_err_t res;
+        rmq_new_id(id);
+        memset(&o, 0, sizeof(o));
+        o.exchange = "";
+        o.routing_key = RMQ_Q_GROUPS;
+        o.id = id;
+        o.topic = topic;
+        o.group = group;
+        o.created_ms = rmq_wall_ms();
+        o.max_reconsume = max_reconsume >= 0 ? max_reconsume : RMQ_MAX_RECONSUME;
+        o.due_ms = o.created_ms;
+        if ((e = rmq_publish(r, &o, 1, &res)) != HG_OK)
+            goto out;
+        r->ensured_max = o.max_reconsume;
+    } else {
+        r->ensured_max = rec->max_reconsume >= 0 ? rec->max_reconsume : RMQ_MAX_RECONSUME;
+    }
+    snprintf(r->ensured_group, sizeof(r->ensured_group), "%s", group);
+    snprintf(r->ensured_topic, sizeof(r->ensured_topic), "%s", topic);
+    if (max_out != NULL)
+        *max_out = r->ensured_max;
+out:
+    rmq_msg_free(rec);
+    return e;
+}
+
+hg_err_t rmq_group_delete(rmq_t *r, const char *group, int *deleted)
+{
+    char q[RMQ_QUEUE_NAME_MAX];
+    rmq_msg_t *all = NULL;
+    int dropped = 0;
+    hg_err_t e;
+
+    *deleted = 0;
+    if ((e = rmq_topology(r)) != HG_OK || (e = rmq_browse(r, RMQ_Q_GROUPS, &all)) != HG_OK)
+        return e;
+    for (rmq_msg_t *m = all; m != NULL; m = m->next)
+        if (m->group != NULL && strcmp(m->group, group) == 0) {
+            rmq_browse_delete(r, m);
+            dropped++;
+        } else {
+            rmq_browse_return(r, m);
+        }
+    rmq_msg_list_free(all);
+    for (int i = 0; i < 2; i++) {
+        char what[RMQ_QUEUE_NAME_MAX + 32];
+        if (i == 0)
+            rmq_group_queue(q, sizeof(q), group);
+        else
+            rmq_dlq_queue(q, sizeof(q), group);
+        snprintf(what, sizeof(what), "deleting queue %s", q);
+        amqp_queue_delete(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(q), 0, 0);
+        if ((e = rmq_rpc_check(r, RMQ_ADMIN_CHANNEL, what)) != HG_OK)
+            return e;
+    }
+    if (strcmp(r->ensured_group, group) == 0)
+        r->ensured_group[0] = '\0';
+    *deleted = dropped > 0;
+    return HG_OK;
+}

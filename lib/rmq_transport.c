@@ -1,0 +1,211 @@
+/*
+ * lib/rmq_transport.c — the RabbitMQ transport's table (lib/transport.h):
+ * the URI, the state, and which broker command runs where.
+ *
+ * URI: amqp://[user:pass@]host[:port][,host[:port]...][/vhost]
+ *   user and password default to guest/guest, port to 5672, the vhost to "/"
+ *   (an empty path too); percent-escapes as RabbitMQ's URI spec. Several
+ *   hosts (the nodes of a cluster) are tried in turn when connecting and
+ *   reconnecting. amqps:// parses but is refused (no TLS options yet).
+ *
+ * Commands: SEND PULL ACK NACK (rmq_msg.c), LEVELS GROUP DLQ (rmq_admin.c),
+ * PING. Everything else — TOUCH (a delivery is held until ACK/NACK or the
+ * connection ends: there is no lease to renew), GET, REVOKE, INFO, CONFIG,
+ * AUTH ... — fails with HG_ERR_UNSUPPORTED naming the command and amqp://.
+ *
+ * One thread per client.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "lib/rmq.h"
+#include "lib/client.h"
+
+#include "base/alloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct transport_state {
+    rmq_t r;
+};
+
+rmq_t *rmq_of(transport_state_t *t)
+{
+    return &t->r;
+}
+
+/* Parse uri into r's hosts, user, password, vhost. 0, or -1 with why. */
+static int parse_uri(rmq_t *r, const char *uri, char *why, size_t whylen)
+{
+    const char *rest = strstr(uri, "://"), *slash, *at, *hosts;
+    char userinfo[600] = "", path[600] = "", authority[1024];
+    size_t alen;
+
+    if (rest == NULL)
+        return snprintf(why, whylen, "missing scheme"), -1;
+    rest += 3;
+    slash = strchr(rest, '/');
+    alen = slash != NULL ? (size_t)(slash - rest) : strlen(rest);
+    if (alen == 0 || alen >= sizeof(authority))
+        return snprintf(why, whylen, "missing host"), -1;
+    memcpy(authority, rest, alen);
+    authority[alen] = '\0';
+    if (slash != NULL)
+        snprintf(path, sizeof(path), "%s", slash);
+    if (strpbrk(path, "?#") != NULL)
+        return snprintf(why, whylen, "query strings and fragments are not supported in amqp:// URIs"), -1;
+    at = strrchr(authority, '@');
+    hosts = authority;
+    if (at != NULL) {
+        snprintf(userinfo, sizeof(userinfo), "%.*s@", (int)(at - authority), authority);
+        hosts = at + 1;
+    }
+    r->nhosts = 0;
+    while (*hosts != '\0') {
+        const char *comma = strchr(hosts, ',');
+        size_t hlen = comma != NULL ? (size_t)(comma - hosts) : strlen(hosts);
+        struct amqp_connection_info info;
+        char one[2300];
+        if (hlen == 0)
+            return snprintf(why, whylen, "empty host in the host list"), -1;
+        if (r->nhosts == RMQ_MAX_HOSTS)
+            return snprintf(why, whylen, "more than %d hosts", RMQ_MAX_HOSTS), -1;
+        snprintf(one, sizeof(one), "amqp://%s%.*s%s", userinfo, (int)hlen, hosts, path[0] ? path : "/");
+        if (amqp_parse_url(one, &info) != AMQP_STATUS_OK)
+            return snprintf(why, whylen, "'%.*s' is not host[:port] with a valid user:pass@ and /vhost", (int)hlen,
+                            hosts),
+                   -1;
+        if (info.port < 1 || info.port > 65535)
+            return snprintf(why, whylen, "bad port %d (want 1..65535)", info.port), -1;
+        snprintf(r->hosts[r->nhosts].host, sizeof(r->hosts[0].host), "%s", info.host);
+        r->hosts[r->nhosts].port = info.port;
+        r->nhosts++;
+        snprintf(r->user, sizeof(r->user), "%s", info.user);
+        snprintf(r->password, sizeof(r->password), "%s", info.password);
+        snprintf(r->vhost, sizeof(r->vhost), "%s", info.vhost[0] != '\0' ? info.vhost : "/");
+        memset(one, 0, sizeof(one));
+        hosts += hlen + (comma != NULL ? 1 : 0);
+        if (comma != NULL && *hosts == '\0')
+            return snprintf(why, whylen, "empty host in the host list"), -1;
+    }
+    memset(userinfo, 0, sizeof(userinfo));
+    memset(authority, 0, sizeof(authority));
+    return r->nhosts > 0 ? 0 : (snprintf(why, whylen, "missing host"), -1);
+}
+
+static hg_err_t rmq_create(hg_client_t *c, const char *uri, transport_state_t **out, char *address, size_t addrlen,
+                           hg_error_t *err)
+{
+    transport_state_t *t;
+    char why[HG_ERRMSG_MAX - 48];
+
+    *out = NULL;
+    if (strncasecmp(uri, "amqps://", 8) == 0) {
+        client_error_fill(err, HG_ERR_UNSUPPORTED,
+                          "amqps:// is not supported yet: TLS options for RabbitMQ arrive with the trust issue");
+        return HG_ERR_UNSUPPORTED;
+    }
+    t = xcalloc(1, sizeof(*t));
+    if (parse_uri(&t->r, uri, why, sizeof(why)) < 0) {
+        client_error_fill(err, HG_ERR_URI, "bad URI: %s", why);
+        memset(t, 0, sizeof(*t));
+        free(t);
+        return HG_ERR_URI;
+    }
+    t->r.client = c;
+    lvl_table_default(&t->r.levels);
+    snprintf(t->r.address, sizeof(t->r.address), "%s:%d", t->r.hosts[0].host, t->r.hosts[0].port);
+    snprintf(address, addrlen, "%s", t->r.address);
+    *out = t;
+    return HG_OK;
+}
+
+static hg_err_t rmq_ops_ensure(hg_client_t *c, transport_state_t *t)
+{
+    (void)c;
+    return rmq_ensure(&t->r);
+}
+
+static hg_err_t unsupported(rmq_t *r, const char *cmd)
+{
+    const char *why = strcasecmp(cmd, "TOUCH") == 0
+                          ? "a delivery is held until ACK/NACK or the connection ends; there is no lease to renew"
+                          : "RabbitMQ has no equivalent";
+    return client_fail(r->client, HG_ERR_UNSUPPORTED, "%.32s is not supported on amqp:// (%s; docs/rabbitmq.md)", cmd,
+                       why);
+}
+
+static hg_err_t rmq_call(hg_client_t *c, transport_state_t *t, size_t argc, const char *const *argv,
+                         const size_t *argvlen, int resend, uint32_t extra_wait_ms, int flags, resp_reply_t **reply)
+{
+    rmq_t *r = &t->r;
+    const char *cmd = argv[0];
+    hg_err_t e;
+
+    (void)c;
+    (void)resend;
+    *reply = NULL;
+    if (strcasecmp(cmd, "SEND") == 0)
+        return rmq_cmd_send(r, argc, argv, argvlen, reply);
+    if (strcasecmp(cmd, "PULL") == 0)
+        return rmq_cmd_pull(r, argc, argv, extra_wait_ms, flags, reply);
+    if (strcasecmp(cmd, "ACK") == 0)
+        return rmq_cmd_ack(r, argc, argv, reply);
+    if (strcasecmp(cmd, "NACK") == 0) {
+        if ((e = rmq_ensure(r)) != HG_OK)
+            return e;
+        return rmq_cmd_nack(r, argc, argv, reply);
+    }
+    if (strcasecmp(cmd, "LEVELS") == 0)
+        return rmq_cmd_levels(r, reply);
+    if (strcasecmp(cmd, "GROUP") == 0)
+        return rmq_cmd_group(r, argc, argv, reply);
+    if (strcasecmp(cmd, "DLQ") == 0)
+        return rmq_cmd_dlq(r, argc, argv, reply);
+    if (strcasecmp(cmd, "PING") == 0) {
+        buf_t b = BUF_INIT;
+        if ((e = rmq_ensure(r)) != HG_OK)
+            return e;
+        rmq_w_status(&b, "PONG");
+        return rmq_reply_finish(&b, reply);
+    }
+    return unsupported(r, cmd);
+}
+
+static void rmq_ops_send_many(hg_client_t *c, transport_state_t *t, hg_send_item_t *items, size_t n)
+{
+    (void)c;
+    rmq_send_many(&t->r, items, n);
+}
+
+static void rmq_ops_disconnect(transport_state_t *t)
+{
+    rmq_disconnect(&t->r);
+}
+
+static void rmq_ops_destroy(transport_state_t *t)
+{
+    if (t == NULL)
+        return;
+    rmq_disconnect(&t->r);
+    free(t->r.batch_state);
+    memset(t, 0, sizeof(*t)); /* the password */
+    free(t);
+}
+
+const transport_ops_t rmq_transport_ops = {
+    .scheme = "amqp://",
+    .leases = 0,
+    .create = rmq_create,
+    .ensure = rmq_ops_ensure,
+    .call = rmq_call,
+    .send_many = rmq_ops_send_many,
+    .disconnect = rmq_ops_disconnect,
+    .destroy = rmq_ops_destroy,
+    .helper_start = rmq_router_start,
+    .helper_stop = rmq_router_stop,
+};

@@ -1,0 +1,432 @@
+/*
+ * tests/helpers/rabbit_proc.c — private RabbitMQ nodes (contract in
+ * rabbit_proc.h).
+ *
+ * Everything a node reads comes from the environment we give it: HOME (the
+ * cookie), RABBITMQ_CONF_ENV_FILE (an empty file, so /etc/rabbitmq's is not
+ * read), RABBITMQ_NODENAME, _NODE_PORT, _DIST_PORT, _MNESIA_BASE, _LOG_BASE,
+ * _CONFIG_FILE, _ENABLED_PLUGINS_FILE (no plugins), ERL_EPMD_PORT. Runs on
+ * the test's main thread.
+ */
+#include "tests/helpers/rabbit_proc.h"
+#include "tests/helpers/testutil.h"
+
+#include <hourglass/hourglass.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* A free port below 50000 (rabbitmqctl would add 10000 to a dist port). */
+static int low_free_port(void)
+{
+    for (int i = 0; i < 200; i++) {
+        int p = tu_free_port();
+        if (p > 1024 && p < 50000)
+            return p;
+    }
+    return tu_free_port();
+}
+
+static void set_env(rq_cluster_t *c, const rq_node_t *nd)
+{
+    char v[700];
+    setenv("HOME", c->dir, 1);
+    snprintf(v, sizeof(v), "%s/env.conf", c->dir);
+    setenv("RABBITMQ_CONF_ENV_FILE", v, 1);
+    snprintf(v, sizeof(v), "%d", c->epmd_port);
+    setenv("ERL_EPMD_PORT", v, 1);
+    snprintf(v, sizeof(v), "%d", c->ctl_port);
+    setenv("RABBITMQ_CTL_DIST_PORT_MIN", v, 1);
+    snprintf(v, sizeof(v), "%d", c->ctl_port + 20);
+    setenv("RABBITMQ_CTL_DIST_PORT_MAX", v, 1);
+    setenv("RABBITMQ_USE_LONGNAME", "false", 1);
+    if (nd == NULL)
+        return;
+    setenv("RABBITMQ_NODENAME", nd->name, 1);
+    snprintf(v, sizeof(v), "%d", nd->amqp_port);
+    setenv("RABBITMQ_NODE_PORT", v, 1);
+    snprintf(v, sizeof(v), "%d", nd->dist_port);
+    setenv("RABBITMQ_DIST_PORT", v, 1);
+    snprintf(v, sizeof(v), "%s/mnesia", nd->dir);
+    setenv("RABBITMQ_MNESIA_BASE", v, 1);
+    snprintf(v, sizeof(v), "%s/log", nd->dir);
+    setenv("RABBITMQ_LOG_BASE", v, 1);
+    snprintf(v, sizeof(v), "%s/rabbitmq.conf", nd->dir);
+    setenv("RABBITMQ_CONFIG_FILE", v, 1);
+    snprintf(v, sizeof(v), "%s/enabled_plugins", nd->dir);
+    setenv("RABBITMQ_ENABLED_PLUGINS_FILE", v, 1);
+    snprintf(v, sizeof(v), "%s/pid", nd->dir);
+    setenv("RABBITMQ_PID_FILE", v, 1);
+}
+
+static int spawn_node(rq_cluster_t *c, int i, char *err, size_t errlen)
+{
+    rq_node_t *nd = &c->nodes[i];
+    char log[700];
+    pid_t pid;
+
+    snprintf(log, sizeof(log), "%s/out.log", nd->dir);
+    pid = fork();
+    if (pid < 0)
+        return fail(err, errlen, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        setsid();
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        fd = open("/dev/null", O_RDONLY);
+        if (fd >= 0) {
+            dup2(fd, 0);
+            close(fd);
+        }
+        set_env(c, nd);
+        if (chdir(nd->dir) != 0)
+            _exit(126);
+        execl(RQ_SERVER, RQ_SERVER, (char *)NULL);
+        _exit(127);
+    }
+    nd->pid = pid;
+    return 0;
+}
+
+int rq_wait_ready(rq_cluster_t *c, int i, int deadline_ms, char *err, size_t errlen)
+{
+    hg_client_opts_t o;
+    uint64_t end = tu_now_mono_ms() + (uint64_t)deadline_ms;
+
+    hg_client_opts_init(&o);
+    o.reconnect = 0;
+    o.connect_timeout_ms = 2000;
+    o.read_timeout_ms = 10000;
+    while (tu_now_mono_ms() < end) {
+        hg_client_t *cl = NULL;
+        hg_error_t e;
+        int st;
+        if (c->nodes[i].pid > 0 && waitpid(c->nodes[i].pid, &st, WNOHANG) == c->nodes[i].pid) {
+            c->nodes[i].pid = 0;
+            return fail(err, errlen, "RabbitMQ node %s exited during start (see %s/out.log)", c->nodes[i].name,
+                        c->nodes[i].dir);
+        }
+        if (hg_client_open(c->nodes[i].uri, &o, &cl, &e) == HG_OK) {
+            hg_reply_t *r = NULL;
+            int ok = hg_client_command(cl, 1, (const char *const[]){ "PING" }, NULL, &r) == HG_OK;
+            hg_reply_free(r);
+            hg_client_close(cl);
+            if (ok)
+                return 0;
+        }
+        usleep(500 * 1000);
+    }
+    return fail(err, errlen, "RabbitMQ node %s did not answer on port %d within %d ms", c->nodes[i].name,
+                c->nodes[i].amqp_port, deadline_ms);
+}
+
+int rq_ctl(rq_cluster_t *c, int i, char *out, size_t outlen, ...)
+{
+    const char *argv[32];
+    int argc = 0, pipefd[2], status = 0;
+    size_t used = 0;
+    va_list ap;
+    pid_t pid;
+
+    argv[argc++] = RQ_CTL;
+    argv[argc++] = "-n";
+    argv[argc++] = c->nodes[i].name;
+    va_start(ap, outlen);
+    for (const char *a; argc < 31 && (a = va_arg(ap, const char *)) != NULL;)
+        argv[argc++] = a;
+    va_end(ap);
+    argv[argc] = NULL;
+    if (outlen > 0)
+        out[0] = '\0';
+    if (pipe(pipefd) != 0)
+        return -1;
+    pid = fork();
+    if (pid < 0) {
+        close(pipefd[0]);
+        close(pipefd[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(pipefd[1], 1);
+        dup2(pipefd[1], 2);
+        close(pipefd[0]);
+        close(pipefd[1]);
+        set_env(c, NULL);
+        execv(RQ_CTL, (char *const *)argv);
+        _exit(127);
+    }
+    close(pipefd[1]);
+    for (;;) {
+        char buf[4096];
+        ssize_t n = read(pipefd[0], buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        if (used + 1 < outlen) {
+            size_t take = (size_t)n < outlen - 1 - used ? (size_t)n : outlen - 1 - used;
+            memcpy(out + used, buf, take);
+            used += take;
+            out[used] = '\0';
+        }
+    }
+    close(pipefd[0]);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* 1 when node ask's cluster_status lists every node running. */
+static int cluster_complete(rq_cluster_t *c, int ask)
+{
+    char out[16384];
+    const char *running, *end;
+
+    if (rq_ctl(c, ask, out, sizeof(out), "cluster_status", "--formatter", "json", NULL) != 0)
+        return 0;
+    running = strstr(out, "\"running_nodes\":[");
+    if (running == NULL)
+        return 0;
+    end = strchr(running, ']');
+    for (int i = 0; i < c->n; i++) {
+        const char *hit = strstr(running, c->nodes[i].name);
+        if (hit == NULL || (end != NULL && hit > end))
+            return 0;
+    }
+    return 1;
+}
+
+static int wait_cluster(rq_cluster_t *c, int ask, char *err, size_t errlen)
+{
+    uint64_t end = tu_now_mono_ms() + RQ_START_DEADLINE_MS;
+    while (tu_now_mono_ms() < end) {
+        if (cluster_complete(c, ask))
+            return 0;
+        sleep(2);
+    }
+    return fail(err, errlen, "the RabbitMQ cluster did not list all %d nodes running within %d ms", c->n,
+                RQ_START_DEADLINE_MS);
+}
+
+static int write_node_files(rq_cluster_t *c, int i)
+{
+    rq_node_t *nd = &c->nodes[i];
+    char path[700], text[2048];
+    int len;
+
+    len = snprintf(text, sizeof(text),
+                   "listeners.tcp.default = 127.0.0.1:%d\n"
+                   "loopback_users = none\n"
+                   "log.console = false\n"
+                   "log.file.level = info\n"
+                   "cluster_partition_handling = pause_minority\n",
+                   nd->amqp_port);
+    if (c->n > 1)
+        len += snprintf(text + len, sizeof(text) - (size_t)len,
+                        "cluster_formation.peer_discovery_backend = classic_config\n"
+                        "cluster_formation.classic_config.nodes.1 = %s\n",
+                        c->nodes[0].name);
+    snprintf(path, sizeof(path), "%s/rabbitmq.conf", nd->dir);
+    if (tu_write_file(path, text) != 0)
+        return -1;
+    snprintf(path, sizeof(path), "%s/enabled_plugins", nd->dir);
+    return tu_write_file(path, "[].\n");
+}
+
+int rq_start(rq_cluster_t *c, int n, char *err, size_t errlen)
+{
+    char path[700], cookie[64];
+    pid_t epmd;
+
+    memset(c, 0, sizeof(*c));
+    if (n < 1 || n > RQ_MAX_NODES)
+        return fail(err, errlen, "rq_start: %d nodes (want 1..%d)", n, RQ_MAX_NODES);
+    if (tu_mkdtemp("hg-rabbit", c->dir, sizeof(c->dir)) != 0)
+        return fail(err, errlen, "cannot make a temp dir: %s", strerror(errno));
+    c->n = n;
+    snprintf(cookie, sizeof(cookie), "HGTEST%ld%ld", (long)getpid(), (long)time(NULL));
+    snprintf(path, sizeof(path), "%s/.erlang.cookie", c->dir);
+    if (tu_write_file(path, cookie) != 0 || chmod(path, 0400) != 0)
+        return rq_destroy(c, 0), fail(err, errlen, "cannot write the cookie %s", path);
+    snprintf(path, sizeof(path), "%s/env.conf", c->dir);
+    tu_write_file(path, "");
+    c->epmd_port = low_free_port();
+    c->ctl_port = low_free_port();
+    epmd = fork();
+    if (epmd == 0) {
+        char port[16];
+        int fd = open("/dev/null", O_RDWR);
+        setsid();
+        if (fd >= 0) {
+            dup2(fd, 0);
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        snprintf(port, sizeof(port), "%d", c->epmd_port);
+        execlp("epmd", "epmd", "-port", port, (char *)NULL);
+        execl("/usr/lib/erlang/bin/epmd", "epmd", "-port", port, (char *)NULL);
+        _exit(127);
+    }
+    c->epmd_pid = epmd;
+    {
+        size_t used = 0;
+        used += (size_t)snprintf(c->uri + used, sizeof(c->uri) - used, "amqp://guest:guest@");
+        for (int i = 0; i < n; i++) {
+            rq_node_t *nd = &c->nodes[i];
+            snprintf(nd->name, sizeof(nd->name), "hg%ld_%d@localhost", (long)getpid(), i + 1);
+            snprintf(nd->dir, sizeof(nd->dir), "%s/node%d", c->dir, i + 1);
+            nd->amqp_port = low_free_port();
+            do
+                nd->dist_port = low_free_port();
+            while (nd->dist_port == nd->amqp_port);
+            snprintf(nd->uri, sizeof(nd->uri), "amqp://guest:guest@127.0.0.1:%d/", nd->amqp_port);
+            used += (size_t)snprintf(c->uri + used, sizeof(c->uri) - used, "%s127.0.0.1:%d", i > 0 ? "," : "",
+                                     nd->amqp_port);
+            if (mkdir(nd->dir, 0755) != 0 || write_node_files(c, i) != 0)
+                return rq_destroy(c, 0), fail(err, errlen, "cannot prepare %s", nd->dir);
+        }
+        snprintf(c->uri + used, sizeof(c->uri) - used, "/");
+    }
+    usleep(200 * 1000); /* epmd listening */
+    if (spawn_node(c, 0, err, errlen) != 0 || rq_wait_ready(c, 0, RQ_START_DEADLINE_MS, err, errlen) != 0)
+        return rq_destroy(c, 1), -1;
+    for (int i = 1; i < n; i++)
+        if (spawn_node(c, i, err, errlen) != 0)
+            return rq_destroy(c, 1), -1;
+    for (int i = 1; i < n; i++)
+        if (rq_wait_ready(c, i, RQ_START_DEADLINE_MS, err, errlen) != 0)
+            return rq_destroy(c, 1), -1;
+    if (n > 1 && wait_cluster(c, 0, err, errlen) != 0)
+        return rq_destroy(c, 1), -1;
+    return 0;
+}
+
+static void reap(rq_node_t *nd)
+{
+    if (nd->pid > 0) {
+        kill(-nd->pid, SIGKILL);
+        kill(nd->pid, SIGKILL);
+        waitpid(nd->pid, NULL, 0);
+    }
+    nd->pid = 0;
+}
+
+int rq_kill9(rq_cluster_t *c, int i)
+{
+    if (i < 0 || i >= c->n || c->nodes[i].pid <= 0)
+        return -1;
+    kill(-c->nodes[i].pid, SIGCONT);
+    reap(&c->nodes[i]);
+    /* beam.smp and its helpers are in the group: wait until they are gone */
+    for (int k = 0; k < 100 && kill(-c->nodes[i].pid, 0) == 0; k++)
+        usleep(50 * 1000);
+    return 0;
+}
+
+int rq_signal(rq_cluster_t *c, int i, int sig)
+{
+    if (i < 0 || i >= c->n || c->nodes[i].pid <= 0)
+        return -1;
+    return kill(-c->nodes[i].pid, sig);
+}
+
+int rq_restart(rq_cluster_t *c, int i, char *err, size_t errlen)
+{
+    if (c->nodes[i].pid > 0)
+        rq_kill9(c, i);
+    if (spawn_node(c, i, err, errlen) != 0 || rq_wait_ready(c, i, RQ_START_DEADLINE_MS, err, errlen) != 0)
+        return -1;
+    return c->n > 1 ? wait_cluster(c, i, err, errlen) : 0;
+}
+
+int rq_queue_leader(rq_cluster_t *c, int ask, const char *queue)
+{
+    char out[16384];
+    const char *line;
+
+    if (rq_ctl(c, ask, out, sizeof(out), "list_queues", "-q", "--no-table-headers", "name", "leader", NULL) != 0)
+        return -1;
+    for (line = out; line != NULL && *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        size_t qlen = strlen(queue);
+        if (strncmp(line, queue, qlen) == 0 && (line[qlen] == '\t' || line[qlen] == ' '))
+            for (int i = 0; i < c->n; i++) {
+                const char *hit = strstr(line + qlen, c->nodes[i].name);
+                if (hit != NULL && (end == NULL || hit < end))
+                    return i;
+            }
+        line = end != NULL ? end + 1 : NULL;
+    }
+    return -1;
+}
+
+static void print_file(const char *path, size_t tail)
+{
+    FILE *f = fopen(path, "r");
+    char buf[4096];
+    long size;
+    size_t n;
+
+    if (f == NULL)
+        return;
+    fseek(f, 0, SEEK_END);
+    size = ftell(f);
+    if (size > (long)tail)
+        fseek(f, size - (long)tail, SEEK_SET);
+    else
+        fseek(f, 0, SEEK_SET);
+    fprintf(stderr, "---- %s (last %zu bytes) ----\n", path, tail);
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        fwrite(buf, 1, n, stderr);
+    fclose(f);
+}
+
+void rq_destroy(rq_cluster_t *c, int print_logs)
+{
+    for (int i = 0; i < c->n; i++) {
+        char path[800];
+        if (c->nodes[i].pid > 0)
+            kill(-c->nodes[i].pid, SIGCONT);
+        reap(&c->nodes[i]);
+        if (print_logs) {
+            snprintf(path, sizeof(path), "%s/out.log", c->nodes[i].dir);
+            print_file(path, 4000);
+            snprintf(path, sizeof(path), "%s/log/%s.log", c->nodes[i].dir, c->nodes[i].name);
+            print_file(path, 6000);
+        }
+    }
+    if (c->epmd_pid > 0) {
+        kill(c->epmd_pid, SIGKILL);
+        waitpid(c->epmd_pid, NULL, 0);
+        c->epmd_pid = 0;
+    }
+    if (c->dir[0] != '\0') {
+        const char *keep = getenv("HG_KEEP_TMP");
+        if (keep == NULL || strcmp(keep, "1") != 0)
+            tu_rmtree(c->dir);
+        c->dir[0] = '\0';
+    }
+}

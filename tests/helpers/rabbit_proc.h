@@ -1,0 +1,87 @@
+/*
+ * tests/helpers/rabbit_proc.h — private RabbitMQ nodes for a test.
+ *
+ * rq_start makes a fresh temp dir (hg-rabbit-XXXXXX) holding one cookie
+ * (DIR/.erlang.cookie, used as $HOME by the nodes and by rabbitmqctl), an
+ * epmd of our own on a free port (ERL_EPMD_PORT; the system's epmd and any
+ * system RabbitMQ service are never touched), and per node DIR/nodeN with its
+ * rabbitmq.conf, mnesia and logs (RABBITMQ_MNESIA_BASE, _LOG_BASE,
+ * _CONFIG_FILE), a free AMQP port and a free distribution port, and a node
+ * name of its own (hgPID_N@localhost). Node 1 starts first; with n > 1 the
+ * others start together once it answers, joining it by classic-config peer
+ * discovery, and rq_start waits until cluster_status lists all n running.
+ * A node is "ready" when an AMQP login through libhourglass answers PING.
+ *
+ * RabbitMQ nodes are slow to start on a loaded machine (a minute each is
+ * normal here): start one cluster per test program and share it; every wait
+ * polls with a generous deadline (RQ_START_DEADLINE_MS).
+ *
+ * Each node runs in its own process group (setsid): rq_kill9 and
+ * rq_signal act on the whole group (the start script, beam.smp and its
+ * helpers). rq_destroy kills everything, prints the logs when asked and
+ * removes the dir. $HG_KEEP_TMP=1 keeps it.
+ *
+ * Errors: 0 / -1 with the cause in err[errlen].
+ */
+#ifndef HG_TESTS_RABBIT_PROC_H
+#define HG_TESTS_RABBIT_PROC_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#define RQ_MAX_NODES         3
+#define RQ_START_DEADLINE_MS 300000 /* one node (or the others together) to first PONG */
+#define RQ_SERVER            "/usr/lib/rabbitmq/bin/rabbitmq-server"
+#define RQ_CTL               "/usr/lib/rabbitmq/bin/rabbitmqctl"
+
+typedef struct rq_node {
+    char name[64]; /* hgPID_N@localhost */
+    char dir[600]; /* DIR/nodeN */
+    int amqp_port; /* on 127.0.0.1 */
+    int dist_port; /* Erlang distribution */
+    pid_t pid;     /* process group leader; 0 when not running */
+    char uri[128]; /* amqp://guest:guest@127.0.0.1:PORT/ (this node only) */
+} rq_node_t;
+
+typedef struct rq_cluster {
+    char dir[512];
+    int epmd_port;
+    pid_t epmd_pid;
+    int ctl_port; /* RABBITMQ_CTL_DIST_PORT_MIN for rabbitmqctl */
+    int n;
+    rq_node_t nodes[RQ_MAX_NODES];
+    char uri[512]; /* every node: amqp://guest:guest@127.0.0.1:P1,127.0.0.1:P2,.../ */
+} rq_cluster_t;
+
+/* Start n (1..RQ_MAX_NODES) nodes as one cluster. Returns 0 once every node
+ * answers and (n > 1) the cluster lists them all running; -1 otherwise
+ * (nothing left running, dir removed). */
+int rq_start(rq_cluster_t *c, int n, char *err, size_t errlen);
+
+/* kill -9 node i's process group (the node crashes: no clean shutdown). */
+int rq_kill9(rq_cluster_t *c, int i);
+
+/* Start node i again on its dir, ports and name (after rq_kill9) and wait
+ * until it answers and is running in the cluster again. Returns 0 / -1. */
+int rq_restart(rq_cluster_t *c, int i, char *err, size_t errlen);
+
+/* Send sig (SIGSTOP, SIGCONT) to node i's process group. */
+int rq_signal(rq_cluster_t *c, int i, int sig);
+
+/* Run rabbitmqctl against node i with the cluster's cookie and epmd:
+ * args a NULL-terminated list after "-n NODE". Output (stdout+stderr) into
+ * out[outlen]. Returns the exit status, or -1 when it could not run. */
+int rq_ctl(rq_cluster_t *c, int i, char *out, size_t outlen, ...) __attribute__((sentinel));
+
+/* The node (index) that leads quorum queue `queue`, asking node `ask`;
+ * -1 when unknown. */
+int rq_queue_leader(rq_cluster_t *c, int ask, const char *queue);
+
+/* Wait until node i answers an AMQP PING (deadline_ms). 0 / -1. */
+int rq_wait_ready(rq_cluster_t *c, int i, int deadline_ms, char *err, size_t errlen);
+
+/* Kill every node and the epmd, print the nodes' logs when print_logs,
+ * remove the dir (unless $HG_KEEP_TMP=1). */
+void rq_destroy(rq_cluster_t *c, int print_logs);
+
+#endif

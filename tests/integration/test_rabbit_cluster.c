@@ -1,0 +1,450 @@
+/*
+ * tests/integration/test_rabbit_cluster.c — orders through a 3-node RabbitMQ
+ * cluster (amqp://, docs/rabbitmq.md): the real ./hourglass-consumer cancels,
+ * a private MariaDB holds the orders (tests/helpers/order_env), the nodes are
+ * private (tests/helpers/rabbit_proc). The cluster starts once for the
+ * program (nodes are slow to start here).
+ *
+ *   race        600 orders, three duplicate cancel messages each (shuffled,
+ *               no delay) sent with hg_send_many while 4 payer threads pay
+ *               every order once and the consumer (4 workers) cancels: no
+ *               order both paid and cancelled, each exactly one of them,
+ *               stock exact to the unit, the consumer's cancelled counter ==
+ *               the cancelled orders.
+ *   kill -9     400 orders expiring in 3 s; their cancels sent with DELAY 3s
+ *               (a chain 1s × 3 through the hop router) and LEVEL 2 (5 s) in
+ *               batches by a producer thread; after a third of them, the
+ *               node that leads hg.level.2 is killed -9. Every send that
+ *               returned an id, and the producer retries the rest until one
+ *               does: every order is cancelled (none overdue), stock exact;
+ *               the node restarts and rejoins (cluster_status lists it).
+ *   pause       SIGSTOP of another node for 15 s while 200 more orders'
+ *               cancels are sent and consumed, then SIGCONT: every order
+ *               cancelled, stock exact.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "include/hourglass/hourglass.h"
+#include "tests/helpers/order_env.h"
+#include "tests/helpers/rabbit_proc.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#define PAYERS 4
+
+static oe_env_t env;
+static rq_cluster_t rabbit;
+static int rabbit_up;
+
+static int suite_init(void)
+{
+    char err[8192];
+
+    if (oe_suite_start(&env, CU_get_number_of_failures) != 0)
+        return -1;
+    if (rq_start(&rabbit, 3, err, sizeof err) != 0) {
+        fprintf(stderr, "start a 3-node RabbitMQ cluster: %s\n", err);
+        oe_stop(&env);
+        return -1;
+    }
+    rabbit_up = 1;
+    return 0;
+}
+
+static int suite_cleanup(void)
+{
+    rq_destroy(&rabbit, CU_get_number_of_failures() > 0);
+    oe_stop(&env);
+    return 0;
+}
+
+static void group_create(const char *group)
+{
+    const char *argv[] = { "GROUP", "CREATE", group, OE_TOPIC, "FROM", "NOW" };
+    hg_client_t *c = NULL;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+
+    TU_REQUIRE(hg_client_open(rabbit.uri, NULL, &c, &err) == HG_OK, "open %s: %s", rabbit.uri, err.message);
+    TU_CHECK(hg_client_command(c, 6, argv, NULL, &r) == HG_OK, "GROUP CREATE %s: %s", group, hg_client_errmsg(c));
+    hg_reply_free(r);
+    hg_client_close(c);
+}
+
+static pid_t consumer_start(const char *db, int mport, char *log_path, size_t loglen)
+{
+    char dir[512];
+    const char *extra[] = { "--uri", rabbit.uri, NULL };
+    pid_t pid;
+
+    TU_REQUIRE(tu_mkdtemp("rmq-consumer", dir, sizeof dir) == 0, "temp dir");
+    snprintf(log_path, loglen, "%s/consumer.log", dir);
+    pid = oe_start_consumer(&env, db, db, 4, mport, log_path, extra);
+    TU_REQUIRE(pid > 0, "start hourglass-consumer");
+    return pid;
+}
+
+static void check_orders(const char *db, size_t n, of_report_t *rep)
+{
+    hg_order_error_t e;
+    char text[1024];
+
+    TU_REQUIRE(oe_check(&env, db, 3600, rep, &e) == 0, "of_check %s: %s", db, e.message);
+    of_report_format(rep, text, sizeof text);
+    TU_CHECK(rep->ok, "%s: invariant broken: %s (%s)", db, rep->first_defect, text);
+    TU_CHECK(rep->paid_and_cancelled == 0, "%s: %" PRIu64 " orders paid AND cancelled", db, rep->paid_and_cancelled);
+    TU_CHECK(rep->pending == 0 && rep->paid + rep->cancelled == n,
+             "%s: pending %" PRIu64 ", paid %" PRIu64 ", cancelled %" PRIu64 " of %zu", db, rep->pending, rep->paid,
+             rep->cancelled, n);
+    TU_CHECK(rep->reserved == 0 && rep->received == rep->available + rep->sold,
+             "%s: stock received %" PRId64 " != available %" PRId64 " + sold %" PRId64 " (reserved %" PRId64 ")", db,
+             rep->received, rep->available, rep->sold, rep->reserved);
+}
+
+/* ------------------------------------------------------------------------
+ * The race
+ * ------------------------------------------------------------------------ */
+
+#define RACE_ORDERS 600
+
+/* The consumer's progress (messages settled), read from its /metrics by a
+ * pacer thread, so each payment is released about when its order's first
+ * cancel is handled: the two claims collide within milliseconds. */
+static atomic_llong progress;
+static atomic_int pacing;
+static int race_mport;
+static uint64_t race_order[RACE_ORDERS * 3]; /* the send order: order ids */
+static int first_pos[RACE_ORDERS + 1];       /* stream position of each order's first cancel */
+
+static long long settled_now(int mport)
+{
+    static const char *const names[] = { "hourglass_consumer_cancelled_total", "hourglass_consumer_not_pending_total",
+                                         "hourglass_consumer_not_found_total",
+                                         "hourglass_consumer_permanent_failures_total" };
+    double v[4];
+    if (oe_metrics(mport, 4, names, v) != 0)
+        return -1;
+    return (long long)(v[0] + v[1] + v[2] + v[3]);
+}
+
+static void *pace(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&pacing)) {
+        long long n = settled_now(race_mport);
+        if (n >= 0)
+            atomic_store(&progress, n);
+        usleep(3000);
+    }
+    return NULL;
+}
+
+typedef struct payer {
+    pthread_t thread;
+    int index;
+    atomic_int *paid;
+    atomic_int *close; /* payments released while their order's cancels were about to be handled */
+} payer_t;
+
+static void *pay_some(void *arg)
+{
+    payer_t *p = arg;
+    hg_order_error_t e;
+    hg_order_db *db = oe_open_db(&env, "rmqrace", &e);
+    unsigned seed = 11u + (unsigned)p->index;
+
+    if (db == NULL)
+        return NULL;
+    /* the orders by the position of their first cancel; this payer takes every PAYERS-th */
+    for (int pos = 0, k = 0; pos < RACE_ORDERS * 3; pos++) {
+        uint64_t id = race_order[pos];
+        hg_order_outcome_t out = HG_ORDER_TRANSIENT;
+        long long last = -1;
+        uint64_t stalled = tu_now_mono_ms();
+        int lead = (int)(rand_r(&seed) % 25);
+        if (first_pos[id] != pos || k++ % PAYERS != p->index)
+            continue;
+        while (atomic_load(&progress) < (long long)pos - lead) {
+            long long now = atomic_load(&progress);
+            if (now != last) {
+                last = now;
+                stalled = tu_now_mono_ms();
+            } else if (tu_now_mono_ms() - stalled > 5000) {
+                break; /* the consumer made no progress for 5 s */
+            }
+            usleep(500);
+        }
+        if (atomic_load(&progress) >= (long long)pos - 25)
+            atomic_fetch_add(p->close, 1);
+        for (int tries = 0; tries < 20; tries++)
+            if (hg_order_pay(db, id, &out, &e) == 0)
+                break;
+        if (out == HG_ORDER_PAID)
+            atomic_fetch_add(p->paid, 1);
+    }
+    hg_order_db_close(db);
+    return NULL;
+}
+
+typedef struct settled_ctx {
+    int mport;
+    long long want;
+} settled_ctx_t;
+
+static int settled(void *arg)
+{
+    settled_ctx_t *s = arg;
+    return settled_now(s->mport) >= s->want;
+}
+
+static void test_race(void)
+{
+    static char payload[RACE_ORDERS * 3][16];
+    uint64_t *order = race_order;
+    pthread_t pacer;
+    atomic_int close = 0;
+    hg_send_item_t items[100];
+    char log_path[600];
+    hg_client_t *c = NULL;
+    hg_error_t err;
+    payer_t payers[PAYERS];
+    atomic_int paid = 0;
+    int mport = tu_free_port();
+    pid_t pid;
+    of_report_t rep;
+    settled_ctx_t s = { mport, RACE_ORDERS * 3 };
+    uint64_t t0;
+
+    TU_REQUIRE(rabbit_up, "RabbitMQ is not running");
+    TU_REQUIRE(oe_fresh_database(&env, "rmqrace", RACE_ORDERS, NULL) != NULL, "fresh database");
+    group_create("rmqrace");
+    pid = consumer_start("rmqrace", mport, log_path, sizeof log_path);
+    for (int i = 0; i < RACE_ORDERS * 3; i++)
+        order[i] = 1 + (uint64_t)(i / 3);
+    srand(7);
+    for (int i = RACE_ORDERS * 3 - 1; i > 0; i--) { /* shuffle within windows of 12 */
+        int j = i - rand() % (i % 12 + 1);
+        uint64_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    for (int i = RACE_ORDERS * 3 - 1; i >= 0; i--)
+        first_pos[order[i]] = i;
+    race_mport = mport;
+    atomic_store(&progress, 0);
+    atomic_store(&pacing, 1);
+    pthread_create(&pacer, NULL, pace, NULL);
+    TU_REQUIRE(hg_client_open(rabbit.uri, NULL, &c, &err) == HG_OK, "open: %s", err.message);
+    t0 = tu_now_mono_ms();
+    for (int i = 0; i < PAYERS; i++) {
+        payers[i].index = i;
+        payers[i].paid = &paid;
+        payers[i].close = &close;
+        pthread_create(&payers[i].thread, NULL, pay_some, &payers[i]);
+    }
+    for (int i = 0; i < RACE_ORDERS * 3; i += 100) {
+        size_t ok = 0;
+        for (int k = 0; k < 100; k++) {
+            memset(&items[k], 0, sizeof items[k]);
+            snprintf(payload[i + k], sizeof payload[0], "%" PRIu64, order[i + k]);
+            items[k].topic = OE_TOPIC;
+            items[k].key = payload[i + k];
+            items[k].payload = payload[i + k];
+            items[k].payload_len = strlen(payload[i + k]);
+            items[k].delay = hg_delay_none();
+        }
+        TU_CHECK(hg_send_many(c, items, 100, &ok) == HG_OK && ok == 100, "send_many at %d: %zu ok: %s", i, ok,
+                 hg_client_errmsg(c));
+    }
+    hg_client_close(c);
+    TU_CHECK(tu_poll_until(settled, &s, 180000, 50) == 0, "the consumer settled %lld of %d messages in 180 s",
+             settled_now(mport), RACE_ORDERS * 3);
+    for (int i = 0; i < PAYERS; i++)
+        pthread_join(payers[i].thread, NULL);
+    atomic_store(&pacing, 0);
+    pthread_join(pacer, NULL);
+    printf("\n    %d orders, %d cancels through RabbitMQ in %" PRIu64 " ms: paid %d, cancelled %lld; %d payments "
+           "released within 25 messages of their first cancel",
+           RACE_ORDERS, RACE_ORDERS * 3, tu_now_mono_ms() - t0, atomic_load(&paid),
+           oe_metric(mport, "hourglass_consumer_cancelled_total"), atomic_load(&close));
+    TU_CHECK(atomic_load(&paid) > 0 && oe_metric(mport, "hourglass_consumer_cancelled_total") > 0,
+             "no race: paid %d, cancelled %lld (both must win some)", atomic_load(&paid),
+             oe_metric(mport, "hourglass_consumer_cancelled_total"));
+    {
+        long long cancelled = oe_metric(mport, "hourglass_consumer_cancelled_total");
+        TU_CHECK(oe_stop_consumer(pid) == 0, "hourglass-consumer did not exit 0 on SIGTERM");
+        check_orders("rmqrace", RACE_ORDERS, &rep);
+        TU_CHECK((long long)rep.cancelled == cancelled, "cancelled orders %" PRIu64 " != consumer's counter %lld",
+                 rep.cancelled, cancelled);
+        TU_CHECK((int)rep.paid == atomic_load(&paid), "paid orders %" PRIu64 " != successful payments %d", rep.paid,
+                 atomic_load(&paid));
+    }
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(log_path);
+}
+
+/* ------------------------------------------------------------------------
+ * Faults
+ * ------------------------------------------------------------------------ */
+
+typedef struct producer {
+    pthread_t thread;
+    uint64_t first, last; /* order ids */
+    atomic_int sent;      /* orders whose send returned an id */
+    int failures;         /* send_many calls with an item failing */
+} producer_t;
+
+static void *produce(void *arg)
+{
+    producer_t *p = arg;
+    hg_client_opts_t o;
+    hg_client_t *c = NULL;
+    hg_error_t err;
+    hg_send_item_t items[10];
+    char payload[10][16];
+
+    hg_client_opts_init(&o);
+    o.reconnect_backoff.attempts = 0; /* forever */
+    o.read_timeout_ms = 5000;
+    if (hg_client_open(rabbit.uri, &o, &c, &err) != HG_OK) {
+        fprintf(stderr, "producer: %s\n", err.message);
+        return NULL;
+    }
+    for (uint64_t id = p->first; id <= p->last;) {
+        int n = 0;
+        size_t ok = 0;
+        for (; n < 10 && id + (uint64_t)n <= p->last; n++) {
+            memset(&items[n], 0, sizeof items[n]);
+            snprintf(payload[n], sizeof payload[n], "%" PRIu64, id + (uint64_t)n);
+            items[n].topic = OE_TOPIC;
+            items[n].key = payload[n];
+            items[n].payload = payload[n];
+            items[n].payload_len = strlen(payload[n]);
+            /* even: a chain 1s × 3 (the router); odd: LEVEL 2 (5 s) */
+            items[n].delay = (id + (uint64_t)n) % 2 == 0 ? hg_delay_ms(3000) : hg_delay_level(2);
+        }
+        hg_send_many(c, items, (size_t)n, &ok);
+        /* keep the prefix that succeeded; the rest is sent again */
+        int k = 0;
+        while (k < n && items[k].err == HG_OK)
+            k++;
+        if (k < n)
+            p->failures++;
+        atomic_fetch_add(&p->sent, k);
+        id += (uint64_t)k;
+        usleep(150000); /* spread the sends over several seconds: the fault lands in the middle */
+    }
+    hg_client_close(c);
+    return NULL;
+}
+
+typedef struct cancelled_ctx {
+    const char *db;
+    long long want;
+} cancelled_ctx_t;
+
+static int all_cancelled(void *arg)
+{
+    cancelled_ctx_t *x = arg;
+    return oe_scalarf(&env, "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'", x->db) >= x->want;
+}
+
+static void faults_round(const char *db, size_t n, int fault)
+{
+    of_seed_spec_t spec = { .first_id = 1,
+                            .orders = n,
+                            .first_sku = 1,
+                            .skus = 20,
+                            .max_items = 3,
+                            .max_qty = 3,
+                            .stock_per_sku = 1000000,
+                            .expire_in_ms = 3000,
+                            .with_outbox = 0,
+                            .random_seed = 5 };
+    char log_path[600], err[4096];
+    producer_t p = { .first = 1, .last = n };
+    cancelled_ctx_t x = { db, (long long)n };
+    int mport = tu_free_port(), victim = -1;
+    of_report_t rep;
+    pid_t pid;
+
+    TU_REQUIRE(oe_fresh_database(&env, db, n, &spec) != NULL, "fresh database %s", db);
+    group_create(db);
+    pid = consumer_start(db, mport, log_path, sizeof log_path);
+    if (fault == SIGKILL) { /* asked first: rabbitmqctl takes seconds here */
+        victim = rq_queue_leader(&rabbit, 0, "hg.level.2");
+        if (victim < 0)
+            victim = 1;
+    }
+    atomic_init(&p.sent, 0);
+    pthread_create(&p.thread, NULL, produce, &p);
+    while (atomic_load(&p.sent) < (int)n / 3)
+        usleep(20000);
+    if (fault == SIGKILL) {
+        printf("\n    kill -9 node %d (%s, leader of hg.level.2) at %d of %zu sent", victim + 1,
+               rabbit.nodes[victim].name, atomic_load(&p.sent), n);
+        TU_CHECK(rq_kill9(&rabbit, victim) == 0, "kill -9 node %d", victim + 1);
+    } else {
+        victim = 2;
+        printf("\n    SIGSTOP node %d (%s) for 15 s at %d of %zu sent", victim + 1, rabbit.nodes[victim].name,
+               atomic_load(&p.sent), n);
+        TU_CHECK(rq_signal(&rabbit, victim, SIGSTOP) == 0, "SIGSTOP node %d", victim + 1);
+        sleep(15);
+        TU_CHECK(rq_signal(&rabbit, victim, SIGCONT) == 0, "SIGCONT node %d", victim + 1);
+    }
+    pthread_join(p.thread, NULL);
+    TU_CHECK(atomic_load(&p.sent) == (int)n, "the producer got ids for %d of %zu orders", atomic_load(&p.sent), n);
+    TU_CHECK(tu_poll_until(all_cancelled, &x, 240000, 100) == 0, "%lld of %zu orders cancelled in 240 s",
+             oe_scalarf(&env, "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'", db), n);
+    printf(" — every order cancelled (%d send rounds had a failed item)", p.failures);
+    TU_CHECK(oe_stop_consumer(pid) == 0, "hourglass-consumer did not exit 0 on SIGTERM");
+    check_orders(db, n, &rep);
+    TU_CHECK(rep.cancelled == n, "%s: %" PRIu64 " of %zu cancelled", db, rep.cancelled, n);
+    if (fault == SIGKILL) {
+        TU_CHECK(rq_restart(&rabbit, victim, err, sizeof err) == 0, "node %d did not rejoin: %s", victim + 1, err);
+        printf("; node %d rejoined", victim + 1);
+    }
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(log_path);
+}
+
+static void test_kill9_leader(void)
+{
+    TU_REQUIRE(rabbit_up, "RabbitMQ is not running");
+    faults_round("rmqkill", 400, SIGKILL);
+}
+
+static void test_pause_node(void)
+{
+    TU_REQUIRE(rabbit_up, "RabbitMQ is not running");
+    faults_round("rmqpause", 200, SIGSTOP);
+}
+
+static const tu_test_t cluster_tests[] = {
+    { "race: payments vs 3 duplicate cancels each through RabbitMQ, never both, stock exact", test_race },
+    { "kill -9 the leader of a level queue while sending and cancelling: nothing lost, node rejoins",
+      test_kill9_leader },
+    { "SIGSTOP a node for 15 s while sending and cancelling: nothing lost", test_pause_node },
+    { NULL, NULL },
+};
+
+static int add_suites(void)
+{
+    return tu_add_suite("rabbit-cluster", suite_init, suite_cleanup, NULL, NULL, cluster_tests);
+}
+
+int main(int argc, char **argv)
+{
+    return oe_cunit_main(argc, argv, add_suites);
+}

@@ -1,0 +1,637 @@
+/*
+ * tests/integration/test_transport.c — the library's client and consumer
+ * suites that matter, run against BOTH transports with the same test code:
+ * the real hourglass-broker (hourglass://) and a private single RabbitMQ node
+ * (amqp://, tests/helpers/rabbit_proc). Each test body takes a target_t and
+ * runs once per transport; every assertion names the transport.
+ *
+ *   round trip        hg_send + hg_send_many (pipelined / confirmed), a
+ *                     consumer with 3 workers: every id delivered, payload,
+ *                     key and topic intact
+ *   delays            LEVEL 1, DELAY 6s (a chain: 5s + 1s), DELAY 0: never
+ *                     early, due_ms as promised, late by less than 3 s
+ *   retry             HG_RETRY: local backoff, then NACK; the message comes
+ *                     back after level 3 (10 s) with reconsume 1
+ *   DLQ               HG_FAIL: DLQ LEN / LIST (id, reason) / REQUEUE (comes
+ *                     back, reconsume 0) / DROP; hourglass-cli levels, groups,
+ *                     dlq list through the same URI
+ *   refusals          amqp:// answers TOUCH/INFO with HG_ERR_UNSUPPORTED
+ *                     naming amqp://; a level queue declared with another
+ *                     TTL is an error naming x-message-ttl and both values
+ *
+ * The RabbitMQ node and the broker start once for the program (a node takes
+ * a minute on a loaded machine); each test uses its own topic and group.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <hourglass/hourglass.h>
+
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#include "tests/helpers/broker_proc.h"
+#include "tests/helpers/rabbit_proc.h"
+#include "tests/helpers/testutil.h"
+
+#define CLI_PATH HG_BUILDDIR "/hourglass-cli"
+#define MAX_SEEN 1000
+
+typedef struct target {
+    const char *name; /* "hourglass://" or "amqp://" */
+    char uri[600];
+    int amqp;
+} target_t;
+
+static bp_broker_t broker;
+static rq_cluster_t rabbit;
+static target_t targets[2];
+static int ntargets;
+static int test_seq; /* unique topic/group names */
+
+static int suite_init(void)
+{
+    char err[8192];
+
+    bp_set_failure_counter(CU_get_number_of_failures);
+    if (bp_startl(&broker, err, sizeof err, "--fsync", "no", NULL) != 0) {
+        fprintf(stderr, "start the broker: %s\n", err);
+        return -1;
+    }
+    if (rq_start(&rabbit, 1, err, sizeof err) != 0) {
+        fprintf(stderr, "start RabbitMQ: %s\n", err);
+        bp_destroy(&broker);
+        return -1;
+    }
+    targets[0].name = "hourglass://";
+    snprintf(targets[0].uri, sizeof targets[0].uri, "hourglass://127.0.0.1:%d", broker.port);
+    targets[1].name = "amqp://";
+    snprintf(targets[1].uri, sizeof targets[1].uri, "%s", rabbit.uri);
+    targets[1].amqp = 1;
+    ntargets = 2;
+    return 0;
+}
+
+static int suite_cleanup(void)
+{
+    rq_destroy(&rabbit, CU_get_number_of_failures() > 0);
+    bp_destroy(&broker);
+    return 0;
+}
+
+static hg_client_t *open_client(const target_t *t)
+{
+    hg_client_t *c = NULL;
+    hg_error_t err;
+    hg_err_t e = hg_client_open(t->uri, NULL, &c, &err);
+    TU_CHECK(e == HG_OK, "%s: hg_client_open(%s): %s", t->name, t->uri, err.message);
+    return c;
+}
+
+/* A command whose reply is an integer; -999 on failure (reported). */
+static long long int_cmd(const target_t *t, hg_client_t *c, int argc, const char *const *argv)
+{
+    hg_reply_t *r = NULL;
+    hg_err_t e = hg_client_command(c, argc, argv, NULL, &r);
+    long long v = -999;
+    TU_CHECK(e == HG_OK, "%s: %s %s: %s", t->name, argv[0], argc > 1 ? argv[1] : "", hg_client_errmsg(c));
+    if (e == HG_OK) {
+        TU_CHECK(hg_reply_type(r) == HG_REPLY_INTEGER, "%s: %s answered type %d, want an integer", t->name, argv[0],
+                 (int)hg_reply_type(r));
+        v = hg_reply_integer(r);
+    }
+    hg_reply_free(r);
+    return v;
+}
+
+static void names(char *topic, char *group, size_t len, const char *what)
+{
+    test_seq++;
+    snprintf(topic, len, "%s-t%d-%d", what, test_seq, (int)getpid());
+    snprintf(group, len, "%s-g%d-%d", what, test_seq, (int)getpid());
+}
+
+/* Create the group (so messages sent before the consumer starts are kept on
+ * both transports). */
+static void create_group(const target_t *t, hg_client_t *c, const char *group, const char *topic)
+{
+    const char *argv[] = { "GROUP", "CREATE", group, topic, "FROM", "NOW" };
+    hg_reply_t *r = NULL;
+    hg_err_t e = hg_client_command(c, 6, argv, NULL, &r);
+    TU_CHECK(e == HG_OK, "%s: GROUP CREATE %s %s: %s", t->name, group, topic, hg_client_errmsg(c));
+    hg_reply_free(r);
+}
+
+/* ------------------------------------------------------------------------
+ * A consumer in a thread, recording what it saw
+ * ------------------------------------------------------------------------ */
+
+typedef struct seen {
+    char id[HG_ID_MAX];
+    char payload[64];
+    char key[64];
+    char topic[128];
+    unsigned reconsume;
+    uint64_t due_ms, at_ms;
+    unsigned attempt;
+} seen_t;
+
+typedef struct runner {
+    hg_consumer_t *consumer;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    seen_t seen[MAX_SEEN];
+    int nseen;
+    hg_outcome_t (*decide)(const hg_message_t *m, struct runner *r); /* NULL: HG_DONE */
+    int handled;
+} runner_t;
+
+static hg_outcome_t record(const hg_message_t *m, char *reason, size_t rlen, void *arg)
+{
+    runner_t *r = arg;
+    hg_outcome_t out = HG_DONE;
+
+    pthread_mutex_lock(&r->lock);
+    if (r->nseen < MAX_SEEN) {
+        seen_t *s = &r->seen[r->nseen++];
+        snprintf(s->id, sizeof s->id, "%s", m->id);
+        snprintf(s->payload, sizeof s->payload, "%.*s", (int)m->payload_len, (const char *)m->payload);
+        snprintf(s->key, sizeof s->key, "%.*s", (int)m->key_len, m->key);
+        snprintf(s->topic, sizeof s->topic, "%s", m->topic);
+        s->reconsume = m->reconsume;
+        s->due_ms = m->due_ms;
+        s->at_ms = tu_now_wall_ms();
+        s->attempt = m->attempt;
+    }
+    if (r->decide != NULL)
+        out = r->decide(m, r);
+    r->handled++;
+    pthread_mutex_unlock(&r->lock);
+    if (out != HG_DONE)
+        snprintf(reason, rlen, "test says %s", out == HG_RETRY ? "retry" : "fail");
+    return out;
+}
+
+static void *run_consumer(void *arg)
+{
+    runner_t *r = arg;
+    hg_consumer_run(r->consumer);
+    return NULL;
+}
+
+static runner_t *runner_start(const target_t *t, const char *group, const char *topic, int workers,
+                              hg_outcome_t (*decide)(const hg_message_t *, runner_t *))
+{
+    runner_t *r = calloc(1, sizeof *r);
+    hg_consumer_opts_t o;
+    hg_error_t err;
+    hg_err_t e;
+
+    pthread_mutex_init(&r->lock, NULL);
+    r->decide = decide;
+    hg_consumer_opts_init(&o);
+    o.uri = t->uri;
+    o.group = group;
+    o.topic = topic;
+    o.workers = workers;
+    o.count = 10;
+    o.block_ms = 200;
+    o.lease_ms = 30000;
+    o.retry.base_ms = 20;
+    o.retry.cap_ms = 50;
+    o.retry.attempts = 2;
+    o.handler = record;
+    o.handler_arg = r;
+    e = hg_consumer_new(&o, &r->consumer, &err);
+    TU_REQUIRE(e == HG_OK, "%s: hg_consumer_new: %s", t->name, err.message);
+    pthread_create(&r->thread, NULL, run_consumer, r);
+    return r;
+}
+
+static void runner_stop(runner_t *r)
+{
+    if (r == NULL)
+        return;
+    hg_consumer_stop(r->consumer);
+    pthread_join(r->thread, NULL);
+    hg_consumer_free(r->consumer);
+    r->consumer = NULL;
+}
+
+static void runner_free(runner_t *r)
+{
+    if (r == NULL)
+        return;
+    pthread_mutex_destroy(&r->lock);
+    free(r);
+}
+
+typedef struct wait_ctx {
+    runner_t *r;
+    int want;
+} wait_ctx_t;
+
+static int enough(void *arg)
+{
+    wait_ctx_t *w = arg;
+    int n;
+    pthread_mutex_lock(&w->r->lock);
+    n = w->r->handled;
+    pthread_mutex_unlock(&w->r->lock);
+    return n >= w->want;
+}
+
+static int wait_handled(runner_t *r, int want, int deadline_ms)
+{
+    wait_ctx_t w = { r, want };
+    return tu_poll_until(enough, &w, deadline_ms, 20);
+}
+
+/* ------------------------------------------------------------------------
+ * Tests, each run per target
+ * ------------------------------------------------------------------------ */
+
+static void round_trip(const target_t *t)
+{
+    char topic[64], group[64];
+    hg_send_item_t items[200];
+    char ids[300][HG_ID_MAX], payloads[300][16];
+    hg_client_t *c = open_client(t);
+    runner_t *r;
+    size_t ok = 0;
+
+    if (c == NULL)
+        return;
+    names(topic, group, sizeof topic, "rt");
+    create_group(t, c, group, topic);
+    for (int i = 0; i < 200; i++) {
+        memset(&items[i], 0, sizeof items[i]);
+        snprintf(payloads[i], sizeof payloads[i], "m%d", i);
+        items[i].topic = topic;
+        items[i].key = payloads[i];
+        items[i].payload = payloads[i];
+        items[i].payload_len = strlen(payloads[i]);
+        items[i].delay = hg_delay_none();
+    }
+    TU_CHECK(hg_send_many(c, items, 200, &ok) == HG_OK && ok == 200, "%s: hg_send_many: %zu ok: %s", t->name, ok,
+             hg_client_errmsg(c));
+    for (int i = 0; i < 200; i++)
+        snprintf(ids[i], HG_ID_MAX, "%s", items[i].id);
+    for (int i = 200; i < 300; i++) {
+        snprintf(payloads[i], sizeof payloads[i], "m%d", i);
+        TU_CHECK(hg_send(c, topic, payloads[i], payloads[i], strlen(payloads[i]), hg_delay_none(), ids[i]) == HG_OK,
+                 "%s: hg_send %d: %s", t->name, i, hg_client_errmsg(c));
+    }
+    r = runner_start(t, group, topic, 3, NULL);
+    TU_CHECK(wait_handled(r, 300, 60000) == 0, "%s: %d of 300 handled in 60 s", t->name, r->handled);
+    runner_stop(r);
+    /* every id exactly once (no failure, no redelivery), payload/key/topic intact */
+    for (int i = 0; i < 300; i++) {
+        int found = 0;
+        for (int k = 0; k < r->nseen; k++)
+            if (strcmp(r->seen[k].id, ids[i]) == 0) {
+                found++;
+                TU_CHECK(strcmp(r->seen[k].payload, payloads[i]) == 0 && strcmp(r->seen[k].key, payloads[i]) == 0 &&
+                             strcmp(r->seen[k].topic, topic) == 0,
+                         "%s: message %s: payload '%s' key '%s' topic '%s', want '%s' '%s' '%s'", t->name, ids[i],
+                         r->seen[k].payload, r->seen[k].key, r->seen[k].topic, payloads[i], payloads[i], topic);
+            }
+        TU_CHECK(found == 1, "%s: message %d (%s) delivered %d times, want 1", t->name, i, ids[i], found);
+    }
+    runner_free(r);
+    hg_client_close(c);
+}
+
+static void delays(const target_t *t)
+{
+    char topic[64], group[64], id[3][HG_ID_MAX];
+    hg_delay_t d[3] = { hg_delay_level(1), hg_delay_ms(6000), hg_delay_ms(0) };
+    uint64_t want[3] = { 1000, 6000, 0 }, sent;
+    hg_client_t *c = open_client(t);
+    runner_t *r;
+
+    if (c == NULL)
+        return;
+    names(topic, group, sizeof topic, "delay");
+    create_group(t, c, group, topic);
+    r = runner_start(t, group, topic, 1, NULL);
+    sent = tu_now_wall_ms();
+    for (int i = 0; i < 3; i++)
+        TU_CHECK(hg_send(c, topic, NULL, "x", 1, d[i], id[i]) == HG_OK, "%s: send %d: %s", t->name, i,
+                 hg_client_errmsg(c));
+    TU_CHECK(wait_handled(r, 3, 30000) == 0, "%s: %d of 3 delayed messages in 30 s", t->name, r->handled);
+    runner_stop(r);
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < r->nseen; k++) {
+            seen_t *s = &r->seen[k];
+            if (strcmp(s->id, id[i]) != 0)
+                continue;
+            TU_CHECK(s->at_ms + 50 >= sent + want[i],
+                     "%s: message %d delivered %" PRId64 " ms after send, want >= %" PRIu64, t->name, i,
+                     (int64_t)(s->at_ms - sent), want[i]);
+            TU_CHECK(s->at_ms <= sent + want[i] + 3000,
+                     "%s: message %d delivered %" PRId64 " ms after send, want < %" PRIu64, t->name, i,
+                     (int64_t)(s->at_ms - sent), want[i] + 3000);
+            TU_CHECK(s->due_ms + 1500 >= sent + want[i] && s->due_ms <= sent + want[i] + 1500,
+                     "%s: message %d due_ms is %" PRId64 " ms after send, want about %" PRIu64, t->name, i,
+                     (int64_t)(s->due_ms - sent), want[i]);
+        }
+    runner_free(r);
+    hg_client_close(c);
+}
+
+static hg_outcome_t retry_first(const hg_message_t *m, runner_t *r)
+{
+    (void)r;
+    return m->reconsume == 0 ? HG_RETRY : HG_DONE;
+}
+
+static void retry(const target_t *t)
+{
+    char topic[64], group[64], id[HG_ID_MAX];
+    hg_client_t *c = open_client(t);
+    runner_t *r;
+    int first = -1, back = -1;
+
+    if (c == NULL)
+        return;
+    names(topic, group, sizeof topic, "retry");
+    create_group(t, c, group, topic);
+    TU_CHECK(hg_send(c, topic, "k", "again", 5, hg_delay_none(), id) == HG_OK, "%s: send: %s", t->name,
+             hg_client_errmsg(c));
+    r = runner_start(t, group, topic, 1, retry_first);
+    /* 3 local attempts (2 retries), NACK → level 3 (10 s) → 1 more delivery */
+    TU_CHECK(wait_handled(r, 4, 40000) == 0, "%s: %d handler calls in 40 s, want 4", t->name, r->handled);
+    runner_stop(r);
+    for (int k = 0; k < r->nseen; k++) {
+        if (r->seen[k].reconsume == 0 && first < 0)
+            first = k;
+        if (r->seen[k].reconsume == 1 && back < 0)
+            back = k;
+    }
+    TU_CHECK(first >= 0 && back >= 0, "%s: no delivery with reconsume 0 and then 1", t->name);
+    if (first >= 0 && back >= 0) {
+        uint64_t gap = r->seen[back].at_ms - r->seen[first].at_ms;
+        TU_CHECK(strcmp(r->seen[back].id, id) == 0, "%s: the retry has id %s, want %s", t->name, r->seen[back].id, id);
+        TU_CHECK(gap >= 9500 && gap < 25000, "%s: the retry came %" PRIu64 " ms after the first delivery, want ~10 s",
+                 t->name, gap);
+        TU_CHECK(r->seen[back].attempt == 0, "%s: the retry is local attempt %u, want 0", t->name,
+                 r->seen[back].attempt);
+    }
+    runner_free(r);
+    hg_client_close(c);
+}
+
+static hg_outcome_t fail_once(const hg_message_t *m, runner_t *r)
+{
+    (void)r;
+    return strcmp((const char *)m->payload, "bad") == 0 && m->reconsume == 0 && r->handled == 0 ? HG_FAIL : HG_DONE;
+}
+
+/* Run hourglass-cli with the target's URI; exit status, output in out. */
+static int cli(const target_t *t, char *out, size_t outlen, const char *a, const char *b, const char *c3, const char *d)
+{
+    const char *argv[] = { CLI_PATH, "--uri", t->uri, a, b, c3, d, NULL };
+    return tu_run_capture(argv, out, outlen);
+}
+
+static void dlq(const target_t *t)
+{
+    char topic[64], group[64], id[HG_ID_MAX], out[8192];
+    hg_client_t *c = open_client(t);
+    hg_reply_t *r = NULL;
+    runner_t *run;
+    hg_err_t e;
+
+    if (c == NULL)
+        return;
+    names(topic, group, sizeof topic, "dlq");
+    create_group(t, c, group, topic);
+    TU_CHECK(hg_send(c, topic, "k1", "bad", 3, hg_delay_none(), id) == HG_OK, "%s: send: %s", t->name,
+             hg_client_errmsg(c));
+    run = runner_start(t, group, topic, 1, fail_once);
+    TU_CHECK(wait_handled(run, 1, 20000) == 0, "%s: not delivered in 20 s", t->name);
+    {
+        const char *argv[] = { "DLQ", "LEN", group };
+        uint64_t end = tu_now_mono_ms() + 10000;
+        long long n = 0;
+        while ((n = int_cmd(t, c, 3, argv)) != 1 && tu_now_mono_ms() < end)
+            usleep(50000);
+        TU_CHECK(n == 1, "%s: DLQ LEN %lld, want 1", t->name, n);
+    }
+    {
+        const char *argv[] = { "DLQ", "LIST", group };
+        e = hg_client_command(c, 3, argv, NULL, &r);
+        TU_CHECK(e == HG_OK && hg_reply_count(r) == 1, "%s: DLQ LIST: %s", t->name, hg_client_errmsg(c));
+        if (e == HG_OK && hg_reply_count(r) == 1) {
+            const hg_reply_t *m = hg_reply_element(r, 0);
+            const char *got_id = hg_reply_str(hg_reply_element(m, 0), NULL);
+            const char *reason = hg_reply_str(hg_reply_element(m, 4), NULL);
+            TU_CHECK(got_id != NULL && strcmp(got_id, id) == 0, "%s: DLQ LIST id %s, want %s", t->name,
+                     got_id ? got_id : "(none)", id);
+            TU_CHECK(reason != NULL && strstr(reason, "test says fail") != NULL, "%s: DLQ reason '%s'", t->name,
+                     reason ? reason : "(none)");
+        }
+        hg_reply_free(r);
+    }
+    /* the CLI through the same URI */
+    TU_CHECK(cli(t, out, sizeof out, "dlq", "list", group, NULL) == 0 && strstr(out, id) != NULL,
+             "%s: hourglass-cli dlq list: %s", t->name, out);
+    TU_CHECK(cli(t, out, sizeof out, "groups", NULL, NULL, NULL) == 0 && strstr(out, group) != NULL,
+             "%s: hourglass-cli groups: %s", t->name, out);
+    TU_CHECK(cli(t, out, sizeof out, "levels", NULL, NULL, NULL) == 0 && strstr(out, "2h") != NULL,
+             "%s: hourglass-cli levels: %s", t->name, out);
+    /* requeue: delivered again with reconsume 0; then the DLQ is empty */
+    TU_CHECK(cli(t, out, sizeof out, "dlq", "requeue", group, id) == 0, "%s: hourglass-cli dlq requeue: %s", t->name,
+             out);
+    TU_CHECK(wait_handled(run, 2, 20000) == 0, "%s: the requeued message did not come back in 20 s", t->name);
+    runner_stop(run);
+    if (run->nseen >= 2)
+        TU_CHECK(strcmp(run->seen[1].id, id) == 0 && run->seen[1].reconsume == 0,
+                 "%s: requeued delivery id %s reconsume %u, want %s and 0", t->name, run->seen[1].id,
+                 run->seen[1].reconsume, id);
+    {
+        const char *argv[] = { "DLQ", "LEN", group };
+        TU_CHECK(int_cmd(t, c, 3, argv) == 0, "%s: DLQ not empty after requeue", t->name);
+    }
+    /* drop: park one by hand through a consumer that fails everything, drop it */
+    {
+        const char *drop[] = { "DLQ", "DROP", group, "ALL" };
+        const char *len[] = { "DLQ", "LEN", "no-such-group-xyz" };
+        TU_CHECK(int_cmd(t, c, 4, drop) == 0, "%s: DLQ DROP ALL on an empty DLQ", t->name);
+        e = hg_client_command(c, 3, len, NULL, &r);
+        TU_CHECK(e == HG_ERR_SERVER && strstr(hg_client_errmsg(c), "no such group") != NULL,
+                 "%s: DLQ LEN of an unknown group: %s (%s)", t->name, hg_strerror(e), hg_client_errmsg(c));
+        hg_reply_free(r);
+    }
+    runner_free(run);
+    hg_client_close(c);
+}
+
+static void refusals(const target_t *t)
+{
+    hg_client_t *c = open_client(t);
+    const char *touch[] = { "TOUCH", "g", "0000000000000001" };
+    hg_reply_t *r = NULL;
+    hg_err_t e;
+
+    if (c == NULL)
+        return;
+    e = hg_client_command(c, 3, touch, NULL, &r);
+    if (t->amqp)
+        TU_CHECK(e == HG_ERR_UNSUPPORTED && strstr(hg_client_errmsg(c), "TOUCH is not supported on amqp://") != NULL,
+                 "%s: TOUCH: %s: %s", t->name, hg_strerror(e), hg_client_errmsg(c));
+    else
+        TU_CHECK(e == HG_OK && hg_reply_integer(r) == 0, "%s: TOUCH of no lease: %s", t->name, hg_client_errmsg(c));
+    hg_reply_free(r);
+    r = NULL;
+    e = hg_client_command(c, 1, (const char *const[]){ "INFO" }, NULL, &r);
+    if (t->amqp)
+        TU_CHECK(e == HG_ERR_UNSUPPORTED && strstr(hg_client_errmsg(c), "not supported on amqp://") != NULL,
+                 "%s: INFO: %s: %s", t->name, hg_strerror(e), hg_client_errmsg(c));
+    else
+        TU_CHECK(e == HG_OK, "%s: INFO: %s", t->name, hg_client_errmsg(c));
+    hg_reply_free(r);
+    {
+        char id[HG_ID_MAX];
+        e = hg_send(c, "t", NULL, "x", 1, hg_delay_ms(4ull * 86400 * 1000), id);
+        TU_CHECK(e == HG_ERR_SERVER && strstr(hg_client_errmsg(c), "exceeds max-delay") != NULL, "%s: DELAY 4d: %s: %s",
+                 t->name, hg_strerror(e), hg_client_errmsg(c));
+        e = hg_send(c, "t", NULL, "x", 1, hg_delay_level(19), id);
+        TU_CHECK(e == HG_ERR_SERVER && strstr(hg_client_errmsg(c), "LEVEL must be 0..18") != NULL,
+                 "%s: LEVEL 19: %s: %s", t->name, hg_strerror(e), hg_client_errmsg(c));
+    }
+    hg_client_close(c);
+}
+
+static void for_each(void (*fn)(const target_t *))
+{
+    TU_REQUIRE(ntargets == 2, "the broker and RabbitMQ are not running");
+    for (int i = 0; i < ntargets; i++)
+        fn(&targets[i]);
+}
+
+static void test_round_trip(void)
+{
+    for_each(round_trip);
+}
+static void test_delays(void)
+{
+    for_each(delays);
+}
+static void test_retry(void)
+{
+    for_each(retry);
+}
+static void test_dlq(void)
+{
+    for_each(dlq);
+}
+static void test_refusals(void)
+{
+    for_each(refusals);
+}
+
+/* amqp:// only: a level queue that exists with another TTL (another level
+ * table) is refused with a message naming the argument and both values. */
+static void test_declaration_checked(void)
+{
+    char out[4096], uri[700];
+    amqp_connection_state_t st = amqp_new_connection();
+    amqp_socket_t *s = amqp_tcp_socket_new(st);
+    amqp_table_entry_t e[5];
+    amqp_table_t args = { 5, e };
+    hg_client_t *c;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t rc;
+
+    TU_REQUIRE(ntargets == 2, "RabbitMQ is not running");
+    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "other", NULL) == 0, "add_vhost: %s", out);
+    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "other", "guest", ".*", ".*", ".*", NULL) ==
+                   0,
+               "set_permissions: %s", out);
+    TU_REQUIRE(amqp_socket_open(s, "127.0.0.1", rabbit.nodes[0].amqp_port) == AMQP_STATUS_OK, "connect");
+    TU_REQUIRE(
+        amqp_login(st, "other", 0, AMQP_DEFAULT_FRAME_SIZE, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest").reply_type ==
+            AMQP_RESPONSE_NORMAL,
+        "login");
+    amqp_channel_open(st, 1);
+    e[0].key = amqp_cstring_bytes("x-queue-type");
+    e[0].value.kind = AMQP_FIELD_KIND_UTF8;
+    e[0].value.value.bytes = amqp_cstring_bytes("quorum");
+    e[1].key = amqp_cstring_bytes("x-message-ttl");
+    e[1].value.kind = AMQP_FIELD_KIND_I64;
+    e[1].value.value.i64 = 7000;
+    e[2].key = amqp_cstring_bytes("x-dead-letter-exchange");
+    e[2].value.kind = AMQP_FIELD_KIND_UTF8;
+    e[2].value.value.bytes = amqp_cstring_bytes("hg.due");
+    e[3].key = amqp_cstring_bytes("x-dead-letter-strategy");
+    e[3].value.kind = AMQP_FIELD_KIND_UTF8;
+    e[3].value.value.bytes = amqp_cstring_bytes("at-least-once");
+    e[4].key = amqp_cstring_bytes("x-overflow");
+    e[4].value.kind = AMQP_FIELD_KIND_UTF8;
+    e[4].value.value.bytes = amqp_cstring_bytes("reject-publish");
+    amqp_queue_declare(st, 1, amqp_cstring_bytes("hg.level.2"), 0, 1, 0, 0, args);
+    TU_CHECK(amqp_get_rpc_reply(st).reply_type == AMQP_RESPONSE_NORMAL, "declare hg.level.2 with TTL 7000");
+    amqp_destroy_connection(st);
+
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/other", rabbit.nodes[0].amqp_port);
+    rc = hg_client_open(uri, NULL, &c, &err);
+    TU_REQUIRE(rc == HG_OK, "open %s: %s", uri, err.message);
+    rc = hg_client_command(c, 1, (const char *const[]){ "LEVELS" }, NULL, &r);
+    TU_CHECK(rc == HG_ERR_SERVER && strstr(hg_client_errmsg(c), "hg.level.2") != NULL &&
+                 strstr(hg_client_errmsg(c), "x-message-ttl") != NULL && strstr(hg_client_errmsg(c), "7000") != NULL &&
+                 strstr(hg_client_errmsg(c), "5000") != NULL,
+             "LEVELS on a vhost whose hg.level.2 has TTL 7000: %s: %s", hg_strerror(rc), hg_client_errmsg(c));
+    hg_reply_free(r);
+    /* the client stays usable: the next call reopens the refused channel */
+    rc = hg_client_command(c, 1, (const char *const[]){ "PING" }, NULL, &r);
+    TU_CHECK(rc == HG_OK, "PING after the refusal: %s", hg_client_errmsg(c));
+    hg_reply_free(r);
+    hg_client_close(c);
+}
+
+static void test_bad_uris(void)
+{
+    static const char *const bad[] = { "amqp://", "amqp://h:99999/", "amqp://h1,,h2/", "amqp://h/v?x=1" };
+    hg_client_t *c = NULL;
+    hg_error_t err;
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        hg_err_t e = hg_client_open(bad[i], NULL, &c, &err);
+        TU_CHECK(e == HG_ERR_URI && strstr(err.message, "bad URI") != NULL, "%s: %s: %s", bad[i], hg_strerror(e),
+                 err.message);
+    }
+    TU_CHECK(hg_client_open("amqps://h/", NULL, &c, &err) == HG_ERR_UNSUPPORTED, "amqps://: %s", err.message);
+}
+
+static const tu_test_t transport_tests[] = {
+    { "both transports: send, send_many, 3 workers, every id once", test_round_trip },
+    { "both transports: LEVEL 1, DELAY 6s (chained), DELAY 0: on time", test_delays },
+    { "both transports: HG_RETRY → local backoff → NACK → back after 10 s with reconsume 1", test_retry },
+    { "both transports: HG_FAIL → DLQ LEN/LIST/REQUEUE/DROP, hourglass-cli levels/groups/dlq", test_dlq },
+    { "both transports: TOUCH/INFO refused on amqp://, delay and level limits", test_refusals },
+    { "amqp://: a level queue declared with another TTL is named in the error", test_declaration_checked },
+    { "amqp://: bad URIs, amqps:// refused", test_bad_uris },
+    { NULL, NULL },
+};
+
+static int add_suites(void)
+{
+    return tu_add_suite("transport", suite_init, suite_cleanup, NULL, NULL, transport_tests);
+}
+
+int main(int argc, char **argv)
+{
+    return tu_cunit_main(argc, argv, add_suites);
+}
