@@ -44,6 +44,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -639,6 +640,8 @@ static void part_delivery(void)
 
 typedef struct pacer {
     int port;
+    int random_ms; /* 1: SEND DELAY <1..9999>ms instead of LEVEL 1 */
+    unsigned seed;
     long per_tick; /* messages per 10 ms tick for this producer */
     long ticks;
     long sent;
@@ -665,8 +668,15 @@ static void *pacer_main(void *arg)
             sleep_us(at - now);
         else if ((int64_t)(now - at) > p->max_behind_us)
             p->max_behind_us = (int64_t)(now - at);
-        for (long i = 0; i < p->per_tick; i++)
-            rc_appendl(&c, "SEND", "lat", payload, "LEVEL", "1", NULL);
+        for (long i = 0; i < p->per_tick; i++) {
+            if (p->random_ms) {
+                char d[24];
+                snprintf(d, sizeof d, "%dms", 1 + (int)(rand_r(&p->seed) % 9999));
+                rc_appendl(&c, "SEND", "lat", payload, "DELAY", d, NULL);
+            } else {
+                rc_appendl(&c, "SEND", "lat", payload, "LEVEL", "1", NULL);
+            }
+        }
         if (rc_flush(&c, 30000) != 0) {
             snprintf(p->err, sizeof p->err, "write: %s", c.err);
             break;
@@ -688,7 +698,10 @@ static void *pacer_main(void *arg)
     return NULL;
 }
 
-static void part_steady(void)
+/* random_ms 0: LEVEL 1 (the "steady" part); 1: DELAY of a random 1..9999 ms
+ * ("steady-ms": exact due times, most of them a level chain ending in a
+ * remainder hop; lateness is measured against the exact due time). */
+static void part_steady(int random_ms)
 {
     bp_broker_t b;
     start_broker(&b, NULL);
@@ -697,8 +710,9 @@ static void part_steady(void)
     if (per_tick < 1)
         per_tick = 1;
     long total = per_tick * STEADY_PRODUCERS * ticks;
-    printf("====== steady: %ld msg/s of LEVEL 1 (1 s) for %d s, %d producers, %d consumers ======\n",
-           per_tick * STEADY_PRODUCERS * (1000000 / TICK_US), opt.steady_secs, STEADY_PRODUCERS, CONSUMERS);
+    printf("====== %s: %ld msg/s of %s for %d s, %d producers, %d consumers ======\n",
+           random_ms ? "steady-ms" : "steady", per_tick * STEADY_PRODUCERS * (1000000 / TICK_US),
+           random_ms ? "DELAY <random 1..9999>ms" : "LEVEL 1 (1 s)", opt.steady_secs, STEADY_PRODUCERS, CONSUMERS);
     consumers_t g;
     consumers_start(&g, b.port, total);
     pacer_t p[STEADY_PRODUCERS];
@@ -707,6 +721,8 @@ static void part_steady(void)
     for (int i = 0; i < STEADY_PRODUCERS; i++) {
         memset(&p[i], 0, sizeof p[i]);
         p[i].port = b.port;
+        p[i].random_ms = random_ms;
+        p[i].seed = 12345u + (unsigned)i;
         p[i].per_tick = per_tick;
         p[i].ticks = ticks;
         p[i].t0 = t0 + (uint64_t)i * (TICK_US / STEADY_PRODUCERS); /* interleave the producers */
@@ -727,12 +743,264 @@ static void part_steady(void)
     double secs = (double)(now_us() - t0) / 1e6;
     printf("  sent %ld in %.2f s (%.0f msg/s achieved; the pacer fell behind its schedule by at most %.1f ms)\n", sent,
            secs, (double)sent / secs, (double)behind / 1000);
-    consumers_finish(&g, sent, 60000, "steady", "steady", 0, 0);
+    consumers_finish(&g, sent, 60000, random_ms ? "steady-ms" : "steady", random_ms ? "steady_ms" : "steady", 0, 0);
     char p99[32];
     info_value(b.port, "lateness_p99_ms", p99, sizeof p99);
     if (p99[0])
         printf("  broker INFO lateness_p99_ms:%s\n\n", p99);
     bp_destroy(&b);
+}
+
+/* ---- send and deliver at once ---------------------------------------------------- */
+
+#define MIXED_DELAY_MS 5000
+#define MIXED_LATE_CAP 4000000 /* lateness samples kept per consumer */
+
+typedef struct mixed_producer {
+    int port, index;
+    cmd_kind_t kind;  /* CMD_SEND: SEND ... DELAY 5s; CMD_ZADD: ZADD hgmixed <due ms> <member> */
+    uint64_t mark_us; /* the first due time: deliveries start here */
+    uint64_t end_us;  /* stop producing */
+    long sent, sent_at_mark;
+    pthread_barrier_t *go;
+    char err[300];
+} mixed_producer_t;
+
+static void *mixed_producer_main(void *arg)
+{
+    mixed_producer_t *p = arg;
+    rc_conn_t c;
+    int connected = rc_connect(&c, "127.0.0.1", p->port, 30000) == 0;
+    if (!connected)
+        snprintf(p->err, sizeof p->err, "connect: %s", c.err);
+    pthread_barrier_wait(p->go);
+    if (!connected)
+        return NULL;
+    char payload[PAYLOAD_BYTES + 1];
+    memset(payload, 'm', PAYLOAD_BYTES);
+    payload[PAYLOAD_BYTES] = '\0';
+    int marked = 0;
+    long seq = 0;
+    while (now_us() < p->end_us) {
+        uint64_t due_ms = wall_us() / 1000 + MIXED_DELAY_MS;
+        for (int i = 0; i < opt.pipeline; i++, seq++) {
+            if (p->kind == CMD_SEND) {
+                rc_appendl(&c, "SEND", "lat", payload, "DELAY", "5s", NULL);
+            } else {
+                char score[24], member[PAYLOAD_BYTES + 1];
+                snprintf(score, sizeof score, "%" PRIu64, due_ms);
+                int m = snprintf(member, sizeof member, "m:%d:%ld:", p->index, seq);
+                memset(member + m, 'x', (size_t)(PAYLOAD_BYTES - m));
+                member[PAYLOAD_BYTES] = '\0';
+                rc_appendl(&c, "ZADD", "hgmixed", score, member, NULL);
+            }
+        }
+        if (rc_flush(&c, 60000) != 0) {
+            snprintf(p->err, sizeof p->err, "write: %s", c.err);
+            break;
+        }
+        for (int i = 0; i < opt.pipeline; i++) {
+            resp_reply_t *r = rc_read(&c, 60000);
+            if (r == NULL || r->type == RESP_REPLY_ERROR) {
+                char d[300];
+                snprintf(p->err, sizeof p->err, "reply: %s", r == NULL ? c.err : rc_describe(r, d, sizeof d));
+                resp_reply_free(r);
+                rc_close(&c);
+                return NULL;
+            }
+            resp_reply_free(r);
+        }
+        p->sent += opt.pipeline;
+        if (!marked && now_us() >= p->mark_us) {
+            p->sent_at_mark = p->sent;
+            marked = 1;
+        }
+    }
+    rc_close(&c);
+    return NULL;
+}
+
+/* Redis's consumer loop: ZRANGEBYSCORE hgmixed -inf <now> WITHSCORES LIMIT 0
+ * COUNT, then ZREM of what it got (what ZREM removed is delivered: with two
+ * consumers the same member can be read twice, only one removes it); a short
+ * sleep when nothing is due (a sorted set has no blocking read by score). */
+static void *redis_consumer_main(void *arg)
+{
+    consumer_t *cs = arg;
+    rc_conn_t c;
+    if (rc_connect(&c, "127.0.0.1", cs->port, 30000) != 0) {
+        snprintf(cs->err, sizeof cs->err, "connect: %s", c.err);
+        return NULL;
+    }
+    static __thread const char *argv[2 + 1000];
+    static __thread char members[1000][PAYLOAD_BYTES + 1];
+    while (!__atomic_load_n(cs->stop, __ATOMIC_SEQ_CST)) {
+        char now[24];
+        snprintf(now, sizeof now, "%" PRIu64, wall_us() / 1000);
+        rc_appendl(&c, "ZRANGEBYSCORE", "hgmixed", "-inf", now, "WITHSCORES", "LIMIT", "0", opt.pull_count, NULL);
+        resp_reply_t *r = rc_flush(&c, 30000) == 0 ? rc_read(&c, 30000) : NULL;
+        uint64_t recv = wall_us();
+        if (r == NULL || r->type != RESP_REPLY_ARRAY) {
+            char d[300];
+            snprintf(cs->err, sizeof cs->err, "ZRANGEBYSCORE: %s", r == NULL ? c.err : rc_describe(r, d, sizeof d));
+            resp_reply_free(r);
+            break;
+        }
+        cs->pulls++;
+        size_t k = r->count / 2;
+        if (k == 0) {
+            resp_reply_free(r);
+            sleep_us(2000);
+            continue;
+        }
+        argv[0] = "ZREM";
+        argv[1] = "hgmixed";
+        for (size_t i = 0; i < k && i < 1000; i++) {
+            const resp_reply_t *m = &r->elements[2 * i], *score = &r->elements[2 * i + 1];
+            snprintf(members[i], sizeof members[i], "%.*s", (int)m->len, m->str);
+            argv[2 + i] = members[i];
+            if (cs->n < cs->cap)
+                cs->late_us[cs->n++] = (int64_t)recv - (int64_t)(strtoull(score->str, NULL, 10) * 1000);
+        }
+        resp_reply_free(r);
+        rc_append(&c, 2 + (int)k, argv, NULL);
+        resp_reply_t *z = rc_flush(&c, 30000) == 0 ? rc_read(&c, 30000) : NULL;
+        long long removed = 0;
+        if (rc_int(z, &removed) != 0) {
+            snprintf(cs->err, sizeof cs->err, "ZREM: %s", z == NULL ? c.err : "not an integer");
+            resp_reply_free(z);
+            break;
+        }
+        resp_reply_free(z);
+        __atomic_add_fetch(cs->shared, (long)removed, __ATOMIC_SEQ_CST);
+    }
+    rc_close(&c);
+    return NULL;
+}
+
+typedef struct mixed_result {
+    double rate, overlap_rate; /* producer msg/s: whole run, while deliveries ran */
+    long sent, delivered;
+    double late_p50_ms, late_p99_ms;
+} mixed_result_t;
+
+/* 8 producers (opt.clients, pipeline opt.pipeline) for secs seconds beside 2
+ * consumers, against the broker (CMD_SEND) or redis-server (CMD_ZADD). */
+static mixed_result_t run_mixed(int port, cmd_kind_t kind, int secs)
+{
+    consumers_t g;
+    memset(&g, 0, sizeof g);
+    for (int i = 0; i < CONSUMERS; i++) {
+        consumer_t *c = &g.cs[i];
+        c->port = port;
+        c->target = LONG_MAX;
+        c->shared = &g.shared;
+        c->stop = &g.stop;
+        c->cap = MIXED_LATE_CAP;
+        c->late_us = malloc(sizeof(int64_t) * (size_t)c->cap);
+        if (c->late_us == NULL)
+            die("out of memory");
+        pthread_create(&g.th[i], NULL, kind == CMD_SEND ? consumer_main : redis_consumer_main, c);
+    }
+    mixed_producer_t p[MAX_CLIENTS];
+    pthread_t th[MAX_CLIENTS];
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, (unsigned)opt.clients + 1);
+    uint64_t t0 = now_us();
+    for (int i = 0; i < opt.clients; i++) {
+        memset(&p[i], 0, sizeof p[i]);
+        p[i].port = port;
+        p[i].index = i;
+        p[i].kind = kind;
+        p[i].mark_us = t0 + MIXED_DELAY_MS * 1000;
+        p[i].end_us = t0 + (uint64_t)secs * 1000000;
+        p[i].go = &go;
+        pthread_create(&th[i], NULL, mixed_producer_main, &p[i]);
+    }
+    pthread_barrier_wait(&go);
+    mixed_result_t res = { 0 };
+    long at_mark = 0;
+    for (int i = 0; i < opt.clients; i++) {
+        pthread_join(th[i], NULL);
+        res.sent += p[i].sent;
+        at_mark += p[i].sent_at_mark;
+        if (p[i].err[0]) {
+            fprintf(stderr, "hourglass-bench: producer %d: %s\n", i, p[i].err);
+            broken = 1;
+        }
+    }
+    uint64_t t1 = now_us();
+    res.delivered = __atomic_load_n(&g.shared, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&g.stop, 1, __ATOMIC_SEQ_CST);
+    long n = 0;
+    for (int i = 0; i < CONSUMERS; i++) {
+        pthread_join(g.th[i], NULL);
+        n += g.cs[i].n;
+        if (g.cs[i].err[0]) {
+            fprintf(stderr, "hourglass-bench: consumer %d: %s\n", i, g.cs[i].err);
+            broken = 1;
+        }
+    }
+    pthread_barrier_destroy(&go);
+    int64_t *all = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    long k = 0;
+    for (int i = 0; i < CONSUMERS; i++) {
+        memcpy(all + k, g.cs[i].late_us, sizeof(int64_t) * (size_t)g.cs[i].n);
+        k += g.cs[i].n;
+        free(g.cs[i].late_us);
+    }
+    qsort(all, (size_t)n, sizeof *all, cmp_i64);
+    res.late_p50_ms = (double)quantile(all, (size_t)n, 0.5) / 1000;
+    res.late_p99_ms = (double)quantile(all, (size_t)n, 0.99) / 1000;
+    free(all);
+    double secs_all = (double)(t1 - t0) / 1e6, secs_overlap = (double)(t1 - (t0 + MIXED_DELAY_MS * 1000)) / 1e6;
+    res.rate = (double)res.sent / secs_all;
+    res.overlap_rate = secs_overlap > 0 ? (double)(res.sent - at_mark) / secs_overlap : 0;
+    return res;
+}
+
+static void print_mixed(const char *title, const mixed_result_t *r)
+{
+    printf("  %-44s producers %8.0f msg/s (%8.0f msg/s while delivering), %ld sent, %ld delivered,"
+           " lateness p50 %.1f ms p99 %.1f ms\n",
+           title, r->rate, r->overlap_rate, r->sent, r->delivered, r->late_p50_ms, r->late_p99_ms);
+}
+
+/* Producers and consumers together, as in production: opt.clients producer
+ * connections (pipeline opt.pipeline, 64-byte payloads, DELAY 5s) for
+ * mixed_secs while 2 consumers PULL COUNT 100 + ACK; with --zadd-port the
+ * same against that redis-server (ZADD with the due time as score, a
+ * ZRANGEBYSCORE/ZREM consumer loop), in the same run. */
+static void part_mixed(void)
+{
+    int secs = opt.quick ? 8 : 15;
+    printf("====== mixed: send and deliver at once: %d producers (pipeline %d, %d-byte payloads, DELAY 5s) for %d s,"
+           " %d consumers ======\n",
+           opt.clients, opt.pipeline, PAYLOAD_BYTES, secs, CONSUMERS);
+    bp_broker_t b;
+    start_broker(&b, NULL);
+    double cpu0 = proc_cpu_secs(b.pid);
+    mixed_result_t h = run_mixed(b.port, CMD_SEND, secs);
+    double cpu1 = proc_cpu_secs(b.pid);
+    print_mixed("hourglass SEND DELAY 5s, PULL COUNT + ACK:", &h);
+    printf("  broker CPU %.0f%% of one core\n", 100.0 * (cpu1 - cpu0) / (double)secs);
+    bp_destroy(&b);
+    mixed_result_t r = { 0 };
+    if (opt.zadd_port > 0) {
+        rc_conn_t c; /* start from an empty sorted set */
+        if (rc_connect(&c, "127.0.0.1", opt.zadd_port, 30000) != 0)
+            die("redis-server on port %d: %s", opt.zadd_port, c.err);
+        resp_reply_t *d = rc_cmd(&c, "DEL", "hgmixed", NULL);
+        resp_reply_free(d);
+        rc_close(&c);
+        r = run_mixed(opt.zadd_port, CMD_ZADD, secs);
+        print_mixed("redis ZADD, ZRANGEBYSCORE + ZREM:", &r);
+        printf("  durable producer rate while delivering: %.2f x Redis (whole run %.2f x)\n",
+               r.overlap_rate > 0 ? h.overlap_rate / r.overlap_rate : 0, r.rate > 0 ? h.rate / r.rate : 0);
+    }
+    printf("RESULT mixed_hourglass_rps=%.0f mixed_hourglass_overlap_rps=%.0f mixed_redis_rps=%.0f "
+           "mixed_redis_overlap_rps=%.0f\n\n",
+           h.rate, h.overlap_rate, r.rate, r.overlap_rate);
 }
 
 /* ---- capacity ---------------------------------------------------------------------- */
@@ -857,7 +1125,8 @@ static void part_capacity(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: hourglass-bench [--quick] [--only send|sendkey|zadd|delivery|steady|capacity] [--capacity]\n"
+    fprintf(f, "usage: hourglass-bench [--quick] [--only send|sendkey|zadd|delivery|steady|steady-ms|mixed|capacity]\n"
+               "                       [--capacity]\n"
                "                       [--zadd-port PORT] [--clients C] [--pipeline P] [-n N]\n"
                "                       [--delivery-n N] [--steady-rate R] [--steady-secs S]\n"
                "                       [--capacity-n N] [--capacity-fsync always|no] [--broker PATH]\n"
@@ -956,7 +1225,13 @@ int main(int argc, char **argv)
         part_delivery();
     fflush(stdout);
     if (want("steady"))
-        part_steady();
+        part_steady(0);
+    fflush(stdout);
+    if (want("steady-ms"))
+        part_steady(1);
+    fflush(stdout);
+    if (want("mixed"))
+        part_mixed();
     fflush(stdout);
     if (want("capacity"))
         part_capacity();

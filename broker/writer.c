@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "broker/diskguard.h"
+#include "broker/syncer.h"
 #include "common/log.h"
 
 #define SCHED_CHUNK        4096                 /* most due moves / expiries per iteration */
@@ -66,6 +67,7 @@ struct writer {
     /* storage thread only */
     store_t *store;    /* NULL while a reopen fails */
     int batch_durable; /* a job since the last commit made a promise: fsync it */
+    syncer_t *syncer;  /* fsync always: the fsync thread (NULL: commits sync themselves) */
     sched_t *sched;
     const store_options_t *opts; /* the caller's (config_t.store): outlives the writer */
     storage_stats_t stats;
@@ -195,8 +197,32 @@ writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_b
 
 static void *writer_main(void *arg);
 
+/* The syncer's post: jobs whose fsync returned go to the loop (syncer thread). */
+static void post_synced(void *ctx, job_t *head, job_t *tail, size_t n)
+{
+    writer_t *w = ctx;
+    (void)n;
+    pthread_mutex_lock(&w->done_mu);
+    if (w->done_tail) {
+        w->done_tail->next = head;
+    } else {
+        w->done_head = head;
+    }
+    w->done_tail = tail;
+    pthread_mutex_unlock(&w->done_mu);
+    event_active(w->done_ev, EV_READ, 0);
+}
+
 int writer_start(writer_t *w, char *err, size_t errlen)
 {
+    if (w->opts->sync) {
+        w->syncer = syncer_new(w->opts->path, post_synced, w);
+        if (syncer_start(w->syncer, err, errlen) != 0) {
+            syncer_stop(w->syncer);
+            w->syncer = NULL;
+            return -1;
+        }
+    }
     int rc = pthread_create(&w->thread, NULL, writer_main, w);
     if (rc != 0) {
         snprintf(err, errlen, "cannot start the storage thread: %s", strerror(rc));
@@ -279,6 +305,8 @@ void writer_free(writer_t *w)
     if (w->started) {
         pthread_join(w->thread, NULL);
     }
+    syncer_stop(w->syncer); /* when the thread never ran: nothing queued */
+    w->syncer = NULL;
     job_t *j = w->done_head;
     while (j) {
         job_t *n = j->next;
@@ -532,16 +560,31 @@ static uint64_t earliest_parked_deadline(writer_t *w)
     return best;
 }
 
-/* Monotonic time of the next thing to do when no job arrives. */
-static uint64_t next_wakeup_mono(writer_t *w, uint64_t now_mono)
+static uint64_t wall_us(void)
 {
-    uint64_t best = earliest_parked_deadline(w);
-    if (w->disk_full && w->next_disk_check_mono < best) {
-        best = w->next_disk_check_mono;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static uint64_t ms_to_us(uint64_t ms)
+{
+    return ms == UINT64_MAX ? UINT64_MAX : ms * 1000;
+}
+
+/* Monotonic time (µs) of the next thing to do when no job arrives. A due
+ * time is a wall-clock millisecond: the wake-up is the start of that
+ * millisecond to the microsecond (not a truncated millisecond of the
+ * monotonic clock, which could wake almost 1 ms late or early). */
+static uint64_t next_wakeup_us(writer_t *w, uint64_t now_us)
+{
+    uint64_t best = ms_to_us(earliest_parked_deadline(w));
+    if (w->disk_full && ms_to_us(w->next_disk_check_mono) < best) {
+        best = ms_to_us(w->next_disk_check_mono);
     }
     if (w->store == NULL) {
-        if (w->next_reopen_mono < best) {
-            best = w->next_reopen_mono;
+        if (ms_to_us(w->next_reopen_mono) < best) {
+            best = ms_to_us(w->next_reopen_mono);
         }
         return best;
     }
@@ -550,21 +593,43 @@ static uint64_t next_wakeup_mono(writer_t *w, uint64_t now_mono)
     }
     uint64_t wall_next = sched_next_wakeup(w->sched);
     if (wall_next != UINT64_MAX) {
-        uint64_t now_wall = sched_now(w->sched);
-        uint64_t at = wall_next <= now_wall ? now_mono : now_mono + (wall_next - now_wall);
+        uint64_t due_us = wall_next * 1000, now_wall = wall_us();
+        uint64_t at = due_us <= now_wall ? now_us : now_us + (due_us - now_wall);
         if (at < best) {
             best = at;
         }
     }
     uint64_t maint = w->maintain_needed ? w->last_job_mono + MAINTAIN_IDLE_MS : w->next_periodic_mono;
-    if (maint < best) {
-        best = maint;
+    if (ms_to_us(maint) < best) {
+        best = ms_to_us(maint);
     }
     return best;
 }
 
+/* With a syncer: move the jobs of done whose replies need durability (a
+ * promise, or a message id not yet synced) to the syncer, behind what was
+ * just written. The rest stay in done and are posted at once. */
+static void hand_to_syncer(writer_t *w, job_list_t *done)
+{
+    if (w->syncer == NULL || w->store == NULL || done->head == NULL) {
+        return;
+    }
+    uint64_t synced = syncer_synced_mark(w->syncer);
+    job_list_t keep = { 0 }, wait = { 0 };
+    for (job_t *j = done->head, *n; j; j = n) {
+        n = j->next;
+        int needs = !j->failed && (j->durable || (j->max_id != 0 && j->max_id >= synced));
+        list_push(needs ? &wait : &keep, j);
+    }
+    *done = keep;
+    if (wait.head) {
+        syncer_add(w->syncer, wait.head, wait.tail, wait.n, store_next_seq(w->store));
+    }
+}
+
 /* Commit what is pending (timed) — fsynced when a job of this batch made a
- * promise (CMD_DURABLE), else written without fsync; on failure answer every
+ * promise (CMD_DURABLE), else written without fsync; with a syncer always
+ * written without fsync here, the syncer syncs; on failure answer every
  * job of this iteration with the error and reopen the store. */
 static void commit_pending(writer_t *w, job_list_t *done)
 {
@@ -574,7 +639,7 @@ static void commit_pending(writer_t *w, job_list_t *done)
     char err[512];
     int pending = store_pending(w->store);
     uint64_t t0 = mono_us();
-    int rc = store_commit_durable(w->store, w->batch_durable, err, sizeof err);
+    int rc = store_commit_durable(w->store, w->syncer ? 0 : w->batch_durable, err, sizeof err);
     w->batch_durable = 0;
     uint64_t t1 = mono_us();
     if (pending > 0 && rc == 0) {
@@ -602,6 +667,7 @@ static void commit_pending(writer_t *w, job_list_t *done)
         }
         reopen_store(w, err);
     }
+    hand_to_syncer(w, done);
 }
 
 static void count_batch(writer_t *w, size_t njobs)
@@ -651,15 +717,15 @@ static void *writer_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&w->mu);
         while (w->q_head == NULL && !w->stop_requested && !more) {
-            uint64_t now = mono_ms();
-            uint64_t at = next_wakeup_mono(w, now);
+            uint64_t now = mono_us();
+            uint64_t at = next_wakeup_us(w, now);
             if (at <= now) {
                 break;
             }
             if (at == UINT64_MAX) {
                 pthread_cond_wait(&w->cond, &w->mu);
             } else {
-                struct timespec ts = { .tv_sec = (time_t)(at / 1000), .tv_nsec = (long)(at % 1000) * 1000000 };
+                struct timespec ts = { .tv_sec = (time_t)(at / 1000000), .tv_nsec = (long)(at % 1000000) * 1000 };
                 int rc = pthread_cond_timedwait(&w->cond, &w->mu, &ts);
                 if (rc == ETIMEDOUT) {
                     break;
@@ -674,8 +740,16 @@ static void *writer_main(void *arg)
 
         uint64_t now_mono = mono_ms();
         atomic_store(&w->heartbeat_mono, now_mono);
+        char why[512];
+        if (w->syncer != NULL && w->store != NULL && syncer_failed(w->syncer, why, sizeof why)) {
+            w->stats.commit_failures++;
+            reopen_store(w, why); /* an fsync failed: what the kernel holds is suspect */
+        }
         if (w->store == NULL) {
             reopen_store(w, "reopen pending");
+        }
+        if (w->syncer != NULL && w->store != NULL && syncer_failed(w->syncer, why, sizeof why)) {
+            syncer_reset(w->syncer);
         }
         check_disk(w, now_mono);
 
@@ -761,7 +835,10 @@ static void *writer_main(void *arg)
             }
         }
     }
-    /* Close the store here, on its own thread, before telling the loop. */
+    /* The last syncs and their replies, then close the store here, on its
+     * own thread, before telling the loop. */
+    syncer_stop(w->syncer);
+    w->syncer = NULL;
     if (w->store != NULL) {
         char err[512];
         if (store_close(w->store, err, sizeof err) != 0) {

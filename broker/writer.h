@@ -11,6 +11,11 @@
  * and queueing the next one. So a SEND's id reaches the client only after the
  * message is durable, and N pipelined SENDs cost one fsync.
  *
+ * Under `fsync always` the fsync itself runs on a second thread (syncer.h):
+ * the storage thread writes each group unsynced and goes on with due moves
+ * and the next group while the disk syncs; the replies that need durability
+ * are posted by the syncer once the fsync that covers them returned.
+ *
  * Timers, not polling: between groups the thread sleeps on a condition
  * variable until min(next level head / lease deadline, the earliest parked
  * job's deadline, maintenance), or until a job arrives.
@@ -65,6 +70,8 @@ struct job {
     int kind;               /* 0, or JOB_CANCEL_KIND */
     int failed;             /* set by the writer: the reply is an error it wrote */
     int durable;            /* 1: its batch is fsynced before the reply (CMD_DURABLE) */
+    uint64_t max_id;        /* set by exec: the largest message id its reply shows (PULL), 0: none;
+                               the reply waits for the fsync that makes that id durable (syncer.h) */
     int block_set;          /* 1: may park */
     uint64_t block_ms;      /* with block_set: how long; 0 = forever */
     uint64_t deadline_mono; /* writer-private: parked deadline (monotonic ms), 0 = none */

@@ -224,6 +224,10 @@ int store_pending(const store_t *s)
 {
     return s->pending;
 }
+uint64_t store_next_seq(const store_t *s)
+{
+    return s->next_seq;
+}
 int store_broken(const store_t *s)
 {
     return s->broken;

@@ -8,8 +8,12 @@
  * no level matches is a chain of hops (greedy, lvl_next_hop): the message
  * carries its journey's end (due_ms) and each due hop either moves it to the
  * next level or, at the end, to the topic log (a new message) or its group's
- * retry-ready queue (a retry). Enqueue time per level is monotone, so a clock
- * step back never lets a later message overtake an earlier one on its level.
+ * retry-ready queue (a retry). A remainder no level matches (the 500 ms of
+ * 1500ms) is one hop that waits exactly that long on the smallest level
+ * (lvl_hop_ms): the level is ordered by due time, so it leaves from the head
+ * at its millisecond — exact delays without a second kind of queue. Enqueue
+ * time per level is monotone, so a clock step back never lets a later message
+ * overtake an earlier one of the same delay on its level.
  *
  * Threading: one thread at a time (the broker's storage thread).
  */
@@ -89,7 +93,7 @@ uint64_t store_level_enqueue(store_t *s, msg_t *m, int level, uint64_t delay_ms,
     level_state_t *ls = &s->levels[first];
     uint64_t enq = now_ms > ls->last_enqueue_ms ? now_ms : ls->last_enqueue_ms;
     ls->last_enqueue_ms = enq;
-    uint64_t hop_due = enq + t->delay_ms[first];
+    uint64_t hop_due = enq + (level > 0 ? t->delay_ms[first] : lvl_hop_ms(t, first, delay_ms));
     m->due_ms = level > 0 ? hop_due : enq + delay_ms;
     level_insert(s, first, hop_due, m);
     return m->due_ms;
@@ -121,7 +125,7 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
     if (store_send_validate(&s->opt, req, err, errlen) != 0) {
         return -1;
     }
-    uint64_t delay = req->level == 0 && req->delay_ms > 0 ? lvl_round_delay(req->delay_ms) : 0;
+    uint64_t delay = req->level == 0 ? req->delay_ms : 0;
     msg_t m;
     memset(&m, 0, sizeof m);
     m.id = s->next_seq++;
@@ -181,7 +185,7 @@ static int route_due(store_t *s, msg_t *m, uint64_t hop_due, uint64_t now_ms, ch
     const lvl_table_t *t = &s->opt.levels;
     while (m->due_ms > hop_due) {
         int next = lvl_next_hop(t, m->due_ms - hop_due);
-        uint64_t next_due = hop_due + t->delay_ms[next];
+        uint64_t next_due = hop_due + lvl_hop_ms(t, next, m->due_ms - hop_due);
         if (next_due > now_ms) {
             level_insert(s, next, next_due, m);
             return 0;

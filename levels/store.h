@@ -91,6 +91,11 @@ int store_commit_durable(store_t *s, int durable, char *err, size_t errlen);
 /* Operations waiting in the pending batch. */
 int store_pending(const store_t *s);
 
+/* The next sequence number: every message id below it was assigned by an
+ * operation so far (and, once nothing is pending, written). A syncing thread
+ * beside the store's (broker/syncer.h) uses it as its durability mark. */
+uint64_t store_next_seq(const store_t *s);
+
 /* 1 when a commit failed and the store must be reopened. */
 int store_broken(const store_t *s);
 
@@ -122,9 +127,9 @@ int store_send_validate(const store_options_t *o, const store_send_req_t *req, c
 /* Accept a message: into the first hop's level queue, or straight into the topic
  * log when there is no delay. Enqueue time within a level is monotone:
  * max(now, last enqueue on that level), so a clock step back never reorders a
- * level. *id_out gets the new id, *due_out the due time asked for (a table
- * without a level that divides the delay delivers late by less than its
- * smallest level, never early). No read: many
+ * level. *id_out gets the new id, *due_out the due time asked for: now +
+ * delay_ms to the millisecond (the chain's last hop waits only the remainder no
+ * level matches), or now + level n's delay for LEVEL n. No read: many
  * sends join one batch. Fails (nothing written) on a bad topic name, a key or
  * payload over its limit, a level outside 1..count, or a delay over max-delay. */
 int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_t *id_out, uint64_t *due_out, char *err,

@@ -216,8 +216,8 @@ void store_retry_append(store_t *s, group_state_t *g, msg_t *m, uint64_t now_ms)
 
 /* ---- level.c ---------------------------------------------------------------------- */
 
-/* Start m's journey: exactly on level (> 0), or for delay_ms (already rounded,
- * > 0) on the first hop of its chain. The enqueue time is monotone per level.
+/* Start m's journey: exactly on level (> 0), or for delay_ms (> 0, exact to the
+ * millisecond) on the first hop of its chain. The enqueue time is monotone per level.
  * Sets m->due_ms (the journey's end) and returns it. */
 uint64_t store_level_enqueue(store_t *s, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms);
 

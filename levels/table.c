@@ -14,9 +14,11 @@
  *     other functions assume one (a table read from disk goes through
  *     lvl_table_parse first). lvl_chain_plan still refuses an empty table rather
  *     than loop, because an empty table would make every hop 0.
- *   - A chain plan never arrives early: the sum of its hops is >= the rounded
- *     delay, and exceeds it only when the table has no level that small (the
- *     last hop then overshoots by less than the smallest level).
+ *   - A chain plan is exact to the millisecond, never early and never late:
+ *     whole levels (greedy), then, when something is left that no level
+ *     matches, one hop that waits exactly that remainder on the smallest level
+ *     (lvl_hop_ms). Level queues are ordered by due time, not by enqueue time,
+ *     so the short hop is served from the head like any other.
  *
  * Threads: pure functions on caller-owned values; no I/O, no allocation, no
  * global state. Safe from any thread.
@@ -219,19 +221,6 @@ int lvl_level_for(const lvl_table_t *t, uint64_t timeout_ms, lvl_round_t mode)
     return t->count;
 }
 
-uint64_t lvl_round_delay(uint64_t delay_ms)
-{
-    uint64_t whole = delay_ms - delay_ms % MS_PER_SECOND;
-
-    if (whole == delay_ms)
-        return delay_ms;
-    /* Rounding up past UINT64_MAX is impossible; such a delay is far above any
-     * max-delay, so saturating at the last whole second is harmless. */
-    if (whole > UINT64_MAX - MS_PER_SECOND)
-        return whole;
-    return whole + MS_PER_SECOND;
-}
-
 int lvl_next_hop(const lvl_table_t *t, uint64_t remaining_ms)
 {
     if (remaining_ms == 0 || t->count < 1)
@@ -250,6 +239,13 @@ int lvl_next_hop(const lvl_table_t *t, uint64_t remaining_ms)
             hi = mid - 1;
     }
     return lo;
+}
+
+uint64_t lvl_hop_ms(const lvl_table_t *t, int level, uint64_t remaining_ms)
+{
+    if (level < 1 || level > t->count)
+        return 0;
+    return t->delay_ms[level] < remaining_ms ? t->delay_ms[level] : remaining_ms;
 }
 
 int lvl_chain_plan(const lvl_table_t *t, uint64_t delay_ms, uint64_t max_delay_ms, uint8_t *levels, int max_levels,
@@ -271,12 +267,13 @@ int lvl_chain_plan(const lvl_table_t *t, uint64_t delay_ms, uint64_t max_delay_m
         return -1;
     }
 
-    uint64_t remaining = lvl_round_delay(delay_ms);
+    uint64_t remaining = delay_ms;
     if (limit < 0)
         limit = 0;
 
     /* Repeating lvl_next_hop takes floor(remaining / delay) copies of each level
-     * from the largest down, then one smallest level for a remainder below it.
+     * from the largest down, then one hop on the smallest level for a remainder
+     * below it (it waits only that remainder).
      * Count the hops that way first (O(levels), even for a delay of years), so an
      * over-long plan is refused without writing or looping over it. */
     uint64_t needed = 0;
@@ -301,7 +298,7 @@ int lvl_chain_plan(const lvl_table_t *t, uint64_t delay_ms, uint64_t max_delay_m
         int level = lvl_next_hop(t, remaining);
         uint64_t d = t->delay_ms[level];
         levels[n++] = (uint8_t)level;
-        remaining = d >= remaining ? 0 : remaining - d; /* the last hop may overshoot */
+        remaining = d >= remaining ? 0 : remaining - d; /* the last hop may wait only the rest */
     }
     *hops = n;
     return 0;

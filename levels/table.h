@@ -63,24 +63,31 @@ int lvl_table_diff(const lvl_table_t *a, const char *a_name, const lvl_table_t *
  * |delay - timeout|, ties to the larger. Returns a level in 1..count. */
 int lvl_level_for(const lvl_table_t *t, uint64_t timeout_ms, lvl_round_t mode);
 
-/* Round a requested delay up to whole seconds (DESIGN §1): 1 → 1000, 1000 → 1000. */
-uint64_t lvl_round_delay(uint64_t delay_ms);
-
 /* The next hop of a chain: the largest level whose delay <= remaining_ms; when
- * remaining_ms is below the smallest level, the smallest level (the message
- * then arrives late by less than that level, never early). 0 when
- * remaining_ms == 0. */
+ * remaining_ms is below the smallest level, the smallest level (where the
+ * message then waits only remaining_ms: lvl_hop_ms). 0 when remaining_ms == 0. */
 int lvl_next_hop(const lvl_table_t *t, uint64_t remaining_ms);
 
-/* The whole chain plan for delay_ms (greedy, lvl_next_hop repeatedly, after
- * lvl_round_delay). Writes up to max_levels levels into levels[] and the hop
- * count into *hops (0 for a zero delay). Fails when delay_ms > max_delay_ms
- * ("delay 4d exceeds max-delay 3d"), or when the plan would need more than
- * max_levels or LVL_MAX_HOPS hops. */
+/* How long a chained message with remaining_ms to go waits on `level` (the one
+ * lvl_next_hop chose): the level's delay, or remaining_ms when that is shorter
+ * — the remainder a table has no level for, e.g. the 500 ms of 1500ms. A level
+ * queue is ordered by due time (levels/keys.h), so such a short hop still comes
+ * out of its level's head at its exact due millisecond. LEVEL n never takes this
+ * path: it always waits exactly level n's delay (RocketMQ's meaning). */
+uint64_t lvl_hop_ms(const lvl_table_t *t, int level, uint64_t remaining_ms);
+
+/* The whole chain plan for delay_ms, exact to the millisecond (greedy:
+ * lvl_next_hop repeatedly; the last hop waits only the remainder, lvl_hop_ms).
+ * Writes up to max_levels levels into levels[] and the hop count into *hops (0
+ * for a zero delay). Fails when delay_ms > max_delay_ms ("delay 4d exceeds
+ * max-delay 3d"), or when the plan would need more than max_levels or
+ * LVL_MAX_HOPS hops. */
 int lvl_chain_plan(const lvl_table_t *t, uint64_t delay_ms, uint64_t max_delay_ms, uint8_t *levels, int max_levels,
                    int *hops, char *err, size_t errlen);
 
-/* Sum of delays of a plan (for checks): the sum of t->delay_ms[levels[i]]. */
+/* Sum of the level delays of a plan (for checks): the sum of
+ * t->delay_ms[levels[i]], UINT64_MAX when a level is outside the table. A plan
+ * whose last hop waits a remainder (lvl_hop_ms) waits less than this. */
 uint64_t lvl_plan_total(const lvl_table_t *t, const uint8_t *levels, int hops);
 
 #endif

@@ -88,7 +88,7 @@ int rmq_route_delay(const lvl_table_t *t, hg_delay_t delay, const char *dest, ui
         return -1;
     out->exchange = RMQ_EX_LEVELS;
     out->level = levels[0];
-    out->due_ms = now + lvl_round_delay(ms);
+    out->due_ms = now + ms; /* chains are exact to the millisecond (levels/table.h) */
     if (hops > 1) {
         size_t used = 0;
         plan_buf[0] = '\0';

@@ -264,8 +264,8 @@ hg_err_t hg_client_command(hg_client_t *c, int argc, const char *const *argv, co
 typedef enum hg_delay_kind {
     HG_DELAY_NONE = 0, /* deliver now (level 0) */
     HG_DELAY_LEVEL,    /* value = a level 1..count of the broker's table */
-    HG_DELAY_MS,       /* value = a delay in ms (the broker rounds it up to
-                           whole seconds and chains levels to reach it) */
+    HG_DELAY_MS,       /* value = a delay in ms (the broker chains levels to
+                           reach it, exact to the millisecond) */
     HG_DELAY_AT        /* value = an absolute Unix time in ms */
 } hg_delay_kind_t;
 

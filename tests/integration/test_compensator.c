@@ -681,7 +681,7 @@ static void test_relay_fast_path_failed(void)
            by_message, before_expiry, (double)worst_us / 1e6, (double)late_past / 1e6);
     CU_ASSERT_EQUAL(by_message, 21);
     CU_ASSERT_EQUAL(before_expiry, 0);
-    /* The broker rounds DELAY up to whole seconds: at most ~1 s late, plus polling. */
+    /* DELAY is exact to the ms; the bound leaves room for the relay, the consumer and a loaded machine. */
     BP_CHECK(worst_us >= 0 && worst_us < 2000000, "latest cancel %lld µs after expire_at", worst_us);
     CU_ASSERT_EQUAL(oe_scalarf(&env, "SELECT COUNT(*) FROM c_relay.order_timeout_msg WHERE status <> 'done'"), 0);
     CU_ASSERT_EQUAL(metric(comp.metrics_port, M "relay_send_failures_total"), 0);

@@ -203,7 +203,7 @@ static long long relay_until_sent(uint64_t first, uint64_t last, int deadline_ms
 
 /* Read the spy group until n messages of ids first..last arrived (or the
  * deadline); checks payload = KEY = the id and the due time against
- * expire_ms (never early, at most 1.1 s late: whole-second rounding).
+ * expire_ms (never early, at most 1.1 s late: a relay run after expiry sends at once).
  * Returns the number seen. */
 static int spy_expect(uint64_t first, uint64_t last, uint64_t expire_ms, int n, int deadline_ms)
 {

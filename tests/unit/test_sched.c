@@ -449,6 +449,84 @@ static void test_catch_up_in_due_order(void)
     close_all();
 }
 
+/* Millisecond delays through the scheduler, as the broker drives it: sleep
+ * until sched_next_wakeup, run, lease. Every DELAY d (1 ms .. 3 s in 1 ms
+ * steps, then 7 ms steps to 2 min) is leased at exactly send + d: the wake-up
+ * is never early (nothing ready before it) and never late (it is ready at it).
+ * Then a NACK DELAY 2500ms retries at exactly +2500. */
+static void test_exact_ms_delays(void)
+{
+    open_fresh();
+    enum {
+        N = 3000 + 17000
+    };
+    static uint64_t want[N];
+    int n = 0;
+    for (uint64_t d = 1; d <= 3 * SEC; d++)
+        want[n++] = d;
+    for (uint64_t d = 3 * SEC + 7; d <= 2 * MIN && n < N; d += 7)
+        want[n++] = d;
+    uint64_t first_id = 0;
+    for (int i = 0; i < n; i++) {
+        store_send_req_t r = { .topic = "t", .topic_len = 1, .payload = "p", .payload_len = 1, .delay_ms = want[i] };
+        uint64_t id = 0, due = 0;
+        CU_ASSERT_FATAL(store_send(st, &r, now, &id, &due, err, sizeof err) == 0);
+        CU_ASSERT_FATAL(due == T0 + want[i]);
+        if (i == 0)
+            first_id = id;
+        CU_ASSERT_FATAL(id == first_id + (uint64_t)i * 2); /* an id and a level seq per send */
+    }
+    CU_ASSERT_FATAL(store_commit(st, err, sizeof err) == 0);
+    CU_ASSERT_FATAL(store_group_create(st, "g", 1, "t", 1, 1, -1, now, err, sizeof err) == 0);
+    int got = 0, wrong = 0, early = 0;
+    uint64_t first_wrong = 0;
+    static msg_owned_t m[N];
+    while (got < n) {
+        uint64_t wake = sched_next_wakeup(sc);
+        CU_ASSERT_FATAL(wake != UINT64_MAX && wake > now);
+        now = wake - 1; /* one ms before the wake-up: nothing may be ready */
+        sched_stats_t s0 = { 0 };
+        run_all(&s0);
+        early += (int)s0.ready;
+        now = wake;
+        run_all(&s0);
+        int k = 0;
+        CU_ASSERT_FATAL(store_lease(st, "g", 1, "t", 1, N, 10 * MIN, now, m, &k, err, sizeof err) == 0);
+        for (int j = 0; j < k; j++) { /* k may be 0: a wake-up for an intermediate hop */
+            uint64_t i = (m[j].m.id - first_id) / 2;
+            if ((i >= (uint64_t)n || T0 + want[i] != now || m[j].m.due_ms != now) && wrong++ == 0)
+                first_wrong = m[j].m.id;
+            uint64_t id = m[j].m.id;
+            int released = 0;
+            CU_ASSERT_FATAL(store_ack(st, "g", 1, &id, 1, &released, err, sizeof err) == 0 && released == 1);
+            msg_owned_free(&m[j]);
+        }
+        got += k;
+    }
+    TU_CHECK(early == 0, "%d messages ready a millisecond before the wake-up", early);
+    TU_CHECK(wrong == 0, "%d messages not leased at exactly send + delay (first id %llu)", wrong,
+             (unsigned long long)first_wrong);
+
+    /* NACK DELAY 2500ms: the retry is ready at exactly +2500, not at +3000 */
+    send_level("r", 0, "x");
+    uint64_t id = lease_one("g2", "r", 30 * SEC, NULL);
+    CU_ASSERT_FATAL(id != 0);
+    sched_nack_req_t req = { .delay_ms = 2500 };
+    int found = 0;
+    uint64_t due = 0;
+    CU_ASSERT_FATAL(sched_nack(sc, "g2", 2, id, &req, &found, &due, NULL, err, sizeof err) == 0);
+    CU_ASSERT(found == 1 && due == now + 2500);
+    CU_ASSERT_FATAL(store_commit(st, err, sizeof err) == 0);
+    uint64_t nacked = now;
+    now = nacked + 2499;
+    run_all(NULL);
+    CU_ASSERT_EQUAL(lease_one("g2", "r", 30 * SEC, NULL), 0);
+    now = nacked + 2500;
+    run_all(NULL);
+    CU_ASSERT_EQUAL(lease_one("g2", "r", 30 * SEC, NULL), id);
+    close_all();
+}
+
 static int add_suites(void)
 {
     CU_pSuite s = CU_add_suite("sched", NULL, NULL);
@@ -462,7 +540,8 @@ static int add_suites(void)
         !CU_add_test(s, "NACK policy, overrides, MAXRETRY", test_nack_policy_and_overrides) ||
         !CU_add_test(s, "bounded runs", test_bounded_runs) ||
         !CU_add_test(s, "clock steps back and forward", test_clock_steps) ||
-        !CU_add_test(s, "catching up keeps due order across levels", test_catch_up_in_due_order)) {
+        !CU_add_test(s, "catching up keeps due order across levels", test_catch_up_in_due_order) ||
+        !CU_add_test(s, "millisecond delays: exact wake-ups, never early", test_exact_ms_delays)) {
         return -1;
     }
     return 0;

@@ -15,6 +15,7 @@
  * memory a large batch returns), ids, scale (10^6 messages on one level, timed
  * and printed, never asserted on time — CONTRIBUTING.md, "Benchmarks").
  */
+#include "levels/logsync.h"
 #include "levels/store.h"
 #include "tests/helpers/store_probe.h"
 #include "tests/helpers/testutil.h"
@@ -1007,11 +1008,13 @@ static void test_level_chained_delay(void)
     CHECK_EQ_U64(m[0].m.reconsume, 0);
     free_msgs(m, n);
 
-    /* Rounded up to whole seconds: 1500 ms is 2 s = 1s + 1s. */
+    /* Exact to the millisecond: 1500 ms is 1s + the 500 ms remainder, both on level 1. */
     SEND(s, "t", "y", 0, 1500, T0 + HOUR, &due);
-    CHECK_EQ_U64(due, T0 + HOUR + 2 * SEC);
+    CHECK_EQ_U64(due, T0 + HOUR + 1500);
     TU_CHECK(MOVE(s, T0 + HOUR + SEC, 10, &ready) == 1 && ready == 0, "1500ms: first 1s hop");
-    TU_CHECK(MOVE(s, T0 + HOUR + 2 * SEC, 10, &ready) == 1 && ready == 1, "1500ms: ready at 2s");
+    TU_CHECK(level_depth(s, 1) == 1, "1500ms: the 500 ms remainder waits on level 1");
+    TU_CHECK(MOVE(s, T0 + HOUR + 1499, 10, &ready) == 0, "1500ms: not ready at +1499");
+    TU_CHECK(MOVE(s, T0 + HOUR + 1500, 10, &ready) == 1 && ready == 1, "1500ms: ready at +1500");
     /* 6h = 2h + 2h + 2h, hopping on the same level */
     SEND(s, "t", "z", 0, 6 * HOUR, T0 + 2 * HOUR, &due);
     CHECK_EQ_U64(due, T0 + 8 * HOUR);
@@ -1128,21 +1131,162 @@ static void test_level_custom_table_remainder(void)
     store_t *s = OPEN(&o);
     uint64_t due;
     uint64_t id = SEND(s, "t", "x", 0, 7 * SEC, T0, &due);
-    TU_CHECK(due >= T0 + 7 * SEC, "due %" PRIu64 " is before the requested +7s", due - T0);
+    CHECK_EQ_U64(due, T0 + 7 * SEC);
     uint64_t ready_at = 0;
-    for (uint64_t now = T0; now <= T0 + 20 * SEC && ready_at == 0; now += 500) {
+    for (uint64_t now = T0; now <= T0 + 20 * SEC && ready_at == 0; now += 1) {
         int ready = 0;
         MOVE(s, now, 10, &ready);
         if (ready)
             ready_at = now;
     }
-    TU_CHECK(ready_at >= T0 + 7 * SEC && ready_at < T0 + 7 * SEC + 5 * SEC,
-             "ready at +%" PRIu64 " ms: early, or late by a whole smallest level", ready_at - T0);
+    /* 5s, then the 2 s remainder waits on level 1 (5s) for exactly 2 s */
+    TU_CHECK(ready_at == T0 + 7 * SEC, "ready at +%" PRIu64 " ms, want exactly +7000", ready_at - T0);
     msg_owned_t m[2];
     int n = LEASE_N(s, "g", "t", 2, LEASE, ready_at, m);
     TU_REQUIRE(n == 1 && m[0].m.id == id, "leased %d", n);
     TU_CHECK(m[0].m.due_ms <= ready_at, "due_ms %" PRIu64 " after it became ready", m[0].m.due_ms - T0);
     free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
+/* ACK n leased messages and free them (fatal when one is not released). */
+static void ack_leased_at(store_t *s, const char *group, msg_owned_t *m, int n, int line)
+{
+    for (int done = 0; done < n;) {
+        uint64_t ids[512];
+        int k = n - done < 512 ? n - done : 512;
+        for (int i = 0; i < k; i++)
+            ids[i] = m[done + i].m.id;
+        int released = ack_at(s, group, ids, k, line);
+        TU_REQUIRE_AT(released == k, line, "ACK released %d of %d", released, k);
+        done += k;
+    }
+    free_msgs(m, n);
+}
+#define ACK_LEASED(s, g, m, n) ack_leased_at((s), (g), (m), (n), __LINE__)
+
+/* Exact delays: every delay from 1 ms to 12 s in 1 ms steps, then in prime
+ * steps to 3 h, all sent in one store; the clock steps to each next due time
+ * (store_next_due, as the broker's timer does). Each message becomes ready at
+ * exactly send time + delay: never a millisecond early or late. A reopen in the
+ * middle (the no-scan restart) changes nothing. */
+static void test_level_exact_every_ms(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    enum {
+        N = 12000 + 1300
+    };
+    static uint64_t delay_of[N], sent_at[N], id_of[N];
+    int n = 0;
+    for (uint64_t d = 1; d <= 12 * SEC; d++, n++)
+        delay_of[n] = d;
+    for (uint64_t d = 12 * SEC + 7; d <= 3 * HOUR && n < N; d += 8311, n++)
+        delay_of[n] = d;
+    for (int i = 0; i < n; i++) {
+        sent_at[i] = T0 + (uint64_t)(i / 10); /* sends spread over 1.3 s, the clock never stepping back */
+        uint64_t due = 0;
+        id_of[i] = SEND(s, "t", "x", 0, delay_of[i], sent_at[i], &due);
+        TU_REQUIRE(due == sent_at[i] + delay_of[i], "delay %" PRIu64 ": due +%" PRIu64, delay_of[i], due - sent_at[i]);
+    }
+    TU_REQUIRE(id_of[n - 1] - id_of[0] < 2 * (uint64_t)n + 10, "ids are dense enough to index (%" PRIu64 ")",
+               id_of[n - 1] - id_of[0]);
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    CHECK_STORE(s);
+    int done = 0, wrong = 0, steps = 0, reopened = 0;
+    uint64_t first_wrong_id = 0, first_wrong_at = 0, last_now = T0;
+    static msg_owned_t m[N];
+    while (done < n) {
+        uint64_t now = store_next_due(s);
+        TU_REQUIRE(now != UINT64_MAX && now >= last_now, "next due %" PRIu64 " after %d of %d", now, done, n);
+        last_now = now;
+        int moved = MOVE(s, now, 1000000, NULL);
+        TU_REQUIRE(moved > 0, "nothing moved at the next due time +%" PRIu64, now - T0);
+        int k = LEASE_N(s, "g", "t", N, LEASE, now, m);
+        for (int j = 0; j < k; j++) {
+            /* id -> index: ids are assigned in send order, one seq per send */
+            int i = -1;
+            for (int lo = 0, hi = n - 1; lo <= hi;) {
+                int mid = (lo + hi) / 2;
+                if (id_of[mid] == m[j].m.id) {
+                    i = mid;
+                    break;
+                }
+                if (id_of[mid] < m[j].m.id)
+                    lo = mid + 1;
+                else
+                    hi = mid - 1;
+            }
+            if ((i < 0 || sent_at[i] + delay_of[i] != now || m[j].m.due_ms != now) && wrong++ == 0) {
+                first_wrong_id = m[j].m.id;
+                first_wrong_at = now;
+            }
+        }
+        ACK_LEASED(s, "g", m, k);
+        done += k;
+        if (++steps == 3000 && !reopened) {
+            CLOSE(&s);
+            s = OPEN_DEFAULT();
+            CHECK_STORE(s);
+            reopened = 1;
+        }
+    }
+    TU_CHECK(wrong == 0, "%d messages not ready at exactly send + delay (first: id %" PRIu64 " at +%" PRIu64 " ms)",
+             wrong, first_wrong_id, first_wrong_at - T0);
+    TU_CHECK(reopened, "the reopen in the middle happened (%d steps)", steps);
+    CHECK_EQ_U64(store_next_due(s), UINT64_MAX);
+    CHECK_STORE(s);
+}
+
+/* Order within a level: LEVEL 1 messages and short remainder hops share
+ * level 1. The level is served in due order (a 300 ms remainder sent after
+ * a LEVEL 1 message comes out first when it is due first), LEVEL 1 messages
+ * stay FIFO among themselves and wait exactly 1 s, and the remembered head
+ * is always the level's first key (store_check). */
+static void test_level_order_with_remainders(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    enum {
+        N = 400
+    };
+    static uint64_t due_of[N], id_of[N];
+    static int is_level[N];
+    for (int i = 0; i < N; i++) {
+        uint64_t now = T0 + (uint64_t)i * 5;
+        is_level[i] = i % 3 != 0;
+        /* remainders 1..999 ms and 1s + remainder, interleaved with LEVEL 1 */
+        uint64_t d = (uint64_t)(i * 37) % 2000 + 1;
+        id_of[i] = SEND(s, "t", "x", is_level[i] ? 1 : 0, is_level[i] ? 0 : d, now, &due_of[i]);
+        CHECK_EQ_U64(due_of[i], now + (is_level[i] ? SEC : d));
+    }
+    CHECK_STORE(s);
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    uint64_t last_due = 0, last_level_id = 0;
+    int got = 0, out_of_order = 0, fifo_broken = 0, early = 0;
+    msg_owned_t m[N];
+    while (got < N) {
+        uint64_t now = store_next_due(s);
+        TU_REQUIRE(now != UINT64_MAX, "next due after %d of %d", got, N);
+        MOVE(s, now, N, NULL);
+        CHECK_STORE(s);
+        int k = LEASE_N(s, "g", "t", N, LEASE, now, m);
+        for (int j = 0; j < k; j++) {
+            int i = 0;
+            while (i < N && id_of[i] != m[j].m.id)
+                i++;
+            TU_REQUIRE(i < N, "unknown id %" PRIu64, m[j].m.id);
+            early += due_of[i] > now;
+            out_of_order += due_of[i] < last_due;
+            last_due = due_of[i];
+            if (is_level[i]) {
+                fifo_broken += id_of[i] < last_level_id;
+                last_level_id = id_of[i];
+            }
+        }
+        ACK_LEASED(s, "g", m, k);
+        got += k;
+    }
+    TU_CHECK(early == 0 && out_of_order == 0 && fifo_broken == 0,
+             "early %d, out of due order %d, LEVEL 1 FIFO broken %d", early, out_of_order, fifo_broken);
     CHECK_STORE(s);
 }
 
@@ -2685,6 +2829,8 @@ static const tu_test_t level_tests[] = {
     { "catch-up chain", test_level_catchup_chain },
     { "custom table remainder", test_level_custom_table_remainder },
     { "clock jump", test_level_clock_jump },
+    { "exact to the ms, 1 ms .. 3 h", test_level_exact_every_ms },
+    { "order with remainders", test_level_order_with_remainders },
     { NULL, NULL },
 };
 
@@ -2999,10 +3145,63 @@ static const tu_test_t scale_tests[] = {
     { NULL, NULL },
 };
 
+/* levels/logsync: the broker's fsync thread syncs the store's write-ahead
+ * logs through its own descriptors. Every run succeeds while the store
+ * writes and rotates its log (a small write buffer: several rotations), the
+ * ids written stay readable after a reopen, and a directory without a log or
+ * that does not exist is an error naming it. */
+static void test_logsync_runs(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.write_buffer_bytes = 64 << 10; /* rotate the log every ~64 KiB */
+    store_t *s = OPEN(&o);
+    logsync_t *ls = logsync_new(g_data);
+    char err[512] = "", payload[1025];
+    memset(payload, 'p', 1024);
+    payload[1024] = '\0';
+    int runs_ok = 0;
+    uint64_t first = 0, last = 0;
+    for (int round = 0; round < 40; round++) {
+        for (int i = 0; i < 20; i++)
+            last = SEND(s, "t", payload, 0, 0, T0 + (uint64_t)round, NULL);
+        if (round == 0)
+            first = last - 19;
+        REQUIRE_OK(store_commit_durable(s, 0, err, sizeof err), err);
+        runs_ok += logsync_run(ls, err, sizeof err) == 0;
+    }
+    TU_CHECK(runs_ok == 40, "%d of 40 syncs succeeded (last error: %s)", runs_ok, err);
+    logsync_free(ls);
+    CLOSE(&s);
+    s = OPEN(&o);
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 800, "appended %" PRIu64 " of 800", ti.appended);
+    TU_CHECK(last - first >= 799, "ids %" PRIu64 "..%" PRIu64, first, last);
+    CHECK_STORE(s);
+
+    char empty[700];
+    snprintf(empty, sizeof empty, "%s/empty", g_dir);
+    TU_REQUIRE(mkdir(empty, 0700) == 0, "mkdir %s", empty);
+    ls = logsync_new(empty);
+    TU_CHECK(logsync_run(ls, err, sizeof err) == -1 && strstr(err, "no write-ahead log") && strstr(err, empty),
+             "empty directory: '%s'", err);
+    logsync_free(ls);
+    snprintf(empty, sizeof empty, "%s/missing", g_dir);
+    ls = logsync_new(empty);
+    TU_CHECK(logsync_run(ls, err, sizeof err) == -1 && strstr(err, "cannot list") && strstr(err, empty),
+             "missing directory: '%s'", err);
+    logsync_free(ls);
+}
+
+static const tu_test_t logsync_tests[] = {
+    { "syncs through rotations; errors", test_logsync_runs },
+    { NULL, NULL },
+};
+
 static const tu_suite_t suites[] = {
     { "open", open_tests },         { "send", send_tests }, { "levels", level_tests }, { "groups", group_tests },
     { "leases", lease_tests },      { "dlq", dlq_tests },   { "topics", topic_tests }, { "failure", failure_tests },
-    { "batching", batching_tests }, { "ids", id_tests },    { "scale", scale_tests },
+    { "batching", batching_tests }, { "ids", id_tests },    { "scale", scale_tests },  { "logsync", logsync_tests },
     { "index", index_tests },
 };
 

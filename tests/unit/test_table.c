@@ -326,19 +326,21 @@ static void test_level_for_nearest(void)
 
 /* ------------------------------------------------------------- chain plans */
 
-static void test_round_delay(void)
+static void test_hop_ms(void)
 {
-    CU_ASSERT_EQUAL(lvl_round_delay(0), 0);
-    CU_ASSERT_EQUAL(lvl_round_delay(1), 1000);
-    CU_ASSERT_EQUAL(lvl_round_delay(999), 1000);
-    CU_ASSERT_EQUAL(lvl_round_delay(1000), 1000);
-    CU_ASSERT_EQUAL(lvl_round_delay(1001), 2000);
-    CU_ASSERT_EQUAL(lvl_round_delay(3 * DAY), 3 * DAY);
-    CU_ASSERT_EQUAL(lvl_round_delay(3 * DAY - 1), 3 * DAY);
-    /* no wrap-around at the top of uint64_t: saturates at the last whole second */
-    CU_ASSERT_EQUAL(lvl_round_delay(UINT64_MAX), UINT64_C(18446744073709551000));
-    CU_ASSERT_EQUAL(lvl_round_delay(UINT64_C(18446744073709551000)), UINT64_C(18446744073709551000));
-    CU_ASSERT_EQUAL(lvl_round_delay(UINT64_C(18446744073709550001)), UINT64_C(18446744073709551000));
+    lvl_table_t t, custom;
+    lvl_table_default(&t);
+
+    CU_ASSERT_EQUAL(lvl_hop_ms(&t, 1, 1), 1); /* a remainder waits only itself */
+    CU_ASSERT_EQUAL(lvl_hop_ms(&t, 1, 999), 999);
+    CU_ASSERT_EQUAL(lvl_hop_ms(&t, 1, 1000), 1000);
+    CU_ASSERT_EQUAL(lvl_hop_ms(&t, 1, 1500), 1000); /* a whole level: its delay */
+    CU_ASSERT_EQUAL(lvl_hop_ms(&t, 18, 5 * HOUR), 2 * HOUR);
+    CU_ASSERT_EQUAL(lvl_hop_ms(&t, 0, 5000), 0); /* outside the table: no wait */
+    CU_ASSERT_EQUAL(lvl_hop_ms(&t, 19, 5000), 0);
+    CU_ASSERT_FATAL(PARSE_OK("5s 1m", &custom));
+    CU_ASSERT_EQUAL(lvl_hop_ms(&custom, 1, 3 * SEC), 3 * SEC);
+    CU_ASSERT_EQUAL(lvl_hop_ms(&custom, lvl_next_hop(&custom, 59999), 59999), 5 * SEC);
 }
 
 static void test_next_hop(void)
@@ -375,47 +377,41 @@ static void test_next_hop(void)
     TU_CHECK(first_bad == UINT64_MAX, "next hop wrong for %" PRIu64 " ms", first_bad);
 }
 
-/* Plan delay_ms and check it: success, the total, and every hop being the
- * greedy choice for what remained. Returns the hop count, or -1 (and fills
- * why[]) when the plan is wrong. overshoot_below is the bound on
- * total - delay_ms (0: the total must equal the rounded delay exactly). */
-static int plan_and_check(const lvl_table_t *t, uint64_t delay_ms, uint64_t max_delay_ms, uint64_t overshoot_below,
-                          char *why, size_t whylen)
+/* Plan delay_ms and check it: success, every hop being the greedy choice for
+ * what remained, and the waits (lvl_hop_ms) adding up to delay_ms exactly —
+ * never early, never late. Returns the hop count, or -1 (and fills why[])
+ * when the plan is wrong. */
+static int plan_and_check(const lvl_table_t *t, uint64_t delay_ms, uint64_t max_delay_ms, char *why, size_t whylen)
 {
     uint8_t levels[LVL_MAX_HOPS];
     char err[256] = "";
     int hops = -1;
-    uint64_t want = lvl_round_delay(delay_ms);
 
     if (lvl_chain_plan(t, delay_ms, max_delay_ms, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)) != 0) {
         snprintf(why, whylen, "plan failed: %s", err);
         return -1;
     }
-    uint64_t total = lvl_plan_total(t, levels, hops);
-    if (total < want) {
-        snprintf(why, whylen, "total %" PRIu64 " is early (want %" PRIu64 ")", total, want);
-        return -1;
-    }
-    if (overshoot_below == 0 ? total != want : total - delay_ms >= overshoot_below) {
-        snprintf(why, whylen, "total %" PRIu64 " overshoots %" PRIu64 " (asked %" PRIu64 ")", total, want, delay_ms);
-        return -1;
-    }
-    uint64_t remaining = want;
+    uint64_t remaining = delay_ms, waited = 0;
     for (int i = 0; i < hops; i++) {
         int greedy = lvl_next_hop(t, remaining);
         if (levels[i] != greedy) {
             snprintf(why, whylen, "hop %d is level %d, greedy is %d", i + 1, levels[i], greedy);
             return -1;
         }
-        uint64_t d = t->delay_ms[levels[i]];
-        remaining = d >= remaining ? 0 : remaining - d;
+        uint64_t d = lvl_hop_ms(t, levels[i], remaining);
+        if (d == 0 || d > t->delay_ms[levels[i]]) {
+            snprintf(why, whylen, "hop %d waits %" PRIu64 " ms on level %d", i + 1, d, levels[i]);
+            return -1;
+        }
+        waited += d;
+        remaining -= d;
         if (remaining == 0 && i + 1 != hops) {
             snprintf(why, whylen, "%d hops left after the delay is covered", hops - i - 1);
             return -1;
         }
     }
-    if (remaining != 0) {
-        snprintf(why, whylen, "%" PRIu64 " ms left uncovered", remaining);
+    if (waited != delay_ms) {
+        snprintf(why, whylen, "the hops wait %" PRIu64 " ms, asked %" PRIu64, waited, delay_ms);
         return -1;
     }
     return hops;
@@ -431,7 +427,7 @@ static void test_chain_every_second_to_3d(void)
 
     lvl_table_default(&t);
     for (uint64_t delay = SEC; delay <= 3 * DAY; delay += SEC, plans++) {
-        int hops = plan_and_check(&t, delay, 3 * DAY, 0, why, sizeof(why));
+        int hops = plan_and_check(&t, delay, 3 * DAY, why, sizeof(why));
         if (hops < 0) {
             first_bad = delay;
             break;
@@ -521,26 +517,40 @@ static void test_chain_subsecond_and_zero(void)
     CU_ASSERT_EQUAL(lvl_chain_plan(&t, 0, 3 * DAY, NULL, 0, &hops, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL(hops, 0);
 
-    /* 1 ms rounds up to one 1 s hop */
+    /* 1 ms is one hop on level 1 that waits 1 ms */
     CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 1, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL_FATAL(hops, 1);
     CU_ASSERT_EQUAL(levels[0], 1);
+    CU_ASSERT_EQUAL(lvl_hop_ms(&t, levels[0], 1), 1);
 
-    /* every sub-second remainder up to 12 s rounds up to the next whole second */
+    /* every millisecond up to 12 s is exact */
     char why[256] = "";
     uint64_t first_bad = 0;
     for (uint64_t ms = 1; ms <= 12 * SEC; ms++) {
-        if (plan_and_check(&t, ms, 3 * DAY, 0, why, sizeof(why)) < 0) {
+        if (plan_and_check(&t, ms, 3 * DAY, why, sizeof(why)) < 0) {
             first_bad = ms;
             break;
         }
     }
     TU_CHECK(first_bad == 0, "delay %" PRIu64 " ms: %s", first_bad, why);
 
-    /* 1500 ms → 2 s = 1s + 1s */
+    /* 1500 ms = 1s + the 500 ms remainder on level 1; 2500 ms = 1s + 1s + 500 ms */
     CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 1500, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL(hops, 2);
-    CU_ASSERT_EQUAL(lvl_plan_total(&t, levels, hops), 2000);
+    CU_ASSERT(levels[0] == 1 && levels[1] == 1);
+    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 2500, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(hops, 3);
+
+    /* sensible steps up to 3d: every 7 ms to 10 min, then every 997 ms (primes, so
+     * the remainders cover every sub-second value and every level boundary) */
+    first_bad = 0;
+    for (uint64_t ms = 1; ms <= 10 * MIN && first_bad == 0; ms += 7)
+        if (plan_and_check(&t, ms, 3 * DAY, why, sizeof(why)) < 0)
+            first_bad = ms;
+    for (uint64_t ms = 10 * MIN; ms <= 3 * DAY && first_bad == 0; ms += 997)
+        if (plan_and_check(&t, ms, 3 * DAY, why, sizeof(why)) < 0)
+            first_bad = ms;
+    TU_CHECK(first_bad == 0, "delay %" PRIu64 " ms: %s", first_bad, why);
 }
 
 static void test_chain_limits(void)
@@ -597,7 +607,7 @@ static void test_chain_limits(void)
     CU_ASSERT_EQUAL(hops, 0);
 }
 
-static void test_chain_custom_table_overshoot(void)
+static void test_chain_custom_table_exact(void)
 {
     lvl_table_t t;
     char why[256] = "";
@@ -605,35 +615,33 @@ static void test_chain_custom_table_overshoot(void)
     int max_hops = 0;
 
     CU_ASSERT_FATAL(PARSE_OK("5s 1m", &t));
-    /* every ms up to 2 min, then every second up to 2h: never early, late by < 5 s */
+    /* every ms up to 2 min, then every second up to 2h: exact, whatever the table */
     for (uint64_t ms = 1; ms <= 2 * MIN && first_bad == UINT64_MAX; ms++)
-        if (plan_and_check(&t, ms, 3 * DAY, 5 * SEC, why, sizeof(why)) < 0)
+        if (plan_and_check(&t, ms, 3 * DAY, why, sizeof(why)) < 0)
             first_bad = ms;
     for (uint64_t ms = SEC; ms <= 2 * HOUR && first_bad == UINT64_MAX; ms += SEC) {
-        int hops = plan_and_check(&t, ms, 3 * DAY, 5 * SEC, why, sizeof(why));
+        int hops = plan_and_check(&t, ms, 3 * DAY, why, sizeof(why));
         if (hops < 0)
             first_bad = ms;
         else if (hops > max_hops)
             max_hops = hops;
     }
     TU_CHECK(first_bad == UINT64_MAX, "delay %" PRIu64 " ms: %s", first_bad, why);
-    /* 2h = 120 hops of 1m; 1h59m59s = 119 * 1m + 12 * 5s (the last overshooting) */
+    /* 2h = 120 hops of 1m; 1h59m59s = 119 * 1m + 11 * 5s + a 4 s remainder */
     CU_ASSERT_EQUAL(max_hops, 131);
 
-    /* concrete overshoots */
+    /* concrete remainders: they wait on level 1 (5s) for exactly what is left */
     uint8_t levels[LVL_MAX_HOPS];
     char err[256];
     int hops = -1;
     CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 3 * SEC, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL(hops, 1);
-    CU_ASSERT_EQUAL(lvl_plan_total(&t, levels, hops), 5 * SEC);
+    CU_ASSERT_EQUAL(lvl_hop_ms(&t, levels[0], 3 * SEC), 3 * SEC);
     CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 61 * SEC, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL(hops, 2);
     CU_ASSERT_EQUAL(levels[0], 2);
     CU_ASSERT_EQUAL(levels[1], 1);
-    CU_ASSERT_EQUAL(lvl_plan_total(&t, levels, hops), 65 * SEC);
-    CU_ASSERT_EQUAL_FATAL(lvl_chain_plan(&t, 64 * SEC + 1, 3 * DAY, levels, LVL_MAX_HOPS, &hops, err, sizeof(err)), 0);
-    CU_ASSERT_EQUAL(lvl_plan_total(&t, levels, hops), 65 * SEC); /* 64.001 s → 65 s → exact */
+    CU_ASSERT_EQUAL(lvl_hop_ms(&t, levels[1], SEC), SEC);
 }
 
 static void test_plan_total(void)
@@ -671,13 +679,13 @@ static const tu_test_t level_for_tests[] = {
 };
 
 static const tu_test_t chain_tests[] = {
-    { "round delay", test_round_delay },
+    { "hop ms", test_hop_ms },
     { "next hop", test_next_hop },
     { "every second to 3d", test_chain_every_second_to_3d },
     { "examples", test_chain_examples },
     { "sub-second and zero", test_chain_subsecond_and_zero },
     { "limits", test_chain_limits },
-    { "custom table overshoot", test_chain_custom_table_overshoot },
+    { "custom table exact", test_chain_custom_table_exact },
     { "plan total", test_plan_total },
     { NULL, NULL },
 };
