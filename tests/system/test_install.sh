@@ -51,6 +51,7 @@ expect=(
     "$HG_BINDIR/hourglass-cli"
     "$HG_LIBDIR/libhourglass.so" "$HG_LIBDIR/libhourglass.so.0"
     "$HG_INCLUDEDIR/hourglass/hourglass.h" "$HG_INCLUDEDIR/hourglass/order.h" "$HG_PKGCONFIGDIR/hourglass.pc"
+    "$HG_INCLUDEDIR/hourglass/order_view.h" "${HG_DATADIR:-$HG_PREFIX/share}/bash-completion/completions/hourglass-cli"
     "$HG_SYSCONFDIR/hourglass/hourglass-broker.conf" "$HG_SYSCONFDIR/hourglass/hourglass-consumer.conf"
     "$HG_SYSCONFDIR/hourglass/hourglass-compensator.conf" "$HG_SYSCONFDIR/hourglass/hourglass-alerts.yml"
     "$HG_UNITDIR/hourglass-broker.service" "$HG_UNITDIR/hourglass-consumer.service"
