@@ -88,8 +88,8 @@ void hg_order_late_classify(hg_order_view_t *v)
 
     if (strcmp(o->status, "pending") != 0) {
         v->late = HG_ORDER_LATE_NONE;
-        snprintf(v->why, sizeof v->why, "the order is %s%s%s", o->status, o->cancel_reason[0] ? " by " : "",
-                 o->cancel_reason);
+        snprintf(v->why, sizeof v->why, "the order is %s%s%s%s", o->status, o->cancel_reason[0] ? " (reason " : "",
+                 o->cancel_reason, o->cancel_reason[0] ? ")" : "");
         return;
     }
     if (o->overdue_ms <= 0) {
