@@ -36,7 +36,7 @@ static const cfg_key_t keys[] = {
               "allow a bind address other than loopback (put TLS in front: the console speaks plain HTTP)") },
     { CFG_KEY("static-dir", CFG_STRING, HG_CONSOLE_STATIC_DIR, 0, 0, OFF(static_dir),
               "directory of the page (index.html, app.js, app.css)"),
-      .required = 1 },
+      .required = 1, .shown_default = "the installed page, DATADIR/hourglass/console" },
     { CFG_KEY("order-topic", CFG_STRING, "order-timeout", 0, 0, OFF(order_topic),
               "topic of the orders' timeout messages"),
       .required = 1 },

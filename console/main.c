@@ -54,6 +54,21 @@ static void usage(FILE *out)
                  "1 when it cannot start; 2 on a usage or configuration error.\n");
 }
 
+/* The effective configuration as INI lines; a password shows as "(set)". */
+static void print_values(const console_config_t *cfg)
+{
+    const cfg_table_t *t = console_config_table();
+    char value[1024];
+    for (size_t i = 0; i < t->count; i++) {
+        if (t->keys[i].type == CFG_CUSTOM)
+            continue;
+        cfg_value_text(t, cfg, i, value, sizeof value);
+        if (strcmp(t->keys[i].name, "mysql-password") == 0 && value[0] != '\0')
+            snprintf(value, sizeof value, "(set)");
+        printf("%s = %s\n", t->keys[i].name, value);
+    }
+}
+
 static void on_stop(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
@@ -92,7 +107,7 @@ int main(int argc, char **argv)
             printf("# " PROGRAM ": configuration OK (%s)\n", args.config_path);
         else
             printf("# " PROGRAM ": configuration OK\n");
-        cfg_print_values(console_config_table(), &cfg, stdout);
+        print_values(&cfg);
         console_config_free(&cfg);
         return 0;
     }

@@ -107,3 +107,60 @@ def sql(query):
 def log_contains(text):
     with open(ENV["HG_CONSOLE_ADMIN_LOG"], encoding="utf-8", errors="replace") as f:
         return text in f.read()
+
+
+class Resp:
+    """A minimal RESP client of the broker (HG_BROKER_PORT), for traffic."""
+
+    def __init__(self):
+        import socket
+        self.sock = socket.create_connection(("127.0.0.1", int(ENV["HG_BROKER_PORT"])), timeout=30)
+        self.f = self.sock.makefile("rb")
+
+    def call(self, *args):
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        self.sock.sendall(out)
+        return self._read()
+
+    def _read(self):
+        line = self.f.readline().rstrip(b"\r\n")
+        kind, rest = line[:1], line[1:]
+        if kind in (b"+", b"-"):
+            if kind == b"-":
+                raise RuntimeError(rest.decode())
+            return rest.decode()
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self.f.read(n + 2)[:-2]
+            return data.decode("utf-8", "replace")
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._read() for _ in range(n)]
+        raise RuntimeError("unexpected reply %r" % line)
+
+    def close(self):
+        self.sock.close()
+
+
+def traffic_until(stop, topic="traffic", group="tg"):
+    """Send, pull and ack a few messages every 100 ms until stop (a
+    threading.Event) is set: live rates for the overview."""
+    r = Resp()
+    try:
+        while not stop.is_set():
+            for i in range(5):
+                r.call("SEND", topic, "live-%d" % i)
+            msgs = r.call("PULL", group, topic, "COUNT", "100", "BLOCK", "50") or []
+            ids = [m[0] for m in msgs]
+            if ids:
+                r.call("ACK", group, *ids)
+            stop.wait(0.1)
+    finally:
+        r.close()

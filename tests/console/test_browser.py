@@ -13,11 +13,12 @@ window (390x844) goes to HG_ARTIFACTS; the page must not overflow the narrow
 window sideways; the browser's console log must hold no error.
 """
 import os
-import sys
+import re
 import tempfile
+import threading
 import time
 
-from console_test import base_url, check, finish, sql
+from console_test import base_url, check, finish, sql, traffic_until
 
 from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
@@ -87,6 +88,16 @@ def number(selector):
         return -1
 
 
+def rates():
+    """The last sends/deliveries/acks per second in the rates chart's legend."""
+    text = driver.find_element(By.ID, "rates").text if driver.find_elements(By.ID, "rates") else ""
+    out = {}
+    for name in ("sends", "deliveries", "acks"):
+        m = re.search(name + r"/s: ([0-9.,]+)", text)
+        out[name] = float(m.group(1).replace(",", "")) if m else -1.0
+    return out
+
+
 def no_sideways_overflow(what):
     wide = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
     check(wide <= 1, "%s: the page fits the window's width (overflow %spx)" % (what, wide))
@@ -101,13 +112,17 @@ try:
         css("#login-password").send_keys("secret")
         css("#login-submit").click()
 
-    # ------------------------------------------------------------ overview
+    # ------------------------------------------------------------ overview (with live traffic)
+    stop_traffic = threading.Event()
+    traffic = threading.Thread(target=traffic_until, args=(stop_traffic,), daemon=True)
+    traffic.start()
     if wait_css("#card-sends", "the overview after login"):
         check("alice" in css("#who-name").text, "logged in as alice")
-        deadline = time.time() + 20
-        while time.time() < deadline and not driver.find_elements(By.CSS_SELECTOR, "#rates polyline"):
-            time.sleep(0.5)
+        deadline = time.time() + 30
+        while time.time() < deadline and min(rates().values()) <= 0:
+            time.sleep(0.5)  # the page refreshes itself every 5 s
         wait_css("#card-sends", "the refreshed overview")
+        check(min(rates().values()) > 0, "sends, deliveries and acks per second are live: %s" % rates())
         figures = {k: number("#card-" + k) for k in ("sends", "deliveries", "acks", "pending", "overdue", "dlq")}
         check(all(v > 0 for v in figures.values()), "the overview shows live, non-zero figures: %s" % figures)
         check(len(driver.find_elements(By.CSS_SELECTOR, "#rates polyline")) >= 1, "the rates chart draws lines")
@@ -115,6 +130,11 @@ try:
         check(len(driver.find_elements(By.CSS_SELECTOR, "#histogram rect")) >= 1, "the lateness histogram")
         check("past expiry" in css("#alerts").text, "the alerts name the overdue orders")
         shot("02-overview-1280x800")
+        driver.set_window_size(1280, 1700)
+        shot("02b-overview-whole-page")
+        driver.set_window_size(1280, 800)
+    stop_traffic.set()
+    traffic.join(10)
 
     # ------------------------------------------------------------ DLQ: requeue one
     driver.find_element(By.CSS_SELECTOR, "#nav a[data-view=dlq]").click()
