@@ -1,15 +1,15 @@
 /*
  * broker/main.c — hourglass-broker start-up and exit.
  *
- * Order matters: configuration (exit 1 with the key/line on an error);
+ * Order matters: configuration (exit 2, CFG_EXIT_CONFIG, with the key/line on an error);
  * SIGPIPE ignored; evthread_use_pthreads() before the event base exists; the
  * data directory opened (exit 1 with store_open's message: foreign files,
  * another level table, locked by another broker ...); the listener bound
  * (exit 1 when the port is taken); then the storage thread and the loop.
  * SIGTERM/SIGINT/SHUTDOWN end the loop after the storage thread closed the
  * store; main then joins it and exits 0. SIGHUP re-reads the configuration
- * (config_reload, on the loop thread) and applies log-level; it never stops
- * the broker.
+ * (config_reload, on the loop thread), reopens the log file and applies the
+ * log keys; it never stops the broker.
  *
  * --check-data DIR: the same configuration, then the data directory is
  * opened with the configured level table (never created), checked with
@@ -122,7 +122,7 @@ int main(int argc, char **argv)
     if (config_load(&cfg, argc, argv, &action, err, sizeof err) != 0) {
         log_error("configuration: %s", err);
         config_free(&cfg);
-        return 1;
+        return CFG_EXIT_CONFIG;
     }
     switch (action) {
     case CONFIG_HELP:
@@ -146,7 +146,11 @@ int main(int argc, char **argv)
     case CONFIG_RUN:
         break;
     }
-    log_set_level((log_level_t)cfg.log_level);
+    if (log_keys_apply(&cfg, err, sizeof err) != 0) {
+        log_error("configuration: %s", err);
+        config_free(&cfg);
+        return CFG_EXIT_CONFIG;
+    }
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() != 0) {
         log_error("libevent has no pthreads support");

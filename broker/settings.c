@@ -82,8 +82,7 @@ static const cfg_key_t cfg_keys[] = {
               "HTTP port for /metrics and /healthz (0: off)") },
     { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
               "address of the metrics listener; non-loopback needs allow-remote yes") },
-    { CFG_KEY("log-level", CFG_ENUM, "info", 0, 3, OFF(log_level), "least severe log records written"),
-      .words = LOG_LEVEL_WORDS, .reload = 1 },
+    LOG_KEYS_ROWS(config_t),
 };
 
 _Static_assert(sizeof cfg_keys / sizeof cfg_keys[0] <= CONFIG_MAX_KEYS, "raise CONFIG_MAX_KEYS");
@@ -294,7 +293,9 @@ static void reload_release(void *conf)
 static void reload_apply(const void *conf, void *arg)
 {
     (void)arg;
-    log_set_level((log_level_t)((const config_t *)conf)->log_level);
+    char err[512];
+    if (log_keys_apply((const config_t *)conf, err, sizeof err) != 0)
+        log_error("SIGHUP: %s (logging where it did)", err);
 }
 
 int config_reload(config_t *c, int argc, char **argv)
@@ -315,7 +316,7 @@ void config_print_help(FILE *out, const char *prog)
             "Every key can be set in the INI file (key = value, at the top or under [broker])\n"
             "or as a flag --key value (or --key=value); flags win over the file.\n"
             "  --config FILE    read FILE (also the only positional argument)\n"
-            "  --check-config   validate the configuration, print it, exit 0 (valid) or 1\n"
+            "  --check-config   validate the configuration, print it, exit 0 (valid) or 2\n"
             "  --check-data DIR check the data directory DIR (of a stopped broker) with the\n"
             "                   configured levels: print \"ok: N messages, ...\" and exit 0,\n"
             "                   or print the first problem and exit 1\n"

@@ -18,7 +18,7 @@
  *
  * Read-only after start-up: both broker threads read it without locks. The
  * one exception is SIGHUP's config_reload on the loop thread, which may
- * change only the keys marked reloadable (log-level), which the storage
+ * change only the keys marked reloadable (log-level, log-file, log-format), which the storage
  * thread never reads.
  */
 #ifndef HG_BROKER_SETTINGS_H
@@ -29,7 +29,7 @@
 #include <stdio.h>
 
 #include "common/cfg.h"
-#include "common/log.h"
+#include "common/log_keys.h"
 #include "levels/store.h"
 #include "levels/table.h"
 
@@ -67,7 +67,7 @@ typedef struct config {
     /* observability */
     long long metrics_port; /* 0 = off */
     char *metrics_bind;
-    int log_level; /* log_level_t */
+    LOG_KEYS_FIELDS; /* log-level, log-file, log-format */
     /* derived by config_validate from the keys above */
     store_options_t store;  /* the one copy of the store's options and limits */
     const char *check_data; /* --check-data DIR (argv's), else NULL */
@@ -103,7 +103,7 @@ int config_validate(config_t *c, char *err, size_t errlen);
 
 /* SIGHUP: re-read the configuration from argc/argv (the ones the broker
  * started with: the same file, the flags still win) and apply the
- * reloadable keys (log-level: log_set_level) to c, logging what changed
+ * reloadable keys (log-level, log-file, log-format: log_keys_apply) to c, logging what changed
  * (common/cfg.h's cfg_reload). Returns the number of keys applied, or -1
  * when the new configuration is invalid (logged; c unchanged). Loop thread
  * only. */

@@ -610,6 +610,8 @@ void cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out)
             continue;
         char v[CFG_MAX_VALUE];
         cfg_value_text(t, conf, i, v, sizeof v);
+        if (t->keys[i].secret && v[0] != '\0')
+            snprintf(v, sizeof v, "(set)");
         fprintf(out, "%s = %s\n", t->keys[i].name, v);
     }
 }
@@ -650,8 +652,10 @@ static void swap_field(const cfg_key_t *k, void *a, void *b)
 
 int cfg_reload(const cfg_table_t *t, void *running, const cfg_reload_ops_t *ops)
 {
-    void *fresh = xcalloc(1, ops->size);
     char err[1024];
+    if (log_reopen(err, sizeof err) != 0) /* logrotate moved the file away: a new one by the same path */
+        log_error("SIGHUP: %s (still logging to the old file)", err);
+    void *fresh = xcalloc(1, ops->size);
     if (ops->load(fresh, ops->arg, err, sizeof err) != 0) {
         log_error("SIGHUP: configuration error, keeping the running configuration: %s", err);
         ops->release(fresh);

@@ -73,6 +73,7 @@ struct cfg_key {
     const char *hint;          /* --help's value placeholder; NULL: by type */
     const char *shown_default; /* --help's [default] when def does not say it */
     int required;              /* CFG_STRING: cfg_check_required refuses NULL or "" */
+    int secret;                /* 1: a password: cfg_print_values shows "(set)" instead of the value */
     int reload;                /* 1: cfg_reload applies a new value at run time (SIGHUP); --help and
                                   --help-markdown add "(reloaded on SIGHUP)". Never a CFG_CUSTOM key. */
 };
@@ -82,6 +83,10 @@ struct cfg_key {
  * 86400000, offsetof(config_t, lease_ms), "help"), .hint = "TIME"}. */
 #define CFG_KEY(name_, type_, def_, min_, max_, offset_, help_) \
     .name = (name_), .type = (type_), .def = (def_), .min = (min_), .max = (max_), .offset = (offset_), .help = (help_)
+
+/* The exit status of every program for a usage or configuration error (a
+ * bad flag, key, value or file): the same in all three daemons and the CLI. */
+#define CFG_EXIT_CONFIG 2
 
 typedef struct cfg_table {
     const char *program; /* "hourglass-broker" */
@@ -155,10 +160,13 @@ void cfg_print_markdown(const cfg_table_t *t, FILE *out);
  * and CFG_CUSTOM keys); durations and sizes in their largest exact unit. */
 void cfg_value_text(const cfg_table_t *t, const void *conf, size_t i, char *buf, size_t len);
 
-/* Every non-custom key as "name = value" lines (an INI body). */
+/* Every non-custom key as "name = value" lines (an INI body); a secret key
+ * that is set shows "(set)", never its value. */
 void cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out);
 
-/* ---- SIGHUP: re-read the configuration --------------------------------------
+/* ---- SIGHUP: reopen the log file, re-read the configuration -----------------
+ * cfg_reload first reopens the log file by its path (log_reopen: logrotate
+ * moved it away), then re-reads the configuration:
  * ops->load fills a fresh, zeroed struct of ops->size bytes the way the
  * program's start-up did: its defaults, cfg_parse_args over the argv it was
  * started with (so the same file, and the flags still win over it), its

@@ -156,9 +156,9 @@ static void healthz_cb(struct evhttp_request *req, void *arg)
     if (h->health == NULL || h->health(&text, h->arg) == 0) {
         buf_clear(&text);
         buf_append(&text, "ok\n", 3);
-        send_text(req, HTTP_OK, "OK", &text, NULL);
+        send_text(req, HTTP_OK, "OK", &text, "text/plain; charset=utf-8");
     } else {
-        send_text(req, 503, "Service Unavailable", &text, NULL);
+        send_text(req, 503, "Service Unavailable", &text, "text/plain; charset=utf-8");
     }
     buf_free(&text);
 }

@@ -100,8 +100,7 @@ static const cfg_key_t keys[] = {
     { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
               "address the metrics server listens on"),
       .required = 1 },
-    { CFG_KEY("log-level", CFG_ENUM, "info", 0, 0, OFF(log_level), "least severe log records written"),
-      .words = LOG_LEVEL_WORDS, .reload = 1 },
+    LOG_KEYS_ROWS(comp_config_t),
 };
 
 static const char *const sections[] = { "broker",  "mysql",  "layers",  "relay", "overdue", "inspection",

@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "common/cfg.h"
+#include "common/log_keys.h"
 #include "db/keys.h"
 
 /* The layers: an index each (stats, metrics, names) and a bit each in
@@ -57,7 +58,7 @@ typedef struct comp_config {
 
     unsigned long long metrics_port;
     char *metrics_bind;
-    int log_level; /* log_level_t (common/log.h) */
+    LOG_KEYS_FIELDS; /* log-level, log-file, log-format (common/log_keys.h) */
 
     /* Derived by comp_config_validate. */
     int layers;                        /* COMP_LAYER_* bits */

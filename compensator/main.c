@@ -51,7 +51,7 @@
 #include "db/conn.h"
 
 #define PROGRAM     "hourglass-compensator"
-#define EXIT_CONFIG 2
+#define EXIT_CONFIG CFG_EXIT_CONFIG /* a usage or configuration error */
 
 /* ------------------------------------------------------------------ layers */
 
@@ -245,6 +245,8 @@ static int parse_args(int argc, char **argv, comp_config_t *cfg, int *check_only
         return EXIT_CONFIG;
     }
     if (*check_only) {
+        printf("# " PROGRAM " %s: effective configuration\n", HG_VERSION_STRING);
+        cfg_print_values(comp_config_table(), cfg, stdout);
         if (args.config_path != NULL)
             printf(PROGRAM ": configuration OK (%s)\n", args.config_path);
         else
@@ -296,7 +298,9 @@ static void reload_release(void *conf)
 static void reload_apply(const void *conf, void *arg)
 {
     (void)arg;
-    log_set_level((log_level_t)((const comp_config_t *)conf)->log_level);
+    char err[512];
+    if (log_keys_apply((const comp_config_t *)conf, err, sizeof err) != 0)
+        log_msg(LOG_LEVEL_ERROR, "SIGHUP: %s (logging where it did)", err);
 }
 
 static void reload(comp_config_t *cfg, int argc, char **argv)
@@ -359,7 +363,12 @@ int main(int argc, char **argv)
         comp_config_free(&cfg);
         return rc < 0 ? 0 : rc;
     }
-    log_set_level((log_level_t)cfg.log_level);
+    char log_err[512];
+    if (log_keys_apply(&cfg, log_err, sizeof log_err) != 0) {
+        fprintf(stderr, PROGRAM ": %s\n", log_err);
+        comp_config_free(&cfg);
+        return EXIT_CONFIG;
+    }
 
     signal(SIGPIPE, SIG_IGN);
     if (hg_order_library_init() != 0) {

@@ -85,8 +85,7 @@ static const cfg_key_t options[] = {
               "HTTP port for /metrics and /healthz (0: off)") },
     { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
               "address the metrics server listens on") },
-    { CFG_KEY("log-level", CFG_ENUM, "info", 0, 0, OFF(log_level), "least severe log records written"),
-      .words = LOG_LEVEL_WORDS, .reload = 1 },
+    LOG_KEYS_ROWS(consumer_config_t),
 };
 
 static const char *const sections[] = { "broker", "consumer", "mysql", "sql", "retry", "metrics", "log", NULL };

@@ -14,10 +14,11 @@
 #include <stdio.h>
 
 #include "common/cfg.h"
+#include "common/log_keys.h"
 #include "db/keys.h"
 
 #define PROGRAM     "hourglass-consumer"
-#define EXIT_CONFIG 2 /* a usage or configuration error */
+#define EXIT_CONFIG CFG_EXIT_CONFIG /* a usage or configuration error */
 
 typedef struct consumer_config {
     char *uri, *group, *topic;
@@ -35,7 +36,7 @@ typedef struct consumer_config {
 
     unsigned long long metrics_port;
     char *metrics_bind;
-    int log_level; /* log_level_t */
+    LOG_KEYS_FIELDS; /* log-level, log-file, log-format */
 } consumer_config_t;
 
 /* The key table, for cfg_parse_args. */

@@ -54,6 +54,7 @@
 #include "common/log.h"
 #include "common/prom.h"
 #include "consumer/consumer_config.h"
+#include "consumer/health.h"
 
 /* ------------------------------------------------------------------ metrics */
 
@@ -150,6 +151,22 @@ static uint64_t mono_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/* A cancel failed: tell /healthz when the cause is MariaDB itself (it cannot
+ * be reached, the connection broke, or the set-up is wrong: access denied, a
+ * missing GRANT or table — with the fix), not one order's bad luck (a
+ * deadlock, a lock wait, a statement error about the data). */
+static void note_database_failure(const hg_order_error_t *err, const char *reason)
+{
+    const char *hint = hg_order_setup_hint(err->code);
+    if (hint != NULL) {
+        char text[700];
+        snprintf(text, sizeof text, "%s — %s", reason, hint);
+        health_cancel_failed(text);
+    } else if (err->code == 0 || (err->code >= 2000 && err->code < 3000)) { /* not connected, lost, unreachable */
+        health_cancel_failed(reason);
+    }
+}
+
 static hg_outcome_t cancel_message(app_t *app, const hg_message_t *msg, char *reason, size_t reason_size)
 {
     uint64_t order_id;
@@ -170,6 +187,7 @@ static hg_outcome_t cancel_message(app_t *app, const hg_message_t *msg, char *re
             count(&counters.db_unavailable);
             count(&counters.transient);
             snprintf(reason, reason_size, "order %" PRIu64 ": MariaDB unavailable: %s", order_id, err.message);
+            note_database_failure(&err, reason);
             log_msg(LOG_LEVEL_WARN, "worker %d: %s", msg->worker, reason);
             return HG_RETRY;
         }
@@ -177,6 +195,8 @@ static hg_outcome_t cancel_message(app_t *app, const hg_message_t *msg, char *re
 
     hg_order_outcome_t outcome;
     hg_order_cancel(*slot, order_id, app->cfg.cancel_reason, &outcome, &err);
+    if (outcome == HG_ORDER_CANCELLED || outcome == HG_ORDER_NOT_PENDING || outcome == HG_ORDER_NOT_FOUND)
+        health_cancel_ok();
     switch (outcome) {
     case HG_ORDER_CANCELLED:
         count(&counters.cancelled);
@@ -193,6 +213,7 @@ static hg_outcome_t cancel_message(app_t *app, const hg_message_t *msg, char *re
     case HG_ORDER_TRANSIENT:
         count(&counters.transient);
         snprintf(reason, reason_size, "order %" PRIu64 ": transient: %s", order_id, err.message);
+        note_database_failure(&err, reason);
         log_msg(LOG_LEVEL_INFO, "%s (attempt %u)", reason, msg->attempt);
         return HG_RETRY;
     case HG_ORDER_PAID:
@@ -201,6 +222,7 @@ static hg_outcome_t cancel_message(app_t *app, const hg_message_t *msg, char *re
     }
     count(&counters.permanent);
     snprintf(reason, reason_size, "order %" PRIu64 ": %s", order_id, err.message);
+    note_database_failure(&err, reason);
     log_msg(LOG_LEVEL_ERROR, "%s", reason);
     return HG_FAIL;
 }
@@ -253,7 +275,9 @@ static void reload_release(void *conf)
 static void reload_apply(const void *conf, void *arg)
 {
     (void)arg;
-    log_set_level((log_level_t)((const consumer_config_t *)conf)->log_level);
+    char err[512];
+    if (log_keys_apply((const consumer_config_t *)conf, err, sizeof err) != 0)
+        log_msg(LOG_LEVEL_ERROR, "SIGHUP: %s (logging where it did)", err);
 }
 
 static void *reload_thread(void *arg)
@@ -283,12 +307,23 @@ static int check_database(app_t *app)
             log_msg(LOG_LEVEL_ERROR, "%s", err.message);
             return -1;
         }
+        const char *hint = hg_order_setup_hint(err.code);
+        if (hint != NULL) { /* waiting will not heal it */
+            log_msg(LOG_LEVEL_ERROR, "MariaDB refuses mysql-user '%s' on mysql-database '%s': %s — %s",
+                    app->cfg.mysql_user != NULL ? app->cfg.mysql_user : "(the current user)",
+                    app->cfg.mysql_database, err.message, hint);
+            return -1;
+        }
         log_msg(LOG_LEVEL_WARN, "MariaDB not reachable yet (%s); the workers will keep trying", err.message);
         return 0;
     }
     int rc = 0;
     if (hg_order_db_prepare(db, &err) != 0) {
-        if (hg_order_classify(err.code) == HG_ORDER_PERMANENT) {
+        const char *hint = hg_order_setup_hint(err.code);
+        if (hint != NULL) {
+            log_msg(LOG_LEVEL_ERROR, "the database refuses the configured SQL: %s — %s", err.message, hint);
+            rc = -1;
+        } else if (hg_order_classify(err.code) == HG_ORDER_PERMANENT) {
             log_msg(LOG_LEVEL_ERROR, "the database refuses the configured SQL: %s", err.message);
             rc = -1;
         } else {
@@ -325,6 +360,8 @@ int main(int argc, char **argv)
         return EXIT_CONFIG;
     }
     if (args.action == CFG_CHECK) {
+        printf("# " PROGRAM " %s: effective configuration\n", HG_VERSION_STRING);
+        cfg_print_values(consumer_config_table(), &app.cfg, stdout);
         if (args.config_path != NULL)
             printf(PROGRAM ": configuration OK (%s)\n", args.config_path);
         else
@@ -332,7 +369,11 @@ int main(int argc, char **argv)
         consumer_config_free(&app.cfg);
         return 0;
     }
-    log_set_level((log_level_t)app.cfg.log_level);
+    if (log_keys_apply(&app.cfg, err, sizeof err) != 0) {
+        fprintf(stderr, PROGRAM ": %s\n", err);
+        consumer_config_free(&app.cfg);
+        return EXIT_CONFIG;
+    }
 
     /* Process-wide set-up before any thread: SIGHUP blocked in all (inherited). */
     signal(SIGPIPE, SIG_IGN);
@@ -368,7 +409,7 @@ int main(int argc, char **argv)
         goto out;
     }
     if (app.cfg.metrics_port > 0) {
-        if (prom_http_start(&metrics, app.cfg.metrics_bind, (unsigned)app.cfg.metrics_port, render_metrics, NULL,
+        if (prom_http_start(&metrics, app.cfg.metrics_bind, (unsigned)app.cfg.metrics_port, render_metrics, health_render,
                             consumer, err, sizeof err) != 0) {
             log_msg(LOG_LEVEL_ERROR, "%s", err);
             goto out;

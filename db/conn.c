@@ -74,6 +74,27 @@ db_class_t db_classify(unsigned code)
     return DB_PERMANENT;
 }
 
+const char *db_setup_hint(unsigned code)
+{
+    switch (code) {
+    case ER_ACCESS_DENIED_ERROR: /* 1045 */
+        return "the server refused the login: check mysql-user and mysql-password, and that the user exists for "
+               "this host (CREATE USER … IDENTIFIED BY …, docs/getting-started.md)";
+    case ER_DBACCESS_DENIED_ERROR: /* 1044 */
+        return "mysql-user has no rights on mysql-database: GRANT them (docs/getting-started.md lists each "
+               "program's GRANTs)";
+    case ER_BAD_DB_ERROR: /* 1049 */
+        return "mysql-database does not exist: create it and load sql/schema.sql, or correct mysql-database";
+    case ER_TABLEACCESS_DENIED_ERROR:  /* 1142 */
+    case ER_COLUMNACCESS_DENIED_ERROR: /* 1143 */
+        return "mysql-user lacks a GRANT this statement needs (docs/getting-started.md lists each program's GRANTs)";
+    case ER_NO_SUCH_TABLE: /* 1146 */
+        return "the table does not exist: load the reference schema (sql/schema.sql) into mysql-database";
+    default:
+        return NULL;
+    }
+}
+
 void db_error_set(hg_order_error_t *err, const char *fmt, ...)
 {
     if (err == NULL)

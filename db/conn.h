@@ -71,6 +71,14 @@ typedef enum db_class {
  * Pure; thread-safe. */
 db_class_t db_classify(unsigned code);
 
+/* For an error that waiting will not heal because the set-up is wrong — 1045
+ * access denied (user or password), 1044 no rights on the database, 1049 no
+ * such database, 1142/1143 a missing GRANT on a table or column, 1146 no such
+ * table (the schema is not loaded) — the fix, in a few words naming the
+ * config keys ("check mysql-user and mysql-password …"); NULL for any other
+ * code. Such an error is DB_PERMANENT for db_classify. Pure; thread-safe. */
+const char *db_setup_hint(unsigned code);
+
 /* 1 when code is a client-side error (2000-2999): the server could not be
  * reached or the connection broke, whatever the statement. */
 int db_is_client_error(unsigned code);

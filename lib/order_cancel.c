@@ -80,6 +80,11 @@ hg_order_outcome_t hg_order_classify(unsigned code)
     return db_classify(code) == DB_PERMANENT ? HG_ORDER_PERMANENT : HG_ORDER_TRANSIENT;
 }
 
+const char *hg_order_setup_hint(unsigned code)
+{
+    return db_setup_hint(code);
+}
+
 /* ---------------------------------------------------------------- configured SQL */
 
 static const char default_claim[] = "UPDATE orders SET status='cancelled', cancelled_at=NOW(6), cancel_reason=:reason"

@@ -22,7 +22,9 @@
  * SIGHUP with SENDs in flight: the broker stays up, answers every SEND and
  * PING, applies the log-level of its changed config file (logged), says a
  * changed non-reloadable key waits for a restart, and keeps running on a
- * config file that no longer parses.
+ * config file that no longer parses. With log-file, a logrotate-style
+ * rename then SIGHUP (under load) gives a fresh file, log-format json is
+ * applied, and a log-file that cannot be opened at start-up exits 2.
  *
  * Run one suite: ./tests/integration/test_broker_restart restart
  */
@@ -486,6 +488,50 @@ static void test_sighup(void)
     tu_rmtree(dir);
 }
 
+/* log-file and log-format: records go to the file; a logrotate-style rename
+ * then SIGHUP under load makes a fresh file; log-format json applied on
+ * SIGHUP; a bad log-file at start-up is a configuration error (exit 2). */
+static void test_log_file(void)
+{
+    char dir[512], conf[600], log[600], rotated[600];
+    BP_REQUIRE(tu_mkdtemp("broker-logfile", dir, sizeof dir) == 0, "mkdtemp");
+    snprintf(conf, sizeof conf, "%s/broker.conf", dir);
+    snprintf(log, sizeof log, "%s/broker.log", dir);
+    snprintf(rotated, sizeof rotated, "%s/broker.log.1", dir);
+    char text[1400];
+    snprintf(text, sizeof text, "[broker]\nlog-file = %s\n", log);
+    BP_REQUIRE(tu_write_file(conf, text) == 0, "write %s", conf);
+    const char *extra[] = { "--config", conf, NULL };
+    bt_start(extra);
+    BP_CHECK(tu_wait_file_contains(log, "[info] hourglass-broker", HUP_LOG_DEADLINE_MS) == 0,
+             "the start-up record is not in log-file %s", log);
+
+    BP_REQUIRE(rename(log, rotated) == 0, "rename the log");
+    snprintf(text, sizeof text, "[broker]\nlog-file = %s\nlog-format = json\n", log);
+    BP_REQUIRE(tu_write_file(conf, text) == 0, "rewrite %s", conf);
+    sends_across_sighup();
+    BP_CHECK(tu_wait_file_contains(log, "{\"time\":\"", HUP_LOG_DEADLINE_MS) == 0 &&
+                 tu_wait_file_contains(log, "\"msg\":\"SIGHUP: log-format text -> json\"}", HUP_LOG_DEADLINE_MS) == 0,
+             "no JSON record of the change in the reopened %s", log);
+    still_answering("after SIGHUP with a rotated log");
+    BP_CHECK(tu_wait_file_contains(rotated, "[info] hourglass-broker", 1000) == 0 &&
+                 tu_wait_file_contains(rotated, "SIGHUP", 200) != 0,
+             "the rotated file should hold the start-up record and nothing after the SIGHUP");
+    BP_REQUIRE(bp_stop(&bt_broker, text, sizeof text) == 0, "SIGTERM: %s", text);
+    BP_CHECK(tu_wait_file_contains(log, "exited cleanly", HUP_LOG_DEADLINE_MS) == 0, "no clean exit in the new log");
+
+    /* A log-file that cannot be opened: exit 2 naming the key and the path. */
+    char out[4096], bad[700];
+    snprintf(bad, sizeof bad, "--log-file=%s/no/such/dir/b.log", dir);
+    char port[16];
+    snprintf(port, sizeof port, "%d", bt_broker.port);
+    const char *argv[] = { bt_broker.binary, "--dir", bt_broker.data_dir, "--port", port, bad, NULL };
+    int rc = tu_run_capture(argv, out, sizeof out);
+    BP_CHECK(rc == 2 && strstr(out, "log-file: cannot open '") != NULL && strstr(out, "no/such/dir/b.log") != NULL,
+             "bad log-file: exit %d, output: %s", rc, out);
+    tu_rmtree(dir);
+}
+
 static const tu_test_t restart_tests[] = {
     { "SIGTERM keeps queues, cursors, leases, DLQ", test_sigterm },
     { "SHUTDOWN keeps queues, cursors, leases, DLQ", test_shutdown },
@@ -494,6 +540,7 @@ static const tu_test_t restart_tests[] = {
     { "refuses a directory in use and a changed level table", test_refusals },
     { "--check-data: refused in use, ok after kill -9 and after a clean stop", test_check_data },
     { "SIGHUP under load: alive, log-level applied and logged, bad file kept out", test_sighup },
+    { "log-file reopened on SIGHUP, log-format json, a bad log-file refused", test_log_file },
     { NULL, NULL },
 };
 

@@ -71,6 +71,16 @@ static void test_check_config(void)
     CU_ASSERT_EQUAL(tu_run_capture(ok, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "configuration OK"));
 
+    /* The effective configuration, the password hidden, the flag over the file. */
+    static char big[32768];
+    const char *eff[] = { CONSUMER_BIN, "--config", HG_SRCDIR "/etc/hourglass-consumer.conf", "--check-config",
+                          "--mysql-password", "s3cr3t-pw", "--workers", "3", "--log-format", "json", NULL };
+    int rc = tu_run_capture(eff, big, sizeof big);
+    TU_CHECK(rc == 0 && strstr(big, "# hourglass-consumer ") && strstr(big, "\nworkers = 3\n") &&
+                 strstr(big, "\nmysql-password = (set)\n") && !strstr(big, "s3cr3t-pw") &&
+                 strstr(big, "\nlog-format = json\n") && strstr(big, "\ngroup = "),
+             "--check-config: exit %d, output:\n%s", rc, big);
+
     const char *uri[] = { CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--uri", "hourglass://h:99999",
                           NULL };
     expect_config_error(uri, "uri: bad URI: bad port '99999'");
@@ -418,6 +428,100 @@ static void test_sighup(void)
     hg_order_db_close(db);
 }
 
+/* An error waiting will not heal: at start-up the consumer stops (exit 1)
+ * naming the user or database and the fix. At run time /healthz turns 503
+ * with the reason while every cancel fails (the user's password changed under
+ * it), and back to 200 once cancels succeed again. */
+static void expect_refused(const char *user, const char *database, const char *want1, const char *want2)
+{
+    char uri[64], out[8192];
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
+    const char *argv[] = { OE_CONSUMER_BIN, "--uri", uri, "--group", "h", "--topic", OE_TOPIC, "--mysql-socket",
+                           env.server.socket, "--mysql-user", user, "--mysql-database", database, NULL };
+    int rc = tu_run_capture(argv, out, sizeof out);
+    TU_CHECK(rc == 1 && strstr(out, want1) != NULL && strstr(out, want2) != NULL,
+             "user %s, database %s: exit %d, want 1 with \"%s\" and \"%s\" in:\n%s", user, database, rc, want1, want2,
+             out);
+}
+
+static int admin_exec(const char *sql)
+{
+    if (mysql_query(env.admin, sql) == 0)
+        return 0;
+    fprintf(stderr, "SQL failed: %s: %s\n", sql, mysql_error(env.admin));
+    return -1;
+}
+
+static int health_is(void *arg)
+{
+    const int *port_and_code = arg;
+    char body[2048];
+    return tu_http_get(port_and_code[0], "/healthz", body, sizeof body) == port_and_code[1];
+}
+
+static void test_db_health(void)
+{
+    const char *name = "health";
+    hg_order_db *db = oe_fresh_database(&env, name, 40, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    expect_refused("nobody", name, "MariaDB refuses mysql-user 'nobody' on mysql-database 'health'",
+                   "check mysql-user and mysql-password");
+    expect_refused("root", "no_such_db", "1049", "mysql-database does not exist");
+
+    CU_ASSERT_EQUAL_FATAL(admin_exec("CREATE USER 'canceller'@'localhost' IDENTIFIED BY 'pw-one'"), 0);
+    CU_ASSERT_EQUAL_FATAL(admin_exec("GRANT SELECT, UPDATE ON health.* TO 'canceller'@'localhost'"), 0);
+    rc_conn_t c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", name, OE_TOPIC, "FROM", "NOW", NULL), 0);
+    char dir[512], log_path[600];
+    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-health", dir, sizeof dir), 0);
+    snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
+    int mport = tu_free_port();
+    const char *extra[] = { "--mysql-user", "canceller", "--mysql-password", "pw-one", "--retry-attempts", "100",
+                            "--retry-cap", "200ms", NULL };
+    pid_t pid = oe_start_consumer(&env, name, name, 2, mport, log_path, extra);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    send_ids(&c, 1, 10);
+    CU_ASSERT_EQUAL(oe_wait_scalar(&env, 10, 60000, "SELECT COUNT(*) FROM health.orders WHERE status='cancelled'"), 10);
+    int want_ok[2] = { mport, 200 }, want_bad[2] = { mport, 503 };
+    CU_ASSERT_EQUAL(tu_poll_until(health_is, want_ok, 30000, 50), 0);
+
+    /* The password changes under the running consumer; its connections are killed. */
+    CU_ASSERT_EQUAL(admin_exec("ALTER USER 'canceller'@'localhost' IDENTIFIED BY 'pw-two'"), 0);
+    MYSQL *admin = env.admin;
+    MYSQL_RES *res = NULL;
+    if (mysql_query(admin, "SELECT id FROM information_schema.processlist WHERE user='canceller'") == 0 &&
+        (res = mysql_store_result(admin)) != NULL) {
+        MYSQL_ROW row;
+        char kill_sql[64];
+        while ((row = mysql_fetch_row(res)) != NULL) {
+            snprintf(kill_sql, sizeof kill_sql, "KILL CONNECTION %s", row[0]);
+            mysql_query(admin, kill_sql);
+        }
+        mysql_free_result(res);
+    }
+    send_ids(&c, 11, 20);
+    CU_ASSERT_EQUAL(tu_poll_until(health_is, want_bad, 60000, 50), 0);
+    char body[2048] = "";
+    CU_ASSERT_EQUAL(tu_http_get(mport, "/healthz", body, sizeof body), 503);
+    TU_CHECK(strstr(body, "cancels failing for") && strstr(body, "1045") &&
+                 strstr(body, "check mysql-user and mysql-password") && strstr(body, "text/plain"),
+             "/healthz while access is denied:\n%s", body);
+    CU_ASSERT_EQUAL(oe_scalar(&env, "SELECT COUNT(*) FROM health.orders WHERE status='cancelled'"), 10);
+
+    /* The password is put back: cancels succeed, /healthz is 200 again. */
+    CU_ASSERT_EQUAL(admin_exec("ALTER USER 'canceller'@'localhost' IDENTIFIED BY 'pw-one'"), 0);
+    CU_ASSERT_EQUAL(oe_wait_scalar(&env, 20, 60000, "SELECT COUNT(*) FROM health.orders WHERE status='cancelled'"), 20);
+    CU_ASSERT_EQUAL(tu_poll_until(health_is, want_ok, 30000, 50), 0);
+    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(log_path);
+    rc_close(&c);
+    tu_rmtree(dir);
+    hg_order_db_close(db);
+}
+
 static const tu_test_t config_tests[] = {
     { "--check-config names the field", test_check_config },
     { NULL, NULL },
@@ -427,6 +531,7 @@ static const tu_test_t daemon_tests[] = {
     { "end to end: cancels, duplicates, paid, unknown, bad payload → DLQ", test_end_to_end },
     { "broker killed and restarted during consumption", test_broker_restart },
     { "SIGHUP while cancelling: alive, log-level applied, flags win, bad file survived", test_sighup },
+    { "MariaDB set-up errors: fatal at start, /healthz 503 while cancels fail", test_db_health },
     { "throughput with 1, 4, 8 workers", test_throughput },
     { NULL, NULL },
 };

@@ -1,0 +1,30 @@
+/*
+ * consumer/health.h — what hourglass-consumer's /healthz says: healthy
+ * unless the last cancel attempt failed for a reason that is about MariaDB
+ * or its set-up (the database cannot be reached, access denied, a missing
+ * GRANT or table), not about one order. A message for an unknown order, a
+ * paid order, a bad payload or one deadlock does not make it unhealthy; a
+ * consumer whose every cancel fails with "access denied" does, at once, with
+ * the reason, until a cancel succeeds again.
+ *
+ * Any thread (the workers report, the metrics thread reads); lock-free
+ * except the reason text, which a small mutex guards.
+ */
+#ifndef HG_CONSUMER_HEALTH_H
+#define HG_CONSUMER_HEALTH_H
+
+#include "base/buf.h"
+
+/* A cancel attempt reached MariaDB and ended (cancelled, not pending, not
+ * found): healthy from now on. */
+void health_cancel_ok(void);
+
+/* A cancel attempt failed because of MariaDB or its set-up; reason is the
+ * text /healthz shows (copied, cut to 400 bytes). */
+void health_cancel_failed(const char *reason);
+
+/* For common/prom.h's health callback: 0 when healthy; else 1 with
+ * "cancels failing for <n> s (<count> attempts): <reason>\n" in out. */
+int health_render(buf_t *out, void *arg);
+
+#endif
