@@ -52,8 +52,7 @@ static const cfg_key_t keys[] = {
     { CFG_KEY("no-users-role", CFG_ENUM, "none", 0, 0, OFF(no_users_role),
               "what a login gets when the broker has no users: none (refused), viewer, admin"),
       .words = "none|viewer|admin" },
-    { CFG_KEY("log-level", CFG_ENUM, "info", 0, 0, OFF(log_level), "least severe log records written"),
-      .words = LOG_LEVEL_WORDS },
+    LOG_KEYS_ROWS(console_config_t),
 };
 
 static const char *const sections[] = { "broker", "http", "mysql", "orders", "overview", "sessions", "log", NULL };

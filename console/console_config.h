@@ -6,7 +6,8 @@
  * is served (bind, port, allow-remote, static-dir), the order database (the
  * mysql-* keys of db/keys.h, order-topic, overdue-after), the samples kept in
  * memory for the overview (sample-interval, history), sessions
- * (session-ttl, no-users-role) and log-level. Main thread, at start-up.
+ * (session-ttl, no-users-role) and the log keys of common/log_keys.h
+ * (log-level, log-file, log-format: reloaded on SIGHUP). Main thread.
  */
 #ifndef HG_CONSOLE_CONFIG_H
 #define HG_CONSOLE_CONFIG_H
@@ -14,6 +15,7 @@
 #include <stddef.h>
 
 #include "common/cfg.h"
+#include "common/log_keys.h"
 #include "db/keys.h"
 
 /* no-users-role: what a login gets from a broker that has no users. */
@@ -28,7 +30,7 @@ typedef struct console_config {
     long long port, allow_remote;
     long long sample_interval_ms, history_ms, session_ttl_ms, broker_timeout_ms, overdue_after_ms;
     int no_users_role; /* console_no_users_t */
-    int log_level;     /* log_level_t */
+    LOG_KEYS_FIELDS;
     DB_KEYS_FIELDS;
 } console_config_t;
 

@@ -13,8 +13,9 @@
  * database handle (a database that cannot be reached at start-up is fatal,
  * with the server's error; a later loss is reported in the overview and
  * healed on the next request), the listener, the sampler, then the
- * event loop until SIGINT / SIGTERM. SIGHUP is ignored (the configuration is
- * read at start-up only). Exit status: 0 after a clean stop or a valid
+ * event loop until SIGINT / SIGTERM. SIGHUP re-reads the configuration
+ * (cfg_reload: the log keys are applied and the log file reopened; other
+ * changes are named as waiting for a restart), never stops it. Exit status: 0 after a clean stop or a valid
  * --check-config; 1 when it cannot start; 2 on a configuration error.
  *
  * Threads: one (console.h).
@@ -54,19 +55,43 @@ static void usage(FILE *out)
                  "1 when it cannot start; 2 on a usage or configuration error.\n");
 }
 
-/* The effective configuration as INI lines; a password shows as "(set)". */
-static void print_values(const console_config_t *cfg)
+/* ---- SIGHUP: the start-up parse into a fresh struct (common/cfg.h's cfg_reload) */
+
+typedef struct reload_args {
+    int argc;
+    char **argv;
+    console_config_t *cfg;
+} reload_args_t;
+
+static int reload_load(void *conf, void *arg, char *err, size_t errlen)
 {
-    const cfg_table_t *t = console_config_table();
-    char value[1024];
-    for (size_t i = 0; i < t->count; i++) {
-        if (t->keys[i].type == CFG_CUSTOM)
-            continue;
-        cfg_value_text(t, cfg, i, value, sizeof value);
-        if (strcmp(t->keys[i].name, "mysql-password") == 0 && value[0] != '\0')
-            snprintf(value, sizeof value, "(set)");
-        printf("%s = %s\n", t->keys[i].name, value);
-    }
+    const reload_args_t *a = arg;
+    cfg_args_t args;
+    console_config_init(conf);
+    if (cfg_parse_args(console_config_table(), conf, a->argc, a->argv, &args, err, errlen) != 0)
+        return -1;
+    return console_config_validate(conf, err, errlen);
+}
+
+static void reload_release(void *conf)
+{
+    console_config_free(conf);
+}
+
+static void reload_apply(const void *conf, void *arg)
+{
+    (void)arg;
+    char err[512];
+    if (log_keys_apply((const console_config_t *)conf, err, sizeof err) != 0)
+        log_error("SIGHUP: %s (logging where it did)", err);
+}
+
+static void on_hup(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig, (void)what;
+    reload_args_t *a = arg;
+    const cfg_reload_ops_t ops = { sizeof *a->cfg, reload_load, reload_release, reload_apply, a };
+    cfg_reload(console_config_table(), a->cfg, &ops);
 }
 
 static void on_stop(evutil_socket_t sig, short what, void *arg)
@@ -107,13 +132,16 @@ int main(int argc, char **argv)
             printf("# " PROGRAM ": configuration OK (%s)\n", args.config_path);
         else
             printf("# " PROGRAM ": configuration OK\n");
-        print_values(&cfg);
+        cfg_print_values(console_config_table(), &cfg, stdout);
         console_config_free(&cfg);
         return 0;
     }
-    log_set_level((log_level_t)cfg.log_level);
+    if (log_keys_apply(&cfg, err, sizeof err) != 0) {
+        fprintf(stderr, PROGRAM ": %s\n", err);
+        console_config_free(&cfg);
+        return EXIT_CONFIG;
+    }
     signal(SIGPIPE, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
     if (hg_order_library_init() != 0) {
         log_error("the MariaDB client library failed to initialise");
         console_config_free(&cfg);
@@ -141,8 +169,11 @@ int main(int argc, char **argv)
     }
     struct event *sigterm = evsignal_new(c.base, SIGTERM, on_stop, c.base);
     struct event *sigint = evsignal_new(c.base, SIGINT, on_stop, c.base);
+    reload_args_t reload = { argc, argv, &cfg };
+    struct event *sighup = evsignal_new(c.base, SIGHUP, on_hup, &reload);
     event_add(sigterm, NULL);
     event_add(sigint, NULL);
+    event_add(sighup, NULL);
     c.sampler = sampler_start(&c);
     log_info(PROGRAM " %s listening on http://%s:%d/ (broker %s, database %s, page %s)", HG_VERSION_STRING, cfg.bind,
              c.port, cfg.uri, cfg.mysql_database, cfg.static_dir);
@@ -154,6 +185,7 @@ int main(int argc, char **argv)
     http_stop(&c);
     event_free(sigterm);
     event_free(sigint);
+    event_free(sighup);
     event_base_free(c.base);
     hg_order_db_close(c.db);
     log_info("stopped");

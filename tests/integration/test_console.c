@@ -22,7 +22,7 @@
  *                    (1280x800 and a narrow window) into
  *                    tests/console-artifacts/; the browser's console log
  *                    free of errors
- *   stop             SIGTERM: exit 0
+ *   stop             SIGHUP: still answering, the re-read logged; SIGTERM: exit 0
  * The scripts print what failed; a non-zero exit is a failure here. A missing
  * python3, selenium, chromium or chromedriver is a failure, never a skip.
  */
@@ -348,6 +348,12 @@ static void test_browser(void)
 
 static void test_stop(void)
 {
+    char out[512];
+    TU_REQUIRE(kill(viewer.pid, SIGHUP) == 0, "SIGHUP to the viewer console");
+    TU_CHECK(tu_wait_file_contains(viewer.log, "SIGHUP: configuration re-read", 10000) == 0,
+             "SIGHUP re-reads the configuration (logged)");
+    TU_CHECK(tu_http_get(viewer.port, "/", out, sizeof out) == 200, "and the console still answers");
+    TU_CHECK(stop_console(&viewer) == 0, "the viewer console exits 0 on SIGTERM");
     TU_CHECK(stop_console(&admin) == 0, "the admin console exits 0 on SIGTERM");
     TU_CHECK(tu_wait_file_contains(admin.log, "stopped", 5000) == 0, "and logs that it stopped");
 }
@@ -357,7 +363,7 @@ static void test_stop(void)
 static const tu_test_t console_tests[] = {
     { "api: every endpoint, refusals, DLQ, manual cancel, audit", test_api },
     { "browser: login, overview, requeue, find, manual cancel, screenshots", test_browser },
-    { "SIGTERM: a clean stop", test_stop },
+    { "SIGHUP: alive, configuration re-read; SIGTERM: a clean stop", test_stop },
     { NULL, NULL },
 };
 
