@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "base/buf.h"
@@ -36,9 +37,23 @@ static const hg_msg_group_t *group_in(const hg_msg_info_t *info, hg_msg_state_t 
     return NULL;
 }
 
+/* "in 3m05s" / "3m05s ago" for a wall-clock time, into buf. */
+static const char *when(uint64_t ms, char *buf, size_t len)
+{
+    struct timespec ts;
+    char age[32];
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    int64_t d = (int64_t)ms - now;
+    hg_order_age_text(d < 0 ? -d : d, age, sizeof age);
+    snprintf(buf, len, d >= 0 ? "in %s" : "%s ago", age);
+    return buf;
+}
+
 static void summarise(const hg_msg_info_t *info, const char *topic, hg_order_msg_t *m)
 {
     const hg_msg_group_t *g = group_in(info, info->state);
+    char t[48];
 
     memset(m, 0, sizeof *m);
     snprintf(m->id, sizeof m->id, "%s", info->id);
@@ -60,7 +75,7 @@ static void summarise(const hg_msg_info_t *info, const char *topic, hg_order_msg
     case HG_MSG_LEASED:
         snprintf(m->where, sizeof m->where, "group %s", g != NULL ? g->group : "?");
         if (g != NULL)
-            snprintf(m->detail, sizeof m->detail, "leased until %" PRIu64 " ms", g->deadline_ms);
+            snprintf(m->detail, sizeof m->detail, "the lease ends %s", when(g->deadline_ms, t, sizeof t));
         break;
     case HG_MSG_RETRY:
         snprintf(m->where, sizeof m->where, "group %s", g != NULL ? g->group : "?");
