@@ -80,17 +80,24 @@ def wait_text(selector, text, what):
         return False
 
 
+def text_of(selector):
+    """The text of the element now, read in one script call: the overview
+    re-renders itself every 5 s, so a held element reference may go stale."""
+    return driver.execute_script("const e = document.querySelector(arguments[0]); return e ? e.innerText : '';",
+                                 selector)
+
+
 def number(selector):
     """The figure of an overview card, as an int (-1 when it is not one)."""
     try:
-        return int(css(selector + " .value").text.replace(",", ""))
-    except (ValueError, Exception):
+        return int(text_of(selector + " .value").replace(",", ""))
+    except ValueError:
         return -1
 
 
 def rates():
     """The last sends/deliveries/acks per second in the rates chart's legend."""
-    text = driver.find_element(By.ID, "rates").text if driver.find_elements(By.ID, "rates") else ""
+    text = text_of("#rates")
     out = {}
     for name in ("sends", "deliveries", "acks"):
         m = re.search(name + r"/s: ([0-9.,]+)", text)
@@ -117,7 +124,7 @@ try:
     traffic = threading.Thread(target=traffic_until, args=(stop_traffic,), daemon=True)
     traffic.start()
     if wait_css("#card-sends", "the overview after login"):
-        check("alice" in css("#who-name").text, "logged in as alice")
+        check("alice" in text_of("#who-name"), "logged in as alice")
         deadline = time.time() + 30
         while time.time() < deadline and min(rates().values()) <= 0:
             time.sleep(0.5)  # the page refreshes itself every 5 s
@@ -128,7 +135,7 @@ try:
         check(len(driver.find_elements(By.CSS_SELECTOR, "#rates polyline")) >= 1, "the rates chart draws lines")
         check(len(driver.find_elements(By.CSS_SELECTOR, "#depth rect")) >= 1, "the level depth bars")
         check(len(driver.find_elements(By.CSS_SELECTOR, "#histogram rect")) >= 1, "the lateness histogram")
-        check("past expiry" in css("#alerts").text, "the alerts name the overdue orders")
+        check("past expiry" in text_of("#alerts"), "the alerts name the overdue orders")
         shot("02-overview-1280x800")
         driver.set_window_size(1280, 1700)
         shot("02b-overview-whole-page")
