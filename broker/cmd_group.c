@@ -220,6 +220,7 @@ void cmd_group(cmd_call_t *call)
     gj->req.topic = cmd_job_copy(&arena, topic);
     gj->req.from_first = from_first;
     gj->req.max_reconsume = maxretry;
+    gj->job.reads_only = code == SUB_LIST; /* served while the disk is full */
     call->job = &gj->job;
 }
 
@@ -352,5 +353,9 @@ void cmd_dlq(cmd_call_t *call)
     dj->req.after_id = after;
     dj->req.id = id;
     dj->req.all = all;
+    if (code == SUB_LIST) {
+        dj->job.reply_estimate = cmd_listing_estimate(cmd_config_of(call), count);
+    }
+    dj->job.reads_only = code == SUB_LEN || code == SUB_LIST; /* served while the disk is full */
     call->job = &dj->job;
 }

@@ -330,6 +330,7 @@ void cmd_pull(cmd_call_t *call)
     pj->req.topic = cmd_job_copy(&arena, &argv[2]);
     pj->req.count = count;
     pj->req.lease_ms = lease;
+    pj->job.reply_estimate = cmd_listing_estimate(cmd_config_of(call), count);
     if (seen_block) {
         pj->job.block_set = 1;
         pj->job.block_ms = block;

@@ -194,3 +194,14 @@ resp_arg_t cmd_job_copy(char **arena, const resp_arg_t *a)
     *arena = p + a->len + 1;
     return r;
 }
+
+/* Per message besides its payload: key, reason, topic and the RESP framing, roughly. */
+#define LISTING_MSG_OVERHEAD 512
+
+size_t cmd_listing_estimate(const config_t *cfg, long long count)
+{
+    uint64_t per = (uint64_t)cfg->max_payload + LISTING_MSG_OVERHEAD;
+    uint64_t by_count = (uint64_t)(count > 0 ? count : 1) * per;
+    uint64_t by_budget = (uint64_t)cfg->max_pull_bytes + per;
+    return (size_t)(by_count < by_budget ? by_count : by_budget);
+}

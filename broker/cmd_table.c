@@ -248,5 +248,8 @@ void cmd_dispatch(cmd_call_t *call)
     d->proc(call);
     if (call->job) {
         call->job->durable = (d->flags & CMD_DURABLE) != 0;
+        if (!(d->flags & CMD_WRITE)) {
+            call->job->reads_only = 1;
+        }
     }
 }

@@ -39,9 +39,11 @@
 #include "broker/commands.h"
 #include "common/log.h"
 
-#define READ_HIGH_WATERMARK (1u << 20) /* input held while blocked/paused */
-#define DRAIN_TIMEOUT_MS    10000      /* a draining client must read its last replies by then */
-#define LINGER_MS           1000       /* discard input this long after a last reply */
+#define READ_HIGH_WATERMARK  (1u << 20)  /* input held while blocked/paused */
+#define DRAIN_TIMEOUT_MS     10000       /* a draining client must read its last replies by then */
+#define LINGER_MS            1000        /* discard input this long after a last reply */
+#define CONN_SWEEP_NOW_BYTES (1u << 20)  /* a reply this large runs the memory sweep at once */
+#define SCRATCH_KEEP_BYTES   (64u << 10) /* the immediate-reply buffer keeps this much between bursts */
 
 struct reply_slot {
     reply_slot_t *next;
@@ -51,6 +53,7 @@ struct reply_slot {
     job_t *job;   /* storage reply */
     char *data;   /* loop reply (copied) */
     size_t len;
+    size_t charge; /* bytes counted in the connection's inflight_bytes for this slot */
 };
 
 struct conn_set {
@@ -62,14 +65,16 @@ struct conn_set {
     int reading;      /* 0 once shutdown began: parse nothing more */
     int draining_all; /* shutdown: break the loop when the last one is freed */
     struct event *reaper;
-    map_t by_id;  /* open connections by the 8 bytes of their id */
-    conn_t *all;  /* open connections */
-    conn_t *dead; /* closed, to free */
+    struct event *sweep; /* header-timeout and max-client-memory (CONN_SWEEP_MS) */
+    map_t by_id;         /* open connections by the 8 bytes of their id */
+    conn_t *all;         /* open connections */
+    conn_t *dead;        /* closed, to free */
     uint64_t next_id;
     uint64_t nconns, nblocked;
     resp_buf_t scratch; /* immediate replies */
     /* counters */
     uint64_t connections_total, protocol_errors, reply_kills, idle_kills, commands;
+    uint64_t client_memory, memory_kills, header_kills;
 };
 
 static uint64_t mono_ms(void)
@@ -260,6 +265,9 @@ static int conn_write(conn_t *c, const char *data, size_t len)
         conn_close(c);
         return -1;
     }
+    if (len >= CONN_SWEEP_NOW_BYTES && c->set->cfg->max_client_memory > 0) {
+        event_active(c->set->sweep, EV_TIMEOUT, 0); /* check the budget before the next turn's reads */
+    }
     return 0;
 }
 
@@ -293,6 +301,8 @@ static void conn_reply(conn_t *c, const char *data, size_t len)
     memcpy(sl->data, data, len);
     sl->len = len;
     sl->filled = 1;
+    sl->charge = len;
+    c->inflight_bytes += len;
 }
 
 /* Write filled slots from the head. */
@@ -305,6 +315,7 @@ static void conn_flush(conn_t *c)
             c->slots_tail = NULL;
         }
         c->nslots--;
+        c->inflight_bytes -= sl->charge;
         if (sl->blocking) {
             set_blocked(c, 0);
         }
@@ -364,6 +375,8 @@ static void conn_execute(conn_t *c, const resp_command_t *cmd)
         j->proto = c->proto;
         j->reply.proto = c->proto;
         reply_slot_t *sl = slot_append(c, j->seq);
+        sl->charge = cmd->wire_len + j->reply_estimate;
+        c->inflight_bytes += sl->charge;
         if (j->block_set) {
             sl->blocking = 1;
             set_blocked(c, 1);
@@ -377,11 +390,21 @@ static void conn_execute(conn_t *c, const resp_command_t *cmd)
     }
 }
 
+/* Bytes of requests and replies held for c: its FIFO (requests awaiting the
+ * storage thread, at their reply estimate; replies awaiting their turn) and
+ * the replies the socket has not taken. Parsing waits above max-inflight-bytes
+ * (a client that does not read stops being served instead of growing). */
+static size_t conn_held(const conn_t *c)
+{
+    return c->inflight_bytes + evbuffer_get_length(bufferevent_get_output(c->bev));
+}
+
 static void conn_process_input(conn_t *c)
 {
     conn_set_t *s = c->set;
     struct evbuffer *in = bufferevent_get_input(c->bev);
-    while (!c->closing && !c->draining && !c->blocked && c->nslots < CONN_MAX_PENDING && s->reading) {
+    while (!c->closing && !c->draining && !c->blocked && c->nslots < CONN_MAX_PENDING &&
+           conn_held(c) < (size_t)s->cfg->max_inflight_bytes && s->reading) {
         if (evbuffer_get_length(in) == 0) {
             break;
         }
@@ -394,6 +417,7 @@ static void conn_process_input(conn_t *c)
         resp_status_t st = resp_parser_feed(&c->parser, v.iov_base, v.iov_len, &consumed, &cmd);
         evbuffer_drain(in, consumed);
         if (st == RESP_OK) {
+            c->cmd_started_mono = 0;
             conn_execute(c, &cmd);
         } else if (st != RESP_NEED_MORE) {
             s->protocol_errors++;
@@ -407,6 +431,12 @@ static void conn_process_input(conn_t *c)
             break;
         }
     }
+    /* header-timeout counts from the first byte of a command the parser holds */
+    if (!resp_parser_in_command(&c->parser)) {
+        c->cmd_started_mono = 0;
+    } else if (c->cmd_started_mono == 0) {
+        c->cmd_started_mono = mono_ms();
+    }
 }
 
 static void read_cb(struct bufferevent *bev, void *arg)
@@ -418,7 +448,11 @@ static void read_cb(struct bufferevent *bev, void *arg)
 static void write_cb(struct bufferevent *bev, void *arg)
 {
     (void)bev;
-    conn_maybe_finish(arg);
+    conn_t *c = arg;
+    if (!c->draining && !c->closing && evbuffer_get_length(bufferevent_get_input(c->bev)) > 0) {
+        conn_process_input(c); /* parsing may have waited for the replies to go (max-inflight-bytes) */
+    }
+    conn_maybe_finish(c);
 }
 
 static void event_cb(struct bufferevent *bev, short what, void *arg)
@@ -482,6 +516,9 @@ void conn_job_done(job_t *j, void *ctx)
     }
     sl->job = j;
     sl->filled = 1;
+    c->inflight_bytes -= sl->charge; /* the estimate gives way to the real reply */
+    sl->charge = j->reply.raw.len;
+    c->inflight_bytes += sl->charge;
     conn_flush(c);
     if (c->closing) {
         return;
@@ -491,6 +528,73 @@ void conn_job_done(job_t *j, void *ctx)
         return;
     }
     conn_process_input(c);
+}
+
+/* ---- the sweep: header-timeout and max-client-memory ------------------------------------ */
+
+/* Bytes the broker holds for c: unparsed input, the parser's buffers,
+ * requests and replies in its FIFO, replies not yet taken by the socket. */
+static size_t conn_memory(const conn_t *c)
+{
+    return evbuffer_get_length(bufferevent_get_input(c->bev)) + resp_parser_buffered(&c->parser) + c->inflight_bytes +
+           evbuffer_get_length(bufferevent_get_output(c->bev));
+}
+
+static void sweep_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    conn_set_t *s = arg;
+    const config_t *cfg = s->cfg;
+    uint64_t now = mono_ms();
+    size_t total = 0;
+    for (conn_t *c = s->all, *n; c; c = n) {
+        n = c->all_next;
+        if (cfg->header_timeout_ms > 0 && c->cmd_started_mono != 0 && !c->draining &&
+            now - c->cmd_started_mono >= (uint64_t)cfg->header_timeout_ms) {
+            s->header_kills++;
+            log_info("client id=%llu addr=%s: command not complete %llu ms after its first byte (header-timeout "
+                     "%lld ms); closing",
+                     (unsigned long long)c->id, c->addr, (unsigned long long)(now - c->cmd_started_mono),
+                     cfg->header_timeout_ms);
+            resp_buf_clear(&s->scratch);
+            s->scratch.proto = c->proto;
+            resp_add_errorf(&s->scratch, "ERR command not complete within header-timeout (%lld ms); closing",
+                            cfg->header_timeout_ms);
+            c->cmd_started_mono = 0;
+            conn_reply(c, s->scratch.raw.data, s->scratch.raw.len);
+            conn_start_draining(c);
+        }
+        if (!c->closing) {
+            total += conn_memory(c);
+        }
+    }
+    /* Over the budget: close the client holding most, until under it. */
+    while (cfg->max_client_memory > 0 && total > (size_t)cfg->max_client_memory) {
+        conn_t *worst = NULL;
+        size_t worst_bytes = 0;
+        for (conn_t *c = s->all; c; c = c->all_next) {
+            size_t m = conn_memory(c);
+            if (worst == NULL || m > worst_bytes || (m == worst_bytes && c->created_mono < worst->created_mono)) {
+                worst = c;
+                worst_bytes = m;
+            }
+        }
+        if (worst == NULL) {
+            break;
+        }
+        s->memory_kills++;
+        log_warn("closing client id=%llu addr=%s: it holds %zu bytes (input %zu, in flight %zu, unread replies %zu) "
+                 "and all clients %zu, over max-client-memory %lld",
+                 (unsigned long long)worst->id, worst->addr, worst_bytes,
+                 evbuffer_get_length(bufferevent_get_input(worst->bev)) + resp_parser_buffered(&worst->parser),
+                 worst->inflight_bytes, evbuffer_get_length(bufferevent_get_output(worst->bev)), total,
+                 cfg->max_client_memory);
+        total -= worst_bytes;
+        conn_close(worst);
+    }
+    s->client_memory = total;
+    buf_trim(&s->scratch.raw, SCRATCH_KEEP_BYTES); /* give a burst's memory back (CLIENT LIST of 10^4 clients) */
 }
 
 /* ---- accepting ----------------------------------------------------------------------- */
@@ -566,11 +670,14 @@ conn_set_t *conn_set_new(const config_t *cfg, struct event_base *base, server_t 
     s->reading = 1;
     map_init(&s->by_id);
     s->reaper = event_new(base, -1, 0, reaper_cb, s);
-    if (s->reaper == NULL) {
+    s->sweep = event_new(base, -1, EV_PERSIST, sweep_cb, s);
+    if (s->reaper == NULL || s->sweep == NULL) {
         log_error("out of memory creating events");
         abort();
     }
     resp_buf_init(&s->scratch);
+    struct timeval tv = { 0, CONN_SWEEP_MS * 1000 };
+    event_add(s->sweep, &tv);
     return s;
 }
 
@@ -591,6 +698,7 @@ void conn_set_free(conn_set_t *s)
         c = n;
     }
     event_free(s->reaper);
+    event_free(s->sweep);
     map_free(&s->by_id, NULL);
     resp_buf_free(&s->scratch);
     free(s);
@@ -643,6 +751,9 @@ void conn_set_stats(const conn_set_t *s, loop_info_t *li)
     li->reply_buffer_kills = s->reply_kills;
     li->idle_kills = s->idle_kills;
     li->commands_processed = s->commands;
+    li->client_memory = s->client_memory;
+    li->memory_kills = s->memory_kills;
+    li->header_timeout_kills = s->header_kills;
 }
 
 void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)

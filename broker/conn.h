@@ -5,7 +5,8 @@
  *   reading  -> commands are parsed (proto/request.h, limits from the config)
  *               and dispatched one by one (broker/commands.h);
  *   blocked  -> a PULL BLOCK is outstanding: later commands wait (as Redis);
- *   paused   -> CONN_MAX_PENDING replies outstanding: parsing waits;
+ *   paused   -> CONN_MAX_PENDING replies outstanding, or max-inflight-bytes of
+ *               requests and replies held for it: parsing waits;
  *   draining -> QUIT / protocol error / shutdown: nothing more is parsed, the
  *               connection closes once every queued reply is written (after
  *               a short linger: write side shut, input discarded, so the
@@ -20,7 +21,10 @@
  *
  * The set (conn_set_t) owns every connection: the id map (base/map.h), the
  * list CLIENT LIST walks, the dead list the reaper frees, the loop's
- * counters. The server (broker/server.h) owns the listener and hands each
+ * counters, and the sweep: every CONN_SWEEP_MS (and at once after a large
+ * reply) it closes clients whose command is older than header-timeout and,
+ * while all clients together hold more than max-client-memory, the one that
+ * holds most. The server (broker/server.h) owns the listener and hands each
  * accepted socket to conn_accept.
  *
  * Everything here runs on the event-loop thread.
@@ -42,6 +46,7 @@
 #include "proto/request.h"
 
 #define CONN_MAX_PENDING 1024 /* outstanding replies before parsing pauses */
+#define CONN_SWEEP_MS    200  /* header-timeout and max-client-memory checks */
 
 /* Roles (the security issue assigns them per user; today every client has all). */
 #define ROLE_PRODUCER 1u
@@ -76,6 +81,9 @@ typedef struct conn {
     /* security seam: set by AUTH with the users issue */
     int authenticated;
     unsigned roles; /* ROLE_* bits */
+    /* resource budgets (conn.c, docs/operations.md "Resource limits") */
+    uint64_t cmd_started_mono; /* when the unfinished command's first byte was parsed; 0: none */
+    size_t inflight_bytes;     /* request bytes awaiting replies + replies queued in the FIFO */
     /* set bookkeeping */
     struct conn *all_next, *all_prev, *dead_next;
 } conn_t;
@@ -113,7 +121,7 @@ void conn_set_stop_reading(conn_set_t *set);
 size_t conn_set_drain_all(conn_set_t *set);
 
 /* The loop's counters into li (clients, blocked, totals, protocol errors,
- * kills, commands). */
+ * kills, commands, the memory clients held at the last sweep). */
 void conn_set_stats(const conn_set_t *set, loop_info_t *li);
 
 /* CLIENT LIST / CLIENT INFO text: one line per client (only: just that one). */

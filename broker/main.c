@@ -2,6 +2,8 @@
  * broker/main.c — hourglass-broker start-up and exit.
  *
  * Order matters: configuration (exit 2, CFG_EXIT_CONFIG, with the key/line on an error);
+ * the open-files limit raised or max-clients / max-open-files lowered to fit
+ * it (broker/fdlimit.h);
  * SIGPIPE ignored; evthread_use_pthreads() before the event base exists; the
  * data directory opened (exit 1 with store_open's message: foreign files,
  * another level table, locked by another broker ...); the listener bound
@@ -30,6 +32,8 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
+#include "broker/diskguard.h"
+#include "broker/fdlimit.h"
 #include "broker/server.h"
 #include "broker/settings.h"
 #include "broker/writer.h"
@@ -151,6 +155,12 @@ int main(int argc, char **argv)
         config_free(&cfg);
         return CFG_EXIT_CONFIG;
     }
+    if (fdlimit_apply(&cfg.max_clients, &cfg.max_open_files, err, sizeof err) != 0) {
+        log_error("%s", err);
+        config_free(&cfg);
+        return 1;
+    }
+    cfg.store.max_open_files = (int)cfg.max_open_files;
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() != 0) {
         log_error("libevent has no pthreads support");
@@ -162,6 +172,13 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    /* The disk reserve is given back before the open, so a full disk still has
+     * the room a reopen needs; the writer writes it again when there is space. */
+    uint64_t released = diskguard_ballast_release(cfg.dir);
+    if (released > 0 && diskguard_free_bytes(cfg.dir) < 2 * released) {
+        log_warn("disk nearly full: %llu bytes free on %s after releasing the disk reserve",
+                 (unsigned long long)diskguard_free_bytes(cfg.dir), cfg.dir);
+    }
     store_t *store = NULL;
     if (store_open(&cfg.store, &store, err, sizeof err) != 0) {
         log_error("cannot open the data directory: %s", err);
@@ -183,6 +200,7 @@ int main(int argc, char **argv)
     }
     writer_t *w = writer_new(store, &cfg.store, base, server_job_done, server_writer_stopped, srv);
     server_set_writer(srv, w);
+    writer_set_disk_reserve(w, (uint64_t)cfg.disk_reserve);
     if (writer_start(w, err, sizeof err) != 0) {
         log_error("%s", err);
         return 1;

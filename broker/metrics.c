@@ -144,6 +144,9 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
                    (unsigned long long)st->jobs, (unsigned long long)st->max_batch,
                    st->batches ? (double)st->jobs / (double)st->batches : 0.0, (unsigned long long)st->last_commit_us,
                    prom_hist_quantile(&st->commit_seconds, 0.99) * 1000.0, (unsigned long long)st->maintain_work);
+        buf_printf(o, "disk_full:%d\r\ndisk_free_bytes:%llu\r\ndisk_full_events:%llu\r\ndisk_full_refusals:%llu\r\n",
+                   st->disk_full, (unsigned long long)st->disk_free_bytes, (unsigned long long)st->disk_full_events,
+                   (unsigned long long)st->disk_full_refusals);
     }
     if (mask & INFO_STATS) {
         if (lead || o->len) {
@@ -178,9 +181,11 @@ void metrics_info_loop_head(buf_t *out, int mask, const loop_info_t *li)
         section(out, "Clients");
         buf_printf(out,
                    "connected_clients:%llu\r\nblocked_clients:%llu\r\nmaxclients:%lld\r\n"
-                   "storage_jobs_queued:%llu\r\nstorage_jobs_parked:%llu\r\n",
+                   "storage_jobs_queued:%llu\r\nstorage_jobs_parked:%llu\r\n"
+                   "client_memory:%llu\r\nmax_client_memory:%lld\r\n",
                    (unsigned long long)li->connected_clients, (unsigned long long)li->blocked_clients,
-                   li->cfg->max_clients, (unsigned long long)li->jobs_queued, (unsigned long long)li->jobs_parked);
+                   li->cfg->max_clients, (unsigned long long)li->jobs_queued, (unsigned long long)li->jobs_parked,
+                   (unsigned long long)li->client_memory, li->cfg->max_client_memory);
     }
 }
 
@@ -190,10 +195,11 @@ void metrics_info_loop_tail(buf_t *out, int mask, const loop_info_t *li)
         buf_printf(out,
                    "total_connections_received:%llu\r\nrejected_connections:%llu\r\n"
                    "total_commands_processed:%llu\r\nprotocol_errors:%llu\r\nreply_buffer_disconnects:%llu\r\n"
-                   "idle_disconnects:%llu\r\n",
+                   "idle_disconnects:%llu\r\nclient_memory_disconnects:%llu\r\nheader_timeout_disconnects:%llu\r\n",
                    (unsigned long long)li->connections_total, (unsigned long long)li->rejected_connections,
                    (unsigned long long)li->commands_processed, (unsigned long long)li->protocol_errors,
-                   (unsigned long long)li->reply_buffer_kills, (unsigned long long)li->idle_kills);
+                   (unsigned long long)li->reply_buffer_kills, (unsigned long long)li->idle_kills,
+                   (unsigned long long)li->memory_kills, (unsigned long long)li->header_timeout_kills);
     }
 }
 
@@ -263,6 +269,12 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
     prom_metric_u64(o, "hourglass_group_commits_total", "counter", "Storage-thread iterations that ran jobs.",
                     st->batches);
     prom_metric_u64(o, "hourglass_commit_failures_total", "counter", "Commits that failed.", st->commit_failures);
+    prom_metric_u64(o, "hourglass_disk_full", "gauge", "1 while the data directory's disk is full and writes are refused.",
+                    (uint64_t)st->disk_full);
+    prom_metric_u64(o, "hourglass_disk_free_bytes", "gauge", "Free space of the data directory's file system.",
+                    st->disk_free_bytes);
+    prom_metric_u64(o, "hourglass_disk_full_refusals_total", "counter", "Write commands refused while the disk was full.",
+                    st->disk_full_refusals);
     buf_printf(o,
                "# HELP hourglass_store_broken 1 while the store is unusable.\n# TYPE hourglass_store_broken gauge\n"
                "hourglass_store_broken %d\n",
@@ -292,4 +304,12 @@ void metrics_prom_loop(buf_t *o, const loop_info_t *li)
                     li->protocol_errors);
     prom_metric_u64(o, "hourglass_reply_buffer_disconnects_total", "counter", "Clients closed over max-reply-buffer.",
                     li->reply_buffer_kills);
+    prom_metric_u64(o, "hourglass_client_memory_bytes", "gauge",
+                    "Memory held for clients (input, requests in flight, unread replies) at the last sweep.",
+                    li->client_memory);
+    prom_metric_u64(o, "hourglass_client_memory_disconnects_total", "counter",
+                    "Clients closed because all clients held more than max-client-memory.", li->memory_kills);
+    prom_metric_u64(o, "hourglass_header_timeout_disconnects_total", "counter",
+                    "Clients closed because a command was not complete within header-timeout.",
+                    li->header_timeout_kills);
 }

@@ -27,6 +27,10 @@ typedef struct storage_stats {
     uint64_t moved, made_ready;
     uint64_t batches, jobs, commits, commit_failures, reopens, maintain_work;
     uint64_t last_commit_us, max_batch;
+    int disk_full;                /* writes refused until space returns (broker/diskguard.h) */
+    uint64_t disk_free_bytes;     /* free space of the data directory's file system at the last check */
+    uint64_t disk_full_events;    /* times the disk filled */
+    uint64_t disk_full_refusals;  /* write commands refused while it was full */
     prom_hist_t lateness;       /* seconds: delivery time - due_ms */
     prom_hist_t batch_jobs;     /* jobs per group commit */
     prom_hist_t commit_seconds; /* store_commit duration */
@@ -44,6 +48,9 @@ typedef struct loop_info {
     uint64_t protocol_errors, reply_buffer_kills, idle_kills;
     uint64_t commands_processed;
     uint64_t jobs_queued, jobs_parked;
+    uint64_t client_memory;        /* bytes all clients held at the last sweep */
+    uint64_t memory_kills;         /* clients closed over max-client-memory */
+    uint64_t header_timeout_kills; /* clients closed at header-timeout */
 } loop_info_t;
 
 /* INFO sections, as a bit mask. */

@@ -18,6 +18,7 @@
 #include "broker/server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -62,6 +63,7 @@ struct server {
     uint64_t started_mono;
     uint64_t last_emfile_log;
     uint64_t rejected; /* connections refused at max-clients */
+    int spare_fd;      /* /dev/null held open so that EMFILE can still accept and refuse */
 };
 
 typedef struct http_job {
@@ -121,6 +123,16 @@ void server_shutdown(server_t *s, const char *why)
 
 /* ---- accepting ---------------------------------------------------------------------------- */
 
+/* Tell a client it cannot be served and close it (never blocks). */
+static void refuse(server_t *s, evutil_socket_t fd)
+{
+    static const char msg[] = "-ERR max number of clients reached\r\n";
+    ssize_t w = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w;
+    evutil_closesocket(fd);
+    s->rejected++;
+}
+
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
 {
     (void)l;
@@ -131,14 +143,36 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
         return;
     }
     if (conn_set_count(s->conns) >= (uint64_t)s->cfg->max_clients) {
-        static const char msg[] = "-ERR max number of clients reached\r\n";
-        ssize_t w = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-        (void)w;
-        evutil_closesocket(fd);
-        s->rejected++;
+        refuse(s, fd);
         return;
     }
     conn_accept(s->conns, fd, sa);
+}
+
+/* Out of descriptors with clients waiting in the backlog: give the spare
+ * descriptor back, accept one waiting client into it, refuse it, take the
+ * spare again — so a client is told why instead of hanging in the backlog
+ * (and the listener is not woken forever by a connection it cannot take).
+ * Returns the clients refused; 0 when the spare could not be used. */
+#define SHED_MAX 64
+static int shed_backlog(server_t *s, evutil_socket_t lfd)
+{
+    int shed = 0;
+    while (s->spare_fd >= 0 && shed < SHED_MAX) {
+        close(s->spare_fd);
+        s->spare_fd = -1;
+        int fd = accept(lfd, NULL, NULL);
+        if (fd >= 0) {
+            evutil_make_socket_nonblocking(fd);
+            refuse(s, fd);
+            shed++;
+        }
+        s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            break;
+        }
+    }
+    return shed;
 }
 
 static void accept_timer_cb(evutil_socket_t fd, short what, void *arg)
@@ -155,6 +189,18 @@ static void accept_error_cb(struct evconnlistener *l, void *arg)
 {
     server_t *s = arg;
     int err = EVUTIL_SOCKET_ERROR();
+    if (err == EMFILE || err == ENFILE) {
+        int shed = shed_backlog(s, evconnlistener_get_fd(l));
+        if (shed > 0) {
+            uint64_t now = mono_ms();
+            if (now >= s->last_emfile_log + 1000) {
+                log_warn("accept: %s (%zu clients): refused %d waiting client%s with 'max number of clients reached'",
+                         evutil_socket_error_to_string(err), conn_set_count(s->conns), shed, shed == 1 ? "" : "s");
+                s->last_emfile_log = now;
+            }
+            return;
+        }
+    }
     if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
         uint64_t now = mono_ms();
         if (now >= s->last_emfile_log + 1000) {
@@ -261,6 +307,7 @@ static void http_cb(struct evhttp_request *req, void *arg)
             memset(hj, 0, sizeof *hj);
             resp_buf_init(&hj->job.reply);
             hj->job.exec = http_metrics_exec;
+            hj->job.reads_only = 1;
             hj->job.complete = http_metrics_complete;
             hj->srv = s;
             hj->req = req;
@@ -292,6 +339,7 @@ server_t *server_new(const config_t *cfg, struct event_base *base)
     }
     s->conns = conn_set_new(cfg, base, s);
     s->started_mono = mono_ms();
+    s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     return s;
 }
 
@@ -403,6 +451,9 @@ void server_free(server_t *s)
     event_free(s->sig_term);
     event_free(s->sig_int);
     event_free(s->sig_hup);
+    if (s->spare_fd >= 0) {
+        close(s->spare_fd);
+    }
     free(s);
 }
 

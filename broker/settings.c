@@ -55,6 +55,9 @@ static const cfg_key_t cfg_keys[] = {
     { CFG_KEY("cache-size", CFG_SIZE, "8mb", 0, 64 * GB, OFF(cache_size), "LevelDB block cache") },
     { CFG_KEY("write-buffer-size", CFG_SIZE, "4mb", 64 * KB, 4 * GB, OFF(write_buffer_size), "LevelDB memtable size") },
     { CFG_KEY("max-open-files", CFG_INT, "500", 16, 1000000, OFF(max_open_files), "LevelDB table file cache") },
+    { CFG_KEY("disk-reserve", CFG_SIZE, "64mb", 0, 64 * GB, OFF(disk_reserve),
+              "space kept in DIR/BALLAST and given back when the disk fills, so the store can reopen and restart; "
+              "writes resume once twice this is free (0: none)") },
     { CFG_KEY("lease", CFG_DURATION, "30s", 1, DAY_MS, OFF(lease_ms),
               "default lease of a PULLed message (PULL/TOUCH LEASE override it)") },
     { CFG_KEY("max-reconsume", CFG_INT, "16", 0, 1000, OFF(max_reconsume),
@@ -67,7 +70,8 @@ static const cfg_key_t cfg_keys[] = {
     { CFG_KEY("max-payload", CFG_SIZE, "4mb", 0, (long long)MSG_HARD_MAX_PAYLOAD, OFF(max_payload),
               "largest message payload") },
     { CFG_KEY("max-pull-bytes", CFG_SIZE, "16mb", 1, 1 * GB, OFF(max_pull_bytes),
-              "payload bytes one PULL returns at most (fewer messages than COUNT; always at least one)") },
+              "a PULL or DLQ LIST stops adding messages once their payload, key and reason bytes reach this (fewer "
+              "than COUNT; always at least one)") },
     { CFG_KEY("max-args", CFG_INT, "1024", 3, 1000000, OFF(max_args),
               "most arguments in one command (protocol error and close above)") },
     { CFG_KEY("max-bulk", CFG_SIZE, "8mb", 1 * KB, 1 * GB, OFF(max_bulk),
@@ -78,6 +82,15 @@ static const cfg_key_t cfg_keys[] = {
               "most wire bytes of one command; > max-bulk") },
     { CFG_KEY("max-reply-buffer", CFG_SIZE, "64mb", 64 * KB, 64 * GB, OFF(max_reply_buffer),
               "a client with more unread replies than this is disconnected") },
+    { CFG_KEY("max-inflight-bytes", CFG_SIZE, "64mb", 64 * KB, 64 * GB, OFF(max_inflight_bytes),
+              "request and reply bytes one client may have awaiting the storage thread or the socket before its "
+              "commands wait; >= max-query") },
+    { CFG_KEY("max-client-memory", CFG_SIZE, "512mb", 0, 1024 * GB, OFF(max_client_memory),
+              "memory all clients together may hold (query buffers, requests in flight, replies); above it the "
+              "client holding most is closed (0: no limit)") },
+    { CFG_KEY("header-timeout", CFG_DURATION, "10s", 0, DAY_MS, OFF(header_timeout_ms),
+              "close a client whose command is not complete this long after its first byte (0: never); "
+              "independent of idle-timeout") },
     { CFG_KEY("metrics-port", CFG_INT, "0", 0, 65535, OFF(metrics_port),
               "HTTP port for /metrics and /healthz (0: off)") },
     { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
@@ -188,6 +201,16 @@ int config_validate(config_t *c, char *err, size_t errlen)
     }
     if (c->max_query <= c->max_bulk) {
         err_set(err, errlen, "max-query (%lld) must be larger than max-bulk (%lld)", c->max_query, c->max_bulk);
+        return -1;
+    }
+    if (c->max_inflight_bytes < c->max_query) {
+        err_set(err, errlen, "max-inflight-bytes (%lld) must be at least max-query (%lld): one command must fit",
+                c->max_inflight_bytes, c->max_query);
+        return -1;
+    }
+    if (c->max_client_memory != 0 && c->max_client_memory < c->max_query) {
+        err_set(err, errlen, "max-client-memory (%lld) must be 0 or at least max-query (%lld)", c->max_client_memory,
+                c->max_query);
         return -1;
     }
     if ((uint64_t)c->max_delay_ms > LVL_MAX_DURATION_MS) {

@@ -50,6 +50,7 @@ typedef struct config {
     long long cache_size;
     long long write_buffer_size;
     long long max_open_files;
+    long long disk_reserve; /* bytes of DIR/BALLAST, given back when the disk fills (0 = none) */
     /* messages */
     long long lease_ms;
     long long max_reconsume;
@@ -64,6 +65,9 @@ typedef struct config {
     long long max_inline;
     long long max_query;
     long long max_reply_buffer;
+    long long max_inflight_bytes; /* request bytes per connection awaiting replies before parsing pauses */
+    long long max_client_memory;  /* all clients' buffers; the biggest is closed above it (0 = off) */
+    long long header_timeout_ms;  /* a command must be complete this long after its first byte (0 = off) */
     /* observability */
     long long metrics_port; /* 0 = off */
     char *metrics_bind;

@@ -9,8 +9,10 @@
  *    answered with the storage error instead (an id is never announced for a
  *    write that may be lost), and the store is closed and reopened.
  *  - One iteration = take every queued job, run them in order, commit them
- *    (one synced write), run one bounded chunk of due scheduler work, expire
- *    and retry parked jobs, commit those writes (if any), post every reply.
+ *    (one synced write), post their replies; run one bounded chunk of due
+ *    scheduler work, expire and retry parked jobs, commit those writes (if
+ *    any), post those replies. A failure of the second commit answers only
+ *    the parked jobs it carried with the error.
  *    Sleeping happens only between iterations, never while work is due.
  */
 #include "broker/writer.h"
@@ -23,14 +25,17 @@
 #include <string.h>
 #include <time.h>
 
+#include "broker/diskguard.h"
 #include "common/log.h"
 
-#define SCHED_CHUNK        4096  /* most due moves / expiries per iteration */
-#define MAINTAIN_BUDGET    512   /* store_maintain deletes per idle step */
-#define MAINTAIN_IDLE_MS   1000  /* idle time before maintenance runs */
-#define MAINTAIN_PERIOD_MS 60000 /* maintenance check when nothing else happens (retention) */
-#define REOPEN_RETRY_MS    1000  /* a failed reopen is retried this often */
-#define STALL_MS           10000 /* /healthz: queued work and no progress this long */
+#define SCHED_CHUNK        4096                 /* most due moves / expiries per iteration */
+#define MAINTAIN_BUDGET    512                  /* store_maintain deletes per idle step */
+#define MAINTAIN_IDLE_MS   1000                 /* idle time before maintenance runs */
+#define MAINTAIN_PERIOD_MS 60000                /* maintenance check when nothing else happens (retention) */
+#define REOPEN_RETRY_MS    1000                 /* a failed reopen is retried this often */
+#define STALL_MS           10000                /* /healthz: queued work and no progress this long */
+#define DISK_CHECK_MS      1000                 /* free space is checked this often while the disk is full */
+#define DISK_MIN_FREE      (UINT64_C(16) << 20) /* without a reserve, writes resume above this much free */
 
 struct writer {
     pthread_t thread;
@@ -70,6 +75,11 @@ struct writer {
     uint64_t next_periodic_mono;
     uint64_t next_reopen_mono;
     int maintain_needed;
+    /* disk full (broker/diskguard.h): writes refused until space returns */
+    uint64_t disk_reserve;
+    int disk_full;
+    uint64_t next_disk_check_mono;
+    uint64_t reopen_failed_free; /* free bytes when a reopen failed while full: retry only once it grows */
 };
 
 static uint64_t mono_ms(void)
@@ -193,6 +203,36 @@ int writer_start(writer_t *w, char *err, size_t errlen)
     }
     w->started = 1;
     return 0;
+}
+
+/* Free space needed before writes resume (and the reserve is written again). */
+static uint64_t disk_resume_bytes(const writer_t *w)
+{
+    return w->disk_reserve ? 2 * w->disk_reserve : DISK_MIN_FREE;
+}
+
+void writer_set_disk_reserve(writer_t *w, uint64_t bytes)
+{
+    char err[512];
+    w->disk_reserve = bytes;
+    uint64_t free_bytes = diskguard_free_bytes(w->opts->path);
+    w->stats.disk_free_bytes = free_bytes;
+    if (bytes == 0) {
+        diskguard_ballast_create(w->opts->path, 0, NULL, 0);
+        return;
+    }
+    if (free_bytes != UINT64_MAX && free_bytes < disk_resume_bytes(w)) {
+        w->disk_full = 1;
+        w->stats.disk_full = 1;
+        w->stats.disk_full_events++;
+        log_error("disk full: %llu bytes free on %s, less than twice disk-reserve (%llu); writes are refused "
+                  "until space returns",
+                  (unsigned long long)free_bytes, w->opts->path, (unsigned long long)bytes);
+        return;
+    }
+    if (diskguard_ballast_create(w->opts->path, bytes, err, sizeof err) != 0) {
+        log_warn("%s; running without a disk reserve", err);
+    }
 }
 
 void writer_submit(writer_t *w, job_t *j)
@@ -396,6 +436,10 @@ static void reopen_store(writer_t *w, const char *why)
         return;
     }
     w->next_reopen_mono = now + REOPEN_RETRY_MS;
+    uint64_t free_bytes = diskguard_free_bytes(w->opts->path);
+    if (w->disk_full && w->reopen_failed_free != 0 && free_bytes <= w->reopen_failed_free + (UINT64_C(1) << 20)) {
+        return; /* each failed open leaves a file behind: wait for space */
+    }
     char err[512];
     store_options_t o = *w->opts;
     o.create_if_missing = 0;
@@ -403,8 +447,12 @@ static void reopen_store(writer_t *w, const char *why)
         w->store = NULL;
         log_error("cannot reopen the store: %s", err);
         set_broken(w, err);
+        if (diskguard_is_full_error(err)) {
+            w->reopen_failed_free = free_bytes == UINT64_MAX ? 1 : free_bytes + 1;
+        }
         return;
     }
+    w->reopen_failed_free = 0;
     w->sched = sched_new(w->store, NULL, NULL);
     w->stats.reopens++;
     atomic_store(&w->broken, 0);
@@ -419,6 +467,14 @@ static void run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t now_mono)
         snprintf(msg, sizeof msg, "store unavailable: %s", w->broken_msg);
         pthread_mutex_unlock(&w->done_mu);
         fail_job(j, msg);
+        list_push(done, j);
+        return;
+    }
+    if (w->disk_full && !j->reads_only) {
+        resp_buf_clear(&j->reply);
+        resp_add_errorf(&j->reply, "ERR disk full: writes are refused until space returns on %s", w->opts->path);
+        j->failed = 1;
+        w->stats.disk_full_refusals++;
         list_push(done, j);
         return;
     }
@@ -454,7 +510,7 @@ static void service_parked(writer_t *w, job_list_t *done, uint64_t now_mono, int
             parked_remove(w, j);
             j->expire(j, w);
             list_push(done, j);
-        } else if (w->store != NULL && j->wake(j, w)) {
+        } else if (w->store != NULL && !w->disk_full && j->wake(j, w)) {
             if (j->exec(j, w) == JOB_DONE) {
                 parked_remove(w, j);
                 list_push(done, j);
@@ -479,11 +535,17 @@ static uint64_t earliest_parked_deadline(writer_t *w)
 static uint64_t next_wakeup_mono(writer_t *w, uint64_t now_mono)
 {
     uint64_t best = earliest_parked_deadline(w);
+    if (w->disk_full && w->next_disk_check_mono < best) {
+        best = w->next_disk_check_mono;
+    }
     if (w->store == NULL) {
         if (w->next_reopen_mono < best) {
             best = w->next_reopen_mono;
         }
         return best;
+    }
+    if (w->disk_full) {
+        return best; /* no scheduler or maintenance work while writes are refused */
     }
     uint64_t wall_next = sched_next_wakeup(w->sched);
     if (wall_next != UINT64_MAX) {
@@ -527,6 +589,16 @@ static void commit_pending(writer_t *w, job_list_t *done)
         for (job_t *j = done->head; j; j = j->next) {
             fail_job(j, err);
         }
+        if (diskguard_is_full_error(err) && !w->disk_full) {
+            uint64_t released = diskguard_ballast_release(w->opts->path);
+            w->disk_full = 1;
+            w->stats.disk_full = 1;
+            w->stats.disk_full_events++;
+            w->next_disk_check_mono = mono_ms() + DISK_CHECK_MS;
+            log_error("disk full: %s; writes are refused until %llu bytes are free (released the %llu-byte disk "
+                      "reserve so that the store can reopen)",
+                      err, (unsigned long long)disk_resume_bytes(w), (unsigned long long)released);
+        }
         reopen_store(w, err);
     }
 }
@@ -542,6 +614,31 @@ static void count_batch(writer_t *w, size_t njobs)
         w->stats.max_batch = njobs;
     }
     prom_hist_add(&w->stats.batch_jobs, (double)njobs);
+}
+
+/* At most once per DISK_CHECK_MS: note the free space; while the disk is
+ * full and once free space is back above disk_resume_bytes, write the
+ * reserve again and let writes through. */
+static void check_disk(writer_t *w, uint64_t now_mono)
+{
+    if (now_mono < w->next_disk_check_mono) {
+        return;
+    }
+    w->next_disk_check_mono = now_mono + DISK_CHECK_MS;
+    uint64_t free_bytes = diskguard_free_bytes(w->opts->path);
+    w->stats.disk_free_bytes = free_bytes; /* for INFO and /metrics, also while not full */
+    if (!w->disk_full || w->store == NULL || free_bytes == UINT64_MAX || free_bytes < disk_resume_bytes(w)) {
+        return;
+    }
+    char err[512];
+    if (w->disk_reserve > 0 && diskguard_ballast_create(w->opts->path, w->disk_reserve, err, sizeof err) != 0) {
+        log_warn("disk space is back but %s; writes stay refused", err);
+        return;
+    }
+    w->disk_full = 0;
+    w->stats.disk_full = 0;
+    log_info("disk space is back (%llu bytes free on %s): writes resume%s", (unsigned long long)free_bytes,
+             w->opts->path, w->disk_reserve > 0 ? "; the disk reserve is written again" : "");
 }
 
 static void *writer_main(void *arg)
@@ -579,6 +676,7 @@ static void *writer_main(void *arg)
         if (w->store == NULL) {
             reopen_store(w, "reopen pending");
         }
+        check_disk(w, now_mono);
 
         /* 1. the jobs, in order */
         size_t njobs = 0;
@@ -602,10 +700,14 @@ static void *writer_main(void *arg)
          * anyway, untimed: store_next_lease_deadline commits first.) */
         count_batch(w, njobs);
         commit_pending(w, &done);
+        /* Their replies go now: a failure of the second commit below must not
+         * turn an acknowledged (fsynced) SEND into an error, or a client that
+         * retries it makes a duplicate. */
+        post(w, &done, 0);
 
         /* 2. one bounded chunk of due work */
         more = 0;
-        if (w->store != NULL && sched_next_wakeup(w->sched) <= sched_now(w->sched)) {
+        if (w->store != NULL && !w->disk_full && sched_next_wakeup(w->sched) <= sched_now(w->sched)) {
             sched_stats_t st = { 0 };
             char err[512];
             if (sched_run(w->sched, SCHED_CHUNK, &st, &more, err, sizeof err) != 0) {
@@ -620,7 +722,7 @@ static void *writer_main(void *arg)
         }
 
         /* 3. maintenance when idle */
-        if (w->store != NULL && njobs == 0 && !more) {
+        if (w->store != NULL && !w->disk_full && njobs == 0 && !more) {
             int due = w->maintain_needed ? now_mono >= w->last_job_mono + MAINTAIN_IDLE_MS
                                          : now_mono >= w->next_periodic_mono;
             if (due) {

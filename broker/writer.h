@@ -70,6 +70,8 @@ struct job {
     uint64_t deadline_mono; /* writer-private: parked deadline (monotonic ms), 0 = none */
     int parked;             /* writer-private */
     resp_buf_t reply;       /* the reply bytes (RESP), or text for complete() */
+    size_t reply_estimate;  /* set by listing commands: the most its reply may hold (conn.c charges it) */
+    int reads_only;         /* 1: changes nothing (served while the disk is full); else refused then */
 };
 
 /* Called on the loop thread with each finished job; the callee owns it. */
@@ -86,6 +88,13 @@ void job_free(job_t *j);
  * base's thread through done(). Never fails (aborts on out-of-memory). */
 writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_base *base, writer_done_fn done,
                      writer_stopped_fn stopped, void *ctx);
+
+/* The disk reserve (broker/diskguard.h): bytes kept in DIR/BALLAST and given
+ * back when the disk fills. Call before writer_start (main thread): it
+ * writes the reserve when twice its size is free, else the writer starts
+ * with the disk full (writes refused until space returns; logged). 0: no
+ * reserve (the disk is still watched after a disk-full failure). */
+void writer_set_disk_reserve(writer_t *w, uint64_t bytes);
 
 /* Start the thread. 0, or -1 with the cause in err. */
 int writer_start(writer_t *w, char *err, size_t errlen);

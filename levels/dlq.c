@@ -31,13 +31,16 @@ int store_dlq_list(store_t *s, const char *group, size_t group_len, uint64_t aft
     const char *key;
     size_t klen;
     int rc = 0;
-    for (; *n < count && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
+    msg_budget_t budget;
+    msg_budget_init(&budget, s->opt.max_lease_bytes);
+    for (; *n < count && msg_budget_open(&budget) && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
         msg_t m;
         if (store_iter_msg(it, &m, "the DLQ", err, errlen) != 0) {
             rc = -1;
             break;
         }
         msg_owned_copy(&out[(*n)++], &m);
+        msg_budget_charge(&budget, &m);
     }
     if (rc == 0) {
         rc = store_iter_error(it, "the DLQ", err, errlen);

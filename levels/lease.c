@@ -79,12 +79,12 @@ static void lease_delete(store_t *s, group_state_t *g, uint64_t id, uint64_t dea
 /* ---- leasing ------------------------------------------------------------------------- */
 
 /* Read the queue range of tag ('R': g's retries, 'T': its topic's log) from
- * seq `from`, leasing up to want messages within *budget payload bytes. Returns
+ * seq `from`, leasing up to want messages within *budget (msg.h). Returns
  * the count leased (owned copies in out[]), -1 on error. *last_seq gets the
  * last seq taken; delete_taken deletes each entry (a retry is consumed; the
  * topic log is shared and only the cursor moves). */
 static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint64_t from, int want, uint64_t deadline,
-                            uint64_t *budget, msg_owned_t *out, uint64_t *last_seq, int delete_taken, char *err,
+                            msg_budget_t *budget, msg_owned_t *out, uint64_t *last_seq, int delete_taken, char *err,
                             size_t errlen)
 {
     const char *src = tag == KEY_RETRY ? g->name : g->topic->name;
@@ -97,7 +97,7 @@ static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint
     const char *key;
     size_t klen;
     int n = 0, rc = 0;
-    for (; n<want && * budget> 0 && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
+    for (; n < want && msg_budget_open(budget) && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
         if (key_queue_parse(key, klen, plen, last_seq) != 0) {
             rc = err_set(err, errlen, "corrupt queue key in %s", s->path);
             break;
@@ -114,8 +114,8 @@ static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint
         lease_put(s, g, &m, deadline);
         msg_owned_copy(&out[n], &m);
         n++;
-        *budget -= m.payload.len < *budget ? m.payload.len : *budget;
-        if (n == want || *budget == 0) {
+        msg_budget_charge(budget, &m);
+        if (n == want || !msg_budget_open(budget)) {
             break;
         } /* no step past it: it could walk the next range's deleted keys */
     }
@@ -156,7 +156,8 @@ int store_lease(store_t *s, const char *group, size_t group_len, const char *top
     }
     uint64_t deadline = now_ms + lease_ms;
     uint64_t last = 0;
-    uint64_t budget = s->opt.max_lease_bytes ? s->opt.max_lease_bytes : 1;
+    msg_budget_t budget;
+    msg_budget_init(&budget, s->opt.max_lease_bytes);
     if (g->retry_ready > 0) {
         int want = count < (int64_t)g->retry_ready ? count : (int)g->retry_ready;
         int got =
@@ -172,7 +173,7 @@ int store_lease(store_t *s, const char *group, size_t group_len, const char *top
         *n = got;
     }
     uint64_t backlog = g->topic->appended - g->position;
-    if (*n < count && backlog > 0 && budget > 0) {
+    if (*n < count && backlog > 0 && msg_budget_open(&budget)) {
         int want = count - *n;
         if ((uint64_t)want > backlog) {
             want = (int)backlog;

@@ -154,6 +154,22 @@ void msg_owned_free(msg_owned_t *o)
     memset(o, 0, sizeof *o);
 }
 
+void msg_budget_init(msg_budget_t *b, uint64_t max_bytes)
+{
+    b->left = max_bytes ? max_bytes : 1;
+}
+
+int msg_budget_open(const msg_budget_t *b)
+{
+    return b->left > 0;
+}
+
+void msg_budget_charge(msg_budget_t *b, const msg_t *m)
+{
+    uint64_t bytes = (uint64_t)m->payload.len + m->key.len + m->reason.len;
+    b->left -= bytes < b->left ? bytes : b->left;
+}
+
 int msg_check_name(const char *what, const char *name, size_t len, char *err, size_t errlen)
 {
     if (len == 0) {

@@ -69,6 +69,24 @@ typedef struct msg_owned {
 void msg_owned_copy(msg_owned_t *dst, const msg_t *src);
 void msg_owned_free(msg_owned_t *o);
 
+/* The byte budget of a reply that carries several messages (PULL, DLQ LIST,
+ * and any later listing): messages are taken while budget is left, each is
+ * charged its payload, key and reason bytes, and the first always fits — so
+ * a reply holds at most max_bytes plus one message, and never nothing when
+ * something is there. Pure; no allocation. */
+typedef struct msg_budget {
+    uint64_t left;
+} msg_budget_t;
+
+/* A budget of max_bytes (0 is taken as 1: one message per reply). */
+void msg_budget_init(msg_budget_t *b, uint64_t max_bytes);
+
+/* 1 while another message may be taken. */
+int msg_budget_open(const msg_budget_t *b);
+
+/* Charge m's bytes (payload + key + reason) to b. */
+void msg_budget_charge(msg_budget_t *b, const msg_t *m);
+
 /* 0 when name is a valid topic or group name: 1..MSG_MAX_NAME bytes of
  * printable ASCII without blanks (0x21..0x7e). Otherwise -1 and err says why,
  * using `what` ("topic", "group") in the message. */

@@ -53,7 +53,7 @@ typedef struct store_options {
     uint64_t max_delay_ms;     /* longest DELAY accepted */
     uint32_t max_payload;      /* largest payload accepted, <= MSG_HARD_MAX_PAYLOAD */
     uint32_t max_reconsume;    /* default for groups created without MAXRETRY */
-    uint64_t max_lease_bytes;  /* store_lease stops once its payloads reach this (>= 1 message) */
+    uint64_t max_lease_bytes;  /* store_lease and store_dlq_list stop once their messages reach this (msg_budget_t) */
     size_t cache_bytes;        /* LevelDB block cache */
     size_t write_buffer_bytes; /* LevelDB memtable size */
     int max_open_files;        /* LevelDB table cache */
@@ -258,7 +258,8 @@ int store_fail(store_t *s, const char *group, size_t group_len, uint64_t id, con
 
 /* ---- the DLQ --------------------------------------------------------------- */
 
-/* Up to count DLQ messages of group with id > after_id, in id order. */
+/* Up to count DLQ messages of group with id > after_id, in id order, and no
+ * more than max_lease_bytes of them (msg_budget_t: at least one). */
 int store_dlq_list(store_t *s, const char *group, size_t group_len, uint64_t after_id, int count, msg_owned_t *out,
                    int *n, char *err, size_t errlen);
 

@@ -16,11 +16,13 @@
 #               redis-tools (redis-cli, redis-benchmark), redis-server (the benchmarks), valgrind,
 #               prometheus (promtool checks the shipped alert rules), man-db (man -l renders the pages)
 #   console     chromium, chromium-driver, python3-selenium (the console's real-browser test)
+#   fuzzing     clang and libclang-rt-dev (libFuzzer and the sanitizer runtimes: make fuzz)
 hg_packages=(
     build-essential autoconf automake libtool pkg-config
     libevent-dev libleveldb-dev libmariadb-dev libssl-dev libcunit1-dev libinih-dev
     mariadb-server redis-tools redis-server valgrind prometheus man-db
     chromium chromium-driver python3-selenium
+    clang libclang-rt-dev
 )
 
 hg_sudo=()            # the command prefix for package installation: empty as root, (sudo) otherwise

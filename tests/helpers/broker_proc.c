@@ -32,6 +32,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -210,6 +211,11 @@ int bp_spawn(bp_broker_t *b, char *err, size_t errlen)
             _exit(126);
         if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
             _exit(126);
+        if (b->nofile > 0) {
+            struct rlimit rl = { (rlim_t)b->nofile, (rlim_t)b->nofile };
+            if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+                _exit(126);
+        }
         if (close_range(3, ~0U, 0) != 0) {
             for (int fd = 3; fd < 65536; fd++)
                 close(fd);
@@ -271,7 +277,9 @@ static void free_extra(bp_broker_t *b)
 
 int bp_start(bp_broker_t *b, const char *const *extra, char *err, size_t errlen)
 {
+    long nofile = b->nofile;
     memset(b, 0, sizeof *b);
+    b->nofile = nofile;
     if (failure_counter != NULL)
         b->failures_at_start = failure_counter();
     const char *bin = getenv("HG_BROKER");

@@ -51,6 +51,8 @@ typedef struct bp_broker {
     int died_unexpectedly; /* it exited without being asked, at some point */
     int nextra;
     char *extra[BP_MAX_EXTRA];
+    long nofile; /* > 0: RLIMIT_NOFILE (soft and hard) of the child, set before exec; set it
+                  * before bp_start (which keeps it) */
     unsigned failures_at_start;
     uint64_t start_ms; /* monotonic ms: fork to first PONG of the last (re)start */
 } bp_broker_t;

@@ -2002,6 +2002,39 @@ static void fill_dlq(store_t *s, int count, uint64_t *ids)
     free_msgs(m, n);
 }
 
+/* DLQ LIST has the same byte budget as a lease (msg_budget_t): each entry is
+ * charged payload + key + reason, the one that reaches max_lease_bytes is the
+ * last, and AFTER pages on; a 1-byte budget still lists one entry. */
+static void test_dlq_list_byte_budget(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    store_t *s = OPEN(&o);
+    uint64_t ids[6];
+    fill_dlq(s, 6, ids);
+    CLOSE(&s);
+    o.max_lease_bytes = 1;
+    s = OPEN(&o);
+    msg_owned_t m[8];
+    char err[512] = "";
+    int n = -1;
+    REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 8, m, &n, err, sizeof err), err);
+    TU_REQUIRE(n == 1 && m[0].m.id == ids[0], "one entry under a 1-byte budget, got %d", n);
+    uint64_t each = m[0].m.payload.len + m[0].m.key.len + m[0].m.reason.len;
+    free_msgs(m, n);
+    CLOSE(&s);
+    o.max_lease_bytes = 2 * each + 1; /* two fit, the third reaches it */
+    s = OPEN(&o);
+    REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 8, m, &n, err, sizeof err), err);
+    TU_REQUIRE(n == 3, "listed %d within %" PRIu64 " bytes (%" PRIu64 " each), want 3", n, o.max_lease_bytes, each);
+    TU_CHECK(m[0].m.id == ids[0] && m[2].m.id == ids[2], "first page order");
+    free_msgs(m, n);
+    REQUIRE_OK(store_dlq_list(s, "g", 1, ids[2], 8, m, &n, err, sizeof err), err);
+    TU_REQUIRE(n == 3 && m[0].m.id == ids[3] && m[2].m.id == ids[5], "second page: %d", n);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
 static void test_dlq_list(void)
 {
     store_t *s = OPEN_DEFAULT();
@@ -2657,6 +2690,7 @@ static const tu_test_t lease_tests[] = {
 
 static const tu_test_t dlq_tests[] = {
     { "list", test_dlq_list },
+    { "list byte budget", test_dlq_list_byte_budget },
     { "requeue", test_dlq_requeue },
     { "drop", test_dlq_drop },
     { NULL, NULL },

@@ -1,0 +1,154 @@
+/*
+ * tests/fuzz/fuzz_dispatch.c — libFuzzer target: command dispatch of an
+ * in-process hourglass-broker on a temp store (built by `make fuzz`).
+ *
+ * Once per process: the broker's own configuration (port 0, a fresh temp
+ * data directory, log-level error, header-timeout off), its store, server
+ * (listener, connections, commands) and storage thread — everything
+ * broker/main.c starts, minus main. Per input: one TCP client on loopback
+ * writes the input as is (RESP or inline commands), shuts its write side,
+ * and the test pumps the broker's event loop until the broker closes the
+ * connection (EOF ends a client: its pending jobs are cancelled or their
+ * replies dropped) or 5 s pass. State carries over between inputs (topics,
+ * groups, leases, the DLQ), as it would for a long-lived broker. An input
+ * naming SHUTDOWN is skipped (it would stop the broker the next inputs
+ * need). A crash, a sanitizer report, or a broker that stops answering (a
+ * hang is libFuzzer's -timeout) is a finding.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+
+#include "broker/server.h"
+#include "broker/settings.h"
+#include "broker/writer.h"
+#include "levels/store.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static struct event_base *base;
+static server_t *srv;
+static int port;
+
+static void die(const char *what, const char *err)
+{
+    fprintf(stderr, "fuzz_dispatch: %s: %s\n", what, err);
+    abort();
+}
+
+static void start_broker(void)
+{
+    static config_t cfg;
+    static char dir[] = "/tmp/hg-fuzz-dispatch-XXXXXX";
+    static char data_dir[sizeof dir + 8];
+    char err[1024];
+    if (mkdtemp(dir) == NULL)
+        die("mkdtemp", strerror(errno));
+    snprintf(data_dir, sizeof data_dir, "%s/data", dir);
+    char *argv[] = {
+        "hourglass-broker", "--port", "0", "--dir", data_dir, "--log-level", "error", "--header-timeout", "0",
+        "--max-clients",    "64",     NULL
+    };
+    config_action_t action;
+    config_init_defaults(&cfg);
+    if (config_load(&cfg, (int)(sizeof argv / sizeof argv[0]) - 1, argv, &action, err, sizeof err) != 0)
+        die("configuration", err);
+    log_set_level((log_level_t)cfg.log_level);
+    signal(SIGPIPE, SIG_IGN);
+    if (evthread_use_pthreads() != 0)
+        die("evthread_use_pthreads", "failed");
+    base = event_base_new();
+    store_t *store = NULL;
+    if (base == NULL || store_open(&cfg.store, &store, err, sizeof err) != 0)
+        die("store_open", err);
+    srv = server_new(&cfg, base);
+    if (server_listen(srv, err, sizeof err) != 0)
+        die("server_listen", err);
+    port = server_port(srv);
+    writer_t *w = writer_new(store, &cfg.store, base, server_job_done, server_writer_stopped, srv);
+    server_set_writer(srv, w);
+    if (writer_start(w, err, sizeof err) != 0)
+        die("writer_start", err);
+    fprintf(stderr, "fuzz_dispatch: broker on 127.0.0.1:%d, data in %s\n", port, data_dir);
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* 1 when the input names SHUTDOWN anywhere (any case). */
+static int names_shutdown(const uint8_t *data, size_t size)
+{
+    static const char word[] = "shutdown";
+    for (size_t i = 0; i + sizeof word - 1 <= size; i++)
+        if (strncasecmp((const char *)data + i, word, sizeof word - 1) == 0)
+            return 1;
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (base == NULL)
+        start_broker();
+    if (names_shutdown(data, size))
+        return 0;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 && errno != EINPROGRESS))
+        die("connect", strerror(errno));
+    size_t off = 0;
+    int shut = 0, eof = 0;
+    uint64_t end = mono_ms() + 5000;
+    char sink[65536];
+    while (!eof && mono_ms() < end) {
+        event_base_loop(base, EVLOOP_NONBLOCK);
+        if (off < size) {
+            ssize_t n = send(fd, data + off, size - off, MSG_NOSIGNAL);
+            if (n > 0)
+                off += (size_t)n;
+            else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOTCONN)
+                break; /* the broker closed on us (a protocol error): fine */
+        } else if (!shut) {
+            shutdown(fd, SHUT_WR);
+            shut = 1;
+        }
+        for (;;) {
+            ssize_t r = recv(fd, sink, sizeof sink, 0);
+            if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+                eof = 1;
+                break;
+            }
+            if (r < 0)
+                break;
+        }
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        poll(&p, 1, 1);
+    }
+    close(fd);
+    if (!eof) {
+        fprintf(stderr, "fuzz_dispatch: the broker did not close a client that had closed its side within 5 s\n");
+        abort();
+    }
+    return 0;
+}

@@ -1,0 +1,699 @@
+/*
+ * tests/integration/test_broker_limits.c — bounded resources, through the
+ * protocol against the real broker (docs/operations.md "Resource limits").
+ *
+ *  - fd_limit: under an open-files limit of 1024 (set in the broker's child
+ *    before exec) the broker lowers max-clients so that LevelDB keeps its
+ *    table-file cache, says so in its log and in CONFIG GET; 1 100 clients
+ *    connect at once: the surplus are told "-ERR max number of clients
+ *    reached" and closed (none left hanging in the backlog), the admitted
+ *    answer PING, and SENDs large enough to rotate LevelDB's memtable many
+ *    times keep succeeding meanwhile;
+ *  - fd_exhausted: the descriptors run out below max-clients (idle /metrics
+ *    connections hold them): accept() fails with EMFILE and the broker still
+ *    refuses the waiting clients politely through its spare descriptor;
+ *  - header_timeout: a command not complete within header-timeout of its
+ *    first byte is answered with an error and closed, however steadily its
+ *    bytes trickle in (slowloris); an idle client without a partial command
+ *    is not touched;
+ *  - pressure: 8 clients that pipeline DLQ LISTs of 1 MiB payloads and never
+ *    read, 200 clients trickling a byte every 100 ms, and a well-behaved
+ *    client measuring PING latency and listing the DLQ itself: the
+ *    non-readers are closed over max-client-memory, the tricklers at
+ *    header-timeout, the well-behaved client keeps working and gets at most
+ *    max-pull-bytes (+ one message) per DLQ LIST, and the broker's RSS stays
+ *    within max-client-memory of where it started (figures printed);
+ *  - disk_full: the data directory on a 48 MiB tmpfs mounted by the test;
+ *    a filler file takes every free byte: SENDs fail with "disk full", the
+ *    disk reserve is given back, reads (PING, INFO, LEVELS, GROUP LIST, DLQ
+ *    LEN) keep working, INFO and /metrics say disk_full, no *.log files pile
+ *    up while full, a restart in place on the full disk works; the filler is
+ *    deleted: writes resume by themselves, and every SEND that was
+ *    acknowledged is delivered.
+ *
+ * Run one: ./tests/integration/test_broker_limits limits
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <fcntl.h>
+#include <dirent.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+
+#include <CUnit/CUnit.h>
+
+#include "tests/helpers/broker_test.h"
+#include "tests/helpers/testutil.h"
+
+#define REFUSED "-ERR max number of clients reached\r\n"
+
+/* Let this process hold at least want descriptors. */
+static void need_fds(long want)
+{
+    struct rlimit rl;
+    BP_REQUIRE(getrlimit(RLIMIT_NOFILE, &rl) == 0, "getrlimit: %s", strerror(errno));
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)want) {
+        if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < (rlim_t)want)
+            rl.rlim_max = (rlim_t)want; /* root may raise the hard limit (CI runs as root) */
+        rl.rlim_cur = (rlim_t)want;
+        BP_REQUIRE(setrlimit(RLIMIT_NOFILE, &rl) == 0, "cannot raise this test's open-files limit to %ld: %s", want,
+                   strerror(errno));
+    }
+}
+
+/* A blocking TCP connection to 127.0.0.1:port, or -1. */
+static int tcp_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+typedef struct info_wait {
+    long long want; /* connected_clients + rejected_connections */
+    long long got;
+} info_wait_t;
+
+static int clients_settled(void *ctx)
+{
+    info_wait_t *w = ctx;
+    char e[256], a[32], b[32];
+    if (bp_info_field(&bt_conn, "connected_clients", a, sizeof a, e, sizeof e) != 0 ||
+        bp_info_field(&bt_conn, "rejected_connections", b, sizeof b, e, sizeof e) != 0)
+        return 0;
+    w->got = atoll(a) + atoll(b);
+    return w->got >= w->want;
+}
+
+/* Wait until fd has something to read (or EOF) within ms; 1 readable, 0 not. */
+static int readable(int fd, int ms)
+{
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    return poll(&p, 1, ms) == 1;
+}
+
+typedef struct tally {
+    int admitted, refused, other;
+    char other_what[400];
+} tally_t;
+
+/* Classify each connection: refused (the error then EOF) or admitted (PING → PONG). */
+static void classify(int *fds, int n, tally_t *t)
+{
+    memset(t, 0, sizeof *t);
+    for (int i = 0; i < n; i++) {
+        char buf[256];
+        ssize_t r = recv(fds[i], buf, sizeof buf - 1, MSG_DONTWAIT);
+        if (r > 0) {
+            buf[r] = '\0';
+            if (strcmp(buf, REFUSED) == 0) {
+                t->refused++;
+            } else {
+                t->other++;
+                snprintf(t->other_what, sizeof t->other_what, "connection %d got %s", i, buf);
+            }
+            continue;
+        }
+        if (r == 0) {
+            t->other++;
+            snprintf(t->other_what, sizeof t->other_what, "connection %d closed without a word", i);
+            continue;
+        }
+        static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+        if (send(fds[i], ping, sizeof ping - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof ping - 1) ||
+            !readable(fds[i], 10000)) {
+            t->other++;
+            snprintf(t->other_what, sizeof t->other_what, "connection %d: no answer to PING", i);
+            continue;
+        }
+        r = recv(fds[i], buf, sizeof buf - 1, 0);
+        buf[r > 0 ? r : 0] = '\0';
+        if (r > 0 && strcmp(buf, "+PONG\r\n") == 0) {
+            t->admitted++;
+        } else if (r > 0 && strcmp(buf, REFUSED) == 0) {
+            t->refused++; /* the refusal arrived after the first look */
+        } else {
+            t->other++;
+            snprintf(t->other_what, sizeof t->other_what, "connection %d answered PING with '%s'", i, buf);
+        }
+    }
+}
+
+/* SENDs of 256 KiB payloads (enough to rotate a 4 MiB memtable many times): all must succeed. */
+static void sends_keep_working(int count, const char *when)
+{
+    size_t len = 256 * 1024;
+    char *payload = malloc(len + 1);
+    BP_REQUIRE(payload != NULL, "out of memory");
+    memset(payload, 'p', len);
+    payload[len] = '\0';
+    for (int i = 0; i < count; i++) {
+        char id[32], e[512];
+        payload[0] = (char)('a' + i % 26);
+        int rc = bp_send(&bt_conn, id, sizeof id, e, sizeof e, "fdtopic", payload, NULL);
+        BP_CHECK(rc == 0, "SEND %d %s: %s", i, when, e);
+        if (rc != 0)
+            break;
+    }
+    free(payload);
+}
+
+static void test_fd_limit(void)
+{
+    enum {
+        CLIENTS = 1100
+    };
+    static int fds[CLIENTS];
+    char e[512], v[64];
+
+    need_fds(CLIENTS + 200);
+    bt_broker.nofile = 1024;
+    bt_start(NULL);
+    BP_CHECK(bp_log_contains(&bt_broker, "max-clients lowered from 10000 to"),
+             "no log line saying max-clients was lowered for ulimit -n 1024");
+    BP_REQUIRE(bp_info_field(&bt_conn, "maxclients", v, sizeof v, e, sizeof e) == 0, "INFO: %s", e);
+    long long maxclients = atoll(v);
+    BP_CHECK(maxclients > 100 && maxclients < 1024 - 500, "maxclients %lld under ulimit -n 1024, max-open-files 500",
+             maxclients);
+
+    for (int i = 0; i < CLIENTS; i++) {
+        fds[i] = tcp_connect(bt_broker.port);
+        BP_REQUIRE(fds[i] >= 0, "connect %d: %s", i, strerror(errno));
+    }
+    sends_keep_working(80, "with every client slot taken");
+    info_wait_t w = { .want = CLIENTS + 1 };
+    BP_CHECK(tu_poll_until(clients_settled, &w, 30000, 50) == 0,
+             "connected + rejected reached %lld of %lld: clients left in the backlog", w.got, w.want);
+
+    tally_t t;
+    classify(fds, CLIENTS, &t);
+    BP_CHECK(t.other == 0, "%d connections neither admitted nor refused; e.g. %s", t.other, t.other_what);
+    BP_CHECK(t.admitted == maxclients - 1, "%d admitted besides the fixture's, want maxclients-1 = %lld", t.admitted,
+             maxclients - 1);
+    BP_CHECK(t.refused == CLIENTS - t.admitted, "%d refused, want %d", t.refused, CLIENTS - t.admitted);
+    printf("fd_limit: ulimit -n 1024: maxclients %lld, %d admitted, %d refused of %d\n", maxclients, t.admitted,
+           t.refused, CLIENTS);
+
+    for (int i = 0; i < CLIENTS; i++)
+        close(fds[i]);
+    sends_keep_working(40, "after the clients left");
+    rc_conn_t again;
+    BP_REQUIRE(bp_connect(&bt_broker, &again, e, sizeof e) == 0, "connect after the crowd left: %s", e);
+    resp_reply_t *r = rc_cmd(&again, "PING", NULL);
+    BP_CHECK(r != NULL && rc_str_eq(r, "PONG"), "a new client after the crowd left: %s",
+             r == NULL ? again.err : rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    rc_close(&again);
+}
+
+static void test_fd_exhausted(void)
+{
+    enum {
+        METRICS = 120,
+        CLIENTS = 1000
+    };
+    static int mfds[METRICS], fds[CLIENTS];
+    char e[512], v[64];
+
+    need_fds(METRICS + CLIENTS + 200);
+    bt_broker.nofile = 1024;
+    /* A small table cache leaves ~960 client slots: more than the descriptors left once
+     * the /metrics connections below hold theirs. */
+    const char *extra[] = { "--max-open-files", "16", NULL };
+    bt_start(extra);
+    BP_REQUIRE(bp_info_field(&bt_conn, "maxclients", v, sizeof v, e, sizeof e) == 0, "INFO: %s", e);
+    long long maxclients = atoll(v);
+    BP_REQUIRE(maxclients + METRICS > 1024, "maxclients %lld + %d /metrics connections fit in 1024", maxclients,
+               METRICS);
+    for (int i = 0; i < METRICS; i++) {
+        mfds[i] = tcp_connect(bt_broker.metrics_port);
+        BP_REQUIRE(mfds[i] >= 0, "metrics connect %d: %s", i, strerror(errno));
+    }
+    for (int i = 0; i < CLIENTS; i++) {
+        fds[i] = tcp_connect(bt_broker.port);
+        BP_REQUIRE(fds[i] >= 0, "connect %d: %s", i, strerror(errno));
+    }
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "with 'max number of clients reached'", 30000) == 0,
+             "no log line saying waiting clients were refused at EMFILE");
+    info_wait_t w = { .want = CLIENTS + 1 };
+    BP_CHECK(tu_poll_until(clients_settled, &w, 30000, 50) == 0,
+             "connected + rejected reached %lld of %lld: clients left in the backlog at EMFILE", w.got, w.want);
+    tally_t t;
+    classify(fds, CLIENTS, &t);
+    BP_CHECK(t.other == 0, "%d connections neither admitted nor refused; e.g. %s", t.other, t.other_what);
+    BP_CHECK(t.refused > 0 && t.admitted > 0, "%d admitted, %d refused", t.admitted, t.refused);
+    printf("fd_exhausted: %d /metrics connections, %d admitted, %d refused of %d\n", METRICS, t.admitted, t.refused,
+           CLIENTS);
+    for (int i = 0; i < CLIENTS; i++)
+        close(fds[i]);
+    for (int i = 0; i < METRICS; i++)
+        close(mfds[i]);
+    sends_keep_working(10, "after EMFILE");
+}
+
+static long long info_ll(const char *field)
+{
+    char e[256], v[64];
+    BP_REQUIRE(bp_info_field(&bt_conn, field, v, sizeof v, e, sizeof e) == 0, "INFO %s: %s", field, e);
+    return atoll(v);
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* Read from fd until EOF within ms; what was read goes to buf. 1 on EOF, 0 on timeout. */
+static int read_until_eof(int fd, char *buf, size_t len, int ms)
+{
+    size_t got = 0;
+    uint64_t end = tu_now_mono_ms() + (uint64_t)ms;
+    buf[0] = '\0';
+    while (tu_now_mono_ms() < end) {
+        if (!readable(fd, 100))
+            continue;
+        char tmp[512];
+        ssize_t r = recv(fd, tmp, sizeof tmp, 0);
+        if (r <= 0)
+            return 1;
+        size_t take = (size_t)r < len - 1 - got ? (size_t)r : len - 1 - got;
+        memcpy(buf + got, tmp, take);
+        got += take;
+        buf[got] = '\0';
+    }
+    return 0;
+}
+
+static void test_header_timeout(void)
+{
+    const char *extra[] = { "--header-timeout", "1s", NULL };
+    bt_start(extra);
+    int partial = tcp_connect(bt_broker.port), trickle = tcp_connect(bt_broker.port),
+        idle = tcp_connect(bt_broker.port);
+    BP_REQUIRE(partial >= 0 && trickle >= 0 && idle >= 0, "connect: %s", strerror(errno));
+    static const char head[] = "*3\r\n$4\r\nSEND\r\n$1\r\nt\r\n$100\r\n";
+    BP_REQUIRE(send(partial, "*1\r\n$4\r\nPI", 10, MSG_NOSIGNAL) == 10, "send");
+    uint64_t t0 = tu_now_mono_ms();
+    /* the trickler sends one byte every 100 ms: active, yet never done within 1 s */
+    int closed = 0;
+    for (size_t i = 0; i < sizeof head - 1 + 100 && !closed; i++) {
+        char byte = i < sizeof head - 1 ? head[i] : 'x';
+        if (send(trickle, &byte, 1, MSG_NOSIGNAL) != 1)
+            closed = 1;
+        sleep_ms(100);
+        if (readable(trickle, 0)) {
+            char peek[8];
+            if (recv(trickle, peek, sizeof peek, MSG_PEEK) >= 0)
+                closed = 1;
+        }
+    }
+    char buf[512];
+    BP_CHECK(closed, "the trickling client was never answered or closed");
+    BP_CHECK(read_until_eof(trickle, buf, sizeof buf, 10000), "the trickling client was not closed");
+    BP_CHECK(strstr(buf, "-ERR command not complete within header-timeout (1000 ms)") == buf,
+             "the trickling client got '%s'", buf);
+    BP_CHECK(read_until_eof(partial, buf, sizeof buf, 10000), "the partial command's client was not closed");
+    BP_CHECK(strstr(buf, "-ERR command not complete within header-timeout") == buf, "the partial client got '%s'", buf);
+    uint64_t took = tu_now_mono_ms() - t0;
+    BP_CHECK(took >= 1000 && took < 15000, "closed after %llu ms with header-timeout 1 s", (unsigned long long)took);
+    /* the idle client (no partial command) is still served */
+    static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+    BP_CHECK(send(idle, ping, sizeof ping - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof ping - 1) && readable(idle, 10000),
+             "the idle client got no PONG");
+    ssize_t r = recv(idle, buf, sizeof buf - 1, 0);
+    buf[r > 0 ? r : 0] = '\0';
+    BP_CHECK(strcmp(buf, "+PONG\r\n") == 0, "idle client: '%s'", buf);
+    BP_CHECK(info_ll("header_timeout_disconnects") == 2, "header_timeout_disconnects %lld, want 2",
+             info_ll("header_timeout_disconnects"));
+    close(partial);
+    close(trickle);
+    close(idle);
+}
+
+/* One DLQ LIST on bt_conn: the number of messages and the payload bytes. */
+static void dlq_list(int *n, size_t *bytes)
+{
+    char e[512];
+    resp_reply_t *r = rc_cmd(&bt_conn, "DLQ", "LIST", "g", "COUNT", "100", NULL);
+    BP_REQUIRE(r != NULL && r->type == RESP_REPLY_ARRAY, "DLQ LIST: %s",
+               r == NULL ? bt_conn.err : rc_describe(r, e, sizeof e));
+    *n = (int)r->count;
+    *bytes = 0;
+    for (size_t i = 0; i < r->count; i++)
+        if (r->elements[i].type == RESP_REPLY_ARRAY && r->elements[i].count >= 3)
+            *bytes += r->elements[i].elements[2].len;
+    resp_reply_free(r);
+}
+
+static void test_pressure(void)
+{
+    enum {
+        PAYLOADS = 20,
+        NONREADERS = 8,
+        TRICKLERS = 200,
+        RUN_MS = 8000
+    };
+    const long long budget = 64LL << 20;
+    const char *extra[] = { "--max-client-memory",
+                            "64mb",
+                            "--max-reply-buffer",
+                            "16mb",
+                            "--max-payload",
+                            "1mb",
+                            "--max-bulk",
+                            "1mb",
+                            "--max-query",
+                            "2mb",
+                            "--max-inflight-bytes",
+                            "8mb",
+                            "--max-pull-bytes",
+                            "4mb",
+                            "--header-timeout",
+                            "2s",
+                            NULL };
+    char e[512], id[32];
+    need_fds(TRICKLERS + NONREADERS + 100);
+    /* Under AddressSanitizer freed memory sits in a quarantine that would count as RSS growth: measure the
+     * broker's own holding, not the sanitizer's (no effect on a plain build). */
+    const char *asan = getenv("ASAN_OPTIONS");
+    char asan_opts[512];
+    snprintf(asan_opts, sizeof asan_opts, "%s%squarantine_size_mb=0:thread_local_quarantine_size_kb=0",
+             asan ? asan : "", asan && asan[0] ? ":" : "");
+    setenv("ASAN_OPTIONS", asan_opts, 1);
+    bt_start(extra);
+    if (asan != NULL)
+        setenv("ASAN_OPTIONS", asan, 1);
+    else
+        unsetenv("ASAN_OPTIONS");
+    bt_conn.timeout_ms = 60000; /* the storage thread serves the non-readers' lists too (slow under sanitizers) */
+
+    /* 20 messages of 1 MiB in the DLQ of g */
+    size_t plen = 1000 * 1000;
+    char *payload = malloc(plen + 1);
+    BP_REQUIRE(payload != NULL, "out of memory");
+    memset(payload, 'd', plen);
+    payload[plen] = '\0';
+    for (int i = 0; i < PAYLOADS; i++)
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "big", payload, NULL) == 0, "SEND %d: %s", i, e);
+    free(payload);
+    BP_REQUIRE(
+        bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "g", "big", "FROM", "FIRST", "MAXRETRY", "0", NULL) == 0,
+        "GROUP CREATE: %s", e);
+    int parked = 0;
+    for (int round = 0; round < 100 && parked < PAYLOADS; round++) {
+        resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "big", "COUNT", "100", NULL);
+        BP_REQUIRE(r != NULL, "PULL: %s", e);
+        for (size_t i = 0; i < r->count; i++) {
+            rc_msg_t m;
+            long long next;
+            BP_REQUIRE(rc_msg_at(r, i, &m, e, sizeof e) == 0, "PULL reply: %s", e);
+            BP_REQUIRE(bp_int_cmd(&bt_conn, &next, e, sizeof e, "NACK", "g", m.id, NULL) == 0, "NACK: %s", e);
+            parked++;
+        }
+        resp_reply_free(r);
+    }
+    long long dlq;
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &dlq, e, sizeof e, "DLQ", "LEN", "g", NULL) == 0 && dlq == PAYLOADS,
+               "DLQ LEN %lld, want %d (%s)", dlq, PAYLOADS, e);
+    int n;
+    size_t bytes;
+    dlq_list(&n, &bytes);
+    BP_CHECK(n >= 1 && bytes <= (4u << 20) + 1000 * 1000,
+             "DLQ LIST gave %d messages, %zu payload bytes: over "
+             "max-pull-bytes 4 MiB + one message",
+             n, bytes);
+    long base_kib = bp_rss_kib(&bt_broker);
+
+    /* 8 clients pipeline 400 DLQ LISTs each and never read */
+    static int nonreaders[NONREADERS], tricklers[TRICKLERS];
+    static const char list[] = "*5\r\n$3\r\nDLQ\r\n$4\r\nLIST\r\n$1\r\ng\r\n$5\r\nCOUNT\r\n$3\r\n100\r\n";
+    for (int i = 0; i < NONREADERS; i++) {
+        nonreaders[i] = tcp_connect(bt_broker.port);
+        BP_REQUIRE(nonreaders[i] >= 0, "connect: %s", strerror(errno));
+        int rcvbuf = 4096;
+        setsockopt(nonreaders[i], SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+        fcntl(nonreaders[i], F_SETFL, O_NONBLOCK);
+        for (int k = 0; k < 400; k++)
+            if (send(nonreaders[i], list, sizeof list - 1, MSG_NOSIGNAL) < 0)
+                break;
+    }
+    for (int i = 0; i < TRICKLERS; i++) {
+        tricklers[i] = tcp_connect(bt_broker.port);
+        BP_REQUIRE(tricklers[i] >= 0, "connect: %s", strerror(errno));
+        fcntl(tricklers[i], F_SETFL, O_NONBLOCK);
+    }
+    static const char slow[] = "*3\r\n$4\r\nSEND\r\n$4\r\nslow\r\n$200\r\n";
+    long peak_kib = base_kib;
+    uint64_t worst_ping = 0, t0 = tu_now_mono_ms();
+    int pings = 0, lists = 0, list_max = 0;
+    for (int step = 0; tu_now_mono_ms() - t0 < RUN_MS; step++) {
+        for (int i = 0; i < TRICKLERS; i++) {
+            char byte = (size_t)step < sizeof slow - 1 ? slow[step] : 'x';
+            if (tricklers[i] >= 0 && send(tricklers[i], &byte, 1, MSG_NOSIGNAL) != 1) {
+                close(tricklers[i]);
+                tricklers[i] = -1;
+            }
+        }
+        uint64_t p0 = tu_now_mono_ms();
+        resp_reply_t *r = rc_cmd(&bt_conn, "PING", NULL);
+        uint64_t lat = tu_now_mono_ms() - p0;
+        BP_REQUIRE(r != NULL && rc_str_eq(r, "PONG"), "PING under pressure: %s", r == NULL ? bt_conn.err : "not PONG");
+        resp_reply_free(r);
+        pings++;
+        if (lat > worst_ping)
+            worst_ping = lat;
+        if (step % 10 == 0) {
+            dlq_list(&n, &bytes);
+            lists++;
+            if (n > list_max)
+                list_max = n;
+        }
+        long kib = bp_rss_kib(&bt_broker);
+        if (kib > peak_kib)
+            peak_kib = kib;
+        sleep_ms(100);
+    }
+    long long mem_kills = info_ll("client_memory_disconnects"), hdr_kills = info_ll("header_timeout_disconnects");
+    long long held = info_ll("client_memory");
+    printf("pressure: RSS %ld KiB at start, peak %ld KiB (+%ld KiB; max-client-memory %lld KiB); worst PING %llu ms "
+           "of %d; DLQ LIST at most %d messages in %d lists; %lld closed over max-client-memory, %lld at "
+           "header-timeout; clients hold %lld bytes now\n",
+           base_kib, peak_kib, peak_kib - base_kib, budget >> 10, (unsigned long long)worst_ping, pings, list_max,
+           lists, mem_kills, hdr_kills, held);
+    BP_CHECK(peak_kib - base_kib <= (budget >> 10) + 32 * 1024,
+             "RSS grew by %ld KiB, more than max-client-memory (%lld KiB) + 32 MiB", peak_kib - base_kib, budget >> 10);
+    BP_CHECK(mem_kills >= 1, "no client was closed over max-client-memory");
+    BP_CHECK(hdr_kills >= TRICKLERS, "%lld clients closed at header-timeout, want the %d tricklers", hdr_kills,
+             TRICKLERS);
+    BP_CHECK(worst_ping < 3000, "worst PING %llu ms under pressure", (unsigned long long)worst_ping);
+    BP_CHECK(list_max <= 5, "a DLQ LIST returned %d 1 MB messages with max-pull-bytes 4 MiB", list_max);
+    for (int i = 0; i < NONREADERS; i++)
+        close(nonreaders[i]);
+    for (int i = 0; i < TRICKLERS; i++)
+        if (tricklers[i] >= 0)
+            close(tricklers[i]);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "after", "calm", NULL) == 0, "SEND after: %s", e);
+}
+
+/* *.log files in dir. */
+static int count_logs(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name);
+        if (l > 4 && strcmp(e->d_name + l - 4, ".log") == 0)
+            n++;
+    }
+    if (d != NULL)
+        closedir(d);
+    return n;
+}
+
+static char g_mnt[512]; /* the tmpfs of disk_full, unmounted by its cleanup */
+
+static void unmount_tmpfs(void)
+{
+    if (g_mnt[0] != '\0') {
+        umount2(g_mnt, MNT_DETACH);
+        rmdir(g_mnt);
+        g_mnt[0] = '\0';
+    }
+}
+
+/* Fill the file system of path with a file until ENOSPC. */
+static void fill_disk(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    BP_REQUIRE(fd >= 0, "create %s: %s", path, strerror(errno));
+    static char block[1 << 16];
+    memset(block, 'f', sizeof block);
+    size_t chunk = sizeof block;
+    while (chunk > 0) {
+        ssize_t n = write(fd, block, chunk);
+        if (n < 0) {
+            BP_REQUIRE(errno == ENOSPC, "filling the disk: %s", strerror(errno));
+            chunk /= 2;
+        }
+    }
+    close(fd);
+}
+
+typedef struct sent {
+    char ids[4096][17];
+    int n;
+} sent_t;
+
+static int send_small(sent_t *acked, int i, char *e, size_t elen)
+{
+    char payload[8192], id[32];
+    memset(payload, 'a' + i % 26, sizeof payload - 1);
+    payload[sizeof payload - 1] = '\0';
+    if (bp_send(&bt_conn, id, sizeof id, e, elen, "fill", payload, NULL) != 0)
+        return -1;
+    if (acked->n < 4096)
+        snprintf(acked->ids[acked->n++], 17, "%.16s", id);
+    return 0;
+}
+
+typedef struct resumed {
+    sent_t *acked;
+    int i;
+    char err[512];
+} resumed_t;
+
+static int writes_resumed(void *ctx)
+{
+    resumed_t *r = ctx;
+    return send_small(r->acked, r->i++, r->err, sizeof r->err) == 0;
+}
+
+static void test_disk_full(void)
+{
+    static sent_t acked;
+    char e[1024], v[64], data[700], filler[700];
+    memset(&acked, 0, sizeof acked);
+    TU_REQUIRE(tu_mkdtemp("tmpfs", g_mnt, sizeof g_mnt) == 0, "mkdtemp: %s", strerror(errno));
+    if (mount("tmpfs", g_mnt, "tmpfs", 0, "size=48m") != 0) {
+        rmdir(g_mnt);
+        g_mnt[0] = '\0';
+        BP_REQUIRE(0, "mount -t tmpfs (the test needs root, as CI runs it): %s", strerror(errno));
+    }
+    atexit(unmount_tmpfs); /* also when a failed check ends the test early */
+    snprintf(data, sizeof data, "%s/data", g_mnt);
+    snprintf(filler, sizeof filler, "%s/filler", g_mnt);
+    const char *extra[] = { "--dir", data, "--disk-reserve", "4mb", "--write-buffer-size", "1mb", NULL };
+    bt_start(extra);
+    BP_REQUIRE(info_ll("disk_full") == 0, "disk_full at start");
+
+    for (int i = 0; i < 100; i++)
+        BP_REQUIRE(send_small(&acked, i, e, sizeof e) == 0, "SEND %d before the disk filled: %s", i, e);
+    fill_disk(filler);
+    int refused = 0;
+    for (int i = 100; i < 3000 && !refused; i++) {
+        if (send_small(&acked, i, e, sizeof e) != 0) {
+            refused = 1;
+            BP_CHECK(strstr(e, "disk full") != NULL || strstr(e, "No space") != NULL,
+                     "the first refused SEND says '%s'", e);
+        }
+    }
+    BP_REQUIRE(refused, "SENDs kept succeeding on a full disk");
+    BP_REQUIRE(bp_send(&bt_conn, v, sizeof v, e, sizeof e, "fill", "x", NULL) != 0 &&
+                   strstr(e, "ERR disk full: writes are refused until space returns") != NULL,
+               "a SEND on the full disk: '%s'", e);
+    BP_CHECK(info_ll("disk_full") == 1, "INFO disk_full is not 1");
+    char body[65536];
+    BP_CHECK(tu_http_get(bt_broker.metrics_port, "/metrics", body, sizeof body) == 200 &&
+                 strstr(body, "\nhourglass_disk_full 1\n") != NULL,
+             "/metrics does not say hourglass_disk_full 1");
+    /* reads and PING keep working */
+    resp_reply_t *r = rc_cmd(&bt_conn, "PING", NULL);
+    BP_CHECK(r != NULL && rc_str_eq(r, "PONG"), "PING on a full disk");
+    resp_reply_free(r);
+    uint64_t delay, depth, due;
+    BP_CHECK(bp_level(&bt_conn, 1, &delay, &depth, &due, e, sizeof e) == 0, "LEVELS on a full disk: %s", e);
+    r = rc_cmd(&bt_conn, "GROUP", "LIST", NULL);
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY, "GROUP LIST on a full disk");
+    resp_reply_free(r);
+    /* no file pile-up while full */
+    int logs = count_logs(data);
+    sleep_ms(3000);
+    BP_CHECK(count_logs(data) == logs && logs <= 2, "*.log files: %d, then %d after 3 s on a full disk", logs,
+             count_logs(data));
+
+    /* restart in place on the full disk */
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop on a full disk: %s", e);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart in place on a full disk: %s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "connect: %s", e);
+    BP_CHECK(info_ll("disk_full") == 1, "INFO disk_full after the restart on a full disk");
+
+    /* space returns: writes resume by themselves */
+    BP_REQUIRE(unlink(filler) == 0, "rm filler: %s", strerror(errno));
+    resumed_t rs = { .acked = &acked, .i = 5000 };
+    BP_CHECK(tu_poll_until(writes_resumed, &rs, 30000, 200) == 0, "writes did not resume within 30 s: %s", rs.err);
+    BP_CHECK(info_ll("disk_full") == 0, "INFO disk_full after space returned");
+    BP_CHECK(count_logs(data) <= 3, "%d *.log files after recovery", count_logs(data));
+
+    /* nothing acknowledged is lost */
+    int found = 0;
+    static char seen[4096];
+    memset(seen, 0, sizeof seen);
+    for (int round = 0; round < 400 && found < acked.n; round++) {
+        r = bp_pull(&bt_conn, e, sizeof e, "check", "fill", "COUNT", "1000", NULL);
+        BP_REQUIRE(r != NULL, "PULL: %s", e);
+        if (r->count == 0) {
+            resp_reply_free(r);
+            break;
+        }
+        for (size_t i = 0; i < r->count; i++) {
+            rc_msg_t m;
+            BP_REQUIRE(rc_msg_at(r, i, &m, e, sizeof e) == 0, "PULL reply: %s", e);
+            for (int k = 0; k < acked.n; k++) {
+                if (!seen[k] && strcmp(acked.ids[k], m.id) == 0) {
+                    seen[k] = 1;
+                    found++;
+                    break;
+                }
+            }
+        }
+        resp_reply_free(r);
+    }
+    BP_CHECK(found == acked.n, "%d of %d acknowledged SENDs delivered after the disk-full episode", found, acked.n);
+    printf("disk_full: %d SENDs acknowledged (%d before the disk filled), all delivered; refusals %lld\n", acked.n, 100,
+           info_ll("disk_full_refusals"));
+    rc_close(&bt_conn);
+    BP_CHECK(bp_destroy(&bt_broker) == 0, "the broker did not end cleanly");
+    unmount_tmpfs();
+}
+
+int main(int argc, char **argv)
+{
+    static const tu_test_t tests[] = {
+        { "fd_limit", test_fd_limit }, { "fd_exhausted", test_fd_exhausted }, { "header_timeout", test_header_timeout },
+        { "pressure", test_pressure }, { "disk_full", test_disk_full },       { NULL, NULL },
+    };
+    return bt_main(argc, argv, "limits", tests);
+}

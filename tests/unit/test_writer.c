@@ -1,0 +1,236 @@
+/*
+ * tests/unit/test_writer.c — CUnit suite for broker/writer.c, the storage
+ * thread, driven in-process: a real store in a temp directory, a real event
+ * base for the completions, jobs made by the test.
+ *
+ * second_commit_failure: one iteration of the storage thread runs the
+ * queued jobs and commits them (fsynced), then retries parked jobs and
+ * commits their writes. When only that second commit fails (the disk is
+ * "full": RLIMIT_FSIZE lets the small SEND's write through, not the parked
+ * job's 1 MiB), the SEND of the first commit must still be answered with its
+ * result — it is durable, and an error would make a retrying client send it
+ * twice — while the parked job gets the storage error; after a reopen the
+ * SEND is there.
+ */
+#include "broker/writer.h"
+#include "base/alloc.h"
+#include "tests/helpers/testutil.h"
+
+#include <CUnit/CUnit.h>
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <event2/thread.h>
+
+static _Atomic int g_wake; /* set by the small job: the parked one may run */
+static job_t *g_done[4];
+static int g_ndone;
+static int g_stopped;
+
+static job_t *job_make(job_result_t (*exec)(job_t *, writer_t *))
+{
+    job_t *j = xcalloc(1, sizeof *j);
+    resp_buf_init(&j->reply);
+    j->exec = exec;
+    j->conn_id = 1;
+    return j;
+}
+
+static job_result_t small_exec(job_t *j, writer_t *w)
+{
+    store_send_req_t r = { .topic = "t", .topic_len = 1, .payload = "small", .payload_len = 5 };
+    uint64_t id, due;
+    char err[256];
+    if (store_send(writer_store(w), &r, writer_now(w), &id, &due, err, sizeof err) != 0) {
+        resp_add_errorf(&j->reply, "ERR %s", err);
+    } else {
+        resp_add_int(&j->reply, (long long)id);
+    }
+    j->durable = 1;
+    g_wake = 1;
+    return JOB_DONE;
+}
+
+static job_result_t big_exec(job_t *j, writer_t *w)
+{
+    static char big[1 << 20];
+    if (!g_wake) {
+        return JOB_PARK;
+    }
+    memset(big, 'b', sizeof big);
+    store_send_req_t r = { .topic = "t", .topic_len = 1, .payload = big, .payload_len = sizeof big };
+    uint64_t id, due;
+    char err[256];
+    if (store_send(writer_store(w), &r, writer_now(w), &id, &due, err, sizeof err) != 0) {
+        resp_add_errorf(&j->reply, "ERR %s", err);
+    } else {
+        resp_add_simple(&j->reply, "BIG");
+    }
+    return JOB_DONE;
+}
+
+static int big_wake(job_t *j, writer_t *w)
+{
+    (void)j;
+    (void)w;
+    return g_wake;
+}
+
+static void big_expire(job_t *j, writer_t *w)
+{
+    (void)w;
+    resp_add_simple(&j->reply, "EXPIRED");
+}
+
+static void on_done(job_t *j, void *ctx)
+{
+    (void)ctx;
+    if (g_ndone < 4) {
+        g_done[g_ndone++] = j;
+    } else {
+        job_free(j);
+    }
+}
+
+static void on_stopped(void *ctx)
+{
+    (void)ctx;
+    g_stopped = 1;
+}
+
+/* Run the loop until *flag reaches want or 20 s pass. */
+static int loop_until(struct event_base *base, int *flag, int want)
+{
+    uint64_t end = tu_now_mono_ms() + 20000;
+    while (*flag < want && tu_now_mono_ms() < end) {
+        event_base_loop(base, EVLOOP_NONBLOCK);
+        struct timespec ts = { 0, 5 * 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    return *flag >= want;
+}
+
+static long long largest_file(const char *dir)
+{
+    DIR *d = opendir(dir);
+    long long best = -1;
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        char p[1024];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > best) {
+            best = st.st_size;
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return best;
+}
+
+static int find_small(void *ctx, const store_entry_t *e)
+{
+    if (e->m->payload.len == 5 && memcmp(e->m->payload.ptr, "small", 5) == 0) {
+        (*(int *)ctx)++;
+    }
+    return 0;
+}
+
+static void test_second_commit_failure(void)
+{
+    char dir[512], data[600], err[512] = "";
+    TU_REQUIRE(tu_mkdtemp("writer", dir, sizeof dir) == 0, "mkdtemp: %s", strerror(errno));
+    snprintf(data, sizeof data, "%s/data", dir);
+    store_options_t o;
+    store_options_default(&o);
+    o.path = data;
+    store_t *s = NULL;
+    TU_REQUIRE(store_open(&o, &s, err, sizeof err) == 0, "store_open: %s", err);
+    TU_REQUIRE(evthread_use_pthreads() == 0, "evthread_use_pthreads");
+    struct event_base *base = event_base_new();
+    TU_REQUIRE(base != NULL, "event_base_new");
+    writer_t *w = writer_new(s, &o, base, on_done, on_stopped, NULL);
+    TU_REQUIRE(writer_start(w, err, sizeof err) == 0, "writer_start: %s", err);
+
+    job_t *big = job_make(big_exec);
+    big->block_set = 1;
+    big->block_ms = 0; /* forever */
+    big->wake = big_wake;
+    big->expire = big_expire;
+    big->seq = 1;
+    writer_submit(w, big);
+    uint64_t end = tu_now_mono_ms() + 20000;
+    while (writer_parked(w) != 1 && tu_now_mono_ms() < end) {
+        struct timespec ts = { 0, 5 * 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    TU_REQUIRE(writer_parked(w) == 1, "the big job did not park");
+
+    /* the "disk" now takes a small write, not a 1 MiB one */
+    struct rlimit saved, lim;
+    TU_REQUIRE(getrlimit(RLIMIT_FSIZE, &saved) == 0, "getrlimit: %s", strerror(errno));
+    lim = saved;
+    lim.rlim_cur = (rlim_t)largest_file(data) + 65536;
+    signal(SIGXFSZ, SIG_IGN);
+    TU_REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
+
+    job_t *small = job_make(small_exec);
+    small->seq = 2;
+    writer_submit(w, small);
+    int ok = loop_until(base, &g_ndone, 2);
+    setrlimit(RLIMIT_FSIZE, &saved);
+    signal(SIGXFSZ, SIG_DFL);
+    TU_CHECK(ok, "%d of 2 jobs completed", g_ndone);
+    for (int i = 0; i < g_ndone; i++) {
+        job_t *j = g_done[i];
+        const char *reply = j->reply.raw.data;
+        if (j->seq == 2) {
+            TU_CHECK(!j->failed && reply != NULL && reply[0] == ':',
+                     "the SEND of the first (successful) commit was answered '%.*s'", (int)j->reply.raw.len,
+                     reply ? reply : "");
+        } else {
+            TU_CHECK(j->failed && reply != NULL && strncmp(reply, "-ERR storage failure", 20) == 0,
+                     "the parked job of the failed commit was answered '%.*s'", (int)j->reply.raw.len,
+                     reply ? reply : "");
+        }
+        job_free(j);
+    }
+    g_ndone = 0;
+
+    writer_stop(w);
+    TU_CHECK(loop_until(base, &g_stopped, 1), "the writer did not stop");
+    writer_free(w);
+    event_base_free(base);
+
+    /* the acknowledged SEND is on disk */
+    s = NULL;
+    o.create_if_missing = 0;
+    TU_REQUIRE(store_open(&o, &s, err, sizeof err) == 0, "reopen: %s", err);
+    int found = 0;
+    TU_CHECK(store_scan(s, find_small, &found, err, sizeof err) == 0, "scan: %s", err);
+    TU_CHECK(found == 1, "the acknowledged SEND is there %d times after a reopen", found);
+    store_close(s, NULL, 0);
+    tu_rmtree(dir);
+}
+
+static const tu_test_t writer_tests[] = {
+    { "second commit failure", test_second_commit_failure },
+    { NULL, NULL },
+};
+
+static const tu_suite_t suites[] = {
+    { "writer", writer_tests },
+};
+
+int main(int argc, char **argv)
+{
+    return tu_suites_main(argc, argv, suites, sizeof suites / sizeof suites[0], NULL, NULL);
+}
