@@ -23,6 +23,10 @@
  *   steady    a steady R msg/s (10 000) of LEVEL 1 messages for S seconds (10),
  *             paced in 10 ms ticks, with the same 2 consumers: lateness p99
  *             (goal <= 5 ms).
+ *   sendkey   (--only sendkey) the key index's cost on SEND: plain SEND, SEND KEY,
+ *             SEND KEY DEDUP (new keys; live keys), each on a fresh broker,
+ *             fsync always and no; with --baseline-broker PATH plain SEND on
+ *             another build too (the broker before the index): % against plain.
  *   capacity  (--capacity, long) 10^7 messages pending at LEVEL 18: broker RSS
  *             (VmRSS / VmHWM from /proc/PID/status) after the fill; kill -9;
  *             restart to the first answered PING and LEVELS; LEVELS depth.
@@ -181,7 +185,10 @@ static double proc_cpu_secs(pid_t pid)
 
 typedef enum {
     CMD_SEND,
-    CMD_ZADD
+    CMD_ZADD,
+    CMD_SEND_KEY,   /* SEND … KEY k (a new key each) */
+    CMD_SEND_DEDUP, /* SEND … KEY k DEDUP (a new key each: every one stored) */
+    CMD_SEND_DUP    /* SEND … KEY k DEDUP of keys already live (every one a duplicate) */
 } cmd_kind_t;
 
 typedef struct send_worker {
@@ -216,6 +223,13 @@ static void *send_main(void *arg)
         for (long i = 0; i < k; i++, seq++) {
             if (w->kind == CMD_SEND) {
                 rc_appendl(&c, "SEND", w->topic, payload, "LEVEL", w->level, NULL);
+            } else if (w->kind != CMD_ZADD) {
+                char key[48];
+                snprintf(key, sizeof key, "order:%d:%ld", w->index, w->kind == CMD_SEND_DUP ? seq % 1000 : seq);
+                if (w->kind == CMD_SEND_KEY)
+                    rc_appendl(&c, "SEND", w->topic, payload, "KEY", key, "LEVEL", w->level, NULL);
+                else
+                    rc_appendl(&c, "SEND", w->topic, payload, "KEY", key, "DEDUP", "LEVEL", w->level, NULL);
             } else {
                 char score[24], member[PAYLOAD_BYTES + 1];
                 snprintf(score, sizeof score, "%ld", seq);
@@ -357,6 +371,68 @@ static void part_send(void)
     }
     printf("RESULT send_fsync_always_rps=%.0f send_fsync_no_rps=%.0f clients=%d pipeline=%d n=%ld\n\n", rate[0],
            rate[1], opt.clients, opt.pipeline, opt.send_n);
+}
+
+/* The key index's cost on SEND (DESIGN §2): plain SEND, SEND KEY, SEND KEY
+ * DEDUP of new keys and of live keys, each on a fresh broker with the same
+ * flags, and with --baseline-broker PATH plain SEND on another build (the
+ * broker before the index) as the baseline. */
+static const char *baseline_broker;
+
+static void part_sendkey(void)
+{
+    static const struct {
+        cmd_kind_t kind;
+        const char *title;
+        const char *key;
+        int baseline;
+    } runs[] = {
+        { CMD_SEND, "SEND LEVEL 2 (baseline broker)", "baseline", 1 },
+        { CMD_SEND, "SEND LEVEL 2", "plain", 0 },
+        { CMD_SEND_KEY, "SEND KEY k LEVEL 2 (new keys)", "key", 0 },
+        { CMD_SEND_DEDUP, "SEND KEY k DEDUP LEVEL 2 (new keys: all stored)", "dedup", 0 },
+        { CMD_SEND_DUP, "SEND KEY k DEDUP LEVEL 2 (live keys: all duplicates)", "dup", 0 },
+    };
+    static const char *const fs[] = { "always", "no" };
+    for (int f = 0; f < 2; f++) {
+        double rate[5] = { 0 };
+        for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+            if (runs[i].baseline && baseline_broker == NULL)
+                continue;
+            const char *saved = getenv("HG_BROKER");
+            char keep[512] = "";
+            if (saved != NULL)
+                snprintf(keep, sizeof keep, "%s", saved);
+            if (runs[i].baseline)
+                setenv("HG_BROKER", baseline_broker, 1);
+            const char *flags[] = { "--fsync", fs[f], NULL };
+            bp_broker_t b;
+            start_broker(&b, flags);
+            if (runs[i].kind == CMD_SEND_DUP) /* make 1000 keys per client live first */
+                run_send(b.port, CMD_SEND_DEDUP, 1000L * opt.clients, "bench", "2");
+            send_result_t r = run_send(b.port, runs[i].kind, opt.send_n, "bench", "2");
+            char title[160];
+            snprintf(title, sizeof title, "%s, fsync %s", runs[i].title, fs[f]);
+            print_send(title, &r);
+            rate[i] = r.rate;
+            bp_destroy(&b);
+            if (runs[i].baseline) {
+                if (keep[0])
+                    setenv("HG_BROKER", keep, 1);
+                else
+                    unsetenv("HG_BROKER");
+            }
+        }
+        double base = rate[1];
+        printf("  fsync %s, against plain SEND on this build (%.0f/s):", fs[f], base);
+        for (size_t i = 0; i < 5; i++)
+            if (rate[i] > 0 && i != 1)
+                printf(" %s %+.1f%%", runs[i].key, base > 0 ? 100.0 * (rate[i] - base) / base : 0.0);
+        printf("\nRESULT sendkey_fsync_%s baseline_rps=%.0f plain_rps=%.0f key_rps=%.0f dedup_rps=%.0f dup_rps=%.0f "
+               "clients=%d pipeline=%d n=%ld\n\n",
+               fs[f], rate[0], rate[1], rate[2], rate[3], rate[4], opt.clients, opt.pipeline, opt.send_n);
+        fflush(stdout);
+    }
 }
 
 static void part_zadd(void)
@@ -781,11 +857,11 @@ static void part_capacity(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: hourglass-bench [--quick] [--only send|zadd|delivery|steady|capacity] [--capacity]\n"
+    fprintf(f, "usage: hourglass-bench [--quick] [--only send|sendkey|zadd|delivery|steady|capacity] [--capacity]\n"
                "                       [--zadd-port PORT] [--clients C] [--pipeline P] [-n N]\n"
                "                       [--delivery-n N] [--steady-rate R] [--steady-secs S]\n"
                "                       [--capacity-n N] [--capacity-fsync always|no] [--broker PATH]\n"
-               "                       [--pull-count N] [--broker-flag ARG]...\n"
+               "                       [--pull-count N] [--broker-flag ARG]... [--baseline-broker PATH]\n"
                "Prints figures; fails only when something is broken. Default broker: $HG_BROKER or\n"
                "the build dir's hourglass-broker. --capacity adds the long 10^7-message part.\n"
                "--broker-flag ARG adds ARG to every broker command line (repeat it: --broker-flag --fsync\n"
@@ -800,6 +876,8 @@ static int want(const char *part)
         return opt.capacity;
     if (strcmp(part, "zadd") == 0)
         return opt.zadd_port > 0;
+    if (strcmp(part, "sendkey") == 0)
+        return 0; /* --only sendkey */
     return 1;
 }
 
@@ -844,6 +922,8 @@ int main(int argc, char **argv)
             if (opt.nbroker_flags < 16)
                 opt.broker_flags[opt.nbroker_flags++] = v;
             i++;
+        } else if (strcmp(a, "--baseline-broker") == 0) {
+            baseline_broker = v, i++;
         } else if (strcmp(a, "--broker") == 0) {
             setenv("HG_BROKER", v, 1), i++;
         } else {
@@ -865,6 +945,9 @@ int main(int argc, char **argv)
     fflush(stdout);
     if (want("send"))
         part_send();
+    fflush(stdout);
+    if (want("sendkey"))
+        part_sendkey();
     fflush(stdout);
     if (want("zadd"))
         part_zadd();

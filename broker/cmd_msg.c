@@ -30,6 +30,7 @@
 typedef struct send_req {
     store_send_req_t msg; /* topic, key, payload (copies), level, delay_ms */
     int has_at;           /* AT: the delay is at_ms - now when it runs */
+    int dedup;            /* DEDUP: answer a live message's id with that topic and key instead */
     uint64_t at_ms;
 } send_req_t;
 
@@ -127,12 +128,25 @@ static job_result_t send_exec(job_t *j, writer_t *w)
         msg.delay_ms = r->at_ms > now ? r->at_ms - now : 0;
     }
     uint64_t id, due;
+    int dup = 0;
     char err[300];
-    if (store_send(writer_store(w), &msg, now, &id, &due, err, sizeof err) != 0) {
+    int rc = r->dedup ? store_send_dedup(writer_store(w), &msg, now, &id, &due, &dup, err, sizeof err)
+                      : store_send(writer_store(w), &msg, now, &id, &due, err, sizeof err);
+    if (rc != 0) {
         cmd_reply_store_error(j, err);
         return JOB_DONE;
     }
-    writer_stats(w)->sends++;
+    if (dup) {
+        writer_stats(w)->dedup_hits++;
+    } else {
+        writer_stats(w)->sends++;
+    }
+    if (r->dedup) { /* [id, duplicate] (docs/protocol.md) */
+        resp_add_array(&j->reply, 2);
+        cmd_add_id(&j->reply, id);
+        resp_add_int(&j->reply, dup);
+        return JOB_DONE;
+    }
     cmd_add_id(&j->reply, id);
     return JOB_DONE;
 }
@@ -141,12 +155,19 @@ void cmd_send(cmd_call_t *call)
 {
     const config_t *cfg = cmd_config_of(call);
     const resp_arg_t *argv = call->argv;
-    int seen_key = 0, seen_when = 0;
+    int seen_key = 0, seen_when = 0, dedup = 0;
     int level = 0, has_at = 0;
     uint64_t delay = 0, at = 0;
     const resp_arg_t *key = NULL;
     for (size_t i = 3; i < call->argc; i += 2) {
         const resp_arg_t *o = &argv[i];
+        if (cmd_arg_is(o, "dedup")) { /* no value */
+            if (cmd_once(call, &dedup, "DEDUP") != 0) {
+                return;
+            }
+            i--;
+            continue;
+        }
         int is_key = cmd_arg_is(o, "key"), is_level = cmd_arg_is(o, "level"), is_delay = cmd_arg_is(o, "delay"),
             is_at = cmd_arg_is(o, "at");
         if (!(is_key || is_level || is_delay || is_at)) {
@@ -212,6 +233,10 @@ void cmd_send(cmd_call_t *call)
         resp_add_errorf(call->out, "ERR %s", err);
         return;
     }
+    if (dedup && msg.key_len == 0) {
+        resp_add_error(call->out, "ERR DEDUP needs a non-empty KEY (it deduplicates by topic and key)");
+        return;
+    }
     char *arena;
     send_job_t *sj = cmd_job_new(sizeof *sj, cmd_copy_size(&argv[1]) + cmd_copy_size(&argv[2]) + cmd_copy_size(key),
                                  send_exec, &arena);
@@ -224,6 +249,7 @@ void cmd_send(cmd_call_t *call)
     msg.delay_ms = delay;
     sj->req.msg = msg;
     sj->req.has_at = has_at;
+    sj->req.dedup = dedup;
     sj->req.at_ms = at;
     call->job = &sj->job;
 }

@@ -29,6 +29,7 @@ cmd_proc_t cmd_ping, cmd_echo, cmd_quit, cmd_select, cmd_auth, cmd_hello, cmd_cl
 cmd_proc_t cmd_send, cmd_pull, cmd_ack, cmd_nack, cmd_touch;                          /* cmd_msg.c */
 cmd_proc_t cmd_group, cmd_dlq;                                                        /* cmd_group.c */
 cmd_proc_t cmd_info, cmd_config, cmd_levels, cmd_shutdown;                            /* cmd_admin.c */
+cmd_proc_t cmd_get, cmd_find, cmd_revoke; /* cmd_lookup.c */
 cmd_proc_t cmd_command;                                                               /* cmd_table.c */
 
 /* ---- argument helpers ---------------------------------------------------- */

@@ -70,8 +70,8 @@ static const cmd_sub_t group_subs[] = {
 
 static const cmd_def_t commands[] = {
     { "send", -3, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_PROD, NULL, cmd_send,
-      "topic payload [KEY k] [LEVEL n | DELAY d | AT unix-ms]",
-      "enqueue a delayed message; replies its id once durable" },
+      "topic payload [KEY k [DEDUP]] [LEVEL n | DELAY d | AT unix-ms]",
+      "enqueue a delayed message; replies its id once durable (DEDUP: [id, duplicate])" },
     { "pull", -3, CMD_STORAGE | CMD_WRITE | CMD_BLOCKING, R_CONS, NULL, cmd_pull,
       "group topic [COUNT n] [BLOCK ms] [LEASE ms]",
       "lease ready messages: [id, topic, key, payload, reconsume, due_ms]" },
@@ -86,6 +86,12 @@ static const cmd_def_t commands[] = {
     { "dlq", -3, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_ADM, NULL, cmd_dlq,
       "LEN group | LIST group [COUNT n] [AFTER id] | REQUEUE group id|ALL | DROP group id|ALL",
       "the dead-letter queue" },
+    { "get", 2, CMD_STORAGE, R_ANY, NULL, cmd_get, "id",
+      "where a message is: a map of its state, topic, key, payload, due times and per-group copies" },
+    { "find", 3, CMD_STORAGE, R_ANY, NULL, cmd_find, "topic key",
+      "the messages of a topic with that key that the broker still holds (maps as GET, no payload)" },
+    { "revoke", -2, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_PROD, NULL, cmd_revoke, "id | topic KEY key",
+      "take back messages no group has received yet; replies how many and from where" },
     { "levels", 1, CMD_STORAGE, R_ANY, NULL, cmd_levels, "", "per level: [level, delay_ms, depth, next_due_ms]" },
     { "info", -1, CMD_STORAGE, R_ANY, NULL, cmd_info, "[section ...]",
       "server, clients, levels, groups, storage, stats (Redis-style text)" },
@@ -252,4 +258,5 @@ void cmd_dispatch(cmd_call_t *call)
             call->job->reads_only = 1;
         }
     }
+    cmd_audit_call(call);
 }

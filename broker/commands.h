@@ -46,4 +46,12 @@ typedef struct cmd_call {
  * failure is written into call->out as one error line. Loop thread. */
 void cmd_dispatch(cmd_call_t *call);
 
+/* The audit log (broker/cmd_audit.c). cmd_audit_call: after a command ran
+ * (loop thread), an audited one — destructive or admin — is logged at info
+ * with the client's id, address and user and its arguments: at once when it
+ * was answered on the loop, else when its storage job comes back, through
+ * cmd_audit_done (conn.c), with what it changed. */
+void cmd_audit_call(const cmd_call_t *call);
+void cmd_audit_done(job_t *j);
+
 #endif

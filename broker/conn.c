@@ -501,6 +501,9 @@ void conn_job_done(job_t *j, void *ctx)
     if (conn_id == 0) {
         return;
     } /* HTTP: complete() owned and freed it */
+    if (j->audit != NULL) {
+        cmd_audit_done(j);
+    }
     conn_t *c = conn_find(s, conn_id);
     if (c == NULL) {
         job_free(j);

@@ -164,6 +164,8 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
                    (unsigned long long)st->moved, (unsigned long long)st->made_ready,
                    prom_hist_quantile(&st->lateness, 0.5) * 1000.0, prom_hist_quantile(&st->lateness, 0.99) * 1000.0,
                    st->lateness.count ? st->lateness.sum * 1000.0 / (double)st->lateness.count : 0.0);
+        buf_printf(o, "dedup_hits:%llu\r\nrevoked:%llu\r\n", (unsigned long long)st->dedup_hits,
+                   (unsigned long long)st->revoked);
     }
 }
 
@@ -266,6 +268,9 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
     prom_metric_u64(o, "hourglass_dlq_requeued_total", "counter", "DLQ messages requeued.", st->requeued);
     prom_metric_u64(o, "hourglass_dlq_dropped_total", "counter", "DLQ messages dropped.", st->dropped);
     prom_metric_u64(o, "hourglass_level_moves_total", "counter", "Level heads moved (hops included).", st->moved);
+    prom_metric_u64(o, "hourglass_dedup_hits_total", "counter",
+                    "SEND ... DEDUP answered with a live message's id (nothing stored).", st->dedup_hits);
+    prom_metric_u64(o, "hourglass_revoked_total", "counter", "Messages taken back by REVOKE.", st->revoked);
     prom_metric_u64(o, "hourglass_group_commits_total", "counter", "Storage-thread iterations that ran jobs.",
                     st->batches);
     prom_metric_u64(o, "hourglass_commit_failures_total", "counter", "Commits that failed.", st->commit_failures);

@@ -25,6 +25,7 @@ typedef struct storage_stats {
     uint64_t sends, deliveries, acks, nacks, touches;
     uint64_t lease_expiries, retries, dlq_moves, requeued, dropped;
     uint64_t moved, made_ready;
+    uint64_t dedup_hits, revoked; /* SEND … DEDUP answered with a live message's id; REVOKE */
     uint64_t batches, jobs, commits, commit_failures, reopens, maintain_work;
     uint64_t last_commit_us, max_batch;
     int disk_full;                /* writes refused until space returns (broker/diskguard.h) */

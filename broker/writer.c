@@ -102,6 +102,7 @@ void job_free(job_t *j)
         return;
     }
     resp_buf_free(&j->reply);
+    free(j->audit);
     free(j);
 }
 

@@ -70,6 +70,8 @@ struct job {
     uint64_t deadline_mono; /* writer-private: parked deadline (monotonic ms), 0 = none */
     int parked;             /* writer-private */
     resp_buf_t reply;       /* the reply bytes (RESP), or text for complete() */
+    char *audit;            /* loop thread, audited commands (cmd_table.c): who ran what; NULL: not audited */
+    char audit_result[192]; /* storage thread, optional: what it changed ("" = summarised from the reply) */
     size_t reply_estimate;  /* set by listing commands: the most its reply may hold (conn.c charges it) */
     int reads_only;         /* 1: changes nothing (served while the disk is full); else refused then */
 };

@@ -259,6 +259,7 @@ static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
         memset(it, 0, sizeof *it);
         it->topic = r->cfg->topic;
         it->key = row->payload;
+        it->dedup = 1; /* a fast-path send that did arrive is not sent twice (docs/order-service.md) */
         it->payload = row->payload;
         it->payload_len = strlen(row->payload);
         /* The remaining delay in whole ms, rounded up (never early); past expiry: now. */

@@ -342,6 +342,9 @@ int store_check(store_t *s, char *err, size_t errlen)
     if (rc == 0) {
         rc = check_unique(&c, err, errlen);
     }
+    if (rc == 0) {
+        rc = idx_check(s, err, errlen); /* the indexes (levels/index.c) */
+    }
     for (size_t i = 0; i < c.n_places; i++) {
         free(c.places[i]);
     }

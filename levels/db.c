@@ -171,6 +171,7 @@ int store_write_batch(store_t *s, int sync, char *dberr, size_t dberrlen)
     s->pending = 0;
     s->batch_bytes = 0;
     s->persisted_seq = s->next_seq;
+    idx_batch_written(s);
     return 0;
 }
 

@@ -84,6 +84,9 @@ static int dlq_take(store_t *s, group_state_t *g, uint64_t id, int all, int requ
             }
             m.reconsume = 0;
             store_retry_append(s, g, &m, now_ms);
+        } else if (idx_copy_gone(s, at, g->name, g->len, g->gen, err, errlen) != 0) {
+            rc = -1;
+            break;
         }
         store_del_raw(s, key, klen);
         g->dlq--;

@@ -85,8 +85,10 @@ void store_retry_append(store_t *s, group_state_t *g, msg_t *m, uint64_t now_ms)
     m->group.len = (uint32_t)g->len;
     m->group_gen = g->gen;
     m->stamp_ms = now_ms;
+    idx_place_t p = { 'R', 0, 0, s->next_seq };
     key_queue(&k, KEY_RETRY, g->name, g->len, s->next_seq++);
     store_put_msg(s, &k, m);
+    idx_copy_put(s, m->id, g->name, g->len, g->gen, &p);
     g->retry_ready++;
     store_mark_group(s, g);
 }
@@ -156,22 +158,33 @@ void store_group_foreach(const store_t *s, int (*fn)(void *ctx, const char *grou
     }
 }
 
-/* Delete every key of the range k->b[0..k->n); -1 on a read error. */
-static int delete_range(store_t *s, const key_buf_t *k, char *err, size_t errlen)
+/* Delete every key of g's range k->b[0..k->n) ('R' or 'D') with its copy
+ * index entry; -1 on a read error. */
+static int delete_range(store_t *s, const group_state_t *g, const key_buf_t *k, char *err, size_t errlen)
 {
     leveldb_iterator_t *it = store_iter_at(s, k);
     const char *key;
     size_t klen;
+    int rc = 0;
     for (; store_iter_in(it, k->b, k->n, &key, &klen); leveldb_iter_next(it)) {
+        msg_t m;
+        if (store_iter_msg(it, &m, "a group range", err, errlen) != 0 ||
+            idx_copy_gone(s, m.id, g->name, g->len, g->gen, err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
         store_del_raw(s, key, klen);
     }
-    int rc = store_iter_error(it, "a group range", err, errlen);
+    if (rc == 0) {
+        rc = store_iter_error(it, "a group range", err, errlen);
+    }
     leveldb_iter_destroy(it);
     return rc;
 }
 
 /* The lease index (J) names each lease key (I): delete both. */
-static int delete_leases(store_t *s, const char *group, size_t group_len, char *err, size_t errlen)
+static int delete_leases(store_t *s, const group_state_t *g, const char *group, size_t group_len, char *err,
+                         size_t errlen)
 {
     key_buf_t k;
     key_queue_prefix(&k, KEY_LEASE_INDEX, group, group_len);
@@ -191,6 +204,10 @@ static int delete_leases(store_t *s, const char *group, size_t group_len, char *
         key_lease(&lk, be64_get(v), group, group_len, id);
         store_del(s, &lk);
         store_del_raw(s, key, klen);
+        if (idx_copy_gone(s, id, group, group_len, g->gen, err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
     }
     if (rc == 0) {
         rc = store_iter_error(it, "the lease index", err, errlen);
@@ -210,14 +227,14 @@ int store_group_delete(store_t *s, const char *group, size_t group_len, int *fou
         return 0;
     }
     *found = 1;
-    if (delete_leases(s, group, group_len, err, errlen) != 0) {
+    if (delete_leases(s, g, group, group_len, err, errlen) != 0) {
         return -1;
     }
     static const enum key_tag ranges[] = { KEY_RETRY, KEY_DLQ };
     key_buf_t k;
     for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
         key_queue_prefix(&k, ranges[i], group, group_len);
-        if (delete_range(s, &k, err, errlen) != 0) {
+        if (delete_range(s, g, &k, err, errlen) != 0) {
             return -1;
         }
     }

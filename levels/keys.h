@@ -25,6 +25,12 @@
  *   'I' deadline(u64) group 0x00 id(u64)    a lease, ordered by deadline: the leased message
  *   'J' group 0x00 id(u64)                  the lease index: u64 the deadline of that lease (names its 'I' key)
  *   'D' group 0x00 id(u64)                  the group's DLQ: the message with its reason, stamp_ms = parked time
+ *   'X' id(u64)                             the message index (levels/index.c): where the message's own copy is
+ *                                           (its SEND journey on a level, or the topic log; or none once only
+ *                                           groups hold it), its topic and key — present while any copy exists
+ *   'K' topic 0x00 klen(u16) key id(u64)    the key index: (empty) one per message with a non-empty key, with 'X'
+ *   'Y' id(u64) group 0x00 gen(u64)         the group-copy index: where that group incarnation holds the message
+ *                                           (a lease, a delayed retry on a level, retry-ready, the DLQ)
  *
  * Invariants (store_check verifies them all):
  * - Every move between ranges is one WriteBatch with the records it changes,
@@ -61,9 +67,12 @@ enum key_tag {
     KEY_LEASE = 'I',
     KEY_LEASE_INDEX = 'J',
     KEY_DLQ = 'D',
+    KEY_MSG_INDEX = 'X',  /* levels/index.c */
+    KEY_KEY_INDEX = 'K',  /* levels/index.c */
+    KEY_COPY_INDEX = 'Y', /* levels/index.c */
 };
 
-#define KEY_MAX              (2 + MSG_MAX_NAME + 1 + 16 + 8) /* longer than any key above */
+#define KEY_MAX              (1 + MSG_MAX_NAME + 1 + 2 + MSG_MAX_KEY + 8) /* the longest key above: 'K' */
 #define KEY_LEVEL_BYTES      18                              /* 'L' level due seq */
 #define RECORD_LEVEL_BYTES   32
 #define RECORD_TOPIC_BYTES   16
@@ -198,6 +207,35 @@ static inline void key_lease(key_buf_t *k, uint64_t deadline, const char *group,
     key_u64(k, deadline);
     key_name(k, group, len);
     key_u64(k, id);
+}
+
+/* ---- the indexes (levels/index.c) -------------------------------------------- */
+
+/* 'X' id: a message's index record. */
+static inline void key_msg_index(key_buf_t *k, uint64_t id)
+{
+    key_start(k, KEY_MSG_INDEX);
+    key_u64(k, id);
+}
+
+/* 'K' topic 0x00 klen key: the prefix of one (topic, key)'s entries; the
+ * key's length goes first, so a key holding 0x00 bytes is still one prefix. */
+static inline void key_key_prefix(key_buf_t *k, const char *topic, size_t tlen, const char *key, size_t klen)
+{
+    key_queue_prefix(k, KEY_KEY_INDEX, topic, tlen);
+    k->b[k->n++] = (char)(klen >> 8);
+    k->b[k->n++] = (char)klen;
+    key_bytes(k, key, klen);
+}
+
+/* 'Y' id group 0x00 gen: a group copy's index entry ('Y' id alone: the prefix
+ * of all copies of id). */
+static inline void key_copy_index(key_buf_t *k, uint64_t id, const char *group, size_t glen, uint64_t gen)
+{
+    key_msg_index(k, id);
+    k->b[0] = (char)KEY_COPY_INDEX;
+    key_name(k, group, glen);
+    key_u64(k, gen);
 }
 
 /* ---- reading keys ------------------------------------------------------------- */

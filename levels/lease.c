@@ -48,6 +48,8 @@ static void lease_put(store_t *s, group_state_t *g, msg_t *m, uint64_t deadline)
     char v[8];
     be64_put(v, deadline);
     store_put(s, &k, v, 8);
+    idx_place_t p = { 'I', 0, 0, 0 };
+    idx_copy_put(s, m->id, g->name, g->len, g->gen, &p);
     g->inflight++;
     store_mark_group(s, g);
     if (deadline < s->lease_floor) {
@@ -354,6 +356,10 @@ int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *i
         if (found) {
             lease_delete(s, g, sorted[i], deadline);
             (*released)++;
+            if (idx_copy_gone(s, sorted[i], g->name, g->len, g->gen, err, errlen) != 0) {
+                rc = -1;
+                break;
+            }
         }
     }
     if (it != NULL) {
@@ -537,6 +543,8 @@ int store_fail(store_t *s, const char *group, size_t group_len, uint64_t id, con
         m->stamp_ms = now_ms;
         key_queue(&k, KEY_DLQ, g->name, g->len, id);
         store_put_msg(s, &k, m);
+        idx_place_t p = { 'D', 0, 0, 0 };
+        idx_copy_put(s, id, g->name, g->len, g->gen, &p);
         g->dlq++;
     } else {
         m->dest = MSG_DEST_GROUP;

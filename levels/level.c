@@ -63,6 +63,12 @@ static void level_insert(store_t *s, int level, uint64_t due, msg_t *m)
     key_buf_t k;
     key_level(&k, level, due, seq);
     store_put_msg(s, &k, m);
+    idx_place_t p = { 'L', level, due, seq };
+    if (m->dest == MSG_DEST_TOPIC) {
+        idx_home_put(s, m, &p, 0);
+    } else {
+        idx_copy_put(s, m->id, m->group.ptr, m->group.len, m->group_gen, &p);
+    }
     ls->depth++;
     store_mark_level(s, level);
     if (!ls->has_head || key_less(due, seq, ls->head_due, ls->head_seq)) {
@@ -98,8 +104,10 @@ static void topic_append(store_t *s, topic_state_t *t, msg_t *m, uint64_t now_ms
     m->group.ptr = NULL;
     m->group.len = 0;
     m->group_gen = 0;
+    idx_place_t p = { 'T', 0, 0, s->next_seq };
     key_queue(&k, KEY_TOPIC_LOG, t->name, t->len, s->next_seq++);
     store_put_msg(s, &k, m);
+    idx_home_put(s, m, &p, 0);
     t->appended++;
     store_mark_topic(s, t);
 }
@@ -131,6 +139,7 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
     } else {
         store_level_enqueue(s, &m, req->level, delay, now_ms);
     }
+    idx_key_put(s, &m);
     *id_out = m.id;
     if (due_out) {
         *due_out = m.due_ms;
@@ -165,8 +174,9 @@ int store_level_info(const store_t *s, int level, store_level_info_t *out)
 }
 
 /* One due level-head message m (at hop_due) leaves its level: next hop, topic log
- * or retry-ready. Returns 1 when it became ready, 0 when it hopped or was dropped. */
-static int route_due(store_t *s, msg_t *m, uint64_t hop_due, uint64_t now_ms)
+ * or retry-ready. Returns 1 when it became ready, 0 when it hopped or was dropped,
+ * -1 on a read error (the index's, dropping a retry). */
+static int route_due(store_t *s, msg_t *m, uint64_t hop_due, uint64_t now_ms, char *err, size_t errlen)
 {
     const lvl_table_t *t = &s->opt.levels;
     while (m->due_ms > hop_due) {
@@ -183,9 +193,9 @@ static int route_due(store_t *s, msg_t *m, uint64_t hop_due, uint64_t now_ms)
         return 1;
     }
     group_state_t *g = store_group_get(s, m->group.ptr, m->group.len);
-    if (g == NULL || g->gen != m->group_gen) {
-        return 0;
-    } /* its group was deleted: drop */
+    if (g == NULL || g->gen != m->group_gen) { /* its group was deleted: drop */
+        return idx_copy_gone(s, m->id, m->group.ptr, m->group.len, m->group_gen, err, errlen);
+    }
     g->retry_delayed--;
     store_retry_append(s, g, m, now_ms);
     return 1;
@@ -248,7 +258,12 @@ static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int m
         ls->depth--;
         ls->pops_since_compact++;
         store_mark_level(s, l);
-        if (route_due(s, &m, due, now_ms) && ready_out) {
+        int ready = route_due(s, &m, due, now_ms, err, errlen);
+        if (ready < 0) {
+            rc = -1;
+            break;
+        }
+        if (ready && ready_out) {
             (*ready_out)++;
         }
         (*moved)++;

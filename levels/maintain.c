@@ -47,19 +47,20 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t now_ms, int budget, c
     int n = 0, rc = 0;
     for (; n < budget && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
         uint64_t seq = be64_get(key + plen);
-        if (t->groups > 0) {
-            if (seq >= below) {
-                break;
-            }
-        } else {
-            msg_t m;
-            if (store_iter_msg(it, &m, "a topic log", err, errlen) != 0) {
-                rc = -1;
-                break;
-            }
-            if (m.stamp_ms + s->opt.retention_ms > now_ms) {
-                break;
-            }
+        if (t->groups > 0 && seq >= below) {
+            break;
+        }
+        msg_t m;
+        if (store_iter_msg(it, &m, "a topic log", err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+        if (t->groups == 0 && m.stamp_ms + s->opt.retention_ms > now_ms) {
+            break;
+        }
+        if (idx_home_gone(s, &m, err, errlen) != 0) { /* the message index (levels/index.c) */
+            rc = -1;
+            break;
         }
         store_del_raw(s, key, klen);
         t->removed++;

@@ -380,6 +380,7 @@ static void store_free(store_t *s)
     }
     map_free(&s->groups, store_group_free);
     map_free(&s->topics, store_topic_free);
+    map_free(&s->idx_dropped, NULL);
     free(s->dirty_topics);
     free(s->dirty_groups);
     free(s->path);
@@ -429,7 +430,7 @@ int store_open(const store_options_t *o, store_t **out, char *err, size_t errlen
         return -1;
     }
     if (check_meta(s, err, errlen) != 0 || load_levels(s, err, errlen) != 0 || load_topics(s, err, errlen) != 0 ||
-        load_groups(s, err, errlen) != 0) {
+        load_groups(s, err, errlen) != 0 || idx_open(s, err, errlen) != 0) {
         store_free(s);
         return -1;
     }

@@ -284,6 +284,97 @@ typedef struct store_topic_info {
 /* 1 and *out when the topic log exists, 0 when not. */
 int store_topic_info(const store_t *s, const char *topic, size_t topic_len, store_topic_info_t *out);
 
+/* ---- finding and revoking messages (levels/lookup.c, on levels/index.c) ---- */
+
+/* Where a message is, overall (store_msg_view_t.state) or for one group
+ * (store_copy_view_t.state: READY, LEASED, RETRY, DLQ or DONE). */
+typedef enum store_msg_state {
+    STORE_MSG_GONE = 0, /* no copy left: never sent, consumed everywhere, revoked, dropped */
+    STORE_MSG_DELAYED,  /* on its SEND journey in a level queue */
+    STORE_MSG_READY,    /* in the topic log, not yet taken by a group (or the topic has none) */
+    STORE_MSG_LEASED,   /* a group holds a lease on it */
+    STORE_MSG_RETRY,    /* a group will get it again: a delayed retry on a level, or retry-ready */
+    STORE_MSG_DLQ,      /* parked in a group's DLQ */
+    STORE_MSG_DONE      /* per group: that group passed it (took and acknowledged it) */
+} store_msg_state_t;
+
+/* "gone", "delayed", "ready", "leased", "retry", "dlq", "done". */
+const char *store_msg_state_name(store_msg_state_t st);
+
+/* Live: it will still be delivered, or is being delivered (DEDUP's test). */
+static inline int store_msg_state_live(store_msg_state_t st)
+{
+    return st == STORE_MSG_DELAYED || st == STORE_MSG_READY || st == STORE_MSG_LEASED || st == STORE_MSG_RETRY;
+}
+
+typedef struct store_copy_view {
+    char group[MSG_MAX_NAME + 1];
+    store_msg_state_t state;
+    uint32_t reconsume;
+    uint64_t deadline_ms; /* LEASED */
+    int level;            /* RETRY: the level it waits on; 0 = retry-ready now */
+    uint64_t due_ms;      /* RETRY on a level: when it is ready again */
+    uint64_t parked_ms;   /* DLQ */
+    char *reason;         /* the last failure reason (owned; NULL when none) */
+    size_t reason_len;
+} store_copy_view_t;
+
+typedef struct store_msg_view {
+    uint64_t id;
+    store_msg_state_t state;
+    msg_owned_t msg;       /* not GONE: topic, key, created_ms, due_ms (its current journey's end), payload
+                              (empty unless asked for) */
+    int level;             /* DELAYED: the level it waits on */
+    uint64_t hop_due_ms;   /* DELAYED: when it leaves that level */
+    int hops_left;         /* DELAYED: hops still to come after that level */
+    uint32_t reconsume;    /* the highest over the groups' copies */
+    int ncopies;           /* per group: copies held, and with a message still in the log every group of its topic */
+    store_copy_view_t *copies;
+} store_msg_view_t;
+
+/* GET: where message id is and what it is. 0 with *out filled (state GONE
+ * and nothing else when the store holds no copy); -1 on a read error. Free
+ * with store_msg_view_free. A copy held by a deleted group's old incarnation
+ * (a delayed retry, dropped when due) is not shown. */
+int store_msg_get(store_t *s, uint64_t id, int with_payload, store_msg_view_t *out, char *err, size_t errlen);
+void store_msg_view_free(store_msg_view_t *v);
+
+/* FIND: the messages of topic with that key that are not GONE, in id order,
+ * at most max (payloads empty). *out (free each view, then the array with
+ * free) and *n. */
+int store_msg_find(store_t *s, const char *topic, size_t topic_len, const char *key, size_t key_len, int max,
+                   store_msg_view_t **out, int *n, char *err, size_t errlen);
+
+#define STORE_REVOKE_REFUSED_MAX 16
+
+typedef struct store_revoke_result {
+    uint64_t revoked, from_delayed, from_ready;
+    uint64_t refused_total;
+    int nrefused; /* the first STORE_REVOKE_REFUSED_MAX refusals */
+    struct {
+        uint64_t id;
+        char reason[MSG_MAX_NAME + 96];
+    } refused[STORE_REVOKE_REFUSED_MAX];
+} store_revoke_result_t;
+
+/* REVOKE: remove message id, or every message of topic with key, that has
+ * not been delivered: DELAYED (anywhere on its SEND journey), or READY in
+ * the topic log with no group of the topic past it (a topic without groups:
+ * any retained message). The others are refused with a reason ("already
+ * delivered to group g (leased)", "gone"). One batch for the whole call.
+ * 0 with *r, -1 on a read error (nothing revoked). */
+int store_revoke_id(store_t *s, uint64_t id, store_revoke_result_t *r, char *err, size_t errlen);
+int store_revoke_key(store_t *s, const char *topic, size_t topic_len, const char *key, size_t key_len,
+                     store_revoke_result_t *r, char *err, size_t errlen);
+
+/* SEND … KEY k DEDUP: when a live message of req's topic with req's key
+ * exists, store nothing: *dup = 1 and *id_out / *due_out are that message's.
+ * Otherwise store_send (*dup = 0). A read (commits what is pending first, so
+ * an earlier SEND of the same key in the batch is seen). An empty key is an
+ * error. */
+int store_send_dedup(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_t *id_out, uint64_t *due_out,
+                     int *dup, char *err, size_t errlen);
+
 /* ---- maintenance and checking ---------------------------------------------- */
 
 /* Background work, bounded by max_deletes per call: garbage-collect topic logs

@@ -14,6 +14,10 @@
  *   dlq.c       the DLQ: list, requeue, drop
  *   maintain.c  topic-log GC and compaction of consumed ranges
  *   check.c     store_scan and the consistency checker store_check
+ *   index.c     the message, key and group-copy indexes ('X', 'K', 'Y'): kept
+ *               in the batches of every move, rebuilt once on an older
+ *               directory, checked by store_check
+ *   lookup.c    GET / FIND / REVOKE / DEDUP on those indexes
  *
  * In-memory state mirrors the records (keys.h) and is changed as operations
  * add their writes to the pending batch; the changed records are marked dirty
@@ -112,6 +116,8 @@ struct store {
     int lease_next_valid;
     uint64_t lease_next; /* lower bound of the earliest deadline when valid */
     uint64_t lease_pops_since_compact;
+
+    map_t idx_dropped; /* index.c: 'Y' keys deleted in the pending batch */
 };
 
 /* ---- db.c: the pending batch ---------------------------------------------------- */
@@ -214,5 +220,61 @@ void store_retry_append(store_t *s, group_state_t *g, msg_t *m, uint64_t now_ms)
  * > 0) on the first hop of its chain. The enqueue time is monotone per level.
  * Sets m->due_ms (the journey's end) and returns it. */
 uint64_t store_level_enqueue(store_t *s, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms);
+
+/* ---- index.c: the message, key and group-copy indexes (keys.h 'X' 'K' 'Y') ---- */
+
+/* Where a copy of a message sits: tag 'L' (level, due, seq), 'T' (seq),
+ * 'R' (seq), 'I' (a lease), 'D' (the DLQ); 0 = no own copy (an 'X' whose
+ * message only groups hold). */
+typedef struct idx_place {
+    char tag;
+    int level;
+    uint64_t due, seq;
+} idx_place_t;
+
+/* A decoded 'X' record (views into the value). */
+typedef struct idx_home {
+    idx_place_t place;
+    const char *topic;
+    size_t topic_len;
+    const char *key;
+    size_t key_len;
+} idx_home_t;
+
+/* The message's own copy (its SEND journey, the topic log) is now at p: write
+ * its 'X' record. with_key: also its 'K' entry (at SEND; a key never changes). */
+void idx_home_put(store_t *s, const msg_t *m, const idx_place_t *p, int with_key);
+
+/* At SEND: the 'K' entry of a message with a key (a key never changes). */
+void idx_key_put(store_t *s, const msg_t *m);
+
+/* The message's own copy left the store (GC, revoke): drop 'X' and 'K' when
+ * no group holds a copy, else keep 'X' with no place. A read. */
+int idx_home_gone(store_t *s, const msg_t *m, char *err, size_t errlen);
+
+/* Group g (incarnation gen) holds message id at p: write its 'Y' entry. */
+void idx_copy_put(store_t *s, uint64_t id, const char *group, size_t glen, uint64_t gen, const idx_place_t *p);
+
+/* That group copy left the store (ACK, DLQ DROP, a dropped retry, GROUP DEL):
+ * drop its 'Y' entry, and 'X' / 'K' when it was the last copy. A read. */
+int idx_copy_gone(store_t *s, uint64_t id, const char *group, size_t glen, uint64_t gen, char *err, size_t errlen);
+
+/* db.c, after a batch was written: forget the pending deletes. */
+void idx_batch_written(store_t *s);
+
+/* Read message id's 'X' record: 1 with *h (views into *buf, free with
+ * leveldb_free), 0 when there is none, -1 on a read error or a corrupt record. */
+int idx_home_read(store_t *s, uint64_t id, char **buf, idx_home_t *h, char *err, size_t errlen);
+
+/* Decode a 'Y' value: 0, or -1 when malformed. */
+int idx_place_decode(const char *v, size_t vlen, idx_place_t *p);
+
+/* store_open: build the indexes of a directory written before they existed
+ * (one scan, once; marked by 'M' "index"). */
+int idx_open(store_t *s, char *err, size_t errlen);
+
+/* store_check's part: every copy of every message is indexed where it is,
+ * and every index entry names a copy. */
+int idx_check(store_t *s, char *err, size_t errlen);
 
 #endif

@@ -120,7 +120,10 @@ int hg_order_timeout_send(struct hg_client *client, const char *topic, uint64_t 
     int len = snprintf(id, sizeof id, "%" PRIu64, order_id);
     uint64_t now = wall_ms();
     hg_delay_t delay = expire_at_ms > now ? hg_delay_ms(expire_at_ms - now) : hg_delay_none();
-    return hg_send(client, topic != NULL ? topic : HG_ORDER_TIMEOUT_TOPIC, id, id, (size_t)len, delay, id_out);
+    /* DEDUP: a resend, or the relay racing this send, never puts a second
+     * timeout message of the order in flight. */
+    return hg_send_dedup(client, topic != NULL ? topic : HG_ORDER_TIMEOUT_TOPIC, id, id, (size_t)len, delay, id_out,
+                         NULL);
 }
 
 int hg_order_timeout_mark_sent(hg_order_db *db, uint64_t order_id, int *marked, hg_order_error_t *err)
@@ -185,4 +188,21 @@ hg_order_publish_outcome_t hg_order_timeout_publish(hg_order_db *db, struct hg_c
         return HG_ORDER_PUBLISH_MARK_FAILED;
     }
     return marked ? HG_ORDER_PUBLISH_SENT : HG_ORDER_PUBLISH_SENT_KEPT;
+}
+
+int hg_order_pay_revoke(hg_order_db *db, struct hg_client *client, const char *topic, uint64_t order_id,
+                        hg_order_outcome_t *outcome, long *revoked, hg_order_error_t *err)
+{
+    if (revoked != NULL)
+        *revoked = -1;
+    int rc = hg_order_pay(db, order_id, outcome, err);
+    if (rc != 0 || *outcome != HG_ORDER_PAID || client == NULL)
+        return rc;
+    char key[24];
+    snprintf(key, sizeof key, "%" PRIu64, order_id);
+    hg_revoke_result_t res;
+    if (hg_msg_revoke_key(client, topic != NULL ? topic : HG_ORDER_TIMEOUT_TOPIC, key, &res) == HG_OK &&
+        revoked != NULL)
+        *revoked = (long)res.revoked;
+    return rc;
 }

@@ -30,10 +30,10 @@
 
 #define PRODUCER_MAX_RESENDS 3 /* reconnect-and-resend rounds per call */
 
-/* The argv of one SEND, built in place: at most 7 arguments. */
+/* The argv of one SEND, built in place: at most 8 arguments. */
 typedef struct send_argv {
-    const char *argv[7];
-    size_t lens[7];
+    const char *argv[8];
+    size_t lens[8];
     size_t argc;
     char number[24];
 } send_argv_t;
@@ -68,7 +68,7 @@ static int check_send(const char *topic, const void *payload, size_t len, hg_del
 }
 
 static void build_send(send_argv_t *s, const char *topic, const char *key, const void *payload, size_t len,
-                       hg_delay_t delay)
+                       hg_delay_t delay, int dedup)
 {
     static const char empty[1] = "";
 
@@ -93,12 +93,25 @@ static void build_send(send_argv_t *s, const char *topic, const char *key, const
         s->argv[s->argc] = s->number;
         s->lens[s->argc++] = strlen(s->number);
     }
+    if (dedup) {
+        s->argv[s->argc] = "DEDUP";
+        s->lens[s->argc++] = 5;
+    }
 }
 
-/* Read a SEND reply into id (HG_ID_MAX bytes, may be NULL). Returns HG_OK,
- * HG_ERR_SERVER or HG_ERR_PROTOCOL with why filled. */
-static hg_err_t read_send_reply(const resp_reply_t *r, char *id, char *why, size_t whylen)
+/* Read a SEND reply into id (HG_ID_MAX bytes, may be NULL); with dup (a
+ * SEND … DEDUP) the reply is [id, duplicate] and *dup gets the flag. Returns
+ * HG_OK, HG_ERR_SERVER or HG_ERR_PROTOCOL with why filled. */
+static hg_err_t read_send_reply(const resp_reply_t *r, char *id, int *dup, char *why, size_t whylen)
 {
+    if (dup != NULL && r->type != RESP_REPLY_ERROR) {
+        if (r->type != RESP_REPLY_ARRAY || r->count != 2 || r->elements[1].type != RESP_REPLY_INTEGER) {
+            snprintf(why, whylen, "SEND ... DEDUP answered %s, want [id, duplicate]", resp_reply_type_name(r->type));
+            return HG_ERR_PROTOCOL;
+        }
+        *dup = r->elements[1].integer != 0;
+        r = &r->elements[0];
+    }
     if (r->type == RESP_REPLY_ERROR) {
         snprintf(why, whylen, "%.*s", (int)(r->len > 250 ? 250 : r->len), r->str);
         return HG_ERR_SERVER;
@@ -131,11 +144,11 @@ hg_err_t hg_send(hg_client_t *c, const char *topic, const char *key, const void 
         id_out[0] = '\0';
     if (check_send(topic, payload, len, delay, why, sizeof(why)) < 0)
         return client_fail(c, HG_ERR_ARG, "hg_send: %s", why);
-    build_send(&s, topic, key, payload, len, delay);
+    build_send(&s, topic, key, payload, len, delay, 0);
     e = client_call(c, s.argc, s.argv, s.lens, client_opts(c)->resend_sends, 0, 0, &r);
     if (e != HG_OK)
         return e;
-    e = read_send_reply(r, id_out, why, sizeof(why));
+    e = read_send_reply(r, id_out, NULL, why, sizeof(why));
     resp_reply_free(r);
     if (e != HG_OK)
         return client_fail(c, e, "%s", why);
@@ -164,7 +177,13 @@ hg_err_t hg_send_many(hg_client_t *c, hg_send_item_t *items, size_t n, size_t *o
         hg_send_item_t *it = &items[i];
         it->id[0] = '\0';
         it->error[0] = '\0';
+        it->duplicate = 0;
         if (check_send(it->topic, it->payload, it->payload_len, it->delay, it->error, sizeof(it->error)) < 0) {
+            it->err = HG_ERR_ARG;
+            continue;
+        }
+        if (it->dedup && (it->key == NULL || it->key[0] == '\0')) {
+            snprintf(it->error, sizeof(it->error), "DEDUP needs a key");
             it->err = HG_ERR_ARG;
             continue;
         }
@@ -179,7 +198,7 @@ hg_err_t hg_send_many(hg_client_t *c, hg_send_item_t *items, size_t n, size_t *o
         for (size_t k = 0; k < npending; k++) {
             hg_send_item_t *it = &items[pending[k]];
             send_argv_t s;
-            build_send(&s, it->topic, it->key, it->payload, it->payload_len, it->delay);
+            build_send(&s, it->topic, it->key, it->payload, it->payload_len, it->delay, it->dedup);
             resp_add_command(&req, s.argc, s.argv, s.lens);
         }
         e = client_ensure(c);
@@ -187,7 +206,8 @@ hg_err_t hg_send_many(hg_client_t *c, hg_send_item_t *items, size_t n, size_t *o
             e = client_exchange(c, req.data, req.len, npending, replies, &got, 0, 0);
         for (size_t k = 0; k < got; k++) {
             hg_send_item_t *it = &items[pending[k]];
-            it->err = read_send_reply(replies[k], it->id, it->error, sizeof(it->error));
+            it->err = read_send_reply(replies[k], it->id, it->dedup ? &it->duplicate : NULL, it->error,
+                                      sizeof(it->error));
             resp_reply_free(replies[k]);
         }
         /* The items without a reply stay pending, in order. */
@@ -321,4 +341,36 @@ int hg_level_for(const hg_levels_t *l, uint64_t timeout_ms, hg_round_t mode)
         t = &def;
     }
     return lvl_level_for(t, timeout_ms, mode == HG_ROUND_NEAREST ? LVL_ROUND_NEAREST : LVL_ROUND_UP);
+}
+
+/* SEND … KEY key DEDUP: the reply is [id, duplicate] (docs/protocol.md). */
+hg_err_t hg_send_dedup(hg_client_t *c, const char *topic, const char *key, const void *payload, size_t len,
+                       hg_delay_t delay, char *id_out, int *duplicate)
+{
+    char why[HG_ERRMSG_MAX];
+    resp_reply_t *r = NULL;
+    send_argv_t s;
+    int dup = 0;
+    hg_err_t e;
+
+    client_clear_error(c);
+    if (id_out != NULL)
+        id_out[0] = '\0';
+    if (duplicate != NULL)
+        *duplicate = 0;
+    if (check_send(topic, payload, len, delay, why, sizeof(why)) < 0)
+        return client_fail(c, HG_ERR_ARG, "hg_send_dedup: %s", why);
+    if (key == NULL || key[0] == '\0')
+        return client_fail(c, HG_ERR_ARG, "hg_send_dedup: key is empty (DEDUP deduplicates by topic and key)");
+    build_send(&s, topic, key, payload, len, delay, 1);
+    e = client_call(c, s.argc, s.argv, s.lens, client_opts(c)->resend_sends, 0, 0, &r);
+    if (e != HG_OK)
+        return e;
+    e = read_send_reply(r, id_out, &dup, why, sizeof(why));
+    resp_reply_free(r);
+    if (e != HG_OK)
+        return client_fail(c, e, "%s", why);
+    if (duplicate != NULL)
+        *duplicate = dup;
+    return HG_OK;
 }

@@ -288,6 +288,8 @@ typedef struct hg_send_item {
     hg_err_t err;              /* out: HG_OK, or why this one failed */
     char id[HG_ID_MAX];        /* out: the message id when err == HG_OK */
     char error[HG_ERRMSG_MAX]; /* out: the cause when err != HG_OK */
+    int dedup;                 /* in: 1 = SEND … KEY key DEDUP (key required; see hg_send_dedup) */
+    int duplicate;             /* out, with dedup: 1 = id names the live message already there */
 } hg_send_item_t;
 
 /* Send n messages pipelined: all n SENDs are written (while replies are read
@@ -303,6 +305,106 @@ typedef struct hg_send_item {
  * failed item (its message also in hg_client_errmsg). *ok_count (may be
  * NULL) receives the number of items that succeeded. */
 hg_err_t hg_send_many(hg_client_t *c, hg_send_item_t *items, size_t n, size_t *ok_count);
+
+/* Send one message unless a live one with the same topic and key exists:
+ * SEND topic payload KEY key DEDUP [delay]. key must be non-empty. Live =
+ * delayed, ready, leased or retrying (see hg_msg_state_t; a message only in a
+ * DLQ is not live). *duplicate (may be NULL) is 1 when the broker stored
+ * nothing and id_out names the live message, 0 when it stored a new one
+ * (durable, as hg_send). A resend after a lost connection is answered with the
+ * first one's id: DEDUP makes the retry exact. Returns as hg_send. */
+hg_err_t hg_send_dedup(hg_client_t *c, const char *topic, const char *key, const void *payload, size_t len,
+                       hg_delay_t delay, char *id_out, int *duplicate);
+
+/* --- finding and taking back messages (GET, FIND, REVOKE) --- */
+
+#define HG_NAME_MAX 256  /* a topic or group name, with its NUL */
+#define HG_KEY_MAX  1025 /* a message key (at most 1024 bytes), with its NUL */
+
+/* Where a message is. Overall (hg_msg_info_t.state): DELAYED, READY, LEASED,
+ * RETRY, DLQ or GONE, the first that applies in that order. Per group
+ * (hg_msg_group_t.state): READY, LEASED, RETRY, DLQ or DONE. */
+typedef enum hg_msg_state {
+    HG_MSG_GONE = 0, /* the broker holds no copy: never sent, consumed everywhere, revoked, dropped */
+    HG_MSG_DELAYED,  /* on its SEND journey in a level queue */
+    HG_MSG_READY,    /* in the topic log, not yet taken by a group (or the topic has no group) */
+    HG_MSG_LEASED,   /* a group holds a lease on it */
+    HG_MSG_RETRY,    /* a group gets it again later (a delayed retry) or now (retry-ready) */
+    HG_MSG_DLQ,      /* parked in a group's DLQ */
+    HG_MSG_DONE      /* per group only: that group took and acknowledged it */
+} hg_msg_state_t;
+
+/* "gone", "delayed", "ready", "leased", "retry", "dlq", "done"; "unknown"
+ * outside the enum. */
+const char *hg_msg_state_name(hg_msg_state_t state);
+
+/* 1 for the live states (DELAYED, READY, LEASED, RETRY): what DEDUP tests. */
+int hg_msg_state_live(hg_msg_state_t state);
+
+/* One group's copy of a message. */
+typedef struct hg_msg_group {
+    char group[HG_NAME_MAX];
+    hg_msg_state_t state;       /* READY, LEASED, RETRY, DLQ or DONE */
+    uint32_t reconsume;         /* that copy's failures so far */
+    uint64_t deadline_ms;       /* LEASED: the lease's deadline */
+    int level;                  /* RETRY: the level it waits on, 0 = retry-ready now */
+    uint64_t due_ms;            /* RETRY on a level: when it is ready again */
+    uint64_t parked_ms;         /* DLQ: when it was parked */
+    char reason[HG_REASON_MAX]; /* the last failure reason ("" when none; cut to fit) */
+} hg_msg_group_t;
+
+/* A message as GET and FIND describe it. */
+typedef struct hg_msg_info {
+    char id[HG_ID_MAX];
+    hg_msg_state_t state;    /* overall; GONE leaves every other field empty */
+    char topic[HG_NAME_MAX];
+    char key[HG_KEY_MAX];    /* NUL-terminated; key_len bytes (binary keys) */
+    size_t key_len;
+    void *payload;           /* hg_msg_get only (NULL from hg_msg_find); owned by the info */
+    size_t payload_len;
+    uint64_t created_ms;     /* when SEND accepted it */
+    uint64_t due_ms;         /* the end of its current journey (its SEND's; a retry's once only groups hold it) */
+    int level;               /* DELAYED: the level it waits on */
+    uint64_t hop_due_ms;     /* DELAYED: when it leaves that level */
+    int hops_left;           /* DELAYED: hops still to come after it */
+    uint32_t reconsume;      /* the highest over the groups' copies */
+    size_t ngroups;          /* the groups holding a copy and, while it is in the topic log, every group of its topic */
+    hg_msg_group_t *groups;  /* owned by the info */
+} hg_msg_info_t;
+
+/* GET id: HG_OK and *out (free with hg_msg_info_free), also for an id the
+ * broker no longer holds (state HG_MSG_GONE); HG_ERR_ARG for an id that is
+ * not 16 hex digits; else the codes of hg_client_command. */
+hg_err_t hg_msg_get(hg_client_t *c, const char *id, hg_msg_info_t **out);
+void hg_msg_info_free(hg_msg_info_t *info);
+
+/* FIND topic key: the messages of topic with that key the broker still holds
+ * (not GONE), in id order, without payloads. HG_OK with *out (an array of *n
+ * infos, NULL when *n is 0; free with hg_msg_infos_free) or an error code. */
+hg_err_t hg_msg_find(hg_client_t *c, const char *topic, const char *key, hg_msg_info_t **out, size_t *n);
+void hg_msg_infos_free(hg_msg_info_t *infos, size_t n);
+
+#define HG_REVOKE_REFUSED_MAX 16
+
+/* What a REVOKE did. */
+typedef struct hg_revoke_result {
+    uint64_t revoked;      /* taken back, in all */
+    uint64_t from_delayed; /* of them, from a level queue (DELAYED) */
+    uint64_t from_ready;   /* of them, from the topic log (READY, no group had taken it) */
+    uint64_t refused_total;
+    size_t nrefused; /* the first HG_REVOKE_REFUSED_MAX refusals */
+    struct {
+        char id[HG_ID_MAX];
+        char reason[HG_ERRMSG_MAX]; /* "already delivered to group g (leased)", "gone" */
+    } refused[HG_REVOKE_REFUSED_MAX];
+} hg_revoke_result_t;
+
+/* REVOKE id / REVOKE topic KEY key: take back the messages no group has
+ * received yet (DELAYED, or READY with no group past it), atomically. HG_OK
+ * with *res (may be NULL) — revoked may be 0 with the reasons in refused[];
+ * HG_ERR_ARG for a bad id, topic or key; else the codes of hg_client_command. */
+hg_err_t hg_msg_revoke_id(hg_client_t *c, const char *id, hg_revoke_result_t *res);
+hg_err_t hg_msg_revoke_key(hg_client_t *c, const char *topic, const char *key, hg_revoke_result_t *res);
 
 /* --- delay levels --- */
 

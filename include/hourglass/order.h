@@ -226,6 +226,19 @@ int hg_order_cancel(hg_order_db *db, uint64_t order_id, const char *reason, hg_o
  * say WHERE status='pending' too. */
 int hg_order_pay(hg_order_db *db, uint64_t order_id, hg_order_outcome_t *outcome, hg_order_error_t *err);
 
+/* hg_order_pay, then — only when this call paid the order and client is not
+ * NULL — REVOKE topic KEY <order_id> on the broker, so the paid order's
+ * timeout message never reaches the consumer (topic NULL means
+ * HG_ORDER_TIMEOUT_TOPIC). The revoke is best effort: the payment is
+ * committed before it, and a revoke that fails or finds the message already
+ * delivered is harmless (the cancel's claim finds the order paid and changes
+ * nothing). *revoked (may be NULL) gets the messages revoked, or -1 when the
+ * revoke failed (hg_client_errmsg(client) says why) or was not tried (not
+ * paid by this call, no client). Returns exactly what hg_order_pay returns. */
+struct hg_client; /* hg_client_t of <hourglass/hourglass.h> */
+int hg_order_pay_revoke(hg_order_db *db, struct hg_client *client, const char *topic, uint64_t order_id,
+                        hg_order_outcome_t *outcome, long *revoked, hg_order_error_t *err);
+
 /* Parse a message payload as an order id: canonical decimal, 1 to
  * 18446744073709551615, no sign, blanks, leading zeros or trailing bytes
  * (len bytes from text; text need not be NUL-terminated). Returns 0, or -1

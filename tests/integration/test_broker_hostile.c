@@ -552,9 +552,10 @@ static void test_http_cross_protocol(void)
         BP_CHECK(bp_group_field(&bt_conn, "victim", "backlog", &v, e, sizeof e) == 1, "%s deleted the group: %s", name,
                  e);
     }
-    /* GET with a key (not a path) and a later PUT are ordinary unknown commands: errors, connection kept */
+    /* GET with a key (not a path) is the message lookup (it wants an id) and a later PUT an
+     * ordinary unknown command: errors, connection kept */
     r = rc_cmd(&bt_conn, "GET", "key", NULL);
-    BP_CHECK(rc_is_error(r, "ERR unknown command"), "GET key: %s", rc_describe(r, e, sizeof e));
+    BP_CHECK(rc_is_error(r, "ERR invalid message id 'key'"), "GET key: %s", rc_describe(r, e, sizeof e));
     resp_reply_free(r);
     const char later[] = "PUT /x HTTP/1.1\r\n";
     rc_append_raw(&bt_conn, later, sizeof later - 1);

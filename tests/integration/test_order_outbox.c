@@ -27,10 +27,15 @@
  *                 keeps the row 'done', the order stays paid when the message
  *                 arrives
  *   mark fails    the connection dies before "mark sent": the row stays 'new',
- *                 the relay sends it again, the order is cancelled once
+ *                 the relay sends it again — DEDUP answers the first id, one
+ *                 message — and the order is cancelled once
  *   refund        a payment after the cancel answers NOT_PENDING on a
  *                 cancelled order (the refund the shop owes); stock returned
  *                 once
+ *   pay revokes   hg_order_pay_revoke takes the paid order's message back:
+ *                 it never reaches a group (without a client it is not tried)
+ *
+ * The relay sends with DEDUP, so "mark fails" ends with one message, not two.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -548,12 +553,51 @@ static void test_mark_fails(void)
     TU_CHECK(oe_scalarf(&env, "SELECT COUNT(*) FROM order_timeout_msg WHERE order_id = 701 AND status='new'") == 1,
              "the row stays 'new'");
     TU_CHECK(relay_until_sent(701, 701, 10000) == 0, "the relay sent it again");
-    TU_CHECK(spy_expect(701, 701, expire, 2, 10000) == 2, "two messages for 701: the fast path's and the relay's");
+    /* The relay sends with DEDUP: the fast path's message is still live, so
+     * the broker answered its id and stored nothing — one message, not two. */
+    TU_CHECK(spy_expect(701, 701, expire, 2, expire - now_ms() + 3000) == 1,
+             "one message for 701: the relay's resend was deduplicated");
     expect_cancelled(701, 701, 10000);
-    TU_CHECK(wait_metric("hourglass_consumer_not_pending_total", not_pending + 1, 10000) >= not_pending + 1,
-             "the duplicate found the order cancelled already");
     long long c = oe_metric(consumer_metrics, "hourglass_consumer_cancelled_total");
     TU_CHECK(c == cancelled + 1, "cancelled once (%lld → %lld)", cancelled, c);
+    TU_CHECK(oe_metric(consumer_metrics, "hourglass_consumer_not_pending_total") == not_pending,
+             "no duplicate reached the consumer (not-pending %lld → %lld)", not_pending,
+             oe_metric(consumer_metrics, "hourglass_consumer_not_pending_total"));
+    expect_invariant();
+}
+
+/* A payment with a broker client revokes the order's timeout message: it
+ * never reaches a group, and the order stays paid. */
+static void test_pay_revokes(void)
+{
+    hg_order_error_t err = { 0 };
+    uint64_t expire = now_ms() + 1500;
+    long long delivered = oe_metric(consumer_metrics, "hourglass_consumer_delivered_total");
+    TU_REQUIRE(create_orders(901, 902, expire, 0) == 0, "create");
+    for (uint64_t id = 901; id <= 902; id++)
+        TU_CHECK(hg_order_timeout_send(client, NULL, id, expire, NULL) == HG_OK, "send %" PRIu64 ": %s", id,
+                 hg_client_errmsg(client));
+    hg_order_outcome_t o;
+    long revoked = -2;
+    TU_CHECK(hg_order_pay_revoke(pay, client, NULL, 901, &o, &revoked, &err) == 0 && o == HG_ORDER_PAID,
+             "pay 901: %s", err.message);
+    TU_CHECK(revoked == 1, "pay 901 revoked %ld messages, want 1", revoked);
+    /* paid without a client: nothing revoked, the message comes and finds it paid */
+    TU_CHECK(hg_order_pay_revoke(pay, NULL, NULL, 902, &o, &revoked, &err) == 0 && o == HG_ORDER_PAID,
+             "pay 902: %s", err.message);
+    TU_CHECK(revoked == -1, "no client: revoked %ld, want -1 (not tried)", revoked);
+    /* a second payment is not pending: no revoke tried */
+    TU_CHECK(hg_order_pay_revoke(pay, client, NULL, 901, &o, &revoked, &err) == 0 && o == HG_ORDER_NOT_PENDING,
+             "pay 901 again: %s", hg_order_outcome_name(o));
+    TU_CHECK(revoked == -1, "not paid by this call: revoked %ld, want -1", revoked);
+    /* only 902's message is delivered, past expiry */
+    TU_CHECK(spy_expect(901, 902, expire, 2, expire - now_ms() + 3000) == 1, "one message: 901's was revoked");
+    TU_CHECK(wait_metric("hourglass_consumer_delivered_total", delivered + 1, 10000) >= delivered + 1,
+             "902's message reached the consumer");
+    TU_CHECK(oe_scalarf(&env, "SELECT COUNT(*) FROM orders WHERE id IN (901, 902) AND status='paid'") == 2,
+             "both stay paid");
+    TU_CHECK(oe_metric(consumer_metrics, "hourglass_consumer_delivered_total") == delivered + 1,
+             "the consumer got exactly one message (901's was revoked)");
     expect_invariant();
 }
 
@@ -586,6 +630,7 @@ static const tu_test_t outbox_tests[] = {
     { "payment between COMMIT and mark sent: the guard keeps 'done'", test_paid_between_commit_and_mark },
     { "mark sent fails: the relay sends again, cancelled once", test_mark_fails },
     { "payment after the cancel: not pending, a refund", test_refund },
+    { "a payment revokes the timeout message (hg_order_pay_revoke)", test_pay_revokes },
     { NULL, NULL },
 };
 

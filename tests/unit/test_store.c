@@ -2395,7 +2395,8 @@ static void test_batching(void)
             ids_increasing = 0;
         last = id;
     }
-    TU_CHECK(store_pending(s) == 500, "500 sends, %d pending operations", store_pending(s));
+    /* each SEND: its queue entry, its message index record, its key index entry */
+    TU_CHECK(store_pending(s) == 1500, "500 sends, %d pending operations", store_pending(s));
     TU_CHECK(!store_broken(s), "broken");
     COMMIT(s);
     TU_CHECK(store_pending(s) == 0, "after commit %d pending", store_pending(s));
@@ -2703,6 +2704,256 @@ static const tu_test_t topic_tests[] = {
     { NULL, NULL },
 };
 
+/* ------------------------------------------------------------ the indexes (levels/index.c, lookup.c) */
+
+/* Delete every key of one range tag from a closed data directory. */
+static void raw_delete_range(char tag, int line)
+{
+    char *dberr = NULL;
+    leveldb_options_t *lo = leveldb_options_create();
+    leveldb_t *db = leveldb_open(lo, g_data, &dberr);
+    TU_REQUIRE_AT(dberr == NULL, line, "leveldb_open: %s", dberr ? dberr : "");
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    leveldb_writebatch_t *b = leveldb_writebatch_create();
+    leveldb_iterator_t *it = leveldb_create_iterator(db, ro);
+    for (leveldb_iter_seek(it, &tag, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+        size_t klen;
+        const char *k = leveldb_iter_key(it, &klen);
+        if (k[0] != tag)
+            break;
+        leveldb_writebatch_delete(b, k, klen);
+    }
+    leveldb_iter_destroy(it);
+    leveldb_write(db, wo, b, &dberr);
+    leveldb_writebatch_destroy(b);
+    leveldb_writeoptions_destroy(wo);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+    leveldb_options_destroy(lo);
+    TU_REQUIRE_AT(dberr == NULL, line, "leveldb_write: %s", dberr ? dberr : "");
+}
+
+static uint64_t send_key(store_t *s, const char *topic, const char *key, uint64_t delay, uint64_t now)
+{
+    char err[512] = "";
+    uint64_t id = 0, due = 0;
+    int rc = send_raw(s, topic, strlen(topic), key, strlen(key), "p", 1, 0, delay, now, &id, &due, err, sizeof err);
+    TU_REQUIRE(rc == 0, "store_send(%s, %s) failed: %s", topic, key, err);
+    return id;
+}
+
+static store_msg_state_t state_of(store_t *s, uint64_t id, const char *group, store_msg_state_t *gstate)
+{
+    char err[512] = "";
+    store_msg_view_t v;
+    TU_REQUIRE(store_msg_get(s, id, 0, &v, err, sizeof err) == 0, "store_msg_get: %s", err);
+    store_msg_state_t st = v.state;
+    *gstate = STORE_MSG_GONE;
+    for (int i = 0; i < v.ncopies; i++)
+        if (group != NULL && strcmp(v.copies[i].group, group) == 0)
+            *gstate = v.copies[i].state;
+    store_msg_view_free(&v);
+    return st;
+}
+
+/* Every move keeps the indexes exact (store_check verifies them after each). */
+static void test_index_follows_moves(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    GROUP_CREATE(s, "h", "t", 1, T0);
+    uint64_t a = send_key(s, "t", "ka", 25 * MIN, T0); /* 20m + 5m */
+    uint64_t b = send_key(s, "t", "kb", 0, T0);
+    store_msg_state_t gs;
+    CHECK_STORE(s);
+    TU_CHECK(state_of(s, a, NULL, &gs) == STORE_MSG_DELAYED, "a is not delayed");
+    TU_CHECK(state_of(s, b, "g", &gs) == STORE_MSG_READY && gs == STORE_MSG_READY, "b is not ready for g");
+    MOVE(s, T0 + 20 * MIN, 100, NULL); /* a hops to the 5m level */
+    CHECK_STORE(s);
+    TU_CHECK(state_of(s, a, NULL, &gs) == STORE_MSG_DELAYED, "a is not delayed after its first hop");
+    MOVE(s, T0 + 25 * MIN, 100, NULL);
+    CHECK_STORE(s);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 25 * MIN, m);
+    CHECK_EQ_U64(n, 2);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+    TU_CHECK(state_of(s, a, "g", &gs) == STORE_MSG_READY && gs == STORE_MSG_LEASED, "a: g's copy is not leased");
+    ACK(s, "g", &b, 1);
+    FAIL_LEVEL(s, "g", a, 1, "again", T0 + 25 * MIN, NULL);
+    CHECK_STORE(s);
+    TU_CHECK(state_of(s, a, "g", &gs) == STORE_MSG_READY && gs == STORE_MSG_RETRY, "a: g's copy is not a retry");
+    TU_CHECK(state_of(s, b, "g", &gs) == STORE_MSG_READY && gs == STORE_MSG_DONE, "b: g is not done");
+    n = LEASE_N(s, "h", "t", 4, LEASE, T0 + 25 * MIN, m);
+    free_msgs(m, n);
+    ACK(s, "h", &b, 1);
+    FAIL_DLQ(s, "h", a, "bad", T0 + 25 * MIN);
+    int work = 0;
+    char err[512] = "";
+    REQUIRE_OK(store_maintain(s, T0 + 26 * MIN, 1000, &work, err, sizeof err), err); /* the log is collected */
+    CHECK_STORE(s);
+    TU_CHECK(state_of(s, b, NULL, &gs) == STORE_MSG_GONE, "b acknowledged by both groups and collected is not gone");
+    TU_CHECK(state_of(s, a, "h", &gs) == STORE_MSG_RETRY && gs == STORE_MSG_DLQ, "a: retry for g, dlq for h");
+    uint64_t count = 0;
+    REQUIRE_OK(store_dlq_requeue(s, "h", 1, a, 0, T0 + 26 * MIN, &count, err, sizeof err), err);
+    CHECK_STORE(s);
+    REQUIRE_OK(store_dlq_drop(s, "h", 1, a, 0, &count, err, sizeof err), err);
+    CHECK_EQ_U64(count, 0); /* it was requeued, not in the DLQ */
+    int found = 0;
+    REQUIRE_OK(store_group_delete(s, "h", 1, &found, err, sizeof err), err);
+    CHECK_STORE(s);
+    REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err); /* its delayed retry stays, dropped when due */
+    CHECK_STORE(s);
+    TU_CHECK(state_of(s, a, NULL, &gs) == STORE_MSG_GONE, "a's only copy is a deleted group's retry: gone");
+    MOVE(s, T0 + 30 * MIN, 100, NULL);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* Two deleted groups' retries of one message dropped in one move: the second
+ * drop must see that the first one's copy is gone (a delete pending in the
+ * batch), or the message index would outlive every copy. */
+static void test_index_two_drops_in_one_batch(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    GROUP_CREATE(s, "h", "t", 1, T0);
+    uint64_t a = send_key(s, "t", "ka", 0, T0);
+    msg_owned_t m[2];
+    int n = LEASE_N(s, "g", "t", 2, LEASE, T0, m);
+    free_msgs(m, n);
+    n = LEASE_N(s, "h", "t", 2, LEASE, T0, m);
+    free_msgs(m, n);
+    FAIL_LEVEL(s, "g", a, 1, "x", T0, NULL);
+    FAIL_LEVEL(s, "h", a, 1, "x", T0, NULL);
+    char err[512] = "";
+    int found = 0, work = 0;
+    REQUIRE_OK(store_maintain(s, T0 + 1, 1000, &work, err, sizeof err), err); /* the log entry: both passed it */
+    REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
+    REQUIRE_OK(store_group_delete(s, "h", 1, &found, err, sizeof err), err);
+    CHECK_STORE(s);
+    CHECK_EQ_U64(MOVE(s, T0 + MIN, 100, NULL), 2); /* both dropped in one call */
+    CHECK_STORE(s);
+    store_msg_state_t gs;
+    TU_CHECK(state_of(s, a, NULL, &gs) == STORE_MSG_GONE, "a is not gone");
+    CLOSE(&s);
+}
+
+/* REVOKE: by key across levels and the log in one batch, the level heads
+ * found again, the groups' backlogs, refusals. */
+static void test_index_revoke(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t a = send_key(s, "t", "k", 10 * SEC, T0);
+    uint64_t b = send_key(s, "t", "k", 10 * SEC, T0 + 1);
+    uint64_t keep = send_key(s, "t", "other", 10 * SEC, T0 + 2);
+    uint64_t c = send_key(s, "t", "k", 0, T0);
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    store_revoke_result_t r;
+    char err[512] = "";
+    REQUIRE_OK(store_revoke_key(s, "t", 1, "k", 1, &r, err, sizeof err), err);
+    CHECK_EQ_U64(r.revoked, 3);
+    CHECK_EQ_U64(r.from_delayed, 2);
+    CHECK_EQ_U64(r.from_ready, 1);
+    CHECK_STORE(s); /* level 3's head is now keep's */
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
+    MOVE(s, T0 + 20 * SEC, 100, NULL);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 20 * SEC, m);
+    TU_CHECK(n == 1 && m[0].m.id == keep, "leased %d messages, want only the one not revoked", n);
+    free_msgs(m, n);
+    REQUIRE_OK(store_revoke_id(s, keep, &r, err, sizeof err), err);
+    TU_CHECK(r.revoked == 0 && r.nrefused == 1 && strstr(r.refused[0].reason, "group g (leased)") != NULL,
+             "revoking a leased message: revoked %" PRIu64 ", reason '%s'", r.revoked,
+             r.nrefused ? r.refused[0].reason : "");
+    REQUIRE_OK(store_revoke_id(s, a, &r, err, sizeof err), err);
+    TU_CHECK(r.revoked == 0 && r.nrefused == 1 && strcmp(r.refused[0].reason, "gone") == 0, "revoking twice");
+    (void)b;
+    (void)c;
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* DEDUP sees a SEND of the same key earlier in the pending batch; a key
+ * holding 0x00 bytes is one key. */
+static void test_index_dedup(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    store_send_req_t r = { .topic = "t", .topic_len = 1, .key = "a\0b", .key_len = 3, .payload = "p", .payload_len = 1 };
+    uint64_t id1 = 0, id2 = 0, id3 = 0, due;
+    int dup = -1;
+    char err[512] = "";
+    REQUIRE_OK(store_send_dedup(s, &r, T0, &id1, &due, &dup, err, sizeof err), err);
+    CHECK_EQ_U64(dup, 0);
+    REQUIRE_OK(store_send(s, &r, T0, &id3, &due, err, sizeof err), err); /* pending: no DEDUP */
+    REQUIRE_OK(store_send_dedup(s, &r, T0, &id2, &due, &dup, err, sizeof err), err);
+    TU_CHECK(dup == 1 && id2 == id1, "second DEDUP: dup %d id %" PRIu64 ", want 1 and %" PRIu64, dup, id2, id1);
+    store_send_req_t other = r;
+    other.key_len = 1; /* "a": another key, though a prefix */
+    REQUIRE_OK(store_send_dedup(s, &other, T0, &id2, &due, &dup, err, sizeof err), err);
+    TU_CHECK(dup == 0 && id2 != id1, "key \"a\" is not key \"a\\0b\"");
+    store_msg_view_t *v;
+    int n;
+    REQUIRE_OK(store_msg_find(s, "t", 1, "a\0b", 3, 100, &v, &n, err, sizeof err), err);
+    TU_CHECK(n == 2 && v[0].id == id1 && v[1].id == id3, "FIND a\\0b: %d messages", n);
+    for (int i = 0; i < n; i++)
+        store_msg_view_free(&v[i]);
+    free(v);
+    r.key_len = 0;
+    CHECK_REFUSAL(store_send_dedup(s, &r, T0, &id2, &due, &dup, err, sizeof err), err, "DEDUP needs a KEY", NULL);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* A directory without the indexes (written before they existed) has them
+ * built on open; the checker names a missing entry. */
+static void test_index_rebuild_and_check(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    uint64_t a = send_key(s, "t", "ka", 0, T0);
+    uint64_t b = send_key(s, "t", "kb", 0, T0);
+    send_key(s, "t", "kc", 10 * MIN, T0);
+    msg_owned_t m[2];
+    int n = LEASE_N(s, "g", "t", 1, LEASE, T0, m);
+    free_msgs(m, n);
+    FAIL_DLQ(s, "g", a, "bad", T0);
+    CLOSE(&s);
+    raw_delete_range('X', __LINE__);
+    raw_delete_range('K', __LINE__);
+    raw_delete_range('Y', __LINE__);
+    char *dberr = NULL;
+    leveldb_options_t *lo = leveldb_options_create();
+    leveldb_t *db = leveldb_open(lo, g_data, &dberr);
+    TU_REQUIRE(dberr == NULL, "leveldb_open: %s", dberr);
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    leveldb_delete(db, wo, "Mindex", 6, &dberr);
+    leveldb_writeoptions_destroy(wo);
+    leveldb_close(db);
+    leveldb_options_destroy(lo);
+    s = OPEN_DEFAULT(); /* rebuilds */
+    CHECK_STORE(s);
+    store_msg_state_t gs;
+    TU_CHECK(state_of(s, a, "g", &gs) == STORE_MSG_DLQ && gs == STORE_MSG_DLQ, "a after the rebuild");
+    TU_CHECK(state_of(s, b, "g", &gs) == STORE_MSG_READY && gs == STORE_MSG_READY, "b after the rebuild");
+    CLOSE(&s);
+    raw_delete_range('K', __LINE__); /* now break it */
+    s = OPEN_DEFAULT();
+    char err[512] = "";
+    CHECK_REFUSAL(store_check(s, err, sizeof err), err, "no key index entry", NULL);
+    CLOSE(&s);
+}
+
+static const tu_test_t index_tests[] = {
+    { "follows every move", test_index_follows_moves },
+    { "two drops of one message in one batch", test_index_two_drops_in_one_batch },
+    { "revoke", test_index_revoke },
+    { "dedup", test_index_dedup },
+    { "rebuilt on an older directory; checked", test_index_rebuild_and_check },
+    { NULL, NULL },
+};
+
 static const tu_test_t failure_tests[] = {
     { "commit failure breaks the store", test_commit_failure_breaks_store },
     { NULL, NULL },
@@ -2728,6 +2979,7 @@ static const tu_suite_t suites[] = {
     { "open", open_tests },         { "send", send_tests }, { "levels", level_tests }, { "groups", group_tests },
     { "leases", lease_tests },      { "dlq", dlq_tests },   { "topics", topic_tests }, { "failure", failure_tests },
     { "batching", batching_tests }, { "ids", id_tests },    { "scale", scale_tests },
+    { "index", index_tests },
 };
 
 int main(int argc, char **argv)

@@ -1,0 +1,527 @@
+/*
+ * levels/index.c — the message indexes (keys.h 'X', 'K', 'Y'): written in the
+ * same batch as every move, so they are exact after any crash; built once on
+ * a directory written before they existed; checked by store_check.
+ *
+ *   'X' id                       the message: where its own copy is — its SEND
+ *                                journey on a level ('L' level due seq) or the
+ *                                topic log ('T' seq), or nowhere (0) once only
+ *                                groups hold it — with its topic and key. It
+ *                                exists while ANY copy of the message exists.
+ *   'K' topic 0 klen key id      (empty) one per 'X' whose key is not empty:
+ *                                FIND and DEDUP walk one (topic, key) prefix.
+ *   'Y' id group 0 gen           where group incarnation gen holds a copy: a
+ *                                lease ('I'), a delayed retry ('L' level due
+ *                                seq), retry-ready ('R' seq), the DLQ ('D').
+ *
+ * Lifetimes. A message's own copy moves (hops, enters the log) by rewriting
+ * 'X'; leaving the store (topic-log GC, REVOKE) drops 'X' and 'K' unless a 'Y'
+ * of the id remains. A group copy moves by rewriting its 'Y'; leaving (ACK,
+ * DLQ DROP, a retry of a deleted group dropped when due, GROUP DEL) drops it,
+ * and 'X' / 'K' with it when nothing else holds the message. Deciding "was
+ * that the last copy" reads committed data; a 'Y' deleted earlier in the same
+ * pending batch is still visible there, so those deletes are remembered
+ * (idx_dropped) until the batch is written.
+ *
+ * Cost: SEND writes 'X' (and 'K' with a key), each hop or entry into the log
+ * rewrites 'X', each group move writes its 'Y'. bench/hourglass_bench.c
+ * measures it on SEND.
+ *
+ * Threading: one thread at a time (the broker's storage thread).
+ */
+#include "levels/store_internal.h"
+#include "base/alloc.h"
+#include "base/err.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PLACE_BYTES 18 /* u8 tag, u8 level, u64 due, u64 seq */
+
+static void place_encode(const idx_place_t *p, char *out)
+{
+    out[0] = p->tag;
+    out[1] = (char)p->level;
+    be64_put(out + 2, p->due);
+    be64_put(out + 10, p->seq);
+}
+
+int idx_place_decode(const char *v, size_t vlen, idx_place_t *p)
+{
+    if (vlen < PLACE_BYTES) {
+        return -1;
+    }
+    p->tag = v[0];
+    p->level = (unsigned char)v[1];
+    p->due = be64_get(v + 2);
+    p->seq = be64_get(v + 10);
+    return 0;
+}
+
+/* ---- 'X' and 'K' --------------------------------------------------------------------- */
+
+static void home_write(store_t *s, uint64_t id, const idx_place_t *p, const char *topic, size_t tlen, const char *key,
+                       size_t klen)
+{
+    size_t n = PLACE_BYTES + 2 + tlen + 2 + klen;
+    char small[PLACE_BYTES + 4 + MSG_MAX_NAME + 64];
+    char *v = n <= sizeof small ? small : xmalloc(n);
+    place_encode(p, v);
+    be16_put(v + PLACE_BYTES, (uint16_t)tlen);
+    memcpy(v + PLACE_BYTES + 2, topic, tlen);
+    be16_put(v + PLACE_BYTES + 2 + tlen, (uint16_t)klen);
+    memcpy(v + PLACE_BYTES + 4 + tlen, key, klen);
+    key_buf_t k;
+    key_msg_index(&k, id);
+    store_put(s, &k, v, n);
+    if (v != small) {
+        free(v);
+    }
+}
+
+static void key_entry(key_buf_t *k, const char *topic, size_t tlen, const char *key, size_t klen, uint64_t id)
+{
+    key_key_prefix(k, topic, tlen, key, klen);
+    key_u64(k, id);
+}
+
+void idx_home_put(store_t *s, const msg_t *m, const idx_place_t *p, int with_key)
+{
+    home_write(s, m->id, p, m->topic.ptr, m->topic.len, m->key.ptr, m->key.len);
+    if (with_key) {
+        idx_key_put(s, m);
+    }
+}
+
+void idx_key_put(store_t *s, const msg_t *m)
+{
+    if (m->key.len > 0) {
+        key_buf_t k;
+        key_entry(&k, m->topic.ptr, m->topic.len, m->key.ptr, m->key.len, m->id);
+        store_put(s, &k, "", 0);
+    }
+}
+
+static int home_decode(const char *v, size_t vlen, idx_home_t *h)
+{
+    if (idx_place_decode(v, vlen, &h->place) != 0 || vlen < PLACE_BYTES + 4) {
+        return -1;
+    }
+    h->topic_len = be16_get(v + PLACE_BYTES);
+    if (vlen < PLACE_BYTES + 4 + h->topic_len) {
+        return -1;
+    }
+    h->topic = v + PLACE_BYTES + 2;
+    h->key_len = be16_get(v + PLACE_BYTES + 2 + h->topic_len);
+    if (vlen != PLACE_BYTES + 4 + h->topic_len + h->key_len) {
+        return -1;
+    }
+    h->key = v + PLACE_BYTES + 4 + h->topic_len;
+    return 0;
+}
+
+int idx_home_read(store_t *s, uint64_t id, char **buf, idx_home_t *h, char *err, size_t errlen)
+{
+    key_buf_t k;
+    key_msg_index(&k, id);
+    size_t vlen;
+    int found = store_get(s, &k, buf, &vlen, err, errlen);
+    if (found <= 0) {
+        return found;
+    }
+    if (home_decode(*buf, vlen, h) != 0) {
+        leveldb_free(*buf);
+        return err_set(err, errlen, "corrupt message index record of id %016llx in %s", (unsigned long long)id,
+                       s->path);
+    }
+    return 1;
+}
+
+/* Drop id's 'X' and its 'K' entry. */
+static void home_drop(store_t *s, uint64_t id, const char *topic, size_t tlen, const char *key, size_t klen)
+{
+    key_buf_t k;
+    key_msg_index(&k, id);
+    store_del(s, &k);
+    if (klen > 0) {
+        key_entry(&k, topic, tlen, key, klen, id);
+        store_del(s, &k);
+    }
+}
+
+/* 1 when a group copy of id other than `except` (a 'Y' key, may be NULL) is
+ * held: in committed data and not deleted in the pending batch. */
+static int other_copy(store_t *s, uint64_t id, const key_buf_t *except, char *err, size_t errlen)
+{
+    key_buf_t k;
+    key_msg_index(&k, id);
+    k.b[0] = (char)KEY_COPY_INDEX;
+    leveldb_iterator_t *it = store_iter_at(s, &k);
+    const char *key;
+    size_t klen;
+    int found = 0;
+    for (; store_iter_in(it, k.b, k.n, &key, &klen); leveldb_iter_next(it)) {
+        if (except != NULL && klen == except->n && memcmp(key, except->b, klen) == 0) {
+            continue;
+        }
+        if (map_get(&s->idx_dropped, key, klen) != NULL) {
+            continue;
+        }
+        found = 1;
+        break;
+    }
+    int rc = store_iter_error(it, "the copy index", err, errlen);
+    leveldb_iter_destroy(it);
+    return rc != 0 ? -1 : found;
+}
+
+int idx_home_gone(store_t *s, const msg_t *m, char *err, size_t errlen)
+{
+    int other = other_copy(s, m->id, NULL, err, errlen);
+    if (other < 0) {
+        return -1;
+    }
+    if (other) {
+        idx_place_t none = { 0 };
+        home_write(s, m->id, &none, m->topic.ptr, m->topic.len, m->key.ptr, m->key.len);
+    } else {
+        home_drop(s, m->id, m->topic.ptr, m->topic.len, m->key.ptr, m->key.len);
+    }
+    return 0;
+}
+
+/* ---- 'Y' ---------------------------------------------------------------------------------- */
+
+void idx_copy_put(store_t *s, uint64_t id, const char *group, size_t glen, uint64_t gen, const idx_place_t *p)
+{
+    key_buf_t k;
+    key_copy_index(&k, id, group, glen, gen);
+    char v[PLACE_BYTES];
+    place_encode(p, v);
+    store_put(s, &k, v, PLACE_BYTES);
+    if (s->idx_dropped.used > 0) {
+        map_del(&s->idx_dropped, k.b, k.n); /* deleted, then written again in this batch */
+    }
+}
+
+int idx_copy_gone(store_t *s, uint64_t id, const char *group, size_t glen, uint64_t gen, char *err, size_t errlen)
+{
+    key_buf_t y;
+    key_copy_index(&y, id, group, glen, gen);
+    store_del(s, &y);
+    int other = other_copy(s, id, &y, err, errlen);
+    if (other < 0) {
+        return -1;
+    }
+    map_put(&s->idx_dropped, y.b, y.n, s);
+    if (other) {
+        return 0;
+    }
+    char *buf;
+    idx_home_t h;
+    int found = idx_home_read(s, id, &buf, &h, err, errlen);
+    if (found < 0) {
+        return -1;
+    }
+    if (found) {
+        if (h.place.tag == 0) { /* nothing else holds it */
+            home_drop(s, id, h.topic, h.topic_len, h.key, h.key_len);
+        }
+        leveldb_free(buf);
+    }
+    return 0;
+}
+
+void idx_batch_written(store_t *s)
+{
+    if (s->idx_dropped.used > 0 || s->idx_dropped.tomb > 0) {
+        map_free(&s->idx_dropped, NULL);
+    }
+}
+
+/* ---- building the indexes of an older directory --------------------------------------- */
+
+/* The place of a scanned entry. */
+static idx_place_t entry_place(const store_entry_t *e)
+{
+    idx_place_t p = { (char)e->range, 0, 0, 0 };
+    if (e->range == STORE_LEVEL) {
+        p.level = e->level;
+        p.due = e->due_ms;
+    }
+    if (e->range == STORE_LEVEL || e->range == STORE_TOPIC || e->range == STORE_RETRY) {
+        p.seq = e->seq;
+    }
+    return p;
+}
+
+/* 1 when the entry is a group's copy (a retry on a level, retry-ready, a
+ * lease, the DLQ), 0 when it is the message's own copy. */
+static int entry_is_copy(const store_entry_t *e)
+{
+    return e->range == STORE_LEVEL ? e->m->dest == MSG_DEST_GROUP : e->range != STORE_TOPIC;
+}
+
+typedef struct build_ctx {
+    store_t *s;
+    int copies; /* pass 2: group copies */
+    char *err;
+    size_t errlen;
+    int failed;
+} build_ctx_t;
+
+static int build_entry(void *ctx, const store_entry_t *e)
+{
+    build_ctx_t *b = ctx;
+    const msg_t *m = e->m;
+    idx_place_t p = entry_place(e);
+    if (!b->copies) {
+        if (!entry_is_copy(e)) {
+            idx_home_put(b->s, m, &p, 1);
+        }
+    } else if (entry_is_copy(e)) {
+        idx_copy_put(b->s, m->id, m->group.ptr, m->group.len, m->group_gen, &p);
+        char *buf;
+        idx_home_t h;
+        int found = idx_home_read(b->s, m->id, &buf, &h, b->err, b->errlen);
+        if (found < 0) {
+            b->failed = 1;
+            return 1;
+        }
+        if (found) {
+            leveldb_free(buf);
+        } else {
+            idx_place_t none = { 0 };
+            idx_home_put(b->s, m, &none, 1);
+        }
+    }
+    if (b->s->pending >= 10000 && store_commit_durable(b->s, 0, b->err, b->errlen) != 0) {
+        b->failed = 1;
+        return 1;
+    }
+    return 0;
+}
+
+int idx_open(store_t *s, char *err, size_t errlen)
+{
+    key_buf_t k;
+    key_meta(&k, "index");
+    char *v;
+    size_t vlen;
+    int found = store_get(s, &k, &v, &vlen, err, errlen);
+    if (found < 0) {
+        return -1;
+    }
+    if (found) {
+        leveldb_free(v);
+        return 0;
+    }
+    /* Homes first and committed, so pass 2 sees which messages have one. */
+    build_ctx_t b = { s, 0, err, errlen, 0 };
+    for (b.copies = 0; b.copies <= 1; b.copies++) {
+        if (store_scan(s, build_entry, &b, err, errlen) != 0 || b.failed) {
+            return -1;
+        }
+        if (store_commit_durable(s, 0, err, errlen) != 0) {
+            return -1;
+        }
+    }
+    key_meta(&k, "index");
+    store_put(s, &k, "1", 1);
+    return store_commit(s, err, errlen);
+}
+
+/* ---- checking ------------------------------------------------------------------------------ */
+
+typedef struct check_ctx {
+    store_t *s;
+    uint64_t homes, copies; /* entries whose index entry matched */
+    char *err;
+    size_t errlen;
+    int bad;
+} idx_check_ctx_t;
+
+static int same_place(const idx_place_t *a, const idx_place_t *b)
+{
+    if (a->tag != b->tag) {
+        return 0;
+    }
+    if (a->tag == 'I' || a->tag == 'D') {
+        return 1;
+    }
+    return a->level == b->level && a->due == b->due && a->seq == b->seq;
+}
+
+static int check_fail(idx_check_ctx_t *c, const char *what, const msg_t *m, const store_entry_t *e)
+{
+    err_set(c->err, c->errlen, "message %016llx in range '%c'%s%.*s: %s", (unsigned long long)m->id, (char)e->range,
+            m->group.len ? " of group " : "", (int)m->group.len, m->group.ptr ? m->group.ptr : "", what);
+    c->bad = 1;
+    return 1;
+}
+
+static int check_entry(void *ctx, const store_entry_t *e)
+{
+    idx_check_ctx_t *c = ctx;
+    const msg_t *m = e->m;
+    idx_place_t want = entry_place(e);
+    key_buf_t k;
+    char *v;
+    size_t vlen;
+    if (!entry_is_copy(e)) {
+        idx_home_t h;
+        int found = idx_home_read(c->s, m->id, &v, &h, c->err, c->errlen);
+        if (found < 0) {
+            c->bad = 1;
+            return 1;
+        }
+        if (!found) {
+            return check_fail(c, "no message index record", m, e);
+        }
+        int ok = same_place(&h.place, &want) && h.topic_len == m->topic.len &&
+                 memcmp(h.topic, m->topic.ptr, h.topic_len) == 0 && h.key_len == m->key.len &&
+                 memcmp(h.key, m->key.ptr, h.key_len) == 0;
+        leveldb_free(v);
+        if (!ok) {
+            return check_fail(c, "its message index record names another place, topic or key", m, e);
+        }
+        c->homes++;
+        return 0;
+    }
+    key_copy_index(&k, m->id, m->group.ptr, m->group.len, m->group_gen);
+    int found = store_get(c->s, &k, &v, &vlen, c->err, c->errlen);
+    if (found < 0) {
+        c->bad = 1;
+        return 1;
+    }
+    if (!found) {
+        return check_fail(c, "no copy index entry", m, e);
+    }
+    idx_place_t got;
+    int ok = idx_place_decode(v, vlen, &got) == 0 && same_place(&got, &want);
+    leveldb_free(v);
+    if (!ok) {
+        return check_fail(c, "its copy index entry names another place", m, e);
+    }
+    key_msg_index(&k, m->id);
+    found = store_get(c->s, &k, &v, &vlen, c->err, c->errlen);
+    if (found <= 0) {
+        return found < 0 ? (c->bad = 1) : check_fail(c, "no message index record", m, e);
+    }
+    leveldb_free(v);
+    c->copies++;
+    return 0;
+}
+
+/* Every 'X' with a place was matched by an entry, every placeless one has a
+ * 'Y', every key has its 'K'; every 'Y' was matched; every 'K' names an 'X'
+ * of that topic and key. */
+static int check_ranges(store_t *s, idx_check_ctx_t *c, char *err, size_t errlen)
+{
+    uint64_t homes = 0, copies = 0;
+    int rc = 0;
+    leveldb_iterator_t *it = store_iter_range(s, KEY_MSG_INDEX);
+    const char *key;
+    size_t klen;
+    for (; rc == 0 && store_iter_in_range(it, KEY_MSG_INDEX, &key, &klen); leveldb_iter_next(it)) {
+        size_t vlen;
+        const char *v = leveldb_iter_value(it, &vlen);
+        idx_home_t h;
+        if (klen != 9 || home_decode(v, vlen, &h) != 0) {
+            rc = err_set(err, errlen, "corrupt message index record");
+            break;
+        }
+        uint64_t id = be64_get(key + 1);
+        if (h.place.tag != 0) {
+            homes++;
+        } else {
+            int other = other_copy(s, id, NULL, err, errlen);
+            if (other <= 0) {
+                rc = other < 0 ? -1
+                               : err_set(err, errlen, "message index record %016llx names no copy at all",
+                                         (unsigned long long)id);
+            }
+        }
+        if (rc == 0 && h.key_len > 0) {
+            key_buf_t kk;
+            key_entry(&kk, h.topic, h.topic_len, h.key, h.key_len, id);
+            char *kv;
+            size_t kvlen;
+            int found = store_get(s, &kk, &kv, &kvlen, err, errlen);
+            if (found < 0) {
+                rc = -1;
+            } else if (!found) {
+                rc = err_set(err, errlen, "message %016llx (key %.*s) has no key index entry", (unsigned long long)id,
+                             (int)h.key_len, h.key);
+            } else {
+                leveldb_free(kv);
+            }
+        }
+    }
+    if (rc == 0) {
+        rc = store_iter_error(it, "the message index", err, errlen);
+    }
+    leveldb_iter_destroy(it);
+    if (rc == 0 && homes != c->homes) {
+        rc = err_set(err, errlen, "message index holds %llu placed records but the store holds %llu own copies",
+                     (unsigned long long)homes, (unsigned long long)c->homes);
+    }
+    it = rc == 0 ? store_iter_range(s, KEY_COPY_INDEX) : NULL;
+    for (; it != NULL && store_iter_in_range(it, KEY_COPY_INDEX, &key, &klen); leveldb_iter_next(it)) {
+        copies++;
+    }
+    if (it != NULL) {
+        rc = store_iter_error(it, "the copy index", err, errlen);
+        leveldb_iter_destroy(it);
+        if (rc == 0 && copies != c->copies) {
+            rc = err_set(err, errlen, "copy index holds %llu entries but the store holds %llu group copies",
+                         (unsigned long long)copies, (unsigned long long)c->copies);
+        }
+    }
+    it = rc == 0 ? store_iter_range(s, KEY_KEY_INDEX) : NULL;
+    for (; rc == 0 && it != NULL && store_iter_in_range(it, KEY_KEY_INDEX, &key, &klen); leveldb_iter_next(it)) {
+        const char *zero = klen > 1 ? memchr(key + 1, 0, klen - 1) : NULL;
+        size_t tlen = zero ? (size_t)(zero - key - 1) : 0;
+        size_t kl = zero && (size_t)(zero - key) + 3 <= klen ? be16_get(zero + 1) : 0;
+        if (zero == NULL || (size_t)(zero - key) + 3 + kl + 8 != klen) {
+            rc = err_set(err, errlen, "corrupt key index entry");
+            break;
+        }
+        uint64_t id = be64_get(key + klen - 8);
+        char *hv;
+        idx_home_t h;
+        int found = idx_home_read(s, id, &hv, &h, err, errlen);
+        if (found < 0) {
+            rc = -1;
+            break;
+        }
+        int ok = found && h.topic_len == tlen && memcmp(h.topic, key + 1, tlen) == 0 && h.key_len == kl &&
+                 memcmp(h.key, zero + 3, kl) == 0;
+        if (found) {
+            leveldb_free(hv);
+        }
+        if (!ok) {
+            rc = err_set(err, errlen, "key index entry of %016llx names no message of that topic and key",
+                         (unsigned long long)id);
+        }
+    }
+    if (it != NULL) {
+        if (rc == 0) {
+            rc = store_iter_error(it, "the key index", err, errlen);
+        }
+        leveldb_iter_destroy(it);
+    }
+    return rc;
+}
+
+int idx_check(store_t *s, char *err, size_t errlen)
+{
+    idx_check_ctx_t c = { s, 0, 0, err, errlen, 0 };
+    if (store_scan(s, check_entry, &c, err, errlen) != 0) {
+        return -1;
+    }
+    if (c.bad) {
+        return -1;
+    }
+    return check_ranges(s, &c, err, errlen);
+}

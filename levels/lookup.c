@@ -1,0 +1,642 @@
+/*
+ * levels/lookup.c — finding and revoking messages (see store.h): GET, FIND,
+ * REVOKE and SEND … DEDUP, read from the indexes of levels/index.c.
+ *
+ * A message has its own copy (its SEND journey on a level, then the topic
+ * log) and one copy per group that took it (a lease, a retry, the DLQ). A
+ * view collects them: the own copy from 'X', the group copies from the 'Y'
+ * entries of the id; and, while the message is in the topic log, every group
+ * of the topic is READY (its cursor is at or before the message) or DONE
+ * (past it, holding no copy). The overall state is the first that applies of
+ * DELAYED, READY, LEASED, RETRY, DLQ; else GONE.
+ *
+ * REVOKE takes only the own copy, and only before any group took it, so a
+ * revoke never races a consumer: a DELAYED message leaves its level (the
+ * level's head is found again when it was the head), a READY one leaves the
+ * topic log (the topic's retained count and every group's backlog drop by
+ * one). All revokes of one call are one batch.
+ *
+ * Threading: one thread at a time (the broker's storage thread).
+ */
+#include "levels/store_internal.h"
+#include "base/alloc.h"
+#include "base/err.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *store_msg_state_name(store_msg_state_t st)
+{
+    static const char *names[] = { "gone", "delayed", "ready", "leased", "retry", "dlq", "done" };
+    return (unsigned)st < sizeof names / sizeof names[0] ? names[st] : "unknown";
+}
+
+void store_msg_view_free(store_msg_view_t *v)
+{
+    if (v == NULL) {
+        return;
+    }
+    msg_owned_free(&v->msg);
+    for (int i = 0; i < v->ncopies; i++) {
+        free(v->copies[i].reason);
+    }
+    free(v->copies);
+    memset(v, 0, sizeof *v);
+}
+
+/* ---- building a view --------------------------------------------------------------- */
+
+/* Read the message under k into *m (views into *buf, free with leveldb_free):
+ * 1, 0 when missing, -1 on error. */
+static int read_msg(store_t *s, const key_buf_t *k, char **buf, msg_t *m, const char *where, char *err, size_t errlen)
+{
+    size_t vlen;
+    int found = store_get(s, k, buf, &vlen, err, errlen);
+    if (found <= 0) {
+        return found;
+    }
+    if (store_decode(*buf, vlen, m, where, err, errlen) != 0) {
+        leveldb_free(*buf);
+        return -1;
+    }
+    return 1;
+}
+
+static store_copy_view_t *view_add_copy(store_msg_view_t *v, const char *group, size_t glen)
+{
+    v->copies = xrealloc(v->copies, (size_t)(v->ncopies + 1) * sizeof *v->copies);
+    store_copy_view_t *c = &v->copies[v->ncopies++];
+    memset(c, 0, sizeof *c);
+    memcpy(c->group, group, glen);
+    c->group[glen] = '\0';
+    return c;
+}
+
+/* Keep the message's bytes in the view (the first copy read wins: the own
+ * copy is read first). */
+static void view_keep_msg(store_msg_view_t *v, const msg_t *m, int with_payload)
+{
+    if (v->msg.buf != NULL) {
+        return;
+    }
+    msg_t c = *m;
+    if (!with_payload) {
+        c.payload.ptr = NULL;
+        c.payload.len = 0;
+    }
+    c.reason.ptr = NULL;
+    c.reason.len = 0;
+    msg_owned_copy(&v->msg, &c);
+}
+
+/* Hops still to come after the level hop that is due at hop_due, for a
+ * journey ending at due (the greedy chain of level.c's route_due). */
+static int hops_after(const lvl_table_t *t, uint64_t hop_due, uint64_t due)
+{
+    int n = 0;
+    while (due > hop_due && n < 1000) {
+        hop_due += t->delay_ms[lvl_next_hop(t, due - hop_due)];
+        n++;
+    }
+    return n;
+}
+
+/* The own copy at h->place: fills the DELAYED fields and keeps the message. */
+static int view_home(store_t *s, store_msg_view_t *v, const idx_home_t *h, int with_payload, char *err, size_t errlen)
+{
+    key_buf_t k;
+    if (h->place.tag == 'L') {
+        key_level(&k, h->place.level, h->place.due, h->place.seq);
+    } else {
+        key_queue(&k, KEY_TOPIC_LOG, h->topic, h->topic_len, h->place.seq);
+    }
+    char *buf;
+    msg_t m;
+    int found = read_msg(s, &k, &buf, &m, "the message index's place", err, errlen);
+    if (found <= 0) {
+        return found < 0 ? -1
+                         : err_set(err, errlen, "message index of %016llx names a missing '%c' entry in %s",
+                                   (unsigned long long)v->id, h->place.tag, s->path);
+    }
+    view_keep_msg(v, &m, with_payload);
+    if (h->place.tag == 'L') {
+        v->level = h->place.level;
+        v->hop_due_ms = h->place.due;
+        v->hops_left = hops_after(&s->opt.levels, h->place.due, m.due_ms);
+    }
+    leveldb_free(buf);
+    return 0;
+}
+
+/* One 'Y' entry (group copy): the copy's state, read from where it sits. */
+static int view_copy(store_t *s, store_msg_view_t *v, const char *group, size_t glen, const idx_place_t *p,
+                     int with_payload, char *err, size_t errlen)
+{
+    key_buf_t k;
+    store_copy_view_t c = { 0 };
+    if (p->tag == 'I') {
+        key_queue(&k, KEY_LEASE_INDEX, group, glen, v->id);
+        char *dv;
+        size_t dlen;
+        int f = store_get(s, &k, &dv, &dlen, err, errlen);
+        if (f <= 0 || dlen != 8) {
+            if (f > 0) {
+                leveldb_free(dv);
+            }
+            return f < 0
+                       ? -1
+                       : err_set(err, errlen, "copy index names a missing lease of %016llx", (unsigned long long)v->id);
+        }
+        c.deadline_ms = be64_get(dv);
+        leveldb_free(dv);
+        key_lease(&k, c.deadline_ms, group, glen, v->id);
+        c.state = STORE_MSG_LEASED;
+    } else if (p->tag == 'L') {
+        key_level(&k, p->level, p->due, p->seq);
+        c.state = STORE_MSG_RETRY;
+        c.level = p->level;
+    } else if (p->tag == 'R') {
+        key_queue(&k, KEY_RETRY, group, glen, p->seq);
+        c.state = STORE_MSG_RETRY;
+    } else if (p->tag == 'D') {
+        key_queue(&k, KEY_DLQ, group, glen, v->id);
+        c.state = STORE_MSG_DLQ;
+    } else {
+        return err_set(err, errlen, "corrupt copy index entry of %016llx (place '%c')", (unsigned long long)v->id,
+                       p->tag);
+    }
+    char *buf;
+    msg_t m;
+    int found = read_msg(s, &k, &buf, &m, "a group copy", err, errlen);
+    if (found <= 0) {
+        return found < 0 ? -1
+                         : err_set(err, errlen, "copy index of %016llx names a missing '%c' entry in %s",
+                                   (unsigned long long)v->id, p->tag, s->path);
+    }
+    view_keep_msg(v, &m, with_payload);
+    c.reconsume = m.reconsume;
+    if (c.state == STORE_MSG_RETRY && c.level > 0) {
+        c.due_ms = m.due_ms;
+    }
+    if (c.state == STORE_MSG_DLQ) {
+        c.parked_ms = m.stamp_ms;
+    }
+    if (m.reason.len > 0) {
+        c.reason = xmemdup(m.reason.ptr, m.reason.len);
+        c.reason_len = m.reason.len;
+    }
+    leveldb_free(buf);
+    store_copy_view_t *slot = view_add_copy(v, group, glen);
+    memcpy(c.group, slot->group, sizeof c.group);
+    *slot = c;
+    if (m.reconsume > v->reconsume) {
+        v->reconsume = m.reconsume;
+    }
+    return 0;
+}
+
+/* The group copies of v->id (current incarnations only). */
+static int view_copies(store_t *s, store_msg_view_t *v, int with_payload, char *err, size_t errlen)
+{
+    key_buf_t k;
+    key_msg_index(&k, v->id);
+    k.b[0] = (char)KEY_COPY_INDEX;
+    leveldb_iterator_t *it = store_iter_at(s, &k);
+    const char *key;
+    size_t klen;
+    int rc = 0;
+    for (; rc == 0 && store_iter_in(it, k.b, k.n, &key, &klen); leveldb_iter_next(it)) {
+        if (klen < 9 + 2 + 8 || key[klen - 9] != '\0') {
+            rc = err_set(err, errlen, "corrupt copy index key in %s", s->path);
+            break;
+        }
+        const char *group = key + 9;
+        size_t glen = klen - 9 - 9;
+        uint64_t gen = be64_get(key + klen - 8);
+        const group_state_t *g = store_group_get(s, group, glen);
+        if (g == NULL || g->gen != gen) {
+            continue; /* a deleted group's delayed retry: dropped when due */
+        }
+        size_t vlen;
+        const char *val = leveldb_iter_value(it, &vlen);
+        idx_place_t p;
+        if (idx_place_decode(val, vlen, &p) != 0) {
+            rc = err_set(err, errlen, "corrupt copy index entry in %s", s->path);
+            break;
+        }
+        char gname[MSG_MAX_NAME + 1];
+        memcpy(gname, group, glen); /* the key is the iterator's: copy before other reads */
+        rc = view_copy(s, v, gname, glen, &p, with_payload, err, errlen);
+    }
+    if (rc == 0) {
+        rc = store_iter_error(it, "the copy index", err, errlen);
+    }
+    leveldb_iter_destroy(it);
+    return rc;
+}
+
+static int has_copy(const store_msg_view_t *v, const char *group, size_t glen)
+{
+    for (int i = 0; i < v->ncopies; i++) {
+        if (strlen(v->copies[i].group) == glen && memcmp(v->copies[i].group, group, glen) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The overall state, from the own copy's place and the copies. */
+static store_msg_state_t view_state(const store_msg_view_t *v, char home_tag, int topic_has_groups)
+{
+    if (home_tag == 'L') {
+        return STORE_MSG_DELAYED;
+    }
+    static const store_msg_state_t order[] = { STORE_MSG_READY, STORE_MSG_LEASED, STORE_MSG_RETRY, STORE_MSG_DLQ };
+    if (home_tag == 'T' && !topic_has_groups) {
+        return STORE_MSG_READY;
+    }
+    for (size_t o = 0; o < sizeof order / sizeof order[0]; o++) {
+        for (int i = 0; i < v->ncopies; i++) {
+            if (v->copies[i].state == order[o]) {
+                return order[o];
+            }
+        }
+    }
+    return STORE_MSG_GONE;
+}
+
+/* The view of id, without store_read_begin (the caller did it). */
+static int view_build(store_t *s, uint64_t id, int with_payload, store_msg_view_t *v, char *err, size_t errlen)
+{
+    memset(v, 0, sizeof *v);
+    v->id = id;
+    char *hbuf;
+    idx_home_t h;
+    int found = idx_home_read(s, id, &hbuf, &h, err, errlen);
+    if (found <= 0) {
+        return found; /* 0: GONE */
+    }
+    int rc = 0;
+    if (h.place.tag != 0) {
+        rc = view_home(s, v, &h, with_payload, err, errlen);
+    }
+    if (rc == 0) {
+        rc = view_copies(s, v, with_payload, err, errlen);
+    }
+    const topic_state_t *t = map_get(&s->topics, h.topic, h.topic_len);
+    int groups = 0;
+    if (rc == 0 && t != NULL) {
+        map_iter_t it = { 0 };
+        void *gv;
+        while (map_next(&s->groups, &it, NULL, NULL, &gv)) {
+            const group_state_t *g = gv;
+            if (g->topic != t) {
+                continue;
+            }
+            groups++;
+            if (h.place.tag != 'T' || has_copy(v, g->name, g->len)) {
+                continue;
+            }
+            store_copy_view_t *c = view_add_copy(v, g->name, g->len);
+            c->state = h.place.seq >= g->cursor ? STORE_MSG_READY : STORE_MSG_DONE;
+        }
+    }
+    if (rc == 0) {
+        v->state = view_state(v, h.place.tag, groups > 0);
+        if (v->state == STORE_MSG_GONE) {
+            msg_owned_free(&v->msg);
+        }
+    }
+    leveldb_free(hbuf);
+    if (rc != 0) {
+        store_msg_view_free(v);
+        return -1;
+    }
+    return 0;
+}
+
+int store_msg_get(store_t *s, uint64_t id, int with_payload, store_msg_view_t *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
+    return view_build(s, id, with_payload, out, err, errlen) < 0 ? -1 : 0;
+}
+
+/* ---- FIND ----------------------------------------------------------------------------- */
+
+/* The ids of topic's messages with key, in id order, at most max. */
+static int key_ids(store_t *s, const char *topic, size_t tlen, const char *key, size_t klen, int max, uint64_t **ids,
+                   int *n, char *err, size_t errlen)
+{
+    *ids = NULL;
+    *n = 0;
+    key_buf_t k;
+    key_key_prefix(&k, topic, tlen, key, klen);
+    leveldb_iterator_t *it = store_iter_at(s, &k);
+    const char *ik;
+    size_t iklen;
+    int cap = 0;
+    for (; *n < max && store_iter_in(it, k.b, k.n, &ik, &iklen); leveldb_iter_next(it)) {
+        if (iklen != k.n + 8) {
+            continue; /* a longer key that shares this prefix cannot: the length comes first */
+        }
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 4;
+            *ids = xrealloc(*ids, (size_t)cap * sizeof **ids);
+        }
+        (*ids)[(*n)++] = be64_get(ik + k.n);
+    }
+    int rc = store_iter_error(it, "the key index", err, errlen);
+    leveldb_iter_destroy(it);
+    if (rc != 0) {
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+static int check_find_args(const char *topic, size_t tlen, size_t klen, char *err, size_t errlen)
+{
+    if (msg_check_name("topic", topic, tlen, err, errlen) != 0) {
+        return -1;
+    }
+    if (klen == 0 || klen > MSG_MAX_KEY) {
+        return err_set(err, errlen, "key must be 1..%d bytes, got %zu", MSG_MAX_KEY, klen);
+    }
+    return 0;
+}
+
+int store_msg_find(store_t *s, const char *topic, size_t topic_len, const char *key, size_t key_len, int max,
+                   store_msg_view_t **out, int *n, char *err, size_t errlen)
+{
+    *out = NULL;
+    *n = 0;
+    if (check_find_args(topic, topic_len, key_len, err, errlen) != 0 || store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
+    uint64_t *ids;
+    int nids;
+    if (key_ids(s, topic, topic_len, key, key_len, max, &ids, &nids, err, errlen) != 0) {
+        return -1;
+    }
+    store_msg_view_t *views = nids ? xcalloc((size_t)nids, sizeof *views) : NULL;
+    int rc = 0;
+    for (int i = 0; i < nids && rc == 0; i++) {
+        rc = view_build(s, ids[i], 0, &views[*n], err, errlen);
+        if (rc == 0 && views[*n].state != STORE_MSG_GONE) {
+            (*n)++;
+        } else if (rc == 0) {
+            store_msg_view_free(&views[*n]);
+        }
+    }
+    free(ids);
+    if (rc != 0) {
+        for (int i = 0; i < *n; i++) {
+            store_msg_view_free(&views[i]);
+        }
+        free(views);
+        *n = 0;
+        return -1;
+    }
+    *out = views;
+    return 0;
+}
+
+/* ---- REVOKE ----------------------------------------------------------------------------- */
+
+typedef struct revoke_ctx {
+    store_revoke_result_t *r;
+    idx_place_t *taken; /* level keys deleted in this call (head search skips them) */
+    size_t ntaken, captaken;
+} revoke_ctx_t;
+
+static void refuse(store_revoke_result_t *r, uint64_t id, const char *fmt, const char *a, const char *b)
+{
+    r->refused_total++;
+    if (r->nrefused < STORE_REVOKE_REFUSED_MAX) {
+        r->refused[r->nrefused].id = id;
+        snprintf(r->refused[r->nrefused].reason, sizeof r->refused[0].reason, fmt, a, b);
+        r->nrefused++;
+    }
+}
+
+static int taken_has(const revoke_ctx_t *c, int level, uint64_t due, uint64_t seq)
+{
+    for (size_t i = 0; i < c->ntaken; i++) {
+        if (c->taken[i].level == level && c->taken[i].due == due && c->taken[i].seq == seq) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The level's head was revoked: its new head is the first key after it that
+ * this call did not take (committed data still holds them). */
+static int level_rehead(store_t *s, revoke_ctx_t *c, int level, char *err, size_t errlen)
+{
+    level_state_t *ls = &s->levels[level];
+    if (ls->depth == 0) {
+        ls->has_head = 0;
+        return 0;
+    }
+    key_buf_t k;
+    key_level(&k, level, ls->head_due, ls->head_seq);
+    leveldb_iterator_t *it = store_iter_at(s, &k);
+    const char *key;
+    size_t klen;
+    int found = 0, rc = 0;
+    for (; store_iter_in(it, k.b, 2, &key, &klen); leveldb_iter_next(it)) {
+        int l;
+        uint64_t due, seq;
+        if (key_level_parse(key, klen, &l, &due, &seq) != 0) {
+            rc = err_set(err, errlen, "corrupt level key on level %d in %s", level, s->path);
+            break;
+        }
+        if (taken_has(c, level, due, seq)) {
+            continue;
+        }
+        ls->head_due = due;
+        ls->head_seq = seq;
+        found = 1;
+        break;
+    }
+    if (rc == 0) {
+        rc = store_iter_error(it, "a level queue", err, errlen);
+    }
+    leveldb_iter_destroy(it);
+    if (rc == 0 && !found) {
+        rc = err_set(err, errlen, "level %d counts %llu messages but none is left after its head", level,
+                     (unsigned long long)ls->depth);
+    }
+    return rc;
+}
+
+/* The first group of topic t past seq (it took the message), or NULL. */
+static const group_state_t *group_past(const store_t *s, const topic_state_t *t, uint64_t seq)
+{
+    map_iter_t it = { 0 };
+    void *v;
+    while (map_next(&s->groups, &it, NULL, NULL, &v)) {
+        const group_state_t *g = v;
+        if (g->topic == t && g->cursor > seq) {
+            return g;
+        }
+    }
+    return NULL;
+}
+
+/* Revoke one message by id (store_read_begin done by the caller). */
+static int revoke_one(store_t *s, revoke_ctx_t *c, uint64_t id, char *err, size_t errlen)
+{
+    store_revoke_result_t *r = c->r;
+    char *hbuf;
+    idx_home_t h;
+    int found = idx_home_read(s, id, &hbuf, &h, err, errlen);
+    if (found <= 0) {
+        if (found == 0) {
+            refuse(r, id, "gone%s%s", "", "");
+        }
+        return found;
+    }
+    msg_t m = { 0 };
+    m.id = id;
+    m.topic.ptr = h.topic;
+    m.topic.len = (uint32_t)h.topic_len;
+    m.key.ptr = h.key;
+    m.key.len = (uint32_t)h.key_len;
+    int rc = 0;
+    topic_state_t *t = map_get(&s->topics, h.topic, h.topic_len);
+    const group_state_t *past = h.place.tag == 'T' && t != NULL ? group_past(s, t, h.place.seq) : NULL;
+    if (h.place.tag == 'L') {
+        key_buf_t k;
+        key_level(&k, h.place.level, h.place.due, h.place.seq);
+        store_del(s, &k);
+        level_state_t *ls = &s->levels[h.place.level];
+        ls->depth--;
+        store_mark_level(s, h.place.level);
+        if (c->ntaken == c->captaken) {
+            c->captaken = c->captaken ? c->captaken * 2 : 8;
+            c->taken = xrealloc(c->taken, c->captaken * sizeof *c->taken);
+        }
+        c->taken[c->ntaken++] = h.place;
+        if (ls->has_head && ls->head_due == h.place.due && ls->head_seq == h.place.seq) {
+            rc = level_rehead(s, c, h.place.level, err, errlen);
+        }
+        r->from_delayed++;
+    } else if (h.place.tag == 'T' && past == NULL && t != NULL) {
+        key_buf_t k;
+        key_queue(&k, KEY_TOPIC_LOG, h.topic, h.topic_len, h.place.seq);
+        store_del(s, &k);
+        t->removed++;
+        store_mark_topic(s, t);
+        map_iter_t it = { 0 };
+        void *v;
+        while (map_next(&s->groups, &it, NULL, NULL, &v)) {
+            group_state_t *g = v;
+            if (g->topic == t) { /* its backlog (appended - position) loses the message */
+                g->position++;
+                store_mark_group(s, g);
+            }
+        }
+        r->from_ready++;
+    } else {
+        store_msg_view_t v;
+        rc = view_build(s, id, 0, &v, err, errlen);
+        if (rc == 0) {
+            const char *g = past ? past->name : v.ncopies > 0 ? v.copies[0].group : "?";
+            const char *st = store_msg_state_name(v.state == STORE_MSG_GONE ? STORE_MSG_DONE : v.state);
+            refuse(r, id, "already delivered to group %s (%s)", g, st);
+            store_msg_view_free(&v);
+        }
+        leveldb_free(hbuf);
+        return rc;
+    }
+    if (rc == 0) {
+        rc = idx_home_gone(s, &m, err, errlen);
+    }
+    if (rc == 0) {
+        r->revoked++;
+    }
+    leveldb_free(hbuf);
+    return rc;
+}
+
+int store_revoke_id(store_t *s, uint64_t id, store_revoke_result_t *r, char *err, size_t errlen)
+{
+    memset(r, 0, sizeof *r);
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
+    revoke_ctx_t c = { r, NULL, 0, 0 };
+    int rc = revoke_one(s, &c, id, err, errlen);
+    free(c.taken);
+    return rc;
+}
+
+int store_revoke_key(store_t *s, const char *topic, size_t topic_len, const char *key, size_t key_len,
+                     store_revoke_result_t *r, char *err, size_t errlen)
+{
+    memset(r, 0, sizeof *r);
+    if (check_find_args(topic, topic_len, key_len, err, errlen) != 0 || store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
+    uint64_t *ids;
+    int n;
+    if (key_ids(s, topic, topic_len, key, key_len, 1 << 20, &ids, &n, err, errlen) != 0) {
+        return -1;
+    }
+    revoke_ctx_t c = { r, NULL, 0, 0 };
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        rc = revoke_one(s, &c, ids[i], err, errlen);
+    }
+    free(ids);
+    free(c.taken);
+    return rc;
+}
+
+/* ---- SEND … DEDUP ------------------------------------------------------------------------ */
+
+int store_send_dedup(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_t *id_out, uint64_t *due_out,
+                     int *dup, char *err, size_t errlen)
+{
+    *dup = 0;
+    if (store_send_validate(&s->opt, req, err, errlen) != 0) {
+        return -1;
+    }
+    if (req->key_len == 0) {
+        return err_set(err, errlen, "DEDUP needs a KEY");
+    }
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
+    uint64_t *ids;
+    int n;
+    if (key_ids(s, req->topic, req->topic_len, req->key, req->key_len, 1 << 20, &ids, &n, err, errlen) != 0) {
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0 && !*dup; i++) {
+        store_msg_view_t v;
+        rc = view_build(s, ids[i], 0, &v, err, errlen);
+        if (rc == 0 && store_msg_state_live(v.state)) {
+            *dup = 1;
+            *id_out = v.id;
+            if (due_out) {
+                *due_out = v.msg.m.due_ms;
+            }
+        }
+        if (rc == 0) {
+            store_msg_view_free(&v);
+        }
+    }
+    free(ids);
+    if (rc != 0) {
+        return -1;
+    }
+    return *dup ? 0 : store_send(s, req, now_ms, id_out, due_out, err, errlen);
+}
