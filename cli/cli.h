@@ -2,9 +2,11 @@
  * cli/cli.h — hourglass-cli's shared state, its command table type, the
  * exit codes and the calls every command makes (connect, run a command,
  * report a failure). The command implementations live by family:
- * cli/cmd_broker.c (ping, levels, groups, info, send) and cli/cmd_dlq.c
- * (dlq list/show/requeue/drop); the table, help and main() in cli/main.c;
- * argument parsing in cli/args.h, output in cli/output.h.
+ * cli/cmd_broker.c (ping, levels, groups, info, send), cli/cmd_dlq.c
+ * (dlq list/show/requeue/drop), cli/cmd_orders.c (orders overdue/show/cancel,
+ * over <hourglass/order_view.h>) and cli/cmd_msg.c (msg show/find/revoke);
+ * the table, help and main() in cli/main.c; argument parsing in cli/args.h,
+ * output in cli/output.h, settings in cli/config.h.
  *
  * A client of the public libhourglass API only (<hourglass/hourglass.h>).
  * Single-threaded.
@@ -16,6 +18,8 @@
 
 #include <stdint.h>
 #include <stdio.h>
+
+#include "cli/config.h"
 
 /* Exit codes (also in --help). */
 #define EXIT_BROKER  1 /* the broker answered an error, or the thing asked for is not there */
@@ -33,6 +37,8 @@ typedef struct cli {
     int json;
     uint32_t timeout_ms;
     hg_client_t *client; /* opened on first use */
+    cli_config_t conf;   /* the order database, the order topic (cli/config.h) */
+    hg_order_db *orders; /* opened on first use (cli_orders_db) */
 } cli_t;
 
 /* A command: called with argv[0] = its (last) name word; returns the exit code. */
@@ -87,6 +93,21 @@ int cli_cmd_levels(cli_t *cli, int argc, char **argv);
 int cli_cmd_groups(cli_t *cli, int argc, char **argv);
 int cli_cmd_info(cli_t *cli, int argc, char **argv);
 int cli_cmd_send(cli_t *cli, int argc, char **argv);
+
+/* Open the order database once (cli/config.h's keys). Returns 0, or the exit
+ * code (EXIT_USAGE for a missing key, EXIT_CONNECT when MariaDB cannot be
+ * reached) with the message printed. */
+int cli_orders_db(cli_t *cli);
+
+/* ---- cli/cmd_orders.c ---- */
+int cli_cmd_orders_overdue(cli_t *cli, int argc, char **argv);
+int cli_cmd_orders_show(cli_t *cli, int argc, char **argv);
+int cli_cmd_orders_cancel(cli_t *cli, int argc, char **argv);
+
+/* ---- cli/cmd_msg.c ---- */
+int cli_cmd_msg_show(cli_t *cli, int argc, char **argv);
+int cli_cmd_msg_find(cli_t *cli, int argc, char **argv);
+int cli_cmd_msg_revoke(cli_t *cli, int argc, char **argv);
 
 /* ---- cli/cmd_dlq.c ---- */
 int cli_cmd_dlq_list(cli_t *cli, int argc, char **argv);

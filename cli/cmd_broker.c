@@ -265,6 +265,28 @@ int cli_cmd_info(cli_t *cli, int argc, char **argv)
     return 0;
 }
 
+/* --level n against the broker's own table (LEVELS): 0 (now) .. its count.
+ * Returns 0, or the exit code with the message printed. */
+static int check_level(cli_t *cli, int level)
+{
+    hg_levels_t *table;
+    char first[32], last[32];
+    hg_err_t e = hg_levels_fetch(cli->client, &table);
+
+    if (e != HG_OK)
+        return cli_client_failure(cli, e);
+    int count = hg_levels_count(table);
+    if (level > count) {
+        units_format_duration(hg_levels_delay_ms(table, 1), first, sizeof first);
+        units_format_duration(hg_levels_delay_ms(table, count), last, sizeof last);
+        hg_levels_free(table);
+        return cli_usage_error("send: --level %d is not a level of this broker (0..%d: 0 = now, 1 = %s … %d = %s)",
+                               level, count, first, count, last);
+    }
+    hg_levels_free(table);
+    return 0;
+}
+
 int cli_cmd_send(cli_t *cli, int argc, char **argv)
 {
     cli_opt_t specs[] = {
@@ -286,8 +308,8 @@ int cli_cmd_send(cli_t *cli, int argc, char **argv)
     if (given > 1)
         return cli_usage_error("send: only one of --level, --delay and --at may be given");
     if (specs[1].value != NULL) {
-        if (cli_parse_u64(specs[1].value, &v) < 0 || v > 64)
-            return cli_usage_error("send: --level '%s' is not a level number 0..64", specs[1].value);
+        if (cli_parse_u64(specs[1].value, &v) < 0 || v > 255)
+            return cli_usage_error("send: --level '%s' is not a level number", specs[1].value);
         delay = hg_delay_level((int)v);
     } else if (specs[2].value != NULL) {
         char why[200];
@@ -300,6 +322,8 @@ int cli_cmd_send(cli_t *cli, int argc, char **argv)
         delay = hg_delay_at(v);
     }
     if ((rc = cli_connect(cli)) != 0)
+        return rc;
+    if (specs[1].value != NULL && (rc = check_level(cli, (int)delay.value)) != 0)
         return rc;
     e = hg_send(cli->client, pos[0], specs[0].value, pos[1], strlen(pos[1]), delay, id);
     if (e != HG_OK)

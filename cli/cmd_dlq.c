@@ -13,7 +13,8 @@
 #include "cli/args.h"
 #include "cli/output.h"
 
-#define CLI_PAYLOAD_COLUMN 40 /* payload characters shown in dlq list */
+#define CLI_PAYLOAD_COLUMN 40    /* payload characters shown in dlq list */
+#define CLI_DLQ_ALL_PAGE   "500" /* entries per DLQ LIST of dlq list --all */
 
 /* The fields of one DLQ LIST entry [id, key, payload, reconsume, reason, parked_ms]. */
 typedef struct dlq_entry {
@@ -85,16 +86,51 @@ static int dlq_list_reply(cli_t *cli, const char *group, const char *count, cons
     return 0;
 }
 
+/* Add one page's entries to the table (or print them as JSON elements). */
+static void list_page(cli_t *cli, const hg_reply_t *r, table_t *t, size_t *printed)
+{
+    char buf[64];
+
+    for (size_t i = 0; i < hg_reply_count(r); i++) {
+        dlq_entry_t d;
+        dlq_entry(hg_reply_element(r, i), &d);
+        if (cli->json) {
+            if ((*printed)++ > 0)
+                fputc(',', stdout);
+            dlq_json(&d);
+            continue;
+        }
+        (*printed)++;
+        table_add_owned(t, out_text(d.id, d.id_len, 0));
+        table_add_owned(t, out_text(d.key, d.key_len, 24));
+        table_addf(t, "%lld", d.reconsume);
+        out_time((uint64_t)d.parked_ms, buf, sizeof(buf));
+        table_add(t, buf);
+        table_add_owned(t, out_text(d.reason, d.reason_len, 48));
+        table_add_owned(t, out_text(d.payload, d.payload_len, CLI_PAYLOAD_COLUMN));
+    }
+}
+
+/* The id of the last entry of a page into id[HG_ID_MAX] ("" when empty). */
+static void last_id(const hg_reply_t *r, char *id)
+{
+    dlq_entry_t d;
+    id[0] = '\0';
+    if (hg_reply_count(r) > 0 && dlq_entry(hg_reply_element(r, hg_reply_count(r) - 1), &d) == 0)
+        snprintf(id, HG_ID_MAX, "%.*s", (int)d.id_len, d.id);
+}
+
 int cli_cmd_dlq_list(cli_t *cli, int argc, char **argv)
 {
     static const char *const header[6] = { "ID", "KEY", "RECONSUME", "PARKED", "REASON", "PAYLOAD" };
     static const int right[6] = { 0, 0, 1, 0, 0, 0 };
-    cli_opt_t specs[] = { { "--count", 1, NULL }, { "--after", 1, NULL }, { NULL, 0, NULL } };
-    char *pos[1], buf[64];
+    cli_opt_t specs[] = { { "--count", 1, NULL }, { "--after", 1, NULL }, { "--all", 0, NULL }, { NULL, 0, NULL } };
+    char *pos[1], after[HG_ID_MAX] = "", page_count[24];
     uint64_t v;
     hg_reply_t *r;
     table_t t;
-    int rc = 0, n = cli_parse_args(cli_find_command("dlq list"), argc, argv, specs, pos, 1, &rc);
+    size_t printed = 0;
+    int more = 0, rc = 0, n = cli_parse_args(cli_find_command("dlq list"), argc, argv, specs, pos, 1, &rc);
 
     if (n < 0)
         return rc;
@@ -104,38 +140,54 @@ int cli_cmd_dlq_list(cli_t *cli, int argc, char **argv)
         return cli_usage_error("dlq list: --count '%s' is not a positive number", specs[0].value);
     if (specs[1].value != NULL && cli_parse_id(specs[1].value, &v) < 0)
         return cli_usage_error("dlq list: --after '%s' is not a message id (16 hex digits)", specs[1].value);
-    if ((rc = dlq_list_reply(cli, pos[0], specs[0].value, specs[1].value, &r)) != 0)
-        return rc;
-    if (cli->json) {
-        fputc('[', stdout);
-        for (size_t i = 0; i < hg_reply_count(r); i++) {
-            dlq_entry_t d;
-            dlq_entry(hg_reply_element(r, i), &d);
-            if (i > 0)
-                fputc(',', stdout);
-            dlq_json(&d);
-        }
-        fputs("]\n", stdout);
-    } else if (hg_reply_count(r) == 0) {
-        printf("the DLQ of group %s is empty%s\n", pos[0], specs[1].value != NULL ? " after that id" : "");
-    } else {
+    if (specs[0].value != NULL && specs[2].value != NULL)
+        return cli_usage_error("dlq list: --all pages by itself; give --count or --all, not both");
+    if (specs[1].value != NULL)
+        snprintf(after, sizeof after, "%s", specs[1].value);
+    snprintf(page_count, sizeof page_count, "%s",
+             specs[0].value != NULL   ? specs[0].value
+             : specs[2].value != NULL ? CLI_DLQ_ALL_PAGE
+                                      : "100");
+    if (!cli->json)
         table_init(&t, 6, header, right);
-        for (size_t i = 0; i < hg_reply_count(r); i++) {
-            dlq_entry_t d;
-            dlq_entry(hg_reply_element(r, i), &d);
-            table_add_owned(&t, out_text(d.id, d.id_len, 0));
-            table_add_owned(&t, out_text(d.key, d.key_len, 24));
-            table_addf(&t, "%lld", d.reconsume);
-            out_time((uint64_t)d.parked_ms, buf, sizeof(buf));
-            table_add(&t, buf);
-            table_add_owned(&t, out_text(d.reason, d.reason_len, 48));
-            table_add_owned(&t, out_text(d.payload, d.payload_len, CLI_PAYLOAD_COLUMN));
+    else
+        fputc('[', stdout);
+    for (;;) {
+        size_t want = (size_t)strtoull(page_count, NULL, 10);
+        if ((rc = dlq_list_reply(cli, pos[0], page_count, after[0] ? after : NULL, &r)) != 0)
+            break;
+        list_page(cli, r, &t, &printed);
+        last_id(r, after);
+        size_t got = hg_reply_count(r);
+        hg_reply_free(r);
+        if (got < want || after[0] == '\0')
+            break;
+        if (specs[2].value != NULL) {
+            fprintf(stderr, "dlq list %s: %zu listed…\n", pos[0], printed);
+            continue;
         }
-        table_print(&t, stdout);
+        /* A full page: is there more after it? */
+        if ((rc = dlq_list_reply(cli, pos[0], "1", after, &r)) != 0)
+            break;
+        more = hg_reply_count(r) > 0;
+        hg_reply_free(r);
+        break;
+    }
+    if (cli->json) {
+        fputs("]\n", stdout);
+    } else {
+        if (rc == 0 && printed == 0)
+            printf("the DLQ of group %s is empty%s\n", pos[0], specs[1].value != NULL ? " after that id" : "");
+        else if (rc == 0)
+            table_print(&t, stdout);
         table_free(&t);
     }
-    hg_reply_free(r);
-    return 0;
+    if (rc == 0 && more)
+        fprintf(cli->json ? stderr : stdout, "more: hourglass-cli dlq list %s --after %s%s%s (or --all)\n", pos[0],
+                after, specs[0].value ? " --count " : "", specs[0].value ? specs[0].value : "");
+    if (rc == 0 && specs[2].value != NULL)
+        fprintf(stderr, "dlq list %s: %zu listed, done\n", pos[0], printed);
+    return rc;
 }
 
 int cli_cmd_dlq_show(cli_t *cli, int argc, char **argv)
@@ -212,6 +264,15 @@ static int dlq_move(cli_t *cli, const char *name, const char *verb, const char *
         return cli_usage_error("%s: '%s' is not a message id (16 hex digits)", name, pos[1]);
     cmdv[2] = pos[0];
     cmdv[3] = n == 2 ? pos[1] : "ALL";
+    if (n != 2) { /* progress: how many there are, before the one atomic move */
+        const char *lenv[3] = { "DLQ", "LEN", pos[0] };
+        if ((rc = cli_run(cli, &r, 3, lenv)) != 0)
+            return rc;
+        if (reply_is_int(r))
+            fprintf(stderr, "%s %s: %lld message%s in the DLQ, moving them in one batch…\n", name, pos[0],
+                    hg_reply_integer(r), hg_reply_integer(r) == 1 ? "" : "s");
+        hg_reply_free(r);
+    }
     if ((rc = cli_run(cli, &r, 4, cmdv)) != 0)
         return rc;
     if (!reply_is_int(r)) {

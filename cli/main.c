@@ -1,13 +1,15 @@
 /*
  * cli/main.c — hourglass-cli, the operator's tool: levels, groups, INFO,
- * send, and draining a dead-letter queue by hand.
+ * send, draining a dead-letter queue, looking up and revoking messages, and
+ * the order view (overdue orders, why, manual cancel).
  *
- *   hourglass-cli [--uri URI] [--user U] [--password-file F] [--json] [--timeout MS] COMMAND [ARGS]
+ *   hourglass-cli [OPTIONS] COMMAND [ARGS]   (options anywhere on the line)
  *
  * This file: the command table (name, handler, usage, help) from which
- * `--help` output and dispatch come, the global options, the messages and
- * exit codes, and the one connection every command uses. The commands are in
- * cli/cmd_broker.c and cli/cmd_dlq.c; output is an aligned table for people
+ * `--help` output and dispatch come, the global options (taken out of argv
+ * wherever they stand, up to "--"), the messages and exit codes, and the one
+ * broker connection and the one order database every command uses. The
+ * commands are in cli/cmd_*.c; output is an aligned table for people
  * or, with --json, one JSON value on stdout for scripts. Messages go to
  * stderr.
  *
@@ -16,7 +18,7 @@
  *   1  the broker answered an error (or something the cli cannot read),
  *      or the thing asked for does not exist (dlq show/requeue/drop ID)
  *   2  usage: bad command, option or URI
- *   3  cannot reach the broker: connect failed, connection lost, timed out
+ *   3  cannot reach the broker (or MariaDB): connect failed, lost, timed out
  *
  * Single-threaded; everything is freed before exit (valgrind-clean).
  */
@@ -29,6 +31,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/alloc.h"
 #include "cli/args.h"
 #include "common/passwd.h"
 
@@ -142,11 +145,23 @@ int cli_unexpected(const char *cmd, const hg_reply_t *r)
     return cli_fail(EXIT_BROKER, "unexpected reply to %s from the broker", cmd);
 }
 
+int cli_orders_db(cli_t *cli)
+{
+    char err[600];
+
+    if (cli->orders != NULL)
+        return 0;
+    cli->orders = cli_config_open_db(&cli->conf, err, sizeof err);
+    if (cli->orders == NULL)
+        return cli_fail(strncmp(err, "MariaDB:", 8) == 0 ? EXIT_CONNECT : EXIT_USAGE, "%s", err);
+    return 0;
+}
+
 /* ------------------------------------------------------------------------
  * The command table and help
  * ------------------------------------------------------------------------ */
 
-static int cmd_dlq(cli_t *cli, int argc, char **argv);
+static int cmd_family(cli_t *cli, int argc, char **argv);
 
 static const command_t commands[] = {
     { "ping", cli_cmd_ping, "", "Check that the broker answers." },
@@ -158,15 +173,17 @@ static const command_t commands[] = {
       "The broker's INFO text (sections: server clients levels groups storage stats). "
       "With --json: an object of sections, each an object of fields." },
     { "send", cli_cmd_send, "TOPIC PAYLOAD [--key K] [--level N | --delay D | --at MS]",
-      "Send one message and print its id. --level N: exactly level N (0 = now). "
+      "Send one message and print its id. --level N: exactly level N of the broker's table (0 = now; "
+      "checked against its LEVELS). "
       "--delay D: a duration (1500 = ms, or 500ms 30s 25m 2h 1d), reached by chaining levels. "
       "--at MS: an absolute Unix time in milliseconds. Without any: deliver now." },
-    { "dlq", cmd_dlq, "(list|show|requeue|drop) ...",
+    { "dlq", cmd_family, "(list|show|requeue|drop) ...",
       "Inspect and drain a group's dead-letter queue. See `hourglass-cli dlq SUBCOMMAND --help`." },
-    { "dlq list", cli_cmd_dlq_list, "GROUP [--count N] [--after ID]",
+    { "dlq list", cli_cmd_dlq_list, "GROUP [--count N] [--after ID] [--all]",
       "List parked messages in id order: id, key, failures, when parked, the last failure "
       "reason, the payload (shortened; see dlq show). --count: at most N (default 100); "
-      "--after ID: page on from the last id shown." },
+      "--after ID: page on from the last id shown; when there are more, a last line says how to "
+      "page on. --all: every message, in pages, with progress on stderr." },
     { "dlq show", cli_cmd_dlq_show, "GROUP ID", "Show one parked message in full. Exit 1 when it is not in the DLQ." },
     { "dlq requeue", cli_cmd_dlq_requeue, "GROUP (ID | --all)",
       "Move one message (or all) back to the group's retry-ready queue with its failure count "
@@ -179,6 +196,33 @@ static const command_t commands[] = {
       "the hash, or with USER and ROLES (producer, consumer, admin, viewer; comma-separated) "
       "a whole users-file line. Default: scrypt ln=15 r=8 p=1 (--cost: ln, 10..20); --pbkdf2: "
       "PBKDF2-SHA256, 600000 iterations (--cost: iterations)." },
+    { "orders", cmd_family, "(overdue|show|cancel) ...",
+      "The order view on MariaDB (needs --mysql-database or a --config file). "
+      "See `hourglass-cli orders SUBCOMMAND --help`." },
+    { "orders overdue", cli_cmd_orders_overdue, "[--older-than D] [--limit N] [--after CURSOR]",
+      "Pending orders past their expiry, oldest first: how late, the outbox row, the state of the "
+      "timeout message in the broker (FIND) and why the order is late: not-sent, no-message (lost), "
+      "in-dlq, delayed or consumer-lagging. --older-than D: only orders overdue by more than D "
+      "(a duration: 30s, 5m, 2h); --limit N: at most N (default 50, at most 1000); --after: page on "
+      "from the cursor the last page printed." },
+    { "orders show", cli_cmd_orders_show, "ID",
+      "One order in full: status, times, cancel reason, items, the outbox row, its message(s) in the "
+      "broker and, when it is late, why. Exit 1 when there is no such order." },
+    { "orders cancel", cli_cmd_orders_cancel, "ID [--reason R]",
+      "Cancel an order by hand through the same idempotent cancel as the consumer (claim, stock "
+      "back, outbox row done, one transaction), recording reason R (default manual). Prints the "
+      "outcome: cancelled, not-pending (paid or cancelled already; nothing changed) or not-found "
+      "(exit 1)." },
+    { "msg", cmd_family, "(show|find|revoke) ...",
+      "Look up and revoke messages in the broker. See `hourglass-cli msg SUBCOMMAND --help`." },
+    { "msg show", cli_cmd_msg_show, "ID",
+      "One message and its state (GET): delayed on a level, ready, leased, retrying, in a DLQ or "
+      "gone; its topic, key, due time, failures and each group's copy." },
+    { "msg find", cli_cmd_msg_find, "TOPIC KEY",
+      "The messages of TOPIC with key KEY the broker still holds (FIND), with their states." },
+    { "msg revoke", cli_cmd_msg_revoke, "(ID | TOPIC --key KEY)",
+      "Take back messages not delivered yet (REVOKE): one by id, or every one of TOPIC with KEY. "
+      "Prints how many were revoked and why the others were refused (already delivered)." },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -227,14 +271,15 @@ void cli_print_command_help(FILE *f, const command_t *cmd)
 
 static void print_help(FILE *f)
 {
-    fprintf(f, "usage: hourglass-cli [--uri URI] [--tls-* FILE] [--json] [--timeout MS] COMMAND [ARGS]\n"
+    fprintf(f, "usage: hourglass-cli [OPTIONS] COMMAND [ARGS]\n"
                "\n"
-               "Administer an Hourglass broker and drain dead-letter queues by hand.\n"
+               "Administer an Hourglass broker, drain dead-letter queues, look up and revoke messages,\n"
+               "and find and cancel overdue orders by hand.\n"
                "\n"
-               "Options:\n"
-               "  --uri URI      broker to talk to: hourglass://[user:pass@]host[:port], or\n"
+               "Options (anywhere on the line, before or after the command):\n"
+               "  -u, --uri URI  broker to talk to: hourglass://[user:pass@]host[:port], or\n"
                "                 hourglass+tls://…[?ca=FILE&cert=FILE&key=FILE&sni=NAME] for its tls-port\n"
-               "                 (default: $HOURGLASS_URI, else " CLI_DEFAULT_URI ")\n"
+               "                 (default: $HOURGLASS_URI, else the file's uri, else " CLI_DEFAULT_URI ")\n"
                "  --user U       log in as U (instead of the URI's user)\n"
                "  --password-file F  read the password from file F (instead of the URI's)\n"
                "  --tls-ca-cert-file FILE  CA the broker's certificate must chain to\n"
@@ -243,124 +288,242 @@ static void print_help(FILE *f)
                "  --tls-server-name NAME   name the broker's certificate must carry (default: the host)\n"
                "  --json         print one JSON value for scripts instead of tables\n"
                "  --timeout MS   connect and reply timeout in milliseconds (default 5000)\n"
+               "  -c, --config FILE  an INI file of the keys below (and uri)\n"
                "  --help         this text; COMMAND --help describes one command\n"
                "  --version      print the version\n"
                "\n"
+               "The order database (orders …), as for hourglass-consumer and hourglass-compensator:\n");
+    for (size_t i = 1; i < cli_config_table.count; i++)
+        fprintf(f, "  --%-24s %s\n", cli_config_table.keys[i].name, cli_config_table.keys[i].help);
+    fprintf(f, "  (each as --KEY VALUE or --KEY=VALUE)\n");
+    fprintf(f, "\n"
                "Commands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
-        if (strcmp(commands[i].name, "dlq") != 0)
+        if (commands[i].fn != cmd_family)
             fprintf(f, "  %s%s%s\n", commands[i].name, commands[i].usage[0] ? " " : "", commands[i].usage);
     fprintf(f, "\n"
                "Exit status:\n"
                "  0  success\n"
                "  1  the broker answered an error, or the message asked for is not there\n"
                "  2  usage error: unknown command or option, bad argument or URI\n"
-               "  3  cannot reach the broker: connection refused, lost or timed out\n");
+               "  3  cannot reach the broker (or MariaDB): connection refused, lost or timed out\n");
 }
 
-/* dlq SUBCOMMAND: the subcommands are table entries named "dlq list" …. */
-static int cmd_dlq(cli_t *cli, int argc, char **argv)
+/* FAMILY SUBCOMMAND (dlq, orders, msg): the subcommands are table entries
+ * named "dlq list" …. */
+static int cmd_family(cli_t *cli, int argc, char **argv)
 {
-    char name[32];
+    char name[64], prefix[32], names[128] = "";
     const command_t *sub;
+    size_t plen;
 
+    snprintf(prefix, sizeof prefix, "%s ", argv[0]);
+    plen = strlen(prefix);
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strncmp(commands[i].name, prefix, plen) == 0)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "",
+                     commands[i].name + plen);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         FILE *f = argc < 2 ? stderr : stdout;
-        fprintf(f, "usage: hourglass-cli [--uri URI] [--json] dlq SUBCOMMAND ...\n\n");
+        fprintf(f, "usage: hourglass-cli [--uri URI] [--json] %s SUBCOMMAND ...\n\n", argv[0]);
         for (size_t i = 0; i < NCOMMANDS; i++)
-            if (strncmp(commands[i].name, "dlq ", 4) == 0) {
+            if (strncmp(commands[i].name, prefix, plen) == 0) {
                 fprintf(f, "  %s %s\n", commands[i].name, commands[i].usage);
                 print_wrapped(f, 6, commands[i].help);
             }
         return argc < 2 ? EXIT_USAGE : 0;
     }
-    snprintf(name, sizeof(name), "dlq %s", argv[1]);
+    snprintf(name, sizeof(name), "%s%s", prefix, argv[1]);
     sub = cli_find_command(name);
     if (sub == NULL)
-        return cli_usage_error("unknown dlq subcommand '%s' (list, show, requeue, drop)", argv[1]);
+        return cli_usage_error("unknown %s subcommand '%s' (%s)", argv[0], argv[1], names);
     return sub->fn(cli, argc - 1, argv + 1);
 }
 
-/* The field of a --tls-* flag a[0..n), or NULL when a is not one. */
-static const char **tls_flag(cli_t *cli, const char *a, size_t n)
+/* A global option with a value: "--uri URI", "--uri=URI", "-u URI". Returns
+ * 1 and *value (advancing *i past it) when argv[*i] is name (or short), 0
+ * when it is not, -1 with a usage error printed when the value is missing. */
+static int global_value(int argc, char **argv, int *i, const char *name, const char *short_name, const char **value)
 {
-    static const char *const names[] = { "--tls-ca-cert-file", "--tls-cert-file", "--tls-key-file",
-                                         "--tls-server-name" };
-    const char **fields[] = { &cli->tls_ca_cert_file, &cli->tls_cert_file, &cli->tls_key_file, &cli->tls_server_name };
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+
+    if (strncmp(a, name, n) == 0 && a[n] == '=') {
+        *value = a + n + 1;
+        return 1;
+    }
+    if (strcmp(a, name) != 0 && (short_name == NULL || strcmp(a, short_name) != 0))
+        return 0;
+    if (*i + 1 >= argc) {
+        cli_usage_error("%s needs a value", a);
+        return -1;
+    }
+    *value = argv[++*i];
+    return 1;
+}
+
+/* The field a string-valued global option (--user, --password-file,
+ * --tls-*; a may carry "=value") sets. Only called for those names. */
+static const char **string_option(cli_t *cli, const char *a)
+{
+    static const char *const names[] = { "--user", "--password-file", "--tls-ca-cert-file", "--tls-cert-file",
+                                         "--tls-key-file", "--tls-server-name" };
+    const char **fields[] = { &cli->user, &cli->password_file, &cli->tls_ca_cert_file, &cli->tls_cert_file,
+                              &cli->tls_key_file, &cli->tls_server_name };
+    size_t n = strcspn(a, "=");
     for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
         if (strlen(names[k]) == n && strncmp(a, names[k], n) == 0)
             return fields[k];
-    return NULL;
+    abort(); /* unreachable: parse_globals matched one of names */
+}
+
+/* Take the global options out of argv wherever they stand (before or after
+ * the command, never after "--"), so `hourglass-cli ping --json` works; the
+ * rest, in order, go to rest[]. --help before the command is the global
+ * help; after it, the command's. Returns -1 to go on, or the exit code. */
+static int parse_globals(cli_t *cli, int argc, char **argv, char **rest, int *nrest, const char **config_path,
+                         const char **db_flags, int *ndb)
+{
+    int have_command = 0, raw = 0;
+
+    *nrest = 0;
+    *ndb = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *value = NULL;
+        int r;
+        if (raw || a[0] != '-' || a[1] == '\0') {
+            have_command = 1;
+            rest[(*nrest)++] = argv[i];
+            continue;
+        }
+        if (strcmp(a, "--") == 0) {
+            raw = 1;
+            rest[(*nrest)++] = argv[i];
+            continue;
+        }
+        if (!have_command && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
+            print_help(stdout);
+            return 0;
+        }
+        if (!have_command && strcmp(a, "--version") == 0) {
+            printf("hourglass-cli %s\n", HG_VERSION_STRING);
+            return 0;
+        }
+        if (strcmp(a, "--json") == 0) {
+            cli->json = 1;
+            continue;
+        }
+        if ((r = global_value(argc, argv, &i, "--uri", "-u", &value)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            cli->uri = value;
+            continue;
+        }
+        if ((r = global_value(argc, argv, &i, "--user", NULL, &value)) != 0 ||
+            (r = global_value(argc, argv, &i, "--password-file", NULL, &value)) != 0 ||
+            (r = global_value(argc, argv, &i, "--tls-ca-cert-file", NULL, &value)) != 0 ||
+            (r = global_value(argc, argv, &i, "--tls-cert-file", NULL, &value)) != 0 ||
+            (r = global_value(argc, argv, &i, "--tls-key-file", NULL, &value)) != 0 ||
+            (r = global_value(argc, argv, &i, "--tls-server-name", NULL, &value)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            if (value[0] == '\0')
+                return cli_usage_error("%.*s needs a value", (int)strcspn(a, "="), a);
+            *string_option(cli, a) = value;
+            continue;
+        }
+        if ((r = global_value(argc, argv, &i, "--config", "-c", &value)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            *config_path = value;
+            continue;
+        }
+        if ((r = global_value(argc, argv, &i, "--timeout", NULL, &value)) != 0) {
+            uint64_t v;
+            if (r < 0)
+                return EXIT_USAGE;
+            if (cli_parse_u64(value, &v) < 0 || v == 0 || v > 86400000)
+                return cli_usage_error("--timeout '%s' is not a number of milliseconds 1..86400000", value);
+            cli->timeout_ms = (uint32_t)v;
+            continue;
+        }
+        if (cli_config_is_flag(a)) {
+            db_flags[(*ndb)++] = a;
+            if (strchr(a, '=') == NULL) {
+                if (i + 1 >= argc)
+                    return cli_usage_error("%s needs a value", a);
+                db_flags[(*ndb)++] = argv[++i];
+            } else {
+                db_flags[(*ndb)++] = NULL;
+            }
+            continue;
+        }
+        if (!have_command)
+            return cli_usage_error("unknown option '%s'", a);
+        rest[(*nrest)++] = argv[i]; /* the command's own option */
+    }
+    return -1;
+}
+
+/* The configuration: defaults, the --config file, the --mysql-* flags (pairs
+ * of flag and value; value NULL when the flag carries "=value"). Returns 0
+ * or EXIT_USAGE with the message printed. */
+static int load_config(cli_t *cli, const char *config_path, const char **db_flags, int ndb)
+{
+    char err[512];
+
+    if (config_path != NULL && cfg_load_file(&cli_config_table, &cli->conf, config_path, err, sizeof err) < 0)
+        return cli_usage_error("%s", err);
+    for (int k = 0; k < ndb; k += 2) {
+        const char *flag = db_flags[k] + 2, *value = db_flags[k + 1];
+        char name[64];
+        size_t n = strcspn(flag, "=");
+        if (value == NULL)
+            value = flag + n + 1;
+        snprintf(name, sizeof name, "%.*s", (int)n, flag);
+        if (cfg_set(&cli_config_table, &cli->conf, name, value, CFG_SOURCE_FLAG, err, sizeof err) < 0)
+            return cli_usage_error("%s", err);
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     cli_t cli;
     const command_t *cmd;
-    const char *env = getenv("HOURGLASS_URI");
-    int i, rc;
+    const char *env = getenv("HOURGLASS_URI"), *config_path = NULL;
+    char **rest = xcalloc((size_t)argc + 1, sizeof *rest);
+    const char **db_flags = xcalloc((size_t)argc * 2 + 2, sizeof *db_flags);
+    int nrest, ndb, rc;
 
     memset(&cli, 0, sizeof(cli));
-    cli.uri = env != NULL && env[0] != '\0' ? env : CLI_DEFAULT_URI;
     cli.timeout_ms = 5000;
-
-    for (i = 1; i < argc && argv[i][0] == '-'; i++) {
-        const char *a = argv[i], *value = NULL;
-        size_t n = strcspn(a, "=");
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            print_help(stdout);
-            return 0;
+    cli_config_init(&cli.conf);
+    rc = parse_globals(&cli, argc, argv, rest, &nrest, &config_path, db_flags, &ndb);
+    if (rc < 0)
+        rc = load_config(&cli, config_path, db_flags, ndb);
+    else
+        nrest = -1; /* help, version or a usage error: done */
+    if (rc == 0 && nrest >= 0) {
+        if (cli.uri == NULL)
+            cli.uri = env != NULL && env[0] != '\0' ? env : cli.conf.uri != NULL ? cli.conf.uri : CLI_DEFAULT_URI;
+        if ((cli.tls_ca_cert_file || cli.tls_cert_file || cli.tls_key_file || cli.tls_server_name) &&
+            strncasecmp(cli.uri, "hourglass+tls://", 16) != 0) {
+            rc = cli_usage_error("--tls-* given but the URI is not hourglass+tls:// (it would not be used)");
+        } else if (nrest == 0) {
+            print_help(stderr);
+            rc = EXIT_USAGE;
+        } else if ((cmd = cli_find_command(rest[0])) == NULL || strchr(rest[0], ' ') != NULL) {
+            rc = cli_usage_error("unknown command '%s'", rest[0]);
+        } else {
+            rc = cmd->fn(&cli, nrest, rest);
         }
-        if (strcmp(a, "--version") == 0) {
-            printf("hourglass-cli %s\n", HG_VERSION_STRING);
-            return 0;
-        }
-        if (strcmp(a, "--json") == 0) {
-            cli.json = 1;
-            continue;
-        }
-        const char **tls_value = tls_flag(&cli, a, n);
-        if ((n == 5 && strncmp(a, "--uri", 5) == 0) || (n == 9 && strncmp(a, "--timeout", 9) == 0) ||
-            (n == 6 && strncmp(a, "--user", 6) == 0) || (n == 15 && strncmp(a, "--password-file", 15) == 0) ||
-            tls_value != NULL) {
-            if (a[n] == '=')
-                value = a + n + 1;
-            else if (i + 1 < argc)
-                value = argv[++i];
-            else
-                return cli_usage_error("%.*s needs a value", (int)n, a);
-            if (value[0] == '\0')
-                return cli_usage_error("%.*s needs a value", (int)n, a);
-            if (tls_value != NULL) {
-                *tls_value = value;
-            } else if (n == 5) {
-                cli.uri = value;
-            } else if (n == 6) {
-                cli.user = value;
-            } else if (n == 15) {
-                cli.password_file = value;
-            } else {
-                uint64_t v;
-                if (cli_parse_u64(value, &v) < 0 || v == 0 || v > 86400000)
-                    return cli_usage_error("--timeout '%s' is not a number of milliseconds 1..86400000", value);
-                cli.timeout_ms = (uint32_t)v;
-            }
-            continue;
-        }
-        return cli_usage_error("unknown option '%s'", a);
     }
-    if (i >= argc) {
-        print_help(stderr);
-        return EXIT_USAGE;
-    }
-    if ((cli.tls_ca_cert_file || cli.tls_cert_file || cli.tls_key_file || cli.tls_server_name) &&
-        strncasecmp(cli.uri, "hourglass+tls://", 16) != 0)
-        return cli_usage_error("--tls-* given but the URI is not hourglass+tls:// (it would not be used)");
-    cmd = cli_find_command(argv[i]);
-    if (cmd == NULL || strchr(argv[i], ' ') != NULL)
-        return cli_usage_error("unknown command '%s'", argv[i]);
-    rc = cmd->fn(&cli, argc - i, argv + i);
     hg_client_close(cli.client);
+    hg_order_db_close(cli.orders);
+    cli_config_free(&cli.conf);
+    free(rest);
+    free(db_flags);
     if (fflush(stdout) != 0 && rc == 0)
         rc = cli_fail(EXIT_BROKER, "writing the output: %s", strerror(errno));
     return rc;

@@ -15,74 +15,18 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/buf.h"
+#include "base/json.h"
 
-/* Length of the valid UTF-8 sequence at s[0..n), or 0 when invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    size_t len;
-    uint32_t cp;
-
-    if (s[0] < 0x80)
-        return 1;
-    if ((s[0] & 0xE0) == 0xC0) {
-        len = 2;
-        cp = s[0] & 0x1F;
-    } else if ((s[0] & 0xF0) == 0xE0) {
-        len = 3;
-        cp = s[0] & 0x0F;
-    } else if ((s[0] & 0xF8) == 0xF0) {
-        len = 4;
-        cp = s[0] & 0x07;
-    } else
-        return 0;
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return len;
-}
-
-/* A JSON string. Valid UTF-8 passes through; control characters are
- * escaped; a byte that is not UTF-8 becomes \u00XX (its Latin-1 reading). */
+/* A JSON string (base/json.h's escaping, shared with the order view and
+ * the console). */
 void out_json_string(FILE *f, const char *s, size_t n)
 {
-    const unsigned char *p = (const unsigned char *)s;
+    buf_t b = BUF_INIT;
 
-    fputc('"', f);
-    for (size_t i = 0; i < n;) {
-        unsigned char c = p[i];
-        size_t len;
-        if (c == '"' || c == '\\') {
-            fputc('\\', f);
-            fputc(c, f);
-            i++;
-        } else if (c == '\n') {
-            fputs("\\n", f);
-            i++;
-        } else if (c == '\r') {
-            fputs("\\r", f);
-            i++;
-        } else if (c == '\t') {
-            fputs("\\t", f);
-            i++;
-        } else if (c < 0x20 || c == 0x7f) {
-            fprintf(f, "\\u%04x", c);
-            i++;
-        } else if ((len = utf8_len(p + i, n - i)) == 0) {
-            fprintf(f, "\\u%04x", c);
-            i++;
-        } else {
-            fwrite(p + i, 1, len, f);
-            i += len;
-        }
-    }
-    fputc('"', f);
+    json_escape(&b, s, n);
+    fwrite(b.data, 1, b.len, f);
+    buf_free(&b);
 }
 
 /* Text for a terminal: printable ASCII and valid UTF-8 as is, the rest as
@@ -113,7 +57,7 @@ char *out_text(const char *s, size_t n, size_t max_chars)
             memcpy(buf + out, "\\\\", 2);
             out += 2;
             i++;
-        } else if (p[i] < 0x20 || p[i] == 0x7f || (len = utf8_len(p + i, n - i)) == 0) {
+        } else if (p[i] < 0x20 || p[i] == 0x7f || (len = json_utf8_len(p + i, n - i)) == 0) {
             out += (size_t)snprintf(buf + out, cap - out, "\\x%02x", p[i]);
             i++;
         } else {

@@ -13,7 +13,7 @@
 
 #define CLI_MAX_COLUMNS 16 /* columns of a table */
 
-/* A JSON string of s[0..n) on f. Valid UTF-8 passes through; control
+/* A JSON string of s[0..n) on f, escaped by base/json.h. Valid UTF-8 passes through; control
  * characters are escaped; a byte that is not UTF-8 becomes \u00XX (its
  * Latin-1 reading). */
 void out_json_string(FILE *f, const char *s, size_t n);

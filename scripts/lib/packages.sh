@@ -18,12 +18,14 @@
 #               rabbitmq-server (private nodes for the amqp:// transport's tests; the service never starts),
 #               tmux (an interactive redis-cli session), python3-redis (redis-py's pipeline against the broker),
 #               openssl (the TLS tests make a throwaway CA and use s_client)
+#   console     chromium, chromium-driver, python3-selenium (the console's real-browser test)
 #   fuzzing     clang and libclang-rt-dev (libFuzzer and the sanitizer runtimes: make fuzz)
 hg_packages=(
     build-essential autoconf automake libtool pkg-config
     libevent-dev libleveldb-dev libmariadb-dev libssl-dev libcunit1-dev libinih-dev
     mariadb-server redis-tools redis-server valgrind prometheus man-db openssl
     librabbitmq-dev rabbitmq-server
+    chromium chromium-driver python3-selenium
     clang libclang-rt-dev
     tmux python3-redis
 )

@@ -10,7 +10,7 @@ builddir=${HG_BUILDDIR:-$PWD}
 bash "$here/../../scripts/gen-config-docs" --bindir "$builddir" --check || exit 1
 # Every key of every table is there (a marker pair that lost its table would still diff clean
 # only if the table were empty: count the rows against --help).
-for prog in hourglass-broker hourglass-consumer hourglass-compensator; do
+for prog in hourglass-broker hourglass-consumer hourglass-compensator hourglass-console; do
     want=$("$builddir/$prog" --help | grep -c '^  --[a-z]' || true)
     got=$(awk -v p="$prog" 'index($0, "<!-- BEGIN GENERATED CONFIG " p " ") == 1 { on = 1; next }
                             $0 == "<!-- END GENERATED CONFIG " p " -->" { on = 0 }

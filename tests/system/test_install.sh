@@ -51,6 +51,11 @@ expect=(
     "$HG_BINDIR/hourglass-cli"
     "$HG_LIBDIR/libhourglass.so" "$HG_LIBDIR/libhourglass.so.0"
     "$HG_INCLUDEDIR/hourglass/hourglass.h" "$HG_INCLUDEDIR/hourglass/order.h" "$HG_PKGCONFIGDIR/hourglass.pc"
+    "$HG_INCLUDEDIR/hourglass/order_view.h" "${HG_DATADIR:-$HG_PREFIX/share}/bash-completion/completions/hourglass-cli"
+    "$HG_BINDIR/hourglass-console" "$HG_SYSCONFDIR/hourglass/hourglass-console.conf"
+    "$HG_MANDIR/man8/hourglass-console.8" "$HG_DOCDIR/console.md"
+    "${HG_DATADIR:-$HG_PREFIX/share}/hourglass/console/index.html"
+    "${HG_DATADIR:-$HG_PREFIX/share}/hourglass/console/app.js"
     "$HG_SYSCONFDIR/hourglass/hourglass-broker.conf" "$HG_SYSCONFDIR/hourglass/hourglass-consumer.conf"
     "$HG_SYSCONFDIR/hourglass/hourglass-compensator.conf" "$HG_SYSCONFDIR/hourglass/hourglass-alerts.yml"
     "$HG_UNITDIR/hourglass-broker.service" "$HG_UNITDIR/hourglass-consumer.service"
@@ -67,7 +72,7 @@ for f in "${expect[@]}"; do
 done
 ok "${#expect[@]} files installed:"
 (cd "$stage" && find . -type f | sort | sed 's/^\./    /')
-for f in hourglass-consumer.conf hourglass-compensator.conf; do
+for f in hourglass-consumer.conf hourglass-compensator.conf hourglass-console.conf; do
     mode=$(stat -c %a "$stage$HG_SYSCONFDIR/hourglass/$f")
     [[ $mode == 600 ]] || fail "$f installed with mode $mode, want 600 (it holds a password)"
 done

@@ -5,7 +5,8 @@
 # @placeholder@ left by the build. A missing man is a failure, never a skip.
 set -uo pipefail
 builddir=${HG_BUILDDIR:-$PWD}
-pages=(man/hourglass-broker.8 man/hourglass-consumer.8 man/hourglass-compensator.8 man/hourglass-cli.1)
+pages=(man/hourglass-broker.8 man/hourglass-consumer.8 man/hourglass-compensator.8 man/hourglass-cli.1
+    man/hourglass-console.8)
 for tool in man groff; do
     command -v "$tool" >/dev/null || { echo "FAIL: $tool not installed (apt-get install man-db)"; exit 1; }
 done

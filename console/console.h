@@ -1,0 +1,148 @@
+/*
+ * console/console.h — hourglass-console's shared state and the contracts
+ * of its modules.
+ *
+ *   main.c            start-up, configuration, signals, the event loop
+ *   console_config.c  the key table (console_config.h)
+ *   http.c            the evhttp server: routing, the session gate, CSRF,
+ *                     JSON and error replies, the static page
+ *   session.c         logins: a session per user, its broker connection
+ *                     (AUTHed as that user), its roles, its CSRF token
+ *   sampler.c         the overview's samples, kept in memory (INFO, the
+ *                     broker's lateness histogram, the order counts)
+ *   api_broker.c      /api/overview, /api/dlq…, /api/msg…
+ *   api_orders.c      /api/orders… (the order view, <hourglass/order_view.h>)
+ *
+ * Threads: one. Every request runs to completion on the event loop thread;
+ * broker and MariaDB calls are blocking with short timeouts (broker-timeout,
+ * the mysql-* timeouts) — an operator console serves a handful of people,
+ * and one thread keeps every handle single-owner.
+ */
+#ifndef HG_CONSOLE_CONSOLE_H
+#define HG_CONSOLE_CONSOLE_H
+
+#include <hourglass/hourglass.h>
+#include <hourglass/order_view.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "base/buf.h"
+#include "console/console_config.h"
+
+#define CONSOLE_TOKEN_HEX    64 /* session and CSRF tokens: 32 random bytes in hex */
+#define CONSOLE_USER_MAX     128
+#define CONSOLE_MAX_SESSIONS 256
+
+/* Roles as the broker names them (DESIGN.md §9). */
+#define ROLE_PRODUCER 0x1u
+#define ROLE_CONSUMER 0x2u
+#define ROLE_ADMIN    0x4u
+#define ROLE_VIEWER   0x8u
+
+typedef struct session {
+    int used;
+    char token[CONSOLE_TOKEN_HEX + 1];
+    char csrf[CONSOLE_TOKEN_HEX + 1];
+    char user[CONSOLE_USER_MAX];
+    unsigned roles;
+    int no_users;        /* the broker has no users: roles came from no-users-role */
+    hg_client_t *client; /* logged in to the broker as user */
+    uint64_t created_ms, last_used_ms;
+} session_t;
+
+typedef struct sampler sampler_t;
+
+typedef struct console {
+    console_config_t *cfg;
+    struct event_base *base;
+    struct evhttp *http;
+    int port;        /* the bound port */
+    hg_order_db *db; /* the order database (one handle: one thread) */
+    sampler_t *sampler;
+    session_t sessions[CONSOLE_MAX_SESSIONS];
+} console_t;
+
+uint64_t console_now_ms(void);
+
+/* ---- session.c ---- */
+
+/* Log user in: connect to the broker as user/password (AUTH), read the
+ * roles (HELLO), make a session. Returns the session, or NULL with *status
+ * (401 refused, 503 broker unreachable, 429 too many sessions) and err. */
+session_t *session_login(console_t *c, const char *user, const char *password, int *status, char *err, size_t errlen);
+
+/* The live session of a Cookie header (hg_session=…), its last use
+ * refreshed; NULL when none or expired (an expired one is ended). */
+session_t *session_find(console_t *c, const char *cookie_header);
+
+/* End a session: close its broker connection, forget it. */
+void session_end(session_t *s);
+
+/* End every session (shutdown). */
+void session_end_all(console_t *c);
+
+/* 1 when a and b (CONSOLE_TOKEN_HEX hex digits each) are equal, in time
+ * independent of where they differ. */
+int session_token_equal(const char *a, const char *b);
+
+/* The role names of a mask, "admin,viewer" ("" for none), into buf. */
+void session_roles_text(unsigned roles, char *buf, size_t len);
+
+/* The roles a HELLO reply grants (its "roles" field: an array of names or
+ * one comma-separated string); *found 0 when the reply has no such field. */
+unsigned session_roles_from_hello(const hg_reply_t *hello, int *found);
+
+/* ---- http.c ---- */
+
+/* One API request as the handlers see it. */
+typedef struct request {
+    console_t *c;
+    struct evhttp_request *req;
+    session_t *s;     /* the logged-in session (every /api handler but login has one) */
+    const char *path; /* decoded path */
+    char *parts[8];   /* path split on '/', after "/api/" */
+    int nparts;
+    struct evkeyvalq query; /* ?a=b */
+    struct evkeyvalq form;  /* a POST's application/x-www-form-urlencoded body */
+    int is_post;
+} request_t;
+
+/* Start serving on cfg->bind:cfg->port (c->port gets the bound port).
+ * Returns 0, or -1 with err. */
+int http_start(console_t *c, char *err, size_t errlen);
+void http_stop(console_t *c);
+
+/* Reply with a JSON document (status 200 unless given). */
+void http_json(request_t *r, int status, const buf_t *body);
+/* Reply {"error": message} with status. */
+void http_error(request_t *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A query or form value (NULL when absent). */
+const char *http_param(request_t *r, const char *name);
+
+/* Audit: one log line at info naming the user, the action and its outcome. */
+void console_audit(const request_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- sampler.c ---- */
+
+/* Sample every cfg->sample_interval_ms on c->base (first at once). */
+sampler_t *sampler_start(console_t *c);
+void sampler_free(sampler_t *s);
+
+/* The overview document (latest sample, history, alerts) into j's buffer. */
+void sampler_overview_json(sampler_t *s, buf_t *out);
+
+/* ---- api_broker.c, api_orders.c: each returns 1 when it handled the path ---- */
+int api_broker(request_t *r);
+int api_orders(request_t *r);
+
+/* The session's broker client for a handler; on a broker error, reply 502
+ * (or 403 for NOPERM) with the client's message. Returns the reply status
+ * used (0 when e is HG_OK). */
+int api_broker_failure(request_t *r, hg_err_t e);
+
+#endif

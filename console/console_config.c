@@ -1,0 +1,114 @@
+/*
+ * console/console_config.c — hourglass-console's key table and checks
+ * (contract: console_config.h). Main thread, at start-up.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "console/console_config.h"
+
+#include <arpa/inet.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+
+#define OFF(field) offsetof(console_config_t, field)
+#define DAY_MS     86400000LL
+
+#ifndef HG_CONSOLE_STATIC_DIR
+#define HG_CONSOLE_STATIC_DIR "/usr/local/share/hourglass/console"
+#endif
+
+static const cfg_key_t keys[] = {
+    { CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, OFF(uri),
+              "broker URI without credentials: each user logs in to the broker with their own"),
+      .required = 1 },
+    { CFG_KEY("broker-timeout", CFG_DURATION, "5s", 100, 600000, OFF(broker_timeout_ms),
+              "connect and reply timeout of every broker call") },
+    { CFG_KEY("bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(bind),
+              "address the console listens on; non-loopback needs allow-remote yes"),
+      .required = 1 },
+    { CFG_KEY("port", CFG_INT, "7390", 0, 65535, OFF(port), "HTTP port of the page and /api (0: any free port)") },
+    { CFG_KEY("allow-remote", CFG_BOOL, "no", 0, 1, OFF(allow_remote),
+              "allow a bind address other than loopback (put TLS in front: the console speaks plain HTTP)") },
+    { CFG_KEY("static-dir", CFG_STRING, HG_CONSOLE_STATIC_DIR, 0, 0, OFF(static_dir),
+              "directory of the page (index.html, app.js, app.css)"),
+      .required = 1, .shown_default = "the installed page, DATADIR/hourglass/console" },
+    { CFG_KEY("order-topic", CFG_STRING, "order-timeout", 0, 0, OFF(order_topic),
+              "topic of the orders' timeout messages"),
+      .required = 1 },
+    { CFG_KEY("overdue-after", CFG_DURATION, "0s", 0, DAY_MS, OFF(overdue_after_ms),
+              "a pending order counts as overdue this long after expire_at (the overview's count)") },
+    DB_KEYS_ROWS(console_config_t),
+    { CFG_KEY("sample-interval", CFG_DURATION, "5s", 200, 3600000, OFF(sample_interval_ms),
+              "how often the overview samples the broker and the database") },
+    { CFG_KEY("history", CFG_DURATION, "1h", 1000, 7 * DAY_MS, OFF(history_ms),
+              "how long samples are kept in memory (the overview's charts)") },
+    { CFG_KEY("session-ttl", CFG_DURATION, "8h", 1000, 30 * DAY_MS, OFF(session_ttl_ms),
+              "a login lasts this long without use") },
+    { CFG_KEY("no-users-role", CFG_ENUM, "none", 0, 0, OFF(no_users_role),
+              "what a login gets when the broker has no users: none (refused), viewer, admin"),
+      .words = "none|viewer|admin" },
+    LOG_KEYS_ROWS(console_config_t),
+};
+
+static const char *const sections[] = { "broker", "http", "mysql", "orders", "overview", "sessions", "log", NULL };
+
+static const cfg_table_t table = {
+    .program = "hourglass-console",
+    .keys = keys,
+    .count = sizeof keys / sizeof keys[0],
+    .sections = sections,
+    .strings_nonempty = 1,
+};
+
+const cfg_table_t *console_config_table(void)
+{
+    return &table;
+}
+
+void console_config_init(console_config_t *conf)
+{
+    memset(conf, 0, sizeof *conf);
+    cfg_init(&table, conf);
+}
+
+static int is_loopback(const char *addr)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (strcmp(addr, "localhost") == 0)
+        return 1;
+    if (inet_pton(AF_INET, addr, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, addr, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6);
+    return 0;
+}
+
+int console_config_validate(const console_config_t *conf, char *err, size_t errlen)
+{
+    if (cfg_check_required(&table, conf, err, errlen) != 0 || db_keys_check(conf->mysql_socket, err, errlen) != 0)
+        return -1;
+    if (!conf->allow_remote && !is_loopback(conf->bind)) {
+        snprintf(err, errlen,
+                 "bind: '%s' is not a loopback address; set allow-remote yes to listen there anyway "
+                 "(and put TLS in front)",
+                 conf->bind);
+        return -1;
+    }
+    if (conf->history_ms < 2 * conf->sample_interval_ms) {
+        snprintf(err, errlen, "history: %lld ms keeps fewer than two samples of sample-interval %lld ms",
+                 conf->history_ms, conf->sample_interval_ms);
+        return -1;
+    }
+    return 0;
+}
+
+void console_config_free(console_config_t *conf)
+{
+    cfg_free(&table, conf);
+}

@@ -1,0 +1,49 @@
+/*
+ * console/console_config.h — hourglass-console's keys: one cfg_key_t table
+ * (common/cfg.h) for the INI file, the flags, --help and --check-config.
+ *
+ * The broker (uri; the console logs in to it as each user), where the page
+ * is served (bind, port, allow-remote, static-dir), the order database (the
+ * mysql-* keys of db/keys.h, order-topic, overdue-after), the samples kept in
+ * memory for the overview (sample-interval, history), sessions
+ * (session-ttl, no-users-role) and the log keys of common/log_keys.h
+ * (log-level, log-file, log-format: reloaded on SIGHUP). Main thread.
+ */
+#ifndef HG_CONSOLE_CONFIG_H
+#define HG_CONSOLE_CONFIG_H
+
+#include <stddef.h>
+
+#include "common/cfg.h"
+#include "common/log_keys.h"
+#include "db/keys.h"
+
+/* no-users-role: what a login gets from a broker that has no users. */
+typedef enum console_no_users {
+    CONSOLE_NO_USERS_REFUSE = 0, /* "none": no login */
+    CONSOLE_NO_USERS_VIEWER,     /* "viewer": every login may look, never act */
+    CONSOLE_NO_USERS_ADMIN       /* "admin": every login may act (a private test set-up) */
+} console_no_users_t;
+
+typedef struct console_config {
+    char *uri, *bind, *static_dir, *order_topic;
+    long long port, allow_remote;
+    long long sample_interval_ms, history_ms, session_ttl_ms, broker_timeout_ms, overdue_after_ms;
+    int no_users_role; /* console_no_users_t */
+    LOG_KEYS_FIELDS;
+    DB_KEYS_FIELDS;
+} console_config_t;
+
+const cfg_table_t *console_config_table(void);
+
+/* Zero conf and apply the defaults. */
+void console_config_init(console_config_t *conf);
+
+/* Cross-key checks after parsing: the required keys, mysql-socket, a bind
+ * address that is not loopback without allow-remote yes, history at least
+ * two samples. Returns 0, or -1 with err naming the key(s). */
+int console_config_validate(const console_config_t *conf, char *err, size_t errlen);
+
+void console_config_free(console_config_t *conf);
+
+#endif

@@ -1,0 +1,376 @@
+/*
+ * console/http.c — hourglass-console's HTTP side (contract: console.h,
+ * "http.c"): the evhttp server, the page, and the gate every /api request
+ * passes.
+ *
+ * The gate, in order:
+ *   GET or POST only (405); a POST body is application/x-www-form-urlencoded
+ *   (415), at most CONSOLE_BODY_MAX bytes (evhttp answers 413);
+ *   POST /api/login is the only request without a session (GET /api/session
+ *   answers {"logged_in":false} without one);
+ *   every other /api request needs the session cookie (401);
+ *   every POST needs the session's CSRF token in X-CSRF-Token (403), and every
+ *   POST but logout the role admin (403);
+ *   then api_broker / api_orders route by path (404 when neither knows it).
+ * The cookie is HttpOnly; SameSite=Strict; Path=/. Replies carry no-store,
+ * nosniff, DENY framing and a Content-Security-Policy of 'self' only.
+ *
+ * The page: GET of /app.js, /app.css, /favicon.svg serves the file of
+ * static-dir; any other path outside /api serves index.html, so every view
+ * (/dlq/order-cancel, /orders/42 …) is a link that loads the app.
+ *
+ * Threads: the event loop's only.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "console/console.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <sys/queue.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "base/alloc.h"
+#include "base/json.h"
+#include "common/log.h"
+
+#define CONSOLE_BODY_MAX   65536
+#define CONSOLE_HEADER_MAX 16384
+#define CONSOLE_STATIC_MAX (4 * 1024 * 1024)
+
+static void common_headers(struct evhttp_request *req, const char *type)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", type);
+    evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
+    evhttp_add_header(h, "X-Frame-Options", "DENY");
+    evhttp_add_header(h, "Referrer-Policy", "no-referrer");
+    evhttp_add_header(h, "Content-Security-Policy",
+                      "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+                      "connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'");
+}
+
+static void send_bytes(struct evhttp_request *req, int status, const char *type, const void *data, size_t len,
+                       int no_store)
+{
+    struct evbuffer *out = evbuffer_new();
+    common_headers(req, type);
+    if (no_store)
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
+    evbuffer_add(out, data, len);
+    evhttp_send_reply(req, status, NULL, out);
+    evbuffer_free(out);
+}
+
+void http_json(request_t *r, int status, const buf_t *body)
+{
+    send_bytes(r->req, status ? status : 200, "application/json; charset=utf-8", body->data ? body->data : "",
+               body->len, 1);
+}
+
+void http_error(request_t *r, int status, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    buf_t b = BUF_INIT;
+    json_t j;
+    json_init(&j, &b);
+    json_object_open(&j);
+    json_kstr(&j, "error", msg);
+    json_object_close(&j);
+    http_json(r, status, &b);
+    buf_free(&b);
+}
+
+const char *http_param(request_t *r, const char *name)
+{
+    const char *v = r->is_post ? evhttp_find_header(&r->form, name) : NULL;
+    return v != NULL ? v : evhttp_find_header(&r->query, name);
+}
+
+void console_audit(const request_t *r, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *peer = NULL;
+    ev_uint16_t port = 0;
+    evhttp_connection_get_peer(evhttp_request_get_connection(r->req), (char **)&peer, &port);
+    log_info("audit: user=%s from=%s %s", r->s != NULL ? r->s->user : "-", peer != NULL ? peer : "?", msg);
+}
+
+/* ------------------------------------------------------------------ the page */
+
+static const char *content_type(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    if (dot == NULL)
+        return "application/octet-stream";
+    if (strcmp(dot, ".html") == 0)
+        return "text/html; charset=utf-8";
+    if (strcmp(dot, ".js") == 0)
+        return "text/javascript; charset=utf-8";
+    if (strcmp(dot, ".css") == 0)
+        return "text/css; charset=utf-8";
+    if (strcmp(dot, ".svg") == 0)
+        return "image/svg+xml";
+    return "application/octet-stream";
+}
+
+static void serve_file(console_t *c, struct evhttp_request *req, const char *name)
+{
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", c->cfg->static_dir, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > CONSOLE_STATIC_MAX) {
+        if (fd >= 0)
+            close(fd);
+        log_warn("page file %s: %s", path, fd < 0 ? strerror(errno) : "not a regular file of a sane size");
+        const char *msg = "the console's page is not installed (static-dir)\n";
+        send_bytes(req, 404, "text/plain; charset=utf-8", msg, strlen(msg), 1);
+        return;
+    }
+    struct evbuffer *out = evbuffer_new();
+    common_headers(req, content_type(name));
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-cache");
+    evbuffer_add_file(out, fd, 0, st.st_size); /* takes the fd */
+    evhttp_send_reply(req, 200, NULL, out);
+    evbuffer_free(out);
+}
+
+static void serve_page(console_t *c, struct evhttp_request *req, const char *path)
+{
+    static const char *const files[] = { "app.js", "app.css", "favicon.svg" };
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_GET && evhttp_request_get_command(req) != EVHTTP_REQ_HEAD) {
+        const char *msg = "GET only\n";
+        send_bytes(req, 405, "text/plain; charset=utf-8", msg, strlen(msg), 1);
+        return;
+    }
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        if (path[0] == '/' && strcmp(path + 1, files[i]) == 0) {
+            serve_file(c, req, files[i]);
+            return;
+        }
+    serve_file(c, req, "index.html");
+}
+
+/* ------------------------------------------------------------------ /api */
+
+static void session_json(const session_t *s, buf_t *b)
+{
+    char roles[128];
+    json_t j;
+    json_init(&j, b);
+    session_roles_text(s->roles, roles, sizeof roles);
+    json_object_open(&j);
+    json_kbool(&j, "logged_in", 1);
+    json_kstr(&j, "user", s->user);
+    json_key(&j, "roles");
+    json_array_open(&j);
+    for (char *p = roles; *p != '\0';) {
+        size_t n = strcspn(p, ",");
+        json_strn(&j, p, n);
+        p += n + (p[n] == ',');
+    }
+    json_array_close(&j);
+    json_kbool(&j, "can_act", (s->roles & ROLE_ADMIN) != 0);
+    json_kbool(&j, "no_users", s->no_users);
+    json_kstr(&j, "csrf", s->csrf);
+    json_object_close(&j);
+}
+
+static void set_cookie(request_t *r, const char *token, long long max_age_s)
+{
+    char cookie[256];
+    snprintf(cookie, sizeof cookie, "hg_session=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%lld", token, max_age_s);
+    evhttp_add_header(evhttp_request_get_output_headers(r->req), "Set-Cookie", cookie);
+}
+
+static void api_login(request_t *r)
+{
+    char err[512];
+    int status = 0;
+    const char *user = http_param(r, "user");
+    session_t *s = session_login(r->c, user, http_param(r, "password"), &status, err, sizeof err);
+    if (s == NULL) {
+        log_warn("audit: login refused: user=%s: %s", user != NULL ? user : "-", err);
+        http_error(r, status, "login refused: %s", err);
+        return;
+    }
+    r->s = s;
+    char roles[128];
+    session_roles_text(s->roles, roles, sizeof roles);
+    console_audit(r, "login roles=%s%s", roles[0] ? roles : "none", s->no_users ? " (broker without users)" : "");
+    set_cookie(r, s->token, r->c->cfg->session_ttl_ms / 1000);
+    buf_t b = BUF_INIT;
+    session_json(s, &b);
+    http_json(r, 200, &b);
+    buf_free(&b);
+}
+
+/* Split the part of the path after "/api/" into r->parts (decoded). */
+static int split_path(request_t *r, const char *raw)
+{
+    const char *p = raw + strlen("/api/");
+    r->nparts = 0;
+    while (*p != '\0') {
+        size_t n = strcspn(p, "/");
+        if (r->nparts == (int)(sizeof r->parts / sizeof r->parts[0]))
+            return -1;
+        char *enc = xstrndup(p, n);
+        r->parts[r->nparts] = evhttp_uridecode(enc, 0, NULL);
+        free(enc);
+        if (r->parts[r->nparts] == NULL)
+            return -1;
+        r->nparts++;
+        p += n;
+        if (*p == '/')
+            p++;
+    }
+    return 0;
+}
+
+static int read_form(request_t *r)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
+    size_t len = evbuffer_get_length(in);
+    const char *type = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Content-Type");
+    if (len == 0)
+        return 0;
+    if (type == NULL || strncasecmp(type, "application/x-www-form-urlencoded", 33) != 0)
+        return -1;
+    char *body = xmalloc(len + 1);
+    evbuffer_remove(in, body, len);
+    body[len] = '\0';
+    int rc = evhttp_parse_query_str(body, &r->form);
+    free(body);
+    return rc;
+}
+
+static void api(console_t *c, struct evhttp_request *req, const char *raw_path)
+{
+    request_t r;
+    memset(&r, 0, sizeof r);
+    r.c = c;
+    r.req = req;
+    r.path = raw_path;
+    TAILQ_INIT(&r.query);
+    TAILQ_INIT(&r.form);
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    r.is_post = cmd == EVHTTP_REQ_POST;
+    const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+
+    if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_POST) {
+        http_error(&r, 405, "GET or POST only");
+    } else if (split_path(&r, raw_path) != 0 || (q != NULL && evhttp_parse_query_str(q, &r.query) != 0)) {
+        http_error(&r, 400, "bad path or query");
+    } else if (r.is_post && read_form(&r) != 0) {
+        http_error(&r, 415, "a POST body is application/x-www-form-urlencoded");
+    } else if (r.nparts == 1 && strcmp(r.parts[0], "login") == 0) {
+        if (!r.is_post)
+            http_error(&r, 405, "POST user and password to /api/login");
+        else
+            api_login(&r);
+    } else if ((r.s = session_find(c, evhttp_find_header(evhttp_request_get_input_headers(req), "Cookie"))) == NULL &&
+               r.nparts == 1 && strcmp(r.parts[0], "session") == 0 && !r.is_post) {
+        buf_t b = BUF_INIT; /* the page asks first: an answer, not an error */
+        buf_append_str(&b, "{\"logged_in\":false}");
+        http_json(&r, 200, &b);
+        buf_free(&b);
+    } else if (r.s == NULL) {
+        http_error(&r, 401, "not logged in");
+    } else if (r.is_post &&
+               !session_token_equal(r.s->csrf,
+                                    evhttp_find_header(evhttp_request_get_input_headers(req), "X-CSRF-Token") ?: "")) {
+        console_audit(&r, "refused %s: missing or wrong CSRF token", raw_path);
+        http_error(&r, 403, "missing or wrong CSRF token (X-CSRF-Token)");
+    } else if (r.nparts == 1 && strcmp(r.parts[0], "session") == 0) {
+        buf_t b = BUF_INIT;
+        session_json(r.s, &b);
+        http_json(&r, 200, &b);
+        buf_free(&b);
+    } else if (r.nparts == 1 && strcmp(r.parts[0], "logout") == 0 && r.is_post) {
+        console_audit(&r, "logout");
+        set_cookie(&r, "", 0);
+        session_end(r.s);
+        r.s = NULL;
+        buf_t b = BUF_INIT;
+        buf_append_str(&b, "{\"ok\":true}");
+        http_json(&r, 200, &b);
+        buf_free(&b);
+    } else if (r.is_post && !(r.s->roles & ROLE_ADMIN)) {
+        console_audit(&r, "refused %s: no role admin", raw_path);
+        http_error(&r, 403, "user %s may not act: the role admin is needed", r.s->user);
+    } else if (!api_broker(&r) && !api_orders(&r)) {
+        http_error(&r, 404, "no such API: %s", raw_path);
+    }
+    evhttp_clear_headers(&r.query);
+    evhttp_clear_headers(&r.form);
+    for (int i = 0; i < r.nparts; i++)
+        free(r.parts[i]);
+}
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+    console_t *c = arg;
+    const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+    if (path == NULL || path[0] == '\0')
+        path = "/";
+    if (strncmp(path, "/api/", 5) == 0)
+        api(c, req, path);
+    else
+        serve_page(c, req, path);
+}
+
+int http_start(console_t *c, char *err, size_t errlen)
+{
+    c->http = evhttp_new(c->base);
+    if (c->http == NULL) {
+        snprintf(err, errlen, "evhttp_new failed");
+        return -1;
+    }
+    evhttp_set_max_body_size(c->http, CONSOLE_BODY_MAX);
+    evhttp_set_max_headers_size(c->http, CONSOLE_HEADER_MAX);
+    evhttp_set_timeout(c->http, 30);
+    /* every method reaches the gate, which answers 405 for all but GET and POST */
+    evhttp_set_allowed_methods(c->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
+                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    evhttp_set_gencb(c->http, on_request, c);
+    struct evhttp_bound_socket *sock = evhttp_bind_socket_with_handle(c->http, c->cfg->bind, (ev_uint16_t)c->cfg->port);
+    if (sock == NULL) {
+        snprintf(err, errlen, "cannot listen on %s:%lld: %s", c->cfg->bind, c->cfg->port, strerror(errno));
+        return -1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    evutil_socket_t fd = evhttp_bound_socket_get_fd(sock);
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+        c->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                           : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    return 0;
+}
+
+void http_stop(console_t *c)
+{
+    if (c->http != NULL)
+        evhttp_free(c->http);
+    c->http = NULL;
+}

@@ -1,0 +1,194 @@
+/*
+ * console/main.c — hourglass-console: the operator's web console.
+ *
+ *   hourglass-console [--config FILE] [--KEY VALUE]... [--check-config]
+ *
+ * A page and a JSON API on one port (default 127.0.0.1:7390): the broker's
+ * levels, groups and dead-letter queues, messages by id or key, and the
+ * order view — overdue orders, why each is late, the manual cancel — for
+ * people logged in with the broker's own users (docs/console.md).
+ *
+ * Start-up: configuration (defaults < file < flags; --check-config prints
+ * the effective values and exits), the MariaDB client library, the order
+ * database handle (a database that cannot be reached at start-up is fatal,
+ * with the server's error; a later loss is reported in the overview and
+ * healed on the next request), the listener, the sampler, then the
+ * event loop until SIGINT / SIGTERM. SIGHUP re-reads the configuration
+ * (cfg_reload: the log keys are applied and the log file reopened; other
+ * changes are named as waiting for a restart), never stops it. Exit status: 0 after a clean stop or a valid
+ * --check-config; 1 when it cannot start; 2 on a configuration error.
+ *
+ * Threads: one (console.h).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "console/console.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+
+#define PROGRAM     "hourglass-console"
+#define EXIT_CONFIG 2
+
+static void usage(FILE *out)
+{
+    fprintf(out, "Usage: " PROGRAM " [--config FILE] [--KEY VALUE]... [--check-config]\n"
+                 "\n"
+                 "The operator's web console: delay levels, DLQs, messages and overdue orders with\n"
+                 "the manual cancel, in a browser, for the broker's users (admin acts, other roles\n"
+                 "look). A page and a JSON API under /api on one port; see docs/console.md.\n"
+                 "\n"
+                 "  -c, --config FILE   INI file with the keys below (flags override it)\n"
+                 "      --check-config  check the configuration, print the effective values, exit\n"
+                 "  -h, --help          this text\n"
+                 "  -V, --version       the version\n"
+                 "\n"
+                 "Keys (INI `key = value`, or `--key value` / `--key=value`; durations take a unit):\n");
+    cfg_print_keys(console_config_table(), out);
+    fprintf(out, "\nExit status: 0 after a clean stop (SIGINT/SIGTERM) or a valid --check-config;\n"
+                 "1 when it cannot start; 2 on a usage or configuration error.\n");
+}
+
+/* ---- SIGHUP: the start-up parse into a fresh struct (common/cfg.h's cfg_reload) */
+
+typedef struct reload_args {
+    int argc;
+    char **argv;
+    console_config_t *cfg;
+} reload_args_t;
+
+static int reload_load(void *conf, void *arg, char *err, size_t errlen)
+{
+    const reload_args_t *a = arg;
+    cfg_args_t args;
+    console_config_init(conf);
+    if (cfg_parse_args(console_config_table(), conf, a->argc, a->argv, &args, err, errlen) != 0)
+        return -1;
+    return console_config_validate(conf, err, errlen);
+}
+
+static void reload_release(void *conf)
+{
+    console_config_free(conf);
+}
+
+static void reload_apply(const void *conf, void *arg)
+{
+    (void)arg;
+    char err[512];
+    if (log_keys_apply((const console_config_t *)conf, err, sizeof err) != 0)
+        log_error("SIGHUP: %s (logging where it did)", err);
+}
+
+static void on_hup(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig, (void)what;
+    reload_args_t *a = arg;
+    const cfg_reload_ops_t ops = { sizeof *a->cfg, reload_load, reload_release, reload_apply, a };
+    cfg_reload(console_config_table(), a->cfg, &ops);
+}
+
+static void on_stop(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    log_info("signal %d: stopping", (int)sig);
+    event_base_loopexit(arg, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    console_config_t cfg;
+    cfg_args_t args;
+    char err[600];
+    console_t c;
+
+    console_config_init(&cfg);
+    if (cfg_parse_args(console_config_table(), &cfg, argc, argv, &args, err, sizeof err) != 0) {
+        fprintf(stderr, PROGRAM ": %s\n", err);
+        console_config_free(&cfg);
+        return EXIT_CONFIG;
+    }
+    if (args.action == CFG_HELP || args.action == CFG_VERSION) {
+        if (args.action == CFG_HELP)
+            usage(stdout);
+        else
+            printf(PROGRAM " %s\n", HG_VERSION_STRING);
+        console_config_free(&cfg);
+        return 0;
+    }
+    if (console_config_validate(&cfg, err, sizeof err) != 0) {
+        fprintf(stderr, PROGRAM ": %s\n", err);
+        console_config_free(&cfg);
+        return EXIT_CONFIG;
+    }
+    if (args.action == CFG_CHECK) {
+        if (args.config_path != NULL)
+            printf("# " PROGRAM ": configuration OK (%s)\n", args.config_path);
+        else
+            printf("# " PROGRAM ": configuration OK\n");
+        cfg_print_values(console_config_table(), &cfg, stdout);
+        console_config_free(&cfg);
+        return 0;
+    }
+    if (log_keys_apply(&cfg, err, sizeof err) != 0) {
+        fprintf(stderr, PROGRAM ": %s\n", err);
+        console_config_free(&cfg);
+        return EXIT_CONFIG;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    if (hg_order_library_init() != 0) {
+        log_error("the MariaDB client library failed to initialise");
+        console_config_free(&cfg);
+        return 1;
+    }
+
+    memset(&c, 0, sizeof c);
+    c.cfg = &cfg;
+    hg_order_db_params_t params;
+    hg_order_error_t derr;
+    memset(&params, 0, sizeof params);
+    DB_KEYS_TO_PARAMS(&cfg, &params);
+    c.db = hg_order_db_open(&params, &derr);
+    if (c.db == NULL) {
+        log_error("MariaDB: %s", derr.message);
+        console_config_free(&cfg);
+        return 1;
+    }
+    c.base = event_base_new();
+    if (c.base == NULL || http_start(&c, err, sizeof err) != 0) {
+        log_error("%s", c.base == NULL ? "event_base_new failed" : err);
+        hg_order_db_close(c.db);
+        console_config_free(&cfg);
+        return 1;
+    }
+    struct event *sigterm = evsignal_new(c.base, SIGTERM, on_stop, c.base);
+    struct event *sigint = evsignal_new(c.base, SIGINT, on_stop, c.base);
+    reload_args_t reload = { argc, argv, &cfg };
+    struct event *sighup = evsignal_new(c.base, SIGHUP, on_hup, &reload);
+    event_add(sigterm, NULL);
+    event_add(sigint, NULL);
+    event_add(sighup, NULL);
+    c.sampler = sampler_start(&c);
+    log_info(PROGRAM " %s listening on http://%s:%d/ (broker %s, database %s, page %s)", HG_VERSION_STRING, cfg.bind,
+             c.port, cfg.uri, cfg.mysql_database, cfg.static_dir);
+
+    event_base_dispatch(c.base);
+
+    session_end_all(&c);
+    sampler_free(c.sampler);
+    http_stop(&c);
+    event_free(sigterm);
+    event_free(sigint);
+    event_free(sighup);
+    event_base_free(c.base);
+    hg_order_db_close(c.db);
+    log_info("stopped");
+    console_config_free(&cfg);
+    return 0;
+}

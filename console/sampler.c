@@ -1,0 +1,477 @@
+/*
+ * console/sampler.c — the overview's figures (contract: console.h,
+ * "sampler.c"): every sample-interval one INFO from the broker (levels with
+ * depth and head lag, groups with their DLQ depth, the send / delivery / ack
+ * counters and the lateness quantiles), the broker's lateness histogram
+ * (its /metrics, when it has a metrics port) and the pending / overdue order
+ * counts (the (status, expire_at) index), kept in a ring for `history`.
+ * Rates are differences between neighbouring samples; a counter that went
+ * down (a broker restart) gives no rate for that step.
+ *
+ * The sampler has its own broker connection on `uri` (credentials in the
+ * URI, if any, are the console's own — a monitoring user) and uses the
+ * console's order database handle.
+ *
+ * Threads: the event loop's only (a libevent timer).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "console/console.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/json.h"
+#include "common/log.h"
+
+#define SAMPLER_MAX_BUCKETS       40
+#define SAMPLER_HEAD_LAG_ALERT_MS 10000
+
+typedef struct sample {
+    uint64_t t_ms;
+    int broker_ok;
+    uint64_t sends, deliveries, acks, nacks, dlq_moves;
+    double lateness_p50_ms, lateness_p99_ms;
+    long long pending, overdue; /* -1: unknown */
+} sample_t;
+
+typedef struct bucket {
+    char le[24];
+    uint64_t count;
+} bucket_t;
+
+struct sampler {
+    console_t *c;
+    struct event *timer;
+    hg_client_t *client;
+    sample_t *ring;
+    size_t cap, count, head; /* head: the next slot to write */
+    char *info;              /* the last INFO text ("" when the broker did not answer) */
+    char broker_error[256], db_error[512];
+    bucket_t buckets[SAMPLER_MAX_BUCKETS];
+    size_t nbuckets;
+};
+
+/* The value of "key:" in INFO text, or NULL; *len its length. */
+static const char *info_value(const char *info, const char *key, size_t *len)
+{
+    size_t klen = strlen(key);
+    for (const char *p = info; p != NULL && *p != '\0';) {
+        const char *end = strchr(p, '\n');
+        if (strncmp(p, key, klen) == 0 && p[klen] == ':') {
+            const char *v = p + klen + 1;
+            *len = (end != NULL ? (size_t)(end - v) : strlen(v));
+            while (*len > 0 && (v[*len - 1] == '\r' || v[*len - 1] == '\n'))
+                (*len)--;
+            return v;
+        }
+        p = end != NULL ? end + 1 : NULL;
+    }
+    return NULL;
+}
+
+static uint64_t info_u64(const char *info, const char *key)
+{
+    size_t len;
+    const char *v = info_value(info, key, &len);
+    return v != NULL ? strtoull(v, NULL, 10) : 0;
+}
+
+static double info_double(const char *info, const char *key)
+{
+    size_t len;
+    const char *v = info_value(info, key, &len);
+    return v != NULL ? strtod(v, NULL) : 0.0;
+}
+
+/* The number after "name=" in a "a=1,b=2" field list line[0..len). */
+static long long field_ll(const char *line, size_t len, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i + n < len; i++)
+        if ((i == 0 || line[i - 1] == ',' || line[i - 1] == ':') && strncmp(line + i, name, n) == 0 &&
+            line[i + n] == '=')
+            return strtoll(line + i + n + 1, NULL, 10);
+    return 0;
+}
+
+/* "host" of the URI into out (brackets of IPv6 removed). */
+static void uri_host(const char *uri, char *out, size_t len)
+{
+    const char *p = strstr(uri, "://");
+    p = p != NULL ? p + 3 : uri;
+    const char *at = strchr(p, '@'), *slash = strchr(p, '/');
+    if (at != NULL && (slash == NULL || at < slash))
+        p = at + 1;
+    if (*p == '[') {
+        size_t n = strcspn(p + 1, "]");
+        snprintf(out, len, "%.*s", (int)n, p + 1);
+    } else {
+        size_t n = strcspn(p, ":/");
+        snprintf(out, len, "%.*s", (int)n, p);
+    }
+    if (out[0] == '\0')
+        snprintf(out, len, "127.0.0.1");
+}
+
+/* GET /metrics from host:port (one second at most) and keep the lateness
+ * histogram's buckets. Returns 0 / -1. */
+static int fetch_histogram(sampler_t *s, const char *host, long port)
+{
+    struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
+    char portstr[24], req[512];
+    snprintf(portstr, sizeof portstr, "%ld", port);
+    if (getaddrinfo(host, portstr, &hints, &ai) != 0 || ai == NULL)
+        return -1;
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct timeval tv = { 1, 0 };
+    if (fd < 0) {
+        freeaddrinfo(ai);
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
+    freeaddrinfo(ai);
+    snprintf(req, sizeof req, "GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n", host);
+    if (rc != 0 || write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
+        close(fd);
+        return -1;
+    }
+    buf_t b = BUF_INIT;
+    for (;;) {
+        char *p = buf_reserve(&b, 65536);
+        ssize_t n = read(fd, p, 65536);
+        if (n <= 0)
+            break;
+        b.len += (size_t)n;
+        if (b.len > 8 * 1024 * 1024)
+            break;
+    }
+    close(fd);
+    const char *text = buf_cstr(&b), *key = "hourglass_delivery_lateness_seconds_bucket{le=\"";
+    s->nbuckets = 0;
+    for (const char *p = text; (p = strstr(p, key)) != NULL && s->nbuckets < SAMPLER_MAX_BUCKETS;) {
+        p += strlen(key);
+        size_t n = strcspn(p, "\"");
+        bucket_t *bk = &s->buckets[s->nbuckets++];
+        snprintf(bk->le, sizeof bk->le, "%.*s", (int)n, p);
+        const char *v = strchr(p, ' ');
+        bk->count = v != NULL ? strtoull(v + 1, NULL, 10) : 0;
+    }
+    buf_free(&b);
+    return 0;
+}
+
+static void broker_client(sampler_t *s)
+{
+    if (s->client != NULL)
+        return;
+    hg_client_opts_t opts;
+    hg_error_t err;
+    hg_client_opts_init(&opts);
+    opts.connect_timeout_ms = (uint32_t)s->c->cfg->broker_timeout_ms;
+    opts.read_timeout_ms = (uint32_t)s->c->cfg->broker_timeout_ms;
+    opts.reconnect_backoff.attempts = 1;
+    if (hg_client_open(s->c->cfg->uri, &opts, &s->client, &err) != HG_OK) {
+        snprintf(s->broker_error, sizeof s->broker_error, "%s", err.message);
+        s->client = NULL;
+    }
+}
+
+static void take_sample(sampler_t *s)
+{
+    sample_t *x = &s->ring[s->head];
+    memset(x, 0, sizeof *x);
+    x->t_ms = console_now_ms();
+    x->pending = x->overdue = -1;
+
+    broker_client(s);
+    if (s->client != NULL) {
+        const char *argv[2] = { "INFO", "everything" };
+        hg_reply_t *r = NULL;
+        hg_err_t e = hg_client_command(s->client, 1, argv, NULL, &r);
+        size_t len;
+        const char *text = e == HG_OK ? hg_reply_str(r, &len) : NULL;
+        if (text != NULL) {
+            free(s->info);
+            s->info = xstrdup(text);
+            s->broker_error[0] = '\0';
+            x->broker_ok = 1;
+            x->sends = info_u64(s->info, "sends");
+            x->deliveries = info_u64(s->info, "deliveries");
+            x->acks = info_u64(s->info, "acks");
+            x->nacks = info_u64(s->info, "nacks");
+            x->dlq_moves = info_u64(s->info, "dlq_moves");
+            x->lateness_p50_ms = info_double(s->info, "lateness_p50_ms");
+            x->lateness_p99_ms = info_double(s->info, "lateness_p99_ms");
+            long long mport = (long long)info_u64(s->info, "metrics_port");
+            char host[256];
+            uri_host(s->c->cfg->uri, host, sizeof host);
+            if (mport > 0 && fetch_histogram(s, host, (long)mport) != 0)
+                s->nbuckets = 0;
+        } else {
+            snprintf(s->broker_error, sizeof s->broker_error, "INFO: %s", hg_client_errmsg(s->client));
+            hg_client_close(s->client);
+            s->client = NULL;
+        }
+        hg_reply_free(r);
+    }
+    if (!x->broker_ok) {
+        free(s->info);
+        s->info = xstrdup("");
+    }
+    uint64_t pending, overdue;
+    hg_order_error_t err;
+    if (hg_order_counts(s->c->db, (uint64_t)s->c->cfg->overdue_after_ms, &pending, &overdue, &err) == 0) {
+        x->pending = (long long)pending;
+        x->overdue = (long long)overdue;
+        s->db_error[0] = '\0';
+    } else {
+        snprintf(s->db_error, sizeof s->db_error, "%s", err.message);
+    }
+    s->head = (s->head + 1) % s->cap;
+    if (s->count < s->cap)
+        s->count++;
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    take_sample(arg);
+}
+
+sampler_t *sampler_start(console_t *c)
+{
+    sampler_t *s = xcalloc(1, sizeof *s);
+    s->c = c;
+    s->cap = (size_t)(c->cfg->history_ms / c->cfg->sample_interval_ms) + 1;
+    s->ring = xcalloc(s->cap, sizeof *s->ring);
+    s->info = xstrdup("");
+    take_sample(s);
+    s->timer = event_new(c->base, -1, EV_PERSIST, on_timer, s);
+    struct timeval tv = { c->cfg->sample_interval_ms / 1000, (c->cfg->sample_interval_ms % 1000) * 1000 };
+    event_add(s->timer, &tv);
+    return s;
+}
+
+void sampler_free(sampler_t *s)
+{
+    if (s == NULL)
+        return;
+    if (s->timer != NULL)
+        event_free(s->timer);
+    hg_client_close(s->client);
+    free(s->ring);
+    free(s->info);
+    free(s);
+}
+
+/* Sample i, 0 the oldest kept. */
+static const sample_t *at(const sampler_t *s, size_t i)
+{
+    return &s->ring[(s->head + s->cap - s->count + i) % s->cap];
+}
+
+static void json_rate(json_t *j, const char *key, uint64_t now, uint64_t before, double seconds, int ok)
+{
+    json_key(j, key);
+    if (!ok || now < before || seconds <= 0)
+        json_null(j);
+    else
+        json_double(j, (double)(now - before) / seconds);
+}
+
+static void alert(json_t *j, const char *severity, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void alert(json_t *j, const char *severity, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    json_object_open(j);
+    json_kstr(j, "severity", severity);
+    json_kstr(j, "text", text);
+    json_object_close(j);
+}
+
+void sampler_overview_json(sampler_t *s, buf_t *out)
+{
+    json_t j;
+    const sample_t *last = s->count > 0 ? at(s, s->count - 1) : NULL;
+    const char *info = s->info;
+
+    json_init(&j, out);
+    json_object_open(&j);
+    json_kuint(&j, "now_ms", console_now_ms());
+    json_kuint(&j, "interval_ms", (uint64_t)s->c->cfg->sample_interval_ms);
+    json_key(&j, "broker");
+    json_object_open(&j);
+    json_kbool(&j, "ok", last != NULL && last->broker_ok);
+    json_kstr(&j, "error", s->broker_error[0] ? s->broker_error : NULL);
+    json_kstr(&j, "uri", s->c->cfg->uri);
+    json_object_close(&j);
+    json_key(&j, "db");
+    json_object_open(&j);
+    json_kbool(&j, "ok", s->db_error[0] == '\0');
+    json_kstr(&j, "error", s->db_error[0] ? s->db_error : NULL);
+    json_kstr(&j, "database", s->c->cfg->mysql_database);
+    json_object_close(&j);
+
+    /* levels and groups from the last INFO */
+    json_key(&j, "levels");
+    json_array_open(&j);
+    for (const char *p = info; p != NULL && *p != '\0';) {
+        const char *end = strchr(p, '\n');
+        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+        if (strncmp(p, "level", 5) == 0 && p[5] >= '0' && p[5] <= '9') {
+            json_object_open(&j);
+            json_kint(&j, "level", strtol(p + 5, NULL, 10));
+            json_kint(&j, "delay_ms", field_ll(p, len, "delay_ms"));
+            json_kint(&j, "depth", field_ll(p, len, "depth"));
+            json_kint(&j, "next_due_ms", field_ll(p, len, "next_due_ms"));
+            json_kint(&j, "head_lag_ms", field_ll(p, len, "head_lag_ms"));
+            json_object_close(&j);
+        }
+        p = end != NULL ? end + 1 : NULL;
+    }
+    json_array_close(&j);
+    json_key(&j, "groups");
+    json_array_open(&j);
+    for (const char *p = info; p != NULL && *p != '\0';) {
+        const char *end = strchr(p, '\n');
+        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+        const char *colon = memchr(p, ':', len);
+        if (strncmp(p, "group_", 6) == 0 && colon != NULL && strncmp(colon + 1, "topic=", 6) == 0) {
+            const char *topic = strstr(colon, "topic=");
+            size_t tlen = topic != NULL ? strcspn(topic + 6, ",\r\n") : 0;
+            json_object_open(&j);
+            json_key(&j, "group");
+            json_strn(&j, p + 6, (size_t)(colon - p - 6));
+            json_key(&j, "topic");
+            json_strn(&j, topic != NULL ? topic + 6 : "", tlen);
+            json_kint(&j, "ready", field_ll(colon, len - (size_t)(colon - p), "ready"));
+            json_kint(&j, "backlog", field_ll(colon, len - (size_t)(colon - p), "backlog"));
+            json_kint(&j, "retry",
+                      field_ll(colon, len - (size_t)(colon - p), "retry_ready") +
+                          field_ll(colon, len - (size_t)(colon - p), "retry_delayed"));
+            json_kint(&j, "inflight", field_ll(colon, len - (size_t)(colon - p), "inflight"));
+            json_kint(&j, "dlq", field_ll(colon, len - (size_t)(colon - p), "dlq"));
+            json_object_close(&j);
+        }
+        p = end != NULL ? end + 1 : NULL;
+    }
+    json_array_close(&j);
+
+    json_key(&j, "totals");
+    json_object_open(&j);
+    json_kuint(&j, "sends", last ? last->sends : 0);
+    json_kuint(&j, "deliveries", last ? last->deliveries : 0);
+    json_kuint(&j, "acks", last ? last->acks : 0);
+    json_kuint(&j, "nacks", last ? last->nacks : 0);
+    json_kuint(&j, "dlq_moves", last ? last->dlq_moves : 0);
+    json_kuint(&j, "delayed", info_u64(info, "delayed_messages"));
+    json_kuint(&j, "dlq", info_u64(info, "dlq"));
+    json_object_close(&j);
+
+    json_key(&j, "orders");
+    json_object_open(&j);
+    json_key(&j, "pending");
+    if (last != NULL && last->pending >= 0)
+        json_int(&j, last->pending);
+    else
+        json_null(&j);
+    json_key(&j, "overdue");
+    if (last != NULL && last->overdue >= 0)
+        json_int(&j, last->overdue);
+    else
+        json_null(&j);
+    json_kuint(&j, "overdue_after_ms", (uint64_t)s->c->cfg->overdue_after_ms);
+    json_object_close(&j);
+
+    json_key(&j, "lateness");
+    json_object_open(&j);
+    json_key(&j, "p50_ms");
+    json_double(&j, last ? last->lateness_p50_ms : 0);
+    json_key(&j, "p99_ms");
+    json_double(&j, last ? last->lateness_p99_ms : 0);
+    json_key(&j, "histogram");
+    json_array_open(&j);
+    for (size_t i = 0; i < s->nbuckets; i++) {
+        json_object_open(&j);
+        json_kstr(&j, "le", s->buckets[i].le);
+        json_kuint(&j, "count", s->buckets[i].count);
+        json_object_close(&j);
+    }
+    json_array_close(&j);
+    json_object_close(&j);
+
+    json_key(&j, "history");
+    json_array_open(&j);
+    for (size_t i = 0; i < s->count; i++) {
+        const sample_t *x = at(s, i), *prev = i > 0 ? at(s, i - 1) : NULL;
+        double secs = prev != NULL ? (double)(x->t_ms - prev->t_ms) / 1000.0 : 0;
+        int ok = prev != NULL && prev->broker_ok && x->broker_ok;
+        json_object_open(&j);
+        json_kuint(&j, "t_ms", x->t_ms);
+        json_rate(&j, "sends_per_s", x->sends, prev ? prev->sends : 0, secs, ok);
+        json_rate(&j, "deliveries_per_s", x->deliveries, prev ? prev->deliveries : 0, secs, ok);
+        json_rate(&j, "acks_per_s", x->acks, prev ? prev->acks : 0, secs, ok);
+        json_key(&j, "lateness_p50_ms");
+        if (x->broker_ok)
+            json_double(&j, x->lateness_p50_ms);
+        else
+            json_null(&j);
+        json_key(&j, "lateness_p99_ms");
+        if (x->broker_ok)
+            json_double(&j, x->lateness_p99_ms);
+        else
+            json_null(&j);
+        json_key(&j, "overdue");
+        if (x->overdue >= 0)
+            json_int(&j, x->overdue);
+        else
+            json_null(&j);
+        json_object_close(&j);
+    }
+    json_array_close(&j);
+
+    json_key(&j, "alerts");
+    json_array_open(&j);
+    if (s->broker_error[0])
+        alert(&j, "critical", "broker unreachable: %s", s->broker_error);
+    if (s->db_error[0])
+        alert(&j, "critical", "database unreachable: %s", s->db_error);
+    if (last != NULL && last->overdue > 0)
+        alert(&j, "warning", "%lld pending order%s past expiry", last->overdue, last->overdue == 1 ? "" : "s");
+    for (const char *p = info; p != NULL && *p != '\0';) {
+        const char *end = strchr(p, '\n');
+        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+        const char *colon = memchr(p, ':', len);
+        if (strncmp(p, "group_", 6) == 0 && colon != NULL && strncmp(colon + 1, "topic=", 6) == 0) {
+            long long dlq = field_ll(colon, len - (size_t)(colon - p), "dlq");
+            if (dlq > 0)
+                alert(&j, "warning", "group %.*s: %lld message%s in the DLQ", (int)(colon - p - 6), p + 6, dlq,
+                      dlq == 1 ? "" : "s");
+        } else if (strncmp(p, "level", 5) == 0 && p[5] >= '0' && p[5] <= '9') {
+            long long lag = field_ll(p, len, "head_lag_ms");
+            if (lag > SAMPLER_HEAD_LAG_ALERT_MS)
+                alert(&j, "warning", "level %ld: its head is %lld ms late (the scheduler is behind)",
+                      strtol(p + 5, NULL, 10), lag);
+        }
+        p = end != NULL ? end + 1 : NULL;
+    }
+    json_array_close(&j);
+    json_object_close(&j);
+}

@@ -1,0 +1,286 @@
+/*
+ * console/session.c — logins (contract: console.h, "session.c").
+ *
+ * The console holds no passwords and no user list of its own: a login is a
+ * connection to the broker as that user (the URI's credentials, so the
+ * client sends AUTH user password on every reconnect), and the roles are
+ * the broker's (the "roles" field of HELLO). That connection serves every
+ * request of the session, so the broker checks each command against the
+ * user's own roles too — the console's check (admin for actions) is the
+ * first gate, not the only one.
+ *
+ * A broker without users answers AUTH with "AUTH called without any users
+ * configured": then no-users-role decides (none: refused; viewer; admin),
+ * and the session connects without credentials. A broker with users whose
+ * HELLO names no roles gives a read-only session.
+ *
+ * Tokens (the session cookie and the CSRF token) are 32 bytes of
+ * getrandom(2) in hex, compared in constant time. Sessions end after
+ * session-ttl without use, at logout, and at shutdown.
+ *
+ * Threads: the event loop's only.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "console/console.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "base/buf.h"
+#include "common/log.h"
+
+uint64_t console_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static int random_token(char *out)
+{
+    unsigned char raw[CONSOLE_TOKEN_HEX / 2];
+    size_t got = 0;
+    while (got < sizeof raw) {
+        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+        if (n <= 0)
+            return -1;
+        got += (size_t)n;
+    }
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+    return 0;
+}
+
+int session_token_equal(const char *a, const char *b)
+{
+    unsigned char diff = 0;
+    if (strlen(a) != CONSOLE_TOKEN_HEX || strlen(b) != CONSOLE_TOKEN_HEX)
+        return 0;
+    for (size_t i = 0; i < CONSOLE_TOKEN_HEX; i++)
+        diff |= (unsigned char)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} role_names[] = {
+    { "producer", ROLE_PRODUCER }, { "consumer", ROLE_CONSUMER }, { "admin", ROLE_ADMIN }, { "viewer", ROLE_VIEWER }
+};
+
+void session_roles_text(unsigned roles, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof role_names / sizeof role_names[0]; i++)
+        if (roles & role_names[i].bit)
+            snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? "," : "", role_names[i].name);
+}
+
+static unsigned role_bit(const char *s, size_t n)
+{
+    for (size_t i = 0; i < sizeof role_names / sizeof role_names[0]; i++)
+        if (strlen(role_names[i].name) == n && strncasecmp(role_names[i].name, s, n) == 0)
+            return role_names[i].bit;
+    return 0;
+}
+
+/* Roles named in s[0..n): words separated by commas or blanks. */
+static unsigned roles_in_text(const char *s, size_t n)
+{
+    unsigned roles = 0;
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && (s[i] == ',' || isspace((unsigned char)s[i])))
+            i++;
+        size_t start = i;
+        while (i < n && s[i] != ',' && !isspace((unsigned char)s[i]))
+            i++;
+        if (i > start)
+            roles |= role_bit(s + start, i - start);
+    }
+    return roles;
+}
+
+unsigned session_roles_from_hello(const hg_reply_t *hello, int *found)
+{
+    *found = 0;
+    if (hello == NULL)
+        return 0;
+    for (size_t i = 0; i + 1 < hg_reply_count(hello); i += 2) {
+        size_t len;
+        const char *k = hg_reply_str(hg_reply_element(hello, i), &len);
+        if (k == NULL || len != 5 || strncasecmp(k, "roles", 5) != 0)
+            continue;
+        const hg_reply_t *v = hg_reply_element(hello, i + 1);
+        unsigned roles = 0;
+        const char *text = hg_reply_str(v, &len);
+        *found = 1;
+        if (text != NULL)
+            return roles_in_text(text, len);
+        for (size_t e = 0; e < hg_reply_count(v); e++)
+            if ((text = hg_reply_str(hg_reply_element(v, e), &len)) != NULL)
+                roles |= roles_in_text(text, len);
+        return roles;
+    }
+    return 0;
+}
+
+/* uri with "user:password@" (percent-escaped) after the scheme. */
+static void uri_with_credentials(const char *uri, const char *user, const char *password, buf_t *out)
+{
+    const char *rest = strstr(uri, "://");
+    size_t scheme = rest != NULL ? (size_t)(rest - uri) + 3 : 0;
+    buf_append(out, uri, scheme);
+    for (int part = 0; part < 2; part++) {
+        const unsigned char *p = (const unsigned char *)(part == 0 ? user : password);
+        for (; *p != '\0'; p++) {
+            if (isalnum(*p) || *p == '-' || *p == '.' || *p == '_' || *p == '~')
+                buf_append(out, p, 1);
+            else
+                buf_printf(out, "%%%02X", *p);
+        }
+        buf_append(out, part == 0 ? ":" : "@", 1);
+    }
+    buf_append_str(out, uri + scheme);
+}
+
+static void client_opts(const console_t *c, hg_client_opts_t *opts)
+{
+    hg_client_opts_init(opts);
+    opts->connect_timeout_ms = (uint32_t)c->cfg->broker_timeout_ms;
+    opts->read_timeout_ms = (uint32_t)c->cfg->broker_timeout_ms;
+    opts->reconnect_backoff.attempts = 1;
+    opts->resend_sends = 0;
+}
+
+static session_t *free_slot(console_t *c)
+{
+    uint64_t now = console_now_ms();
+    for (size_t i = 0; i < CONSOLE_MAX_SESSIONS; i++) {
+        session_t *s = &c->sessions[i];
+        if (s->used && now - s->last_used_ms > (uint64_t)c->cfg->session_ttl_ms)
+            session_end(s);
+        if (!s->used)
+            return s;
+    }
+    return NULL;
+}
+
+session_t *session_login(console_t *c, const char *user, const char *password, int *status, char *err, size_t errlen)
+{
+    hg_client_opts_t opts;
+    hg_client_t *client = NULL;
+    hg_error_t e;
+    unsigned roles = 0;
+    int no_users = 0;
+
+    if (user == NULL || user[0] == '\0' || strlen(user) >= CONSOLE_USER_MAX) {
+        *status = 400;
+        snprintf(err, errlen, "user: 1..%d bytes", CONSOLE_USER_MAX - 1);
+        return NULL;
+    }
+    session_t *s = free_slot(c);
+    if (s == NULL) {
+        *status = 429;
+        snprintf(err, errlen, "too many sessions (%d): try again when one has ended", CONSOLE_MAX_SESSIONS);
+        return NULL;
+    }
+    client_opts(c, &opts);
+    buf_t uri = BUF_INIT;
+    uri_with_credentials(c->cfg->uri, user, password != NULL ? password : "", &uri);
+    hg_err_t code = hg_client_open(buf_cstr(&uri), &opts, &client, &e);
+    buf_free(&uri);
+    if (code == HG_ERR_AUTH && strstr(e.message, "without any users") != NULL) {
+        if (c->cfg->no_users_role == CONSOLE_NO_USERS_REFUSE) {
+            *status = 401;
+            snprintf(err, errlen, "the broker has no users, and no-users-role is none: no login");
+            return NULL;
+        }
+        no_users = 1;
+        roles = c->cfg->no_users_role == CONSOLE_NO_USERS_ADMIN ? (ROLE_ADMIN | ROLE_VIEWER) : ROLE_VIEWER;
+        code = hg_client_open(c->cfg->uri, &opts, &client, &e);
+    }
+    if (code != HG_OK) {
+        *status = code == HG_ERR_AUTH ? 401 : code == HG_ERR_CONNECT ? 503 : 502;
+        snprintf(err, errlen, "%s", e.message);
+        return NULL;
+    }
+    if (!no_users) {
+        const char *hello[2] = { "HELLO", "2" };
+        hg_reply_t *r = NULL;
+        int found = 0;
+        if (hg_client_command(client, 2, hello, NULL, &r) == HG_OK)
+            roles = session_roles_from_hello(r, &found);
+        hg_reply_free(r);
+        if (!found)
+            roles = ROLE_VIEWER; /* the broker did not say: look, never act */
+    }
+    memset(s, 0, sizeof *s);
+    if (random_token(s->token) != 0 || random_token(s->csrf) != 0) {
+        hg_client_close(client);
+        *status = 500;
+        snprintf(err, errlen, "no random bytes for a session token");
+        return NULL;
+    }
+    s->used = 1;
+    snprintf(s->user, sizeof s->user, "%s", user);
+    s->roles = roles;
+    s->no_users = no_users;
+    s->client = client;
+    s->created_ms = s->last_used_ms = console_now_ms();
+    return s;
+}
+
+session_t *session_find(console_t *c, const char *cookie_header)
+{
+    const char *p = cookie_header;
+    char token[CONSOLE_TOKEN_HEX + 1];
+
+    while (p != NULL && (p = strstr(p, "hg_session=")) != NULL) {
+        if (p != cookie_header && p[-1] != ' ' && p[-1] != ';') {
+            p++;
+            continue;
+        }
+        p += strlen("hg_session=");
+        size_t n = strcspn(p, "; ");
+        if (n != CONSOLE_TOKEN_HEX)
+            return NULL;
+        memcpy(token, p, n);
+        token[n] = '\0';
+        uint64_t now = console_now_ms();
+        for (size_t i = 0; i < CONSOLE_MAX_SESSIONS; i++) {
+            session_t *s = &c->sessions[i];
+            if (s->used && session_token_equal(s->token, token)) {
+                if (now - s->last_used_ms > (uint64_t)c->cfg->session_ttl_ms) {
+                    log_info("session of %s expired", s->user);
+                    session_end(s);
+                    return NULL;
+                }
+                s->last_used_ms = now;
+                return s;
+            }
+        }
+        return NULL;
+    }
+    return NULL;
+}
+
+void session_end(session_t *s)
+{
+    if (!s->used)
+        return;
+    hg_client_close(s->client);
+    memset(s, 0, sizeof *s);
+}
+
+void session_end_all(console_t *c)
+{
+    for (size_t i = 0; i < CONSOLE_MAX_SESSIONS; i++)
+        session_end(&c->sessions[i]);
+}

@@ -1,0 +1,166 @@
+"""tests/console/console_test.py — what the console's test scripts share.
+
+Run by tests/integration/test_console (never by hand without its set-up):
+the environment names the two consoles (HG_CONSOLE_ADMIN_PORT: logins may
+act; HG_CONSOLE_VIEWER_PORT: logins only look), the admin console's log
+(HG_CONSOLE_ADMIN_LOG), the broker (HG_BROKER_PORT), the database
+(HG_MYSQL_SOCKET, HG_MYSQL_DATABASE) and where artifacts go (HG_ARTIFACTS).
+
+Standard library only (Debian's python3): an HTTP client that keeps the
+session cookie and sends the CSRF token on POSTs, a check() that counts
+failures instead of stopping at the first, and SQL through the `mariadb`
+command-line client.
+"""
+import http.cookiejar
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+
+ENV = os.environ
+failures = []
+
+
+def check(ok, what):
+    """Record one check: print it, remember a failure."""
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+    return ok
+
+
+def finish():
+    """Exit 0 when every check passed, 1 otherwise (naming the failures)."""
+    if failures:
+        print("%d check(s) failed:" % len(failures))
+        for f in failures:
+            print("  - " + f)
+        sys.exit(1)
+    print("all checks passed")
+    sys.exit(0)
+
+
+def base_url(which="admin"):
+    return "http://127.0.0.1:%s" % ENV["HG_CONSOLE_%s_PORT" % which.upper()]
+
+
+class Client:
+    """One browser-like client of a console: cookies kept, CSRF sent."""
+
+    def __init__(self, which="admin"):
+        self.base = base_url(which)
+        self.jar = http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+        self.csrf = None
+
+    def request(self, method, path, params=None, csrf=True, headers=None):
+        """(status, document, response headers) of one request."""
+        url = self.base + path
+        data = None
+        hdrs = dict(headers or {})
+        if method == "GET" and params:
+            url += "?" + urllib.parse.urlencode(params, doseq=True)
+        elif method == "POST":
+            data = urllib.parse.urlencode(params or {}, doseq=True).encode()
+            hdrs.setdefault("Content-Type", "application/x-www-form-urlencoded")
+            if csrf and self.csrf:
+                hdrs["X-CSRF-Token"] = self.csrf
+        req = urllib.request.Request(url, data=data, method=method, headers=hdrs)
+        try:
+            with self.opener.open(req, timeout=30) as res:
+                body, status, rh = res.read(), res.status, res.headers
+        except urllib.error.HTTPError as e:
+            body, status, rh = e.read(), e.code, e.headers
+        try:
+            doc = json.loads(body) if body else None
+        except ValueError:
+            doc = body.decode("utf-8", "replace")
+        return status, doc, rh
+
+    def get(self, path, params=None):
+        return self.request("GET", path, params)
+
+    def post(self, path, params=None, csrf=True, headers=None):
+        return self.request("POST", path, params, csrf, headers)
+
+    def login(self, user, password=""):
+        status, doc, headers = self.post("/api/login", {"user": user, "password": password}, csrf=False)
+        if status == 200:
+            self.csrf = doc["csrf"]
+        return status, doc, headers
+
+
+def sql(query):
+    """The first column of the first row of query, as text ('' when none)."""
+    out = subprocess.run(["mariadb", "-S", ENV["HG_MYSQL_SOCKET"], "-u", "root", "-N", "-B",
+                          ENV["HG_MYSQL_DATABASE"], "-e", query],
+                         capture_output=True, text=True, timeout=30)
+    if out.returncode != 0:
+        raise RuntimeError("mariadb: " + out.stderr.strip())
+    first = out.stdout.split("\n", 1)[0]
+    return first.split("\t", 1)[0]
+
+
+def log_contains(text):
+    with open(ENV["HG_CONSOLE_ADMIN_LOG"], encoding="utf-8", errors="replace") as f:
+        return text in f.read()
+
+
+class Resp:
+    """A minimal RESP client of the broker (HG_BROKER_PORT), for traffic."""
+
+    def __init__(self):
+        import socket
+        self.sock = socket.create_connection(("127.0.0.1", int(ENV["HG_BROKER_PORT"])), timeout=30)
+        self.f = self.sock.makefile("rb")
+
+    def call(self, *args):
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        self.sock.sendall(out)
+        return self._read()
+
+    def _read(self):
+        line = self.f.readline().rstrip(b"\r\n")
+        kind, rest = line[:1], line[1:]
+        if kind in (b"+", b"-"):
+            if kind == b"-":
+                raise RuntimeError(rest.decode())
+            return rest.decode()
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self.f.read(n + 2)[:-2]
+            return data.decode("utf-8", "replace")
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._read() for _ in range(n)]
+        raise RuntimeError("unexpected reply %r" % line)
+
+    def close(self):
+        self.sock.close()
+
+
+def traffic_until(stop, topic="traffic", group="tg"):
+    """Send, pull and ack a few messages every 100 ms until stop (a
+    threading.Event) is set: live rates for the overview."""
+    r = Resp()
+    try:
+        while not stop.is_set():
+            for i in range(5):
+                r.call("SEND", topic, "live-%d" % i)
+            msgs = r.call("PULL", group, topic, "COUNT", "100", "BLOCK", "50") or []
+            ids = [m[0] for m in msgs]
+            if ids:
+                r.call("ACK", group, *ids)
+            stop.wait(0.1)
+    finally:
+        r.close()

@@ -1,0 +1,200 @@
+"""tests/console/test_api.py — every endpoint of hourglass-console's /api
+(docs/console.md) over HTTP, including the refused ones: no session, no CSRF
+token, no role admin. Run by tests/integration/test_console after its
+set-up (see there for the seeded orders 301-306, the DLQ of order-cancel
+with 302, dlq-a, dlq-b, dlq-c, the groups junk and junk2 with two parked
+messages each, and
+the delayed message of topic revoke-me with key rv).
+"""
+import time
+
+from console_test import Client, base_url, check, finish, log_contains, sql
+
+# ---------------------------------------------------------------- no session
+anon = Client("admin")
+status, doc, _ = anon.get("/api/session")
+check(status == 200 and doc == {"logged_in": False}, "GET /api/session without a session: not logged in")
+for method, path in [("GET", "/api/overview"), ("GET", "/api/dlq"),
+                     ("GET", "/api/orders/overdue"), ("POST", "/api/orders/301/cancel"),
+                     ("POST", "/api/dlq/order-cancel/requeue")]:
+    status, doc, _ = anon.request(method, path, {"all": "1"} if method == "POST" else None)
+    check(status == 401 and doc.get("error") == "not logged in", "%s %s without a session: 401 (%s)" %
+          (method, path, status))
+status, doc, headers = anon.get("/")
+check(status == 200 and "<title>Hourglass console</title>" in doc, "GET / serves the page")
+check("default-src 'self'" in (headers.get("Content-Security-Policy") or ""), "the page carries a CSP of 'self'")
+check(headers.get("X-Frame-Options") == "DENY", "and X-Frame-Options DENY")
+status, doc, _ = anon.get("/orders/301")
+check(status == 200 and "app.js" in doc, "an app route (/orders/301) serves the page too: a link that loads")
+status, doc, headers = anon.get("/app.js")
+check(status == 200 and "text/javascript" in headers.get("Content-Type", ""), "GET /app.js")
+status, _, _ = anon.request("PUT", "/api/overview")
+check(status == 405, "PUT: 405 (%s)" % status)
+
+# ---------------------------------------------------------------- login
+status, doc, _ = anon.post("/api/login", {"user": "", "password": "x"}, csrf=False)
+check(status == 400, "login with an empty user: 400 (%s)" % status)
+status, doc, _ = anon.request("POST", "/api/login", None, headers={"Content-Type": "application/json"})
+check(status in (400, 415), "login without a form body: refused (%s)" % status)
+status, doc, _ = anon.get("/api/login")
+check(status == 405, "GET /api/login: 405 (%s)" % status)
+
+alice = Client("admin")
+status, doc, headers = alice.login("alice", "secret")
+check(status == 200 and doc["user"] == "alice" and "admin" in doc["roles"] and doc["can_act"],
+      "alice logs in on the admin console with role admin: %s %s" % (status, doc))
+cookie = headers.get("Set-Cookie", "")
+check("HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie,
+      "the session cookie is HttpOnly; SameSite=Strict: %s" % cookie.split("=", 1)[0])
+check(len(doc.get("csrf", "")) == 64, "a CSRF token of 32 random bytes")
+status, doc, _ = alice.get("/api/session")
+check(status == 200 and doc["user"] == "alice" and doc["csrf"] == alice.csrf, "GET /api/session")
+check(log_contains("audit: user=alice") and log_contains("login roles=admin"), "the login is in the audit log")
+
+bob = Client("viewer")
+status, doc, _ = bob.login("bob", "secret")
+check(status == 200 and doc["roles"] == ["viewer"] and not doc["can_act"],
+      "bob logs in on the viewer console read-only: %s" % doc)
+
+# ---------------------------------------------------------------- overview
+deadline = time.time() + 30
+while True:
+    status, o, _ = alice.get("/api/overview")
+    if status == 200 and len(o["history"]) >= 3 and o["lateness"]["histogram"] or time.time() > deadline:
+        break
+    time.sleep(0.3)
+check(status == 200 and o["broker"]["ok"] and o["db"]["ok"], "overview: broker and database up")
+check(o["totals"]["sends"] >= 44 and o["totals"]["deliveries"] >= 44 and o["totals"]["acks"] >= 40,
+      "overview: live counters (sends %s, deliveries %s, acks %s)" %
+      (o["totals"]["sends"], o["totals"]["deliveries"], o["totals"]["acks"]))
+check(len(o["levels"]) == 18 and any(l["depth"] > 0 for l in o["levels"]),
+      "overview: 18 levels, one holding the delayed messages")
+groups = {g["group"]: g for g in o["groups"]}
+check(groups.get("order-cancel", {}).get("dlq") == 4 and groups.get("junk", {}).get("dlq") == 2 and
+      groups.get("junk2", {}).get("dlq") == 2,
+      "overview: DLQ depth per group (order-cancel 4, junk 2): %s" % groups)
+check(o["orders"]["pending"] >= 5 and o["orders"]["overdue"] == 4,
+      "overview: pending %s, overdue %s (301-304)" % (o["orders"]["pending"], o["orders"]["overdue"]))
+check(len(o["history"]) >= 3 and "sends_per_s" in o["history"][-1], "overview: samples kept (%d)" % len(o["history"]))
+check(any(b["count"] > 0 for b in o["lateness"]["histogram"]), "overview: the broker's lateness histogram")
+texts = " | ".join(a["text"] for a in o["alerts"])
+check("4 pending orders past expiry" in texts and "group order-cancel: 4 messages in the DLQ" in texts,
+      "overview: alerts firing: %s" % texts)
+status, _, _ = bob.get("/api/overview")
+check(status == 200, "a viewer sees the overview")
+
+# ---------------------------------------------------------------- DLQ
+status, d, _ = alice.get("/api/dlq")
+check(status == 200 and any(g["group"] == "order-cancel" and g["dlq"] == 4 for g in d["groups"]), "GET /api/dlq")
+status, p1, _ = alice.get("/api/dlq/order-cancel", {"count": 2})
+check(status == 200 and len(p1["messages"]) == 2 and p1["total"] == 4 and p1["next"],
+      "a DLQ page of 2 of 4 with a next id")
+status, p2, _ = alice.get("/api/dlq/order-cancel", {"count": 2, "after": p1["next"]})
+check(status == 200 and len(p2["messages"]) == 2 and p2["next"] is None, "the second and last page")
+parked = {m["payload"]: m for m in p1["messages"] + p2["messages"]}
+check(set(parked) == {"302", "dlq-a", "dlq-b", "dlq-c"}, "the four parked messages: %s" % sorted(parked))
+m = parked.get("dlq-a", {})
+check(m.get("reason") == "test: parked a" and m.get("reconsume") == 1 and m.get("parked_ms", 0) > 0,
+      "reason, reconsume and time parked: %s" % m)
+status, one, _ = alice.get("/api/dlq/order-cancel/" + m["id"])
+check(status == 200 and one["id"] == m["id"] and one["key"] == "ka", "GET one parked message")
+check(alice.get("/api/dlq/order-cancel/0000000000000001")[0] == 404, "one that is not parked: 404")
+check(alice.get("/api/dlq/order-cancel/xyz")[0] == 400, "a bad id: 400")
+check(alice.get("/api/dlq/order-cancel", {"count": 0})[0] == 400, "count 0: 400")
+
+status, doc, _ = alice.post("/api/dlq/order-cancel/requeue", {"id": m["id"]}, csrf=False)
+check(status == 403 and "CSRF" in doc["error"], "requeue without the CSRF token: 403 (%s)" % status)
+status, doc, _ = alice.post("/api/dlq/order-cancel/requeue", {"id": m["id"]}, csrf=False,
+                            headers={"X-CSRF-Token": "0" * 64})
+check(status == 403, "requeue with a wrong CSRF token: 403")
+check(log_contains("refused /api/dlq/order-cancel/requeue: missing or wrong CSRF token"), "the refusal is audited")
+status, doc, _ = bob.post("/api/dlq/order-cancel/requeue", {"id": m["id"]})
+check(status == 403 and "role admin" in doc["error"], "a viewer may not requeue: 403 %s" % doc)
+check(alice.get("/api/dlq/order-cancel")[1]["total"] == 4, "nothing moved by the refused requeues")
+
+status, doc, _ = alice.post("/api/dlq/order-cancel/requeue", {"id": m["id"]})
+check(status == 200 and doc["requeued"] == 1 and doc["missing"] == [], "requeue one: %s" % doc)
+status, doc, _ = alice.post("/api/dlq/order-cancel/requeue", {"id": [m["id"], "0000000000000001"]})
+check(status == 200 and doc["requeued"] == 0 and len(doc["missing"]) == 2, "requeue what is gone: 0, missing")
+check(alice.post("/api/dlq/order-cancel/requeue", {"id": m["id"], "all": "1"})[0] == 400, "id and all: 400")
+check(log_contains("dlq requeue group=order-cancel ids=1 moved=1"), "the requeue is audited with the user")
+status, doc, _ = alice.post("/api/dlq/order-cancel/drop", {"id": parked["dlq-c"]["id"]})
+check(status == 200 and doc["dropped"] == 1, "drop one: %s" % doc)
+
+status, doc, _ = alice.post("/api/dlq/junk/drop", {"all": "1"})
+check(status == 409 and "holds 2 messages" in doc["error"], "drop all without confirm: 409 naming the count")
+status, doc, _ = alice.post("/api/dlq/junk/drop", {"all": "1", "confirm": "5"})
+check(status == 409, "drop all with the wrong count: 409")
+status, doc, _ = alice.post("/api/dlq/junk/drop", {"all": "1", "confirm": "2"})
+check(status == 200 and doc["dropped"] == 2, "drop all confirmed with the count: %s" % doc)
+check(log_contains("dlq drop all group=junk moved=2"), "drop all is audited")
+status, doc, _ = alice.post("/api/dlq/junk2/requeue", {"all": "1"})
+check(status == 200 and doc["requeued"] == 2, "requeue all: %s" % doc)
+check(alice.get("/api/dlq/junk2")[1]["total"] == 0, "the DLQ of junk2 is empty")
+
+# ---------------------------------------------------------------- messages
+status, f, _ = alice.get("/api/msg", {"topic": "order-timeout", "key": "303"})
+check(status == 200 and len(f["messages"]) == 1 and f["messages"][0]["state"] == "delayed",
+      "FIND order-timeout 303: one delayed message: %s" % f)
+if status == 200 and f["messages"]:
+    mid = f["messages"][0]["id"]
+    status, g, _ = alice.get("/api/msg/" + mid)
+    check(status == 200 and g["payload"] == "303" and g["state"] == "delayed" and g["level"] > 0,
+          "GET the message: payload, state, level: %s" % g)
+check(alice.get("/api/msg/zz")[0] == 400, "GET a bad id: 400")
+check(alice.get("/api/msg", {"topic": "order-timeout"})[0] == 400, "FIND without a key: 400")
+status, doc, _ = bob.post("/api/msg/revoke", {"topic": "revoke-me", "key": "rv"})
+check(status == 403, "a viewer may not revoke: %s" % status)
+status, doc, _ = alice.post("/api/msg/revoke", {"topic": "revoke-me", "key": "rv"})
+check(status == 200 and doc["revoked"] == 1 and doc["delayed"] == 1, "revoke by topic and key: %s" % doc)
+status, f, _ = alice.get("/api/msg", {"topic": "revoke-me", "key": "rv"})
+check(status == 200 and f["messages"] == [], "and it is gone")
+check(log_contains("revoke topic=revoke-me key=rv revoked=1"), "the revoke is audited")
+
+# ---------------------------------------------------------------- orders
+status, d, _ = alice.get("/api/orders/overdue")
+ids = [o["id"] for o in d.get("orders", [])] if status == 200 else []
+check(ids == [301, 302, 303, 304], "overdue orders oldest first: %s" % ids)
+late = {o["id"]: o["late"] for o in d.get("orders", [])}
+check(late == {301: "no-message", 302: "in-dlq", 303: "delayed", 304: "not-sent"},
+      "why each is late (lost, in the DLQ, delayed, never sent): %s" % late)
+status, page, _ = alice.get("/api/orders/overdue", {"limit": 3})
+check(status == 200 and len(page["orders"]) == 3 and page["next"], "a page of 3 with a cursor")
+status, rest, _ = alice.get("/api/orders/overdue", {"limit": 3, "after": page["next"]})
+check(status == 200 and [o["id"] for o in rest["orders"]] == [304] and rest["next"] is None, "and the rest")
+check(alice.get("/api/orders/overdue", {"older_than": "soon"})[0] == 400, "older_than not a duration: 400")
+check(alice.get("/api/orders/overdue", {"after": "bogus"})[0] == 400, "a bad cursor: 400")
+status, d, _ = alice.get("/api/orders/overdue", {"older_than": "270s"})
+check(status == 200 and [o["id"] for o in d["orders"]] == [301], "older_than 270s: only 301")
+status, o, _ = alice.get("/api/orders/301")
+check(status == 200 and o["status"] == "pending" and o["items"] and o["outbox"]["status"] == "sent",
+      "order 301: items, outbox row: %s" % (o if status != 200 else o["items"]))
+check(alice.get("/api/orders/99999")[0] == 404, "no such order: 404")
+check(alice.get("/api/orders/abc")[0] == 400, "not an order id: 400")
+
+status, doc, _ = bob.post("/api/orders/301/cancel", {"reason": "manual"})
+check(status == 403, "a viewer may not cancel: %s" % status)
+status, doc, _ = alice.post("/api/orders/301/cancel", {"reason": "manual"}, csrf=False)
+check(status == 403, "cancel without the CSRF token: 403")
+check(sql("SELECT status FROM orders WHERE id = 301") == "pending", "301 still pending after the refusals")
+status, doc, _ = alice.post("/api/orders/301/cancel")
+check(status == 200 and doc["outcome"] == "cancelled" and doc["order"]["cancel_reason"] == "manual",
+      "alice cancels 301 by hand: %s" % (doc if status != 200 else doc["outcome"]))
+check(sql("SELECT CONCAT(status, '/', cancel_reason) FROM orders WHERE id = 301") == "cancelled/manual",
+      "in the database: cancelled with reason manual")
+check(sql("SELECT status FROM order_timeout_msg WHERE order_id = 301") == "done", "its outbox row done")
+status, doc, _ = alice.post("/api/orders/301/cancel")
+check(status == 200 and doc["outcome"] == "not-pending", "again: not-pending, nothing changed")
+check(alice.post("/api/orders/99999/cancel")[0] == 404, "cancel no such order: 404")
+check(alice.post("/api/orders/302/cancel", {"reason": ""})[0] == 400, "an empty reason: 400")
+check(log_contains("user=alice") and log_contains("order cancel id=301 reason=manual outcome=cancelled"),
+      "the cancel is in the audit log with the user")
+check(log_contains("refused /api/orders/301/cancel: missing or wrong CSRF token"), "and so is the refused one")
+
+# ---------------------------------------------------------------- the rest
+check(alice.get("/api/nothing")[0] == 404, "an unknown API: 404")
+status, doc, headers = alice.post("/api/logout")
+check(status == 200 and "Max-Age=0" in headers.get("Set-Cookie", ""), "logout clears the cookie")
+check(alice.get("/api/session")[1] == {"logged_in": False}, "and ends the session")
+check(alice.get("/api/overview")[0] == 401, "the old cookie opens nothing")
+finish()

@@ -1,0 +1,225 @@
+"""tests/console/test_browser.py — hourglass-console in a real browser:
+Debian's chromium, headless, driven by python3-selenium through
+chromium-driver. Run by tests/integration/test_console after
+tests/console/test_api.py (which left: order 301 cancelled, 302's message
+and dlq-b parked in the DLQ of order-cancel, 303 pending with its message
+delayed 1 h, 304 never sent).
+
+As a person would: log in; the overview with live, non-zero figures from the
+broker and MariaDB; requeue a DLQ message; find a message by topic and key;
+cancel an overdue order by hand and see it cancelled in the database with
+reason manual. A screenshot of every page at 1280x800 and of two in a narrow
+window (390x844) goes to HG_ARTIFACTS; the page must not overflow the narrow
+window sideways; the browser's console log must hold no error.
+"""
+import os
+import re
+import tempfile
+import threading
+import time
+
+from console_test import base_url, check, finish, sql, traffic_until
+
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
+
+ARTIFACTS = os.environ["HG_ARTIFACTS"]
+os.makedirs(ARTIFACTS, exist_ok=True)
+BASE = base_url("admin")
+
+profile = tempfile.mkdtemp(prefix="chromium-", dir=os.environ.get("HG_WORKDIR"))
+opts = webdriver.ChromeOptions()
+opts.binary_location = "/usr/bin/chromium"
+for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,800",
+          "--user-data-dir=" + profile, "--no-first-run", "--disable-extensions"):
+    opts.add_argument(a)
+opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+driver.set_window_size(1280, 800)
+wait = WebDriverWait(driver, 20)
+console_errors = []
+
+
+def collect_log():
+    for entry in driver.get_log("browser"):
+        if entry.get("level") in ("SEVERE", "ERROR"):
+            console_errors.append(entry.get("message"))
+
+
+def shot(name):
+    path = os.path.join(ARTIFACTS, name + ".png")
+    driver.save_screenshot(path)
+    print("     screenshot " + path, flush=True)
+    collect_log()
+
+
+def css(selector):
+    return driver.find_element(By.CSS_SELECTOR, selector)
+
+
+def wait_css(selector, what):
+    try:
+        return wait.until(EC.visibility_of_element_located((By.CSS_SELECTOR, selector)))
+    except TimeoutException:
+        check(False, "%s: no %s on %s" % (what, selector, driver.current_url))
+        shot("failed-" + selector.strip("#.").replace(" ", "_"))
+        return None
+
+
+def wait_text(selector, text, what):
+    try:
+        wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, selector), text))
+        return True
+    except TimeoutException:
+        found = driver.find_elements(By.CSS_SELECTOR, selector)
+        check(False, "%s: %r not in %s (%r)" % (what, text, selector, found[0].text if found else None))
+        return False
+
+
+def text_of(selector):
+    """The text of the element now, read in one script call: the overview
+    re-renders itself every 5 s, so a held element reference may go stale."""
+    return driver.execute_script("const e = document.querySelector(arguments[0]); return e ? e.innerText : '';",
+                                 selector)
+
+
+def number(selector):
+    """The figure of an overview card, as an int (-1 when it is not one)."""
+    try:
+        return int(text_of(selector + " .value").replace(",", ""))
+    except ValueError:
+        return -1
+
+
+def rates():
+    """The last sends/deliveries/acks per second in the rates chart's legend."""
+    text = text_of("#rates")
+    out = {}
+    for name in ("sends", "deliveries", "acks"):
+        m = re.search(name + r"/s: ([0-9.,]+)", text)
+        out[name] = float(m.group(1).replace(",", "")) if m else -1.0
+    return out
+
+
+def no_sideways_overflow(what):
+    wide = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+    check(wide <= 1, "%s: the page fits the window's width (overflow %spx)" % (what, wide))
+
+
+try:
+    # ------------------------------------------------------------ login
+    driver.get(BASE + "/")
+    if wait_css("#login-user", "the login form"):
+        shot("01-login")
+        css("#login-user").send_keys("alice")
+        css("#login-password").send_keys("secret")
+        css("#login-submit").click()
+
+    # ------------------------------------------------------------ overview (with live traffic)
+    stop_traffic = threading.Event()
+    traffic = threading.Thread(target=traffic_until, args=(stop_traffic,), daemon=True)
+    traffic.start()
+    if wait_css("#card-sends", "the overview after login"):
+        check("alice" in text_of("#who-name"), "logged in as alice")
+        deadline = time.time() + 30
+        while time.time() < deadline and min(rates().values()) <= 0:
+            time.sleep(0.5)  # the page refreshes itself every 5 s
+        wait_css("#card-sends", "the refreshed overview")
+        check(min(rates().values()) > 0, "sends, deliveries and acks per second are live: %s" % rates())
+        figures = {k: number("#card-" + k) for k in ("sends", "deliveries", "acks", "pending", "overdue", "dlq")}
+        check(all(v > 0 for v in figures.values()), "the overview shows live, non-zero figures: %s" % figures)
+        check(len(driver.find_elements(By.CSS_SELECTOR, "#rates polyline")) >= 1, "the rates chart draws lines")
+        check(len(driver.find_elements(By.CSS_SELECTOR, "#depth rect")) >= 1, "the level depth bars")
+        check(len(driver.find_elements(By.CSS_SELECTOR, "#histogram rect")) >= 1, "the lateness histogram")
+        check("past expiry" in text_of("#alerts"), "the alerts name the overdue orders")
+        shot("02-overview-1280x800")
+        driver.set_window_size(1280, 1700)
+        shot("02b-overview-whole-page")
+        driver.set_window_size(1280, 800)
+    stop_traffic.set()
+    traffic.join(10)
+
+    # ------------------------------------------------------------ DLQ: requeue one
+    driver.find_element(By.CSS_SELECTOR, "#nav a[data-view=dlq]").click()
+    if wait_css("#dlq-groups", "the DLQ groups"):
+        shot("03-dlq-groups")
+        driver.find_element(By.LINK_TEXT, "order-cancel").click()
+    if wait_css("#dlq-table", "the DLQ of order-cancel"):
+        before = len(driver.find_elements(By.CSS_SELECTOR, "#dlq-table tbody tr"))
+        rows = [r for r in driver.find_elements(By.CSS_SELECTOR, "#dlq-table tbody tr") if "dlq-b" in r.text]
+        check(len(rows) == 1 and "test: parked b" in rows[0].text, "dlq-b is listed with its reason")
+        shot("04-dlq-order-cancel")
+        if rows:
+            rows[0].find_element(By.CSS_SELECTOR, "input[type=checkbox]").click()
+            css("#requeue-selected").click()
+            if wait_text("#dlq-status", "Requeued 1 message", "requeue dlq-b"):
+                after = len(driver.find_elements(By.CSS_SELECTOR, "#dlq-table tbody tr"))
+                check(after == before - 1, "the DLQ lists one message fewer (%d -> %d)" % (before, after))
+                check(all("dlq-b" not in r.text for r in driver.find_elements(By.CSS_SELECTOR, "#dlq-table tbody tr")),
+                      "dlq-b left the DLQ")
+                shot("05-dlq-requeued")
+
+    # ------------------------------------------------------------ messages: find by key
+    driver.find_element(By.CSS_SELECTOR, "#nav a[data-view=messages]").click()
+    if wait_css("#find-form", "the message finder"):
+        css("#find-topic").send_keys("order-timeout")
+        css("#find-key").send_keys("303")
+        css("#find-submit").click()
+        if wait_css("#msg-table", "the messages of key 303"):
+            text = css("#msg-table").text
+            check("delayed" in text and "order-timeout" in text, "key 303: its message, delayed")
+            check("topic=order-timeout" in driver.current_url and "key=303" in driver.current_url,
+                  "the search is a link: %s" % driver.current_url)
+            shot("06-messages-find")
+
+    # ------------------------------------------------------------ orders: cancel by hand
+    driver.find_element(By.CSS_SELECTOR, "#nav a[data-view=orders]").click()
+    if wait_css("#overdue-table", "the overdue orders"):
+        text = css("#overdue-table").text
+        check("303" in text and "304" in text and "not-sent" in text, "the overdue list with why")
+        shot("07-orders-overdue")
+        driver.find_element(By.CSS_SELECTOR, "#overdue-table tr[data-order='303'] a").click()
+    if wait_css("#cancel-order", "order 303's page with its cancel button"):
+        check("delayed" in css("main").text, "order 303 says its message is delayed")
+        shot("08-order-303")
+        css("#cancel-order").click()
+        wait_css("#dialog-ok", "the confirmation")
+        check("Cancel order 303" in css("#dialog-text").text, "the confirmation names the order")
+        shot("09-order-confirm")
+        css("#dialog-ok").click()
+        if wait_text("#order-status", "Outcome: cancelled", "the outcome"):
+            check(css("#order-reason").text == "manual", "the page shows reason manual")
+            check(css("#order-status-value").text == "cancelled", "and status cancelled")
+            shot("10-order-303-cancelled")
+        check(sql("SELECT CONCAT(status, '/', cancel_reason) FROM orders WHERE id = 303") == "cancelled/manual",
+              "order 303 is cancelled in the database with reason manual")
+
+    # ------------------------------------------------------------ a link opens its view directly
+    driver.get(BASE + "/dlq/order-cancel")
+    wait_css("#dlq-table", "a direct link to /dlq/order-cancel")
+
+    # ------------------------------------------------------------ a narrow window
+    driver.set_window_size(390, 844)
+    driver.get(BASE + "/")
+    if wait_css("#card-sends", "the overview in a narrow window"):
+        time.sleep(0.5)
+        no_sideways_overflow("overview at 390px")
+        shot("11-overview-narrow")
+    driver.get(BASE + "/orders/302")
+    if wait_css("#order-detail", "order 302 in a narrow window"):
+        no_sideways_overflow("order page at 390px")
+        shot("12-order-narrow")
+    driver.get(BASE + "/orders")
+    if wait_css("main h1", "the orders in a narrow window"):
+        no_sideways_overflow("orders at 390px")
+        shot("13-orders-narrow")
+
+    collect_log()
+    check(not console_errors, "no errors in the browser's console: %s" % console_errors)
+finally:
+    driver.quit()
+finish()

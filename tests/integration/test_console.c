@@ -1,0 +1,378 @@
+/*
+ * tests/integration/test_console.c — hourglass-console end to end: a
+ * private MariaDB (tu_mariadb_start; a server that cannot start FAILS the
+ * suite), the real ./hourglass-broker, and two real ./hourglass-console
+ * daemons on free ports — one whose logins may act (admin), one whose
+ * logins only look (viewer) — on a database seeded with orders in every
+ * state of the order view and a DLQ with parked messages, after real
+ * traffic (sends, deliveries, acks).
+ *
+ * The checks themselves are Python scripts (Debian's python3, standard
+ * library; the browser one Debian's python3-selenium with chromium and
+ * chromium-driver), run as children with the set-up in the environment:
+ * Suite "console", in order:
+ *   api              tests/console/test_api.py: every endpoint, the refused
+ *                    actions (no session, no CSRF token, no role admin), the
+ *                    DLQ requeue / drop with its confirmation, the manual
+ *                    cancel seen in the database, the audit log
+ *   browser          tests/console/test_browser.py: log in, the overview
+ *                    with live figures, requeue a DLQ message, find a message
+ *                    by key, cancel an overdue order by hand and see it in the
+ *                    database with reason manual; a screenshot of every page
+ *                    (1280x800 and a narrow window) into
+ *                    tests/console-artifacts/; the browser's console log
+ *                    free of errors
+ *   stop             SIGHUP: still answering, the re-read logged; SIGTERM: exit 0
+ * The scripts print what failed; a non-zero exit is a failure here. A missing
+ * python3, selenium, chromium or chromedriver is a failure, never a skip.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <CUnit/CUnit.h>
+
+#include "include/hourglass/hourglass.h"
+#include "include/hourglass/order.h"
+#include "tests/helpers/broker_proc.h"
+#include "tests/helpers/order_env.h"
+#include "tests/helpers/testutil.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <mysql.h>
+
+#define CONSOLE_BIN HG_BUILDDIR "/hourglass-console"
+#define PYTHON      "/usr/bin/python3"
+#define DB          "shop"
+#define GROUP       "order-cancel"
+#define ARTIFACTS   HG_BUILDDIR "/tests/console-artifacts"
+#define SCRIPTS     HG_SRCDIR "/tests/console"
+
+static oe_env_t env;
+static char uri[64], workdir[512];
+static rc_conn_t conn;
+static hg_order_db *handle;
+
+typedef struct console_proc {
+    const char *role;
+    int port;
+    pid_t pid;
+    char log[700];
+} console_proc_t;
+
+static console_proc_t admin = { .role = "admin" }, viewer = { .role = "viewer" };
+
+static int seed(uint64_t id, int64_t expire_in_ms)
+{
+    of_seed_spec_t spec = { .first_id = id,
+                            .orders = 1,
+                            .first_sku = 1,
+                            .skus = 5,
+                            .max_items = 2,
+                            .max_qty = 3,
+                            .stock_per_sku = 1000000,
+                            .expire_in_ms = expire_in_ms,
+                            .with_outbox = 1,
+                            .random_seed = (uint32_t)id };
+    hg_order_error_t err = { 0 };
+    if (oe_seed(&env, DB, &spec, &err) != 0) {
+        fprintf(stderr, "seed %" PRIu64 ": %s\n", id, err.message);
+        return -1;
+    }
+    return 0;
+}
+
+/* SEND topic payload KEY key …; PULL it on group and NACK it into the DLQ
+ * (the group has MAXRETRY 0). */
+static int park(const char *group, const char *topic, const char *payload, const char *key, const char *reason)
+{
+    char err[512], id[HG_ID_MAX];
+    long long next;
+    if (bp_send(&conn, id, sizeof id, err, sizeof err, topic, payload, "KEY", key, NULL) != 0)
+        goto fail;
+    resp_reply_t *r = bp_pull(&conn, err, sizeof err, group, topic, "COUNT", "1", "BLOCK", "5000", NULL);
+    if (r == NULL || r->count != 1) {
+        resp_reply_free(r);
+        snprintf(err, sizeof err, "PULL %s: nothing", group);
+        goto fail;
+    }
+    resp_reply_free(r);
+    if (bp_int_cmd(&conn, &next, err, sizeof err, "NACK", group, id, "REASON", reason, NULL) != 0)
+        goto fail;
+    return 0;
+fail:
+    fprintf(stderr, "\nFAIL: park %s: %s\n", payload, err);
+    return -1;
+}
+
+/* Real traffic: n messages sent to topic traffic, pulled and acked by group tg. */
+static int traffic(int n)
+{
+    char err[512], id[HG_ID_MAX];
+    for (int i = 0; i < n; i++) {
+        char p[16];
+        snprintf(p, sizeof p, "t%d", i);
+        if (bp_send(&conn, id, sizeof id, err, sizeof err, "traffic", p, NULL) != 0)
+            goto fail;
+    }
+    for (int got = 0; got < n;) {
+        resp_reply_t *r = bp_pull(&conn, err, sizeof err, "tg", "traffic", "COUNT", "100", "BLOCK", "5000", NULL);
+        if (r == NULL || r->count == 0) {
+            resp_reply_free(r);
+            snprintf(err, sizeof err, "PULL tg: %d of %d", got, n);
+            goto fail;
+        }
+        for (size_t i = 0; i < r->count; i++) {
+            rc_msg_t m;
+            long long acked;
+            if (rc_msg_at(r, i, &m, err, sizeof err) != 0 ||
+                bp_int_cmd(&conn, &acked, err, sizeof err, "ACK", "tg", m.id, NULL) != 0) {
+                resp_reply_free(r);
+                goto fail;
+            }
+        }
+        got += (int)r->count;
+        resp_reply_free(r);
+    }
+    return 0;
+fail:
+    fprintf(stderr, "\nFAIL: traffic: %s\n", err);
+    return -1;
+}
+
+static int console_up(void *arg)
+{
+    char out[512];
+    return tu_http_get(((console_proc_t *)arg)->port, "/", out, sizeof out) == 200;
+}
+
+static int start_console(console_proc_t *c)
+{
+    char port[16], static_dir[600];
+    c->port = tu_free_port();
+    snprintf(port, sizeof port, "%d", c->port);
+    snprintf(c->log, sizeof c->log, "%s/console-%s.log", workdir, c->role);
+    snprintf(static_dir, sizeof static_dir, "%s/console/static", HG_SRCDIR);
+    const char *argv[] = { CONSOLE_BIN,
+                           "--uri",
+                           uri,
+                           "--port",
+                           port,
+                           "--static-dir",
+                           static_dir,
+                           "--mysql-socket",
+                           env.server.socket,
+                           "--mysql-user",
+                           "root",
+                           "--mysql-database",
+                           DB,
+                           "--sample-interval",
+                           "500ms",
+                           "--no-users-role",
+                           c->role,
+                           "--log-level",
+                           "info",
+                           NULL };
+    c->pid = fork();
+    if (c->pid == 0) {
+        int fd = open(c->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execv(CONSOLE_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    if (c->pid < 0 || tu_poll_until(console_up, c, 30000, 50) != 0) {
+        fprintf(stderr, "\nFAIL: hourglass-console (%s) did not answer on port %d\n", c->role, c->port);
+        oe_print_file(c->log);
+        return -1;
+    }
+    return 0;
+}
+
+static int stop_console(console_proc_t *c)
+{
+    int status = 0;
+    if (c->pid <= 0)
+        return 0;
+    kill(c->pid, SIGTERM);
+    for (int i = 0; i < 500 && waitpid(c->pid, &status, WNOHANG) == 0; i++)
+        usleep(20000);
+    if (waitpid(c->pid, &status, WNOHANG) == 0) {
+        kill(c->pid, SIGKILL);
+        waitpid(c->pid, &status, 0);
+    }
+    c->pid = 0;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/* The orders (every state of the order view):
+ *   301 lost (outbox sent, no message), overdue 5 min
+ *   302 its message parked in the DLQ of order-cancel, overdue 4 min
+ *   303 its message delayed 1 h, overdue 3 min
+ *   304 never sent (outbox new), overdue 2 min
+ *   305 not due yet; 306 paid
+ * and three more parked messages in the DLQ of order-cancel (payloads
+ * dlq-a, dlq-b, dlq-c with keys ka, kb, kc), two in the DLQ of group junk and two in that of junk2,
+ * a message of topic revoke-me with key rv delayed 1 h, and 40 messages of
+ * topic traffic sent, delivered to group tg and acked. */
+static int console_init(void)
+{
+    char err[512], id[HG_ID_MAX];
+
+    if (oe_suite_start(&env, CU_get_number_of_failures) != 0 || tu_mkdtemp("console", workdir, sizeof workdir) != 0) {
+        fprintf(stderr, "\nFAIL: MariaDB, broker or temp dir\n");
+        return -1;
+    }
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
+    if ((handle = oe_fresh_database(&env, DB, 0, NULL)) == NULL)
+        return -1;
+    if (bp_connect(&env.broker, &conn, err, sizeof err) != 0 ||
+        bp_ok_cmd(&conn, err, sizeof err, "GROUP", "CREATE", GROUP, OE_TOPIC, "FROM", "NOW", "MAXRETRY", "0", NULL) !=
+            0 ||
+        bp_ok_cmd(&conn, err, sizeof err, "GROUP", "CREATE", "tg", "traffic", "FROM", "NOW", NULL) != 0 ||
+        bp_ok_cmd(&conn, err, sizeof err, "GROUP", "CREATE", "junk", "junk", "FROM", "NOW", "MAXRETRY", "0", NULL) !=
+            0 ||
+        bp_ok_cmd(&conn, err, sizeof err, "GROUP", "CREATE", "junk2", "junk2", "FROM", "NOW", "MAXRETRY", "0", NULL) !=
+            0) {
+        fprintf(stderr, "\nFAIL: broker set-up: %s\n", err);
+        return -1;
+    }
+    if (seed(301, -300000) || seed(302, -240000) || seed(303, -180000) || seed(304, -120000) || seed(305, 1800000) ||
+        seed(306, -60000))
+        return -1;
+    if (mysql_query(env.admin, "UPDATE " DB ".order_timeout_msg SET status='new', attempts=0 WHERE order_id=304") !=
+        0) {
+        fprintf(stderr, "\nFAIL: outbox of 304: %s\n", mysql_error(env.admin));
+        return -1;
+    }
+    hg_order_outcome_t outcome;
+    hg_order_error_t oerr = { 0 };
+    if (hg_order_pay(handle, 306, &outcome, &oerr) != 0 || outcome != HG_ORDER_PAID) {
+        fprintf(stderr, "\nFAIL: pay 306: %s\n", oerr.message);
+        return -1;
+    }
+    if (park(GROUP, OE_TOPIC, "302", "302", "cancel failed: lock wait timeout") ||
+        park(GROUP, OE_TOPIC, "dlq-a", "ka", "test: parked a") ||
+        park(GROUP, OE_TOPIC, "dlq-b", "kb", "test: parked b") ||
+        park(GROUP, OE_TOPIC, "dlq-c", "kc", "test: parked c"))
+        return -1;
+    if (park("junk", "junk", "j1", "j1", "junk 1") || park("junk", "junk", "j2", "j2", "junk 2") ||
+        park("junk2", "junk2", "j3", "j3", "junk 3") || park("junk2", "junk2", "j4", "j4", "junk 4"))
+        return -1;
+    if (bp_send(&conn, id, sizeof id, err, sizeof err, OE_TOPIC, "303", "KEY", "303", "DELAY", "1h", NULL) != 0 ||
+        bp_send(&conn, id, sizeof id, err, sizeof err, "revoke-me", "x", "KEY", "rv", "DELAY", "1h", NULL) != 0) {
+        fprintf(stderr, "\nFAIL: SEND 303 / revoke-me: %s\n", err);
+        return -1;
+    }
+    if (traffic(40) != 0)
+        return -1;
+    if (start_console(&admin) != 0 || start_console(&viewer) != 0)
+        return -1;
+    return 0;
+}
+
+static int console_cleanup(void)
+{
+    if (stop_console(&admin) != 0 || stop_console(&viewer) != 0)
+        fprintf(stderr, "a console did not stop cleanly on SIGTERM\n");
+    if (CU_get_number_of_failures() > 0) {
+        oe_print_file(admin.log);
+        oe_print_file(viewer.log);
+    }
+    rc_close(&conn);
+    hg_order_db_close(handle);
+    oe_stop(&env);
+    if (workdir[0] != '\0')
+        tu_rmtree(workdir);
+    return 0;
+}
+
+/* Run a script of tests/console with the set-up in its environment; its
+ * output goes to this test's. Returns its exit status. */
+static int run_script(const char *script)
+{
+    char path[700], port_admin[16], port_viewer[16], broker_port[16];
+    snprintf(path, sizeof path, "%s/%s", SCRIPTS, script);
+    snprintf(port_admin, sizeof port_admin, "%d", admin.port);
+    snprintf(port_viewer, sizeof port_viewer, "%d", viewer.port);
+    snprintf(broker_port, sizeof broker_port, "%d", env.broker.port);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("HG_CONSOLE_ADMIN_PORT", port_admin, 1);
+        setenv("HG_CONSOLE_VIEWER_PORT", port_viewer, 1);
+        setenv("HG_CONSOLE_ADMIN_LOG", admin.log, 1);
+        setenv("HG_BROKER_PORT", broker_port, 1);
+        setenv("HG_MYSQL_SOCKET", env.server.socket, 1);
+        setenv("HG_MYSQL_DATABASE", DB, 1);
+        setenv("HG_ARTIFACTS", ARTIFACTS, 1);
+        setenv("HG_WORKDIR", workdir, 1);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execl(PYTHON, PYTHON, path, (char *)NULL);
+        fprintf(stderr, "FAIL: cannot run %s %s\n", PYTHON, path);
+        _exit(127);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_api(void)
+{
+    int rc = run_script("test_api.py");
+    TU_CHECK(rc == 0, "tests/console/test_api.py exited %d (its output above says what failed)", rc);
+}
+
+static void test_browser(void)
+{
+    int rc = run_script("test_browser.py");
+    TU_CHECK(rc == 0, "tests/console/test_browser.py exited %d (its output above says what failed)", rc);
+    TU_CHECK(oe_scalarf(&env, "SELECT COUNT(*) FROM " DB ".orders WHERE id = 303 AND status = 'cancelled' AND "
+                              "cancel_reason = 'manual'") == 1,
+             "order 303 cancelled by hand in the browser: in the database with reason manual");
+}
+
+static void test_stop(void)
+{
+    char out[512];
+    TU_REQUIRE(kill(viewer.pid, SIGHUP) == 0, "SIGHUP to the viewer console");
+    TU_CHECK(tu_wait_file_contains(viewer.log, "SIGHUP: configuration re-read", 10000) == 0,
+             "SIGHUP re-reads the configuration (logged)");
+    TU_CHECK(tu_http_get(viewer.port, "/", out, sizeof out) == 200, "and the console still answers");
+    TU_CHECK(stop_console(&viewer) == 0, "the viewer console exits 0 on SIGTERM");
+    TU_CHECK(stop_console(&admin) == 0, "the admin console exits 0 on SIGTERM");
+    TU_CHECK(tu_wait_file_contains(admin.log, "stopped", 5000) == 0, "and logs that it stopped");
+}
+
+/* One set-up for all: the browser test runs after the API test, on what it
+ * left (order 301 cancelled by the API, 303 still pending). */
+static const tu_test_t console_tests[] = {
+    { "api: every endpoint, refusals, DLQ, manual cancel, audit", test_api },
+    { "browser: login, overview, requeue, find, manual cancel, screenshots", test_browser },
+    { "SIGHUP: alive, configuration re-read; SIGTERM: a clean stop", test_stop },
+    { NULL, NULL },
+};
+
+static int add_suites(void)
+{
+    return tu_add_suite("console", console_init, console_cleanup, NULL, NULL, console_tests);
+}
+
+int main(int argc, char **argv)
+{
+    return oe_cunit_main(argc, argv, add_suites);
+}
