@@ -118,10 +118,10 @@ const char *hg_order_late_name(hg_order_late_t late);
 typedef struct hg_order_msg {
     char id[HG_ID_MAX];
     char state[16];  /* delayed | ready | leased | retry | dlq */
-    char where[128]; /* "level 7", "topic order-timeout", "group order-cancel" … */
+    char where[HG_NAME_MAX + 40]; /* "level 7", "topic order-timeout", "group order-cancel" … */
     uint64_t due_ms; /* when it is (or was) due; 0: unknown */
     unsigned reconsume;
-    char detail[256]; /* the DLQ reason, the lease deadline …; "" */
+    char detail[HG_REASON_MAX + 64]; /* the DLQ reason, the lease deadline …; "" */
 } hg_order_msg_t;
 
 /* An order with what the broker holds for it and the verdict. */
