@@ -17,7 +17,6 @@
 #include "cli/args.h"
 #include "cli/output.h"
 
-#ifdef HG_NAME_MAX /* the library has the message lookup */
 
 /* One message for people: a block of "field: value" lines. */
 static void print_info(const hg_msg_info_t *m)
@@ -190,29 +189,3 @@ int cli_cmd_msg_revoke(cli_t *cli, int argc, char **argv)
     return res.revoked == 0 && res.nrefused > 0 ? EXIT_BROKER : 0;
 }
 
-#else /* until the library has the message lookup */
-
-static int no_lookup(const char *name)
-{
-    return cli_fail(EXIT_BROKER, "%s: this libhourglass has no message lookup (GET, FIND, REVOKE)", name);
-}
-
-int cli_cmd_msg_show(cli_t *cli, int argc, char **argv)
-{
-    (void)cli, (void)argc, (void)argv;
-    return no_lookup("msg show");
-}
-
-int cli_cmd_msg_find(cli_t *cli, int argc, char **argv)
-{
-    (void)cli, (void)argc, (void)argv;
-    return no_lookup("msg find");
-}
-
-int cli_cmd_msg_revoke(cli_t *cli, int argc, char **argv)
-{
-    (void)cli, (void)argc, (void)argv;
-    return no_lookup("msg revoke");
-}
-
-#endif

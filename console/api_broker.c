@@ -347,7 +347,6 @@ static int api_dlq(request_t *r)
 
 /* ------------------------------------------------------------------ messages */
 
-#ifdef HG_NAME_MAX /* the library has the message lookup */
 
 static void msg_get(request_t *r, const char *id)
 {
@@ -450,15 +449,6 @@ static int api_msg(request_t *r)
     return 1;
 }
 
-#else /* until the library has the message lookup */
-
-static int api_msg(request_t *r)
-{
-    http_error(r, 501, "this libhourglass has no message lookup (GET, FIND, REVOKE)");
-    return 1;
-}
-
-#endif
 
 int api_broker(request_t *r)
 {

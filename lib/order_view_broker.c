@@ -26,7 +26,6 @@
 #include "base/json.h"
 #include "include/hourglass/hourglass.h"
 
-#ifdef HG_NAME_MAX /* the message lookup (hg_msg_find) is in the library */
 
 /* The first group copy in state s, or NULL. */
 static const hg_msg_group_t *group_in(const hg_msg_info_t *info, hg_msg_state_t s)
@@ -177,15 +176,3 @@ char *hg_msg_info_json(const struct hg_msg_info *info)
     return out;
 }
 
-#else /* until the library has hg_msg_find */
-
-int view_broker_messages(struct hg_client *client, const char *topic, uint64_t order_id, hg_order_msg_t *msgs,
-                         size_t max, size_t *n, char *err, size_t errlen)
-{
-    (void)client, (void)topic, (void)order_id, (void)msgs, (void)max;
-    *n = 0;
-    snprintf(err, errlen, "this libhourglass has no message lookup (FIND)");
-    return -1;
-}
-
-#endif
