@@ -401,6 +401,8 @@ static void store_free(store_t *s)
     map_free(&s->topics, store_topic_free);
     map_free(&s->idx_dropped, NULL);
     free(s->dirty_topics);
+    free(s->woken);
+    free(s->taking);
     free(s->dirty_groups);
     free(s->path);
     free(s);
