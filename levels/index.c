@@ -70,7 +70,9 @@ static void home_write(store_t *s, uint64_t id, const idx_place_t *p, const char
     be16_put(v + PLACE_BYTES, (uint16_t)tlen);
     memcpy(v + PLACE_BYTES + 2, topic, tlen);
     be16_put(v + PLACE_BYTES + 2 + tlen, (uint16_t)klen);
-    memcpy(v + PLACE_BYTES + 4 + tlen, key, klen);
+    if (klen > 0) { /* a SEND without KEY has key NULL: memcpy's pointers must be valid even for 0 bytes */
+        memcpy(v + PLACE_BYTES + 4 + tlen, key, klen);
+    }
     key_buf_t k;
     key_msg_index(&k, id);
     store_put(s, &k, v, n);
