@@ -45,6 +45,12 @@ static const cfg_key_t keys[] = {
     DB_KEYS_ROWS(console_config_t),
     { CFG_KEY("sample-interval", CFG_DURATION, "5s", 200, 3600000, OFF(sample_interval_ms),
               "how often the overview samples the broker and the database") },
+    { CFG_KEY("sampler-user", CFG_STRING, NULL, 0, 0, OFF(sampler_user),
+              "broker user of the overview's own connection (role viewer is enough; needs sampler-password-file)"),
+      .hint = "NAME", .shown_default = "none: the sampler connects without AUTH (a broker without users)" },
+    { CFG_KEY("sampler-password-file", CFG_STRING, NULL, 0, 0, OFF(sampler_password_file),
+              "file holding sampler-user's password (one trailing newline allowed)"),
+      .hint = "FILE" },
     { CFG_KEY("history", CFG_DURATION, "1h", 1000, 7 * DAY_MS, OFF(history_ms),
               "how long samples are kept in memory (the overview's charts)") },
     { CFG_KEY("session-ttl", CFG_DURATION, "8h", 1000, 30 * DAY_MS, OFF(session_ttl_ms),
@@ -89,7 +95,7 @@ static int is_loopback(const char *addr)
     return 0;
 }
 
-int console_config_validate(const console_config_t *conf, char *err, size_t errlen)
+int console_config_validate(console_config_t *conf, char *err, size_t errlen)
 {
     if (cfg_check_required(&table, conf, err, errlen) != 0 || db_keys_check(conf->mysql_socket, err, errlen) != 0)
         return -1;
@@ -103,6 +109,22 @@ int console_config_validate(const console_config_t *conf, char *err, size_t errl
     if (conf->history_ms < 2 * conf->sample_interval_ms) {
         snprintf(err, errlen, "history: %lld ms keeps fewer than two samples of sample-interval %lld ms",
                  conf->history_ms, conf->sample_interval_ms);
+        return -1;
+    }
+    conf->sampler_password[0] = '\0';
+    if (conf->sampler_password_file != NULL) {
+        char why[400];
+        if (conf->sampler_user == NULL) {
+            snprintf(err, errlen, "sampler-password-file is set without sampler-user");
+            return -1;
+        }
+        if (passwd_read_file(conf->sampler_password_file, conf->sampler_password, sizeof conf->sampler_password, why,
+                             sizeof why) != 0) {
+            snprintf(err, errlen, "sampler-password-file: %s", why);
+            return -1;
+        }
+    } else if (conf->sampler_user != NULL) {
+        snprintf(err, errlen, "sampler-user '%s' needs sampler-password-file", conf->sampler_user);
         return -1;
     }
     return 0;

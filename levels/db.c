@@ -12,7 +12,7 @@
  *
  * The batch is reused across commits; one that held more than
  * STORE_BATCH_KEEP_BYTES is destroyed and created again, so a burst does not
- * pin its memory.
+ * pin its memory. Its owners keep it near STORE_BATCH_MAX_BYTES (store.h).
  *
  * Reads see committed data only: every reading operation calls
  * store_read_begin first, which commits what is pending (unsynced).
@@ -224,6 +224,11 @@ int store_read_begin(store_t *s, char *err, size_t errlen)
 int store_pending(const store_t *s)
 {
     return s->pending;
+}
+
+uint64_t store_pending_bytes(const store_t *s)
+{
+    return s->batch_bytes;
 }
 uint64_t store_next_seq(const store_t *s)
 {

@@ -311,7 +311,7 @@ static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int m
             rc = err_set(err, errlen, "corrupt level key (length %zu) on level %d in %s", klen, l, s->path);
             break;
         }
-        if (due > bound || *moved >= max) {
+        if (due > bound || *moved >= max || s->batch_bytes >= STORE_BATCH_MAX_BYTES) {
             have_next = 1;
             next_due = due;
             next_seq = seq;
@@ -379,7 +379,7 @@ int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_
         s->levels[l].inserted_seq = UINT64_MAX;
         committed[l] = s->levels[l].depth;
     }
-    while (*moved < max) {
+    while (*moved < max && s->batch_bytes < STORE_BATCH_MAX_BYTES) {
         /* Serve the level whose head is due first, up to where another level's
          * head comes first: catching up after downtime keeps global due order,
          * not level order. (Hops inserted meanwhile are due after now.) */

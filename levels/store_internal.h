@@ -48,8 +48,11 @@
 /* After a commit, a batch that held more than this is destroyed and created
  * again instead of cleared: LevelDB's WriteBatch keeps the capacity of its
  * largest contents, so one burst (a 4 MiB payload, 10^5 moves) would pin
- * that memory for the life of the store. Below it the allocation is reused. */
-#define STORE_BATCH_KEEP_BYTES (UINT64_C(4) << 20)
+ * that memory for the life of the store. Below it the allocation is reused:
+ * twice STORE_BATCH_MAX_BYTES, so the batches of a sustained burst (the bound
+ * plus one operation) reuse one allocation, and what stays pinned is a few
+ * MiB whatever the burst was. */
+#define STORE_BATCH_KEEP_BYTES (2 * STORE_BATCH_MAX_BYTES)
 
 typedef struct level_state {
     uint64_t depth;

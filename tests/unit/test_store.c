@@ -2677,6 +2677,64 @@ static void test_large_batch_memory_returned(void)
     CHECK_STORE(s);
 }
 
+/* A batch is bounded in bytes (STORE_BATCH_MAX_BYTES): 12 due messages of
+ * 1 MiB are moved in several calls, each leaving at most the bound plus one
+ * message pending, and DLQ REQUEUE ALL of 12 such messages commits on the way,
+ * so it never holds more either; every counter stays right (CHECK_STORE). */
+static void test_batch_bounded_in_bytes(void)
+{
+    enum {
+        PAYLOAD = 1 << 20,
+        COUNT = 12
+    };
+    const uint64_t most = STORE_BATCH_MAX_BYTES + PAYLOAD + 4096; /* one message over the bound, and its records */
+    store_t *s = OPEN_DEFAULT();
+    char *payload = malloc(PAYLOAD);
+    TU_REQUIRE(payload != NULL, "malloc");
+    memset(payload, 'p', PAYLOAD);
+    char err[512] = "";
+    for (int i = 0; i < COUNT; i++) {
+        uint64_t id, due;
+        REQUIRE_OK(send_raw(s, "t", 1, "", 0, payload, PAYLOAD, 1, 0, T0, &id, &due, err, sizeof err), err);
+    }
+    COMMIT(s);
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    int moved_total = 0, calls = 0;
+    while (moved_total < COUNT && calls < 2 * COUNT) {
+        int moved = MOVE(s, T0 + 2 * SEC, 1000, NULL);
+        calls++;
+        TU_CHECK(moved >= 1, "call %d moved nothing with due heads left", calls);
+        TU_CHECK(store_pending_bytes(s) <= most, "call %d left %" PRIu64 " bytes pending (bound %" PRIu64 ")",
+                 calls, store_pending_bytes(s), (uint64_t)STORE_BATCH_MAX_BYTES);
+        moved_total += moved;
+        COMMIT(s);
+    }
+    TU_CHECK(moved_total == COUNT && calls >= 3, "%d of %d moved in %d calls (want several)", moved_total, COUNT,
+             calls);
+    CHECK_COUNTS(s, "g", COUNT, COUNT, 0, 0, 0, 0);
+
+    msg_owned_t m[COUNT];
+    int n = LEASE_N(s, "g", "t", COUNT, LEASE, T0 + 3 * SEC, m);
+    TU_REQUIRE(n == COUNT, "leased %d of %d", n, COUNT);
+    for (int i = 0; i < n; i++)
+        FAIL_DLQ(s, "g", m[i].m.id, "bad", T0 + 3 * SEC);
+    free_msgs(m, n);
+    COMMIT(s);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, COUNT);
+    uint64_t cnt = 0;
+    REQUIRE_OK(store_dlq_requeue(s, "g", 1, 0, 1, T0 + 4 * SEC, &cnt, err, sizeof err), err);
+    CHECK_EQ_U64(cnt, COUNT);
+    TU_CHECK(store_pending_bytes(s) <= most, "DLQ REQUEUE ALL left %" PRIu64 " bytes pending (bound %" PRIu64 ")",
+             store_pending_bytes(s), (uint64_t)STORE_BATCH_MAX_BYTES);
+    CHECK_COUNTS(s, "g", COUNT, 0, COUNT, 0, 0, 0);
+    CHECK_STORE(s);
+    CLOSE(&s);
+    s = OPEN_DEFAULT(); /* what the intermediate commits wrote adds up */
+    CHECK_COUNTS(s, "g", COUNT, 0, COUNT, 0, 0, 0);
+    CHECK_STORE(s);
+    free(payload);
+}
+
 /* ============================================================ suite: ids */
 
 static void test_ids(void)
@@ -3209,6 +3267,7 @@ static const tu_test_t failure_tests[] = {
 static const tu_test_t batching_tests[] = {
     { "batching", test_batching },
     { "large batch memory returned", test_large_batch_memory_returned },
+    { "batches bounded in bytes", test_batch_bounded_in_bytes },
     { NULL, NULL },
 };
 
