@@ -26,6 +26,7 @@ static const cfg_key_t keys[] = {
     { CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, OFF(uri),
               "broker URI without credentials: each user logs in to the broker with their own"),
       .required = 1 },
+    TLS_KEYS_ROWS(console_config_t),
     { CFG_KEY("broker-timeout", CFG_DURATION, "5s", 100, 600000, OFF(broker_timeout_ms),
               "connect and reply timeout of every broker call") },
     { CFG_KEY("bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(bind),
@@ -33,7 +34,13 @@ static const cfg_key_t keys[] = {
       .required = 1 },
     { CFG_KEY("port", CFG_INT, "7390", 0, 65535, OFF(port), "HTTP port of the page and /api (0: any free port)") },
     { CFG_KEY("allow-remote", CFG_BOOL, "no", 0, 1, OFF(allow_remote),
-              "allow a bind address other than loopback (put TLS in front: the console speaks plain HTTP)") },
+              "allow a bind address other than loopback (serve https there: https-cert-file, https-key-file)") },
+    { CFG_KEY("https-cert-file", CFG_STRING, NULL, 0, 0, OFF(https_cert_file),
+              "serve https (TLS 1.2 or later) with this certificate chain, leaf first (PEM); needs https-key-file"),
+      .hint = "FILE", .shown_default = "none: plain http", .reload = 1 },
+    { CFG_KEY("https-key-file", CFG_STRING, NULL, 0, 0, OFF(https_key_file),
+              "the private key of https-cert-file (PEM, unencrypted)"),
+      .hint = "FILE", .reload = 1 },
     { CFG_KEY("static-dir", CFG_STRING, HG_CONSOLE_STATIC_DIR, 0, 0, OFF(static_dir),
               "directory of the page (index.html, app.js, app.css)"),
       .required = 1, .shown_default = "the installed page, DATADIR/hourglass/console" },
@@ -97,12 +104,18 @@ static int is_loopback(const char *addr)
 
 int console_config_validate(console_config_t *conf, char *err, size_t errlen)
 {
-    if (cfg_check_required(&table, conf, err, errlen) != 0 || db_keys_check(conf->mysql_socket, err, errlen) != 0)
+    if (cfg_check_required(&table, conf, err, errlen) != 0 || db_keys_check(conf->mysql_socket, err, errlen) != 0 ||
+        TLS_KEYS_CHECK(conf, conf->uri, err, errlen) != 0)
         return -1;
+    if ((conf->https_cert_file == NULL) != (conf->https_key_file == NULL)) {
+        snprintf(err, errlen, "%s is set without %s", conf->https_cert_file ? "https-cert-file" : "https-key-file",
+                 conf->https_cert_file ? "https-key-file" : "https-cert-file");
+        return -1;
+    }
     if (!conf->allow_remote && !is_loopback(conf->bind)) {
         snprintf(err, errlen,
                  "bind: '%s' is not a loopback address; set allow-remote yes to listen there anyway "
-                 "(and put TLS in front)",
+                 "(and serve https: https-cert-file, https-key-file)",
                  conf->bind);
         return -1;
     }

@@ -117,7 +117,7 @@ static void uri_host(const char *uri, char *out, size_t len)
         size_t n = strcspn(p + 1, "]");
         snprintf(out, len, "%.*s", (int)n, p + 1);
     } else {
-        size_t n = strcspn(p, ":/");
+        size_t n = strcspn(p, ":/?");
         snprintf(out, len, "%.*s", (int)n, p);
     }
     if (out[0] == '\0')
@@ -179,10 +179,7 @@ static void broker_client(sampler_t *s)
         return;
     hg_client_opts_t opts;
     hg_error_t err;
-    hg_client_opts_init(&opts);
-    opts.connect_timeout_ms = (uint32_t)s->c->cfg->broker_timeout_ms;
-    opts.read_timeout_ms = (uint32_t)s->c->cfg->broker_timeout_ms;
-    opts.reconnect_backoff.attempts = 1;
+    console_client_opts(s->c, &opts);
     if (s->c->cfg->sampler_user != NULL) {
         opts.user = s->c->cfg->sampler_user;
         opts.password = s->c->cfg->sampler_password;

@@ -26,7 +26,17 @@
  *                    screenshot of every page (1280x800 and a narrow window)
  *                    into tests/console-artifacts/; the browser's console log
  *                    free of errors
- *   config           sampler-user without its password file: exit 2, named
+ *   https            a TLS-only broker (port 0, tls-port; no users) and a
+ *                    console serving https (https-cert-file, a throwaway CA of
+ *                    tests/helpers/tls_certs.h) connected to it with
+ *                    hourglass+tls:// and tls-ca-cert-file:
+ *                    tests/console/test_https.py (the API over https, a Secure
+ *                    cookie, the sampler and the sessions over TLS, plain http
+ *                    and TLS 1.1 refused); SIGHUP reloads the https
+ *                    certificate (the served serial changes)
+ *   config           sampler-user without its password file, a tls-* key
+ *                    with a plaintext uri, https-cert-file without its key:
+ *                    exit 2, named
  *   stop             SIGHUP: still answering, the re-read logged; SIGTERM: exit 0
  * The scripts print what failed; a non-zero exit is a failure here. A missing
  * python3, selenium, chromium or chromedriver is a failure, never a skip.
@@ -43,10 +53,12 @@
 #include "tests/helpers/broker_proc.h"
 #include "tests/helpers/order_env.h"
 #include "tests/helpers/testutil.h"
+#include "tests/helpers/tls_certs.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -407,6 +419,101 @@ static void test_browser(void)
              "order 303 cancelled by hand in the browser: in the database with reason manual");
 }
 
+/* ---- https in front of a TLS-only broker ---- */
+
+static tc_certs_t pki;
+static char https_cert[700];
+
+static int https_up(void *arg)
+{
+    char serial[64], err[256];
+    return tc_peer_serial(((console_proc_t *)arg)->port, pki.ca, serial, sizeof serial, err, sizeof err) == 0;
+}
+
+static int tls_broker_up(void *arg)
+{
+    hg_client_opts_t o;
+    hg_client_t *c = NULL;
+    hg_error_t e;
+    hg_client_opts_init(&o);
+    o.tls_ca_file = pki.ca;
+    o.connect_timeout_ms = o.read_timeout_ms = 5000;
+    o.reconnect = 0;
+    if (hg_client_open(arg, &o, &c, &e) != HG_OK)
+        return 0;
+    const char *ping[] = { "PING" };
+    hg_reply_t *r = NULL;
+    int ok = hg_client_command(c, 1, ping, NULL, &r) == HG_OK;
+    hg_reply_free(r);
+    hg_client_close(c);
+    return ok;
+}
+
+static void test_https(void)
+{
+    char dir[600], err[2048], tls_port[16], tls_uri[128], serial[64];
+    bp_broker_t broker;
+    console_proc_t https = { .name = "https" };
+
+    memset(&broker, 0, sizeof broker);
+    snprintf(dir, sizeof dir, "%s/pki", workdir);
+    TU_REQUIRE(mkdir(dir, 0700) == 0 && tc_make(dir, &pki, err, sizeof err) == 0, "throwaway CA: %s", err);
+    snprintf(https_cert, sizeof https_cert, "%s/https.pem", dir);
+    TU_REQUIRE(tc_copy_file(pki.server, https_cert) == 0, "copy %s", pki.server);
+    snprintf(tls_port, sizeof tls_port, "%d", tu_free_port());
+    snprintf(tls_uri, sizeof tls_uri, "hourglass+tls://127.0.0.1:%s", tls_port);
+    /* TLS only: started with both ports first (bp_start's readiness is a
+     * plaintext PING), then again with --port 0 (the last --port wins) */
+    const char *broker_flags[] = { "--tls-port",   tls_port, "--tls-cert-file", pki.server, "--tls-key-file",
+                                   pki.server_key, NULL };
+    TU_REQUIRE(bp_start(&broker, broker_flags, err, sizeof err) == 0 && bp_stop(&broker, err, sizeof err) == 0,
+               "broker with tls-port: %s", err);
+    broker.extra[broker.nextra++] = strdup("--port");
+    broker.extra[broker.nextra++] = strdup("0");
+    TU_REQUIRE(bp_spawn(&broker, err, sizeof err) == 0, "TLS-only broker: %s", err);
+    TU_CHECK(tu_poll_until(tls_broker_up, tls_uri, 60000, 50) == 0, "the TLS-only broker answers PING over TLS");
+    TU_CHECK(tu_wait_file_contains(broker.log_path, "(TLS only)", 20000) == 0, "and says it is TLS only");
+
+    const char *extra[] = { "--uri",
+                            tls_uri,
+                            "--tls-ca-cert-file",
+                            pki.ca,
+                            "--https-cert-file",
+                            https_cert,
+                            "--https-key-file",
+                            pki.server_key,
+                            "--no-users-role",
+                            "viewer",
+                            NULL };
+    if (start_console(&https, extra, https_up) == 0) {
+        TU_CHECK(tu_wait_file_contains(https.log, "listening on https://", 5000) == 0, "the console says https");
+        int rc = run_script("test_https.py", &https, "https", pki.ca);
+        TU_CHECK(rc == 0, "tests/console/test_https.py exited %d (its output above says what failed)", rc);
+
+        /* certificate rotation: the file replaced in place, SIGHUP */
+        TU_CHECK(tc_peer_serial(https.port, pki.ca, serial, sizeof serial, err, sizeof err) == 0 &&
+                     strcmp(serial, TC_SERIAL_SERVER) == 0,
+                 "the console serves the first certificate (serial %s, want %s; %s)", serial, TC_SERIAL_SERVER, err);
+        TU_CHECK(tc_copy_file(pki.server2, https_cert) == 0 && kill(https.pid, SIGHUP) == 0, "replace and SIGHUP");
+        TU_CHECK(tu_wait_file_contains(https.log, "SIGHUP: reloaded https certificate", 10000) == 0,
+                 "SIGHUP reloads the https certificate (logged)");
+        TU_CHECK(tc_peer_serial(https.port, pki.ca, serial, sizeof serial, err, sizeof err) == 0 &&
+                     strcmp(serial, TC_SERIAL_SERVER2) == 0,
+                 "new connections get the new certificate (serial %s, want %s; %s)", serial, TC_SERIAL_SERVER2, err);
+        TU_CHECK(tu_write_file(https_cert, "not a certificate\n") == 0 && kill(https.pid, SIGHUP) == 0,
+                 "a broken file and SIGHUP");
+        TU_CHECK(tu_wait_file_contains(https.log, "https certificate not reloaded, keeping the one in use", 10000) == 0,
+                 "a file that does not load is refused (logged)");
+        TU_CHECK(tc_peer_serial(https.port, pki.ca, serial, sizeof serial, err, sizeof err) == 0 &&
+                     strcmp(serial, TC_SERIAL_SERVER2) == 0,
+                 "and the certificate in use stays (serial %s)", serial);
+    }
+    TU_CHECK(stop_console(&https) == 0, "the https console exits 0 on SIGTERM");
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(https.log);
+    TU_CHECK(bp_destroy(&broker) == 0, "the TLS-only broker stops cleanly");
+}
+
 static void test_config(void)
 {
     char out[2048];
@@ -414,6 +521,16 @@ static void test_config(void)
     int rc = tu_run_capture(argv, out, sizeof out);
     TU_CHECK(rc == 2 && strstr(out, "sampler-user 'monitor' needs sampler-password-file") != NULL,
              "sampler-user without sampler-password-file: exit 2 naming both keys (exit %d: %s)", rc, out);
+    const char *plain_tls[] = { CONSOLE_BIN, "--check-config", "--mysql-database", DB, "--tls-ca-cert-file", "ca.pem",
+                                NULL };
+    rc = tu_run_capture(plain_tls, out, sizeof out);
+    TU_CHECK(rc == 2 && strstr(out, "tls-ca-cert-file is set but uri is not hourglass+tls://") != NULL,
+             "a tls-* key with a plaintext uri: exit 2 (exit %d: %s)", rc, out);
+    const char *half_https[] = { CONSOLE_BIN, "--check-config", "--mysql-database", DB, "--https-cert-file", "c.pem",
+                                 NULL };
+    rc = tu_run_capture(half_https, out, sizeof out);
+    TU_CHECK(rc == 2 && strstr(out, "https-cert-file is set without https-key-file") != NULL,
+             "https-cert-file without https-key-file: exit 2 (exit %d: %s)", rc, out);
 }
 
 static void test_stop(void)
@@ -432,7 +549,8 @@ static void test_stop(void)
 static const tu_test_t console_tests[] = {
     { "api: every endpoint, refusals, DLQ, manual cancel, audit", test_api },
     { "browser: login, overview, requeue, find, manual cancel, screenshots", test_browser },
-    { "config: sampler-user needs sampler-password-file", test_config },
+    { "https: the console over https, in front of a TLS-only broker; SIGHUP reloads the certificate", test_https },
+    { "config: sampler-user needs its password file, tls-* keys a TLS uri, https both files", test_config },
     { "SIGHUP: alive, configuration re-read; SIGTERM: a clean stop", test_stop },
     { NULL, NULL },
 };
