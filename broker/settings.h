@@ -51,7 +51,7 @@ typedef struct config {
     long long max_clients;
     long long idle_timeout_ms; /* 0 = off */
     long long tcp_backlog;
-    /* TLS (broker/tls.h) */
+    /* TLS (common/tls_server.h) */
     long long tls_port;                                    /* 0 = off; with it set, port 0 = no plaintext listener */
     char *tls_cert_file, *tls_key_file, *tls_ca_cert_file; /* NULL: unset */
     int tls_auth_clients;                                  /* TLS_AUTH_NO | YES | OPTIONAL */

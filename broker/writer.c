@@ -9,7 +9,9 @@
  *    answered with the storage error instead (an id is never announced for a
  *    write that may be lost), and the store is closed and reopened.
  *  - One iteration = take every queued job, run them in order, commit them
- *    (one synced write), post their replies; run one bounded chunk of due
+ *    (one synced write; one per STORE_BATCH_MAX_BYTES of writes when a burst
+ *    holds more, so the batch never holds a whole burst), post their
+ *    replies; run one bounded chunk (in moves and in bytes) of due
  *    scheduler work, expire and retry parked jobs, commit those writes (if
  *    any), post those replies. A failure of the second commit answers only
  *    the parked jobs it carried with the error.
@@ -766,6 +768,10 @@ static void *writer_main(void *arg)
             }
             njobs++;
             run_exec(w, j, &done, now_mono);
+            if (w->store != NULL && store_pending_bytes(w->store) >= STORE_BATCH_MAX_BYTES) {
+                commit_pending(w, &done); /* a burst: commit (and answer) what the batch holds so far */
+                post(w, &done, 0);
+            }
         }
         if (njobs > 0) {
             w->last_job_mono = now_mono;

@@ -9,7 +9,9 @@
  * under `fsync always` — and only then posts the jobs back to the loop, whose
  * callback sends the replies. While one group syncs, the loop keeps reading
  * and queueing the next one. So a SEND's id reaches the client only after the
- * message is durable, and N pipelined SENDs cost one fsync.
+ * message is durable, and N pipelined SENDs cost one fsync. A group whose
+ * writes reach STORE_BATCH_MAX_BYTES (a burst of large SENDs) is committed
+ * and answered in several batches of about that size.
  *
  * Under `fsync always` the fsync itself runs on a second thread (syncer.h):
  * the storage thread writes each group unsynced and goes on with due moves

@@ -56,13 +56,15 @@ typedef struct session {
 } session_t;
 
 typedef struct sampler sampler_t;
+typedef struct tls_server tls_server_t;
 
 typedef struct console {
     console_config_t *cfg;
     struct event_base *base;
     struct evhttp *http;
-    int port;        /* the bound port */
-    hg_order_db *db; /* the order database (one handle: one thread) */
+    tls_server_t *tls; /* https (https-cert-file), or NULL: plain http */
+    int port;          /* the bound port */
+    hg_order_db *db;   /* the order database (one handle: one thread) */
     sampler_t *sampler;
     session_t sessions[CONSOLE_MAX_SESSIONS];
 } console_t;
@@ -79,6 +81,11 @@ session_t *session_login(console_t *c, const char *user, const char *password, i
 /* The live session of a Cookie header (hg_session=…), its last use
  * refreshed; NULL when none or expired (an expired one is ended). */
 session_t *session_find(console_t *c, const char *cookie_header);
+
+/* The options of every broker connection of the console (a session's, the
+ * sampler's): broker-timeout, one connect attempt, no resent SENDs, the
+ * tls-* keys. No credentials. */
+void console_client_opts(const console_t *c, hg_client_opts_t *opts);
 
 /* End a session: close its broker connection, forget it. */
 void session_end(session_t *s);
@@ -112,10 +119,19 @@ typedef struct request {
     int is_post;
 } request_t;
 
-/* Start serving on cfg->bind:cfg->port (c->port gets the bound port).
- * Returns 0, or -1 with err. */
+/* Start serving on cfg->bind:cfg->port (c->port gets the bound port), over
+ * TLS when https-cert-file is set (c->tls). Returns 0, or -1 with err
+ * (naming the https-* key and file that did not load). */
 int http_start(console_t *c, char *err, size_t errlen);
 void http_stop(console_t *c);
+
+/* SIGHUP: read https-cert-file and https-key-file again; new connections
+ * get the new certificate, a file that does not load changes nothing. Both
+ * outcomes are logged. Nothing to do without https. */
+void http_reload_tls(console_t *c);
+
+/* "https" or "http", as the console serves. */
+const char *http_scheme(const console_t *c);
 
 /* Reply with a JSON document (status 200 unless given). */
 void http_json(request_t *r, int status, const buf_t *body);

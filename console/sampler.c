@@ -8,9 +8,9 @@
  * Rates are differences between neighbouring samples; a counter that went
  * down (a broker restart) gives no rate for that step.
  *
- * The sampler has its own broker connection on `uri` (credentials in the
- * URI, if any, are the console's own — a monitoring user) and uses the
- * console's order database handle.
+ * The sampler has its own broker connection on `uri`, as sampler-user when
+ * one is configured (a broker with users answers nothing without AUTH; the
+ * role viewer is enough), and uses the console's order database handle.
  *
  * Threads: the event loop's only (a libevent timer).
  */
@@ -117,7 +117,7 @@ static void uri_host(const char *uri, char *out, size_t len)
         size_t n = strcspn(p + 1, "]");
         snprintf(out, len, "%.*s", (int)n, p + 1);
     } else {
-        size_t n = strcspn(p, ":/");
+        size_t n = strcspn(p, ":/?");
         snprintf(out, len, "%.*s", (int)n, p);
     }
     if (out[0] == '\0')
@@ -179,10 +179,11 @@ static void broker_client(sampler_t *s)
         return;
     hg_client_opts_t opts;
     hg_error_t err;
-    hg_client_opts_init(&opts);
-    opts.connect_timeout_ms = (uint32_t)s->c->cfg->broker_timeout_ms;
-    opts.read_timeout_ms = (uint32_t)s->c->cfg->broker_timeout_ms;
-    opts.reconnect_backoff.attempts = 1;
+    console_client_opts(s->c, &opts);
+    if (s->c->cfg->sampler_user != NULL) {
+        opts.user = s->c->cfg->sampler_user;
+        opts.password = s->c->cfg->sampler_password;
+    }
     if (hg_client_open(s->c->cfg->uri, &opts, &s->client, &err) != HG_OK) {
         snprintf(s->broker_error, sizeof s->broker_error, "%s", err.message);
         s->client = NULL;

@@ -2,8 +2,10 @@
  * console/session.c — logins (contract: console.h, "session.c").
  *
  * The console holds no passwords and no user list of its own: a login is a
- * connection to the broker as that user (the URI's credentials, so the
- * client sends AUTH user password on every reconnect), and the roles are
+ * connection to the broker as that user (the client options' user and
+ * password, so the client sends AUTH user password on every reconnect; a
+ * refused AUTH is "wrong user name or password", whichever part was
+ * wrong), and the roles are
  * the broker's (the "roles" field of HELLO). That connection serves every
  * request of the session, so the broker checks each command against the
  * user's own roles too — the console's check (admin for actions) is the
@@ -32,7 +34,6 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "base/buf.h"
 #include "common/log.h"
 
 uint64_t console_now_ms(void)
@@ -131,32 +132,14 @@ unsigned session_roles_from_hello(const hg_reply_t *hello, int *found)
     return 0;
 }
 
-/* uri with "user:password@" (percent-escaped) after the scheme. */
-static void uri_with_credentials(const char *uri, const char *user, const char *password, buf_t *out)
-{
-    const char *rest = strstr(uri, "://");
-    size_t scheme = rest != NULL ? (size_t)(rest - uri) + 3 : 0;
-    buf_append(out, uri, scheme);
-    for (int part = 0; part < 2; part++) {
-        const unsigned char *p = (const unsigned char *)(part == 0 ? user : password);
-        for (; *p != '\0'; p++) {
-            if (isalnum(*p) || *p == '-' || *p == '.' || *p == '_' || *p == '~')
-                buf_append(out, p, 1);
-            else
-                buf_printf(out, "%%%02X", *p);
-        }
-        buf_append(out, part == 0 ? ":" : "@", 1);
-    }
-    buf_append_str(out, uri + scheme);
-}
-
-static void client_opts(const console_t *c, hg_client_opts_t *opts)
+void console_client_opts(const console_t *c, hg_client_opts_t *opts)
 {
     hg_client_opts_init(opts);
     opts->connect_timeout_ms = (uint32_t)c->cfg->broker_timeout_ms;
     opts->read_timeout_ms = (uint32_t)c->cfg->broker_timeout_ms;
     opts->reconnect_backoff.attempts = 1;
     opts->resend_sends = 0;
+    TLS_KEYS_TO_OPTS(c->cfg, opts);
 }
 
 static session_t *free_slot(console_t *c)
@@ -191,11 +174,10 @@ session_t *session_login(console_t *c, const char *user, const char *password, i
         snprintf(err, errlen, "too many sessions (%d): try again when one has ended", CONSOLE_MAX_SESSIONS);
         return NULL;
     }
-    client_opts(c, &opts);
-    buf_t uri = BUF_INIT;
-    uri_with_credentials(c->cfg->uri, user, password != NULL ? password : "", &uri);
-    hg_err_t code = hg_client_open(buf_cstr(&uri), &opts, &client, &e);
-    buf_free(&uri);
+    console_client_opts(c, &opts);
+    opts.user = user;
+    opts.password = password != NULL ? password : "";
+    hg_err_t code = hg_client_open(c->cfg->uri, &opts, &client, &e);
     if (code == HG_ERR_AUTH && strstr(e.message, "without any users") != NULL) {
         if (c->cfg->no_users_role == CONSOLE_NO_USERS_REFUSE) {
             *status = 401;
@@ -204,10 +186,18 @@ session_t *session_login(console_t *c, const char *user, const char *password, i
         }
         no_users = 1;
         roles = c->cfg->no_users_role == CONSOLE_NO_USERS_ADMIN ? (ROLE_ADMIN | ROLE_VIEWER) : ROLE_VIEWER;
+        opts.user = opts.password = NULL;
         code = hg_client_open(c->cfg->uri, &opts, &client, &e);
     }
+    if (code == HG_ERR_AUTH) {
+        /* One answer for an unknown user, a wrong password and a disabled
+         * user (the broker's own reply does not tell them apart either). */
+        *status = 401;
+        snprintf(err, errlen, "wrong user name or password");
+        return NULL;
+    }
     if (code != HG_OK) {
-        *status = code == HG_ERR_AUTH ? 401 : code == HG_ERR_CONNECT ? 503 : 502;
+        *status = code == HG_ERR_CONNECT ? 503 : code == HG_ERR_ARG ? 400 : 502;
         snprintf(err, errlen, "%s", e.message);
         return NULL;
     }

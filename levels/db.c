@@ -12,7 +12,7 @@
  *
  * The batch is reused across commits; one that held more than
  * STORE_BATCH_KEEP_BYTES is destroyed and created again, so a burst does not
- * pin its memory.
+ * pin its memory. Its owners keep it near STORE_BATCH_MAX_BYTES (store.h).
  *
  * Reads see committed data only: every reading operation calls
  * store_read_begin first, which commits what is pending (unsynced).
@@ -124,7 +124,8 @@ static void flush_records(store_t *s)
     for (size_t i = 0; i < s->n_dirty_topics; i++) {
         topic_state_t *t = s->dirty_topics[i];
         key_record(&k, KEY_TOPIC_RECORD, t->name, t->len);
-        record_topic_encode(t->appended, t->removed, v);
+        record_topic_t r = { t->appended, t->removed, t->delayed };
+        record_topic_encode(&r, v);
         store_put(s, &k, v, RECORD_TOPIC_BYTES);
         t->dirty = 0;
     }
@@ -223,6 +224,11 @@ int store_read_begin(store_t *s, char *err, size_t errlen)
 int store_pending(const store_t *s)
 {
     return s->pending;
+}
+
+uint64_t store_pending_bytes(const store_t *s)
+{
+    return s->batch_bytes;
 }
 uint64_t store_next_seq(const store_t *s)
 {

@@ -6,7 +6,8 @@
  * message is found by its id with one seek. A message reaches it from
  * store_fail (lease.c) with its reason and parked time; a requeue moves it to
  * the group's retry-ready queue with reconsume 0, so it gets the whole retry
- * schedule again. Each call is one batch.
+ * schedule again. Each call is one batch, except that REQUEUE/DROP ALL
+ * commit every STORE_BATCH_MAX_BYTES (each move stays whole).
  *
  * Threading: one thread at a time (the broker's storage thread).
  */
@@ -93,6 +94,13 @@ static int dlq_take(store_t *s, group_state_t *g, uint64_t id, int all, int requ
         (*count)++;
         if (!all) {
             break;
+        }
+        if (s->batch_bytes >= STORE_BATCH_MAX_BYTES) { /* the DLQ may be GiBs: one batch per few MiB */
+            store_mark_group(s, g);
+            if (store_commit_durable(s, 0, err, errlen) != 0) {
+                rc = -1;
+                break;
+            }
         }
     }
     if (rc == 0) {

@@ -148,7 +148,7 @@ int sched_run(sched_t *sc, int max, sched_stats_t *st, int *more, char *err, siz
     }
     store_lease_ref_t refs[SCHED_EXPIRE_CHUNK];
     int done = 0;
-    while (done < max) {
+    while (done < max && store_pending_bytes(sc->store) < STORE_BATCH_MAX_BYTES) {
         int want = max - done < SCHED_EXPIRE_CHUNK ? max - done : SCHED_EXPIRE_CHUNK;
         int n = 0;
         if (store_expired_leases(sc->store, now, refs, want, &n, err, errlen) != 0) {

@@ -61,7 +61,9 @@ typedef struct sched_stats {
 /* Do due work, at most max moves and max lease expiries: move due level heads
  * and fail expired leases by the retry policy (reason "lease expired").
  * Adds what it did to *st (may be NULL). *more (may be NULL) is set to 1 when it
- * stopped at max with work left. Leaves the writes pending. */
+ * stopped with work left: at max, or once the pending batch holds
+ * STORE_BATCH_MAX_BYTES (the owner commits and calls again). Leaves the writes
+ * pending. */
 int sched_run(sched_t *sc, int max, sched_stats_t *st, int *more, char *err, size_t errlen);
 
 typedef struct sched_nack_req {

@@ -42,6 +42,18 @@
 #define STORE_MAX_MAX_RECONSUME       1000
 #define STORE_DEFAULT_MAX_LEASE_BYTES (UINT64_C(16) << 20)
 
+/* The most a batch holds before its owner commits it and starts the next one
+ * (store_pending_bytes): the broker's storage thread commits a turn's jobs in
+ * batches of about this much, and the scheduler's due moves and lease expiries
+ * and DLQ REQUEUE/DROP ALL stop (or commit) there. A batch exceeds it by at
+ * most one operation's writes (one message of at most max-payload and its
+ * records). 4 MiB: LevelDB's default memtable (write-buffer-size), and well
+ * past the size where grouping stops paying — 4096 SENDs of 1 KiB, and
+ * LevelDB itself groups concurrent writers only up to 1 MiB; what it bounds
+ * is the copy of a burst the store holds at once (1 024 pipelined SENDs of
+ * 4 MiB would otherwise be one 4 GiB batch). */
+#define STORE_BATCH_MAX_BYTES (UINT64_C(4) << 20)
+
 typedef struct store store_t;
 
 typedef struct store_options {
@@ -90,6 +102,11 @@ int store_commit_durable(store_t *s, int durable, char *err, size_t errlen);
 
 /* Operations waiting in the pending batch. */
 int store_pending(const store_t *s);
+
+/* About how many bytes the pending batch holds (keys, values, framing; the
+ * dirty records a commit adds are not counted). Compared with
+ * STORE_BATCH_MAX_BYTES by the batch's owner. */
+uint64_t store_pending_bytes(const store_t *s);
 
 /* The next sequence number: every message id below it was assigned by an
  * operation so far (and, once nothing is pending, written). A syncing thread
@@ -144,8 +161,11 @@ uint64_t store_next_due(const store_t *s);
  * to the topic log, or to a group's retry-ready queue (a retry whose group was
  * deleted is dropped). Each level is served in due order. A chain whose next
  * hops are already due too (after a clock jump or downtime) goes straight
- * through them, so catching up costs no extra writes. *moved gets the
- * number moved, *ready_out (may be NULL) how many became ready for consumers. */
+ * through them, so catching up costs no extra writes. Stops early, with due
+ * heads left, once the pending batch holds STORE_BATCH_MAX_BYTES (it starts
+ * with a commit of what was pending, so at least one head moves). *moved gets
+ * the number moved, *ready_out (may be NULL) how many became ready for
+ * consumers. */
 int store_move_due(store_t *s, uint64_t now_ms, int max, int *moved, int *ready_out, char *err, size_t errlen);
 
 typedef struct store_level_info {
@@ -270,7 +290,9 @@ int store_dlq_list(store_t *s, const char *group, size_t group_len, uint64_t aft
 
 /* Requeue one DLQ message (id) or all (all = 1) into the group's retry-ready
  * queue with reconsume reset to 0, so it gets the whole retry schedule again.
- * *count gets how many moved. */
+ * *count gets how many moved. ALL commits (unsynced) each time the pending
+ * batch reaches STORE_BATCH_MAX_BYTES: every move is whole, a crash between
+ * two batches leaves the rest in the DLQ. The same for DLQ DROP ALL. */
 int store_dlq_requeue(store_t *s, const char *group, size_t group_len, uint64_t id, int all, uint64_t now_ms,
                       uint64_t *count, char *err, size_t errlen);
 
@@ -283,11 +305,20 @@ int store_dlq_drop(store_t *s, const char *group, size_t group_len, uint64_t id,
 typedef struct store_topic_info {
     uint64_t appended; /* messages that ever entered the topic log */
     uint64_t retained; /* still in the log */
+    uint64_t delayed;  /* on their SEND journey in the level queues (exact: counted in the batches of the moves) */
+    uint64_t ready;    /* in the log and not yet taken by some group: the largest backlog of its groups;
+                          with no group, every retained message */
+    uint64_t sent;     /* SENDs accepted since the store was opened (not persisted) */
     int groups;        /* groups bound to it */
 } store_topic_info_t;
 
-/* 1 and *out when the topic log exists, 0 when not. */
+/* 1 and *out when the topic exists (a SEND or a group named it), 0 when not. */
 int store_topic_info(const store_t *s, const char *topic, size_t topic_len, store_topic_info_t *out);
+
+/* Call fn for every topic (order unspecified); stops early when fn returns
+ * nonzero. Topics are never deleted. */
+void store_topic_foreach(const store_t *s, int (*fn)(void *ctx, const char *topic, const store_topic_info_t *info),
+                         void *ctx);
 
 /* ---- finding and revoking messages (levels/lookup.c, on levels/index.c) ---- */
 

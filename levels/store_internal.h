@@ -48,8 +48,11 @@
 /* After a commit, a batch that held more than this is destroyed and created
  * again instead of cleared: LevelDB's WriteBatch keeps the capacity of its
  * largest contents, so one burst (a 4 MiB payload, 10^5 moves) would pin
- * that memory for the life of the store. Below it the allocation is reused. */
-#define STORE_BATCH_KEEP_BYTES (UINT64_C(4) << 20)
+ * that memory for the life of the store. Below it the allocation is reused:
+ * twice STORE_BATCH_MAX_BYTES, so the batches of a sustained burst (the bound
+ * plus one operation) reuse one allocation, and what stays pinned is a few
+ * MiB whatever the burst was. */
+#define STORE_BATCH_KEEP_BYTES (2 * STORE_BATCH_MAX_BYTES)
 
 typedef struct level_state {
     uint64_t depth;
@@ -65,6 +68,8 @@ typedef struct topic_state {
     char *name;
     size_t len;
     uint64_t appended, removed;
+    uint64_t delayed;            /* its messages on their SEND journey in the level queues (keys.h 'P') */
+    uint64_t sent;               /* SENDs accepted since open (not persisted: /metrics' counter) */
     uint64_t head_hint;          /* every retained entry has seq >= head_hint */
     int groups;                  /* groups bound to it */
     uint64_t pops_since_compact; /* GC deletions since the last compaction */
@@ -215,6 +220,21 @@ void store_group_free(void *g);
 void store_retry_append(store_t *s, group_state_t *g, msg_t *m, uint64_t now_ms);
 
 /* ---- level.c ---------------------------------------------------------------------- */
+
+/* A message bound for its topic's log (not a group's retry) enters (+1) or
+ * leaves (-1) the level queues: its topic's delayed counter (created when
+ * new), written with the same batch (keys.h 'P'). Every insert into and
+ * delete from a level goes through it. */
+void store_topic_delayed_add(store_t *s, const msg_t *m, int delta);
+
+/* The meta key that says the topic records count their delayed messages. */
+#define STORE_META_TOPIC_DELAYED "topic-delayed"
+
+/* store_open: for a directory written before the topic records counted their
+ * delayed messages (no 'M' STORE_META_TOPIC_DELAYED), count them once from
+ * the level queues and mark the directory. A new directory is marked at
+ * creation. */
+int store_topic_delayed_open(store_t *s, char *err, size_t errlen);
 
 /* Start m's journey: exactly on level (> 0), or for delay_ms (> 0, exact to the
  * millisecond) on the first hop of its chain. The enqueue time is monotone per level.

@@ -1,12 +1,14 @@
 """tests/console/console_test.py — what the console's test scripts share.
 
 Run by tests/integration/test_console (never by hand without its set-up):
-the environment names the two consoles (HG_CONSOLE_ADMIN_PORT: logins may
-act; HG_CONSOLE_VIEWER_PORT: logins only look), the admin console's log
-(HG_CONSOLE_ADMIN_LOG), the broker (HG_BROKER_PORT), the database
-(HG_MYSQL_SOCKET, HG_MYSQL_DATABASE) and where artifacts go (HG_ARTIFACTS).
+the environment names the console (HG_CONSOLE_URL, http:// or https://;
+HG_CA_FILE: the CA its https certificate chains to), its log
+(HG_CONSOLE_LOG), the broker's users and their passwords (HG_USERS,
+"name=password;..."), the broker (HG_BROKER_PORT, and HG_BROKER_AUTH
+"user=password" for the traffic), the database (HG_MYSQL_SOCKET,
+HG_MYSQL_DATABASE) and where artifacts go (HG_ARTIFACTS).
 
-Standard library only (Debian's python3): an HTTP client that keeps the
+Standard library only (Debian's python3): an HTTP(S) client that keeps the
 session cookie and sends the CSRF token on POSTs, a check() that counts
 failures instead of stopping at the first, and SQL through the `mariadb`
 command-line client.
@@ -14,6 +16,7 @@ command-line client.
 import http.cookiejar
 import json
 import os
+import ssl
 import subprocess
 import sys
 import urllib.error
@@ -43,17 +46,26 @@ def finish():
     sys.exit(0)
 
 
-def base_url(which="admin"):
-    return "http://127.0.0.1:%s" % ENV["HG_CONSOLE_%s_PORT" % which.upper()]
+BASE = ENV["HG_CONSOLE_URL"]
+PASSWORDS = dict(kv.split("=", 1) for kv in ENV.get("HG_USERS", "").split(";") if kv)
+
+
+def tls_context():
+    """The client side of the console's https: verify against HG_CA_FILE."""
+    ctx = ssl.create_default_context(cafile=ENV["HG_CA_FILE"]) if ENV.get("HG_CA_FILE") else None
+    return ctx
 
 
 class Client:
-    """One browser-like client of a console: cookies kept, CSRF sent."""
+    """One browser-like client of the console: cookies kept, CSRF sent."""
 
-    def __init__(self, which="admin"):
-        self.base = base_url(which)
+    def __init__(self):
+        self.base = BASE
         self.jar = http.cookiejar.CookieJar()
-        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+        handlers = [urllib.request.HTTPCookieProcessor(self.jar)]
+        if BASE.startswith("https:"):
+            handlers.append(urllib.request.HTTPSHandler(context=tls_context()))
+        self.opener = urllib.request.build_opener(*handlers)
         self.csrf = None
 
     def request(self, method, path, params=None, csrf=True, headers=None):
@@ -86,7 +98,10 @@ class Client:
     def post(self, path, params=None, csrf=True, headers=None):
         return self.request("POST", path, params, csrf, headers)
 
-    def login(self, user, password=""):
+    def login(self, user, password=None):
+        """Log in as user, with the broker password of HG_USERS unless given."""
+        if password is None:
+            password = PASSWORDS[user]
         status, doc, headers = self.post("/api/login", {"user": user, "password": password}, csrf=False)
         if status == 200:
             self.csrf = doc["csrf"]
@@ -105,17 +120,20 @@ def sql(query):
 
 
 def log_contains(text):
-    with open(ENV["HG_CONSOLE_ADMIN_LOG"], encoding="utf-8", errors="replace") as f:
+    with open(ENV["HG_CONSOLE_LOG"], encoding="utf-8", errors="replace") as f:
         return text in f.read()
 
 
 class Resp:
-    """A minimal RESP client of the broker (HG_BROKER_PORT), for traffic."""
+    """A minimal RESP client of the broker (HG_BROKER_PORT, logged in as
+    HG_BROKER_AUTH when set), for traffic."""
 
     def __init__(self):
         import socket
         self.sock = socket.create_connection(("127.0.0.1", int(ENV["HG_BROKER_PORT"])), timeout=30)
         self.f = self.sock.makefile("rb")
+        if ENV.get("HG_BROKER_AUTH"):
+            self.call("AUTH", *ENV["HG_BROKER_AUTH"].split("=", 1))
 
     def call(self, *args):
         out = b"*%d\r\n" % len(args)

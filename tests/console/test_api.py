@@ -1,6 +1,8 @@
 """tests/console/test_api.py — every endpoint of hourglass-console's /api
 (docs/console.md) over HTTP, including the refused ones: no session, no CSRF
-token, no role admin. Run by tests/integration/test_console after its
+token, no role admin; logins of the broker's real users (alice admin, bob
+viewer, carol producer): a wrong password and an unknown user get the same
+refusal, and every action of the viewer is refused and audited. Run by tests/integration/test_console after its
 set-up (see there for the seeded orders 301-306, the DLQ of order-cancel
 with 302, dlq-a, dlq-b, dlq-c, the groups junk and junk2 with two parked
 messages each, and
@@ -8,10 +10,10 @@ the delayed message of topic revoke-me with key rv).
 """
 import time
 
-from console_test import Client, base_url, check, finish, log_contains, sql
+from console_test import Client, check, finish, log_contains, sql
 
 # ---------------------------------------------------------------- no session
-anon = Client("admin")
+anon = Client()
 status, doc, _ = anon.get("/api/session")
 check(status == 200 and doc == {"logged_in": False}, "GET /api/session without a session: not logged in")
 for method, path in [("GET", "/api/overview"), ("GET", "/api/dlq"),
@@ -39,22 +41,44 @@ check(status in (400, 415), "login without a form body: refused (%s)" % status)
 status, doc, _ = anon.get("/api/login")
 check(status == 405, "GET /api/login: 405 (%s)" % status)
 
-alice = Client("admin")
-status, doc, headers = alice.login("alice", "secret")
-check(status == 200 and doc["user"] == "alice" and "admin" in doc["roles"] and doc["can_act"],
-      "alice logs in on the admin console with role admin: %s %s" % (status, doc))
+# a wrong password, an unknown user, an empty password: one answer, which part was wrong is not said
+refusals = []
+for user, password in [("alice", "wrong-password"), ("mallory", "alice-Secret-1"), ("bob", "")]:
+    status, doc, headers = Client().login(user, password)
+    refusals.append((status, doc.get("error") if isinstance(doc, dict) else doc))
+    check(status == 401 and "Set-Cookie" not in headers, "login %s with a wrong password: 401, no cookie (%s)" %
+          (user, status))
+check(len(set(refusals)) == 1 and refusals[0][1] == "login refused: wrong user name or password",
+      "the three refusals are the same answer, naming neither part: %s" % refusals)
+check(log_contains("audit: login refused: user=mallory") and log_contains("audit: login refused: user=alice"),
+      "refused logins are audited with the user name given")
+
+alice = Client()
+status, doc, headers = alice.login("alice")
+check(status == 200 and doc["user"] == "alice" and doc["roles"] == ["admin"] and doc["can_act"] and
+      not doc["no_users"], "alice logs in with her broker password, role admin from the broker: %s %s" %
+      (status, doc))
 cookie = headers.get("Set-Cookie", "")
 check("HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie,
       "the session cookie is HttpOnly; SameSite=Strict: %s" % cookie.split("=", 1)[0])
+check("Secure" not in cookie, "over plain http the cookie is not Secure (the browser would drop it)")
 check(len(doc.get("csrf", "")) == 64, "a CSRF token of 32 random bytes")
 status, doc, _ = alice.get("/api/session")
 check(status == 200 and doc["user"] == "alice" and doc["csrf"] == alice.csrf, "GET /api/session")
 check(log_contains("audit: user=alice") and log_contains("login roles=admin"), "the login is in the audit log")
 
-bob = Client("viewer")
-status, doc, _ = bob.login("bob", "secret")
-check(status == 200 and doc["roles"] == ["viewer"] and not doc["can_act"],
-      "bob logs in on the viewer console read-only: %s" % doc)
+bob = Client()
+status, doc, _ = bob.login("bob")
+check(status == 200 and doc["roles"] == ["viewer"] and not doc["can_act"] and not doc["no_users"],
+      "bob logs in read-only, role viewer from the broker: %s" % doc)
+check(log_contains("audit: user=bob") and log_contains("login roles=viewer"), "bob's login is audited")
+
+carol = Client()
+status, doc, _ = carol.login("carol")
+check(status == 200 and doc["roles"] == ["producer"] and not doc["can_act"], "carol (producer) logs in read-only")
+status, doc, _ = carol.get("/api/dlq")
+check(status == 403 and "NOPERM" in doc.get("error", ""),
+      "the broker itself refuses what carol's role may not run (GROUP LIST): 403 %s" % doc)
 
 # ---------------------------------------------------------------- overview
 deadline = time.time() + 30
@@ -108,9 +132,24 @@ status, doc, _ = alice.post("/api/dlq/order-cancel/requeue", {"id": m["id"]}, cs
                             headers={"X-CSRF-Token": "0" * 64})
 check(status == 403, "requeue with a wrong CSRF token: 403")
 check(log_contains("refused /api/dlq/order-cancel/requeue: missing or wrong CSRF token"), "the refusal is audited")
-status, doc, _ = bob.post("/api/dlq/order-cancel/requeue", {"id": m["id"]})
-check(status == 403 and "role admin" in doc["error"], "a viewer may not requeue: 403 %s" % doc)
-check(alice.get("/api/dlq/order-cancel")[1]["total"] == 4, "nothing moved by the refused requeues")
+# every action of a viewer: 403 naming the missing role, audited, nothing changed
+status, doc, _ = bob.get("/api/dlq/order-cancel")
+check(status == 200 and doc["total"] == 4, "a viewer sees the DLQ")
+viewer_actions = [("/api/dlq/order-cancel/requeue", {"id": m["id"]}),
+                  ("/api/dlq/order-cancel/requeue", {"all": "1"}),
+                  ("/api/dlq/order-cancel/drop", {"id": m["id"]}),
+                  ("/api/dlq/junk/drop", {"all": "1", "confirm": "2"}),
+                  ("/api/msg/%s/revoke" % m["id"], {}),
+                  ("/api/msg/revoke", {"topic": "revoke-me", "key": "rv"}),
+                  ("/api/orders/301/cancel", {"reason": "manual"})]
+for path, params in viewer_actions:
+    status, doc, _ = bob.post(path, params)
+    check(status == 403 and doc.get("error") == "user bob may not act: the role admin is needed",
+          "viewer bob: POST %s refused 403 with a clear message: %s %s" % (path, status, doc))
+    check(log_contains("audit: user=bob from=127.0.0.1 refused %s: no role admin" % path),
+          "and the refusal of %s is audited with the user" % path)
+check(alice.get("/api/dlq/order-cancel")[1]["total"] == 4 and alice.get("/api/dlq/junk")[1]["total"] == 2,
+      "nothing moved by the refused requeues and drops")
 
 status, doc, _ = alice.post("/api/dlq/order-cancel/requeue", {"id": m["id"]})
 check(status == 200 and doc["requeued"] == 1 and doc["missing"] == [], "requeue one: %s" % doc)

@@ -5,7 +5,8 @@ tests/console/test_api.py (which left: order 301 cancelled, 302's message
 and dlq-b parked in the DLQ of order-cancel, 303 pending with its message
 delayed 1 h, 304 never sent).
 
-As a person would: log in; the overview with live, non-zero figures from the
+As a person would: log in as alice, a real user of the broker (role
+admin); the overview with live, non-zero figures from the
 broker and MariaDB; requeue a DLQ message; find a message by topic and key;
 cancel an overdue order by hand and see it cancelled in the database with
 reason manual. A screenshot of every page at 1280x800 and of two in a narrow
@@ -18,7 +19,7 @@ import tempfile
 import threading
 import time
 
-from console_test import base_url, check, finish, sql, traffic_until
+from console_test import BASE, PASSWORDS, check, finish, sql, traffic_until
 
 from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
@@ -29,7 +30,6 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 ARTIFACTS = os.environ["HG_ARTIFACTS"]
 os.makedirs(ARTIFACTS, exist_ok=True)
-BASE = base_url("admin")
 
 profile = tempfile.mkdtemp(prefix="chromium-", dir=os.environ.get("HG_WORKDIR"))
 opts = webdriver.ChromeOptions()
@@ -116,7 +116,7 @@ try:
     if wait_css("#login-user", "the login form"):
         shot("01-login")
         css("#login-user").send_keys("alice")
-        css("#login-password").send_keys("secret")
+        css("#login-password").send_keys(PASSWORDS["alice"])
         css("#login-submit").click()
 
     # ------------------------------------------------------------ overview (with live traffic)

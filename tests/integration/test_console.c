@@ -1,27 +1,42 @@
 /*
  * tests/integration/test_console.c — hourglass-console end to end: a
  * private MariaDB (tu_mariadb_start; a server that cannot start FAILS the
- * suite), the real ./hourglass-broker, and two real ./hourglass-console
- * daemons on free ports — one whose logins may act (admin), one whose
- * logins only look (viewer) — on a database seeded with orders in every
- * state of the order view and a DLQ with parked messages, after real
+ * suite), the real ./hourglass-broker with a users file (alice admin, bob
+ * viewer, carol producer, monitor viewer for the console's sampler, tester
+ * for this set-up; scrypt hashes made with common/passwd.h), and a real
+ * ./hourglass-console on a free port, on a database seeded with orders in
+ * every state of the order view and a DLQ with parked messages, after real
  * traffic (sends, deliveries, acks).
  *
  * The checks themselves are Python scripts (Debian's python3, standard
  * library; the browser one Debian's python3-selenium with chromium and
  * chromium-driver), run as children with the set-up in the environment:
  * Suite "console", in order:
- *   api              tests/console/test_api.py: every endpoint, the refused
- *                    actions (no session, no CSRF token, no role admin), the
- *                    DLQ requeue / drop with its confirmation, the manual
- *                    cancel seen in the database, the audit log
- *   browser          tests/console/test_browser.py: log in, the overview
- *                    with live figures, requeue a DLQ message, find a message
- *                    by key, cancel an overdue order by hand and see it in the
- *                    database with reason manual; a screenshot of every page
- *                    (1280x800 and a narrow window) into
- *                    tests/console-artifacts/; the browser's console log
+ *   api              tests/console/test_api.py: every endpoint; logins of the
+ *                    broker's users (admin acts; viewer looks and every action
+ *                    is refused 403 and audited; a wrong password and an
+ *                    unknown user get the same refusal); the refused actions
+ *                    (no session, no CSRF token), the DLQ requeue / drop with
+ *                    its confirmation, the manual cancel seen in the
+ *                    database, the audit log
+ *   browser          tests/console/test_browser.py: log in as alice (admin),
+ *                    the overview with live figures, requeue a DLQ message,
+ *                    find a message by key, cancel an overdue order by hand
+ *                    and see it in the database with reason manual; a
+ *                    screenshot of every page (1280x800 and a narrow window)
+ *                    into tests/console-artifacts/; the browser's console log
  *                    free of errors
+ *   https            a TLS-only broker (port 0, tls-port; no users) and a
+ *                    console serving https (https-cert-file, a throwaway CA of
+ *                    tests/helpers/tls_certs.h) connected to it with
+ *                    hourglass+tls:// and tls-ca-cert-file:
+ *                    tests/console/test_https.py (the API over https, a Secure
+ *                    cookie, the sampler and the sessions over TLS, plain http
+ *                    and TLS 1.1 refused); SIGHUP reloads the https
+ *                    certificate (the served serial changes)
+ *   config           sampler-user without its password file, a tls-* key
+ *                    with a plaintext uri, https-cert-file without its key:
+ *                    exit 2, named
  *   stop             SIGHUP: still answering, the re-read logged; SIGTERM: exit 0
  * The scripts print what failed; a non-zero exit is a failure here. A missing
  * python3, selenium, chromium or chromedriver is a failure, never a skip.
@@ -34,13 +49,16 @@
 
 #include "include/hourglass/hourglass.h"
 #include "include/hourglass/order.h"
+#include "common/passwd.h"
 #include "tests/helpers/broker_proc.h"
 #include "tests/helpers/order_env.h"
 #include "tests/helpers/testutil.h"
+#include "tests/helpers/tls_certs.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,18 +76,53 @@
 #define SCRIPTS     HG_SRCDIR "/tests/console"
 
 static oe_env_t env;
-static char uri[64], workdir[512];
+static char uri[64], workdir[512], users_path[600], monitor_pw_path[600];
 static rc_conn_t conn;
 static hg_order_db *handle;
 
+/* The broker's users: name, roles, password. */
+static const char *const users[][3] = {
+    { "alice", "admin", "alice-Secret-1" },
+    { "bob", "viewer", "bob-Secret-2" },
+    { "carol", "producer", "carol-Secret-3" },
+    { "monitor", "viewer", "monitor-Secret-4" },
+    { "tester", "producer,consumer,admin", "tester-Secret-5" },
+};
+#define USER_TESTER 4
+
 typedef struct console_proc {
-    const char *role;
+    const char *name;
     int port;
     pid_t pid;
     char log[700];
 } console_proc_t;
 
-static console_proc_t admin = { .role = "admin" }, viewer = { .role = "viewer" };
+static console_proc_t console = { .name = "users" };
+
+/* The users file (cheap scrypt, ln=10) and the sampler's password file. */
+static int write_users(void)
+{
+    char text[4096] = "# test users: name roles hash\n", hash[PASSWD_HASH_MAX], err[256];
+    passwd_params_t p;
+    passwd_params_default(&p, PASSWD_SCRYPT);
+    p.log2_n = 10;
+    for (size_t i = 0; i < sizeof users / sizeof users[0]; i++) {
+        if (passwd_hash(users[i][2], strlen(users[i][2]), &p, hash, sizeof hash, err, sizeof err) != 0) {
+            fprintf(stderr, "\nFAIL: hash of %s: %s\n", users[i][0], err);
+            return -1;
+        }
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%s %s %s\n", users[i][0], users[i][1], hash);
+    }
+    snprintf(users_path, sizeof users_path, "%s/users", workdir);
+    snprintf(monitor_pw_path, sizeof monitor_pw_path, "%s/monitor.password", workdir);
+    char pw[128];
+    snprintf(pw, sizeof pw, "%s\n", users[3][2]);
+    if (tu_write_file(users_path, text) != 0 || tu_write_file(monitor_pw_path, pw) != 0) {
+        fprintf(stderr, "\nFAIL: cannot write %s\n", users_path);
+        return -1;
+    }
+    return 0;
+}
 
 static int seed(uint64_t id, int64_t expire_in_ms)
 {
@@ -155,33 +208,38 @@ static int console_up(void *arg)
     return tu_http_get(((console_proc_t *)arg)->port, "/", out, sizeof out) == 200;
 }
 
-static int start_console(console_proc_t *c)
+/* Start c on a free port with the common flags and extra (NULL-terminated);
+ * up: how to see that it answers. */
+static int start_console(console_proc_t *c, const char *const *extra, int (*up)(void *))
 {
     char port[16], static_dir[600];
+    const char *argv[64];
+    int n = 0;
     c->port = tu_free_port();
     snprintf(port, sizeof port, "%d", c->port);
-    snprintf(c->log, sizeof c->log, "%s/console-%s.log", workdir, c->role);
+    snprintf(c->log, sizeof c->log, "%s/console-%s.log", workdir, c->name);
     snprintf(static_dir, sizeof static_dir, "%s/console/static", HG_SRCDIR);
-    const char *argv[] = { CONSOLE_BIN,
-                           "--uri",
-                           uri,
-                           "--port",
-                           port,
-                           "--static-dir",
-                           static_dir,
-                           "--mysql-socket",
-                           env.server.socket,
-                           "--mysql-user",
-                           "root",
-                           "--mysql-database",
-                           DB,
-                           "--sample-interval",
-                           "500ms",
-                           "--no-users-role",
-                           c->role,
-                           "--log-level",
-                           "info",
-                           NULL };
+    const char *common[] = { CONSOLE_BIN,
+                             "--port",
+                             port,
+                             "--static-dir",
+                             static_dir,
+                             "--mysql-socket",
+                             env.server.socket,
+                             "--mysql-user",
+                             "root",
+                             "--mysql-database",
+                             DB,
+                             "--sample-interval",
+                             "500ms",
+                             "--log-level",
+                             "info",
+                             NULL };
+    for (int i = 0; common[i] != NULL; i++)
+        argv[n++] = common[i];
+    for (int i = 0; extra != NULL && extra[i] != NULL && n < 63; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
     c->pid = fork();
     if (c->pid == 0) {
         int fd = open(c->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -193,8 +251,8 @@ static int start_console(console_proc_t *c)
         execv(CONSOLE_BIN, (char *const *)argv);
         _exit(127);
     }
-    if (c->pid < 0 || tu_poll_until(console_up, c, 30000, 50) != 0) {
-        fprintf(stderr, "\nFAIL: hourglass-console (%s) did not answer on port %d\n", c->role, c->port);
+    if (c->pid < 0 || tu_poll_until(up, c, 30000, 50) != 0) {
+        fprintf(stderr, "\nFAIL: hourglass-console (%s) did not answer on port %d\n", c->name, c->port);
         oe_print_file(c->log);
         return -1;
     }
@@ -231,14 +289,20 @@ static int console_init(void)
 {
     char err[512], id[HG_ID_MAX];
 
-    if (oe_suite_start(&env, CU_get_number_of_failures) != 0 || tu_mkdtemp("console", workdir, sizeof workdir) != 0) {
-        fprintf(stderr, "\nFAIL: MariaDB, broker or temp dir\n");
+    char start_err[4096];
+    if (tu_mkdtemp("console", workdir, sizeof workdir) != 0 || write_users() != 0)
+        return -1;
+    const char *broker_extra[] = { "--users-file", users_path, NULL };
+    bp_set_failure_counter(CU_get_number_of_failures);
+    if (oe_start(&env, broker_extra, start_err, sizeof start_err) != 0) {
+        fprintf(stderr, "\nFAIL: MariaDB or broker: %s\n", start_err);
         return -1;
     }
     snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
     if ((handle = oe_fresh_database(&env, DB, 0, NULL)) == NULL)
         return -1;
     if (bp_connect(&env.broker, &conn, err, sizeof err) != 0 ||
+        bp_ok_cmd(&conn, err, sizeof err, "AUTH", users[USER_TESTER][0], users[USER_TESTER][2], NULL) != 0 ||
         bp_ok_cmd(&conn, err, sizeof err, "GROUP", "CREATE", GROUP, OE_TOPIC, "FROM", "NOW", "MAXRETRY", "0", NULL) !=
             0 ||
         bp_ok_cmd(&conn, err, sizeof err, "GROUP", "CREATE", "tg", "traffic", "FROM", "NOW", NULL) != 0 ||
@@ -278,19 +342,19 @@ static int console_init(void)
     }
     if (traffic(40) != 0)
         return -1;
-    if (start_console(&admin) != 0 || start_console(&viewer) != 0)
+    const char *console_extra[] = { "--uri",         uri, "--sampler-user", "monitor", "--sampler-password-file",
+                                    monitor_pw_path, NULL };
+    if (start_console(&console, console_extra, console_up) != 0)
         return -1;
     return 0;
 }
 
 static int console_cleanup(void)
 {
-    if (stop_console(&admin) != 0 || stop_console(&viewer) != 0)
-        fprintf(stderr, "a console did not stop cleanly on SIGTERM\n");
-    if (CU_get_number_of_failures() > 0) {
-        oe_print_file(admin.log);
-        oe_print_file(viewer.log);
-    }
+    if (stop_console(&console) != 0)
+        fprintf(stderr, "the console did not stop cleanly on SIGTERM\n");
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(console.log);
     rc_close(&conn);
     hg_order_db_close(handle);
     oe_stop(&env);
@@ -299,23 +363,32 @@ static int console_cleanup(void)
     return 0;
 }
 
-/* Run a script of tests/console with the set-up in its environment; its
- * output goes to this test's. Returns its exit status. */
-static int run_script(const char *script)
+/* Run a script of tests/console against the console c with the set-up in
+ * its environment (HG_CONSOLE_URL, HG_CONSOLE_LOG, HG_CA_FILE for https,
+ * HG_USERS "name=password;…", HG_BROKER_PORT and HG_BROKER_AUTH for the
+ * traffic, the database, HG_ARTIFACTS, HG_WORKDIR); its output goes to this
+ * test's. Returns its exit status. */
+static int run_script(const char *script, const console_proc_t *c, const char *scheme, const char *ca_file)
 {
-    char path[700], port_admin[16], port_viewer[16], broker_port[16];
+    char path[700], url[128], broker_port[16], users_env[1024] = "", auth[256];
     snprintf(path, sizeof path, "%s/%s", SCRIPTS, script);
-    snprintf(port_admin, sizeof port_admin, "%d", admin.port);
-    snprintf(port_viewer, sizeof port_viewer, "%d", viewer.port);
+    snprintf(url, sizeof url, "%s://127.0.0.1:%d", scheme, c->port);
     snprintf(broker_port, sizeof broker_port, "%d", env.broker.port);
+    for (size_t i = 0; i < sizeof users / sizeof users[0]; i++)
+        snprintf(users_env + strlen(users_env), sizeof users_env - strlen(users_env), "%s%s=%s", i ? ";" : "",
+                 users[i][0], users[i][2]);
+    snprintf(auth, sizeof auth, "%s=%s", users[USER_TESTER][0], users[USER_TESTER][2]);
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
     if (pid == 0) {
-        setenv("HG_CONSOLE_ADMIN_PORT", port_admin, 1);
-        setenv("HG_CONSOLE_VIEWER_PORT", port_viewer, 1);
-        setenv("HG_CONSOLE_ADMIN_LOG", admin.log, 1);
+        setenv("HG_CONSOLE_URL", url, 1);
+        setenv("HG_CONSOLE_LOG", c->log, 1);
+        if (ca_file != NULL)
+            setenv("HG_CA_FILE", ca_file, 1);
+        setenv("HG_USERS", users_env, 1);
         setenv("HG_BROKER_PORT", broker_port, 1);
+        setenv("HG_BROKER_AUTH", auth, 1);
         setenv("HG_MYSQL_SOCKET", env.server.socket, 1);
         setenv("HG_MYSQL_DATABASE", DB, 1);
         setenv("HG_ARTIFACTS", ARTIFACTS, 1);
@@ -333,29 +406,142 @@ static int run_script(const char *script)
 
 static void test_api(void)
 {
-    int rc = run_script("test_api.py");
+    int rc = run_script("test_api.py", &console, "http", NULL);
     TU_CHECK(rc == 0, "tests/console/test_api.py exited %d (its output above says what failed)", rc);
 }
 
 static void test_browser(void)
 {
-    int rc = run_script("test_browser.py");
+    int rc = run_script("test_browser.py", &console, "http", NULL);
     TU_CHECK(rc == 0, "tests/console/test_browser.py exited %d (its output above says what failed)", rc);
     TU_CHECK(oe_scalarf(&env, "SELECT COUNT(*) FROM " DB ".orders WHERE id = 303 AND status = 'cancelled' AND "
                               "cancel_reason = 'manual'") == 1,
              "order 303 cancelled by hand in the browser: in the database with reason manual");
 }
 
+/* ---- https in front of a TLS-only broker ---- */
+
+static tc_certs_t pki;
+static char https_cert[700];
+
+static int https_up(void *arg)
+{
+    char serial[64], err[256];
+    return tc_peer_serial(((console_proc_t *)arg)->port, pki.ca, serial, sizeof serial, err, sizeof err) == 0;
+}
+
+static int tls_broker_up(void *arg)
+{
+    hg_client_opts_t o;
+    hg_client_t *c = NULL;
+    hg_error_t e;
+    hg_client_opts_init(&o);
+    o.tls_ca_file = pki.ca;
+    o.connect_timeout_ms = o.read_timeout_ms = 5000;
+    o.reconnect = 0;
+    if (hg_client_open(arg, &o, &c, &e) != HG_OK)
+        return 0;
+    const char *ping[] = { "PING" };
+    hg_reply_t *r = NULL;
+    int ok = hg_client_command(c, 1, ping, NULL, &r) == HG_OK;
+    hg_reply_free(r);
+    hg_client_close(c);
+    return ok;
+}
+
+static void test_https(void)
+{
+    char dir[600], err[2048], tls_port[16], tls_uri[128], serial[64];
+    bp_broker_t broker;
+    console_proc_t https = { .name = "https" };
+
+    memset(&broker, 0, sizeof broker);
+    snprintf(dir, sizeof dir, "%s/pki", workdir);
+    TU_REQUIRE(mkdir(dir, 0700) == 0 && tc_make(dir, &pki, err, sizeof err) == 0, "throwaway CA: %s", err);
+    snprintf(https_cert, sizeof https_cert, "%s/https.pem", dir);
+    TU_REQUIRE(tc_copy_file(pki.server, https_cert) == 0, "copy %s", pki.server);
+    snprintf(tls_port, sizeof tls_port, "%d", tu_free_port());
+    snprintf(tls_uri, sizeof tls_uri, "hourglass+tls://127.0.0.1:%s", tls_port);
+    /* TLS only: started with both ports first (bp_start's readiness is a
+     * plaintext PING), then again with --port 0 (the last --port wins) */
+    const char *broker_flags[] = { "--tls-port",   tls_port, "--tls-cert-file", pki.server, "--tls-key-file",
+                                   pki.server_key, NULL };
+    TU_REQUIRE(bp_start(&broker, broker_flags, err, sizeof err) == 0 && bp_stop(&broker, err, sizeof err) == 0,
+               "broker with tls-port: %s", err);
+    broker.extra[broker.nextra++] = strdup("--port");
+    broker.extra[broker.nextra++] = strdup("0");
+    TU_REQUIRE(bp_spawn(&broker, err, sizeof err) == 0, "TLS-only broker: %s", err);
+    TU_CHECK(tu_poll_until(tls_broker_up, tls_uri, 60000, 50) == 0, "the TLS-only broker answers PING over TLS");
+    TU_CHECK(tu_wait_file_contains(broker.log_path, "(TLS only)", 20000) == 0, "and says it is TLS only");
+
+    const char *extra[] = { "--uri",
+                            tls_uri,
+                            "--tls-ca-cert-file",
+                            pki.ca,
+                            "--https-cert-file",
+                            https_cert,
+                            "--https-key-file",
+                            pki.server_key,
+                            "--no-users-role",
+                            "viewer",
+                            NULL };
+    if (start_console(&https, extra, https_up) == 0) {
+        TU_CHECK(tu_wait_file_contains(https.log, "listening on https://", 5000) == 0, "the console says https");
+        int rc = run_script("test_https.py", &https, "https", pki.ca);
+        TU_CHECK(rc == 0, "tests/console/test_https.py exited %d (its output above says what failed)", rc);
+
+        /* certificate rotation: the file replaced in place, SIGHUP */
+        TU_CHECK(tc_peer_serial(https.port, pki.ca, serial, sizeof serial, err, sizeof err) == 0 &&
+                     strcmp(serial, TC_SERIAL_SERVER) == 0,
+                 "the console serves the first certificate (serial %s, want %s; %s)", serial, TC_SERIAL_SERVER, err);
+        TU_CHECK(tc_copy_file(pki.server2, https_cert) == 0 && kill(https.pid, SIGHUP) == 0, "replace and SIGHUP");
+        TU_CHECK(tu_wait_file_contains(https.log, "SIGHUP: reloaded https certificate", 10000) == 0,
+                 "SIGHUP reloads the https certificate (logged)");
+        TU_CHECK(tc_peer_serial(https.port, pki.ca, serial, sizeof serial, err, sizeof err) == 0 &&
+                     strcmp(serial, TC_SERIAL_SERVER2) == 0,
+                 "new connections get the new certificate (serial %s, want %s; %s)", serial, TC_SERIAL_SERVER2, err);
+        TU_CHECK(tu_write_file(https_cert, "not a certificate\n") == 0 && kill(https.pid, SIGHUP) == 0,
+                 "a broken file and SIGHUP");
+        TU_CHECK(tu_wait_file_contains(https.log, "https certificate not reloaded, keeping the one in use", 10000) == 0,
+                 "a file that does not load is refused (logged)");
+        TU_CHECK(tc_peer_serial(https.port, pki.ca, serial, sizeof serial, err, sizeof err) == 0 &&
+                     strcmp(serial, TC_SERIAL_SERVER2) == 0,
+                 "and the certificate in use stays (serial %s)", serial);
+    }
+    TU_CHECK(stop_console(&https) == 0, "the https console exits 0 on SIGTERM");
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(https.log);
+    TU_CHECK(bp_destroy(&broker) == 0, "the TLS-only broker stops cleanly");
+}
+
+static void test_config(void)
+{
+    char out[2048];
+    const char *argv[] = { CONSOLE_BIN, "--check-config", "--mysql-database", DB, "--sampler-user", "monitor", NULL };
+    int rc = tu_run_capture(argv, out, sizeof out);
+    TU_CHECK(rc == 2 && strstr(out, "sampler-user 'monitor' needs sampler-password-file") != NULL,
+             "sampler-user without sampler-password-file: exit 2 naming both keys (exit %d: %s)", rc, out);
+    const char *plain_tls[] = { CONSOLE_BIN, "--check-config", "--mysql-database", DB, "--tls-ca-cert-file", "ca.pem",
+                                NULL };
+    rc = tu_run_capture(plain_tls, out, sizeof out);
+    TU_CHECK(rc == 2 && strstr(out, "tls-ca-cert-file is set but uri is not hourglass+tls://") != NULL,
+             "a tls-* key with a plaintext uri: exit 2 (exit %d: %s)", rc, out);
+    const char *half_https[] = { CONSOLE_BIN, "--check-config", "--mysql-database", DB, "--https-cert-file", "c.pem",
+                                 NULL };
+    rc = tu_run_capture(half_https, out, sizeof out);
+    TU_CHECK(rc == 2 && strstr(out, "https-cert-file is set without https-key-file") != NULL,
+             "https-cert-file without https-key-file: exit 2 (exit %d: %s)", rc, out);
+}
+
 static void test_stop(void)
 {
     char out[512];
-    TU_REQUIRE(kill(viewer.pid, SIGHUP) == 0, "SIGHUP to the viewer console");
-    TU_CHECK(tu_wait_file_contains(viewer.log, "SIGHUP: configuration re-read", 10000) == 0,
+    TU_REQUIRE(kill(console.pid, SIGHUP) == 0, "SIGHUP to the console");
+    TU_CHECK(tu_wait_file_contains(console.log, "SIGHUP: configuration re-read", 10000) == 0,
              "SIGHUP re-reads the configuration (logged)");
-    TU_CHECK(tu_http_get(viewer.port, "/", out, sizeof out) == 200, "and the console still answers");
-    TU_CHECK(stop_console(&viewer) == 0, "the viewer console exits 0 on SIGTERM");
-    TU_CHECK(stop_console(&admin) == 0, "the admin console exits 0 on SIGTERM");
-    TU_CHECK(tu_wait_file_contains(admin.log, "stopped", 5000) == 0, "and logs that it stopped");
+    TU_CHECK(tu_http_get(console.port, "/", out, sizeof out) == 200, "and the console still answers");
+    TU_CHECK(stop_console(&console) == 0, "the console exits 0 on SIGTERM");
+    TU_CHECK(tu_wait_file_contains(console.log, "stopped", 5000) == 0, "and logs that it stopped");
 }
 
 /* One set-up for all: the browser test runs after the API test, on what it
@@ -363,6 +549,8 @@ static void test_stop(void)
 static const tu_test_t console_tests[] = {
     { "api: every endpoint, refusals, DLQ, manual cancel, audit", test_api },
     { "browser: login, overview, requeue, find, manual cancel, screenshots", test_browser },
+    { "https: the console over https, in front of a TLS-only broker; SIGHUP reloads the certificate", test_https },
+    { "config: sampler-user needs its password file, tls-* keys a TLS uri, https both files", test_config },
     { "SIGHUP: alive, configuration re-read; SIGTERM: a clean stop", test_stop },
     { NULL, NULL },
 };

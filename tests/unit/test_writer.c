@@ -11,6 +11,10 @@
  * result — it is durable, and an error would make a retrying client send it
  * twice — while the parked job gets the storage error; after a reopen the
  * SEND is there.
+ *
+ * burst_in_bounded_batches: 24 SENDs of 1 MiB queued for one iteration are
+ * committed (and answered) in batches of about STORE_BATCH_MAX_BYTES, not as
+ * one 24 MiB batch: no job starts with the bound already pending.
  */
 #include "broker/writer.h"
 #include "base/alloc.h"
@@ -89,10 +93,41 @@ static void big_expire(job_t *j, writer_t *w)
     resp_add_simple(&j->reply, "EXPIRED");
 }
 
+enum {
+    BURST_JOBS = 24,
+    BURST_PAYLOAD = 1 << 20
+};
+static uint64_t g_most_pending;  /* the most a burst job found pending before its SEND */
+static int g_burst_done, g_burst_ok;
+
+static job_result_t burst_exec(job_t *j, writer_t *w)
+{
+    static char payload[BURST_PAYLOAD];
+    memset(payload, 'm', sizeof payload);
+    uint64_t pending = store_pending_bytes(writer_store(w));
+    if (pending > g_most_pending) {
+        g_most_pending = pending;
+    }
+    store_send_req_t r = { .topic = "burst", .topic_len = 5, .payload = payload, .payload_len = sizeof payload };
+    uint64_t id, due;
+    char err[256];
+    if (store_send(writer_store(w), &r, writer_now(w), &id, &due, err, sizeof err) != 0) {
+        resp_add_errorf(&j->reply, "ERR %s", err);
+    } else {
+        resp_add_int(&j->reply, (long long)id);
+    }
+    j->durable = 1;
+    return JOB_DONE;
+}
+
 static void on_done(job_t *j, void *ctx)
 {
     (void)ctx;
-    if (g_ndone < 4) {
+    if (j->exec == burst_exec) {
+        g_burst_done++;
+        g_burst_ok += !j->failed && j->reply.raw.len > 0 && j->reply.raw.data[0] == ':';
+        job_free(j);
+    } else if (g_ndone < 4) {
         g_done[g_ndone++] = j;
     } else {
         job_free(j);
@@ -221,8 +256,47 @@ static void test_second_commit_failure(void)
     tu_rmtree(dir);
 }
 
+static void test_burst_in_bounded_batches(void)
+{
+    char dir[512], data[600], err[512] = "";
+    TU_REQUIRE(tu_mkdtemp("writer", dir, sizeof dir) == 0, "mkdtemp: %s", strerror(errno));
+    snprintf(data, sizeof data, "%s/data", dir);
+    store_options_t o;
+    store_options_default(&o);
+    o.path = data;
+    store_t *s = NULL;
+    TU_REQUIRE(store_open(&o, &s, err, sizeof err) == 0, "store_open: %s", err);
+    TU_REQUIRE(evthread_use_pthreads() == 0, "evthread_use_pthreads");
+    struct event_base *base = event_base_new();
+    TU_REQUIRE(base != NULL, "event_base_new");
+    writer_t *w = writer_new(s, &o, base, on_done, on_stopped, NULL);
+    g_stopped = 0;
+    for (int i = 0; i < BURST_JOBS; i++) { /* queued before the thread runs: one iteration takes them all */
+        job_t *j = job_make(burst_exec);
+        j->seq = (uint64_t)i + 1;
+        writer_submit(w, j);
+    }
+    TU_REQUIRE(writer_start(w, err, sizeof err) == 0, "writer_start: %s", err);
+    TU_CHECK(loop_until(base, &g_burst_done, BURST_JOBS), "%d of %d SENDs answered", g_burst_done, BURST_JOBS);
+    TU_CHECK(g_burst_ok == BURST_JOBS, "%d of %d SENDs answered with an id", g_burst_ok, BURST_JOBS);
+    writer_stop(w);
+    TU_CHECK(loop_until(base, &g_stopped, 1), "the writer did not stop");
+    const storage_stats_t *st = writer_stats(w);
+    printf("\n    %d SENDs of 1 MiB in one iteration: %llu commits, at most %.1f MiB pending before a SEND ", BURST_JOBS,
+           (unsigned long long)st->commits, (double)g_most_pending / (1 << 20));
+    TU_CHECK(g_most_pending < STORE_BATCH_MAX_BYTES,
+             "a SEND found %llu bytes pending: the iteration's batch grew past STORE_BATCH_MAX_BYTES (%llu)",
+             (unsigned long long)g_most_pending, (unsigned long long)STORE_BATCH_MAX_BYTES);
+    TU_CHECK(st->batches == 1 && st->commits >= BURST_JOBS * (uint64_t)BURST_PAYLOAD / (STORE_BATCH_MAX_BYTES + BURST_PAYLOAD),
+             "%llu iterations, %llu commits", (unsigned long long)st->batches, (unsigned long long)st->commits);
+    writer_free(w);
+    event_base_free(base);
+    tu_rmtree(dir);
+}
+
 static const tu_test_t writer_tests[] = {
     { "second commit failure", test_second_commit_failure },
+    { "burst in bounded batches", test_burst_in_bounded_batches },
     { NULL, NULL },
 };
 
