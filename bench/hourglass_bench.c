@@ -31,7 +31,7 @@
  *             (VmRSS / VmHWM from /proc/PID/status) after the fill; kill -9;
  *             restart to the first answered PING and LEVELS; LEVELS depth.
  *
- * Usage: hourglass-bench [--quick] [--only PART] [--capacity] [--zadd-port PORT]
+ * Usage: hourglass-bench [--quick] [--only PART[,PART…]] [--capacity] [--zadd-port PORT]
  *        [--clients C] [--pipeline P] [-n N] [--broker PATH] [--capacity-n N]
  *        [--pull-count N] [--broker-flag ARG]... (hourglass-bench --help)
  * Every part ends with a "RESULT key=value ..." line for scripts.
@@ -1125,7 +1125,8 @@ static void part_capacity(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: hourglass-bench [--quick] [--only send|sendkey|zadd|delivery|steady|steady-ms|mixed|capacity]\n"
+    fprintf(f, "usage: hourglass-bench [--quick] [--only PART[,PART...]]\n"
+               "                       (PART: send sendkey zadd delivery steady steady-ms mixed capacity)\n"
                "                       [--capacity]\n"
                "                       [--zadd-port PORT] [--clients C] [--pipeline P] [-n N]\n"
                "                       [--delivery-n N] [--steady-rate R] [--steady-secs S]\n"
@@ -1137,10 +1138,20 @@ static void usage(FILE *f)
                "--broker-flag no); --pull-count sets the consumers' PULL COUNT (default 100).\n");
 }
 
+/* 1 when the part runs: named in --only (a comma-separated list), or, without
+ * --only, every part but the long or opt-in ones. */
 static int want(const char *part)
 {
-    if (opt.only != NULL)
-        return strcmp(opt.only, part) == 0;
+    if (opt.only != NULL) {
+        size_t len = strlen(part);
+        for (const char *p = opt.only; *p != '\0';) {
+            size_t n = strcspn(p, ",");
+            if (n == len && strncmp(p, part, len) == 0)
+                return 1;
+            p += n + (p[n] == ',');
+        }
+        return 0;
+    }
     if (strcmp(part, "capacity") == 0)
         return opt.capacity;
     if (strcmp(part, "zadd") == 0)

@@ -1,6 +1,6 @@
 /*
- * broker/cmd_group.c — consumer groups and the dead-letter queue: GROUP
- * (CREATE LIST DEL) and DLQ (LEN LIST REQUEUE DROP).
+ * broker/cmd_group.c — topics, consumer groups and the dead-letter queue:
+ * TOPICS, GROUP (CREATE LIST DEL) and DLQ (LEN LIST REQUEUE DROP).
  *
  * Each command parses into its typed request (group_cmd_req_t, dlq_cmd_req_t) on the
  * loop thread; the storage job carries the request and a copy of the names
@@ -139,6 +139,101 @@ static job_result_t group_exec(job_t *j, writer_t *w)
         free(rows.rows);
     }
     return JOB_DONE;
+}
+
+/* ---- TOPICS ----------------------------------------------------------------------------- */
+
+typedef struct topic_row {
+    char name[MSG_MAX_NAME + 1];
+    store_topic_info_t info;
+} topic_row_t;
+
+typedef struct topic_rows {
+    topic_row_t *rows;
+    size_t n, cap;
+} topic_rows_t;
+
+static int collect_topic(void *ctx, const char *topic, const store_topic_info_t *info)
+{
+    topic_rows_t *r = ctx;
+    if (r->n == r->cap) {
+        r->cap = r->cap ? r->cap * 2 : 16;
+        r->rows = xrealloc(r->rows, r->cap * sizeof *r->rows);
+    }
+    snprintf(r->rows[r->n].name, sizeof r->rows[r->n].name, "%s", topic);
+    r->rows[r->n].info = *info;
+    r->n++;
+    return 0;
+}
+
+static int cmp_topic_rows(const void *a, const void *b)
+{
+    return strcmp(((const topic_row_t *)a)->name, ((const topic_row_t *)b)->name);
+}
+
+/* Groups in (topic, name) order, so each topic's are one run. */
+static int cmp_rows_by_topic(const void *a, const void *b)
+{
+    const group_row_t *x = a, *y = b;
+    int c = strcmp(x->info.topic, y->info.topic);
+    return c ? c : strcmp(x->name, y->name);
+}
+
+/* TOPICS: per topic (name order) its counts and its groups (docs/protocol.md). */
+static job_result_t topics_exec(job_t *j, writer_t *w)
+{
+    store_t *s = writer_store(w);
+    topic_rows_t topics = { 0 };
+    group_rows_t groups = { 0 };
+    store_topic_foreach(s, collect_topic, &topics);
+    store_group_foreach(s, collect_group, &groups);
+    if (topics.n > 1) {
+        qsort(topics.rows, topics.n, sizeof *topics.rows, cmp_topic_rows);
+    }
+    if (groups.n > 1) {
+        qsort(groups.rows, groups.n, sizeof *groups.rows, cmp_rows_by_topic);
+    }
+    resp_add_array(&j->reply, topics.n);
+    size_t g = 0;
+    for (size_t i = 0; i < topics.n; i++) {
+        const topic_row_t *t = &topics.rows[i];
+        resp_add_map(&j->reply, 7);
+        resp_add_bulk_str(&j->reply, "topic");
+        resp_add_bulk_str(&j->reply, t->name);
+        add_kv_int(&j->reply, "ready", t->info.ready);
+        add_kv_int(&j->reply, "delayed", t->info.delayed);
+        add_kv_int(&j->reply, "retained", t->info.retained);
+        add_kv_int(&j->reply, "appended", t->info.appended);
+        add_kv_int(&j->reply, "sends", t->info.sent);
+        while (g < groups.n && strcmp(groups.rows[g].info.topic, t->name) < 0) {
+            g++; /* a group whose topic has no record (the store never has one) */
+        }
+        size_t first = g;
+        while (g < groups.n && strcmp(groups.rows[g].info.topic, t->name) == 0) {
+            g++;
+        }
+        resp_add_bulk_str(&j->reply, "groups");
+        resp_add_array(&j->reply, g - first);
+        for (size_t k = first; k < g; k++) {
+            const store_group_info_t *gi = &groups.rows[k].info;
+            resp_add_map(&j->reply, 5);
+            resp_add_bulk_str(&j->reply, "group");
+            resp_add_bulk_str(&j->reply, groups.rows[k].name);
+            add_kv_int(&j->reply, "ready", gi->ready);
+            add_kv_int(&j->reply, "inflight", gi->inflight);
+            add_kv_int(&j->reply, "retry", gi->retry_ready + gi->retry_delayed);
+            add_kv_int(&j->reply, "dlq", gi->dlq);
+        }
+    }
+    free(topics.rows);
+    free(groups.rows);
+    return JOB_DONE;
+}
+
+void cmd_topics(cmd_call_t *call)
+{
+    job_t *j = cmd_job_new(sizeof *j, 0, topics_exec, NULL);
+    call->job = j;
 }
 
 void cmd_group(cmd_call_t *call)

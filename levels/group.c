@@ -3,7 +3,8 @@
  * listing and deleting groups, topic info, and the in-memory maps of both.
  *
  * A topic exists once something names it (a SEND, a group binding) and is
- * never deleted: its record holds the log's appended / removed counters. A
+ * never deleted: its record holds the log's appended / removed counters and
+ * how many of its messages are still on their way through the levels. A
  * group is bound to one topic for life and reads its log from a cursor; its
  * incarnation (gen, the seq at creation) is stamped on its retries, so a
  * retry still on a level when its group is deleted and created again is
@@ -250,14 +251,48 @@ int store_group_delete(store_t *s, const char *group, size_t group_len, int *fou
 
 /* ---- topics ---------------------------------------------------------------------------- */
 
+static void topic_fill_info(const store_t *s, const topic_state_t *t, store_topic_info_t *out)
+{
+    out->appended = t->appended;
+    out->retained = t->appended - t->removed;
+    out->delayed = t->delayed;
+    out->sent = t->sent;
+    out->groups = t->groups;
+    out->ready = t->groups == 0 ? out->retained : 0;
+    if (t->groups == 0) {
+        return;
+    }
+    map_iter_t it = { 0 };
+    void *v;
+    while (map_next(&s->groups, &it, NULL, NULL, &v)) {
+        const group_state_t *g = v;
+        if (g->topic == t && t->appended - g->position > out->ready) {
+            out->ready = t->appended - g->position;
+        }
+    }
+}
+
 int store_topic_info(const store_t *s, const char *topic, size_t topic_len, store_topic_info_t *out)
 {
     const topic_state_t *t = map_get(&s->topics, topic, topic_len);
     if (t == NULL) {
         return 0;
     }
-    out->appended = t->appended;
-    out->retained = t->appended - t->removed;
-    out->groups = t->groups;
+    topic_fill_info(s, t, out);
     return 1;
+}
+
+void store_topic_foreach(const store_t *s, int (*fn)(void *ctx, const char *topic, const store_topic_info_t *info),
+                         void *ctx)
+{
+    map_iter_t it = { 0 };
+    void *v;
+    while (map_next(&s->topics, &it, NULL, NULL, &v)) {
+        const topic_state_t *t = v;
+        store_topic_info_t info;
+        topic_fill_info(s, t, &info);
+        if (fn(ctx, t->name, &info) != 0) {
+            return;
+        }
+    }
 }

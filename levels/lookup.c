@@ -518,6 +518,8 @@ static int revoke_one(store_t *s, revoke_ctx_t *c, uint64_t id, char *err, size_
         level_state_t *ls = &s->levels[h.place.level];
         ls->depth--;
         store_mark_level(s, h.place.level);
+        m.dest = MSG_DEST_TOPIC; /* an 'X' home on a level is the SEND journey's copy */
+        store_topic_delayed_add(s, &m, -1);
         if (c->ntaken == c->captaken) {
             c->captaken = c->captaken ? c->captaken * 2 : 8;
             c->taken = xrealloc(c->taken, c->captaken * sizeof *c->taken);

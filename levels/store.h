@@ -305,11 +305,20 @@ int store_dlq_drop(store_t *s, const char *group, size_t group_len, uint64_t id,
 typedef struct store_topic_info {
     uint64_t appended; /* messages that ever entered the topic log */
     uint64_t retained; /* still in the log */
+    uint64_t delayed;  /* on their SEND journey in the level queues (exact: counted in the batches of the moves) */
+    uint64_t ready;    /* in the log and not yet taken by some group: the largest backlog of its groups;
+                          with no group, every retained message */
+    uint64_t sent;     /* SENDs accepted since the store was opened (not persisted) */
     int groups;        /* groups bound to it */
 } store_topic_info_t;
 
-/* 1 and *out when the topic log exists, 0 when not. */
+/* 1 and *out when the topic exists (a SEND or a group named it), 0 when not. */
 int store_topic_info(const store_t *s, const char *topic, size_t topic_len, store_topic_info_t *out);
+
+/* Call fn for every topic (order unspecified); stops early when fn returns
+ * nonzero. Topics are never deleted. */
+void store_topic_foreach(const store_t *s, int (*fn)(void *ctx, const char *topic, const store_topic_info_t *info),
+                         void *ctx);
 
 /* ---- finding and revoking messages (levels/lookup.c, on levels/index.c) ---- */
 

@@ -68,6 +68,8 @@ typedef struct topic_state {
     char *name;
     size_t len;
     uint64_t appended, removed;
+    uint64_t delayed;            /* its messages on their SEND journey in the level queues (keys.h 'P') */
+    uint64_t sent;               /* SENDs accepted since open (not persisted: /metrics' counter) */
     uint64_t head_hint;          /* every retained entry has seq >= head_hint */
     int groups;                  /* groups bound to it */
     uint64_t pops_since_compact; /* GC deletions since the last compaction */
@@ -218,6 +220,21 @@ void store_group_free(void *g);
 void store_retry_append(store_t *s, group_state_t *g, msg_t *m, uint64_t now_ms);
 
 /* ---- level.c ---------------------------------------------------------------------- */
+
+/* A message bound for its topic's log (not a group's retry) enters (+1) or
+ * leaves (-1) the level queues: its topic's delayed counter (created when
+ * new), written with the same batch (keys.h 'P'). Every insert into and
+ * delete from a level goes through it. */
+void store_topic_delayed_add(store_t *s, const msg_t *m, int delta);
+
+/* The meta key that says the topic records count their delayed messages. */
+#define STORE_META_TOPIC_DELAYED "topic-delayed"
+
+/* store_open: for a directory written before the topic records counted their
+ * delayed messages (no 'M' STORE_META_TOPIC_DELAYED), count them once from
+ * the level queues and mark the directory. A new directory is marked at
+ * creation. */
+int store_topic_delayed_open(store_t *s, char *err, size_t errlen);
 
 /* Start m's journey: exactly on level (> 0), or for delay_ms (> 0, exact to the
  * millisecond) on the first hop of its chain. The enqueue time is monotone per level.

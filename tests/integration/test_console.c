@@ -581,7 +581,7 @@ static void test_config(void)
     const char *plain_tls[] = { CONSOLE_BIN, "--check-config", "--mysql-database", DB, "--tls-ca-cert-file", "ca.pem",
                                 NULL };
     rc = tu_run_capture(plain_tls, out, sizeof out);
-    TU_CHECK(rc == 2 && strstr(out, "tls-ca-cert-file is set but uri is not hourglass+tls://") != NULL,
+    TU_CHECK(rc == 2 && strstr(out, "tls-ca-cert-file is set but uri is neither hourglass+tls:// nor amqps://") != NULL,
              "a tls-* key with a plaintext uri: exit 2 (exit %d: %s)", rc, out);
     const char *half_https[] = { CONSOLE_BIN, "--check-config", "--mysql-database", DB, "--https-cert-file", "c.pem",
                                  NULL };
