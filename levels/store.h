@@ -414,11 +414,18 @@ int store_peek(store_t *s, int level, const char *topic, size_t topic_len, int c
 
 /* SEND … KEY k DEDUP: when a live message of req's topic with req's key
  * exists, store nothing: *dup = 1 and *id_out / *due_out are that message's.
- * Otherwise store_send (*dup = 0). A read (commits what is pending first, so
- * an earlier SEND of the same key in the batch is seen). An empty key is an
- * error. */
+ * Otherwise store_send (*dup = 0). A read, but one that joins the pending
+ * batch while it holds only SENDs (an earlier SEND of the same key in the
+ * batch is remembered in memory); after any other operation it commits what
+ * is pending first. An empty key is an error. */
 int store_send_dedup(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_t *id_out, uint64_t *due_out,
                      int *dup, char *err, size_t errlen);
+
+/* Before a run of SENDs that must land in one batch (MULTI/EXEC) and may
+ * hold DEDUP SENDs: commit what is pending unless it holds only SENDs, so
+ * no DEDUP SEND of the run commits the run's first half. A read's commit
+ * (unsynced). 0, or -1 when the store is broken or that commit fails. */
+int store_send_run_begin(store_t *s, char *err, size_t errlen);
 
 /* ---- maintenance and checking ---------------------------------------------- */
 
