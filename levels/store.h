@@ -205,6 +205,15 @@ int store_group_info(const store_t *s, const char *group, size_t group_len, stor
 void store_group_foreach(const store_t *s, int (*fn)(void *ctx, const char *group, const store_group_info_t *info),
                          void *ctx);
 
+/* Every group with its info, in name order, or in (topic, name) order when
+ * by_topic (each topic's groups one run): *rows (free it; NULL when there
+ * are none) and *n. */
+typedef struct store_group_row {
+    char name[MSG_MAX_NAME + 1];
+    store_group_info_t info;
+} store_group_row_t;
+void store_group_rows(const store_t *s, int by_topic, store_group_row_t **rows, size_t *n);
+
 /* Delete a group with its retry-ready queue, leases and DLQ (its delayed retries
  * are dropped when they come due). *found gets 1 when it existed. */
 int store_group_delete(store_t *s, const char *group, size_t group_len, int *found, char *err, size_t errlen);
@@ -315,10 +324,13 @@ typedef struct store_topic_info {
 /* 1 and *out when the topic exists (a SEND or a group named it), 0 when not. */
 int store_topic_info(const store_t *s, const char *topic, size_t topic_len, store_topic_info_t *out);
 
-/* Call fn for every topic (order unspecified); stops early when fn returns
- * nonzero. Topics are never deleted. */
-void store_topic_foreach(const store_t *s, int (*fn)(void *ctx, const char *topic, const store_topic_info_t *info),
-                         void *ctx);
+/* Every topic with its info, in name order: *rows (free it; NULL when there
+ * are none) and *n. Topics are never deleted. */
+typedef struct store_topic_row {
+    char name[MSG_MAX_NAME + 1];
+    store_topic_info_t info;
+} store_topic_row_t;
+void store_topic_rows(const store_t *s, store_topic_row_t **rows, size_t *n);
 
 /* ---- finding and revoking messages (levels/lookup.c, on levels/index.c) ---- */
 
