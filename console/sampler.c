@@ -4,7 +4,9 @@
  * depth and head lag, groups with their DLQ depth, the send / delivery / ack
  * counters and the lateness quantiles), the broker's lateness histogram
  * (its /metrics, when it has a metrics port) and the pending / overdue order
- * counts (the (status, expire_at) index), kept in a ring for `history`.
+ * counts (the (status, expire_at) index), kept in a ring for `history`;
+ * and, with compensator-metrics, the compensator's layers and alerts of the
+ * last sample (compensator_status.c).
  * Rates are differences between neighbouring samples; a counter that went
  * down (a broker restart) gives no rate for that step.
  *
@@ -20,15 +22,10 @@
 
 #include "console/console.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netdb.h>
-#include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/json.h"
@@ -60,6 +57,7 @@ struct sampler {
     char broker_error[256], db_error[512];
     bucket_t buckets[SAMPLER_MAX_BUCKETS];
     size_t nbuckets;
+    compensator_status_t compensator; /* of the last sample */
 };
 
 /* The value of "key:" in INFO text, or NULL; *len its length. */
@@ -124,41 +122,21 @@ static void uri_host(const char *uri, char *out, size_t len)
         snprintf(out, len, "127.0.0.1");
 }
 
-/* GET /metrics from host:port (one second at most) and keep the lateness
- * histogram's buckets. Returns 0 / -1. */
+/* GET /metrics from the broker's metrics port (one second at most) and keep
+ * the lateness histogram's buckets. Returns 0 / -1. */
 static int fetch_histogram(sampler_t *s, const char *host, long port)
 {
-    struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
-    char portstr[24], req[512];
-    snprintf(portstr, sizeof portstr, "%ld", port);
-    if (getaddrinfo(host, portstr, &hints, &ai) != 0 || ai == NULL)
-        return -1;
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct timeval tv = { 1, 0 };
-    if (fd < 0) {
-        freeaddrinfo(ai);
-        return -1;
-    }
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
-    freeaddrinfo(ai);
-    snprintf(req, sizeof req, "GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n", host);
-    if (rc != 0 || write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
-        close(fd);
-        return -1;
-    }
+    metrics_url_t url;
     buf_t b = BUF_INIT;
-    for (;;) {
-        char *p = buf_reserve(&b, 65536);
-        ssize_t n = read(fd, p, 65536);
-        if (n <= 0)
-            break;
-        b.len += (size_t)n;
-        if (b.len > 8 * 1024 * 1024)
-            break;
+    char err[256];
+    int status = 0;
+    memset(&url, 0, sizeof url);
+    snprintf(url.host, sizeof url.host, "%s", host);
+    snprintf(url.port, sizeof url.port, "%u", (unsigned)(port & 0xffff));
+    if (metrics_get(&url, "/metrics", 1000, &status, &b, err, sizeof err) != 0 || status != 200) {
+        buf_free(&b);
+        return -1;
     }
-    close(fd);
     const char *text = buf_cstr(&b), *key = "hourglass_delivery_lateness_seconds_bucket{le=\"";
     s->nbuckets = 0;
     for (const char *p = text; (p = strstr(p, key)) != NULL && s->nbuckets < SAMPLER_MAX_BUCKETS;) {
@@ -241,6 +219,7 @@ static void take_sample(sampler_t *s)
     } else {
         snprintf(s->db_error, sizeof s->db_error, "%s", err.message);
     }
+    compensator_status_read(s->c->cfg, &s->compensator);
     s->head = (s->head + 1) % s->cap;
     if (s->count < s->cap)
         s->count++;
@@ -418,6 +397,9 @@ void sampler_overview_json(sampler_t *s, buf_t *out)
     json_array_close(&j);
     json_object_close(&j);
 
+    json_key(&j, "compensator");
+    compensator_status_json(&s->compensator, s->c->cfg->compensator_metrics, &j);
+
     json_key(&j, "history");
     json_array_open(&j);
     for (size_t i = 0; i < s->count; i++) {
@@ -456,6 +438,16 @@ void sampler_overview_json(sampler_t *s, buf_t *out)
         alert(&j, "critical", "database unreachable: %s", s->db_error);
     if (last != NULL && last->overdue > 0)
         alert(&j, "warning", "%lld pending order%s past expiry", last->overdue, last->overdue == 1 ? "" : "s");
+    const compensator_status_t *cs = &s->compensator;
+    if (cs->configured && !cs->ok)
+        alert(&j, "critical", "compensator unreachable: %s", cs->error);
+    for (size_t i = 0; i < cs->nlayers; i++)
+        if (strcmp(cs->layers[i].outcome, "failed") == 0)
+            alert(&j, "critical", "compensator layer %s: its last run failed (%lld in a row)%s%s", cs->layers[i].name,
+                  cs->layers[i].consecutive_failures, cs->layers[i].error[0] ? ": " : "", cs->layers[i].error);
+    for (size_t i = 0; i < cs->nalerts; i++)
+        if (cs->alerts[i].active > 0)
+            alert(&j, "warning", "compensator alert %s firing (%lld)", cs->alerts[i].name, cs->alerts[i].active);
     for (const char *p = info; p != NULL && *p != '\0';) {
         const char *end = strchr(p, '\n');
         size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
