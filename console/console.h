@@ -17,10 +17,14 @@
  *   api_broker.c      /api/overview, /api/dlq…, /api/msg…
  *   api_orders.c      /api/orders… (the order view, <hourglass/order_view.h>)
  *
- * Threads: one. Every request runs to completion on the event loop thread;
- * broker and MariaDB calls are blocking with short timeouts (broker-timeout,
- * the mysql-* timeouts) — an operator console serves a handful of people,
- * and one thread keeps every handle single-owner.
+ * Threads: two. Every request runs to completion on the event loop thread;
+ * its broker and MariaDB calls are blocking with short timeouts
+ * (broker-timeout, the mysql-* timeouts) — an operator console serves a
+ * handful of people, and one thread keeps every session's handle
+ * single-owner. The sampler (sampler.c) runs on a thread of its own with
+ * its own broker connection and database handle, so the overview never
+ * waits on them; the two threads share only the published samples, under
+ * the sampler's mutex.
  */
 #ifndef HG_CONSOLE_CONSOLE_H
 #define HG_CONSOLE_CONSOLE_H
@@ -150,11 +154,18 @@ void console_audit(const request_t *r, const char *fmt, ...) __attribute__((form
 
 /* ---- sampler.c ---- */
 
-/* Sample every cfg->sample_interval_ms on c->base (first at once). */
-sampler_t *sampler_start(console_t *c);
+/* Start the sampler's thread: a sample at once, then one every
+ * cfg->sample_interval_ms, with its own broker connection and database
+ * handle. Returns it, or NULL with err (no thread). Main thread. */
+sampler_t *sampler_start(console_t *c, char *err, size_t errlen);
+
+/* Stop the thread (it ends after the call it is in, within that call's
+ * timeout) and free everything. Main thread. */
 void sampler_free(sampler_t *s);
 
-/* The overview document (latest sample, history, alerts) into j's buffer. */
+/* The overview document (latest sample, history, alerts, what the sampler
+ * waits on) into out; never waits on the broker or the database. Event
+ * loop thread. */
 void sampler_overview_json(sampler_t *s, buf_t *out);
 
 /* ---- metrics_get.c ---- */

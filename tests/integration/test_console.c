@@ -26,6 +26,10 @@
  *                    screenshot of every page (1280x800 and a narrow window)
  *                    into tests/console-artifacts/; the browser's console log
  *                    free of errors
+ *   stall            tests/console/test_stall.py: the private MariaDB stopped
+ *                    (SIGSTOP): the sampler (its own thread and handle) waits
+ *                    on it, while the overview, the broker's pages and the
+ *                    session answer at once; SIGCONT: it catches up
  *   https            a TLS-only broker (port 0, tls-port; no users) and a
  *                    console serving https (https-cert-file, a throwaway CA of
  *                    tests/helpers/tls_certs.h) connected to it with
@@ -446,6 +450,9 @@ static int run_script(const char *script, const console_proc_t *c, const char *s
         setenv("HG_USERS", users_env, 1);
         setenv("HG_BROKER_PORT", broker_port, 1);
         setenv("HG_BROKER_AUTH", auth, 1);
+        char mysql_pid[24];
+        snprintf(mysql_pid, sizeof mysql_pid, "%d", (int)env.server.pid);
+        setenv("HG_MYSQL_PID", mysql_pid, 1);
         setenv("HG_MYSQL_SOCKET", env.server.socket, 1);
         setenv("HG_MYSQL_DATABASE", DB, 1);
         setenv("HG_ARTIFACTS", ARTIFACTS, 1);
@@ -474,6 +481,13 @@ static void test_browser(void)
     TU_CHECK(oe_scalarf(&env, "SELECT COUNT(*) FROM " DB ".orders WHERE id = 303 AND status = 'cancelled' AND "
                               "cancel_reason = 'manual'") == 1,
              "order 303 cancelled by hand in the browser: in the database with reason manual");
+}
+
+static void test_stall(void)
+{
+    int rc = run_script("test_stall.py", &console, "http", NULL);
+    kill(env.server.pid, SIGCONT); /* whatever the script did or did not do */
+    TU_CHECK(rc == 0, "tests/console/test_stall.py exited %d (its output above says what failed)", rc);
 }
 
 /* ---- https in front of a TLS-only broker ---- */
@@ -606,6 +620,7 @@ static void test_stop(void)
 static const tu_test_t console_tests[] = {
     { "api: every endpoint, refusals, DLQ, manual cancel, audit", test_api },
     { "browser: login, overview, requeue, find, manual cancel, screenshots", test_browser },
+    { "stall: MariaDB stopped (SIGSTOP): the overview and the broker's pages answer at once", test_stall },
     { "https: the console over https, in front of a TLS-only broker; SIGHUP reloads the certificate", test_https },
     { "config: sampler-user needs its password file, tls-* keys a TLS uri, https both files", test_config },
     { "SIGHUP: alive, configuration re-read; SIGTERM: a clean stop", test_stop },
