@@ -23,8 +23,10 @@
  *                comp_relay_run into a real hourglass-broker (fsync always)
  *                for each --relay-batch size (default "100,500,2000"): rows/s.
  *
- * A private MariaDB (tu_mariadb_start; buffer pool raised to 1 GiB at run
- * time) and a private broker (broker_proc); both are removed at the end.
+ * A private MariaDB (tu_mariadb_start; buffer pool raised to 1 GiB and the
+ * redo log to --log-file-size MiB, default 512, at run time — the test
+ * helper's 16 MiB redo log makes checkpoint flushing the bound of any write
+ * burst) and a private broker (broker_proc); both are removed at the end.
  * Run: make hourglass-compensator-bench && ./hourglass-compensator-bench [--orders N] …
  */
 #ifdef HAVE_CONFIG_H
@@ -347,7 +349,7 @@ static void inspection_round(tu_mariadb_t *server, long long page_size, const ch
 
 static void bench_relay(tu_mariadb_t *server, long long rows, const char *batches)
 {
-    bp_broker_t broker;
+    bp_broker_t broker = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
     char err[4096];
     memset(&broker, 0, sizeof broker);
     if (bp_start(&broker, NULL, err, sizeof err) != 0)
@@ -397,7 +399,7 @@ static void bench_relay(tu_mariadb_t *server, long long rows, const char *batche
 
 int main(int argc, char **argv)
 {
-    long long orders = 1000000, relay_rows = 100000, page_size = 500;
+    long long orders = 1000000, relay_rows = 100000, page_size = 500, log_file_mib = 512;
     int overdue_pct = 1, do_inspection = 1, do_relay = 1;
     const char *batches = "100,500,2000", *cancel_batches = "1,100";
     for (int i = 1; i < argc; i++) {
@@ -414,6 +416,8 @@ int main(int argc, char **argv)
             batches = argv[++i];
         else if (strcmp(a, "--cancel-batch") == 0 && v != NULL)
             cancel_batches = argv[++i];
+        else if (strcmp(a, "--log-file-size") == 0 && v != NULL)
+            log_file_mib = atoll(argv[++i]);
         else if (strcmp(a, "--no-relay") == 0)
             do_relay = 0;
         else if (strcmp(a, "--no-inspection") == 0)
@@ -421,28 +425,34 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr,
                     "usage: %s [--orders N] [--overdue-pct P] [--page-size N] [--relay-rows N]"
-                    " [--relay-batch B,B…] [--cancel-batch B,B…] [--no-relay] [--no-inspection]\n",
+                    " [--relay-batch B,B…] [--cancel-batch B,B…] [--log-file-size MiB] [--no-relay] [--no-inspection]\n",
                     argv[0]);
             return 2;
         }
     }
     if (overdue_pct < 0 || overdue_pct > 98)
         die("--overdue-pct", "want 0..98");
+    if (log_file_mib < 4)
+        die("--log-file-size", "want 4 MiB or more");
     signal(SIGPIPE, SIG_IGN);
     hg_order_library_init();
     comp_stats_init();
     log_set_level(LOG_LEVEL_WARN);
 
-    tu_mariadb_t server;
+    tu_mariadb_t server = { .extra_args = NULL };
     char err[4096];
     if (tu_mariadb_start(&server, err, sizeof err) != 0)
         die("MariaDB", err);
     admin = mysql_init(NULL);
     if (mysql_real_connect(admin, NULL, "root", "", NULL, 0, server.socket, 0) == NULL)
         die("connect", mysql_error(admin));
-    printf("MariaDB %s, innodb_flush_log_at_trx_commit = %lld\n", mysql_get_server_info(admin),
-           scalar(admin, "SELECT @@innodb_flush_log_at_trx_commit"));
     sql("SET GLOBAL innodb_buffer_pool_size = 1073741824");
+    sql("SET GLOBAL innodb_log_file_size = %lld", log_file_mib << 20);
+    printf("MariaDB %s, innodb_flush_log_at_trx_commit = %lld, log_bin = %lld, innodb_doublewrite = %lld,"
+           " innodb_log_file_size = %lld MiB\n",
+           mysql_get_server_info(admin), scalar(admin, "SELECT @@innodb_flush_log_at_trx_commit"),
+           scalar(admin, "SELECT @@log_bin"), scalar(admin, "SELECT @@innodb_doublewrite"),
+           scalar(admin, "SELECT @@innodb_log_file_size") >> 20);
     sql("CREATE DATABASE bench");
     sql("USE bench");
     hg_order_db_params_t p = { .socket = server.socket, .user = "root", .database = "bench" };

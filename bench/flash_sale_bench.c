@@ -29,6 +29,8 @@
  * A private MariaDB (tu_mariadb_start; buffer pool raised to 512 MiB) and a
  * private broker (fsync always); both removed at the end.
  * Run: make flash-sale-bench && ./flash-sale-bench [--orders N] [--batch-sizes 1,100] [--workers W] [--skus S]
+ *      [--count N (PULL COUNT, default batch-size)] [--log-file-size MiB (the redo log, default 512)]
+ *      [--log-bin (binary log with sync_binlog=1, as on a replicated primary)]
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -45,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,7 +58,9 @@
 
 static oe_env_t env;
 static long long orders = 100000;
-static int workers = 4, skus = 20;
+static int workers = 4, skus = 20, count = 0; /* count 0: the consumer's default (batch-size) */
+static long long log_file_size = 512LL << 20;
+static int log_bin; /* --log-bin: the server writes a binary log, sync_binlog=1, as a replicated primary does */
 
 static void die(const char *what, const char *detail)
 {
@@ -104,6 +109,53 @@ static double cpu_seconds(pid_t pid)
     if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2)
         return -1;
     return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* ---------------------------------------------------------------- the server's counters */
+
+/* SHOW GLOBAL STATUS counters whose change over a run says where MariaDB's
+ * time went: statements, commits, redo log writes (each a group commit's write and sync: the durability bound), all
+ * fsyncs, row-lock waits and their time, pages flushed (checkpoints). */
+static const char *const status_names[] = {
+    "Questions",           "Handler_commit",      "Innodb_log_writes",              "Innodb_data_fsyncs",
+    "Innodb_row_lock_waits", "Innodb_row_lock_time", "Innodb_buffer_pool_pages_flushed", "Innodb_log_waits",
+};
+enum { STATUS_COUNT = sizeof status_names / sizeof status_names[0] };
+
+typedef struct status {
+    long long v[STATUS_COUNT];
+} status_t;
+
+static status_t status_read(void)
+{
+    status_t st = { { 0 } };
+    if (mysql_query(env.admin, "SHOW GLOBAL STATUS") != 0)
+        die("SHOW GLOBAL STATUS", mysql_error(env.admin));
+    MYSQL_RES *res = mysql_store_result(env.admin);
+    MYSQL_ROW row;
+    while (res != NULL && (row = mysql_fetch_row(res)) != NULL)
+        for (int i = 0; i < STATUS_COUNT; i++)
+            if (row[0] != NULL && row[1] != NULL && strcasecmp(row[0], status_names[i]) == 0)
+                st.v[i] = atoll(row[1]);
+    if (res != NULL)
+        mysql_free_result(res);
+    return st;
+}
+
+/* One server variable as text ("?" when unreadable). */
+static void variable_text(const char *name, char *out, size_t outlen)
+{
+    char q[128];
+    snprintf(q, sizeof q, "SELECT @@GLOBAL.%s", name);
+    snprintf(out, outlen, "?");
+    if (mysql_query(env.admin, q) != 0)
+        return;
+    MYSQL_RES *res = mysql_store_result(env.admin);
+    MYSQL_ROW row = res != NULL ? mysql_fetch_row(res) : NULL;
+    if (row != NULL && row[0] != NULL)
+        snprintf(out, outlen, "%s", row[0]);
+    if (res != NULL)
+        mysql_free_result(res);
 }
 
 /* ---------------------------------------------------------------- load */
@@ -178,7 +230,9 @@ typedef struct result {
     int batch;
     double expiry_to_last_s, first_to_last_s, rate, send_s;
     double cpu_db, cpu_consumer, cpu_broker, wall_s;
+    double handler_mean_s; /* a message's wait for its cancel transaction (the batch's), mean */
     long long transactions, splits, retries;
+    status_t status; /* the server's counters' change over the run */
     int stock_ok;
 } result_t;
 
@@ -190,6 +244,8 @@ static result_t run(int batch, unsigned seq)
     snprintf(group, sizeof group, "flash-%u", seq);
     snprintf(bs, sizeof bs, "%d", batch);
     snprintf(ws, sizeof ws, "%d", workers);
+    char cs[16];
+    snprintf(cs, sizeof cs, "%d", count > batch ? count : batch);
 
     /* T: the sends must end before it (measured ~100 000 SENDs/s here; 3x margin + 3 s). */
     uint64_t send_budget_ms = (uint64_t)(orders / 30) + 3000;
@@ -219,7 +275,8 @@ static result_t run(int batch, unsigned seq)
         die("mkdtemp", "flash");
     snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
     int mport = tu_free_port();
-    const char *extra[] = { "--batch-size", bs, "--lease", "60s", "--block", "1s", "--log-level", "error", NULL };
+    const char *extra[] = { "--batch-size", bs, "--count", cs, "--lease", "60s", "--block", "1s", "--log-level", "error",
+                            NULL };
     pid_t pid = oe_start_consumer(&env, name, group, workers, mport, log_path, extra);
     if (pid < 0)
         die("consumer", "did not start");
@@ -233,6 +290,7 @@ static result_t run(int batch, unsigned seq)
         fprintf(stderr, "  warning: the sends ended %" PRIu64 " ms after the expiry\n", tu_now_wall_ms() - expire_ms);
     while (tu_now_wall_ms() + 200 < expire_ms)
         sleep_ms(50);
+    status_t st0 = status_read();
     double db0 = cpu_seconds(env.server.pid), co0 = cpu_seconds(pid), br0 = cpu_seconds(env.broker.pid);
     uint64_t w0 = tu_now_mono_ms();
     long long done = 0;
@@ -246,9 +304,16 @@ static result_t run(int batch, unsigned seq)
     r.cpu_db = cpu_seconds(env.server.pid) - db0;
     r.cpu_consumer = cpu_seconds(pid) - co0;
     r.cpu_broker = cpu_seconds(env.broker.pid) - br0;
+    status_t st1 = status_read();
+    for (int i = 0; i < STATUS_COUNT; i++)
+        r.status.v[i] = st1.v[i] - st0.v[i];
     r.transactions = oe_metric(mport, "hourglass_consumer_batch_transactions_total");
     r.splits = oe_metric(mport, "hourglass_consumer_batch_splits_total");
     r.retries = oe_metric(mport, "hourglass_consumer_retries_total");
+    const char *handler[] = { "hourglass_consumer_handler_seconds_sum", "hourglass_consumer_handler_seconds_count" };
+    double hv[2] = { 0, 0 };
+    oe_metrics(mport, 2, handler, hv);
+    r.handler_mean_s = hv[1] > 0 ? hv[0] / hv[1] : 0;
     if (done < orders) {
         oe_print_file(log_path);
         fprintf(stderr, "  batch size %d: only %lld of %lld cancelled after %d s\n", batch, done, orders,
@@ -291,6 +356,19 @@ static result_t run(int batch, unsigned seq)
            " %lld transactions, %lld splits, %lld retries\n",
            r.wall_s, 100 * r.cpu_db / r.wall_s, 100 * r.cpu_consumer / r.wall_s, 100 * r.cpu_broker / r.wall_s,
            r.transactions, r.splits, r.retries);
+    /* Each worker alternates PULL, the cancel transaction, ACK: the share of
+     * its time spent in the transaction says whether MariaDB or the broker
+     * round trips bound the cycle. */
+    int pull = count > batch ? count : batch; /* full PULLs assumed: the burst is all due at once */
+    double in_handler_s = r.handler_mean_s * (double)orders / pull;
+    printf("                 consumer: a PULL's cancel transactions take %.1f ms (mean); workers spend %.0f %% of"
+           " first → last in them, the rest in PULL/ACK\n",
+           1000 * r.handler_mean_s, r.first_to_last_s > 0 ? 100 * in_handler_s / (workers * r.first_to_last_s) : 0);
+    const long long *v = r.status.v;
+    printf("                 MariaDB per order: %.2f statements, %.3f commits, %.3f redo writes, %.3f fsyncs; row-lock waits %lld"
+           " (%lld ms), pages flushed %lld, log waits %lld\n",
+           (double)v[0] / (double)orders, (double)v[1] / (double)orders, (double)v[2] / (double)orders, (double)v[3] / (double)orders, v[4], v[5],
+           v[6], v[7]);
     fflush(stdout);
     return r;
 }
@@ -353,6 +431,12 @@ int main(int argc, char **argv)
             orders = atoll(argv[++i]);
         } else if (strcmp(argv[i], "--workers") == 0 && i + 1 < argc) {
             workers = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc) {
+            count = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--log-file-size") == 0 && i + 1 < argc) {
+            log_file_size = atoll(argv[++i]) << 20;
+        } else if (strcmp(argv[i], "--log-bin") == 0) {
+            log_bin = 1;
         } else if (strcmp(argv[i], "--skus") == 0 && i + 1 < argc) {
             skus = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--batch-sizes") == 0 && i + 1 < argc) {
@@ -365,22 +449,36 @@ int main(int argc, char **argv)
                     die("--batch-sizes", "want a list like 1,100");
             }
         } else {
-            fprintf(stderr, "usage: flash-sale-bench [--orders N] [--batch-sizes 1,100] [--workers W] [--skus S]\n");
+            fprintf(stderr, "usage: flash-sale-bench [--orders N] [--batch-sizes 1,100] [--workers W] [--skus S]"
+                            " [--count N] [--log-file-size MiB] [--log-bin]\n");
             return 2;
         }
     }
-    if (orders < 1 || workers < 1 || workers > 256 || skus < 1 || nsizes == 0)
+    if (orders < 1 || workers < 1 || workers > 256 || skus < 1 || nsizes == 0 || count < 0 || count > 1000 ||
+        log_file_size < (4LL << 20))
         die("arguments", "out of range");
     signal(SIGPIPE, SIG_IGN);
     hg_order_library_init();
     char err[1024];
+    static const char *const binlog_flags[] = { "--log-bin=flash-bin", "--sync-binlog=1", "--server-id=1", NULL };
+    env.server.extra_args = log_bin ? binlog_flags : NULL;
     if (oe_start(&env, NULL, err, sizeof err) != 0)
         die("start", err);
     sql(env.admin, "SET GLOBAL innodb_buffer_pool_size = 536870912");
+    sql(env.admin, "SET GLOBAL innodb_log_file_size = %lld", log_file_size);
 
+    char binlog[16], syncbin[16], doublewrite[16], logsize[32], flush[8];
+    variable_text("log_bin", binlog, sizeof binlog);
+    variable_text("sync_binlog", syncbin, sizeof syncbin);
+    variable_text("innodb_doublewrite", doublewrite, sizeof doublewrite);
+    variable_text("innodb_log_file_size", logsize, sizeof logsize);
+    variable_text("innodb_flush_log_at_trx_commit", flush, sizeof flush);
     printf("flash sale: %lld orders on %d SKUs, all expiring in the same second, hourglass-consumer --workers %d"
            " through the broker (fsync always; MariaDB innodb_flush_log_at_trx_commit=1), %ld CPUs\n",
            orders, skus, workers, sysconf(_SC_NPROCESSORS_ONLN));
+    printf("  the private MariaDB: innodb_flush_log_at_trx_commit=%s, log_bin=%s, sync_binlog=%s, innodb_doublewrite=%s,"
+           " innodb_log_file_size=%s\n",
+           flush, binlog, syncbin, doublewrite, logsize);
     result_t res[MAX_SIZES];
     for (int i = 0; i < nsizes; i++)
         res[i] = run(sizes[i], (unsigned)i + 1);

@@ -48,7 +48,7 @@
 #include "broker/cmd_shared.h"
 #include "broker/commands.h"
 #include "broker/server.h"
-#include "broker/tls.h"
+#include "common/tls_server.h"
 #include "common/log.h"
 
 #define READ_HIGH_WATERMARK  (1u << 20)  /* input held while blocked/paused */

@@ -55,7 +55,7 @@
 #define CONN_TLS_HANDSHAKE_MS 10000 /* a TLS client must finish its handshake by then */
 
 typedef struct server server_t;
-struct ssl_st; /* OpenSSL's SSL (broker/tls.h) */
+struct ssl_st; /* OpenSSL's SSL (common/tls_server.h) */
 typedef struct conn_set conn_set_t;
 typedef struct reply_slot reply_slot_t;
 
@@ -79,7 +79,7 @@ typedef struct conn {
     int draining;  /* close once all replies are written */
     int lingering; /* replies written, write side shut, discarding input */
     int closing;   /* detached, freed at a safe point */
-    /* TLS (broker/tls.h): the bufferevent is an OpenSSL one */
+    /* TLS (common/tls_server.h): the bufferevent is an OpenSSL one */
     int tls;       /* accepted on tls-port */
     int tls_ready; /* the handshake completed */
     int sniffed;   /* plaintext port: the first input byte was checked for a TLS handshake */

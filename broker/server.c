@@ -12,7 +12,7 @@
  * the loop.
  *
  * Two RESP listeners, each optional: port (plaintext) and tls-port (each
- * accepted socket gets an SSL from broker/tls.h's current context). They
+ * accepted socket gets an SSL from common/tls_server.h's current context). They
  * share max-clients, the accept back-off and everything after accept. The
  * metrics endpoint stays plain HTTP.
  *
@@ -45,7 +45,7 @@
 
 #include "base/alloc.h"
 #include "broker/conn.h"
-#include "broker/tls.h"
+#include "common/tls_server.h"
 #include "common/log.h"
 
 #define ACCEPT_RETRY_MS 100
@@ -407,7 +407,9 @@ void server_on_hup(server_t *s, void (*fn)(void *arg), void *arg)
 
 static job_result_t http_metrics_exec(job_t *j, writer_t *w)
 {
-    metrics_prom_storage(&j->reply.raw, writer_store(w), writer_stats(w), writer_now(w));
+    const http_job_t *hj = (const http_job_t *)j; /* metrics-max-topics: read-only after start-up */
+    metrics_prom_storage(&j->reply.raw, writer_store(w), writer_stats(w), writer_now(w),
+                         hj->srv->cfg->metrics_max_topics);
     return JOB_DONE;
 }
 
@@ -544,11 +546,26 @@ static struct evconnlistener *listen_on(server_t *s, long long port, int *bound_
     return l;
 }
 
+/* The tls-* keys as common/tls_server.h's files. */
+static void tls_files(const config_t *cfg, tls_server_files_t *f)
+{
+    _Static_assert((int)TLS_AUTH_YES == (int)TLS_CLIENTS_YES && (int)TLS_AUTH_OPTIONAL == (int)TLS_CLIENTS_OPTIONAL,
+                   "tls-auth-clients words in the order of tls_clients_t");
+    f->key_prefix = "tls";
+    f->cert_file = cfg->tls_cert_file;
+    f->key_file = cfg->tls_key_file;
+    f->ca_file = cfg->tls_ca_cert_file;
+    f->clients = (tls_clients_t)cfg->tls_auth_clients;
+    f->session_id = "hourglass-broker";
+}
+
 int server_listen(server_t *s, char *err, size_t errlen)
 {
     const config_t *cfg = s->cfg;
     if (cfg->tls_port != 0) {
-        if (tls_server_new(cfg, &s->tls, err, errlen) != 0) {
+        tls_server_files_t files;
+        tls_files(cfg, &files);
+        if (tls_server_new(&files, &s->tls, err, errlen) != 0) {
             return -1;
         }
         char what[512];
@@ -612,7 +629,9 @@ int server_reload_tls(server_t *s)
         return 0;
     }
     char err[1024];
-    if (tls_server_reload(s->tls, s->cfg, err, sizeof err) != 0) {
+    tls_server_files_t files;
+    tls_files(s->cfg, &files);
+    if (tls_server_reload(s->tls, &files, err, sizeof err) != 0) {
         log_error("SIGHUP: TLS certificate not reloaded, keeping the one in use: %s", err);
         return -1;
     }

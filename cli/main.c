@@ -34,6 +34,7 @@
 #include "base/alloc.h"
 #include "cli/args.h"
 #include "common/passwd.h"
+#include "common/tls_keys.h"
 
 /* ------------------------------------------------------------------------
  * Messages and exit codes
@@ -508,8 +509,8 @@ int main(int argc, char **argv)
         if (cli.uri == NULL)
             cli.uri = env != NULL && env[0] != '\0' ? env : cli.conf.uri != NULL ? cli.conf.uri : CLI_DEFAULT_URI;
         if ((cli.tls_ca_cert_file || cli.tls_cert_file || cli.tls_key_file || cli.tls_server_name) &&
-            strncasecmp(cli.uri, "hourglass+tls://", 16) != 0) {
-            rc = cli_usage_error("--tls-* given but the URI is not hourglass+tls:// (it would not be used)");
+            !tls_uri(cli.uri)) {
+            rc = cli_usage_error("--tls-* given but the URI is neither hourglass+tls:// nor amqps:// (it would not be used)");
         } else if (nrest == 0) {
             print_help(stderr);
             rc = EXIT_USAGE;

@@ -10,9 +10,10 @@
  *   tls-cert-file      client certificate for a broker with tls-auth-clients
  *   tls-key-file       its private key
  *   tls-server-name    the name the broker's certificate must carry (and SNI)
- * They act only on an hourglass+tls:// uri (tls_keys_check refuses them
- * otherwise, so a forgotten "+tls" never silently sends plaintext), and a
- * parameter in the URI itself (?ca=...) wins over them (the library's rule).
+ * They act only on a TLS uri, hourglass+tls:// or amqps:// (tls_keys_check
+ * refuses them otherwise, so a forgotten "+tls" never silently sends
+ * plaintext), and a parameter in the URI itself (?ca=...) wins over them
+ * (the library's rule).
  *
  * Header only, with no dependency: TLS_KEYS_TO_OPTS names the fields of
  * <hourglass/hourglass.h>'s hg_client_opts_t, which the program includes.
@@ -33,23 +34,29 @@
 /* The rows, for a table of the program's config_type (with TLS_KEYS_FIELDS). */
 #define TLS_KEYS_ROWS(config_type)                                                                        \
     { CFG_KEY("tls-ca-cert-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_ca_cert_file),        \
-              "hourglass+tls:// uri: CA file (PEM) the broker's certificate must chain to"),              \
+              "TLS uri: CA file (PEM) the broker's certificate must chain to"),              \
       .hint = "FILE", .shown_default = "the system's trust store" },                                      \
         { CFG_KEY("tls-cert-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_cert_file),          \
-                  "hourglass+tls:// uri: client certificate (PEM) for a broker with tls-auth-clients"),   \
+                  "TLS uri: client certificate (PEM) for a broker with tls-auth-clients"),   \
           .hint = "FILE" },                                                                               \
         { CFG_KEY("tls-key-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_key_file),            \
-                  "hourglass+tls:// uri: the private key of tls-cert-file (PEM, unencrypted)"),           \
+                  "TLS uri: the private key of tls-cert-file (PEM, unencrypted)"),           \
           .hint = "FILE" },                                                                               \
     {                                                                                                     \
         CFG_KEY("tls-server-name", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_server_name),        \
-                "hourglass+tls:// uri: the name the broker's certificate must carry (also sent as SNI)"), \
+                "TLS uri: the name the broker's certificate must carry (also sent as SNI)"), \
             .hint = "NAME", .shown_default = "the uri's host"                                             \
     }
 
-/* Checks beyond the table's: a tls-* key set with a uri that is not
- * hourglass+tls://, or only one of tls-cert-file and tls-key-file. Returns
- * 0, or -1 with err naming the key. */
+/* 1 when uri speaks TLS: hourglass+tls:// or amqps://. */
+static inline int tls_uri(const char *uri)
+{
+    return uri != NULL && (strncasecmp(uri, "hourglass+tls://", 16) == 0 || strncasecmp(uri, "amqps://", 8) == 0);
+}
+
+/* Checks beyond the table's: a tls-* key set with a uri that is not a TLS
+ * uri (tls_uri), or only one of tls-cert-file and tls-key-file. Returns 0,
+ * or -1 with err naming the key. */
 static inline int tls_keys_check(const char *uri, const char *ca, const char *cert, const char *key,
                                  const char *server_name, char *err, size_t errlen)
 {
@@ -58,8 +65,8 @@ static inline int tls_keys_check(const char *uri, const char *ca, const char *ce
                       : key != NULL         ? "tls-key-file"
                       : server_name != NULL ? "tls-server-name"
                                             : NULL;
-    if (set != NULL && (uri == NULL || strncasecmp(uri, "hourglass+tls://", 16) != 0)) {
-        snprintf(err, errlen, "%s is set but uri is not hourglass+tls:// (it would not be used)", set);
+    if (set != NULL && !tls_uri(uri)) {
+        snprintf(err, errlen, "%s is set but uri is neither hourglass+tls:// nor amqps:// (it would not be used)", set);
         return -1;
     }
     if ((cert == NULL) != (key == NULL)) {

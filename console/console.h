@@ -9,14 +9,22 @@
  *   session.c         logins: a session per user, its broker connection
  *                     (AUTHed as that user), its roles, its CSRF token
  *   sampler.c         the overview's samples, kept in memory (INFO, the
- *                     broker's lateness histogram, the order counts)
+ *                     broker's lateness histogram, the order counts, the
+ *                     compensator's layers)
+ *   compensator_status.c  the compensator's layers and alerts, from its
+ *                     /metrics (compensator-metrics)
+ *   metrics_get.c     one plain-http GET of a daemon's /metrics or /healthz
  *   api_broker.c      /api/overview, /api/dlq…, /api/msg…
  *   api_orders.c      /api/orders… (the order view, <hourglass/order_view.h>)
  *
- * Threads: one. Every request runs to completion on the event loop thread;
- * broker and MariaDB calls are blocking with short timeouts (broker-timeout,
- * the mysql-* timeouts) — an operator console serves a handful of people,
- * and one thread keeps every handle single-owner.
+ * Threads: two. Every request runs to completion on the event loop thread;
+ * its broker and MariaDB calls are blocking with short timeouts
+ * (broker-timeout, the mysql-* timeouts) — an operator console serves a
+ * handful of people, and one thread keeps every session's handle
+ * single-owner. The sampler (sampler.c) runs on a thread of its own with
+ * its own broker connection and database handle, so the overview never
+ * waits on them; the two threads share only the published samples, under
+ * the sampler's mutex.
  */
 #ifndef HG_CONSOLE_CONSOLE_H
 #define HG_CONSOLE_CONSOLE_H
@@ -32,6 +40,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "base/buf.h"
+#include "base/json.h"
 #include "console/console_config.h"
 
 #define CONSOLE_TOKEN_HEX    64 /* session and CSRF tokens: 32 random bytes in hex */
@@ -56,13 +65,15 @@ typedef struct session {
 } session_t;
 
 typedef struct sampler sampler_t;
+typedef struct tls_server tls_server_t;
 
 typedef struct console {
     console_config_t *cfg;
     struct event_base *base;
     struct evhttp *http;
-    int port;        /* the bound port */
-    hg_order_db *db; /* the order database (one handle: one thread) */
+    tls_server_t *tls; /* https (https-cert-file), or NULL: plain http */
+    int port;          /* the bound port */
+    hg_order_db *db;   /* the order database (one handle: one thread) */
     sampler_t *sampler;
     session_t sessions[CONSOLE_MAX_SESSIONS];
 } console_t;
@@ -79,6 +90,11 @@ session_t *session_login(console_t *c, const char *user, const char *password, i
 /* The live session of a Cookie header (hg_session=…), its last use
  * refreshed; NULL when none or expired (an expired one is ended). */
 session_t *session_find(console_t *c, const char *cookie_header);
+
+/* The options of every broker connection of the console (a session's, the
+ * sampler's): broker-timeout, one connect attempt, no resent SENDs, the
+ * tls-* keys. No credentials. */
+void console_client_opts(const console_t *c, hg_client_opts_t *opts);
 
 /* End a session: close its broker connection, forget it. */
 void session_end(session_t *s);
@@ -112,10 +128,19 @@ typedef struct request {
     int is_post;
 } request_t;
 
-/* Start serving on cfg->bind:cfg->port (c->port gets the bound port).
- * Returns 0, or -1 with err. */
+/* Start serving on cfg->bind:cfg->port (c->port gets the bound port), over
+ * TLS when https-cert-file is set (c->tls). Returns 0, or -1 with err
+ * (naming the https-* key and file that did not load). */
 int http_start(console_t *c, char *err, size_t errlen);
 void http_stop(console_t *c);
+
+/* SIGHUP: read https-cert-file and https-key-file again; new connections
+ * get the new certificate, a file that does not load changes nothing. Both
+ * outcomes are logged. Nothing to do without https. */
+void http_reload_tls(console_t *c);
+
+/* "https" or "http", as the console serves. */
+const char *http_scheme(const console_t *c);
 
 /* Reply with a JSON document (status 200 unless given). */
 void http_json(request_t *r, int status, const buf_t *body);
@@ -129,12 +154,71 @@ void console_audit(const request_t *r, const char *fmt, ...) __attribute__((form
 
 /* ---- sampler.c ---- */
 
-/* Sample every cfg->sample_interval_ms on c->base (first at once). */
-sampler_t *sampler_start(console_t *c);
+/* Start the sampler's thread: a sample at once, then one every
+ * cfg->sample_interval_ms, with its own broker connection and database
+ * handle. Returns it, or NULL with err (no thread). Main thread. */
+sampler_t *sampler_start(console_t *c, char *err, size_t errlen);
+
+/* Stop the thread (it ends after the call it is in, within that call's
+ * timeout) and free everything. Main thread. */
 void sampler_free(sampler_t *s);
 
-/* The overview document (latest sample, history, alerts) into j's buffer. */
+/* The overview document (latest sample, history, alerts, what the sampler
+ * waits on) into out; never waits on the broker or the database. Event
+ * loop thread. */
 void sampler_overview_json(sampler_t *s, buf_t *out);
+
+/* ---- metrics_get.c ---- */
+
+typedef struct metrics_url {
+    char host[256], port[16], path[512];
+} metrics_url_t;
+
+/* Split "http://HOST:PORT[/PATH]" (PATH default /metrics; an IPv6 HOST in
+ * brackets). 0, or -1 with err naming the URL and what is wrong. */
+int metrics_url_parse(const char *url, metrics_url_t *u, char *err, size_t errlen);
+
+/* GET path from u's host and port over plain http/1.0, everything within
+ * timeout_ms: 0 with the HTTP *status and the body in body (cleared first),
+ * or -1 with err (unreachable, timed out, not HTTP, over 8 MiB). */
+int metrics_get(const metrics_url_t *u, const char *path, int timeout_ms, int *status, buf_t *body, char *err,
+                size_t errlen);
+
+/* ---- compensator_status.c ---- */
+
+#define COMPENSATOR_LAYERS_MAX 8
+#define COMPENSATOR_ALERTS_MAX 8
+#define COMPENSATOR_NAME_MAX   32
+
+typedef struct compensator_layer {
+    char name[COMPENSATOR_NAME_MAX];    /* relay, overdue, inspection, monitor */
+    uint64_t last_run_ms;               /* wall clock when its last run ended; 0: never ran */
+    double duration_ms;                 /* of the last run */
+    char outcome[COMPENSATOR_NAME_MAX]; /* ok, failed, skipped, lock-lost; "" before the first run */
+    long long consecutive_failures;
+    char error[400]; /* of a failed last run, from /healthz ("" otherwise) */
+} compensator_layer_t;
+
+typedef struct compensator_status {
+    int configured; /* compensator-metrics is set */
+    int ok;         /* its /metrics was read */
+    char error[512];
+    compensator_layer_t layers[COMPENSATOR_LAYERS_MAX]; /* the enabled layers */
+    size_t nlayers;
+    struct {
+        char name[COMPENSATOR_NAME_MAX]; /* overdue-pending, dlq-depth, layer-failing */
+        long long active;                /* subjects whose condition holds now */
+    } alerts[COMPENSATOR_ALERTS_MAX];
+    size_t nalerts;
+} compensator_status_t;
+
+/* Read cfg->compensator_metrics (and its /healthz when a layer failed)
+ * into *st, at most about two seconds; unconfigured: st->configured 0. A
+ * failure is st->ok 0 with st->error. */
+void compensator_status_read(const console_config_t *cfg, compensator_status_t *st);
+
+/* *st as the overview's "compensator" object (docs/console.md). */
+void compensator_status_json(const compensator_status_t *st, const char *url, json_t *j);
 
 /* ---- api_broker.c, api_orders.c: each returns 1 when it handled the path ---- */
 int api_broker(request_t *r);

@@ -6,7 +6,7 @@
 #include "config.h"
 #endif
 
-#include "console/console_config.h"
+#include "console/console.h"
 
 #include <arpa/inet.h>
 #include <stddef.h>
@@ -26,6 +26,7 @@ static const cfg_key_t keys[] = {
     { CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, OFF(uri),
               "broker URI without credentials: each user logs in to the broker with their own"),
       .required = 1 },
+    TLS_KEYS_ROWS(console_config_t),
     { CFG_KEY("broker-timeout", CFG_DURATION, "5s", 100, 600000, OFF(broker_timeout_ms),
               "connect and reply timeout of every broker call") },
     { CFG_KEY("bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(bind),
@@ -33,7 +34,13 @@ static const cfg_key_t keys[] = {
       .required = 1 },
     { CFG_KEY("port", CFG_INT, "7390", 0, 65535, OFF(port), "HTTP port of the page and /api (0: any free port)") },
     { CFG_KEY("allow-remote", CFG_BOOL, "no", 0, 1, OFF(allow_remote),
-              "allow a bind address other than loopback (put TLS in front: the console speaks plain HTTP)") },
+              "allow a bind address other than loopback (serve https there: https-cert-file, https-key-file)") },
+    { CFG_KEY("https-cert-file", CFG_STRING, NULL, 0, 0, OFF(https_cert_file),
+              "serve https (TLS 1.2 or later) with this certificate chain, leaf first (PEM); needs https-key-file"),
+      .hint = "FILE", .shown_default = "none: plain http", .reload = 1 },
+    { CFG_KEY("https-key-file", CFG_STRING, NULL, 0, 0, OFF(https_key_file),
+              "the private key of https-cert-file (PEM, unencrypted)"),
+      .hint = "FILE", .reload = 1 },
     { CFG_KEY("static-dir", CFG_STRING, HG_CONSOLE_STATIC_DIR, 0, 0, OFF(static_dir),
               "directory of the page (index.html, app.js, app.css)"),
       .required = 1, .shown_default = "the installed page, DATADIR/hourglass/console" },
@@ -51,6 +58,10 @@ static const cfg_key_t keys[] = {
     { CFG_KEY("sampler-password-file", CFG_STRING, NULL, 0, 0, OFF(sampler_password_file),
               "file holding sampler-user's password (one trailing newline allowed)"),
       .hint = "FILE" },
+    { CFG_KEY("compensator-metrics", CFG_STRING, NULL, 0, 0, OFF(compensator_metrics),
+              "hourglass-compensator's /metrics, http://HOST:PORT/metrics: each layer's last run and outcome and the "
+              "alerts firing, on the overview"),
+      .hint = "URL", .shown_default = "none: the overview shows no compensator" },
     { CFG_KEY("history", CFG_DURATION, "1h", 1000, 7 * DAY_MS, OFF(history_ms),
               "how long samples are kept in memory (the overview's charts)") },
     { CFG_KEY("session-ttl", CFG_DURATION, "8h", 1000, 30 * DAY_MS, OFF(session_ttl_ms),
@@ -97,12 +108,18 @@ static int is_loopback(const char *addr)
 
 int console_config_validate(console_config_t *conf, char *err, size_t errlen)
 {
-    if (cfg_check_required(&table, conf, err, errlen) != 0 || db_keys_check(conf->mysql_socket, err, errlen) != 0)
+    if (cfg_check_required(&table, conf, err, errlen) != 0 || db_keys_check(conf->mysql_socket, err, errlen) != 0 ||
+        TLS_KEYS_CHECK(conf, conf->uri, err, errlen) != 0)
         return -1;
+    if ((conf->https_cert_file == NULL) != (conf->https_key_file == NULL)) {
+        snprintf(err, errlen, "%s is set without %s", conf->https_cert_file ? "https-cert-file" : "https-key-file",
+                 conf->https_cert_file ? "https-key-file" : "https-cert-file");
+        return -1;
+    }
     if (!conf->allow_remote && !is_loopback(conf->bind)) {
         snprintf(err, errlen,
                  "bind: '%s' is not a loopback address; set allow-remote yes to listen there anyway "
-                 "(and put TLS in front)",
+                 "(and serve https: https-cert-file, https-key-file)",
                  conf->bind);
         return -1;
     }
@@ -110,6 +127,14 @@ int console_config_validate(console_config_t *conf, char *err, size_t errlen)
         snprintf(err, errlen, "history: %lld ms keeps fewer than two samples of sample-interval %lld ms",
                  conf->history_ms, conf->sample_interval_ms);
         return -1;
+    }
+    if (conf->compensator_metrics != NULL) {
+        metrics_url_t url;
+        char why[400];
+        if (metrics_url_parse(conf->compensator_metrics, &url, why, sizeof why) != 0) {
+            snprintf(err, errlen, "compensator-metrics: %s", why);
+            return -1;
+        }
     }
     conf->sampler_password[0] = '\0';
     if (conf->sampler_password_file != NULL) {

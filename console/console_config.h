@@ -2,11 +2,14 @@
  * console/console_config.h — hourglass-console's keys: one cfg_key_t table
  * (common/cfg.h) for the INI file, the flags, --help and --check-config.
  *
- * The broker (uri; the console logs in to it as each user), where the page
- * is served (bind, port, allow-remote, static-dir), the order database (the
+ * The broker (uri; the console logs in to it as each user; over TLS the
+ * tls-* keys of common/tls_keys.h), where the page is served (bind, port,
+ * allow-remote, static-dir; https-cert-file and https-key-file: https,
+ * reloaded on SIGHUP), the order database (the
  * mysql-* keys of db/keys.h, order-topic, overdue-after), the samples kept in
  * memory for the overview (sample-interval, history; the sampler's own
- * broker user: sampler-user, sampler-password-file), sessions
+ * broker user: sampler-user, sampler-password-file; compensator-metrics),
+ * sessions
  * (session-ttl, no-users-role) and the log keys of common/log_keys.h
  * (log-level, log-file, log-format: reloaded on SIGHUP). Main thread.
  */
@@ -18,6 +21,7 @@
 #include "common/cfg.h"
 #include "common/log_keys.h"
 #include "common/passwd.h"
+#include "common/tls_keys.h"
 #include "db/keys.h"
 
 /* no-users-role: what a login gets from a broker that has no users. */
@@ -34,6 +38,9 @@ typedef struct console_config {
     int no_users_role; /* console_no_users_t */
     char *sampler_user, *sampler_password_file;
     char sampler_password[PASSWD_FILE_MAX + 1]; /* read from sampler-password-file ("" without one) */
+    char *https_cert_file, *https_key_file;     /* both set: the console serves https */
+    char *compensator_metrics;                  /* http://host:port/metrics of hourglass-compensator, or NULL */
+    TLS_KEYS_FIELDS;                            /* the tls-* keys (hourglass+tls:// uri) */
     LOG_KEYS_FIELDS;
     DB_KEYS_FIELDS;
 } console_config_t;
@@ -46,8 +53,10 @@ void console_config_init(console_config_t *conf);
 /* Cross-key checks after parsing: the required keys, mysql-socket, a bind
  * address that is not loopback without allow-remote yes, history at least
  * two samples, sampler-user with sampler-password-file (whose password is
- * read into conf->sampler_password). Returns 0, or -1 with err naming the
- * key(s). */
+ * read into conf->sampler_password), https-cert-file with https-key-file,
+ * the tls-* keys only with an hourglass+tls:// uri, compensator-metrics an
+ * http://HOST:PORT[/PATH] URL. Returns 0, or -1 with
+ * err naming the key(s). */
 int console_config_validate(console_config_t *conf, char *err, size_t errlen);
 
 void console_config_free(console_config_t *conf);

@@ -12,8 +12,14 @@
  *   every POST needs the session's CSRF token in X-CSRF-Token (403), and every
  *   POST but logout the role admin (403);
  *   then api_broker / api_orders route by path (404 when neither knows it).
- * The cookie is HttpOnly; SameSite=Strict; Path=/. Replies carry no-store,
- * nosniff, DENY framing and a Content-Security-Policy of 'self' only.
+ * The cookie is HttpOnly; SameSite=Strict; Path=/ (and Secure over https).
+ * Replies carry no-store, nosniff, DENY framing and a
+ * Content-Security-Policy of 'self' only.
+ *
+ * https: with https-cert-file, every accepted connection is a
+ * bufferevent_openssl (evhttp_set_bevcb) on an SSL of common/tls_server.h's
+ * context — TLS 1.2 at least; no plain-http listener beside it. SIGHUP
+ * builds a new context from the files (http_reload_tls).
  *
  * The page: GET of /app.js, /app.css, /favicon.svg serves the file of
  * static-dir; any other path outside /api serves index.html, so every view
@@ -39,12 +45,15 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
 #include "base/alloc.h"
 #include "base/json.h"
 #include "common/log.h"
+#include "common/tls_server.h"
 
 #define CONSOLE_BODY_MAX   65536
 #define CONSOLE_HEADER_MAX 16384
@@ -200,7 +209,8 @@ static void session_json(const session_t *s, buf_t *b)
 static void set_cookie(request_t *r, const char *token, long long max_age_s)
 {
     char cookie[256];
-    snprintf(cookie, sizeof cookie, "hg_session=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%lld", token, max_age_s);
+    snprintf(cookie, sizeof cookie, "hg_session=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%lld%s", token,
+             max_age_s, r->c->tls != NULL ? "; Secure" : "");
     evhttp_add_header(evhttp_request_get_output_headers(r->req), "Set-Cookie", cookie);
 }
 
@@ -340,13 +350,89 @@ static void on_request(struct evhttp_request *req, void *arg)
         serve_page(c, req, path);
 }
 
+/* https-cert-file and https-key-file as common/tls_server.h's files. */
+static void https_files(const console_config_t *cfg, tls_server_files_t *f)
+{
+    memset(f, 0, sizeof *f);
+    f->key_prefix = "https";
+    f->cert_file = cfg->https_cert_file;
+    f->key_file = cfg->https_key_file;
+    f->clients = TLS_CLIENTS_NO;
+    f->session_id = "hourglass-console";
+}
+
+/* evhttp's bufferevent for an accepted connection: TLS on the current
+ * context. (evhttp would make a plain one of a NULL: never return NULL.) */
+static struct bufferevent *https_bufferevent(struct event_base *base, void *arg)
+{
+    console_t *c = arg;
+    char err[256];
+    SSL *ssl = tls_server_ssl(c->tls, err, sizeof err);
+    struct bufferevent *bev =
+        ssl != NULL ? bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE)
+                    : NULL;
+    if (bev == NULL) {
+        log_error("https: no TLS for a new connection: %s", ssl == NULL ? err : "bufferevent_openssl_socket_new");
+        abort(); /* out of memory (CONTRIBUTING.md) */
+    }
+    /* a browser may close without close_notify: that ends the connection, it is no error */
+    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    return bev;
+}
+
+static void log_certificate(const console_t *c, const char *when)
+{
+    char what[512];
+    tls_server_describe(c->tls, what, sizeof what);
+    if (tls_server_expired(c->tls))
+        log_warn("%shttps certificate %s: %s has EXPIRED: browsers will refuse it", when, c->cfg->https_cert_file,
+                 what);
+    else
+        log_info("%shttps certificate %s: %s", when, c->cfg->https_cert_file, what);
+}
+
+const char *http_scheme(const console_t *c)
+{
+    return c->tls != NULL ? "https" : "http";
+}
+
+void http_reload_tls(console_t *c)
+{
+    char err[1024];
+    tls_server_files_t files;
+    if (c->tls == NULL) {
+        if (c->cfg->https_cert_file != NULL)
+            log_warn("SIGHUP: https-cert-file is set, but https starts only at a restart (serving http)");
+        return;
+    }
+    if (c->cfg->https_cert_file == NULL) {
+        log_warn("SIGHUP: https-cert-file is unset, but http replaces https only at a restart (serving https)");
+        return;
+    }
+    https_files(c->cfg, &files);
+    if (tls_server_reload(c->tls, &files, err, sizeof err) != 0) {
+        log_error("SIGHUP: https certificate not reloaded, keeping the one in use: %s", err);
+        return;
+    }
+    log_certificate(c, "SIGHUP: reloaded ");
+}
+
 int http_start(console_t *c, char *err, size_t errlen)
 {
+    if (c->cfg->https_cert_file != NULL) {
+        tls_server_files_t files;
+        https_files(c->cfg, &files);
+        if (tls_server_new(&files, &c->tls, err, errlen) != 0)
+            return -1;
+        log_certificate(c, "");
+    }
     c->http = evhttp_new(c->base);
     if (c->http == NULL) {
         snprintf(err, errlen, "evhttp_new failed");
         return -1;
     }
+    if (c->tls != NULL)
+        evhttp_set_bevcb(c->http, https_bufferevent, c);
     evhttp_set_max_body_size(c->http, CONSOLE_BODY_MAX);
     evhttp_set_max_headers_size(c->http, CONSOLE_HEADER_MAX);
     evhttp_set_timeout(c->http, 30);
@@ -373,4 +459,6 @@ void http_stop(console_t *c)
     if (c->http != NULL)
         evhttp_free(c->http);
     c->http = NULL;
+    tls_server_free(c->tls);
+    c->tls = NULL;
 }

@@ -15,10 +15,11 @@
  * healed on the next request), the listener, the sampler, then the
  * event loop until SIGINT / SIGTERM. SIGHUP re-reads the configuration
  * (cfg_reload: the log keys are applied and the log file reopened; other
- * changes are named as waiting for a restart), never stops it. Exit status: 0 after a clean stop or a valid
+ * changes are named as waiting for a restart; the https certificate and key
+ * are read again), never stops it. Exit status: 0 after a clean stop or a valid
  * --check-config; 1 when it cannot start; 2 on a configuration error.
  *
- * Threads: one (console.h).
+ * Threads: the event loop's and the sampler's (console.h).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -60,7 +61,7 @@ static void usage(FILE *out)
 typedef struct reload_args {
     int argc;
     char **argv;
-    console_config_t *cfg;
+    console_t *c;
 } reload_args_t;
 
 static int reload_load(void *conf, void *arg, char *err, size_t errlen)
@@ -90,8 +91,9 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 {
     (void)sig, (void)what;
     reload_args_t *a = arg;
-    const cfg_reload_ops_t ops = { sizeof *a->cfg, reload_load, reload_release, reload_apply, a };
-    cfg_reload(console_config_table(), a->cfg, &ops);
+    const cfg_reload_ops_t ops = { sizeof *a->c->cfg, reload_load, reload_release, reload_apply, a };
+    if (cfg_reload(console_config_table(), a->c->cfg, &ops) >= 0)
+        http_reload_tls(a->c); /* the files may have been replaced in place */
 }
 
 static void on_stop(evutil_socket_t sig, short what, void *arg)
@@ -169,14 +171,25 @@ int main(int argc, char **argv)
     }
     struct event *sigterm = evsignal_new(c.base, SIGTERM, on_stop, c.base);
     struct event *sigint = evsignal_new(c.base, SIGINT, on_stop, c.base);
-    reload_args_t reload = { argc, argv, &cfg };
+    reload_args_t reload = { argc, argv, &c };
     struct event *sighup = evsignal_new(c.base, SIGHUP, on_hup, &reload);
     event_add(sigterm, NULL);
     event_add(sigint, NULL);
     event_add(sighup, NULL);
-    c.sampler = sampler_start(&c);
-    log_info(PROGRAM " %s listening on http://%s:%d/ (broker %s, database %s, page %s)", HG_VERSION_STRING, cfg.bind,
-             c.port, cfg.uri, cfg.mysql_database, cfg.static_dir);
+    c.sampler = sampler_start(&c, err, sizeof err);
+    if (c.sampler == NULL) {
+        log_error("%s", err);
+        http_stop(&c);
+        event_free(sigterm);
+        event_free(sigint);
+        event_free(sighup);
+        event_base_free(c.base);
+        hg_order_db_close(c.db);
+        console_config_free(&cfg);
+        return 1;
+    }
+    log_info(PROGRAM " %s listening on %s://%s:%d/ (broker %s, database %s, page %s)", HG_VERSION_STRING,
+             http_scheme(&c), cfg.bind, c.port, cfg.uri, cfg.mysql_database, cfg.static_dir);
 
     event_base_dispatch(c.base);
 

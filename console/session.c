@@ -132,13 +132,14 @@ unsigned session_roles_from_hello(const hg_reply_t *hello, int *found)
     return 0;
 }
 
-static void client_opts(const console_t *c, hg_client_opts_t *opts)
+void console_client_opts(const console_t *c, hg_client_opts_t *opts)
 {
     hg_client_opts_init(opts);
     opts->connect_timeout_ms = (uint32_t)c->cfg->broker_timeout_ms;
     opts->read_timeout_ms = (uint32_t)c->cfg->broker_timeout_ms;
     opts->reconnect_backoff.attempts = 1;
     opts->resend_sends = 0;
+    TLS_KEYS_TO_OPTS(c->cfg, opts);
 }
 
 static session_t *free_slot(console_t *c)
@@ -173,7 +174,7 @@ session_t *session_login(console_t *c, const char *user, const char *password, i
         snprintf(err, errlen, "too many sessions (%d): try again when one has ended", CONSOLE_MAX_SESSIONS);
         return NULL;
     }
-    client_opts(c, &opts);
+    console_client_opts(c, &opts);
     opts.user = user;
     opts.password = password != NULL ? password : "";
     hg_err_t code = hg_client_open(c->cfg->uri, &opts, &client, &e);

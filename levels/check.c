@@ -4,7 +4,8 @@
  *
  * store_check verifies the invariants of keys.h against one pass over the
  * data: every value decodes; each level's depth and remembered head equal its
- * keys; each topic's counters equal its log; each group's counters equal its
+ * keys; each topic's counters equal its log and its delayed counter the level
+ * entries bound for it; each group's counters equal its
  * ranges (backlog, retry-ready, delayed retries of its current gen on the
  * levels, leases, lease index, DLQ); every lease index entry names a lease;
  * and no (group, id) is in two places. It uses nothing but what store_open
@@ -163,6 +164,15 @@ static int check_entry(void *ctx, const store_entry_t *e)
             c->level_first_seq[e->level] = e->seq;
             c->level_first_due[e->level] = e->due_ms;
         }
+        if (m->dest == MSG_DEST_TOPIC) {
+            if (map_get(&c->s->topics, m->topic.ptr, m->topic.len) == NULL) {
+                err_set(c->err, c->errlen, "message %llu on level %d is bound for topic %.*s, which has no record",
+                        (unsigned long long)m->id, e->level, (int)m->topic.len, m->topic.ptr);
+                c->bad = 1;
+                return 1;
+            }
+            check_count(c, 'L', m->topic.ptr, m->topic.len);
+        }
         if (m->dest == MSG_DEST_GROUP) {
             const group_state_t *g = store_group_get(c->s, m->group.ptr, m->group.len);
             if (g != NULL && g->gen == m->group_gen) {
@@ -274,6 +284,12 @@ static int check_counters(const store_t *s, check_ctx_t *c, char *err, size_t er
         if (held != t->appended - t->removed) {
             return err_set(err, errlen, "topic %s counters say %llu retained but the log holds %llu", t->name,
                            (unsigned long long)(t->appended - t->removed), (unsigned long long)held);
+        }
+        held = check_get(c, 'L', t->name, t->len);
+        if (held != t->delayed) {
+            return err_set(err, errlen,
+                           "topic %s delayed counter says %llu but the levels hold %llu on their way to it", t->name,
+                           (unsigned long long)t->delayed, (unsigned long long)held);
         }
     }
     it = (map_iter_t){ 0 };

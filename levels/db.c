@@ -124,7 +124,8 @@ static void flush_records(store_t *s)
     for (size_t i = 0; i < s->n_dirty_topics; i++) {
         topic_state_t *t = s->dirty_topics[i];
         key_record(&k, KEY_TOPIC_RECORD, t->name, t->len);
-        record_topic_encode(t->appended, t->removed, v);
+        record_topic_t r = { t->appended, t->removed, t->delayed };
+        record_topic_encode(&r, v);
         store_put(s, &k, v, RECORD_TOPIC_BYTES);
         t->dirty = 0;
     }
@@ -156,6 +157,10 @@ int store_write_batch(store_t *s, int sync, char *dberr, size_t dberrlen)
 {
     flush_records(s);
     char *e = NULL;
+    if (s->key_it != NULL) { /* it would not see this write */
+        leveldb_iter_destroy(s->key_it);
+        s->key_it = NULL;
+    }
     leveldb_write(s->db, sync ? s->wopt_sync : s->wopt_nosync, s->batch, &e);
     if (e != NULL) {
         err_set(dberr, dberrlen, "%s", e);
@@ -257,6 +262,14 @@ leveldb_iterator_t *store_iter_at(store_t *s, const key_buf_t *k)
     leveldb_iterator_t *it = leveldb_create_iterator(s->db, s->ropt);
     leveldb_iter_seek(it, k->b, k->n);
     return it;
+}
+
+leveldb_iterator_t *store_iter_committed(store_t *s)
+{
+    if (s->key_it == NULL) {
+        s->key_it = leveldb_create_iterator(s->db, s->ropt);
+    }
+    return s->key_it;
 }
 
 leveldb_iterator_t *store_iter_range(store_t *s, enum key_tag tag)

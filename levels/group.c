@@ -3,7 +3,8 @@
  * listing and deleting groups, topic info, and the in-memory maps of both.
  *
  * A topic exists once something names it (a SEND, a group binding) and is
- * never deleted: its record holds the log's appended / removed counters. A
+ * never deleted: its record holds the log's appended / removed counters and
+ * how many of its messages are still on their way through the levels. A
  * group is bound to one topic for life and reads its log from a cursor; its
  * incarnation (gen, the seq at creation) is stamped on its retries, so a
  * retry still on a level when its group is deleted and created again is
@@ -190,6 +191,36 @@ void store_group_foreach(const store_t *s, int (*fn)(void *ctx, const char *grou
     }
 }
 
+static int cmp_group_rows(const void *a, const void *b)
+{
+    return strcmp(((const store_group_row_t *)a)->name, ((const store_group_row_t *)b)->name);
+}
+
+static int cmp_group_rows_by_topic(const void *a, const void *b)
+{
+    const store_group_row_t *x = a, *y = b;
+    int c = strcmp(x->info.topic, y->info.topic);
+    return c ? c : strcmp(x->name, y->name);
+}
+
+void store_group_rows(const store_t *s, int by_topic, store_group_row_t **rows, size_t *n)
+{
+    *n = map_count(&s->groups);
+    *rows = *n ? xmalloc(*n * sizeof **rows) : NULL;
+    map_iter_t it = { 0 };
+    void *v;
+    size_t i = 0;
+    while (map_next(&s->groups, &it, NULL, NULL, &v)) {
+        const group_state_t *g = v;
+        memcpy((*rows)[i].name, g->name, g->len + 1);
+        group_fill_info(g, &(*rows)[i].info);
+        i++;
+    }
+    if (*n > 1) {
+        qsort(*rows, *n, sizeof **rows, by_topic ? cmp_group_rows_by_topic : cmp_group_rows);
+    }
+}
+
 /* Delete every key of g's range k->b[0..k->n) ('R' or 'D') with its copy
  * index entry; -1 on a read error. */
 static int delete_range(store_t *s, const group_state_t *g, const key_buf_t *k, char *err, size_t errlen)
@@ -283,14 +314,56 @@ int store_group_delete(store_t *s, const char *group, size_t group_len, int *fou
 
 /* ---- topics ---------------------------------------------------------------------------- */
 
+static void topic_fill_info(const store_t *s, const topic_state_t *t, store_topic_info_t *out)
+{
+    out->appended = t->appended;
+    out->retained = t->appended - t->removed;
+    out->delayed = t->delayed;
+    out->sent = t->sent;
+    out->groups = t->groups;
+    out->ready = t->groups == 0 ? out->retained : 0;
+    if (t->groups == 0) {
+        return;
+    }
+    map_iter_t it = { 0 };
+    void *v;
+    while (map_next(&s->groups, &it, NULL, NULL, &v)) {
+        const group_state_t *g = v;
+        if (g->topic == t && t->appended - g->position > out->ready) {
+            out->ready = t->appended - g->position;
+        }
+    }
+}
+
 int store_topic_info(const store_t *s, const char *topic, size_t topic_len, store_topic_info_t *out)
 {
     const topic_state_t *t = map_get(&s->topics, topic, topic_len);
     if (t == NULL) {
         return 0;
     }
-    out->appended = t->appended;
-    out->retained = t->appended - t->removed;
-    out->groups = t->groups;
+    topic_fill_info(s, t, out);
     return 1;
+}
+
+static int cmp_topic_rows(const void *a, const void *b)
+{
+    return strcmp(((const store_topic_row_t *)a)->name, ((const store_topic_row_t *)b)->name);
+}
+
+void store_topic_rows(const store_t *s, store_topic_row_t **rows, size_t *n)
+{
+    *n = map_count(&s->topics);
+    *rows = *n ? xmalloc(*n * sizeof **rows) : NULL;
+    map_iter_t it = { 0 };
+    void *v;
+    size_t i = 0;
+    while (map_next(&s->topics, &it, NULL, NULL, &v)) {
+        const topic_state_t *t = v;
+        memcpy((*rows)[i].name, t->name, t->len + 1);
+        topic_fill_info(s, t, &(*rows)[i].info);
+        i++;
+    }
+    if (*n > 1) {
+        qsort(*rows, *n, sizeof **rows, cmp_topic_rows);
+    }
 }

@@ -58,19 +58,21 @@ int record_level_decode(const char *v, size_t vlen, record_level_t *r)
     return 0;
 }
 
-void record_topic_encode(uint64_t appended, uint64_t removed, char *out)
+void record_topic_encode(const record_topic_t *r, char *out)
 {
-    be64_put(out, appended);
-    be64_put(out + 8, removed);
+    be64_put(out, r->appended);
+    be64_put(out + 8, r->removed);
+    be64_put(out + 16, r->delayed);
 }
 
-int record_topic_decode(const char *v, size_t vlen, uint64_t *appended, uint64_t *removed)
+int record_topic_decode(const char *v, size_t vlen, record_topic_t *r)
 {
-    if (vlen != RECORD_TOPIC_BYTES) {
+    if (vlen != RECORD_TOPIC_BYTES && vlen != RECORD_TOPIC_OLD) {
         return -1;
     }
-    *appended = be64_get(v);
-    *removed = be64_get(v + 8);
+    r->appended = be64_get(v);
+    r->removed = be64_get(v + 8);
+    r->delayed = vlen == RECORD_TOPIC_BYTES ? be64_get(v + 16) : 0;
     return 0;
 }
 

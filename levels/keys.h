@@ -12,9 +12,13 @@
  *   'M' "format"                            u32 STORE_FORMAT_VERSION: the marker that makes a directory ours
  *   'M' "levels"                            the level table as text (lvl_table_format); must equal the config's
  *   'M' "seq"                               u64 the next sequence number (ids, queue positions, group gens)
+ *   'M' "topic-delayed"                     "1": the topic records count their delayed messages (absent in a
+ *                                           directory written before they did: counted once at open)
  *   'C' level(u8)                           level record, 32 bytes: depth, head due, head seq, last enqueue
  *                                           (4 × u64; head due and seq are 0 when the level is empty)
- *   'P' topic                               topic record, 16 bytes: appended, removed (u64 each)
+ *   'P' topic                               topic record, 24 bytes: appended, removed, delayed (u64 each;
+ *                                           delayed: its messages on their SEND journey in the level queues.
+ *                                           A 16-byte record is an older one without it: counted once at open)
  *   'G' group                               group record: u8 version (1), u32 max-reconsume, 9 × u64 (gen,
  *                                           cursor, position, retry-ready, retry-delayed, in-flight, DLQ,
  *                                           created ms, 0 reserved), u16 topic length, the topic's bytes
@@ -39,7 +43,10 @@
  *   (a delayed retry of its current gen), a lease or its DLQ — never two.
  * - The records equal the contents: a level's depth is the keys it holds and
  *   its head the first of them; a topic's appended - removed is its log; a
- *   group's counters are its ranges; every 'J' entry names an 'I' key and back.
+ *   group's counters are its ranges; a topic's delayed counter is the level
+ *   entries bound for its log (the levels are shared by all topics, so only
+ *   this counter, kept in the batch of every move on or off a level, says
+ *   how many are whose); every 'J' entry names an 'I' key and back.
  * - Sequence numbers come from the one 'M' "seq" counter (persisted in every
  *   commit that used it), so an append lands after a queue's tail and an id is
  *   never reused, across reopens too.
@@ -75,7 +82,8 @@ enum key_tag {
 #define KEY_MAX              (1 + MSG_MAX_NAME + 1 + 2 + MSG_MAX_KEY + 8) /* the longest key above: 'K' */
 #define KEY_LEVEL_BYTES      18                              /* 'L' level due seq */
 #define RECORD_LEVEL_BYTES   32
-#define RECORD_TOPIC_BYTES   16
+#define RECORD_TOPIC_BYTES   24
+#define RECORD_TOPIC_OLD     16 /* before the delayed counter */
 #define RECORD_GROUP_VERSION 1
 #define RECORD_GROUP_FIXED   (1 + 4 + 8 * 9 + 2) /* a group record without its topic name */
 #define RECORD_GROUP_MAX     (RECORD_GROUP_FIXED + MSG_MAX_NAME)
@@ -303,11 +311,17 @@ void record_level_encode(const record_level_t *r, char *out);
 /* 0, or -1 when v is not RECORD_LEVEL_BYTES long. */
 int record_level_decode(const char *v, size_t vlen, record_level_t *r);
 
-/* Encode appended and removed into out[RECORD_TOPIC_BYTES]. */
-void record_topic_encode(uint64_t appended, uint64_t removed, char *out);
+typedef struct record_topic {
+    uint64_t appended, removed; /* entries that ever entered / left the topic log */
+    uint64_t delayed;           /* messages on their SEND journey in the level queues */
+} record_topic_t;
 
-/* 0, or -1 when v is not RECORD_TOPIC_BYTES long. */
-int record_topic_decode(const char *v, size_t vlen, uint64_t *appended, uint64_t *removed);
+/* Encode into out[RECORD_TOPIC_BYTES]. */
+void record_topic_encode(const record_topic_t *r, char *out);
+
+/* 0 (an older RECORD_TOPIC_OLD-byte record decodes with delayed 0), or -1
+ * when v has neither length. */
+int record_topic_decode(const char *v, size_t vlen, record_topic_t *r);
 
 /* Encode into out[RECORD_GROUP_MAX]; returns the length. */
 size_t record_group_encode(const record_group_t *r, char *out);

@@ -59,6 +59,16 @@ static int key_less(uint64_t due_a, uint64_t seq_a, uint64_t due_b, uint64_t seq
     return due_a < due_b || (due_a == due_b && seq_a < seq_b);
 }
 
+void store_topic_delayed_add(store_t *s, const msg_t *m, int delta)
+{
+    if (m->dest != MSG_DEST_TOPIC) {
+        return;
+    }
+    topic_state_t *t = store_topic_get_or_create(s, m->topic.ptr, m->topic.len);
+    t->delayed += (uint64_t)(int64_t)delta;
+    store_mark_topic(s, t);
+}
+
 /* Put m on level at (due, fresh seq); keeps the head exact. */
 static void level_insert(store_t *s, int level, uint64_t due, msg_t *m)
 {
@@ -75,6 +85,7 @@ static void level_insert(store_t *s, int level, uint64_t due, msg_t *m)
     }
     ls->depth++;
     store_mark_level(s, level);
+    store_topic_delayed_add(s, m, +1);
     if (!ls->has_head || key_less(due, seq, ls->head_due, ls->head_seq)) {
         ls->has_head = 1;
         ls->head_due = due;
@@ -126,6 +137,7 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
     if (store_send_validate(&s->opt, req, err, errlen) != 0) {
         return -1;
     }
+    int pending_before = s->pending;
     uint64_t delay = req->level == 0 ? req->delay_ms : 0;
     msg_t m;
     memset(&m, 0, sizeof m);
@@ -145,6 +157,11 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
         store_level_enqueue(s, &m, req->level, delay, now_ms);
     }
     idx_key_put(s, &m);
+    if (m.key.len > 0) {
+        idx_sent_key_add(s, &m);
+    }
+    s->pending_sends += s->pending - pending_before;
+    store_topic_get_or_create(s, req->topic, req->topic_len)->sent++;
     *id_out = m.id;
     if (due_out) {
         *due_out = m.due_ms;
@@ -153,6 +170,58 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
 }
 
 /* ---- the level queues ---------------------------------------------------------------- */
+
+/* Count every topic's delayed messages from the level queues (one scan of
+ * the 'L' range) and mark the result, for a directory written before the
+ * topic records counted them. */
+static int count_topic_delayed(store_t *s, char *err, size_t errlen)
+{
+    map_iter_t mi = { 0 };
+    void *v;
+    while (map_next(&s->topics, &mi, NULL, NULL, &v)) {
+        topic_state_t *t = v;
+        t->delayed = 0;
+        store_mark_topic(s, t); /* every record rewritten in the new length */
+    }
+    leveldb_iterator_t *it = store_iter_range(s, KEY_LEVEL);
+    const char *key;
+    size_t klen;
+    int rc = 0;
+    for (; store_iter_in_range(it, KEY_LEVEL, &key, &klen); leveldb_iter_next(it)) {
+        msg_t m;
+        if (store_iter_msg(it, &m, "a level queue", err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+        store_topic_delayed_add(s, &m, +1);
+    }
+    if (rc == 0) {
+        rc = store_iter_error(it, "a level queue", err, errlen);
+    }
+    leveldb_iter_destroy(it);
+    return rc;
+}
+
+int store_topic_delayed_open(store_t *s, char *err, size_t errlen)
+{
+    key_buf_t k;
+    key_meta(&k, STORE_META_TOPIC_DELAYED);
+    char *v;
+    size_t vlen;
+    int found = store_get(s, &k, &v, &vlen, err, errlen);
+    if (found != 0) {
+        if (found > 0) {
+            leveldb_free(v);
+        }
+        return found < 0 ? -1 : 0;
+    }
+    if (count_topic_delayed(s, err, errlen) != 0) {
+        return -1;
+    }
+    key_meta(&k, STORE_META_TOPIC_DELAYED);
+    store_put(s, &k, "1", 1);
+    return store_commit(s, err, errlen);
+}
 
 uint64_t store_next_due(const store_t *s)
 {
@@ -263,6 +332,7 @@ static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int m
         ls->depth--;
         ls->pops_since_compact++;
         store_mark_level(s, l);
+        store_topic_delayed_add(s, &m, -1);
         int ready = route_due(s, &m, due, now_ms, err, errlen);
         if (ready < 0) {
             rc = -1;

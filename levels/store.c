@@ -183,6 +183,8 @@ static int write_new_meta(store_t *s, char *err, size_t errlen)
     lvl_table_format(&s->opt.levels, spec, sizeof spec);
     key_meta(&k, "levels");
     store_put(s, &k, spec, strlen(spec));
+    key_meta(&k, STORE_META_TOPIC_DELAYED);
+    store_put(s, &k, "1", 1);
     s->next_seq = 1;
     s->persisted_seq = 0;
     /* Always synced, even in a store that does not sync: the marker decides
@@ -312,14 +314,15 @@ static int load_topics(store_t *s, char *err, size_t errlen)
     for (; store_iter_in_range(it, KEY_TOPIC_RECORD, &key, &klen); leveldb_iter_next(it)) {
         size_t vlen;
         const char *v = leveldb_iter_value(it, &vlen);
-        uint64_t appended, removed;
-        if (record_topic_decode(v, vlen, &appended, &removed) != 0 || klen < 2 || klen - 1 > MSG_MAX_NAME) {
+        record_topic_t r;
+        if (record_topic_decode(v, vlen, &r) != 0 || klen < 2 || klen - 1 > MSG_MAX_NAME) {
             leveldb_iter_destroy(it);
             return err_set(err, errlen, "corrupt topic record in %s", s->path);
         }
         topic_state_t *t = store_topic_get_or_create(s, key + 1, klen - 1);
-        t->appended = appended;
-        t->removed = removed;
+        t->appended = r.appended;
+        t->removed = r.removed;
+        t->delayed = r.delayed;
         t->dirty = 0;
     }
     s->n_dirty_topics = 0;
@@ -376,6 +379,9 @@ static void store_free(store_t *s)
     if (s == NULL) {
         return;
     }
+    if (s->key_it) {
+        leveldb_iter_destroy(s->key_it);
+    }
     if (s->db) {
         leveldb_close(s->db);
     }
@@ -400,6 +406,8 @@ static void store_free(store_t *s)
     map_free(&s->groups, store_group_free);
     map_free(&s->topics, store_topic_free);
     map_free(&s->idx_dropped, NULL);
+    map_free(&s->sent_keys, NULL);
+    free(s->sent);
     free(s->dirty_topics);
     free(s->woken);
     free(s->taking);
@@ -451,7 +459,8 @@ int store_open(const store_options_t *o, store_t **out, char *err, size_t errlen
         return -1;
     }
     if (check_meta(s, err, errlen) != 0 || load_levels(s, err, errlen) != 0 || load_topics(s, err, errlen) != 0 ||
-        load_groups(s, err, errlen) != 0 || idx_open(s, err, errlen) != 0) {
+        load_groups(s, err, errlen) != 0 || idx_open(s, err, errlen) != 0 ||
+        store_topic_delayed_open(s, err, errlen) != 0) {
         store_free(s);
         return -1;
     }

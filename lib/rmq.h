@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #define RMQ_DEFAULT_PORT   5672
+#define RMQ_DEFAULT_TLS_PORT 5671
 #define RMQ_MAX_HOSTS      8
 #define RMQ_WORK_CHANNEL   1
 #define RMQ_ADMIN_CHANNEL  2
@@ -121,6 +122,12 @@ typedef struct rmq {
     int nhosts, next_host;
     char user[256], password[256], vhost[256];
     char address[300];          /* host:port of the live connection, or the first */
+    /* amqps:// (tls = 1): the URI's ?ca=&cert=&key=&sni= ("" when absent; the
+     * client's tls_* options fill what the URI leaves out, at connect) */
+    int tls;
+    char tls_ca[1024], tls_cert[1024], tls_key[1024], tls_sni[256];
+    char tls_why[256]; /* why the peer's certificate was refused, during a connect */
+    int connect_fatal; /* the last connect failed in a way retrying cannot mend */
     amqp_connection_state_t st; /* NULL when disconnected */
     int admin_open;             /* channel 2 usable */
     unsigned last_code;         /* reply code of the last channel close (404, 406 ...) */
@@ -143,6 +150,16 @@ typedef struct rmq {
     char ensured_topic[RMQ_NAME_MAX + 1];
     long ensured_max;
 } rmq_t;
+
+/* --- rmq_tls.c --- */
+/* The TLS socket of an amqps:// connection on st, set up for host (the CA,
+ * client certificate, name to verify: r's URI parameters, else the client's
+ * tls_* options). NULL with the client error set (st still owns whatever
+ * was made: the caller destroys st). */
+amqp_socket_t *rmq_tls_socket(rmq_t *r, amqp_connection_state_t st, const char *host);
+/* Why the TLS handshake of a connect that returned status failed, into
+ * buf[len]: the refused certificate's reason when there is one. */
+const char *rmq_tls_failure(rmq_t *r, int status, char *buf, size_t len);
 
 /* --- rmq_conn.c --- */
 hg_err_t rmq_ensure(rmq_t *r);

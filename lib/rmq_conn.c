@@ -183,17 +183,40 @@ static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
     const hg_client_opts_t *o = client_opts(r->client);
     struct timeval tv = tv_ms(o->connect_timeout_ms), rpc = tv_ms(o->read_timeout_ms);
     amqp_connection_state_t st = amqp_new_connection();
-    amqp_socket_t *sock = amqp_tcp_socket_new(st);
+    amqp_socket_t *sock;
     amqp_rpc_reply_t x;
     int rc;
 
     snprintf(r->address, sizeof(r->address), "%s:%d", h->host, h->port);
-    if (sock == NULL) {
-        amqp_destroy_connection(st);
-        return client_fail(r->client, HG_ERR_SYSTEM, "cannot create a socket for %s", r->address);
+    if (r->tls) {
+        sock = rmq_tls_socket(r, st, h->host);
+        if (sock == NULL) { /* the client error says why: a bad file, no retry helps */
+            amqp_destroy_connection(st);
+            r->connect_fatal = 1;
+            return hg_client_errcode(r->client);
+        }
+    } else {
+        sock = amqp_tcp_socket_new(st);
+        if (sock == NULL) {
+            amqp_destroy_connection(st);
+            return client_fail(r->client, HG_ERR_SYSTEM, "cannot create a socket for %s", r->address);
+        }
     }
     rc = amqp_socket_open_noblock(sock, h->host, h->port, &tv);
     if (rc != AMQP_STATUS_OK) {
+        char why[300];
+        if (r->tls && rc != AMQP_STATUS_SOCKET_ERROR && rc != AMQP_STATUS_TIMEOUT &&
+            rc != AMQP_STATUS_HOSTNAME_RESOLUTION_FAILED) {
+            rmq_tls_failure(r, rc, why, sizeof(why));
+            amqp_destroy_connection(st);
+            if (r->tls_why[0] != '\0') { /* reconnecting cannot make it trusted */
+                r->connect_fatal = 1;
+                return client_fail(r->client, HG_ERR_CONNECT, "cannot connect to RabbitMQ at %s: not trusted: %s",
+                                   r->address, why);
+            }
+            return client_fail(r->client, HG_ERR_CONNECT, "cannot connect to RabbitMQ at %s: TLS handshake failed: %s",
+                               r->address, why);
+        }
         amqp_destroy_connection(st);
         return client_fail(r->client, HG_ERR_CONNECT, "cannot connect to RabbitMQ at %s: %s", r->address,
                            amqp_error_string2(rc));
@@ -212,6 +235,16 @@ static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
                      (const char *)m->reply_text.bytes);
             if (m->reply_code == 403 || m->reply_code == 530)
                 code = HG_ERR_AUTH;
+        } else if (x.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r->tls &&
+                   x.library_error == AMQP_STATUS_SSL_ERROR) {
+            /* TLS 1.3: a node that refuses our certificate (or its absence)
+             * says so after the handshake, when the login reads */
+            char why[200];
+            amqp_destroy_connection(st);
+            rmq_tls_failure(r, x.library_error, why, sizeof(why));
+            r->connect_fatal = strstr(why, "alert") != NULL; /* the node's deliberate refusal, not a lost link */
+            return client_fail(r->client, HG_ERR_CONNECT, "cannot connect to RabbitMQ at %s: TLS refused by the node: %s",
+                               r->address, why);
         } else if (x.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
             snprintf(text, sizeof(text), "%s", amqp_error_string2(x.library_error));
             /* RabbitMQ closes the socket on bad credentials before a reason */
@@ -263,8 +296,10 @@ hg_err_t rmq_ensure(rmq_t *r)
                 client_note_connect(r->client);
                 return HG_OK;
             }
-            if (e == HG_ERR_AUTH)
+            if (e == HG_ERR_AUTH || r->connect_fatal) {
+                r->connect_fatal = 0;
                 return e;
+            }
         }
         r->next_host = (r->next_host + 1) % r->nhosts;
         if (!o->reconnect || (b->attempts > 0 && attempt >= (unsigned)b->attempts)) {

@@ -3,10 +3,13 @@
  * the URI, the state, and which broker command runs where.
  *
  * URI: amqp://[user:pass@]host[:port][,host[:port]...][/vhost]
- *   user and password default to guest/guest, port to 5672, the vhost to "/"
- *   (an empty path too); percent-escapes as RabbitMQ's URI spec. Several
- *   hosts (the nodes of a cluster) are tried in turn when connecting and
- *   reconnecting. amqps:// parses but is refused (no TLS options yet).
+ *      amqps://…[/vhost][?ca=FILE&cert=FILE&key=FILE&sni=NAME]
+ *   user and password default to guest/guest, port to 5672 (amqps: 5671),
+ *   the vhost to "/" (an empty path too); percent-escapes as RabbitMQ's URI
+ *   spec. Several hosts (the nodes of a cluster) are tried in turn when
+ *   connecting and reconnecting. amqps:// takes the same TLS parameters as
+ *   hourglass+tls:// (lib/uri.h), and the client's tls_* options fill what
+ *   the URI leaves out (lib/rmq_conn.c makes the TLS socket).
  *
  * Commands: SEND PULL ACK NACK (rmq_msg.c), LEVELS GROUP DLQ (rmq_admin.c),
  * PING. Everything else — TOUCH (a delivery is held until ACK/NACK or the
@@ -21,6 +24,7 @@
 
 #include "lib/rmq.h"
 #include "lib/client.h"
+#include "lib/uri.h"
 
 #include "base/alloc.h"
 
@@ -41,13 +45,33 @@ rmq_t *rmq_of(transport_state_t *t)
 /* Parse uri into r's hosts, user, password, vhost. 0, or -1 with why. */
 static int parse_uri(rmq_t *r, const char *uri, char *why, size_t whylen)
 {
-    const char *rest = strstr(uri, "://"), *slash, *at, *hosts;
-    char userinfo[600] = "", path[600] = "", authority[1024];
+    const char *rest = strstr(uri, "://"), *slash, *at, *hosts, *query;
+    char userinfo[600] = "", path[600] = "", authority[1024], without_query[2048];
     size_t alen;
 
     if (rest == NULL)
         return snprintf(why, whylen, "missing scheme"), -1;
+    r->tls = strncasecmp(uri, "amqps://", 8) == 0;
     rest += 3;
+    query = strchr(rest, '?');
+    if (query != NULL) {
+        uri_t tls;
+        size_t before = (size_t)(query - rest);
+        if (!r->tls)
+            return snprintf(why, whylen, "unexpected query '?%.40s' (only amqps:// takes parameters)", query + 1), -1;
+        if (before >= sizeof(without_query))
+            return snprintf(why, whylen, "URI longer than %zu bytes", sizeof(without_query) - 1), -1;
+        memset(&tls, 0, sizeof(tls));
+        if (uri_parse_tls_query(query + 1, &tls, why, whylen) < 0)
+            return -1;
+        snprintf(r->tls_ca, sizeof(r->tls_ca), "%s", tls.tls_ca);
+        snprintf(r->tls_cert, sizeof(r->tls_cert), "%s", tls.tls_cert);
+        snprintf(r->tls_key, sizeof(r->tls_key), "%s", tls.tls_key);
+        snprintf(r->tls_sni, sizeof(r->tls_sni), "%s", tls.tls_sni);
+        memcpy(without_query, rest, before);
+        without_query[before] = '\0';
+        rest = without_query;
+    }
     slash = strchr(rest, '/');
     alen = slash != NULL ? (size_t)(slash - rest) : strlen(rest);
     if (alen == 0 || alen >= sizeof(authority))
@@ -74,7 +98,8 @@ static int parse_uri(rmq_t *r, const char *uri, char *why, size_t whylen)
             return snprintf(why, whylen, "empty host in the host list"), -1;
         if (r->nhosts == RMQ_MAX_HOSTS)
             return snprintf(why, whylen, "more than %d hosts", RMQ_MAX_HOSTS), -1;
-        snprintf(one, sizeof(one), "amqp://%s%.*s%s", userinfo, (int)hlen, hosts, path[0] ? path : "/");
+        snprintf(one, sizeof(one), "%s://%s%.*s%s", r->tls ? "amqps" : "amqp", userinfo, (int)hlen, hosts,
+                 path[0] ? path : "/");
         if (amqp_parse_url(one, &info) != AMQP_STATUS_OK)
             return snprintf(why, whylen, "'%.*s' is not host[:port] with a valid user:pass@ and /vhost", (int)hlen,
                             hosts),
@@ -93,6 +118,7 @@ static int parse_uri(rmq_t *r, const char *uri, char *why, size_t whylen)
             return snprintf(why, whylen, "empty host in the host list"), -1;
     }
     memset(userinfo, 0, sizeof(userinfo));
+    memset(without_query, 0, sizeof(without_query));
     memset(authority, 0, sizeof(authority));
     return r->nhosts > 0 ? 0 : (snprintf(why, whylen, "missing host"), -1);
 }
@@ -104,11 +130,6 @@ static hg_err_t rmq_create(hg_client_t *c, const char *uri, transport_state_t **
     char why[HG_ERRMSG_MAX - 48];
 
     *out = NULL;
-    if (strncasecmp(uri, "amqps://", 8) == 0) {
-        client_error_fill(err, HG_ERR_UNSUPPORTED,
-                          "amqps:// is not supported yet: TLS options for RabbitMQ arrive with the trust issue");
-        return HG_ERR_UNSUPPORTED;
-    }
     t = xcalloc(1, sizeof(*t));
     if (parse_uri(&t->r, uri, why, sizeof(why)) < 0) {
         client_error_fill(err, HG_ERR_URI, "bad URI: %s", why);

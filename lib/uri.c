@@ -157,9 +157,7 @@ static int decode_value(const char *v, size_t n, char *dst, size_t dstlen, const
     return 0;
 }
 
-/* The TLS parameters q (after '?', to the end): name=value pairs joined by
- * '&', each name at most once. Returns 0 / -1. */
-static int parse_tls_query(const char *q, uri_t *u, char *err, size_t errlen)
+int uri_parse_tls_query(const char *q, uri_t *u, char *err, size_t errlen)
 {
     if (*q == '\0')
         return fail(err, errlen, "empty query after '?' (want ca=, cert=, key= or sni=)");
@@ -224,14 +222,14 @@ int uri_parse(const char *text, int default_port, uri_t *out, char *err, size_t 
     auth_end = auth + strcspn(auth, "/?#");
     if (*auth_end == '/') {
         if (auth_end[1] == '?' && u.tls) {
-            if (parse_tls_query(auth_end + 2, &u, err, errlen) < 0)
+            if (uri_parse_tls_query(auth_end + 2, &u, err, errlen) < 0)
                 return -1;
         } else if (auth_end[1] != '\0')
             return fail(err, errlen, "unexpected path '%.40s' (a broker URI has no path)", auth_end);
     } else if (*auth_end == '?') {
         if (!u.tls)
             return fail(err, errlen, "unexpected query '%.40s' (only hourglass+tls:// takes parameters)", auth_end);
-        if (parse_tls_query(auth_end + 1, &u, err, errlen) < 0)
+        if (uri_parse_tls_query(auth_end + 1, &u, err, errlen) < 0)
             return -1;
     } else if (*auth_end == '#') {
         return fail(err, errlen, "unexpected fragment '%.40s'", auth_end);

@@ -44,4 +44,11 @@ typedef struct uri {
  * On failure *out is left zeroed. */
 int uri_parse(const char *text, int default_port, uri_t *out, char *err, size_t errlen);
 
+/* The TLS parameters q (the text after '?', to the end): name=value pairs
+ * joined by '&', each of ca, cert, key, sni at most once, percent-decoded
+ * into u->tls_ca, tls_cert, tls_key, tls_sni (which must be "" on entry; the
+ * other fields are not touched). Shared with amqps:// (lib/rmq_transport.c).
+ * Returns 0, or -1 with err naming the bad parameter. */
+int uri_parse_tls_query(const char *q, uri_t *u, char *err, size_t errlen);
+
 #endif

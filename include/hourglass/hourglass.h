@@ -177,12 +177,13 @@ void hg_client_opts_init(hg_client_opts_t *opts);
  * With credentials (in the URI, or opts->user / opts->password, which win)
  * the client sends AUTH user pass after every (re)connect; a refused AUTH is
  * HG_ERR_AUTH at once, never retried (a wrong password stays wrong).
- * "hourglass+tls://" parses but is refused with HG_ERR_UNSUPPORTED: TLS
- * arrives with the security issue.
  * "amqp://[user:pass@]host[:port][,host[:port]...][/vhost]" selects RabbitMQ
  * (3.10+, quorum queues) as the transport: the same calls work on it, and the
  * commands it cannot honour (TOUCH, INFO, ...) fail with HG_ERR_UNSUPPORTED
- * naming amqp:// (docs/rabbitmq.md).
+ * naming amqp:// (docs/rabbitmq.md). "amqps://…[?ca=FILE&cert=FILE&key=FILE&
+ * sni=NAME]" is the same over TLS (default port 5671), with the parameters
+ * and opts->tls_* meaning what they mean for hourglass+tls://; an untrusted
+ * certificate fails at once with HG_ERR_CONNECT, as there.
  * opts may be NULL for the defaults.
  *
  * Returns HG_OK and *out, a client the caller frees with hg_client_close; or

@@ -757,3 +757,16 @@ int bp_info_field(rc_conn_t *c, const char *field, char *buf, size_t len, char *
     resp_reply_free(r);
     return rc;
 }
+
+int bp_check_data(const bp_broker_t *b, char *out, size_t outlen)
+{
+    const char *argv[BP_MAX_EXTRA + 4];
+    int n = 0;
+    argv[n++] = b->binary;
+    argv[n++] = "--check-data";
+    argv[n++] = b->data_dir;
+    for (int i = 0; i < b->nextra; i++)
+        argv[n++] = b->extra[i];
+    argv[n] = NULL;
+    return tu_run_capture(argv, out, outlen);
+}

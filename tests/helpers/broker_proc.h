@@ -107,6 +107,11 @@ int bp_destroy(bp_broker_t *b);
 /* Print the last max_bytes of the broker's log to f, with a heading. */
 void bp_print_log(const bp_broker_t *b, FILE *f, size_t max_bytes);
 
+/* Run `hourglass-broker --check-data DIR` on b's (stopped) data directory
+ * with b's extra flags (its level table etc.); stdout and stderr into out.
+ * Returns the exit status, or -1 when it did not exit normally. */
+int bp_check_data(const bp_broker_t *b, char *out, size_t outlen);
+
 /* 1 when the broker's log contains text. */
 int bp_log_contains(const bp_broker_t *b, const char *text);
 

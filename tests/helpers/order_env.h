@@ -31,8 +31,9 @@ typedef struct oe_env {
     MYSQL *admin;        /* root on server.socket, no default database */
 } oe_env_t;
 
-/* Start the MariaDB, the broker (extra broker flags: NULL-terminated, may be
- * NULL) and the admin connection. Call bp_set_failure_counter first to have
+/* Start the MariaDB (with env->server.extra_args, kept from before the call:
+ * more mariadbd flags, or NULL), the broker (extra broker flags:
+ * NULL-terminated, may be NULL) and the admin connection. Call bp_set_failure_counter first to have
  * bp's log printed when a test failed. Returns 0, or -1 with the cause in err
  * (whatever was started is stopped again). */
 int oe_start(oe_env_t *env, const char *const *broker_extra, char *err, size_t errlen);

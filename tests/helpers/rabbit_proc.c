@@ -234,7 +234,7 @@ static int wait_cluster(rq_cluster_t *c, int ask, char *err, size_t errlen)
 static int write_node_files(rq_cluster_t *c, int i)
 {
     rq_node_t *nd = &c->nodes[i];
-    char path[700], text[2048];
+    char path[700], text[6144];
     int len;
 
     len = snprintf(text, sizeof(text),
@@ -244,6 +244,15 @@ static int write_node_files(rq_cluster_t *c, int i)
                    "log.file.level = info\n"
                    "cluster_partition_handling = pause_minority\n",
                    nd->amqp_port);
+    if (c->tls_ca[0] != '\0')
+        len += snprintf(text + len, sizeof(text) - (size_t)len,
+                        "listeners.ssl.default = 127.0.0.1:%d\n"
+                        "ssl_options.cacertfile = %s\n"
+                        "ssl_options.certfile = %s\n"
+                        "ssl_options.keyfile = %s\n"
+                        "ssl_options.verify = verify_peer\n"
+                        "ssl_options.fail_if_no_peer_cert = true\n",
+                        nd->amqps_port, c->tls_ca, c->tls_cert, c->tls_key);
     if (c->n > 1)
         len += snprintf(text + len, sizeof(text) - (size_t)len,
                         "cluster_formation.peer_discovery_backend = classic_config\n"
@@ -258,10 +267,21 @@ static int write_node_files(rq_cluster_t *c, int i)
 
 int rq_start(rq_cluster_t *c, int n, char *err, size_t errlen)
 {
+    return rq_start_tls(c, n, NULL, NULL, NULL, err, errlen);
+}
+
+int rq_start_tls(rq_cluster_t *c, int n, const char *ca, const char *cert, const char *key, char *err,
+                 size_t errlen)
+{
     char path[700], cookie[64];
     pid_t epmd;
 
     memset(c, 0, sizeof(*c));
+    if (ca != NULL) {
+        snprintf(c->tls_ca, sizeof(c->tls_ca), "%s", ca);
+        snprintf(c->tls_cert, sizeof(c->tls_cert), "%s", cert);
+        snprintf(c->tls_key, sizeof(c->tls_key), "%s", key);
+    }
     if (n < 1 || n > RQ_MAX_NODES)
         return fail(err, errlen, "rq_start: %d nodes (want 1..%d)", n, RQ_MAX_NODES);
     if (tu_mkdtemp("hg-rabbit", c->dir, sizeof(c->dir)) != 0)
@@ -305,10 +325,22 @@ int rq_start(rq_cluster_t *c, int n, char *err, size_t errlen)
             snprintf(nd->uri, sizeof(nd->uri), "amqp://guest:guest@127.0.0.1:%d/", nd->amqp_port);
             used += (size_t)snprintf(c->uri + used, sizeof(c->uri) - used, "%s127.0.0.1:%d", i > 0 ? "," : "",
                                      nd->amqp_port);
+            if (ca != NULL) {
+                size_t t = strlen(c->uri_tls);
+                do
+                    nd->amqps_port = low_free_port();
+                while (nd->amqps_port == nd->amqp_port || nd->amqps_port == nd->dist_port);
+                snprintf(c->uri_tls + t, sizeof(c->uri_tls) - t, "%s127.0.0.1:%d", i > 0 ? "," : "amqps://guest:guest@",
+                         nd->amqps_port);
+            }
             if (mkdir(nd->dir, 0755) != 0 || write_node_files(c, i) != 0)
                 return rq_destroy(c, 0), fail(err, errlen, "cannot prepare %s", nd->dir);
         }
         snprintf(c->uri + used, sizeof(c->uri) - used, "/");
+        if (ca != NULL) {
+            size_t t = strlen(c->uri_tls);
+            snprintf(c->uri_tls + t, sizeof(c->uri_tls) - t, "/");
+        }
     }
     usleep(200 * 1000); /* epmd listening */
     if (spawn_node(c, 0, err, errlen) != 0 || rq_wait_ready(c, 0, RQ_START_DEADLINE_MS, err, errlen) != 0)

@@ -41,6 +41,7 @@ typedef struct rq_node {
     int dist_port; /* Erlang distribution */
     pid_t pid;     /* process group leader; 0 when not running */
     char uri[128]; /* amqp://guest:guest@127.0.0.1:PORT/ (this node only) */
+    int amqps_port; /* the TLS listener (rq_start_tls); 0 without */
 } rq_node_t;
 
 typedef struct rq_cluster {
@@ -51,12 +52,25 @@ typedef struct rq_cluster {
     int n;
     rq_node_t nodes[RQ_MAX_NODES];
     char uri[512]; /* every node: amqp://guest:guest@127.0.0.1:P1,127.0.0.1:P2,.../ */
+    /* rq_start_tls: the server's files, and every node's TLS listener as
+     * amqps://guest:guest@127.0.0.1:S1,.../ (no query: the test adds its
+     * ?ca=&cert=&key=); "" without TLS */
+    char tls_ca[600], tls_cert[600], tls_key[600];
+    char uri_tls[512];
 } rq_cluster_t;
 
 /* Start n (1..RQ_MAX_NODES) nodes as one cluster. Returns 0 once every node
  * answers and (n > 1) the cluster lists them all running; -1 otherwise
  * (nothing left running, dir removed). */
 int rq_start(rq_cluster_t *c, int n, char *err, size_t errlen);
+
+/* rq_start, and every node also listens for amqps:// on a free port of
+ * 127.0.0.1 with the server certificate cert/key, and demands a client
+ * certificate that chains to ca (ssl_options.verify = verify_peer,
+ * fail_if_no_peer_cert = true): a client without one is refused in the
+ * handshake. */
+int rq_start_tls(rq_cluster_t *c, int n, const char *ca, const char *cert, const char *key, char *err,
+                 size_t errlen);
 
 /* kill -9 node i's process group (the node crashes: no clean shutdown). */
 int rq_kill9(rq_cluster_t *c, int i);

@@ -429,7 +429,9 @@ static int mariadb_ready_or_dead(void *ctx)
 
 int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
 {
+    const char *const *extra_args = db->extra_args;
     memset(db, 0, sizeof *db);
+    db->extra_args = extra_args;
     err_set(err, errlen, "no error");
     if (tu_mkdtemp("mariadb", db->dir, sizeof db->dir) != 0) {
         err_set(err, errlen, "cannot create a temp dir under %s: %s", tu_temp_root(), strerror(errno));
@@ -532,7 +534,25 @@ int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
         "--collation-server=utf8mb4_general_ci",
         as_root ? "--user=root" : NULL,
         NULL,
+        NULL, /* room for TU_MARIADB_MAX_EXTRA flags of db->extra_args */
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
     };
+    size_t argc = 0;
+    while (server_argv[argc] != NULL)
+        argc++;
+    for (size_t i = 0; db->extra_args != NULL && db->extra_args[i] != NULL; i++) {
+        if (i == TU_MARIADB_MAX_EXTRA) {
+            err_set(err, errlen, "more than %d extra mariadbd flags", TU_MARIADB_MAX_EXTRA);
+            goto fail;
+        }
+        server_argv[argc++] = (char *)db->extra_args[i];
+    }
     uint64_t t0 = tu_now_mono_ms();
     db->pid = spawn_isolated(server_argv, outlog, err, errlen);
     if (db->pid < 0) {

@@ -58,10 +58,14 @@ int tu_http_get(int port, const char *path, char *out, size_t outlen);
  * tu_mariadb_start waits (poll, generous deadline) until it accepts
  * connections. On failure it returns -1 and err holds the server's own error
  * (the tail of its log), so a test fails with the real cause — never skips. */
+#define TU_MARIADB_MAX_EXTRA 8
 typedef struct tu_mariadb {
     char dir[512];    /* the temp dir holding data, socket, log */
     char socket[600]; /* unix socket path to connect with */
     pid_t pid;        /* mariadbd pid, 0 when stopped */
+    /* Set before tu_mariadb_start, or NULL: up to TU_MARIADB_MAX_EXTRA more
+     * mariadbd flags, NULL-terminated (a bench's --log-bin, say). */
+    const char *const *extra_args;
 } tu_mariadb_t;
 
 int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen);

@@ -186,6 +186,7 @@ static void test_roles(void)
         { { "DLQ", "REQUEUE", "g", "ALL" }, P, P, P },
         { { "DLQ", "DROP", "g", "ALL" }, P, P, P },
         { { "INFO" }, P, NULL, NULL },
+        { { "TOPICS" }, P, NULL, NULL },
         { { "LEVELS" }, NULL, NULL, NULL },
         { { "CONFIG", "GET", "port" }, P, P, P },
         { { "CLIENT", "LIST" }, P, P, P },

@@ -327,46 +327,6 @@ static void test_refusals(void)
     resp_reply_free(r);
 }
 
-/* Run `hourglass-broker --check-data DIR` with the broker's extra flags (its
- * level table etc.); stdout and stderr into out. Returns the exit status, or
- * -1 when it did not exit normally. */
-static int run_check_data(const bp_broker_t *b, char *out, size_t outlen)
-{
-    int fds[2];
-    if (pipe(fds) != 0)
-        return -1;
-    char *argv[BP_MAX_EXTRA + 4];
-    int n = 0;
-    argv[n++] = (char *)b->binary;
-    argv[n++] = (char *)"--check-data";
-    argv[n++] = (char *)b->data_dir;
-    for (int i = 0; i < b->nextra; i++)
-        argv[n++] = b->extra[i];
-    argv[n] = NULL;
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        dup2(fds[1], 2);
-        close(fds[0]);
-        close(fds[1]);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    size_t len = 0;
-    ssize_t r;
-    while (len + 1 < outlen && (r = read(fds[0], out + len, outlen - 1 - len)) > 0)
-        len += (size_t)r;
-    out[len] = '\0';
-    close(fds[0]);
-    int st;
-    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
-        return -1;
-    return WEXITSTATUS(st);
-}
-
 /* The N of "ok: N messages, ...", or -1. */
 static long long ok_count(const char *out)
 {
@@ -388,19 +348,19 @@ static void test_check_data(void)
     BP_REQUIRE(r != NULL, "%s", e);
     resp_reply_free(r);
 
-    int rc = run_check_data(&bt_broker, out, sizeof out);
+    int rc = bp_check_data(&bt_broker, out, sizeof out);
     BP_CHECK(rc == 1 && strstr(out, "LOCK is held") != NULL && strstr(out, "stop it first") != NULL,
              "--check-data on a directory in use: exit %d, output: %s", rc, out);
 
     rc_close(&bt_conn);
     BP_REQUIRE(bp_kill9(&bt_broker) == 0, "kill -9");
-    rc = run_check_data(&bt_broker, out, sizeof out);
+    rc = bp_check_data(&bt_broker, out, sizeof out);
     BP_CHECK(rc == 0 && ok_count(out) >= 10, "--check-data after kill -9: exit %d, output: %s", rc, out);
     printf("\n    after kill -9: %s", out);
 
     BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart: %s", e);
     BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "SIGTERM: %s", e);
-    rc = run_check_data(&bt_broker, out, sizeof out);
+    rc = bp_check_data(&bt_broker, out, sizeof out);
     BP_CHECK(rc == 0 && ok_count(out) >= 10, "--check-data after a clean stop: exit %d, output: %s", rc, out);
     printf("    after a clean stop: %s", out);
 }

@@ -26,7 +26,21 @@
  *                    screenshot of every page (1280x800 and a narrow window)
  *                    into tests/console-artifacts/; the browser's console log
  *                    free of errors
- *   config           sampler-user without its password file: exit 2, named
+ *   stall            tests/console/test_stall.py: the private MariaDB stopped
+ *                    (SIGSTOP): the sampler (its own thread and handle) waits
+ *                    on it, while the overview, the broker's pages and the
+ *                    session answer at once; SIGCONT: it catches up
+ *   https            a TLS-only broker (port 0, tls-port; no users) and a
+ *                    console serving https (https-cert-file, a throwaway CA of
+ *                    tests/helpers/tls_certs.h) connected to it with
+ *                    hourglass+tls:// and tls-ca-cert-file:
+ *                    tests/console/test_https.py (the API over https, a Secure
+ *                    cookie, the sampler and the sessions over TLS, plain http
+ *                    and TLS 1.1 refused); SIGHUP reloads the https
+ *                    certificate (the served serial changes)
+ *   config           sampler-user without its password file, a tls-* key
+ *                    with a plaintext uri, https-cert-file without its key:
+ *                    exit 2, named
  *   stop             SIGHUP: still answering, the re-read logged; SIGTERM: exit 0
  * The scripts print what failed; a non-zero exit is a failure here. A missing
  * python3, selenium, chromium or chromedriver is a failure, never a skip.
@@ -43,10 +57,12 @@
 #include "tests/helpers/broker_proc.h"
 #include "tests/helpers/order_env.h"
 #include "tests/helpers/testutil.h"
+#include "tests/helpers/tls_certs.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,12 +72,13 @@
 
 #include <mysql.h>
 
-#define CONSOLE_BIN HG_BUILDDIR "/hourglass-console"
-#define PYTHON      "/usr/bin/python3"
-#define DB          "shop"
-#define GROUP       "order-cancel"
-#define ARTIFACTS   HG_BUILDDIR "/tests/console-artifacts"
-#define SCRIPTS     HG_SRCDIR "/tests/console"
+#define CONSOLE_BIN     HG_BUILDDIR "/hourglass-console"
+#define COMPENSATOR_BIN HG_BUILDDIR "/hourglass-compensator"
+#define PYTHON          "/usr/bin/python3"
+#define DB              "shop"
+#define GROUP           "order-cancel"
+#define ARTIFACTS       HG_BUILDDIR "/tests/console-artifacts"
+#define SCRIPTS         HG_SRCDIR "/tests/console"
 
 static oe_env_t env;
 static char uri[64], workdir[512], users_path[600], monitor_pw_path[600];
@@ -78,6 +95,8 @@ static const char *const users[][3] = {
 };
 #define USER_TESTER 4
 
+/* A daemon under test: a console (port: its http port) or the compensator
+ * (port: its metrics port). */
 typedef struct console_proc {
     const char *name;
     int port;
@@ -85,7 +104,8 @@ typedef struct console_proc {
     char log[700];
 } console_proc_t;
 
-static console_proc_t console = { .name = "users" };
+static console_proc_t console = { .name = "users" }, compensator = { .name = "compensator" };
+static char bob_pw_path[600];
 
 /* The users file (cheap scrypt, ln=10) and the sampler's password file. */
 static int write_users(void)
@@ -105,7 +125,11 @@ static int write_users(void)
     snprintf(monitor_pw_path, sizeof monitor_pw_path, "%s/monitor.password", workdir);
     char pw[128];
     snprintf(pw, sizeof pw, "%s\n", users[3][2]);
-    if (tu_write_file(users_path, text) != 0 || tu_write_file(monitor_pw_path, pw) != 0) {
+    snprintf(bob_pw_path, sizeof bob_pw_path, "%s/bob.password", workdir);
+    char bob_pw[128];
+    snprintf(bob_pw, sizeof bob_pw, "%s\n", users[1][2]);
+    if (tu_write_file(users_path, text) != 0 || tu_write_file(monitor_pw_path, pw) != 0 ||
+        tu_write_file(bob_pw_path, bob_pw) != 0) {
         fprintf(stderr, "\nFAIL: cannot write %s\n", users_path);
         return -1;
     }
@@ -196,6 +220,28 @@ static int console_up(void *arg)
     return tu_http_get(((console_proc_t *)arg)->port, "/", out, sizeof out) == 200;
 }
 
+/* Run argv as c (output into c->log) and wait until up(c) says it answers. */
+static int start_process(console_proc_t *c, const char *const *argv, int (*up)(void *))
+{
+    c->pid = fork();
+    if (c->pid == 0) {
+        int fd = open(c->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    if (c->pid < 0 || tu_poll_until(up, c, 30000, 50) != 0) {
+        fprintf(stderr, "\nFAIL: %s (%s) did not answer on port %d\n", argv[0], c->name, c->port);
+        oe_print_file(c->log);
+        return -1;
+    }
+    return 0;
+}
+
 /* Start c on a free port with the common flags and extra (NULL-terminated);
  * up: how to see that it answers. */
 static int start_console(console_proc_t *c, const char *const *extra, int (*up)(void *))
@@ -228,23 +274,7 @@ static int start_console(console_proc_t *c, const char *const *extra, int (*up)(
     for (int i = 0; extra != NULL && extra[i] != NULL && n < 63; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
-    c->pid = fork();
-    if (c->pid == 0) {
-        int fd = open(c->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        execv(CONSOLE_BIN, (char *const *)argv);
-        _exit(127);
-    }
-    if (c->pid < 0 || tu_poll_until(up, c, 30000, 50) != 0) {
-        fprintf(stderr, "\nFAIL: hourglass-console (%s) did not answer on port %d\n", c->name, c->port);
-        oe_print_file(c->log);
-        return -1;
-    }
-    return 0;
+    return start_process(c, argv, up);
 }
 
 static int stop_console(console_proc_t *c)
@@ -261,6 +291,34 @@ static int stop_console(console_proc_t *c)
     }
     c->pid = 0;
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+static int compensator_up(void *arg)
+{
+    char out[512];
+    return tu_http_get(((console_proc_t *)arg)->port, "/metrics", out, sizeof out) == 200;
+}
+
+/* A real hourglass-compensator whose /metrics the console reads: the relay
+ * and the monitor only (nothing it does changes what the API test expects),
+ * logged in as bob — a viewer, so the relay's SEND of order 304's 'new'
+ * outbox row is refused (NOPERM): the relay's runs fail, with that error;
+ * the monitor's alerts dlq-depth (order-cancel) and overdue-pending hold. */
+static int start_compensator(void)
+{
+    char port[16];
+    compensator.port = tu_free_port();
+    snprintf(port, sizeof port, "%d", compensator.port);
+    snprintf(compensator.log, sizeof compensator.log, "%s/compensator.log", workdir);
+    const char *argv[] = { COMPENSATOR_BIN, "--uri", uri, "--user", "bob", "--password-file", bob_pw_path,
+                           "--mysql-socket", env.server.socket, "--mysql-user", "root", "--mysql-database", DB,
+                           "--layers", "relay,monitor", "--relay-interval", "300ms",
+                           /* the refused row is due again at every run: every run fails */
+                           "--relay-backoff-base", "100ms", "--relay-backoff-factor", "1", "--relay-backoff-cap",
+                           "100ms", "--relay-backoff-jitter", "0", "--monitor-interval", "300ms", "--dlq-groups", GROUP,
+                           "--alert-dlq-depth", "1", "--alert-overdue-pending", "1", "--inspect-grace", "1s",
+                           "--metrics-port", port, NULL };
+    return start_process(&compensator, argv, compensator_up);
 }
 
 /* The orders (every state of the order view):
@@ -330,8 +388,19 @@ static int console_init(void)
     }
     if (traffic(40) != 0)
         return -1;
-    const char *console_extra[] = { "--uri",         uri, "--sampler-user", "monitor", "--sampler-password-file",
-                                    monitor_pw_path, NULL };
+    if (start_compensator() != 0)
+        return -1;
+    char compensator_url[64];
+    snprintf(compensator_url, sizeof compensator_url, "http://127.0.0.1:%d/metrics", compensator.port);
+    const char *console_extra[] = { "--uri",
+                                    uri,
+                                    "--sampler-user",
+                                    "monitor",
+                                    "--sampler-password-file",
+                                    monitor_pw_path,
+                                    "--compensator-metrics",
+                                    compensator_url,
+                                    NULL };
     if (start_console(&console, console_extra, console_up) != 0)
         return -1;
     return 0;
@@ -341,8 +410,12 @@ static int console_cleanup(void)
 {
     if (stop_console(&console) != 0)
         fprintf(stderr, "the console did not stop cleanly on SIGTERM\n");
-    if (CU_get_number_of_failures() > 0)
+    if (stop_console(&compensator) != 0)
+        fprintf(stderr, "the compensator did not stop cleanly on SIGTERM\n");
+    if (CU_get_number_of_failures() > 0) {
         oe_print_file(console.log);
+        oe_print_file(compensator.log);
+    }
     rc_close(&conn);
     hg_order_db_close(handle);
     oe_stop(&env);
@@ -377,6 +450,9 @@ static int run_script(const char *script, const console_proc_t *c, const char *s
         setenv("HG_USERS", users_env, 1);
         setenv("HG_BROKER_PORT", broker_port, 1);
         setenv("HG_BROKER_AUTH", auth, 1);
+        char mysql_pid[24];
+        snprintf(mysql_pid, sizeof mysql_pid, "%d", (int)env.server.pid);
+        setenv("HG_MYSQL_PID", mysql_pid, 1);
         setenv("HG_MYSQL_SOCKET", env.server.socket, 1);
         setenv("HG_MYSQL_DATABASE", DB, 1);
         setenv("HG_ARTIFACTS", ARTIFACTS, 1);
@@ -407,6 +483,108 @@ static void test_browser(void)
              "order 303 cancelled by hand in the browser: in the database with reason manual");
 }
 
+static void test_stall(void)
+{
+    int rc = run_script("test_stall.py", &console, "http", NULL);
+    kill(env.server.pid, SIGCONT); /* whatever the script did or did not do */
+    TU_CHECK(rc == 0, "tests/console/test_stall.py exited %d (its output above says what failed)", rc);
+}
+
+/* ---- https in front of a TLS-only broker ---- */
+
+static tc_certs_t pki;
+static char https_cert[700];
+
+static int https_up(void *arg)
+{
+    char serial[64], err[256];
+    return tc_peer_serial(((console_proc_t *)arg)->port, pki.ca, serial, sizeof serial, err, sizeof err) == 0;
+}
+
+static int tls_broker_up(void *arg)
+{
+    hg_client_opts_t o;
+    hg_client_t *c = NULL;
+    hg_error_t e;
+    hg_client_opts_init(&o);
+    o.tls_ca_file = pki.ca;
+    o.connect_timeout_ms = o.read_timeout_ms = 5000;
+    o.reconnect = 0;
+    if (hg_client_open(arg, &o, &c, &e) != HG_OK)
+        return 0;
+    const char *ping[] = { "PING" };
+    hg_reply_t *r = NULL;
+    int ok = hg_client_command(c, 1, ping, NULL, &r) == HG_OK;
+    hg_reply_free(r);
+    hg_client_close(c);
+    return ok;
+}
+
+static void test_https(void)
+{
+    char dir[600], err[2048], tls_port[16], tls_uri[128], serial[64];
+    bp_broker_t broker = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
+    console_proc_t https = { .name = "https" };
+
+    memset(&broker, 0, sizeof broker);
+    snprintf(dir, sizeof dir, "%s/pki", workdir);
+    TU_REQUIRE(mkdir(dir, 0700) == 0 && tc_make(dir, &pki, err, sizeof err) == 0, "throwaway CA: %s", err);
+    snprintf(https_cert, sizeof https_cert, "%s/https.pem", dir);
+    TU_REQUIRE(tc_copy_file(pki.server, https_cert) == 0, "copy %s", pki.server);
+    snprintf(tls_port, sizeof tls_port, "%d", tu_free_port());
+    snprintf(tls_uri, sizeof tls_uri, "hourglass+tls://127.0.0.1:%s", tls_port);
+    /* TLS only: started with both ports first (bp_start's readiness is a
+     * plaintext PING), then again with --port 0 (the last --port wins) */
+    const char *broker_flags[] = { "--tls-port",   tls_port, "--tls-cert-file", pki.server, "--tls-key-file",
+                                   pki.server_key, NULL };
+    TU_REQUIRE(bp_start(&broker, broker_flags, err, sizeof err) == 0 && bp_stop(&broker, err, sizeof err) == 0,
+               "broker with tls-port: %s", err);
+    broker.extra[broker.nextra++] = strdup("--port");
+    broker.extra[broker.nextra++] = strdup("0");
+    TU_REQUIRE(bp_spawn(&broker, err, sizeof err) == 0, "TLS-only broker: %s", err);
+    TU_CHECK(tu_poll_until(tls_broker_up, tls_uri, 60000, 50) == 0, "the TLS-only broker answers PING over TLS");
+    TU_CHECK(tu_wait_file_contains(broker.log_path, "(TLS only)", 20000) == 0, "and says it is TLS only");
+
+    const char *extra[] = { "--uri",
+                            tls_uri,
+                            "--tls-ca-cert-file",
+                            pki.ca,
+                            "--https-cert-file",
+                            https_cert,
+                            "--https-key-file",
+                            pki.server_key,
+                            "--no-users-role",
+                            "viewer",
+                            NULL };
+    if (start_console(&https, extra, https_up) == 0) {
+        TU_CHECK(tu_wait_file_contains(https.log, "listening on https://", 5000) == 0, "the console says https");
+        int rc = run_script("test_https.py", &https, "https", pki.ca);
+        TU_CHECK(rc == 0, "tests/console/test_https.py exited %d (its output above says what failed)", rc);
+
+        /* certificate rotation: the file replaced in place, SIGHUP */
+        TU_CHECK(tc_peer_serial(https.port, pki.ca, serial, sizeof serial, err, sizeof err) == 0 &&
+                     strcmp(serial, TC_SERIAL_SERVER) == 0,
+                 "the console serves the first certificate (serial %s, want %s; %s)", serial, TC_SERIAL_SERVER, err);
+        TU_CHECK(tc_copy_file(pki.server2, https_cert) == 0 && kill(https.pid, SIGHUP) == 0, "replace and SIGHUP");
+        TU_CHECK(tu_wait_file_contains(https.log, "SIGHUP: reloaded https certificate", 10000) == 0,
+                 "SIGHUP reloads the https certificate (logged)");
+        TU_CHECK(tc_peer_serial(https.port, pki.ca, serial, sizeof serial, err, sizeof err) == 0 &&
+                     strcmp(serial, TC_SERIAL_SERVER2) == 0,
+                 "new connections get the new certificate (serial %s, want %s; %s)", serial, TC_SERIAL_SERVER2, err);
+        TU_CHECK(tu_write_file(https_cert, "not a certificate\n") == 0 && kill(https.pid, SIGHUP) == 0,
+                 "a broken file and SIGHUP");
+        TU_CHECK(tu_wait_file_contains(https.log, "https certificate not reloaded, keeping the one in use", 10000) == 0,
+                 "a file that does not load is refused (logged)");
+        TU_CHECK(tc_peer_serial(https.port, pki.ca, serial, sizeof serial, err, sizeof err) == 0 &&
+                     strcmp(serial, TC_SERIAL_SERVER2) == 0,
+                 "and the certificate in use stays (serial %s)", serial);
+    }
+    TU_CHECK(stop_console(&https) == 0, "the https console exits 0 on SIGTERM");
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(https.log);
+    TU_CHECK(bp_destroy(&broker) == 0, "the TLS-only broker stops cleanly");
+}
+
 static void test_config(void)
 {
     char out[2048];
@@ -414,6 +592,16 @@ static void test_config(void)
     int rc = tu_run_capture(argv, out, sizeof out);
     TU_CHECK(rc == 2 && strstr(out, "sampler-user 'monitor' needs sampler-password-file") != NULL,
              "sampler-user without sampler-password-file: exit 2 naming both keys (exit %d: %s)", rc, out);
+    const char *plain_tls[] = { CONSOLE_BIN, "--check-config", "--mysql-database", DB, "--tls-ca-cert-file", "ca.pem",
+                                NULL };
+    rc = tu_run_capture(plain_tls, out, sizeof out);
+    TU_CHECK(rc == 2 && strstr(out, "tls-ca-cert-file is set but uri is neither hourglass+tls:// nor amqps://") != NULL,
+             "a tls-* key with a plaintext uri: exit 2 (exit %d: %s)", rc, out);
+    const char *half_https[] = { CONSOLE_BIN, "--check-config", "--mysql-database", DB, "--https-cert-file", "c.pem",
+                                 NULL };
+    rc = tu_run_capture(half_https, out, sizeof out);
+    TU_CHECK(rc == 2 && strstr(out, "https-cert-file is set without https-key-file") != NULL,
+             "https-cert-file without https-key-file: exit 2 (exit %d: %s)", rc, out);
 }
 
 static void test_stop(void)
@@ -432,7 +620,9 @@ static void test_stop(void)
 static const tu_test_t console_tests[] = {
     { "api: every endpoint, refusals, DLQ, manual cancel, audit", test_api },
     { "browser: login, overview, requeue, find, manual cancel, screenshots", test_browser },
-    { "config: sampler-user needs sampler-password-file", test_config },
+    { "stall: MariaDB stopped (SIGSTOP): the overview and the broker's pages answer at once", test_stall },
+    { "https: the console over https, in front of a TLS-only broker; SIGHUP reloads the certificate", test_https },
+    { "config: sampler-user needs its password file, tls-* keys a TLS uri, https both files", test_config },
     { "SIGHUP: alive, configuration re-read; SIGTERM: a clean stop", test_stop },
     { NULL, NULL },
 };

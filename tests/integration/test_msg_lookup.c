@@ -108,15 +108,7 @@ static void check_data(void)
 {
     char e[512], out[2048];
     BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
-    const char *argv[BP_MAX_EXTRA + 4];
-    int n = 0;
-    argv[n++] = bt_broker.binary;
-    argv[n++] = "--check-data";
-    argv[n++] = bt_broker.data_dir;
-    for (int i = 0; i < bt_broker.nextra; i++)
-        argv[n++] = bt_broker.extra[i];
-    argv[n] = NULL;
-    int rc = tu_run_capture(argv, out, sizeof out);
+    int rc = bp_check_data(&bt_broker, out, sizeof out);
     BP_CHECK(rc == 0 && strncmp(out, "ok:", 3) == 0, "--check-data: exit %d: %s", rc, out);
 }
 

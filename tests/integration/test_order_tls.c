@@ -173,7 +173,7 @@ static void test_refused(void)
     };
     int rc = tu_run_capture(argv, out, sizeof out);
     CU_ASSERT_EQUAL(rc, 2);
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "tls-ca-cert-file is set but uri is not hourglass+tls://"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "tls-ca-cert-file is set but uri is neither hourglass+tls:// nor amqps://"));
     hg_order_db_close(db);
 }
 

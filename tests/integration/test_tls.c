@@ -556,7 +556,7 @@ static void test_config(void)
         COMP_BIN, "--check-config", "--mysql-database", "x", "--tls-ca-cert-file", PKI.ca, NULL
     };
     int rc = tu_run_capture(comp_plain, out, sizeof out);
-    TU_CHECK(rc == 2 && strstr(out, "tls-ca-cert-file is set but uri is not hourglass+tls://") != NULL,
+    TU_CHECK(rc == 2 && strstr(out, "tls-ca-cert-file is set but uri is neither hourglass+tls:// nor amqps://") != NULL,
              "compensator, tls-* with a plaintext uri: exit %d: %s", rc, out);
     const char *comp_half[] = { COMP_BIN, "--check-config",  "--mysql-database", "x", "--uri",
                                 uri,      "--tls-cert-file", PKI.client,         NULL };
@@ -586,7 +586,7 @@ static void test_config(void)
     TU_CHECK(rc == 0, "compensator with the tls-* keys: exit %d: %s", rc, out);
     const char *cli_plain[] = { CLI_BIN, "--tls-ca-cert-file", PKI.ca, "ping", NULL };
     rc = tu_run_capture(cli_plain, out, sizeof out);
-    TU_CHECK(rc == 2 && strstr(out, "not hourglass+tls://") != NULL, "cli, --tls-* with a plaintext uri: exit %d: %s",
+    TU_CHECK(rc == 2 && strstr(out, "neither hourglass+tls:// nor amqps://") != NULL, "cli, --tls-* with a plaintext uri: exit %d: %s",
              rc, out);
 }
 

@@ -42,19 +42,22 @@
 #include "tests/helpers/broker_proc.h"
 #include "tests/helpers/rabbit_proc.h"
 #include "tests/helpers/testutil.h"
+#include "tests/helpers/tls_certs.h"
 
 #define CLI_PATH HG_BUILDDIR "/hourglass-cli"
 #define MAX_SEEN 1000
 
 typedef struct target {
-    const char *name; /* "hourglass://" or "amqp://" */
-    char uri[600];
+    const char *name; /* "hourglass://", "amqp://" or "amqps://" */
+    char uri[4096];
     int amqp;
 } target_t;
 
 static bp_broker_t broker;
 static rq_cluster_t rabbit;
-static target_t targets[2];
+static char pki_dir[512];
+static tc_certs_t pki; /* the RabbitMQ node's TLS listener and the amqps:// client */
+static target_t targets[3];
 static int ntargets;
 static int test_seq; /* unique topic/group names */
 
@@ -67,7 +70,12 @@ static int suite_init(void)
         fprintf(stderr, "start the broker: %s\n", err);
         return -1;
     }
-    if (rq_start(&rabbit, 1, err, sizeof err) != 0) {
+    if (tu_mkdtemp("hg-transport-pki", pki_dir, sizeof pki_dir) != 0 || tc_make(pki_dir, &pki, err, sizeof err) != 0) {
+        fprintf(stderr, "make the test CA: %s\n", err);
+        bp_destroy(&broker);
+        return -1;
+    }
+    if (rq_start_tls(&rabbit, 1, pki.ca, pki.server, pki.server_key, err, sizeof err) != 0) {
         fprintf(stderr, "start RabbitMQ: %s\n", err);
         bp_destroy(&broker);
         return -1;
@@ -77,7 +85,11 @@ static int suite_init(void)
     targets[1].name = "amqp://";
     snprintf(targets[1].uri, sizeof targets[1].uri, "%s", rabbit.uri);
     targets[1].amqp = 1;
-    ntargets = 2;
+    targets[2].name = "amqps://";
+    snprintf(targets[2].uri, sizeof targets[2].uri, "%s?ca=%s&cert=%s&key=%s", rabbit.uri_tls, pki.ca, pki.client,
+             pki.client_key);
+    targets[2].amqp = 1;
+    ntargets = 3;
     return 0;
 }
 
@@ -85,6 +97,7 @@ static int suite_cleanup(void)
 {
     rq_destroy(&rabbit, CU_get_number_of_failures() > 0);
     bp_destroy(&broker);
+    tu_rmtree(pki_dir);
     return 0;
 }
 
@@ -515,7 +528,7 @@ static void refusals(const target_t *t)
 
 static void for_each(void (*fn)(const target_t *))
 {
-    TU_REQUIRE(ntargets == 2, "the broker and RabbitMQ are not running");
+    TU_REQUIRE(ntargets == 3, "the broker and RabbitMQ are not running");
     for (int i = 0; i < ntargets; i++)
         fn(&targets[i]);
 }
@@ -555,7 +568,7 @@ static void test_declaration_checked(void)
     hg_error_t err;
     hg_err_t rc;
 
-    TU_REQUIRE(ntargets == 2, "RabbitMQ is not running");
+    TU_REQUIRE(ntargets == 3, "RabbitMQ is not running");
     TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "other", NULL) == 0, "add_vhost: %s", out);
     TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "other", "guest", ".*", ".*", ".*", NULL) ==
                    0,
@@ -603,7 +616,9 @@ static void test_declaration_checked(void)
 
 static void test_bad_uris(void)
 {
-    static const char *const bad[] = { "amqp://", "amqp://h:99999/", "amqp://h1,,h2/", "amqp://h/v?x=1" };
+    static const char *const bad[] = { "amqp://",         "amqp://h:99999/",         "amqp://h1,,h2/",
+                                       "amqp://h/v?x=1",  "amqps://h/?ca=a&ca=b",    "amqps://h/?port=1",
+                                       "amqps://h/?ca=" };
     hg_client_t *c = NULL;
     hg_error_t err;
 
@@ -612,17 +627,106 @@ static void test_bad_uris(void)
         TU_CHECK(e == HG_ERR_URI && strstr(err.message, "bad URI") != NULL, "%s: %s: %s", bad[i], hg_strerror(e),
                  err.message);
     }
-    TU_CHECK(hg_client_open("amqps://h/", NULL, &c, &err) == HG_ERR_UNSUPPORTED, "amqps://: %s", err.message);
+}
+
+/* Open uri, with reconnect rounds or without; the code, with the message
+ * in why and the time it took in *took_ms (a refusal that retrying cannot
+ * mend must come at once even with reconnect on). */
+static hg_err_t open_refused(const char *uri, int reconnect, char *why, size_t whylen, uint64_t *took_ms)
+{
+    hg_client_opts_t o;
+    hg_client_t *c = NULL;
+    hg_error_t err;
+    uint64_t t0 = tu_now_mono_ms();
+    hg_err_t e;
+
+    hg_client_opts_init(&o);
+    o.reconnect = reconnect;
+    o.connect_timeout_ms = 5000;
+    e = hg_client_open(uri, &o, &c, &err);
+    *took_ms = tu_now_mono_ms() - t0;
+    snprintf(why, whylen, "%s", e == HG_OK ? "(opened)" : err.message);
+    hg_client_close(c);
+    return e;
+}
+
+static void test_amqps_refusals(void)
+{
+    char uri[4096], why[HG_ERRMSG_MAX];
+    uint64_t took;
+    hg_err_t e;
+
+    /* another CA: not trusted, at once (reconnecting cannot make it trusted) */
+    snprintf(uri, sizeof uri, "%s?ca=%s&cert=%s&key=%s", rabbit.uri_tls, pki.other_ca, pki.client, pki.client_key);
+    e = open_refused(uri, 1, why, sizeof why, &took);
+    TU_CHECK(e == HG_ERR_CONNECT && strstr(why, "not trusted: RabbitMQ's certificate: ") != NULL && took < 4000,
+             "another CA: %s: %s (%llu ms)", hg_strerror(e), why, (unsigned long long)took);
+    /* the certificate names 127.0.0.1 and localhost, not this */
+    snprintf(uri, sizeof uri, "%s?ca=%s&cert=%s&key=%s&sni=rabbit.example", rabbit.uri_tls, pki.ca, pki.client,
+             pki.client_key);
+    e = open_refused(uri, 1, why, sizeof why, &took);
+    TU_CHECK(e == HG_ERR_CONNECT && strstr(why, "not trusted") != NULL && strstr(why, "hostname mismatch") != NULL,
+             "sni=rabbit.example: %s: %s", hg_strerror(e), why);
+    /* the node demands a client certificate */
+    snprintf(uri, sizeof uri, "%s?ca=%s", rabbit.uri_tls, pki.ca);
+    e = open_refused(uri, 0, why, sizeof why, &took);
+    TU_CHECK(e == HG_ERR_CONNECT && strstr(why, "TLS refused by the node: ") != NULL, "no client certificate: %s: %s",
+             hg_strerror(e), why);
+    /* a client certificate from another CA */
+    snprintf(uri, sizeof uri, "%s?ca=%s&cert=%s&key=%s", rabbit.uri_tls, pki.ca, pki.other_client,
+             pki.other_client_key);
+    e = open_refused(uri, 0, why, sizeof why, &took);
+    TU_CHECK(e == HG_ERR_CONNECT && strstr(why, "TLS refused by the node: ") != NULL,
+             "another CA's client certificate: %s: %s", hg_strerror(e), why);
+    printf("\n    refusals: %s\n", why);
+    /* files that are not there: named, never retried */
+    snprintf(uri, sizeof uri, "%s?ca=%s/no-such-ca.pem", rabbit.uri_tls, pki_dir);
+    e = open_refused(uri, 1, why, sizeof why, &took);
+    TU_CHECK(e == HG_ERR_URI && strstr(why, "no-such-ca.pem") != NULL && took < 4000, "missing CA file: %s: %s",
+             hg_strerror(e), why);
+    snprintf(uri, sizeof uri, "%s?ca=%s&cert=%s", rabbit.uri_tls, pki.ca, pki.client);
+    e = open_refused(uri, 1, why, sizeof why, &took);
+    TU_CHECK(e == HG_ERR_URI && strstr(why, "needs both cert and key") != NULL, "cert without key: %s: %s",
+             hg_strerror(e), why);
+    /* plaintext AMQP on the TLS port is not mistaken for a broker */
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/", rabbit.nodes[0].amqps_port);
+    hg_client_opts_t o;
+    hg_client_t *c = NULL;
+    hg_error_t err;
+    hg_client_opts_init(&o);
+    o.reconnect = 0;
+    o.connect_timeout_ms = 5000;
+    o.read_timeout_ms = 5000;
+    e = hg_client_open(uri, &o, &c, &err);
+    TU_CHECK(e != HG_OK, "amqp:// on the TLS port opened");
+    hg_client_close(c);
+    /* the client's options stand in for the URI's parameters */
+    hg_client_opts_init(&o);
+    o.tls_ca_file = pki.ca;
+    o.tls_cert_file = pki.client;
+    o.tls_key_file = pki.client_key;
+    c = NULL;
+    e = hg_client_open(rabbit.uri_tls, &o, &c, &err);
+    TU_CHECK(e == HG_OK, "amqps:// with opts.tls_*: %s", err.message);
+    if (e == HG_OK) {
+        hg_reply_t *r = NULL;
+        e = hg_client_command(c, 1, (const char *const[]){ "PING" }, NULL, &r);
+        TU_CHECK(e == HG_OK, "PING over amqps:// with opts.tls_*: %s", hg_client_errmsg(c));
+        hg_reply_free(r);
+    }
+    hg_client_close(c);
 }
 
 static const tu_test_t transport_tests[] = {
-    { "both transports: send, send_many, 3 workers, every id once", test_round_trip },
-    { "both transports: LEVEL 1, DELAY 6s (chained), DELAY 0: on time", test_delays },
-    { "both transports: HG_RETRY → local backoff → NACK → back after 10 s with reconsume 1", test_retry },
-    { "both transports: HG_FAIL → DLQ LEN/LIST/REQUEUE/DROP, hourglass-cli levels/groups/dlq", test_dlq },
-    { "both transports: TOUCH/INFO refused on amqp://, delay and level limits", test_refusals },
+    { "every transport: send, send_many, 3 workers, every id once", test_round_trip },
+    { "every transport: LEVEL 1, DELAY 6s (chained), DELAY 0: on time", test_delays },
+    { "every transport: HG_RETRY → local backoff → NACK → back after 10 s with reconsume 1", test_retry },
+    { "every transport: HG_FAIL → DLQ LEN/LIST/REQUEUE/DROP, hourglass-cli levels/groups/dlq", test_dlq },
+    { "every transport: TOUCH/INFO refused on amqp://, delay and level limits", test_refusals },
     { "amqp://: a level queue declared with another TTL is named in the error", test_declaration_checked },
-    { "amqp://: bad URIs, amqps:// refused", test_bad_uris },
+    { "amqp://, amqps://: bad URIs named", test_bad_uris },
+    { "amqps://: another CA, a wrong name, no or a foreign client certificate, missing files: refused, saying why",
+      test_amqps_refusals },
     { NULL, NULL },
 };
 

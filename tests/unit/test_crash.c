@@ -2,20 +2,22 @@
  * tests/unit/test_crash.c — crash atomicity of the level engine (DESIGN §2).
  *
  * A forked child runs a random mix of every store operation — sends (single and
- * batched, levels and chained delays), due moves, leases, ACKs, NACKs with the
- * retry policy, lease expiries, DLQ parking, requeues and drops, topic-log GC —
- * against one data directory, until the parent SIGKILLs it at a random moment.
+ * batched, levels and chained delays), revokes, due moves, leases, ACKs, NACKs
+ * with the retry policy, lease expiries, DLQ parking, requeues and drops,
+ * topic-log GC — against one data directory, until the parent SIGKILLs it at a random moment.
  * The parent reopens the store after each kill and checks conservation:
- *   - store_check: every counter equals the contents, every value decodes, the
- *     lease index matches the leases, no (group, id) sits in two places;
+ *   - store_check: every counter equals the contents (a topic's delayed
+ *     counter too), every value decodes, the lease index matches the leases,
+ *     no (group, id) sits in two places, the indexes name every copy;
  *   - every id the child was told is accepted (committed) is, for every group,
  *     in exactly one place — a level queue on its way to the topic, the topic
  *     log past the group's cursor, or the group's retry/lease/DLQ ranges — or
- *     the child had announced an ACK or a DLQ drop of it before committing;
+ *     the child had announced an ACK, a DLQ drop or a revoke of it before
+ *     committing;
  *   - no id is in the store that the child never sent.
  * The child logs "A id" after a commit returns and "K group id" / "X group id"
- * before committing an ACK / drop, with one write() each, so the log never
- * claims more than the store may hold. Writes are not synced (sync = 0): a
+ * / "V id" before committing an ACK / drop / revoke, with one write() each,
+ * so the log never claims more than the store may hold. Writes are not synced (sync = 0): a
  * process kill must lose nothing LevelDB was handed (it is in the OS cache).
  *
  * Time is simulated (50× wall clock) so levels come due and leases expire
@@ -147,6 +149,18 @@ static void child_run(unsigned seed)
                 len += (size_t)snprintf(line + len, sizeof line - len, "A %llu\n", (unsigned long long)ids[i]);
             }
             log_line(fd, line, len);
+            if (rand() % 6 == 0) { /* take one back (refused once a group has it) */
+                uint64_t id = ids[rand() % n];
+                len = (size_t)snprintf(line, sizeof line, "V %llu\n", (unsigned long long)id);
+                log_line(fd, line, len);
+                store_revoke_result_t rr;
+                if (store_revoke_id(s, id, &rr, err, sizeof err) != 0) {
+                    child_fail("revoke", err);
+                }
+                if (store_commit(s, err, sizeof err) != 0) {
+                    child_fail("commit", err);
+                }
+            }
         } else if (r < 50) { /* due moves and lease expiries */
             if (sched_run(sc, 1 + rand() % 100, NULL, NULL, err, sizeof err) != 0) {
                 child_fail("sched_run", err);
@@ -307,6 +321,10 @@ static int read_log(void)
         unsigned long long id;
         if (line[0] == 'A' && sscanf(line, "A %llu", &id) == 1 && id < MAX_IDS) {
             M->accepted[id] = 1;
+        } else if (line[0] == 'V' && sscanf(line, "V %llu", &id) == 1 && id < MAX_IDS) {
+            for (int gi = 0; gi < GROUPS; gi++) { /* revoked: gone for every group */
+                M->gone[gi][id] = GONE_DROP;
+            }
         } else if ((line[0] == 'K' || line[0] == 'X') && sscanf(line + 2, "%7s %llu", g, &id) == 2 && id < MAX_IDS) {
             msg_str_t gs = { g, (uint32_t)strlen(g) };
             int gi = group_index(&gs);

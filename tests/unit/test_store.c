@@ -642,11 +642,14 @@ static void raw_put(const char *key, size_t klen, const char *val, size_t vlen, 
     leveldb_t *db = leveldb_open(lo, g_data, &dberr);
     TU_REQUIRE_AT(dberr == NULL, line, "leveldb_open: %s", dberr ? dberr : "");
     leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
-    leveldb_put(db, wo, key, klen, val, vlen, &dberr);
+    if (val != NULL)
+        leveldb_put(db, wo, key, klen, val, vlen, &dberr);
+    else /* val NULL: delete the key */
+        leveldb_delete(db, wo, key, klen, &dberr);
     leveldb_writeoptions_destroy(wo);
     leveldb_close(db);
     leveldb_options_destroy(lo);
-    TU_REQUIRE_AT(dberr == NULL, line, "leveldb_put: %s", dberr ? dberr : "");
+    TU_REQUIRE_AT(dberr == NULL, line, "leveldb write: %s", dberr ? dberr : "");
 }
 
 static void test_refuse_other_format(void)
@@ -986,7 +989,8 @@ static void test_level_chained_delay(void)
     CHECK_EQ_U64(level_head(s, 15), T0 + 20 * MIN);
     CHECK_EQ_U64(store_next_due(s), T0 + 20 * MIN);
     store_topic_info_t ti;
-    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 0, "no topic log before the journey ends");
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 0 && ti.delayed == 1,
+             "before the journey ends the topic's log is empty and its message delayed");
     TU_CHECK(MOVE(s, T0 + 20 * MIN - 1, 10, NULL) == 0, "first hop is not due early");
     int ready = -1;
     TU_CHECK(MOVE(s, T0 + 20 * MIN, 10, &ready) == 1 && ready == 0, "first hop moves, not ready");
@@ -2985,8 +2989,81 @@ static const tu_test_t dlq_tests[] = {
     { NULL, NULL },
 };
 
+static void check_topic_at(store_t *s, const char *topic, uint64_t delayed, uint64_t ready, uint64_t retained, int line)
+{
+    store_topic_info_t ti;
+    TU_REQUIRE_AT(store_topic_info(s, topic, strlen(topic), &ti) == 1, line, "topic %s does not exist", topic);
+    TU_CHECK_AT(ti.delayed == delayed && ti.ready == ready && ti.retained == retained, line,
+                "topic %s: delayed %" PRIu64 " ready %" PRIu64 " retained %" PRIu64 ", want %" PRIu64 " %" PRIu64
+                " %" PRIu64,
+                topic, ti.delayed, ti.ready, ti.retained, delayed, ready, retained);
+    check_store_at(s, line);
+}
+#define CHECK_TOPIC(s, t, delayed, ready, retained) check_topic_at((s), (t), (delayed), (ready), (retained), __LINE__)
+
+/* A topic's delayed counter follows every move on and off the levels (SEND,
+ * hops, arrival, REVOKE; a group's retry on a level is not the topic's),
+ * survives a reopen, is counted once on a directory written before it, and
+ * the checker names a wrong one. */
+static void test_topic_delayed(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    SEND(s, "t", "a", 0, 25 * MIN, T0, NULL); /* 20m + 5m: hops once */
+    SEND(s, "t", "b", 1, 0, T0, NULL);        /* level 1: 1s */
+    uint64_t c = SEND(s, "t", "c", 0, 10 * SEC, T0, NULL);
+    SEND(s, "t", "now", 0, 0, T0, NULL);
+    SEND(s, "u", "x", 0, 10 * SEC, T0, NULL);
+    SEND(s, "u", "y", 0, 10 * SEC, T0, NULL);
+    CHECK_TOPIC(s, "t", 3, 1, 1); /* no group: every retained message is ready */
+    CHECK_TOPIC(s, "u", 2, 0, 0); /* a topic named only by delayed SENDs exists */
+    MOVE(s, T0 + SEC, 100, NULL);
+    CHECK_TOPIC(s, "t", 2, 2, 2);
+    GROUP_CREATE(s, "g", "t", 1, T0 + SEC);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 1, LEASE, T0 + SEC, m);
+    TU_REQUIRE(n == 1, "leased %d", n);
+    FAIL_LEVEL(s, "g", m[0].m.id, 3, "again", T0 + SEC, NULL); /* a retry on a level: g's, not t's */
+    free_msgs(m, n);
+    CHECK_TOPIC(s, "t", 2, 1, 2);
+    store_revoke_result_t r;
+    char err[512] = "";
+    REQUIRE_OK(store_revoke_id(s, c, &r, err, sizeof err), err);
+    CHECK_EQ_U64(r.from_delayed, 1);
+    CHECK_TOPIC(s, "t", 1, 1, 2);
+    MOVE(s, T0 + 20 * MIN, 100, NULL); /* a hops to the 5m level; u's arrive */
+    CHECK_TOPIC(s, "t", 1, 1, 2);
+    CHECK_TOPIC(s, "u", 0, 2, 2);
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    CHECK_TOPIC(s, "t", 1, 1, 2);
+    CLOSE(&s);
+
+    /* An older directory: 16-byte topic records (appended, removed), no
+     * marker; the counters are counted once at open. */
+    char rec[24] = { 0 };
+    rec[7] = 2; /* appended 2, removed 0: both topics */
+    raw_put("Pt", 2, rec, 16, __LINE__);
+    raw_put("Pu", 2, rec, 16, __LINE__);
+    raw_put("Mtopic-delayed", 14, NULL, 0, __LINE__);
+    s = OPEN_DEFAULT();
+    CHECK_TOPIC(s, "t", 1, 1, 2);
+    CHECK_TOPIC(s, "u", 0, 2, 2);
+    CLOSE(&s);
+    s = OPEN_DEFAULT(); /* marked: not counted again, the records are the new length */
+    CHECK_TOPIC(s, "t", 1, 1, 2);
+    CLOSE(&s);
+
+    /* A wrong counter is named by the checker. */
+    rec[23] = 5;
+    raw_put("Pt", 2, rec, 24, __LINE__);
+    s = OPEN_DEFAULT();
+    CHECK_REFUSAL(store_check(s, err, sizeof err), err, "topic t delayed counter says 5", "levels hold 1");
+    CLOSE(&s);
+}
+
 static const tu_test_t topic_tests[] = {
     { "info", test_topic_info },
+    { "delayed counter", test_topic_delayed },
     { "gc by cursor", test_topic_gc_by_cursor },
     { "gc by retention", test_topic_gc_retention },
     { NULL, NULL },
@@ -3194,6 +3271,47 @@ static void test_index_dedup(void)
     CLOSE(&s);
 }
 
+/* DEDUP SENDs join a batch of SENDs (no commit per DEDUP SEND): a key sent
+ * earlier in the batch is found in memory, a committed live one in the index;
+ * after any other operation (a REVOKE's deletes, not committed yet) the next
+ * DEDUP SEND commits first and sees it. */
+static void test_index_dedup_joins_batch(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    char err[512] = "";
+    uint64_t id[4], due, first_due = 0;
+    int dup = -1;
+    store_send_req_t r = { .topic = "t", .topic_len = 1, .payload = "p", .payload_len = 1, .delay_ms = 10 * SEC };
+    const char *keys[] = { "a", "b", "c" };
+    for (int i = 0; i < 3; i++) {
+        r.key = keys[i];
+        r.key_len = 1;
+        REQUIRE_OK(store_send_dedup(s, &r, T0, &id[i], i == 0 ? &first_due : &due, &dup, err, sizeof err), err);
+        CHECK_EQ_U64(dup, 0);
+    }
+    /* each: its level entry, 'X', 'K' — all still pending: no DEDUP SEND committed */
+    CHECK_EQ_U64(store_pending(s), 9);
+    r.key = "a";
+    REQUIRE_OK(store_send_dedup(s, &r, T0 + 5, &id[3], &due, &dup, err, sizeof err), err);
+    TU_CHECK(dup == 1 && id[3] == id[0] && due == first_due,
+             "a again in the same batch: dup %d id %" PRIu64 " due %" PRIu64 ", want 1, %" PRIu64 ", %" PRIu64, dup,
+             id[3], due, id[0], first_due);
+    CHECK_EQ_U64(store_pending(s), 9);
+    COMMIT(s);
+    REQUIRE_OK(store_send_dedup(s, &r, T0 + 6, &id[3], &due, &dup, err, sizeof err), err);
+    TU_CHECK(dup == 1 && id[3] == id[0], "a after the commit: dup %d", dup); /* from the committed index */
+    CHECK_EQ_U64(store_pending(s), 0);
+    store_revoke_result_t rv;
+    REQUIRE_OK(store_revoke_id(s, id[0], &rv, err, sizeof err), err); /* its deletes are pending */
+    CHECK_EQ_U64(rv.revoked, 1);
+    TU_CHECK(store_pending(s) > 0, "the revoke is pending");
+    REQUIRE_OK(store_send_dedup(s, &r, T0 + 7, &id[3], &due, &dup, err, sizeof err), err);
+    TU_CHECK(dup == 0 && id[3] != id[0], "a after its revoke: dup %d id %" PRIu64 " (revoked %" PRIu64 ")", dup, id[3],
+             id[0]);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 /* A directory without the indexes (written before they existed) has them
  * built on open; the checker names a missing entry. */
 static void test_index_rebuild_and_check(void)
@@ -3238,6 +3356,7 @@ static const tu_test_t index_tests[] = {
     { "two drops of one message in one batch", test_index_two_drops_in_one_batch },
     { "revoke", test_index_revoke },
     { "dedup", test_index_dedup },
+    { "dedup joins a batch of sends", test_index_dedup_joins_batch },
     { "rebuilt on an older directory; checked", test_index_rebuild_and_check },
     { NULL, NULL },
 };

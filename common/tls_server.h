@@ -1,14 +1,16 @@
 /*
- * broker/tls.h — the broker's TLS: one OpenSSL server context built from the
- * tls-* keys, a new SSL object per accepted TLS connection, the context
- * swapped on SIGHUP, and the wording of OpenSSL's errors.
+ * common/tls_server.h — a TLS server's OpenSSL context, shared by the
+ * daemons that accept TLS (hourglass-broker's tls-port, hourglass-console's
+ * https): one context built from a certificate, its key and, for client
+ * certificates, a CA file; a new SSL object per accepted connection; the
+ * context swapped on SIGHUP; and the wording of OpenSSL's errors.
  *
  * The context (tls_server_t) holds the current SSL_CTX: TLS 1.2 at least,
- * the certificate chain of tls-cert-file with the private key of
- * tls-key-file (checked to match), and with tls-auth-clients yes/optional
- * the CAs of tls-ca-cert-file that client certificates must chain to (yes:
- * a client without one is refused in the handshake; optional: one that is
- * sent must verify).
+ * the certificate chain of the cert file with the private key of the key
+ * file (checked to match), and with client verification yes/optional the
+ * CAs of the CA file that client certificates must chain to (yes: a client
+ * without one is refused in the handshake; optional: one that is sent must
+ * verify).
  *
  * Reload (SIGHUP): tls_server_reload builds a complete new SSL_CTX from the
  * files; only when every step succeeds it replaces the current one. An SSL
@@ -16,29 +18,47 @@
  * open keep the old certificate and new ones get the new one; a bad new
  * file leaves everything as it was.
  *
+ * Errors name the program's own config keys: the files struct carries the
+ * prefix of their names ("tls" gives tls-cert-file, tls-key-file,
+ * tls-ca-cert-file; "https" gives https-cert-file …).
+ *
  * Everything here runs on the event-loop thread (start-up: the main thread
  * before the loop runs).
  */
-#ifndef HG_BROKER_TLS_H
-#define HG_BROKER_TLS_H
+#ifndef HG_COMMON_TLS_SERVER_H
+#define HG_COMMON_TLS_SERVER_H
 
 #include <stddef.h>
 
 #include <openssl/ssl.h>
 
-#include "broker/settings.h"
+/* Client certificates: the order is the broker's tls-auth-clients words. */
+typedef enum tls_clients {
+    TLS_CLIENTS_NO = 0,  /* not asked for */
+    TLS_CLIENTS_YES,     /* required, and verified against ca_file */
+    TLS_CLIENTS_OPTIONAL /* asked for; one that is sent must verify */
+} tls_clients_t;
+
+typedef struct tls_server_files {
+    const char *key_prefix; /* the config keys' prefix in errors: "tls", "https" */
+    const char *cert_file;  /* the chain, leaf first (PEM) */
+    const char *key_file;   /* its private key (PEM, unencrypted) */
+    const char *ca_file;    /* NULL, or the CAs client certificates chain to */
+    tls_clients_t clients;
+    const char *session_id; /* the session id context (the program's name) */
+} tls_server_files_t;
 
 typedef struct tls_server tls_server_t;
 
-/* Build the context from cfg's tls-* keys. 0 and *out (free with
+/* Build the context from the files. 0 and *out (free with
  * tls_server_free), or -1 with err naming the key, the file and OpenSSL's
  * reason ("tls-cert-file /etc/x.pem: no start line"). */
-int tls_server_new(const config_t *cfg, tls_server_t **out, char *err, size_t errlen);
+int tls_server_new(const tls_server_files_t *files, tls_server_t **out, char *err, size_t errlen);
 
-/* Build a new context from cfg's tls-* keys (the files read again) and make
- * it the current one. 0, or -1 with err as tls_server_new (the current
- * context unchanged). */
-int tls_server_reload(tls_server_t *t, const config_t *cfg, char *err, size_t errlen);
+/* Build a new context from the files (read again) and make it the current
+ * one. 0, or -1 with err as tls_server_new (the current context
+ * unchanged). */
+int tls_server_reload(tls_server_t *t, const tls_server_files_t *files, char *err, size_t errlen);
 
 /* A new server-side SSL from the current context, or NULL (out of memory;
  * the reason in err). */

@@ -1,5 +1,6 @@
 /*
- * broker/tls.c — the broker's OpenSSL server context (contract: tls.h).
+ * common/tls_server.c — a TLS server's OpenSSL context (contract:
+ * tls_server.h), for the broker's tls-port and the console's https.
  *
  * One SSL_CTX at a time, built completely before it is used: TLS 1.2 at
  * least, no renegotiation, the server's cipher preference, the certificate
@@ -12,7 +13,7 @@
  *
  * Thread: the event-loop thread (start-up: main, before the loop runs).
  */
-#include "broker/tls.h"
+#include "common/tls_server.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -133,19 +134,22 @@ static int check_readable(const char *key, const char *path, char *err, size_t e
     return 0;
 }
 
-/* A complete new context from cfg, or NULL with err. */
-static SSL_CTX *tls_build(const config_t *cfg, char *err, size_t errlen)
+/* A complete new context from the files, or NULL with err. */
+static SSL_CTX *tls_build(const tls_server_files_t *f, char *err, size_t errlen)
 {
-    char why[512];
+    char why[512], cert_key[64], key_key[64], ca_key[64];
+    const char *prefix = f->key_prefix != NULL ? f->key_prefix : "tls";
+    snprintf(cert_key, sizeof cert_key, "%s-cert-file", prefix);
+    snprintf(key_key, sizeof key_key, "%s-key-file", prefix);
+    snprintf(ca_key, sizeof ca_key, "%s-ca-cert-file", prefix);
     ERR_clear_error();
-    if (cfg->tls_cert_file == NULL || cfg->tls_key_file == NULL) {
-        err_set(err, errlen, "tls-port %lld needs tls-cert-file and tls-key-file", cfg->tls_port);
+    if (f->cert_file == NULL || f->key_file == NULL) {
+        err_set(err, errlen, "TLS needs %s and %s", cert_key, key_key);
         return NULL;
     }
-    if (check_readable("tls-cert-file", cfg->tls_cert_file, err, errlen) != 0 ||
-        check_readable("tls-key-file", cfg->tls_key_file, err, errlen) != 0 ||
-        (cfg->tls_ca_cert_file != NULL &&
-         check_readable("tls-ca-cert-file", cfg->tls_ca_cert_file, err, errlen) != 0)) {
+    if (check_readable(cert_key, f->cert_file, err, errlen) != 0 ||
+        check_readable(key_key, f->key_file, err, errlen) != 0 ||
+        (f->ca_file != NULL && check_readable(ca_key, f->ca_file, err, errlen) != 0)) {
         return NULL;
     }
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
@@ -157,41 +161,39 @@ static SSL_CTX *tls_build(const config_t *cfg, char *err, size_t errlen)
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS); /* idle connections hold no record buffers */
     /* Session resumption with client certificates needs a context id. */
-    static const unsigned char sid[] = "hourglass-broker";
-    SSL_CTX_set_session_id_context(ctx, sid, sizeof sid - 1);
-    if (SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert_file) != 1) {
-        err_set(err, errlen, "tls-cert-file %s: %s", cfg->tls_cert_file, tls_error_text(why, sizeof why));
+    const char *sid = f->session_id != NULL ? f->session_id : "hourglass";
+    SSL_CTX_set_session_id_context(ctx, (const unsigned char *)sid, (unsigned)strlen(sid));
+    if (SSL_CTX_use_certificate_chain_file(ctx, f->cert_file) != 1) {
+        err_set(err, errlen, "%s %s: %s", cert_key, f->cert_file, tls_error_text(why, sizeof why));
         goto fail;
     }
-    if (SSL_CTX_use_PrivateKey_file(ctx, cfg->tls_key_file, SSL_FILETYPE_PEM) != 1 ||
-        SSL_CTX_check_private_key(ctx) != 1) {
+    if (SSL_CTX_use_PrivateKey_file(ctx, f->key_file, SSL_FILETYPE_PEM) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
         tls_error_text(why, sizeof why);
         if (strstr(why, "mismatch") == NULL && SSL_CTX_get0_privatekey(ctx) == NULL) {
-            err_set(err, errlen, "tls-key-file %s: %s", cfg->tls_key_file, why[0] ? why : "no private key in it");
+            err_set(err, errlen, "%s %s: %s", key_key, f->key_file, why[0] ? why : "no private key in it");
             goto fail;
         }
-        err_set(err, errlen, "tls-key-file %s does not belong to tls-cert-file %s: %s", cfg->tls_key_file,
-                cfg->tls_cert_file, why);
+        err_set(err, errlen, "%s %s does not belong to %s %s: %s", key_key, f->key_file, cert_key, f->cert_file, why);
         goto fail;
     }
-    if (cfg->tls_ca_cert_file != NULL) {
-        if (SSL_CTX_load_verify_locations(ctx, cfg->tls_ca_cert_file, NULL) != 1) {
-            err_set(err, errlen, "tls-ca-cert-file %s: %s", cfg->tls_ca_cert_file, tls_error_text(why, sizeof why));
+    if (f->ca_file != NULL) {
+        if (SSL_CTX_load_verify_locations(ctx, f->ca_file, NULL) != 1) {
+            err_set(err, errlen, "%s %s: %s", ca_key, f->ca_file, tls_error_text(why, sizeof why));
             goto fail;
         }
-        STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(cfg->tls_ca_cert_file);
+        STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(f->ca_file);
         if (names == NULL) {
-            err_set(err, errlen, "tls-ca-cert-file %s: no certificate in it: %s", cfg->tls_ca_cert_file,
+            err_set(err, errlen, "%s %s: no certificate in it: %s", ca_key, f->ca_file,
                     tls_error_text(why, sizeof why));
             goto fail;
         }
         SSL_CTX_set_client_CA_list(ctx, names);
     }
-    switch (cfg->tls_auth_clients) {
-    case TLS_AUTH_YES:
+    switch (f->clients) {
+    case TLS_CLIENTS_YES:
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
         break;
-    case TLS_AUTH_OPTIONAL:
+    case TLS_CLIENTS_OPTIONAL:
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
         break;
     default:
@@ -204,10 +206,10 @@ fail:
     return NULL;
 }
 
-int tls_server_new(const config_t *cfg, tls_server_t **out, char *err, size_t errlen)
+int tls_server_new(const tls_server_files_t *files, tls_server_t **out, char *err, size_t errlen)
 {
     *out = NULL;
-    SSL_CTX *ctx = tls_build(cfg, err, errlen);
+    SSL_CTX *ctx = tls_build(files, err, errlen);
     if (ctx == NULL) {
         return -1;
     }
@@ -217,9 +219,9 @@ int tls_server_new(const config_t *cfg, tls_server_t **out, char *err, size_t er
     return 0;
 }
 
-int tls_server_reload(tls_server_t *t, const config_t *cfg, char *err, size_t errlen)
+int tls_server_reload(tls_server_t *t, const tls_server_files_t *files, char *err, size_t errlen)
 {
-    SSL_CTX *ctx = tls_build(cfg, err, errlen);
+    SSL_CTX *ctx = tls_build(files, err, errlen);
     if (ctx == NULL) {
         return -1;
     }

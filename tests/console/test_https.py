@@ -1,0 +1,98 @@
+"""tests/console/test_https.py — hourglass-console serving https
+(https-cert-file, https-key-file) in front of a TLS-only broker
+(hourglass+tls:// with tls-ca-cert-file). Run by
+tests/integration/test_console: the certificate chains to a throwaway CA
+(HG_CA_FILE, made by tests/helpers/tls_certs.c); the broker has no users and
+the console's no-users-role is viewer.
+
+Checks: the page and the API over https, verified against the CA; the
+session cookie is Secure; the overview's sampler and the session's own
+connection reach the broker over TLS; CSRF and the role gate work as over
+http; plain http and TLS 1.1 on the https port get nothing; TLS 1.2 is
+enough.
+"""
+import http.client
+import ssl
+import time
+import urllib.parse
+import warnings
+
+from console_test import BASE, Client, check, finish, tls_context
+
+check(BASE.startswith("https://"), "the console under test serves https: %s" % BASE)
+host, port = urllib.parse.urlsplit(BASE).hostname, urllib.parse.urlsplit(BASE).port
+
+anon = Client()
+status, doc, headers = anon.get("/")
+check(status == 200 and "<title>Hourglass console</title>" in doc, "GET / over https, certificate verified")
+
+# ---------------------------------------------------------------- login and the cookie
+c = Client()
+status, doc, headers = c.login("anyone", "anything")
+check(status == 200 and doc["roles"] == ["viewer"] and doc["no_users"] and not doc["can_act"],
+      "login on a broker without users, no-users-role viewer: %s %s" % (status, doc))
+cookie = headers.get("Set-Cookie", "")
+check("Secure" in cookie.split("; ") and "HttpOnly" in cookie and "SameSite=Strict" in cookie,
+      "over https the session cookie is Secure; HttpOnly; SameSite=Strict: %s" % cookie.split(";", 1)[1:])
+
+# ---------------------------------------------------------------- the broker over TLS
+deadline = time.time() + 30
+while True:
+    status, o, _ = c.get("/api/overview")
+    if status == 200 and o["broker"]["ok"] and o["db"]["ok"] and len(o["history"]) >= 2 or time.time() > deadline:
+        break
+    time.sleep(0.3)
+check(status == 200 and o["broker"]["ok"] and o["broker"]["uri"].startswith("hourglass+tls://"),
+      "the overview's sampler reads INFO from the TLS-only broker: %s" % (o["broker"] if status == 200 else status))
+check(len(o.get("levels", [])) == 18, "and its 18 levels")
+status, d, _ = c.get("/api/dlq")
+check(status == 200 and "groups" in d, "the session's own broker connection (GROUP LIST) goes over TLS: %s" % status)
+status, f, _ = c.get("/api/msg", {"topic": "nothing", "key": "none"})
+check(status == 200 and f["messages"] == [], "FIND over TLS: %s %s" % (status, f))
+
+# ---------------------------------------------------------------- the gate, as over http
+status, doc, _ = c.post("/api/dlq/g/requeue", {"all": "1"}, csrf=False)
+check(status == 403 and "CSRF" in doc["error"], "a POST without the CSRF token: 403")
+status, doc, _ = c.post("/api/dlq/g/requeue", {"all": "1"})
+check(status == 403 and "role admin" in doc["error"], "a viewer's action: 403 %s" % doc)
+status, doc, headers = c.post("/api/logout")
+check(status == 200 and "Max-Age=0" in headers.get("Set-Cookie", ""), "logout over https")
+
+# ---------------------------------------------------------------- what the port refuses
+plain = http.client.HTTPConnection(host, port, timeout=10)
+try:
+    plain.request("GET", "/")
+    res = plain.getresponse()
+    check(False, "plain http on the https port got an answer: %s" % res.status)
+except (http.client.HTTPException, OSError) as e:
+    check(True, "plain http on the https port gets no answer (%s)" % type(e).__name__)
+finally:
+    plain.close()
+
+
+def handshake(ctx):
+    """None when a TLS handshake with ctx succeeds, else the error's text."""
+    conn = http.client.HTTPSConnection(host, port, timeout=10, context=ctx)
+    try:
+        conn.request("GET", "/app.css")
+        conn.getresponse().read()
+        return None
+    except (ssl.SSLError, OSError) as e:
+        return str(e)
+    finally:
+        conn.close()
+
+
+ctx12 = tls_context()
+ctx12.maximum_version = ssl.TLSVersion.TLSv1_2
+err = handshake(ctx12)
+check(err is None, "TLS 1.2 is accepted (%s)" % err)
+ctx11 = tls_context()
+ctx11.set_ciphers("DEFAULT@SECLEVEL=0")  # so that this client does offer TLS 1.1
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    ctx11.minimum_version = ssl.TLSVersion.TLSv1
+    ctx11.maximum_version = ssl.TLSVersion.TLSv1_1
+err = handshake(ctx11)
+check(err is not None and "protocol version" in err, "TLS 1.1 is refused by the console's alert: %s" % err)
+finish()
