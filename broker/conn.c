@@ -68,7 +68,7 @@ struct reply_slot {
     char *data;   /* loop reply (copied) */
     size_t len;
     size_t charge;   /* bytes counted in the connection's inflight_bytes for this slot */
-    size_t reserved; /* of which its reply estimate, until the reply exists (reserved_bytes) */
+    size_t reserved; /* of which a PULL BLOCK's reply estimate, until the reply exists (reserved_bytes) */
 };
 
 struct conn_set {
@@ -402,7 +402,7 @@ static void conn_execute(conn_t *c, const resp_command_t *cmd)
         reply_slot_t *sl = slot_append(c, j->seq);
         sl->charge = cmd->wire_len + j->reply_estimate;
         c->inflight_bytes += sl->charge;
-        sl->reserved = j->reply_estimate;
+        sl->reserved = j->block_set ? j->reply_estimate : 0; /* a blocked PULL: see conn_memory */
         c->reserved_bytes += sl->reserved;
         if (j->block_set) {
             sl->blocking = 1;
@@ -665,12 +665,13 @@ void conn_job_done(job_t *j, void *ctx)
 /* ---- the sweep: header-timeout and max-client-memory ------------------------------------ */
 
 /* Bytes the broker holds for c: unparsed input, the parser's buffers,
- * requests and replies in its FIFO, replies not yet taken by the socket. A
- * listing's reply estimate is a reservation, not memory: it counts against
- * the connection's max-inflight-bytes, not here (else every blocked PULL
- * would count as max-pull-bytes, and 128 of them at the defaults would be
- * closed as the largest holders of 512 MiB they do not hold); its reply
- * counts once it exists, and a reply of 1 MiB or more runs this sweep. */
+ * requests and replies in its FIFO (a listing at its reply estimate: the
+ * storage thread is about to build that reply), replies not yet taken by
+ * the socket. A PULL BLOCK's estimate is left out: it waits, usually for a
+ * long time, holding nothing (counted, 128 blocked PULLs at the defaults
+ * were closed as the largest holders of 512 MiB they did not hold); it
+ * still counts against the connection's max-inflight-bytes, and its reply
+ * counts once it exists (a reply of 1 MiB or more runs this sweep). */
 static size_t conn_memory(const conn_t *c)
 {
     return evbuffer_get_length(bufferevent_get_input(c->bev)) + resp_parser_buffered(&c->parser) + c->inflight_bytes -
