@@ -25,8 +25,9 @@
  *             (goal <= 5 ms).
  *   sendkey   (--only sendkey) the key index's cost on SEND: plain SEND, SEND KEY,
  *             SEND KEY DEDUP (new keys; live keys), each on a fresh broker,
- *             fsync always and no; with --baseline-broker PATH plain SEND on
- *             another build too (the broker before the index): % against plain.
+ *             fsync always and no; with --baseline-broker PATH plain SEND and
+ *             DEDUP SEND of new keys on another build too (an older broker):
+ *             % against plain SEND on this build.
  *   capacity  (--capacity, long) 10^7 messages pending at LEVEL 18: broker RSS
  *             (VmRSS / VmHWM from /proc/PID/status) after the fill; kill -9;
  *             restart to the first answered PING and LEVELS; LEVELS depth.
@@ -350,7 +351,7 @@ static void part_send(void)
     double rate[2] = { 0, 0 };
     for (int i = 0; i < 2; i++) {
         const char *flags[] = { "--fsync", fs[i], NULL };
-        bp_broker_t b;
+        bp_broker_t b = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
         start_broker(&b, flags);
         double cpu0 = proc_cpu_secs(b.pid);
         send_result_t r = run_send(b.port, CMD_SEND, opt.send_n, "bench", "2");
@@ -376,8 +377,8 @@ static void part_send(void)
 
 /* The key index's cost on SEND (DESIGN §2): plain SEND, SEND KEY, SEND KEY
  * DEDUP of new keys and of live keys, each on a fresh broker with the same
- * flags, and with --baseline-broker PATH plain SEND on another build (the
- * broker before the index) as the baseline. */
+ * flags, and with --baseline-broker PATH plain SEND and DEDUP SEND of new
+ * keys on another build (an older broker) as the baseline. */
 static const char *baseline_broker;
 
 static void part_sendkey(void)
@@ -393,11 +394,15 @@ static void part_sendkey(void)
         { CMD_SEND_KEY, "SEND KEY k LEVEL 2 (new keys)", "key", 0 },
         { CMD_SEND_DEDUP, "SEND KEY k DEDUP LEVEL 2 (new keys: all stored)", "dedup", 0 },
         { CMD_SEND_DUP, "SEND KEY k DEDUP LEVEL 2 (live keys: all duplicates)", "dup", 0 },
+        { CMD_SEND_DEDUP, "SEND KEY k DEDUP LEVEL 2 (new keys; baseline broker)", "baseline_dedup", 1 },
+    };
+    enum {
+        NRUNS = sizeof runs / sizeof runs[0]
     };
     static const char *const fs[] = { "always", "no" };
     for (int f = 0; f < 2; f++) {
-        double rate[5] = { 0 };
-        for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        double rate[NRUNS] = { 0 };
+        for (size_t i = 0; i < NRUNS; i++) {
             if (runs[i].baseline && baseline_broker == NULL)
                 continue;
             const char *saved = getenv("HG_BROKER");
@@ -407,7 +412,7 @@ static void part_sendkey(void)
             if (runs[i].baseline)
                 setenv("HG_BROKER", baseline_broker, 1);
             const char *flags[] = { "--fsync", fs[f], NULL };
-            bp_broker_t b;
+            bp_broker_t b = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
             start_broker(&b, flags);
             if (runs[i].kind == CMD_SEND_DUP) /* make 1000 keys per client live first */
                 run_send(b.port, CMD_SEND_DEDUP, 1000L * opt.clients, "bench", "2");
@@ -426,12 +431,12 @@ static void part_sendkey(void)
         }
         double base = rate[1];
         printf("  fsync %s, against plain SEND on this build (%.0f/s):", fs[f], base);
-        for (size_t i = 0; i < 5; i++)
+        for (size_t i = 0; i < NRUNS; i++)
             if (rate[i] > 0 && i != 1)
                 printf(" %s %+.1f%%", runs[i].key, base > 0 ? 100.0 * (rate[i] - base) / base : 0.0);
         printf("\nRESULT sendkey_fsync_%s baseline_rps=%.0f plain_rps=%.0f key_rps=%.0f dedup_rps=%.0f dup_rps=%.0f "
-               "clients=%d pipeline=%d n=%ld\n\n",
-               fs[f], rate[0], rate[1], rate[2], rate[3], rate[4], opt.clients, opt.pipeline, opt.send_n);
+               "baseline_dedup_rps=%.0f clients=%d pipeline=%d n=%ld\n\n",
+               fs[f], rate[0], rate[1], rate[2], rate[3], rate[4], rate[5], opt.clients, opt.pipeline, opt.send_n);
         fflush(stdout);
     }
 }
@@ -615,7 +620,7 @@ static void consumers_finish(consumers_t *g, long target, int deadline_ms, const
 
 static void part_delivery(void)
 {
-    bp_broker_t b;
+    bp_broker_t b = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
     start_broker(&b, NULL);
     printf("====== delivery: %ld messages, 5 s delay (LEVEL 2), %d consumers PULL COUNT %s + ACK ======\n",
            opt.delivery_n, CONSUMERS, opt.pull_count);
@@ -703,7 +708,7 @@ static void *pacer_main(void *arg)
  * remainder hop; lateness is measured against the exact due time). */
 static void part_steady(int random_ms)
 {
-    bp_broker_t b;
+    bp_broker_t b = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
     start_broker(&b, NULL);
     long ticks = (long)opt.steady_secs * 1000000 / TICK_US;
     long per_tick = opt.steady_rate / (1000000 / TICK_US) / STEADY_PRODUCERS;
@@ -977,7 +982,7 @@ static void part_mixed(void)
     printf("====== mixed: send and deliver at once: %d producers (pipeline %d, %d-byte payloads, DELAY 5s) for %d s,"
            " %d consumers ======\n",
            opt.clients, opt.pipeline, PAYLOAD_BYTES, secs, CONSUMERS);
-    bp_broker_t b;
+    bp_broker_t b = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
     start_broker(&b, NULL);
     double cpu0 = proc_cpu_secs(b.pid);
     mixed_result_t h = run_mixed(b.port, CMD_SEND, secs);
@@ -1084,7 +1089,7 @@ static int64_t restart_to_ping_us(bp_broker_t *b)
 static void part_capacity(void)
 {
     const char *flags[] = { "--fsync", opt.capacity_fsync, NULL };
-    bp_broker_t b;
+    bp_broker_t b = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
     start_broker(&b, flags);
     printf("====== capacity: %ld messages pending at LEVEL 18 (2 h), fsync %s ======\n", opt.capacity_n,
            opt.capacity_fsync);

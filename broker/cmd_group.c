@@ -59,34 +59,6 @@ typedef struct dlq_job {
 
 /* ---- GROUP ------------------------------------------------------------------------------ */
 
-typedef struct group_row {
-    char name[MSG_MAX_NAME + 1];
-    store_group_info_t info;
-} group_row_t;
-
-typedef struct group_rows {
-    group_row_t *rows;
-    size_t n, cap;
-} group_rows_t;
-
-static int collect_group(void *ctx, const char *group, const store_group_info_t *info)
-{
-    group_rows_t *r = ctx;
-    if (r->n == r->cap) {
-        r->cap = r->cap ? r->cap * 2 : 16;
-        r->rows = xrealloc(r->rows, r->cap * sizeof *r->rows);
-    }
-    snprintf(r->rows[r->n].name, sizeof r->rows[r->n].name, "%s", group);
-    r->rows[r->n].info = *info;
-    r->n++;
-    return 0;
-}
-
-static int cmp_rows(const void *a, const void *b)
-{
-    return strcmp(((const group_row_t *)a)->name, ((const group_row_t *)b)->name);
-}
-
 static void add_kv_int(resp_buf_t *b, const char *k, uint64_t v)
 {
     resp_add_bulk_str(b, k);
@@ -113,17 +85,15 @@ static job_result_t group_exec(job_t *j, writer_t *w)
             resp_add_int(&j->reply, found);
         }
     } else {
-        group_rows_t rows = { 0 };
-        store_group_foreach(s, collect_group, &rows);
-        if (rows.n > 1) {
-            qsort(rows.rows, rows.n, sizeof *rows.rows, cmp_rows);
-        }
-        resp_add_array(&j->reply, rows.n);
-        for (size_t i = 0; i < rows.n; i++) {
-            const store_group_info_t *gi = &rows.rows[i].info;
+        store_group_row_t *rows;
+        size_t n;
+        store_group_rows(s, 0, &rows, &n);
+        resp_add_array(&j->reply, n);
+        for (size_t i = 0; i < n; i++) {
+            const store_group_info_t *gi = &rows[i].info;
             resp_add_map(&j->reply, 11);
             resp_add_bulk_str(&j->reply, "group");
-            resp_add_bulk_str(&j->reply, rows.rows[i].name);
+            resp_add_bulk_str(&j->reply, rows[i].name);
             resp_add_bulk_str(&j->reply, "topic");
             resp_add_bulk_str(&j->reply, gi->topic);
             add_kv_int(&j->reply, "ready", gi->ready);
@@ -136,104 +106,76 @@ static job_result_t group_exec(job_t *j, writer_t *w)
             add_kv_int(&j->reply, "created-ms", gi->created_ms);
             add_kv_int(&j->reply, "retry", gi->retry_ready + gi->retry_delayed);
         }
-        free(rows.rows);
+        free(rows);
     }
     return JOB_DONE;
 }
 
 /* ---- TOPICS ----------------------------------------------------------------------------- */
 
-typedef struct topic_row {
-    char name[MSG_MAX_NAME + 1];
-    store_topic_info_t info;
-} topic_row_t;
-
-typedef struct topic_rows {
-    topic_row_t *rows;
-    size_t n, cap;
-} topic_rows_t;
-
-static int collect_topic(void *ctx, const char *topic, const store_topic_info_t *info)
-{
-    topic_rows_t *r = ctx;
-    if (r->n == r->cap) {
-        r->cap = r->cap ? r->cap * 2 : 16;
-        r->rows = xrealloc(r->rows, r->cap * sizeof *r->rows);
-    }
-    snprintf(r->rows[r->n].name, sizeof r->rows[r->n].name, "%s", topic);
-    r->rows[r->n].info = *info;
-    r->n++;
-    return 0;
-}
-
-static int cmp_topic_rows(const void *a, const void *b)
-{
-    return strcmp(((const topic_row_t *)a)->name, ((const topic_row_t *)b)->name);
-}
-
-/* Groups in (topic, name) order, so each topic's are one run. */
-static int cmp_rows_by_topic(const void *a, const void *b)
-{
-    const group_row_t *x = a, *y = b;
-    int c = strcmp(x->info.topic, y->info.topic);
-    return c ? c : strcmp(x->name, y->name);
-}
+/* TOPICS: the dedup-topics list as of the command (a copy: SIGHUP may
+ * change the live one on the loop thread meanwhile). */
+typedef struct topics_job {
+    job_t job; /* first member */
+    const char *dedup_topics;
+} topics_job_t;
 
 /* TOPICS: per topic (name order) its counts and its groups (docs/protocol.md). */
 static job_result_t topics_exec(job_t *j, writer_t *w)
 {
+    const char *dedup_topics = ((topics_job_t *)j)->dedup_topics;
     store_t *s = writer_store(w);
-    topic_rows_t topics = { 0 };
-    group_rows_t groups = { 0 };
-    store_topic_foreach(s, collect_topic, &topics);
-    store_group_foreach(s, collect_group, &groups);
-    if (topics.n > 1) {
-        qsort(topics.rows, topics.n, sizeof *topics.rows, cmp_topic_rows);
-    }
-    if (groups.n > 1) {
-        qsort(groups.rows, groups.n, sizeof *groups.rows, cmp_rows_by_topic);
-    }
-    resp_add_array(&j->reply, topics.n);
+    store_topic_row_t *topics;
+    store_group_row_t *groups;
+    size_t ntopics, ngroups;
+    store_topic_rows(s, &topics, &ntopics);
+    store_group_rows(s, 1, &groups, &ngroups);
+    resp_add_array(&j->reply, ntopics);
     size_t g = 0;
-    for (size_t i = 0; i < topics.n; i++) {
-        const topic_row_t *t = &topics.rows[i];
-        resp_add_map(&j->reply, 7);
+    for (size_t i = 0; i < ntopics; i++) {
+        const store_topic_row_t *t = &topics[i];
+        resp_add_map(&j->reply, 8);
         resp_add_bulk_str(&j->reply, "topic");
         resp_add_bulk_str(&j->reply, t->name);
+        add_kv_int(&j->reply, "dedup", (uint64_t)config_topic_listed(dedup_topics, t->name, strlen(t->name)));
         add_kv_int(&j->reply, "ready", t->info.ready);
         add_kv_int(&j->reply, "delayed", t->info.delayed);
         add_kv_int(&j->reply, "retained", t->info.retained);
         add_kv_int(&j->reply, "appended", t->info.appended);
         add_kv_int(&j->reply, "sends", t->info.sent);
-        while (g < groups.n && strcmp(groups.rows[g].info.topic, t->name) < 0) {
+        while (g < ngroups && strcmp(groups[g].info.topic, t->name) < 0) {
             g++; /* a group whose topic has no record (the store never has one) */
         }
         size_t first = g;
-        while (g < groups.n && strcmp(groups.rows[g].info.topic, t->name) == 0) {
+        while (g < ngroups && strcmp(groups[g].info.topic, t->name) == 0) {
             g++;
         }
         resp_add_bulk_str(&j->reply, "groups");
         resp_add_array(&j->reply, g - first);
         for (size_t k = first; k < g; k++) {
-            const store_group_info_t *gi = &groups.rows[k].info;
+            const store_group_info_t *gi = &groups[k].info;
             resp_add_map(&j->reply, 5);
             resp_add_bulk_str(&j->reply, "group");
-            resp_add_bulk_str(&j->reply, groups.rows[k].name);
+            resp_add_bulk_str(&j->reply, groups[k].name);
             add_kv_int(&j->reply, "ready", gi->ready);
             add_kv_int(&j->reply, "inflight", gi->inflight);
             add_kv_int(&j->reply, "retry", gi->retry_ready + gi->retry_delayed);
             add_kv_int(&j->reply, "dlq", gi->dlq);
         }
     }
-    free(topics.rows);
-    free(groups.rows);
+    free(topics);
+    free(groups);
     return JOB_DONE;
 }
 
 void cmd_topics(cmd_call_t *call)
 {
-    job_t *j = cmd_job_new(sizeof *j, 0, topics_exec, NULL);
-    call->job = j;
+    const char *list = cmd_config_of(call)->dedup_topics;
+    resp_arg_t copy = { list, list ? strlen(list) : 0 };
+    char *arena;
+    topics_job_t *tj = cmd_job_new(sizeof *tj, list ? cmd_copy_size(&copy) : 0, topics_exec, &arena);
+    tj->dedup_topics = list ? cmd_job_copy(&arena, &copy).ptr : NULL;
+    call->job = &tj->job;
 }
 
 void cmd_group(cmd_call_t *call)

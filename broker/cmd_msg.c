@@ -30,7 +30,9 @@
 typedef struct send_req {
     store_send_req_t msg; /* topic, key, payload (copies), level, delay_ms */
     int has_at;           /* AT: the delay is at_ms - now when it runs */
-    int dedup;            /* DEDUP: answer a live message's id with that topic and key instead */
+    int dedup;            /* answer a live message's id with that topic and key instead: DEDUP, or a keyed
+                             SEND to a dedup-topics topic */
+    int dedup_reply;      /* DEDUP was said: reply [id, duplicate] (dedup-topics alone: the id, as any SEND) */
     uint64_t at_ms;
 } send_req_t;
 
@@ -141,7 +143,7 @@ static job_result_t send_exec(job_t *j, writer_t *w)
     } else {
         writer_stats(w)->sends++;
     }
-    if (r->dedup) { /* [id, duplicate] (docs/protocol.md) */
+    if (r->dedup_reply) { /* [id, duplicate] (docs/protocol.md) */
         resp_add_array(&j->reply, 2);
         cmd_add_id(&j->reply, id);
         resp_add_int(&j->reply, dup);
@@ -249,7 +251,9 @@ void cmd_send(cmd_call_t *call)
     msg.delay_ms = delay;
     sj->req.msg = msg;
     sj->req.has_at = has_at;
-    sj->req.dedup = dedup;
+    /* dedup-topics: a keyed SEND to such a topic deduplicates even without DEDUP */
+    sj->req.dedup = dedup || (msg.key_len > 0 && config_dedup_topic(cfg, msg.topic, msg.topic_len));
+    sj->req.dedup_reply = dedup;
     sj->req.at_ms = at;
     call->job = &sj->job;
 }

@@ -6,11 +6,15 @@
  * Between MULTI and EXEC a connection queues commands instead of running them:
  * each is parsed and checked by its own loop half at once (an argument error
  * is answered then and dooms the transaction: EXEC answers -EXECABORT, as
- * Redis), and answered +QUEUED. Only SEND (without DEDUP) may be queued,
- * because only writes that need no read can share one batch: EXEC becomes ONE
- * storage job that runs the queued SENDs back to back, so they all join the
- * same pending batch — one LevelDB WriteBatch, fsynced before the reply
- * (EXEC is CMD_DURABLE): after a crash all of them are there or none. Any
+ * Redis), and answered +QUEUED. Only SEND may be queued, because only writes
+ * that need no other read can share one batch: EXEC becomes ONE storage job
+ * that runs the queued SENDs back to back, so they all join the same pending
+ * batch — one LevelDB WriteBatch, fsynced before the reply (EXEC is
+ * CMD_DURABLE): after a crash all of them are there or none. A SEND … DEDUP
+ * (or a keyed SEND to a dedup-topics topic) may be queued too: EXEC first
+ * commits other pending work (store_send_run_begin), and from there on a
+ * DEDUP SEND reads the committed index and the keys sent in the batch
+ * without committing it, so the run stays one batch. Any
  * other command inside MULTI is refused with a reason (and aborts the
  * transaction); MULTI, EXEC and DISCARD themselves, and QUIT, keep their
  * meaning. EXEC answers an array with each SEND's reply (its id).
@@ -23,6 +27,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "levels/store.h"
 
 #define MULTI_MAX 10000 /* queued commands per transaction */
 
@@ -88,13 +93,6 @@ int cmd_multi_queue(cmd_call_t *call, int is_send)
         m->aborted = 1;
         return 0;
     }
-    for (size_t i = 3; i < call->argc; i++) {
-        if (cmd_arg_is(&call->argv[i], "dedup")) {
-            resp_add_error(call->out, "ERR SEND ... DEDUP is not allowed inside MULTI (it reads the key index)");
-            m->aborted = 1;
-            return 0;
-        }
-    }
     if (m->n == MULTI_MAX) {
         resp_add_errorf(call->out, "ERR a transaction holds at most %d commands", MULTI_MAX);
         m->aborted = 1;
@@ -126,6 +124,11 @@ void cmd_multi_queued(cmd_call_t *call)
 static job_result_t exec_exec(job_t *j, writer_t *w)
 {
     exec_job_t *ej = (exec_job_t *)j;
+    char err[300];
+    if (store_send_run_begin(writer_store(w), err, sizeof err) != 0) {
+        cmd_reply_store_error(j, err);
+        return JOB_DONE;
+    }
     resp_add_array(&j->reply, ej->n);
     for (size_t i = 0; i < ej->n; i++) {
         job_t *q = ej->jobs[i];

@@ -225,27 +225,66 @@ void metrics_info_loop_tail(buf_t *out, int mask, const loop_info_t *li)
 
 /* ---- Prometheus ------------------------------------------------------------------- */
 
-typedef struct prom_groups {
-    buf_t *out;
-    const char *metric;
-    int which;
-} prom_groups_t;
-
-static int prom_group(void *ctx, const char *group, const store_group_info_t *gi)
+/* The per-topic and per-group series: for the first max_topics topics in
+ * name order (a stable set from one scrape to the next) each topic's series
+ * and its groups' (a group is labelled with its topic); the topics left out
+ * are counted in hourglass_metrics_topics_omitted. Topics are never deleted
+ * and any SEND names a new one, so without the bound a client could make
+ * the page (and the time series database) grow without end. */
+static void prom_topics(buf_t *o, store_t *s, long long max_topics)
 {
-    prom_groups_t *p = ctx;
-    char g[2 * MSG_MAX_NAME + 2], t[2 * MSG_MAX_NAME + 2];
-    prom_label_escape(group, g, sizeof g);
-    prom_label_escape(gi->topic, t, sizeof t);
-    uint64_t v = p->which == 0   ? gi->ready
-                 : p->which == 1 ? gi->inflight
-                 : p->which == 2 ? gi->retry_ready + gi->retry_delayed
-                                 : gi->dlq;
-    buf_printf(p->out, "%s{group=\"%s\",topic=\"%s\"} %llu\n", p->metric, g, t, (unsigned long long)v);
-    return 0;
+    store_topic_row_t *topics;
+    store_group_row_t *groups;
+    size_t ntopics, ngroups;
+    store_topic_rows(s, &topics, &ntopics);
+    store_group_rows(s, 1, &groups, &ngroups);
+    size_t shown = max_topics >= 0 && (size_t)max_topics < ntopics ? (size_t)max_topics : ntopics;
+    static const struct {
+        const char *name, *type, *help;
+    } tm[] = {
+        { "hourglass_topic_ready", "gauge", "Messages in a topic's log that some group of it has not taken yet." },
+        { "hourglass_topic_delayed", "gauge", "A topic's messages still on their SEND journey in the level queues." },
+        { "hourglass_topic_retained", "gauge", "Entries in a topic's log (consumed ones stay until it is collected)." },
+        { "hourglass_topic_sends_total", "counter", "SENDs accepted for a topic since the broker started." },
+    };
+    for (size_t m = 0; m < sizeof tm / sizeof tm[0]; m++) {
+        buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", tm[m].name, tm[m].help, tm[m].name, tm[m].type);
+        for (size_t i = 0; i < shown; i++) {
+            const store_topic_info_t *ti = &topics[i].info;
+            uint64_t v = m == 0 ? ti->ready : m == 1 ? ti->delayed : m == 2 ? ti->retained : ti->sent;
+            char tl[2 * MSG_MAX_NAME + 2];
+            prom_label_escape(topics[i].name, tl, sizeof tl);
+            buf_printf(o, "%s{topic=\"%s\"} %llu\n", tm[m].name, tl, (unsigned long long)v);
+        }
+    }
+    static const struct {
+        const char *name, *help;
+    } gm[] = {
+        { "hourglass_group_ready", "Messages a group can PULL now." },
+        { "hourglass_group_inflight", "Messages leased to a group." },
+        { "hourglass_group_retry", "Retries of a group waiting or ready." },
+        { "hourglass_group_dlq", "Messages in a group's DLQ." },
+    };
+    const char *last = shown ? topics[shown - 1].name : NULL;
+    for (size_t m = 0; m < sizeof gm / sizeof gm[0]; m++) {
+        buf_printf(o, "# HELP %s %s\n# TYPE %s gauge\n", gm[m].name, gm[m].help, gm[m].name);
+        for (size_t i = 0; i < ngroups && last != NULL && strcmp(groups[i].info.topic, last) <= 0; i++) {
+            const store_group_info_t *gi = &groups[i].info;
+            uint64_t v = m == 0 ? gi->ready : m == 1 ? gi->inflight : m == 2 ? gi->retry_ready + gi->retry_delayed : gi->dlq;
+            char gl[2 * MSG_MAX_NAME + 2], tl[2 * MSG_MAX_NAME + 2];
+            prom_label_escape(groups[i].name, gl, sizeof gl);
+            prom_label_escape(gi->topic, tl, sizeof tl);
+            buf_printf(o, "%s{group=\"%s\",topic=\"%s\"} %llu\n", gm[m].name, gl, tl, (unsigned long long)v);
+        }
+    }
+    prom_metric_u64(o, "hourglass_metrics_topics_omitted", "gauge",
+                    "Topics (with their groups) left out of the per-topic series by metrics-max-topics.",
+                    (uint64_t)(ntopics - shown));
+    free(topics);
+    free(groups);
 }
 
-void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint64_t now_ms)
+void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint64_t now_ms, long long max_topics)
 {
     const lvl_table_t *t = store_levels(s);
     buf_printf(o, "# HELP hourglass_level_depth Messages waiting on a delay level.\n"
@@ -267,15 +306,7 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
         double lag = li.head_due_ms && now_ms > li.head_due_ms ? (double)(now_ms - li.head_due_ms) / 1000.0 : 0.0;
         buf_printf(o, "hourglass_level_head_lag_seconds{level=\"%d\",delay=\"%s\"} %.3f\n", l, d, lag);
     }
-    static const char *const gm[] = { "hourglass_group_ready", "hourglass_group_inflight", "hourglass_group_retry",
-                                      "hourglass_group_dlq" };
-    static const char *const gh[] = { "Messages a group can PULL now.", "Messages leased to a group.",
-                                      "Retries of a group waiting or ready.", "Messages in a group's DLQ." };
-    for (int i = 0; i < 4; i++) {
-        buf_printf(o, "# HELP %s %s\n# TYPE %s gauge\n", gm[i], gh[i], gm[i]);
-        prom_groups_t p = { .out = o, .metric = gm[i], .which = i };
-        store_group_foreach(s, prom_group, &p);
-    }
+    prom_topics(o, s, max_topics);
     prom_metric_u64(o, "hourglass_sends_total", "counter", "Messages accepted by SEND.", st->sends);
     prom_metric_u64(o, "hourglass_deliveries_total", "counter", "Messages delivered by PULL.", st->deliveries);
     prom_metric_u64(o, "hourglass_acks_total", "counter", "Leases released by ACK.", st->acks);

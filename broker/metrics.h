@@ -83,8 +83,10 @@ void metrics_info_loop_head(buf_t *out, int mask, const loop_info_t *li);
 /* ... and the loop half of stats (after it). */
 void metrics_info_loop_tail(buf_t *out, int mask, const loop_info_t *li);
 
-/* Storage thread: the Prometheus text of the storage side. */
-void metrics_prom_storage(buf_t *out, store_t *s, const storage_stats_t *st, uint64_t now_ms);
+/* Storage thread: the Prometheus text of the storage side; per-topic and
+ * per-group series for at most max_topics topics (metrics-max-topics; < 0:
+ * all), the first in name order. */
+void metrics_prom_storage(buf_t *out, store_t *s, const storage_stats_t *st, uint64_t now_ms, long long max_topics);
 /* Loop thread: the Prometheus text of the loop side. */
 void metrics_prom_loop(buf_t *out, const loop_info_t *li);
 

@@ -413,7 +413,9 @@ void server_on_hup(server_t *s, void (*fn)(void *arg), void *arg)
 
 static job_result_t http_metrics_exec(job_t *j, writer_t *w)
 {
-    metrics_prom_storage(&j->reply.raw, writer_store(w), writer_stats(w), writer_now(w));
+    const http_job_t *hj = (const http_job_t *)j; /* metrics-max-topics: read-only after start-up */
+    metrics_prom_storage(&j->reply.raw, writer_store(w), writer_stats(w), writer_now(w),
+                         hj->srv->cfg->metrics_max_topics);
     return JOB_DONE;
 }
 

@@ -24,6 +24,8 @@
 /* levels: the spec must parse (the table itself is filled by config_validate). */
 static int check_levels(void *conf, const cfg_key_t *k, const char *value, cfg_source_t source, char *err,
                         size_t errlen);
+static int check_dedup_topics(void *conf, const cfg_key_t *k, const char *value, cfg_source_t source, char *err,
+                              size_t errlen);
 
 #define OFF(f) offsetof(config_t, f)
 #define KB     1024LL
@@ -91,6 +93,10 @@ static const cfg_key_t cfg_keys[] = {
     { CFG_KEY("max-pull-bytes", CFG_SIZE, "16mb", 1, 1 * GB, OFF(max_pull_bytes),
               "a PULL or DLQ LIST stops adding messages once their payload, key and reason bytes reach this (fewer "
               "than COUNT; always at least one)") },
+    { CFG_KEY("dedup-topics", CFG_STRING, NULL, 0, 0, OFF(dedup_topics),
+              "topics whose SENDs with a KEY always deduplicate, as if they said DEDUP (reply: the id; a live "
+              "message's with that key instead of a new one); names separated by blanks, * = every topic"),
+      .hint = "'TOPIC ...'", .hook = check_dedup_topics, .reload = 1 },
     { CFG_KEY("max-args", CFG_INT, "1024", 3, 1000000, OFF(max_args),
               "most arguments in one command (protocol error and close above)") },
     { CFG_KEY("max-bulk", CFG_SIZE, "8mb", 1 * KB, 1 * GB, OFF(max_bulk),
@@ -114,6 +120,9 @@ static const cfg_key_t cfg_keys[] = {
               "HTTP port for /metrics and /healthz (0: off)") },
     { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
               "address of the metrics listener; non-loopback needs allow-remote yes") },
+    { CFG_KEY("metrics-max-topics", CFG_INT, "100", 0, 100000, OFF(metrics_max_topics),
+              "/metrics carries per-topic series (and per-group series of their groups) for at most this many "
+              "topics, the first in name order; the rest are counted in hourglass_metrics_topics_omitted") },
     LOG_KEYS_ROWS(config_t),
 };
 
@@ -139,6 +148,61 @@ static int check_levels(void *conf, const cfg_key_t *k, const char *value, cfg_s
     if (lvl_table_parse(value, &t, lerr, sizeof lerr) != 0) {
         err_set(err, errlen, "%s: %s", k->name, lerr);
         return -1;
+    }
+    return 0;
+}
+
+/* ---- dedup-topics ------------------------------------------------------ */
+
+/* The next name of a dedup-topics list from *p (blanks between: a topic
+ * name holds no blank, but may hold a comma): 1 with *name / *len, 0 at the
+ * end. */
+static int next_topic_name(const char **p, const char **name, size_t *len)
+{
+    const char *s = *p;
+    while (*s == ' ' || *s == '\t') {
+        s++;
+    }
+    if (*s == '\0') {
+        return 0;
+    }
+    *name = s;
+    while (*s != '\0' && *s != ' ' && *s != '\t') {
+        s++;
+    }
+    *len = (size_t)(s - *name);
+    *p = s;
+    return 1;
+}
+
+static int check_dedup_topics(void *conf, const cfg_key_t *k, const char *value, cfg_source_t source, char *err,
+                              size_t errlen)
+{
+    (void)conf, (void)source;
+    const char *p = value, *name;
+    size_t len;
+    while (next_topic_name(&p, &name, &len)) {
+        char nerr[200];
+        if (!(len == 1 && name[0] == '*') && msg_check_name("topic", name, len, nerr, sizeof nerr) != 0) {
+            return err_set(err, errlen, "%s: %s", k->name, nerr);
+        }
+    }
+    return 0;
+}
+
+int config_dedup_topic(const config_t *c, const char *topic, size_t len)
+{
+    return config_topic_listed(c->dedup_topics, topic, len);
+}
+
+int config_topic_listed(const char *list, const char *topic, size_t len)
+{
+    const char *p = list, *name;
+    size_t n;
+    while (p != NULL && next_topic_name(&p, &name, &n)) {
+        if ((n == 1 && name[0] == '*') || (n == len && memcmp(name, topic, len) == 0)) {
+            return 1;
+        }
     }
     return 0;
 }

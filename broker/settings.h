@@ -19,7 +19,8 @@
  * Read-only after start-up: both broker threads read it without locks. The
  * one exception is SIGHUP's config_reload on the loop thread, which may
  * change only the keys marked reloadable (log-level, log-file, log-format,
- * the tls-* files and tls-auth-clients), which the storage thread never reads.
+ * the tls-* files, tls-auth-clients and dedup-topics), which the storage
+ * thread never reads.
  */
 #ifndef HG_BROKER_SETTINGS_H
 #define HG_BROKER_SETTINGS_H
@@ -71,6 +72,8 @@ typedef struct config {
     long long max_delay_ms;
     long long max_pull_count;
     long long max_pull_bytes;
+    char *dedup_topics; /* NULL: none; topic names (blanks between), "*": every topic. Loop thread only
+                           (reloadable): config_dedup_topic */
     /* limits */
     long long max_payload;
     long long max_args;
@@ -84,6 +87,7 @@ typedef struct config {
     /* observability */
     long long metrics_port; /* 0 = off */
     char *metrics_bind;
+    long long metrics_max_topics; /* per-topic (and their groups') series for at most this many topics */
     LOG_KEYS_FIELDS; /* log-level, log-file, log-format */
     /* derived by config_validate from the keys above */
     store_options_t store;  /* the one copy of the store's options and limits */
@@ -117,6 +121,15 @@ int config_load(config_t *c, int argc, char **argv, config_action_t *action, cha
  * max-query > max-bulk, a non-loopback metrics-bind needs allow-remote. On success
  * c->store holds the store options (path = c->dir, create_if_missing = 1). */
 int config_validate(config_t *c, char *err, size_t errlen);
+
+/* 1 when topic[0..len) is one of dedup-topics (or dedup-topics is "*"): its
+ * SENDs with a KEY deduplicate as if they said DEDUP. Loop thread (SIGHUP
+ * may change the list). */
+int config_dedup_topic(const config_t *c, const char *topic, size_t len);
+
+/* The same test on a copy of the list (NULL: empty), for a thread that must
+ * not read the live configuration (TOPICS on the storage thread). */
+int config_topic_listed(const char *list, const char *topic, size_t len);
 
 /* 1 when host is a loopback address or "localhost". */
 int config_is_loopback(const char *host);

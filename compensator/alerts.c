@@ -210,6 +210,8 @@ int comp_alert_check(comp_alerts_t *a, int kind, const char *subject, int active
         s->fired = 0;
         ran = 1;
     }
+    if (active != s->active)
+        atomic_fetch_add_explicit(&comp_stats.alerts_active[kind], active ? 1 : -1, memory_order_relaxed);
     s->active = active;
     return ran;
 }

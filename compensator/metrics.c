@@ -179,6 +179,13 @@ static void render(buf_t *b, const comp_config_t *cfg)
         snprintf(labels, sizeof labels, "{alert=\"%s\"}", comp_alert_name(k));
         prom_sample_u64(b, PREFIX "alerts_suppressed_total", labels, comp_load(&comp_stats.alerts_suppressed[k]));
     }
+    prom_header(b, PREFIX "alerts_active", "gauge",
+                "Alerts whose condition holds now (firing, or held back by alert-min-interval), by alert.");
+    for (int k = 0; k < COMP_ALERT_KINDS; k++) {
+        snprintf(labels, sizeof labels, "{alert=\"%s\"}", comp_alert_name(k));
+        prom_sample_i64(b, PREFIX "alerts_active", labels,
+                        atomic_load_explicit(&comp_stats.alerts_active[k], memory_order_relaxed));
+    }
     prom_metric_u64(b, PREFIX "alert_command_failures_total", "counter",
                     "Alert commands that failed, timed out or could not start.",
                     comp_load(&comp_stats.alert_command_failures));

@@ -90,6 +90,7 @@ typedef struct comp_stats {
 
     /* alerts */
     atomic_uint_fast64_t alerts_fired[COMP_ALERT_KINDS], alerts_suppressed[COMP_ALERT_KINDS];
+    atomic_int_fast64_t alerts_active[COMP_ALERT_KINDS]; /* subjects whose condition held at their last check */
     atomic_uint_fast64_t alert_command_failures;
 } comp_stats_t;
 

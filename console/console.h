@@ -9,14 +9,22 @@
  *   session.c         logins: a session per user, its broker connection
  *                     (AUTHed as that user), its roles, its CSRF token
  *   sampler.c         the overview's samples, kept in memory (INFO, the
- *                     broker's lateness histogram, the order counts)
+ *                     broker's lateness histogram, the order counts, the
+ *                     compensator's layers)
+ *   compensator_status.c  the compensator's layers and alerts, from its
+ *                     /metrics (compensator-metrics)
+ *   metrics_get.c     one plain-http GET of a daemon's /metrics or /healthz
  *   api_broker.c      /api/overview, /api/dlq…, /api/msg…
  *   api_orders.c      /api/orders… (the order view, <hourglass/order_view.h>)
  *
- * Threads: one. Every request runs to completion on the event loop thread;
- * broker and MariaDB calls are blocking with short timeouts (broker-timeout,
- * the mysql-* timeouts) — an operator console serves a handful of people,
- * and one thread keeps every handle single-owner.
+ * Threads: two. Every request runs to completion on the event loop thread;
+ * its broker and MariaDB calls are blocking with short timeouts
+ * (broker-timeout, the mysql-* timeouts) — an operator console serves a
+ * handful of people, and one thread keeps every session's handle
+ * single-owner. The sampler (sampler.c) runs on a thread of its own with
+ * its own broker connection and database handle, so the overview never
+ * waits on them; the two threads share only the published samples, under
+ * the sampler's mutex.
  */
 #ifndef HG_CONSOLE_CONSOLE_H
 #define HG_CONSOLE_CONSOLE_H
@@ -32,6 +40,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "base/buf.h"
+#include "base/json.h"
 #include "console/console_config.h"
 
 #define CONSOLE_TOKEN_HEX    64 /* session and CSRF tokens: 32 random bytes in hex */
@@ -145,12 +154,77 @@ void console_audit(const request_t *r, const char *fmt, ...) __attribute__((form
 
 /* ---- sampler.c ---- */
 
-/* Sample every cfg->sample_interval_ms on c->base (first at once). */
-sampler_t *sampler_start(console_t *c);
+/* Start the sampler's thread: a sample at once, then one every
+ * cfg->sample_interval_ms, with its own broker connection and database
+ * handle. Returns it, or NULL with err (no thread). Main thread. */
+sampler_t *sampler_start(console_t *c, char *err, size_t errlen);
+
+/* Stop the thread (it ends after the call it is in, within that call's
+ * timeout) and free everything. Main thread. */
 void sampler_free(sampler_t *s);
 
-/* The overview document (latest sample, history, alerts) into j's buffer. */
+/* The overview document (latest sample, history, alerts, what the sampler
+ * waits on) into out; never waits on the broker or the database. Event
+ * loop thread. */
 void sampler_overview_json(sampler_t *s, buf_t *out);
+
+/* ---- metrics_get.c ---- */
+
+typedef struct metrics_url {
+    char host[256], port[16], path[512];
+} metrics_url_t;
+
+/* Split "http://HOST:PORT[/PATH]" (PATH default /metrics; an IPv6 HOST in
+ * brackets). 0, or -1 with err naming the URL and what is wrong. */
+int metrics_url_parse(const char *url, metrics_url_t *u, char *err, size_t errlen);
+
+/* GET path from u's host and port over plain http/1.0, everything within
+ * timeout_ms: 0 with the HTTP *status and the body in body (cleared first),
+ * or -1 with err (unreachable, timed out, not HTTP, over 8 MiB). */
+int metrics_get(const metrics_url_t *u, const char *path, int timeout_ms, int *status, buf_t *body, char *err,
+                size_t errlen);
+
+/* ---- compensator_status.c ---- */
+
+#define COMPENSATOR_LAYERS_MAX 8
+#define COMPENSATOR_ALERTS_MAX 8
+#define COMPENSATOR_NAME_MAX   32
+
+typedef struct compensator_layer {
+    char name[COMPENSATOR_NAME_MAX];    /* relay, overdue, inspection, monitor */
+    uint64_t last_run_ms;               /* wall clock when its last run ended; 0: never ran */
+    double duration_ms;                 /* of the last run */
+    char outcome[COMPENSATOR_NAME_MAX]; /* ok, failed, skipped, lock-lost; "" before the first run */
+    long long consecutive_failures;
+    char error[400]; /* of a failed last run, from /healthz ("" otherwise) */
+} compensator_layer_t;
+
+typedef struct compensator_status {
+    int configured; /* compensator-metrics is set */
+    int ok;         /* its /metrics was read */
+    char error[512];
+    compensator_layer_t layers[COMPENSATOR_LAYERS_MAX]; /* the enabled layers */
+    size_t nlayers;
+    struct {
+        char name[COMPENSATOR_NAME_MAX]; /* overdue-pending, dlq-depth, layer-failing */
+        long long active;                /* subjects whose condition holds now */
+    } alerts[COMPENSATOR_ALERTS_MAX];
+    size_t nalerts;
+} compensator_status_t;
+
+/* Read cfg->compensator_metrics (and its /healthz when a layer failed)
+ * into *st, at most about two seconds; unconfigured: st->configured 0. A
+ * failure is st->ok 0 with st->error. */
+void compensator_status_read(const console_config_t *cfg, compensator_status_t *st);
+
+/* The pure half of compensator_status_read: *st from the text of /metrics
+ * and, when not NULL, of /healthz (the errors of failed layers). Returns 0
+ * (st->ok), or -1 when metrics names no enabled layer (not the
+ * compensator's). */
+int compensator_status_parse(compensator_status_t *st, const char *metrics, const char *healthz);
+
+/* *st as the overview's "compensator" object (docs/console.md). */
+void compensator_status_json(const compensator_status_t *st, const char *url, json_t *j);
 
 /* ---- api_broker.c, api_orders.c: each returns 1 when it handled the path ---- */
 int api_broker(request_t *r);

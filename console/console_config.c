@@ -6,7 +6,7 @@
 #include "config.h"
 #endif
 
-#include "console/console_config.h"
+#include "console/console.h"
 
 #include <arpa/inet.h>
 #include <stddef.h>
@@ -58,6 +58,10 @@ static const cfg_key_t keys[] = {
     { CFG_KEY("sampler-password-file", CFG_STRING, NULL, 0, 0, OFF(sampler_password_file),
               "file holding sampler-user's password (one trailing newline allowed)"),
       .hint = "FILE" },
+    { CFG_KEY("compensator-metrics", CFG_STRING, NULL, 0, 0, OFF(compensator_metrics),
+              "hourglass-compensator's /metrics, http://HOST:PORT/metrics: each layer's last run and outcome and the "
+              "alerts firing, on the overview"),
+      .hint = "URL", .shown_default = "none: the overview shows no compensator" },
     { CFG_KEY("history", CFG_DURATION, "1h", 1000, 7 * DAY_MS, OFF(history_ms),
               "how long samples are kept in memory (the overview's charts)") },
     { CFG_KEY("session-ttl", CFG_DURATION, "8h", 1000, 30 * DAY_MS, OFF(session_ttl_ms),
@@ -123,6 +127,14 @@ int console_config_validate(console_config_t *conf, char *err, size_t errlen)
         snprintf(err, errlen, "history: %lld ms keeps fewer than two samples of sample-interval %lld ms",
                  conf->history_ms, conf->sample_interval_ms);
         return -1;
+    }
+    if (conf->compensator_metrics != NULL) {
+        metrics_url_t url;
+        char why[400];
+        if (metrics_url_parse(conf->compensator_metrics, &url, why, sizeof why) != 0) {
+            snprintf(err, errlen, "compensator-metrics: %s", why);
+            return -1;
+        }
     }
     conf->sampler_password[0] = '\0';
     if (conf->sampler_password_file != NULL) {

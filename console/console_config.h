@@ -8,7 +8,8 @@
  * reloaded on SIGHUP), the order database (the
  * mysql-* keys of db/keys.h, order-topic, overdue-after), the samples kept in
  * memory for the overview (sample-interval, history; the sampler's own
- * broker user: sampler-user, sampler-password-file), sessions
+ * broker user: sampler-user, sampler-password-file; compensator-metrics),
+ * sessions
  * (session-ttl, no-users-role) and the log keys of common/log_keys.h
  * (log-level, log-file, log-format: reloaded on SIGHUP). Main thread.
  */
@@ -38,6 +39,7 @@ typedef struct console_config {
     char *sampler_user, *sampler_password_file;
     char sampler_password[PASSWD_FILE_MAX + 1]; /* read from sampler-password-file ("" without one) */
     char *https_cert_file, *https_key_file;     /* both set: the console serves https */
+    char *compensator_metrics;                  /* http://host:port/metrics of hourglass-compensator, or NULL */
     TLS_KEYS_FIELDS;                            /* the tls-* keys (hourglass+tls:// uri) */
     LOG_KEYS_FIELDS;
     DB_KEYS_FIELDS;
@@ -52,7 +54,8 @@ void console_config_init(console_config_t *conf);
  * address that is not loopback without allow-remote yes, history at least
  * two samples, sampler-user with sampler-password-file (whose password is
  * read into conf->sampler_password), https-cert-file with https-key-file,
- * the tls-* keys only with an hourglass+tls:// uri. Returns 0, or -1 with
+ * the tls-* keys only with an hourglass+tls:// uri, compensator-metrics an
+ * http://HOST:PORT[/PATH] URL. Returns 0, or -1 with
  * err naming the key(s). */
 int console_config_validate(console_config_t *conf, char *err, size_t errlen);
 

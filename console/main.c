@@ -19,7 +19,7 @@
  * are read again), never stops it. Exit status: 0 after a clean stop or a valid
  * --check-config; 1 when it cannot start; 2 on a configuration error.
  *
- * Threads: one (console.h).
+ * Threads: the event loop's and the sampler's (console.h).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -176,7 +176,18 @@ int main(int argc, char **argv)
     event_add(sigterm, NULL);
     event_add(sigint, NULL);
     event_add(sighup, NULL);
-    c.sampler = sampler_start(&c);
+    c.sampler = sampler_start(&c, err, sizeof err);
+    if (c.sampler == NULL) {
+        log_error("%s", err);
+        http_stop(&c);
+        event_free(sigterm);
+        event_free(sigint);
+        event_free(sighup);
+        event_base_free(c.base);
+        hg_order_db_close(c.db);
+        console_config_free(&cfg);
+        return 1;
+    }
     log_info(PROGRAM " %s listening on %s://%s:%d/ (broker %s, database %s, page %s)", HG_VERSION_STRING,
              http_scheme(&c), cfg.bind, c.port, cfg.uri, cfg.mysql_database, cfg.static_dir);
 

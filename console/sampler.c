@@ -4,15 +4,25 @@
  * depth and head lag, groups with their DLQ depth, the send / delivery / ack
  * counters and the lateness quantiles), the broker's lateness histogram
  * (its /metrics, when it has a metrics port) and the pending / overdue order
- * counts (the (status, expire_at) index), kept in a ring for `history`.
+ * counts (the (status, expire_at) index), kept in a ring for `history`;
+ * and, with compensator-metrics, the compensator's layers and alerts of the
+ * last sample (compensator_status.c).
  * Rates are differences between neighbouring samples; a counter that went
  * down (a broker restart) gives no rate for that step.
  *
- * The sampler has its own broker connection on `uri`, as sampler-user when
- * one is configured (a broker with users answers nothing without AUTH; the
- * role viewer is enough), and uses the console's order database handle.
+ * The sampler runs on a thread of its own with connections of its own: a
+ * broker connection on `uri`, as sampler-user when one is configured (a
+ * broker with users answers nothing without AUTH; the role viewer is
+ * enough), and a database handle of its own. So a slow broker, compensator
+ * or MariaDB holds back the next sample, never a request: the overview is
+ * rendered on the event loop from the last published sample, under a mutex
+ * held only to copy a sample in and to render (never across a call that
+ * waits). While the thread waits on one of them longer than two intervals,
+ * the overview says on which, and since when.
  *
- * Threads: the event loop's only (a libevent timer).
+ * Threads: take_sample and the thread's own handles on the sampler's
+ * thread; sampler_overview_json on the event loop; sampler_start and
+ * sampler_free on the main thread.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -20,15 +30,13 @@
 
 #include "console/console.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netdb.h>
-#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "base/json.h"
@@ -51,15 +59,28 @@ typedef struct bucket {
 } bucket_t;
 
 struct sampler {
-    console_t *c;
-    struct event *timer;
+    console_t *c; /* the thread reads only c->cfg's start-up keys (none SIGHUP changes) */
+    pthread_t thread;
+    int started;
+    pthread_mutex_t lock; /* guards what follows "published"; never held across a call that waits */
+    pthread_cond_t wake;  /* sampler_free's stop */
+    int stopping;
+
+    /* the thread's own */
     hg_client_t *client;
+    hg_order_db *db;
+    compensator_status_t compensator_scratch;
+
+    /* published (the lock) */
     sample_t *ring;
     size_t cap, count, head; /* head: the next slot to write */
     char *info;              /* the last INFO text ("" when the broker did not answer) */
     char broker_error[256], db_error[512];
     bucket_t buckets[SAMPLER_MAX_BUCKETS];
     size_t nbuckets;
+    compensator_status_t compensator; /* of the last sample */
+    const char *busy_on;              /* what the thread waits on now, or NULL between samples */
+    uint64_t busy_since_ms;
 };
 
 /* The value of "key:" in INFO text, or NULL; *len its length. */
@@ -124,145 +145,207 @@ static void uri_host(const char *uri, char *out, size_t len)
         snprintf(out, len, "127.0.0.1");
 }
 
-/* GET /metrics from host:port (one second at most) and keep the lateness
- * histogram's buckets. Returns 0 / -1. */
-static int fetch_histogram(sampler_t *s, const char *host, long port)
+/* GET /metrics from the broker's metrics port (one second at most) into
+ * the histogram's buckets; *n 0 when there is none. */
+static void fetch_histogram(const char *host, long port, bucket_t *buckets, size_t *n)
 {
-    struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
-    char portstr[24], req[512];
-    snprintf(portstr, sizeof portstr, "%ld", port);
-    if (getaddrinfo(host, portstr, &hints, &ai) != 0 || ai == NULL)
-        return -1;
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct timeval tv = { 1, 0 };
-    if (fd < 0) {
-        freeaddrinfo(ai);
-        return -1;
-    }
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
-    freeaddrinfo(ai);
-    snprintf(req, sizeof req, "GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n", host);
-    if (rc != 0 || write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
-        close(fd);
-        return -1;
-    }
+    metrics_url_t url;
     buf_t b = BUF_INIT;
-    for (;;) {
-        char *p = buf_reserve(&b, 65536);
-        ssize_t n = read(fd, p, 65536);
-        if (n <= 0)
-            break;
-        b.len += (size_t)n;
-        if (b.len > 8 * 1024 * 1024)
-            break;
+    char err[256];
+    int status = 0;
+    *n = 0;
+    memset(&url, 0, sizeof url);
+    snprintf(url.host, sizeof url.host, "%s", host);
+    snprintf(url.port, sizeof url.port, "%u", (unsigned)(port & 0xffff));
+    if (metrics_get(&url, "/metrics", 1000, &status, &b, err, sizeof err) != 0 || status != 200) {
+        buf_free(&b);
+        return;
     }
-    close(fd);
     const char *text = buf_cstr(&b), *key = "hourglass_delivery_lateness_seconds_bucket{le=\"";
-    s->nbuckets = 0;
-    for (const char *p = text; (p = strstr(p, key)) != NULL && s->nbuckets < SAMPLER_MAX_BUCKETS;) {
+    for (const char *p = text; (p = strstr(p, key)) != NULL && *n < SAMPLER_MAX_BUCKETS;) {
         p += strlen(key);
-        size_t n = strcspn(p, "\"");
-        bucket_t *bk = &s->buckets[s->nbuckets++];
-        snprintf(bk->le, sizeof bk->le, "%.*s", (int)n, p);
+        size_t len = strcspn(p, "\"");
+        bucket_t *bk = &buckets[(*n)++];
+        snprintf(bk->le, sizeof bk->le, "%.*s", (int)len, p);
         const char *v = strchr(p, ' ');
         bk->count = v != NULL ? strtoull(v + 1, NULL, 10) : 0;
     }
     buf_free(&b);
-    return 0;
 }
 
-static void broker_client(sampler_t *s)
+/* What the sampler's thread waits on now (NULL: nothing), for the overview. */
+static void set_busy(sampler_t *s, const char *what)
+{
+    pthread_mutex_lock(&s->lock);
+    s->busy_on = what;
+    s->busy_since_ms = console_now_ms();
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* The sampler's broker connection (opened when missing); NULL with err. */
+static hg_client_t *broker_client(sampler_t *s, char *err, size_t errlen)
 {
     if (s->client != NULL)
-        return;
+        return s->client;
+    const console_config_t *cfg = s->c->cfg;
     hg_client_opts_t opts;
-    hg_error_t err;
+    hg_error_t e;
     console_client_opts(s->c, &opts);
-    if (s->c->cfg->sampler_user != NULL) {
-        opts.user = s->c->cfg->sampler_user;
-        opts.password = s->c->cfg->sampler_password;
+    if (cfg->sampler_user != NULL) {
+        opts.user = cfg->sampler_user;
+        opts.password = cfg->sampler_password;
     }
-    if (hg_client_open(s->c->cfg->uri, &opts, &s->client, &err) != HG_OK) {
-        snprintf(s->broker_error, sizeof s->broker_error, "%s", err.message);
+    if (hg_client_open(cfg->uri, &opts, &s->client, &e) != HG_OK) {
+        snprintf(err, errlen, "%s", e.message);
         s->client = NULL;
     }
+    return s->client;
 }
 
+/* The sampler's database handle (opened when missing); NULL with err. */
+static hg_order_db *order_db(sampler_t *s, char *err, size_t errlen)
+{
+    if (s->db != NULL)
+        return s->db;
+    hg_order_db_params_t params;
+    hg_order_error_t e;
+    memset(&params, 0, sizeof params);
+    DB_KEYS_TO_PARAMS(s->c->cfg, &params);
+    s->db = hg_order_db_open(&params, &e);
+    if (s->db == NULL)
+        snprintf(err, errlen, "%s", e.message);
+    return s->db;
+}
+
+/* One sample, on the sampler's thread: every call to the broker, the
+ * compensator and MariaDB is made without the lock, into the thread's own
+ * scratch; the lock is held only to publish the result. */
 static void take_sample(sampler_t *s)
 {
-    sample_t *x = &s->ring[s->head];
-    memset(x, 0, sizeof *x);
-    x->t_ms = console_now_ms();
-    x->pending = x->overdue = -1;
+    const console_config_t *cfg = s->c->cfg;
+    sample_t x;
+    char *info = NULL, broker_error[256] = "", db_error[512] = "";
+    bucket_t buckets[SAMPLER_MAX_BUCKETS];
+    size_t nbuckets = 0;
 
-    broker_client(s);
-    if (s->client != NULL) {
+    memset(&x, 0, sizeof x);
+    x.t_ms = console_now_ms();
+    x.pending = x.overdue = -1;
+
+    set_busy(s, "the broker (INFO)");
+    hg_client_t *client = broker_client(s, broker_error, sizeof broker_error);
+    if (client != NULL) {
         const char *argv[2] = { "INFO", "everything" };
         hg_reply_t *r = NULL;
-        hg_err_t e = hg_client_command(s->client, 1, argv, NULL, &r);
+        hg_err_t e = hg_client_command(client, 1, argv, NULL, &r);
         size_t len;
         const char *text = e == HG_OK ? hg_reply_str(r, &len) : NULL;
         if (text != NULL) {
-            free(s->info);
-            s->info = xstrdup(text);
-            s->broker_error[0] = '\0';
-            x->broker_ok = 1;
-            x->sends = info_u64(s->info, "sends");
-            x->deliveries = info_u64(s->info, "deliveries");
-            x->acks = info_u64(s->info, "acks");
-            x->nacks = info_u64(s->info, "nacks");
-            x->dlq_moves = info_u64(s->info, "dlq_moves");
-            x->lateness_p50_ms = info_double(s->info, "lateness_p50_ms");
-            x->lateness_p99_ms = info_double(s->info, "lateness_p99_ms");
-            long long mport = (long long)info_u64(s->info, "metrics_port");
+            info = xstrdup(text);
+            x.broker_ok = 1;
+            x.sends = info_u64(info, "sends");
+            x.deliveries = info_u64(info, "deliveries");
+            x.acks = info_u64(info, "acks");
+            x.nacks = info_u64(info, "nacks");
+            x.dlq_moves = info_u64(info, "dlq_moves");
+            x.lateness_p50_ms = info_double(info, "lateness_p50_ms");
+            x.lateness_p99_ms = info_double(info, "lateness_p99_ms");
+            long long mport = (long long)info_u64(info, "metrics_port");
             char host[256];
-            uri_host(s->c->cfg->uri, host, sizeof host);
-            if (mport > 0 && fetch_histogram(s, host, (long)mport) != 0)
-                s->nbuckets = 0;
+            uri_host(cfg->uri, host, sizeof host);
+            if (mport > 0) {
+                set_busy(s, "the broker's /metrics");
+                fetch_histogram(host, (long)mport, buckets, &nbuckets);
+            }
         } else {
-            snprintf(s->broker_error, sizeof s->broker_error, "INFO: %s", hg_client_errmsg(s->client));
+            snprintf(broker_error, sizeof broker_error, "INFO: %s", hg_client_errmsg(client));
             hg_client_close(s->client);
             s->client = NULL;
         }
         hg_reply_free(r);
     }
-    if (!x->broker_ok) {
-        free(s->info);
-        s->info = xstrdup("");
-    }
+
+    set_busy(s, "the database (order counts)");
+    hg_order_db *db = order_db(s, db_error, sizeof db_error);
     uint64_t pending, overdue;
     hg_order_error_t err;
-    if (hg_order_counts(s->c->db, (uint64_t)s->c->cfg->overdue_after_ms, &pending, &overdue, &err) == 0) {
-        x->pending = (long long)pending;
-        x->overdue = (long long)overdue;
-        s->db_error[0] = '\0';
-    } else {
-        snprintf(s->db_error, sizeof s->db_error, "%s", err.message);
+    if (db != NULL) {
+        if (hg_order_counts(db, (uint64_t)cfg->overdue_after_ms, &pending, &overdue, &err) == 0) {
+            x.pending = (long long)pending;
+            x.overdue = (long long)overdue;
+        } else {
+            snprintf(db_error, sizeof db_error, "%s", err.message);
+        }
     }
+
+    if (cfg->compensator_metrics != NULL)
+        set_busy(s, "the compensator's /metrics");
+    compensator_status_read(cfg, &s->compensator_scratch);
+
+    pthread_mutex_lock(&s->lock);
+    s->ring[s->head] = x;
     s->head = (s->head + 1) % s->cap;
     if (s->count < s->cap)
         s->count++;
+    free(s->info);
+    s->info = info != NULL ? info : xstrdup("");
+    snprintf(s->broker_error, sizeof s->broker_error, "%s", broker_error);
+    snprintf(s->db_error, sizeof s->db_error, "%s", db_error);
+    if (x.broker_ok) {
+        memcpy(s->buckets, buckets, nbuckets * sizeof buckets[0]);
+        s->nbuckets = nbuckets;
+    }
+    s->compensator = s->compensator_scratch;
+    s->busy_on = NULL;
+    pthread_mutex_unlock(&s->lock);
 }
 
-static void on_timer(evutil_socket_t fd, short what, void *arg)
+static void *sampler_main(void *arg)
 {
-    (void)fd, (void)what;
-    take_sample(arg);
+    sampler_t *s = arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the event loop's */
+    pthread_mutex_lock(&s->lock);
+    while (!s->stopping) {
+        pthread_mutex_unlock(&s->lock);
+        take_sample(s);
+        pthread_mutex_lock(&s->lock);
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += s->c->cfg->sample_interval_ms / 1000;
+        until.tv_nsec += (s->c->cfg->sample_interval_ms % 1000) * 1000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        while (!s->stopping && pthread_cond_timedwait(&s->wake, &s->lock, &until) == 0)
+            ;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
 }
 
-sampler_t *sampler_start(console_t *c)
+sampler_t *sampler_start(console_t *c, char *err, size_t errlen)
 {
     sampler_t *s = xcalloc(1, sizeof *s);
+    pthread_condattr_t attr;
     s->c = c;
     s->cap = (size_t)(c->cfg->history_ms / c->cfg->sample_interval_ms) + 1;
     s->ring = xcalloc(s->cap, sizeof *s->ring);
     s->info = xstrdup("");
-    take_sample(s);
-    s->timer = event_new(c->base, -1, EV_PERSIST, on_timer, s);
-    struct timeval tv = { c->cfg->sample_interval_ms / 1000, (c->cfg->sample_interval_ms % 1000) * 1000 };
-    event_add(s->timer, &tv);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->wake, &attr);
+    pthread_condattr_destroy(&attr);
+    int rc = pthread_create(&s->thread, NULL, sampler_main, s);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot start the sampler's thread: %s", strerror(rc));
+        sampler_free(s);
+        return NULL;
+    }
+    s->started = 1;
     return s;
 }
 
@@ -270,9 +353,18 @@ void sampler_free(sampler_t *s)
 {
     if (s == NULL)
         return;
-    if (s->timer != NULL)
-        event_free(s->timer);
+    if (s->started) {
+        pthread_mutex_lock(&s->lock);
+        s->stopping = 1;
+        pthread_cond_signal(&s->wake);
+        pthread_mutex_unlock(&s->lock);
+        pthread_join(s->thread, NULL); /* after its current call: within that call's timeout */
+    }
     hg_client_close(s->client);
+    if (s->db != NULL)
+        hg_order_db_close(s->db);
+    pthread_cond_destroy(&s->wake);
+    pthread_mutex_destroy(&s->lock);
     free(s->ring);
     free(s->info);
     free(s);
@@ -307,16 +399,29 @@ static void alert(json_t *j, const char *severity, const char *fmt, ...)
     json_object_close(j);
 }
 
-void sampler_overview_json(sampler_t *s, buf_t *out)
+/* The overview document of what is published (the lock held). */
+static void overview_json(const sampler_t *s, buf_t *out)
 {
     json_t j;
     const sample_t *last = s->count > 0 ? at(s, s->count - 1) : NULL;
     const char *info = s->info;
+    uint64_t now = console_now_ms();
+    uint64_t busy_ms = s->busy_on != NULL && now > s->busy_since_ms ? now - s->busy_since_ms : 0;
 
     json_init(&j, out);
     json_object_open(&j);
-    json_kuint(&j, "now_ms", console_now_ms());
+    json_kuint(&j, "now_ms", now);
     json_kuint(&j, "interval_ms", (uint64_t)s->c->cfg->sample_interval_ms);
+    json_key(&j, "sampler");
+    json_object_open(&j);
+    json_kstr(&j, "waiting_on", s->busy_on);
+    json_kuint(&j, "waiting_ms", busy_ms);
+    json_key(&j, "last_sample_ms");
+    if (last != NULL)
+        json_uint(&j, last->t_ms);
+    else
+        json_null(&j);
+    json_object_close(&j);
     json_key(&j, "broker");
     json_object_open(&j);
     json_kbool(&j, "ok", last != NULL && last->broker_ok);
@@ -418,6 +523,9 @@ void sampler_overview_json(sampler_t *s, buf_t *out)
     json_array_close(&j);
     json_object_close(&j);
 
+    json_key(&j, "compensator");
+    compensator_status_json(&s->compensator, s->c->cfg->compensator_metrics, &j);
+
     json_key(&j, "history");
     json_array_open(&j);
     for (size_t i = 0; i < s->count; i++) {
@@ -450,12 +558,25 @@ void sampler_overview_json(sampler_t *s, buf_t *out)
 
     json_key(&j, "alerts");
     json_array_open(&j);
+    if (busy_ms > 2 * (uint64_t)s->c->cfg->sample_interval_ms)
+        alert(&j, "critical", "the overview's sampler has waited %.1f s on %s: these figures are from %s",
+              busy_ms / 1e3, s->busy_on, last != NULL ? "the sample before" : "no sample yet");
     if (s->broker_error[0])
         alert(&j, "critical", "broker unreachable: %s", s->broker_error);
     if (s->db_error[0])
         alert(&j, "critical", "database unreachable: %s", s->db_error);
     if (last != NULL && last->overdue > 0)
         alert(&j, "warning", "%lld pending order%s past expiry", last->overdue, last->overdue == 1 ? "" : "s");
+    const compensator_status_t *cs = &s->compensator;
+    if (cs->configured && !cs->ok)
+        alert(&j, "critical", "compensator unreachable: %s", cs->error);
+    for (size_t i = 0; i < cs->nlayers; i++)
+        if (strcmp(cs->layers[i].outcome, "failed") == 0)
+            alert(&j, "critical", "compensator layer %s: its last run failed (%lld in a row)%s%s", cs->layers[i].name,
+                  cs->layers[i].consecutive_failures, cs->layers[i].error[0] ? ": " : "", cs->layers[i].error);
+    for (size_t i = 0; i < cs->nalerts; i++)
+        if (cs->alerts[i].active > 0)
+            alert(&j, "warning", "compensator alert %s firing (%lld)", cs->alerts[i].name, cs->alerts[i].active);
     for (const char *p = info; p != NULL && *p != '\0';) {
         const char *end = strchr(p, '\n');
         size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
@@ -475,4 +596,11 @@ void sampler_overview_json(sampler_t *s, buf_t *out)
     }
     json_array_close(&j);
     json_object_close(&j);
+}
+
+void sampler_overview_json(sampler_t *s, buf_t *out)
+{
+    pthread_mutex_lock(&s->lock);
+    overview_json(s, out);
+    pthread_mutex_unlock(&s->lock);
 }

@@ -157,6 +157,10 @@ int store_write_batch(store_t *s, int sync, char *dberr, size_t dberrlen)
 {
     flush_records(s);
     char *e = NULL;
+    if (s->key_it != NULL) { /* it would not see this write */
+        leveldb_iter_destroy(s->key_it);
+        s->key_it = NULL;
+    }
     leveldb_write(s->db, sync ? s->wopt_sync : s->wopt_nosync, s->batch, &e);
     if (e != NULL) {
         err_set(dberr, dberrlen, "%s", e);
@@ -258,6 +262,14 @@ leveldb_iterator_t *store_iter_at(store_t *s, const key_buf_t *k)
     leveldb_iterator_t *it = leveldb_create_iterator(s->db, s->ropt);
     leveldb_iter_seek(it, k->b, k->n);
     return it;
+}
+
+leveldb_iterator_t *store_iter_committed(store_t *s)
+{
+    if (s->key_it == NULL) {
+        s->key_it = leveldb_create_iterator(s->db, s->ropt);
+    }
+    return s->key_it;
 }
 
 leveldb_iterator_t *store_iter_range(store_t *s, enum key_tag tag)

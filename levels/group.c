@@ -159,6 +159,36 @@ void store_group_foreach(const store_t *s, int (*fn)(void *ctx, const char *grou
     }
 }
 
+static int cmp_group_rows(const void *a, const void *b)
+{
+    return strcmp(((const store_group_row_t *)a)->name, ((const store_group_row_t *)b)->name);
+}
+
+static int cmp_group_rows_by_topic(const void *a, const void *b)
+{
+    const store_group_row_t *x = a, *y = b;
+    int c = strcmp(x->info.topic, y->info.topic);
+    return c ? c : strcmp(x->name, y->name);
+}
+
+void store_group_rows(const store_t *s, int by_topic, store_group_row_t **rows, size_t *n)
+{
+    *n = map_count(&s->groups);
+    *rows = *n ? xmalloc(*n * sizeof **rows) : NULL;
+    map_iter_t it = { 0 };
+    void *v;
+    size_t i = 0;
+    while (map_next(&s->groups, &it, NULL, NULL, &v)) {
+        const group_state_t *g = v;
+        memcpy((*rows)[i].name, g->name, g->len + 1);
+        group_fill_info(g, &(*rows)[i].info);
+        i++;
+    }
+    if (*n > 1) {
+        qsort(*rows, *n, sizeof **rows, by_topic ? cmp_group_rows_by_topic : cmp_group_rows);
+    }
+}
+
 /* Delete every key of g's range k->b[0..k->n) ('R' or 'D') with its copy
  * index entry; -1 on a read error. */
 static int delete_range(store_t *s, const group_state_t *g, const key_buf_t *k, char *err, size_t errlen)
@@ -282,17 +312,25 @@ int store_topic_info(const store_t *s, const char *topic, size_t topic_len, stor
     return 1;
 }
 
-void store_topic_foreach(const store_t *s, int (*fn)(void *ctx, const char *topic, const store_topic_info_t *info),
-                         void *ctx)
+static int cmp_topic_rows(const void *a, const void *b)
 {
+    return strcmp(((const store_topic_row_t *)a)->name, ((const store_topic_row_t *)b)->name);
+}
+
+void store_topic_rows(const store_t *s, store_topic_row_t **rows, size_t *n)
+{
+    *n = map_count(&s->topics);
+    *rows = *n ? xmalloc(*n * sizeof **rows) : NULL;
     map_iter_t it = { 0 };
     void *v;
+    size_t i = 0;
     while (map_next(&s->topics, &it, NULL, NULL, &v)) {
         const topic_state_t *t = v;
-        store_topic_info_t info;
-        topic_fill_info(s, t, &info);
-        if (fn(ctx, t->name, &info) != 0) {
-            return;
-        }
+        memcpy((*rows)[i].name, t->name, t->len + 1);
+        topic_fill_info(s, t, &(*rows)[i].info);
+        i++;
+    }
+    if (*n > 1) {
+        qsort(*rows, *n, sizeof **rows, cmp_topic_rows);
     }
 }

@@ -23,6 +23,16 @@
  * pending batch is still visible there, so those deletes are remembered
  * (idx_dropped) until the batch is written.
  *
+ * SEND … DEDUP without a commit: a DEDUP SEND is a read of the key index,
+ * and committing the pending batch before each one broke group commit (one
+ * LevelDB write per DEDUP SEND). While the pending batch holds only SENDs
+ * (store_t.pending_sends), committed data is every message but those, and
+ * the keys sent in the batch are remembered in memory (sent_keys, cleared
+ * with each written batch), so the DEDUP SEND reads the committed index and
+ * that set and joins the batch. Any other operation in the batch (a move, an
+ * ACK, a REVOKE: something committed data does not show yet) makes the next
+ * DEDUP SEND commit first, as before.
+ *
  * Cost: SEND writes 'X' (and 'K' with a key), each hop or entry into the log
  * rewrites 'X', each group move writes its 'Y'. bench/hourglass_bench.c
  * measures it on SEND.
@@ -33,6 +43,7 @@
 #include "base/alloc.h"
 #include "base/err.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -234,11 +245,53 @@ int idx_copy_gone(store_t *s, uint64_t id, const char *group, size_t glen, uint6
     return 0;
 }
 
+void idx_sent_key_add(store_t *s, const msg_t *m)
+{
+    key_buf_t k;
+    key_key_prefix(&k, m->topic.ptr, m->topic.len, m->key.ptr, m->key.len);
+    if (map_get(&s->sent_keys, k.b, k.n) != NULL) {
+        return;
+    }
+    if (s->nsent == s->capsent) {
+        s->capsent = s->capsent ? s->capsent * 2 : 64;
+        s->sent = xrealloc(s->sent, s->capsent * sizeof *s->sent);
+    }
+    s->sent[s->nsent] = (idx_sent_t){ m->id, m->due_ms };
+    map_put(&s->sent_keys, k.b, k.n, (void *)(uintptr_t)++s->nsent);
+}
+
+int idx_sent_key_find(const store_t *s, const char *topic, size_t tlen, const char *key, size_t klen, uint64_t *id,
+                      uint64_t *due_ms)
+{
+    if (s->nsent == 0) {
+        return 0;
+    }
+    key_buf_t k;
+    key_key_prefix(&k, topic, tlen, key, klen);
+    uintptr_t at = (uintptr_t)map_get(&s->sent_keys, k.b, k.n);
+    if (at == 0) {
+        return 0;
+    }
+    *id = s->sent[at - 1].id;
+    *due_ms = s->sent[at - 1].due_ms;
+    return 1;
+}
+
 void idx_batch_written(store_t *s)
 {
     if (s->idx_dropped.used > 0 || s->idx_dropped.tomb > 0) {
         map_free(&s->idx_dropped, NULL);
     }
+    if (s->nsent > 0) {
+        map_free(&s->sent_keys, NULL);
+        s->nsent = 0;
+    }
+    if (s->capsent > 4096) { /* a burst's array goes with its batch */
+        free(s->sent);
+        s->sent = NULL;
+        s->capsent = 0;
+    }
+    s->pending_sends = 0;
 }
 
 /* ---- building the indexes of an older directory --------------------------------------- */

@@ -319,9 +319,17 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The ids are sorted. A few are looked up with a Get each; more with one
- * iterator walking the group's lease index (lease_index_find): creating it
- * costs about two Gets, each step after that a fraction of one. */
+/* The ids are sorted. Ids close together (a batch leased in order and ACKed
+ * together: at least ACK_WALK_MIN of them within ACK_WALK_SPAN times their
+ * count) are found with one iterator walking the group's lease index
+ * (lease_index_find): creating it costs about two Gets, each step after that
+ * a fraction of one. Others are looked up with a Get each: ids spread over a
+ * wide range (messages with different delays fall due out of id order) would
+ * make the walk step over every entry deleted between them — the index's
+ * tombstones, which a Get never visits (measured: 10 000 msg/s of random
+ * millisecond delays spent two thirds of the broker's CPU in that walk). */
+#define ACK_WALK_MIN  4
+#define ACK_WALK_SPAN 4
 int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *ids, int n, int *released, char *err,
               size_t errlen)
 {
@@ -340,7 +348,8 @@ int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *i
     key_queue_prefix(&idx, KEY_LEASE_INDEX, group, group_len);
     size_t plen = idx.n;
     key_u64(&idx, sorted[0]);
-    leveldb_iterator_t *it = n >= 4 ? store_iter_at(s, &idx) : NULL;
+    int close_together = n >= ACK_WALK_MIN && sorted[n - 1] - sorted[0] < (uint64_t)n * ACK_WALK_SPAN;
+    leveldb_iterator_t *it = close_together ? store_iter_at(s, &idx) : NULL;
     int rc = 0;
     for (int i = 0; i < n; i++) {
         if (i > 0 && sorted[i] == sorted[i - 1]) {

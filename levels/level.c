@@ -136,6 +136,7 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
     if (store_send_validate(&s->opt, req, err, errlen) != 0) {
         return -1;
     }
+    int pending_before = s->pending;
     uint64_t delay = req->level == 0 ? req->delay_ms : 0;
     msg_t m;
     memset(&m, 0, sizeof m);
@@ -155,6 +156,10 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
         store_level_enqueue(s, &m, req->level, delay, now_ms);
     }
     idx_key_put(s, &m);
+    if (m.key.len > 0) {
+        idx_sent_key_add(s, &m);
+    }
+    s->pending_sends += s->pending - pending_before;
     store_topic_get_or_create(s, req->topic, req->topic_len)->sent++;
     *id_out = m.id;
     if (due_out) {

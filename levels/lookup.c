@@ -335,7 +335,8 @@ static int key_ids(store_t *s, const char *topic, size_t tlen, const char *key, 
     *n = 0;
     key_buf_t k;
     key_key_prefix(&k, topic, tlen, key, klen);
-    leveldb_iterator_t *it = store_iter_at(s, &k);
+    leveldb_iterator_t *it = store_iter_committed(s); /* many DEDUP SENDs between two commits share it */
+    leveldb_iter_seek(it, k.b, k.n);
     const char *ik;
     size_t iklen;
     int cap = 0;
@@ -350,8 +351,9 @@ static int key_ids(store_t *s, const char *topic, size_t tlen, const char *key, 
         (*ids)[(*n)++] = be64_get(ik + k.n);
     }
     int rc = store_iter_error(it, "the key index", err, errlen);
-    leveldb_iter_destroy(it);
-    if (rc != 0) {
+    if (rc != 0) { /* a failed iterator is not kept */
+        leveldb_iter_destroy(it);
+        s->key_it = NULL;
         free(*ids);
         *ids = NULL;
         *n = 0;
@@ -613,8 +615,18 @@ int store_send_dedup(store_t *s, const store_send_req_t *req, uint64_t now_ms, u
     if (req->key_len == 0) {
         return err_set(err, errlen, "DEDUP needs a KEY");
     }
-    if (store_read_begin(s, err, errlen) != 0) {
+    /* A batch of SENDs only: committed data and the keys sent in the batch
+     * are the whole truth (index.c), no commit needed. */
+    if (store_send_run_begin(s, err, errlen) != 0) {
         return -1;
+    }
+    uint64_t pending_due;
+    if (idx_sent_key_find(s, req->topic, req->topic_len, req->key, req->key_len, id_out, &pending_due)) {
+        *dup = 1; /* a SEND of the same key earlier in this batch: live until something else runs */
+        if (due_out) {
+            *due_out = pending_due;
+        }
+        return 0;
     }
     uint64_t *ids;
     int n;
@@ -641,6 +653,11 @@ int store_send_dedup(store_t *s, const store_send_req_t *req, uint64_t now_ms, u
         return -1;
     }
     return *dup ? 0 : store_send(s, req, now_ms, id_out, due_out, err, errlen);
+}
+
+int store_send_run_begin(store_t *s, char *err, size_t errlen)
+{
+    return s->pending == s->pending_sends ? store_usable(s, err, errlen) : store_read_begin(s, err, errlen);
 }
 
 /* ---- PEEK ---------------------------------------------------------------------------------- */

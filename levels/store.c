@@ -379,6 +379,9 @@ static void store_free(store_t *s)
     if (s == NULL) {
         return;
     }
+    if (s->key_it) {
+        leveldb_iter_destroy(s->key_it);
+    }
     if (s->db) {
         leveldb_close(s->db);
     }
@@ -403,6 +406,8 @@ static void store_free(store_t *s)
     map_free(&s->groups, store_group_free);
     map_free(&s->topics, store_topic_free);
     map_free(&s->idx_dropped, NULL);
+    map_free(&s->sent_keys, NULL);
+    free(s->sent);
     free(s->dirty_topics);
     free(s->dirty_groups);
     free(s->path);

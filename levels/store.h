@@ -205,6 +205,15 @@ int store_group_info(const store_t *s, const char *group, size_t group_len, stor
 void store_group_foreach(const store_t *s, int (*fn)(void *ctx, const char *group, const store_group_info_t *info),
                          void *ctx);
 
+/* Every group with its info, in name order, or in (topic, name) order when
+ * by_topic (each topic's groups one run): *rows (free it; NULL when there
+ * are none) and *n. */
+typedef struct store_group_row {
+    char name[MSG_MAX_NAME + 1];
+    store_group_info_t info;
+} store_group_row_t;
+void store_group_rows(const store_t *s, int by_topic, store_group_row_t **rows, size_t *n);
+
 /* Delete a group with its retry-ready queue, leases and DLQ (its delayed retries
  * are dropped when they come due). *found gets 1 when it existed. */
 int store_group_delete(store_t *s, const char *group, size_t group_len, int *found, char *err, size_t errlen);
@@ -315,10 +324,13 @@ typedef struct store_topic_info {
 /* 1 and *out when the topic exists (a SEND or a group named it), 0 when not. */
 int store_topic_info(const store_t *s, const char *topic, size_t topic_len, store_topic_info_t *out);
 
-/* Call fn for every topic (order unspecified); stops early when fn returns
- * nonzero. Topics are never deleted. */
-void store_topic_foreach(const store_t *s, int (*fn)(void *ctx, const char *topic, const store_topic_info_t *info),
-                         void *ctx);
+/* Every topic with its info, in name order: *rows (free it; NULL when there
+ * are none) and *n. Topics are never deleted. */
+typedef struct store_topic_row {
+    char name[MSG_MAX_NAME + 1];
+    store_topic_info_t info;
+} store_topic_row_t;
+void store_topic_rows(const store_t *s, store_topic_row_t **rows, size_t *n);
 
 /* ---- finding and revoking messages (levels/lookup.c, on levels/index.c) ---- */
 
@@ -414,11 +426,18 @@ int store_peek(store_t *s, int level, const char *topic, size_t topic_len, int c
 
 /* SEND … KEY k DEDUP: when a live message of req's topic with req's key
  * exists, store nothing: *dup = 1 and *id_out / *due_out are that message's.
- * Otherwise store_send (*dup = 0). A read (commits what is pending first, so
- * an earlier SEND of the same key in the batch is seen). An empty key is an
- * error. */
+ * Otherwise store_send (*dup = 0). A read, but one that joins the pending
+ * batch while it holds only SENDs (an earlier SEND of the same key in the
+ * batch is remembered in memory); after any other operation it commits what
+ * is pending first. An empty key is an error. */
 int store_send_dedup(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_t *id_out, uint64_t *due_out,
                      int *dup, char *err, size_t errlen);
+
+/* Before a run of SENDs that must land in one batch (MULTI/EXEC) and may
+ * hold DEDUP SENDs: commit what is pending unless it holds only SENDs, so
+ * no DEDUP SEND of the run commits the run's first half. A read's commit
+ * (unsynced). 0, or -1 when the store is broken or that commit fails. */
+int store_send_run_begin(store_t *s, char *err, size_t errlen);
 
 /* ---- maintenance and checking ---------------------------------------------- */
 

@@ -91,6 +91,11 @@ typedef struct group_state {
     int dirty;
 } group_state_t;
 
+/* A keyed message sent in the pending batch (index.c's sent_keys). */
+typedef struct idx_sent {
+    uint64_t id, due_ms;
+} idx_sent_t;
+
 struct store {
     store_options_t opt;
     char *path;
@@ -123,6 +128,16 @@ struct store {
     uint64_t lease_pops_since_compact;
 
     map_t idx_dropped; /* index.c: 'Y' keys deleted in the pending batch */
+
+    /* The pending batch as SEND … DEDUP sees it (index.c): while it holds
+     * nothing but SENDs (pending == pending_sends), committed data plus the
+     * keys sent in it are the whole truth, so a DEDUP SEND joins the batch
+     * instead of committing it first. */
+    int pending_sends;  /* operations in the batch added by store_send */
+    leveldb_iterator_t *key_it; /* db.c: an iterator over what is committed, kept until the next write */
+    map_t sent_keys;    /* 'K' prefix (topic, key) sent in the batch → 1 + its index in sent */
+    idx_sent_t *sent;   /* the first message sent with each of those keys */
+    size_t nsent, capsent;
 };
 
 /* ---- db.c: the pending batch ---------------------------------------------------- */
@@ -176,6 +191,11 @@ static inline int store_iter_in(leveldb_iterator_t *it, const char *prefix, size
     *key = leveldb_iter_key(it, klen);
     return *klen >= plen && memcmp(*key, prefix, plen) == 0;
 }
+
+/* An iterator over the data committed so far, shared and kept until the
+ * next write (which destroys it): for the key index reads of SEND … DEDUP,
+ * which may run many times between two commits. Seek it; never destroy it. */
+leveldb_iterator_t *store_iter_committed(store_t *s);
 
 /* An iterator at the first key of range tag (keys.h). */
 leveldb_iterator_t *store_iter_range(store_t *s, enum key_tag tag);
@@ -279,7 +299,17 @@ void idx_copy_put(store_t *s, uint64_t id, const char *group, size_t glen, uint6
  * drop its 'Y' entry, and 'X' / 'K' when it was the last copy. A read. */
 int idx_copy_gone(store_t *s, uint64_t id, const char *group, size_t glen, uint64_t gen, char *err, size_t errlen);
 
-/* db.c, after a batch was written: forget the pending deletes. */
+/* store_send, for a message with a key: remember it as sent in the pending
+ * batch (the first one per topic and key is kept). */
+void idx_sent_key_add(store_t *s, const msg_t *m);
+
+/* The first message sent in the pending batch with topic and key: 1 with
+ * *id and *due_ms, 0 when none was. */
+int idx_sent_key_find(const store_t *s, const char *topic, size_t tlen, const char *key, size_t klen, uint64_t *id,
+                      uint64_t *due_ms);
+
+/* db.c, after a batch was written: forget the pending deletes and the keys
+ * sent in it. */
 void idx_batch_written(store_t *s);
 
 /* Read message id's 'X' record: 1 with *h (views into *buf, free with

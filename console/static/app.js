@@ -374,6 +374,24 @@ async function renderOverview() {
     el("td", { class: "num" }, fmtNum(g.retry, 0)), el("td", { class: "num" }, fmtNum(g.inflight, 0)),
     el("td", { class: "num" }, g.dlq > 0 ? badge(String(g.dlq)) : "0")))));
 
+  /* The compensator's layers (compensator-metrics): last run, outcome, failures in a row. */
+  const comp = o.compensator || { configured: false };
+  const compPanel = !comp.configured ? null : el("div", { class: "panel scroll", id: "compensator" },
+    el("h2", {}, "Compensator layers"),
+    !comp.ok ? notice("Compensator: " + (comp.error || "not reachable"), "error")
+      : el("table", { id: "compensator-table" }, el("thead", {}, el("tr", {},
+        ["Layer", "Last run", "Outcome", "Took", "Failed in a row"].map((t, i) =>
+          el("th", { class: i > 2 ? "num" : "" }, t)))),
+      el("tbody", {}, comp.layers.flatMap((l) => [el("tr", { "data-layer": l.layer },
+        el("td", {}, l.layer),
+        el("td", {}, l.last_run_ms ? fmtAge(o.now_ms - l.last_run_ms) + " ago" : "never"),
+        el("td", {}, l.outcome ? badge(l.outcome) : "—"),
+        el("td", { class: "num" }, fmtNum(l.duration_ms, 1) + " ms"),
+        el("td", { class: "num" }, fmtNum(l.consecutive_failures, 0))),
+      l.error ? el("tr", { class: "layer-error" }, el("td", { colspan: 5, class: "muted wrap" }, l.error)) : null]))),
+    comp.ok ? el("p", { class: "muted" }, "Alerts active: " + (comp.alerts.filter((a) => a.active > 0)
+      .map((a) => a.alert + " (" + a.active + ")").join(", ") || "none")) : null);
+
   show(el("h1", {}, "Overview"),
     o.broker.ok ? null : notice("Broker: " + (o.broker.error || "not reachable"), "error"),
     o.db.ok ? null : notice("Database: " + (o.db.error || "not reachable"), "error"),
@@ -392,6 +410,7 @@ async function renderOverview() {
         histRows.length ? barChart(histRows, { label: "lateness histogram", color: "#805ad5" })
           : el("p", { class: "muted" }, "The broker has no metrics port: no histogram.")),
       alerts,
+      compPanel,
       el("div", { class: "panel scroll", id: "groups" }, el("h2", {}, "Groups and DLQ depth"), groups)),
     el("p", { class: "muted" }, "Sampled every " + o.interval_ms / 1000 + " s; this page refreshes by itself. " +
       "Latest: " + fmtTime(last.t_ms)));

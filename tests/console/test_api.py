@@ -107,6 +107,36 @@ check("4 pending orders past expiry" in texts and "group order-cancel: 4 message
 status, _, _ = bob.get("/api/overview")
 check(status == 200, "a viewer sees the overview")
 
+# ---------------------------------------------------------------- the compensator's layers (compensator-metrics)
+# A real hourglass-compensator runs the relay and the monitor as bob (a viewer): the relay's SEND of order
+# 304's outbox row is refused at every run; the monitor's DLQ and overdue alerts hold.
+deadline = time.time() + 30
+while True:
+    status, o, _ = alice.get("/api/overview")
+    comp = o.get("compensator", {}) if status == 200 else {}
+    layers = {l["layer"]: l for l in comp.get("layers", [])}
+    active = {a["alert"]: a["active"] for a in comp.get("alerts", [])}
+    relay, monitor = layers.get("relay", {}), layers.get("monitor", {})
+    if (relay.get("outcome") == "failed" and relay.get("error") and monitor.get("outcome") == "ok" and
+            active.get("dlq-depth", 0) > 0 and active.get("overdue-pending", 0) > 0) or time.time() > deadline:
+        break
+    time.sleep(0.3)
+check(comp.get("configured") and comp.get("ok") and comp.get("error") is None,
+      "overview: the compensator's /metrics is read: %s" % {k: comp.get(k) for k in ("configured", "ok", "error")})
+check(set(layers) == {"relay", "monitor"}, "overview: the compensator's enabled layers: %s" % sorted(layers))
+check(relay.get("outcome") == "failed" and relay.get("consecutive_failures", 0) >= 1 and
+      "NOPERM" in (relay.get("error") or ""),
+      "overview: the relay's last run failed, with its error from /healthz: %s" % relay)
+check(monitor.get("outcome") == "ok" and monitor.get("last_run_ms") and
+      abs(o["now_ms"] - monitor["last_run_ms"]) < 15000 and monitor.get("duration_ms", -1) >= 0,
+      "overview: the monitor's last run, recent, ok, with its duration: %s" % monitor)
+check(active.get("dlq-depth", 0) >= 1 and active.get("overdue-pending", 0) >= 1,
+      "overview: the compensator's alerts active: %s" % active)
+texts = " | ".join(a["text"] for a in o["alerts"])
+check("compensator layer relay: its last run failed" in texts and "compensator alert dlq-depth firing" in texts and
+      "compensator alert overdue-pending firing" in texts, "overview: the compensator's failures and alerts are "
+      "in the alerts: %s" % texts)
+
 # ---------------------------------------------------------------- DLQ
 status, d, _ = alice.get("/api/dlq")
 check(status == 200 and any(g["group"] == "order-cancel" and g["dlq"] == 4 for g in d["groups"]), "GET /api/dlq")

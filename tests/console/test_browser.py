@@ -136,6 +136,9 @@ try:
         check(len(driver.find_elements(By.CSS_SELECTOR, "#depth rect")) >= 1, "the level depth bars")
         check(len(driver.find_elements(By.CSS_SELECTOR, "#histogram rect")) >= 1, "the lateness histogram")
         check("past expiry" in text_of("#alerts"), "the alerts name the overdue orders")
+        comp = text_of("#compensator-table")
+        check("relay" in comp and "failed" in comp and "monitor" in comp and " ago" in comp,
+              "the compensator's layers with their last run and outcome: %r" % comp)
         shot("02-overview-1280x800")
         driver.set_window_size(1280, 1700)
         shot("02b-overview-whole-page")

@@ -26,6 +26,10 @@
  *                    screenshot of every page (1280x800 and a narrow window)
  *                    into tests/console-artifacts/; the browser's console log
  *                    free of errors
+ *   stall            tests/console/test_stall.py: the private MariaDB stopped
+ *                    (SIGSTOP): the sampler (its own thread and handle) waits
+ *                    on it, while the overview, the broker's pages and the
+ *                    session answer at once; SIGCONT: it catches up
  *   https            a TLS-only broker (port 0, tls-port; no users) and a
  *                    console serving https (https-cert-file, a throwaway CA of
  *                    tests/helpers/tls_certs.h) connected to it with
@@ -68,12 +72,13 @@
 
 #include <mysql.h>
 
-#define CONSOLE_BIN HG_BUILDDIR "/hourglass-console"
-#define PYTHON      "/usr/bin/python3"
-#define DB          "shop"
-#define GROUP       "order-cancel"
-#define ARTIFACTS   HG_BUILDDIR "/tests/console-artifacts"
-#define SCRIPTS     HG_SRCDIR "/tests/console"
+#define CONSOLE_BIN     HG_BUILDDIR "/hourglass-console"
+#define COMPENSATOR_BIN HG_BUILDDIR "/hourglass-compensator"
+#define PYTHON          "/usr/bin/python3"
+#define DB              "shop"
+#define GROUP           "order-cancel"
+#define ARTIFACTS       HG_BUILDDIR "/tests/console-artifacts"
+#define SCRIPTS         HG_SRCDIR "/tests/console"
 
 static oe_env_t env;
 static char uri[64], workdir[512], users_path[600], monitor_pw_path[600];
@@ -90,6 +95,8 @@ static const char *const users[][3] = {
 };
 #define USER_TESTER 4
 
+/* A daemon under test: a console (port: its http port) or the compensator
+ * (port: its metrics port). */
 typedef struct console_proc {
     const char *name;
     int port;
@@ -97,7 +104,8 @@ typedef struct console_proc {
     char log[700];
 } console_proc_t;
 
-static console_proc_t console = { .name = "users" };
+static console_proc_t console = { .name = "users" }, compensator = { .name = "compensator" };
+static char bob_pw_path[600];
 
 /* The users file (cheap scrypt, ln=10) and the sampler's password file. */
 static int write_users(void)
@@ -117,7 +125,11 @@ static int write_users(void)
     snprintf(monitor_pw_path, sizeof monitor_pw_path, "%s/monitor.password", workdir);
     char pw[128];
     snprintf(pw, sizeof pw, "%s\n", users[3][2]);
-    if (tu_write_file(users_path, text) != 0 || tu_write_file(monitor_pw_path, pw) != 0) {
+    snprintf(bob_pw_path, sizeof bob_pw_path, "%s/bob.password", workdir);
+    char bob_pw[128];
+    snprintf(bob_pw, sizeof bob_pw, "%s\n", users[1][2]);
+    if (tu_write_file(users_path, text) != 0 || tu_write_file(monitor_pw_path, pw) != 0 ||
+        tu_write_file(bob_pw_path, bob_pw) != 0) {
         fprintf(stderr, "\nFAIL: cannot write %s\n", users_path);
         return -1;
     }
@@ -208,6 +220,28 @@ static int console_up(void *arg)
     return tu_http_get(((console_proc_t *)arg)->port, "/", out, sizeof out) == 200;
 }
 
+/* Run argv as c (output into c->log) and wait until up(c) says it answers. */
+static int start_process(console_proc_t *c, const char *const *argv, int (*up)(void *))
+{
+    c->pid = fork();
+    if (c->pid == 0) {
+        int fd = open(c->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    if (c->pid < 0 || tu_poll_until(up, c, 30000, 50) != 0) {
+        fprintf(stderr, "\nFAIL: %s (%s) did not answer on port %d\n", argv[0], c->name, c->port);
+        oe_print_file(c->log);
+        return -1;
+    }
+    return 0;
+}
+
 /* Start c on a free port with the common flags and extra (NULL-terminated);
  * up: how to see that it answers. */
 static int start_console(console_proc_t *c, const char *const *extra, int (*up)(void *))
@@ -240,23 +274,7 @@ static int start_console(console_proc_t *c, const char *const *extra, int (*up)(
     for (int i = 0; extra != NULL && extra[i] != NULL && n < 63; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
-    c->pid = fork();
-    if (c->pid == 0) {
-        int fd = open(c->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        execv(CONSOLE_BIN, (char *const *)argv);
-        _exit(127);
-    }
-    if (c->pid < 0 || tu_poll_until(up, c, 30000, 50) != 0) {
-        fprintf(stderr, "\nFAIL: hourglass-console (%s) did not answer on port %d\n", c->name, c->port);
-        oe_print_file(c->log);
-        return -1;
-    }
-    return 0;
+    return start_process(c, argv, up);
 }
 
 static int stop_console(console_proc_t *c)
@@ -273,6 +291,34 @@ static int stop_console(console_proc_t *c)
     }
     c->pid = 0;
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+static int compensator_up(void *arg)
+{
+    char out[512];
+    return tu_http_get(((console_proc_t *)arg)->port, "/metrics", out, sizeof out) == 200;
+}
+
+/* A real hourglass-compensator whose /metrics the console reads: the relay
+ * and the monitor only (nothing it does changes what the API test expects),
+ * logged in as bob — a viewer, so the relay's SEND of order 304's 'new'
+ * outbox row is refused (NOPERM): the relay's runs fail, with that error;
+ * the monitor's alerts dlq-depth (order-cancel) and overdue-pending hold. */
+static int start_compensator(void)
+{
+    char port[16];
+    compensator.port = tu_free_port();
+    snprintf(port, sizeof port, "%d", compensator.port);
+    snprintf(compensator.log, sizeof compensator.log, "%s/compensator.log", workdir);
+    const char *argv[] = { COMPENSATOR_BIN, "--uri", uri, "--user", "bob", "--password-file", bob_pw_path,
+                           "--mysql-socket", env.server.socket, "--mysql-user", "root", "--mysql-database", DB,
+                           "--layers", "relay,monitor", "--relay-interval", "300ms",
+                           /* the refused row is due again at every run: every run fails */
+                           "--relay-backoff-base", "100ms", "--relay-backoff-factor", "1", "--relay-backoff-cap",
+                           "100ms", "--relay-backoff-jitter", "0", "--monitor-interval", "300ms", "--dlq-groups", GROUP,
+                           "--alert-dlq-depth", "1", "--alert-overdue-pending", "1", "--inspect-grace", "1s",
+                           "--metrics-port", port, NULL };
+    return start_process(&compensator, argv, compensator_up);
 }
 
 /* The orders (every state of the order view):
@@ -342,8 +388,19 @@ static int console_init(void)
     }
     if (traffic(40) != 0)
         return -1;
-    const char *console_extra[] = { "--uri",         uri, "--sampler-user", "monitor", "--sampler-password-file",
-                                    monitor_pw_path, NULL };
+    if (start_compensator() != 0)
+        return -1;
+    char compensator_url[64];
+    snprintf(compensator_url, sizeof compensator_url, "http://127.0.0.1:%d/metrics", compensator.port);
+    const char *console_extra[] = { "--uri",
+                                    uri,
+                                    "--sampler-user",
+                                    "monitor",
+                                    "--sampler-password-file",
+                                    monitor_pw_path,
+                                    "--compensator-metrics",
+                                    compensator_url,
+                                    NULL };
     if (start_console(&console, console_extra, console_up) != 0)
         return -1;
     return 0;
@@ -353,8 +410,12 @@ static int console_cleanup(void)
 {
     if (stop_console(&console) != 0)
         fprintf(stderr, "the console did not stop cleanly on SIGTERM\n");
-    if (CU_get_number_of_failures() > 0)
+    if (stop_console(&compensator) != 0)
+        fprintf(stderr, "the compensator did not stop cleanly on SIGTERM\n");
+    if (CU_get_number_of_failures() > 0) {
         oe_print_file(console.log);
+        oe_print_file(compensator.log);
+    }
     rc_close(&conn);
     hg_order_db_close(handle);
     oe_stop(&env);
@@ -389,6 +450,9 @@ static int run_script(const char *script, const console_proc_t *c, const char *s
         setenv("HG_USERS", users_env, 1);
         setenv("HG_BROKER_PORT", broker_port, 1);
         setenv("HG_BROKER_AUTH", auth, 1);
+        char mysql_pid[24];
+        snprintf(mysql_pid, sizeof mysql_pid, "%d", (int)env.server.pid);
+        setenv("HG_MYSQL_PID", mysql_pid, 1);
         setenv("HG_MYSQL_SOCKET", env.server.socket, 1);
         setenv("HG_MYSQL_DATABASE", DB, 1);
         setenv("HG_ARTIFACTS", ARTIFACTS, 1);
@@ -417,6 +481,13 @@ static void test_browser(void)
     TU_CHECK(oe_scalarf(&env, "SELECT COUNT(*) FROM " DB ".orders WHERE id = 303 AND status = 'cancelled' AND "
                               "cancel_reason = 'manual'") == 1,
              "order 303 cancelled by hand in the browser: in the database with reason manual");
+}
+
+static void test_stall(void)
+{
+    int rc = run_script("test_stall.py", &console, "http", NULL);
+    kill(env.server.pid, SIGCONT); /* whatever the script did or did not do */
+    TU_CHECK(rc == 0, "tests/console/test_stall.py exited %d (its output above says what failed)", rc);
 }
 
 /* ---- https in front of a TLS-only broker ---- */
@@ -452,7 +523,7 @@ static int tls_broker_up(void *arg)
 static void test_https(void)
 {
     char dir[600], err[2048], tls_port[16], tls_uri[128], serial[64];
-    bp_broker_t broker;
+    bp_broker_t broker = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
     console_proc_t https = { .name = "https" };
 
     memset(&broker, 0, sizeof broker);
@@ -549,6 +620,7 @@ static void test_stop(void)
 static const tu_test_t console_tests[] = {
     { "api: every endpoint, refusals, DLQ, manual cancel, audit", test_api },
     { "browser: login, overview, requeue, find, manual cancel, screenshots", test_browser },
+    { "stall: MariaDB stopped (SIGSTOP): the overview and the broker's pages answer at once", test_stall },
     { "https: the console over https, in front of a TLS-only broker; SIGHUP reloads the certificate", test_https },
     { "config: sampler-user needs its password file, tls-* keys a TLS uri, https both files", test_config },
     { "SIGHUP: alive, configuration re-read; SIGTERM: a clean stop", test_stop },

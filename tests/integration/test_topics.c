@@ -3,7 +3,9 @@
  * topic's ready, delayed, retained and sends counts and its groups, as
  * messages are sent, hop between levels, arrive, are revoked and leased,
  * and across a kill -9 (the delayed counter is kept in the batches of the
- * moves, so it is exact after the restart; --check-data verifies it).
+ * moves, so it is exact after the restart; --check-data verifies it); the
+ * dedup-topics setting (keyed SENDs deduplicate without DEDUP, in MULTI too,
+ * changed by SIGHUP); the per-topic /metrics series and their bound.
  *
  * Run one: ./tests/integration/test_topics
  */
@@ -12,6 +14,7 @@
 #endif
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,8 +177,150 @@ static void test_topics_counts(void)
     (void)other;
 }
 
+/* SEND topic p KEY key [DEDUP]: the reply (the caller frees it). */
+static resp_reply_t *send_key(const char *topic, const char *key, int dedup)
+{
+    return dedup ? rc_cmd(&bt_conn, "SEND", topic, "p", "KEY", key, "DEDUP", NULL)
+                 : rc_cmd(&bt_conn, "SEND", topic, "p", "KEY", key, NULL);
+}
+
+/* A plain SEND's bulk id into id (required). */
+static void bulk_id(resp_reply_t *r, char *id, const char *what)
+{
+    char e[512];
+    BP_REQUIRE(r != NULL && r->type == RESP_REPLY_BULK && r->len == 16, "%s: %s", what,
+               r ? rc_describe(r, e, sizeof e) : "no reply");
+    snprintf(id, 17, "%s", r->str);
+    resp_reply_free(r);
+}
+
+/* dedup-topics: keyed SENDs to a listed topic deduplicate without DEDUP
+ * (reply: the id); SENDs without KEY and other topics are unaffected; TOPICS
+ * says which topics deduplicate; MULTI may hold (implicit and explicit)
+ * DEDUP SENDs, a duplicate within the transaction included; SIGHUP changes
+ * the list. */
+static void test_dedup_topics(void)
+{
+    char conf[700], e[512];
+    tu_mkdtemp("dedupconf", conf, sizeof conf - 20);
+    strcat(conf, "/broker.conf");
+    BP_REQUIRE(tu_write_file(conf, "dedup-topics = order-timeout  other\n") == 0, "write %s", conf);
+    const char *flags[] = { "--config", conf, NULL };
+    bt_start(flags);
+    char a[17], b[17], c[17], d[17];
+    bulk_id(send_key("order-timeout", "42", 0), a, "first keyed SEND");
+    bulk_id(send_key("order-timeout", "42", 0), b, "second keyed SEND");
+    BP_CHECK(strcmp(a, b) == 0, "a second keyed SEND to a dedup topic stored another message: %s, %s", a, b);
+    resp_reply_t *r = send_key("order-timeout", "42", 1);
+    BP_CHECK(r && r->type == RESP_REPLY_ARRAY && r->count == 2 && rc_str_eq(&r->elements[0], a) &&
+                 r->elements[1].integer == 1,
+             "explicit DEDUP: %s", r ? rc_describe(r, e, sizeof e) : "no reply");
+    resp_reply_free(r);
+    send_ok("order-timeout", "no-key", NULL, NULL, c);
+    send_ok("order-timeout", "no-key", NULL, NULL, d);
+    BP_CHECK(strcmp(c, d) != 0 && strcmp(c, a) != 0, "SENDs without KEY must be unaffected: %s %s", c, d);
+    bulk_id(send_key("plain", "42", 0), c, "keyed SEND to a topic not listed");
+    bulk_id(send_key("plain", "42", 0), d, "again");
+    BP_CHECK(strcmp(c, d) != 0, "a topic not listed deduplicated: %s %s", c, d);
+    char hits[32];
+    BP_REQUIRE(bp_info_field(&bt_conn, "dedup_hits", hits, sizeof hits, e, sizeof e) == 0, "%s", e);
+    BP_CHECK(strcmp(hits, "2") == 0, "INFO dedup_hits %s, want 2", hits);
+    resp_reply_t *t = rc_cmd(&bt_conn, "TOPICS", NULL);
+    BP_CHECK(int_of(entry_named(t, "topic", "order-timeout"), "dedup") == 1 &&
+                 int_of(entry_named(t, "topic", "plain"), "dedup") == 0 &&
+                 int_of(entry_named(t, "topic", "order-timeout"), "sends") == 3,
+             "TOPICS dedup/sends fields: %s", rc_describe(t, e, sizeof e));
+    resp_reply_free(t);
+
+    /* MULTI: a key twice in one transaction is one message; explicit DEDUP inside too */
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "MULTI", NULL) == 0, "%s", e);
+    const char *queued[][8] = {
+        { "SEND", "order-timeout", "p", "KEY", "43", NULL },
+        { "SEND", "order-timeout", "p", "KEY", "43", NULL },
+        { "SEND", "plain", "p", "KEY", "z", "DEDUP", NULL },
+        { "SEND", "plain", "p", "KEY", "z", "DEDUP", NULL },
+    };
+    for (size_t i = 0; i < 4; i++) {
+        r = rc_cmdv(&bt_conn, queued[i][5] ? 6 : 5, queued[i], NULL);
+        BP_CHECK(r && r->type == RESP_REPLY_STATUS && strcmp(r->str, "QUEUED") == 0, "queue %zu: %s", i,
+                 r ? rc_describe(r, e, sizeof e) : "no reply");
+        resp_reply_free(r);
+    }
+    r = rc_cmd(&bt_conn, "EXEC", NULL);
+    BP_CHECK(r && r->type == RESP_REPLY_ARRAY && r->count == 4 && r->elements[0].type == RESP_REPLY_BULK &&
+                 strcmp(r->elements[0].str, r->elements[1].str) == 0 && r->elements[2].count == 2 &&
+                 r->elements[2].elements[1].integer == 0 && r->elements[3].elements[1].integer == 1 &&
+                 strcmp(r->elements[2].elements[0].str, r->elements[3].elements[0].str) == 0,
+             "EXEC: %s", r ? rc_describe(r, e, sizeof e) : "no reply");
+    resp_reply_free(r);
+
+    /* SIGHUP: the list changes at run time (plain is listed, order-timeout not) */
+    BP_REQUIRE(tu_write_file(conf, "dedup-topics = plain\n") == 0, "rewrite %s", conf);
+    kill(bt_broker.pid, SIGHUP);
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "SIGHUP: dedup-topics", 10000) == 0,
+             "the reload of dedup-topics was not logged");
+    bulk_id(send_key("plain", "q", 0), c, "keyed SEND after the reload");
+    bulk_id(send_key("plain", "q", 0), d, "again");
+    BP_CHECK(strcmp(c, d) == 0, "plain is listed after SIGHUP but stored two: %s %s", c, d);
+    bulk_id(send_key("order-timeout", "42", 0), b, "order-timeout after the reload");
+    BP_CHECK(strcmp(a, b) != 0, "order-timeout still deduplicates after it left the list");
+    char out[2048];
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+    int rc = bp_check_data(&bt_broker, out, sizeof out);
+    BP_CHECK(rc == 0 && strncmp(out, "ok:", 3) == 0, "--check-data: exit %d: %s", rc, out);
+    *strrchr(conf, '/') = '\0';
+    tu_rmtree(conf);
+}
+
+/* 1 when the /metrics page holds the line (a whole line). */
+static int has_line(const char *page, const char *line)
+{
+    size_t n = strlen(line);
+    for (const char *p = strstr(page, line); p != NULL; p = strstr(p + 1, line))
+        if ((p == page || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
+
+/* Per-topic series (ready, delayed, retained, sends) and the groups' (DLQ
+ * depth among them) with topic and group labels; metrics-max-topics bounds
+ * them to the first topics in name order and counts the rest. */
+static void test_metrics_per_topic(void)
+{
+    const char *flags[] = { "--metrics-max-topics", "2", NULL };
+    bt_start(flags);
+    char e[512], id[32];
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "ga", "a", "MAXRETRY", "0", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "gc", "c", NULL) == 0, "%s", e);
+    send_ok("a", "x", NULL, NULL, id);
+    send_ok("a", "y", "DELAY", "1h", id);
+    send_ok("b", "z", "DELAY", "1h", id);
+    send_ok("c", "w", NULL, NULL, id);
+    resp_reply_t *p;
+    rc_msg_t m;
+    bt_pull_one("ga", "a", "5000", NULL, &p, &m);
+    long long n;
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "NACK", "ga", m.id, "DLQ", NULL) == 0, "NACK: %s", e);
+    resp_reply_free(p);
+    static char page[1 << 17];
+    BP_REQUIRE(tu_http_get(bt_broker.metrics_port, "/metrics", page, sizeof page) == 200, "GET /metrics");
+    const char *want[] = {
+        "hourglass_topic_ready{topic=\"a\"} 0",    "hourglass_topic_delayed{topic=\"a\"} 1",
+        "hourglass_topic_retained{topic=\"a\"} 1", "hourglass_topic_sends_total{topic=\"a\"} 2",
+        "hourglass_topic_delayed{topic=\"b\"} 1",  "hourglass_topic_ready{topic=\"b\"} 0",
+        "hourglass_group_dlq{group=\"ga\",topic=\"a\"} 1", "hourglass_group_ready{group=\"ga\",topic=\"a\"} 0",
+        "hourglass_metrics_topics_omitted 1",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        BP_CHECK(has_line(page, want[i]), "/metrics lacks the line %s", want[i]);
+    BP_CHECK(strstr(page, "topic=\"c\"") == NULL, "/metrics shows topic c (and its group) beyond metrics-max-topics 2");
+    BP_CHECK(strstr(page, "# TYPE hourglass_topic_sends_total counter") != NULL, "sends_total is not a counter");
+}
+
 static const tu_test_t tests[] = {
     { "TOPICS: counts through every move, groups, kill -9", test_topics_counts },
+    { "dedup-topics: keyed SENDs deduplicate; MULTI; SIGHUP", test_dedup_topics },
+    { "/metrics: per-topic and per-group series, bounded", test_metrics_per_topic },
     { NULL, NULL },
 };
 

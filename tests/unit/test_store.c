@@ -3211,6 +3211,47 @@ static void test_index_dedup(void)
     CLOSE(&s);
 }
 
+/* DEDUP SENDs join a batch of SENDs (no commit per DEDUP SEND): a key sent
+ * earlier in the batch is found in memory, a committed live one in the index;
+ * after any other operation (a REVOKE's deletes, not committed yet) the next
+ * DEDUP SEND commits first and sees it. */
+static void test_index_dedup_joins_batch(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    char err[512] = "";
+    uint64_t id[4], due, first_due = 0;
+    int dup = -1;
+    store_send_req_t r = { .topic = "t", .topic_len = 1, .payload = "p", .payload_len = 1, .delay_ms = 10 * SEC };
+    const char *keys[] = { "a", "b", "c" };
+    for (int i = 0; i < 3; i++) {
+        r.key = keys[i];
+        r.key_len = 1;
+        REQUIRE_OK(store_send_dedup(s, &r, T0, &id[i], i == 0 ? &first_due : &due, &dup, err, sizeof err), err);
+        CHECK_EQ_U64(dup, 0);
+    }
+    /* each: its level entry, 'X', 'K' — all still pending: no DEDUP SEND committed */
+    CHECK_EQ_U64(store_pending(s), 9);
+    r.key = "a";
+    REQUIRE_OK(store_send_dedup(s, &r, T0 + 5, &id[3], &due, &dup, err, sizeof err), err);
+    TU_CHECK(dup == 1 && id[3] == id[0] && due == first_due,
+             "a again in the same batch: dup %d id %" PRIu64 " due %" PRIu64 ", want 1, %" PRIu64 ", %" PRIu64, dup,
+             id[3], due, id[0], first_due);
+    CHECK_EQ_U64(store_pending(s), 9);
+    COMMIT(s);
+    REQUIRE_OK(store_send_dedup(s, &r, T0 + 6, &id[3], &due, &dup, err, sizeof err), err);
+    TU_CHECK(dup == 1 && id[3] == id[0], "a after the commit: dup %d", dup); /* from the committed index */
+    CHECK_EQ_U64(store_pending(s), 0);
+    store_revoke_result_t rv;
+    REQUIRE_OK(store_revoke_id(s, id[0], &rv, err, sizeof err), err); /* its deletes are pending */
+    CHECK_EQ_U64(rv.revoked, 1);
+    TU_CHECK(store_pending(s) > 0, "the revoke is pending");
+    REQUIRE_OK(store_send_dedup(s, &r, T0 + 7, &id[3], &due, &dup, err, sizeof err), err);
+    TU_CHECK(dup == 0 && id[3] != id[0], "a after its revoke: dup %d id %" PRIu64 " (revoked %" PRIu64 ")", dup, id[3],
+             id[0]);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 /* A directory without the indexes (written before they existed) has them
  * built on open; the checker names a missing entry. */
 static void test_index_rebuild_and_check(void)
@@ -3255,6 +3296,7 @@ static const tu_test_t index_tests[] = {
     { "two drops of one message in one batch", test_index_two_drops_in_one_batch },
     { "revoke", test_index_revoke },
     { "dedup", test_index_dedup },
+    { "dedup joins a batch of sends", test_index_dedup_joins_batch },
     { "rebuilt on an older directory; checked", test_index_rebuild_and_check },
     { NULL, NULL },
 };
