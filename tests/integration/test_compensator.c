@@ -973,15 +973,12 @@ static void test_two_compensators(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     /* 1..100: outbox 'new' (relay → consumer); 101..200: outbox 'sent' but the
      * message is lost (overdue layer); 201..300: no outbox row (inspection);
-     * 301..350: paid. All expire in 3 s: the relay (two processes starting
-     * up) must send all of 1..100 before the overdue layer, whose batches
-     * cancel fast, reaches them at expire_at + 1 s. */
-    CU_ASSERT_EQUAL_FATAL(seed("c_two", 1, 200, 3000, 1), 0);
-    CU_ASSERT_EQUAL_FATAL(seed("c_two", 201, 100, 3000, 0), 0);
+     * 301..350: paid. 1..300 expire 3 s after they are written, which is
+     * once both compensators run: the relay must send all of 1..100 before
+     * the overdue layer, whose batches cancel fast, reaches them at
+     * expire_at + 1 s (two processes starting up on a loaded machine took
+     * longer than 3 s when the rows were written first). */
     CU_ASSERT_EQUAL_FATAL(seed("c_two", 301, 50, 3000, 1), 0);
-    CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_two.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"
-                                   " WHERE order_id <= 100"),
-                          0);
     hg_order_outcome_t out;
     for (uint64_t id = 301; id <= 350; id++)
         CU_ASSERT_EQUAL(hg_order_pay(db, id, &out, NULL), 0);
@@ -1010,6 +1007,11 @@ static void test_two_compensators(void)
                             NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp[0], "two-a", "c_two", "t_two", extra), 0);
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp[1], "two-b", "c_two", "t_two", extra), 0);
+    CU_ASSERT_EQUAL_FATAL(seed("c_two", 1, 200, 3000, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(seed("c_two", 201, 100, 3000, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_two.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"
+                                   " WHERE order_id <= 100"),
+                          0);
     overlap_watch_t w = { .ports = { comp[0].metrics_port, comp[1].metrics_port } };
     pthread_t watcher;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&watcher, NULL, watch_overlap, &w), 0);
