@@ -351,7 +351,7 @@ static void part_send(void)
     double rate[2] = { 0, 0 };
     for (int i = 0; i < 2; i++) {
         const char *flags[] = { "--fsync", fs[i], NULL };
-        bp_broker_t b;
+        bp_broker_t b = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
         start_broker(&b, flags);
         double cpu0 = proc_cpu_secs(b.pid);
         send_result_t r = run_send(b.port, CMD_SEND, opt.send_n, "bench", "2");
@@ -412,7 +412,7 @@ static void part_sendkey(void)
             if (runs[i].baseline)
                 setenv("HG_BROKER", baseline_broker, 1);
             const char *flags[] = { "--fsync", fs[f], NULL };
-            bp_broker_t b;
+            bp_broker_t b = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
             start_broker(&b, flags);
             if (runs[i].kind == CMD_SEND_DUP) /* make 1000 keys per client live first */
                 run_send(b.port, CMD_SEND_DEDUP, 1000L * opt.clients, "bench", "2");
@@ -620,7 +620,7 @@ static void consumers_finish(consumers_t *g, long target, int deadline_ms, const
 
 static void part_delivery(void)
 {
-    bp_broker_t b;
+    bp_broker_t b = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
     start_broker(&b, NULL);
     printf("====== delivery: %ld messages, 5 s delay (LEVEL 2), %d consumers PULL COUNT %s + ACK ======\n",
            opt.delivery_n, CONSUMERS, opt.pull_count);
@@ -708,7 +708,7 @@ static void *pacer_main(void *arg)
  * remainder hop; lateness is measured against the exact due time). */
 static void part_steady(int random_ms)
 {
-    bp_broker_t b;
+    bp_broker_t b = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
     start_broker(&b, NULL);
     long ticks = (long)opt.steady_secs * 1000000 / TICK_US;
     long per_tick = opt.steady_rate / (1000000 / TICK_US) / STEADY_PRODUCERS;
@@ -982,7 +982,7 @@ static void part_mixed(void)
     printf("====== mixed: send and deliver at once: %d producers (pipeline %d, %d-byte payloads, DELAY 5s) for %d s,"
            " %d consumers ======\n",
            opt.clients, opt.pipeline, PAYLOAD_BYTES, secs, CONSUMERS);
-    bp_broker_t b;
+    bp_broker_t b = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
     start_broker(&b, NULL);
     double cpu0 = proc_cpu_secs(b.pid);
     mixed_result_t h = run_mixed(b.port, CMD_SEND, secs);
@@ -1089,7 +1089,7 @@ static int64_t restart_to_ping_us(bp_broker_t *b)
 static void part_capacity(void)
 {
     const char *flags[] = { "--fsync", opt.capacity_fsync, NULL };
-    bp_broker_t b;
+    bp_broker_t b = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
     start_broker(&b, flags);
     printf("====== capacity: %ld messages pending at LEVEL 18 (2 h), fsync %s ======\n", opt.capacity_n,
            opt.capacity_fsync);

@@ -133,6 +133,19 @@ static void parse_health(compensator_status_t *st, const char *text)
     }
 }
 
+int compensator_status_parse(compensator_status_t *st, const char *metrics, const char *healthz)
+{
+    memset(st, 0, sizeof *st);
+    st->configured = 1;
+    parse_metrics(st, metrics);
+    if (st->nlayers == 0)
+        return -1;
+    st->ok = 1;
+    if (healthz != NULL)
+        parse_health(st, healthz);
+    return 0;
+}
+
 void compensator_status_read(const console_config_t *cfg, compensator_status_t *st)
 {
     metrics_url_t url;
@@ -150,13 +163,11 @@ void compensator_status_read(const console_config_t *cfg, compensator_status_t *
         snprintf(st->error, sizeof st->error, "%s answered HTTP %d", cfg->compensator_metrics, status);
         goto out;
     }
-    parse_metrics(st, buf_cstr(&body));
-    if (st->nlayers == 0) {
+    if (compensator_status_parse(st, buf_cstr(&body), NULL) != 0) {
         snprintf(st->error, sizeof st->error, "%s names no enabled compensator layer: is it hourglass-compensator's?",
                  cfg->compensator_metrics);
         goto out;
     }
-    st->ok = 1;
     for (size_t i = 0; i < st->nlayers; i++)
         if (strcmp(st->layers[i].outcome, "failed") == 0) {
             /* /healthz answers 503 with the errors when a layer failed */

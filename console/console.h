@@ -217,6 +217,12 @@ typedef struct compensator_status {
  * failure is st->ok 0 with st->error. */
 void compensator_status_read(const console_config_t *cfg, compensator_status_t *st);
 
+/* The pure half of compensator_status_read: *st from the text of /metrics
+ * and, when not NULL, of /healthz (the errors of failed layers). Returns 0
+ * (st->ok), or -1 when metrics names no enabled layer (not the
+ * compensator's). */
+int compensator_status_parse(compensator_status_t *st, const char *metrics, const char *healthz);
+
 /* *st as the overview's "compensator" object (docs/console.md). */
 void compensator_status_json(const compensator_status_t *st, const char *url, json_t *j);
 

@@ -111,8 +111,10 @@ int metrics_get(const metrics_url_t *u, const char *path, int timeout_ms, int *s
     }
     fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || left_until(fd, deadline) != 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        snprintf(err, errlen, "connect to %s:%s: %s", u->host, u->port,
-                 errno == EINPROGRESS || errno == EAGAIN ? "timed out" : strerror(errno));
+        if (errno == EINPROGRESS || errno == EAGAIN)
+            snprintf(err, errlen, "connect to %s:%s: not within %d ms", u->host, u->port, timeout_ms);
+        else
+            snprintf(err, errlen, "connect to %s:%s: %s", u->host, u->port, strerror(errno));
         goto fail;
     }
     snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: %s\r\nAccept: text/plain\r\n\r\n", path, u->host);
@@ -130,8 +132,10 @@ int metrics_get(const metrics_url_t *u, const char *path, int timeout_ms, int *s
         if (n == 0)
             break;
         if (n < 0) {
-            snprintf(err, errlen, "%s:%s%s: %s", u->host, u->port, path,
-                     errno == EAGAIN || errno == EWOULDBLOCK ? "timed out" : strerror(errno));
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                snprintf(err, errlen, "%s:%s%s: no whole reply within %d ms", u->host, u->port, path, timeout_ms);
+            else
+                snprintf(err, errlen, "%s:%s%s: %s", u->host, u->port, path, strerror(errno));
             goto fail;
         }
         body->len += (size_t)n;

@@ -36,6 +36,8 @@
 
 #include "common/log.h"
 
+#define LOGIN_READ_TIMEOUT_MIN_MS 6000u /* above the broker's longest failure delay, 5 s */
+
 uint64_t console_now_ms(void)
 {
     struct timespec ts;
@@ -175,6 +177,11 @@ session_t *session_login(console_t *c, const char *user, const char *password, i
         return NULL;
     }
     console_client_opts(c, &opts);
+    /* The broker holds a refused AUTH back before answering it (up to 5 s
+     * per address, docs/security.md), and every login comes from the
+     * console's address: wait past that, so a refusal reads as one. */
+    if (opts.read_timeout_ms < LOGIN_READ_TIMEOUT_MIN_MS)
+        opts.read_timeout_ms = LOGIN_READ_TIMEOUT_MIN_MS;
     opts.user = user;
     opts.password = password != NULL ? password : "";
     hg_err_t code = hg_client_open(c->cfg->uri, &opts, &client, &e);
