@@ -73,7 +73,10 @@ struct server {
     int writer_running;
     int state;
     uint64_t started_mono;
-    uint64_t last_emfile_log;
+    uint64_t last_emfile_log; /* "pausing accepts" logged (at most once a second) */
+    uint64_t last_shed_log;   /* "refused N waiting clients" logged (its own second: a pause
+                               * just before must not hide the refusals) */
+    int shed_unlogged;        /* clients refused since that line */
     uint64_t rejected; /* connections refused at max-clients */
     int spare_fd;      /* /dev/null held open so that EMFILE can still accept and refuse */
     /* users, AUTH, protected mode */
@@ -344,10 +347,13 @@ static void accept_error_cb(struct evconnlistener *l, void *arg)
         int shed = shed_backlog(s, evconnlistener_get_fd(l));
         if (shed > 0) {
             uint64_t now = mono_ms();
-            if (now >= s->last_emfile_log + 1000) {
+            s->shed_unlogged += shed;
+            if (now >= s->last_shed_log + 1000) {
                 log_warn("accept: %s (%zu clients): refused %d waiting client%s with 'max number of clients reached'",
-                         evutil_socket_error_to_string(err), conn_set_count(s->conns), shed, shed == 1 ? "" : "s");
-                s->last_emfile_log = now;
+                         evutil_socket_error_to_string(err), conn_set_count(s->conns), s->shed_unlogged,
+                         s->shed_unlogged == 1 ? "" : "s");
+                s->last_shed_log = now;
+                s->shed_unlogged = 0;
             }
             return;
         }

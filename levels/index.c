@@ -79,11 +79,11 @@ static void home_write(store_t *s, uint64_t id, const idx_place_t *p, const char
     char *v = n <= sizeof small ? small : xmalloc(n);
     place_encode(p, v);
     be16_put(v + PLACE_BYTES, (uint16_t)tlen);
-    memcpy(v + PLACE_BYTES + 2, topic, tlen);
+    if (tlen > 0)
+        memcpy(v + PLACE_BYTES + 2, topic, tlen);
     be16_put(v + PLACE_BYTES + 2 + tlen, (uint16_t)klen);
-    if (klen > 0) { /* a SEND without KEY has key NULL: memcpy's pointers must be valid even for 0 bytes */
+    if (klen > 0) /* a message without a key has key NULL */
         memcpy(v + PLACE_BYTES + 4 + tlen, key, klen);
-    }
     key_buf_t k;
     key_msg_index(&k, id);
     store_put(s, &k, v, n);

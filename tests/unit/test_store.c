@@ -1867,6 +1867,54 @@ static void test_lease_ack_many(void)
     CHECK_STORE(s);
 }
 
+/* ACKs as random delays make them: each ACK's ids spread over a range where
+ * most leases were ACKed already (their index entries deleted), so store_ack
+ * looks them up one by one instead of walking the range; a dense ACK after
+ * that walks again. Every lease released once, the other group untouched. */
+static void test_lease_ack_spread(void)
+{
+    enum {
+        N = 400,
+        STRIDE = 37 /* coprime with N: visits every index once */
+    };
+    store_t *s = OPEN_DEFAULT();
+    static uint64_t ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
+    static msg_owned_t m[N];
+    int n = LEASE_N(s, "g", "t", N, LEASE, T0, m);
+    TU_REQUIRE(n == N, "g leased %d", n);
+    free_msgs(m, n);
+    n = LEASE_N(s, "gg", "t", N, LEASE, T0, m);
+    TU_REQUIRE(n == N, "gg leased %d", n);
+    free_msgs(m, n);
+    /* 390 in ACKs of 10 ids spread over the whole range, committed one by one */
+    int acked = 0, released = 0;
+    for (int k = 0; k < 39; k++) {
+        uint64_t ack[10];
+        for (int j = 0; j < 10; j++)
+            ack[j] = ids[((k * 10 + j) * STRIDE) % N];
+        released += ACK(s, "g", ack, 10);
+        acked += 10;
+        COMMIT(s);
+    }
+    TU_CHECK(released == acked, "spread ACKs released %d of %d", released, acked);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, N - acked, 0);
+    /* the last 10, dense in the order they were leased, and all of them again */
+    uint64_t rest[10];
+    int nr = 0;
+    for (int i = 0; i < N; i++)
+        if (probe_lease_get(s, "g", 1, ids[i], NULL, NULL, NULL, 0) == 1 && nr < 10)
+            rest[nr++] = ids[i];
+    TU_REQUIRE(nr == 10, "%d leases left, want 10", nr);
+    TU_CHECK(ACK(s, "g", rest, nr) == 10, "the last 10 released");
+    COMMIT(s);
+    TU_CHECK(ACK(s, "g", ids, N) == 0, "a second ACK of everything releases nothing");
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
+    CHECK_COUNTS(s, "gg", 0, 0, 0, 0, N, 0);
+    CHECK_STORE(s);
+}
+
 static void test_lease_get_touch_expired(void)
 {
     store_t *s = OPEN_DEFAULT();
@@ -2974,6 +3022,7 @@ static const tu_test_t lease_tests[] = {
     { "byte budget", test_lease_byte_budget },
     { "ack", test_lease_ack },
     { "ack many", test_lease_ack_many },
+    { "ack spread", test_lease_ack_spread },
     { "get, touch, expired", test_lease_get_touch_expired },
     { "pending earlier deadline", test_lease_pending_earlier_deadline },
     { "fail", test_lease_fail },
