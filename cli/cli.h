@@ -2,7 +2,7 @@
  * cli/cli.h — hourglass-cli's shared state, its command table type, the
  * exit codes and the calls every command makes (connect, run a command,
  * report a failure). The command implementations live by family:
- * cli/cmd_broker.c (ping, levels, groups, info, send), cli/cmd_group.c
+ * cli/cmd_broker.c (ping, levels, topics, groups, info, send), cli/cmd_group.c
  * (group create/del), cli/cmd_dlq.c
  * (dlq list/show/requeue/drop), cli/cmd_orders.c (orders overdue/show/cancel,
  * over <hourglass/order_view.h>) and cli/cmd_msg.c (msg show/find/revoke);
@@ -91,6 +91,7 @@ int cli_unexpected(const char *cmd, const hg_reply_t *r);
 /* ---- cli/cmd_broker.c ---- */
 int cli_cmd_ping(cli_t *cli, int argc, char **argv);
 int cli_cmd_levels(cli_t *cli, int argc, char **argv);
+int cli_cmd_topics(cli_t *cli, int argc, char **argv);
 int cli_cmd_groups(cli_t *cli, int argc, char **argv);
 int cli_cmd_info(cli_t *cli, int argc, char **argv);
 int cli_cmd_send(cli_t *cli, int argc, char **argv);

@@ -168,6 +168,9 @@ static const command_t commands[] = {
     { "ping", cli_cmd_ping, "", "Check that the broker answers." },
     { "levels", cli_cmd_levels, "",
       "The delay levels: number, delay, messages waiting (depth) and when the head is due." },
+    { "topics", cli_cmd_topics, "",
+      "The topics: messages ready for some group, delayed (still on the levels), retained in the log, SENDs "
+      "since the broker started, whether keyed SENDs deduplicate (dedup-topics), and the topic's groups." },
     { "groups", cli_cmd_groups, "",
       "The consumer groups: topic, ready/backlog/retry/in-flight/DLQ counts, max retries." },
     { "group", cmd_family, "(create|del) ...",

@@ -1210,7 +1210,8 @@ static void test_cli_dlq_round_trip(void)
 
 /* group create / group del: the group exists with its options (GROUP LIST),
  * a second create is refused naming the topic, del removes it, a missing
- * group and bad options have their exit codes. */
+ * group and bad options have their exit codes; topics shows each topic's
+ * counts and groups (table and --json). */
 static void test_cli_group_create_del(void)
 {
     char out[16384], err[4096], id[HG_ID_MAX];
@@ -1238,6 +1239,17 @@ static void test_cli_group_create_del(void)
              "del of a missing group: exit %d: %.400s%.400s", rc, out, err);
     rc = CLI("groups");
     BP_CHECK(rc == 0 && strstr(out, "late") == NULL && strstr(out, "early") != NULL, "groups after del:\n%.400s", out);
+    send_one("u", "k", "later", hg_delay_ms(3600000), id);
+    rc = CLI("topics");
+    BP_CHECK(rc == 0 && strncmp(out, "TOPIC ", 6) == 0 && strstr(out, "DELAYED") != NULL &&
+                 strstr(out, "early") != NULL,
+             "topics: exit %d:\n%.600s%.400s", rc, out, err);
+    rc = CLI("--json", "topics");
+    BP_CHECK(rc == 0 &&
+                 strstr(out, "{\"topic\":\"t\",\"dedup\":0,\"ready\":1,\"delayed\":0,\"retained\":1,\"appended\":1,"
+                             "\"sends\":1,\"groups\":[{\"group\":\"early\",\"ready\":1,") != NULL &&
+                 strstr(out, "{\"topic\":\"u\",\"dedup\":0,\"ready\":0,\"delayed\":1,") != NULL,
+             "--json topics: exit %d:\n%.600s%.400s", rc, out, err);
     BP_CHECK(CLI("group", "create", "g") == 2, "create without TOPIC");
     BP_CHECK(CLI("group", "create", "g", "t", "--from", "yesterday") == 2 && strstr(err, "--from") != NULL,
              "bad --from: %.400s", err);
@@ -1410,7 +1422,7 @@ static int add_suites(void)
         { "restart", "connection lost mid-call: sends resent, commands not", test_resend_after_connection_loss },
         { "cli", "dlq list/show/requeue/drop round trip", test_cli_dlq_round_trip },
         { "cli", "commands, --json and exit codes", test_cli_commands_and_exit_codes },
-        { "cli", "group create/del", test_cli_group_create_del },
+        { "cli", "group create/del, topics", test_cli_group_create_del },
         { "errors", "bad URIs and options", test_bad_uris_and_options },
     };
     CU_pSuite s = NULL;
