@@ -23,7 +23,9 @@
 #include "levels/msg.h"
 #include "levels/store.h"
 
-/* FIND answers at most this many messages (one key rarely has more than one). */
+/* FIND answers at most this many messages (one key rarely has more than
+ * one), and stops once their keys and reasons reach max-pull-bytes (the
+ * reply byte budget, msg_budget_t; at least one). */
 #define FIND_MAX 1000
 
 /* PEEK answers at most this many messages, and stops once their payloads
@@ -150,6 +152,7 @@ void cmd_get(cmd_call_t *call)
     char *arena;
     lookup_job_t *lj = cmd_job_new(sizeof *lj, 0, get_exec, &arena);
     lj->req.id = id;
+    lj->job.reply_estimate = cmd_listing_estimate(cmd_config_of(call), 1); /* one message with its payload */
     call->job = &lj->job;
 }
 
@@ -166,9 +169,24 @@ static job_result_t find_exec(job_t *j, writer_t *w)
         cmd_reply_store_error(j, err);
         return JOB_DONE;
     }
-    resp_add_array(&j->reply, (size_t)n);
+    /* The reply byte budget (max-pull-bytes, as PULL and DLQ LIST): maps are
+     * taken while it lasts, each charged its key and its copies' reasons. */
+    msg_budget_t budget;
+    msg_budget_init(&budget, store_options(writer_store(w))->max_lease_bytes);
+    int shown = 0;
+    while (shown < n && msg_budget_open(&budget)) {
+        msg_budget_charge(&budget, &views[shown].msg.m);
+        for (int c = 0; c < views[shown].ncopies; c++) {
+            msg_t reason = { .reason = { views[shown].copies[c].reason, (uint32_t)views[shown].copies[c].reason_len } };
+            msg_budget_charge(&budget, &reason);
+        }
+        shown++;
+    }
+    resp_add_array(&j->reply, (size_t)shown);
     for (int i = 0; i < n; i++) {
-        add_view(&j->reply, &views[i], 0);
+        if (i < shown) {
+            add_view(&j->reply, &views[i], 0);
+        }
         store_msg_view_free(&views[i]);
     }
     free(views);
@@ -201,7 +219,9 @@ void cmd_find(cmd_call_t *call)
     if (cmd_check_name(call, "topic", &call->argv[1]) != 0 || check_key(call, &call->argv[2]) != 0) {
         return;
     }
-    call->job = &key_job(call, &call->argv[1], &call->argv[2], find_exec)->job;
+    lookup_job_t *lj = key_job(call, &call->argv[1], &call->argv[2], find_exec);
+    lj->job.reply_estimate = cmd_listing_estimate(cmd_config_of(call), FIND_MAX); /* bounded by max-pull-bytes */
+    call->job = &lj->job;
 }
 
 /* ---- REVOKE ----------------------------------------------------------------------------- */
@@ -336,5 +356,6 @@ void cmd_peek(cmd_call_t *call)
     }
     lj->req.level = level;
     lj->req.count = count;
+    lj->job.reply_estimate = cmd_listing_estimate(cmd_config_of(call), count);
     call->job = &lj->job;
 }

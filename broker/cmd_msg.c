@@ -368,6 +368,8 @@ void cmd_pull(cmd_call_t *call)
         pj->job.block_set = 1;
         pj->job.block_ms = block;
         pj->job.wake = pull_wake;
+        pj->job.wake_topic = pj->req.topic.ptr; /* a PULL can only get messages of its topic */
+        pj->job.wake_topic_len = pj->req.topic.len;
         pj->job.expire = pull_expire;
     }
     call->job = &pj->job;

@@ -92,7 +92,9 @@ typedef struct conn {
     struct cmd_multi *multi;       /* inside MULTI: the queued commands (broker/cmd_multi.c); NULL otherwise */
     /* resource budgets (conn.c, docs/operations.md "Resource limits") */
     uint64_t cmd_started_mono; /* when the unfinished command's first byte was parsed; 0: none */
-    size_t inflight_bytes;     /* request bytes awaiting replies + replies queued in the FIFO */
+    size_t inflight_bytes;     /* request bytes awaiting replies + replies queued in the FIFO (listings
+                                  awaiting theirs at their reply estimate: max-inflight-bytes) */
+    size_t reserved_bytes;     /* of which PULL BLOCK reply estimates: waiting, not held (not in max-client-memory) */
     /* set bookkeeping */
     struct conn *all_next, *all_prev, *dead_next;
 } conn_t;

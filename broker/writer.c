@@ -19,6 +19,7 @@
  */
 #include "broker/writer.h"
 #include "base/alloc.h"
+#include "base/map.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -39,6 +40,10 @@
 #define STALL_MS           10000                /* /healthz: queued work and no progress this long */
 #define DISK_CHECK_MS      1000                 /* free space is checked this often while the disk is full */
 #define DISK_MIN_FREE      (UINT64_C(16) << 20) /* without a reserve, writes resume above this much free */
+
+typedef struct parked_list {
+    job_t *head, *tail;
+} parked_list_t;
 
 struct writer {
     pthread_t thread;
@@ -73,8 +78,14 @@ struct writer {
     sched_t *sched;
     const store_options_t *opts; /* the caller's (config_t.store): outlives the writer */
     storage_stats_t stats;
-    job_t *parked_head, *parked_tail;
+    /* parked jobs (PULL BLOCK), indexed three ways: no iteration walks them all */
+    map_t parked_topics;      /* wake_topic -> parked_list_t of its jobs (topic_next/prev) */
+    parked_list_t parked_any; /* jobs without a wake_topic: asked after every iteration */
+    map_t parked_conns;       /* conn id (8 bytes) -> parked_list_t (conn_next/prev) */
+    job_t **deadlines;        /* min-heap by deadline_mono of the parked jobs that have one (heap_pos) */
+    size_t n_deadlines, cap_deadlines;
     size_t parked_count;
+    int wake_all; /* after a reopen or the end of a disk-full episode: ask every parked job once */
     uint64_t last_job_mono;
     uint64_t next_periodic_mono;
     uint64_t next_reopen_mono;
@@ -130,19 +141,143 @@ static void list_push(job_list_t *l, job_t *j)
     l->n++;
 }
 
+/* ---- parked jobs: lists by topic and by connection, a deadline heap ----------- */
+
+enum park_link { BY_TOPIC, BY_CONN };
+
+static job_t **link_next(job_t *j, enum park_link k)
+{
+    return k == BY_TOPIC ? &j->topic_next : &j->conn_next;
+}
+
+static job_t **link_prev(job_t *j, enum park_link k)
+{
+    return k == BY_TOPIC ? &j->topic_prev : &j->conn_prev;
+}
+
+static void plist_push(parked_list_t *l, job_t *j, enum park_link k)
+{
+    *link_next(j, k) = NULL;
+    *link_prev(j, k) = l->tail;
+    if (l->tail) {
+        *link_next(l->tail, k) = j;
+    } else {
+        l->head = j;
+    }
+    l->tail = j;
+}
+
+static void plist_remove(parked_list_t *l, job_t *j, enum park_link k)
+{
+    job_t *n = *link_next(j, k), *p = *link_prev(j, k);
+    if (p) {
+        *link_next(p, k) = n;
+    } else {
+        l->head = n;
+    }
+    if (n) {
+        *link_prev(n, k) = p;
+    } else {
+        l->tail = p;
+    }
+    *link_next(j, k) = *link_prev(j, k) = NULL;
+}
+
+/* The list of key in m, created when missing and create is set (else NULL). */
+static parked_list_t *plist_of(map_t *m, const void *key, size_t len, int create)
+{
+    parked_list_t *l = map_get(m, key, len);
+    if (l == NULL && create) {
+        l = xcalloc(1, sizeof *l);
+        map_put(m, key, len, l);
+    }
+    return l;
+}
+
+/* Remove j from list l of key in m (l is freed when it empties). */
+static void plist_leave(map_t *m, const void *key, size_t len, parked_list_t *l, job_t *j, enum park_link k)
+{
+    plist_remove(l, j, k);
+    if (l->head == NULL) {
+        map_del(m, key, len);
+        free(l);
+    }
+}
+
+static int deadline_before(const writer_t *w, size_t a, size_t b)
+{
+    return w->deadlines[a]->deadline_mono < w->deadlines[b]->deadline_mono;
+}
+
+static void heap_set(writer_t *w, size_t i, job_t *j)
+{
+    w->deadlines[i] = j;
+    j->heap_pos = i + 1;
+}
+
+static void heap_swap(writer_t *w, size_t a, size_t b)
+{
+    job_t *t = w->deadlines[a];
+    heap_set(w, a, w->deadlines[b]);
+    heap_set(w, b, t);
+}
+
+/* Restore the heap order around slot i (after an insert or a removal). */
+static void heap_fix(writer_t *w, size_t i)
+{
+    while (i > 0 && deadline_before(w, i, (i - 1) / 2)) {
+        heap_swap(w, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, best = i;
+        if (l < w->n_deadlines && deadline_before(w, l, best)) {
+            best = l;
+        }
+        if (r < w->n_deadlines && deadline_before(w, r, best)) {
+            best = r;
+        }
+        if (best == i) {
+            return;
+        }
+        heap_swap(w, i, best);
+        i = best;
+    }
+}
+
+static void heap_push(writer_t *w, job_t *j)
+{
+    if (w->n_deadlines == w->cap_deadlines) {
+        w->cap_deadlines = w->cap_deadlines ? 2 * w->cap_deadlines : 64;
+        w->deadlines = xrealloc(w->deadlines, w->cap_deadlines * sizeof *w->deadlines);
+    }
+    heap_set(w, w->n_deadlines++, j);
+    heap_fix(w, w->n_deadlines - 1);
+}
+
+static void heap_remove(writer_t *w, job_t *j)
+{
+    size_t i = j->heap_pos - 1;
+    j->heap_pos = 0;
+    if (i != --w->n_deadlines) {
+        heap_set(w, i, w->deadlines[w->n_deadlines]);
+        heap_fix(w, i);
+    }
+}
+
 static void parked_remove(writer_t *w, job_t *j)
 {
-    if (j->prev) {
-        j->prev->next = j->next;
+    if (j->wake_topic != NULL) {
+        parked_list_t *l = plist_of(&w->parked_topics, j->wake_topic, j->wake_topic_len, 0);
+        plist_leave(&w->parked_topics, j->wake_topic, j->wake_topic_len, l, j, BY_TOPIC);
     } else {
-        w->parked_head = j->next;
+        plist_remove(&w->parked_any, j, BY_TOPIC);
     }
-    if (j->next) {
-        j->next->prev = j->prev;
-    } else {
-        w->parked_tail = j->prev;
+    parked_list_t *c = plist_of(&w->parked_conns, &j->conn_id, sizeof j->conn_id, 0);
+    plist_leave(&w->parked_conns, &j->conn_id, sizeof j->conn_id, c, j, BY_CONN);
+    if (j->heap_pos != 0) {
+        heap_remove(w, j);
     }
-    j->next = j->prev = NULL;
     j->parked = 0;
     w->parked_count--;
     atomic_store(&w->nparked, w->parked_count);
@@ -152,14 +287,14 @@ static void parked_add(writer_t *w, job_t *j, uint64_t now_mono)
 {
     j->parked = 1;
     j->deadline_mono = j->block_ms ? now_mono + j->block_ms : 0;
-    j->next = NULL;
-    j->prev = w->parked_tail;
-    if (w->parked_tail) {
-        w->parked_tail->next = j;
-    } else {
-        w->parked_head = j;
+    j->next = j->prev = NULL;
+    plist_push(j->wake_topic != NULL ? plist_of(&w->parked_topics, j->wake_topic, j->wake_topic_len, 1)
+                                     : &w->parked_any,
+               j, BY_TOPIC);
+    plist_push(plist_of(&w->parked_conns, &j->conn_id, sizeof j->conn_id, 1), j, BY_CONN);
+    if (j->deadline_mono != 0) {
+        heap_push(w, j);
     }
-    w->parked_tail = j;
     w->parked_count++;
     atomic_store(&w->nparked, w->parked_count);
 }
@@ -193,6 +328,8 @@ writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_b
     w->sched = sched_new(store, NULL, NULL);
     storage_stats_init(&w->stats, sched_now(w->sched));
     w->maintain_needed = 1;
+    map_init(&w->parked_topics);
+    map_init(&w->parked_conns);
     atomic_store(&w->heartbeat_mono, mono_ms());
     return w;
 }
@@ -327,6 +464,9 @@ void writer_free(writer_t *w)
     if (w->store) {
         store_close(w->store, NULL, 0);
     }
+    map_free(&w->parked_topics, free); /* empty once the thread ran: stopping expires every parked job */
+    map_free(&w->parked_conns, free);
+    free(w->deadlines);
     event_free(w->done_ev);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cond);
@@ -484,6 +624,7 @@ static void reopen_store(writer_t *w, const char *why)
         return;
     }
     w->reopen_failed_free = 0;
+    w->wake_all = 1; /* a new store: its marks of what changed before are gone */
     w->sched = sched_new(w->store, NULL, NULL);
     w->stats.reopens++;
     atomic_store(&w->broken, 0);
@@ -520,46 +661,101 @@ static void run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t now_mono)
 
 static void cancel_parked(writer_t *w, uint64_t conn_id)
 {
-    job_t *j = w->parked_head;
-    while (j) {
-        job_t *n = j->next;
-        if (j->conn_id == conn_id) {
-            parked_remove(w, j);
-            job_free(j);
+    parked_list_t *l = plist_of(&w->parked_conns, &conn_id, sizeof conn_id, 0);
+    while (l != NULL) {
+        job_t *j = l->head;
+        int last = j->conn_next == NULL; /* parked_remove frees l with its last job */
+        parked_remove(w, j);
+        job_free(j);
+        if (last) {
+            break;
         }
-        j = n;
     }
 }
 
-/* Parked jobs: expire those past their deadline, retry those whose wake() says so. */
+/* Ask each job of l whether it may run now; run it and answer it if so. l may
+ * be freed when its last job leaves it. */
+static void retry_list(writer_t *w, parked_list_t *l, job_list_t *done)
+{
+    for (job_t *j = l->head, *n; j; j = n) {
+        n = j->topic_next;
+        if (j->wake(j, w) && j->exec(j, w) == JOB_DONE) {
+            parked_remove(w, j);
+            list_push(done, j);
+        }
+    }
+}
+
+typedef struct woken_ctx {
+    writer_t *w;
+    job_list_t *done;
+} woken_ctx_t;
+
+static void retry_topic(void *arg, const char *topic, size_t topic_len)
+{
+    woken_ctx_t *c = arg;
+    parked_list_t *l = plist_of(&c->w->parked_topics, topic, topic_len, 0);
+    if (l != NULL) {
+        retry_list(c->w, l, c->done);
+    }
+}
+
+static void ignore_topic(void *arg, const char *topic, size_t topic_len)
+{
+    (void)arg;
+    (void)topic;
+    (void)topic_len;
+}
+
+/* Parked jobs: expire those past their deadline (every one when expire_all),
+ * retry those of the topics the store marked since the last time (every one
+ * after a reopen or a disk-full episode) whose wake() says so. */
 static void service_parked(writer_t *w, job_list_t *done, uint64_t now_mono, int expire_all)
 {
-    job_t *j = w->parked_head;
-    while (j) {
-        job_t *n = j->next;
-        if (expire_all || (j->deadline_mono != 0 && j->deadline_mono <= now_mono)) {
-            parked_remove(w, j);
-            j->expire(j, w);
-            list_push(done, j);
-        } else if (w->store != NULL && !w->disk_full && j->wake(j, w)) {
-            if (j->exec(j, w) == JOB_DONE) {
+    if (expire_all) {
+        map_iter_t it = { 0 };
+        void *val;
+        while (map_next(&w->parked_conns, &it, NULL, NULL, &val)) {
+            parked_list_t *l = val;
+            while (l != NULL) {
+                job_t *j = l->head;
+                int last = j->conn_next == NULL;
                 parked_remove(w, j);
+                j->expire(j, w);
                 list_push(done, j);
+                if (last) {
+                    break;
+                }
             }
         }
-        j = n;
     }
+    while (w->n_deadlines > 0 && w->deadlines[0]->deadline_mono <= now_mono) {
+        job_t *j = w->deadlines[0];
+        parked_remove(w, j);
+        j->expire(j, w);
+        list_push(done, j);
+    }
+    if (w->store == NULL || w->disk_full) {
+        return;
+    }
+    if (w->wake_all) {
+        w->wake_all = 0;
+        store_take_woken(w->store, ignore_topic, NULL);
+        map_iter_t it = { 0 };
+        void *val;
+        while (map_next(&w->parked_topics, &it, NULL, NULL, &val)) {
+            retry_list(w, val, done); /* may delete the entry just returned: allowed */
+        }
+    } else {
+        woken_ctx_t c = { w, done };
+        store_take_woken(w->store, retry_topic, &c);
+    }
+    retry_list(w, &w->parked_any, done);
 }
 
 static uint64_t earliest_parked_deadline(writer_t *w)
 {
-    uint64_t best = UINT64_MAX;
-    for (job_t *j = w->parked_head; j; j = j->next) {
-        if (j->deadline_mono != 0 && j->deadline_mono < best) {
-            best = j->deadline_mono;
-        }
-    }
-    return best;
+    return w->n_deadlines > 0 ? w->deadlines[0]->deadline_mono : UINT64_MAX;
 }
 
 static uint64_t wall_us(void)
@@ -706,6 +902,7 @@ static void check_disk(writer_t *w, uint64_t now_mono)
     }
     w->disk_full = 0;
     w->stats.disk_full = 0;
+    w->wake_all = 1; /* what the store marked while full was not looked at */
     log_info("disk space is back (%llu bytes free on %s): writes resume%s", (unsigned long long)free_bytes,
              w->opts->path, w->disk_reserve > 0 ? "; the disk reserve is written again" : "");
 }

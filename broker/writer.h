@@ -23,9 +23,13 @@
  * job's deadline, maintenance), or until a job arrives.
  *
  * A job may PARK (PULL BLOCK with nothing ready): the writer keeps it, asks
- * its wake() after every group whether trying again is worthwhile (an
- * in-memory check), re-runs exec() then, and calls expire() at its deadline.
- * writer_cancel() drops the parked jobs of a closed connection (no reply).
+ * its wake() whether trying again is worthwhile (an in-memory check) after a
+ * group that marked its wake_topic (store_take_woken), re-runs exec() then,
+ * and calls expire() at its deadline. Parked jobs are indexed by wake_topic,
+ * by connection and by deadline, so an iteration costs nothing per parked job
+ * whose topic got nothing (10 000 blocked PULLs used to add ~0.3 ms to every
+ * SEND). writer_cancel() drops the parked jobs of a closed connection (no
+ * reply).
  *
  * Threads: writer_new/start/submit/cancel/stop/free and the done callback run
  * on the loop thread; exec/wake/expire and the accessors marked "storage
@@ -76,8 +80,15 @@ struct job {
                                the reply waits for the fsync that makes that id durable (syncer.h) */
     int block_set;          /* 1: may park */
     uint64_t block_ms;      /* with block_set: how long; 0 = forever */
+    const char *wake_topic; /* with block_set: the topic whose new ready messages may let it run (PULL's);
+                               wake() is asked only after the store marked it (store_take_woken).
+                               NULL: wake() is asked after every iteration */
+    size_t wake_topic_len;
     uint64_t deadline_mono; /* writer-private: parked deadline (monotonic ms), 0 = none */
     int parked;             /* writer-private */
+    job_t *topic_next, *topic_prev; /* writer-private: the parked jobs of one wake_topic */
+    job_t *conn_next, *conn_prev;   /* writer-private: the parked jobs of one connection */
+    size_t heap_pos;                /* writer-private: 1 + its place in the deadline heap, 0: none */
     resp_buf_t reply;       /* the reply bytes (RESP), or text for complete() */
     char *audit;            /* loop thread, audited commands (cmd_table.c): who ran what; NULL: not audited */
     char audit_result[192]; /* storage thread, optional: what it changed ("" = summarised from the reply) */

@@ -2,7 +2,8 @@
  * cli/cli.h — hourglass-cli's shared state, its command table type, the
  * exit codes and the calls every command makes (connect, run a command,
  * report a failure). The command implementations live by family:
- * cli/cmd_broker.c (ping, levels, groups, info, send), cli/cmd_dlq.c
+ * cli/cmd_broker.c (ping, levels, topics, groups, info, send), cli/cmd_group.c
+ * (group create/del), cli/cmd_dlq.c
  * (dlq list/show/requeue/drop), cli/cmd_orders.c (orders overdue/show/cancel,
  * over <hourglass/order_view.h>) and cli/cmd_msg.c (msg show/find/revoke);
  * the table, help and main() in cli/main.c; argument parsing in cli/args.h,
@@ -90,6 +91,7 @@ int cli_unexpected(const char *cmd, const hg_reply_t *r);
 /* ---- cli/cmd_broker.c ---- */
 int cli_cmd_ping(cli_t *cli, int argc, char **argv);
 int cli_cmd_levels(cli_t *cli, int argc, char **argv);
+int cli_cmd_topics(cli_t *cli, int argc, char **argv);
 int cli_cmd_groups(cli_t *cli, int argc, char **argv);
 int cli_cmd_info(cli_t *cli, int argc, char **argv);
 int cli_cmd_send(cli_t *cli, int argc, char **argv);
@@ -98,6 +100,10 @@ int cli_cmd_send(cli_t *cli, int argc, char **argv);
  * code (EXIT_USAGE for a missing key, EXIT_CONNECT when MariaDB cannot be
  * reached) with the message printed. */
 int cli_orders_db(cli_t *cli);
+
+/* ---- cli/cmd_group.c ---- */
+int cli_cmd_group_create(cli_t *cli, int argc, char **argv);
+int cli_cmd_group_del(cli_t *cli, int argc, char **argv);
 
 /* ---- cli/cmd_orders.c ---- */
 int cli_cmd_orders_overdue(cli_t *cli, int argc, char **argv);

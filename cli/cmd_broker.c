@@ -1,6 +1,6 @@
 /*
  * cli/cmd_broker.c — hourglass-cli's commands about the broker as a whole:
- * ping, levels, groups, info, send (contract: cli.h). Each parses its own
+ * ping, levels, topics, groups, info, send (contract: cli.h). Each parses its own
  * arguments (cli/args.h), runs one broker command through the public API,
  * and prints a table or, with --json, one JSON value (cli/output.h).
  * Single-threaded.
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/units.h"
 #include "cli/args.h"
 #include "cli/output.h"
@@ -97,7 +98,7 @@ int cli_cmd_levels(cli_t *cli, int argc, char **argv)
     return 0;
 }
 
-/* One field of a GROUP LIST entry (a flat list of name/value pairs). */
+/* One field of a GROUP LIST or TOPICS entry (a flat list of name/value pairs). */
 static const hg_reply_t *pair_value(const hg_reply_t *entry, const char *name)
 {
     for (size_t i = 0; i + 1 < hg_reply_count(entry); i += 2) {
@@ -107,6 +108,113 @@ static const hg_reply_t *pair_value(const hg_reply_t *entry, const char *name)
             return hg_reply_element(entry, i + 1);
     }
     return NULL;
+}
+
+/* A map reply (a flat list of name/value pairs) as a JSON object; a value
+ * that is a list of such maps (TOPICS' groups) as an array of objects. */
+static void print_pairs_object(const hg_reply_t *entry)
+{
+    fputc('{', stdout);
+    for (size_t k = 0; k + 1 < hg_reply_count(entry); k += 2) {
+        size_t len;
+        const char *key = hg_reply_str(hg_reply_element(entry, k), &len);
+        const hg_reply_t *v = hg_reply_element(entry, k + 1);
+        if (k > 0)
+            fputc(',', stdout);
+        out_json_string(stdout, key != NULL ? key : "", key != NULL ? len : 0);
+        fputc(':', stdout);
+        if (reply_is_aggregate(v) && (hg_reply_count(v) == 0 || reply_is_aggregate(hg_reply_element(v, 0)))) {
+            fputc('[', stdout);
+            for (size_t i = 0; i < hg_reply_count(v); i++) {
+                if (i > 0)
+                    fputc(',', stdout);
+                print_pairs_object(hg_reply_element(v, i));
+            }
+            fputc(']', stdout);
+        } else {
+            out_json_reply(stdout, v);
+        }
+    }
+    fputc('}', stdout);
+}
+
+/* A list of maps (GROUP LIST, TOPICS) as a JSON array of objects. */
+static void print_pairs_array(const hg_reply_t *r)
+{
+    fputc('[', stdout);
+    for (size_t i = 0; i < hg_reply_count(r); i++) {
+        if (i > 0)
+            fputc(',', stdout);
+        print_pairs_object(hg_reply_element(r, i));
+    }
+    fputs("]\n", stdout);
+}
+
+int cli_cmd_topics(cli_t *cli, int argc, char **argv)
+{
+    static const char *const fields[] = { "topic", "ready", "delayed", "retained", "sends", "dedup" };
+    static const char *const header[] = { "TOPIC", "READY", "DELAYED", "RETAINED", "SENDS", "DEDUP", "GROUPS" };
+    static const int right[] = { 0, 1, 1, 1, 1, 0, 0 };
+    const int nf = (int)(sizeof(fields) / sizeof(fields[0]));
+    const char *cmdv[1] = { "TOPICS" };
+    char *pos[1];
+    hg_reply_t *r;
+    table_t t;
+    int rc = 0, n = cli_parse_args(cli_find_command("topics"), argc, argv, NULL, pos, 0, &rc);
+
+    if (n < 0)
+        return rc;
+    if ((rc = cli_run(cli, &r, 1, cmdv)) != 0)
+        return rc;
+    if (!reply_is_aggregate(r)) {
+        hg_reply_free(r);
+        return cli_unexpected("TOPICS", NULL);
+    }
+    if (cli->json) {
+        print_pairs_array(r);
+        hg_reply_free(r);
+        return 0;
+    }
+    table_init(&t, nf + 1, header, right);
+    for (size_t i = 0; i < hg_reply_count(r); i++) {
+        const hg_reply_t *entry = hg_reply_element(r, i);
+        for (int k = 0; k < nf; k++) {
+            const hg_reply_t *v = pair_value(entry, fields[k]);
+            size_t len;
+            const char *str = v != NULL ? hg_reply_str(v, &len) : NULL;
+            if (v == NULL)
+                table_add(&t, "-");
+            else if (strcmp(fields[k], "dedup") == 0)
+                table_add(&t, reply_is_int(v) && hg_reply_integer(v) ? "yes" : "no");
+            else if (reply_is_int(v))
+                table_addf(&t, "%lld", hg_reply_integer(v));
+            else
+                table_add_owned(&t, out_text(str != NULL ? str : "", str != NULL ? len : 0, 0));
+        }
+        /* GROUPS: the names, comma-separated ("-" for none) */
+        const hg_reply_t *groups = pair_value(entry, "groups");
+        buf_t names;
+        buf_init(&names);
+        for (size_t g = 0; groups != NULL && g < hg_reply_count(groups); g++) {
+            size_t len;
+            const hg_reply_t *name = pair_value(hg_reply_element(groups, g), "group");
+            const char *str = name != NULL ? hg_reply_str(name, &len) : NULL;
+            if (str != NULL) {
+                if (names.len > 0)
+                    buf_append(&names, ",", 1);
+                buf_append(&names, str, len);
+            }
+        }
+        table_add_owned(&t, out_text(names.len ? names.data : "-", names.len ? names.len : 1, 0));
+        buf_free(&names);
+    }
+    if (hg_reply_count(r) == 0)
+        printf("no topics\n");
+    else
+        table_print(&t, stdout);
+    table_free(&t);
+    hg_reply_free(r);
+    return 0;
 }
 
 int cli_cmd_groups(cli_t *cli, int argc, char **argv)
@@ -134,22 +242,7 @@ int cli_cmd_groups(cli_t *cli, int argc, char **argv)
         return cli_unexpected("GROUP LIST", NULL);
     }
     if (cli->json) {
-        fputc('[', stdout);
-        for (size_t i = 0; i < hg_reply_count(r); i++) {
-            const hg_reply_t *entry = hg_reply_element(r, i);
-            fputs(i > 0 ? ",{" : "{", stdout);
-            for (size_t k = 0; k + 1 < hg_reply_count(entry); k += 2) {
-                size_t len;
-                const char *key = hg_reply_str(hg_reply_element(entry, k), &len);
-                if (k > 0)
-                    fputc(',', stdout);
-                out_json_string(stdout, key != NULL ? key : "", key != NULL ? len : 0);
-                fputc(':', stdout);
-                out_json_reply(stdout, hg_reply_element(entry, k + 1));
-            }
-            fputc('}', stdout);
-        }
-        fputs("]\n", stdout);
+        print_pairs_array(r);
     } else {
         table_init(&t, nf, header, right);
         for (size_t i = 0; i < hg_reply_count(r); i++) {

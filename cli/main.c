@@ -168,8 +168,21 @@ static const command_t commands[] = {
     { "ping", cli_cmd_ping, "", "Check that the broker answers." },
     { "levels", cli_cmd_levels, "",
       "The delay levels: number, delay, messages waiting (depth) and when the head is due." },
+    { "topics", cli_cmd_topics, "",
+      "The topics: messages ready for some group, delayed (still on the levels), retained in the log, SENDs "
+      "since the broker started, whether keyed SENDs deduplicate (dedup-topics), and the topic's groups." },
     { "groups", cli_cmd_groups, "",
       "The consumer groups: topic, ready/backlog/retry/in-flight/DLQ counts, max retries." },
+    { "group", cmd_family, "(create|del) ...",
+      "Create or delete a consumer group. See `hourglass-cli group SUBCOMMAND --help`." },
+    { "group create", cli_cmd_group_create, "GROUP TOPIC [--from first|now] [--max-retry N]",
+      "Create a consumer group bound to TOPIC. --from first (default): it gets every message the topic "
+      "still holds; --from now: only messages that arrive later. --max-retry N: failures retried before "
+      "the DLQ (0..1000; default the broker's max-reconsume). Exit 1 when the group exists (the broker "
+      "names its topic)." },
+    { "group del", cli_cmd_group_del, "GROUP",
+      "Delete a consumer group with its retry queue, leases and DLQ (the broker's admin role; audited). "
+      "Exit 1 when there is no such group." },
     { "info", cli_cmd_info, "[SECTION]",
       "The broker's INFO text (sections: server clients levels groups storage stats). "
       "With --json: an object of sections, each an object of fields." },

@@ -60,6 +60,7 @@ group_state_t *store_group_new(store_t *s, const char *name, size_t len, topic_s
     t->groups++;
     map_put(&s->groups, g->name, g->len, g);
     store_mark_group(s, g);
+    store_mark_woken(s, t); /* from the first message, it may have some ready at once */
     s->pending++; /* the group record is a write even with no other put */
     return g;
 }
@@ -92,6 +93,37 @@ void store_retry_append(store_t *s, group_state_t *g, msg_t *m, uint64_t now_ms)
     idx_copy_put(s, m->id, g->name, g->len, g->gen, &p);
     g->retry_ready++;
     store_mark_group(s, g);
+    store_mark_woken(s, g->topic);
+}
+
+void store_mark_woken(store_t *s, topic_state_t *t)
+{
+    if (t->woken) {
+        return;
+    }
+    t->woken = 1;
+    if (s->n_woken == s->cap_woken) {
+        s->cap_woken = s->cap_woken ? s->cap_woken * 2 : 16;
+        s->woken = xrealloc(s->woken, s->cap_woken * sizeof *s->woken);
+    }
+    s->woken[s->n_woken++] = t;
+}
+
+void store_take_woken(store_t *s, void (*fn)(void *ctx, const char *topic, size_t topic_len), void *ctx)
+{
+    size_t n = s->n_woken;
+    if (n > s->cap_taking) {
+        s->cap_taking = s->cap_woken;
+        s->taking = xrealloc(s->taking, s->cap_taking * sizeof *s->taking);
+    }
+    for (size_t i = 0; i < n; i++) {
+        s->taking[i] = s->woken[i];
+        s->woken[i]->woken = 0;
+    }
+    s->n_woken = 0;
+    for (size_t i = 0; i < n; i++) {
+        fn(ctx, s->taking[i]->name, s->taking[i]->len);
+    }
 }
 
 /* ---- groups ------------------------------------------------------------------------- */
@@ -272,6 +304,7 @@ int store_group_delete(store_t *s, const char *group, size_t group_len, int *fou
     key_record(&k, KEY_GROUP_RECORD, group, group_len);
     store_del(s, &k);
     g->topic->groups--;
+    store_mark_woken(s, g->topic); /* a PULL waiting on it now waits on the topic */
     /* It is not dirty: store_read_begin committed everything before we started. */
     map_del(&s->groups, group, group_len);
     store_group_free(g);

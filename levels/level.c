@@ -125,6 +125,7 @@ static void topic_append(store_t *s, topic_state_t *t, msg_t *m, uint64_t now_ms
     idx_home_put(s, m, &p, 0);
     t->appended++;
     store_mark_topic(s, t);
+    store_mark_woken(s, t);
 }
 
 int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_t *id_out, uint64_t *due_out, char *err,

@@ -409,6 +409,8 @@ static void store_free(store_t *s)
     map_free(&s->sent_keys, NULL);
     free(s->sent);
     free(s->dirty_topics);
+    free(s->woken);
+    free(s->taking);
     free(s->dirty_groups);
     free(s->path);
     free(s);

@@ -116,6 +116,14 @@ uint64_t store_next_seq(const store_t *s);
 /* 1 when a commit failed and the store must be reopened. */
 int store_broken(const store_t *s);
 
+/* The topics that may have gained messages ready for a group since the last
+ * call — an append, a retry made ready (due, NACK, DLQ REQUEUE), a group
+ * created or deleted — each passed once to fn; the set is then empty. What a
+ * blocked PULL waits for (the broker's
+ * storage thread wakes only the PULLs of these topics). fn may run store
+ * operations; what they mark is kept for the next call. */
+void store_take_woken(store_t *s, void (*fn)(void *ctx, const char *topic, size_t topic_len), void *ctx);
+
 const lvl_table_t *store_levels(const store_t *s);
 const store_options_t *store_options(const store_t *s);
 

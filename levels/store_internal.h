@@ -74,6 +74,7 @@ typedef struct topic_state {
     int groups;                  /* groups bound to it */
     uint64_t pops_since_compact; /* GC deletions since the last compaction */
     int dirty;
+    int woken; /* in store.woken: may have gained messages ready for a group (store_take_woken) */
 } topic_state_t;
 
 typedef struct group_state {
@@ -129,6 +130,11 @@ struct store {
 
     map_t idx_dropped; /* index.c: 'Y' keys deleted in the pending batch */
 
+    topic_state_t **woken; /* group.c: topics marked since the last store_take_woken */
+    size_t n_woken, cap_woken;
+    topic_state_t **taking; /* store_take_woken's copy (its fn may mark again) */
+    size_t cap_taking;
+
     /* The pending batch as SEND … DEDUP sees it (index.c): while it holds
      * nothing but SENDs (pending == pending_sends), committed data plus the
      * keys sent in it are the whole truth, so a DEDUP SEND joins the batch
@@ -156,6 +162,10 @@ void store_put_msg(store_t *s, const key_buf_t *k, const msg_t *m);
 void store_mark_level(store_t *s, int level);
 void store_mark_topic(store_t *s, topic_state_t *t);
 void store_mark_group(store_t *s, group_state_t *g);
+
+/* group.c: t may have gained messages ready for a group (an append, a retry
+ * made ready, a group created or deleted): remember it for store_take_woken. */
+void store_mark_woken(store_t *s, topic_state_t *t);
 
 /* Write the batch (with the dirty records and the sequence counter) using
  * sync or not, then empty it (store_commit_durable's core; also the first,

@@ -23,6 +23,10 @@
  *    header-timeout, the well-behaved client keeps working and gets at most
  *    max-pull-bytes (+ one message) per DLQ LIST, and the broker's RSS stays
  *    within max-client-memory of where it started (figures printed);
+ *  - blocked_pulls: 300 PULL BLOCK connections (each reserving max-pull-bytes
+ *    for its reply, 300 x 16 MiB in all) under max-client-memory 64mb: a
+ *    reservation is not memory, so none is closed, and each gets its message
+ *    when 300 are sent;
  *  - disk_full: the data directory on a 48 MiB tmpfs mounted by the test;
  *    a filler file takes every free byte: SENDs fail with "disk full", the
  *    disk reserve is given back, reads (PING, INFO, LEVELS, GROUP LIST, DLQ
@@ -516,6 +520,44 @@ static void test_pressure(void)
     BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "after", "calm", NULL) == 0, "SEND after: %s", e);
 }
 
+static void test_blocked_pulls(void)
+{
+    enum {
+        WAITERS = 300
+    };
+    const char *extra[] = { "--max-client-memory", "64mb", NULL };
+    char e[512], id[32], want[16];
+    need_fds(WAITERS + 100);
+    bt_start(extra);
+    static rc_conn_t w[WAITERS];
+    for (int i = 0; i < WAITERS; i++) {
+        BP_REQUIRE(bp_connect(&bt_broker, &w[i], e, sizeof e) == 0, "connection %d: %s", i, e);
+        rc_appendl(&w[i], "PULL", "g", "t", "BLOCK", "0", NULL);
+        BP_REQUIRE(rc_flush(&w[i], 0) == 0, "%s", w[i].err);
+    }
+    snprintf(want, sizeof want, "%d", WAITERS);
+    bt_wait_blocked(want);
+    sleep_ms(600); /* the memory sweep runs every 200 ms */
+    BP_CHECK(info_ll("client_memory_disconnects") == 0,
+             "%lld blocked PULLs were closed over max-client-memory: a reply estimate counted as memory held",
+             info_ll("client_memory_disconnects"));
+    long long held = info_ll("client_memory");
+    BP_CHECK(held < (1LL << 20), "%d blocked PULLs hold %lld bytes of client memory", WAITERS, held);
+    for (int i = 0; i < WAITERS; i++)
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "m", NULL) == 0, "SEND %d: %s", i, e);
+    int got = 0;
+    for (int i = 0; i < WAITERS; i++) {
+        resp_reply_t *r = rc_read(&w[i], 30000);
+        got += r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 1;
+        resp_reply_free(r);
+        rc_close(&w[i]);
+    }
+    printf("blocked_pulls: %d PULL BLOCK under max-client-memory 64mb: client memory %lld bytes, %d got their "
+           "message\n",
+           WAITERS, held, got);
+    BP_CHECK(got == WAITERS, "%d of %d blocked PULLs got a message", got, WAITERS);
+}
+
 /* *.log files in dir. */
 static int count_logs(const char *dir)
 {
@@ -693,7 +735,8 @@ int main(int argc, char **argv)
 {
     static const tu_test_t tests[] = {
         { "fd_limit", test_fd_limit }, { "fd_exhausted", test_fd_exhausted }, { "header_timeout", test_header_timeout },
-        { "pressure", test_pressure }, { "disk_full", test_disk_full },       { NULL, NULL },
+        { "pressure", test_pressure }, { "blocked_pulls", test_blocked_pulls }, { "disk_full", test_disk_full },
+        { NULL, NULL },
     };
     return bt_main(argc, argv, "limits", tests);
 }

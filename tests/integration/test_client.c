@@ -1208,6 +1208,56 @@ static void test_cli_dlq_round_trip(void)
     BP_CHECK(rc == 1 && strstr(err, "no such group") != NULL, "unknown group: exit %d: %.400s", rc, err);
 }
 
+/* group create / group del: the group exists with its options (GROUP LIST),
+ * a second create is refused naming the topic, del removes it, a missing
+ * group and bad options have their exit codes; topics shows each topic's
+ * counts and groups (table and --json). */
+static void test_cli_group_create_del(void)
+{
+    char out[16384], err[4096], id[HG_ID_MAX];
+    int rc;
+
+    start(FAST);
+    send_one("t", "k", "before", hg_delay_none(), id);
+    rc = CLI("group", "create", "late", "t", "--from", "now", "--max-retry", "3");
+    BP_CHECK(rc == 0 && strstr(out, "created group late on topic t") != NULL, "group create: exit %d: %.400s%.400s",
+             rc, out, err);
+    rc = CLI("--json", "group", "create", "early", "t");
+    BP_CHECK(rc == 0 && strcmp(out, "{\"created\":\"early\",\"topic\":\"t\"}\n") == 0,
+             "--json group create: exit %d: %.400s%.400s", rc, out, err);
+    rc = CLI("--json", "groups");
+    BP_CHECK(rc == 0 && strstr(out, "\"group\":\"late\",\"topic\":\"t\",\"ready\":0") != NULL &&
+                 strstr(out, "\"max-reconsume\":3") != NULL && strstr(out, "\"group\":\"early\",\"topic\":\"t\",\"ready\":1"),
+             "groups after create (late FROM NOW sees nothing, early FROM FIRST the message):\n%.600s", out);
+    rc = CLI("group", "create", "late", "u");
+    BP_CHECK(rc == 1 && strstr(err, "already exists (bound to topic t)") != NULL, "create twice: exit %d: %.400s", rc,
+             err);
+    rc = CLI("group", "del", "late");
+    BP_CHECK(rc == 0 && strstr(out, "deleted group late") != NULL, "group del: exit %d: %.400s%.400s", rc, out, err);
+    rc = CLI("--json", "group", "del", "late");
+    BP_CHECK(rc == 1 && strcmp(out, "{\"deleted\":0}\n") == 0 && strstr(err, "no group late") != NULL,
+             "del of a missing group: exit %d: %.400s%.400s", rc, out, err);
+    rc = CLI("groups");
+    BP_CHECK(rc == 0 && strstr(out, "late") == NULL && strstr(out, "early") != NULL, "groups after del:\n%.400s", out);
+    send_one("u", "k", "later", hg_delay_ms(3600000), id);
+    rc = CLI("topics");
+    BP_CHECK(rc == 0 && strncmp(out, "TOPIC ", 6) == 0 && strstr(out, "DELAYED") != NULL &&
+                 strstr(out, "early") != NULL,
+             "topics: exit %d:\n%.600s%.400s", rc, out, err);
+    rc = CLI("--json", "topics");
+    BP_CHECK(rc == 0 &&
+                 strstr(out, "{\"topic\":\"t\",\"dedup\":0,\"ready\":1,\"delayed\":0,\"retained\":1,\"appended\":1,"
+                             "\"sends\":1,\"groups\":[{\"group\":\"early\",\"ready\":1,") != NULL &&
+                 strstr(out, "{\"topic\":\"u\",\"dedup\":0,\"ready\":0,\"delayed\":1,") != NULL,
+             "--json topics: exit %d:\n%.600s%.400s", rc, out, err);
+    BP_CHECK(CLI("group", "create", "g") == 2, "create without TOPIC");
+    BP_CHECK(CLI("group", "create", "g", "t", "--from", "yesterday") == 2 && strstr(err, "--from") != NULL,
+             "bad --from: %.400s", err);
+    BP_CHECK(CLI("group", "create", "g", "t", "--max-retry", "1001") == 2, "--max-retry over 1000");
+    BP_CHECK(CLI("group", "del") == 2, "del without GROUP");
+    BP_CHECK(CLI("group", "frob") == 2 && strstr(err, "create, del") != NULL, "bad group subcommand: %.400s", err);
+}
+
 static void test_cli_commands_and_exit_codes(void)
 {
     char out[16384], err[4096], closed[160];
@@ -1372,6 +1422,7 @@ static int add_suites(void)
         { "restart", "connection lost mid-call: sends resent, commands not", test_resend_after_connection_loss },
         { "cli", "dlq list/show/requeue/drop round trip", test_cli_dlq_round_trip },
         { "cli", "commands, --json and exit codes", test_cli_commands_and_exit_codes },
+        { "cli", "group create/del, topics", test_cli_group_create_del },
         { "errors", "bad URIs and options", test_bad_uris_and_options },
     };
     CU_pSuite s = NULL;

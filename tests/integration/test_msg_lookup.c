@@ -393,6 +393,29 @@ static void test_dedup(void)
     check_data();
 }
 
+/* FIND stays inside the reply byte budget (max-pull-bytes, as PULL): maps
+ * are taken while their keys and reasons fit, at least one. */
+static void test_find_byte_budget(void)
+{
+    const char *flags[] = { "--max-pull-bytes", "2000", NULL };
+    start(flags);
+    char key[1025], id[HG_ID_MAX];
+    memset(key, 'k', 1024);
+    key[1024] = '\0';
+    for (int i = 0; i < 3; i++)
+        send1("t", key, "p", hg_delay_ms(600000), id); /* 1 KiB keys: two fit in 2000 bytes, not three */
+    hg_msg_info_t *found = NULL;
+    size_t n = 0;
+    BP_REQUIRE(hg_msg_find(C, "t", key, &found, &n) == HG_OK, "FIND: %s", hg_client_errmsg(C));
+    BP_CHECK(n == 2, "FIND of three 1 KiB-key messages under max-pull-bytes 2000 answered %zu, want 2", n);
+    hg_msg_infos_free(found, n);
+    hg_msg_info_t *m = get(id); /* GET: one message always fits */
+    BP_CHECK(m->state == HG_MSG_DELAYED && strlen(m->key) == 1024, "GET under a small budget: %s",
+             hg_msg_state_name(m->state));
+    hg_msg_info_free(m);
+    close_client();
+}
+
 /* Keys k0..k(KEYS-1), sent with DEDUP in pipelined rounds while the broker
  * is killed; after the restart every key is sent again. Each key must end
  * with exactly one live message, and every id answered for it must be that
@@ -496,6 +519,7 @@ static const tu_test_t tests[] = {
     { "revoke by key; after delivery refused", test_revoke_by_key_and_refusal },
     { "SEND ... DEDUP", test_dedup },
     { "DEDUP over a kill -9 mid-stream", test_dedup_kill9 },
+    { "FIND inside the reply byte budget", test_find_byte_budget },
     { NULL, NULL },
 };
 

@@ -2783,6 +2783,66 @@ static void test_batch_bounded_in_bytes(void)
     free(payload);
 }
 
+/* store_take_woken names each topic that may have gained messages ready for
+ * a group once: appends (at once and when due), a retry made ready (NACK,
+ * DLQ REQUEUE), a group created or deleted; a lease, an ACK or a delayed SEND
+ * not yet due mark nothing. */
+typedef struct woken_names {
+    char names[8][16];
+    int n;
+} woken_names_t;
+
+static void note_woken(void *ctx, const char *topic, size_t len)
+{
+    woken_names_t *w = ctx;
+    if (w->n < 8)
+        snprintf(w->names[w->n], sizeof w->names[0], "%.*s", (int)len, topic);
+    w->n++;
+}
+
+static const char *take_woken(store_t *s, char *out, size_t outlen)
+{
+    woken_names_t w = { .n = 0 };
+    store_take_woken(s, note_woken, &w);
+    out[0] = '\0';
+    for (int i = 0; i < w.n && i < 8; i++)
+        snprintf(out + strlen(out), outlen - strlen(out), "%s%s", i ? "," : "", w.names[i]);
+    return out;
+}
+
+static void test_woken_topics(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    char b[200];
+    take_woken(s, b, sizeof b); /* whatever opening marked */
+    SEND(s, "a", "x", 0, 0, T0, NULL);
+    SEND(s, "a", "y", 0, 0, T0, NULL);
+    SEND(s, "b", "z", 1, 0, T0, NULL); /* delayed: nothing ready yet */
+    TU_CHECK(strcmp(take_woken(s, b, sizeof b), "a") == 0, "after SENDs: '%s', want 'a'", b);
+    TU_CHECK(strcmp(take_woken(s, b, sizeof b), "") == 0, "taken twice: '%s'", b);
+    TU_CHECK(MOVE(s, T0 + 2 * SEC, 100, NULL) == 1, "the delayed message did not move");
+    TU_CHECK(strcmp(take_woken(s, b, sizeof b), "b") == 0, "after the due move: '%s', want 'b'", b);
+    GROUP_CREATE(s, "gc", "c", 1, T0);
+    TU_CHECK(strcmp(take_woken(s, b, sizeof b), "c") == 0, "after GROUP CREATE: '%s', want 'c'", b);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "a", 4, LEASE, T0 + 3 * SEC, m); /* creates g: marks a */
+    TU_REQUIRE(n == 2, "leased %d", n);
+    take_woken(s, b, sizeof b);
+    ACK(s, "g", &m[0].m.id, 1);
+    TU_CHECK(strcmp(take_woken(s, b, sizeof b), "") == 0, "after a lease and an ACK: '%s', want nothing", b);
+    FAIL_DLQ(s, "g", m[1].m.id, "bad", T0 + 3 * SEC);
+    TU_CHECK(strcmp(take_woken(s, b, sizeof b), "") == 0, "after a failure to the DLQ: '%s', want nothing", b);
+    char err[512] = "";
+    uint64_t cnt = 0;
+    REQUIRE_OK(store_dlq_requeue(s, "g", 1, 0, 1, T0 + 4 * SEC, &cnt, err, sizeof err), err);
+    TU_CHECK(cnt == 1 && strcmp(take_woken(s, b, sizeof b), "a") == 0, "after DLQ REQUEUE: '%s', want 'a'", b);
+    int found = 0;
+    REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
+    TU_CHECK(found && strcmp(take_woken(s, b, sizeof b), "a") == 0, "after GROUP DEL: '%s', want 'a'", b);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
 /* ============================================================ suite: ids */
 
 static void test_ids(void)
@@ -3359,6 +3419,7 @@ static const tu_test_t batching_tests[] = {
     { "batching", test_batching },
     { "large batch memory returned", test_large_batch_memory_returned },
     { "batches bounded in bytes", test_batch_bounded_in_bytes },
+    { "woken topics", test_woken_topics },
     { NULL, NULL },
 };
 

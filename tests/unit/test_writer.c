@@ -15,6 +15,12 @@
  * burst_in_bounded_batches: 24 SENDs of 1 MiB queued for one iteration are
  * committed (and answered) in batches of about STORE_BATCH_MAX_BYTES, not as
  * one 24 MiB batch: no job starts with the bound already pending.
+ *
+ * parked_by_topic: 1 000 parked jobs wait on a topic that gets nothing, one
+ * on a topic that gets a SEND; the SEND wakes that one, and not one wake()
+ * of the 1 000 is asked (each iteration used to ask every parked job).
+ * Deadlines expire in their order whatever the parking order, and
+ * writer_cancel drops exactly the jobs of its connection.
  */
 #include "broker/writer.h"
 #include "base/alloc.h"
@@ -120,10 +126,80 @@ static job_result_t burst_exec(job_t *j, writer_t *w)
     return JOB_DONE;
 }
 
+enum {
+    IDLE_JOBS = 1000
+};
+static _Atomic int g_idle_wakes, g_busy_wakes, g_busy_sent;
+static int g_park_done;     /* parked jobs answered */
+static uint64_t g_order[8]; /* their seq, in the order they were answered */
+
+static job_result_t park_exec(job_t *j, writer_t *w)
+{
+    (void)w;
+    if (strcmp(j->wake_topic, "busy") == 0 && g_busy_sent) {
+        resp_add_simple(&j->reply, "WOKEN");
+        return JOB_DONE;
+    }
+    return JOB_PARK;
+}
+
+static int park_wake(job_t *j, writer_t *w)
+{
+    (void)w;
+    if (strcmp(j->wake_topic, "busy") == 0) {
+        g_busy_wakes++;
+    } else {
+        g_idle_wakes++;
+    }
+    return 1; /* "worth a try": exec decides */
+}
+
+static void park_expire(job_t *j, writer_t *w)
+{
+    (void)w;
+    resp_add_simple(&j->reply, "EXPIRED");
+}
+
+static job_t *park_job(const char *topic, uint64_t conn_id, uint64_t seq, uint64_t block_ms)
+{
+    job_t *j = job_make(park_exec);
+    j->block_set = 1;
+    j->block_ms = block_ms;
+    j->wake = park_wake;
+    j->expire = park_expire;
+    j->wake_topic = topic;
+    j->wake_topic_len = strlen(topic);
+    j->conn_id = conn_id;
+    j->seq = seq;
+    return j;
+}
+
+static job_result_t busy_send_exec(job_t *j, writer_t *w)
+{
+    store_send_req_t r = { .topic = "busy", .topic_len = 4, .payload = "x", .payload_len = 1 };
+    uint64_t id, due;
+    char err[256];
+    if (store_send(writer_store(w), &r, writer_now(w), &id, &due, err, sizeof err) != 0) {
+        resp_add_errorf(&j->reply, "ERR %s", err);
+    } else {
+        resp_add_int(&j->reply, (long long)id);
+    }
+    g_busy_sent = 1;
+    return JOB_DONE;
+}
+
 static void on_done(job_t *j, void *ctx)
 {
     (void)ctx;
-    if (j->exec == burst_exec) {
+    if (j->exec == park_exec) {
+        if (g_park_done < 8) {
+            g_order[g_park_done] = j->seq;
+        }
+        g_park_done++;
+        job_free(j);
+    } else if (j->exec == busy_send_exec) {
+        job_free(j);
+    } else if (j->exec == burst_exec) {
         g_burst_done++;
         g_burst_ok += !j->failed && j->reply.raw.len > 0 && j->reply.raw.data[0] == ':';
         job_free(j);
@@ -294,9 +370,76 @@ static void test_burst_in_bounded_batches(void)
     tu_rmtree(dir);
 }
 
+static int wait_parked(writer_t *w, size_t want)
+{
+    uint64_t end = tu_now_mono_ms() + 20000;
+    while (writer_parked(w) != want && tu_now_mono_ms() < end) {
+        struct timespec ts = { 0, 5 * 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    return writer_parked(w) == want;
+}
+
+static void test_parked_by_topic(void)
+{
+    char dir[512], data[600], err[512] = "";
+    TU_REQUIRE(tu_mkdtemp("writer", dir, sizeof dir) == 0, "mkdtemp: %s", strerror(errno));
+    snprintf(data, sizeof data, "%s/data", dir);
+    store_options_t o;
+    store_options_default(&o);
+    o.path = data;
+    store_t *s = NULL;
+    TU_REQUIRE(store_open(&o, &s, err, sizeof err) == 0, "store_open: %s", err);
+    TU_REQUIRE(evthread_use_pthreads() == 0, "evthread_use_pthreads");
+    struct event_base *base = event_base_new();
+    TU_REQUIRE(base != NULL, "event_base_new");
+    writer_t *w = writer_new(s, &o, base, on_done, on_stopped, NULL);
+    g_stopped = 0;
+    TU_REQUIRE(writer_start(w, err, sizeof err) == 0, "writer_start: %s", err);
+
+    for (int i = 0; i < IDLE_JOBS; i++) {
+        writer_submit(w, park_job("idle", 100 + (uint64_t)i, 1000 + (uint64_t)i, 0));
+    }
+    /* deadlines parked out of order; two of connection 77, cancelled below */
+    writer_submit(w, park_job("idle", 5, 3, 600));
+    writer_submit(w, park_job("idle", 5, 1, 200));
+    writer_submit(w, park_job("idle", 5, 2, 400));
+    writer_submit(w, park_job("idle", 77, 77, 0));
+    writer_submit(w, park_job("busy", 77, 78, 300));
+    writer_submit(w, park_job("busy", 9, 9, 0));
+    TU_REQUIRE(wait_parked(w, IDLE_JOBS + 6), "%zu of %d jobs parked", writer_parked(w), IDLE_JOBS + 6);
+    writer_cancel(w, 77);
+    TU_CHECK(wait_parked(w, IDLE_JOBS + 4), "after writer_cancel(77) %zu parked, want %d", writer_parked(w),
+             IDLE_JOBS + 4);
+    int idle_before = g_idle_wakes;
+    writer_submit(w, job_make(busy_send_exec));
+    TU_CHECK(loop_until(base, &g_park_done, 1), "the SEND to busy woke no parked job");
+    TU_CHECK(g_park_done >= 1 && g_order[0] == 9, "the first parked job answered is seq %llu, want 9",
+             (unsigned long long)g_order[0]);
+    TU_CHECK(g_busy_wakes == 1, "the busy topic's parked job was asked %d times, want 1", (int)g_busy_wakes);
+    TU_CHECK(loop_until(base, &g_park_done, 4), "%d of 4 parked jobs answered (3 deadlines)", g_park_done);
+    for (int i = 1; i < 4 && i < g_park_done; i++) {
+        TU_CHECK(g_order[i] == (uint64_t)i, "answer %d was seq %llu, want %d (deadline order)", i,
+                 (unsigned long long)g_order[i], i);
+    }
+    printf("\n    %d parked jobs on an idle topic: wake() asked %d times over the SEND and 3 expiries ", IDLE_JOBS,
+           (int)g_idle_wakes - idle_before);
+    TU_CHECK(g_idle_wakes == idle_before && g_idle_wakes == 0,
+             "the idle topic's parked jobs were asked %d times: the SEND to another topic woke them",
+             (int)g_idle_wakes);
+    TU_CHECK(writer_parked(w) == IDLE_JOBS, "%zu parked at the end, want %d", writer_parked(w), IDLE_JOBS);
+    writer_stop(w); /* answers the 1 000 with their expiry */
+    TU_CHECK(loop_until(base, &g_stopped, 1), "the writer did not stop");
+    TU_CHECK(g_park_done == 4 + IDLE_JOBS, "%d parked jobs answered at stop, want %d", g_park_done, 4 + IDLE_JOBS);
+    writer_free(w);
+    event_base_free(base);
+    tu_rmtree(dir);
+}
+
 static const tu_test_t writer_tests[] = {
     { "second commit failure", test_second_commit_failure },
     { "burst in bounded batches", test_burst_in_bounded_batches },
+    { "parked jobs indexed by topic, connection and deadline", test_parked_by_topic },
     { NULL, NULL },
 };
 
