@@ -21,6 +21,11 @@
  *   pause       SIGSTOP of another node for 15 s while 200 more orders'
  *               cancels are sent and consumed, then SIGCONT: every order
  *               cancelled, stock exact.
+ *   compensator hourglass-compensator (relay and monitor layers) on the
+ *               cluster: 60 outbox rows relayed as timeout messages, each
+ *               order cancelled by its message (not before expire_at), and
+ *               a malformed message's DLQ read by the monitor (depth 1, the
+ *               dlq-depth alert fires).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -30,6 +35,7 @@
 #include "tests/helpers/order_env.h"
 #include "tests/helpers/rabbit_proc.h"
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -435,9 +441,147 @@ static void test_pause_node(void)
     faults_round("rmqpause", 200, SIGSTOP);
 }
 
+/* ------------------------------------------------------------------------
+ * The compensator on amqp://
+ * ------------------------------------------------------------------------ */
+
+#define COMP_ORDERS 60
+
+/* hourglass-compensator as a daemon on the cluster: relay and monitor
+ * layers only (the overdue and inspection layers read MariaDB alone). */
+static pid_t compensator_start(const char *db, const char *group, int mport, const char *log_path)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", mport);
+    const char *argv[] = { HG_BUILDDIR "/hourglass-compensator",
+                           "--uri",
+                           rabbit.uri,
+                           "--topic",
+                           OE_TOPIC,
+                           "--mysql-socket",
+                           env.server.socket,
+                           "--mysql-user",
+                           "root",
+                           "--mysql-database",
+                           db,
+                           "--layers",
+                           "relay,monitor",
+                           "--relay-interval",
+                           "200ms",
+                           "--monitor-interval",
+                           "300ms",
+                           "--dlq-groups",
+                           group,
+                           "--metrics-port",
+                           port,
+                           "--log-level",
+                           "info",
+                           NULL };
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+typedef struct metric_at_least {
+    int port;
+    const char *name;
+    long long want;
+} metric_at_least_t;
+
+static int metric_reaches(void *arg)
+{
+    metric_at_least_t *m = arg;
+    return oe_metric(m->port, m->name) >= m->want;
+}
+
+static void test_compensator(void)
+{
+    char dir[512], clog[600], comp_log[600];
+    int cport = tu_free_port(), mport = tu_free_port();
+    hg_client_t *c = NULL;
+    hg_error_t err;
+    of_report_t rep;
+    char id[HG_ID_MAX];
+
+    TU_REQUIRE(rabbit_up, "RabbitMQ is not running");
+    /* COMP_ORDERS orders expiring in 4 s, their outbox rows 'new' and due:
+     * only the relay puts their timeout messages into RabbitMQ. */
+    of_seed_spec_t spec = { .first_id = 1,
+                            .orders = COMP_ORDERS,
+                            .first_sku = 1,
+                            .skus = 10,
+                            .max_items = 3,
+                            .max_qty = 2,
+                            .stock_per_sku = 1000000,
+                            .expire_in_ms = 4000,
+                            .with_outbox = 1,
+                            .random_seed = 5 };
+    hg_order_db *db = oe_fresh_database(&env, "rmqcomp", COMP_ORDERS, &spec);
+    TU_REQUIRE(db != NULL, "fresh database");
+    hg_order_db_close(db);
+    MYSQL *m = oe_connect(&env, "rmqcomp");
+    TU_REQUIRE(m != NULL, "connect to rmqcomp");
+    int q = mysql_query(m, "UPDATE order_timeout_msg SET status = 'new', attempts = 0, next_attempt_at = NOW(6)");
+    TU_CHECK(q == 0, "outbox rows back to 'new': %s", mysql_error(m));
+    mysql_close(m);
+    group_create("rmqcomp");
+    /* One message the consumer cannot parse: it ends in the group's DLQ,
+     * which the monitor layer must see through amqp://. */
+    TU_REQUIRE(hg_client_open(rabbit.uri, NULL, &c, &err) == HG_OK, "open: %s", err.message);
+    TU_CHECK(hg_send(c, OE_TOPIC, NULL, "not-an-order", 12, hg_delay_none(), id) == HG_OK, "send: %s",
+             hg_client_errmsg(c));
+    hg_client_close(c);
+
+    TU_REQUIRE(tu_mkdtemp("rmq-comp", dir, sizeof dir) == 0, "temp dir");
+    snprintf(comp_log, sizeof comp_log, "%s/compensator.log", dir);
+    pid_t consumer = consumer_start("rmqcomp", cport, clog, sizeof clog);
+    pid_t comp = compensator_start("rmqcomp", "rmqcomp", mport, comp_log);
+    TU_REQUIRE(comp > 0, "start hourglass-compensator");
+
+    long long pending =
+        oe_wait_scalar(&env, 0, 120000, "SELECT COUNT(*) FROM rmqcomp.orders WHERE status = 'pending'");
+    metric_at_least_t dlq = { mport, "hourglass_compensator_dlq_depth{group=\"rmqcomp\"}", 1 };
+    int dlq_seen = tu_poll_until(metric_reaches, &dlq, 30000, 100) == 0;
+    metric_at_least_t firing = { mport, "hourglass_compensator_alerts_fired_total{alert=\"dlq-depth\"}", 1 };
+    int fired = tu_poll_until(metric_reaches, &firing, 30000, 100) == 0;
+    long long relayed = oe_metric(mport, "hourglass_compensator_relayed_total");
+    long long by_message =
+        oe_scalarf(&env, "SELECT COUNT(*) FROM rmqcomp.orders WHERE cancel_reason = 'timeout-message'");
+    long long done = oe_scalarf(&env, "SELECT COUNT(*) FROM rmqcomp.order_timeout_msg WHERE status = 'done'");
+    long long early = oe_scalarf(&env, "SELECT COUNT(*) FROM rmqcomp.orders WHERE cancelled_at < expire_at");
+    printf("\n    compensator on amqp://: relayed %lld of %d, cancelled by their messages %lld (%lld outbox rows"
+           " done, %lld before expire_at); DLQ depth seen %s, dlq-depth alert %s",
+           relayed, COMP_ORDERS, by_message, done, early, dlq_seen ? "1" : "never", fired ? "fired" : "not fired");
+    TU_CHECK(pending == 0, "%lld orders still pending 120 s after their expiry", pending);
+    TU_CHECK(relayed == COMP_ORDERS, "relayed %lld of %d outbox rows through RabbitMQ", relayed, COMP_ORDERS);
+    TU_CHECK(by_message == COMP_ORDERS, "%lld of %d orders cancelled by their relayed message", by_message,
+             COMP_ORDERS);
+    TU_CHECK(early == 0, "%lld orders cancelled before their expire_at", early);
+    TU_CHECK(dlq_seen, "the monitor never read the DLQ depth of rmqcomp through amqp://");
+    TU_CHECK(fired, "the dlq-depth alert did not fire");
+    TU_CHECK(oe_stop_consumer(comp) == 0, "hourglass-compensator did not exit 0 on SIGTERM");
+    TU_CHECK(oe_stop_consumer(consumer) == 0, "hourglass-consumer did not exit 0 on SIGTERM");
+    check_orders("rmqcomp", COMP_ORDERS, &rep);
+    if (CU_get_number_of_failures() > 0) {
+        oe_print_file(comp_log);
+        oe_print_file(clog);
+    }
+    tu_rmtree(dir);
+}
+
 static const tu_test_t cluster_tests[] = {
     { "race: payments vs 3 duplicate cancels each through RabbitMQ, never both, stock exact", test_race },
     { "SIGSTOP a node for 15 s while sending and cancelling: nothing lost", test_pause_node },
+    { "hourglass-compensator on amqp://: the relay's messages cancel every order on time, the DLQ depth and its alert",
+      test_compensator },
     { NULL, NULL },
 };
 
