@@ -86,6 +86,7 @@ struct conn_set {
     conn_t *dead;        /* closed, to free */
     uint64_t next_id;
     uint64_t nconns, nblocked;
+    uint64_t ntls, tls_total; /* connections from tls-port: open now, accepted since start */
     resp_buf_t scratch; /* immediate replies */
     /* counters */
     uint64_t connections_total, protocol_errors, reply_kills, idle_kills, commands;
@@ -111,6 +112,8 @@ static void conn_link(conn_set_t *s, conn_t *c)
     }
     s->all = c;
     s->nconns++;
+    s->ntls += c->tls != 0;
+    s->tls_total += c->tls != 0;
 }
 
 static void conn_unlink(conn_set_t *s, conn_t *c)
@@ -126,6 +129,7 @@ static void conn_unlink(conn_set_t *s, conn_t *c)
     }
     c->all_next = c->all_prev = NULL;
     s->nconns--;
+    s->ntls -= c->tls != 0;
 }
 
 static conn_t *conn_find(conn_set_t *s, uint64_t id)
@@ -922,6 +926,8 @@ size_t conn_set_drain_all(conn_set_t *s)
 void conn_set_stats(const conn_set_t *s, loop_info_t *li)
 {
     li->connected_clients = s->nconns;
+    li->connected_tls_clients = s->ntls;
+    li->tls_connections_total = s->tls_total;
     li->blocked_clients = s->nblocked;
     li->connections_total = s->connections_total;
     li->protocol_errors = s->protocol_errors;
@@ -942,17 +948,19 @@ void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
         }
         /* Redis's fields (clients such as redis-py parse id, age, idle, db, sub,
          * psub, multi, qbuf, qbuf-free, argv-mem, obl, oll, omem, tot-mem as
-         * integers and fail when one is missing), then ours (replies). */
+         * integers and fail when one is missing), then ours (replies; tls:
+         * yes for a connection from tls-port). */
         size_t qbuf = evbuffer_get_length(bufferevent_get_input(c->bev));
         size_t omem = evbuffer_get_length(bufferevent_get_output(c->bev));
         buf_printf(out,
                    "id=%llu addr=%s laddr=? fd=%d name=%s age=%llu idle=%llu flags=%s db=0 sub=0 psub=0 ssub=0 "
                    "multi=%d qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=%zu omem=%zu "
-                   "tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=%d replies=%zu\n",
+                   "tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=%d replies=%zu tls=%s\n",
                    (unsigned long long)c->id, c->addr, (int)bufferevent_getfd(c->bev), c->name,
                    (unsigned long long)((now - c->created_mono) / 1000),
                    (unsigned long long)((now - c->last_active_mono) / 1000), c->blocked ? "b" : c->multi ? "x" : "N",
                    c->multi ? 1 : -1, qbuf, c->nslots, omem, qbuf + omem, c->last_cmd[0] ? c->last_cmd : "NULL",
-                   c->user[0] ? c->user : (c->authenticated ? "default" : "-"), c->proto, c->nslots);
+                   c->user[0] ? c->user : (c->authenticated ? "default" : "-"), c->proto, c->nslots,
+                   c->tls ? "yes" : "no");
     }
 }

@@ -175,10 +175,10 @@ void metrics_info_loop_head(buf_t *out, int mask, const loop_info_t *li)
     if (mask & INFO_SERVER) {
         section(out, "Server");
         buf_printf(out,
-                   "hourglass_version:%s\r\nredis_version:7.0.0\r\nprocess_id:%ld\r\ntcp_port:%d\r\n"
+                   "hourglass_version:%s\r\nredis_version:7.0.0\r\nprocess_id:%ld\r\ntcp_port:%d\r\ntls_port:%d\r\n"
                    "uptime_in_seconds:%llu\r\nbind:%s\r\nmetrics_port:%lld\r\n",
-                   PACKAGE_VERSION, (long)getpid(), li->port, (unsigned long long)(li->uptime_ms / 1000), li->cfg->bind,
-                   li->cfg->metrics_port);
+                   PACKAGE_VERSION, (long)getpid(), li->port, li->tls_port, (unsigned long long)(li->uptime_ms / 1000),
+                   li->cfg->bind, li->cfg->metrics_port);
         buf_printf(out, "protected_mode:%s\r\nauth_required:%s\r\nusers:%llu\r\nsecurity_warning:%s\r\n",
                    li->protected_mode ? "yes" : "no", li->auth_required ? "yes" : "no", (unsigned long long)li->users,
                    li->security_warning ? li->security_warning : "none");
@@ -186,10 +186,11 @@ void metrics_info_loop_head(buf_t *out, int mask, const loop_info_t *li)
     if (mask & INFO_CLIENTS) {
         section(out, "Clients");
         buf_printf(out,
-                   "connected_clients:%llu\r\nblocked_clients:%llu\r\nmaxclients:%lld\r\n"
+                   "connected_clients:%llu\r\nconnected_tls_clients:%llu\r\nblocked_clients:%llu\r\nmaxclients:%lld\r\n"
                    "storage_jobs_queued:%llu\r\nstorage_jobs_parked:%llu\r\n"
                    "client_memory:%llu\r\nmax_client_memory:%lld\r\n",
-                   (unsigned long long)li->connected_clients, (unsigned long long)li->blocked_clients,
+                   (unsigned long long)li->connected_clients, (unsigned long long)li->connected_tls_clients,
+                   (unsigned long long)li->blocked_clients,
                    li->cfg->max_clients, (unsigned long long)li->jobs_queued, (unsigned long long)li->jobs_parked,
                    (unsigned long long)li->client_memory, li->cfg->max_client_memory);
     }
@@ -352,6 +353,12 @@ void metrics_prom_loop(buf_t *o, const loop_info_t *li)
                (unsigned long long)li->connected_clients, (unsigned long long)li->blocked_clients,
                (unsigned long long)(li->uptime_ms / 1000));
     prom_metric_u64(o, "hourglass_connections_total", "counter", "Client connections accepted.", li->connections_total);
+    prom_metric_u64(o, "hourglass_tls_connected_clients", "gauge", "Open client connections from tls-port.",
+                    li->connected_tls_clients);
+    prom_metric_u64(o, "hourglass_tls_connections_total", "counter", "Client connections accepted on tls-port.",
+                    li->tls_connections_total);
+    prom_metric_u64(o, "hourglass_tls_port", "gauge", "The TLS port the broker listens on (0: none).",
+                    (uint64_t)li->tls_port);
     prom_metric_u64(o, "hourglass_rejected_connections_total", "counter", "Connections refused at max-clients.",
                     li->rejected_connections);
     prom_metric_u64(o, "hourglass_commands_total", "counter", "Commands processed.", li->commands_processed);

@@ -42,10 +42,12 @@ void storage_stats_init(storage_stats_t *s, uint64_t now_ms);
 /* What the loop knows, for INFO server/clients/stats and /metrics. */
 typedef struct loop_info {
     const config_t *cfg;
-    int port; /* the port actually bound */
+    int port;     /* the port actually bound (0: none) */
+    int tls_port; /* the TLS port actually bound (0: none) */
     uint64_t uptime_ms;
     uint64_t connected_clients, blocked_clients;
     uint64_t connections_total, rejected_connections;
+    uint64_t connected_tls_clients, tls_connections_total; /* of which from tls-port */
     uint64_t protocol_errors, reply_buffer_kills, idle_kills;
     uint64_t commands_processed;
     uint64_t jobs_queued, jobs_parked;

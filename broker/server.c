@@ -78,6 +78,7 @@ struct server {
                                * just before must not hide the refusals) */
     int shed_unlogged;        /* clients refused since that line */
     uint64_t rejected; /* connections refused at max-clients */
+    uint64_t last_tls_refusal_log; /* monotonic ms of the last such log line for tls-port */
     int spare_fd;      /* /dev/null held open so that EMFILE can still accept and refuse */
     /* users, AUTH, protected mode */
     users_t *users;
@@ -266,14 +267,26 @@ void server_reload_users(server_t *s)
 
 /* ---- accepting ---------------------------------------------------------------------------- */
 
-/* Tell a client it cannot be served and close it (never blocks). */
-static void refuse(server_t *s, evutil_socket_t fd)
+/* Tell a client it cannot be served and close it (never blocks). On the TLS
+ * port it is closed without a word: a plaintext error would reach its TLS
+ * stack as a garbled record, and a handshake only to say "full" would spend
+ * the CPU of a broker that is already at its limit on whoever connects; the
+ * log says why (at most once a second) and rejected_connections counts it. */
+static void refuse(server_t *s, evutil_socket_t fd, int tls)
 {
     static const char msg[] = "-ERR max number of clients reached\r\n";
-    ssize_t w = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    (void)w;
+    if (!tls) {
+        ssize_t w = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)w;
+    }
     evutil_closesocket(fd);
     s->rejected++;
+    uint64_t now = mono_ms();
+    if (tls && now >= s->last_tls_refusal_log + 1000) {
+        log_warn("max-clients (%lld) reached: closed a client on tls-port %d (%llu refused so far)",
+                 s->cfg->max_clients, s->tls_port, (unsigned long long)s->rejected);
+        s->last_tls_refusal_log = now;
+    }
 }
 
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
@@ -285,7 +298,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
         return;
     }
     if (conn_set_count(s->conns) >= (uint64_t)s->cfg->max_clients) {
-        refuse(s, fd);
+        refuse(s, fd, l == s->tls_listener);
         return;
     }
     if (!peer_is_loopback(sa) && !remote_admitted(s, l == s->tls_listener)) {
@@ -350,7 +363,7 @@ static int shed_backlog(server_t *s, evutil_socket_t lfd)
         int fd = accept(lfd, NULL, NULL);
         if (fd >= 0) {
             evutil_make_socket_nonblocking(fd);
-            refuse(s, fd);
+            refuse(s, fd, s->tls_listener != NULL && lfd == evconnlistener_get_fd(s->tls_listener));
             shed++;
         }
         s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -744,6 +757,7 @@ void server_loop_info(server_t *s, loop_info_t *li)
     memset(li, 0, sizeof *li);
     li->cfg = s->cfg;
     li->port = s->port;
+    li->tls_port = s->tls_listener != NULL ? s->tls_port : 0;
     li->uptime_ms = mono_ms() - s->started_mono;
     conn_set_stats(s->conns, li);
     li->rejected_connections = s->rejected;

@@ -17,6 +17,10 @@
  *    with a log line naming it, while a client on the right port keeps
  *    working; the plaintext client is told in RESP;
  *  - TLS only (port 0 with tls-port);
+ *  - TLS connections are seen: INFO tls_port and connected_tls_clients,
+ *    CLIENT LIST tls=yes|no, /metrics hourglass_tls_*; a client beyond
+ *    max-clients on the TLS port is closed without a plaintext byte and
+ *    the log says so;
  *  - clients from other hosts (this machine's own non-loopback address):
  *    with allow-remote and TLS, served on the TLS port and told DENIED on
  *    the plaintext port (logged), while loopback clients keep both; with
@@ -415,6 +419,49 @@ static void test_tls_only(void)
     rc_close(&plain);
 }
 
+static void test_seen(void)
+{
+    char uri[2048], err[512], v[64];
+    static char text[1 << 18];
+    start_tls_broker(PKI.server, "--max-clients", "2", NULL);
+    hg_client_opts_t o;
+    hg_error_t e;
+    quick_opts(&o);
+    hg_client_t *tls_client = NULL;
+    tls_uri(uri, sizeof uri, "127.0.0.1", PKI.ca, NULL, NULL);
+    TU_REQUIRE(hg_client_open(uri, &o, &tls_client, &e) == HG_OK, "TLS client: %s", e.message);
+    TU_REQUIRE(ping_ok(tls_client), "TLS PING: %s", hg_client_errmsg(tls_client));
+    rc_conn_t plain;
+    TU_REQUIRE(bp_connect(&B, &plain, err, sizeof err) == 0, "plaintext client: %s", err);
+    TU_CHECK(bp_info_field(&plain, "tls_port", v, sizeof v, err, sizeof err) == 0 && atoi(v) == TLS_PORT,
+             "INFO tls_port '%s', want %d", v, TLS_PORT);
+    TU_CHECK(bp_info_field(&plain, "connected_tls_clients", v, sizeof v, err, sizeof err) == 0 && strcmp(v, "1") == 0,
+             "INFO connected_tls_clients '%s', want 1", v);
+    resp_reply_t *r = rc_cmd(&plain, "CLIENT", "LIST", NULL);
+    TU_REQUIRE(r != NULL && r->type == RESP_REPLY_BULK, "CLIENT LIST: %s", plain.err);
+    int yes = 0, no = 0;
+    for (const char *p = r->str; (p = strstr(p, " tls=")) != NULL; p += 5) {
+        yes += strncmp(p, " tls=yes\n", 9) == 0;
+        no += strncmp(p, " tls=no\n", 8) == 0;
+    }
+    TU_CHECK(yes == 1 && no == 1, "CLIENT LIST: %d tls=yes and %d tls=no lines, want 1 and 1:\n%s", yes, no, r->str);
+    resp_reply_free(r);
+    TU_CHECK(tu_http_get(B.metrics_port, "/metrics", text, sizeof text) == 200 &&
+                 strstr(text, "\nhourglass_tls_connected_clients 1\n") != NULL,
+             "/metrics has no hourglass_tls_connected_clients 1");
+    /* both slots taken: a third client on the TLS port is closed without a plaintext byte */
+    rc_conn_t third;
+    TU_REQUIRE(rc_connect(&third, "127.0.0.1", TLS_PORT, 10000) == 0, "connect: %s", third.err);
+    TU_CHECK(rc_read_to_eof(&third, 10000) == 1, "the client beyond max-clients on the TLS port was not closed");
+    TU_CHECK(rc_pending_input(&third) == 0, "the client beyond max-clients on the TLS port was sent '%.*s'",
+             (int)rc_pending_input(&third), rc_input(&third));
+    rc_close(&third);
+    TU_CHECK(tu_wait_file_contains(B.log_path, "reached: closed a client on tls-port", 20000) == 0,
+             "no log line for the refusal on the TLS port");
+    rc_close(&plain);
+    hg_client_close(tls_client);
+}
+
 /* The decision of docs/security.md "Protected mode": with TLS configured a
  * client from another host uses the TLS port; the plaintext port serves this
  * host unless allow-remote-plaintext yes. */
@@ -661,6 +708,7 @@ static const tu_test_t mtls_tests[] = {
 static const tu_test_t mixup_tests[] = {
     { "plaintext on the TLS port, TLS on the plaintext port", test_mixups },
     { "port 0 with tls-port: TLS only", test_tls_only },
+    { "TLS connections in INFO, CLIENT LIST, /metrics; max-clients on the TLS port", test_seen },
     { "clients from other hosts: the TLS port only, unless allow-remote-plaintext", test_remote_tls_only },
     { NULL, NULL },
 };
