@@ -168,6 +168,19 @@ int server_protected(const server_t *s)
     return !s->cfg->allow_remote && !(s->cfg->users_file != NULL && config_tls_enabled(s->cfg));
 }
 
+/* 1 when a client from another host may use the TLS port (tls = 1) or the
+ * plaintext one. With TLS configured, remote clients are served on the TLS
+ * port only, unless allow-remote-plaintext says otherwise: TLS is there so
+ * that passwords and messages do not cross the network in the clear, and a
+ * plaintext port open to the same clients would undo that silently. */
+static int remote_admitted(const server_t *s, int tls)
+{
+    if (server_protected(s)) {
+        return 0;
+    }
+    return tls || !config_tls_enabled(s->cfg) || s->cfg->allow_remote_plaintext;
+}
+
 /* Recompute the warning after a start or a reload, and log it. */
 static void security_check(server_t *s)
 {
@@ -184,6 +197,11 @@ static void security_check(server_t *s)
     if (config_is_loopback(cfg->bind)) {
         return; /* allow-remote, but nobody else can reach this address */
     }
+    if (s->listener != NULL && s->tls_listener != NULL && !remote_admitted(s, 0)) {
+        log_info("clients from other hosts are served on tls-port %d only; the plaintext port %d serves this host "
+                 "(allow-remote-plaintext yes to change that)",
+                 s->tls_port, s->port);
+    }
     if (cfg->users_file == NULL) {
         snprintf(s->warning, sizeof s->warning,
                  "allow-remote yes without users: any client that reaches %s:%d may run every command, SHUTDOWN "
@@ -192,6 +210,11 @@ static void security_check(server_t *s)
     } else if (!config_tls_enabled(cfg)) {
         snprintf(s->warning, sizeof s->warning,
                  "allow-remote yes without TLS: passwords and messages cross the network in plaintext");
+    } else if (s->listener != NULL && cfg->allow_remote_plaintext) {
+        snprintf(s->warning, sizeof s->warning,
+                 "allow-remote-plaintext yes: clients from other hosts may use the plaintext port %d, where passwords "
+                 "and messages cross the network in plaintext",
+                 s->port);
     }
     if (s->warning[0]) {
         log_warn("SECURITY WARNING: %s (docs/security.md)", s->warning);
@@ -265,11 +288,17 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
         refuse(s, fd);
         return;
     }
-    if (!peer_is_loopback(sa) && server_protected(s)) {
-        static const char msg[] = "-DENIED Hourglass is in protected mode: it serves only clients on this host "
-                                  "because users or TLS are not configured. Configure users-file and TLS, or set "
-                                  "allow-remote yes (see docs/security.md)\r\n";
-        ssize_t w = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (!peer_is_loopback(sa) && !remote_admitted(s, l == s->tls_listener)) {
+        static const char protected_msg[] = "-DENIED Hourglass is in protected mode: it serves only clients on this "
+                                            "host because users or TLS are not configured. Configure users-file and "
+                                            "TLS, or set allow-remote yes (see docs/security.md)\r\n";
+        char tls_msg[256];
+        snprintf(tls_msg, sizeof tls_msg,
+                 "-DENIED clients from other hosts must use TLS on port %d; this port serves only clients on this "
+                 "host (allow-remote-plaintext, see docs/security.md)\r\n",
+                 s->tls_port);
+        const char *msg = server_protected(s) ? protected_msg : tls_msg;
+        ssize_t w = send(fd, msg, strlen(msg), MSG_NOSIGNAL | MSG_DONTWAIT);
         (void)w;
         evutil_closesocket(fd);
         s->denied++;
@@ -281,8 +310,14 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
             } else if (sa->sa_family == AF_INET6) {
                 evutil_inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr, host, sizeof host);
             }
-            log_warn("protected mode: refused a client from %s (%llu refused so far; docs/security.md)", host,
-                     (unsigned long long)s->denied);
+            if (server_protected(s)) {
+                log_warn("protected mode: refused a client from %s (%llu refused so far; docs/security.md)", host,
+                         (unsigned long long)s->denied);
+            } else {
+                log_warn("refused a plaintext client from %s: clients from other hosts must use tls-port %d "
+                         "(%llu refused so far; allow-remote-plaintext, docs/security.md)",
+                         host, s->tls_port, (unsigned long long)s->denied);
+            }
             s->last_denied_log = now;
         }
         return;

@@ -42,6 +42,8 @@ static const cfg_key_t cfg_keys[] = {
               "TCP port for RESP clients (0: none when tls-port is set, else any free port, logged at start-up)") },
     { CFG_KEY("allow-remote", CFG_BOOL, "no", 0, 1, OFF(allow_remote),
               "serve clients from other hosts without users or TLS (protected mode off; a loud warning)") },
+    { CFG_KEY("allow-remote-plaintext", CFG_BOOL, "no", 0, 1, OFF(allow_remote_plaintext),
+              "with tls-port set, serve clients from other hosts on the plaintext port too (else TLS only)") },
     { CFG_KEY("max-clients", CFG_INT, "10000", 1, 1000000, OFF(max_clients),
               "most client connections; more are told '-ERR max number of clients reached'") },
     { CFG_KEY("idle-timeout", CFG_DURATION, "0", 0, 365 * DAY_MS, OFF(idle_timeout_ms),

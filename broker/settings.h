@@ -49,6 +49,7 @@ typedef struct config {
     char *bind;
     long long port;
     int allow_remote;
+    int allow_remote_plaintext; /* with TLS: clients from other hosts may use the plaintext port too */
     long long max_clients;
     long long idle_timeout_ms; /* 0 = off */
     long long tcp_backlog;

@@ -49,6 +49,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -743,6 +745,26 @@ void tu_check_at(int ok, int fatal, const char *file, int line, const char *fmt,
     va_end(ap);
     fprintf(stderr, "\n  %s:%d: %s\n", file, line, text);
     CU_assertImplementation(CU_FALSE, (unsigned int)line, text, file, "", fatal ? CU_TRUE : CU_FALSE);
+}
+
+int tu_own_ipv4(char *buf, size_t len)
+{
+    struct ifaddrs *ifs = NULL, *i;
+    int rc = -1;
+    if (getifaddrs(&ifs) != 0)
+        return -1;
+    for (i = ifs; i != NULL && rc != 0; i = i->ifa_next) {
+        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) ||
+            (i->ifa_flags & IFF_LOOPBACK))
+            continue;
+        const struct sockaddr_in *in = (const struct sockaddr_in *)i->ifa_addr;
+        if ((ntohl(in->sin_addr.s_addr) >> 24) == 127)
+            continue;
+        if (inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t)len) != NULL)
+            rc = 0;
+    }
+    freeifaddrs(ifs);
+    return rc;
 }
 
 int tu_http_get(int port, const char *path, char *out, size_t outlen)

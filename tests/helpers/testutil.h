@@ -53,6 +53,11 @@ int tu_run_capture(const char *const *argv, char *out, size_t outlen);
  * the HTTP status, or -1 when the connection or the status line failed. */
 int tu_http_get(int port, const char *path, char *out, size_t outlen);
 
+/* This machine's first non-loopback IPv4 address, into buf. 0, or -1 when
+ * it has none. A connection to it from this machine has that address as its
+ * peer: what a client from another host looks like to a server. */
+int tu_own_ipv4(char *buf, size_t len);
+
 /* A private MariaDB server: mariadb-install-db into dir/data, mariadbd with
  * skip-networking on dir/mysql.sock, run as the current user (root is fine).
  * tu_mariadb_start waits (poll, generous deadline) until it accepts

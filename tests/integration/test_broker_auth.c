@@ -30,8 +30,6 @@
 #endif
 
 #include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -398,33 +396,12 @@ static void test_reload(void)
     cleanup_users();
 }
 
-/* This machine's first non-loopback IPv4 address, into buf. 0, or -1 when it has none. */
-static int own_address(char *buf, size_t len)
-{
-    struct ifaddrs *ifs = NULL, *i;
-    int rc = -1;
-    if (getifaddrs(&ifs) != 0)
-        return -1;
-    for (i = ifs; i != NULL && rc != 0; i = i->ifa_next) {
-        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) ||
-            (i->ifa_flags & IFF_LOOPBACK))
-            continue;
-        const struct sockaddr_in *in = (const struct sockaddr_in *)i->ifa_addr;
-        if ((ntohl(in->sin_addr.s_addr) >> 24) == 127)
-            continue;
-        if (inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t)len) != NULL)
-            rc = 0;
-    }
-    freeifaddrs(ifs);
-    return rc;
-}
-
 static void test_protected_mode(void)
 {
     char ip[64], e[1024], v[300];
     /* The test needs a route from this machine to itself that is not loopback: the kernel then reports the
      * machine's own address as the peer, which is what a remote client looks like to the broker. */
-    BP_REQUIRE(own_address(ip, sizeof ip) == 0,
+    BP_REQUIRE(tu_own_ipv4(ip, sizeof ip) == 0,
                "this machine has no non-loopback IPv4 address: protected mode cannot be tested honestly");
     const char *extra[] = { "--bind", "0.0.0.0", NULL };
     bt_start(extra);

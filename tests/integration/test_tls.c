@@ -17,6 +17,10 @@
  *    with a log line naming it, while a client on the right port keeps
  *    working; the plaintext client is told in RESP;
  *  - TLS only (port 0 with tls-port);
+ *  - clients from other hosts (this machine's own non-loopback address):
+ *    with allow-remote and TLS, served on the TLS port and told DENIED on
+ *    the plaintext port (logged), while loopback clients keep both; with
+ *    allow-remote-plaintext yes the plaintext port serves them too;
  *  - openssl s_client and redis-cli --tls (Debian's redis-tools 7) against it;
  *  - hourglass-cli's --tls-* flags (mutual TLS), the daemons' shared tls-*
  *    keys checked (hourglass-compensator --check-config);
@@ -411,6 +415,53 @@ static void test_tls_only(void)
     rc_close(&plain);
 }
 
+/* The decision of docs/security.md "Protected mode": with TLS configured a
+ * client from another host uses the TLS port; the plaintext port serves this
+ * host unless allow-remote-plaintext yes. */
+static void test_remote_tls_only(void)
+{
+    char ip[64], uri[2048], msg[512], err[512];
+    TU_REQUIRE(tu_own_ipv4(ip, sizeof ip) == 0,
+               "this machine has no non-loopback IPv4 address: remote clients cannot be tested honestly");
+    start_tls_broker(PKI.server, "--bind", "0.0.0.0", "--allow-remote", "yes", NULL);
+    hg_client_opts_t o;
+    quick_opts(&o);
+    snprintf(uri, sizeof uri, "hourglass+tls://%s:%d?ca=%s&sni=localhost", ip, TLS_PORT, PKI.ca);
+    hg_err_t rc = open_and_ping(uri, &o, msg, sizeof msg);
+    TU_CHECK(rc == HG_OK, "a remote client on the TLS port: %s: %s", hg_strerror(rc), msg);
+    rc_conn_t remote;
+    TU_REQUIRE(rc_connect(&remote, ip, B.port, 10000) == 0, "connect to %s:%d: %s", ip, B.port, remote.err);
+    resp_reply_t *r = rc_read(&remote, 10000);
+    char want[128];
+    snprintf(want, sizeof want, "DENIED clients from other hosts must use TLS on port %d", TLS_PORT);
+    TU_CHECK(rc_is_error(r, want), "a remote client on the plaintext port: %s", rc_describe(r, msg, sizeof msg));
+    resp_reply_free(r);
+    TU_CHECK(rc_wait_closed(&remote, 10000) == 1, "the refused plaintext client was not closed");
+    rc_close(&remote);
+    TU_CHECK(tu_wait_file_contains(B.log_path, "refused a plaintext client from", 20000) == 0,
+             "no log line for the refused plaintext client");
+    TU_CHECK(tu_wait_file_contains(B.log_path, "clients from other hosts are served on tls-port", 20000) == 0,
+             "the start-up does not say remote clients are served on the TLS port only");
+    rc_conn_t local;
+    TU_REQUIRE(bp_connect(&B, &local, err, sizeof err) == 0, "loopback client: %s", err);
+    r = rc_cmd(&local, "PING", NULL);
+    TU_CHECK(r != NULL && rc_str_eq(r, "PONG"), "a loopback client on the plaintext port: %s",
+             r == NULL ? local.err : rc_describe(r, msg, sizeof msg));
+    resp_reply_free(r);
+    rc_close(&local);
+    bp_destroy(&B);
+    memset(&B, 0, sizeof B);
+
+    start_tls_broker(PKI.server, "--bind", "0.0.0.0", "--allow-remote", "yes", "--allow-remote-plaintext", "yes",
+                     NULL);
+    TU_REQUIRE(rc_connect(&remote, ip, B.port, 10000) == 0, "connect to %s:%d: %s", ip, B.port, remote.err);
+    r = rc_cmd(&remote, "PING", NULL);
+    TU_CHECK(r != NULL && rc_str_eq(r, "PONG"), "a remote client on the plaintext port with allow-remote-plaintext: %s",
+             r == NULL ? remote.err : rc_describe(r, msg, sizeof msg));
+    resp_reply_free(r);
+    rc_close(&remote);
+}
+
 /* ------------------------------------------------------------------------
  * tools: openssl s_client, redis-cli --tls
  * ------------------------------------------------------------------------ */
@@ -610,6 +661,7 @@ static const tu_test_t mtls_tests[] = {
 static const tu_test_t mixup_tests[] = {
     { "plaintext on the TLS port, TLS on the plaintext port", test_mixups },
     { "port 0 with tls-port: TLS only", test_tls_only },
+    { "clients from other hosts: the TLS port only, unless allow-remote-plaintext", test_remote_tls_only },
     { NULL, NULL },
 };
 static const tu_test_t tool_tests[] = {
