@@ -11,16 +11,27 @@
  *             10 000) waiting on another topic: what each blocked PULL adds
  *             to the storage thread's iteration. With --baseline-broker PATH
  *             the same on another build (the broker before the parked index).
+ *   pressure  one well-behaved client's PING and SEND round trips (fsync no)
+ *             and the broker's RSS, first alone (the baseline), then while
+ *             --conns idle connections (default 10 000) are open, 8 clients
+ *             pipeline DLQ LISTs of 4 MiB payloads and never read, 200
+ *             clients trickle a byte every 100 ms, and one client lists the
+ *             DLQ (COUNT 100 of 4 MiB payloads); max-client-memory 256mb.
  *
  * The open-files limit of this process and of the broker is raised as needed
  * (root may raise the hard limit).
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "tests/helpers/broker_proc.h"
@@ -31,7 +42,8 @@ static struct {
     int parked;
     long n;
     const char *baseline_broker;
-} opt = { NULL, 10000, 3000, NULL };
+    int conns;
+} opt = { NULL, 10000, 3000, NULL, 10000 };
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -229,12 +241,223 @@ static void part_parked(void)
     fflush(stdout);
 }
 
+/* ---- pressure: hostile clients and a well-behaved one ------------------------------ */
+
+/* A non-blocking TCP connection to 127.0.0.1:port, or -1. */
+static int raw_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    return fd;
+}
+
+typedef struct sampled {
+    uint64_t *ping, *send;
+    size_t n, cap;
+} sampled_t;
+
+/* One PING and one SEND round trip on c, recorded. */
+static void sample_once(rc_conn_t *c, sampled_t *sm)
+{
+    if (sm->n == sm->cap) {
+        sm->cap = sm->cap ? 2 * sm->cap : 1024;
+        sm->ping = realloc(sm->ping, sm->cap * sizeof *sm->ping);
+        sm->send = realloc(sm->send, sm->cap * sizeof *sm->send);
+        if (sm->ping == NULL || sm->send == NULL)
+            die("out of memory");
+    }
+    char e[300];
+    uint64_t t = now_us();
+    resp_reply_t *r = rc_cmd(c, "PING", NULL);
+    if (r == NULL || !rc_str_eq(r, "PONG"))
+        die("PING: %s", r == NULL ? c->err : rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    sm->ping[sm->n] = now_us() - t;
+    t = now_us();
+    r = rc_cmd(c, "SEND", "calm", "a well-behaved client's message", NULL);
+    if (r == NULL || r->type == RESP_REPLY_ERROR)
+        die("SEND: %s", r == NULL ? c->err : rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    sm->send[sm->n++] = now_us() - t;
+}
+
+static void print_sampled(const char *title, sampled_t *sm)
+{
+    latency_t p = latency_of(sm->ping, sm->n), q = latency_of(sm->send, sm->n);
+    printf("  %-34s PING p50 %6.0f us p99 %7.0f us max %8.0f us | SEND p50 %6.0f us p99 %7.0f us max %8.0f us "
+           "(%zu each)\n",
+           title, p.p50_us, p.p99_us, p.max_us, q.p50_us, q.p99_us, q.max_us, sm->n);
+}
+
+static void part_pressure(void)
+{
+    enum {
+        PAYLOADS = 20,
+        PAYLOAD = 4 << 20,
+        NONREADERS = 8,
+        TRICKLERS = 200,
+        RUN_MS = 12000
+    };
+    const int conns = opt.conns;
+    need_fds((long)conns + NONREADERS + TRICKLERS + 1024);
+    char maxc[32];
+    snprintf(maxc, sizeof maxc, "%d", conns + NONREADERS + TRICKLERS + 100);
+    const char *flags[] = { "--fsync",  "no", "--max-clients",    maxc, "--max-client-memory", "256mb",
+                            "--header-timeout", "5s", NULL };
+    printf("== pressure: %d idle connections, %d non-readers (DLQ LIST of %d MiB payloads), %d tricklers, one DLQ "
+           "LIST COUNT 100; max-client-memory 256 MiB, header-timeout 5s, fsync no\n",
+           conns, NONREADERS, PAYLOAD >> 20, TRICKLERS);
+    bp_broker_t b;
+    start_broker(&b, NULL, (long)conns + NONREADERS + TRICKLERS + 2048, flags);
+    rc_conn_t c;
+    char e[512], id[32];
+    if (bp_connect(&b, &c, e, sizeof e) != 0)
+        die("connect: %s", e);
+    c.timeout_ms = 120000;
+
+    /* 20 messages of 4 MiB in the DLQ of g */
+    char *payload = malloc(PAYLOAD + 1);
+    if (payload == NULL)
+        die("out of memory");
+    memset(payload, 'd', PAYLOAD);
+    payload[PAYLOAD] = '\0';
+    for (int i = 0; i < PAYLOADS; i++)
+        if (bp_send(&c, id, sizeof id, e, sizeof e, "big", payload, NULL) != 0)
+            die("SEND %d: %s", i, e);
+    free(payload);
+    if (bp_ok_cmd(&c, e, sizeof e, "GROUP", "CREATE", "g", "big", "FROM", "FIRST", "MAXRETRY", "0", NULL) != 0)
+        die("GROUP CREATE: %s", e);
+    for (int parked = 0, round = 0; parked < PAYLOADS && round < 100; round++) {
+        resp_reply_t *r = bp_pull(&c, e, sizeof e, "g", "big", "COUNT", "4", NULL);
+        if (r == NULL)
+            die("PULL: %s", e);
+        for (size_t i = 0; i < r->count; i++) {
+            rc_msg_t m;
+            long long next;
+            if (rc_msg_at(r, i, &m, e, sizeof e) != 0 || bp_int_cmd(&c, &next, e, sizeof e, "NACK", "g", m.id, NULL) != 0)
+                die("NACK: %s", e);
+            parked++;
+        }
+        resp_reply_free(r);
+    }
+
+    sampled_t alone = { 0 }, attacked = { 0 };
+    for (int i = 0; i < 2000; i++)
+        sample_once(&c, &alone);
+    long base_kib = bp_rss_kib(&b), peak_kib = base_kib;
+
+    int *idle = malloc((size_t)conns * sizeof *idle);
+    static int nonreaders[NONREADERS], tricklers[TRICKLERS];
+    if (idle == NULL)
+        die("out of memory");
+    uint64_t t_open = tu_now_mono_ms();
+    for (int i = 0; i < conns; i++)
+        if ((idle[i] = raw_connect(b.port)) < 0)
+            die("idle connection %d of %d: %s", i + 1, conns, strerror(errno));
+    uint64_t open_ms = tu_now_mono_ms() - t_open;
+    static const char list[] = "*5\r\n$3\r\nDLQ\r\n$4\r\nLIST\r\n$1\r\ng\r\n$5\r\nCOUNT\r\n$3\r\n100\r\n";
+    for (int i = 0; i < NONREADERS; i++) {
+        if ((nonreaders[i] = raw_connect(b.port)) < 0)
+            die("connect: %s", strerror(errno));
+        int rcvbuf = 4096;
+        setsockopt(nonreaders[i], SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+        for (int k = 0; k < 400; k++)
+            if (send(nonreaders[i], list, sizeof list - 1, MSG_NOSIGNAL) < 0)
+                break;
+    }
+    for (int i = 0; i < TRICKLERS; i++)
+        if ((tricklers[i] = raw_connect(b.port)) < 0)
+            die("connect: %s", strerror(errno));
+    rc_conn_t lister;
+    if (bp_connect(&b, &lister, e, sizeof e) != 0)
+        die("connect: %s", e);
+    lister.timeout_ms = 120000;
+    rc_appendl(&lister, "DLQ", "LIST", "g", "COUNT", "100", NULL);
+    if (rc_flush(&lister, 0) != 0)
+        die("DLQ LIST: %s", lister.err);
+    uint64_t t_list = now_us(), list_us = 0;
+    size_t list_n = 0, list_bytes = 0;
+
+    static const char slow[] = "*3\r\n$4\r\nSEND\r\n$4\r\nslow\r\n$200\r\n";
+    uint64_t t0 = tu_now_mono_ms();
+    for (int step = 0; tu_now_mono_ms() - t0 < RUN_MS; step++) {
+        for (int i = 0; i < TRICKLERS; i++) {
+            char byte = (size_t)step < sizeof slow - 1 ? slow[step] : 'x';
+            if (tricklers[i] >= 0 && send(tricklers[i], &byte, 1, MSG_NOSIGNAL) != 1) {
+                close(tricklers[i]);
+                tricklers[i] = -1;
+            }
+        }
+        if (list_us == 0) {
+            resp_reply_t *r = rc_read(&lister, 1);
+            if (r != NULL) {
+                list_us = now_us() - t_list;
+                list_n = r->count;
+                for (size_t i = 0; i < r->count; i++)
+                    if (r->elements[i].type == RESP_REPLY_ARRAY && r->elements[i].count >= 3)
+                        list_bytes += r->elements[i].elements[2].len;
+                resp_reply_free(r);
+            }
+        }
+        uint64_t step_end = tu_now_mono_ms() + 100;
+        while (tu_now_mono_ms() < step_end)
+            sample_once(&c, &attacked);
+        long kib = bp_rss_kib(&b);
+        if (kib > peak_kib)
+            peak_kib = kib;
+    }
+    long long connected = info_ll(&c, "connected_clients"), mem_kills = info_ll(&c, "client_memory_disconnects");
+    long long hdr_kills = info_ll(&c, "header_timeout_disconnects"), held = info_ll(&c, "client_memory");
+    printf("  %d idle connections opened in %llu ms; connected_clients %lld at the end\n", conns,
+           (unsigned long long)open_ms, connected);
+    print_sampled("alone (baseline):", &alone);
+    print_sampled("under pressure:", &attacked);
+    printf("  RSS %ld KiB alone, peak %ld KiB under pressure (+%ld KiB; max-client-memory 262144 KiB)\n", base_kib,
+           peak_kib, peak_kib - base_kib);
+    printf("  the well-behaved DLQ LIST COUNT 100: %zu messages, %zu payload bytes, in %.0f ms (max-pull-bytes 16 MiB)\n",
+           list_n, list_bytes, (double)list_us / 1000.0);
+    printf("  closed: %lld over max-client-memory, %lld at header-timeout; clients hold %lld bytes now\n", mem_kills,
+           hdr_kills, held);
+    latency_t ap = latency_of(alone.ping, alone.n), bp = latency_of(attacked.ping, attacked.n);
+    latency_t as = latency_of(alone.send, alone.n), bs = latency_of(attacked.send, attacked.n);
+    printf("RESULT pressure conns=%d ping_p50_us=%.0f/%.0f ping_p99_us=%.0f/%.0f send_p50_us=%.0f/%.0f "
+           "send_p99_us=%.0f/%.0f rss_kib=%ld/%ld budget_kib=262144 memory_kills=%lld header_kills=%lld\n\n",
+           conns, ap.p50_us, bp.p50_us, ap.p99_us, bp.p99_us, as.p50_us, bs.p50_us, as.p99_us, bs.p99_us, base_kib,
+           peak_kib, mem_kills, hdr_kills);
+    fflush(stdout);
+    for (int i = 0; i < conns; i++)
+        close(idle[i]);
+    free(idle);
+    for (int i = 0; i < NONREADERS; i++)
+        close(nonreaders[i]);
+    for (int i = 0; i < TRICKLERS; i++)
+        if (tricklers[i] >= 0)
+            close(tricklers[i]);
+    free(alone.ping);
+    free(alone.send);
+    free(attacked.ping);
+    free(attacked.send);
+    rc_close(&lister);
+    rc_close(&c);
+    bp_destroy(&b);
+}
+
 /* ---- main -------------------------------------------------------------------------- */
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: hourglass-limits-bench [--only parked] [--parked N] [-n N] [--baseline-broker PATH]\n"
-               "Prints what blocked PULLs cost a SEND, beside a baseline measured in the same run.\n");
+    fprintf(f, "usage: hourglass-limits-bench [--only parked|pressure] [--parked N] [-n N] [--conns N]\n"
+               "                              [--baseline-broker PATH]\n"
+               "Prints what blocked PULLs and hostile clients cost a well-behaved client, beside a baseline\n"
+               "measured in the same run.\n");
 }
 
 int main(int argc, char **argv)
@@ -251,6 +474,8 @@ int main(int argc, char **argv)
             opt.parked = atoi(v);
         } else if (strcmp(a, "-n") == 0 && v != NULL) {
             opt.n = atol(v);
+        } else if (strcmp(a, "--conns") == 0 && v != NULL) {
+            opt.conns = atoi(v);
         } else if (strcmp(a, "--baseline-broker") == 0 && v != NULL) {
             opt.baseline_broker = v;
         } else {
@@ -259,9 +484,11 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    if (opt.parked < 1 || opt.n < 10)
-        die("--parked must be at least 1 and -n at least 10");
+    if (opt.parked < 1 || opt.n < 10 || opt.conns < 0)
+        die("--parked must be at least 1, -n at least 10, --conns not negative");
     if (opt.only == NULL || strcmp(opt.only, "parked") == 0)
         part_parked();
+    if (opt.only == NULL || strcmp(opt.only, "pressure") == 0)
+        part_pressure();
     return 0;
 }
