@@ -238,6 +238,11 @@ pid_t oe_start_consumer(const oe_env_t *env, const char *db, const char *group, 
         argv[argc++] = extra[i];
     }
     argv[argc] = NULL;
+    return oe_spawn(argv, log_path);
+}
+
+pid_t oe_spawn(const char *const *argv, const char *log_path)
+{
     pid_t pid = fork();
     if (pid == 0) {
         int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);

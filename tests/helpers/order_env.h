@@ -92,6 +92,11 @@ hg_order_db *oe_fresh_database(oe_env_t *env, const char *name, size_t n, const 
 pid_t oe_start_consumer(const oe_env_t *env, const char *db, const char *group, int workers, int metrics_port,
                         const char *log_path, const char *const *extra);
 
+/* Fork and exec argv[0] (a path; argv NULL-terminated) with stdout and
+ * stderr into log_path (truncated). Returns the pid, or -1 when fork failed
+ * (an exec failure shows as exit status 127). */
+pid_t oe_spawn(const char *const *argv, const char *log_path);
+
 /* SIGTERM and wait (10 s, then SIGKILL); returns the exit status, or -1 when
  * it did not exit normally. */
 int oe_stop_consumer(pid_t pid);

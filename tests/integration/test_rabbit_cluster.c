@@ -35,7 +35,6 @@
 #include "tests/helpers/order_env.h"
 #include "tests/helpers/rabbit_proc.h"
 
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -477,17 +476,7 @@ static pid_t compensator_start(const char *db, const char *group, int mport, con
                            "--log-level",
                            "info",
                            NULL };
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    return pid;
+    return oe_spawn(argv, log_path);
 }
 
 typedef struct metric_at_least {
