@@ -39,65 +39,86 @@ static void count_outcome(comp_canceller_t *c, int outcome)
     comp_count(&comp_stats.cancels[c->which][outcome], 1);
 }
 
-hg_order_outcome_t comp_cancel(comp_canceller_t *c, uint64_t order_id, hg_order_error_t *err)
+/* Open the handle when there is none. 0, or -1 with err filled. */
+static int ensure_db(comp_canceller_t *c, hg_order_error_t *err)
 {
-    hg_order_error_t local;
-    if (err == NULL)
-        err = &local;
     memset(err, 0, sizeof *err);
-    if (c->db == NULL) {
+    if (c->db == NULL)
         c->db = hg_order_db_open(&c->params, err);
-        if (c->db == NULL) {
-            count_outcome(c, COMP_CANCEL_TRANSIENT);
-            if (err->code == 0) /* a parameter problem, not the moment */
-                return HG_ORDER_PERMANENT;
-            return HG_ORDER_TRANSIENT;
-        }
-    }
-    hg_order_outcome_t outcome;
-    hg_order_cancel(c->db, order_id, c->reason, &outcome, err);
+    return c->db != NULL ? 0 : -1;
+}
+
+/* The outcome when the handle cannot be opened: a parameter problem (no
+ * server error code) stays, anything else may pass. Counted as transient. */
+static hg_order_outcome_t open_failed(comp_canceller_t *c, const hg_order_error_t *err)
+{
+    count_outcome(c, COMP_CANCEL_TRANSIENT);
+    return err->code == 0 ? HG_ORDER_PERMANENT : HG_ORDER_TRANSIENT;
+}
+
+/* Count and log one order's outcome; the outcome as the layers see it (PAID,
+ * which a cancel never gives, counts as PERMANENT). */
+static hg_order_outcome_t record(comp_canceller_t *c, uint64_t id, hg_order_outcome_t outcome,
+                                 const hg_order_error_t *err)
+{
     switch (outcome) {
     case HG_ORDER_CANCELLED:
         count_outcome(c, COMP_CANCEL_DONE);
-        log_msg(LOG_LEVEL_INFO, "order %" PRIu64 ": cancelled (%s)", order_id, c->reason);
+        log_msg(LOG_LEVEL_INFO, "order %" PRIu64 ": cancelled (%s)", id, c->reason);
         break;
     case HG_ORDER_NOT_PENDING:
         count_outcome(c, COMP_CANCEL_NOT_PENDING);
-        log_msg(LOG_LEVEL_DEBUG, "order %" PRIu64 ": not pending, nothing to do (%s)", order_id, c->reason);
+        log_msg(LOG_LEVEL_DEBUG, "order %" PRIu64 ": not pending, nothing to do (%s)", id, c->reason);
         break;
     case HG_ORDER_NOT_FOUND:
         count_outcome(c, COMP_CANCEL_NOT_FOUND);
-        log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": no such order (%s)", order_id, c->reason);
+        log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": no such order (%s)", id, c->reason);
+        break;
+    case HG_ORDER_LOCKED: /* only batches skip */
+        count_outcome(c, COMP_CANCEL_LOCKED);
+        log_msg(LOG_LEVEL_INFO, "order %" PRIu64 ": locked by another transaction, skipped until next round (%s)", id,
+                c->reason);
         break;
     case HG_ORDER_TRANSIENT:
         count_outcome(c, COMP_CANCEL_TRANSIENT);
-        log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": transient failure, retried next round (%s): %s", order_id,
-                c->reason, err->message);
+        log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": transient failure, retried next round (%s): %s", id, c->reason,
+                err->message);
         break;
-    case HG_ORDER_LOCKED: /* only batches skip */
-    case HG_ORDER_PAID:   /* not an outcome of a cancel */
+    case HG_ORDER_PAID: /* not an outcome of a cancel */
     case HG_ORDER_PERMANENT:
         outcome = HG_ORDER_PERMANENT;
         count_outcome(c, COMP_CANCEL_PERMANENT);
-        log_msg(LOG_LEVEL_ERROR, "order %" PRIu64 ": cancel failed (%s): %s", order_id, c->reason, err->message);
+        log_msg(LOG_LEVEL_ERROR, "order %" PRIu64 ": cancel failed (%s): %s", id, c->reason, err->message);
         break;
     }
     return outcome;
 }
 
+hg_order_outcome_t comp_cancel(comp_canceller_t *c, uint64_t order_id, hg_order_error_t *err)
+{
+    hg_order_error_t local;
+    hg_order_outcome_t outcome;
+
+    if (err == NULL)
+        err = &local;
+    if (ensure_db(c, err) < 0)
+        return open_failed(c, err);
+    hg_order_cancel(c->db, order_id, c->reason, &outcome, err);
+    return record(c, order_id, outcome, err);
+}
+
 void comp_cancel_many(comp_canceller_t *c, hg_order_batch_item_t *items, size_t n)
 {
+    hg_order_error_t err;
+
     if (c->batch_size == 1) { /* one transaction per order, as before batches */
         for (size_t i = 0; i < n; i++)
             items[i].outcome = comp_cancel(c, items[i].order_id, &items[i].error);
         return;
     }
-    hg_order_error_t err;
-    memset(&err, 0, sizeof err);
-    if (c->db == NULL && (c->db = hg_order_db_open(&c->params, &err)) == NULL) {
+    if (ensure_db(c, &err) < 0) {
         for (size_t i = 0; i < n; i++) {
-            count_outcome(c, COMP_CANCEL_TRANSIENT);
-            items[i].outcome = err.code == 0 ? HG_ORDER_PERMANENT : HG_ORDER_TRANSIENT;
+            items[i].outcome = open_failed(c, &err);
             items[i].error = err;
         }
         return;
@@ -106,40 +127,8 @@ void comp_cancel_many(comp_canceller_t *c, hg_order_batch_item_t *items, size_t 
         size_t len = n - off < c->batch_size ? n - off : c->batch_size;
         hg_order_cancel_batch(c->db, items + off, len, c->reason, NULL);
     }
-    for (size_t i = 0; i < n; i++) {
-        uint64_t id = items[i].order_id;
-        switch (items[i].outcome) {
-        case HG_ORDER_CANCELLED:
-            count_outcome(c, COMP_CANCEL_DONE);
-            log_msg(LOG_LEVEL_INFO, "order %" PRIu64 ": cancelled (%s)", id, c->reason);
-            break;
-        case HG_ORDER_NOT_PENDING:
-            count_outcome(c, COMP_CANCEL_NOT_PENDING);
-            log_msg(LOG_LEVEL_DEBUG, "order %" PRIu64 ": not pending, nothing to do (%s)", id, c->reason);
-            break;
-        case HG_ORDER_NOT_FOUND:
-            count_outcome(c, COMP_CANCEL_NOT_FOUND);
-            log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": no such order (%s)", id, c->reason);
-            break;
-        case HG_ORDER_LOCKED:
-            count_outcome(c, COMP_CANCEL_LOCKED);
-            log_msg(LOG_LEVEL_INFO, "order %" PRIu64 ": locked by another transaction, skipped until next round (%s)",
-                    id, c->reason);
-            break;
-        case HG_ORDER_TRANSIENT:
-            count_outcome(c, COMP_CANCEL_TRANSIENT);
-            log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": transient failure, retried next round (%s): %s", id, c->reason,
-                    items[i].error.message);
-            break;
-        case HG_ORDER_PAID:
-        case HG_ORDER_PERMANENT:
-            items[i].outcome = HG_ORDER_PERMANENT;
-            count_outcome(c, COMP_CANCEL_PERMANENT);
-            log_msg(LOG_LEVEL_ERROR, "order %" PRIu64 ": cancel failed (%s): %s", id, c->reason,
-                    items[i].error.message);
-            break;
-        }
-    }
+    for (size_t i = 0; i < n; i++)
+        items[i].outcome = record(c, items[i].order_id, items[i].outcome, &items[i].error);
 }
 
 int comp_cancel_failure(uint64_t order_id, const hg_order_error_t *err, char *first, size_t firstlen)
