@@ -182,36 +182,49 @@ static void note_database_failure(const hg_order_error_t *err, const char *reaso
     }
 }
 
-static hg_outcome_t cancel_message(app_t *app, const hg_message_t *msg, char *reason, size_t reason_size)
+/* The order id in msg's payload: 0, or -1 for a malformed payload, counted,
+ * logged and its reason set (the message goes the HG_FAIL way). */
+static int parse_order(const hg_message_t *msg, uint64_t *order_id, char *reason, size_t reason_size)
 {
-    uint64_t order_id;
     char why[160];
-    if (hg_order_parse_id(msg->payload, msg->payload_len, &order_id, why, sizeof why) != 0) {
-        count(&counters.bad_payload);
-        count(&counters.permanent);
-        snprintf(reason, reason_size, "%s", why);
-        log_msg(LOG_LEVEL_WARN, "message %s: %s", msg->id, why);
-        return HG_FAIL;
-    }
+    if (hg_order_parse_id(msg->payload, msg->payload_len, order_id, why, sizeof why) == 0)
+        return 0;
+    count(&counters.bad_payload);
+    count(&counters.permanent);
+    snprintf(reason, reason_size, "%s", why);
+    log_msg(LOG_LEVEL_WARN, "message %s: %s", msg->id, why);
+    return -1;
+}
 
-    hg_order_db **slot = &app->dbs[msg->worker];
-    hg_order_error_t err;
-    if (*slot == NULL) {
-        *slot = hg_order_db_open(&app->db_params, &err);
-        if (*slot == NULL) {
-            count(&counters.db_unavailable);
-            count(&counters.transient);
-            snprintf(reason, reason_size, "order %" PRIu64 ": MariaDB unavailable: %s", order_id, err.message);
-            note_database_failure(&err, reason);
-            log_msg(LOG_LEVEL_WARN, "worker %d: %s", msg->worker, reason);
-            return HG_RETRY;
-        }
+/* The worker's MariaDB handle, opened on first use. NULL when it cannot be
+ * opened: counted (db_unavailable, transient), /healthz told, logged, and
+ * err filled. */
+static hg_order_db *worker_db(app_t *app, int worker, hg_order_error_t *err)
+{
+    hg_order_db **slot = &app->dbs[worker];
+    if (*slot == NULL && (*slot = hg_order_db_open(&app->db_params, err)) == NULL) {
+        char why[600];
+        snprintf(why, sizeof why, "MariaDB unavailable: %s", err->message);
+        count(&counters.db_unavailable);
+        count(&counters.transient);
+        note_database_failure(err, why);
+        log_msg(LOG_LEVEL_WARN, "worker %d: %s", worker, why);
     }
+    return *slot;
+}
 
-    hg_order_outcome_t outcome;
-    hg_order_cancel(*slot, order_id, app->cfg.cancel_reason, &outcome, &err);
-    if (outcome == HG_ORDER_CANCELLED || outcome == HG_ORDER_NOT_PENDING || outcome == HG_ORDER_NOT_FOUND)
-        health_cancel_ok();
+/* 1 when outcome shows MariaDB answered (for /healthz). */
+static int reached_database(hg_order_outcome_t outcome)
+{
+    return outcome == HG_ORDER_CANCELLED || outcome == HG_ORDER_NOT_PENDING || outcome == HG_ORDER_NOT_FOUND ||
+           outcome == HG_ORDER_LOCKED;
+}
+
+/* Count and log one order's cancel outcome; the handler's outcome for its
+ * message, with reason set for HG_RETRY and HG_FAIL. */
+static hg_outcome_t settle(const hg_message_t *msg, uint64_t order_id, hg_order_outcome_t outcome,
+                           const hg_order_error_t *err, char *reason, size_t reason_size)
+{
     switch (outcome) {
     case HG_ORDER_CANCELLED:
         count(&counters.cancelled);
@@ -225,28 +238,50 @@ static hg_outcome_t cancel_message(app_t *app, const hg_message_t *msg, char *re
         count(&counters.not_found);
         log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": no such order, message %s acknowledged", order_id, msg->id);
         return HG_DONE;
-    case HG_ORDER_TRANSIENT:
+    case HG_ORDER_LOCKED: /* only batches skip */
+        count(&counters.locked);
         count(&counters.transient);
-        snprintf(reason, reason_size, "order %" PRIu64 ": transient: %s", order_id, err.message);
-        note_database_failure(&err, reason);
+        snprintf(reason, reason_size, "order %" PRIu64 ": locked by another transaction, skipped", order_id);
         log_msg(LOG_LEVEL_INFO, "%s (attempt %u)", reason, msg->attempt);
         return HG_RETRY;
-    case HG_ORDER_LOCKED: /* not an outcome of hg_order_cancel */
-    case HG_ORDER_PAID:
+    case HG_ORDER_TRANSIENT:
+        count(&counters.transient);
+        snprintf(reason, reason_size, "order %" PRIu64 ": transient: %.200s", order_id, err->message);
+        log_msg(LOG_LEVEL_INFO, "%s (attempt %u)", reason, msg->attempt);
+        return HG_RETRY;
+    case HG_ORDER_PAID: /* not an outcome of a cancel */
     case HG_ORDER_PERMANENT:
         break;
     }
     count(&counters.permanent);
-    snprintf(reason, reason_size, "order %" PRIu64 ": %s", order_id, err.message);
-    note_database_failure(&err, reason);
+    snprintf(reason, reason_size, "order %" PRIu64 ": %.200s", order_id, err->message);
     log_msg(LOG_LEVEL_ERROR, "%s", reason);
     return HG_FAIL;
 }
 
+/* The handler (batch-size 1): one message, one transaction. */
 static hg_outcome_t handle_message(const hg_message_t *msg, char *reason, size_t reason_size, void *arg)
 {
-    uint64_t t0 = mono_us();
-    hg_outcome_t r = cancel_message(arg, msg, reason, reason_size);
+    app_t *app = arg;
+    uint64_t t0 = mono_us(), order_id;
+    hg_order_error_t err;
+    hg_order_outcome_t outcome;
+    hg_order_db *db;
+    hg_outcome_t r;
+
+    if (parse_order(msg, &order_id, reason, reason_size) != 0) {
+        r = HG_FAIL;
+    } else if ((db = worker_db(app, msg->worker, &err)) == NULL) {
+        snprintf(reason, reason_size, "order %" PRIu64 ": MariaDB unavailable: %.200s", order_id, err.message);
+        r = HG_RETRY;
+    } else {
+        hg_order_cancel(db, order_id, app->cfg.cancel_reason, &outcome, &err);
+        r = settle(msg, order_id, outcome, &err, reason, reason_size);
+        if (reached_database(outcome))
+            health_cancel_ok();
+        else
+            note_database_failure(&err, reason);
+    }
     observe_latency(mono_us() - t0);
     return r;
 }
@@ -260,57 +295,44 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
     int worker = items[0].msg.worker;
     hg_order_batch_item_t *orders = xcalloc(n, sizeof *orders);
     size_t *of = xmalloc(n * sizeof *of), m = 0;
-    char why[160];
+    hg_order_error_t err;
+    hg_order_db *db = NULL;
 
     for (size_t i = 0; i < n; i++) {
-        const hg_message_t *msg = &items[i].msg;
-        if (hg_order_parse_id(msg->payload, msg->payload_len, &orders[m].order_id, why, sizeof why) != 0) {
-            count(&counters.bad_payload);
-            count(&counters.permanent);
+        if (parse_order(&items[i].msg, &orders[m].order_id, items[i].reason, sizeof items[i].reason) != 0)
             items[i].outcome = HG_FAIL;
-            snprintf(items[i].reason, sizeof items[i].reason, "%s", why);
-            log_msg(LOG_LEVEL_WARN, "message %s: %s", msg->id, why);
-            continue;
-        }
-        of[m++] = i;
+        else
+            of[m++] = i;
     }
-
-    hg_order_db **slot = &app->dbs[worker];
-    hg_order_error_t err;
-    if (m > 0 && *slot == NULL && (*slot = hg_order_db_open(&app->db_params, &err)) == NULL) {
-        for (size_t k = 0; k < m; k++) {
-            count(&counters.db_unavailable);
-            count(&counters.transient);
+    if (m > 0 && (db = worker_db(app, worker, &err)) == NULL) {
+        for (size_t k = 0; k < m; k++) /* every order stays HG_RETRY */
             snprintf(items[of[k]].reason, sizeof items[of[k]].reason, "order %" PRIu64 ": MariaDB unavailable: %.200s",
                      orders[k].order_id, err.message);
-        }
-        char why_db[600];
-        snprintf(why_db, sizeof why_db, "MariaDB unavailable: %s", err.message);
-        note_database_failure(&err, why_db);
-        log_msg(LOG_LEVEL_WARN, "worker %d: %zu orders: MariaDB unavailable: %s", worker, m, err.message);
-        m = 0; /* every order stays HG_RETRY */
+        m = 0;
     }
     size_t size = (size_t)app->cfg.batch_size;
     for (size_t off = 0; off < m; off += size) {
         size_t len = m - off < size ? m - off : size;
         hg_order_batch_stats_t st = { 0 };
-        hg_order_cancel_batch(*slot, orders + off, len, app->cfg.cancel_reason, &st);
+        hg_order_cancel_batch(db, orders + off, len, app->cfg.cancel_reason, &st);
         atomic_fetch_add_explicit(&counters.transactions, st.transactions, memory_order_relaxed);
         atomic_fetch_add_explicit(&counters.splits, st.splits, memory_order_relaxed);
     }
     uint64_t elapsed = mono_us() - t0;
     for (size_t i = 0; i < n; i++) /* every message waited for the whole batch */
         observe_latency(elapsed);
-    /* /healthz: a definite outcome means MariaDB works; a failure counts when
-     * it is about MariaDB itself (note_database_failure decides). */
+    /* /healthz: one definite outcome means MariaDB works; else the first
+     * failure counts when it is about MariaDB itself (note_database_failure). */
     int reached = 0;
     const hg_order_batch_item_t *failed = NULL;
     for (size_t k = 0; k < m; k++) {
-        hg_order_outcome_t o = orders[k].outcome;
-        if (o == HG_ORDER_CANCELLED || o == HG_ORDER_NOT_PENDING || o == HG_ORDER_NOT_FOUND || o == HG_ORDER_LOCKED)
+        hg_batch_item_t *it = &items[of[k]];
+        const hg_order_batch_item_t *o = &orders[k];
+        it->outcome = settle(&it->msg, o->order_id, o->outcome, &o->error, it->reason, sizeof it->reason);
+        if (reached_database(o->outcome))
             reached = 1;
-        else if ((o == HG_ORDER_TRANSIENT || o == HG_ORDER_PERMANENT) && failed == NULL)
-            failed = &orders[k];
+        else if (failed == NULL)
+            failed = o;
     }
     if (reached) {
         health_cancel_ok();
@@ -318,51 +340,6 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
         char why_db[600];
         snprintf(why_db, sizeof why_db, "order %" PRIu64 ": %s", failed->order_id, failed->error.message);
         note_database_failure(&failed->error, why_db);
-    }
-    for (size_t k = 0; k < m; k++) {
-        hg_batch_item_t *it = &items[of[k]];
-        const hg_order_batch_item_t *o = &orders[k];
-        switch (o->outcome) {
-        case HG_ORDER_CANCELLED:
-            count(&counters.cancelled);
-            log_msg(LOG_LEVEL_DEBUG, "order %" PRIu64 ": cancelled (message %s)", o->order_id, it->msg.id);
-            it->outcome = HG_DONE;
-            continue;
-        case HG_ORDER_NOT_PENDING:
-            count(&counters.not_pending);
-            log_msg(LOG_LEVEL_DEBUG, "order %" PRIu64 ": not pending, nothing to do (message %s)", o->order_id,
-                    it->msg.id);
-            it->outcome = HG_DONE;
-            continue;
-        case HG_ORDER_NOT_FOUND:
-            count(&counters.not_found);
-            log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": no such order, message %s acknowledged", o->order_id,
-                    it->msg.id);
-            it->outcome = HG_DONE;
-            continue;
-        case HG_ORDER_LOCKED:
-            count(&counters.locked);
-            count(&counters.transient);
-            snprintf(it->reason, sizeof it->reason, "order %" PRIu64 ": locked by another transaction, skipped",
-                     o->order_id);
-            log_msg(LOG_LEVEL_INFO, "%s (attempt %u)", it->reason, it->msg.attempt);
-            it->outcome = HG_RETRY;
-            continue;
-        case HG_ORDER_TRANSIENT:
-            count(&counters.transient);
-            snprintf(it->reason, sizeof it->reason, "order %" PRIu64 ": transient: %.200s", o->order_id,
-                     o->error.message);
-            log_msg(LOG_LEVEL_INFO, "%s (attempt %u)", it->reason, it->msg.attempt);
-            it->outcome = HG_RETRY;
-            continue;
-        case HG_ORDER_PAID:
-        case HG_ORDER_PERMANENT:
-            break;
-        }
-        count(&counters.permanent);
-        snprintf(it->reason, sizeof it->reason, "order %" PRIu64 ": %.200s", o->order_id, o->error.message);
-        log_msg(LOG_LEVEL_ERROR, "%s", it->reason);
-        it->outcome = HG_FAIL;
     }
     free(orders);
     free(of);
