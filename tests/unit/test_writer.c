@@ -255,20 +255,46 @@ static int find_small(void *ctx, const store_entry_t *e)
     return 0;
 }
 
+/* What each test runs on: a store in a fresh temp dir, an event base and a
+ * writer on them (not started). */
+typedef struct rig {
+    char dir[512], data[600];
+    store_options_t o;
+    store_t *s;
+    struct event_base *base;
+    writer_t *w;
+} rig_t;
+
+static void rig_open(rig_t *r)
+{
+    char err[512] = "";
+    memset(r, 0, sizeof *r);
+    TU_REQUIRE(tu_mkdtemp("writer", r->dir, sizeof r->dir) == 0, "mkdtemp: %s", strerror(errno));
+    snprintf(r->data, sizeof r->data, "%s/data", r->dir);
+    store_options_default(&r->o);
+    r->o.path = r->data;
+    TU_REQUIRE(store_open(&r->o, &r->s, err, sizeof err) == 0, "store_open: %s", err);
+    TU_REQUIRE(evthread_use_pthreads() == 0, "evthread_use_pthreads");
+    r->base = event_base_new();
+    TU_REQUIRE(r->base != NULL, "event_base_new");
+    r->w = writer_new(r->s, &r->o, r->base, on_done, on_stopped, NULL);
+}
+
+/* After writer_stop: the writer (and its store), the base, the dir. */
+static void rig_close(rig_t *r)
+{
+    writer_free(r->w);
+    event_base_free(r->base);
+    tu_rmtree(r->dir);
+}
+
 static void test_second_commit_failure(void)
 {
-    char dir[512], data[600], err[512] = "";
-    TU_REQUIRE(tu_mkdtemp("writer", dir, sizeof dir) == 0, "mkdtemp: %s", strerror(errno));
-    snprintf(data, sizeof data, "%s/data", dir);
-    store_options_t o;
-    store_options_default(&o);
-    o.path = data;
-    store_t *s = NULL;
-    TU_REQUIRE(store_open(&o, &s, err, sizeof err) == 0, "store_open: %s", err);
-    TU_REQUIRE(evthread_use_pthreads() == 0, "evthread_use_pthreads");
-    struct event_base *base = event_base_new();
-    TU_REQUIRE(base != NULL, "event_base_new");
-    writer_t *w = writer_new(s, &o, base, on_done, on_stopped, NULL);
+    char err[512] = "";
+    rig_t rig;
+    rig_open(&rig);
+    writer_t *w = rig.w;
+    struct event_base *base = rig.base;
     TU_REQUIRE(writer_start(w, err, sizeof err) == 0, "writer_start: %s", err);
 
     job_t *big = job_make(big_exec);
@@ -289,7 +315,7 @@ static void test_second_commit_failure(void)
     struct rlimit saved, lim;
     TU_REQUIRE(getrlimit(RLIMIT_FSIZE, &saved) == 0, "getrlimit: %s", strerror(errno));
     lim = saved;
-    lim.rlim_cur = (rlim_t)largest_file(data) + 65536;
+    lim.rlim_cur = (rlim_t)largest_file(rig.data) + 65536;
     signal(SIGXFSZ, SIG_IGN);
     TU_REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
 
@@ -322,30 +348,23 @@ static void test_second_commit_failure(void)
     event_base_free(base);
 
     /* the acknowledged SEND is on disk */
-    s = NULL;
-    o.create_if_missing = 0;
-    TU_REQUIRE(store_open(&o, &s, err, sizeof err) == 0, "reopen: %s", err);
+    store_t *s = NULL;
+    rig.o.create_if_missing = 0;
+    TU_REQUIRE(store_open(&rig.o, &s, err, sizeof err) == 0, "reopen: %s", err);
     int found = 0;
     TU_CHECK(store_scan(s, find_small, &found, err, sizeof err) == 0, "scan: %s", err);
     TU_CHECK(found == 1, "the acknowledged SEND is there %d times after a reopen", found);
     store_close(s, NULL, 0);
-    tu_rmtree(dir);
+    tu_rmtree(rig.dir);
 }
 
 static void test_burst_in_bounded_batches(void)
 {
-    char dir[512], data[600], err[512] = "";
-    TU_REQUIRE(tu_mkdtemp("writer", dir, sizeof dir) == 0, "mkdtemp: %s", strerror(errno));
-    snprintf(data, sizeof data, "%s/data", dir);
-    store_options_t o;
-    store_options_default(&o);
-    o.path = data;
-    store_t *s = NULL;
-    TU_REQUIRE(store_open(&o, &s, err, sizeof err) == 0, "store_open: %s", err);
-    TU_REQUIRE(evthread_use_pthreads() == 0, "evthread_use_pthreads");
-    struct event_base *base = event_base_new();
-    TU_REQUIRE(base != NULL, "event_base_new");
-    writer_t *w = writer_new(s, &o, base, on_done, on_stopped, NULL);
+    char err[512] = "";
+    rig_t rig;
+    rig_open(&rig);
+    writer_t *w = rig.w;
+    struct event_base *base = rig.base;
     g_stopped = 0;
     for (int i = 0; i < BURST_JOBS; i++) { /* queued before the thread runs: one iteration takes them all */
         job_t *j = job_make(burst_exec);
@@ -365,9 +384,7 @@ static void test_burst_in_bounded_batches(void)
              (unsigned long long)g_most_pending, (unsigned long long)STORE_BATCH_MAX_BYTES);
     TU_CHECK(st->batches == 1 && st->commits >= BURST_JOBS * (uint64_t)BURST_PAYLOAD / (STORE_BATCH_MAX_BYTES + BURST_PAYLOAD),
              "%llu iterations, %llu commits", (unsigned long long)st->batches, (unsigned long long)st->commits);
-    writer_free(w);
-    event_base_free(base);
-    tu_rmtree(dir);
+    rig_close(&rig);
 }
 
 static int wait_parked(writer_t *w, size_t want)
@@ -382,18 +399,11 @@ static int wait_parked(writer_t *w, size_t want)
 
 static void test_parked_by_topic(void)
 {
-    char dir[512], data[600], err[512] = "";
-    TU_REQUIRE(tu_mkdtemp("writer", dir, sizeof dir) == 0, "mkdtemp: %s", strerror(errno));
-    snprintf(data, sizeof data, "%s/data", dir);
-    store_options_t o;
-    store_options_default(&o);
-    o.path = data;
-    store_t *s = NULL;
-    TU_REQUIRE(store_open(&o, &s, err, sizeof err) == 0, "store_open: %s", err);
-    TU_REQUIRE(evthread_use_pthreads() == 0, "evthread_use_pthreads");
-    struct event_base *base = event_base_new();
-    TU_REQUIRE(base != NULL, "event_base_new");
-    writer_t *w = writer_new(s, &o, base, on_done, on_stopped, NULL);
+    char err[512] = "";
+    rig_t rig;
+    rig_open(&rig);
+    writer_t *w = rig.w;
+    struct event_base *base = rig.base;
     g_stopped = 0;
     TU_REQUIRE(writer_start(w, err, sizeof err) == 0, "writer_start: %s", err);
 
@@ -431,9 +441,7 @@ static void test_parked_by_topic(void)
     writer_stop(w); /* answers the 1 000 with their expiry */
     TU_CHECK(loop_until(base, &g_stopped, 1), "the writer did not stop");
     TU_CHECK(g_park_done == 4 + IDLE_JOBS, "%d parked jobs answered at stop, want %d", g_park_done, 4 + IDLE_JOBS);
-    writer_free(w);
-    event_base_free(base);
-    tu_rmtree(dir);
+    rig_close(&rig);
 }
 
 static const tu_test_t writer_tests[] = {
