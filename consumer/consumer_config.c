@@ -44,7 +44,7 @@ static int set_side_effect(void *conf, const cfg_key_t *k, const char *value, cf
 /* The flag legend: name = INI key = --flag; the help text is --help's. */
 static const cfg_key_t options[] = {
     { CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, OFF(uri),
-              "broker URI, hourglass://[user:pass@]host[:port] or hourglass+tls://…"),
+              "broker URI, hourglass://[user:pass@]host[:port], hourglass+tls://…, or amqp:// / amqps://… (RabbitMQ)"),
       .required = 1 },
     TLS_KEYS_ROWS(consumer_config_t),
     { CFG_KEY("user", CFG_STRING, NULL, 0, 0, OFF(user), "broker user (instead of the URI's; needs password-file)") },
