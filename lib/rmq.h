@@ -43,6 +43,7 @@
 #define RMQ_HEARTBEAT_S    20
 #define RMQ_MAX_DELAY_MS   (3ull * 86400 * 1000) /* as the broker's default max-delay */
 #define RMQ_MAX_RECONSUME  16                    /* as the broker's default max-reconsume */
+#define RMQ_REFUSED_PAUSE_MS 250 /* first pause before resending refused publishes (doubling) */
 #define RMQ_NAME_MAX       255                   /* a group or topic name (AMQP shortstr) */
 #define RMQ_QUEUE_NAME_MAX 300
 
@@ -140,6 +141,9 @@ typedef struct rmq {
     size_t batch_n;
     signed char *batch_state; /* 0 waiting, 1 acked, -1 nacked */
     size_t batch_cap;
+    /* publishes RabbitMQ refused (basic.nack) in the last rmq_publish; while
+     * set, rmq_ensure starts a new connection (rmq_publish says why) */
+    size_t refused;
 
     /* consumption on channel 1 */
     char consuming[RMQ_NAME_MAX + 1]; /* the group consumed, "" none */
@@ -162,7 +166,13 @@ amqp_socket_t *rmq_tls_socket(rmq_t *r, amqp_connection_state_t st, const char *
 const char *rmq_tls_failure(rmq_t *r, int status, char *buf, size_t len);
 
 /* --- rmq_conn.c --- */
+/* Connected (reconnecting with the client's backoff when not); a
+ * connection whose last publish was refused is replaced first. */
 hg_err_t rmq_ensure(rmq_t *r);
+/* Before resend round `round` (0, 1, …) of messages RabbitMQ refused: wait
+ * RMQ_REFUSED_PAUSE_MS << round (interruptible by the client's wake fd).
+ * Returns 0, or -1 when woken (HG_ERR_STOPPED set on the client). */
+int rmq_refused_pause(rmq_t *r, int round);
 void rmq_disconnect(rmq_t *r);
 /* After a failed rpc on channel ch: the client error names what (e.g.
  * "queue.declare hg.level.3"); a server channel close is answered and the
@@ -175,7 +185,10 @@ hg_err_t rmq_rpc_check(rmq_t *r, int ch, const char *what);
 hg_err_t rmq_admin(rmq_t *r);
 /* Publish n messages on channel 1 and wait for their confirms; results[i]
  * HG_OK or the error (why[i] may be NULL). Returns HG_OK when all were
- * confirmed, else the first error (set on the client). */
+ * confirmed, else the first error (set on the client). A refusal
+ * (basic.nack: HG_ERR_SERVER, r->refused > 0) leaves the connection up for
+ * the caller to settle what it holds; the next rmq_ensure replaces it. The
+ * send paths resend refused messages (rmq_refused_pause). */
 hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results);
 /* Wait for frames until deadline (monotonic ms; 0 = poll once) or until
  * a delivery is ready (want_delivery) — interruptible by the client's wake

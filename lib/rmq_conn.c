@@ -19,6 +19,17 @@
  * deliveries held on it go back to their queue (RabbitMQ requeues unacked
  * messages), which is the lease of this transport.
  *
+ * A refused publish (basic.nack) replaces the connection too, at the next
+ * rmq_ensure: RabbitMQ 3.10's quorum-queue client inside a channel asks for
+ * a queue's leader once, when the channel first publishes to it, and takes
+ * the leader named in the queue's record. When that node was just killed
+ * (the record is updated only after the election) every later publish of
+ * that channel to that queue is refused, for as long as the node is down:
+ * the client keeps asking the dead node and never looks again. A new
+ * connection has new channels, which look the leader up again. (We have no
+ * reject-publish limit of our own, so a nack means this, or an operator's
+ * max-length policy; the send paths resend a few times before giving up.)
+ *
  * Errors are set on the client (client_fail) with what was being done and
  * RabbitMQ's reason; PRECONDITION_FAILED of a declaration is rewritten to
  * name the argument and both values. One thread per connection.
@@ -169,6 +180,17 @@ void rmq_disconnect(rmq_t *r)
     r->topology_ok = 0;
     r->admin_open = 0;
     r->batch_n = 0;
+    r->refused = 0;
+}
+
+int rmq_refused_pause(rmq_t *r, int round)
+{
+    uint32_t ms = RMQ_REFUSED_PAUSE_MS << (round < 5 ? round : 5);
+    if (client_sleep(client_wake_fd(r->client), ms) < 0) {
+        client_fail(r->client, HG_ERR_STOPPED, "stopped while waiting to resend to RabbitMQ at %s", r->address);
+        return -1;
+    }
+    return 0;
 }
 
 static struct timeval tv_ms(uint32_t ms)
@@ -285,6 +307,8 @@ hg_err_t rmq_ensure(rmq_t *r)
     unsigned attempt = 0;
     hg_err_t e = HG_OK;
 
+    if (r->st != NULL && r->refused > 0)
+        rmq_disconnect(r); /* a refused publish: new channels ask for the leaders again */
     if (r->st != NULL)
         return HG_OK;
     for (;;) {
@@ -632,6 +656,7 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
 
     for (size_t i = 0; i < n; i++)
         results[i] = HG_ERR_IO;
+    r->refused = 0;
     if (r->st == NULL)
         return client_fail(r->client, HG_ERR_IO, "not connected to RabbitMQ at %s", r->address);
     if (n > r->batch_cap) {
@@ -672,10 +697,14 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
     }
     for (size_t i = 0; i < n; i++) {
         results[i] = r->batch_state[i] > 0 ? HG_OK : HG_ERR_SERVER;
-        if (results[i] != HG_OK && first == HG_OK)
+        if (results[i] == HG_OK)
+            continue;
+        r->refused++;
+        if (first == HG_OK)
             first = client_fail(r->client, HG_ERR_SERVER,
-                                "RabbitMQ refused the message (basic.nack): a queue on its route is full "
-                                "(x-overflow reject-publish) or unavailable");
+                                "RabbitMQ at %s refused the message (basic.nack): a queue on its route is full "
+                                "(x-overflow reject-publish) or its leader is unreachable from this connection",
+                                r->address);
     }
     r->batch_n = 0;
     return first;

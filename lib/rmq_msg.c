@@ -45,7 +45,7 @@
 #include <string.h>
 #include <strings.h>
 
-#define RMQ_SEND_ROUNDS 3 /* resend rounds after a lost connection */
+#define RMQ_SEND_ROUNDS 3 /* resend rounds after a lost connection or a refusal */
 
 int rmq_route_delay(const lvl_table_t *t, hg_delay_t delay, const char *dest, uint64_t now, rmq_out_t *out,
                     char *plan_buf, size_t plan_len, char *why, size_t whylen)
@@ -157,6 +157,27 @@ static int parse_send(size_t argc, const char *const *argv, const size_t *lens, 
     return 0;
 }
 
+/* Whether a send round that ended with e is worth another round (with the
+ * same ids): a lost connection or a missing confirm, and a refusal — which
+ * can come from a channel that lost track of a queue's leader (rmq_conn.c);
+ * rmq_ensure replaces the connection first. Not when resend_sends is off. */
+static int resend_worth(rmq_t *r, hg_err_t e)
+{
+    if (!client_opts(r->client)->resend_sends)
+        return 0;
+    return e == HG_ERR_IO || e == HG_ERR_TIMEOUT || (e == HG_ERR_SERVER && r->refused > 0);
+}
+
+/* After a refused round, the pause before the next one (the election that
+ * refused it has time to finish); nothing after other failures. 0, or -1
+ * when the client was woken. */
+static int pause_after_refusal(rmq_t *r, hg_err_t e, int *refusals)
+{
+    if (e != HG_ERR_SERVER || r->refused == 0)
+        return 0;
+    return rmq_refused_pause(r, (*refusals)++);
+}
+
 /* Build the message of one send; 0, or -1 with why. */
 static int build_out(rmq_t *r, rmq_out_t *o, char *id, char *dest, size_t destlen, char *plan, size_t planlen,
                      const char *topic, const char *key, const void *payload, size_t len, hg_delay_t delay, char *why,
@@ -195,14 +216,12 @@ hg_err_t rmq_cmd_send(rmq_t *r, size_t argc, const char *const *argv, const size
         return rmq_reply_finish(&b, reply);
     }
     rmq_new_id(id);
-    for (int round = 0; round <= RMQ_SEND_ROUNDS; round++) {
+    for (int round = 0, refusals = 0; round <= RMQ_SEND_ROUNDS; round++) {
         if ((e = rmq_ensure(r)) != HG_OK || (e = rmq_topology(r)) != HG_OK)
             break;
         /* the due time of a resend stays the first one: build_out fixed it */
         e = rmq_publish(r, &o, 1, &res);
-        if (e != HG_ERR_IO && e != HG_ERR_TIMEOUT)
-            break;
-        if (!client_opts(r->client)->resend_sends)
+        if (!resend_worth(r, e) || round == RMQ_SEND_ROUNDS || pause_after_refusal(r, e, &refusals) < 0)
             break;
     }
     if (e == HG_ERR_SERVER) {
@@ -237,16 +256,18 @@ void rmq_send_many(rmq_t *r, hg_send_item_t *items, size_t n)
         rmq_new_id(it->id);
         which[m++] = i;
     }
-    for (int round = 0; m > 0 && round <= RMQ_SEND_ROUNDS; round++) {
+    for (int round = 0, refusals = 0; m > 0 && round <= RMQ_SEND_ROUNDS; round++) {
         size_t keep = 0;
+        int again;
         if ((e = rmq_ensure(r)) != HG_OK || (e = rmq_topology(r)) != HG_OK)
             break;
         e = rmq_publish(r, out, m, res);
+        again = resend_worth(r, e);
         for (size_t k = 0; k < m; k++) {
             hg_send_item_t *it = &items[which[k]];
             if (res[k] == HG_OK) {
                 it->err = HG_OK;
-            } else if (e == HG_ERR_IO || e == HG_ERR_TIMEOUT) {
+            } else if (again) {
                 out[keep] = out[k];
                 which[keep++] = which[k];
             } else {
@@ -255,7 +276,7 @@ void rmq_send_many(rmq_t *r, hg_send_item_t *items, size_t n)
             }
         }
         m = keep;
-        if ((e != HG_ERR_IO && e != HG_ERR_TIMEOUT) || !client_opts(r->client)->resend_sends)
+        if (!again || round == RMQ_SEND_ROUNDS || pause_after_refusal(r, e, &refusals) < 0)
             break;
     }
     for (size_t k = 0; k < m; k++) {
