@@ -613,7 +613,12 @@ hg_err_t rmq_pump(rmq_t *r, uint64_t deadline, int want_delivery, int interrupti
             return client_fail(r->client, HG_ERR_IO, "not connected to RabbitMQ at %s", r->address);
         if (want_delivery && r->ready != NULL)
             return HG_OK;
-        if (!amqp_frames_enqueued(r->st) && !amqp_data_in_buffer(r->st)) {
+        /* Read before polling: on amqps:// OpenSSL may already hold the
+         * next records (read from the socket with the last ones), which
+         * neither poll nor amqp_data_in_buffer sees; a delivery would wait
+         * for the next packet or the poll's timeout. */
+        rc = amqp_simple_wait_frame_noblock(r->st, &f, &zero);
+        if (rc == AMQP_STATUS_TIMEOUT) {
             struct pollfd p[2] = { { amqp_get_sockfd(r->st), POLLIN, 0 }, { wake, POLLIN, 0 } };
             int left = wire_poll_ms(deadline), n;
             if (left < 0 || left > RMQ_HEARTBEAT_S * 500)
@@ -625,10 +630,8 @@ hg_err_t rmq_pump(rmq_t *r, uint64_t deadline, int want_delivery, int interrupti
                 return HG_ERR_TIMEOUT;
             if (n > 0 && wake >= 0 && (p[1].revents & POLLIN))
                 return client_fail(r->client, HG_ERR_STOPPED, "stopped while waiting for RabbitMQ at %s", r->address);
-        }
-        rc = amqp_simple_wait_frame_noblock(r->st, &f, &zero);
-        if (rc == AMQP_STATUS_TIMEOUT)
             continue;
+        }
         if (rc != AMQP_STATUS_OK) {
             client_fail(r->client, HG_ERR_IO, "connection to RabbitMQ at %s lost: %s", r->address,
                         amqp_error_string2(rc));
