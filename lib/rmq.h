@@ -32,6 +32,7 @@
 #include "base/buf.h"
 
 #include <amqp.h>
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,6 +56,20 @@
 #define RMQ_Q_UNROUTED  "hg.unrouted" /* due messages of a topic without groups */
 #define RMQ_Q_GROUPS    "hg.groups"   /* the group registry */
 #define RMQ_RK_HOP      "hop"
+/* The remainder of a DELAY below the smallest level (docs/rabbitmq.md):
+ * one quorum queue per power of two b below the smallest level,
+ * hg.rem.<b> with x-message-ttl b, entered through the headers exchanges
+ * hg.rem.bit.<b> (to hg.rem.<b> when the message carries hg-rem-<b>,
+ * else on to hg.rem.bit.<b/2> as their alternate exchange); hg.rem.<b>
+ * dead-letters into hg.rem.bit.<b/2>, and hg.rem.bit.1 and hg.rem.1 into
+ * hg.rem.end, which passes a message on to hg.levels when it carries
+ * hg-then = level, else to hg.due (its alternate exchange). */
+#define RMQ_REM_QUEUE    "hg.rem.%" PRIu64
+#define RMQ_REM_EXCHANGE "hg.rem.bit.%" PRIu64
+#define RMQ_EX_REM_END   "hg.rem.end"
+#define RMQ_H_REM        "hg-rem-%" PRIu64 /* "1": this message waits in hg.rem.<b> */
+#define RMQ_H_THEN       "hg-then"         /* "level": a level hop follows the remainder */
+#define RMQ_REM_MAX_BITS 40
 
 /* Message headers. */
 #define RMQ_H_TOPIC     "hg-topic"
@@ -103,6 +118,10 @@ typedef struct rmq_out {
     uint64_t due_ms;
     unsigned reconsume;
     int level;          /* > 0: the hg-level header (for hg.levels) */
+    /* > 0: first wait remainder_ms in the remainder queues (rmq_route_delay),
+     * entering at hg.rem.bit.<remainder_top>; exchange is then where the
+     * message goes after them (hg.levels or hg.due) */
+    uint64_t remainder_ms, remainder_top;
     const char *plan;   /* NULL: none */
     const char *dest;   /* NULL: none */
     const char *reason; /* NULL: none */
@@ -205,6 +224,9 @@ uint64_t rmq_wall_ms(void);
 /* Declare (idempotently, checking arguments) the exchanges, the level
  * queues and the service queues once per connection. */
 hg_err_t rmq_topology(rmq_t *r);
+/* The largest power of two below t's smallest level (the highest
+ * remainder queue); 0 when the smallest level is 1 ms (no remainders). */
+uint64_t rmq_remainder_top(const lvl_table_t *t);
 /* Queue names. */
 void rmq_level_queue(char *buf, size_t len, int level);
 void rmq_group_queue(char *buf, size_t len, const char *group);

@@ -482,10 +482,10 @@ static void add_int(amqp_table_entry_t *e, int *n, const char *key, long long va
 /* Publish one message on channel 1 (no wait). */
 static int publish_one(rmq_t *r, const rmq_out_t *o)
 {
-    amqp_table_entry_t e[14];
+    amqp_table_entry_t e[16 + RMQ_REM_MAX_BITS];
     amqp_basic_properties_t p;
     amqp_bytes_t body;
-    char level[16];
+    char level[16], exchange[64], bits[RMQ_REM_MAX_BITS][32];
     int n = 0;
 
     if (o->topic != NULL)
@@ -511,6 +511,18 @@ static int publish_one(rmq_t *r, const rmq_out_t *o)
         add_int(e, &n, RMQ_H_CREATED, (long long)o->created_ms);
         add_int(e, &n, RMQ_H_MAXRETRY, o->max_reconsume);
     }
+    snprintf(exchange, sizeof(exchange), "%s", o->exchange);
+    if (o->remainder_ms > 0) { /* the remainder queues first (rmq.h) */
+        int k = 0;
+        snprintf(exchange, sizeof(exchange), RMQ_REM_EXCHANGE, o->remainder_top);
+        for (uint64_t b = o->remainder_top; b > 0 && k < RMQ_REM_MAX_BITS; b >>= 1)
+            if (o->remainder_ms & b) {
+                snprintf(bits[k], sizeof(bits[k]), RMQ_H_REM, b);
+                add_str(e, &n, bits[k++], "1", 1);
+            }
+        if (o->level > 0)
+            add_str(e, &n, RMQ_H_THEN, "level", 5);
+    }
     memset(&p, 0, sizeof(p));
     p._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG;
     p.delivery_mode = 2; /* persistent */
@@ -519,7 +531,7 @@ static int publish_one(rmq_t *r, const rmq_out_t *o)
     p.headers.entries = e;
     body.bytes = (void *)(o->payload != NULL ? o->payload : "");
     body.len = o->payload_len;
-    return amqp_basic_publish(r->st, RMQ_WORK_CHANNEL, amqp_cstring_bytes(o->exchange),
+    return amqp_basic_publish(r->st, RMQ_WORK_CHANNEL, amqp_cstring_bytes(exchange),
                               amqp_cstring_bytes(o->routing_key), 0, 0, &p, body);
 }
 

@@ -13,7 +13,9 @@
  *   LEVEL n     hg.levels, hg-level n  t.<topic>      TTL → dead-lettered into hg.due
  *   DELAY d     the plan's first level "hop" (or t.<topic> when one hop)
  *                                                     → hg.hops → the router
- *                                                     publishes the next hop
+ *                                                     publishes the next hop;
+ *               a remainder below the smallest level waits first in the
+ *               remainder queues (hg.rem.bit.<top>, same key; rmq.h)
  *   retry       hg.levels, level 3+r   g.<group>      back to that group only
  *   DLQ         default exchange       hg.dlq.<group> with hg-reason, hg-parked
  *
@@ -59,6 +61,7 @@ int rmq_route_delay(const lvl_table_t *t, hg_delay_t delay, const char *dest, ui
     out->level = 0;
     out->plan = NULL;
     out->dest = NULL;
+    out->remainder_ms = out->remainder_top = 0;
     out->due_ms = now;
     switch (delay.kind) {
     case HG_DELAY_NONE:
@@ -86,9 +89,20 @@ int rmq_route_delay(const lvl_table_t *t, hg_delay_t delay, const char *dest, ui
         return 0;
     if (lvl_chain_plan(t, ms, RMQ_MAX_DELAY_MS, levels, LVL_MAX_HOPS, &hops, why, whylen) < 0)
         return -1;
+    out->due_ms = now + ms;
+    /* The plan's last hop may wait only a remainder below the smallest level
+     * (lvl_hop_ms): a RabbitMQ level queue waits its whole TTL, so that
+     * remainder goes first through the remainder queues instead, as a sum
+     * of fixed TTLs (its binary digits): exact, never early. */
+    if (lvl_plan_total(t, levels, hops) > ms && rmq_remainder_top(t) > 0) {
+        hops--;
+        out->remainder_ms = ms - lvl_plan_total(t, levels, hops);
+        out->remainder_top = rmq_remainder_top(t);
+    }
+    if (hops == 0)
+        return 0; /* the remainder alone, then hg.due */
     out->exchange = RMQ_EX_LEVELS;
     out->level = levels[0];
-    out->due_ms = now + ms; /* chains are exact to the millisecond (levels/table.h) */
     if (hops > 1) {
         size_t used = 0;
         plan_buf[0] = '\0';
