@@ -56,7 +56,6 @@
 
 #define MAX_WORKER_COUNTS 8
 #define MAX_REPS          15
-#define SEND_BATCH        1000
 #define DEADLINE_MS       120000
 
 static oe_env_t env;
@@ -83,29 +82,12 @@ static uint64_t now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-/* Send ids 1..n to topic, pipelined in batches. Dies on failure. */
+/* Send ids 1..n to topic, pipelined. Dies on failure. */
 static void send_ids(const char *topic, size_t n)
 {
-    char uri[64];
-    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
-    hg_client_t *c;
-    hg_error_t err;
-    if (hg_client_open(uri, NULL, &c, &err) != HG_OK)
-        die("connect", err.message);
-    static hg_send_item_t items[SEND_BATCH];
-    static char payloads[SEND_BATCH][24];
-    for (size_t i = 0; i < n; i += SEND_BATCH) {
-        size_t k = n - i < SEND_BATCH ? n - i : SEND_BATCH;
-        for (size_t j = 0; j < k; j++) {
-            size_t len = (size_t)snprintf(payloads[j], sizeof payloads[j], "%zu", i + j + 1);
-            items[j] = (hg_send_item_t){
-                .topic = topic, .payload = payloads[j], .payload_len = len, .delay = hg_delay_none()
-            };
-        }
-        if (hg_send_many(c, items, k, NULL) != HG_OK)
-            die("hg_send_many", hg_client_errmsg(c));
-    }
-    hg_client_close(c);
+    char err[512];
+    if (oe_send_ids_pipelined(&env, topic, n, hg_delay_none(), 0, err, sizeof err) != 0)
+        die("send", err);
 }
 
 static void create_group(const char *group, const char *topic)
