@@ -82,27 +82,6 @@ static void sleep_ms(unsigned ms)
     nanosleep(&ts, NULL);
 }
 
-/* utime + stime of a process in seconds (/proc/PID/stat), -1 when unreadable. */
-static double cpu_seconds(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');
-    if (p == NULL)
-        return -1;
-    unsigned long utime = 0, stime = 0;
-    /* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
-    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2)
-        return -1;
-    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
-}
-
 /* ---------------------------------------------------------------- the server's counters */
 
 /* SHOW GLOBAL STATUS counters whose change over a run says where MariaDB's
@@ -264,7 +243,7 @@ static result_t run(int batch, unsigned seq)
     while (tu_now_wall_ms() + 200 < expire_ms)
         sleep_ms(50);
     status_t st0 = status_read();
-    double db0 = cpu_seconds(env.server.pid), co0 = cpu_seconds(pid), br0 = cpu_seconds(env.broker.pid);
+    double db0 = tu_proc_cpu_secs(env.server.pid), co0 = tu_proc_cpu_secs(pid), br0 = tu_proc_cpu_secs(env.broker.pid);
     uint64_t w0 = tu_now_mono_ms();
     long long done = 0;
     while (tu_now_mono_ms() - w0 < DEADLINE_MS) {
@@ -274,9 +253,9 @@ static result_t run(int batch, unsigned seq)
         sleep_ms(20);
     }
     r.wall_s = (double)(tu_now_mono_ms() - w0) / 1000;
-    r.cpu_db = cpu_seconds(env.server.pid) - db0;
-    r.cpu_consumer = cpu_seconds(pid) - co0;
-    r.cpu_broker = cpu_seconds(env.broker.pid) - br0;
+    r.cpu_db = tu_proc_cpu_secs(env.server.pid) - db0;
+    r.cpu_consumer = tu_proc_cpu_secs(pid) - co0;
+    r.cpu_broker = tu_proc_cpu_secs(env.broker.pid) - br0;
     status_t st1 = status_read();
     for (int i = 0; i < STATUS_COUNT; i++)
         r.status.v[i] = st1.v[i] - st0.v[i];
