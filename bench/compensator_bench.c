@@ -51,6 +51,7 @@
 #include "compensator/relay.h"
 #include "compensator/stats.h"
 #include "tests/helpers/broker_proc.h"
+#include "tests/helpers/sql_client.h"
 #include "tests/helpers/testutil.h"
 
 #define CHUNK 100000
@@ -63,30 +64,19 @@ static void die(const char *what, const char *detail)
     exit(1);
 }
 
-static void sql(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void sql(const char *fmt, ...)
+/* Dies when a statement run by sql_execf failed (it printed the statement and the error). */
+static void must(int rc)
 {
-    char text[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    if (mysql_query(admin, text) != 0)
-        die(text, mysql_error(admin));
-    MYSQL_RES *res = mysql_store_result(admin);
-    if (res != NULL)
-        mysql_free_result(res);
+    if (rc != 0)
+        die("SQL", "failed (the statement and the server's error are above)");
 }
 
+/* sql_scalar, dying on a failed query. */
 static long long scalar(MYSQL *m, const char *text)
 {
-    if (mysql_query(m, text) != 0)
-        die(text, mysql_error(m));
-    MYSQL_RES *res = mysql_store_result(m);
-    MYSQL_ROW row = res != NULL ? mysql_fetch_row(res) : NULL;
-    long long v = row != NULL && row[0] != NULL ? strtoll(row[0], NULL, 10) : -1;
-    if (res != NULL)
-        mysql_free_result(res);
+    long long v = sql_scalar(m, text);
+    if (v == -2)
+        die(text, "query failed");
     return v;
 }
 
@@ -148,13 +138,13 @@ static double seconds_since(uint64_t t0)
 static void load_orders(long long n, int overdue_pct)
 {
     uint64_t t0 = tu_now_mono_ms();
-    sql("SET SESSION unique_checks = 0");
+    must(sql_execf(admin, "SET SESSION unique_checks = 0"));
     for (long long first = 1; first <= n; first += CHUNK) {
         long long last = first + CHUNK - 1 < n ? first + CHUNK - 1 : n;
         /* seq % 100 < overdue_pct: pending, expired 1 min .. 1 day ago;
          * seq % 100 = 99: pending, due in the next hour; else paid / cancelled,
          * expired up to 30 days ago. */
-        sql("INSERT INTO orders (id, user_id, status, created_at, expire_at, paid_at, cancelled_at, cancel_reason)"
+        must(sql_execf(admin, "INSERT INTO orders (id, user_id, status, created_at, expire_at, paid_at, cancelled_at, cancel_reason)"
             " SELECT seq, seq %% 100003,"
             "  CASE WHEN seq %% 100 < %d OR seq %% 100 = 99 THEN 'pending' WHEN seq %% 2 = 0 THEN 'paid' ELSE "
             "'cancelled' END,"
@@ -166,15 +156,15 @@ static void load_orders(long long n, int overdue_pct)
             "  IF(seq %% 100 >= %d AND seq %% 100 <> 99 AND seq %% 2 = 1, NOW(6) - INTERVAL 1 DAY, NULL),"
             "  IF(seq %% 100 >= %d AND seq %% 100 <> 99 AND seq %% 2 = 1, 'timeout-message', NULL)"
             " FROM seq_%lld_to_%lld",
-            overdue_pct, overdue_pct, overdue_pct, overdue_pct, overdue_pct, first, last);
+            overdue_pct, overdue_pct, overdue_pct, overdue_pct, overdue_pct, first, last));
         /* One item per pending order (the stock a cancel returns). */
-        sql("INSERT INTO order_items (order_id, sku_id, qty) SELECT seq, 1 + seq %% 1000, 1 + seq %% 3"
+        must(sql_execf(admin, "INSERT INTO order_items (order_id, sku_id, qty) SELECT seq, 1 + seq %% 1000, 1 + seq %% 3"
             " FROM seq_%lld_to_%lld WHERE seq %% 100 < %d OR seq %% 100 = 99",
-            first, last, overdue_pct);
+            first, last, overdue_pct));
     }
-    sql("INSERT INTO stock (sku_id, received, available, reserved, sold)"
-        " SELECT i.sku_id, 1000000 + SUM(i.qty), 1000000, SUM(i.qty), 0 FROM order_items i GROUP BY i.sku_id");
-    sql("ANALYZE TABLE orders, order_items, stock");
+    must(sql_execf(admin, "INSERT INTO stock (sku_id, received, available, reserved, sold)"
+        " SELECT i.sku_id, 1000000 + SUM(i.qty), 1000000, SUM(i.qty), 0 FROM order_items i GROUP BY i.sku_id"));
+    must(sql_execf(admin, "ANALYZE TABLE orders, order_items, stock"));
     printf("  loaded %lld orders in %.1f s\n", n, seconds_since(t0));
 }
 
@@ -285,11 +275,11 @@ static void bench_inspection(tu_mariadb_t *server, long long orders, int overdue
 /* Put the orders the inspection cancelled back: stock reserved again, pending. */
 static void reset_inspected(void)
 {
-    sql("UPDATE stock s JOIN (SELECT i.sku_id, SUM(i.qty) q FROM order_items i JOIN orders o ON o.id = i.order_id"
+    must(sql_execf(admin, "UPDATE stock s JOIN (SELECT i.sku_id, SUM(i.qty) q FROM order_items i JOIN orders o ON o.id = i.order_id"
         " WHERE o.cancel_reason = 'inspection' GROUP BY i.sku_id) t ON t.sku_id = s.sku_id"
-        " SET s.available = s.available - t.q, s.reserved = s.reserved + t.q");
-    sql("UPDATE orders SET status = 'pending', cancelled_at = NULL, cancel_reason = NULL"
-        " WHERE cancel_reason = 'inspection'");
+        " SET s.available = s.available - t.q, s.reserved = s.reserved + t.q"));
+    must(sql_execf(admin, "UPDATE orders SET status = 'pending', cancelled_at = NULL, cancel_reason = NULL"
+        " WHERE cancel_reason = 'inspection'"));
 }
 
 static void inspection_round(tu_mariadb_t *server, long long page_size, const char *cancel_batch, long long orders,
@@ -359,13 +349,13 @@ static void bench_relay(tu_mariadb_t *server, long long rows, const char *batche
     snprintf(list, sizeof list, "%s", batches);
     long long base = 10000000;
     for (char *tok = strtok(list, ","); tok != NULL; tok = strtok(NULL, ",")) {
-        sql("DELETE FROM order_timeout_msg WHERE order_id >= %lld", base);
+        must(sql_execf(admin, "DELETE FROM order_timeout_msg WHERE order_id >= %lld", base));
         for (long long first = 1; first <= rows; first += CHUNK) {
             long long last = first + CHUNK - 1 < rows ? first + CHUNK - 1 : rows;
-            sql("INSERT INTO order_timeout_msg (order_id, expire_at, status, attempts, next_attempt_at)"
+            must(sql_execf(admin, "INSERT INTO order_timeout_msg (order_id, expire_at, status, attempts, next_attempt_at)"
                 " SELECT %lld + seq, NOW(6) + INTERVAL 30 MINUTE, 'new', 0, NOW(6) - INTERVAL 1 SECOND"
                 " FROM seq_%lld_to_%lld",
-                base, first, last);
+                base, first, last));
         }
         comp_config_t cfg;
         comp_config_init(&cfg);
@@ -446,15 +436,15 @@ int main(int argc, char **argv)
     admin = mysql_init(NULL);
     if (mysql_real_connect(admin, NULL, "root", "", NULL, 0, server.socket, 0) == NULL)
         die("connect", mysql_error(admin));
-    sql("SET GLOBAL innodb_buffer_pool_size = 1073741824");
-    sql("SET GLOBAL innodb_log_file_size = %lld", log_file_mib << 20);
+    must(sql_execf(admin, "SET GLOBAL innodb_buffer_pool_size = 1073741824"));
+    must(sql_execf(admin, "SET GLOBAL innodb_log_file_size = %lld", log_file_mib << 20));
     printf("MariaDB %s, innodb_flush_log_at_trx_commit = %lld, log_bin = %lld, innodb_doublewrite = %lld,"
            " innodb_log_file_size = %lld MiB\n",
            mysql_get_server_info(admin), scalar(admin, "SELECT @@innodb_flush_log_at_trx_commit"),
            scalar(admin, "SELECT @@log_bin"), scalar(admin, "SELECT @@innodb_doublewrite"),
            scalar(admin, "SELECT @@innodb_log_file_size") >> 20);
-    sql("CREATE DATABASE bench");
-    sql("USE bench");
+    must(sql_execf(admin, "CREATE DATABASE bench"));
+    must(sql_execf(admin, "USE bench"));
     hg_order_db_params_t p = { .socket = server.socket, .user = "root", .database = "bench" };
     hg_order_error_t oerr;
     hg_order_db *db = hg_order_db_open(&p, &oerr);

@@ -38,6 +38,7 @@
 
 #include "include/hourglass/hourglass.h"
 #include "tests/helpers/order_env.h"
+#include "tests/helpers/sql_client.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -51,7 +52,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SEND_BATCH     1000
 #define MAX_SIZES      8
 #define DEADLINE_MS    600000
 #define COMMIT_TEST_MS 3000
@@ -69,46 +69,17 @@ static void die(const char *what, const char *detail)
     exit(1);
 }
 
-static void sql(MYSQL *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sql(MYSQL *m, const char *fmt, ...)
+/* Dies when a statement run by sql_execf failed (it printed the statement and the error). */
+static void must(int rc)
 {
-    char text[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    if (mysql_query(m, text) != 0)
-        die(text, mysql_error(m));
-    MYSQL_RES *res = mysql_store_result(m);
-    if (res != NULL)
-        mysql_free_result(res);
+    if (rc != 0)
+        die("SQL", "failed (the statement and the server's error are above)");
 }
 
 static void sleep_ms(unsigned ms)
 {
     struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
-}
-
-/* utime + stime of a process in seconds (/proc/PID/stat), -1 when unreadable. */
-static double cpu_seconds(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');
-    if (p == NULL)
-        return -1;
-    unsigned long utime = 0, stime = 0;
-    /* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
-    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2)
-        return -1;
-    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
 }
 
 /* ---------------------------------------------------------------- the server's counters */
@@ -165,7 +136,7 @@ static void load(const char *name, uint64_t expire_ms)
 {
     char create[96];
     snprintf(create, sizeof create, "CREATE DATABASE %s", name);
-    sql(env.admin, "%s", create);
+    must(sql_execf(env.admin, "%s", create));
     hg_order_error_t err;
     hg_order_db *db = oe_open_db(&env, name, &err);
     if (db == NULL || hg_order_schema_create(db, &err) != 0)
@@ -178,50 +149,31 @@ static void load(const char *name, uint64_t expire_ms)
     snprintf(expire, sizeof expire, "FROM_UNIXTIME(%" PRIu64 ".%03u)", expire_ms / 1000, (unsigned)(expire_ms % 1000));
     for (long long first = 1; first <= orders; first += 100000) {
         long long last = first + 99999 < orders ? first + 99999 : orders;
-        sql(m,
+        must(sql_execf(m,
             "INSERT INTO orders (id, user_id, status, created_at, expire_at)"
             " SELECT seq, seq %% 100003, 'pending', NOW(6), %s FROM seq_%lld_to_%lld",
-            expire, first, last);
-        sql(m,
+            expire, first, last));
+        must(sql_execf(m,
             "INSERT INTO order_items (order_id, sku_id, qty) SELECT seq, 1 + seq %% %d, 1 + seq %% 3"
             " FROM seq_%lld_to_%lld",
-            skus, first, last);
-        sql(m,
+            skus, first, last));
+        must(sql_execf(m,
             "INSERT INTO order_timeout_msg (order_id, expire_at, status, attempts, next_attempt_at)"
             " SELECT seq, %s, 'sent', 1, %s FROM seq_%lld_to_%lld",
-            expire, expire, first, last);
+            expire, expire, first, last));
     }
-    sql(m, "INSERT INTO stock (sku_id, received, available, reserved, sold)"
-           " SELECT sku_id, 1000000 + SUM(qty), 1000000, SUM(qty), 0 FROM order_items GROUP BY sku_id");
-    sql(m, "COMMIT");
+    must(sql_execf(m, "INSERT INTO stock (sku_id, received, available, reserved, sold)"
+           " SELECT sku_id, 1000000 + SUM(qty), 1000000, SUM(qty), 0 FROM order_items GROUP BY sku_id"));
+    must(sql_execf(m, "COMMIT"));
     mysql_close(m);
 }
 
-/* SEND the ids 1..N AT expire_ms. */
+/* SEND the ids 1..N AT expire_ms, each keyed by its id. */
 static void send_all(uint64_t expire_ms)
 {
-    char uri[64];
-    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
-    hg_client_t *c;
-    hg_error_t err;
-    if (hg_client_open(uri, NULL, &c, &err) != HG_OK)
-        die("connect", err.message);
-    static hg_send_item_t items[SEND_BATCH];
-    static char payloads[SEND_BATCH][24];
-    for (long long i = 0; i < orders; i += SEND_BATCH) {
-        size_t k = (size_t)(orders - i < SEND_BATCH ? orders - i : SEND_BATCH);
-        for (size_t j = 0; j < k; j++) {
-            size_t len = (size_t)snprintf(payloads[j], sizeof payloads[j], "%lld", i + (long long)j + 1);
-            items[j] = (hg_send_item_t){ .topic = OE_TOPIC,
-                                         .key = payloads[j],
-                                         .payload = payloads[j],
-                                         .payload_len = len,
-                                         .delay = hg_delay_at(expire_ms) };
-        }
-        if (hg_send_many(c, items, k, NULL) != HG_OK)
-            die("hg_send_many", hg_client_errmsg(c));
-    }
-    hg_client_close(c);
+    char err[512];
+    if (oe_send_ids_pipelined(&env, OE_TOPIC, (uint64_t)orders, hg_delay_at(expire_ms), 1, err, sizeof err) != 0)
+        die("send", err);
 }
 
 /* ---------------------------------------------------------------- one run */
@@ -258,11 +210,11 @@ static result_t run(int batch, unsigned seq)
     MYSQL *m = oe_connect(&env, name);
     if (m == NULL)
         die("connect", name);
-    sql(m, "UPDATE orders SET expire_at = FROM_UNIXTIME(%" PRIu64 ".%03u)", expire_ms / 1000,
-        (unsigned)(expire_ms % 1000));
-    sql(m, "UPDATE order_timeout_msg SET expire_at = FROM_UNIXTIME(%" PRIu64 ".%03u)", expire_ms / 1000,
-        (unsigned)(expire_ms % 1000));
-    sql(m, "COMMIT");
+    must(sql_execf(m, "UPDATE orders SET expire_at = FROM_UNIXTIME(%" PRIu64 ".%03u)", expire_ms / 1000,
+        (unsigned)(expire_ms % 1000)));
+    must(sql_execf(m, "UPDATE order_timeout_msg SET expire_at = FROM_UNIXTIME(%" PRIu64 ".%03u)", expire_ms / 1000,
+        (unsigned)(expire_ms % 1000)));
+    must(sql_execf(m, "COMMIT"));
 
     /* The consumer, idle on its own group. */
     rc_conn_t c;
@@ -291,7 +243,7 @@ static result_t run(int batch, unsigned seq)
     while (tu_now_wall_ms() + 200 < expire_ms)
         sleep_ms(50);
     status_t st0 = status_read();
-    double db0 = cpu_seconds(env.server.pid), co0 = cpu_seconds(pid), br0 = cpu_seconds(env.broker.pid);
+    double db0 = tu_proc_cpu_secs(env.server.pid), co0 = tu_proc_cpu_secs(pid), br0 = tu_proc_cpu_secs(env.broker.pid);
     uint64_t w0 = tu_now_mono_ms();
     long long done = 0;
     while (tu_now_mono_ms() - w0 < DEADLINE_MS) {
@@ -301,9 +253,9 @@ static result_t run(int batch, unsigned seq)
         sleep_ms(20);
     }
     r.wall_s = (double)(tu_now_mono_ms() - w0) / 1000;
-    r.cpu_db = cpu_seconds(env.server.pid) - db0;
-    r.cpu_consumer = cpu_seconds(pid) - co0;
-    r.cpu_broker = cpu_seconds(env.broker.pid) - br0;
+    r.cpu_db = tu_proc_cpu_secs(env.server.pid) - db0;
+    r.cpu_consumer = tu_proc_cpu_secs(pid) - co0;
+    r.cpu_broker = tu_proc_cpu_secs(env.broker.pid) - br0;
     status_t st1 = status_read();
     for (int i = 0; i < STATUS_COUNT; i++)
         r.status.v[i] = st1.v[i] - st0.v[i];
@@ -348,7 +300,7 @@ static result_t run(int batch, unsigned seq)
         fprintf(stderr, "  batch size %d: check failed: cancelled %" PRIu64 ", reserved %" PRId64 ", %s\n", batch,
                 rep.cancelled, rep.reserved, rep.first_defect);
     mysql_close(m);
-    sql(env.admin, "DROP DATABASE %s", name);
+    must(sql_execf(env.admin, "DROP DATABASE %s", name));
     printf("  batch size %-4d load %.1f s, send %.2f s; expiry → last cancel %.2f s; first → last %.2f s = %.0f "
            "cancels/s; stock %s\n",
            batch, load_s, r.send_s, r.expiry_to_last_s, r.first_to_last_s, r.rate, r.stock_ok ? "exact" : "WRONG");
@@ -402,10 +354,10 @@ static void *commit_loop(void *arg)
 /* Commits/s of W connections each updating its own row: the fsync bound. */
 static double commit_ceiling(void)
 {
-    sql(env.admin, "CREATE DATABASE flashcommit");
-    sql(env.admin, "CREATE TABLE flashcommit.t (id INT PRIMARY KEY, v BIGINT) ENGINE=InnoDB");
+    must(sql_execf(env.admin, "CREATE DATABASE flashcommit"));
+    must(sql_execf(env.admin, "CREATE TABLE flashcommit.t (id INT PRIMARY KEY, v BIGINT) ENGINE=InnoDB"));
     for (int i = 0; i < workers; i++)
-        sql(env.admin, "INSERT INTO flashcommit.t VALUES (%d, 0)", i + 1);
+        must(sql_execf(env.admin, "INSERT INTO flashcommit.t VALUES (%d, 0)", i + 1));
     atomic_llong commits = 0;
     atomic_int stop = 0;
     pthread_t th[64];
@@ -419,7 +371,7 @@ static double commit_ceiling(void)
     atomic_store(&stop, 1);
     for (int i = 0; i < n; i++)
         pthread_join(th[i], NULL);
-    sql(env.admin, "DROP DATABASE flashcommit");
+    must(sql_execf(env.admin, "DROP DATABASE flashcommit"));
     return (double)atomic_load(&commits) * 1000.0 / COMMIT_TEST_MS;
 }
 
@@ -464,8 +416,8 @@ int main(int argc, char **argv)
     env.server.extra_args = log_bin ? binlog_flags : NULL;
     if (oe_start(&env, NULL, err, sizeof err) != 0)
         die("start", err);
-    sql(env.admin, "SET GLOBAL innodb_buffer_pool_size = 536870912");
-    sql(env.admin, "SET GLOBAL innodb_log_file_size = %lld", log_file_size);
+    must(sql_execf(env.admin, "SET GLOBAL innodb_buffer_pool_size = 536870912"));
+    must(sql_execf(env.admin, "SET GLOBAL innodb_log_file_size = %lld", log_file_size));
 
     char binlog[16], syncbin[16], doublewrite[16], logsize[32], flush[8];
     variable_text("log_bin", binlog, sizeof binlog);

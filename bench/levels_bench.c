@@ -35,6 +35,12 @@
  *             (so RSS is the open's, not this process's history): open time
  *             (target < 1 s: open must not scan), RSS after open (target
  *             < 100 MiB), and the level depth read back from the counters.
+ *   spread    steady-ms in the store: 10 SENDs per millisecond of the injected
+ *             clock with DELAY random 1..9999 ms, the due heads moved, one
+ *             (then two) groups leasing COUNT 100 and ACKing every tick; after
+ *             10 s of the clock the next 10 s are timed: µs per delivery and
+ *             store_ack's share. Deterministic (fixed seed), so callgrind's
+ *             instruction counts compare runs.
  *
  * The figures are wall-clock time (CLOCK_MONOTONIC) around the calls named, on
  * a store with default options except sync. Every case gets its own LevelDB
@@ -76,6 +82,9 @@
 #define BENCH_NAIVE_REPS   5
 #define BENCH_OPEN_PROBES  3
 #define BENCH_OPEN_LEVEL   18
+#define BENCH_SPREAD_PER_MS     10    /* spread: SENDs per millisecond of the injected clock (10 000/s) */
+#define BENCH_SPREAD_COUNT      100   /* spread: a PULL's COUNT */
+#define BENCH_SPREAD_MEASURE_MS 10000 /* spread: the timed stretch of the clock */
 
 static const int bench_batches[] = { 1, 64, 1024 };
 #define BENCH_N_BATCHES ((int)(sizeof bench_batches / sizeof bench_batches[0]))
@@ -1013,6 +1022,121 @@ static void part_open(bench_t *b)
     bench_case_done(b, path);
 }
 
+/* ---- spread --------------------------------------------------------------------- */
+
+/* One group's share of a spread tick: lease what is ready (COUNT
+ * BENCH_SPREAD_COUNT, as the bench's consumers PULL), commit, ACK those ids
+ * (in the order leased), commit; the seconds spent in store_ack go to *ack_s.
+ * Returns the messages acked. */
+static long spread_consume(store_t *s, const char *group, uint64_t now_ms, msg_owned_t *msgs, uint64_t *ids,
+                           double *ack_s)
+{
+    char err[512];
+    long acked = 0;
+    for (;;) {
+        int got = 0;
+        if (store_lease(s, group, strlen(group), BENCH_TOPIC, strlen(BENCH_TOPIC), BENCH_SPREAD_COUNT, BENCH_LEASE_MS,
+                        now_ms, msgs, &got, err, sizeof err) != 0) {
+            bench_die("store_lease: %s", err);
+        }
+        if (got == 0) {
+            return acked;
+        }
+        for (int i = 0; i < got; i++) {
+            ids[i] = msgs[i].m.id;
+            msg_owned_free(&msgs[i]);
+        }
+        bench_commit(s);
+        int released = 0;
+        double t0 = bench_now();
+        if (store_ack(s, group, strlen(group), ids, got, &released, err, sizeof err) != 0) {
+            bench_die("store_ack: %s", err);
+        }
+        bench_commit(s);
+        *ack_s += bench_now() - t0;
+        if (released != got) {
+            bench_die("store_ack released %d of %d leases", released, got);
+        }
+        acked += got;
+    }
+}
+
+/* steady-ms in the store, on the injected clock: every millisecond
+ * BENCH_SPREAD_PER_MS SENDs with DELAY random 1..9999 ms (a fixed seed) are
+ * committed, the due heads moved, and each of `groups` groups leases what is
+ * ready and ACKs it. Ids fall due out of id order, so an ACK's neighbours in
+ * any index keyed by id were mostly deleted already: the case that made an
+ * ACK walk tombstones. The first 10 s of the clock fill the levels; the next
+ * BENCH_SPREAD_MEASURE_MS are timed. Prints the whole loop's µs per message
+ * delivered and store_ack's share. Sync off, as the broker writes moves,
+ * leases and ACKs. */
+static void spread_case(bench_t *b, int groups)
+{
+    char *path = bench_case_dir(b, "spread-%d", groups);
+    store_t *s = bench_store_open(path, 0, 1);
+    char err[512];
+    uint64_t clock_ms = BENCH_T0_MS;
+    static const char *const names[2] = { "spread-a", "spread-b" };
+    for (int g = 0; g < groups; g++) {
+        if (store_group_create(s, names[g], strlen(names[g]), BENCH_TOPIC, strlen(BENCH_TOPIC), 1, -1, clock_ms, err,
+                               sizeof err) != 0) {
+            bench_die("store_group_create: %s", err);
+        }
+    }
+    bench_commit(s);
+    msg_owned_t *msgs = xmalloc(BENCH_SPREAD_COUNT * sizeof *msgs);
+    uint64_t ids[BENCH_SPREAD_COUNT];
+    uint64_t rng = 42, n = 0;
+    long warm_ms = b->quick ? 2000 : 10000, measure_ms = b->quick ? 1000 : BENCH_SPREAD_MEASURE_MS;
+    long delivered = 0;
+    double t0 = 0, ack_s = 0;
+    for (long tick = 0; tick < warm_ms + measure_ms; tick++, clock_ms++) {
+        if (tick == warm_ms) {
+            t0 = bench_now();
+            ack_s = 0;
+            delivered = 0;
+        }
+        for (int i = 0; i < BENCH_SPREAD_PER_MS; i++, n++) {
+            char payload[BENCH_PAYLOAD];
+            bench_fill(payload, sizeof payload, n);
+            rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            store_send_req_t req = { .topic = BENCH_TOPIC,
+                                     .topic_len = strlen(BENCH_TOPIC),
+                                     .payload = payload,
+                                     .payload_len = sizeof payload,
+                                     .delay_ms = 1 + (rng >> 33) % 9999 };
+            uint64_t id, due;
+            if (store_send(s, &req, clock_ms, &id, &due, err, sizeof err) != 0) {
+                bench_die("store_send: %s", err);
+            }
+        }
+        bench_commit(s);
+        while (bench_move(s, clock_ms, 1000) > 0) {
+            bench_commit(s);
+        }
+        bench_commit(s);
+        for (int g = 0; g < groups; g++) {
+            delivered += spread_consume(s, names[g], clock_ms, msgs, ids, &ack_s);
+        }
+    }
+    double secs = bench_now() - t0;
+    bench_progress("spread, %d group%s: %ld deliveries in %.2f s", groups, groups == 1 ? "" : "s", delivered, secs);
+    char name[96];
+    snprintf(name, sizeof name, "per delivery, %d group%s (send, moves, lease, ack)", groups, groups == 1 ? "" : "s");
+    bench_row("spread", name, secs * 1e6 / (double)delivered, 2, "us", "", -1, NULL);
+    snprintf(name, sizeof name, "of which store_ack, %d group%s", groups, groups == 1 ? "" : "s");
+    bench_row("spread", name, ack_s * 1e6 / (double)delivered, 2, "us", "", -1, NULL);
+    free(msgs);
+    bench_close(s);
+    bench_case_done(b, path);
+}
+
+static void part_spread(bench_t *b)
+{
+    spread_case(b, 1);
+    spread_case(b, 2);
+}
+
 /* ---- main --------------------------------------------------------------------------- */
 
 typedef struct bench_part {
@@ -1026,6 +1150,7 @@ static const bench_part_t bench_parts[] = {
     { "pipeline", part_pipeline, "send -> move_due -> lease -> ack msgs/s vs raw" },
     { "seek", part_seek, "next-head cost after 10^6 pops vs after 10" },
     { "open", part_open, "open time and RSS with 10^7 pending messages" },
+    { "spread", part_spread, "steady random-ms delays: us per delivery and per ACK" },
 };
 #define BENCH_N_PARTS ((int)(sizeof bench_parts / sizeof bench_parts[0]))
 

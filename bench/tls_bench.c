@@ -63,26 +63,6 @@ static void die(const char *fmt, ...)
     exit(1);
 }
 
-/* CPU seconds (user + system) of pid, from /proc/PID/stat; -1 on error. */
-static double proc_cpu_secs(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        return -1;
-    }
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');
-    unsigned long long ut = 0, st = 0;
-    if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2) {
-        return -1;
-    }
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
 typedef struct transport {
     const char *name;
     char uri[1024];
@@ -131,7 +111,7 @@ static void run_send(const transport_t *t, pid_t broker, double *rate, double *c
 {
     pthread_t th[MAX_CLIENTS];
     worker_t w[MAX_CLIENTS];
-    double cpu0 = proc_cpu_secs(broker);
+    double cpu0 = tu_proc_cpu_secs(broker);
     uint64_t t0 = tu_now_mono_ms();
     for (int i = 0; i < opt_clients; i++) {
         memset(&w[i], 0, sizeof w[i]);
@@ -145,7 +125,7 @@ static void run_send(const transport_t *t, pid_t broker, double *rate, double *c
         pthread_join(th[i], NULL);
     }
     double secs = (double)(tu_now_mono_ms() - t0) / 1000.0;
-    double cpu = proc_cpu_secs(broker) - cpu0;
+    double cpu = tu_proc_cpu_secs(broker) - cpu0;
     for (int i = 0; i < opt_clients; i++) {
         if (w[i].error[0] != '\0') {
             die("%s client %d: %s", t->name, i, w[i].error);
@@ -161,7 +141,7 @@ static void run_send(const transport_t *t, pid_t broker, double *rate, double *c
 /* The connect part over t: connections (connect, handshake, PING) per second. */
 static double run_connect(const transport_t *t, pid_t broker)
 {
-    double self0 = proc_cpu_secs(getpid()), broker0 = proc_cpu_secs(broker);
+    double self0 = tu_proc_cpu_secs(getpid()), broker0 = tu_proc_cpu_secs(broker);
     uint64_t t0 = tu_now_mono_ms();
     for (int i = 0; i < opt_connects; i++) {
         hg_client_t *c = NULL;
@@ -179,8 +159,8 @@ static double run_connect(const transport_t *t, pid_t broker)
     }
     double secs = (double)(tu_now_mono_ms() - t0) / 1000.0;
     double rate = opt_connects / (secs > 0 ? secs : 1e-3);
-    double self_ms = (proc_cpu_secs(getpid()) - self0) * 1000.0 / opt_connects;
-    double broker_ms = (proc_cpu_secs(broker) - broker0) * 1000.0 / opt_connects;
+    double self_ms = (tu_proc_cpu_secs(getpid()) - self0) * 1000.0 / opt_connects;
+    double broker_ms = (tu_proc_cpu_secs(broker) - broker0) * 1000.0 / opt_connects;
     printf("  connect  %-9s %9.0f conn/s   CPU per connection: client %.2f ms, broker %.2f ms   (%d open + PING + "
            "close, one at a time)\n",
            t->name, rate, self_ms, broker_ms, opt_connects);

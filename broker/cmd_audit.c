@@ -1,7 +1,7 @@
 /*
  * broker/cmd_audit.c — the audit log: every destructive or admin command
- * (GROUP CREATE / DEL, DLQ REQUEUE / DROP, REVOKE, CONFIG SET, SHUTDOWN) is
- * logged at info with who ran it and what it changed:
+ * (GROUP CREATE / DEL, DLQ REQUEUE / DROP, REVOKE, CONFIG SET, CLIENT KILL,
+ * SHUTDOWN) is logged at info with who ran it and what it changed:
  *
  *   audit: client id=7 addr=127.0.0.1:50312 user=- REVOKE order-timeout KEY 42: revoked 1 (delayed 1, ready 0), refused 0
  *
@@ -43,6 +43,9 @@ static int audited(const cmd_call_t *call)
     if (cmd_arg_is(&a[0], "config")) {
         return !cmd_arg_is(&a[1], "get");
     }
+    if (cmd_arg_is(&a[0], "client")) {
+        return cmd_arg_is(&a[1], "kill");
+    }
     return 0;
 }
 
@@ -51,7 +54,7 @@ static void who_line(const cmd_call_t *call, char *out, size_t outlen)
 {
     const conn_t *c = call->conn;
     size_t n = (size_t)snprintf(out, outlen, "client id=%llu addr=%s user=%s", (unsigned long long)c->id, c->addr,
-                                c->user[0] ? c->user : (c->authenticated ? "default" : "-"));
+                                conn_user_shown(c));
     for (size_t i = 0; i < call->argc && n + 2 < outlen; i++) {
         char shown[80];
         cmd_shown(&call->argv[i], shown, sizeof shown);

@@ -345,6 +345,82 @@ void cmd_acl(cmd_call_t *call)
     }
 }
 
+/* CLIENT KILL ip:port (Redis's old form: +OK, or an error when no such
+ * client) and CLIENT KILL <ID id | ADDR ip:port | USER name | SKIPME yes|no>
+ * ... (the count closed; SKIPME yes by default). */
+static void client_kill(cmd_call_t *call)
+{
+    conn_t *c = call->conn;
+    conn_kill_filter_t f = { 0 };
+    char addr[64], user[USERS_NAME_MAX + 1], b[40];
+    int old_form = call->argc == 3;
+    if (old_form) {
+        if (call->argv[2].len >= sizeof addr) {
+            resp_add_error(call->out, "ERR No such client");
+            return;
+        }
+        memcpy(addr, call->argv[2].ptr, call->argv[2].len);
+        addr[call->argv[2].len] = '\0';
+        f.addr = addr;
+    } else {
+        if (call->argc % 2 != 0) {
+            resp_add_error(call->out, "ERR CLIENT KILL takes filter-value pairs: ID id | ADDR ip:port | USER name | "
+                                      "SKIPME yes|no");
+            return;
+        }
+        f.skip_self = 1;
+        for (size_t i = 2; i + 1 < call->argc; i += 2) {
+            const resp_arg_t *k = &call->argv[i], *v = &call->argv[i + 1];
+            if (cmd_arg_is(k, "id")) {
+                if (cmd_parse_u64(v, &f.id) != 0 || f.id == 0) {
+                    resp_add_errorf(call->out, "ERR CLIENT KILL ID '%s' is not a client id (a positive integer)",
+                                    cmd_shown(v, b, sizeof b));
+                    return;
+                }
+            } else if (cmd_arg_is(k, "addr") || cmd_arg_is(k, "user")) {
+                int is_addr = cmd_arg_is(k, "addr");
+                char *dst = is_addr ? addr : user;
+                size_t cap = is_addr ? sizeof addr : sizeof user;
+                if (v->len == 0 || v->len >= cap) {
+                    resp_add_errorf(call->out, "ERR CLIENT KILL %s '%s': no client can have it", is_addr ? "ADDR" : "USER",
+                                    cmd_shown(v, b, sizeof b));
+                    return;
+                }
+                memcpy(dst, v->ptr, v->len);
+                dst[v->len] = '\0';
+                if (is_addr) {
+                    f.addr = addr;
+                } else {
+                    f.user = user;
+                }
+            } else if (cmd_arg_is(k, "skipme")) {
+                if (!cmd_arg_is(v, "yes") && !cmd_arg_is(v, "no")) {
+                    resp_add_errorf(call->out, "ERR CLIENT KILL SKIPME '%s': yes or no", cmd_shown(v, b, sizeof b));
+                    return;
+                }
+                f.skip_self = cmd_arg_is(v, "yes");
+            } else {
+                resp_add_errorf(call->out,
+                                "ERR CLIENT KILL filter '%s' is not supported (ID, ADDR, USER, SKIPME)",
+                                cmd_shown(k, b, sizeof b));
+                return;
+            }
+        }
+    }
+    int self_matched;
+    size_t n = conn_kill(c->set, &f, c, &self_matched);
+    if (self_matched) {
+        call->close_after = 1;
+    }
+    if (!old_form) {
+        resp_add_int(call->out, (long long)n);
+    } else if (n == 0) {
+        resp_add_error(call->out, "ERR No such client");
+    } else {
+        resp_add_simple(call->out, "OK");
+    }
+}
+
 void cmd_client(cmd_call_t *call)
 {
     conn_t *c = call->conn;
@@ -366,19 +442,23 @@ void cmd_client(cmd_call_t *call)
         resp_add_simple(out, "OK");
     } else if ((cmd_arg_is(sub, "no-evict") || cmd_arg_is(sub, "no-touch")) && call->argc == 3) {
         resp_add_simple(out, "OK");
+    } else if (cmd_arg_is(sub, "kill") && call->argc >= 3) {
+        client_kill(call);
     } else if (cmd_arg_is(sub, "list") || cmd_arg_is(sub, "info")) {
         buf_t text = BUF_INIT;
         conn_list(c->set, &text, cmd_arg_is(sub, "info") ? c : NULL);
         resp_add_verbatim(out, "txt", text.data ? text.data : "", text.len);
         buf_free(&text);
     } else if (cmd_arg_is(sub, "help")) {
-        resp_add_array(out, 6);
-        resp_add_simple(out, "CLIENT SETNAME name | GETNAME | ID | SETINFO attr value | LIST | INFO");
+        resp_add_array(out, 7);
+        resp_add_simple(out, "CLIENT SETNAME name | GETNAME | ID | SETINFO attr value | LIST | INFO | KILL filter value ...");
         resp_add_simple(out, "SETNAME: name this connection (shown by CLIENT LIST)");
         resp_add_simple(out, "GETNAME: the name, or null");
         resp_add_simple(out, "ID: this connection's id");
         resp_add_simple(out, "SETINFO: accepted and ignored (client library name/version)");
         resp_add_simple(out, "LIST / INFO: every connection / this one");
+        resp_add_simple(out, "KILL ip:port | KILL [ID id] [ADDR ip:port] [USER name] [SKIPME yes|no]: close clients "
+                             "(admin); the second form replies how many");
     } else {
         char b[40];
         resp_add_errorf(out, "ERR unknown subcommand or wrong number of arguments for '%s'. Try CLIENT HELP.",

@@ -79,6 +79,7 @@ static const cmd_sub_t dlq_subs[] = {
 
 static const cmd_sub_t client_subs[] = {
     { "list", R_ADM }, /* every client's address and name */
+    { "kill", R_ADM }, /* close other clients */
     { NULL, 0 },
 };
 
@@ -129,8 +130,8 @@ static const cmd_def_t commands[] = {
       "store the queued SENDs in one batch; replies their ids" },
     { "discard", 1, CMD_LOOP, R_PROD, NULL, cmd_discard, "", "drop the queued SENDs" },
     { "command", -1, CMD_LOOP, R_ANY, NULL, cmd_command, "[COUNT|DOCS|LIST|INFO name...|HELP]", "the command table" },
-    { "client", -2, CMD_LOOP, R_ANY, client_subs, cmd_client, "SETNAME n|GETNAME|ID|SETINFO k v|LIST|INFO",
-      "connection facts" },
+    { "client", -2, CMD_LOOP, R_ANY, client_subs, cmd_client, "SETNAME n|GETNAME|ID|SETINFO k v|LIST|INFO|KILL filter v ...",
+      "connection facts; KILL closes clients (admin)" },
     { "select", 2, CMD_LOOP, R_ANY, NULL, cmd_select, "0", "+OK for 0 (one keyspace; for Redis clients)" },
     { "config", -2, CMD_LOOP, R_ADM, NULL, cmd_config, "GET pattern", "read configuration keys" },
     { "acl", -2, CMD_LOOP, R_ANY, NULL, cmd_acl, "WHOAMI", "the user this connection is logged in as" },

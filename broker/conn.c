@@ -939,6 +939,35 @@ void conn_set_stats(const conn_set_t *s, loop_info_t *li)
     li->header_timeout_kills = s->header_kills;
 }
 
+const char *conn_user_shown(const conn_t *c)
+{
+    return c->user[0] ? c->user : (c->authenticated ? "default" : "-");
+}
+
+size_t conn_kill(conn_set_t *s, const conn_kill_filter_t *f, conn_t *self, int *self_matched)
+{
+    size_t n = 0;
+    *self_matched = 0;
+    conn_t *next;
+    for (conn_t *c = s->all; c; c = next) {
+        next = c->all_next; /* conn_close unlinks c */
+        if ((f->id != 0 && c->id != f->id) || (f->addr != NULL && strcmp(c->addr, f->addr) != 0) ||
+            (f->user != NULL && strcmp(conn_user_shown(c), f->user) != 0) || (f->skip_self && c == self)) {
+            continue;
+        }
+        n++;
+        log_info("client id=%llu addr=%s user=%s: closed by CLIENT KILL from client id=%llu user=%s",
+                 (unsigned long long)c->id, c->addr, conn_user_shown(c), (unsigned long long)self->id,
+                 conn_user_shown(self));
+        if (c == self) {
+            *self_matched = 1;
+        } else {
+            conn_close(c);
+        }
+    }
+    return n;
+}
+
 void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
 {
     uint64_t now = mono_ms();
@@ -960,7 +989,7 @@ void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
                    (unsigned long long)((now - c->created_mono) / 1000),
                    (unsigned long long)((now - c->last_active_mono) / 1000), c->blocked ? "b" : c->multi ? "x" : "N",
                    c->multi ? 1 : -1, qbuf, c->nslots, omem, qbuf + omem, c->last_cmd[0] ? c->last_cmd : "NULL",
-                   c->user[0] ? c->user : (c->authenticated ? "default" : "-"), c->proto, c->nslots,
+                   conn_user_shown(c), c->proto, c->nslots,
                    c->tls ? "yes" : "no");
     }
 }

@@ -147,6 +147,25 @@ size_t conn_set_drain_all(conn_set_t *set);
  * kills, commands, the memory clients held at the last sweep). */
 void conn_set_stats(const conn_set_t *set, loop_info_t *li);
 
+/* CLIENT KILL's filter: every field set must match (id 0, addr NULL, user
+ * NULL: any). user is the name CLIENT LIST shows ("default" for a
+ * connection without a user that needs none, "-" before AUTH). */
+typedef struct conn_kill_filter {
+    uint64_t id;
+    const char *addr; /* "ip:port" */
+    const char *user;
+    int skip_self; /* 1: never the caller's own connection */
+} conn_kill_filter_t;
+
+/* Close every connection matching f, each logged with who asked (self,
+ * the caller). Others are closed at once (their queued replies dropped);
+ * self, when it matches, only after its reply (*self_matched = 1: the
+ * caller sets close_after). Returns how many matched. */
+size_t conn_kill(conn_set_t *set, const conn_kill_filter_t *f, conn_t *self, int *self_matched);
+
+/* The user name CLIENT LIST shows for c. */
+const char *conn_user_shown(const conn_t *c);
+
 /* CLIENT LIST / CLIENT INFO text: one line per client (only: just that one). */
 void conn_list(const conn_set_t *set, buf_t *out, const conn_t *only);
 

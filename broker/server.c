@@ -609,6 +609,7 @@ static void tls_files(const config_t *cfg, tls_server_files_t *f)
     f->cert_file = cfg->tls_cert_file;
     f->key_file = cfg->tls_key_file;
     f->ca_file = cfg->tls_ca_cert_file;
+    f->crl_file = cfg->tls_crl_file;
     f->clients = (tls_clients_t)cfg->tls_auth_clients;
     f->session_id = "hourglass-broker";
 }

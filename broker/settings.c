@@ -60,6 +60,10 @@ static const cfg_key_t cfg_keys[] = {
     { CFG_KEY("tls-ca-cert-file", CFG_STRING, NULL, 0, 0, OFF(tls_ca_cert_file),
               "CA certificates (PEM) that client certificates must chain to (tls-auth-clients)"),
       .hint = "FILE", .reload = 1 },
+    { CFG_KEY("tls-crl-file", CFG_STRING, NULL, 0, 0, OFF(tls_crl_file),
+              "CRLs (PEM) of the CAs in tls-ca-cert-file: a client certificate revoked in them, or whose CA has no "
+              "CRL there, is refused"),
+      .hint = "FILE", .reload = 1 },
     { CFG_KEY("tls-auth-clients", CFG_ENUM, "no", 0, 2, OFF(tls_auth_clients),
               "mutual TLS: yes: a client certificate signed by tls-ca-cert-file is required; optional: checked "
               "when sent; no: not asked for"),
@@ -284,6 +288,9 @@ static int config_validate_tls(const config_t *c, char *err, size_t errlen)
         if (c->tls_auth_clients != TLS_AUTH_NO) {
             return err_set(err, errlen, "tls-auth-clients is set but tls-port is 0 (TLS is off)");
         }
+        if (c->tls_crl_file != NULL) {
+            return err_set(err, errlen, "tls-crl-file is set but tls-port is 0 (TLS is off)");
+        }
         return 0;
     }
     if (c->tls_cert_file == NULL || c->tls_key_file == NULL) {
@@ -292,6 +299,10 @@ static int config_validate_tls(const config_t *c, char *err, size_t errlen)
     if (c->tls_auth_clients != TLS_AUTH_NO && c->tls_ca_cert_file == NULL) {
         return err_set(err, errlen, "tls-auth-clients %s needs tls-ca-cert-file (the CA client certificates chain to)",
                        c->tls_auth_clients == TLS_AUTH_YES ? "yes" : "optional");
+    }
+    if (c->tls_crl_file != NULL && c->tls_auth_clients == TLS_AUTH_NO) {
+        return err_set(err, errlen,
+                       "tls-crl-file is set but tls-auth-clients is no (CRLs are checked on client certificates)");
     }
     if (c->tls_port == c->port) {
         return err_set(err, errlen, "tls-port %lld is the same as port", c->tls_port);

@@ -56,6 +56,7 @@ typedef struct config {
     /* TLS (common/tls_server.h) */
     long long tls_port;                                    /* 0 = off; with it set, port 0 = no plaintext listener */
     char *tls_cert_file, *tls_key_file, *tls_ca_cert_file; /* NULL: unset */
+    char *tls_crl_file;                                    /* NULL: no revocation check */
     int tls_auth_clients;                                  /* TLS_AUTH_NO | YES | OPTIONAL */
     char *users_file; /* NULL: no users, no AUTH (broker/users.h) */
     /* storage */

@@ -31,6 +31,7 @@
 
 struct tls_server {
     SSL_CTX *ctx; /* the current context; connections hold their own reference */
+    int crls;     /* CRLs loaded into ctx from crl_file (0: none checked) */
 };
 
 /* Join the reasons of the errors next() yields into buf[len]. */
@@ -134,14 +135,36 @@ static int check_readable(const char *key, const char *path, char *err, size_t e
     return 0;
 }
 
-/* A complete new context from the files, or NULL with err. */
-static SSL_CTX *tls_build(const tls_server_files_t *f, char *err, size_t errlen)
+/* Load the CRLs of path (PEM) into ctx's store and check client
+ * certificates against them. The count loaded, or -1 with err. */
+static int load_crls(SSL_CTX *ctx, const char *key, const char *path, char *err, size_t errlen)
 {
-    char why[512], cert_key[64], key_key[64], ca_key[64];
+    char why[512];
+    X509_STORE *store = SSL_CTX_get_cert_store(ctx);
+    X509_LOOKUP *lookup = X509_STORE_add_lookup(store, X509_LOOKUP_file());
+    int n = lookup != NULL ? X509_load_crl_file(lookup, path, X509_FILETYPE_PEM) : 0;
+    if (n <= 0) {
+        tls_error_text(why, sizeof why);
+        return err_set(err, errlen, "%s %s: no CRL in it%s%s", key, path, why[0] ? ": " : "", why);
+    }
+    /* The leaf only: a client certificate whose issuer has no CRL here is
+     * refused ("unable to get certificate CRL"); intermediates are not
+     * looked up (X509_V_FLAG_CRL_CHECK_ALL would want a CRL of each). */
+    X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK);
+    return n;
+}
+
+/* A complete new context from the files, or NULL with err; *crls: the
+ * number of CRLs it checks. */
+static SSL_CTX *tls_build(const tls_server_files_t *f, int *crls, char *err, size_t errlen)
+{
+    char why[512], cert_key[64], key_key[64], ca_key[64], crl_key[64];
     const char *prefix = f->key_prefix != NULL ? f->key_prefix : "tls";
     snprintf(cert_key, sizeof cert_key, "%s-cert-file", prefix);
     snprintf(key_key, sizeof key_key, "%s-key-file", prefix);
     snprintf(ca_key, sizeof ca_key, "%s-ca-cert-file", prefix);
+    snprintf(crl_key, sizeof crl_key, "%s-crl-file", prefix);
+    *crls = 0;
     ERR_clear_error();
     if (f->cert_file == NULL || f->key_file == NULL) {
         err_set(err, errlen, "TLS needs %s and %s", cert_key, key_key);
@@ -149,7 +172,8 @@ static SSL_CTX *tls_build(const tls_server_files_t *f, char *err, size_t errlen)
     }
     if (check_readable(cert_key, f->cert_file, err, errlen) != 0 ||
         check_readable(key_key, f->key_file, err, errlen) != 0 ||
-        (f->ca_file != NULL && check_readable(ca_key, f->ca_file, err, errlen) != 0)) {
+        (f->ca_file != NULL && check_readable(ca_key, f->ca_file, err, errlen) != 0) ||
+        (f->crl_file != NULL && check_readable(crl_key, f->crl_file, err, errlen) != 0)) {
         return NULL;
     }
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
@@ -189,6 +213,9 @@ static SSL_CTX *tls_build(const tls_server_files_t *f, char *err, size_t errlen)
         }
         SSL_CTX_set_client_CA_list(ctx, names);
     }
+    if (f->crl_file != NULL && (*crls = load_crls(ctx, crl_key, f->crl_file, err, errlen)) < 0) {
+        goto fail;
+    }
     switch (f->clients) {
     case TLS_CLIENTS_YES:
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
@@ -209,24 +236,28 @@ fail:
 int tls_server_new(const tls_server_files_t *files, tls_server_t **out, char *err, size_t errlen)
 {
     *out = NULL;
-    SSL_CTX *ctx = tls_build(files, err, errlen);
+    int crls;
+    SSL_CTX *ctx = tls_build(files, &crls, err, errlen);
     if (ctx == NULL) {
         return -1;
     }
     tls_server_t *t = xcalloc(1, sizeof *t);
     t->ctx = ctx;
+    t->crls = crls;
     *out = t;
     return 0;
 }
 
 int tls_server_reload(tls_server_t *t, const tls_server_files_t *files, char *err, size_t errlen)
 {
-    SSL_CTX *ctx = tls_build(files, err, errlen);
+    int crls;
+    SSL_CTX *ctx = tls_build(files, &crls, err, errlen);
     if (ctx == NULL) {
         return -1;
     }
     SSL_CTX_free(t->ctx); /* open connections keep their reference */
     t->ctx = ctx;
+    t->crls = crls;
     return 0;
 }
 
@@ -269,7 +300,11 @@ void tls_server_describe(const tls_server_t *t, char *buf, size_t len)
         }
         BIO_free(mem);
     }
-    snprintf(buf, len, "subject %s, serial %s, expires %s", subject, serial, expires);
+    int n = snprintf(buf, len, "subject %s, serial %s, expires %s", subject, serial, expires);
+    if (t->crls > 0 && n >= 0 && (size_t)n < len) {
+        snprintf(buf + n, len - (size_t)n, "; client certificates checked against %d CRL%s", t->crls,
+                 t->crls == 1 ? "" : "s");
+    }
 }
 
 int tls_server_expired(const tls_server_t *t)

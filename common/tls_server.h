@@ -10,7 +10,10 @@
  * file (checked to match), and with client verification yes/optional the
  * CAs of the CA file that client certificates must chain to (yes: a client
  * without one is refused in the handshake; optional: one that is sent must
- * verify).
+ * verify). With a CRL file, a client certificate must also not be revoked
+ * in it, and its issuer must have a CRL there (OpenSSL's leaf CRL check: an
+ * issuer without one, or a CRL past its nextUpdate, refuses the client; so
+ * a CRL is renewed before it runs out and SIGHUP reads it again).
  *
  * Reload (SIGHUP): tls_server_reload builds a complete new SSL_CTX from the
  * files; only when every step succeeds it replaces the current one. An SSL
@@ -20,7 +23,7 @@
  *
  * Errors name the program's own config keys: the files struct carries the
  * prefix of their names ("tls" gives tls-cert-file, tls-key-file,
- * tls-ca-cert-file; "https" gives https-cert-file …).
+ * tls-ca-cert-file, tls-crl-file; "https" gives https-cert-file …).
  *
  * Everything here runs on the event-loop thread (start-up: the main thread
  * before the loop runs).
@@ -44,6 +47,7 @@ typedef struct tls_server_files {
     const char *cert_file;  /* the chain, leaf first (PEM) */
     const char *key_file;   /* its private key (PEM, unencrypted) */
     const char *ca_file;    /* NULL, or the CAs client certificates chain to */
+    const char *crl_file;   /* NULL, or the CRLs (PEM) a client certificate must not be revoked in */
     tls_clients_t clients;
     const char *session_id; /* the session id context (the program's name) */
 } tls_server_files_t;

@@ -40,6 +40,24 @@ topic_state_t *store_topic_get_or_create(store_t *s, const char *name, size_t le
     return t;
 }
 
+void store_topic_add_group(group_state_t *g)
+{
+    g->topic->groups++;
+    g->next_in_topic = g->topic->first_group;
+    g->topic->first_group = g;
+}
+
+/* Unbind g from its topic (store_topic_add_group's reverse). */
+static void topic_remove_group(group_state_t *g)
+{
+    group_state_t **at = &g->topic->first_group;
+    while (*at != g) {
+        at = &(*at)->next_in_topic;
+    }
+    *at = g->next_in_topic;
+    g->topic->groups--;
+}
+
 group_state_t *store_group_new(store_t *s, const char *name, size_t len, topic_state_t *t, int from_first,
                                uint32_t max_reconsume, uint64_t now_ms)
 {
@@ -57,7 +75,7 @@ group_state_t *store_group_new(store_t *s, const char *name, size_t len, topic_s
         g->cursor = s->next_seq;
         g->position = t->appended;
     }
-    t->groups++;
+    store_topic_add_group(g);
     map_put(&s->groups, g->name, g->len, g);
     store_mark_group(s, g);
     store_mark_woken(s, t); /* from the first message, it may have some ready at once */
@@ -232,7 +250,7 @@ static int delete_range(store_t *s, const group_state_t *g, const key_buf_t *k, 
     for (; store_iter_in(it, k->b, k->n, &key, &klen); leveldb_iter_next(it)) {
         msg_t m;
         if (store_iter_msg(it, &m, "a group range", err, errlen) != 0 ||
-            idx_copy_gone(s, m.id, g->name, g->len, g->gen, err, errlen) != 0) {
+            idx_copy_gone(s, g->topic, m.id, g->name, g->len, g->gen, err, errlen) != 0) {
             rc = -1;
             break;
         }
@@ -267,7 +285,7 @@ static int delete_leases(store_t *s, const group_state_t *g, const char *group, 
         key_lease(&lk, be64_get(v), group, group_len, id);
         store_del(s, &lk);
         store_del_raw(s, key, klen);
-        if (idx_copy_gone(s, id, group, group_len, g->gen, err, errlen) != 0) {
+        if (idx_copy_gone(s, g->topic, id, group, group_len, g->gen, err, errlen) != 0) {
             rc = -1;
             break;
         }
@@ -303,7 +321,7 @@ int store_group_delete(store_t *s, const char *group, size_t group_len, int *fou
     }
     key_record(&k, KEY_GROUP_RECORD, group, group_len);
     store_del(s, &k);
-    g->topic->groups--;
+    topic_remove_group(g);
     store_mark_woken(s, g->topic); /* a PULL waiting on it now waits on the topic */
     /* It is not dirty: store_read_begin committed everything before we started. */
     map_del(&s->groups, group, group_len);

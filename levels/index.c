@@ -7,7 +7,8 @@
  *                                journey on a level ('L' level due seq) or the
  *                                topic log ('T' seq), or nowhere (0) once only
  *                                groups hold it — with its topic and key. It
- *                                exists while ANY copy of the message exists.
+ *                                exists while the message's own copy or a copy
+ *                                of a live group incarnation exists.
  *   'K' topic 0 klen key id      (empty) one per 'X' whose key is not empty:
  *                                FIND and DEDUP walk one (topic, key) prefix.
  *   'Y' id group 0 gen           where group incarnation gen holds a copy: a
@@ -15,13 +16,20 @@
  *                                seq), retry-ready ('R' seq), the DLQ ('D').
  *
  * Lifetimes. A message's own copy moves (hops, enters the log) by rewriting
- * 'X'; leaving the store (topic-log GC, REVOKE) drops 'X' and 'K' unless a 'Y'
- * of the id remains. A group copy moves by rewriting its 'Y'; leaving (ACK,
- * DLQ DROP, a retry of a deleted group dropped when due, GROUP DEL) drops it,
- * and 'X' / 'K' with it when nothing else holds the message. Deciding "was
- * that the last copy" reads committed data; a 'Y' deleted earlier in the same
- * pending batch is still visible there, so those deletes are remembered
- * (idx_dropped) until the batch is written.
+ * 'X'; leaving the store (topic-log GC, REVOKE) drops 'X' and 'K' unless a
+ * live group of its topic still holds a copy. A group copy moves by rewriting
+ * its 'Y'; leaving (ACK, DLQ DROP, a retry of a deleted group dropped when
+ * due, GROUP DEL) drops it, and 'X' / 'K' with it when nothing else holds the
+ * message. "Nothing else" counts the live groups only: a deleted group's
+ * delayed retries stay on their level (and keep their 'Y') until they fall due
+ * and are dropped, but they are never delivered, so they keep no 'X' (GET
+ * shows no deleted group either). Deciding "was that the last copy" is one Get
+ * of the 'Y' key of each other group bound to the topic (the store links a
+ * topic's groups in memory), then one of 'X' — never a walk of the 'Y' id
+ * range, which would step over every copy deleted after it. The Gets read
+ * committed data; a 'Y' deleted earlier in the same pending batch is still
+ * visible there, so those deletes are remembered (idx_dropped) until the
+ * batch is written.
  *
  * SEND … DEDUP without a commit: a DEDUP SEND is a read of the key index,
  * and committing the pending batch before each one broke group commit (one
@@ -162,9 +170,43 @@ static void home_drop(store_t *s, uint64_t id, const char *topic, size_t tlen, c
     }
 }
 
-/* 1 when a group copy of id other than `except` (a 'Y' key, may be NULL) is
- * held: in committed data and not deleted in the pending batch. */
-static int other_copy(store_t *s, uint64_t id, const key_buf_t *except, char *err, size_t errlen)
+/* 1 when a live group of topic t (NULL: none) other than the one of `except`
+ * (a 'Y' key, may be NULL) holds a copy of id: one Get of its 'Y' key per
+ * group bound to t, in committed data and not deleted in the pending batch.
+ * Gets, not a walk of the 'Y' id prefix: past id's own entries such a walk
+ * steps over every entry deleted since (the ids acked after it), and with
+ * delays that fall due out of id order those are most of the range. A
+ * deleted group's delayed retry (its 'Y' stays until it falls due and is
+ * dropped) is not asked about: it is never delivered. */
+static int live_copy(store_t *s, const topic_state_t *t, uint64_t id, const key_buf_t *except, char *err,
+                     size_t errlen)
+{
+    for (const group_state_t *g = t != NULL ? t->first_group : NULL; g != NULL; g = g->next_in_topic) {
+        key_buf_t k;
+        key_copy_index(&k, id, g->name, g->len, g->gen);
+        if (except != NULL && k.n == except->n && memcmp(k.b, except->b, k.n) == 0) {
+            continue;
+        }
+        if (s->idx_dropped.used > 0 && map_get(&s->idx_dropped, k.b, k.n) != NULL) {
+            continue;
+        }
+        char *v;
+        size_t vlen;
+        int found = store_get(s, &k, &v, &vlen, err, errlen);
+        if (found < 0) {
+            return -1;
+        }
+        if (found) {
+            leveldb_free(v);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* 1 when any 'Y' entry of id is in committed data, a deleted group's
+ * included (store_check: a placeless 'X' names some copy). */
+static int any_copy(store_t *s, uint64_t id, char *err, size_t errlen)
 {
     key_buf_t k;
     key_msg_index(&k, id);
@@ -173,24 +215,17 @@ static int other_copy(store_t *s, uint64_t id, const key_buf_t *except, char *er
     const char *key;
     size_t klen;
     int found = 0;
-    for (; store_iter_in(it, k.b, k.n, &key, &klen); leveldb_iter_next(it)) {
-        if (except != NULL && klen == except->n && memcmp(key, except->b, klen) == 0) {
-            continue;
-        }
-        if (map_get(&s->idx_dropped, key, klen) != NULL) {
-            continue;
-        }
+    if (store_iter_in(it, k.b, k.n, &key, &klen)) {
         found = 1;
-        break;
     }
     int rc = store_iter_error(it, "the copy index", err, errlen);
     leveldb_iter_destroy(it);
     return rc != 0 ? -1 : found;
 }
 
-int idx_home_gone(store_t *s, const msg_t *m, char *err, size_t errlen)
+int idx_home_gone(store_t *s, const topic_state_t *t, const msg_t *m, char *err, size_t errlen)
 {
-    int other = other_copy(s, m->id, NULL, err, errlen);
+    int other = live_copy(s, t, m->id, NULL, err, errlen);
     if (other < 0) {
         return -1;
     }
@@ -217,12 +252,13 @@ void idx_copy_put(store_t *s, uint64_t id, const char *group, size_t glen, uint6
     }
 }
 
-int idx_copy_gone(store_t *s, uint64_t id, const char *group, size_t glen, uint64_t gen, char *err, size_t errlen)
+int idx_copy_gone(store_t *s, const topic_state_t *t, uint64_t id, const char *group, size_t glen, uint64_t gen,
+                  char *err, size_t errlen)
 {
     key_buf_t y;
     key_copy_index(&y, id, group, glen, gen);
     store_del(s, &y);
-    int other = other_copy(s, id, &y, err, errlen);
+    int other = live_copy(s, t, id, &y, err, errlen);
     if (other < 0) {
         return -1;
     }
@@ -460,10 +496,16 @@ static int check_entry(void *ctx, const store_entry_t *e)
     }
     key_msg_index(&k, m->id);
     found = store_get(c->s, &k, &v, &vlen, c->err, c->errlen);
-    if (found <= 0) {
-        return found < 0 ? (c->bad = 1) : check_fail(c, "no message index record", m, e);
+    if (found < 0) {
+        return c->bad = 1;
     }
-    leveldb_free(v);
+    const group_state_t *g = store_group_get(c->s, m->group.ptr, m->group.len);
+    if (!found && g != NULL && g->gen == m->group_gen) { /* a deleted group's retry keeps no 'X' */
+        return check_fail(c, "no message index record", m, e);
+    }
+    if (found) {
+        leveldb_free(v);
+    }
     c->copies++;
     return 0;
 }
@@ -490,7 +532,7 @@ static int check_ranges(store_t *s, idx_check_ctx_t *c, char *err, size_t errlen
         if (h.place.tag != 0) {
             homes++;
         } else {
-            int other = other_copy(s, id, NULL, err, errlen);
+            int other = any_copy(s, id, err, errlen);
             if (other <= 0) {
                 rc = other < 0 ? -1
                                : err_set(err, errlen, "message index record %016llx names no copy at all",

@@ -31,7 +31,8 @@
  *   'D' group 0x00 id(u64)                  the group's DLQ: the message with its reason, stamp_ms = parked time
  *   'X' id(u64)                             the message index (levels/index.c): where the message's own copy is
  *                                           (its SEND journey on a level, or the topic log; or none once only
- *                                           groups hold it), its topic and key — present while any copy exists
+ *                                           groups hold it), its topic and key — present while its own
+ *                                           copy or a copy of a live group incarnation exists
  *   'K' topic 0x00 klen(u16) key id(u64)    the key index: (empty) one per message with a non-empty key, with 'X'
  *   'Y' id(u64) group 0x00 gen(u64)         the group-copy index: where that group incarnation holds the message
  *                                           (a lease, a delayed retry on a level, retry-ready, the DLQ)

@@ -365,7 +365,7 @@ int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *i
         if (found) {
             lease_delete(s, g, sorted[i], deadline);
             (*released)++;
-            if (idx_copy_gone(s, sorted[i], g->name, g->len, g->gen, err, errlen) != 0) {
+            if (idx_copy_gone(s, g->topic, sorted[i], g->name, g->len, g->gen, err, errlen) != 0) {
                 rc = -1;
                 break;
             }

@@ -560,7 +560,7 @@ static int revoke_one(store_t *s, revoke_ctx_t *c, uint64_t id, char *err, size_
         return rc;
     }
     if (rc == 0) {
-        rc = idx_home_gone(s, &m, err, errlen);
+        rc = idx_home_gone(s, t, &m, err, errlen);
     }
     if (rc == 0) {
         r->revoked++;

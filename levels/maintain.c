@@ -58,7 +58,7 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t now_ms, int budget, c
         if (t->groups == 0 && m.stamp_ms + s->opt.retention_ms > now_ms) {
             break;
         }
-        if (idx_home_gone(s, &m, err, errlen) != 0) { /* the message index (levels/index.c) */
+        if (idx_home_gone(s, t, &m, err, errlen) != 0) { /* the message index (levels/index.c) */
             rc = -1;
             break;
         }

@@ -358,7 +358,7 @@ static int load_groups(store_t *s, char *err, size_t errlen)
         g->dlq = r.dlq;
         g->created_ms = r.created_ms;
         g->topic = store_topic_get_or_create(s, r.topic, r.topic_len);
-        g->topic->groups++;
+        store_topic_add_group(g);
         g->name = xstrndup(key + 1, klen - 1);
         g->len = klen - 1;
         map_put(&s->groups, g->name, g->len, g);

@@ -64,6 +64,8 @@ typedef struct level_state {
     int dirty;
 } level_state_t;
 
+typedef struct group_state group_state_t;
+
 typedef struct topic_state {
     char *name;
     size_t len;
@@ -72,15 +74,17 @@ typedef struct topic_state {
     uint64_t sent;               /* SENDs accepted since open (not persisted: /metrics' counter) */
     uint64_t head_hint;          /* every retained entry has seq >= head_hint */
     int groups;                  /* groups bound to it */
+    group_state_t *first_group;  /* those groups, linked by next_in_topic */
     uint64_t pops_since_compact; /* GC deletions since the last compaction */
     int dirty;
     int woken; /* in store.woken: may have gained messages ready for a group (store_take_woken) */
 } topic_state_t;
 
-typedef struct group_state {
+struct group_state {
     char *name;
     size_t len;
     topic_state_t *topic;
+    group_state_t *next_in_topic; /* the next group bound to topic (topic_state_t.first_group) */
     uint64_t gen;      /* incarnation: the seq at creation */
     uint64_t cursor;   /* next topic-log seq to read */
     uint64_t position; /* topic-log entries passed (appended - position = backlog) */
@@ -90,7 +94,7 @@ typedef struct group_state {
     uint64_t retry_head_hint; /* every retry-ready entry has seq >= this */
     uint64_t pops_since_compact;
     int dirty;
-} group_state_t;
+};
 
 /* A keyed message sent in the pending batch (index.c's sent_keys). */
 typedef struct idx_sent {
@@ -236,6 +240,10 @@ group_state_t *store_group_get(const store_t *s, const char *name, size_t len);
 /* The topic of that name, created (in memory, its record dirty) when new. */
 topic_state_t *store_topic_get_or_create(store_t *s, const char *name, size_t len);
 
+/* Bind g to its topic g->topic in memory: counted in groups, linked from
+ * first_group (store_group_new, and store_open for the groups it loads). */
+void store_topic_add_group(group_state_t *g);
+
 /* A new group bound to t (the name is checked and free): from_first starts at
  * t's oldest retained entry, else at the next append. Its record is dirty and
  * counts as a pending write. */
@@ -299,15 +307,19 @@ void idx_home_put(store_t *s, const msg_t *m, const idx_place_t *p, int with_key
 void idx_key_put(store_t *s, const msg_t *m);
 
 /* The message's own copy left the store (GC, revoke): drop 'X' and 'K' when
- * no group holds a copy, else keep 'X' with no place. A read. */
-int idx_home_gone(store_t *s, const msg_t *m, char *err, size_t errlen);
+ * no live group of its topic t holds a copy, else keep 'X' with no place. A
+ * read: one Get per group bound to t. */
+int idx_home_gone(store_t *s, const topic_state_t *t, const msg_t *m, char *err, size_t errlen);
 
 /* Group g (incarnation gen) holds message id at p: write its 'Y' entry. */
 void idx_copy_put(store_t *s, uint64_t id, const char *group, size_t glen, uint64_t gen, const idx_place_t *p);
 
 /* That group copy left the store (ACK, DLQ DROP, a dropped retry, GROUP DEL):
- * drop its 'Y' entry, and 'X' / 'K' when it was the last copy. A read. */
-int idx_copy_gone(store_t *s, uint64_t id, const char *group, size_t glen, uint64_t gen, char *err, size_t errlen);
+ * drop its 'Y' entry, and 'X' / 'K' when neither the message's own copy nor a
+ * copy of another live group of its topic t (NULL: none) is left. A read: a
+ * Get per other group bound to t, and one of 'X' when none holds it. */
+int idx_copy_gone(store_t *s, const topic_state_t *t, uint64_t id, const char *group, size_t glen, uint64_t gen,
+                  char *err, size_t errlen);
 
 /* store_send, for a message with a key: remember it as sent in the pending
  * batch (the first one per topic and key is kept). */

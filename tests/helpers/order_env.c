@@ -78,17 +78,7 @@ int oe_stop(oe_env_t *env)
 
 long long oe_scalar(oe_env_t *env, const char *sql)
 {
-    if (mysql_query(env->admin, sql) != 0) {
-        fprintf(stderr, "SQL failed: %s: %s\n", sql, mysql_error(env->admin));
-        return -2;
-    }
-    MYSQL_RES *res = mysql_store_result(env->admin);
-    if (res == NULL)
-        return -2;
-    MYSQL_ROW row = mysql_fetch_row(res);
-    long long v = row == NULL || row[0] == NULL ? -1 : strtoll(row[0], NULL, 10);
-    mysql_free_result(res);
-    return v;
+    return sql_scalar(env->admin, sql);
 }
 
 long long oe_scalarf(oe_env_t *env, const char *fmt, ...)
@@ -328,4 +318,38 @@ int oe_send_ids(rc_conn_t *c, uint64_t first, uint64_t last, char *err, size_t e
             return -1;
     }
     return 0;
+}
+
+int oe_send_ids_pipelined(const oe_env_t *env, const char *topic, uint64_t n, hg_delay_t delay, int keyed, char *err,
+                          size_t errlen)
+{
+    char uri[64];
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env->broker.port);
+    hg_client_t *c;
+    hg_error_t herr;
+    if (hg_client_open(uri, NULL, &c, &herr) != HG_OK) {
+        snprintf(err, errlen, "connect to %s: %s", uri, herr.message);
+        return -1;
+    }
+    static hg_send_item_t items[OE_SEND_PIPELINE];
+    static char payloads[OE_SEND_PIPELINE][24];
+    int rc = 0;
+    for (uint64_t i = 0; i < n && rc == 0; i += OE_SEND_PIPELINE) {
+        size_t k = (size_t)(n - i < OE_SEND_PIPELINE ? n - i : OE_SEND_PIPELINE);
+        for (size_t j = 0; j < k; j++) {
+            size_t len = (size_t)snprintf(payloads[j], sizeof payloads[j], "%" PRIu64, i + j + 1);
+            items[j] = (hg_send_item_t){ .topic = topic,
+                                         .key = keyed ? payloads[j] : NULL,
+                                         .payload = payloads[j],
+                                         .payload_len = len,
+                                         .delay = delay };
+        }
+        if (hg_send_many(c, items, k, NULL) != HG_OK) {
+            snprintf(err, errlen, "hg_send_many of ids %" PRIu64 "..%" PRIu64 ": %s", i + 1, i + k,
+                     hg_client_errmsg(c));
+            rc = -1;
+        }
+    }
+    hg_client_close(c);
+    return rc;
 }

@@ -17,6 +17,7 @@
 
 #include <mysql.h>
 
+#include "include/hourglass/hourglass.h"
 #include "include/hourglass/order.h"
 #include "tests/helpers/broker_proc.h"
 #include "tests/helpers/order_fixture.h"
@@ -115,5 +116,12 @@ long long oe_metric(int port, const char *name);
 /* SEND OE_TOPIC with the payloads first..last (the order ids in decimal), one
  * by one. Returns 0, or -1 with the cause in err. */
 int oe_send_ids(rc_conn_t *c, uint64_t first, uint64_t last, char *err, size_t errlen);
+
+/* SEND topic the payloads 1..n (the order ids in decimal) through
+ * libhourglass, pipelined OE_SEND_PIPELINE at a time, each with delay; keyed:
+ * each message's key is its id too. Returns 0, or -1 with the cause in err. */
+#define OE_SEND_PIPELINE 1000
+int oe_send_ids_pipelined(const oe_env_t *env, const char *topic, uint64_t n, hg_delay_t delay, int keyed, char *err,
+                          size_t errlen);
 
 #endif

@@ -233,6 +233,24 @@ uint64_t tu_now_wall_ms(void)
     return clock_ms(CLOCK_REALTIME);
 }
 
+double tu_proc_cpu_secs(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the fields after "(comm)": comm may hold spaces */
+    unsigned long long utime = 0, stime = 0;
+    /* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+    if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
+        return -1;
+    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
 static void sleep_ms(uint64_t ms)
 {
     struct timespec ts = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L };

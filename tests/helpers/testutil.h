@@ -31,6 +31,10 @@ int tu_free_port(void);
 uint64_t tu_now_mono_ms(void);
 uint64_t tu_now_wall_ms(void);
 
+/* CPU seconds (user + system) process pid has used so far, from
+ * /proc/PID/stat; -1 when it cannot be read. */
+double tu_proc_cpu_secs(pid_t pid);
+
 /* Poll cond(ctx) every interval until it returns nonzero or deadline_ms passes.
  * Returns 0 when the condition became true, -1 on timeout. */
 int tu_poll_until(int (*cond)(void *ctx), void *ctx, int deadline_ms, int interval_ms);

@@ -89,8 +89,36 @@ static int sign(const char *csr, const char *ca, const char *ca_key, const char 
                "-extfile", ext, "-out", cert, NULL);
 }
 
+/* A CRL of the CA into crl revoking the serials (hex, NULL-terminated),
+ * made by `openssl ca -gencrl` from a revocation database written here. */
+static int make_crl(const char *dir, const char *ca, const char *ca_key, const char *crl, const char *const *serials,
+                    char *err, size_t errlen)
+{
+    char cnf[600], db[600], number[600], conf_text[2048], db_text[1024];
+    path(cnf, sizeof cnf, dir, "crl.cnf");
+    path(db, sizeof db, dir, "crl-index.txt");
+    path(number, sizeof number, dir, "crl-number");
+    snprintf(conf_text, sizeof conf_text,
+             "[ca]\ndefault_ca = test_ca\n[test_ca]\ndatabase = %s\ncrlnumber = %s\ndefault_md = sha256\n"
+             "default_crl_days = 2\n",
+             db, number);
+    size_t used = 0;
+    db_text[0] = '\0';
+    for (const char *const *sn = serials; *sn != NULL && used < sizeof db_text; sn++) {
+        /* status, expiry, revocation date, serial, file, subject */
+        used += (size_t)snprintf(db_text + used, sizeof db_text - used, "R\t301231000000Z\t200101000000Z\t%s\tunknown\t/CN=x\n",
+                                 *sn);
+    }
+    if (tu_write_file(cnf, conf_text) != 0 || tu_write_file(db, db_text) != 0 || tu_write_file(number, "01\n") != 0) {
+        return fail(err, errlen, "cannot write the CRL database in %s", dir);
+    }
+    return run(err, errlen, "ca", "-gencrl", "-config", cnf, "-keyfile", ca_key, "-cert", ca, "-out", crl, NULL);
+}
+
 int tc_make(const char *dir, tc_certs_t *c, char *err, size_t errlen)
 {
+    static const char *const revoked[] = { TC_SERIAL_REVOKED, NULL };
+    static const char *const revoked_all[] = { TC_SERIAL_REVOKED, TC_SERIAL_CLIENT, NULL };
     char csr[600], ext_server[600], ext_client[600], other_key[600], other_csr[600];
     memset(c, 0, sizeof *c);
     snprintf(c->dir, sizeof c->dir, "%s", dir);
@@ -102,6 +130,10 @@ int tc_make(const char *dir, tc_certs_t *c, char *err, size_t errlen)
     path(c->expired, sizeof c->expired, dir, "expired.pem");
     path(c->client, sizeof c->client, dir, "client.pem");
     path(c->client_key, sizeof c->client_key, dir, "client.key");
+    path(c->revoked, sizeof c->revoked, dir, "revoked.pem");
+    path(c->revoked_key, sizeof c->revoked_key, dir, "revoked.key");
+    path(c->crl, sizeof c->crl, dir, "crl.pem");
+    path(c->crl_all, sizeof c->crl_all, dir, "crl-all.pem");
     path(c->other_ca, sizeof c->other_ca, dir, "other-ca.pem");
     path(other_key, sizeof other_key, dir, "other-ca.key");
     path(c->other_client, sizeof c->other_client, dir, "other-client.pem");
@@ -123,6 +155,10 @@ int tc_make(const char *dir, tc_certs_t *c, char *err, size_t errlen)
         sign(csr, c->ca, c->ca_key, c->expired, TC_SERIAL_EXPIRED, "-1", ext_server, err, errlen) != 0 ||
         make_csr(other_csr, c->client_key, "hourglass-test-client", err, errlen) != 0 ||
         sign(other_csr, c->ca, c->ca_key, c->client, TC_SERIAL_CLIENT, "2", ext_client, err, errlen) != 0 ||
+        make_csr(other_csr, c->revoked_key, "hourglass-revoked-client", err, errlen) != 0 ||
+        sign(other_csr, c->ca, c->ca_key, c->revoked, TC_SERIAL_REVOKED, "2", ext_client, err, errlen) != 0 ||
+        make_crl(dir, c->ca, c->ca_key, c->crl, revoked, err, errlen) != 0 ||
+        make_crl(dir, c->ca, c->ca_key, c->crl_all, revoked_all, err, errlen) != 0 ||
         make_csr(other_csr, c->other_client_key, "other-client", err, errlen) != 0 ||
         sign(other_csr, c->other_ca, other_key, c->other_client, "3001", "2", ext_client, err, errlen) != 0) {
         return -1;

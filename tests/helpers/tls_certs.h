@@ -14,6 +14,11 @@
  *                                  notBefore: expired
  *   client.pem / client.key        CN=hourglass-test-client, clientAuth,
  *                                  serial TC_SERIAL_CLIENT
+ *   revoked.pem / revoked.key      CN=hourglass-revoked-client, clientAuth,
+ *                                  serial TC_SERIAL_REVOKED
+ *   crl.pem                        the test CA's CRL: TC_SERIAL_REVOKED revoked
+ *   crl-all.pem                    the test CA's next CRL: TC_SERIAL_REVOKED
+ *                                  and TC_SERIAL_CLIENT revoked
  *   other-ca.pem                   an unrelated CA ("Other Test CA")
  *   other-client.pem / .key        a client certificate signed by it
  * Returns 0 with the paths in *c, or -1 with the failing command's output
@@ -34,12 +39,14 @@
 #define TC_SERIAL_SERVER2 "1002"
 #define TC_SERIAL_EXPIRED "1003"
 #define TC_SERIAL_CLIENT  "2001"
+#define TC_SERIAL_REVOKED "2002"
 
 typedef struct tc_certs {
     char dir[512];
     char ca[600], ca_key[600];
     char server[600], server_key[600], server2[600], expired[600];
     char client[600], client_key[600];
+    char revoked[600], revoked_key[600], crl[600], crl_all[600];
     char other_ca[600], other_client[600], other_client_key[600];
 } tc_certs_t;
 

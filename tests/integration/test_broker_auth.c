@@ -15,6 +15,9 @@
  *    AUTH default pass; ACL WHOAMI;
  *  - SIGHUP re-reads the users file: a removed user is logged out, new roles
  *    apply at once, a bad file keeps the old users;
+ *  - CLIENT KILL (admin): by USER (every connection of it), ID with ADDR,
+ *    the old ip:port form, SKIPME; refusals name the filter; each kill and
+ *    the audit line logged;
  *  - protected mode: bound to 0.0.0.0 without users, a client reaching the
  *    broker through this machine's non-loopback address is told DENIED and
  *    closed (loopback works); allow-remote yes lets it in with a warning in
@@ -189,6 +192,7 @@ static void test_roles(void)
         { { "CONFIG", "GET", "port" }, P, P, P },
         { { "CLIENT", "LIST" }, P, P, P },
         { { "CLIENT", "ID" }, NULL, NULL, NULL },
+        { { "CLIENT", "KILL", "ID", "999999" }, P, P, P },
         { { "COMMAND", "COUNT" }, NULL, NULL, NULL },
         { { "SHUTDOWN" }, P, P, P },
         { { "GROUP", "DEL", "gone" }, P, P, P },
@@ -454,6 +458,108 @@ static void test_protected_mode(void)
     cleanup_users();
 }
 
+/* The id and "ip:port" of c's connection (CLIENT ID, CLIENT INFO). */
+static void conn_facts(rc_conn_t *c, long long *id, char *addr, size_t addrlen)
+{
+    char e[512];
+    resp_reply_t *r = rc_cmd(c, "CLIENT", "ID", NULL);
+    BP_REQUIRE(r != NULL && rc_int(r, id) == 0, "CLIENT ID: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    r = rc_cmd(c, "CLIENT", "INFO", NULL);
+    BP_REQUIRE(r != NULL && r->str != NULL, "CLIENT INFO: %s", rc_describe(r, e, sizeof e));
+    const char *a = strstr(r->str, " addr=");
+    BP_REQUIRE(a != NULL, "CLIENT INFO without addr: %s", r->str);
+    a += 6;
+    size_t n = strcspn(a, " ");
+    snprintf(addr, addrlen, "%.*s", (int)n, a);
+    resp_reply_free(r);
+}
+
+/* 1 when the broker closed c: a PING gets no reply. */
+static int closed_by_broker(rc_conn_t *c)
+{
+    c->timeout_ms = 10000;
+    resp_reply_t *r = rc_cmd(c, "PING", NULL);
+    int closed = r == NULL;
+    resp_reply_free(r);
+    return closed;
+}
+
+/* Expect the integer want from argv on c. */
+static void expect_count(rc_conn_t *c, long long want, const char *const *argv)
+{
+    char e[512];
+    int argc = 0;
+    while (argv[argc] != NULL)
+        argc++;
+    long long got = -1;
+    resp_reply_t *r = rc_cmdv(c, argc, argv, NULL);
+    BP_CHECK(r != NULL && rc_int(r, &got) == 0 && got == want, "%s %s %s %s: %s, want %lld", argv[0], argv[1],
+             argv[2], argc > 3 ? argv[3] : "", rc_describe(r, e, sizeof e), want);
+    resp_reply_free(r);
+}
+
+#define EXPECT_COUNT(c, want, ...)                   \
+    do {                                             \
+        const char *argv_[] = { __VA_ARGS__, NULL }; \
+        expect_count(c, want, argv_);                \
+    } while (0)
+
+static void test_client_kill(void)
+{
+    start_with_users();
+    rc_conn_t prod, prod2, cons, view, adm;
+    connect_as(&prod, "shop", "pw-shop");
+    connect_as(&prod2, "shop", "pw-shop");
+    connect_as(&cons, "canceller", "pw-canceller");
+    connect_as(&view, "grafana", "pw-grafana");
+    connect_as(&adm, "ops", "pw-ops");
+    long long cons_id, view_id, adm_id;
+    char cons_addr[64], view_addr[64], adm_addr[64], id_text[32], e[512];
+    conn_facts(&cons, &cons_id, cons_addr, sizeof cons_addr);
+    conn_facts(&view, &view_id, view_addr, sizeof view_addr);
+    conn_facts(&adm, &adm_id, adm_addr, sizeof adm_addr);
+
+    /* Refusals name the problem and close nothing. */
+    EXPECT(&adm, "admin", "ERR CLIENT KILL filter 'LADDR' is not supported", "CLIENT", "KILL", "LADDR", "x");
+    EXPECT(&adm, "admin", "ERR CLIENT KILL ID 'abc' is not a client id", "CLIENT", "KILL", "ID", "abc");
+    EXPECT(&adm, "admin", "ERR CLIENT KILL SKIPME 'maybe': yes or no", "CLIENT", "KILL", "ID", "1", "SKIPME", "maybe");
+    EXPECT(&adm, "admin", "ERR CLIENT KILL takes filter-value pairs", "CLIENT", "KILL", "ID", "1", "USER");
+    EXPECT(&adm, "admin", "ERR No such client", "CLIENT", "KILL", "127.0.0.1:1");
+    EXPECT_COUNT(&adm, 0, "CLIENT", "KILL", "USER", "nobody");
+    EXPECT(&view, "viewer", "NOPERM", "CLIENT", "KILL", "USER", "shop");
+
+    /* USER: both of its connections; the others stay. */
+    EXPECT_COUNT(&adm, 2, "CLIENT", "KILL", "USER", "shop");
+    BP_CHECK(closed_by_broker(&prod) && closed_by_broker(&prod2), "the producer's connections are still open");
+    /* ID, and ID with ADDR (both must match). */
+    snprintf(id_text, sizeof id_text, "%lld", cons_id);
+    EXPECT_COUNT(&adm, 0, "CLIENT", "KILL", "ID", id_text, "ADDR", view_addr);
+    EXPECT_COUNT(&adm, 1, "CLIENT", "KILL", "ID", id_text, "ADDR", cons_addr);
+    BP_CHECK(closed_by_broker(&cons), "the consumer's connection is still open");
+    /* The old form: ip:port, +OK. */
+    resp_reply_t *r = rc_cmd(&adm, "CLIENT", "KILL", view_addr, NULL);
+    BP_CHECK(r != NULL && rc_str_eq(r, "OK"), "CLIENT KILL %s: %s", view_addr, rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    BP_CHECK(closed_by_broker(&view), "the viewer's connection is still open");
+    /* The caller is skipped unless SKIPME no; then it gets its reply first. */
+    snprintf(id_text, sizeof id_text, "%lld", adm_id);
+    EXPECT_COUNT(&adm, 0, "CLIENT", "KILL", "ID", id_text);
+    EXPECT_COUNT(&adm, 1, "CLIENT", "KILL", "ID", id_text, "SKIPME", "no");
+    BP_CHECK(closed_by_broker(&adm), "the admin's own connection is still open after SKIPME no");
+
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "user=canceller: closed by CLIENT KILL from client id=", 20000) == 0,
+             "no log line for the killed consumer");
+    BP_CHECK(bp_log_contains(&bt_broker, "audit: client id=") && bp_log_contains(&bt_broker, "CLIENT KILL USER shop"),
+             "no audit line for CLIENT KILL USER shop");
+    rc_close(&prod);
+    rc_close(&prod2);
+    rc_close(&cons);
+    rc_close(&view);
+    rc_close(&adm);
+    cleanup_users();
+}
+
 static void test_no_users(void)
 {
     bt_start(NULL);
@@ -479,6 +585,7 @@ static const tu_test_t auth_tests[] = {
     { "HELLO 3 AUTH, AUTH default, ACL WHOAMI", test_hello_auth },
     { "SIGHUP reloads the users file", test_reload },
     { "protected mode and allow-remote", test_protected_mode },
+    { "CLIENT KILL by ID, ADDR, USER, SKIPME; admin only; logged", test_client_kill },
     { "without users: as before", test_no_users },
     { NULL, NULL },
 };

@@ -47,6 +47,7 @@
 #include "include/hourglass/order.h"
 #include "tests/helpers/broker_proc.h"
 #include "tests/helpers/order_env.h"
+#include "tests/helpers/sql_client.h"
 #include "tests/helpers/testutil.h"
 
 #include <arpa/inet.h>
@@ -84,29 +85,10 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-static int exec_sql(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int exec_sql(const char *fmt, ...)
-{
-    char sql[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sql, sizeof sql, fmt, ap);
-    va_end(ap);
-    if (mysql_query(env.admin, sql) != 0) {
-        fprintf(stderr, "\n  SQL failed: %s: %s\n", sql, mysql_error(env.admin));
-        return -1;
-    }
-    MYSQL_RES *res = mysql_store_result(env.admin);
-    if (res != NULL)
-        mysql_free_result(res);
-    return 0;
-}
-
-
 /* A fresh database with the reference schema; a handle on it (to pay and cancel). */
 static hg_order_db *fresh_database(const char *name)
 {
-    if (exec_sql("DROP DATABASE IF EXISTS %s", name) != 0 || exec_sql("CREATE DATABASE %s", name) != 0)
+    if (sql_execf(env.admin, "DROP DATABASE IF EXISTS %s", name) != 0 || sql_execf(env.admin, "CREATE DATABASE %s", name) != 0)
         return NULL;
     hg_order_error_t err;
     hg_order_db *db = oe_open_db(&env, name, &err);
@@ -564,12 +546,12 @@ static void test_explain(void)
 {
     hg_order_db *db = fresh_database("c_explain");
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(exec_sql("USE c_explain"), 0); /* the sequence engine's tables need a current database */
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "USE c_explain"), 0); /* the sequence engine's tables need a current database */
     /* 20 000 orders: 1 % pending and overdue (200), 2.5 % pending in the
      * future (an hour on, so none turns overdue however slow the machine),
      * the rest paid or cancelled with expiries spread over the past. */
     CU_ASSERT_EQUAL_FATAL(
-        exec_sql("INSERT INTO c_explain.orders (id, user_id, status, created_at, expire_at, paid_at,"
+        sql_execf(env.admin, "INSERT INTO c_explain.orders (id, user_id, status, created_at, expire_at, paid_at,"
                  " cancelled_at) SELECT seq, seq %% 977,"
                  " CASE WHEN seq %% 100 = 0 THEN 'pending' WHEN seq %% 40 = 1 THEN 'pending'"
                  "      WHEN seq %% 2 = 0 THEN 'paid' ELSE 'cancelled' END,"
@@ -580,7 +562,7 @@ static void test_explain(void)
                  " IF(seq %% 100 <> 0 AND seq %% 40 <> 1 AND seq %% 2 = 1, NOW(6), NULL)"
                  " FROM seq_1_to_20000"),
         0);
-    CU_ASSERT_EQUAL_FATAL(exec_sql("ANALYZE TABLE c_explain.orders"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "ANALYZE TABLE c_explain.orders"), 0);
     long long overdue = oe_scalarf(
         &env, "SELECT COUNT(*) FROM orders WHERE status='pending' AND expire_at < NOW(6) - INTERVAL 1 SECOND");
     CU_ASSERT_EQUAL(overdue, 200);
@@ -630,7 +612,7 @@ static void test_explain(void)
     printf("    page query: %lld rows returned, %lld handler reads (table: 20000 rows)\n", got, reads);
     CU_ASSERT_EQUAL(got, 100);
     BP_CHECK(reads >= got && reads <= got + 5, "%lld handler reads for %lld rows", reads, got);
-    exec_sql("USE mysql");
+    sql_execf(env.admin, "USE mysql");
     hg_order_db_close(db);
 }
 
@@ -645,7 +627,7 @@ static void test_relay_fast_path_failed(void)
     CU_ASSERT_EQUAL_FATAL(seed("c_relay", 1, 20, 6000, 1), 0);
     CU_ASSERT_EQUAL_FATAL(seed("c_relay", 100, 1, -500, 1), 0);
     CU_ASSERT_EQUAL_FATAL(
-        exec_sql("UPDATE c_relay.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"), 0);
+        sql_execf(env.admin, "UPDATE c_relay.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"), 0);
     CU_ASSERT_EQUAL_FATAL(broker_cmd_ok("GROUP", "CREATE", "g_relay", "t_relay"), 0);
 
     proc_t consumer, comp;
@@ -709,7 +691,7 @@ static void test_broker_down_overdue(void)
 
     CU_ASSERT_EQUAL_FATAL(seed("c_down", 1, 20, 1500, 1), 0);
     CU_ASSERT_EQUAL_FATAL(
-        exec_sql("UPDATE c_down.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"), 0);
+        sql_execf(env.admin, "UPDATE c_down.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"), 0);
     proc_t comp;
     const char *extra[] = { "--relay-interval",
                             "200ms",
@@ -786,7 +768,7 @@ static void test_relay_locks_only_its_rows(void)
     hg_order_db *db = fresh_database("c_locks");
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     CU_ASSERT_EQUAL_FATAL(seed("c_locks", 1, 10, 600000, 1), 0);
-    CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_locks.order_timeout_msg SET status='new', attempts=0,"
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_locks.order_timeout_msg SET status='new', attempts=0,"
                                    " next_attempt_at=NOW(6) - INTERVAL 1 SECOND WHERE order_id <= 5"),
                           0);
     int silent = socket(AF_INET, SOCK_STREAM, 0);
@@ -808,15 +790,15 @@ static void test_relay_locks_only_its_rows(void)
         locked = oe_scalarf(&env, "SELECT SUM(trx_rows_locked) FROM information_schema.INNODB_TRX");
     BP_REQUIRE(locked >= 5, "the relay never held its 5 rows locked (%lld)", locked);
 
-    CU_ASSERT_EQUAL(exec_sql("SET SESSION innodb_lock_wait_timeout = 1"), 0);
+    CU_ASSERT_EQUAL(sql_execf(env.admin, "SET SESSION innodb_lock_wait_timeout = 1"), 0);
     uint64_t t0 = tu_now_mono_ms();
     /* The order service: a new order's outbox row (into the range the relay
      * scanned, and after it), and the payment of an order whose row is not
      * among the relay's. */
-    int insert_now = exec_sql("INSERT INTO c_locks.order_timeout_msg (order_id, expire_at, status, attempts,"
+    int insert_now = sql_execf(env.admin, "INSERT INTO c_locks.order_timeout_msg (order_id, expire_at, status, attempts,"
                               " next_attempt_at) VALUES (1001, NOW(6) + INTERVAL 10 MINUTE, 'new', 0,"
                               " NOW(6) - INTERVAL 2 SECOND)");
-    int insert_later = exec_sql("INSERT INTO c_locks.order_timeout_msg (order_id, expire_at, status, attempts,"
+    int insert_later = sql_execf(env.admin, "INSERT INTO c_locks.order_timeout_msg (order_id, expire_at, status, attempts,"
                                 " next_attempt_at) VALUES (1002, NOW(6) + INTERVAL 10 MINUTE, 'new', 0,"
                                 " NOW(6) + INTERVAL 10 SECOND)");
     hg_order_outcome_t out = HG_ORDER_TRANSIENT;
@@ -832,7 +814,7 @@ static void test_relay_locks_only_its_rows(void)
     CU_ASSERT_TRUE(pay == 0 && out == HG_ORDER_PAID);
     CU_ASSERT_TRUE(ms < 900);
     CU_ASSERT_TRUE(still_locked >= 5); /* the relay was still waiting for the broker */
-    exec_sql("SET SESSION innodb_lock_wait_timeout = DEFAULT");
+    sql_execf(env.admin, "SET SESSION innodb_lock_wait_timeout = DEFAULT");
 
     /* The sends time out: the rows get an attempt, a backoff and the cause. */
     double failed = wait_metric(comp.metrics_port, M "relay_send_failures_total", 5, 15000);
@@ -900,7 +882,7 @@ static void test_dlq_dropped_inspection(void)
     CU_ASSERT_EQUAL(bp_int_cmd(&d, &dropped, err, sizeof err, "DLQ", "DROP", "g_dlq_strict", "ALL", NULL), 0);
     rc_close(&d);
     CU_ASSERT_EQUAL(dropped, 10);
-    CU_ASSERT_EQUAL_FATAL(exec_sql("DELETE FROM c_dlq.order_timeout_msg"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "DELETE FROM c_dlq.order_timeout_msg"), 0);
 
     proc_t comp;
     const char *extra[] = { "--relay-interval",
@@ -1009,7 +991,7 @@ static void test_two_compensators(void)
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp[1], "two-b", "c_two", "t_two", extra), 0);
     CU_ASSERT_EQUAL_FATAL(seed("c_two", 1, 200, 3000, 1), 0);
     CU_ASSERT_EQUAL_FATAL(seed("c_two", 201, 100, 3000, 0), 0);
-    CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_two.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_two.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"
                                    " WHERE order_id <= 100"),
                           0);
     overlap_watch_t w = { .ports = { comp[0].metrics_port, comp[1].metrics_port } };
@@ -1125,10 +1107,10 @@ static void test_paid_never_touched(void)
     hg_order_outcome_t out;
     for (uint64_t id = 1; id <= 20; id++)
         CU_ASSERT_EQUAL(hg_order_pay(db, id, &out, NULL), 0);
-    CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_paid.order_timeout_msg SET status = IF(order_id <= 10, 'new', 'sent'),"
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_paid.order_timeout_msg SET status = IF(order_id <= 10, 'new', 'sent'),"
                                    " next_attempt_at = NOW(6) WHERE order_id <= 20"),
                           0);
-    CU_ASSERT_EQUAL_FATAL(exec_sql("CREATE TABLE c_paid.before_paid AS SELECT id, paid_at FROM c_paid.orders"
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "CREATE TABLE c_paid.before_paid AS SELECT id, paid_at FROM c_paid.orders"
                                    " WHERE status = 'paid'"),
                           0);
     CU_ASSERT_EQUAL_FATAL(broker_cmd_ok("GROUP", "CREATE", "g_paid", "t_paid"), 0);
@@ -1259,7 +1241,7 @@ static void test_lock_loss(void)
     CU_ASSERT_EQUAL_FATAL(cancelled, -3);
     long long holder = oe_scalarf(&env, "SELECT IS_USED_LOCK('c_lock_test')");
     CU_ASSERT_TRUE_FATAL(holder > 0);
-    CU_ASSERT_EQUAL_FATAL(exec_sql("KILL %lld", holder), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "KILL %lld", holder), 0);
     long long at_kill = oe_scalarf(&env, "SELECT COUNT(*) FROM c_lock.orders WHERE status = 'cancelled'");
     double lost = wait_metric(comp.metrics_port, M "inspection_lock_lost_total", 1, 3000);
     double held_after = metric(comp.metrics_port, M "inspection_lock_held");
@@ -1319,7 +1301,7 @@ static void test_monitor_alerts(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     CU_ASSERT_EQUAL_FATAL(seed("c_mon", 1, 7, -30000, 1), 0); /* 7 overdue pending, outbox 'sent' */
     CU_ASSERT_EQUAL_FATAL(seed("c_mon", 8, 3, 600000, 1), 0); /* 3 not due */
-    CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_mon.order_timeout_msg SET status = 'new' WHERE order_id >= 8"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_mon.order_timeout_msg SET status = 'new' WHERE order_id >= 8"), 0);
     rc_conn_t c;
     char err[512], id[64];
     CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
@@ -1416,8 +1398,8 @@ static void test_once(void)
      * outbox row → inspection; 21..30 overdue and 'new' → relayed now AND
      * cancelled by the overdue layer of the same --once; 31..35 'new', not
      * due → relayed with their remaining delay. */
-    CU_ASSERT_EQUAL_FATAL(exec_sql("DELETE FROM c_once.order_timeout_msg WHERE order_id BETWEEN 11 AND 20"), 0);
-    CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_once.order_timeout_msg SET status = 'new', attempts = 0,"
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "DELETE FROM c_once.order_timeout_msg WHERE order_id BETWEEN 11 AND 20"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_once.order_timeout_msg SET status = 'new', attempts = 0,"
                                    " next_attempt_at = NOW(6) WHERE order_id >= 21"),
                           0);
     char uri[64], out[8192];
@@ -1466,7 +1448,7 @@ static void test_once(void)
 
     /* With the broker unreachable the relay fails and so does --once. */
     CU_ASSERT_EQUAL_FATAL(seed("c_once", 41, 2, 600000, 1), 0);
-    CU_ASSERT_EQUAL_FATAL(exec_sql("UPDATE c_once.order_timeout_msg SET status = 'new', attempts = 0,"
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_once.order_timeout_msg SET status = 'new', attempts = 0,"
                                    " next_attempt_at = NOW(6) WHERE order_id >= 41"),
                           0);
     char dead[64];
@@ -1481,7 +1463,7 @@ static void test_once(void)
                                " AND attempts = 1 AND last_error IS NOT NULL AND next_attempt_at > NOW(6)"),
                     2);
     /* A database without the schema is refused at start-up (exit 1). */
-    exec_sql("CREATE DATABASE IF NOT EXISTS c_empty");
+    sql_execf(env.admin, "CREATE DATABASE IF NOT EXISTS c_empty");
     argv[11] = "c_empty";
     rc = tu_run_capture(argv, out, sizeof out);
     CU_ASSERT_EQUAL(rc, 1);

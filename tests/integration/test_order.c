@@ -66,37 +66,6 @@ static MYSQL *connect_root(const char *db)
     return sql_connect_root(&server, db);
 }
 
-/* sql_query, the result (if any) discarded. */
-static int run_sql(MYSQL *m, const char *sql)
-{
-    if (sql_query(m, sql) != 0)
-        return -1;
-    MYSQL_RES *res = mysql_store_result(m);
-    if (res != NULL)
-        mysql_free_result(res);
-    return 0;
-}
-
-/* The first column of the first row as an integer (NULL → -1, error → -2). */
-static long long scalar(MYSQL *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static long long scalar(MYSQL *m, const char *fmt, ...)
-{
-    char sql[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sql, sizeof sql, fmt, ap);
-    va_end(ap);
-    if (sql_query(m, sql) != 0)
-        return -2;
-    MYSQL_RES *res = mysql_store_result(m);
-    if (res == NULL)
-        return -2;
-    MYSQL_ROW row = mysql_fetch_row(res);
-    long long v = row == NULL ? -2 : row[0] == NULL ? -1 : strtoll(row[0], NULL, 10);
-    mysql_free_result(res);
-    return v;
-}
-
 /* The first column of the first row as a string into buf ("" when none). */
 static void text_of(MYSQL *m, char *buf, size_t buflen, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static void text_of(MYSQL *m, char *buf, size_t buflen, const char *fmt, ...)
@@ -146,9 +115,7 @@ static int db_suite_init(const char *name)
     admin = connect_root(NULL);
     if (admin == NULL)
         return -1;
-    char sql[128];
-    snprintf(sql, sizeof sql, "CREATE DATABASE %s CHARACTER SET utf8mb4", name);
-    if (run_sql(admin, sql) != 0 || mysql_select_db(admin, name) != 0)
+    if (sql_execf(admin, "CREATE DATABASE %s CHARACTER SET utf8mb4", name) != 0 || mysql_select_db(admin, name) != 0)
         return -1;
     hg_order_db *db = open_db(NULL, 0);
     if (db == NULL)
@@ -269,13 +236,12 @@ static void order_status(uint64_t id, char *buf, size_t buflen)
 
 static void lock_stock_of(MYSQL *m, uint64_t order_id)
 {
-    char sql[256];
-    CU_ASSERT_EQUAL_FATAL(run_sql(m, "START TRANSACTION"), 0);
-    snprintf(sql, sizeof sql,
-             "SELECT s.* FROM stock s JOIN order_items i ON i.sku_id = s.sku_id"
-             " WHERE i.order_id = %" PRIu64 " FOR UPDATE",
-             order_id);
-    CU_ASSERT_EQUAL_FATAL(run_sql(m, sql), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(m, "START TRANSACTION"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(m,
+                                    "SELECT s.* FROM stock s JOIN order_items i ON i.sku_id = s.sku_id"
+                                    " WHERE i.order_id = %" PRIu64 " FOR UPDATE",
+                                    order_id),
+                          0);
 }
 
 /* ---------------------------------------------------------------- suite "sql" */
@@ -504,7 +470,7 @@ static void test_cancel_outcomes(void)
     CU_ASSERT_STRING_EQUAL(status, "timeout-message");
     text_of(admin, status, sizeof status, "SELECT status FROM order_timeout_msg WHERE order_id = 1");
     CU_ASSERT_STRING_EQUAL(status, "done");
-    CU_ASSERT_EQUAL(scalar(admin, "SELECT cancelled_at IS NOT NULL AND paid_at IS NULL FROM orders WHERE id = 1"), 1);
+    CU_ASSERT_EQUAL(sql_scalarf(admin, "SELECT cancelled_at IS NOT NULL AND paid_at IS NULL FROM orders WHERE id = 1"), 1);
 
     /* again (a duplicate message) → NOT_PENDING, nothing moves */
     before = after;
@@ -544,7 +510,7 @@ static void test_cancel_outcomes(void)
     /* no reason → NULL */
     CU_ASSERT_EQUAL(hg_order_cancel(db, 4, NULL, &out, &err), 0);
     CU_ASSERT_EQUAL(out, HG_ORDER_CANCELLED);
-    CU_ASSERT_EQUAL(scalar(admin, "SELECT cancel_reason IS NULL FROM orders WHERE id = 4"), 1);
+    CU_ASSERT_EQUAL(sql_scalarf(admin, "SELECT cancel_reason IS NULL FROM orders WHERE id = 4"), 1);
 
     /* a reason too long for VARCHAR(64) in strict mode: permanent, rolled back */
     char longreason[100];
@@ -577,19 +543,19 @@ static void test_cancel_outcomes(void)
 /* A shop with its own schema configures the statements. */
 static void test_custom_sql(void)
 {
-    CU_ASSERT_EQUAL_FATAL(run_sql(admin, "CREATE TABLE shop_orders (order_no BIGINT UNSIGNED PRIMARY KEY,"
+    CU_ASSERT_EQUAL_FATAL(sql_execf(admin, "CREATE TABLE shop_orders (order_no BIGINT UNSIGNED PRIMARY KEY,"
                                          " state VARCHAR(16) NOT NULL, coupon_id INT NULL) ENGINE=InnoDB"),
                           0);
-    CU_ASSERT_EQUAL_FATAL(run_sql(admin, "CREATE TABLE coupons (id INT PRIMARY KEY, used_by BIGINT UNSIGNED NULL)"
+    CU_ASSERT_EQUAL_FATAL(sql_execf(admin, "CREATE TABLE coupons (id INT PRIMARY KEY, used_by BIGINT UNSIGNED NULL)"
                                          " ENGINE=InnoDB"),
                           0);
-    CU_ASSERT_EQUAL_FATAL(run_sql(admin, "CREATE TABLE cancel_audit (order_no BIGINT UNSIGNED,"
+    CU_ASSERT_EQUAL_FATAL(sql_execf(admin, "CREATE TABLE cancel_audit (order_no BIGINT UNSIGNED,"
                                          " why VARCHAR(64), at DATETIME(6)) ENGINE=InnoDB"),
                           0);
-    CU_ASSERT_EQUAL_FATAL(run_sql(admin, "INSERT INTO shop_orders VALUES (100, 'UNPAID', 7), (101, 'UNPAID', NULL),"
+    CU_ASSERT_EQUAL_FATAL(sql_execf(admin, "INSERT INTO shop_orders VALUES (100, 'UNPAID', 7), (101, 'UNPAID', NULL),"
                                          " (102, 'PAID', NULL)"),
                           0);
-    CU_ASSERT_EQUAL_FATAL(run_sql(admin, "INSERT INTO coupons VALUES (7, 100)"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(admin, "INSERT INTO coupons VALUES (7, 100)"), 0);
 
     hg_order_sql_t sql = {
         .claim = "UPDATE shop_orders SET state = 'CANCELLED' -- the claim\n"
@@ -607,7 +573,7 @@ static void test_custom_sql(void)
     CU_ASSERT_EQUAL(hg_order_db_prepare(db, &err), 0);
     CU_ASSERT_EQUAL(hg_order_cancel(db, 100, "outbox-overdue", &out, &err), 0);
     CU_ASSERT_EQUAL(out, HG_ORDER_CANCELLED);
-    CU_ASSERT_EQUAL(scalar(admin, "SELECT used_by IS NULL FROM coupons WHERE id = 7"), 1);
+    CU_ASSERT_EQUAL(sql_scalarf(admin, "SELECT used_by IS NULL FROM coupons WHERE id = 7"), 1);
     char why[64];
     text_of(admin, why, sizeof why, "SELECT why FROM cancel_audit WHERE order_no = 100");
     CU_ASSERT_STRING_EQUAL(why, "outbox-overdue");
@@ -617,7 +583,7 @@ static void test_custom_sql(void)
     CU_ASSERT_EQUAL(out, HG_ORDER_NOT_PENDING);
     CU_ASSERT_EQUAL(hg_order_cancel(db, 5, "outbox-overdue", &out, &err), 0);
     CU_ASSERT_EQUAL(out, HG_ORDER_NOT_FOUND);
-    CU_ASSERT_EQUAL(scalar(admin, "SELECT COUNT(*) FROM cancel_audit"), 1);
+    CU_ASSERT_EQUAL(sql_scalarf(admin, "SELECT COUNT(*) FROM cancel_audit"), 1);
     hg_order_db_close(db);
 
     /* A claim whose WHERE selects several orders is refused and rolled back. */
@@ -627,7 +593,7 @@ static void test_custom_sql(void)
     CU_ASSERT_EQUAL(hg_order_cancel(db, 100, "x", &out, &err), -1);
     CU_ASSERT_EQUAL(out, HG_ORDER_PERMANENT);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.message, "changed 2 rows"));
-    CU_ASSERT_EQUAL(scalar(admin, "SELECT COUNT(*) FROM shop_orders WHERE state = 'CANCELLED'"), 1);
+    CU_ASSERT_EQUAL(sql_scalarf(admin, "SELECT COUNT(*) FROM shop_orders WHERE state = 'CANCELLED'"), 1);
     hg_order_db_close(db);
 
     /* A statement the server refuses: prepare names the field; cancel is permanent. */
@@ -640,7 +606,7 @@ static void test_custom_sql(void)
     CU_ASSERT_EQUAL(hg_order_cancel(db, 101, "x", &out, &err), -1);
     CU_ASSERT_EQUAL(out, HG_ORDER_PERMANENT);
     CU_ASSERT_EQUAL(err.code, 1146);
-    CU_ASSERT_EQUAL(scalar(admin, "SELECT state = 'UNPAID' FROM shop_orders WHERE order_no = 101"), 1);
+    CU_ASSERT_EQUAL(sql_scalarf(admin, "SELECT state = 'UNPAID' FROM shop_orders WHERE order_no = 101"), 1);
     hg_order_db_close(db);
 }
 
@@ -673,24 +639,24 @@ static void test_seed_and_check_detect_defects(void)
                             .max_qty = 4,
                             .stock_per_sku = 1000000,
                             .expire_in_ms = 60000 };
-    long long before = scalar(admin, "SELECT COUNT(*) FROM orders");
+    long long before = sql_scalarf(admin, "SELECT COUNT(*) FROM orders");
     CU_ASSERT_EQUAL(of_seed(admin, &spec, &err), -1);
     CU_ASSERT_EQUAL(err.code, 1062);
-    CU_ASSERT_EQUAL(scalar(admin, "SELECT COUNT(*) FROM orders"), before);
+    CU_ASSERT_EQUAL(sql_scalarf(admin, "SELECT COUNT(*) FROM orders"), before);
     /* Stock that would go negative fails whole (the CHECK constraint). */
     spec.first_id = 1000;
     spec.first_sku = 500;
     spec.stock_per_sku = 1;
     CU_ASSERT_EQUAL(of_seed(admin, &spec, &err), -1);
     CU_ASSERT_EQUAL(err.code, 4025);
-    CU_ASSERT_EQUAL(scalar(admin, "SELECT COUNT(*) FROM orders"), before);
+    CU_ASSERT_EQUAL(sql_scalarf(admin, "SELECT COUNT(*) FROM orders"), before);
 
     of_report_t r;
     assert_invariant(NULL);
     /* Stock returned without a cancel (what a double return leaves behind)
      * conserves the sum but is caught. Order 6 is pending: its own quantities
      * are reserved, so the CHECK constraint does not stop this. */
-    CU_ASSERT_EQUAL_FATAL(run_sql(admin, "UPDATE stock s JOIN order_items i ON i.sku_id = s.sku_id"
+    CU_ASSERT_EQUAL_FATAL(sql_execf(admin, "UPDATE stock s JOIN order_items i ON i.sku_id = s.sku_id"
                                          " SET s.available = s.available + i.qty, s.reserved = s.reserved - i.qty"
                                          " WHERE i.order_id = 6"),
                           0);
@@ -699,17 +665,17 @@ static void test_seed_and_check_detect_defects(void)
     CU_ASSERT_EQUAL(r.skus_unbalanced, 0);
     CU_ASSERT_TRUE(r.skus_reserved_wrong > 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.first_defect, "reserved != quantity held by pending orders"));
-    CU_ASSERT_EQUAL_FATAL(run_sql(admin, "UPDATE stock s JOIN order_items i ON i.sku_id = s.sku_id"
+    CU_ASSERT_EQUAL_FATAL(sql_execf(admin, "UPDATE stock s JOIN order_items i ON i.sku_id = s.sku_id"
                                          " SET s.available = s.available - i.qty, s.reserved = s.reserved + i.qty"
                                          " WHERE i.order_id = 6"),
                           0);
     /* An order both paid and cancelled. */
-    CU_ASSERT_EQUAL_FATAL(run_sql(admin, "UPDATE orders SET paid_at = NOW(6) WHERE id = 1"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(admin, "UPDATE orders SET paid_at = NOW(6) WHERE id = 1"), 0);
     CU_ASSERT_EQUAL(of_check(admin, 3600, &r, &err), 0);
     CU_ASSERT_FALSE(r.ok);
     CU_ASSERT_EQUAL(r.paid_and_cancelled, 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.first_defect, "both paid and cancelled, e.g. id=1"));
-    CU_ASSERT_EQUAL_FATAL(run_sql(admin, "UPDATE orders SET paid_at = NULL WHERE id = 1"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(admin, "UPDATE orders SET paid_at = NULL WHERE id = 1"), 0);
     /* An overdue pending order. */
     spec = (of_seed_spec_t){ .first_id = 2000,
                              .orders = 1,
@@ -877,9 +843,9 @@ static void test_race_pay_and_duplicate_cancels(void)
     CU_ASSERT_EQUAL(r.reserved, 0);
     CU_ASSERT_EQUAL(r.received, r0.received); /* nothing created or lost */
     CU_ASSERT_EQUAL(r.sold + r.available, r0.received);
-    CU_ASSERT_EQUAL(r.sold, scalar(admin, "SELECT SUM(i.qty) FROM order_items i JOIN orders o ON o.id = i.order_id"
+    CU_ASSERT_EQUAL(r.sold, sql_scalarf(admin, "SELECT SUM(i.qty) FROM order_items i JOIN orders o ON o.id = i.order_id"
                                           " WHERE o.status = 'paid'"));
-    CU_ASSERT_EQUAL(r.available, r0.available + scalar(admin, "SELECT SUM(i.qty) FROM order_items i JOIN orders o"
+    CU_ASSERT_EQUAL(r.available, r0.available + sql_scalarf(admin, "SELECT SUM(i.qty) FROM order_items i JOIN orders o"
                                                               " ON o.id = i.order_id WHERE o.status = 'cancelled'"));
     CU_ASSERT_EQUAL(r.outbox_open_final, 0);
     hg_order_db_close(db);
@@ -917,7 +883,7 @@ typedef struct lock_probe {
 static int waits_for_lock(void *arg)
 {
     lock_probe_t *p = arg;
-    return scalar(p->m,
+    return sql_scalarf(p->m,
                   "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = %lu"
                   " AND trx_state = 'LOCK WAIT'",
                   p->cid) == 1;
@@ -954,10 +920,8 @@ static void kill_mid_transaction(uint64_t id, const char *kill, int lock_order)
     MYSQL *locker = connect_root(database);
     CU_ASSERT_PTR_NOT_NULL_FATAL(locker);
     if (lock_order) {
-        char sql[128];
-        CU_ASSERT_EQUAL_FATAL(run_sql(locker, "START TRANSACTION"), 0);
-        snprintf(sql, sizeof sql, "SELECT * FROM orders WHERE id = %" PRIu64 " FOR UPDATE", id);
-        CU_ASSERT_EQUAL_FATAL(run_sql(locker, sql), 0);
+        CU_ASSERT_EQUAL_FATAL(sql_execf(locker, "START TRANSACTION"), 0);
+        CU_ASSERT_EQUAL_FATAL(sql_execf(locker, "SELECT * FROM orders WHERE id = %" PRIu64 " FOR UPDATE", id), 0);
     } else {
         lock_stock_of(locker, id);
     }
@@ -970,14 +934,12 @@ static void kill_mid_transaction(uint64_t id, const char *kill, int lock_order)
     lock_probe_t probe = { admin, cid };
     CU_ASSERT_EQUAL(tu_poll_until(waits_for_lock, &probe, 10000, 150), 0);
     if (!lock_order) /* the worker's claim is in: the order row is locked by it */
-        CU_ASSERT_EQUAL(scalar(admin,
+        CU_ASSERT_EQUAL(sql_scalarf(admin,
                                "SELECT COUNT(*) FROM information_schema.INNODB_TRX"
                                " WHERE trx_mysql_thread_id = %lu AND trx_rows_modified >= 1",
                                cid),
                         1);
-    char sql[64];
-    snprintf(sql, sizeof sql, "%s %lu", kill, cid);
-    CU_ASSERT_EQUAL(run_sql(admin, sql), 0);
+    CU_ASSERT_EQUAL(sql_execf(admin, "%s %lu", kill, cid), 0);
     pthread_join(th, NULL);
 
     printf("\n    %s while %s: rc %d, %s, %s\n", kill, lock_order ? "waiting in the claim" : "holding the claim", a.rc,
@@ -987,7 +949,7 @@ static void kill_mid_transaction(uint64_t id, const char *kill, int lock_order)
 
     /* Release the lock; the worker's half transaction must be gone: a locking
      * read waits for its rollback and sees the order pending. */
-    CU_ASSERT_EQUAL(run_sql(locker, "ROLLBACK"), 0);
+    CU_ASSERT_EQUAL(sql_execf(locker, "ROLLBACK"), 0);
     char status[32];
     text_of(admin, status, sizeof status, "SELECT status FROM orders WHERE id = %" PRIu64 " FOR UPDATE", id);
     CU_ASSERT_STRING_EQUAL(status, "pending");
@@ -1062,7 +1024,7 @@ static void test_lock_wait_timeout(void)
     hg_order_db *db = open_db(NULL, 1);
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     seed(id, 1, 5, 30 * 60 * 1000);
-    CU_ASSERT_EQUAL(scalar(admin, "SELECT VARIABLE_VALUE FROM information_schema.SESSION_VARIABLES"
+    CU_ASSERT_EQUAL(sql_scalarf(admin, "SELECT VARIABLE_VALUE FROM information_schema.SESSION_VARIABLES"
                                   " WHERE VARIABLE_NAME = 'INNODB_LOCK_WAIT_TIMEOUT'"),
                     50); /* ours only */
     order_stock_t before, after;
@@ -1076,7 +1038,7 @@ static void test_lock_wait_timeout(void)
     uint64_t t0 = tu_now_mono_ms();
     CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, retry_thread, &r), 0);
     sleep_ms(2500); /* two or three attempts time out meanwhile */
-    CU_ASSERT_EQUAL(run_sql(locker, "ROLLBACK"), 0);
+    CU_ASSERT_EQUAL(sql_execf(locker, "ROLLBACK"), 0);
     pthread_join(th, NULL);
     printf("\n    lock held 2.5 s, innodb_lock_wait_timeout 1 s: %d attempts in %" PRIu64 " ms, then %s\n", r.attempts,
            tu_now_mono_ms() - t0, hg_order_outcome_name(r.out));
@@ -1108,9 +1070,7 @@ static void test_killed_while_idle(void)
     hg_order_outcome_t out;
     hg_order_error_t err;
     CU_ASSERT_EQUAL(hg_order_cancel(db, id + 1, "x", &out, &err), 0); /* statements prepared */
-    char sql[64];
-    snprintf(sql, sizeof sql, "KILL CONNECTION %lu", hg_order_db_connection_id(db));
-    CU_ASSERT_EQUAL_FATAL(run_sql(admin, sql), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(admin, "KILL CONNECTION %lu", hg_order_db_connection_id(db)), 0);
     sleep_ms(100);
     CU_ASSERT_EQUAL(hg_order_cancel(db, id, "timeout-message", &out, &err), -1);
     printf("\n    killed while idle: %s, %s\n", hg_order_outcome_name(out), err.message);
@@ -1143,7 +1103,7 @@ static void test_overdue_query_uses_index(void)
     hg_order_outcome_t out;
     for (uint64_t id = 10001; id <= 12000; id++)
         CU_ASSERT_EQUAL_FATAL(id % 2 ? hg_order_pay(db, id, &out, NULL) : hg_order_cancel(db, id, "x", &out, NULL), 0);
-    CU_ASSERT_EQUAL_FATAL(run_sql(admin, "ANALYZE TABLE orders"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(admin, "ANALYZE TABLE orders"), 0);
 
     const char *q = "EXPLAIN SELECT id FROM orders WHERE status='pending' AND expire_at < NOW(6)"
                     " ORDER BY expire_at LIMIT 100";

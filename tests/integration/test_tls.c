@@ -13,6 +13,9 @@
  *  - mutual TLS (tls-auth-clients yes): a client without a certificate or
  *    with one from another CA is refused and logged, one with the test CA's
  *    certificate gets in;
+ *  - tls-crl-file: a client certificate revoked in the CRL is refused (the
+ *    client and the log say "revoked"), another gets in; SIGHUP reads a new
+ *    CRL, and a file with no CRL keeps the last one;
  *  - plaintext on the TLS port and TLS on the plaintext port: each refused
  *    with a log line naming it, while a client on the right port keeps
  *    working; the plaintext client is told in RESP;
@@ -340,6 +343,47 @@ static void test_mtls(void)
     TU_CHECK(open_and_ping(uri, &o, msg, sizeof msg) == HG_OK, "client certificate by options: %s", msg);
 }
 
+/* tls-crl-file: the client revoked in the CRL is refused and logged, the
+ * others get in; SIGHUP reads a new CRL (and a bad one keeps the old). */
+static void test_crl(void)
+{
+    char live_crl[700], uri[2048], msg[512];
+    snprintf(live_crl, sizeof live_crl, "%s/live-crl.pem", PKI_DIR);
+    TU_REQUIRE(tc_copy_file(PKI.crl, live_crl) == 0, "copy the CRL");
+    start_tls_broker(PKI.server, "--tls-auth-clients", "yes", "--tls-ca-cert-file", PKI.ca, "--tls-crl-file", live_crl,
+                     NULL);
+    TU_CHECK(bp_log_contains(&B, "client certificates checked against 1 CRL"), "no CRL in the start-up line");
+    hg_client_opts_t o;
+    quick_opts(&o);
+
+    tls_uri(uri, sizeof uri, "127.0.0.1", PKI.ca, PKI.client, PKI.client_key);
+    TU_CHECK(open_and_ping(uri, &o, msg, sizeof msg) == HG_OK, "a client certificate not in the CRL: %s", msg);
+    tls_uri(uri, sizeof uri, "127.0.0.1", PKI.ca, PKI.revoked, PKI.revoked_key);
+    hg_err_t rc = open_and_ping(uri, &o, msg, sizeof msg);
+    TU_CHECK(rc != HG_OK, "a revoked client certificate got in");
+    TU_CHECK(strstr(msg, "revoked") != NULL, "the revoked client's error does not say so: %s: %s", hg_strerror(rc), msg);
+    TU_CHECK(tu_wait_file_contains(B.log_path, "(the client's certificate: certificate revoked)", 20000) == 0,
+             "the broker did not log the revoked client certificate");
+
+    /* The next CRL revokes the other client too: after SIGHUP it is refused. */
+    TU_REQUIRE(tc_copy_file(PKI.crl_all, live_crl) == 0, "replace the CRL");
+    TU_REQUIRE(kill(B.pid, SIGHUP) == 0, "SIGHUP");
+    TU_REQUIRE(tu_wait_file_contains(B.log_path, "SIGHUP: TLS certificate reloaded", 20000) == 0, "no reload line");
+    tls_uri(uri, sizeof uri, "127.0.0.1", PKI.ca, PKI.client, PKI.client_key);
+    rc = open_and_ping(uri, &o, msg, sizeof msg);
+    TU_CHECK(rc != HG_OK && strstr(msg, "revoked") != NULL, "after the new CRL the client got %s: %s", hg_strerror(rc),
+             msg);
+
+    /* A CRL file with no CRL in it: the reload is refused, the last CRL stays. */
+    TU_REQUIRE(tc_copy_file(PKI.ca, live_crl) == 0, "write a certificate where the CRL was");
+    TU_REQUIRE(kill(B.pid, SIGHUP) == 0, "SIGHUP");
+    TU_REQUIRE(tu_wait_file_contains(B.log_path, "no CRL in it", 20000) == 0, "no log line for the refused CRL");
+    rc = open_and_ping(uri, &o, msg, sizeof msg);
+    TU_CHECK(rc != HG_OK && strstr(msg, "revoked") != NULL, "after a bad CRL reload the client got %s: %s",
+             hg_strerror(rc), msg);
+    TU_CHECK(bp_alive(&B), "the broker died on a bad CRL reload");
+}
+
 /* ------------------------------------------------------------------------
  * mix-ups: plaintext on the TLS port, TLS on the plaintext port
  * ------------------------------------------------------------------------ */
@@ -638,6 +682,9 @@ static void test_config(void)
             PKI.server, "--tls-key-file", PKI.server_key, "--tls-auth-clients", "yes", NULL);
     refused(2, "tls-auth-clients is set but tls-port is 0", "--check-config", "--tls-auth-clients", "optional", NULL);
     refused(2, "'maybe'", "--check-config", "--tls-auth-clients", "maybe", NULL);
+    refused(2, "tls-crl-file is set but tls-auth-clients is no", "--check-config", "--tls-port", "7380",
+            "--tls-cert-file", PKI.server, "--tls-key-file", PKI.server_key, "--tls-crl-file", PKI.crl, NULL);
+    refused(2, "tls-crl-file is set but tls-port is 0", "--check-config", "--tls-crl-file", PKI.crl, NULL);
     /* Files are read at start: the key, file and reason named. */
     refused(1, "tls-cert-file " /* path follows */, "--tls-port", TLS_PORT_S, "--tls-cert-file", missing, "--tls-key-file",
             PKI.server_key, NULL);
@@ -646,6 +693,8 @@ static void test_config(void)
     refused(1, "does not belong to tls-cert-file", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server,
             "--tls-key-file", PKI.client_key, NULL);
     refused(1, "tls-key-file", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server, "--tls-key-file", PKI.ca, NULL);
+    refused(1, "no CRL in it", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server, "--tls-key-file",
+            PKI.server_key, "--tls-auth-clients", "yes", "--tls-ca-cert-file", PKI.ca, "--tls-crl-file", PKI.ca, NULL);
 
     /* The clients' shared tls-* keys (common/tls_keys.h), through hourglass-compensator and hourglass-cli. */
     char out[4096], uri[128];
@@ -703,6 +752,7 @@ static const tu_test_t library_tests[] = {
 };
 static const tu_test_t mtls_tests[] = {
     { "tls-auth-clients yes: no certificate or another CA's refused", test_mtls },
+    { "tls-crl-file: a revoked client certificate refused; SIGHUP reads the CRL again", test_crl },
     { NULL, NULL },
 };
 static const tu_test_t mixup_tests[] = {

@@ -3254,6 +3254,43 @@ static void test_index_two_drops_in_one_batch(void)
     CLOSE(&s);
 }
 
+/* A deleted group's delayed retry is never delivered, so it keeps no message
+ * index: the last live group's ACK drops 'X' and 'K' (GET says gone, a DEDUP
+ * SEND of the key is new), the retry keeps its 'Y' until it falls due and is
+ * dropped, and store_check accepts both states. */
+static void test_index_deleted_group_retry(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    GROUP_CREATE(s, "h", "t", 1, T0);
+    uint64_t a = send_key(s, "t", "k", 0, T0);
+    msg_owned_t m[2];
+    int n = LEASE_N(s, "g", "t", 2, LEASE, T0, m);
+    free_msgs(m, n);
+    n = LEASE_N(s, "h", "t", 2, LEASE, T0, m);
+    free_msgs(m, n);
+    FAIL_LEVEL(s, "g", a, 1, "x", T0, NULL);
+    char err[512] = "";
+    int found = 0, work = 0;
+    REQUIRE_OK(store_maintain(s, T0 + 1, 1000, &work, err, sizeof err), err); /* the log entry: both passed it */
+    REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
+    CHECK_STORE(s);
+    store_msg_state_t gs;
+    store_msg_state_t st = state_of(s, a, "h", &gs);
+    TU_CHECK(gs == STORE_MSG_LEASED, "a: h's copy is not leased (state %d, h's %d)", (int)st, (int)gs);
+    ACK(s, "h", &a, 1);
+    CHECK_STORE(s);
+    TU_CHECK(state_of(s, a, NULL, &gs) == STORE_MSG_GONE, "a's only copy is a deleted group's retry: not gone");
+    store_send_req_t r = { .topic = "t", .topic_len = 1, .key = "k", .key_len = 1, .payload = "p", .payload_len = 1 };
+    uint64_t id = 0, due;
+    int dup = -1;
+    REQUIRE_OK(store_send_dedup(s, &r, T0 + 2, &id, &due, &dup, err, sizeof err), err);
+    TU_CHECK(dup == 0 && id != a, "DEDUP of a's key: dup %d id %" PRIu64 ", want a new message", dup, id);
+    CHECK_EQ_U64(MOVE(s, T0 + MIN, 100, NULL), 1); /* the retry falls due and is dropped */
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 /* REVOKE: by key across levels and the log in one batch, the level heads
  * found again, the groups' backlogs, refusals. */
 static void test_index_revoke(void)
@@ -3403,6 +3440,7 @@ static void test_index_rebuild_and_check(void)
 static const tu_test_t index_tests[] = {
     { "follows every move", test_index_follows_moves },
     { "two drops of one message in one batch", test_index_two_drops_in_one_batch },
+    { "a deleted group's retry keeps no index", test_index_deleted_group_retry },
     { "revoke", test_index_revoke },
     { "dedup", test_index_dedup },
     { "dedup joins a batch of sends", test_index_dedup_joins_batch },
