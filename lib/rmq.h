@@ -267,8 +267,9 @@ hg_err_t rmq_consume(rmq_t *r, const char *queue, const char *name, int count);
 hg_err_t rmq_cmd_ack(rmq_t *r, size_t argc, const char *const *argv, resp_reply_t **reply);
 hg_err_t rmq_cmd_nack(rmq_t *r, size_t argc, const char *const *argv, resp_reply_t **reply);
 /* The destination and plan of a delay: fills out->exchange, routing_key,
- * level, plan, due_ms (plan_buf holds the plan text). dest is the final
- * routing key. Returns 0, or -1 with why. */
+ * level, plan, remainder_ms/remainder_top (a remainder below the smallest
+ * level, waited first in the remainder queues), due_ms (plan_buf holds the
+ * plan text). dest is the final routing key. Returns 0, or -1 with why. */
 int rmq_route_delay(const lvl_table_t *t, hg_delay_t delay, const char *dest, uint64_t now, rmq_out_t *out,
                     char *plan_buf, size_t plan_len, char *why, size_t whylen);
 
