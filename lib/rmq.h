@@ -12,6 +12,7 @@
  *   rmq_topology.c   names, arguments and idempotent, checked declarations of
  *                    the exchanges and queues; the group registry
  *   rmq_msg.c        SEND / send_many, PULL, ACK, NACK: the message mapping
+ *   rmq_route.c      where a delay goes first: levels, plan, remainder (pure)
  *   rmq_admin.c      LEVELS, GROUP CREATE/LIST/DEL, DLQ LEN/LIST/REQUEUE/DROP
  *   rmq_router.c     the hop router of chained delays (a consumer helper)
  *   rmq_reply.c      RESP reply trees built from values
@@ -224,9 +225,6 @@ uint64_t rmq_wall_ms(void);
 /* Declare (idempotently, checking arguments) the exchanges, the level
  * queues and the service queues once per connection. */
 hg_err_t rmq_topology(rmq_t *r);
-/* The largest power of two below t's smallest level (the highest
- * remainder queue); 0 when the smallest level is 1 ms (no remainders). */
-uint64_t rmq_remainder_top(const lvl_table_t *t);
 /* Queue names. */
 void rmq_level_queue(char *buf, size_t len, int level);
 void rmq_group_queue(char *buf, size_t len, const char *group);
@@ -266,6 +264,11 @@ hg_err_t rmq_cmd_pull(rmq_t *r, size_t argc, const char *const *argv, uint32_t e
 hg_err_t rmq_consume(rmq_t *r, const char *queue, const char *name, int count);
 hg_err_t rmq_cmd_ack(rmq_t *r, size_t argc, const char *const *argv, resp_reply_t **reply);
 hg_err_t rmq_cmd_nack(rmq_t *r, size_t argc, const char *const *argv, resp_reply_t **reply);
+
+/* --- rmq_route.c --- */
+/* The largest power of two below t's smallest level (the highest
+ * remainder queue); 0 when the smallest level is 1 ms (no remainders). */
+uint64_t rmq_remainder_top(const lvl_table_t *t);
 /* The destination and plan of a delay: fills out->exchange, routing_key,
  * level, plan, remainder_ms/remainder_top (a remainder below the smallest
  * level, waited first in the remainder queues), due_ms (plan_buf holds the

@@ -102,16 +102,6 @@ static hg_err_t bind(rmq_t *r, const char *queue, const char *exchange, const ch
     return rmq_rpc_check(r, RMQ_ADMIN_CHANNEL, what);
 }
 
-uint64_t rmq_remainder_top(const lvl_table_t *t)
-{
-    uint64_t top = 0;
-    if (t->count < 1)
-        return 0;
-    for (uint64_t b = 1; b < t->delay_ms[1] && top < (UINT64_C(1) << (RMQ_REM_MAX_BITS - 1)); b <<= 1)
-        top = b;
-    return top;
-}
-
 /* Where hg.rem.<b> and hg.rem.bit.<b> hand a message on: hg.rem.bit.<b/2>,
  * or hg.rem.end after the last bit. */
 static void remainder_next(char *buf, size_t len, uint64_t b)
