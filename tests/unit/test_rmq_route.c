@@ -27,12 +27,11 @@ typedef struct routed {
     int rc;
 } routed_t;
 
-static routed_t route(const lvl_table_t *t, hg_delay_t d)
+/* Route d into *r (out.plan points into r->plan). */
+static void route(routed_t *r, const lvl_table_t *t, hg_delay_t d)
 {
-    routed_t r;
-    memset(&r, 0, sizeof(r));
-    r.rc = rmq_route_delay(t, d, "t.orders", NOW, &r.out, r.plan, sizeof(r.plan), r.why, sizeof(r.why));
-    return r;
+    memset(r, 0, sizeof(*r));
+    r->rc = rmq_route_delay(t, d, "t.orders", NOW, &r->out, r->plan, sizeof(r->plan), r->why, sizeof(r->why));
 }
 
 /* What the route waits in all: the remainder, the first level, the plan's. */
@@ -52,20 +51,21 @@ static void test_none_and_levels(void)
 {
     lvl_table_t t;
     lvl_table_default(&t);
-    routed_t r = route(&t, hg_delay_none());
+    routed_t r;
+    route(&r, &t, hg_delay_none());
     CU_ASSERT_EQUAL(r.rc, 0);
     CU_ASSERT_STRING_EQUAL(r.out.exchange, RMQ_EX_DUE);
     CU_ASSERT_STRING_EQUAL(r.out.routing_key, "t.orders");
     CU_ASSERT_EQUAL(r.out.due_ms, NOW);
     CU_ASSERT_EQUAL(r.out.remainder_ms, 0);
-    r = route(&t, hg_delay_level(2));
+    route(&r, &t, hg_delay_level(2));
     CU_ASSERT_EQUAL(r.rc, 0);
     CU_ASSERT_STRING_EQUAL(r.out.exchange, RMQ_EX_LEVELS);
     CU_ASSERT_EQUAL(r.out.level, 2);
     CU_ASSERT_STRING_EQUAL(r.out.routing_key, "t.orders");
     CU_ASSERT_EQUAL(r.out.due_ms, NOW + 5000);
     CU_ASSERT_EQUAL(r.out.remainder_ms, 0);
-    r = route(&t, hg_delay_level(19));
+    route(&r, &t, hg_delay_level(19));
     CU_ASSERT_EQUAL(r.rc, -1);
     TU_CHECK(strstr(r.why, "LEVEL must be 0..18") != NULL, "LEVEL 19: %s", r.why);
 }
@@ -74,12 +74,13 @@ static void test_whole_levels(void)
 {
     lvl_table_t t;
     lvl_table_default(&t);
-    routed_t r = route(&t, hg_delay_ms(5000)); /* one level: straight to the topic after it */
+    routed_t r;
+    route(&r, &t, hg_delay_ms(5000)); /* one level: straight to the topic after it */
     CU_ASSERT_EQUAL(r.out.level, 2);
     CU_ASSERT_STRING_EQUAL(r.out.routing_key, "t.orders");
     CU_ASSERT_PTR_NULL(r.out.plan);
     CU_ASSERT_EQUAL(r.out.remainder_ms, 0);
-    r = route(&t, hg_delay_ms(25 * 60000)); /* 20m + 5m: the router takes the second hop */
+    route(&r, &t, hg_delay_ms(25 * 60000)); /* 20m + 5m: the router takes the second hop */
     CU_ASSERT_EQUAL(r.out.level, 15);
     CU_ASSERT_STRING_EQUAL(r.out.routing_key, RMQ_RK_HOP);
     TU_CHECK(r.out.plan != NULL && strcmp(r.out.plan, "9") == 0, "plan '%s', want '9'", r.out.plan);
@@ -106,7 +107,8 @@ static void test_remainders(void)
     lvl_table_default(&t);
     CU_ASSERT_EQUAL(rmq_remainder_top(&t), 512);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        routed_t r = route(&t, hg_delay_ms(cases[i].ms));
+        routed_t r;
+        route(&r, &t, hg_delay_ms(cases[i].ms));
         TU_CHECK(r.rc == 0, "DELAY %" PRIu64 "ms: %s", cases[i].ms, r.why);
         TU_CHECK(r.out.remainder_ms == cases[i].remainder && r.out.remainder_top == 512,
                  "DELAY %" PRIu64 "ms: remainder %" PRIu64 " from %" PRIu64 ", want %" PRIu64 " from 512", cases[i].ms,
@@ -131,7 +133,8 @@ static void test_every_ms_adds_up(void)
     lvl_table_t t;
     lvl_table_default(&t);
     for (uint64_t ms = 1; ms <= 12000; ms++) {
-        routed_t r = route(&t, hg_delay_ms(ms));
+        routed_t r;
+        route(&r, &t, hg_delay_ms(ms));
         if (r.rc != 0 || waits(&t, &r) != ms || r.out.remainder_ms >= 1000) {
             TU_CHECK(0, "DELAY %" PRIu64 "ms: rc %d, waits %" PRIu64 ", remainder %" PRIu64, ms, r.rc, waits(&t, &r),
                      r.out.remainder_ms);
@@ -144,14 +147,15 @@ static void test_at(void)
 {
     lvl_table_t t;
     lvl_table_default(&t);
-    routed_t r = route(&t, hg_delay_at(NOW - 5));
+    routed_t r;
+    route(&r, &t, hg_delay_at(NOW - 5));
     CU_ASSERT_STRING_EQUAL(r.out.exchange, RMQ_EX_DUE);
     CU_ASSERT_EQUAL(r.out.remainder_ms, 0);
-    r = route(&t, hg_delay_at(NOW + 1250));
+    route(&r, &t, hg_delay_at(NOW + 1250));
     CU_ASSERT_EQUAL(r.out.level, 1);
     CU_ASSERT_EQUAL(r.out.remainder_ms, 250);
     CU_ASSERT_EQUAL(r.out.due_ms, NOW + 1250);
-    r = route(&t, hg_delay_ms(4 * 86400000ull));
+    route(&r, &t, hg_delay_ms(4 * 86400000ull));
     CU_ASSERT_EQUAL(r.rc, -1);
     TU_CHECK(strstr(r.why, "exceeds max-delay") != NULL, "DELAY 4d: %s", r.why);
 }
@@ -162,7 +166,8 @@ static void test_other_tables(void)
     char err[256];
     TU_REQUIRE(lvl_table_parse("200ms,1s,5s", &t, err, sizeof(err)) == 0, "parse: %s", err);
     CU_ASSERT_EQUAL(rmq_remainder_top(&t), 128);
-    routed_t r = route(&t, hg_delay_ms(1500)); /* 1 s + 200 ms × 2 + 100 ms */
+    routed_t r;
+    route(&r, &t, hg_delay_ms(1500)); /* 1 s + 200 ms × 2 + 100 ms */
     CU_ASSERT_EQUAL(r.out.remainder_ms, 100);
     CU_ASSERT_EQUAL(r.out.remainder_top, 128);
     CU_ASSERT_EQUAL(r.out.level, 2);
@@ -170,7 +175,7 @@ static void test_other_tables(void)
     CU_ASSERT_EQUAL(waits(&t, &r), 1500);
     TU_REQUIRE(lvl_table_parse("1ms,1s", &t, err, sizeof(err)) == 0, "parse: %s", err);
     CU_ASSERT_EQUAL(rmq_remainder_top(&t), 0); /* every delay is whole levels */
-    r = route(&t, hg_delay_ms(1003));
+    route(&r, &t, hg_delay_ms(1003));
     CU_ASSERT_EQUAL(r.out.remainder_ms, 0);
     CU_ASSERT_EQUAL(waits(&t, &r), 1003);
 }
