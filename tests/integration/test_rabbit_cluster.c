@@ -587,11 +587,11 @@ static const tu_test_t cluster_tests[] = {
     { NULL, NULL },
 };
 
-/* Not in `make check` because of its run time, about 6 minutes here: a
- * cluster of its own, and the killed node's restart and rejoin. (It used to
- * stall in 1 run of 3: a channel whose publishes RabbitMQ kept refusing
- * after the kill, docs/rabbitmq.md "Publishes refused after a leader was
- * killed"; a refusal now replaces the connection.) Run it by hand:
+/* NOT RELIABLE YET, so not in `make check` (and it takes about 6 minutes):
+ * after the kill, RabbitMQ 3.10.8's dead-letter worker of a level queue can
+ * hold its messages until the killed node returns (docs/rabbitmq.md, "Known
+ * defect"). The refused publishes that stalled it before are handled. Run it
+ * by hand:
  *   HG_RABBIT_KILL9=1 ./tests/integration/test_rabbit_cluster rabbit-cluster-kill9 */
 static const tu_test_t kill9_tests[] = {
     { "kill -9 the leader of a level queue while sending and cancelling: nothing lost, node rejoins",
