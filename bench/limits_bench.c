@@ -17,6 +17,7 @@
  *             pipeline DLQ LISTs of 4 MiB payloads and never read, 200
  *             clients trickle a byte every 100 ms, and one client lists the
  *             DLQ (COUNT 100 of 4 MiB payloads); max-client-memory 256mb.
+ *             With --baseline-broker PATH the same on that build first.
  *
  * The open-files limit of this process and of the broker is raised as needed
  * (root may raise the hard limit).
@@ -297,7 +298,7 @@ static void print_sampled(const char *title, sampled_t *sm)
            title, p.p50_us, p.p99_us, p.max_us, q.p50_us, q.p99_us, q.max_us, sm->n);
 }
 
-static void part_pressure(void)
+static void part_pressure(const char *binary)
 {
     enum {
         PAYLOADS = 20,
@@ -312,11 +313,11 @@ static void part_pressure(void)
     snprintf(maxc, sizeof maxc, "%d", conns + NONREADERS + TRICKLERS + 100);
     const char *flags[] = { "--fsync",  "no", "--max-clients",    maxc, "--max-client-memory", "256mb",
                             "--header-timeout", "5s", NULL };
-    printf("== pressure: %d idle connections, %d non-readers (DLQ LIST of %d MiB payloads), %d tricklers, one DLQ "
+    printf("== pressure%s: %d idle connections, %d non-readers (DLQ LIST of %d MiB payloads), %d tricklers, one DLQ "
            "LIST COUNT 100; max-client-memory 256 MiB, header-timeout 5s, fsync no\n",
-           conns, NONREADERS, PAYLOAD >> 20, TRICKLERS);
+           binary ? " (baseline broker)" : "", conns, NONREADERS, PAYLOAD >> 20, TRICKLERS);
     bp_broker_t b;
-    start_broker(&b, NULL, (long)conns + NONREADERS + TRICKLERS + 2048, flags);
+    start_broker(&b, binary, (long)conns + NONREADERS + TRICKLERS + 2048, flags);
     rc_conn_t c;
     char e[512], id[32];
     if (bp_connect(&b, &c, e, sizeof e) != 0)
@@ -428,9 +429,10 @@ static void part_pressure(void)
            hdr_kills, held);
     latency_t ap = latency_of(alone.ping, alone.n), bp = latency_of(attacked.ping, attacked.n);
     latency_t as = latency_of(alone.send, alone.n), bs = latency_of(attacked.send, attacked.n);
-    printf("RESULT pressure conns=%d ping_p50_us=%.0f/%.0f ping_p99_us=%.0f/%.0f send_p50_us=%.0f/%.0f "
-           "send_p99_us=%.0f/%.0f rss_kib=%ld/%ld budget_kib=262144 memory_kills=%lld header_kills=%lld\n\n",
-           conns, ap.p50_us, bp.p50_us, ap.p99_us, bp.p99_us, as.p50_us, bs.p50_us, as.p99_us, bs.p99_us, base_kib,
+    printf("RESULT pressure%s conns=%d ping_p50_us=%.0f/%.0f ping_p99_us=%.0f/%.0f send_p50_us=%.0f/%.0f "
+           "send_p99_us=%.0f/%.0f send_max_us=%.0f/%.0f rss_kib=%ld/%ld budget_kib=262144 memory_kills=%lld "
+           "header_kills=%lld\n\n",
+           binary ? "_baseline" : "", conns, ap.p50_us, bp.p50_us, ap.p99_us, bp.p99_us, as.p50_us, bs.p50_us, as.p99_us, bs.p99_us, as.max_us, bs.max_us, base_kib,
            peak_kib, mem_kills, hdr_kills);
     fflush(stdout);
     for (int i = 0; i < conns; i++)
@@ -488,7 +490,10 @@ int main(int argc, char **argv)
         die("--parked must be at least 1, -n at least 10, --conns not negative");
     if (opt.only == NULL || strcmp(opt.only, "parked") == 0)
         part_parked();
-    if (opt.only == NULL || strcmp(opt.only, "pressure") == 0)
-        part_pressure();
+    if (opt.only == NULL || strcmp(opt.only, "pressure") == 0) {
+        if (opt.baseline_broker != NULL)
+            part_pressure(opt.baseline_broker);
+        part_pressure(NULL);
+    }
     return 0;
 }

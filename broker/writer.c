@@ -8,7 +8,19 @@
  *    exec succeeded; when that commit fails every job of the group is
  *    answered with the storage error instead (an id is never announced for a
  *    write that may be lost), and the store is closed and reopened.
- *  - One iteration = take every queued job, run them in order, commit them
+ *  - Fair share: submitted jobs are sorted into one queue per connection,
+ *    served round-robin, one job of each connection per turn, in each
+ *    connection's own order. Jobs that build no listing (SEND, ACK, PING's
+ *    kin) all run in the iteration that finds them; listings (a job with a
+ *    reply_estimate: PULL, DLQ LIST, GET, FIND, PEEK) stop for the
+ *    iteration once those run in it built FAIR_LISTING_BYTES of replies,
+ *    and the rest wait for the next one (which follows at once). So a
+ *    SEND waits behind at most about that much listing work, however many
+ *    listings other clients queued (it waited behind all of them: 3.1 s at
+ *    worst under hourglass-limits-bench's pressure part, 0.5 s now). A
+ *    connection's cancel (it closed) also drops its queued read-only jobs:
+ *    nobody reads them.
+ *  - One iteration = take every queued job, run them as above, commit them
  *    (one synced write; one per STORE_BATCH_MAX_BYTES of writes when a burst
  *    holds more, so the batch never holds a whole burst), post their
  *    replies; run one bounded chunk (in moves and in bytes) of due
@@ -32,18 +44,31 @@
 #include "broker/syncer.h"
 #include "common/log.h"
 
-#define SCHED_CHUNK        4096                 /* most due moves / expiries per iteration */
-#define MAINTAIN_BUDGET    512                  /* store_maintain deletes per idle step */
-#define MAINTAIN_IDLE_MS   1000                 /* idle time before maintenance runs */
-#define MAINTAIN_PERIOD_MS 60000                /* maintenance check when nothing else happens (retention) */
-#define REOPEN_RETRY_MS    1000                 /* a failed reopen is retried this often */
-#define STALL_MS           10000                /* /healthz: queued work and no progress this long */
-#define DISK_CHECK_MS      1000                 /* free space is checked this often while the disk is full */
-#define DISK_MIN_FREE      (UINT64_C(16) << 20) /* without a reserve, writes resume above this much free */
+#define SCHED_CHUNK        4096                  /* most due moves / expiries per iteration */
+#define MAINTAIN_BUDGET    512                   /* store_maintain deletes per idle step */
+#define MAINTAIN_IDLE_MS   1000                  /* idle time before maintenance runs */
+#define MAINTAIN_PERIOD_MS 60000                 /* maintenance check when nothing else happens (retention) */
+#define REOPEN_RETRY_MS    1000                  /* a failed reopen is retried this often */
+#define STALL_MS           10000                 /* /healthz: queued work and no progress this long */
+#define DISK_CHECK_MS      1000                  /* free space is checked this often while the disk is full */
+#define DISK_MIN_FREE      (UINT64_C(16) << 20)  /* without a reserve, writes resume above this much free */
+#define FAIR_LISTING_BYTES STORE_BATCH_MAX_BYTES /* listing replies built per iteration (at least one listing) */
 
 typedef struct parked_list {
     job_t *head, *tail;
 } parked_list_t;
+
+typedef struct job_list {
+    job_t *head, *tail;
+    size_t n;
+} job_list_t;
+
+/* The queued jobs of one connection (fair share, see above). */
+typedef struct conn_queue {
+    uint64_t conn_id;
+    job_list_t jobs;
+    struct conn_queue *ring_next, *ring_prev; /* the ring of connections with queued jobs */
+} conn_queue_t;
 
 struct writer {
     pthread_t thread;
@@ -69,13 +94,18 @@ struct writer {
     _Atomic uint64_t heartbeat_mono;
     _Atomic int broken;
     _Atomic size_t nparked;
-    char broken_msg[512]; /* under done_mu */
+    _Atomic size_t nqueued; /* submitted, or in the connections' queues */
+    char broken_msg[512];   /* under done_mu */
 
     /* storage thread only */
     store_t *store;    /* NULL while a reopen fails */
     int batch_durable; /* a job since the last commit made a promise: fsync it */
     syncer_t *syncer;  /* fsync always: the fsync thread (NULL: commits sync themselves) */
     sched_t *sched;
+    /* fair share: the queued jobs per connection, served round-robin */
+    map_t fair_queues;           /* conn id (8 bytes) -> conn_queue_t */
+    conn_queue_t *ring;          /* the queue served next; NULL: nothing queued */
+    size_t fair_queued;          /* jobs in those queues */
     const store_options_t *opts; /* the caller's (config_t.store): outlives the writer */
     storage_stats_t stats;
     /* parked jobs (PULL BLOCK), indexed three ways: no iteration walks them all */
@@ -123,11 +153,6 @@ void job_free(job_t *j)
 
 /* ---- lists ------------------------------------------------------------------ */
 
-typedef struct job_list {
-    job_t *head, *tail;
-    size_t n;
-} job_list_t;
-
 static void list_push(job_list_t *l, job_t *j)
 {
     j->next = NULL;
@@ -143,7 +168,22 @@ static void list_push(job_list_t *l, job_t *j)
 
 /* ---- parked jobs: lists by topic and by connection, a deadline heap ----------- */
 
-enum park_link { BY_TOPIC, BY_CONN };
+enum park_link {
+    BY_TOPIC,
+    BY_CONN
+};
+
+static job_t *list_pop(job_list_t *l)
+{
+    job_t *j = l->head;
+    l->head = j->next;
+    if (l->head == NULL) {
+        l->tail = NULL;
+    }
+    l->n--;
+    j->next = NULL;
+    return j;
+}
 
 static job_t **link_next(job_t *j, enum park_link k)
 {
@@ -330,6 +370,7 @@ writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_b
     w->maintain_needed = 1;
     map_init(&w->parked_topics);
     map_init(&w->parked_conns);
+    map_init(&w->fair_queues);
     atomic_store(&w->heartbeat_mono, mono_ms());
     return w;
 }
@@ -412,6 +453,7 @@ void writer_submit(writer_t *w, job_t *j)
     }
     w->q_tail = j;
     int was_empty = w->q_len++ == 0;
+    atomic_fetch_add(&w->nqueued, 1);
     pthread_mutex_unlock(&w->mu);
     if (was_empty) {
         pthread_cond_signal(&w->cond);
@@ -466,6 +508,7 @@ void writer_free(writer_t *w)
     }
     map_free(&w->parked_topics, free); /* empty once the thread ran: stopping expires every parked job */
     map_free(&w->parked_conns, free);
+    map_free(&w->fair_queues, free); /* empty too: stopping runs every queued job */
     free(w->deadlines);
     event_free(w->done_ev);
     pthread_mutex_destroy(&w->mu);
@@ -482,9 +525,7 @@ int writer_healthy(writer_t *w, char *why, size_t whylen)
         pthread_mutex_unlock(&w->done_mu);
         return 0;
     }
-    pthread_mutex_lock(&w->mu);
-    size_t queued = w->q_len;
-    pthread_mutex_unlock(&w->mu);
+    size_t queued = atomic_load(&w->nqueued);
     uint64_t hb = atomic_load(&w->heartbeat_mono), now = mono_ms();
     if (queued > 0 && now > hb + STALL_MS) {
         snprintf(why, whylen, "storage thread made no progress for %llu ms with %zu jobs queued",
@@ -497,10 +538,7 @@ int writer_healthy(writer_t *w, char *why, size_t whylen)
 
 size_t writer_queued(writer_t *w)
 {
-    pthread_mutex_lock(&w->mu);
-    size_t n = w->q_len;
-    pthread_mutex_unlock(&w->mu);
-    return n;
+    return atomic_load(&w->nqueued);
 }
 
 size_t writer_parked(writer_t *w)
@@ -671,6 +709,141 @@ static void cancel_parked(writer_t *w, uint64_t conn_id)
             break;
         }
     }
+}
+
+/* ---- fair share: one queue per connection, served round-robin ------------------ */
+
+static void commit_pending(writer_t *w, job_list_t *done);
+
+static void ring_insert(writer_t *w, conn_queue_t *q)
+{
+    if (w->ring == NULL) {
+        q->ring_next = q->ring_prev = q;
+        w->ring = q;
+        return;
+    }
+    q->ring_next = w->ring; /* last in the round that starts at w->ring */
+    q->ring_prev = w->ring->ring_prev;
+    q->ring_prev->ring_next = q;
+    w->ring->ring_prev = q;
+}
+
+/* Take an empty q out of the ring and free it. */
+static void fair_queue_drop(writer_t *w, conn_queue_t *q)
+{
+    if (q->ring_next == q) {
+        w->ring = NULL;
+    } else {
+        q->ring_prev->ring_next = q->ring_next;
+        q->ring_next->ring_prev = q->ring_prev;
+        if (w->ring == q) {
+            w->ring = q->ring_next;
+        }
+    }
+    map_del(&w->fair_queues, &q->conn_id, sizeof q->conn_id);
+    free(q);
+}
+
+/* A listing builds a reply of up to reply_estimate bytes (writer.h). */
+static int is_listing(const job_t *j)
+{
+    return j->reply_estimate > 0;
+}
+
+/* Nobody will read this job's reply and running it changes nothing, so it
+ * may be dropped unanswered (its connection closed). */
+static int droppable(const job_t *j)
+{
+    return j->reads_only && j->audit == NULL && j->complete == NULL;
+}
+
+/* A connection closed: drop its parked jobs and its queued read-only ones
+ * (a client closed for not reading its listings costs no more storage
+ * work). Its queued writes still run: their outcome is durable either way. */
+static void cancel_conn(writer_t *w, uint64_t conn_id)
+{
+    cancel_parked(w, conn_id);
+    conn_queue_t *q = map_get(&w->fair_queues, &conn_id, sizeof conn_id);
+    if (q == NULL) {
+        return;
+    }
+    job_list_t keep = { 0 };
+    while (q->jobs.head != NULL) {
+        job_t *j = list_pop(&q->jobs);
+        if (droppable(j)) {
+            w->fair_queued--;
+            atomic_fetch_sub(&w->nqueued, 1);
+            job_free(j);
+        } else {
+            list_push(&keep, j);
+        }
+    }
+    q->jobs = keep;
+    if (q->jobs.head == NULL) {
+        fair_queue_drop(w, q);
+    }
+}
+
+/* Sort the submitted jobs (in submission order) into their connections' queues. */
+static void fair_intake(writer_t *w, job_t *batch)
+{
+    while (batch) {
+        job_t *j = batch;
+        batch = j->next;
+        j->next = NULL;
+        if (j->kind == JOB_CANCEL_KIND) {
+            cancel_conn(w, j->conn_id);
+            atomic_fetch_sub(&w->nqueued, 1);
+            job_free(j);
+            continue;
+        }
+        conn_queue_t *q = map_get(&w->fair_queues, &j->conn_id, sizeof j->conn_id);
+        if (q == NULL) {
+            q = xcalloc(1, sizeof *q);
+            q->conn_id = j->conn_id;
+            map_put(&w->fair_queues, &q->conn_id, sizeof q->conn_id, q);
+            ring_insert(w, q);
+        }
+        list_push(&q->jobs, j);
+        w->fair_queued++;
+    }
+}
+
+/* Run queued jobs round-robin, one per connection per turn, until every
+ * queue is empty or holds only listings and this iteration's listings built
+ * FAIR_LISTING_BYTES (the file comment). Returns the number run. */
+static size_t fair_serve(writer_t *w, job_list_t *done, uint64_t now_mono)
+{
+    size_t njobs = 0, listing_bytes = 0;
+    for (int ran = 1; ran && w->ring != NULL;) {
+        ran = 0;
+        conn_queue_t *q = w->ring;
+        for (size_t k = 0, turns = map_count(&w->fair_queues); k < turns && w->ring != NULL; k++) {
+            conn_queue_t *next = q->ring_next;
+            job_t *j = q->jobs.head;
+            if (!is_listing(j) || listing_bytes < FAIR_LISTING_BYTES) {
+                list_pop(&q->jobs);
+                w->fair_queued--;
+                atomic_fetch_sub(&w->nqueued, 1);
+                run_exec(w, j, done, now_mono);
+                if (is_listing(j)) {
+                    listing_bytes += j->reply.raw.len > 0 ? j->reply.raw.len : 1;
+                }
+                njobs++;
+                ran = 1;
+                w->ring = next; /* the next turn goes to the next connection */
+                if (q->jobs.head == NULL) {
+                    fair_queue_drop(w, q);
+                }
+                if (w->store != NULL && store_pending_bytes(w->store) >= STORE_BATCH_MAX_BYTES) {
+                    commit_pending(w, done); /* a burst: commit (and answer) what the batch holds so far */
+                    post(w, done, 0);
+                }
+            }
+            q = next;
+        }
+    }
+    return njobs;
 }
 
 /* Ask each job of l whether it may run now; run it and answer it if so. l may
@@ -915,7 +1088,7 @@ static void *writer_main(void *arg)
     w->next_periodic_mono = mono_ms() + MAINTAIN_PERIOD_MS;
     for (;;) {
         pthread_mutex_lock(&w->mu);
-        while (w->q_head == NULL && !w->stop_requested && !more) {
+        while (w->q_head == NULL && w->fair_queued == 0 && !w->stop_requested && !more) {
             uint64_t now = mono_us();
             uint64_t at = next_wakeup_us(w, now);
             if (at <= now) {
@@ -952,24 +1125,9 @@ static void *writer_main(void *arg)
         }
         check_disk(w, now_mono);
 
-        /* 1. the jobs, in order */
-        size_t njobs = 0;
-        while (batch) {
-            job_t *j = batch;
-            batch = j->next;
-            j->next = NULL;
-            if (j->kind == JOB_CANCEL_KIND) {
-                cancel_parked(w, j->conn_id);
-                job_free(j);
-                continue;
-            }
-            njobs++;
-            run_exec(w, j, &done, now_mono);
-            if (w->store != NULL && store_pending_bytes(w->store) >= STORE_BATCH_MAX_BYTES) {
-                commit_pending(w, &done); /* a burst: commit (and answer) what the batch holds so far */
-                post(w, &done, 0);
-            }
-        }
+        /* 1. the jobs, each connection's in its order, round-robin between connections */
+        fair_intake(w, batch);
+        size_t njobs = fair_serve(w, &done, now_mono);
         if (njobs > 0) {
             w->last_job_mono = now_mono;
             w->maintain_needed = 1;
@@ -1031,7 +1189,7 @@ static void *writer_main(void *arg)
 
         if (stopping) {
             pthread_mutex_lock(&w->mu);
-            int empty = w->q_head == NULL;
+            int empty = w->q_head == NULL && w->fair_queued == 0;
             pthread_mutex_unlock(&w->mu);
             if (empty) {
                 break;

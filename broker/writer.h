@@ -3,8 +3,11 @@
  * runs storage jobs in groups and commits each group once (group commit).
  *
  * The event loop turns every command that touches the store into a job_t and
- * submits it. The storage thread takes ALL queued jobs at once, runs them in
- * order (their writes join the store's pending batch), runs due scheduler
+ * submits it. The storage thread takes ALL queued jobs at once, runs them
+ * (their writes join the store's pending batch) — each connection's in its
+ * order, round-robin between connections, listings (jobs with a
+ * reply_estimate) limited to a few MiB of replies per iteration so that a
+ * SEND never waits behind every listing other clients queued — runs due scheduler
  * work, retries parked jobs that may now succeed, then commits once — synced
  * under `fsync always` — and only then posts the jobs back to the loop, whose
  * callback sends the replies. While one group syncs, the loop keeps reading
@@ -138,7 +141,7 @@ void writer_free(writer_t *w);
 /* Loop thread: 1 when the storage side is healthy, else 0 with the reason. */
 int writer_healthy(writer_t *w, char *why, size_t whylen);
 
-/* Loop thread: jobs queued and parked right now (approximate). */
+/* Loop thread: jobs queued (submitted and not yet run) and parked right now (approximate). */
 size_t writer_queued(writer_t *w);
 size_t writer_parked(writer_t *w);
 

@@ -23,6 +23,9 @@
  *    header-timeout, the well-behaved client keeps working and gets at most
  *    max-pull-bytes (+ one message) per DLQ LIST, and the broker's RSS stays
  *    within max-client-memory of where it started (figures printed);
+ *  - fair_share: 8 clients queue 64 DLQ LISTs of 4 MiB; a SEND sent while
+ *    they wait is answered while most of them still wait (first come,
+ *    first served, it waited for all of them), and every listing is served;
  *  - blocked_pulls: 300 PULL BLOCK connections (each reserving max-pull-bytes
  *    for its reply, 300 x 16 MiB in all) under max-client-memory 64mb: a
  *    reservation is not memory, so none is closed, and each gets its message
@@ -355,6 +358,39 @@ static void test_header_timeout(void)
     close(idle);
 }
 
+/* n messages of 1 MB in the DLQ of group g (topic "big", MAXRETRY 0), on bt_conn. */
+static void fill_dlq(int n)
+{
+    char e[512], id[32];
+    size_t plen = 1000 * 1000;
+    char *payload = malloc(plen + 1);
+    BP_REQUIRE(payload != NULL, "out of memory");
+    memset(payload, 'd', plen);
+    payload[plen] = '\0';
+    for (int i = 0; i < n; i++)
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "big", payload, NULL) == 0, "SEND %d: %s", i, e);
+    free(payload);
+    BP_REQUIRE(
+        bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "g", "big", "FROM", "FIRST", "MAXRETRY", "0", NULL) == 0,
+        "GROUP CREATE: %s", e);
+    int parked = 0;
+    for (int round = 0; round < 100 && parked < n; round++) {
+        resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "big", "COUNT", "100", NULL);
+        BP_REQUIRE(r != NULL, "PULL: %s", e);
+        for (size_t i = 0; i < r->count; i++) {
+            rc_msg_t m;
+            long long next;
+            BP_REQUIRE(rc_msg_at(r, i, &m, e, sizeof e) == 0, "PULL reply: %s", e);
+            BP_REQUIRE(bp_int_cmd(&bt_conn, &next, e, sizeof e, "NACK", "g", m.id, NULL) == 0, "NACK: %s", e);
+            parked++;
+        }
+        resp_reply_free(r);
+    }
+    long long dlq;
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &dlq, e, sizeof e, "DLQ", "LEN", "g", NULL) == 0 && dlq == n,
+               "DLQ LEN %lld, want %d (%s)", dlq, n, e);
+}
+
 /* One DLQ LIST on bt_conn: the number of messages and the payload bytes. */
 static void dlq_list(int *n, size_t *bytes)
 {
@@ -412,34 +448,7 @@ static void test_pressure(void)
         unsetenv("ASAN_OPTIONS");
     bt_conn.timeout_ms = 60000; /* the storage thread serves the non-readers' lists too (slow under sanitizers) */
 
-    /* 20 messages of 1 MiB in the DLQ of g */
-    size_t plen = 1000 * 1000;
-    char *payload = malloc(plen + 1);
-    BP_REQUIRE(payload != NULL, "out of memory");
-    memset(payload, 'd', plen);
-    payload[plen] = '\0';
-    for (int i = 0; i < PAYLOADS; i++)
-        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "big", payload, NULL) == 0, "SEND %d: %s", i, e);
-    free(payload);
-    BP_REQUIRE(
-        bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "g", "big", "FROM", "FIRST", "MAXRETRY", "0", NULL) == 0,
-        "GROUP CREATE: %s", e);
-    int parked = 0;
-    for (int round = 0; round < 100 && parked < PAYLOADS; round++) {
-        resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "big", "COUNT", "100", NULL);
-        BP_REQUIRE(r != NULL, "PULL: %s", e);
-        for (size_t i = 0; i < r->count; i++) {
-            rc_msg_t m;
-            long long next;
-            BP_REQUIRE(rc_msg_at(r, i, &m, e, sizeof e) == 0, "PULL reply: %s", e);
-            BP_REQUIRE(bp_int_cmd(&bt_conn, &next, e, sizeof e, "NACK", "g", m.id, NULL) == 0, "NACK: %s", e);
-            parked++;
-        }
-        resp_reply_free(r);
-    }
-    long long dlq;
-    BP_REQUIRE(bp_int_cmd(&bt_conn, &dlq, e, sizeof e, "DLQ", "LEN", "g", NULL) == 0 && dlq == PAYLOADS,
-               "DLQ LEN %lld, want %d (%s)", dlq, PAYLOADS, e);
+    fill_dlq(PAYLOADS);
     int n;
     size_t bytes;
     dlq_list(&n, &bytes);
@@ -518,6 +527,104 @@ static void test_pressure(void)
         if (tricklers[i] >= 0)
             close(tricklers[i]);
     BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "after", "calm", NULL) == 0, "SEND after: %s", e);
+}
+
+/* A loop-side INFO figure (INFO clients|stats: answered without the storage thread). */
+static long long loop_info_ll(const char *section, const char *field)
+{
+    char e[256], v[64] = "";
+    resp_reply_t *r = rc_cmd(&bt_conn, "INFO", section, NULL);
+    BP_REQUIRE(r != NULL && rc_info_field(r, field, v, sizeof v) == 0, "INFO %s %s: %s", section, field,
+               r == NULL ? bt_conn.err : rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    return atoll(v);
+}
+
+static void test_fair_share(void)
+{
+    enum {
+        PAYLOADS = 8,
+        LISTERS = 8,
+        EACH = 8,
+        QUEUED_AT_LEAST = 16
+    };
+    /* nothing closes the listers or pauses their parsing: every listing reaches the storage queue */
+    const char *extra[] = { "--max-client-memory", "0",   "--max-inflight-bytes", "1gb", "--max-payload", "1mb",
+                            "--max-bulk",          "1mb", "--max-query",          "2mb", "--max-pull-bytes", "4mb",
+                            NULL };
+    char e[512], v[64];
+    bt_start(extra);
+    bt_conn.timeout_ms = 120000;
+    fill_dlq(PAYLOADS);
+    static rc_conn_t listers[LISTERS];
+    for (int i = 0; i < LISTERS; i++) {
+        BP_REQUIRE(bp_connect(&bt_broker, &listers[i], e, sizeof e) == 0, "connect: %s", e);
+        listers[i].timeout_ms = 120000;
+        BP_REQUIRE(bp_ok_cmd(&listers[i], e, sizeof e, "CLIENT", "SETNAME", "lister", NULL) == 0, "SETNAME: %s", e);
+    }
+    for (int i = 0; i < LISTERS; i++) {
+        for (int k = 0; k < EACH; k++)
+            rc_appendl(&listers[i], "DLQ", "LIST", "g", "COUNT", "100", NULL);
+        BP_REQUIRE(rc_flush(&listers[i], 0) == 0, "DLQ LIST: %s", listers[i].err);
+    }
+    /* Each lister's listings arrive in one segment and are parsed together: once CLIENT LIST shows every lister's
+     * last command as DLQ with nothing left unparsed, all of them are submitted. */
+    int parsed = 0;
+    uint64_t end = tu_now_mono_ms() + 30000;
+    while (parsed < LISTERS && tu_now_mono_ms() < end) {
+        resp_reply_t *r = rc_cmd(&bt_conn, "CLIENT", "LIST", NULL);
+        BP_REQUIRE(r != NULL && r->str != NULL, "CLIENT LIST: %s", r == NULL ? bt_conn.err : "not a string");
+        parsed = 0;
+        for (const char *l = r->str; *l != '\0';) {
+            const char *nl = strchr(l, '\n');
+            size_t len = nl ? (size_t)(nl - l) : strlen(l);
+            char line[1024];
+            snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), l);
+            parsed += strstr(line, " name=lister ") && strstr(line, " qbuf=0 ") && strstr(line, " cmd=dlq ");
+            l += len + (nl != NULL);
+        }
+        resp_reply_free(r);
+    }
+    BP_REQUIRE(parsed == LISTERS, "%d of %d listers had their listings parsed", parsed, LISTERS);
+    long long queued = loop_info_ll("clients", "storage_jobs_queued");
+    BP_REQUIRE(queued >= QUEUED_AT_LEAST,
+               "only %lld listings of 4 MiB were still queued once all %d were parsed: the storage thread was too "
+               "fast for this test to tell whether a SEND waits behind them",
+               queued, LISTERS * EACH);
+    /* A SEND and an INFO (a storage job: it is answered by the same iteration, its storage_jobs_queued read when
+     * its reply is posted). First come, first served, both ran after every listing queued before them: 0. */
+    uint64_t t0 = tu_now_mono_ms();
+    rc_appendl(&bt_conn, "SEND", "calm", "a well-behaved client's message", NULL);
+    rc_appendl(&bt_conn, "INFO", NULL);
+    BP_REQUIRE(rc_flush(&bt_conn, 0) == 0, "SEND: %s", bt_conn.err);
+    resp_reply_t *r = rc_read(&bt_conn, 120000);
+    uint64_t send_ms = tu_now_mono_ms() - t0;
+    BP_REQUIRE(r != NULL && r->type != RESP_REPLY_ERROR, "SEND: %s", r == NULL ? bt_conn.err : rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    r = rc_read(&bt_conn, 120000);
+    BP_REQUIRE(r != NULL && rc_info_field(r, "storage_jobs_queued", v, sizeof v) == 0, "INFO: %s",
+               r == NULL ? bt_conn.err : rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    long long left = atoll(v);
+    /* every listing is served, each within max-pull-bytes + one message */
+    uint64_t t1 = tu_now_mono_ms();
+    int served = 0;
+    for (int i = 0; i < LISTERS; i++) {
+        for (int k = 0; k < EACH; k++) {
+            r = rc_read(&listers[i], 120000);
+            served += r != NULL && r->type == RESP_REPLY_ARRAY && r->count >= 1 && r->count <= 5;
+            resp_reply_free(r);
+        }
+        rc_close(&listers[i]);
+    }
+    uint64_t all_ms = send_ms + (tu_now_mono_ms() - t1);
+    printf("fair_share: %lld of %d listings queued when a SEND was sent; it was answered in %llu ms with %lld still "
+           "queued; the listings all served within %llu ms\n",
+           queued, LISTERS * EACH, (unsigned long long)send_ms, left, (unsigned long long)all_ms);
+    BP_CHECK(left > 0,
+             "the SEND was answered only after all %lld listings queued before it (first come, first served)",
+             queued);
+    BP_CHECK(served == LISTERS * EACH, "%d of %d listings answered", served, LISTERS * EACH);
 }
 
 static void test_blocked_pulls(void)
@@ -735,7 +842,7 @@ int main(int argc, char **argv)
 {
     static const tu_test_t tests[] = {
         { "fd_limit", test_fd_limit }, { "fd_exhausted", test_fd_exhausted }, { "header_timeout", test_header_timeout },
-        { "pressure", test_pressure }, { "blocked_pulls", test_blocked_pulls }, { "disk_full", test_disk_full },
+        { "pressure", test_pressure }, { "fair_share", test_fair_share }, { "blocked_pulls", test_blocked_pulls }, { "disk_full", test_disk_full },
         { NULL, NULL },
     };
     return bt_main(argc, argv, "limits", tests);
