@@ -91,6 +91,7 @@ struct conn_set {
     /* counters */
     uint64_t connections_total, protocol_errors, reply_kills, idle_kills, commands;
     uint64_t client_memory, memory_kills, header_kills;
+    uint64_t woken_delivered; /* bytes of PULL BLOCK replies received from the writer (writer_note_client_memory) */
 };
 
 static uint64_t mono_ms(void)
@@ -625,7 +626,8 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 void conn_job_done(job_t *j, void *ctx)
 {
     conn_set_t *s = ctx;
-    uint64_t conn_id = j->conn_id; /* read first: complete() may free an HTTP job */
+    s->woken_delivered += j->woken_bytes; /* from now on in the connection's memory (or freed), not in flight */
+    uint64_t conn_id = j->conn_id;        /* read first: complete() may free an HTTP job */
     if (j->complete) {
         j->complete(j);
     }
@@ -737,6 +739,9 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
         conn_close(worst);
     }
     s->client_memory = total;
+    if (s->writer != NULL) {
+        writer_note_client_memory(s->writer, total, s->woken_delivered);
+    }
     buf_trim(&s->scratch.raw, SCRATCH_KEEP_BYTES); /* give a burst's memory back (CLIENT LIST of 10^4 clients) */
 }
 
