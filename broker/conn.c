@@ -29,6 +29,8 @@
  * when it looks like plaintext on the TLS port). On the plaintext port a
  * first byte 0x16 (a TLS handshake record) is logged and the connection
  * closed unanswered. Closing a TLS connection sends close_notify first.
+ * With tls-auth-clients-user cn a completed handshake with a verified
+ * client certificate logs the connection in as the user its CN names.
  */
 #include "broker/conn.h"
 
@@ -41,6 +43,8 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent_ssl.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include "base/alloc.h"
 #include "base/map.h"
@@ -48,6 +52,7 @@
 #include "broker/cmd_shared.h"
 #include "broker/commands.h"
 #include "broker/server.h"
+#include "broker/users.h"
 #include "common/tls_server.h"
 #include "common/log.h"
 
@@ -558,6 +563,41 @@ static void tls_refuse_plaintext(evutil_socket_t fd)
     shutdown(fd, SHUT_WR);
 }
 
+/* tls-auth-clients-user cn: a client certificate that verified logs c in as
+ * the user its subject's CN names, when that user exists and is enabled;
+ * otherwise c stays as it was (AUTH needed) and the log says why. */
+static void log_in_by_certificate(conn_t *c, SSL *ssl)
+{
+    conn_set_t *s = c->set;
+    if (s->cfg->tls_auth_clients_user != TLS_USER_CN || !server_auth_required(s->srv)) {
+        return;
+    }
+    X509 *x = SSL_get0_peer_certificate(ssl);
+    if (x == NULL || SSL_get_verify_result(ssl) != X509_V_OK) {
+        return; /* tls-auth-clients optional and none sent */
+    }
+    char cn[USERS_NAME_MAX + 2];
+    int n = X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn, (int)sizeof cn);
+    if (n <= 0 || n > USERS_NAME_MAX || strlen(cn) != (size_t)n) {
+        log_info("client id=%llu addr=%s: its certificate has no CN that can name a user (at most %d bytes); AUTH "
+                 "needed",
+                 (unsigned long long)c->id, c->addr, USERS_NAME_MAX);
+        return;
+    }
+    const users_entry_t *e = users_find(server_users(s->srv), cn, (size_t)n);
+    if (e == NULL || e->disabled) {
+        log_info("client id=%llu addr=%s: its certificate's CN '%s' is %s in the users file; AUTH needed",
+                 (unsigned long long)c->id, c->addr, cn, e == NULL ? "no user" : "a disabled user");
+        return;
+    }
+    char roles[USERS_ROLES_TEXT];
+    c->authenticated = 1;
+    c->roles = e->roles;
+    snprintf(c->user, sizeof c->user, "%s", e->name);
+    log_info("client id=%llu addr=%s: logged in as '%s' (%s) by its certificate", (unsigned long long)c->id, c->addr,
+             e->name, users_roles_text(e->roles, roles, sizeof roles));
+}
+
 /* The TLS handshake's outcome (a connection from tls-port before it is
  * ready). Returns 1 when the event was the handshake's. */
 static int tls_handshake_event(conn_t *c, struct bufferevent *bev, short what)
@@ -565,6 +605,7 @@ static int tls_handshake_event(conn_t *c, struct bufferevent *bev, short what)
     char why[512];
     if (what & BEV_EVENT_CONNECTED) {
         c->tls_ready = 1;
+        log_in_by_certificate(c, bufferevent_openssl_get_ssl(bev));
         c->last_active_mono = mono_ms();
         if (c->set->cfg->idle_timeout_ms > 0) {
             struct timeval tv = { (time_t)(c->set->cfg->idle_timeout_ms / 1000),

@@ -68,6 +68,10 @@ static const cfg_key_t cfg_keys[] = {
               "mutual TLS: yes: a client certificate signed by tls-ca-cert-file is required; optional: checked "
               "when sent; no: not asked for"),
       .words = TLS_AUTH_CLIENTS_WORDS, .reload = 1 },
+    { CFG_KEY("tls-auth-clients-user", CFG_ENUM, "off", 0, 1, OFF(tls_auth_clients_user),
+              "cn: a verified client certificate logs its connection in as the user its subject's CN names "
+              "(users-file; no AUTH needed); off: it logs no one in"),
+      .words = TLS_AUTH_CLIENTS_USER_WORDS },
     { CFG_KEY("users-file", CFG_STRING, NULL, 0, 0, OFF(users_file),
               "users, roles and password hashes (docs/security.md); set: every client must AUTH; re-read on SIGHUP"),
       .hint = "FILE" },
@@ -291,6 +295,9 @@ static int config_validate_tls(const config_t *c, char *err, size_t errlen)
         if (c->tls_crl_file != NULL) {
             return err_set(err, errlen, "tls-crl-file is set but tls-port is 0 (TLS is off)");
         }
+        if (c->tls_auth_clients_user != TLS_USER_OFF) {
+            return err_set(err, errlen, "tls-auth-clients-user is set but tls-port is 0 (TLS is off)");
+        }
         return 0;
     }
     if (c->tls_cert_file == NULL || c->tls_key_file == NULL) {
@@ -299,6 +306,10 @@ static int config_validate_tls(const config_t *c, char *err, size_t errlen)
     if (c->tls_auth_clients != TLS_AUTH_NO && c->tls_ca_cert_file == NULL) {
         return err_set(err, errlen, "tls-auth-clients %s needs tls-ca-cert-file (the CA client certificates chain to)",
                        c->tls_auth_clients == TLS_AUTH_YES ? "yes" : "optional");
+    }
+    if (c->tls_auth_clients_user == TLS_USER_CN && (c->tls_auth_clients == TLS_AUTH_NO || c->users_file == NULL)) {
+        return err_set(err, errlen, "tls-auth-clients-user cn needs tls-auth-clients yes or optional and a users-file "
+                                    "(the CN names one of its users)");
     }
     if (c->tls_crl_file != NULL && c->tls_auth_clients == TLS_AUTH_NO) {
         return err_set(err, errlen,

@@ -44,6 +44,13 @@ enum {
     TLS_AUTH_OPTIONAL
 };
 
+/* tls-auth-clients-user (config_t.tls_auth_clients_user). */
+#define TLS_AUTH_CLIENTS_USER_WORDS "off|cn"
+enum {
+    TLS_USER_OFF = 0, /* a client certificate logs no one in */
+    TLS_USER_CN       /* its subject's CN names the user it is logged in as */
+};
+
 typedef struct config {
     /* network */
     char *bind;
@@ -58,6 +65,7 @@ typedef struct config {
     char *tls_cert_file, *tls_key_file, *tls_ca_cert_file; /* NULL: unset */
     char *tls_crl_file;                                    /* NULL: no revocation check */
     int tls_auth_clients;                                  /* TLS_AUTH_NO | YES | OPTIONAL */
+    int tls_auth_clients_user;                             /* TLS_USER_OFF | CN */
     char *users_file; /* NULL: no users, no AUTH (broker/users.h) */
     /* storage */
     char *dir;

@@ -293,7 +293,7 @@ static void print_help(FILE *f)
                "Options (anywhere on the line, before or after the command):\n"
                "  -u, --uri URI  broker to talk to: hourglass://[user:pass@]host[:port], or\n"
                "                 hourglass+tls://…[?ca=FILE&cert=FILE&key=FILE&sni=NAME] for its tls-port,\n"
-               "                 amqp://[user:pass@]host[:port][,…][/vhost] or amqps://… for RabbitMQ\n"
+               "                 amqp://[user:pass@]host[:port][,…][/vhost][?levels=1s,5s,…] or amqps://… for RabbitMQ\n"
                "                 (default: $HOURGLASS_URI, else the file's uri, else " CLI_DEFAULT_URI ")\n"
                "  --user U       log in as U (instead of the URI's user)\n"
                "  --password-file F  read the password from file F (instead of the URI's)\n"

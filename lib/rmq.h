@@ -12,6 +12,7 @@
  *   rmq_topology.c   names, arguments and idempotent, checked declarations of
  *                    the exchanges and queues; the group registry
  *   rmq_msg.c        SEND / send_many, PULL, ACK, NACK: the message mapping
+ *   rmq_route.c      where a delay goes first: levels, plan, remainder (pure)
  *   rmq_admin.c      LEVELS, GROUP CREATE/LIST/DEL, DLQ LEN/LIST/REQUEUE/DROP
  *   rmq_router.c     the hop router of chained delays (a consumer helper)
  *   rmq_reply.c      RESP reply trees built from values
@@ -32,6 +33,7 @@
 #include "base/buf.h"
 
 #include <amqp.h>
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +45,7 @@
 #define RMQ_HEARTBEAT_S    20
 #define RMQ_MAX_DELAY_MS   (3ull * 86400 * 1000) /* as the broker's default max-delay */
 #define RMQ_MAX_RECONSUME  16                    /* as the broker's default max-reconsume */
+#define RMQ_REFUSED_PAUSE_MS 250 /* first pause before resending refused publishes (doubling) */
 #define RMQ_NAME_MAX       255                   /* a group or topic name (AMQP shortstr) */
 #define RMQ_QUEUE_NAME_MAX 300
 
@@ -54,6 +57,20 @@
 #define RMQ_Q_UNROUTED  "hg.unrouted" /* due messages of a topic without groups */
 #define RMQ_Q_GROUPS    "hg.groups"   /* the group registry */
 #define RMQ_RK_HOP      "hop"
+/* The remainder of a DELAY below the smallest level (docs/rabbitmq.md):
+ * one quorum queue per power of two b below the smallest level,
+ * hg.rem.<b> with x-message-ttl b, entered through the headers exchanges
+ * hg.rem.bit.<b> (to hg.rem.<b> when the message carries hg-rem-<b>,
+ * else on to hg.rem.bit.<b/2> as their alternate exchange); hg.rem.<b>
+ * dead-letters into hg.rem.bit.<b/2>, and hg.rem.bit.1 and hg.rem.1 into
+ * hg.rem.end, which passes a message on to hg.levels when it carries
+ * hg-then = level, else to hg.due (its alternate exchange). */
+#define RMQ_REM_QUEUE    "hg.rem.%" PRIu64
+#define RMQ_REM_EXCHANGE "hg.rem.bit.%" PRIu64
+#define RMQ_EX_REM_END   "hg.rem.end"
+#define RMQ_H_REM        "hg-rem-%" PRIu64 /* "1": this message waits in hg.rem.<b> */
+#define RMQ_H_THEN       "hg-then"         /* "level": a level hop follows the remainder */
+#define RMQ_REM_MAX_BITS 40
 
 /* Message headers. */
 #define RMQ_H_TOPIC     "hg-topic"
@@ -102,6 +119,10 @@ typedef struct rmq_out {
     uint64_t due_ms;
     unsigned reconsume;
     int level;          /* > 0: the hg-level header (for hg.levels) */
+    /* > 0: first wait remainder_ms in the remainder queues (rmq_route_delay),
+     * entering at hg.rem.bit.<remainder_top>; exchange is then where the
+     * message goes after them (hg.levels or hg.due) */
+    uint64_t remainder_ms, remainder_top;
     const char *plan;   /* NULL: none */
     const char *dest;   /* NULL: none */
     const char *reason; /* NULL: none */
@@ -140,6 +161,9 @@ typedef struct rmq {
     size_t batch_n;
     signed char *batch_state; /* 0 waiting, 1 acked, -1 nacked */
     size_t batch_cap;
+    /* publishes RabbitMQ refused (basic.nack) in the last rmq_publish; while
+     * set, rmq_ensure starts a new connection (rmq_publish says why) */
+    size_t refused;
 
     /* consumption on channel 1 */
     char consuming[RMQ_NAME_MAX + 1]; /* the group consumed, "" none */
@@ -162,7 +186,13 @@ amqp_socket_t *rmq_tls_socket(rmq_t *r, amqp_connection_state_t st, const char *
 const char *rmq_tls_failure(rmq_t *r, int status, char *buf, size_t len);
 
 /* --- rmq_conn.c --- */
+/* Connected (reconnecting with the client's backoff when not); a
+ * connection whose last publish was refused is replaced first. */
 hg_err_t rmq_ensure(rmq_t *r);
+/* Before resend round `round` (0, 1, …) of messages RabbitMQ refused: wait
+ * RMQ_REFUSED_PAUSE_MS << round (interruptible by the client's wake fd).
+ * Returns 0, or -1 when woken (HG_ERR_STOPPED set on the client). */
+int rmq_refused_pause(rmq_t *r, int round);
 void rmq_disconnect(rmq_t *r);
 /* After a failed rpc on channel ch: the client error names what (e.g.
  * "queue.declare hg.level.3"); a server channel close is answered and the
@@ -175,7 +205,10 @@ hg_err_t rmq_rpc_check(rmq_t *r, int ch, const char *what);
 hg_err_t rmq_admin(rmq_t *r);
 /* Publish n messages on channel 1 and wait for their confirms; results[i]
  * HG_OK or the error (why[i] may be NULL). Returns HG_OK when all were
- * confirmed, else the first error (set on the client). */
+ * confirmed, else the first error (set on the client). A refusal
+ * (basic.nack: HG_ERR_SERVER, r->refused > 0) leaves the connection up for
+ * the caller to settle what it holds; the next rmq_ensure replaces it. The
+ * send paths resend refused messages (rmq_refused_pause). */
 hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results);
 /* Wait for frames until deadline (monotonic ms; 0 = poll once) or until
  * a delivery is ready (want_delivery) — interruptible by the client's wake
@@ -231,9 +264,15 @@ hg_err_t rmq_cmd_pull(rmq_t *r, size_t argc, const char *const *argv, uint32_t e
 hg_err_t rmq_consume(rmq_t *r, const char *queue, const char *name, int count);
 hg_err_t rmq_cmd_ack(rmq_t *r, size_t argc, const char *const *argv, resp_reply_t **reply);
 hg_err_t rmq_cmd_nack(rmq_t *r, size_t argc, const char *const *argv, resp_reply_t **reply);
+
+/* --- rmq_route.c --- */
+/* The largest power of two below t's smallest level (the highest
+ * remainder queue); 0 when the smallest level is 1 ms (no remainders). */
+uint64_t rmq_remainder_top(const lvl_table_t *t);
 /* The destination and plan of a delay: fills out->exchange, routing_key,
- * level, plan, due_ms (plan_buf holds the plan text). dest is the final
- * routing key. Returns 0, or -1 with why. */
+ * level, plan, remainder_ms/remainder_top (a remainder below the smallest
+ * level, waited first in the remainder queues), due_ms (plan_buf holds the
+ * plan text). dest is the final routing key. Returns 0, or -1 with why. */
 int rmq_route_delay(const lvl_table_t *t, hg_delay_t delay, const char *dest, uint64_t now, rmq_out_t *out,
                     char *plan_buf, size_t plan_len, char *why, size_t whylen);
 

@@ -19,6 +19,17 @@
  * deliveries held on it go back to their queue (RabbitMQ requeues unacked
  * messages), which is the lease of this transport.
  *
+ * A refused publish (basic.nack) replaces the connection too, at the next
+ * rmq_ensure: RabbitMQ 3.10's quorum-queue client inside a channel asks for
+ * a queue's leader once, when the channel first publishes to it, and takes
+ * the leader named in the queue's record. When that node was just killed
+ * (the record is updated only after the election) every later publish of
+ * that channel to that queue is refused, for as long as the node is down:
+ * the client keeps asking the dead node and never looks again. A new
+ * connection has new channels, which look the leader up again. (We have no
+ * reject-publish limit of our own, so a nack means this, or an operator's
+ * max-length policy; the send paths resend a few times before giving up.)
+ *
  * Errors are set on the client (client_fail) with what was being done and
  * RabbitMQ's reason; PRECONDITION_FAILED of a declaration is rewritten to
  * name the argument and both values. One thread per connection.
@@ -169,6 +180,17 @@ void rmq_disconnect(rmq_t *r)
     r->topology_ok = 0;
     r->admin_open = 0;
     r->batch_n = 0;
+    r->refused = 0;
+}
+
+int rmq_refused_pause(rmq_t *r, int round)
+{
+    uint32_t ms = RMQ_REFUSED_PAUSE_MS << (round < 5 ? round : 5);
+    if (client_sleep(client_wake_fd(r->client), ms) < 0) {
+        client_fail(r->client, HG_ERR_STOPPED, "stopped while waiting to resend to RabbitMQ at %s", r->address);
+        return -1;
+    }
+    return 0;
 }
 
 static struct timeval tv_ms(uint32_t ms)
@@ -285,6 +307,8 @@ hg_err_t rmq_ensure(rmq_t *r)
     unsigned attempt = 0;
     hg_err_t e = HG_OK;
 
+    if (r->st != NULL && r->refused > 0)
+        rmq_disconnect(r); /* a refused publish: new channels ask for the leaders again */
     if (r->st != NULL)
         return HG_OK;
     for (;;) {
@@ -458,10 +482,10 @@ static void add_int(amqp_table_entry_t *e, int *n, const char *key, long long va
 /* Publish one message on channel 1 (no wait). */
 static int publish_one(rmq_t *r, const rmq_out_t *o)
 {
-    amqp_table_entry_t e[14];
+    amqp_table_entry_t e[16 + RMQ_REM_MAX_BITS];
     amqp_basic_properties_t p;
     amqp_bytes_t body;
-    char level[16];
+    char level[16], exchange[64], bits[RMQ_REM_MAX_BITS][32];
     int n = 0;
 
     if (o->topic != NULL)
@@ -487,6 +511,18 @@ static int publish_one(rmq_t *r, const rmq_out_t *o)
         add_int(e, &n, RMQ_H_CREATED, (long long)o->created_ms);
         add_int(e, &n, RMQ_H_MAXRETRY, o->max_reconsume);
     }
+    snprintf(exchange, sizeof(exchange), "%s", o->exchange);
+    if (o->remainder_ms > 0) { /* the remainder queues first (rmq.h) */
+        int k = 0;
+        snprintf(exchange, sizeof(exchange), RMQ_REM_EXCHANGE, o->remainder_top);
+        for (uint64_t b = o->remainder_top; b > 0 && k < RMQ_REM_MAX_BITS; b >>= 1)
+            if (o->remainder_ms & b) {
+                snprintf(bits[k], sizeof(bits[k]), RMQ_H_REM, b);
+                add_str(e, &n, bits[k++], "1", 1);
+            }
+        if (o->level > 0)
+            add_str(e, &n, RMQ_H_THEN, "level", 5);
+    }
     memset(&p, 0, sizeof(p));
     p._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG;
     p.delivery_mode = 2; /* persistent */
@@ -495,7 +531,7 @@ static int publish_one(rmq_t *r, const rmq_out_t *o)
     p.headers.entries = e;
     body.bytes = (void *)(o->payload != NULL ? o->payload : "");
     body.len = o->payload_len;
-    return amqp_basic_publish(r->st, RMQ_WORK_CHANNEL, amqp_cstring_bytes(o->exchange),
+    return amqp_basic_publish(r->st, RMQ_WORK_CHANNEL, amqp_cstring_bytes(exchange),
                               amqp_cstring_bytes(o->routing_key), 0, 0, &p, body);
 }
 
@@ -589,7 +625,12 @@ hg_err_t rmq_pump(rmq_t *r, uint64_t deadline, int want_delivery, int interrupti
             return client_fail(r->client, HG_ERR_IO, "not connected to RabbitMQ at %s", r->address);
         if (want_delivery && r->ready != NULL)
             return HG_OK;
-        if (!amqp_frames_enqueued(r->st) && !amqp_data_in_buffer(r->st)) {
+        /* Read before polling: on amqps:// OpenSSL may already hold the
+         * next records (read from the socket with the last ones), which
+         * neither poll nor amqp_data_in_buffer sees; a delivery would wait
+         * for the next packet or the poll's timeout. */
+        rc = amqp_simple_wait_frame_noblock(r->st, &f, &zero);
+        if (rc == AMQP_STATUS_TIMEOUT) {
             struct pollfd p[2] = { { amqp_get_sockfd(r->st), POLLIN, 0 }, { wake, POLLIN, 0 } };
             int left = wire_poll_ms(deadline), n;
             if (left < 0 || left > RMQ_HEARTBEAT_S * 500)
@@ -601,10 +642,8 @@ hg_err_t rmq_pump(rmq_t *r, uint64_t deadline, int want_delivery, int interrupti
                 return HG_ERR_TIMEOUT;
             if (n > 0 && wake >= 0 && (p[1].revents & POLLIN))
                 return client_fail(r->client, HG_ERR_STOPPED, "stopped while waiting for RabbitMQ at %s", r->address);
-        }
-        rc = amqp_simple_wait_frame_noblock(r->st, &f, &zero);
-        if (rc == AMQP_STATUS_TIMEOUT)
             continue;
+        }
         if (rc != AMQP_STATUS_OK) {
             client_fail(r->client, HG_ERR_IO, "connection to RabbitMQ at %s lost: %s", r->address,
                         amqp_error_string2(rc));
@@ -632,6 +671,7 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
 
     for (size_t i = 0; i < n; i++)
         results[i] = HG_ERR_IO;
+    r->refused = 0;
     if (r->st == NULL)
         return client_fail(r->client, HG_ERR_IO, "not connected to RabbitMQ at %s", r->address);
     if (n > r->batch_cap) {
@@ -672,10 +712,14 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
     }
     for (size_t i = 0; i < n; i++) {
         results[i] = r->batch_state[i] > 0 ? HG_OK : HG_ERR_SERVER;
-        if (results[i] != HG_OK && first == HG_OK)
+        if (results[i] == HG_OK)
+            continue;
+        r->refused++;
+        if (first == HG_OK)
             first = client_fail(r->client, HG_ERR_SERVER,
-                                "RabbitMQ refused the message (basic.nack): a queue on its route is full "
-                                "(x-overflow reject-publish) or unavailable");
+                                "RabbitMQ at %s refused the message (basic.nack): a queue on its route is full "
+                                "(x-overflow reject-publish) or its leader is unreachable from this connection",
+                                r->address);
     }
     r->batch_n = 0;
     return first;

@@ -13,7 +13,9 @@
  *   LEVEL n     hg.levels, hg-level n  t.<topic>      TTL → dead-lettered into hg.due
  *   DELAY d     the plan's first level "hop" (or t.<topic> when one hop)
  *                                                     → hg.hops → the router
- *                                                     publishes the next hop
+ *                                                     publishes the next hop;
+ *               a remainder below the smallest level waits first in the
+ *               remainder queues (hg.rem.bit.<top>, same key; rmq.h)
  *   retry       hg.levels, level 3+r   g.<group>      back to that group only
  *   DLQ         default exchange       hg.dlq.<group> with hg-reason, hg-parked
  *
@@ -45,61 +47,7 @@
 #include <string.h>
 #include <strings.h>
 
-#define RMQ_SEND_ROUNDS 3 /* resend rounds after a lost connection */
-
-int rmq_route_delay(const lvl_table_t *t, hg_delay_t delay, const char *dest, uint64_t now, rmq_out_t *out,
-                    char *plan_buf, size_t plan_len, char *why, size_t whylen)
-{
-    uint8_t levels[LVL_MAX_HOPS];
-    uint64_t ms = 0;
-    int hops = 0;
-
-    out->exchange = RMQ_EX_DUE;
-    out->routing_key = dest;
-    out->level = 0;
-    out->plan = NULL;
-    out->dest = NULL;
-    out->due_ms = now;
-    switch (delay.kind) {
-    case HG_DELAY_NONE:
-        return 0;
-    case HG_DELAY_LEVEL:
-        if (delay.value == 0)
-            return 0;
-        if (delay.value > (uint64_t)t->count) {
-            snprintf(why, whylen, "LEVEL must be 0..%d (levels are 1..%d; 0: no delay), got %" PRIu64, t->count,
-                     t->count, delay.value);
-            return -1;
-        }
-        out->exchange = RMQ_EX_LEVELS;
-        out->level = (int)delay.value;
-        out->due_ms = now + t->delay_ms[delay.value];
-        return 0;
-    case HG_DELAY_MS:
-        ms = delay.value;
-        break;
-    case HG_DELAY_AT:
-        ms = delay.value > now ? delay.value - now : 0;
-        break;
-    }
-    if (ms == 0)
-        return 0;
-    if (lvl_chain_plan(t, ms, RMQ_MAX_DELAY_MS, levels, LVL_MAX_HOPS, &hops, why, whylen) < 0)
-        return -1;
-    out->exchange = RMQ_EX_LEVELS;
-    out->level = levels[0];
-    out->due_ms = now + ms; /* chains are exact to the millisecond (levels/table.h) */
-    if (hops > 1) {
-        size_t used = 0;
-        plan_buf[0] = '\0';
-        for (int i = 1; i < hops && used + 8 < plan_len; i++)
-            used += (size_t)snprintf(plan_buf + used, plan_len - used, i > 1 ? ",%u" : "%u", levels[i]);
-        out->routing_key = RMQ_RK_HOP;
-        out->plan = plan_buf;
-        out->dest = dest;
-    }
-    return 0;
-}
+#define RMQ_SEND_ROUNDS 3 /* resend rounds after a lost connection or a refusal */
 
 /* ------------------------------------------------------------------------
  * SEND
@@ -157,6 +105,27 @@ static int parse_send(size_t argc, const char *const *argv, const size_t *lens, 
     return 0;
 }
 
+/* Whether a send round that ended with e is worth another round (with the
+ * same ids): a lost connection or a missing confirm, and a refusal — which
+ * can come from a channel that lost track of a queue's leader (rmq_conn.c);
+ * rmq_ensure replaces the connection first. Not when resend_sends is off. */
+static int resend_worth(rmq_t *r, hg_err_t e)
+{
+    if (!client_opts(r->client)->resend_sends)
+        return 0;
+    return e == HG_ERR_IO || e == HG_ERR_TIMEOUT || (e == HG_ERR_SERVER && r->refused > 0);
+}
+
+/* After a refused round, the pause before the next one (the election that
+ * refused it has time to finish); nothing after other failures. 0, or -1
+ * when the client was woken. */
+static int pause_after_refusal(rmq_t *r, hg_err_t e, int *refusals)
+{
+    if (e != HG_ERR_SERVER || r->refused == 0)
+        return 0;
+    return rmq_refused_pause(r, (*refusals)++);
+}
+
 /* Build the message of one send; 0, or -1 with why. */
 static int build_out(rmq_t *r, rmq_out_t *o, char *id, char *dest, size_t destlen, char *plan, size_t planlen,
                      const char *topic, const char *key, const void *payload, size_t len, hg_delay_t delay, char *why,
@@ -195,14 +164,12 @@ hg_err_t rmq_cmd_send(rmq_t *r, size_t argc, const char *const *argv, const size
         return rmq_reply_finish(&b, reply);
     }
     rmq_new_id(id);
-    for (int round = 0; round <= RMQ_SEND_ROUNDS; round++) {
+    for (int round = 0, refusals = 0; round <= RMQ_SEND_ROUNDS; round++) {
         if ((e = rmq_ensure(r)) != HG_OK || (e = rmq_topology(r)) != HG_OK)
             break;
         /* the due time of a resend stays the first one: build_out fixed it */
         e = rmq_publish(r, &o, 1, &res);
-        if (e != HG_ERR_IO && e != HG_ERR_TIMEOUT)
-            break;
-        if (!client_opts(r->client)->resend_sends)
+        if (!resend_worth(r, e) || round == RMQ_SEND_ROUNDS || pause_after_refusal(r, e, &refusals) < 0)
             break;
     }
     if (e == HG_ERR_SERVER) {
@@ -237,16 +204,18 @@ void rmq_send_many(rmq_t *r, hg_send_item_t *items, size_t n)
         rmq_new_id(it->id);
         which[m++] = i;
     }
-    for (int round = 0; m > 0 && round <= RMQ_SEND_ROUNDS; round++) {
+    for (int round = 0, refusals = 0; m > 0 && round <= RMQ_SEND_ROUNDS; round++) {
         size_t keep = 0;
+        int again;
         if ((e = rmq_ensure(r)) != HG_OK || (e = rmq_topology(r)) != HG_OK)
             break;
         e = rmq_publish(r, out, m, res);
+        again = resend_worth(r, e);
         for (size_t k = 0; k < m; k++) {
             hg_send_item_t *it = &items[which[k]];
             if (res[k] == HG_OK) {
                 it->err = HG_OK;
-            } else if (e == HG_ERR_IO || e == HG_ERR_TIMEOUT) {
+            } else if (again) {
                 out[keep] = out[k];
                 which[keep++] = which[k];
             } else {
@@ -255,7 +224,7 @@ void rmq_send_many(rmq_t *r, hg_send_item_t *items, size_t n)
             }
         }
         m = keep;
-        if ((e != HG_ERR_IO && e != HG_ERR_TIMEOUT) || !client_opts(r->client)->resend_sends)
+        if (!again || round == RMQ_SEND_ROUNDS || pause_after_refusal(r, e, &refusals) < 0)
             break;
     }
     for (size_t k = 0; k < m; k++) {

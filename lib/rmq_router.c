@@ -130,7 +130,9 @@ static hg_err_t route_round(router_t *rt)
         if (r->st != NULL) {
             if (res[i] == HG_OK)
                 amqp_basic_ack(r->st, RMQ_WORK_CHANNEL, batch[i]->tag, 0);
-            else /* refused (a full level queue): back to hg.hops, tried again */
+            else /* refused: back to hg.hops, tried again on a new connection
+                  * (rmq_ensure replaces one whose publish was refused:
+                  * its channel may have lost track of the level's leader) */
                 amqp_basic_nack(r->st, RMQ_WORK_CHANNEL, batch[i]->tag, 0, 1);
         }
         rmq_msg_free(batch[i]);

@@ -102,6 +102,55 @@ static hg_err_t bind(rmq_t *r, const char *queue, const char *exchange, const ch
     return rmq_rpc_check(r, RMQ_ADMIN_CHANNEL, what);
 }
 
+/* Where hg.rem.<b> and hg.rem.bit.<b> hand a message on: hg.rem.bit.<b/2>,
+ * or hg.rem.end after the last bit. */
+static void remainder_next(char *buf, size_t len, uint64_t b)
+{
+    if (b > 1)
+        snprintf(buf, len, RMQ_REM_EXCHANGE, b / 2);
+    else
+        snprintf(buf, len, "%s", RMQ_EX_REM_END);
+}
+
+/* The remainder queues and their exchanges, from hg.rem.end up to the top
+ * bit of r's level table (rmq.h has the routing). */
+static hg_err_t remainder_topology(rmq_t *r)
+{
+    amqp_table_entry_t to_due = str_arg("alternate-exchange", RMQ_EX_DUE), then = str_arg(RMQ_H_THEN, "level");
+    amqp_table_entry_t then_args[2] = { str_arg("x-match", "all"), then };
+    amqp_table_t due_args = { 1, &to_due }, level_args = { 2, then_args };
+    char what[128];
+    hg_err_t e;
+
+    if ((e = declare_exchange(r, RMQ_EX_REM_END, "headers", due_args)) != HG_OK)
+        return e;
+    snprintf(what, sizeof(what), "binding exchange %s to %s", RMQ_EX_LEVELS, RMQ_EX_REM_END);
+    amqp_exchange_bind(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(RMQ_EX_LEVELS), amqp_cstring_bytes(RMQ_EX_REM_END),
+                       amqp_empty_bytes, level_args);
+    if ((e = rmq_rpc_check(r, RMQ_ADMIN_CHANNEL, what)) != HG_OK)
+        return e;
+    for (uint64_t b = 1, top = rmq_remainder_top(&r->levels); top > 0 && b <= top; b <<= 1) {
+        char queue[64], exchange[64], next[64], header[64];
+        amqp_table_entry_t ae, q[4], m[2];
+        amqp_table_t ae_args = { 1, &ae }, match = { 2, m };
+        snprintf(queue, sizeof(queue), RMQ_REM_QUEUE, b);
+        snprintf(exchange, sizeof(exchange), RMQ_REM_EXCHANGE, b);
+        snprintf(header, sizeof(header), RMQ_H_REM, b);
+        remainder_next(next, sizeof(next), b);
+        ae = str_arg("alternate-exchange", next);
+        q[0] = long_arg("x-message-ttl", (long long)b);
+        q[1] = str_arg("x-dead-letter-exchange", next);
+        q[2] = str_arg("x-dead-letter-strategy", "at-least-once");
+        q[3] = str_arg("x-overflow", "reject-publish");
+        m[0] = str_arg("x-match", "all");
+        m[1] = str_arg(header, "1");
+        if ((e = declare_exchange(r, exchange, "headers", ae_args)) != HG_OK ||
+            (e = declare_quorum(r, queue, q, 4)) != HG_OK || (e = bind(r, queue, exchange, "", match)) != HG_OK)
+            return e;
+    }
+    return HG_OK;
+}
+
 hg_err_t rmq_topology(rmq_t *r)
 {
     amqp_table_entry_t ae = str_arg("alternate-exchange", RMQ_EX_UNROUTED);
@@ -133,7 +182,7 @@ hg_err_t rmq_topology(rmq_t *r)
         if ((e = declare_quorum(r, name, q, 4)) != HG_OK || (e = bind(r, name, RMQ_EX_LEVELS, "", bargs)) != HG_OK)
             return e;
     }
-    if ((e = declare_quorum(r, RMQ_Q_HOPS, NULL, 0)) != HG_OK ||
+    if ((e = remainder_topology(r)) != HG_OK || (e = declare_quorum(r, RMQ_Q_HOPS, NULL, 0)) != HG_OK ||
         (e = bind(r, RMQ_Q_HOPS, RMQ_EX_DUE, RMQ_RK_HOP, amqp_empty_table)) != HG_OK ||
         (e = declare_quorum(r, RMQ_Q_GROUPS, NULL, 0)) != HG_OK)
         return e;

@@ -2,14 +2,17 @@
  * lib/rmq_transport.c — the RabbitMQ transport's table (lib/transport.h):
  * the URI, the state, and which broker command runs where.
  *
- * URI: amqp://[user:pass@]host[:port][,host[:port]...][/vhost]
- *      amqps://…[/vhost][?ca=FILE&cert=FILE&key=FILE&sni=NAME]
+ * URI: amqp://[user:pass@]host[:port][,host[:port]...][/vhost][?levels=TABLE]
+ *      amqps://…[/vhost][?levels=TABLE&ca=FILE&cert=FILE&key=FILE&sni=NAME]
  *   user and password default to guest/guest, port to 5672 (amqps: 5671),
  *   the vhost to "/" (an empty path too); percent-escapes as RabbitMQ's URI
  *   spec. Several hosts (the nodes of a cluster) are tried in turn when
  *   connecting and reconnecting. amqps:// takes the same TLS parameters as
  *   hourglass+tls:// (lib/uri.h), and the client's tls_* options fill what
- *   the URI leaves out (lib/rmq_conn.c makes the TLS socket).
+ *   the URI leaves out (lib/rmq_conn.c makes the TLS socket). levels= is
+ *   the level table (lvl_table_parse: "1s,5s,10s"; RocketMQ's 18 levels
+ *   without it): every client of a vhost must give the same one, since the
+ *   level queues' TTLs are checked when declared (rmq_topology.c).
  *
  * Commands: SEND PULL ACK NACK (rmq_msg.c), LEVELS GROUP DLQ (rmq_admin.c),
  * PING. Everything else — TOUCH (a delivery is held until ACK/NACK or the
@@ -42,13 +45,81 @@ rmq_t *rmq_of(transport_state_t *t)
     return &t->r;
 }
 
-/* Parse uri into r's hosts, user, password, vhost. 0, or -1 with why. */
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* The value of levels= (percent-escapes decoded) as r's level table, checked
+ * by lvl_table_parse. 0, or -1 with why. */
+static int parse_levels(rmq_t *r, const char *value, size_t len, char *why, size_t whylen)
+{
+    char spec[1024], err[HG_ERRMSG_MAX - 96];
+    size_t n = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        int hi, lo;
+        if (n + 1 >= sizeof(spec))
+            return snprintf(why, whylen, "URI parameter levels is longer than %zu bytes", sizeof(spec) - 1), -1;
+        if (value[i] == '%' && i + 2 < len && (hi = hex_digit(value[i + 1])) >= 0 &&
+            (lo = hex_digit(value[i + 2])) >= 0) {
+            spec[n++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else {
+            spec[n++] = value[i] == '+' ? ' ' : value[i];
+        }
+    }
+    spec[n] = '\0';
+    if (lvl_table_parse(spec, &r->levels, err, sizeof(err)) < 0)
+        return snprintf(why, whylen, "URI parameter levels=%.60s: %.120s", spec, err), -1;
+    return 0;
+}
+
+/* Split query q (after '?') into levels= (parsed into r->levels) and the
+ * TLS parameters (copied into tls_query[len], '&'-joined, for
+ * uri_parse_tls_query; refused on amqp://). 0, or -1 with why. */
+static int split_query(rmq_t *r, const char *q, char *tls_query, size_t len, char *why, size_t whylen)
+{
+    size_t used = 0;
+    int levels_seen = 0;
+
+    tls_query[0] = '\0';
+    if (*q == '\0')
+        return snprintf(why, whylen, "empty query after '?'"), -1;
+    while (*q != '\0') {
+        size_t n = strcspn(q, "&"), klen = strcspn(q, "=&");
+        if (klen == 6 && strncmp(q, "levels", 6) == 0) {
+            if (levels_seen++)
+                return snprintf(why, whylen, "URI parameter 'levels' given twice"), -1;
+            if (klen == n)
+                return snprintf(why, whylen, "URI parameter 'levels' has no value (want levels=1s,5s,...)"), -1;
+            if (parse_levels(r, q + klen + 1, n - klen - 1, why, whylen) < 0)
+                return -1;
+        } else if (!r->tls) {
+            return snprintf(why, whylen, "unknown URI parameter '%.*s' (amqp:// takes levels=; amqps:// also ca, "
+                            "cert, key and sni)", (int)(klen > 40 ? 40 : klen), q),
+                   -1;
+        } else {
+            if (used + n + 2 > len)
+                return snprintf(why, whylen, "URI parameters longer than %zu bytes", len - 1), -1;
+            used += (size_t)snprintf(tls_query + used, len - used, "%s%.*s", used > 0 ? "&" : "", (int)n, q);
+        }
+        q += n;
+        if (*q == '&' && *++q == '\0')
+            return snprintf(why, whylen, "empty URI parameter after the last '&'"), -1;
+    }
+    return 0;
+}
+
+/* Parse uri into r's hosts, user, password, vhost, level table (default, or
+ * levels=). 0, or -1 with why. */
 static int parse_uri(rmq_t *r, const char *uri, char *why, size_t whylen)
 {
     const char *rest = strstr(uri, "://"), *slash, *at, *hosts, *query;
-    char userinfo[600] = "", path[600] = "", authority[1024], without_query[2048];
+    char userinfo[600] = "", path[600] = "", authority[1024], without_query[2048], tls_query[4200];
     size_t alen;
 
+    lvl_table_default(&r->levels);
     if (rest == NULL)
         return snprintf(why, whylen, "missing scheme"), -1;
     r->tls = strncasecmp(uri, "amqps://", 8) == 0;
@@ -57,12 +128,11 @@ static int parse_uri(rmq_t *r, const char *uri, char *why, size_t whylen)
     if (query != NULL) {
         uri_t tls;
         size_t before = (size_t)(query - rest);
-        if (!r->tls)
-            return snprintf(why, whylen, "unexpected query '?%.40s' (only amqps:// takes parameters)", query + 1), -1;
         if (before >= sizeof(without_query))
             return snprintf(why, whylen, "URI longer than %zu bytes", sizeof(without_query) - 1), -1;
         memset(&tls, 0, sizeof(tls));
-        if (uri_parse_tls_query(query + 1, &tls, why, whylen) < 0)
+        if (split_query(r, query + 1, tls_query, sizeof(tls_query), why, whylen) < 0 ||
+            (tls_query[0] != '\0' && uri_parse_tls_query(tls_query, &tls, why, whylen) < 0))
             return -1;
         snprintf(r->tls_ca, sizeof(r->tls_ca), "%s", tls.tls_ca);
         snprintf(r->tls_cert, sizeof(r->tls_cert), "%s", tls.tls_cert);
@@ -138,7 +208,6 @@ static hg_err_t rmq_create(hg_client_t *c, const char *uri, transport_state_t **
         return HG_ERR_URI;
     }
     t->r.client = c;
-    lvl_table_default(&t->r.levels);
     snprintf(t->r.address, sizeof(t->r.address), "%s:%d", t->r.hosts[0].host, t->r.hosts[0].port);
     snprintf(address, addrlen, "%s", t->r.address);
     *out = t;

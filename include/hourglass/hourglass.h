@@ -177,8 +177,10 @@ void hg_client_opts_init(hg_client_opts_t *opts);
  * With credentials (in the URI, or opts->user / opts->password, which win)
  * the client sends AUTH user pass after every (re)connect; a refused AUTH is
  * HG_ERR_AUTH at once, never retried (a wrong password stays wrong).
- * "amqp://[user:pass@]host[:port][,host[:port]...][/vhost]" selects RabbitMQ
- * (3.10+, quorum queues) as the transport: the same calls work on it, and the
+ * "amqp://[user:pass@]host[:port][,host[:port]...][/vhost][?levels=TABLE]"
+ * selects RabbitMQ (3.10+, quorum queues) as the transport (levels=: the
+ * level table, "1s,5s,..."; the default one without it; one table per
+ * vhost): the same calls work on it, and the
  * commands it cannot honour (TOUCH, INFO, ...) fail with HG_ERR_UNSUPPORTED
  * naming amqp:// (docs/rabbitmq.md). "amqps://…[?ca=FILE&cert=FILE&key=FILE&
  * sni=NAME]" is the same over TLS (default port 5671), with the parameters

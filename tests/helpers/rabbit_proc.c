@@ -234,6 +234,7 @@ static int wait_cluster(rq_cluster_t *c, int ask, char *err, size_t errlen)
 static int write_node_files(rq_cluster_t *c, int i)
 {
     rq_node_t *nd = &c->nodes[i];
+    const char *level = getenv("HG_RABBIT_LOG_LEVEL");
     char path[700], text[6144];
     int len;
 
@@ -241,9 +242,9 @@ static int write_node_files(rq_cluster_t *c, int i)
                    "listeners.tcp.default = 127.0.0.1:%d\n"
                    "loopback_users = none\n"
                    "log.console = false\n"
-                   "log.file.level = info\n"
+                   "log.file.level = %s\n"
                    "cluster_partition_handling = pause_minority\n",
-                   nd->amqp_port);
+                   nd->amqp_port, level != NULL && level[0] != '\0' ? level : "info");
     if (c->tls_ca[0] != '\0')
         len += snprintf(text + len, sizeof(text) - (size_t)len,
                         "listeners.ssl.default = 127.0.0.1:%d\n"

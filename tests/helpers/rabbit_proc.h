@@ -19,7 +19,8 @@
  * Each node runs in its own process group (setsid): rq_kill9 and
  * rq_signal act on the whole group (the start script, beam.smp and its
  * helpers). rq_destroy kills everything, prints the logs when asked and
- * removes the dir. $HG_KEEP_TMP=1 keeps it.
+ * removes the dir. $HG_KEEP_TMP=1 keeps it. $HG_RABBIT_LOG_LEVEL (debug, info,
+ * …) sets the nodes' log.file.level (info without it).
  *
  * Errors: 0 / -1 with the cause in err[errlen].
  */

@@ -310,7 +310,10 @@ typedef struct producer {
     uint64_t first, last; /* order ids */
     atomic_int sent;      /* orders whose send returned an id */
     int failures;         /* send_many calls with an item failing */
+    char first_error[HG_ERRMSG_MAX]; /* the first failed item's error */
 } producer_t;
+
+#define PRODUCER_DEADLINE_MS 240000 /* the producer gives up (and the test fails) after this */
 
 static void *produce(void *arg)
 {
@@ -328,7 +331,8 @@ static void *produce(void *arg)
         fprintf(stderr, "producer: %s\n", err.message);
         return NULL;
     }
-    for (uint64_t id = p->first; id <= p->last;) {
+    uint64_t give_up = tu_now_mono_ms() + PRODUCER_DEADLINE_MS;
+    for (uint64_t id = p->first; id <= p->last && tu_now_mono_ms() < give_up;) {
         int n = 0;
         size_t ok = 0;
         for (; n < 10 && id + (uint64_t)n <= p->last; n++) {
@@ -346,8 +350,8 @@ static void *produce(void *arg)
         int k = 0;
         while (k < n && items[k].err == HG_OK)
             k++;
-        if (k < n)
-            p->failures++;
+        if (k < n && p->failures++ == 0)
+            snprintf(p->first_error, sizeof p->first_error, "%s", items[k].error);
         atomic_fetch_add(&p->sent, k);
         id += (uint64_t)k;
         usleep(150000); /* spread the sends over several seconds: the fault lands in the middle */
@@ -413,10 +417,19 @@ static void faults_round(const char *db, size_t n, int fault)
         TU_CHECK(rq_signal(&rabbit, victim, SIGCONT) == 0, "SIGCONT node %d", victim + 1);
     }
     pthread_join(p.thread, NULL);
-    TU_CHECK(atomic_load(&p.sent) == (int)n, "the producer got ids for %d of %zu orders", atomic_load(&p.sent), n);
-    TU_CHECK(tu_poll_until(all_cancelled, &x, 240000, 100) == 0, "%lld of %zu orders cancelled in 240 s",
-             oe_scalarf(&env, "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'", db), n);
-    printf(" — every order cancelled (%d send rounds had a failed item)", p.failures);
+    TU_CHECK(atomic_load(&p.sent) == (int)n, "the producer got ids for %d of %zu orders in %d s (first error: %s)",
+             atomic_load(&p.sent), n, PRODUCER_DEADLINE_MS / 1000, p.first_error);
+    if (tu_poll_until(all_cancelled, &x, 240000, 100) != 0) {
+        char queues[16384];
+        int ask = victim == 0 ? 1 : 0;
+        rq_ctl(&rabbit, ask, queues, sizeof queues, "list_queues", "name", "leader", "members", "messages",
+               "messages_ready", "messages_unacknowledged", NULL);
+        TU_CHECK(0, "%lld of %zu orders cancelled in 240 s; the queues (asking node %d):\n%s",
+                 oe_scalarf(&env, "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'", db), n, ask + 1,
+                 queues);
+    }
+    printf(" — every order cancelled (%d send rounds had a failed item%s%s)", p.failures,
+           p.failures > 0 ? ", the first: " : "", p.first_error);
     TU_CHECK(oe_stop_consumer(pid) == 0, "hourglass-consumer did not exit 0 on SIGTERM");
     check_orders(db, n, &rep);
     TU_CHECK(rep.cancelled == n, "%s: %" PRIu64 " of %zu cancelled", db, rep.cancelled, n);
@@ -574,11 +587,12 @@ static const tu_test_t cluster_tests[] = {
     { NULL, NULL },
 };
 
-/* NOT RELIABLE YET, so not in `make check`: in 1 run of 3 half the orders were
- * never cancelled within 240 s after the leader of hg.level.2 was killed,
- * although every send had been confirmed (cause unknown; see
- * docs/rabbitmq.md, "Known defects"). Run it by hand:
- *   HG_RABBIT_KILL9=1 ./tests/integration/test_rabbit_cluster */
+/* NOT RELIABLE YET, so not in `make check` (and it takes about 6 minutes):
+ * after the kill, RabbitMQ 3.10.8's dead-letter worker of a level queue can
+ * hold its messages until the killed node returns (docs/rabbitmq.md, "Known
+ * defect"). The refused publishes that stalled it before are handled. Run it
+ * by hand:
+ *   HG_RABBIT_KILL9=1 ./tests/integration/test_rabbit_cluster rabbit-cluster-kill9 */
 static const tu_test_t kill9_tests[] = {
     { "kill -9 the leader of a level queue while sending and cancelling: nothing lost, node rejoins",
       test_kill9_leader },

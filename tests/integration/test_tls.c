@@ -13,6 +13,9 @@
  *  - mutual TLS (tls-auth-clients yes): a client without a certificate or
  *    with one from another CA is refused and logged, one with the test CA's
  *    certificate gets in;
+ *  - tls-auth-clients-user cn: a client certificate logs its connection in
+ *    as the user its CN names (ACL WHOAMI); without one, or when the users
+ *    file no longer has that user, AUTH is needed (NOAUTH) and logged;
  *  - tls-crl-file: a client certificate revoked in the CRL is refused (the
  *    client and the log say "revoked"), another gets in; SIGHUP reads a new
  *    CRL, and a file with no CRL keeps the last one;
@@ -56,6 +59,7 @@
 
 #include <CUnit/CUnit.h>
 
+#include "common/passwd.h"
 #include "tests/helpers/broker_proc.h"
 #include "tests/helpers/testutil.h"
 #include "tests/helpers/tls_certs.h"
@@ -384,6 +388,70 @@ static void test_crl(void)
     TU_CHECK(bp_alive(&B), "the broker died on a bad CRL reload");
 }
 
+/* "ACL WHOAMI" through a client with the client certificate cert/key (NULL:
+ * none) into who ("" on an error, whose text is then in who after "error: "). */
+static void whoami(const char *cert, const char *key, char *who, size_t wholen)
+{
+    char uri[2048];
+    hg_client_opts_t o;
+    hg_client_t *c = NULL;
+    hg_error_t e;
+    hg_reply_t *r = NULL;
+    quick_opts(&o);
+    tls_uri(uri, sizeof uri, "127.0.0.1", PKI.ca, cert, key);
+    const char *argv[] = { "ACL", "WHOAMI" };
+    if (hg_client_open(uri, &o, &c, &e) != HG_OK) {
+        snprintf(who, wholen, "error: %s", e.message);
+        return;
+    }
+    if (hg_client_command(c, 2, argv, NULL, &r) != HG_OK) {
+        snprintf(who, wholen, "error: %s", hg_client_errmsg(c));
+    } else {
+        const char *text = hg_reply_str(r, NULL);
+        snprintf(who, wholen, "%s", text != NULL ? text : "?");
+    }
+    hg_reply_free(r);
+    hg_client_close(c);
+}
+
+/* tls-auth-clients-user cn: the certificate's CN logs the connection in as
+ * that user; a CN that is no user (or none sent) leaves AUTH to do. */
+static void test_cert_user(void)
+{
+    char users[700], line[1024], hash[PASSWD_HASH_MAX], err[256], who[512];
+    passwd_params_t p;
+    passwd_params_default(&p, PASSWD_SCRYPT);
+    p.log2_n = 10;
+    TU_REQUIRE(passwd_hash("pw", 2, &p, hash, sizeof hash, err, sizeof err) == 0, "hash: %s", err);
+    snprintf(users, sizeof users, "%s/users", PKI_DIR);
+    snprintf(line, sizeof line, "hourglass-test-client consumer %s\nops admin %s\n", hash, hash);
+    TU_REQUIRE(tu_write_file(users, line) == 0, "write %s", users);
+    start_tls_broker(PKI.server, "--tls-auth-clients", "optional", "--tls-ca-cert-file", PKI.ca,
+                     "--tls-auth-clients-user", "cn", "--users-file", users, NULL);
+
+    whoami(PKI.client, PKI.client_key, who, sizeof who);
+    TU_CHECK(strcmp(who, "hourglass-test-client") == 0, "with the certificate of CN hourglass-test-client: %s", who);
+    TU_CHECK(tu_wait_file_contains(B.log_path, "logged in as 'hourglass-test-client' (consumer) by its certificate",
+                                   20000) == 0,
+             "no log line for the certificate login");
+    whoami(NULL, NULL, who, sizeof who);
+    TU_CHECK(strstr(who, "NOAUTH") != NULL, "without a certificate (optional): %s, want NOAUTH", who);
+
+    /* The user gone from the users file: the CN logs no one in, and says so. */
+    snprintf(line, sizeof line, "ops admin %s\n", hash);
+    TU_REQUIRE(tu_write_file(users, line) == 0, "rewrite %s", users);
+    TU_REQUIRE(kill(B.pid, SIGHUP) == 0, "SIGHUP");
+    TU_REQUIRE(tu_wait_file_contains(B.log_path, "SIGHUP: 1 users reloaded", 20000) == 0, "no users reload line");
+    uint64_t end = tu_now_mono_ms() + 20000;
+    do {
+        whoami(PKI.client, PKI.client_key, who, sizeof who);
+    } while (strstr(who, "NOAUTH") == NULL && tu_now_mono_ms() < end);
+    TU_CHECK(strstr(who, "NOAUTH") != NULL, "a CN that is no user: %s, want NOAUTH", who);
+    TU_CHECK(tu_wait_file_contains(B.log_path, "certificate's CN 'hourglass-test-client' is no user in the users file",
+                                   20000) == 0,
+             "no log line for the CN that is no user");
+}
+
 /* ------------------------------------------------------------------------
  * mix-ups: plaintext on the TLS port, TLS on the plaintext port
  * ------------------------------------------------------------------------ */
@@ -685,6 +753,9 @@ static void test_config(void)
     refused(2, "tls-crl-file is set but tls-auth-clients is no", "--check-config", "--tls-port", "7380",
             "--tls-cert-file", PKI.server, "--tls-key-file", PKI.server_key, "--tls-crl-file", PKI.crl, NULL);
     refused(2, "tls-crl-file is set but tls-port is 0", "--check-config", "--tls-crl-file", PKI.crl, NULL);
+    refused(2, "tls-auth-clients-user cn needs tls-auth-clients yes or optional and a users-file", "--check-config",
+            "--tls-port", "7380", "--tls-cert-file", PKI.server, "--tls-key-file", PKI.server_key,
+            "--tls-auth-clients-user", "cn", NULL);
     /* Files are read at start: the key, file and reason named. */
     refused(1, "tls-cert-file " /* path follows */, "--tls-port", TLS_PORT_S, "--tls-cert-file", missing, "--tls-key-file",
             PKI.server_key, NULL);
@@ -753,6 +824,7 @@ static const tu_test_t library_tests[] = {
 static const tu_test_t mtls_tests[] = {
     { "tls-auth-clients yes: no certificate or another CA's refused", test_mtls },
     { "tls-crl-file: a revoked client certificate refused; SIGHUP reads the CRL again", test_crl },
+    { "tls-auth-clients-user cn: the certificate's CN logs in as that user", test_cert_user },
     { NULL, NULL },
 };
 static const tu_test_t mixup_tests[] = {

@@ -10,6 +10,10 @@
  *                     key and topic intact
  *   delays            LEVEL 1, DELAY 6s (a chain: 5s + 1s), DELAY 0: never
  *                     early, due_ms as promised, late by less than 3 s
+ *   exact ms          DELAY 300ms, 1500ms, 2500ms (remainders below the
+ *                     smallest level): never early, late by < 300 ms
+ *   custom levels     amqp://…/vhost?levels=200ms,1s,5s: LEVELS, LEVEL 1 and
+ *                     DELAY on time; the default table refused on that vhost
  *   retry             HG_RETRY: local backoff, then NACK; the message comes
  *                     back after level 3 (10 s) with reconsume 1
  *   DLQ               HG_FAIL: DLQ LEN / LIST (id, reason) / REQUEUE (comes
@@ -362,6 +366,62 @@ static void delays(const target_t *t)
     hg_client_close(c);
 }
 
+/* Send each delay (one worker consumes), then check every delivery: never
+ * before its send + want_ms[i], late by less than EXACT_LATE_MS, due_ms as
+ * promised. Prints the figures. */
+#define EXACT_LATE_MS 300
+
+static void on_time(const target_t *t, const char *what, int n, const hg_delay_t *delay, const uint64_t *want_ms)
+{
+    char topic[64], group[64], id[8][HG_ID_MAX];
+    uint64_t sent[8];
+    hg_client_t *c = open_client(t);
+    runner_t *r;
+
+    if (c == NULL)
+        return;
+    TU_REQUIRE(n <= 8, "at most 8 delays");
+    names(topic, group, sizeof topic, what);
+    create_group(t, c, group, topic);
+    r = runner_start(t, group, topic, 1, NULL);
+    for (int i = 0; i < n; i++) {
+        sent[i] = tu_now_wall_ms();
+        TU_CHECK(hg_send(c, topic, NULL, "x", 1, delay[i], id[i]) == HG_OK, "%s: send %d (%" PRIu64 " ms): %s",
+                 t->name, i, want_ms[i], hg_client_errmsg(c));
+    }
+    TU_CHECK(wait_handled(r, n, 30000) == 0, "%s: %d of %d delayed messages in 30 s", t->name, r->handled, n);
+    runner_stop(r);
+    printf("\n    %s:", t->name);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < r->nseen; k++) {
+            seen_t *s = &r->seen[k];
+            int64_t after = (int64_t)(s->at_ms - sent[i]);
+            if (strcmp(s->id, id[i]) != 0)
+                continue;
+            printf(" %" PRIu64 " ms at +%" PRId64 ";", want_ms[i], after);
+            TU_CHECK(after >= (int64_t)want_ms[i], "%s: the %" PRIu64 " ms delay delivered early, %" PRId64
+                     " ms after its send", t->name, want_ms[i], after);
+            TU_CHECK(after < (int64_t)(want_ms[i] + EXACT_LATE_MS), "%s: the %" PRIu64 " ms delay delivered %" PRId64
+                     " ms after its send, want < %" PRIu64, t->name, want_ms[i], after, want_ms[i] + EXACT_LATE_MS);
+            TU_CHECK(s->due_ms >= sent[i] + want_ms[i] && s->due_ms <= sent[i] + want_ms[i] + 100,
+                     "%s: the %" PRIu64 " ms delay: due_ms is %" PRId64 " ms after send", t->name, want_ms[i],
+                     (int64_t)(s->due_ms - sent[i]));
+        }
+    runner_free(r);
+    hg_client_close(c);
+}
+
+/* DELAY in milliseconds below and between the levels: 300ms (below the
+ * smallest level), 1500ms (1 s + a 500 ms remainder), 2500ms (1 s × 2 + 500
+ * ms, a chain with a remainder). On amqp:// the remainders wait in the
+ * remainder queues (docs/rabbitmq.md), none a whole extra smallest level. */
+static void exact_ms(const target_t *t)
+{
+    const hg_delay_t d[3] = { hg_delay_ms(300), hg_delay_ms(1500), hg_delay_ms(2500) };
+    const uint64_t want[3] = { 300, 1500, 2500 };
+    on_time(t, "exact", 3, d, want);
+}
+
 static hg_outcome_t retry_first(const hg_message_t *m, runner_t *r)
 {
     (void)r;
@@ -541,6 +601,11 @@ static void test_delays(void)
 {
     for_each(delays);
 }
+
+static void test_exact_ms(void)
+{
+    for_each(exact_ms);
+}
 static void test_retry(void)
 {
     for_each(retry);
@@ -717,13 +782,85 @@ static void test_amqps_refusals(void)
     hg_client_close(c);
 }
 
+/* amqp:// with its own level table (?levels=): LEVELS answers it, LEVEL 1
+ * waits its 200 ms, DELAY 1500ms (1s + 200ms × 2 + a 100 ms remainder) and
+ * 150ms (a remainder alone) are on time; the default table on the same vhost
+ * is refused naming hg.level.1's two TTLs; a bad table or an unknown
+ * parameter is a bad URI naming it. */
+static void test_custom_levels(void)
+{
+    char out[4096], uri[700], plain[700];
+    const hg_delay_t d[3] = { hg_delay_level(1), hg_delay_ms(1500), hg_delay_ms(150) };
+    const uint64_t want[3] = { 200, 1500, 150 };
+    target_t custom;
+    hg_client_t *c = NULL;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t rc;
+
+    TU_REQUIRE(ntargets == 3, "RabbitMQ is not running");
+    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "custom", NULL) == 0, "add_vhost: %s", out);
+    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "custom", "guest", ".*", ".*", ".*",
+                      NULL) == 0,
+               "set_permissions: %s", out);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/custom?levels=200ms,1s,5s", rabbit.nodes[0].amqp_port);
+    snprintf(plain, sizeof plain, "amqp://guest:guest@127.0.0.1:%d/custom", rabbit.nodes[0].amqp_port);
+    custom.name = "amqp:// levels=200ms,1s,5s";
+    snprintf(custom.uri, sizeof custom.uri, "%s", uri);
+
+    rc = hg_client_open(uri, NULL, &c, &err);
+    TU_REQUIRE(rc == HG_OK, "open %s: %s", uri, err.message);
+    rc = hg_client_command(c, 1, (const char *const[]){ "LEVELS" }, NULL, &r);
+    TU_CHECK(rc == HG_OK && r != NULL && hg_reply_count(r) == 3, "LEVELS on %s: %s (%zu levels, want 3)", uri,
+             rc == HG_OK ? "ok" : hg_client_errmsg(c), r != NULL ? hg_reply_count(r) : 0);
+    if (rc == HG_OK && r != NULL && hg_reply_count(r) == 3) {
+        const long long delays[3] = { 200, 1000, 5000 };
+        for (size_t i = 0; i < 3; i++) {
+            const hg_reply_t *row = hg_reply_element(r, i), *delay = row != NULL ? hg_reply_element(row, 1) : NULL;
+            long long got = delay != NULL ? hg_reply_integer(delay) : -1;
+            TU_CHECK(got == delays[i], "level %zu: delay %lld, want %lld", i + 1, got, delays[i]);
+        }
+    }
+    hg_reply_free(r);
+    r = NULL;
+    hg_client_close(c);
+
+    on_time(&custom, "custom", 3, d, want);
+
+    c = NULL;
+    rc = hg_client_open(plain, NULL, &c, &err);
+    TU_REQUIRE(rc == HG_OK, "open %s: %s", plain, err.message);
+    rc = hg_client_command(c, 1, (const char *const[]){ "LEVELS" }, NULL, &r);
+    TU_CHECK(rc == HG_ERR_SERVER && strstr(hg_client_errmsg(c), "hg.level.1") != NULL &&
+                 strstr(hg_client_errmsg(c), "'200'") != NULL && strstr(hg_client_errmsg(c), "'1000'") != NULL,
+             "the default table on a vhost declared with levels=200ms,1s,5s: %s: %s", hg_strerror(rc),
+             hg_client_errmsg(c));
+    hg_reply_free(r);
+    hg_client_close(c);
+
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/custom?levels=5s,1s", rabbit.nodes[0].amqp_port);
+    c = NULL;
+    rc = hg_client_open(uri, NULL, &c, &err);
+    TU_CHECK(rc == HG_ERR_URI && strstr(err.message, "levels=5s,1s") != NULL, "levels=5s,1s: %s: %s",
+             hg_strerror(rc), err.message);
+    hg_client_close(c);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/custom?ca=x.pem", rabbit.nodes[0].amqp_port);
+    c = NULL;
+    rc = hg_client_open(uri, NULL, &c, &err);
+    TU_CHECK(rc == HG_ERR_URI && strstr(err.message, "'ca'") != NULL, "amqp:// with ?ca=: %s: %s", hg_strerror(rc),
+             err.message);
+    hg_client_close(c);
+}
+
 static const tu_test_t transport_tests[] = {
     { "every transport: send, send_many, 3 workers, every id once", test_round_trip },
     { "every transport: LEVEL 1, DELAY 6s (chained), DELAY 0: on time", test_delays },
+    { "every transport: DELAY 300ms, 1500ms, 2500ms: never early, late by less than 300 ms", test_exact_ms },
     { "every transport: HG_RETRY → local backoff → NACK → back after 10 s with reconsume 1", test_retry },
     { "every transport: HG_FAIL → DLQ LEN/LIST/REQUEUE/DROP, hourglass-cli levels/groups/dlq", test_dlq },
     { "every transport: TOUCH/INFO refused on amqp://, delay and level limits", test_refusals },
     { "amqp://: a level queue declared with another TTL is named in the error", test_declaration_checked },
+    { "amqp://?levels=: its own level table, on time; the default table refused on that vhost", test_custom_levels },
     { "amqp://, amqps://: bad URIs named", test_bad_uris },
     { "amqps://: another CA, a wrong name, no or a foreign client certificate, missing files: refused, saying why",
       test_amqps_refusals },
