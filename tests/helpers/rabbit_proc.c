@@ -72,6 +72,8 @@ static void set_env(rq_cluster_t *c, const rq_node_t *nd)
     setenv("RABBITMQ_LOG_BASE", v, 1);
     snprintf(v, sizeof(v), "%s/rabbitmq.conf", nd->dir);
     setenv("RABBITMQ_CONFIG_FILE", v, 1);
+    snprintf(v, sizeof(v), "%s/advanced.config", nd->dir);
+    setenv("RABBITMQ_ADVANCED_CONFIG_FILE", v, 1);
     snprintf(v, sizeof(v), "%s/enabled_plugins", nd->dir);
     setenv("RABBITMQ_ENABLED_PLUGINS_FILE", v, 1);
     snprintf(v, sizeof(v), "%s/pid", nd->dir);
@@ -261,6 +263,10 @@ static int write_node_files(rq_cluster_t *c, int i)
                         c->nodes[0].name);
     snprintf(path, sizeof(path), "%s/rabbitmq.conf", nd->dir);
     if (tu_write_file(path, text) != 0)
+        return -1;
+    snprintf(path, sizeof(path), "%s/advanced.config", nd->dir);
+    if (tu_write_file(path, "[{rabbit, [{dead_letter_worker_publisher_confirm_timeout, " RQ_DLX_CONFIRM_TIMEOUT_MS
+                            "}]}].\n") != 0)
         return -1;
     snprintf(path, sizeof(path), "%s/enabled_plugins", nd->dir);
     return tu_write_file(path, "[].\n");

@@ -5,8 +5,8 @@
  * (DIR/.erlang.cookie, used as $HOME by the nodes and by rabbitmqctl), an
  * epmd of our own on a free port (ERL_EPMD_PORT; the system's epmd and any
  * system RabbitMQ service are never touched), and per node DIR/nodeN with its
- * rabbitmq.conf, mnesia and logs (RABBITMQ_MNESIA_BASE, _LOG_BASE,
- * _CONFIG_FILE), a free AMQP port and a free distribution port, and a node
+ * rabbitmq.conf, advanced.config, mnesia and logs (RABBITMQ_MNESIA_BASE,
+ * _LOG_BASE, _CONFIG_FILE, _ADVANCED_CONFIG_FILE), a free AMQP port and a free distribution port, and a node
  * name of its own (hgPID_N@localhost). Node 1 starts first; with n > 1 the
  * others start together once it answers, joining it by classic-config peer
  * discovery, and rq_start waits until cluster_status lists all n running.
@@ -32,6 +32,10 @@
 
 #define RQ_MAX_NODES         3
 #define RQ_START_DEADLINE_MS 300000 /* one node (or the others together) to first PONG */
+/* advanced.config of every node: a dead-letter worker resends what its
+ * targets did not confirm after this long (RabbitMQ's default is minutes;
+ * docs/rabbitmq.md, "Known defect", recommends lowering it) */
+#define RQ_DLX_CONFIRM_TIMEOUT_MS "10000"
 #define RQ_SERVER            "/usr/lib/rabbitmq/bin/rabbitmq-server"
 #define RQ_CTL               "/usr/lib/rabbitmq/bin/rabbitmqctl"
 

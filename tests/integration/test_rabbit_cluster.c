@@ -16,8 +16,11 @@
  *               batches by a producer thread; after a third of them, the
  *               node that leads hg.level.2 is killed -9. Every send that
  *               returned an id, and the producer retries the rest until one
- *               does: every order is cancelled (none overdue), stock exact;
- *               the node restarts and rejoins (cluster_status lists it).
+ *               does. Up to 30 s after the last send the node stays down
+ *               (the orders cancelled by then are counted); then it
+ *               restarts, as its supervisor would, and rejoins
+ *               (cluster_status lists it): every order is cancelled (none
+ *               overdue), stock exact.
  *   pause       SIGSTOP of another node for 15 s while 200 more orders'
  *               cancels are sent and consumed, then SIGCONT: every order
  *               cancelled, stock exact.
@@ -419,6 +422,16 @@ static void faults_round(const char *db, size_t n, int fault)
     pthread_join(p.thread, NULL);
     TU_CHECK(atomic_load(&p.sent) == (int)n, "the producer got ids for %d of %zu orders in %d s (first error: %s)",
              atomic_load(&p.sent), n, PRODUCER_DEADLINE_MS / 1000, p.first_error);
+    if (fault == SIGKILL) {
+        /* The killed node comes back as its supervisor would bring it back;
+         * RabbitMQ 3.10.8 may hold dead-lettered messages until then
+         * (docs/rabbitmq.md, "Known defect"). */
+        tu_poll_until(all_cancelled, &x, 30000, 100);
+        printf(" — %lld of %zu cancelled while node %d was down (up to 30 s after the last send)",
+               oe_scalarf(&env, "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'", db), n, victim + 1);
+        TU_CHECK(rq_restart(&rabbit, victim, err, sizeof err) == 0, "node %d did not rejoin: %s", victim + 1, err);
+        printf("; node %d rejoined", victim + 1);
+    }
     if (tu_poll_until(all_cancelled, &x, 240000, 100) != 0) {
         char queues[16384];
         int ask = victim == 0 ? 1 : 0;
@@ -433,10 +446,6 @@ static void faults_round(const char *db, size_t n, int fault)
     TU_CHECK(oe_stop_consumer(pid) == 0, "hourglass-consumer did not exit 0 on SIGTERM");
     check_orders(db, n, &rep);
     TU_CHECK(rep.cancelled == n, "%s: %" PRIu64 " of %zu cancelled", db, rep.cancelled, n);
-    if (fault == SIGKILL) {
-        TU_CHECK(rq_restart(&rabbit, victim, err, sizeof err) == 0, "node %d did not rejoin: %s", victim + 1, err);
-        printf("; node %d rejoined", victim + 1);
-    }
     if (CU_get_number_of_failures() > 0)
         oe_print_file(log_path);
 }
@@ -579,21 +588,16 @@ static void test_compensator(void)
     tu_rmtree(dir);
 }
 
+/* The kill -9 test runs last: the node it kills restarts and rejoins, but
+ * the others need not wait for that. RabbitMQ 3.10.8's dead-letter worker
+ * can hold a level queue's messages until the killed node returns
+ * (docs/rabbitmq.md, "Known defect"), so the node is restarted before every
+ * order must be cancelled. */
 static const tu_test_t cluster_tests[] = {
     { "race: payments vs 3 duplicate cancels each through RabbitMQ, never both, stock exact", test_race },
     { "SIGSTOP a node for 15 s while sending and cancelling: nothing lost", test_pause_node },
     { "hourglass-compensator on amqp://: the relay's messages cancel every order on time, the DLQ depth and its alert",
       test_compensator },
-    { NULL, NULL },
-};
-
-/* NOT RELIABLE YET, so not in `make check` (and it takes about 6 minutes):
- * after the kill, RabbitMQ 3.10.8's dead-letter worker of a level queue can
- * hold its messages until the killed node returns (docs/rabbitmq.md, "Known
- * defect"). The refused publishes that stalled it before are handled. Run it
- * by hand:
- *   HG_RABBIT_KILL9=1 ./tests/integration/test_rabbit_cluster rabbit-cluster-kill9 */
-static const tu_test_t kill9_tests[] = {
     { "kill -9 the leader of a level queue while sending and cancelling: nothing lost, node rejoins",
       test_kill9_leader },
     { NULL, NULL },
@@ -601,12 +605,7 @@ static const tu_test_t kill9_tests[] = {
 
 static int add_suites(void)
 {
-    if (tu_add_suite("rabbit-cluster", suite_init, suite_cleanup, NULL, NULL, cluster_tests) != 0)
-        return -1;
-    const char *kill9 = getenv("HG_RABBIT_KILL9");
-    if (kill9 != NULL && strcmp(kill9, "1") == 0)
-        return tu_add_suite("rabbit-cluster-kill9", suite_init, suite_cleanup, NULL, NULL, kill9_tests);
-    return 0;
+    return tu_add_suite("rabbit-cluster", suite_init, suite_cleanup, NULL, NULL, cluster_tests);
 }
 
 int main(int argc, char **argv)

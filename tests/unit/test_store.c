@@ -3254,6 +3254,29 @@ static void test_index_two_drops_in_one_batch(void)
     CLOSE(&s);
 }
 
+/* The keys of one range tag in a closed data directory. */
+static int raw_count_range(char tag, int line)
+{
+    char *dberr = NULL;
+    leveldb_options_t *lo = leveldb_options_create();
+    leveldb_t *db = leveldb_open(lo, g_data, &dberr);
+    TU_REQUIRE_AT(dberr == NULL, line, "leveldb_open: %s", dberr ? dberr : "");
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    leveldb_iterator_t *it = leveldb_create_iterator(db, ro);
+    int n = 0;
+    for (leveldb_iter_seek(it, &tag, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+        size_t klen;
+        if (leveldb_iter_key(it, &klen)[0] != tag)
+            break;
+        n++;
+    }
+    leveldb_iter_destroy(it);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+    leveldb_options_destroy(lo);
+    return n;
+}
+
 /* A deleted group's delayed retry is never delivered, so it keeps no message
  * index: the last live group's ACK drops 'X' and 'K' (GET says gone, a DEDUP
  * SEND of the key is new), the retry keeps its 'Y' until it falls due and is
@@ -3280,6 +3303,10 @@ static void test_index_deleted_group_retry(void)
     TU_CHECK(gs == STORE_MSG_LEASED, "a: h's copy is not leased (state %d, h's %d)", (int)st, (int)gs);
     ACK(s, "h", &a, 1);
     CHECK_STORE(s);
+    CLOSE(&s);
+    int x = raw_count_range('X', __LINE__), k = raw_count_range('K', __LINE__), y = raw_count_range('Y', __LINE__);
+    TU_CHECK(x == 0 && k == 0 && y == 1, "after the last live copy's ACK: %d 'X', %d 'K', %d 'Y'; want 0, 0, 1", x, k, y);
+    s = OPEN_DEFAULT();
     TU_CHECK(state_of(s, a, NULL, &gs) == STORE_MSG_GONE, "a's only copy is a deleted group's retry: not gone");
     store_send_req_t r = { .topic = "t", .topic_len = 1, .key = "k", .key_len = 1, .payload = "p", .payload_len = 1 };
     uint64_t id = 0, due;
