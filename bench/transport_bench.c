@@ -12,7 +12,9 @@
  *   lateness  300 messages with LEVEL 1 (1 s) and 300 with DELAY 3s (a chain
  *             1s × 3: on amqp:// through the hop router), sent in 10 bursts
  *             100 ms apart while an hg_consumer (4 workers) reads them:
- *             delivery − due, p50 / p99 / max
+ *             delivery − due, p50 / p99 / max; and apart, 300 with DELAY
+ *             1500ms (1 s + a 500 ms remainder: on amqp:// through the
+ *             remainder queues), min (negative: early) / p50 / p99 / max
  *   cancels   the real ./hourglass-consumer --workers 4 on --orders fresh
  *             orders (default 2000, private MariaDB): first send → all
  *             cancelled, cancels/s
@@ -88,18 +90,25 @@ static void send_rate(const target_t *t, int n)
 
 typedef struct late {
     pthread_mutex_t lock;
-    int64_t late[2 * LATE_N];
+    int64_t late[2 * LATE_N]; /* whole levels: LEVEL 1, DELAY 3s */
     int n;
+    int64_t rem[LATE_N]; /* DELAY 1500ms: 1 s + a 500 ms remainder (payload "z") */
+    int nrem;
 } late_t;
 
 static hg_outcome_t on_late(const hg_message_t *m, char *reason, size_t rlen, void *arg)
 {
     late_t *l = arg;
+    int64_t late = (int64_t)tu_now_wall_ms() - (int64_t)m->due_ms;
     (void)reason;
     (void)rlen;
     pthread_mutex_lock(&l->lock);
-    if (l->n < 2 * LATE_N)
-        l->late[l->n++] = (int64_t)tu_now_wall_ms() - (int64_t)m->due_ms;
+    if (m->payload_len == 1 && ((const char *)m->payload)[0] == 'z') {
+        if (l->nrem < LATE_N)
+            l->rem[l->nrem++] = late;
+    } else if (l->n < 2 * LATE_N) {
+        l->late[l->n++] = late;
+    }
     pthread_mutex_unlock(&l->lock);
     return HG_DONE;
 }
@@ -152,6 +161,7 @@ static void lateness(const target_t *t, int seq)
         for (int i = 0; i < LATE_N / 10; i++) {
             hg_send(c, topic, NULL, "x", 1, hg_delay_level(1), NULL);
             hg_send(c, topic, NULL, "y", 1, hg_delay_ms(3000), NULL);
+            hg_send(c, topic, NULL, "z", 1, hg_delay_ms(1500), NULL);
         }
         usleep(100000);
     }
@@ -159,9 +169,9 @@ static void lateness(const target_t *t, int seq)
     while (tu_now_mono_ms() < end) {
         int n;
         pthread_mutex_lock(&l.lock);
-        n = l.n;
+        n = l.n + l.nrem;
         pthread_mutex_unlock(&l.lock);
-        if (n >= 2 * LATE_N)
+        if (n >= 3 * LATE_N)
             break;
         usleep(50000);
     }
@@ -176,6 +186,11 @@ static void lateness(const target_t *t, int seq)
     }
     printf("  %-28s lateness (1s and 3s delays, %d msgs): p50 %" PRId64 " ms, p99 %" PRId64 " ms, max %" PRId64 " ms\n",
            t->name, l.n, l.late[l.n / 2], l.late[(l.n * 99) / 100], l.late[l.n - 1]);
+    qsort(l.rem, (size_t)l.nrem, sizeof l.rem[0], cmp_i64);
+    if (l.nrem > 0)
+        printf("  %-28s lateness (DELAY 1500ms, %d msgs): min %" PRId64 " ms, p50 %" PRId64 " ms, p99 %" PRId64
+               " ms, max %" PRId64 " ms\n",
+               "", l.nrem, l.rem[0], l.rem[l.nrem / 2], l.rem[(l.nrem * 99) / 100], l.rem[l.nrem - 1]);
 }
 
 static void cancels(const target_t *t, int seq, int n)
