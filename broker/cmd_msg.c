@@ -268,8 +268,9 @@ static job_result_t pull_exec(job_t *j, writer_t *w)
     msg_owned_t *msgs = xmalloc((size_t)r->count * sizeof *msgs);
     int n = 0;
     char err[300];
-    if (store_lease(s, r->group.ptr, r->group.len, r->topic.ptr, r->topic.len, r->count, r->lease_ms, now, msgs, &n,
-                    err, sizeof err) != 0) {
+    uint64_t max_bytes = j->reply_cap ? j->reply_cap : store_options(s)->max_lease_bytes; /* woken: writer.h */
+    if (store_lease_within(s, r->group.ptr, r->group.len, r->topic.ptr, r->topic.len, r->count, max_bytes, r->lease_ms,
+                           now, msgs, &n, err, sizeof err) != 0) {
         free(msgs);
         cmd_reply_store_error(j, err);
         return JOB_DONE;

@@ -62,6 +62,7 @@
 #define CONN_SWEEP_NOW_BYTES (1u << 20)  /* a reply this large runs the memory sweep at once */
 #define SCRATCH_KEEP_BYTES   (64u << 10) /* the immediate-reply buffer keeps this much between bursts */
 #define TLS_RECORD_HANDSHAKE 0x16        /* the first byte of a TLS ClientHello */
+#define REPLY_BY_REFERENCE_BYTES (64u << 10) /* storage replies this large are not copied (conn_write_reply) */
 
 struct reply_slot {
     reply_slot_t *next;
@@ -96,6 +97,7 @@ struct conn_set {
     /* counters */
     uint64_t connections_total, protocol_errors, reply_kills, idle_kills, commands;
     uint64_t client_memory, memory_kills, header_kills;
+    uint64_t woken_delivered; /* bytes of PULL BLOCK replies received from the writer (writer_note_client_memory) */
 };
 
 static uint64_t mono_ms(void)
@@ -274,11 +276,26 @@ static void conn_start_draining(conn_t *c)
 
 /* ---- replies ------------------------------------------------------------------------ */
 
-/* Append bytes to the socket's output, unless the client already has more
- * than max-reply-buffer unread: then it is disconnected. -1 when closed. */
-static int conn_write(conn_t *c, const char *data, size_t len)
+/* Called by the output buffer once a reply added by reference is written (or the connection freed). */
+static void job_reply_written(const void *data, size_t len, void *arg)
+{
+    (void)data;
+    (void)len;
+    job_free(arg);
+}
+
+/* Append a reply to the socket's output, unless the client already has
+ * more than max-reply-buffer unread: then it is disconnected. With job (its
+ * reply is data) and a reply of REPLY_BY_REFERENCE_BYTES or more, the
+ * output takes the job's buffer by reference and frees the job once it is
+ * written, instead of copying it: copying a listing of several MiB cost
+ * the loop tens of milliseconds (a fresh buffer's page faults) while every
+ * other client's reply waited behind it. Otherwise the bytes are copied
+ * (and job, if any, freed). -1 when the connection was closed. */
+static int conn_write_reply(conn_t *c, const char *data, size_t len, job_t *job)
 {
     if (c->closing) {
+        job_free(job);
         return -1;
     }
     struct evbuffer *out = bufferevent_get_output(c->bev);
@@ -288,10 +305,21 @@ static int conn_write(conn_t *c, const char *data, size_t len)
         log_warn("closing client id=%llu addr=%s: %zu bytes of replies unread, over max-reply-buffer %lld "
                  "(the client is not reading)",
                  (unsigned long long)c->id, c->addr, waiting, c->set->cfg->max_reply_buffer);
+        job_free(job);
         conn_close(c);
         return -1;
     }
-    if (len > 0 && evbuffer_add(out, data, len) != 0) {
+    int rc = 0;
+    if (job != NULL && len >= REPLY_BY_REFERENCE_BYTES) {
+        rc = evbuffer_add_reference(out, data, len, job_reply_written, job);
+        if (rc != 0) {
+            job_free(job);
+        }
+    } else {
+        rc = len > 0 ? evbuffer_add(out, data, len) : 0;
+        job_free(job);
+    }
+    if (rc != 0) {
         log_error("client id=%llu: out of memory for a reply; closing", (unsigned long long)c->id);
         conn_close(c);
         return -1;
@@ -300,6 +328,11 @@ static int conn_write(conn_t *c, const char *data, size_t len)
         event_active(c->set->sweep, EV_TIMEOUT, 0); /* check the budget before the next turn's reads */
     }
     return 0;
+}
+
+static int conn_write(conn_t *c, const char *data, size_t len)
+{
+    return conn_write_reply(c, data, len, NULL);
 }
 
 static reply_slot_t *slot_append(conn_t *c, uint64_t seq)
@@ -355,8 +388,7 @@ static void conn_flush(conn_t *c)
         }
         c->last_active_mono = mono_ms();
         if (sl->job) {
-            conn_write(c, sl->job->reply.raw.data, sl->job->reply.raw.len);
-            job_free(sl->job);
+            conn_write_reply(c, sl->job->reply.raw.data, sl->job->reply.raw.len, sl->job);
         } else {
             conn_write(c, sl->data, sl->len);
             free(sl->data);
@@ -666,7 +698,8 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 void conn_job_done(job_t *j, void *ctx)
 {
     conn_set_t *s = ctx;
-    uint64_t conn_id = j->conn_id; /* read first: complete() may free an HTTP job */
+    s->woken_delivered += j->woken_bytes; /* from now on in the connection's memory (or freed), not in flight */
+    uint64_t conn_id = j->conn_id;        /* read first: complete() may free an HTTP job */
     if (j->complete) {
         j->complete(j);
     }
@@ -778,6 +811,9 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
         conn_close(worst);
     }
     s->client_memory = total;
+    if (s->writer != NULL) {
+        writer_note_client_memory(s->writer, total, s->woken_delivered);
+    }
     buf_trim(&s->scratch.raw, SCRATCH_KEEP_BYTES); /* give a burst's memory back (CLIENT LIST of 10^4 clients) */
 }
 

@@ -33,6 +33,7 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
+#include "broker/cmd_shared.h"
 #include "broker/diskguard.h"
 #include "broker/fdlimit.h"
 #include "broker/server.h"
@@ -241,6 +242,7 @@ int main(int argc, char **argv)
     writer_t *w = writer_new(store, &cfg.store, base, server_job_done, server_writer_stopped, srv);
     server_set_writer(srv, w);
     writer_set_disk_reserve(w, (uint64_t)cfg.disk_reserve);
+    writer_set_wake_budget(w, (uint64_t)cfg.max_client_memory, cmd_listing_estimate(&cfg, 1));
     if (writer_start(w, err, sizeof err) != 0) {
         log_error("%s", err);
         return 1;

@@ -32,6 +32,7 @@ typedef struct storage_stats {
     uint64_t disk_free_bytes;     /* free space of the data directory's file system at the last check */
     uint64_t disk_full_events;    /* times the disk filled */
     uint64_t disk_full_refusals;  /* write commands refused while it was full */
+    uint64_t wake_deferrals;      /* woken PULLs left parked for want of client memory (writer_set_wake_budget) */
     prom_hist_t lateness;       /* seconds: delivery time - due_ms */
     prom_hist_t batch_jobs;     /* jobs per group commit */
     prom_hist_t commit_seconds; /* store_commit duration */

@@ -53,6 +53,7 @@
 #define DISK_CHECK_MS      1000                  /* free space is checked this often while the disk is full */
 #define DISK_MIN_FREE      (UINT64_C(16) << 20)  /* without a reserve, writes resume above this much free */
 #define FAIR_LISTING_BYTES STORE_BATCH_MAX_BYTES /* listing replies built per iteration (at least one listing) */
+#define WAKE_RETRY_MS      10 /* woken PULLs left parked for want of client memory are tried again this often */
 
 typedef struct parked_list {
     job_t *head, *tail;
@@ -96,6 +97,9 @@ struct writer {
     _Atomic size_t nparked;
     _Atomic size_t nqueued; /* submitted, or in the connections' queues */
     char broken_msg[512];   /* under done_mu */
+    /* the budget of woken replies (writer_set_wake_budget) */
+    uint64_t wake_budget, wake_one_message;     /* set before start */
+    uint64_t sweep_held, sweep_woken_delivered; /* under done_mu: the loop's last figures */
 
     /* storage thread only */
     store_t *store;    /* NULL while a reopen fails */
@@ -115,7 +119,10 @@ struct writer {
     job_t **deadlines;        /* min-heap by deadline_mono of the parked jobs that have one (heap_pos) */
     size_t n_deadlines, cap_deadlines;
     size_t parked_count;
-    int wake_all; /* after a reopen or the end of a disk-full episode: ask every parked job once */
+    int wake_all;          /* after a reopen or the end of a disk-full episode: ask every parked job once */
+    uint64_t woken_built;  /* bytes of woken replies built so far (job_t.woken_bytes summed) */
+    map_t deferred_topics; /* topics whose woken jobs wait for client memory (values unused) */
+    int deferred_any;      /* a job of parked_any waits for client memory */
     uint64_t last_job_mono;
     uint64_t next_periodic_mono;
     uint64_t next_reopen_mono;
@@ -371,6 +378,7 @@ writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_b
     map_init(&w->parked_topics);
     map_init(&w->parked_conns);
     map_init(&w->fair_queues);
+    map_init(&w->deferred_topics);
     atomic_store(&w->heartbeat_mono, mono_ms());
     return w;
 }
@@ -410,6 +418,20 @@ int writer_start(writer_t *w, char *err, size_t errlen)
     }
     w->started = 1;
     return 0;
+}
+
+void writer_set_wake_budget(writer_t *w, uint64_t budget, uint64_t one_message)
+{
+    w->wake_budget = budget;
+    w->wake_one_message = one_message;
+}
+
+void writer_note_client_memory(writer_t *w, uint64_t held, uint64_t woken_delivered)
+{
+    pthread_mutex_lock(&w->done_mu);
+    w->sweep_held = held;
+    w->sweep_woken_delivered = woken_delivered;
+    pthread_mutex_unlock(&w->done_mu);
 }
 
 /* Free space needed before writes resume (and the reserve is written again). */
@@ -509,6 +531,7 @@ void writer_free(writer_t *w)
     map_free(&w->parked_topics, free); /* empty once the thread ran: stopping expires every parked job */
     map_free(&w->parked_conns, free);
     map_free(&w->fair_queues, free); /* empty too: stopping runs every queued job */
+    map_free(&w->deferred_topics, NULL);
     free(w->deadlines);
     event_free(w->done_ev);
     pthread_mutex_destroy(&w->mu);
@@ -669,6 +692,54 @@ static void reopen_store(writer_t *w, const char *why)
     log_info("store %s reopened", w->opts->path);
 }
 
+/* The budget of PULL BLOCK replies (writer_set_wake_budget): conn.c leaves
+ * a PULL BLOCK's reply estimate out of the client memory it counts (it
+ * waits holding nothing), so its reply is budgeted here, before it is
+ * built, whether it runs at once or woken. Room for j: 1 with
+ * j->reply_cap set (0: no budget, or more room than it could use), or 0
+ * when less than one message is left (j waits parked; its topic is noted
+ * and asked again after WAKE_RETRY_MS). */
+static int wake_reserve(writer_t *w, job_t *j)
+{
+    j->reply_cap = 0;
+    if (w->wake_budget == 0 || j->reply_estimate == 0 || !j->block_set) {
+        return 1;
+    }
+    pthread_mutex_lock(&w->done_mu);
+    uint64_t held = w->sweep_held, delivered = w->sweep_woken_delivered;
+    pthread_mutex_unlock(&w->done_mu);
+    uint64_t in_flight = w->woken_built - delivered; /* delivered <= built: counted by the loop after posting */
+    uint64_t out = held + in_flight;
+    uint64_t room = out < w->wake_budget ? w->wake_budget - out : 0;
+    /* Less than one message of room waits while a budgeted reply is on its way to the loop (its memory will be
+     * counted, and the sweep may close a holder); with none on its way one reply of a message goes (else a
+     * budget below one message, or clients holding it all, would stall every PULL BLOCK). */
+    if (room < w->wake_one_message && in_flight > 0) {
+        w->stats.wake_deferrals++;
+        if (j->wake_topic != NULL) {
+            map_put(&w->deferred_topics, j->wake_topic, j->wake_topic_len, w);
+        } else {
+            w->deferred_any = 1;
+        }
+        return 0;
+    }
+    uint64_t cap = room > w->wake_one_message ? room - w->wake_one_message : 1; /* a listing passes its budget
+                                                                                  by one message at most */
+    if (cap < (uint64_t)j->reply_estimate) {
+        j->reply_cap = cap;
+    }
+    return 1;
+}
+
+/* After j ran: a budgeted reply is counted until the loop has it. */
+static void count_budgeted(writer_t *w, job_t *j)
+{
+    if (w->wake_budget != 0 && j->block_set && j->reply_estimate > 0) {
+        j->woken_bytes = j->reply.raw.len;
+        w->woken_built += j->woken_bytes;
+    }
+}
+
 static void run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t now_mono)
 {
     if (w->store == NULL) {
@@ -688,11 +759,16 @@ static void run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t now_mono)
         list_push(done, j);
         return;
     }
+    if (!wake_reserve(w, j)) { /* no client memory for a PULL BLOCK's reply yet: it waits parked */
+        parked_add(w, j, now_mono);
+        return;
+    }
     job_result_t r = j->exec(j, w);
     w->batch_durable |= j->durable;
     if (r == JOB_PARK && j->block_set) {
         parked_add(w, j, now_mono);
     } else {
+        count_budgeted(w, j);
         list_push(done, j);
     }
 }
@@ -846,13 +922,22 @@ static size_t fair_serve(writer_t *w, job_list_t *done, uint64_t now_mono)
     return njobs;
 }
 
-/* Ask each job of l whether it may run now; run it and answer it if so. l may
- * be freed when its last job leaves it. */
+/* Ask each job of l whether it may run now; run it and answer it if so,
+ * within the budget of woken replies: once that is spent, the rest of l
+ * waits (its topic is asked again after WAKE_RETRY_MS). l may be freed when
+ * its last job leaves it. */
 static void retry_list(writer_t *w, parked_list_t *l, job_list_t *done)
 {
     for (job_t *j = l->head, *n; j; j = n) {
         n = j->topic_next;
-        if (j->wake(j, w) && j->exec(j, w) == JOB_DONE) {
+        if (!j->wake(j, w)) {
+            continue;
+        }
+        if (!wake_reserve(w, j)) {
+            return;
+        }
+        if (j->exec(j, w) == JOB_DONE) {
+            count_budgeted(w, j);
             parked_remove(w, j);
             list_push(done, j);
         }
@@ -911,6 +996,8 @@ static void service_parked(writer_t *w, job_list_t *done, uint64_t now_mono, int
     if (w->store == NULL || w->disk_full) {
         return;
     }
+    map_t deferred = w->deferred_topics; /* their woken jobs waited for client memory: asked again below */
+    map_init(&w->deferred_topics);
     if (w->wake_all) {
         w->wake_all = 0;
         store_take_woken(w->store, ignore_topic, NULL);
@@ -920,15 +1007,29 @@ static void service_parked(writer_t *w, job_list_t *done, uint64_t now_mono, int
             retry_list(w, val, done); /* may delete the entry just returned: allowed */
         }
     } else {
-        woken_ctx_t c = { w, done };
-        store_take_woken(w->store, retry_topic, &c);
+        woken_ctx_t woken = { w, done };
+        store_take_woken(w->store, retry_topic, &woken);
     }
+    map_iter_t it = { 0 };
+    const char *topic;
+    size_t len;
+    woken_ctx_t c = { w, done };
+    while (map_next(&deferred, &it, &topic, &len, NULL)) {
+        retry_topic(&c, topic, len);
+    }
+    map_free(&deferred, NULL);
+    w->deferred_any = 0;
     retry_list(w, &w->parked_any, done);
 }
 
 static uint64_t earliest_parked_deadline(writer_t *w)
 {
-    return w->n_deadlines > 0 ? w->deadlines[0]->deadline_mono : UINT64_MAX;
+    uint64_t at = w->n_deadlines > 0 ? w->deadlines[0]->deadline_mono : UINT64_MAX;
+    if ((map_count(&w->deferred_topics) > 0 || w->deferred_any) && w->store != NULL && !w->disk_full) {
+        uint64_t retry = mono_ms() + WAKE_RETRY_MS;
+        at = retry < at ? retry : at;
+    }
+    return at;
 }
 
 static uint64_t wall_us(void)

@@ -96,6 +96,10 @@ struct job {
     char *audit;            /* loop thread, audited commands (cmd_table.c): who ran what; NULL: not audited */
     char audit_result[192]; /* storage thread, optional: what it changed ("" = summarised from the reply) */
     size_t reply_estimate;  /* set by listing commands: the most its reply may hold (conn.c charges it) */
+    uint64_t reply_cap;     /* set by the writer for a PULL BLOCK: the payload bytes its reply may take (the
+                               client memory left, writer_set_wake_budget); 0: the configured max-pull-bytes */
+    size_t woken_bytes;     /* set by the writer: a PULL BLOCK's reply bytes, counted against the client memory
+                               budget until conn_job_done has them (writer_note_client_memory) */
     int reads_only;         /* 1: changes nothing (served while the disk is full); else refused then */
 };
 
@@ -120,6 +124,24 @@ writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_b
  * with the disk full (writes refused until space returns; logged). 0: no
  * reserve (the disk is still watched after a disk-full failure). */
 void writer_set_disk_reserve(writer_t *w, uint64_t bytes);
+
+/* The budget of PULL BLOCK replies (call before writer_start). conn.c
+ * does not count a PULL BLOCK's reply estimate as client memory (it waits
+ * holding nothing), so a job with block_set and a reply_estimate builds its
+ * reply, at once or woken, only within `budget` bytes minus what clients
+ * hold (writer_note_client_memory) minus such replies not yet delivered: it
+ * is shrunk to the room left (reply_cap), or left parked and tried again
+ * shortly when less than one_message (the most one message adds to a
+ * reply) is left and another such reply is on its way. So many PULLs woken
+ * at once on a topic with gigabytes ready build about the budget between
+ * them, instead of each its max-pull-bytes before the memory sweep closes
+ * the largest holders. 0: no budget. */
+void writer_set_wake_budget(writer_t *w, uint64_t budget, uint64_t one_message);
+
+/* Loop thread (conn.c's memory sweep): clients hold `held` bytes now, and
+ * `woken_delivered` bytes of woken replies (job_t.woken_bytes) reached the
+ * loop so far (they are in `held` from now on, not in flight). */
+void writer_note_client_memory(writer_t *w, uint64_t held, uint64_t woken_delivered);
 
 /* Start the thread. 0, or -1 with the cause in err. */
 int writer_start(writer_t *w, char *err, size_t errlen);

@@ -137,6 +137,14 @@ static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint
 int store_lease(store_t *s, const char *group, size_t group_len, const char *topic, size_t topic_len, int count,
                 uint64_t lease_ms, uint64_t now_ms, msg_owned_t *out, int *n, char *err, size_t errlen)
 {
+    return store_lease_within(s, group, group_len, topic, topic_len, count, s->opt.max_lease_bytes, lease_ms, now_ms,
+                              out, n, err, errlen);
+}
+
+int store_lease_within(store_t *s, const char *group, size_t group_len, const char *topic, size_t topic_len, int count,
+                       uint64_t max_bytes, uint64_t lease_ms, uint64_t now_ms, msg_owned_t *out, int *n, char *err,
+                       size_t errlen)
+{
     *n = 0;
     if (msg_check_name("group", group, group_len, err, errlen) != 0 ||
         msg_check_name("topic", topic, topic_len, err, errlen) != 0) {
@@ -159,7 +167,7 @@ int store_lease(store_t *s, const char *group, size_t group_len, const char *top
     uint64_t deadline = now_ms + lease_ms;
     uint64_t last = 0;
     msg_budget_t budget;
-    msg_budget_init(&budget, s->opt.max_lease_bytes);
+    msg_budget_init(&budget, max_bytes);
     if (g->retry_ready > 0) {
         int want = count < (int64_t)g->retry_ready ? count : (int)g->retry_ready;
         int got =

@@ -236,6 +236,13 @@ int store_group_delete(store_t *s, const char *group, size_t group_len, int *fou
 int store_lease(store_t *s, const char *group, size_t group_len, const char *topic, size_t topic_len, int count,
                 uint64_t lease_ms, uint64_t now_ms, msg_owned_t *out, int *n, char *err, size_t errlen);
 
+/* store_lease with a byte budget of its own instead of max_lease_bytes
+ * (the broker's woken PULLs, shrunk to the client memory left; 0 counts as 1:
+ * one message). */
+int store_lease_within(store_t *s, const char *group, size_t group_len, const char *topic, size_t topic_len, int count,
+                       uint64_t max_bytes, uint64_t lease_ms, uint64_t now_ms, msg_owned_t *out, int *n, char *err,
+                       size_t errlen);
+
 /* Release leases (ACK). Duplicate ids count once. *released gets how many
  * leases existed. An unknown group releases 0. */
 int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *ids, int n, int *released, char *err,

@@ -26,6 +26,10 @@
  *  - fair_share: 8 clients queue 64 DLQ LISTs of 4 MiB; a SEND sent while
  *    they wait is answered while most of them still wait (first come,
  *    first served, it waited for all of them), and every listing is served;
+ *  - woken_budget: 24 PULL BLOCK COUNT 100 woken at once by 120 MB made
+ *    ready (DLQ REQUEUE ALL) under max-client-memory 64mb: their replies
+ *    are built within the budget (shrunk, or deferred until the clients
+ *    read), so none is closed, and every message is delivered;
  *  - blocked_pulls: 300 PULL BLOCK connections (each reserving max-pull-bytes
  *    for its reply, 300 x 16 MiB in all) under max-client-memory 64mb: a
  *    reservation is not memory, so none is closed, and each gets its message
@@ -627,6 +631,62 @@ static void test_fair_share(void)
     BP_CHECK(served == LISTERS * EACH, "%d of %d listings answered", served, LISTERS * EACH);
 }
 
+static void test_woken_budget(void)
+{
+    enum {
+        MESSAGES = 120,
+        WAITERS = 24
+    };
+    const long long budget = 64LL << 20;
+    const char *extra[] = {
+        "--max-client-memory", "64mb", "--max-payload", "1mb", "--max-bulk", "1mb", "--max-query", "2mb", NULL
+    };
+    char e[512], v[64];
+    need_fds(WAITERS + 100);
+    bt_start(extra);
+    bt_conn.timeout_ms = 120000;
+    fill_dlq(MESSAGES); /* 120 MB in the DLQ of g (topic big) */
+    static rc_conn_t w[WAITERS];
+    for (int i = 0; i < WAITERS; i++) {
+        BP_REQUIRE(bp_connect(&bt_broker, &w[i], e, sizeof e) == 0, "connection %d: %s", i, e);
+        rc_appendl(&w[i], "PULL", "g", "big", "COUNT", "100", "BLOCK", "0", NULL);
+        BP_REQUIRE(rc_flush(&w[i], 0) == 0, "%s", w[i].err);
+    }
+    snprintf(v, sizeof v, "%d", WAITERS);
+    bt_wait_blocked(v);
+    /* every message ready at once: 24 PULLs woken, each could take max-pull-bytes (16 MiB) */
+    long long moved;
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &moved, e, sizeof e, "DLQ", "REQUEUE", "g", "ALL", NULL) == 0 && moved == MESSAGES,
+               "DLQ REQUEUE: %lld (%s)", moved, e);
+    int got = 0, replies = 0;
+    uint64_t end = tu_now_mono_ms() + 120000;
+    while (got < MESSAGES && tu_now_mono_ms() < end) {
+        for (int i = 0; i < WAITERS && got < MESSAGES; i++) {
+            resp_reply_t *r = rc_read(&w[i], 1);
+            if (r == NULL) {
+                BP_REQUIRE(rc_timed_out(&w[i]), "waiter %d: %s", i, w[i].err);
+                continue;
+            }
+            BP_REQUIRE(r->type == RESP_REPLY_ARRAY, "waiter %d: not an array", i);
+            got += (int)r->count;
+            replies++;
+            resp_reply_free(r);
+            rc_appendl(&w[i], "PULL", "g", "big", "COUNT", "100", "BLOCK", "0", NULL);
+            BP_REQUIRE(rc_flush(&w[i], 0) == 0, "%s", w[i].err);
+        }
+    }
+    long long kills = info_ll("client_memory_disconnects"), deferrals = info_ll("wake_deferrals");
+    printf("woken_budget: %d blocked PULLs woken with %d MB ready under max-client-memory %lld MiB: %d messages in %d "
+           "replies, %lld closed over max-client-memory, %lld wake-ups deferred\n",
+           WAITERS, MESSAGES, budget >> 20, got, replies, kills, deferrals);
+    BP_CHECK(got == MESSAGES, "%d of %d messages delivered", got, MESSAGES);
+    BP_CHECK(kills == 0, "%lld woken PULLs were closed over max-client-memory: their replies were built past it",
+             kills);
+    BP_CHECK(deferrals > 0, "no woken PULL waited for client memory (wake_deferrals 0) with 120 MB ready and 64 MiB");
+    for (int i = 0; i < WAITERS; i++)
+        rc_close(&w[i]);
+}
+
 static void test_blocked_pulls(void)
 {
     enum {
@@ -841,8 +901,14 @@ static void test_disk_full(void)
 int main(int argc, char **argv)
 {
     static const tu_test_t tests[] = {
-        { "fd_limit", test_fd_limit }, { "fd_exhausted", test_fd_exhausted }, { "header_timeout", test_header_timeout },
-        { "pressure", test_pressure }, { "fair_share", test_fair_share }, { "blocked_pulls", test_blocked_pulls }, { "disk_full", test_disk_full },
+        { "fd_limit", test_fd_limit },
+        { "fd_exhausted", test_fd_exhausted },
+        { "header_timeout", test_header_timeout },
+        { "pressure", test_pressure },
+        { "fair_share", test_fair_share },
+        { "woken_budget", test_woken_budget },
+        { "blocked_pulls", test_blocked_pulls },
+        { "disk_full", test_disk_full },
         { NULL, NULL },
     };
     return bt_main(argc, argv, "limits", tests);
