@@ -100,6 +100,9 @@ static const cfg_key_t cfg_keys[] = {
               "largest PULL COUNT and DLQ LIST COUNT") },
     { CFG_KEY("max-payload", CFG_SIZE, "4mb", 0, (long long)MSG_HARD_MAX_PAYLOAD, OFF(max_payload),
               "largest message payload") },
+    { CFG_KEY("max-topics", CFG_INT, "10000", 0, 10000000, OFF(max_topics),
+              "a SEND, PULL or GROUP CREATE naming a new topic beyond this many topics is refused, naming the "
+              "topic and the limit (topics are never deleted; 0: no limit)") },
     { CFG_KEY("max-pull-bytes", CFG_SIZE, "16mb", 1, 1 * GB, OFF(max_pull_bytes),
               "a PULL or DLQ LIST stops adding messages once their payload, key and reason bytes reach this (fewer "
               "than COUNT; always at least one)") },
@@ -256,6 +259,7 @@ static void fill_store_options(config_t *c)
     o->cache_bytes = (size_t)c->cache_size;
     o->write_buffer_bytes = (size_t)c->write_buffer_size;
     o->max_open_files = (int)c->max_open_files;
+    o->max_topics = (uint64_t)c->max_topics;
 }
 
 void config_free(config_t *c)

@@ -26,6 +26,18 @@ group_state_t *store_group_get(const store_t *s, const char *name, size_t len)
     return map_get(&s->groups, name, len);
 }
 
+int store_topic_room(const store_t *s, const char *topic, size_t topic_len, char *err, size_t errlen)
+{
+    if (s->opt.max_topics == 0 || map_get(&s->topics, topic, topic_len) != NULL ||
+        map_count(&s->topics) < s->opt.max_topics) {
+        return 0;
+    }
+    return err_set(err, errlen,
+                   "topic %.*s would be topic %zu, over max-topics %llu (topics are never deleted: send to an existing "
+                   "topic, or raise max-topics)",
+                   (int)topic_len, topic, map_count(&s->topics) + 1, (unsigned long long)s->opt.max_topics);
+}
+
 topic_state_t *store_topic_get_or_create(store_t *s, const char *name, size_t len)
 {
     topic_state_t *t = map_get(&s->topics, name, len);
@@ -168,7 +180,8 @@ int store_group_create(store_t *s, const char *group, size_t group_len, const ch
         return -1;
     }
     if (msg_check_name("group", group, group_len, err, errlen) != 0 ||
-        msg_check_name("topic", topic, topic_len, err, errlen) != 0) {
+        msg_check_name("topic", topic, topic_len, err, errlen) != 0 ||
+        store_topic_room(s, topic, topic_len, err, errlen) != 0) {
         return -1;
     }
     group_state_t *g = store_group_get(s, group, group_len);

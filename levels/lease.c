@@ -158,6 +158,9 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
     }
     group_state_t *g = store_group_get(s, group, group_len);
     if (g == NULL) {
+        if (store_topic_room(s, topic, topic_len, err, errlen) != 0) {
+            return -1;
+        }
         g = store_group_new(s, group, group_len, store_topic_get_or_create(s, topic, topic_len), 1,
                             s->opt.max_reconsume, now_ms);
     } else if (g->topic->len != topic_len || memcmp(g->topic->name, topic, topic_len) != 0) {

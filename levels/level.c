@@ -134,7 +134,8 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
     if (store_usable(s, err, errlen) != 0) {
         return -1;
     }
-    if (store_send_validate(&s->opt, req, err, errlen) != 0) {
+    if (store_send_validate(&s->opt, req, err, errlen) != 0 ||
+        store_topic_room(s, req->topic, req->topic_len, err, errlen) != 0) {
         return -1;
     }
     int pending_before = s->pending;

@@ -609,7 +609,8 @@ int store_send_dedup(store_t *s, const store_send_req_t *req, uint64_t now_ms, u
                      int *dup, char *err, size_t errlen)
 {
     *dup = 0;
-    if (store_send_validate(&s->opt, req, err, errlen) != 0) {
+    if (store_send_validate(&s->opt, req, err, errlen) != 0 ||
+        store_topic_room(s, req->topic, req->topic_len, err, errlen) != 0) {
         return -1;
     }
     if (req->key_len == 0) {

@@ -69,10 +69,11 @@ typedef struct store_options {
     size_t cache_bytes;        /* LevelDB block cache */
     size_t write_buffer_bytes; /* LevelDB memtable size */
     int max_open_files;        /* LevelDB table cache */
+    uint64_t max_topics;       /* a SEND, PULL or GROUP CREATE naming a new topic beyond this many fails; 0: no limit */
 } store_options_t;
 
 /* Defaults: RocketMQ levels, sync on, retention 72h, max-delay 3d, 4 MiB
- * payloads, max-reconsume 16, 16 MiB of payload per lease call, 8 MiB cache,
+ * payloads, max-reconsume 16, 16 MiB of payload per lease call, no topic limit, 8 MiB cache,
  * 4 MiB write buffer, 500 files. */
 void store_options_default(store_options_t *o);
 
@@ -340,7 +341,8 @@ typedef struct store_topic_info {
 int store_topic_info(const store_t *s, const char *topic, size_t topic_len, store_topic_info_t *out);
 
 /* Every topic with its info, in name order: *rows (free it; NULL when there
- * are none) and *n. Topics are never deleted. */
+ * are none) and *n. Topics are never deleted; opt.max_topics bounds how
+ * many there can be. */
 typedef struct store_topic_row {
     char name[MSG_MAX_NAME + 1];
     store_topic_info_t info;

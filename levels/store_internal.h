@@ -239,6 +239,10 @@ group_state_t *store_group_get(const store_t *s, const char *name, size_t len);
 
 /* The topic of that name, created (in memory, its record dirty) when new. */
 topic_state_t *store_topic_get_or_create(store_t *s, const char *name, size_t len);
+/* 0 when topic exists or one more topic is within opt.max_topics; else -1
+ * and err names the topic and the limit (checked before anything that
+ * would create it: SEND, a PULL that creates its group, GROUP CREATE). */
+int store_topic_room(const store_t *s, const char *topic, size_t topic_len, char *err, size_t errlen);
 
 /* Bind g to its topic g->topic in memory: counted in groups, linked from
  * first_group (store_group_new, and store_open for the groups it loads). */

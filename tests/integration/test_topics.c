@@ -5,7 +5,9 @@
  * and across a kill -9 (the delayed counter is kept in the batches of the
  * moves, so it is exact after the restart; --check-data verifies it); the
  * dedup-topics setting (keyed SENDs deduplicate without DEDUP, in MULTI too,
- * changed by SIGHUP); the per-topic /metrics series and their bound.
+ * changed by SIGHUP); the per-topic /metrics series and their bound;
+ * max-topics (a new topic beyond it refused by SEND, PULL and GROUP CREATE,
+ * also after a restart).
  *
  * Run one: ./tests/integration/test_topics
  */
@@ -317,10 +319,54 @@ static void test_metrics_per_topic(void)
     BP_CHECK(strstr(page, "# TYPE hourglass_topic_sends_total counter") != NULL, "sends_total is not a counter");
 }
 
+/* max-topics: a command that would create one topic more is refused naming the topic and the limit; existing
+ * topics keep working, also after a restart (the limit counts the topics found on disk). */
+static void expect_refused(const char *what, const char *const *argv, int argc, const char *want)
+{
+    char e[512];
+    size_t lens[16];
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    resp_reply_t *r = rc_cmdv(&bt_conn, argc, argv, lens);
+    BP_REQUIRE(r != NULL, "%s: %s", what, bt_conn.err);
+    BP_CHECK(r->type == RESP_REPLY_ERROR && strstr(r->str, want) != NULL, "%s: got %s, want an error with '%s'", what,
+             rc_describe(r, e, sizeof e), want);
+    resp_reply_free(r);
+}
+
+static void test_max_topics(void)
+{
+    const char *flags[] = { "--max-topics", "3", NULL };
+    bt_start(flags);
+    char e[512], id[32];
+    send_ok("a", "x", NULL, NULL, id);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "gb", "b", NULL) == 0, "GROUP CREATE: %s", e);
+    resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "gc", "c", NULL);
+    BP_REQUIRE(r != NULL, "PULL creating topic c: %s", e);
+    resp_reply_free(r);
+    const char *send[] = { "SEND", "d", "x" };
+    expect_refused("SEND to a 4th topic", send, 3, "topic d would be topic 4, over max-topics 3");
+    const char *dedup[] = { "SEND", "d", "x", "KEY", "k", "DEDUP" };
+    expect_refused("SEND DEDUP to a 4th topic", dedup, 6, "over max-topics 3");
+    const char *create[] = { "GROUP", "CREATE", "gd", "d" };
+    expect_refused("GROUP CREATE on a 4th topic", create, 4, "over max-topics 3");
+    const char *pull[] = { "PULL", "gd", "d" };
+    expect_refused("PULL creating a 4th topic", pull, 3, "over max-topics 3");
+    send_ok("a", "y", NULL, NULL, id);
+    send_ok("c", "z", NULL, NULL, id);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart: %s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "reconnect: %s", e);
+    expect_refused("SEND to a 4th topic after a restart", send, 3, "topic d would be topic 4, over max-topics 3");
+    send_ok("b", "w", NULL, NULL, id);
+}
+
 static const tu_test_t tests[] = {
     { "TOPICS: counts through every move, groups, kill -9", test_topics_counts },
     { "dedup-topics: keyed SENDs deduplicate; MULTI; SIGHUP", test_dedup_topics },
     { "/metrics: per-topic and per-group series, bounded", test_metrics_per_topic },
+    { "max-topics: a new topic beyond it is refused, naming it", test_max_topics },
     { NULL, NULL },
 };
 
