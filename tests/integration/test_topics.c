@@ -7,7 +7,8 @@
  * dedup-topics setting (keyed SENDs deduplicate without DEDUP, in MULTI too,
  * changed by SIGHUP); the per-topic /metrics series and their bound;
  * max-topics (a new topic beyond it refused by SEND, PULL and GROUP CREATE,
- * also after a restart); TOPICS and GROUP LIST paged by COUNT and AFTER.
+ * also after a restart); TOPICS and GROUP LIST paged by COUNT and AFTER;
+ * MULTI's byte bound.
  *
  * Run one: ./tests/integration/test_topics
  */
@@ -422,12 +423,37 @@ static void test_paging(void)
     expect_refused("GROUP LIST LIMIT 3", unknown, 4, "unknown option");
 }
 
+/* MULTI holds at most max-inflight-bytes of SENDs: the one past it is refused naming the limit, and EXEC aborts. */
+static void test_multi_bytes(void)
+{
+    const char *flags[] = { "--max-inflight-bytes", "64kb", "--max-query", "64kb", "--max-bulk", "32kb",
+                            "--max-payload",        "32kb", NULL };
+    bt_start(flags);
+    char e[512], id[32];
+    static char payload[20001];
+    memset(payload, 'p', sizeof payload - 1);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "MULTI", NULL) == 0, "%s", e);
+    for (int i = 0; i < 3; i++) {
+        resp_reply_t *r = rc_cmd(&bt_conn, "SEND", "t", payload, NULL);
+        BP_REQUIRE(r != NULL && rc_str_eq(r, "QUEUED"), "SEND %d in MULTI: %s", i,
+                   r == NULL ? bt_conn.err : rc_describe(r, e, sizeof e));
+        resp_reply_free(r);
+    }
+    const char *fourth[] = { "SEND", "t", payload };
+    expect_refused("a 4th SEND of 20 kB in MULTI", fourth, 3,
+                   "a transaction holds at most max-inflight-bytes (65536) of SENDs; this one would make it 80020");
+    const char *exec[] = { "EXEC" };
+    expect_refused("EXEC", exec, 1, "EXECABORT");
+    send_ok("t", "after", NULL, NULL, id);
+}
+
 static const tu_test_t tests[] = {
     { "TOPICS: counts through every move, groups, kill -9", test_topics_counts },
     { "dedup-topics: keyed SENDs deduplicate; MULTI; SIGHUP", test_dedup_topics },
     { "/metrics: per-topic and per-group series, bounded", test_metrics_per_topic },
     { "max-topics: a new topic beyond it is refused, naming it", test_max_topics },
     { "TOPICS and GROUP LIST page with COUNT and AFTER", test_paging },
+    { "MULTI holds at most max-inflight-bytes of SENDs", test_multi_bytes },
     { NULL, NULL },
 };
 
