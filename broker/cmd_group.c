@@ -29,10 +29,18 @@ enum {
     SUB_DROP
 };
 
-/* GROUP CREATE group topic [FROM FIRST|NOW] [MAXRETRY n] | LIST | DEL group */
+/* A page of a name-ordered listing (TOPICS, GROUP LIST): the names after
+ * `after` (empty: from the first), at most count of them (0: all). */
+typedef struct name_page {
+    int count;
+    resp_arg_t after; /* a copy */
+} name_page_t;
+
+/* GROUP CREATE group topic [FROM FIRST|NOW] [MAXRETRY n] | LIST [COUNT n] [AFTER group] | DEL group */
 typedef struct group_cmd_req {
     int sub;                 /* SUB_CREATE, SUB_LIST or SUB_DEL */
     resp_arg_t group, topic; /* copies (empty when not given) */
+    name_page_t page;        /* LIST */
     int from_first;          /* CREATE: 1 FROM FIRST (default), 0 FROM NOW */
     int max_reconsume;       /* CREATE: MAXRETRY, or -1 for the store's default */
 } group_cmd_req_t;
@@ -65,6 +73,61 @@ static void add_kv_int(resp_buf_t *b, const char *k, uint64_t v)
     resp_add_int(b, (long long)v);
 }
 
+/* The rows [*first, *end) of n name-ordered rows (names at name(rows, i))
+ * that page p selects. */
+static void page_range(const name_page_t *p, size_t n, const char *(*name)(const void *rows, size_t i),
+                       const void *rows, size_t *first, size_t *end)
+{
+    size_t i = 0;
+    if (p->after.len > 0) {
+        while (i < n && strcmp(name(rows, i), p->after.ptr) <= 0) {
+            i++;
+        }
+    }
+    *first = i;
+    *end = p->count > 0 && n - i > (size_t)p->count ? i + (size_t)p->count : n;
+}
+
+static const char *group_row_name(const void *rows, size_t i)
+{
+    return ((const store_group_row_t *)rows)[i].name;
+}
+
+static const char *topic_row_name(const void *rows, size_t i)
+{
+    return ((const store_topic_row_t *)rows)[i].name;
+}
+
+/* [COUNT n] [AFTER name] from argv[from..]: 0 with *count (0: not given)
+ * and *after (NULL: not given), or -1 with the error reply. what names the
+ * command for an unknown option; kind the names ("topic", "group"). */
+static int parse_page(cmd_call_t *call, size_t from, const char *what, const char *kind, int *count,
+                      const resp_arg_t **after)
+{
+    const resp_arg_t *argv = call->argv;
+    int seen_count = 0, seen_after = 0;
+    *count = 0;
+    *after = NULL;
+    for (size_t i = from; i < call->argc; i += 2) {
+        const resp_arg_t *o = &argv[i];
+        const resp_arg_t *v = cmd_opt_value(call, argv, call->argc, i);
+        if (cmd_arg_is(o, "count")) {
+            if (!v || cmd_once(call, &seen_count, "COUNT") != 0 || cmd_parse_count(call, v, count) != 0) {
+                return -1;
+            }
+        } else if (cmd_arg_is(o, "after")) {
+            if (!v || cmd_once(call, &seen_after, "AFTER") != 0 || cmd_check_name(call, kind, v) != 0) {
+                return -1;
+            }
+            *after = v;
+        } else {
+            cmd_unknown_option(call, o, what);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static job_result_t group_exec(job_t *j, writer_t *w)
 {
     const group_cmd_req_t *r = &((group_job_t *)j)->req;
@@ -88,8 +151,10 @@ static job_result_t group_exec(job_t *j, writer_t *w)
         store_group_row_t *rows;
         size_t n;
         store_group_rows(s, 0, &rows, &n);
-        resp_add_array(&j->reply, n);
-        for (size_t i = 0; i < n; i++) {
+        size_t first, end;
+        page_range(&r->page, n, group_row_name, rows, &first, &end);
+        resp_add_array(&j->reply, end - first);
+        for (size_t i = first; i < end; i++) {
             const store_group_info_t *gi = &rows[i].info;
             resp_add_map(&j->reply, 11);
             resp_add_bulk_str(&j->reply, "group");
@@ -118,6 +183,7 @@ static job_result_t group_exec(job_t *j, writer_t *w)
 typedef struct topics_job {
     job_t job; /* first member */
     const char *dedup_topics;
+    name_page_t page; /* TOPICS [COUNT n] [AFTER topic] */
 } topics_job_t;
 
 /* TOPICS: per topic (name order) its counts and its groups (docs/protocol.md). */
@@ -130,9 +196,11 @@ static job_result_t topics_exec(job_t *j, writer_t *w)
     size_t ntopics, ngroups;
     store_topic_rows(s, &topics, &ntopics);
     store_group_rows(s, 1, &groups, &ngroups);
-    resp_add_array(&j->reply, ntopics);
+    size_t from, end;
+    page_range(&((topics_job_t *)j)->page, ntopics, topic_row_name, topics, &from, &end);
+    resp_add_array(&j->reply, end - from);
     size_t g = 0;
-    for (size_t i = 0; i < ntopics; i++) {
+    for (size_t i = from; i < end; i++) {
         const store_topic_row_t *t = &topics[i];
         resp_add_map(&j->reply, 8);
         resp_add_bulk_str(&j->reply, "topic");
@@ -170,11 +238,19 @@ static job_result_t topics_exec(job_t *j, writer_t *w)
 
 void cmd_topics(cmd_call_t *call)
 {
+    int count;
+    const resp_arg_t *after;
+    if (parse_page(call, 1, "topics", "topic", &count, &after) != 0) {
+        return;
+    }
     const char *list = cmd_config_of(call)->dedup_topics;
     resp_arg_t copy = { list, list ? strlen(list) : 0 };
     char *arena;
-    topics_job_t *tj = cmd_job_new(sizeof *tj, list ? cmd_copy_size(&copy) : 0, topics_exec, &arena);
+    topics_job_t *tj =
+        cmd_job_new(sizeof *tj, (list ? cmd_copy_size(&copy) : 0) + cmd_copy_size(after), topics_exec, &arena);
     tj->dedup_topics = list ? cmd_job_copy(&arena, &copy).ptr : NULL;
+    tj->page.count = count;
+    tj->page.after = cmd_job_copy(&arena, after);
     call->job = &tj->job;
 }
 
@@ -194,10 +270,6 @@ void cmd_group(cmd_call_t *call)
         }
     } else if (cmd_arg_is(sub, "list")) {
         code = SUB_LIST;
-        if (call->argc != 2) {
-            resp_add_error(call->out, "ERR wrong number of arguments for 'group|list' command");
-            return;
-        }
     } else if (cmd_arg_is(sub, "del") || cmd_arg_is(sub, "delete") || cmd_arg_is(sub, "destroy")) {
         code = SUB_DEL;
         if (call->argc != 3) {
@@ -213,7 +285,11 @@ void cmd_group(cmd_call_t *call)
                         cmd_shown(sub, b, sizeof b));
         return;
     }
-    int from_first = 1, maxretry = -1, seen_from = 0, seen_max = 0;
+    int from_first = 1, maxretry = -1, seen_from = 0, seen_max = 0, count = 0;
+    const resp_arg_t *after = NULL;
+    if (code == SUB_LIST && parse_page(call, 2, "group list", "group", &count, &after) != 0) {
+        return;
+    }
     if (code == SUB_CREATE) {
         for (size_t i = 4; i < call->argc; i += 2) {
             const resp_arg_t *o = &argv[i];
@@ -251,8 +327,11 @@ void cmd_group(cmd_call_t *call)
     const resp_arg_t *group = code != SUB_LIST ? &argv[2] : NULL;
     const resp_arg_t *topic = code == SUB_CREATE ? &argv[3] : NULL;
     char *arena;
-    group_job_t *gj = cmd_job_new(sizeof *gj, cmd_copy_size(group) + cmd_copy_size(topic), group_exec, &arena);
+    group_job_t *gj =
+        cmd_job_new(sizeof *gj, cmd_copy_size(group) + cmd_copy_size(topic) + cmd_copy_size(after), group_exec, &arena);
     gj->req.sub = code;
+    gj->req.page.count = count;
+    gj->req.page.after = cmd_job_copy(&arena, after);
     gj->req.group = cmd_job_copy(&arena, group);
     gj->req.topic = cmd_job_copy(&arena, topic);
     gj->req.from_first = from_first;

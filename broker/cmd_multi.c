@@ -17,7 +17,10 @@
  * without committing it, so the run stays one batch. Any
  * other command inside MULTI is refused with a reason (and aborts the
  * transaction); MULTI, EXEC and DISCARD themselves, and QUIT, keep their
- * meaning. EXEC answers an array with each SEND's reply (its id).
+ * meaning. EXEC answers an array with each SEND's reply (its id). A
+ * transaction holds at most MULTI_MAX SENDs and max-inflight-bytes of their
+ * arguments (the loop keeps them until EXEC, outside the connection's other
+ * budgets, and EXEC writes them as one batch).
  *
  * Loop thread, except the EXEC job's exec half (storage thread).
  */
@@ -34,6 +37,8 @@
 struct cmd_multi {
     job_t **jobs; /* the queued SENDs' storage jobs, not submitted */
     size_t n, cap;
+    size_t bytes; /* their arguments' bytes: at most max-inflight-bytes (the loop holds them until EXEC, and EXEC
+                     writes them as one WriteBatch, which STORE_BATCH_MAX_BYTES cannot split) */
     int aborted; /* an error while queueing: EXEC answers EXECABORT */
 };
 
@@ -98,6 +103,19 @@ int cmd_multi_queue(cmd_call_t *call, int is_send)
         m->aborted = 1;
         return 0;
     }
+    size_t bytes = 0;
+    for (size_t i = 0; i < call->argc; i++) {
+        bytes += call->argv[i].len;
+    }
+    long long limit = cmd_config_of(call)->max_inflight_bytes;
+    if (m->bytes + bytes > (size_t)limit) {
+        resp_add_errorf(
+            call->out, "ERR a transaction holds at most max-inflight-bytes (%lld) of SENDs; this one would make it %zu",
+            limit, m->bytes + bytes);
+        m->aborted = 1;
+        return 0;
+    }
+    m->bytes += bytes;
     return 1;
 }
 

@@ -7,7 +7,8 @@
  * dedup-topics setting (keyed SENDs deduplicate without DEDUP, in MULTI too,
  * changed by SIGHUP); the per-topic /metrics series and their bound;
  * max-topics (a new topic beyond it refused by SEND, PULL and GROUP CREATE,
- * also after a restart).
+ * also after a restart); TOPICS and GROUP LIST paged by COUNT and AFTER;
+ * MULTI's byte bound.
  *
  * Run one: ./tests/integration/test_topics
  */
@@ -362,11 +363,97 @@ static void test_max_topics(void)
     send_ok("b", "w", NULL, NULL, id);
 }
 
+/* The names (field) of a listing reply of maps, joined by blanks, into out. */
+static void names_of(const resp_reply_t *r, const char *field, char *out, size_t outlen)
+{
+    out[0] = '\0';
+    for (size_t i = 0; r != NULL && r->type == RESP_REPLY_ARRAY && i < r->count; i++) {
+        const resp_reply_t *v = field_of(&r->elements[i], field);
+        size_t len = strlen(out);
+        snprintf(out + len, outlen - len, "%s%s", len ? " " : "", v && v->str ? v->str : "?");
+    }
+}
+
+/* TOPICS and GROUP LIST page with COUNT n and AFTER name, in name order. */
+static void test_paging(void)
+{
+    bt_start(NULL);
+    char e[512], id[32], names[256];
+    const char *topics[] = { "a", "b", "c", "d", "e" };
+    for (int i = 0; i < 5; i++) {
+        char g[8];
+        snprintf(g, sizeof g, "g%s", topics[i]);
+        BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", g, topics[i], NULL) == 0, "%s", e);
+        send_ok(topics[i], "x", NULL, NULL, id);
+    }
+    static const struct {
+        const char *argv[6];
+        int argc;
+        const char *field, *want;
+    } cases[] = {
+        { { "TOPICS" }, 1, "topic", "a b c d e" },
+        { { "TOPICS", "COUNT", "2" }, 3, "topic", "a b" },
+        { { "TOPICS", "COUNT", "2", "AFTER", "b" }, 5, "topic", "c d" },
+        { { "TOPICS", "AFTER", "bb" }, 3, "topic", "c d e" },
+        { { "TOPICS", "AFTER", "e", "COUNT", "3" }, 5, "topic", "" },
+        { { "GROUP", "LIST", "COUNT", "1", "AFTER", "gb" }, 6, "group", "gc" },
+        { { "GROUP", "LIST", "AFTER", "gc" }, 4, "group", "gd ge" },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t lens[6];
+        for (int i = 0; i < cases[c].argc; i++)
+            lens[i] = strlen(cases[c].argv[i]);
+        resp_reply_t *r = rc_cmdv(&bt_conn, cases[c].argc, cases[c].argv, lens);
+        BP_REQUIRE(r != NULL, "%s: %s", cases[c].argv[0], bt_conn.err);
+        names_of(r, cases[c].field, names, sizeof names);
+        BP_CHECK(r->type == RESP_REPLY_ARRAY && strcmp(names, cases[c].want) == 0, "case %zu: '%s', want '%s' (%s)", c,
+                 names, cases[c].want, rc_describe(r, e, sizeof e));
+        /* the groups of each topic still come with it */
+        if (c == 2 && r->count == 2) {
+            const resp_reply_t *gs = field_of(&r->elements[0], "groups");
+            BP_CHECK(gs != NULL && gs->count == 1 && field_of(&gs->elements[0], "group") != NULL &&
+                         strcmp(field_of(&gs->elements[0], "group")->str, "gc") == 0,
+                     "TOPICS COUNT 2 AFTER b: topic c lacks its group gc");
+        }
+        resp_reply_free(r);
+    }
+    const char *bad[] = { "TOPICS", "COUNT", "0" };
+    expect_refused("TOPICS COUNT 0", bad, 3, "COUNT");
+    const char *unknown[] = { "GROUP", "LIST", "LIMIT", "3" };
+    expect_refused("GROUP LIST LIMIT 3", unknown, 4, "unknown option");
+}
+
+/* MULTI holds at most max-inflight-bytes of SENDs: the one past it is refused naming the limit, and EXEC aborts. */
+static void test_multi_bytes(void)
+{
+    const char *flags[] = { "--max-inflight-bytes", "64kb", "--max-query", "64kb", "--max-bulk", "32kb",
+                            "--max-payload",        "32kb", NULL };
+    bt_start(flags);
+    char e[512], id[32];
+    static char payload[20001];
+    memset(payload, 'p', sizeof payload - 1);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "MULTI", NULL) == 0, "%s", e);
+    for (int i = 0; i < 3; i++) {
+        resp_reply_t *r = rc_cmd(&bt_conn, "SEND", "t", payload, NULL);
+        BP_REQUIRE(r != NULL && rc_str_eq(r, "QUEUED"), "SEND %d in MULTI: %s", i,
+                   r == NULL ? bt_conn.err : rc_describe(r, e, sizeof e));
+        resp_reply_free(r);
+    }
+    const char *fourth[] = { "SEND", "t", payload };
+    expect_refused("a 4th SEND of 20 kB in MULTI", fourth, 3,
+                   "a transaction holds at most max-inflight-bytes (65536) of SENDs; this one would make it 80020");
+    const char *exec[] = { "EXEC" };
+    expect_refused("EXEC", exec, 1, "EXECABORT");
+    send_ok("t", "after", NULL, NULL, id);
+}
+
 static const tu_test_t tests[] = {
     { "TOPICS: counts through every move, groups, kill -9", test_topics_counts },
     { "dedup-topics: keyed SENDs deduplicate; MULTI; SIGHUP", test_dedup_topics },
     { "/metrics: per-topic and per-group series, bounded", test_metrics_per_topic },
     { "max-topics: a new topic beyond it is refused, naming it", test_max_topics },
+    { "TOPICS and GROUP LIST page with COUNT and AFTER", test_paging },
+    { "MULTI holds at most max-inflight-bytes of SENDs", test_multi_bytes },
     { NULL, NULL },
 };
 
