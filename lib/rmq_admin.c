@@ -89,14 +89,24 @@ hg_err_t rmq_cmd_group(rmq_t *r, size_t argc, const char *const *argv, resp_repl
         return e;
     if (argc >= 4 && strcasecmp(argv[1], "CREATE") == 0) {
         long max = -1;
+        if ((argc - 4) % 2 != 0)
+            return error_reply(reply, "ERR syntax error: GROUP CREATE group topic [FROM NOW] [MAXRETRY n]");
         for (size_t i = 4; i + 1 < argc; i += 2) {
             if (strcasecmp(argv[i], "MAXRETRY") == 0) {
                 char *end = NULL;
                 max = strtol(argv[i + 1], &end, 10);
                 if (end == argv[i + 1] || *end != '\0' || max < 0 || max > 1000)
                     return error_reply(reply, "ERR MAXRETRY must be 0..1000");
+            } else if (strcasecmp(argv[i], "FROM") == 0 && strcasecmp(argv[i + 1], "FIRST") == 0) {
+                /* A queue bound now cannot receive what was routed before it existed. */
+                return client_fail(r->client, HG_ERR_UNSUPPORTED,
+                                   "GROUP CREATE ... FROM FIRST is not supported on amqp:// (a group receives what "
+                                   "becomes due after it exists: create it FROM NOW before the messages are sent; "
+                                   "docs/rabbitmq.md)");
+            } else if (strcasecmp(argv[i], "FROM") == 0 && strcasecmp(argv[i + 1], "NOW") != 0) {
+                return error_reply(reply, "ERR FROM must be FIRST or NOW");
             } else if (strcasecmp(argv[i], "FROM") != 0) {
-                return error_reply(reply, "ERR syntax error: GROUP CREATE group topic [FROM FIRST|NOW] [MAXRETRY n]");
+                return error_reply(reply, "ERR syntax error: GROUP CREATE group topic [FROM NOW] [MAXRETRY n]");
             }
         }
         if ((e = rmq_group_ensure(r, argv[2], argv[3], max, 1, NULL)) != HG_OK)

@@ -20,7 +20,8 @@
  *   DLQ               HG_FAIL: DLQ LEN / LIST (id, reason) / REQUEUE (comes
  *                     back, reconsume 0) / DROP; hourglass-cli levels, groups,
  *                     dlq list through the same URI
- *   refusals          amqp:// answers TOUCH/INFO with HG_ERR_UNSUPPORTED
+ *   refusals          amqp:// answers TOUCH/INFO and GROUP CREATE … FROM
+ *                     FIRST with HG_ERR_UNSUPPORTED
  *                     naming amqp://; a level queue declared with another
  *                     TTL is an error naming x-message-ttl and both values
  *
@@ -580,6 +581,23 @@ static void refusals(const target_t *t)
     else
         TU_CHECK(e == HG_OK, "%s: INFO: %s", t->name, hg_client_errmsg(c));
     hg_reply_free(r);
+    r = NULL;
+    /* FROM FIRST: the broker reads what the topic holds; RabbitMQ cannot, and says so. */
+    e = hg_client_command(c, 6, (const char *const[]){ "GROUP", "CREATE", "first-g", "first-t", "FROM", "FIRST" }, NULL,
+                          &r);
+    if (t->amqp)
+        TU_CHECK(e == HG_ERR_UNSUPPORTED &&
+                     strstr(hg_client_errmsg(c), "GROUP CREATE ... FROM FIRST is not supported on amqp://") != NULL,
+                 "%s: GROUP CREATE FROM FIRST: %s: %s", t->name, hg_strerror(e), hg_client_errmsg(c));
+    else
+        TU_CHECK(e == HG_OK, "%s: GROUP CREATE FROM FIRST: %s", t->name, hg_client_errmsg(c));
+    hg_reply_free(r);
+    r = NULL;
+    e = hg_client_command(c, 6, (const char *const[]){ "GROUP", "CREATE", "first-g", "first-t", "FROM", "LATER" }, NULL,
+                          &r);
+    TU_CHECK(e == HG_ERR_SERVER && strstr(hg_client_errmsg(c), "FROM must be FIRST or NOW") != NULL,
+             "%s: GROUP CREATE FROM LATER: %s: %s", t->name, hg_strerror(e), hg_client_errmsg(c));
+    hg_reply_free(r);
     {
         char id[HG_ID_MAX];
         e = hg_send(c, "t", NULL, "x", 1, hg_delay_ms(4ull * 86400 * 1000), id);
@@ -864,7 +882,7 @@ static const tu_test_t transport_tests[] = {
     { "every transport: DELAY 300ms, 1500ms, 2500ms: never early, late by less than 800 ms", test_exact_ms },
     { "every transport: HG_RETRY → local backoff → NACK → back after 10 s with reconsume 1", test_retry },
     { "every transport: HG_FAIL → DLQ LEN/LIST/REQUEUE/DROP, hourglass-cli levels/groups/dlq", test_dlq },
-    { "every transport: TOUCH/INFO refused on amqp://, delay and level limits", test_refusals },
+    { "every transport: TOUCH/INFO and GROUP CREATE FROM FIRST refused on amqp://, delay and level limits", test_refusals },
     { "amqp://: a level queue declared with another TTL is named in the error", test_declaration_checked },
     { "amqp://?levels=: its own level table, on time; the default table refused on that vhost", test_custom_levels },
     { "amqp://, amqps://: bad URIs named", test_bad_uris },
