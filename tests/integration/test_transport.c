@@ -11,7 +11,8 @@
  *   delays            LEVEL 1, DELAY 6s (a chain: 5s + 1s), DELAY 0: never
  *                     early, due_ms as promised, late by less than 3 s
  *   exact ms          DELAY 300ms, 1500ms, 2500ms (remainders below the
- *                     smallest level): never early, late by < 300 ms
+ *                     smallest level): never early, late by < 800 ms
+ *                     (a whole smallest level would be 1 s)
  *   custom levels     amqp://…/vhost?levels=200ms,1s,5s: LEVELS, LEVEL 1 and
  *                     DELAY on time; the default table refused on that vhost
  *   retry             HG_RETRY: local backoff, then NACK; the message comes
@@ -368,8 +369,13 @@ static void delays(const target_t *t)
 
 /* Send each delay (one worker consumes), then check every delivery: never
  * before its send + want_ms[i], late by less than EXACT_LATE_MS, due_ms as
- * promised. Prints the figures. */
-#define EXACT_LATE_MS 300
+ * promised (within EXACT_DUE_SLACK_MS of the send call). Prints the figures.
+ * The bound is what the remainder queues must prove — no remainder waits a
+ * whole smallest level (1 s) — with room for a busy machine (make -j2 check
+ * runs this beside a 3-node cluster; sanitizers): here the lateness is 20-100
+ * ms. */
+#define EXACT_LATE_MS      800
+#define EXACT_DUE_SLACK_MS 250
 
 static void on_time(const target_t *t, const char *what, int n, const hg_delay_t *delay, const uint64_t *want_ms)
 {
@@ -403,7 +409,7 @@ static void on_time(const target_t *t, const char *what, int n, const hg_delay_t
                      " ms after its send", t->name, want_ms[i], after);
             TU_CHECK(after < (int64_t)(want_ms[i] + EXACT_LATE_MS), "%s: the %" PRIu64 " ms delay delivered %" PRId64
                      " ms after its send, want < %" PRIu64, t->name, want_ms[i], after, want_ms[i] + EXACT_LATE_MS);
-            TU_CHECK(s->due_ms >= sent[i] + want_ms[i] && s->due_ms <= sent[i] + want_ms[i] + 100,
+            TU_CHECK(s->due_ms >= sent[i] + want_ms[i] && s->due_ms <= sent[i] + want_ms[i] + EXACT_DUE_SLACK_MS,
                      "%s: the %" PRIu64 " ms delay: due_ms is %" PRId64 " ms after send", t->name, want_ms[i],
                      (int64_t)(s->due_ms - sent[i]));
         }
@@ -855,7 +861,7 @@ static void test_custom_levels(void)
 static const tu_test_t transport_tests[] = {
     { "every transport: send, send_many, 3 workers, every id once", test_round_trip },
     { "every transport: LEVEL 1, DELAY 6s (chained), DELAY 0: on time", test_delays },
-    { "every transport: DELAY 300ms, 1500ms, 2500ms: never early, late by less than 300 ms", test_exact_ms },
+    { "every transport: DELAY 300ms, 1500ms, 2500ms: never early, late by less than 800 ms", test_exact_ms },
     { "every transport: HG_RETRY → local backoff → NACK → back after 10 s with reconsume 1", test_retry },
     { "every transport: HG_FAIL → DLQ LEN/LIST/REQUEUE/DROP, hourglass-cli levels/groups/dlq", test_dlq },
     { "every transport: TOUCH/INFO refused on amqp://, delay and level limits", test_refusals },
