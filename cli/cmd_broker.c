@@ -150,21 +150,38 @@ static void print_pairs_array(const hg_reply_t *r)
     fputs("]\n", stdout);
 }
 
+/* argv for a paged listing: base (nbase words) then COUNT and AFTER from
+ * --count / --after when given (TOPICS, GROUP LIST). Returns the word count. */
+static int page_args(const char **cmdv, int nbase, const cli_opt_t *specs)
+{
+    int n = nbase;
+    if (specs[0].value != NULL) {
+        cmdv[n++] = "COUNT";
+        cmdv[n++] = specs[0].value;
+    }
+    if (specs[1].value != NULL) {
+        cmdv[n++] = "AFTER";
+        cmdv[n++] = specs[1].value;
+    }
+    return n;
+}
+
 int cli_cmd_topics(cli_t *cli, int argc, char **argv)
 {
     static const char *const fields[] = { "topic", "ready", "delayed", "retained", "sends", "dedup" };
     static const char *const header[] = { "TOPIC", "READY", "DELAYED", "RETAINED", "SENDS", "DEDUP", "GROUPS" };
     static const int right[] = { 0, 1, 1, 1, 1, 0, 0 };
     const int nf = (int)(sizeof(fields) / sizeof(fields[0]));
-    const char *cmdv[1] = { "TOPICS" };
+    const char *cmdv[5] = { "TOPICS" };
+    cli_opt_t specs[] = { { "--count", 1, NULL }, { "--after", 1, NULL }, { NULL, 0, NULL } };
     char *pos[1];
     hg_reply_t *r;
     table_t t;
-    int rc = 0, n = cli_parse_args(cli_find_command("topics"), argc, argv, NULL, pos, 0, &rc);
+    int rc = 0, n = cli_parse_args(cli_find_command("topics"), argc, argv, specs, pos, 0, &rc);
 
     if (n < 0)
         return rc;
-    if ((rc = cli_run(cli, &r, 1, cmdv)) != 0)
+    if ((rc = cli_run(cli, &r, page_args(cmdv, 1, specs), cmdv)) != 0)
         return rc;
     if (!reply_is_aggregate(r)) {
         hg_reply_free(r);
@@ -227,15 +244,16 @@ int cli_cmd_groups(cli_t *cli, int argc, char **argv)
                                           "RETRY-DELAYED", "INFLIGHT", "DLQ",   "MAXRETRY", "CREATED" };
     static const int right[] = { 0, 0, 1, 1, 1, 1, 1, 1, 1, 0 };
     const int nf = (int)(sizeof(fields) / sizeof(fields[0]));
-    const char *cmdv[2] = { "GROUP", "LIST" };
+    const char *cmdv[6] = { "GROUP", "LIST" };
+    cli_opt_t specs[] = { { "--count", 1, NULL }, { "--after", 1, NULL }, { NULL, 0, NULL } };
     char *pos[1], buf[64];
     hg_reply_t *r;
     table_t t;
-    int rc = 0, n = cli_parse_args(cli_find_command("groups"), argc, argv, NULL, pos, 0, &rc);
+    int rc = 0, n = cli_parse_args(cli_find_command("groups"), argc, argv, specs, pos, 0, &rc);
 
     if (n < 0)
         return rc;
-    if ((rc = cli_run(cli, &r, 2, cmdv)) != 0)
+    if ((rc = cli_run(cli, &r, page_args(cmdv, 2, specs), cmdv)) != 0)
         return rc;
     if (!reply_is_aggregate(r)) {
         hg_reply_free(r);

@@ -168,11 +168,13 @@ static const command_t commands[] = {
     { "ping", cli_cmd_ping, "", "Check that the broker answers." },
     { "levels", cli_cmd_levels, "",
       "The delay levels: number, delay, messages waiting (depth) and when the head is due." },
-    { "topics", cli_cmd_topics, "",
+    { "topics", cli_cmd_topics, "[--count N] [--after TOPIC]",
       "The topics: messages ready for some group, delayed (still on the levels), retained in the log, SENDs "
-      "since the broker started, whether keyed SENDs deduplicate (dedup-topics), and the topic's groups." },
-    { "groups", cli_cmd_groups, "",
-      "The consumer groups: topic, ready/backlog/retry/in-flight/DLQ counts, max retries." },
+      "since the broker started, whether keyed SENDs deduplicate (dedup-topics), and the topic's groups. "
+      "--count N --after TOPIC: one page, the N topics after TOPIC in name order (TOPICS COUNT n AFTER t)." },
+    { "groups", cli_cmd_groups, "[--count N] [--after GROUP]",
+      "The consumer groups: topic, ready/backlog/retry/in-flight/DLQ counts, max retries. "
+      "--count N --after GROUP: one page, the N groups after GROUP in name order (GROUP LIST COUNT n AFTER g)." },
     { "group", cmd_family, "(create|del) ...",
       "Create or delete a consumer group. See `hourglass-cli group SUBCOMMAND --help`." },
     { "group create", cli_cmd_group_create, "GROUP TOPIC [--from first|now] [--max-retry N]",

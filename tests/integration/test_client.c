@@ -1250,6 +1250,14 @@ static void test_cli_group_create_del(void)
                              "\"sends\":1,\"groups\":[{\"group\":\"early\",\"ready\":1,") != NULL &&
                  strstr(out, "{\"topic\":\"u\",\"dedup\":0,\"ready\":0,\"delayed\":1,") != NULL,
              "--json topics: exit %d:\n%.600s%.400s", rc, out, err);
+    /* one page: --count and --after pass through as TOPICS / GROUP LIST COUNT n AFTER name */
+    rc = CLI("--json", "topics", "--count", "1", "--after", "t");
+    BP_CHECK(rc == 0 && strstr(out, "\"topic\":\"u\"") != NULL && strstr(out, "\"topic\":\"t\"") == NULL,
+             "topics --count 1 --after t: exit %d:\n%.600s%.400s", rc, out, err);
+    rc = CLI("--json", "groups", "--count", "1");
+    BP_CHECK(rc == 0 && strstr(out, "\"group\":\"early\"") != NULL && strstr(out, "},{") == NULL,
+             "groups --count 1: exit %d:\n%.600s%.400s", rc, out, err);
+    BP_CHECK(CLI("groups", "--count", "0") == 1 && strstr(err, "COUNT") != NULL, "groups --count 0: %.400s", err);
     BP_CHECK(CLI("group", "create", "g") == 2, "create without TOPIC");
     BP_CHECK(CLI("group", "create", "g", "t", "--from", "yesterday") == 2 && strstr(err, "--from") != NULL,
              "bad --from: %.400s", err);
