@@ -80,10 +80,15 @@ static int is_upper_word(const char *w)
     return letters > 0;
 }
 
+/* Append child to parent's children; either may be -1 (node_new found the
+ * table full): then nothing happens and the docs come out shorter. */
 static void add_child(parser_t *ps, int parent, int child)
 {
+    if (parent < 0 || child < 0) {
+        return;
+    }
     arg_node_t *a = &ps->nodes[parent];
-    if (child >= 0 && a->nchild < (int)(sizeof a->child / sizeof a->child[0])) {
+    if (a->nchild < (int)(sizeof a->child / sizeof a->child[0])) {
         a->child[a->nchild++] = child;
     }
 }
