@@ -339,7 +339,7 @@ static void inspection_round(tu_mariadb_t *server, long long page_size, const ch
 
 static void bench_relay(tu_mariadb_t *server, long long rows, const char *batches)
 {
-    bp_broker_t broker = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
+    bp_broker_t broker;
     char err[4096];
     memset(&broker, 0, sizeof broker);
     if (bp_start(&broker, NULL, err, sizeof err) != 0)

@@ -162,27 +162,6 @@ static void start_broker(bp_broker_t *b, const char *const *flags)
     fflush(stdout);
 }
 
-/* CPU seconds (user + system) the process has used, from /proc/PID/stat; -1 on error. */
-static double proc_cpu_secs(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* fields after "(comm)" */
-    if (p == NULL)
-        return -1;
-    unsigned long long ut = 0, st = 0;
-    /* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
-    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-        return -1;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
 /* ---- send throughput ------------------------------------------------------------ */
 
 typedef enum {
@@ -351,11 +330,11 @@ static void part_send(void)
     double rate[2] = { 0, 0 };
     for (int i = 0; i < 2; i++) {
         const char *flags[] = { "--fsync", fs[i], NULL };
-        bp_broker_t b = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
+        bp_broker_t b;
         start_broker(&b, flags);
-        double cpu0 = proc_cpu_secs(b.pid);
+        double cpu0 = tu_proc_cpu_secs(b.pid);
         send_result_t r = run_send(b.port, CMD_SEND, opt.send_n, "bench", "2");
-        double cpu1 = proc_cpu_secs(b.pid);
+        double cpu1 = tu_proc_cpu_secs(b.pid);
         char title[128];
         snprintf(title, sizeof title, "SEND LEVEL 2, fsync %s", fs[i]);
         print_send(title, &r);
@@ -412,7 +391,7 @@ static void part_sendkey(void)
             if (runs[i].baseline)
                 setenv("HG_BROKER", baseline_broker, 1);
             const char *flags[] = { "--fsync", fs[f], NULL };
-            bp_broker_t b = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
+            bp_broker_t b;
             start_broker(&b, flags);
             if (runs[i].kind == CMD_SEND_DUP) /* make 1000 keys per client live first */
                 run_send(b.port, CMD_SEND_DEDUP, 1000L * opt.clients, "bench", "2");
@@ -567,13 +546,13 @@ static void consumers_finish(consumers_t *g, long target, int deadline_ms, const
     if (broker_pid > 0) {
         while (now_us() < drain_start_us)
             sleep_us(1000);
-        cpu0 = proc_cpu_secs(broker_pid);
+        cpu0 = tu_proc_cpu_secs(broker_pid);
         t0 = now_us();
     }
     while (__atomic_load_n(&g->shared, __ATOMIC_SEQ_CST) < target && now_us() < end)
         sleep_us(broker_pid > 0 ? 2000 : 10000);
     if (cpu0 >= 0) {
-        double cpu1 = proc_cpu_secs(broker_pid), wall = (double)(now_us() - t0) / 1e6;
+        double cpu1 = tu_proc_cpu_secs(broker_pid), wall = (double)(now_us() - t0) / 1e6;
         printf("  drain from the first due time: %.2f s wall, broker CPU %.2f s (%.0f%% of one core)\n", wall,
                cpu1 - cpu0, wall > 0 ? 100.0 * (cpu1 - cpu0) / wall : 0);
     }
@@ -620,7 +599,7 @@ static void consumers_finish(consumers_t *g, long target, int deadline_ms, const
 
 static void part_delivery(void)
 {
-    bp_broker_t b = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
+    bp_broker_t b;
     start_broker(&b, NULL);
     printf("====== delivery: %ld messages, 5 s delay (LEVEL 2), %d consumers PULL COUNT %s + ACK ======\n",
            opt.delivery_n, CONSUMERS, opt.pull_count);
@@ -708,7 +687,7 @@ static void *pacer_main(void *arg)
  * remainder hop; lateness is measured against the exact due time). */
 static void part_steady(int random_ms)
 {
-    bp_broker_t b = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
+    bp_broker_t b;
     start_broker(&b, NULL);
     long ticks = (long)opt.steady_secs * 1000000 / TICK_US;
     long per_tick = opt.steady_rate / (1000000 / TICK_US) / STEADY_PRODUCERS;
@@ -982,11 +961,11 @@ static void part_mixed(void)
     printf("====== mixed: send and deliver at once: %d producers (pipeline %d, %d-byte payloads, DELAY 5s) for %d s,"
            " %d consumers ======\n",
            opt.clients, opt.pipeline, PAYLOAD_BYTES, secs, CONSUMERS);
-    bp_broker_t b = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
+    bp_broker_t b;
     start_broker(&b, NULL);
-    double cpu0 = proc_cpu_secs(b.pid);
+    double cpu0 = tu_proc_cpu_secs(b.pid);
     mixed_result_t h = run_mixed(b.port, CMD_SEND, secs);
-    double cpu1 = proc_cpu_secs(b.pid);
+    double cpu1 = tu_proc_cpu_secs(b.pid);
     print_mixed("hourglass SEND DELAY 5s, PULL COUNT + ACK:", &h);
     printf("  broker CPU %.0f%% of one core\n", 100.0 * (cpu1 - cpu0) / (double)secs);
     bp_destroy(&b);
@@ -1089,7 +1068,7 @@ static int64_t restart_to_ping_us(bp_broker_t *b)
 static void part_capacity(void)
 {
     const char *flags[] = { "--fsync", opt.capacity_fsync, NULL };
-    bp_broker_t b = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
+    bp_broker_t b;
     start_broker(&b, flags);
     printf("====== capacity: %ld messages pending at LEVEL 18 (2 h), fsync %s ======\n", opt.capacity_n,
            opt.capacity_fsync);

@@ -115,10 +115,8 @@ static void start_broker(bp_broker_t *b, const char *binary, long nofile, const 
         snprintf(keep, sizeof keep, "%s", saved);
     if (binary != NULL)
         setenv("HG_BROKER", binary, 1);
-    memset(b, 0, sizeof *b);
-    b->nofile = nofile;
     char err[8192];
-    int rc = bp_start(b, flags, err, sizeof err);
+    int rc = bp_start_limited(b, nofile, flags, err, sizeof err);
     if (binary != NULL) {
         if (keep[0])
             setenv("HG_BROKER", keep, 1);

@@ -212,7 +212,7 @@ int main(int argc, char **argv)
         die("test PKI: %s", err);
     }
     snprintf(tls_port, sizeof tls_port, "%d", tu_free_port());
-    bp_broker_t b = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
+    bp_broker_t b;
     memset(&b, 0, sizeof b);
     if (bp_startl(&b, err, sizeof err, "--fsync", opt_fsync, "--tls-port", tls_port, "--tls-cert-file", pki.server,
                   "--tls-key-file", pki.server_key, NULL) != 0) {

@@ -277,7 +277,11 @@ static void free_extra(bp_broker_t *b)
 
 int bp_start(bp_broker_t *b, const char *const *extra, char *err, size_t errlen)
 {
-    long nofile = b->nofile;
+    return bp_start_limited(b, 0, extra, err, errlen);
+}
+
+int bp_start_limited(bp_broker_t *b, long nofile, const char *const *extra, char *err, size_t errlen)
+{
     memset(b, 0, sizeof *b);
     b->nofile = nofile;
     if (failure_counter != NULL)

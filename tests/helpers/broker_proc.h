@@ -51,8 +51,8 @@ typedef struct bp_broker {
     int died_unexpectedly; /* it exited without being asked, at some point */
     int nextra;
     char *extra[BP_MAX_EXTRA];
-    long nofile; /* > 0: RLIMIT_NOFILE (soft and hard) of the child, set before exec; set it
-                  * before bp_start (which keeps it) */
+    long nofile; /* > 0: RLIMIT_NOFILE (soft and hard) of the child, set before exec
+                  * (bp_start_limited; bp_restart keeps it) */
     unsigned failures_at_start;
     uint64_t start_ms; /* monotonic ms: fork to first PONG of the last (re)start */
 } bp_broker_t;
@@ -66,6 +66,10 @@ void bp_set_failure_counter(unsigned (*fn)(void));
  * array (may be NULL), e.g. {"--fsync", "no", NULL}. Returns 0 once it
  * answered PING, or -1 (nothing left running, dir removed). */
 int bp_start(bp_broker_t *b, const char *const *extra, char *err, size_t errlen);
+
+/* bp_start with RLIMIT_NOFILE (soft and hard) nofile for the broker, as
+ * `ulimit -n nofile` would give it (0: this process's limit). */
+int bp_start_limited(bp_broker_t *b, long nofile, const char *const *extra, char *err, size_t errlen);
 
 /* bp_start with the extra flags as NULL-terminated varargs. */
 int bp_startl(bp_broker_t *b, char *err, size_t errlen, ...) __attribute__((sentinel));

@@ -34,8 +34,13 @@ void bt_teardown(void)
 
 void bt_start(const char *const *extra)
 {
+    bt_start_limited(0, extra);
+}
+
+void bt_start_limited(long nofile, const char *const *extra)
+{
     char e[8192];
-    BP_REQUIRE(bp_start(&bt_broker, extra, e, sizeof e) == 0, "start the broker: %s", e);
+    BP_REQUIRE(bp_start_limited(&bt_broker, nofile, extra, e, sizeof e) == 0, "start the broker: %s", e);
     BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "connect: %s", e);
 }
 

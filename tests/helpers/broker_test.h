@@ -37,6 +37,9 @@ void bt_teardown(void);
  * connect bt_conn; requires both. */
 void bt_start(const char *const *extra);
 
+/* bt_start with RLIMIT_NOFILE nofile for the broker (bp_start_limited). */
+void bt_start_limited(long nofile, const char *const *extra);
+
 /* Poll INFO until blocked_clients is want (the broker holds that many PULL
  * BLOCKs); requires it within 10 s. */
 void bt_wait_blocked(const char *want);

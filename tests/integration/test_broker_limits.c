@@ -198,8 +198,7 @@ static void test_fd_limit(void)
     char e[512], v[64];
 
     need_fds(CLIENTS + 200);
-    bt_broker.nofile = 1024;
-    bt_start(NULL);
+    bt_start_limited(1024, NULL);
     BP_CHECK(bp_log_contains(&bt_broker, "max-clients lowered from 10000 to"),
              "no log line saying max-clients was lowered for ulimit -n 1024");
     BP_REQUIRE(bp_info_field(&bt_conn, "maxclients", v, sizeof v, e, sizeof e) == 0, "INFO: %s", e);
@@ -247,11 +246,10 @@ static void test_fd_exhausted(void)
     char e[512], v[64];
 
     need_fds(METRICS + CLIENTS + 200);
-    bt_broker.nofile = 1024;
     /* A small table cache leaves ~960 client slots: more than the descriptors left once
      * the /metrics connections below hold theirs. */
     const char *extra[] = { "--max-open-files", "16", NULL };
-    bt_start(extra);
+    bt_start_limited(1024, extra);
     BP_REQUIRE(bp_info_field(&bt_conn, "maxclients", v, sizeof v, e, sizeof e) == 0, "INFO: %s", e);
     long long maxclients = atoll(v);
     BP_REQUIRE(maxclients + METRICS > 1024, "maxclients %lld + %d /metrics connections fit in 1024", maxclients,

@@ -523,7 +523,7 @@ static int tls_broker_up(void *arg)
 static void test_https(void)
 {
     char dir[600], err[2048], tls_port[16], tls_uri[128], serial[64];
-    bp_broker_t broker = { .nofile = 0 }; /* bp_start keeps nofile: no garbage limit */
+    bp_broker_t broker;
     console_proc_t https = { .name = "https" };
 
     memset(&broker, 0, sizeof broker);
