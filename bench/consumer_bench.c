@@ -1,7 +1,7 @@
 /*
  * bench/consumer_bench.c — hourglass-consumer cancel throughput and where its
- * time goes: the broker round trip versus MariaDB (issue 4, "Performance";
- * figures in docs/order-cancel.md). Prints; never fails on slowness.
+ * time goes: the broker round trip versus MariaDB (figures in
+ * docs/order-cancel.md). Prints; never fails on slowness.
  *
  * For each worker count W (--workers, default 1,4,8), --reps times (default 3,
  * the median is reported), on --orders N (default 2 000) fresh orders or

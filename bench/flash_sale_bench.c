@@ -1,5 +1,5 @@
 /*
- * bench/flash_sale_bench.c — the flash sale (issue 13): N orders on the
+ * bench/flash_sale_bench.c — the flash sale: N orders on the
  * reference schema, all expiring in the same second, cancelled by the real
  * ./hourglass-consumer through the real broker, once per --batch-sizes value
  * (default "1,100": batch size 1 — one transaction per message, the

@@ -10,9 +10,8 @@
  * once with its reply's first line; a storage job carries the "who and what"
  * line (job_t.audit) and is logged when it comes back (cmd_audit_done, from
  * conn.c), with the exec half's own account (job_t.audit_result) or the
- * reply's first line. user is "-" until connections carry one (the users
- * issue: conn_t gets the authenticated user's name; this is the one place
- * that prints it).
+ * reply's first line. user is the connection's user as CLIENT LIST shows it
+ * (conn_user_shown: "default" without users, "-" before AUTH).
  *
  * Loop thread only.
  */

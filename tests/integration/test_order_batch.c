@@ -1,6 +1,6 @@
 /*
  * tests/integration/test_order_batch.c — batched cancels and the stuck
- * holder (issue 13), against a private MariaDB, the real hourglass-broker,
+ * holder (docs/order-cancel.md), against a private MariaDB, the real hourglass-broker,
  * the real ./hourglass-consumer and ./hourglass-compensator --once.
  *
  *   library    hg_order_cancel_batch on the reference schema (set-based):

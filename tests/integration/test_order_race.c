@@ -1,7 +1,7 @@
 /*
  * tests/integration/test_order_race.c — the payment / cancel race THROUGH THE
  * BROKER: the real ./hourglass-broker, the real ./hourglass-consumer
- * (--workers 8), a private MariaDB (issue 4, "Proof: race").
+ * (--workers 8), a private MariaDB.
  *
  *   2 000 orders are seeded (of_seed, 40 SKUs shared by all: hot stock
  *   rows). For every order three duplicate cancel messages (payload = the
