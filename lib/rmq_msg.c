@@ -429,8 +429,8 @@ hg_err_t rmq_cmd_nack(rmq_t *r, size_t argc, const char *const *argv, resp_reply
         rmq_w_int(&b, -1);
         return rmq_reply_finish(&b, reply);
     }
+    memset(&o, 0, sizeof(o)); /* both ways below set only their own fields */
     if (dead || (long)m->reconsume >= r->ensured_max) {
-        memset(&o, 0, sizeof(o));
         rmq_dlq_queue(dlq, sizeof(dlq), argv[1]);
         o.exchange = "";
         o.routing_key = dlq;
