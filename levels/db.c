@@ -257,6 +257,17 @@ int store_get(store_t *s, const key_buf_t *k, char **val, size_t *vlen, char *er
     return *val != NULL;
 }
 
+int store_has(store_t *s, const key_buf_t *k, char *err, size_t errlen)
+{
+    char *v;
+    size_t vlen;
+    int found = store_get(s, k, &v, &vlen, err, errlen);
+    if (found > 0) {
+        leveldb_free(v);
+    }
+    return found;
+}
+
 leveldb_iterator_t *store_iter_at(store_t *s, const key_buf_t *k)
 {
     leveldb_iterator_t *it = leveldb_create_iterator(s->db, s->ropt);

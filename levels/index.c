@@ -190,15 +190,9 @@ static int live_copy(store_t *s, const topic_state_t *t, uint64_t id, const key_
         if (s->idx_dropped.used > 0 && map_get(&s->idx_dropped, k.b, k.n) != NULL) {
             continue;
         }
-        char *v;
-        size_t vlen;
-        int found = store_get(s, &k, &v, &vlen, err, errlen);
-        if (found < 0) {
-            return -1;
-        }
-        if (found) {
-            leveldb_free(v);
-            return 1;
+        int found = store_has(s, &k, err, errlen);
+        if (found != 0) {
+            return found; /* 1, or -1 on a read error */
         }
     }
     return 0;
@@ -397,15 +391,9 @@ int idx_open(store_t *s, char *err, size_t errlen)
 {
     key_buf_t k;
     key_meta(&k, "index");
-    char *v;
-    size_t vlen;
-    int found = store_get(s, &k, &v, &vlen, err, errlen);
-    if (found < 0) {
-        return -1;
-    }
-    if (found) {
-        leveldb_free(v);
-        return 0;
+    int found = store_has(s, &k, err, errlen);
+    if (found != 0) {
+        return found < 0 ? -1 : 0;
     }
     /* Homes first and committed, so pass 2 sees which messages have one. */
     build_ctx_t b = { s, 0, err, errlen, 0 };
@@ -495,16 +483,13 @@ static int check_entry(void *ctx, const store_entry_t *e)
         return check_fail(c, "its copy index entry names another place", m, e);
     }
     key_msg_index(&k, m->id);
-    found = store_get(c->s, &k, &v, &vlen, c->err, c->errlen);
+    found = store_has(c->s, &k, c->err, c->errlen);
     if (found < 0) {
         return c->bad = 1;
     }
     const group_state_t *g = store_group_get(c->s, m->group.ptr, m->group.len);
     if (!found && g != NULL && g->gen == m->group_gen) { /* a deleted group's retry keeps no 'X' */
         return check_fail(c, "no message index record", m, e);
-    }
-    if (found) {
-        leveldb_free(v);
     }
     c->copies++;
     return 0;

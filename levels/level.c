@@ -207,13 +207,8 @@ int store_topic_delayed_open(store_t *s, char *err, size_t errlen)
 {
     key_buf_t k;
     key_meta(&k, STORE_META_TOPIC_DELAYED);
-    char *v;
-    size_t vlen;
-    int found = store_get(s, &k, &v, &vlen, err, errlen);
+    int found = store_has(s, &k, err, errlen);
     if (found != 0) {
-        if (found > 0) {
-            leveldb_free(v);
-        }
         return found < 0 ? -1 : 0;
     }
     if (count_topic_delayed(s, err, errlen) != 0) {

@@ -191,6 +191,10 @@ int store_read_begin(store_t *s, char *err, size_t errlen);
  * found, -1 on a read error (err names the directory). */
 int store_get(store_t *s, const key_buf_t *k, char **val, size_t *vlen, char *err, size_t errlen);
 
+/* Whether k is in committed data: 1 yes, 0 no, -1 on a read error (as
+ * store_get, the value not kept). */
+int store_has(store_t *s, const key_buf_t *k, char *err, size_t errlen);
+
 /* An iterator seeked to k; destroy with leveldb_iter_destroy. */
 leveldb_iterator_t *store_iter_at(store_t *s, const key_buf_t *k);
 
