@@ -245,16 +245,9 @@ static void part_parked(void)
 /* A non-blocking TCP connection to 127.0.0.1:port, or -1. */
 static int raw_connect(int port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        return -1;
-    }
-    fcntl(fd, F_SETFL, O_NONBLOCK);
+    int fd = tu_tcp_connect(port);
+    if (fd >= 0)
+        fcntl(fd, F_SETFL, O_NONBLOCK);
     return fd;
 }
 

@@ -785,16 +785,25 @@ int tu_own_ipv4(char *buf, size_t len)
     return rc;
 }
 
-int tu_http_get(int port, const char *path, char *out, size_t outlen)
+int tu_tcp_connect(int port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        if (fd >= 0)
-            close(fd);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
         return -1;
     }
+    return fd;
+}
+
+int tu_http_get(int port, const char *path, char *out, size_t outlen)
+{
+    int fd = tu_tcp_connect(port);
+    if (fd < 0)
+        return -1;
     char req[256];
     int rl = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
     if (write(fd, req, (size_t)rl) != rl) {

@@ -57,6 +57,9 @@ int tu_run_capture(const char *const *argv, char *out, size_t outlen);
  * the HTTP status, or -1 when the connection or the status line failed. */
 int tu_http_get(int port, const char *path, char *out, size_t outlen);
 
+/* A blocking TCP connection to 127.0.0.1:port (close-on-exec), or -1. */
+int tu_tcp_connect(int port);
+
 /* This machine's first non-loopback IPv4 address, into buf. 0, or -1 when
  * it has none. A connection to it from this machine has that address as its
  * peer: what a client from another host looks like to a server. */

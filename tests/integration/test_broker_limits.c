@@ -85,21 +85,6 @@ static void need_fds(long want)
     }
 }
 
-/* A blocking TCP connection to 127.0.0.1:port, or -1. */
-static int tcp_connect(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 typedef struct info_wait {
     long long want; /* connected_clients + rejected_connections */
     long long got;
@@ -207,7 +192,7 @@ static void test_fd_limit(void)
              maxclients);
 
     for (int i = 0; i < CLIENTS; i++) {
-        fds[i] = tcp_connect(bt_broker.port);
+        fds[i] = tu_tcp_connect(bt_broker.port);
         BP_REQUIRE(fds[i] >= 0, "connect %d: %s", i, strerror(errno));
     }
     sends_keep_working(80, "with every client slot taken");
@@ -255,11 +240,11 @@ static void test_fd_exhausted(void)
     BP_REQUIRE(maxclients + METRICS > 1024, "maxclients %lld + %d /metrics connections fit in 1024", maxclients,
                METRICS);
     for (int i = 0; i < METRICS; i++) {
-        mfds[i] = tcp_connect(bt_broker.metrics_port);
+        mfds[i] = tu_tcp_connect(bt_broker.metrics_port);
         BP_REQUIRE(mfds[i] >= 0, "metrics connect %d: %s", i, strerror(errno));
     }
     for (int i = 0; i < CLIENTS; i++) {
-        fds[i] = tcp_connect(bt_broker.port);
+        fds[i] = tu_tcp_connect(bt_broker.port);
         BP_REQUIRE(fds[i] >= 0, "connect %d: %s", i, strerror(errno));
     }
     BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "with 'max number of clients reached'", 30000) == 0,
@@ -318,8 +303,8 @@ static void test_header_timeout(void)
 {
     const char *extra[] = { "--header-timeout", "1s", NULL };
     bt_start(extra);
-    int partial = tcp_connect(bt_broker.port), trickle = tcp_connect(bt_broker.port),
-        idle = tcp_connect(bt_broker.port);
+    int partial = tu_tcp_connect(bt_broker.port), trickle = tu_tcp_connect(bt_broker.port),
+        idle = tu_tcp_connect(bt_broker.port);
     BP_REQUIRE(partial >= 0 && trickle >= 0 && idle >= 0, "connect: %s", strerror(errno));
     static const char head[] = "*3\r\n$4\r\nSEND\r\n$1\r\nt\r\n$100\r\n";
     BP_REQUIRE(send(partial, "*1\r\n$4\r\nPI", 10, MSG_NOSIGNAL) == 10, "send");
@@ -464,7 +449,7 @@ static void test_pressure(void)
     static int nonreaders[NONREADERS], tricklers[TRICKLERS];
     static const char list[] = "*5\r\n$3\r\nDLQ\r\n$4\r\nLIST\r\n$1\r\ng\r\n$5\r\nCOUNT\r\n$3\r\n100\r\n";
     for (int i = 0; i < NONREADERS; i++) {
-        nonreaders[i] = tcp_connect(bt_broker.port);
+        nonreaders[i] = tu_tcp_connect(bt_broker.port);
         BP_REQUIRE(nonreaders[i] >= 0, "connect: %s", strerror(errno));
         int rcvbuf = 4096;
         setsockopt(nonreaders[i], SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
@@ -474,7 +459,7 @@ static void test_pressure(void)
                 break;
     }
     for (int i = 0; i < TRICKLERS; i++) {
-        tricklers[i] = tcp_connect(bt_broker.port);
+        tricklers[i] = tu_tcp_connect(bt_broker.port);
         BP_REQUIRE(tricklers[i] >= 0, "connect: %s", strerror(errno));
         fcntl(tricklers[i], F_SETFL, O_NONBLOCK);
     }
