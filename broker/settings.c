@@ -84,9 +84,10 @@ static const cfg_key_t cfg_keys[] = {
               "always: fsync every group commit before replying; no: write only (survives a crash, not a power cut)"),
       .words = "no|always" },
     { CFG_KEY("cache-size", CFG_SIZE, "8mb", 0, 64 * GB, OFF(cache_size), "LevelDB block cache") },
-    { CFG_KEY("write-buffer-size", CFG_SIZE, "4mb", 64 * KB, 4 * GB, OFF(write_buffer_size), "LevelDB memtable size") },
+    { CFG_KEY("write-buffer-size", CFG_SIZE, "64mb", 64 * KB, 4 * GB, OFF(write_buffer_size),
+              "LevelDB memtable size; the broker holds up to twice this in RAM (DESIGN.md §2: why 64mb)") },
     { CFG_KEY("max-open-files", CFG_INT, "500", 16, 1000000, OFF(max_open_files), "LevelDB table file cache") },
-    { CFG_KEY("disk-reserve", CFG_SIZE, "64mb", 0, 64 * GB, OFF(disk_reserve),
+    { CFG_KEY("disk-reserve", CFG_SIZE, "256mb", 0, 64 * GB, OFF(disk_reserve),
               "space kept in DIR/BALLAST and given back when the disk fills, so the store can reopen and restart; "
               "writes resume once twice this is free (0: none)") },
     { CFG_KEY("lease", CFG_DURATION, "30s", 1, DAY_MS, OFF(lease_ms),

@@ -4,8 +4,12 @@
  *
  * A topic log entry is garbage once every group bound to the topic has read
  * past it (its seq is below the smallest cursor), or, for a topic with no
- * group, once it is older than retention. Popped queue heads leave LevelDB
- * tombstones that a seek from the range start would walk; the store never
+ * group, once it is older than retention. store_maintain collects up to the
+ * smallest cursor of now (the broker calls it when idle); store_collect, the
+ * busy storage thread's step, only up to the smallest cursor it saw at least
+ * a grace period ago, so a consumed entry stays readable (GROUP CREATE … FROM
+ * FIRST) for that long however busy the broker is. Popped queue heads leave
+ * LevelDB tombstones that a seek from the range start would walk; the store never
  * seeks there (it remembers heads), but the tombstones still cost disk and
  * compaction time, so a queue that popped STORE_COMPACT_AFTER_POPS heads has
  * the range below its head compacted. Work per call is bounded by its budget.
@@ -15,28 +19,24 @@
 #include "levels/store_internal.h"
 
 /* Smallest cursor of the groups bound to t; UINT64_MAX when none. */
-static uint64_t topic_min_cursor(const store_t *s, const topic_state_t *t)
+static uint64_t topic_min_cursor(const topic_state_t *t)
 {
     uint64_t min = UINT64_MAX;
-    map_iter_t it = { 0 };
-    void *v;
-    while (map_next(&s->groups, &it, NULL, NULL, &v)) {
-        const group_state_t *g = v;
-        if (g->topic == t && g->cursor < min) {
+    for (const group_state_t *g = t->first_group; g != NULL; g = g->next_in_topic) {
+        if (g->cursor < min) {
             min = g->cursor;
         }
     }
     return min;
 }
 
-/* Collect up to budget topic-log entries of t that every group passed (or, with
- * no group, that are past retention). Returns the count, -1 on error. */
-static int topic_gc(store_t *s, topic_state_t *t, uint64_t now_ms, int budget, char *err, size_t errlen)
+/* Collect up to budget topic-log entries of t below seq `below` (with no group:
+ * past retention; below is then UINT64_MAX). Returns the count, -1 on error. */
+static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_ms, int budget, char *err, size_t errlen)
 {
     if (t->appended == t->removed) {
         return 0;
     }
-    uint64_t below = t->groups > 0 ? topic_min_cursor(s, t) : UINT64_MAX;
     key_buf_t k;
     key_queue_prefix(&k, KEY_TOPIC_LOG, t->name, t->len);
     size_t plen = k.n;
@@ -108,7 +108,9 @@ int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char
     map_iter_t it = { 0 };
     void *v;
     while (*work < max_deletes && map_next(&s->topics, &it, NULL, NULL, &v)) {
-        int n = topic_gc(s, v, now_ms, max_deletes - *work, err, errlen);
+        topic_state_t *t = v;
+        int n =
+            topic_gc(s, t, t->groups > 0 ? topic_min_cursor(t) : UINT64_MAX, now_ms, max_deletes - *work, err, errlen);
         if (n < 0) {
             return -1;
         }
@@ -154,4 +156,46 @@ int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char
         (*work)++;
     }
     return 0;
+}
+
+int store_collect(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_deletes, int *work, char *err, size_t errlen)
+{
+    *work = 0;
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
+    map_iter_t it = { 0 };
+    void *v;
+    while (*work < max_deletes && map_next(&s->topics, &it, NULL, NULL, &v)) {
+        topic_state_t *t = v;
+        uint64_t below = UINT64_MAX; /* no group: retention decides */
+        if (t->appended == t->removed) {
+            continue;
+        }
+        if (t->groups > 0) {
+            if (t->gc_mark_ms == 0 || t->gc_mark_ms > now_ms) { /* first look, or the clock went back */
+                t->gc_mark_seq = topic_min_cursor(t);
+                t->gc_mark_ms = now_ms;
+                continue;
+            }
+            if (now_ms - t->gc_mark_ms < grace_ms) {
+                continue;
+            }
+            below = topic_min_cursor(t); /* a group created since the mark may read below it */
+            if (t->gc_mark_seq < below) {
+                below = t->gc_mark_seq;
+            }
+        }
+        int budget = max_deletes - *work;
+        int n = topic_gc(s, t, below, now_ms, budget, err, errlen);
+        if (n < 0) {
+            return -1;
+        }
+        *work += n;
+        if (t->groups > 0 && n < budget) { /* all below the mark collected: mark where the cursors are now */
+            t->gc_mark_seq = topic_min_cursor(t);
+            t->gc_mark_ms = now_ms;
+        }
+    }
+    return store_commit_durable(s, 0, err, errlen);
 }

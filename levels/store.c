@@ -37,7 +37,7 @@ void store_options_default(store_options_t *o)
     o->max_reconsume = STORE_DEFAULT_MAX_RECONSUME;
     o->max_lease_bytes = STORE_DEFAULT_MAX_LEASE_BYTES;
     o->cache_bytes = 8u << 20;
-    o->write_buffer_bytes = 4u << 20;
+    o->write_buffer_bytes = 64u << 20; /* the broker's default (write-buffer-size); DESIGN.md §2 says why */
     o->max_open_files = 500;
 }
 

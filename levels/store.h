@@ -47,11 +47,10 @@
  * batches of about this much, and the scheduler's due moves and lease expiries
  * and DLQ REQUEUE/DROP ALL stop (or commit) there. A batch exceeds it by at
  * most one operation's writes (one message of at most max-payload and its
- * records). 4 MiB: LevelDB's default memtable (write-buffer-size), and well
- * past the size where grouping stops paying — 4096 SENDs of 1 KiB, and
- * LevelDB itself groups concurrent writers only up to 1 MiB; what it bounds
- * is the copy of a burst the store holds at once (1 024 pipelined SENDs of
- * 4 MiB would otherwise be one 4 GiB batch). */
+ * records). 4 MiB: well past the size where grouping stops paying — 4096
+ * SENDs of 1 KiB, and LevelDB itself groups concurrent writers only up to
+ * 1 MiB; what it bounds is the copy of a burst the store holds at once (1 024
+ * pipelined SENDs of 4 MiB would otherwise be one 4 GiB batch). */
 #define STORE_BATCH_MAX_BYTES (UINT64_C(4) << 20)
 
 typedef struct store store_t;
@@ -463,6 +462,16 @@ int store_send_run_begin(store_t *s, char *err, size_t errlen);
  * no group), and compact consumed key ranges of queues that popped many heads
  * since their last compaction. *work gets the amount done (0: nothing left). */
 int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char *err, size_t errlen);
+
+/* The part of store_maintain a busy owner can afford, bounded by max_deletes:
+ * garbage-collect topic logs, but for a topic with groups only below the
+ * smallest cursor those groups had at least grace_ms ago (the first call per
+ * topic only notes that cursor), so a consumed entry stays readable for
+ * grace_ms to about twice that; a topic with no group past retention, as in
+ * store_maintain. No compaction (that can take the thread for long). Commits
+ * (unsynced). *work gets the number of entries collected. */
+int store_collect(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_deletes, int *work, char *err,
+                  size_t errlen);
 
 /* Where a message sits, for store_scan. */
 typedef enum store_range {

@@ -76,6 +76,8 @@ typedef struct topic_state {
     int groups;                  /* groups bound to it */
     group_state_t *first_group;  /* those groups, linked by next_in_topic */
     uint64_t pops_since_compact; /* GC deletions since the last compaction */
+    uint64_t gc_mark_seq;        /* store_collect: the smallest cursor of its groups at gc_mark_ms */
+    uint64_t gc_mark_ms;         /* 0: not marked yet */
     int dirty;
     int woken; /* in store.woken: may have gained messages ready for a group (store_take_woken) */
 } topic_state_t;

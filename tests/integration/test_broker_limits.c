@@ -155,7 +155,8 @@ static void classify(int *fds, int n, tally_t *t)
     }
 }
 
-/* SENDs of 256 KiB payloads (enough to rotate a 4 MiB memtable many times): all must succeed. */
+/* SENDs of 256 KiB payloads (enough to rotate a 4 MiB memtable many times, so LevelDB opens new files): all
+ * must succeed. */
 static void sends_keep_working(int count, const char *when)
 {
     size_t len = 256 * 1024;
@@ -183,7 +184,8 @@ static void test_fd_limit(void)
     char e[512], v[64];
 
     need_fds(CLIENTS + 200);
-    bt_start_limited(1024, NULL);
+    const char *small_memtable[] = { "--write-buffer-size", "4mb", NULL }; /* sends_keep_working rotates it */
+    bt_start_limited(1024, small_memtable);
     BP_CHECK(bp_log_contains(&bt_broker, "max-clients lowered from 10000 to"),
              "no log line saying max-clients was lowered for ulimit -n 1024");
     BP_REQUIRE(bp_info_field(&bt_conn, "maxclients", v, sizeof v, e, sizeof e) == 0, "INFO: %s", e);
@@ -233,7 +235,7 @@ static void test_fd_exhausted(void)
     need_fds(METRICS + CLIENTS + 200);
     /* A small table cache leaves ~960 client slots: more than the descriptors left once
      * the /metrics connections below hold theirs. */
-    const char *extra[] = { "--max-open-files", "16", NULL };
+    const char *extra[] = { "--max-open-files", "16", "--write-buffer-size", "4mb", NULL };
     bt_start_limited(1024, extra);
     BP_REQUIRE(bp_info_field(&bt_conn, "maxclients", v, sizeof v, e, sizeof e) == 0, "INFO: %s", e);
     long long maxclients = atoll(v);

@@ -8,7 +8,7 @@
  * changed by SIGHUP); the per-topic /metrics series and their bound;
  * max-topics (a new topic beyond it refused by SEND, PULL and GROUP CREATE,
  * also after a restart); TOPICS and GROUP LIST paged by COUNT and AFTER;
- * MULTI's byte bound.
+ * MULTI's byte bound; the consumed log collected while the broker is busy.
  *
  * Run one: ./tests/integration/test_topics
  */
@@ -375,6 +375,51 @@ static void names_of(const resp_reply_t *r, const char *field, char *out, size_t
 }
 
 /* TOPICS and GROUP LIST page with COUNT n and AFTER name, in name order. */
+/* While the broker never idles (a command at least every 100 ms, here the
+ * poll's own SEND and TOPICS), consumed topic-log entries are still
+ * collected, in bounded steps a second or two after every group passed them;
+ * idle maintenance alone (after 1 s without a command) would keep them for as
+ * long as the load lasts. */
+typedef struct busy_gc {
+    int polls;
+    wait_topic_t w;
+} busy_gc_t;
+
+static int collected_while_busy(void *ctx)
+{
+    busy_gc_t *c = ctx;
+    char id[32];
+    send_ok("noise", "keeps the storage thread busy", NULL, NULL, id);
+    c->polls++;
+    return topic_reached(&c->w);
+}
+
+static void test_gc_while_busy(void)
+{
+    enum {
+        N = 300
+    };
+    bt_start(NULL);
+    char e[512], id[32];
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "g", "busy", NULL) == 0, "%s", e);
+    for (int i = 0; i < N; i++)
+        send_ok("busy", "consumed at once", NULL, NULL, id);
+    resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "busy", "COUNT", "1000", NULL);
+    BP_REQUIRE(r != NULL && r->count == N, "PULL COUNT 1000 got %zu of %d: %s", r ? r->count : 0, N, e);
+    long long released = 0;
+    BP_REQUIRE(bt_ack_reply(&bt_conn, "g", r, &released, e, sizeof e) == 0 && released == N, "ACK: %lld of %d: %s",
+               released, N, e);
+    resp_reply_free(r);
+    EXPECT_TOPIC("busy", .ready = 0, .delayed = 0, .retained = N, .sends = N);
+    busy_gc_t gc = { 0, { "busy", { .ready = 0, .delayed = 0, .retained = 0, .sends = N }, "" } };
+    BP_CHECK(tu_poll_until(collected_while_busy, &gc, 20000, 100) == 0,
+             "the consumed log was not collected while commands kept coming (%d polls): %s", gc.polls, gc.w.why);
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+    char out[2048];
+    int rc = bp_check_data(&bt_broker, out, sizeof out);
+    BP_CHECK(rc == 0 && strncmp(out, "ok:", 3) == 0, "--check-data: exit %d: %s", rc, out);
+}
+
 static void test_paging(void)
 {
     bt_start(NULL);
@@ -453,6 +498,7 @@ static const tu_test_t tests[] = {
     { "/metrics: per-topic and per-group series, bounded", test_metrics_per_topic },
     { "max-topics: a new topic beyond it is refused, naming it", test_max_topics },
     { "TOPICS and GROUP LIST page with COUNT and AFTER", test_paging },
+    { "the consumed log is collected while the broker never idles", test_gc_while_busy },
     { "MULTI holds at most max-inflight-bytes of SENDs", test_multi_bytes },
     { NULL, NULL },
 };

@@ -2468,6 +2468,71 @@ static void test_topic_gc_by_cursor(void)
     CHECK_STORE(s);
 }
 
+static int collect_at(store_t *s, uint64_t now, uint64_t grace, int max, int line)
+{
+    char err[512] = "";
+    int work = -1;
+    TU_REQUIRE_AT(store_collect(s, now, grace, max, &work, err, sizeof err) == 0, line, "store_collect: %s", err);
+    return work;
+}
+#define COLLECT(s, now, grace, max) collect_at((s), (now), (grace), (max), __LINE__)
+
+static uint64_t retained_of(store_t *s, const char *topic)
+{
+    store_topic_info_t ti;
+    TU_REQUIRE(store_topic_info(s, topic, strlen(topic), &ti) == 1, "topic %s", topic);
+    return ti.retained;
+}
+
+/* The busy broker's GC step: only below the smallest cursor seen a grace
+ * period ago (a consumed entry stays readable that long), never below a
+ * group created since, in budgeted steps; a topic without a group by
+ * retention. */
+static void test_topic_collect_grace(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g1", "t", 1, T0);
+    uint64_t ids[10];
+    for (int i = 0; i < 10; i++)
+        ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
+    msg_owned_t m[16];
+    int n = LEASE_N(s, "g1", "t", 6, LEASE, T0, m);
+    free_msgs(m, n);
+    TU_CHECK(COLLECT(s, T0, SEC, 100) == 0, "the first step only marks the cursor");
+    n = LEASE_N(s, "g1", "t", 2, LEASE, T0, m); /* g1 passes 8 now */
+    free_msgs(m, n);
+    TU_CHECK(COLLECT(s, T0 + SEC - 1, SEC, 100) == 0, "collected within the grace period");
+    CHECK_EQ_U64(retained_of(s, "t"), 10);
+    /* a group created from first inside the grace period still reads every retained entry */
+    GROUP_CREATE(s, "g2", "t", 1, T0 + SEC - 1);
+    n = LEASE_N(s, "g2", "t", 1, LEASE, T0 + SEC - 1, m);
+    TU_REQUIRE(n == 1, "g2 leased %d", n);
+    TU_CHECK(m[0].m.id == ids[0], "g2 starts at %" PRIu64 ", want %" PRIu64, m[0].m.id, ids[0]);
+    free_msgs(m, n);
+    /* the grace is over: only below g2's cursor (1), the smaller of the mark (6) and now */
+    TU_CHECK(COLLECT(s, T0 + SEC, SEC, 100) == 1, "collected past g2's cursor");
+    CHECK_EQ_U64(retained_of(s, "t"), 9);
+    CHECK_STORE(s);
+    /* g2 catches up to g1 (8): the new mark (1, taken at T0 + SEC) holds until a grace period later */
+    n = LEASE_N(s, "g2", "t", 7, LEASE, T0 + SEC, m);
+    free_msgs(m, n);
+    TU_CHECK(COLLECT(s, T0 + SEC + 10, SEC, 100) == 0, "collected before the grace of the new mark");
+    TU_CHECK(COLLECT(s, T0 + 2 * SEC, SEC, 100) == 0, "nothing below the mark of T0 + SEC (1)");
+    /* marked 8 at T0 + 2 s: collected in steps of the budget from T0 + 3 s */
+    TU_CHECK(COLLECT(s, T0 + 3 * SEC, SEC, 4) == 4, "a step is bounded by its budget");
+    TU_CHECK(COLLECT(s, T0 + 3 * SEC + 1, SEC, 4) == 3, "the rest below the mark");
+    CHECK_EQ_U64(retained_of(s, "t"), 2);
+    CHECK_COUNTS(s, "g1", 2, 2, 0, 0, 8, 0);
+    CHECK_STORE(s);
+    /* a topic without a group: retention, as store_maintain */
+    SEND(s, "u", "x", 0, 0, T0, NULL);
+    TU_CHECK(COLLECT(s, T0 + 3 * SEC + 2, SEC, 100) == 0, "a groupless topic's entry collected inside retention");
+    TU_CHECK(COLLECT(s, T0 + STORE_DEFAULT_RETENTION_MS + 1, SEC, 100) == 1, "past retention");
+    CHECK_EQ_U64(retained_of(s, "u"), 0);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 static void test_topic_gc_retention(void)
 {
     store_options_t o;
@@ -3114,6 +3179,7 @@ static const tu_test_t topic_tests[] = {
     { "info", test_topic_info },
     { "delayed counter", test_topic_delayed },
     { "gc by cursor", test_topic_gc_by_cursor },
+    { "collect after a grace period", test_topic_collect_grace },
     { "gc by retention", test_topic_gc_retention },
     { NULL, NULL },
 };
