@@ -48,13 +48,12 @@
 #define MAINTAIN_BUDGET    512   /* store_maintain deletes per idle step */
 #define MAINTAIN_IDLE_MS   1000  /* idle time before maintenance runs */
 #define MAINTAIN_PERIOD_MS 60000 /* maintenance check when nothing else happens (retention) */
-#define COLLECT_PERIOD_MS  100   /* while busy: store_collect at most this often... */
-#define COLLECT_AGAIN_MS   10    /* ...or this soon after a step that used its whole budget */
-#define COLLECT_BUDGET     4096  /* store_collect deletes per busy step */
-#define COLLECT_GRACE_MS   1000  /* a consumed topic-log entry stays readable at least this long (store_collect) */
-#define REOPEN_RETRY_MS    1000  /* a failed reopen is retried this often */
-#define STALL_MS           10000 /* /healthz: queued work and no progress this long */
-#define DISK_CHECK_MS      1000  /* free space is checked this often while the disk is full */
+#define COLLECT_PERIOD_MS  10   /* while busy: store_collect this often, or every iteration while it fills its budget */
+#define COLLECT_BUDGET     128  /* store_collect deletes per busy step (~0.5 ms: the delivery tail) */
+#define COLLECT_GRACE_MS   1000 /* a consumed topic-log entry stays readable at least this long (store_collect) */
+#define REOPEN_RETRY_MS    1000 /* a failed reopen is retried this often */
+#define STALL_MS           10000                 /* /healthz: queued work and no progress this long */
+#define DISK_CHECK_MS      1000                  /* free space is checked this often while the disk is full */
 #define DISK_MIN_FREE      (UINT64_C(16) << 20)  /* without a reserve, writes resume above this much free */
 #define FAIR_LISTING_BYTES STORE_BATCH_MAX_BYTES /* listing replies built per iteration (at least one listing) */
 #define WAKE_RETRY_MS      10 /* woken PULLs left parked for want of client memory are tried again this often */
@@ -1275,7 +1274,7 @@ static void *writer_main(void *arg)
                 work = 0;
             }
             w->stats.maintain_work += (uint64_t)work;
-            w->next_collect_mono = now_mono + (work == COLLECT_BUDGET ? COLLECT_AGAIN_MS : COLLECT_PERIOD_MS);
+            w->next_collect_mono = work == COLLECT_BUDGET ? now_mono : now_mono + COLLECT_PERIOD_MS;
         } else if (w->store != NULL && !w->disk_full && njobs == 0 && !more) {
             int due = w->maintain_needed ? now_mono >= w->last_job_mono + MAINTAIN_IDLE_MS
                                          : now_mono >= w->next_periodic_mono;

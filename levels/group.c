@@ -57,6 +57,7 @@ void store_topic_add_group(group_state_t *g)
     g->topic->groups++;
     g->next_in_topic = g->topic->first_group;
     g->topic->first_group = g;
+    g->topic->gc_nmarks = 0; /* its cursor may be below every sample store_collect took */
 }
 
 /* Unbind g from its topic (store_topic_add_group's reverse). */
@@ -91,7 +92,7 @@ group_state_t *store_group_new(store_t *s, const char *name, size_t len, topic_s
     map_put(&s->groups, g->name, g->len, g);
     store_mark_group(s, g);
     store_mark_woken(s, t); /* from the first message, it may have some ready at once */
-    s->pending++; /* the group record is a write even with no other put */
+    s->pending++;           /* the group record is a write even with no other put */
     return g;
 }
 

@@ -158,6 +158,37 @@ int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char
     return 0;
 }
 
+/* store_collect's bound for t at now_ms: the smallest cursor sampled at least
+ * grace_ms ago (and not above the smallest cursor of now), or 0 when none is
+ * that old. Samples every grace_ms / STORE_GC_MARKS, and drops the samples
+ * older than the one it returns. */
+static uint64_t collect_bound(topic_state_t *t, uint64_t now_ms, uint64_t grace_ms)
+{
+    uint64_t cursor = topic_min_cursor(t);
+    struct gc_mark *mk = t->gc_marks;
+    if (t->gc_nmarks > 0 && mk[t->gc_nmarks - 1].ms > now_ms) {
+        t->gc_nmarks = 0; /* the clock went back: start again */
+    }
+    if (t->gc_nmarks == 0 || now_ms - mk[t->gc_nmarks - 1].ms >= grace_ms / STORE_GC_MARKS) {
+        if (t->gc_nmarks == STORE_GC_MARKS) {
+            memmove(mk, mk + 1, (STORE_GC_MARKS - 1) * sizeof *mk);
+            t->gc_nmarks--;
+        }
+        mk[t->gc_nmarks++] = (struct gc_mark){ now_ms, cursor };
+    }
+    int old = -1; /* the newest sample at least grace_ms old */
+    for (int i = 0; i < t->gc_nmarks && now_ms - mk[i].ms >= grace_ms; i++) {
+        old = i;
+    }
+    if (old < 0) {
+        return 0;
+    }
+    uint64_t bound = mk[old].seq < cursor ? mk[old].seq : cursor;
+    memmove(mk, mk + old, (size_t)(t->gc_nmarks - old) * sizeof *mk);
+    t->gc_nmarks -= old;
+    return bound;
+}
+
 int store_collect(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_deletes, int *work, char *err, size_t errlen)
 {
     *work = 0;
@@ -168,34 +199,18 @@ int store_collect(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_delete
     void *v;
     while (*work < max_deletes && map_next(&s->topics, &it, NULL, NULL, &v)) {
         topic_state_t *t = v;
-        uint64_t below = UINT64_MAX; /* no group: retention decides */
         if (t->appended == t->removed) {
             continue;
         }
-        if (t->groups > 0) {
-            if (t->gc_mark_ms == 0 || t->gc_mark_ms > now_ms) { /* first look, or the clock went back */
-                t->gc_mark_seq = topic_min_cursor(t);
-                t->gc_mark_ms = now_ms;
-                continue;
-            }
-            if (now_ms - t->gc_mark_ms < grace_ms) {
-                continue;
-            }
-            below = topic_min_cursor(t); /* a group created since the mark may read below it */
-            if (t->gc_mark_seq < below) {
-                below = t->gc_mark_seq;
-            }
+        uint64_t below = t->groups > 0 ? collect_bound(t, now_ms, grace_ms) : UINT64_MAX; /* no group: retention */
+        if (below <= t->head_hint) {
+            continue; /* nothing below it is left: no seek */
         }
-        int budget = max_deletes - *work;
-        int n = topic_gc(s, t, below, now_ms, budget, err, errlen);
+        int n = topic_gc(s, t, below, now_ms, max_deletes - *work, err, errlen);
         if (n < 0) {
             return -1;
         }
         *work += n;
-        if (t->groups > 0 && n < budget) { /* all below the mark collected: mark where the cursors are now */
-            t->gc_mark_seq = topic_min_cursor(t);
-            t->gc_mark_ms = now_ms;
-        }
     }
     return store_commit_durable(s, 0, err, errlen);
 }

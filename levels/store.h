@@ -465,11 +465,13 @@ int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char
 
 /* The part of store_maintain a busy owner can afford, bounded by max_deletes:
  * garbage-collect topic logs, but for a topic with groups only below the
- * smallest cursor those groups had at least grace_ms ago (the first call per
- * topic only notes that cursor), so a consumed entry stays readable for
- * grace_ms to about twice that; a topic with no group past retention, as in
- * store_maintain. No compaction (that can take the thread for long). Commits
- * (unsynced). *work gets the number of entries collected. */
+ * smallest cursor those groups had at least grace_ms ago (sampled by these
+ * calls, every grace_ms / 16 at most; binding a group to the topic drops the
+ * samples), so a consumed entry stays readable for at least grace_ms; a topic
+ * with no group past retention, as in store_maintain. Call it often with a
+ * small budget: the entries become collectable in slices. No compaction (that
+ * can take the thread for long). Commits (unsynced). *work gets the number of
+ * entries collected. */
 int store_collect(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_deletes, int *work, char *err,
                   size_t errlen);
 

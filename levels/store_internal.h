@@ -66,6 +66,11 @@ typedef struct level_state {
 
 typedef struct group_state group_state_t;
 
+/* store_collect keeps this many samples of a topic's smallest cursor per
+ * grace period: a topic's consumed entries become collectable in slices of
+ * grace / STORE_GC_MARKS, not all at once. */
+#define STORE_GC_MARKS 16
+
 typedef struct topic_state {
     char *name;
     size_t len;
@@ -76,8 +81,12 @@ typedef struct topic_state {
     int groups;                  /* groups bound to it */
     group_state_t *first_group;  /* those groups, linked by next_in_topic */
     uint64_t pops_since_compact; /* GC deletions since the last compaction */
-    uint64_t gc_mark_seq;        /* store_collect: the smallest cursor of its groups at gc_mark_ms */
-    uint64_t gc_mark_ms;         /* 0: not marked yet */
+    /* store_collect's samples of the smallest cursor of its groups, oldest
+     * first; emptied when a group is bound to it (it may read below them) */
+    struct gc_mark {
+        uint64_t ms, seq;
+    } gc_marks[STORE_GC_MARKS];
+    int gc_nmarks;
     int dirty;
     int woken; /* in store.woken: may have gained messages ready for a group (store_take_woken) */
 } topic_state_t;
@@ -87,9 +96,9 @@ struct group_state {
     size_t len;
     topic_state_t *topic;
     group_state_t *next_in_topic; /* the next group bound to topic (topic_state_t.first_group) */
-    uint64_t gen;      /* incarnation: the seq at creation */
-    uint64_t cursor;   /* next topic-log seq to read */
-    uint64_t position; /* topic-log entries passed (appended - position = backlog) */
+    uint64_t gen;                 /* incarnation: the seq at creation */
+    uint64_t cursor;              /* next topic-log seq to read */
+    uint64_t position;            /* topic-log entries passed (appended - position = backlog) */
     uint64_t retry_ready, retry_delayed, inflight, dlq;
     uint64_t created_ms;
     uint32_t max_reconsume;
@@ -145,10 +154,10 @@ struct store {
      * nothing but SENDs (pending == pending_sends), committed data plus the
      * keys sent in it are the whole truth, so a DEDUP SEND joins the batch
      * instead of committing it first. */
-    int pending_sends;  /* operations in the batch added by store_send */
+    int pending_sends;          /* operations in the batch added by store_send */
     leveldb_iterator_t *key_it; /* db.c: an iterator over what is committed, kept until the next write */
-    map_t sent_keys;    /* 'K' prefix (topic, key) sent in the batch → 1 + its index in sent */
-    idx_sent_t *sent;   /* the first message sent with each of those keys */
+    map_t sent_keys;            /* 'K' prefix (topic, key) sent in the batch → 1 + its index in sent */
+    idx_sent_t *sent;           /* the first message sent with each of those keys */
     size_t nsent, capsent;
 };
 

@@ -2484,9 +2484,9 @@ static uint64_t retained_of(store_t *s, const char *topic)
     return ti.retained;
 }
 
-/* The busy broker's GC step: only below the smallest cursor seen a grace
- * period ago (a consumed entry stays readable that long), never below a
- * group created since, in budgeted steps; a topic without a group by
+/* The busy broker's GC step: only below the smallest cursor sampled at least
+ * a grace period ago (a consumed entry stays readable that long), never below
+ * a group bound since, in budgeted steps; a topic without a group by
  * retention. */
 static void test_topic_collect_grace(void)
 {
@@ -2498,35 +2498,36 @@ static void test_topic_collect_grace(void)
     msg_owned_t m[16];
     int n = LEASE_N(s, "g1", "t", 6, LEASE, T0, m);
     free_msgs(m, n);
-    TU_CHECK(COLLECT(s, T0, SEC, 100) == 0, "the first step only marks the cursor");
+    TU_CHECK(COLLECT(s, T0, SEC, 100) == 0, "the first step only samples the cursor (6)");
     n = LEASE_N(s, "g1", "t", 2, LEASE, T0, m); /* g1 passes 8 now */
     free_msgs(m, n);
     TU_CHECK(COLLECT(s, T0 + SEC - 1, SEC, 100) == 0, "collected within the grace period");
     CHECK_EQ_U64(retained_of(s, "t"), 10);
-    /* a group created from first inside the grace period still reads every retained entry */
+    /* a group created from first reads every retained entry, and drops the samples */
     GROUP_CREATE(s, "g2", "t", 1, T0 + SEC - 1);
     n = LEASE_N(s, "g2", "t", 1, LEASE, T0 + SEC - 1, m);
     TU_REQUIRE(n == 1, "g2 leased %d", n);
     TU_CHECK(m[0].m.id == ids[0], "g2 starts at %" PRIu64 ", want %" PRIu64, m[0].m.id, ids[0]);
     free_msgs(m, n);
-    /* the grace is over: only below g2's cursor (1), the smaller of the mark (6) and now */
-    TU_CHECK(COLLECT(s, T0 + SEC, SEC, 100) == 1, "collected past g2's cursor");
+    TU_CHECK(COLLECT(s, T0 + SEC, SEC, 100) == 0, "collected by a sample taken before g2 (its cursor is 1)");
+    TU_CHECK(COLLECT(s, T0 + 2 * SEC - 1, SEC, 100) == 0, "collected within g2's grace period");
+    n = LEASE_N(s, "g2", "t", 7, LEASE, T0 + 2 * SEC - 1, m); /* g2 passes 8 too */
+    free_msgs(m, n);
+    TU_CHECK(COLLECT(s, T0 + 2 * SEC, SEC, 100) == 1, "only below 1: the smallest cursor a second ago");
     CHECK_EQ_U64(retained_of(s, "t"), 9);
     CHECK_STORE(s);
-    /* g2 catches up to g1 (8): the new mark (1, taken at T0 + SEC) holds until a grace period later */
-    n = LEASE_N(s, "g2", "t", 7, LEASE, T0 + SEC, m);
-    free_msgs(m, n);
-    TU_CHECK(COLLECT(s, T0 + SEC + 10, SEC, 100) == 0, "collected before the grace of the new mark");
-    TU_CHECK(COLLECT(s, T0 + 2 * SEC, SEC, 100) == 0, "nothing below the mark of T0 + SEC (1)");
-    /* marked 8 at T0 + 2 s: collected in steps of the budget from T0 + 3 s */
-    TU_CHECK(COLLECT(s, T0 + 3 * SEC, SEC, 4) == 4, "a step is bounded by its budget");
-    TU_CHECK(COLLECT(s, T0 + 3 * SEC + 1, SEC, 4) == 3, "the rest below the mark");
+    TU_CHECK(COLLECT(s, T0 + 2 * SEC + 100, SEC, 100) == 0, "8 was sampled only now");
+    TU_CHECK(COLLECT(s, T0 + 3 * SEC - 1, SEC, 100) == 0, "nothing below the sample of T0 + 2 s - 1 (1)");
+    /* 8, sampled at T0 + 2 s + 100: collected from T0 + 3 s + 100, in steps of the budget */
+    TU_CHECK(COLLECT(s, T0 + 3 * SEC + 100, SEC, 4) == 4, "a step is bounded by its budget");
+    TU_CHECK(COLLECT(s, T0 + 3 * SEC + 101, SEC, 4) == 3, "the rest below 8");
+    TU_CHECK(COLLECT(s, T0 + 3 * SEC + 102, SEC, 4) == 0, "nothing below 8 is left");
     CHECK_EQ_U64(retained_of(s, "t"), 2);
     CHECK_COUNTS(s, "g1", 2, 2, 0, 0, 8, 0);
     CHECK_STORE(s);
     /* a topic without a group: retention, as store_maintain */
     SEND(s, "u", "x", 0, 0, T0, NULL);
-    TU_CHECK(COLLECT(s, T0 + 3 * SEC + 2, SEC, 100) == 0, "a groupless topic's entry collected inside retention");
+    TU_CHECK(COLLECT(s, T0 + 3 * SEC + 103, SEC, 100) == 0, "a groupless topic's entry collected inside retention");
     TU_CHECK(COLLECT(s, T0 + STORE_DEFAULT_RETENTION_MS + 1, SEC, 100) == 1, "past retention");
     CHECK_EQ_U64(retained_of(s, "u"), 0);
     CHECK_STORE(s);
