@@ -131,6 +131,7 @@ struct writer {
     uint64_t next_reopen_mono;
     int maintain_needed;
     uint64_t next_collect_mono; /* the next busy store_collect step */
+    int collect_behind;         /* the last step filled its budget: go on at once */
     /* disk full (broker/diskguard.h): writes refused until space returns */
     uint64_t disk_reserve;
     int disk_full;
@@ -1265,7 +1266,8 @@ static void *writer_main(void *arg)
         /* 3. maintenance: while busy, only the topic-log GC, in bounded steps (a
          * broker that is never idle for a second must not grow its logs for as
          * long as the load lasts); when idle, all of it */
-        if (w->store != NULL && !w->disk_full && (njobs > 0 || more) && now_mono >= w->next_collect_mono) {
+        int busy = njobs > 0 || more;
+        if (w->store != NULL && !w->disk_full && (busy || w->collect_behind) && now_mono >= w->next_collect_mono) {
             int work = 0;
             char err[512];
             if (store_collect(w->store, sched_now(w->sched), COLLECT_GRACE_MS, COLLECT_BUDGET, &work, err,
@@ -1274,8 +1276,12 @@ static void *writer_main(void *arg)
                 work = 0;
             }
             w->stats.maintain_work += (uint64_t)work;
-            w->next_collect_mono = work == COLLECT_BUDGET ? now_mono : now_mono + COLLECT_PERIOD_MS;
-        } else if (w->store != NULL && !w->disk_full && njobs == 0 && !more) {
+            w->collect_behind = work == COLLECT_BUDGET;
+            w->next_collect_mono = w->collect_behind ? now_mono : now_mono + COLLECT_PERIOD_MS;
+            if (w->collect_behind) {
+                more = 1; /* the next step in the next iteration, after the jobs that came meanwhile */
+            }
+        } else if (w->store != NULL && !w->disk_full && !busy) {
             int due = w->maintain_needed ? now_mono >= w->last_job_mono + MAINTAIN_IDLE_MS
                                          : now_mono >= w->next_periodic_mono;
             if (due) {

@@ -12,7 +12,8 @@
  * LevelDB tombstones that a seek from the range start would walk; the store never
  * seeks there (it remembers heads), but the tombstones still cost disk and
  * compaction time, so a queue that popped STORE_COMPACT_AFTER_POPS heads has
- * the range below its head compacted. Work per call is bounded by its budget.
+ * the range below its head compacted (by the store's compaction thread,
+ * levels/compactor.c). Work per call is bounded by its budget.
  *
  * Threading: one thread at a time (the broker's storage thread).
  */
@@ -80,7 +81,7 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_m
 
 static void compact_below(store_t *s, const key_buf_t *start, const key_buf_t *limit)
 {
-    leveldb_compact_range(s->db, start->b, start->n, limit->b, limit->n);
+    compactor_add(s->compactor, start->b, start->n, limit->b, limit->n); /* full: asked again after more pops */
 }
 
 /* Compact the consumed part of a named queue (tag name 0x00 seq) below head
@@ -187,6 +188,11 @@ static uint64_t collect_bound(topic_state_t *t, uint64_t now_ms, uint64_t grace_
     memmove(mk, mk + old, (size_t)(t->gc_nmarks - old) * sizeof *mk);
     t->gc_nmarks -= old;
     return bound;
+}
+
+void store_compact_wait(store_t *s)
+{
+    compactor_wait(s->compactor);
 }
 
 int store_collect(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_deletes, int *work, char *err, size_t errlen)

@@ -382,6 +382,7 @@ static void store_free(store_t *s)
     if (s->key_it) {
         leveldb_iter_destroy(s->key_it);
     }
+    compactor_free(s->compactor); /* before the database it compacts */
     if (s->db) {
         leveldb_close(s->db);
     }
@@ -458,7 +459,8 @@ int store_open(const store_options_t *o, store_t **out, char *err, size_t errlen
         store_free(s);
         return -1;
     }
-    if (check_meta(s, err, errlen) != 0 || load_levels(s, err, errlen) != 0 || load_topics(s, err, errlen) != 0 ||
+    s->compactor = compactor_new(s->db, err, errlen);
+    if (s->compactor == NULL || check_meta(s, err, errlen) != 0 || load_levels(s, err, errlen) != 0 || load_topics(s, err, errlen) != 0 ||
         load_groups(s, err, errlen) != 0 || idx_open(s, err, errlen) != 0 ||
         store_topic_delayed_open(s, err, errlen) != 0) {
         store_free(s);

@@ -459,9 +459,15 @@ int store_send_run_begin(store_t *s, char *err, size_t errlen);
 
 /* Background work, bounded by max_deletes per call: garbage-collect topic logs
  * below the smallest cursor of their groups (or past retention when a topic has
- * no group), and compact consumed key ranges of queues that popped many heads
- * since their last compaction. *work gets the amount done (0: nothing left). */
+ * no group), and ask for the compaction of consumed key ranges of queues that
+ * popped many heads since their last compaction (done by the store's own
+ * compaction thread: the call does not wait for it). *work gets the amount
+ * done, each range asked for counting one (0: nothing left). */
 int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char *err, size_t errlen);
+
+/* Wait until the compactions store_maintain asked for so far are done (tests,
+ * benchmarks). */
+void store_compact_wait(store_t *s);
 
 /* The part of store_maintain a busy owner can afford, bounded by max_deletes:
  * garbage-collect topic logs, but for a topic with groups only below the

@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "base/map.h"
+#include "levels/compactor.h"
 #include "levels/keys.h"
 #include "levels/store.h"
 
@@ -116,6 +117,7 @@ struct store {
     store_options_t opt;
     char *path;
     leveldb_t *db;
+    compactor_t *compactor; /* store_maintain's range compactions, off the owner's thread */
     leveldb_options_t *dbopt;
     leveldb_cache_t *cache;
     leveldb_readoptions_t *ropt;

@@ -15,6 +15,7 @@
  * memory a large batch returns), ids, scale (10^6 messages on one level, timed
  * and printed, never asserted on time — CONTRIBUTING.md, "Benchmarks").
  */
+#include "levels/compactor.h"
 #include "levels/logsync.h"
 #include "levels/store.h"
 #include "tests/helpers/store_probe.h"
@@ -2777,6 +2778,7 @@ static void test_large_batch_memory_returned(void)
     /* max_deletes 0: no topic GC, only the owed compaction, which flushes the memtable first */
     REQUIRE_OK(store_maintain(s, T0, 0, &work, err, sizeof err), err);
     TU_CHECK(work >= 1, "store_maintain compacted nothing (work %d): the memtable still holds the batch", work);
+    store_compact_wait(s);
     size_t after = heap_in_use();
     free(payload);
     printf("\n    heap in use: %.1f MiB before, %.1f MiB batched, %.1f MiB after the commit ",
@@ -3028,6 +3030,62 @@ static void test_million_on_one_level(void)
            (double)(t_scanned - t_moved) / 1000, (double)(t_checked - t_scanned) / 1000, work,
            (double)(t_end - t_checked) / 1000);
     TU_CHECK(work >= 1, "maintain should compact the consumed level range (work %d)", work);
+}
+
+/* The number of table files at level of db (a LevelDB property). */
+static int files_at_level(leveldb_t *db, int level)
+{
+    char name[64];
+    snprintf(name, sizeof name, "leveldb.num-files-at-level%d", level);
+    char *v = leveldb_property_value(db, name);
+    int n = v != NULL ? atoi(v) : -1;
+    leveldb_free(v);
+    return n;
+}
+
+/* The compaction thread: a queued range is compacted by the time
+ * compactor_wait returns (the memtable written out and pushed below level
+ * 0), and free with nothing queued, or right after an add, is clean. */
+static void test_compactor(void)
+{
+    char *dberr = NULL;
+    leveldb_options_t *lo = leveldb_options_create();
+    leveldb_options_set_create_if_missing(lo, 1);
+    leveldb_t *db = leveldb_open(lo, g_data, &dberr);
+    TU_REQUIRE(dberr == NULL, "leveldb_open: %s", dberr ? dberr : "");
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    char key[16], val[100];
+    memset(val, 'v', sizeof val);
+    for (int i = 0; i < 10000; i++) {
+        int klen = snprintf(key, sizeof key, "k%08d", i);
+        leveldb_put(db, wo, key, (size_t)klen, val, sizeof val, &dberr);
+        TU_REQUIRE(dberr == NULL, "put: %s", dberr);
+        if (i % 2 == 0) {
+            leveldb_delete(db, wo, key, (size_t)klen, &dberr);
+            TU_REQUIRE(dberr == NULL, "delete: %s", dberr);
+        }
+    }
+    int tables = 0;
+    for (int l = 0; l < 7; l++)
+        tables += files_at_level(db, l);
+    TU_CHECK(tables == 0, "%d tables before the compaction: the memtable should hold everything", tables);
+    char err[256] = "";
+    compactor_t *c = compactor_new(db, err, sizeof err);
+    TU_REQUIRE(c != NULL, "compactor_new: %s", err);
+    compactor_wait(c); /* nothing queued: returns at once */
+    TU_CHECK(compactor_add(c, "k", 1, "l", 1) == 1, "the range was not queued");
+    compactor_wait(c);
+    int below = 0;
+    for (int l = 1; l < 7; l++)
+        below += files_at_level(db, l);
+    TU_CHECK(files_at_level(db, 0) == 0 && below > 0, "after the wait: %d tables at level 0, %d below",
+             files_at_level(db, 0), below);
+    TU_CHECK(compactor_add(c, "k", 1, "l", 1) == 1, "the second range was not queued");
+    compactor_free(c); /* waits for a compaction in progress; a queued one is dropped */
+    compactor_free(NULL);
+    leveldb_writeoptions_destroy(wo);
+    leveldb_close(db);
+    leveldb_options_destroy(lo);
 }
 
 /* ============================================================== registry */
@@ -3550,6 +3608,7 @@ static const tu_test_t failure_tests[] = {
 static const tu_test_t batching_tests[] = {
     { "batching", test_batching },
     { "large batch memory returned", test_large_batch_memory_returned },
+    { "range compactions on their own thread", test_compactor },
     { "batches bounded in bytes", test_batch_bounded_in_bytes },
     { "woken topics", test_woken_topics },
     { NULL, NULL },

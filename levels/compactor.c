@@ -1,0 +1,136 @@
+/*
+ * levels/compactor.c — LevelDB range compactions off the owner's thread (see
+ * compactor.h).
+ *
+ * A fixed ring of COMPACTOR_QUEUE ranges under one mutex; the thread takes
+ * the oldest, compacts it with the mutex released, and counts it done.
+ * compactor_wait waits on that count reaching what was queued.
+ *
+ * Threading: the ring and the counters are shared under mu.
+ */
+#include "levels/compactor.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+
+#define COMPACTOR_QUEUE 64 /* ranges waiting at most; a queue's range is asked again later */
+
+typedef struct range {
+    char *start, *limit;
+    size_t start_len, limit_len;
+} range_t;
+
+struct compactor {
+    leveldb_t *db;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t work; /* a range was queued, or stop */
+    pthread_cond_t done; /* a range was compacted */
+    range_t ring[COMPACTOR_QUEUE];
+    int head, n;
+    uint64_t queued, compacted;
+    int stop;
+};
+
+static void *compactor_main(void *arg)
+{
+    compactor_t *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (c->n == 0 && !c->stop) {
+            pthread_cond_wait(&c->work, &c->mu);
+        }
+        if (c->stop) {
+            break;
+        }
+        range_t r = c->ring[c->head];
+        c->head = (c->head + 1) % COMPACTOR_QUEUE;
+        c->n--;
+        pthread_mutex_unlock(&c->mu);
+        leveldb_compact_range(c->db, r.start, r.start_len, r.limit, r.limit_len);
+        free(r.start);
+        free(r.limit);
+        pthread_mutex_lock(&c->mu);
+        c->compacted++;
+        pthread_cond_broadcast(&c->done);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+compactor_t *compactor_new(leveldb_t *db, char *err, size_t errlen)
+{
+    compactor_t *c = xcalloc(1, sizeof *c);
+    c->db = db;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->work, NULL);
+    pthread_cond_init(&c->done, NULL);
+    int rc = pthread_create(&c->thread, NULL, compactor_main, c);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot start the compaction thread: %s", strerror(rc));
+        pthread_cond_destroy(&c->done);
+        pthread_cond_destroy(&c->work);
+        pthread_mutex_destroy(&c->mu);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static char *copy_key(const char *k, size_t len)
+{
+    char *p = xmalloc(len > 0 ? len : 1);
+    memcpy(p, k, len);
+    return p;
+}
+
+int compactor_add(compactor_t *c, const char *start, size_t start_len, const char *limit, size_t limit_len)
+{
+    pthread_mutex_lock(&c->mu);
+    int queued = c->n < COMPACTOR_QUEUE;
+    if (queued) {
+        range_t *r = &c->ring[(c->head + c->n) % COMPACTOR_QUEUE];
+        *r = (range_t){ copy_key(start, start_len), copy_key(limit, limit_len), start_len, limit_len };
+        c->n++;
+        c->queued++;
+        pthread_cond_signal(&c->work);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return queued;
+}
+
+void compactor_wait(compactor_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    uint64_t want = c->queued;
+    while (c->compacted < want) {
+        pthread_cond_wait(&c->done, &c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+void compactor_free(compactor_t *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    c->stop = 1;
+    pthread_cond_signal(&c->work);
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(c->thread, NULL);
+    for (int i = 0; i < c->n; i++) {
+        range_t *r = &c->ring[(c->head + i) % COMPACTOR_QUEUE];
+        free(r->start);
+        free(r->limit);
+    }
+    pthread_cond_destroy(&c->done);
+    pthread_cond_destroy(&c->work);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
