@@ -48,12 +48,14 @@
 #define MAINTAIN_BUDGET    512   /* store_maintain deletes per idle step */
 #define MAINTAIN_IDLE_MS   1000  /* idle time before maintenance runs */
 #define MAINTAIN_PERIOD_MS 60000 /* maintenance check when nothing else happens (retention) */
-#define COLLECT_PERIOD_MS  10   /* while busy: store_collect this often, or every iteration while it fills its budget */
-#define COLLECT_BUDGET     128  /* store_collect deletes per busy step (~0.5 ms: the delivery tail) */
-#define COLLECT_GRACE_MS   1000 /* a consumed topic-log entry stays readable at least this long (store_collect) */
-#define REOPEN_RETRY_MS    1000 /* a failed reopen is retried this often */
-#define STALL_MS           10000                 /* /healthz: queued work and no progress this long */
-#define DISK_CHECK_MS      1000                  /* free space is checked this often while the disk is full */
+#define COLLECT_PERIOD_MS  10    /* while busy: store_collect at most this often */
+#define COLLECT_BEHIND_MS  5     /* ...and this often, busy or not, while its steps come back full */
+#define COLLECT_BUDGET_MIN 128   /* store_collect deletes per step (~0.2 ms: the delivery tail)... */
+#define COLLECT_BUDGET_MAX 1024  /* ...doubled per full step up to this (~1.5 ms), so a backlog drains */
+#define COLLECT_GRACE_MS   1000  /* a consumed topic-log entry stays readable at least this long (store_collect) */
+#define REOPEN_RETRY_MS    1000  /* a failed reopen is retried this often */
+#define STALL_MS           10000 /* /healthz: queued work and no progress this long */
+#define DISK_CHECK_MS      1000  /* free space is checked this often while the disk is full */
 #define DISK_MIN_FREE      (UINT64_C(16) << 20)  /* without a reserve, writes resume above this much free */
 #define FAIR_LISTING_BYTES STORE_BATCH_MAX_BYTES /* listing replies built per iteration (at least one listing) */
 #define WAKE_RETRY_MS      10 /* woken PULLs left parked for want of client memory are tried again this often */
@@ -130,8 +132,9 @@ struct writer {
     uint64_t next_periodic_mono;
     uint64_t next_reopen_mono;
     int maintain_needed;
-    uint64_t next_collect_mono; /* the next busy store_collect step */
-    int collect_behind;         /* the last step filled its budget: go on at once */
+    uint64_t next_collect_mono; /* the next store_collect step */
+    int collect_budget;         /* its budget (0: COLLECT_BUDGET_MIN) */
+    int collect_behind;         /* the last step filled its budget: the next one comes without a job */
     /* disk full (broker/diskguard.h): writes refused until space returns */
     uint64_t disk_reserve;
     int disk_full;
@@ -1077,6 +1080,9 @@ static uint64_t next_wakeup_us(writer_t *w, uint64_t now_us)
         }
     }
     uint64_t maint = w->maintain_needed ? w->last_job_mono + MAINTAIN_IDLE_MS : w->next_periodic_mono;
+    if (w->collect_behind && w->next_collect_mono < maint) {
+        maint = w->next_collect_mono;
+    }
     if (ms_to_us(maint) < best) {
         best = ms_to_us(maint);
     }
@@ -1263,24 +1269,34 @@ static void *writer_main(void *arg)
             w->stats.dlq_moves += st.dead;
         }
 
-        /* 3. maintenance: while busy, only the topic-log GC, in bounded steps (a
-         * broker that is never idle for a second must not grow its logs for as
-         * long as the load lasts); when idle, all of it */
+        /* 3. parked jobs: deadlines and wake-ups */
+        service_parked(w, &done, mono_ms(), stopping);
+
+        /* 4. commit the scheduler's and parked jobs' writes (usually nothing), then the replies */
+        commit_pending(w, &done);
+        post(w, &done, 0);
+
+        /* 5. maintenance, after the replies (a PULL woken by this iteration's
+         * arrivals does not wait for it): while busy, only the topic-log GC,
+         * in bounded steps (a broker that is never idle for a second must not
+         * grow its logs for as long as the load lasts); when idle, all of it */
         int busy = njobs > 0 || more;
         if (w->store != NULL && !w->disk_full && (busy || w->collect_behind) && now_mono >= w->next_collect_mono) {
             int work = 0;
             char err[512];
-            if (store_collect(w->store, sched_now(w->sched), COLLECT_GRACE_MS, COLLECT_BUDGET, &work, err,
-                              sizeof err) != 0) {
+            int budget = w->collect_budget > 0 ? w->collect_budget : COLLECT_BUDGET_MIN;
+            if (store_collect(w->store, sched_now(w->sched), COLLECT_GRACE_MS, budget, &work, err, sizeof err) != 0) {
                 log_warn("maintenance: %s", err);
                 work = 0;
             }
             w->stats.maintain_work += (uint64_t)work;
-            w->collect_behind = work == COLLECT_BUDGET;
-            w->next_collect_mono = w->collect_behind ? now_mono : now_mono + COLLECT_PERIOD_MS;
-            if (w->collect_behind) {
-                more = 1; /* the next step in the next iteration, after the jobs that came meanwhile */
-            }
+            /* Its deletes ride with the next commit. Behind, it comes back
+             * soon with a larger step, but never spins the loop: every extra
+             * iteration is one more write that can wait behind the fsync. */
+            w->collect_behind = work == budget;
+            w->collect_budget = w->collect_behind ? (budget * 2 < COLLECT_BUDGET_MAX ? budget * 2 : COLLECT_BUDGET_MAX)
+                                                  : COLLECT_BUDGET_MIN;
+            w->next_collect_mono = now_mono + (w->collect_behind ? COLLECT_BEHIND_MS : COLLECT_PERIOD_MS);
         } else if (w->store != NULL && !w->disk_full && !busy) {
             int due = w->maintain_needed ? now_mono >= w->last_job_mono + MAINTAIN_IDLE_MS
                                          : now_mono >= w->next_periodic_mono;
@@ -1302,13 +1318,6 @@ static void *writer_main(void *arg)
                 }
             }
         }
-
-        /* 4. parked jobs: deadlines and wake-ups */
-        service_parked(w, &done, mono_ms(), stopping);
-
-        /* 5. commit the scheduler's and parked jobs' writes (usually nothing), then the replies */
-        commit_pending(w, &done);
-        post(w, &done, 0);
 
         if (stopping) {
             pthread_mutex_lock(&w->mu);

@@ -476,7 +476,10 @@ void store_compact_wait(store_t *s);
  * samples), so a consumed entry stays readable for at least grace_ms; a topic
  * with no group past retention, as in store_maintain. Call it often with a
  * small budget: the entries become collectable in slices. No compaction (that
- * can take the thread for long). Commits (unsynced). *work gets the number of
+ * can take the thread for long). Does not commit: its deletes stay in the
+ * pending batch for the owner's next commit (a write of its own is one more
+ * chance to wait in the kernel behind an fsync of the same log; it cost the
+ * broker's delivery p99 ~1.5 ms at 10 000 msg/s). *work gets the number of
  * entries collected. */
 int store_collect(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_deletes, int *work, char *err,
                   size_t errlen);
