@@ -3088,10 +3088,54 @@ static void test_compactor(void)
     leveldb_options_destroy(lo);
 }
 
+/* Bytes in the write-ahead logs (*.log) of dir, or -1. */
+static long long log_bytes(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return -1;
+    long long sum = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        char path[1200];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (len > 4 && strcmp(e->d_name + len - 4, ".log") == 0 && stat(path, &st) == 0)
+            sum += st.st_size;
+    }
+    closedir(d);
+    return sum;
+}
+
+/* A clean close writes the memtable out: the next open has no log to replay
+ * (with a 64 MiB memtable that replay took 650 ms and 64 MiB of RAM), and
+ * finds everything. */
+static void test_close_leaves_no_log(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t ids[100];
+    for (int i = 0; i < 100; i++)
+        ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
+    COMMIT(s);
+    TU_CHECK(log_bytes(g_data) > 0, "the sends are not in the log");
+    CLOSE(&s);
+    CHECK_EQ_U64((uint64_t)log_bytes(g_data), 0);
+    s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    msg_owned_t m[128];
+    int n = LEASE_N(s, "g", "t", 128, LEASE, T0, m);
+    TU_CHECK(n == 100 && m[0].m.id == ids[0] && m[99].m.id == ids[99], "after the reopen leased %d", n);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 /* ============================================================== registry */
 
 static const tu_test_t open_tests[] = {
     { "reopen keeps everything (sync on)", test_reopen_keeps_everything },
+    { "a clean close leaves no log to replay", test_close_leaves_no_log },
     { "refuse second open", test_refuse_second_open },
     { "refuse foreign directory", test_refuse_foreign_dir },
     { "reopen after an interrupted creation", test_interrupted_creation },
