@@ -15,15 +15,19 @@
  * plaintext), and a parameter in the URI itself (?ca=...) wins over them
  * (the library's rule).
  *
- * Header only, with no dependency: TLS_KEYS_TO_OPTS names the fields of
- * <hourglass/hourglass.h>'s hg_client_opts_t, which the program includes.
- * Main thread, at start-up.
+ * Header only, with no library of ours to link: TLS_KEYS_TO_OPTS names the
+ * fields of <hourglass/hourglass.h>'s hg_client_opts_t and
+ * tls_keys_check_consumer calls libhourglass, which every program that
+ * includes this header links. Main thread, at start-up.
  */
 #ifndef HG_COMMON_TLS_KEYS_H
 #define HG_COMMON_TLS_KEYS_H
 
+#include <hourglass/hourglass.h>
+
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 #include <strings.h>
 
 #include "common/cfg.h"
@@ -91,5 +95,37 @@ static inline int tls_keys_check(const char *uri, const char *ca, const char *ce
         (o)->tls_key_file = (k)->tls_key_file;       \
         (o)->tls_server_name = (k)->tls_server_name; \
     } while (0)
+
+/* The handler of the consumer tls_keys_check_consumer builds (and frees). */
+static inline hg_outcome_t tls_keys_noop_handler(const hg_message_t *m, char *r, size_t n, void *a)
+{
+    (void)m, (void)r, (void)n, (void)a;
+    return HG_DONE;
+}
+
+/* The uri, the tls-* keys as copied into *opts (TLS_KEYS_TO_OPTS) and the
+ * rest of a consumer's options, checked by libhourglass without connecting:
+ * it has no separate URI check, so this creates a consumer from a copy of
+ * *opts (with a handler that does nothing in place of opts->handler) and
+ * frees it. Returns 0, or -1 with err "uri: <the library's message>" for a
+ * bad or unsupported URI and for the library's TLS file errors ("TLS CA file
+ * x: ...", which belong to the uri and its tls-* keys), and
+ * "<other_key>: <the library's message>" for any other refusal. */
+static inline int tls_keys_check_consumer(const hg_consumer_opts_t *opts, const char *other_key, char *err,
+                                          size_t errlen)
+{
+    hg_consumer_opts_t o = *opts;
+    o.handler = tls_keys_noop_handler;
+    hg_consumer_t *c = NULL;
+    hg_error_t e = { 0 };
+    hg_err_t rc = hg_consumer_new(&o, &c, &e);
+    hg_consumer_free(c);
+    if (rc != HG_OK) {
+        int uri_part = rc == HG_ERR_URI || rc == HG_ERR_UNSUPPORTED || strncmp(e.message, "TLS ", 4) == 0;
+        snprintf(err, errlen, "%s: %s", uri_part ? "uri" : other_key, e.message);
+        return -1;
+    }
+    return 0;
+}
 
 #endif

@@ -212,12 +212,6 @@ static int add_group(const char *word, size_t len, void *arg)
     return 0;
 }
 
-static hg_outcome_t noop_handler(const hg_message_t *m, char *r, size_t n, void *a)
-{
-    (void)m, (void)r, (void)n, (void)a;
-    return HG_DONE;
-}
-
 int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
 {
     if (cfg_check_required(&table, cfg, err, errlen) != 0 || db_keys_check(cfg->mysql_socket, err, errlen) != 0)
@@ -268,7 +262,8 @@ int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
     }
 
     /* The URI: libhourglass checks it without connecting when a consumer is
-     * created (it has no separate URI check), so create one and free it. */
+     * created (it has no separate URI check); tls_keys_check_consumer creates
+     * one and frees it. */
     if (TLS_KEYS_CHECK(cfg, cfg->uri, err, errlen) != 0)
         return -1;
     hg_consumer_opts_t o;
@@ -280,18 +275,7 @@ int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
     o.uri = cfg->uri;
     o.group = "check";
     o.topic = cfg->topic;
-    o.handler = noop_handler;
-    hg_consumer_t *c = NULL;
-    hg_error_t e = { 0 };
-    hg_err_t rc = hg_consumer_new(&o, &c, &e);
-    hg_consumer_free(c);
-    if (rc != HG_OK) {
-        /* The library's TLS file errors ("TLS CA file x: ...") belong to the uri and its tls-* keys. */
-        int uri_part = rc == HG_ERR_URI || rc == HG_ERR_UNSUPPORTED || strncmp(e.message, "TLS ", 4) == 0;
-        snprintf(err, errlen, "%s: %s", uri_part ? "uri" : "topic", e.message);
-        return -1;
-    }
-    return 0;
+    return tls_keys_check_consumer(&o, "topic", err, errlen);
 }
 
 void comp_config_client_credentials(const comp_config_t *cfg, hg_client_opts_t *opts)

@@ -187,14 +187,6 @@ void consumer_config_db_params(const consumer_config_t *cfg, const hg_order_sql_
     p->sql = sql;
 }
 
-/* The handler of the consumer that consumer_config_validate builds (and
- * frees) only to have the library check the loop's options. */
-static hg_outcome_t noop_handler(const hg_message_t *m, char *r, size_t n, void *a)
-{
-    (void)m, (void)r, (void)n, (void)a;
-    return HG_DONE;
-}
-
 void consumer_config_loop_opts(const consumer_config_t *cfg, hg_consumer_opts_t *o, hg_client_opts_t *client)
 {
     hg_consumer_opts_init(o);
@@ -243,19 +235,8 @@ int consumer_config_validate(const consumer_config_t *cfg, char *err, size_t err
     hg_consumer_opts_t o;
     hg_client_opts_t client;
     consumer_config_loop_opts(cfg, &o, &client);
-    o.handler = noop_handler;
     o.log = NULL;
-    hg_consumer_t *c = NULL;
-    hg_error_t e = { 0 };
-    hg_err_t rc = hg_consumer_new(&o, &c, &e);
-    hg_consumer_free(c);
-    if (rc != HG_OK) {
-        /* The library's TLS file errors ("TLS CA file x: ...") belong to the uri and its tls-* keys. */
-        int uri_part = rc == HG_ERR_URI || rc == HG_ERR_UNSUPPORTED || strncmp(e.message, "TLS ", 4) == 0;
-        snprintf(err, errlen, "%s: %s", uri_part ? "uri" : "consumer", e.message);
-        return -1;
-    }
-    return 0;
+    return tls_keys_check_consumer(&o, "consumer", err, errlen);
 }
 
 void consumer_config_usage(FILE *out)
