@@ -33,6 +33,7 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
+#include "base/units.h"
 #include "broker/cmd_shared.h"
 #include "broker/diskguard.h"
 #include "broker/fdlimit.h"
@@ -212,7 +213,16 @@ int main(int argc, char **argv)
     }
 
     /* The disk reserve is given back before the open, so a full disk still has
-     * the room a reopen needs; the writer writes it again when there is space. */
+     * the room a reopen needs; the writer writes it again when there is space.
+     * That room is up to two memtables. */
+    if (cfg.disk_reserve > 0 && cfg.disk_reserve < 2 * cfg.write_buffer_size) {
+        char reserve[32], memtable[32];
+        units_format_size((uint64_t)cfg.disk_reserve, reserve, sizeof reserve);
+        units_format_size((uint64_t)cfg.write_buffer_size, memtable, sizeof memtable);
+        log_warn("disk-reserve %s is less than twice write-buffer-size %s: on a full disk a restart may lack the room "
+                 "to reopen the store (it writes up to two memtables)",
+                 reserve, memtable);
+    }
     uint64_t released = diskguard_ballast_release(cfg.dir);
     if (released > 0 && diskguard_free_bytes(cfg.dir) < 2 * released) {
         log_warn("disk nearly full: %llu bytes free on %s after releasing the disk reserve",

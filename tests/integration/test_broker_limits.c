@@ -175,6 +175,23 @@ static void sends_keep_working(int count, const char *when)
     free(payload);
 }
 
+/* A disk reserve smaller than what a reopen may write (two memtables) is
+ * warned about at start, naming both settings; a big enough one is not. */
+static void test_disk_reserve_warning(void)
+{
+    const char *small[] = { "--disk-reserve", "1mb", "--write-buffer-size", "1mb", NULL };
+    bt_start(small);
+    BP_CHECK(bp_log_contains(&bt_broker, "disk-reserve 1mb is less than twice write-buffer-size 1mb"),
+             "no warning about a 1mb disk-reserve beside a 1mb memtable");
+    char e[512];
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+    rc_close(&bt_conn);
+    const char *enough[] = { "--disk-reserve", "2mb", "--write-buffer-size", "1mb", NULL };
+    bt_start(enough);
+    BP_CHECK(!bp_log_contains(&bt_broker, "is less than twice write-buffer-size"),
+             "a warning about a 2mb disk-reserve beside a 1mb memtable");
+}
+
 static void test_fd_limit(void)
 {
     enum {
@@ -894,6 +911,7 @@ int main(int argc, char **argv)
         { "woken_budget", test_woken_budget },
         { "blocked_pulls", test_blocked_pulls },
         { "disk_full", test_disk_full },
+        { "disk_reserve_warning", test_disk_reserve_warning },
         { NULL, NULL },
     };
     return bt_main(argc, argv, "limits", tests);
