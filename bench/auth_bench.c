@@ -44,26 +44,19 @@ static void percentiles(uint64_t *v, size_t n, double *p50, double *p99)
     *p99 = (double)v[(n * 99) / 100];
 }
 
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 /* PING round trips on c: p50/p99 in microseconds. */
 static int ping_rtts(rc_conn_t *c, size_t n, double *p50, double *p99)
 {
     uint64_t *v = malloc(n * sizeof *v);
     for (size_t i = 0; i < n; i++) {
-        uint64_t t = now_us();
+        uint64_t t = tu_now_mono_us();
         resp_reply_t *r = rc_cmd(c, "PING", NULL);
         if (r == NULL) {
             free(v);
             return -1;
         }
         resp_reply_free(r);
-        v[i] = now_us() - t;
+        v[i] = tu_now_mono_us() - t;
     }
     percentiles(v, n, p50, p99);
     free(v);
@@ -100,9 +93,9 @@ int main(int argc, char **argv)
     }
     uint64_t v[10];
     for (int i = 0; i < 10; i++) {
-        uint64_t t = now_us();
+        uint64_t t = tu_now_mono_us();
         passwd_verify(hash, "pw-ops", 6, err, sizeof err);
-        v[i] = now_us() - t;
+        v[i] = tu_now_mono_us() - t;
     }
     double raw50, raw99;
     percentiles(v, 10, &raw50, &raw99);
@@ -122,16 +115,16 @@ int main(int argc, char **argv)
     /* 2. AUTH: first (AUTH thread) and repeated (cache) */
     rc_conn_t c;
     bp_connect(&broker, &c, err, sizeof err);
-    uint64_t t = now_us();
+    uint64_t t = tu_now_mono_us();
     resp_reply_t *r = rc_cmd(&c, "AUTH", "ops", "pw-ops", NULL);
-    uint64_t first = now_us() - t;
+    uint64_t first = tu_now_mono_us() - t;
     int ok = r != NULL && rc_str_eq(r, "OK");
     resp_reply_free(r);
     uint64_t cached[200];
     for (int i = 0; i < 200; i++) {
-        t = now_us();
+        t = tu_now_mono_us();
         r = rc_cmd(&c, "AUTH", "ops", "pw-ops", NULL);
-        cached[i] = now_us() - t;
+        cached[i] = tu_now_mono_us() - t;
         resp_reply_free(r);
     }
     double c50, c99;
@@ -149,9 +142,9 @@ int main(int argc, char **argv)
     /* wait until the attack runs */
     while (atomic_load(&attempts) < ATTACKERS)
         ;
-    uint64_t a0 = (uint64_t)atomic_load(&attempts), t0 = now_us();
+    uint64_t a0 = (uint64_t)atomic_load(&attempts), t0 = tu_now_mono_us();
     ping_rtts(&c, rounds, &a50, &a99);
-    uint64_t a1 = (uint64_t)atomic_load(&attempts), t1 = now_us();
+    uint64_t a1 = (uint64_t)atomic_load(&attempts), t1 = tu_now_mono_us();
     atomic_store(&stop_attack, 1);
     for (int i = 0; i < ATTACKERS; i++)
         pthread_join(th[i], NULL);

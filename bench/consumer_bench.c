@@ -45,6 +45,7 @@
 
 #include "include/hourglass/hourglass.h"
 #include "tests/helpers/order_env.h"
+#include "tests/helpers/testutil.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -75,13 +76,6 @@ static void sleep_ms(unsigned ms)
 {
     struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
-}
-
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 /* Send ids 1..n to topic, pipelined. Dies on failure. */
@@ -145,16 +139,16 @@ static double broker_only(int workers)
         die("pthread_create", "consumer");
     sleep_ms(300); /* every worker connected and blocked in PULL */
 
-    uint64_t t0 = now_us();
+    uint64_t t0 = tu_now_mono_us();
     send_ids(topic, orders);
     hg_consumer_stats_t s;
     for (;;) {
         hg_consumer_stats(cons, &s);
-        if (s.done >= orders || now_us() - t0 > DEADLINE_MS * 1000ull)
+        if (s.done >= orders || tu_now_mono_us() - t0 > DEADLINE_MS * 1000ull)
             break;
         sleep_ms(1);
     }
-    uint64_t us = now_us() - t0;
+    uint64_t us = tu_now_mono_us() - t0;
     hg_consumer_stop(cons);
     pthread_join(t, NULL);
     hg_consumer_free(cons);
@@ -200,7 +194,7 @@ static void *db_worker(void *arg)
         else
             atomic_fetch_add(&r->failed, 1);
     }
-    uint64_t t = now_us();
+    uint64_t t = tu_now_mono_us();
     pthread_mutex_lock(&r->lock);
     if (t > r->t1)
         r->t1 = t;
@@ -224,7 +218,7 @@ static double mariadb_only(int workers)
         if (pthread_create(&t[i], NULL, db_worker, &r) != 0)
             die("pthread_create", "MariaDB worker");
     pthread_barrier_wait(&r.ready);
-    r.t0 = now_us();
+    r.t0 = tu_now_mono_us();
     for (int i = 0; i < workers; i++)
         pthread_join(t[i], NULL);
     pthread_barrier_destroy(&r.ready);
@@ -264,9 +258,9 @@ static whole_t whole_daemon(int workers)
     pid_t pid = oe_start_consumer(&env, name, name, workers, port, log_path, extra);
     if (pid < 0)
         die("hourglass-consumer", "cannot start it");
-    uint64_t up = now_us();
+    uint64_t up = tu_now_mono_us();
     while (oe_metric(port, "hourglass_consumer_cancelled_total") != 0) {
-        if (now_us() - up > 20000000ull) {
+        if (tu_now_mono_us() - up > 20000000ull) {
             oe_print_file(log_path);
             die("hourglass-consumer", "no /metrics after 20 s");
         }
@@ -278,15 +272,15 @@ static whole_t whole_daemon(int workers)
                                          "hourglass_consumer_handler_seconds_count",
                                          "hourglass_consumer_retries_total" };
     double v[4];
-    uint64_t t0 = now_us();
+    uint64_t t0 = tu_now_mono_us();
     send_ids(name, orders);
     for (;;) {
         oe_metrics(port, 4, names, v);
-        if (v[0] >= (double)orders || now_us() - t0 > DEADLINE_MS * 1000ull)
+        if (v[0] >= (double)orders || tu_now_mono_us() - t0 > DEADLINE_MS * 1000ull)
             break;
         sleep_ms(2);
     }
-    uint64_t us = now_us() - t0;
+    uint64_t us = tu_now_mono_us() - t0;
     oe_metrics(port, 4, names, v);
     if (oe_stop_consumer(pid) != 0)
         fprintf(stderr, "consumer-bench: hourglass-consumer did not stop cleanly\n");

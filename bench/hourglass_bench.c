@@ -47,7 +47,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +58,7 @@
 #include "tests/helpers/broker_proc.h"
 #include "tests/helpers/testutil.h"
 
+#define PROGRAM       "hourglass-bench" /* tu_die's prefix */
 #define PAYLOAD_BYTES 64
 #define MAX_CLIENTS   64
 #define CONSUMERS     2
@@ -94,25 +94,6 @@ static options_t opt = {
 };
 
 static int broken; /* something failed: the exit status */
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "hourglass-bench: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(1);
-}
-
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 static uint64_t wall_us(void)
 {
@@ -157,7 +138,7 @@ static void start_broker(bp_broker_t *b, const char *const *flags)
     all[n] = NULL;
     char err[8192];
     if (bp_start(b, all, err, sizeof err) != 0)
-        die("cannot start the broker: %s", err);
+        tu_die(PROGRAM, "cannot start the broker: %s", err);
     printf("(broker pid %d, port %d, dir %s)\n", (int)b->pid, b->port, b->dir);
     fflush(stdout);
 }
@@ -220,7 +201,7 @@ static void *send_main(void *arg)
                 rc_appendl(&c, "ZADD", w->topic, score, member, NULL);
             }
         }
-        uint64_t t0 = now_us();
+        uint64_t t0 = tu_now_mono_us();
         if (rc_flush(&c, 60000) != 0) {
             snprintf(w->err, sizeof w->err, "write: %s", c.err);
             break;
@@ -236,7 +217,7 @@ static void *send_main(void *arg)
             }
             resp_reply_free(r);
         }
-        w->batch_us[w->nbatch++] = (int64_t)(now_us() - t0);
+        w->batch_us[w->nbatch++] = (int64_t)(tu_now_mono_us() - t0);
         w->done += k;
     }
     rc_close(&c);
@@ -267,15 +248,15 @@ static send_result_t run_send(int port, cmd_kind_t kind, long n, const char *top
         w[i].go = &go;
         w[i].batch_us = malloc(sizeof(int64_t) * (size_t)(w[i].n / opt.pipeline + 2));
         if (w[i].batch_us == NULL)
-            die("out of memory");
+            tu_die(PROGRAM, "out of memory");
         pthread_create(&th[i], NULL, send_main, &w[i]);
     }
     pthread_barrier_wait(&go);
-    uint64_t t0 = now_us();
+    uint64_t t0 = tu_now_mono_us();
     for (int i = 0; i < opt.clients; i++)
         pthread_join(th[i], NULL);
     send_result_t res = { 0 };
-    res.secs = (double)(now_us() - t0) / 1e6;
+    res.secs = (double)(tu_now_mono_us() - t0) / 1e6;
     pthread_barrier_destroy(&go);
     long nb = 0;
     for (int i = 0; i < opt.clients; i++) {
@@ -529,7 +510,7 @@ static void consumers_start(consumers_t *g, int port, long target)
         c->cap = target + 1000;
         c->late_us = malloc(sizeof(int64_t) * (size_t)c->cap);
         if (c->late_us == NULL)
-            die("out of memory");
+            tu_die(PROGRAM, "out of memory");
         pthread_create(&g->th[i], NULL, consumer_main, c);
     }
 }
@@ -540,19 +521,19 @@ static void consumers_start(consumers_t *g, int port, long target)
 static void consumers_finish(consumers_t *g, long target, int deadline_ms, const char *title, const char *result_key,
                              pid_t broker_pid, uint64_t drain_start_us)
 {
-    uint64_t end = now_us() + (uint64_t)deadline_ms * 1000;
+    uint64_t end = tu_now_mono_us() + (uint64_t)deadline_ms * 1000;
     double cpu0 = -1;
     uint64_t t0 = 0;
     if (broker_pid > 0) {
-        while (now_us() < drain_start_us)
+        while (tu_now_mono_us() < drain_start_us)
             sleep_us(1000);
         cpu0 = tu_proc_cpu_secs(broker_pid);
-        t0 = now_us();
+        t0 = tu_now_mono_us();
     }
-    while (__atomic_load_n(&g->shared, __ATOMIC_SEQ_CST) < target && now_us() < end)
+    while (__atomic_load_n(&g->shared, __ATOMIC_SEQ_CST) < target && tu_now_mono_us() < end)
         sleep_us(broker_pid > 0 ? 2000 : 10000);
     if (cpu0 >= 0) {
-        double cpu1 = tu_proc_cpu_secs(broker_pid), wall = (double)(now_us() - t0) / 1e6;
+        double cpu1 = tu_proc_cpu_secs(broker_pid), wall = (double)(tu_now_mono_us() - t0) / 1e6;
         printf("  drain from the first due time: %.2f s wall, broker CPU %.2f s (%.0f%% of one core)\n", wall,
                cpu1 - cpu0, wall > 0 ? 100.0 * (cpu1 - cpu0) / wall : 0);
     }
@@ -605,7 +586,7 @@ static void part_delivery(void)
            opt.delivery_n, CONSUMERS, opt.pull_count);
     consumers_t g;
     consumers_start(&g, b.port, opt.delivery_n);
-    uint64_t sent_at = now_us();
+    uint64_t sent_at = tu_now_mono_us();
     send_result_t s = run_send(b.port, CMD_SEND, opt.delivery_n, "lat", "2");
     printf("  sent in %.2f s (%.0f msg/s, %d clients, pipeline %d)\n", s.secs, s.rate, opt.clients, opt.pipeline);
     consumers_finish(&g, opt.delivery_n, (int)(s.secs * 1000) + 5000 + 120000, "delivery", "delivery", b.pid,
@@ -647,7 +628,7 @@ static void *pacer_main(void *arg)
     payload[PAYLOAD_BYTES] = '\0';
     for (long t = 0; t < p->ticks; t++) {
         uint64_t at = p->t0 + (uint64_t)t * TICK_US;
-        uint64_t now = now_us();
+        uint64_t now = tu_now_mono_us();
         if (now < at)
             sleep_us(at - now);
         else if ((int64_t)(now - at) > p->max_behind_us)
@@ -701,7 +682,7 @@ static void part_steady(int random_ms)
     consumers_start(&g, b.port, total);
     pacer_t p[STEADY_PRODUCERS];
     pthread_t th[STEADY_PRODUCERS];
-    uint64_t t0 = now_us() + 20000;
+    uint64_t t0 = tu_now_mono_us() + 20000;
     for (int i = 0; i < STEADY_PRODUCERS; i++) {
         memset(&p[i], 0, sizeof p[i]);
         p[i].port = b.port;
@@ -724,7 +705,7 @@ static void part_steady(int random_ms)
             broken = 1;
         }
     }
-    double secs = (double)(now_us() - t0) / 1e6;
+    double secs = (double)(tu_now_mono_us() - t0) / 1e6;
     printf("  sent %ld in %.2f s (%.0f msg/s achieved; the pacer fell behind its schedule by at most %.1f ms)\n", sent,
            secs, (double)sent / secs, (double)behind / 1000);
     consumers_finish(&g, sent, 60000, random_ms ? "steady-ms" : "steady", random_ms ? "steady_ms" : "steady", 0, 0);
@@ -765,7 +746,7 @@ static void *mixed_producer_main(void *arg)
     payload[PAYLOAD_BYTES] = '\0';
     int marked = 0;
     long seq = 0;
-    while (now_us() < p->end_us) {
+    while (tu_now_mono_us() < p->end_us) {
         uint64_t due_ms = wall_us() / 1000 + MIXED_DELAY_MS;
         for (int i = 0; i < opt.pipeline; i++, seq++) {
             if (p->kind == CMD_SEND) {
@@ -795,7 +776,7 @@ static void *mixed_producer_main(void *arg)
             resp_reply_free(r);
         }
         p->sent += opt.pipeline;
-        if (!marked && now_us() >= p->mark_us) {
+        if (!marked && tu_now_mono_us() >= p->mark_us) {
             p->sent_at_mark = p->sent;
             marked = 1;
         }
@@ -883,14 +864,14 @@ static mixed_result_t run_mixed(int port, cmd_kind_t kind, int secs)
         c->cap = MIXED_LATE_CAP;
         c->late_us = malloc(sizeof(int64_t) * (size_t)c->cap);
         if (c->late_us == NULL)
-            die("out of memory");
+            tu_die(PROGRAM, "out of memory");
         pthread_create(&g.th[i], NULL, kind == CMD_SEND ? consumer_main : redis_consumer_main, c);
     }
     mixed_producer_t p[MAX_CLIENTS];
     pthread_t th[MAX_CLIENTS];
     pthread_barrier_t go;
     pthread_barrier_init(&go, NULL, (unsigned)opt.clients + 1);
-    uint64_t t0 = now_us();
+    uint64_t t0 = tu_now_mono_us();
     for (int i = 0; i < opt.clients; i++) {
         memset(&p[i], 0, sizeof p[i]);
         p[i].port = port;
@@ -913,7 +894,7 @@ static mixed_result_t run_mixed(int port, cmd_kind_t kind, int secs)
             broken = 1;
         }
     }
-    uint64_t t1 = now_us();
+    uint64_t t1 = tu_now_mono_us();
     res.delivered = __atomic_load_n(&g.shared, __ATOMIC_SEQ_CST);
     __atomic_store_n(&g.stop, 1, __ATOMIC_SEQ_CST);
     long n = 0;
@@ -973,7 +954,7 @@ static void part_mixed(void)
     if (opt.zadd_port > 0) {
         rc_conn_t c; /* start from an empty sorted set */
         if (rc_connect(&c, "127.0.0.1", opt.zadd_port, 30000) != 0)
-            die("redis-server on port %d: %s", opt.zadd_port, c.err);
+            tu_die(PROGRAM, "redis-server on port %d: %s", opt.zadd_port, c.err);
         resp_reply_t *d = rc_cmd(&c, "DEL", "hgmixed", NULL);
         resp_reply_free(d);
         rc_close(&c);
@@ -1030,10 +1011,10 @@ static int level_depth(int port, int level, uint64_t *depth, uint64_t *took_us)
     char e[300];
     if (rc_connect(&c, "127.0.0.1", port, 30000) != 0)
         return -1;
-    uint64_t t0 = now_us();
+    uint64_t t0 = tu_now_mono_us();
     int rc = bp_level(&c, level, NULL, depth, NULL, e, sizeof e);
     if (took_us != NULL)
-        *took_us = now_us() - t0;
+        *took_us = tu_now_mono_us() - t0;
     rc_close(&c);
     return rc;
 }
@@ -1042,9 +1023,9 @@ static int level_depth(int port, int level, uint64_t *depth, uint64_t *took_us)
 static int64_t restart_to_ping_us(bp_broker_t *b)
 {
     char err[8192];
-    uint64_t t0 = now_us();
+    uint64_t t0 = tu_now_mono_us();
     if (bp_spawn(b, err, sizeof err) != 0)
-        die("restart: %s", err);
+        tu_die(PROGRAM, "restart: %s", err);
     for (;;) {
         rc_conn_t c;
         if (rc_connect(&c, "127.0.0.1", b->port, 1000) == 0) {
@@ -1053,14 +1034,14 @@ static int64_t restart_to_ping_us(bp_broker_t *b)
             resp_reply_free(r);
             rc_close(&c);
             if (ok)
-                return (int64_t)(now_us() - t0);
+                return (int64_t)(tu_now_mono_us() - t0);
         } else {
             rc_close(&c);
         }
         if (!bp_alive(b))
-            die("the broker exited during restart; see %s", b->log_path);
-        if (now_us() - t0 > 300u * 1000000u)
-            die("the broker did not answer within 300 s of the restart");
+            tu_die(PROGRAM, "the broker exited during restart; see %s", b->log_path);
+        if (tu_now_mono_us() - t0 > 300u * 1000000u)
+            tu_die(PROGRAM, "the broker did not answer within 300 s of the restart");
         sleep_us(1000);
     }
 }
@@ -1077,7 +1058,7 @@ static void part_capacity(void)
     printf("  filled in %.1f s (%.0f msg/s)\n", s.secs, s.rate);
     uint64_t depth = 0, took = 0;
     if (level_depth(b.port, 18, &depth, &took) != 0)
-        die("LEVELS failed after the fill");
+        tu_die(PROGRAM, "LEVELS failed after the fill");
     long rss = status_kib(b.pid, "VmRSS"), hwm = status_kib(b.pid, "VmHWM");
     printf("  LEVELS level 18 depth %" PRIu64 " (want %ld)\n", depth, opt.capacity_n);
     printf("  broker RSS: %.1f MiB at start, %.1f MiB after the fill, peak %.1f MiB (goal <= 100 MiB)\n",
@@ -1090,7 +1071,7 @@ static void part_capacity(void)
     int64_t ping_us = restart_to_ping_us(&b);
     uint64_t depth2 = 0, took2 = 0;
     if (level_depth(b.port, 18, &depth2, &took2) != 0)
-        die("LEVELS failed after the restart");
+        tu_die(PROGRAM, "LEVELS failed after the restart");
     long rss2 = status_kib(b.pid, "VmRSS");
     printf("  kill -9, restart: first PING answered %.0f ms after exec (goal <= 1000 ms); "
            "LEVELS answered in %.1f ms: depth %" PRIu64 "\n",
@@ -1159,7 +1140,7 @@ int main(int argc, char **argv)
             return 0;
         } else if (v == NULL) {
             usage(stderr);
-            die("unknown or incomplete argument '%s'", a);
+            tu_die(PROGRAM, "unknown or incomplete argument '%s'", a);
         } else if (strcmp(a, "--only") == 0) {
             opt.only = v, i++;
         } else if (strcmp(a, "--zadd-port") == 0) {
@@ -1192,11 +1173,11 @@ int main(int argc, char **argv)
             setenv("HG_BROKER", v, 1), i++;
         } else {
             usage(stderr);
-            die("unknown argument '%s'", a);
+            tu_die(PROGRAM, "unknown argument '%s'", a);
         }
     }
     if (opt.clients < 1 || opt.clients > MAX_CLIENTS || opt.pipeline < 1 || opt.send_n < 1)
-        die("bad --clients / --pipeline / -n");
+        tu_die(PROGRAM, "bad --clients / --pipeline / -n");
     if (opt.quick) {
         opt.send_n = opt.send_n > 100000 ? 100000 : opt.send_n;
         opt.delivery_n = opt.delivery_n > 20000 ? 20000 : opt.delivery_n;

@@ -26,7 +26,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +37,8 @@
 #include "tests/helpers/broker_proc.h"
 #include "tests/helpers/testutil.h"
 
+#define PROGRAM "hourglass-limits-bench" /* tu_die's prefix */
+
 static struct {
     const char *only;
     int parked;
@@ -45,25 +46,6 @@ static struct {
     const char *baseline_broker;
     int conns;
 } opt = { NULL, 10000, 3000, NULL, 10000 };
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "hourglass-limits-bench: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(1);
-}
-
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -88,7 +70,7 @@ static void need_fds(long want)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-        die("getrlimit: %s", strerror(errno));
+        tu_die(PROGRAM, "getrlimit: %s", strerror(errno));
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur >= (rlim_t)want)
         return;
     struct rlimit up = rl;
@@ -98,11 +80,11 @@ static void need_fds(long want)
     if (setrlimit(RLIMIT_NOFILE, &up) == 0)
         return;
     if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < (rlim_t)want)
-        die("this run needs %ld descriptors and the hard open-files limit is %llu (raising it: %s)", want,
-            (unsigned long long)rl.rlim_max, strerror(errno));
+        tu_die(PROGRAM, "this run needs %ld descriptors and the hard open-files limit is %llu (raising it: %s)", want,
+               (unsigned long long)rl.rlim_max, strerror(errno));
     rl.rlim_cur = (rlim_t)want;
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
-        die("cannot raise the open-files limit to %ld: %s", want, strerror(errno));
+        tu_die(PROGRAM, "cannot raise the open-files limit to %ld: %s", want, strerror(errno));
 }
 
 /* Start a broker (binary: PATH, or NULL for this build) with flags; nofile
@@ -124,7 +106,7 @@ static void start_broker(bp_broker_t *b, const char *binary, long nofile, const 
             unsetenv("HG_BROKER");
     }
     if (rc != 0)
-        die("cannot start the broker: %s", err);
+        tu_die(PROGRAM, "cannot start the broker: %s", err);
     printf("(broker %s, pid %d, port %d)\n", b->binary, (int)b->pid, b->port);
     fflush(stdout);
 }
@@ -145,17 +127,17 @@ static latency_t send_latency(rc_conn_t *c, const char *topic, long n)
 {
     uint64_t *v = malloc((size_t)n * sizeof *v);
     if (v == NULL)
-        die("out of memory");
+        tu_die(PROGRAM, "out of memory");
     static const char payload[] = "0123456789012345678901234567890123456789012345678901234567890123";
     for (long i = 0; i < n; i++) {
-        uint64_t t = now_us();
+        uint64_t t = tu_now_mono_us();
         resp_reply_t *r = rc_cmd(c, "SEND", topic, payload, NULL);
         if (r == NULL || r->type == RESP_REPLY_ERROR) {
             char e[300];
-            die("SEND: %s", r == NULL ? c->err : rc_describe(r, e, sizeof e));
+            tu_die(PROGRAM, "SEND: %s", r == NULL ? c->err : rc_describe(r, e, sizeof e));
         }
         resp_reply_free(r);
-        v[i] = now_us() - t;
+        v[i] = tu_now_mono_us() - t;
     }
     latency_t l = latency_of(v, (size_t)n);
     free(v);
@@ -182,19 +164,19 @@ static parked_result_t parked_run(const char *binary)
     rc_conn_t c;
     char e[512];
     if (bp_connect(&b, &c, e, sizeof e) != 0)
-        die("connect: %s", e);
+        tu_die(PROGRAM, "connect: %s", e);
     send_latency(&c, "busy", opt.n / 10 + 1); /* warm up */
     res.alone = send_latency(&c, "busy", opt.n);
 
     rc_conn_t *waiters = calloc((size_t)opt.parked, sizeof *waiters);
     if (waiters == NULL)
-        die("out of memory");
+        tu_die(PROGRAM, "out of memory");
     for (int i = 0; i < opt.parked; i++) {
         if (bp_connect(&b, &waiters[i], e, sizeof e) != 0)
-            die("connection %d of %d: %s", i + 1, opt.parked, e);
+            tu_die(PROGRAM, "connection %d of %d: %s", i + 1, opt.parked, e);
         rc_appendl(&waiters[i], "PULL", "waiters", "idle", "BLOCK", "0", NULL);
         if (rc_flush(&waiters[i], 0) != 0)
-            die("PULL %d: %s", i + 1, waiters[i].err);
+            tu_die(PROGRAM, "PULL %d: %s", i + 1, waiters[i].err);
     }
     uint64_t end = tu_now_mono_ms() + 120000;
     while ((res.parked = (int)info_ll(&c, "storage_jobs_parked")) < opt.parked && tu_now_mono_ms() < end) {
@@ -264,21 +246,21 @@ static void sample_once(rc_conn_t *c, sampled_t *sm)
         sm->ping = realloc(sm->ping, sm->cap * sizeof *sm->ping);
         sm->send = realloc(sm->send, sm->cap * sizeof *sm->send);
         if (sm->ping == NULL || sm->send == NULL)
-            die("out of memory");
+            tu_die(PROGRAM, "out of memory");
     }
     char e[300];
-    uint64_t t = now_us();
+    uint64_t t = tu_now_mono_us();
     resp_reply_t *r = rc_cmd(c, "PING", NULL);
     if (r == NULL || !rc_str_eq(r, "PONG"))
-        die("PING: %s", r == NULL ? c->err : rc_describe(r, e, sizeof e));
+        tu_die(PROGRAM, "PING: %s", r == NULL ? c->err : rc_describe(r, e, sizeof e));
     resp_reply_free(r);
-    sm->ping[sm->n] = now_us() - t;
-    t = now_us();
+    sm->ping[sm->n] = tu_now_mono_us() - t;
+    t = tu_now_mono_us();
     r = rc_cmd(c, "SEND", "calm", "a well-behaved client's message", NULL);
     if (r == NULL || r->type == RESP_REPLY_ERROR)
-        die("SEND: %s", r == NULL ? c->err : rc_describe(r, e, sizeof e));
+        tu_die(PROGRAM, "SEND: %s", r == NULL ? c->err : rc_describe(r, e, sizeof e));
     resp_reply_free(r);
-    sm->send[sm->n++] = now_us() - t;
+    sm->send[sm->n++] = tu_now_mono_us() - t;
 }
 
 static void print_sampled(const char *title, sampled_t *sm)
@@ -312,30 +294,30 @@ static void part_pressure(const char *binary)
     rc_conn_t c;
     char e[512], id[32];
     if (bp_connect(&b, &c, e, sizeof e) != 0)
-        die("connect: %s", e);
+        tu_die(PROGRAM, "connect: %s", e);
     c.timeout_ms = 120000;
 
     /* 20 messages of 4 MiB in the DLQ of g */
     char *payload = malloc(PAYLOAD + 1);
     if (payload == NULL)
-        die("out of memory");
+        tu_die(PROGRAM, "out of memory");
     memset(payload, 'd', PAYLOAD);
     payload[PAYLOAD] = '\0';
     for (int i = 0; i < PAYLOADS; i++)
         if (bp_send(&c, id, sizeof id, e, sizeof e, "big", payload, NULL) != 0)
-            die("SEND %d: %s", i, e);
+            tu_die(PROGRAM, "SEND %d: %s", i, e);
     free(payload);
     if (bp_ok_cmd(&c, e, sizeof e, "GROUP", "CREATE", "g", "big", "FROM", "FIRST", "MAXRETRY", "0", NULL) != 0)
-        die("GROUP CREATE: %s", e);
+        tu_die(PROGRAM, "GROUP CREATE: %s", e);
     for (int parked = 0, round = 0; parked < PAYLOADS && round < 100; round++) {
         resp_reply_t *r = bp_pull(&c, e, sizeof e, "g", "big", "COUNT", "4", NULL);
         if (r == NULL)
-            die("PULL: %s", e);
+            tu_die(PROGRAM, "PULL: %s", e);
         for (size_t i = 0; i < r->count; i++) {
             rc_msg_t m;
             long long next;
             if (rc_msg_at(r, i, &m, e, sizeof e) != 0 || bp_int_cmd(&c, &next, e, sizeof e, "NACK", "g", m.id, NULL) != 0)
-                die("NACK: %s", e);
+                tu_die(PROGRAM, "NACK: %s", e);
             parked++;
         }
         resp_reply_free(r);
@@ -349,16 +331,16 @@ static void part_pressure(const char *binary)
     int *idle = malloc((size_t)conns * sizeof *idle);
     static int nonreaders[NONREADERS], tricklers[TRICKLERS];
     if (idle == NULL)
-        die("out of memory");
+        tu_die(PROGRAM, "out of memory");
     uint64_t t_open = tu_now_mono_ms();
     for (int i = 0; i < conns; i++)
         if ((idle[i] = raw_connect(b.port)) < 0)
-            die("idle connection %d of %d: %s", i + 1, conns, strerror(errno));
+            tu_die(PROGRAM, "idle connection %d of %d: %s", i + 1, conns, strerror(errno));
     uint64_t open_ms = tu_now_mono_ms() - t_open;
     static const char list[] = "*5\r\n$3\r\nDLQ\r\n$4\r\nLIST\r\n$1\r\ng\r\n$5\r\nCOUNT\r\n$3\r\n100\r\n";
     for (int i = 0; i < NONREADERS; i++) {
         if ((nonreaders[i] = raw_connect(b.port)) < 0)
-            die("connect: %s", strerror(errno));
+            tu_die(PROGRAM, "connect: %s", strerror(errno));
         int rcvbuf = 4096;
         setsockopt(nonreaders[i], SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
         for (int k = 0; k < 400; k++)
@@ -367,15 +349,15 @@ static void part_pressure(const char *binary)
     }
     for (int i = 0; i < TRICKLERS; i++)
         if ((tricklers[i] = raw_connect(b.port)) < 0)
-            die("connect: %s", strerror(errno));
+            tu_die(PROGRAM, "connect: %s", strerror(errno));
     rc_conn_t lister;
     if (bp_connect(&b, &lister, e, sizeof e) != 0)
-        die("connect: %s", e);
+        tu_die(PROGRAM, "connect: %s", e);
     lister.timeout_ms = 120000;
     rc_appendl(&lister, "DLQ", "LIST", "g", "COUNT", "100", NULL);
     if (rc_flush(&lister, 0) != 0)
-        die("DLQ LIST: %s", lister.err);
-    uint64_t t_list = now_us(), list_us = 0;
+        tu_die(PROGRAM, "DLQ LIST: %s", lister.err);
+    uint64_t t_list = tu_now_mono_us(), list_us = 0;
     size_t list_n = 0, list_bytes = 0;
 
     static const char slow[] = "*3\r\n$4\r\nSEND\r\n$4\r\nslow\r\n$200\r\n";
@@ -391,7 +373,7 @@ static void part_pressure(const char *binary)
         if (list_us == 0) {
             resp_reply_t *r = rc_read(&lister, 1);
             if (r != NULL) {
-                list_us = now_us() - t_list;
+                list_us = tu_now_mono_us() - t_list;
                 list_n = r->count;
                 for (size_t i = 0; i < r->count; i++)
                     if (r->elements[i].type == RESP_REPLY_ARRAY && r->elements[i].count >= 3)
@@ -478,7 +460,7 @@ int main(int argc, char **argv)
         i++;
     }
     if (opt.parked < 1 || opt.n < 10 || opt.conns < 0)
-        die("--parked must be at least 1, -n at least 10, --conns not negative");
+        tu_die(PROGRAM, "--parked must be at least 1, -n at least 10, --conns not negative");
     if (opt.only == NULL || strcmp(opt.only, "parked") == 0)
         part_parked();
     if (opt.only == NULL || strcmp(opt.only, "pressure") == 0) {

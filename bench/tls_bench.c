@@ -34,7 +34,6 @@
 #include <hourglass/hourglass.h>
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,24 +43,13 @@
 #include "tests/helpers/testutil.h"
 #include "tests/helpers/tls_certs.h"
 
+#define PROGRAM       "hourglass-tls-bench" /* tu_die's prefix */
 #define PAYLOAD_BYTES 64
 #define MAX_CLIENTS   64
 
 static long opt_n = 400000;
 static int opt_clients = 8, opt_pipeline = 128, opt_connects = 500;
 static const char *opt_fsync = "no";
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "hourglass-tls-bench: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(1);
-}
 
 typedef struct transport {
     const char *name;
@@ -118,7 +106,7 @@ static void run_send(const transport_t *t, pid_t broker, double *rate, double *c
         w[i].t = t;
         w[i].n = opt_n / opt_clients + (i < opt_n % opt_clients ? 1 : 0);
         if (pthread_create(&th[i], NULL, send_thread, &w[i]) != 0) {
-            die("pthread_create failed");
+            tu_die(PROGRAM, "pthread_create failed");
         }
     }
     for (int i = 0; i < opt_clients; i++) {
@@ -128,7 +116,7 @@ static void run_send(const transport_t *t, pid_t broker, double *rate, double *c
     double cpu = tu_proc_cpu_secs(broker) - cpu0;
     for (int i = 0; i < opt_clients; i++) {
         if (w[i].error[0] != '\0') {
-            die("%s client %d: %s", t->name, i, w[i].error);
+            tu_die(PROGRAM, "%s client %d: %s", t->name, i, w[i].error);
         }
     }
     *rate = (double)opt_n / (secs > 0 ? secs : 1e-3);
@@ -147,12 +135,12 @@ static double run_connect(const transport_t *t, pid_t broker)
         hg_client_t *c = NULL;
         hg_error_t e;
         if (hg_client_open(t->uri, &t->opts, &c, &e) != HG_OK) {
-            die("%s connect %d: %s", t->name, i, e.message);
+            tu_die(PROGRAM, "%s connect %d: %s", t->name, i, e.message);
         }
         const char *ping[] = { "PING" };
         hg_reply_t *r = NULL;
         if (hg_client_command(c, 1, ping, NULL, &r) != HG_OK) {
-            die("%s PING: %s", t->name, hg_client_errmsg(c));
+            tu_die(PROGRAM, "%s PING: %s", t->name, hg_client_errmsg(c));
         }
         hg_reply_free(r);
         hg_client_close(c);
@@ -203,20 +191,20 @@ int main(int argc, char **argv)
         }
     }
     if (opt_n < 1 || opt_clients < 1 || opt_clients > MAX_CLIENTS || opt_pipeline < 1 || opt_connects < 1) {
-        die("-n, --clients (1..%d), --pipeline and --connects must be positive", MAX_CLIENTS);
+        tu_die(PROGRAM, "-n, --clients (1..%d), --pipeline and --connects must be positive", MAX_CLIENTS);
     }
 
     char pki_dir[512], err[8192], tls_port[16];
     tc_certs_t pki;
     if (tu_mkdtemp("tls-bench", pki_dir, sizeof pki_dir) != 0 || tc_make(pki_dir, &pki, err, sizeof err) != 0) {
-        die("test PKI: %s", err);
+        tu_die(PROGRAM, "test PKI: %s", err);
     }
     snprintf(tls_port, sizeof tls_port, "%d", tu_free_port());
     bp_broker_t b;
     memset(&b, 0, sizeof b);
     if (bp_startl(&b, err, sizeof err, "--fsync", opt_fsync, "--tls-port", tls_port, "--tls-cert-file", pki.server,
                   "--tls-key-file", pki.server_key, NULL) != 0) {
-        die("cannot start the broker: %s", err);
+        tu_die(PROGRAM, "cannot start the broker: %s", err);
     }
     printf("hourglass-tls-bench: broker pid %d, plaintext port %d, TLS port %s (EC P-256 certificate), fsync %s;\n"
            "%d clients, pipeline %d, %d-byte payloads, %ld SENDs per run\n",

@@ -133,6 +133,17 @@ static void append_log_tail(char *err, size_t errlen, const char *path)
     snprintf(err + used, room + 1, "%s%s", heading, body);
 }
 
+void tu_die(const char *prog, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(1);
+}
+
 /* ---------------------------------------------------------------- temp dirs */
 
 /* The temp root: $TMPDIR when set and non-empty, else /tmp. Never NULL. */
@@ -231,6 +242,13 @@ uint64_t tu_now_mono_ms(void)
 uint64_t tu_now_wall_ms(void)
 {
     return clock_ms(CLOCK_REALTIME);
+}
+
+uint64_t tu_now_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 double tu_proc_cpu_secs(pid_t pid)

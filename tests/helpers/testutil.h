@@ -4,7 +4,8 @@
  * A fresh temp directory per test, a free TCP port, polling with a deadline
  * (never sleep-and-hope), a child's output, a private MariaDB server on a
  * unix socket, and the CUnit plumbing: main(), suite tables and assertions
- * with formatted messages.
+ * with formatted messages; for the benchmarks that link it, a microsecond
+ * clock and a fatal-error exit.
  * Every function that can fail returns 0 / -1 and writes the cause into
  * err[errlen]; tests turn that into a CUnit failure that prints the cause.
  */
@@ -30,6 +31,13 @@ int tu_free_port(void);
 /* Monotonic milliseconds, and wall-clock milliseconds since the epoch. */
 uint64_t tu_now_mono_ms(void);
 uint64_t tu_now_wall_ms(void);
+
+/* Monotonic microseconds (a benchmark's timer). */
+uint64_t tu_now_mono_us(void);
+
+/* A benchmark's fatal error: "prog: <the formatted message>" and a newline to
+ * stderr, then exit(1). Does not return. */
+void tu_die(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 
 /* CPU seconds (user + system) process pid has used so far, from
  * /proc/PID/stat; -1 when it cannot be read. */
