@@ -77,6 +77,16 @@ static const hg_order_msg_t *first_in(const hg_order_view_t *v, const char *cons
     return NULL;
 }
 
+/* Mark text[size], which snprintf cut, as cut: its last bytes become "...",
+ * moved back to the start of a UTF-8 character so that no half of one stays. */
+static void mark_cut(char *text, size_t size)
+{
+    size_t at = size - sizeof "...";
+    while (at > 0 && ((unsigned char)text[at] & 0xC0) == 0x80)
+        at--;
+    memcpy(text + at, "...", sizeof "...");
+}
+
 void hg_order_late_classify(hg_order_view_t *v)
 {
     static const char *const dlq[] = { "dlq", NULL };
@@ -105,8 +115,13 @@ void hg_order_late_classify(hg_order_view_t *v)
                  v->broker_error[0] ? v->broker_error : "no broker connection");
     } else if ((m = first_in(v, dlq)) != NULL) {
         v->late = HG_ORDER_LATE_IN_DLQ;
-        snprintf(v->why, sizeof v->why, "%s overdue; its message %s is parked in the DLQ of %s%s%s", late, m->id,
-                 m->where, m->detail[0] ? ": " : "", m->detail);
+        /* A long group name and a long DLQ reason do not both fit in why (its
+         * size is part of the public struct): the reason is cut and the cut
+         * shown; m->detail keeps it whole. The other sentences always fit. */
+        int n = snprintf(v->why, sizeof v->why, "%s overdue; its message %s is parked in the DLQ of %s%s%s", late,
+                         m->id, m->where, m->detail[0] ? ": " : "", m->detail);
+        if (n >= (int)sizeof v->why)
+            mark_cut(v->why, sizeof v->why);
     } else if ((m = first_in(v, due)) != NULL) {
         v->late = HG_ORDER_LATE_CONSUMER_LAG;
         snprintf(v->why, sizeof v->why, "%s overdue; its message %s is due and %s in %s: the consumer is lagging", late,

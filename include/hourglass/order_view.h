@@ -132,7 +132,7 @@ typedef struct hg_order_view {
     hg_order_msg_t msgs[HG_ORDER_VIEW_MAX_MSGS];
     size_t msg_count;
     hg_order_late_t late;
-    char why[600]; /* one sentence for people */
+    char why[600]; /* one sentence for people; cut, ending "...", when a DLQ reason does not fit */
 } hg_order_view_t;
 
 /* Fill v from *order: ask the broker (client; NULL: not asked) for the live

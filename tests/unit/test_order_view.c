@@ -3,7 +3,8 @@
  * parts and the JSON writer they print with:
  *   verdict  hg_order_late_classify: every verdict, first match wins (DLQ
  *            over lagging over delayed), not pending / not due, the broker
- *            unknown; hg_order_late_name for every value
+ *            unknown, a DLQ sentence cut to fit why; hg_order_late_name for
+ *            every value
  *   age      hg_order_age_text: seconds, minutes, hours, days, negative
  *   json     base/json.h: nesting and commas, escapes (quotes, control
  *            characters, <>&, bytes that are not UTF-8, valid UTF-8 kept),
@@ -91,6 +92,22 @@ static void test_verdicts(void)
     snprintf(v.order.status, sizeof v.order.status, "paid");
     v.order.cancel_reason[0] = '\0';
     VERDICT(&v, HG_ORDER_LATE_NONE, "the order is paid");
+
+    /* The longest group name and a long DLQ reason do not fit in why: cut, the cut shown, no half UTF-8 character. */
+    char name[HG_NAME_MAX], reason[2 * 150 + 1];
+    memset(name, 'g', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    for (size_t i = 0; i < sizeof reason - 1; i += 2)
+        memcpy(reason + i, "\xc3\xa9", 2); /* é */
+    reason[sizeof reason - 1] = '\0';
+    pending(&v, 65000, "sent");
+    add_msg(&v, "dlq", name, reason);
+    VERDICT(&v, HG_ORDER_LATE_IN_DLQ, "parked in the DLQ of gggg");
+    size_t len = strlen(v.why);
+    const char *end = v.why + (len > 10 ? len - 10 : 0);
+    TU_CHECK(len >= sizeof v.why - 5 && len <= sizeof v.why - 1, "why is %zu bytes of %zu", len, sizeof v.why);
+    TU_CHECK(len >= 3 && strcmp(v.why + len - 3, "...") == 0, "the cut is shown: ...%s", end);
+    TU_CHECK(len >= 5 && memcmp(v.why + len - 5, "\xc3\xa9...", 5) == 0, "a whole é before the cut: ...%s", end);
 
     static const char *const names[] = { "none",   "unknown", "not-sent",        "no-message",
                                          "in-dlq", "delayed", "consumer-lagging" };
