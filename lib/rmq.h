@@ -37,17 +37,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RMQ_DEFAULT_PORT   5672
+#define RMQ_DEFAULT_PORT     5672
 #define RMQ_DEFAULT_TLS_PORT 5671
-#define RMQ_MAX_HOSTS      8
-#define RMQ_WORK_CHANNEL   1
-#define RMQ_ADMIN_CHANNEL  2
-#define RMQ_HEARTBEAT_S    20
-#define RMQ_MAX_DELAY_MS   (3ull * 86400 * 1000) /* as the broker's default max-delay */
-#define RMQ_MAX_RECONSUME  16                    /* as the broker's default max-reconsume */
-#define RMQ_REFUSED_PAUSE_MS 250 /* first pause before resending refused publishes (doubling) */
-#define RMQ_NAME_MAX       255                   /* a group or topic name (AMQP shortstr) */
-#define RMQ_QUEUE_NAME_MAX 300
+#define RMQ_MAX_HOSTS        8
+#define RMQ_WORK_CHANNEL     1
+#define RMQ_ADMIN_CHANNEL    2
+#define RMQ_HEARTBEAT_S      20
+#define RMQ_MAX_DELAY_MS     (3ull * 86400 * 1000) /* as the broker's default max-delay */
+#define RMQ_MAX_RECONSUME    16                    /* as the broker's default max-reconsume */
+#define RMQ_REFUSED_PAUSE_MS 250                   /* first pause before resending refused publishes (doubling) */
+#define RMQ_NAME_MAX         255                   /* a group or topic name (AMQP shortstr) */
+#define RMQ_QUEUE_NAME_MAX   300
 
 /* Names (docs/rabbitmq.md). */
 #define RMQ_EX_LEVELS   "hg.levels"   /* headers: hg-level = n → hg.level.n */
@@ -118,7 +118,7 @@ typedef struct rmq_out {
     size_t payload_len;
     uint64_t due_ms;
     unsigned reconsume;
-    int level;          /* > 0: the hg-level header (for hg.levels) */
+    int level; /* > 0: the hg-level header (for hg.levels) */
     /* > 0: first wait remainder_ms in the remainder queues (rmq_route_delay),
      * entering at hg.rem.bit.<remainder_top>; exchange is then where the
      * message goes after them (hg.levels or hg.due) */
@@ -142,13 +142,13 @@ typedef struct rmq {
     rmq_host_t hosts[RMQ_MAX_HOSTS];
     int nhosts, next_host;
     char user[256], password[256], vhost[256];
-    char address[300];          /* host:port of the live connection, or the first */
+    char address[300]; /* host:port of the live connection, or the first */
     /* amqps:// (tls = 1): the URI's ?ca=&cert=&key=&sni= ("" when absent; the
      * client's tls_* options fill what the URI leaves out, at connect) */
     int tls;
     char tls_ca[1024], tls_cert[1024], tls_key[1024], tls_sni[256];
-    char tls_why[256]; /* why the peer's certificate was refused, during a connect */
-    int connect_fatal; /* the last connect failed in a way retrying cannot mend */
+    char tls_why[256];          /* why the peer's certificate was refused, during a connect */
+    int connect_fatal;          /* the last connect failed in a way retrying cannot mend */
     amqp_connection_state_t st; /* NULL when disconnected */
     int admin_open;             /* channel 2 usable */
     unsigned last_code;         /* reply code of the last channel close (404, 406 ...) */

@@ -265,8 +265,8 @@ static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
             amqp_destroy_connection(st);
             rmq_tls_failure(r, x.library_error, why, sizeof(why));
             r->connect_fatal = strstr(why, "alert") != NULL; /* the node's deliberate refusal, not a lost link */
-            return client_fail(r->client, HG_ERR_CONNECT, "cannot connect to RabbitMQ at %s: TLS refused by the node: %s",
-                               r->address, why);
+            return client_fail(r->client, HG_ERR_CONNECT,
+                               "cannot connect to RabbitMQ at %s: TLS refused by the node: %s", r->address, why);
         } else if (x.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
             snprintf(text, sizeof(text), "%s", amqp_error_string2(x.library_error));
             /* RabbitMQ closes the socket on bad credentials before a reason */
@@ -531,8 +531,8 @@ static int publish_one(rmq_t *r, const rmq_out_t *o)
     p.headers.entries = e;
     body.bytes = (void *)(o->payload != NULL ? o->payload : "");
     body.len = o->payload_len;
-    return amqp_basic_publish(r->st, RMQ_WORK_CHANNEL, amqp_cstring_bytes(exchange),
-                              amqp_cstring_bytes(o->routing_key), 0, 0, &p, body);
+    return amqp_basic_publish(r->st, RMQ_WORK_CHANNEL, amqp_cstring_bytes(exchange), amqp_cstring_bytes(o->routing_key),
+                              0, 0, &p, body);
 }
 
 /* ------------------------------------------------------------------------

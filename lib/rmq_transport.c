@@ -47,7 +47,10 @@ rmq_t *rmq_of(transport_state_t *t)
 
 static int hex_digit(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
 }
 
 /* The value of levels= (percent-escapes decoded) as r's level table, checked
@@ -96,8 +99,10 @@ static int split_query(rmq_t *r, const char *q, char *tls_query, size_t len, cha
             if (parse_levels(r, q + klen + 1, n - klen - 1, why, whylen) < 0)
                 return -1;
         } else if (!r->tls) {
-            return snprintf(why, whylen, "unknown URI parameter '%.*s' (amqp:// takes levels=; amqps:// also ca, "
-                            "cert, key and sni)", (int)(klen > 40 ? 40 : klen), q),
+            return snprintf(why, whylen,
+                            "unknown URI parameter '%.*s' (amqp:// takes levels=; amqps:// also ca, "
+                            "cert, key and sni)",
+                            (int)(klen > 40 ? 40 : klen), q),
                    -1;
         } else {
             if (used + n + 2 > len)
