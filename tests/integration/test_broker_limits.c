@@ -183,9 +183,8 @@ static void test_disk_reserve_warning(void)
     bt_start(small);
     BP_CHECK(bp_log_contains(&bt_broker, "disk-reserve 1mb is less than twice write-buffer-size 1mb"),
              "no warning about a 1mb disk-reserve beside a 1mb memtable");
-    char e[512];
-    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
     rc_close(&bt_conn);
+    BP_REQUIRE(bp_destroy(&bt_broker) == 0, "the first broker did not end cleanly (see above)");
     const char *enough[] = { "--disk-reserve", "2mb", "--write-buffer-size", "1mb", NULL };
     bt_start(enough);
     BP_CHECK(!bp_log_contains(&bt_broker, "is less than twice write-buffer-size"),
