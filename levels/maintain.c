@@ -100,65 +100,6 @@ static int compact_named_range(store_t *s, enum key_tag tag, const char *name, s
     return 1;
 }
 
-int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char *err, size_t errlen)
-{
-    *work = 0;
-    if (store_read_begin(s, err, errlen) != 0) {
-        return -1;
-    }
-    map_iter_t it = { 0 };
-    void *v;
-    while (*work < max_deletes && map_next(&s->topics, &it, NULL, NULL, &v)) {
-        topic_state_t *t = v;
-        int n =
-            topic_gc(s, t, t->groups > 0 ? topic_min_cursor(t) : UINT64_MAX, now_ms, max_deletes - *work, err, errlen);
-        if (n < 0) {
-            return -1;
-        }
-        *work += n;
-    }
-    if (store_commit_durable(s, 0, err, errlen) != 0) {
-        return -1;
-    }
-    key_buf_t a, b;
-    for (int l = 1; l <= s->opt.levels.count; l++) {
-        level_state_t *ls = &s->levels[l];
-        if (ls->pops_since_compact < STORE_COMPACT_AFTER_POPS) {
-            continue;
-        }
-        key_start(&a, KEY_LEVEL);
-        key_u8(&a, (uint8_t)l);
-        if (ls->has_head) {
-            key_level(&b, l, ls->head_due, ls->head_seq);
-        } else {
-            key_start(&b, KEY_LEVEL);
-            key_u8(&b, (uint8_t)(l + 1));
-        }
-        compact_below(s, &a, &b);
-        ls->pops_since_compact = 0;
-        (*work)++;
-    }
-    it = (map_iter_t){ 0 };
-    while (map_next(&s->topics, &it, NULL, NULL, &v)) {
-        topic_state_t *t = v;
-        *work += compact_named_range(s, KEY_TOPIC_LOG, t->name, t->len, t->head_hint, &t->pops_since_compact);
-    }
-    it = (map_iter_t){ 0 };
-    while (map_next(&s->groups, &it, NULL, NULL, &v)) {
-        group_state_t *g = v;
-        *work += compact_named_range(s, KEY_RETRY, g->name, g->len, g->retry_head_hint, &g->pops_since_compact);
-    }
-    if (s->lease_pops_since_compact >= STORE_COMPACT_AFTER_POPS) {
-        key_start(&a, KEY_LEASE);
-        key_start(&b, KEY_LEASE);
-        key_u64(&b, s->lease_floor);
-        compact_below(s, &a, &b);
-        s->lease_pops_since_compact = 0;
-        (*work)++;
-    }
-    return 0;
-}
-
 /* store_collect's bound for t at now_ms: the smallest cursor sampled at least
  * grace_ms ago (and not above the smallest cursor of now), or 0 when none is
  * that old. Samples every grace_ms / STORE_GC_MARKS, and drops the samples
@@ -190,17 +131,12 @@ static uint64_t collect_bound(topic_state_t *t, uint64_t now_ms, uint64_t grace_
     return bound;
 }
 
-void store_compact_wait(store_t *s)
+/* Collect up to max_deletes topic-log entries of every topic: below
+ * collect_bound (grace_ms 0: the smallest cursor of now), or past retention
+ * for a topic with no group. Adds the count to *work; 0, or -1 on error. */
+static int collect_topics(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_deletes, int *work, char *err,
+                          size_t errlen)
 {
-    compactor_wait(s->compactor);
-}
-
-int store_collect(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_deletes, int *work, char *err, size_t errlen)
-{
-    *work = 0;
-    if (store_read_begin(s, err, errlen) != 0) {
-        return -1;
-    }
     map_iter_t it = { 0 };
     void *v;
     while (*work < max_deletes && map_next(&s->topics, &it, NULL, NULL, &v)) {
@@ -218,5 +154,66 @@ int store_collect(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_delete
         }
         *work += n;
     }
-    return 0; /* the deletes ride with the owner's next commit */
+    return 0;
+}
+
+int store_collect(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_deletes, int *work, char *err, size_t errlen)
+{
+    *work = 0;
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
+    return collect_topics(s, now_ms, grace_ms, max_deletes, work, err, errlen); /* deletes ride with the next commit */
+}
+
+int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char *err, size_t errlen)
+{
+    *work = 0;
+    if (store_read_begin(s, err, errlen) != 0 || collect_topics(s, now_ms, 0, max_deletes, work, err, errlen) != 0 ||
+        store_commit_durable(s, 0, err, errlen) != 0) {
+        return -1;
+    }
+    key_buf_t a, b;
+    for (int l = 1; l <= s->opt.levels.count; l++) {
+        level_state_t *ls = &s->levels[l];
+        if (ls->pops_since_compact < STORE_COMPACT_AFTER_POPS) {
+            continue;
+        }
+        key_start(&a, KEY_LEVEL);
+        key_u8(&a, (uint8_t)l);
+        if (ls->has_head) {
+            key_level(&b, l, ls->head_due, ls->head_seq);
+        } else {
+            key_start(&b, KEY_LEVEL);
+            key_u8(&b, (uint8_t)(l + 1));
+        }
+        compact_below(s, &a, &b);
+        ls->pops_since_compact = 0;
+        (*work)++;
+    }
+    map_iter_t it = { 0 };
+    void *v;
+    while (map_next(&s->topics, &it, NULL, NULL, &v)) {
+        topic_state_t *t = v;
+        *work += compact_named_range(s, KEY_TOPIC_LOG, t->name, t->len, t->head_hint, &t->pops_since_compact);
+    }
+    it = (map_iter_t){ 0 };
+    while (map_next(&s->groups, &it, NULL, NULL, &v)) {
+        group_state_t *g = v;
+        *work += compact_named_range(s, KEY_RETRY, g->name, g->len, g->retry_head_hint, &g->pops_since_compact);
+    }
+    if (s->lease_pops_since_compact >= STORE_COMPACT_AFTER_POPS) {
+        key_start(&a, KEY_LEASE);
+        key_start(&b, KEY_LEASE);
+        key_u64(&b, s->lease_floor);
+        compact_below(s, &a, &b);
+        s->lease_pops_since_compact = 0;
+        (*work)++;
+    }
+    return 0;
+}
+
+void store_compact_wait(store_t *s)
+{
+    compactor_wait(s->compactor);
 }
