@@ -133,7 +133,7 @@ struct writer {
     uint64_t next_reopen_mono;
     int maintain_needed;
     uint64_t next_collect_mono; /* the next store_collect step */
-    int collect_budget;         /* its budget (0: COLLECT_BUDGET_MIN) */
+    int collect_budget;         /* its budget: COLLECT_BUDGET_MIN, doubled per full step */
     int collect_behind;         /* the last step filled its budget: the next one comes without a job */
     /* disk full (broker/diskguard.h): writes refused until space returns */
     uint64_t disk_reserve;
@@ -383,6 +383,7 @@ writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_b
     w->sched = sched_new(store, NULL, NULL);
     storage_stats_init(&w->stats, sched_now(w->sched));
     w->maintain_needed = 1;
+    w->collect_budget = COLLECT_BUDGET_MIN;
     map_init(&w->parked_topics);
     map_init(&w->parked_conns);
     map_init(&w->fair_queues);
@@ -1284,7 +1285,7 @@ static void *writer_main(void *arg)
         if (w->store != NULL && !w->disk_full && (busy || w->collect_behind) && now_mono >= w->next_collect_mono) {
             int work = 0;
             char err[512];
-            int budget = w->collect_budget > 0 ? w->collect_budget : COLLECT_BUDGET_MIN;
+            int budget = w->collect_budget;
             if (store_collect(w->store, sched_now(w->sched), COLLECT_GRACE_MS, budget, &work, err, sizeof err) != 0) {
                 log_warn("maintenance: %s", err);
                 work = 0;

@@ -460,8 +460,8 @@ int store_open(const store_options_t *o, store_t **out, char *err, size_t errlen
         return -1;
     }
     s->compactor = compactor_new(s->db, err, errlen);
-    if (s->compactor == NULL || check_meta(s, err, errlen) != 0 || load_levels(s, err, errlen) != 0 || load_topics(s, err, errlen) != 0 ||
-        load_groups(s, err, errlen) != 0 || idx_open(s, err, errlen) != 0 ||
+    if (s->compactor == NULL || check_meta(s, err, errlen) != 0 || load_levels(s, err, errlen) != 0 ||
+        load_topics(s, err, errlen) != 0 || load_groups(s, err, errlen) != 0 || idx_open(s, err, errlen) != 0 ||
         store_topic_delayed_open(s, err, errlen) != 0) {
         store_free(s);
         return -1;
