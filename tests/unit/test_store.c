@@ -2574,23 +2574,31 @@ static void test_topic_gc_retention(void)
 
 /* ======================================================= suite: failure */
 
-/* Size of the largest file in dir, or -1. */
-static long long largest_file(const char *dir)
+/* Of the regular files in dir whose names end in suffix ("" for all): the
+ * size of the largest (largest 1) or their total (largest 0), or -1 when dir
+ * cannot be read. */
+static long long file_bytes(const char *dir, const char *suffix, int largest)
 {
     DIR *d = opendir(dir);
     if (d == NULL)
         return -1;
-    long long max = 0;
+    long long max = 0, sum = 0;
+    size_t slen = strlen(suffix);
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
         char path[1200];
         struct stat st;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > max)
+        if (len < slen || strcmp(e->d_name + len - slen, suffix) != 0 || stat(path, &st) != 0 ||
+            !S_ISREG(st.st_mode))
+            continue;
+        sum += st.st_size;
+        if (st.st_size > max)
             max = st.st_size;
     }
     closedir(d);
-    return max;
+    return largest ? max : sum;
 }
 
 /* A commit that fails (the disk is "full": RLIMIT_FSIZE) breaks the store:
@@ -2603,7 +2611,7 @@ static void test_commit_failure_breaks_store(void)
     GROUP_CREATE(s, "g", "t", 1, T0);
     COMMIT(s);
 
-    long long biggest = largest_file(g_data);
+    long long biggest = file_bytes(g_data, "", 1);
     TU_REQUIRE(biggest >= 0, "cannot list %s", g_data);
     TU_REQUIRE(getrlimit(RLIMIT_FSIZE, &g_fsize_saved) == 0, "getrlimit: %s", strerror(errno));
     struct rlimit lim = g_fsize_saved;
@@ -3088,26 +3096,6 @@ static void test_compactor(void)
     leveldb_options_destroy(lo);
 }
 
-/* Bytes in the write-ahead logs (*.log) of dir, or -1. */
-static long long log_bytes(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        return -1;
-    long long sum = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        size_t len = strlen(e->d_name);
-        char path[1200];
-        struct stat st;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (len > 4 && strcmp(e->d_name + len - 4, ".log") == 0 && stat(path, &st) == 0)
-            sum += st.st_size;
-    }
-    closedir(d);
-    return sum;
-}
-
 /* A clean close writes the memtable out: the next open has no log to replay
  * (with a 64 MiB memtable that replay took 650 ms and 64 MiB of RAM), and
  * finds everything. */
@@ -3118,9 +3106,9 @@ static void test_close_leaves_no_log(void)
     for (int i = 0; i < 100; i++)
         ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
     COMMIT(s);
-    TU_CHECK(log_bytes(g_data) > 0, "the sends are not in the log");
+    TU_CHECK(file_bytes(g_data, ".log", 0) > 0, "the sends are not in the log");
     CLOSE(&s);
-    CHECK_EQ_U64((uint64_t)log_bytes(g_data), 0);
+    CHECK_EQ_U64((uint64_t)file_bytes(g_data, ".log", 0), 0);
     s = OPEN_DEFAULT();
     GROUP_CREATE(s, "g", "t", 1, T0);
     msg_owned_t m[128];
