@@ -290,13 +290,13 @@ static int delete_leases(store_t *s, const group_state_t *g, const char *group, 
     for (; store_iter_in(it, k.b, k.n, &key, &klen); leveldb_iter_next(it)) {
         size_t vlen;
         const char *v = leveldb_iter_value(it, &vlen);
-        uint64_t id;
-        if (vlen != 8 || key_queue_parse(key, klen, k.n, &id) != 0) {
+        uint64_t id, deadline, log_seq;
+        if (record_lease_index_decode(v, vlen, &deadline, &log_seq) != 0 || key_queue_parse(key, klen, k.n, &id) != 0) {
             rc = err_set(err, errlen, "corrupt lease index in %s", s->path);
             break;
         }
         key_buf_t lk;
-        key_lease(&lk, be64_get(v), group, group_len, id);
+        key_lease(&lk, deadline, group, group_len, id);
         store_del(s, &lk);
         store_del_raw(s, key, klen);
         if (idx_copy_gone(s, g->topic, id, group, group_len, g->gen, err, errlen) != 0) {

@@ -26,7 +26,10 @@
  * shows no deleted group either). Deciding "was that the last copy" is one Get
  * of the 'Y' key of each other group bound to the topic (the store links a
  * topic's groups in memory), then one of 'X' — never a walk of the 'Y' id
- * range, which would step over every copy deleted after it. The Gets read
+ * range, which would step over every copy deleted after it. An ACK of a lease
+ * taken from the topic log at a seq the GC has not reached needs neither
+ * (idx_copy_gone_home_kept): the message's own copy is still in the log, so
+ * 'X' stays whoever else holds a copy. The Gets read
  * committed data; a 'Y' deleted earlier in the same pending batch is still
  * visible there, so those deletes are remembered (idx_dropped) until the
  * batch is written.
@@ -251,12 +254,11 @@ int idx_copy_gone(store_t *s, const topic_state_t *t, uint64_t id, const char *g
 {
     key_buf_t y;
     key_copy_index(&y, id, group, glen, gen);
-    store_del(s, &y);
     int other = live_copy(s, t, id, &y, err, errlen);
     if (other < 0) {
         return -1;
     }
-    map_put(&s->idx_dropped, y.b, y.n, s);
+    idx_copy_gone_home_kept(s, id, group, glen, gen);
     if (other) {
         return 0;
     }
@@ -273,6 +275,14 @@ int idx_copy_gone(store_t *s, const topic_state_t *t, uint64_t id, const char *g
         leveldb_free(buf);
     }
     return 0;
+}
+
+void idx_copy_gone_home_kept(store_t *s, uint64_t id, const char *group, size_t glen, uint64_t gen)
+{
+    key_buf_t y;
+    key_copy_index(&y, id, group, glen, gen);
+    store_del(s, &y);
+    map_put(&s->idx_dropped, y.b, y.n, s);
 }
 
 void idx_sent_key_add(store_t *s, const msg_t *m)

@@ -124,3 +124,23 @@ int record_group_decode(const char *v, size_t vlen, record_group_t *r)
     r->topic = p;
     return 0;
 }
+
+size_t record_lease_index_encode(char *out, uint64_t deadline, uint64_t log_seq)
+{
+    be64_put(out, deadline);
+    if (log_seq == 0) {
+        return 8;
+    }
+    be64_put(out + 8, log_seq);
+    return 16;
+}
+
+int record_lease_index_decode(const char *v, size_t vlen, uint64_t *deadline, uint64_t *log_seq)
+{
+    if (vlen != 8 && vlen != 16) {
+        return -1;
+    }
+    *deadline = be64_get(v);
+    *log_seq = vlen == 16 ? be64_get(v + 8) : 0;
+    return vlen == 16 && *log_seq == 0 ? -1 : 0;
+}

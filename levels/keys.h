@@ -27,7 +27,9 @@
  *   'T' topic 0x00 seq(u64)                 topic log: a message (stamp_ms: when it entered the log)
  *   'R' group 0x00 seq(u64)                 the group's retry-ready queue: a message (group and gen set)
  *   'I' deadline(u64) group 0x00 id(u64)    a lease, ordered by deadline: the leased message
- *   'J' group 0x00 id(u64)                  the lease index: u64 the deadline of that lease (names its 'I' key)
+ *   'J' group 0x00 id(u64)                  the lease index: u64 the deadline of that lease (names its 'I' key),
+ *                                           then u64 the topic-log seq it was leased from (absent: leased from
+ *                                           the retries, or written before it was kept)
  *   'D' group 0x00 id(u64)                  the group's DLQ: the message with its reason, stamp_ms = parked time
  *   'X' id(u64)                             the message index (levels/index.c): where the message's own copy is
  *                                           (its SEND journey on a level, or the topic log; or none once only
@@ -47,7 +49,9 @@
  *   group's counters are its ranges; a topic's delayed counter is the level
  *   entries bound for its log (the levels are shared by all topics, so only
  *   this counter, kept in the batch of every move on or off a level, says
- *   how many are whose); every 'J' entry names an 'I' key and back.
+ *   how many are whose); every 'J' entry names an 'I' key and back; a 'J'
+ *   entry's topic-log seq is where the message's 'X' says its own copy is,
+ *   or 'X' says it has none (the GC collected it).
  * - Sequence numbers come from the one 'M' "seq" counter (persisted in every
  *   commit that used it), so an append lands after a queue's tail and an id is
  *   never reused, across reopens too.
@@ -331,5 +335,15 @@ size_t record_group_encode(const record_group_t *r, char *out);
  * another version, -2 when the topic name is empty, too long or not exactly
  * the rest of the value. */
 int record_group_decode(const char *v, size_t vlen, record_group_t *r);
+
+/* A lease index value: the deadline, then the topic-log seq the lease was
+ * taken from when it came from the topic log (log_seq 0: it did not). Writes
+ * out[RECORD_LEASE_INDEX_MAX], returns the length. */
+#define RECORD_LEASE_INDEX_MAX 16
+size_t record_lease_index_encode(char *out, uint64_t deadline, uint64_t log_seq);
+
+/* Parse a lease index value of either length: 0 with *deadline and *log_seq
+ * (0 when the value holds none), -1 when corrupt. */
+int record_lease_index_decode(const char *v, size_t vlen, uint64_t *deadline, uint64_t *log_seq);
 
 #endif

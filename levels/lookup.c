@@ -140,16 +140,18 @@ static int view_copy(store_t *s, store_msg_view_t *v, const char *group, size_t 
         char *dv;
         size_t dlen;
         int f = store_get(s, &k, &dv, &dlen, err, errlen);
-        if (f <= 0 || dlen != 8) {
-            if (f > 0) {
-                leveldb_free(dv);
-            }
-            return f < 0
-                       ? -1
-                       : err_set(err, errlen, "copy index names a missing lease of %016llx", (unsigned long long)v->id);
+        if (f < 0) {
+            return -1;
         }
-        c.deadline_ms = be64_get(dv);
+        if (f == 0) {
+            return err_set(err, errlen, "copy index names a missing lease of %016llx", (unsigned long long)v->id);
+        }
+        uint64_t log_seq;
+        int bad = record_lease_index_decode(dv, dlen, &c.deadline_ms, &log_seq) != 0;
         leveldb_free(dv);
+        if (bad) {
+            return err_set(err, errlen, "corrupt lease index entry of %016llx", (unsigned long long)v->id);
+        }
         key_lease(&k, c.deadline_ms, group, glen, v->id);
         c.state = STORE_MSG_LEASED;
     } else if (p->tag == 'L') {

@@ -41,7 +41,8 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_m
     key_buf_t k;
     key_queue_prefix(&k, KEY_TOPIC_LOG, t->name, t->len);
     size_t plen = k.n;
-    key_u64(&k, t->head_hint);
+    uint64_t head_hint_was = t->head_hint;
+    key_u64(&k, head_hint_was);
     leveldb_iterator_t *it = store_iter_at(s, &k);
     const char *key;
     size_t klen;
@@ -49,6 +50,7 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_m
     for (; n < budget && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
         uint64_t seq = be64_get(key + plen);
         if (t->groups > 0 && seq >= below) {
+            t->head_hint = seq; /* the first entry it keeps */
             break;
         }
         msg_t m;
@@ -57,6 +59,7 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_m
             break;
         }
         if (t->groups == 0 && m.stamp_ms + s->opt.retention_ms > now_ms) {
+            t->head_hint = seq;
             break;
         }
         if (idx_home_gone(s, t, &m, err, errlen) != 0) { /* the message index (levels/index.c) */
@@ -75,6 +78,12 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_m
     leveldb_iter_destroy(it);
     if (n > 0) {
         store_mark_topic(s, t);
+    }
+    if (rc == 0 && head_hint_was != t->head_hint) {
+        /* it read on from the first retained entry (head_hint: 0 after
+         * open) past what it collected, in seq order: no entry at or above
+         * head_hint has been collected (store_topic_log_holds) */
+        t->head_is_gc_floor = 1;
     }
     return rc != 0 ? -1 : n;
 }
@@ -142,6 +151,10 @@ static int collect_topics(store_t *s, uint64_t now_ms, uint64_t grace_ms, int ma
     while (*work < max_deletes && map_next(&s->topics, &it, NULL, NULL, &v)) {
         topic_state_t *t = v;
         if (t->appended == t->removed) {
+            /* an empty log (pending appends counted): whatever a group took
+             * is gone, whatever comes next gets a seq from next_seq on */
+            t->head_hint = s->next_seq;
+            t->head_is_gc_floor = 1;
             continue;
         }
         uint64_t below = t->groups > 0 ? collect_bound(t, now_ms, grace_ms) : UINT64_MAX; /* no group: retention */

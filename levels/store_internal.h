@@ -79,6 +79,7 @@ typedef struct topic_state {
     uint64_t delayed;            /* its messages on their SEND journey in the level queues (keys.h 'P') */
     uint64_t sent;               /* SENDs accepted since open (not persisted: /metrics' counter) */
     uint64_t head_hint;          /* every retained entry has seq >= head_hint */
+    int head_is_gc_floor;        /* and the GC has not gone past it (set by the first pass since open) */
     int groups;                  /* groups bound to it */
     group_state_t *first_group;  /* those groups, linked by next_in_topic */
     uint64_t pops_since_compact; /* GC deletions since the last compaction */
@@ -162,6 +163,14 @@ struct store {
     idx_sent_t *sent;           /* the first message sent with each of those keys */
     size_t nsent, capsent;
 };
+
+/* 1 when t's log still holds the entry at seq that a group took (leased):
+ * only the GC removes an entry a group took, in seq order, and it has not
+ * reached seq. 0 when it may be gone, or nothing is known yet since open. */
+static inline int store_topic_log_holds(const topic_state_t *t, uint64_t seq)
+{
+    return t->head_is_gc_floor && seq >= t->head_hint;
+}
 
 /* ---- db.c: the pending batch ---------------------------------------------------- */
 
@@ -341,6 +350,11 @@ void idx_copy_put(store_t *s, uint64_t id, const char *group, size_t glen, uint6
  * Get per other group bound to t, and one of 'X' when none holds it. */
 int idx_copy_gone(store_t *s, const topic_state_t *t, uint64_t id, const char *group, size_t glen, uint64_t gen,
                   char *err, size_t errlen);
+
+/* idx_copy_gone when the message's own copy is known to be in its topic log
+ * still (store_topic_log_holds): 'X' stays whatever other groups hold, so
+ * only the 'Y' entry goes, with no read. */
+void idx_copy_gone_home_kept(store_t *s, uint64_t id, const char *group, size_t glen, uint64_t gen);
 
 /* store_send, for a message with a key: remember it as sent in the pending
  * batch (the first one per topic and key is kept). */

@@ -3382,6 +3382,74 @@ static void test_index_follows_moves(void)
     CLOSE(&s);
 }
 
+/* An ACK drops the message index with the message's last copy. A lease taken
+ * from the topic log remembers its seq there, so while the GC has not reached
+ * that entry the ACK knows the message's own copy is left without reading the
+ * index; once the GC has, or when nothing is known (since a reopen, or a lease
+ * index entry written before it kept the seq), the ACK reads it. */
+static void test_index_ack_and_gc(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    uint64_t a = send_key(s, "t", "ka", 0, T0);
+    uint64_t b = send_key(s, "t", "kb", 0, T0);
+    uint64_t c = send_key(s, "t", "kc", 0, T0);
+    uint64_t d = send_key(s, "t", "kd", 0, T0);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 3, LEASE, T0, m); /* a, b, c */
+    CHECK_EQ_U64(n, 3);
+    free_msgs(m, n);
+    store_msg_state_t gs;
+    ACK(s, "g", &a, 1); /* no collection since the open: nothing known of the GC */
+    TU_CHECK(state_of(s, a, "g", &gs) == STORE_MSG_GONE && gs == STORE_MSG_DONE, "a: not retained after its ACK");
+    char err[512] = "";
+    int work = 0;
+    REQUIRE_OK(store_maintain(s, T0 + 1, 1000, &work, err, sizeof err), err); /* a, b, c: below g's cursor */
+    CHECK_STORE(s);
+    TU_CHECK(state_of(s, a, NULL, &gs) == STORE_MSG_GONE, "a: acked and collected, not gone");
+    TU_CHECK(state_of(s, b, "g", &gs) == STORE_MSG_LEASED && gs == STORE_MSG_LEASED, "b: the lease is its last copy");
+    ACK(s, "g", &b, 1); /* its log entry is collected: the index goes with the lease */
+    TU_CHECK(state_of(s, b, NULL, &gs) == STORE_MSG_GONE, "b: acked after its log entry was collected, not gone");
+    CHECK_STORE(s);
+    n = LEASE_N(s, "g", "t", 1, LEASE, T0 + 1, m); /* d: the GC stopped at it */
+    CHECK_EQ_U64(n, 1);
+    free_msgs(m, n);
+    ACK(s, "g", &d, 1);
+    TU_CHECK(state_of(s, d, "g", &gs) == STORE_MSG_GONE && gs == STORE_MSG_DONE, "d: not retained after its ACK");
+    CHECK_STORE(s);
+    REQUIRE_OK(store_maintain(s, T0 + 2, 1000, &work, err, sizeof err), err);
+    TU_CHECK(state_of(s, d, NULL, &gs) == STORE_MSG_GONE, "d: acked and collected, not gone");
+    /* after a reopen: c's lease names its seq, but what the GC did is not known */
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    ACK(s, "g", &c, 1);
+    TU_CHECK(state_of(s, c, NULL, &gs) == STORE_MSG_GONE, "c: acked after a reopen, its log entry collected before");
+    CHECK_STORE(s);
+    /* a lease index entry of the older form: the deadline alone */
+    uint64_t e = send_key(s, "t", "ke", 0, T0 + 3);
+    REQUIRE_OK(store_maintain(s, T0 + 3, 1000, &work, err, sizeof err), err); /* the GC's floor is known again */
+    n = LEASE_N(s, "g", "t", 1, LEASE, T0 + 3, m);
+    CHECK_EQ_U64(n, 1);
+    free_msgs(m, n);
+    CLOSE(&s);
+    char jk[3 + 8], jv[8];
+    memcpy(jk, "Jg", 3); /* 'J' group 0x00 id */
+    for (int i = 0; i < 8; i++) {
+        jk[3 + i] = (char)(e >> (56 - 8 * i));
+        jv[i] = (char)((T0 + 3 + LEASE) >> (56 - 8 * i));
+    }
+    raw_put(jk, sizeof jk, jv, sizeof jv, __LINE__);
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    TU_CHECK(state_of(s, e, "g", &gs) == STORE_MSG_LEASED && gs == STORE_MSG_LEASED, "e: not leased");
+    ACK(s, "g", &e, 1);
+    TU_CHECK(state_of(s, e, "g", &gs) == STORE_MSG_GONE && gs == STORE_MSG_DONE, "e: not retained after its ACK");
+    REQUIRE_OK(store_maintain(s, T0 + 4, 1000, &work, err, sizeof err), err);
+    TU_CHECK(state_of(s, e, NULL, &gs) == STORE_MSG_GONE, "e: acked and collected, not gone");
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 /* Two deleted groups' retries of one message dropped in one move: the second
  * drop must see that the first one's copy is gone (a delete pending in the
  * batch), or the message index would outlive every copy. */
@@ -3624,6 +3692,7 @@ static void test_index_rebuild_and_check(void)
 static const tu_test_t index_tests[] = {
     { "follows every move", test_index_follows_moves },
     { "two drops of one message in one batch", test_index_two_drops_in_one_batch },
+    { "an ACK and the log's GC", test_index_ack_and_gc },
     { "a deleted group's retry keeps no index", test_index_deleted_group_retry },
     { "revoke", test_index_revoke },
     { "dedup", test_index_dedup },
