@@ -142,13 +142,29 @@ static uint64_t collect_bound(topic_state_t *t, uint64_t now_ms, uint64_t grace_
 
 /* Collect up to max_deletes topic-log entries of every topic: below
  * collect_bound (grace_ms 0: the smallest cursor of now), or past retention
- * for a topic with no group. Adds the count to *work; 0, or -1 on error. */
+ * for a topic with no group. Round-robin: a call starts at the topic after
+ * the last one the previous call reached, so a topic with a long backlog
+ * takes at most one call's budget before every other topic had its turn.
+ * Adds the count to *work; 0, or -1 on error. */
 static int collect_topics(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_deletes, int *work, char *err,
                           size_t errlen)
 {
-    map_iter_t it = { 0 };
+    size_t ntopics = map_count(&s->topics);
+    map_iter_t it = s->collect_next; /* a slot: a hint only, should the map have grown since */
+    size_t seen = 0;
+    int wrapped = 0;
     void *v;
-    while (*work < max_deletes && map_next(&s->topics, &it, NULL, NULL, &v)) {
+    while (seen < ntopics && *work < max_deletes) {
+        if (!map_next(&s->topics, &it, NULL, NULL, &v)) {
+            if (wrapped) {
+                break;
+            }
+            wrapped = 1; /* on from the first slot */
+            it = (map_iter_t){ 0 };
+            continue;
+        }
+        seen++;
+        s->collect_next = it;
         topic_state_t *t = v;
         if (t->appended == t->removed) {
             /* an empty log (pending appends counted): whatever a group took

@@ -148,6 +148,8 @@ struct store {
 
     map_t idx_dropped; /* index.c: 'Y' keys deleted in the pending batch */
 
+    map_iter_t collect_next; /* maintain.c: the topic the next collection step starts at */
+
     topic_state_t **woken; /* group.c: topics marked since the last store_take_woken */
     size_t n_woken, cap_woken;
     topic_state_t **taking; /* store_take_woken's copy (its fn may mark again) */

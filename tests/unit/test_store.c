@@ -2535,6 +2535,47 @@ static void test_topic_collect_grace(void)
     CLOSE(&s);
 }
 
+/* Collection steps take the topics in turn: topics with a long consumed
+ * backlog do not take every step's budget while the others wait. Three
+ * topics with 300 consumed entries each and three with 5, steps of 10: in
+ * six steps every topic had its turn (taking the topics from the first one
+ * each step, the short ones wait 90 steps behind any long one before them). */
+static void test_topic_collect_in_turn(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    const char *topics[] = { "long1", "short1", "long2", "short2", "long3", "short3" };
+    for (int t = 0; t < 6; t++) {
+        char group[16];
+        snprintf(group, sizeof group, "g%d", t);
+        GROUP_CREATE(s, group, topics[t], 1, T0);
+        int n = topics[t][0] == 'l' ? 300 : 5;
+        for (int i = 0; i < n; i++)
+            SEND(s, topics[t], "x", 0, 0, T0, NULL);
+        msg_owned_t m[100];
+        for (int got = 0; got < n;) {
+            int k = LEASE_N(s, group, topics[t], 100, LEASE, T0, m);
+            TU_REQUIRE(k > 0, "%s: leased %d of %d", topics[t], got, n);
+            ACK_LEASED(s, group, m, k);
+            got += k;
+        }
+    }
+    char err[512] = "";
+    for (int step = 0; step < 6; step++) {
+        int work = 0;
+        REQUIRE_OK(store_maintain(s, T0 + 1, 10, &work, err, sizeof err), err);
+        CHECK_EQ_U64(work, 10);
+    }
+    for (int t = 1; t < 6; t += 2)
+        TU_CHECK(retained_of(s, topics[t]) == 0, "%s: %" PRIu64 " consumed entries left after every topic's turn",
+                 topics[t], retained_of(s, topics[t]));
+    uint64_t left = 0;
+    for (int t = 0; t < 6; t += 2)
+        left += retained_of(s, topics[t]);
+    CHECK_EQ_U64(left, 900 - (60 - 15));
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 static void test_topic_gc_retention(void)
 {
     store_options_t o;
@@ -3271,6 +3312,7 @@ static const tu_test_t topic_tests[] = {
     { "delayed counter", test_topic_delayed },
     { "gc by cursor", test_topic_gc_by_cursor },
     { "collect after a grace period", test_topic_collect_grace },
+    { "collection takes the topics in turn", test_topic_collect_in_turn },
     { "gc by retention", test_topic_gc_retention },
     { NULL, NULL },
 };
