@@ -284,8 +284,9 @@ static void part_pressure(const char *binary)
     need_fds((long)conns + NONREADERS + TRICKLERS + 1024);
     char maxc[32];
     snprintf(maxc, sizeof maxc, "%d", conns + NONREADERS + TRICKLERS + 100);
-    const char *flags[] = { "--fsync",  "no", "--max-clients",    maxc, "--max-client-memory", "256mb",
-                            "--header-timeout", "5s", NULL };
+    const char *flags[] = {
+        "--fsync", "no", "--max-clients", maxc, "--max-client-memory", "256mb", "--header-timeout", "5s", NULL,
+    };
     printf("== pressure%s: %d idle connections, %d non-readers (DLQ LIST of %d MiB payloads), %d tricklers, one DLQ "
            "LIST COUNT 100; max-client-memory 256 MiB, header-timeout 5s, fsync no\n",
            binary ? " (baseline broker)" : "", conns, NONREADERS, PAYLOAD >> 20, TRICKLERS);
@@ -316,7 +317,8 @@ static void part_pressure(const char *binary)
         for (size_t i = 0; i < r->count; i++) {
             rc_msg_t m;
             long long next;
-            if (rc_msg_at(r, i, &m, e, sizeof e) != 0 || bp_int_cmd(&c, &next, e, sizeof e, "NACK", "g", m.id, NULL) != 0)
+            if (rc_msg_at(r, i, &m, e, sizeof e) != 0 ||
+                bp_int_cmd(&c, &next, e, sizeof e, "NACK", "g", m.id, NULL) != 0)
                 tu_die(PROGRAM, "NACK: %s", e);
             parked++;
         }
@@ -396,8 +398,9 @@ static void part_pressure(const char *binary)
     print_sampled("under pressure:", &attacked);
     printf("  RSS %ld KiB alone, peak %ld KiB under pressure (+%ld KiB; max-client-memory 262144 KiB)\n", base_kib,
            peak_kib, peak_kib - base_kib);
-    printf("  the well-behaved DLQ LIST COUNT 100: %zu messages, %zu payload bytes, in %.0f ms (max-pull-bytes 16 MiB)\n",
-           list_n, list_bytes, (double)list_us / 1000.0);
+    printf(
+        "  the well-behaved DLQ LIST COUNT 100: %zu messages, %zu payload bytes, in %.0f ms (max-pull-bytes 16 MiB)\n",
+        list_n, list_bytes, (double)list_us / 1000.0);
     printf("  closed: %lld over max-client-memory, %lld at header-timeout; clients hold %lld bytes now\n", mem_kills,
            hdr_kills, held);
     latency_t ap = latency_of(alone.ping, alone.n), bp = latency_of(attacked.ping, attacked.n);
@@ -405,8 +408,8 @@ static void part_pressure(const char *binary)
     printf("RESULT pressure%s conns=%d ping_p50_us=%.0f/%.0f ping_p99_us=%.0f/%.0f send_p50_us=%.0f/%.0f "
            "send_p99_us=%.0f/%.0f send_max_us=%.0f/%.0f rss_kib=%ld/%ld budget_kib=262144 memory_kills=%lld "
            "header_kills=%lld\n\n",
-           binary ? "_baseline" : "", conns, ap.p50_us, bp.p50_us, ap.p99_us, bp.p99_us, as.p50_us, bs.p50_us, as.p99_us, bs.p99_us, as.max_us, bs.max_us, base_kib,
-           peak_kib, mem_kills, hdr_kills);
+           binary ? "_baseline" : "", conns, ap.p50_us, bp.p50_us, ap.p99_us, bp.p99_us, as.p50_us, bs.p50_us,
+           as.p99_us, bs.p99_us, as.max_us, bs.max_us, base_kib, peak_kib, mem_kills, hdr_kills);
     fflush(stdout);
     for (int i = 0; i < conns; i++)
         close(idle[i]);

@@ -36,20 +36,20 @@
 #define TLS_KEYS_FIELDS char *tls_ca_cert_file, *tls_cert_file, *tls_key_file, *tls_server_name
 
 /* The rows, for a table of the program's config_type (with TLS_KEYS_FIELDS). */
-#define TLS_KEYS_ROWS(config_type)                                                                        \
-    { CFG_KEY("tls-ca-cert-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_ca_cert_file),        \
-              "TLS uri: CA file (PEM) the broker's certificate must chain to"),              \
-      .hint = "FILE", .shown_default = "the system's trust store" },                                      \
-        { CFG_KEY("tls-cert-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_cert_file),          \
-                  "TLS uri: client certificate (PEM) for a broker with tls-auth-clients"),   \
-          .hint = "FILE" },                                                                               \
-        { CFG_KEY("tls-key-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_key_file),            \
-                  "TLS uri: the private key of tls-cert-file (PEM, unencrypted)"),           \
-          .hint = "FILE" },                                                                               \
-    {                                                                                                     \
-        CFG_KEY("tls-server-name", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_server_name),        \
-                "TLS uri: the name the broker's certificate must carry (also sent as SNI)"), \
-            .hint = "NAME", .shown_default = "the uri's host"                                             \
+#define TLS_KEYS_ROWS(config_type)                                                                 \
+    { CFG_KEY("tls-ca-cert-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_ca_cert_file), \
+              "TLS uri: CA file (PEM) the broker's certificate must chain to"),                    \
+      .hint = "FILE", .shown_default = "the system's trust store" },                               \
+        { CFG_KEY("tls-cert-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_cert_file),   \
+                  "TLS uri: client certificate (PEM) for a broker with tls-auth-clients"),         \
+          .hint = "FILE" },                                                                        \
+        { CFG_KEY("tls-key-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_key_file),     \
+                  "TLS uri: the private key of tls-cert-file (PEM, unencrypted)"),                 \
+          .hint = "FILE" },                                                                        \
+    {                                                                                              \
+        CFG_KEY("tls-server-name", CFG_STRING, NULL, 0, 0, offsetof(config_type, tls_server_name), \
+                "TLS uri: the name the broker's certificate must carry (also sent as SNI)"),       \
+            .hint = "NAME", .shown_default = "the uri's host"                                      \
     }
 
 /* 1 when uri speaks TLS: hourglass+tls:// or amqps://. */

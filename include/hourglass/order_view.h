@@ -117,9 +117,9 @@ const char *hg_order_late_name(hg_order_late_t late);
 /* One message of the order as the broker reports it. */
 typedef struct hg_order_msg {
     char id[HG_ID_MAX];
-    char state[16];  /* delayed | ready | leased | retry | dlq */
+    char state[16];               /* delayed | ready | leased | retry | dlq */
     char where[HG_NAME_MAX + 40]; /* "level 7", "topic order-timeout", "group order-cancel" … */
-    uint64_t due_ms; /* when it is (or was) due; 0: unknown */
+    uint64_t due_ms;              /* when it is (or was) due; 0: unknown */
     unsigned reconsume;
     char detail[HG_REASON_MAX + 64]; /* the DLQ reason, the lease deadline …; "" */
 } hg_order_msg_t;
