@@ -3,7 +3,8 @@
  * key ranges, the small records, big-endian integers. Private to levels/ (not
  * installed); the message value itself is levels/msg.h's codec.
  *
- * Storage layout (authoritative; STORE_FORMAT_VERSION 1). Integers are
+ * Storage layout (authoritative; STORE_FORMAT_VERSION 2, which opens 1: it
+ * differs only in the 'J' value below). Integers are
  * fixed-width big-endian, so LevelDB's byte order is queue order. "name" is a
  * topic or group name: 1..MSG_MAX_NAME bytes that never contain 0x00
  * (msg_check_name), so "name 0x00" is a clean prefix of one queue.

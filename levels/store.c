@@ -196,6 +196,27 @@ static int write_new_meta(store_t *s, char *err, size_t errlen)
     return 0;
 }
 
+/* An older format this build reads: mark the directory as of this build's
+ * format before anything of the new format is written (synced, like the
+ * marker of a new directory), so that an older build refuses it rather than
+ * misreading it. Each version since needs no rewrite of the data: 1 → 2, a
+ * lease index value may carry the topic-log seq (keys.h 'J'; the 8-byte
+ * values stay readable). */
+static int upgrade_format(store_t *s, uint32_t from, char *err, size_t errlen)
+{
+    key_buf_t k;
+    char v[4];
+    key_meta(&k, "format");
+    be32_put(v, STORE_FORMAT_VERSION);
+    store_put(s, &k, v, 4);
+    char dberr[256];
+    if (store_write_batch(s, 1, dberr, sizeof dberr) != 0) {
+        return err_set(err, errlen, "cannot upgrade data directory %s from format version %u to %d: %s", s->path,
+                       from, STORE_FORMAT_VERSION, dberr);
+    }
+    return 0;
+}
+
 static int check_meta(store_t *s, char *err, size_t errlen)
 {
     key_buf_t k;
@@ -222,9 +243,12 @@ static int check_meta(store_t *s, char *err, size_t errlen)
     }
     uint32_t version = vlen == 4 ? be32_get(v) : 0;
     leveldb_free(v);
-    if (version != STORE_FORMAT_VERSION) {
-        return err_set(err, errlen, "data directory %s has format version %u; this build reads version %d", s->path,
-                       version, STORE_FORMAT_VERSION);
+    if (version < STORE_FORMAT_OLDEST || version > STORE_FORMAT_VERSION) {
+        return err_set(err, errlen, "data directory %s has format version %u; this build reads versions %d to %d",
+                       s->path, version, STORE_FORMAT_OLDEST, STORE_FORMAT_VERSION);
+    }
+    if (version < STORE_FORMAT_VERSION && upgrade_format(s, version, err, errlen) != 0) {
+        return -1;
     }
     key_meta(&k, "levels");
     found = store_get(s, &k, &v, &vlen, err, errlen);

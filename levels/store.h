@@ -35,7 +35,12 @@
 #include "levels/msg.h"
 #include "levels/table.h"
 
-#define STORE_FORMAT_VERSION          1
+/* The format this build writes, and the oldest it opens (upgrading the
+ * directory's marker at open: an older build then refuses it). 2: a lease
+ * index value may hold the topic-log seq (keys.h 'J'), which version 1's
+ * readers take for corruption. */
+#define STORE_FORMAT_VERSION          2
+#define STORE_FORMAT_OLDEST           1
 #define STORE_DEFAULT_RETENTION_MS    (UINT64_C(72) * 3600 * 1000)
 #define STORE_DEFAULT_MAX_DELAY_MS    (UINT64_C(3) * 86400 * 1000)
 #define STORE_DEFAULT_MAX_RECONSUME   16
@@ -78,7 +83,8 @@ void store_options_default(store_options_t *o);
 
 /* Open (or create) a data directory. Refuses, naming the path and the problem:
  * a directory that is not a Hourglass data directory (foreign files, a LevelDB
- * without our format marker), another format version, a level table that
+ * without our format marker), a format version it does not read (a newer
+ * one; an older one it reads is upgraded: keys.h), a level table that
  * differs from o->levels (naming the first difference), a directory locked by
  * another open store (in this or another process), and corruption reported by
  * LevelDB. Nothing is ever repaired or truncated. */

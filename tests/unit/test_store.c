@@ -657,13 +657,73 @@ static void test_refuse_other_format(void)
 {
     store_t *s = OPEN_DEFAULT();
     CLOSE(&s);
-    raw_put("Mformat", 7, "\0\0\0\2", 4, __LINE__);
+    raw_put("Mformat", 7, "\0\0\0\3", 4, __LINE__);
     store_options_t o;
     opts_default(&o);
     char err[512] = "";
     int rc = store_open(&o, &s, err, sizeof err);
-    CHECK_REFUSAL(rc, err, "format version 2", g_data);
+    CHECK_REFUSAL(rc, err, "format version 3; this build reads versions 1 to 2", g_data);
     TU_CHECK(s == NULL, "*out must stay NULL");
+    raw_put("Mformat", 7, "\0\0\0\0", 4, __LINE__);
+    rc = store_open(&o, &s, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "format version 0", g_data);
+}
+
+/* The format marker as it is on disk (a closed data directory). */
+static uint32_t raw_format(void)
+{
+    char *dberr = NULL;
+    leveldb_options_t *lo = leveldb_options_create();
+    leveldb_t *db = leveldb_open(lo, g_data, &dberr);
+    TU_REQUIRE(dberr == NULL, "leveldb_open: %s", dberr ? dberr : "");
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    size_t vlen = 0;
+    char *v = leveldb_get(db, ro, "Mformat", 7, &vlen, &dberr);
+    TU_REQUIRE(dberr == NULL && v != NULL && vlen == 4, "no 4-byte format marker");
+    uint32_t version = (uint32_t)(unsigned char)v[0] << 24 | (uint32_t)(unsigned char)v[1] << 16 |
+                       (uint32_t)(unsigned char)v[2] << 8 | (unsigned char)v[3];
+    leveldb_free(v);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+    leveldb_options_destroy(lo);
+    return version;
+}
+
+/* A directory of format 1 (its lease index values hold only the deadline)
+ * opens, keeps its messages and leases, and is marked as format 2 at once, so
+ * that a build of format 1 refuses it instead of misreading a newer lease. */
+static void test_upgrade_older_format(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    uint64_t a = SEND(s, "t", "x", 0, 0, T0, NULL);
+    SEND(s, "t", "x", 0, 0, T0, NULL);
+    msg_owned_t m[1];
+    int n = LEASE_N(s, "g", "t", 1, LEASE, T0, m);
+    CHECK_EQ_U64(n, 1);
+    free_msgs(m, n);
+    CLOSE(&s);
+    CHECK_EQ_U64(raw_format(), 2);
+    char jk[3 + 8], jv[8]; /* the lease of a as format 1 wrote it */
+    memcpy(jk, "Jg", 3);
+    for (int i = 0; i < 8; i++) {
+        jk[3 + i] = (char)(a >> (56 - 8 * i));
+        jv[i] = (char)((T0 + LEASE) >> (56 - 8 * i));
+    }
+    raw_put(jk, sizeof jk, jv, sizeof jv, __LINE__);
+    raw_put("Mformat", 7, "\0\0\0\1", 4, __LINE__);
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    CLOSE(&s);
+    CHECK_EQ_U64(raw_format(), 2);
+    s = OPEN_DEFAULT();
+    ACK(s, "g", &a, 1);
+    n = LEASE_N(s, "g", "t", 1, LEASE, T0, m);
+    CHECK_EQ_U64(n, 1);
+    free_msgs(m, n);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 1, 0);
+    CHECK_STORE(s);
+    CLOSE(&s);
 }
 
 /* A value that does not decode is reported (by store_check and by the
@@ -3172,6 +3232,7 @@ static const tu_test_t open_tests[] = {
     { "refuse changed level table", test_refuse_level_table_change },
     { "refuse missing dir and file", test_refuse_missing_and_file },
     { "refuse other format version", test_refuse_other_format },
+    { "upgrade an older format", test_upgrade_older_format },
     { "corrupt value reported", test_corrupt_value_reported },
     { NULL, NULL },
 };
