@@ -211,8 +211,8 @@ static int upgrade_format(store_t *s, uint32_t from, char *err, size_t errlen)
     store_put(s, &k, v, 4);
     char dberr[256];
     if (store_write_batch(s, 1, dberr, sizeof dberr) != 0) {
-        return err_set(err, errlen, "cannot upgrade data directory %s from format version %u to %d: %s", s->path,
-                       from, STORE_FORMAT_VERSION, dberr);
+        return err_set(err, errlen, "cannot upgrade data directory %s from format version %u to %d: %s", s->path, from,
+                       STORE_FORMAT_VERSION, dberr);
     }
     return 0;
 }
