@@ -77,6 +77,7 @@ typedef struct options {
     long capacity_n;
     const char *capacity_fsync;
     const char *pull_count;       /* PULL COUNT of the consumers */
+    const char *sustain_rates;    /* the sustain part's producer rates, msg/s, comma-separated */
     const char *broker_flags[16]; /* --broker-flag: added to every broker started */
     int nbroker_flags;
 } options_t;
@@ -91,6 +92,7 @@ static options_t opt = {
     .capacity_n = 10000000,
     .capacity_fsync = "always",
     .pull_count = "100",
+    .sustain_rates = "10000,20000,40000,60000,80000",
 };
 
 static int broken; /* something failed: the exit status */
@@ -723,10 +725,14 @@ static void part_steady(int random_ms)
 
 typedef struct mixed_producer {
     int port, index;
-    cmd_kind_t kind;  /* CMD_SEND: SEND ... DELAY 5s; CMD_ZADD: ZADD hgmixed <due ms> <member> */
-    uint64_t mark_us; /* the first due time: deliveries start here */
-    uint64_t end_us;  /* stop producing */
-    long sent, sent_at_mark;
+    cmd_kind_t kind;      /* CMD_SEND: SEND ... DELAY 5s; CMD_ZADD: ZADD hgmixed <due ms> <member> */
+    uint64_t start_us;    /* when producing starts */
+    uint64_t mark_us;     /* the first due time: deliveries start here */
+    uint64_t due_mark_us; /* end_us - the delay: what is sent before it comes due before the end */
+    uint64_t end_us;      /* stop producing */
+    uint64_t batch_us;    /* 0: as fast as replies come; else one pipeline batch per batch_us (paced) */
+    long sent, sent_at_mark, sent_at_due_mark;
+    uint64_t max_behind_us; /* paced: how far the batches fell behind their schedule */
     pthread_barrier_t *go;
     char err[300];
 } mixed_producer_t;
@@ -744,9 +750,22 @@ static void *mixed_producer_main(void *arg)
     char payload[PAYLOAD_BYTES + 1];
     memset(payload, 'm', PAYLOAD_BYTES);
     payload[PAYLOAD_BYTES] = '\0';
-    int marked = 0;
+    int marked = 0, due_marked = 0;
     long seq = 0;
-    while (tu_now_mono_us() < p->end_us) {
+    for (uint64_t batch = 0; tu_now_mono_us() < p->end_us; batch++) {
+        if (p->batch_us > 0) { /* paced: batch k at start + k batch_us */
+            uint64_t at = p->start_us + batch * p->batch_us, now = tu_now_mono_us();
+            if (at > now)
+                sleep_us(at - now);
+            else if (now - at > p->max_behind_us)
+                p->max_behind_us = now - at;
+            if (at >= p->end_us)
+                break;
+        }
+        if (!due_marked && tu_now_mono_us() >= p->due_mark_us) {
+            p->sent_at_due_mark = p->sent;
+            due_marked = 1;
+        }
         uint64_t due_ms = wall_us() / 1000 + MIXED_DELAY_MS;
         for (int i = 0; i < opt.pipeline; i++, seq++) {
             if (p->kind == CMD_SEND) {
@@ -781,6 +800,8 @@ static void *mixed_producer_main(void *arg)
             marked = 1;
         }
     }
+    if (!due_marked)
+        p->sent_at_due_mark = p->sent;
     rc_close(&c);
     return NULL;
 }
@@ -846,12 +867,16 @@ static void *redis_consumer_main(void *arg)
 typedef struct mixed_result {
     double rate, overlap_rate; /* producer msg/s: whole run, while deliveries ran */
     long sent, delivered;
+    long came_due; /* sent early enough to come due before the producers stopped */
     double late_p50_ms, late_p99_ms;
+    uint64_t max_behind_us; /* paced producers: the most a batch fell behind its schedule */
 } mixed_result_t;
 
 /* 8 producers (opt.clients, pipeline opt.pipeline) for secs seconds beside 2
- * consumers, against the broker (CMD_SEND) or redis-server (CMD_ZADD). */
-static mixed_result_t run_mixed(int port, cmd_kind_t kind, int secs)
+ * consumers, against the broker (CMD_SEND) or redis-server (CMD_ZADD); rate 0:
+ * each producer as fast as replies come, else all of them together at rate
+ * msg/s (paced in pipeline batches). */
+static mixed_result_t run_mixed(int port, cmd_kind_t kind, int secs, long rate)
 {
     consumers_t g;
     memset(&g, 0, sizeof g);
@@ -877,8 +902,11 @@ static mixed_result_t run_mixed(int port, cmd_kind_t kind, int secs)
         p[i].port = port;
         p[i].index = i;
         p[i].kind = kind;
+        p[i].start_us = t0;
         p[i].mark_us = t0 + MIXED_DELAY_MS * 1000;
         p[i].end_us = t0 + (uint64_t)secs * 1000000;
+        p[i].due_mark_us = p[i].end_us - MIXED_DELAY_MS * 1000;
+        p[i].batch_us = rate > 0 ? (uint64_t)((double)opt.pipeline * opt.clients * 1e6 / (double)rate) : 0;
         p[i].go = &go;
         pthread_create(&th[i], NULL, mixed_producer_main, &p[i]);
     }
@@ -889,6 +917,9 @@ static mixed_result_t run_mixed(int port, cmd_kind_t kind, int secs)
         pthread_join(th[i], NULL);
         res.sent += p[i].sent;
         at_mark += p[i].sent_at_mark;
+        res.came_due += p[i].sent_at_due_mark;
+        if (p[i].max_behind_us > res.max_behind_us)
+            res.max_behind_us = p[i].max_behind_us;
         if (p[i].err[0]) {
             fprintf(stderr, "hourglass-bench: producer %d: %s\n", i, p[i].err);
             broken = 1;
@@ -931,6 +962,17 @@ static void print_mixed(const char *title, const mixed_result_t *r)
            title, r->rate, r->overlap_rate, r->sent, r->delivered, r->late_p50_ms, r->late_p99_ms);
 }
 
+/* Empty redis-server's sorted set of the mixed runs (--zadd-port). */
+static void redis_mixed_reset(void)
+{
+    rc_conn_t c;
+    if (rc_connect(&c, "127.0.0.1", opt.zadd_port, 30000) != 0)
+        tu_die(PROGRAM, "redis-server on port %d: %s", opt.zadd_port, c.err);
+    resp_reply_t *d = rc_cmd(&c, "DEL", "hgmixed", NULL);
+    resp_reply_free(d);
+    rc_close(&c);
+}
+
 /* Producers and consumers together, as in production: opt.clients producer
  * connections (pipeline opt.pipeline, 64-byte payloads, DELAY 5s) for
  * mixed_secs while 2 consumers PULL COUNT 100 + ACK; with --zadd-port the
@@ -945,20 +987,15 @@ static void part_mixed(void)
     bp_broker_t b;
     start_broker(&b, NULL);
     double cpu0 = tu_proc_cpu_secs(b.pid);
-    mixed_result_t h = run_mixed(b.port, CMD_SEND, secs);
+    mixed_result_t h = run_mixed(b.port, CMD_SEND, secs, 0);
     double cpu1 = tu_proc_cpu_secs(b.pid);
     print_mixed("hourglass SEND DELAY 5s, PULL COUNT + ACK:", &h);
     printf("  broker CPU %.0f%% of one core\n", 100.0 * (cpu1 - cpu0) / (double)secs);
     bp_destroy(&b);
     mixed_result_t r = { 0 };
     if (opt.zadd_port > 0) {
-        rc_conn_t c; /* start from an empty sorted set */
-        if (rc_connect(&c, "127.0.0.1", opt.zadd_port, 30000) != 0)
-            tu_die(PROGRAM, "redis-server on port %d: %s", opt.zadd_port, c.err);
-        resp_reply_t *d = rc_cmd(&c, "DEL", "hgmixed", NULL);
-        resp_reply_free(d);
-        rc_close(&c);
-        r = run_mixed(opt.zadd_port, CMD_ZADD, secs);
+        redis_mixed_reset();
+        r = run_mixed(opt.zadd_port, CMD_ZADD, secs, 0);
         print_mixed("redis ZADD, ZRANGEBYSCORE + ZREM:", &r);
         printf("  durable producer rate while delivering: %.2f x Redis (whole run %.2f x)\n",
                r.overlap_rate > 0 ? h.overlap_rate / r.overlap_rate : 0, r.rate > 0 ? h.rate / r.rate : 0);
@@ -966,6 +1003,65 @@ static void part_mixed(void)
     printf("RESULT mixed_hourglass_rps=%.0f mixed_hourglass_overlap_rps=%.0f mixed_redis_rps=%.0f "
            "mixed_redis_overlap_rps=%.0f\n\n",
            h.rate, h.overlap_rate, r.rate, r.overlap_rate);
+}
+
+/* Kept up at a rate: (nearly) everything that came due during the run was
+ * delivered, with lateness p99 within SUSTAIN_LATE_MS, and the producers held
+ * their schedule. */
+#define SUSTAIN_LATE_MS   1000.0
+#define SUSTAIN_DELIVERED 0.99
+static int kept_up(const mixed_result_t *r)
+{
+    return r->came_due > 0 && (double)r->delivered >= SUSTAIN_DELIVERED * (double)r->came_due &&
+           r->late_p99_ms <= SUSTAIN_LATE_MS && r->max_behind_us <= SUSTAIN_LATE_MS * 1000;
+}
+
+static void print_sustain_row(const char *who, long rate, const mixed_result_t *r)
+{
+    printf("  %-9s %7ld msg/s: %8ld came due, %8ld delivered (%5.1f%%), lateness p50 %7.1f ms p99 %7.1f ms,"
+           " producers behind by %6.1f ms at most: %s\n",
+           who, rate, r->came_due, r->delivered,
+           r->came_due > 0 ? 100.0 * (double)r->delivered / (double)r->came_due : 0, r->late_p50_ms, r->late_p99_ms,
+           (double)r->max_behind_us / 1000, kept_up(r) ? "kept up" : "fell behind");
+}
+
+/* The mixed run at fixed producer rates (--sustain-rates), against the broker
+ * and (--zadd-port) Redis in turn: the highest rate each one keeps up with —
+ * what a shop sizing for a flash sale needs to know, where the mixed part
+ * measures how much a flood of producers gets in. */
+static void part_sustain(void)
+{
+    int secs = opt.quick ? 8 : 15;
+    printf("====== sustain: the mixed run at fixed producer rates for %d s each (DELAY 5s, %d producers, %d consumers"
+           " PULL COUNT %s); kept up = %.0f%% of what came due delivered, p99 lateness <= %.0f ms ======\n",
+           secs, opt.clients, CONSUMERS, opt.pull_count, 100 * SUSTAIN_DELIVERED, SUSTAIN_LATE_MS);
+    long best_h = 0, best_r = 0;
+    for (const char *p = opt.sustain_rates; *p != '\0';) {
+        long rate = atol(p);
+        p += strcspn(p, ",");
+        p += *p == ',';
+        if (rate <= 0)
+            tu_die(PROGRAM, "--sustain-rates: '%s' holds a rate that is not a positive number", opt.sustain_rates);
+        bp_broker_t b;
+        start_broker(&b, NULL);
+        mixed_result_t h = run_mixed(b.port, CMD_SEND, secs, rate);
+        bp_destroy(&b);
+        print_sustain_row("hourglass", rate, &h);
+        if (kept_up(&h) && rate > best_h)
+            best_h = rate;
+        if (opt.zadd_port > 0) {
+            redis_mixed_reset();
+            mixed_result_t r = run_mixed(opt.zadd_port, CMD_ZADD, secs, rate);
+            print_sustain_row("redis", rate, &r);
+            if (kept_up(&r) && rate > best_r)
+                best_r = rate;
+        }
+        fflush(stdout);
+    }
+    printf("  highest rate kept up with: hourglass %ld msg/s", best_h);
+    if (opt.zadd_port > 0)
+        printf(", redis %ld msg/s", best_r);
+    printf("\nRESULT sustain_hourglass_rps=%ld sustain_redis_rps=%ld\n\n", best_h, best_r);
 }
 
 /* ---- capacity ---------------------------------------------------------------------- */
@@ -1091,16 +1187,19 @@ static void part_capacity(void)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: hourglass-bench [--quick] [--only PART[,PART...]]\n"
-               "                       (PART: send sendkey zadd delivery steady steady-ms mixed capacity)\n"
+               "                       (PART: send sendkey zadd delivery steady steady-ms mixed sustain capacity)\n"
                "                       [--capacity]\n"
                "                       [--zadd-port PORT] [--clients C] [--pipeline P] [-n N]\n"
                "                       [--delivery-n N] [--steady-rate R] [--steady-secs S]\n"
                "                       [--capacity-n N] [--capacity-fsync always|no] [--broker PATH]\n"
                "                       [--pull-count N] [--broker-flag ARG]... [--baseline-broker PATH]\n"
+               "                       [--sustain-rates R,R,...]\n"
                "Prints figures; fails only when something is broken. Default broker: $HG_BROKER or\n"
                "the build dir's hourglass-broker. --capacity adds the long 10^7-message part.\n"
                "--broker-flag ARG adds ARG to every broker command line (repeat it: --broker-flag --fsync\n"
-               "--broker-flag no); --pull-count sets the consumers' PULL COUNT (default 100).\n");
+               "--broker-flag no); --pull-count sets the consumers' PULL COUNT (default 100).\n"
+               "--sustain-rates: the producer rates (msg/s) of the sustain part (default\n"
+               "10000,20000,40000,60000,80000).\n");
 }
 
 /* 1 when the part runs: named in --only (a comma-separated list), or, without
@@ -1163,6 +1262,8 @@ int main(int argc, char **argv)
             opt.capacity_fsync = v, i++;
         } else if (strcmp(a, "--pull-count") == 0) {
             opt.pull_count = v, i++;
+        } else if (strcmp(a, "--sustain-rates") == 0) {
+            opt.sustain_rates = v, i++;
         } else if (strcmp(a, "--broker-flag") == 0) {
             if (opt.nbroker_flags < 16)
                 opt.broker_flags[opt.nbroker_flags++] = v;
@@ -1208,6 +1309,9 @@ int main(int argc, char **argv)
     fflush(stdout);
     if (want("mixed"))
         part_mixed();
+    fflush(stdout);
+    if (want("sustain"))
+        part_sustain();
     fflush(stdout);
     if (want("capacity"))
         part_capacity();
