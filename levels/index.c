@@ -29,7 +29,9 @@
  * range, which would step over every copy deleted after it. An ACK of a lease
  * taken from the topic log at a seq the GC has not reached needs neither
  * (idx_copy_gone_home_kept): the message's own copy is still in the log, so
- * 'X' stays whoever else holds a copy. The Gets read
+ * 'X' stays whoever else holds a copy. A group with no retries, no DLQ
+ * entries and no lease of the message (store_group_holds_none: lease.c keeps
+ * its lease ids in memory) is not asked either. The Gets read
  * committed data; a 'Y' deleted earlier in the same pending batch is still
  * visible there, so those deletes are remembered (idx_dropped) until the
  * batch is written.
@@ -185,6 +187,9 @@ static int live_copy(store_t *s, const topic_state_t *t, uint64_t id, const key_
                      size_t errlen)
 {
     for (const group_state_t *g = t != NULL ? t->first_group : NULL; g != NULL; g = g->next_in_topic) {
+        if (store_group_holds_none(g, id)) {
+            continue; /* no read: it has no retry, no DLQ entry and no lease of id */
+        }
         key_buf_t k;
         key_copy_index(&k, id, g->name, g->len, g->gen);
         if (except != NULL && k.n == except->n && memcmp(k.b, except->b, k.n) == 0) {

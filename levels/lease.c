@@ -10,7 +10,10 @@
  * entry the log's GC has not reached yet knows that the message's own copy
  * is still there, so it drops the copy index entry without reading the
  * message index (store_topic_log_holds; that read was 15 % of the storage
- * thread with producers and consumers at full speed).
+ * thread with producers and consumers at full speed). A group also keeps
+ * the ids of its leases in memory (lease_track, bounded), so that the GC
+ * knows without a read that it holds no copy of an entry it collects
+ * (store_group_holds_none).
  * Deleted leases leave tombstones at the front of 'I': a lease floor (every
  * deadline >= it) and a remembered next deadline keep reads from walking them.
  *
@@ -40,6 +43,24 @@ static uint64_t leases_total(const store_t *s)
     return n;
 }
 
+/* Keep id among g's lease ids (store_group_holds_none), or count it as
+ * untracked past the bound. */
+static void lease_track(group_state_t *g, uint64_t id)
+{
+    if (map_count(&g->lease_ids) < STORE_LEASE_IDS_MAX) {
+        map_put(&g->lease_ids, &id, sizeof id, g);
+    } else {
+        g->leases_untracked++;
+    }
+}
+
+static void lease_untrack(group_state_t *g, uint64_t id)
+{
+    if (map_del(&g->lease_ids, &id, sizeof id) == NULL && g->leases_untracked > 0) {
+        g->leases_untracked--;
+    }
+}
+
 /* log_seq: the topic-log seq m was leased from, 0 when it was not (a retry). */
 static void lease_put(store_t *s, group_state_t *g, msg_t *m, uint64_t deadline, uint64_t log_seq)
 {
@@ -55,6 +76,7 @@ static void lease_put(store_t *s, group_state_t *g, msg_t *m, uint64_t deadline,
     store_put(s, &k, v, record_lease_index_encode(v, deadline, log_seq));
     idx_place_t p = { 'I', 0, 0, 0 };
     idx_copy_put(s, m->id, g->name, g->len, g->gen, &p);
+    lease_track(g, m->id);
     g->inflight++;
     store_mark_group(s, g);
     if (deadline < s->lease_floor) {
@@ -75,6 +97,7 @@ static void lease_delete(store_t *s, group_state_t *g, uint64_t id, uint64_t dea
     store_del(s, &k);
     key_queue(&k, KEY_LEASE_INDEX, g->name, g->len, id);
     store_del(s, &k);
+    lease_untrack(g, id);
     g->inflight--;
     store_mark_group(s, g);
     if (s->lease_next_valid && deadline <= s->lease_next) {

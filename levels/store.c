@@ -379,6 +379,7 @@ static int load_groups(store_t *s, char *err, size_t errlen)
         g->retry_ready = r.retry_ready;
         g->retry_delayed = r.retry_delayed;
         g->inflight = r.inflight;
+        g->leases_untracked = r.inflight; /* which ids they are is not read at open */
         g->dlq = r.dlq;
         g->created_ms = r.created_ms;
         g->topic = store_topic_get_or_create(s, r.topic, r.topic_len);

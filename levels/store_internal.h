@@ -67,6 +67,10 @@ typedef struct level_state {
 
 typedef struct group_state group_state_t;
 
+/* lease.c keeps the ids of at most this many leases per group in memory
+ * (store_group_holds_none); past it, a group's copies are read from 'Y'. */
+#define STORE_LEASE_IDS_MAX 65536
+
 /* store_collect keeps this many samples of a topic's smallest cursor per
  * grace period: a topic's consumed entries become collectable in slices of
  * grace / STORE_GC_MARKS, not all at once. */
@@ -106,6 +110,11 @@ struct group_state {
     uint32_t max_reconsume;
     uint64_t retry_head_hint; /* every retry-ready entry has seq >= this */
     uint64_t pops_since_compact;
+    /* lease.c: the ids of its leases taken since open (keys only, at most
+     * STORE_LEASE_IDS_MAX), and how many of its leases are not among them
+     * (taken before the open, or past the bound): store_group_holds_none */
+    map_t lease_ids;
+    uint64_t leases_untracked;
     int dirty;
 };
 
@@ -261,6 +270,11 @@ int store_decode(const char *v, size_t vlen, msg_t *m, const char *where, char *
 int store_iter_msg(leveldb_iterator_t *it, msg_t *m, const char *where, char *err, size_t errlen);
 
 /* ---- group.c: topics and groups ------------------------------------------------------ */
+
+/* 1 when g is known to hold no copy of message id without a read: no
+ * retries, no DLQ entries, and none of its leases is of id (lease.c keeps
+ * their ids in memory). 0 when it may hold one: ask its 'Y' entry. */
+int store_group_holds_none(const group_state_t *g, uint64_t id);
 
 /* The group of that name, or NULL. */
 group_state_t *store_group_get(const store_t *s, const char *name, size_t len);

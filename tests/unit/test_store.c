@@ -3553,6 +3553,51 @@ static void test_index_ack_and_gc(void)
     CLOSE(&s);
 }
 
+/* The GC drops a collected message's index only when no group holds a copy,
+ * and knows a group's leases without reading them only for the leases it saw
+ * taken: those from before a reopen, or past the in-memory bound, are read. */
+static void gc_of_leased(const char *g, const char *t, int reopen, int n)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, g, t, 1, T0);
+    uint64_t *ids = malloc(sizeof *ids * (size_t)n);
+    msg_owned_t *m = malloc(sizeof *m * (size_t)n);
+    TU_REQUIRE(ids != NULL && m != NULL, "out of memory");
+    for (int i = 0; i < n; i++)
+        ids[i] = SEND(s, t, "x", 0, 0, T0, NULL);
+    for (int got = 0; got < n;) {
+        int k = LEASE_N(s, g, t, n - got < 1000 ? n - got : 1000, LEASE, T0, m + got);
+        TU_REQUIRE(k > 0, "leased %d of %d", got, n);
+        got += k;
+    }
+    if (reopen) {
+        CLOSE(&s);
+        s = OPEN_DEFAULT();
+    }
+    char err[512] = "";
+    int work = 0;
+    REQUIRE_OK(store_maintain(s, T0 + 1, n + 10, &work, err, sizeof err), err); /* every entry: below the cursor */
+    CHECK_EQ_U64(retained_of(s, t), 0);
+    store_msg_state_t gs;
+    TU_CHECK(state_of(s, ids[0], g, &gs) == STORE_MSG_LEASED && gs == STORE_MSG_LEASED, "first: lease lost");
+    TU_CHECK(state_of(s, ids[n - 1], g, &gs) == STORE_MSG_LEASED && gs == STORE_MSG_LEASED, "last: lease lost");
+    CHECK_STORE(s);
+    ACK_LEASED(s, g, m, n);
+    TU_CHECK(state_of(s, ids[0], NULL, &gs) == STORE_MSG_GONE, "first: acked and collected, not gone");
+    TU_CHECK(state_of(s, ids[n - 1], NULL, &gs) == STORE_MSG_GONE, "last: acked and collected, not gone");
+    CHECK_STORE(s);
+    CLOSE(&s);
+    free(ids);
+    free(m);
+}
+
+static void test_index_gc_of_leased(void)
+{
+    gc_of_leased("g1", "t1", 0, 10);
+    gc_of_leased("g2", "t2", 1, 10);    /* leases taken before a reopen */
+    gc_of_leased("g3", "t3", 0, 65546); /* more leases than the group keeps ids of in memory */
+}
+
 /* Two deleted groups' retries of one message dropped in one move: the second
  * drop must see that the first one's copy is gone (a delete pending in the
  * batch), or the message index would outlive every copy. */
@@ -3796,6 +3841,7 @@ static const tu_test_t index_tests[] = {
     { "follows every move", test_index_follows_moves },
     { "two drops of one message in one batch", test_index_two_drops_in_one_batch },
     { "an ACK and the log's GC", test_index_ack_and_gc },
+    { "the GC and leases", test_index_gc_of_leased },
     { "a deleted group's retry keeps no index", test_index_deleted_group_retry },
     { "revoke", test_index_revoke },
     { "dedup", test_index_dedup },
