@@ -85,7 +85,7 @@ static int dlq_take(store_t *s, group_state_t *g, uint64_t id, int all, int requ
             }
             m.reconsume = 0;
             store_retry_append(s, g, &m, now_ms);
-        } else if (idx_copy_gone(s, g->topic, at, g->name, g->len, g->gen, err, errlen) != 0) {
+        } else if (idx_copy_gone(s, g->topic, at, g->name, g->len, g->gen, 0, err, errlen) != 0) {
             rc = -1;
             break;
         }

@@ -271,7 +271,7 @@ static int delete_range(store_t *s, const group_state_t *g, const key_buf_t *k, 
     for (; store_iter_in(it, k->b, k->n, &key, &klen); leveldb_iter_next(it)) {
         msg_t m;
         if (store_iter_msg(it, &m, "a group range", err, errlen) != 0 ||
-            idx_copy_gone(s, g->topic, m.id, g->name, g->len, g->gen, err, errlen) != 0) {
+            idx_copy_gone(s, g->topic, m.id, g->name, g->len, g->gen, 0, err, errlen) != 0) {
             rc = -1;
             break;
         }
@@ -306,7 +306,7 @@ static int delete_leases(store_t *s, const group_state_t *g, const char *group, 
         key_lease(&lk, deadline, group, group_len, id);
         store_del(s, &lk);
         store_del_raw(s, key, klen);
-        if (idx_copy_gone(s, g->topic, id, group, group_len, g->gen, err, errlen) != 0) {
+        if (idx_copy_gone(s, g->topic, id, group, group_len, g->gen, log_seq, err, errlen) != 0) {
             rc = -1;
             break;
         }

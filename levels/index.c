@@ -26,10 +26,10 @@
  * shows no deleted group either). Deciding "was that the last copy" is one Get
  * of the 'Y' key of each other group bound to the topic (the store links a
  * topic's groups in memory), then one of 'X' — never a walk of the 'Y' id
- * range, which would step over every copy deleted after it. An ACK of a lease
- * taken from the topic log at a seq the GC has not reached needs neither
- * (idx_copy_gone_home_kept): the message's own copy is still in the log, so
- * 'X' stays whoever else holds a copy. A group with no retries, no DLQ
+ * range, which would step over every copy deleted after it. A lease taken
+ * from the topic log at a seq the GC has not reached needs neither when it
+ * goes (idx_copy_gone's log_seq): the message's own copy is still in the log,
+ * so 'X' stays whoever else holds a copy. A group with no retries, no DLQ
  * entries and no lease of the message (store_group_holds_none: lease.c keeps
  * its lease ids in memory) is not asked either. The Gets read
  * committed data; a 'Y' deleted earlier in the same pending batch is still
@@ -255,15 +255,17 @@ void idx_copy_put(store_t *s, uint64_t id, const char *group, size_t glen, uint6
 }
 
 int idx_copy_gone(store_t *s, const topic_state_t *t, uint64_t id, const char *group, size_t glen, uint64_t gen,
-                  char *err, size_t errlen)
+                  uint64_t log_seq, char *err, size_t errlen)
 {
     key_buf_t y;
     key_copy_index(&y, id, group, glen, gen);
-    int other = live_copy(s, t, id, &y, err, errlen);
+    int kept = log_seq != 0 && t != NULL && store_topic_log_holds(t, log_seq); /* by its own copy: no read */
+    int other = kept ? 1 : live_copy(s, t, id, &y, err, errlen);
     if (other < 0) {
         return -1;
     }
-    idx_copy_gone_home_kept(s, id, group, glen, gen);
+    store_del(s, &y);
+    map_put(&s->idx_dropped, y.b, y.n, s);
     if (other) {
         return 0;
     }
@@ -280,14 +282,6 @@ int idx_copy_gone(store_t *s, const topic_state_t *t, uint64_t id, const char *g
         leveldb_free(buf);
     }
     return 0;
-}
-
-void idx_copy_gone_home_kept(store_t *s, uint64_t id, const char *group, size_t glen, uint64_t gen)
-{
-    key_buf_t y;
-    key_copy_index(&y, id, group, glen, gen);
-    store_del(s, &y);
-    map_put(&s->idx_dropped, y.b, y.n, s);
 }
 
 void idx_sent_key_add(store_t *s, const msg_t *m)

@@ -6,11 +6,11 @@
  * 'I' deadline group id, so expiry reads the range in deadline order, and the
  * index 'J' group id → deadline, so ACK, TOUCH and fail find a lease from its
  * id with one Get (or a few iterator steps for a sorted batch of ACKs). The
- * index also keeps the topic-log seq a lease was taken from: an ACK whose
- * entry the log's GC has not reached yet knows that the message's own copy
- * is still there, so it drops the copy index entry without reading the
- * message index (store_topic_log_holds; that read was 15 % of the storage
- * thread with producers and consumers at full speed). A group also keeps
+ * index also keeps the topic-log seq a lease was taken from, handed to
+ * idx_copy_gone when the lease goes (ACK, GROUP DEL): while the log's GC has
+ * not reached that entry the message's own copy is still there, so only the
+ * copy index entry goes, without reading the message index (that read was
+ * 15 % of the storage thread with producers and consumers at full speed). A group also keeps
  * the ids of its leases in memory (lease_track, bounded), so that the GC
  * knows without a read that it holds no copy of an entry it collects
  * (store_group_holds_none).
@@ -401,9 +401,7 @@ int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *i
         if (found) {
             lease_delete(s, g, sorted[i], deadline);
             (*released)++;
-            if (log_seq != 0 && store_topic_log_holds(g->topic, log_seq)) {
-                idx_copy_gone_home_kept(s, sorted[i], g->name, g->len, g->gen);
-            } else if (idx_copy_gone(s, g->topic, sorted[i], g->name, g->len, g->gen, err, errlen) != 0) {
+            if (idx_copy_gone(s, g->topic, sorted[i], g->name, g->len, g->gen, log_seq, err, errlen) != 0) {
                 rc = -1;
                 break;
             }

@@ -265,7 +265,7 @@ static int route_due(store_t *s, msg_t *m, uint64_t hop_due, uint64_t now_ms, ch
     group_state_t *g = store_group_get(s, m->group.ptr, m->group.len);
     if (g == NULL || g->gen != m->group_gen) { /* its group was deleted: drop */
         return idx_copy_gone(s, map_get(&s->topics, m->topic.ptr, m->topic.len), m->id, m->group.ptr, m->group.len,
-                             m->group_gen, err, errlen);
+                             m->group_gen, 0, err, errlen);
     }
     g->retry_delayed--;
     store_retry_append(s, g, m, now_ms);

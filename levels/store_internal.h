@@ -362,15 +362,14 @@ void idx_copy_put(store_t *s, uint64_t id, const char *group, size_t glen, uint6
 
 /* That group copy left the store (ACK, DLQ DROP, a dropped retry, GROUP DEL):
  * drop its 'Y' entry, and 'X' / 'K' when neither the message's own copy nor a
- * copy of another live group of its topic t (NULL: none) is left. A read: a
- * Get per other group bound to t, and one of 'X' when none holds it. */
+ * copy of another live group of its topic t (NULL: none) is left. log_seq:
+ * the topic-log seq the copy was taken from when known (a lease's index
+ * keeps it), else 0; while t's log still holds that entry
+ * (store_topic_log_holds) the own copy is there, so nothing is read. Else a
+ * read: a Get per other group bound to t that may hold a copy
+ * (store_group_holds_none), and one of 'X' when none holds it. */
 int idx_copy_gone(store_t *s, const topic_state_t *t, uint64_t id, const char *group, size_t glen, uint64_t gen,
-                  char *err, size_t errlen);
-
-/* idx_copy_gone when the message's own copy is known to be in its topic log
- * still (store_topic_log_holds): 'X' stays whatever other groups hold, so
- * only the 'Y' entry goes, with no read. */
-void idx_copy_gone_home_kept(store_t *s, uint64_t id, const char *group, size_t glen, uint64_t gen);
+                  uint64_t log_seq, char *err, size_t errlen);
 
 /* store_send, for a message with a key: remember it as sent in the pending
  * batch (the first one per topic and key is kept). */
