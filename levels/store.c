@@ -173,13 +173,21 @@ static void map_open_error(const char *path, const char *dberr, char *err, size_
 
 /* ---- the meta records ---------------------------------------------------------------- */
 
-static int write_new_meta(store_t *s, char *err, size_t errlen)
+/* Add this build's format marker to the pending batch. */
+static void put_format(store_t *s)
 {
     key_buf_t k;
-    char v[4], spec[LVL_MAX_LEVELS * 16];
+    char v[4];
     key_meta(&k, "format");
     be32_put(v, STORE_FORMAT_VERSION);
     store_put(s, &k, v, 4);
+}
+
+static int write_new_meta(store_t *s, char *err, size_t errlen)
+{
+    key_buf_t k;
+    char spec[LVL_MAX_LEVELS * 16];
+    put_format(s);
     lvl_table_format(&s->opt.levels, spec, sizeof spec);
     key_meta(&k, "levels");
     store_put(s, &k, spec, strlen(spec));
@@ -204,11 +212,7 @@ static int write_new_meta(store_t *s, char *err, size_t errlen)
  * values stay readable). */
 static int upgrade_format(store_t *s, uint32_t from, char *err, size_t errlen)
 {
-    key_buf_t k;
-    char v[4];
-    key_meta(&k, "format");
-    be32_put(v, STORE_FORMAT_VERSION);
-    store_put(s, &k, v, 4);
+    put_format(s);
     char dberr[256];
     if (store_write_batch(s, 1, dberr, sizeof dberr) != 0) {
         return err_set(err, errlen, "cannot upgrade data directory %s from format version %u to %d: %s", s->path, from,
@@ -491,16 +495,9 @@ int store_open(const store_options_t *o, store_t **out, char *err, size_t errlen
         store_free(s);
         return -1;
     }
-    /* Topic heads: start at the smallest cursor of their groups (everything
-     * below it was collected), else at 0 (one walk on the first read). */
-    map_iter_t mi = { 0 };
-    void *v;
-    while (map_next(&s->groups, &mi, NULL, NULL, &v)) {
-        group_state_t *g = v;
-        if (g->topic->head_hint == 0 || g->cursor < g->topic->head_hint) {
-            g->topic->head_hint = 0;
-        }
-    }
+    /* Topic heads stay at 0 (one walk to the first retained entry on the
+     * first read): below a group's cursor an entry may still be retained (the
+     * GC's grace), and store_topic_log_holds needs a head the GC has reached. */
     s->lease_floor = 0;
     s->lease_next_valid = 0;
     *out = s;
