@@ -635,13 +635,23 @@ static void test_refuse_missing_and_file(void)
     TU_CHECK(s == NULL, "*out must stay NULL");
 }
 
-/* Put one raw key into a closed data directory. */
-static void raw_put(const char *key, size_t klen, const char *val, size_t vlen, int line)
+/* The closed data directory opened as a plain LevelDB (LevelDB copies the
+ * options, so none are left to free): for the raw_* helpers below. */
+static leveldb_t *raw_open(int line)
 {
     char *dberr = NULL;
     leveldb_options_t *lo = leveldb_options_create();
     leveldb_t *db = leveldb_open(lo, g_data, &dberr);
-    TU_REQUIRE_AT(dberr == NULL, line, "leveldb_open: %s", dberr ? dberr : "");
+    leveldb_options_destroy(lo);
+    TU_REQUIRE_AT(dberr == NULL && db != NULL, line, "leveldb_open: %s", dberr ? dberr : "");
+    return db;
+}
+
+/* Put one raw key into a closed data directory. */
+static void raw_put(const char *key, size_t klen, const char *val, size_t vlen, int line)
+{
+    char *dberr = NULL;
+    leveldb_t *db = raw_open(line);
     leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
     if (val != NULL)
         leveldb_put(db, wo, key, klen, val, vlen, &dberr);
@@ -649,7 +659,6 @@ static void raw_put(const char *key, size_t klen, const char *val, size_t vlen, 
         leveldb_delete(db, wo, key, klen, &dberr);
     leveldb_writeoptions_destroy(wo);
     leveldb_close(db);
-    leveldb_options_destroy(lo);
     TU_REQUIRE_AT(dberr == NULL, line, "leveldb write: %s", dberr ? dberr : "");
 }
 
@@ -669,13 +678,24 @@ static void test_refuse_other_format(void)
     CHECK_REFUSAL(rc, err, "format version 0", g_data);
 }
 
+/* Write group g's lease index entry of id as format 1 did: the deadline
+ * alone ('J' g 0x00 id → u64 deadline), into a closed data directory. */
+static void raw_put_format1_lease_index(uint64_t id, uint64_t deadline, int line)
+{
+    char jk[3 + 8], jv[8];
+    memcpy(jk, "Jg", 3);
+    for (int i = 0; i < 8; i++) {
+        jk[3 + i] = (char)(id >> (56 - 8 * i));
+        jv[i] = (char)(deadline >> (56 - 8 * i));
+    }
+    raw_put(jk, sizeof jk, jv, sizeof jv, line);
+}
+
 /* The format marker as it is on disk (a closed data directory). */
 static uint32_t raw_format(void)
 {
     char *dberr = NULL;
-    leveldb_options_t *lo = leveldb_options_create();
-    leveldb_t *db = leveldb_open(lo, g_data, &dberr);
-    TU_REQUIRE(dberr == NULL, "leveldb_open: %s", dberr ? dberr : "");
+    leveldb_t *db = raw_open(__LINE__);
     leveldb_readoptions_t *ro = leveldb_readoptions_create();
     size_t vlen = 0;
     char *v = leveldb_get(db, ro, "Mformat", 7, &vlen, &dberr);
@@ -685,7 +705,6 @@ static uint32_t raw_format(void)
     leveldb_free(v);
     leveldb_readoptions_destroy(ro);
     leveldb_close(db);
-    leveldb_options_destroy(lo);
     return version;
 }
 
@@ -704,13 +723,7 @@ static void test_upgrade_older_format(void)
     free_msgs(m, n);
     CLOSE(&s);
     CHECK_EQ_U64(raw_format(), 2);
-    char jk[3 + 8], jv[8]; /* the lease of a as format 1 wrote it */
-    memcpy(jk, "Jg", 3);
-    for (int i = 0; i < 8; i++) {
-        jk[3 + i] = (char)(a >> (56 - 8 * i));
-        jv[i] = (char)((T0 + LEASE) >> (56 - 8 * i));
-    }
-    raw_put(jk, sizeof jk, jv, sizeof jv, __LINE__);
+    raw_put_format1_lease_index(a, T0 + LEASE, __LINE__); /* the lease of a as format 1 wrote it */
     raw_put("Mformat", 7, "\0\0\0\1", 4, __LINE__);
     s = OPEN_DEFAULT();
     CHECK_STORE(s);
@@ -3384,9 +3397,7 @@ static const tu_test_t topic_tests[] = {
 static void raw_delete_range(char tag, int line)
 {
     char *dberr = NULL;
-    leveldb_options_t *lo = leveldb_options_create();
-    leveldb_t *db = leveldb_open(lo, g_data, &dberr);
-    TU_REQUIRE_AT(dberr == NULL, line, "leveldb_open: %s", dberr ? dberr : "");
+    leveldb_t *db = raw_open(line);
     leveldb_readoptions_t *ro = leveldb_readoptions_create();
     leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
     leveldb_writebatch_t *b = leveldb_writebatch_create();
@@ -3404,7 +3415,6 @@ static void raw_delete_range(char tag, int line)
     leveldb_writeoptions_destroy(wo);
     leveldb_readoptions_destroy(ro);
     leveldb_close(db);
-    leveldb_options_destroy(lo);
     TU_REQUIRE_AT(dberr == NULL, line, "leveldb_write: %s", dberr ? dberr : "");
 }
 
@@ -3535,13 +3545,7 @@ static void test_index_ack_and_gc(void)
     CHECK_EQ_U64(n, 1);
     free_msgs(m, n);
     CLOSE(&s);
-    char jk[3 + 8], jv[8];
-    memcpy(jk, "Jg", 3); /* 'J' group 0x00 id */
-    for (int i = 0; i < 8; i++) {
-        jk[3 + i] = (char)(e >> (56 - 8 * i));
-        jv[i] = (char)((T0 + 3 + LEASE) >> (56 - 8 * i));
-    }
-    raw_put(jk, sizeof jk, jv, sizeof jv, __LINE__);
+    raw_put_format1_lease_index(e, T0 + 3 + LEASE, __LINE__);
     s = OPEN_DEFAULT();
     CHECK_STORE(s);
     TU_CHECK(state_of(s, e, "g", &gs) == STORE_MSG_LEASED && gs == STORE_MSG_LEASED, "e: not leased");
@@ -3630,10 +3634,7 @@ static void test_index_two_drops_in_one_batch(void)
 /* The keys of one range tag in a closed data directory. */
 static int raw_count_range(char tag, int line)
 {
-    char *dberr = NULL;
-    leveldb_options_t *lo = leveldb_options_create();
-    leveldb_t *db = leveldb_open(lo, g_data, &dberr);
-    TU_REQUIRE_AT(dberr == NULL, line, "leveldb_open: %s", dberr ? dberr : "");
+    leveldb_t *db = raw_open(line);
     leveldb_readoptions_t *ro = leveldb_readoptions_create();
     leveldb_iterator_t *it = leveldb_create_iterator(db, ro);
     int n = 0;
@@ -3646,7 +3647,6 @@ static int raw_count_range(char tag, int line)
     leveldb_iter_destroy(it);
     leveldb_readoptions_destroy(ro);
     leveldb_close(db);
-    leveldb_options_destroy(lo);
     return n;
 }
 
