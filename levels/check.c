@@ -7,8 +7,9 @@
  * keys; each topic's counters equal its log and its delayed counter the level
  * entries bound for it; each group's counters equal its
  * ranges (backlog, retry-ready, delayed retries of its current gen on the
- * levels, leases, lease index, DLQ); every lease index entry names a lease;
- * and no (group, id) is in two places. It uses nothing but what store_open
+ * levels, leases, DLQ); a lease's topic-log seq is where its message's own
+ * copy is (idx_check: every copy has its index entry, a lease's naming its
+ * deadline); and no (group, id) is in two places. It uses nothing but what store_open
  * loads, so it works on a store just opened by a process that does nothing
  * else (an operator's check after a crash) as well as on one in use (tests).
  * It reads everything and keeps a key per group message in memory: not for
@@ -234,48 +235,39 @@ static int check_lease_log_seq(store_t *s, uint64_t id, uint64_t log_seq, char *
                         found ? "names another place" : "is missing");
 }
 
-/* Every lease index entry names a lease; counts them per group ('J'). */
-static int check_lease_index(store_t *s, check_ctx_t *c, char *err, size_t errlen)
+/* A lease's copy index entry ('Y', place 'I') names its lease key by the
+ * deadline (idx_check matches the two); its topic-log seq, when known, must
+ * be where the message's own copy is (check_lease_log_seq). A format-2
+ * lease index ('J') is folded at open, so none is left. */
+static int check_lease_places(store_t *s, char *err, size_t errlen)
 {
     leveldb_iterator_t *it = store_iter_range(s, KEY_LEASE_INDEX);
     const char *key;
     size_t klen;
     int rc = 0;
-    for (; store_iter_in_range(it, KEY_LEASE_INDEX, &key, &klen); leveldb_iter_next(it)) {
-        size_t vlen;
-        const char *v = leveldb_iter_value(it, &vlen);
-        const char *group;
-        size_t glen;
-        uint64_t id, deadline, log_seq;
-        if (record_lease_index_decode(v, vlen, &deadline, &log_seq) != 0 ||
-            key_lease_index_parse(key, klen, &group, &glen, &id) != 0) {
-            rc = err_set(err, errlen, "corrupt lease index entry");
-            break;
-        }
-        check_count(c, 'J', group, glen);
-        if (log_seq != 0 && (rc = check_lease_log_seq(s, id, log_seq, err, errlen)) != 0) {
-            break;
-        }
-        char *val;
-        size_t ivlen;
-        key_buf_t ik;
-        key_lease(&ik, deadline, group, glen, id);
-        int found = store_get(s, &ik, &val, &ivlen, err, errlen);
-        if (found < 0) {
-            rc = -1;
-            break;
-        }
-        if (!found) {
-            rc = err_set(err, errlen, "lease index entry for group %.*s id %llu names no lease", (int)glen, group,
-                         (unsigned long long)id);
-            break;
-        }
-        leveldb_free(val);
-    }
-    if (rc == 0) {
-        rc = store_iter_error(it, "the lease index", err, errlen);
+    if (store_iter_in_range(it, KEY_LEASE_INDEX, &key, &klen)) {
+        rc = err_set(err, errlen, "a format-2 lease index entry is left (open folds them into the copy index)");
     }
     leveldb_iter_destroy(it);
+    it = rc == 0 ? store_iter_range(s, KEY_COPY_INDEX) : NULL;
+    for (; rc == 0 && store_iter_in_range(it, KEY_COPY_INDEX, &key, &klen); leveldb_iter_next(it)) {
+        size_t vlen;
+        const char *v = leveldb_iter_value(it, &vlen);
+        idx_place_t p;
+        if (klen < 9 || idx_place_decode(v, vlen, &p) != 0) {
+            rc = err_set(err, errlen, "corrupt copy index entry");
+            break;
+        }
+        if (p.tag == 'I' && p.seq != 0) {
+            rc = check_lease_log_seq(s, be64_get(key + 1), p.seq, err, errlen);
+        }
+    }
+    if (it != NULL) {
+        if (rc == 0) {
+            rc = store_iter_error(it, "the copy index", err, errlen);
+        }
+        leveldb_iter_destroy(it);
+    }
     return rc;
 }
 
@@ -329,7 +321,6 @@ static int check_counters(const store_t *s, check_ctx_t *c, char *err, size_t er
             { "retry-ready", 'R', g->retry_ready },
             { "retry-delayed", 'd', g->retry_delayed },
             { "in-flight", 'I', g->inflight },
-            { "lease-index", 'J', g->inflight },
             { "DLQ", 'D', g->dlq },
         };
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
@@ -372,7 +363,7 @@ int store_check(store_t *s, char *err, size_t errlen)
         rc = -1;
     }
     if (rc == 0) {
-        rc = check_lease_index(s, &c, err, errlen);
+        rc = check_lease_places(s, err, errlen);
     }
     if (rc == 0) {
         rc = check_levels(s, &c, err, errlen);

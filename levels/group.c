@@ -284,40 +284,6 @@ static int delete_range(store_t *s, const group_state_t *g, const key_buf_t *k, 
     return rc;
 }
 
-/* The lease index (J) names each lease key (I): delete both. */
-static int delete_leases(store_t *s, const group_state_t *g, const char *group, size_t group_len, char *err,
-                         size_t errlen)
-{
-    key_buf_t k;
-    key_queue_prefix(&k, KEY_LEASE_INDEX, group, group_len);
-    leveldb_iterator_t *it = store_iter_at(s, &k);
-    const char *key;
-    size_t klen;
-    int rc = 0;
-    for (; store_iter_in(it, k.b, k.n, &key, &klen); leveldb_iter_next(it)) {
-        size_t vlen;
-        const char *v = leveldb_iter_value(it, &vlen);
-        uint64_t id, deadline, log_seq;
-        if (record_lease_index_decode(v, vlen, &deadline, &log_seq) != 0 || key_queue_parse(key, klen, k.n, &id) != 0) {
-            rc = err_set(err, errlen, "corrupt lease index in %s", s->path);
-            break;
-        }
-        key_buf_t lk;
-        key_lease(&lk, deadline, group, group_len, id);
-        store_del(s, &lk);
-        store_del_raw(s, key, klen);
-        if (idx_copy_gone(s, g->topic, id, group, group_len, g->gen, log_seq, err, errlen) != 0) {
-            rc = -1;
-            break;
-        }
-    }
-    if (rc == 0) {
-        rc = store_iter_error(it, "the lease index", err, errlen);
-    }
-    leveldb_iter_destroy(it);
-    return rc;
-}
-
 int store_group_delete(store_t *s, const char *group, size_t group_len, int *found, char *err, size_t errlen)
 {
     *found = 0;
@@ -329,7 +295,7 @@ int store_group_delete(store_t *s, const char *group, size_t group_len, int *fou
         return 0;
     }
     *found = 1;
-    if (delete_leases(s, g, group, group_len, err, errlen) != 0) {
+    if (lease_delete_group(s, g, err, errlen) != 0) {
         return -1;
     }
     static const enum key_tag ranges[] = { KEY_RETRY, KEY_DLQ };

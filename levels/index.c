@@ -12,8 +12,10 @@
  *   'K' topic 0 klen key id      (empty) one per 'X' whose key is not empty:
  *                                FIND and DEDUP walk one (topic, key) prefix.
  *   'Y' id group 0 gen           where group incarnation gen holds a copy: a
- *                                lease ('I'), a delayed retry ('L' level due
- *                                seq), retry-ready ('R' seq), the DLQ ('D').
+ *                                lease ('I' deadline, and the topic-log seq it
+ *                                was taken from or 0), a delayed retry ('L'
+ *                                level due seq), retry-ready ('R' seq), the
+ *                                DLQ ('D'). ACK finds a lease by it.
  *
  * Lifetimes. A message's own copy moves (hops, enters the log) by rewriting
  * 'X'; leaving the store (topic-log GC, REVOKE) drops 'X' and 'K' unless a
@@ -343,6 +345,9 @@ static idx_place_t entry_place(const store_entry_t *e)
         p.level = e->level;
         p.due = e->due_ms;
     }
+    if (e->range == STORE_LEASE) {
+        p.due = e->deadline_ms; /* the topic-log seq it was taken from is not in the entry */
+    }
     if (e->range == STORE_LEVEL || e->range == STORE_TOPIC || e->range == STORE_RETRY) {
         p.seq = e->seq;
     }
@@ -434,8 +439,11 @@ static int same_place(const idx_place_t *a, const idx_place_t *b)
     if (a->tag != b->tag) {
         return 0;
     }
-    if (a->tag == 'I' || a->tag == 'D') {
+    if (a->tag == 'D') {
         return 1;
+    }
+    if (a->tag == 'I') { /* the seq is checked against 'X' (store_check) */
+        return a->due == b->due;
     }
     return a->level == b->level && a->due == b->due && a->seq == b->seq;
 }

@@ -125,16 +125,6 @@ int record_group_decode(const char *v, size_t vlen, record_group_t *r)
     return 0;
 }
 
-size_t record_lease_index_encode(char *out, uint64_t deadline, uint64_t log_seq)
-{
-    be64_put(out, deadline);
-    if (log_seq == 0) {
-        return 8;
-    }
-    be64_put(out + 8, log_seq);
-    return 16;
-}
-
 int record_lease_index_decode(const char *v, size_t vlen, uint64_t *deadline, uint64_t *log_seq)
 {
     if (vlen != 8 && vlen != 16) {

@@ -3,8 +3,8 @@
  * key ranges, the small records, big-endian integers. Private to levels/ (not
  * installed); the message value itself is levels/msg.h's codec.
  *
- * Storage layout (authoritative; STORE_FORMAT_VERSION 2, which opens 1: it
- * differs only in the 'J' value below). Integers are
+ * Storage layout (authoritative; STORE_FORMAT_VERSION 3, which opens 1 and 2:
+ * they had the lease index 'J' below, folded into 'Y' at open). Integers are
  * fixed-width big-endian, so LevelDB's byte order is queue order. "name" is a
  * topic or group name: 1..MSG_MAX_NAME bytes that never contain 0x00
  * (msg_check_name), so "name 0x00" is a clean prefix of one queue.
@@ -28,9 +28,9 @@
  *   'T' topic 0x00 seq(u64)                 topic log: a message (stamp_ms: when it entered the log)
  *   'R' group 0x00 seq(u64)                 the group's retry-ready queue: a message (group and gen set)
  *   'I' deadline(u64) group 0x00 id(u64)    a lease, ordered by deadline: the leased message
- *   'J' group 0x00 id(u64)                  the lease index: u64 the deadline of that lease (names its 'I' key),
- *                                           then u64 the topic-log seq it was leased from (absent: leased from
- *                                           the retries, or written before it was kept)
+ *   'J' group 0x00 id(u64)                  formats 1 and 2 only, folded into the lease's 'Y' at open: the lease
+ *                                           index, u64 the deadline, then u64 the topic-log seq it was leased
+ *                                           from (absent: leased from the retries, or written by format 1)
  *   'D' group 0x00 id(u64)                  the group's DLQ: the message with its reason, stamp_ms = parked time
  *   'X' id(u64)                             the message index (levels/index.c): where the message's own copy is
  *                                           (its SEND journey on a level, or the topic log; or none once only
@@ -38,7 +38,9 @@
  *                                           copy or a copy of a live group incarnation exists
  *   'K' topic 0x00 klen(u16) key id(u64)    the key index: (empty) one per message with a non-empty key, with 'X'
  *   'Y' id(u64) group 0x00 gen(u64)         the group-copy index: where that group incarnation holds the message
- *                                           (a lease, a delayed retry on a level, retry-ready, the DLQ)
+ *                                           (a lease: its deadline, naming its 'I' key, and the topic-log seq it
+ *                                           was leased from or 0; a delayed retry on a level, retry-ready, the
+ *                                           DLQ). ACK, NACK and TOUCH find a lease by it.
  *
  * Invariants (store_check verifies them all):
  * - Every move between ranges is one WriteBatch with the records it changes,
@@ -50,9 +52,9 @@
  *   group's counters are its ranges; a topic's delayed counter is the level
  *   entries bound for its log (the levels are shared by all topics, so only
  *   this counter, kept in the batch of every move on or off a level, says
- *   how many are whose); every 'J' entry names an 'I' key and back; a 'J'
- *   entry's topic-log seq is where the message's 'X' says its own copy is,
- *   or 'X' says it has none (the GC collected it).
+ *   how many are whose); every copy has its 'Y' entry and back, a lease's
+ *   naming its 'I' key; a lease's topic-log seq is where the message's 'X'
+ *   says its own copy is, or 'X' says it has none (the GC collected it).
  * - Sequence numbers come from the one 'M' "seq" counter (persisted in every
  *   commit that used it), so an append lands after a queue's tail and an id is
  *   never reused, across reopens too.
@@ -200,14 +202,14 @@ static inline void key_level(key_buf_t *k, int level, uint64_t due, uint64_t seq
     key_u64(k, seq);
 }
 
-/* tag name 0x00: the prefix of one named queue ('T', 'R', 'J', 'D'). */
+/* tag name 0x00: the prefix of one named queue ('T', 'R', 'D'; 'J' of format 2). */
 static inline void key_queue_prefix(key_buf_t *k, enum key_tag tag, const char *name, size_t len)
 {
     key_start(k, tag);
     key_name(k, name, len);
 }
 
-/* tag name 0x00 n: an entry of a named queue (n a seq for 'T'/'R', an id for 'J'/'D'). */
+/* tag name 0x00 n: an entry of a named queue (n a seq for 'T'/'R', an id for 'D' and format 2's 'J'). */
 static inline void key_queue(key_buf_t *k, enum key_tag tag, const char *name, size_t len, uint64_t n)
 {
     key_queue_prefix(k, tag, name, len);
@@ -293,7 +295,7 @@ static inline int key_lease_parse(const char *key, size_t klen, uint64_t *deadli
     return 0;
 }
 
-/* A lease index key: 0 with the group (a view into key) and *id, or -1. */
+/* A format-2 lease index key: 0 with the group (a view into key) and *id, or -1. */
 int key_lease_index_parse(const char *key, size_t klen, const char **group, size_t *glen, uint64_t *id);
 
 /* ---- the records ----------------------------------------------------------------- */
@@ -337,13 +339,7 @@ size_t record_group_encode(const record_group_t *r, char *out);
  * the rest of the value. */
 int record_group_decode(const char *v, size_t vlen, record_group_t *r);
 
-/* A lease index value: the deadline, then the topic-log seq the lease was
- * taken from when it came from the topic log (log_seq 0: it did not). Writes
- * out[RECORD_LEASE_INDEX_MAX], returns the length. */
-#define RECORD_LEASE_INDEX_MAX 16
-size_t record_lease_index_encode(char *out, uint64_t deadline, uint64_t log_seq);
-
-/* Parse a lease index value of either length: 0 with *deadline and *log_seq
+/* Parse a format-1 or -2 lease index value (8 or 16 bytes): 0 with *deadline and *log_seq
  * (0 when the value holds none), -1 when corrupt. */
 int record_lease_index_decode(const char *v, size_t vlen, uint64_t *deadline, uint64_t *log_seq);
 

@@ -4,13 +4,16 @@
  *
  * A lease is two keys written in one batch (keys.h): the message under
  * 'I' deadline group id, so expiry reads the range in deadline order, and the
- * index 'J' group id → deadline, so ACK, TOUCH and fail find a lease from its
- * id with one Get (or a few iterator steps for a sorted batch of ACKs). The
- * index also keeps the topic-log seq a lease was taken from, handed to
- * idx_copy_gone when the lease goes (ACK, GROUP DEL): while the log's GC has
- * not reached that entry the message's own copy is still there, so only the
- * copy index entry goes, without reading the message index (that read was
- * 15 % of the storage thread with producers and consumers at full speed). A group also keeps
+ * group copy's index entry 'Y' id group gen, whose place ('I', the deadline,
+ * the topic-log seq) names that key, so ACK, TOUCH and fail find a lease from
+ * its id with one Get (or a few iterator steps for a sorted batch of ACKs).
+ * Every group copy has that entry anyway; a separate lease index (format 2's
+ * 'J', folded into 'Y' at open: lease_index_fold) cost a put and a delete
+ * per message. The topic-log seq is handed to idx_copy_gone when the lease
+ * goes (ACK): while the log's GC has not reached that entry the message's own
+ * copy is still there, so only the copy index entry goes, without reading
+ * the message index (that read was 15 % of the storage thread with producers
+ * and consumers at full speed). A group also keeps
  * the ids of its leases in memory (lease_track, bounded), so that the GC
  * knows without a read that it holds no copy of an entry it collects
  * (store_group_holds_none).
@@ -71,10 +74,7 @@ static void lease_put(store_t *s, group_state_t *g, msg_t *m, uint64_t deadline,
     m->group_gen = g->gen;
     key_lease(&k, deadline, g->name, g->len, m->id);
     store_put_msg(s, &k, m);
-    key_queue(&k, KEY_LEASE_INDEX, g->name, g->len, m->id);
-    char v[RECORD_LEASE_INDEX_MAX];
-    store_put(s, &k, v, record_lease_index_encode(v, deadline, log_seq));
-    idx_place_t p = { 'I', 0, 0, 0 };
+    idx_place_t p = { 'I', 0, deadline, log_seq };
     idx_copy_put(s, m->id, g->name, g->len, g->gen, &p);
     lease_track(g, m->id);
     g->inflight++;
@@ -94,8 +94,6 @@ static void lease_delete(store_t *s, group_state_t *g, uint64_t id, uint64_t dea
 {
     key_buf_t k;
     key_lease(&k, deadline, g->name, g->len, id);
-    store_del(s, &k);
-    key_queue(&k, KEY_LEASE_INDEX, g->name, g->len, id);
     store_del(s, &k);
     lease_untrack(g, id);
     g->inflight--;
@@ -242,57 +240,72 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
 
 /* ---- finding a lease ------------------------------------------------------------------ */
 
-/* Read a lease's index entry with a Get: 1 found (*deadline, *log_seq), 0
- * not, -1 error. */
-static int lease_lookup(store_t *s, const char *group, size_t glen, uint64_t id, uint64_t *deadline, uint64_t *log_seq,
+/* A copy index value of g's copy of id: 1 when it is a lease (*deadline,
+ * *log_seq: 0 when unknown), 0 when the copy is elsewhere, -1 corrupt. */
+static int lease_place(store_t *s, const char *v, size_t vlen, uint64_t id, uint64_t *deadline, uint64_t *log_seq,
+                       char *err, size_t errlen)
+{
+    idx_place_t p;
+    if (idx_place_decode(v, vlen, &p) != 0) {
+        return err_set(err, errlen, "corrupt copy index entry of %016llx in %s", (unsigned long long)id, s->path);
+    }
+    if (p.tag != 'I') {
+        return 0;
+    }
+    *deadline = p.due;
+    *log_seq = p.seq;
+    return 1;
+}
+
+/* Read g's lease of id from its copy index entry with a Get: 1 found
+ * (*deadline, *log_seq), 0 not, -1 error. */
+static int lease_lookup(store_t *s, const group_state_t *g, uint64_t id, uint64_t *deadline, uint64_t *log_seq,
                         char *err, size_t errlen)
 {
     key_buf_t k;
-    key_queue(&k, KEY_LEASE_INDEX, group, glen, id);
+    key_copy_index(&k, id, g->name, g->len, g->gen);
     char *v;
     size_t vlen;
     int found = store_get(s, &k, &v, &vlen, err, errlen);
     if (found <= 0) {
         return found;
     }
-    int bad = record_lease_index_decode(v, vlen, deadline, log_seq) != 0;
+    found = lease_place(s, v, vlen, id, deadline, log_seq, err, errlen);
     leveldb_free(v);
-    return bad ? err_set(err, errlen, "corrupt lease index entry in %s", s->path) : 1;
+    return found;
 }
 
-/* Find id's entry in a group's lease index with an iterator that walks the
- * index forward (so ids must come in increasing order): a few Next steps when
- * the entry is close ahead, as in the usual ACK of a batch just leased, else
- * one Seek. idx->b[0..plen) is the index prefix of the group. 1 found
- * (*deadline, *log_seq), 0 not there, -1 on a corrupt entry. */
-static int lease_index_find(store_t *s, leveldb_iterator_t *it, key_buf_t *idx, size_t plen, uint64_t id,
+/* Find g's lease of id with an iterator that walks the copy index forward
+ * (so ids must come in increasing order): a few Next steps when the entry is
+ * close ahead, as in the usual ACK of a batch just leased, else one Seek.
+ * 1 found (*deadline, *log_seq), 0 not there, -1 on a corrupt entry. */
+static int lease_index_find(store_t *s, leveldb_iterator_t *it, const group_state_t *g, uint64_t id,
                             uint64_t *deadline, uint64_t *log_seq, char *err, size_t errlen)
 {
+    key_buf_t want;
+    key_copy_index(&want, id, g->name, g->len, g->gen);
     const char *key;
     size_t klen;
-    for (int steps = 0; store_iter_in(it, idx->b, plen, &key, &klen); steps++) {
-        uint64_t at = 0;
-        int bad = key_queue_parse(key, klen, plen, &at) != 0;
-        size_t vlen = 0;
-        const char *v = !bad && at == id ? leveldb_iter_value(it, &vlen) : NULL;
-        if (bad || (v != NULL && record_lease_index_decode(v, vlen, deadline, log_seq) != 0)) {
-            return err_set(err, errlen, "corrupt lease index entry in %s", s->path);
+    for (int steps = 0; store_iter_in_range(it, KEY_COPY_INDEX, &key, &klen); steps++) {
+        int c = memcmp(key, want.b, klen < want.n ? klen : want.n);
+        if (c == 0) {
+            c = klen < want.n ? -1 : klen > want.n;
         }
-        if (at > id) {
+        if (c > 0) {
             return 0;
         }
-        if (at == id) {
-            return 1;
+        if (c == 0) {
+            size_t vlen;
+            const char *v = leveldb_iter_value(it, &vlen);
+            return lease_place(s, v, vlen, id, deadline, log_seq, err, errlen);
         }
         if (steps < 8) {
             leveldb_iter_next(it);
         } else { /* far ahead: after the seek the entry is at or past id */
-            idx->n = plen;
-            key_u64(idx, id);
-            leveldb_iter_seek(it, idx->b, idx->n);
+            leveldb_iter_seek(it, want.b, want.n);
         }
     }
-    return 0; /* past the group's range: not there */
+    return 0; /* past the copy index: not there */
 }
 
 /* A lease found by lease_find. */
@@ -317,7 +330,7 @@ static int lease_find(store_t *s, const char *group, size_t group_len, uint64_t 
     if (l->g == NULL) {
         return 0;
     }
-    int f = lease_lookup(s, group, group_len, id, &l->deadline, &l->log_seq, err, errlen);
+    int f = lease_lookup(s, l->g, id, &l->deadline, &l->log_seq, err, errlen);
     if (f <= 0) {
         return f;
     }
@@ -327,7 +340,7 @@ static int lease_find(store_t *s, const char *group, size_t group_len, uint64_t 
     int found = store_get(s, &k, &l->buf, &vlen, err, errlen);
     if (found <= 0) {
         if (found == 0) {
-            err_set(err, errlen, "lease index names a missing lease (id %llu) in %s", (unsigned long long)id, s->path);
+            err_set(err, errlen, "copy index names a missing lease (id %llu) in %s", (unsigned long long)id, s->path);
         }
         return -1;
     }
@@ -357,9 +370,10 @@ static int cmp_u64(const void *a, const void *b)
 
 /* The ids are sorted. Ids close together (a batch leased in order and ACKed
  * together: at least ACK_WALK_MIN of them within ACK_WALK_SPAN times their
- * count) are found with one iterator walking the group's lease index
- * (lease_index_find): creating it costs about two Gets, each step after that
- * a fraction of one. Others are looked up with a Get each: ids spread over a
+ * count) are found with one iterator walking the copy index, keyed by id
+ * first (lease_index_find; the other groups' copies of those ids are stepped
+ * over): creating it costs about two Gets, each step after that a fraction
+ * of one. Others are looked up with a Get each: ids spread over a
  * wide range (messages with different delays fall due out of id order) would
  * make the walk step over every entry deleted between them — the index's
  * tombstones, which a Get never visits (measured: 10 000 msg/s of random
@@ -381,9 +395,7 @@ int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *i
     memcpy(sorted, ids, (size_t)n * sizeof *sorted);
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_u64);
     key_buf_t idx;
-    key_queue_prefix(&idx, KEY_LEASE_INDEX, group, group_len);
-    size_t plen = idx.n;
-    key_u64(&idx, sorted[0]);
+    key_copy_index(&idx, sorted[0], g->name, g->len, g->gen);
     int close_together = n >= ACK_WALK_MIN && sorted[n - 1] - sorted[0] < (uint64_t)n * ACK_WALK_SPAN;
     leveldb_iterator_t *it = close_together ? store_iter_at(s, &idx) : NULL;
     int rc = 0;
@@ -392,8 +404,8 @@ int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *i
             continue;
         }
         uint64_t deadline, log_seq;
-        int found = it != NULL ? lease_index_find(s, it, &idx, plen, sorted[i], &deadline, &log_seq, err, errlen)
-                               : lease_lookup(s, group, group_len, sorted[i], &deadline, &log_seq, err, errlen);
+        int found = it != NULL ? lease_index_find(s, it, g, sorted[i], &deadline, &log_seq, err, errlen)
+                               : lease_lookup(s, g, sorted[i], &deadline, &log_seq, err, errlen);
         if (found < 0) {
             rc = -1;
             break;
@@ -409,7 +421,7 @@ int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *i
     }
     if (it != NULL) {
         if (rc == 0) {
-            rc = store_iter_error(it, "the lease index", err, errlen);
+            rc = store_iter_error(it, "the copy index", err, errlen);
         }
         leveldb_iter_destroy(it);
     }
@@ -448,7 +460,7 @@ uint64_t store_next_lease_deadline(store_t *s)
     }
     uint64_t next = UINT64_MAX;
     /* With no lease held, no seek: it would walk every released lease's deleted
-     * key from the floor on, and then the lease index's, to reach a live key. */
+     * key from the floor on, and then the next range's, to reach a live key. */
     if (leases_total(s) > 0) {
         leveldb_iterator_t *it = lease_iter_from_floor(s);
         const char *key;
@@ -604,4 +616,95 @@ int store_fail(store_t *s, const char *group, size_t group_len, uint64_t id, con
     leveldb_free(l.buf);
     *found = 1;
     return 0;
+}
+
+/* ---- a group's leases at GROUP DEL; the lease index of format 2 ------------------------- */
+
+int lease_delete_group(store_t *s, const group_state_t *g, char *err, size_t errlen)
+{
+    if (g->inflight == 0) {
+        return 0;
+    }
+    /* The lease range is ordered by deadline, every group's leases together:
+     * a walk of all of them from the floor, which is rare (GROUP DEL) and
+     * bounded by the leases held. */
+    leveldb_iterator_t *it = lease_iter_from_floor(s);
+    const char *key;
+    size_t klen;
+    int rc = 0;
+    uint64_t left = g->inflight;
+    for (; left > 0 && store_iter_in_range(it, KEY_LEASE, &key, &klen); leveldb_iter_next(it)) {
+        uint64_t deadline, id;
+        const char *group;
+        size_t glen;
+        if (key_lease_parse(key, klen, &deadline, &group, &glen, &id) != 0) {
+            rc = err_set(err, errlen, "corrupt lease key in %s", s->path);
+            break;
+        }
+        if (glen != g->len || memcmp(group, g->name, glen) != 0) {
+            continue;
+        }
+        store_del_raw(s, key, klen);
+        left--;
+        if (idx_copy_gone(s, g->topic, id, g->name, g->len, g->gen, 0, err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+    }
+    if (rc == 0) {
+        rc = store_iter_error(it, "the lease range", err, errlen);
+    }
+    leveldb_iter_destroy(it);
+    return rc;
+}
+
+int lease_index_fold(store_t *s, char *err, size_t errlen)
+{
+    leveldb_iterator_t *it = store_iter_range(s, KEY_LEASE_INDEX);
+    const char *key;
+    size_t klen;
+    int rc = 0;
+    uint64_t folded = 0;
+    for (; store_iter_in_range(it, KEY_LEASE_INDEX, &key, &klen); leveldb_iter_next(it)) {
+        size_t vlen;
+        const char *v = leveldb_iter_value(it, &vlen);
+        const char *group;
+        size_t glen;
+        uint64_t id, deadline, log_seq;
+        if (record_lease_index_decode(v, vlen, &deadline, &log_seq) != 0 ||
+            key_lease_index_parse(key, klen, &group, &glen, &id) != 0) {
+            rc = err_set(err, errlen, "corrupt lease index entry (format 2) in %s", s->path);
+            break;
+        }
+        const group_state_t *g = store_group_get(s, group, glen);
+        if (g == NULL) {
+            rc = err_set(err, errlen, "lease index entry (format 2) of id %016llx names group %.*s, which %s does not have",
+                         (unsigned long long)id, (int)glen, group, s->path);
+            break;
+        }
+        idx_place_t p = { 'I', 0, deadline, log_seq };
+        idx_copy_put(s, id, g->name, g->len, g->gen, &p);
+        store_del_raw(s, key, klen);
+        folded++;
+        if (s->pending >= 10000 && store_commit_durable(s, 0, err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+    }
+    if (rc == 0) {
+        rc = store_iter_error(it, "the lease index (format 2)", err, errlen);
+    }
+    leveldb_iter_destroy(it);
+    if (rc == 0 && folded > 0) {
+        rc = store_commit_durable(s, 1, err, errlen);
+        /* The range is all tombstones now: write them out and drop them, so
+         * the next open's look at it is one seek past nothing. */
+        if (rc == 0) {
+            key_buf_t a, b;
+            key_start(&a, KEY_LEASE_INDEX);
+            key_start(&b, KEY_LEASE_INDEX + 1);
+            leveldb_compact_range(s->db, a.b, a.n, b.b, b.n);
+        }
+    }
+    return rc;
 }

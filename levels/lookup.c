@@ -136,22 +136,7 @@ static int view_copy(store_t *s, store_msg_view_t *v, const char *group, size_t 
     key_buf_t k;
     store_copy_view_t c = { 0 };
     if (p->tag == 'I') {
-        key_queue(&k, KEY_LEASE_INDEX, group, glen, v->id);
-        char *dv;
-        size_t dlen;
-        int f = store_get(s, &k, &dv, &dlen, err, errlen);
-        if (f < 0) {
-            return -1;
-        }
-        if (f == 0) {
-            return err_set(err, errlen, "copy index names a missing lease of %016llx", (unsigned long long)v->id);
-        }
-        uint64_t log_seq;
-        int bad = record_lease_index_decode(dv, dlen, &c.deadline_ms, &log_seq) != 0;
-        leveldb_free(dv);
-        if (bad) {
-            return err_set(err, errlen, "corrupt lease index entry of %016llx", (unsigned long long)v->id);
-        }
+        c.deadline_ms = p->due;
         key_lease(&k, c.deadline_ms, group, glen, v->id);
         c.state = STORE_MSG_LEASED;
     } else if (p->tag == 'L') {

@@ -207,9 +207,10 @@ static int write_new_meta(store_t *s, char *err, size_t errlen)
 /* An older format this build reads: mark the directory as of this build's
  * format before anything of the new format is written (synced, like the
  * marker of a new directory), so that an older build refuses it rather than
- * misreading it. Each version since needs no rewrite of the data: 1 → 2, a
- * lease index value may carry the topic-log seq (keys.h 'J'; the 8-byte
- * values stay readable). */
+ * misreading it. 1 → 2: a lease index value may carry the topic-log seq
+ * (keys.h 'J'; the 8-byte values stay readable). 2 → 3: the lease index is
+ * folded into the copy index once the groups are loaded (lease_index_fold,
+ * which finishes an interrupted fold at the next open). */
 static int upgrade_format(store_t *s, uint32_t from, char *err, size_t errlen)
 {
     put_format(s);
@@ -491,7 +492,7 @@ int store_open(const store_options_t *o, store_t **out, char *err, size_t errlen
     s->compactor = compactor_new(s->db, err, errlen);
     if (s->compactor == NULL || check_meta(s, err, errlen) != 0 || load_levels(s, err, errlen) != 0 ||
         load_topics(s, err, errlen) != 0 || load_groups(s, err, errlen) != 0 || idx_open(s, err, errlen) != 0 ||
-        store_topic_delayed_open(s, err, errlen) != 0) {
+        lease_index_fold(s, err, errlen) != 0 || store_topic_delayed_open(s, err, errlen) != 0) {
         store_free(s);
         return -1;
     }

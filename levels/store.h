@@ -36,10 +36,11 @@
 #include "levels/table.h"
 
 /* The format this build writes, and the oldest it opens (upgrading the
- * directory's marker at open: an older build then refuses it). 2: a lease
- * index value may hold the topic-log seq (keys.h 'J'), which version 1's
- * readers take for corruption. */
-#define STORE_FORMAT_VERSION          2
+ * directory at open: an older build then refuses it). 2: a lease index value
+ * may hold the topic-log seq (keys.h 'J'), which version 1's readers take for
+ * corruption. 3: no lease index; a lease's copy index entry ('Y') holds its
+ * deadline and topic-log seq, and 'J' is folded into it at open. */
+#define STORE_FORMAT_VERSION          3
 #define STORE_FORMAT_OLDEST           1
 #define STORE_DEFAULT_RETENTION_MS    (UINT64_C(72) * 3600 * 1000)
 #define STORE_DEFAULT_MAX_DELAY_MS    (UINT64_C(3) * 86400 * 1000)
@@ -513,7 +514,7 @@ typedef struct store_entry {
 int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *ctx, char *err, size_t errlen);
 
 /* A full consistency check: every value decodes, every counter equals what the
- * ranges hold, lease index and lease range agree, no (group, id) is in two
+ * ranges hold, every copy's index entry names it, no (group, id) is in two
  * places, each level's remembered head is its first message. 0 when consistent; -1 and the first problem
  * in err otherwise. Needs nothing but an open store, so it also serves an
  * operator's check of a directory after a crash. Reads everything: not for hot paths. */

@@ -269,6 +269,20 @@ int store_decode(const char *v, size_t vlen, msg_t *m, const char *where, char *
  * until the iterator moves). */
 int store_iter_msg(leveldb_iterator_t *it, msg_t *m, const char *where, char *err, size_t errlen);
 
+/* ---- lease.c ---------------------------------------------------------------------- */
+
+/* GROUP DEL: delete g's leases (their 'I' keys, and their copy index entries
+ * through idx_copy_gone) in the pending batch. Walks the whole lease range
+ * from the floor (all groups' leases; read begun by the caller). */
+int lease_delete_group(store_t *s, const group_state_t *g, char *err, size_t errlen);
+
+/* store_open, after the groups and the indexes are loaded: fold a format-2
+ * lease index ('J' group id → deadline, topic-log seq) into the copy index
+ * entries of those leases and delete it, in committed batches (each entry in
+ * one with its 'Y'), so an open interrupted halfway finishes the job the next
+ * time. Nothing to do (one seek) on a directory without one. */
+int lease_index_fold(store_t *s, char *err, size_t errlen);
+
 /* ---- group.c: topics and groups ------------------------------------------------------ */
 
 /* 1 when g is known to hold no copy of message id without a read: no

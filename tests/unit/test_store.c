@@ -666,29 +666,73 @@ static void test_refuse_other_format(void)
 {
     store_t *s = OPEN_DEFAULT();
     CLOSE(&s);
-    raw_put("Mformat", 7, "\0\0\0\3", 4, __LINE__);
+    raw_put("Mformat", 7, "\0\0\0\4", 4, __LINE__);
     store_options_t o;
     opts_default(&o);
     char err[512] = "";
     int rc = store_open(&o, &s, err, sizeof err);
-    CHECK_REFUSAL(rc, err, "format version 3; this build reads versions 1 to 2", g_data);
+    CHECK_REFUSAL(rc, err, "format version 4; this build reads versions 1 to 3", g_data);
     TU_CHECK(s == NULL, "*out must stay NULL");
     raw_put("Mformat", 7, "\0\0\0\0", 4, __LINE__);
     rc = store_open(&o, &s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "format version 0", g_data);
 }
 
-/* Write group g's lease index entry of id as format 1 did: the deadline
- * alone ('J' g 0x00 id → u64 deadline), into a closed data directory. */
-static void raw_put_format1_lease_index(uint64_t id, uint64_t deadline, int line)
+static uint64_t be64_at(const char *p)
 {
-    char jk[3 + 8], jv[8];
-    memcpy(jk, "Jg", 3);
-    for (int i = 0; i < 8; i++) {
-        jk[3 + i] = (char)(id >> (56 - 8 * i));
-        jv[i] = (char)(deadline >> (56 - 8 * i));
-    }
-    raw_put(jk, sizeof jk, jv, sizeof jv, line);
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | (unsigned char)p[i];
+    return v;
+}
+
+static void be64_to(char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (char)(v >> (56 - 8 * i));
+}
+
+/* Turn the lease of message id (its one copy index entry) back into what
+ * format 1 or 2 wrote, in a closed data directory: a lease index entry 'J'
+ * group 0x00 id → u64 deadline, and with format 2 also the topic-log seq
+ * when known; the copy index entry's place 'I' without either. */
+static void raw_downgrade_lease(uint64_t id, int format, int line)
+{
+    char *dberr = NULL;
+    leveldb_t *db = raw_open(line);
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    leveldb_iterator_t *it = leveldb_create_iterator(db, ro);
+    char yk[64] = "Y";
+    be64_to(yk + 1, id);
+    leveldb_iter_seek(it, yk, 9);
+    size_t klen = 0, vlen = 0;
+    const char *k = leveldb_iter_valid(it) ? leveldb_iter_key(it, &klen) : NULL;
+    TU_REQUIRE_AT(k != NULL && klen > 9 + 9 && klen <= sizeof yk && memcmp(k, yk, 9) == 0, line,
+                  "no copy index entry of %016llx", (unsigned long long)id);
+    memcpy(yk, k, klen);
+    const char *v = leveldb_iter_value(it, &vlen);
+    TU_REQUIRE_AT(vlen == 18 && v[0] == 'I', line, "the copy of %016llx is not a lease", (unsigned long long)id);
+    char place[18];
+    memcpy(place, v, 18);
+    leveldb_iter_destroy(it);
+    leveldb_readoptions_destroy(ro);
+    uint64_t deadline = be64_at(place + 2), log_seq = be64_at(place + 10);
+    size_t glen = klen - 9 - 9;
+    char jk[64] = "J", jv[16];
+    memcpy(jk + 1, yk + 9, glen + 1); /* the group and its 0x00 */
+    be64_to(jk + 1 + glen + 1, id);
+    be64_to(jv, deadline);
+    be64_to(jv + 8, log_seq);
+    memset(place + 2, 0, 16);
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    leveldb_writebatch_put(wb, jk, 1 + glen + 1 + 8, jv, format == 1 || log_seq == 0 ? 8 : 16);
+    leveldb_writebatch_put(wb, yk, klen, place, 18);
+    leveldb_write(db, wo, wb, &dberr);
+    leveldb_writebatch_destroy(wb);
+    leveldb_writeoptions_destroy(wo);
+    leveldb_close(db);
+    TU_REQUIRE_AT(dberr == NULL, line, "leveldb write: %s", dberr ? dberr : "");
 }
 
 /* The format marker as it is on disk (a closed data directory). */
@@ -708,35 +752,95 @@ static uint32_t raw_format(void)
     return version;
 }
 
-/* A directory of format 1 (its lease index values hold only the deadline)
- * opens, keeps its messages and leases, and is marked as format 2 at once, so
- * that a build of format 1 refuses it instead of misreading a newer lease. */
-static void test_upgrade_older_format(void)
+static store_msg_state_t state_of(store_t *s, uint64_t id, const char *group, store_msg_state_t *gstate);
+
+/* A directory of format 1 or 2 (a lease index 'J' beside the copy index; its
+ * values hold only the deadline in format 1) opens, keeps its messages and
+ * leases, and is marked as format 3 at once, so that an older build refuses it
+ * instead of misreading it; the lease index is folded into the copy index. */
+static void upgrade_from(int format)
 {
     store_t *s = OPEN_DEFAULT();
     GROUP_CREATE(s, "g", "t", 1, T0);
+    GROUP_CREATE(s, "h", "t", 1, T0);
     uint64_t a = SEND(s, "t", "x", 0, 0, T0, NULL);
+    uint64_t b = SEND(s, "t", "x", 0, 0, T0, NULL);
     SEND(s, "t", "x", 0, 0, T0, NULL);
-    msg_owned_t m[1];
-    int n = LEASE_N(s, "g", "t", 1, LEASE, T0, m);
+    msg_owned_t m[2];
+    int n = LEASE_N(s, "g", "t", 2, LEASE, T0, m); /* a, b */
+    CHECK_EQ_U64(n, 2);
+    free_msgs(m, n);
+    n = LEASE_N(s, "h", "t", 1, 2 * LEASE, T0, m); /* a, with its own deadline */
     CHECK_EQ_U64(n, 1);
     free_msgs(m, n);
     CLOSE(&s);
-    CHECK_EQ_U64(raw_format(), 2);
-    raw_put_format1_lease_index(a, T0 + LEASE, __LINE__); /* the lease of a as format 1 wrote it */
-    raw_put("Mformat", 7, "\0\0\0\1", 4, __LINE__);
+    CHECK_EQ_U64(raw_format(), 3);
+    raw_downgrade_lease(a, format, __LINE__); /* g's lease of a: the first 'Y' of a */
+    raw_downgrade_lease(b, format, __LINE__);
+    char marker[4] = { 0, 0, 0, (char)format };
+    raw_put("Mformat", 7, marker, 4, __LINE__);
     s = OPEN_DEFAULT();
-    CHECK_STORE(s);
+    CHECK_STORE(s); /* no lease index left, each lease's deadline in its copy index entry */
+    store_msg_state_t gs;
+    TU_CHECK(state_of(s, a, "g", &gs) == STORE_MSG_LEASED && gs == STORE_MSG_LEASED, "a: g's lease lost");
+    TU_CHECK(state_of(s, a, "h", &gs) == STORE_MSG_LEASED && gs == STORE_MSG_LEASED, "a: h's lease lost");
     CLOSE(&s);
-    CHECK_EQ_U64(raw_format(), 2);
+    CHECK_EQ_U64(raw_format(), 3);
     s = OPEN_DEFAULT();
-    ACK(s, "g", &a, 1);
+    uint64_t ids[2] = { a, b };
+    ACK(s, "g", ids, 2);
+    char err[512] = "";
+    int found = 0;
+    REQUIRE_OK(store_touch(s, "h", 1, a, T0 + 3 * LEASE, &found, err, sizeof err), err);
+    TU_CHECK(found, "h's lease of a was not found for TOUCH");
     n = LEASE_N(s, "g", "t", 1, LEASE, T0, m);
     CHECK_EQ_U64(n, 1);
     free_msgs(m, n);
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 1, 0);
     CHECK_STORE(s);
     CLOSE(&s);
+}
+
+static void test_upgrade_format1(void)
+{
+    upgrade_from(1);
+}
+
+static void test_upgrade_format2(void)
+{
+    upgrade_from(2);
+}
+
+/* A fold cut short (a crash after the marker was written) is finished at the
+ * next open; a lease index entry of a group the directory does not have is
+ * refused by name, and the directory left as it was. */
+static void test_upgrade_interrupted(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    uint64_t a = SEND(s, "t", "x", 0, 0, T0, NULL);
+    msg_owned_t m[1];
+    int n = LEASE_N(s, "g", "t", 1, LEASE, T0, m);
+    CHECK_EQ_U64(n, 1);
+    free_msgs(m, n);
+    CLOSE(&s);
+    raw_downgrade_lease(a, 2, __LINE__); /* the marker says 3 */
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    ACK(s, "g", &a, 1);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
+    CLOSE(&s);
+    char jk[3 + 8], jv[8];
+    memcpy(jk, "Jq", 3);
+    be64_to(jk + 3, 42);
+    be64_to(jv, T0 + LEASE);
+    raw_put(jk, sizeof jk, jv, sizeof jv, __LINE__);
+    store_options_t o;
+    opts_default(&o);
+    char err[512] = "";
+    int rc = store_open(&o, &s, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "names group q, which", g_data);
+    TU_CHECK(s == NULL, "*out must stay NULL");
 }
 
 /* A value that does not decode is reported (by store_check and by the
@@ -3245,7 +3349,9 @@ static const tu_test_t open_tests[] = {
     { "refuse changed level table", test_refuse_level_table_change },
     { "refuse missing dir and file", test_refuse_missing_and_file },
     { "refuse other format version", test_refuse_other_format },
-    { "upgrade an older format", test_upgrade_older_format },
+    { "upgrade format 1", test_upgrade_format1 },
+    { "upgrade format 2", test_upgrade_format2 },
+    { "an upgrade cut short, a lease index of no group", test_upgrade_interrupted },
     { "corrupt value reported", test_corrupt_value_reported },
     { NULL, NULL },
 };
@@ -3538,14 +3644,14 @@ static void test_index_ack_and_gc(void)
     ACK(s, "g", &c, 1);
     TU_CHECK(state_of(s, c, NULL, &gs) == STORE_MSG_GONE, "c: acked after a reopen, its log entry collected before");
     CHECK_STORE(s);
-    /* a lease index entry of the older form: the deadline alone */
+    /* a lease of format 1: the deadline alone, no topic-log seq */
     uint64_t e = send_key(s, "t", "ke", 0, T0 + 3);
     REQUIRE_OK(store_maintain(s, T0 + 3, 1000, &work, err, sizeof err), err); /* the GC's floor is known again */
     n = LEASE_N(s, "g", "t", 1, LEASE, T0 + 3, m);
     CHECK_EQ_U64(n, 1);
     free_msgs(m, n);
     CLOSE(&s);
-    raw_put_format1_lease_index(e, T0 + 3 + LEASE, __LINE__);
+    raw_downgrade_lease(e, 1, __LINE__);
     s = OPEN_DEFAULT();
     CHECK_STORE(s);
     TU_CHECK(state_of(s, e, "g", &gs) == STORE_MSG_LEASED && gs == STORE_MSG_LEASED, "e: not leased");
