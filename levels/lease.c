@@ -279,8 +279,8 @@ static int lease_lookup(store_t *s, const group_state_t *g, uint64_t id, uint64_
  * (so ids must come in increasing order): a few Next steps when the entry is
  * close ahead, as in the usual ACK of a batch just leased, else one Seek.
  * 1 found (*deadline, *log_seq), 0 not there, -1 on a corrupt entry. */
-static int lease_index_find(store_t *s, leveldb_iterator_t *it, const group_state_t *g, uint64_t id,
-                            uint64_t *deadline, uint64_t *log_seq, char *err, size_t errlen)
+static int lease_index_find(store_t *s, leveldb_iterator_t *it, const group_state_t *g, uint64_t id, uint64_t *deadline,
+                            uint64_t *log_seq, char *err, size_t errlen)
 {
     key_buf_t want;
     key_copy_index(&want, id, g->name, g->len, g->gen);
@@ -678,7 +678,8 @@ int lease_index_fold(store_t *s, char *err, size_t errlen)
         }
         const group_state_t *g = store_group_get(s, group, glen);
         if (g == NULL) {
-            rc = err_set(err, errlen, "lease index entry (format 2) of id %016llx names group %.*s, which %s does not have",
+            rc = err_set(err, errlen,
+                         "lease index entry (format 2) of id %016llx names group %.*s, which %s does not have",
                          (unsigned long long)id, (int)glen, group, s->path);
             break;
         }
