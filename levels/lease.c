@@ -360,6 +360,22 @@ static leveldb_iterator_t *lease_iter_from_floor(store_t *s)
     return store_iter_at(s, &k);
 }
 
+/* A key of the lease range, parsed (group: a view into the key). */
+typedef struct lease_key {
+    uint64_t deadline, id;
+    const char *group;
+    size_t glen;
+} lease_key_t;
+
+/* key_lease_parse with the error named: 0, or -1. */
+static int lease_key_read(const store_t *s, const char *key, size_t klen, lease_key_t *lk, char *err, size_t errlen)
+{
+    if (key_lease_parse(key, klen, &lk->deadline, &lk->group, &lk->glen, &lk->id) != 0) {
+        return err_set(err, errlen, "corrupt lease key in %s", s->path);
+    }
+    return 0;
+}
+
 /* ---- ACK, TOUCH, expiry ---------------------------------------------------------------- */
 
 static int cmp_u64(const void *a, const void *b)
@@ -500,18 +516,16 @@ int store_expired_leases(store_t *s, uint64_t now_ms, store_lease_ref_t *out, in
     size_t klen;
     int rc = 0, first = 1;
     for (; *n < max && store_iter_in_range(it, KEY_LEASE, &key, &klen); leveldb_iter_next(it)) {
-        uint64_t deadline, id;
-        const char *group;
-        size_t glen;
-        if (key_lease_parse(key, klen, &deadline, &group, &glen, &id) != 0) {
-            rc = err_set(err, errlen, "corrupt lease key in %s", s->path);
+        lease_key_t lk;
+        if (lease_key_read(s, key, klen, &lk, err, errlen) != 0) {
+            rc = -1;
             break;
         }
         if (first) {
-            s->lease_floor = deadline;
+            s->lease_floor = lk.deadline;
             first = 0;
         }
-        if (deadline > now_ms) {
+        if (lk.deadline > now_ms) {
             break;
         }
         msg_t m;
@@ -520,11 +534,11 @@ int store_expired_leases(store_t *s, uint64_t now_ms, store_lease_ref_t *out, in
             break;
         }
         store_lease_ref_t *r = &out[(*n)++];
-        memcpy(r->group, group, glen);
-        r->group[glen] = '\0';
-        r->id = id;
+        memcpy(r->group, lk.group, lk.glen);
+        r->group[lk.glen] = '\0';
+        r->id = lk.id;
         r->reconsume = m.reconsume;
-        r->deadline_ms = deadline;
+        r->deadline_ms = lk.deadline;
         if (*n == max || (uint64_t)*n == total) {
             break;
         }
@@ -634,19 +648,17 @@ int lease_delete_group(store_t *s, const group_state_t *g, char *err, size_t err
     int rc = 0;
     uint64_t left = g->inflight;
     for (; left > 0 && store_iter_in_range(it, KEY_LEASE, &key, &klen); leveldb_iter_next(it)) {
-        uint64_t deadline, id;
-        const char *group;
-        size_t glen;
-        if (key_lease_parse(key, klen, &deadline, &group, &glen, &id) != 0) {
-            rc = err_set(err, errlen, "corrupt lease key in %s", s->path);
+        lease_key_t lk;
+        if (lease_key_read(s, key, klen, &lk, err, errlen) != 0) {
+            rc = -1;
             break;
         }
-        if (glen != g->len || memcmp(group, g->name, glen) != 0) {
+        if (lk.glen != g->len || memcmp(lk.group, g->name, lk.glen) != 0) {
             continue;
         }
         store_del_raw(s, key, klen);
         left--;
-        if (idx_copy_gone(s, g->topic, id, g->name, g->len, g->gen, 0, err, errlen) != 0) {
+        if (idx_copy_gone(s, g->topic, lk.id, g->name, g->len, g->gen, 0, err, errlen) != 0) {
             rc = -1;
             break;
         }
