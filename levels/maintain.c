@@ -145,11 +145,15 @@ static uint64_t collect_bound(topic_state_t *t, uint64_t now_ms, uint64_t grace_
  * for a topic with no group. Round-robin: a call starts at the topic after
  * the last one the previous call reached, so a topic with a long backlog
  * takes at most one call's budget before every other topic had its turn.
- * Adds the count to *work; 0, or -1 on error. */
-static int collect_topics(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_deletes, int *work, char *err,
-                          size_t errlen)
+ * A call looks at max_topics topics at most. Adds the count to *work; 0, or
+ * -1 on error. */
+static int collect_topics(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_deletes, size_t max_topics,
+                          int *work, char *err, size_t errlen)
 {
     size_t ntopics = map_count(&s->topics);
+    if (ntopics > max_topics) {
+        ntopics = max_topics;
+    }
     map_iter_t it = s->collect_next; /* a slot: a hint only, should the map have grown since */
     size_t seen = 0;
     int wrapped = 0;
@@ -192,13 +196,15 @@ int store_collect(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_delete
     if (store_read_begin(s, err, errlen) != 0) {
         return -1;
     }
-    return collect_topics(s, now_ms, grace_ms, max_deletes, work, err, errlen); /* deletes ride with the next commit */
+    /* deletes ride with the next commit */
+    return collect_topics(s, now_ms, grace_ms, max_deletes, STORE_COLLECT_TOPICS, work, err, errlen);
 }
 
 int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char *err, size_t errlen)
 {
     *work = 0;
-    if (store_read_begin(s, err, errlen) != 0 || collect_topics(s, now_ms, 0, max_deletes, work, err, errlen) != 0 ||
+    if (store_read_begin(s, err, errlen) != 0 ||
+        collect_topics(s, now_ms, 0, max_deletes, SIZE_MAX, work, err, errlen) != 0 ||
         store_commit_durable(s, 0, err, errlen) != 0) {
         return -1;
     }

@@ -486,8 +486,12 @@ void store_compact_wait(store_t *s);
  * can take the thread for long). Does not commit: its deletes stay in the
  * pending batch for the owner's next commit (a write of its own is one more
  * chance to wait in the kernel behind an fsync of the same log; it cost the
- * broker's delivery p99 ~1.5 ms at 10 000 msg/s). *work gets the number of
- * entries collected. */
+ * broker's delivery p99 ~1.5 ms at 10 000 msg/s). A call looks at
+ * STORE_COLLECT_TOPICS topics at most, taking them in turn across calls: a
+ * step's cost does not grow with max-topics (10 000 topics, every one looked
+ * at each step of a busy broker, were 0.43 ms per 10 ms step). *work gets the
+ * number of entries collected. */
+#define STORE_COLLECT_TOPICS 256
 int store_collect(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_deletes, int *work, char *err,
                   size_t errlen);
 

@@ -2753,6 +2753,40 @@ static void test_topic_collect_in_turn(void)
     CLOSE(&s);
 }
 
+/* A collection step looks at STORE_COLLECT_TOPICS topics at most, whatever
+ * its budget, and the next step goes on from there: 600 topics, one
+ * consumed entry each, are sampled and then collected in steps of at most
+ * that many. */
+static void test_topic_collect_topics_per_step(void)
+{
+    enum { NTOPICS = 600 };
+    store_t *s = OPEN_DEFAULT();
+    msg_owned_t m[1];
+    for (int t = 0; t < NTOPICS; t++) {
+        char topic[16];
+        snprintf(topic, sizeof topic, "t%d", t);
+        GROUP_CREATE(s, topic, topic, 1, T0); /* group named as its topic */
+        SEND(s, topic, "x", 0, 0, T0, NULL);
+        int k = LEASE_N(s, topic, topic, 1, LEASE, T0, m);
+        TU_REQUIRE(k == 1, "%s: leased %d", topic, k);
+        ACK_LEASED(s, topic, m, k);
+    }
+    int steps = (NTOPICS + STORE_COLLECT_TOPICS - 1) / STORE_COLLECT_TOPICS;
+    for (int i = 0; i < steps; i++) /* each topic's cursor sampled once */
+        TU_CHECK(COLLECT(s, T0 + 1, SEC, 100000) == 0, "collected inside the grace");
+    int total = 0;
+    for (int i = 0; i < steps; i++) {
+        int work = COLLECT(s, T0 + 1 + SEC, SEC, 100000);
+        int want = NTOPICS - total < STORE_COLLECT_TOPICS ? NTOPICS - total : STORE_COLLECT_TOPICS;
+        TU_CHECK(work == want, "step %d collected %d, want %d (one entry per topic looked at)", i, work, want);
+        total += work;
+    }
+    CHECK_EQ_U64(total, NTOPICS);
+    TU_CHECK(retained_of(s, "t0") == 0 && retained_of(s, "t599") == 0, "a consumed entry left");
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 static void test_topic_gc_retention(void)
 {
     store_options_t o;
@@ -3493,6 +3527,7 @@ static const tu_test_t topic_tests[] = {
     { "gc by cursor", test_topic_gc_by_cursor },
     { "collect after a grace period", test_topic_collect_grace },
     { "collection takes the topics in turn", test_topic_collect_in_turn },
+    { "a collection step looks at a bounded number of topics", test_topic_collect_topics_per_step },
     { "gc by retention", test_topic_gc_retention },
     { NULL, NULL },
 };
