@@ -147,8 +147,8 @@ static uint64_t collect_bound(topic_state_t *t, uint64_t now_ms, uint64_t grace_
  * takes at most one call's budget before every other topic had its turn.
  * A call looks at max_topics topics at most. Adds the count to *work; 0, or
  * -1 on error. */
-static int collect_topics(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_deletes, size_t max_topics,
-                          int *work, char *err, size_t errlen)
+static int collect_topics(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_deletes, size_t max_topics, int *work,
+                          char *err, size_t errlen)
 {
     size_t ntopics = map_count(&s->topics);
     if (ntopics > max_topics) {
