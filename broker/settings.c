@@ -92,6 +92,9 @@ static const cfg_key_t cfg_keys[] = {
               "writes resume once twice this is free (0: none)") },
     { CFG_KEY("lease", CFG_DURATION, "30s", 1, DAY_MS, OFF(lease_ms),
               "default lease of a PULLed message (PULL/TOUCH LEASE override it)") },
+    { CFG_KEY("lease-write-delay", CFG_DURATION, "100ms", 0, 10000, OFF(lease_write_delay_ms),
+              "a lease of a ready message is held in memory this long before it is written; an ACK within it "
+              "writes nothing, a crash delivers those messages again at once (0: written at once)") },
     { CFG_KEY("max-reconsume", CFG_INT, "16", 0, 1000, OFF(max_reconsume),
               "failures retried before the DLQ (GROUP CREATE MAXRETRY overrides it per group)") },
     { CFG_KEY("retention", CFG_DURATION, "72h", 1000, 3650 * DAY_MS, OFF(retention_ms),
@@ -261,6 +264,7 @@ static void fill_store_options(config_t *c)
     o->write_buffer_bytes = (size_t)c->write_buffer_size;
     o->max_open_files = (int)c->max_open_files;
     o->max_topics = (uint64_t)c->max_topics;
+    o->lease_write_delay_ms = (uint64_t)c->lease_write_delay_ms;
 }
 
 void config_free(config_t *c)

@@ -77,6 +77,7 @@ typedef struct config {
     long long disk_reserve; /* bytes of DIR/BALLAST, given back when the disk fills (0 = none) */
     /* messages */
     long long lease_ms;
+    long long lease_write_delay_ms; /* store.lease_write_delay_ms */
     long long max_reconsume;
     long long retention_ms;
     long long max_delay_ms;

@@ -52,7 +52,7 @@ static void entry_position(enum key_tag tag, const char *key, size_t klen, store
 
 int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *ctx, char *err, size_t errlen)
 {
-    if (store_read_begin(s, err, errlen) != 0) {
+    if (store_read_begin_whole(s, err, errlen) != 0) {
         return -1;
     }
     int rc = 0;

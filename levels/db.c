@@ -87,6 +87,7 @@ void store_mark_group(store_t *s, group_state_t *g)
         return;
     }
     g->dirty = 1;
+    s->pending++; /* its record is a write: a commit must follow, even with no other (and no group left dirty) */
     if (s->n_dirty_groups == s->cap_dirty_groups) {
         s->cap_dirty_groups = s->cap_dirty_groups ? s->cap_dirty_groups * 2 : 16;
         s->dirty_groups = xrealloc(s->dirty_groups, s->cap_dirty_groups * sizeof *s->dirty_groups);
@@ -134,11 +135,11 @@ static void flush_records(store_t *s)
         group_state_t *g = s->dirty_groups[i];
         record_group_t r = { .max_reconsume = g->max_reconsume,
                              .gen = g->gen,
-                             .cursor = g->cursor,
-                             .position = g->position,
+                             .cursor = store_group_persisted_cursor(g),
+                             .position = g->position - g->npend, /* those from that cursor on */
                              .retry_ready = g->retry_ready,
                              .retry_delayed = g->retry_delayed,
-                             .inflight = g->inflight,
+                             .inflight = g->inflight - g->npend,
                              .dlq = g->dlq,
                              .created_ms = g->created_ms,
                              .topic = g->topic->name,

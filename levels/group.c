@@ -107,6 +107,12 @@ void store_group_free(void *p)
 {
     group_state_t *g = p;
     map_free(&g->lease_ids, NULL);
+    while (g->pend_head != NULL) { /* the store is closing: they were written (store_close) or are lost */
+        void *next = g->pend_head->next;
+        free(g->pend_head);
+        g->pend_head = next;
+    }
+    map_free(&g->pend_ids, NULL);
     free(g->name);
     free(g);
 }
@@ -295,6 +301,7 @@ int store_group_delete(store_t *s, const char *group, size_t group_len, int *fou
         return 0;
     }
     *found = 1;
+    store_leases_forget(s, g);
     if (lease_delete_group(s, g, err, errlen) != 0) {
         return -1;
     }

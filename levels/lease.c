@@ -34,14 +34,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Leases held, committed or pending, over all groups. */
+/* Leases written (committed or pending), over all groups. */
 static uint64_t leases_total(const store_t *s)
 {
     uint64_t n = 0;
     map_iter_t it = { 0 };
     void *v;
     while (map_next(&s->groups, &it, NULL, NULL, &v)) {
-        n += ((const group_state_t *)v)->inflight;
+        const group_state_t *g = v;
+        n += g->inflight - g->npend;
     }
     return n;
 }
@@ -64,21 +65,25 @@ static void lease_untrack(group_state_t *g, uint64_t id)
     }
 }
 
-/* log_seq: the topic-log seq m was leased from, 0 when it was not (a retry). */
-static void lease_put(store_t *s, group_state_t *g, msg_t *m, uint64_t deadline, uint64_t log_seq)
+/* m as g's copy: the value of its lease. */
+static void lease_stamp(const group_state_t *g, msg_t *m)
 {
-    key_buf_t k;
     m->dest = MSG_DEST_GROUP;
     m->group.ptr = g->name;
     m->group.len = (uint32_t)g->len;
     m->group_gen = g->gen;
+}
+
+/* Write g's lease of m: its 'I' key and its copy index entry (log_seq: the
+ * topic-log seq m was leased from, 0 when it was not: a retry). */
+static void lease_write(store_t *s, group_state_t *g, msg_t *m, uint64_t deadline, uint64_t log_seq)
+{
+    key_buf_t k;
+    lease_stamp(g, m);
     key_lease(&k, deadline, g->name, g->len, m->id);
     store_put_msg(s, &k, m);
     idx_place_t p = { 'I', 0, deadline, log_seq };
     idx_copy_put(s, m->id, g->name, g->len, g->gen, &p);
-    lease_track(g, m->id);
-    g->inflight++;
-    store_mark_group(s, g);
     if (deadline < s->lease_floor) {
         s->lease_floor = deadline;
     }
@@ -88,6 +93,193 @@ static void lease_put(store_t *s, group_state_t *g, msg_t *m, uint64_t deadline,
     if (s->lease_next_valid && deadline < s->lease_next) {
         s->lease_next = deadline;
     }
+}
+
+/* A new lease of g: counted, its id tracked, written. */
+static void lease_put(store_t *s, group_state_t *g, msg_t *m, uint64_t deadline, uint64_t log_seq)
+{
+    lease_write(s, g, m, deadline, log_seq);
+    lease_track(g, m->id);
+    g->inflight++;
+    store_mark_group(s, g);
+}
+
+/* ---- leases written late (opt.lease_write_delay_ms) ------------------------------------ */
+
+#define LEASE_PEND_MAX 65536 /* per group; past it a lease is written at once */
+
+uint64_t store_group_persisted_cursor(const group_state_t *g)
+{
+    return g->pend_head != NULL ? g->pend_head->log_seq : g->cursor;
+}
+
+static void pend_add(store_t *s, group_state_t *g, uint64_t id, uint64_t log_seq, uint64_t deadline, uint64_t write_at)
+{
+    lease_pend_t *p = xcalloc(1, sizeof *p);
+    p->id = id;
+    p->log_seq = log_seq;
+    p->deadline = deadline;
+    p->write_at = write_at;
+    p->prev = g->pend_tail;
+    if (g->pend_tail != NULL) {
+        g->pend_tail->next = p;
+    } else {
+        g->pend_head = p;
+    }
+    g->pend_tail = p;
+    g->npend++;
+    s->npend++;
+    map_put(&g->pend_ids, &p->id, sizeof p->id, p);
+}
+
+/* Take p off g's list and free it. */
+static void pend_unlink(store_t *s, group_state_t *g, lease_pend_t *p)
+{
+    *(p->prev != NULL ? &p->prev->next : &g->pend_head) = p->next;
+    *(p->next != NULL ? &p->next->prev : &g->pend_tail) = p->prev;
+    map_del(&g->pend_ids, &p->id, sizeof p->id);
+    g->npend--;
+    s->npend--;
+    free(p);
+}
+
+/* pend_unlink, and g's record is to be written: its persisted cursor may move. */
+static void pend_remove(store_t *s, group_state_t *g, lease_pend_t *p)
+{
+    pend_unlink(s, g, p);
+    store_mark_group(s, g);
+}
+
+/* Write p as a lease (the message read back from the topic log, which the
+ * GC keeps while p is not written: store_group_persisted_cursor) and drop
+ * it from the list. */
+static int pend_write(store_t *s, group_state_t *g, lease_pend_t *p, char *err, size_t errlen)
+{
+    key_buf_t k;
+    key_queue(&k, KEY_TOPIC_LOG, g->topic->name, g->topic->len, p->log_seq);
+    char *v;
+    size_t vlen;
+    int found = store_get(s, &k, &v, &vlen, err, errlen);
+    if (found <= 0) {
+        return found < 0 ? -1
+                         : err_set(err, errlen, "a lease of %016llx not written yet names topic-log seq %llu of %s, "
+                                   "which is gone", (unsigned long long)p->id, (unsigned long long)p->log_seq,
+                                   g->topic->name);
+    }
+    msg_t m;
+    int rc = store_decode(v, vlen, &m, "a topic log", err, errlen);
+    if (rc == 0) {
+        lease_write(s, g, &m, p->deadline, p->log_seq);
+        pend_remove(s, g, p);
+    }
+    leveldb_free(v);
+    return rc;
+}
+
+/* Write g's leases not written yet whose write_at is by until (UINT64_MAX:
+ * all of them); *wrote counts them. */
+static int pend_write_due(store_t *s, group_state_t *g, uint64_t until, int *wrote, char *err, size_t errlen)
+{
+    while (g->pend_head != NULL && g->pend_head->write_at <= until) {
+        if (pend_write(s, g, g->pend_head, err, errlen) != 0) {
+            return -1;
+        }
+        (*wrote)++;
+    }
+    return 0;
+}
+
+int store_leases_write(store_t *s, group_state_t *g, uint64_t until, char *err, size_t errlen)
+{
+    if (s->npend == 0) {
+        return 0;
+    }
+    int wrote = 0;
+    if (g != NULL) {
+        if (pend_write_due(s, g, until, &wrote, err, errlen) != 0) {
+            return -1;
+        }
+    } else {
+        map_iter_t it = { 0 };
+        void *v;
+        while (map_next(&s->groups, &it, NULL, NULL, &v)) {
+            if (pend_write_due(s, v, until, &wrote, err, errlen) != 0) {
+                return -1;
+            }
+        }
+    }
+    /* what called reads committed data */
+    return wrote > 0 ? store_commit_durable(s, 0, err, errlen) : 0;
+}
+
+int store_read_begin_whole(store_t *s, char *err, size_t errlen)
+{
+    return store_read_begin(s, err, errlen) != 0 ? -1 : store_leases_write(s, NULL, UINT64_MAX, err, errlen);
+}
+
+void store_leases_forget(store_t *s, group_state_t *g)
+{
+    while (g->pend_head != NULL) { /* not marked dirty: the group is being deleted */
+        lease_untrack(g, g->pend_head->id);
+        g->inflight--;
+        pend_unlink(s, g, g->pend_head);
+    }
+    map_free(&g->pend_ids, NULL);
+}
+
+/* The earliest write_at of a lease not written yet; UINT64_MAX when none. */
+static uint64_t pend_next_write(const store_t *s)
+{
+    uint64_t next = UINT64_MAX;
+    if (s->npend == 0) {
+        return next;
+    }
+    map_iter_t it = { 0 };
+    void *v;
+    while (map_next(&s->groups, &it, NULL, NULL, &v)) {
+        const group_state_t *g = v;
+        if (g->pend_head != NULL && g->pend_head->write_at < next) {
+            next = g->pend_head->write_at;
+        }
+    }
+    return next;
+}
+
+/* store_ack's part: the ids of sorted[0..n) that are leases not written yet
+ * are released without a write. The persisted cursor may only pass a lease
+ * that is acknowledged or written, so the leases before the last of them in
+ * the list that are still open are written now: an ACK is as durable as the
+ * ACK of a written lease. Those ids get done[i] = 1. */
+static int pend_ack(store_t *s, group_state_t *g, const uint64_t *sorted, int n, char *done, int *released, char *err,
+                    size_t errlen)
+{
+    lease_pend_t *last = NULL;
+    for (int i = 0; i < n; i++) {
+        lease_pend_t *p = map_get(&g->pend_ids, &sorted[i], sizeof sorted[i]);
+        if (p != NULL && !p->acked) {
+            p->acked = 1;
+            done[i] = 1;
+            if (last == NULL || p->log_seq > last->log_seq) {
+                last = p;
+            }
+        }
+    }
+    while (last != NULL) {
+        lease_pend_t *p = g->pend_head;
+        int at_last = p == last;
+        if (p->acked) {
+            lease_untrack(g, p->id);
+            g->inflight--;
+            (*released)++;
+            pend_remove(s, g, p);
+        } else if (pend_write(s, g, p, err, errlen) != 0) {
+            return -1;
+        }
+        if (at_last) {
+            break;
+        }
+    }
+    return 0; /* the group record, marked by pend_remove, is the ACK's write: committed before its reply */
 }
 
 static void lease_delete(store_t *s, group_state_t *g, uint64_t id, uint64_t deadline)
@@ -110,10 +302,12 @@ static void lease_delete(store_t *s, group_state_t *g, uint64_t id, uint64_t dea
  * seq `from`, leasing up to want messages within *budget (msg.h). Returns
  * the count leased (owned copies in out[]), -1 on error. *last_seq gets the
  * last seq taken; delete_taken deletes each entry (a retry is consumed; the
- * topic log is shared and only the cursor moves). */
+ * topic log is shared and only the cursor moves). write_at (not 0): a lease
+ * of a topic-log entry is held in memory until then, when there is room and
+ * it would not expire before. */
 static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint64_t from, int want, uint64_t deadline,
-                            msg_budget_t *budget, msg_owned_t *out, uint64_t *last_seq, int delete_taken, char *err,
-                            size_t errlen)
+                            uint64_t write_at, msg_budget_t *budget, msg_owned_t *out, uint64_t *last_seq,
+                            int delete_taken, char *err, size_t errlen)
 {
     const char *src = tag == KEY_RETRY ? g->name : g->topic->name;
     size_t srclen = tag == KEY_RETRY ? g->len : g->topic->len;
@@ -139,7 +333,14 @@ static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint
         if (delete_taken) {
             store_del_raw(s, key, klen);
         }
-        lease_put(s, g, &m, deadline, tag == KEY_TOPIC_LOG ? *last_seq : 0);
+        if (tag == KEY_TOPIC_LOG && write_at != 0 && deadline >= write_at && g->npend < LEASE_PEND_MAX) {
+            lease_stamp(g, &m);
+            lease_track(g, m.id);
+            g->inflight++;
+            pend_add(s, g, m.id, *last_seq, deadline, write_at);
+        } else {
+            lease_put(s, g, &m, deadline, tag == KEY_TOPIC_LOG ? *last_seq : 0);
+        }
         msg_owned_copy(&out[n], &m);
         n++;
         msg_budget_charge(budget, &m);
@@ -194,13 +395,14 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
                        (int)g->topic->len, g->topic->name, (int)topic_len, topic);
     }
     uint64_t deadline = now_ms + lease_ms;
+    uint64_t write_at = s->opt.lease_write_delay_ms > 0 ? now_ms + s->opt.lease_write_delay_ms : 0;
     uint64_t last = 0;
     msg_budget_t budget;
     msg_budget_init(&budget, max_bytes);
     if (g->retry_ready > 0) {
         int want = count < (int64_t)g->retry_ready ? count : (int)g->retry_ready;
         int got =
-            lease_from_range(s, g, KEY_RETRY, g->retry_head_hint, want, deadline, &budget, out, &last, 1, err, errlen);
+            lease_from_range(s, g, KEY_RETRY, g->retry_head_hint, want, deadline, 0, &budget, out, &last, 1, err, errlen);
         if (got < 0) {
             return -1;
         }
@@ -218,7 +420,8 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
             want = (int)backlog;
         }
         int got =
-            lease_from_range(s, g, KEY_TOPIC_LOG, g->cursor, want, deadline, &budget, out + *n, &last, 0, err, errlen);
+            lease_from_range(s, g, KEY_TOPIC_LOG, g->cursor, want, deadline, write_at, &budget, out + *n, &last, 0, err,
+                             errlen);
         if (got < 0) {
             for (int i = 0; i < *n; i++) {
                 msg_owned_free(&out[i]);
@@ -330,6 +533,9 @@ static int lease_find(store_t *s, const char *group, size_t group_len, uint64_t 
     if (l->g == NULL) {
         return 0;
     }
+    if (store_leases_write(s, l->g, UINT64_MAX, err, errlen) != 0) { /* it reads the written ones */
+        return -1;
+    }
     int f = lease_lookup(s, l->g, id, &l->deadline, &l->log_seq, err, errlen);
     if (f <= 0) {
         return f;
@@ -410,6 +616,22 @@ int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *i
     uint64_t *sorted = xmalloc((size_t)n * sizeof *sorted);
     memcpy(sorted, ids, (size_t)n * sizeof *sorted);
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_u64);
+    if (g->npend > 0) { /* leases not written yet: released here, the rest below */
+        char *done = xcalloc((size_t)n, 1);
+        int rc = pend_ack(s, g, sorted, n, done, released, err, errlen);
+        int kept = 0;
+        for (int i = 0; i < n; i++) {
+            if (!done[i]) {
+                sorted[kept++] = sorted[i];
+            }
+        }
+        free(done);
+        n = kept;
+        if (rc != 0 || n == 0) {
+            free(sorted);
+            return rc;
+        }
+    }
     key_buf_t idx;
     key_copy_index(&idx, sorted[0], g->name, g->len, g->gen);
     int close_together = n >= ACK_WALK_MIN && sorted[n - 1] - sorted[0] < (uint64_t)n * ACK_WALK_SPAN;
@@ -461,7 +683,9 @@ int store_touch(store_t *s, const char *group, size_t group_len, uint64_t id, ui
     return 0;
 }
 
-uint64_t store_next_lease_deadline(store_t *s)
+/* The earliest deadline of a written lease (store_next_lease_deadline's
+ * part). */
+static uint64_t next_written_deadline(store_t *s)
 {
     /* A read like any other: commit first. Reading past a pending batch both
      * misses its leases (a TOUCH to an earlier deadline, a new shorter lease) and
@@ -501,10 +725,16 @@ uint64_t store_next_lease_deadline(store_t *s)
     return next;
 }
 
+uint64_t store_next_lease_deadline(store_t *s)
+{
+    uint64_t written = next_written_deadline(s), pend = pend_next_write(s);
+    return written < pend ? written : pend;
+}
+
 int store_expired_leases(store_t *s, uint64_t now_ms, store_lease_ref_t *out, int max, int *n, char *err, size_t errlen)
 {
     *n = 0;
-    if (store_read_begin(s, err, errlen) != 0) {
+    if (store_read_begin(s, err, errlen) != 0 || store_leases_write(s, NULL, now_ms, err, errlen) != 0) {
         return -1;
     }
     uint64_t total = leases_total(s); /* never step past the last lease (see store_next_lease_deadline) */
@@ -636,7 +866,7 @@ int store_fail(store_t *s, const char *group, size_t group_len, uint64_t id, con
 
 int lease_delete_group(store_t *s, const group_state_t *g, char *err, size_t errlen)
 {
-    if (g->inflight == 0) {
+    if (g->inflight == 0) { /* store_leases_forget first: the rest are written */
         return 0;
     }
     /* The lease range is ordered by deadline, every group's leases together:

@@ -286,7 +286,11 @@ static int view_build(store_t *s, uint64_t id, int with_payload, store_msg_view_
                 continue;
             }
             store_copy_view_t *c = view_add_copy(v, g->name, g->len);
-            c->state = h.place.seq >= g->cursor ? STORE_MSG_READY : STORE_MSG_DONE;
+            const lease_pend_t *p = map_get(&g->pend_ids, &v->id, sizeof v->id); /* DEDUP does not write them */
+            c->state = h.place.seq >= g->cursor ? STORE_MSG_READY : p != NULL ? STORE_MSG_LEASED : STORE_MSG_DONE;
+            if (p != NULL) {
+                c->deadline_ms = p->deadline;
+            }
         }
     }
     if (rc == 0) {
@@ -306,7 +310,7 @@ static int view_build(store_t *s, uint64_t id, int with_payload, store_msg_view_
 int store_msg_get(store_t *s, uint64_t id, int with_payload, store_msg_view_t *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    if (store_read_begin(s, err, errlen) != 0) {
+    if (store_read_begin_whole(s, err, errlen) != 0) {
         return -1;
     }
     return view_build(s, id, with_payload, out, err, errlen) < 0 ? -1 : 0;
@@ -364,7 +368,7 @@ int store_msg_find(store_t *s, const char *topic, size_t topic_len, const char *
 {
     *out = NULL;
     *n = 0;
-    if (check_find_args(topic, topic_len, key_len, err, errlen) != 0 || store_read_begin(s, err, errlen) != 0) {
+    if (check_find_args(topic, topic_len, key_len, err, errlen) != 0 || store_read_begin_whole(s, err, errlen) != 0) {
         return -1;
     }
     uint64_t *ids;
@@ -559,7 +563,7 @@ static int revoke_one(store_t *s, revoke_ctx_t *c, uint64_t id, char *err, size_
 int store_revoke_id(store_t *s, uint64_t id, store_revoke_result_t *r, char *err, size_t errlen)
 {
     memset(r, 0, sizeof *r);
-    if (store_read_begin(s, err, errlen) != 0) {
+    if (store_read_begin_whole(s, err, errlen) != 0) {
         return -1;
     }
     revoke_ctx_t c = { r, NULL, 0, 0 };
@@ -572,7 +576,7 @@ int store_revoke_key(store_t *s, const char *topic, size_t topic_len, const char
                      store_revoke_result_t *r, char *err, size_t errlen)
 {
     memset(r, 0, sizeof *r);
-    if (check_find_args(topic, topic_len, key_len, err, errlen) != 0 || store_read_begin(s, err, errlen) != 0) {
+    if (check_find_args(topic, topic_len, key_len, err, errlen) != 0 || store_read_begin_whole(s, err, errlen) != 0) {
         return -1;
     }
     uint64_t *ids;

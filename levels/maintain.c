@@ -24,8 +24,9 @@ static uint64_t topic_min_cursor(const topic_state_t *t)
 {
     uint64_t min = UINT64_MAX;
     for (const group_state_t *g = t->first_group; g != NULL; g = g->next_in_topic) {
-        if (g->cursor < min) {
-            min = g->cursor;
+        uint64_t cursor = store_group_persisted_cursor(g); /* keeps what its unwritten leases name */
+        if (cursor < min) {
+            min = cursor;
         }
     }
     return min;
@@ -193,7 +194,8 @@ static int collect_topics(store_t *s, uint64_t now_ms, uint64_t grace_ms, int ma
 int store_collect(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_deletes, int *work, char *err, size_t errlen)
 {
     *work = 0;
-    if (store_read_begin(s, err, errlen) != 0) {
+    /* leases due to be written are, first: the GC keeps what they name */
+    if (store_read_begin(s, err, errlen) != 0 || store_leases_write(s, NULL, now_ms, err, errlen) != 0) {
         return -1;
     }
     /* deletes ride with the next commit */
@@ -203,7 +205,7 @@ int store_collect(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_delete
 int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char *err, size_t errlen)
 {
     *work = 0;
-    if (store_read_begin(s, err, errlen) != 0 ||
+    if (store_read_begin(s, err, errlen) != 0 || store_leases_write(s, NULL, now_ms, err, errlen) != 0 ||
         collect_topics(s, now_ms, 0, max_deletes, SIZE_MAX, work, err, errlen) != 0 ||
         store_commit_durable(s, 0, err, errlen) != 0) {
         return -1;

@@ -511,8 +511,12 @@ int store_close(store_t *s, char *err, size_t errlen)
         return 0;
     }
     /* A broken store cannot commit: report that (its pending batch is lost)
-     * rather than a clean close. */
-    int rc = store_commit(s, err, errlen);
+     * rather than a clean close. The leases not written yet are written, so
+     * that a clean restart keeps them. */
+    int rc = store_leases_write(s, NULL, UINT64_MAX, err, errlen);
+    if (rc == 0) {
+        rc = store_commit(s, err, errlen);
+    }
     if (rc == 0) {
         /* Write the memtable out (up to write-buffer-size), so the next open
          * has no log to replay: a compaction of a range that holds no key

@@ -75,6 +75,12 @@ typedef struct store_options {
     size_t write_buffer_bytes; /* LevelDB memtable size */
     int max_open_files;        /* LevelDB table cache */
     uint64_t max_topics;       /* a SEND, PULL or GROUP CREATE naming a new topic beyond this many fails; 0: no limit */
+    /* A lease taken from a topic log is held in memory this long before it
+     * is written (0: written at once); an ACK within it writes nothing. The
+     * group's persisted cursor stays at its oldest lease not written, so a
+     * crash delivers those messages again at once; an ACK is as durable as
+     * ever (lease.c). */
+    uint64_t lease_write_delay_ms;
 } store_options_t;
 
 /* Defaults: RocketMQ levels, sync on, retention 72h, max-delay 3d, 4 MiB

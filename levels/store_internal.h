@@ -97,6 +97,16 @@ typedef struct topic_state {
     int woken; /* in store.woken: may have gained messages ready for a group (store_take_woken) */
 } topic_state_t;
 
+/* A lease of a topic-log entry not written yet: in its group's list, in seq
+ * order (leases are taken in seq order, and leave it from the front or when
+ * acknowledged: see store_ack). */
+typedef struct lease_pend {
+    struct lease_pend *next, *prev;
+    uint64_t id, log_seq, deadline;
+    uint64_t write_at; /* written then at the latest (the delay after it was taken) */
+    int acked;         /* store_ack's mark */
+} lease_pend_t;
+
 struct group_state {
     char *name;
     size_t len;
@@ -115,6 +125,13 @@ struct group_state {
      * (taken before the open, or past the bound): store_group_holds_none */
     map_t lease_ids;
     uint64_t leases_untracked;
+    /* lease.c: its leases taken from the topic log and not written yet
+     * (opt.lease_write_delay_ms), in seq order: the topic-log entries from
+     * the oldest one's seq to cursor are exactly these (the persisted cursor
+     * is the oldest one's seq); pend_ids maps an id to its entry */
+    struct lease_pend *pend_head, *pend_tail;
+    uint64_t npend;
+    map_t pend_ids;
     int dirty;
 };
 
@@ -136,6 +153,7 @@ struct store {
     int unsynced; /* a commit since the last synced one was not synced */
     leveldb_writebatch_t *batch;
     int pending;          /* operations in the batch */
+    uint64_t npend;       /* leases not written yet, over all groups (lease.c) */
     uint64_t batch_bytes; /* about what the batch holds (keys, values, framing) */
     int broken;
     char broken_err[512];
@@ -270,6 +288,27 @@ int store_decode(const char *v, size_t vlen, msg_t *m, const char *where, char *
 int store_iter_msg(leveldb_iterator_t *it, msg_t *m, const char *where, char *err, size_t errlen);
 
 /* ---- lease.c ---------------------------------------------------------------------- */
+
+/* Leases written late (opt.lease_write_delay_ms): a lease of a topic-log
+ * entry may be held in memory (group_state_t.pend_*) until its write_at. */
+
+/* Where g's next read would start after a restart: the seq of its oldest
+ * lease not written yet, else its cursor. The group record persists it, and
+ * the topic-log GC keeps everything from it on. */
+uint64_t store_group_persisted_cursor(const group_state_t *g);
+
+/* Write the leases not written yet of g (NULL: of every group) whose
+ * write_at is by until (UINT64_MAX: all), and commit them when there were
+ * any (the callers read committed data next). */
+int store_leases_write(store_t *s, group_state_t *g, uint64_t until, char *err, size_t errlen);
+
+/* store_read_begin, and every lease written: for what reads leases or the
+ * whole store (GET, FIND, REVOKE, store_scan, store_check). */
+int store_read_begin_whole(store_t *s, char *err, size_t errlen);
+
+/* GROUP DEL: drop g's leases not written yet (nothing of them is stored)
+ * and its lease list. */
+void store_leases_forget(store_t *s, group_state_t *g);
 
 /* GROUP DEL: delete g's leases (their 'I' keys, and their copy index entries
  * through idx_copy_gone) in the pending batch. Walks the whole lease range

@@ -275,6 +275,18 @@ static void free_extra(bp_broker_t *b)
     b->nextra = 0;
 }
 
+/* 1 when port is the value of a "--...-port" flag among b's extra flags (a
+ * tls-port the test chose): a free port picked after it may be the same. */
+static int port_in_flags(const bp_broker_t *b, int port)
+{
+    for (int i = 0; i + 1 < b->nextra; i++) {
+        size_t n = strlen(b->extra[i]);
+        if (n > 5 && strcmp(b->extra[i] + n - 5, "-port") == 0 && atoi(b->extra[i + 1]) == port)
+            return 1;
+    }
+    return 0;
+}
+
 int bp_start(bp_broker_t *b, const char *const *extra, char *err, size_t errlen)
 {
     return bp_start_limited(b, 0, extra, err, errlen);
@@ -309,8 +321,10 @@ int bp_start_limited(bp_broker_t *b, long nofile, const char *const *extra, char
 
     for (int attempt = 1;; attempt++) {
         b->port = tu_free_port();
+        while (b->port > 0 && port_in_flags(b, b->port))
+            b->port = tu_free_port();
         b->metrics_port = tu_free_port();
-        while (b->metrics_port == b->port)
+        while (b->metrics_port > 0 && (b->metrics_port == b->port || port_in_flags(b, b->metrics_port)))
             b->metrics_port = tu_free_port();
         if (b->port < 0 || b->metrics_port < 0) {
             set_err(err, errlen, "no free port");

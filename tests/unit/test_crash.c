@@ -21,7 +21,10 @@
  * process kill must lose nothing LevelDB was handed (it is in the OS cache).
  *
  * Time is simulated (50× wall clock) so levels come due and leases expire
- * within the test. Environment: HG_CRASH_ROUNDS (default 40).
+ * within the test. Every other round the child's store holds leases in
+ * memory for a while (lease_write_delay_ms): a kill then loses them, and
+ * their messages must be back past the cursor. Environment: HG_CRASH_ROUNDS
+ * (default 40).
  */
 #include "levels/sched.h"
 #include "levels/store.h"
@@ -44,6 +47,7 @@ static const char *const group_names[GROUPS] = { "g1", "g2" };
 #define MAX_IDS (1 << 22)
 
 static char dir[512], data_path[600], log_path[600];
+static uint64_t lease_write_delay_ms; /* the child's store: every other round holds leases in memory */
 
 static uint64_t sim_clock(void *ctx)
 {
@@ -59,6 +63,7 @@ static void open_store(store_t **s)
     o.sync = 0;
     o.max_reconsume = 2;
     o.retention_ms = 60 * 1000;
+    o.lease_write_delay_ms = lease_write_delay_ms;
     char err[512];
     if (store_open(&o, s, err, sizeof err) != 0) {
         fprintf(stderr, "store_open: %s\n", err);
@@ -503,6 +508,8 @@ static void test_kill_and_reopen(void)
     for (; failures == 0 && (round < rounds || !all_ranges_seen() || accepted_count() <= MIN_ACCEPTED) &&
            round < 10 * rounds;
          round++) {
+        /* odd rounds: leases written late (1 s of simulated time; leases are 0.2..4.2 s) */
+        lease_write_delay_ms = round % 2 ? 1000 : 0;
         pid_t pid = fork();
         CU_ASSERT_FATAL(pid >= 0);
         if (pid == 0) {
