@@ -106,7 +106,10 @@ static void lease_put(store_t *s, group_state_t *g, msg_t *m, uint64_t deadline,
 
 /* ---- leases written late (opt.lease_write_delay_ms) ------------------------------------ */
 
-#define LEASE_PEND_MAX 65536 /* per group; past it a lease is written at once */
+uint64_t store_leases_unwritten(const store_t *s)
+{
+    return s->npend;
+}
 
 uint64_t store_group_persisted_cursor(const group_state_t *g)
 {
@@ -162,9 +165,10 @@ static int pend_write(store_t *s, group_state_t *g, lease_pend_t *p, char *err, 
     int found = store_get(s, &k, &v, &vlen, err, errlen);
     if (found <= 0) {
         return found < 0 ? -1
-                         : err_set(err, errlen, "a lease of %016llx not written yet names topic-log seq %llu of %s, "
-                                   "which is gone", (unsigned long long)p->id, (unsigned long long)p->log_seq,
-                                   g->topic->name);
+                         : err_set(err, errlen,
+                                   "a lease of %016llx not written yet names topic-log seq %llu of %s, "
+                                   "which is gone",
+                                   (unsigned long long)p->id, (unsigned long long)p->log_seq, g->topic->name);
     }
     msg_t m;
     int rc = store_decode(v, vlen, &m, "a topic log", err, errlen);
@@ -333,7 +337,7 @@ static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint
         if (delete_taken) {
             store_del_raw(s, key, klen);
         }
-        if (tag == KEY_TOPIC_LOG && write_at != 0 && deadline >= write_at && g->npend < LEASE_PEND_MAX) {
+        if (tag == KEY_TOPIC_LOG && write_at != 0 && deadline >= write_at && g->npend < STORE_LEASES_UNWRITTEN_MAX) {
             lease_stamp(g, &m);
             lease_track(g, m.id);
             g->inflight++;
@@ -401,8 +405,8 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
     msg_budget_init(&budget, max_bytes);
     if (g->retry_ready > 0) {
         int want = count < (int64_t)g->retry_ready ? count : (int)g->retry_ready;
-        int got =
-            lease_from_range(s, g, KEY_RETRY, g->retry_head_hint, want, deadline, 0, &budget, out, &last, 1, err, errlen);
+        int got = lease_from_range(s, g, KEY_RETRY, g->retry_head_hint, want, deadline, 0, &budget, out, &last, 1, err,
+                                   errlen);
         if (got < 0) {
             return -1;
         }
@@ -419,9 +423,8 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
         if ((uint64_t)want > backlog) {
             want = (int)backlog;
         }
-        int got =
-            lease_from_range(s, g, KEY_TOPIC_LOG, g->cursor, want, deadline, write_at, &budget, out + *n, &last, 0, err,
-                             errlen);
+        int got = lease_from_range(s, g, KEY_TOPIC_LOG, g->cursor, want, deadline, write_at, &budget, out + *n, &last,
+                                   0, err, errlen);
         if (got < 0) {
             for (int i = 0; i < *n; i++) {
                 msg_owned_free(&out[i]);

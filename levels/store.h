@@ -270,6 +270,12 @@ int store_touch(store_t *s, const char *group, size_t group_len, uint64_t id, ui
  * reports the broken store). */
 uint64_t store_next_lease_deadline(store_t *s);
 
+/* Leases held in memory, not written yet (opt.lease_write_delay_ms), over
+ * all groups; they are among the groups' in-flight counts. A group holds at
+ * most STORE_LEASES_UNWRITTEN_MAX; past that a lease is written at once. */
+#define STORE_LEASES_UNWRITTEN_MAX 65536
+uint64_t store_leases_unwritten(const store_t *s);
+
 typedef struct store_lease_ref {
     char group[MSG_MAX_NAME + 1];
     uint64_t id;

@@ -7,7 +7,9 @@
  *    never get the same message, and together get all of them;
  *  - GROUP CREATE … FROM NOW / FROM FIRST, MAXRETRY; GROUP LIST fields;
  *    GROUP DEL; a group bound to another topic is an error naming both;
- *  - waiting PULLs of one group are served in arrival order.
+ *  - waiting PULLs of one group are served in arrival order;
+ *  - leases written late (lease-write-delay): INFO inflight_unwritten and the
+ *    /metrics gauge count them until they are written, in-flight throughout.
  *
  * The concurrent consumers are threads, each with its own connection; they
  * only record what they got, and the main thread asserts afterwards (CUnit is
@@ -24,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <CUnit/CUnit.h>
 
@@ -391,6 +394,66 @@ static void test_blocked_pulls_in_order(void)
     rc_close(&second);
 }
 
+/* INFO inflight_unwritten of a broker, as a number (-1 when missing). */
+static long long unwritten(void)
+{
+    char v[32] = "", e[512];
+    if (bp_info_field(&bt_conn, "inflight_unwritten", v, sizeof v, e, sizeof e) != 0)
+        return -1;
+    return atoll(v);
+}
+
+/* Start a broker with --lease-write-delay delay, send n messages to topic
+ * "late" and PULL them all in group "lg"; first gets the first one's id. */
+static void pull_all_with_delay(const char *delay, int n, char first[32])
+{
+    const char *const flags[] = { "--lease-write-delay", delay, NULL };
+    bt_start(flags);
+    char e[1024], ids[8][32];
+    char count[8];
+    snprintf(count, sizeof count, "%d", n);
+    send_many("late", n, ids, "w");
+    resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "lg", "late", "COUNT", count, NULL);
+    BP_REQUIRE(r != NULL && r->count == (size_t)n, "PULL: %s", r == NULL ? e : "wrong count");
+    rc_msg_t m;
+    BP_REQUIRE(rc_msg_at(r, 0, &m, e, sizeof e) == 0, "%s", e);
+    snprintf(first, 32, "%.16s", m.id);
+    resp_reply_free(r);
+}
+
+/* Leases held in memory (here for 2 s) are counted apart until they are
+ * written, and among the in-flight ones throughout; an ACK of one releases
+ * it. */
+static void test_leases_written_late_counted(void)
+{
+    char e[1024], first[32];
+    pull_all_with_delay("2s", 4, first);
+    BP_CHECK(unwritten() == 4, "INFO inflight_unwritten %lld right after a PULL of 4, want 4", unwritten());
+    long long n = -1;
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "ACK", "lg", first, NULL) == 0 && n == 1, "ACK: %s", e);
+    BP_CHECK(unwritten() == 3, "after the ACK of one: %lld, want 3", unwritten());
+    static char body[1 << 17];
+    BP_REQUIRE(tu_http_get(bt_broker.metrics_port, "/metrics", body, sizeof body) == 200, "GET /metrics");
+    BP_CHECK(strstr(body, "\nhourglass_leases_unwritten 3\n") != NULL, "/metrics lacks hourglass_leases_unwritten 3");
+    /* written when the 2 s are over: still in flight */
+    uint64_t end = tu_now_mono_ms() + 20000;
+    while (unwritten() != 0 && tu_now_mono_ms() < end) {
+        struct timespec ts = { 0, 20 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    BP_CHECK(unwritten() == 0, "INFO inflight_unwritten %lld 20 s after the PULL, want 0", unwritten());
+    long long v = -1;
+    BP_CHECK(bp_group_field(&bt_conn, "lg", "inflight", &v, e, sizeof e) == 1 && v == 3, "in flight %lld, want 3", v);
+}
+
+/* With lease-write-delay 0 every lease is written at once. */
+static void test_leases_written_at_once(void)
+{
+    char first[32];
+    pull_all_with_delay("0", 2, first);
+    BP_CHECK(unwritten() == 0, "lease-write-delay 0: INFO inflight_unwritten %lld, want 0", unwritten());
+}
+
 static const tu_test_t groups_tests[] = {
     { "two groups on one topic both get every message", test_two_groups_each_get_all },
     { "two consumers of one group never share a message", test_one_group_two_consumers },
@@ -399,6 +462,8 @@ static const tu_test_t groups_tests[] = {
     { "GROUP DEL", test_group_del },
     { "a group bound to another topic is an error", test_bound_to_other_topic },
     { "waiting PULLs of a group are served in arrival order", test_blocked_pulls_in_order },
+    { "leases written late are counted apart until written", test_leases_written_late_counted },
+    { "lease-write-delay 0: every lease written at once", test_leases_written_at_once },
     { NULL, NULL },
 };
 

@@ -3557,6 +3557,31 @@ static void test_lease_late_written(void)
     CLOSE(&s);
 }
 
+/* A group holds at most STORE_LEASES_UNWRITTEN_MAX leases in memory; the
+ * ones past it are written at once. */
+static void test_lease_late_bound(void)
+{
+    store_t *s = open_write_late();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    const int n = STORE_LEASES_UNWRITTEN_MAX + 10;
+    for (int i = 0; i < n; i++)
+        SEND(s, "t", "x", 0, 0, T0, NULL);
+    msg_owned_t *m = malloc(sizeof *m * 1000);
+    TU_REQUIRE(m != NULL, "out of memory");
+    for (int got = 0; got < n;) {
+        int k = LEASE_N(s, "g", "t", n - got < 1000 ? n - got : 1000, LEASE, T0, m);
+        TU_REQUIRE(k > 0, "leased %d of %d", got, n);
+        free_msgs(m, k);
+        got += k;
+    }
+    free(m);
+    CHECK_EQ_U64(store_leases_unwritten(s), STORE_LEASES_UNWRITTEN_MAX);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, (uint64_t)n, 0);
+    CHECK_STORE(s);
+    CHECK_EQ_U64(store_leases_unwritten(s), 0); /* store_check wrote them */
+    CLOSE(&s);
+}
+
 static const tu_test_t lease_tests[] = {
     { "retry first", test_lease_retry_first },
     { "byte budget", test_lease_byte_budget },
@@ -3569,6 +3594,7 @@ static const tu_test_t lease_tests[] = {
     { "fail decided from the lease", test_lease_fail_decided },
     { "written late: a crash", test_lease_late_crash },
     { "written late: when and by what", test_lease_late_written },
+    { "written late: at most so many held", test_lease_late_bound },
     { NULL, NULL },
 };
 
