@@ -116,8 +116,12 @@ uint64_t store_group_persisted_cursor(const group_state_t *g)
     return g->pend_head != NULL ? g->pend_head->log_seq : g->cursor;
 }
 
+/* A new lease of g held in memory: counted and its id tracked, as lease_put
+ * does, but not written. */
 static void pend_add(store_t *s, group_state_t *g, uint64_t id, uint64_t log_seq, uint64_t deadline, uint64_t write_at)
 {
+    lease_track(g, id);
+    g->inflight++;
     lease_pend_t *p = xcalloc(1, sizeof *p);
     p->id = id;
     p->log_seq = log_seq;
@@ -151,6 +155,13 @@ static void pend_remove(store_t *s, group_state_t *g, lease_pend_t *p)
 {
     pend_unlink(s, g, p);
     store_mark_group(s, g);
+}
+
+/* A lease held in memory is released (ACK, GROUP DEL): uncounted, untracked. */
+static void pend_release(group_state_t *g, const lease_pend_t *p)
+{
+    lease_untrack(g, p->id);
+    g->inflight--;
 }
 
 /* Write p as a lease (the message read back from the topic log, which the
@@ -224,8 +235,7 @@ int store_read_begin_whole(store_t *s, char *err, size_t errlen)
 void store_leases_forget(store_t *s, group_state_t *g)
 {
     while (g->pend_head != NULL) { /* not marked dirty: the group is being deleted */
-        lease_untrack(g, g->pend_head->id);
-        g->inflight--;
+        pend_release(g, g->pend_head);
         pend_unlink(s, g, g->pend_head);
     }
     map_free(&g->pend_ids, NULL);
@@ -249,31 +259,33 @@ static uint64_t pend_next_write(const store_t *s)
     return next;
 }
 
-/* store_ack's part: the ids of sorted[0..n) that are leases not written yet
- * are released without a write. The persisted cursor may only pass a lease
- * that is acknowledged or written, so the leases before the last of them in
- * the list that are still open are written now: an ACK is as durable as the
- * ACK of a written lease. Those ids get done[i] = 1. */
-static int pend_ack(store_t *s, group_state_t *g, const uint64_t *sorted, int n, char *done, int *released, char *err,
-                    size_t errlen)
+/* store_ack's part: the ids of sorted[0..*n) that are leases not written
+ * yet are released without a write, and taken out of sorted (*n: the ids
+ * left, in order). The persisted cursor may only pass a lease that is
+ * acknowledged or written, so the leases before the last of them in the
+ * list that are still open are written now: an ACK is as durable as the ACK
+ * of a written lease. */
+static int pend_ack(store_t *s, group_state_t *g, uint64_t *sorted, int *n, int *released, char *err, size_t errlen)
 {
     lease_pend_t *last = NULL;
-    for (int i = 0; i < n; i++) {
+    int kept = 0;
+    for (int i = 0; i < *n; i++) {
         lease_pend_t *p = map_get(&g->pend_ids, &sorted[i], sizeof sorted[i]);
-        if (p != NULL && !p->acked) {
+        if (p == NULL) {
+            sorted[kept++] = sorted[i];
+        } else if (!p->acked) {
             p->acked = 1;
-            done[i] = 1;
             if (last == NULL || p->log_seq > last->log_seq) {
                 last = p;
             }
-        }
+        } /* else: an id given twice */
     }
+    *n = kept;
     while (last != NULL) {
         lease_pend_t *p = g->pend_head;
         int at_last = p == last;
         if (p->acked) {
-            lease_untrack(g, p->id);
-            g->inflight--;
+            pend_release(g, p);
             (*released)++;
             pend_remove(s, g, p);
         } else if (pend_write(s, g, p, err, errlen) != 0) {
@@ -339,8 +351,6 @@ static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint
         }
         if (tag == KEY_TOPIC_LOG && write_at != 0 && deadline >= write_at && g->npend < STORE_LEASES_UNWRITTEN_MAX) {
             lease_stamp(g, &m);
-            lease_track(g, m.id);
-            g->inflight++;
             pend_add(s, g, m.id, *last_seq, deadline, write_at);
         } else {
             lease_put(s, g, &m, deadline, tag == KEY_TOPIC_LOG ? *last_seq : 0);
@@ -438,9 +448,8 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
         }
         *n += got;
     }
-    if (*n > 0) {
-        store_mark_group(s, g);
-    }
+    /* No mark of g here: a written lease marked it (lease_put), and leases
+     * held in memory change nothing the group record persists. */
     return 0;
 }
 
@@ -620,16 +629,7 @@ int store_ack(store_t *s, const char *group, size_t group_len, const uint64_t *i
     memcpy(sorted, ids, (size_t)n * sizeof *sorted);
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_u64);
     if (g->npend > 0) { /* leases not written yet: released here, the rest below */
-        char *done = xcalloc((size_t)n, 1);
-        int rc = pend_ack(s, g, sorted, n, done, released, err, errlen);
-        int kept = 0;
-        for (int i = 0; i < n; i++) {
-            if (!done[i]) {
-                sorted[kept++] = sorted[i];
-            }
-        }
-        free(done);
-        n = kept;
+        int rc = pend_ack(s, g, sorted, &n, released, err, errlen);
         if (rc != 0 || n == 0) {
             free(sorted);
             return rc;

@@ -194,8 +194,10 @@ static int collect_topics(store_t *s, uint64_t now_ms, uint64_t grace_ms, int ma
 int store_collect(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_deletes, int *work, char *err, size_t errlen)
 {
     *work = 0;
-    /* leases due to be written are, first: the GC keeps what they name */
-    if (store_read_begin(s, err, errlen) != 0 || store_leases_write(s, NULL, now_ms, err, errlen) != 0) {
+    /* No store_leases_write here, unlike store_maintain: writing would
+     * commit on its own; the GC keeps what held leases name, and the
+     * scheduler writes them when their time comes. */
+    if (store_read_begin(s, err, errlen) != 0) {
         return -1;
     }
     /* deletes ride with the next commit */
