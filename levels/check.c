@@ -214,60 +214,18 @@ static int cmp_place(const void *a, const void *b)
     return r ? r : strcmp(x + strlen(x) + 1, y + strlen(y) + 1);
 }
 
-/* A lease taken from the topic log at log_seq: the message's own copy is that
- * entry until the GC collects it, then nowhere ('X' with no place), so ACK
- * may trust an entry the GC has not reached (store_topic_log_holds). */
-static int check_lease_log_seq(store_t *s, uint64_t id, uint64_t log_seq, char *err, size_t errlen)
-{
-    char *buf;
-    idx_home_t h;
-    int found = idx_home_read(s, id, &buf, &h, err, errlen);
-    if (found < 0) {
-        return -1;
-    }
-    int ok = found && ((h.place.tag == 'T' && h.place.seq == log_seq) || h.place.tag == 0);
-    if (found) {
-        leveldb_free(buf);
-    }
-    return ok ? 0
-              : err_set(err, errlen, "lease of id %llu was taken from topic-log seq %llu, but its message index %s",
-                        (unsigned long long)id, (unsigned long long)log_seq,
-                        found ? "names another place" : "is missing");
-}
-
-/* A lease's copy index entry ('Y', place 'I') names its lease key by the
- * deadline (idx_check matches the two); its topic-log seq, when known, must
- * be where the message's own copy is (check_lease_log_seq). A format-2
- * lease index ('J') is folded at open, so none is left. */
-static int check_lease_places(store_t *s, char *err, size_t errlen)
+/* A format-2 lease index ('J') is folded into the copy index at open, so
+ * none is left. (Each lease's copy index entry is checked by idx_check: its
+ * deadline against the lease key, its topic-log seq against 'X'.) */
+static int check_no_lease_index(store_t *s, char *err, size_t errlen)
 {
     leveldb_iterator_t *it = store_iter_range(s, KEY_LEASE_INDEX);
     const char *key;
     size_t klen;
-    int rc = 0;
-    if (store_iter_in_range(it, KEY_LEASE_INDEX, &key, &klen)) {
-        rc = err_set(err, errlen, "a format-2 lease index entry is left (open folds them into the copy index)");
-    }
+    int rc = store_iter_in_range(it, KEY_LEASE_INDEX, &key, &klen)
+                 ? err_set(err, errlen, "a format-2 lease index entry is left (open folds them into the copy index)")
+                 : store_iter_error(it, "the lease index", err, errlen);
     leveldb_iter_destroy(it);
-    it = rc == 0 ? store_iter_range(s, KEY_COPY_INDEX) : NULL;
-    for (; rc == 0 && store_iter_in_range(it, KEY_COPY_INDEX, &key, &klen); leveldb_iter_next(it)) {
-        size_t vlen;
-        const char *v = leveldb_iter_value(it, &vlen);
-        idx_place_t p;
-        if (klen < 9 || idx_place_decode(v, vlen, &p) != 0) {
-            rc = err_set(err, errlen, "corrupt copy index entry");
-            break;
-        }
-        if (p.tag == 'I' && p.seq != 0) {
-            rc = check_lease_log_seq(s, be64_get(key + 1), p.seq, err, errlen);
-        }
-    }
-    if (it != NULL) {
-        if (rc == 0) {
-            rc = store_iter_error(it, "the copy index", err, errlen);
-        }
-        leveldb_iter_destroy(it);
-    }
     return rc;
 }
 
@@ -363,7 +321,7 @@ int store_check(store_t *s, char *err, size_t errlen)
         rc = -1;
     }
     if (rc == 0) {
-        rc = check_lease_places(s, err, errlen);
+        rc = check_no_lease_index(s, err, errlen);
     }
     if (rc == 0) {
         rc = check_levels(s, &c, err, errlen);

@@ -499,14 +499,25 @@ static int check_entry(void *ctx, const store_entry_t *e)
     if (!ok) {
         return check_fail(c, "its copy index entry names another place", m, e);
     }
-    key_msg_index(&k, m->id);
-    found = store_has(c->s, &k, c->err, c->errlen);
+    idx_home_t h;
+    found = idx_home_read(c->s, m->id, &v, &h, c->err, c->errlen);
     if (found < 0) {
         return c->bad = 1;
+    }
+    /* a lease taken from the topic log at got.seq: the message's own copy is
+     * that entry until the GC collects it, then nowhere, so ACK may trust an
+     * entry the GC has not reached (store_topic_log_holds) */
+    int seq_ok =
+        !found || got.tag != 'I' || got.seq == 0 || (h.place.tag == 'T' && h.place.seq == got.seq) || h.place.tag == 0;
+    if (found) {
+        leveldb_free(v);
     }
     const group_state_t *g = store_group_get(c->s, m->group.ptr, m->group.len);
     if (!found && g != NULL && g->gen == m->group_gen) { /* a deleted group's retry keeps no 'X' */
         return check_fail(c, "no message index record", m, e);
+    }
+    if (!seq_ok) {
+        return check_fail(c, "its lease was taken from a topic-log seq its message index record does not name", m, e);
     }
     c->copies++;
     return 0;

@@ -637,6 +637,19 @@ static void test_refuse_missing_and_file(void)
     TU_CHECK(s == NULL, "*out must stay NULL");
 }
 
+/* A new store with group g on topic t holding one message, leased (*id). */
+static store_t *open_with_one_lease(uint64_t *id)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    *id = SEND(s, "t", "x", 0, 0, T0, NULL);
+    msg_owned_t m[1];
+    int n = LEASE_N(s, "g", "t", 1, LEASE, T0, m);
+    TU_REQUIRE(n == 1, "leased %d", n);
+    free_msgs(m, n);
+    return s;
+}
+
 /* The closed data directory opened as a plain LevelDB (LevelDB copies the
  * options, so none are left to free): for the raw_* helpers below. */
 static leveldb_t *raw_open(int line)
@@ -698,26 +711,45 @@ static void be64_to(char *p, uint64_t v)
  * format 1 or 2 wrote, in a closed data directory: a lease index entry 'J'
  * group 0x00 id → u64 deadline, and with format 2 also the topic-log seq
  * when known; the copy index entry's place 'I' without either. */
-static void raw_downgrade_lease(uint64_t id, int format, int line)
+/* Read the copy index entry of message id's lease (its one 'Y' entry) from
+ * db: its key into yk (*klen bytes) and its 18-byte place. */
+static void raw_lease_place(leveldb_t *db, uint64_t id, char yk[64], size_t *klen, char place[18], int line)
 {
-    char *dberr = NULL;
-    leveldb_t *db = raw_open(line);
     leveldb_readoptions_t *ro = leveldb_readoptions_create();
     leveldb_iterator_t *it = leveldb_create_iterator(db, ro);
-    char yk[64] = "Y";
-    be64_to(yk + 1, id);
-    leveldb_iter_seek(it, yk, 9);
-    size_t klen = 0, vlen = 0;
-    const char *k = leveldb_iter_valid(it) ? leveldb_iter_key(it, &klen) : NULL;
-    TU_REQUIRE_AT(k != NULL && klen > 9 + 9 && klen <= sizeof yk && memcmp(k, yk, 9) == 0, line,
+    char want[9] = "Y";
+    be64_to(want + 1, id);
+    leveldb_iter_seek(it, want, 9);
+    size_t vlen = 0;
+    const char *k = leveldb_iter_valid(it) ? leveldb_iter_key(it, klen) : NULL;
+    TU_REQUIRE_AT(k != NULL && *klen > 9 + 9 && *klen <= 64 && memcmp(k, want, 9) == 0, line,
                   "no copy index entry of %016llx", (unsigned long long)id);
-    memcpy(yk, k, klen);
+    memcpy(yk, k, *klen);
     const char *v = leveldb_iter_value(it, &vlen);
     TU_REQUIRE_AT(vlen == 18 && v[0] == 'I', line, "the copy of %016llx is not a lease", (unsigned long long)id);
-    char place[18];
     memcpy(place, v, 18);
     leveldb_iter_destroy(it);
     leveldb_readoptions_destroy(ro);
+}
+
+/* Write batch wb into db and close it. */
+static void raw_write_close(leveldb_t *db, leveldb_writebatch_t *wb, int line)
+{
+    char *dberr = NULL;
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    leveldb_write(db, wo, wb, &dberr);
+    leveldb_writebatch_destroy(wb);
+    leveldb_writeoptions_destroy(wo);
+    leveldb_close(db);
+    TU_REQUIRE_AT(dberr == NULL, line, "leveldb write: %s", dberr ? dberr : "");
+}
+
+static void raw_downgrade_lease(uint64_t id, int format, int line)
+{
+    leveldb_t *db = raw_open(line);
+    char yk[64], place[18];
+    size_t klen;
+    raw_lease_place(db, id, yk, &klen, place, line);
     uint64_t deadline = be64_at(place + 2), log_seq = be64_at(place + 10);
     size_t glen = klen - 9 - 9;
     char jk[64] = "J", jv[16];
@@ -726,15 +758,24 @@ static void raw_downgrade_lease(uint64_t id, int format, int line)
     be64_to(jv, deadline);
     be64_to(jv + 8, log_seq);
     memset(place + 2, 0, 16);
-    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
     leveldb_writebatch_put(wb, jk, 1 + glen + 1 + 8, jv, format == 1 || log_seq == 0 ? 8 : 16);
     leveldb_writebatch_put(wb, yk, klen, place, 18);
-    leveldb_write(db, wo, wb, &dberr);
-    leveldb_writebatch_destroy(wb);
-    leveldb_writeoptions_destroy(wo);
-    leveldb_close(db);
-    TU_REQUIRE_AT(dberr == NULL, line, "leveldb write: %s", dberr ? dberr : "");
+    raw_write_close(db, wb, line);
+}
+
+/* Make the lease of message id name topic-log seq log_seq (a closed data
+ * directory). */
+static void raw_set_lease_seq(uint64_t id, uint64_t log_seq, int line)
+{
+    leveldb_t *db = raw_open(line);
+    char yk[64], place[18];
+    size_t klen;
+    raw_lease_place(db, id, yk, &klen, place, line);
+    be64_to(place + 10, log_seq);
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    leveldb_writebatch_put(wb, yk, klen, place, 18);
+    raw_write_close(db, wb, line);
 }
 
 /* The format marker as it is on disk (a closed data directory). */
@@ -803,6 +844,21 @@ static void upgrade_from(int format)
     CLOSE(&s);
 }
 
+/* store_check finds a lease whose topic-log seq is not where the message
+ * index says its own copy is (ACK trusts that seq). */
+static void test_lease_seq_checked(void)
+{
+    uint64_t a;
+    store_t *s = open_with_one_lease(&a);
+    CLOSE(&s);
+    raw_set_lease_seq(a, 999999, __LINE__);
+    s = OPEN_DEFAULT();
+    char err[512] = "";
+    TU_CHECK(store_check(s, err, sizeof err) == -1 && strstr(err, "topic-log seq") != NULL,
+             "store_check of a lease naming another seq: \"%s\"", err);
+    CLOSE(&s);
+}
+
 static void test_upgrade_format1(void)
 {
     upgrade_from(1);
@@ -818,13 +874,8 @@ static void test_upgrade_format2(void)
  * refused by name, and the directory left as it was. */
 static void test_upgrade_interrupted(void)
 {
-    store_t *s = OPEN_DEFAULT();
-    GROUP_CREATE(s, "g", "t", 1, T0);
-    uint64_t a = SEND(s, "t", "x", 0, 0, T0, NULL);
-    msg_owned_t m[1];
-    int n = LEASE_N(s, "g", "t", 1, LEASE, T0, m);
-    CHECK_EQ_U64(n, 1);
-    free_msgs(m, n);
+    uint64_t a;
+    store_t *s = open_with_one_lease(&a);
     CLOSE(&s);
     raw_downgrade_lease(a, 2, __LINE__); /* the marker says 3 */
     s = OPEN_DEFAULT();
@@ -1836,13 +1887,8 @@ static void test_group_delete(void)
 
 static void test_group_recreate_no_old_retries(void)
 {
-    store_t *s = OPEN_DEFAULT();
-    GROUP_CREATE(s, "g", "t", 1, T0);
-    uint64_t id = SEND(s, "t", "x", 0, 0, T0, NULL);
-    msg_owned_t m[4];
-    int n = LEASE_N(s, "g", "t", 1, LEASE, T0, m);
-    TU_REQUIRE(n == 1, "leased %d", n);
-    free_msgs(m, n);
+    uint64_t id;
+    store_t *s = open_with_one_lease(&id);
     FAIL_LEVEL(s, "g", id, 2, "retry", T0, NULL); /* due at +5s */
     char err[512] = "";
     int found;
@@ -1856,7 +1902,8 @@ static void test_group_recreate_no_old_retries(void)
     int ready = -1;
     TU_CHECK(MOVE(s, T0 + 5 * SEC, 10, &ready) == 1 && ready == 0, "old retry must be dropped, ready %d", ready);
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
-    n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 6 * SEC, m);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 6 * SEC, m);
     TU_CHECK(n == 0, "recreated group received %d old messages", n);
     free_msgs(m, n);
     CHECK_STORE(s);
@@ -3385,6 +3432,7 @@ static const tu_test_t open_tests[] = {
     { "refuse changed level table", test_refuse_level_table_change },
     { "refuse missing dir and file", test_refuse_missing_and_file },
     { "refuse other format version", test_refuse_other_format },
+    { "a lease's topic-log seq is checked", test_lease_seq_checked },
     { "upgrade format 1", test_upgrade_format1 },
     { "upgrade format 2", test_upgrade_format2 },
     { "an upgrade cut short, a lease index of no group", test_upgrade_interrupted },
