@@ -259,6 +259,21 @@ static uint64_t pend_next_write(const store_t *s)
     return next;
 }
 
+/* Before g leases its next topic-log entry: the entries from the persisted
+ * cursor to the cursor must stay exactly the held leases (a crash puts them
+ * all back in the backlog, which the persisted position counts), so a lease
+ * written at once (!hold: it would expire before its delay is over, or the
+ * delay is off) first writes every lease g holds, and a held one past
+ * STORE_LEASES_UNWRITTEN_MAX first writes the oldest. */
+static int pend_keep_order(store_t *s, group_state_t *g, int hold, char *err, size_t errlen)
+{
+    if (!hold) {
+        int wrote = 0;
+        return pend_write_due(s, g, UINT64_MAX, &wrote, err, errlen);
+    }
+    return g->npend >= STORE_LEASES_UNWRITTEN_MAX ? pend_write(s, g, g->pend_head, err, errlen) : 0;
+}
+
 /* store_ack's part: the ids of sorted[0..*n) that are leases not written
  * yet are released without a write, and taken out of sorted (*n: the ids
  * left, in order). The persisted cursor may only pass a lease that is
@@ -349,7 +364,12 @@ static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint
         if (delete_taken) {
             store_del_raw(s, key, klen);
         }
-        if (tag == KEY_TOPIC_LOG && write_at != 0 && deadline >= write_at && g->npend < STORE_LEASES_UNWRITTEN_MAX) {
+        int hold = tag == KEY_TOPIC_LOG && write_at != 0 && deadline >= write_at;
+        if (tag == KEY_TOPIC_LOG && pend_keep_order(s, g, hold, err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+        if (hold) {
             lease_stamp(g, &m);
             pend_add(s, g, m.id, *last_seq, deadline, write_at);
         } else {

@@ -272,7 +272,7 @@ uint64_t store_next_lease_deadline(store_t *s);
 
 /* Leases held in memory, not written yet (opt.lease_write_delay_ms), over
  * all groups; they are among the groups' in-flight counts. A group holds at
- * most STORE_LEASES_UNWRITTEN_MAX; past that a lease is written at once. */
+ * most STORE_LEASES_UNWRITTEN_MAX; past that its oldest is written first. */
 #define STORE_LEASES_UNWRITTEN_MAX 65536
 uint64_t store_leases_unwritten(const store_t *s);
 

@@ -15,6 +15,7 @@
  * memory a large batch returns), ids, scale (10^6 messages on one level, timed
  * and printed, never asserted on time — CONTRIBUTING.md, "Benchmarks").
  */
+#include "base/err.h"
 #include "levels/compactor.h"
 #include "levels/logsync.h"
 #include "levels/store.h"
@@ -3496,6 +3497,65 @@ static int payload_digit(const msg_owned_t *m)
     return m->m.payload.len == 1 ? m->m.payload.ptr[0] - '0' : -1;
 }
 
+/* Run work (0: done) in a forked process on the store of open_write_late,
+ * commit, and kill the process with SIGKILL: a crash, no store_close, the
+ * leases it held are lost with it. No CUnit in the child: its exit status
+ * says how far it got. */
+typedef int (*crash_work_fn)(store_t *c, char *err, size_t errlen);
+
+static void crash_after_at(crash_work_fn work, int line)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    TU_REQUIRE_AT(pid >= 0, line, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        store_options_t o;
+        opts_default(&o);
+        o.lease_write_delay_ms = WRITE_DELAY;
+        char err[512] = "";
+        store_t *c = NULL;
+        if (store_open(&o, &c, err, sizeof err) != 0)
+            _exit(2);
+        if (work(c, err, sizeof err) != 0 || store_commit(c, err, sizeof err) != 0) {
+            fprintf(stderr, "crash child: %s\n", err);
+            _exit(3);
+        }
+        kill(getpid(), SIGKILL);
+        _exit(4);
+    }
+    int status = 0;
+    TU_REQUIRE_AT(waitpid(pid, &status, 0) == pid, line, "waitpid: %s", strerror(errno));
+    TU_REQUIRE_AT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, line, "the child failed (status %d)", status);
+}
+#define CRASH_AFTER(work) crash_after_at((work), __LINE__)
+
+/* Six leased, the first acknowledged in order and the third out of order. */
+static int lease_six_ack_two(store_t *c, char *err, size_t errlen)
+{
+    msg_owned_t m[6];
+    int n = 0, released = 0;
+    if (store_lease(c, "g", 1, "t", 1, 6, LEASE, T0, m, &n, err, errlen) != 0 || n != 6)
+        return -1;
+    uint64_t first = m[0].m.id, third = m[2].m.id;
+    free_msgs(m, n);
+    return store_ack(c, "g", 1, &first, 1, &released, err, errlen) != 0 || released != 1 ||
+                   store_ack(c, "g", 1, &third, 1, &released, err, errlen) != 0 || released != 1
+               ? -1
+               : 0;
+}
+
+/* Open a store of the delay with group g on topic t and n messages "0", "1"... */
+static void send_digits(int n)
+{
+    store_t *s = open_write_late();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    for (int i = 0; i < n; i++) {
+        char p[2] = { (char)('0' + i), '\0' };
+        SEND(s, "t", p, 0, 0, T0, NULL);
+    }
+    CLOSE(&s);
+}
+
 /* A process that leased six messages with the delay, acknowledged the first
  * in order and the third out of order, committed and was killed (SIGKILL):
  * the first and third never come again, the second (written by the
@@ -3503,39 +3563,9 @@ static int payload_digit(const msg_owned_t *m)
  * are delivered again at once, in order, by the next PULL. */
 static void test_lease_late_crash(void)
 {
+    send_digits(6);
+    CRASH_AFTER(lease_six_ack_two);
     store_t *s = open_write_late();
-    GROUP_CREATE(s, "g", "t", 1, T0);
-    for (int i = 0; i < 6; i++) {
-        char p[2] = { (char)('0' + i), '\0' };
-        SEND(s, "t", p, 0, 0, T0, NULL);
-    }
-    CLOSE(&s);
-    fflush(NULL);
-    pid_t pid = fork();
-    TU_REQUIRE(pid >= 0, "fork: %s", strerror(errno));
-    if (pid == 0) { /* the process that dies: no CUnit here, the exit status says how far it got */
-        store_options_t o;
-        opts_default(&o);
-        o.lease_write_delay_ms = WRITE_DELAY;
-        char err[512];
-        store_t *c = NULL;
-        msg_owned_t m[6];
-        int n = 0, released = 0;
-        if (store_open(&o, &c, err, sizeof err) != 0 ||
-            store_lease(c, "g", 1, "t", 1, 6, LEASE, T0, m, &n, err, sizeof err) != 0 || n != 6)
-            _exit(2);
-        uint64_t first = m[0].m.id, third = m[2].m.id;
-        if (store_ack(c, "g", 1, &first, 1, &released, err, sizeof err) != 0 || released != 1 ||
-            store_ack(c, "g", 1, &third, 1, &released, err, sizeof err) != 0 || released != 1 ||
-            store_commit(c, err, sizeof err) != 0)
-            _exit(3);
-        kill(getpid(), SIGKILL); /* a crash: no store_close, the leases not written are lost with the process */
-        _exit(4);
-    }
-    int status = 0;
-    TU_REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid: %s", strerror(errno));
-    TU_REQUIRE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the child failed (status %d)", status);
-    s = open_write_late();
     CHECK_STORE(s);
     CHECK_COUNTS(s, "g", 3, 3, 0, 0, 1, 0); /* 3 back in the backlog, the second still leased */
     msg_owned_t m[8];
@@ -3545,6 +3575,40 @@ static void test_lease_late_crash(void)
     ACK_LEASED(s, "g", m, n);
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 1, 0);
     CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* Leased one by one: "0" held, "1" for less than the delay (written at
+ * once), "2" held. */
+static int lease_held_short_held(store_t *c, char *err, size_t errlen)
+{
+    const uint64_t lease_ms[3] = { LEASE, WRITE_DELAY - 1, LEASE };
+    for (int i = 0; i < 3; i++) {
+        msg_owned_t m[1];
+        int n = 0;
+        if (store_lease(c, "g", 1, "t", 1, 1, lease_ms[i], T0, m, &n, err, errlen) != 0 || n != 1)
+            return -1;
+        free_msgs(m, n);
+    }
+    return 0;
+}
+
+/* A lease written at once behind one held in memory (it would expire before
+ * its delay is over) writes the held one first: after a crash the held
+ * third comes again, the short one only as a lease, never also from the
+ * backlog, and every counter agrees with the store. */
+static void test_lease_late_short_behind_held(void)
+{
+    send_digits(4);
+    CRASH_AFTER(lease_held_short_held);
+    store_t *s = open_write_late();
+    CHECK_STORE(s);
+    CHECK_COUNTS(s, "g", 2, 2, 0, 0, 2, 0); /* "2" and "3" ready; "0" and "1" leased */
+    msg_owned_t m[8];
+    int n = LEASE_N(s, "g", "t", 8, LEASE, T0 + 1, m);
+    TU_CHECK(n == 2 && payload_digit(&m[0]) == 2 && payload_digit(&m[1]) == 3, "delivered again: %d messages, first %d",
+             n, n > 0 ? payload_digit(&m[0]) : -1);
+    free_msgs(m, n);
     CLOSE(&s);
 }
 
@@ -3605,28 +3669,62 @@ static void test_lease_late_written(void)
     CLOSE(&s);
 }
 
-/* A group holds at most STORE_LEASES_UNWRITTEN_MAX leases in memory; the
- * ones past it are written at once. */
-static void test_lease_late_bound(void)
+#define BOUND_PAST 10 /* leased past STORE_LEASES_UNWRITTEN_MAX */
+
+/* Leased STORE_LEASES_UNWRITTEN_MAX + BOUND_PAST, 1000 per call; then as
+ * many are held as may be. */
+static int lease_past_bound(store_t *c, char *err, size_t errlen)
 {
-    store_t *s = open_write_late();
-    GROUP_CREATE(s, "g", "t", 1, T0);
-    const int n = STORE_LEASES_UNWRITTEN_MAX + 10;
-    for (int i = 0; i < n; i++)
-        SEND(s, "t", "x", 0, 0, T0, NULL);
+    const int n = STORE_LEASES_UNWRITTEN_MAX + BOUND_PAST;
     msg_owned_t *m = malloc(sizeof *m * 1000);
-    TU_REQUIRE(m != NULL, "out of memory");
-    for (int got = 0; got < n;) {
-        int k = LEASE_N(s, "g", "t", n - got < 1000 ? n - got : 1000, LEASE, T0, m);
-        TU_REQUIRE(k > 0, "leased %d of %d", got, n);
+    if (m == NULL)
+        return err_set(err, errlen, "out of memory");
+    int rc = 0;
+    for (int got = 0; got < n && rc == 0;) {
+        int k = 0;
+        rc = store_lease(c, "g", 1, "t", 1, n - got < 1000 ? n - got : 1000, LEASE, T0, m, &k, err, errlen);
+        if (rc == 0 && k == 0)
+            rc = err_set(err, errlen, "leased %d of %d", got, n);
         free_msgs(m, k);
         got += k;
     }
     free(m);
+    if (rc == 0 && store_leases_unwritten(c) != STORE_LEASES_UNWRITTEN_MAX)
+        rc = err_set(err, errlen, "%llu held", (unsigned long long)store_leases_unwritten(c));
+    return rc;
+}
+
+/* A group holds at most STORE_LEASES_UNWRITTEN_MAX leases in memory; past
+ * that its oldest is written first. A crash then loses the newest ones,
+ * which come again, and the oldest stay leased; a clean close writes what
+ * is held. */
+static void test_lease_late_bound(void)
+{
+    store_t *s = open_write_late();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    const int n = STORE_LEASES_UNWRITTEN_MAX + BOUND_PAST;
+    for (int i = 0; i < n; i++)
+        SEND(s, "t", "x", 0, 0, T0, NULL);
+    CLOSE(&s);
+    CRASH_AFTER(lease_past_bound);
+    s = open_write_late();
+    CHECK_STORE(s);
+    CHECK_COUNTS(s, "g", STORE_LEASES_UNWRITTEN_MAX, STORE_LEASES_UNWRITTEN_MAX, 0, 0, BOUND_PAST, 0);
+    char err[512] = "";
+    int k = 0;
+    msg_owned_t *m = malloc(sizeof *m * 1000);
+    TU_REQUIRE(m != NULL, "out of memory");
+    for (int got = 0; got < STORE_LEASES_UNWRITTEN_MAX; got += k) {
+        REQUIRE_OK(store_lease(s, "g", 1, "t", 1, 1000, LEASE, T0 + 1, m, &k, err, sizeof err), err);
+        TU_REQUIRE(k > 0, "leased %d again", got);
+        free_msgs(m, k);
+    }
+    free(m);
     CHECK_EQ_U64(store_leases_unwritten(s), STORE_LEASES_UNWRITTEN_MAX);
+    CLOSE(&s);
+    s = open_write_late();
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, (uint64_t)n, 0);
     CHECK_STORE(s);
-    CHECK_EQ_U64(store_leases_unwritten(s), 0); /* store_check wrote them */
     CLOSE(&s);
 }
 
@@ -3642,6 +3740,7 @@ static const tu_test_t lease_tests[] = {
     { "fail decided from the lease", test_lease_fail_decided },
     { "written late: a crash", test_lease_late_crash },
     { "written late: when and by what", test_lease_late_written },
+    { "written late: a short lease behind a held one", test_lease_late_short_behind_held },
     { "written late: at most so many held", test_lease_late_bound },
     { NULL, NULL },
 };
