@@ -127,13 +127,13 @@ static void pend_add(store_t *s, group_state_t *g, uint64_t id, uint64_t log_seq
     p->log_seq = log_seq;
     p->deadline = deadline;
     p->write_at = write_at;
+    p->group = g;
     p->prev = g->pend_tail;
-    if (g->pend_tail != NULL) {
-        g->pend_tail->next = p;
-    } else {
-        g->pend_head = p;
-    }
+    *(g->pend_tail != NULL ? &g->pend_tail->next : &g->pend_head) = p;
     g->pend_tail = p;
+    p->all_prev = s->pend_last;
+    *(s->pend_last != NULL ? &s->pend_last->all_next : &s->pend_first) = p;
+    s->pend_last = p;
     g->npend++;
     s->npend++;
     map_put(&g->pend_ids, &p->id, sizeof p->id, p);
@@ -144,6 +144,8 @@ static void pend_unlink(store_t *s, group_state_t *g, lease_pend_t *p)
 {
     *(p->prev != NULL ? &p->prev->next : &g->pend_head) = p->next;
     *(p->next != NULL ? &p->next->prev : &g->pend_tail) = p->prev;
+    *(p->all_prev != NULL ? &p->all_prev->all_next : &s->pend_first) = p->all_next;
+    *(p->all_next != NULL ? &p->all_next->all_prev : &s->pend_last) = p->all_prev;
     map_del(&g->pend_ids, &p->id, sizeof p->id);
     g->npend--;
     s->npend--;
@@ -214,13 +216,12 @@ int store_leases_write(store_t *s, group_state_t *g, uint64_t until, char *err, 
         if (pend_write_due(s, g, until, &wrote, err, errlen) != 0) {
             return -1;
         }
-    } else {
-        map_iter_t it = { 0 };
-        void *v;
-        while (map_next(&s->groups, &it, NULL, NULL, &v)) {
-            if (pend_write_due(s, v, until, &wrote, err, errlen) != 0) {
+    } else { /* the store's first is its group's first (lease_pend_t) */
+        while (s->pend_first != NULL && s->pend_first->write_at <= until) {
+            if (pend_write(s, s->pend_first->group, s->pend_first, err, errlen) != 0) {
                 return -1;
             }
+            wrote++;
         }
     }
     /* what called reads committed data */
@@ -241,22 +242,10 @@ void store_leases_forget(store_t *s, group_state_t *g)
     map_free(&g->pend_ids, NULL);
 }
 
-/* The earliest write_at of a lease not written yet; UINT64_MAX when none. */
+/* When the next lease not written yet is due to be; UINT64_MAX when none. */
 static uint64_t pend_next_write(const store_t *s)
 {
-    uint64_t next = UINT64_MAX;
-    if (s->npend == 0) {
-        return next;
-    }
-    map_iter_t it = { 0 };
-    void *v;
-    while (map_next(&s->groups, &it, NULL, NULL, &v)) {
-        const group_state_t *g = v;
-        if (g->pend_head != NULL && g->pend_head->write_at < next) {
-            next = g->pend_head->write_at;
-        }
-    }
-    return next;
+    return s->pend_first != NULL ? s->pend_first->write_at : UINT64_MAX;
 }
 
 /* Before g leases its next topic-log entry: the entries from the persisted

@@ -99,9 +99,13 @@ typedef struct topic_state {
 
 /* A lease of a topic-log entry not written yet: in its group's list, in seq
  * order (leases are taken in seq order, and leave it from the front or when
- * acknowledged: see store_ack). */
+ * acknowledged: see store_ack), and in the store's list of all of them, in
+ * the order taken: write_at order while the clock goes forward, and its
+ * first is its group's first too. */
 typedef struct lease_pend {
-    struct lease_pend *next, *prev;
+    struct lease_pend *next, *prev;         /* its group's list */
+    struct lease_pend *all_next, *all_prev; /* the store's */
+    struct group_state *group;
     uint64_t id, log_seq, deadline;
     uint64_t write_at; /* written then at the latest (the delay after it was taken) */
     int acked;         /* store_ack's mark */
@@ -154,6 +158,7 @@ struct store {
     leveldb_writebatch_t *batch;
     int pending;          /* operations in the batch */
     uint64_t npend;       /* leases not written yet, over all groups (lease.c) */
+    struct lease_pend *pend_first, *pend_last; /* all of them, in the order taken (lease_pend_t) */
     uint64_t batch_bytes; /* about what the batch holds (keys, values, framing) */
     int broken;
     char broken_err[512];

@@ -3593,6 +3593,45 @@ static int lease_held_short_held(store_t *c, char *err, size_t errlen)
     return 0;
 }
 
+/* Leases held by several groups are written in the order taken, whatever
+ * the group: the next one to write is the store's next lease deadline, and
+ * a GROUP DEL takes its group's out of that order. */
+static void test_lease_late_groups(void)
+{
+    store_t *s = open_write_late();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    GROUP_CREATE(s, "h", "t", 1, T0);
+    for (int i = 0; i < 4; i++)
+        SEND(s, "t", "x", 0, 0, T0, NULL);
+    msg_owned_t m[1];
+    const struct {
+        const char *group;
+        uint64_t at;
+    } take[] = { { "g", T0 }, { "h", T0 + 10 }, { "g", T0 + 20 }, { "h", T0 + 30 } };
+    for (size_t i = 0; i < sizeof take / sizeof take[0]; i++) {
+        TU_REQUIRE(LEASE_N(s, take[i].group, "t", 1, LEASE, take[i].at, m) == 1, "lease %zu", i);
+        free_msgs(m, 1);
+    }
+    CHECK_EQ_U64(store_leases_unwritten(s), 4);
+    CHECK_EQ_U64(store_next_lease_deadline(s), T0 + WRITE_DELAY);
+    store_lease_ref_t refs[4];
+    int n = -1, found = 0;
+    char err[512] = "";
+    REQUIRE_OK(store_expired_leases(s, T0 + WRITE_DELAY + 10, refs, 4, &n, err, sizeof err), err);
+    CHECK_EQ_U64(n, 0);
+    CHECK_EQ_U64(store_leases_unwritten(s), 2); /* g's first and h's first */
+    CHECK_EQ_U64(store_next_lease_deadline(s), T0 + 20 + WRITE_DELAY);
+    REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
+    CHECK_EQ_U64(store_leases_unwritten(s), 1);
+    CHECK_EQ_U64(store_next_lease_deadline(s), T0 + 30 + WRITE_DELAY);
+    REQUIRE_OK(store_expired_leases(s, T0 + 30 + WRITE_DELAY, refs, 4, &n, err, sizeof err), err);
+    CHECK_EQ_U64(store_leases_unwritten(s), 0);
+    CHECK_EQ_U64(store_next_lease_deadline(s), T0 + 10 + LEASE); /* h's first, written */
+    CHECK_COUNTS(s, "h", 2, 2, 0, 0, 2, 0);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 /* A lease written at once behind one held in memory (it would expire before
  * its delay is over) writes the held one first: after a crash the held
  * third comes again, the short one only as a lease, never also from the
@@ -3740,6 +3779,7 @@ static const tu_test_t lease_tests[] = {
     { "fail decided from the lease", test_lease_fail_decided },
     { "written late: a crash", test_lease_late_crash },
     { "written late: when and by what", test_lease_late_written },
+    { "written late: over groups", test_lease_late_groups },
     { "written late: a short lease behind a held one", test_lease_late_short_behind_held },
     { "written late: at most so many held", test_lease_late_bound },
     { NULL, NULL },
