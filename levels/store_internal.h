@@ -158,10 +158,11 @@ struct store {
     leveldb_writebatch_t *batch;
     int pending;          /* operations in the batch */
     uint64_t npend;       /* leases not written yet, over all groups (lease.c) */
-    struct lease_pend *pend_first, *pend_last; /* all of them, in the order taken (lease_pend_t) */
     uint64_t batch_bytes; /* about what the batch holds (keys, values, framing) */
     int broken;
     char broken_err[512];
+    /* the leases not written yet, in the order taken (lease_pend_t) */
+    struct lease_pend *pend_first, *pend_last;
 
     uint64_t next_seq, persisted_seq;
     level_state_t levels[LVL_MAX_LEVELS + 1];
