@@ -2,7 +2,7 @@
  * tests/unit/test_crash.c — crash atomicity of the level engine (DESIGN §2).
  *
  * A forked child runs a random mix of every store operation — sends (single and
- * batched, levels and chained delays), revokes, due moves, leases, ACKs, NACKs
+ * batched, levels and chained delays), revokes, due moves, leases, ACKs, TOUCHes, NACKs
  * with the retry policy, lease expiries, DLQ parking, requeues and drops,
  * topic-log GC — against one data directory, until the parent SIGKILLs it at a random moment.
  * The parent reopens the store after each kill and checks conservation:
@@ -211,6 +211,18 @@ static void child_run(unsigned seed)
             int released;
             if (store_ack(s, gn, 2, ids, n, &released, err, sizeof err) != 0) {
                 child_fail("ack", err);
+            }
+            if (store_commit(s, err, sizeof err) != 0) {
+                child_fail("commit", err);
+            }
+        } else if (r < 83) { /* TOUCH one: a new deadline, the same place */
+            if (n_leased[g] == 0) {
+                continue;
+            }
+            int found;
+            if (store_touch(s, gn, 2, leased[g][rand() % n_leased[g]], now + 200 + (uint64_t)(rand() % 4000), &found,
+                            err, sizeof err) != 0) {
+                child_fail("touch", err);
             }
             if (store_commit(s, err, sizeof err) != 0) {
                 child_fail("commit", err);
