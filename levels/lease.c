@@ -248,6 +248,20 @@ static uint64_t pend_next_write(const store_t *s)
     return s->pend_first != NULL ? s->pend_first->write_at : UINT64_MAX;
 }
 
+/* Write g's leases not written yet from its first through p, and commit
+ * them: p is to be read, and those before it must be written first (the
+ * persisted cursor passes only written leases). */
+static int pend_write_through(store_t *s, group_state_t *g, lease_pend_t *p, char *err, size_t errlen)
+{
+    for (int last = 0; !last;) {
+        last = g->pend_head == p;
+        if (pend_write(s, g, g->pend_head, err, errlen) != 0) {
+            return -1;
+        }
+    }
+    return store_commit_durable(s, 0, err, errlen);
+}
+
 /* Before g leases its next topic-log entry: the entries from the persisted
  * cursor to the cursor must stay exactly the held leases (a crash puts them
  * all back in the backlog, which the persisted position counts), so a lease
@@ -554,7 +568,8 @@ static int lease_find(store_t *s, const char *group, size_t group_len, uint64_t 
     if (l->g == NULL) {
         return 0;
     }
-    if (store_leases_write(s, l->g, UINT64_MAX, err, errlen) != 0) { /* it reads the written ones */
+    lease_pend_t *p = map_get(&l->g->pend_ids, &id, sizeof id);
+    if (p != NULL && pend_write_through(s, l->g, p, err, errlen) != 0) { /* it reads the written ones */
         return -1;
     }
     int f = lease_lookup(s, l->g, id, &l->deadline, &l->log_seq, err, errlen);
@@ -683,6 +698,13 @@ int store_touch(store_t *s, const char *group, size_t group_len, uint64_t id, ui
                 char *err, size_t errlen)
 {
     *found = 0;
+    group_state_t *g = store_group_get(s, group, group_len);
+    lease_pend_t *p = g != NULL ? map_get(&g->pend_ids, &id, sizeof id) : NULL;
+    if (p != NULL && new_deadline_ms >= p->write_at) { /* still held until written: a new deadline is all */
+        p->deadline = new_deadline_ms;
+        *found = 1;
+        return 0;
+    }
     lease_found_t l;
     int f = lease_find(s, group, group_len, id, &l, err, errlen);
     if (f <= 0) {

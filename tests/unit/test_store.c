@@ -3593,6 +3593,48 @@ static int lease_held_short_held(store_t *c, char *err, size_t errlen)
     return 0;
 }
 
+/* A NACK writes the held lease it fails and those before it, not the ones
+ * after; a TOUCH of a held lease moves its deadline in memory, unless the
+ * new deadline comes before its delay is over (then it is written). */
+static void test_lease_late_nack_touch(void)
+{
+    store_t *s = open_write_late();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    uint64_t id[5];
+    for (int i = 0; i < 5; i++)
+        id[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
+    msg_owned_t m[5];
+    TU_REQUIRE(LEASE_N(s, "g", "t", 5, LEASE, T0, m) == 5, "lease 5");
+    free_msgs(m, 5);
+    int found = 0;
+    char err[512] = "";
+    REQUIRE_OK(store_touch(s, "g", 1, id[1], T0 + 2 * LEASE, &found, err, sizeof err), err);
+    TU_CHECK(found, "TOUCH did not find a lease held in memory");
+    CHECK_EQ_U64(store_leases_unwritten(s), 5);
+    FAIL_LEVEL(s, "g", id[2], 1, "again", T0 + 10, NULL);
+    CHECK_EQ_U64(store_leases_unwritten(s), 2); /* 0 and 1 written before it; 3 and 4 still held */
+    REQUIRE_OK(store_touch(s, "g", 1, id[3], T0 + WRITE_DELAY - 1, &found, err, sizeof err), err);
+    TU_CHECK(found, "a short TOUCH did not find a lease held in memory");
+    CHECK_EQ_U64(store_leases_unwritten(s), 1);
+    CHECK_EQ_U64(store_next_lease_deadline(s), T0 + WRITE_DELAY - 1);
+    REQUIRE_OK(store_touch(s, "g", 1, id[4] + 100, T0 + LEASE, &found, err, sizeof err), err);
+    TU_CHECK(!found, "TOUCH found a lease of an unknown id");
+    CLOSE(&s);
+    s = open_write_late();
+    CHECK_COUNTS(s, "g", 0, 0, 0, 1, 4, 0);
+    store_lease_ref_t refs[8];
+    int n = -1;
+    REQUIRE_OK(store_expired_leases(s, T0 + LEASE, refs, 8, &n, err, sizeof err), err);
+    int saw[5] = { 0 };
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 5; k++)
+            saw[k] += refs[i].id == id[k];
+    TU_CHECK(n == 3 && saw[0] == 1 && saw[3] == 1 && saw[4] == 1, "expired: %d leases (0: %d, 1: %d, 3: %d, 4: %d)", n,
+             saw[0], saw[1], saw[3], saw[4]);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 /* Leases held by several groups are written in the order taken, whatever
  * the group: the next one to write is the store's next lease deadline, and
  * a GROUP DEL takes its group's out of that order. */
@@ -3653,7 +3695,7 @@ static void test_lease_late_short_behind_held(void)
 
 /* A lease held in memory is written when its delay is over (the scheduler's
  * store_expired_leases; store_next_lease_deadline names that time), by a
- * clean close, before a NACK, a TOUCH or a GET reads it, and never when the
+ * clean close, before a NACK, a short TOUCH or a GET reads it, and never when the
  * lease would expire first. Until written, the topic-log GC keeps the entry
  * it names; GROUP DEL just forgets it. store_check holds at every step. */
 static void test_lease_late_written(void)
@@ -3779,6 +3821,7 @@ static const tu_test_t lease_tests[] = {
     { "fail decided from the lease", test_lease_fail_decided },
     { "written late: a crash", test_lease_late_crash },
     { "written late: when and by what", test_lease_late_written },
+    { "written late: NACK and TOUCH", test_lease_late_nack_touch },
     { "written late: over groups", test_lease_late_groups },
     { "written late: a short lease behind a held one", test_lease_late_short_behind_held },
     { "written late: at most so many held", test_lease_late_bound },
