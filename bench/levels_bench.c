@@ -4,7 +4,11 @@
  *
  * It prints figures and never fails on slowness (CONTRIBUTING.md, "Benchmarks"): the exit
  * status is non-zero only when something is broken (a store call fails, a count
- * comes out wrong). Usage: levels-bench [--dir PATH] [--quick] [--only PART].
+ * comes out wrong). Usage: levels-bench [--dir PATH] [--quick] [--only PART]
+ * [--lease-write-delay MS] (the store's lease_write_delay_ms: 0, the store's
+ * default, writes every lease at once; the broker's default is 100, and then
+ * the pipeline's leases, all taken and acknowledged within one instant of the
+ * injected clock, are never written).
  *
  * The parts:
  *   raw       the limit: leveldb_write of batches of 1, 64 and 1024 puts of
@@ -102,6 +106,8 @@ typedef struct bench {
 /* ---- small helpers ---------------------------------------------------------- */
 
 static char *bench_temp_dir; /* the mkdtemp to remove at exit, error or not; NULL with --dir */
+/* --lease-write-delay: every store is opened with it */
+static uint64_t bench_lease_write_delay_ms;
 
 static void bench_rm_tree(const char *path);
 
@@ -452,6 +458,7 @@ static store_t *bench_store_open(const char *path, int sync, int create)
     o.path = path;
     o.sync = sync;
     o.create_if_missing = create;
+    o.lease_write_delay_ms = bench_lease_write_delay_ms;
     store_t *s = NULL;
     char err[512];
     if (store_open(&o, &s, err, sizeof err) != 0) {
@@ -1156,10 +1163,12 @@ static const bench_part_t bench_parts[] = {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: levels-bench [--dir PATH] [--quick] [--only PART]\n"
+    fprintf(f, "usage: levels-bench [--dir PATH] [--quick] [--only PART] [--lease-write-delay MS]\n"
                "  --dir PATH   put the LevelDB directories in PATH (kept); default: a mkdtemp\n"
                "               under $TMPDIR or /tmp, removed at the end\n"
                "  --quick      small sizes (a few seconds; for CI smoke runs)\n"
+               "  --lease-write-delay MS  hold leases in memory this long before writing them\n"
+               "               (0..10000, default 0: written at once; the broker's default is 100)\n"
                "  --only PART  run one part:\n");
     for (int i = 0; i < BENCH_N_PARTS; i++) {
         fprintf(f, "                 %-9s %s\n", bench_parts[i].name, bench_parts[i].what);
@@ -1183,6 +1192,16 @@ int main(int argc, char **argv)
             dir = argv[++i];
         } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
             b.only = argv[++i];
+        } else if (strcmp(argv[i], "--lease-write-delay") == 0 && i + 1 < argc) {
+            char *end;
+            const char *v = argv[++i];
+            errno = 0;
+            unsigned long long ms = strtoull(v, &end, 10);
+            if (errno != 0 || end == v || *end != '\0' || v[0] == '-' || ms > 10000) {
+                fprintf(stderr, "levels-bench: --lease-write-delay wants milliseconds 0..10000, not '%s'\n", v);
+                return 2;
+            }
+            bench_lease_write_delay_ms = ms;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 0;
@@ -1224,8 +1243,8 @@ int main(int argc, char **argv)
         b.dir = xstrndup(dir, strlen(dir));
     }
 
-    printf("levels-bench%s: data in %s%s\n", b.quick ? " --quick" : "", b.dir,
-           b.dir_is_temp ? " (removed at the end)" : "");
+    printf("levels-bench%s: data in %s%s; lease-write-delay %llu ms\n", b.quick ? " --quick" : "", b.dir,
+           b.dir_is_temp ? " (removed at the end)" : "", (unsigned long long)bench_lease_write_delay_ms);
     bench_header();
     double t0 = bench_now();
     for (int i = 0; i < BENCH_N_PARTS; i++) {
