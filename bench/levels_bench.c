@@ -616,8 +616,8 @@ static void pipeline_cycle(bench_t *b, int batch, int sync, long n, int rep, cyc
     }
     out->stage[3] = bench_now() - t0;
 
-    store_group_info_t gi;
-    store_level_info_t li;
+    store_group_info_t gi = { 0 };
+    store_level_info_t li = { 0 };
     if (store_group_info(s, BENCH_GROUP, strlen(BENCH_GROUP), &gi) != 1 || gi.inflight != 0 || gi.ready != 0 ||
         store_level_info(s, 1, &li) != 0 || li.depth != 0) {
         bench_die("pipeline left messages behind (inflight %llu, ready %llu, level 1 depth %llu)",
