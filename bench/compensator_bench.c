@@ -144,7 +144,9 @@ static void load_orders(long long n, int overdue_pct)
         /* seq % 100 < overdue_pct: pending, expired 1 min .. 1 day ago;
          * seq % 100 = 99: pending, due in the next hour; else paid / cancelled,
          * expired up to 30 days ago. */
-        must(sql_execf(admin, "INSERT INTO orders (id, user_id, status, created_at, expire_at, paid_at, cancelled_at, cancel_reason)"
+        must(sql_execf(
+            admin,
+            "INSERT INTO orders (id, user_id, status, created_at, expire_at, paid_at, cancelled_at, cancel_reason)"
             " SELECT seq, seq %% 100003,"
             "  CASE WHEN seq %% 100 < %d OR seq %% 100 = 99 THEN 'pending' WHEN seq %% 2 = 0 THEN 'paid' ELSE "
             "'cancelled' END,"
@@ -158,12 +160,14 @@ static void load_orders(long long n, int overdue_pct)
             " FROM seq_%lld_to_%lld",
             overdue_pct, overdue_pct, overdue_pct, overdue_pct, overdue_pct, first, last));
         /* One item per pending order (the stock a cancel returns). */
-        must(sql_execf(admin, "INSERT INTO order_items (order_id, sku_id, qty) SELECT seq, 1 + seq %% 1000, 1 + seq %% 3"
-            " FROM seq_%lld_to_%lld WHERE seq %% 100 < %d OR seq %% 100 = 99",
-            first, last, overdue_pct));
+        must(sql_execf(admin,
+                       "INSERT INTO order_items (order_id, sku_id, qty) SELECT seq, 1 + seq %% 1000, 1 + seq %% 3"
+                       " FROM seq_%lld_to_%lld WHERE seq %% 100 < %d OR seq %% 100 = 99",
+                       first, last, overdue_pct));
     }
-    must(sql_execf(admin, "INSERT INTO stock (sku_id, received, available, reserved, sold)"
-        " SELECT i.sku_id, 1000000 + SUM(i.qty), 1000000, SUM(i.qty), 0 FROM order_items i GROUP BY i.sku_id"));
+    must(sql_execf(
+        admin, "INSERT INTO stock (sku_id, received, available, reserved, sold)"
+               " SELECT i.sku_id, 1000000 + SUM(i.qty), 1000000, SUM(i.qty), 0 FROM order_items i GROUP BY i.sku_id"));
     must(sql_execf(admin, "ANALYZE TABLE orders, order_items, stock"));
     printf("  loaded %lld orders in %.1f s\n", n, seconds_since(t0));
 }
@@ -275,11 +279,13 @@ static void bench_inspection(tu_mariadb_t *server, long long orders, int overdue
 /* Put the orders the inspection cancelled back: stock reserved again, pending. */
 static void reset_inspected(void)
 {
-    must(sql_execf(admin, "UPDATE stock s JOIN (SELECT i.sku_id, SUM(i.qty) q FROM order_items i JOIN orders o ON o.id = i.order_id"
+    must(sql_execf(
+        admin,
+        "UPDATE stock s JOIN (SELECT i.sku_id, SUM(i.qty) q FROM order_items i JOIN orders o ON o.id = i.order_id"
         " WHERE o.cancel_reason = 'inspection' GROUP BY i.sku_id) t ON t.sku_id = s.sku_id"
         " SET s.available = s.available - t.q, s.reserved = s.reserved + t.q"));
     must(sql_execf(admin, "UPDATE orders SET status = 'pending', cancelled_at = NULL, cancel_reason = NULL"
-        " WHERE cancel_reason = 'inspection'"));
+                          " WHERE cancel_reason = 'inspection'"));
 }
 
 static void inspection_round(tu_mariadb_t *server, long long page_size, const char *cancel_batch, long long orders,
@@ -352,10 +358,11 @@ static void bench_relay(tu_mariadb_t *server, long long rows, const char *batche
         must(sql_execf(admin, "DELETE FROM order_timeout_msg WHERE order_id >= %lld", base));
         for (long long first = 1; first <= rows; first += CHUNK) {
             long long last = first + CHUNK - 1 < rows ? first + CHUNK - 1 : rows;
-            must(sql_execf(admin, "INSERT INTO order_timeout_msg (order_id, expire_at, status, attempts, next_attempt_at)"
-                " SELECT %lld + seq, NOW(6) + INTERVAL 30 MINUTE, 'new', 0, NOW(6) - INTERVAL 1 SECOND"
-                " FROM seq_%lld_to_%lld",
-                base, first, last));
+            must(sql_execf(admin,
+                           "INSERT INTO order_timeout_msg (order_id, expire_at, status, attempts, next_attempt_at)"
+                           " SELECT %lld + seq, NOW(6) + INTERVAL 30 MINUTE, 'new', 0, NOW(6) - INTERVAL 1 SECOND"
+                           " FROM seq_%lld_to_%lld",
+                           base, first, last));
         }
         comp_config_t cfg;
         comp_config_init(&cfg);
@@ -413,10 +420,11 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--no-inspection") == 0)
             do_inspection = 0;
         else {
-            fprintf(stderr,
-                    "usage: %s [--orders N] [--overdue-pct P] [--page-size N] [--relay-rows N]"
-                    " [--relay-batch B,B…] [--cancel-batch B,B…] [--log-file-size MiB] [--no-relay] [--no-inspection]\n",
-                    argv[0]);
+            fprintf(
+                stderr,
+                "usage: %s [--orders N] [--overdue-pct P] [--page-size N] [--relay-rows N]"
+                " [--relay-batch B,B…] [--cancel-batch B,B…] [--log-file-size MiB] [--no-relay] [--no-inspection]\n",
+                argv[0]);
             return 2;
         }
     }

@@ -88,10 +88,18 @@ static void sleep_ms(unsigned ms)
  * time went: statements, commits, redo log writes (each a group commit's write and sync: the durability bound), all
  * fsyncs, row-lock waits and their time, pages flushed (checkpoints). */
 static const char *const status_names[] = {
-    "Questions",           "Handler_commit",      "Innodb_log_writes",              "Innodb_data_fsyncs",
-    "Innodb_row_lock_waits", "Innodb_row_lock_time", "Innodb_buffer_pool_pages_flushed", "Innodb_log_waits",
+    "Questions",
+    "Handler_commit",
+    "Innodb_log_writes",
+    "Innodb_data_fsyncs",
+    "Innodb_row_lock_waits",
+    "Innodb_row_lock_time",
+    "Innodb_buffer_pool_pages_flushed",
+    "Innodb_log_waits",
 };
-enum { STATUS_COUNT = sizeof status_names / sizeof status_names[0] };
+enum {
+    STATUS_COUNT = sizeof status_names / sizeof status_names[0]
+};
 
 typedef struct status {
     long long v[STATUS_COUNT];
@@ -150,20 +158,20 @@ static void load(const char *name, uint64_t expire_ms)
     for (long long first = 1; first <= orders; first += 100000) {
         long long last = first + 99999 < orders ? first + 99999 : orders;
         must(sql_execf(m,
-            "INSERT INTO orders (id, user_id, status, created_at, expire_at)"
-            " SELECT seq, seq %% 100003, 'pending', NOW(6), %s FROM seq_%lld_to_%lld",
-            expire, first, last));
+                       "INSERT INTO orders (id, user_id, status, created_at, expire_at)"
+                       " SELECT seq, seq %% 100003, 'pending', NOW(6), %s FROM seq_%lld_to_%lld",
+                       expire, first, last));
         must(sql_execf(m,
-            "INSERT INTO order_items (order_id, sku_id, qty) SELECT seq, 1 + seq %% %d, 1 + seq %% 3"
-            " FROM seq_%lld_to_%lld",
-            skus, first, last));
+                       "INSERT INTO order_items (order_id, sku_id, qty) SELECT seq, 1 + seq %% %d, 1 + seq %% 3"
+                       " FROM seq_%lld_to_%lld",
+                       skus, first, last));
         must(sql_execf(m,
-            "INSERT INTO order_timeout_msg (order_id, expire_at, status, attempts, next_attempt_at)"
-            " SELECT seq, %s, 'sent', 1, %s FROM seq_%lld_to_%lld",
-            expire, expire, first, last));
+                       "INSERT INTO order_timeout_msg (order_id, expire_at, status, attempts, next_attempt_at)"
+                       " SELECT seq, %s, 'sent', 1, %s FROM seq_%lld_to_%lld",
+                       expire, expire, first, last));
     }
     must(sql_execf(m, "INSERT INTO stock (sku_id, received, available, reserved, sold)"
-           " SELECT sku_id, 1000000 + SUM(qty), 1000000, SUM(qty), 0 FROM order_items GROUP BY sku_id"));
+                      " SELECT sku_id, 1000000 + SUM(qty), 1000000, SUM(qty), 0 FROM order_items GROUP BY sku_id"));
     must(sql_execf(m, "COMMIT"));
     mysql_close(m);
 }
@@ -211,9 +219,9 @@ static result_t run(int batch, unsigned seq)
     if (m == NULL)
         die("connect", name);
     must(sql_execf(m, "UPDATE orders SET expire_at = FROM_UNIXTIME(%" PRIu64 ".%03u)", expire_ms / 1000,
-        (unsigned)(expire_ms % 1000)));
+                   (unsigned)(expire_ms % 1000)));
     must(sql_execf(m, "UPDATE order_timeout_msg SET expire_at = FROM_UNIXTIME(%" PRIu64 ".%03u)", expire_ms / 1000,
-        (unsigned)(expire_ms % 1000)));
+                   (unsigned)(expire_ms % 1000)));
     must(sql_execf(m, "COMMIT"));
 
     /* The consumer, idle on its own group. */
@@ -227,8 +235,8 @@ static result_t run(int batch, unsigned seq)
         die("mkdtemp", "flash");
     snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
     int mport = tu_free_port();
-    const char *extra[] = { "--batch-size", bs, "--count", cs, "--lease", "60s", "--block", "1s", "--log-level", "error",
-                            NULL };
+    const char *extra[] = { "--batch-size", bs,   "--count",     cs,      "--lease", "60s",
+                            "--block",      "1s", "--log-level", "error", NULL };
     pid_t pid = oe_start_consumer(&env, name, group, workers, mport, log_path, extra);
     if (pid < 0)
         die("consumer", "did not start");
@@ -317,10 +325,11 @@ static result_t run(int batch, unsigned seq)
            " first → last in them, the rest in PULL/ACK\n",
            1000 * r.handler_mean_s, r.first_to_last_s > 0 ? 100 * in_handler_s / (workers * r.first_to_last_s) : 0);
     const long long *v = r.status.v;
-    printf("                 MariaDB per order: %.2f statements, %.3f commits, %.3f redo writes, %.3f fsyncs; row-lock waits %lld"
+    printf("                 MariaDB per order: %.2f statements, %.3f commits, %.3f redo writes, %.3f fsyncs; row-lock "
+           "waits %lld"
            " (%lld ms), pages flushed %lld, log waits %lld\n",
-           (double)v[0] / (double)orders, (double)v[1] / (double)orders, (double)v[2] / (double)orders, (double)v[3] / (double)orders, v[4], v[5],
-           v[6], v[7]);
+           (double)v[0] / (double)orders, (double)v[1] / (double)orders, (double)v[2] / (double)orders,
+           (double)v[3] / (double)orders, v[4], v[5], v[6], v[7]);
     fflush(stdout);
     return r;
 }
@@ -428,9 +437,10 @@ int main(int argc, char **argv)
     printf("flash sale: %lld orders on %d SKUs, all expiring in the same second, hourglass-consumer --workers %d"
            " through the broker (fsync always; MariaDB innodb_flush_log_at_trx_commit=1), %ld CPUs\n",
            orders, skus, workers, sysconf(_SC_NPROCESSORS_ONLN));
-    printf("  the private MariaDB: innodb_flush_log_at_trx_commit=%s, log_bin=%s, sync_binlog=%s, innodb_doublewrite=%s,"
-           " innodb_log_file_size=%s\n",
-           flush, binlog, syncbin, doublewrite, logsize);
+    printf(
+        "  the private MariaDB: innodb_flush_log_at_trx_commit=%s, log_bin=%s, sync_binlog=%s, innodb_doublewrite=%s,"
+        " innodb_log_file_size=%s\n",
+        flush, binlog, syncbin, doublewrite, logsize);
     result_t res[MAX_SIZES];
     for (int i = 0; i < nsizes; i++)
         res[i] = run(sizes[i], (unsigned)i + 1);

@@ -73,19 +73,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BENCH_T0_MS        UINT64_C(1700000000000) /* the injected clock's start */
-#define BENCH_TOPIC        "bench"
-#define BENCH_GROUP        "bench-group"
-#define BENCH_PAYLOAD      64
-#define BENCH_RAW_VALUE    100
-#define BENCH_RAW_KEY      18 /* 'L' level(u8) due(u64) seq(u64), like the store's */
-#define BENCH_LEASE_MS     60000
-#define BENCH_MAX_PIPELINE 50000L /* messages per pipeline cycle, at most */
-#define BENCH_MAX_CYCLES   64
-#define BENCH_SEEK_REPS    101
-#define BENCH_NAIVE_REPS   5
-#define BENCH_OPEN_PROBES  3
-#define BENCH_OPEN_LEVEL   18
+#define BENCH_T0_MS             UINT64_C(1700000000000) /* the injected clock's start */
+#define BENCH_TOPIC             "bench"
+#define BENCH_GROUP             "bench-group"
+#define BENCH_PAYLOAD           64
+#define BENCH_RAW_VALUE         100
+#define BENCH_RAW_KEY           18 /* 'L' level(u8) due(u64) seq(u64), like the store's */
+#define BENCH_LEASE_MS          60000
+#define BENCH_MAX_PIPELINE      50000L /* messages per pipeline cycle, at most */
+#define BENCH_MAX_CYCLES        64
+#define BENCH_SEEK_REPS         101
+#define BENCH_NAIVE_REPS        5
+#define BENCH_OPEN_PROBES       3
+#define BENCH_OPEN_LEVEL        18
 #define BENCH_SPREAD_PER_MS     10    /* spread: SENDs per millisecond of the injected clock (10 000/s) */
 #define BENCH_SPREAD_COUNT      100   /* spread: a PULL's COUNT */
 #define BENCH_SPREAD_MEASURE_MS 10000 /* spread: the timed stretch of the clock */

@@ -382,8 +382,8 @@ static void client_kill(cmd_call_t *call)
                 char *dst = is_addr ? addr : user;
                 size_t cap = is_addr ? sizeof addr : sizeof user;
                 if (v->len == 0 || v->len >= cap) {
-                    resp_add_errorf(call->out, "ERR CLIENT KILL %s '%s': no client can have it", is_addr ? "ADDR" : "USER",
-                                    cmd_shown(v, b, sizeof b));
+                    resp_add_errorf(call->out, "ERR CLIENT KILL %s '%s': no client can have it",
+                                    is_addr ? "ADDR" : "USER", cmd_shown(v, b, sizeof b));
                     return;
                 }
                 memcpy(dst, v->ptr, v->len);
@@ -400,8 +400,7 @@ static void client_kill(cmd_call_t *call)
                 }
                 f.skip_self = cmd_arg_is(v, "yes");
             } else {
-                resp_add_errorf(call->out,
-                                "ERR CLIENT KILL filter '%s' is not supported (ID, ADDR, USER, SKIPME)",
+                resp_add_errorf(call->out, "ERR CLIENT KILL filter '%s' is not supported (ID, ADDR, USER, SKIPME)",
                                 cmd_shown(k, b, sizeof b));
                 return;
             }
@@ -451,7 +450,8 @@ void cmd_client(cmd_call_t *call)
         buf_free(&text);
     } else if (cmd_arg_is(sub, "help")) {
         resp_add_array(out, 7);
-        resp_add_simple(out, "CLIENT SETNAME name | GETNAME | ID | SETINFO attr value | LIST | INFO | KILL filter value ...");
+        resp_add_simple(
+            out, "CLIENT SETNAME name | GETNAME | ID | SETINFO attr value | LIST | INFO | KILL filter value ...");
         resp_add_simple(out, "SETNAME: name this connection (shown by CLIENT LIST)");
         resp_add_simple(out, "GETNAME: the name, or null");
         resp_add_simple(out, "ID: this connection's id");

@@ -292,8 +292,8 @@ static job_result_t peek_exec(job_t *j, writer_t *w)
     uint64_t *due = xcalloc((size_t)r->count, sizeof *due);
     int n = 0;
     char err[300];
-    if (store_peek(writer_store(w), r->level, r->topic.ptr, r->topic.len, r->count, PEEK_MAX_BYTES, msgs, due, &n,
-                   err, sizeof err) != 0) {
+    if (store_peek(writer_store(w), r->level, r->topic.ptr, r->topic.len, r->count, PEEK_MAX_BYTES, msgs, due, &n, err,
+                   sizeof err) != 0) {
         cmd_reply_store_error(j, err);
     } else {
         resp_add_array(&j->reply, (size_t)n);

@@ -39,7 +39,7 @@ struct cmd_multi {
     size_t n, cap;
     size_t bytes; /* their arguments' bytes: at most max-inflight-bytes (the loop holds them until EXEC, and EXEC
                      writes them as one WriteBatch, which STORE_BATCH_MAX_BYTES cannot split) */
-    int aborted; /* an error while queueing: EXEC answers EXECABORT */
+    int aborted;  /* an error while queueing: EXEC answers EXECABORT */
 };
 
 typedef struct exec_job {

@@ -29,7 +29,7 @@ cmd_proc_t cmd_ping, cmd_echo, cmd_quit, cmd_select, cmd_auth, cmd_hello, cmd_cl
 cmd_proc_t cmd_send, cmd_pull, cmd_ack, cmd_nack, cmd_touch;                                   /* cmd_msg.c */
 cmd_proc_t cmd_topics, cmd_group, cmd_dlq;                                                     /* cmd_group.c */
 cmd_proc_t cmd_info, cmd_config, cmd_levels, cmd_shutdown;                                     /* cmd_admin.c */
-cmd_proc_t cmd_get, cmd_find, cmd_revoke, cmd_peek; /* cmd_lookup.c */
+cmd_proc_t cmd_get, cmd_find, cmd_revoke, cmd_peek;                                            /* cmd_lookup.c */
 
 /* MULTI / EXEC / DISCARD (cmd_multi.c). Inside MULTI, cmd_dispatch asks
  * cmd_multi_queue whether the command may be queued (1), else it wrote the
@@ -47,7 +47,7 @@ void cmd_multi_free(cmd_multi_t *m);
 /* COMMAND DOCS (cmd_docs.c): name's entry — its name, then the map of its
  * summary, since, group and arguments (parsed from syntax) — into out. */
 void cmd_docs_add(resp_buf_t *out, const char *name, const char *syntax, const char *summary);
-cmd_proc_t cmd_command;                                                                        /* cmd_table.c */
+cmd_proc_t cmd_command; /* cmd_table.c */
 
 /* ---- argument helpers ---------------------------------------------------- */
 

@@ -56,12 +56,12 @@
 #include "common/tls_server.h"
 #include "common/log.h"
 
-#define READ_HIGH_WATERMARK  (1u << 20)  /* input held while blocked/paused */
-#define DRAIN_TIMEOUT_MS     10000       /* a draining client must read its last replies by then */
-#define LINGER_MS            1000        /* discard input this long after a last reply */
-#define CONN_SWEEP_NOW_BYTES (1u << 20)  /* a reply this large runs the memory sweep at once */
-#define SCRATCH_KEEP_BYTES   (64u << 10) /* the immediate-reply buffer keeps this much between bursts */
-#define TLS_RECORD_HANDSHAKE 0x16        /* the first byte of a TLS ClientHello */
+#define READ_HIGH_WATERMARK      (1u << 20)  /* input held while blocked/paused */
+#define DRAIN_TIMEOUT_MS         10000       /* a draining client must read its last replies by then */
+#define LINGER_MS                1000        /* discard input this long after a last reply */
+#define CONN_SWEEP_NOW_BYTES     (1u << 20)  /* a reply this large runs the memory sweep at once */
+#define SCRATCH_KEEP_BYTES       (64u << 10) /* the immediate-reply buffer keeps this much between bursts */
+#define TLS_RECORD_HANDSHAKE     0x16        /* the first byte of a TLS ClientHello */
 #define REPLY_BY_REFERENCE_BYTES (64u << 10) /* storage replies this large are not copied (conn_write_reply) */
 
 struct reply_slot {
@@ -93,7 +93,7 @@ struct conn_set {
     uint64_t next_id;
     uint64_t nconns, nblocked;
     uint64_t ntls, tls_total; /* connections from tls-port: open now, accepted since start */
-    resp_buf_t scratch; /* immediate replies */
+    resp_buf_t scratch;       /* immediate replies */
     /* counters */
     uint64_t connections_total, protocol_errors, reply_kills, idle_kills, commands;
     uint64_t client_memory, memory_kills, header_kills;
@@ -805,8 +805,7 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
                  (unsigned long long)worst->id, worst->addr, worst_bytes,
                  evbuffer_get_length(bufferevent_get_input(worst->bev)) + resp_parser_buffered(&worst->parser),
                  worst->inflight_bytes - worst->reserved_bytes, evbuffer_get_length(bufferevent_get_output(worst->bev)),
-                 total,
-                 cfg->max_client_memory);
+                 total, cfg->max_client_memory);
         total -= worst_bytes;
         conn_close(worst);
     }
@@ -1064,9 +1063,11 @@ void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
                    "tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=%d replies=%zu tls=%s\n",
                    (unsigned long long)c->id, c->addr, (int)bufferevent_getfd(c->bev), c->name,
                    (unsigned long long)((now - c->created_mono) / 1000),
-                   (unsigned long long)((now - c->last_active_mono) / 1000), c->blocked ? "b" : c->multi ? "x" : "N",
+                   (unsigned long long)((now - c->last_active_mono) / 1000),
+                   c->blocked ? "b"
+                   : c->multi ? "x"
+                              : "N",
                    c->multi ? 1 : -1, qbuf, c->nslots, omem, qbuf + omem, c->last_cmd[0] ? c->last_cmd : "NULL",
-                   conn_user_shown(c), c->proto, c->nslots,
-                   c->tls ? "yes" : "no");
+                   conn_user_shown(c), c->proto, c->nslots, c->tls ? "yes" : "no");
     }
 }

@@ -50,8 +50,8 @@
 #include "broker/writer.h"
 #include "proto/request.h"
 
-#define CONN_MAX_PENDING 1024 /* outstanding replies before parsing pauses */
-#define CONN_SWEEP_MS    200  /* header-timeout and max-client-memory checks */
+#define CONN_MAX_PENDING      1024  /* outstanding replies before parsing pauses */
+#define CONN_SWEEP_MS         200   /* header-timeout and max-client-memory checks */
 #define CONN_TLS_HANDSHAKE_MS 10000 /* a TLS client must finish its handshake by then */
 
 typedef struct server server_t;

@@ -42,10 +42,9 @@ int metrics_info_mask(const char *name, size_t len)
         const char *name;
         int mask;
     } sections[] = {
-        { "server", INFO_SERVER }, { "clients", INFO_CLIENTS }, { "levels", INFO_LEVELS },
-        { "groups", INFO_GROUPS }, { "storage", INFO_STORAGE }, { "stats", INFO_STATS },
-        { "all", INFO_ALL },       { "default", INFO_ALL },     { "everything", INFO_ALL },
-        { "memory", INFO_MEMORY },
+        { "server", INFO_SERVER },   { "clients", INFO_CLIENTS }, { "levels", INFO_LEVELS }, { "groups", INFO_GROUPS },
+        { "storage", INFO_STORAGE }, { "stats", INFO_STATS },     { "all", INFO_ALL },       { "default", INFO_ALL },
+        { "everything", INFO_ALL },  { "memory", INFO_MEMORY },
     };
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
         if (strlen(sections[i].name) == len && strncasecmp(sections[i].name, name, len) == 0) {
@@ -193,9 +192,9 @@ void metrics_info_loop_head(buf_t *out, int mask, const loop_info_t *li)
                    "storage_jobs_queued:%llu\r\nstorage_jobs_parked:%llu\r\n"
                    "client_memory:%llu\r\nmax_client_memory:%lld\r\n",
                    (unsigned long long)li->connected_clients, (unsigned long long)li->connected_tls_clients,
-                   (unsigned long long)li->blocked_clients,
-                   li->cfg->max_clients, (unsigned long long)li->jobs_queued, (unsigned long long)li->jobs_parked,
-                   (unsigned long long)li->client_memory, li->cfg->max_client_memory);
+                   (unsigned long long)li->blocked_clients, li->cfg->max_clients, (unsigned long long)li->jobs_queued,
+                   (unsigned long long)li->jobs_parked, (unsigned long long)li->client_memory,
+                   li->cfg->max_client_memory);
     }
     if (mask & INFO_MEMORY) {
         /* The process's resident bytes (Redis reports its allocator's; ours is
@@ -206,8 +205,8 @@ void metrics_info_loop_head(buf_t *out, int mask, const loop_info_t *li)
         buf_printf(out,
                    "used_memory:%llu\r\nused_memory_human:%.2fM\r\nused_memory_rss:%llu\r\n"
                    "used_memory_peak:%llu\r\nused_memory_peak_human:%.2fM\r\nmaxmemory:0\r\n",
-                   (unsigned long long)rss, (double)rss / 1048576.0, (unsigned long long)rss,
-                   (unsigned long long)peak, (double)peak / 1048576.0);
+                   (unsigned long long)rss, (double)rss / 1048576.0, (unsigned long long)rss, (unsigned long long)peak,
+                   (double)peak / 1048576.0);
     }
 }
 
@@ -274,7 +273,10 @@ static void prom_topics(buf_t *o, store_t *s, long long max_topics)
         buf_printf(o, "# HELP %s %s\n# TYPE %s gauge\n", gm[m].name, gm[m].help, gm[m].name);
         for (size_t i = 0; i < ngroups && last != NULL && strcmp(groups[i].info.topic, last) <= 0; i++) {
             const store_group_info_t *gi = &groups[i].info;
-            uint64_t v = m == 0 ? gi->ready : m == 1 ? gi->inflight : m == 2 ? gi->retry_ready + gi->retry_delayed : gi->dlq;
+            uint64_t v = m == 0   ? gi->ready
+                         : m == 1 ? gi->inflight
+                         : m == 2 ? gi->retry_ready + gi->retry_delayed
+                                  : gi->dlq;
             char gl[2 * MSG_MAX_NAME + 2], tl[2 * MSG_MAX_NAME + 2];
             prom_label_escape(groups[i].name, gl, sizeof gl);
             prom_label_escape(gi->topic, tl, sizeof tl);
@@ -330,12 +332,12 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
     prom_metric_u64(o, "hourglass_leases_unwritten", "gauge",
                     "Leases held in memory and not written yet (lease-write-delay); in the in-flight counts.",
                     store_leases_unwritten(s));
-    prom_metric_u64(o, "hourglass_disk_full", "gauge", "1 while the data directory's disk is full and writes are refused.",
-                    (uint64_t)st->disk_full);
+    prom_metric_u64(o, "hourglass_disk_full", "gauge",
+                    "1 while the data directory's disk is full and writes are refused.", (uint64_t)st->disk_full);
     prom_metric_u64(o, "hourglass_disk_free_bytes", "gauge", "Free space of the data directory's file system.",
                     st->disk_free_bytes);
-    prom_metric_u64(o, "hourglass_disk_full_refusals_total", "counter", "Write commands refused while the disk was full.",
-                    st->disk_full_refusals);
+    prom_metric_u64(o, "hourglass_disk_full_refusals_total", "counter",
+                    "Write commands refused while the disk was full.", st->disk_full_refusals);
     prom_metric_u64(o, "hourglass_wake_deferrals_total", "counter",
                     "Woken blocked PULLs left waiting because the clients' memory budget had no room for their reply.",
                     st->wake_deferrals);

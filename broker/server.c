@@ -73,13 +73,13 @@ struct server {
     int writer_running;
     int state;
     uint64_t started_mono;
-    uint64_t last_emfile_log; /* "pausing accepts" logged (at most once a second) */
-    uint64_t last_shed_log;   /* "refused N waiting clients" logged (its own second: a pause
+    uint64_t last_emfile_log;      /* "pausing accepts" logged (at most once a second) */
+    uint64_t last_shed_log;        /* "refused N waiting clients" logged (its own second: a pause
                                * just before must not hide the refusals) */
-    int shed_unlogged;        /* clients refused since that line */
-    uint64_t rejected; /* connections refused at max-clients */
+    int shed_unlogged;             /* clients refused since that line */
+    uint64_t rejected;             /* connections refused at max-clients */
     uint64_t last_tls_refusal_log; /* monotonic ms of the last such log line for tls-port */
-    int spare_fd;      /* /dev/null held open so that EMFILE can still accept and refuse */
+    int spare_fd;                  /* /dev/null held open so that EMFILE can still accept and refuse */
     /* users, AUTH, protected mode */
     users_t *users;
     auth_worker_t *auth;

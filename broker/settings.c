@@ -317,8 +317,9 @@ static int config_validate_tls(const config_t *c, char *err, size_t errlen)
                        c->tls_auth_clients == TLS_AUTH_YES ? "yes" : "optional");
     }
     if (c->tls_auth_clients_user == TLS_USER_CN && (c->tls_auth_clients == TLS_AUTH_NO || c->users_file == NULL)) {
-        return err_set(err, errlen, "tls-auth-clients-user cn needs tls-auth-clients yes or optional and a users-file "
-                                    "(the CN names one of its users)");
+        return err_set(err, errlen,
+                       "tls-auth-clients-user cn needs tls-auth-clients yes or optional and a users-file "
+                       "(the CN names one of its users)");
     }
     if (c->tls_crl_file != NULL && c->tls_auth_clients == TLS_AUTH_NO) {
         return err_set(err, errlen,

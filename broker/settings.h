@@ -66,7 +66,7 @@ typedef struct config {
     char *tls_crl_file;                                    /* NULL: no revocation check */
     int tls_auth_clients;                                  /* TLS_AUTH_NO | YES | OPTIONAL */
     int tls_auth_clients_user;                             /* TLS_USER_OFF | CN */
-    char *users_file; /* NULL: no users, no AUTH (broker/users.h) */
+    char *users_file;                                      /* NULL: no users, no AUTH (broker/users.h) */
     /* storage */
     char *dir;
     char *levels;     /* the spec as written (parsed into store.levels) */
@@ -84,7 +84,7 @@ typedef struct config {
     long long max_pull_count;
     long long max_pull_bytes;
     long long max_topics; /* store.max_topics (0: no limit) */
-    char *dedup_topics; /* NULL: none; topic names (blanks between), "*": every topic. Loop thread only
+    char *dedup_topics;   /* NULL: none; topic names (blanks between), "*": every topic. Loop thread only
                            (reloadable): config_dedup_topic */
     /* limits */
     long long max_payload;
@@ -100,7 +100,7 @@ typedef struct config {
     long long metrics_port; /* 0 = off */
     char *metrics_bind;
     long long metrics_max_topics; /* per-topic (and their groups') series for at most this many topics */
-    LOG_KEYS_FIELDS; /* log-level, log-file, log-format */
+    LOG_KEYS_FIELDS;              /* log-level, log-file, log-format */
     /* derived by config_validate from the keys above */
     store_options_t store;  /* the one copy of the store's options and limits */
     const char *check_data; /* --check-data DIR (argv's), else NULL */

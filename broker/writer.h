@@ -87,20 +87,20 @@ struct job {
                                wake() is asked only after the store marked it (store_take_woken).
                                NULL: wake() is asked after every iteration */
     size_t wake_topic_len;
-    uint64_t deadline_mono; /* writer-private: parked deadline (monotonic ms), 0 = none */
-    int parked;             /* writer-private */
+    uint64_t deadline_mono;         /* writer-private: parked deadline (monotonic ms), 0 = none */
+    int parked;                     /* writer-private */
     job_t *topic_next, *topic_prev; /* writer-private: the parked jobs of one wake_topic */
     job_t *conn_next, *conn_prev;   /* writer-private: the parked jobs of one connection */
     size_t heap_pos;                /* writer-private: 1 + its place in the deadline heap, 0: none */
-    resp_buf_t reply;       /* the reply bytes (RESP), or text for complete() */
-    char *audit;            /* loop thread, audited commands (cmd_table.c): who ran what; NULL: not audited */
-    char audit_result[192]; /* storage thread, optional: what it changed ("" = summarised from the reply) */
-    size_t reply_estimate;  /* set by listing commands: the most its reply may hold (conn.c charges it) */
-    uint64_t reply_cap;     /* set by the writer for a PULL BLOCK: the payload bytes its reply may take (the
+    resp_buf_t reply;               /* the reply bytes (RESP), or text for complete() */
+    char *audit;                    /* loop thread, audited commands (cmd_table.c): who ran what; NULL: not audited */
+    char audit_result[192];         /* storage thread, optional: what it changed ("" = summarised from the reply) */
+    size_t reply_estimate;          /* set by listing commands: the most its reply may hold (conn.c charges it) */
+    uint64_t reply_cap;             /* set by the writer for a PULL BLOCK: the payload bytes its reply may take (the
                                client memory left, writer_set_wake_budget); 0: the configured max-pull-bytes */
-    size_t woken_bytes;     /* set by the writer: a PULL BLOCK's reply bytes, counted against the client memory
+    size_t woken_bytes;             /* set by the writer: a PULL BLOCK's reply bytes, counted against the client memory
                                budget until conn_job_done has them (writer_note_client_memory) */
-    int reads_only;         /* 1: changes nothing (served while the disk is full); else refused then */
+    int reads_only;                 /* 1: changes nothing (served while the disk is full); else refused then */
 };
 
 /* Called on the loop thread with each finished job; the callee owns it. */

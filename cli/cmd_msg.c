@@ -188,4 +188,3 @@ int cli_cmd_msg_revoke(cli_t *cli, int argc, char **argv)
     }
     return res.revoked == 0 && res.nrefused > 0 ? EXIT_BROKER : 0;
 }
-

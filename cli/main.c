@@ -287,29 +287,30 @@ void cli_print_command_help(FILE *f, const command_t *cmd)
 
 static void print_help(FILE *f)
 {
-    fprintf(f, "usage: hourglass-cli [OPTIONS] COMMAND [ARGS]\n"
-               "\n"
-               "Administer an Hourglass broker, drain dead-letter queues, look up and revoke messages,\n"
-               "and find and cancel overdue orders by hand.\n"
-               "\n"
-               "Options (anywhere on the line, before or after the command):\n"
-               "  -u, --uri URI  broker to talk to: hourglass://[user:pass@]host[:port], or\n"
-               "                 hourglass+tls://…[?ca=FILE&cert=FILE&key=FILE&sni=NAME] for its tls-port,\n"
-               "                 amqp://[user:pass@]host[:port][,…][/vhost][?levels=1s,5s,…] or amqps://… for RabbitMQ\n"
-               "                 (default: $HOURGLASS_URI, else the file's uri, else " CLI_DEFAULT_URI ")\n"
-               "  --user U       log in as U (instead of the URI's user)\n"
-               "  --password-file F  read the password from file F (instead of the URI's)\n"
-               "  --tls-ca-cert-file FILE  CA the broker's certificate must chain to (hourglass+tls://, amqps://)\n"
-               "                 (default: the system's trust store)\n"
-               "  --tls-cert-file FILE, --tls-key-file FILE  client certificate and key (mutual TLS)\n"
-               "  --tls-server-name NAME   name the broker's certificate must carry (default: the host)\n"
-               "  --json         print one JSON value for scripts instead of tables\n"
-               "  --timeout MS   connect and reply timeout in milliseconds (default 5000)\n"
-               "  -c, --config FILE  an INI file of the keys below (and uri)\n"
-               "  --help         this text; COMMAND --help describes one command\n"
-               "  --version      print the version\n"
-               "\n"
-               "The order database (orders …), as for hourglass-consumer and hourglass-compensator:\n");
+    fprintf(f,
+            "usage: hourglass-cli [OPTIONS] COMMAND [ARGS]\n"
+            "\n"
+            "Administer an Hourglass broker, drain dead-letter queues, look up and revoke messages,\n"
+            "and find and cancel overdue orders by hand.\n"
+            "\n"
+            "Options (anywhere on the line, before or after the command):\n"
+            "  -u, --uri URI  broker to talk to: hourglass://[user:pass@]host[:port], or\n"
+            "                 hourglass+tls://…[?ca=FILE&cert=FILE&key=FILE&sni=NAME] for its tls-port,\n"
+            "                 amqp://[user:pass@]host[:port][,…][/vhost][?levels=1s,5s,…] or amqps://… for RabbitMQ\n"
+            "                 (default: $HOURGLASS_URI, else the file's uri, else " CLI_DEFAULT_URI ")\n"
+            "  --user U       log in as U (instead of the URI's user)\n"
+            "  --password-file F  read the password from file F (instead of the URI's)\n"
+            "  --tls-ca-cert-file FILE  CA the broker's certificate must chain to (hourglass+tls://, amqps://)\n"
+            "                 (default: the system's trust store)\n"
+            "  --tls-cert-file FILE, --tls-key-file FILE  client certificate and key (mutual TLS)\n"
+            "  --tls-server-name NAME   name the broker's certificate must carry (default: the host)\n"
+            "  --json         print one JSON value for scripts instead of tables\n"
+            "  --timeout MS   connect and reply timeout in milliseconds (default 5000)\n"
+            "  -c, --config FILE  an INI file of the keys below (and uri)\n"
+            "  --help         this text; COMMAND --help describes one command\n"
+            "  --version      print the version\n"
+            "\n"
+            "The order database (orders …), as for hourglass-consumer and hourglass-compensator:\n");
     for (size_t i = 1; i < cli_config_table.count; i++)
         fprintf(f, "  --%-24s %s\n", cli_config_table.keys[i].name, cli_config_table.keys[i].help);
     fprintf(f, "  (each as --KEY VALUE or --KEY=VALUE)\n");
@@ -383,10 +384,10 @@ static int global_value(int argc, char **argv, int *i, const char *name, const c
  * --tls-*; a may carry "=value") sets. Only called for those names. */
 static const char **string_option(cli_t *cli, const char *a)
 {
-    static const char *const names[] = { "--user", "--password-file", "--tls-ca-cert-file", "--tls-cert-file",
-                                         "--tls-key-file", "--tls-server-name" };
-    const char **fields[] = { &cli->user, &cli->password_file, &cli->tls_ca_cert_file, &cli->tls_cert_file,
-                              &cli->tls_key_file, &cli->tls_server_name };
+    static const char *const names[] = { "--user",          "--password-file", "--tls-ca-cert-file",
+                                         "--tls-cert-file", "--tls-key-file",  "--tls-server-name" };
+    const char **fields[] = { &cli->user,          &cli->password_file, &cli->tls_ca_cert_file,
+                              &cli->tls_cert_file, &cli->tls_key_file,  &cli->tls_server_name };
     size_t n = strcspn(a, "=");
     for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
         if (strlen(names[k]) == n && strncmp(a, names[k], n) == 0)
@@ -526,7 +527,8 @@ int main(int argc, char **argv)
             cli.uri = env != NULL && env[0] != '\0' ? env : cli.conf.uri != NULL ? cli.conf.uri : CLI_DEFAULT_URI;
         if ((cli.tls_ca_cert_file || cli.tls_cert_file || cli.tls_key_file || cli.tls_server_name) &&
             !tls_uri(cli.uri)) {
-            rc = cli_usage_error("--tls-* given but the URI is neither hourglass+tls:// nor amqps:// (it would not be used)");
+            rc = cli_usage_error(
+                "--tls-* given but the URI is neither hourglass+tls:// nor amqps:// (it would not be used)");
         } else if (nrest == 0) {
             print_help(stderr);
             rc = EXIT_USAGE;

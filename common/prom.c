@@ -251,15 +251,17 @@ void prom_process_memory(uint64_t *rss, uint64_t *peak)
 
 void prom_process_metrics(buf_t *b, const char *prefix, const char *version)
 {
-    buf_printf(b, "# HELP %s_build_info The version of this build.\n# TYPE %s_build_info gauge\n"
-                  "%s_build_info{version=\"%s\"} 1\n",
+    buf_printf(b,
+               "# HELP %s_build_info The version of this build.\n# TYPE %s_build_info gauge\n"
+               "%s_build_info{version=\"%s\"} 1\n",
                prefix, prefix, prefix, version);
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0) {
         double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
                      (double)ru.ru_stime.tv_usec / 1e6;
-        buf_printf(b, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
-                      "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.3f\n",
+        buf_printf(b,
+                   "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
+                   "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.3f\n",
                    cpu);
     }
     uint64_t rss, peak;
@@ -318,8 +320,9 @@ void prom_process_metrics(buf_t *b, const char *prefix, const char *version)
     }
     long hz = sysconf(_SC_CLK_TCK);
     if (btime > 0 && start_ticks > 0 && hz > 0) {
-        buf_printf(b, "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
-                      "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %.2f\n",
+        buf_printf(b,
+                   "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
+                   "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %.2f\n",
                    (double)btime + (double)start_ticks / (double)hz);
     }
 }

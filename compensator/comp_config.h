@@ -42,7 +42,7 @@ const char *comp_layer_name(int index);
 typedef struct comp_config {
     /* broker */
     char *uri, *topic, *dlq_groups;
-    TLS_KEYS_FIELDS; /* the tls-* keys (hourglass+tls:// uri) */
+    TLS_KEYS_FIELDS;            /* the tls-* keys (hourglass+tls:// uri) */
     char *user, *password_file; /* credentials besides the URI's (docs/security.md) */
     unsigned long long broker_connect_timeout_ms, broker_timeout_ms;
 

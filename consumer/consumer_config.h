@@ -24,7 +24,7 @@
 
 typedef struct consumer_config {
     char *uri, *group, *topic;
-    TLS_KEYS_FIELDS; /* the tls-* keys (hourglass+tls:// uri) */
+    TLS_KEYS_FIELDS;            /* the tls-* keys (hourglass+tls:// uri) */
     char *user, *password_file; /* credentials besides the URI's (docs/security.md) */
     unsigned long long workers, count, batch_size, block_ms, lease_ms, touch_ms;
 

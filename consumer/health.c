@@ -53,9 +53,9 @@ int health_render(buf_t *out, void *arg)
     memcpy(reason, reason_text, sizeof reason);
     pthread_mutex_unlock(&reason_lock);
     char line[600];
-    int n = snprintf(line, sizeof line, "cancels failing for %llu s (%llu attempts): %s\n",
-                     (unsigned long long)((mono_ms() - since) / 1000), (unsigned long long)atomic_load(&failures),
-                     reason);
+    int n =
+        snprintf(line, sizeof line, "cancels failing for %llu s (%llu attempts): %s\n",
+                 (unsigned long long)((mono_ms() - since) / 1000), (unsigned long long)atomic_load(&failures), reason);
     buf_append(out, line, n > 0 && (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
     return 1;
 }

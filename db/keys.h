@@ -48,8 +48,8 @@
         { CFG_KEY("mysql-user", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_user),                           \
                   "MariaDB user (unset: the current user)") },                                                       \
         { CFG_KEY("mysql-password", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_password),                   \
-                  "MariaDB password"),                                                                \
-          .secret = 1 },                                                                             \
+                  "MariaDB password"),                                                                               \
+          .secret = 1 },                                                                                             \
         { CFG_KEY("mysql-database", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_database),                   \
                   "database holding the orders (required)"),                                                         \
           .required = 1 },                                                                                           \

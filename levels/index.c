@@ -185,8 +185,7 @@ static void home_drop(store_t *s, uint64_t id, const char *topic, size_t tlen, c
  * delays that fall due out of id order those are most of the range. A
  * deleted group's delayed retry (its 'Y' stays until it falls due and is
  * dropped) is not asked about: it is never delivered. */
-static int live_copy(store_t *s, const topic_state_t *t, uint64_t id, const key_buf_t *except, char *err,
-                     size_t errlen)
+static int live_copy(store_t *s, const topic_state_t *t, uint64_t id, const key_buf_t *except, char *err, size_t errlen)
 {
     for (const group_state_t *g = t != NULL ? t->first_group : NULL; g != NULL; g = g->next_in_topic) {
         if (store_group_holds_none(g, id)) {

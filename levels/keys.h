@@ -88,7 +88,7 @@ enum key_tag {
 };
 
 #define KEY_MAX              (1 + MSG_MAX_NAME + 1 + 2 + MSG_MAX_KEY + 8) /* the longest key above: 'K' */
-#define KEY_LEVEL_BYTES      18                              /* 'L' level due seq */
+#define KEY_LEVEL_BYTES      18                                           /* 'L' level due seq */
 #define RECORD_LEVEL_BYTES   32
 #define RECORD_TOPIC_BYTES   24
 #define RECORD_TOPIC_OLD     16 /* before the delayed counter */

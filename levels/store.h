@@ -405,13 +405,13 @@ typedef struct store_copy_view {
 typedef struct store_msg_view {
     uint64_t id;
     store_msg_state_t state;
-    msg_owned_t msg;       /* not GONE: topic, key, created_ms, due_ms (its current journey's end), payload
+    msg_owned_t msg;     /* not GONE: topic, key, created_ms, due_ms (its current journey's end), payload
                               (empty unless asked for) */
-    int level;             /* DELAYED: the level it waits on */
-    uint64_t hop_due_ms;   /* DELAYED: when it leaves that level */
-    int hops_left;         /* DELAYED: hops still to come after that level */
-    uint32_t reconsume;    /* the highest over the groups' copies */
-    int ncopies;           /* per group: copies held, and with a message still in the log every group of its topic */
+    int level;           /* DELAYED: the level it waits on */
+    uint64_t hop_due_ms; /* DELAYED: when it leaves that level */
+    int hops_left;       /* DELAYED: hops still to come after that level */
+    uint32_t reconsume;  /* the highest over the groups' copies */
+    int ncopies;         /* per group: copies held, and with a message still in the log every group of its topic */
     store_copy_view_t *copies;
 } store_msg_view_t;
 
@@ -504,8 +504,7 @@ void store_compact_wait(store_t *s);
  * at each step of a busy broker, were 0.43 ms per 10 ms step). *work gets the
  * number of entries collected. */
 #define STORE_COLLECT_TOPICS 256
-int store_collect(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_deletes, int *work, char *err,
-                  size_t errlen);
+int store_collect(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_deletes, int *work, char *err, size_t errlen);
 
 /* Where a message sits, for store_scan. */
 typedef enum store_range {

@@ -175,4 +175,3 @@ char *hg_msg_info_json(const struct hg_msg_info *info)
     buf_free(&b);
     return out;
 }
-

@@ -211,8 +211,8 @@ hg_err_t hg_send_many(hg_client_t *c, hg_send_item_t *items, size_t n, size_t *o
             e = client_exchange(c, req.data, req.len, npending, replies, &got, 0, 0);
         for (size_t k = 0; k < got; k++) {
             hg_send_item_t *it = &items[pending[k]];
-            it->err = read_send_reply(replies[k], it->id, it->dedup ? &it->duplicate : NULL, it->error,
-                                      sizeof(it->error));
+            it->err =
+                read_send_reply(replies[k], it->id, it->dedup ? &it->duplicate : NULL, it->error, sizeof(it->error));
             resp_reply_free(replies[k]);
         }
         /* The items without a reply stay pending, in order. */

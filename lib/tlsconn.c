@@ -145,9 +145,10 @@ int tlsconn_ctx_new(const char *ca_file, const char *cert_file, const char *key_
 
     *out = NULL;
     if ((cert_file == NULL) != (key_file == NULL))
-        return err_set(err, errlen,
-                    "TLS client certificate: a certificate needs its key and a key its certificate (got only the %s)",
-                    cert_file != NULL ? "certificate" : "key");
+        return err_set(
+            err, errlen,
+            "TLS client certificate: a certificate needs its key and a key its certificate (got only the %s)",
+            cert_file != NULL ? "certificate" : "key");
     if (ca_file != NULL && access(ca_file, R_OK) != 0)
         return err_set(err, errlen, "TLS CA file %s: %s", ca_file, strerror(errno));
     if (cert_file != NULL && access(cert_file, R_OK) != 0)
@@ -281,7 +282,7 @@ int tlsconn_open(tlsconn_ctx_t *ctx, int fd, const char *name, uint64_t deadline
         } else if (errno == EPIPE || strstr(t->err, "unexpected eof") != NULL ||
                    strstr(t->err, "wrong version number") != NULL || strstr(t->err, "packet length") != NULL) {
             err_set(err, errlen, "TLS handshake failed: %s (is it the broker's tls-port?)",
-                 errno == EPIPE ? "connection closed by the broker" : t->err);
+                    errno == EPIPE ? "connection closed by the broker" : t->err);
         } else {
             err_set(err, errlen, "TLS handshake failed: %s", t->err);
         }

@@ -148,9 +148,9 @@ typedef struct hg_client_opts {
     const char *tls_key_file;    /* its unencrypted private key (key=) */
     const char *tls_server_name; /* the name the broker's certificate must carry,
                                     also sent as SNI (sni=); unset: the URI's host */
-    const char *user;               /* NULL (default): the URI's user; else this user
+    const char *user;            /* NULL (default): the URI's user; else this user
                                        (with password: the URI need not carry one) */
-    const char *password;           /* NULL (default): the URI's password; else this one
+    const char *password;        /* NULL (default): the URI's password; else this one
                                        (e.g. read from a file; copied at open, so the
                                        caller may wipe it afterwards). A password
                                        without a user logs in as "default" */
@@ -392,20 +392,20 @@ typedef struct hg_msg_group {
 /* A message as GET and FIND describe it. */
 typedef struct hg_msg_info {
     char id[HG_ID_MAX];
-    hg_msg_state_t state;    /* overall; GONE leaves every other field empty */
+    hg_msg_state_t state; /* overall; GONE leaves every other field empty */
     char topic[HG_NAME_MAX];
-    char key[HG_KEY_MAX];    /* NUL-terminated; key_len bytes (binary keys) */
+    char key[HG_KEY_MAX]; /* NUL-terminated; key_len bytes (binary keys) */
     size_t key_len;
-    void *payload;           /* hg_msg_get only (NULL from hg_msg_find); owned by the info */
+    void *payload; /* hg_msg_get only (NULL from hg_msg_find); owned by the info */
     size_t payload_len;
-    uint64_t created_ms;     /* when SEND accepted it */
-    uint64_t due_ms;         /* the end of its current journey (its SEND's; a retry's once only groups hold it) */
-    int level;               /* DELAYED: the level it waits on */
-    uint64_t hop_due_ms;     /* DELAYED: when it leaves that level */
-    int hops_left;           /* DELAYED: hops still to come after it */
-    uint32_t reconsume;      /* the highest over the groups' copies */
-    size_t ngroups;          /* the groups holding a copy and, while it is in the topic log, every group of its topic */
-    hg_msg_group_t *groups;  /* owned by the info */
+    uint64_t created_ms;    /* when SEND accepted it */
+    uint64_t due_ms;        /* the end of its current journey (its SEND's; a retry's once only groups hold it) */
+    int level;              /* DELAYED: the level it waits on */
+    uint64_t hop_due_ms;    /* DELAYED: when it leaves that level */
+    int hops_left;          /* DELAYED: hops still to come after it */
+    uint32_t reconsume;     /* the highest over the groups' copies */
+    size_t ngroups;         /* the groups holding a copy and, while it is in the topic log, every group of its topic */
+    hg_msg_group_t *groups; /* owned by the info */
 } hg_msg_info_t;
 
 /* GET id: HG_OK and *out (free with hg_msg_info_free), also for an id the

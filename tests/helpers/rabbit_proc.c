@@ -277,8 +277,7 @@ int rq_start(rq_cluster_t *c, int n, char *err, size_t errlen)
     return rq_start_tls(c, n, NULL, NULL, NULL, err, errlen);
 }
 
-int rq_start_tls(rq_cluster_t *c, int n, const char *ca, const char *cert, const char *key, char *err,
-                 size_t errlen)
+int rq_start_tls(rq_cluster_t *c, int n, const char *ca, const char *cert, const char *key, char *err, size_t errlen)
 {
     char path[700], cookie[64];
     pid_t epmd;

@@ -36,16 +36,16 @@
  * targets did not confirm after this long (RabbitMQ's default is minutes;
  * docs/rabbitmq.md, "Known defect", recommends lowering it) */
 #define RQ_DLX_CONFIRM_TIMEOUT_MS "10000"
-#define RQ_SERVER            "/usr/lib/rabbitmq/bin/rabbitmq-server"
-#define RQ_CTL               "/usr/lib/rabbitmq/bin/rabbitmqctl"
+#define RQ_SERVER                 "/usr/lib/rabbitmq/bin/rabbitmq-server"
+#define RQ_CTL                    "/usr/lib/rabbitmq/bin/rabbitmqctl"
 
 typedef struct rq_node {
-    char name[64]; /* hgPID_N@localhost */
-    char dir[600]; /* DIR/nodeN */
-    int amqp_port; /* on 127.0.0.1 */
-    int dist_port; /* Erlang distribution */
-    pid_t pid;     /* process group leader; 0 when not running */
-    char uri[128]; /* amqp://guest:guest@127.0.0.1:PORT/ (this node only) */
+    char name[64];  /* hgPID_N@localhost */
+    char dir[600];  /* DIR/nodeN */
+    int amqp_port;  /* on 127.0.0.1 */
+    int dist_port;  /* Erlang distribution */
+    pid_t pid;      /* process group leader; 0 when not running */
+    char uri[128];  /* amqp://guest:guest@127.0.0.1:PORT/ (this node only) */
     int amqps_port; /* the TLS listener (rq_start_tls); 0 without */
 } rq_node_t;
 
@@ -74,8 +74,7 @@ int rq_start(rq_cluster_t *c, int n, char *err, size_t errlen);
  * certificate that chains to ca (ssl_options.verify = verify_peer,
  * fail_if_no_peer_cert = true): a client without one is refused in the
  * handshake. */
-int rq_start_tls(rq_cluster_t *c, int n, const char *ca, const char *cert, const char *key, char *err,
-                 size_t errlen);
+int rq_start_tls(rq_cluster_t *c, int n, const char *ca, const char *cert, const char *key, char *err, size_t errlen);
 
 /* kill -9 node i's process group (the node crashes: no clean shutdown). */
 int rq_kill9(rq_cluster_t *c, int i);

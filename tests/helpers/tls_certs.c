@@ -106,8 +106,8 @@ static int make_crl(const char *dir, const char *ca, const char *ca_key, const c
     db_text[0] = '\0';
     for (const char *const *sn = serials; *sn != NULL && used < sizeof db_text; sn++) {
         /* status, expiry, revocation date, serial, file, subject */
-        used += (size_t)snprintf(db_text + used, sizeof db_text - used, "R\t301231000000Z\t200101000000Z\t%s\tunknown\t/CN=x\n",
-                                 *sn);
+        used += (size_t)snprintf(db_text + used, sizeof db_text - used,
+                                 "R\t301231000000Z\t200101000000Z\t%s\tunknown\t/CN=x\n", *sn);
     }
     if (tu_write_file(cnf, conf_text) != 0 || tu_write_file(db, db_text) != 0 || tu_write_file(number, "01\n") != 0) {
         return fail(err, errlen, "cannot write the CRL database in %s", dir);

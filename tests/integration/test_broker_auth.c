@@ -494,8 +494,8 @@ static void expect_count(rc_conn_t *c, long long want, const char *const *argv)
         argc++;
     long long got = -1;
     resp_reply_t *r = rc_cmdv(c, argc, argv, NULL);
-    BP_CHECK(r != NULL && rc_int(r, &got) == 0 && got == want, "%s %s %s %s: %s, want %lld", argv[0], argv[1],
-             argv[2], argc > 3 ? argv[3] : "", rc_describe(r, e, sizeof e), want);
+    BP_CHECK(r != NULL && rc_int(r, &got) == 0 && got == want, "%s %s %s %s: %s, want %lld", argv[0], argv[1], argv[2],
+             argc > 3 ? argv[3] : "", rc_describe(r, e, sizeof e), want);
     resp_reply_free(r);
 }
 
@@ -548,8 +548,9 @@ static void test_client_kill(void)
     EXPECT_COUNT(&adm, 1, "CLIENT", "KILL", "ID", id_text, "SKIPME", "no");
     BP_CHECK(closed_by_broker(&adm), "the admin's own connection is still open after SKIPME no");
 
-    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "user=canceller: closed by CLIENT KILL from client id=", 20000) == 0,
-             "no log line for the killed consumer");
+    BP_CHECK(
+        tu_wait_file_contains(bt_broker.log_path, "user=canceller: closed by CLIENT KILL from client id=", 20000) == 0,
+        "no log line for the killed consumer");
     BP_CHECK(bp_log_contains(&bt_broker, "audit: client id=") && bp_log_contains(&bt_broker, "CLIENT KILL USER shop"),
              "no audit line for CLIENT KILL USER shop");
     rc_close(&prod);

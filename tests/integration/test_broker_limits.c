@@ -554,8 +554,18 @@ static void test_fair_share(void)
         QUEUED_AT_LEAST = 16
     };
     /* nothing closes the listers or pauses their parsing: every listing reaches the storage queue */
-    const char *extra[] = { "--max-client-memory", "0",   "--max-inflight-bytes", "1gb", "--max-payload", "1mb",
-                            "--max-bulk",          "1mb", "--max-query",          "2mb", "--max-pull-bytes", "4mb",
+    const char *extra[] = { "--max-client-memory",
+                            "0",
+                            "--max-inflight-bytes",
+                            "1gb",
+                            "--max-payload",
+                            "1mb",
+                            "--max-bulk",
+                            "1mb",
+                            "--max-query",
+                            "2mb",
+                            "--max-pull-bytes",
+                            "4mb",
                             NULL };
     char e[512], v[64];
     bt_start(extra);
@@ -604,7 +614,8 @@ static void test_fair_share(void)
     BP_REQUIRE(rc_flush(&bt_conn, 0) == 0, "SEND: %s", bt_conn.err);
     resp_reply_t *r = rc_read(&bt_conn, 120000);
     uint64_t send_ms = tu_now_mono_ms() - t0;
-    BP_REQUIRE(r != NULL && r->type != RESP_REPLY_ERROR, "SEND: %s", r == NULL ? bt_conn.err : rc_describe(r, e, sizeof e));
+    BP_REQUIRE(r != NULL && r->type != RESP_REPLY_ERROR, "SEND: %s",
+               r == NULL ? bt_conn.err : rc_describe(r, e, sizeof e));
     resp_reply_free(r);
     r = rc_read(&bt_conn, 120000);
     BP_REQUIRE(r != NULL && rc_info_field(r, "storage_jobs_queued", v, sizeof v) == 0, "INFO: %s",
@@ -626,8 +637,7 @@ static void test_fair_share(void)
     printf("fair_share: %lld of %d listings queued when a SEND was sent; it was answered in %llu ms with %lld still "
            "queued; the listings all served within %llu ms\n",
            queued, LISTERS * EACH, (unsigned long long)send_ms, left, (unsigned long long)all_ms);
-    BP_CHECK(left > 0,
-             "the SEND was answered only after all %lld listings queued before it (first come, first served)",
+    BP_CHECK(left > 0, "the SEND was answered only after all %lld listings queued before it (first come, first served)",
              queued);
     BP_CHECK(served == LISTERS * EACH, "%d of %d listings answered", served, LISTERS * EACH);
 }

@@ -1220,14 +1220,15 @@ static void test_cli_group_create_del(void)
     start(FAST);
     send_one("t", "k", "before", hg_delay_none(), id);
     rc = CLI("group", "create", "late", "t", "--from", "now", "--max-retry", "3");
-    BP_CHECK(rc == 0 && strstr(out, "created group late on topic t") != NULL, "group create: exit %d: %.400s%.400s",
-             rc, out, err);
+    BP_CHECK(rc == 0 && strstr(out, "created group late on topic t") != NULL, "group create: exit %d: %.400s%.400s", rc,
+             out, err);
     rc = CLI("--json", "group", "create", "early", "t");
     BP_CHECK(rc == 0 && strcmp(out, "{\"created\":\"early\",\"topic\":\"t\"}\n") == 0,
              "--json group create: exit %d: %.400s%.400s", rc, out, err);
     rc = CLI("--json", "groups");
     BP_CHECK(rc == 0 && strstr(out, "\"group\":\"late\",\"topic\":\"t\",\"ready\":0") != NULL &&
-                 strstr(out, "\"max-reconsume\":3") != NULL && strstr(out, "\"group\":\"early\",\"topic\":\"t\",\"ready\":1"),
+                 strstr(out, "\"max-reconsume\":3") != NULL &&
+                 strstr(out, "\"group\":\"early\",\"topic\":\"t\",\"ready\":1"),
              "groups after create (late FROM NOW sees nothing, early FROM FIRST the message):\n%.600s", out);
     rc = CLI("group", "create", "late", "u");
     BP_CHECK(rc == 1 && strstr(err, "already exists (bound to topic t)") != NULL, "create twice: exit %d: %.400s", rc,

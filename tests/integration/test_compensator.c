@@ -88,7 +88,8 @@ static void sleep_ms(int ms)
 /* A fresh database with the reference schema; a handle on it (to pay and cancel). */
 static hg_order_db *fresh_database(const char *name)
 {
-    if (sql_execf(env.admin, "DROP DATABASE IF EXISTS %s", name) != 0 || sql_execf(env.admin, "CREATE DATABASE %s", name) != 0)
+    if (sql_execf(env.admin, "DROP DATABASE IF EXISTS %s", name) != 0 ||
+        sql_execf(env.admin, "CREATE DATABASE %s", name) != 0)
         return NULL;
     hg_order_error_t err;
     hg_order_db *db = oe_open_db(&env, name, &err);
@@ -546,21 +547,22 @@ static void test_explain(void)
 {
     hg_order_db *db = fresh_database("c_explain");
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "USE c_explain"), 0); /* the sequence engine's tables need a current database */
+    /* the sequence engine's tables need a current database */
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "USE c_explain"), 0);
     /* 20 000 orders: 1 % pending and overdue (200), 2.5 % pending in the
      * future (an hour on, so none turns overdue however slow the machine),
      * the rest paid or cancelled with expiries spread over the past. */
     CU_ASSERT_EQUAL_FATAL(
         sql_execf(env.admin, "INSERT INTO c_explain.orders (id, user_id, status, created_at, expire_at, paid_at,"
-                 " cancelled_at) SELECT seq, seq %% 977,"
-                 " CASE WHEN seq %% 100 = 0 THEN 'pending' WHEN seq %% 40 = 1 THEN 'pending'"
-                 "      WHEN seq %% 2 = 0 THEN 'paid' ELSE 'cancelled' END,"
-                 " NOW(6) - INTERVAL 2 DAY,"
-                 " CASE WHEN seq %% 40 = 1 AND seq %% 100 <> 0 THEN NOW(6) + INTERVAL 3600 + seq SECOND"
-                 "      ELSE NOW(6) - INTERVAL seq SECOND END,"
-                 " IF(seq %% 100 <> 0 AND seq %% 40 <> 1 AND seq %% 2 = 0, NOW(6), NULL),"
-                 " IF(seq %% 100 <> 0 AND seq %% 40 <> 1 AND seq %% 2 = 1, NOW(6), NULL)"
-                 " FROM seq_1_to_20000"),
+                             " cancelled_at) SELECT seq, seq %% 977,"
+                             " CASE WHEN seq %% 100 = 0 THEN 'pending' WHEN seq %% 40 = 1 THEN 'pending'"
+                             "      WHEN seq %% 2 = 0 THEN 'paid' ELSE 'cancelled' END,"
+                             " NOW(6) - INTERVAL 2 DAY,"
+                             " CASE WHEN seq %% 40 = 1 AND seq %% 100 <> 0 THEN NOW(6) + INTERVAL 3600 + seq SECOND"
+                             "      ELSE NOW(6) - INTERVAL seq SECOND END,"
+                             " IF(seq %% 100 <> 0 AND seq %% 40 <> 1 AND seq %% 2 = 0, NOW(6), NULL),"
+                             " IF(seq %% 100 <> 0 AND seq %% 40 <> 1 AND seq %% 2 = 1, NOW(6), NULL)"
+                             " FROM seq_1_to_20000"),
         0);
     CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "ANALYZE TABLE c_explain.orders"), 0);
     long long overdue = oe_scalarf(
@@ -627,7 +629,8 @@ static void test_relay_fast_path_failed(void)
     CU_ASSERT_EQUAL_FATAL(seed("c_relay", 1, 20, 6000, 1), 0);
     CU_ASSERT_EQUAL_FATAL(seed("c_relay", 100, 1, -500, 1), 0);
     CU_ASSERT_EQUAL_FATAL(
-        sql_execf(env.admin, "UPDATE c_relay.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"), 0);
+        sql_execf(env.admin, "UPDATE c_relay.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"),
+        0);
     CU_ASSERT_EQUAL_FATAL(broker_cmd_ok("GROUP", "CREATE", "g_relay", "t_relay"), 0);
 
     proc_t consumer, comp;
@@ -691,7 +694,8 @@ static void test_broker_down_overdue(void)
 
     CU_ASSERT_EQUAL_FATAL(seed("c_down", 1, 20, 1500, 1), 0);
     CU_ASSERT_EQUAL_FATAL(
-        sql_execf(env.admin, "UPDATE c_down.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"), 0);
+        sql_execf(env.admin, "UPDATE c_down.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"),
+        0);
     proc_t comp;
     const char *extra[] = { "--relay-interval",
                             "200ms",
@@ -742,9 +746,8 @@ static void test_broker_down_overdue(void)
     CU_ASSERT_EQUAL(overdue, 20);
     CU_ASSERT_EQUAL(too_early, 0);
     /* the counter follows the COMMIT the table already shows */
-    CU_ASSERT_EQUAL(wait_metric(comp.metrics_port, M "cancels_total{layer=\"overdue\",reason=\"outbox-overdue\"}", 20,
-                                10000),
-                    20);
+    CU_ASSERT_EQUAL(
+        wait_metric(comp.metrics_port, M "cancels_total{layer=\"overdue\",reason=\"outbox-overdue\"}", 20, 10000), 20);
     CU_ASSERT_EQUAL(metric(comp.metrics_port, M "cancels_total{layer=\"inspection\",reason=\"inspection\"}"), 0);
     CU_ASSERT_EQUAL(metric(comp.metrics_port, M "relayed_total"), 0);
     CU_ASSERT_EQUAL(oe_scalarf(&env, "SELECT COUNT(*) FROM c_down.order_timeout_msg WHERE status = 'done'"), 20);
@@ -769,7 +772,7 @@ static void test_relay_locks_only_its_rows(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     CU_ASSERT_EQUAL_FATAL(seed("c_locks", 1, 10, 600000, 1), 0);
     CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_locks.order_timeout_msg SET status='new', attempts=0,"
-                                   " next_attempt_at=NOW(6) - INTERVAL 1 SECOND WHERE order_id <= 5"),
+                                               " next_attempt_at=NOW(6) - INTERVAL 1 SECOND WHERE order_id <= 5"),
                           0);
     int silent = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = { .sin_family = AF_INET };
@@ -795,12 +798,14 @@ static void test_relay_locks_only_its_rows(void)
     /* The order service: a new order's outbox row (into the range the relay
      * scanned, and after it), and the payment of an order whose row is not
      * among the relay's. */
-    int insert_now = sql_execf(env.admin, "INSERT INTO c_locks.order_timeout_msg (order_id, expire_at, status, attempts,"
-                              " next_attempt_at) VALUES (1001, NOW(6) + INTERVAL 10 MINUTE, 'new', 0,"
-                              " NOW(6) - INTERVAL 2 SECOND)");
-    int insert_later = sql_execf(env.admin, "INSERT INTO c_locks.order_timeout_msg (order_id, expire_at, status, attempts,"
-                                " next_attempt_at) VALUES (1002, NOW(6) + INTERVAL 10 MINUTE, 'new', 0,"
-                                " NOW(6) + INTERVAL 10 SECOND)");
+    int insert_now =
+        sql_execf(env.admin, "INSERT INTO c_locks.order_timeout_msg (order_id, expire_at, status, attempts,"
+                             " next_attempt_at) VALUES (1001, NOW(6) + INTERVAL 10 MINUTE, 'new', 0,"
+                             " NOW(6) - INTERVAL 2 SECOND)");
+    int insert_later =
+        sql_execf(env.admin, "INSERT INTO c_locks.order_timeout_msg (order_id, expire_at, status, attempts,"
+                             " next_attempt_at) VALUES (1002, NOW(6) + INTERVAL 10 MINUTE, 'new', 0,"
+                             " NOW(6) + INTERVAL 10 SECOND)");
     hg_order_outcome_t out = HG_ORDER_TRANSIENT;
     int pay = hg_order_pay(db, 7, &out, NULL);
     uint64_t ms = tu_now_mono_ms() - t0;
@@ -993,9 +998,10 @@ static void test_two_compensators(void)
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp[1], "two-b", "c_two", "t_two", extra), 0);
     CU_ASSERT_EQUAL_FATAL(seed("c_two", 1, 200, 3000, 1), 0);
     CU_ASSERT_EQUAL_FATAL(seed("c_two", 201, 100, 3000, 0), 0);
-    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_two.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"
-                                   " WHERE order_id <= 100"),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(
+        sql_execf(env.admin, "UPDATE c_two.order_timeout_msg SET status='new', attempts=0, next_attempt_at=NOW(6)"
+                             " WHERE order_id <= 100"),
+        0);
     overlap_watch_t w = { .ports = { comp[0].metrics_port, comp[1].metrics_port } };
     pthread_t watcher;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&watcher, NULL, watch_overlap, &w), 0);
@@ -1109,11 +1115,13 @@ static void test_paid_never_touched(void)
     hg_order_outcome_t out;
     for (uint64_t id = 1; id <= 20; id++)
         CU_ASSERT_EQUAL(hg_order_pay(db, id, &out, NULL), 0);
-    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_paid.order_timeout_msg SET status = IF(order_id <= 10, 'new', 'sent'),"
-                                   " next_attempt_at = NOW(6) WHERE order_id <= 20"),
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin,
+                                    "UPDATE c_paid.order_timeout_msg SET status = IF(order_id <= 10, 'new', 'sent'),"
+                                    " next_attempt_at = NOW(6) WHERE order_id <= 20"),
                           0);
-    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "CREATE TABLE c_paid.before_paid AS SELECT id, paid_at FROM c_paid.orders"
-                                   " WHERE status = 'paid'"),
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin,
+                                    "CREATE TABLE c_paid.before_paid AS SELECT id, paid_at FROM c_paid.orders"
+                                    " WHERE status = 'paid'"),
                           0);
     CU_ASSERT_EQUAL_FATAL(broker_cmd_ok("GROUP", "CREATE", "g_paid", "t_paid"), 0);
 
@@ -1304,7 +1312,8 @@ static void test_monitor_alerts(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     CU_ASSERT_EQUAL_FATAL(seed("c_mon", 1, 7, -30000, 1), 0); /* 7 overdue pending, outbox 'sent' */
     CU_ASSERT_EQUAL_FATAL(seed("c_mon", 8, 3, 600000, 1), 0); /* 3 not due */
-    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_mon.order_timeout_msg SET status = 'new' WHERE order_id >= 8"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_mon.order_timeout_msg SET status = 'new' WHERE order_id >= 8"),
+                          0);
     rc_conn_t c;
     char err[512], id[64];
     CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
@@ -1401,9 +1410,10 @@ static void test_once(void)
      * outbox row → inspection; 21..30 overdue and 'new' → relayed now AND
      * cancelled by the overdue layer of the same --once; 31..35 'new', not
      * due → relayed with their remaining delay. */
-    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "DELETE FROM c_once.order_timeout_msg WHERE order_id BETWEEN 11 AND 20"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "DELETE FROM c_once.order_timeout_msg WHERE order_id BETWEEN 11 AND 20"),
+                          0);
     CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_once.order_timeout_msg SET status = 'new', attempts = 0,"
-                                   " next_attempt_at = NOW(6) WHERE order_id >= 21"),
+                                               " next_attempt_at = NOW(6) WHERE order_id >= 21"),
                           0);
     char uri[64], out[8192];
     snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
@@ -1452,7 +1462,7 @@ static void test_once(void)
     /* With the broker unreachable the relay fails and so does --once. */
     CU_ASSERT_EQUAL_FATAL(seed("c_once", 41, 2, 600000, 1), 0);
     CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_once.order_timeout_msg SET status = 'new', attempts = 0,"
-                                   " next_attempt_at = NOW(6) WHERE order_id >= 41"),
+                                               " next_attempt_at = NOW(6) WHERE order_id >= 41"),
                           0);
     char dead[64];
     snprintf(dead, sizeof dead, "hourglass://127.0.0.1:%d", tu_free_port());

@@ -300,7 +300,8 @@ static void test_revoke_by_key_and_refusal(void)
     expect_state(c, HG_MSG_GONE);
     /* audited: who, what was asked, what it changed */
     BP_CHECK(tu_wait_file_contains(bt_broker.log_path,
-                                   "user=default REVOKE t KEY 42: revoked 3 (delayed 2, ready 1), refused 0", 10000) == 0,
+                                   "user=default REVOKE t KEY 42: revoked 3 (delayed 2, ready 1), refused 0",
+                                   10000) == 0,
              "no audit line for REVOKE t KEY 42 in %s", bt_broker.log_path);
     BP_CHECK(bp_log_contains(&bt_broker, "[info] audit: client id="), "the audit line names no client");
     /* the topic's other message is still there, and is the only one a group gets */
@@ -380,9 +381,9 @@ static void test_dedup(void)
     BP_CHECK(atoll(info) > 1000000, "INFO used_memory %s", info);
     static char body[1 << 17];
     BP_REQUIRE(tu_http_get(bt_broker.metrics_port, "/metrics", body, sizeof body) == 200, "GET /metrics");
-    BP_CHECK(strstr(body, "hourglass_build_info{version=\"") != NULL && strstr(body, "process_resident_memory_bytes ") &&
-                 strstr(body, "process_cpu_seconds_total ") && strstr(body, "process_open_fds ") &&
-                 strstr(body, "hourglass_dedup_hits_total 3"),
+    BP_CHECK(strstr(body, "hourglass_build_info{version=\"") != NULL &&
+                 strstr(body, "process_resident_memory_bytes ") && strstr(body, "process_cpu_seconds_total ") &&
+                 strstr(body, "process_open_fds ") && strstr(body, "hourglass_dedup_hits_total 3"),
              "/metrics lacks build_info, process_* or the dedup counter");
     /* DEDUP without KEY is an error that says so */
     char rid[64];

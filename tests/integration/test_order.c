@@ -470,7 +470,8 @@ static void test_cancel_outcomes(void)
     CU_ASSERT_STRING_EQUAL(status, "timeout-message");
     text_of(admin, status, sizeof status, "SELECT status FROM order_timeout_msg WHERE order_id = 1");
     CU_ASSERT_STRING_EQUAL(status, "done");
-    CU_ASSERT_EQUAL(sql_scalarf(admin, "SELECT cancelled_at IS NOT NULL AND paid_at IS NULL FROM orders WHERE id = 1"), 1);
+    CU_ASSERT_EQUAL(sql_scalarf(admin, "SELECT cancelled_at IS NOT NULL AND paid_at IS NULL FROM orders WHERE id = 1"),
+                    1);
 
     /* again (a duplicate message) → NOT_PENDING, nothing moves */
     before = after;
@@ -544,16 +545,16 @@ static void test_cancel_outcomes(void)
 static void test_custom_sql(void)
 {
     CU_ASSERT_EQUAL_FATAL(sql_execf(admin, "CREATE TABLE shop_orders (order_no BIGINT UNSIGNED PRIMARY KEY,"
-                                         " state VARCHAR(16) NOT NULL, coupon_id INT NULL) ENGINE=InnoDB"),
+                                           " state VARCHAR(16) NOT NULL, coupon_id INT NULL) ENGINE=InnoDB"),
                           0);
     CU_ASSERT_EQUAL_FATAL(sql_execf(admin, "CREATE TABLE coupons (id INT PRIMARY KEY, used_by BIGINT UNSIGNED NULL)"
-                                         " ENGINE=InnoDB"),
+                                           " ENGINE=InnoDB"),
                           0);
     CU_ASSERT_EQUAL_FATAL(sql_execf(admin, "CREATE TABLE cancel_audit (order_no BIGINT UNSIGNED,"
-                                         " why VARCHAR(64), at DATETIME(6)) ENGINE=InnoDB"),
+                                           " why VARCHAR(64), at DATETIME(6)) ENGINE=InnoDB"),
                           0);
     CU_ASSERT_EQUAL_FATAL(sql_execf(admin, "INSERT INTO shop_orders VALUES (100, 'UNPAID', 7), (101, 'UNPAID', NULL),"
-                                         " (102, 'PAID', NULL)"),
+                                           " (102, 'PAID', NULL)"),
                           0);
     CU_ASSERT_EQUAL_FATAL(sql_execf(admin, "INSERT INTO coupons VALUES (7, 100)"), 0);
 
@@ -657,8 +658,8 @@ static void test_seed_and_check_detect_defects(void)
      * conserves the sum but is caught. Order 6 is pending: its own quantities
      * are reserved, so the CHECK constraint does not stop this. */
     CU_ASSERT_EQUAL_FATAL(sql_execf(admin, "UPDATE stock s JOIN order_items i ON i.sku_id = s.sku_id"
-                                         " SET s.available = s.available + i.qty, s.reserved = s.reserved - i.qty"
-                                         " WHERE i.order_id = 6"),
+                                           " SET s.available = s.available + i.qty, s.reserved = s.reserved - i.qty"
+                                           " WHERE i.order_id = 6"),
                           0);
     CU_ASSERT_EQUAL(of_check(admin, 3600, &r, &err), 0);
     CU_ASSERT_FALSE(r.ok);
@@ -666,8 +667,8 @@ static void test_seed_and_check_detect_defects(void)
     CU_ASSERT_TRUE(r.skus_reserved_wrong > 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.first_defect, "reserved != quantity held by pending orders"));
     CU_ASSERT_EQUAL_FATAL(sql_execf(admin, "UPDATE stock s JOIN order_items i ON i.sku_id = s.sku_id"
-                                         " SET s.available = s.available - i.qty, s.reserved = s.reserved + i.qty"
-                                         " WHERE i.order_id = 6"),
+                                           " SET s.available = s.available - i.qty, s.reserved = s.reserved + i.qty"
+                                           " WHERE i.order_id = 6"),
                           0);
     /* An order both paid and cancelled. */
     CU_ASSERT_EQUAL_FATAL(sql_execf(admin, "UPDATE orders SET paid_at = NOW(6) WHERE id = 1"), 0);
@@ -844,9 +845,10 @@ static void test_race_pay_and_duplicate_cancels(void)
     CU_ASSERT_EQUAL(r.received, r0.received); /* nothing created or lost */
     CU_ASSERT_EQUAL(r.sold + r.available, r0.received);
     CU_ASSERT_EQUAL(r.sold, sql_scalarf(admin, "SELECT SUM(i.qty) FROM order_items i JOIN orders o ON o.id = i.order_id"
-                                          " WHERE o.status = 'paid'"));
-    CU_ASSERT_EQUAL(r.available, r0.available + sql_scalarf(admin, "SELECT SUM(i.qty) FROM order_items i JOIN orders o"
-                                                              " ON o.id = i.order_id WHERE o.status = 'cancelled'"));
+                                               " WHERE o.status = 'paid'"));
+    CU_ASSERT_EQUAL(r.available,
+                    r0.available + sql_scalarf(admin, "SELECT SUM(i.qty) FROM order_items i JOIN orders o"
+                                                      " ON o.id = i.order_id WHERE o.status = 'cancelled'"));
     CU_ASSERT_EQUAL(r.outbox_open_final, 0);
     hg_order_db_close(db);
 }
@@ -884,9 +886,9 @@ static int waits_for_lock(void *arg)
 {
     lock_probe_t *p = arg;
     return sql_scalarf(p->m,
-                  "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = %lu"
-                  " AND trx_state = 'LOCK WAIT'",
-                  p->cid) == 1;
+                       "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = %lu"
+                       " AND trx_state = 'LOCK WAIT'",
+                       p->cid) == 1;
 }
 
 /* Cancel with a retry and backoff until a definite outcome (or 20 attempts);
@@ -935,9 +937,9 @@ static void kill_mid_transaction(uint64_t id, const char *kill, int lock_order)
     CU_ASSERT_EQUAL(tu_poll_until(waits_for_lock, &probe, 10000, 150), 0);
     if (!lock_order) /* the worker's claim is in: the order row is locked by it */
         CU_ASSERT_EQUAL(sql_scalarf(admin,
-                               "SELECT COUNT(*) FROM information_schema.INNODB_TRX"
-                               " WHERE trx_mysql_thread_id = %lu AND trx_rows_modified >= 1",
-                               cid),
+                                    "SELECT COUNT(*) FROM information_schema.INNODB_TRX"
+                                    " WHERE trx_mysql_thread_id = %lu AND trx_rows_modified >= 1",
+                                    cid),
                         1);
     CU_ASSERT_EQUAL(sql_execf(admin, "%s %lu", kill, cid), 0);
     pthread_join(th, NULL);
@@ -1025,7 +1027,7 @@ static void test_lock_wait_timeout(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     seed(id, 1, 5, 30 * 60 * 1000);
     CU_ASSERT_EQUAL(sql_scalarf(admin, "SELECT VARIABLE_VALUE FROM information_schema.SESSION_VARIABLES"
-                                  " WHERE VARIABLE_NAME = 'INNODB_LOCK_WAIT_TIMEOUT'"),
+                                       " WHERE VARIABLE_NAME = 'INNODB_LOCK_WAIT_TIMEOUT'"),
                     50); /* ours only */
     order_stock_t before, after;
     stock_of(id, &before);

@@ -581,12 +581,12 @@ static void test_pay_revokes(void)
                  hg_client_errmsg(client));
     hg_order_outcome_t o;
     long revoked = -2;
-    TU_CHECK(hg_order_pay_revoke(pay, client, NULL, 901, &o, &revoked, &err) == 0 && o == HG_ORDER_PAID,
-             "pay 901: %s", err.message);
+    TU_CHECK(hg_order_pay_revoke(pay, client, NULL, 901, &o, &revoked, &err) == 0 && o == HG_ORDER_PAID, "pay 901: %s",
+             err.message);
     TU_CHECK(revoked == 1, "pay 901 revoked %ld messages, want 1", revoked);
     /* paid without a client: nothing revoked, the message comes and finds it paid */
-    TU_CHECK(hg_order_pay_revoke(pay, NULL, NULL, 902, &o, &revoked, &err) == 0 && o == HG_ORDER_PAID,
-             "pay 902: %s", err.message);
+    TU_CHECK(hg_order_pay_revoke(pay, NULL, NULL, 902, &o, &revoked, &err) == 0 && o == HG_ORDER_PAID, "pay 902: %s",
+             err.message);
     TU_CHECK(revoked == -1, "no client: revoked %ld, want -1 (not tried)", revoked);
     /* a second payment is not pending: no revoke tried */
     TU_CHECK(hg_order_pay_revoke(pay, client, NULL, 901, &o, &revoked, &err) == 0 && o == HG_ORDER_NOT_PENDING,

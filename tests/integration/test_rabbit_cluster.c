@@ -310,9 +310,9 @@ static void test_race(void)
 
 typedef struct producer {
     pthread_t thread;
-    uint64_t first, last; /* order ids */
-    atomic_int sent;      /* orders whose send returned an id */
-    int failures;         /* send_many calls with an item failing */
+    uint64_t first, last;            /* order ids */
+    atomic_int sent;                 /* orders whose send returned an id */
+    int failures;                    /* send_many calls with an item failing */
     char first_error[HG_ERRMSG_MAX]; /* the first failed item's error */
 } producer_t;
 
@@ -438,8 +438,7 @@ static void faults_round(const char *db, size_t n, int fault)
         rq_ctl(&rabbit, ask, queues, sizeof queues, "list_queues", "name", "leader", "members", "messages",
                "messages_ready", "messages_unacknowledged", NULL);
         TU_CHECK(0, "%lld of %zu orders cancelled in 240 s; the queues (asking node %d):\n%s",
-                 oe_scalarf(&env, "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'", db), n, ask + 1,
-                 queues);
+                 oe_scalarf(&env, "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'", db), n, ask + 1, queues);
     }
     printf(" — every order cancelled (%d send rounds had a failed item%s%s)", p.failures,
            p.failures > 0 ? ", the first: " : "", p.first_error);
@@ -557,8 +556,7 @@ static void test_compensator(void)
     pid_t comp = compensator_start("rmqcomp", "rmqcomp", mport, comp_log);
     TU_REQUIRE(comp > 0, "start hourglass-compensator");
 
-    long long pending =
-        oe_wait_scalar(&env, 0, 120000, "SELECT COUNT(*) FROM rmqcomp.orders WHERE status = 'pending'");
+    long long pending = oe_wait_scalar(&env, 0, 120000, "SELECT COUNT(*) FROM rmqcomp.orders WHERE status = 'pending'");
     metric_at_least_t dlq = { mport, "hourglass_compensator_dlq_depth{group=\"rmqcomp\"}", 1 };
     int dlq_seen = tu_poll_until(metric_reaches, &dlq, 30000, 100) == 0;
     metric_at_least_t firing = { mport, "hourglass_compensator_alerts_fired_total{alert=\"dlq-depth\"}", 1 };

@@ -365,7 +365,8 @@ static void test_crl(void)
     tls_uri(uri, sizeof uri, "127.0.0.1", PKI.ca, PKI.revoked, PKI.revoked_key);
     hg_err_t rc = open_and_ping(uri, &o, msg, sizeof msg);
     TU_CHECK(rc != HG_OK, "a revoked client certificate got in");
-    TU_CHECK(strstr(msg, "revoked") != NULL, "the revoked client's error does not say so: %s: %s", hg_strerror(rc), msg);
+    TU_CHECK(strstr(msg, "revoked") != NULL, "the revoked client's error does not say so: %s: %s", hg_strerror(rc),
+             msg);
     TU_CHECK(tu_wait_file_contains(B.log_path, "(the client's certificate: certificate revoked)", 20000) == 0,
              "the broker did not log the revoked client certificate");
 
@@ -611,8 +612,7 @@ static void test_remote_tls_only(void)
     bp_destroy(&B);
     memset(&B, 0, sizeof B);
 
-    start_tls_broker(PKI.server, "--bind", "0.0.0.0", "--allow-remote", "yes", "--allow-remote-plaintext", "yes",
-                     NULL);
+    start_tls_broker(PKI.server, "--bind", "0.0.0.0", "--allow-remote", "yes", "--allow-remote-plaintext", "yes", NULL);
     TU_REQUIRE(rc_connect(&remote, ip, B.port, 10000) == 0, "connect to %s:%d: %s", ip, B.port, remote.err);
     r = rc_cmd(&remote, "PING", NULL);
     TU_CHECK(r != NULL && rc_str_eq(r, "PONG"), "a remote client on the plaintext port with allow-remote-plaintext: %s",
@@ -757,8 +757,8 @@ static void test_config(void)
             "--tls-port", "7380", "--tls-cert-file", PKI.server, "--tls-key-file", PKI.server_key,
             "--tls-auth-clients-user", "cn", NULL);
     /* Files are read at start: the key, file and reason named. */
-    refused(1, "tls-cert-file " /* path follows */, "--tls-port", TLS_PORT_S, "--tls-cert-file", missing, "--tls-key-file",
-            PKI.server_key, NULL);
+    refused(1, "tls-cert-file " /* path follows */, "--tls-port", TLS_PORT_S, "--tls-cert-file", missing,
+            "--tls-key-file", PKI.server_key, NULL);
     refused(1, "missing.pem: No such file or directory", "--tls-port", TLS_PORT_S, "--tls-cert-file", missing,
             "--tls-key-file", PKI.server_key, NULL);
     refused(1, "does not belong to tls-cert-file", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server,
@@ -804,8 +804,8 @@ static void test_config(void)
     TU_CHECK(rc == 0, "compensator with the tls-* keys: exit %d: %s", rc, out);
     const char *cli_plain[] = { CLI_BIN, "--tls-ca-cert-file", PKI.ca, "ping", NULL };
     rc = tu_run_capture(cli_plain, out, sizeof out);
-    TU_CHECK(rc == 2 && strstr(out, "neither hourglass+tls:// nor amqps://") != NULL, "cli, --tls-* with a plaintext uri: exit %d: %s",
-             rc, out);
+    TU_CHECK(rc == 2 && strstr(out, "neither hourglass+tls:// nor amqps://") != NULL,
+             "cli, --tls-* with a plaintext uri: exit %d: %s", rc, out);
 }
 
 /* ------------------------------------------------------------------------ */

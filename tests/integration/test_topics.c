@@ -308,10 +308,14 @@ static void test_metrics_per_topic(void)
     static char page[1 << 17];
     BP_REQUIRE(tu_http_get(bt_broker.metrics_port, "/metrics", page, sizeof page) == 200, "GET /metrics");
     const char *want[] = {
-        "hourglass_topic_ready{topic=\"a\"} 0",    "hourglass_topic_delayed{topic=\"a\"} 1",
-        "hourglass_topic_retained{topic=\"a\"} 1", "hourglass_topic_sends_total{topic=\"a\"} 2",
-        "hourglass_topic_delayed{topic=\"b\"} 1",  "hourglass_topic_ready{topic=\"b\"} 0",
-        "hourglass_group_dlq{group=\"ga\",topic=\"a\"} 1", "hourglass_group_ready{group=\"ga\",topic=\"a\"} 0",
+        "hourglass_topic_ready{topic=\"a\"} 0",
+        "hourglass_topic_delayed{topic=\"a\"} 1",
+        "hourglass_topic_retained{topic=\"a\"} 1",
+        "hourglass_topic_sends_total{topic=\"a\"} 2",
+        "hourglass_topic_delayed{topic=\"b\"} 1",
+        "hourglass_topic_ready{topic=\"b\"} 0",
+        "hourglass_group_dlq{group=\"ga\",topic=\"a\"} 1",
+        "hourglass_group_ready{group=\"ga\",topic=\"a\"} 0",
         "hourglass_metrics_topics_omitted 1",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)

@@ -393,8 +393,8 @@ static void on_time(const target_t *t, const char *what, int n, const hg_delay_t
     r = runner_start(t, group, topic, 1, NULL);
     for (int i = 0; i < n; i++) {
         sent[i] = tu_now_wall_ms();
-        TU_CHECK(hg_send(c, topic, NULL, "x", 1, delay[i], id[i]) == HG_OK, "%s: send %d (%" PRIu64 " ms): %s",
-                 t->name, i, want_ms[i], hg_client_errmsg(c));
+        TU_CHECK(hg_send(c, topic, NULL, "x", 1, delay[i], id[i]) == HG_OK, "%s: send %d (%" PRIu64 " ms): %s", t->name,
+                 i, want_ms[i], hg_client_errmsg(c));
     }
     TU_CHECK(wait_handled(r, n, 30000) == 0, "%s: %d of %d delayed messages in 30 s", t->name, r->handled, n);
     runner_stop(r);
@@ -406,10 +406,12 @@ static void on_time(const target_t *t, const char *what, int n, const hg_delay_t
             if (strcmp(s->id, id[i]) != 0)
                 continue;
             printf(" %" PRIu64 " ms at +%" PRId64 ";", want_ms[i], after);
-            TU_CHECK(after >= (int64_t)want_ms[i], "%s: the %" PRIu64 " ms delay delivered early, %" PRId64
-                     " ms after its send", t->name, want_ms[i], after);
-            TU_CHECK(after < (int64_t)(want_ms[i] + EXACT_LATE_MS), "%s: the %" PRIu64 " ms delay delivered %" PRId64
-                     " ms after its send, want < %" PRIu64, t->name, want_ms[i], after, want_ms[i] + EXACT_LATE_MS);
+            TU_CHECK(after >= (int64_t)want_ms[i],
+                     "%s: the %" PRIu64 " ms delay delivered early, %" PRId64 " ms after its send", t->name, want_ms[i],
+                     after);
+            TU_CHECK(after < (int64_t)(want_ms[i] + EXACT_LATE_MS),
+                     "%s: the %" PRIu64 " ms delay delivered %" PRId64 " ms after its send, want < %" PRIu64, t->name,
+                     want_ms[i], after, want_ms[i] + EXACT_LATE_MS);
             TU_CHECK(s->due_ms >= sent[i] + want_ms[i] && s->due_ms <= sent[i] + want_ms[i] + EXACT_DUE_SLACK_MS,
                      "%s: the %" PRIu64 " ms delay: due_ms is %" PRId64 " ms after send", t->name, want_ms[i],
                      (int64_t)(s->due_ms - sent[i]));
@@ -705,8 +707,8 @@ static void test_declaration_checked(void)
 
 static void test_bad_uris(void)
 {
-    static const char *const bad[] = { "amqp://",         "amqp://h:99999/",         "amqp://h1,,h2/",
-                                       "amqp://h/v?x=1",  "amqps://h/?ca=a&ca=b",    "amqps://h/?port=1",
+    static const char *const bad[] = { "amqp://",        "amqp://h:99999/",      "amqp://h1,,h2/",
+                                       "amqp://h/v?x=1", "amqps://h/?ca=a&ca=b", "amqps://h/?port=1",
                                        "amqps://h/?ca=" };
     hg_client_t *c = NULL;
     hg_error_t err;
@@ -824,9 +826,9 @@ static void test_custom_levels(void)
 
     TU_REQUIRE(ntargets == 3, "RabbitMQ is not running");
     TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "custom", NULL) == 0, "add_vhost: %s", out);
-    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "custom", "guest", ".*", ".*", ".*",
-                      NULL) == 0,
-               "set_permissions: %s", out);
+    TU_REQUIRE(
+        rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "custom", "guest", ".*", ".*", ".*", NULL) == 0,
+        "set_permissions: %s", out);
     snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/custom?levels=200ms,1s,5s", rabbit.nodes[0].amqp_port);
     snprintf(plain, sizeof plain, "amqp://guest:guest@127.0.0.1:%d/custom", rabbit.nodes[0].amqp_port);
     custom.name = "amqp:// levels=200ms,1s,5s";
@@ -865,8 +867,8 @@ static void test_custom_levels(void)
     snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/custom?levels=5s,1s", rabbit.nodes[0].amqp_port);
     c = NULL;
     rc = hg_client_open(uri, NULL, &c, &err);
-    TU_CHECK(rc == HG_ERR_URI && strstr(err.message, "levels=5s,1s") != NULL, "levels=5s,1s: %s: %s",
-             hg_strerror(rc), err.message);
+    TU_CHECK(rc == HG_ERR_URI && strstr(err.message, "levels=5s,1s") != NULL, "levels=5s,1s: %s: %s", hg_strerror(rc),
+             err.message);
     hg_client_close(c);
     snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/custom?ca=x.pem", rabbit.nodes[0].amqp_port);
     c = NULL;
@@ -882,7 +884,8 @@ static const tu_test_t transport_tests[] = {
     { "every transport: DELAY 300ms, 1500ms, 2500ms: never early, late by less than 800 ms", test_exact_ms },
     { "every transport: HG_RETRY → local backoff → NACK → back after 10 s with reconsume 1", test_retry },
     { "every transport: HG_FAIL → DLQ LEN/LIST/REQUEUE/DROP, hourglass-cli levels/groups/dlq", test_dlq },
-    { "every transport: TOUCH/INFO and GROUP CREATE FROM FIRST refused on amqp://, delay and level limits", test_refusals },
+    { "every transport: TOUCH/INFO and GROUP CREATE FROM FIRST refused on amqp://, delay and level limits",
+      test_refusals },
     { "amqp://: a level queue declared with another TTL is named in the error", test_declaration_checked },
     { "amqp://?levels=: its own level table, on time; the default table refused on that vhost", test_custom_levels },
     { "amqp://, amqps://: bad URIs named", test_bad_uris },

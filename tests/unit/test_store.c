@@ -2809,7 +2809,9 @@ static void test_topic_collect_in_turn(void)
  * that many. */
 static void test_topic_collect_topics_per_step(void)
 {
-    enum { NTOPICS = 600 };
+    enum {
+        NTOPICS = 600
+    };
     store_t *s = OPEN_DEFAULT();
     msg_owned_t m[1];
     for (int t = 0; t < NTOPICS; t++) {
@@ -2892,8 +2894,7 @@ static long long file_bytes(const char *dir, const char *suffix, int largest)
         char path[1200];
         struct stat st;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (len < slen || strcmp(e->d_name + len - slen, suffix) != 0 || stat(path, &st) != 0 ||
-            !S_ISREG(st.st_mode))
+        if (len < slen || strcmp(e->d_name + len - slen, suffix) != 0 || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
             continue;
         sum += st.st_size;
         if (st.st_size > max)
@@ -3130,8 +3131,8 @@ static void test_batch_bounded_in_bytes(void)
         int moved = MOVE(s, T0 + 2 * SEC, 1000, NULL);
         calls++;
         TU_CHECK(moved >= 1, "call %d moved nothing with due heads left", calls);
-        TU_CHECK(store_pending_bytes(s) <= most, "call %d left %" PRIu64 " bytes pending (bound %" PRIu64 ")",
-                 calls, store_pending_bytes(s), (uint64_t)STORE_BATCH_MAX_BYTES);
+        TU_CHECK(store_pending_bytes(s) <= most, "call %d left %" PRIu64 " bytes pending (bound %" PRIu64 ")", calls,
+                 store_pending_bytes(s), (uint64_t)STORE_BATCH_MAX_BYTES);
         moved_total += moved;
         COMMIT(s);
     }
@@ -4015,7 +4016,8 @@ static void test_index_follows_moves(void)
     int found = 0;
     REQUIRE_OK(store_group_delete(s, "h", 1, &found, err, sizeof err), err);
     CHECK_STORE(s);
-    REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err); /* its delayed retry stays, dropped when due */
+    /* its delayed retry stays, dropped when due */
+    REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
     CHECK_STORE(s);
     TU_CHECK(state_of(s, a, NULL, &gs) == STORE_MSG_GONE, "a's only copy is a deleted group's retry: gone");
     MOVE(s, T0 + 30 * MIN, 100, NULL);
@@ -4206,7 +4208,8 @@ static void test_index_deleted_group_retry(void)
     CHECK_STORE(s);
     CLOSE(&s);
     int x = raw_count_range('X', __LINE__), k = raw_count_range('K', __LINE__), y = raw_count_range('Y', __LINE__);
-    TU_CHECK(x == 0 && k == 0 && y == 1, "after the last live copy's ACK: %d 'X', %d 'K', %d 'Y'; want 0, 0, 1", x, k, y);
+    TU_CHECK(x == 0 && k == 0 && y == 1, "after the last live copy's ACK: %d 'X', %d 'K', %d 'Y'; want 0, 0, 1", x, k,
+             y);
     s = OPEN_DEFAULT();
     TU_CHECK(state_of(s, a, NULL, &gs) == STORE_MSG_GONE, "a's only copy is a deleted group's retry: not gone");
     store_send_req_t r = { .topic = "t", .topic_len = 1, .key = "k", .key_len = 1, .payload = "p", .payload_len = 1 };
@@ -4259,7 +4262,9 @@ static void test_index_revoke(void)
 static void test_index_dedup(void)
 {
     store_t *s = OPEN_DEFAULT();
-    store_send_req_t r = { .topic = "t", .topic_len = 1, .key = "a\0b", .key_len = 3, .payload = "p", .payload_len = 1 };
+    store_send_req_t r = {
+        .topic = "t", .topic_len = 1, .key = "a\0b", .key_len = 3, .payload = "p", .payload_len = 1
+    };
     uint64_t id1 = 0, id2 = 0, id3 = 0, due;
     int dup = -1;
     char err[512] = "";

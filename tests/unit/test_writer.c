@@ -103,7 +103,7 @@ enum {
     BURST_JOBS = 24,
     BURST_PAYLOAD = 1 << 20
 };
-static uint64_t g_most_pending;  /* the most a burst job found pending before its SEND */
+static uint64_t g_most_pending; /* the most a burst job found pending before its SEND */
 static int g_burst_done, g_burst_ok;
 
 static job_result_t burst_exec(job_t *j, writer_t *w)
@@ -377,12 +377,13 @@ static void test_burst_in_bounded_batches(void)
     writer_stop(w);
     TU_CHECK(loop_until(base, &g_stopped, 1), "the writer did not stop");
     const storage_stats_t *st = writer_stats(w);
-    printf("\n    %d SENDs of 1 MiB in one iteration: %llu commits, at most %.1f MiB pending before a SEND ", BURST_JOBS,
-           (unsigned long long)st->commits, (double)g_most_pending / (1 << 20));
+    printf("\n    %d SENDs of 1 MiB in one iteration: %llu commits, at most %.1f MiB pending before a SEND ",
+           BURST_JOBS, (unsigned long long)st->commits, (double)g_most_pending / (1 << 20));
     TU_CHECK(g_most_pending < STORE_BATCH_MAX_BYTES,
              "a SEND found %llu bytes pending: the iteration's batch grew past STORE_BATCH_MAX_BYTES (%llu)",
              (unsigned long long)g_most_pending, (unsigned long long)STORE_BATCH_MAX_BYTES);
-    TU_CHECK(st->batches == 1 && st->commits >= BURST_JOBS * (uint64_t)BURST_PAYLOAD / (STORE_BATCH_MAX_BYTES + BURST_PAYLOAD),
+    TU_CHECK(st->batches == 1 &&
+                 st->commits >= BURST_JOBS * (uint64_t)BURST_PAYLOAD / (STORE_BATCH_MAX_BYTES + BURST_PAYLOAD),
              "%llu iterations, %llu commits", (unsigned long long)st->batches, (unsigned long long)st->commits);
     rig_close(&rig);
 }
