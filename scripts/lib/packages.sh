@@ -20,13 +20,14 @@
 #               openssl (the TLS tests make a throwaway CA and use s_client)
 #   console     chromium, chromium-driver, python3-selenium (the console's real-browser test)
 #   fuzzing     clang and libclang-rt-dev (libFuzzer and the sanitizer runtimes: make fuzz)
+#   layout      clang-format (tests/system/test_format.sh checks the tree against .clang-format)
 hg_packages=(
     build-essential autoconf automake libtool pkg-config
     libevent-dev libleveldb-dev libmariadb-dev libssl-dev libcunit1-dev libinih-dev
     mariadb-server redis-tools redis-server valgrind prometheus man-db openssl
     librabbitmq-dev rabbitmq-server
     chromium chromium-driver python3-selenium
-    clang libclang-rt-dev
+    clang libclang-rt-dev clang-format
     tmux python3-redis
 )
 
