@@ -107,12 +107,7 @@ void store_group_free(void *p)
 {
     group_state_t *g = p;
     map_free(&g->lease_ids, NULL);
-    while (g->pend_head != NULL) { /* the store is closing: they were written (store_close) or are lost */
-        void *next = g->pend_head->next;
-        free(g->pend_head);
-        g->pend_head = next;
-    }
-    map_free(&g->pend_ids, NULL);
+    map_free(&g->pend_ids, NULL); /* its entries are the store's to free (store_free) */
     free(g->name);
     free(g);
 }

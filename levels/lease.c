@@ -248,10 +248,10 @@ static uint64_t pend_next_write(const store_t *s)
     return s->pend_first != NULL ? s->pend_first->write_at : UINT64_MAX;
 }
 
-/* Write g's leases not written yet from its first through p, and commit
- * them: p is to be read, and those before it must be written first (the
- * persisted cursor passes only written leases). */
-static int pend_write_through(store_t *s, group_state_t *g, lease_pend_t *p, char *err, size_t errlen)
+/* Write g's leases not written yet from its first through p (one of them):
+ * those before p first, as the persisted cursor passes only written
+ * leases. */
+static int pend_write_through(store_t *s, group_state_t *g, const lease_pend_t *p, char *err, size_t errlen)
 {
     for (int last = 0; !last;) {
         last = g->pend_head == p;
@@ -259,7 +259,7 @@ static int pend_write_through(store_t *s, group_state_t *g, lease_pend_t *p, cha
             return -1;
         }
     }
-    return store_commit_durable(s, 0, err, errlen);
+    return 0;
 }
 
 /* Before g leases its next topic-log entry: the entries from the persisted
@@ -270,11 +270,8 @@ static int pend_write_through(store_t *s, group_state_t *g, lease_pend_t *p, cha
  * STORE_LEASES_UNWRITTEN_MAX first writes the oldest. */
 static int pend_keep_order(store_t *s, group_state_t *g, int hold, char *err, size_t errlen)
 {
-    if (!hold) {
-        int wrote = 0;
-        return pend_write_due(s, g, UINT64_MAX, &wrote, err, errlen);
-    }
-    return g->npend >= STORE_LEASES_UNWRITTEN_MAX ? pend_write(s, g, g->pend_head, err, errlen) : 0;
+    const lease_pend_t *through = !hold ? g->pend_tail : g->npend >= STORE_LEASES_UNWRITTEN_MAX ? g->pend_head : NULL;
+    return through != NULL ? pend_write_through(s, g, through, err, errlen) : 0;
 }
 
 /* store_ack's part: the ids of sorted[0..*n) that are leases not written
@@ -569,7 +566,8 @@ static int lease_find(store_t *s, const char *group, size_t group_len, uint64_t 
         return 0;
     }
     lease_pend_t *p = map_get(&l->g->pend_ids, &id, sizeof id);
-    if (p != NULL && pend_write_through(s, l->g, p, err, errlen) != 0) { /* it reads the written ones */
+    if (p != NULL && (pend_write_through(s, l->g, p, err, errlen) != 0 || /* lease_lookup reads committed data */
+                      store_commit_durable(s, 0, err, errlen) != 0)) {
         return -1;
     }
     int f = lease_lookup(s, l->g, id, &l->deadline, &l->log_seq, err, errlen);

@@ -434,6 +434,11 @@ static void store_free(store_t *s)
     if (s->batch) {
         leveldb_writebatch_destroy(s->batch);
     }
+    while (s->pend_first != NULL) { /* leases not written (a failed close): lost, as in a crash */
+        lease_pend_t *next = s->pend_first->all_next;
+        free(s->pend_first);
+        s->pend_first = next;
+    }
     map_free(&s->groups, store_group_free);
     map_free(&s->topics, store_topic_free);
     map_free(&s->idx_dropped, NULL);

@@ -161,7 +161,7 @@ struct store {
     uint64_t batch_bytes; /* about what the batch holds (keys, values, framing) */
     int broken;
     char broken_err[512];
-    /* the leases not written yet, in the order taken (lease_pend_t) */
+    /* the leases not written yet, in the order taken (lease_pend_t); it owns them */
     struct lease_pend *pend_first, *pend_last;
 
     uint64_t next_seq, persisted_seq;
