@@ -3545,16 +3545,19 @@ static int lease_six_ack_two(store_t *c, char *err, size_t errlen)
                : 0;
 }
 
-/* Open a store of the delay with group g on topic t and n messages "0", "1"... */
-static void send_digits(int n)
+/* A store of the delay (open_write_late) with group g on topic t and n <= 10
+ * messages "0", "1"..., whose ids go to ids[] (when not NULL). */
+static store_t *open_late_with_digits(int n, uint64_t *ids)
 {
     store_t *s = open_write_late();
     GROUP_CREATE(s, "g", "t", 1, T0);
     for (int i = 0; i < n; i++) {
         char p[2] = { (char)('0' + i), '\0' };
-        SEND(s, "t", p, 0, 0, T0, NULL);
+        uint64_t id = SEND(s, "t", p, 0, 0, T0, NULL);
+        if (ids != NULL)
+            ids[i] = id;
     }
-    CLOSE(&s);
+    return s;
 }
 
 /* A process that leased six messages with the delay, acknowledged the first
@@ -3564,9 +3567,10 @@ static void send_digits(int n)
  * are delivered again at once, in order, by the next PULL. */
 static void test_lease_late_crash(void)
 {
-    send_digits(6);
+    store_t *s = open_late_with_digits(6, NULL);
+    CLOSE(&s);
     CRASH_AFTER(lease_six_ack_two);
-    store_t *s = open_write_late();
+    s = open_write_late();
     CHECK_STORE(s);
     CHECK_COUNTS(s, "g", 3, 3, 0, 0, 1, 0); /* 3 back in the backlog, the second still leased */
     msg_owned_t m[8];
@@ -3599,11 +3603,8 @@ static int lease_held_short_held(store_t *c, char *err, size_t errlen)
  * new deadline comes before its delay is over (then it is written). */
 static void test_lease_late_nack_touch(void)
 {
-    store_t *s = open_write_late();
-    GROUP_CREATE(s, "g", "t", 1, T0);
     uint64_t id[5];
-    for (int i = 0; i < 5; i++)
-        id[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
+    store_t *s = open_late_with_digits(5, id);
     msg_owned_t m[5];
     TU_REQUIRE(LEASE_N(s, "g", "t", 5, LEASE, T0, m) == 5, "lease 5");
     free_msgs(m, 5);
@@ -3641,11 +3642,8 @@ static void test_lease_late_nack_touch(void)
  * a GROUP DEL takes its group's out of that order. */
 static void test_lease_late_groups(void)
 {
-    store_t *s = open_write_late();
-    GROUP_CREATE(s, "g", "t", 1, T0);
+    store_t *s = open_late_with_digits(4, NULL);
     GROUP_CREATE(s, "h", "t", 1, T0);
-    for (int i = 0; i < 4; i++)
-        SEND(s, "t", "x", 0, 0, T0, NULL);
     msg_owned_t m[1];
     const struct {
         const char *group;
@@ -3681,9 +3679,10 @@ static void test_lease_late_groups(void)
  * backlog, and every counter agrees with the store. */
 static void test_lease_late_short_behind_held(void)
 {
-    send_digits(4);
+    store_t *s = open_late_with_digits(4, NULL);
+    CLOSE(&s);
     CRASH_AFTER(lease_held_short_held);
-    store_t *s = open_write_late();
+    s = open_write_late();
     CHECK_STORE(s);
     CHECK_COUNTS(s, "g", 2, 2, 0, 0, 2, 0); /* "2" and "3" ready; "0" and "1" leased */
     msg_owned_t m[8];
@@ -3701,13 +3700,8 @@ static void test_lease_late_short_behind_held(void)
  * it names; GROUP DEL just forgets it. store_check holds at every step. */
 static void test_lease_late_written(void)
 {
-    store_t *s = open_write_late();
-    GROUP_CREATE(s, "g", "t", 1, T0);
     uint64_t id[5];
-    for (int i = 0; i < 5; i++) {
-        char p[2] = { (char)('0' + i), '\0' };
-        id[i] = SEND(s, "t", p, 0, 0, T0, NULL);
-    }
+    store_t *s = open_late_with_digits(5, id);
     msg_owned_t m[5];
     TU_REQUIRE(LEASE_N(s, "g", "t", 1, LEASE, T0, m) == 1, "lease 0");
     free_msgs(m, 1);
