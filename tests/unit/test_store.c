@@ -3560,6 +3560,19 @@ static store_t *open_late_with_digits(int n, uint64_t *ids)
     return s;
 }
 
+/* n messages "0", "1"... sent (open_late_with_digits), then work run in a
+ * process that is killed (crash_after_at): the store reopened, checked. */
+static store_t *crashed_with_digits_at(int n, crash_work_fn work, int line)
+{
+    store_t *s = open_late_with_digits(n, NULL);
+    CLOSE(&s);
+    crash_after_at(work, line);
+    s = open_write_late();
+    check_store_at(s, line);
+    return s;
+}
+#define CRASHED_WITH_DIGITS(n, work) crashed_with_digits_at((n), (work), __LINE__)
+
 /* A process that leased six messages with the delay, acknowledged the first
  * in order and the third out of order, committed and was killed (SIGKILL):
  * the first and third never come again, the second (written by the
@@ -3567,11 +3580,7 @@ static store_t *open_late_with_digits(int n, uint64_t *ids)
  * are delivered again at once, in order, by the next PULL. */
 static void test_lease_late_crash(void)
 {
-    store_t *s = open_late_with_digits(6, NULL);
-    CLOSE(&s);
-    CRASH_AFTER(lease_six_ack_two);
-    s = open_write_late();
-    CHECK_STORE(s);
+    store_t *s = CRASHED_WITH_DIGITS(6, lease_six_ack_two);
     CHECK_COUNTS(s, "g", 3, 3, 0, 0, 1, 0); /* 3 back in the backlog, the second still leased */
     msg_owned_t m[8];
     int n = LEASE_N(s, "g", "t", 8, LEASE, T0 + 1, m);
@@ -3679,11 +3688,7 @@ static void test_lease_late_groups(void)
  * backlog, and every counter agrees with the store. */
 static void test_lease_late_short_behind_held(void)
 {
-    store_t *s = open_late_with_digits(4, NULL);
-    CLOSE(&s);
-    CRASH_AFTER(lease_held_short_held);
-    s = open_write_late();
-    CHECK_STORE(s);
+    store_t *s = CRASHED_WITH_DIGITS(4, lease_held_short_held);
     CHECK_COUNTS(s, "g", 2, 2, 0, 0, 2, 0); /* "2" and "3" ready; "0" and "1" leased */
     msg_owned_t m[8];
     int n = LEASE_N(s, "g", "t", 8, LEASE, T0 + 1, m);
