@@ -226,6 +226,14 @@ int store_read_begin(store_t *s, char *err, size_t errlen)
     return s->pending ? store_commit_durable(s, 0, err, errlen) : 0;
 }
 
+int store_commit_when_full(store_t *s, char *err, size_t errlen)
+{
+    if (s->batch_bytes < STORE_BATCH_MAX_BYTES && s->pending < STORE_BATCH_MAX_OPS) {
+        return 0;
+    }
+    return store_commit_durable(s, 0, err, errlen);
+}
+
 int store_pending(const store_t *s)
 {
     return s->pending;

@@ -7,7 +7,8 @@
  * store_fail (lease.c) with its reason and parked time; a requeue moves it to
  * the group's retry-ready queue with reconsume 0, so it gets the whole retry
  * schedule again. Each call is one batch, except that REQUEUE/DROP ALL
- * commit every STORE_BATCH_MAX_BYTES (each move stays whole).
+ * commit whenever the batch is full (store_commit_when_full; each move stays
+ * whole).
  *
  * Threading: one thread at a time (the broker's storage thread).
  */
@@ -95,12 +96,10 @@ static int dlq_take(store_t *s, group_state_t *g, uint64_t id, int all, int requ
         if (!all) {
             break;
         }
-        if (s->batch_bytes >= STORE_BATCH_MAX_BYTES) { /* the DLQ may be GiBs: one batch per few MiB */
-            store_mark_group(s, g);
-            if (store_commit_durable(s, 0, err, errlen) != 0) {
-                rc = -1;
-                break;
-            }
+        store_mark_group(s, g); /* the DLQ may be GiBs: each batch writes its counters */
+        if (store_commit_when_full(s, err, errlen) != 0) {
+            rc = -1;
+            break;
         }
     }
     if (rc == 0) {

@@ -262,8 +262,9 @@ void store_group_rows(const store_t *s, int by_topic, store_group_row_t **rows, 
 }
 
 /* Delete every key of g's range k->b[0..k->n) ('R' or 'D') with its copy
- * index entry; -1 on a read error. */
-static int delete_range(store_t *s, const group_state_t *g, const key_buf_t *k, char *err, size_t errlen)
+ * index entry, counting each off *count (g's counter of that range) and
+ * committing whenever the batch is full; -1 on a read or write error. */
+static int delete_range(store_t *s, group_state_t *g, const key_buf_t *k, uint64_t *count, char *err, size_t errlen)
 {
     leveldb_iterator_t *it = store_iter_at(s, k);
     const char *key;
@@ -277,6 +278,12 @@ static int delete_range(store_t *s, const group_state_t *g, const key_buf_t *k, 
             break;
         }
         store_del_raw(s, key, klen);
+        (*count)--;
+        store_mark_group(s, g);
+        if (store_commit_when_full(s, err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
     }
     if (rc == 0) {
         rc = store_iter_error(it, "a group range", err, errlen);
@@ -296,23 +303,32 @@ int store_group_delete(store_t *s, const char *group, size_t group_len, int *fou
         return 0;
     }
     *found = 1;
+    /* A group may hold millions of entries: they go in batches of a bounded
+     * size (store_commit_when_full), each of which writes the group's record
+     * with its counters, so after a crash on the way the group is there,
+     * consistent, with fewer entries; the record goes last. */
     store_leases_forget(s, g);
     if (lease_delete_group(s, g, err, errlen) != 0) {
         return -1;
     }
-    static const enum key_tag ranges[] = { KEY_RETRY, KEY_DLQ };
     key_buf_t k;
-    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
-        key_queue_prefix(&k, ranges[i], group, group_len);
-        if (delete_range(s, g, &k, err, errlen) != 0) {
-            return -1;
-        }
+    key_queue_prefix(&k, KEY_RETRY, group, group_len);
+    if (delete_range(s, g, &k, &g->retry_ready, err, errlen) != 0) {
+        return -1;
+    }
+    key_queue_prefix(&k, KEY_DLQ, group, group_len);
+    if (delete_range(s, g, &k, &g->dlq, err, errlen) != 0) {
+        return -1;
+    }
+    /* The record goes, and its write with it: a commit on the way may have
+     * left g on the dirty list, which the next commit would write again. */
+    if (store_commit_durable(s, 0, err, errlen) != 0) {
+        return -1;
     }
     key_record(&k, KEY_GROUP_RECORD, group, group_len);
     store_del(s, &k);
     topic_remove_group(g);
     store_mark_woken(s, g->topic); /* a PULL waiting on it now waits on the topic */
-    /* It is not dirty: store_read_begin committed everything before we started. */
     map_del(&s->groups, group, group_len);
     store_group_free(g);
     s->lease_next_valid = 0;

@@ -235,9 +235,9 @@ int store_read_begin_whole(store_t *s, char *err, size_t errlen)
 
 void store_leases_forget(store_t *s, group_state_t *g)
 {
-    while (g->pend_head != NULL) { /* not marked dirty: the group is being deleted */
+    while (g->pend_head != NULL) {
         pend_release(g, g->pend_head);
-        pend_unlink(s, g, g->pend_head);
+        pend_remove(s, g, g->pend_head);
     }
     map_free(&g->pend_ids, NULL);
 }
@@ -896,20 +896,20 @@ int store_fail(store_t *s, const char *group, size_t group_len, uint64_t id, con
 
 /* ---- a group's leases at GROUP DEL; the lease index of format 2 ------------------------- */
 
-int lease_delete_group(store_t *s, const group_state_t *g, char *err, size_t errlen)
+int lease_delete_group(store_t *s, group_state_t *g, char *err, size_t errlen)
 {
     if (g->inflight == 0) { /* store_leases_forget first: the rest are written */
         return 0;
     }
     /* The lease range is ordered by deadline, every group's leases together:
      * a walk of all of them from the floor, which is rare (GROUP DEL) and
-     * bounded by the leases held. */
+     * bounded by the leases held. The iterator reads what was committed when
+     * it was made, so the commits on the way do not disturb it. */
     leveldb_iterator_t *it = lease_iter_from_floor(s);
     const char *key;
     size_t klen;
     int rc = 0;
-    uint64_t left = g->inflight;
-    for (; left > 0 && store_iter_in_range(it, KEY_LEASE, &key, &klen); leveldb_iter_next(it)) {
+    for (; g->inflight > 0 && store_iter_in_range(it, KEY_LEASE, &key, &klen); leveldb_iter_next(it)) {
         lease_key_t lk;
         if (lease_key_read(s, key, klen, &lk, err, errlen) != 0) {
             rc = -1;
@@ -918,9 +918,9 @@ int lease_delete_group(store_t *s, const group_state_t *g, char *err, size_t err
         if (lk.glen != g->len || memcmp(lk.group, g->name, lk.glen) != 0) {
             continue;
         }
-        store_del_raw(s, key, klen);
-        left--;
-        if (idx_copy_gone(s, g->topic, lk.id, g->name, g->len, g->gen, 0, err, errlen) != 0) {
+        lease_delete(s, g, lk.id, lk.deadline);
+        if (idx_copy_gone(s, g->topic, lk.id, g->name, g->len, g->gen, 0, err, errlen) != 0 ||
+            store_commit_when_full(s, err, errlen) != 0) {
             rc = -1;
             break;
         }
@@ -961,7 +961,7 @@ int lease_index_fold(store_t *s, char *err, size_t errlen)
         idx_copy_put(s, id, g->name, g->len, g->gen, &p);
         store_del_raw(s, key, klen);
         folded++;
-        if (s->pending >= 10000 && store_commit_durable(s, 0, err, errlen) != 0) {
+        if (store_commit_when_full(s, err, errlen) != 0) {
             rc = -1;
             break;
         }

@@ -236,7 +236,10 @@ typedef struct store_group_row {
 void store_group_rows(const store_t *s, int by_topic, store_group_row_t **rows, size_t *n);
 
 /* Delete a group with its retry-ready queue, leases and DLQ (its delayed retries
- * are dropped when they come due). *found gets 1 when it existed. */
+ * are dropped when they come due). *found gets 1 when it existed. Commits
+ * along the way, in batches of a bounded size that each write the group's
+ * counters, its record last: on a failure (-1, the store broken) or a crash
+ * the group is left with fewer entries, and a new call deletes the rest. */
 int store_group_delete(store_t *s, const char *group, size_t group_len, int *found, char *err, size_t errlen);
 
 /* Lease up to count messages to group (fewer when their payloads reach

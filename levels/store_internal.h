@@ -234,6 +234,16 @@ void store_mark_woken(store_t *s, topic_state_t *t);
  * dberr[dberrlen]; the store's state is the caller's to mark. */
 int store_write_batch(store_t *s, int sync, char *dberr, size_t dberrlen);
 
+/* A long operation (GROUP DEL, DLQ REQUEUE/DROP ALL, the lease-index fold at
+ * open) commits unsynced whenever its batch holds STORE_BATCH_MAX_BYTES or
+ * STORE_BATCH_MAX_OPS operations, so it never holds more than one such batch
+ * in memory (the batch, and the deletes index.c remembers until it is
+ * written). Its caller keeps every such batch a consistent store of its own:
+ * a crash between two leaves the work half done, never the store wrong.
+ * 0, or -1 when that commit fails. */
+#define STORE_BATCH_MAX_OPS 10000
+int store_commit_when_full(store_t *s, char *err, size_t errlen);
+
 /* 0, or -1 (naming the original failure) when the store is broken. */
 int store_usable(const store_t *s, char *err, size_t errlen);
 
@@ -313,13 +323,14 @@ int store_leases_write(store_t *s, group_state_t *g, uint64_t until, char *err, 
 int store_read_begin_whole(store_t *s, char *err, size_t errlen);
 
 /* GROUP DEL: drop g's leases not written yet (nothing of them is stored)
- * and its lease list. */
+ * and its lease list; g is marked dirty (its persisted cursor moves). */
 void store_leases_forget(store_t *s, group_state_t *g);
 
 /* GROUP DEL: delete g's leases (their 'I' keys, and their copy index entries
- * through idx_copy_gone) in the pending batch. Walks the whole lease range
+ * through idx_copy_gone), counting each off g->inflight, and commit whenever
+ * the batch is full (store_commit_when_full). Walks the whole lease range
  * from the floor (all groups' leases; read begun by the caller). */
-int lease_delete_group(store_t *s, const group_state_t *g, char *err, size_t errlen);
+int lease_delete_group(store_t *s, group_state_t *g, char *err, size_t errlen);
 
 /* store_open, after the groups and the indexes are loaded: fold a format-2
  * lease index ('J' group id → deadline, topic-log seq) into the copy index

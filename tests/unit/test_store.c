@@ -15,6 +15,7 @@
  * memory a large batch returns), ids, scale (10^6 messages on one level, timed
  * and printed, never asserted on time — CONTRIBUTING.md, "Benchmarks").
  */
+#include "base/alloc.h"
 #include "base/err.h"
 #include "levels/compactor.h"
 #include "levels/logsync.h"
@@ -3467,18 +3468,6 @@ static const tu_test_t level_tests[] = {
     { NULL, NULL },
 };
 
-static const tu_test_t group_tests[] = {
-    { "from first vs now", test_group_from_first_vs_now },
-    { "create twice", test_group_create_twice },
-    { "topic mismatch", test_group_topic_mismatch },
-    { "auto create", test_group_auto_create },
-    { "both groups get everything", test_group_both_get_everything },
-    { "counters", test_group_counters },
-    { "delete", test_group_delete },
-    { "recreate gets no old retries", test_group_recreate_no_old_retries },
-    { "longest names", test_group_longest_names },
-    { NULL, NULL },
-};
 
 /* ---- leases written late (store_options_t.lease_write_delay_ms) ---- */
 
@@ -3499,7 +3488,8 @@ static int payload_digit(const msg_owned_t *m)
 }
 
 /* Run work (0: done) in a forked process on the store of open_write_late,
- * commit, and kill the process with SIGKILL: a crash, no store_close, the
+ * commit (unless work broke the store on purpose), and kill the process
+ * with SIGKILL: a crash, no store_close, the
  * leases it held are lost with it. No CUnit in the child: its exit status
  * says how far it got. */
 typedef int (*crash_work_fn)(store_t *c, char *err, size_t errlen);
@@ -3517,7 +3507,7 @@ static void crash_after_at(crash_work_fn work, int line)
         store_t *c = NULL;
         if (store_open(&o, &c, err, sizeof err) != 0)
             _exit(2);
-        if (work(c, err, sizeof err) != 0 || store_commit(c, err, sizeof err) != 0) {
+        if (work(c, err, sizeof err) != 0 || (!store_broken(c) && store_commit(c, err, sizeof err) != 0)) {
             fprintf(stderr, "crash child: %s\n", err);
             _exit(3);
         }
@@ -3572,6 +3562,85 @@ static store_t *crashed_with_digits_at(int n, crash_work_fn work, int line)
     return s;
 }
 #define CRASHED_WITH_DIGITS(n, work) crashed_with_digits_at((n), (work), __LINE__)
+
+/* ---- GROUP DEL in batches ---- */
+
+#define DEL_LEASES 20000
+#define DEL_DLQ    1000
+
+/* The child of test_group_delete_in_batches: the disk "fills" (RLIMIT_FSIZE:
+ * no file may pass 512 KiB, LevelDB's new log included) while GROUP DEL
+ * deletes g's leases. 0 when the delete failed so and broke the store. */
+static int group_delete_on_a_full_disk(store_t *c, char *err, size_t errlen)
+{
+    signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of the signal */
+    struct rlimit lim = { 512 << 10, 512 << 10 };
+    int found = 0;
+    if (setrlimit(RLIMIT_FSIZE, &lim) != 0) {
+        return -1;
+    }
+    return store_group_delete(c, "g", 1, &found, err, errlen) == -1 && found && store_broken(c) ? 0 : -1;
+}
+
+/* A group holding more than one batch of entries is deleted in batches, each
+ * a consistent store: the disk fills on the way (then the process is
+ * killed), and the reopened store passes store_check with the group still
+ * there, fewer of its leases left and its DLQ whole (the leases go first);
+ * the next GROUP DEL deletes the rest. Another group on the topic keeps
+ * everything. In one batch, the group would be back whole. */
+static void test_group_delete_in_batches(void)
+{
+    store_t *s = open_write_late();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    GROUP_CREATE(s, "k", "t", 1, T0);
+    for (int i = 0; i < DEL_LEASES + DEL_DLQ; i++)
+        SEND(s, "t", "x", 0, 0, T0, NULL);
+    msg_owned_t *m = xmalloc(DEL_DLQ * sizeof *m);
+    for (int leased = 0; leased < DEL_LEASES + DEL_DLQ;) {
+        int n = LEASE_N(s, "g", "t", DEL_DLQ, DAY, T0, m);
+        TU_REQUIRE(n > 0, "leased %d of %d", leased, DEL_LEASES + DEL_DLQ);
+        if (leased == 0) { /* the first ones go to the DLQ */
+            for (int i = 0; i < n; i++)
+                FAIL_DLQ(s, "g", m[i].m.id, "dead", T0);
+        }
+        leased += n;
+        free_msgs(m, n);
+    }
+    free(m);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, DEL_LEASES, DEL_DLQ);
+    CLOSE(&s);
+
+    CRASH_AFTER(group_delete_on_a_full_disk);
+    s = open_write_late();
+    CHECK_STORE(s);
+    store_group_info_t gi;
+    TU_REQUIRE(store_group_info(s, "g", 1, &gi) == 1, "the group is gone after a delete that failed");
+    TU_CHECK(gi.inflight > 0 && gi.inflight < DEL_LEASES && gi.dlq == DEL_DLQ,
+             "after the failed delete: %" PRIu64 " leased (of %d), %" PRIu64 " in the DLQ (of %d)", gi.inflight,
+             DEL_LEASES, gi.dlq, DEL_DLQ);
+
+    char err[512] = "";
+    int found = 0;
+    REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
+    TU_CHECK(found == 1, "found %d", found);
+    TU_CHECK(store_group_info(s, "g", 1, &gi) == 0, "the group is still there");
+    CHECK_STORE(s);
+    CHECK_COUNTS(s, "k", DEL_LEASES + DEL_DLQ, DEL_LEASES + DEL_DLQ, 0, 0, 0, 0);
+}
+
+static const tu_test_t group_tests[] = {
+    { "from first vs now", test_group_from_first_vs_now },
+    { "create twice", test_group_create_twice },
+    { "topic mismatch", test_group_topic_mismatch },
+    { "auto create", test_group_auto_create },
+    { "both groups get everything", test_group_both_get_everything },
+    { "counters", test_group_counters },
+    { "delete", test_group_delete },
+    { "recreate gets no old retries", test_group_recreate_no_old_retries },
+    { "longest names", test_group_longest_names },
+    { "delete in batches: the disk fills on the way", test_group_delete_in_batches },
+    { NULL, NULL },
+};
 
 /* A process that leased six messages with the delay, acknowledged the first
  * in order and the third out of order, committed and was killed (SIGKILL):
