@@ -122,12 +122,14 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
         buf_printf(o, "# Groups\r\n");
         group_acc_t a = { .out = o, .list = 1 };
         store_group_foreach(s, info_group, &a);
+        uint64_t deleting, deleting_entries;
+        store_groups_deleting(s, &deleting, &deleting_entries);
         buf_printf(o,
                    "groups:%llu\r\nready:%llu\r\ninflight:%llu\r\ninflight_unwritten:%llu\r\nretry:%llu\r\n"
-                   "dlq:%llu\r\n",
+                   "dlq:%llu\r\ngroups_deleting:%llu\r\ngroups_deleting_entries:%llu\r\n",
                    (unsigned long long)a.n, (unsigned long long)a.ready, (unsigned long long)a.inflight,
                    (unsigned long long)store_leases_unwritten(s), (unsigned long long)a.retry,
-                   (unsigned long long)a.dlq);
+                   (unsigned long long)a.dlq, (unsigned long long)deleting, (unsigned long long)deleting_entries);
     }
     if (mask & INFO_STORAGE) {
         if (lead || o->len) {
@@ -332,6 +334,12 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
     prom_metric_u64(o, "hourglass_leases_unwritten", "gauge",
                     "Leases held in memory and not written yet (lease-write-delay); in the in-flight counts.",
                     store_leases_unwritten(s));
+    uint64_t deleting, deleting_entries;
+    store_groups_deleting(s, &deleting, &deleting_entries);
+    prom_metric_u64(o, "hourglass_groups_deleting", "gauge",
+                    "Groups GROUP DEL took away whose entries are still being deleted in the background.", deleting);
+    prom_metric_u64(o, "hourglass_groups_deleting_entries", "gauge",
+                    "Leases, retries and DLQ entries those groups still hold.", deleting_entries);
     prom_metric_u64(o, "hourglass_disk_full", "gauge",
                     "1 while the data directory's disk is full and writes are refused.", (uint64_t)st->disk_full);
     prom_metric_u64(o, "hourglass_disk_free_bytes", "gauge", "Free space of the data directory's file system.",

@@ -1294,7 +1294,7 @@ static void *writer_main(void *arg)
             /* Its deletes ride with the next commit. Behind, it comes back
              * soon with a larger step, but never spins the loop: every extra
              * iteration is one more write that can wait behind the fsync. */
-            w->collect_behind = work == budget;
+            w->collect_behind = work >= budget; /* a step of GROUP DEL may pass it by a few */
             w->collect_budget = w->collect_behind ? (budget * 2 < COLLECT_BUDGET_MAX ? budget * 2 : COLLECT_BUDGET_MAX)
                                                   : COLLECT_BUDGET_MIN;
             w->next_collect_mono = now_mono + (w->collect_behind ? COLLECT_BEHIND_MS : COLLECT_PERIOD_MS);

@@ -142,6 +142,7 @@ static void flush_records(store_t *s)
                              .inflight = g->inflight - g->npend,
                              .dlq = g->dlq,
                              .created_ms = g->created_ms,
+                             .flags = g->deleting ? RECORD_GROUP_DELETING : 0,
                              .topic = g->topic->name,
                              .topic_len = g->topic->len };
         key_record(&k, KEY_GROUP_RECORD, g->name, g->len);

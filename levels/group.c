@@ -1,6 +1,7 @@
 /*
  * levels/group.c — topics and groups (see store.h): creating, describing,
- * listing and deleting groups, topic info, and the in-memory maps of both.
+ * listing groups (deleting them: group_delete.c), topic info, and the
+ * in-memory maps of both.
  *
  * A topic exists once something names it (a SEND, a group binding) and is
  * never deleted: its record holds the log's appended / removed counters and
@@ -60,8 +61,7 @@ void store_topic_add_group(group_state_t *g)
     g->topic->gc_nmarks = 0; /* its cursor may be below every sample store_collect took */
 }
 
-/* Unbind g from its topic (store_topic_add_group's reverse). */
-static void topic_remove_group(group_state_t *g)
+void store_topic_remove_group(group_state_t *g)
 {
     group_state_t **at = &g->topic->first_group;
     while (*at != g) {
@@ -194,6 +194,9 @@ int store_group_create(store_t *s, const char *group, size_t group_len, const ch
         return -1;
     }
     group_state_t *g = store_group_get(s, group, group_len);
+    if (g == NULL && group_delete_finish(s, group, group_len, err, errlen) != 0) {
+        return -1;
+    }
     if (g != NULL) {
         return err_set(err, errlen, "group %.*s already exists (bound to topic %.*s)", (int)group_len, group,
                        (int)g->topic->len, g->topic->name);
@@ -259,80 +262,6 @@ void store_group_rows(const store_t *s, int by_topic, store_group_row_t **rows, 
     if (*n > 1) {
         qsort(*rows, *n, sizeof **rows, by_topic ? cmp_group_rows_by_topic : cmp_group_rows);
     }
-}
-
-/* Delete every key of g's range k->b[0..k->n) ('R' or 'D') with its copy
- * index entry, counting each off *count (g's counter of that range) and
- * committing whenever the batch is full; -1 on a read or write error. */
-static int delete_range(store_t *s, group_state_t *g, const key_buf_t *k, uint64_t *count, char *err, size_t errlen)
-{
-    leveldb_iterator_t *it = store_iter_at(s, k);
-    const char *key;
-    size_t klen;
-    int rc = 0;
-    for (; store_iter_in(it, k->b, k->n, &key, &klen); leveldb_iter_next(it)) {
-        msg_t m;
-        if (store_iter_msg(it, &m, "a group range", err, errlen) != 0 ||
-            idx_copy_gone(s, g->topic, m.id, g->name, g->len, g->gen, 0, err, errlen) != 0) {
-            rc = -1;
-            break;
-        }
-        store_del_raw(s, key, klen);
-        (*count)--;
-        store_mark_group(s, g);
-        if (store_commit_when_full(s, err, errlen) != 0) {
-            rc = -1;
-            break;
-        }
-    }
-    if (rc == 0) {
-        rc = store_iter_error(it, "a group range", err, errlen);
-    }
-    leveldb_iter_destroy(it);
-    return rc;
-}
-
-int store_group_delete(store_t *s, const char *group, size_t group_len, int *found, char *err, size_t errlen)
-{
-    *found = 0;
-    if (store_read_begin(s, err, errlen) != 0) {
-        return -1;
-    }
-    group_state_t *g = store_group_get(s, group, group_len);
-    if (g == NULL) {
-        return 0;
-    }
-    *found = 1;
-    /* A group may hold millions of entries: they go in batches of a bounded
-     * size (store_commit_when_full), each of which writes the group's record
-     * with its counters, so after a crash on the way the group is there,
-     * consistent, with fewer entries; the record goes last. */
-    store_leases_forget(s, g);
-    if (lease_delete_group(s, g, err, errlen) != 0) {
-        return -1;
-    }
-    key_buf_t k;
-    key_queue_prefix(&k, KEY_RETRY, group, group_len);
-    if (delete_range(s, g, &k, &g->retry_ready, err, errlen) != 0) {
-        return -1;
-    }
-    key_queue_prefix(&k, KEY_DLQ, group, group_len);
-    if (delete_range(s, g, &k, &g->dlq, err, errlen) != 0) {
-        return -1;
-    }
-    /* The record goes, and its write with it: a commit on the way may have
-     * left g on the dirty list, which the next commit would write again. */
-    if (store_commit_durable(s, 0, err, errlen) != 0) {
-        return -1;
-    }
-    key_record(&k, KEY_GROUP_RECORD, group, group_len);
-    store_del(s, &k);
-    topic_remove_group(g);
-    store_mark_woken(s, g->topic); /* a PULL waiting on it now waits on the topic */
-    map_del(&s->groups, group, group_len);
-    store_group_free(g);
-    s->lease_next_valid = 0;
-    return 0;
 }
 
 /* ---- topics ---------------------------------------------------------------------------- */

@@ -82,9 +82,8 @@ size_t record_group_encode(const record_group_t *r, char *out)
     *p++ = RECORD_GROUP_VERSION;
     be32_put(p, r->max_reconsume);
     p += 4;
-    const uint64_t f[9] = { r->gen,         r->cursor,        r->position,
-                            r->retry_ready, r->retry_delayed, r->inflight,
-                            r->dlq,         r->created_ms,    0 };
+    const uint64_t f[9] = { r->gen,      r->cursor, r->position,   r->retry_ready, r->retry_delayed,
+                            r->inflight, r->dlq,    r->created_ms, r->flags };
     for (int i = 0; i < 9; i++) {
         be64_put(p, f[i]);
         p += 8;
@@ -116,6 +115,7 @@ int record_group_decode(const char *v, size_t vlen, record_group_t *r)
     r->inflight = f[5];
     r->dlq = f[6];
     r->created_ms = f[7];
+    r->flags = f[8];
     r->topic_len = be16_get(p);
     p += 2;
     if (r->topic_len == 0 || r->topic_len > MSG_MAX_NAME || (size_t)(v + vlen - p) != r->topic_len) {

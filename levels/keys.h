@@ -22,7 +22,9 @@
  *                                           A 16-byte record is an older one without it: counted once at open)
  *   'G' group                               group record: u8 version (1), u32 max-reconsume, 9 × u64 (gen,
  *                                           cursor, position, retry-ready, retry-delayed, in-flight, DLQ,
- *                                           created ms, 0 reserved), u16 topic length, the topic's bytes
+ *                                           created ms, flags), u16 topic length, the topic's bytes. Flags:
+ *                                           RECORD_GROUP_DELETING, the group is being deleted (GROUP DEL:
+ *                                           levels/group_delete.c); 0 in a record written before it
  *   'L' level(u8) due(u64) seq(u64)         level queue: a message on its way (msg.h; due_ms the journey's
  *                                           end, dest where it goes then: the topic log or a group's retries)
  *   'T' topic 0x00 seq(u64)                 topic log: a message (stamp_ms: when it entered the log)
@@ -306,9 +308,12 @@ typedef struct record_level {
     uint64_t last_enqueue_ms;
 } record_level_t;
 
+#define RECORD_GROUP_DELETING UINT64_C(1) /* record_group_t.flags */
+
 typedef struct record_group {
     uint32_t max_reconsume;
     uint64_t gen, cursor, position, retry_ready, retry_delayed, inflight, dlq, created_ms;
+    uint64_t flags;    /* RECORD_GROUP_DELETING */
     const char *topic; /* decode: a view into the value */
     size_t topic_len;
 } record_group_t;

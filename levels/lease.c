@@ -34,15 +34,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Leases written (committed or pending), over all groups. */
+/* Leases written (committed or pending), over all groups, those being
+ * deleted too. */
 static uint64_t leases_total(const store_t *s)
 {
     uint64_t n = 0;
-    map_iter_t it = { 0 };
-    void *v;
-    while (map_next(&s->groups, &it, NULL, NULL, &v)) {
-        const group_state_t *g = v;
-        n += g->inflight - g->npend;
+    const map_t *maps[] = { &s->groups, &s->deleting };
+    for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++) {
+        map_iter_t it = { 0 };
+        void *v;
+        while (map_next(maps[i], &it, NULL, NULL, &v)) {
+            const group_state_t *g = v;
+            n += g->inflight - g->npend;
+        }
     }
     return n;
 }
@@ -313,7 +317,7 @@ static int pend_ack(store_t *s, group_state_t *g, uint64_t *sorted, int *n, int 
     return 0; /* the group record, marked by pend_remove, is the ACK's write: committed before its reply */
 }
 
-static void lease_delete(store_t *s, group_state_t *g, uint64_t id, uint64_t deadline)
+void lease_delete(store_t *s, group_state_t *g, uint64_t id, uint64_t deadline)
 {
     key_buf_t k;
     key_lease(&k, deadline, g->name, g->len, id);
@@ -419,7 +423,8 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
     }
     group_state_t *g = store_group_get(s, group, group_len);
     if (g == NULL) {
-        if (store_topic_room(s, topic, topic_len, err, errlen) != 0) {
+        if (store_topic_room(s, topic, topic_len, err, errlen) != 0 ||
+            group_delete_finish(s, group, group_len, err, errlen) != 0) {
             return -1;
         }
         g = store_group_new(s, group, group_len, store_topic_get_or_create(s, topic, topic_len), 1,
@@ -776,8 +781,8 @@ int store_expired_leases(store_t *s, uint64_t now_ms, store_lease_ref_t *out, in
     leveldb_iterator_t *it = lease_iter_from_floor(s);
     const char *key;
     size_t klen;
-    int rc = 0, first = 1;
-    for (; *n < max && store_iter_in_range(it, KEY_LEASE, &key, &klen); leveldb_iter_next(it)) {
+    int rc = 0, first = 1, seen = 0;
+    for (; seen < max && store_iter_in_range(it, KEY_LEASE, &key, &klen); leveldb_iter_next(it)) {
         lease_key_t lk;
         if (lease_key_read(s, key, klen, &lk, err, errlen) != 0) {
             rc = -1;
@@ -790,6 +795,19 @@ int store_expired_leases(store_t *s, uint64_t now_ms, store_lease_ref_t *out, in
         if (lk.deadline > now_ms) {
             break;
         }
+        seen++;
+        group_state_t *dg = map_count(&s->deleting) > 0 ? map_get(&s->deleting, lk.group, lk.glen) : NULL;
+        if (dg != NULL) { /* its group is being deleted: the lease goes now, nobody is told */
+            lease_delete(s, dg, lk.id, lk.deadline);
+            if (idx_copy_gone(s, dg->topic, lk.id, dg->name, dg->len, dg->gen, 0, err, errlen) != 0) {
+                rc = -1;
+                break;
+            }
+            if ((uint64_t)seen == total) {
+                break;
+            }
+            continue;
+        }
         msg_t m;
         if (store_iter_msg(it, &m, "a lease", err, errlen) != 0) {
             rc = -1;
@@ -801,7 +819,7 @@ int store_expired_leases(store_t *s, uint64_t now_ms, store_lease_ref_t *out, in
         r->id = lk.id;
         r->reconsume = m.reconsume;
         r->deadline_ms = lk.deadline;
-        if (*n == max || (uint64_t)*n == total) {
+        if ((uint64_t)seen == total) {
             break;
         }
     }
@@ -894,22 +912,36 @@ int store_fail(store_t *s, const char *group, size_t group_len, uint64_t id, con
     return 0;
 }
 
-/* ---- a group's leases at GROUP DEL; the lease index of format 2 ------------------------- */
+/* ---- a step of GROUP DEL; the lease index of format 2 ----------------------------------- */
 
-int lease_delete_group(store_t *s, group_state_t *g, char *err, size_t errlen)
+int lease_delete_some(store_t *s, group_state_t *g, int budget, int *work, char *err, size_t errlen)
 {
+    *work = 0;
     if (g->inflight == 0) { /* store_leases_forget first: the rest are written */
         return 0;
     }
-    /* The lease range is ordered by deadline, every group's leases together:
-     * a walk of all of them from the floor, which is rare (GROUP DEL) and
-     * bounded by the leases held. The iterator reads what was committed when
-     * it was made, so the commits on the way do not disturb it. */
-    leveldb_iterator_t *it = lease_iter_from_floor(s);
+    leveldb_iterator_t *it;
+    if (g->del_lease_started) {
+        it = store_iter_at(s, &g->del_lease_at);
+    } else {
+        it = lease_iter_from_floor(s);
+        g->del_lease_started = 1;
+        g->del_lease_at.n = 0;
+    }
     const char *key;
     size_t klen;
-    int rc = 0;
+    int rc = 0, ended = 1;
     for (; g->inflight > 0 && store_iter_in_range(it, KEY_LEASE, &key, &klen); leveldb_iter_next(it)) {
+        if (g->del_lease_at.n == klen && memcmp(g->del_lease_at.b, key, klen) == 0) {
+            continue; /* where the last step stopped: looked at already */
+        }
+        if (*work >= budget) {
+            ended = 0;
+            break;
+        }
+        (*work)++;
+        memcpy(g->del_lease_at.b, key, klen);
+        g->del_lease_at.n = klen;
         lease_key_t lk;
         if (lease_key_read(s, key, klen, &lk, err, errlen) != 0) {
             rc = -1;
@@ -919,8 +951,8 @@ int lease_delete_group(store_t *s, group_state_t *g, char *err, size_t errlen)
             continue;
         }
         lease_delete(s, g, lk.id, lk.deadline);
-        if (idx_copy_gone(s, g->topic, lk.id, g->name, g->len, g->gen, 0, err, errlen) != 0 ||
-            store_commit_when_full(s, err, errlen) != 0) {
+        *work += STORE_DELETE_ENTRY_WORK - 1;
+        if (idx_copy_gone(s, g->topic, lk.id, g->name, g->len, g->gen, 0, err, errlen) != 0) {
             rc = -1;
             break;
         }
@@ -929,6 +961,9 @@ int lease_delete_group(store_t *s, group_state_t *g, char *err, size_t errlen)
         rc = store_iter_error(it, "the lease range", err, errlen);
     }
     leveldb_iter_destroy(it);
+    if (rc == 0 && ended && g->inflight > 0) {
+        g->del_lease_started = 0; /* should the count and the range disagree: the next step walks from the floor */
+    }
     return rc;
 }
 

@@ -1,6 +1,7 @@
 /*
  * levels/maintain.c — background upkeep (see store_maintain in store.h):
- * garbage-collecting topic logs and compacting consumed key ranges.
+ * garbage-collecting topic logs, the steps of GROUP DEL (group_delete.c)
+ * and compacting consumed key ranges.
  *
  * A topic log entry is garbage once every group bound to the topic has read
  * past it (its seq is below the smallest cursor), or, for a topic with no
@@ -200,8 +201,11 @@ int store_collect(store_t *s, uint64_t now_ms, uint64_t grace_ms, int max_delete
     if (store_read_begin(s, err, errlen) != 0) {
         return -1;
     }
-    /* deletes ride with the next commit */
-    return collect_topics(s, now_ms, grace_ms, max_deletes, STORE_COLLECT_TOPICS, work, err, errlen);
+    /* deletes ride with the next commit; the groups being deleted get what the GC left of the budget */
+    if (collect_topics(s, now_ms, grace_ms, max_deletes, STORE_COLLECT_TOPICS, work, err, errlen) != 0) {
+        return -1;
+    }
+    return group_delete_steps(s, max_deletes, work, err, errlen);
 }
 
 int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char *err, size_t errlen)
@@ -209,7 +213,7 @@ int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char
     *work = 0;
     if (store_read_begin(s, err, errlen) != 0 || store_leases_write(s, NULL, now_ms, err, errlen) != 0 ||
         collect_topics(s, now_ms, 0, max_deletes, SIZE_MAX, work, err, errlen) != 0 ||
-        store_commit_durable(s, 0, err, errlen) != 0) {
+        group_delete_steps(s, max_deletes, work, err, errlen) != 0 || store_commit_durable(s, 0, err, errlen) != 0) {
         return -1;
     }
     key_buf_t a, b;

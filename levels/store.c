@@ -388,10 +388,14 @@ static int load_groups(store_t *s, char *err, size_t errlen)
         g->dlq = r.dlq;
         g->created_ms = r.created_ms;
         g->topic = store_topic_get_or_create(s, r.topic, r.topic_len);
-        store_topic_add_group(g);
         g->name = xstrndup(key + 1, klen - 1);
         g->len = klen - 1;
-        map_put(&s->groups, g->name, g->len, g);
+        if (r.flags & RECORD_GROUP_DELETING) {
+            group_delete_resume(s, g); /* out of sight, as before the restart */
+        } else {
+            store_topic_add_group(g);
+            map_put(&s->groups, g->name, g->len, g);
+        }
     }
     /* A topic created here only in memory (group with an empty topic log) is
      * written with the next commit; keep it dirty. */
@@ -440,6 +444,7 @@ static void store_free(store_t *s)
         s->pend_first = next;
     }
     map_free(&s->groups, store_group_free);
+    map_free(&s->deleting, store_group_free);
     map_free(&s->topics, store_topic_free);
     map_free(&s->idx_dropped, NULL);
     map_free(&s->sent_keys, NULL);
@@ -469,6 +474,7 @@ int store_open(const store_options_t *o, store_t **out, char *err, size_t errlen
     s->opt.path = s->path;
     map_init(&s->topics);
     map_init(&s->groups);
+    map_init(&s->deleting);
     s->dbopt = leveldb_options_create();
     s->cache = leveldb_cache_create_lru(o->cache_bytes);
     leveldb_options_set_cache(s->dbopt, s->cache);

@@ -236,11 +236,17 @@ typedef struct store_group_row {
 void store_group_rows(const store_t *s, int by_topic, store_group_row_t **rows, size_t *n);
 
 /* Delete a group with its retry-ready queue, leases and DLQ (its delayed retries
- * are dropped when they come due). *found gets 1 when it existed. Commits
- * along the way, in batches of a bounded size that each write the group's
- * counters, its record last: on a failure (-1, the store broken) or a crash
- * the group is left with fewer entries, and a new call deletes the rest. */
+ * are dropped when they come due). *found gets 1 when it existed. The group
+ * is gone at once for every command, and its record says so with the next
+ * commit; its entries are deleted afterwards by store_collect and
+ * store_maintain, a bounded step at a time (levels/group_delete.c), also
+ * after a restart. Creating a group of the same name meanwhile deletes the
+ * rest first. */
 int store_group_delete(store_t *s, const char *group, size_t group_len, int *found, char *err, size_t errlen);
+
+/* The groups GROUP DEL took away whose entries are not all deleted yet, and
+ * how many entries (leases, retries, DLQ) they still hold. */
+void store_groups_deleting(const store_t *s, uint64_t *groups, uint64_t *entries);
 
 /* Lease up to count messages to group (fewer when their payloads reach
  * max_lease_bytes; at least one): its retry-ready queue first, then the

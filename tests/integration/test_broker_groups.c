@@ -332,6 +332,63 @@ static void test_group_del(void)
     BP_CHECK(k == 3, "another group got %d of 3 after a GROUP DEL", k);
 }
 
+/* INFO field of a broker, as a number (-1 when missing). */
+static long long info_number(const char *field)
+{
+    char v[32] = "", e[512];
+    if (bp_info_field(&bt_conn, field, v, sizeof v, e, sizeof e) != 0)
+        return -1;
+    return atoll(v);
+}
+
+/* GROUP DEL of a group holding 3 000 leases: the answer comes at once and
+ * the group is gone for every command, INFO counts its entries down to 0
+ * while they are deleted in the background (/metrics too), and the name
+ * can be taken by a new PULL, which starts from the oldest message. */
+static void test_group_del_big(void)
+{
+    bt_start(NULL);
+    char e[1024];
+    static char ids[3000][32];
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "keep", "orders", NULL) == 0, "%s", e);
+    send_many("orders", 3000, ids, "b");
+    for (int taken = 0; taken < 3000;) {
+        resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "big", "orders", "COUNT", "1000", "LEASE", "10m", NULL);
+        BP_REQUIRE(r != NULL && r->count > 0, "PULL after %d: %s", taken, r == NULL ? e : "empty");
+        taken += (int)r->count;
+        resp_reply_free(r);
+    }
+    BP_CHECK(info_number("groups_deleting") == 0 && info_number("groups_deleting_entries") == 0,
+             "before GROUP DEL: groups_deleting %lld, entries %lld", info_number("groups_deleting"),
+             info_number("groups_deleting_entries"));
+    long long n = -1;
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "GROUP", "DEL", "big", NULL) == 0 && n == 1, "GROUP DEL: %s", e);
+    long long v;
+    BP_CHECK(bp_group_field(&bt_conn, "big", "inflight", &v, e, sizeof e) == 0, "deleted group still listed");
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "ACK", "big", ids[0], NULL) == 0, "%s", e);
+    BP_CHECK(n == 0, "ACK on a deleted group released %lld", n);
+    uint64_t end = tu_now_mono_ms() + 60000;
+    while (info_number("groups_deleting_entries") != 0 && tu_now_mono_ms() < end) {
+        struct timespec ts = { 0, 20 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    BP_CHECK(info_number("groups_deleting_entries") == 0 && info_number("groups_deleting") == 0,
+             "60 s after GROUP DEL: groups_deleting %lld, entries %lld", info_number("groups_deleting"),
+             info_number("groups_deleting_entries"));
+    static char body[1 << 17];
+    BP_REQUIRE(tu_http_get(bt_broker.metrics_port, "/metrics", body, sizeof body) == 200, "GET /metrics");
+    BP_CHECK(strstr(body, "\nhourglass_groups_deleting 0\n") != NULL &&
+                 strstr(body, "\nhourglass_groups_deleting_entries 0\n") != NULL,
+             "/metrics lacks hourglass_groups_deleting{,_entries} 0");
+    resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "big", "orders", "COUNT", "1", NULL);
+    rc_msg_t m;
+    BP_REQUIRE(r != NULL && r->count == 1 && rc_msg_at(r, 0, &m, e, sizeof e) == 0, "PULL of the new group: %s", e);
+    BP_CHECK(strncmp(m.id, ids[0], strlen(ids[0])) == 0, "the new group starts at %.16s, want %s", m.id, ids[0]);
+    resp_reply_free(r);
+    BP_CHECK(bp_group_field(&bt_conn, "big", "inflight", &v, e, sizeof e) == 1 && v == 1, "new group in flight %lld",
+             v);
+}
+
 static void test_bound_to_other_topic(void)
 {
     bt_start(NULL);
@@ -460,6 +517,7 @@ static const tu_test_t groups_tests[] = {
     { "GROUP CREATE FROM NOW / FROM FIRST", test_create_from_now_and_first },
     { "GROUP LIST fields and order", test_group_list },
     { "GROUP DEL", test_group_del },
+    { "GROUP DEL of a big group: deleted in the background", test_group_del_big },
     { "a group bound to another topic is an error", test_bound_to_other_topic },
     { "waiting PULLs of a group are served in arrival order", test_blocked_pulls_in_order },
     { "leases written late are counted apart until written", test_leases_written_late_counted },

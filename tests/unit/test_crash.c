@@ -4,7 +4,9 @@
  * A forked child runs a random mix of every store operation — sends (single and
  * batched, levels and chained delays), revokes, due moves, leases, ACKs, TOUCHes, NACKs
  * with the retry policy, lease expiries, DLQ parking, requeues and drops,
- * topic-log GC — against one data directory, until the parent SIGKILLs it at a random moment.
+ * topic-log GC, and GROUP DEL of a third group whose entries the maintenance
+ * steps then delete — against one data directory, until the parent SIGKILLs
+ * it at a random moment.
  * The parent reopens the store after each kill and checks conservation:
  *   - store_check: every counter equals the contents (a topic's delayed
  *     counter too), every value decodes, the lease index matches the leases,
@@ -43,6 +45,9 @@
 
 #define GROUPS 2
 static const char *const group_names[GROUPS] = { "g1", "g2" };
+/* A third group, leased from, NACKed, deleted (GROUP DEL) and created again
+ * by its next PULL at random: store_check watches it, the model does not. */
+#define CHURN   "gx"
 #define TOPIC   "t"
 #define MAX_IDS (1 << 22)
 
@@ -283,7 +288,32 @@ static void child_run(unsigned seed)
                 }
                 msg_owned_free(&m[0]);
             }
-        } else { /* topic-log GC */
+        } else if (rand() % 2 == 0) { /* the churned group: leased from, NACKed, deleted, created again */
+            msg_owned_t m[32];
+            int n = 0;
+            if (store_lease(s, CHURN, 2, TOPIC, 1, 1 + rand() % 32, 200 + (uint64_t)(rand() % 4000), now, m, &n, err,
+                            sizeof err) != 0) {
+                child_fail("lease " CHURN, err);
+            }
+            for (int i = 0; i < n; i++) {
+                if (rand() % 4 == 0) { /* a delayed retry, retry-ready later */
+                    sched_nack_req_t q = { .level = 1, .reason = "churn", .reason_len = 5 };
+                    int found;
+                    uint64_t due;
+                    if (sched_nack(sc, CHURN, 2, m[i].m.id, &q, &found, &due, NULL, err, sizeof err) != 0) {
+                        child_fail("nack " CHURN, err);
+                    }
+                }
+                msg_owned_free(&m[i]);
+            }
+            int found;
+            if (rand() % 3 == 0 && store_group_delete(s, CHURN, 2, &found, err, sizeof err) != 0) {
+                child_fail("group delete", err);
+            }
+            if (store_commit(s, err, sizeof err) != 0) {
+                child_fail("commit", err);
+            }
+        } else { /* topic-log GC, and the steps of GROUP DEL */
             int work;
             if (store_maintain(s, now, 1 + rand() % 200, &work, err, sizeof err) != 0) {
                 child_fail("maintain", err);
@@ -309,6 +339,7 @@ typedef struct model {
     uint64_t max_id;
     char problem[512];
     uint64_t ranges_seen[128];
+    uint64_t deleting_seen; /* checks that found CHURN deleted with entries left (its steps cut short) */
 } model_t;
 
 static model_t *M;
@@ -376,6 +407,9 @@ static int scan_entry(void *ctx, const store_entry_t *e)
         }
     } else {
         int g = group_index(&m->group);
+        if (g < 0 && m->group.len == 2 && memcmp(m->group.ptr, CHURN, 2) == 0) {
+            return 0;
+        }
         if (g < 0) {
             snprintf(M->problem, sizeof M->problem, "message %llu in range %c of an unknown group",
                      (unsigned long long)m->id, e->range);
@@ -415,6 +449,11 @@ static int verify_store(store_t *s, int round)
     if (store_check(s, err, sizeof err) != 0) {
         fprintf(stderr, "round %d: store_check: %s\n", round, err);
         return -1;
+    }
+    uint64_t deleting, deleting_entries;
+    store_groups_deleting(s, &deleting, &deleting_entries);
+    if (deleting > 0 && deleting_entries > 0) {
+        M->deleting_seen++;
     }
     static cursor_ctx_t cc;
     cc.n = 0;
@@ -480,7 +519,7 @@ static size_t accepted_count(void)
 static int all_ranges_seen(void)
 {
     return M->ranges_seen['L'] && M->ranges_seen['T'] && M->ranges_seen['I'] && M->ranges_seen['D'] &&
-           M->ranges_seen['R'] && M->ranges_seen['r'];
+           M->ranges_seen['R'] && M->ranges_seen['r'] && M->deleting_seen;
 }
 
 static void test_kill_and_reopen(void)
@@ -556,6 +595,8 @@ static void test_kill_and_reopen(void)
            accepted, (unsigned long long)M->ranges_seen['L'], (unsigned long long)M->ranges_seen['T'],
            (unsigned long long)M->ranges_seen['R'], (unsigned long long)M->ranges_seen['I'],
            (unsigned long long)M->ranges_seen['D'], (unsigned long long)M->ranges_seen['r']);
+    printf("  checks that found " CHURN " being deleted with entries left: %llu\n",
+           (unsigned long long)M->deleting_seen);
     /* The mix must really have exercised every range, or the test proves little. */
     CU_ASSERT(accepted > MIN_ACCEPTED);
     CU_ASSERT(M->ranges_seen['L'] > 0);
@@ -564,6 +605,7 @@ static void test_kill_and_reopen(void)
     CU_ASSERT(M->ranges_seen['D'] > 0);
     CU_ASSERT(M->ranges_seen['R'] > 0);
     CU_ASSERT(M->ranges_seen['r'] > 0);
+    CU_ASSERT(M->deleting_seen > 0);
     tu_rmtree(dir);
     free(M);
 }

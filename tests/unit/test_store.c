@@ -61,6 +61,34 @@ static void check_store_at(store_t *s, int line)
 }
 #define CHECK_STORE(s) check_store_at((s), __LINE__)
 
+/* The groups being deleted and the entries they hold yet. */
+static void check_deleting_at(store_t *s, uint64_t groups, uint64_t entries, int line)
+{
+    uint64_t g = 0, e = 0;
+    store_groups_deleting(s, &g, &e);
+    TU_CHECK_AT(g == groups && e == entries, line,
+                "being deleted: %" PRIu64 " groups, %" PRIu64 " entries; want %" PRIu64 ", %" PRIu64, g, e, groups,
+                entries);
+}
+#define CHECK_DELETING(s, groups, entries) check_deleting_at((s), (groups), (entries), __LINE__)
+
+/* Run the steps of GROUP DEL (store_collect with a grace no entry of the
+ * topic logs outlives: no GC) until no group is being deleted; committed. */
+static void drain_deletes_at(store_t *s, int line)
+{
+    char err[512] = "";
+    uint64_t groups = 1, entries = 0;
+    for (int i = 0; i < 100000 && groups > 0; i++) {
+        int work = 0;
+        TU_REQUIRE_AT(store_collect(s, T0, UINT64_MAX, 512, &work, err, sizeof err) == 0, line, "store_collect: %s",
+                      err);
+        store_groups_deleting(s, &groups, &entries);
+    }
+    TU_REQUIRE_AT(groups == 0, line, "%" PRIu64 " groups still being deleted (%" PRIu64 " entries)", groups, entries);
+    TU_REQUIRE_AT(store_commit(s, err, sizeof err) == 0, line, "commit: %s", err);
+}
+#define DRAIN_DELETES(s) drain_deletes_at((s), __LINE__)
+
 /* A refusal: rc must be -1 and err must contain every fragment given. */
 static void check_refusal_at(int rc, const char *err, int line, const char *frag1, const char *frag2)
 {
@@ -1852,18 +1880,23 @@ static void test_group_delete(void)
     TU_CHECK(found == 1, "found %d", found);
     store_group_info_t gi;
     TU_CHECK(store_group_info(s, "g", 1, &gi) == 0, "deleted group still has info");
+    CHECK_DELETING(s, 1, 4); /* 2 leases, 1 retry-ready, 1 DLQ: deleted in the background */
     CHECK_STORE(s);
-    /* its leases are gone */
-    TU_CHECK(probe_lease_get(s, "g", 1, ids[3], NULL, NULL, err, sizeof err) == 0, "lease of deleted group");
+    /* its expired leases go without a word */
     store_lease_ref_t refs[16];
     int ne = -1;
     REQUIRE_OK(store_expired_leases(s, T0 + DAY, refs, 16, &ne, err, sizeof err), err);
     TU_CHECK(ne == 2 && strcmp(refs[0].group, "keep") == 0 && strcmp(refs[1].group, "gg") == 0,
              "expired leases after delete: %d (first %s)", ne, ne > 0 ? refs[0].group : "-");
-    /* its DLQ is gone */
+    CHECK_DELETING(s, 1, 2);
+    TU_CHECK(probe_lease_get(s, "g", 1, ids[3], NULL, NULL, err, sizeof err) == 0, "lease of deleted group");
+    /* its DLQ is out of sight, then gone */
     n = -1;
     REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 10, m, &n, err, sizeof err), err);
     TU_CHECK(n == 0, "DLQ of a deleted group lists %d", n);
+    CHECK_STORE(s);
+    DRAIN_DELETES(s);
+    CHECK_DELETING(s, 0, 0);
     /* the delayed retry is dropped when due */
     CHECK_EQ_U64(level_depth(s, 3), 1);
     int ready = -1;
@@ -3563,32 +3596,15 @@ static store_t *crashed_with_digits_at(int n, crash_work_fn work, int line)
 }
 #define CRASHED_WITH_DIGITS(n, work) crashed_with_digits_at((n), (work), __LINE__)
 
-/* ---- GROUP DEL in batches ---- */
+/* ---- GROUP DEL in the background ---- */
 
 #define DEL_LEASES 20000
 #define DEL_DLQ    1000
 
-/* The child of test_group_delete_in_batches: the disk "fills" (RLIMIT_FSIZE:
- * no file may pass 512 KiB, LevelDB's new log included) while GROUP DEL
- * deletes g's leases. 0 when the delete failed so and broke the store. */
-static int group_delete_on_a_full_disk(store_t *c, char *err, size_t errlen)
-{
-    signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of the signal */
-    struct rlimit lim = { 512 << 10, 512 << 10 };
-    int found = 0;
-    if (setrlimit(RLIMIT_FSIZE, &lim) != 0) {
-        return -1;
-    }
-    return store_group_delete(c, "g", 1, &found, err, errlen) == -1 && found && store_broken(c) ? 0 : -1;
-}
-
-/* A group holding more than one batch of entries is deleted in batches, each
- * a consistent store: the disk fills on the way (then the process is
- * killed), and the reopened store passes store_check with the group still
- * there, fewer of its leases left and its DLQ whole (the leases go first);
- * the next GROUP DEL deletes the rest. Another group on the topic keeps
- * everything. In one batch, the group would be back whole. */
-static void test_group_delete_in_batches(void)
+/* A store of the delay (open_write_late) where group g on topic t holds
+ * DEL_LEASES leases and DEL_DLQ DLQ entries, and group k has them all in
+ * its backlog. */
+static store_t *open_with_a_big_group(void)
 {
     store_t *s = open_write_late();
     GROUP_CREATE(s, "g", "t", 1, T0);
@@ -3607,25 +3623,126 @@ static void test_group_delete_in_batches(void)
         free_msgs(m, n);
     }
     free(m);
+    store_lease_ref_t refs[1];
+    int n = -1;
+    char err[512] = "";
+    REQUIRE_OK(store_expired_leases(s, T0 + WRITE_DELAY, refs, 1, &n, err, sizeof err), err); /* writes them */
+    TU_REQUIRE(n == 0 && store_leases_unwritten(s) == 0, "expired %d, unwritten %" PRIu64, n,
+               store_leases_unwritten(s));
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, DEL_LEASES, DEL_DLQ);
-    CLOSE(&s);
+    return s;
+}
 
-    CRASH_AFTER(group_delete_on_a_full_disk);
-    s = open_write_late();
-    CHECK_STORE(s);
-    store_group_info_t gi;
-    TU_REQUIRE(store_group_info(s, "g", 1, &gi) == 1, "the group is gone after a delete that failed");
-    TU_CHECK(gi.inflight > 0 && gi.inflight < DEL_LEASES && gi.dlq == DEL_DLQ,
-             "after the failed delete: %" PRIu64 " leased (of %d), %" PRIu64 " in the DLQ (of %d)", gi.inflight,
-             DEL_LEASES, gi.dlq, DEL_DLQ);
+/* The child of test_group_delete_steps: the disk "fills" (RLIMIT_FSIZE: no
+ * file may pass 512 KiB, LevelDB's new log included) while the maintenance
+ * steps delete g's leases. 0 when a step's commit failed so and broke the
+ * store. */
+static int group_delete_steps_on_a_full_disk(store_t *c, char *err, size_t errlen)
+{
+    signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of the signal */
+    struct rlimit lim = { 512 << 10, 512 << 10 };
+    if (setrlimit(RLIMIT_FSIZE, &lim) != 0) {
+        return -1;
+    }
+    for (int i = 0; i < 1000; i++) {
+        int work = 0;
+        if (store_collect(c, T0, UINT64_MAX, 512, &work, err, errlen) != 0 || store_commit(c, err, errlen) != 0) {
+            return store_broken(c) ? 0 : -1;
+        }
+    }
+    return -1;
+}
 
+/* GROUP DEL of a group with 21 000 entries returns at once: the group is
+ * gone for every command (and for GROUP CREATE: the name is free), and the
+ * maintenance steps delete its entries, 512 keys at a time. The disk fills
+ * on the way and the process is killed: the reopened store passes
+ * store_check, the group is still out of sight, being deleted, with fewer
+ * of its leases left and its DLQ whole (the leases go first); the steps go
+ * on and delete the rest. The other group keeps everything. */
+static void test_group_delete_steps(void)
+{
+    store_t *s = open_with_a_big_group();
     char err[512] = "";
     int found = 0;
     REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
     TU_CHECK(found == 1, "found %d", found);
-    TU_CHECK(store_group_info(s, "g", 1, &gi) == 0, "the group is still there");
+    store_group_info_t gi;
+    TU_CHECK(store_group_info(s, "g", 1, &gi) == 0, "the group is there after GROUP DEL");
+    CHECK_DELETING(s, 1, DEL_LEASES + DEL_DLQ);
+    int n = -1;
+    msg_owned_t m[1];
+    REQUIRE_OK(store_dlq_list(s, "g", 1, 0, 1, m, &n, err, sizeof err), err);
+    TU_CHECK(n == 0, "the DLQ of a deleted group lists %d", n);
+    int released = -1;
+    uint64_t id = 1;
+    REQUIRE_OK(store_ack(s, "g", 1, &id, 1, &released, err, sizeof err), err);
+    TU_CHECK(released == 0, "an ACK on a deleted group released %d", released);
+    CHECK_STORE(s);
+    CLOSE(&s);
+
+    CRASH_AFTER(group_delete_steps_on_a_full_disk);
+    s = open_write_late();
+    CHECK_STORE(s);
+    TU_CHECK(store_group_info(s, "g", 1, &gi) == 0, "the group is back after a restart");
+    uint64_t groups = 0, entries = 0;
+    store_groups_deleting(s, &groups, &entries);
+    TU_CHECK(groups == 1 && entries > DEL_DLQ && entries < DEL_LEASES + DEL_DLQ,
+             "after the disk filled: %" PRIu64 " groups being deleted, %" PRIu64 " entries left (of %d)", groups,
+             entries, DEL_LEASES + DEL_DLQ);
+
+    DRAIN_DELETES(s);
     CHECK_STORE(s);
     CHECK_COUNTS(s, "k", DEL_LEASES + DEL_DLQ, DEL_LEASES + DEL_DLQ, 0, 0, 0, 0);
+    CLOSE(&s);
+    s = open_write_late();
+    CHECK_DELETING(s, 0, 0);
+    CHECK_STORE(s);
+}
+
+/* A group created under the name of one still being deleted (GROUP CREATE:
+ * pull 0, or the PULL that creates it: pull 1) deletes the rest of the old
+ * one first: the new group starts empty, and nothing of the old one comes
+ * back, after a restart neither. */
+static void group_delete_then_create(int pull)
+{
+    store_t *s = open_with_a_big_group();
+    char err[512] = "";
+    int found = 0, work = 0;
+    REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
+    REQUIRE_OK(store_collect(s, T0, UINT64_MAX, 512, &work, err, sizeof err), err); /* one step */
+    uint64_t groups = 0, entries = 0;
+    store_groups_deleting(s, &groups, &entries);
+    TU_CHECK(groups == 1 && entries > 0 && entries < DEL_LEASES + DEL_DLQ && work >= 512,
+             "after a step of work %d: %" PRIu64 " groups being deleted, %" PRIu64 " entries", work, groups, entries);
+    msg_owned_t m[1];
+    if (pull) {
+        TU_CHECK(LEASE_N(s, "g", "t", 1, LEASE, T0 + SEC, m) == 1, "the PULL leased nothing");
+        free_msgs(m, 1);
+    } else {
+        GROUP_CREATE(s, "g", "t", 0, T0 + SEC);
+    }
+    CHECK_DELETING(s, 0, 0);
+    CHECK_STORE(s);
+    CLOSE(&s);
+    s = open_write_late();
+    uint64_t backlog = pull ? DEL_LEASES + DEL_DLQ - 1 : 0; /* a PULL creates it from the first */
+    CHECK_COUNTS(s, "g", backlog, backlog, 0, 0, (uint64_t)pull, 0);
+    store_lease_ref_t refs[4];
+    int ne = -1;
+    REQUIRE_OK(store_expired_leases(s, T0 + 2 * DAY, refs, 4, &ne, err, sizeof err), err);
+    TU_CHECK(ne == pull, "expired leases: %d", ne);
+    CHECK_STORE(s);
+}
+
+static void test_group_delete_then_create(void)
+{
+    group_delete_then_create(0);
+}
+
+static void test_group_delete_then_pull(void)
+{
+    group_delete_then_create(1);
 }
 
 static const tu_test_t group_tests[] = {
@@ -3638,7 +3755,9 @@ static const tu_test_t group_tests[] = {
     { "delete", test_group_delete },
     { "recreate gets no old retries", test_group_recreate_no_old_retries },
     { "longest names", test_group_longest_names },
-    { "delete in batches: the disk fills on the way", test_group_delete_in_batches },
+    { "deleted in steps: the disk fills on the way", test_group_delete_steps },
+    { "deleted in steps: created again meanwhile", test_group_delete_then_create },
+    { "deleted in steps: a PULL creates it again meanwhile", test_group_delete_then_pull },
     { NULL, NULL },
 };
 
@@ -3742,6 +3861,7 @@ static void test_lease_late_groups(void)
     CHECK_EQ_U64(store_next_lease_deadline(s), T0 + 20 + WRITE_DELAY);
     REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
     CHECK_EQ_U64(store_leases_unwritten(s), 1);
+    DRAIN_DELETES(s); /* g's first, written, goes */
     CHECK_EQ_U64(store_next_lease_deadline(s), T0 + 30 + WRITE_DELAY);
     REQUIRE_OK(store_expired_leases(s, T0 + 30 + WRITE_DELAY, refs, 4, &n, err, sizeof err), err);
     CHECK_EQ_U64(store_leases_unwritten(s), 0);

@@ -1,0 +1,204 @@
+/*
+ * levels/group_delete.c — GROUP DEL (see store.h): a group deleted in the
+ * background, a bounded step at a time.
+ *
+ * A group may hold millions of leases, retries and DLQ entries, and deleting
+ * them all at once would stop the storage thread for seconds (about 8 µs an
+ * entry). So GROUP DEL only takes the group out of sight: out of the groups
+ * map (every command then finds no such group) and out of its topic's list
+ * (its cursor no longer holds the topic log back), into store_t.deleting,
+ * with RECORD_GROUP_DELETING in its record. The writer's maintenance steps
+ * (store_collect, store_maintain) then delete its entries, a budget of keys
+ * at a time: its leases (the whole lease range in deadline order, from where
+ * the last step stopped), then its retry-ready queue, then its DLQ; the
+ * record goes with the last entry. An expired lease of such a group is
+ * deleted by the expiry scan itself and reported to nobody.
+ *
+ * What stays true meanwhile:
+ * - Its counters (in-flight, retry-ready, DLQ) count what is left, and every
+ *   commit writes them with its record, so store_check verifies them and a
+ *   restart (which finds the flag) goes on where the deletes stopped.
+ * - Its copies are a deleted group's to the indexes: they keep no 'X' alive
+ *   (idx_copy_gone finds it gone or not, both fine), its delayed retries are
+ *   dropped when they come due, as a deleted group's always were.
+ * - A group of the same name cannot be created while the old one's entries
+ *   are left (their keys are by name): creating it (GROUP CREATE, a PULL)
+ *   deletes the rest first, in batches of a bounded size; only that command
+ *   waits for it.
+ *
+ * Threading: one thread at a time (the broker's storage thread).
+ */
+#include "levels/store_internal.h"
+#include "base/err.h"
+
+#include <string.h>
+
+static int delete_done(store_t *s, group_state_t *g, char *err, size_t errlen);
+
+int store_group_delete(store_t *s, const char *group, size_t group_len, int *found, char *err, size_t errlen)
+{
+    *found = 0;
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
+    group_state_t *g = store_group_get(s, group, group_len);
+    if (g == NULL) {
+        return 0;
+    }
+    *found = 1;
+    store_leases_forget(s, g);
+    store_topic_remove_group(g);
+    store_mark_woken(s, g->topic); /* a PULL waiting on it now waits on the topic */
+    map_del(&s->groups, group, group_len);
+    group_delete_resume(s, g);
+    if (g->inflight == 0 && g->retry_ready == 0 && g->dlq == 0) {
+        return delete_done(s, g, err, errlen); /* nothing to delete: at once */
+    }
+    store_mark_group(s, g); /* its record is written with the flag */
+    return 0;
+}
+
+void group_delete_resume(store_t *s, group_state_t *g)
+{
+    g->deleting = 1;
+    g->del_lease_started = 0;
+    g->del_retry_from = 0;
+    g->del_dlq_from = 0;
+    map_put(&s->deleting, g->name, g->len, g);
+}
+
+/* Delete entries of g's range tag ('R' or 'D') from seq *from on, with
+ * their copy index entries, counting each off *count, until *work_done
+ * reaches budget. */
+static int delete_queue_some(store_t *s, group_state_t *g, enum key_tag tag, uint64_t *from, uint64_t *count,
+                             int budget, int *work_done, char *err, size_t errlen)
+{
+    key_buf_t k;
+    key_queue_prefix(&k, tag, g->name, g->len);
+    size_t plen = k.n;
+    key_u64(&k, *from);
+    leveldb_iterator_t *it = store_iter_at(s, &k);
+    const char *key;
+    size_t klen;
+    int rc = 0;
+    for (; *count > 0 && *work_done < budget && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
+        msg_t m;
+        if (klen != plen + 8 ||
+            store_iter_msg(it, &m, tag == KEY_DLQ ? "the DLQ" : "a retry queue", err, errlen) != 0 ||
+            idx_copy_gone(s, g->topic, m.id, g->name, g->len, g->gen, 0, err, errlen) != 0) {
+            rc =
+                klen != plen + 8 ? err_set(err, errlen, "corrupt key in group %s's range in %s", g->name, s->path) : -1;
+            break;
+        }
+        *from = be64_get(key + plen) + 1;
+        store_del_raw(s, key, klen);
+        (*count)--;
+        *work_done += STORE_DELETE_ENTRY_WORK;
+        store_mark_group(s, g);
+    }
+    if (rc == 0) {
+        rc = store_iter_error(it, tag == KEY_DLQ ? "the DLQ" : "a retry queue", err, errlen);
+    }
+    leveldb_iter_destroy(it);
+    return rc;
+}
+
+/* A step of g's deletion, until *work_done reaches budget (lease.c's
+ * STORE_DELETE_ENTRY_WORK); *left gets whether entries are left. */
+static int delete_some(store_t *s, group_state_t *g, int budget, int *work_done, int *left, char *err, size_t errlen)
+{
+    int n = 0;
+    if (lease_delete_some(s, g, budget, &n, err, errlen) != 0) {
+        return -1;
+    }
+    *work_done += n;
+    if (g->inflight == 0 &&
+        delete_queue_some(s, g, KEY_RETRY, &g->del_retry_from, &g->retry_ready, budget, work_done, err, errlen) != 0) {
+        return -1;
+    }
+    if (g->inflight == 0 && g->retry_ready == 0 &&
+        delete_queue_some(s, g, KEY_DLQ, &g->del_dlq_from, &g->dlq, budget, work_done, err, errlen) != 0) {
+        return -1;
+    }
+    *left = g->inflight > 0 || g->retry_ready > 0 || g->dlq > 0;
+    return 0;
+}
+
+/* g has nothing left: its record goes (after a commit of what is pending,
+ * which may write it once more), and g with it. */
+static int delete_done(store_t *s, group_state_t *g, char *err, size_t errlen)
+{
+    if (g->dirty && store_commit_durable(s, 0, err, errlen) != 0) {
+        return -1;
+    }
+    key_buf_t k;
+    key_record(&k, KEY_GROUP_RECORD, g->name, g->len);
+    store_del(s, &k);
+    map_del(&s->deleting, g->name, g->len);
+    store_group_free(g);
+    s->lease_next_valid = 0;
+    return 0;
+}
+
+int group_delete_steps(store_t *s, int max_work, int *work, char *err, size_t errlen)
+{
+    while (*work < max_work && map_count(&s->deleting) > 0) {
+        map_iter_t it = { 0 };
+        void *v;
+        if (!map_next(&s->deleting, &it, NULL, NULL, &v)) {
+            break;
+        }
+        group_state_t *g = v;
+        int left = 1, work_done = 0;
+        if (delete_some(s, g, max_work - *work, &work_done, &left, err, errlen) != 0) {
+            return -1;
+        }
+        *work += work_done;
+        if (left) {
+            /* out of budget (or, should the counters be wrong, to walk the
+             * leases again): the next call, which reads what this one
+             * deleted as committed — a walk now would meet it again */
+            break;
+        }
+        if (delete_done(s, g, err, errlen) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int group_delete_finish(store_t *s, const char *name, size_t len, char *err, size_t errlen)
+{
+    group_state_t *g = map_get(&s->deleting, name, len);
+    if (g == NULL) {
+        return 0;
+    }
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
+    for (int left = 1; left;) {
+        int work_done = 0;
+        if (delete_some(s, g, STORE_BATCH_MAX_OPS, &work_done, &left, err, errlen) != 0 ||
+            store_commit_durable(s, 0, err, errlen) != 0) {
+            return -1;
+        }
+        if (left && work_done == 0) {
+            return err_set(err, errlen,
+                           "group %.*s is being deleted, but its counters name entries the store does not hold",
+                           (int)len, name);
+        }
+    }
+    return delete_done(s, g, err, errlen);
+}
+
+void store_groups_deleting(const store_t *s, uint64_t *groups, uint64_t *entries)
+{
+    *groups = map_count(&s->deleting);
+    *entries = 0;
+    map_iter_t it = { 0 };
+    void *v;
+    while (map_next(&s->deleting, &it, NULL, NULL, &v)) {
+        const group_state_t *g = v;
+        *entries += g->inflight + g->retry_ready + g->dlq;
+    }
+}
