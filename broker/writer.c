@@ -18,8 +18,9 @@
  *    SEND waits behind at most about that much listing work, however many
  *    listings other clients queued (it waited behind all of them: 3.1 s at
  *    worst under hourglass-limits-bench's pressure part, 0.5 s now). A
- *    connection's cancel (it closed) also drops its queued read-only jobs:
- *    nobody reads them.
+ *    connection's cancel (it closed) also drops its queued read-only jobs
+ *    and PULL … BLOCKs not run yet: nobody reads them, and a blocked client
+ *    that leaves gets nothing leased.
  *  - One iteration = take every queued job, run them as above, commit them
  *    (one synced write; one per STORE_BATCH_MAX_BYTES of writes when a burst
  *    holds more, so the batch never holds a whole burst), post their
@@ -835,16 +836,20 @@ static int is_listing(const job_t *j)
     return j->reply_estimate > 0;
 }
 
-/* Nobody will read this job's reply and running it changes nothing, so it
- * may be dropped unanswered (its connection closed). */
+/* Its connection closed and nobody will read its reply: it may be dropped
+ * unanswered when running it changes nothing, or when it is a PULL … BLOCK
+ * not run yet — a blocked client that leaves gets nothing leased, whether
+ * its PULL had parked (cancel_parked) or was still queued behind other work
+ * (the loop counts it blocked from the moment it is submitted). */
 static int droppable(const job_t *j)
 {
-    return j->reads_only && j->audit == NULL && j->complete == NULL;
+    return (j->reads_only || j->block_set) && j->audit == NULL && j->complete == NULL;
 }
 
-/* A connection closed: drop its parked jobs and its queued read-only ones
+/* A connection closed: drop its parked jobs and its queued droppable ones
  * (a client closed for not reading its listings costs no more storage
- * work). Its queued writes still run: their outcome is durable either way. */
+ * work). Its other queued writes still run: their outcome is durable either
+ * way. */
 static void cancel_conn(writer_t *w, uint64_t conn_id)
 {
     cancel_parked(w, conn_id);
