@@ -72,8 +72,11 @@ void store_topic_remove_group(group_state_t *g)
 }
 
 group_state_t *store_group_new(store_t *s, const char *name, size_t len, topic_state_t *t, int from_first,
-                               uint32_t max_reconsume, uint64_t now_ms)
+                               uint32_t max_reconsume, uint64_t now_ms, char *err, size_t errlen)
 {
+    if (group_delete_finish(s, name, len, err, errlen) != 0) { /* its entries are keyed by name too */
+        return NULL;
+    }
     group_state_t *g = xcalloc(1, sizeof *g);
     g->name = xstrndup(name, len);
     g->len = len;
@@ -194,9 +197,6 @@ int store_group_create(store_t *s, const char *group, size_t group_len, const ch
         return -1;
     }
     group_state_t *g = store_group_get(s, group, group_len);
-    if (g == NULL && group_delete_finish(s, group, group_len, err, errlen) != 0) {
-        return -1;
-    }
     if (g != NULL) {
         return err_set(err, errlen, "group %.*s already exists (bound to topic %.*s)", (int)group_len, group,
                        (int)g->topic->len, g->topic->name);
@@ -205,8 +205,10 @@ int store_group_create(store_t *s, const char *group, size_t group_len, const ch
         return err_set(err, errlen, "max-reconsume %d exceeds the limit of %d", max_reconsume, STORE_MAX_MAX_RECONSUME);
     }
     uint32_t mr = max_reconsume < 0 ? s->opt.max_reconsume : (uint32_t)max_reconsume;
-    store_group_new(s, group, group_len, store_topic_get_or_create(s, topic, topic_len), from_first, mr, now_ms);
-    return 0;
+    return store_group_new(s, group, group_len, store_topic_get_or_create(s, topic, topic_len), from_first, mr, now_ms,
+                           err, errlen) != NULL
+               ? 0
+               : -1;
 }
 
 int store_group_info(const store_t *s, const char *group, size_t group_len, store_group_info_t *out)

@@ -60,10 +60,7 @@ int store_group_delete(store_t *s, const char *group, size_t group_len, int *fou
 
 void group_delete_resume(store_t *s, group_state_t *g)
 {
-    g->deleting = 1;
-    g->del_lease_started = 0;
-    g->del_retry_from = 0;
-    g->del_dlq_from = 0;
+    g->deleting = 1; /* its step positions are 0: from the start of each range */
     map_put(&s->deleting, g->name, g->len, g);
 }
 
@@ -73,6 +70,7 @@ void group_delete_resume(store_t *s, group_state_t *g)
 static int delete_queue_some(store_t *s, group_state_t *g, enum key_tag tag, uint64_t *from, uint64_t *count,
                              int budget, int *work_done, char *err, size_t errlen)
 {
+    const char *what = tag == KEY_DLQ ? "the DLQ" : "a retry queue";
     key_buf_t k;
     key_queue_prefix(&k, tag, g->name, g->len);
     size_t plen = k.n;
@@ -82,12 +80,14 @@ static int delete_queue_some(store_t *s, group_state_t *g, enum key_tag tag, uin
     size_t klen;
     int rc = 0;
     for (; *count > 0 && *work_done < budget && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
+        if (klen != plen + 8) {
+            rc = err_set(err, errlen, "corrupt key in group %s's range in %s", g->name, s->path);
+            break;
+        }
         msg_t m;
-        if (klen != plen + 8 ||
-            store_iter_msg(it, &m, tag == KEY_DLQ ? "the DLQ" : "a retry queue", err, errlen) != 0 ||
+        if (store_iter_msg(it, &m, what, err, errlen) != 0 ||
             idx_copy_gone(s, g->topic, m.id, g->name, g->len, g->gen, 0, err, errlen) != 0) {
-            rc =
-                klen != plen + 8 ? err_set(err, errlen, "corrupt key in group %s's range in %s", g->name, s->path) : -1;
+            rc = -1;
             break;
         }
         *from = be64_get(key + plen) + 1;
@@ -97,7 +97,7 @@ static int delete_queue_some(store_t *s, group_state_t *g, enum key_tag tag, uin
         store_mark_group(s, g);
     }
     if (rc == 0) {
-        rc = store_iter_error(it, tag == KEY_DLQ ? "the DLQ" : "a retry queue", err, errlen);
+        rc = store_iter_error(it, what, err, errlen);
     }
     leveldb_iter_destroy(it);
     return rc;

@@ -317,7 +317,7 @@ static int pend_ack(store_t *s, group_state_t *g, uint64_t *sorted, int *n, int 
     return 0; /* the group record, marked by pend_remove, is the ACK's write: committed before its reply */
 }
 
-void lease_delete(store_t *s, group_state_t *g, uint64_t id, uint64_t deadline)
+static void lease_delete(store_t *s, group_state_t *g, uint64_t id, uint64_t deadline)
 {
     key_buf_t k;
     key_lease(&k, deadline, g->name, g->len, id);
@@ -329,6 +329,14 @@ void lease_delete(store_t *s, group_state_t *g, uint64_t id, uint64_t deadline)
         s->lease_next_valid = 0;
     }
     s->lease_pops_since_compact++;
+}
+
+/* A lease of g, being deleted (GROUP DEL), goes: lease_delete and its copy
+ * index entry. Nobody is told. */
+static int lease_drop(store_t *s, group_state_t *g, uint64_t id, uint64_t deadline, char *err, size_t errlen)
+{
+    lease_delete(s, g, id, deadline);
+    return idx_copy_gone(s, g->topic, id, g->name, g->len, g->gen, 0, err, errlen);
 }
 
 /* ---- leasing ------------------------------------------------------------------------- */
@@ -423,12 +431,14 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
     }
     group_state_t *g = store_group_get(s, group, group_len);
     if (g == NULL) {
-        if (store_topic_room(s, topic, topic_len, err, errlen) != 0 ||
-            group_delete_finish(s, group, group_len, err, errlen) != 0) {
+        if (store_topic_room(s, topic, topic_len, err, errlen) != 0) {
             return -1;
         }
         g = store_group_new(s, group, group_len, store_topic_get_or_create(s, topic, topic_len), 1,
-                            s->opt.max_reconsume, now_ms);
+                            s->opt.max_reconsume, now_ms, err, errlen);
+        if (g == NULL) {
+            return -1;
+        }
     } else if (g->topic->len != topic_len || memcmp(g->topic->name, topic, topic_len) != 0) {
         return err_set(err, errlen, "group %.*s is bound to topic %.*s, not %.*s", (int)group_len, group,
                        (int)g->topic->len, g->topic->name, (int)topic_len, topic);
@@ -797,9 +807,8 @@ int store_expired_leases(store_t *s, uint64_t now_ms, store_lease_ref_t *out, in
         }
         seen++;
         group_state_t *dg = map_count(&s->deleting) > 0 ? map_get(&s->deleting, lk.group, lk.glen) : NULL;
-        if (dg != NULL) { /* its group is being deleted: the lease goes now, nobody is told */
-            lease_delete(s, dg, lk.id, lk.deadline);
-            if (idx_copy_gone(s, dg->topic, lk.id, dg->name, dg->len, dg->gen, 0, err, errlen) != 0) {
+        if (dg != NULL) { /* its group is being deleted: the lease goes now */
+            if (lease_drop(s, dg, lk.id, lk.deadline, err, errlen) != 0) {
                 rc = -1;
                 break;
             }
@@ -920,14 +929,7 @@ int lease_delete_some(store_t *s, group_state_t *g, int budget, int *work, char 
     if (g->inflight == 0) { /* store_leases_forget first: the rest are written */
         return 0;
     }
-    leveldb_iterator_t *it;
-    if (g->del_lease_started) {
-        it = store_iter_at(s, &g->del_lease_at);
-    } else {
-        it = lease_iter_from_floor(s);
-        g->del_lease_started = 1;
-        g->del_lease_at.n = 0;
-    }
+    leveldb_iterator_t *it = g->del_lease_at.n > 0 ? store_iter_at(s, &g->del_lease_at) : lease_iter_from_floor(s);
     const char *key;
     size_t klen;
     int rc = 0, ended = 1;
@@ -950,9 +952,8 @@ int lease_delete_some(store_t *s, group_state_t *g, int budget, int *work, char 
         if (lk.glen != g->len || memcmp(lk.group, g->name, lk.glen) != 0) {
             continue;
         }
-        lease_delete(s, g, lk.id, lk.deadline);
         *work += STORE_DELETE_ENTRY_WORK - 1;
-        if (idx_copy_gone(s, g->topic, lk.id, g->name, g->len, g->gen, 0, err, errlen) != 0) {
+        if (lease_drop(s, g, lk.id, lk.deadline, err, errlen) != 0) {
             rc = -1;
             break;
         }
@@ -962,7 +963,7 @@ int lease_delete_some(store_t *s, group_state_t *g, int budget, int *work, char 
     }
     leveldb_iter_destroy(it);
     if (rc == 0 && ended && g->inflight > 0) {
-        g->del_lease_started = 0; /* should the count and the range disagree: the next step walks from the floor */
+        g->del_lease_at.n = 0; /* should the count and the range disagree: the next step walks from the floor */
     }
     return rc;
 }

@@ -142,8 +142,7 @@ struct group_state {
      * its topic's list, in store_t.deleting, its leases, retries and DLQ
      * deleted a step at a time; where the next step goes on */
     int deleting;
-    int del_lease_started;                 /* del_lease_at holds the last lease key a step went through */
-    key_buf_t del_lease_at;                /* (every group's leases share the range) */
+    key_buf_t del_lease_at;                /* the last lease key a step went through (n 0: none yet) */
     uint64_t del_retry_from, del_dlq_from; /* the seq the next step seeks in each range */
 };
 
@@ -352,10 +351,6 @@ void store_leases_forget(store_t *s, group_state_t *g);
  * the deletes are left pending. */
 int lease_delete_some(store_t *s, group_state_t *g, int budget, int *work, char *err, size_t errlen);
 
-/* Delete a lease found in the lease range (by key: deadline, id): its 'I'
- * key, g's in-flight count, the lease floor's hint. */
-void lease_delete(store_t *s, group_state_t *g, uint64_t id, uint64_t deadline);
-
 /* store_open, after the groups and the indexes are loaded: fold a format-2
  * lease index ('J' group id → deadline, topic-log seq) into the copy index
  * entries of those leases and delete it, in committed batches (each entry in
@@ -384,11 +379,13 @@ int store_topic_room(const store_t *s, const char *topic, size_t topic_len, char
  * first_group (store_group_new, and store_open for the groups it loads). */
 void store_topic_add_group(group_state_t *g);
 
-/* A new group bound to t (the name is checked and free): from_first starts at
- * t's oldest retained entry, else at the next append. Its record is dirty and
- * counts as a pending write. */
+/* A new group bound to t (the name is checked and no live group has it):
+ * from_first starts at t's oldest retained entry, else at the next append.
+ * Its record is dirty and counts as a pending write. A group of the name
+ * still being deleted is deleted to the end first (group_delete_finish);
+ * NULL, with err, when that fails. */
 group_state_t *store_group_new(store_t *s, const char *name, size_t len, topic_state_t *t, int from_first,
-                               uint32_t max_reconsume, uint64_t now_ms);
+                               uint32_t max_reconsume, uint64_t now_ms, char *err, size_t errlen);
 
 /* Unbind g from its topic (store_topic_add_group's reverse). */
 void store_topic_remove_group(group_state_t *g);
@@ -401,8 +398,8 @@ void store_topic_remove_group(group_state_t *g);
  * freed commits first (its record must not be written again). 0, or -1. */
 int group_delete_steps(store_t *s, int max_work, int *work, char *err, size_t errlen);
 
-/* Before a group of this name is created: a group of the name being deleted
- * is deleted to the end now, in batches (store_commit_when_full). 0 (also
+/* Before a group of this name is created (store_group_new): a group of the
+ * name being deleted is deleted to the end now, a commit per step. 0 (also
  * when none was), or -1. */
 int group_delete_finish(store_t *s, const char *name, size_t len, char *err, size_t errlen);
 
