@@ -69,6 +69,10 @@
 #include "tests/helpers/broker_test.h"
 #include "tests/helpers/testutil.h"
 
+/* Broker flags for messages of up to 1 MiB: the payload, its bulk string and
+ * the whole query around it. */
+#define ONE_MB_MESSAGES "--max-payload", "1mb", "--max-bulk", "1mb", "--max-query", "2mb"
+
 #define REFUSED "-ERR max number of clients reached\r\n"
 
 /* Let this process hold at least want descriptors. */
@@ -424,12 +428,7 @@ static void test_pressure(void)
                             "64mb",
                             "--max-reply-buffer",
                             "16mb",
-                            "--max-payload",
-                            "1mb",
-                            "--max-bulk",
-                            "1mb",
-                            "--max-query",
-                            "2mb",
+                            ONE_MB_MESSAGES,
                             "--max-inflight-bytes",
                             "8mb",
                             "--max-pull-bytes",
@@ -554,19 +553,9 @@ static void test_fair_share(void)
         QUEUED_AT_LEAST = 16
     };
     /* nothing closes the listers or pauses their parsing: every listing reaches the storage queue */
-    const char *extra[] = { "--max-client-memory",
-                            "0",
-                            "--max-inflight-bytes",
-                            "1gb",
-                            "--max-payload",
-                            "1mb",
-                            "--max-bulk",
-                            "1mb",
-                            "--max-query",
-                            "2mb",
-                            "--max-pull-bytes",
-                            "4mb",
-                            NULL };
+    const char *extra[] = {
+        "--max-client-memory", "0", "--max-inflight-bytes", "1gb", ONE_MB_MESSAGES, "--max-pull-bytes", "4mb", NULL
+    };
     char e[512], v[64];
     bt_start(extra);
     bt_conn.timeout_ms = 120000;
@@ -649,9 +638,7 @@ static void test_woken_budget(void)
         WAITERS = 24
     };
     const long long budget = 64LL << 20;
-    const char *extra[] = {
-        "--max-client-memory", "64mb", "--max-payload", "1mb", "--max-bulk", "1mb", "--max-query", "2mb", NULL
-    };
+    const char *extra[] = { "--max-client-memory", "64mb", ONE_MB_MESSAGES, NULL };
     char e[512], v[64];
     need_fds(WAITERS + 100);
     bt_start(extra);
