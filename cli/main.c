@@ -183,7 +183,8 @@ static const command_t commands[] = {
       "the DLQ (0..1000; default the broker's max-reconsume). Exit 1 when the group exists (the broker "
       "names its topic)." },
     { "group del", cli_cmd_group_del, "GROUP",
-      "Delete a consumer group with its retry queue, leases and DLQ (the broker's admin role; audited). "
+      "Delete a consumer group with its retry queue, leases and DLQ (the broker's admin role; audited): it is gone "
+      "at once, its entries are deleted in the background (INFO groups_deleting_entries). "
       "Exit 1 when there is no such group." },
     { "info", cli_cmd_info, "[SECTION]",
       "The broker's INFO text (sections: server clients levels groups storage stats). "
