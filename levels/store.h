@@ -342,15 +342,39 @@ int store_dlq_list(store_t *s, const char *group, size_t group_len, uint64_t aft
 
 /* Requeue one DLQ message (id) or all (all = 1) into the group's retry-ready
  * queue with reconsume reset to 0, so it gets the whole retry schedule again.
- * *count gets how many moved. ALL commits (unsynced) each time the pending
- * batch reaches STORE_BATCH_MAX_BYTES: every move is whole, a crash between
- * two batches leaves the rest in the DLQ. The same for DLQ DROP ALL. */
+ * *count gets how many moved. One id is one move in the pending batch; ALL is
+ * a whole walk (store_dlq_walk_step) in steps of STORE_BATCH_MAX_OPS. The
+ * same for DLQ DROP. */
 int store_dlq_requeue(store_t *s, const char *group, size_t group_len, uint64_t id, int all, uint64_t now_ms,
                       uint64_t *count, char *err, size_t errlen);
 
 /* Delete one DLQ message (id) or all. *count gets how many. */
 int store_dlq_drop(store_t *s, const char *group, size_t group_len, uint64_t id, int all, uint64_t *count, char *err,
                    size_t errlen);
+
+/* DLQ REQUEUE/DROP ALL a step at a time, so that a DLQ of millions does not
+ * hold the storage thread for seconds: start with the struct zeroed but for
+ * requeue, call store_dlq_walk_step until done. Each step takes at most max
+ * entries (and at most STORE_BATCH_MAX_BYTES of them) in id order from where
+ * the last one stopped and commits them (unsynced; a crash between two steps
+ * leaves the rest in the DLQ, each move whole). Other commands may run
+ * between steps: an entry parked meanwhile is taken if its id is past the
+ * walk's place, and the walk ends (done) at the DLQ's end or when the group
+ * it started on is gone (deleted, or deleted and created again). On -1
+ * (err set) count still says what earlier steps took; the failed step's
+ * moves may be in the pending batch (the store is broken if its commit
+ * failed). */
+typedef struct store_dlq_walk {
+    int requeue;      /* 1: requeue, 0: drop */
+    int started;      /* the first step found the group ... */
+    uint64_t gen;     /* ... of this generation */
+    uint64_t next_id; /* where the next step starts */
+    uint64_t count;   /* entries requeued or dropped by the committed steps */
+    int done;
+} store_dlq_walk_t;
+
+int store_dlq_walk_step(store_t *s, const char *group, size_t group_len, store_dlq_walk_t *walk, uint64_t max,
+                        uint64_t now_ms, char *err, size_t errlen);
 
 /* ---- topics ---------------------------------------------------------------- */
 

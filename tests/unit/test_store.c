@@ -2638,6 +2638,72 @@ static void test_dlq_drop(void)
     CHECK_STORE(s);
 }
 
+/* DLQ REQUEUE/DROP ALL a step at a time (store_dlq_walk_step): each step
+ * takes at most its max in id order and commits; what another command does
+ * between steps is respected (an entry dropped ahead is not counted); the
+ * walk ends at the DLQ's end, and at once when its group was deleted, or
+ * deleted and created again (the new group's DLQ is not touched). */
+static void test_dlq_walk(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t ids[10];
+    fill_dlq(s, 10, ids);
+    char err[512] = "";
+    store_dlq_walk_t walk = { .requeue = 1 };
+    REQUIRE_OK(store_dlq_walk_step(s, "g", 1, &walk, 3, T0 + 10, err, sizeof err), err);
+    TU_CHECK(walk.count == 3 && !walk.done, "first step: %" PRIu64 " done %d", walk.count, walk.done);
+    CHECK_EQ_U64(store_pending_bytes(s), 0);
+    CHECK_COUNTS(s, "g", 3, 0, 3, 0, 0, 7);
+    CHECK_STORE(s);
+    uint64_t cnt = 0;
+    REQUIRE_OK(store_dlq_drop(s, "g", 1, ids[5], 0, &cnt, err, sizeof err), err); /* between two steps */
+    CHECK_EQ_U64(cnt, 1);
+    REQUIRE_OK(store_dlq_walk_step(s, "g", 1, &walk, 3, T0 + 10, err, sizeof err), err);
+    TU_CHECK(walk.count == 6 && !walk.done, "second step: %" PRIu64 " done %d", walk.count, walk.done);
+    REQUIRE_OK(store_dlq_walk_step(s, "g", 1, &walk, 3, T0 + 10, err, sizeof err), err);
+    TU_CHECK(walk.count == 9 && walk.done, "last step: %" PRIu64 " done %d", walk.count, walk.done);
+    REQUIRE_OK(store_dlq_walk_step(s, "g", 1, &walk, 3, T0 + 10, err, sizeof err), err);
+    CHECK_EQ_U64(walk.count, 9);
+    CHECK_COUNTS(s, "g", 9, 0, 9, 0, 0, 0);
+    msg_owned_t m[10];
+    int n = LEASE_N(s, "g", "t", 10, LEASE, T0 + 20, m);
+    TU_REQUIRE(n == 9, "leased %d", n);
+    for (int i = 0, k = 0; i < 10; i++) {
+        if (i != 5) {
+            TU_CHECK(m[k].m.id == ids[i] && m[k].m.reconsume == 0, "requeued #%d: id %" PRIu64, k, m[k].m.id);
+            k++;
+        }
+    }
+    free_msgs(m, n);
+    CHECK_STORE(s);
+    CLOSE(&s);
+
+    /* the group deleted between two steps, then created again */
+    s = OPEN_DEFAULT();
+    fill_dlq(s, 6, ids);
+    store_dlq_walk_t drop = { .requeue = 0 };
+    REQUIRE_OK(store_dlq_walk_step(s, "g", 1, &drop, 2, T0 + 10, err, sizeof err), err);
+    CHECK_EQ_U64(drop.count, 2);
+    int found = 0;
+    REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
+    TU_REQUIRE(found == 1, "group not found");
+    REQUIRE_OK(store_dlq_walk_step(s, "g", 1, &drop, 2, T0 + 10, err, sizeof err), err);
+    TU_CHECK(drop.done && drop.count == 2, "after GROUP DEL: %" PRIu64 " done %d", drop.count, drop.done);
+    GROUP_CREATE(s, "g", "t", 0, T0); /* the group of that name again, FROM NOW: its DLQ is past the walk's place */
+    fill_dlq(s, 3, ids);
+    drop.done = 0; /* as if the delete had come between its steps */
+    REQUIRE_OK(store_dlq_walk_step(s, "g", 1, &drop, 2, T0 + 10, err, sizeof err), err);
+    TU_CHECK(drop.done && drop.count == 2, "after the group was created again: %" PRIu64 " done %d", drop.count,
+             drop.done);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 3);
+    store_dlq_walk_t all = { .requeue = 0 };
+    REQUIRE_OK(store_dlq_walk_step(s, "g", 1, &all, 2, T0 + 10, err, sizeof err), err);
+    REQUIRE_OK(store_dlq_walk_step(s, "g", 1, &all, 2, T0 + 10, err, sizeof err), err);
+    TU_CHECK(all.done && all.count == 3, "the new group's walk: %" PRIu64 " done %d", all.count, all.done);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
+    CHECK_STORE(s);
+}
+
 /* ========================================================= suite: topics */
 
 static void test_topic_info(void)
@@ -3140,8 +3206,9 @@ static void test_large_batch_memory_returned(void)
 
 /* A batch is bounded in bytes (STORE_BATCH_MAX_BYTES): 12 due messages of
  * 1 MiB are moved in several calls, each leaving at most the bound plus one
- * message pending, and DLQ REQUEUE ALL of 12 such messages commits on the way,
- * so it never holds more either; every counter stays right (CHECK_STORE). */
+ * message pending, and a step of DLQ REQUEUE ALL of 12 such messages stops
+ * there too (and commits), so it never holds more either; every counter stays
+ * right (CHECK_STORE). */
 static void test_batch_bounded_in_bytes(void)
 {
     enum {
@@ -3182,11 +3249,19 @@ static void test_batch_bounded_in_bytes(void)
     free_msgs(m, n);
     COMMIT(s);
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, COUNT);
-    uint64_t cnt = 0;
-    REQUIRE_OK(store_dlq_requeue(s, "g", 1, 0, 1, T0 + 4 * SEC, &cnt, err, sizeof err), err);
-    CHECK_EQ_U64(cnt, COUNT);
-    TU_CHECK(store_pending_bytes(s) <= most, "DLQ REQUEUE ALL left %" PRIu64 " bytes pending (bound %" PRIu64 ")",
-             store_pending_bytes(s), (uint64_t)STORE_BATCH_MAX_BYTES);
+    store_dlq_walk_t walk = { .requeue = 1 };
+    int steps = 0;
+    while (!walk.done && steps < 2 * COUNT) {
+        uint64_t before = walk.count;
+        REQUIRE_OK(store_dlq_walk_step(s, "g", 1, &walk, 1000, T0 + 4 * SEC, err, sizeof err), err);
+        steps++;
+        uint64_t took = walk.count - before;
+        TU_CHECK(walk.done || (took >= 1 && took * PAYLOAD <= most), "DLQ REQUEUE ALL step %d took %" PRIu64, steps,
+                 took);
+        CHECK_EQ_U64(store_pending_bytes(s), 0); /* each step commits its own */
+    }
+    CHECK_EQ_U64(walk.count, COUNT);
+    TU_CHECK(walk.done && steps >= 3, "DLQ REQUEUE ALL in %d steps (want several)", steps);
     CHECK_COUNTS(s, "g", COUNT, 0, COUNT, 0, 0, 0);
     CHECK_STORE(s);
     CLOSE(&s);
@@ -4018,11 +4093,8 @@ static const tu_test_t lease_tests[] = {
 };
 
 static const tu_test_t dlq_tests[] = {
-    { "list", test_dlq_list },
-    { "list byte budget", test_dlq_list_byte_budget },
-    { "requeue", test_dlq_requeue },
-    { "drop", test_dlq_drop },
-    { NULL, NULL },
+    { "list", test_dlq_list }, { "list byte budget", test_dlq_list_byte_budget }, { "requeue", test_dlq_requeue },
+    { "drop", test_dlq_drop }, { "requeue or drop all in steps", test_dlq_walk }, { NULL, NULL },
 };
 
 static void check_topic_at(store_t *s, const char *topic, uint64_t delayed, uint64_t ready, uint64_t retained, int line)
