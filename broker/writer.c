@@ -21,6 +21,12 @@
  *    connection's cancel (it closed) also drops its queued read-only jobs
  *    and PULL … BLOCKs not run yet: nobody reads them, and a blocked client
  *    that leaves gets nothing leased.
+ *  - A job that steps (JOB_AGAIN: DLQ REQUEUE/DROP ALL) goes back to the
+ *    head of its connection's queue and runs once per iteration, so the
+ *    other connections' jobs, the commit, the scheduler and the parked
+ *    jobs run between its steps and its connection's later jobs wait
+ *    behind it; it is not answered, and makes no promise, until its last
+ *    step. writer_stopping tells it to finish.
  *  - One iteration = take every queued job, run them as above, commit them
  *    (one synced write; one per STORE_BATCH_MAX_BYTES of writes when a burst
  *    holds more, so the batch never holds a whole burst), post their
@@ -136,6 +142,8 @@ struct writer {
     uint64_t next_collect_mono; /* the next store_collect step */
     int collect_budget;         /* its budget: COLLECT_BUDGET_MIN, doubled per full step */
     int collect_behind;         /* the last step filled its budget: the next one comes without a job */
+    uint64_t iteration;         /* iterations of writer_main so far (a JOB_AGAIN job steps once per iteration) */
+    int stopping;               /* writer_stop was asked: this iteration's copy (writer_stopping) */
     /* disk full (broker/diskguard.h): writes refused until space returns */
     uint64_t disk_reserve;
     int disk_full;
@@ -168,6 +176,19 @@ void job_free(job_t *j)
 }
 
 /* ---- lists ------------------------------------------------------------------ */
+
+static void list_push_front(job_list_t *l, job_t *j)
+{
+    j->prev = NULL;
+    j->next = l->head;
+    if (l->head) {
+        l->head->prev = j;
+    } else {
+        l->tail = j;
+    }
+    l->head = j;
+    l->n++;
+}
 
 static void list_push(job_list_t *l, job_t *j)
 {
@@ -617,6 +638,11 @@ storage_stats_t *writer_stats(writer_t *w)
 {
     return &w->stats;
 }
+int writer_stopping(writer_t *w)
+{
+    return w->stopping;
+}
+
 uint64_t writer_now(writer_t *w)
 {
     return sched_wall_clock(w);
@@ -750,7 +776,8 @@ static void count_budgeted(writer_t *w, job_t *j)
     }
 }
 
-static void run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t now_mono)
+/* Run j: it ends in done, parked, or (JOB_AGAIN, returned) with the caller. */
+static job_result_t run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t now_mono)
 {
     if (w->store == NULL) {
         char msg[600];
@@ -759,7 +786,7 @@ static void run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t now_mono)
         pthread_mutex_unlock(&w->done_mu);
         fail_job(j, msg);
         list_push(done, j);
-        return;
+        return JOB_DONE;
     }
     if (w->disk_full && !j->reads_only) {
         resp_buf_clear(&j->reply);
@@ -767,20 +794,24 @@ static void run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t now_mono)
         j->failed = 1;
         w->stats.disk_full_refusals++;
         list_push(done, j);
-        return;
+        return JOB_DONE;
     }
     if (!wake_reserve(w, j)) { /* no client memory for a PULL BLOCK's reply yet: it waits parked */
         parked_add(w, j, now_mono);
-        return;
+        return JOB_PARK;
     }
     job_result_t r = j->exec(j, w);
+    if (r == JOB_AGAIN) {
+        return r; /* not answered yet: its promise is made by the step that finishes it */
+    }
     w->batch_durable |= j->durable;
     if (r == JOB_PARK && j->block_set) {
         parked_add(w, j, now_mono);
-    } else {
-        count_budgeted(w, j);
-        list_push(done, j);
+        return JOB_PARK;
     }
+    count_budgeted(w, j);
+    list_push(done, j);
+    return JOB_DONE;
 }
 
 static void cancel_parked(writer_t *w, uint64_t conn_id)
@@ -911,11 +942,17 @@ static size_t fair_serve(writer_t *w, job_list_t *done, uint64_t now_mono)
         for (size_t k = 0, turns = map_count(&w->fair_queues); k < turns && w->ring != NULL; k++) {
             conn_queue_t *next = q->ring_next;
             job_t *j = q->jobs.head;
-            if (!is_listing(j) || listing_bytes < FAIR_LISTING_BYTES) {
+            int stepped = j->again_iteration == w->iteration; /* a step per iteration: see JOB_AGAIN */
+            if (!stepped && (!is_listing(j) || listing_bytes < FAIR_LISTING_BYTES)) {
                 list_pop(&q->jobs);
                 w->fair_queued--;
                 atomic_fetch_sub(&w->nqueued, 1);
-                run_exec(w, j, done, now_mono);
+                if (run_exec(w, j, done, now_mono) == JOB_AGAIN) {
+                    j->again_iteration = w->iteration; /* back at the head of its connection's queue */
+                    list_push_front(&q->jobs, j);
+                    w->fair_queued++;
+                    atomic_fetch_add(&w->nqueued, 1);
+                }
                 if (is_listing(j)) {
                     listing_bytes += j->reply.raw.len > 0 ? j->reply.raw.len : 1;
                 }
@@ -1227,6 +1264,8 @@ static void *writer_main(void *arg)
         w->q_len = 0;
         int stopping = w->stop_requested;
         pthread_mutex_unlock(&w->mu);
+        w->stopping = stopping;
+        w->iteration++;
 
         uint64_t now_mono = mono_ms();
         atomic_store(&w->heartbeat_mono, now_mono);

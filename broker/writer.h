@@ -56,7 +56,11 @@ typedef struct job job_t;
 
 typedef enum job_result {
     JOB_DONE = 0, /* reply written: post it */
-    JOB_PARK = 1  /* nothing to do yet: keep it (see wake/expire) */
+    JOB_PARK = 1, /* nothing to do yet: keep it (see wake/expire) */
+    JOB_AGAIN = 2 /* one bounded step of a long command done (DLQ REQUEUE/DROP ALL), its writes committed or
+                     pending: run it again in the next iteration, after the other connections' jobs, the
+                     commit, the scheduler and the parked jobs (its connection's later jobs wait behind it).
+                     It must finish (JOB_DONE) once writer_stopping says so. */
 } job_result_t;
 
 #define JOB_CANCEL_KIND 1 /* internal: drop parked jobs of conn_id */
@@ -92,6 +96,7 @@ struct job {
     job_t *topic_next, *topic_prev; /* writer-private: the parked jobs of one wake_topic */
     job_t *conn_next, *conn_prev;   /* writer-private: the parked jobs of one connection */
     size_t heap_pos;                /* writer-private: 1 + its place in the deadline heap, 0: none */
+    uint64_t again_iteration;       /* writer-private: the iteration in which it last returned JOB_AGAIN */
     resp_buf_t reply;               /* the reply bytes (RESP), or text for complete() */
     char *audit;                    /* loop thread, audited commands (cmd_table.c): who ran what; NULL: not audited */
     char audit_result[192];         /* storage thread, optional: what it changed ("" = summarised from the reply) */
@@ -172,5 +177,6 @@ store_t *writer_store(writer_t *w);
 sched_t *writer_sched(writer_t *w);
 storage_stats_t *writer_stats(writer_t *w);
 uint64_t writer_now(writer_t *w); /* wall-clock ms (the scheduler's clock) */
+int writer_stopping(writer_t *w); /* 1: the broker is stopping: a job that steps (JOB_AGAIN) finishes now */
 
 #endif

@@ -15,6 +15,11 @@
 
 #define CLI_PAYLOAD_COLUMN 40    /* payload characters shown in dlq list */
 #define CLI_DLQ_ALL_PAGE   "500" /* entries per DLQ LIST of dlq list --all */
+/* requeue/drop --all: the broker moves the DLQ in steps (2–4 µs an entry
+ * when idle) and answers after the last, so the reply timeout grows by this
+ * much per entry, up to a day (--timeout's own bound) */
+#define DLQ_ALL_US_PER_ENTRY 50
+#define DLQ_ALL_MAX_WAIT_MS  86400000u
 
 /* The fields of one DLQ LIST entry [id, key, payload, reconsume, reason, parked_ms]. */
 typedef struct dlq_entry {
@@ -264,14 +269,22 @@ static int dlq_move(cli_t *cli, const char *name, const char *verb, const char *
         return cli_usage_error("%s: '%s' is not a message id (16 hex digits)", name, pos[1]);
     cmdv[2] = pos[0];
     cmdv[3] = n == 2 ? pos[1] : "ALL";
-    if (n != 2) { /* progress: how many there are, before the one atomic move */
+    if (n != 2) { /* progress: how many there are, before the move */
         const char *lenv[3] = { "DLQ", "LEN", pos[0] };
+        long long len = 0;
         if ((rc = cli_run(cli, &r, 3, lenv)) != 0)
             return rc;
-        if (reply_is_int(r))
-            fprintf(stderr, "%s %s: %lld message%s in the DLQ, moving them in one batch…\n", name, pos[0],
-                    hg_reply_integer(r), hg_reply_integer(r) == 1 ? "" : "s");
+        if (reply_is_int(r)) {
+            len = hg_reply_integer(r);
+            fprintf(stderr, "%s %s: %lld message%s in the DLQ, moving them…\n", name, pos[0], len, len == 1 ? "" : "s");
+        }
         hg_reply_free(r);
+        if (len >= 1000) { /* the reply comes after the last of the broker's steps: wait longer for it */
+            uint64_t wait = cli->timeout_ms + (uint64_t)len * DLQ_ALL_US_PER_ENTRY / 1000;
+            hg_client_close(cli->client);
+            cli->client = NULL;
+            cli->timeout_ms = wait < DLQ_ALL_MAX_WAIT_MS ? (uint32_t)wait : DLQ_ALL_MAX_WAIT_MS;
+        }
     }
     if ((rc = cli_run(cli, &r, 4, cmdv)) != 0)
         return rc;

@@ -204,9 +204,12 @@ static const command_t commands[] = {
     { "dlq show", cli_cmd_dlq_show, "GROUP ID", "Show one parked message in full. Exit 1 when it is not in the DLQ." },
     { "dlq requeue", cli_cmd_dlq_requeue, "GROUP (ID | --all)",
       "Move one message (or all) back to the group's retry-ready queue with its failure count "
-      "reset; consumers get it at once. Exit 1 when the ID is not in the DLQ." },
+      "reset; consumers get it at once. Exit 1 when the ID is not in the DLQ. --all: the broker "
+      "moves them in steps, serving other clients in between, and answers after the last; "
+      "the reply timeout grows by 50 ms per 1000 messages." },
     { "dlq drop", cli_cmd_dlq_drop, "GROUP (ID | --all)",
-      "Delete one parked message (or all) for good. Exit 1 when the ID is not in the DLQ." },
+      "Delete one parked message (or all) for good. Exit 1 when the ID is not in the DLQ. "
+      "--all: in steps, as dlq requeue --all." },
     { "passwd", cli_cmd_passwd, "[--pbkdf2] [--cost N] [USER ROLES]",
       "Make a password hash for the broker's users-file (no broker needed). The password is "
       "asked twice on the terminal without echo, or read as the first line of stdin. Prints "

@@ -27,7 +27,7 @@
  *    they wait is answered while most of them still wait (first come,
  *    first served, it waited for all of them), and every listing is served;
  *  - woken_budget: 24 PULL BLOCK COUNT 100 woken at once by 120 MB made
- *    ready (DLQ REQUEUE ALL) under max-client-memory 64mb: their replies
+ *    ready (one MULTI/EXEC of 120 SENDs) under max-client-memory 64mb: their replies
  *    are built within the budget (shrunk, or deferred until the clients
  *    read), so none is closed, and every message is delivered;
  *  - blocked_pulls: 300 PULL BLOCK connections (each reserving max-pull-bytes
@@ -638,12 +638,13 @@ static void test_woken_budget(void)
         WAITERS = 24
     };
     const long long budget = 64LL << 20;
-    const char *extra[] = { "--max-client-memory", "64mb", ONE_MB_MESSAGES, NULL };
+    /* the transaction's 120 MB wait in the loop until EXEC: max-inflight-bytes bounds them */
+    const char *extra[] = { "--max-client-memory", "64mb", "--max-inflight-bytes", "256mb", ONE_MB_MESSAGES, NULL };
     char e[512], v[64];
     need_fds(WAITERS + 100);
     bt_start(extra);
     bt_conn.timeout_ms = 120000;
-    fill_dlq(MESSAGES); /* 120 MB in the DLQ of g (topic big) */
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "g", "big", NULL) == 0, "GROUP CREATE: %s", e);
     static rc_conn_t w[WAITERS];
     for (int i = 0; i < WAITERS; i++) {
         BP_REQUIRE(bp_connect(&bt_broker, &w[i], e, sizeof e) == 0, "connection %d: %s", i, e);
@@ -652,10 +653,26 @@ static void test_woken_budget(void)
     }
     snprintf(v, sizeof v, "%d", WAITERS);
     bt_wait_blocked(v);
-    /* every message ready at once: 24 PULLs woken, each could take max-pull-bytes (16 MiB) */
-    long long moved;
-    BP_REQUIRE(bp_int_cmd(&bt_conn, &moved, e, sizeof e, "DLQ", "REQUEUE", "g", "ALL", NULL) == 0 && moved == MESSAGES,
-               "DLQ REQUEUE: %lld (%s)", moved, e);
+    /* every message ready at once (one EXEC is one batch: DLQ REQUEUE ALL moves a few MB per step), 24 PULLs
+     * woken, each could take max-pull-bytes (16 MiB) */
+    size_t plen = 1000 * 1000;
+    char *payload = malloc(plen + 1);
+    BP_REQUIRE(payload != NULL, "out of memory");
+    memset(payload, 'd', plen);
+    payload[plen] = '\0';
+    rc_appendl(&bt_conn, "MULTI", NULL);
+    for (int i = 0; i < MESSAGES; i++)
+        rc_appendl(&bt_conn, "SEND", "big", payload, NULL);
+    rc_appendl(&bt_conn, "EXEC", NULL);
+    free(payload);
+    BP_REQUIRE(rc_flush(&bt_conn, 0) == 0, "MULTI: %s", bt_conn.err);
+    for (int i = 0; i < MESSAGES + 2; i++) {
+        resp_reply_t *r = rc_read(&bt_conn, 0);
+        resp_reply_type_t want = i <= MESSAGES ? RESP_REPLY_STATUS : RESP_REPLY_ARRAY;
+        BP_REQUIRE(r != NULL && r->type == want && (want != RESP_REPLY_ARRAY || r->count == MESSAGES),
+                   "MULTI reply %d: %s", i, r == NULL ? bt_conn.err : rc_describe(r, e, sizeof e));
+        resp_reply_free(r);
+    }
     int got = 0, replies = 0;
     uint64_t end = tu_now_mono_ms() + 120000;
     while (got < MESSAGES && tu_now_mono_ms() < end) {

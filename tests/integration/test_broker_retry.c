@@ -9,7 +9,8 @@
  *    DLQ at MAXRETRY) on a short level table (--levels), so it takes seconds;
  *  - DLQ after max, with the reason in DLQ LIST (NACK REASON, "lease expired");
  *    NACK … DLQ parks a permanent failure at once;
- *    DLQ REQUEUE one and ALL (and a requeue wakes a blocked PULL), DROP one and ALL;
+ *    DLQ REQUEUE one and ALL (and a requeue wakes a blocked PULL), DROP one and ALL,
+ *    ALL also of a DLQ big enough to take several steps;
  *  - TOUCH extends a lease; ACK counting rules; NACK LEVEL / DELAY overrides.
  *
  * Times are checked two ways: the NACK reply (the retry's due time) must lie
@@ -422,6 +423,81 @@ static void test_dlq_requeue_drop(void)
     BP_CHECK(bp_group_field(&bt_conn, "g", "dlq", &dv, e, sizeof e) == 1 && dv == 0, "GROUP LIST dlq %lld", dv);
 }
 
+/* Pull n messages of topic for group (MAXRETRY 0) and NACK them all into the
+ * DLQ, pipelined. */
+static void nack_into_dlq(const char *group, const char *topic, int n)
+{
+    char e[1024];
+    for (int taken = 0; taken < n;) {
+        resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, group, topic, "COUNT", "1000", NULL);
+        BP_REQUIRE(r != NULL && r->count > 0, "PULL after %d of %d: %s", taken, n, r == NULL ? e : "empty");
+        for (size_t i = 0; i < r->count; i++) {
+            rc_msg_t m;
+            BP_REQUIRE(rc_msg_at(r, i, &m, e, sizeof e) == 0, "%s", e);
+            BP_CHECK(m.reconsume == 0, "%s has reconsume %lld", m.id, m.reconsume);
+            rc_appendl(&bt_conn, "NACK", group, m.id, "REASON", "parked", NULL);
+        }
+        BP_REQUIRE(rc_flush(&bt_conn, 0) == 0, "%s", bt_conn.err);
+        for (size_t i = 0; i < r->count; i++) {
+            resp_reply_t *a = rc_read(&bt_conn, 0);
+            BP_REQUIRE(a != NULL && a->type == RESP_REPLY_INTEGER && a->integer == 0, "NACK into the DLQ: %s",
+                       a == NULL ? bt_conn.err : rc_describe(a, e, sizeof e));
+            resp_reply_free(a);
+        }
+        taken += (int)r->count;
+        resp_reply_free(r);
+    }
+}
+
+/* Send "DLQ sub group ALL" and "DLQ LEN group" pipelined on one connection:
+ * the first answers the whole count (however many steps it took), and the
+ * second, queued behind it on the same connection, runs after its last step. */
+static void all_then_len(const char *sub, const char *group, long long want)
+{
+    char e[1024];
+    rc_appendl(&bt_conn, "DLQ", sub, group, "ALL", NULL);
+    rc_appendl(&bt_conn, "DLQ", "LEN", group, NULL);
+    BP_REQUIRE(rc_flush(&bt_conn, 0) == 0, "%s", bt_conn.err);
+    resp_reply_t *a = rc_read(&bt_conn, 60000), *len = rc_read(&bt_conn, 60000);
+    BP_CHECK(a != NULL && a->type == RESP_REPLY_INTEGER && a->integer == want, "DLQ %s ALL: %s, want %lld", sub,
+             a == NULL ? bt_conn.err : rc_describe(a, e, sizeof e), want);
+    BP_CHECK(len != NULL && len->type == RESP_REPLY_INTEGER && len->integer == 0, "DLQ LEN right after: %s",
+             len == NULL ? bt_conn.err : rc_describe(len, e, sizeof e));
+    resp_reply_free(a);
+    resp_reply_free(len);
+}
+
+/* DLQ REQUEUE/DROP ALL of a DLQ that takes several steps of the storage
+ * thread (the steps and what runs between them are test_writer's and
+ * test_store's): each answers the whole count, a command behind it on the
+ * same connection sees the DLQ empty, the requeued come back with
+ * reconsume 0, the dropped never come back. */
+static void test_dlq_all_in_steps(void)
+{
+    enum {
+        BIG = 3000
+    }; /* several steps of DLQ_STEP_ENTRIES (512) */
+    bt_start(NULL);
+    char e[1024];
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "g", "orders", "MAXRETRY", "0", NULL) == 0, "%s", e);
+    for (int i = 0; i < BIG; i++)
+        rc_appendl(&bt_conn, "SEND", "orders", "p", NULL);
+    BP_REQUIRE(rc_flush(&bt_conn, 0) == 0, "%s", bt_conn.err);
+    for (int i = 0; i < BIG; i++) {
+        resp_reply_t *a = rc_read(&bt_conn, 0);
+        BP_REQUIRE(a != NULL && a->type == RESP_REPLY_BULK, "SEND %d: %s", i,
+                   a == NULL ? bt_conn.err : rc_describe(a, e, sizeof e));
+        resp_reply_free(a);
+    }
+    nack_into_dlq("g", "orders", BIG);
+    BP_REQUIRE(dlq_len("g") == BIG, "DLQ LEN %lld, want %d", dlq_len("g"), BIG);
+    all_then_len("REQUEUE", "g", BIG);
+    nack_into_dlq("g", "orders", BIG); /* each comes back once, with reconsume 0 */
+    BP_CHECK(dlq_len("g") == BIG, "DLQ LEN %lld after the requeued failed again, want %d", dlq_len("g"), BIG);
+    all_then_len("DROP", "g", BIG);
+    bt_expect_nothing_ready("g", "orders");
+}
+
 static void test_touch_extends(void)
 {
     bt_start(NULL);
@@ -500,6 +576,7 @@ static const tu_test_t retry_tests[] = {
     { "retry policy on a short table, clamp, DLQ at MAXRETRY", test_schedule_short_table },
     { "DLQ after max, LIST shows the reason", test_dlq_after_max_with_reason },
     { "DLQ LIST paging, REQUEUE one/ALL, DROP one/ALL", test_dlq_requeue_drop },
+    { "DLQ REQUEUE/DROP ALL of a DLQ that takes several steps", test_dlq_all_in_steps },
     { "TOUCH extends a lease", test_touch_extends },
     { "ACK counts leases released", test_ack_rules },
     { NULL, NULL },

@@ -21,6 +21,10 @@
  * of the 1 000 is asked (each iteration used to ask every parked job).
  * Deadlines expire in their order whatever the parking order, and
  * writer_cancel drops exactly the jobs of its connection.
+ *
+ * steps_between_others: a job that steps (JOB_AGAIN) runs once per
+ * iteration, other connections' jobs between its steps, its own
+ * connection's next job after it; writer_stop makes it finish.
  */
 #include "broker/writer.h"
 #include "base/alloc.h"
@@ -188,10 +192,49 @@ static job_result_t busy_send_exec(job_t *j, writer_t *w)
     return JOB_DONE;
 }
 
+/* Jobs that step (JOB_AGAIN): each exec notes its name in g_steps; a
+ * stepping job answers "stopped" when the writer stops before its last step. */
+typedef struct step_job {
+    job_t job; /* first member */
+    char name;
+    int steps_left; /* execs until JOB_DONE */
+} step_job_t;
+static char g_steps[64];
+static size_t g_nsteps;
+static int g_step_done, g_step_stopped;
+
+static job_result_t step_exec(job_t *j, writer_t *w)
+{
+    step_job_t *sj = (step_job_t *)j;
+    if (g_nsteps < sizeof g_steps - 1) {
+        g_steps[g_nsteps++] = sj->name;
+    }
+    if (--sj->steps_left > 0 && !writer_stopping(w)) {
+        return JOB_AGAIN;
+    }
+    resp_add_simple(&j->reply, sj->steps_left > 0 ? "stopped" : "OK");
+    return JOB_DONE;
+}
+
+static job_t *step_job(char name, uint64_t conn_id, int steps)
+{
+    step_job_t *sj = xcalloc(1, sizeof *sj);
+    resp_buf_init(&sj->job.reply);
+    sj->job.exec = step_exec;
+    sj->job.conn_id = conn_id;
+    sj->name = name;
+    sj->steps_left = steps;
+    return &sj->job;
+}
+
 static void on_done(job_t *j, void *ctx)
 {
     (void)ctx;
-    if (j->exec == park_exec) {
+    if (j->exec == step_exec) {
+        g_step_done++;
+        g_step_stopped += j->reply.raw.len > 1 && memcmp(j->reply.raw.data, "+stopped", 8) == 0;
+        job_free(j);
+    } else if (j->exec == park_exec) {
         if (g_park_done < 8) {
             g_order[g_park_done] = j->seq;
         }
@@ -445,10 +488,54 @@ static void test_parked_by_topic(void)
     rig_close(&rig);
 }
 
+/* A job that steps (JOB_AGAIN, DLQ REQUEUE/DROP ALL) runs one step per
+ * iteration: the other connections' jobs run in between, its own
+ * connection's later job waits until it is done, and writer_stop makes it
+ * finish. Everything is queued before the thread starts, so the order is
+ * exact: iteration 1 runs A's first step and all three of B's (A waits for
+ * the next iteration, not the next round-robin turn), then A steps alone,
+ * then a (A's connection) runs. */
+static void test_steps_between_others(void)
+{
+    char err[512] = "";
+    rig_t rig;
+    rig_open(&rig);
+    writer_t *w = rig.w;
+    struct event_base *base = rig.base;
+    g_stopped = 0;
+    g_nsteps = 0;
+    g_step_done = g_step_stopped = 0;
+    writer_submit(w, step_job('A', 1, 4));
+    writer_submit(w, step_job('a', 1, 1));
+    for (int i = 0; i < 3; i++) {
+        writer_submit(w, step_job('B', 2, 1));
+    }
+    TU_REQUIRE(writer_start(w, err, sizeof err) == 0, "writer_start: %s", err);
+    TU_CHECK(loop_until(base, &g_step_done, 5), "%d of 5 jobs answered", g_step_done);
+    g_steps[g_nsteps] = '\0';
+    TU_CHECK(strcmp(g_steps, "ABBBAAAa") == 0, "order of the steps: %s, want ABBBAAAa", g_steps);
+    TU_CHECK(g_step_stopped == 0, "%d answered as stopped", g_step_stopped);
+
+    g_nsteps = 0;
+    writer_submit(w, step_job('L', 3, 1000000000)); /* would step for hours */
+    uint64_t end = tu_now_mono_ms() + 20000;
+    while (g_nsteps < 3 && tu_now_mono_ms() < end) {
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    TU_CHECK(g_nsteps >= 3, "the long job stepped %zu times", g_nsteps);
+    writer_stop(w);
+    TU_CHECK(loop_until(base, &g_stopped, 1), "the writer did not stop with a job stepping");
+    TU_CHECK(g_step_done == 6 && g_step_stopped == 1, "at stop: %d answered, %d as stopped; want 6, 1", g_step_done,
+             g_step_stopped);
+    rig_close(&rig);
+}
+
 static const tu_test_t writer_tests[] = {
     { "second commit failure", test_second_commit_failure },
     { "burst in bounded batches", test_burst_in_bounded_batches },
     { "parked jobs indexed by topic, connection and deadline", test_parked_by_topic },
+    { "a job in steps: others run between, its connection waits", test_steps_between_others },
     { NULL, NULL },
 };
 
