@@ -3,9 +3,10 @@
  * listing groups (deleting them: group_delete.c), topic info, and the
  * in-memory maps of both.
  *
- * A topic exists once something names it (a SEND, a group binding) and is
- * never deleted: its record holds the log's appended / removed counters and
- * how many of its messages are still on their way through the levels. A
+ * A topic exists once something names it (a SEND, a group binding) until an
+ * operator deletes it while it is empty (store_topic_delete): its record
+ * holds the log's appended / removed counters and how many of its messages
+ * are still on their way through the levels. A
  * group is bound to one topic for life and reads its log from a cursor; its
  * incarnation (gen, the seq at creation) is stamped on its retries, so a
  * retry still on a level when its group is deleted and created again is
@@ -34,8 +35,8 @@ int store_topic_room(const store_t *s, const char *topic, size_t topic_len, char
         return 0;
     }
     return err_set(err, errlen,
-                   "topic %.*s would be topic %zu, over max-topics %llu (topics are never deleted: send to an existing "
-                   "topic, or raise max-topics)",
+                   "topic %.*s would be topic %zu, over max-topics %llu (send to an existing topic, delete an empty "
+                   "one with TOPIC DEL, or raise max-topics)",
                    (int)topic_len, topic, map_count(&s->topics) + 1, (unsigned long long)s->opt.max_topics);
 }
 
@@ -320,4 +321,63 @@ void store_topic_rows(const store_t *s, store_topic_row_t **rows, size_t *n)
     if (*n > 1) {
         qsort(*rows, *n, sizeof **rows, cmp_topic_rows);
     }
+}
+
+/* ---- deleting an empty topic ------------------------------------------------------- */
+
+/* A group of t being deleted (it still points at t), or NULL. */
+static group_state_t *deleting_group_of(const store_t *s, const topic_state_t *t)
+{
+    map_iter_t it = { 0 };
+    void *v;
+    while (map_next(&s->deleting, &it, NULL, NULL, &v)) {
+        group_state_t *g = v;
+        if (g->topic == t) {
+            return g;
+        }
+    }
+    return NULL;
+}
+
+int store_topic_delete(store_t *s, const char *topic, size_t topic_len, store_topic_del_t *out,
+                       store_topic_info_t *info, char *err, size_t errlen)
+{
+    *out = STORE_TOPIC_UNKNOWN;
+    if (store_read_begin(s, err, errlen) != 0) { /* also: no dirty-record list holds the topic after this */
+        return -1;
+    }
+    topic_state_t *t = map_get(&s->topics, topic, topic_len);
+    if (t == NULL) {
+        return 0;
+    }
+    if (t->groups > 0 || t->appended != t->removed || t->delayed > 0) {
+        if (info != NULL) {
+            topic_fill_info(s, t, info);
+        }
+        *out = STORE_TOPIC_IN_USE;
+        return 0;
+    }
+    for (group_state_t *g; (g = deleting_group_of(s, t)) != NULL;) {
+        if (group_delete_finish(s, g->name, g->len, err, errlen) != 0) {
+            return -1;
+        }
+    }
+    if (store_read_begin(s, err, errlen) != 0) { /* what the deletions left pending */
+        return -1;
+    }
+    key_buf_t k;
+    key_record(&k, KEY_TOPIC_RECORD, t->name, t->len);
+    store_del(s, &k);
+    if (t->woken) {
+        for (size_t i = 0; i < s->n_woken; i++) {
+            if (s->woken[i] == t) {
+                s->woken[i] = s->woken[--s->n_woken];
+                break;
+            }
+        }
+    }
+    map_del(&s->topics, topic, topic_len);
+    store_topic_free(t);
+    *out = STORE_TOPIC_DELETED;
+    return 0;
 }

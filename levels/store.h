@@ -392,13 +392,28 @@ typedef struct store_topic_info {
 int store_topic_info(const store_t *s, const char *topic, size_t topic_len, store_topic_info_t *out);
 
 /* Every topic with its info, in name order: *rows (free it; NULL when there
- * are none) and *n. Topics are never deleted; opt.max_topics bounds how
- * many there can be. */
+ * are none) and *n. opt.max_topics bounds how many there can be; an empty
+ * topic can be deleted (store_topic_delete). */
 typedef struct store_topic_row {
     char name[MSG_MAX_NAME + 1];
     store_topic_info_t info;
 } store_topic_row_t;
 void store_topic_rows(const store_t *s, store_topic_row_t **rows, size_t *n);
+
+typedef enum store_topic_del {
+    STORE_TOPIC_DELETED = 0,
+    STORE_TOPIC_UNKNOWN, /* no such topic */
+    STORE_TOPIC_IN_USE   /* groups are bound to it, or it holds messages (retained in its log or on the levels) */
+} store_topic_del_t;
+
+/* Delete an empty topic: no group bound to it, nothing retained in its log,
+ * nothing on its way through the levels. Its record goes in the pending
+ * batch; groups of it still being deleted (GROUP DEL) are deleted to the end
+ * first, a commit per step. *out says what happened; with STORE_TOPIC_IN_USE
+ * *info (optional) says why. A later SEND or group naming it creates it
+ * again, from scratch. 0, or -1 on a storage error. */
+int store_topic_delete(store_t *s, const char *topic, size_t topic_len, store_topic_del_t *out,
+                       store_topic_info_t *info, char *err, size_t errlen);
 
 /* ---- finding and revoking messages (levels/lookup.c, on levels/index.c) ---- */
 

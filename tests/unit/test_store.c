@@ -4169,6 +4169,92 @@ static void test_topic_delayed(void)
     CLOSE(&s);
 }
 
+static void count_woken(void *ctx, const char *topic, size_t len)
+{
+    (void)topic;
+    (void)len;
+    (*(int *)ctx)++;
+}
+
+/* TOPIC DEL: only an empty topic goes (no group, nothing retained, nothing
+ * on the levels; each refusal says which); a group of it being deleted is
+ * deleted to the end first; the topic is gone after a reopen and in no
+ * list of marked topics, and a SEND creates it again from scratch. */
+static void test_topic_delete(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    char err[512] = "";
+    store_topic_del_t out;
+    store_topic_info_t why;
+    REQUIRE_OK(store_topic_delete(s, "none", 4, &out, &why, err, sizeof err), err);
+    TU_CHECK(out == STORE_TOPIC_UNKNOWN, "unknown topic: %d", (int)out);
+
+    SEND(s, "kept", "x", 0, 0, T0, NULL); /* retained: no group, retention */
+    SEND(s, "later", "y", 0, 5 * SEC, T0, NULL);
+    GROUP_CREATE(s, "g", "bound", 1, T0);
+    REQUIRE_OK(store_topic_delete(s, "kept", 4, &out, &why, err, sizeof err), err);
+    TU_CHECK(out == STORE_TOPIC_IN_USE && why.retained == 1, "retained: %d, %" PRIu64, (int)out, why.retained);
+    REQUIRE_OK(store_topic_delete(s, "later", 5, &out, &why, err, sizeof err), err);
+    TU_CHECK(out == STORE_TOPIC_IN_USE && why.delayed == 1, "delayed: %d, %" PRIu64, (int)out, why.delayed);
+    REQUIRE_OK(store_topic_delete(s, "bound", 5, &out, &why, err, sizeof err), err);
+    TU_CHECK(out == STORE_TOPIC_IN_USE && why.groups == 1, "a group: %d, %d", (int)out, why.groups);
+
+    /* a group holding leases of a message, deleted: it goes on being deleted in steps, holding the topic */
+    SEND(s, "bound", "z", 0, 0, T0, NULL);
+    msg_owned_t m[2];
+    int n = LEASE_N(s, "g", "bound", 2, LEASE, T0, m);
+    TU_REQUIRE(n == 1, "leased %d", n);
+    free_msgs(m, n);
+    int found = 0;
+    REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
+    COMMIT(s);
+    REQUIRE_OK(store_topic_delete(s, "bound", 5, &out, &why, err, sizeof err), err);
+    TU_CHECK(out == STORE_TOPIC_IN_USE && why.retained == 1 && why.groups == 0, "its message is retained: %d",
+             (int)out);
+    MAINTAIN(s, T0 + 100 * HOUR, 1000); /* past retention, and g's deletion done: the log is empty */
+    CHECK_DELETING(s, 0, 0);
+
+    /* its only group deleted while it holds a DLQ entry: that deletion is finished first */
+    GROUP_CREATE(s, "h", "bound", 1, T0 + 100 * HOUR);
+    SEND(s, "bound", "v", 0, 0, T0 + 100 * HOUR, NULL);
+    n = LEASE_N(s, "h", "bound", 2, LEASE, T0 + 100 * HOUR, m);
+    TU_REQUIRE(n == 1, "leased %d", n);
+    FAIL_DLQ(s, "h", m[0].m.id, "bad", T0 + 100 * HOUR);
+    free_msgs(m, n);
+    MAINTAIN(s, T0 + 101 * HOUR, 1000); /* v leaves the log: only h's DLQ holds it */
+    REQUIRE_OK(store_group_delete(s, "h", 1, &found, err, sizeof err), err);
+    COMMIT(s);
+    CHECK_DELETING(s, 1, 1);
+    store_topic_info_t ti;
+    TU_REQUIRE(store_topic_info(s, "bound", 5, &ti) == 1 && ti.retained == 0 && ti.delayed == 0 && ti.groups == 0,
+               "bound is not empty yet: retained %" PRIu64, ti.retained);
+    REQUIRE_OK(store_topic_delete(s, "bound", 5, &out, &why, err, sizeof err), err);
+    TU_CHECK(out == STORE_TOPIC_DELETED, "the empty topic: %d", (int)out);
+    CHECK_DELETING(s, 0, 0);
+    TU_CHECK(store_topic_info(s, "bound", 5, &ti) == 0, "bound still there");
+    COMMIT(s);
+    CHECK_STORE(s);
+
+    /* a topic only a group named, marked for blocked PULLs, deleted before anyone asked */
+    GROUP_CREATE(s, "e", "fresh", 1, T0 + 200 * HOUR);
+    REQUIRE_OK(store_group_delete(s, "e", 1, &found, err, sizeof err), err);
+    REQUIRE_OK(store_topic_delete(s, "fresh", 5, &out, &why, err, sizeof err), err);
+    TU_CHECK(out == STORE_TOPIC_DELETED, "fresh: %d", (int)out);
+    int woken = 0;
+    store_take_woken(s, count_woken, &woken); /* must not name the freed topic (ASan) */
+    COMMIT(s);
+    CHECK_STORE(s);
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    TU_CHECK(store_topic_info(s, "bound", 5, &ti) == 0 && store_topic_info(s, "fresh", 5, &ti) == 0,
+             "a deleted topic came back after a reopen");
+    TU_CHECK(store_topic_info(s, "kept", 4, &ti) == 1, "kept is gone");
+    SEND(s, "bound", "u", 0, 0, T0 + 200 * HOUR, NULL);
+    TU_CHECK(store_topic_info(s, "bound", 5, &ti) == 1 && ti.appended == 1 && ti.retained == 1,
+             "sent to again: appended %" PRIu64, ti.appended);
+    CHECK_STORE(s);
+}
+
 static const tu_test_t topic_tests[] = {
     { "info", test_topic_info },
     { "delayed counter", test_topic_delayed },
@@ -4177,6 +4263,7 @@ static const tu_test_t topic_tests[] = {
     { "collection takes the topics in turn", test_topic_collect_in_turn },
     { "a collection step looks at a bounded number of topics", test_topic_collect_topics_per_step },
     { "gc by retention", test_topic_gc_retention },
+    { "delete an empty topic", test_topic_delete },
     { NULL, NULL },
 };
 
