@@ -36,6 +36,9 @@ static int audited(const cmd_call_t *call)
     if (cmd_arg_is(&a[0], "group")) {
         return !cmd_arg_is(&a[1], "list");
     }
+    if (cmd_arg_is(&a[0], "topic")) {
+        return 1;
+    }
     if (cmd_arg_is(&a[0], "dlq")) {
         return cmd_arg_is(&a[1], "requeue") || cmd_arg_is(&a[1], "drop");
     }

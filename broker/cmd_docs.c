@@ -302,7 +302,7 @@ static void add_arg(resp_buf_t *b, const parser_t *ps, int id, int index)
 static const char *docs_group(const char *name)
 {
     static const char *const messages[] = { "send", "pull", "ack", "nack", "touch", "get", "find", "revoke", "peek" };
-    static const char *const consumers[] = { "group", "dlq" };
+    static const char *const consumers[] = { "group", "dlq", "topic" };
     static const char *const connection[] = { "ping", "echo", "hello", "auth", "quit", "client", "select" };
     for (size_t i = 0; i < sizeof messages / sizeof messages[0]; i++) {
         if (strcmp(name, messages[i]) == 0) {

@@ -1,6 +1,6 @@
 /*
  * broker/cmd_group.c — topics, consumer groups and the dead-letter queue:
- * TOPICS, GROUP (CREATE LIST DEL) and DLQ (LEN LIST REQUEUE DROP).
+ * TOPICS, TOPIC DEL, GROUP (CREATE LIST DEL) and DLQ (LEN LIST REQUEUE DROP).
  *
  * Each command parses into its typed request (group_cmd_req_t, dlq_cmd_req_t) on the
  * loop thread; the storage job carries the request and a copy of the names
@@ -260,6 +260,73 @@ void cmd_topics(cmd_call_t *call)
     tj->dedup_topics = list ? cmd_job_copy(&arena, &copy).ptr : NULL;
     tj->page.count = count;
     tj->page.after = cmd_job_copy(&arena, after);
+    call->job = &tj->job;
+}
+
+/* ---- TOPIC DEL ------------------------------------------------------------------------------ */
+
+typedef struct topic_del_job {
+    job_t job;        /* first member */
+    resp_arg_t topic; /* a copy */
+} topic_del_job_t;
+
+/* Why a topic is not empty, for the refusal: its groups, what its log keeps,
+ * what is still on the levels (only the nonzero ones). */
+static void add_in_use_error(resp_buf_t *out, const resp_arg_t *topic, const store_topic_info_t *why)
+{
+    char b[80], reasons[400] = "";
+    size_t n = 0;
+    if (why->groups > 0) {
+        n += (size_t)snprintf(reasons + n, sizeof reasons - n, "%d group%s bound to it (GROUP DEL first)", why->groups,
+                              why->groups == 1 ? "" : "s");
+    }
+    if (why->retained > 0 && n < sizeof reasons) {
+        n += (size_t)snprintf(reasons + n, sizeof reasons - n, "%s%llu message%s in its log (%s)", n ? ", " : "",
+                              (unsigned long long)why->retained, why->retained == 1 ? "" : "s",
+                              why->groups > 0 ? "until its groups have consumed them"
+                                              : "a topic without groups keeps them for retention");
+    }
+    if (why->delayed > 0 && n < sizeof reasons) {
+        snprintf(reasons + n, sizeof reasons - n, "%s%llu message%s on the levels, not due yet", n ? ", " : "",
+                 (unsigned long long)why->delayed, why->delayed == 1 ? "" : "s");
+    }
+    resp_add_errorf(out, "ERR topic '%s' is not empty: %s", cmd_shown(topic, b, sizeof b), reasons);
+}
+
+static job_result_t topic_del_exec(job_t *j, writer_t *w)
+{
+    topic_del_job_t *tj = (topic_del_job_t *)j;
+    store_topic_del_t out;
+    store_topic_info_t why;
+    char err[300];
+    if (store_topic_delete(writer_store(w), tj->topic.ptr, tj->topic.len, &out, &why, err, sizeof err) != 0) {
+        cmd_reply_store_error(j, err);
+    } else if (out == STORE_TOPIC_IN_USE) {
+        add_in_use_error(&j->reply, &tj->topic, &why);
+    } else {
+        resp_add_int(&j->reply, out == STORE_TOPIC_DELETED);
+    }
+    return JOB_DONE;
+}
+
+void cmd_topic(cmd_call_t *call)
+{
+    const resp_arg_t *argv = call->argv;
+    if (!(cmd_arg_is(&argv[1], "del") || cmd_arg_is(&argv[1], "delete") || cmd_arg_is(&argv[1], "destroy"))) {
+        char b[40];
+        resp_add_errorf(call->out, "ERR unknown subcommand '%s' for 'topic' (DEL)", cmd_shown(&argv[1], b, sizeof b));
+        return;
+    }
+    if (call->argc != 3) {
+        resp_add_error(call->out, "ERR wrong number of arguments for 'topic|del' command");
+        return;
+    }
+    if (cmd_check_name(call, "topic", &argv[2]) != 0) {
+        return;
+    }
+    char *arena;
+    topic_del_job_t *tj = cmd_job_new(sizeof *tj, cmd_copy_size(&argv[2]), topic_del_exec, &arena);
+    tj->topic = cmd_job_copy(&arena, &argv[2]);
     call->job = &tj->job;
 }
 

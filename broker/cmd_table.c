@@ -73,6 +73,13 @@ static const cmd_sub_t group_subs[] = {
     { "create", R_CONS }, { "list", R_READ }, { "del", R_ADM }, { "delete", R_ADM }, { "destroy", R_ADM }, { NULL, 0 },
 };
 
+static const cmd_sub_t topic_subs[] = {
+    { "del", R_ADM },
+    { "delete", R_ADM },
+    { "destroy", R_ADM },
+    { NULL, 0 },
+};
+
 static const cmd_sub_t dlq_subs[] = {
     { "len", R_READ }, { "list", R_READ }, { "requeue", R_ADM }, { "drop", R_ADM }, { NULL, 0 },
 };
@@ -101,6 +108,8 @@ static const cmd_def_t commands[] = {
       "consumer groups" },
     { "topics", -1, CMD_STORAGE, R_READ, NULL, cmd_topics, "[COUNT n] [AFTER topic]",
       "per topic: ready, delayed (on the levels), retained, appended, sends since start, and its groups' counts" },
+    { "topic", -2, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_ADM, topic_subs, cmd_topic, "DEL topic",
+      "delete an empty topic (no group bound to it, no message in its log or on the levels)" },
     { "dlq", -3, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_ADM, dlq_subs, cmd_dlq,
       "LEN group | LIST group [COUNT n] [AFTER id] | REQUEUE group id|ALL | DROP group id|ALL",
       "the dead-letter queue" },

@@ -4,7 +4,7 @@
  *
  * The commands are cut by family: cmd_table.c (the table and dispatch:
  * arity, unknown command, roles, COMMAND), cmd_conn.c (connection commands),
- * cmd_msg.c (SEND PULL ACK NACK TOUCH), cmd_group.c (GROUP, DLQ), cmd_admin.c
+ * cmd_msg.c (SEND PULL ACK NACK TOUCH), cmd_group.c (TOPICS, TOPIC, GROUP, DLQ), cmd_admin.c
  * (INFO CONFIG LEVELS SHUTDOWN); what they share is in cmd_shared.h.
  *
  * A command's loop half runs on the loop thread with the already parsed

@@ -233,8 +233,8 @@ void metrics_info_loop_tail(buf_t *out, int mask, const loop_info_t *li)
 /* The per-topic and per-group series: for the first max_topics topics in
  * name order (a stable set from one scrape to the next) each topic's series
  * and its groups' (a group is labelled with its topic); the topics left out
- * are counted in hourglass_metrics_topics_omitted. Topics are never deleted
- * and any SEND names a new one, so without the bound a client could make
+ * are counted in hourglass_metrics_topics_omitted. Any SEND names a new
+ * topic (only an empty one can be deleted), so without the bound a client could make
  * the page (and the time series database) grow without end. */
 static void prom_topics(buf_t *o, store_t *s, long long max_topics)
 {

@@ -106,7 +106,7 @@ static const cfg_key_t cfg_keys[] = {
               "largest message payload") },
     { CFG_KEY("max-topics", CFG_INT, "10000", 0, 10000000, OFF(max_topics),
               "a SEND, PULL or GROUP CREATE naming a new topic beyond this many topics is refused, naming the "
-              "topic and the limit (topics are never deleted; 0: no limit)") },
+              "topic and the limit (TOPIC DEL deletes an empty one; 0: no limit)") },
     { CFG_KEY("max-pull-bytes", CFG_SIZE, "16mb", 1, 1 * GB, OFF(max_pull_bytes),
               "a PULL or DLQ LIST stops adding messages once their payload, key and reason bytes reach this (fewer "
               "than COUNT; always at least one)") },

@@ -104,6 +104,7 @@ int cli_orders_db(cli_t *cli);
 /* ---- cli/cmd_group.c ---- */
 int cli_cmd_group_create(cli_t *cli, int argc, char **argv);
 int cli_cmd_group_del(cli_t *cli, int argc, char **argv);
+int cli_cmd_topic_del(cli_t *cli, int argc, char **argv);
 
 /* ---- cli/cmd_orders.c ---- */
 int cli_cmd_orders_overdue(cli_t *cli, int argc, char **argv);

@@ -1,7 +1,8 @@
 /*
- * cli/cmd_group.c — hourglass-cli's consumer-group changes: group create and
- * group del (contract: cli.h; the listing is `groups`, cli/cmd_broker.c).
- * Each parses its own arguments (cli/args.h), runs one GROUP command through
+ * cli/cmd_group.c — hourglass-cli's consumer-group and topic changes: group
+ * create, group del and topic del (contract: cli.h; the listings are
+ * `groups` and `topics`, cli/cmd_broker.c).
+ * Each parses its own arguments (cli/args.h), runs one GROUP or TOPIC command through
  * the public API and prints what changed, or one JSON object with --json.
  * Single-threaded.
  */
@@ -85,5 +86,34 @@ int cli_cmd_group_del(cli_t *cli, int argc, char **argv)
         printf("deleted group %s (its retries, leases and DLQ with it)\n", pos[0]);
     if (!deleted)
         return cli_fail(EXIT_BROKER, "no group %s", pos[0]);
+    return 0;
+}
+
+int cli_cmd_topic_del(cli_t *cli, int argc, char **argv)
+{
+    const char *cmdv[3] = { "TOPIC", "DEL", NULL };
+    char *pos[1];
+    hg_reply_t *r;
+    int rc = 0, n = cli_parse_args(cli_find_command("topic del"), argc, argv, NULL, pos, 1, &rc);
+
+    if (n < 0)
+        return rc;
+    if (n < 1)
+        return cli_usage_error("topic del: needs TOPIC");
+    cmdv[2] = pos[0];
+    if ((rc = cli_run(cli, &r, 3, cmdv)) != 0)
+        return rc;
+    if (!reply_is_int(r)) {
+        hg_reply_free(r);
+        return cli_unexpected("TOPIC DEL", NULL);
+    }
+    long long deleted = hg_reply_integer(r);
+    hg_reply_free(r);
+    if (cli->json)
+        printf("{\"deleted\":%lld}\n", deleted);
+    else if (deleted)
+        printf("deleted topic %s\n", pos[0]);
+    if (!deleted)
+        return cli_fail(EXIT_BROKER, "no topic %s", pos[0]);
     return 0;
 }

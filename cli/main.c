@@ -172,6 +172,11 @@ static const command_t commands[] = {
       "The topics: messages ready for some group, delayed (still on the levels), retained in the log, SENDs "
       "since the broker started, whether keyed SENDs deduplicate (dedup-topics), and the topic's groups. "
       "--count N --after TOPIC: one page, the N topics after TOPIC in name order (TOPICS COUNT n AFTER t)." },
+    { "topic", cmd_family, "(del) ...", "Delete an empty topic. See `hourglass-cli topic del --help`." },
+    { "topic del", cli_cmd_topic_del, "TOPIC",
+      "Delete an empty topic: no group bound to it, no message in its log or on the levels (the broker's admin "
+      "role; audited). It frees its place under max-topics. Exit 1 when there is no such topic, or when it is "
+      "not empty (the broker says why)." },
     { "groups", cli_cmd_groups, "[--count N] [--after GROUP]",
       "The consumer groups: topic, ready/backlog/retry/in-flight/DLQ counts, max retries. "
       "--count N --after GROUP: one page, the N groups after GROUP in name order (GROUP LIST COUNT n AFTER g)." },

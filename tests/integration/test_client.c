@@ -1265,6 +1265,20 @@ static void test_cli_group_create_del(void)
     BP_CHECK(CLI("group", "create", "g", "t", "--max-retry", "1001") == 2, "--max-retry over 1000");
     BP_CHECK(CLI("group", "del") == 2, "del without GROUP");
     BP_CHECK(CLI("group", "frob") == 2 && strstr(err, "create, del") != NULL, "bad group subcommand: %.400s", err);
+
+    /* topic del: an empty topic goes; one in use is refused with the broker's reason */
+    rc = CLI("group", "create", "solo", "empty");
+    BP_REQUIRE(rc == 0, "group create solo: exit %d: %.400s", rc, err);
+    rc = CLI("topic", "del", "empty");
+    BP_CHECK(rc == 1 && strstr(err, "topic 'empty' is not empty: 1 group bound to it") != NULL,
+             "topic del of a topic with a group: exit %d: %.400s", rc, err);
+    BP_REQUIRE(CLI("group", "del", "solo") == 0, "group del solo: %.400s", err);
+    rc = CLI("topic", "del", "empty");
+    BP_CHECK(rc == 0 && strcmp(out, "deleted topic empty\n") == 0, "topic del: exit %d: %.400s%.400s", rc, out, err);
+    rc = CLI("--json", "topic", "del", "empty");
+    BP_CHECK(rc == 1 && strcmp(out, "{\"deleted\":0}\n") == 0 && strstr(err, "no topic empty") != NULL,
+             "topic del of a missing topic: exit %d: %.400s%.400s", rc, out, err);
+    BP_CHECK(CLI("topic", "del") == 2, "topic del without TOPIC");
 }
 
 static void test_cli_commands_and_exit_codes(void)
@@ -1431,7 +1445,7 @@ static int add_suites(void)
         { "restart", "connection lost mid-call: sends resent, commands not", test_resend_after_connection_loss },
         { "cli", "dlq list/show/requeue/drop round trip", test_cli_dlq_round_trip },
         { "cli", "commands, --json and exit codes", test_cli_commands_and_exit_codes },
-        { "cli", "group create/del, topics", test_cli_group_create_del },
+        { "cli", "group create/del, topics, topic del", test_cli_group_create_del },
         { "errors", "bad URIs and options", test_bad_uris_and_options },
     };
     CU_pSuite s = NULL;

@@ -8,7 +8,8 @@
  * changed by SIGHUP); the per-topic /metrics series and their bound;
  * max-topics (a new topic beyond it refused by SEND, PULL and GROUP CREATE,
  * also after a restart); TOPICS and GROUP LIST paged by COUNT and AFTER;
- * MULTI's byte bound; the consumed log collected while the broker is busy.
+ * MULTI's byte bound; the consumed log collected while the broker is busy;
+ * TOPIC DEL of an empty topic, and its refusals.
  *
  * Run one: ./tests/integration/test_topics
  */
@@ -379,6 +380,53 @@ static void names_of(const resp_reply_t *r, const char *field, char *out, size_t
 }
 
 /* TOPICS and GROUP LIST page with COUNT n and AFTER name, in name order. */
+/* TOPIC DEL: an empty topic is deleted (1), an unknown one is 0, a topic
+ * with a group, a retained or a delayed message is refused naming each
+ * reason; the deleted topic frees its place under max-topics, is gone from
+ * TOPICS, and stays gone after a restart. */
+static void test_topic_del(void)
+{
+    const char *flags[] = { "--max-topics", "3", NULL };
+    bt_start(flags);
+    char e[512], id[32], names[128];
+    long long n = -1;
+    send_ok("kept", "x", NULL, NULL, id);
+    send_ok("busy", "y", "DELAY", "1h", id);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "g", "busy", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "gone", "empty", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "GROUP", "DEL", "gone", NULL) == 0 && n == 1, "GROUP DEL: %s", e);
+    const char *kept[] = { "TOPIC", "DEL", "kept" };
+    expect_refused("TOPIC DEL of a topic holding a message", kept, 3,
+                   "topic 'kept' is not empty: 1 message in its log (a topic without groups keeps them for retention)");
+    const char *busy[] = { "TOPIC", "DEL", "busy" };
+    expect_refused("TOPIC DEL of a topic with a group and a delayed message", busy, 3,
+                   "topic 'busy' is not empty: 1 group bound to it (GROUP DEL first), 1 message on the levels, not "
+                   "due yet");
+    const char *send[] = { "SEND", "new", "x" };
+    expect_refused("SEND to a 4th topic", send, 3, "over max-topics 3 (send to an existing topic, delete an empty one");
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "TOPIC", "DEL", "empty", NULL) == 0, "TOPIC DEL: %s", e);
+    BP_CHECK(n == 1, "TOPIC DEL of the empty topic answered %lld", n);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "topic", "delete", "empty", NULL) == 0, "TOPIC DEL: %s", e);
+    BP_CHECK(n == 0, "TOPIC DEL of a deleted topic answered %lld", n);
+    const char *no_name[] = { "TOPIC", "DEL" };
+    expect_refused("TOPIC DEL without a topic", no_name, 2, "wrong number of arguments");
+    const char *bad_sub[] = { "TOPIC", "LIST" };
+    expect_refused("TOPIC LIST", bad_sub, 2, "unknown subcommand 'LIST' for 'topic' (DEL)");
+    send_ok("new", "x", NULL, NULL, id); /* its place under max-topics */
+    resp_reply_t *r = rc_cmd(&bt_conn, "TOPICS", NULL);
+    names_of(r, "topic", names, sizeof names);
+    resp_reply_free(r);
+    BP_CHECK(strcmp(names, "busy kept new") == 0, "TOPICS after TOPIC DEL: %s", names);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart: %s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "reconnect: %s", e);
+    r = rc_cmd(&bt_conn, "TOPICS", NULL);
+    names_of(r, "topic", names, sizeof names);
+    resp_reply_free(r);
+    BP_CHECK(strcmp(names, "busy kept new") == 0, "TOPICS after a restart: %s", names);
+}
+
 /* While the broker never idles (a command at least every 100 ms, here the
  * poll's own SEND and TOPICS), consumed topic-log entries are still
  * collected, in bounded steps a second or two after every group passed them;
@@ -502,6 +550,7 @@ static const tu_test_t tests[] = {
     { "/metrics: per-topic and per-group series, bounded", test_metrics_per_topic },
     { "max-topics: a new topic beyond it is refused, naming it", test_max_topics },
     { "TOPICS and GROUP LIST page with COUNT and AFTER", test_paging },
+    { "TOPIC DEL deletes an empty topic, refuses one in use naming why", test_topic_del },
     { "the consumed log is collected while the broker never idles", test_gc_while_busy },
     { "MULTI holds at most max-inflight-bytes of SENDs", test_multi_bytes },
     { NULL, NULL },
