@@ -60,60 +60,45 @@ int cli_cmd_group_create(cli_t *cli, int argc, char **argv)
     return 0;
 }
 
-int cli_cmd_group_del(cli_t *cli, int argc, char **argv)
+/* group del / topic del: `VERB DEL name` (verb "GROUP" or "TOPIC") answers
+ * 1 (deleted) or 0 (no such one); what names the thing, after the text
+ * printed past its name on success. */
+static int del_named(cli_t *cli, const char *name, const char *verb, const char *what, const char *after, int argc,
+                     char **argv)
 {
-    const char *cmdv[3] = { "GROUP", "DEL", NULL };
+    const char *cmdv[3] = { verb, "DEL", NULL };
     char *pos[1];
     hg_reply_t *r;
-    int rc = 0, n = cli_parse_args(cli_find_command("group del"), argc, argv, NULL, pos, 1, &rc);
+    int rc = 0, n = cli_parse_args(cli_find_command(name), argc, argv, NULL, pos, 1, &rc);
 
     if (n < 0)
         return rc;
     if (n < 1)
-        return cli_usage_error("group del: needs GROUP");
+        return cli_usage_error("%s: needs %s", name, verb);
     cmdv[2] = pos[0];
     if ((rc = cli_run(cli, &r, 3, cmdv)) != 0)
         return rc;
     if (!reply_is_int(r)) {
         hg_reply_free(r);
-        return cli_unexpected("GROUP DEL", NULL);
+        return cli_unexpected(name, NULL);
     }
     long long deleted = hg_reply_integer(r);
     hg_reply_free(r);
     if (cli->json)
         printf("{\"deleted\":%lld}\n", deleted);
     else if (deleted)
-        printf("deleted group %s (its retries, leases and DLQ with it)\n", pos[0]);
+        printf("deleted %s %s%s\n", what, pos[0], after);
     if (!deleted)
-        return cli_fail(EXIT_BROKER, "no group %s", pos[0]);
+        return cli_fail(EXIT_BROKER, "no %s %s", what, pos[0]);
     return 0;
+}
+
+int cli_cmd_group_del(cli_t *cli, int argc, char **argv)
+{
+    return del_named(cli, "group del", "GROUP", "group", " (its retries, leases and DLQ with it)", argc, argv);
 }
 
 int cli_cmd_topic_del(cli_t *cli, int argc, char **argv)
 {
-    const char *cmdv[3] = { "TOPIC", "DEL", NULL };
-    char *pos[1];
-    hg_reply_t *r;
-    int rc = 0, n = cli_parse_args(cli_find_command("topic del"), argc, argv, NULL, pos, 1, &rc);
-
-    if (n < 0)
-        return rc;
-    if (n < 1)
-        return cli_usage_error("topic del: needs TOPIC");
-    cmdv[2] = pos[0];
-    if ((rc = cli_run(cli, &r, 3, cmdv)) != 0)
-        return rc;
-    if (!reply_is_int(r)) {
-        hg_reply_free(r);
-        return cli_unexpected("TOPIC DEL", NULL);
-    }
-    long long deleted = hg_reply_integer(r);
-    hg_reply_free(r);
-    if (cli->json)
-        printf("{\"deleted\":%lld}\n", deleted);
-    else if (deleted)
-        printf("deleted topic %s\n", pos[0]);
-    if (!deleted)
-        return cli_fail(EXIT_BROKER, "no topic %s", pos[0]);
-    return 0;
+    return del_named(cli, "topic del", "TOPIC", "topic", "", argc, argv);
 }
