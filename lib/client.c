@@ -723,6 +723,16 @@ void hg_client_close(hg_client_t *c)
     free(c);
 }
 
+void hg_client_set_read_timeout(hg_client_t *c, uint32_t ms)
+{
+    c->opts.read_timeout_ms = ms;
+}
+
+uint32_t hg_client_read_timeout(const hg_client_t *c)
+{
+    return c->opts.read_timeout_ms;
+}
+
 hg_err_t hg_client_errcode(const hg_client_t *c)
 {
     return c->errcode;

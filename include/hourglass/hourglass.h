@@ -198,6 +198,20 @@ hg_err_t hg_client_open(const char *uri, const hg_client_opts_t *opts, hg_client
 /* Close the connection and free the client. NULL is fine. */
 void hg_client_close(hg_client_t *c);
 
+/* The read timeout (hg_client_opts_t.read_timeout_ms; 0 waits forever) for
+ * the commands that follow, and the one in force: for a command known to
+ * take long, e.g. DLQ REQUEUE … ALL of a big DLQ, which the broker answers
+ * after its last step. On an AMQP URI only the wait for a reply changes, not
+ * the socket timeouts set when it connected. */
+void hg_client_set_read_timeout(hg_client_t *c, uint32_t ms);
+uint32_t hg_client_read_timeout(const hg_client_t *c);
+
+/* DLQ REQUEUE|DROP … ALL moves the DLQ in steps between other clients'
+ * commands (2–4 µs an entry on an idle broker) and answers after the last:
+ * a caller waiting for that answer allows this much more read timeout per
+ * entry (DLQ LEN first), as hourglass-cli and the console do. */
+#define HG_DLQ_ALL_WAIT_US_PER_ENTRY 50
+
 /* The code and message of the client's last failed call ("" / HG_OK when the
  * last call succeeded). The string belongs to the client and stays valid
  * until its next call. */

@@ -615,6 +615,31 @@ static void test_auth_refused(void)
              "message '%s'", err.message);
 }
 
+/* hg_client_set_read_timeout: a call to a frozen broker fails with
+ * HG_ERR_TIMEOUT after the timeout set (not the 10 s it was opened with);
+ * set back, the next call reconnects and succeeds. */
+static void test_read_timeout_set(void)
+{
+    hg_reply_t *r = NULL;
+    start(FAST);
+    BP_CHECK(hg_client_read_timeout(C) == 10000, "opened with %u ms", hg_client_read_timeout(C));
+    hg_client_set_read_timeout(C, 300);
+    BP_CHECK(hg_client_read_timeout(C) == 300, "set to %u ms", hg_client_read_timeout(C));
+    BP_REQUIRE(kill(B.pid, SIGSTOP) == 0, "SIGSTOP the broker");
+    uint64_t t0 = tu_now_mono_ms();
+    hg_err_t e = hg_client_command(C, 1, (const char *const[]){ "PING" }, NULL, &r);
+    uint64_t took = tu_now_mono_ms() - t0;
+    BP_REQUIRE(kill(B.pid, SIGCONT) == 0, "SIGCONT the broker");
+    hg_reply_free(r);
+    r = NULL;
+    BP_CHECK(e == HG_ERR_TIMEOUT && took >= 300 && took < 5000, "PING to a frozen broker: %s after %llu ms",
+             hg_strerror(e), (unsigned long long)took);
+    hg_client_set_read_timeout(C, 10000);
+    e = hg_client_command(C, 1, (const char *const[]){ "PING" }, NULL, &r);
+    BP_CHECK(e == HG_OK, "PING after SIGCONT: %s %s", hg_strerror(e), hg_client_errmsg(C));
+    hg_reply_free(r);
+}
+
 /* A broker whose users file has shop (producer) and canceller (consumer),
  * passwords "pw-<name>"; URI without credentials; C logged in as shop. */
 static void start_with_users(char *dir, size_t dirlen)
@@ -1434,6 +1459,7 @@ static int add_suites(void)
         { "client", "hg_send_many: 1000 pipelined, one error", test_send_many_pipelined },
         { "client", "send delays, errors, generic command, levels", test_send_delays_and_levels },
         { "client", "credentials refused: HG_ERR_AUTH", test_auth_refused },
+        { "client", "hg_client_set_read_timeout applies to the next call", test_read_timeout_set },
         { "consumer", "send + consume round trip, 3 workers", test_round_trip },
         { "consumer", "HG_RETRY: local backoff, then NACK with reason", test_retry_backoff_then_nack },
         { "consumer", "HG_FAIL: NACK with reason lands in the DLQ", test_fail_goes_to_dlq },
