@@ -343,7 +343,7 @@ int store_topic_delete(store_t *s, const char *topic, size_t topic_len, store_to
                        store_topic_info_t *info, char *err, size_t errlen)
 {
     *out = STORE_TOPIC_UNKNOWN;
-    if (store_read_begin(s, err, errlen) != 0) { /* also: no dirty-record list holds the topic after this */
+    if (store_read_begin(s, err, errlen) != 0) {
         return -1;
     }
     topic_state_t *t = map_get(&s->topics, topic, topic_len);
@@ -362,7 +362,7 @@ int store_topic_delete(store_t *s, const char *topic, size_t topic_len, store_to
             return -1;
         }
     }
-    if (store_read_begin(s, err, errlen) != 0) { /* what the deletions left pending */
+    if (t->dirty && store_commit(s, err, errlen) != 0) { /* no list of dirty records may hold t once it is freed */
         return -1;
     }
     key_buf_t k;
