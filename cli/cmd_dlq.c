@@ -13,9 +13,8 @@
 #include "cli/args.h"
 #include "cli/output.h"
 
-#define CLI_PAYLOAD_COLUMN  40        /* payload characters shown in dlq list */
-#define CLI_DLQ_ALL_PAGE    "500"     /* entries per DLQ LIST of dlq list --all */
-#define DLQ_ALL_MAX_WAIT_MS 86400000u /* requeue/drop --all wait at most a day (--timeout's own bound) */
+#define CLI_PAYLOAD_COLUMN 40    /* payload characters shown in dlq list */
+#define CLI_DLQ_ALL_PAGE   "500" /* entries per DLQ LIST of dlq list --all */
 
 /* The fields of one DLQ LIST entry [id, key, payload, reconsume, reason, parked_ms]. */
 typedef struct dlq_entry {
@@ -275,10 +274,8 @@ static int dlq_move(cli_t *cli, const char *name, const char *verb, const char *
             fprintf(stderr, "%s %s: %lld message%s in the DLQ, moving them…\n", name, pos[0], len, len == 1 ? "" : "s");
         }
         hg_reply_free(r);
-        if (len >= 1000) { /* the reply comes after the last of the broker's steps: wait longer for it */
-            uint64_t wait = cli->timeout_ms + (uint64_t)len * HG_DLQ_ALL_WAIT_US_PER_ENTRY / 1000;
-            hg_client_set_read_timeout(cli->client, wait < DLQ_ALL_MAX_WAIT_MS ? (uint32_t)wait : DLQ_ALL_MAX_WAIT_MS);
-        }
+        /* the reply comes after the last of the broker's steps: wait longer for it */
+        hg_client_set_read_timeout(cli->client, hg_dlq_all_read_timeout(cli->timeout_ms, len));
     }
     if ((rc = cli_run(cli, &r, 4, cmdv)) != 0)
         return rc;

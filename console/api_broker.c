@@ -290,10 +290,7 @@ static void dlq_move(request_t *r, const char *group, const char *verb)
         }
         const char *argv[4] = { "DLQ", verb, group, "ALL" };
         uint32_t wait = hg_client_read_timeout(r->s->client); /* the answer comes after the broker's last step */
-        if (wait != 0) {
-            uint64_t longer = wait + (uint64_t)depth * HG_DLQ_ALL_WAIT_US_PER_ENTRY / 1000;
-            hg_client_set_read_timeout(r->s->client, longer < UINT32_MAX ? (uint32_t)longer : 0);
-        }
+        hg_client_set_read_timeout(r->s->client, hg_dlq_all_read_timeout(wait, depth));
         hg_reply_t *reply = run(r, 4, argv);
         hg_client_set_read_timeout(r->s->client, wait);
         if (reply == NULL) {

@@ -733,6 +733,15 @@ uint32_t hg_client_read_timeout(const hg_client_t *c)
     return c->opts.read_timeout_ms;
 }
 
+uint32_t hg_dlq_all_read_timeout(uint32_t read_timeout_ms, long long entries)
+{
+    const uint64_t us_per_entry = 50, most_ms = 86400000;
+    if (read_timeout_ms == 0 || entries <= 0)
+        return read_timeout_ms;
+    uint64_t ms = read_timeout_ms + (uint64_t)entries * us_per_entry / 1000;
+    return ms < most_ms ? (uint32_t)ms : (uint32_t)most_ms;
+}
+
 hg_err_t hg_client_errcode(const hg_client_t *c)
 {
     return c->errcode;

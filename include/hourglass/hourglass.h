@@ -206,11 +206,12 @@ void hg_client_close(hg_client_t *c);
 void hg_client_set_read_timeout(hg_client_t *c, uint32_t ms);
 uint32_t hg_client_read_timeout(const hg_client_t *c);
 
-/* DLQ REQUEUE|DROP … ALL moves the DLQ in steps between other clients'
- * commands (2–4 µs an entry on an idle broker) and answers after the last:
- * a caller waiting for that answer allows this much more read timeout per
- * entry (DLQ LEN first), as hourglass-cli and the console do. */
-#define HG_DLQ_ALL_WAIT_US_PER_ENTRY 50
+/* The read timeout for DLQ REQUEUE|DROP … ALL of a DLQ of `entries` (DLQ LEN
+ * first): the broker moves the DLQ in steps between other clients' commands
+ * (2–4 µs an entry on an idle broker) and answers after the last, so this is
+ * read_timeout_ms plus 50 µs an entry, at most a day; 0 (wait forever) stays
+ * 0. hourglass-cli and the console set it for that one command. */
+uint32_t hg_dlq_all_read_timeout(uint32_t read_timeout_ms, long long entries);
 
 /* The code and message of the client's last failed call ("" / HG_OK when the
  * last call succeeded). The string belongs to the client and stays valid

@@ -636,6 +636,12 @@ static void test_read_timeout_set(void)
              hg_strerror(e), (unsigned long long)took);
     hg_client_set_read_timeout(C, 10000);
     e = hg_client_command(C, 1, (const char *const[]){ "PING" }, NULL, &r);
+    /* the timeout for DLQ … ALL: 50 µs more an entry, at most a day, forever stays forever */
+    BP_CHECK(hg_dlq_all_read_timeout(5000, 1000000) == 55000 && hg_dlq_all_read_timeout(5000, 0) == 5000 &&
+                 hg_dlq_all_read_timeout(0, 1000000) == 0 && hg_dlq_all_read_timeout(5000, 1LL << 40) == 86400000,
+             "hg_dlq_all_read_timeout: %u %u %u %u", hg_dlq_all_read_timeout(5000, 1000000),
+             hg_dlq_all_read_timeout(5000, 0), hg_dlq_all_read_timeout(0, 1000000),
+             hg_dlq_all_read_timeout(5000, 1LL << 40));
     BP_CHECK(e == HG_OK, "PING after SIGCONT: %s %s", hg_strerror(e), hg_client_errmsg(C));
     hg_reply_free(r);
 }
