@@ -1,13 +1,15 @@
 /*
  * broker/cmd_admin.c — introspection and operator commands: INFO CONFIG
- * LEVELS SHUTDOWN.
+ * LEVELS SHUTDOWN BACKUP.
  *
  * INFO is assembled from two halves: the storage sections are rendered by a
  * storage job on the storage thread, the loop's sections (server, clients,
  * the loop half of stats) are added around them on the loop thread when the
  * job completes (info_complete). LEVELS is a storage job; CONFIG GET and
- * SHUTDOWN are answered on the loop thread. Who may run them is the command
- * table's roles column (cmd_table.c).
+ * SHUTDOWN are answered on the loop thread. BACKUP checks its name on the
+ * loop and starts the copy from a storage job (broker/backup.h: the snapshot
+ * is taken there, after every write before it). Who may run them is the
+ * command table's roles column (cmd_table.c).
  */
 #include "broker/cmd_shared.h"
 
@@ -73,6 +75,46 @@ static void info_complete(job_t *j)
     resp_buf_clear(&j->reply);
     resp_add_verbatim(&j->reply, "txt", text.data ? text.data : "", text.len);
     buf_free(&text);
+}
+
+typedef struct backup_job {
+    job_t job;
+    resp_arg_t name, dir;
+} backup_job_t;
+
+static job_result_t backup_exec(job_t *j, writer_t *w)
+{
+    backup_job_t *bj = (backup_job_t *)j;
+    char err[400];
+    if (backup_start(writer_backup(w), writer_store(w), bj->dir.ptr, bj->name.ptr, writer_disk_floor(w), writer_now(w),
+                     err, sizeof err) != 0) {
+        cmd_reply_store_error(j, err);
+        return JOB_DONE;
+    }
+    snprintf(err, sizeof err, "Backup started: %s/%s (INFO storage: backup_in_progress)", bj->dir.ptr, bj->name.ptr);
+    resp_add_simple(&j->reply, err);
+    return JOB_DONE;
+}
+
+void cmd_backup(cmd_call_t *call)
+{
+    const config_t *cfg = cmd_config_of(call);
+    if (cfg->backup_dir == NULL || cfg->backup_dir[0] == '\0') {
+        resp_add_error(call->out, "ERR BACKUP needs backup-dir in the configuration: the directory the copies go to");
+        return;
+    }
+    char err[200];
+    if (backup_check_name(call->argv[1].ptr, call->argv[1].len, err, sizeof err) != 0) {
+        resp_add_errorf(call->out, "ERR %s", err);
+        return;
+    }
+    resp_arg_t dir = { .ptr = cfg->backup_dir, .len = strlen(cfg->backup_dir) };
+    char *arena;
+    backup_job_t *bj =
+        cmd_job_new(sizeof *bj, cmd_copy_size(&call->argv[1]) + cmd_copy_size(&dir), backup_exec, &arena);
+    bj->name = cmd_job_copy(&arena, &call->argv[1]);
+    bj->dir = cmd_job_copy(&arena, &dir);
+    call->job = &bj->job;
 }
 
 void cmd_info(cmd_call_t *call)

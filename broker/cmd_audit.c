@@ -1,7 +1,7 @@
 /*
  * broker/cmd_audit.c — the audit log: every destructive or admin command
  * (GROUP CREATE / DEL, DLQ REQUEUE / DROP, REVOKE, CONFIG SET, CLIENT KILL,
- * SHUTDOWN) is logged at info with who ran it and what it changed:
+ * SHUTDOWN, BACKUP) is logged at info with who ran it and what it changed:
  *
  *   audit: client id=7 addr=127.0.0.1:50312 user=- REVOKE order-timeout KEY 42: revoked 1 (delayed 1, ready 0), refused 0
  *
@@ -27,7 +27,7 @@
 static int audited(const cmd_call_t *call)
 {
     const resp_arg_t *a = call->argv;
-    if (cmd_arg_is(&a[0], "revoke") || cmd_arg_is(&a[0], "shutdown")) {
+    if (cmd_arg_is(&a[0], "revoke") || cmd_arg_is(&a[0], "shutdown") || cmd_arg_is(&a[0], "backup")) {
         return 1;
     }
     if (call->argc < 2) {

@@ -28,7 +28,7 @@ typedef void cmd_proc_t(cmd_call_t *call);
 cmd_proc_t cmd_ping, cmd_echo, cmd_quit, cmd_select, cmd_auth, cmd_hello, cmd_client, cmd_acl; /* cmd_conn.c */
 cmd_proc_t cmd_send, cmd_pull, cmd_ack, cmd_nack, cmd_touch;                                   /* cmd_msg.c */
 cmd_proc_t cmd_topics, cmd_topic, cmd_group, cmd_dlq;                                          /* cmd_group.c */
-cmd_proc_t cmd_info, cmd_config, cmd_levels, cmd_shutdown;                                     /* cmd_admin.c */
+cmd_proc_t cmd_info, cmd_config, cmd_levels, cmd_shutdown, cmd_backup;                         /* cmd_admin.c */
 cmd_proc_t cmd_get, cmd_find, cmd_revoke, cmd_peek;                                            /* cmd_lookup.c */
 
 /* MULTI / EXEC / DISCARD (cmd_multi.c). Inside MULTI, cmd_dispatch asks

@@ -15,7 +15,7 @@
  *   consumer  PULL ACK NACK TOUCH, GROUP CREATE, and read-only introspection
  *   viewer    read-only introspection only (dashboards): changes nothing
  *   admin     everything, and alone: GROUP DEL, DLQ REQUEUE/DROP, CONFIG,
- *             CLIENT LIST (other clients' addresses), SHUTDOWN
+ *             CLIENT LIST (other clients' addresses), SHUTDOWN, BACKUP
  *
  * Loop thread only.
  */
@@ -134,6 +134,8 @@ static const cmd_def_t commands[] = {
     { "quit", 1, CMD_LOOP | CMD_NOAUTH, R_ANY, NULL, cmd_quit, "", "+OK, then close" },
     { "shutdown", -1, CMD_LOOP, R_ADM, NULL, cmd_shutdown, "[NOSAVE|SAVE|NOW|FORCE]",
       "finish the batch in flight, close the store, exit 0" },
+    { "backup", 2, CMD_STORAGE, R_ADM, NULL, cmd_backup, "name",
+      "copy the data directory online, consistent as of now, to backup-dir/name (INFO storage: backup_*)" },
     { "multi", 1, CMD_LOOP, R_PROD, NULL, cmd_multi, "",
       "start a transaction: the SENDs until EXEC are stored atomically" },
     { "exec", 1, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_PROD, NULL, cmd_exec, "",

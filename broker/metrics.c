@@ -152,6 +152,17 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
         buf_printf(o, "disk_full:%d\r\ndisk_free_bytes:%llu\r\ndisk_full_events:%llu\r\ndisk_full_refusals:%llu\r\n",
                    st->disk_full, (unsigned long long)st->disk_free_bytes, (unsigned long long)st->disk_full_events,
                    (unsigned long long)st->disk_full_refusals);
+        if (st->backup != NULL) {
+            backup_status_t b;
+            backup_status(st->backup, &b);
+            buf_printf(o,
+                       "backup_in_progress:%d\r\nbackup_name:%s\r\nbackup_started_ms:%llu\r\nbackup_records:%llu\r\n"
+                       "backup_bytes:%llu\r\nbackup_last_status:%s\r\nbackup_last_duration_ms:%llu\r\n"
+                       "backup_last_ok_ms:%llu\r\nbackup_last_error:%s\r\n",
+                       b.running, b.name, (unsigned long long)b.started_ms, (unsigned long long)b.keys,
+                       (unsigned long long)b.bytes, backup_result_name(b.last), (unsigned long long)b.last_ms,
+                       (unsigned long long)b.last_ok_ms, b.last_error);
+        }
     }
     if (mask & INFO_STATS) {
         if (lead || o->len) {
@@ -346,6 +357,14 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
                     st->disk_free_bytes);
     prom_metric_u64(o, "hourglass_disk_full_refusals_total", "counter",
                     "Write commands refused while the disk was full.", st->disk_full_refusals);
+    if (st->backup != NULL) {
+        backup_status_t b;
+        backup_status(st->backup, &b);
+        prom_metric_u64(o, "hourglass_backup_in_progress", "gauge", "1 while a BACKUP copy runs.", (uint64_t)b.running);
+        prom_metric_u64(o, "hourglass_backup_last_success_timestamp_seconds", "gauge",
+                        "When the last whole BACKUP copy finished (0: none since the broker started).",
+                        b.last_ok_ms / 1000);
+    }
     prom_metric_u64(o, "hourglass_wake_deferrals_total", "counter",
                     "Woken blocked PULLs left waiting because the clients' memory budget had no room for their reply.",
                     st->wake_deferrals);

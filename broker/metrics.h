@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "broker/backup.h"
 #include "broker/settings.h"
 #include "common/prom.h"
 #include "levels/store.h"
@@ -36,6 +37,7 @@ typedef struct storage_stats {
     prom_hist_t lateness;        /* seconds: delivery time - due_ms */
     prom_hist_t batch_jobs;      /* jobs per group commit */
     prom_hist_t commit_seconds;  /* store_commit duration */
+    backup_t *backup;            /* BACKUP's state (its own lock), or NULL */
 } storage_stats_t;
 
 void storage_stats_init(storage_stats_t *s, uint64_t now_ms);

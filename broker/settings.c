@@ -90,6 +90,10 @@ static const cfg_key_t cfg_keys[] = {
     { CFG_KEY("disk-reserve", CFG_SIZE, "256mb", 0, 64 * GB, OFF(disk_reserve),
               "space kept in DIR/BALLAST and given back when the disk fills, so the store can reopen and restart; "
               "writes resume once twice this is free (0: none)") },
+    { CFG_KEY("backup-dir", CFG_STRING, NULL, 0, 0, OFF(backup_dir),
+              "where BACKUP name writes its online copy of the data directory (backup-dir/name); unset: BACKUP "
+              "is refused"),
+      .hint = "DIR" },
     { CFG_KEY("lease", CFG_DURATION, "30s", 1, DAY_MS, OFF(lease_ms),
               "default lease of a PULLed message (PULL/TOUCH LEASE override it)") },
     { CFG_KEY("lease-write-delay", CFG_DURATION, "100ms", 0, 10000, OFF(lease_write_delay_ms),

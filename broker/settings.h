@@ -75,6 +75,7 @@ typedef struct config {
     long long write_buffer_size;
     long long max_open_files;
     long long disk_reserve; /* bytes of DIR/BALLAST, given back when the disk fills (0 = none) */
+    char *backup_dir;       /* BACKUP copies go here; NULL: BACKUP is refused */
     /* messages */
     long long lease_ms;
     long long lease_write_delay_ms; /* store.lease_write_delay_ms */

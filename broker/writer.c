@@ -47,6 +47,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "broker/backup.h"
 #include "broker/diskguard.h"
 #include "broker/syncer.h"
 #include "common/log.h"
@@ -117,6 +118,7 @@ struct writer {
     store_t *store;    /* NULL while a reopen fails */
     int batch_durable; /* a job since the last commit made a promise: fsync it */
     syncer_t *syncer;  /* fsync always: the fsync thread (NULL: commits sync themselves) */
+    backup_t *backup;  /* BACKUP's copy thread: stopped before the store is closed */
     sched_t *sched;
     /* fair share: the queued jobs per connection, served round-robin */
     map_t fair_queues;           /* conn id (8 bytes) -> conn_queue_t */
@@ -403,7 +405,9 @@ writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_b
     w->store = store;
     w->opts = opts;
     w->sched = sched_new(store, NULL, NULL);
+    w->backup = backup_new();
     storage_stats_init(&w->stats, sched_now(w->sched));
+    w->stats.backup = w->backup;
     w->maintain_needed = 1;
     w->collect_budget = COLLECT_BUDGET_MIN;
     map_init(&w->parked_topics);
@@ -556,6 +560,7 @@ void writer_free(writer_t *w)
     if (w->sched) {
         sched_free(w->sched);
     }
+    backup_free(w->backup); /* its snapshot belongs to the store */
     if (w->store) {
         store_close(w->store, NULL, 0);
     }
@@ -638,6 +643,14 @@ storage_stats_t *writer_stats(writer_t *w)
 {
     return &w->stats;
 }
+backup_t *writer_backup(writer_t *w)
+{
+    return w->backup;
+}
+uint64_t writer_disk_floor(writer_t *w)
+{
+    return disk_resume_bytes(w);
+}
 int writer_stopping(writer_t *w)
 {
     return w->stopping;
@@ -696,6 +709,7 @@ static void reopen_store(writer_t *w, const char *why)
         set_broken(w, why);
         sched_free(w->sched);
         w->sched = NULL;
+        backup_stop(w->backup); /* its snapshot belongs to the store */
         store_close(w->store, NULL, 0);
         w->store = NULL;
     }
@@ -1377,6 +1391,7 @@ static void *writer_main(void *arg)
      * own thread, before telling the loop. */
     syncer_stop(w->syncer);
     w->syncer = NULL;
+    backup_stop(w->backup); /* a copy still running is stopped: its snapshot belongs to the store */
     if (w->store != NULL) {
         char err[512];
         if (store_close(w->store, err, sizeof err) != 0) {

@@ -46,6 +46,7 @@
 
 #include <event2/event.h>
 
+#include "broker/backup.h"
 #include "broker/metrics.h"
 #include "levels/sched.h"
 #include "levels/store.h"
@@ -176,6 +177,9 @@ size_t writer_parked(writer_t *w);
 store_t *writer_store(writer_t *w);
 sched_t *writer_sched(writer_t *w);
 storage_stats_t *writer_stats(writer_t *w);
+backup_t *writer_backup(writer_t *w); /* BACKUP (broker/backup.h) */
+/* The free space writes stop under: 2 x disk-reserve, or 16 MiB without one. */
+uint64_t writer_disk_floor(writer_t *w);
 uint64_t writer_now(writer_t *w); /* wall-clock ms (the scheduler's clock) */
 int writer_stopping(writer_t *w); /* 1: the broker is stopping: a job that steps (JOB_AGAIN) finishes now */
 

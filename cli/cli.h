@@ -95,6 +95,7 @@ int cli_cmd_topics(cli_t *cli, int argc, char **argv);
 int cli_cmd_groups(cli_t *cli, int argc, char **argv);
 int cli_cmd_info(cli_t *cli, int argc, char **argv);
 int cli_cmd_send(cli_t *cli, int argc, char **argv);
+int cli_cmd_backup(cli_t *cli, int argc, char **argv);
 
 /* Open the order database once (cli/config.h's keys). Returns 0, or the exit
  * code (EXIT_USAGE for a missing key, EXIT_CONNECT when MariaDB cannot be

@@ -1,6 +1,6 @@
 /*
  * cli/cmd_broker.c — hourglass-cli's commands about the broker as a whole:
- * ping, levels, topics, groups, info, send (contract: cli.h). Each parses its own
+ * ping, levels, topics, groups, info, send, backup (contract: cli.h). Each parses its own
  * arguments (cli/args.h), runs one broker command through the public API,
  * and prints a table or, with --json, one JSON value (cli/output.h).
  * Single-threaded.
@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/buf.h"
 #include "base/units.h"
@@ -443,5 +444,115 @@ int cli_cmd_send(cli_t *cli, int argc, char **argv)
         printf("{\"id\":\"%s\"}\n", id);
     else
         printf("%s\n", id);
+    return 0;
+}
+
+/* The value of key in INFO text, copied to out (NUL-terminated, cut to
+ * outlen); 0, or -1 when the key is not there. */
+static int info_field(const char *s, size_t n, const char *key, char *out, size_t outlen)
+{
+    size_t klen = strlen(key);
+    for (size_t i = 0; i < n;) {
+        size_t end = i;
+        while (end < n && s[end] != '\n')
+            end++;
+        size_t len = end - i;
+        if (len > 0 && s[i + len - 1] == '\r')
+            len--;
+        if (len > klen && memcmp(s + i, key, klen) == 0 && s[i + klen] == ':') {
+            size_t vlen = len - klen - 1;
+            if (vlen >= outlen)
+                vlen = outlen - 1;
+            memcpy(out, s + i + klen + 1, vlen);
+            out[vlen] = '\0';
+            return 0;
+        }
+        i = end + 1;
+    }
+    return -1;
+}
+
+#define BACKUP_POLL_MS 200
+
+/* Poll INFO storage until the backup called name is no longer running.
+ * Prints its outcome; returns 0 (a whole copy), EXIT_BROKER or a client
+ * failure's exit code. */
+static int backup_wait(cli_t *cli, const char *name)
+{
+    static const char *const cmdv[2] = { "INFO", "storage" };
+    for (;;) {
+        hg_reply_t *r;
+        int rc = cli_run(cli, &r, 2, cmdv);
+        if (rc != 0)
+            return rc;
+        size_t len;
+        const char *s = reply_is_str(r) ? hg_reply_str(r, &len) : NULL;
+        char running[8], got[160], status[16], records[24], bytes[24], ms[24], error[400];
+        if (s == NULL || info_field(s, len, "backup_in_progress", running, sizeof running) != 0 ||
+            info_field(s, len, "backup_name", got, sizeof got) != 0 ||
+            info_field(s, len, "backup_last_status", status, sizeof status) != 0 ||
+            info_field(s, len, "backup_records", records, sizeof records) != 0 ||
+            info_field(s, len, "backup_bytes", bytes, sizeof bytes) != 0 ||
+            info_field(s, len, "backup_last_duration_ms", ms, sizeof ms) != 0 ||
+            info_field(s, len, "backup_last_error", error, sizeof error) != 0) {
+            hg_reply_free(r);
+            return cli_unexpected("INFO storage", NULL);
+        }
+        hg_reply_free(r);
+        if (strcmp(running, "0") != 0 || strcmp(got, name) != 0) {
+            struct timespec ts = { 0, BACKUP_POLL_MS * 1000000L };
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        int ok = strcmp(status, "ok") == 0;
+        if (cli->json) {
+            printf("{\"backup\":");
+            out_json_string(stdout, name, strlen(name));
+            printf(",\"status\":");
+            out_json_string(stdout, status, strlen(status));
+            printf(",\"records\":%s,\"bytes\":%s,\"duration_ms\":%s,\"error\":", records, bytes, ms);
+            out_json_string(stdout, error, strlen(error));
+            printf("}\n");
+        } else if (ok) {
+            printf("backup %s: whole, %s records, %s bytes in %s ms\n", name, records, bytes, ms);
+        }
+        if (!ok)
+            return cli_fail(EXIT_BROKER, "backup %s %s%s%s", name, status, error[0] ? ": " : "", error);
+        return 0;
+    }
+}
+
+int cli_cmd_backup(cli_t *cli, int argc, char **argv)
+{
+    cli_opt_t specs[] = { { "--no-wait", 0, NULL }, { NULL, 0, NULL } };
+    char *pos[1];
+    hg_reply_t *r;
+    int rc = 0, n = cli_parse_args(cli_find_command("backup"), argc, argv, specs, pos, 1, &rc);
+
+    if (n < 0)
+        return rc;
+    if (n != 1)
+        return cli_usage_error("backup: NAME is missing");
+    const char *cmdv[2] = { "BACKUP", pos[0] };
+    if ((rc = cli_run(cli, &r, 2, cmdv)) != 0)
+        return rc;
+    size_t len;
+    const char *s = hg_reply_type(r) == HG_REPLY_STATUS ? hg_reply_str(r, &len) : NULL;
+    if (s == NULL) {
+        hg_reply_free(r);
+        return cli_unexpected("BACKUP", NULL);
+    }
+    if (specs[0].value == NULL) {
+        hg_reply_free(r);
+        return backup_wait(cli, pos[0]);
+    }
+    if (cli->json) {
+        printf("{\"backup\":");
+        out_json_string(stdout, pos[0], strlen(pos[0]));
+        printf(",\"status\":\"started\"}\n");
+    } else {
+        printf("%.*s\n", (int)len, s);
+    }
+    hg_reply_free(r);
     return 0;
 }

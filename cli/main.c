@@ -194,6 +194,11 @@ static const command_t commands[] = {
     { "info", cli_cmd_info, "[SECTION]",
       "The broker's INFO text (sections: server clients levels groups storage stats). "
       "With --json: an object of sections, each an object of fields." },
+    { "backup", cli_cmd_backup, "NAME [--no-wait]",
+      "Copy the broker's data directory while it runs, consistent as of the command, to backup-dir/NAME on the "
+      "broker's host (BACKUP; the admin role; audited), and wait until the copy is whole: exit 0, or 1 with the "
+      "broker's reason. --no-wait: return once the copy started (INFO storage shows it). Restore: stop the "
+      "broker and start it on a copy of that directory (docs/operations.md)." },
     { "send", cli_cmd_send, "TOPIC PAYLOAD [--key K] [--level N | --delay D | --at MS]",
       "Send one message and print its id. --level N: exactly level N of the broker's table (0 = now; "
       "checked against its LEVELS). "

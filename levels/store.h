@@ -583,6 +583,41 @@ int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *c
  * operator's check of a directory after a crash. Reads everything: not for hot paths. */
 int store_check(store_t *s, char *err, size_t errlen);
 
+/* ---- Online copies (snapshot.c) ----------------------------------------------- */
+
+/* A fixed view of the committed store: what a crash at the moment it was
+ * taken would leave (every commit is one WriteBatch). */
+typedef struct store_snapshot store_snapshot_t;
+
+/* What a copy has done so far: read by other threads while it runs. */
+typedef struct store_copy_progress {
+    _Atomic uint64_t keys;  /* records copied */
+    _Atomic uint64_t bytes; /* their keys and values */
+} store_copy_progress_t;
+
+/* The owner's thread: commit what is pending (unsynced) and take a snapshot
+ * of the result. NULL with err on a broken store or a failed commit. The
+ * snapshot must be released before the store is closed. */
+store_snapshot_t *store_snapshot_take(store_t *s, char *err, size_t errlen);
+
+/* Asked by a copy between its batches: 0 go on, 1 stop, -1 fail (with err). */
+typedef int (*store_copy_check_fn)(void *ctx, char *err, size_t errlen);
+
+/* Any one thread, while the store is open (the owner goes on writing): copy
+ * the snapshot into a new LevelDB database at dir — a data directory a store
+ * opens like any other. dir must not exist; its parent must. Reads skip the
+ * block cache; the copy is written in batches (4 MiB), the last fsynced, then
+ * dir is fsynced. check (NULL: never asked) is asked after each batch but
+ * the last. Returns 0 when the copy is whole, 1 when check stopped it, -1
+ * with err on an error (naming dir or the store) or check's failure; after
+ * 1 or -1 nothing of dir is left. progress (NULL: none) counts as it
+ * goes; its counters are not reset. */
+int store_snapshot_copy(store_snapshot_t *sn, const char *dir, store_copy_check_fn check, void *ctx,
+                        store_copy_progress_t *progress, char *err, size_t errlen);
+
+/* Any thread, while the store is open; NULL is a no-op. */
+void store_snapshot_release(store_snapshot_t *sn);
+
 /* Format an id for the wire (16 lower-case hex digits) and parse it back
  * (0 / -1): the text must be exactly 16 hex digits, either case; shorter or
  * longer forms are refused (docs/protocol.md). */

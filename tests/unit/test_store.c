@@ -28,6 +28,8 @@
 #include <inttypes.h>
 #include <leveldb/c.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <dirent.h>
@@ -4807,11 +4809,232 @@ static const tu_test_t logsync_tests[] = {
     { NULL, NULL },
 };
 
+
+/* ============================================================== snapshot */
+
+/* An order-sensitive digest of every stored message and where it is. */
+typedef struct scan_digest {
+    uint64_t n, h;
+} scan_digest_t;
+
+static int digest_entry(void *ctx, const store_entry_t *e)
+{
+    scan_digest_t *d = ctx;
+    uint64_t parts[6] = { (uint64_t)e->range, (uint64_t)e->level, e->seq, e->due_ms, e->deadline_ms, e->m->id };
+    for (int i = 0; i < 6; i++)
+        d->h = (d->h ^ parts[i]) * UINT64_C(1099511628211);
+    d->h = (d->h ^ e->m->payload.len) * UINT64_C(1099511628211);
+    d->n++;
+    return 0;
+}
+
+static scan_digest_t digest_at(store_t *s, int line)
+{
+    char err[512] = "";
+    scan_digest_t d = { 0, UINT64_C(14695981039346656037) };
+    TU_REQUIRE_AT(store_scan(s, digest_entry, &d, err, sizeof err) == 0, line, "store_scan: %s", err);
+    return d;
+}
+#define DIGEST(s) digest_at((s), __LINE__)
+
+/* A store with a bit of everything: messages on the levels and ready, a
+ * group with leases, acknowledged ones, a retry and a DLQ entry. */
+static void fill_mixed(store_t *s)
+{
+    for (int i = 0; i < 40; i++)
+        SEND(s, "t", "ready", 0, 0, T0, NULL);
+    for (int i = 0; i < 30; i++)
+        SEND(s, "t", "later", 1 + i % 5, 0, T0, NULL);
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    msg_owned_t m[10];
+    int n = LEASE_N(s, "g", "t", 10, LEASE, T0, m);
+    TU_REQUIRE(n == 10, "leased %d", n);
+    uint64_t acked[4] = { m[0].m.id, m[1].m.id, m[2].m.id, m[3].m.id };
+    CHECK_EQ_U64((uint64_t)ACK(s, "g", acked, 4), 4);
+    FAIL_LEVEL(s, "g", m[4].m.id, 1, "retry", T0, NULL);
+    FAIL_DLQ(s, "g", m[5].m.id, "parked", T0);
+    free_msgs(m, n);
+    COMMIT(s);
+}
+
+typedef struct copy_run {
+    store_snapshot_t *sn;
+    char dir[700];
+    int rc;
+    char err[512];
+    store_copy_progress_t progress;
+} copy_run_t;
+
+static void *copy_thread(void *arg)
+{
+    copy_run_t *c = arg;
+    c->rc = store_snapshot_copy(c->sn, c->dir, NULL, NULL, &c->progress, c->err, sizeof c->err);
+    return NULL;
+}
+
+/* The copy is the store as of the snapshot, while the owner goes on. */
+static void test_snapshot_copy_while_writing(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    fill_mixed(s);
+    scan_digest_t before = DIGEST(s);
+    char err[512] = "";
+    copy_run_t c = { 0 };
+    c.sn = store_snapshot_take(s, err, sizeof err);
+    TU_REQUIRE(c.sn != NULL, "store_snapshot_take: %s", err);
+    snprintf(c.dir, sizeof c.dir, "%s/copy", g_dir);
+    pthread_t th;
+    TU_REQUIRE(pthread_create(&th, NULL, copy_thread, &c) == 0, "pthread_create");
+    /* the owner writes on meanwhile: none of it may show in the copy */
+    for (int i = 0; i < 2000; i++) {
+        SEND(s, "t", "after", i % 3, 0, T0 + 1, NULL);
+        if (i % 100 == 99)
+            COMMIT(s);
+    }
+    msg_owned_t m[10];
+    int n = LEASE_N(s, "g", "t", 10, LEASE, T0 + 1, m);
+    free_msgs(m, n);
+    COMMIT(s);
+    pthread_join(th, NULL);
+    store_snapshot_release(c.sn);
+    TU_REQUIRE(c.rc == 0, "store_snapshot_copy: %d %s", c.rc, c.err);
+    TU_CHECK(atomic_load(&c.progress.keys) > 70 && atomic_load(&c.progress.bytes) > 0,
+             "progress: %" PRIu64 " records, %" PRIu64 " bytes", (uint64_t)atomic_load(&c.progress.keys),
+             (uint64_t)atomic_load(&c.progress.bytes));
+    scan_digest_t after = DIGEST(s);
+    TU_CHECK(after.n > before.n, "the owner's writes: %" PRIu64 " -> %" PRIu64, before.n, after.n);
+    CHECK_STORE(s);
+    CLOSE(&s);
+
+    store_options_t o;
+    opts_default(&o);
+    o.path = c.dir;
+    o.create_if_missing = 0;
+    store_t *copy = OPEN(&o);
+    CHECK_STORE(copy);
+    scan_digest_t got = DIGEST(copy);
+    CHECK_EQ_U64(got.n, before.n);
+    CHECK_EQ_U64(got.h, before.h);
+    /* it works as a store: the group goes on where it was */
+    n = LEASE_N(copy, "g", "t", 10, LEASE, T0 + 2, m);
+    TU_CHECK(n == 10, "leased %d from the copy", n);
+    for (int i = 0; i < n; i++)
+        TU_CHECK(m[i].m.payload.len == 5 && memcmp(m[i].m.payload.ptr, "ready", 5) == 0,
+                 "the copy delivered a message sent after its snapshot");
+    free_msgs(m, n);
+    CHECK_STORE(copy);
+    CLOSE(&copy);
+}
+
+/* A lease held only in memory is not in the copy: its message comes again at
+ * once, as after a crash. */
+static void test_snapshot_unwritten_leases(void)
+{
+    store_t *s = open_write_late();
+    for (int i = 0; i < 5; i++)
+        SEND(s, "t", "x", 0, 0, T0, NULL);
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    msg_owned_t m[5];
+    int n = LEASE_N(s, "g", "t", 5, LEASE, T0, m);
+    TU_REQUIRE(n == 5, "leased %d", n);
+    free_msgs(m, n);
+    char err[512] = "";
+    store_snapshot_t *sn = store_snapshot_take(s, err, sizeof err);
+    TU_REQUIRE(sn != NULL, "store_snapshot_take: %s", err);
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/copy", g_dir);
+    int rc = store_snapshot_copy(sn, dir, NULL, NULL, NULL, err, sizeof err);
+    store_snapshot_release(sn);
+    TU_REQUIRE(rc == 0, "store_snapshot_copy: %s", err);
+    store_options_t o;
+    opts_default(&o);
+    o.path = dir;
+    o.create_if_missing = 0;
+    store_t *copy = OPEN(&o);
+    n = LEASE_N(copy, "g", "t", 5, LEASE, T0 + 1, m);
+    TU_CHECK(n == 5, "the copy delivered %d of the 5 leased in memory", n);
+    free_msgs(m, n);
+    CHECK_STORE(copy);
+}
+
+static int g_checks;
+static int check_stop(void *ctx, char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    g_checks++;
+    return *(int *)ctx;
+}
+static int check_fail(void *ctx, char *err, size_t errlen)
+{
+    (void)ctx;
+    g_checks++;
+    err_set(err, errlen, "the disk runs low");
+    return -1;
+}
+
+/* A copy that is stopped, fails, or would overwrite leaves nothing of its own. */
+static void test_snapshot_copy_refusals(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    static char big[32 * 1024];
+    memset(big, 'b', sizeof big - 1);
+    for (int i = 0; i < 400; i++) /* 12.5 MiB: more than one batch of the copy */
+        SEND(s, "t", big, 1, 0, T0, NULL);
+    COMMIT(s);
+    char err[512] = "", dir[700];
+    snprintf(dir, sizeof dir, "%s/copy", g_dir);
+    store_snapshot_t *sn = store_snapshot_take(s, err, sizeof err);
+    TU_REQUIRE(sn != NULL, "store_snapshot_take: %s", err);
+    struct stat st;
+
+    int go_on = 0, stop = 1;
+    g_checks = 0;
+    int rc = store_snapshot_copy(sn, dir, check_stop, &stop, NULL, err, sizeof err);
+    TU_CHECK(rc == 1 && g_checks == 1, "stopped: rc %d after %d checks (%s)", rc, g_checks, err);
+    TU_CHECK(stat(dir, &st) != 0 && errno == ENOENT, "a stopped copy left %s", dir);
+
+    g_checks = 0;
+    rc = store_snapshot_copy(sn, dir, check_fail, NULL, NULL, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "the disk runs low") != NULL, "failed: rc %d, '%s'", rc, err);
+    TU_CHECK(stat(dir, &st) != 0 && errno == ENOENT, "a failed copy left %s", dir);
+
+    g_checks = 0;
+    rc = store_snapshot_copy(sn, dir, check_stop, &go_on, NULL, err, sizeof err);
+    TU_CHECK(rc == 0 && g_checks >= 2, "whole: rc %d after %d checks (%s)", rc, g_checks, err);
+    rc = store_snapshot_copy(sn, dir, NULL, NULL, NULL, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "already exists") != NULL, "over a copy: rc %d, '%s'", rc, err);
+
+    char file[800];
+    snprintf(dir, sizeof dir, "%s/other", g_dir);
+    TU_REQUIRE(mkdir(dir, 0700) == 0, "mkdir %s", dir);
+    snprintf(file, sizeof file, "%s/keep", dir);
+    FILE *f = fopen(file, "w");
+    TU_REQUIRE(f != NULL, "fopen %s", file);
+    fclose(f);
+    rc = store_snapshot_copy(sn, dir, NULL, NULL, NULL, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "already exists") != NULL, "over a directory: rc %d, '%s'", rc, err);
+    TU_CHECK(stat(file, &st) == 0, "the copy removed what was in %s", dir);
+    snprintf(dir, sizeof dir, "%s/no/such/parent", g_dir);
+    rc = store_snapshot_copy(sn, dir, NULL, NULL, NULL, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, dir) != NULL, "under a missing parent: rc %d, '%s'", rc, err);
+    store_snapshot_release(sn);
+    store_snapshot_release(NULL);
+}
+
+static const tu_test_t snapshot_tests[] = {
+    { "a copy while the owner writes is the store as of the snapshot", test_snapshot_copy_while_writing },
+    { "leases held in memory come again from a copy", test_snapshot_unwritten_leases },
+    { "a copy stopped, failed or over an existing directory", test_snapshot_copy_refusals },
+    { NULL, NULL },
+};
+
 static const tu_suite_t suites[] = {
-    { "open", open_tests },         { "send", send_tests }, { "levels", level_tests }, { "groups", group_tests },
-    { "leases", lease_tests },      { "dlq", dlq_tests },   { "topics", topic_tests }, { "failure", failure_tests },
-    { "batching", batching_tests }, { "ids", id_tests },    { "scale", scale_tests },  { "logsync", logsync_tests },
-    { "index", index_tests },
+    { "open", open_tests },    { "send", send_tests },         { "levels", level_tests },
+    { "groups", group_tests }, { "leases", lease_tests },      { "dlq", dlq_tests },
+    { "topics", topic_tests }, { "failure", failure_tests },   { "batching", batching_tests },
+    { "ids", id_tests },       { "scale", scale_tests },       { "logsync", logsync_tests },
+    { "index", index_tests },  { "snapshot", snapshot_tests },
 };
 
 int main(int argc, char **argv)

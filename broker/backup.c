@@ -1,0 +1,309 @@
+/*
+ * broker/backup.c — BACKUP's thread (see backup.h).
+ *
+ * Invariants:
+ *  - At most one copy runs. Its thread owns the snapshot and releases it
+ *    when the copy ends; the storage thread joins the thread (backup_stop)
+ *    before it closes the store, so the snapshot never outlives the
+ *    database it belongs to.
+ *  - dir/name exists only as a whole copy: the copy is made in
+ *    dir/name.partial (removed again if the copy fails or stops) and renamed
+ *    without replacing anything, then dir is fsynced.
+ *  - The status is shared under mu; the progress counters are atomics the
+ *    copy bumps as it goes.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "broker/backup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/err.h"
+#include "broker/diskguard.h"
+#include "common/log.h"
+
+struct backup {
+    pthread_mutex_t mu;
+    backup_status_t st; /* under mu; keys and bytes come from progress while running */
+    pthread_t thread;
+    int joinable; /* storage thread only: a thread started and not joined yet */
+    atomic_int stop;
+    store_copy_progress_t progress;
+    store_snapshot_t *snap; /* the running copy's (its thread releases it) */
+    uint64_t min_free;      /* the copy fails rather than leave less free on its disk */
+    char dir[PATH_MAX], partial[PATH_MAX], final[PATH_MAX];
+};
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+const char *backup_result_name(backup_result_t r)
+{
+    switch (r) {
+    case BACKUP_OK:
+        return "ok";
+    case BACKUP_FAILED:
+        return "failed";
+    case BACKUP_STOPPED:
+        return "stopped";
+    default:
+        return "none";
+    }
+}
+
+backup_t *backup_new(void)
+{
+    backup_t *b = xcalloc(1, sizeof *b);
+    pthread_mutex_init(&b->mu, NULL);
+    return b;
+}
+
+void backup_free(backup_t *b)
+{
+    if (b == NULL) {
+        return;
+    }
+    backup_stop(b);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+}
+
+int backup_check_name(const char *name, size_t len, char *err, size_t errlen)
+{
+    if (len == 0) {
+        err_set(err, errlen, "the backup name is empty");
+        return -1;
+    }
+    if (len > BACKUP_NAME_MAX) {
+        err_set(err, errlen, "the backup name is longer than %d characters", BACKUP_NAME_MAX);
+        return -1;
+    }
+    if (name[0] == '.') {
+        err_set(err, errlen, "the backup name must not start with '.'");
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+              c == '-')) {
+            err_set(err, errlen, "the backup name may hold only letters, digits, '.', '_' and '-'");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* fsync the directory that holds what was just renamed. */
+static int sync_parent(const char *dir, char *err, size_t errlen)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0) {
+        err_set(err, errlen, "cannot fsync %s: %s", dir, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+        }
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
+/* Between the copy's batches: stop when told, fail before the copy's disk
+ * drops below min_free. */
+static int copy_check(void *ctx, char *err, size_t errlen)
+{
+    backup_t *b = ctx;
+    if (atomic_load(&b->stop)) {
+        return 1;
+    }
+    uint64_t free_bytes = diskguard_free_bytes(b->dir);
+    if (free_bytes != UINT64_MAX && free_bytes < b->min_free) {
+        err_set(err, errlen,
+                "the file system of %s has %llu bytes free, under the %llu the copy leaves free (2 x disk-reserve, "
+                "16 MiB without one)",
+                b->dir, (unsigned long long)free_bytes, (unsigned long long)b->min_free);
+        return -1;
+    }
+    return 0;
+}
+
+static void *backup_main(void *arg)
+{
+    backup_t *b = arg;
+    char err[300] = "";
+    int rc = store_snapshot_copy(b->snap, b->partial, copy_check, b, &b->progress, err, sizeof err);
+    store_snapshot_release(b->snap);
+    b->snap = NULL;
+    if (rc == 0 && renameat2(AT_FDCWD, b->partial, AT_FDCWD, b->final, RENAME_NOREPLACE) != 0) {
+        err_set(err, sizeof err, "cannot rename %s to %s: %s (the copy is left in %s)", b->partial, b->final,
+                strerror(errno), b->partial);
+        rc = -1;
+    }
+    if (rc == 0) {
+        rc = sync_parent(b->dir, err, sizeof err);
+    }
+    uint64_t now = wall_ms();
+    pthread_mutex_lock(&b->mu);
+    b->st.running = 0;
+    b->st.keys = atomic_load(&b->progress.keys);
+    b->st.bytes = atomic_load(&b->progress.bytes);
+    b->st.last = rc == 0 ? BACKUP_OK : rc == 1 ? BACKUP_STOPPED : BACKUP_FAILED;
+    b->st.last_finished_ms = now;
+    b->st.last_ms = now > b->st.started_ms ? now - b->st.started_ms : 0;
+    snprintf(b->st.last_error, sizeof b->st.last_error, "%s", rc == -1 ? err : "");
+    for (char *c = b->st.last_error; *c; c++) {
+        if (*c == '\r' || *c == '\n') {
+            *c = ' '; /* one INFO line */
+        }
+    }
+    if (rc == 0) {
+        b->st.last_ok_ms = now;
+    }
+    pthread_mutex_unlock(&b->mu);
+    if (rc == 0) {
+        log_info("backup %s done: %llu records, %llu bytes in %llu ms", b->final, (unsigned long long)b->st.keys,
+                 (unsigned long long)b->st.bytes, (unsigned long long)b->st.last_ms);
+    } else if (rc == 1) {
+        log_warn("backup %s stopped before it was whole; nothing of it is left", b->final);
+    } else {
+        log_error("backup %s failed: %s", b->final, err);
+    }
+    return NULL;
+}
+
+/* Does path exist? 1 yes, 0 no, -1 with err when it cannot be told. */
+static int path_exists(const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        return 1;
+    }
+    if (errno == ENOENT) {
+        return 0;
+    }
+    err_set(err, errlen, "%s: %s", path, strerror(errno));
+    return -1;
+}
+
+int backup_start(backup_t *b, store_t *s, const char *dir, const char *name, uint64_t min_free, uint64_t now_ms,
+                 char *err, size_t errlen)
+{
+    pthread_mutex_lock(&b->mu);
+    int running = b->st.running;
+    char running_name[BACKUP_NAME_MAX + 1];
+    snprintf(running_name, sizeof running_name, "%s", b->st.name);
+    pthread_mutex_unlock(&b->mu);
+    if (running) {
+        err_set(err, errlen, "backup '%s' is still running (INFO storage: backup_in_progress)", running_name);
+        return -1;
+    }
+    backup_stop(b); /* reap the last one's thread */
+    if (backup_check_name(name, strlen(name), err, errlen) != 0) {
+        return -1;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        err_set(err, errlen, "backup-dir %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        err_set(err, errlen, "backup-dir %s is not a directory", dir);
+        return -1;
+    }
+    char final[PATH_MAX], partial[PATH_MAX];
+    if ((size_t)snprintf(final, sizeof final, "%s/%s", dir, name) >= sizeof final ||
+        (size_t)snprintf(partial, sizeof partial, "%s/%s.partial", dir, name) >= sizeof partial) {
+        err_set(err, errlen, "the backup path is too long");
+        return -1;
+    }
+    int e = path_exists(final, err, errlen);
+    if (e != 0) {
+        if (e == 1) {
+            err_set(err, errlen, "backup '%s' already exists in %s (choose another name)", name, dir);
+        }
+        return -1;
+    }
+    e = path_exists(partial, err, errlen);
+    if (e != 0) {
+        if (e == 1) {
+            err_set(err, errlen, "%s exists: a copy that a broker did not finish (remove it, or choose another name)",
+                    partial);
+        }
+        return -1;
+    }
+    uint64_t free_bytes = diskguard_free_bytes(dir);
+    if (free_bytes != UINT64_MAX && free_bytes < min_free) {
+        err_set(err, errlen, "the file system of %s has %llu bytes free, under the %llu a copy leaves free", dir,
+                (unsigned long long)free_bytes, (unsigned long long)min_free);
+        return -1;
+    }
+    store_snapshot_t *snap = store_snapshot_take(s, err, errlen);
+    if (snap == NULL) {
+        return -1;
+    }
+    snprintf(b->dir, sizeof b->dir, "%s", dir);
+    snprintf(b->final, sizeof b->final, "%s", final);
+    snprintf(b->partial, sizeof b->partial, "%s", partial);
+    b->snap = snap;
+    b->min_free = min_free;
+    atomic_store(&b->stop, 0);
+    atomic_store(&b->progress.keys, 0);
+    atomic_store(&b->progress.bytes, 0);
+    pthread_mutex_lock(&b->mu);
+    b->st.running = 1;
+    snprintf(b->st.name, sizeof b->st.name, "%s", name);
+    b->st.started_ms = now_ms;
+    b->st.keys = b->st.bytes = 0;
+    pthread_mutex_unlock(&b->mu);
+    int rc = pthread_create(&b->thread, NULL, backup_main, b);
+    if (rc != 0) {
+        store_snapshot_release(snap);
+        b->snap = NULL;
+        pthread_mutex_lock(&b->mu);
+        b->st.running = 0;
+        pthread_mutex_unlock(&b->mu);
+        err_set(err, errlen, "cannot start the backup thread: %s", strerror(rc));
+        return -1;
+    }
+    b->joinable = 1;
+    log_info("backup %s started", final);
+    return 0;
+}
+
+void backup_stop(backup_t *b)
+{
+    if (b == NULL || !b->joinable) {
+        return;
+    }
+    atomic_store(&b->stop, 1);
+    pthread_join(b->thread, NULL);
+    b->joinable = 0;
+}
+
+void backup_status(backup_t *b, backup_status_t *out)
+{
+    pthread_mutex_lock(&b->mu);
+    *out = b->st;
+    pthread_mutex_unlock(&b->mu);
+    if (out->running) {
+        out->keys = atomic_load(&b->progress.keys);
+        out->bytes = atomic_load(&b->progress.bytes);
+    }
+}

@@ -1,0 +1,199 @@
+/*
+ * levels/snapshot.c — an online copy of the store: a LevelDB snapshot taken
+ * on the owner's thread, copied into a new database on any other thread
+ * (store.h, "Online copies").
+ *
+ * Every commit is one WriteBatch, so the committed state between two
+ * commits is what a crash at that moment would leave: counters, indexes and
+ * moves agree, and the group records' persisted cursors already stand where a
+ * restart wants them (a lease held only in memory is not in it, and its
+ * message is delivered again at once after a restore, as after a crash). A
+ * LevelDB snapshot fixes that state: later commits do not show through it,
+ * and reads of it are safe on another thread while the owner writes.
+ *
+ * The copy walks the snapshot in key order and writes it into a new
+ * database in batches of SNAP_BATCH_BYTES, unsynced but the last; its
+ * reads skip the block cache, so a copy does not push the owner's working
+ * set out of it. Between batches it asks the caller whether to go on (to
+ * stop, or to fail when the copy's disk runs low). A copy that fails or is
+ * stopped destroys what it wrote. The caller chooses where the copy goes; a copy is a data directory
+ * like any other (store_open, --check-data).
+ *
+ * Threading: take and (after the copy) release on any thread while the store
+ * is open — the owner must not close the store before the snapshot is
+ * released; the copy itself runs on one thread of the caller's.
+ */
+#include "levels/store_internal.h"
+#include "base/alloc.h"
+#include "base/err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SNAP_BATCH_BYTES  (UINT64_C(4) << 20) /* written per batch into the copy */
+#define SNAP_WRITE_BUFFER ((size_t)32 << 20)  /* the copy's memtable: fewer, larger tables */
+
+struct store_snapshot {
+    leveldb_t *db; /* the store's database, open for the snapshot's whole life */
+    const leveldb_snapshot_t *snap;
+};
+
+store_snapshot_t *store_snapshot_take(store_t *s, char *err, size_t errlen)
+{
+    if (store_read_begin(s, err, errlen) != 0) { /* what is pending joins the snapshot */
+        return NULL;
+    }
+    store_snapshot_t *sn = xcalloc(1, sizeof *sn);
+    sn->db = s->db;
+    sn->snap = leveldb_create_snapshot(s->db);
+    return sn;
+}
+
+void store_snapshot_release(store_snapshot_t *sn)
+{
+    if (sn == NULL) {
+        return;
+    }
+    leveldb_release_snapshot(sn->db, sn->snap);
+    free(sn);
+}
+
+/* fsync a directory, so that a file created or renamed in it stays. */
+static int sync_dir(const char *dir, char *err, size_t errlen)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        err_set(err, errlen, "cannot open %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    int rc = fsync(fd);
+    int e = errno;
+    close(fd);
+    if (rc != 0) {
+        err_set(err, errlen, "cannot fsync %s: %s", dir, strerror(e));
+        return -1;
+    }
+    return 0;
+}
+
+/* Write b into db (synced when sync); 0, or -1 with err naming dir. */
+static int copy_write(leveldb_t *db, leveldb_writeoptions_t *wo, leveldb_writebatch_t *b, const char *dir, char *err,
+                      size_t errlen)
+{
+    char *e = NULL;
+    leveldb_write(db, wo, b, &e);
+    if (e != NULL) {
+        err_set(err, errlen, "writing the copy %s: %s", dir, e);
+        leveldb_free(e);
+        return -1;
+    }
+    leveldb_writebatch_clear(b);
+    return 0;
+}
+
+/* The walk itself, into an open db; 0 done, 1 stopped, -1 error. */
+static int copy_all(store_snapshot_t *sn, leveldb_t *to, const char *dir, store_copy_check_fn check, void *ctx,
+                    store_copy_progress_t *progress, char *err, size_t errlen)
+{
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    leveldb_readoptions_set_snapshot(ro, sn->snap);
+    leveldb_readoptions_set_fill_cache(ro, 0);
+    leveldb_readoptions_set_verify_checksums(ro, 1);
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    leveldb_writebatch_t *b = leveldb_writebatch_create();
+    leveldb_iterator_t *it = leveldb_create_iterator(sn->db, ro);
+    uint64_t in_batch = 0;
+    int rc = 0;
+    for (leveldb_iter_seek_to_first(it); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+        size_t kn, vn;
+        const char *k = leveldb_iter_key(it, &kn);
+        const char *v = leveldb_iter_value(it, &vn);
+        leveldb_writebatch_put(b, k, kn, v, vn);
+        in_batch += kn + vn;
+        if (progress != NULL) {
+            atomic_fetch_add(&progress->keys, 1);
+            atomic_fetch_add(&progress->bytes, kn + vn);
+        }
+        if (in_batch >= SNAP_BATCH_BYTES) {
+            if (copy_write(to, wo, b, dir, err, errlen) != 0) {
+                rc = -1;
+                break;
+            }
+            in_batch = 0;
+            if (check != NULL && (rc = check(ctx, err, errlen)) != 0) {
+                rc = rc > 0 ? 1 : -1;
+                break;
+            }
+        }
+    }
+    if (rc == 0) {
+        char *e = NULL;
+        leveldb_iter_get_error(it, &e);
+        if (e != NULL) {
+            err_set(err, errlen, "reading the store: %s", e);
+            leveldb_free(e);
+            rc = -1;
+        }
+    }
+    if (rc == 0) { /* the last batch, synced: the log holds whatever no table does yet */
+        leveldb_writeoptions_set_sync(wo, 1);
+        rc = copy_write(to, wo, b, dir, err, errlen);
+    }
+    leveldb_iter_destroy(it);
+    leveldb_writebatch_destroy(b);
+    leveldb_writeoptions_destroy(wo);
+    leveldb_readoptions_destroy(ro);
+    return rc;
+}
+
+int store_snapshot_copy(store_snapshot_t *sn, const char *dir, store_copy_check_fn check, void *ctx,
+                        store_copy_progress_t *progress, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        err_set(err, errlen, "%s already exists", dir);
+        return -1;
+    }
+    if (errno != ENOENT) {
+        err_set(err, errlen, "%s: %s", dir, strerror(errno));
+        return -1;
+    }
+    leveldb_options_t *o = leveldb_options_create();
+    leveldb_options_set_create_if_missing(o, 1);
+    leveldb_options_set_error_if_exists(o, 1);
+    leveldb_options_set_paranoid_checks(o, 1);
+    leveldb_options_set_write_buffer_size(o, SNAP_WRITE_BUFFER);
+    leveldb_options_set_compression(o, leveldb_snappy_compression);
+    char *e = NULL;
+    leveldb_t *to = leveldb_open(o, dir, &e);
+    if (e != NULL) {
+        err_set(err, errlen, "cannot create the copy %s: %s", dir, e);
+        leveldb_free(e);
+        leveldb_options_destroy(o);
+        return -1;
+    }
+    int rc = copy_all(sn, to, dir, check, ctx, progress, err, errlen);
+    leveldb_close(to);
+    if (rc == 0) {
+        rc = sync_dir(dir, err, errlen);
+    }
+    if (rc != 0) { /* failed or stopped: nothing half-written is left behind */
+        e = NULL;
+        leveldb_destroy_db(o, dir, &e);
+        if (e != NULL) {
+            leveldb_free(e);
+        }
+        (void)rmdir(dir);
+        if (rc == 1) {
+            err_set(err, errlen, "stopped");
+        }
+    }
+    leveldb_options_destroy(o);
+    return rc;
+}
