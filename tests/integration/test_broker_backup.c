@@ -1,0 +1,428 @@
+/*
+ * tests/integration/test_broker_backup.c — BACKUP against the real broker.
+ *
+ *  - refusals: no backup-dir configured; names that are not one plain
+ *    directory name; a name that exists, and one whose ".partial" a broker
+ *    left; a backup-dir that is gone — each with a message naming it, and
+ *    the broker goes on;
+ *  - under load: SENDs on another connection while BACKUP runs; the copy
+ *    passes --check-data, and restored (the broker stopped, the copy put in
+ *    place of its data directory, started again) it holds every message
+ *    acknowledged before the command, the group's cursor and DLQ as they
+ *    were, and nothing sent after the copy finished; INFO and /metrics say
+ *    how it went, and hourglass-cli backup waits for it;
+ *  - a disk that runs low: backup-dir on a small tmpfs (the test mounts it,
+ *    as root); the copy fails before the file system drops under the floor,
+ *    says so in INFO, and leaves nothing there;
+ *  - SIGTERM while a copy runs: the broker exits 0 at once and backup-dir
+ *    holds the whole copy or nothing, never a ".partial".
+ *
+ * Run one: ./tests/integration/test_broker_backup backup
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#include "tests/helpers/broker_test.h"
+#include "tests/helpers/testutil.h"
+
+#define DONE_DEADLINE_MS 60000
+#define PAYLOAD_FILL     'p'
+
+static char g_bk[600];  /* the backup-dir of the running test */
+static char g_mnt[512]; /* a tmpfs the test mounted (unmounted by unmount_tmpfs) */
+
+static void unmount_tmpfs(void)
+{
+    if (g_mnt[0] != '\0') {
+        umount2(g_mnt, MNT_DETACH);
+        rmdir(g_mnt);
+        g_mnt[0] = '\0';
+    }
+}
+
+/* Forget the last test's backup-dir: remove its temp dir (a tmpfs is
+ * unmounted instead). Every test starts with it, and it runs at exit. */
+static void reset_backup_dir(void)
+{
+    if (g_bk[0] != '\0' && g_mnt[0] == '\0') {
+        char *slash = strrchr(g_bk, '/');
+        if (slash != NULL)
+            *slash = '\0';
+        tu_rmtree(g_bk);
+    }
+    g_bk[0] = '\0';
+    unmount_tmpfs();
+}
+
+/* Start the broker with backup-dir g_bk (made in a temp dir of its own) and
+ * the extra flags (NULL-terminated, at most 8). */
+static void start_with_backup_dir(const char *const *more)
+{
+    if (g_bk[0] == '\0') {
+        char d[512];
+        BP_REQUIRE(tu_mkdtemp("backup", d, sizeof d) == 0, "mkdtemp: %s", strerror(errno));
+        snprintf(g_bk, sizeof g_bk, "%s/bk", d);
+        BP_REQUIRE(mkdir(g_bk, 0700) == 0, "mkdir %s: %s", g_bk, strerror(errno));
+    }
+    const char *extra[12] = { "--backup-dir", g_bk };
+    int n = 2;
+    for (int i = 0; more != NULL && more[i] != NULL && n < 11; i++)
+        extra[n++] = more[i];
+    extra[n] = NULL;
+    bt_start(extra);
+}
+
+/* The reply to BACKUP name on bt_conn, described into out. */
+static void backup_reply(const char *name, char *out, size_t outlen)
+{
+    resp_reply_t *r = rc_cmd(&bt_conn, "BACKUP", name, NULL);
+    BP_REQUIRE(r != NULL, "BACKUP %s: no reply (%s)", name, bt_conn.err);
+    rc_describe(r, out, outlen);
+    resp_reply_free(r);
+}
+
+#define CHECK_REFUSED(name, want)                                                                         \
+    do {                                                                                                  \
+        char d_[1024];                                                                                    \
+        backup_reply((name), d_, sizeof d_);                                                              \
+        BP_CHECK(strstr(d_, "ERR") != NULL && strstr(d_, (want)) != NULL, "BACKUP '%s': %s (want '%s')", \
+                 (name), d_, (want));                                                                     \
+    } while (0)
+
+struct backup_done {
+    char status[32];
+    char error[512];
+};
+
+static int backup_finished(void *ctx)
+{
+    struct backup_done *d = ctx;
+    char e[512], running[16];
+    if (bp_info_field(&bt_conn, "backup_in_progress", running, sizeof running, e, sizeof e) != 0)
+        return 0;
+    if (strcmp(running, "0") != 0)
+        return 0;
+    bp_info_field(&bt_conn, "backup_last_status", d->status, sizeof d->status, e, sizeof e);
+    bp_info_field(&bt_conn, "backup_last_error", d->error, sizeof d->error, e, sizeof e);
+    return 1;
+}
+
+/* Wait until no copy runs; the last one's status and error. */
+static struct backup_done wait_backup_done(void)
+{
+    struct backup_done d = { "", "" };
+    BP_REQUIRE(tu_poll_until(backup_finished, &d, DONE_DEADLINE_MS, 20) == 0, "BACKUP still running after %d ms",
+               DONE_DEADLINE_MS);
+    return d;
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* `hourglass-broker --check-data dir`: its exit code, its output in out. */
+static int check_data(const char *dir, char *out, size_t outlen)
+{
+    const char *argv[] = { bt_broker.binary, "--check-data", dir, NULL };
+    return tu_run_capture(argv, out, outlen);
+}
+
+static void test_refusals(void)
+{
+    reset_backup_dir();
+    bt_start(NULL);
+    CHECK_REFUSED("b", "BACKUP needs backup-dir in the configuration");
+    bt_teardown();
+    bt_setup();
+
+    start_with_backup_dir(NULL);
+    CHECK_REFUSED("", "the backup name is empty");
+    CHECK_REFUSED("a/b", "may hold only letters, digits");
+    CHECK_REFUSED("../b", "must not start with '.'");
+    CHECK_REFUSED(".hidden", "must not start with '.'");
+    char long_name[200];
+    memset(long_name, 'n', 129);
+    long_name[129] = '\0';
+    CHECK_REFUSED(long_name, "longer than 128 characters");
+
+    char path[800], d[1024];
+    snprintf(path, sizeof path, "%s/taken", g_bk);
+    BP_REQUIRE(mkdir(path, 0700) == 0, "mkdir %s", path);
+    CHECK_REFUSED("taken", "backup 'taken' already exists");
+    snprintf(path, sizeof path, "%s/left.partial", g_bk);
+    BP_REQUIRE(mkdir(path, 0700) == 0, "mkdir %s", path);
+    CHECK_REFUSED("left", "left.partial exists: a copy that a broker did not finish");
+
+    /* one that works, then a backup-dir that went away */
+    backup_reply("fine", d, sizeof d);
+    BP_CHECK(strstr(d, "Backup started") != NULL, "BACKUP fine: %s", d);
+    struct backup_done done = wait_backup_done();
+    BP_CHECK(strcmp(done.status, "ok") == 0, "BACKUP fine: %s %s", done.status, done.error);
+    snprintf(path, sizeof path, "%s/fine", g_bk);
+    BP_CHECK(exists(path), "no %s", path);
+    tu_rmtree(g_bk);
+    CHECK_REFUSED("gone", "No such file or directory");
+    resp_reply_t *r = rc_cmd(&bt_conn, "PING", NULL);
+    BP_CHECK(r != NULL && rc_str_eq(r, "PONG"), "PING after the refusals");
+    resp_reply_free(r);
+}
+
+/* A producer on a connection of its own, until told to stop. */
+typedef struct producer {
+    atomic_int stop;
+    atomic_int sent;
+    char err[512];
+} producer_t;
+
+static void *producer_main(void *arg)
+{
+    producer_t *p = arg;
+    rc_conn_t c;
+    if (bp_connect(&bt_broker, &c, p->err, sizeof p->err) != 0)
+        return NULL;
+    while (!atomic_load(&p->stop)) {
+        for (int i = 0; i < 64; i++)
+            rc_appendl(&c, "SEND", "during", "payload-during-the-backup", "DELAY", "1h", NULL);
+        if (rc_flush(&c, 10000) != 0) {
+            snprintf(p->err, sizeof p->err, "write: %s", c.err);
+            break;
+        }
+        for (int i = 0; i < 64; i++) {
+            resp_reply_t *r = rc_read(&c, 10000);
+            if (r == NULL || r->type != RESP_REPLY_BULK) {
+                snprintf(p->err, sizeof p->err, "SEND during the backup: %s", r == NULL ? c.err : "an error");
+                resp_reply_free(r);
+                rc_close(&c);
+                return NULL;
+            }
+            resp_reply_free(r);
+            atomic_fetch_add(&p->sent, 1);
+        }
+    }
+    rc_close(&c);
+    return NULL;
+}
+
+#define BEFORE_N 3000
+
+static int sent_some(void *ctx)
+{
+    producer_t *p = ctx;
+    return atomic_load(&p->sent) >= 640 || p->err[0] != '\0';
+}
+
+/* GET id's state ("delayed", "ready", … "gone"), into out. */
+static void get_state(const char *id, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "(no reply)");
+    resp_reply_t *r = rc_cmd(&bt_conn, "GET", id, NULL);
+    for (size_t i = 0; r != NULL && r->type == RESP_REPLY_ARRAY && i + 1 < r->count; i += 2)
+        if (r->elements[i].str != NULL && strcmp(r->elements[i].str, "state") == 0)
+            snprintf(out, outlen, "%s", r->elements[i + 1].str ? r->elements[i + 1].str : "?");
+    resp_reply_free(r);
+}
+
+static void test_under_load_and_restore(void)
+{
+    reset_backup_dir();
+    start_with_backup_dir(NULL);
+    char e[1024], d[1024], out[4096];
+    static char ids[BEFORE_N][32];
+    char payload[200];
+    memset(payload, PAYLOAD_FILL, sizeof payload - 1);
+    payload[sizeof payload - 1] = '\0';
+    for (int i = 0; i < BEFORE_N; i++)
+        BP_REQUIRE(bp_send(&bt_conn, ids[i], sizeof ids[i], e, sizeof e, "t", payload, i % 3 ? "DELAY" : NULL, "1h",
+                           NULL) == 0,
+                   "SEND %d: %s", i, e);
+    /* a group with a cursor, an acknowledged message and a DLQ entry */
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "g", "t", "FROM", "FIRST", NULL) == 0, "%s", e);
+    resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "t", "COUNT", "2", NULL);
+    BP_REQUIRE(r != NULL && r->count == 2, "PULL: %s", e);
+    char first[17], second[17];
+    snprintf(first, sizeof first, "%.16s", r->elements[0].elements[0].str);
+    snprintf(second, sizeof second, "%.16s", r->elements[1].elements[0].str);
+    resp_reply_free(r);
+    long long n = 0;
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "ACK", "g", first, NULL) == 0 && n == 1, "ACK: %s", e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "NACK", "g", second, "DLQ", "REASON", "bad", NULL) == 0, "NACK: %s",
+               e);
+
+    producer_t p = { 0 };
+    pthread_t th;
+    BP_REQUIRE(pthread_create(&th, NULL, producer_main, &p) == 0, "pthread_create");
+    BP_REQUIRE(tu_poll_until(sent_some, &p, DONE_DEADLINE_MS, 5) == 0, "the producer sent nothing: %s", p.err);
+    int sent_before = atomic_load(&p.sent); /* acknowledged: committed before the BACKUP job runs */
+    backup_reply("b1", d, sizeof d);
+    int sent_by_end = atomic_load(&p.sent);
+    BP_CHECK(strstr(d, "Backup started") != NULL && strstr(d, "/b1") != NULL, "BACKUP b1: %s", d);
+    struct backup_done done = wait_backup_done();
+    atomic_store(&p.stop, 1);
+    pthread_join(th, NULL);
+    int sent_total = atomic_load(&p.sent);
+    BP_CHECK(p.err[0] == '\0' && sent_total > sent_by_end, "the producer: %d sent, %s", sent_total, p.err);
+    BP_CHECK(strcmp(done.status, "ok") == 0 && done.error[0] == '\0', "BACKUP b1: %s %s", done.status, done.error);
+    char v[64];
+    BP_REQUIRE(bp_info_field(&bt_conn, "backup_records", v, sizeof v, e, sizeof e) == 0, "%s", e);
+    BP_CHECK(strtoull(v, NULL, 10) >= BEFORE_N, "backup_records:%s", v);
+    BP_REQUIRE(bp_info_field(&bt_conn, "backup_last_ok_ms", v, sizeof v, e, sizeof e) == 0, "%s", e);
+    BP_CHECK(strtoull(v, NULL, 10) > 0, "backup_last_ok_ms:%s", v);
+    static char metrics[1 << 20];
+    BP_REQUIRE(tu_http_get(bt_broker.metrics_port, "/metrics", metrics, sizeof metrics) >= 0, "GET /metrics");
+    BP_CHECK(strstr(metrics, "\nhourglass_backup_in_progress 0") != NULL &&
+                 strstr(metrics, "\nhourglass_backup_last_success_timestamp_seconds 1") != NULL,
+             "/metrics has no backup series");
+
+    /* the CLI waits for a copy and reports it */
+    char cli[700], uri[64];
+    snprintf(cli, sizeof cli, "%s/hourglass-cli", HG_BUILDDIR);
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", bt_broker.port);
+    const char *argv[] = { cli, "-u", uri, "backup", "b2", NULL };
+    int rc = tu_run_capture(argv, out, sizeof out);
+    BP_CHECK(rc == 0 && strstr(out, "backup b2: whole,") != NULL, "hourglass-cli backup b2: exit %d: %s", rc, out);
+    const char *again[] = { cli, "-u", uri, "backup", "b2", NULL };
+    rc = tu_run_capture(again, out, sizeof out);
+    BP_CHECK(rc == 1 && strstr(out, "already exists") != NULL, "hourglass-cli backup b2 again: exit %d: %s", rc, out);
+
+    char after[32];
+    BP_REQUIRE(bp_send(&bt_conn, after, sizeof after, e, sizeof e, "t", "after", NULL) == 0, "%s", e);
+
+    char copy[800];
+    snprintf(copy, sizeof copy, "%s/b1", g_bk);
+    rc = check_data(copy, out, sizeof out);
+    BP_CHECK(rc == 0 && strncmp(out, "ok: ", 4) == 0, "--check-data %s: exit %d: %s", copy, rc, out);
+    printf("\n    the copy: %s    the producer: %d before BACKUP, %d by its reply, %d in all\n", out, sent_before,
+           sent_by_end, sent_total);
+    /* the copies: BEFORE_N (one acknowledged, maybe collected) + the DLQ's + the producer's up to the command */
+    long long copies = strtoll(out + 4, NULL, 10);
+    BP_CHECK(copies >= BEFORE_N + sent_before && copies <= BEFORE_N + 1 + sent_by_end,
+             "the copy holds %lld messages: not %d..%d", copies, BEFORE_N + sent_before, BEFORE_N + 1 + sent_by_end);
+
+    /* restore: stop, the copy in place of the data directory, start */
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+    char old[700];
+    snprintf(old, sizeof old, "%s.before-restore", bt_broker.data_dir);
+    BP_REQUIRE(rename(bt_broker.data_dir, old) == 0, "rename: %s", strerror(errno));
+    BP_REQUIRE(rename(copy, bt_broker.data_dir) == 0, "rename: %s", strerror(errno));
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart on the copy: %s", e);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "connect: %s", e);
+    int missing = 0;
+    char state[64];
+    for (int i = 0; i < BEFORE_N; i++) {
+        if (strncmp(ids[i], first, 16) == 0)
+            continue; /* acknowledged: gone once collected */
+        get_state(ids[i], state, sizeof state);
+        if (strcmp(state, "gone") == 0 || strcmp(state, "(no reply)") == 0) {
+            if (missing++ == 0)
+                printf("\n    the first missing: %s: %s", ids[i], state);
+        }
+    }
+    BP_CHECK(missing == 0, "%d of the %d messages sent before BACKUP are not in the copy", missing, BEFORE_N);
+    get_state(after, state, sizeof state);
+    BP_CHECK(strcmp(state, "gone") == 0, "a message sent after the copy is in it: %s", state);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "DLQ", "LEN", "g", NULL) == 0, "%s", e);
+    BP_CHECK(n == 1, "DLQ LEN g in the copy: %lld", n);
+    r = bp_pull(&bt_conn, e, sizeof e, "g", "t", "COUNT", "1", NULL);
+    BP_REQUIRE(r != NULL && r->count == 1, "PULL from the copy: %s", e);
+    BP_CHECK(strncmp(r->elements[0].elements[0].str, first, 16) != 0 && strncmp(r->elements[0].elements[0].str, second, 16),
+             "the copy delivered a message acknowledged or parked before BACKUP");
+    resp_reply_free(r);
+}
+
+static void test_disk_runs_low(void)
+{
+    reset_backup_dir();
+    TU_REQUIRE(tu_mkdtemp("tmpfs", g_mnt, sizeof g_mnt) == 0, "mkdtemp: %s", strerror(errno));
+    if (mount("tmpfs", g_mnt, "tmpfs", 0, "size=24m") != 0) {
+        rmdir(g_mnt);
+        g_mnt[0] = '\0';
+        BP_REQUIRE(0, "mount -t tmpfs (the test needs root, as CI runs it): %s", strerror(errno));
+    }
+    snprintf(g_bk, sizeof g_bk, "%s", g_mnt);
+    /* no disk reserve: the floor is 16 MiB; 40 MiB of messages do not fit above it */
+    const char *more[] = { "--disk-reserve", "0", NULL };
+    start_with_backup_dir(more);
+    static char payload[64 * 1024];
+    memset(payload, PAYLOAD_FILL, sizeof payload - 1);
+    char e[1024], id[32], d[1024];
+    for (int i = 0; i < 640; i++)
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "big", payload, "DELAY", "1h", NULL) == 0, "%s", e);
+    backup_reply("big", d, sizeof d);
+    BP_CHECK(strstr(d, "Backup started") != NULL, "BACKUP big: %s", d);
+    struct backup_done done = wait_backup_done();
+    BP_CHECK(strcmp(done.status, "failed") == 0 && strstr(done.error, "bytes free, under the") != NULL,
+             "BACKUP on a small disk: %s '%s'", done.status, done.error);
+    char path[800];
+    snprintf(path, sizeof path, "%s/big.partial", g_mnt);
+    BP_CHECK(!exists(path), "%s was left behind", path);
+    snprintf(path, sizeof path, "%s/big", g_mnt);
+    BP_CHECK(!exists(path), "%s exists after a failed copy", path);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "big", "x", NULL) == 0, "SEND after: %s", e);
+    /* less than the floor free from the start: refused at once */
+    char filler[700];
+    snprintf(filler, sizeof filler, "%s/filler", g_mnt);
+    FILE *f = fopen(filler, "w");
+    BP_REQUIRE(f != NULL, "fopen %s", filler);
+    for (int i = 0; i < 10 * 16; i++)
+        fwrite(payload, 1, sizeof payload, f);
+    fclose(f);
+    CHECK_REFUSED("big", "bytes free, under the");
+}
+
+static void test_sigterm_during_copy(void)
+{
+    reset_backup_dir();
+    start_with_backup_dir(NULL);
+    static char payload[32 * 1024];
+    memset(payload, PAYLOAD_FILL, sizeof payload - 1);
+    char e[1024], id[32], d[1024];
+    for (int i = 0; i < 1500; i++)
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "big", payload, "DELAY", "1h", NULL) == 0, "%s", e);
+    backup_reply("cut", d, sizeof d);
+    BP_CHECK(strstr(d, "Backup started") != NULL, "BACKUP cut: %s", d);
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "SIGTERM during BACKUP: %s", e);
+    char path[800], out[4096];
+    snprintf(path, sizeof path, "%s/cut.partial", g_bk);
+    BP_CHECK(!exists(path), "%s was left behind", path);
+    snprintf(path, sizeof path, "%s/cut", g_bk);
+    int stopped = bp_log_contains(&bt_broker, "stopped before it was whole");
+    if (exists(path)) {
+        int rc = check_data(path, out, sizeof out);
+        BP_CHECK(rc == 0, "the copy finished before the stop, but --check-data: exit %d: %s", rc, out);
+        BP_CHECK(!stopped, "the log says the copy stopped, and it is there");
+    } else {
+        BP_CHECK(stopped, "no copy and no word of its stop in the log");
+    }
+    printf("\n    %s", stopped ? "the copy was stopped" : "the copy was done before the stop");
+}
+
+static const tu_test_t tests[] = {
+    { "refusals: no backup-dir, bad names, taken names, a gone directory", test_refusals },
+    { "under load, then restored: as of the command, and nothing after", test_under_load_and_restore },
+    { "a disk that runs low: the copy fails and leaves nothing", test_disk_runs_low },
+    { "SIGTERM while a copy runs: the whole copy or nothing", test_sigterm_during_copy },
+    { NULL, NULL },
+};
+
+int main(int argc, char **argv)
+{
+    atexit(reset_backup_dir);
+    return bt_main(argc, argv, "backup", tests);
+}
