@@ -52,13 +52,14 @@ void backup_free(backup_t *b);
 int backup_check_name(const char *name, size_t len, char *err, size_t errlen);
 
 /* Storage thread: take the store's snapshot and start copying it to
- * dir/name (dir must exist; neither dir/name nor dir/name.partial may).
- * The copy fails (and removes what it wrote) when the file system of dir
- * has less than min_free bytes free, so a copy on the data directory's own
- * disk cannot fill it. 0 started; -1 with err (one is running, the name,
- * the directory, the snapshot), and nothing started. */
-int backup_start(backup_t *b, store_t *s, const char *dir, const char *name, uint64_t min_free, uint64_t now_ms,
-                 char *err, size_t errlen);
+ * dir/name (dir must exist; neither dir/name nor dir/name.partial may),
+ * at most rate bytes of records a second (0: no limit). The copy fails
+ * (and removes what it wrote) when the file system of dir has less than
+ * min_free bytes free, so a copy on the data directory's own disk cannot
+ * fill it. 0 started; -1 with err (one is running, the name, the
+ * directory, its free space, the snapshot), and nothing started. */
+int backup_start(backup_t *b, store_t *s, const char *dir, const char *name, uint64_t min_free, uint64_t rate,
+                 uint64_t now_ms, char *err, size_t errlen);
 
 /* Storage thread, before the store is closed: tell a running copy to stop,
  * wait for its thread, and release its snapshot (it is recorded as

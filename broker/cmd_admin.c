@@ -80,14 +80,15 @@ static void info_complete(job_t *j)
 typedef struct backup_job {
     job_t job;
     resp_arg_t name, dir;
+    uint64_t rate; /* backup-rate */
 } backup_job_t;
 
 static job_result_t backup_exec(job_t *j, writer_t *w)
 {
     backup_job_t *bj = (backup_job_t *)j;
     char err[400];
-    if (backup_start(writer_backup(w), writer_store(w), bj->dir.ptr, bj->name.ptr, writer_disk_floor(w), writer_now(w),
-                     err, sizeof err) != 0) {
+    if (backup_start(writer_backup(w), writer_store(w), bj->dir.ptr, bj->name.ptr, writer_disk_floor(w), bj->rate,
+                     writer_now(w), err, sizeof err) != 0) {
         cmd_reply_store_error(j, err);
         return JOB_DONE;
     }
@@ -114,6 +115,7 @@ void cmd_backup(cmd_call_t *call)
         cmd_job_new(sizeof *bj, cmd_copy_size(&call->argv[1]) + cmd_copy_size(&dir), backup_exec, &arena);
     bj->name = cmd_job_copy(&arena, &call->argv[1]);
     bj->dir = cmd_job_copy(&arena, &dir);
+    bj->rate = (uint64_t)cfg->backup_rate;
     call->job = &bj->job;
 }
 

@@ -94,6 +94,9 @@ static const cfg_key_t cfg_keys[] = {
               "where BACKUP name writes its online copy of the data directory (backup-dir/name); unset: BACKUP "
               "is refused"),
       .hint = "DIR" },
+    { CFG_KEY("backup-rate", CFG_SIZE, "32mb", 0, 64 * GB, OFF(backup_rate),
+              "most bytes of records a BACKUP copies per second, so that its writes do not hold up the broker's "
+              "fsyncs (0: no limit)") },
     { CFG_KEY("lease", CFG_DURATION, "30s", 1, DAY_MS, OFF(lease_ms),
               "default lease of a PULLed message (PULL/TOUCH LEASE override it)") },
     { CFG_KEY("lease-write-delay", CFG_DURATION, "100ms", 0, 10000, OFF(lease_write_delay_ms),

@@ -14,6 +14,7 @@
  *  - a disk that runs low: backup-dir on a small tmpfs (the test mounts it,
  *    as root); the copy fails before the file system drops under the floor,
  *    says so in INFO, and leaves nothing there;
+ *  - backup-rate: a copy of 16 MiB at 4 MiB/s takes at least 3 s;
  *  - SIGTERM while a copy runs: the broker exits 0 at once and backup-dir
  *    holds the whole copy or nothing, never a ".partial".
  *
@@ -95,12 +96,12 @@ static void backup_reply(const char *name, char *out, size_t outlen)
     resp_reply_free(r);
 }
 
-#define CHECK_REFUSED(name, want)                                                                         \
-    do {                                                                                                  \
-        char d_[1024];                                                                                    \
-        backup_reply((name), d_, sizeof d_);                                                              \
-        BP_CHECK(strstr(d_, "ERR") != NULL && strstr(d_, (want)) != NULL, "BACKUP '%s': %s (want '%s')", \
-                 (name), d_, (want));                                                                     \
+#define CHECK_REFUSED(name, want)                                                                                    \
+    do {                                                                                                             \
+        char d_[1024];                                                                                               \
+        backup_reply((name), d_, sizeof d_);                                                                         \
+        BP_CHECK(strstr(d_, "ERR") != NULL && strstr(d_, (want)) != NULL, "BACKUP '%s': %s (want '%s')", (name), d_, \
+                 (want));                                                                                            \
     } while (0)
 
 struct backup_done {
@@ -261,8 +262,8 @@ static void test_under_load_and_restore(void)
     resp_reply_free(r);
     long long n = 0;
     BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "ACK", "g", first, NULL) == 0 && n == 1, "ACK: %s", e);
-    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "NACK", "g", second, "DLQ", "REASON", "bad", NULL) == 0, "NACK: %s",
-               e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "NACK", "g", second, "DLQ", "REASON", "bad", NULL) == 0,
+               "NACK: %s", e);
 
     producer_t p = { 0 };
     pthread_t th;
@@ -309,10 +310,12 @@ static void test_under_load_and_restore(void)
     BP_CHECK(rc == 0 && strncmp(out, "ok: ", 4) == 0, "--check-data %s: exit %d: %s", copy, rc, out);
     printf("\n    the copy: %s    the producer: %d before BACKUP, %d by its reply, %d in all\n", out, sent_before,
            sent_by_end, sent_total);
-    /* the copies: BEFORE_N (one acknowledged, maybe collected) + the DLQ's + the producer's up to the command */
+    /* the copies: BEFORE_N (one acknowledged, maybe collected) + the DLQ's + the producer's up to the command:
+     * every one acknowledged before it, and at most the pipeline in flight (64) whose replies it had not read */
     long long copies = strtoll(out + 4, NULL, 10);
-    BP_CHECK(copies >= BEFORE_N + sent_before && copies <= BEFORE_N + 1 + sent_by_end,
-             "the copy holds %lld messages: not %d..%d", copies, BEFORE_N + sent_before, BEFORE_N + 1 + sent_by_end);
+    BP_CHECK(copies >= BEFORE_N + sent_before && copies <= BEFORE_N + 1 + sent_by_end + 64,
+             "the copy holds %lld messages: not %d..%d", copies, BEFORE_N + sent_before,
+             BEFORE_N + 1 + sent_by_end + 64);
 
     /* restore: stop, the copy in place of the data directory, start */
     BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
@@ -341,7 +344,8 @@ static void test_under_load_and_restore(void)
     BP_CHECK(n == 1, "DLQ LEN g in the copy: %lld", n);
     r = bp_pull(&bt_conn, e, sizeof e, "g", "t", "COUNT", "1", NULL);
     BP_REQUIRE(r != NULL && r->count == 1, "PULL from the copy: %s", e);
-    BP_CHECK(strncmp(r->elements[0].elements[0].str, first, 16) != 0 && strncmp(r->elements[0].elements[0].str, second, 16),
+    BP_CHECK(strncmp(r->elements[0].elements[0].str, first, 16) != 0 &&
+                 strncmp(r->elements[0].elements[0].str, second, 16),
              "the copy delivered a message acknowledged or parked before BACKUP");
     resp_reply_free(r);
 }
@@ -386,6 +390,33 @@ static void test_disk_runs_low(void)
     CHECK_REFUSED("big", "bytes free, under the");
 }
 
+/* backup-rate 4mb and 16 MiB of records: the copy cannot take less than
+ * (16 - 4) / 4 = 3 s (the first 4 MiB batch is not held back), however
+ * fast the machine. */
+static void test_rate(void)
+{
+    reset_backup_dir();
+    const char *more[] = { "--backup-rate", "4mb", NULL };
+    start_with_backup_dir(more);
+    static char payload[32 * 1024];
+    memset(payload, PAYLOAD_FILL, sizeof payload - 1);
+    char e[1024], id[32], d[1024], v[64];
+    for (int i = 0; i < 512; i++)
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "big", payload, "DELAY", "1h", NULL) == 0, "%s", e);
+    backup_reply("paced", d, sizeof d);
+    BP_CHECK(strstr(d, "Backup started") != NULL, "BACKUP paced: %s", d);
+    struct backup_done done = wait_backup_done();
+    BP_CHECK(strcmp(done.status, "ok") == 0, "BACKUP paced: %s %s", done.status, done.error);
+    BP_REQUIRE(bp_info_field(&bt_conn, "backup_bytes", v, sizeof v, e, sizeof e) == 0, "%s", e);
+    uint64_t bytes = strtoull(v, NULL, 10);
+    BP_REQUIRE(bp_info_field(&bt_conn, "backup_last_duration_ms", v, sizeof v, e, sizeof e) == 0, "%s", e);
+    uint64_t ms = strtoull(v, NULL, 10), rate = 4u << 20, batch = 4u << 20;
+    uint64_t least = bytes > batch ? (bytes - batch) * 1000 / rate : 0;
+    printf("\n    %" PRIu64 " bytes in %" PRIu64 " ms (at least %" PRIu64 ")", bytes, ms, least);
+    BP_CHECK(bytes >= (uint64_t)512 * sizeof payload && ms >= least,
+             "%" PRIu64 " bytes copied in %" PRIu64 " ms: faster than backup-rate 4mb allows", bytes, ms);
+}
+
 static void test_sigterm_during_copy(void)
 {
     reset_backup_dir();
@@ -417,6 +448,7 @@ static const tu_test_t tests[] = {
     { "refusals: no backup-dir, bad names, taken names, a gone directory", test_refusals },
     { "under load, then restored: as of the command, and nothing after", test_under_load_and_restore },
     { "a disk that runs low: the copy fails and leaves nothing", test_disk_runs_low },
+    { "backup-rate holds the copy to its pace", test_rate },
     { "SIGTERM while a copy runs: the whole copy or nothing", test_sigterm_during_copy },
     { NULL, NULL },
 };
