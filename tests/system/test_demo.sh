@@ -3,7 +3,8 @@
 # 50/s with the broker killed (SIGKILL) at 7 s for 5 s and 5 % of the fast-path sends dropped,
 # against the programs of this build (--bindir: no package install, no build). Passes when the
 # demo exits 0 with every invariant of its report holding and the injections visible in it
-# (sends dropped, the broker killed and restarted, outbox rows relayed). The demo polls with
+# (sends dropped, the broker killed and restarted, outbox rows relayed, an online backup checked).
+# The demo polls with
 # deadlines itself; about 35 s.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -18,10 +19,11 @@ fail() { echo "FAIL: $*"; exit 1; }
 ((status == 0)) || fail "scripts/demo exited $status"
 grep -q '^RESULT: every invariant holds$' "$out" || fail "no 'RESULT: every invariant holds' line"
 oks=$(grep -c '^\[ OK \]' "$out")
-((oks == 8)) || fail "$oks invariants OK, want 8"
+((oks == 9)) || fail "$oks invariants OK, want 9"
 ! grep -q '^\[FAIL\]' "$out" || fail "a [FAIL] line"
 grep -q 'demo: broker down: killed with SIGKILL' "$out" || fail "the broker was not killed"
 grep -q 'demo: broker up: restarted on port' "$out" || fail "the broker was not restarted"
+grep -q '^\[ OK \] online backup .*--check-data of the copy: ok: ' "$out" || fail "no checked online backup"
 dropped=$(sed -n 's/.*; \([0-9]*\) of [0-9]* fast-path sends dropped.*/\1/p' "$out")
 relayed=$(sed -n 's/.*the compensator relayed \([0-9]*\) outbox rows.*/\1/p' "$out")
 ((${dropped:-0} > 0)) || fail "no fast-path send was dropped ('${dropped}')"
