@@ -4,8 +4,7 @@
 # against the programs of this build (--bindir: no package install, no build). Passes when the
 # demo exits 0 with every invariant of its report holding and the injections visible in it
 # (sends dropped, the broker killed and restarted, outbox rows relayed, an online backup checked).
-# The demo polls with
-# deadlines itself; about 35 s.
+# The demo polls with deadlines itself; about 35 s.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 builddir=${HG_BUILDDIR:-$PWD}
