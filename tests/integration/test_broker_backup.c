@@ -96,6 +96,26 @@ static void backup_reply(const char *name, char *out, size_t outlen)
     resp_reply_free(r);
 }
 
+/* BACKUP name, which must start. */
+static void start_backup(const char *name)
+{
+    char d[1024];
+    backup_reply(name, d, sizeof d);
+    BP_CHECK(strstr(d, "Backup started") != NULL && strstr(d, name) != NULL, "BACKUP %s: %s", name, d);
+}
+
+/* n SENDs of bytes (at most 64 KiB) each to topic "big", due in an hour. */
+static void send_big(int n, size_t bytes)
+{
+    static char payload[64 * 1024 + 1];
+    char e[1024], id[32];
+    memset(payload, PAYLOAD_FILL, bytes);
+    payload[bytes] = '\0';
+    for (int i = 0; i < n; i++)
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "big", payload, "DELAY", "1h", NULL) == 0,
+                   "SEND %d: %s", i, e);
+}
+
 #define CHECK_REFUSED(name, want)                                                                                    \
     do {                                                                                                             \
         char d_[1024];                                                                                               \
@@ -162,7 +182,7 @@ static void test_refusals(void)
     long_name[129] = '\0';
     CHECK_REFUSED(long_name, "longer than 128 characters");
 
-    char path[800], d[1024];
+    char path[800];
     snprintf(path, sizeof path, "%s/taken", g_bk);
     BP_REQUIRE(mkdir(path, 0700) == 0, "mkdir %s", path);
     CHECK_REFUSED("taken", "backup 'taken' already exists");
@@ -171,8 +191,7 @@ static void test_refusals(void)
     CHECK_REFUSED("left", "left.partial exists: a copy that a broker did not finish");
 
     /* one that works, then a backup-dir that went away */
-    backup_reply("fine", d, sizeof d);
-    BP_CHECK(strstr(d, "Backup started") != NULL, "BACKUP fine: %s", d);
+    start_backup("fine");
     struct backup_done done = wait_backup_done();
     BP_CHECK(strcmp(done.status, "ok") == 0, "BACKUP fine: %s %s", done.status, done.error);
     snprintf(path, sizeof path, "%s/fine", g_bk);
@@ -243,7 +262,7 @@ static void test_under_load_and_restore(void)
 {
     reset_backup_dir();
     start_with_backup_dir(NULL);
-    char e[1024], d[1024], out[4096];
+    char e[1024], out[4096];
     static char ids[BEFORE_N][32];
     char payload[200];
     memset(payload, PAYLOAD_FILL, sizeof payload - 1);
@@ -270,9 +289,8 @@ static void test_under_load_and_restore(void)
     BP_REQUIRE(pthread_create(&th, NULL, producer_main, &p) == 0, "pthread_create");
     BP_REQUIRE(tu_poll_until(sent_some, &p, DONE_DEADLINE_MS, 5) == 0, "the producer sent nothing: %s", p.err);
     int sent_before = atomic_load(&p.sent); /* acknowledged: committed before the BACKUP job runs */
-    backup_reply("b1", d, sizeof d);
+    start_backup("b1");
     int sent_by_end = atomic_load(&p.sent);
-    BP_CHECK(strstr(d, "Backup started") != NULL && strstr(d, "/b1") != NULL, "BACKUP b1: %s", d);
     struct backup_done done = wait_backup_done();
     atomic_store(&p.stop, 1);
     pthread_join(th, NULL);
@@ -363,13 +381,8 @@ static void test_disk_runs_low(void)
     /* no disk reserve: the floor is 16 MiB; 40 MiB of messages do not fit above it */
     const char *more[] = { "--disk-reserve", "0", NULL };
     start_with_backup_dir(more);
-    static char payload[64 * 1024];
-    memset(payload, PAYLOAD_FILL, sizeof payload - 1);
-    char e[1024], id[32], d[1024];
-    for (int i = 0; i < 640; i++)
-        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "big", payload, "DELAY", "1h", NULL) == 0, "%s", e);
-    backup_reply("big", d, sizeof d);
-    BP_CHECK(strstr(d, "Backup started") != NULL, "BACKUP big: %s", d);
+    send_big(640, 64 * 1024);
+    start_backup("big");
     struct backup_done done = wait_backup_done();
     BP_CHECK(strcmp(done.status, "failed") == 0 && strstr(done.error, "bytes free, under the") != NULL,
              "BACKUP on a small disk: %s '%s'", done.status, done.error);
@@ -378,14 +391,15 @@ static void test_disk_runs_low(void)
     BP_CHECK(!exists(path), "%s was left behind", path);
     snprintf(path, sizeof path, "%s/big", g_mnt);
     BP_CHECK(!exists(path), "%s exists after a failed copy", path);
-    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "big", "x", NULL) == 0, "SEND after: %s", e);
+    send_big(1, 1); /* the broker goes on */
     /* less than the floor free from the start: refused at once */
+    static char block[1 << 20];
     char filler[700];
     snprintf(filler, sizeof filler, "%s/filler", g_mnt);
     FILE *f = fopen(filler, "w");
     BP_REQUIRE(f != NULL, "fopen %s", filler);
-    for (int i = 0; i < 10 * 16; i++)
-        fwrite(payload, 1, sizeof payload, f);
+    for (int i = 0; i < 10; i++)
+        fwrite(block, 1, sizeof block, f);
     fclose(f);
     CHECK_REFUSED("big", "bytes free, under the");
 }
@@ -398,13 +412,10 @@ static void test_rate(void)
     reset_backup_dir();
     const char *more[] = { "--backup-rate", "4mb", NULL };
     start_with_backup_dir(more);
-    static char payload[32 * 1024];
-    memset(payload, PAYLOAD_FILL, sizeof payload - 1);
-    char e[1024], id[32], d[1024], v[64];
-    for (int i = 0; i < 512; i++)
-        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "big", payload, "DELAY", "1h", NULL) == 0, "%s", e);
-    backup_reply("paced", d, sizeof d);
-    BP_CHECK(strstr(d, "Backup started") != NULL, "BACKUP paced: %s", d);
+    const size_t size = 32 * 1024;
+    send_big(512, size);
+    start_backup("paced");
+    char e[1024], v[64];
     struct backup_done done = wait_backup_done();
     BP_CHECK(strcmp(done.status, "ok") == 0, "BACKUP paced: %s %s", done.status, done.error);
     BP_REQUIRE(bp_info_field(&bt_conn, "backup_bytes", v, sizeof v, e, sizeof e) == 0, "%s", e);
@@ -413,7 +424,7 @@ static void test_rate(void)
     uint64_t ms = strtoull(v, NULL, 10), rate = 4u << 20, batch = 4u << 20;
     uint64_t least = bytes > batch ? (bytes - batch) * 1000 / rate : 0;
     printf("\n    %" PRIu64 " bytes in %" PRIu64 " ms (at least %" PRIu64 ")", bytes, ms, least);
-    BP_CHECK(bytes >= (uint64_t)512 * sizeof payload && ms >= least,
+    BP_CHECK(bytes >= (uint64_t)512 * size && ms >= least,
              "%" PRIu64 " bytes copied in %" PRIu64 " ms: faster than backup-rate 4mb allows", bytes, ms);
 }
 
@@ -421,13 +432,9 @@ static void test_sigterm_during_copy(void)
 {
     reset_backup_dir();
     start_with_backup_dir(NULL);
-    static char payload[32 * 1024];
-    memset(payload, PAYLOAD_FILL, sizeof payload - 1);
-    char e[1024], id[32], d[1024];
-    for (int i = 0; i < 1500; i++)
-        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "big", payload, "DELAY", "1h", NULL) == 0, "%s", e);
-    backup_reply("cut", d, sizeof d);
-    BP_CHECK(strstr(d, "Backup started") != NULL, "BACKUP cut: %s", d);
+    send_big(1500, 32 * 1024);
+    start_backup("cut");
+    char e[1024];
     BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "SIGTERM during BACKUP: %s", e);
     char path[800], out[4096];
     snprintf(path, sizeof path, "%s/cut.partial", g_bk);
