@@ -361,6 +361,9 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
         backup_status_t b;
         backup_status(st->backup, &b);
         prom_metric_u64(o, "hourglass_backup_in_progress", "gauge", "1 while a BACKUP copy runs.", (uint64_t)b.running);
+        prom_metric_u64(o, "hourglass_backup_last_failed", "gauge",
+                        "1 when the last BACKUP that ended failed or was stopped (INFO storage: backup_last_error).",
+                        (uint64_t)(b.last == BACKUP_FAILED || b.last == BACKUP_STOPPED));
         prom_metric_u64(o, "hourglass_backup_last_success_timestamp_seconds", "gauge",
                         "When the last whole BACKUP copy finished (0: none since the broker started).",
                         b.last_ok_ms / 1000);

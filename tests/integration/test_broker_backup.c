@@ -305,6 +305,7 @@ static void test_under_load_and_restore(void)
     static char metrics[1 << 20];
     BP_REQUIRE(tu_http_get(bt_broker.metrics_port, "/metrics", metrics, sizeof metrics) >= 0, "GET /metrics");
     BP_CHECK(strstr(metrics, "\nhourglass_backup_in_progress 0") != NULL &&
+                 strstr(metrics, "\nhourglass_backup_last_failed 0") != NULL &&
                  strstr(metrics, "\nhourglass_backup_last_success_timestamp_seconds 1") != NULL,
              "/metrics has no backup series");
 
@@ -386,6 +387,11 @@ static void test_disk_runs_low(void)
     struct backup_done done = wait_backup_done();
     BP_CHECK(strcmp(done.status, "failed") == 0 && strstr(done.error, "bytes free, under the") != NULL,
              "BACKUP on a small disk: %s '%s'", done.status, done.error);
+    static char metrics[1 << 20];
+    BP_REQUIRE(tu_http_get(bt_broker.metrics_port, "/metrics", metrics, sizeof metrics) >= 0, "GET /metrics");
+    BP_CHECK(strstr(metrics, "\nhourglass_backup_last_failed 1") != NULL &&
+                 strstr(metrics, "\nhourglass_backup_last_success_timestamp_seconds 0") != NULL,
+             "/metrics after a failed copy");
     char path[800];
     snprintf(path, sizeof path, "%s/big.partial", g_mnt);
     BP_CHECK(!exists(path), "%s was left behind", path);
