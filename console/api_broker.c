@@ -13,6 +13,8 @@
  *   GET  /api/msg?topic=T&key=K           FIND
  *   POST /api/msg/{id}/revoke             REVOKE id
  *   POST /api/msg/revoke                  topic=T&key=K: REVOKE T KEY K
+ *   POST /api/backup                      name=N: BACKUP N (the copy runs on; the
+ *                                         overview shows how it ends)
  *
  * Every broker command runs on the session's connection, as the user; every
  * POST is audited with the user and what it changed.
@@ -453,8 +455,43 @@ static int api_msg(request_t *r)
 }
 
 
+/* POST /api/backup name=N: BACKUP N, as the user (admin); the broker checks the name. */
+static void backup_start(request_t *r)
+{
+    const char *name = http_param(r, "name");
+    if (name == NULL || name[0] == '\0') {
+        http_error(r, 400, "give name=… (letters, digits, '.', '_', '-')");
+        return;
+    }
+    const char *argv[2] = { "BACKUP", name };
+    hg_reply_t *rep = NULL;
+    hg_err_t e = hg_client_command(r->s->client, 2, argv, NULL, &rep);
+    if (api_broker_failure(r, e) != 0) {
+        hg_reply_free(rep);
+        return;
+    }
+    size_t len = 0;
+    const char *text = hg_reply_str(rep, &len);
+    console_audit(r, "backup name=%s: %.*s", name, (int)len, text != NULL ? text : "");
+    buf_t b = BUF_INIT;
+    json_t j;
+    json_init(&j, &b);
+    json_object_open(&j);
+    json_kstr(&j, "name", name);
+    json_key(&j, "started");
+    json_strn(&j, text != NULL ? text : "", len);
+    json_object_close(&j);
+    http_json(r, 202, &b);
+    buf_free(&b);
+    hg_reply_free(rep);
+}
+
 int api_broker(request_t *r)
 {
+    if (r->nparts == 1 && strcmp(r->parts[0], "backup") == 0 && r->is_post) {
+        backup_start(r);
+        return 1;
+    }
     if (r->nparts == 1 && strcmp(r->parts[0], "overview") == 0 && !r->is_post) {
         buf_t b = BUF_INIT;
         sampler_overview_json(r->c->sampler, &b);

@@ -491,6 +491,24 @@ static void overview_json(const sampler_t *s, buf_t *out)
     json_kuint(&j, "dlq", info_u64(info, "dlq"));
     json_object_close(&j);
 
+    /* the broker's online backups (BACKUP): null fields from a broker without them */
+    json_key(&j, "backup");
+    json_object_open(&j);
+    static const char *const backup_fields[] = { "backup_name", "backup_last_status", "backup_last_error" };
+    for (size_t i = 0; i < sizeof backup_fields / sizeof backup_fields[0]; i++) {
+        size_t len;
+        const char *v = info_value(info, backup_fields[i], &len);
+        json_key(&j, backup_fields[i] + strlen("backup_"));
+        if (v != NULL)
+            json_strn(&j, v, len);
+        else
+            json_null(&j);
+    }
+    json_kbool(&j, "in_progress", info_u64(info, "backup_in_progress") != 0);
+    json_kuint(&j, "last_ok_ms", info_u64(info, "backup_last_ok_ms"));
+    json_kuint(&j, "last_duration_ms", info_u64(info, "backup_last_duration_ms"));
+    json_object_close(&j);
+
     json_key(&j, "orders");
     json_object_open(&j);
     json_key(&j, "pending");

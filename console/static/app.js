@@ -10,7 +10,7 @@
  */
 "use strict";
 
-const state = { session: null, timer: null };
+const state = { session: null, timer: null, backupName: "", backupNotice: null };
 const SVGNS = "http://www.w3.org/2000/svg";
 
 /* ---------------------------------------------------------------- DOM helpers */
@@ -392,6 +392,8 @@ async function renderOverview() {
     comp.ok ? el("p", { class: "muted" }, "Alerts active: " + (comp.alerts.filter((a) => a.active > 0)
       .map((a) => a.alert + " (" + a.active + ")").join(", ") || "none")) : null);
 
+  const backupPanel = renderBackupPanel(o);
+
   show(el("h1", {}, "Overview"),
     o.broker.ok ? null : notice("Broker: " + (o.broker.error || "not reachable"), "error"),
     o.db.ok ? null : notice("Database: " + (o.db.error || "not reachable"), "error"),
@@ -410,10 +412,49 @@ async function renderOverview() {
         histRows.length ? barChart(histRows, { label: "lateness histogram", color: "#805ad5" })
           : el("p", { class: "muted" }, "The broker has no metrics port: no histogram.")),
       alerts,
+      backupPanel,
       compPanel,
       el("div", { class: "panel scroll", id: "groups" }, el("h2", {}, "Groups and DLQ depth"), groups)),
     el("p", { class: "muted" }, "Sampled every " + o.interval_ms / 1000 + " s; this page refreshes by itself. " +
       "Latest: " + fmtTime(last.t_ms)));
+}
+
+/* The broker's online backups (BACKUP): the last one's outcome and, for
+ * admins, "Back up now". The page refreshes itself every few seconds, so
+ * the name typed and the last answer live in state, not in the page. */
+function renderBackupPanel(o) {
+  const b = o.backup || {};
+  if (b.last_status === null || b.last_status === undefined)
+    return null; /* a broker without BACKUP */
+  const when = (ms) => fmtTime(ms) + " (" + fmtAge(o.now_ms - ms) + " ago)";
+  const line = b.in_progress ? [badge("running"), " ", b.name]
+    : b.last_status === "none" ? ["No backup since the broker started."]
+    : [badge(b.last_status), " ", b.name, b.last_ok_ms ? "; last whole copy " + when(b.last_ok_ms) : "",
+      b.last_error ? " — " + b.last_error : ""];
+  const status = el("div", { id: "backup-result" }, state.backupNotice || null);
+  let form = null;
+  if (state.session.can_act) {
+    if (!state.backupName)
+      state.backupName = "console-" + new Date().toISOString().slice(0, 19).replace(/[-:]/g, "").replace("T", "-");
+    const name = el("input", { id: "backup-name", name: "name", value: state.backupName });
+    name.oninput = () => (state.backupName = name.value);
+    const go = async () => {
+      try {
+        const r = await api("POST", "backup", { name: name.value });
+        state.backupNotice = notice(r.started, "ok");
+        state.backupName = "";
+      } catch (e) {
+        state.backupNotice = notice(e.message, "error");
+      }
+      status.replaceChildren(state.backupNotice);
+    };
+    form = el("div", { class: "buttons" }, name,
+      el("button", { id: "backup-now", type: "button", onclick: go }, "Back up now"));
+  }
+  return el("div", { class: "panel", id: "backup" }, el("h2", {}, "Backup"),
+    el("p", { id: "backup-status" }, ...line), status, form,
+    el("p", { class: "muted" }, "BACKUP copies the data directory, consistent as of the click, into the broker's " +
+      "backup-dir while it runs."));
 }
 
 /* ---------------------------------------------------------------- DLQ */

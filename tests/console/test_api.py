@@ -6,11 +6,13 @@ refusal, and every action of the viewer is refused and audited. Run by tests/int
 set-up (see there for the seeded orders 301-306, the DLQ of order-cancel
 with 302, dlq-a, dlq-b, dlq-c, the groups junk and junk2 with two parked
 messages each, and
-the delayed message of topic revoke-me with key rv).
+the delayed message of topic revoke-me with key rv). Also BACKUP from the
+overview: refused for a viewer and for a bad name, the copy's outcome shown.
 """
+import os
 import time
 
-from console_test import Client, check, finish, log_contains, sql
+from console_test import ENV, Client, check, finish, log_contains, sql
 
 # ---------------------------------------------------------------- no session
 anon = Client()
@@ -259,6 +261,31 @@ check(alice.post("/api/orders/302/cancel", {"reason": ""})[0] == 400, "an empty 
 check(log_contains("user=alice") and log_contains("order cancel id=301 reason=manual outcome=cancelled"),
       "the cancel is in the audit log with the user")
 check(log_contains("refused /api/orders/301/cancel: missing or wrong CSRF token"), "and so is the refused one")
+
+# ---------------------------------------------------------------- backup
+status, o, _ = alice.get("/api/overview")
+check(status == 200 and o["backup"]["last_status"] == "none" and not o["backup"]["in_progress"],
+      "overview: no backup yet: %s" % o.get("backup"))
+status, doc, _ = bob.post("/api/backup", {"name": "by-bob"})
+check(status == 403, "viewer bob may not start a backup: %s" % status)
+status, doc, _ = alice.post("/api/backup", {"name": "a/b"})
+check(status == 400 and "may hold only letters, digits" in doc.get("error", ""),
+      "a backup name with a slash: 400 with the broker's reason: %s %s" % (status, doc))
+check(alice.post("/api/backup", {})[0] == 400, "a backup without a name: 400")
+status, doc, _ = alice.post("/api/backup", {"name": "from-console"})
+check(status == 202 and "Backup started" in doc.get("started", ""), "alice starts a backup: %s %s" % (status, doc))
+deadline = time.time() + 60
+while time.time() < deadline:
+    o = alice.get("/api/overview")[1]
+    if o["backup"]["name"] == "from-console" and o["backup"]["last_status"] == "ok" and not o["backup"]["in_progress"]:
+        break
+    time.sleep(0.2)
+check(o["backup"]["last_status"] == "ok" and o["backup"]["last_ok_ms"] > 0 and o["backup"]["last_error"] == "",
+      "the overview shows the whole copy: %s" % o["backup"])
+check(os.path.isdir(os.path.join(ENV["HG_WORKDIR"], "backups", "from-console")), "the copy is in backup-dir")
+status, doc, _ = alice.post("/api/backup", {"name": "from-console"})
+check(status == 400 and "already exists" in doc.get("error", ""), "the same name again: 400: %s" % doc)
+check(log_contains("backup name=from-console: Backup started"), "the backup is in the audit log with the user")
 
 # ---------------------------------------------------------------- the rest
 check(alice.get("/api/nothing")[0] == 404, "an unknown API: 404")

@@ -20,7 +20,8 @@
  *                    its confirmation, the manual cancel seen in the
  *                    database, the audit log
  *   browser          tests/console/test_browser.py: log in as alice (admin),
- *                    the overview with live figures, requeue a DLQ message,
+ *                    the overview with live figures, "Back up now" and its
+ *                    outcome, requeue a DLQ message,
  *                    find a message by key, cancel an overdue order by hand
  *                    and see it in the database with reason manual; a
  *                    screenshot of every page (1280x800 and a narrow window)
@@ -338,7 +339,11 @@ static int console_init(void)
     char start_err[4096];
     if (tu_mkdtemp("console", workdir, sizeof workdir) != 0 || write_users() != 0)
         return -1;
-    const char *broker_extra[] = { "--users-file", users_path, NULL };
+    static char backup_dir[600];
+    snprintf(backup_dir, sizeof backup_dir, "%s/backups", workdir);
+    if (mkdir(backup_dir, 0700) != 0)
+        return -1;
+    const char *broker_extra[] = { "--users-file", users_path, "--backup-dir", backup_dir, NULL };
     bp_set_failure_counter(CU_get_number_of_failures);
     if (oe_start(&env, broker_extra, start_err, sizeof start_err) != 0) {
         fprintf(stderr, "\nFAIL: MariaDB or broker: %s\n", start_err);
