@@ -37,7 +37,7 @@
  *  - disk_full: the data directory on a 48 MiB tmpfs mounted by the test;
  *    a filler file takes every free byte: SENDs fail with "disk full", the
  *    disk reserve is given back, reads (PING, INFO, LEVELS, GROUP LIST, DLQ
- *    LEN) keep working, INFO and /metrics say disk_full, no *.log files pile
+ *    LEN) and a BACKUP to another disk keep working, INFO and /metrics say disk_full, no *.log files pile
  *    up while full, a restart in place on the full disk works; the filler is
  *    deleted: writes resume by themselves, and every SEND that was
  *    acknowledged is delivered.
@@ -814,6 +814,12 @@ static int writes_resumed(void *ctx)
     return send_small(r->acked, r->i++, r->err, sizeof r->err) == 0;
 }
 
+/* Is the copy whole: its CURRENT file there, and no copy running? */
+static int backup_whole(void *ctx)
+{
+    return access((const char *)ctx, F_OK) == 0 && info_ll("backup_in_progress") == 0;
+}
+
 static void test_disk_full(void)
 {
     static sent_t acked;
@@ -828,7 +834,10 @@ static void test_disk_full(void)
     atexit(unmount_tmpfs); /* also when a failed check ends the test early */
     snprintf(data, sizeof data, "%s/data", g_mnt);
     snprintf(filler, sizeof filler, "%s/filler", g_mnt);
-    const char *extra[] = { "--dir", data, "--disk-reserve", "4mb", "--write-buffer-size", "1mb", NULL };
+    char bk[600], bk_copy[700];
+    TU_REQUIRE(tu_mkdtemp("backup", bk, sizeof bk) == 0, "mkdtemp: %s", strerror(errno));
+    const char *extra[] = { "--dir", data, "--disk-reserve", "4mb", "--write-buffer-size", "1mb", "--backup-dir",
+                            bk,      NULL };
     bt_start(extra);
     BP_REQUIRE(info_ll("disk_full") == 0, "disk_full at start");
 
@@ -861,6 +870,13 @@ static void test_disk_full(void)
     r = rc_cmd(&bt_conn, "GROUP", "LIST", NULL);
     BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY, "GROUP LIST on a full disk");
     resp_reply_free(r);
+    /* a BACKUP to another disk is served: it changes nothing in the store */
+    r = rc_cmd(&bt_conn, "BACKUP", "while-full", NULL);
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_STATUS && strstr(r->str, "Backup started") != NULL,
+             "BACKUP on a full disk: %s", r ? rc_describe(r, e, sizeof e) : bt_conn.err);
+    resp_reply_free(r);
+    snprintf(bk_copy, sizeof bk_copy, "%s/while-full/CURRENT", bk);
+    BP_CHECK(tu_poll_until(backup_whole, bk_copy, 30000, 50) == 0, "no whole copy %s from the full disk", bk_copy);
     /* no file pile-up while full */
     int logs = count_logs(data);
     sleep_ms(3000);
@@ -911,6 +927,7 @@ static void test_disk_full(void)
     rc_close(&bt_conn);
     BP_CHECK(bp_destroy(&bt_broker) == 0, "the broker did not end cleanly");
     unmount_tmpfs();
+    tu_rmtree(bk);
 }
 
 int main(int argc, char **argv)
