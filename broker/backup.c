@@ -261,6 +261,9 @@ int backup_start(backup_t *b, store_t *s, const char *dir, const char *name, uin
         return -1;
     }
     struct stat st;
+    if (stat(dir, &st) != 0 && errno == ENOENT && mkdir(dir, 0700) == 0) {
+        log_info("backup-dir %s created", dir); /* e.g. in a systemd unit's state directory */
+    }
     if (stat(dir, &st) != 0) {
         err_set(err, errlen, "backup-dir %s: %s", dir, strerror(errno));
         return -1;

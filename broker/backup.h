@@ -52,7 +52,8 @@ void backup_free(backup_t *b);
 int backup_check_name(const char *name, size_t len, char *err, size_t errlen);
 
 /* Storage thread: take the store's snapshot and start copying it to
- * dir/name (dir must exist; neither dir/name nor dir/name.partial may),
+ * dir/name (dir is made, 0700, when missing: its parent must exist;
+ * neither dir/name nor dir/name.partial may exist),
  * at most rate bytes of records a second (0: no limit). The copy fails
  * (and removes what it wrote) when the file system of dir has less than
  * min_free bytes free, so a copy on the data directory's own disk cannot

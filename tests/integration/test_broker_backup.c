@@ -3,8 +3,8 @@
  *
  *  - refusals: no backup-dir configured; names that are not one plain
  *    directory name; a name that exists, and one whose ".partial" a broker
- *    left; a backup-dir that is gone — each with a message naming it, and
- *    the broker goes on;
+ *    left; a backup-dir whose parent is gone — each with a message naming
+ *    it, and the broker goes on; a missing backup-dir is made;
  *  - under load: SENDs on another connection while BACKUP runs; the copy
  *    passes --check-data, and restored (the broker stopped, the copy put in
  *    place of its data directory, started again) it holds every message
@@ -196,7 +196,17 @@ static void test_refusals(void)
     BP_CHECK(strcmp(done.status, "ok") == 0, "BACKUP fine: %s %s", done.status, done.error);
     snprintf(path, sizeof path, "%s/fine", g_bk);
     BP_CHECK(exists(path), "no %s", path);
+    /* a backup-dir that is missing is made (a systemd unit's state directory), but not its parent */
     tu_rmtree(g_bk);
+    start_backup("made");
+    done = wait_backup_done();
+    snprintf(path, sizeof path, "%s/made", g_bk);
+    BP_CHECK(strcmp(done.status, "ok") == 0 && exists(path), "BACKUP made into a missing backup-dir: %s %s",
+             done.status, done.error);
+    char parent[600];
+    snprintf(parent, sizeof parent, "%s", g_bk);
+    *strrchr(parent, '/') = '\0';
+    tu_rmtree(parent);
     CHECK_REFUSED("gone", "No such file or directory");
     resp_reply_t *r = rc_cmd(&bt_conn, "PING", NULL);
     BP_CHECK(r != NULL && rc_str_eq(r, "PONG"), "PING after the refusals");
