@@ -16,7 +16,9 @@
  *    says so in INFO, and leaves nothing there;
  *  - backup-rate: a copy of 16 MiB at 4 MiB/s takes at least 3 s;
  *  - SIGTERM while a copy runs: the broker exits 0 at once and backup-dir
- *    holds the whole copy or nothing, never a ".partial".
+ *    holds the whole copy or nothing, never a ".partial";
+ *  - kill -9 while a copy runs: its ".partial" stays, the broker restarts,
+ *    the same name is refused naming it, another name makes a whole copy.
  *
  * Run one: ./tests/integration/test_broker_backup backup
  */
@@ -155,6 +157,11 @@ static int exists(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0;
+}
+
+static int path_there(void *ctx)
+{
+    return exists(ctx);
 }
 
 /* `hourglass-broker --check-data dir`: its exit code, its output in out. */
@@ -467,12 +474,42 @@ static void test_sigterm_during_copy(void)
     printf("\n    %s", stopped ? "the copy was stopped" : "the copy was done before the stop");
 }
 
+/* kill -9 while a copy runs (paced to take seconds): its ".partial" stays;
+ * the broker restarts on its data as after any crash; BACKUP of the same
+ * name is refused naming what is left, another name makes a whole copy. */
+static void test_kill9_during_copy(void)
+{
+    reset_backup_dir();
+    const char *more[] = { "--backup-rate", "4mb", NULL };
+    start_with_backup_dir(more);
+    send_big(512, 32 * 1024); /* 16 MiB: 3 s and more at 4 MiB/s */
+    start_backup("cut");
+    char e[1024], path[800], out[4096];
+    snprintf(path, sizeof path, "%s/cut.partial/CURRENT", g_bk); /* the copy's database is open */
+    BP_REQUIRE(tu_poll_until(path_there, path, DONE_DEADLINE_MS, 10) == 0, "no %s while the copy runs", path);
+    snprintf(path, sizeof path, "%s/cut.partial", g_bk);
+    BP_REQUIRE(bp_kill9(&bt_broker) == 0, "kill -9");
+    BP_CHECK(exists(path), "%s is gone after kill -9: a crash cannot clean up", path);
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart after kill -9 mid-copy: %s", e);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "connect: %s", e);
+    CHECK_REFUSED("cut", "cut.partial exists: a copy that a broker did not finish");
+    start_backup("after");
+    struct backup_done done = wait_backup_done();
+    BP_CHECK(strcmp(done.status, "ok") == 0, "BACKUP after the crash: %s %s", done.status, done.error);
+    snprintf(path, sizeof path, "%s/after", g_bk);
+    int rc = check_data(path, out, sizeof out);
+    BP_CHECK(rc == 0 && strstr(out, "ok: 512 messages") != NULL, "--check-data of the copy after the crash: %d %s", rc,
+             out);
+}
+
 static const tu_test_t tests[] = {
     { "refusals: no backup-dir, bad names, taken names, a gone directory", test_refusals },
     { "under load, then restored: as of the command, and nothing after", test_under_load_and_restore },
     { "a disk that runs low: the copy fails and leaves nothing", test_disk_runs_low },
     { "backup-rate holds the copy to its pace", test_rate },
     { "SIGTERM while a copy runs: the whole copy or nothing", test_sigterm_during_copy },
+    { "kill -9 while a copy runs: its .partial stays and is named", test_kill9_during_copy },
     { NULL, NULL },
 };
 
