@@ -466,6 +466,28 @@ static job_result_t dlq_take_exec(dlq_job_t *dj, writer_t *w)
     return JOB_DONE;
 }
 
+/* The writer refused a later step of ALL (the disk filled, the store went
+ * away): its error, and what the steps before it moved. */
+static void dlq_walk_refused(job_t *j, writer_t *w)
+{
+    (void)w;
+    dlq_job_t *dj = (dlq_job_t *)j;
+    if (dj->walk.count == 0) {
+        return;
+    }
+    char why[600], b[80];
+    const char *raw = j->reply.raw.data;
+    size_t len = j->reply.raw.len;
+    if (raw == NULL || len < 3 || raw[0] != '-') {
+        return;
+    }
+    snprintf(why, sizeof why, "%.*s", (int)(len - 3), raw + 1); /* without '-' and CRLF */
+    resp_buf_clear(&j->reply);
+    resp_add_errorf(&j->reply, "%s (%llu of the DLQ of group '%s' were %s before it, the rest are still there)", why,
+                    (unsigned long long)dj->walk.count, cmd_shown(&dj->req.group, b, sizeof b),
+                    dj->req.sub == SUB_REQUEUE ? "requeued" : "dropped");
+}
+
 static job_result_t dlq_exec(job_t *j, writer_t *w)
 {
     dlq_job_t *dj = (dlq_job_t *)j;
@@ -584,5 +606,6 @@ void cmd_dlq(cmd_call_t *call)
         dj->job.reply_estimate = cmd_listing_estimate(cmd_config_of(call), count);
     }
     dj->job.reads_only = code == SUB_LEN || code == SUB_LIST; /* served while the disk is full */
+    dj->job.refused = dlq_walk_refused;
     call->job = &dj->job;
 }

@@ -799,6 +799,9 @@ static job_result_t run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t n
         snprintf(msg, sizeof msg, "store unavailable: %s", w->broken_msg);
         pthread_mutex_unlock(&w->done_mu);
         fail_job(j, msg);
+        if (j->refused != NULL) {
+            j->refused(j, w);
+        }
         list_push(done, j);
         return JOB_DONE;
     }
@@ -806,6 +809,9 @@ static job_result_t run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t n
         resp_buf_clear(&j->reply);
         resp_add_errorf(&j->reply, "ERR disk full: writes are refused until space returns on %s", w->opts->path);
         j->failed = 1;
+        if (j->refused != NULL) {
+            j->refused(j, w);
+        }
         w->stats.disk_full_refusals++;
         list_push(done, j);
         return JOB_DONE;

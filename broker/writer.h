@@ -78,6 +78,11 @@ struct job {
     void (*expire)(job_t *j, writer_t *w);
     /* Loop thread, optional: runs on completion before the reply is used. */
     void (*complete)(job_t *j);
+    /* Storage thread, optional: the writer refused the job before exec (the
+     * disk is full, the store is unavailable) and wrote its error into reply;
+     * a job that stepped (JOB_AGAIN) writes it again saying what its steps
+     * did before, which would be lost otherwise. */
+    void (*refused)(job_t *j, writer_t *w);
     uint64_t conn_id;       /* the connection the reply goes to (0: none) */
     uint64_t seq;           /* its reply slot */
     int proto;              /* RESP_PROTO_2 / RESP_PROTO_3 for the reply */

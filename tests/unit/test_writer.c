@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -531,11 +532,99 @@ static void test_steps_between_others(void)
     rig_close(&rig);
 }
 
+/* A job that steps, each step a SEND of 256 KiB, until the writer stops;
+ * its refused hook says how many steps it did. */
+typedef struct fill_job {
+    job_t job; /* first member */
+    int steps;
+} fill_job_t;
+static _Atomic int g_fill_steps;
+
+static job_result_t fill_exec(job_t *j, writer_t *w)
+{
+    fill_job_t *fj = (fill_job_t *)j;
+    static char payload[256 * 1024];
+    memset(payload, 'f', sizeof payload);
+    store_send_req_t r = { .topic = "t", .topic_len = 1, .payload = payload, .payload_len = sizeof payload };
+    uint64_t id, due;
+    char err[256];
+    if (store_send(writer_store(w), &r, writer_now(w), &id, &due, err, sizeof err) != 0) {
+        resp_add_errorf(&j->reply, "ERR %s", err);
+        return JOB_DONE;
+    }
+    atomic_store(&g_fill_steps, ++fj->steps);
+    if (writer_stopping(w)) {
+        resp_add_simple(&j->reply, "stopped");
+        return JOB_DONE;
+    }
+    return JOB_AGAIN;
+}
+
+static void fill_refused(job_t *j, writer_t *w)
+{
+    (void)w;
+    fill_job_t *fj = (fill_job_t *)j;
+    char why[300];
+    snprintf(why, sizeof why, "%.*s", (int)j->reply.raw.len - 3, j->reply.raw.data + 1);
+    resp_buf_clear(&j->reply);
+    resp_add_errorf(&j->reply, "%s after %d steps", why, fj->steps);
+}
+
+/* The disk fills between two steps of a job (RLIMIT_FSIZE: a commit fails
+ * with EFBIG, which the writer takes for a full disk): its next step is
+ * refused, and its refused hook writes the error with what the steps
+ * before did (DLQ REQUEUE ALL's count). */
+static void test_steps_refused_on_full_disk(void)
+{
+    char err[512] = "";
+    rig_t rig;
+    rig_open(&rig);
+    g_stopped = 0;
+    g_ndone = 0;
+    atomic_store(&g_fill_steps, 0);
+    fill_job_t *fj = xcalloc(1, sizeof *fj);
+    resp_buf_init(&fj->job.reply);
+    fj->job.exec = fill_exec;
+    fj->job.refused = fill_refused;
+    fj->job.conn_id = 1;
+    writer_submit(rig.w, &fj->job);
+    TU_REQUIRE(writer_start(rig.w, err, sizeof err) == 0, "writer_start: %s", err);
+    uint64_t end = tu_now_mono_ms() + 20000;
+    while (atomic_load(&g_fill_steps) < 3 && tu_now_mono_ms() < end) {
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    TU_REQUIRE(atomic_load(&g_fill_steps) >= 3, "the job stepped %d times", atomic_load(&g_fill_steps));
+    struct rlimit saved, lim;
+    TU_REQUIRE(getrlimit(RLIMIT_FSIZE, &saved) == 0, "getrlimit: %s", strerror(errno));
+    lim = saved;
+    lim.rlim_cur = (rlim_t)largest_file(rig.data) + 65536;
+    signal(SIGXFSZ, SIG_IGN);
+    TU_REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
+    int ok = loop_until(rig.base, &g_ndone, 1);
+    setrlimit(RLIMIT_FSIZE, &saved);
+    signal(SIGXFSZ, SIG_DFL);
+    TU_REQUIRE(ok, "the stepping job was not answered on the full disk");
+    job_t *j = g_done[0];
+    char want[64];
+    int steps = ((fill_job_t *)j)->steps;
+    snprintf(want, sizeof want, " after %d steps", steps);
+    TU_CHECK(j->failed && j->reply.raw.len > 20 && strncmp(j->reply.raw.data, "-ERR disk full", 14) == 0 &&
+                 strstr(j->reply.raw.data, want) != NULL && steps >= 3,
+             "the refused step was answered '%.*s' (%d steps)", (int)j->reply.raw.len, j->reply.raw.data, steps);
+    job_free(j);
+    g_ndone = 0;
+    writer_stop(rig.w);
+    TU_CHECK(loop_until(rig.base, &g_stopped, 1), "the writer did not stop");
+    rig_close(&rig);
+}
+
 static const tu_test_t writer_tests[] = {
     { "second commit failure", test_second_commit_failure },
     { "burst in bounded batches", test_burst_in_bounded_batches },
     { "parked jobs indexed by topic, connection and deadline", test_parked_by_topic },
     { "a job in steps: others run between, its connection waits", test_steps_between_others },
+    { "a job in steps refused on a full disk says what its steps did", test_steps_refused_on_full_disk },
     { NULL, NULL },
 };
 
