@@ -268,11 +268,19 @@ void cmd_topics(cmd_call_t *call)
 typedef struct topic_del_job {
     job_t job;        /* first member */
     resp_arg_t topic; /* a copy */
+    int purge;        /* TOPIC DEL topic PURGE: its retained messages first, in steps (JOB_AGAIN) */
+    uint64_t until;   /* store_topic_purge_step's bound (0 before the first step) */
+    uint64_t purged;  /* retained messages deleted by the steps so far */
 } topic_del_job_t;
+
+/* Retained messages TOPIC DEL … PURGE deletes per step (each with its index
+ * entries): about DLQ DROP ALL's step. */
+#define TOPIC_PURGE_STEP 512
 
 /* Why a topic is not empty, for the refusal: its groups, what its log keeps,
  * what is still on the levels (only the nonzero ones). */
-static void add_in_use_error(resp_buf_t *out, const resp_arg_t *topic, const store_topic_info_t *why)
+static void add_in_use_error(resp_buf_t *out, const resp_arg_t *topic, const store_topic_info_t *why,
+                             const char *suffix)
 {
     char b[80], reasons[400] = "";
     size_t n = 0;
@@ -284,13 +292,75 @@ static void add_in_use_error(resp_buf_t *out, const resp_arg_t *topic, const sto
         n += (size_t)snprintf(reasons + n, sizeof reasons - n, "%s%llu message%s in its log (%s)", n ? ", " : "",
                               (unsigned long long)why->retained, why->retained == 1 ? "" : "s",
                               why->groups > 0 ? "until its groups have consumed them"
-                                              : "a topic without groups keeps them for retention");
+                                              : "a topic without groups keeps them for retention: TOPIC DEL "
+                                                "topic PURGE deletes them");
     }
     if (why->delayed > 0 && n < sizeof reasons) {
         snprintf(reasons + n, sizeof reasons - n, "%s%llu message%s on the levels, not due yet", n ? ", " : "",
                  (unsigned long long)why->delayed, why->delayed == 1 ? "" : "s");
     }
-    resp_add_errorf(out, "ERR topic '%s' is not empty: %s", cmd_shown(topic, b, sizeof b), reasons);
+    resp_add_errorf(out, "ERR topic '%s' is not empty: %s%s", cmd_shown(topic, b, sizeof b), reasons, suffix);
+}
+
+/* " (N retained messages of topic 't' were deleted before it)", or "" before any. */
+static const char *purged_before(const topic_del_job_t *tj, char *buf, size_t len)
+{
+    char b[80];
+    buf[0] = '\0';
+    if (tj->purged > 0) {
+        snprintf(buf, len, " (%llu retained message%s of topic '%s' were deleted before it)",
+                 (unsigned long long)tj->purged, tj->purged == 1 ? "" : "s", cmd_shown(&tj->topic, b, sizeof b));
+    }
+    return buf;
+}
+
+/* The writer refused a later step of PURGE (the disk filled meanwhile). */
+static void topic_purge_refused(job_t *j, writer_t *w)
+{
+    (void)w;
+    char before[200];
+    cmd_reply_error_append(j, purged_before((topic_del_job_t *)j, before, sizeof before));
+}
+
+/* PURGE: one step. JOB_DONE with the reply written (refused, gone, an
+ * error, the broker stopping), JOB_AGAIN for the next step, or -1: done,
+ * the topic is deleted next. */
+static int topic_purge_step(topic_del_job_t *tj, writer_t *w)
+{
+    job_t *j = &tj->job;
+    store_topic_del_t out;
+    store_topic_info_t why;
+    char err[300], before[200], b[80];
+    uint64_t n = 0;
+    int done = 0;
+    if (store_topic_purge_step(writer_store(w), tj->topic.ptr, tj->topic.len, &tj->until, TOPIC_PURGE_STEP, &n, &done,
+                               &out, &why, err, sizeof err) != 0) {
+        size_t l = strlen(err);
+        snprintf(err + l, sizeof err - l, "%s", purged_before(tj, before, sizeof before));
+        cmd_reply_store_error(j, err);
+        return JOB_DONE;
+    }
+    tj->purged += n;
+    snprintf(j->audit_result, sizeof j->audit_result, "purged %llu retained messages", (unsigned long long)tj->purged);
+    if (out == STORE_TOPIC_UNKNOWN) {
+        resp_add_int(&j->reply, 0);
+        return JOB_DONE;
+    }
+    if (out == STORE_TOPIC_IN_USE) { /* a group bound, or a message delayed, meanwhile: nothing more goes */
+        add_in_use_error(&j->reply, &tj->topic, &why, purged_before(tj, before, sizeof before));
+        return JOB_DONE;
+    }
+    if (done) {
+        return -1;
+    }
+    if (!writer_stopping(w)) {
+        return JOB_AGAIN;
+    }
+    resp_add_errorf(&j->reply,
+                    "ERR the broker is shutting down: %llu retained messages of topic '%s' were deleted, the rest are "
+                    "still there (run the command again after the restart)",
+                    (unsigned long long)tj->purged, cmd_shown(&tj->topic, b, sizeof b));
+    return JOB_DONE;
 }
 
 static job_result_t topic_del_exec(job_t *j, writer_t *w)
@@ -299,12 +369,26 @@ static job_result_t topic_del_exec(job_t *j, writer_t *w)
     store_topic_del_t out;
     store_topic_info_t why;
     char err[300];
+    if (tj->purge) {
+        int r = topic_purge_step(tj, w);
+        if (r >= 0) {
+            return (job_result_t)r;
+        }
+    }
+    char before[200];
+    purged_before(tj, before, sizeof before);
     if (store_topic_delete(writer_store(w), tj->topic.ptr, tj->topic.len, &out, &why, err, sizeof err) != 0) {
+        size_t l = strlen(err);
+        snprintf(err + l, sizeof err - l, "%s", before);
         cmd_reply_store_error(j, err);
     } else if (out == STORE_TOPIC_IN_USE) {
-        add_in_use_error(&j->reply, &tj->topic, &why);
+        add_in_use_error(&j->reply, &tj->topic, &why, before);
     } else {
         resp_add_int(&j->reply, out == STORE_TOPIC_DELETED);
+        if (tj->purge) {
+            snprintf(j->audit_result, sizeof j->audit_result, "purged %llu retained messages, %s",
+                     (unsigned long long)tj->purged, out == STORE_TOPIC_DELETED ? "deleted" : "no such topic");
+        }
     }
     return JOB_DONE;
 }
@@ -317,16 +401,24 @@ void cmd_topic(cmd_call_t *call)
         resp_add_errorf(call->out, "ERR unknown subcommand '%s' for 'topic' (DEL)", cmd_shown(&argv[1], b, sizeof b));
         return;
     }
-    if (call->argc != 3) {
+    if (call->argc != 3 && call->argc != 4) {
         resp_add_error(call->out, "ERR wrong number of arguments for 'topic|del' command");
         return;
     }
     if (cmd_check_name(call, "topic", &argv[2]) != 0) {
         return;
     }
+    if (call->argc == 4 && !cmd_arg_is(&argv[3], "purge")) {
+        char b[40];
+        resp_add_errorf(call->out, "ERR syntax error: unknown option '%s' for 'topic|del' (PURGE)",
+                        cmd_shown(&argv[3], b, sizeof b));
+        return;
+    }
     char *arena;
     topic_del_job_t *tj = cmd_job_new(sizeof *tj, cmd_copy_size(&argv[2]), topic_del_exec, &arena);
     tj->topic = cmd_job_copy(&arena, &argv[2]);
+    tj->purge = call->argc == 4;
+    tj->job.refused = topic_purge_refused;
     call->job = &tj->job;
 }
 
@@ -472,20 +564,13 @@ static void dlq_walk_refused(job_t *j, writer_t *w)
 {
     (void)w;
     dlq_job_t *dj = (dlq_job_t *)j;
-    if (dj->walk.count == 0) {
-        return;
+    char suffix[200] = "", b[80];
+    if (dj->walk.count > 0) {
+        snprintf(suffix, sizeof suffix, " (%llu of the DLQ of group '%s' were %s before it, the rest are still there)",
+                 (unsigned long long)dj->walk.count, cmd_shown(&dj->req.group, b, sizeof b),
+                 dj->req.sub == SUB_REQUEUE ? "requeued" : "dropped");
     }
-    char why[600], b[80];
-    const char *raw = j->reply.raw.data;
-    size_t len = j->reply.raw.len;
-    if (raw == NULL || len < 3 || raw[0] != '-') {
-        return;
-    }
-    snprintf(why, sizeof why, "%.*s", (int)(len - 3), raw + 1); /* without '-' and CRLF */
-    resp_buf_clear(&j->reply);
-    resp_add_errorf(&j->reply, "%s (%llu of the DLQ of group '%s' were %s before it, the rest are still there)", why,
-                    (unsigned long long)dj->walk.count, cmd_shown(&dj->req.group, b, sizeof b),
-                    dj->req.sub == SUB_REQUEUE ? "requeued" : "dropped");
+    cmd_reply_error_append(j, suffix);
 }
 
 static job_result_t dlq_exec(job_t *j, writer_t *w)

@@ -159,6 +159,19 @@ void cmd_reply_store_error(job_t *j, const char *err)
     resp_add_errorf(&j->reply, "ERR %s", err);
 }
 
+void cmd_reply_error_append(job_t *j, const char *suffix)
+{
+    const char *raw = j->reply.raw.data;
+    size_t len = j->reply.raw.len;
+    if (suffix[0] == '\0' || raw == NULL || len < 3 || raw[0] != '-') {
+        return;
+    }
+    char why[600];
+    snprintf(why, sizeof why, "%.*s", (int)(len - 3), raw + 1); /* without '-' and CRLF */
+    resp_buf_clear(&j->reply);
+    resp_add_errorf(&j->reply, "%s%s", why, suffix);
+}
+
 void cmd_add_id(resp_buf_t *b, uint64_t id)
 {
     char hex[17];

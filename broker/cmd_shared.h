@@ -95,6 +95,11 @@ int cmd_parse_lease(cmd_call_t *call, const resp_arg_t *v, uint64_t *ms);
 /* Replace j's reply with "ERR <err>" (a store call failed). */
 void cmd_reply_store_error(job_t *j, const char *err);
 
+/* j's reply is one simple error ("-ERR …"): write it again with suffix
+ * appended (a stepping job's refused hook: what its steps did). Any other
+ * reply, or an empty suffix, is left as it is. */
+void cmd_reply_error_append(job_t *j, const char *suffix);
+
 /* A bulk of the 16 hex digits of id. */
 void cmd_add_id(resp_buf_t *b, uint64_t id);
 

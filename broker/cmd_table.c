@@ -108,8 +108,9 @@ static const cmd_def_t commands[] = {
       "consumer groups" },
     { "topics", -1, CMD_STORAGE, R_READ, NULL, cmd_topics, "[COUNT n] [AFTER topic]",
       "per topic: ready, delayed (on the levels), retained, appended, sends since start, and its groups' counts" },
-    { "topic", -2, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_ADM, topic_subs, cmd_topic, "DEL topic",
-      "delete an empty topic (no group bound to it, no message in its log or on the levels)" },
+    { "topic", -2, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_ADM, topic_subs, cmd_topic, "DEL topic [PURGE]",
+      "delete an empty topic (no group bound to it, no message in its log or on the levels); PURGE first deletes "
+      "what a topic without groups keeps for retention" },
     { "dlq", -3, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_ADM, dlq_subs, cmd_dlq,
       "LEN group | LIST group [COUNT n] [AFTER id] | REQUEUE group id|ALL | DROP group id|ALL",
       "the dead-letter queue" },

@@ -60,23 +60,35 @@ int cli_cmd_group_create(cli_t *cli, int argc, char **argv)
     return 0;
 }
 
-/* group del / topic del: `VERB DEL name` (verb "GROUP" or "TOPIC") answers
- * 1 (deleted) or 0 (no such one); what names the thing, after the text
- * printed past its name on success. */
-static int del_named(cli_t *cli, const char *name, const char *verb, const char *what, const char *after, int argc,
-                     char **argv)
+/* How long `topic del --purge` waits for the answer: the broker deletes the
+ * retained messages in steps before it answers (a few µs each). */
+#define PURGE_READ_TIMEOUT_MS (10u * 60 * 1000)
+
+/* group del / topic del: `VERB DEL name [PURGE]` (verb "GROUP" or "TOPIC")
+ * answers 1 (deleted) or 0 (no such one); what names the thing, after the
+ * text printed past its name on success. specs: the options (NULL: none);
+ * a "--purge" given adds PURGE. */
+static int del_named(cli_t *cli, const char *name, const char *verb, const char *what, const char *after,
+                     cli_opt_t *specs, int argc, char **argv)
 {
-    const char *cmdv[3] = { verb, "DEL", NULL };
+    const char *cmdv[4] = { verb, "DEL", NULL, "PURGE" };
     char *pos[1];
     hg_reply_t *r;
-    int rc = 0, n = cli_parse_args(cli_find_command(name), argc, argv, NULL, pos, 1, &rc);
+    int rc = 0, n = cli_parse_args(cli_find_command(name), argc, argv, specs, pos, 1, &rc);
 
     if (n < 0)
         return rc;
     if (n < 1)
         return cli_usage_error("%s: needs %s", name, verb);
     cmdv[2] = pos[0];
-    if ((rc = cli_run(cli, &r, 3, cmdv)) != 0)
+    int purge = specs != NULL && specs[0].value != NULL;
+    if (purge) {
+        if ((rc = cli_connect(cli)) != 0)
+            return rc;
+        uint32_t wait = hg_client_read_timeout(cli->client);
+        hg_client_set_read_timeout(cli->client, wait > PURGE_READ_TIMEOUT_MS ? wait : PURGE_READ_TIMEOUT_MS);
+    }
+    if ((rc = cli_run(cli, &r, purge ? 4 : 3, cmdv)) != 0)
         return rc;
     if (!reply_is_int(r)) {
         hg_reply_free(r);
@@ -95,10 +107,11 @@ static int del_named(cli_t *cli, const char *name, const char *verb, const char 
 
 int cli_cmd_group_del(cli_t *cli, int argc, char **argv)
 {
-    return del_named(cli, "group del", "GROUP", "group", " (its retries, leases and DLQ with it)", argc, argv);
+    return del_named(cli, "group del", "GROUP", "group", " (its retries, leases and DLQ with it)", NULL, argc, argv);
 }
 
 int cli_cmd_topic_del(cli_t *cli, int argc, char **argv)
 {
-    return del_named(cli, "topic del", "TOPIC", "topic", "", argc, argv);
+    cli_opt_t specs[] = { { "--purge", 0, NULL }, { NULL, 0, NULL } };
+    return del_named(cli, "topic del", "TOPIC", "topic", "", specs, argc, argv);
 }

@@ -173,10 +173,11 @@ static const command_t commands[] = {
       "since the broker started, whether keyed SENDs deduplicate (dedup-topics), and the topic's groups. "
       "--count N --after TOPIC: one page, the N topics after TOPIC in name order (TOPICS COUNT n AFTER t)." },
     { "topic", cmd_family, "(del) ...", "Delete an empty topic. See `hourglass-cli topic del --help`." },
-    { "topic del", cli_cmd_topic_del, "TOPIC",
+    { "topic del", cli_cmd_topic_del, "TOPIC [--purge]",
       "Delete an empty topic: no group bound to it, no message in its log or on the levels (the broker's admin "
-      "role; audited). It frees its place under max-topics. Exit 1 when there is no such topic, or when it is "
-      "not empty (the broker says why)." },
+      "role; audited). It frees its place under max-topics. --purge: first delete the messages a topic without "
+      "groups keeps for retention (TOPIC DEL topic PURGE; waits up to 10 minutes for the answer). Exit 1 when "
+      "there is no such topic, or when it is not empty (the broker says why)." },
     { "groups", cli_cmd_groups, "[--count N] [--after GROUP]",
       "The consumer groups: topic, ready/backlog/retry/in-flight/DLQ counts, max retries. "
       "--count N --after GROUP: one page, the N groups after GROUP in name order (GROUP LIST COUNT n AFTER g)." },

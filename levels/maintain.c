@@ -33,9 +33,11 @@ static uint64_t topic_min_cursor(const topic_state_t *t)
     return min;
 }
 
-/* Collect up to budget topic-log entries of t below seq `below` (with no group:
- * past retention; below is then UINT64_MAX). Returns the count, -1 on error. */
-static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_ms, int budget, char *err, size_t errlen)
+/* Collect up to budget topic-log entries of t below seq `below` (with no group
+ * and keep_retained: only those past retention; below is then UINT64_MAX).
+ * Returns the count, -1 on error. */
+static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_ms, int keep_retained, int budget,
+                    char *err, size_t errlen)
 {
     if (t->appended == t->removed) {
         return 0;
@@ -51,7 +53,7 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_m
     int n = 0, rc = 0;
     for (; n < budget && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
         uint64_t seq = be64_get(key + plen);
-        if (t->groups > 0 && seq >= below) {
+        if (seq >= below) {
             t->head_hint = seq; /* the first entry it keeps */
             break;
         }
@@ -60,7 +62,7 @@ static int topic_gc(store_t *s, topic_state_t *t, uint64_t below, uint64_t now_m
             rc = -1;
             break;
         }
-        if (t->groups == 0 && m.stamp_ms + s->opt.retention_ms > now_ms) {
+        if (t->groups == 0 && keep_retained && m.stamp_ms + s->opt.retention_ms > now_ms) {
             t->head_hint = seq;
             break;
         }
@@ -183,7 +185,7 @@ static int collect_topics(store_t *s, uint64_t now_ms, uint64_t grace_ms, int ma
         if (below <= t->head_hint) {
             continue; /* nothing below it is left: no seek */
         }
-        int n = topic_gc(s, t, below, now_ms, max_deletes - *work, err, errlen);
+        int n = topic_gc(s, t, below, now_ms, 1, max_deletes - *work, err, errlen);
         if (n < 0) {
             return -1;
         }
@@ -259,4 +261,37 @@ int store_maintain(store_t *s, uint64_t now_ms, int max_deletes, int *work, char
 void store_compact_wait(store_t *s)
 {
     compactor_wait(s->compactor);
+}
+
+int store_topic_purge_step(store_t *s, const char *topic, size_t topic_len, uint64_t *until, int max, uint64_t *purged,
+                           int *done, store_topic_del_t *out, store_topic_info_t *info, char *err, size_t errlen)
+{
+    *purged = 0;
+    *done = 1;
+    *out = STORE_TOPIC_UNKNOWN;
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
+    topic_state_t *t = map_get(&s->topics, topic, topic_len);
+    if (t == NULL) {
+        return 0;
+    }
+    if (t->groups > 0 || t->delayed > 0) { /* not retained messages: a group's, or still on their way */
+        *out = STORE_TOPIC_IN_USE;
+        if (info != NULL) {
+            store_topic_info(s, topic, topic_len, info);
+        }
+        return 0;
+    }
+    *out = STORE_TOPIC_DELETED; /* so far: the purge goes on */
+    if (*until == 0) {
+        *until = s->next_seq; /* what is appended from now on gets a seq from here: kept */
+    }
+    int n = topic_gc(s, t, *until, 0, 0, max, err, errlen);
+    if (n < 0) {
+        return -1;
+    }
+    *purged = (uint64_t)n;
+    *done = n < max;
+    return 0;
 }

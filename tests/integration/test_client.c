@@ -1310,6 +1310,15 @@ static void test_cli_group_create_del(void)
     BP_CHECK(rc == 1 && strcmp(out, "{\"deleted\":0}\n") == 0 && strstr(err, "no topic empty") != NULL,
              "topic del of a missing topic: exit %d: %.400s%.400s", rc, out, err);
     BP_CHECK(CLI("topic", "del") == 2, "topic del without TOPIC");
+    /* --purge: what a topic without groups keeps for retention goes first */
+    rc = CLI("send", "kept-topic", "x");
+    BP_REQUIRE(rc == 0, "send: exit %d: %.400s", rc, err);
+    rc = CLI("topic", "del", "kept-topic");
+    BP_CHECK(rc == 1 && strstr(err, "TOPIC DEL topic PURGE deletes them") != NULL,
+             "topic del of a topic with a retained message: exit %d: %.400s", rc, err);
+    rc = CLI("topic", "del", "kept-topic", "--purge");
+    BP_CHECK(rc == 0 && strcmp(out, "deleted topic kept-topic\n") == 0, "topic del --purge: exit %d: %.400s%.400s", rc,
+             out, err);
 }
 
 static void test_cli_commands_and_exit_codes(void)

@@ -379,7 +379,26 @@ static void names_of(const resp_reply_t *r, const char *field, char *out, size_t
     }
 }
 
-/* TOPICS and GROUP LIST page with COUNT n and AFTER name, in name order. */
+/* TOPICS names want (blank-separated, name order) after what, and again
+ * after the broker restarted (bt_conn reconnected). */
+static void topics_across_restart(const char *want, const char *what)
+{
+    char e[512], names[256];
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) {
+            rc_close(&bt_conn);
+            BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+            BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart: %s", e);
+            BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "reconnect: %s", e);
+        }
+        resp_reply_t *r = rc_cmd(&bt_conn, "TOPICS", NULL);
+        names_of(r, "topic", names, sizeof names);
+        resp_reply_free(r);
+        BP_CHECK(strcmp(names, want) == 0, "TOPICS after %s%s: %s, want %s", what, round ? " and a restart" : "", names,
+                 want);
+    }
+}
+
 /* TOPIC DEL: an empty topic is deleted (1), an unknown one is 0, a topic
  * with a group, a retained or a delayed message is refused naming each
  * reason; the deleted topic frees its place under max-topics, is gone from
@@ -388,7 +407,7 @@ static void test_topic_del(void)
 {
     const char *flags[] = { "--max-topics", "3", NULL };
     bt_start(flags);
-    char e[512], id[32], names[128];
+    char e[512], id[32];
     long long n = -1;
     send_ok("kept", "x", NULL, NULL, id);
     send_ok("busy", "y", "DELAY", "1h", id);
@@ -397,7 +416,8 @@ static void test_topic_del(void)
     BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "GROUP", "DEL", "gone", NULL) == 0 && n == 1, "GROUP DEL: %s", e);
     const char *kept[] = { "TOPIC", "DEL", "kept" };
     expect_refused("TOPIC DEL of a topic holding a message", kept, 3,
-                   "topic 'kept' is not empty: 1 message in its log (a topic without groups keeps them for retention)");
+                   "topic 'kept' is not empty: 1 message in its log (a topic without groups keeps them for retention: "
+                   "TOPIC DEL topic PURGE deletes them)");
     const char *busy[] = { "TOPIC", "DEL", "busy" };
     expect_refused("TOPIC DEL of a topic with a group and a delayed message", busy, 3,
                    "topic 'busy' is not empty: 1 group bound to it (GROUP DEL first), 1 message on the levels, not "
@@ -413,18 +433,68 @@ static void test_topic_del(void)
     const char *bad_sub[] = { "TOPIC", "LIST" };
     expect_refused("TOPIC LIST", bad_sub, 2, "unknown subcommand 'LIST' for 'topic' (DEL)");
     send_ok("new", "x", NULL, NULL, id); /* its place under max-topics */
-    resp_reply_t *r = rc_cmd(&bt_conn, "TOPICS", NULL);
-    names_of(r, "topic", names, sizeof names);
+    topics_across_restart("busy kept new", "TOPIC DEL");
+}
+
+/* TOPIC DEL topic PURGE: the retained messages of a topic without groups
+ * go first, in steps (1 500 of them: three steps), with their index
+ * entries; then the topic. A topic with a group or a delayed message is
+ * refused untouched; a bad option is a syntax error; the audit log counts
+ * what was purged; the topic stays gone after a restart. */
+static void test_topic_purge(void)
+{
+    enum {
+        N = 1500
+    };
+    bt_start(NULL);
+    char e[512], id[32], first[32], state[64];
+    for (int i = 0; i < N; i++)
+        rc_appendl(&bt_conn, "SEND", "old", "retained", "KEY", i == 0 ? "k1" : "kx", NULL);
+    BP_REQUIRE(rc_flush(&bt_conn, 10000) == 0, "flush");
+    for (int i = 0; i < N; i++) {
+        resp_reply_t *r = rc_read(&bt_conn, 10000);
+        BP_REQUIRE(r != NULL && r->type == RESP_REPLY_BULK, "SEND %d", i);
+        if (i == 0)
+            snprintf(first, sizeof first, "%s", r->str);
+        resp_reply_free(r);
+    }
+    send_ok("busy", "y", NULL, NULL, id);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "g", "busy", "FROM", "FIRST", NULL) == 0, "%s", e);
+    send_ok("later", "z", "DELAY", "1h", id);
+    const char *busy[] = { "TOPIC", "DEL", "busy", "PURGE" };
+    expect_refused("TOPIC DEL … PURGE of a topic with a group", busy, 4,
+                   "topic 'busy' is not empty: 1 group bound to it (GROUP DEL first), 1 message in its log");
+    const char *later[] = { "TOPIC", "DEL", "later", "PURGE" };
+    expect_refused("TOPIC DEL … PURGE of a topic with a delayed message", later, 4,
+                   "topic 'later' is not empty: 1 message on the levels, not due yet");
+    const char *bad[] = { "TOPIC", "DEL", "old", "FORCE" };
+    expect_refused("TOPIC DEL … FORCE", bad, 4, "syntax error: unknown option 'FORCE' for 'topic|del' (PURGE)");
+    const char *many[] = { "TOPIC", "DEL", "old", "PURGE", "PURGE" };
+    expect_refused("TOPIC DEL with two options", many, 5, "wrong number of arguments");
+    EXPECT_TOPIC("old", .ready = N, .delayed = 0, .retained = N, .sends = N);
+    EXPECT_TOPIC("busy", .ready = 1, .delayed = 0, .retained = 1, .sends = 1);
+
+    long long n = -1;
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &n, e, sizeof e, "TOPIC", "DEL", "old", "purge", NULL) == 0, "PURGE: %s", e);
+    BP_CHECK(n == 1, "TOPIC DEL old PURGE answered %lld", n);
+    resp_reply_t *r = rc_cmd(&bt_conn, "FIND", "old", "k1", NULL);
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 0, "FIND old k1 after the purge: %s",
+             r ? rc_describe(r, e, sizeof e) : bt_conn.err);
     resp_reply_free(r);
-    BP_CHECK(strcmp(names, "busy kept new") == 0, "TOPICS after TOPIC DEL: %s", names);
-    rc_close(&bt_conn);
+    r = rc_cmd(&bt_conn, "GET", first, NULL);
+    state[0] = '\0';
+    for (size_t i = 0; r != NULL && r->type == RESP_REPLY_ARRAY && i + 1 < r->count; i += 2)
+        if (strcmp(r->elements[i].str, "state") == 0)
+            snprintf(state, sizeof state, "%s", r->elements[i + 1].str);
+    resp_reply_free(r);
+    BP_CHECK(strcmp(state, "gone") == 0, "GET of a purged message: state %s", state);
+    BP_CHECK(bp_log_contains(&bt_broker, "TOPIC DEL old purge: purged 1500 retained messages, deleted"),
+             "the audit log does not count what was purged");
+    topics_across_restart("busy later", "the purge");
+    char out[2048];
     BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
-    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart: %s", e);
-    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "reconnect: %s", e);
-    r = rc_cmd(&bt_conn, "TOPICS", NULL);
-    names_of(r, "topic", names, sizeof names);
-    resp_reply_free(r);
-    BP_CHECK(strcmp(names, "busy kept new") == 0, "TOPICS after a restart: %s", names);
+    int rc = bp_check_data(&bt_broker, out, sizeof out);
+    BP_CHECK(rc == 0, "--check-data after the purge: %d %s", rc, out);
 }
 
 /* While the broker never idles (a command at least every 100 ms, here the
@@ -551,6 +621,7 @@ static const tu_test_t tests[] = {
     { "max-topics: a new topic beyond it is refused, naming it", test_max_topics },
     { "TOPICS and GROUP LIST page with COUNT and AFTER", test_paging },
     { "TOPIC DEL deletes an empty topic, refuses one in use naming why", test_topic_del },
+    { "TOPIC DEL … PURGE deletes the retained messages first, in steps", test_topic_purge },
     { "the consumed log is collected while the broker never idles", test_gc_while_busy },
     { "MULTI holds at most max-inflight-bytes of SENDs", test_multi_bytes },
     { NULL, NULL },

@@ -4257,6 +4257,77 @@ static void test_topic_delete(void)
     CHECK_STORE(s);
 }
 
+/* One purge step (fatal on a storage error); returns what it purged. */
+static uint64_t purge_at(store_t *s, const char *topic, uint64_t *until, int max, int *done, store_topic_del_t *out,
+                         int line)
+{
+    char err[512] = "";
+    uint64_t purged = UINT64_MAX;
+    int rc = store_topic_purge_step(s, topic, strlen(topic), until, max, &purged, done, out, NULL, err, sizeof err);
+    TU_REQUIRE_AT(rc == 0, line, "store_topic_purge_step(%s): %s", topic, err);
+    return purged;
+}
+#define PURGE(s, topic, until, max, done, out) purge_at((s), (topic), (until), (max), (done), (out), __LINE__)
+
+/* TOPIC DEL … PURGE: the retained messages of a topic with no group go in
+ * steps, with their index entries, up to where the purge started; a topic
+ * with a group or with messages on the levels is refused untouched. */
+static void test_topic_purge(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    char err[512] = "";
+    store_topic_del_t out;
+    store_topic_info_t ti;
+    int done = 0;
+    uint64_t until = 0;
+    TU_CHECK(PURGE(s, "none", &until, 10, &done, &out) == 0 && out == STORE_TOPIC_UNKNOWN, "unknown: %d", (int)out);
+    GROUP_CREATE(s, "g", "bound", 1, T0);
+    SEND(s, "bound", "b", 0, 0, T0, NULL);
+    SEND(s, "later", "l", 0, 5 * SEC, T0, NULL);
+    until = 0;
+    TU_CHECK(PURGE(s, "bound", &until, 10, &done, &out) == 0 && out == STORE_TOPIC_IN_USE, "a group: %d", (int)out);
+    until = 0;
+    TU_CHECK(PURGE(s, "later", &until, 10, &done, &out) == 0 && out == STORE_TOPIC_IN_USE, "delayed: %d", (int)out);
+    TU_CHECK(store_topic_info(s, "bound", 5, &ti) == 1 && ti.retained == 1, "bound lost its message");
+
+    for (int i = 0; i < 250; i++)
+        SEND(s, "p", "x", 0, 0, T0, NULL); /* key "k" */
+    COMMIT(s);
+    until = 0;
+    uint64_t total = PURGE(s, "p", &until, 100, &done, &out);
+    TU_CHECK(total == 100 && !done && out == STORE_TOPIC_DELETED && until > 0, "step 1: %" PRIu64 ", done %d", total,
+             done);
+    COMMIT(s);
+    uint64_t kept = SEND(s, "p", "after the start", 0, 0, T0, NULL); /* past until: kept */
+    for (int step = 2; !done && step < 10; step++) {
+        total += PURGE(s, "p", &until, 100, &done, &out);
+        COMMIT(s);
+    }
+    TU_CHECK(done && total == 250, "purged %" PRIu64 " of 250, done %d", total, done);
+    TU_CHECK(store_topic_info(s, "p", 1, &ti) == 1 && ti.retained == 1, "retained after the purge: %" PRIu64,
+             ti.retained);
+    store_msg_view_t *views = NULL;
+    int n = -1;
+    REQUIRE_OK(store_msg_find(s, "p", 1, "k", 1, 1000, &views, &n, err, sizeof err), err);
+    TU_CHECK(n == 1 && views[0].id == kept, "FIND p k after the purge: %d messages", n);
+    for (int i = 0; i < n; i++)
+        store_msg_view_free(&views[i]);
+    free(views);
+    CHECK_STORE(s); /* every index entry of a purged message went with it */
+    REQUIRE_OK(store_topic_delete(s, "p", 1, &out, &ti, err, sizeof err), err);
+    TU_CHECK(out == STORE_TOPIC_IN_USE && ti.retained == 1, "delete with the later message: %d", (int)out);
+    until = 0;
+    TU_CHECK(PURGE(s, "p", &until, 100, &done, &out) == 1 && done, "the second purge");
+    REQUIRE_OK(store_topic_delete(s, "p", 1, &out, &ti, err, sizeof err), err);
+    TU_CHECK(out == STORE_TOPIC_DELETED, "delete after the purges: %d", (int)out);
+    COMMIT(s);
+    CHECK_STORE(s);
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    TU_CHECK(store_topic_info(s, "p", 1, &ti) == 0, "p came back after a reopen");
+    CHECK_STORE(s);
+}
+
 static const tu_test_t topic_tests[] = {
     { "info", test_topic_info },
     { "delayed counter", test_topic_delayed },
@@ -4266,6 +4337,7 @@ static const tu_test_t topic_tests[] = {
     { "a collection step looks at a bounded number of topics", test_topic_collect_topics_per_step },
     { "gc by retention", test_topic_gc_retention },
     { "delete an empty topic", test_topic_delete },
+    { "purge a topic's retained messages in steps", test_topic_purge },
     { NULL, NULL },
 };
 
