@@ -13,6 +13,9 @@
  *   GET  /api/msg?topic=T&key=K           FIND
  *   POST /api/msg/{id}/revoke             REVOKE id
  *   POST /api/msg/revoke                  topic=T&key=K: REVOKE T KEY K
+ *   GET  /api/topics[?after=T]            TOPICS, a page of TOPICS_PAGE; "next" when there is more
+ *   POST /api/topics/{topic}/delete       TOPIC DEL topic, [purge=1]: PURGE (what a topic without
+ *                                         groups keeps for retention goes first)
  *   POST /api/backup                      name=N: BACKUP N (the copy runs on; the
  *                                         overview shows how it ends)
  *
@@ -41,6 +44,8 @@
 #define DLQ_PAGE_DEFAULT 50
 #define DLQ_PAGE_MAX     500
 #define DLQ_IDS_MAX      1000 /* ids in one requeue / drop */
+#define TOPICS_PAGE      200
+#define PURGE_WAIT_MS    (10u * 60 * 1000) /* TOPIC DEL … PURGE answers after the broker's last step */
 
 int api_broker_failure(request_t *r, hg_err_t e)
 {
@@ -455,6 +460,115 @@ static int api_msg(request_t *r)
 }
 
 
+/* ------------------------------------------------------------------ topics */
+
+/* One TOPICS entry as JSON: its counts, and its groups by name. */
+static void topic_json(json_t *j, const hg_reply_t *entry)
+{
+    json_object_open(j);
+    for (size_t k = 0; k + 1 < hg_reply_count(entry); k += 2) {
+        size_t len;
+        const char *key = hg_reply_str(hg_reply_element(entry, k), &len);
+        const hg_reply_t *v = hg_reply_element(entry, k + 1);
+        char name[32];
+        snprintf(name, sizeof name, "%.*s", (int)(key != NULL ? len : 0), key != NULL ? key : "");
+        json_key(j, name);
+        if (strcmp(name, "groups") != 0) {
+            reply_json(j, v);
+            continue;
+        }
+        json_array_open(j); /* each group's map: only its name here (the DLQ view has the rest) */
+        for (size_t g = 0; g < hg_reply_count(v); g++) {
+            const hg_reply_t *map = hg_reply_element(v, g);
+            for (size_t f = 0; f + 1 < hg_reply_count(map); f += 2) {
+                const char *fk = hg_reply_str(hg_reply_element(map, f), &len);
+                if (fk != NULL && len == 5 && memcmp(fk, "group", 5) == 0)
+                    reply_json(j, hg_reply_element(map, f + 1));
+            }
+        }
+        json_array_close(j);
+    }
+    json_object_close(j);
+}
+
+static void topics_page(request_t *r)
+{
+    const char *after = http_param(r, "after");
+    char count[16];
+    snprintf(count, sizeof count, "%d", TOPICS_PAGE);
+    const char *argv[5] = { "TOPICS", "COUNT", count, "AFTER", after };
+    hg_reply_t *reply = run(r, after != NULL && after[0] != '\0' ? 5 : 3, argv);
+    if (reply == NULL)
+        return;
+    buf_t b = BUF_INIT;
+    json_t j;
+    json_init(&j, &b);
+    json_object_open(&j);
+    json_key(&j, "topics");
+    json_array_open(&j);
+    size_t n = hg_reply_count(reply);
+    for (size_t i = 0; i < n; i++)
+        topic_json(&j, hg_reply_element(reply, i));
+    json_array_close(&j);
+    json_key(&j, "next"); /* the last name of a full page: the next page starts after it */
+    const hg_reply_t *last = n == TOPICS_PAGE ? hg_reply_element(reply, n - 1) : NULL;
+    size_t len = 0;
+    const char *name = last != NULL && hg_reply_count(last) >= 2 ? hg_reply_str(hg_reply_element(last, 1), &len) : NULL;
+    if (name != NULL)
+        json_strn(&j, name, len);
+    else
+        json_null(&j);
+    json_object_close(&j);
+    http_json(r, 200, &b);
+    buf_free(&b);
+    hg_reply_free(reply);
+}
+
+static void topic_delete(request_t *r, const char *topic)
+{
+    const char *purge_text = http_param(r, "purge");
+    int purge = purge_text != NULL && strcmp(purge_text, "1") == 0;
+    if (purge_text != NULL && !purge && strcmp(purge_text, "0") != 0) {
+        http_error(r, 400, "purge: '%.20s' is not 0 or 1", purge_text);
+        return;
+    }
+    const char *argv[4] = { "TOPIC", "DEL", topic, "PURGE" };
+    uint32_t wait = hg_client_read_timeout(r->s->client);
+    if (purge)
+        hg_client_set_read_timeout(r->s->client, wait > PURGE_WAIT_MS ? wait : PURGE_WAIT_MS);
+    hg_reply_t *reply = run(r, purge ? 4 : 3, argv);
+    hg_client_set_read_timeout(r->s->client, wait);
+    if (reply == NULL)
+        return;
+    long long deleted = hg_reply_integer(reply);
+    hg_reply_free(reply);
+    console_audit(r, "topic delete topic=%s purge=%d deleted=%lld", topic, purge, deleted);
+    if (deleted == 0) {
+        http_error(r, 404, "no topic '%.200s'", topic);
+        return;
+    }
+    buf_t b = BUF_INIT;
+    json_t j;
+    json_init(&j, &b);
+    json_object_open(&j);
+    json_kstr(&j, "topic", topic);
+    json_kint(&j, "deleted", deleted);
+    json_object_close(&j);
+    http_json(r, 200, &b);
+    buf_free(&b);
+}
+
+static int api_topics(request_t *r)
+{
+    if (r->nparts == 1 && !r->is_post)
+        topics_page(r);
+    else if (r->nparts == 3 && r->is_post && strcmp(r->parts[2], "delete") == 0)
+        topic_delete(r, r->parts[1]);
+    else
+        return 0;
+    return 1;
+}
+
 /* POST /api/backup name=N: BACKUP N, as the user (admin); the broker checks the name. */
 static void backup_start(request_t *r)
 {
@@ -501,6 +615,8 @@ int api_broker(request_t *r)
     }
     if (r->nparts >= 1 && strcmp(r->parts[0], "dlq") == 0)
         return api_dlq(r);
+    if (r->nparts >= 1 && strcmp(r->parts[0], "topics") == 0)
+        return api_topics(r);
     if (r->nparts >= 1 && strcmp(r->parts[0], "msg") == 0)
         return api_msg(r);
     return 0;

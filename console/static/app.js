@@ -193,6 +193,9 @@ async function route() {
       setActive("overview");
       await renderOverview();
       state.timer = setInterval(() => renderOverview().catch(() => {}), 5000);
+    } else if (parts[0] === "topics") {
+      setActive("topics");
+      await renderTopics(q.get("after"));
     } else if (parts[0] === "dlq") {
       setActive("dlq");
       if (parts.length === 1) await renderDlqGroups();
@@ -458,6 +461,45 @@ function renderBackupPanel(o) {
 }
 
 /* ---------------------------------------------------------------- DLQ */
+
+/* ---------------------------------------------------------------- topics */
+
+/* The topics (TOPICS), a page at a time; admins delete an empty one, or one
+ * without groups together with what it keeps for retention (PURGE). */
+async function renderTopics(after, message) {
+  const d = await api("GET", "topics", { after });
+  const can = state.session.can_act;
+  const status = el("div", { id: "topics-status" }, message || null);
+  const del = (t) => async () => {
+    const purge = t.groups.length === 0 && t.delayed === 0 && t.retained > 0;
+    if (purge && !(await confirmAction("Delete topic " + t.topic + " with the " + t.retained + " message" +
+      (t.retained === 1 ? "" : "s") + " it keeps for retention?")))
+      return;
+    try {
+      await api("POST", "topics/" + enc(t.topic) + "/delete", purge ? { purge: "1" } : {});
+      await renderTopics(after, notice("Deleted topic " + t.topic +
+        (purge ? " and its " + t.retained + " retained message" + (t.retained === 1 ? "" : "s") : ""), "ok"));
+    } catch (e) {
+      status.replaceChildren(notice(e.message, "error"));
+    }
+  };
+  const rows = d.topics.map((t) => el("tr", { "data-topic": t.topic },
+    el("td", {}, t.topic),
+    el("td", { class: "num" }, fmtNum(t.ready, 0)), el("td", { class: "num" }, fmtNum(t.delayed, 0)),
+    el("td", { class: "num" }, fmtNum(t.retained, 0)), el("td", { class: "num" }, fmtNum(t.sends, 0)),
+    el("td", {}, t.groups.map((g, i) => [i ? ", " : "", link("/dlq/" + enc(g), g)]).flat()),
+    can ? el("td", {}, t.groups.length === 0 && t.delayed === 0
+      ? el("button", { type: "button", class: "danger", onclick: del(t) }, t.retained > 0 ? "Delete with messages" : "Delete")
+      : el("span", { class: "muted" }, t.groups.length ? "has groups" : "messages on the levels")) : null));
+  show(el("h1", {}, "Topics"), status,
+    el("div", { class: "panel scroll" }, el("table", { id: "topics-table" },
+      el("thead", {}, el("tr", {}, ["Topic", "Ready", "Delayed", "Retained", "Sends", "Groups"].map((h, i) =>
+        el("th", { class: i > 0 && i < 5 ? "num" : "" }, h)), can ? el("th", {}, "") : null)),
+      el("tbody", {}, rows))),
+    el("p", { class: "muted" }, "A topic without groups keeps its messages for the broker's retention; deleting it " +
+      "with its messages takes them back for good. A topic with groups or messages on the levels cannot be deleted."),
+    d.next ? el("p", {}, link("/topics?after=" + enc(d.next), "Next page →")) : null);
+}
 
 async function renderDlqGroups() {
   const d = await api("GET", "dlq");

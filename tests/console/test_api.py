@@ -12,7 +12,7 @@ overview: refused for a viewer and for a bad name, the copy's outcome shown.
 import os
 import time
 
-from console_test import ENV, Client, check, finish, log_contains, sql
+from console_test import ENV, Client, Resp, check, finish, log_contains, sql
 
 # ---------------------------------------------------------------- no session
 anon = Client()
@@ -173,7 +173,8 @@ viewer_actions = [("/api/dlq/order-cancel/requeue", {"id": m["id"]}),
                   ("/api/dlq/junk/drop", {"all": "1", "confirm": "2"}),
                   ("/api/msg/%s/revoke" % m["id"], {}),
                   ("/api/msg/revoke", {"topic": "revoke-me", "key": "rv"}),
-                  ("/api/orders/301/cancel", {"reason": "manual"})]
+                  ("/api/orders/301/cancel", {"reason": "manual"}),
+                  ("/api/topics/revoke-me/delete", {"purge": "1"})]
 for path, params in viewer_actions:
     status, doc, _ = bob.post(path, params)
     check(status == 403 and doc.get("error") == "user bob may not act: the role admin is needed",
@@ -261,6 +262,30 @@ check(alice.post("/api/orders/302/cancel", {"reason": ""})[0] == 400, "an empty 
 check(log_contains("user=alice") and log_contains("order cancel id=301 reason=manual outcome=cancelled"),
       "the cancel is in the audit log with the user")
 check(log_contains("refused /api/orders/301/cancel: missing or wrong CSRF token"), "and so is the refused one")
+
+# ---------------------------------------------------------------- topics
+broker = Resp()
+for i in range(3):
+    broker.call("SEND", "stray", "kept-%d" % i)  # no group: kept for retention
+broker.close()
+status, doc, _ = bob.get("/api/topics")
+check(status == 200, "a viewer lists the topics: %s" % status)
+status, doc, _ = alice.get("/api/topics")
+topics = {t["topic"]: t for t in doc.get("topics", [])}
+check(status == 200 and topics.get("stray", {}).get("retained") == 3 and topics["stray"]["groups"] == [] and
+      topics.get("order-timeout", {}).get("groups") == ["order-cancel"] and doc["next"] is None,
+      "GET /api/topics: counts and group names: %s" % {k: topics.get(k) for k in ("stray", "order-timeout")})
+status, doc, _ = alice.post("/api/topics/stray/delete")
+check(status == 400 and "TOPIC DEL topic PURGE deletes them" in doc.get("error", ""),
+      "delete a topic with retained messages without purge: 400 with the broker's reason: %s" % doc)
+status, doc, _ = alice.post("/api/topics/order-timeout/delete", {"purge": "1"})
+check(status == 400 and "1 group bound to it" in doc.get("error", ""), "a topic with a group: 400: %s" % doc)
+check(alice.post("/api/topics/stray/delete", {"purge": "yes"})[0] == 400, "purge=yes: 400")
+status, doc, _ = alice.post("/api/topics/stray/delete", {"purge": "1"})
+check(status == 200 and doc == {"topic": "stray", "deleted": 1}, "delete with purge: %s %s" % (status, doc))
+check(alice.post("/api/topics/stray/delete")[0] == 404, "delete it again: 404")
+check("stray" not in {t["topic"] for t in alice.get("/api/topics")[1]["topics"]}, "stray is gone from the list")
+check(log_contains("topic delete topic=stray purge=1 deleted=1"), "the delete is in the audit log with the user")
 
 # ---------------------------------------------------------------- backup
 status, o, _ = alice.get("/api/overview")

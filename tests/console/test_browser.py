@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 
-from console_test import BASE, PASSWORDS, check, finish, sql, traffic_until
+from console_test import BASE, PASSWORDS, Resp, check, finish, sql, traffic_until
 
 from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
@@ -176,6 +176,28 @@ try:
                 check(all("dlq-b" not in r.text for r in driver.find_elements(By.CSS_SELECTOR, "#dlq-table tbody tr")),
                       "dlq-b left the DLQ")
                 shot("05-dlq-requeued")
+
+    # ------------------------------------------------------------ topics: delete one with its retained messages
+    broker = Resp()
+    for i in range(2):
+        broker.call("SEND", "browser-stray", "kept-%d" % i)
+    broker.close()
+    driver.find_element(By.CSS_SELECTOR, "#nav a[data-view=topics]").click()
+    if wait_css("#topics-table", "the topics"):
+        check("order-timeout" in text_of("#topics-table") and "order-cancel" in text_of("#topics-table"),
+              "the topics with their groups are listed")
+        shot("05b-topics")
+        rows = [r for r in driver.find_elements(By.CSS_SELECTOR, "#topics-table tbody tr")
+                if r.get_attribute("data-topic") == "browser-stray"]
+        check(len(rows) == 1 and "Delete with messages" in rows[0].text, "browser-stray can be deleted with its messages")
+        if rows:
+            rows[0].find_element(By.CSS_SELECTOR, "button").click()
+            if wait_css("#dialog-ok", "the confirmation"):
+                check("2 messages" in text_of("#dialog-text"), "the confirmation names the count: %r"
+                      % text_of("#dialog-text"))
+                css("#dialog-ok").click()
+                if wait_text("#topics-status", "Deleted topic browser-stray", "delete browser-stray"):
+                    check("browser-stray" not in text_of("#topics-table"), "browser-stray left the list")
 
     # ------------------------------------------------------------ messages: find by key
     driver.find_element(By.CSS_SELECTOR, "#nav a[data-view=messages]").click()

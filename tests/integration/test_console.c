@@ -21,7 +21,8 @@
  *                    database, the audit log
  *   browser          tests/console/test_browser.py: log in as alice (admin),
  *                    the overview with live figures, "Back up now" and its
- *                    outcome, requeue a DLQ message,
+ *                    outcome, requeue a DLQ message, delete a topic with
+ *                    its retained messages (the confirmation names them),
  *                    find a message by key, cancel an overdue order by hand
  *                    and see it in the database with reason manual; a
  *                    screenshot of every page (1280x800 and a narrow window)
