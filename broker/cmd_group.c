@@ -302,93 +302,57 @@ static void add_in_use_error(resp_buf_t *out, const resp_arg_t *topic, const sto
     resp_add_errorf(out, "ERR topic '%s' is not empty: %s%s", cmd_shown(topic, b, sizeof b), reasons, suffix);
 }
 
-/* " (N retained messages of topic 't' were deleted before it)", or "" before any. */
-static const char *purged_before(const topic_del_job_t *tj, char *buf, size_t len)
+/* What a PURGE's steps deleted so far (job_t.so_far). */
+static void topic_purge_so_far(const job_t *j, char *buf, size_t len)
 {
+    const topic_del_job_t *tj = (const topic_del_job_t *)j;
     char b[80];
     buf[0] = '\0';
     if (tj->purged > 0) {
-        snprintf(buf, len, " (%llu retained message%s of topic '%s' were deleted before it)",
-                 (unsigned long long)tj->purged, tj->purged == 1 ? "" : "s", cmd_shown(&tj->topic, b, sizeof b));
+        snprintf(buf, len, "%llu retained message%s of topic '%s' were deleted", (unsigned long long)tj->purged,
+                 tj->purged == 1 ? "" : "s", cmd_shown(&tj->topic, b, sizeof b));
     }
-    return buf;
 }
 
-/* The writer refused a later step of PURGE (the disk filled meanwhile). */
-static void topic_purge_refused(job_t *j, writer_t *w)
-{
-    (void)w;
-    char before[200];
-    cmd_reply_error_append(j, purged_before((topic_del_job_t *)j, before, sizeof before));
-}
-
-/* PURGE: one step. JOB_DONE with the reply written (refused, gone, an
- * error, the broker stopping), JOB_AGAIN for the next step, or -1: done,
- * the topic is deleted next. */
-static int topic_purge_step(topic_del_job_t *tj, writer_t *w)
-{
-    job_t *j = &tj->job;
-    store_topic_del_t out;
-    store_topic_info_t why;
-    char err[300], before[200], b[80];
-    uint64_t n = 0;
-    int done = 0;
-    if (store_topic_purge_step(writer_store(w), tj->topic.ptr, tj->topic.len, &tj->until, TOPIC_PURGE_STEP, &n, &done,
-                               &out, &why, err, sizeof err) != 0) {
-        size_t l = strlen(err);
-        snprintf(err + l, sizeof err - l, "%s", purged_before(tj, before, sizeof before));
-        cmd_reply_store_error(j, err);
-        return JOB_DONE;
-    }
-    tj->purged += n;
-    snprintf(j->audit_result, sizeof j->audit_result, "purged %llu retained messages", (unsigned long long)tj->purged);
-    if (out == STORE_TOPIC_UNKNOWN) {
-        resp_add_int(&j->reply, 0);
-        return JOB_DONE;
-    }
-    if (out == STORE_TOPIC_IN_USE) { /* a group bound, or a message delayed, meanwhile: nothing more goes */
-        add_in_use_error(&j->reply, &tj->topic, &why, purged_before(tj, before, sizeof before));
-        return JOB_DONE;
-    }
-    if (done) {
-        return -1;
-    }
-    if (!writer_stopping(w)) {
-        return JOB_AGAIN;
-    }
-    resp_add_errorf(&j->reply,
-                    "ERR the broker is shutting down: %llu retained messages of topic '%s' were deleted, the rest are "
-                    "still there (run the command again after the restart)",
-                    (unsigned long long)tj->purged, cmd_shown(&tj->topic, b, sizeof b));
-    return JOB_DONE;
-}
-
+/* TOPIC DEL, or with PURGE one step of it (JOB_AGAIN until the retained
+ * messages are gone and the topic with them). */
 static job_result_t topic_del_exec(job_t *j, writer_t *w)
 {
     topic_del_job_t *tj = (topic_del_job_t *)j;
     store_topic_del_t out;
     store_topic_info_t why;
-    char err[300];
+    char err[300], steps[320];
+    int done = 1, rc;
     if (tj->purge) {
-        int r = topic_purge_step(tj, w);
-        if (r >= 0) {
-            return (job_result_t)r;
-        }
+        uint64_t n = 0;
+        rc = store_topic_purge_step(writer_store(w), tj->topic.ptr, tj->topic.len, &tj->until, TOPIC_PURGE_STEP, &n,
+                                    &done, &out, &why, err, sizeof err);
+        tj->purged += n;
+    } else {
+        rc = store_topic_delete(writer_store(w), tj->topic.ptr, tj->topic.len, &out, &why, err, sizeof err);
     }
-    char before[200];
-    purged_before(tj, before, sizeof before);
-    if (store_topic_delete(writer_store(w), tj->topic.ptr, tj->topic.len, &out, &why, err, sizeof err) != 0) {
-        size_t l = strlen(err);
-        snprintf(err + l, sizeof err - l, "%s", before);
+    if (rc != 0) {
         cmd_reply_store_error(j, err);
-    } else if (out == STORE_TOPIC_IN_USE) {
-        add_in_use_error(&j->reply, &tj->topic, &why, before);
+        return JOB_DONE;
+    }
+    if (!done) {
+        if (!writer_stopping(w)) {
+            return JOB_AGAIN;
+        }
+        cmd_reply_stopping(j);
+        return JOB_DONE;
+    }
+    if (out == STORE_TOPIC_IN_USE) {
+        add_in_use_error(&j->reply, &tj->topic, &why, writer_steps_suffix(j, steps, sizeof steps));
     } else {
         resp_add_int(&j->reply, out == STORE_TOPIC_DELETED);
-        if (tj->purge) {
-            snprintf(j->audit_result, sizeof j->audit_result, "purged %llu retained messages, %s",
-                     (unsigned long long)tj->purged, out == STORE_TOPIC_DELETED ? "deleted" : "no such topic");
-        }
+    }
+    if (tj->purge) {
+        snprintf(j->audit_result, sizeof j->audit_result, "purged %llu retained messages, %s",
+                 (unsigned long long)tj->purged,
+                 out == STORE_TOPIC_DELETED  ? "deleted"
+                 : out == STORE_TOPIC_IN_USE ? "not empty"
+                                             : "no such topic");
     }
     return JOB_DONE;
 }
@@ -418,7 +382,7 @@ void cmd_topic(cmd_call_t *call)
     topic_del_job_t *tj = cmd_job_new(sizeof *tj, cmd_copy_size(&argv[2]), topic_del_exec, &arena);
     tj->topic = cmd_job_copy(&arena, &argv[2]);
     tj->purge = call->argc == 4;
-    tj->job.refused = topic_purge_refused;
+    tj->job.so_far = topic_purge_so_far;
     call->job = &tj->job;
 }
 
@@ -518,7 +482,6 @@ static job_result_t dlq_take_exec(dlq_job_t *dj, writer_t *w)
     job_t *j = &dj->job;
     store_t *s = writer_store(w);
     int requeue = r->sub == SUB_REQUEUE;
-    const char *done_what = requeue ? "requeued" : "dropped";
     char err[300];
     uint64_t count = 0;
     int rc;
@@ -532,11 +495,6 @@ static job_result_t dlq_take_exec(dlq_job_t *dj, writer_t *w)
         uint64_t before = walk->count;
         rc = store_dlq_walk_step(s, r->group.ptr, r->group.len, walk, DLQ_STEP_ENTRIES, writer_now(w), err, sizeof err);
         count = walk->count - before;
-        if (rc != 0 && walk->count > 0) {
-            size_t n = strlen(err);
-            snprintf(err + n, sizeof err - n, " (%llu of the DLQ were %s before)", (unsigned long long)walk->count,
-                     done_what);
-        }
     }
     if (rc != 0) {
         cmd_reply_store_error(j, err);
@@ -547,30 +505,23 @@ static job_result_t dlq_take_exec(dlq_job_t *dj, writer_t *w)
         if (!writer_stopping(w)) {
             return JOB_AGAIN;
         }
-        char b[80];
-        resp_add_errorf(&j->reply,
-                        "ERR the broker is shutting down: %llu of the DLQ of group '%s' were %s, the rest are still "
-                        "there (run the command again after the restart)",
-                        (unsigned long long)dj->walk.count, cmd_shown(&r->group, b, sizeof b), done_what);
+        cmd_reply_stopping(j);
         return JOB_DONE;
     }
     resp_add_int(&j->reply, (long long)(r->all ? dj->walk.count : count));
     return JOB_DONE;
 }
 
-/* The writer refused a later step of ALL (the disk filled, the store went
- * away): its error, and what the steps before it moved. */
-static void dlq_walk_refused(job_t *j, writer_t *w)
+/* What the steps of REQUEUE|DROP … ALL moved so far (job_t.so_far). */
+static void dlq_walk_so_far(const job_t *j, char *buf, size_t len)
 {
-    (void)w;
-    dlq_job_t *dj = (dlq_job_t *)j;
-    char suffix[200] = "", b[80];
+    const dlq_job_t *dj = (const dlq_job_t *)j;
+    char b[80];
+    buf[0] = '\0';
     if (dj->walk.count > 0) {
-        snprintf(suffix, sizeof suffix, " (%llu of the DLQ of group '%s' were %s before it, the rest are still there)",
-                 (unsigned long long)dj->walk.count, cmd_shown(&dj->req.group, b, sizeof b),
-                 dj->req.sub == SUB_REQUEUE ? "requeued" : "dropped");
+        snprintf(buf, len, "%llu of the DLQ of group '%s' were %s", (unsigned long long)dj->walk.count,
+                 cmd_shown(&dj->req.group, b, sizeof b), dj->req.sub == SUB_REQUEUE ? "requeued" : "dropped");
     }
-    cmd_reply_error_append(j, suffix);
 }
 
 static job_result_t dlq_exec(job_t *j, writer_t *w)
@@ -691,6 +642,6 @@ void cmd_dlq(cmd_call_t *call)
         dj->job.reply_estimate = cmd_listing_estimate(cmd_config_of(call), count);
     }
     dj->job.reads_only = code == SUB_LEN || code == SUB_LIST; /* served while the disk is full */
-    dj->job.refused = dlq_walk_refused;
+    dj->job.so_far = dlq_walk_so_far;
     call->job = &dj->job;
 }

@@ -155,21 +155,22 @@ int cmd_parse_lease(cmd_call_t *call, const resp_arg_t *v, uint64_t *ms)
 
 void cmd_reply_store_error(job_t *j, const char *err)
 {
+    char steps[320];
     resp_buf_clear(&j->reply);
-    resp_add_errorf(&j->reply, "ERR %s", err);
+    resp_add_errorf(&j->reply, "ERR %s%s", err, writer_steps_suffix(j, steps, sizeof steps));
 }
 
-void cmd_reply_error_append(job_t *j, const char *suffix)
+void cmd_reply_stopping(job_t *j)
 {
-    const char *raw = j->reply.raw.data;
-    size_t len = j->reply.raw.len;
-    if (suffix[0] == '\0' || raw == NULL || len < 3 || raw[0] != '-') {
-        return;
+    char done[256] = "";
+    if (j->so_far != NULL) {
+        j->so_far(j, done, sizeof done);
     }
-    char why[600];
-    snprintf(why, sizeof why, "%.*s", (int)(len - 3), raw + 1); /* without '-' and CRLF */
     resp_buf_clear(&j->reply);
-    resp_add_errorf(&j->reply, "%s%s", why, suffix);
+    resp_add_errorf(&j->reply,
+                    "ERR the broker is shutting down: %s, the rest are still there (run the command again after the "
+                    "restart)",
+                    done[0] ? done : "nothing was done yet");
 }
 
 void cmd_add_id(resp_buf_t *b, uint64_t id)

@@ -92,13 +92,14 @@ int cmd_parse_lease(cmd_call_t *call, const resp_arg_t *v, uint64_t *ms);
 
 /* ---- replies (any thread that owns the buffer) -------------------------- */
 
-/* Replace j's reply with "ERR <err>" (a store call failed). */
+/* Replace j's reply with "ERR <err>" (a store call failed), and for a job
+ * that steps what its steps did before (writer_steps_suffix). */
 void cmd_reply_store_error(job_t *j, const char *err);
 
-/* j's reply is one simple error ("-ERR …"): write it again with suffix
- * appended (a stepping job's refused hook: what its steps did). Any other
- * reply, or an empty suffix, is left as it is. */
-void cmd_reply_error_append(job_t *j, const char *suffix);
+/* Replace j's reply with "ERR the broker is shutting down: <what its steps
+ * did>, the rest are still there (…)": a job that steps (JOB_AGAIN) and is
+ * told to finish (writer_stopping) before its last step. */
+void cmd_reply_stopping(job_t *j);
 
 /* A bulk of the 16 hex digits of id. */
 void cmd_add_id(resp_buf_t *b, uint64_t id);

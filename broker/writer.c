@@ -684,11 +684,29 @@ static void post(writer_t *w, job_list_t *done, int stopped)
     done->n = 0;
 }
 
+const char *writer_steps_suffix(const job_t *j, char *buf, size_t len)
+{
+    char done[256] = "";
+    if (j->so_far != NULL) {
+        j->so_far(j, done, sizeof done);
+    }
+    snprintf(buf, len, done[0] ? " (%s before it, the rest are still there)" : "%s", done);
+    return buf;
+}
+
+/* Answer j with an error the writer decided (prefix, then what), saying what
+ * its steps did before when it stepped. */
+static void answer_error(job_t *j, const char *prefix, const char *what)
+{
+    char steps[320];
+    resp_buf_clear(&j->reply);
+    resp_add_errorf(&j->reply, "ERR %s%s%s", prefix, what, writer_steps_suffix(j, steps, sizeof steps));
+    j->failed = 1;
+}
+
 static void fail_job(job_t *j, const char *msg)
 {
-    resp_buf_clear(&j->reply);
-    resp_add_errorf(&j->reply, "ERR storage failure: %s", msg);
-    j->failed = 1;
+    answer_error(j, "storage failure: ", msg);
 }
 
 static void set_broken(writer_t *w, const char *msg)
@@ -799,19 +817,11 @@ static job_result_t run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t n
         snprintf(msg, sizeof msg, "store unavailable: %s", w->broken_msg);
         pthread_mutex_unlock(&w->done_mu);
         fail_job(j, msg);
-        if (j->refused != NULL) {
-            j->refused(j, w);
-        }
         list_push(done, j);
         return JOB_DONE;
     }
     if (w->disk_full && !j->reads_only) {
-        resp_buf_clear(&j->reply);
-        resp_add_errorf(&j->reply, "ERR disk full: writes are refused until space returns on %s", w->opts->path);
-        j->failed = 1;
-        if (j->refused != NULL) {
-            j->refused(j, w);
-        }
+        answer_error(j, "disk full: writes are refused until space returns on ", w->opts->path);
         w->stats.disk_full_refusals++;
         list_push(done, j);
         return JOB_DONE;

@@ -78,11 +78,12 @@ struct job {
     void (*expire)(job_t *j, writer_t *w);
     /* Loop thread, optional: runs on completion before the reply is used. */
     void (*complete)(job_t *j);
-    /* Storage thread, optional: the writer refused the job before exec (the
-     * disk is full, the store is unavailable) and wrote its error into reply;
-     * a job that stepped (JOB_AGAIN) writes it again saying what its steps
-     * did before, which would be lost otherwise. */
-    void (*refused)(job_t *j, writer_t *w);
+    /* Storage thread, optional, for a job that steps (JOB_AGAIN): what its
+     * steps did so far ("512 of the DLQ of group 'g' were requeued"; "" before
+     * any). Every error that ends it early says it (writer_steps_suffix): the
+     * writer's refusal of a later step (the disk filled, the store went
+     * away), a storage error, the broker stopping. */
+    void (*so_far)(const job_t *j, char *buf, size_t len);
     uint64_t conn_id;       /* the connection the reply goes to (0: none) */
     uint64_t seq;           /* its reply slot */
     int proto;              /* RESP_PROTO_2 / RESP_PROTO_3 for the reply */
@@ -183,6 +184,10 @@ store_t *writer_store(writer_t *w);
 sched_t *writer_sched(writer_t *w);
 storage_stats_t *writer_stats(writer_t *w);
 backup_t *writer_backup(writer_t *w); /* BACKUP (broker/backup.h) */
+/* Storage thread: " (<what j's steps did> before it, the rest are still there)"
+ * into buf for an error that ends j early, or "" (no so_far hook, or
+ * nothing done yet). Returns buf. */
+const char *writer_steps_suffix(const job_t *j, char *buf, size_t len);
 /* The free space writes stop under: 2 x disk-reserve, or 16 MiB without one. */
 uint64_t writer_disk_floor(writer_t *w);
 uint64_t writer_now(writer_t *w); /* wall-clock ms (the scheduler's clock) */

@@ -276,14 +276,9 @@ int store_topic_purge_step(store_t *s, const char *topic, size_t topic_len, uint
     if (t == NULL) {
         return 0;
     }
-    if (t->groups > 0 || t->delayed > 0) { /* not retained messages: a group's, or still on their way */
-        *out = STORE_TOPIC_IN_USE;
-        if (info != NULL) {
-            store_topic_info(s, topic, topic_len, info);
-        }
-        return 0;
+    if (t->groups > 0 || t->delayed > 0) { /* not retention's messages: refused, untouched */
+        return store_topic_delete(s, topic, topic_len, out, info, err, errlen);
     }
-    *out = STORE_TOPIC_DELETED; /* so far: the purge goes on */
     if (*until == 0) {
         *until = s->next_seq; /* what is appended from now on gets a seq from here: kept */
     }
@@ -292,6 +287,9 @@ int store_topic_purge_step(store_t *s, const char *topic, size_t topic_len, uint
         return -1;
     }
     *purged = (uint64_t)n;
-    *done = n < max;
-    return 0;
+    if (n == max) {
+        *done = 0; /* more may be left: the next step */
+        return 0;
+    }
+    return store_topic_delete(s, topic, topic_len, out, info, err, errlen);
 }

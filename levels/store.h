@@ -415,16 +415,17 @@ typedef enum store_topic_del {
 int store_topic_delete(store_t *s, const char *topic, size_t topic_len, store_topic_del_t *out,
                        store_topic_info_t *info, char *err, size_t errlen);
 
-/* One step of deleting the messages a topic with no group keeps for
- * retention, whatever their age (TOPIC DEL … PURGE; levels/maintain.c): up
- * to max of them, oldest first, with their index entries, into the pending
- * batch. *until is 0 at the first step, which sets it: messages that reach
- * the topic's log after it are kept. *purged is this step's count and *done
- * 1 once nothing below *until is left. *out: STORE_TOPIC_UNKNOWN (no such
- * topic), STORE_TOPIC_IN_USE with *info (optional) when a group is bound to
- * it or it has messages on the levels (neither is retention's: nothing is
- * deleted), else STORE_TOPIC_DELETED (the purge went on; the topic itself
- * is deleted by store_topic_delete once done). 0, or -1 on a storage error. */
+/* One step of TOPIC DEL … PURGE (levels/maintain.c): delete up to max of
+ * the messages a topic with no group keeps for retention, whatever their
+ * age, oldest first, with their index entries, into the pending batch; once
+ * none is left, the topic itself (store_topic_delete). *until is 0 at the
+ * first step, which sets it: messages that reach the topic's log after it
+ * are kept (and then hold the topic: STORE_TOPIC_IN_USE). *purged is this
+ * step's count. *done 0: call again; 1: *out says how it ended —
+ * STORE_TOPIC_UNKNOWN (no such topic), STORE_TOPIC_IN_USE with *info
+ * (optional), also when a group is bound to it or it has messages on the
+ * levels (neither is retention's: nothing is deleted), STORE_TOPIC_DELETED.
+ * 0, or -1 on a storage error. */
 int store_topic_purge_step(store_t *s, const char *topic, size_t topic_len, uint64_t *until, int max, uint64_t *purged,
                            int *done, store_topic_del_t *out, store_topic_info_t *info, char *err, size_t errlen);
 

@@ -533,7 +533,7 @@ static void test_steps_between_others(void)
 }
 
 /* A job that steps, each step a SEND of 256 KiB, until the writer stops;
- * its refused hook says how many steps it did. */
+ * its so_far hook says how many steps it did. */
 typedef struct fill_job {
     job_t job; /* first member */
     int steps;
@@ -560,20 +560,15 @@ static job_result_t fill_exec(job_t *j, writer_t *w)
     return JOB_AGAIN;
 }
 
-static void fill_refused(job_t *j, writer_t *w)
+static void fill_so_far(const job_t *j, char *buf, size_t len)
 {
-    (void)w;
-    fill_job_t *fj = (fill_job_t *)j;
-    char why[300];
-    snprintf(why, sizeof why, "%.*s", (int)j->reply.raw.len - 3, j->reply.raw.data + 1);
-    resp_buf_clear(&j->reply);
-    resp_add_errorf(&j->reply, "%s after %d steps", why, fj->steps);
+    snprintf(buf, len, "%d steps", ((const fill_job_t *)j)->steps);
 }
 
 /* The disk fills between two steps of a job (RLIMIT_FSIZE: a commit fails
  * with EFBIG, which the writer takes for a full disk): its next step is
- * refused, and its refused hook writes the error with what the steps
- * before did (DLQ REQUEUE ALL's count). */
+ * refused, and the error says what the steps before did (its so_far
+ * hook: DLQ REQUEUE ALL's count). */
 static void test_steps_refused_on_full_disk(void)
 {
     char err[512] = "";
@@ -585,7 +580,7 @@ static void test_steps_refused_on_full_disk(void)
     fill_job_t *fj = xcalloc(1, sizeof *fj);
     resp_buf_init(&fj->job.reply);
     fj->job.exec = fill_exec;
-    fj->job.refused = fill_refused;
+    fj->job.so_far = fill_so_far;
     fj->job.conn_id = 1;
     writer_submit(rig.w, &fj->job);
     TU_REQUIRE(writer_start(rig.w, err, sizeof err) == 0, "writer_start: %s", err);
@@ -608,7 +603,7 @@ static void test_steps_refused_on_full_disk(void)
     job_t *j = g_done[0];
     char want[64];
     int steps = ((fill_job_t *)j)->steps;
-    snprintf(want, sizeof want, " after %d steps", steps);
+    snprintf(want, sizeof want, " (%d steps before it, the rest are still there)", steps);
     TU_CHECK(j->failed && j->reply.raw.len > 20 && strncmp(j->reply.raw.data, "-ERR disk full", 14) == 0 &&
                  strstr(j->reply.raw.data, want) != NULL && steps >= 3,
              "the refused step was answered '%.*s' (%d steps)", (int)j->reply.raw.len, j->reply.raw.data, steps);
