@@ -60,10 +60,6 @@ int cli_cmd_group_create(cli_t *cli, int argc, char **argv)
     return 0;
 }
 
-/* How long `topic del --purge` waits for the answer: the broker deletes the
- * retained messages in steps before it answers (a few µs each). */
-#define PURGE_READ_TIMEOUT_MS (10u * 60 * 1000)
-
 /* group del / topic del: `VERB DEL name [PURGE]` (verb "GROUP" or "TOPIC")
  * answers 1 (deleted) or 0 (no such one); what names the thing, after the
  * text printed past its name on success. specs: the options (NULL: none);
@@ -85,8 +81,7 @@ static int del_named(cli_t *cli, const char *name, const char *verb, const char 
     if (purge) {
         if ((rc = cli_connect(cli)) != 0)
             return rc;
-        uint32_t wait = hg_client_read_timeout(cli->client);
-        hg_client_set_read_timeout(cli->client, wait > PURGE_READ_TIMEOUT_MS ? wait : PURGE_READ_TIMEOUT_MS);
+        hg_client_set_read_timeout(cli->client, hg_topic_purge_read_timeout(hg_client_read_timeout(cli->client)));
     }
     if ((rc = cli_run(cli, &r, purge ? 4 : 3, cmdv)) != 0)
         return rc;

@@ -45,7 +45,6 @@
 #define DLQ_PAGE_MAX     500
 #define DLQ_IDS_MAX      1000 /* ids in one requeue / drop */
 #define TOPICS_PAGE      200
-#define PURGE_WAIT_MS    (10u * 60 * 1000) /* TOPIC DEL … PURGE answers after the broker's last step */
 
 int api_broker_failure(request_t *r, hg_err_t e)
 {
@@ -76,6 +75,17 @@ static hg_reply_t *run(request_t *r, int argc, const char *const *argv)
         api_broker_failure(r, e);
         return NULL;
     }
+    return reply;
+}
+
+/* run() for a command the broker answers after its last step (DLQ … ALL,
+ * TOPIC DEL … PURGE): the read timeout is wait_ms for it alone. */
+static hg_reply_t *run_waiting(request_t *r, int argc, const char *const *argv, uint32_t wait_ms)
+{
+    uint32_t usual = hg_client_read_timeout(r->s->client);
+    hg_client_set_read_timeout(r->s->client, wait_ms);
+    hg_reply_t *reply = run(r, argc, argv);
+    hg_client_set_read_timeout(r->s->client, usual);
     return reply;
 }
 
@@ -296,10 +306,8 @@ static void dlq_move(request_t *r, const char *group, const char *verb)
             return;
         }
         const char *argv[4] = { "DLQ", verb, group, "ALL" };
-        uint32_t wait = hg_client_read_timeout(r->s->client); /* the answer comes after the broker's last step */
-        hg_client_set_read_timeout(r->s->client, hg_dlq_all_read_timeout(wait, depth));
-        hg_reply_t *reply = run(r, 4, argv);
-        hg_client_set_read_timeout(r->s->client, wait);
+        hg_reply_t *reply =
+            run_waiting(r, 4, argv, hg_dlq_all_read_timeout(hg_client_read_timeout(r->s->client), depth));
         if (reply == NULL) {
             buf_free(&b);
             return;
@@ -534,10 +542,7 @@ static void topic_delete(request_t *r, const char *topic)
     }
     const char *argv[4] = { "TOPIC", "DEL", topic, "PURGE" };
     uint32_t wait = hg_client_read_timeout(r->s->client);
-    if (purge)
-        hg_client_set_read_timeout(r->s->client, wait > PURGE_WAIT_MS ? wait : PURGE_WAIT_MS);
-    hg_reply_t *reply = run(r, purge ? 4 : 3, argv);
-    hg_client_set_read_timeout(r->s->client, wait);
+    hg_reply_t *reply = run_waiting(r, purge ? 4 : 3, argv, purge ? hg_topic_purge_read_timeout(wait) : wait);
     if (reply == NULL)
         return;
     long long deleted = hg_reply_integer(reply);
@@ -578,12 +583,9 @@ static void backup_start(request_t *r)
         return;
     }
     const char *argv[2] = { "BACKUP", name };
-    hg_reply_t *rep = NULL;
-    hg_err_t e = hg_client_command(r->s->client, 2, argv, NULL, &rep);
-    if (api_broker_failure(r, e) != 0) {
-        hg_reply_free(rep);
+    hg_reply_t *rep = run(r, 2, argv);
+    if (rep == NULL)
         return;
-    }
     size_t len = 0;
     const char *text = hg_reply_str(rep, &len);
     console_audit(r, "backup name=%s: %.*s", name, (int)len, text != NULL ? text : "");

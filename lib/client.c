@@ -742,6 +742,12 @@ uint32_t hg_dlq_all_read_timeout(uint32_t read_timeout_ms, long long entries)
     return ms < most_ms ? (uint32_t)ms : (uint32_t)most_ms;
 }
 
+uint32_t hg_topic_purge_read_timeout(uint32_t read_timeout_ms)
+{
+    const uint32_t least_ms = 10u * 60 * 1000;
+    return read_timeout_ms == 0 || read_timeout_ms >= least_ms ? read_timeout_ms : least_ms;
+}
+
 hg_err_t hg_client_errcode(const hg_client_t *c)
 {
     return c->errcode;

@@ -213,6 +213,12 @@ uint32_t hg_client_read_timeout(const hg_client_t *c);
  * 0. hourglass-cli and the console set it for that one command. */
 uint32_t hg_dlq_all_read_timeout(uint32_t read_timeout_ms, long long entries);
 
+/* The read timeout for TOPIC DEL … PURGE, which the broker answers after
+ * deleting the topic's retained messages in steps: read_timeout_ms, at
+ * least 10 minutes; 0 (wait forever) stays 0. hourglass-cli and the console
+ * set it for that one command. */
+uint32_t hg_topic_purge_read_timeout(uint32_t read_timeout_ms);
+
 /* The code and message of the client's last failed call ("" / HG_OK when the
  * last call succeeded). The string belongs to the client and stays valid
  * until its next call. */

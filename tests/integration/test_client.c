@@ -642,6 +642,10 @@ static void test_read_timeout_set(void)
              "hg_dlq_all_read_timeout: %u %u %u %u", hg_dlq_all_read_timeout(5000, 1000000),
              hg_dlq_all_read_timeout(5000, 0), hg_dlq_all_read_timeout(0, 1000000),
              hg_dlq_all_read_timeout(5000, 1LL << 40));
+    BP_CHECK(hg_topic_purge_read_timeout(5000) == 600000 && hg_topic_purge_read_timeout(0) == 0 &&
+                 hg_topic_purge_read_timeout(900000) == 900000,
+             "hg_topic_purge_read_timeout: %u %u %u", hg_topic_purge_read_timeout(5000), hg_topic_purge_read_timeout(0),
+             hg_topic_purge_read_timeout(900000));
     BP_CHECK(e == HG_OK, "PING after SIGCONT: %s %s", hg_strerror(e), hg_client_errmsg(C));
     hg_reply_free(r);
 }
