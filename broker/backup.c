@@ -6,9 +6,8 @@
  *    when the copy ends; the storage thread joins the thread (backup_stop)
  *    before it closes the store, so the snapshot never outlives the
  *    database it belongs to.
- *  - dir/name exists only as a whole copy: the copy is made in
- *    dir/name.partial (removed again if the copy fails or stops) and renamed
- *    without replacing anything, then dir is fsynced.
+ *  - dir/name exists only as a whole copy (store_snapshot_copy makes it in
+ *    dir/name.partial and renames it once whole).
  *  - The copy keeps to its rate (bytes of records read per second): unpaced,
  *    its writes (the copy's log and tables) made the broker's fsyncs wait,
  *    and a SEND's p99 went from 0.7 to 4-5 ms while it ran
@@ -23,7 +22,6 @@
 #include "broker/backup.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -55,7 +53,7 @@ struct backup {
     uint64_t min_free;      /* the copy fails rather than leave less free on its disk */
     uint64_t rate;          /* bytes of records copied per second at most (0: no limit) */
     uint64_t started_mono;  /* µs, for the pace */
-    char dir[PATH_MAX], partial[PATH_MAX], final[PATH_MAX];
+    char dir[PATH_MAX], final[PATH_MAX];
 };
 
 static uint64_t wall_ms(void)
@@ -121,18 +119,18 @@ int backup_check_name(const char *name, size_t len, char *err, size_t errlen)
     return 0;
 }
 
-/* fsync the directory that holds what was just renamed. */
-static int sync_parent(const char *dir, char *err, size_t errlen)
+/* 0 when the file system of dir has at least min_free bytes free (or it
+ * cannot be told), else -1 with err: a copy leaves that much free. */
+static int check_floor(const char *dir, uint64_t min_free, char *err, size_t errlen)
 {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || fsync(fd) != 0) {
-        err_set(err, errlen, "cannot fsync %s: %s", dir, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-        }
+    uint64_t free_bytes = diskguard_free_bytes(dir);
+    if (free_bytes != UINT64_MAX && free_bytes < min_free) {
+        err_set(err, errlen,
+                "the file system of %s has %llu bytes free, under the %llu a copy leaves free (2 x disk-reserve, "
+                "16 MiB without one)",
+                dir, (unsigned long long)free_bytes, (unsigned long long)min_free);
         return -1;
     }
-    close(fd);
     return 0;
 }
 
@@ -170,15 +168,7 @@ static int copy_check(void *ctx, char *err, size_t errlen)
     if (pace(b) != 0 || atomic_load(&b->stop)) {
         return 1;
     }
-    uint64_t free_bytes = diskguard_free_bytes(b->dir);
-    if (free_bytes != UINT64_MAX && free_bytes < b->min_free) {
-        err_set(err, errlen,
-                "the file system of %s has %llu bytes free, under the %llu the copy leaves free (2 x disk-reserve, "
-                "16 MiB without one)",
-                b->dir, (unsigned long long)free_bytes, (unsigned long long)b->min_free);
-        return -1;
-    }
-    return 0;
+    return check_floor(b->dir, b->min_free, err, errlen);
 }
 
 static void *backup_main(void *arg)
@@ -190,17 +180,9 @@ static void *backup_main(void *arg)
     if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), BACKUP_NICE) != 0) {
         log_debug("backup: cannot lower the copy's priority: %s", strerror(errno));
     }
-    int rc = store_snapshot_copy(b->snap, b->partial, copy_check, b, &b->progress, err, sizeof err);
+    int rc = store_snapshot_copy(b->snap, b->final, copy_check, b, &b->progress, err, sizeof err);
     store_snapshot_release(b->snap);
     b->snap = NULL;
-    if (rc == 0 && renameat2(AT_FDCWD, b->partial, AT_FDCWD, b->final, RENAME_NOREPLACE) != 0) {
-        err_set(err, sizeof err, "cannot rename %s to %s: %s (the copy is left in %s)", b->partial, b->final,
-                strerror(errno), b->partial);
-        rc = -1;
-    }
-    if (rc == 0) {
-        rc = sync_parent(b->dir, err, sizeof err);
-    }
     uint64_t now = wall_ms();
     pthread_mutex_lock(&b->mu);
     b->st.running = 0;
@@ -274,7 +256,7 @@ int backup_start(backup_t *b, store_t *s, const char *dir, const char *name, uin
     }
     char final[PATH_MAX], partial[PATH_MAX];
     if ((size_t)snprintf(final, sizeof final, "%s/%s", dir, name) >= sizeof final ||
-        (size_t)snprintf(partial, sizeof partial, "%s/%s.partial", dir, name) >= sizeof partial) {
+        (size_t)snprintf(partial, sizeof partial, "%s/%s" STORE_COPY_PARTIAL, dir, name) >= sizeof partial) {
         err_set(err, errlen, "the backup path is too long");
         return -1;
     }
@@ -293,10 +275,7 @@ int backup_start(backup_t *b, store_t *s, const char *dir, const char *name, uin
         }
         return -1;
     }
-    uint64_t free_bytes = diskguard_free_bytes(dir);
-    if (free_bytes != UINT64_MAX && free_bytes < min_free) {
-        err_set(err, errlen, "the file system of %s has %llu bytes free, under the %llu a copy leaves free", dir,
-                (unsigned long long)free_bytes, (unsigned long long)min_free);
+    if (check_floor(dir, min_free, err, errlen) != 0) {
         return -1;
     }
     store_snapshot_t *snap = store_snapshot_take(s, err, errlen);
@@ -305,7 +284,6 @@ int backup_start(backup_t *b, store_t *s, const char *dir, const char *name, uin
     }
     snprintf(b->dir, sizeof b->dir, "%s", dir);
     snprintf(b->final, sizeof b->final, "%s", final);
-    snprintf(b->partial, sizeof b->partial, "%s", partial);
     b->snap = snap;
     b->min_free = min_free;
     b->rate = rate;

@@ -12,23 +12,31 @@
  * and reads of it are safe on another thread while the owner writes.
  *
  * The copy walks the snapshot in key order and writes it into a new
- * database in batches of SNAP_BATCH_BYTES, unsynced but the last; its
- * reads skip the block cache, so a copy does not push the owner's working
- * set out of it. Between batches it asks the caller whether to go on (to
- * stop, or to fail when the copy's disk runs low). A copy that fails or is
- * stopped destroys what it wrote. The caller chooses where the copy goes; a copy is a data directory
- * like any other (store_open, --check-data).
+ * database in "<dir>.partial", in batches of SNAP_BATCH_BYTES, unsynced but
+ * the last; its reads skip the block cache, so a copy does not push the
+ * owner's working set out of it. Between batches it asks the caller whether
+ * to go on (to stop, or to fail when the copy's disk runs low). A whole copy
+ * is renamed to dir without replacing anything, and the parent directory
+ * fsynced, so dir exists only as a whole copy; a copy that fails or is
+ * stopped destroys what it wrote. A copy is a data directory like any other
+ * (store_open, --check-data).
  *
  * Threading: take and (after the copy) release on any thread while the store
  * is open — the owner must not close the store before the snapshot is
  * released; the copy itself runs on one thread of the caller's.
  */
+#ifdef HAVE_CONFIG_H
+#include "config.h" /* _GNU_SOURCE: renameat2 */
+#endif
+
 #include "levels/store_internal.h"
 #include "base/alloc.h"
 #include "base/err.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +105,17 @@ static int copy_write(leveldb_t *db, leveldb_writeoptions_t *wo, leveldb_writeba
     return 0;
 }
 
+/* A written batch into progress (NULL: none): counted per batch, not per
+ * record, which would be two atomic adds for each of millions of records. */
+static void count_batch(store_copy_progress_t *progress, uint64_t *keys, uint64_t *bytes)
+{
+    if (progress != NULL) {
+        atomic_fetch_add(&progress->keys, *keys);
+        atomic_fetch_add(&progress->bytes, *bytes);
+    }
+    *keys = *bytes = 0;
+}
+
 /* The walk itself, into an open db; 0 done, 1 stopped, -1 error. */
 static int copy_all(store_snapshot_t *sn, leveldb_t *to, const char *dir, store_copy_check_fn check, void *ctx,
                     store_copy_progress_t *progress, char *err, size_t errlen)
@@ -108,7 +127,7 @@ static int copy_all(store_snapshot_t *sn, leveldb_t *to, const char *dir, store_
     leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
     leveldb_writebatch_t *b = leveldb_writebatch_create();
     leveldb_iterator_t *it = leveldb_create_iterator(sn->db, ro);
-    uint64_t in_batch = 0;
+    uint64_t in_batch = 0, keys = 0;
     int rc = 0;
     for (leveldb_iter_seek_to_first(it); leveldb_iter_valid(it); leveldb_iter_next(it)) {
         size_t kn, vn;
@@ -116,16 +135,13 @@ static int copy_all(store_snapshot_t *sn, leveldb_t *to, const char *dir, store_
         const char *v = leveldb_iter_value(it, &vn);
         leveldb_writebatch_put(b, k, kn, v, vn);
         in_batch += kn + vn;
-        if (progress != NULL) {
-            atomic_fetch_add(&progress->keys, 1);
-            atomic_fetch_add(&progress->bytes, kn + vn);
-        }
+        keys++;
         if (in_batch >= SNAP_BATCH_BYTES) {
             if (copy_write(to, wo, b, dir, err, errlen) != 0) {
                 rc = -1;
                 break;
             }
-            in_batch = 0;
+            count_batch(progress, &keys, &in_batch);
             if (check != NULL && (rc = check(ctx, err, errlen)) != 0) {
                 rc = rc > 0 ? 1 : -1;
                 break;
@@ -144,6 +160,7 @@ static int copy_all(store_snapshot_t *sn, leveldb_t *to, const char *dir, store_
     if (rc == 0) { /* the last batch, synced: the log holds whatever no table does yet */
         leveldb_writeoptions_set_sync(wo, 1);
         rc = copy_write(to, wo, b, dir, err, errlen);
+        count_batch(progress, &keys, &in_batch);
     }
     leveldb_iter_destroy(it);
     leveldb_writebatch_destroy(b);
@@ -152,18 +169,34 @@ static int copy_all(store_snapshot_t *sn, leveldb_t *to, const char *dir, store_
     return rc;
 }
 
+/* Does path exist? 1 yes, 0 no, -1 with err when it cannot be told. */
+static int path_exists(const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        err_set(err, errlen, "%s already exists", path);
+        return 1;
+    }
+    if (errno == ENOENT) {
+        return 0;
+    }
+    err_set(err, errlen, "%s: %s", path, strerror(errno));
+    return -1;
+}
+
 int store_snapshot_copy(store_snapshot_t *sn, const char *dir, store_copy_check_fn check, void *ctx,
                         store_copy_progress_t *progress, char *err, size_t errlen)
 {
-    struct stat st;
-    if (stat(dir, &st) == 0) {
-        err_set(err, errlen, "%s already exists", dir);
+    char partial[PATH_MAX], parent[PATH_MAX];
+    if ((size_t)snprintf(partial, sizeof partial, "%s" STORE_COPY_PARTIAL, dir) >= sizeof partial) {
+        err_set(err, errlen, "%s: the path is too long", dir);
         return -1;
     }
-    if (errno != ENOENT) {
-        err_set(err, errlen, "%s: %s", dir, strerror(errno));
+    if (path_exists(dir, err, errlen) != 0 || path_exists(partial, err, errlen) != 0) {
         return -1;
     }
+    snprintf(parent, sizeof parent, "%s", dir);
+    char *up = dirname(parent); /* may point into parent, or at "." */
     leveldb_options_t *o = leveldb_options_create();
     leveldb_options_set_create_if_missing(o, 1);
     leveldb_options_set_error_if_exists(o, 1);
@@ -171,25 +204,31 @@ int store_snapshot_copy(store_snapshot_t *sn, const char *dir, store_copy_check_
     leveldb_options_set_write_buffer_size(o, SNAP_WRITE_BUFFER);
     leveldb_options_set_compression(o, leveldb_snappy_compression);
     char *e = NULL;
-    leveldb_t *to = leveldb_open(o, dir, &e);
+    leveldb_t *to = leveldb_open(o, partial, &e);
     if (e != NULL) {
-        err_set(err, errlen, "cannot create the copy %s: %s", dir, e);
+        err_set(err, errlen, "cannot create the copy %s: %s", partial, e);
         leveldb_free(e);
         leveldb_options_destroy(o);
         return -1;
     }
-    int rc = copy_all(sn, to, dir, check, ctx, progress, err, errlen);
+    int rc = copy_all(sn, to, partial, check, ctx, progress, err, errlen);
     leveldb_close(to);
     if (rc == 0) {
-        rc = sync_dir(dir, err, errlen);
+        rc = sync_dir(partial, err, errlen);
     }
-    if (rc != 0) { /* failed or stopped: nothing half-written is left behind */
+    if (rc == 0 && renameat2(AT_FDCWD, partial, AT_FDCWD, dir, RENAME_NOREPLACE) != 0) {
+        err_set(err, errlen, "cannot rename %s to %s: %s", partial, dir, strerror(errno));
+        rc = -1;
+    }
+    if (rc == 0) {
+        rc = sync_dir(up, err, errlen); /* the rename stays */
+    } else {                            /* failed or stopped: nothing half-written is left behind */
         e = NULL;
-        leveldb_destroy_db(o, dir, &e);
+        leveldb_destroy_db(o, partial, &e);
         if (e != NULL) {
             leveldb_free(e);
         }
-        (void)rmdir(dir);
+        (void)rmdir(partial);
         if (rc == 1) {
             err_set(err, errlen, "stopped");
         }

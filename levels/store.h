@@ -617,15 +617,20 @@ store_snapshot_t *store_snapshot_take(store_t *s, char *err, size_t errlen);
 /* Asked by a copy between its batches: 0 go on, 1 stop, -1 fail (with err). */
 typedef int (*store_copy_check_fn)(void *ctx, char *err, size_t errlen);
 
+/* Where a copy is made before it is whole: "<dir>.partial". */
+#define STORE_COPY_PARTIAL ".partial"
+
 /* Any one thread, while the store is open (the owner goes on writing): copy
  * the snapshot into a new LevelDB database at dir — a data directory a store
- * opens like any other. dir must not exist; its parent must. Reads skip the
- * block cache; the copy is written in batches (4 MiB), the last fsynced, then
- * dir is fsynced. check (NULL: never asked) is asked after each batch but
- * the last. Returns 0 when the copy is whole, 1 when check stopped it, -1
- * with err on an error (naming dir or the store) or check's failure; after
- * 1 or -1 nothing of dir is left. progress (NULL: none) counts as it
- * goes; its counters are not reset. */
+ * opens like any other. Neither dir nor dir.partial may exist; the parent
+ * must. The copy is made in dir.partial (reads skip the block cache; 4 MiB
+ * batches, the last fsynced, then the directory), renamed to dir without
+ * replacing anything, and the parent fsynced: dir exists only whole. check
+ * (NULL: never asked) is asked after each batch but the last. Returns 0 when
+ * the copy is whole, 1 when check stopped it, -1 with err on an error
+ * (naming the path or the store) or check's failure; after 1 or -1 nothing
+ * of the copy is left. progress (NULL: none) counts each batch written; its
+ * counters are not reset. */
 int store_snapshot_copy(store_snapshot_t *sn, const char *dir, store_copy_check_fn check, void *ctx,
                         store_copy_progress_t *progress, char *err, size_t errlen);
 

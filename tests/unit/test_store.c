@@ -5056,8 +5056,9 @@ static void test_snapshot_copy_refusals(void)
     for (int i = 0; i < 400; i++) /* 12.5 MiB: more than one batch of the copy */
         SEND(s, "t", big, 1, 0, T0, NULL);
     COMMIT(s);
-    char err[512] = "", dir[700];
+    char err[512] = "", dir[700], partial[720];
     snprintf(dir, sizeof dir, "%s/copy", g_dir);
+    snprintf(partial, sizeof partial, "%s" STORE_COPY_PARTIAL, dir);
     store_snapshot_t *sn = store_snapshot_take(s, err, sizeof err);
     TU_REQUIRE(sn != NULL, "store_snapshot_take: %s", err);
     struct stat st;
@@ -5067,15 +5068,24 @@ static void test_snapshot_copy_refusals(void)
     int rc = store_snapshot_copy(sn, dir, check_stop, &stop, NULL, err, sizeof err);
     TU_CHECK(rc == 1 && g_checks == 1, "stopped: rc %d after %d checks (%s)", rc, g_checks, err);
     TU_CHECK(stat(dir, &st) != 0 && errno == ENOENT, "a stopped copy left %s", dir);
+    TU_CHECK(stat(partial, &st) != 0 && errno == ENOENT, "a stopped copy left %s", partial);
 
     g_checks = 0;
     rc = store_snapshot_copy(sn, dir, check_fail, NULL, NULL, err, sizeof err);
     TU_CHECK(rc == -1 && strstr(err, "the disk runs low") != NULL, "failed: rc %d, '%s'", rc, err);
     TU_CHECK(stat(dir, &st) != 0 && errno == ENOENT, "a failed copy left %s", dir);
+    TU_CHECK(stat(partial, &st) != 0 && errno == ENOENT, "a failed copy left %s", partial);
+
+    TU_REQUIRE(mkdir(partial, 0700) == 0, "mkdir %s", partial); /* a copy a crash cut short */
+    rc = store_snapshot_copy(sn, dir, NULL, NULL, NULL, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, partial) != NULL && strstr(err, "already exists") != NULL,
+             "beside a .partial: rc %d, '%s'", rc, err);
+    TU_REQUIRE(rmdir(partial) == 0, "rmdir %s", partial);
 
     g_checks = 0;
     rc = store_snapshot_copy(sn, dir, check_stop, &go_on, NULL, err, sizeof err);
     TU_CHECK(rc == 0 && g_checks >= 2, "whole: rc %d after %d checks (%s)", rc, g_checks, err);
+    TU_CHECK(stat(dir, &st) == 0 && stat(partial, &st) != 0, "a whole copy is in %s, and nothing in %s", dir, partial);
     rc = store_snapshot_copy(sn, dir, NULL, NULL, NULL, err, sizeof err);
     TU_CHECK(rc == -1 && strstr(err, "already exists") != NULL, "over a copy: rc %d, '%s'", rc, err);
 
