@@ -447,29 +447,16 @@ int cli_cmd_send(cli_t *cli, int argc, char **argv)
     return 0;
 }
 
-/* The value of key in INFO text, copied to out (NUL-terminated, cut to
- * outlen); 0, or -1 when the key is not there. */
+/* The value of key in INFO text (hg_info_value), copied to out
+ * (NUL-terminated, cut to outlen); 0, or -1 when the key is not there. */
 static int info_field(const char *s, size_t n, const char *key, char *out, size_t outlen)
 {
-    size_t klen = strlen(key);
-    for (size_t i = 0; i < n;) {
-        size_t end = i;
-        while (end < n && s[end] != '\n')
-            end++;
-        size_t len = end - i;
-        if (len > 0 && s[i + len - 1] == '\r')
-            len--;
-        if (len > klen && memcmp(s + i, key, klen) == 0 && s[i + klen] == ':') {
-            size_t vlen = len - klen - 1;
-            if (vlen >= outlen)
-                vlen = outlen - 1;
-            memcpy(out, s + i + klen + 1, vlen);
-            out[vlen] = '\0';
-            return 0;
-        }
-        i = end + 1;
-    }
-    return -1;
+    size_t vlen;
+    const char *v = hg_info_value(s, n, key, &vlen);
+    if (v == NULL)
+        return -1;
+    snprintf(out, outlen, "%.*s", (int)vlen, v);
+    return 0;
 }
 
 #define BACKUP_POLL_MS 200

@@ -83,22 +83,11 @@ struct sampler {
     uint64_t busy_since_ms;
 };
 
-/* The value of "key:" in INFO text, or NULL; *len its length. */
+/* The value of "key:" in INFO text (NUL-terminated; NULL: none), or NULL;
+ * *len its length (hg_info_value). */
 static const char *info_value(const char *info, const char *key, size_t *len)
 {
-    size_t klen = strlen(key);
-    for (const char *p = info; p != NULL && *p != '\0';) {
-        const char *end = strchr(p, '\n');
-        if (strncmp(p, key, klen) == 0 && p[klen] == ':') {
-            const char *v = p + klen + 1;
-            *len = (end != NULL ? (size_t)(end - v) : strlen(v));
-            while (*len > 0 && (v[*len - 1] == '\r' || v[*len - 1] == '\n'))
-                (*len)--;
-            return v;
-        }
-        p = end != NULL ? end + 1 : NULL;
-    }
-    return NULL;
+    return info != NULL ? hg_info_value(info, strlen(info), key, len) : NULL;
 }
 
 static uint64_t info_u64(const char *info, const char *key)

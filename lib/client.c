@@ -742,6 +742,23 @@ uint32_t hg_dlq_all_read_timeout(uint32_t read_timeout_ms, long long entries)
     return ms < most_ms ? (uint32_t)ms : (uint32_t)most_ms;
 }
 
+const char *hg_info_value(const char *info, size_t len, const char *key, size_t *vlen)
+{
+    size_t klen = strlen(key);
+    for (size_t i = 0; i < len;) {
+        const char *line = info + i, *nl = memchr(line, '\n', len - i);
+        size_t n = nl != NULL ? (size_t)(nl - line) : len - i;
+        if (n > klen && memcmp(line, key, klen) == 0 && line[klen] == ':') {
+            *vlen = n - klen - 1;
+            if (*vlen > 0 && line[n - 1] == '\r')
+                (*vlen)--;
+            return line + klen + 1;
+        }
+        i += n + 1;
+    }
+    return NULL;
+}
+
 uint32_t hg_topic_purge_read_timeout(uint32_t read_timeout_ms)
 {
     const uint32_t least_ms = 10u * 60 * 1000;

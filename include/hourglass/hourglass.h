@@ -213,6 +213,11 @@ uint32_t hg_client_read_timeout(const hg_client_t *c);
  * 0. hourglass-cli and the console set it for that one command. */
 uint32_t hg_dlq_all_read_timeout(uint32_t read_timeout_ms, long long entries);
 
+/* The value of "key:" in INFO text info[0..len) ("# Section\r\nkey:value\r\n…"),
+ * or NULL when no line has that key; *vlen is its length, without the line
+ * end. The value points into info. */
+const char *hg_info_value(const char *info, size_t len, const char *key, size_t *vlen);
+
 /* The read timeout for TOPIC DEL … PURGE, which the broker answers after
  * deleting the topic's retained messages in steps: read_timeout_ms, at
  * least 10 minutes; 0 (wait forever) stays 0. hourglass-cli and the console

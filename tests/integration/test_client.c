@@ -642,6 +642,18 @@ static void test_read_timeout_set(void)
              "hg_dlq_all_read_timeout: %u %u %u %u", hg_dlq_all_read_timeout(5000, 1000000),
              hg_dlq_all_read_timeout(5000, 0), hg_dlq_all_read_timeout(0, 1000000),
              hg_dlq_all_read_timeout(5000, 1LL << 40));
+    const char info[] = "# Storage\r\nbackup_name:nightly\r\nbackup:x\r\nbackup_last_error:\r\nlast:7";
+    size_t vlen = 0;
+    const char *v = hg_info_value(info, sizeof info - 1, "backup_name", &vlen);
+    BP_CHECK(v != NULL && vlen == 7 && memcmp(v, "nightly", 7) == 0, "hg_info_value backup_name: %.*s", (int)vlen,
+             v ? v : "");
+    v = hg_info_value(info, sizeof info - 1, "backup_last_error", &vlen);
+    BP_CHECK(v != NULL && vlen == 0, "hg_info_value of an empty value: %zu", vlen);
+    v = hg_info_value(info, sizeof info - 1, "last", &vlen);
+    BP_CHECK(v != NULL && vlen == 1 && *v == '7', "hg_info_value of the last line, without a line end");
+    BP_CHECK(hg_info_value(info, sizeof info - 1, "back", &vlen) == NULL &&
+                 hg_info_value(info, sizeof info - 1, "Storage", &vlen) == NULL,
+             "hg_info_value matched a key prefix or a section");
     BP_CHECK(hg_topic_purge_read_timeout(5000) == 600000 && hg_topic_purge_read_timeout(0) == 0 &&
                  hg_topic_purge_read_timeout(900000) == 900000,
              "hg_topic_purge_read_timeout: %u %u %u", hg_topic_purge_read_timeout(5000), hg_topic_purge_read_timeout(0),
