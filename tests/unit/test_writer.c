@@ -58,14 +58,24 @@ static job_t *job_make(job_result_t (*exec)(job_t *, writer_t *))
     return j;
 }
 
+/* SEND payload[0..len) to topic "t" from job j: 0 and *id, or -1 with j's
+ * reply the error. */
+static int send_payload(job_t *j, writer_t *w, const char *payload, size_t len, uint64_t *id)
+{
+    store_send_req_t r = { .topic = "t", .topic_len = 1, .payload = payload, .payload_len = len };
+    uint64_t due;
+    char err[256];
+    if (store_send(writer_store(w), &r, writer_now(w), id, &due, err, sizeof err) != 0) {
+        resp_add_errorf(&j->reply, "ERR %s", err);
+        return -1;
+    }
+    return 0;
+}
+
 static job_result_t small_exec(job_t *j, writer_t *w)
 {
-    store_send_req_t r = { .topic = "t", .topic_len = 1, .payload = "small", .payload_len = 5 };
-    uint64_t id, due;
-    char err[256];
-    if (store_send(writer_store(w), &r, writer_now(w), &id, &due, err, sizeof err) != 0) {
-        resp_add_errorf(&j->reply, "ERR %s", err);
-    } else {
+    uint64_t id;
+    if (send_payload(j, w, "small", 5, &id) == 0) {
         resp_add_int(&j->reply, (long long)id);
     }
     j->durable = 1;
@@ -80,12 +90,8 @@ static job_result_t big_exec(job_t *j, writer_t *w)
         return JOB_PARK;
     }
     memset(big, 'b', sizeof big);
-    store_send_req_t r = { .topic = "t", .topic_len = 1, .payload = big, .payload_len = sizeof big };
-    uint64_t id, due;
-    char err[256];
-    if (store_send(writer_store(w), &r, writer_now(w), &id, &due, err, sizeof err) != 0) {
-        resp_add_errorf(&j->reply, "ERR %s", err);
-    } else {
+    uint64_t id;
+    if (send_payload(j, w, big, sizeof big, &id) == 0) {
         resp_add_simple(&j->reply, "BIG");
     }
     return JOB_DONE;
@@ -545,11 +551,8 @@ static job_result_t fill_exec(job_t *j, writer_t *w)
     fill_job_t *fj = (fill_job_t *)j;
     static char payload[256 * 1024];
     memset(payload, 'f', sizeof payload);
-    store_send_req_t r = { .topic = "t", .topic_len = 1, .payload = payload, .payload_len = sizeof payload };
-    uint64_t id, due;
-    char err[256];
-    if (store_send(writer_store(w), &r, writer_now(w), &id, &due, err, sizeof err) != 0) {
-        resp_add_errorf(&j->reply, "ERR %s", err);
+    uint64_t id;
+    if (send_payload(j, w, payload, sizeof payload, &id) != 0) {
         return JOB_DONE;
     }
     atomic_store(&g_fill_steps, ++fj->steps);
