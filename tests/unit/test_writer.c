@@ -297,6 +297,25 @@ static long long largest_file(const char *dir)
     return best;
 }
 
+/* A "disk" that takes a small write more, not a large one: RLIMIT_FSIZE
+ * just above the largest file in dir (a write past it fails with EFBIG,
+ * which the writer takes for a full disk). *saved is the limit to give back
+ * with disk_back. */
+static void disk_nearly_full(const char *dir, struct rlimit *saved)
+{
+    TU_REQUIRE(getrlimit(RLIMIT_FSIZE, saved) == 0, "getrlimit: %s", strerror(errno));
+    struct rlimit lim = *saved;
+    lim.rlim_cur = (rlim_t)largest_file(dir) + 65536;
+    signal(SIGXFSZ, SIG_IGN);
+    TU_REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
+}
+
+static void disk_back(const struct rlimit *saved)
+{
+    setrlimit(RLIMIT_FSIZE, saved);
+    signal(SIGXFSZ, SIG_DFL);
+}
+
 static int find_small(void *ctx, const store_entry_t *e)
 {
     if (e->m->payload.len == 5 && memcmp(e->m->payload.ptr, "small", 5) == 0) {
@@ -362,19 +381,14 @@ static void test_second_commit_failure(void)
     TU_REQUIRE(writer_parked(w) == 1, "the big job did not park");
 
     /* the "disk" now takes a small write, not a 1 MiB one */
-    struct rlimit saved, lim;
-    TU_REQUIRE(getrlimit(RLIMIT_FSIZE, &saved) == 0, "getrlimit: %s", strerror(errno));
-    lim = saved;
-    lim.rlim_cur = (rlim_t)largest_file(rig.data) + 65536;
-    signal(SIGXFSZ, SIG_IGN);
-    TU_REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
+    struct rlimit saved;
+    disk_nearly_full(rig.data, &saved);
 
     job_t *small = job_make(small_exec);
     small->seq = 2;
     writer_submit(w, small);
     int ok = loop_until(base, &g_ndone, 2);
-    setrlimit(RLIMIT_FSIZE, &saved);
-    signal(SIGXFSZ, SIG_DFL);
+    disk_back(&saved);
     TU_CHECK(ok, "%d of 2 jobs completed", g_ndone);
     for (int i = 0; i < g_ndone; i++) {
         job_t *j = g_done[i];
@@ -593,15 +607,10 @@ static void test_steps_refused_on_full_disk(void)
         nanosleep(&ts, NULL);
     }
     TU_REQUIRE(atomic_load(&g_fill_steps) >= 3, "the job stepped %d times", atomic_load(&g_fill_steps));
-    struct rlimit saved, lim;
-    TU_REQUIRE(getrlimit(RLIMIT_FSIZE, &saved) == 0, "getrlimit: %s", strerror(errno));
-    lim = saved;
-    lim.rlim_cur = (rlim_t)largest_file(rig.data) + 65536;
-    signal(SIGXFSZ, SIG_IGN);
-    TU_REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
+    struct rlimit saved;
+    disk_nearly_full(rig.data, &saved);
     int ok = loop_until(rig.base, &g_ndone, 1);
-    setrlimit(RLIMIT_FSIZE, &saved);
-    signal(SIGXFSZ, SIG_DFL);
+    disk_back(&saved);
     TU_REQUIRE(ok, "the stepping job was not answered on the full disk");
     job_t *j = g_done[0];
     char want[64];
