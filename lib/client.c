@@ -79,6 +79,7 @@ struct hg_client {
     char tls_name[URI_HOST_MAX];     /* the name the broker's certificate must carry */
     int verify_failed;               /* the last connect round failed on the certificate */
     int wake_fd;                     /* -1, or readable = stop */
+    int stop_all;                    /* hg_client_set_stop_fd: wake_fd cuts every wait short */
     buf_t in;                        /* bytes received */
     size_t in_off;                   /* parsed up to here */
     buf_t out;                       /* request scratch for client_call */
@@ -439,6 +440,8 @@ static hg_err_t connect_round(hg_client_t *c)
         e = client_exchange(c, req.data, req.len, 1, &reply, &got, 0, 0);
         memset(req.data, 0, req.len); /* the password */
         buf_free(&req);
+        if (e == HG_ERR_STOPPED)
+            return client_fail(c, HG_ERR_STOPPED, "stopped during AUTH with %s", c->address);
         if (e != HG_OK)
             return client_fail(c, HG_ERR_CONNECT, "cannot connect to %s: during AUTH: %s", c->address, c->errmsg);
         if (reply->type == RESP_REPLY_ERROR) {
@@ -489,8 +492,10 @@ hg_err_t client_ensure(hg_client_t *c)
         client_disconnect(c);
     }
     for (;;) {
+        if (c->stop_all && woken(c->wake_fd))
+            return client_fail(c, HG_ERR_STOPPED, "stopped before connecting to %s", c->address);
         e = connect_round(c);
-        if (e == HG_OK || e == HG_ERR_AUTH || c->verify_failed)
+        if (e == HG_OK || e == HG_ERR_AUTH || e == HG_ERR_STOPPED || c->verify_failed)
             return e;
         if (!c->opts.reconnect || (b->attempts > 0 && attempt >= (unsigned)b->attempts)) {
             if (attempt > 0) {
@@ -587,7 +592,7 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen, size_t 
         p[0].revents = 0;
         if (c->tls != NULL && written < reqlen)
             p[0].events |= tlsconn_wants(c->tls); /* a TLS write may wait for input, too */
-        if ((flags & CLIENT_INTERRUPTIBLE) && c->wake_fd >= 0) {
+        if (((flags & CLIENT_INTERRUPTIBLE) || c->stop_all) && c->wake_fd >= 0) {
             p[1].fd = c->wake_fd;
             p[1].events = POLLIN;
             p[1].revents = 0;
@@ -707,6 +712,42 @@ hg_err_t hg_client_open(const char *uri, const hg_client_opts_t *opts, hg_client
     client_error_fill(err, HG_OK, "%s", "");
     *out = c;
     return HG_OK;
+}
+
+hg_err_t hg_client_clone(const hg_client_t *c, hg_client_t **out, hg_error_t *err)
+{
+    hg_client_t *n;
+
+    if (out == NULL || c == NULL) {
+        client_error_fill(err, HG_ERR_ARG, "hg_client_clone: %s is NULL", out == NULL ? "out" : "the client");
+        if (out != NULL)
+            *out = NULL;
+        return HG_ERR_ARG;
+    }
+    *out = NULL;
+    if (c->tops != NULL) {
+        client_error_fill(err, HG_ERR_UNSUPPORTED, "hg_client_clone: not supported on %s", c->tops->scheme);
+        return HG_ERR_UNSUPPORTED;
+    }
+    n = xcalloc(1, sizeof(*n));
+    n->uri = c->uri; /* the credentials with it */
+    n->opts = c->opts;
+    memcpy(n->address, c->address, sizeof(n->address));
+    memcpy(n->tls_name, c->tls_name, sizeof(n->tls_name));
+    n->tls_ctx = c->tls_ctx != NULL ? tlsconn_ctx_ref(c->tls_ctx) : NULL;
+    n->fd = -1;
+    n->wake_fd = -1;
+    buf_init(&n->in);
+    buf_init(&n->out);
+    client_error_fill(err, HG_OK, "%s", "");
+    *out = n;
+    return HG_OK;
+}
+
+void hg_client_set_stop_fd(hg_client_t *c, int fd)
+{
+    c->wake_fd = fd;
+    c->stop_all = fd >= 0;
 }
 
 void hg_client_close(hg_client_t *c)

@@ -196,6 +196,14 @@ void tlsconn_ctx_free(tlsconn_ctx_t *ctx)
     free(ctx);
 }
 
+tlsconn_ctx_t *tlsconn_ctx_ref(const tlsconn_ctx_t *ctx)
+{
+    tlsconn_ctx_t *ref = xcalloc(1, sizeof(*ref));
+    SSL_CTX_up_ref(ctx->ctx);
+    ref->ctx = ctx->ctx;
+    return ref;
+}
+
 /* After a failed SSL call that returned rc: errno and t->err set, or EAGAIN
  * with t->wants. Returns -1 (or 0 for a clean close, when eof_ok). */
 static ssize_t ssl_failed(tlsconn_t *t, int rc, int eof_ok)

@@ -39,6 +39,10 @@ int tlsconn_ctx_new(const char *ca_file, const char *cert_file, const char *key_
 
 void tlsconn_ctx_free(tlsconn_ctx_t *ctx);
 
+/* Another handle on ctx's context (shared, counted: each handle is freed
+ * with tlsconn_ctx_free); for a client cloned from one that has ctx. */
+tlsconn_ctx_t *tlsconn_ctx_ref(const tlsconn_ctx_t *ctx);
+
 /* Run the TLS handshake on the connected non-blocking socket fd, waiting
  * (poll) until deadline (monotonic ms, wire_now_ms). name is what the
  * broker's certificate must be issued to: an IP address is checked against

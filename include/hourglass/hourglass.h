@@ -198,6 +198,23 @@ hg_err_t hg_client_open(const char *uri, const hg_client_opts_t *opts, hg_client
 /* Close the connection and free the client. NULL is fine. */
 void hg_client_close(hg_client_t *c);
 
+/* A new client with c's URI, options and credentials (and c's TLS context,
+ * shared), not yet connected: its first command connects and logs in, as a
+ * reconnect of c would. For a second connection as the same user without
+ * holding the password, e.g. a command run on a thread of its own (a client
+ * belongs to one thread at a time). c is only read. Returns HG_OK and *out
+ * (free with hg_client_close), or HG_ERR_UNSUPPORTED for an AMQP client,
+ * HG_ERR_ARG for a NULL argument, with err (may be NULL). */
+hg_err_t hg_client_clone(const hg_client_t *c, hg_client_t **out, hg_error_t *err);
+
+/* Let another thread stop c's calls: while fd is readable (a pipe or an
+ * eventfd the caller writes to), every wait of c for the broker — a reply,
+ * AUTH while connecting, a reconnect's backoff — ends at once with
+ * HG_ERR_STOPPED, and the connection is closed. -1 (the default) turns it
+ * off. The client never reads or closes fd. Set it before the call, on the
+ * thread that owns c. */
+void hg_client_set_stop_fd(hg_client_t *c, int fd);
+
 /* The read timeout (hg_client_opts_t.read_timeout_ms; 0 waits forever) for
  * the commands that follow, and the one in force: for a command known to
  * take long, e.g. DLQ REQUEUE … ALL of a big DLQ, which the broker answers

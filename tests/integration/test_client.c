@@ -690,6 +690,101 @@ static void start_with_users(char *dir, size_t dirlen)
     BP_REQUIRE(hg_client_open(uri, NULL, &C, &err) == HG_OK, "open as shop: %s", err.message);
 }
 
+/* A thread that makes the stop fd readable after a pause. */
+typedef struct stopper {
+    int fd;
+    unsigned after_ms;
+} stopper_t;
+
+static void *stop_later(void *arg)
+{
+    const stopper_t *s = arg;
+    usleep(s->after_ms * 1000u);
+    if (write(s->fd, "x", 1) != 1)
+        perror("stop_later: write");
+    return NULL;
+}
+
+/* One command on client k: its code, with the reply dropped. */
+static hg_err_t run_on(hg_client_t *k, const char *const *argv, int argc)
+{
+    hg_reply_t *r = NULL;
+    hg_err_t e = hg_client_command(k, argc, argv, NULL, &r);
+    hg_reply_free(r);
+    return e;
+}
+
+/* hg_client_clone: a second connection as the same user, independent of
+ * the first; hg_client_set_stop_fd: another thread stops a call waiting on
+ * a frozen broker (an open connection, then AUTH while connecting), and a
+ * readable fd stops the next call before it connects. */
+static void test_clone_and_stop_fd(void)
+{
+    char dir[512];
+    hg_client_t *clone = NULL, *fresh = NULL;
+    hg_error_t err;
+    int pfd[2];
+    pthread_t th;
+    const char *send[] = { "SEND", "orders", "from-the-clone" };
+
+    start_with_users(dir, sizeof dir);
+    BP_REQUIRE(hg_client_clone(C, &clone, &err) == HG_OK, "clone: %s", err.message);
+    hg_client_close(C); /* the clone owns its own copy of everything */
+    C = NULL;
+    hg_err_t e = run_on(clone, send, 3);
+    BP_CHECK(e == HG_OK, "SEND on the clone, logged in as shop (producer): %s %s", hg_strerror(e),
+             hg_client_errmsg(clone));
+    e = run_on(clone, (const char *const[]){ "PULL", "g", "orders" }, 3);
+    BP_CHECK(e == HG_ERR_SERVER && strstr(hg_client_errmsg(clone), "NOPERM User shop") != NULL,
+             "and with shop's roles only: PULL refused (%s)", hg_client_errmsg(clone));
+    BP_CHECK(hg_client_clone(NULL, &fresh, &err) == HG_ERR_ARG && fresh == NULL && strstr(err.message, "NULL"),
+             "clone of NULL: HG_ERR_ARG (%s)", err.message);
+
+    BP_REQUIRE(pipe(pfd) == 0, "pipe");
+    hg_client_set_stop_fd(clone, pfd[0]);
+    BP_REQUIRE(kill(B.pid, SIGSTOP) == 0, "SIGSTOP the broker");
+    stopper_t st = { pfd[1], 300 };
+    BP_REQUIRE(pthread_create(&th, NULL, stop_later, &st) == 0, "stopper thread");
+    uint64_t t0 = tu_now_mono_ms();
+    e = run_on(clone, send, 3);
+    uint64_t took = tu_now_mono_ms() - t0;
+    pthread_join(th, NULL);
+    BP_CHECK(e == HG_ERR_STOPPED && took >= 250 && took < 5000,
+             "a SEND waiting on the frozen broker, stopped by another thread: %s after %llu ms (read timeout 10 s)",
+             hg_strerror(e), (unsigned long long)took);
+    e = run_on(clone, send, 3);
+    BP_CHECK(e == HG_ERR_STOPPED && strstr(hg_client_errmsg(clone), "stopped before connecting") != NULL,
+             "while the fd stays readable, the next call stops before it connects: %s", hg_client_errmsg(clone));
+
+    /* A new connection: stopped while it waits for AUTH's answer. */
+    char drain;
+    BP_REQUIRE(read(pfd[0], &drain, 1) == 1, "drain the stop fd");
+    BP_REQUIRE(hg_client_clone(clone, &fresh, &err) == HG_OK, "clone of the clone: %s", err.message);
+    hg_client_set_stop_fd(fresh, pfd[0]);
+    BP_REQUIRE(pthread_create(&th, NULL, stop_later, &st) == 0, "stopper thread");
+    t0 = tu_now_mono_ms();
+    e = run_on(fresh, send, 3);
+    took = tu_now_mono_ms() - t0;
+    pthread_join(th, NULL);
+    BP_CHECK(e == HG_ERR_STOPPED && took >= 250 && took < 5000 && strstr(hg_client_errmsg(fresh), "during AUTH"),
+             "connecting to the frozen broker, stopped during AUTH: %s after %llu ms (%s)", hg_strerror(e),
+             (unsigned long long)took, hg_client_errmsg(fresh));
+    BP_REQUIRE(kill(B.pid, SIGCONT) == 0, "SIGCONT the broker");
+
+    BP_REQUIRE(read(pfd[0], &drain, 1) == 1, "drain the stop fd");
+    e = run_on(fresh, send, 3);
+    BP_CHECK(e == HG_OK, "the fd drained: the next call connects, logs in and is answered: %s %s", hg_strerror(e),
+             hg_client_errmsg(fresh));
+    hg_client_set_stop_fd(clone, -1);
+    e = run_on(clone, send, 3);
+    BP_CHECK(e == HG_OK, "stop fd -1: the clone works again: %s", hg_client_errmsg(clone));
+    hg_client_close(fresh);
+    hg_client_close(clone);
+    close(pfd[0]);
+    close(pfd[1]);
+    tu_rmtree(dir);
+}
+
 static void test_credentials(void)
 {
     char dir[512];
@@ -1491,6 +1586,8 @@ static int add_suites(void)
         { "client", "send delays, errors, generic command, levels", test_send_delays_and_levels },
         { "client", "credentials refused: HG_ERR_AUTH", test_auth_refused },
         { "client", "hg_client_set_read_timeout applies to the next call", test_read_timeout_set },
+        { "client", "hg_client_clone as the same user; hg_client_set_stop_fd stops a waiting call",
+          test_clone_and_stop_fd },
         { "consumer", "send + consume round trip, 3 workers", test_round_trip },
         { "consumer", "HG_RETRY: local backoff, then NACK with reason", test_retry_backoff_then_nack },
         { "consumer", "HG_FAIL: NACK with reason lands in the DLQ", test_fail_goes_to_dlq },
