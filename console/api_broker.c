@@ -78,17 +78,6 @@ static hg_reply_t *run(request_t *r, int argc, const char *const *argv)
     return reply;
 }
 
-/* run() for a command the broker answers after its last step (DLQ … ALL,
- * TOPIC DEL … PURGE): the read timeout is wait_ms for it alone. */
-static hg_reply_t *run_waiting(request_t *r, int argc, const char *const *argv, uint32_t wait_ms)
-{
-    uint32_t usual = hg_client_read_timeout(r->s->client);
-    hg_client_set_read_timeout(r->s->client, wait_ms);
-    hg_reply_t *reply = run(r, argc, argv);
-    hg_client_set_read_timeout(r->s->client, usual);
-    return reply;
-}
-
 /* A reply as JSON: integers, strings, arrays; a flat name/value list when
  * pairs is set (GROUP LIST entries). */
 static void reply_json(json_t *j, const hg_reply_t *v)
@@ -264,6 +253,31 @@ static void dlq_one(request_t *r, const char *group, const char *id)
     hg_reply_free(reply);
 }
 
+/* requeue / drop all: a job (job.c), after the DLQ's depth (the job's
+ * wait, and a drop's confirmation). */
+static void dlq_move_all(request_t *r, const char *group, const char *verb)
+{
+    int drop = strcmp(verb, "DROP") == 0;
+    long long depth = dlq_len(r, group);
+    if (depth < 0)
+        return;
+    const char *confirm = http_param(r, "confirm");
+    if (drop && (confirm == NULL || strtoll(confirm, NULL, 10) != depth)) {
+        console_audit(r, "refused dlq drop all group=%s: confirm=%s but the DLQ holds %lld", group,
+                      confirm ? confirm : "-", depth);
+        http_error(r, 409, "the DLQ of %s holds %lld messages; confirm=%lld drops them all", group, depth, depth);
+        return;
+    }
+    const char *argv[4] = { "DLQ", verb, group, "ALL" };
+    job_spec_t spec;
+    job_spec_init(&spec, "group", group, drop ? "dropped" : "requeued",
+                  hg_dlq_all_read_timeout(hg_client_read_timeout(r->s->client), depth), 4, argv);
+    snprintf(spec.what, sizeof spec.what, "%s all %lld of the DLQ of group %s", drop ? "drop" : "requeue", depth,
+             group);
+    snprintf(spec.audit, sizeof spec.audit, "dlq %s all group=%s", drop ? "drop" : "requeue", group);
+    job_start(r, &spec);
+}
+
 /* requeue / drop: ids or all. */
 static void dlq_move(request_t *r, const char *group, const char *verb)
 {
@@ -286,61 +300,38 @@ static void dlq_move(request_t *r, const char *group, const char *verb)
         http_error(r, 400, "give id=… (1..%d of them) or all=1, not both", DLQ_IDS_MAX);
         return;
     }
+    if (is_all) {
+        dlq_move_all(r, group, verb);
+        return;
+    }
     buf_t b = BUF_INIT;
     json_t j;
     json_init(&j, &b);
     json_object_open(&j);
     json_kstr(&j, "group", group);
-    if (is_all) {
-        long long depth = dlq_len(r, group);
-        if (depth < 0) {
-            buf_free(&b);
-            return;
-        }
-        const char *confirm = http_param(r, "confirm");
-        if (drop && (confirm == NULL || strtoll(confirm, NULL, 10) != depth)) {
-            console_audit(r, "refused dlq drop all group=%s: confirm=%s but the DLQ holds %lld", group,
-                          confirm ? confirm : "-", depth);
-            http_error(r, 409, "the DLQ of %s holds %lld messages; confirm=%lld drops them all", group, depth, depth);
-            buf_free(&b);
-            return;
-        }
-        const char *argv[4] = { "DLQ", verb, group, "ALL" };
-        hg_reply_t *reply =
-            run_waiting(r, 4, argv, hg_dlq_all_read_timeout(hg_client_read_timeout(r->s->client), depth));
+    long long moved = 0;
+    json_key(&j, "missing");
+    json_array_open(&j);
+    TAILQ_FOREACH(kv, &r->form, next)
+    {
+        if (strcmp(kv->key, "id") != 0)
+            continue;
+        const char *argv[4] = { "DLQ", verb, group, kv->value };
+        hg_reply_t *reply = run(r, 4, argv);
         if (reply == NULL) {
             buf_free(&b);
+            console_audit(r, "dlq %s group=%s failed after %lld moved", drop ? "drop" : "requeue", group, moved);
             return;
         }
-        long long moved = hg_reply_integer(reply);
+        if (hg_reply_integer(reply) > 0)
+            moved++;
+        else
+            json_str(&j, kv->value);
         hg_reply_free(reply);
-        console_audit(r, "dlq %s all group=%s moved=%lld", drop ? "drop" : "requeue", group, moved);
-        json_kint(&j, drop ? "dropped" : "requeued", moved);
-    } else {
-        long long moved = 0;
-        json_key(&j, "missing");
-        json_array_open(&j);
-        TAILQ_FOREACH(kv, &r->form, next)
-        {
-            if (strcmp(kv->key, "id") != 0)
-                continue;
-            const char *argv[4] = { "DLQ", verb, group, kv->value };
-            hg_reply_t *reply = run(r, 4, argv);
-            if (reply == NULL) {
-                buf_free(&b);
-                console_audit(r, "dlq %s group=%s failed after %lld moved", drop ? "drop" : "requeue", group, moved);
-                return;
-            }
-            if (hg_reply_integer(reply) > 0)
-                moved++;
-            else
-                json_str(&j, kv->value);
-            hg_reply_free(reply);
-        }
-        json_array_close(&j);
-        console_audit(r, "dlq %s group=%s ids=%zu moved=%lld", drop ? "drop" : "requeue", group, nids, moved);
-        json_kint(&j, drop ? "dropped" : "requeued", moved);
     }
+    json_array_close(&j);
+    console_audit(r, "dlq %s group=%s ids=%zu moved=%lld", drop ? "drop" : "requeue", group, nids, moved);
+    json_kint(&j, drop ? "dropped" : "requeued", moved);
     json_object_close(&j);
     http_json(r, 200, &b);
     buf_free(&b);
@@ -541,13 +532,22 @@ static void topic_delete(request_t *r, const char *topic)
         return;
     }
     const char *argv[4] = { "TOPIC", "DEL", topic, "PURGE" };
-    uint32_t wait = hg_client_read_timeout(r->s->client);
-    hg_reply_t *reply = run_waiting(r, purge ? 4 : 3, argv, purge ? hg_topic_purge_read_timeout(wait) : wait);
+    if (purge) {
+        job_spec_t spec;
+        job_spec_init(&spec, "topic", topic, "deleted",
+                      hg_topic_purge_read_timeout(hg_client_read_timeout(r->s->client)), 4, argv);
+        snprintf(spec.what, sizeof spec.what, "delete topic %s with its retained messages", topic);
+        snprintf(spec.audit, sizeof spec.audit, "topic delete topic=%s purge=1", topic);
+        snprintf(spec.zero_error, sizeof spec.zero_error, "no topic '%.200s'", topic);
+        job_start(r, &spec);
+        return;
+    }
+    hg_reply_t *reply = run(r, 3, argv);
     if (reply == NULL)
         return;
     long long deleted = hg_reply_integer(reply);
     hg_reply_free(reply);
-    console_audit(r, "topic delete topic=%s purge=%d deleted=%lld", topic, purge, deleted);
+    console_audit(r, "topic delete topic=%s purge=0 deleted=%lld", topic, deleted);
     if (deleted == 0) {
         http_error(r, 404, "no topic '%.200s'", topic);
         return;

@@ -16,15 +16,21 @@
  *   metrics_get.c     one plain-http GET of a daemon's /metrics or /healthz
  *   api_broker.c      /api/overview, /api/dlq…, /api/msg…
  *   api_orders.c      /api/orders… (the order view, <hourglass/order_view.h>)
+ *   job.c             the broker commands that may run for minutes (DLQ …
+ *                     ALL, TOPIC DEL … PURGE): a thread and a connection
+ *                     each, polled at /api/jobs
  *
- * Threads: two. Every request runs to completion on the event loop thread;
- * its broker and MariaDB calls are blocking with short timeouts
- * (broker-timeout, the mysql-* timeouts) — an operator console serves a
- * handful of people, and one thread keeps every session's handle
- * single-owner. The sampler (sampler.c) runs on a thread of its own with
- * its own broker connection and database handle, so the overview never
- * waits on them; the two threads share only the published samples, under
- * the sampler's mutex.
+ * Threads: the event loop's, the sampler's, and one per running job.
+ * Every request runs to completion on the event loop thread; its broker
+ * and MariaDB calls are blocking with short timeouts (broker-timeout, the
+ * mysql-* timeouts) — an operator console serves a handful of people, and
+ * one thread keeps every session's handle single-owner. The sampler
+ * (sampler.c) runs on a thread of its own with its own broker connection
+ * and database handle, so the overview never waits on them; the two
+ * threads share only the published samples, under the sampler's mutex. A
+ * command the broker answers only after minutes runs as a job (job.c), on
+ * a thread with a connection of its own; the loop reads what the thread
+ * wrote at its end under the jobs' mutex.
  */
 #ifndef HG_CONSOLE_CONSOLE_H
 #define HG_CONSOLE_CONSOLE_H
@@ -66,6 +72,7 @@ typedef struct session {
 
 typedef struct sampler sampler_t;
 typedef struct tls_server tls_server_t;
+typedef struct console_jobs console_jobs_t;
 
 typedef struct console {
     console_config_t *cfg;
@@ -75,6 +82,7 @@ typedef struct console {
     int port;          /* the bound port */
     hg_order_db *db;   /* the order database (one handle: one thread) */
     sampler_t *sampler;
+    console_jobs_t *jobs; /* job.c: the long broker commands, each on a thread of its own */
     session_t sessions[CONSOLE_MAX_SESSIONS];
 } console_t;
 
@@ -152,6 +160,9 @@ const char *http_param(request_t *r, const char *name);
 /* Audit: one log line at info naming the user, the action and its outcome. */
 void console_audit(const request_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The address r came from ("?" when unknown), into buf. */
+void console_peer(const request_t *r, char *buf, size_t len);
+
 /* ---- sampler.c ---- */
 
 /* Start the sampler's thread: a sample at once, then one every
@@ -225,6 +236,47 @@ int compensator_status_parse(compensator_status_t *st, const char *metrics, cons
 
 /* *st as the overview's "compensator" object (docs/console.md). */
 void compensator_status_json(const compensator_status_t *st, const char *url, json_t *j);
+
+/* ---- job.c ---- */
+
+#define JOB_ARGS_MAX 4
+
+/* A broker command that may run for minutes, answered with one integer:
+ * DLQ REQUEUE|DROP group ALL, TOPIC DEL topic PURGE. */
+typedef struct job_spec {
+    char what[320];         /* for people: "requeue all of the DLQ of group g" */
+    char audit[320];        /* the audit line's action: "dlq requeue all group=g" */
+    const char *target_key; /* a literal: "group", "topic" */
+    char target[HG_NAME_MAX];
+    const char *result_key; /* a literal: the integer's name, "requeued" */
+    char zero_error[320];   /* when set, a reply of 0 fails the job with it, as 404 */
+    uint32_t wait_ms;       /* the read timeout for the command */
+    int argc;
+    char argv[JOB_ARGS_MAX][HG_NAME_MAX];
+} job_spec_t;
+
+/* The fields of *spec but what, audit and zero_error (the caller prints
+ * those into it). */
+void job_spec_init(job_spec_t *spec, const char *target_key, const char *target, const char *result_key,
+                   uint32_t wait_ms, int argc, const char *const *argv);
+
+/* The jobs of a console: NULL with err when the stop pipe cannot be made.
+ * jobs_stop ends every running job's wait on the broker and joins them
+ * (shutdown: before the sessions end); jobs_free stops them too. Main
+ * thread. */
+console_jobs_t *jobs_new(char *err, size_t errlen);
+void jobs_stop(console_jobs_t *t);
+void jobs_free(console_jobs_t *t);
+
+/* Run spec on a thread of its own, on a clone of r's session connection
+ * (the same user), and reply 202 {"job": …} at once; or 429 when
+ * JOBS_RUNNING_MAX run already, 502 when there is no connection for it.
+ * The start and the end are audited. */
+void job_start(request_t *r, const job_spec_t *spec);
+
+/* GET /api/jobs and GET /api/jobs/{id} (docs/console.md); 1 when it
+ * handled the path. */
+int api_jobs(request_t *r);
 
 /* ---- api_broker.c, api_orders.c: each returns 1 when it handled the path ---- */
 int api_broker(request_t *r);

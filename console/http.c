@@ -119,10 +119,17 @@ void console_audit(const request_t *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    char peer[64];
+    console_peer(r, peer, sizeof peer);
+    log_info("audit: user=%s from=%s %s", r->s != NULL ? r->s->user : "-", peer, msg);
+}
+
+void console_peer(const request_t *r, char *buf, size_t len)
+{
     const char *peer = NULL;
     ev_uint16_t port = 0;
     evhttp_connection_get_peer(evhttp_request_get_connection(r->req), (char **)&peer, &port);
-    log_info("audit: user=%s from=%s %s", r->s != NULL ? r->s->user : "-", peer != NULL ? peer : "?", msg);
+    snprintf(buf, len, "%s", peer != NULL ? peer : "?");
 }
 
 /* ------------------------------------------------------------------ the page */
@@ -329,7 +336,7 @@ static void api(console_t *c, struct evhttp_request *req, const char *raw_path)
     } else if (r.is_post && !(r.s->roles & ROLE_ADMIN)) {
         console_audit(&r, "refused %s: no role admin", raw_path);
         http_error(&r, 403, "user %s may not act: the role admin is needed", r.s->user);
-    } else if (!api_broker(&r) && !api_orders(&r)) {
+    } else if (!api_broker(&r) && !api_orders(&r) && !api_jobs(&r)) {
         http_error(&r, 404, "no such API: %s", raw_path);
     }
     evhttp_clear_headers(&r.query);

@@ -188,11 +188,25 @@ int main(int argc, char **argv)
         console_config_free(&cfg);
         return 1;
     }
+    c.jobs = jobs_new(err, sizeof err);
+    if (c.jobs == NULL) {
+        log_error("%s", err);
+        sampler_free(c.sampler);
+        http_stop(&c);
+        event_free(sigterm);
+        event_free(sigint);
+        event_free(sighup);
+        event_base_free(c.base);
+        hg_order_db_close(c.db);
+        console_config_free(&cfg);
+        return 1;
+    }
     log_info(PROGRAM " %s listening on %s://%s:%d/ (broker %s, database %s, page %s)", HG_VERSION_STRING,
              http_scheme(&c), cfg.bind, c.port, cfg.uri, cfg.mysql_database, cfg.static_dir);
 
     event_base_dispatch(c.base);
 
+    jobs_free(c.jobs); /* their threads end and are joined before anything they read goes */
     session_end_all(&c);
     sampler_free(c.sampler);
     http_stop(&c);

@@ -123,6 +123,39 @@ async function api(method, path, params) {
   return doc;
 }
 
+/* A POST the console runs as a job (202 {"job": …}: a DLQ's requeue or drop of
+ * all, a topic's purge): polls GET /api/jobs/{id} until it has ended, saying in
+ * status how long it has run. Returns the job's result, or throws an ApiError
+ * with its status and error. */
+async function runJob(path, params, status, what) {
+  let job = (await api("POST", path, params)).job;
+  const t0 = Date.now();
+  while (job.state === "running") {
+    if (status) status.replaceChildren(notice(what + ": running for " + fmtAge(Date.now() - t0) + " (job " + job.id +
+      "; the console's other pages keep working)"));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    job = (await api("GET", "jobs/" + job.id)).job;
+  }
+  if (job.state !== "done") throw new ApiError(job.status, job.error);
+  return job.result;
+}
+
+/* The console's jobs (GET /api/jobs), newest first; null when there are none. */
+function renderJobsPanel(jobs) {
+  if (!jobs.length) return null;
+  const outcome = (j) => j.state === "running" ? "running for " + fmtAge(Date.now() - j.started_ms)
+    : j.result ? Object.entries(j.result).filter(([k]) => k !== "group" && k !== "topic")
+      .map(([k, v]) => k + " " + fmtNum(v, 0)).join(", ") + " in " + fmtAge(j.ended_ms - j.started_ms)
+    : j.error;
+  return el("div", { class: "panel scroll full", id: "jobs" }, el("h2", {}, "Console jobs"),
+    el("table", { id: "jobs-table" }, el("thead", {}, el("tr", {},
+      ["Job", "What", "User", "State", "Started", "Outcome"].map((t) => el("th", {}, t)))),
+    el("tbody", {}, jobs.map((j) => el("tr", { "data-job": j.id },
+      el("td", { class: "num" }, String(j.id)), el("td", { class: "wrap" }, j.what), el("td", {}, j.user),
+      el("td", {}, badge(j.state)), el("td", {}, fmtAge(Date.now() - j.started_ms) + " ago"),
+      el("td", { class: "wrap" }, outcome(j)))))));
+}
+
 function enc(s) {
   return encodeURIComponent(s);
 }
@@ -328,6 +361,7 @@ function card(label, value, bad, id) {
 
 async function renderOverview() {
   const o = await api("GET", "overview");
+  const jobs = (await api("GET", "jobs")).jobs;
   const h = o.history || [];
   const last = h.length ? h[h.length - 1] : {};
   const dlqTotal = (o.groups || []).reduce((a, g) => a + g.dlq, 0);
@@ -417,7 +451,8 @@ async function renderOverview() {
       alerts,
       backupPanel,
       compPanel,
-      el("div", { class: "panel scroll", id: "groups" }, el("h2", {}, "Groups and DLQ depth"), groups)),
+      el("div", { class: "panel scroll", id: "groups" }, el("h2", {}, "Groups and DLQ depth"), groups),
+      renderJobsPanel(jobs)),
     el("p", { class: "muted" }, "Sampled every " + o.interval_ms / 1000 + " s; this page refreshes by itself. " +
       "Latest: " + fmtTime(last.t_ms)));
 }
@@ -476,7 +511,11 @@ async function renderTopics(after, message) {
       (t.retained === 1 ? "" : "s") + " it keeps for retention?")))
       return;
     try {
-      await api("POST", "topics/" + enc(t.topic) + "/delete", purge ? { purge: "1" } : {});
+      const path = "topics/" + enc(t.topic) + "/delete";
+      const where = location.pathname + location.search;
+      if (purge) await runJob(path, { purge: "1" }, status, "Deleting topic " + t.topic + " with its messages");
+      else await api("POST", path, {});
+      if (location.pathname + location.search !== where) return; /* the operator went on elsewhere */
       await renderTopics(after, notice("Deleted topic " + t.topic +
         (purge ? " and its " + t.retained + " retained message" + (t.retained === 1 ? "" : "s") : ""), "ok"));
     } catch (e) {
@@ -512,8 +551,10 @@ async function renderDlqGroups() {
         el("td", { class: "num" }, fmtNum(g.dlq, 0)), el("td", { class: "num" }, g.max_reconsume)))))));
 }
 
-async function dlqAct(group, verb, params, what) {
-  const r = await api("POST", "dlq/" + enc(group) + "/" + verb, params);
+async function dlqAct(group, verb, params, what, status) {
+  const path = "dlq/" + enc(group) + "/" + verb;
+  const r = params.all ? await runJob(path, params, status, (verb === "drop" ? "Dropping" : "Requeuing") + " " + what)
+    : await api("POST", path, params);
   const n = verb === "drop" ? r.dropped : r.requeued;
   return notice((verb === "drop" ? "Dropped " : "Requeued ") + n + " message" + (n === 1 ? "" : "s") + " " + what +
     (r.missing && r.missing.length ? " (" + r.missing.length + " no longer there)" : ""), "ok");
@@ -548,8 +589,10 @@ async function renderDlqPage(group, after, message) {
       " of group " + group + " for good? This cannot be undone.")))
       return;
     try {
+      const where = location.pathname + location.search;
       const n = await dlqAct(group, verb, all ? { all: 1, confirm: d.total } : { id: ids },
-        all ? "(all of group " + group + ")" : "");
+        all ? "(all of group " + group + ")" : "", status);
+      if (location.pathname + location.search !== where) return; /* the operator went on elsewhere */
       await renderDlqPage(group, after, n);
     } catch (e) {
       status.replaceChildren(notice(e.message, "error"));

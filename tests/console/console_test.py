@@ -18,6 +18,7 @@ import json
 import os
 import ssl
 import subprocess
+import time
 import sys
 import urllib.error
 import urllib.parse
@@ -97,6 +98,24 @@ class Client:
 
     def post(self, path, params=None, csrf=True, headers=None):
         return self.request("POST", path, params, csrf, headers)
+
+    def job(self, path, params=None, deadline_s=60):
+        """POST an action the console runs as a job (202 {"job": …}), then poll
+        GET /api/jobs/{id} until it has ended (at most deadline_s): the POST's
+        status and the last job document (the POST's error document when it
+        was refused)."""
+        status, doc, _ = self.post(path, params)
+        if status != 202 or not isinstance(doc, dict) or "job" not in doc:
+            return status, doc
+        job = doc["job"]
+        end = time.time() + deadline_s
+        while job.get("state") == "running" and time.time() < end:
+            time.sleep(0.05)
+            st, d, _ = self.get("/api/jobs/%d" % job["id"])
+            if st != 200:
+                return st, d
+            job = d["job"]
+        return status, job
 
     def login(self, user, password=None):
         """Log in as user, with the broker password of HG_USERS unless given."""

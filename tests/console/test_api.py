@@ -197,12 +197,33 @@ status, doc, _ = alice.post("/api/dlq/junk/drop", {"all": "1"})
 check(status == 409 and "holds 2 messages" in doc["error"], "drop all without confirm: 409 naming the count")
 status, doc, _ = alice.post("/api/dlq/junk/drop", {"all": "1", "confirm": "5"})
 check(status == 409, "drop all with the wrong count: 409")
-status, doc, _ = alice.post("/api/dlq/junk/drop", {"all": "1", "confirm": "2"})
-check(status == 200 and doc["dropped"] == 2, "drop all confirmed with the count: %s" % doc)
-check(log_contains("dlq drop all group=junk moved=2"), "drop all is audited")
-status, doc, _ = alice.post("/api/dlq/junk2/requeue", {"all": "1"})
-check(status == 200 and doc["requeued"] == 2, "requeue all: %s" % doc)
+status, job = alice.job("/api/dlq/junk/drop", {"all": "1", "confirm": "2"})
+check(status == 202 and job.get("state") == "done" and job["result"] == {"group": "junk", "dropped": 2} and
+      job["user"] == "alice" and job["what"] == "drop all 2 of the DLQ of group junk" and job["ended_ms"] >= job[
+          "started_ms"], "drop all confirmed with the count: a job (202), done: %s %s" % (status, job))
+drop_job = job.get("id")
+check(log_contains("dlq drop all group=junk: started (job %s)" % drop_job) and
+      log_contains("dlq drop all group=junk dropped=2 (job %s," % drop_job),
+      "drop all is audited when it starts and when it ends, with the user")
+status, job = alice.job("/api/dlq/junk2/requeue", {"all": "1"})
+check(status == 202 and job.get("state") == "done" and job["result"] == {"group": "junk2", "requeued": 2},
+      "requeue all: a job, done: %s" % job)
 check(alice.get("/api/dlq/junk2")[1]["total"] == 0, "the DLQ of junk2 is empty")
+status, job = alice.job("/api/dlq/nosuchgroup/requeue", {"all": "1"})
+check(status == 400 and "no such group" in job.get("error", ""),
+      "requeue all of an unknown group: 400 before any job: %s %s" % (status, job))
+# the jobs, as anyone logged in sees them
+status, doc, _ = bob.get("/api/jobs")
+ids = [j["id"] for j in doc.get("jobs", [])]
+check(status == 200 and len(ids) >= 2 and ids == sorted(ids, reverse=True) and drop_job in ids,
+      "a viewer lists the console's jobs, newest first: %s" % ids)
+status, doc, _ = bob.get("/api/jobs/%s" % drop_job)
+check(status == 200 and doc["job"]["result"] == {"group": "junk", "dropped": 2}, "and reads one: %s" % doc)
+for bad in ("999999", "0", "abc", "1x"):
+    status, doc, _ = alice.get("/api/jobs/" + bad)
+    check(status == 404 and "no job" in doc.get("error", ""), "GET /api/jobs/%s: 404 (%s %s)" % (bad, status, doc))
+check(alice.post("/api/jobs", {})[0] == 404, "POST /api/jobs: 404")
+check(anon.get("/api/jobs")[0] == 401, "the jobs without a session: 401")
 
 # ---------------------------------------------------------------- messages
 status, f, _ = alice.get("/api/msg", {"topic": "order-timeout", "key": "303"})
@@ -278,14 +299,22 @@ check(status == 200 and topics.get("stray", {}).get("retained") == 3 and topics[
 status, doc, _ = alice.post("/api/topics/stray/delete")
 check(status == 400 and "TOPIC DEL topic PURGE deletes them" in doc.get("error", ""),
       "delete a topic with retained messages without purge: 400 with the broker's reason: %s" % doc)
-status, doc, _ = alice.post("/api/topics/order-timeout/delete", {"purge": "1"})
-check(status == 400 and "1 group bound to it" in doc.get("error", ""), "a topic with a group: 400: %s" % doc)
+status, job = alice.job("/api/topics/order-timeout/delete", {"purge": "1"})
+check(status == 202 and job.get("state") == "failed" and job.get("status") == 400 and
+      "1 group bound to it" in job.get("error", "") and job.get("result") is None,
+      "purge a topic with a group: the job fails with the broker's reason, as 400: %s" % job)
+check(log_contains("topic delete topic=order-timeout purge=1 failed: broker: ERR"),
+      "and the failure is audited: %s" % job)
 check(alice.post("/api/topics/stray/delete", {"purge": "yes"})[0] == 400, "purge=yes: 400")
-status, doc, _ = alice.post("/api/topics/stray/delete", {"purge": "1"})
-check(status == 200 and doc == {"topic": "stray", "deleted": 1}, "delete with purge: %s %s" % (status, doc))
+status, job = alice.job("/api/topics/stray/delete", {"purge": "1"})
+check(status == 202 and job.get("state") == "done" and job["result"] == {"topic": "stray", "deleted": 1},
+      "delete with purge: a job, done: %s %s" % (status, job))
 check(alice.post("/api/topics/stray/delete")[0] == 404, "delete it again: 404")
+status, job = alice.job("/api/topics/stray/delete", {"purge": "1"})
+check(job.get("state") == "failed" and job.get("status") == 404 and job.get("error") == "no topic 'stray'",
+      "purge it again: the job fails 404: %s" % job)
 check("stray" not in {t["topic"] for t in alice.get("/api/topics")[1]["topics"]}, "stray is gone from the list")
-check(log_contains("topic delete topic=stray purge=1 deleted=1"), "the delete is in the audit log with the user")
+check(log_contains("topic delete topic=stray purge=1 deleted=1 (job"), "the delete is in the audit log with the user")
 
 # ---------------------------------------------------------------- backup
 status, o, _ = alice.get("/api/overview")

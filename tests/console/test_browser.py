@@ -198,6 +198,15 @@ try:
                 css("#dialog-ok").click()
                 if wait_text("#topics-status", "Deleted topic browser-stray", "delete browser-stray"):
                     check("browser-stray" not in text_of("#topics-table"), "browser-stray left the list")
+    # the purge ran as a console job: the overview lists it with its outcome
+    driver.find_element(By.CSS_SELECTOR, "#nav a[data-view=overview]").click()
+    if wait_text("#jobs-table", "delete topic browser-stray with its retained messages", "the console's jobs"):
+        row = [r for r in driver.find_elements(By.CSS_SELECTOR, "#jobs-table tbody tr")
+               if "browser-stray" in r.text]
+        check(len(row) == 1 and "done" in row[0].text and "deleted 1" in row[0].text and "alice" in row[0].text,
+              "the overview's jobs panel shows the purge, done, by alice: %r" % [r.text for r in row])
+        driver.execute_script("arguments[0].scrollIntoView()", css("#jobs"))
+        shot("05c-overview-jobs")
 
     # ------------------------------------------------------------ messages: find by key
     driver.find_element(By.CSS_SELECTOR, "#nav a[data-view=messages]").click()

@@ -32,6 +32,12 @@
  *                    (SIGSTOP): the sampler (its own thread and handle) waits
  *                    on it, while the overview, the broker's pages and the
  *                    session answer at once; SIGCONT: it catches up
+ *   jobs             tests/console/test_jobs.py: the broker stopped
+ *                    (SIGSTOP): a purge is answered 202 at once and runs
+ *                    as a job while the session, the page, the overview
+ *                    and the job's status answer at once; four run at
+ *                    most (the fifth 429); SIGCONT: each ends with its
+ *                    own outcome
  *   https            a TLS-only broker (port 0, tls-port; no users) and a
  *                    console serving https (https-cert-file, a throwaway CA of
  *                    tests/helpers/tls_certs.h) connected to it with
@@ -43,7 +49,10 @@
  *   config           sampler-user without its password file, a tls-* key
  *                    with a plaintext uri, https-cert-file without its key:
  *                    exit 2, named
- *   stop             SIGHUP: still answering, the re-read logged; SIGTERM: exit 0
+ *   stop             SIGHUP: still answering, the re-read logged; SIGTERM
+ *                    while a job waits on a stopped broker
+ *                    (tests/console/test_jobs_stop.py): exit 0 at once, the
+ *                    job's end logged
  * The scripts print what failed; a non-zero exit is a failure here. A missing
  * python3, selenium, chromium or chromedriver is a failure, never a skip.
  */
@@ -459,6 +468,9 @@ static int run_script(const char *script, const console_proc_t *c, const char *s
         char mysql_pid[24];
         snprintf(mysql_pid, sizeof mysql_pid, "%d", (int)env.server.pid);
         setenv("HG_MYSQL_PID", mysql_pid, 1);
+        char broker_pid[24];
+        snprintf(broker_pid, sizeof broker_pid, "%d", (int)env.broker.pid);
+        setenv("HG_BROKER_PID", broker_pid, 1);
         setenv("HG_MYSQL_SOCKET", env.server.socket, 1);
         setenv("HG_MYSQL_DATABASE", DB, 1);
         setenv("HG_ARTIFACTS", ARTIFACTS, 1);
@@ -494,6 +506,13 @@ static void test_stall(void)
     int rc = run_script("test_stall.py", &console, "http", NULL);
     kill(env.server.pid, SIGCONT); /* whatever the script did or did not do */
     TU_CHECK(rc == 0, "tests/console/test_stall.py exited %d (its output above says what failed)", rc);
+}
+
+static void test_jobs(void)
+{
+    int rc = run_script("test_jobs.py", &console, "http", NULL);
+    kill(env.broker.pid, SIGCONT); /* whatever the script did or did not do */
+    TU_CHECK(rc == 0, "tests/console/test_jobs.py exited %d (its output above says what failed)", rc);
 }
 
 /* ---- https in front of a TLS-only broker ---- */
@@ -617,7 +636,21 @@ static void test_stop(void)
     TU_CHECK(tu_wait_file_contains(console.log, "SIGHUP: configuration re-read", 10000) == 0,
              "SIGHUP re-reads the configuration (logged)");
     TU_CHECK(tu_http_get(console.port, "/", out, sizeof out) == 200, "and the console still answers");
-    TU_CHECK(stop_console(&console) == 0, "the console exits 0 on SIGTERM");
+    /* SIGTERM while a job waits on a stopped broker: its wait ends, the console exits 0 */
+    int rc = run_script("test_jobs_stop.py", &console, "http", NULL); /* it stops the broker */
+    TU_CHECK(rc == 0, "tests/console/test_jobs_stop.py exited %d (its output above says what failed)", rc);
+    uint64_t t0 = tu_now_mono_ms();
+    int stopped = stop_console(&console);
+    uint64_t took = tu_now_mono_ms() - t0;
+    kill(env.broker.pid, SIGCONT);
+    TU_CHECK(stopped == 0, "the console exits 0 on SIGTERM, a job waiting on the stopped broker (%llu ms)",
+             (unsigned long long)took);
+    TU_CHECK(tu_wait_file_contains(console.log, "stopping: 1 console job still waiting on the broker: stopped", 5000) ==
+                 0,
+             "the shutdown says it stopped the job");
+    TU_CHECK(tu_wait_file_contains(console.log, "topic delete topic=stop-me purge=1 stopped: the console stopped",
+                                   5000) == 0,
+             "and the job's audit line says how it ended");
     TU_CHECK(tu_wait_file_contains(console.log, "stopped", 5000) == 0, "and logs that it stopped");
 }
 
@@ -627,6 +660,7 @@ static const tu_test_t console_tests[] = {
     { "api: every endpoint, refusals, DLQ, manual cancel, audit", test_api },
     { "browser: login, overview, requeue, find, manual cancel, screenshots", test_browser },
     { "stall: MariaDB stopped (SIGSTOP): the overview and the broker's pages answer at once", test_stall },
+    { "jobs: DLQ … ALL and a purge run off the loop: the broker stopped, every page answers; four at most", test_jobs },
     { "https: the console over https, in front of a TLS-only broker; SIGHUP reloads the certificate", test_https },
     { "config: sampler-user needs its password file, tls-* keys a TLS uri, https both files", test_config },
     { "SIGHUP: alive, configuration re-read; SIGTERM: a clean stop", test_stop },
