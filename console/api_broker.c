@@ -270,8 +270,11 @@ static void dlq_move_all(request_t *r, const char *group, const char *verb)
     }
     const char *argv[4] = { "DLQ", verb, group, "ALL" };
     job_spec_t spec;
-    job_spec_init(&spec, "group", group, drop ? "dropped" : "requeued",
-                  hg_dlq_all_read_timeout(hg_client_read_timeout(r->s->client), depth), 4, argv);
+    if (job_spec_init(&spec, "group", group, drop ? "dropped" : "requeued",
+                      hg_dlq_all_read_timeout(hg_client_read_timeout(r->s->client), depth), 4, argv) != 0) {
+        http_error(r, 400, "group: longer than %d bytes", HG_NAME_MAX - 1);
+        return;
+    }
     snprintf(spec.what, sizeof spec.what, "%s all %lld of the DLQ of group %s", drop ? "drop" : "requeue", depth,
              group);
     snprintf(spec.audit, sizeof spec.audit, "dlq %s all group=%s", drop ? "drop" : "requeue", group);
@@ -534,8 +537,11 @@ static void topic_delete(request_t *r, const char *topic)
     const char *argv[4] = { "TOPIC", "DEL", topic, "PURGE" };
     if (purge) {
         job_spec_t spec;
-        job_spec_init(&spec, "topic", topic, "deleted",
-                      hg_topic_purge_read_timeout(hg_client_read_timeout(r->s->client)), 4, argv);
+        if (job_spec_init(&spec, "topic", topic, "deleted",
+                          hg_topic_purge_read_timeout(hg_client_read_timeout(r->s->client)), 4, argv) != 0) {
+            http_error(r, 400, "topic: longer than %d bytes", HG_NAME_MAX - 1);
+            return;
+        }
         snprintf(spec.what, sizeof spec.what, "delete topic %s with its retained messages", topic);
         snprintf(spec.audit, sizeof spec.audit, "topic delete topic=%s purge=1", topic);
         snprintf(spec.zero_error, sizeof spec.zero_error, "no topic '%.200s'", topic);

@@ -256,9 +256,10 @@ typedef struct job_spec {
 } job_spec_t;
 
 /* The fields of *spec but what, audit and zero_error (the caller prints
- * those into it). */
-void job_spec_init(job_spec_t *spec, const char *target_key, const char *target, const char *result_key,
-                   uint32_t wait_ms, int argc, const char *const *argv);
+ * those into it). -1 when a name or an argument does not fit (longer than
+ * HG_NAME_MAX - 1 bytes): no command is ever run on a cut name. */
+int job_spec_init(job_spec_t *spec, const char *target_key, const char *target, const char *result_key,
+                  uint32_t wait_ms, int argc, const char *const *argv);
 
 /* The jobs of a console: NULL with err when the stop pipe cannot be made.
  * jobs_stop ends every running job's wait on the broker and joins them

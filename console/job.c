@@ -130,6 +130,7 @@ void jobs_stop(console_jobs_t *t)
 {
     if (t == NULL)
         return;
+    reap(t);
     size_t running = 0;
     for (size_t i = 0; i < JOBS_KEPT; i++)
         if (t->jobs[i].id != 0 && !t->jobs[i].joined)
@@ -330,17 +331,23 @@ void job_start(request_t *r, const job_spec_t *spec)
     reply_job(r, 202, j);
 }
 
-void job_spec_init(job_spec_t *spec, const char *target_key, const char *target, const char *result_key,
-                   uint32_t wait_ms, int argc, const char *const *argv)
+int job_spec_init(job_spec_t *spec, const char *target_key, const char *target, const char *result_key,
+                  uint32_t wait_ms, int argc, const char *const *argv)
 {
     memset(spec, 0, sizeof *spec);
+    if (argc > JOB_ARGS_MAX || strlen(target) >= sizeof spec->target)
+        return -1;
+    for (int i = 0; i < argc; i++)
+        if (strlen(argv[i]) >= sizeof spec->argv[i])
+            return -1; /* never a command on a cut name */
     spec->target_key = target_key;
     snprintf(spec->target, sizeof spec->target, "%s", target);
     spec->result_key = result_key;
     spec->wait_ms = wait_ms;
-    spec->argc = argc < JOB_ARGS_MAX ? argc : JOB_ARGS_MAX;
-    for (int i = 0; i < spec->argc; i++)
+    spec->argc = argc;
+    for (int i = 0; i < argc; i++)
         snprintf(spec->argv[i], sizeof spec->argv[i], "%s", argv[i]);
+    return 0;
 }
 
 /* GET /api/jobs: every job kept, the newest first; GET /api/jobs/{id}: one. */

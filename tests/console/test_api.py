@@ -306,6 +306,9 @@ check(status == 202 and job.get("state") == "failed" and job.get("status") == 40
 check(log_contains("topic delete topic=order-timeout purge=1 failed: broker: ERR"),
       "and the failure is audited: %s" % job)
 check(alice.post("/api/topics/stray/delete", {"purge": "yes"})[0] == 400, "purge=yes: 400")
+status, doc, _ = alice.post("/api/topics/" + "t" * 300 + "/delete", {"purge": "1"})
+check(status == 400 and doc.get("error") == "topic: longer than 255 bytes",
+      "purge of a 300-byte topic: 400 before any job (never a command on a cut name): %s %s" % (status, doc))
 status, job = alice.job("/api/topics/stray/delete", {"purge": "1"})
 check(status == 202 and job.get("state") == "done" and job["result"] == {"topic": "stray", "deleted": 1},
       "delete with purge: a job, done: %s %s" % (status, job))
