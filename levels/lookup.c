@@ -310,7 +310,7 @@ static int view_build(store_t *s, uint64_t id, int with_payload, store_msg_view_
 int store_msg_get(store_t *s, uint64_t id, int with_payload, store_msg_view_t *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    if (store_read_begin_whole(s, err, errlen) != 0) {
+    if (store_read_begin(s, err, errlen) != 0) {
         return -1;
     }
     return view_build(s, id, with_payload, out, err, errlen) < 0 ? -1 : 0;
@@ -368,7 +368,7 @@ int store_msg_find(store_t *s, const char *topic, size_t topic_len, const char *
 {
     *out = NULL;
     *n = 0;
-    if (check_find_args(topic, topic_len, key_len, err, errlen) != 0 || store_read_begin_whole(s, err, errlen) != 0) {
+    if (check_find_args(topic, topic_len, key_len, err, errlen) != 0 || store_read_begin(s, err, errlen) != 0) {
         return -1;
     }
     uint64_t *ids;
@@ -563,7 +563,7 @@ static int revoke_one(store_t *s, revoke_ctx_t *c, uint64_t id, char *err, size_
 int store_revoke_id(store_t *s, uint64_t id, store_revoke_result_t *r, char *err, size_t errlen)
 {
     memset(r, 0, sizeof *r);
-    if (store_read_begin_whole(s, err, errlen) != 0) {
+    if (store_read_begin(s, err, errlen) != 0) {
         return -1;
     }
     revoke_ctx_t c = { r, NULL, 0, 0 };
@@ -576,7 +576,7 @@ int store_revoke_key(store_t *s, const char *topic, size_t topic_len, const char
                      store_revoke_result_t *r, char *err, size_t errlen)
 {
     memset(r, 0, sizeof *r);
-    if (check_find_args(topic, topic_len, key_len, err, errlen) != 0 || store_read_begin_whole(s, err, errlen) != 0) {
+    if (check_find_args(topic, topic_len, key_len, err, errlen) != 0 || store_read_begin(s, err, errlen) != 0) {
         return -1;
     }
     uint64_t *ids;

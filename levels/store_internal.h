@@ -326,8 +326,9 @@ uint64_t store_group_persisted_cursor(const group_state_t *g);
  * any (the callers read committed data next). */
 int store_leases_write(store_t *s, group_state_t *g, uint64_t until, char *err, size_t errlen);
 
-/* store_read_begin, and every lease written: for what reads leases or the
- * whole store (GET, FIND, REVOKE, store_scan, store_check). */
+/* store_read_begin, and every lease written: for what reads the whole store
+ * as stored (store_scan, store_check). GET, FIND and REVOKE need not: they
+ * see a lease held in memory through its group's pend_ids (view_build). */
 int store_read_begin_whole(store_t *s, char *err, size_t errlen);
 
 /* GROUP DEL: drop g's leases not written yet (nothing of them is stored)

@@ -4016,6 +4016,59 @@ static void test_lease_late_written(void)
     CLOSE(&s);
 }
 
+static uint64_t send_key(store_t *s, const char *topic, const char *key, uint64_t delay, uint64_t now);
+
+/* GET, FIND and REVOKE see a lease held in memory as a lease, and write
+ * nothing: neither it nor the other held leases (before, every one of them
+ * read the store as a whole and wrote every held lease first). */
+static void test_lease_late_lookups(void)
+{
+    store_t *s = open_write_late();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    uint64_t id[3];
+    for (int i = 0; i < 3; i++)
+        id[i] = send_key(s, "t", "k", 0, T0);
+    msg_owned_t m[2];
+    TU_REQUIRE(LEASE_N(s, "g", "t", 2, LEASE, T0, m) == 2, "lease 2 of 3");
+    free_msgs(m, 2);
+    CHECK_EQ_U64(store_leases_unwritten(s), 2);
+    char err[512] = "";
+    store_msg_view_t v;
+    REQUIRE_OK(store_msg_get(s, id[0], 1, &v, err, sizeof err), err);
+    TU_CHECK(v.state == STORE_MSG_LEASED && v.ncopies == 1 && v.copies[0].state == STORE_MSG_LEASED &&
+                 v.copies[0].deadline_ms == T0 + LEASE && v.msg.m.payload.len == 1,
+             "GET of a held lease: state %d, %d copies, deadline %" PRIu64, (int)v.state, v.ncopies,
+             v.ncopies ? v.copies[0].deadline_ms : 0);
+    store_msg_view_free(&v);
+    CHECK_EQ_U64(store_leases_unwritten(s), 2);
+    store_msg_view_t *views = NULL;
+    int n = 0;
+    REQUIRE_OK(store_msg_find(s, "t", 1, "k", 1, 100, &views, &n, err, sizeof err), err);
+    TU_CHECK(n == 3 && views[0].state == STORE_MSG_LEASED && views[1].state == STORE_MSG_LEASED &&
+                 views[2].state == STORE_MSG_READY,
+             "FIND: %d views, states %d %d %d", n, n > 0 ? (int)views[0].state : -1, n > 1 ? (int)views[1].state : -1,
+             n > 2 ? (int)views[2].state : -1);
+    for (int i = 0; i < n; i++)
+        store_msg_view_free(&views[i]);
+    free(views);
+    CHECK_EQ_U64(store_leases_unwritten(s), 2);
+    store_revoke_result_t r;
+    REQUIRE_OK(store_revoke_id(s, id[1], &r, err, sizeof err), err);
+    TU_CHECK(r.revoked == 0 && r.nrefused == 1 && strstr(r.refused[0].reason, "group g (leased)") != NULL,
+             "REVOKE of a held lease: revoked %" PRIu64 ", reason '%s'", r.revoked,
+             r.nrefused ? r.refused[0].reason : "");
+    REQUIRE_OK(store_revoke_key(s, "t", 1, "k", 1, &r, err, sizeof err), err);
+    TU_CHECK(r.revoked == 1 && r.from_ready == 1 && r.nrefused == 2, "REVOKE KEY: revoked %" PRIu64 ", refused %d",
+             r.revoked, r.nrefused);
+    CHECK_EQ_U64(store_leases_unwritten(s), 2);
+    CHECK_COUNTS(s, "g", 0, 0, 0, 0, 2, 0);
+    CHECK_EQ_U64(ACK(s, "g", id, 2), 2);
+    store_msg_state_t gs;
+    TU_CHECK(state_of(s, id[0], "g", &gs) == STORE_MSG_GONE, "acknowledged and collected: gone");
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
 #define BOUND_PAST 10 /* leased past STORE_LEASES_UNWRITTEN_MAX */
 
 /* Leased STORE_LEASES_UNWRITTEN_MAX + BOUND_PAST, 1000 per call; then as
@@ -4091,6 +4144,7 @@ static const tu_test_t lease_tests[] = {
     { "written late: over groups", test_lease_late_groups },
     { "written late: a short lease behind a held one", test_lease_late_short_behind_held },
     { "written late: at most so many held", test_lease_late_bound },
+    { "written late: GET, FIND and REVOKE write nothing", test_lease_late_lookups },
     { NULL, NULL },
 };
 
