@@ -176,7 +176,8 @@ static const command_t commands[] = {
     { "topic del", cli_cmd_topic_del, "TOPIC [--purge]",
       "Delete an empty topic: no group bound to it, no message in its log or on the levels (the broker's admin "
       "role; audited). It frees its place under max-topics. --purge: first delete the messages a topic without "
-      "groups keeps for retention (TOPIC DEL topic PURGE; waits up to 10 minutes for the answer). Exit 1 when "
+      "groups keeps for retention (TOPIC DEL topic PURGE; waits for the answer up to 10 minutes or --timeout "
+      "if longer, forever with --timeout 0). Exit 1 when "
       "there is no such topic, or when it is not empty (the broker says why)." },
     { "groups", cli_cmd_groups, "[--count N] [--after GROUP]",
       "The consumer groups: topic, ready/backlog/retry/in-flight/DLQ counts, max retries. "
