@@ -111,41 +111,39 @@ console_jobs_t *jobs_new(char *err, size_t errlen)
     return t;
 }
 
-/* Join the threads of ended jobs. Loop thread. */
-static void reap(console_jobs_t *t)
+/* Join the threads of the jobs that have ended (every job's, with all set:
+ * the caller has made them end); returns how many are still running.
+ * Loop thread. */
+static size_t reap(console_jobs_t *t, int all)
 {
+    size_t running = 0;
     for (size_t i = 0; i < JOBS_KEPT; i++) {
         job_t *j = &t->jobs[i];
+        if (j->id == 0 || j->joined)
+            continue;
         pthread_mutex_lock(&t->lock);
-        int ended = j->id != 0 && !j->joined && j->state != JOB_RUNNING;
+        int ended = j->state != JOB_RUNNING;
         pthread_mutex_unlock(&t->lock);
-        if (ended) {
+        if (ended || all) {
             pthread_join(j->thread, NULL);
             j->joined = 1;
+        } else {
+            running++;
         }
     }
+    return running;
 }
 
 void jobs_stop(console_jobs_t *t)
 {
     if (t == NULL)
         return;
-    reap(t);
-    size_t running = 0;
-    for (size_t i = 0; i < JOBS_KEPT; i++)
-        if (t->jobs[i].id != 0 && !t->jobs[i].joined)
-            running++;
+    size_t running = reap(t, 0);
     if (running > 0) {
         log_info("stopping: %zu console job%s still waiting on the broker: stopped", running, running == 1 ? "" : "s");
         if (write(t->stop_pipe[1], "x", 1) != 1)
             log_error("jobs: cannot write the stop pipe: %s", strerror(errno));
-    }
-    for (size_t i = 0; i < JOBS_KEPT; i++) {
-        job_t *j = &t->jobs[i];
-        if (j->id != 0 && !j->joined) {
-            pthread_join(j->thread, NULL);
-            j->joined = 1;
-        }
+        reap(t, 1);
     }
 }
 
@@ -297,7 +295,7 @@ void job_start(request_t *r, const job_spec_t *spec)
 {
     console_jobs_t *t = r->c->jobs;
     hg_error_t err;
-    reap(t);
+    reap(t, 0);
     job_t *j = slot(t);
     if (j == NULL) {
         console_audit(r, "refused %s: %d console jobs are running", spec->audit, JOBS_RUNNING_MAX);
@@ -356,7 +354,7 @@ int api_jobs(request_t *r)
     if (r->nparts < 1 || strcmp(r->parts[0], "jobs") != 0 || r->is_post || r->nparts > 2)
         return 0;
     console_jobs_t *t = r->c->jobs;
-    reap(t);
+    reap(t, 0);
     if (r->nparts == 2) {
         char *end = NULL;
         unsigned long id = strtoul(r->parts[1], &end, 10);

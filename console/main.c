@@ -152,6 +152,8 @@ int main(int argc, char **argv)
 
     memset(&c, 0, sizeof c);
     c.cfg = &cfg;
+    int rc = 1;
+    struct event *sigterm = NULL, *sigint = NULL, *sighup = NULL;
     hg_order_db_params_t params;
     hg_order_error_t derr;
     memset(&params, 0, sizeof params);
@@ -159,63 +161,46 @@ int main(int argc, char **argv)
     c.db = hg_order_db_open(&params, &derr);
     if (c.db == NULL) {
         log_error("MariaDB: %s", derr.message);
-        console_config_free(&cfg);
-        return 1;
+        goto out;
     }
     c.base = event_base_new();
     if (c.base == NULL || http_start(&c, err, sizeof err) != 0) {
         log_error("%s", c.base == NULL ? "event_base_new failed" : err);
-        hg_order_db_close(c.db);
-        console_config_free(&cfg);
-        return 1;
+        goto out;
     }
-    struct event *sigterm = evsignal_new(c.base, SIGTERM, on_stop, c.base);
-    struct event *sigint = evsignal_new(c.base, SIGINT, on_stop, c.base);
+    sigterm = evsignal_new(c.base, SIGTERM, on_stop, c.base);
+    sigint = evsignal_new(c.base, SIGINT, on_stop, c.base);
     reload_args_t reload = { argc, argv, &c };
-    struct event *sighup = evsignal_new(c.base, SIGHUP, on_hup, &reload);
+    sighup = evsignal_new(c.base, SIGHUP, on_hup, &reload);
     event_add(sigterm, NULL);
     event_add(sigint, NULL);
     event_add(sighup, NULL);
-    c.sampler = sampler_start(&c, err, sizeof err);
-    if (c.sampler == NULL) {
+    if ((c.sampler = sampler_start(&c, err, sizeof err)) == NULL || (c.jobs = jobs_new(err, sizeof err)) == NULL) {
         log_error("%s", err);
-        http_stop(&c);
-        event_free(sigterm);
-        event_free(sigint);
-        event_free(sighup);
-        event_base_free(c.base);
-        hg_order_db_close(c.db);
-        console_config_free(&cfg);
-        return 1;
-    }
-    c.jobs = jobs_new(err, sizeof err);
-    if (c.jobs == NULL) {
-        log_error("%s", err);
-        sampler_free(c.sampler);
-        http_stop(&c);
-        event_free(sigterm);
-        event_free(sigint);
-        event_free(sighup);
-        event_base_free(c.base);
-        hg_order_db_close(c.db);
-        console_config_free(&cfg);
-        return 1;
+        goto out;
     }
     log_info(PROGRAM " %s listening on %s://%s:%d/ (broker %s, database %s, page %s)", HG_VERSION_STRING,
              http_scheme(&c), cfg.bind, c.port, cfg.uri, cfg.mysql_database, cfg.static_dir);
 
     event_base_dispatch(c.base);
+    rc = 0;
 
+out:
     jobs_free(c.jobs); /* their threads end and are joined before anything they read goes */
     session_end_all(&c);
     sampler_free(c.sampler);
     http_stop(&c);
-    event_free(sigterm);
-    event_free(sigint);
-    event_free(sighup);
-    event_base_free(c.base);
+    if (sigterm != NULL)
+        event_free(sigterm);
+    if (sigint != NULL)
+        event_free(sigint);
+    if (sighup != NULL)
+        event_free(sighup);
+    if (c.base != NULL)
+        event_base_free(c.base);
     hg_order_db_close(c.db);
-    log_info("stopped");
+    if (rc == 0)
+        log_info("stopped");
     console_config_free(&cfg);
-    return 0;
+    return rc;
 }
