@@ -221,7 +221,16 @@ static void test_roundtrip(void)
     }
     TU_CHECK(pulled == NMSG && bytes == (size_t)NMSG * MSG_BYTES, "pulled %zu messages, %zu bytes; want %d, %d", pulled,
              bytes, NMSG, NMSG * MSG_BYTES);
+    /* A clone shares the TLS context, outlives the client it came from, and connects verified. */
+    hg_client_t *clone = NULL;
+    TU_REQUIRE(hg_client_clone(c, &clone, &e) == HG_OK, "clone: %s", e.message);
     hg_client_close(c);
+    const char *ping[] = { "PING" };
+    r = NULL;
+    TU_CHECK(hg_client_command(clone, 1, ping, NULL, &r) == HG_OK && hg_reply_str(r, NULL) != NULL,
+             "PING on a clone of a TLS client, its source closed: %s", hg_client_errmsg(clone));
+    hg_reply_free(r);
+    hg_client_close(clone);
 
     /* By name: the certificate's DNS SAN. */
     char msg[512];
