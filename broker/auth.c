@@ -24,6 +24,7 @@
 #include "base/err.h"
 #include "base/map.h"
 #include "common/log.h"
+#include "base/clock.h"
 
 #define DELAY_BASE_MS   200u
 #define DELAY_MAX_MS    5000u
@@ -65,13 +66,6 @@ struct auth_worker {
     unsigned char cache_key[CACHE_KEY_BYTES]; /* loop thread */
     map_t cache;                              /* loop thread: user -> cached_t */
 };
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void list_push(job_t **head, job_t **tail, job_t *j)
 {
@@ -158,7 +152,7 @@ static void *auth_main(void *arg)
     auth_worker_t *a = arg;
     pthread_mutex_lock(&a->mu);
     while (!a->stop) {
-        uint64_t now = mono_ms();
+        uint64_t now = clock_mono_ms();
         uint64_t next = 0;
         for (size_t i = 0; i < a->nheld;) {
             if (a->held[i]->release_mono <= now) {
@@ -180,7 +174,7 @@ static void *auth_main(void *arg)
             a->queued--;
             pthread_mutex_unlock(&a->mu);
             verify(a, r);
-            now = mono_ms();
+            now = clock_mono_ms();
             if (!r->ok) {
                 r->delay_ms = count_failure(a, r, now);
             }

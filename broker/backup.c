@@ -38,6 +38,7 @@
 #include "base/err.h"
 #include "broker/diskguard.h"
 #include "common/log.h"
+#include "base/clock.h"
 
 #define BACKUP_NICE   10     /* the copy thread's nice value */
 #define PACE_SLICE_US 100000 /* longest sleep of the pace: a stop waits no longer */
@@ -55,13 +56,6 @@ struct backup {
     uint64_t started_mono;  /* µs, for the pace */
     char dir[PATH_MAX], final[PATH_MAX];
 };
-
-static uint64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 const char *backup_result_name(backup_result_t r)
 {
@@ -134,13 +128,6 @@ static int check_floor(const char *dir, uint64_t min_free, char *err, size_t err
     return 0;
 }
 
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 /* Hold the copy to b->rate: wait until the bytes copied so far are due, in
  * slices, so that a stop is seen within PACE_SLICE_US. 1 when told to stop. */
 static int pace(backup_t *b)
@@ -149,7 +136,7 @@ static int pace(backup_t *b)
         return 0;
     }
     uint64_t due = b->started_mono + atomic_load(&b->progress.bytes) * 1000000 / b->rate;
-    for (uint64_t now = mono_us(); now < due; now = mono_us()) {
+    for (uint64_t now = clock_mono_us(); now < due; now = clock_mono_us()) {
         if (atomic_load(&b->stop)) {
             return 1;
         }
@@ -183,7 +170,7 @@ static void *backup_main(void *arg)
     int rc = store_snapshot_copy(b->snap, b->final, copy_check, b, &b->progress, err, sizeof err);
     store_snapshot_release(b->snap);
     b->snap = NULL;
-    uint64_t now = wall_ms();
+    uint64_t now = clock_wall_ms();
     pthread_mutex_lock(&b->mu);
     b->st.running = 0;
     b->st.keys = atomic_load(&b->progress.keys);
@@ -287,7 +274,7 @@ int backup_start(backup_t *b, store_t *s, const char *dir, const char *name, uin
     b->snap = snap;
     b->min_free = min_free;
     b->rate = rate;
-    b->started_mono = mono_us();
+    b->started_mono = clock_mono_us();
     atomic_store(&b->stop, 0);
     atomic_store(&b->progress.keys, 0);
     atomic_store(&b->progress.bytes, 0);

@@ -55,6 +55,7 @@
 #include "broker/users.h"
 #include "common/tls_server.h"
 #include "common/log.h"
+#include "base/clock.h"
 
 #define READ_HIGH_WATERMARK      (1u << 20)  /* input held while blocked/paused */
 #define DRAIN_TIMEOUT_MS         10000       /* a draining client must read its last replies by then */
@@ -99,13 +100,6 @@ struct conn_set {
     uint64_t client_memory, memory_kills, header_kills;
     uint64_t woken_delivered; /* bytes of PULL BLOCK replies received from the writer (writer_note_client_memory) */
 };
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* ---- the id map and the list of open connections ------------------------------- */
 
@@ -386,7 +380,7 @@ static void conn_flush(conn_t *c)
         if (sl->holds) {
             c->auth_held = 0;
         }
-        c->last_active_mono = mono_ms();
+        c->last_active_mono = clock_mono_ms();
         if (sl->job) {
             conn_write_reply(c, sl->job->reply.raw.data, sl->job->reply.raw.len, sl->job);
         } else {
@@ -429,7 +423,7 @@ static void conn_execute(conn_t *c, const resp_command_t *cmd)
     }
     c->ncommands++;
     s->commands++;
-    c->last_active_mono = mono_ms();
+    c->last_active_mono = clock_mono_ms();
     resp_buf_clear(&s->scratch);
     s->scratch.proto = c->proto;
     cmd_call_t call = { .conn = c, .srv = s->srv, .argc = cmd->argc, .argv = cmd->argv, .out = &s->scratch };
@@ -526,7 +520,7 @@ static void conn_process_input(conn_t *c)
     if (!resp_parser_in_command(&c->parser)) {
         c->cmd_started_mono = 0;
     } else if (c->cmd_started_mono == 0) {
-        c->cmd_started_mono = mono_ms();
+        c->cmd_started_mono = clock_mono_ms();
     }
 }
 
@@ -606,7 +600,7 @@ static int tls_handshake_event(conn_t *c, struct bufferevent *bev, short what)
     if (what & BEV_EVENT_CONNECTED) {
         c->tls_ready = 1;
         log_in_by_certificate(c, bufferevent_openssl_get_ssl(bev));
-        c->last_active_mono = mono_ms();
+        c->last_active_mono = clock_mono_ms();
         if (c->set->cfg->idle_timeout_ms > 0) {
             struct timeval tv = { (time_t)(c->set->cfg->idle_timeout_ms / 1000),
                                   (suseconds_t)(c->set->cfg->idle_timeout_ms % 1000) * 1000 };
@@ -669,7 +663,7 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
          * written), or a reply went out within the idle time (Redis counts
          * writes as activity; the read timeout only sees reads). */
         if (c->blocked || c->nslots > 0 || evbuffer_get_length(bufferevent_get_output(bev)) > 0 ||
-            mono_ms() - c->last_active_mono < (uint64_t)c->set->cfg->idle_timeout_ms) {
+            clock_mono_ms() - c->last_active_mono < (uint64_t)c->set->cfg->idle_timeout_ms) {
             bufferevent_enable(bev, EV_READ);
             return;
         }
@@ -762,7 +756,7 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     conn_set_t *s = arg;
     const config_t *cfg = s->cfg;
-    uint64_t now = mono_ms();
+    uint64_t now = clock_mono_ms();
     size_t total = 0;
     for (conn_t *c = s->all, *n; c; c = n) {
         n = c->all_next;
@@ -866,7 +860,7 @@ int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa, SS
     c->tls = ssl != NULL;
     c->authenticated = !server_auth_required(s->srv); /* no users: every role, as before users existed */
     c->roles = c->authenticated ? ROLE_ALL : 0;
-    c->created_mono = c->last_active_mono = mono_ms();
+    c->created_mono = c->last_active_mono = clock_mono_ms();
     format_addr(sa, c->addr, sizeof c->addr);
     resp_limits_t lim = {
         .max_args = (size_t)s->cfg->max_args,
@@ -1046,7 +1040,7 @@ size_t conn_kill(conn_set_t *s, const conn_kill_filter_t *f, conn_t *self, int *
 
 void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
 {
-    uint64_t now = mono_ms();
+    uint64_t now = clock_mono_ms();
     for (const conn_t *c = s->all; c; c = c->all_next) {
         if (only && c != only) {
             continue;

@@ -47,6 +47,7 @@
 #include "broker/conn.h"
 #include "common/tls_server.h"
 #include "common/log.h"
+#include "base/clock.h"
 
 #define ACCEPT_RETRY_MS 100
 #define CLOSE_GRACE_MS  2000
@@ -93,13 +94,6 @@ typedef struct http_job {
     server_t *srv;
     struct evhttp_request *req;
 } http_job_t;
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void close_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -281,7 +275,7 @@ static void refuse(server_t *s, evutil_socket_t fd, int tls)
     }
     evutil_closesocket(fd);
     s->rejected++;
-    uint64_t now = mono_ms();
+    uint64_t now = clock_mono_ms();
     if (tls && now >= s->last_tls_refusal_log + 1000) {
         log_warn("max-clients (%lld) reached: closed a client on tls-port %d (%llu refused so far)",
                  s->cfg->max_clients, s->tls_port, (unsigned long long)s->rejected);
@@ -315,7 +309,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
         (void)w;
         evutil_closesocket(fd);
         s->denied++;
-        uint64_t now = mono_ms();
+        uint64_t now = clock_mono_ms();
         if (now >= s->last_denied_log + 1000) {
             char host[INET6_ADDRSTRLEN] = "?";
             if (sa->sa_family == AF_INET) {
@@ -394,7 +388,7 @@ static void accept_error_cb(struct evconnlistener *l, void *arg)
     if (err == EMFILE || err == ENFILE) {
         int shed = shed_backlog(s, evconnlistener_get_fd(l));
         if (shed > 0) {
-            uint64_t now = mono_ms();
+            uint64_t now = clock_mono_ms();
             s->shed_unlogged += shed;
             if (now >= s->last_shed_log + 1000) {
                 log_warn("accept: %s (%zu clients): refused %d waiting client%s with 'max number of clients reached'",
@@ -407,7 +401,7 @@ static void accept_error_cb(struct evconnlistener *l, void *arg)
         }
     }
     if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
-        uint64_t now = mono_ms();
+        uint64_t now = clock_mono_ms();
         if (now >= s->last_emfile_log + 1000) {
             log_warn("accept: %s (%zu clients); pausing accepts for %d ms", evutil_socket_error_to_string(err),
                      conn_set_count(s->conns), ACCEPT_RETRY_MS);
@@ -546,7 +540,7 @@ server_t *server_new(const config_t *cfg, struct event_base *base)
     }
     s->conns = conn_set_new(cfg, base, s);
     s->auth = auth_new(base, server_job_done, s);
-    s->started_mono = mono_ms();
+    s->started_mono = clock_mono_ms();
     s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     return s;
 }
@@ -759,7 +753,7 @@ void server_loop_info(server_t *s, loop_info_t *li)
     li->cfg = s->cfg;
     li->port = s->port;
     li->tls_port = s->tls_listener != NULL ? s->tls_port : 0;
-    li->uptime_ms = mono_ms() - s->started_mono;
+    li->uptime_ms = clock_mono_ms() - s->started_mono;
     conn_set_stats(s->conns, li);
     li->rejected_connections = s->rejected;
     li->protected_mode = server_protected(s);

@@ -23,6 +23,7 @@
 
 #include "base/alloc.h"
 #include "levels/logsync.h"
+#include "base/clock.h"
 
 struct syncer {
     pthread_t thread;
@@ -44,13 +45,6 @@ struct syncer {
     _Atomic uint64_t syncs;
     _Atomic uint64_t last_sync_us;
 };
-
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
 
 syncer_t *syncer_new(const char *path, syncer_post_fn post, void *ctx)
 {
@@ -161,7 +155,7 @@ static void *syncer_main(void *arg)
             break;
         }
         if (!failed) {
-            uint64_t t0 = mono_us();
+            uint64_t t0 = clock_mono_us();
             char err[512];
             if (logsync_run(sy->log, err, sizeof err) != 0) {
                 pthread_mutex_lock(&sy->mu);
@@ -171,7 +165,7 @@ static void *syncer_main(void *arg)
                 failed = 1;
                 snprintf(msg, sizeof msg, "%s", err);
             } else {
-                atomic_store(&sy->last_sync_us, mono_us() - t0);
+                atomic_store(&sy->last_sync_us, clock_mono_us() - t0);
                 atomic_fetch_add(&sy->syncs, 1);
                 if (mark > atomic_load(&sy->synced_mark)) {
                     atomic_store(&sy->synced_mark, mark);

@@ -51,6 +51,7 @@
 #include "broker/diskguard.h"
 #include "broker/syncer.h"
 #include "common/log.h"
+#include "base/clock.h"
 
 #define SCHED_CHUNK        4096  /* most due moves / expiries per iteration */
 #define MAINTAIN_BUDGET    512   /* store_maintain deletes per idle step */
@@ -152,20 +153,6 @@ struct writer {
     uint64_t next_disk_check_mono;
     uint64_t reopen_failed_free; /* free bytes when a reopen failed while full: retry only once it grows */
 };
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
 
 void job_free(job_t *j)
 {
@@ -414,7 +401,7 @@ writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_b
     map_init(&w->parked_conns);
     map_init(&w->fair_queues);
     map_init(&w->deferred_topics);
-    atomic_store(&w->heartbeat_mono, mono_ms());
+    atomic_store(&w->heartbeat_mono, clock_mono_ms());
     return w;
 }
 
@@ -585,7 +572,7 @@ int writer_healthy(writer_t *w, char *why, size_t whylen)
         return 0;
     }
     size_t queued = atomic_load(&w->nqueued);
-    uint64_t hb = atomic_load(&w->heartbeat_mono), now = mono_ms();
+    uint64_t hb = atomic_load(&w->heartbeat_mono), now = clock_mono_ms();
     if (queued > 0 && now > hb + STALL_MS) {
         snprintf(why, whylen, "storage thread made no progress for %llu ms with %zu jobs queued",
                  (unsigned long long)(now - hb), queued);
@@ -731,7 +718,7 @@ static void reopen_store(writer_t *w, const char *why)
         store_close(w->store, NULL, 0);
         w->store = NULL;
     }
-    uint64_t now = mono_ms();
+    uint64_t now = clock_mono_ms();
     if (now < w->next_reopen_mono) {
         return;
     }
@@ -1107,17 +1094,10 @@ static uint64_t earliest_parked_deadline(writer_t *w)
 {
     uint64_t at = w->n_deadlines > 0 ? w->deadlines[0]->deadline_mono : UINT64_MAX;
     if ((map_count(&w->deferred_topics) > 0 || w->deferred_any) && w->store != NULL && !w->disk_full) {
-        uint64_t retry = mono_ms() + WAKE_RETRY_MS;
+        uint64_t retry = clock_mono_ms() + WAKE_RETRY_MS;
         at = retry < at ? retry : at;
     }
     return at;
-}
-
-static uint64_t wall_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
 static uint64_t ms_to_us(uint64_t ms)
@@ -1146,7 +1126,7 @@ static uint64_t next_wakeup_us(writer_t *w, uint64_t now_us)
     }
     uint64_t wall_next = sched_next_wakeup(w->sched);
     if (wall_next != UINT64_MAX) {
-        uint64_t due_us = wall_next * 1000, now_wall = wall_us();
+        uint64_t due_us = wall_next * 1000, now_wall = clock_wall_us();
         uint64_t at = due_us <= now_wall ? now_us : now_us + (due_us - now_wall);
         if (at < best) {
             best = at;
@@ -1194,10 +1174,10 @@ static void commit_pending(writer_t *w, job_list_t *done)
     }
     char err[512];
     int pending = store_pending(w->store);
-    uint64_t t0 = mono_us();
+    uint64_t t0 = clock_mono_us();
     int rc = store_commit_durable(w->store, w->syncer ? 0 : w->batch_durable, err, sizeof err);
     w->batch_durable = 0;
-    uint64_t t1 = mono_us();
+    uint64_t t1 = clock_mono_us();
     if (pending > 0 && rc == 0) {
         w->stats.commits++;
         w->stats.last_commit_us = t1 - t0;
@@ -1216,7 +1196,7 @@ static void commit_pending(writer_t *w, job_list_t *done)
             w->disk_full = 1;
             w->stats.disk_full = 1;
             w->stats.disk_full_events++;
-            w->next_disk_check_mono = mono_ms() + DISK_CHECK_MS;
+            w->next_disk_check_mono = clock_mono_ms() + DISK_CHECK_MS;
             log_error("disk full: %s; writes are refused until %llu bytes are free (released the %llu-byte disk "
                       "reserve so that the store can reopen)",
                       err, (unsigned long long)disk_resume_bytes(w), (unsigned long long)released);
@@ -1270,11 +1250,11 @@ static void *writer_main(void *arg)
     writer_t *w = arg;
     job_list_t done = { 0 };
     int more = 0;
-    w->next_periodic_mono = mono_ms() + MAINTAIN_PERIOD_MS;
+    w->next_periodic_mono = clock_mono_ms() + MAINTAIN_PERIOD_MS;
     for (;;) {
         pthread_mutex_lock(&w->mu);
         while (w->q_head == NULL && w->fair_queued == 0 && !w->stop_requested && !more) {
-            uint64_t now = mono_us();
+            uint64_t now = clock_mono_us();
             uint64_t at = next_wakeup_us(w, now);
             if (at <= now) {
                 break;
@@ -1297,7 +1277,7 @@ static void *writer_main(void *arg)
         w->stopping = stopping;
         w->iteration++;
 
-        uint64_t now_mono = mono_ms();
+        uint64_t now_mono = clock_mono_ms();
         atomic_store(&w->heartbeat_mono, now_mono);
         char why[512];
         if (w->syncer != NULL && w->store != NULL && syncer_failed(w->syncer, why, sizeof why)) {
@@ -1345,7 +1325,7 @@ static void *writer_main(void *arg)
         }
 
         /* 3. parked jobs: deadlines and wake-ups */
-        service_parked(w, &done, mono_ms(), stopping);
+        service_parked(w, &done, clock_mono_ms(), stopping);
 
         /* 4. commit the scheduler's and parked jobs' writes (usually nothing), then the replies */
         commit_pending(w, &done);

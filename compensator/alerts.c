@@ -27,6 +27,7 @@
 #include "base/alloc.h"
 #include "common/log.h"
 #include "compensator/stats.h"
+#include "base/clock.h"
 
 extern char **environ;
 
@@ -142,7 +143,7 @@ static int run_command(comp_alerts_t *a, const char *kind, const char *state, co
         return -1;
     }
 
-    uint64_t deadline = comp_mono_us() + a->cfg->alert_command_timeout_ms * 1000u;
+    uint64_t deadline = clock_mono_us() + a->cfg->alert_command_timeout_ms * 1000u;
     int status = 0;
     for (;;) {
         pid_t w = waitpid(pid, &status, WNOHANG);
@@ -152,7 +153,7 @@ static int run_command(comp_alerts_t *a, const char *kind, const char *state, co
             log_msg(LOG_LEVEL_ERROR, "alert-command: waitpid: %s", strerror(errno));
             return -1;
         }
-        if (comp_mono_us() >= deadline) {
+        if (clock_mono_us() >= deadline) {
             kill(-pid, SIGKILL);
             waitpid(pid, &status, 0);
             log_msg(LOG_LEVEL_ERROR, "alert-command: still running after %llums, killed",
@@ -192,7 +193,7 @@ int comp_alert_check(comp_alerts_t *a, int kind, const char *subject, int active
                 comp_alert_name(kind), subject);
         return 0;
     }
-    uint64_t now = comp_mono_us();
+    uint64_t now = clock_mono_us();
     int ran = 0;
     if (active) {
         uint64_t min_us = a->cfg->alert_min_interval_ms * 1000u;

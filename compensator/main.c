@@ -49,6 +49,7 @@
 #include "compensator/stats.h"
 #include "compensator/stop.h"
 #include "db/conn.h"
+#include "base/clock.h"
 
 #define PROGRAM     "hourglass-compensator"
 #define EXIT_CONFIG CFG_EXIT_CONFIG /* a usage or configuration error */
@@ -101,9 +102,9 @@ static void free_monitor(void *s)
 /* One run of a layer, recorded in comp_stats. */
 static comp_run_outcome_t run_once(runner_t *r, char *err, size_t errlen)
 {
-    uint64_t t0 = comp_mono_us();
+    uint64_t t0 = clock_mono_us();
     comp_run_outcome_t o = r->run(r->state, err, errlen);
-    comp_stats_run_end(r->layer, o, comp_mono_us() - t0, err);
+    comp_stats_run_end(r->layer, o, clock_mono_us() - t0, err);
     return o;
 }
 

@@ -6,6 +6,7 @@
 #endif
 
 #include "compensator/stats.h"
+#include "base/clock.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -38,7 +39,7 @@ void comp_stats_run_end(int layer, comp_run_outcome_t outcome, uint64_t duration
     comp_layer_stats_t *l = &comp_stats.layer[layer];
     comp_count(&l->runs[outcome], 1);
     atomic_store_explicit(&l->last_duration_us, duration_us, memory_order_relaxed);
-    atomic_store_explicit(&l->last_end_ms, comp_wall_ms(), memory_order_relaxed);
+    atomic_store_explicit(&l->last_end_ms, clock_wall_ms(), memory_order_relaxed);
     atomic_store_explicit(&l->last_outcome, (int)outcome, memory_order_relaxed);
     if (outcome == COMP_RUN_FAILED)
         comp_count(&l->consecutive_failures, 1);
@@ -55,18 +56,4 @@ void comp_stats_last_error(int layer, char *buf, size_t len)
     pthread_mutex_lock(&l->error_lock);
     snprintf(buf, len, "%s", l->last_error);
     pthread_mutex_unlock(&l->error_lock);
-}
-
-uint64_t comp_wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-uint64_t comp_mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }

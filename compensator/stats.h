@@ -124,8 +124,4 @@ static inline int64_t comp_gauge_get(atomic_int_fast64_t *g)
     return atomic_load_explicit(g, memory_order_relaxed);
 }
 
-/* Clocks: wall-clock ms since the epoch, monotonic µs. */
-uint64_t comp_wall_ms(void);
-uint64_t comp_mono_us(void);
-
 #endif

@@ -86,7 +86,6 @@ typedef struct console {
     session_t sessions[CONSOLE_MAX_SESSIONS];
 } console_t;
 
-uint64_t console_now_ms(void);
 
 /* ---- session.c ---- */
 

@@ -49,6 +49,7 @@
 #include "base/alloc.h"
 #include "base/json.h"
 #include "common/log.h"
+#include "base/clock.h"
 
 #define JOBS_KEPT        32
 #define JOBS_RUNNING_MAX 4
@@ -202,7 +203,7 @@ static void *job_main(void *arg)
     }
     hg_reply_free(reply);
     hg_client_close(j->client);
-    uint64_t ended = console_now_ms();
+    uint64_t ended = clock_wall_ms();
     if (state == JOB_DONE)
         log_info("audit: user=%s from=%s %s %s=%lld (job %u, %llu ms)", j->user, j->peer, j->spec.audit,
                  j->spec.result_key, result, j->id, (unsigned long long)(ended - j->started_ms));
@@ -315,7 +316,7 @@ void job_start(request_t *r, const job_spec_t *spec)
     console_peer(r, j->peer, sizeof j->peer);
     j->client = client;
     j->id = ++t->next_id;
-    j->started_ms = console_now_ms();
+    j->started_ms = clock_wall_ms();
     j->state = JOB_RUNNING;
     hg_client_set_stop_fd(client, t->stop_pipe[0]);
     int rc = pthread_create(&j->thread, NULL, job_main, j);

@@ -15,6 +15,7 @@
 #endif
 
 #include "console/console.h"
+#include "base/clock.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -76,9 +77,7 @@ int metrics_url_parse(const char *url, metrics_url_t *u, char *err, size_t errle
 
 static long long now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (long long)clock_mono_ms();
 }
 
 /* Set fd's send and receive timeouts to what is left until deadline; 0, or

@@ -41,6 +41,7 @@
 #include "base/alloc.h"
 #include "base/json.h"
 #include "common/log.h"
+#include "base/clock.h"
 
 #define SAMPLER_MAX_BUCKETS       40
 #define SAMPLER_HEAD_LAG_ALERT_MS 10000
@@ -167,7 +168,7 @@ static void set_busy(sampler_t *s, const char *what)
 {
     pthread_mutex_lock(&s->lock);
     s->busy_on = what;
-    s->busy_since_ms = console_now_ms();
+    s->busy_since_ms = clock_wall_ms();
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -218,7 +219,7 @@ static void take_sample(sampler_t *s)
     size_t nbuckets = 0;
 
     memset(&x, 0, sizeof x);
-    x.t_ms = console_now_ms();
+    x.t_ms = clock_wall_ms();
     x.pending = x.overdue = -1;
 
     set_busy(s, "the broker (INFO)");
@@ -394,7 +395,7 @@ static void overview_json(const sampler_t *s, buf_t *out)
     json_t j;
     const sample_t *last = s->count > 0 ? at(s, s->count - 1) : NULL;
     const char *info = s->info;
-    uint64_t now = console_now_ms();
+    uint64_t now = clock_wall_ms();
     uint64_t busy_ms = s->busy_on != NULL && now > s->busy_since_ms ? now - s->busy_since_ms : 0;
 
     json_init(&j, out);

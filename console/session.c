@@ -35,15 +35,9 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "base/clock.h"
 
 #define LOGIN_READ_TIMEOUT_MIN_MS 6000u /* above the broker's longest failure delay, 5 s */
-
-uint64_t console_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static int random_token(char *out)
 {
@@ -146,7 +140,7 @@ void console_client_opts(const console_t *c, hg_client_opts_t *opts)
 
 static session_t *free_slot(console_t *c)
 {
-    uint64_t now = console_now_ms();
+    uint64_t now = clock_wall_ms();
     for (size_t i = 0; i < CONSOLE_MAX_SESSIONS; i++) {
         session_t *s = &c->sessions[i];
         if (s->used && now - s->last_used_ms > (uint64_t)c->cfg->session_ttl_ms)
@@ -230,7 +224,7 @@ session_t *session_login(console_t *c, const char *user, const char *password, i
     s->roles = roles;
     s->no_users = no_users;
     s->client = client;
-    s->created_ms = s->last_used_ms = console_now_ms();
+    s->created_ms = s->last_used_ms = clock_wall_ms();
     return s;
 }
 
@@ -250,7 +244,7 @@ session_t *session_find(console_t *c, const char *cookie_header)
             return NULL;
         memcpy(token, p, n);
         token[n] = '\0';
-        uint64_t now = console_now_ms();
+        uint64_t now = clock_wall_ms();
         for (size_t i = 0; i < CONSOLE_MAX_SESSIONS; i++) {
             session_t *s = &c->sessions[i];
             if (s->used && session_token_equal(s->token, token)) {

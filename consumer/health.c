@@ -4,6 +4,7 @@
  * the first failure since then — and the last failure's reason.
  */
 #include "consumer/health.h"
+#include "base/clock.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -19,9 +20,7 @@ static char reason_text[400];
 
 static uint64_t mono_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u + 1; /* never 0 */
+    return clock_mono_ms() + 1; /* never 0 */
 }
 
 void health_cancel_ok(void)

@@ -59,6 +59,7 @@
 #include "common/prom.h"
 #include "consumer/consumer_config.h"
 #include "consumer/health.h"
+#include "base/clock.h"
 
 /* ------------------------------------------------------------------ metrics */
 
@@ -159,13 +160,6 @@ typedef struct app {
     hg_order_db **dbs; /* one per worker, opened by that worker */
 } app_t;
 
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* A cancel failed: tell /healthz when the cause is MariaDB itself (it cannot
  * be reached, the connection broke, or the set-up is wrong: access denied, a
  * missing GRANT or table — with the fix), not one order's bad luck (a
@@ -263,7 +257,7 @@ static hg_outcome_t settle(const hg_message_t *msg, uint64_t order_id, hg_order_
 static hg_outcome_t handle_message(const hg_message_t *msg, char *reason, size_t reason_size, void *arg)
 {
     app_t *app = arg;
-    uint64_t t0 = mono_us(), order_id;
+    uint64_t t0 = clock_mono_us(), order_id;
     hg_order_error_t err;
     hg_order_outcome_t outcome;
     hg_order_db *db;
@@ -282,7 +276,7 @@ static hg_outcome_t handle_message(const hg_message_t *msg, char *reason, size_t
         else
             note_database_failure(&err, reason);
     }
-    observe_latency(mono_us() - t0);
+    observe_latency(clock_mono_us() - t0);
     return r;
 }
 
@@ -291,7 +285,7 @@ static hg_outcome_t handle_message(const hg_message_t *msg, char *reason, size_t
 static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
 {
     app_t *app = arg;
-    uint64_t t0 = mono_us();
+    uint64_t t0 = clock_mono_us();
     int worker = items[0].msg.worker;
     hg_order_batch_item_t *orders = xcalloc(n, sizeof *orders);
     size_t *of = xmalloc(n * sizeof *of), m = 0;
@@ -318,7 +312,7 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
         atomic_fetch_add_explicit(&counters.transactions, st.transactions, memory_order_relaxed);
         atomic_fetch_add_explicit(&counters.splits, st.splits, memory_order_relaxed);
     }
-    uint64_t elapsed = mono_us() - t0;
+    uint64_t elapsed = clock_mono_us() - t0;
     for (size_t i = 0; i < n; i++) /* every message waited for the whole batch */
         observe_latency(elapsed);
     /* /healthz: one definite outcome means MariaDB works; else the first

@@ -13,6 +13,7 @@
  */
 #include "levels/sched.h"
 #include "base/alloc.h"
+#include "base/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,9 +31,7 @@ struct sched {
 uint64_t sched_wall_clock(void *ctx)
 {
     (void)ctx;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return clock_wall_ms();
 }
 
 sched_t *sched_new(store_t *s, sched_clock_fn clock, void *clock_ctx)

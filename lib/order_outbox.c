@@ -31,6 +31,7 @@
 #include "lib/order_sql.h"
 
 #include "include/hourglass/hourglass.h"
+#include "base/clock.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -38,13 +39,6 @@
 #include <time.h>
 
 #include <errmsg.h>
-
-static uint64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 struct st_mysql *hg_order_db_mysql(hg_order_db *db, hg_order_error_t *err)
 {
@@ -118,7 +112,7 @@ int hg_order_timeout_send(struct hg_client *client, const char *topic, uint64_t 
         return HG_ERR_ARG;
     char id[24];
     int len = snprintf(id, sizeof id, "%" PRIu64, order_id);
-    uint64_t now = wall_ms();
+    uint64_t now = clock_wall_ms();
     hg_delay_t delay = expire_at_ms > now ? hg_delay_ms(expire_at_ms - now) : hg_delay_none();
     /* DEDUP: a resend, or the relay racing this send, never puts a second
      * timeout message of the order in flight. */

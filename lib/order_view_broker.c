@@ -25,6 +25,7 @@
 #include "base/buf.h"
 #include "base/json.h"
 #include "include/hourglass/hourglass.h"
+#include "base/clock.h"
 
 
 /* The first group copy in state s, or NULL. */
@@ -39,10 +40,8 @@ static const hg_msg_group_t *group_in(const hg_msg_info_t *info, hg_msg_state_t 
 /* "in 3m05s" / "3m05s ago" for a wall-clock time, into buf. */
 static const char *when(uint64_t ms, char *buf, size_t len)
 {
-    struct timespec ts;
     char age[32];
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    int64_t now = (int64_t)clock_wall_ms();
     int64_t d = (int64_t)ms - now;
     hg_order_age_text(d < 0 ? -d : d, age, sizeof age);
     snprintf(buf, len, d >= 0 ? "in %s" : "%s ago", age);

@@ -44,6 +44,7 @@
 #include "lib/wire.h"
 
 #include "base/alloc.h"
+#include "base/clock.h"
 
 #include <amqp_tcp_socket.h>
 #include <errno.h>
@@ -57,9 +58,7 @@
 
 uint64_t rmq_wall_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return clock_wall_ms();
 }
 
 void rmq_new_id(char id[HG_ID_MAX])

@@ -13,6 +13,7 @@
 #endif
 
 #include "lib/wire.h"
+#include "base/clock.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -23,9 +24,7 @@
 
 uint64_t wire_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return clock_mono_ms();
 }
 
 int wire_poll_ms(uint64_t deadline)
