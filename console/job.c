@@ -67,8 +67,9 @@ typedef struct job {
     struct console_jobs *table;
     char user[CONSOLE_USER_MAX];
     char peer[64];
-    uint64_t started_ms, ended_ms;
-    hg_client_t *client; /* the thread's until it ends */
+    uint64_t started_ms, ended_ms; /* wall clock, for people */
+    uint64_t started_mono;         /* for the duration logged */
+    hg_client_t *client;           /* the thread's until it ends */
     pthread_t thread;
     int joined;
     /* written by the thread once, at the end, under the table's mutex */
@@ -193,8 +194,8 @@ static void *job_main(void *arg)
         state = JOB_STOPPED;
         status = 503;
         snprintf(error, sizeof error,
-                 "the console stopped while the broker ran it; the broker finishes it on its own (its audit log "
-                 "has the outcome)");
+                 "the console stopped while it waited on the broker; a command the broker had runs to its end "
+                 "there (the broker's audit log has the outcome)");
     } else {
         const char *msg = hg_client_errmsg(j->client);
         state = JOB_FAILED;
@@ -204,12 +205,13 @@ static void *job_main(void *arg)
     hg_reply_free(reply);
     hg_client_close(j->client);
     uint64_t ended = clock_wall_ms();
+    unsigned long long took = (unsigned long long)(clock_mono_ms() - j->started_mono);
     if (state == JOB_DONE)
         log_info("audit: user=%s from=%s %s %s=%lld (job %u, %llu ms)", j->user, j->peer, j->spec.audit,
-                 j->spec.result_key, result, j->id, (unsigned long long)(ended - j->started_ms));
+                 j->spec.result_key, result, j->id, took);
     else
         log_info("audit: user=%s from=%s %s %s: %s (job %u, %llu ms)", j->user, j->peer, j->spec.audit,
-                 state_name(state), error, j->id, (unsigned long long)(ended - j->started_ms));
+                 state_name(state), error, j->id, took);
 
     console_jobs_t *t = j->table;
     pthread_mutex_lock(&t->lock);
@@ -317,6 +319,7 @@ void job_start(request_t *r, const job_spec_t *spec)
     j->client = client;
     j->id = ++t->next_id;
     j->started_ms = clock_wall_ms();
+    j->started_mono = clock_mono_ms();
     j->state = JOB_RUNNING;
     hg_client_set_stop_fd(client, t->stop_pipe[0]);
     int rc = pthread_create(&j->thread, NULL, job_main, j);

@@ -202,7 +202,8 @@ void hg_client_close(hg_client_t *c);
  * shared), not yet connected: its first command connects and logs in, as a
  * reconnect of c would. For a second connection as the same user without
  * holding the password, e.g. a command run on a thread of its own (a client
- * belongs to one thread at a time). c is only read. Returns HG_OK and *out
+ * belongs to one thread at a time). c is only read; the clone gets the read
+ * timeout in force on c, not its stop fd. Returns HG_OK and *out
  * (free with hg_client_close), or HG_ERR_UNSUPPORTED for an AMQP client,
  * HG_ERR_ARG for a NULL argument, with err (may be NULL). */
 hg_err_t hg_client_clone(const hg_client_t *c, hg_client_t **out, hg_error_t *err);
