@@ -608,10 +608,26 @@ static void backup_start(request_t *r)
     hg_reply_free(rep);
 }
 
+/* The broker does not answer (sampler_broker_silent): 503 at once, rather
+ * than waiting broker-timeout for nothing while every other request waits
+ * behind this one. Returns 1 when it replied. */
+static int broker_silent(request_t *r)
+{
+    uint64_t for_ms;
+    if (!sampler_broker_silent(r->c->sampler, &for_ms))
+        return 0;
+    http_error(r, 503,
+               "the broker has not answered for %.1f s: its pages answer again once it does (the overview says "
+               "when); the overview and the order pages work meanwhile",
+               for_ms / 1e3);
+    return 1;
+}
+
 int api_broker(request_t *r)
 {
     if (r->nparts == 1 && strcmp(r->parts[0], "backup") == 0 && r->is_post) {
-        backup_start(r);
+        if (!broker_silent(r))
+            backup_start(r);
         return 1;
     }
     if (r->nparts == 1 && strcmp(r->parts[0], "overview") == 0 && !r->is_post) {
@@ -621,11 +637,12 @@ int api_broker(request_t *r)
         buf_free(&b);
         return 1;
     }
-    if (r->nparts >= 1 && strcmp(r->parts[0], "dlq") == 0)
-        return api_dlq(r);
-    if (r->nparts >= 1 && strcmp(r->parts[0], "topics") == 0)
-        return api_topics(r);
-    if (r->nparts >= 1 && strcmp(r->parts[0], "msg") == 0)
-        return api_msg(r);
+    static const struct {
+        const char *family;
+        int (*route)(request_t *);
+    } families[] = { { "dlq", api_dlq }, { "topics", api_topics }, { "msg", api_msg } };
+    for (size_t i = 0; r->nparts >= 1 && i < sizeof families / sizeof families[0]; i++)
+        if (strcmp(r->parts[0], families[i].family) == 0)
+            return broker_silent(r) || families[i].route(r);
     return 0;
 }

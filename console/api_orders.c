@@ -10,7 +10,12 @@
  *   POST /api/orders/{id}/cancel    [reason=R, default manual]: the idempotent
  *                                   cancel; {"outcome":…,"order":view}
  *
- * The broker is asked (FIND) on the session's connection, as the user.
+ * The broker is asked (FIND) on the session's connection, as the user —
+ * but not while it does not answer (sampler_broker_silent), and not for the
+ * rest of a page once it failed to answer for one order: a hung broker
+ * costs a page of 50 overdue orders at most one broker-timeout, not fifty,
+ * and the views say why they lack the broker's half. These pages are the
+ * way to cancel by hand when the message path is down.
  * Threads: the event loop's only.
  */
 #ifdef HAVE_CONFIG_H
@@ -29,6 +34,41 @@
 
 #define ORDERS_PAGE_DEFAULT 50
 #define ORDERS_MAX_ITEMS    256
+
+/* The order view's broker half for one request: the session's client, or
+ * NULL with why once the broker is known not to answer. */
+typedef struct broker_half {
+    hg_client_t *client;
+    char why[200];
+} broker_half_t;
+
+static void broker_half_init(request_t *r, broker_half_t *h)
+{
+    uint64_t for_ms;
+    h->client = r->s->client;
+    h->why[0] = '\0';
+    if (sampler_broker_silent(r->c->sampler, &for_ms)) {
+        h->client = NULL;
+        snprintf(h->why, sizeof h->why, "not asked: the broker has not answered for %.1f s", for_ms / 1e3);
+    }
+}
+
+/* hg_order_explain with h's client; after a failure to reach the broker
+ * (no answer, a lost connection), the rest of the request goes without it. */
+static void explain(request_t *r, broker_half_t *h, const hg_order_info_t *order, hg_order_view_t *v)
+{
+    hg_order_explain(h->client, r->c->cfg->order_topic, order, v);
+    if (h->client == NULL) { /* the verdict again, with the reason instead of "no broker connection" */
+        snprintf(v->broker_error, sizeof v->broker_error, "%s", h->why);
+        hg_order_late_classify(v);
+        return;
+    }
+    hg_err_t e = hg_client_errcode(h->client);
+    if (!v->broker_known && (e == HG_ERR_TIMEOUT || e == HG_ERR_IO || e == HG_ERR_CONNECT)) {
+        h->client = NULL;
+        snprintf(h->why, sizeof h->why, "not asked: the broker did not answer for order %" PRIu64, order->id);
+    }
+}
 
 static void overdue(request_t *r)
 {
@@ -54,6 +94,8 @@ static void overdue(request_t *r)
         }
     }
     hg_order_info_t *rows = xcalloc((size_t)limit, sizeof *rows);
+    broker_half_t half;
+    broker_half_init(r, &half);
     if (hg_order_overdue(r->c->db, older_ms, after, (size_t)limit, rows, &n, next, &err) < 0) {
         http_error(r, err.code == 0 ? 400 : 503, "%s", err.message);
         free(rows);
@@ -63,7 +105,7 @@ static void overdue(request_t *r)
     buf_append_str(&b, "{\"orders\":[");
     for (size_t i = 0; i < n; i++) {
         hg_order_view_t v;
-        hg_order_explain(r->s->client, r->c->cfg->order_topic, &rows[i], &v);
+        explain(r, &half, &rows[i], &v);
         char *js = hg_order_view_json(&v, NULL, 0);
         buf_printf(&b, "%s%s", i > 0 ? "," : "", js);
         free(js);
@@ -93,7 +135,9 @@ static int order_json(request_t *r, uint64_t id, const char *outcome, buf_t *b)
         http_error(r, 503, "order %" PRIu64 ": %s", id, err.message);
     if (found > 0) {
         hg_order_view_t v;
-        hg_order_explain(r->s->client, r->c->cfg->order_topic, &info, &v);
+        broker_half_t half;
+        broker_half_init(r, &half);
+        explain(r, &half, &info, &v);
         char *js = hg_order_view_json(&v, items, nitems);
         if (outcome != NULL)
             buf_printf(b, "{\"outcome\":\"%s\",\"order\":%s}", outcome, js);

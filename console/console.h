@@ -178,6 +178,14 @@ void sampler_free(sampler_t *s);
  * loop thread. */
 void sampler_overview_json(sampler_t *s, buf_t *out);
 
+/* 1 when the broker does not answer: the sampler's last INFO took the whole
+ * broker-timeout and failed, or the one in flight has waited that long;
+ * *for_ms since when. A request would wait as long for nothing, so the
+ * broker's pages answer 503 at once meanwhile, and the order pages leave
+ * the broker out. A broker that refuses connections is not silent (a
+ * request fails at once anyway). Never waits. */
+int sampler_broker_silent(sampler_t *s, uint64_t *for_ms);
+
 /* ---- metrics_get.c ---- */
 
 typedef struct metrics_url {

@@ -44,6 +44,7 @@
 #include "base/clock.h"
 
 #define SAMPLER_MAX_BUCKETS       40
+#define BUSY_BROKER_INFO          "the broker (INFO)"
 #define SAMPLER_HEAD_LAG_ALERT_MS 10000
 
 typedef struct sample {
@@ -82,6 +83,7 @@ struct sampler {
     compensator_status_t compensator; /* of the last sample */
     const char *busy_on;              /* what the thread waits on now, or NULL between samples */
     uint64_t busy_since_ms;
+    uint64_t broker_silent_since_ms; /* the broker let the sampler's INFO time out since then; 0: it answers */
 };
 
 /* The value of "key:" in INFO text (NUL-terminated; NULL: none), or NULL;
@@ -222,7 +224,8 @@ static void take_sample(sampler_t *s)
     x.t_ms = clock_wall_ms();
     x.pending = x.overdue = -1;
 
-    set_busy(s, "the broker (INFO)");
+    set_busy(s, BUSY_BROKER_INFO);
+    uint64_t info_t0 = clock_mono_ms();
     hg_client_t *client = broker_client(s, broker_error, sizeof broker_error);
     if (client != NULL) {
         const char *argv[2] = { "INFO", "everything" };
@@ -255,6 +258,10 @@ static void take_sample(sampler_t *s)
         hg_reply_free(r);
     }
 
+    /* a failure that took the whole broker-timeout: the broker is there but does not answer (hung, stopped,
+     * a partition); one that came at once (refused) is not silence */
+    int silent = !x.broker_ok && clock_mono_ms() - info_t0 >= (uint64_t)cfg->broker_timeout_ms;
+
     set_busy(s, "the database (order counts)");
     hg_order_db *db = order_db(s, db_error, sizeof db_error);
     uint64_t pending, overdue;
@@ -280,6 +287,10 @@ static void take_sample(sampler_t *s)
     free(s->info);
     s->info = info != NULL ? info : xstrdup("");
     snprintf(s->broker_error, sizeof s->broker_error, "%s", broker_error);
+    if (!silent)
+        s->broker_silent_since_ms = 0;
+    else if (s->broker_silent_since_ms == 0)
+        s->broker_silent_since_ms = x.t_ms;
     snprintf(s->db_error, sizeof s->db_error, "%s", db_error);
     if (x.broker_ok) {
         memcpy(s->buckets, buckets, nbuckets * sizeof buckets[0]);
@@ -389,6 +400,29 @@ static void alert(json_t *j, const char *severity, const char *fmt, ...)
     json_object_close(j);
 }
 
+/* Since when the broker has not answered (the lock held): its last INFO
+ * timed out, or the INFO in flight has waited broker-timeout; 0 when it
+ * answers. */
+static uint64_t silent_since(const sampler_t *s, uint64_t now)
+{
+    if (s->broker_silent_since_ms != 0)
+        return s->broker_silent_since_ms;
+    if (s->busy_on != NULL && strcmp(s->busy_on, BUSY_BROKER_INFO) == 0 &&
+        now >= s->busy_since_ms + (uint64_t)s->c->cfg->broker_timeout_ms)
+        return s->busy_since_ms;
+    return 0;
+}
+
+int sampler_broker_silent(sampler_t *s, uint64_t *for_ms)
+{
+    uint64_t now = clock_wall_ms();
+    pthread_mutex_lock(&s->lock);
+    uint64_t since = silent_since(s, now);
+    pthread_mutex_unlock(&s->lock);
+    *for_ms = since != 0 && now > since ? now - since : 0;
+    return since != 0;
+}
+
 /* The overview document of what is published (the lock held). */
 static void overview_json(const sampler_t *s, buf_t *out)
 {
@@ -417,6 +451,12 @@ static void overview_json(const sampler_t *s, buf_t *out)
     json_kbool(&j, "ok", last != NULL && last->broker_ok);
     json_kstr(&j, "error", s->broker_error[0] ? s->broker_error : NULL);
     json_kstr(&j, "uri", s->c->cfg->uri);
+    uint64_t silent = silent_since(s, now);
+    json_key(&j, "silent_ms"); /* how long it has not answered (null: it answers) */
+    if (silent != 0)
+        json_uint(&j, now > silent ? now - silent : 0);
+    else
+        json_null(&j);
     json_object_close(&j);
     json_key(&j, "db");
     json_object_open(&j);

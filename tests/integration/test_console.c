@@ -32,6 +32,12 @@
  *                    (SIGSTOP): the sampler (its own thread and handle) waits
  *                    on it, while the overview, the broker's pages and the
  *                    session answer at once; SIGCONT: it catches up
+ *   broker stall     tests/console/test_broker_stall.py: the broker
+ *                    stopped (SIGSTOP): once the sampler has waited
+ *                    broker-timeout on it, the broker's pages answer 503
+ *                    at once, the overdue orders answer at once without
+ *                    the broker's half (saying why), an overdue order is
+ *                    cancelled by hand; SIGCONT: all answer again
  *   jobs             tests/console/test_jobs.py: the broker stopped
  *                    (SIGSTOP): a purge is answered 202 at once and runs
  *                    as a job while the session, the page, the overview
@@ -508,6 +514,13 @@ static void test_stall(void)
     TU_CHECK(rc == 0, "tests/console/test_stall.py exited %d (its output above says what failed)", rc);
 }
 
+static void test_broker_stall(void)
+{
+    int rc = run_script("test_broker_stall.py", &console, "http", NULL);
+    kill(env.broker.pid, SIGCONT); /* whatever the script did or did not do */
+    TU_CHECK(rc == 0, "tests/console/test_broker_stall.py exited %d (its output above says what failed)", rc);
+}
+
 static void test_jobs(void)
 {
     int rc = run_script("test_jobs.py", &console, "http", NULL);
@@ -660,6 +673,8 @@ static const tu_test_t console_tests[] = {
     { "api: every endpoint, refusals, DLQ, manual cancel, audit", test_api },
     { "browser: login, overview, requeue, find, manual cancel, screenshots", test_browser },
     { "stall: MariaDB stopped (SIGSTOP): the overview and the broker's pages answer at once", test_stall },
+    { "broker stall: the broker stopped (SIGSTOP): its pages 503 at once, the order pages and a manual cancel work",
+      test_broker_stall },
     { "jobs: DLQ … ALL and a purge run off the loop: the broker stopped, every page answers; four at most", test_jobs },
     { "https: the console over https, in front of a TLS-only broker; SIGHUP reloads the certificate", test_https },
     { "config: sampler-user needs its password file, tls-* keys a TLS uri, https both files", test_config },
