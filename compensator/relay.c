@@ -5,7 +5,16 @@
  * transactions) and an hg_client_t to the broker, opened lazily and kept;
  * libhourglass reconnects it when the broker comes back.
  *
- * The "mark sent" statement has relay-batch placeholders
+ * No row lock is held across a broker call: a batch is claimed in one short
+ * transaction (locked with SKIP LOCKED, leased by moving next_attempt_at
+ * past the longest the sends can take, committed), sent with nothing
+ * locked, and its outcome written in a second short transaction (only rows
+ * still 'new': a payment or a cancel meanwhile wins). So a broker that
+ * hangs never makes a payment or a cancel wait on the relay's locks. A
+ * relay that dies between the two leaves its rows 'new' and leased: sent
+ * again when the lease ends, SEND … DEDUP making that harmless.
+ *
+ * The lease and "mark sent" statements have relay-batch placeholders
  * (order_id IN (?, ?, …)); a shorter list is padded by repeating an id, so
  * one prepared statement serves every batch.
  */
@@ -25,6 +34,7 @@
 #include "base/alloc.h"
 #include "common/log.h"
 #include "compensator/stop.h"
+#include "db/keys.h"
 #include "db/conn.h"
 
 #define LAST_ERROR_MAX 255 /* order_timeout_msg.last_error VARCHAR(255) */
@@ -45,7 +55,9 @@ struct comp_relay {
     hg_backoff_t backoff;
     size_t batch;
     char *sent_sql;
-    db_stmt_t select_tie_stmt, select_after_stmt, sent_stmt, fail_stmt;
+    char *lease_sql;
+    uint64_t lease_us; /* longer than a batch's sends can take: the broker timeouts, twice, and a second */
+    db_stmt_t select_tie_stmt, select_after_stmt, lease_stmt, sent_stmt, fail_stmt;
     relay_row_t *rows;
     hg_send_item_t *items;
     uint64_t *sent_ids;
@@ -75,22 +87,37 @@ static const char select_after_sql[] =
 
 static const char fail_sql[] =
     "UPDATE order_timeout_msg SET attempts = attempts + 1, next_attempt_at = NOW(6) + INTERVAL ? MICROSECOND,"
-    " last_error = ? WHERE order_id = ?";
+    " last_error = ? WHERE order_id = ? AND status = 'new'";
+
+/* "head(?, ?, …)" with n placeholders and the closing parenthesis. */
+static char *in_list_sql(const char *head, size_t n)
+{
+    size_t len = strlen(head) + n * 3 + 2;
+    char *sql = xmalloc(len);
+    size_t at = (size_t)snprintf(sql, len, "%s", head);
+    for (size_t i = 0; i < n; i++)
+        at += (size_t)snprintf(sql + at, len - at, i == 0 ? "?" : ",?");
+    snprintf(sql + at, len - at, ")");
+    return sql;
+}
 
 comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_t *params)
 {
     comp_relay_t *r = xcalloc(1, sizeof *r);
     r->cfg = cfg;
-    r->db = db_conn_new(params, "relay", DB_AUTOCOMMIT | DB_READ_COMMITTED);
+    /* Its transactions last milliseconds (none spans a broker call), so the
+     * idle-transaction bound of the cancel connections applies here too. */
+    hg_order_db_params_t p = *params;
+    p.idle_transaction_timeout_s = db_keys_seconds(cfg->mysql_idle_transaction_timeout_ms);
+    r->db = db_conn_new(&p, "relay", DB_AUTOCOMMIT | DB_READ_COMMITTED);
     r->batch = (size_t)cfg->relay_batch;
 
     hg_client_opts_init(&r->client_opts);
     r->client_opts.connect_timeout_ms = (uint32_t)cfg->broker_connect_timeout_ms;
     r->client_opts.read_timeout_ms = (uint32_t)cfg->broker_timeout_ms;
     comp_config_client_credentials(cfg, &r->client_opts);
-    /* One quick retry, not the default 5 with backoff: the rows stay locked
-     * while we wait, and the next round (with the rows' own backoff) is the
-     * real retry. */
+    /* One quick retry, not the default 5 with backoff: the batch waits, and
+     * the next round (with the rows' own backoff) is the real retry. */
     r->client_opts.reconnect = 1;
     r->client_opts.reconnect_backoff.base_ms = 100;
     r->client_opts.reconnect_backoff.cap_ms = 100;
@@ -104,25 +131,23 @@ comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_
     r->backoff.attempts = 0;
     r->backoff.jitter = cfg->relay_backoff_jitter;
 
-    /* "… WHERE status = 'new' AND order_id IN (?, ?, …)" with batch placeholders. */
-    static const char head[] =
-        "UPDATE order_timeout_msg SET status = 'sent', attempts = attempts + 1, last_error = NULL"
-        " WHERE status = 'new' AND order_id IN (";
-    size_t len = sizeof head + r->batch * 3 + 2;
-    r->sent_sql = xmalloc(len);
-    size_t n = (size_t)snprintf(r->sent_sql, len, "%s", head);
-    for (size_t i = 0; i < r->batch; i++)
-        n += (size_t)snprintf(r->sent_sql + n, len - n, i == 0 ? "?" : ",?");
-    snprintf(r->sent_sql + n, len - n, ")");
+    r->sent_sql = in_list_sql("UPDATE order_timeout_msg SET status = 'sent', attempts = attempts + 1, last_error = NULL"
+                              " WHERE status = 'new' AND order_id IN (",
+                              r->batch);
+    r->lease_sql = in_list_sql("UPDATE order_timeout_msg SET next_attempt_at = NOW(6) + INTERVAL ? MICROSECOND"
+                               " WHERE status = 'new' AND order_id IN (",
+                               r->batch);
+    r->lease_us = (2u * ((uint64_t)cfg->broker_connect_timeout_ms + (uint64_t)cfg->broker_timeout_ms) + 1000u) * 1000u;
 
     r->select_tie_stmt = (db_stmt_t){ "relay-select-tie", select_tie_sql, 0, NULL };
     r->select_after_stmt = (db_stmt_t){ "relay-select-after", select_after_sql, 0, NULL };
+    r->lease_stmt = (db_stmt_t){ "relay-lease", r->lease_sql, 0, NULL };
     r->sent_stmt = (db_stmt_t){ "relay-mark-sent", r->sent_sql, 0, NULL };
     r->fail_stmt = (db_stmt_t){ "relay-mark-failed", fail_sql, 0, NULL };
     r->rows = xcalloc(r->batch, sizeof *r->rows);
     r->items = xcalloc(r->batch, sizeof *r->items);
     r->sent_ids = xcalloc(r->batch, sizeof *r->sent_ids);
-    r->sent_params = xcalloc(r->batch, sizeof *r->sent_params);
+    r->sent_params = xcalloc(r->batch + 1, sizeof *r->sent_params); /* the lease's interval first */
     return r;
 }
 
@@ -133,6 +158,7 @@ void comp_relay_free(comp_relay_t *r)
     hg_client_close(r->client);
     db_conn_free(r->db);
     free(r->sent_sql);
+    free(r->lease_sql);
     free(r->rows);
     free(r->items);
     free(r->sent_ids);
@@ -228,17 +254,23 @@ static int mark_failed(comp_relay_t *r, const relay_row_t *row, const char *caus
     return db_exec(r->db, &r->fail_stmt, params, 3, NULL, err) != NULL ? 0 : -1;
 }
 
-static int mark_sent(comp_relay_t *r, size_t count, hg_order_error_t *err)
+/* Run stmt (… order_id IN (batch placeholders)) over ids[0..count), the
+ * list padded with ids[0]; with lead (not NULL) bound first. */
+static int exec_in_list(comp_relay_t *r, db_stmt_t *stmt, const uint64_t *lead, const uint64_t *ids, size_t count,
+                        hg_order_error_t *err)
 {
+    size_t k = 0;
+    if (lead != NULL)
+        db_bind_u64(&r->sent_params[k++], (uint64_t *)lead);
     for (size_t i = 0; i < r->batch; i++)
-        db_bind_u64(&r->sent_params[i], &r->sent_ids[i < count ? i : 0]);
-    return db_exec(r->db, &r->sent_stmt, r->sent_params, r->batch, NULL, err) != NULL ? 0 : -1;
+        db_bind_u64(&r->sent_params[k++], (uint64_t *)&ids[i < count ? i : 0]);
+    return db_exec(r->db, stmt, r->sent_params, k, NULL, err) != NULL ? 0 : -1;
 }
 
-/* One transaction. Returns the rows locked (0: nothing due), or -1 on a
- * database failure; *send_failures counts rows whose send failed. */
-static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id, uint64_t *sent,
-                        uint64_t *send_failures, char *cause, size_t causelen, hg_order_error_t *err)
+/* Claim up to a batch of due rows: lock them (SKIP LOCKED), lease them
+ * (next_attempt_at past the sends), commit. Returns the rows claimed (0:
+ * nothing due), or -1 with nothing claimed. */
+static long claim_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id, hg_order_error_t *err)
 {
     if (db_begin(r->db, err) != 0)
         return -1;
@@ -247,11 +279,29 @@ static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
         db_rollback(r->db);
         return n;
     }
+    for (long i = 0; i < n; i++)
+        r->sent_ids[i] = r->rows[i].order_id;
+    if (exec_in_list(r, &r->lease_stmt, &r->lease_us, r->sent_ids, (size_t)n, err) != 0 || db_commit(r->db, err) != 0) {
+        db_rollback(r->db);
+        return -1;
+    }
     *last_at = r->rows[n - 1].next_attempt_at;
     *last_id = r->rows[n - 1].order_id;
+    return n;
+}
+
+/* One batch: claimed (a short transaction), sent with nothing locked, its
+ * outcome written (another). Returns the rows claimed (0: nothing due), or
+ * -1 on a database failure; *send_failures counts rows whose send failed. */
+static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id, uint64_t *sent,
+                        uint64_t *send_failures, char *cause, size_t causelen, hg_order_error_t *err)
+{
+    long n = claim_batch(r, last_at, last_id, err);
+    if (n <= 0)
+        return n;
     comp_count(&comp_stats.relay_batches, 1);
 
-    /* The sends, while the rows are locked. */
+    /* The sends: the rows are leased, not locked. */
     hg_error_t open_err = { 0 };
     if (r->client == NULL && hg_client_open(r->cfg->uri, &r->client_opts, &r->client, &open_err) != HG_OK)
         r->client = NULL;
@@ -274,6 +324,8 @@ static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
     if (r->client != NULL)
         hg_send_many(r->client, r->items, (size_t)n, NULL);
 
+    if (db_begin(r->db, err) != 0)
+        return -1; /* the rows stay leased 'new': sent again when the lease ends */
     size_t ok = 0;
     for (long i = 0; i < n; i++) {
         if (r->items[i].err == HG_OK) {
@@ -288,7 +340,7 @@ static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
             return -1;
         }
     }
-    if (ok > 0 && mark_sent(r, ok, err) != 0) {
+    if (ok > 0 && exec_in_list(r, &r->sent_stmt, NULL, r->sent_ids, ok, err) != 0) {
         db_rollback(r->db);
         return -1;
     }

@@ -6,29 +6,35 @@
  * path), marking the row 'sent'. When that send failed or the service died
  * before it, the row stays 'new'; the relay sends it:
  *
- *   START TRANSACTION
- *   SELECT order_id, remaining µs to expire_at, attempts FROM order_timeout_msg
- *     WHERE status='new' AND next_attempt_at <= NOW(6)
- *       AND (next_attempt_at, order_id) after the previous batch's last row
- *     ORDER BY next_attempt_at, order_id LIMIT relay-batch
- *     FOR UPDATE SKIP LOCKED
- *   hg_send_many: SEND topic <order id> KEY <order id> DELAY <remaining ms>
- *     (no delay when expire_at has passed), pipelined
- *   sent rows:   status='sent', attempts+1, last_error NULL   (one statement)
- *   failed rows: attempts+1, next_attempt_at = NOW(6) + backoff(attempts),
- *                last_error = the cause                        (capped
- *                exponential backoff with jitter, hg_backoff_delay)
- *   COMMIT
+ *   claim, one short transaction:
+ *     SELECT order_id, remaining µs to expire_at, attempts FROM order_timeout_msg
+ *       WHERE status='new' AND next_attempt_at <= NOW(6)
+ *         AND (next_attempt_at, order_id) after the previous batch's last row
+ *       ORDER BY next_attempt_at, order_id LIMIT relay-batch
+ *       FOR UPDATE SKIP LOCKED
+ *     UPDATE … SET next_attempt_at = NOW(6) + lease WHERE status='new' AND order_id IN (…)
+ *     COMMIT
+ *   send, nothing locked:
+ *     hg_send_many: SEND topic <order id> KEY <order id> DELAY <remaining ms> DEDUP
+ *       (no delay when expire_at has passed), pipelined
+ *   record, one short transaction (rows still 'new' only):
+ *     sent rows:   status='sent', attempts+1, last_error NULL   (one statement)
+ *     failed rows: attempts+1, next_attempt_at = NOW(6) + backoff(attempts),
+ *                  last_error = the cause                        (capped
+ *                  exponential backoff with jitter, hg_backoff_delay)
+ *     COMMIT
  *
- * SKIP LOCKED lets several compensators relay at once: each locks its own
- * rows, none waits for or double-sends another's. The connection runs READ
- * COMMITTED (db/conn.h), so the locking read takes record locks only: under
- * REPEATABLE READ its gap locks would block the order service inserting new
- * outbox rows next to the batch for as long as the sends take (tested). A crash between the send
- * and the COMMIT leaves the rows 'new' and they are sent again (at least
- * once; the cancel is idempotent). The row locks are held while sending, so
- * the broker timeouts (broker-connect-timeout, broker-timeout) bound how long
- * a payment's outbox update can wait behind the relay.
+ * The lease (twice broker-connect-timeout + broker-timeout, plus a second)
+ * keeps other compensators off the batch while it is sent; SKIP LOCKED
+ * lets several claim at once, none waiting for another. No lock is held
+ * across the broker call: a payment or a cancel of an order in the batch
+ * never waits on the relay, even while the broker hangs (tested), and a
+ * row paid meanwhile stays 'done'. A crash between the send and the
+ * record leaves the rows 'new' and leased: sent again when the lease ends,
+ * which DEDUP makes harmless (at least once; the cancel is idempotent).
+ * The connection runs READ COMMITTED (db/conn.h), so the claim takes record
+ * locks only, and mysql-idle-transaction-timeout bounds a frozen relay's
+ * transaction as it does the cancel connections'.
  *
  * A round relays batches until one comes back short or a send fails.
  * Threads: the relay thread only (or main with --once).

@@ -67,8 +67,8 @@
     {                                                                                                                \
         CFG_KEY("mysql-idle-transaction-timeout", CFG_DURATION, "5s", 0, DB_KEYS_DAY_MS,                             \
                 offsetof(config_type, mysql_idle_transaction_timeout_ms),                                            \
-                "cancel connections: the server rolls back a transaction idle this long and drops the connection, "  \
-                "so a frozen process loses its row locks (whole seconds; 0: never)")                                 \
+                "cancel and relay connections: the server rolls back a transaction idle this long and drops the "    \
+                "connection, so a frozen process loses its row locks (whole seconds; 0: never)")                     \
     }
 
 /* Checks beyond the table's: mysql-socket (socket, NULL when unset), when
@@ -90,10 +90,11 @@ static inline unsigned db_keys_seconds(unsigned long long ms)
 
 /* Fill the connection fields of an hg_order_db_params_t *p from the
  * DB_KEYS_FIELDS of the config *k (p->sql is left alone).
- * idle_transaction_timeout_s is left 0: it belongs on the cancel
- * connections only (a program sets it there with db_keys_seconds of
+ * idle_transaction_timeout_s is left 0: it belongs on the connections
+ * whose transactions last milliseconds (the cancel connections, the
+ * compensator's relay: a program sets it there with db_keys_seconds of
  * mysql_idle_transaction_timeout_ms), never on one that holds a transaction
- * open across a broker call (the compensator's relay). */
+ * open across a slow call. */
 #define DB_KEYS_TO_PARAMS(k, p)                                                      \
     do {                                                                             \
         (p)->host = (k)->mysql_host;                                                 \

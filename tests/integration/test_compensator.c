@@ -761,11 +761,12 @@ static void test_broker_down_overdue(void)
     hg_order_db_close(db);
 }
 
-/* The relay holds its rows locked while it sends; it must lock only those
- * rows (READ COMMITTED: no gap locks), so the order service can go on
- * inserting outbox rows and paying orders meanwhile. The "broker" here
- * accepts connections and never answers. */
-static void test_relay_locks_only_its_rows(void)
+/* The relay holds no row lock while it sends: it leases its batch (moves
+ * next_attempt_at past the sends, committed) and sends with nothing
+ * locked, so the order service goes on inserting outbox rows and paying
+ * orders meanwhile — the orders of the batch too, whose rows a payment
+ * updates. The "broker" here accepts connections and never answers. */
+static void test_relay_holds_no_lock_while_sending(void)
 {
     unsigned f0 = CU_get_number_of_failures();
     hg_order_db *db = fresh_database("c_locks");
@@ -783,53 +784,55 @@ static void test_relay_locks_only_its_rows(void)
     char uri[64];
     snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", ntohs(a.sin_port));
     proc_t comp;
-    const char *extra[] = { "--layers",         "relay", "--uri", uri, "--broker-timeout", "2s",
+    const char *extra[] = { "--layers",         "relay", "--uri", uri, "--broker-timeout", "4s",
                             "--relay-interval", "200ms", NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "locks", "c_locks", "t_locks", extra), 0);
-    /* InnoDB refreshes INNODB_TRX only when it was not read for 100 ms:
-     * poll it slower than that, or the view never changes. */
-    long long locked = 0;
-    for (uint64_t end = tu_now_mono_ms() + 5000; tu_now_mono_ms() < end && locked < 5; sleep_ms(150))
-        locked = oe_scalarf(&env, "SELECT SUM(trx_rows_locked) FROM information_schema.INNODB_TRX");
-    BP_REQUIRE(locked >= 5, "the relay never held its 5 rows locked (%lld)", locked);
+    /* The batch is claimed when its 5 rows' next_attempt_at moved past now (committed: the lease). */
+    long long leased = 0;
+    for (uint64_t end = tu_now_mono_ms() + 10000; tu_now_mono_ms() < end && leased < 5; sleep_ms(50))
+        leased = oe_scalarf(&env, "SELECT COUNT(*) FROM c_locks.order_timeout_msg WHERE order_id <= 5 AND"
+                                  " status = 'new' AND next_attempt_at > NOW(6) + INTERVAL 5 SECOND");
+    BP_REQUIRE(leased == 5, "the relay never leased its 5 rows (%lld)", leased);
+    /* InnoDB refreshes INNODB_TRX only when it was not read for 100 ms. */
+    sleep_ms(150);
+    long long locked = oe_scalarf(&env, "SELECT COALESCE(SUM(trx_rows_locked), 0) FROM information_schema.INNODB_TRX");
 
     CU_ASSERT_EQUAL(sql_execf(env.admin, "SET SESSION innodb_lock_wait_timeout = 1"), 0);
     uint64_t t0 = tu_now_mono_ms();
     /* The order service: a new order's outbox row (into the range the relay
-     * scanned, and after it), and the payment of an order whose row is not
-     * among the relay's. */
+     * scanned), the payment of an order outside the batch, and of order 3,
+     * inside it (its outbox row is among those the relay is sending). */
     int insert_now =
         sql_execf(env.admin, "INSERT INTO c_locks.order_timeout_msg (order_id, expire_at, status, attempts,"
                              " next_attempt_at) VALUES (1001, NOW(6) + INTERVAL 10 MINUTE, 'new', 0,"
-                             " NOW(6) - INTERVAL 2 SECOND)");
-    int insert_later =
-        sql_execf(env.admin, "INSERT INTO c_locks.order_timeout_msg (order_id, expire_at, status, attempts,"
-                             " next_attempt_at) VALUES (1002, NOW(6) + INTERVAL 10 MINUTE, 'new', 0,"
-                             " NOW(6) + INTERVAL 10 SECOND)");
-    hg_order_outcome_t out = HG_ORDER_TRANSIENT;
-    int pay = hg_order_pay(db, 7, &out, NULL);
+                             " NOW(6) + INTERVAL 1 MINUTE)");
+    hg_order_outcome_t out7 = HG_ORDER_TRANSIENT, out3 = HG_ORDER_TRANSIENT;
+    int pay7 = hg_order_pay(db, 7, &out7, NULL);
+    int pay3 = hg_order_pay(db, 3, &out3, NULL);
     uint64_t ms = tu_now_mono_ms() - t0;
-    sleep_ms(150);
-    long long still_locked = oe_scalarf(&env, "SELECT SUM(trx_rows_locked) FROM information_schema.INNODB_TRX");
-    printf("\n    while the relay holds its batch (%lld row locks): two outbox inserts and a payment took %" PRIu64
-           " ms\n",
-           still_locked, ms);
+    printf("\n    while the relay sends its batch (%lld row locks held): an outbox insert and two payments, one of an "
+           "order in the batch, took %" PRIu64 " ms\n",
+           locked, ms);
+    CU_ASSERT_EQUAL(locked, 0);
     CU_ASSERT_EQUAL(insert_now, 0);
-    CU_ASSERT_EQUAL(insert_later, 0);
-    CU_ASSERT_TRUE(pay == 0 && out == HG_ORDER_PAID);
+    CU_ASSERT_TRUE(pay7 == 0 && out7 == HG_ORDER_PAID);
+    CU_ASSERT_TRUE(pay3 == 0 && out3 == HG_ORDER_PAID);
     CU_ASSERT_TRUE(ms < 900);
-    CU_ASSERT_TRUE(still_locked >= 5); /* the relay was still waiting for the broker */
     sql_execf(env.admin, "SET SESSION innodb_lock_wait_timeout = DEFAULT");
 
-    /* The sends time out: the rows get an attempt, a backoff and the cause. */
-    double failed = wait_metric(comp.metrics_port, M "relay_send_failures_total", 5, 15000);
+    /* The sends time out: the rows still 'new' get an attempt, a backoff and
+     * the cause; the paid order's row stays 'done'. */
+    double failed = wait_metric(comp.metrics_port, M "relay_send_failures_total", 5, 20000);
     CU_ASSERT_TRUE(failed >= 5);
     CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
     close(silent);
     long long marked =
         oe_scalarf(&env, "SELECT COUNT(*) FROM c_locks.order_timeout_msg WHERE order_id <= 5 AND status = 'new'"
                          " AND attempts >= 1 AND last_error IS NOT NULL");
-    CU_ASSERT_EQUAL(marked, 5);
+    CU_ASSERT_EQUAL(marked, 4);
+    CU_ASSERT_EQUAL(oe_scalarf(&env, "SELECT COUNT(*) FROM c_locks.order_timeout_msg WHERE order_id = 3 AND"
+                                     " status = 'done' AND last_error IS NULL"),
+                    1);
     hg_order_db_close(db);
 }
 
@@ -1551,7 +1554,8 @@ static const tu_test_t config_tests[] = {
 static const tu_test_t layers_tests[] = {
     { "EXPLAIN: the inspection reads the overdue range on (status, expire_at)", test_explain },
     { "(a) fast-path send failed: relay sends, consumer cancels on time", test_relay_fast_path_failed },
-    { "relay: while it sends, only its rows are locked", test_relay_locks_only_its_rows },
+    { "relay: while it sends, no row is locked; a payment of an order in its batch goes through",
+      test_relay_holds_no_lock_while_sending },
     { "(b) broker down the whole timeout: overdue layer cancels", test_broker_down_overdue },
     { "(c) message dropped from the DLQ, outbox row gone: inspection cancels", test_dlq_dropped_inspection },
     { "(d) two compensators: exactly once, stock exact, one inspector", test_two_compensators },
