@@ -226,6 +226,16 @@ static void api_login(request_t *r)
     char err[512];
     int status = 0;
     const char *user = http_param(r, "user");
+    uint64_t silent_ms;
+    if (sampler_broker_silent(r->c->sampler, &silent_ms)) { /* a login is an AUTH: it would wait for nothing */
+        log_warn("audit: login refused: user=%s: the broker has not answered for %.1f s", user != NULL ? user : "-",
+                 silent_ms / 1e3);
+        http_error(r, 503,
+                   "login refused: the broker has not answered for %.1f s, and a login is checked by the broker "
+                   "(sessions already open keep working)",
+                   silent_ms / 1e3);
+        return;
+    }
     session_t *s = session_login(r->c, user, http_param(r, "password"), &status, err, sizeof err);
     if (s == NULL) {
         log_warn("audit: login refused: user=%s: %s", user != NULL ? user : "-", err);

@@ -53,6 +53,9 @@ try:
         (st, d, _), took = timed(alice.get, path)
         check(st == 503 and "the broker has not answered for" in d.get("error", "") and took < FAST_S,
               "GET %s: 503 at once (%.0f ms): %s" % (path, took * 1000, d))
+    (st, d, _), took = timed(Client().login, "bob")
+    check(st == 503 and "the broker has not answered for" in d.get("error", "") and took < FAST_S,
+          "a new login: 503 at once (%.0f ms), the session already open goes on: %s" % (took * 1000, d))
     (st, d, _), took = timed(alice.get, "/api/msg", {"topic": "order-timeout", "key": "302"})
     check(st == 503 and took < FAST_S, "a message search: 503 at once (%.0f ms)" % (took * 1000))
     (st, d, _), took = timed(alice.post, "/api/dlq/junk2/requeue", {"all": "1"})
