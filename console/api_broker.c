@@ -608,13 +608,13 @@ static void backup_start(request_t *r)
     hg_reply_free(rep);
 }
 
-/* The broker does not answer (sampler_broker_silent): 503 at once, rather
+/* The broker does not answer (sampler_silent): 503 at once, rather
  * than waiting broker-timeout for nothing while every other request waits
  * behind this one. Returns 1 when it replied. */
 static int broker_silent(request_t *r)
 {
     uint64_t for_ms;
-    if (!sampler_broker_silent(r->c->sampler, &for_ms))
+    if (!sampler_silent(r->c->sampler, SAMPLER_BROKER, &for_ms))
         return 0;
     http_error(r, 503,
                "the broker has not answered for %.1f s: its pages answer again once it does (the overview says "

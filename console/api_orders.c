@@ -11,11 +11,12 @@
  *                                   cancel; {"outcome":…,"order":view}
  *
  * The broker is asked (FIND) on the session's connection, as the user —
- * but not while it does not answer (sampler_broker_silent), and not for the
+ * but not while it does not answer (sampler_silent), and not for the
  * rest of a page once it failed to answer for one order: a hung broker
  * costs a page of 50 overdue orders at most one broker-timeout, not fifty,
  * and the views say why they lack the broker's half. These pages are the
- * way to cancel by hand when the message path is down.
+ * way to cancel by hand when the message path is down. While MariaDB itself
+ * does not answer (sampler_silent), they answer 503 at once.
  * Threads: the event loop's only.
  */
 #ifdef HAVE_CONFIG_H
@@ -47,7 +48,7 @@ static void broker_half_init(request_t *r, broker_half_t *h)
     uint64_t for_ms;
     h->client = r->s->client;
     h->why[0] = '\0';
-    if (sampler_broker_silent(r->c->sampler, &for_ms)) {
+    if (sampler_silent(r->c->sampler, SAMPLER_BROKER, &for_ms)) {
         h->client = NULL;
         snprintf(h->why, sizeof h->why, "not asked: the broker has not answered for %.1f s", for_ms / 1e3);
     }
@@ -208,6 +209,14 @@ int api_orders(request_t *r)
 {
     if (r->nparts < 2 || strcmp(r->parts[0], "orders") != 0)
         return 0;
+    uint64_t silent_ms;
+    if (sampler_silent(r->c->sampler, SAMPLER_DB, &silent_ms)) { /* each request would wait for it, in turn */
+        http_error(r, 503,
+                   "the database has not answered for %.1f s: the order pages answer again once it does (the "
+                   "overview says when); the overview and the broker's pages work meanwhile",
+                   silent_ms / 1e3);
+        return 1;
+    }
     if (r->nparts == 2 && !r->is_post && strcmp(r->parts[1], "overdue") == 0)
         overdue(r);
     else if (r->nparts == 2 && !r->is_post)

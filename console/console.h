@@ -178,13 +178,21 @@ void sampler_free(sampler_t *s);
  * loop thread. */
 void sampler_overview_json(sampler_t *s, buf_t *out);
 
-/* 1 when the broker does not answer: the sampler's last INFO took the whole
- * broker-timeout and failed, or the one in flight has waited that long;
- * *for_ms since when. A request would wait as long for nothing, so the
- * broker's pages answer 503 at once meanwhile, and the order pages leave
- * the broker out. A broker that refuses connections is not silent (a
- * request fails at once anyway). Never waits. */
-int sampler_broker_silent(sampler_t *s, uint64_t *for_ms);
+/* The sampler's two dependencies. */
+typedef enum sampler_dep {
+    SAMPLER_BROKER,
+    SAMPLER_DB
+} sampler_dep_t;
+
+/* 1 when d does not answer: the sampler's last call to it (INFO; the
+ * order counts) took its whole timeout (broker-timeout;
+ * mysql-read-timeout) and failed, or the one in flight has waited that
+ * long; *for_ms since when. A request would wait as long for nothing, so
+ * meanwhile the pages that need it answer 503 at once (the order pages
+ * leave a silent broker's half out instead). A dependency that refuses
+ * connections is not silent (a request fails at once anyway). Never
+ * waits. */
+int sampler_silent(sampler_t *s, sampler_dep_t d, uint64_t *for_ms);
 
 /* ---- metrics_get.c ---- */
 

@@ -227,7 +227,7 @@ static void api_login(request_t *r)
     int status = 0;
     const char *user = http_param(r, "user");
     uint64_t silent_ms;
-    if (sampler_broker_silent(r->c->sampler, &silent_ms)) { /* a login is an AUTH: it would wait for nothing */
+    if (sampler_silent(r->c->sampler, SAMPLER_BROKER, &silent_ms)) { /* a login is an AUTH: it would wait for nothing */
         log_warn("audit: login refused: user=%s: the broker has not answered for %.1f s", user != NULL ? user : "-",
                  silent_ms / 1e3);
         http_error(r, 503,

@@ -45,6 +45,7 @@
 
 #define SAMPLER_MAX_BUCKETS       40
 #define BUSY_BROKER_INFO          "the broker (INFO)"
+#define BUSY_DB_COUNTS            "the database (order counts)"
 #define SAMPLER_HEAD_LAG_ALERT_MS 10000
 
 typedef struct sample {
@@ -83,8 +84,16 @@ struct sampler {
     compensator_status_t compensator; /* of the last sample */
     const char *busy_on;              /* what the thread waits on now, or NULL between samples */
     uint64_t busy_since_ms;
-    uint64_t broker_silent_since_ms; /* the broker let the sampler's INFO time out since then; 0: it answers */
+    /* per dependency (sampler_dep_t): since when its last call failed after its whole timeout; 0: it answers */
+    uint64_t silent_since_ms[2];
 };
+
+/* How long a call to d may wait: what a request waits for it too. */
+static uint64_t dep_timeout_ms(const sampler_t *s, sampler_dep_t d)
+{
+    const console_config_t *cfg = s->c->cfg;
+    return d == SAMPLER_BROKER ? (uint64_t)cfg->broker_timeout_ms : (uint64_t)cfg->mysql_read_timeout_ms;
+}
 
 /* The value of "key:" in INFO text (NUL-terminated; NULL: none), or NULL;
  * *len its length (hg_info_value). */
@@ -258,11 +267,13 @@ static void take_sample(sampler_t *s)
         hg_reply_free(r);
     }
 
-    /* a failure that took the whole broker-timeout: the broker is there but does not answer (hung, stopped,
+    /* a failure that took the whole timeout: the dependency is there but does not answer (hung, stopped,
      * a partition); one that came at once (refused) is not silence */
-    int silent = !x.broker_ok && clock_mono_ms() - info_t0 >= (uint64_t)cfg->broker_timeout_ms;
+    int silent[2];
+    silent[SAMPLER_BROKER] = !x.broker_ok && clock_mono_ms() - info_t0 >= dep_timeout_ms(s, SAMPLER_BROKER);
 
-    set_busy(s, "the database (order counts)");
+    set_busy(s, BUSY_DB_COUNTS);
+    uint64_t db_t0 = clock_mono_ms();
     hg_order_db *db = order_db(s, db_error, sizeof db_error);
     uint64_t pending, overdue;
     hg_order_error_t err;
@@ -274,6 +285,8 @@ static void take_sample(sampler_t *s)
             snprintf(db_error, sizeof db_error, "%s", err.message);
         }
     }
+
+    silent[SAMPLER_DB] = x.pending < 0 && clock_mono_ms() - db_t0 >= dep_timeout_ms(s, SAMPLER_DB);
 
     if (cfg->compensator_metrics != NULL)
         set_busy(s, "the compensator's /metrics");
@@ -287,10 +300,11 @@ static void take_sample(sampler_t *s)
     free(s->info);
     s->info = info != NULL ? info : xstrdup("");
     snprintf(s->broker_error, sizeof s->broker_error, "%s", broker_error);
-    if (!silent)
-        s->broker_silent_since_ms = 0;
-    else if (s->broker_silent_since_ms == 0)
-        s->broker_silent_since_ms = x.t_ms;
+    for (int d = 0; d < 2; d++)
+        if (!silent[d])
+            s->silent_since_ms[d] = 0;
+        else if (s->silent_since_ms[d] == 0)
+            s->silent_since_ms[d] = x.t_ms;
     snprintf(s->db_error, sizeof s->db_error, "%s", db_error);
     if (x.broker_ok) {
         memcpy(s->buckets, buckets, nbuckets * sizeof buckets[0]);
@@ -400,27 +414,38 @@ static void alert(json_t *j, const char *severity, const char *fmt, ...)
     json_object_close(j);
 }
 
-/* Since when the broker has not answered (the lock held): its last INFO
- * timed out, or the INFO in flight has waited broker-timeout; 0 when it
- * answers. */
-static uint64_t silent_since(const sampler_t *s, uint64_t now)
+/* Since when dependency d has not answered (the lock held): its last call
+ * failed after its whole timeout, or the one in flight has waited that
+ * long; 0 when it answers. */
+static uint64_t silent_since(const sampler_t *s, sampler_dep_t d, uint64_t now)
 {
-    if (s->broker_silent_since_ms != 0)
-        return s->broker_silent_since_ms;
-    if (s->busy_on != NULL && strcmp(s->busy_on, BUSY_BROKER_INFO) == 0 &&
-        now >= s->busy_since_ms + (uint64_t)s->c->cfg->broker_timeout_ms)
+    if (s->silent_since_ms[d] != 0)
+        return s->silent_since_ms[d];
+    const char *busy = d == SAMPLER_BROKER ? BUSY_BROKER_INFO : BUSY_DB_COUNTS;
+    if (s->busy_on != NULL && strcmp(s->busy_on, busy) == 0 && now >= s->busy_since_ms + dep_timeout_ms(s, d))
         return s->busy_since_ms;
     return 0;
 }
 
-int sampler_broker_silent(sampler_t *s, uint64_t *for_ms)
+int sampler_silent(sampler_t *s, sampler_dep_t d, uint64_t *for_ms)
 {
     uint64_t now = clock_wall_ms();
     pthread_mutex_lock(&s->lock);
-    uint64_t since = silent_since(s, now);
+    uint64_t since = silent_since(s, d, now);
     pthread_mutex_unlock(&s->lock);
     *for_ms = since != 0 && now > since ? now - since : 0;
     return since != 0;
+}
+
+/* "silent_ms": how long d has not answered, null when it answers. */
+static void json_silent(json_t *j, const sampler_t *s, sampler_dep_t d, uint64_t now)
+{
+    uint64_t since = silent_since(s, d, now);
+    json_key(j, "silent_ms");
+    if (since != 0)
+        json_uint(j, now > since ? now - since : 0);
+    else
+        json_null(j);
 }
 
 /* The overview document of what is published (the lock held). */
@@ -451,18 +476,14 @@ static void overview_json(const sampler_t *s, buf_t *out)
     json_kbool(&j, "ok", last != NULL && last->broker_ok);
     json_kstr(&j, "error", s->broker_error[0] ? s->broker_error : NULL);
     json_kstr(&j, "uri", s->c->cfg->uri);
-    uint64_t silent = silent_since(s, now);
-    json_key(&j, "silent_ms"); /* how long it has not answered (null: it answers) */
-    if (silent != 0)
-        json_uint(&j, now > silent ? now - silent : 0);
-    else
-        json_null(&j);
+    json_silent(&j, s, SAMPLER_BROKER, now);
     json_object_close(&j);
     json_key(&j, "db");
     json_object_open(&j);
     json_kbool(&j, "ok", s->db_error[0] == '\0');
     json_kstr(&j, "error", s->db_error[0] ? s->db_error : NULL);
     json_kstr(&j, "database", s->c->cfg->mysql_database);
+    json_silent(&j, s, SAMPLER_DB, now);
     json_object_close(&j);
 
     /* levels and groups from the last INFO */

@@ -3,7 +3,9 @@ is stalled: the private MariaDB (HG_MYSQL_PID) is stopped with SIGSTOP, so
 the overview's sampler waits on its order counts (on its own thread, with its
 own database handle); meanwhile the overview (from the last sample, saying
 what the sampler waits on), the broker's pages and the session answer at
-once. Then SIGCONT, and the sampler catches up. Run by
+once. Once the sampler has waited mysql-read-timeout (4 s in that test), the
+order pages answer 503 at once too, instead of each waiting that long. Then
+SIGCONT, and the sampler catches up. Run by
 tests/integration/test_console (which sends SIGCONT again afterwards,
 whatever happened here).
 """
@@ -55,18 +57,38 @@ try:
         status, doc, took = timed(alice, path, params)
         check(status == 200 and took < FAST_S,
               "GET %s while MariaDB is stopped: %s in %.0f ms" % (path, status, took * 1000))
-    stalled_sample = s.get("last_sample_ms") or 0
+    # past mysql-read-timeout (4 s): an order page would wait that long for nothing, holding every other request
+    deadline = time.time() + 60
+    while (o.get("db") or {}).get("silent_ms") is None and time.time() < deadline:
+        time.sleep(0.2)
+        status, o, _ = alice.get("/api/overview")
+    check(o["db"]["silent_ms"] is not None and o["db"]["silent_ms"] >= 0,
+          "the overview says the database has not answered for %s ms" % o["db"].get("silent_ms"))
+    for method, path in [("GET", "/api/orders/overdue"), ("GET", "/api/orders/303"),
+                         ("POST", "/api/orders/304/cancel")]:
+        t0 = time.monotonic()
+        status, doc, _ = alice.request(method, path, {} if method == "POST" else None)
+        took = time.monotonic() - t0
+        check(status == 503 and "the database has not answered for" in doc.get("error", "") and took < FAST_S,
+              "%s %s while MariaDB is silent: 503 at once (%.0f ms): %s" % (method, path, took * 1000, doc))
+    status, doc, took = timed(alice, "/api/dlq/order-cancel")
+    check(status == 200 and took < FAST_S, "and the broker's pages still answer (%.0f ms)" % (took * 1000))
+    stalled_sample = alice.get("/api/overview")[1]["sampler"]["last_sample_ms"] or 0
 finally:
     os.kill(PID, signal.SIGCONT)
 
-deadline = time.time() + 30
-while True:
+deadline = time.time() + 60
+while True:  # a sample taken after SIGCONT, with the database's counts
     status, o, _ = alice.get("/api/overview")
-    if status == 200 and (o["sampler"]["last_sample_ms"] or 0) > stalled_sample or time.time() > deadline:
+    if status == 200 and (o["sampler"]["last_sample_ms"] or 0) > stalled_sample and o["db"]["ok"] or \
+            time.time() > deadline:
         break
     time.sleep(0.2)
 check(status == 200 and (o["sampler"]["last_sample_ms"] or 0) > stalled_sample and o["db"]["ok"] and
       o["orders"]["pending"] is not None and not any("sampler has waited" in a["text"] for a in o["alerts"]),
       "SIGCONT: the sampler publishes a new sample with the database's counts, the alert is gone (%s)" %
       o.get("sampler"))
+check(o["db"]["silent_ms"] is None, "and the database is not silent any more")
+status, doc, _ = alice.get("/api/orders/overdue")
+check(status == 200, "the order pages answer again: %s" % status)
 finish()

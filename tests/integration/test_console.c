@@ -31,7 +31,9 @@
  *   stall            tests/console/test_stall.py: the private MariaDB stopped
  *                    (SIGSTOP): the sampler (its own thread and handle) waits
  *                    on it, while the overview, the broker's pages and the
- *                    session answer at once; SIGCONT: it catches up
+ *                    session answer at once; once it has waited
+ *                    mysql-read-timeout (4 s here), the order pages answer
+ *                    503 at once; SIGCONT: it catches up
  *   broker stall     tests/console/test_broker_stall.py: the broker
  *                    stopped (SIGSTOP): once the sampler has waited
  *                    broker-timeout on it, the broker's pages answer 503
@@ -421,6 +423,8 @@ static int console_init(void)
                                     monitor_pw_path,
                                     "--compensator-metrics",
                                     compensator_url,
+                                    "--mysql-read-timeout", /* the stall test waits for it to pass */
+                                    "4s",
                                     NULL };
     if (start_console(&console, console_extra, console_up) != 0)
         return -1;
