@@ -22,6 +22,12 @@
  *   (b) overdue the broker is down for the whole timeout: the relay records
  *               attempts/backoff/last_error, the overdue layer cancels
  *               (reason outbox-overdue)
+ *   relay locks a broker that never answers: while the relay sends, no row
+ *               is locked (its batch is leased); an outbox insert and the
+ *               payment of an order in the batch go through at once
+ *   relay kill  kill -9 of the relay between claim and record: the lease
+ *               keeps the next relay off the rows until it ends, then each
+ *               is sent once
  *   (c) dlq     the message went to the DLQ and was dropped by hand, the
  *               outbox row is gone: the inspection cancels (reason inspection)
  *   (d) two     two compensators and a consumer at once on 300 orders of
@@ -836,6 +842,74 @@ static void test_relay_holds_no_lock_while_sending(void)
     hg_order_db_close(db);
 }
 
+/* kill -9 of the relay between its claim and its record: the rows stay
+ * 'new' and leased, no other relay takes them before the lease ends, then
+ * the next one sends each of them once. */
+static void test_relay_killed_mid_send(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_kill");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(seed("c_kill", 1, 5, 600000, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_kill.order_timeout_msg SET status='new', attempts=0,"
+                                               " next_attempt_at=NOW(6) - INTERVAL 1 SECOND"),
+                          0);
+    int silent = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof a;
+    CU_ASSERT_FATAL(silent >= 0 && bind(silent, (struct sockaddr *)&a, sizeof a) == 0 && listen(silent, 16) == 0 &&
+                    getsockname(silent, (struct sockaddr *)&a, &alen) == 0);
+    char uri[64];
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", ntohs(a.sin_port));
+    proc_t first, second;
+    /* broker-connect-timeout 300ms and broker-timeout 2s (start_compensator): a lease of 2 × 2.3 s + 1 s = 5.6 s */
+    const char *to_silent[] = { "--layers", "relay", "--uri", uri, "--relay-interval", "200ms", NULL };
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&first, "kill-first", "c_kill", "t_kill", to_silent), 0);
+    long long leased = 0;
+    for (uint64_t end = tu_now_mono_ms() + 10000; tu_now_mono_ms() < end && leased < 5; sleep_ms(50))
+        leased = oe_scalarf(&env, "SELECT COUNT(*) FROM c_kill.order_timeout_msg WHERE status = 'new' AND"
+                                  " next_attempt_at > NOW(6) + INTERVAL 3 SECOND");
+    BP_REQUIRE(leased == 5, "the relay never leased its 5 rows (%lld)", leased);
+    uint64_t killed_at = tu_now_mono_ms();
+    CU_ASSERT_EQUAL(kill(first.pid, SIGKILL), 0);
+    int status = 0;
+    waitpid(first.pid, &status, 0);
+    first.pid = 0;
+    close(silent);
+
+    const char *to_broker[] = { "--layers", "relay", "--relay-interval", "200ms", NULL };
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&second, "kill-second", "c_kill", "t_kill", to_broker), 0);
+    sleep_ms(1000);
+    long long early = oe_scalarf(&env, "SELECT COUNT(*) FROM c_kill.order_timeout_msg WHERE status <> 'new'");
+    long long sent =
+        oe_wait_scalar(&env, 5, 30000, "SELECT COUNT(*) FROM c_kill.order_timeout_msg WHERE status = 'sent'");
+    uint64_t took = tu_now_mono_ms() - killed_at;
+    printf("\n    relay killed mid-send: %lld rows taken within 1 s of the kill (lease), all 5 sent %" PRIu64
+           " ms after it\n",
+           early, took);
+    CU_ASSERT_EQUAL(early, 0);
+    CU_ASSERT_EQUAL(sent, 5);
+    CU_ASSERT_TRUE(took >= 4000);
+    hg_client_t *c = NULL;
+    hg_error_t e;
+    char broker_uri[64];
+    snprintf(broker_uri, sizeof broker_uri, "hourglass://127.0.0.1:%d", env.broker.port);
+    CU_ASSERT_EQUAL_FATAL(hg_client_open(broker_uri, NULL, &c, &e), HG_OK);
+    for (int id = 1; id <= 5; id++) {
+        char key[8];
+        snprintf(key, sizeof key, "%d", id);
+        hg_msg_info_t *ms = NULL;
+        size_t n = 0;
+        CU_ASSERT_EQUAL(hg_msg_find(c, "t_kill", key, &ms, &n), HG_OK);
+        CU_ASSERT_EQUAL(n, 1); /* one message per order */
+        hg_msg_infos_free(ms, n);
+    }
+    hg_client_close(c);
+    CU_ASSERT_EQUAL(stop_proc(&second, f0), 0);
+    hg_order_db_close(db);
+}
+
 /* Pull every message of group/topic and NACK it (MAXRETRY 0: to the DLQ). */
 static int park_in_dlq(const char *group, const char *topic, int want)
 {
@@ -1556,6 +1630,8 @@ static const tu_test_t layers_tests[] = {
     { "(a) fast-path send failed: relay sends, consumer cancels on time", test_relay_fast_path_failed },
     { "relay: while it sends, no row is locked; a payment of an order in its batch goes through",
       test_relay_holds_no_lock_while_sending },
+    { "relay: kill -9 between its claim and its record: the lease holds, then each row is sent once",
+      test_relay_killed_mid_send },
     { "(b) broker down the whole timeout: overdue layer cancels", test_broker_down_overdue },
     { "(c) message dropped from the DLQ, outbox row gone: inspection cancels", test_dlq_dropped_inspection },
     { "(d) two compensators: exactly once, stock exact, one inspector", test_two_compensators },
