@@ -630,6 +630,17 @@ static void overview_json(const sampler_t *s, buf_t *out)
     if (busy_ms > 2 * (uint64_t)s->c->cfg->sample_interval_ms)
         alert(&j, "critical", "the overview's sampler has waited %.1f s on %s: these figures are from %s",
               busy_ms / 1e3, s->busy_on, last != NULL ? "the sample before" : "no sample yet");
+    uint64_t since = silent_since(s, SAMPLER_BROKER, now);
+    if (since != 0)
+        alert(&j, "critical",
+              "the broker has not answered for %.1f s: its pages and new logins are refused at once "
+              "until it does; the order pages go without it",
+              (now > since ? now - since : 0) / 1e3);
+    if ((since = silent_since(s, SAMPLER_DB, now)) != 0)
+        alert(&j, "critical",
+              "the database has not answered for %.1f s: the order pages are refused at once until "
+              "it does",
+              (now > since ? now - since : 0) / 1e3);
     if (s->broker_error[0])
         alert(&j, "critical", "broker unreachable: %s", s->broker_error);
     if (s->db_error[0])

@@ -49,6 +49,9 @@ try:
         time.sleep(0.2)
     silent = silent_ms(alice)
     check(silent is not None, "the broker stopped: the overview says it has not answered for %s ms" % silent)
+    texts = " | ".join(a["text"] for a in alice.get("/api/overview")[1].get("alerts", []))
+    check("the broker has not answered for" in texts and "refused at once" in texts,
+          "and an alert says what that means for the pages: %s" % texts)
     for path in ("/api/dlq", "/api/dlq/order-cancel", "/api/topics"):
         (st, d, _), took = timed(alice.get, path)
         check(st == 503 and "the broker has not answered for" in d.get("error", "") and took < FAST_S,

@@ -64,6 +64,8 @@ try:
         status, o, _ = alice.get("/api/overview")
     check(o["db"]["silent_ms"] is not None and o["db"]["silent_ms"] >= 0,
           "the overview says the database has not answered for %s ms" % o["db"].get("silent_ms"))
+    check(any("the database has not answered for" in a["text"] for a in o.get("alerts", [])),
+          "and an alert says the order pages are refused meanwhile")
     for method, path in [("GET", "/api/orders/overdue"), ("GET", "/api/orders/303"),
                          ("POST", "/api/orders/304/cancel")]:
         t0 = time.monotonic()
