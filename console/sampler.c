@@ -218,6 +218,23 @@ static hg_order_db *order_db(sampler_t *s, char *err, size_t errlen)
     return s->db;
 }
 
+/* After a call to d that began at mono_t0 (wall: sample_ms): a failure that
+ * took its whole timeout means d is there but does not answer (hung,
+ * stopped, a partition), one that came at once (refused) is not silence,
+ * and an answer ends it. Published at once, not with the sample: between
+ * the call and the publication a request must not see d as answering. */
+static void note_silence(sampler_t *s, sampler_dep_t d, int failed, uint64_t mono_t0, uint64_t sample_ms)
+{
+    uint64_t timeout = dep_timeout_ms(s, d); /* 90 % of it: ms truncated, a timer's slack */
+    int silent = failed && clock_mono_ms() - mono_t0 >= timeout - timeout / 10;
+    pthread_mutex_lock(&s->lock);
+    if (!silent)
+        s->silent_since_ms[d] = 0;
+    else if (s->silent_since_ms[d] == 0)
+        s->silent_since_ms[d] = sample_ms;
+    pthread_mutex_unlock(&s->lock);
+}
+
 /* One sample, on the sampler's thread: every call to the broker, the
  * compensator and MariaDB is made without the lock, into the thread's own
  * scratch; the lock is held only to publish the result. */
@@ -267,10 +284,7 @@ static void take_sample(sampler_t *s)
         hg_reply_free(r);
     }
 
-    /* a failure that took the whole timeout: the dependency is there but does not answer (hung, stopped,
-     * a partition); one that came at once (refused) is not silence */
-    int silent[2];
-    silent[SAMPLER_BROKER] = !x.broker_ok && clock_mono_ms() - info_t0 >= dep_timeout_ms(s, SAMPLER_BROKER);
+    note_silence(s, SAMPLER_BROKER, !x.broker_ok, info_t0, x.t_ms);
 
     set_busy(s, BUSY_DB_COUNTS);
     uint64_t db_t0 = clock_mono_ms();
@@ -286,7 +300,7 @@ static void take_sample(sampler_t *s)
         }
     }
 
-    silent[SAMPLER_DB] = x.pending < 0 && clock_mono_ms() - db_t0 >= dep_timeout_ms(s, SAMPLER_DB);
+    note_silence(s, SAMPLER_DB, x.pending < 0, db_t0, x.t_ms);
 
     if (cfg->compensator_metrics != NULL)
         set_busy(s, "the compensator's /metrics");
@@ -300,11 +314,6 @@ static void take_sample(sampler_t *s)
     free(s->info);
     s->info = info != NULL ? info : xstrdup("");
     snprintf(s->broker_error, sizeof s->broker_error, "%s", broker_error);
-    for (int d = 0; d < 2; d++)
-        if (!silent[d])
-            s->silent_since_ms[d] = 0;
-        else if (s->silent_since_ms[d] == 0)
-            s->silent_since_ms[d] = x.t_ms;
     snprintf(s->db_error, sizeof s->db_error, "%s", db_error);
     if (x.broker_ok) {
         memcpy(s->buckets, buckets, nbuckets * sizeof buckets[0]);
