@@ -7,7 +7,9 @@
  *    before it closes the store, so the snapshot never outlives the
  *    database it belongs to.
  *  - dir/name exists only as a whole copy (store_snapshot_copy makes it in
- *    dir/name.partial and renames it once whole).
+ *    dir/name.partial and renames it once whole). A .partial that a crash
+ *    left is removed at start-up and by the next BACKUP of its name, once
+ *    store_copy_discard_partial sees that no process is still making it.
  *  - The copy keeps to its rate (bytes of records read per second): unpaced,
  *    its writes (the copy's log and tables) made the broker's fsyncs wait,
  *    and a SEND's p99 went from 0.7 to 4-5 ms while it ran
@@ -21,6 +23,7 @@
 
 #include "broker/backup.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -213,6 +216,48 @@ static int path_exists(const char *path, char *err, size_t errlen)
     return -1;
 }
 
+/* A copy of final's that a broker did not finish (it was killed mid-copy)
+ * is removed, and the removal logged; 0 when none is left, -1 with err when
+ * one stays (a foreign file in it, or another process still making it). */
+static int discard_partial(const char *final, char *err, size_t errlen)
+{
+    int rc = store_copy_discard_partial(final, err, errlen);
+    if (rc == 1) {
+        log_warn("backup: removed %s" STORE_COPY_PARTIAL ", a copy that a broker did not finish (it was stopped "
+                 "mid-copy by a crash)",
+                 final);
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+void backup_discard_unfinished(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        if (errno != ENOENT) {
+            log_warn("backup-dir %s: %s", dir, strerror(errno));
+        }
+        return;
+    }
+    const size_t suffix = strlen(STORE_COPY_PARTIAL);
+    for (struct dirent *de = readdir(d); de != NULL; de = readdir(d)) {
+        size_t len = strlen(de->d_name);
+        char err[PATH_MAX + 300];
+        if (len <= suffix || strcmp(de->d_name + len - suffix, STORE_COPY_PARTIAL) != 0 ||
+            backup_check_name(de->d_name, len - suffix, err, sizeof err) != 0) {
+            continue; /* not a name BACKUP makes */
+        }
+        char final[PATH_MAX];
+        if ((size_t)snprintf(final, sizeof final, "%s/%.*s", dir, (int)(len - suffix), de->d_name) >= sizeof final) {
+            continue;
+        }
+        if (discard_partial(final, err, sizeof err) != 0) {
+            log_warn("backup: %s", err);
+        }
+    }
+    closedir(d);
+}
+
 int backup_start(backup_t *b, store_t *s, const char *dir, const char *name, uint64_t min_free, uint64_t rate,
                  uint64_t now_ms, char *err, size_t errlen)
 {
@@ -241,9 +286,8 @@ int backup_start(backup_t *b, store_t *s, const char *dir, const char *name, uin
         err_set(err, errlen, "backup-dir %s is not a directory", dir);
         return -1;
     }
-    char final[PATH_MAX], partial[PATH_MAX];
-    if ((size_t)snprintf(final, sizeof final, "%s/%s", dir, name) >= sizeof final ||
-        (size_t)snprintf(partial, sizeof partial, "%s/%s" STORE_COPY_PARTIAL, dir, name) >= sizeof partial) {
+    char final[PATH_MAX];
+    if ((size_t)snprintf(final, sizeof final, "%s/%s", dir, name) >= sizeof final) {
         err_set(err, errlen, "the backup path is too long");
         return -1;
     }
@@ -254,12 +298,7 @@ int backup_start(backup_t *b, store_t *s, const char *dir, const char *name, uin
         }
         return -1;
     }
-    e = path_exists(partial, err, errlen);
-    if (e != 0) {
-        if (e == 1) {
-            err_set(err, errlen, "%s exists: a copy that a broker did not finish (remove it, or choose another name)",
-                    partial);
-        }
+    if (discard_partial(final, err, errlen) != 0) {
         return -1;
     }
     if (check_floor(dir, min_free, err, errlen) != 0) {

@@ -51,9 +51,17 @@ void backup_free(backup_t *b);
  * what is wrong. */
 int backup_check_name(const char *name, size_t len, char *err, size_t errlen);
 
+/* Start-up: remove every dir/NAME.partial (NAME a backup name) that a
+ * broker killed mid-copy left, unless another process is still making it
+ * or it holds a file that is not a copy's (store_copy_discard_partial);
+ * each removal, and each one left, is logged. A missing dir is nothing. */
+void backup_discard_unfinished(const char *dir);
+
 /* Storage thread: take the store's snapshot and start copying it to
  * dir/name (dir is made, 0700, when missing: its parent must exist;
- * neither dir/name nor dir/name.partial may exist),
+ * dir/name may not exist; a dir/name.partial is removed first when a crash
+ * left it, and refused when another process is still making it or it holds
+ * a foreign file),
  * at most rate bytes of records a second (0: no limit). The copy fails
  * (and removes what it wrote) when the file system of dir has less than
  * min_free bytes free, so a copy on the data directory's own disk cannot

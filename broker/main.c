@@ -6,7 +6,8 @@
  * it (broker/fdlimit.h);
  * SIGPIPE ignored; evthread_use_pthreads() before the event base exists; the
  * data directory opened (exit 1 with store_open's message: foreign files,
- * another level table, locked by another broker ...); the listener bound
+ * another level table, locked by another broker ...); the unfinished
+ * copies a crash left in backup-dir removed (broker/backup.h); the listener bound
  * (exit 1 when the port is taken); then the storage thread and the loop.
  * SIGTERM/SIGINT/SHUTDOWN end the loop after the storage thread closed the
  * store; main then joins it and exits 0. SIGHUP re-reads the configuration
@@ -34,6 +35,7 @@
 #include <event2/thread.h>
 
 #include "base/units.h"
+#include "broker/backup.h"
 #include "broker/cmd_shared.h"
 #include "broker/diskguard.h"
 #include "broker/fdlimit.h"
@@ -235,6 +237,9 @@ int main(int argc, char **argv)
         event_base_free(base);
         config_free(&cfg);
         return 1;
+    }
+    if (cfg.backup_dir != NULL && cfg.backup_dir[0] != '\0') {
+        backup_discard_unfinished(cfg.backup_dir); /* the disk space of copies a crash cut short */
     }
 
     server_t *srv = server_new(&cfg, base);

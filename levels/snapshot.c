@@ -21,6 +21,13 @@
  * stopped destroys what it wrote. A copy is a data directory like any other
  * (store_open, --check-data).
  *
+ * A copy cut short by a crash (kill -9, a power cut) leaves its "<dir>.partial"
+ * behind, with the disk space it took. store_copy_discard_partial removes
+ * it, but only when nothing else could be in it: every file is one of
+ * LevelDB's own names, and no process holds the database's lock (LevelDB's
+ * LOCK, an fcntl lock the kernel drops with its process), so a copy that
+ * another broker is making right now stays.
+ *
  * Threading: take and (after the copy) release on any thread while the store
  * is open — the owner must not close the store before the snapshot is
  * released; the copy itself runs on one thread of the caller's.
@@ -33,6 +40,7 @@
 #include "base/alloc.h"
 #include "base/err.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -235,4 +243,70 @@ int store_snapshot_copy(store_snapshot_t *sn, const char *dir, store_copy_check_
     }
     leveldb_options_destroy(o);
     return rc;
+}
+
+/* Is name one of the files LevelDB keeps in a database directory (CURRENT,
+ * LOCK, LOG, LOG.old, MANIFEST-n, n.log, n.ldb, n.sst, n.dbtmp)? */
+static int is_leveldb_file(const char *name)
+{
+    if (strcmp(name, "CURRENT") == 0 || strcmp(name, "LOCK") == 0 || strcmp(name, "LOG") == 0 ||
+        strcmp(name, "LOG.old") == 0) {
+        return 1;
+    }
+    const char *digits = strncmp(name, "MANIFEST-", 9) == 0 ? name + 9 : name;
+    size_t n = strspn(digits, "0123456789");
+    if (n == 0) {
+        return 0;
+    }
+    const char *rest = digits + n;
+    if (digits != name) {
+        return *rest == '\0';
+    }
+    return strcmp(rest, ".log") == 0 || strcmp(rest, ".ldb") == 0 || strcmp(rest, ".sst") == 0 ||
+           strcmp(rest, ".dbtmp") == 0;
+}
+
+int store_copy_discard_partial(const char *dir, char *err, size_t errlen)
+{
+    char partial[PATH_MAX];
+    if ((size_t)snprintf(partial, sizeof partial, "%s" STORE_COPY_PARTIAL, dir) >= sizeof partial) {
+        err_set(err, errlen, "%s: the path is too long", dir);
+        return -1;
+    }
+    DIR *d = opendir(partial);
+    if (d == NULL) {
+        if (errno == ENOENT) {
+            return 0;
+        }
+        err_set(err, errlen, "cannot open %s: %s", partial, strerror(errno));
+        return -1;
+    }
+    char foreign[256] = "";
+    for (struct dirent *de = readdir(d); de != NULL && foreign[0] == '\0'; de = readdir(d)) {
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 && !is_leveldb_file(de->d_name)) {
+            snprintf(foreign, sizeof foreign, "%s", de->d_name);
+        }
+    }
+    closedir(d);
+    if (foreign[0] != '\0') {
+        err_set(err, errlen, "%s holds '%s', which is not a file of a copy: it is left as it is (remove it by hand)",
+                partial, foreign);
+        return -1;
+    }
+    /* LevelDB's own removal takes the database's lock first, and fails
+     * while another process holds it: that copy is still being made. */
+    leveldb_options_t *o = leveldb_options_create();
+    char *e = NULL;
+    leveldb_destroy_db(o, partial, &e);
+    leveldb_options_destroy(o);
+    if (e != NULL) {
+        err_set(err, errlen, "%s is a copy another process is still making, or cannot be removed (%s)", partial, e);
+        leveldb_free(e);
+        return -1;
+    }
+    if (rmdir(partial) != 0 && errno != ENOENT) {
+        err_set(err, errlen, "cannot remove %s: %s", partial, strerror(errno));
+        return -1;
+    }
+    return 1;
 }

@@ -634,6 +634,14 @@ typedef int (*store_copy_check_fn)(void *ctx, char *err, size_t errlen);
 int store_snapshot_copy(store_snapshot_t *sn, const char *dir, store_copy_check_fn check, void *ctx,
                         store_copy_progress_t *progress, char *err, size_t errlen);
 
+/* Any thread, no store needed: remove dir.partial, a copy that was cut
+ * short (its broker was killed mid-copy), when it is nothing else: every
+ * file in it is one of LevelDB's own, and no process holds its database's
+ * lock (a copy another broker is making now holds it). Returns 1 when it
+ * was removed, 0 when there was none, -1 with err naming the path and why
+ * it stays (a foreign file, the lock held, an I/O error). */
+int store_copy_discard_partial(const char *dir, char *err, size_t errlen);
+
 /* Any thread, while the store is open; NULL is a no-op. */
 void store_snapshot_release(store_snapshot_t *sn);
 

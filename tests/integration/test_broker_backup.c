@@ -2,8 +2,8 @@
  * tests/integration/test_broker_backup.c — BACKUP against the real broker.
  *
  *  - refusals: no backup-dir configured; names that are not one plain
- *    directory name; a name that exists, and one whose ".partial" a broker
- *    left; a backup-dir whose parent is gone — each with a message naming
+ *    directory name; a name that exists, and one whose ".partial" holds
+ *    a file that is not a copy's; a backup-dir whose parent is gone — each with a message naming
  *    it, and the broker goes on; a missing backup-dir is made;
  *  - under load: SENDs on another connection while BACKUP runs; the copy
  *    passes --check-data, and restored (the broker stopped, the copy put in
@@ -17,8 +17,10 @@
  *  - backup-rate: a copy of 16 MiB at 4 MiB/s takes at least 3 s;
  *  - SIGTERM while a copy runs: the broker exits 0 at once and backup-dir
  *    holds the whole copy or nothing, never a ".partial";
- *  - kill -9 while a copy runs: its ".partial" stays, the broker restarts,
- *    the same name is refused naming it, another name makes a whole copy.
+ *  - kill -9 while a copy runs: its ".partial" stays, the broker restarts
+ *    and removes it, saying so, and the same name makes a whole copy;
+ *  - two brokers on one backup-dir: the second's start and its BACKUP of
+ *    the same name leave the first's copy in the making alone.
  *
  * Run one: ./tests/integration/test_broker_backup backup
  */
@@ -195,7 +197,12 @@ static void test_refusals(void)
     CHECK_REFUSED("taken", "backup 'taken' already exists");
     snprintf(path, sizeof path, "%s/left.partial", g_bk);
     BP_REQUIRE(mkdir(path, 0700) == 0, "mkdir %s", path);
-    CHECK_REFUSED("left", "left.partial exists: a copy that a broker did not finish");
+    snprintf(path, sizeof path, "%s/left.partial/notes.txt", g_bk); /* not a copy's file */
+    FILE *f = fopen(path, "w");
+    BP_REQUIRE(f != NULL, "fopen %s: %s", path, strerror(errno));
+    fclose(f);
+    CHECK_REFUSED("left", "left.partial holds 'notes.txt', which is not a file of a copy");
+    BP_CHECK(exists(path), "BACKUP removed %s", path);
 
     /* one that works, then a backup-dir that went away */
     start_backup("fine");
@@ -474,9 +481,10 @@ static void test_sigterm_during_copy(void)
     printf("\n    %s", stopped ? "the copy was stopped" : "the copy was done before the stop");
 }
 
-/* kill -9 while a copy runs (paced to take seconds): its ".partial" stays;
- * the broker restarts on its data as after any crash; BACKUP of the same
- * name is refused naming what is left, another name makes a whole copy. */
+/* kill -9 while a copy runs (paced to take seconds): its ".partial" stays
+ * (a crash cleans nothing up); the broker restarts on its data as after any
+ * crash, and removes it at start, saying so; the same name then makes a
+ * whole copy. */
 static void test_kill9_during_copy(void)
 {
     reset_backup_dir();
@@ -493,14 +501,55 @@ static void test_kill9_during_copy(void)
     BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart after kill -9 mid-copy: %s", e);
     rc_close(&bt_conn);
     BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "connect: %s", e);
-    CHECK_REFUSED("cut", "cut.partial exists: a copy that a broker did not finish");
-    start_backup("after");
+    BP_CHECK(!exists(path), "%s is still there after the restart", path);
+    BP_CHECK(bp_log_contains(&bt_broker, "cut.partial, a copy that a broker did not finish"),
+             "the log does not say that cut.partial was removed");
+    start_backup("cut");
     struct backup_done done = wait_backup_done();
     BP_CHECK(strcmp(done.status, "ok") == 0, "BACKUP after the crash: %s %s", done.status, done.error);
-    snprintf(path, sizeof path, "%s/after", g_bk);
+    snprintf(path, sizeof path, "%s/cut", g_bk);
     int rc = check_data(path, out, sizeof out);
     BP_CHECK(rc == 0 && strstr(out, "ok: 512 messages") != NULL, "--check-data of the copy after the crash: %d %s", rc,
              out);
+}
+
+/* Two brokers share a backup-dir: while the first makes a copy, the second
+ * starts (and leaves that .partial alone: its lock is held), and its BACKUP
+ * of the same name is refused naming it; the first's copy ends whole. */
+static void test_copy_of_another_broker(void)
+{
+    reset_backup_dir();
+    const char *more[] = { "--backup-rate", "4mb", NULL };
+    start_with_backup_dir(more);
+    send_big(512, 32 * 1024); /* 16 MiB: 3 s and more at 4 MiB/s */
+    start_backup("shared");
+    char e[1024], path[800];
+    snprintf(path, sizeof path, "%s/shared.partial/CURRENT", g_bk);
+    BP_REQUIRE(tu_poll_until(path_there, path, DONE_DEADLINE_MS, 10) == 0, "no %s while the copy runs", path);
+
+    bp_broker_t other;
+    rc_conn_t oc;
+    memset(&other, 0, sizeof other);
+    memset(&oc, 0, sizeof oc);
+    const char *flags[] = { "--backup-dir", g_bk, NULL };
+    BP_REQUIRE(bp_start(&other, flags, e, sizeof e) == 0, "the second broker: %s", e);
+    BP_REQUIRE(bp_connect(&other, &oc, e, sizeof e) == 0, "connect to the second broker: %s", e);
+    BP_CHECK(exists(path), "the second broker's start removed the first's copy in the making");
+    BP_CHECK(bp_log_contains(&other, "shared.partial is a copy another process is still making"),
+             "the second broker's log does not say why it left shared.partial");
+    resp_reply_t *r = rc_cmd(&oc, "BACKUP", "shared", NULL);
+    char d[1024] = "";
+    if (r != NULL)
+        rc_describe(r, d, sizeof d);
+    resp_reply_free(r);
+    BP_CHECK(strstr(d, "ERR") != NULL && strstr(d, "shared.partial is a copy another process is still making") != NULL,
+             "BACKUP shared on the second broker: %s", d);
+    BP_CHECK(exists(path), "the second broker's BACKUP removed the first's copy in the making");
+    rc_close(&oc);
+    BP_CHECK(bp_destroy(&other) == 0, "the second broker did not end well");
+
+    struct backup_done done = wait_backup_done();
+    BP_CHECK(strcmp(done.status, "ok") == 0, "the first broker's copy: %s %s", done.status, done.error);
 }
 
 static const tu_test_t tests[] = {
@@ -509,7 +558,8 @@ static const tu_test_t tests[] = {
     { "a disk that runs low: the copy fails and leaves nothing", test_disk_runs_low },
     { "backup-rate holds the copy to its pace", test_rate },
     { "SIGTERM while a copy runs: the whole copy or nothing", test_sigterm_during_copy },
-    { "kill -9 while a copy runs: its .partial stays and is named", test_kill9_during_copy },
+    { "kill -9 while a copy runs: its .partial is removed at the restart", test_kill9_during_copy },
+    { "a copy another broker is making is left alone", test_copy_of_another_broker },
     { NULL, NULL },
 };
 

@@ -5160,10 +5160,70 @@ static void test_snapshot_copy_refusals(void)
     store_snapshot_release(NULL);
 }
 
+/* A LevelDB database at path with a record in it, left open (*db) or
+ * closed (db NULL): the files a copy writes. */
+static void make_copy_files(const char *path, leveldb_t **db)
+{
+    leveldb_options_t *lo = leveldb_options_create();
+    leveldb_options_set_create_if_missing(lo, 1);
+    char *dberr = NULL;
+    leveldb_t *d = leveldb_open(lo, path, &dberr);
+    TU_REQUIRE(dberr == NULL && d != NULL, "leveldb_open %s: %s", path, dberr ? dberr : "?");
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    leveldb_put(d, wo, "k", 1, "v", 1, &dberr);
+    TU_REQUIRE(dberr == NULL, "leveldb_put: %s", dberr ? dberr : "?");
+    leveldb_writeoptions_destroy(wo);
+    leveldb_options_destroy(lo);
+    if (db != NULL)
+        *db = d;
+    else
+        leveldb_close(d);
+}
+
+/* A copy cut short (its database closed, as a killed process's is) is
+ * removed; one still open (its lock held) and one with a foreign file stay,
+ * every file in them kept. */
+static void test_snapshot_discard_partial(void)
+{
+    char err[1024] = "", dir[700], partial[720], file[800];
+    struct stat st;
+    snprintf(dir, sizeof dir, "%s/cut", g_dir);
+    snprintf(partial, sizeof partial, "%s" STORE_COPY_PARTIAL, dir);
+    snprintf(file, sizeof file, "%s/CURRENT", partial);
+    TU_CHECK(store_copy_discard_partial(dir, err, sizeof err) == 0, "none there: %s", err);
+
+    make_copy_files(partial, NULL);
+    int rc = store_copy_discard_partial(dir, err, sizeof err);
+    TU_CHECK(rc == 1, "a copy cut short: rc %d (%s)", rc, err);
+    TU_CHECK(stat(partial, &st) != 0 && errno == ENOENT, "%s is still there", partial);
+
+    leveldb_t *held = NULL;
+    make_copy_files(partial, &held);
+    rc = store_copy_discard_partial(dir, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, partial) != NULL && strstr(err, "still making") != NULL,
+             "a copy being made: rc %d, '%s'", rc, err);
+    TU_CHECK(stat(file, &st) == 0, "a copy being made lost its files");
+    leveldb_close(held);
+
+    char foreign[800];
+    snprintf(foreign, sizeof foreign, "%s/notes.txt", partial);
+    FILE *f = fopen(foreign, "w");
+    TU_REQUIRE(f != NULL, "fopen %s", foreign);
+    fclose(f);
+    rc = store_copy_discard_partial(dir, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "'notes.txt'") != NULL && strstr(err, "by hand") != NULL,
+             "with a foreign file: rc %d, '%s'", rc, err);
+    TU_CHECK(stat(file, &st) == 0 && stat(foreign, &st) == 0, "a directory with a foreign file lost files");
+    TU_REQUIRE(unlink(foreign) == 0, "unlink %s", foreign);
+    rc = store_copy_discard_partial(dir, err, sizeof err);
+    TU_CHECK(rc == 1 && stat(partial, &st) != 0, "once closed and only a copy's: rc %d (%s)", rc, err);
+}
+
 static const tu_test_t snapshot_tests[] = {
     { "a copy while the owner writes is the store as of the snapshot", test_snapshot_copy_while_writing },
     { "leases held in memory come again from a copy", test_snapshot_unwritten_leases },
     { "a copy stopped, failed or over an existing directory", test_snapshot_copy_refusals },
+    { "a copy a crash cut short is removed, one being made is not", test_snapshot_discard_partial },
     { NULL, NULL },
 };
 
