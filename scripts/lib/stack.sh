@@ -74,14 +74,19 @@ hg_forget_pid() {
     hg_stack_pids=("${keep[@]}")
 }
 
-# A TCP port on 127.0.0.1 that nothing listens on right now: a random one
-# checked against the listening sockets in /proc/net/tcp{,6}.
+# A TCP port on 127.0.0.1 that nothing uses right now: a random one below the
+# kernel's ephemeral range (any outgoing connection's local end may take a
+# port of that range before our program binds it: the demo lost its
+# compensator's metrics port to the consumer's connection that way), checked
+# against every socket in /proc/net/tcp{,6} (listening, connected or closing).
 hg_free_port() {
-    local port hex
+    local port hex low=32768 high
+    read -r low high </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || low=32768
+    ((low > 11000)) || low=32768
     for _ in $(seq 200); do
-        port=$((20000 + RANDOM % 40000))
+        port=$((10000 + RANDOM % (low - 10000)))
         printf -v hex '%04X' "$port"
-        if ! grep -qs ":$hex [0-9A-F:]* 0A " /proc/net/tcp /proc/net/tcp6; then
+        if ! grep -qs "^ *[0-9]*: [0-9A-F]*:$hex " /proc/net/tcp /proc/net/tcp6; then
             echo "$port"
             return 0
         fi

@@ -11,9 +11,10 @@
  * - Ready means "answers PING with PONG" over a fresh connection, polled every
  *   20 ms; if the process exits first the caller gets its exit status and the
  *   tail of its log at once instead of waiting out the deadline.
- * - Ports come from tu_free_port, which can race with another process taking
- *   the port before the broker binds it; bp_start retries with new ports when
- *   the broker exits early and its log says "Address already in use".
+ * - Ports come from tu_free_port (below the ephemeral range, so no outgoing
+ *   connection takes one), which can still race with another test picking
+ *   the same port before the broker binds it; bp_start retries with new ports
+ *   when the broker exits early and its log says "Address already in use".
  *
  * Single-threaded use (the main thread of a test).
  */

@@ -209,7 +209,26 @@ int tu_rmtree(const char *path)
 
 /* ---------------------------------------------------------------- ports, time */
 
-int tu_free_port(void)
+#define TU_PORT_LOW 10000 /* the lowest port tu_free_port picks */
+
+/* The first port of the kernel's ephemeral range (Linux's default 32768
+ * when it cannot be read). */
+static int ephemeral_low(void)
+{
+    int lo = 32768, hi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2)
+            lo = 32768;
+        fclose(f);
+    }
+    return lo;
+}
+
+/* Bind a TCP socket to 127.0.0.1:port (0: any), without SO_REUSEADDR, so a
+ * port in any use (a listener, a connection's end, TIME_WAIT) fails; the
+ * port bound, or -1. */
+static int bind_port(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -218,13 +237,30 @@ int tu_free_port(void)
     memset(&sa, 0, sizeof sa);
     sa.sin_family = AF_INET;
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    sa.sin_port = 0;
+    sa.sin_port = htons((uint16_t)port);
     socklen_t len = sizeof sa;
-    int port = -1;
+    int bound = -1;
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
+        bound = ntohs(sa.sin_port);
     close(fd);
-    return port;
+    return bound;
+}
+
+int tu_free_port(void)
+{
+    static uint64_t state; /* xorshift64, seeded per process */
+    if (state == 0)
+        state = (tu_now_mono_ms() * UINT64_C(6364136223846793005)) ^ ((uint64_t)getpid() << 32) ^ 1;
+    int high = ephemeral_low();
+    for (int i = 0; high - TU_PORT_LOW >= 1000 && i < 1000; i++) {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        int port = TU_PORT_LOW + (int)(state % (uint64_t)(high - TU_PORT_LOW));
+        if (bind_port(port) == port)
+            return port;
+    }
+    return bind_port(0); /* no room below the ephemeral range */
 }
 
 static uint64_t clock_ms(clockid_t clock)

@@ -24,8 +24,13 @@ int tu_mkdtemp(const char *tag, char *path, size_t pathlen);
  * under the temp directory, so a bug can never delete something else. */
 int tu_rmtree(const char *path);
 
-/* A TCP port on 127.0.0.1 that is free right now (bind to port 0, read it,
- * close). Returns the port, or -1. */
+/* A TCP port on 127.0.0.1 that is free right now: a random one from
+ * TU_PORT_LOW up to the kernel's ephemeral range (ip_local_port_range),
+ * which a bind (without SO_REUSEADDR) proves free. Never one of the
+ * ephemeral range: any outgoing connection's local end may take such a
+ * port between the pick and the program's bind (the demo lost its
+ * compensator's metrics port to the consumer's connection that way).
+ * Returns the port, or -1. */
 int tu_free_port(void);
 
 /* Monotonic milliseconds, and wall-clock milliseconds since the epoch. */
