@@ -481,20 +481,28 @@ static void test_sigterm_during_copy(void)
     printf("\n    %s", stopped ? "the copy was stopped" : "the copy was done before the stop");
 }
 
+/* A broker whose BACKUP name takes seconds (16 MiB at backup-rate 4mb),
+ * started, and its copy's database open in name.partial. */
+static void start_slow_copy(const char *name)
+{
+    reset_backup_dir();
+    const char *more[] = { "--backup-rate", "4mb", NULL };
+    start_with_backup_dir(more);
+    send_big(512, 32 * 1024); /* 16 MiB: 3 s and more at 4 MiB/s */
+    start_backup(name);
+    char path[800];
+    snprintf(path, sizeof path, "%s/%s.partial/CURRENT", g_bk, name);
+    BP_REQUIRE(tu_poll_until(path_there, path, DONE_DEADLINE_MS, 10) == 0, "no %s while the copy runs", path);
+}
+
 /* kill -9 while a copy runs (paced to take seconds): its ".partial" stays
  * (a crash cleans nothing up); the broker restarts on its data as after any
  * crash, and removes it at start, saying so; the same name then makes a
  * whole copy. */
 static void test_kill9_during_copy(void)
 {
-    reset_backup_dir();
-    const char *more[] = { "--backup-rate", "4mb", NULL };
-    start_with_backup_dir(more);
-    send_big(512, 32 * 1024); /* 16 MiB: 3 s and more at 4 MiB/s */
-    start_backup("cut");
+    start_slow_copy("cut");
     char e[1024], path[800], out[4096];
-    snprintf(path, sizeof path, "%s/cut.partial/CURRENT", g_bk); /* the copy's database is open */
-    BP_REQUIRE(tu_poll_until(path_there, path, DONE_DEADLINE_MS, 10) == 0, "no %s while the copy runs", path);
     snprintf(path, sizeof path, "%s/cut.partial", g_bk);
     BP_REQUIRE(bp_kill9(&bt_broker) == 0, "kill -9");
     BP_CHECK(exists(path), "%s is gone after kill -9: a crash cannot clean up", path);
@@ -518,14 +526,9 @@ static void test_kill9_during_copy(void)
  * of the same name is refused naming it; the first's copy ends whole. */
 static void test_copy_of_another_broker(void)
 {
-    reset_backup_dir();
-    const char *more[] = { "--backup-rate", "4mb", NULL };
-    start_with_backup_dir(more);
-    send_big(512, 32 * 1024); /* 16 MiB: 3 s and more at 4 MiB/s */
-    start_backup("shared");
+    start_slow_copy("shared");
     char e[1024], path[800];
     snprintf(path, sizeof path, "%s/shared.partial/CURRENT", g_bk);
-    BP_REQUIRE(tu_poll_until(path_there, path, DONE_DEADLINE_MS, 10) == 0, "no %s while the copy runs", path);
 
     bp_broker_t other;
     rc_conn_t oc;
