@@ -188,9 +188,15 @@ static void db_params(const comp_config_t *cfg, hg_order_db_params_t *p)
     DB_KEYS_TO_PARAMS(cfg, p);
 }
 
-/* The database has the tables: a permanent error (no such database or
- * table, access denied) stops the start; an unreachable server only warns
- * (the layers keep trying and report it). Returns 0 / -1. */
+/* The database has the tables: a set-up error (no such database or table,
+ * access denied, a missing GRANT: hg_order_setup_hint) or another permanent
+ * one stops the start; an unreachable server only warns (the layers keep
+ * trying and report it). Returns 0 / -1. */
+static int waiting_will_not_heal(unsigned code)
+{
+    return hg_order_setup_hint(code) != NULL || hg_order_classify(code) == HG_ORDER_PERMANENT;
+}
+
 static int check_database(const hg_order_db_params_t *params)
 {
     db_conn_t *db = db_conn_new(params, "start-up check", DB_AUTOCOMMIT | DB_READ_COMMITTED);
@@ -198,7 +204,7 @@ static int check_database(const hg_order_db_params_t *params)
     int rc = 0;
     static const char *const probes[] = { "SELECT 1 FROM orders LIMIT 0", "SELECT 1 FROM order_timeout_msg LIMIT 0" };
     if (db_connect(db, &err) != 0) {
-        if (hg_order_classify(err.code) == HG_ORDER_PERMANENT) {
+        if (waiting_will_not_heal(err.code)) {
             log_msg(LOG_LEVEL_ERROR, "%s", err.message);
             rc = -1;
         } else {
@@ -206,7 +212,7 @@ static int check_database(const hg_order_db_params_t *params)
         }
     } else {
         for (size_t i = 0; i < sizeof probes / sizeof probes[0] && rc == 0; i++)
-            if (db_query(db, probes[i], &err) != 0 && hg_order_classify(err.code) == HG_ORDER_PERMANENT) {
+            if (db_query(db, probes[i], &err) != 0 && waiting_will_not_heal(err.code)) {
                 log_msg(LOG_LEVEL_ERROR, "the database does not have the reference schema: %s", err.message);
                 rc = -1;
             }

@@ -171,7 +171,7 @@ static void note_database_failure(const hg_order_error_t *err, const char *reaso
         char text[700];
         snprintf(text, sizeof text, "%s — %s", reason, hint);
         health_cancel_failed(text);
-    } else if (err->code == 0 || (err->code >= 2000 && err->code < 3000)) { /* not connected, lost, unreachable */
+    } else if (hg_order_error_is_database(err->code)) { /* unreachable, lost, read-only, shutting down … */
         health_cancel_failed(reason);
     }
 }
@@ -293,10 +293,14 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
     hg_order_db *db = NULL;
 
     for (size_t i = 0; i < n; i++) {
-        if (parse_order(&items[i].msg, &orders[m].order_id, items[i].reason, sizeof items[i].reason) != 0)
+        if (parse_order(&items[i].msg, &orders[m].order_id, items[i].reason, sizeof items[i].reason) != 0) {
             items[i].outcome = HG_FAIL;
-        else
+        } else {
+            /* until hg_order_cancel_batch says otherwise: never ACKed unseen */
+            orders[m].outcome = HG_ORDER_TRANSIENT;
+            snprintf(orders[m].error.message, sizeof orders[m].error.message, "not attempted");
             of[m++] = i;
+        }
     }
     if (m > 0 && (db = worker_db(app, worker, &err)) == NULL) {
         for (size_t k = 0; k < m; k++) /* every order stays HG_RETRY */
@@ -308,7 +312,8 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
     for (size_t off = 0; off < m; off += size) {
         size_t len = m - off < size ? m - off : size;
         hg_order_batch_stats_t st = { 0 };
-        hg_order_cancel_batch(db, orders + off, len, app->cfg.cancel_reason, &st);
+        if (hg_order_cancel_batch(db, orders + off, len, app->cfg.cancel_reason, &st) < 0)
+            log_msg(LOG_LEVEL_ERROR, "worker %d: a batch of %zu orders was refused: it is retried", worker, len);
         atomic_fetch_add_explicit(&counters.transactions, st.transactions, memory_order_relaxed);
         atomic_fetch_add_explicit(&counters.splits, st.splits, memory_order_relaxed);
     }

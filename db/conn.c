@@ -47,13 +47,23 @@ static const struct {
     unsigned code;
     db_class_t cls;
 } server_errors[] = {
-    { ER_LOCK_DEADLOCK, DB_TRANSIENT },             /* 1213: the server rolled the transaction back */
-    { ER_LOCK_WAIT_TIMEOUT, DB_TRANSIENT },         /* 1205: the statement was rolled back, we roll back the rest */
-    { ER_QUERY_INTERRUPTED, DB_TRANSIENT },         /* 1317: KILL QUERY */
-    { ER_STATEMENT_TIMEOUT, DB_TRANSIENT },         /* 1969: max_statement_time */
-    { ER_CON_COUNT_ERROR, DB_TRANSIENT },           /* 1040: too many connections */
-    { ER_OPTION_PREVENTS_STATEMENT, DB_TRANSIENT }, /* 1290: --read-only (a fail-over in progress) */
-    { ER_NEED_REPREPARE, DB_TRANSIENT },            /* 1615: a table changed under a prepared statement */
+    { ER_LOCK_DEADLOCK, DB_TRANSIENT },        /* 1213: the server rolled the transaction back */
+    { ER_LOCK_WAIT_TIMEOUT, DB_TRANSIENT },    /* 1205: the statement was rolled back, we roll back the rest */
+    { ER_QUERY_INTERRUPTED, DB_TRANSIENT },    /* 1317: KILL QUERY */
+    { ER_STATEMENT_TIMEOUT, DB_TRANSIENT },    /* 1969: max_statement_time */
+    { ER_CON_COUNT_ERROR, DB_TRANSIENT },      /* 1040: too many connections */
+    { ER_OPTION_PREVENTS_STATEMENT, DB_LOST }, /* 1290: --read-only: a demoted primary after a fail-over, which
+                                                     * a new connection leaves (DNS, a proxy); this one never would */
+    { ER_NEED_REPREPARE, DB_TRANSIENT },       /* 1615: a table changed under a prepared statement */
+    /* The set-up is wrong (db_setup_hint): a GRANT revoked, a table renamed by a
+     * migration. Not the order's fault: waiting (and /healthz saying the fix)
+     * beats failing every message that arrives meanwhile for good. */
+    { ER_DBACCESS_DENIED_ERROR, DB_TRANSIENT },     /* 1044 */
+    { ER_ACCESS_DENIED_ERROR, DB_TRANSIENT },       /* 1045 */
+    { ER_BAD_DB_ERROR, DB_TRANSIENT },              /* 1049 */
+    { ER_TABLEACCESS_DENIED_ERROR, DB_TRANSIENT },  /* 1142 */
+    { ER_COLUMNACCESS_DENIED_ERROR, DB_TRANSIENT }, /* 1143 */
+    { ER_NO_SUCH_TABLE, DB_TRANSIENT },             /* 1146 */
     { ER_CONNECTION_KILLED, DB_LOST },              /* 1927: KILL CONNECTION */
     { DB_ER_CLIENT_INTERACTION_TIMEOUT, DB_LOST },  /* 4031: disconnected for inactivity (10.11) */
     { ER_SERVER_SHUTDOWN, DB_LOST },                /* 1053: server shutdown in progress */
@@ -215,6 +225,11 @@ db_class_t db_fail(db_conn_t *c, const char *what, MYSQL_STMT *st, hg_order_erro
     return cls;
 }
 
+int db_server_is_mariadb(const char *server_info)
+{
+    return server_info != NULL && strstr(server_info, "MariaDB") != NULL;
+}
+
 /* The session settings after connecting, as statements (so an error names
  * the one that failed). */
 static int session_setup(db_conn_t *c, hg_order_error_t *err)
@@ -242,8 +257,9 @@ static int session_setup(db_conn_t *c, hg_order_error_t *err)
     /* A transaction left idle this long (its process frozen between a claim
      * and its COMMIT) is rolled back and the connection closed by the server
      * (MariaDB 10.3+: idle_transaction_timeout), so its row locks do not
-     * outlive the pause. */
-    if (c->idle_transaction_timeout_s > 0) {
+     * outlive the pause. MySQL has no such variable (setting it fails with
+     * 1193, and so would every connect): there the bound is not applied. */
+    if (c->idle_transaction_timeout_s > 0 && db_server_is_mariadb(mysql_get_server_info(c->m))) {
         char sql[80];
         snprintf(sql, sizeof sql, "SET SESSION idle_transaction_timeout = %u", c->idle_transaction_timeout_s);
         if (mysql_query(c->m, sql) != 0) {

@@ -15,13 +15,15 @@
  *     in flight, GET_LOCK locks and prepared statements without telling us;
  *   - utf8mb4; connect / read / write timeouts from the parameters
  *     (DB_DEFAULT_* when 0); innodb_lock_wait_timeout and
- *     idle_transaction_timeout when given;
+ *     idle_transaction_timeout when given (the latter on MariaDB only:
+ *     MySQL has no such variable);
  *   - connected lazily: db_connect is a no-op on a live connection and the
  *     reconnect after a loss; statements are prepared again on first use
  *     after each connect;
  *   - an error that leaves the connection unusable or in doubt (DB_LOST:
  *     every client error 2000-2999, 1927 killed, 4031 disconnected for
- *     inactivity, 1053 shutdown) closes it; the next call reconnects.
+ *     inactivity, 1053 shutdown, 1290 read-only) closes it; the next call
+ *     reconnects.
  *
  * Errors: 0 / -1 (or a pointer / NULL) with err (may be NULL) holding the
  * MySQL error number, its SQLSTATE and "[role: ]what: <code> <server text>".
@@ -62,13 +64,17 @@ typedef enum db_class {
  *   DB_LOST       every client error 2000-2999 (2006 gone away, 2013 lost
  *                 during a query, 2002/2003 cannot connect …: the outcome of a
  *                 COMMIT in flight is unknown), 1927 connection killed, 4031
- *                 disconnected for inactivity, 1053 server shutdown;
+ *                 disconnected for inactivity, 1053 server shutdown, 1290
+ *                 read-only (a demoted primary: the next connection may
+ *                 reach the new one);
  *   DB_TRANSIENT  1213 deadlock (the server rolled the transaction back),
  *                 1205 lock wait timeout (only the statement was rolled back:
  *                 the caller rolls back the rest), 1317 query interrupted,
- *                 1969 max_statement_time, 1040 too many connections, 1290
- *                 read-only (a fail-over), 1615 statement needs re-preparing;
- *   DB_PERMANENT  everything else (syntax, unknown table, constraint …).
+ *                 1969 max_statement_time, 1040 too many connections, 1615
+ *                 statement needs re-preparing, and the set-up errors of
+ *                 db_setup_hint (1044, 1045, 1049, 1142, 1143, 1146: not the
+ *                 order's fault, healed by fixing the set-up);
+ *   DB_PERMANENT  everything else (syntax, unknown column, constraint …).
  * Pure; thread-safe. */
 db_class_t db_classify(unsigned code);
 
@@ -77,12 +83,16 @@ db_class_t db_classify(unsigned code);
  * such database, 1142/1143 a missing GRANT on a table or column, 1146 no such
  * table (the schema is not loaded) — the fix, in a few words naming the
  * config keys ("check mysql-user and mysql-password …"); NULL for any other
- * code. Such an error is DB_PERMANENT for db_classify. Pure; thread-safe. */
+ * code. Such an error is DB_TRANSIENT for db_classify. Pure; thread-safe. */
 const char *db_setup_hint(unsigned code);
 
 /* 1 when code is a client-side error (2000-2999): the server could not be
  * reached or the connection broke, whatever the statement. */
 int db_is_client_error(unsigned code);
+
+/* 1 when mysql_get_server_info's text names MariaDB ("10.11.6-MariaDB-0+deb12u1"),
+ * 0 for MySQL or NULL. Pure. */
+int db_server_is_mariadb(const char *server_info);
 
 /* Fill err (may be NULL) with code 0, no SQLSTATE and a formatted message. */
 void db_error_set(hg_order_error_t *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -40,6 +40,7 @@
 #include <mysqld_error.h>
 
 #include "base/alloc.h"
+#include "base/buf.h"
 
 #define ID_TEXT 24 /* "18446744073709551615," and a NUL */
 
@@ -173,45 +174,115 @@ static int read_states(batch_t *b, const char *what, const size_t *idx, size_t n
     return 0;
 }
 
+/* Is v[0..len) a plain number (an optional '-', digits, at most one '.')? */
+static int is_number(const char *v, size_t len)
+{
+    size_t k = len > 0 && v[0] == '-' ? 1 : 0, digits = 0, dots = 0;
+    for (; k < len; k++) {
+        if (v[k] >= '0' && v[k] <= '9')
+            digits++;
+        else if (v[k] == '.' && dots++ == 0)
+            continue;
+        else
+            return 0;
+    }
+    return digits > 0;
+}
+
+/* Is the column of type t a number (so its values are written as they are)? */
+static int numeric_type(enum enum_field_types t)
+{
+    switch (t) {
+    case MYSQL_TYPE_TINY:
+    case MYSQL_TYPE_SHORT:
+    case MYSQL_TYPE_INT24:
+    case MYSQL_TYPE_LONG:
+    case MYSQL_TYPE_LONGLONG:
+    case MYSQL_TYPE_DECIMAL:
+    case MYSQL_TYPE_NEWDECIMAL:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Append v[0..len) to q as an SQL literal: as it is when its column is a
+ * number and it is one, else quoted and escaped by the client library, so
+ * a text sku_id works and no stored value is ever read as SQL. A column's
+ * values are all written one way: a CASE mixing 1 and 'A' compares as
+ * numbers and fails on 'A' (1292). */
+static void append_literal(MYSQL *m, buf_t *q, const char *v, size_t len, int as_number)
+{
+    if (as_number && is_number(v, len)) {
+        buf_append(q, v, len);
+        return;
+    }
+    char *to = buf_reserve(q, 2 * len + 3);
+    to[0] = '\'';
+    size_t n = mysql_real_escape_string(m, to + 1, v, (unsigned long)len);
+    to[1 + n] = '\'';
+    q->len += n + 2;
+}
+
+/* Append the SKU column's CASE over the rows (sku, sum) of res. */
+static void append_cases(MYSQL *m, buf_t *q, MYSQL_RES *res, int sku_number)
+{
+    mysql_data_seek(res, 0);
+    buf_append_str(q, "CASE sku_id");
+    MYSQL_ROW row;
+    while ((row = mysql_fetch_row(res)) != NULL) {
+        unsigned long *len = mysql_fetch_lengths(res);
+        buf_append_str(q, " WHEN ");
+        append_literal(m, q, row[0], len[0], sku_number);
+        buf_append_str(q, " THEN ");
+        if (row[1] != NULL)
+            append_literal(m, q, row[1], len[1], 1);
+        else
+            buf_append_str(q, "0"); /* no quantity: nothing to return */
+    }
+    buf_append_str(q, " END");
+}
+
 /* Return the claimed orders' stock: quantities summed per SKU, one UPDATE
- * whose rows are visited (and locked) in SKU order. */
+ * whose rows are visited (and locked) in SKU order. The SKUs are written
+ * into the text as the server returned them: as they are when sku_id is a
+ * number column, quoted and escaped when it is not (a VARCHAR sku_id). */
 static int return_stock(batch_t *b, const size_t *idx, size_t n, const unsigned char *claimed, hg_order_error_t *err)
 {
     build_in(b, "SELECT sku_id, SUM(qty) FROM order_items WHERE order_id IN (", idx, n, claimed,
-             ") GROUP BY sku_id ORDER BY sku_id");
+             ") AND sku_id IS NOT NULL GROUP BY sku_id ORDER BY sku_id");
     MYSQL_RES *res = query_rows(b, "batch stock sums", err);
     if (res == NULL)
         return -1;
-    size_t skus = (size_t)mysql_num_rows(res);
-    if (skus == 0) {
+    if (mysql_num_rows(res) == 0) {
         mysql_free_result(res);
         return 0;
     }
-    /* Three lists of the same SKUs: two CASEs and the IN list. */
-    size_t size = skus * 3 * (2 * ID_TEXT + 16) + 256;
-    char *sql = xmalloc(size), *cases = xmalloc(skus * (2 * ID_TEXT + 16) + 1), *in = xmalloc(skus * ID_TEXT + 1);
-    size_t oc = 0, oi = 0;
+    MYSQL *m = db_mysql(b->conn);
+    int sku_number = numeric_type(mysql_fetch_field_direct(res, 0)->type);
+    buf_t q = BUF_INIT;
+    buf_append_str(&q, "UPDATE stock SET available = available + ");
+    append_cases(m, &q, res, sku_number);
+    buf_append_str(&q, ", reserved = reserved - ");
+    append_cases(m, &q, res, sku_number);
+    buf_append_str(&q, " WHERE sku_id IN (");
+    mysql_data_seek(res, 0);
     MYSQL_ROW row;
-    while ((row = mysql_fetch_row(res)) != NULL) {
-        const char *sku = row[0] != NULL ? row[0] : "0", *qty = row[1] != NULL ? row[1] : "0";
-        oc += (size_t)sprintf(cases + oc, " WHEN %s THEN %s", sku, qty);
-        oi += (size_t)sprintf(in + oi, "%s%s", oi > 0 ? "," : "", sku);
+    for (int first = 1; (row = mysql_fetch_row(res)) != NULL; first = 0) {
+        if (!first)
+            buf_append_str(&q, ",");
+        append_literal(m, &q, row[0], mysql_fetch_lengths(res)[0], sku_number);
     }
+    buf_append_str(&q, ") ORDER BY sku_id");
     mysql_free_result(res);
-    snprintf(sql, size,
-             "UPDATE stock SET available = available + CASE sku_id%s END, reserved = reserved - CASE sku_id%s END"
-             " WHERE sku_id IN (%s) ORDER BY sku_id",
-             cases, cases, in);
-    free(cases);
-    free(in);
     char *saved = b->text;
     size_t saved_size = b->text_size;
-    b->text = sql;
-    b->text_size = size;
+    b->text = (char *)buf_cstr(&q);
+    b->text_size = q.len + 1;
     int rc = query_exec(b, "batch stock", NULL, err);
     b->text = saved;
     b->text_size = saved_size;
-    free(sql);
+    buf_free(&q);
     return rc;
 }
 

@@ -87,6 +87,11 @@ const char *hg_order_setup_hint(unsigned code)
     return db_setup_hint(code);
 }
 
+int hg_order_error_is_database(unsigned code)
+{
+    return code == 0 || db_classify(code) == DB_LOST || code == ER_CON_COUNT_ERROR || db_setup_hint(code) != NULL;
+}
+
 /* ---------------------------------------------------------------- configured SQL */
 
 static const char default_claim[] = "UPDATE orders SET status='cancelled', cancelled_at=NOW(6), cancel_reason=:reason"
@@ -304,6 +309,16 @@ static unsigned execute(hg_order_db *db, prepared_t *p, uint64_t order_id, const
         mysql_stmt_free_result(st);
     } else {
         *rows = mysql_stmt_affected_rows(st);
+    }
+    /* A CALL answers with a result set for each SELECT of its body, then
+     * its status: every one is read, or the next statement (the COMMIT)
+     * fails with 2014 "Commands out of sync". */
+    for (int more; (more = mysql_stmt_next_result(st)) != -1;) {
+        if (more > 0 || (mysql_stmt_field_count(st) > 0 && mysql_stmt_store_result(st) != 0)) {
+            db_fail(db->conn, p->field, st, err);
+            return err->code;
+        }
+        mysql_stmt_free_result(st);
     }
     return 0;
 }

@@ -74,12 +74,15 @@ typedef struct hg_order_error {
  *   1927 connection killed, 4031 disconnected by the server for inactivity
  *        (MariaDB 10.11 numbering; older client headers give 4031 another name),
  *   1040 too many connections, 1053 server shutdown, 1290 read-only server
- *        (a fail-over in progress), 1615 statement needs re-preparing,
+ *        (a demoted primary after a fail-over: the connection is closed, so
+ *        the next call reaches the new one), 1615 statement needs re-preparing,
+ *   the set-up errors of hg_order_setup_hint (1044, 1045, 1049, 1142, 1143,
+ *        1146: a GRANT revoked, a table renamed — not the order's fault),
  *   and every client error 2000-2999 (2006 gone away, 2013 lost during a
  *        query, 2002/2003 cannot connect, 2055 lost …: the outcome of a COMMIT
  *        in flight is unknown, the retry is safe because the claim is idempotent)
  * — and HG_ORDER_PERMANENT for everything else (syntax errors, unknown
- * tables or columns, constraint violations, access denied …). Thread-safe. */
+ * columns, constraint violations …). Thread-safe. */
 hg_order_outcome_t hg_order_classify(unsigned code);
 
 /* For an error that waiting will not heal because the set-up is wrong —
@@ -89,6 +92,13 @@ hg_order_outcome_t hg_order_classify(unsigned code);
  * for any other code. A daemon stops at start-up on such an error and
  * reports it as unhealthy at run time. Thread-safe. */
 const char *hg_order_setup_hint(unsigned code);
+
+/* 1 when an error with code says MariaDB itself is failing, not one order:
+ * no connection (code 0: never connected), every client error 2000-2999, a
+ * connection killed or timed out (1927, 4031), a shutdown (1053), a
+ * read-only server (1290), too many connections (1040), or a set-up error
+ * (hg_order_setup_hint). What a daemon's /healthz reports. Thread-safe. */
+int hg_order_error_is_database(unsigned code);
 
 /* ------------------------------------------------------------------ the SQL */
 

@@ -271,6 +271,173 @@ static void test_lib_configured_sql(void)
     hg_order_db_close(db);
 }
 
+/* The reference statements on a schema whose sku_id is text (VARCHAR): the
+ * set-based form writes the SKUs into its stock UPDATE quoted and escaped.
+ * A 90-byte SKU overflowed the buffer sized for numbers, and a short one
+ * ('SKU-A') was read as SQL, failing every order of the batch. */
+static void test_lib_text_skus(void)
+{
+    hg_order_db *seed = oe_fresh_database(&env, "textsku", 12, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seed);
+    hg_order_db_close(seed);
+    MYSQL *m = oe_connect(&env, "textsku");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    static const char *const setup[] = {
+        "ALTER TABLE order_items MODIFY sku_id VARCHAR(100) NOT NULL",
+        "ALTER TABLE stock MODIFY sku_id VARCHAR(100) NOT NULL",
+        "INSERT INTO stock (sku_id, received, available, reserved) VALUES"
+        " (REPEAT('A', 90), 100, 97, 3), ('SKU-A', 100, 98, 2), ('O''Brien\\\\x', 100, 99, 1),"
+        " ('x); DROP TABLE orders; --', 100, 99, 1)",
+        "INSERT INTO orders (id, user_id, created_at, expire_at) VALUES"
+        " (101, 1, NOW(6), NOW(6)), (102, 1, NOW(6), NOW(6)), (103, 1, NOW(6), NOW(6))",
+        "INSERT INTO order_timeout_msg (order_id, expire_at, status, next_attempt_at) VALUES"
+        " (101, NOW(6), 'sent', NOW(6)), (102, NOW(6), 'sent', NOW(6)), (103, NOW(6), 'sent', NOW(6))",
+        "INSERT INTO order_items VALUES (101, REPEAT('A', 90), 3), (101, 'SKU-A', 1), (102, 'SKU-A', 1),"
+        " (102, 'O''Brien\\\\x', 1), (103, 'x); DROP TABLE orders; --', 1)",
+        "COMMIT",
+    };
+    for (size_t i = 0; i < sizeof setup / sizeof setup[0]; i++)
+        TU_CHECK(mysql_query(m, setup[i]) == 0, "%s: %s", setup[i], mysql_error(m));
+    mysql_close(m);
+
+    hg_order_db *db = open_db("textsku", 5, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    hg_order_batch_item_t items[15];
+    fill(items, 12, 1);
+    fill(items + 12, 3, 101);
+    hg_order_batch_stats_t st = { 0 };
+    CU_ASSERT_EQUAL(hg_order_cancel_batch(db, items, 15, "manual", &st), 0);
+    for (size_t i = 0; i < 15; i++)
+        TU_CHECK(items[i].outcome == HG_ORDER_CANCELLED, "order %" PRIu64 ": %s (%s)", items[i].order_id,
+                 hg_order_outcome_name(items[i].outcome), items[i].error.message);
+    TU_CHECK(st.splits == 0 && st.transactions == 1, "one transaction, no split: %" PRIu64 " tx, %" PRIu64 " splits",
+             st.transactions, st.splits);
+    CU_ASSERT_EQUAL(oe_scalar(&env, "SELECT COUNT(*) FROM textsku.orders WHERE status='cancelled'"), 15);
+    CU_ASSERT_EQUAL(oe_scalar(&env, "SELECT SUM(reserved) FROM textsku.stock"), 0);
+    CU_ASSERT_EQUAL(oe_scalar(&env, "SELECT SUM(received) - SUM(available) FROM textsku.stock"), 0);
+    hg_order_db_close(db);
+}
+
+/* A side effect that CALLs a procedure returning a result set: every result
+ * is read, so the COMMIT is not out of sync (it was 2014, retried as
+ * transient for ever), alone and in a batch. */
+static void test_lib_call_with_results(void)
+{
+    hg_order_db *seed = oe_fresh_database(&env, "callsql", 6, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seed);
+    hg_order_db_close(seed);
+    MYSQL *m = oe_connect(&env, "callsql");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    static const char *const setup[] = {
+        "CREATE TABLE audit (order_id BIGINT UNSIGNED PRIMARY KEY)",
+        "CREATE PROCEDURE p_audit(IN o BIGINT UNSIGNED) BEGIN INSERT INTO audit VALUES (o);"
+        " SELECT COUNT(*) FROM audit; SELECT o; END",
+    };
+    for (size_t i = 0; i < sizeof setup / sizeof setup[0]; i++)
+        TU_CHECK(mysql_query(m, setup[i]) == 0, "%s: %s", setup[i], mysql_error(m));
+    mysql_close(m);
+    hg_order_sql_t sql;
+    hg_order_sql_default(&sql);
+    size_t n = sql.side_effect_count;
+    CU_ASSERT_FATAL(n < HG_ORDER_SQL_MAX_SIDE_EFFECTS);
+    sql.side_effects[n] = "CALL p_audit(?)";
+    sql.side_effect_count = n + 1;
+    hg_order_db *db = open_db("callsql", 5, &sql);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    hg_order_outcome_t out;
+    hg_order_error_t err;
+    TU_CHECK(hg_order_cancel(db, 1, "call", &out, &err) == 0 && out == HG_ORDER_CANCELLED, "alone: %s (%s)",
+             hg_order_outcome_name(out), err.message);
+    hg_order_batch_item_t items[5];
+    fill(items, 5, 2);
+    hg_order_batch_stats_t st = { 0 };
+    CU_ASSERT_EQUAL(hg_order_cancel_batch(db, items, 5, "call", &st), 0);
+    for (size_t i = 0; i < 5; i++)
+        TU_CHECK(items[i].outcome == HG_ORDER_CANCELLED, "order %" PRIu64 ": %s (%s)", items[i].order_id,
+                 hg_order_outcome_name(items[i].outcome), items[i].error.message);
+    CU_ASSERT_EQUAL(st.transactions, 1);
+    CU_ASSERT_EQUAL(oe_scalar(&env, "SELECT COUNT(*) FROM callsql.audit"), 6);
+    of_report_t r;
+    check_invariant("callsql", &r);
+    CU_ASSERT_EQUAL(r.cancelled, 6);
+    hg_order_db_close(db);
+}
+
+/* A user without the GRANT to return stock (revoked at run time), then a
+ * server gone read-only (a primary demoted by a fail-over): both transient
+ * with the library's own words (never the DLQ at once), told apart from one
+ * order's bad luck; the read-only server's connection is closed, so the
+ * next call reconnects; and both heal once the server does. */
+static void test_lib_setup_and_read_only(void)
+{
+    hg_order_db *seed = oe_fresh_database(&env, "grants", 4, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seed);
+    hg_order_db_close(seed);
+    MYSQL *m = oe_connect(&env, "grants");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    static const char *const setup[] = {
+        "CREATE USER IF NOT EXISTS 'hg_ro_test'@'localhost' IDENTIFIED BY 'pw'",
+        "GRANT SELECT, UPDATE ON grants.orders TO 'hg_ro_test'@'localhost'",
+        "GRANT SELECT ON grants.order_items TO 'hg_ro_test'@'localhost'",
+        "GRANT SELECT, UPDATE ON grants.order_timeout_msg TO 'hg_ro_test'@'localhost'",
+    };
+    for (size_t i = 0; i < sizeof setup / sizeof setup[0]; i++)
+        TU_CHECK(mysql_query(m, setup[i]) == 0, "%s: %s", setup[i], mysql_error(m));
+    hg_order_db_params_t p = { .socket = env.server.socket,
+                               .user = "hg_ro_test",
+                               .password = "pw",
+                               .database = "grants",
+                               .lock_wait_timeout_s = 5 };
+    hg_order_error_t err;
+    hg_order_db *db = hg_order_db_open(&p, &err);
+    /* no UPDATE on stock: refused at the first cancel (the statement is
+     * prepared then), not at open */
+    if (db == NULL) {
+        CU_FAIL("open as hg_ro_test");
+        fprintf(stderr, "\n  open: %s\n", err.message);
+        mysql_close(m);
+        return;
+    }
+    hg_order_outcome_t out;
+    hg_order_cancel(db, 1, "manual", &out, &err);
+    TU_CHECK(out == HG_ORDER_TRANSIENT && err.code == 1142, "no GRANT on stock: %s %u %s", hg_order_outcome_name(out),
+             err.code, err.message);
+    CU_ASSERT_PTR_NOT_NULL(hg_order_setup_hint(err.code));
+    CU_ASSERT_TRUE(hg_order_error_is_database(err.code));
+    hg_order_batch_item_t items[2];
+    fill(items, 2, 1);
+    hg_order_cancel_batch(db, items, 2, "manual", NULL);
+    for (size_t i = 0; i < 2; i++)
+        TU_CHECK(items[i].outcome == HG_ORDER_TRANSIENT && items[i].error.code == 1142, "batch, order %zu: %s %u",
+                 i + 1, hg_order_outcome_name(items[i].outcome), items[i].error.code);
+    CU_ASSERT_EQUAL(oe_scalar(&env, "SELECT COUNT(*) FROM grants.orders WHERE status='pending'"), 4);
+
+    TU_CHECK(mysql_query(m, "GRANT SELECT, UPDATE ON grants.stock TO 'hg_ro_test'@'localhost'") == 0, "GRANT: %s",
+             mysql_error(m));
+    TU_CHECK(mysql_query(m, "SET GLOBAL read_only = 1") == 0, "read_only: %s", mysql_error(m));
+    uint64_t before = hg_order_db_connects(db);
+    hg_order_cancel(db, 1, "manual", &out, &err);
+    TU_CHECK(out == HG_ORDER_TRANSIENT && err.code == 1290, "read-only: %s %u %s", hg_order_outcome_name(out), err.code,
+             err.message);
+    CU_ASSERT_TRUE(hg_order_error_is_database(err.code));
+    CU_ASSERT_FALSE(hg_order_error_is_database(1213)); /* a deadlock is one order's bad luck */
+    hg_order_cancel(db, 1, "manual", &out, &err);
+    TU_CHECK(hg_order_db_connects(db) >= before + 1,
+             "still on the read-only connection: %" PRIu64 " connects, %" PRIu64 " before", hg_order_db_connects(db),
+             before);
+    TU_CHECK(mysql_query(m, "SET GLOBAL read_only = 0") == 0, "read_only off: %s", mysql_error(m));
+    TU_CHECK(hg_order_cancel(db, 1, "manual", &out, &err) == 0 && out == HG_ORDER_CANCELLED, "healed: %s %s",
+             hg_order_outcome_name(out), err.message);
+    fill(items, 2, 2);
+    CU_ASSERT_EQUAL(hg_order_cancel_batch(db, items, 2, "manual", NULL), 0);
+    hg_order_db_close(db);
+    mysql_query(m, "DROP USER 'hg_ro_test'@'localhost'");
+    mysql_close(m);
+    of_report_t r;
+    check_invariant("grants", &r);
+    CU_ASSERT_EQUAL(r.cancelled, 3);
+}
+
 /* ---------------------------------------------------------------- consumer */
 
 static pid_t start_consumer(const char *db, const char *group, int mport, const char *dir, const char *const *extra)
@@ -569,6 +736,10 @@ static const tu_test_t batch_tests[] = {
     { "library: paid, unknown, zero, duplicate ids → each its own outcome", test_lib_outcomes },
     { "library: a constraint failure is halved down to its order", test_lib_constraint_isolated },
     { "library: configured SQL, one order locked → only it fails (after the lock wait)", test_lib_configured_sql },
+    { "library: text SKUs quoted in the set-based stock return", test_lib_text_skus },
+    { "library: a CALL side effect that returns result sets commits", test_lib_call_with_results },
+    { "library: a revoked GRANT and a read-only server are transient; read-only reconnects",
+      test_lib_setup_and_read_only },
     { "consumer: one PULL with paid, unknown, malformed and cancellable orders", test_consumer_outcomes },
     { "consumer: one order locked → the rest cancelled at once, it after the release", test_consumer_locked },
     { "frozen consumer: the inspection skips its row, the server drops its transaction", test_frozen_consumer },
