@@ -12,7 +12,11 @@
  *              → only that order PERMANENT, its neighbours cancelled (the
  *              batch halved down to it); configured SQL (per order) with a
  *              lock held → the others cancelled, the locked one TRANSIENT
- *              after the lock wait; stock exact after each.
+ *              after the lock wait; stock exact after each; a text sku_id
+ *              (long, quoted, SQL-looking) in one set-based transaction; a
+ *              CALL side effect whose procedure SELECTs, alone and batched;
+ *              a revoked GRANT (1142) and a read-only server (1290):
+ *              transient, the read-only connection replaced, healed after.
  *   consumer   hourglass-consumer --batch-size 100: one PULL holding a paid
  *              order, an unknown order, a malformed payload and orders to
  *              cancel → CANCELLED / NOT_PENDING / NOT_FOUND ACKed, the
