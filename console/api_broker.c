@@ -51,7 +51,10 @@ int api_broker_failure(request_t *r, hg_err_t e)
     if (e == HG_OK)
         return 0;
     const char *msg = hg_client_errmsg(r->s->client);
-    int status = strncmp(msg, "NOPERM", 6) == 0 ? 403 : (e == HG_ERR_SERVER ? 400 : 502);
+    int status = strncmp(msg, "NOPERM", 6) == 0                       ? 403
+                 : strncmp(msg, "NOAUTH", 6) == 0 || e == HG_ERR_AUTH ? 401 /* the user was removed */
+                 : e == HG_ERR_SERVER                                 ? 400
+                                                                      : 502;
     http_error(r, status, "broker: %s", msg);
     return status;
 }
@@ -177,6 +180,16 @@ static void dlq_groups(request_t *r)
     hg_reply_free(reply);
 }
 
+/* Does the DLQ of group hold an entry after id? (A failure reads as no.) */
+static int dlq_has_after(request_t *r, const char *group, const char *id)
+{
+    const char *argv[7] = { "DLQ", "LIST", group, "COUNT", "1", "AFTER", id };
+    hg_reply_t *reply = NULL;
+    int more = hg_client_command(r->s->client, 7, argv, NULL, &reply) == HG_OK && hg_reply_count(reply) > 0;
+    hg_reply_free(reply);
+    return more;
+}
+
 static void dlq_page(request_t *r, const char *group)
 {
     const char *after = http_param(r, "after"), *count_text = http_param(r, "count");
@@ -217,7 +230,10 @@ static void dlq_page(request_t *r, const char *group)
         entry_id(hg_reply_element(reply, i), last, sizeof last);
     }
     json_array_close(&j);
-    json_kstr(&j, "next", n > (size_t)count ? last : NULL);
+    /* A short page is the DLQ's end, or the broker's byte budget for one
+     * reply (max-pull-bytes: 16 of 1 MiB messages): ask whether one follows. */
+    int more = n > (size_t)count || (n > 0 && dlq_has_after(r, group, last));
+    json_kstr(&j, "next", more ? last : NULL);
     json_object_close(&j);
     http_json(r, 200, &b);
     buf_free(&b);
@@ -262,7 +278,8 @@ static void dlq_move_all(request_t *r, const char *group, const char *verb)
     if (depth < 0)
         return;
     const char *confirm = http_param(r, "confirm");
-    if (drop && (confirm == NULL || strtoll(confirm, NULL, 10) != depth)) {
+    char *end = NULL;
+    if (drop && (confirm == NULL || confirm[0] == '\0' || strtoll(confirm, &end, 10) != depth || *end != '\0')) {
         console_audit(r, "refused dlq drop all group=%s: confirm=%s but the DLQ holds %lld", group,
                       confirm ? confirm : "-", depth);
         http_error(r, 409, "the DLQ of %s holds %lld messages; confirm=%lld drops them all", group, depth, depth);

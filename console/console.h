@@ -65,9 +65,10 @@ typedef struct session {
     char csrf[CONSOLE_TOKEN_HEX + 1];
     char user[CONSOLE_USER_MAX];
     unsigned roles;
-    int no_users;        /* the broker has no users: roles came from no-users-role */
-    hg_client_t *client; /* logged in to the broker as user */
-    uint64_t created_ms, last_used_ms;
+    int no_users;                            /* the broker has no users: roles came from no-users-role */
+    hg_client_t *client;                     /* logged in to the broker as user */
+    uint64_t created_ms;                     /* wall clock, for people */
+    uint64_t last_used_ms, roles_checked_ms; /* monotonic: the TTL, the next roles check */
 } session_t;
 
 typedef struct sampler sampler_t;
@@ -90,8 +91,10 @@ typedef struct console {
 /* ---- session.c ---- */
 
 /* Log user in: connect to the broker as user/password (AUTH), read the
- * roles (HELLO), make a session. Returns the session, or NULL with *status
- * (401 refused, 503 broker unreachable, 429 too many sessions) and err. */
+ * roles (HELLO), make a session. A user has at most SESSIONS_PER_USER
+ * sessions: past that, the user's least recently used one is ended.
+ * Returns the session, or NULL with *status (401 refused, 503 broker
+ * unreachable, 429 every slot taken by live sessions) and err. */
 session_t *session_login(console_t *c, const char *user, const char *password, int *status, char *err, size_t errlen);
 
 /* The live session of a Cookie header (hg_session=…), its last use
@@ -102,6 +105,19 @@ session_t *session_find(console_t *c, const char *cookie_header);
  * sampler's): broker-timeout, one connect attempt, no resent SENDs, the
  * tls-* keys. No credentials. */
 void console_client_opts(const console_t *c, hg_client_opts_t *opts);
+
+/* Ask the broker again for s's roles (HELLO on its connection; a session of
+ * a broker without users checks that the broker still serves it without
+ * AUTH): always with action 1 (before an order action: the broker never
+ * sees those), else when ROLES_RECHECK_MS have passed. A changed answer updates s->roles (logged). Returns -1 when the
+ * broker no longer accepts the user (NOAUTH, a refused AUTH): the caller
+ * ends the session. A broker that does not answer, or that the sampler
+ * knows to be silent, leaves the roles as they were (0). */
+int session_recheck_roles(console_t *c, session_t *s, int action);
+
+/* End every session that expired (session-ttl without use) and close its
+ * broker connection. Run by a timer, and before a login takes a slot. */
+void session_sweep(console_t *c);
 
 /* End a session: close its broker connection, forget it. */
 void session_end(session_t *s);

@@ -106,11 +106,26 @@ static int is_loopback(const char *addr)
     return 0;
 }
 
+/* Does uri carry a user name or password ("user:pw@" before the host)? */
+static int uri_has_userinfo(const char *uri)
+{
+    const char *p = strstr(uri, "://");
+    p = p != NULL ? p + 3 : uri;
+    return memchr(p, '@', strcspn(p, "/?#")) != NULL;
+}
+
 int console_config_validate(console_config_t *conf, char *err, size_t errlen)
 {
     if (cfg_check_required(&table, conf, err, errlen) != 0 || db_keys_check(conf->mysql_socket, err, errlen) != 0 ||
         TLS_KEYS_CHECK(conf, conf->uri, err, errlen) != 0)
         return -1;
+    if (conf->uri != NULL && uri_has_userinfo(conf->uri)) {
+        /* not echoed: it holds a password; the overview and the log show uri to every viewer */
+        snprintf(err, errlen,
+                 "uri: holds a user name or password (user:password@): give it without them; each operator logs in "
+                 "with their own, and the overview uses sampler-user and sampler-password-file");
+        return -1;
+    }
     if ((conf->https_cert_file == NULL) != (conf->https_key_file == NULL)) {
         snprintf(err, errlen, "%s is set without %s", conf->https_cert_file ? "https-cert-file" : "https-key-file",
                  conf->https_cert_file ? "https-key-file" : "https-cert-file");

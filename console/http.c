@@ -119,6 +119,9 @@ void console_audit(const request_t *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    for (char *p = msg; *p != '\0'; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?'; /* one line: a reason typed with a newline fakes no audit line */
     char peer[64];
     console_peer(r, peer, sizeof peer);
     log_info("audit: user=%s from=%s %s", r->s != NULL ? r->s->user : "-", peer, msg);
@@ -324,6 +327,12 @@ static void api(console_t *c, struct evhttp_request *req, const char *raw_path)
         buf_free(&b);
     } else if (r.s == NULL) {
         http_error(&r, 401, "not logged in");
+    } else if (r.nparts >= 1 && strcmp(r.parts[0], "orders") == 0 && session_recheck_roles(c, r.s, r.is_post) != 0) {
+        console_audit(&r, "session ended: the broker no longer accepts user %s", r.s->user);
+        set_cookie(&r, "", 0);
+        session_end(r.s);
+        r.s = NULL;
+        http_error(&r, 401, "not logged in: the broker no longer accepts this user (log in again)");
     } else if (r.is_post &&
                !session_token_equal(r.s->csrf,
                                     evhttp_find_header(evhttp_request_get_input_headers(req), "X-CSRF-Token") ?: "")) {

@@ -103,6 +103,15 @@ static void on_stop(evutil_socket_t sig, short what, void *arg)
     event_base_loopexit(arg, NULL);
 }
 
+#define SESSION_SWEEP_S 60 /* expired sessions are looked for this often */
+
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    session_sweep(arg);
+}
+
 int main(int argc, char **argv)
 {
     console_config_t cfg;
@@ -153,7 +162,7 @@ int main(int argc, char **argv)
     memset(&c, 0, sizeof c);
     c.cfg = &cfg;
     int rc = 1;
-    struct event *sigterm = NULL, *sigint = NULL, *sighup = NULL;
+    struct event *sigterm = NULL, *sigint = NULL, *sighup = NULL, *sweep = NULL;
     hg_order_db_params_t params;
     hg_order_error_t derr;
     memset(&params, 0, sizeof params);
@@ -175,6 +184,10 @@ int main(int argc, char **argv)
     event_add(sigterm, NULL);
     event_add(sigint, NULL);
     event_add(sighup, NULL);
+    /* expired sessions end (and their broker connections close) without waiting for the next login */
+    sweep = event_new(c.base, -1, EV_PERSIST, on_sweep, &c);
+    struct timeval every = { SESSION_SWEEP_S, 0 };
+    event_add(sweep, &every);
     if ((c.sampler = sampler_start(&c, err, sizeof err)) == NULL || (c.jobs = jobs_new(err, sizeof err)) == NULL) {
         log_error("%s", err);
         goto out;
@@ -196,6 +209,8 @@ out:
         event_free(sigint);
     if (sighup != NULL)
         event_free(sighup);
+    if (sweep != NULL)
+        event_free(sweep);
     if (c.base != NULL)
         event_base_free(c.base);
     hg_order_db_close(c.db);

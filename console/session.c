@@ -13,8 +13,27 @@
  *
  * A broker without users answers AUTH with "AUTH called without any users
  * configured": then no-users-role decides (none: refused; viewer; admin),
- * and the session connects without credentials. A broker with users whose
- * HELLO names no roles gives a read-only session.
+ * and the session connects without credentials. That reply is read from
+ * the end of the client's message (the part the broker wrote, after the
+ * user name, which anyone can type), and the connection without
+ * credentials must then run a command (CLIENT ID) that a broker with users
+ * refuses before AUTH. A broker with users whose HELLO names no roles gives
+ * a read-only session.
+ *
+ * Roles change under a session: an admin demoted or removed (the users
+ * file reloaded). The broker checks its own commands on the session's
+ * connection (a removed user's broker pages answer 401), but the order
+ * pages never reach it, so before an order action (the manual cancel) the
+ * console asks again (HELLO on the session's connection), and before an
+ * order page every ROLES_RECHECK_MS; a user the broker no longer accepts
+ * ends the session. A broker that cannot be reached (or has been silent:
+ * the sampler says so) keeps the roles as they were, so the manual cancel,
+ * the fallback for exactly that case, still works.
+ *
+ * A user holds at most SESSIONS_PER_USER sessions (a login past it ends that
+ * user's least recently used one), so no user can fill the table and lock
+ * the others out; expired sessions are ended, and their broker connections
+ * closed, by session_sweep (a timer of main.c's) as well as when met.
  *
  * Tokens (the session cookie and the CSRF token) are 32 bytes of
  * getrandom(2) in hex, compared in constant time. Sessions end after
@@ -37,7 +56,12 @@
 #include "common/log.h"
 #include "base/clock.h"
 
-#define LOGIN_READ_TIMEOUT_MIN_MS 6000u /* above the broker's longest failure delay, 5 s */
+#define LOGIN_READ_TIMEOUT_MIN_MS 6000u  /* above the broker's longest failure delay, 5 s */
+#define ROLES_RECHECK_MS          30000u /* a session's roles are asked again after this long */
+#define SESSIONS_PER_USER         8
+/* The broker's reply to AUTH when it has no users (broker/cmd_conn.c), as
+ * the client ends its message with it. */
+#define NO_USERS_REPLY "' failed: ERR AUTH called without any users configured"
 
 static int random_token(char *out)
 {
@@ -138,17 +162,70 @@ void console_client_opts(const console_t *c, hg_client_opts_t *opts)
     TLS_KEYS_TO_OPTS(c->cfg, opts);
 }
 
-static session_t *free_slot(console_t *c)
+static int expired(const console_t *c, const session_t *s, uint64_t now)
 {
-    uint64_t now = clock_wall_ms();
+    return now - s->last_used_ms > (uint64_t)c->cfg->session_ttl_ms;
+}
+
+void session_sweep(console_t *c)
+{
+    uint64_t now = clock_mono_ms();
     for (size_t i = 0; i < CONSOLE_MAX_SESSIONS; i++) {
         session_t *s = &c->sessions[i];
-        if (s->used && now - s->last_used_ms > (uint64_t)c->cfg->session_ttl_ms)
+        if (s->used && expired(c, s, now)) {
+            log_info("session of %s expired", s->user);
             session_end(s);
-        if (!s->used)
-            return s;
+        }
     }
-    return NULL;
+}
+
+/* A slot for a new session of user: a free one (expired ones are ended
+ * first); past SESSIONS_PER_USER of user's, the least recently used of
+ * them, ended. NULL when every slot is taken by a live session. */
+static session_t *free_slot(console_t *c, const char *user)
+{
+    session_sweep(c);
+    session_t *free_one = NULL, *oldest_own = NULL;
+    size_t own = 0;
+    for (size_t i = 0; i < CONSOLE_MAX_SESSIONS; i++) {
+        session_t *s = &c->sessions[i];
+        if (!s->used) {
+            free_one = free_one != NULL ? free_one : s;
+        } else if (strcmp(s->user, user) == 0) {
+            own++;
+            if (oldest_own == NULL || s->last_used_ms < oldest_own->last_used_ms)
+                oldest_own = s;
+        }
+    }
+    if (own >= SESSIONS_PER_USER || (free_one == NULL && oldest_own != NULL)) {
+        log_info("session of %s ended: a new login of the same user (at most %d each)", oldest_own->user,
+                 SESSIONS_PER_USER);
+        session_end(oldest_own);
+        return oldest_own;
+    }
+    return free_one;
+}
+
+/* Does the client's AUTH failure message end with the broker's "no users"
+ * reply? The user name comes before it, and anyone can type one: only the
+ * text after the last "' failed: " is the broker's. */
+static int says_no_users(const char *message)
+{
+    const char *last = NULL;
+    for (const char *p = strstr(message, "' failed: "); p != NULL; p = strstr(p + 1, "' failed: "))
+        last = p;
+    return last != NULL && strncmp(last, NO_USERS_REPLY, strlen(NO_USERS_REPLY)) == 0;
+}
+
+/* Does the broker serve a connection without credentials (it has no
+ * users)? CLIENT ID needs AUTH on a broker with users. */
+static int serves_without_auth(hg_client_t *client)
+{
+    const char *argv[2] = { "CLIENT", "ID" };
+    hg_reply_t *r = NULL;
+    int ok = hg_client_command(client, 2, argv, NULL, &r) == HG_OK;
+    hg_reply_free(r);
+    return ok;
 }
 
 session_t *session_login(console_t *c, const char *user, const char *password, int *status, char *err, size_t errlen)
@@ -164,7 +241,7 @@ session_t *session_login(console_t *c, const char *user, const char *password, i
         snprintf(err, errlen, "user: 1..%d bytes", CONSOLE_USER_MAX - 1);
         return NULL;
     }
-    session_t *s = free_slot(c);
+    session_t *s = free_slot(c, user);
     if (s == NULL) {
         *status = 429;
         snprintf(err, errlen, "too many sessions (%d): try again when one has ended", CONSOLE_MAX_SESSIONS);
@@ -179,7 +256,7 @@ session_t *session_login(console_t *c, const char *user, const char *password, i
     opts.user = user;
     opts.password = password != NULL ? password : "";
     hg_err_t code = hg_client_open(c->cfg->uri, &opts, &client, &e);
-    if (code == HG_ERR_AUTH && strstr(e.message, "without any users") != NULL) {
+    if (code == HG_ERR_AUTH && says_no_users(e.message)) {
         if (c->cfg->no_users_role == CONSOLE_NO_USERS_REFUSE) {
             *status = 401;
             snprintf(err, errlen, "the broker has no users, and no-users-role is none: no login");
@@ -189,6 +266,10 @@ session_t *session_login(console_t *c, const char *user, const char *password, i
         roles = c->cfg->no_users_role == CONSOLE_NO_USERS_ADMIN ? (ROLE_ADMIN | ROLE_VIEWER) : ROLE_VIEWER;
         opts.user = opts.password = NULL;
         code = hg_client_open(c->cfg->uri, &opts, &client, &e);
+        if (code == HG_OK && !serves_without_auth(client)) {
+            hg_client_close(client);
+            code = HG_ERR_AUTH; /* it has users after all */
+        }
     }
     if (code == HG_ERR_AUTH) {
         /* One answer for an unknown user, a wrong password and a disabled
@@ -224,8 +305,43 @@ session_t *session_login(console_t *c, const char *user, const char *password, i
     s->roles = roles;
     s->no_users = no_users;
     s->client = client;
-    s->created_ms = s->last_used_ms = clock_wall_ms();
+    s->created_ms = clock_wall_ms();
+    s->last_used_ms = s->roles_checked_ms = clock_mono_ms();
     return s;
+}
+
+int session_recheck_roles(console_t *c, session_t *s, int action)
+{
+    uint64_t now = clock_mono_ms(), silent_ms = 0;
+    if (!action && now - s->roles_checked_ms < ROLES_RECHECK_MS)
+        return 0;
+    if (sampler_silent(c->sampler, SAMPLER_BROKER, &silent_ms))
+        return 0; /* not asked: the broker has not answered (the roles stay as they were) */
+    const char *hello[2] = { "HELLO", "2" };
+    const char *client_id[2] = { "CLIENT", "ID" };
+    hg_reply_t *r = NULL;
+    hg_err_t e = hg_client_command(s->client, 2, s->no_users ? client_id : hello, NULL, &r);
+    int rc = 0;
+    if (e == HG_OK) {
+        s->roles_checked_ms = now;
+        int found = 0;
+        unsigned roles = s->no_users ? s->roles : session_roles_from_hello(r, &found);
+        if (!s->no_users && !found)
+            roles = ROLE_VIEWER;
+        if (roles != s->roles) {
+            char was[64], is[64];
+            session_roles_text(s->roles, was, sizeof was);
+            session_roles_text(roles, is, sizeof is);
+            log_info("session of %s: roles %s now (were %s)", s->user, is[0] ? is : "none", was);
+            s->roles = roles;
+        }
+    } else if (e == HG_ERR_AUTH || (e == HG_ERR_SERVER && strncmp(hg_client_errmsg(s->client), "NOAUTH", 6) == 0)) {
+        log_info("session of %s ended: the broker no longer accepts the user (%s)", s->user,
+                 hg_client_errmsg(s->client));
+        rc = -1;
+    }
+    hg_reply_free(r);
+    return rc;
 }
 
 session_t *session_find(console_t *c, const char *cookie_header)
@@ -241,14 +357,14 @@ session_t *session_find(console_t *c, const char *cookie_header)
         p += strlen("hg_session=");
         size_t n = strcspn(p, "; ");
         if (n != CONSOLE_TOKEN_HEX)
-            return NULL;
+            continue; /* another cookie of that name (a stale one, another path's) may follow */
         memcpy(token, p, n);
         token[n] = '\0';
-        uint64_t now = clock_wall_ms();
+        uint64_t now = clock_mono_ms();
         for (size_t i = 0; i < CONSOLE_MAX_SESSIONS; i++) {
             session_t *s = &c->sessions[i];
             if (s->used && session_token_equal(s->token, token)) {
-                if (now - s->last_used_ms > (uint64_t)c->cfg->session_ttl_ms) {
+                if (expired(c, s, now)) {
                     log_info("session of %s expired", s->user);
                     session_end(s);
                     return NULL;
@@ -257,7 +373,6 @@ session_t *session_find(console_t *c, const char *cookie_header)
                 return s;
             }
         }
-        return NULL;
     }
     return NULL;
 }

@@ -46,6 +46,15 @@
  *                    and the job's status answer at once; four run at
  *                    most (the fifth 429); SIGCONT: each ends with its
  *                    own outcome
+ *   sessions         tests/console/test_sessions.py: a user name that spells
+ *                    the broker's "no users" reply is a wrong login; alice
+ *                    demoted to viewer in the users file (SIGHUP): her open
+ *                    session's manual cancel is refused 403; removed: it
+ *                    ends at its next action (401); eight sessions per user
+ *                    (a ninth login ends the oldest, the table never fills);
+ *                    a stale hg_session cookie before the live one; the
+ *                    drop's confirmation a whole number; an audit line one
+ *                    line
  *   https            a TLS-only broker (port 0, tls-port; no users) and a
  *                    console serving https (https-cert-file, a throwaway CA of
  *                    tests/helpers/tls_certs.h) connected to it with
@@ -55,8 +64,8 @@
  *                    and TLS 1.1 refused); SIGHUP reloads the https
  *                    certificate (the served serial changes)
  *   config           sampler-user without its password file, a tls-* key
- *                    with a plaintext uri, https-cert-file without its key:
- *                    exit 2, named
+ *                    with a plaintext uri, https-cert-file without its key,
+ *                    a uri with a password: exit 2, named
  *   stop             SIGHUP: still answering, the re-read logged; SIGTERM
  *                    while a job waits on a stopped broker
  *                    (tests/console/test_jobs_stop.py): exit 0 at once, the
@@ -126,29 +135,53 @@ typedef struct console_proc {
 static console_proc_t console = { .name = "users" }, compensator = { .name = "compensator" };
 static char bob_pw_path[600];
 
-/* The users file (cheap scrypt, ln=10) and the sampler's password file. */
-static int write_users(void)
+/* A users file at path (cheap scrypt, ln=10): the users, alice with
+ * alice_roles (NULL: alice left out). */
+static int write_users_file(const char *path, const char *alice_roles)
 {
     char text[4096] = "# test users: name roles hash\n", hash[PASSWD_HASH_MAX], err[256];
     passwd_params_t p;
     passwd_params_default(&p, PASSWD_SCRYPT);
     p.log2_n = 10;
     for (size_t i = 0; i < sizeof users / sizeof users[0]; i++) {
+        int alice = strcmp(users[i][0], "alice") == 0;
+        if (alice && alice_roles == NULL)
+            continue;
         if (passwd_hash(users[i][2], strlen(users[i][2]), &p, hash, sizeof hash, err, sizeof err) != 0) {
             fprintf(stderr, "\nFAIL: hash of %s: %s\n", users[i][0], err);
             return -1;
         }
-        snprintf(text + strlen(text), sizeof text - strlen(text), "%s %s %s\n", users[i][0], users[i][1], hash);
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%s %s %s\n", users[i][0],
+                 alice ? alice_roles : users[i][1], hash);
     }
+    if (tu_write_file(path, text) != 0) {
+        fprintf(stderr, "\nFAIL: cannot write %s\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* The users file, its variants for test_sessions.py (alice demoted to
+ * viewer; alice removed) and the sampler's password file. */
+static int write_users(void)
+{
+    char path[700];
     snprintf(users_path, sizeof users_path, "%s/users", workdir);
+    if (write_users_file(users_path, "admin") != 0)
+        return -1;
+    snprintf(path, sizeof path, "%s/users.alice-viewer", workdir);
+    if (write_users_file(path, "viewer") != 0)
+        return -1;
+    snprintf(path, sizeof path, "%s/users.no-alice", workdir);
+    if (write_users_file(path, NULL) != 0)
+        return -1;
     snprintf(monitor_pw_path, sizeof monitor_pw_path, "%s/monitor.password", workdir);
     char pw[128];
     snprintf(pw, sizeof pw, "%s\n", users[3][2]);
     snprintf(bob_pw_path, sizeof bob_pw_path, "%s/bob.password", workdir);
     char bob_pw[128];
     snprintf(bob_pw, sizeof bob_pw, "%s\n", users[1][2]);
-    if (tu_write_file(users_path, text) != 0 || tu_write_file(monitor_pw_path, pw) != 0 ||
-        tu_write_file(bob_pw_path, bob_pw) != 0) {
+    if (tu_write_file(monitor_pw_path, pw) != 0 || tu_write_file(bob_pw_path, bob_pw) != 0) {
         fprintf(stderr, "\nFAIL: cannot write %s\n", users_path);
         return -1;
     }
@@ -485,6 +518,7 @@ static int run_script(const char *script, const console_proc_t *c, const char *s
         setenv("HG_MYSQL_DATABASE", DB, 1);
         setenv("HG_ARTIFACTS", ARTIFACTS, 1);
         setenv("HG_WORKDIR", workdir, 1);
+        setenv("HG_USERS_FILE", users_path, 1);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         execl(PYTHON, PYTHON, path, (char *)NULL);
         fprintf(stderr, "FAIL: cannot run %s %s\n", PYTHON, path);
@@ -523,6 +557,12 @@ static void test_broker_stall(void)
     int rc = run_script("test_broker_stall.py", &console, "http", NULL);
     kill(env.broker.pid, SIGCONT); /* whatever the script did or did not do */
     TU_CHECK(rc == 0, "tests/console/test_broker_stall.py exited %d (its output above says what failed)", rc);
+}
+
+static void test_sessions(void)
+{
+    int rc = run_script("test_sessions.py", &console, "http", NULL);
+    TU_CHECK(rc == 0, "tests/console/test_sessions.py exited %d (its output above says what failed)", rc);
 }
 
 static void test_jobs(void)
@@ -644,6 +684,13 @@ static void test_config(void)
     rc = tu_run_capture(half_https, out, sizeof out);
     TU_CHECK(rc == 2 && strstr(out, "https-cert-file is set without https-key-file") != NULL,
              "https-cert-file without https-key-file: exit 2 (exit %d: %s)", rc, out);
+    const char *with_password[] = { CONSOLE_BIN, "--check-config", "--mysql-database",
+                                    DB,          "--uri",          "hourglass://monitor:pw-Secret@127.0.0.1:7379",
+                                    NULL };
+    rc = tu_run_capture(with_password, out, sizeof out);
+    TU_CHECK(rc == 2 && strstr(out, "uri: holds a user name or password") != NULL && strstr(out, "pw-Secret") == NULL,
+             "a uri with a password (the overview shows uri to viewers): exit 2, the password not echoed (exit %d: %s)",
+             rc, out);
 }
 
 static void test_stop(void)
@@ -680,6 +727,8 @@ static const tu_test_t console_tests[] = {
     { "broker stall: the broker stopped (SIGSTOP): its pages 503 at once, the order pages and a manual cancel work",
       test_broker_stall },
     { "jobs: DLQ … ALL and a purge run off the loop: the broker stopped, every page answers; four at most", test_jobs },
+    { "sessions: roles asked again, a removed user's session ended, sessions per user, the no-users reply",
+      test_sessions },
     { "https: the console over https, in front of a TLS-only broker; SIGHUP reloads the certificate", test_https },
     { "config: sampler-user needs its password file, tls-* keys a TLS uri, https both files", test_config },
     { "SIGHUP: alive, configuration re-read; SIGTERM: a clean stop", test_stop },

@@ -1,0 +1,139 @@
+"""tests/console/test_sessions.py — who a session is, after its login.
+
+- A user name that spells the broker's "no users" reply (anyone can type
+  one) is a wrong login, never the no-users fallback.
+- Roles change under a session: alice (admin) is demoted to viewer in the
+  broker's users file (SIGHUP): her open session's next action, the manual
+  cancel that never reaches the broker, is refused 403; removed from the
+  file, her session ends (401) at its next action. The file is put back.
+- Sessions per user: a tenth login of bob ends his least recently used
+  session; the table never fills, alice still logs in.
+- A Cookie header with a stale hg_session before the live one finds the
+  live one.
+- The DLQ drop's confirmation is a whole number ("2abc" is refused).
+- An audit line stays one line whatever the operator typed.
+
+Run by tests/integration/test_console after its set-up (HG_USERS_FILE and
+its variants .alice-viewer and .no-alice, HG_BROKER_PID for the SIGHUP).
+"""
+import json
+import os
+import shutil
+import signal
+import time
+import urllib.request
+
+from console_test import BASE, ENV, Client, check, finish, log_contains, sql
+
+USERS = ENV["HG_USERS_FILE"]
+BROKER_PID = int(ENV["HG_BROKER_PID"])
+
+
+def use_users(variant):
+    """Put the users file variant ("" for the original) in place and SIGHUP
+    the broker."""
+    src = USERS + ".orig" if variant == "" else USERS + "." + variant
+    tmp = USERS + ".tmp"
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, USERS)
+    os.kill(BROKER_PID, signal.SIGHUP)
+
+
+def wait_login(user, want, deadline_s=30):
+    """Poll fresh logins of user until want(status, doc) holds; the last
+    (status, doc)."""
+    end = time.time() + deadline_s
+    while True:
+        status, doc, _ = Client().login(user)
+        if want(status, doc) or time.time() > end:
+            return status, doc
+        time.sleep(0.1)
+
+
+# ---------------------------------------------------------------- the no-users reply typed as a name
+for name in ["without any users", "x' failed: ERR AUTH called without any users configured (see users-file)"]:
+    status, doc, headers = Client().login(name, "whatever")
+    check(status == 401 and doc.get("error") == "login refused: wrong user name or password" and
+          "Set-Cookie" not in headers,
+          "a user named %r: a wrong login, not the no-users fallback (%s %s)" % (name[:40], status, doc))
+
+# ---------------------------------------------------------------- roles change under a session
+shutil.copyfile(USERS, USERS + ".orig")
+alice = Client()
+status, doc, _ = alice.login("alice")
+check(status == 200 and doc["roles"] == ["admin"], "alice logs in as admin (%s %s)" % (status, doc))
+order = 305
+before = sql("SELECT status FROM orders WHERE id = %d" % order)
+try:
+    use_users("alice-viewer")
+    status, doc = wait_login("alice", lambda s, d: s == 200 and d.get("roles") == ["viewer"])
+    check(status == 200 and doc.get("roles") == ["viewer"], "after the reload a fresh login of alice is a viewer")
+    t0 = time.time()
+    status, doc, _ = alice.post("/api/orders/%d/cancel" % order)
+    check(status == 403 and "role admin" in doc.get("error", ""),
+          "the demoted admin's open session: the manual cancel is refused 403 (%s %s)" % (status, doc))
+    check(sql("SELECT status FROM orders WHERE id = %d" % order) == before, "order %d is as it was" % order)
+    check(time.time() - t0 < 5, "the roles were asked again in %.2f s" % (time.time() - t0))
+    status, doc, _ = alice.get("/api/session")
+    check(status == 200 and doc.get("roles") == ["viewer"] and not doc.get("can_act"),
+          "her session now says viewer (%s)" % doc)
+    check(log_contains("session of alice: roles viewer now (were admin)"), "the change of roles is logged")
+
+    use_users("no-alice")
+    status, doc = wait_login("alice", lambda s, d: s == 401)
+    check(status == 401, "after the next reload alice cannot log in (%s)" % status)
+    status, doc, _ = alice.post("/api/orders/%d/cancel" % order)
+    check(status == 401 and "no longer accepts" in doc.get("error", ""),
+          "the removed user's open session ends at its next action: 401 (%s %s)" % (status, doc))
+    status, doc, _ = alice.get("/api/session")
+    check(status == 200 and doc == {"logged_in": False}, "and it is gone (%s)" % doc)
+    check(log_contains("session of alice ended: the broker no longer accepts the user"), "the end is logged")
+    check(sql("SELECT status FROM orders WHERE id = %d" % order) == before, "order %d is still as it was" % order)
+finally:
+    use_users("")
+status, doc = wait_login("alice", lambda s, d: s == 200 and d.get("roles") == ["admin"])
+check(status == 200 and doc.get("roles") == ["admin"], "the users file put back: alice is an admin again")
+
+# ---------------------------------------------------------------- sessions per user
+bobs = []
+for i in range(10):
+    c = Client()
+    status, _, _ = c.login("bob")
+    check(status == 200, "bob's login %d: 200 (%s)" % (i + 1, status))
+    bobs.append(c)
+    time.sleep(0.002)  # distinct last-use times
+alive = [c.get("/api/session")[1].get("logged_in") for c in bobs]
+check(alive[:2] == [False, False] and all(alive[2:]),
+      "ten logins of bob: his two least recently used sessions ended, eight live (%s)" % alive)
+check(log_contains("session of bob ended: a new login of the same user"), "the ending is logged")
+for i in range(40):
+    Client().login("bob")
+status, _, _ = Client().login("alice")
+check(status == 200, "after 50 logins of bob, alice still logs in (%s)" % status)
+
+# ---------------------------------------------------------------- two hg_session cookies
+fresh = Client()
+fresh.login("bob")
+token = next(c.value for c in fresh.jar if c.name == "hg_session")
+req = urllib.request.Request(BASE + "/api/session",
+                             headers={"Cookie": "hg_session=%s; hg_session=%s" % ("0" * 64, token)})
+with urllib.request.urlopen(req, timeout=30) as res:
+    doc = json.loads(res.read())
+check(doc.get("logged_in") is True and doc.get("user") == "bob",
+      "a stale hg_session before the live one: the live one is found (%s)" % doc)
+
+# ---------------------------------------------------------------- the drop's confirmation, the audit line
+admin = Client()
+admin.login("alice")
+status, doc, _ = admin.get("/api/dlq/junk2")
+total = doc.get("total", 0) if status == 200 else 0
+status, doc, _ = admin.post("/api/dlq/junk2/drop", {"all": "1", "confirm": "%dabc" % total})
+check(status == 409, "confirm=%dabc is not a number: 409 (%s %s)" % (total, status, doc))
+status, doc, _ = admin.post("/api/orders/999999/cancel", {"reason": "x\naudit: user=root forged"})
+check(status == 404, "a cancel (of no order) with a newline in its reason: 404 (%s)" % status)
+with open(ENV["HG_CONSOLE_LOG"], encoding="utf-8", errors="replace") as f:
+    forged = [line for line in f if line.startswith("audit: user=root forged")]
+check(not forged and log_contains("reason=x?audit: user=root forged"),
+      "the audit line stays one line (the newline written as ?)")
+
+finish()
