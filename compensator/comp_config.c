@@ -83,6 +83,9 @@ static const cfg_key_t keys[] = {
     { CFG_KEY("cancel-batch", CFG_INT, "100", 1, 1000, OFF(cancel_batch),
               "orders the overdue and inspection layers cancel per transaction, locked rows skipped "
               "(1: one transaction per order, waiting on locks)") },
+    { CFG_KEY("inspect-lock-timeout", CFG_DURATION, "30s", 3000, 3600000, OFF(inspect_lock_timeout_ms),
+              "the inspection lock's connection is closed by the server after this long without a statement, and "
+              "the lock with it: a frozen or hung inspector loses it within that (the holder keeps it alive)") },
     { CFG_KEY("lock-name", CFG_STRING, NULL, 0, 0, OFF(lock_name),
               "GET_LOCK name that elects the one inspecting instance (default: hourglass-inspection:<database>)") },
 

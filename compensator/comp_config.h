@@ -54,6 +54,7 @@ typedef struct comp_config {
     double relay_backoff_factor, relay_backoff_jitter;
     unsigned long long overdue_interval_ms, overdue_grace_ms, overdue_batch;
     unsigned long long inspect_interval_ms, inspect_grace_ms, inspect_page_size, inspect_page_pause_ms;
+    unsigned long long inspect_lock_timeout_ms;
     unsigned long long cancel_batch; /* orders per cancel transaction (overdue and inspection) */
     char *lock_name;
 

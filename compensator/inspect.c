@@ -42,7 +42,7 @@ comp_inspect_t *comp_inspect_new(const comp_config_t *cfg, const hg_order_db_par
 {
     comp_inspect_t *in = xcalloc(1, sizeof *in);
     in->db = db_conn_new(params, "inspection", DB_AUTOCOMMIT | DB_READ_COMMITTED);
-    in->lock = comp_lock_new(params, cfg->effective_lock_name);
+    in->lock = comp_lock_new(params, cfg->effective_lock_name, db_keys_seconds(cfg->inspect_lock_timeout_ms));
     comp_canceller_init(&in->canceller, params, COMP_CANCELLER_INSPECTION, COMP_REASON_INSPECTION, cfg->cancel_batch,
                         db_keys_seconds(cfg->mysql_idle_transaction_timeout_ms));
     in->items = xcalloc(cfg->inspect_page_size, sizeof *in->items);
@@ -62,6 +62,12 @@ void comp_inspect_free(comp_inspect_t *in)
     comp_pager_free(&in->pager);
     free(in->items);
     free(in);
+}
+
+void comp_inspect_keepalive(comp_inspect_t *in)
+{
+    hg_order_error_t err;
+    comp_lock_check(in->lock, &err); /* a loss is logged and counted there; the next round tries again */
 }
 
 unsigned long long comp_inspect_last_rows(const comp_inspect_t *in)
@@ -129,8 +135,10 @@ comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t err
         long step = (long)in->canceller.batch_size;
         for (long off = 0; off < n && outcome == COMP_RUN_OK && !comp_stopping(); off += step) {
             long len = n - off < step ? n - off : step;
-            if (!comp_lock_alive(in->lock)) {
-                snprintf(errbuf, errlen, "lock lost during a page after %" PRIu64 " cancels", cancelled);
+            if (!comp_lock_check(in->lock,
+                                 &err)) { /* a round trip: it also keeps the lock connection from idling out */
+                snprintf(errbuf, errlen, "lock lost during a page after %" PRIu64 " cancels: %s", cancelled,
+                         err.message);
                 outcome = COMP_RUN_LOCK_LOST;
                 break;
             }

@@ -51,6 +51,11 @@ void comp_inspect_free(comp_inspect_t *in);
  * LOCK_LOST round. */
 comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *err, size_t errlen);
 
+/* Between rounds, every third of inspect-lock-timeout: a statement on the
+ * lock connection (comp_lock_check), so the server does not close it, and
+ * release the lock, while this instance only waits for its next round. */
+void comp_inspect_keepalive(comp_inspect_t *in);
+
 /* Rows read by the page queries of the last round (for the benchmark). */
 unsigned long long comp_inspect_last_rows(const comp_inspect_t *in);
 

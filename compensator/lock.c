@@ -39,10 +39,11 @@ static void set_held(comp_lock_t *l, int held)
     atomic_store_explicit(&comp_stats.lock_held, held, memory_order_relaxed);
 }
 
-comp_lock_t *comp_lock_new(const hg_order_db_params_t *params, const char *name)
+comp_lock_t *comp_lock_new(const hg_order_db_params_t *params, const char *name, unsigned timeout_s)
 {
     comp_lock_t *l = xcalloc(1, sizeof *l);
     l->db = db_conn_new(params, "lock", DB_AUTOCOMMIT | DB_READ_COMMITTED);
+    db_set_idle_timeout(l->db, timeout_s);
     snprintf(l->name, sizeof l->name, "%s", name);
     l->get = (db_stmt_t){ "get-lock", "SELECT GET_LOCK(?, 0)", 0, NULL };
     l->check = (db_stmt_t){ "check-lock", "SELECT IS_USED_LOCK(?) = CONNECTION_ID()", 0, NULL };
@@ -145,6 +146,7 @@ comp_lock_state_t comp_lock_acquire(comp_lock_t *l, hg_order_error_t *err)
     }
     int64_t v = 0;
     my_bool is_null = 0;
+    db_drop_if_closed(l->db); /* the server closed it while idle: a new one, not a failed round */
     if (name_query(l, &l->get, &v, &is_null, err) != 0)
         return COMP_LOCK_ERROR;
     if (is_null) {

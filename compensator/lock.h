@@ -7,7 +7,15 @@
  * between rounds (a stable leader) and loses it only when it stops
  * (comp_lock_free) or when that connection dies — the server releases a
  * named lock with the connection that took it, and MYSQL_OPT_RECONNECT is
- * off so a silent reconnect cannot hide the loss. The loss is detected:
+ * off so a silent reconnect cannot hide the loss.
+ *
+ * A holder that freezes (SIGSTOP, a hung host) must not keep it: the lock
+ * connection's wait_timeout is inspect-lock-timeout (30 s), so the server
+ * closes it, and releases the lock, that long after the holder's last
+ * statement (the server's own default is 8 hours, and inspection stopped
+ * everywhere that long). A live holder keeps it: a check before each page
+ * and each cancel batch, and comp_lock_keepalive between rounds. The loss is
+ * detected:
  *   - comp_lock_check: a round trip on the lock connection
  *     (IS_USED_LOCK(name) = CONNECTION_ID()), before each page;
  *   - comp_lock_alive: no round trip — an idle MySQL connection never has
@@ -37,8 +45,9 @@ typedef enum comp_lock_state {
     COMP_LOCK_ERROR     /* could not tell (database unreachable, error); err says why */
 } comp_lock_state_t;
 
-/* A lock handle (not connected). name: at most 64 characters. Never NULL. */
-comp_lock_t *comp_lock_new(const hg_order_db_params_t *params, const char *name);
+/* A lock handle (not connected). name: at most 64 characters; timeout_s:
+ * the lock connection's wait_timeout (inspect-lock-timeout). Never NULL. */
+comp_lock_t *comp_lock_new(const hg_order_db_params_t *params, const char *name, unsigned timeout_s);
 
 /* Release the lock (RELEASE_LOCK, best effort), close the connection, free.
  * NULL is fine. */

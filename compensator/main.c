@@ -64,6 +64,8 @@ typedef struct runner {
     void (*free_state)(void *state);
     pthread_t thread;
     int started;
+    void (*keepalive)(void *state); /* NULL, or run every keepalive_ms while the layer waits for its next round */
+    uint64_t keepalive_ms;
 } runner_t;
 
 static comp_run_outcome_t run_relay(void *s, char *err, size_t len)
@@ -98,6 +100,24 @@ static void free_monitor(void *s)
 {
     comp_monitor_free(s);
 }
+static void keepalive_inspection(void *s)
+{
+    comp_inspect_keepalive(s);
+}
+
+/* Wait r->interval_ms for the next round, running r->keepalive every
+ * r->keepalive_ms meanwhile. 1 when told to stop. */
+static int wait_next_round(runner_t *r)
+{
+    uint64_t left = r->interval_ms;
+    while (r->keepalive != NULL && r->keepalive_ms > 0 && left > r->keepalive_ms) {
+        if (comp_sleep_ms(r->keepalive_ms))
+            return 1;
+        left -= r->keepalive_ms;
+        r->keepalive(r->state);
+    }
+    return comp_sleep_ms(left);
+}
 
 /* One run of a layer, recorded in comp_stats. */
 static comp_run_outcome_t run_once(runner_t *r, char *err, size_t errlen)
@@ -114,7 +134,7 @@ static void *layer_thread(void *arg)
     char err[600];
     while (!comp_stopping()) {
         run_once(r, err, sizeof err);
-        if (comp_sleep_ms(r->interval_ms))
+        if (wait_next_round(r))
             break;
     }
     return NULL;
@@ -125,33 +145,31 @@ static size_t make_runners(const comp_config_t *cfg, const hg_order_db_params_t 
 {
     size_t n = 0;
     if (cfg->layers & COMP_LAYER_BIT(COMP_LAYER_INDEX_RELAY))
-        out[n++] = (runner_t){
-            COMP_LAYER_INDEX_RELAY, cfg->relay_interval_ms, comp_relay_new(cfg, params), run_relay, free_relay, 0, 0
-        };
+        out[n++] = (runner_t){ .layer = COMP_LAYER_INDEX_RELAY,
+                               .interval_ms = cfg->relay_interval_ms,
+                               .state = comp_relay_new(cfg, params),
+                               .run = run_relay,
+                               .free_state = free_relay };
     if (cfg->layers & COMP_LAYER_BIT(COMP_LAYER_INDEX_OVERDUE))
-        out[n++] = (runner_t){ COMP_LAYER_INDEX_OVERDUE,
-                               cfg->overdue_interval_ms,
-                               comp_overdue_new(cfg, params),
-                               run_overdue,
-                               free_overdue,
-                               0,
-                               0 };
+        out[n++] = (runner_t){ .layer = COMP_LAYER_INDEX_OVERDUE,
+                               .interval_ms = cfg->overdue_interval_ms,
+                               .state = comp_overdue_new(cfg, params),
+                               .run = run_overdue,
+                               .free_state = free_overdue };
     if (cfg->layers & COMP_LAYER_BIT(COMP_LAYER_INDEX_INSPECTION))
-        out[n++] = (runner_t){ COMP_LAYER_INDEX_INSPECTION,
-                               cfg->inspect_interval_ms,
-                               comp_inspect_new(cfg, params),
-                               run_inspection,
-                               free_inspection,
-                               0,
-                               0 };
+        out[n++] = (runner_t){ .layer = COMP_LAYER_INDEX_INSPECTION,
+                               .interval_ms = cfg->inspect_interval_ms,
+                               .state = comp_inspect_new(cfg, params),
+                               .run = run_inspection,
+                               .free_state = free_inspection,
+                               .keepalive = keepalive_inspection,
+                               .keepalive_ms = cfg->inspect_lock_timeout_ms / 3 };
     if (cfg->layers & COMP_LAYER_BIT(COMP_LAYER_INDEX_MONITOR))
-        out[n++] = (runner_t){ COMP_LAYER_INDEX_MONITOR,
-                               cfg->monitor_interval_ms,
-                               comp_monitor_new(cfg, params),
-                               run_monitor,
-                               free_monitor,
-                               0,
-                               0 };
+        out[n++] = (runner_t){ .layer = COMP_LAYER_INDEX_MONITOR,
+                               .interval_ms = cfg->monitor_interval_ms,
+                               .state = comp_monitor_new(cfg, params),
+                               .run = run_monitor,
+                               .free_state = free_monitor };
     return n;
 }
 

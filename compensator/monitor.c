@@ -164,6 +164,7 @@ comp_run_outcome_t comp_monitor_run(comp_monitor_t *m, char *errbuf, size_t errl
     memset(&err, 0, sizeof err);
     errbuf[0] = '\0';
     comp_run_outcome_t outcome = COMP_RUN_OK;
+    db_drop_if_closed(m->db); /* idle since the last round: the server may have closed it (wait_timeout) */
 
     MYSQL_BIND param;
     uint64_t grace_us = m->cfg->inspect_grace_ms * 1000u;

@@ -36,6 +36,7 @@ int comp_pager_start(comp_pager_t *p, hg_order_error_t *err)
 {
     MYSQL_BIND param, result;
     uint64_t grace = p->grace_us;
+    db_drop_if_closed(p->db); /* idle since the last round: the server may have closed it (wait_timeout) */
     db_bind_u64(&param, &grace);
     db_bind_time(&result, &p->cutoff);
     MYSQL_STMT *st = db_exec(p->db, &p->cutoff_stmt, &param, 1, &result, err);

@@ -364,6 +364,7 @@ comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *err
     comp_run_outcome_t outcome = COMP_RUN_OK;
     MYSQL_TIME last_at = { .year = 1000, .month = 1, .day = 1, .time_type = MYSQL_TIMESTAMP_DATETIME };
     uint64_t last_id = 0;
+    db_drop_if_closed(r->db); /* idle since the last round: the server may have closed it (wait_timeout) */
     while (!comp_stopping()) {
         uint64_t batch_failures = 0;
         long n = relay_batch(r, &last_at, &last_id, &sent, &batch_failures, cause, sizeof cause, &err);

@@ -16,6 +16,8 @@
 #include "db/conn.h"
 
 #include <stdarg.h>
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +37,7 @@ struct db_conn {
     char role[32]; /* "" or "relay"; messages read "relay: what: …" */
     char *host, *socket, *user, *password, *database;
     unsigned port, connect_timeout_s, read_timeout_s, write_timeout_s, lock_wait_timeout_s, idle_transaction_timeout_s;
+    unsigned idle_timeout_s; /* db_set_idle_timeout: the session's wait_timeout (0: the server's) */
     db_stmt_t *stmts[DB_MAX_STMTS];
     size_t stmt_count;
 };
@@ -167,6 +170,26 @@ db_conn_t *db_conn_new(const hg_order_db_params_t *p, const char *role, unsigned
     return c;
 }
 
+void db_set_idle_timeout(db_conn_t *c, unsigned seconds)
+{
+    c->idle_timeout_s = seconds;
+}
+
+int db_drop_if_closed(db_conn_t *c)
+{
+    if (c->m == NULL)
+        return 0;
+    struct pollfd p = { .fd = (int)mysql_get_socket(c->m), .events = POLLIN | POLLPRI | POLLRDHUP };
+    int rc;
+    do
+        rc = poll(&p, 1, 0);
+    while (rc < 0 && errno == EINTR);
+    if (rc <= 0)
+        return 0;
+    db_disconnect(c); /* EOF, a reset, or the server's "disconnected for inactivity" packet */
+    return 1;
+}
+
 void db_drop_statements(db_conn_t *c)
 {
     for (size_t i = 0; i < c->stmt_count; i++)
@@ -259,6 +282,14 @@ static int session_setup(db_conn_t *c, hg_order_error_t *err)
      * (MariaDB 10.3+: idle_transaction_timeout), so its row locks do not
      * outlive the pause. MySQL has no such variable (setting it fails with
      * 1193, and so would every connect): there the bound is not applied. */
+    if (c->idle_timeout_s > 0) {
+        char sql[80];
+        snprintf(sql, sizeof sql, "SET SESSION wait_timeout = %u", c->idle_timeout_s);
+        if (mysql_query(c->m, sql) != 0) {
+            db_fail(c, "SET wait_timeout", NULL, err);
+            return -1;
+        }
+    }
     if (c->idle_transaction_timeout_s > 0 && db_server_is_mariadb(mysql_get_server_info(c->m))) {
         char sql[80];
         snprintf(sql, sizeof sql, "SET SESSION idle_transaction_timeout = %u", c->idle_transaction_timeout_s);

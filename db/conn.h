@@ -132,6 +132,18 @@ typedef struct db_conn db_conn_t;
  * of memory aborts). */
 db_conn_t *db_conn_new(const hg_order_db_params_t *params, const char *role, unsigned flags);
 
+/* The session's wait_timeout (seconds; 0: the server's), set at each
+ * connect from then on: the server closes the connection after that long
+ * without a statement, so a frozen holder of a GET_LOCK loses it in that
+ * time (the server's default is 8 hours). */
+void db_set_idle_timeout(db_conn_t *c, unsigned seconds);
+
+/* Between transactions, never inside one: when the server has closed the
+ * idle connection (wait_timeout, idle_transaction_timeout, KILL), drop it
+ * now, so the next statement reconnects instead of failing with "gone
+ * away". A poll of the socket, no round trip. 1 when it was dropped. */
+int db_drop_if_closed(db_conn_t *c);
+
 /* Close the statements and the connection, free. NULL is fine. */
 void db_conn_free(db_conn_t *c);
 

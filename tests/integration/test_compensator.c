@@ -1367,6 +1367,107 @@ static void test_lock_loss(void)
     hg_order_db_close(db);
 }
 
+/* The inspector frozen (SIGSTOP) while it holds the lock: the server closes
+ * its lock connection after inspect-lock-timeout (3 s here) without a
+ * statement, the lock with it, and the other instance inspects: every
+ * overdue order cancelled within seconds, where it waited for the server's
+ * wait_timeout (8 hours) before. A live holder between rounds (6 s apart,
+ * twice the timeout) keeps the lock: its keepalive. Thawed, the frozen one
+ * finds its lock gone; exactly once, stock exact. */
+static void test_frozen_inspector(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_frozen");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    proc_t a, b;
+    const char *extra[] = { "--layers",
+                            "inspection",
+                            "--inspect-interval",
+                            "6s",
+                            "--inspect-grace",
+                            "1s",
+                            "--lock-name",
+                            "c_frozen_test",
+                            "--inspect-lock-timeout",
+                            "3s",
+                            NULL };
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&a, "frozen-a", "c_frozen", "t_frozen", extra), 0);
+    CU_ASSERT_EQUAL_FATAL(wait_metric(a.metrics_port, M "inspection_lock_held", 1, 10000), 1);
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&b, "frozen-b", "c_frozen", "t_frozen", extra), 0);
+    /* Two rounds of b find the lock busy: a keeps it over 6 s without a round (timeout 3 s). */
+    CU_ASSERT_EQUAL(wait_metric(b.metrics_port, M "runs_total{layer=\"inspection\",outcome=\"skipped\"}", 2, 20000), 2);
+    CU_ASSERT_EQUAL(metric(a.metrics_port, M "inspection_lock_lost_total"), 0);
+    CU_ASSERT_EQUAL(metric(a.metrics_port, M "inspection_lock_held"), 1);
+
+    CU_ASSERT_EQUAL_FATAL(kill(a.pid, SIGSTOP), 0);
+    CU_ASSERT_EQUAL_FATAL(seed("c_frozen", 1, 50, -10000, 0), 0);
+    uint64_t t0 = tu_now_mono_ms();
+    long long pending = oe_wait_scalar(&env, 0, 20000, "SELECT COUNT(*) FROM c_frozen.orders WHERE status = 'pending'");
+    uint64_t took = tu_now_mono_ms() - t0;
+    printf("\n    inspector A frozen holding the lock: B cancelled the 50 overdue orders %llu ms later "
+           "(inspect-lock-timeout 3 s, rounds 6 s apart)\n",
+           (unsigned long long)took);
+    CU_ASSERT_EQUAL(pending, 0);
+    BP_CHECK(took < 12000, "%llu ms: the frozen holder kept the lock", (unsigned long long)took);
+    CU_ASSERT_EQUAL(metric(b.metrics_port, M "inspection_lock_held"), 1);
+
+    CU_ASSERT_EQUAL(kill(a.pid, SIGCONT), 0);
+    CU_ASSERT_EQUAL(wait_metric(a.metrics_port, M "inspection_lock_lost_total", 1, 15000), 1);
+    CU_ASSERT_EQUAL(metric(a.metrics_port, M "inspection_lock_held"), 0);
+    CU_ASSERT_EQUAL(stop_proc(&a, f0), 0);
+    CU_ASSERT_EQUAL(stop_proc(&b, f0), 0);
+    of_report_t rep;
+    check_invariant("c_frozen", &rep);
+    CU_ASSERT_EQUAL(rep.cancelled, 50);
+    hg_order_db_close(db);
+}
+
+/* The server closes connections idle for 2 s (wait_timeout) and the layers
+ * run every 3 s: each round finds its connection closed and opens a new
+ * one instead of failing ("gone away"), so no round fails and /healthz
+ * stays 200. */
+static void test_idle_connections_closed(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_idle");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(seed("c_idle", 1, 10, 600000, 1), 0);
+    long long saved = oe_scalarf(&env, "SELECT @@GLOBAL.wait_timeout");
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "SET GLOBAL wait_timeout = 2"), 0);
+    proc_t c;
+    const char *extra[] = { "--layers",
+                            "relay,overdue,inspection,monitor",
+                            "--relay-interval",
+                            "3s",
+                            "--overdue-interval",
+                            "3s",
+                            "--inspect-interval",
+                            "3s",
+                            "--monitor-interval",
+                            "3s",
+                            "--lock-name",
+                            "c_idle_test",
+                            NULL };
+    int started = start_compensator(&c, "idle", "c_idle", "t_idle", extra) == 0;
+    CU_ASSERT_TRUE(started);
+    if (started) {
+        /* four rounds of each layer, each after its connections sat idle 3 s */
+        CU_ASSERT_EQUAL(wait_metric(c.metrics_port, M "runs_total{layer=\"monitor\",outcome=\"ok\"}", 4, 30000), 4);
+        const char *layers[] = { "relay", "overdue", "inspection", "monitor" };
+        for (size_t i = 0; i < 4; i++) {
+            char series[160];
+            snprintf(series, sizeof series, M "runs_total{layer=\"%s\",outcome=\"failed\"}", layers[i]);
+            double failed = metric(c.metrics_port, series);
+            BP_CHECK(failed <= 0, "%s: %.0f failed rounds after its idle connection was closed", layers[i], failed);
+        }
+        char body[2048];
+        BP_CHECK(tu_http_get(c.metrics_port, "/healthz", body, sizeof body) == 200, "/healthz: %s", body);
+        CU_ASSERT_EQUAL(stop_proc(&c, f0), 0);
+    }
+    sql_execf(env.admin, "SET GLOBAL wait_timeout = %lld", saved);
+    hg_order_db_close(db);
+}
+
 /* Alert lines written by the alert command: count lines containing all of a, b. */
 static int count_lines(const char *path, const char *a, const char *b)
 {
@@ -1635,6 +1736,9 @@ static const tu_test_t layers_tests[] = {
     { "(b) broker down the whole timeout: overdue layer cancels", test_broker_down_overdue },
     { "(c) message dropped from the DLQ, outbox row gone: inspection cancels", test_dlq_dropped_inspection },
     { "(d) two compensators: exactly once, stock exact, one inspector", test_two_compensators },
+    { "a frozen inspector loses the lock within inspect-lock-timeout; the other cancels", test_frozen_inspector },
+    { "connections closed by the server while idle (wait_timeout): every round still runs",
+      test_idle_connections_closed },
     { "(e) paid orders never touched, payment races", test_paid_never_touched },
     { "lock connection KILLed mid-scan: scan stops, next round re-acquires", test_lock_loss },
     { "monitor: gauges, alert command, rate limit, resolved", test_monitor_alerts },
