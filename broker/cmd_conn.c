@@ -32,9 +32,10 @@ typedef struct auth_call {
     auth_req_t req; /* first member */
     server_t *srv;
     conn_set_t *set;
-    char user[USERS_NAME_MAX + 1]; /* as given (cut to fit: a longer name matches nobody anyway) */
-    const char *why;               /* for the log when it fails: "wrong password", "no such user", ... */
-    int hello;                     /* 0: AUTH; 2 or 3: HELLO's protocol */
+    char user[USERS_NAME_MAX + 1]; /* as given, its bytes exact (a longer name matches nobody: user_len 0) */
+    size_t user_len;
+    const char *why; /* for the log when it fails: "wrong password", "no such user", ... */
+    int hello;       /* 0: AUTH; 2 or 3: HELLO's protocol */
     int has_setname;
     char setname[128];
 } auth_call_t;
@@ -184,15 +185,17 @@ static void auth_complete(job_t *j)
         return; /* gone: conn_job_done frees the job */
     }
     /* The users file may have been reloaded meanwhile: the user must still be there with the same hash. */
-    const users_entry_t *e = users_find(server_users(ac->srv), ac->user, strlen(ac->user));
+    const users_entry_t *e = ac->user_len > 0 ? users_find(server_users(ac->srv), ac->user, ac->user_len) : NULL;
     int ok = ac->req.ok && e != NULL && !e->disabled && strcmp(e->hash, ac->req.hash) == 0;
     resp_buf_clear(&j->reply);
     j->reply.proto = c->proto;
     if (!ok) {
+        char shown[USERS_NAME_MAX + 8];
+        resp_arg_t name = { .ptr = ac->user, .len = ac->user_len };
         log_warn("AUTH failed from %s for user '%s' (%s): reply held back %u ms (%u failures from this address in "
                  "the last minute)",
-                 c->addr, ac->user, ac->req.ok ? "user changed meanwhile" : ac->why, ac->req.delay_ms,
-                 ac->req.failures);
+                 c->addr, cmd_shown(&name, shown, sizeof shown), ac->req.ok ? "user changed meanwhile" : ac->why,
+                 ac->req.delay_ms, ac->req.failures);
         resp_add_error(&j->reply, WRONGPASS);
         return;
     }
@@ -231,7 +234,10 @@ static void start_auth(cmd_call_t *call, const resp_arg_t *user, const resp_arg_
     if (colon != NULL) {
         *colon = '\0';
     }
-    cmd_shown(user, ac->user, sizeof ac->user);
+    if (user->len <= USERS_NAME_MAX) { /* the exact bytes: cmd_shown would cut a 62..64-byte name to "…..." */
+        memcpy(ac->user, user->ptr, user->len);
+        ac->user_len = user->len;
+    }
     if (e == NULL) {
         ac->why = "no such user";
     } else if (e->disabled) {

@@ -137,6 +137,20 @@ static int parse_page(cmd_call_t *call, size_t from, const char *what, const cha
     return 0;
 }
 
+/* The most a page of TOPICS or GROUP LIST may hold, charged to the
+ * connection (conn.c) and fair-shared by the storage thread as a listing:
+ * without it a client pipelining TOPICS and never reading had 1 024 replies
+ * of 10 000 topics built in one iteration (4 GB) while every SEND waited.
+ * count rows (all: max-topics, or 10 000 without a limit), each its name
+ * and fields, about 1 KiB. */
+#define PAGE_ROW_ESTIMATE 1024
+static size_t page_estimate(const cmd_call_t *call, int count)
+{
+    long long topics = cmd_config_of(call)->max_topics;
+    long long rows = count > 0 ? count : topics > 0 ? topics : 10000;
+    return (size_t)rows * PAGE_ROW_ESTIMATE;
+}
+
 static job_result_t group_exec(job_t *j, writer_t *w)
 {
     const group_cmd_req_t *r = &((group_job_t *)j)->req;
@@ -260,6 +274,7 @@ void cmd_topics(cmd_call_t *call)
     tj->dedup_topics = list ? cmd_job_copy(&arena, &copy).ptr : NULL;
     tj->page.count = count;
     tj->page.after = cmd_job_copy(&arena, after);
+    tj->job.reply_estimate = page_estimate(call, count);
     call->job = &tj->job;
 }
 
@@ -463,6 +478,9 @@ void cmd_group(cmd_call_t *call)
         cmd_job_new(sizeof *gj, cmd_copy_size(group) + cmd_copy_size(topic) + cmd_copy_size(after), group_exec, &arena);
     gj->req.sub = code;
     gj->req.page.count = count;
+    if (code == SUB_LIST) {
+        gj->job.reply_estimate = page_estimate(call, count);
+    }
     gj->req.page.after = cmd_job_copy(&arena, after);
     gj->req.group = cmd_job_copy(&arena, group);
     gj->req.topic = cmd_job_copy(&arena, topic);

@@ -48,6 +48,11 @@ typedef struct exec_job {
     size_t n;
 } exec_job_t;
 
+size_t cmd_multi_bytes(const cmd_multi_t *m)
+{
+    return m != NULL ? m->bytes : 0;
+}
+
 void cmd_multi_free(cmd_multi_t *m)
 {
     if (m == NULL) {
@@ -186,6 +191,7 @@ void cmd_exec(cmd_call_t *call)
     ej->jobs = m->jobs;
     ej->n = m->n;
     ej->job.complete = exec_complete;
+    ej->job.carried_bytes = m->bytes; /* held until its batch is written, as the SENDs' own bytes would be */
     m->jobs = NULL;
     m->n = 0;
     cmd_multi_free(m);

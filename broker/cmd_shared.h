@@ -42,6 +42,9 @@ cmd_proc_t cmd_multi, cmd_exec, cmd_discard;
 int cmd_multi_queue(cmd_call_t *call, int is_send);
 void cmd_multi_queued(cmd_call_t *call);
 void cmd_multi_fail(const cmd_call_t *call);
+/* The bytes of the SENDs queued in m (0 for NULL): the connection's memory
+ * (max-client-memory) counts them while the transaction is open. */
+size_t cmd_multi_bytes(const cmd_multi_t *m);
 void cmd_multi_free(cmd_multi_t *m);
 
 /* COMMAND DOCS (cmd_docs.c): name's entry — its name, then the map of its

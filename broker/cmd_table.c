@@ -141,7 +141,7 @@ static const cmd_def_t commands[] = {
       "start a transaction: the SENDs until EXEC are stored atomically" },
     { "exec", 1, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_PROD, NULL, cmd_exec, "",
       "store the queued SENDs in one batch; replies their ids" },
-    { "discard", 1, CMD_LOOP, R_PROD, NULL, cmd_discard, "", "drop the queued SENDs" },
+    { "discard", 1, CMD_LOOP, R_ANY, NULL, cmd_discard, "", "drop the queued SENDs" },
     { "command", -1, CMD_LOOP, R_ANY, NULL, cmd_command, "[COUNT|DOCS|LIST|INFO name...|HELP]", "the command table" },
     { "client", -2, CMD_LOOP, R_ANY, client_subs, cmd_client,
       "SETNAME n|GETNAME|ID|SETINFO k v|LIST|INFO|KILL filter v ...", "connection facts; KILL closes clients (admin)" },

@@ -75,7 +75,8 @@ struct reply_slot {
     char *data;   /* loop reply (copied) */
     size_t len;
     size_t charge;   /* bytes counted in the connection's inflight_bytes for this slot */
-    size_t reserved; /* of which a PULL BLOCK's reply estimate, until the reply exists (reserved_bytes) */
+    size_t reserved; /* of which not held by the loop until the reply exists (reserved_bytes): a PULL BLOCK's
+                        reply estimate, an EXEC's queued SENDs (the storage thread's batch now) */
 };
 
 struct conn_set {
@@ -435,9 +436,9 @@ static void conn_execute(conn_t *c, const resp_command_t *cmd)
         j->proto = c->proto;
         j->reply.proto = c->proto;
         reply_slot_t *sl = slot_append(c, j->seq);
-        sl->charge = cmd->wire_len + j->reply_estimate;
+        sl->charge = cmd->wire_len + j->reply_estimate + j->carried_bytes;
         c->inflight_bytes += sl->charge;
-        sl->reserved = j->block_set ? j->reply_estimate : 0; /* a blocked PULL: see conn_memory */
+        sl->reserved = (j->block_set ? j->reply_estimate : 0) + j->carried_bytes; /* see conn_memory */
         c->reserved_bytes += sl->reserved;
         if (j->block_set) {
             sl->blocking = 1;
@@ -739,7 +740,11 @@ void conn_job_done(job_t *j, void *ctx)
 /* Bytes the broker holds for c: unparsed input, the parser's buffers,
  * requests and replies in its FIFO (a listing at its reply estimate: the
  * storage thread is about to build that reply), replies not yet taken by
- * the socket. A PULL BLOCK's estimate is left out: it waits, usually for a
+ * the socket, and the SENDs queued in an open MULTI (they wait in the loop
+ * for EXEC). Once EXEC has handed them to the storage thread they are its
+ * batch, written at once: charged to max-inflight-bytes (a client
+ * pipelining EXECs pauses) but not here, or the sender of a transaction
+ * already being written would be closed for it. A PULL BLOCK's estimate is left out: it waits, usually for a
  * long time, holding nothing (counted, 128 blocked PULLs at the defaults
  * were closed as the largest holders of 512 MiB they did not hold); it
  * still counts against the connection's max-inflight-bytes, and its reply
@@ -747,7 +752,7 @@ void conn_job_done(job_t *j, void *ctx)
 static size_t conn_memory(const conn_t *c)
 {
     return evbuffer_get_length(bufferevent_get_input(c->bev)) + resp_parser_buffered(&c->parser) + c->inflight_bytes -
-           c->reserved_bytes + evbuffer_get_length(bufferevent_get_output(c->bev));
+           c->reserved_bytes + evbuffer_get_length(bufferevent_get_output(c->bev)) + cmd_multi_bytes(c->multi);
 }
 
 static void sweep_cb(evutil_socket_t fd, short what, void *arg)

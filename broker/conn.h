@@ -94,7 +94,8 @@ typedef struct conn {
     uint64_t cmd_started_mono; /* when the unfinished command's first byte was parsed; 0: none */
     size_t inflight_bytes;     /* request bytes awaiting replies + replies queued in the FIFO (listings
                                   awaiting theirs at their reply estimate: max-inflight-bytes) */
-    size_t reserved_bytes;     /* of which PULL BLOCK reply estimates: waiting, not held (not in max-client-memory) */
+    size_t reserved_bytes;     /* of which PULL BLOCK reply estimates (waiting, not held) and EXECs' queued SENDs
+                                  (the storage thread's batch): not in max-client-memory */
     /* set bookkeeping */
     struct conn *all_next, *all_prev, *dead_next;
 } conn_t;

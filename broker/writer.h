@@ -108,6 +108,8 @@ struct job {
     char *audit;                    /* loop thread, audited commands (cmd_table.c): who ran what; NULL: not audited */
     char audit_result[192];         /* storage thread, optional: what it changed ("" = summarised from the reply) */
     size_t reply_estimate;          /* set by listing commands: the most its reply may hold (conn.c charges it) */
+    size_t carried_bytes;           /* request bytes it carries besides its own command's (EXEC: the queued
+                                       SENDs'), charged to the connection like them (conn.c) */
     uint64_t reply_cap;             /* set by the writer for a PULL BLOCK: the payload bytes its reply may take (the
                                client memory left, writer_set_wake_budget); 0: the configured max-pull-bytes */
     size_t woken_bytes;             /* set by the writer: a PULL BLOCK's reply bytes, counted against the client memory

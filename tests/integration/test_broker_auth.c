@@ -58,14 +58,18 @@ static void user_line(char *out, size_t outlen, const char *name, const char *ro
     snprintf(out, outlen, "%s %s %s\n", name, roles, hash);
 }
 
-/* Write the users file: the four roles, an all-in-one, and "default". */
+/* A user name of USERS_NAME_MAX (64) bytes, the longest a users file takes. */
+#define LONG_USER "long-name-of-sixty-four-bytes-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+
+/* Write the users file: the four roles, an all-in-one, "default", and a
+ * user whose name is the longest allowed. */
 static void write_users(int with_viewer)
 {
     char text[4096] = "# test users\n", line[512];
     const char *users[][3] = {
         { "shop", "producer", "pw-shop" },     { "canceller", "consumer", "pw-canceller" },
         { "ops", "admin", "pw-ops" },          { "grafana", "viewer", "pw-grafana" },
-        { "default", "viewer", "pw-default" },
+        { "default", "viewer", "pw-default" }, { LONG_USER, "viewer", "pw-long" },
     };
     for (size_t i = 0; i < sizeof users / sizeof users[0]; i++) {
         if (!with_viewer && strcmp(users[i][0], "grafana") == 0)
@@ -579,6 +583,26 @@ static void test_no_users(void)
              "INFO auth_required %s", v);
 }
 
+/* The longest user name logs in, through the AUTH thread (the first time)
+ * and the cache (the second): it was cut to 61 bytes and "..." on its way to
+ * the lookup, and a right password got WRONGPASS. One byte more matches
+ * nobody. */
+static void test_long_user_name(void)
+{
+    BP_REQUIRE(strlen(LONG_USER) == 64, "LONG_USER is %zu bytes", strlen(LONG_USER));
+    start_with_users();
+    rc_conn_t a, b, c;
+    connect_as(&a, LONG_USER, "pw-long");
+    connect_as(&b, LONG_USER, "pw-long");
+    EXPECT(&a, "long", NULL, "ACL", "WHOAMI");
+    connect_as(&c, NULL, NULL);
+    EXPECT(&c, "long+1", "WRONGPASS", "AUTH", LONG_USER "x", "pw-long");
+    rc_close(&a);
+    rc_close(&b);
+    rc_close(&c);
+    cleanup_users();
+}
+
 static const tu_test_t auth_tests[] = {
     { "before AUTH only PING AUTH HELLO QUIT", test_unauthenticated },
     { "roles: producer, consumer, viewer, admin", test_roles },
@@ -588,6 +612,7 @@ static const tu_test_t auth_tests[] = {
     { "protected mode and allow-remote", test_protected_mode },
     { "CLIENT KILL by ID, ADDR, USER, SKIPME; admin only; logged", test_client_kill },
     { "without users: as before", test_no_users },
+    { "a user name of 64 bytes logs in", test_long_user_name },
     { NULL, NULL },
 };
 

@@ -26,14 +26,19 @@
  *  - fair_share: 8 clients queue 64 DLQ LISTs of 4 MiB; a SEND sent while
  *    they wait is answered while most of them still wait (first come,
  *    first served, it waited for all of them), and every listing is served;
- *  - woken_budget: 24 PULL BLOCK COUNT 100 woken at once by 120 MB made
- *    ready (one MULTI/EXEC of 120 SENDs) under max-client-memory 64mb: their replies
+ *  - woken_budget: 24 PULL BLOCK COUNT 100 woken at once by 60 MB made
+ *    ready (one MULTI/EXEC of 60 SENDs; messages may be 24 MiB, the room a
+ *    reply needs) under max-client-memory 64mb: their replies
  *    are built within the budget (shrunk, or deferred until the clients
  *    read), so none is closed, and every message is delivered;
  *  - blocked_pulls: 300 PULL BLOCK connections (each reserving max-pull-bytes
  *    for its reply, 300 x 16 MiB in all) under max-client-memory 64mb: a
  *    reservation is not memory, so none is closed, and each gets its message
  *    when 300 are sent;
+ *  - unread_held: SENDs queued in open MULTIs count toward
+ *    max-client-memory (the largest holder is closed); 1 024 pipelined
+ *    TOPICS never read are charged at their estimate: the client pauses,
+ *    RSS stays bounded and another client's SEND is answered meanwhile;
  *  - disk_full: the data directory on a 48 MiB tmpfs mounted by the test;
  *    a filler file takes every free byte: SENDs fail with "disk full", the
  *    disk reserve is given back, reads (PING, INFO, LEVELS, GROUP LIST, DLQ
@@ -634,12 +639,16 @@ static void test_fair_share(void)
 static void test_woken_budget(void)
 {
     enum {
-        MESSAGES = 120,
+        MESSAGES = 60,
         WAITERS = 24
     };
     const long long budget = 64LL << 20;
-    /* the transaction's 120 MB wait in the loop until EXEC: max-inflight-bytes bounds them */
-    const char *extra[] = { "--max-client-memory", "64mb", "--max-inflight-bytes", "256mb", ONE_MB_MESSAGES, NULL };
+    /* The transaction's 60 MB wait in the loop until EXEC, counted against max-client-memory there (so it is
+     * kept under the 64 MiB); a message may be 24 MiB, so a reply stops, and the next waits, while less than
+     * one such message of room is left: 60 MB of 1 MB messages ready at once are more than that budget takes. */
+    const char *extra[] = {
+        "--max-client-memory", "64mb", "--max-payload", "24mb", "--max-bulk", "24mb", "--max-query", "25mb", NULL
+    };
     char e[512], v[64];
     need_fds(WAITERS + 100);
     bt_start(extra);
@@ -697,7 +706,7 @@ static void test_woken_budget(void)
     BP_CHECK(got == MESSAGES, "%d of %d messages delivered", got, MESSAGES);
     BP_CHECK(kills == 0, "%lld woken PULLs were closed over max-client-memory: their replies were built past it",
              kills);
-    BP_CHECK(deferrals > 0, "no woken PULL waited for client memory (wake_deferrals 0) with 120 MB ready and 64 MiB");
+    BP_CHECK(deferrals > 0, "no woken PULL waited for client memory (wake_deferrals 0) with 60 MB ready and 64 MiB");
     for (int i = 0; i < WAITERS; i++)
         rc_close(&w[i]);
 }
@@ -738,6 +747,79 @@ static void test_blocked_pulls(void)
            "message\n",
            WAITERS, held, got);
     BP_CHECK(got == WAITERS, "%d of %d blocked PULLs got a message", got, WAITERS);
+}
+
+/* What a client holds without reading is charged to it:
+ *  - SENDs queued in an open MULTI count toward max-client-memory (three
+ *    connections holding 16 MiB each in transactions under 32mb: the
+ *    largest is closed; before, none was, whatever they held);
+ *  - an unread TOPICS reply is charged at its estimate, so a client
+ *    pipelining 1 024 TOPICS (2 000 topics) is paused instead of having
+ *    every reply built at once (RSS before: +300 MiB here, 4 GB with 10 000
+ *    long names), and another client's SEND is answered meanwhile. */
+static void test_unread_held(void)
+{
+    enum {
+        TXN = 3,
+        QUEUED = 4000,
+        TOPICS = 2000,
+        PIPELINED = 1024
+    };
+    const char *extra[] = { "--max-client-memory", "32mb", NULL };
+    char e[512], id[32];
+    bt_start(extra);
+    static char payload[4001];
+    memset(payload, 'q', 4000);
+    static rc_conn_t t[TXN];
+    for (int i = 0; i < TXN; i++) {
+        BP_REQUIRE(bp_connect(&bt_broker, &t[i], e, sizeof e) == 0, "connection %d: %s", i, e);
+        rc_appendl(&t[i], "MULTI", NULL);
+        for (int k = 0; k < QUEUED; k++)
+            rc_appendl(&t[i], "SEND", "held", payload, NULL);
+        BP_REQUIRE(rc_flush(&t[i], 30000) == 0, "transaction %d: %s", i, t[i].err);
+    }
+    long long closed = 0;
+    for (int waited = 0; waited < 10000 && (closed = info_ll("client_memory_disconnects")) == 0; waited += 50)
+        sleep_ms(50);
+    printf("unread_held: %d transactions of %d x 4000 bytes under max-client-memory 32mb: %lld closed\n", TXN, QUEUED,
+           closed);
+    BP_CHECK(closed >= 1, "no connection was closed: the SENDs queued in MULTI are not counted");
+    for (int i = 0; i < TXN; i++)
+        rc_close(&t[i]);
+
+    for (int i = 0; i < TOPICS; i++) {
+        char topic[64];
+        snprintf(topic, sizeof topic, "topic-%05d-with-a-longer-name-xxxxxxxxxxxxxxxx", i);
+        rc_appendl(&bt_conn, "SEND", topic, "m", NULL);
+    }
+    BP_REQUIRE(rc_flush(&bt_conn, 30000) == 0, "SENDs: %s", bt_conn.err);
+    for (int i = 0; i < TOPICS; i++) {
+        resp_reply_t *r = rc_read(&bt_conn, 30000);
+        BP_REQUIRE(r != NULL && r->type != RESP_REPLY_ERROR, "SEND %d: %s", i, r ? rc_describe(r, e, sizeof e) : "-");
+        resp_reply_free(r);
+    }
+    long base = bp_rss_kib(&bt_broker);
+    rc_conn_t lister;
+    BP_REQUIRE(bp_connect(&bt_broker, &lister, e, sizeof e) == 0, "lister: %s", e);
+    for (int i = 0; i < PIPELINED; i++)
+        rc_appendl(&lister, "TOPICS", NULL);
+    rc_flush(&lister, 3000); /* the broker stops reading it: what is left stays unsent */
+    long peak = base;
+    uint64_t worst = 0;
+    for (int i = 0; i < 20; i++) {
+        uint64_t t0 = tu_now_mono_ms();
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "beside", "m", NULL) == 0, "SEND beside: %s", e);
+        uint64_t took = tu_now_mono_ms() - t0;
+        worst = took > worst ? took : worst;
+        long rss = bp_rss_kib(&bt_broker);
+        peak = rss > peak ? rss : peak;
+        sleep_ms(100);
+    }
+    printf("unread_held: %d TOPICS of %d topics unread: RSS %ld KiB -> peak %ld KiB; worst SEND beside %llu ms\n",
+           PIPELINED, TOPICS, base, peak, (unsigned long long)worst);
+    BP_CHECK(peak - base < 160 * 1024, "RSS grew %ld KiB for one client's unread TOPICS", peak - base);
+    BP_CHECK(worst < 2000, "a SEND beside them waited %llu ms", (unsigned long long)worst);
+    rc_close(&lister);
 }
 
 /* *.log files in dir. */
@@ -940,6 +1022,7 @@ int main(int argc, char **argv)
         { "fair_share", test_fair_share },
         { "woken_budget", test_woken_budget },
         { "blocked_pulls", test_blocked_pulls },
+        { "unread_held", test_unread_held },
         { "disk_full", test_disk_full },
         { "disk_reserve_warning", test_disk_reserve_warning },
         { NULL, NULL },
