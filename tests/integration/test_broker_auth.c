@@ -365,6 +365,10 @@ static void test_reload(void)
     char e[1024];
     connect_as(&view, "grafana", "pw-grafana");
     connect_as(&prod, "shop", "pw-shop");
+    rc_conn_t txn; /* shop inside MULTI when the reload takes its producer role away */
+    connect_as(&txn, "shop", "pw-shop");
+    EXPECT(&txn, "shop", NULL, "MULTI");
+    EXPECT(&txn, "shop", NULL, "SEND", "t", "queued");
     EXPECT(&view, "viewer", NULL, "INFO", "server");
     /* A bad file: refused, the old users stay. */
     TU_REQUIRE(tu_write_file(users_path, "shop producer,boss $scrypt$ln=10,r=8,p=1$00$00\n") == 0, "write");
@@ -374,7 +378,7 @@ static void test_reload(void)
     BP_CHECK(bp_log_contains(&bt_broker, "users:1: user 'shop': unknown role 'boss'"),
              "the error does not name file:line and the problem");
     EXPECT(&view, "viewer after a bad reload", NULL, "INFO", "server");
-    /* Without grafana, and shop now also a consumer. */
+    /* Without grafana, and shop a consumer instead of a producer. */
     write_users(0);
     char text[8192];
     FILE *f = fopen(users_path, "r");
@@ -385,16 +389,21 @@ static void test_reload(void)
     char *shop = strstr(text, "shop producer");
     BP_REQUIRE(shop != NULL, "shop line");
     char fixed[8300];
-    snprintf(fixed, sizeof fixed, "%.*sshop producer,consumer%s", (int)(shop - text), text,
-             shop + strlen("shop producer"));
+    snprintf(fixed, sizeof fixed, "%.*sshop consumer%s", (int)(shop - text), text, shop + strlen("shop producer"));
     TU_REQUIRE(tu_write_file(users_path, fixed) == 0, "write");
     BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
     BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "users reloaded from", 10000) == 0, "no reload logged");
     BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "user 'grafana' is gone", 10000) == 0,
              "the removed user's connection was not logged out");
     EXPECT(&view, "removed viewer", "NOAUTH", "INFO", "server");
-    EXPECT(&prod, "shop with consumer added", NULL, "GROUP", "CREATE", "g", "t");
-    EXPECT(&prod, "shop with consumer added", NULL, "PULL", "g", "t");
+    EXPECT(&prod, "shop now a consumer", NULL, "GROUP", "CREATE", "g", "t");
+    EXPECT(&prod, "shop now a consumer", NULL, "PULL", "g", "t");
+    EXPECT(&prod, "shop now a consumer", "NOPERM", "SEND", "t", "x");
+    /* Its open transaction: EXEC is refused, DISCARD (any role) leaves it, and the connection works again. */
+    EXPECT(&txn, "shop in MULTI, producer role gone", "NOPERM", "EXEC");
+    EXPECT(&txn, "shop in MULTI, producer role gone", NULL, "DISCARD");
+    EXPECT(&txn, "shop after DISCARD", NULL, "PING");
+    rc_close(&txn);
     rc_conn_t again;
     BP_REQUIRE(bp_connect(&bt_broker, &again, e, sizeof e) == 0, "connect");
     EXPECT(&again, "grafana after removal", "WRONGPASS", "AUTH", "grafana", "pw-grafana");

@@ -14,7 +14,10 @@
  *  - DEDUP: a second SEND of a live key answers the first id; a leased one is
  *    still live; after ACK or in the DLQ only, a new message is stored;
  *    resends over a kill -9 mid-stream leave exactly one live message per
- *    key, and the indexes are exact after the restart (--check-data).
+ *    key, and the indexes are exact after the restart (--check-data);
+ *  - a read that shows a message whose SEND is not yet synced (every
+ *    fdatasync held 400 ms by strace attached to the broker) waits for that
+ *    fsync: FIND and PEEK answer after it, never before the SEND is.
  *
  * Run one: ./tests/integration/test_msg_lookup
  */
@@ -22,8 +25,13 @@
 #include "config.h"
 #endif
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -514,6 +522,117 @@ static void test_dedup_kill9(void)
     check_data();
 }
 
+/* strace attached to the broker, every fdatasync held DELAY_US on its way
+ * back (a slow disk, for real: the broker's own syscalls wait). Its pid,
+ * once it has attached to every thread; 0 (with the cause printed) when it
+ * cannot run. */
+#define FSYNC_DELAY_US 400000
+static pid_t slow_fsync_start(pid_t broker)
+{
+    char pid[24], inject[64];
+    snprintf(pid, sizeof pid, "%d", (int)broker);
+    snprintf(inject, sizeof inject, "inject=fdatasync:delay_exit=%d", FSYNC_DELAY_US);
+    pid_t s = fork();
+    if (s == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0)
+            dup2(null, 1);
+        execlp("strace", "strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=fdatasync", "-e", inject, "-p", pid,
+               (char *)NULL);
+        fprintf(stderr, "cannot run strace: %s\n", strerror(errno));
+        _exit(127);
+    }
+    /* attached when every thread of the broker has a tracer */
+    uint64_t end = tu_now_mono_ms() + 20000;
+    while (s > 0 && tu_now_mono_ms() < end) {
+        char path[64], line[256];
+        snprintf(path, sizeof path, "/proc/%d/task", (int)broker);
+        DIR *d = opendir(path);
+        int threads = 0, traced = 0;
+        struct dirent *de;
+        while (d != NULL && (de = readdir(d)) != NULL) {
+            if (de->d_name[0] == '.')
+                continue;
+            threads++;
+            char status[400];
+            snprintf(status, sizeof status, "/proc/%d/task/%s/status", (int)broker, de->d_name);
+            FILE *f = fopen(status, "r");
+            while (f != NULL && fgets(line, sizeof line, f) != NULL)
+                if (strncmp(line, "TracerPid:", 10) == 0 && atoi(line + 10) != 0)
+                    traced++;
+            if (f != NULL)
+                fclose(f);
+        }
+        if (d != NULL)
+            closedir(d);
+        if (threads > 0 && traced == threads)
+            return s;
+        int st;
+        if (waitpid(s, &st, WNOHANG) == s) {
+            fprintf(stderr, "\n    strace exited before it attached\n");
+            return 0;
+        }
+        usleep(20000);
+    }
+    return s;
+}
+
+static void slow_fsync_stop(pid_t s)
+{
+    if (s > 0) {
+        kill(s, SIGTERM); /* strace detaches and leaves the broker running */
+        waitpid(s, NULL, 0);
+    }
+}
+
+/* A read that shows a message waits for the fsync of its SEND: FIND and
+ * PEEK of a keyed message whose SEND is written but not yet synced (every
+ * fdatasync held 400 ms by strace) answer only after that fsync, not before
+ * the SEND itself is answered. Before, they answered in a millisecond, and
+ * after a power cut they would have shown a message that no longer
+ * existed. */
+static void test_reads_wait_for_fsync(void)
+{
+    bt_start(NULL);
+    pid_t tracer = slow_fsync_start(bt_broker.pid);
+    BP_REQUIRE(tracer > 0, "strace could not attach to the broker (root and the strace package are needed)");
+    char e[512];
+    rc_conn_t sender, reader;
+    BP_REQUIRE(bp_connect(&bt_broker, &sender, e, sizeof e) == 0, "connect: %s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &reader, e, sizeof e) == 0, "connect: %s", e);
+    /* FIND of the key; PEEK of the 1h level (17 of the default table), which then holds both */
+    const char *reads[][3] = { { "FIND", "fsync-t", "k1" }, { "PEEK", "LEVEL", "17" } };
+    for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
+        char key[8];
+        snprintf(key, sizeof key, "k%zu", i + 1);
+        uint64_t t0 = tu_now_mono_ms();
+        rc_appendl(&sender, "SEND", "fsync-t", "payload", "KEY", key, "DELAY", "1h", NULL);
+        BP_REQUIRE(rc_flush(&sender, 5000) == 0, "SEND: %s", sender.err);
+        usleep(20000); /* the SEND's batch is written; its fsync waits 400 ms */
+        const char *argv[4] = { reads[i][0], reads[i][1], reads[i][2], NULL };
+        resp_reply_t *r = rc_cmdv(&reader, 3, argv, NULL);
+        uint64_t read_ms = tu_now_mono_ms() - t0;
+        BP_REQUIRE(r != NULL, "%s: %s", argv[0], reader.err);
+        char d[1024];
+        rc_describe(r, d, sizeof d);
+        int shows = r->type == RESP_REPLY_ARRAY && r->count == i + 1; /* FIND: k1; PEEK: k1 and k2 */
+        resp_reply_free(r);
+        resp_reply_t *s = rc_read(&sender, 10000);
+        uint64_t send_ms = tu_now_mono_ms() - t0;
+        BP_REQUIRE(s != NULL && s->type != RESP_REPLY_ERROR, "SEND: %s", s ? rc_describe(s, e, sizeof e) : sender.err);
+        resp_reply_free(s);
+        printf("\n    %s showing an unsynced SEND: answered after %llu ms (the SEND after %llu ms; fsync held %d ms)",
+               argv[0], (unsigned long long)read_ms, (unsigned long long)send_ms, FSYNC_DELAY_US / 1000);
+        BP_CHECK(shows, "%s did not show the message: %s", argv[0], d);
+        BP_CHECK(read_ms >= FSYNC_DELAY_US / 1000 / 2,
+                 "%s showed a SEND %llu ms after it was written, before its fsync", argv[0],
+                 (unsigned long long)read_ms);
+    }
+    slow_fsync_stop(tracer);
+    rc_close(&sender);
+    rc_close(&reader);
+}
+
 static const tu_test_t tests[] = {
     { "lookup in every state", test_lookup_states },
     { "revoke before due: never delivered", test_revoke_before_due },
@@ -521,6 +640,7 @@ static const tu_test_t tests[] = {
     { "SEND ... DEDUP", test_dedup },
     { "DEDUP over a kill -9 mid-stream", test_dedup_kill9 },
     { "FIND inside the reply byte budget", test_find_byte_budget },
+    { "FIND and PEEK of an unsynced SEND wait for its fsync", test_reads_wait_for_fsync },
     { NULL, NULL },
 };
 
