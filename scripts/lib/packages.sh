@@ -17,7 +17,8 @@
 #               prometheus (promtool checks the shipped alert rules), man-db (man -l renders the pages),
 #               rabbitmq-server (private nodes for the amqp:// transport's tests; the service never starts),
 #               tmux (an interactive redis-cli session), python3-redis (redis-py's pipeline against the broker),
-#               openssl (the TLS tests make a throwaway CA and use s_client)
+#               openssl (the TLS tests make a throwaway CA and use s_client),
+#               strace (attached to the broker, it holds every fdatasync: a slow disk, for the read-after-SEND test)
 #   console     chromium, chromium-driver, python3-selenium (the console's real-browser test)
 #   fuzzing     clang and libclang-rt-dev (libFuzzer and the sanitizer runtimes: make fuzz)
 #   layout      clang-format (tests/system/test_format.sh checks the tree against .clang-format)
@@ -28,7 +29,7 @@ hg_packages=(
     librabbitmq-dev rabbitmq-server
     chromium chromium-driver python3-selenium
     clang libclang-rt-dev clang-format
-    tmux python3-redis
+    tmux python3-redis strace
 )
 
 hg_sudo=()            # the command prefix for package installation: empty as root, (sudo) otherwise
