@@ -258,10 +258,21 @@ int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
         }
         snprintf(cfg->effective_lock_name, sizeof cfg->effective_lock_name, "%s", cfg->lock_name);
     } else {
-        /* Truncation is fine: the name only has to be the same for every
-         * instance that works on this database. */
-        snprintf(cfg->effective_lock_name, sizeof cfg->effective_lock_name, "hourglass-inspection:%.43s",
-                 cfg->mysql_database);
+        /* The name must be the same for every instance on this database and
+         * differ between databases: GET_LOCK names are server-wide and at
+         * most 64 characters, so a database name longer than 43 is cut and
+         * a hash of the whole name told apart (two long names sharing their
+         * first 43 characters shared one lock, and one was never inspected). */
+        const char *db = cfg->mysql_database;
+        if (strlen(db) <= 43) {
+            snprintf(cfg->effective_lock_name, sizeof cfg->effective_lock_name, "hourglass-inspection:%s", db);
+        } else {
+            uint32_t h = 2166136261u; /* FNV-1a */
+            for (const unsigned char *p = (const unsigned char *)db; *p; p++)
+                h = (h ^ *p) * 16777619u;
+            snprintf(cfg->effective_lock_name, sizeof cfg->effective_lock_name, "hourglass-inspection:%.34s-%08x", db,
+                     (unsigned)h);
+        }
     }
 
     /* The URI: libhourglass checks it without connecting when a consumer is

@@ -453,6 +453,32 @@ static void test_config(void)
     const char *version[] = { COMPENSATOR_BIN, "--version", NULL };
     CU_ASSERT_EQUAL(tu_run_capture(version, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "hourglass-compensator 0."));
+
+    /* Two databases whose long names share their first 43 characters get
+     * two inspection locks (each name's own hash after its cut); a short
+     * name is kept whole. The start-up line names the lock. */
+    char locks[3][128];
+    const char *dbs[3] = { "dbname-of-sixty-four-characters-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx01",
+                           "dbname-of-sixty-four-characters-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx02", "shop" };
+    for (int i = 0; i < 3; i++) {
+        const char *once[] = { COMPENSATOR_BIN,
+                               "--once",
+                               "--layers",
+                               "monitor",
+                               "--mysql-socket",
+                               "/nonexistent/mysql.sock",
+                               "--mysql-database",
+                               dbs[i],
+                               "--metrics-port",
+                               "0",
+                               NULL };
+        tu_run_capture(once, out, sizeof out);
+        const char *l = strstr(out, "lock 'hourglass-inspection:");
+        snprintf(locks[i], sizeof locks[i], "%.*s", l != NULL ? (int)strcspn(l + 6, "'") : 0, l != NULL ? l + 6 : "");
+        BP_CHECK(l != NULL && strlen(locks[i]) <= 64, "database %s: lock '%s' (%.300s)", dbs[i], locks[i], out);
+    }
+    BP_CHECK(strcmp(locks[0], locks[1]) != 0, "two long database names share the lock %s", locks[0]);
+    BP_CHECK(strcmp(locks[2], "hourglass-inspection:shop") == 0, "the lock of shop: %s", locks[2]);
 #undef DB
 }
 
