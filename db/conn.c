@@ -253,6 +253,19 @@ int db_server_is_mariadb(const char *server_info)
     return server_info != NULL && strstr(server_info, "MariaDB") != NULL;
 }
 
+/* SET SESSION name = value; 0, or -1 with err naming the variable. */
+static int set_session(db_conn_t *c, const char *name, unsigned value, hg_order_error_t *err)
+{
+    char sql[96], what[64];
+    snprintf(sql, sizeof sql, "SET SESSION %s = %u", name, value);
+    if (mysql_query(c->m, sql) != 0) {
+        snprintf(what, sizeof what, "SET %s", name);
+        db_fail(c, what, NULL, err);
+        return -1;
+    }
+    return 0;
+}
+
 /* The session settings after connecting, as statements (so an error names
  * the one that failed). */
 static int session_setup(db_conn_t *c, hg_order_error_t *err)
@@ -269,35 +282,20 @@ static int session_setup(db_conn_t *c, hg_order_error_t *err)
         db_fail(c, "SET TRANSACTION ISOLATION LEVEL", NULL, err);
         return -1;
     }
-    if (c->lock_wait_timeout_s > 0) {
-        char sql[80];
-        snprintf(sql, sizeof sql, "SET SESSION innodb_lock_wait_timeout = %u", c->lock_wait_timeout_s);
-        if (mysql_query(c->m, sql) != 0) {
-            db_fail(c, "SET innodb_lock_wait_timeout", NULL, err);
-            return -1;
-        }
-    }
+    if (c->lock_wait_timeout_s > 0 && set_session(c, "innodb_lock_wait_timeout", c->lock_wait_timeout_s, err) != 0)
+        return -1;
+    /* db_set_idle_timeout: the server closes the connection after this long
+     * without a statement (a frozen GET_LOCK holder loses the lock). */
+    if (c->idle_timeout_s > 0 && set_session(c, "wait_timeout", c->idle_timeout_s, err) != 0)
+        return -1;
     /* A transaction left idle this long (its process frozen between a claim
      * and its COMMIT) is rolled back and the connection closed by the server
      * (MariaDB 10.3+: idle_transaction_timeout), so its row locks do not
      * outlive the pause. MySQL has no such variable (setting it fails with
      * 1193, and so would every connect): there the bound is not applied. */
-    if (c->idle_timeout_s > 0) {
-        char sql[80];
-        snprintf(sql, sizeof sql, "SET SESSION wait_timeout = %u", c->idle_timeout_s);
-        if (mysql_query(c->m, sql) != 0) {
-            db_fail(c, "SET wait_timeout", NULL, err);
-            return -1;
-        }
-    }
-    if (c->idle_transaction_timeout_s > 0 && db_server_is_mariadb(mysql_get_server_info(c->m))) {
-        char sql[80];
-        snprintf(sql, sizeof sql, "SET SESSION idle_transaction_timeout = %u", c->idle_transaction_timeout_s);
-        if (mysql_query(c->m, sql) != 0) {
-            db_fail(c, "SET idle_transaction_timeout", NULL, err);
-            return -1;
-        }
-    }
+    if (c->idle_transaction_timeout_s > 0 && db_server_is_mariadb(mysql_get_server_info(c->m)) &&
+        set_session(c, "idle_transaction_timeout", c->idle_transaction_timeout_s, err) != 0)
+        return -1;
     return 0;
 }
 
