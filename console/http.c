@@ -230,6 +230,18 @@ static void api_login(request_t *r)
     int status = 0;
     const char *user = http_param(r, "user");
     uint64_t silent_ms;
+    /* Login CSRF: a page elsewhere posting a form here would log the
+     * operator's browser in as someone else (or fill the session table).
+     * Browsers say where a request comes from in Sec-Fetch-Site (computed
+     * by the browser, so a reverse proxy does not change it); the console's
+     * own page is same-origin. Clients that send none (curl, scripts) are
+     * not browsers and log in as before. */
+    const char *site = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Sec-Fetch-Site");
+    if (site != NULL && strcmp(site, "same-origin") != 0 && strcmp(site, "none") != 0) {
+        log_warn("audit: login refused: user=%s: a %s request (Sec-Fetch-Site)", user != NULL ? user : "-", site);
+        http_error(r, 403, "login refused: a login comes from the console's own page (Sec-Fetch-Site: %.20s)", site);
+        return;
+    }
     if (sampler_silent(r->c->sampler, SAMPLER_BROKER, &silent_ms)) { /* a login is an AUTH: it would wait for nothing */
         log_warn("audit: login refused: user=%s: the broker has not answered for %.1f s", user != NULL ? user : "-",
                  silent_ms / 1e3);

@@ -2,6 +2,8 @@
 
 - A user name that spells the broker's "no users" reply (anyone can type
   one) is a wrong login, never the no-users fallback.
+- A login posted from another site (the browser's Sec-Fetch-Site) is
+  refused: login CSRF.
 - Roles change under a session: alice (admin) is demoted to viewer in the
   broker's users file (SIGHUP): her open session's next action, the manual
   cancel that never reaches the broker, is refused 403; removed from the
@@ -23,7 +25,7 @@ import signal
 import time
 import urllib.request
 
-from console_test import BASE, ENV, Client, check, finish, log_contains, sql
+from console_test import BASE, ENV, PASSWORDS as ENV_PASSWORDS, Client, check, finish, log_contains, sql
 
 USERS = ENV["HG_USERS_FILE"]
 BROKER_PID = int(ENV["HG_BROKER_PID"])
@@ -56,6 +58,16 @@ for name in ["without any users", "x' failed: ERR AUTH called without any users 
     check(status == 401 and doc.get("error") == "login refused: wrong user name or password" and
           "Set-Cookie" not in headers,
           "a user named %r: a wrong login, not the no-users fallback (%s %s)" % (name[:40], status, doc))
+
+# ---------------------------------------------------------------- login from another site
+for site in ["cross-site", "same-site"]:
+    status, doc, headers = Client().post("/api/login", {"user": "alice", "password": ENV_PASSWORDS["alice"]},
+                                         csrf=False, headers={"Sec-Fetch-Site": site})
+    check(status == 403 and "Set-Cookie" not in headers,
+          "a login posted from another site (Sec-Fetch-Site: %s): 403, no cookie (%s %s)" % (site, status, doc))
+status, _, _ = Client().post("/api/login", {"user": "alice", "password": ENV_PASSWORDS["alice"]}, csrf=False,
+                             headers={"Sec-Fetch-Site": "same-origin"})
+check(status == 200, "the console's own page (Sec-Fetch-Site: same-origin) logs in (%s)" % status)
 
 # ---------------------------------------------------------------- roles change under a session
 shutil.copyfile(USERS, USERS + ".orig")
