@@ -181,8 +181,11 @@ void session_sweep(console_t *c)
 
 /* A slot for a new session of user: a free one (expired ones are ended
  * first); past SESSIONS_PER_USER of user's, the least recently used of
- * them, ended. NULL when every slot is taken by a live session. */
-static session_t *free_slot(console_t *c, const char *user)
+ * them, ended — only with take (after the broker accepted the login: a
+ * wrong password typed for alice must not end alice's sessions); without,
+ * the slot is only looked for. NULL when every slot is taken by a live
+ * session of another user. */
+static session_t *free_slot(console_t *c, const char *user, int take)
 {
     session_sweep(c);
     session_t *free_one = NULL, *oldest_own = NULL;
@@ -198,6 +201,8 @@ static session_t *free_slot(console_t *c, const char *user)
         }
     }
     if (own >= SESSIONS_PER_USER || (free_one == NULL && oldest_own != NULL)) {
+        if (!take)
+            return oldest_own;
         log_info("session of %s ended: a new login of the same user (at most %d each)", oldest_own->user,
                  SESSIONS_PER_USER);
         session_end(oldest_own);
@@ -241,8 +246,7 @@ session_t *session_login(console_t *c, const char *user, const char *password, i
         snprintf(err, errlen, "user: 1..%d bytes", CONSOLE_USER_MAX - 1);
         return NULL;
     }
-    session_t *s = free_slot(c, user);
-    if (s == NULL) {
+    if (free_slot(c, user, 0) == NULL) {
         *status = 429;
         snprintf(err, errlen, "too many sessions (%d): try again when one has ended", CONSOLE_MAX_SESSIONS);
         return NULL;
@@ -293,6 +297,7 @@ session_t *session_login(console_t *c, const char *user, const char *password, i
         if (!found)
             roles = ROLE_VIEWER; /* the broker did not say: look, never act */
     }
+    session_t *s = free_slot(c, user, 1); /* the loop ran nothing else since the look above: there is one */
     memset(s, 0, sizeof *s);
     if (random_token(s->token) != 0 || random_token(s->csrf) != 0) {
         hg_client_close(client);

@@ -118,6 +118,14 @@ alive = [c.get("/api/session")[1].get("logged_in") for c in bobs]
 check(alive[:2] == [False, False] and all(alive[2:]),
       "ten logins of bob: his two least recently used sessions ended, eight live (%s)" % alive)
 check(log_contains("session of bob ended: a new login of the same user"), "the ending is logged")
+# a wrong password typed for bob ends none of his sessions
+live_before = [c.get("/api/session")[1].get("logged_in") for c in bobs]
+for i in range(3):
+    status, _, _ = Client().login("bob", "wrong-password")
+    check(status == 401, "a wrong password for bob: 401 (%s)" % status)
+live_after = [c.get("/api/session")[1].get("logged_in") for c in bobs]
+check(live_after == live_before, "failed logins as bob end none of his sessions (%s, before %s)" %
+      (live_after, live_before))
 for i in range(40):
     Client().login("bob")
 status, _, _ = Client().login("alice")
