@@ -1396,7 +1396,8 @@ static void test_lock_loss(void)
 /* The inspector frozen (SIGSTOP) while it holds the lock: the server closes
  * its lock connection after inspect-lock-timeout (3 s here) without a
  * statement, the lock with it, and the other instance inspects: every
- * overdue order cancelled within seconds, where it waited for the server's
+ * overdue order cancelled within seconds (at most the 3 s, the other's 6 s
+ * interval and its round; 15 s allowed), where it waited for the server's
  * wait_timeout (8 hours) before. A live holder between rounds (6 s apart,
  * twice the timeout) keeps the lock: its keepalive. Thawed, the frozen one
  * finds its lock gone; exactly once, stock exact. */
@@ -1434,7 +1435,7 @@ static void test_frozen_inspector(void)
            "(inspect-lock-timeout 3 s, rounds 6 s apart)\n",
            (unsigned long long)took);
     CU_ASSERT_EQUAL(pending, 0);
-    BP_CHECK(took < 12000, "%llu ms: the frozen holder kept the lock", (unsigned long long)took);
+    BP_CHECK(took < 15000, "%llu ms: the frozen holder kept the lock", (unsigned long long)took);
     CU_ASSERT_EQUAL(metric(b.metrics_port, M "inspection_lock_held"), 1);
 
     CU_ASSERT_EQUAL(kill(a.pid, SIGCONT), 0);
