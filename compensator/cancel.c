@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "compensator/stats.h"
+#include "compensator/stop.h"
 #include "db/conn.h"
 
 void comp_canceller_init(comp_canceller_t *c, const hg_order_db_params_t *params, int which, const char *reason,
@@ -107,13 +108,32 @@ hg_order_outcome_t comp_cancel(comp_canceller_t *c, uint64_t order_id, hg_order_
     return record(c, order_id, outcome, err);
 }
 
+/* items[0..n) not attempted because the compensator is stopping: left as
+ * they are (LOCKED: nothing changed, the next start tries them again). */
+static void not_attempted(hg_order_batch_item_t *items, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        items[i].outcome = HG_ORDER_LOCKED;
+        memset(&items[i].error, 0, sizeof items[i].error);
+        snprintf(items[i].error.message, sizeof items[i].error.message, "not attempted: the compensator is stopping");
+    }
+}
+
 void comp_cancel_many(comp_canceller_t *c, hg_order_batch_item_t *items, size_t n)
 {
     hg_order_error_t err;
 
+    /* A stop is looked for before every transaction: a page of 200 orders,
+     * one transaction each, each waiting out a lock (mysql-lock-wait-timeout),
+     * held SIGTERM up to 200 waits. */
     if (c->batch_size == 1) { /* one transaction per order, as before batches */
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
+            if (comp_stopping()) {
+                not_attempted(items + i, n - i);
+                return;
+            }
             items[i].outcome = comp_cancel(c, items[i].order_id, &items[i].error);
+        }
         return;
     }
     if (ensure_db(c, &err) < 0) {
@@ -123,11 +143,14 @@ void comp_cancel_many(comp_canceller_t *c, hg_order_batch_item_t *items, size_t 
         }
         return;
     }
-    for (size_t off = 0; off < n; off += c->batch_size) {
-        size_t len = n - off < c->batch_size ? n - off : c->batch_size;
-        hg_order_cancel_batch(c->db, items + off, len, c->reason, NULL);
+    size_t done = 0;
+    for (; done < n && !comp_stopping(); done += c->batch_size) {
+        size_t len = n - done < c->batch_size ? n - done : c->batch_size;
+        hg_order_cancel_batch(c->db, items + done, len, c->reason, NULL);
     }
-    for (size_t i = 0; i < n; i++)
+    done = done < n ? done : n;
+    not_attempted(items + done, n - done);
+    for (size_t i = 0; i < done; i++)
         items[i].outcome = record(c, items[i].order_id, items[i].outcome, &items[i].error);
 }
 

@@ -50,7 +50,9 @@ hg_order_outcome_t comp_cancel(comp_canceller_t *c, uint64_t order_id, hg_order_
  * reason and fill each outcome (CANCELLED, NOT_PENDING, NOT_FOUND, LOCKED,
  * TRANSIENT, PERMANENT — a handle that cannot be opened makes every one
  * TRANSIENT, or PERMANENT for a parameter problem), counted in comp_stats
- * and logged. */
+ * and logged. Once the compensator is stopping (comp_stopping, looked at
+ * before each transaction) the items not yet tried are LOCKED: nothing
+ * changed, the next start tries them. */
 void comp_cancel_many(comp_canceller_t *c, hg_order_batch_item_t *items, size_t n);
 
 /* A layer's round met a failed cancel (or row update) of order_id: keep the

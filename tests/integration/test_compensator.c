@@ -1495,6 +1495,53 @@ static void test_idle_connections_closed(void)
     hg_order_db_close(db);
 }
 
+/* SIGTERM while the overdue layer, one transaction per order
+ * (cancel-batch 1), meets a page of 40 orders another transaction holds
+ * locked: each would wait out the lock (1 s here). The stop is looked for
+ * before every transaction, so the compensator exits after the one in
+ * flight, not after 40 lock waits; the orders stay pending for the next
+ * start. */
+static void test_stop_during_locked_page(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_stopped");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(seed("c_stopped", 1, 40, -600000, 1), 0);
+    MYSQL *holder = oe_connect(&env, "c_stopped");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(holder);
+    CU_ASSERT_EQUAL_FATAL(mysql_query(holder, "START TRANSACTION"), 0);
+    CU_ASSERT_EQUAL_FATAL(mysql_query(holder, "SELECT id FROM orders FOR UPDATE"), 0);
+    mysql_free_result(mysql_store_result(holder));
+    proc_t comp;
+    const char *extra[] = { "--layers",
+                            "overdue",
+                            "--overdue-interval",
+                            "1s",
+                            "--overdue-grace",
+                            "0ms",
+                            "--cancel-batch",
+                            "1",
+                            "--lock-name",
+                            "c_stopped_test",
+                            "--mysql-lock-wait-timeout",
+                            "1s",
+                            NULL };
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "stopped", "c_stopped", "t_stopped", extra), 0);
+    BP_CHECK(tu_wait_file_contains(comp.log, "transient failure, retried next round", 20000) == 0,
+             "the overdue layer never met a locked order");
+    uint64_t t0 = tu_now_mono_ms();
+    int rc = stop_proc(&comp, f0);
+    uint64_t took = tu_now_mono_ms() - t0;
+    printf("\n    SIGTERM with a page of 40 locked orders (lock wait 1 s each): exit %d after %llu ms\n", rc,
+           (unsigned long long)took);
+    CU_ASSERT_EQUAL(rc, 0);
+    BP_CHECK(took < 5000, "the stop waited %llu ms: a lock wait per order of the page", (unsigned long long)took);
+    mysql_query(holder, "ROLLBACK");
+    mysql_close(holder);
+    CU_ASSERT_EQUAL(oe_scalarf(&env, "SELECT COUNT(*) FROM c_stopped.orders WHERE status = 'pending'"), 40);
+    hg_order_db_close(db);
+}
+
 /* Alert lines written by the alert command: count lines containing all of a, b. */
 static int count_lines(const char *path, const char *a, const char *b)
 {
@@ -1764,6 +1811,7 @@ static const tu_test_t layers_tests[] = {
     { "(c) message dropped from the DLQ, outbox row gone: inspection cancels", test_dlq_dropped_inspection },
     { "(d) two compensators: exactly once, stock exact, one inspector", test_two_compensators },
     { "a frozen inspector loses the lock within inspect-lock-timeout; the other cancels", test_frozen_inspector },
+    { "SIGTERM during a page of locked orders (cancel-batch 1): no lock wait per order", test_stop_during_locked_page },
     { "connections closed by the server while idle (wait_timeout): every round still runs",
       test_idle_connections_closed },
     { "(e) paid orders never touched, payment races", test_paid_never_touched },
