@@ -11,8 +11,6 @@
 
 #include "compensator/lock.h"
 
-#include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,17 +119,11 @@ int comp_lock_alive(comp_lock_t *l)
 {
     if (!l->held)
         return 0;
-    MYSQL *m = db_mysql(l->db);
-    if (m == NULL) {
+    if (db_mysql(l->db) == NULL) {
         lose(l, "the lock connection is closed");
         return 0;
     }
-    struct pollfd p = { .fd = (int)mysql_get_socket(m), .events = POLLIN | POLLPRI | POLLRDHUP };
-    int rc;
-    do
-        rc = poll(&p, 1, 0);
-    while (rc < 0 && errno == EINTR);
-    if (rc > 0) { /* EOF, reset, or an unsolicited error packet: the server dropped us */
+    if (db_drop_if_closed(l->db)) { /* EOF, reset, or an unsolicited error packet: the server dropped us */
         lose(l, "the server closed the lock connection");
         return 0;
     }
