@@ -487,12 +487,11 @@ int hg_order_cancel_batch(hg_order_db *db, hg_order_batch_item_t *items, size_t 
     b.text_size = m * ID_TEXT + 2 * (reason != NULL ? strlen(reason) : 0) + 512;
     b.text = xmalloc(b.text_size);
     /* A connection the server closed while idle (idle_transaction_timeout,
-     * wait_timeout, KILL) is found out here, for one round trip per batch,
-     * rather than by the batch's first statement: a reconnect now, not a
-     * failed batch. */
-    MYSQL *live = db_mysql(b.conn);
-    if (m > 0 && live != NULL && mysql_ping(live) != 0)
-        db_disconnect(b.conn);
+     * wait_timeout, KILL) is found out here (a poll of its socket, no round
+     * trip) rather than by the batch's first statement: a reconnect now,
+     * not a failed batch. */
+    if (m > 0)
+        db_drop_if_closed(b.conn);
     if (m > 0)
         run_batch(&b, idx, m);
     free(b.text);
