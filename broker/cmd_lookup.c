@@ -127,16 +127,6 @@ static void add_view(resp_buf_t *b, const store_msg_view_t *v, int with_payload)
     }
 }
 
-/* The reply of j shows message id: it waits for the fsync that makes id
- * durable (writer.h, max_id), so no reply shows a SEND that a crash could
- * still undo, before that SEND's own reply. */
-static void shows(job_t *j, uint64_t id)
-{
-    if (id > j->max_id) {
-        j->max_id = id;
-    }
-}
-
 /* ---- GET -------------------------------------------------------------------------------- */
 
 static job_result_t get_exec(job_t *j, writer_t *w)
@@ -149,7 +139,7 @@ static job_result_t get_exec(job_t *j, writer_t *w)
         return JOB_DONE;
     }
     if (v.state != STORE_MSG_GONE) {
-        shows(j, v.id);
+        job_shows(j, v.id);
     }
     add_view(&j->reply, &v, 1);
     store_msg_view_free(&v);
@@ -198,7 +188,7 @@ static job_result_t find_exec(job_t *j, writer_t *w)
     resp_add_array(&j->reply, (size_t)shown);
     for (int i = 0; i < n; i++) {
         if (i < shown) {
-            shows(j, views[i].id);
+            job_shows(j, views[i].id);
             add_view(&j->reply, &views[i], 0);
         }
         store_msg_view_free(&views[i]);
@@ -313,7 +303,7 @@ static job_result_t peek_exec(job_t *j, writer_t *w)
         resp_add_array(&j->reply, (size_t)n);
         for (int i = 0; i < n; i++) {
             const msg_t *m = &msgs[i].m;
-            shows(j, m->id);
+            job_shows(j, m->id);
             resp_add_array(&j->reply, 7);
             cmd_add_id(&j->reply, m->id);
             resp_add_bulk(&j->reply, m->topic.ptr, m->topic.len);

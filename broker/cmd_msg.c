@@ -290,9 +290,7 @@ static job_result_t pull_exec(job_t *j, writer_t *w)
         resp_add_bulk(&j->reply, m->payload.ptr, m->payload.len);
         resp_add_int(&j->reply, (long long)m->reconsume);
         resp_add_int(&j->reply, (long long)m->due_ms);
-        if (m->id > j->max_id) {
-            j->max_id = m->id;
-        }
+        job_shows(j, m->id);
         prom_hist_add(&st->lateness, now > m->due_ms ? (double)(now - m->due_ms) / 1000.0 : 0.0);
         msg_owned_free(&msgs[i]);
     }

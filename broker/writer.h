@@ -117,6 +117,16 @@ struct job {
     int reads_only;                 /* 1: changes nothing (served while the disk is full); else refused then */
 };
 
+/* exec: j's reply shows message id, so it waits for the fsync that makes
+ * id durable (max_id): no reply (PULL, GET, FIND, PEEK) shows a SEND that a
+ * crash could still undo, before that SEND's own reply. */
+static inline void job_shows(job_t *j, uint64_t id)
+{
+    if (id > j->max_id) {
+        j->max_id = id;
+    }
+}
+
 /* Called on the loop thread with each finished job; the callee owns it. */
 typedef void (*writer_done_fn)(job_t *j, void *ctx);
 /* Called on the loop thread once, after writer_stop's work is done. */
