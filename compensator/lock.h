@@ -14,13 +14,15 @@
  * closes it, and releases the lock, that long after the holder's last
  * statement (the server's own default is 8 hours, and inspection stopped
  * everywhere that long). A live holder keeps it: a check before each page
- * and each cancel batch, and comp_lock_keepalive between rounds. The loss is
+ * and each cancel batch, and comp_inspect_keepalive between rounds. The loss is
  * detected:
  *   - comp_lock_check: a round trip on the lock connection
- *     (IS_USED_LOCK(name) = CONNECTION_ID()), before each page;
- *   - comp_lock_alive: no round trip — an idle MySQL connection never has
- *     anything to read, so a readable or hung-up socket means the server
- *     closed it (KILL, restart, wait_timeout); before each cancel.
+ *     (IS_USED_LOCK(name) = CONNECTION_ID()), before each page and each
+ *     cancel batch;
+ *   - comp_lock_alive: no round trip (db_drop_if_closed: an idle MySQL
+ *     connection never has anything to read, so a readable or hung-up
+ *     socket means the server closed it: KILL, restart, wait_timeout);
+ *     before a round reuses the lock it holds.
  * After a loss the connection is closed; the next comp_lock_acquire
  * reconnects and tries again.
  *
