@@ -54,6 +54,10 @@ static void render(buf_t *b, const comp_config_t *cfg)
     /* relay */
     prom_metric_u64(b, PREFIX "relayed_total", "counter", "Outbox rows sent to the broker and marked 'sent'.",
                     comp_load(&comp_stats.relay_sent));
+    prom_metric_u64(b, PREFIX "relay_superseded_total", "counter",
+                    "Outbox rows sent to the broker whose order was paid or cancelled during the send (the row was"
+                    " 'done' by then: left so, not in relayed_total).",
+                    comp_load(&comp_stats.relay_superseded));
     prom_metric_u64(b, PREFIX "relay_send_failures_total", "counter",
                     "Outbox rows whose send failed (attempts + 1, backoff).",
                     comp_load(&comp_stats.relay_send_failures));

@@ -255,16 +255,22 @@ static int mark_failed(comp_relay_t *r, const relay_row_t *row, const char *caus
 }
 
 /* Run stmt (… order_id IN (batch placeholders)) over ids[0..count), the
- * list padded with ids[0]; with lead (not NULL) bound first. */
+ * list padded with ids[0]; with lead (not NULL) bound first. *changed (may
+ * be NULL) gets the rows it changed (each once, whatever the padding). */
 static int exec_in_list(comp_relay_t *r, db_stmt_t *stmt, const uint64_t *lead, const uint64_t *ids, size_t count,
-                        hg_order_error_t *err)
+                        uint64_t *changed, hg_order_error_t *err)
 {
     size_t k = 0;
     if (lead != NULL)
         db_bind_u64(&r->sent_params[k++], (uint64_t *)lead);
     for (size_t i = 0; i < r->batch; i++)
         db_bind_u64(&r->sent_params[k++], (uint64_t *)&ids[i < count ? i : 0]);
-    return db_exec(r->db, stmt, r->sent_params, k, NULL, err) != NULL ? 0 : -1;
+    MYSQL_STMT *st = db_exec(r->db, stmt, r->sent_params, k, NULL, err);
+    if (st == NULL)
+        return -1;
+    if (changed != NULL)
+        *changed = (uint64_t)mysql_stmt_affected_rows(st);
+    return 0;
 }
 
 /* Claim up to a batch of due rows: lock them (SKIP LOCKED), lease them
@@ -281,7 +287,8 @@ static long claim_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
     }
     for (long i = 0; i < n; i++)
         r->sent_ids[i] = r->rows[i].order_id;
-    if (exec_in_list(r, &r->lease_stmt, &r->lease_us, r->sent_ids, (size_t)n, err) != 0 || db_commit(r->db, err) != 0) {
+    if (exec_in_list(r, &r->lease_stmt, &r->lease_us, r->sent_ids, (size_t)n, NULL, err) != 0 ||
+        db_commit(r->db, err) != 0) {
         db_rollback(r->db);
         return -1;
     }
@@ -292,8 +299,11 @@ static long claim_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
 
 /* One batch: claimed (a short transaction), sent with nothing locked, its
  * outcome written (another). Returns the rows claimed (0: nothing due), or
- * -1 on a database failure; *send_failures counts rows whose send failed. */
-static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id, uint64_t *sent,
+ * -1 on a database failure; *sent counts the rows marked 'sent', *superseded
+ * the rows sent whose order was paid or cancelled during the send (no
+ * longer 'new' at the record: left as they are), *send_failures the rows
+ * whose send failed. */
+static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id, uint64_t *sent, uint64_t *superseded,
                         uint64_t *send_failures, char *cause, size_t causelen, hg_order_error_t *err)
 {
     long n = claim_batch(r, last_at, last_id, err);
@@ -340,7 +350,11 @@ static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
             return -1;
         }
     }
-    if (ok > 0 && exec_in_list(r, &r->sent_stmt, NULL, r->sent_ids, ok, err) != 0) {
+    /* Only rows still 'new' are marked: a row whose order was paid or
+     * cancelled during the send is 'done' already, and its message finds
+     * the order settled. Those are not relayed rows. */
+    uint64_t marked = 0;
+    if (ok > 0 && exec_in_list(r, &r->sent_stmt, NULL, r->sent_ids, ok, &marked, err) != 0) {
         db_rollback(r->db);
         return -1;
     }
@@ -348,8 +362,12 @@ static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
         db_rollback(r->db);
         return -1;
     }
-    *sent += ok;
-    comp_count(&comp_stats.relay_sent, ok);
+    if (marked > ok)
+        marked = ok; /* cannot happen: each id once, status='new' */
+    *sent += marked;
+    *superseded += ok - marked;
+    comp_count(&comp_stats.relay_sent, marked);
+    comp_count(&comp_stats.relay_superseded, ok - marked);
     comp_count(&comp_stats.relay_send_failures, *send_failures);
     return n;
 }
@@ -359,7 +377,7 @@ comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *err
     hg_order_error_t err;
     memset(&err, 0, sizeof err);
     errbuf[0] = '\0';
-    uint64_t sent = 0, failures = 0;
+    uint64_t sent = 0, superseded = 0, failures = 0;
     char cause[400] = "";
     comp_run_outcome_t outcome = COMP_RUN_OK;
     MYSQL_TIME last_at = { .year = 1000, .month = 1, .day = 1, .time_type = MYSQL_TIMESTAMP_DATETIME };
@@ -367,7 +385,7 @@ comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *err
     db_drop_if_closed(r->db); /* idle since the last round: the server may have closed it (wait_timeout) */
     while (!comp_stopping()) {
         uint64_t batch_failures = 0;
-        long n = relay_batch(r, &last_at, &last_id, &sent, &batch_failures, cause, sizeof cause, &err);
+        long n = relay_batch(r, &last_at, &last_id, &sent, &superseded, &batch_failures, cause, sizeof cause, &err);
         failures += batch_failures;
         if (n < 0) {
             snprintf(errbuf, errlen, "%s", err.message);
@@ -387,7 +405,8 @@ comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *err
     log_msg(outcome != COMP_RUN_OK ? LOG_LEVEL_WARN
             : sent > 0             ? LOG_LEVEL_INFO
                                    : LOG_LEVEL_DEBUG,
-            "relay: %s; %" PRIu64 " outbox rows sent, %" PRIu64 " sends failed%s%s", comp_run_outcome_name(outcome),
-            sent, failures, errbuf[0] ? ": " : "", errbuf);
+            "relay: %s; %" PRIu64 " outbox rows sent, %" PRIu64 " sent but paid or cancelled meanwhile, %" PRIu64
+            " sends failed%s%s",
+            comp_run_outcome_name(outcome), sent, superseded, failures, errbuf[0] ? ": " : "", errbuf);
     return outcome;
 }

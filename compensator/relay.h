@@ -29,7 +29,8 @@
  * lets several claim at once, none waiting for another. No lock is held
  * across the broker call: a payment or a cancel of an order in the batch
  * never waits on the relay, even while the broker hangs (tested), and a
- * row paid meanwhile stays 'done'. A crash between the send and the
+ * row paid meanwhile stays 'done' (its send, if it succeeded, is counted
+ * as superseded, not as relayed: comp_stats.relay_superseded). A crash between the send and the
  * record leaves the rows 'new' and leased: sent again when the lease ends,
  * which DEDUP makes harmless (at least once; the cancel is idempotent).
  * The connection runs READ COMMITTED (db/conn.h), so the claim takes record

@@ -70,6 +70,7 @@ typedef struct comp_stats {
 
     /* relay */
     atomic_uint_fast64_t relay_sent;          /* rows sent and marked 'sent' (committed) */
+    atomic_uint_fast64_t relay_superseded;    /* rows sent whose order was paid or cancelled during the send */
     atomic_uint_fast64_t relay_send_failures; /* rows whose send failed (attempts + 1, backoff) */
     atomic_uint_fast64_t relay_batches;       /* transactions that locked at least one row */
 

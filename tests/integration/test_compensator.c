@@ -25,6 +25,8 @@
  *   relay locks a broker that never answers: while the relay sends, no row
  *               is locked (its batch is leased); an outbox insert and the
  *               payment of an order in the batch go through at once
+ *   relay paid  an order paid during a send that succeeds: its row stays
+ *               'done', counted in relay_superseded_total, not relayed_total
  *   relay kill  kill -9 of the relay between claim and record: the lease
  *               keeps the next relay off the rows until it ends, then each
  *               is sent once
@@ -865,6 +867,57 @@ static void test_relay_holds_no_lock_while_sending(void)
     CU_ASSERT_EQUAL(oe_scalarf(&env, "SELECT COUNT(*) FROM c_locks.order_timeout_msg WHERE order_id = 3 AND"
                                      " status = 'done' AND last_error IS NULL"),
                     1);
+    hg_order_db_close(db);
+}
+
+/* An order paid while the relay sends its row, and the send succeeds: the
+ * record leaves the paid order's row 'done', and /metrics says so —
+ * relay_superseded_total 1, relayed_total only the 4 rows marked 'sent'
+ * (it used to count all 5 successful sends). The broker is frozen
+ * (SIGSTOP) from the claim until the payment committed. */
+static void test_relay_paid_during_send(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_superseded");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(seed("c_superseded", 1, 5, 600000, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_superseded.order_timeout_msg SET status='new', attempts=0,"
+                                               " next_attempt_at=NOW(6) - INTERVAL 1 SECOND"),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(kill(env.broker.pid, SIGSTOP), 0);
+    proc_t comp;
+    const char *extra[] = { "--layers", "relay", "--broker-timeout", "20s", "--relay-interval", "200ms", NULL };
+    int started = start_compensator(&comp, "superseded", "c_superseded", "t_superseded", extra);
+    if (started != 0)
+        kill(env.broker.pid, SIGCONT);
+    CU_ASSERT_EQUAL_FATAL(started, 0);
+    long long leased = 0;
+    for (uint64_t end = tu_now_mono_ms() + 10000; tu_now_mono_ms() < end && leased < 5; sleep_ms(50))
+        leased = oe_scalarf(&env, "SELECT COUNT(*) FROM c_superseded.order_timeout_msg WHERE status = 'new' AND"
+                                  " next_attempt_at > NOW(6) + INTERVAL 10 SECOND");
+    hg_order_outcome_t out3 = HG_ORDER_TRANSIENT;
+    int pay3 = hg_order_pay(db, 3, &out3, NULL);
+    CU_ASSERT_EQUAL(kill(env.broker.pid, SIGCONT), 0);
+    BP_REQUIRE(leased == 5, "the relay never leased its 5 rows (%lld)", leased);
+    CU_ASSERT_TRUE(pay3 == 0 && out3 == HG_ORDER_PAID);
+
+    long long recorded =
+        oe_wait_scalar(&env, 4, 30000, "SELECT COUNT(*) FROM c_superseded.order_timeout_msg WHERE status = 'sent'");
+    double superseded = wait_metric(comp.metrics_port, M "relay_superseded_total", 1, 10000);
+    double relayed = metric(comp.metrics_port, M "relayed_total");
+    double failed = metric(comp.metrics_port, M "relay_send_failures_total");
+    printf(
+        "\n    order 3 paid during the send: %lld rows marked 'sent'; relayed_total %.0f, relay_superseded_total %.0f,"
+        " relay_send_failures_total %.0f\n",
+        recorded, relayed, superseded, failed);
+    CU_ASSERT_EQUAL(recorded, 4);
+    CU_ASSERT_EQUAL(relayed, 4);
+    CU_ASSERT_EQUAL(superseded, 1);
+    CU_ASSERT_EQUAL(failed, 0);
+    CU_ASSERT_EQUAL(oe_scalarf(&env, "SELECT COUNT(*) FROM c_superseded.order_timeout_msg WHERE order_id = 3 AND"
+                                     " status = 'done' AND attempts = 0"),
+                    1);
+    CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
     hg_order_db_close(db);
 }
 
@@ -1805,6 +1858,7 @@ static const tu_test_t layers_tests[] = {
     { "(a) fast-path send failed: relay sends, consumer cancels on time", test_relay_fast_path_failed },
     { "relay: while it sends, no row is locked; a payment of an order in its batch goes through",
       test_relay_holds_no_lock_while_sending },
+    { "relay: an order paid during its send counts as superseded, not relayed", test_relay_paid_during_send },
     { "relay: kill -9 between its claim and its record: the lease holds, then each row is sent once",
       test_relay_killed_mid_send },
     { "(b) broker down the whole timeout: overdue layer cancels", test_broker_down_overdue },
