@@ -45,7 +45,7 @@ static const cfg_key_t keys[] = {
     { CFG_KEY("dlq-groups", CFG_STRING, "order-cancel", 0, 0, OFF(dlq_groups),
               "consumer groups whose DLQ depth is watched (blanks or commas between; \"none\" for none)") },
     { CFG_KEY("broker-connect-timeout", CFG_DURATION, "1s", 1, 600000, OFF(broker_connect_timeout_ms),
-              "broker connect timeout (the relay holds its rows locked meanwhile)") },
+              "broker connect timeout (the relay's lease counts it, docs/compensator.md)") },
     { CFG_KEY("broker-timeout", CFG_DURATION, "5s", 1, 600000, OFF(broker_timeout_ms),
               "longest wait for a broker reply") },
 

@@ -63,6 +63,9 @@ static void render(buf_t *b, const comp_config_t *cfg)
                     comp_load(&comp_stats.relay_send_failures));
     prom_metric_u64(b, PREFIX "relay_batches_total", "counter", "Relay transactions that locked at least one row.",
                     comp_load(&comp_stats.relay_batches));
+    prom_metric_u64(b, PREFIX "relay_lease_overruns_total", "counter",
+                    "Relay batches whose sends took longer than their lease (another relay may have sent them too).",
+                    comp_load(&comp_stats.relay_lease_overruns));
 
     /* cancels */
     static const char *const canceller[COMP_CANCELLERS][2] = { { "overdue", "outbox-overdue" },

@@ -47,7 +47,7 @@
 #include <string.h>
 #include <strings.h>
 
-#define RMQ_SEND_ROUNDS 3 /* resend rounds after a lost connection or a refusal */
+#define RMQ_SEND_ROUNDS HG_SEND_MAX_RESENDS /* resend rounds after a lost connection or a refusal */
 
 /* ------------------------------------------------------------------------
  * SEND
