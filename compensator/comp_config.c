@@ -102,7 +102,8 @@ static const cfg_key_t keys[] = {
     { CFG_KEY("alert-layer-failures", CFG_INT, "3", 0, 1000000, OFF(alert_layer_failures),
               "alert when a layer failed this many runs in a row (0: off)") },
     { CFG_KEY("alert-min-interval", CFG_DURATION, "10m", 0, 30 * DAY_MS, OFF(alert_min_interval_ms),
-              "the same alert fires at most once per this interval while it lasts") },
+              "no reminder of a firing alert sooner than this after its last firing (a new incident fires at once); "
+              "an alert back this soon is resolved only after this long clear") },
     { CFG_KEY("alert-command-timeout", CFG_DURATION, "10s", 100, 3600000, OFF(alert_command_timeout_ms),
               "an alert command still running after this is killed") },
 

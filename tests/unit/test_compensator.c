@@ -1,14 +1,18 @@
 /*
  * tests/unit/test_compensator.c — the compensator's pure parts, without
  * servers: the relay's lease (comp_relay_lease_ms) against the client's
- * worst case.
+ * worst case; the alert state machine (comp_alert_check_at with a clock the
+ * test drives; no alert-command, so an alert is only logged).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
+#include "common/log.h"
+#include "compensator/alerts.h"
 #include "compensator/comp_config.h"
 #include "compensator/relay.h"
+#include "compensator/stats.h"
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
@@ -80,6 +84,141 @@ static void test_lease_covers_resends(void)
             }
 }
 
+/* ---------------------------------------------------------------- alerts */
+
+static comp_config_t alert_cfg;
+
+/* Alerts with alert-min-interval min (no command: logged only). */
+static comp_alerts_t *alerts_with(const char *min)
+{
+    char err[256];
+    comp_stats_init();
+    comp_config_init(&alert_cfg);
+    TU_CHECK(comp_config_set(&alert_cfg, "alert-min-interval", min, err, sizeof err) == 0, "%s", err);
+    return comp_alerts_new(&alert_cfg);
+}
+
+static void alerts_done(comp_alerts_t *a)
+{
+    comp_alerts_free(a);
+    comp_config_free(&alert_cfg);
+}
+
+#define SEC 1000000ull /* µs */
+
+/* What one check sent: 'F' firing, 'R' resolved, '-' nothing. */
+static char check(comp_alerts_t *a, int active, uint64_t now_us)
+{
+    int ran = comp_alert_check_at(a, COMP_ALERT_DLQ_DEPTH, "order-cancel", active, active ? 5 : 0, 1, "DLQ", now_us);
+    return ran ? (active ? 'F' : 'R') : '-';
+}
+
+/* The review's case, on the real clock: fired, resolved, back at once (well
+ * within alert-min-interval 1h): a new incident, so it fires. */
+static void test_alert_refire_after_resolve(void)
+{
+    comp_alerts_t *a = alerts_with("1h");
+    const char *m = "DLQ depth 5";
+    CU_ASSERT_EQUAL(comp_alert_check(a, COMP_ALERT_DLQ_DEPTH, "g", 1, 5, 1, m), 1);
+    CU_ASSERT_EQUAL(comp_alert_check(a, COMP_ALERT_DLQ_DEPTH, "g", 1, 5, 1, m), 0); /* a reminder held back */
+    CU_ASSERT_EQUAL(comp_alert_check(a, COMP_ALERT_DLQ_DEPTH, "g", 0, 0, 1, m), 1); /* resolved */
+    TU_CHECK(comp_alert_check(a, COMP_ALERT_DLQ_DEPTH, "g", 1, 3, 1, m) == 1,
+             "an alert back right after its resolve was not sent");
+    CU_ASSERT_EQUAL(comp_load(&comp_stats.alerts_fired[COMP_ALERT_DLQ_DEPTH]), 2);
+    CU_ASSERT_EQUAL(comp_load(&comp_stats.alerts_suppressed[COMP_ALERT_DLQ_DEPTH]), 1);
+    CU_ASSERT_EQUAL(comp_gauge_get(&comp_stats.alerts_active[COMP_ALERT_DLQ_DEPTH]), 1);
+    alerts_done(a);
+}
+
+static void test_alert_reminders(void)
+{
+    comp_alerts_t *a = alerts_with("10m");
+    uint64_t t = 1000 * SEC;
+    CU_ASSERT_EQUAL(check(a, 1, t), 'F');
+    CU_ASSERT_EQUAL(check(a, 1, t + 15 * SEC), '-');
+    CU_ASSERT_EQUAL(check(a, 1, t + 599 * SEC), '-');
+    CU_ASSERT_EQUAL(check(a, 1, t + 600 * SEC), 'F'); /* reminder */
+    CU_ASSERT_EQUAL(check(a, 0, t + 615 * SEC), 'R'); /* a single episode resolves at once */
+    CU_ASSERT_EQUAL(check(a, 0, t + 630 * SEC), '-');
+    /* other subjects are separate alerts */
+    CU_ASSERT_EQUAL(comp_alert_check_at(a, COMP_ALERT_DLQ_DEPTH, "other", 1, 2, 1, "DLQ", t + 631 * SEC), 1);
+    alerts_done(a);
+}
+
+/* A condition that flaps every monitor round (15 s) for an hour: every
+ * episode that begins is told, the resolves are held while it flaps, so
+ * the commands stay few; it ends with exactly one resolve once it settles,
+ * and firings and resolves alternate from the start. */
+static void test_alert_flapping_bounded(void)
+{
+    comp_alerts_t *a = alerts_with("10m");
+    char sent[512];
+    size_t n = 0;
+    uint64_t t = 1000 * SEC;
+    for (int i = 0; i < 240; i++, t += 15 * SEC) {
+        char c = check(a, i % 2 == 0, t);
+        if (c != '-' && n + 1 < sizeof sent)
+            sent[n++] = c;
+    }
+    sent[n] = '\0';
+    /* settles: clear from here on; the held resolve comes after 10 min clear */
+    for (int i = 0; i < 60; i++, t += 15 * SEC) {
+        char c = check(a, 0, t);
+        if (c != '-' && n + 1 < sizeof sent)
+            sent[n++] = c;
+    }
+    sent[n] = '\0';
+    printf("\n    flapping every 15 s for 1 h, then clear 15 min (alert-min-interval 10m): %s\n", sent);
+    /* F R F, then a reminder per 10 min of flapping (6 in the hour), then the one resolve */
+    TU_CHECK(strncmp(sent, "FRF", 3) == 0, "starts %s", sent);
+    TU_CHECK(n >= 4 && sent[n - 1] == 'R', "ends %s", sent);
+    size_t fired = 0, resolved = 0;
+    int open = 0, alternate = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (sent[i] == 'R') {
+            alternate &= open;
+            open = 0;
+            resolved++;
+        } else {
+            fired++;
+            open = 1;
+        }
+    }
+    TU_CHECK(alternate && !open, "a resolve without a firing before it, or none at the end: %s", sent);
+    TU_CHECK(resolved == 2 && fired <= 2 + 6 + 1, "%zu firings, %zu resolves (want <= 9, 2): %s", fired, resolved,
+             sent);
+    alerts_done(a);
+}
+
+/* A real new incident long after the flapping settled resolves at once again. */
+static void test_alert_after_flapping(void)
+{
+    comp_alerts_t *a = alerts_with("10m");
+    uint64_t t = 1000 * SEC;
+    CU_ASSERT_EQUAL(check(a, 1, t), 'F');
+    CU_ASSERT_EQUAL(check(a, 0, t + 15 * SEC), 'R');
+    CU_ASSERT_EQUAL(check(a, 1, t + 30 * SEC), 'F'); /* flapping: its resolve is held */
+    CU_ASSERT_EQUAL(check(a, 0, t + 45 * SEC), '-');
+    CU_ASSERT_EQUAL(check(a, 0, t + 644 * SEC), '-');
+    CU_ASSERT_EQUAL(check(a, 0, t + 645 * SEC), 'R'); /* clear for 10 min */
+    CU_ASSERT_EQUAL(check(a, 1, t + 3600 * SEC), 'F');
+    CU_ASSERT_EQUAL(check(a, 0, t + 3615 * SEC), 'R'); /* not flapping: at once */
+    alerts_done(a);
+    /* alert-min-interval 0: every change is sent */
+    comp_alerts_t *b = alerts_with("0s");
+    for (int i = 0; i < 6; i++)
+        CU_ASSERT_EQUAL(check(b, i % 2 == 0, t + (uint64_t)i * SEC), i % 2 == 0 ? 'F' : 'R');
+    alerts_done(b);
+}
+
+static const tu_test_t alert_tests[] = {
+    { "back within alert-min-interval after its resolve: fires", test_alert_refire_after_resolve },
+    { "reminders at most once per alert-min-interval", test_alert_reminders },
+    { "flapping: every firing told, then bounded, one resolve at the end", test_alert_flapping_bounded },
+    { "a held resolve; later incidents resolve at once; min-interval 0", test_alert_after_flapping },
+    { NULL, NULL },
+};
+
 static const tu_test_t lease_tests[] = {
     { "relay lease: figures", test_lease_figures },
     { "relay lease: covers every resend", test_lease_covers_resends },
@@ -88,9 +227,11 @@ static const tu_test_t lease_tests[] = {
 
 static const tu_suite_t suites[] = {
     { "lease", lease_tests },
+    { "alerts", alert_tests },
 };
 
 int main(int argc, char **argv)
 {
+    log_set_level(LOG_LEVEL_ERROR); /* the alerts are logged at warn */
     return tu_suites_main(argc, argv, suites, sizeof suites / sizeof suites[0], NULL, NULL);
 }
