@@ -26,7 +26,8 @@
  * NACK — LEASE is not used: the hold ends only with the connection.
  * NACK publishes the retry (or the DLQ record), waits for its confirm, then
  * acknowledges the delivery: a crash in between repeats the message, never
- * loses it.
+ * loses it. A NACK refused for its arguments (a LEVEL beyond the table, a
+ * DELAY above the max-delay) leaves the delivery held, as on the broker.
  *
  * One thread per connection.
  */
@@ -407,12 +408,22 @@ hg_err_t rmq_cmd_nack(rmq_t *r, size_t argc, const char *const *argv, resp_reply
         } else if (i + 1 < argc && strcasecmp(argv[i], "REASON") == 0) {
             reason = argv[++i];
         } else if (i + 1 < argc && strcasecmp(argv[i], "LEVEL") == 0) {
-            delay = hg_delay_level(atoi(argv[++i]));
+            char *end = NULL;
+            long level = strtol(argv[++i], &end, 10);
+            if (end == argv[i] || *end != '\0' || level < 1 || level > r->levels.count) {
+                rmq_w_error(&b, "ERR NACK LEVEL must be 1..%d, got '%.40s'", r->levels.count, argv[i]);
+                return rmq_reply_finish(&b, reply);
+            }
+            delay = hg_delay_level((int)level);
             retry_given = 1;
         } else if (i + 1 < argc && strcasecmp(argv[i], "DELAY") == 0) {
             uint64_t v = 0;
             char err[96];
-            if (units_parse_duration_str(argv[++i], UNITS_BARE_MS, &v, err, sizeof(err)) < 0 || v == 0) {
+            if (units_parse_duration_str(argv[++i], UNITS_BARE_MS, &v, err, sizeof(err)) < 0) {
+                rmq_w_error(&b, "ERR bad DELAY: %s", err);
+                return rmq_reply_finish(&b, reply);
+            }
+            if (v == 0) {
                 rmq_w_error(&b, "ERR NACK DELAY must be greater than 0");
                 return rmq_reply_finish(&b, reply);
             }
@@ -444,7 +455,8 @@ hg_err_t rmq_cmd_nack(rmq_t *r, size_t argc, const char *const *argv, resp_reply
             delay = hg_delay_level(level > r->levels.count ? r->levels.count : level);
         snprintf(dest, sizeof(dest), "g.%s", argv[1]);
         if (rmq_route_delay(&r->levels, delay, dest, now, &o, plan, sizeof(plan), why, sizeof(why)) < 0) {
-            rmq_msg_free(m);
+            m->next = r->held; /* refused: still held, as on the broker (ACK or NACK it again) */
+            r->held = m;
             rmq_w_error(&b, "ERR %s", why);
             return rmq_reply_finish(&b, reply);
         }

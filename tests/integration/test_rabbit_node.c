@@ -1,0 +1,143 @@
+/*
+ * tests/integration/test_rabbit_node.c — the RabbitMQ transport (amqp://,
+ * lib/rmq_*.c) on one private node (tests/helpers/rabbit_proc), through the
+ * public client API: what a caller can get wrong, and what must survive it.
+ * The node starts once for the program (nodes are slow to start here).
+ *
+ *   nack refused   a NACK the transport refuses (DELAY above the max-delay,
+ *                  a LEVEL beyond the table) answers an error and leaves the
+ *                  delivery held, as the broker does: an ACK after it
+ *                  settles it (1), and nothing comes again.
+ *
+ * Every test uses topic and group names of its own.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "include/hourglass/hourglass.h"
+#include "tests/helpers/rabbit_proc.h"
+#include "tests/helpers/testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/CUnit.h>
+
+static rq_cluster_t rabbit;
+
+static int suite_init(void)
+{
+    char err[8192];
+    if (rq_start(&rabbit, 1, err, sizeof err) != 0) {
+        fprintf(stderr, "start RabbitMQ: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int suite_cleanup(void)
+{
+    rq_destroy(&rabbit, CU_get_number_of_failures() > 0);
+    return 0;
+}
+
+static hg_client_t *open_client(void)
+{
+    hg_client_t *c = NULL;
+    hg_error_t err;
+    hg_err_t e = hg_client_open(rabbit.uri, NULL, &c, &err);
+    TU_REQUIRE(e == HG_OK, "hg_client_open(%s): %s", rabbit.uri, err.message);
+    return c;
+}
+
+/* Run a command; its reply in *out (NULL on failure), the code returned. */
+static hg_err_t cmd(hg_client_t *c, hg_reply_t **out, int argc, const char *const *argv)
+{
+    *out = NULL;
+    return hg_client_command(c, argc, argv, NULL, out);
+}
+
+/* A command whose reply is an integer; -999 when it failed (reported). */
+static long long int_cmd(hg_client_t *c, int argc, const char *const *argv, int line)
+{
+    hg_reply_t *r = NULL;
+    hg_err_t e = cmd(c, &r, argc, argv);
+    long long v = -999;
+    TU_CHECK_AT(e == HG_OK, line, "%s %s: %s", argv[0], argc > 1 ? argv[1] : "", hg_client_errmsg(c));
+    if (e == HG_OK && hg_reply_type(r) == HG_REPLY_INTEGER)
+        v = hg_reply_integer(r);
+    else if (e == HG_OK)
+        TU_CHECK_AT(0, line, "%s answered type %d, want an integer", argv[0], (int)hg_reply_type(r));
+    hg_reply_free(r);
+    return v;
+}
+
+/* Create group on topic (FROM NOW), send one message, PULL it: its id into
+ * id[HG_ID_MAX]. 0, or -1 (reported). */
+static int one_held(hg_client_t *c, const char *group, const char *topic, char *id, int line)
+{
+    hg_reply_t *r = NULL;
+    hg_err_t e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", group, topic, "FROM", "NOW" });
+    const hg_reply_t *msg;
+
+    hg_reply_free(r);
+    TU_CHECK_AT(e == HG_OK, line, "GROUP CREATE %s %s: %s", group, topic, hg_client_errmsg(c));
+    e = hg_send(c, topic, NULL, "payload", 7, hg_delay_none(), NULL);
+    TU_CHECK_AT(e == HG_OK, line, "hg_send to %s: %s", topic, hg_client_errmsg(c));
+    e = cmd(c, &r, 5, (const char *const[]){ "PULL", group, topic, "BLOCK", "10000" });
+    TU_CHECK_AT(e == HG_OK, line, "PULL %s: %s", group, hg_client_errmsg(c));
+    if (e != HG_OK || hg_reply_count(r) != 1) {
+        TU_CHECK_AT(e != HG_OK, line, "PULL %s gave %zu messages, want 1", group, r != NULL ? hg_reply_count(r) : 0);
+        hg_reply_free(r);
+        return -1;
+    }
+    msg = hg_reply_element(r, 0);
+    snprintf(id, HG_ID_MAX, "%s", hg_reply_str(hg_reply_element(msg, 0), NULL));
+    hg_reply_free(r);
+    return 0;
+}
+
+static void test_nack_refused_keeps_hold(void)
+{
+    static const char *const bad[][2] = { { "DELAY", "4d" }, { "LEVEL", "99" } };
+    hg_client_t *c = open_client();
+    char id[HG_ID_MAX];
+    hg_reply_t *r = NULL;
+    hg_err_t e;
+
+    if (one_held(c, "nackbad-g", "nackbad-t", id, __LINE__) != 0) {
+        hg_client_close(c);
+        return;
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        e = cmd(c, &r, 5, (const char *const[]){ "NACK", "nackbad-g", id, bad[i][0], bad[i][1] });
+        TU_CHECK(e == HG_ERR_SERVER, "NACK %s %s answered %d (%s), want an error reply", bad[i][0], bad[i][1], (int)e,
+                 e == HG_OK && hg_reply_type(r) == HG_REPLY_INTEGER ? "an integer" : hg_client_errmsg(c));
+        hg_reply_free(r);
+    }
+    TU_CHECK(int_cmd(c, 3, (const char *const[]){ "ACK", "nackbad-g", id }, __LINE__) == 1,
+             "ACK after the refused NACKs did not settle the held message %s", id);
+    e = cmd(c, &r, 5, (const char *const[]){ "PULL", "nackbad-g", "nackbad-t", "BLOCK", "500" });
+    TU_CHECK(e == HG_OK && hg_reply_count(r) == 0, "PULL after the ACK: %s, %zu messages (want none)",
+             e == HG_OK ? "ok" : hg_client_errmsg(c), r != NULL ? hg_reply_count(r) : 0);
+    hg_reply_free(r);
+    hg_client_close(c);
+}
+
+static const tu_test_t node_tests[] = {
+    { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
+      test_nack_refused_keeps_hold },
+    { NULL, NULL },
+};
+
+static int add_suites(void)
+{
+    return tu_add_suite("rabbit-node", suite_init, suite_cleanup, NULL, NULL, node_tests);
+}
+
+int main(int argc, char **argv)
+{
+    return tu_cunit_main(argc, argv, add_suites);
+}
