@@ -133,10 +133,8 @@ static int build_out(rmq_t *r, rmq_out_t *o, char *id, char *dest, size_t destle
                      size_t whylen)
 {
     memset(o, 0, sizeof(*o));
-    if (topic == NULL || topic[0] == '\0' || strlen(topic) > RMQ_NAME_MAX - 10) {
-        snprintf(why, whylen, "topic must be 1..%d bytes on amqp://", RMQ_NAME_MAX - 10);
+    if (rmq_check_name("topic", topic, why, whylen) < 0)
         return -1;
-    }
     snprintf(dest, destlen, "t.%s", topic);
     if (rmq_route_delay(&r->levels, delay, dest, rmq_wall_ms(), o, plan, planlen, why, whylen) < 0)
         return -1;

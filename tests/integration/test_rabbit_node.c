@@ -8,6 +8,12 @@
  *                  a LEVEL beyond the table) answers an error and leaves the
  *                  delivery held, as the broker does: an ACK after it
  *                  settles it (1), and nothing comes again.
+ *   bad names      group and topic names RabbitMQ cannot take (a byte that
+ *                  is not UTF-8: RabbitMQ closes the whole connection; above
+ *                  what a shortstr holds: rabbitmq-c fails as if the link
+ *                  were lost) and names the broker refuses (blanks) are
+ *                  refused naming the byte or the length; a delivery held
+ *                  before them is still acknowledged (1) afterwards.
  *
  * Every test uses topic and group names of its own.
  */
@@ -126,9 +132,58 @@ static void test_nack_refused_keeps_hold(void)
     hg_client_close(c);
 }
 
+/* Run argv, which must fail with want (a code) and a message containing
+ * `says`. */
+static void refused(hg_client_t *c, int argc, const char *const *argv, hg_err_t want, const char *says, int line)
+{
+    hg_reply_t *r = NULL;
+    hg_err_t e = cmd(c, &r, argc, argv);
+    TU_CHECK_AT(e == want && strstr(hg_client_errmsg(c), says) != NULL, line,
+                "%s %.20s %.20s: code %d (%s), want %d naming \"%s\"", argv[0], argc > 1 ? argv[1] : "",
+                argc > 2 ? argv[2] : "", (int)e, e == HG_OK ? "answered" : hg_client_errmsg(c), (int)want, says);
+    hg_reply_free(r);
+}
+
+static void test_bad_names_keep_connection(void)
+{
+    hg_client_t *c = open_client();
+    char id[HG_ID_MAX], long_name[301];
+    const char *bad_utf8 = "bad\xff", *blank = "a b";
+    hg_err_t e;
+
+    memset(long_name, 'g', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    if (one_held(c, "names-g", "names-t", id, __LINE__) != 0) {
+        hg_client_close(c);
+        return;
+    }
+    /* RabbitMQ closed the whole connection on this one (501 FRAME_ERROR) */
+    refused(c, 4, (const char *const[]){ "GROUP", "CREATE", bad_utf8, "names-t" }, HG_ERR_SERVER,
+            "group name has an invalid byte 0xff at offset 3", __LINE__);
+    refused(c, 4, (const char *const[]){ "GROUP", "CREATE", "names-g2", bad_utf8 }, HG_ERR_SERVER,
+            "topic name has an invalid byte 0xff", __LINE__);
+    refused(c, 4, (const char *const[]){ "GROUP", "CREATE", blank, "names-t" }, HG_ERR_SERVER,
+            "group name has an invalid byte 0x20", __LINE__);
+    /* these were "connection lost" (rabbitmq-c cannot encode the queue name) */
+    refused(c, 3, (const char *const[]){ "DLQ", "LEN", long_name }, HG_ERR_SERVER,
+            "group name is 300 bytes, longer than the limit of 245", __LINE__);
+    refused(c, 3, (const char *const[]){ "GROUP", "DEL", long_name }, HG_ERR_SERVER,
+            "group name is 300 bytes, longer than the limit of 245", __LINE__);
+    refused(c, 3, (const char *const[]){ "PULL", bad_utf8, "names-t" }, HG_ERR_ARG, "invalid byte 0xff", __LINE__);
+    e = hg_send(c, bad_utf8, NULL, "x", 1, hg_delay_none(), NULL);
+    TU_CHECK(e == HG_ERR_SERVER && strstr(hg_client_errmsg(c), "topic name has an invalid byte 0xff") != NULL,
+             "hg_send to a topic that is not ASCII: code %d (%s)", (int)e, hg_client_errmsg(c));
+    TU_CHECK(int_cmd(c, 3, (const char *const[]){ "ACK", "names-g", id }, __LINE__) == 1,
+             "the message held before the bad names could not be acknowledged: its connection was lost");
+    hg_client_close(c);
+}
+
 static const tu_test_t node_tests[] = {
     { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
       test_nack_refused_keeps_hold },
+    { "names RabbitMQ cannot take (not ASCII, too long, blanks): refused naming the byte or length, before the "
+      "wire; the connection and its held delivery survive",
+      test_bad_names_keep_connection },
     { NULL, NULL },
 };
 
