@@ -168,6 +168,7 @@ typedef struct rmq {
 
     /* consumption on channel 1 */
     char consuming[RMQ_NAME_MAX + 1]; /* the group consumed, "" none */
+    long consuming_max;               /* its max-reconsume (NACK's limit) */
     char ctag[64];
     rmq_msg_t *ready, *ready_tail;        /* delivered, not yet handed out */
     rmq_msg_t *held;                      /* handed out by PULL, not settled */

@@ -285,7 +285,7 @@ hg_err_t rmq_consume(rmq_t *r, const char *queue, const char *name, int count)
 hg_err_t rmq_cmd_pull(rmq_t *r, size_t argc, const char *const *argv, uint32_t extra_wait_ms, int flags,
                       resp_reply_t **reply)
 {
-    long count = opt_number(argc, argv, 3, "COUNT", 1), block = opt_number(argc, argv, 3, "BLOCK", -1);
+    long count = opt_number(argc, argv, 3, "COUNT", 1), block = opt_number(argc, argv, 3, "BLOCK", -1), max = 0;
     uint64_t deadline;
     buf_t b = BUF_INIT;
     rmq_msg_t *got[1000];
@@ -298,12 +298,14 @@ hg_err_t rmq_cmd_pull(rmq_t *r, size_t argc, const char *const *argv, uint32_t e
     }
     if ((e = rmq_ensure(r)) != HG_OK)
         return e;
-    e = rmq_group_ensure(r, argv[1], argv[2], -1, 0, NULL);
+    e = rmq_group_ensure(r, argv[1], argv[2], -1, 0, &max);
     if (e == HG_OK) {
         char q[RMQ_QUEUE_NAME_MAX];
         rmq_group_queue(q, sizeof(q), argv[1]);
         e = rmq_consume(r, q, argv[1], (int)count);
     }
+    if (e == HG_OK) /* NACK's limit: this group's, whatever group is ensured later on this client */
+        r->consuming_max = max;
     if (e == HG_ERR_SERVER) {
         const char *msg = hg_client_errmsg(r->client);
         rmq_w_error(&b, "%s%s", strncmp(msg, "ERR ", 4) == 0 ? "" : "ERR ", msg);
@@ -439,7 +441,7 @@ hg_err_t rmq_cmd_nack(rmq_t *r, size_t argc, const char *const *argv, resp_reply
         return rmq_reply_finish(&b, reply);
     }
     memset(&o, 0, sizeof(o)); /* both ways below set only their own fields */
-    if (dead || (long)m->reconsume >= r->ensured_max) {
+    if (dead || (long)m->reconsume >= r->consuming_max) {
         rmq_dlq_queue(dlq, sizeof(dlq), argv[1]);
         o.exchange = "";
         o.routing_key = dlq;

@@ -14,6 +14,10 @@
  *                  were lost) and names the broker refuses (blanks) are
  *                  refused naming the byte or the length; a delivery held
  *                  before them is still acknowledged (1) afterwards.
+ *   nack's max     a NACK in group g (max-reconsume 16) after GROUP CREATE
+ *                  of another group with MAXRETRY 0 on the same client is
+ *                  a retry, not a DLQ record: the limit is g's own (and
+ *                  the other group's first failure goes to its DLQ).
  *
  * Every test uses topic and group names of its own.
  */
@@ -178,12 +182,47 @@ static void test_bad_names_keep_connection(void)
     hg_client_close(c);
 }
 
+static void test_nack_uses_its_groups_max(void)
+{
+    hg_client_t *c = open_client();
+    char id[HG_ID_MAX];
+    hg_reply_t *r = NULL;
+    hg_err_t e;
+
+    if (one_held(c, "maxof-g", "maxof-t", id, __LINE__) != 0) { /* max-reconsume 16 */
+        hg_client_close(c);
+        return;
+    }
+    e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "maxof-other", "maxof-t2", "MAXRETRY", "0" });
+    TU_CHECK(e == HG_OK, "GROUP CREATE maxof-other MAXRETRY 0: %s", hg_client_errmsg(c));
+    hg_reply_free(r);
+    TU_CHECK(int_cmd(c, 3, (const char *const[]){ "NACK", "maxof-g", id }, __LINE__) > 0,
+             "NACK of a first failure in maxof-g (max-reconsume 16) was not a retry (0: parked in its DLQ)");
+    TU_CHECK(int_cmd(c, 3, (const char *const[]){ "DLQ", "LEN", "maxof-g" }, __LINE__) == 0,
+             "maxof-g's DLQ holds its first failure: NACK used maxof-other's MAXRETRY 0");
+    /* and maxof-other's own limit: its first failure is parked */
+    e = hg_send(c, "maxof-t2", NULL, "x", 1, hg_delay_none(), NULL);
+    TU_CHECK(e == HG_OK, "hg_send to maxof-t2: %s", hg_client_errmsg(c));
+    e = cmd(c, &r, 5, (const char *const[]){ "PULL", "maxof-other", "maxof-t2", "BLOCK", "10000" });
+    TU_REQUIRE(e == HG_OK && hg_reply_count(r) == 1, "PULL maxof-other: %s",
+               e == HG_OK ? "no message" : hg_client_errmsg(c));
+    snprintf(id, sizeof id, "%s", hg_reply_str(hg_reply_element(hg_reply_element(r, 0), 0), NULL));
+    hg_reply_free(r);
+    TU_CHECK(int_cmd(c, 3, (const char *const[]){ "NACK", "maxof-other", id }, __LINE__) == 0,
+             "NACK of a first failure in maxof-other (MAXRETRY 0) was not parked in its DLQ");
+    TU_CHECK(int_cmd(c, 3, (const char *const[]){ "DLQ", "LEN", "maxof-other" }, __LINE__) == 1,
+             "maxof-other's DLQ does not hold its first failure");
+    hg_client_close(c);
+}
+
 static const tu_test_t node_tests[] = {
     { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
       test_nack_refused_keeps_hold },
     { "names RabbitMQ cannot take (not ASCII, too long, blanks): refused naming the byte or length, before the "
       "wire; the connection and its held delivery survive",
       test_bad_names_keep_connection },
+    { "NACK counts against the consumed group's max-reconsume, not the last group created on the client",
+      test_nack_uses_its_groups_max },
     { NULL, NULL },
 };
 
