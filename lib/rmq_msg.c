@@ -261,6 +261,14 @@ hg_err_t rmq_consume(rmq_t *r, const char *queue, const char *name, int count)
         amqp_basic_cancel(r->st, RMQ_WORK_CHANNEL, amqp_cstring_bytes(r->ctag));
         if (rmq_rpc_check(r, RMQ_WORK_CHANNEL, "basic.cancel") != HG_OK)
             return hg_client_errcode(r->client);
+        /* Deliveries of the other queue that came before cancel-ok were
+         * queued by rabbitmq-c during the RPC: read them into the ready list
+         * now, or the pump would hand them out later as the new group's. */
+        while (amqp_frames_enqueued(r->st)) {
+            hg_err_t e = rmq_pump(r, wire_now_ms(), 0, 0);
+            if (e != HG_OK)
+                return e;
+        }
         while (r->ready != NULL) { /* deliveries of the other queue go back */
             rmq_msg_t *m = r->ready;
             r->ready = m->next;

@@ -18,6 +18,9 @@
  *                  of another group with MAXRETRY 0 on the same client is
  *                  a retry, not a DLQ record: the limit is g's own (and
  *                  the other group's first failure goes to its DLQ).
+ *   switching      PULL switch-a with COUNT 1000 (some deliveries still on
+ *                  their way), then PULL switch-b on the same client: none
+ *                  of switch-a's messages is handed out as switch-b's.
  *
  * Every test uses topic and group names of its own.
  */
@@ -215,6 +218,50 @@ static void test_nack_uses_its_groups_max(void)
     hg_client_close(c);
 }
 
+static void test_switching_groups(void)
+{
+    enum {
+        N = 1000
+    };
+    hg_client_t *c = open_client();
+    hg_send_item_t *items = calloc(N, sizeof(*items));
+    hg_reply_t *r = NULL;
+    size_t ok = 0, first = 0, second = 0, foreign = 0;
+    hg_err_t e;
+
+    for (int i = 0; i < 2; i++) {
+        e = cmd(c, &r, 6,
+                (const char *const[]){ "GROUP", "CREATE", i == 0 ? "switch-a" : "switch-b",
+                                       i == 0 ? "switch-ta" : "switch-tb", "FROM", "NOW" });
+        TU_CHECK(e == HG_OK, "GROUP CREATE: %s", hg_client_errmsg(c));
+        hg_reply_free(r);
+    }
+    for (size_t i = 0; i < N; i++) {
+        items[i].topic = "switch-ta";
+        items[i].payload = "a";
+        items[i].payload_len = 1;
+        items[i].delay = hg_delay_none();
+    }
+    e = hg_send_many(c, items, N, &ok);
+    TU_REQUIRE(e == HG_OK && ok == N, "hg_send_many: %zu of %d sent (%s)", ok, N, hg_client_errmsg(c));
+    /* a large COUNT: the PULL answers with what arrived first, more are on their way */
+    e = cmd(c, &r, 7, (const char *const[]){ "PULL", "switch-a", "switch-ta", "COUNT", "1000", "BLOCK", "10000" });
+    TU_CHECK(e == HG_OK, "PULL switch-a: %s", hg_client_errmsg(c));
+    first = r != NULL ? hg_reply_count(r) : 0;
+    hg_reply_free(r);
+    e = cmd(c, &r, 7, (const char *const[]){ "PULL", "switch-b", "switch-tb", "COUNT", "1000", "BLOCK", "1000" });
+    TU_CHECK(e == HG_OK, "PULL switch-b: %s", hg_client_errmsg(c));
+    second = r != NULL ? hg_reply_count(r) : 0;
+    for (size_t i = 0; i < second; i++)
+        foreign += strcmp(hg_reply_str(hg_reply_element(hg_reply_element(r, i), 1), NULL), "switch-tb") != 0;
+    hg_reply_free(r);
+    printf("\n    PULL switch-a took %zu of %d; PULL switch-b then answered %zu, %zu of them switch-a's", first, N,
+           second, foreign);
+    TU_CHECK(foreign == 0, "PULL switch-b handed out %zu messages of switch-a's topic", foreign);
+    free(items);
+    hg_client_close(c);
+}
+
 static const tu_test_t node_tests[] = {
     { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
       test_nack_refused_keeps_hold },
@@ -223,6 +270,8 @@ static const tu_test_t node_tests[] = {
       test_bad_names_keep_connection },
     { "NACK counts against the consumed group's max-reconsume, not the last group created on the client",
       test_nack_uses_its_groups_max },
+    { "PULL of another group on the same client: no delivery of the first group is handed out as the second's",
+      test_switching_groups },
     { NULL, NULL },
 };
 
