@@ -1350,6 +1350,50 @@ static void test_cli_dlq_round_trip(void)
     BP_CHECK(rc == 1 && strstr(err, "no such group") != NULL, "unknown group: exit %d: %.400s", rc, err);
 }
 
+/* Text for people never carries a terminal control from a payload, key or
+ * reason: C0 and DEL, and also the C1 controls (valid UTF-8 that xterm and
+ * VTE obey: U+009B is CSI) and the bidi overrides, are shown as \xHH; other
+ * UTF-8 is shown as it is. --json keeps the text (escaped as JSON wants). */
+static void test_cli_text_escapes_controls(void)
+{
+    char out[16384], err[4096], id[HG_ID_MAX];
+    const char *payload = "a\x1b[31m b\xc2\x9b"
+                          "2J c\xe2\x80\xae"
+                          "d \xc3\xa9";
+    int rc;
+
+    start(FAST);
+    hg_reply_free(CMD("GROUP", "CREATE", "g", "t", "MAXRETRY", "0"));
+    send_one("t",
+             "k\xc2\x9d"
+             "0;x",
+             payload, hg_delay_none(), id);
+    hg_reply_t *r = CMD("PULL", "g", "t", "COUNT", "1");
+    BP_REQUIRE(r != NULL && hg_reply_count(r) == 1, "PULL 1");
+    hg_reply_free(r);
+    BP_CHECK(CMD_INT("NACK", "g", id, "REASON",
+                     "why\xc2\x9b"
+                     "5m") == 0,
+             "NACK into the DLQ");
+
+    rc = CLI("msg", "show", id);
+    BP_CHECK(rc == 0, "msg show: exit %d: %.400s", rc, err);
+    BP_CHECK(strstr(out, "payload:   a\\x1b[31m b\\xc2\\x9b2J c\\xe2\\x80\\xaed \xc3\xa9\n") != NULL,
+             "msg show payload not escaped:\n%.600s", out);
+    BP_CHECK(strstr(out, "key:       k\\xc2\\x9d0;x\n") != NULL, "msg show key not escaped:\n%.600s", out);
+    rc = CLI("dlq", "show", "g", id);
+    BP_CHECK(rc == 0 && strstr(out, "reason:    why\\xc2\\x9b5m\n") != NULL, "dlq show reason: exit %d:\n%.600s", rc,
+             out);
+    rc = CLI("dlq", "list", "g");
+    BP_CHECK(rc == 0, "dlq list: exit %d: %.400s", rc, err);
+    for (const char *c = "\x1b\x9b\x9d\xae"; *c != '\0'; c++) /* ESC, and the C1 / U+202E sequences' last bytes */
+        BP_CHECK(strchr(out, *c) == NULL, "dlq list prints the raw byte 0x%02x:\n%.600s", (unsigned char)*c, out);
+    rc = CLI("--json", "msg", "show", id);
+    BP_CHECK(rc == 0 && strstr(out, "b\xc2\x9b"
+                                    "2J") != NULL,
+             "--json keeps U+009B: exit %d:\n%.600s", rc, out);
+}
+
 /* group create / group del: the group exists with its options (GROUP LIST),
  * a second create is refused naming the topic, del removes it, a missing
  * group and bad options have their exit codes; topics shows each topic's
@@ -1600,6 +1644,7 @@ static int add_suites(void)
         { "cli", "dlq list/show/requeue/drop round trip", test_cli_dlq_round_trip },
         { "cli", "commands, --json and exit codes", test_cli_commands_and_exit_codes },
         { "cli", "group create/del, topics, topic del", test_cli_group_create_del },
+        { "cli", "table and show output escape C1 and bidi controls", test_cli_text_escapes_controls },
         { "errors", "bad URIs and options", test_bad_uris_and_options },
     };
     CU_pSuite s = NULL;
