@@ -226,6 +226,11 @@ int consumer_config_validate(const consumer_config_t *cfg, char *err, size_t err
         snprintf(err, errlen, "retry-cap: %llums is below retry-base %llums", cfg->retry_cap_ms, cfg->retry_base_ms);
         return -1;
     }
+    if (cfg->touch_ms != 0 && cfg->touch_ms >= cfg->lease_ms) {
+        snprintf(err, errlen, "touch-interval: %llums is not below lease %llums (0: lease / 2)", cfg->touch_ms,
+                 cfg->lease_ms);
+        return -1;
+    }
     if (db_keys_check(cfg->mysql_socket, err, errlen) != 0)
         return -1;
     if (TLS_KEYS_CHECK(cfg, cfg->uri, err, errlen) != 0)

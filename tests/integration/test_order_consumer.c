@@ -121,6 +121,10 @@ static void test_check_config(void)
     expect_config_error(range, "workers: '0' out of range 1..256");
     const char *dur[] = { CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--retry-base", "200", NULL };
     expect_config_error(dur, "retry-base: '200' is not a duration");
+    const char *touch[] = {
+        CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--lease", "10s", "--touch-interval", "20s", NULL
+    };
+    expect_config_error(touch, "touch-interval: 20000ms is not below lease 10000ms");
 
     char dir[512], path[600];
     CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-conf", dir, sizeof dir), 0);
