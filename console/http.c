@@ -3,6 +3,12 @@
  * "http.c"): the evhttp server, the page, and the gate every /api request
  * passes.
  *
+ * Every request first: its Host header names the console — an IP literal,
+ * localhost, bind or a name of allowed-hosts — or it is refused 421 (a page
+ * elsewhere whose name was re-pointed at the console's address, DNS
+ * rebinding, must not reach it; no Host at all is served: browsers always
+ * send one).
+ *
  * The gate, in order:
  *   GET or POST only (405); a POST body is application/x-www-form-urlencoded
  *   (415), at most CONSOLE_BODY_MAX bytes (evhttp answers 413);
@@ -376,12 +382,57 @@ static void api(console_t *c, struct evhttp_request *req, const char *raw_path)
         free(r.parts[i]);
 }
 
+/* A request for a host name that is not the console's: 421 Misdirected
+ * Request naming it (a JSON error under /api, text for the page); logged
+ * with where it came from. */
+static void refuse_host(struct evhttp_request *req, const char *path, const char *host)
+{
+    char shown[128], msg[512];
+    const char *peer = NULL;
+    ev_uint16_t port = 0;
+    snprintf(shown, sizeof shown, "%s", host);
+    for (char *p = shown; *p != '\0'; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?'; /* one log line */
+    evhttp_connection_get_peer(evhttp_request_get_connection(req), (char **)&peer, &port);
+    log_warn("refused a request for host '%s' from %s: not an IP address, localhost, bind or a name of "
+             "allowed-hosts (DNS rebinding?)",
+             shown, peer != NULL ? peer : "?");
+    snprintf(msg, sizeof msg,
+             "host '%s' is not this console's: use its IP address or localhost, or add the name to allowed-hosts",
+             shown);
+    buf_t b = BUF_INIT;
+    int api = strncmp(path, "/api/", 5) == 0;
+    if (api) {
+        json_t j;
+        json_init(&j, &b);
+        json_object_open(&j);
+        json_kstr(&j, "error", msg);
+        json_object_close(&j);
+    } else {
+        buf_append_str(&b, msg);
+        buf_append_str(&b, "\n");
+    }
+    struct evbuffer *out = evbuffer_new();
+    common_headers(req, api ? "application/json; charset=utf-8" : "text/plain; charset=utf-8");
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
+    evbuffer_add(out, b.data, b.len);
+    evhttp_send_reply(req, 421, "Misdirected Request", out);
+    evbuffer_free(out);
+    buf_free(&b);
+}
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
     console_t *c = arg;
     const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
     if (path == NULL || path[0] == '\0')
         path = "/";
+    const char *host = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
+    if (!console_host_allowed(c->cfg, host)) {
+        refuse_host(req, path, host);
+        return;
+    }
     if (strncmp(path, "/api/", 5) == 0)
         api(c, req, path);
     else

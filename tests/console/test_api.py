@@ -10,9 +10,10 @@ the delayed message of topic revoke-me with key rv). Also BACKUP from the
 overview: refused for a viewer and for a bad name, the copy's outcome shown.
 """
 import os
+import socket
 import time
 
-from console_test import ENV, Client, Resp, check, finish, log_contains, sql
+from console_test import BASE, ENV, Client, Resp, check, finish, log_contains, sql
 
 # ---------------------------------------------------------------- no session
 anon = Client()
@@ -34,6 +35,37 @@ status, doc, headers = anon.get("/app.js")
 check(status == 200 and "text/javascript" in headers.get("Content-Type", ""), "GET /app.js")
 status, _, _ = anon.request("PUT", "/api/overview")
 check(status == 405, "PUT: 405 (%s)" % status)
+
+# ---------------------------------------------------------------- the Host header (DNS rebinding)
+# The console runs with allowed-hosts "console.test, Ops.Example.org": IP literals, localhost and those names
+# are served; any other name (a page that re-pointed its DNS name at 127.0.0.1) is refused 421, naming it.
+port = BASE.rsplit(":", 1)[1]
+for host in ["evil.example", "evil.example:" + port, "127.0.0.1.evil.example", "localhost.evil.example",
+             "console.test.evil.example", "[::1", ""]:
+    status, doc, headers = anon.get("/api/session", headers={"Host": host})
+    check(status == 421 and isinstance(doc, dict) and ("host '%s' is not this console's" % host) in doc.get("error", ""),
+          "Host %r: 421 with a JSON error naming it (%s %s)" % (host, status, doc))
+status, doc, headers = Client().post("/api/login", {"user": "alice", "password": "alice-Secret-1"}, csrf=False,
+                                     headers={"Host": "rebound.example:" + port})
+check(status == 421 and "Set-Cookie" not in headers, "a login for another host: 421, no session (%s %s)" % (status, doc))
+status, doc, _ = anon.get("/orders/301", headers={"Host": "rebound.example"})
+check(status == 421 and isinstance(doc, str) and "host 'rebound.example' is not this console's" in doc,
+      "the page for another host: 421 in text (%s %r)" % (status, doc))
+for host in ["127.0.0.1:" + port, "127.0.0.1", "localhost:" + port, "LocalHost.", "[::1]:" + port, "[::1]",
+             "console.test:" + port, "CONSOLE.TEST", "ops.example.org", "ops.example.org.:" + port]:
+    status, doc, _ = anon.get("/api/session", headers={"Host": host})
+    check(status == 200 and doc == {"logged_in": False}, "Host %r: served (%s %s)" % (host, status, doc))
+with socket.create_connection(("127.0.0.1", int(port)), timeout=30) as s:
+    s.sendall(b"GET /api/session HTTP/1.0\r\n\r\n")
+    raw = b""
+    while True:
+        part = s.recv(65536)
+        if not part:
+            break
+        raw += part
+check(raw.split(b" ", 2)[1:2] == [b"200"] and raw.endswith(b'{"logged_in":false}'),
+      "HTTP/1.0 without a Host header: served (browsers always send one): %r" % raw[:40])
+check(log_contains("refused a request for host 'evil.example' from 127.0.0.1"), "a refused Host is logged")
 
 # ---------------------------------------------------------------- login
 status, doc, _ = anon.post("/api/login", {"user": "", "password": "x"}, csrf=False)

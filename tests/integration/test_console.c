@@ -12,10 +12,12 @@
  * library; the browser one Debian's python3-selenium with chromium and
  * chromium-driver), run as children with the set-up in the environment:
  * Suite "console", in order:
- *   api              tests/console/test_api.py: every endpoint; logins of the
- *                    broker's users (admin acts; viewer looks and every action
- *                    is refused 403 and audited; a wrong password and an
- *                    unknown user get the same refusal); the refused actions
+ *   api              tests/console/test_api.py: every endpoint; the Host
+ *                    check (allowed-hosts console.test, Ops.Example.org);
+ *                    logins of the broker's users (admin acts; viewer looks
+ *                    and every action is refused 403 and audited; a wrong
+ *                    password and an unknown user get the same refusal); the
+ *                    refused actions
  *                    (no session, no CSRF token), the DLQ requeue / drop with
  *                    its confirmation, the manual cancel seen in the
  *                    database, the audit log
@@ -65,7 +67,8 @@
  *                    certificate (the served serial changes)
  *   config           sampler-user without its password file, a tls-* key
  *                    with a plaintext uri, https-cert-file without its key,
- *                    a uri with a password: exit 2, named
+ *                    a uri with a password, allowed-hosts with a port:
+ *                    exit 2, named
  *   stop             SIGHUP: still answering, the re-read logged; SIGTERM
  *                    while a job waits on a stopped broker
  *                    (tests/console/test_jobs_stop.py): exit 0 at once, the
@@ -458,6 +461,8 @@ static int console_init(void)
                                     compensator_url,
                                     "--mysql-read-timeout", /* the stall test waits for it to pass */
                                     "4s",
+                                    "--allowed-hosts", /* test_api.py: the Host header */
+                                    "console.test, Ops.Example.org",
                                     NULL };
     if (start_console(&console, console_extra, console_up) != 0)
         return -1;
@@ -684,6 +689,12 @@ static void test_config(void)
     rc = tu_run_capture(half_https, out, sizeof out);
     TU_CHECK(rc == 2 && strstr(out, "https-cert-file is set without https-key-file") != NULL,
              "https-cert-file without https-key-file: exit 2 (exit %d: %s)", rc, out);
+    const char *bad_host[] = { CONSOLE_BIN, "--check-config",  "--mysql-database",
+                               DB,          "--allowed-hosts", "ok.example, bad.example:80",
+                               NULL };
+    rc = tu_run_capture(bad_host, out, sizeof out);
+    TU_CHECK(rc == 2 && strstr(out, "allowed-hosts: 'bad.example:80' is not a host name") != NULL,
+             "allowed-hosts with a port: exit 2 naming the entry (exit %d: %s)", rc, out);
     const char *with_password[] = { CONSOLE_BIN, "--check-config", "--mysql-database",
                                     DB,          "--uri",          "hourglass://monitor:pw-Secret@127.0.0.1:7379",
                                     NULL };
