@@ -18,7 +18,9 @@
  *   every POST needs the session's CSRF token in X-CSRF-Token (403), and every
  *   POST but logout the role admin (403);
  *   then api_broker / api_orders route by path (404 when neither knows it).
- * The cookie is HttpOnly; SameSite=Strict; Path=/ (and Secure over https).
+ * The cookie is HttpOnly; SameSite=Strict; Path=/ (and Secure over https);
+ * every reply to a request of a live session sends it again with Max-Age
+ * session-ttl, as the session's expiry slides with each use.
  * Replies carry no-store, nosniff, DENY framing and a
  * Content-Security-Policy of 'self' only.
  *
@@ -89,8 +91,24 @@ static void send_bytes(struct evhttp_request *req, int status, const char *type,
     evbuffer_free(out);
 }
 
+/* The session cookie: Max-Age is session-ttl from now, as the server's own
+ * expiry is (session-ttl after the last use), so the browser keeps the
+ * cookie exactly as long as the session lives. */
+static void set_cookie(request_t *r, const char *token, long long max_age_s)
+{
+    char cookie[256];
+    snprintf(cookie, sizeof cookie, "hg_session=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%lld%s", token,
+             max_age_s, r->c->tls != NULL ? "; Secure" : "");
+    evhttp_add_header(evhttp_request_get_output_headers(r->req), "Set-Cookie", cookie);
+}
+
 void http_json(request_t *r, int status, const buf_t *body)
 {
+    /* Every reply to a request of a live session (the login's too) sends the
+     * cookie again: the request was a use that moved the session's expiry
+     * (session_find), so the cookie's moves with it. */
+    if (r->s != NULL && r->s->used)
+        set_cookie(r, r->s->token, r->c->cfg->session_ttl_ms / 1000);
     send_bytes(r->req, status ? status : 200, "application/json; charset=utf-8", body->data ? body->data : "",
                body->len, 1);
 }
@@ -222,14 +240,6 @@ static void session_json(const session_t *s, buf_t *b)
     json_object_close(&j);
 }
 
-static void set_cookie(request_t *r, const char *token, long long max_age_s)
-{
-    char cookie[256];
-    snprintf(cookie, sizeof cookie, "hg_session=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%lld%s", token,
-             max_age_s, r->c->tls != NULL ? "; Secure" : "");
-    evhttp_add_header(evhttp_request_get_output_headers(r->req), "Set-Cookie", cookie);
-}
-
 static void api_login(request_t *r)
 {
     char err[512];
@@ -267,8 +277,7 @@ static void api_login(request_t *r)
     char roles[128];
     session_roles_text(s->roles, roles, sizeof roles);
     console_audit(r, "login roles=%s%s", roles[0] ? roles : "none", s->no_users ? " (broker without users)" : "");
-    set_cookie(r, s->token, r->c->cfg->session_ttl_ms / 1000);
-    buf_t b = BUF_INIT;
+    buf_t b = BUF_INIT; /* http_json sends the cookie */
     session_json(s, &b);
     http_json(r, 200, &b);
     buf_free(&b);

@@ -57,6 +57,11 @@
  *                    a stale hg_session cookie before the live one; the
  *                    drop's confirmation a whole number; an audit line one
  *                    line
+ *   session ttl      a second console with session-ttl 3s
+ *                    (tests/console/test_session_ttl.py): every reply to a
+ *                    live session sends the cookie again with Max-Age 3, so
+ *                    a session used every second outlives its first 3 s in
+ *                    a cookie jar that honours Max-Age; unused, it ends
  *   https            a TLS-only broker (port 0, tls-port; no users) and a
  *                    console serving https (https-cert-file, a throwaway CA of
  *                    tests/helpers/tls_certs.h) connected to it with
@@ -577,6 +582,24 @@ static void test_jobs(void)
     TU_CHECK(rc == 0, "tests/console/test_jobs.py exited %d (its output above says what failed)", rc);
 }
 
+/* A second console with a session-ttl of 3 s: the session cookie's
+ * Max-Age slides with the server's expiry (tests/console/test_session_ttl.py). */
+static void test_session_ttl(void)
+{
+    console_proc_t ttl = { .name = "ttl" };
+    const char *extra[] = {
+        "--uri", uri, "--sampler-user", "monitor", "--sampler-password-file", monitor_pw_path, "--session-ttl",
+        "3s",    NULL
+    };
+    if (start_console(&ttl, extra, console_up) == 0) {
+        int rc = run_script("test_session_ttl.py", &ttl, "http", NULL);
+        TU_CHECK(rc == 0, "tests/console/test_session_ttl.py exited %d (its output above says what failed)", rc);
+    }
+    TU_CHECK(stop_console(&ttl) == 0, "the session-ttl console exits 0 on SIGTERM");
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(ttl.log);
+}
+
 /* ---- https in front of a TLS-only broker ---- */
 
 static tc_certs_t pki;
@@ -740,6 +763,7 @@ static const tu_test_t console_tests[] = {
     { "jobs: DLQ … ALL and a purge run off the loop: the broker stopped, every page answers; four at most", test_jobs },
     { "sessions: roles asked again, a removed user's session ended, sessions per user, the no-users reply",
       test_sessions },
+    { "session ttl: the cookie's Max-Age slides with the session's expiry", test_session_ttl },
     { "https: the console over https, in front of a TLS-only broker; SIGHUP reloads the certificate", test_https },
     { "config: sampler-user needs its password file, tls-* keys a TLS uri, https both files", test_config },
     { "SIGHUP: alive, configuration re-read; SIGTERM: a clean stop", test_stop },
