@@ -10,7 +10,9 @@
  * send one).
  *
  * The gate, in order:
- *   GET or POST only (405); a POST body is application/x-www-form-urlencoded
+ *   GET or POST only (405); a path, query or form with %00 (a NUL byte, that
+ *   decoded would cut a name short) is refused (400);
+ *   a POST body is application/x-www-form-urlencoded
  *   (415), at most CONSOLE_BODY_MAX bytes (evhttp answers 413);
  *   POST /api/login is the only request without a session (GET /api/session
  *   answers {"logged_in":false} without one);
@@ -59,6 +61,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "base/alloc.h"
+#include "base/err.h"
 #include "base/json.h"
 #include "common/log.h"
 #include "common/tls_server.h"
@@ -283,21 +286,31 @@ static void api_login(request_t *r)
     buf_free(&b);
 }
 
-/* Split the part of the path after "/api/" into r->parts (decoded). */
-static int split_path(request_t *r, const char *raw)
+/* Split the part of the path after "/api/" into r->parts (decoded). -1 with
+ * err for too many segments or a segment with %00: decoded, a NUL would cut
+ * the name short without a word (no name or id holds one). */
+static int split_path(request_t *r, const char *raw, char *err, size_t errlen)
 {
     const char *p = raw + strlen("/api/");
     r->nparts = 0;
     while (*p != '\0') {
-        size_t n = strcspn(p, "/");
+        size_t n = strcspn(p, "/"), len = 0;
         if (r->nparts == (int)(sizeof r->parts / sizeof r->parts[0]))
-            return -1;
+            return err_set(err, errlen, "bad path: more than %d segments", (int)(sizeof r->parts / sizeof r->parts[0]));
         char *enc = xstrndup(p, n);
-        r->parts[r->nparts] = evhttp_uridecode(enc, 0, NULL);
-        free(enc);
-        if (r->parts[r->nparts] == NULL)
-            return -1;
+        r->parts[r->nparts] = evhttp_uridecode(enc, 0, &len);
+        if (r->parts[r->nparts] == NULL) {
+            free(enc);
+            return err_set(err, errlen, "bad path: segment %d does not decode", r->nparts + 1);
+        }
         r->nparts++;
+        if (memchr(r->parts[r->nparts - 1], '\0', len) != NULL) {
+            err_set(err, errlen, "bad path: segment %d ('%.80s') holds %%00, a NUL byte, which no name or id holds",
+                    r->nparts, enc);
+            free(enc);
+            return -1;
+        }
+        free(enc);
         p += n;
         if (*p == '/')
             p++;
@@ -305,6 +318,15 @@ static int split_path(request_t *r, const char *raw)
     return 0;
 }
 
+/* A query or form body holds %00: decoded, the NUL would cut its value
+ * short. */
+static int holds_nul_escape(const char *text)
+{
+    return text != NULL && strstr(text, "%00") != NULL;
+}
+
+/* A POST's form into r->form: 0; -1 when the body is not form-encoded
+ * (415); -2 when it holds %00 (400). */
 static int read_form(request_t *r)
 {
     struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
@@ -317,7 +339,7 @@ static int read_form(request_t *r)
     char *body = xmalloc(len + 1);
     evbuffer_remove(in, body, len);
     body[len] = '\0';
-    int rc = evhttp_parse_query_str(body, &r->form);
+    int rc = holds_nul_escape(body) ? -2 : evhttp_parse_query_str(body, &r->form);
     free(body);
     return rc;
 }
@@ -334,13 +356,22 @@ static void api(console_t *c, struct evhttp_request *req, const char *raw_path)
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
     r.is_post = cmd == EVHTTP_REQ_POST;
     const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    char err[256];
+    int form = 0;
 
     if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_POST) {
         http_error(&r, 405, "GET or POST only");
-    } else if (split_path(&r, raw_path) != 0 || (q != NULL && evhttp_parse_query_str(q, &r.query) != 0)) {
-        http_error(&r, 400, "bad path or query");
-    } else if (r.is_post && read_form(&r) != 0) {
-        http_error(&r, 415, "a POST body is application/x-www-form-urlencoded");
+    } else if (split_path(&r, raw_path, err, sizeof err) != 0) {
+        http_error(&r, 400, "%s", err);
+    } else if (holds_nul_escape(q)) {
+        http_error(&r, 400, "bad query: it holds %%00, a NUL byte, which no parameter holds");
+    } else if (q != NULL && evhttp_parse_query_str(q, &r.query) != 0) {
+        http_error(&r, 400, "bad query");
+    } else if (r.is_post && (form = read_form(&r)) != 0) {
+        if (form == -2)
+            http_error(&r, 400, "bad form: it holds %%00, a NUL byte, which no parameter holds");
+        else
+            http_error(&r, 415, "a POST body is application/x-www-form-urlencoded");
     } else if (r.nparts == 1 && strcmp(r.parts[0], "login") == 0) {
         if (!r.is_post)
             http_error(&r, 405, "POST user and password to /api/login");

@@ -171,6 +171,19 @@ check("compensator layer relay: its last run failed" in texts and "compensator a
       "compensator alert overdue-pending firing" in texts, "overview: the compensator's failures and alerts are "
       "in the alerts: %s" % texts)
 
+# ---------------------------------------------------------------- %00 in a name: refused, never cut
+# Decoded, a NUL would cut "order-cancel%00junk" to order-cancel: the page of another group, or an action on it.
+for path in ["/api/dlq/order-cancel%00junk", "/api/dlq/order-cancel%00", "/api/orders/301%00x"]:
+    status, doc, _ = alice.get(path)
+    check(status == 400 and "holds %00, a NUL byte" in doc.get("error", "") and "segment 2" in doc.get("error", ""),
+          "GET %s: 400 naming the segment with %%00 (%s %s)" % (path, status, doc))
+status, doc, _ = alice.post("/api/dlq/order-cancel%00x/drop", {"all": "1", "confirm": "4"})
+check(status == 400 and "holds %00" in doc.get("error", ""), "a drop of order-cancel%%00x: 400 (%s %s)" % (status, doc))
+status, doc, _ = alice.get("/api/msg", {"topic": "order-timeout\0x", "key": "303"})
+check(status == 400 and "bad query: it holds %00" in doc.get("error", ""), "a query with %%00: 400 (%s %s)" % (status, doc))
+status, doc, _ = alice.post("/api/msg/revoke", {"topic": "revoke-me\0x", "key": "rv"})
+check(status == 400 and "bad form: it holds %00" in doc.get("error", ""), "a form with %%00: 400 (%s %s)" % (status, doc))
+
 # ---------------------------------------------------------------- DLQ
 status, d, _ = alice.get("/api/dlq")
 check(status == 200 and any(g["group"] == "order-cancel" and g["dlq"] == 4 for g in d["groups"]), "GET /api/dlq")
