@@ -10,10 +10,12 @@
  * send one).
  *
  * The gate, in order:
- *   GET or POST only (405); a path, query or form with %00 (a NUL byte, that
- *   decoded would cut a name short) is refused (400);
- *   a POST body is application/x-www-form-urlencoded
- *   (415), at most CONSOLE_BODY_MAX bytes (evhttp answers 413);
+ *   GET or POST only (405: every method evhttp knows reaches it); a path,
+ *   query or form with %00 (a NUL byte, that decoded would cut a name
+ *   short) is refused (400); a POST body is
+ *   application/x-www-form-urlencoded (415), at most CONSOLE_BODY_MAX bytes
+ *   (evhttp answers 413 itself, with its own HTML page, as it does a request
+ *   it cannot parse: libevent 2.1 has no hook for them, docs/console.md);
  *   POST /api/login is the only request without a session (GET /api/session
  *   answers {"logged_in":false} without one);
  *   every other /api request needs the session cookie (401);
@@ -565,9 +567,12 @@ int http_start(console_t *c, char *err, size_t errlen)
     evhttp_set_max_body_size(c->http, CONSOLE_BODY_MAX);
     evhttp_set_max_headers_size(c->http, CONSOLE_HEADER_MAX);
     evhttp_set_timeout(c->http, 30);
-    /* every method reaches the gate, which answers 405 for all but GET and POST */
+    /* every method evhttp knows reaches the gate, which answers 405 (JSON under /api) for all but GET and POST;
+     * evhttp itself answers a method it does not know (501), as the other requests it refuses before any
+     * callback of ours (docs/console.md) */
     evhttp_set_allowed_methods(c->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
-                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+                                            EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
     evhttp_set_gencb(c->http, on_request, c);
     struct evhttp_bound_socket *sock = evhttp_bind_socket_with_handle(c->http, c->cfg->bind, (ev_uint16_t)c->cfg->port);
     if (sock == NULL) {
