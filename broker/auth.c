@@ -8,6 +8,7 @@
  * dummy hash belong to the thread; the cache belongs to the loop thread.
  */
 #include "broker/auth.h"
+#include "broker/authfail.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,7 +30,7 @@
 #define DELAY_BASE_MS   200u
 #define DELAY_MAX_MS    5000u
 #define FAIL_WINDOW_MS  60000u
-#define FAIL_MAP_MAX    4096 /* addresses remembered; the map is forgotten when full */
+#define FAIL_ADDRS_MAX  4096 /* addresses remembered; when full, the least recently failed is forgotten */
 #define CACHE_KEY_BYTES 32
 #define CACHE_MAC_BYTES 32
 
@@ -37,11 +38,6 @@
  * (the all-zero key is not what scrypt derives). */
 static const char dummy_hash[] = "$scrypt$ln=15,r=8,p=1$00000000000000000000000000000000$"
                                  "0000000000000000000000000000000000000000000000000000000000000000";
-
-typedef struct fail_count {
-    unsigned n;
-    uint64_t last_mono;
-} fail_count_t;
 
 typedef struct cached {
     unsigned char mac[CACHE_MAC_BYTES];
@@ -61,7 +57,7 @@ struct auth_worker {
     struct event *done_ev;
     writer_done_fn on_done;
     void *ctx;
-    map_t fails; /* auth thread: ip -> fail_count_t */
+    authfail_t *fails; /* auth thread: failures per address (authfail.h) */
     atomic_uint_fast64_t nfailures;
     unsigned char cache_key[CACHE_KEY_BYTES]; /* loop thread */
     map_t cache;                              /* loop thread: user -> cached_t */
@@ -106,23 +102,8 @@ static void post(auth_worker_t *a, auth_req_t *r)
 /* Auth thread: count a failure from ip; returns how long to hold it back. */
 static unsigned count_failure(auth_worker_t *a, auth_req_t *r, uint64_t now)
 {
-    size_t iplen = strlen(r->ip);
-    fail_count_t *f = map_get(&a->fails, r->ip, iplen);
-    if (f == NULL) {
-        if (map_count(&a->fails) >= FAIL_MAP_MAX) {
-            map_free(&a->fails, free);
-            map_init(&a->fails);
-        }
-        f = xcalloc(1, sizeof *f);
-        map_put(&a->fails, r->ip, iplen, f);
-    }
-    if (now - f->last_mono > FAIL_WINDOW_MS) {
-        f->n = 0;
-    }
-    f->n++;
-    f->last_mono = now;
-    r->failures = f->n;
-    unsigned shift = f->n - 1 > 5 ? 5 : f->n - 1;
+    r->failures = authfail_count(a->fails, r->ip, strlen(r->ip), now);
+    unsigned shift = r->failures - 1 > 5 ? 5 : r->failures - 1;
     unsigned d = DELAY_BASE_MS << shift;
     return d > DELAY_MAX_MS ? DELAY_MAX_MS : d;
 }
@@ -218,7 +199,7 @@ auth_worker_t *auth_new(struct event_base *base, writer_done_fn done, void *ctx)
     }
     a->on_done = done;
     a->ctx = ctx;
-    map_init(&a->fails);
+    a->fails = authfail_new(FAIL_ADDRS_MAX, FAIL_WINDOW_MS);
     map_init(&a->cache);
     if (RAND_bytes(a->cache_key, sizeof a->cache_key) != 1) {
         log_error("no random bytes for the AUTH cache key (OpenSSL RAND_bytes failed)");
@@ -280,7 +261,7 @@ void auth_free(auth_worker_t *a)
     }
     free(a->held);
     event_free(a->done_ev);
-    map_free(&a->fails, free);
+    authfail_free(a->fails);
     map_free(&a->cache, free);
     OPENSSL_cleanse(a->cache_key, sizeof a->cache_key);
     pthread_cond_destroy(&a->cond);

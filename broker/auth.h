@@ -11,6 +11,9 @@
  * requests one at a time; a failed one is held back before it is posted:
  * 200 ms for an address's first failure within a minute, doubling up to 5 s
  * (other connections are not delayed: the thread keeps verifying meanwhile).
+ * The counts are kept for 4 096 addresses; beyond, the least recently failed
+ * address is forgotten first (authfail.h), so many source addresses cannot
+ * wipe the count of one that failed recently.
  * An unknown or disabled user is checked against a dummy hash of the default
  * cost, so the reply time does not say whether the user exists.
  *

@@ -141,13 +141,12 @@ static int parse_page(cmd_call_t *call, size_t from, const char *what, const cha
  * connection (conn.c) and fair-shared by the storage thread as a listing:
  * without it a client pipelining TOPICS and never reading had 1 024 replies
  * of 10 000 topics built in one iteration (4 GB) while every SEND waited.
- * count rows (all: max-topics, or 10 000 without a limit), each its name
- * and fields, about 1 KiB. */
+ * count rows (all: limit — max-topics or max-groups —, or 10 000 without
+ * a limit), each its name and fields, about 1 KiB. */
 #define PAGE_ROW_ESTIMATE 1024
-static size_t page_estimate(const cmd_call_t *call, int count)
+static size_t page_estimate(int count, long long limit)
 {
-    long long topics = cmd_config_of(call)->max_topics;
-    long long rows = count > 0 ? count : topics > 0 ? topics : 10000;
+    long long rows = count > 0 ? count : limit > 0 ? limit : 10000;
     return (size_t)rows * PAGE_ROW_ESTIMATE;
 }
 
@@ -274,7 +273,7 @@ void cmd_topics(cmd_call_t *call)
     tj->dedup_topics = list ? cmd_job_copy(&arena, &copy).ptr : NULL;
     tj->page.count = count;
     tj->page.after = cmd_job_copy(&arena, after);
-    tj->job.reply_estimate = page_estimate(call, count);
+    tj->job.reply_estimate = page_estimate(count, cmd_config_of(call)->max_topics);
     call->job = &tj->job;
 }
 
@@ -479,7 +478,7 @@ void cmd_group(cmd_call_t *call)
     gj->req.sub = code;
     gj->req.page.count = count;
     if (code == SUB_LIST) {
-        gj->job.reply_estimate = page_estimate(call, count);
+        gj->job.reply_estimate = page_estimate(count, cmd_config_of(call)->max_groups);
     }
     gj->req.page.after = cmd_job_copy(&arena, after);
     gj->req.group = cmd_job_copy(&arena, group);

@@ -16,9 +16,10 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
+#include "base/err.h"
 #include "base/units.h"
 #include "broker/metrics.h"
 #include "levels/msg.h"
@@ -34,6 +35,7 @@ typedef struct send_req {
                              SEND to a dedup-topics topic */
     int dedup_reply;      /* DEDUP was said: reply [id, duplicate] (dedup-topics alone: the id, as any SEND) */
     uint64_t at_ms;
+    uint64_t max_delay_ms; /* AT is checked against it again when it runs (at_check) */
 } send_req_t;
 
 /* PULL group topic [COUNT n] [BLOCK ms] [LEASE ms] (BLOCK lives in the job_t) */
@@ -85,11 +87,18 @@ typedef struct touch_job {
     touch_req_t req;
 } touch_job_t;
 
-static uint64_t wall_ms(void)
+/* AT at_ms against max-delay at now (wall ms): 0, or -1 with the error in err, naming AT, the time asked for, the
+ * limit and the latest time accepted now — not the store's "delay … exceeds max-delay …", which would name a delay
+ * the client never sent. */
+static int at_check(uint64_t at_ms, uint64_t now, uint64_t max_delay_ms, char *err, size_t errlen)
 {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+    if (at_ms <= now || at_ms - now <= max_delay_ms) {
+        return 0;
+    }
+    char m[UNITS_TEXT_MAX];
+    units_format_duration(max_delay_ms, m, sizeof m);
+    return err_set(err, errlen, "AT %llu is more than max-delay %s from now (the latest accepted now is %llu)",
+                   (unsigned long long)at_ms, m, (unsigned long long)(now + max_delay_ms));
 }
 
 /* LEVEL n in min..count of the store's level table: 0 and *level, or -1 with the error reply. */
@@ -126,12 +135,16 @@ static job_result_t send_exec(job_t *j, writer_t *w)
     const send_req_t *r = &((send_job_t *)j)->req;
     uint64_t now = writer_now(w);
     store_send_req_t msg = r->msg;
-    if (r->has_at) {
-        msg.delay_ms = r->at_ms > now ? r->at_ms - now : 0;
-    }
     uint64_t id, due;
     int dup = 0;
     char err[300];
+    if (r->has_at) { /* checked when parsed; again here, where a wall clock set back could have moved it */
+        if (at_check(r->at_ms, now, r->max_delay_ms, err, sizeof err) != 0) {
+            cmd_reply_store_error(j, err);
+            return JOB_DONE;
+        }
+        msg.delay_ms = r->at_ms > now ? r->at_ms - now : 0;
+    }
     int rc = r->dedup ? store_send_dedup(writer_store(w), &msg, now, &id, &due, &dup, err, sizeof err)
                       : store_send(writer_store(w), &msg, now, &id, &due, err, sizeof err);
     if (rc != 0) {
@@ -226,11 +239,15 @@ void cmd_send(cmd_call_t *call)
         .level = level,
         .delay_ms = delay,
     };
+    char err[300];
     if (has_at) {
-        uint64_t now = wall_ms();
+        uint64_t now = clock_wall_ms();
+        if (at_check(at, now, cfg->store.max_delay_ms, err, sizeof err) != 0) {
+            resp_add_errorf(call->out, "ERR %s", err);
+            return;
+        }
         msg.delay_ms = at > now ? at - now : 0;
     }
-    char err[300];
     if (store_send_validate(&cfg->store, &msg, err, sizeof err) != 0) {
         resp_add_errorf(call->out, "ERR %s", err);
         return;
@@ -255,6 +272,7 @@ void cmd_send(cmd_call_t *call)
     sj->req.dedup = dedup || (msg.key_len > 0 && config_dedup_topic(cfg, msg.topic, msg.topic_len));
     sj->req.dedup_reply = dedup;
     sj->req.at_ms = at;
+    sj->req.max_delay_ms = cfg->store.max_delay_ms;
     call->job = &sj->job;
 }
 

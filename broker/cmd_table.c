@@ -3,10 +3,14 @@
  * arity, authentication and roles, then the command's function; COMMAND
  * (COUNT DOCS LIST INFO HELP) prints the same table.
  *
- * One row per command {name, arity, flags, roles, subcommand roles, proc,
- * syntax, summary}. The roles column is the single authority for who may run
- * what: a command (or subcommand) whose roles are ROLE_ADMIN alone is an
- * admin command, shown with the "admin" flag by COMMAND. A connection gets
+ * One row per command {name, arity, flags, roles, subcommands, proc,
+ * syntax, summary}; a command with subcommands (GROUP, TOPIC, DLQ, CLIENT)
+ * has a row per subcommand {name, arity, flags, roles}, and a call of one
+ * runs with that row's roles and flags. The roles columns are the single
+ * authority for who may run what: a command or subcommand whose roles are
+ * ROLE_ADMIN alone is an admin command, shown with the "admin" flag by
+ * COMMAND (Redis 7's entries: a command with subcommands shows only the
+ * flags all of them share, and each subcommand's own entry, "group|list"). A connection gets
  * its roles from the user it AUTHs as (broker/users.h); without users every
  * connection has every role. docs/protocol.md prints this column.
  *
@@ -46,9 +50,13 @@
 #define CMD_LOOP     0x20
 #define CMD_DURABLE  0x40
 
-/* A subcommand whose roles differ from its command's. */
+/* A subcommand: its own arity, flags and roles (GROUP LIST reads, GROUP DEL is
+ * an operator's change). A subcommand not in its command's table runs with
+ * the command's flags and roles (the handler answers an unknown one). */
 typedef struct cmd_sub {
     const char *name; /* lower case */
+    int arity;        /* argc including the command's name, as Redis 7 counts a subcommand's (-N: at least N) */
+    int flags;        /* CMD_*: what this subcommand does (COMMAND INFO, the job's durable / reads_only) */
     unsigned roles;   /* ROLE_* bits allowed to run it */
 } cmd_sub_t;
 
@@ -69,25 +77,40 @@ typedef struct cmd_def {
 #define R_READ (ROLE_VIEWER | ROLE_CONSUMER | ROLE_ADMIN) /* read-only introspection */
 #define R_ADM  ROLE_ADMIN                                 /* changes an operator makes */
 
+#define F_READ  CMD_STORAGE                             /* reads the store */
+#define F_WRITE (CMD_STORAGE | CMD_WRITE | CMD_DURABLE) /* changes it, and the reply is a promise */
+
 static const cmd_sub_t group_subs[] = {
-    { "create", R_CONS }, { "list", R_READ }, { "del", R_ADM }, { "delete", R_ADM }, { "destroy", R_ADM }, { NULL, 0 },
+    { "create", -4, F_WRITE, R_CONS }, { "list", -2, F_READ, R_READ },   { "del", 3, F_WRITE, R_ADM },
+    { "delete", 3, F_WRITE, R_ADM },   { "destroy", 3, F_WRITE, R_ADM }, { NULL, 0, 0, 0 },
 };
 
 static const cmd_sub_t topic_subs[] = {
-    { "del", R_ADM },
-    { "delete", R_ADM },
-    { "destroy", R_ADM },
-    { NULL, 0 },
+    { "del", -3, F_WRITE, R_ADM },
+    { "delete", -3, F_WRITE, R_ADM },
+    { "destroy", -3, F_WRITE, R_ADM },
+    { NULL, 0, 0, 0 },
 };
 
 static const cmd_sub_t dlq_subs[] = {
-    { "len", R_READ }, { "list", R_READ }, { "requeue", R_ADM }, { "drop", R_ADM }, { NULL, 0 },
+    { "len", 3, F_READ, R_READ },
+    { "list", -3, F_READ, R_READ },
+    { "requeue", 4, F_WRITE, R_ADM },
+    { "drop", 4, F_WRITE, R_ADM },
+    { NULL, 0, 0, 0 },
 };
 
 static const cmd_sub_t client_subs[] = {
-    { "list", R_ADM }, /* every client's address and name */
-    { "kill", R_ADM }, /* close other clients */
-    { NULL, 0 },
+    { "setname", 3, CMD_LOOP, R_ANY },
+    { "getname", 2, CMD_LOOP, R_ANY },
+    { "id", 2, CMD_LOOP, R_ANY },
+    { "setinfo", 4, CMD_LOOP, R_ANY },
+    { "no-evict", 3, CMD_LOOP, R_ANY },
+    { "no-touch", 3, CMD_LOOP, R_ANY },
+    { "info", -2, CMD_LOOP, R_ANY },
+    { "list", -2, CMD_LOOP, R_ADM }, /* every client's address and name */
+    { "kill", -3, CMD_LOOP, R_ADM }, /* close other clients */
+    { NULL, 0, 0, 0 },
 };
 
 static const cmd_def_t commands[] = {
@@ -162,54 +185,123 @@ static const cmd_def_t *cmd_lookup(const char *name, size_t len)
     return NULL;
 }
 
-/* The roles allowed to run this call: the subcommand's row when it has one. */
-static unsigned call_roles(const cmd_def_t *d, const cmd_call_t *call)
+/* The subcommand row of this call, or NULL (no subcommands, or not one of them). */
+static const cmd_sub_t *call_sub(const cmd_def_t *d, const cmd_call_t *call)
 {
     if (d->subs == NULL || call->argc < 2) {
-        return d->roles;
+        return NULL;
     }
     for (const cmd_sub_t *s = d->subs; s->name != NULL; s++) {
         if (cmd_arg_is(&call->argv[1], s->name)) {
-            return s->roles;
+            return s;
         }
     }
-    return d->roles;
+    return NULL;
 }
 
 /* ---- COMMAND --------------------------------------------------------------- */
 
+/* COMMAND's flag names, in the order shown. */
+enum {
+    SHOW_WRITE = 1,
+    SHOW_READONLY = 2,
+    SHOW_BLOCKING = 4,
+    SHOW_ADMIN = 8,
+    SHOW_NO_AUTH = 16,
+    SHOW_FAST = 32
+};
+static const char *const show_names[] = { "write", "readonly", "blocking", "admin", "no_auth", "fast" };
+
+/* The COMMAND flags of a command or subcommand with these CMD_* flags and roles. */
+static unsigned shown_flags(int flags, unsigned roles)
+{
+    return ((flags & CMD_WRITE) ? SHOW_WRITE : SHOW_READONLY) | ((flags & CMD_BLOCKING) ? SHOW_BLOCKING : 0) |
+           (roles == ROLE_ADMIN ? SHOW_ADMIN : 0) | ((flags & CMD_NOAUTH) ? SHOW_NO_AUTH : 0) |
+           ((flags & CMD_LOOP) ? SHOW_FAST : 0);
+}
+
+/* A command's flags: with subcommands (Redis 7: a container command), only
+ * what holds for every one of them — GROUP is not admin (GROUP CREATE is a
+ * consumer's, GROUP LIST a viewer's) nor read-only; each subcommand's own
+ * flags are in its entry. */
+static unsigned command_shown_flags(const cmd_def_t *d)
+{
+    if (d->subs == NULL) {
+        return shown_flags(d->flags, d->roles);
+    }
+    unsigned all = ~0u;
+    for (const cmd_sub_t *s = d->subs; s->name != NULL; s++) {
+        all &= shown_flags(s->flags, s->roles);
+    }
+    return all;
+}
+
+/* One entry of COMMAND / COMMAND INFO, Redis 7's ten fields: name, arity,
+ * flags, first key, last key, key step (no keys: 0 0 0), ACL categories, tips
+ * and key specifications (none), subcommands (their entries; subs NULL: none). */
+static void add_entry(resp_buf_t *out, const char *name, int arity, unsigned shown, const char *parent,
+                      const cmd_sub_t *subs)
+{
+    resp_add_array(out, 10);
+    if (parent != NULL) {
+        char full[64];
+        snprintf(full, sizeof full, "%s|%s", parent, name);
+        resp_add_bulk_str(out, full);
+    } else {
+        resp_add_bulk_str(out, name);
+    }
+    resp_add_int(out, arity);
+    size_t nflags = 0;
+    for (size_t i = 0; i < sizeof show_names / sizeof show_names[0]; i++) {
+        nflags += (shown >> i) & 1;
+    }
+    resp_add_set(out, nflags);
+    for (size_t i = 0; i < sizeof show_names / sizeof show_names[0]; i++) {
+        if ((shown >> i) & 1) {
+            resp_add_simple(out, show_names[i]);
+        }
+    }
+    resp_add_int(out, 0);
+    resp_add_int(out, 0);
+    resp_add_int(out, 0);
+    resp_add_set(out, 0);   /* ACL categories */
+    resp_add_array(out, 0); /* tips */
+    resp_add_array(out, 0); /* key specifications */
+    size_t nsubs = 0;
+    for (const cmd_sub_t *s = subs; s != NULL && s->name != NULL; s++) {
+        nsubs++;
+    }
+    resp_add_array(out, nsubs);
+    for (const cmd_sub_t *s = subs; s != NULL && s->name != NULL; s++) {
+        add_entry(out, s->name, s->arity, shown_flags(s->flags, s->roles), name, NULL);
+    }
+}
+
 static void add_command_entry(resp_buf_t *out, const cmd_def_t *d)
 {
-    resp_add_array(out, 6);
-    resp_add_bulk_str(out, d->name);
-    resp_add_int(out, d->arity);
-    int nflags = 0;
-    const char *flags[6];
-    if (d->flags & CMD_WRITE) {
-        flags[nflags++] = "write";
+    add_entry(out, d->name, d->arity, command_shown_flags(d), NULL, d->subs);
+}
+
+/* COMMAND INFO's answer for a name: a command, or "command|subcommand" (as
+ * Redis 7 answers "config|get"); a null when there is none. */
+static void add_info_entry(resp_buf_t *out, const resp_arg_t *a)
+{
+    const char *bar = memchr(a->ptr, '|', a->len);
+    const cmd_def_t *d = cmd_lookup(a->ptr, bar ? (size_t)(bar - a->ptr) : a->len);
+    if (d != NULL && bar == NULL) {
+        add_command_entry(out, d);
+        return;
     }
-    if (!(d->flags & CMD_WRITE)) {
-        flags[nflags++] = "readonly";
+    if (d != NULL && d->subs != NULL) {
+        resp_arg_t sub = { bar + 1, a->len - (size_t)(bar + 1 - a->ptr) };
+        for (const cmd_sub_t *s = d->subs; s->name != NULL; s++) {
+            if (cmd_arg_is(&sub, s->name)) {
+                add_entry(out, s->name, s->arity, shown_flags(s->flags, s->roles), d->name, NULL);
+                return;
+            }
+        }
     }
-    if (d->flags & CMD_BLOCKING) {
-        flags[nflags++] = "blocking";
-    }
-    if (d->roles == ROLE_ADMIN) {
-        flags[nflags++] = "admin";
-    }
-    if (d->flags & CMD_NOAUTH) {
-        flags[nflags++] = "no_auth";
-    }
-    if (d->flags & CMD_LOOP) {
-        flags[nflags++] = "fast";
-    }
-    resp_add_set(out, (size_t)nflags);
-    for (int i = 0; i < nflags; i++) {
-        resp_add_simple(out, flags[i]);
-    }
-    resp_add_int(out, 0);
-    resp_add_int(out, 0);
-    resp_add_int(out, 0);
+    resp_add_null(out);
 }
 
 /* COMMAND DOCS name…: 1 when name is one of the names asked for. */
@@ -257,12 +349,7 @@ void cmd_command(cmd_call_t *call)
     } else if (cmd_arg_is(sub, "info")) {
         resp_add_array(out, call->argc - 2);
         for (size_t i = 2; i < call->argc; i++) {
-            const cmd_def_t *d = cmd_lookup(call->argv[i].ptr, call->argv[i].len);
-            if (d) {
-                add_command_entry(out, d);
-            } else {
-                resp_add_null(out);
-            }
+            add_info_entry(out, &call->argv[i]);
         }
     } else if (cmd_arg_is(sub, "help")) {
         resp_add_array(out, n + 1);
@@ -309,7 +396,10 @@ void cmd_dispatch(cmd_call_t *call)
             resp_add_error(call->out, "NOAUTH Authentication required.");
             return;
         }
-    } else if ((call->conn->roles & call_roles(d, call)) == 0) {
+    }
+    const cmd_sub_t *sub_row = call_sub(d, call);
+    int flags = sub_row ? sub_row->flags : d->flags;
+    if (call->conn->authenticated && (call->conn->roles & (sub_row ? sub_row->roles : d->roles)) == 0) {
         const conn_t *c = call->conn;
         cmd_multi_fail(call);
         char roles[USERS_ROLES_TEXT], sub[40] = "";
@@ -337,8 +427,8 @@ void cmd_dispatch(cmd_call_t *call)
     }
     d->proc(call);
     if (call->job) {
-        call->job->durable = (d->flags & CMD_DURABLE) != 0;
-        if (!(d->flags & CMD_WRITE)) {
+        call->job->durable = (flags & CMD_DURABLE) != 0;
+        if (!(flags & CMD_WRITE)) {
             call->job->reads_only = 1;
         }
     }

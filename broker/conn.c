@@ -154,7 +154,23 @@ static void set_blocked(conn_t *c, int blocked)
     }
 }
 
-/* Detach c now; free it at the next safe point (the reaper). Idempotent. */
+/* 1 when c has a reply slot not filled yet: a job the storage thread (or the
+ * auth thread) has not answered. */
+static int conn_awaits_jobs(const conn_t *c)
+{
+    for (const reply_slot_t *sl = c->slots_head; sl != NULL; sl = sl->next) {
+        if (!sl->filled) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Detach c now; free it at the next safe point (the reaper). Idempotent.
+ * When it has jobs the storage thread has not answered, the writer is told
+ * (writer_cancel): its parked PULL BLOCK and its queued read-only jobs are
+ * dropped unrun (nobody reads their replies; a client that pipelined
+ * listings and left costs no more storage work), its writes still run. */
 static void conn_close(conn_t *c)
 {
     if (c->closing) {
@@ -163,12 +179,10 @@ static void conn_close(conn_t *c)
     conn_set_t *s = c->set;
     c->closing = 1;
     conn_unlink(s, c);
-    if (c->blocked) {
-        if (s->writer_running) {
-            writer_cancel(s->writer, c->id);
-        }
-        set_blocked(c, 0);
+    if (s->writer_running && (c->blocked || conn_awaits_jobs(c))) {
+        writer_cancel(s->writer, c->id);
     }
+    set_blocked(c, 0);
     bufferevent_disable(c->bev, EV_READ | EV_WRITE);
     bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
     c->dead_next = s->dead;

@@ -180,8 +180,9 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
                    (unsigned long long)st->moved, (unsigned long long)st->made_ready,
                    prom_hist_quantile(&st->lateness, 0.5) * 1000.0, prom_hist_quantile(&st->lateness, 0.99) * 1000.0,
                    st->lateness.count ? st->lateness.sum * 1000.0 / (double)st->lateness.count : 0.0);
-        buf_printf(o, "dedup_hits:%llu\r\nrevoked:%llu\r\nwake_deferrals:%llu\r\n", (unsigned long long)st->dedup_hits,
-                   (unsigned long long)st->revoked, (unsigned long long)st->wake_deferrals);
+        buf_printf(o, "dedup_hits:%llu\r\nrevoked:%llu\r\nwake_deferrals:%llu\r\nclosed_jobs_dropped:%llu\r\n",
+                   (unsigned long long)st->dedup_hits, (unsigned long long)st->revoked,
+                   (unsigned long long)st->wake_deferrals, (unsigned long long)st->closed_jobs_dropped);
     }
 }
 
@@ -371,6 +372,9 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
     prom_metric_u64(o, "hourglass_wake_deferrals_total", "counter",
                     "Woken blocked PULLs left waiting because the clients' memory budget had no room for their reply.",
                     st->wake_deferrals);
+    prom_metric_u64(o, "hourglass_closed_jobs_dropped_total", "counter",
+                    "Commands of closed connections dropped without running: queued read-only ones and PULL BLOCKs.",
+                    st->closed_jobs_dropped);
     buf_printf(o,
                "# HELP hourglass_store_broken 1 while the store is unusable.\n# TYPE hourglass_store_broken gauge\n"
                "hourglass_store_broken %d\n",

@@ -29,15 +29,16 @@ typedef struct storage_stats {
     uint64_t dedup_hits, revoked; /* SEND … DEDUP answered with a live message's id; REVOKE */
     uint64_t batches, jobs, commits, commit_failures, reopens, maintain_work;
     uint64_t last_commit_us, max_batch;
-    int disk_full;               /* writes refused until space returns (broker/diskguard.h) */
-    uint64_t disk_free_bytes;    /* free space of the data directory's file system at the last check */
-    uint64_t disk_full_events;   /* times the disk filled */
-    uint64_t disk_full_refusals; /* write commands refused while it was full */
-    uint64_t wake_deferrals;     /* woken PULLs left parked for want of client memory (writer_set_wake_budget) */
-    prom_hist_t lateness;        /* seconds: delivery time - due_ms */
-    prom_hist_t batch_jobs;      /* jobs per group commit */
-    prom_hist_t commit_seconds;  /* store_commit duration */
-    backup_t *backup;            /* BACKUP's state (its own lock), or NULL */
+    int disk_full;                /* writes refused until space returns (broker/diskguard.h) */
+    uint64_t disk_free_bytes;     /* free space of the data directory's file system at the last check */
+    uint64_t disk_full_events;    /* times the disk filled */
+    uint64_t disk_full_refusals;  /* write commands refused while it was full */
+    uint64_t wake_deferrals;      /* woken PULLs left parked for want of client memory (writer_set_wake_budget) */
+    uint64_t closed_jobs_dropped; /* jobs of closed connections dropped unrun: read-only ones queued, PULL BLOCKs */
+    prom_hist_t lateness;         /* seconds: delivery time - due_ms */
+    prom_hist_t batch_jobs;       /* jobs per group commit */
+    prom_hist_t commit_seconds;   /* store_commit duration */
+    backup_t *backup;             /* BACKUP's state (its own lock), or NULL */
 } storage_stats_t;
 
 void storage_stats_init(storage_stats_t *s, uint64_t now_ms);

@@ -114,6 +114,9 @@ static const cfg_key_t cfg_keys[] = {
     { CFG_KEY("max-topics", CFG_INT, "10000", 0, 10000000, OFF(max_topics),
               "a SEND, PULL or GROUP CREATE naming a new topic beyond this many topics is refused, naming the "
               "topic and the limit (TOPIC DEL deletes an empty one; 0: no limit)") },
+    { CFG_KEY("max-groups", CFG_INT, "10000", 0, 10000000, OFF(max_groups),
+              "a PULL or GROUP CREATE naming a new group beyond this many groups is refused, naming the group and "
+              "the limit (GROUP DEL deletes one; existing groups are served even when more than this; 0: no limit)") },
     { CFG_KEY("max-pull-bytes", CFG_SIZE, "16mb", 1, 1 * GB, OFF(max_pull_bytes),
               "a PULL or DLQ LIST stops adding messages once their payload, key and reason bytes reach this (fewer "
               "than COUNT; always at least one)") },
@@ -271,6 +274,7 @@ static void fill_store_options(config_t *c)
     o->write_buffer_bytes = (size_t)c->write_buffer_size;
     o->max_open_files = (int)c->max_open_files;
     o->max_topics = (uint64_t)c->max_topics;
+    o->max_groups = (uint64_t)c->max_groups;
     o->lease_write_delay_ms = (uint64_t)c->lease_write_delay_ms;
 }
 

@@ -86,6 +86,7 @@ typedef struct config {
     long long max_pull_count;
     long long max_pull_bytes;
     long long max_topics; /* store.max_topics (0: no limit) */
+    long long max_groups; /* store.max_groups (0: no limit) */
     char *dedup_topics;   /* NULL: none; topic names (blanks between), "*": every topic. Loop thread only
                            (reloadable): config_dedup_topic */
     /* limits */

@@ -839,6 +839,7 @@ static void cancel_parked(writer_t *w, uint64_t conn_id)
         int last = j->conn_next == NULL; /* parked_remove frees l with its last job */
         parked_remove(w, j);
         job_free(j);
+        w->stats.closed_jobs_dropped++;
         if (last) {
             break;
         }
@@ -912,6 +913,7 @@ static void cancel_conn(writer_t *w, uint64_t conn_id)
             w->fair_queued--;
             atomic_fetch_sub(&w->nqueued, 1);
             job_free(j);
+            w->stats.closed_jobs_dropped++;
         } else {
             list_push(&keep, j);
         }

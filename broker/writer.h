@@ -31,8 +31,8 @@
  * and calls expire() at its deadline. Parked jobs are indexed by wake_topic,
  * by connection and by deadline, so an iteration costs nothing per parked job
  * whose topic got nothing (10 000 blocked PULLs used to add ~0.3 ms to every
- * SEND). writer_cancel() drops the parked jobs of a closed connection (no
- * reply).
+ * SEND). writer_cancel() drops the parked jobs of a closed connection and
+ * its queued jobs that change nothing (no reply; INFO closed_jobs_dropped).
  *
  * Threads: writer_new/start/submit/cancel/stop/free and the done callback run
  * on the loop thread; exec/wake/expire and the accessors marked "storage
@@ -173,7 +173,9 @@ int writer_start(writer_t *w, char *err, size_t errlen);
 /* Queue a job (loop thread). The writer owns it until done() hands it back. */
 void writer_submit(writer_t *w, job_t *j);
 
-/* Cancel the parked jobs of a connection that closed (loop thread). */
+/* A connection closed (loop thread): its parked jobs, and its queued jobs
+ * that change nothing or are PULL BLOCKs not run yet, are dropped unrun and
+ * counted (storage_stats_t.closed_jobs_dropped); its other jobs still run. */
 void writer_cancel(writer_t *w, uint64_t conn_id);
 
 /* Ask the thread to finish: run every queued job, answer parked jobs with

@@ -37,9 +37,11 @@ extern char **environ;
 typedef struct alert_state {
     int kind;
     char subject[SUBJECT_MAX];
-    int active;             /* the condition held at the last check */
-    int fired;              /* a firing was sent during the current episode */
-    uint64_t last_fired_us; /* monotonic; 0: never */
+    int active;              /* the condition held at the last check */
+    int fired;               /* the episode is open: "firing" sent, "resolved" not yet */
+    int hold_resolve;        /* the episode began within min-interval of the firing before (flapping) */
+    uint64_t last_fired_us;  /* monotonic; 0: never */
+    uint64_t clear_since_us; /* an open, held episode's condition stopped holding then; 0: it holds */
 } alert_state_t;
 
 struct comp_alerts {
@@ -184,8 +186,8 @@ static void send_alert(comp_alerts_t *a, alert_state_t *s, const char *state, in
         comp_count(&comp_stats.alert_command_failures, 1);
 }
 
-int comp_alert_check(comp_alerts_t *a, int kind, const char *subject, int active, int64_t value, uint64_t threshold,
-                     const char *message)
+int comp_alert_check_at(comp_alerts_t *a, int kind, const char *subject, int active, int64_t value, uint64_t threshold,
+                        const char *message, uint64_t now_us)
 {
     alert_state_t *s = find_state(a, kind, subject);
     if (s == NULL) {
@@ -193,26 +195,48 @@ int comp_alert_check(comp_alerts_t *a, int kind, const char *subject, int active
                 comp_alert_name(kind), subject);
         return 0;
     }
-    uint64_t now = clock_mono_us();
+    uint64_t min_us = a->cfg->alert_min_interval_ms * 1000u;
     int ran = 0;
     if (active) {
-        uint64_t min_us = a->cfg->alert_min_interval_ms * 1000u;
-        if (s->last_fired_us == 0 || now - s->last_fired_us >= min_us) {
+        s->clear_since_us = 0;
+        if (!s->fired) {
+            /* A new episode: the last word was "resolved" (or nothing), so it
+             * is sent at once, however soon after the one before. Coming that
+             * soon (within min-interval of the last firing) it is flapping:
+             * its "resolved" waits until the condition stays clear that long. */
+            s->hold_resolve = s->last_fired_us != 0 && now_us - s->last_fired_us < min_us;
             send_alert(a, s, "firing", value, threshold, message);
             comp_count(&comp_stats.alerts_fired[kind], 1);
-            s->last_fired_us = now;
+            s->last_fired_us = now_us;
             s->fired = 1;
+            ran = 1;
+        } else if (now_us - s->last_fired_us >= min_us) { /* a reminder of the open episode */
+            send_alert(a, s, "firing", value, threshold, message);
+            comp_count(&comp_stats.alerts_fired[kind], 1);
+            s->last_fired_us = now_us;
             ran = 1;
         } else {
             comp_count(&comp_stats.alerts_suppressed[kind], 1);
         }
-    } else if (s->active && s->fired) {
-        send_alert(a, s, "resolved", value, threshold, message);
-        s->fired = 0;
-        ran = 1;
+    } else if (s->fired) {
+        if (s->hold_resolve && s->clear_since_us == 0)
+            s->clear_since_us = now_us;
+        if (!s->hold_resolve || now_us - s->clear_since_us >= min_us) {
+            send_alert(a, s, "resolved", value, threshold, message);
+            s->fired = 0;
+            s->hold_resolve = 0;
+            s->clear_since_us = 0;
+            ran = 1;
+        }
     }
     if (active != s->active)
         atomic_fetch_add_explicit(&comp_stats.alerts_active[kind], active ? 1 : -1, memory_order_relaxed);
     s->active = active;
     return ran;
+}
+
+int comp_alert_check(comp_alerts_t *a, int kind, const char *subject, int active, int64_t value, uint64_t threshold,
+                     const char *message)
+{
+    return comp_alert_check_at(a, kind, subject, active, value, threshold, message, clock_mono_us());
 }

@@ -5,11 +5,23 @@
  * comp_alert_check with whether it holds. An alert is identified by its kind
  * and subject (the DLQ group, the failing layer, "orders"). It fires — the
  * alert-command runs through /bin/sh -c with the alert in the environment —
- * when the condition starts to hold, and again as a reminder while it still
- * holds, but never more often than once per alert-min-interval for the same
- * alert (an outage is one alert, not a storm; every held-back firing counts
- * in comp_stats.alerts_suppressed). When a condition that fired stops
- * holding, the command runs once more with HG_ALERT_STATE=resolved.
+ * when the condition starts to hold (an episode begins), and again as a
+ * reminder while it still holds, but no reminder sooner than
+ * alert-min-interval after the last firing of the same alert (an outage is
+ * one alert, not a storm; every held-back reminder counts in
+ * comp_stats.alerts_suppressed). When the condition stops holding, the
+ * command runs once more with HG_ALERT_STATE=resolved, and the episode ends.
+ *
+ * A new episode always fires at once: after "resolved" the operator must
+ * hear of the next incident, however soon it comes (until 2026-12-04 one
+ * within alert-min-interval of the last firing was swallowed, with no
+ * "resolved" after it either). Flapping is bounded on the resolve instead:
+ * an episode that began within alert-min-interval of the firing before is
+ * resolved only once its condition stayed clear for alert-min-interval; if
+ * it comes back meanwhile, the episode goes on (reminders as above). So a
+ * condition that flaps sends two firings and one "resolved", then at most a
+ * reminder per alert-min-interval until it settles — and every "firing" is
+ * followed by one "resolved".
  *
  * Environment of the command (besides the compensator's own):
  *   HG_ALERT_NAME       overdue-pending | dlq-depth | layer-failing
@@ -47,5 +59,9 @@ void comp_alerts_free(comp_alerts_t *a);
  * without a command), else 0. */
 int comp_alert_check(comp_alerts_t *a, int kind, const char *subject, int active, int64_t value, uint64_t threshold,
                      const char *message);
+
+/* comp_alert_check at monotonic time now_us (tests drive the clock). */
+int comp_alert_check_at(comp_alerts_t *a, int kind, const char *subject, int active, int64_t value, uint64_t threshold,
+                        const char *message, uint64_t now_us);
 
 #endif

@@ -45,7 +45,7 @@ static const cfg_key_t keys[] = {
     { CFG_KEY("dlq-groups", CFG_STRING, "order-cancel", 0, 0, OFF(dlq_groups),
               "consumer groups whose DLQ depth is watched (blanks or commas between; \"none\" for none)") },
     { CFG_KEY("broker-connect-timeout", CFG_DURATION, "1s", 1, 600000, OFF(broker_connect_timeout_ms),
-              "broker connect timeout (the relay holds its rows locked meanwhile)") },
+              "broker connect timeout (the relay's lease counts it, docs/compensator.md)") },
     { CFG_KEY("broker-timeout", CFG_DURATION, "5s", 1, 600000, OFF(broker_timeout_ms),
               "longest wait for a broker reply") },
 
@@ -102,7 +102,8 @@ static const cfg_key_t keys[] = {
     { CFG_KEY("alert-layer-failures", CFG_INT, "3", 0, 1000000, OFF(alert_layer_failures),
               "alert when a layer failed this many runs in a row (0: off)") },
     { CFG_KEY("alert-min-interval", CFG_DURATION, "10m", 0, 30 * DAY_MS, OFF(alert_min_interval_ms),
-              "the same alert fires at most once per this interval while it lasts") },
+              "no reminder of a firing alert sooner than this after its last firing (a new incident fires at once); "
+              "an alert back this soon is resolved only after this long clear") },
     { CFG_KEY("alert-command-timeout", CFG_DURATION, "10s", 100, 3600000, OFF(alert_command_timeout_ms),
               "an alert command still running after this is killed") },
 

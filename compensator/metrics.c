@@ -54,11 +54,18 @@ static void render(buf_t *b, const comp_config_t *cfg)
     /* relay */
     prom_metric_u64(b, PREFIX "relayed_total", "counter", "Outbox rows sent to the broker and marked 'sent'.",
                     comp_load(&comp_stats.relay_sent));
+    prom_metric_u64(b, PREFIX "relay_superseded_total", "counter",
+                    "Outbox rows sent to the broker whose order was paid or cancelled during the send (the row was"
+                    " 'done' by then: left so, not in relayed_total).",
+                    comp_load(&comp_stats.relay_superseded));
     prom_metric_u64(b, PREFIX "relay_send_failures_total", "counter",
                     "Outbox rows whose send failed (attempts + 1, backoff).",
                     comp_load(&comp_stats.relay_send_failures));
     prom_metric_u64(b, PREFIX "relay_batches_total", "counter", "Relay transactions that locked at least one row.",
                     comp_load(&comp_stats.relay_batches));
+    prom_metric_u64(b, PREFIX "relay_lease_overruns_total", "counter",
+                    "Relay batches whose sends took longer than their lease (another relay may have sent them too).",
+                    comp_load(&comp_stats.relay_lease_overruns));
 
     /* cancels */
     static const char *const canceller[COMP_CANCELLERS][2] = { { "overdue", "outbox-overdue" },

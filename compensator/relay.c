@@ -7,7 +7,8 @@
  *
  * No row lock is held across a broker call: a batch is claimed in one short
  * transaction (locked with SKIP LOCKED, leased by moving next_attempt_at
- * past the longest the sends can take, committed), sent with nothing
+ * past the longest the sends can take — comp_relay_lease_ms, with every
+ * resend the client may make — committed), sent with nothing
  * locked, and its outcome written in a second short transaction (only rows
  * still 'new': a payment or a cancel meanwhile wins). So a broker that
  * hangs never makes a payment or a cancel wait on the relay's locks. A
@@ -32,6 +33,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "common/log.h"
 #include "compensator/stop.h"
 #include "db/keys.h"
@@ -56,7 +58,7 @@ struct comp_relay {
     size_t batch;
     char *sent_sql;
     char *lease_sql;
-    uint64_t lease_us; /* longer than a batch's sends can take: the broker timeouts, twice, and a second */
+    uint64_t lease_us; /* longer than a batch's sends can take: comp_relay_lease_ms */
     db_stmt_t select_tie_stmt, select_after_stmt, lease_stmt, sent_stmt, fail_stmt;
     relay_row_t *rows;
     hg_send_item_t *items;
@@ -101,6 +103,47 @@ static char *in_list_sql(const char *head, size_t n)
     return sql;
 }
 
+/* The client options the relay sends with: one quick reconnect retry, not
+ * the default 5 with backoff (the batch waits, and the next round, with the
+ * rows' own backoff, is the real retry); resends of a batch whose connection
+ * broke stay on (DEDUP makes them exact). */
+static void relay_client_opts(const comp_config_t *cfg, hg_client_opts_t *o)
+{
+    hg_client_opts_init(o);
+    o->connect_timeout_ms = (uint32_t)cfg->broker_connect_timeout_ms;
+    o->read_timeout_ms = (uint32_t)cfg->broker_timeout_ms;
+    comp_config_client_credentials(cfg, o);
+    o->reconnect = 1;
+    o->reconnect_backoff.base_ms = 100;
+    o->reconnect_backoff.cap_ms = 100;
+    o->reconnect_backoff.attempts = 1;
+    o->resend_sends = 1;
+    TLS_KEYS_TO_OPTS(cfg, o);
+}
+
+uint64_t comp_relay_lease_ms(const comp_config_t *cfg)
+{
+    hg_client_opts_t o;
+    relay_client_opts(cfg, &o);
+    const char *uri = cfg->uri != NULL ? cfg->uri : "";
+    const char *host = strstr(uri, "://");
+    host = host != NULL ? host + 3 : uri;
+    size_t authority = strcspn(host, "/?#");
+    const char *at = memchr(host, '@', authority);
+    int tls = strncmp(uri, "hourglass+tls://", 16) == 0 || strncmp(uri, "amqps://", 8) == 0;
+    int auth = o.user != NULL || at != NULL; /* AUTH after connecting */
+    uint64_t connect = o.connect_timeout_ms, reply = o.read_timeout_ms;
+    /* One connection round: TCP connect, the TLS handshake, AUTH's reply. */
+    uint64_t round = connect + (tls ? connect : 0) + (auth ? reply : 0);
+    /* Connecting: the rounds the reconnect allows and the pauses between them. */
+    uint64_t rounds = 1u + (uint64_t)o.reconnect_backoff.attempts;
+    uint64_t ensure = rounds * round + (rounds - 1u) * o.reconnect_backoff.cap_ms;
+    /* The client opened (when it was not), then 1 + HG_SEND_MAX_RESENDS send
+     * rounds, each reconnecting and waiting up to broker-timeout. */
+    uint64_t sends = 1u + HG_SEND_MAX_RESENDS;
+    return ensure + sends * (ensure + reply) + 1000u;
+}
+
 comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_t *params)
 {
     comp_relay_t *r = xcalloc(1, sizeof *r);
@@ -112,18 +155,7 @@ comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_
     r->db = db_conn_new(&p, "relay", DB_AUTOCOMMIT | DB_READ_COMMITTED);
     r->batch = (size_t)cfg->relay_batch;
 
-    hg_client_opts_init(&r->client_opts);
-    r->client_opts.connect_timeout_ms = (uint32_t)cfg->broker_connect_timeout_ms;
-    r->client_opts.read_timeout_ms = (uint32_t)cfg->broker_timeout_ms;
-    comp_config_client_credentials(cfg, &r->client_opts);
-    /* One quick retry, not the default 5 with backoff: the batch waits, and
-     * the next round (with the rows' own backoff) is the real retry. */
-    r->client_opts.reconnect = 1;
-    r->client_opts.reconnect_backoff.base_ms = 100;
-    r->client_opts.reconnect_backoff.cap_ms = 100;
-    r->client_opts.reconnect_backoff.attempts = 1;
-    r->client_opts.resend_sends = 1;
-    TLS_KEYS_TO_OPTS(cfg, &r->client_opts);
+    relay_client_opts(cfg, &r->client_opts);
 
     r->backoff.base_ms = (uint32_t)cfg->relay_backoff_base_ms;
     r->backoff.factor = cfg->relay_backoff_factor;
@@ -137,7 +169,9 @@ comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_
     r->lease_sql = in_list_sql("UPDATE order_timeout_msg SET next_attempt_at = NOW(6) + INTERVAL ? MICROSECOND"
                                " WHERE status = 'new' AND order_id IN (",
                                r->batch);
-    r->lease_us = (2u * ((uint64_t)cfg->broker_connect_timeout_ms + (uint64_t)cfg->broker_timeout_ms) + 1000u) * 1000u;
+    r->lease_us = comp_relay_lease_ms(cfg) * 1000u;
+    log_msg(LOG_LEVEL_INFO, "relay: batches of %zu rows, each leased for %" PRIu64 " ms (every resend of its sends)",
+            r->batch, r->lease_us / 1000);
 
     r->select_tie_stmt = (db_stmt_t){ "relay-select-tie", select_tie_sql, 0, NULL };
     r->select_after_stmt = (db_stmt_t){ "relay-select-after", select_after_sql, 0, NULL };
@@ -255,16 +289,22 @@ static int mark_failed(comp_relay_t *r, const relay_row_t *row, const char *caus
 }
 
 /* Run stmt (… order_id IN (batch placeholders)) over ids[0..count), the
- * list padded with ids[0]; with lead (not NULL) bound first. */
+ * list padded with ids[0]; with lead (not NULL) bound first. *changed (may
+ * be NULL) gets the rows it changed (each once, whatever the padding). */
 static int exec_in_list(comp_relay_t *r, db_stmt_t *stmt, const uint64_t *lead, const uint64_t *ids, size_t count,
-                        hg_order_error_t *err)
+                        uint64_t *changed, hg_order_error_t *err)
 {
     size_t k = 0;
     if (lead != NULL)
         db_bind_u64(&r->sent_params[k++], (uint64_t *)lead);
     for (size_t i = 0; i < r->batch; i++)
         db_bind_u64(&r->sent_params[k++], (uint64_t *)&ids[i < count ? i : 0]);
-    return db_exec(r->db, stmt, r->sent_params, k, NULL, err) != NULL ? 0 : -1;
+    MYSQL_STMT *st = db_exec(r->db, stmt, r->sent_params, k, NULL, err);
+    if (st == NULL)
+        return -1;
+    if (changed != NULL)
+        *changed = (uint64_t)mysql_stmt_affected_rows(st);
+    return 0;
 }
 
 /* Claim up to a batch of due rows: lock them (SKIP LOCKED), lease them
@@ -281,7 +321,8 @@ static long claim_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
     }
     for (long i = 0; i < n; i++)
         r->sent_ids[i] = r->rows[i].order_id;
-    if (exec_in_list(r, &r->lease_stmt, &r->lease_us, r->sent_ids, (size_t)n, err) != 0 || db_commit(r->db, err) != 0) {
+    if (exec_in_list(r, &r->lease_stmt, &r->lease_us, r->sent_ids, (size_t)n, NULL, err) != 0 ||
+        db_commit(r->db, err) != 0) {
         db_rollback(r->db);
         return -1;
     }
@@ -292,13 +333,17 @@ static long claim_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
 
 /* One batch: claimed (a short transaction), sent with nothing locked, its
  * outcome written (another). Returns the rows claimed (0: nothing due), or
- * -1 on a database failure; *send_failures counts rows whose send failed. */
-static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id, uint64_t *sent,
+ * -1 on a database failure; *sent counts the rows marked 'sent', *superseded
+ * the rows sent whose order was paid or cancelled during the send (no
+ * longer 'new' at the record: left as they are), *send_failures the rows
+ * whose send failed. */
+static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id, uint64_t *sent, uint64_t *superseded,
                         uint64_t *send_failures, char *cause, size_t causelen, hg_order_error_t *err)
 {
     long n = claim_batch(r, last_at, last_id, err);
     if (n <= 0)
         return n;
+    uint64_t claimed_us = clock_mono_us(); /* the lease runs from the claim's commit */
     comp_count(&comp_stats.relay_batches, 1);
 
     /* The sends: the rows are leased, not locked. */
@@ -323,6 +368,16 @@ static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
     }
     if (r->client != NULL)
         hg_send_many(r->client, r->items, (size_t)n, NULL);
+    uint64_t took_us = clock_mono_us() - claimed_us;
+    if (took_us > r->lease_us) {
+        /* A broker that answers slowly but steadily restarts broker-timeout with every reply (or a host with
+         * several addresses, RabbitMQ's pauses after a refusal): past the bound comp_relay_lease_ms counts. */
+        comp_count(&comp_stats.relay_lease_overruns, 1);
+        log_msg(LOG_LEVEL_WARN,
+                "relay: sending %ld rows took %" PRIu64 " ms, past their lease of %" PRIu64
+                " ms: another relay may have sent them too (DEDUP makes that harmless)",
+                n, took_us / 1000, r->lease_us / 1000);
+    }
 
     if (db_begin(r->db, err) != 0)
         return -1; /* the rows stay leased 'new': sent again when the lease ends */
@@ -340,7 +395,11 @@ static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
             return -1;
         }
     }
-    if (ok > 0 && exec_in_list(r, &r->sent_stmt, NULL, r->sent_ids, ok, err) != 0) {
+    /* Only rows still 'new' are marked: a row whose order was paid or
+     * cancelled during the send is 'done' already, and its message finds
+     * the order settled. Those are not relayed rows. */
+    uint64_t marked = 0;
+    if (ok > 0 && exec_in_list(r, &r->sent_stmt, NULL, r->sent_ids, ok, &marked, err) != 0) {
         db_rollback(r->db);
         return -1;
     }
@@ -348,8 +407,12 @@ static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
         db_rollback(r->db);
         return -1;
     }
-    *sent += ok;
-    comp_count(&comp_stats.relay_sent, ok);
+    if (marked > ok)
+        marked = ok; /* cannot happen: each id once, status='new' */
+    *sent += marked;
+    *superseded += ok - marked;
+    comp_count(&comp_stats.relay_sent, marked);
+    comp_count(&comp_stats.relay_superseded, ok - marked);
     comp_count(&comp_stats.relay_send_failures, *send_failures);
     return n;
 }
@@ -359,7 +422,7 @@ comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *err
     hg_order_error_t err;
     memset(&err, 0, sizeof err);
     errbuf[0] = '\0';
-    uint64_t sent = 0, failures = 0;
+    uint64_t sent = 0, superseded = 0, failures = 0;
     char cause[400] = "";
     comp_run_outcome_t outcome = COMP_RUN_OK;
     MYSQL_TIME last_at = { .year = 1000, .month = 1, .day = 1, .time_type = MYSQL_TIMESTAMP_DATETIME };
@@ -367,7 +430,7 @@ comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *err
     db_drop_if_closed(r->db); /* idle since the last round: the server may have closed it (wait_timeout) */
     while (!comp_stopping()) {
         uint64_t batch_failures = 0;
-        long n = relay_batch(r, &last_at, &last_id, &sent, &batch_failures, cause, sizeof cause, &err);
+        long n = relay_batch(r, &last_at, &last_id, &sent, &superseded, &batch_failures, cause, sizeof cause, &err);
         failures += batch_failures;
         if (n < 0) {
             snprintf(errbuf, errlen, "%s", err.message);
@@ -387,7 +450,8 @@ comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *err
     log_msg(outcome != COMP_RUN_OK ? LOG_LEVEL_WARN
             : sent > 0             ? LOG_LEVEL_INFO
                                    : LOG_LEVEL_DEBUG,
-            "relay: %s; %" PRIu64 " outbox rows sent, %" PRIu64 " sends failed%s%s", comp_run_outcome_name(outcome),
-            sent, failures, errbuf[0] ? ": " : "", errbuf);
+            "relay: %s; %" PRIu64 " outbox rows sent, %" PRIu64 " sent but paid or cancelled meanwhile, %" PRIu64
+            " sends failed%s%s",
+            comp_run_outcome_name(outcome), sent, superseded, failures, errbuf[0] ? ": " : "", errbuf);
     return outcome;
 }

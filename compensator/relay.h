@@ -24,12 +24,14 @@
  *                  exponential backoff with jitter, hg_backoff_delay)
  *     COMMIT
  *
- * The lease (twice broker-connect-timeout + broker-timeout, plus a second)
- * keeps other compensators off the batch while it is sent; SKIP LOCKED
+ * The lease (comp_relay_lease_ms: the longest the sends can take, every
+ * resend of the client counted) keeps other compensators off the batch
+ * while it is sent; SKIP LOCKED
  * lets several claim at once, none waiting for another. No lock is held
  * across the broker call: a payment or a cancel of an order in the batch
  * never waits on the relay, even while the broker hangs (tested), and a
- * row paid meanwhile stays 'done'. A crash between the send and the
+ * row paid meanwhile stays 'done' (its send, if it succeeded, is counted
+ * as superseded, not as relayed: comp_stats.relay_superseded). A crash between the send and the
  * record leaves the rows 'new' and leased: sent again when the lease ends,
  * which DEDUP makes harmless (at least once; the cancel is idempotent).
  * The connection runs READ COMMITTED (db/conn.h), so the claim takes record
@@ -51,6 +53,20 @@
 #include "compensator/stats.h"
 
 typedef struct comp_relay comp_relay_t;
+
+/* The lease of a claimed batch, in ms: the longest its sends can take when
+ * the broker makes no progress for broker-timeout — the client opened (a
+ * connection round — TCP connect, the TLS handshake with hourglass+tls:// or
+ * amqps://, AUTH's reply with credentials — and its one reconnect retry
+ * 100 ms later), then 1 + HG_SEND_MAX_RESENDS send rounds, each reconnecting
+ * as long and waiting broker-timeout for replies — plus a second:
+ *   ensure = 2 × (connect [+ connect with TLS] [+ broker-timeout with AUTH]) + 100 ms
+ *   lease  = ensure + (1 + HG_SEND_MAX_RESENDS) × (ensure + broker-timeout) + 1 s
+ * Assumes one address per host name and a reply within broker-timeout of
+ * the one before (the client's timeout restarts with every reply); a batch
+ * that takes longer anyway is counted (relay_lease_overruns) and logged.
+ * Pure. */
+uint64_t comp_relay_lease_ms(const comp_config_t *cfg);
 
 /* Set up (nothing connects yet). cfg and params' strings must outlive it. */
 comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_t *params);

@@ -69,9 +69,11 @@ typedef struct comp_stats {
     comp_layer_stats_t layer[COMP_LAYER_COUNT];
 
     /* relay */
-    atomic_uint_fast64_t relay_sent;          /* rows sent and marked 'sent' (committed) */
-    atomic_uint_fast64_t relay_send_failures; /* rows whose send failed (attempts + 1, backoff) */
-    atomic_uint_fast64_t relay_batches;       /* transactions that locked at least one row */
+    atomic_uint_fast64_t relay_sent;           /* rows sent and marked 'sent' (committed) */
+    atomic_uint_fast64_t relay_superseded;     /* rows sent whose order was paid or cancelled during the send */
+    atomic_uint_fast64_t relay_send_failures;  /* rows whose send failed (attempts + 1, backoff) */
+    atomic_uint_fast64_t relay_batches;        /* transactions that locked at least one row */
+    atomic_uint_fast64_t relay_lease_overruns; /* batches whose sends took longer than their lease */
 
     /* cancels by layer and outcome */
     atomic_uint_fast64_t cancels[COMP_CANCELLERS][COMP_CANCEL_OUTCOMES];

@@ -3,7 +3,8 @@
  * unless the last cancel attempt failed for a reason that is about MariaDB
  * or its set-up (the database cannot be reached, access denied, a missing
  * GRANT or table), not about one order. A message for an unknown order, a
- * paid order, a bad payload or one deadlock does not make it unhealthy; a
+ * paid order, a bad payload, one deadlock or a data error the library found
+ * (code 0: a claim that changed 2 rows) does not make it unhealthy; a
  * consumer whose every cancel fails with "access denied" does, at once, with
  * the reason, until a cancel succeeds again.
  *

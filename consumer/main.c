@@ -160,20 +160,30 @@ typedef struct app {
     hg_order_db **dbs; /* one per worker, opened by that worker */
 } app_t;
 
-/* A cancel failed: tell /healthz when the cause is MariaDB itself (it cannot
- * be reached, the connection broke, or the set-up is wrong: access denied, a
- * missing GRANT or table — with the fix), not one order's bad luck (a
- * deadlock, a lock wait, a statement error about the data). */
-static void note_database_failure(const hg_order_error_t *err, const char *reason)
+/* Tell /healthz that cancels fail because of MariaDB, with the fix when
+ * the code has one. */
+static void report_database_failure(const hg_order_error_t *err, const char *reason)
 {
     const char *hint = hg_order_setup_hint(err->code);
     if (hint != NULL) {
         char text[700];
         snprintf(text, sizeof text, "%s — %s", reason, hint);
         health_cancel_failed(text);
-    } else if (hg_order_error_is_database(err->code)) { /* unreachable, lost, read-only, shutting down … */
+    } else {
         health_cancel_failed(reason);
     }
+}
+
+/* A cancel failed: tell /healthz when the cause is MariaDB itself (it cannot
+ * be reached, the connection broke, or the set-up is wrong: access denied, a
+ * missing GRANT or table — with the fix), not one order's bad luck (a
+ * deadlock, a lock wait, a statement error about the data) nor a data error
+ * the library found (code 0: a claim that changed 2 rows), which settle
+ * reports as the order's permanent failure (logged, counted, to the DLQ). */
+static void note_database_failure(const hg_order_error_t *err, const char *reason)
+{
+    if (hg_order_error_is_database(err->code)) /* unreachable, lost, read-only, shutting down, set-up … */
+        report_database_failure(err, reason);
 }
 
 /* The order id in msg's payload: 0, or -1 for a malformed payload, counted,
@@ -201,7 +211,7 @@ static hg_order_db *worker_db(app_t *app, int worker, hg_order_error_t *err)
         snprintf(why, sizeof why, "MariaDB unavailable: %s", err->message);
         count(&counters.db_unavailable);
         count(&counters.transient);
-        note_database_failure(err, why);
+        report_database_failure(err, why); /* no handle: whatever the code, the database is the cause */
         log_msg(LOG_LEVEL_WARN, "worker %d: %s", worker, why);
     }
     return *slot;
@@ -321,7 +331,8 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
     for (size_t i = 0; i < n; i++) /* every message waited for the whole batch */
         observe_latency(elapsed);
     /* /healthz: one definite outcome means MariaDB works; else the first
-     * failure counts when it is about MariaDB itself (note_database_failure). */
+     * failure that is about MariaDB itself counts (hg_order_error_is_database:
+     * not a deadlock, nor a data error of one order). */
     int reached = 0;
     const hg_order_batch_item_t *failed = NULL;
     for (size_t k = 0; k < m; k++) {
@@ -330,7 +341,7 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
         it->outcome = settle(&it->msg, o->order_id, o->outcome, &o->error, it->reason, sizeof it->reason);
         if (reached_database(o->outcome))
             reached = 1;
-        else if (failed == NULL)
+        else if (failed == NULL && hg_order_error_is_database(o->error.code))
             failed = o;
     }
     if (reached) {

@@ -40,6 +40,18 @@ int store_topic_room(const store_t *s, const char *topic, size_t topic_len, char
                    (int)topic_len, topic, map_count(&s->topics) + 1, (unsigned long long)s->opt.max_topics);
 }
 
+int store_group_room(const store_t *s, const char *group, size_t group_len, char *err, size_t errlen)
+{
+    if (s->opt.max_groups == 0 || map_get(&s->groups, group, group_len) != NULL ||
+        map_count(&s->groups) < s->opt.max_groups) {
+        return 0;
+    }
+    return err_set(err, errlen,
+                   "group %.*s would be group %zu, over max-groups %llu (use an existing group, delete one with "
+                   "GROUP DEL, or raise max-groups)",
+                   (int)group_len, group, map_count(&s->groups) + 1, (unsigned long long)s->opt.max_groups);
+}
+
 topic_state_t *store_topic_get_or_create(store_t *s, const char *name, size_t len)
 {
     topic_state_t *t = map_get(&s->topics, name, len);
@@ -201,6 +213,9 @@ int store_group_create(store_t *s, const char *group, size_t group_len, const ch
     if (g != NULL) {
         return err_set(err, errlen, "group %.*s already exists (bound to topic %.*s)", (int)group_len, group,
                        (int)g->topic->len, g->topic->name);
+    }
+    if (store_group_room(s, group, group_len, err, errlen) != 0) {
+        return -1;
     }
     if (max_reconsume > STORE_MAX_MAX_RECONSUME) {
         return err_set(err, errlen, "max-reconsume %d exceeds the limit of %d", max_reconsume, STORE_MAX_MAX_RECONSUME);

@@ -431,7 +431,8 @@ int store_lease_within(store_t *s, const char *group, size_t group_len, const ch
     }
     group_state_t *g = store_group_get(s, group, group_len);
     if (g == NULL) {
-        if (store_topic_room(s, topic, topic_len, err, errlen) != 0) {
+        if (store_topic_room(s, topic, topic_len, err, errlen) != 0 ||
+            store_group_room(s, group, group_len, err, errlen) != 0) {
             return -1;
         }
         g = store_group_new(s, group, group_len, store_topic_get_or_create(s, topic, topic_len), 1,

@@ -75,6 +75,9 @@ typedef struct store_options {
     size_t write_buffer_bytes; /* LevelDB memtable size */
     int max_open_files;        /* LevelDB table cache */
     uint64_t max_topics;       /* a SEND, PULL or GROUP CREATE naming a new topic beyond this many fails; 0: no limit */
+    uint64_t max_groups;       /* a PULL or GROUP CREATE naming a new group beyond this many fails; 0: no limit. Like
+                                  max_topics it is checked only when a group is created: a directory holding more
+                                  groups than it opens, and serves them */
     /* A lease taken from a topic log is held in memory this long before it
      * is written (0: written at once); an ACK within it writes nothing. The
      * group's persisted cursor stays at its oldest lease not written, so a
@@ -84,7 +87,7 @@ typedef struct store_options {
 } store_options_t;
 
 /* Defaults: RocketMQ levels, sync on, retention 72h, max-delay 3d, 4 MiB
- * payloads, max-reconsume 16, 16 MiB of payload per lease call, no topic limit, 8 MiB cache,
+ * payloads, max-reconsume 16, 16 MiB of payload per lease call, no topic or group limit, 8 MiB cache,
  * 4 MiB write buffer, 500 files. */
 void store_options_default(store_options_t *o);
 
@@ -215,7 +218,8 @@ typedef struct store_group_info {
 
 /* Create group bound to topic. from_first: start at the oldest retained message;
  * otherwise only messages that arrive later. max_reconsume < 0: the store's
- * default. Fails when the group exists (naming its topic) or a name is bad. */
+ * default. Fails when the group exists (naming its topic), a name is bad, or
+ * a new topic or group would pass max_topics or max_groups (naming it and the limit). */
 int store_group_create(store_t *s, const char *group, size_t group_len, const char *topic, size_t topic_len,
                        int from_first, int max_reconsume, uint64_t now_ms, char *err, size_t errlen);
 
@@ -252,7 +256,8 @@ void store_groups_deleting(const store_t *s, uint64_t *groups, uint64_t *entries
  * max_lease_bytes; at least one): its retry-ready queue first, then the
  * topic log from its cursor. Each one's lease, the dequeue and the cursor advance
  * are one batch. A group that does not exist is created bound to topic, from the
- * first retained message; a group bound to another topic is an error naming it.
+ * first retained message (unless that passes max_topics or max_groups: an error naming the limit); a group
+ * bound to another topic is an error naming it.
  * out[] gets *n owned messages (free each with msg_owned_free); their due_ms is
  * the time they became due. */
 int store_lease(store_t *s, const char *group, size_t group_len, const char *topic, size_t topic_len, int count,

@@ -376,6 +376,12 @@ topic_state_t *store_topic_get_or_create(store_t *s, const char *name, size_t le
  * would create it: SEND, a PULL that creates its group, GROUP CREATE). */
 int store_topic_room(const store_t *s, const char *topic, size_t topic_len, char *err, size_t errlen);
 
+/* 0 when group exists or one more group is within opt.max_groups; else -1
+ * and err names the group and the limit (checked before a group is created:
+ * GROUP CREATE, a PULL naming a group that does not exist yet). Groups
+ * being deleted (GROUP DEL in the background) are out of the count. */
+int store_group_room(const store_t *s, const char *group, size_t group_len, char *err, size_t errlen);
+
 /* Bind g to its topic g->topic in memory: counted in groups, linked from
  * first_group (store_group_new, and store_open for the groups it loads). */
 void store_topic_add_group(group_state_t *g);

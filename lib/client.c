@@ -67,7 +67,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define CLIENT_MAX_RESENDS 3 /* resends of one command per call */
+#define CLIENT_MAX_RESENDS HG_SEND_MAX_RESENDS /* resends of one command per call */
 
 struct hg_client {
     uri_t uri;

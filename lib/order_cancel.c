@@ -89,7 +89,12 @@ const char *hg_order_setup_hint(unsigned code)
 
 int hg_order_error_is_database(unsigned code)
 {
-    return code == 0 || db_classify(code) == DB_LOST || code == ER_CON_COUNT_ERROR || db_setup_hint(code) != NULL;
+    /* Code 0 is a failure the library found itself, with no word from the
+     * server (a claim that changed 2 rows, no handle): about the data or the
+     * caller, never MariaDB being down. */
+    if (code == 0)
+        return 0;
+    return db_classify(code) == DB_LOST || code == ER_CON_COUNT_ERROR || db_setup_hint(code) != NULL;
 }
 
 /* ---------------------------------------------------------------- configured SQL */

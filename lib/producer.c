@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PRODUCER_MAX_RESENDS 3 /* reconnect-and-resend rounds per call */
+#define PRODUCER_MAX_RESENDS HG_SEND_MAX_RESENDS /* reconnect-and-resend rounds per call */
 
 /* The argv of one SEND, built in place: at most 8 arguments. */
 typedef struct send_argv {

@@ -47,6 +47,7 @@
 #define RMQ_MAX_RECONSUME    16                    /* as the broker's default max-reconsume */
 #define RMQ_REFUSED_PAUSE_MS 250                   /* first pause before resending refused publishes (doubling) */
 #define RMQ_NAME_MAX         255                   /* a group or topic name (AMQP shortstr) */
+#define RMQ_NAME_USABLE      (RMQ_NAME_MAX - 10)   /* what "hg.group." or "t." leaves of a shortstr */
 #define RMQ_QUEUE_NAME_MAX   300
 
 /* Names (docs/rabbitmq.md). */
@@ -167,6 +168,7 @@ typedef struct rmq {
 
     /* consumption on channel 1 */
     char consuming[RMQ_NAME_MAX + 1]; /* the group consumed, "" none */
+    long consuming_max;               /* its max-reconsume (NACK's limit) */
     char ctag[64];
     rmq_msg_t *ready, *ready_tail;        /* delivered, not yet handed out */
     rmq_msg_t *held;                      /* handed out by PULL, not settled */
@@ -225,6 +227,15 @@ uint64_t rmq_wall_ms(void);
 /* Declare (idempotently, checking arguments) the exchanges, the level
  * queues and the service queues once per connection. */
 hg_err_t rmq_topology(rmq_t *r);
+/* 0 when name is a topic or group name the transport can use: the broker's
+ * rule (printable ASCII without blanks, 0x21..0x7e), 1..RMQ_NAME_USABLE
+ * bytes, so the queue name or routing key made of it fits an AMQP shortstr
+ * (RabbitMQ closes the whole connection on a name that is not UTF-8, and
+ * rabbitmq-c cannot encode one above 255 bytes). Otherwise -1 and why names
+ * the problem, using `what` ("topic", "group"). */
+int rmq_check_name(const char *what, const char *name, char *why, size_t whylen);
+/* rmq_check_name as HG_ERR_ARG set on the client (HG_OK when fine). */
+hg_err_t rmq_name_arg(rmq_t *r, const char *what, const char *name);
 /* Queue names. */
 void rmq_level_queue(char *buf, size_t len, int level);
 void rmq_group_queue(char *buf, size_t len, const char *group);

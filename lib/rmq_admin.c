@@ -197,7 +197,8 @@ hg_err_t rmq_cmd_dlq(rmq_t *r, size_t argc, const char *const *argv, resp_reply_
 
     if (argc < 3)
         return error_reply(reply, "ERR syntax error: DLQ LEN|LIST|REQUEUE|DROP group ...");
-    if ((e = rmq_ensure(r)) != HG_OK || (e = rmq_topology(r)) != HG_OK)
+    if ((e = rmq_name_arg(r, "group", argv[2])) != HG_OK || (e = rmq_ensure(r)) != HG_OK ||
+        (e = rmq_topology(r)) != HG_OK)
         return refusal(r, e, reply);
     rmq_dlq_queue(q, sizeof(q), argv[2]);
     if ((e = rmq_queue_depth(r, q, &depth)) != HG_OK)

@@ -26,7 +26,8 @@
  * NACK — LEASE is not used: the hold ends only with the connection.
  * NACK publishes the retry (or the DLQ record), waits for its confirm, then
  * acknowledges the delivery: a crash in between repeats the message, never
- * loses it.
+ * loses it. A NACK refused for its arguments (a LEVEL beyond the table, a
+ * DELAY above the max-delay) leaves the delivery held, as on the broker.
  *
  * One thread per connection.
  */
@@ -47,7 +48,7 @@
 #include <string.h>
 #include <strings.h>
 
-#define RMQ_SEND_ROUNDS 3 /* resend rounds after a lost connection or a refusal */
+#define RMQ_SEND_ROUNDS HG_SEND_MAX_RESENDS /* resend rounds after a lost connection or a refusal */
 
 /* ------------------------------------------------------------------------
  * SEND
@@ -132,10 +133,8 @@ static int build_out(rmq_t *r, rmq_out_t *o, char *id, char *dest, size_t destle
                      size_t whylen)
 {
     memset(o, 0, sizeof(*o));
-    if (topic == NULL || topic[0] == '\0' || strlen(topic) > RMQ_NAME_MAX - 10) {
-        snprintf(why, whylen, "topic must be 1..%d bytes on amqp://", RMQ_NAME_MAX - 10);
+    if (rmq_check_name("topic", topic, why, whylen) < 0)
         return -1;
-    }
     snprintf(dest, destlen, "t.%s", topic);
     if (rmq_route_delay(&r->levels, delay, dest, rmq_wall_ms(), o, plan, planlen, why, whylen) < 0)
         return -1;
@@ -262,6 +261,14 @@ hg_err_t rmq_consume(rmq_t *r, const char *queue, const char *name, int count)
         amqp_basic_cancel(r->st, RMQ_WORK_CHANNEL, amqp_cstring_bytes(r->ctag));
         if (rmq_rpc_check(r, RMQ_WORK_CHANNEL, "basic.cancel") != HG_OK)
             return hg_client_errcode(r->client);
+        /* Deliveries of the other queue that came before cancel-ok were
+         * queued by rabbitmq-c during the RPC: read them into the ready list
+         * now, or the pump would hand them out later as the new group's. */
+        while (amqp_frames_enqueued(r->st)) {
+            hg_err_t e = rmq_pump(r, wire_now_ms(), 0, 0);
+            if (e != HG_OK)
+                return e;
+        }
         while (r->ready != NULL) { /* deliveries of the other queue go back */
             rmq_msg_t *m = r->ready;
             r->ready = m->next;
@@ -286,7 +293,7 @@ hg_err_t rmq_consume(rmq_t *r, const char *queue, const char *name, int count)
 hg_err_t rmq_cmd_pull(rmq_t *r, size_t argc, const char *const *argv, uint32_t extra_wait_ms, int flags,
                       resp_reply_t **reply)
 {
-    long count = opt_number(argc, argv, 3, "COUNT", 1), block = opt_number(argc, argv, 3, "BLOCK", -1);
+    long count = opt_number(argc, argv, 3, "COUNT", 1), block = opt_number(argc, argv, 3, "BLOCK", -1), max = 0;
     uint64_t deadline;
     buf_t b = BUF_INIT;
     rmq_msg_t *got[1000];
@@ -299,12 +306,14 @@ hg_err_t rmq_cmd_pull(rmq_t *r, size_t argc, const char *const *argv, uint32_t e
     }
     if ((e = rmq_ensure(r)) != HG_OK)
         return e;
-    e = rmq_group_ensure(r, argv[1], argv[2], -1, 0, NULL);
+    e = rmq_group_ensure(r, argv[1], argv[2], -1, 0, &max);
     if (e == HG_OK) {
         char q[RMQ_QUEUE_NAME_MAX];
         rmq_group_queue(q, sizeof(q), argv[1]);
         e = rmq_consume(r, q, argv[1], (int)count);
     }
+    if (e == HG_OK) /* NACK's limit: this group's, whatever group is ensured later on this client */
+        r->consuming_max = max;
     if (e == HG_ERR_SERVER) {
         const char *msg = hg_client_errmsg(r->client);
         rmq_w_error(&b, "%s%s", strncmp(msg, "ERR ", 4) == 0 ? "" : "ERR ", msg);
@@ -407,12 +416,22 @@ hg_err_t rmq_cmd_nack(rmq_t *r, size_t argc, const char *const *argv, resp_reply
         } else if (i + 1 < argc && strcasecmp(argv[i], "REASON") == 0) {
             reason = argv[++i];
         } else if (i + 1 < argc && strcasecmp(argv[i], "LEVEL") == 0) {
-            delay = hg_delay_level(atoi(argv[++i]));
+            char *end = NULL;
+            long level = strtol(argv[++i], &end, 10);
+            if (end == argv[i] || *end != '\0' || level < 1 || level > r->levels.count) {
+                rmq_w_error(&b, "ERR NACK LEVEL must be 1..%d, got '%.40s'", r->levels.count, argv[i]);
+                return rmq_reply_finish(&b, reply);
+            }
+            delay = hg_delay_level((int)level);
             retry_given = 1;
         } else if (i + 1 < argc && strcasecmp(argv[i], "DELAY") == 0) {
             uint64_t v = 0;
             char err[96];
-            if (units_parse_duration_str(argv[++i], UNITS_BARE_MS, &v, err, sizeof(err)) < 0 || v == 0) {
+            if (units_parse_duration_str(argv[++i], UNITS_BARE_MS, &v, err, sizeof(err)) < 0) {
+                rmq_w_error(&b, "ERR bad DELAY: %s", err);
+                return rmq_reply_finish(&b, reply);
+            }
+            if (v == 0) {
                 rmq_w_error(&b, "ERR NACK DELAY must be greater than 0");
                 return rmq_reply_finish(&b, reply);
             }
@@ -430,7 +449,7 @@ hg_err_t rmq_cmd_nack(rmq_t *r, size_t argc, const char *const *argv, resp_reply
         return rmq_reply_finish(&b, reply);
     }
     memset(&o, 0, sizeof(o)); /* both ways below set only their own fields */
-    if (dead || (long)m->reconsume >= r->ensured_max) {
+    if (dead || (long)m->reconsume >= r->consuming_max) {
         rmq_dlq_queue(dlq, sizeof(dlq), argv[1]);
         o.exchange = "";
         o.routing_key = dlq;
@@ -444,7 +463,8 @@ hg_err_t rmq_cmd_nack(rmq_t *r, size_t argc, const char *const *argv, resp_reply
             delay = hg_delay_level(level > r->levels.count ? r->levels.count : level);
         snprintf(dest, sizeof(dest), "g.%s", argv[1]);
         if (rmq_route_delay(&r->levels, delay, dest, now, &o, plan, sizeof(plan), why, sizeof(why)) < 0) {
-            rmq_msg_free(m);
+            m->next = r->held; /* refused: still held, as on the broker (ACK or NACK it again) */
+            r->held = m;
             rmq_w_error(&b, "ERR %s", why);
             return rmq_reply_finish(&b, reply);
         }

@@ -17,6 +17,12 @@
  * holds the records sees none and may add a second record of a group;
  * readers keep the first one of a name and delete the others.
  *
+ * Names: a topic or group name is checked (rmq_check_name) before any
+ * of it goes on the wire, by the broker's rule and the AMQP shortstr limit:
+ * RabbitMQ answers a queue name that is not UTF-8 by closing the whole
+ * connection (every delivery held on it comes again), and rabbitmq-c fails
+ * to encode a name above 255 bytes as if the connection were lost.
+ *
  * One thread per connection.
  */
 #ifdef HAVE_CONFIG_H
@@ -31,6 +37,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+int rmq_check_name(const char *what, const char *name, char *why, size_t whylen)
+{
+    size_t len = name != NULL ? strlen(name) : 0;
+
+    if (len == 0)
+        return snprintf(why, whylen, "%s name is empty", what), -1;
+    if (len > RMQ_NAME_USABLE)
+        return snprintf(why, whylen,
+                        "%s name is %zu bytes, longer than the limit of %d on amqp:// (queue names and routing keys "
+                        "hold it: 255 bytes at most)",
+                        what, len, RMQ_NAME_USABLE),
+               -1;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (c < 0x21 || c > 0x7e)
+            return snprintf(why, whylen,
+                            "%s name has an invalid byte 0x%02x at offset %zu (printable ASCII without blanks only)",
+                            what, c, i),
+                   -1;
+    }
+    return 0;
+}
+
+hg_err_t rmq_name_arg(rmq_t *r, const char *what, const char *name)
+{
+    char why[HG_ERRMSG_MAX];
+    if (rmq_check_name(what, name, why, sizeof(why)) < 0)
+        return client_fail(r->client, HG_ERR_ARG, "%s", why);
+    return HG_OK;
+}
 
 void rmq_level_queue(char *buf, size_t len, int level)
 {
@@ -371,10 +408,8 @@ hg_err_t rmq_group_ensure(rmq_t *r, const char *group, const char *topic, long m
     rmq_msg_t *rec = NULL;
     hg_err_t e;
 
-    if (strlen(group) > RMQ_NAME_MAX - 10 || strlen(topic) > RMQ_NAME_MAX - 10)
-        return client_fail(r->client, HG_ERR_ARG,
-                           "group or topic name longer than %d bytes: on amqp:// queue names hold it (255 at most)",
-                           RMQ_NAME_MAX - 10);
+    if ((e = rmq_name_arg(r, "group", group)) != HG_OK || (e = rmq_name_arg(r, "topic", topic)) != HG_OK)
+        return e;
     if (!must_be_new && strcmp(r->ensured_group, group) == 0 && strcmp(r->ensured_topic, topic) == 0) {
         if (max_out != NULL)
             *max_out = r->ensured_max;
@@ -438,7 +473,8 @@ hg_err_t rmq_group_delete(rmq_t *r, const char *group, int *deleted)
     hg_err_t e;
 
     *deleted = 0;
-    if ((e = rmq_topology(r)) != HG_OK || (e = rmq_browse(r, RMQ_Q_GROUPS, &all)) != HG_OK)
+    if ((e = rmq_name_arg(r, "group", group)) != HG_OK || (e = rmq_topology(r)) != HG_OK ||
+        (e = rmq_browse(r, RMQ_Q_GROUPS, &all)) != HG_OK)
         return e;
     for (rmq_msg_t *m = all; m != NULL; m = m->next)
         if (m->group != NULL && strcmp(m->group, group) == 0) {

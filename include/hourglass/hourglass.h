@@ -123,6 +123,12 @@ uint64_t hg_backoff_delay(const hg_backoff_t *b, unsigned attempt, hg_random_fn 
 
 typedef struct hg_client hg_client_t;
 
+/* With opts.resend_sends, one hg_send / hg_send_many call sends again at most
+ * this many times after its connection broke (each time after reconnecting,
+ * each wait up to read_timeout_ms): a caller that must bound how long a call
+ * can take (a lease) counts 1 + HG_SEND_MAX_RESENDS rounds. */
+#define HG_SEND_MAX_RESENDS 3
+
 typedef struct hg_client_opts {
     uint32_t connect_timeout_ms;    /* per connection attempt; default 5000 */
     uint32_t read_timeout_ms;       /* longest wait for a reply once the command is

@@ -94,10 +94,13 @@ hg_order_outcome_t hg_order_classify(unsigned code);
 const char *hg_order_setup_hint(unsigned code);
 
 /* 1 when an error with code says MariaDB itself is failing, not one order:
- * no connection (code 0: never connected), every client error 2000-2999, a
+ * every client error 2000-2999 (cannot connect, gone away, lost), a
  * connection killed or timed out (1927, 4031), a shutdown (1053), a
  * read-only server (1290), too many connections (1040), or a set-up error
- * (hg_order_setup_hint). What a daemon's /healthz reports. Thread-safe. */
+ * (hg_order_setup_hint). 0 for code 0: a failure the library found itself
+ * without a server error — a claim that changed more than one row, no
+ * handle — is about the data or the caller, not the database. What a
+ * daemon's /healthz reports. Thread-safe. */
 int hg_order_error_is_database(unsigned code);
 
 /* ------------------------------------------------------------------ the SQL */

@@ -709,7 +709,13 @@ int tu_cunit_main(int argc, char **argv, int (*add_suites)(void))
             CU_cleanup_registry();
             return 1;
         }
-        run_rc = CU_basic_run_suite(suite);
+        CU_pTest test = argc > 2 ? CU_get_test(suite, argv[2]) : NULL;
+        if (argc > 2 && test == NULL) {
+            fprintf(stderr, "%s: suite '%s' has no test named '%s'\n", argv[0], argv[1], argv[2]);
+            CU_cleanup_registry();
+            return 1;
+        }
+        run_rc = test != NULL ? CU_basic_run_test(suite, test) : CU_basic_run_suite(suite);
     } else {
         run_rc = CU_basic_run_tests();
     }

@@ -102,7 +102,8 @@ void tu_mariadb_stop(tu_mariadb_t *db);
  * error), run everything in verbose basic mode and return the exit code —
  * 0 when nothing failed, 1 otherwise. CU_basic_run_tests alone returns success
  * even when assertions fail, so the failure count is read before the registry
- * is cleaned up (CONTRIBUTING.md). argv[1], when given, names one suite to run. */
+ * is cleaned up (CONTRIBUTING.md). argv[1], when given, names one suite to run;
+ * argv[2], one test of it (its full name). */
 int tu_cunit_main(int argc, char **argv, int (*add_suites)(void));
 
 /* A suite of a CUnit program: its name and its tests, a table ending with

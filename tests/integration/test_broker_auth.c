@@ -6,7 +6,10 @@
  *    NOAUTH (CONFIG GET and CLIENT LIST included);
  *  - the roles column: a producer cannot PULL or touch the DLQ, a consumer
  *    cannot SEND or drop the DLQ, a viewer changes nothing, the admin can do
- *    everything; NOPERM names the user, its roles and the command;
+ *    everything; NOPERM names the user, its roles and the command; COMMAND
+ *    INFO shows "admin" exactly for what only the admin may run (a
+ *    subcommand in its own entry, "group|list") and "readonly" for what a
+ *    viewer may run;
  *  - a wrong password or an unknown user: WRONGPASS, held back (per address),
  *    a warning naming the address and the user, while another client is
  *    answered at once; the connection stays usable; AUTH pipelined with
@@ -167,6 +170,41 @@ typedef struct role_case {
     const char *prod, *cons, *view; /* NULL: allowed; "NOPERM": refused (admin is always allowed) */
 } role_case_t;
 
+/* 1 when the COMMAND entry (an array: name, arity, flags, ...) has flag among its flags. */
+static int entry_has_flag(const resp_reply_t *entry, const char *flag)
+{
+    if (entry == NULL || entry->count < 3)
+        return 0;
+    const resp_reply_t *flags = &entry->elements[2];
+    for (size_t i = 0; i < flags->count; i++)
+        if (flags->elements[i].str != NULL && strcmp(flags->elements[i].str, flag) == 0)
+            return 1;
+    return 0;
+}
+
+/* COMMAND INFO's entry for what argv runs: the command's, or for a command with subcommands (Redis 7: element 10
+ * holds their entries, "group|list") the subcommand's. NULL when there is none; *r is the reply to free. */
+static const resp_reply_t *entry_for(rc_conn_t *c, const char *const *argv, resp_reply_t **r)
+{
+    *r = rc_cmd(c, "COMMAND", "INFO", argv[0], NULL);
+    if (*r == NULL || (*r)->type != RESP_REPLY_ARRAY || (*r)->count != 1 || (*r)->elements[0].type != RESP_REPLY_ARRAY)
+        return NULL;
+    const resp_reply_t *entry = &(*r)->elements[0];
+    if (entry->count < 10 || entry->elements[9].count == 0 || argv[1] == NULL)
+        return entry;
+    char want[64];
+    snprintf(want, sizeof want, "%s|%s", argv[0], argv[1]);
+    for (char *p = want; *p; p++)
+        if (*p >= 'A' && *p <= 'Z')
+            *p = (char)(*p + 32);
+    const resp_reply_t *subs = &entry->elements[9];
+    for (size_t i = 0; i < subs->count; i++)
+        if (subs->elements[i].count >= 3 && subs->elements[i].elements[0].str != NULL &&
+            strcmp(subs->elements[i].elements[0].str, want) == 0)
+            return &subs->elements[i];
+    return NULL;
+}
+
 static void test_roles(void)
 {
     start_with_users();
@@ -201,13 +239,44 @@ static void test_roles(void)
         { { "SHUTDOWN" }, P, P, P },
         { { "GROUP", "DEL", "gone" }, P, P, P },
     };
+    char d[512];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         expect(&prod, "producer", cases[i].prod, cases[i].argv);
         expect(&cons, "consumer", cases[i].cons, cases[i].argv);
         expect(&view, "viewer", cases[i].view, cases[i].argv);
         if (strcmp(cases[i].argv[0], "SHUTDOWN") != 0)
             expect(&adm, "admin", NULL, cases[i].argv);
+        /* COMMAND INFO tells the truth: "admin" exactly when only the admin may run it (for a subcommand, its
+         * own entry), and what a viewer may run is "readonly". */
+        resp_reply_t *info;
+        const resp_reply_t *entry = entry_for(&adm, cases[i].argv, &info);
+        int admin_only = cases[i].prod != NULL && cases[i].cons != NULL && cases[i].view != NULL;
+        BP_CHECK(entry != NULL && entry_has_flag(entry, "admin") == admin_only,
+                 "COMMAND INFO for %s %s: %s the admin flag (%s)", cases[i].argv[0],
+                 cases[i].argv[1] ? cases[i].argv[1] : "", admin_only ? "without" : "with",
+                 entry ? rc_describe(entry, d, sizeof d) : rc_describe(info, d, sizeof d));
+        BP_CHECK(entry == NULL || cases[i].view != NULL || entry_has_flag(entry, "readonly"),
+                 "COMMAND INFO for %s %s, which a viewer runs: not readonly (%s)", cases[i].argv[0],
+                 cases[i].argv[1] ? cases[i].argv[1] : "", entry ? rc_describe(entry, d, sizeof d) : "");
+        resp_reply_free(info);
     }
+    /* A command with subcommands of different roles shows none of their flags itself (Redis 7's container
+     * commands); COMMAND INFO group|list answers the subcommand's entry. */
+    static const char *const group_only[] = { "GROUP", NULL };
+    resp_reply_t *info;
+    const resp_reply_t *entry = entry_for(&adm, group_only, &info);
+    BP_CHECK(entry != NULL && !entry_has_flag(entry, "admin") && !entry_has_flag(entry, "readonly") &&
+                 !entry_has_flag(entry, "write"),
+             "COMMAND INFO group: %s", rc_describe(info, d, sizeof d));
+    resp_reply_free(info);
+    info = rc_cmd(&view, "COMMAND", "INFO", "group|list", "group|del", "group|nosuch", NULL);
+    BP_CHECK(info != NULL && info->type == RESP_REPLY_ARRAY && info->count == 3 && info->elements[0].count >= 3 &&
+                 rc_str_eq(&info->elements[0].elements[0], "group|list") &&
+                 entry_has_flag(&info->elements[0], "readonly") && !entry_has_flag(&info->elements[0], "admin") &&
+                 entry_has_flag(&info->elements[1], "admin") && entry_has_flag(&info->elements[1], "write") &&
+                 info->elements[2].type == RESP_REPLY_NIL,
+             "COMMAND INFO group|list group|del group|nosuch: %s", rc_describe(info, d, sizeof d));
+    resp_reply_free(info);
     /* NOPERM names the user, its roles and the command (with the subcommand). */
     char e[512];
     resp_reply_t *r = rc_cmd(&cons, "DLQ", "DROP", "g", "ALL", NULL);

@@ -176,6 +176,38 @@ static void test_at_absolute(void)
     resp_reply_free(r);
 }
 
+/* AT past max-delay (3d) is refused naming AT, the time asked for, max-delay and the latest time accepted (now +
+ * 3d: between the test's clock readings around the SEND), not the delay the client never sent; an AT within
+ * max-delay is stored. */
+#define THREE_DAYS_MS (UINT64_C(3) * 86400000)
+static void test_at_past_max_delay(void)
+{
+    bt_start(NULL);
+    char e[512], want[256], at[32];
+    uint64_t before = tu_now_wall_ms();
+    uint64_t asked = before + THREE_DAYS_MS + 86400000; /* 4d from now */
+    snprintf(at, sizeof at, "%" PRIu64, asked);
+    resp_reply_t *r = rc_cmd(&bt_conn, "SEND", "t", "p", "AT", at, NULL);
+    uint64_t after = tu_now_wall_ms();
+    BP_REQUIRE(r != NULL, "SEND AT: %s", bt_conn.err);
+    unsigned long long latest = 0;
+    BP_REQUIRE(r->type == RESP_REPLY_ERROR && r->str != NULL &&
+                   sscanf(r->str, "ERR AT %*u is more than max-delay 3d from now (the latest accepted now is %llu)",
+                          &latest) == 1,
+               "SEND AT 4d from now: got %s", rc_describe(r, e, sizeof e));
+    snprintf(want, sizeof want,
+             "ERR AT %" PRIu64 " is more than max-delay 3d from now (the latest accepted now is %llu)", asked, latest);
+    BP_CHECK(strcmp(r->str, want) == 0, "SEND AT 4d from now: got '%s', want '%s'", r->str, want);
+    BP_CHECK(latest >= before + THREE_DAYS_MS && latest <= after + THREE_DAYS_MS,
+             "the latest accepted AT %llu is not now + 3d (%" PRIu64 "..%" PRIu64 ")", latest, before + THREE_DAYS_MS,
+             after + THREE_DAYS_MS);
+    resp_reply_free(r);
+    char id[32];
+    snprintf(at, sizeof at, "%" PRIu64, tu_now_wall_ms() + THREE_DAYS_MS - 60000);
+    BP_CHECK(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "p", "AT", at, NULL) == 0,
+             "SEND AT a minute within max-delay: %s", e);
+}
+
 /* DELAY 1500ms: due at +1500 to the millisecond (1s, then the 500 ms
  * remainder waiting on level 1), delivered never before and within a small
  * bound after — not rounded up to +2000. */
@@ -517,6 +549,7 @@ static const tu_test_t delivery_tests[] = {
     { "LEVEL 2: nothing early, LEVELS, on time", test_level2 },
     { "DELAY 7s chained 5s+1s+1s", test_delay_7s_chained },
     { "AT absolute time", test_at_absolute },
+    { "AT past max-delay: the error names AT and the limit", test_at_past_max_delay },
     { "DELAY 1500ms exact", test_delay_1500ms_exact },
     { "binary-safe payload and key", test_binary_payload },
     { "pipelined SENDs: unique ids, FIFO delivery", test_fifo_many },

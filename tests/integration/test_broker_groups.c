@@ -7,6 +7,9 @@
  *    never get the same message, and together get all of them;
  *  - GROUP CREATE … FROM NOW / FROM FIRST, MAXRETRY; GROUP LIST fields;
  *    GROUP DEL; a group bound to another topic is an error naming both;
+ *  - max-groups: a new group beyond it (GROUP CREATE, a first PULL) is refused
+ *    naming the group and the limit; a restart with a lower limit than the
+ *    groups on disk opens and serves them;
  *  - waiting PULLs of one group are served in arrival order;
  *  - leases written late (lease-write-delay): INFO inflight_unwritten and the
  *    /metrics gauge count them until they are written, in-flight throughout.
@@ -22,6 +25,7 @@
 #endif
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -409,6 +413,93 @@ static void test_bound_to_other_topic(void)
              "implicitly created group h: topic '%s' %s", topic, e);
 }
 
+/* max-groups: a GROUP CREATE or a first PULL that would create one group more is refused naming the group and the
+ * limit; existing groups keep working. A restart with a lower limit than the groups on disk opens and serves them
+ * all (the limit is checked only when a group is created), and refuses a new one. */
+static void expect_group_refused(const char *what, const char *want, const char *arg0, ...)
+{
+    char e[512];
+    const char *argv[16];
+    size_t lens[16];
+    int argc = 0;
+    va_list ap;
+    va_start(ap, arg0);
+    for (const char *a = arg0; a != NULL && argc < 16; a = va_arg(ap, const char *)) {
+        argv[argc] = a;
+        lens[argc++] = strlen(a);
+    }
+    va_end(ap);
+    resp_reply_t *r = rc_cmdv(&bt_conn, argc, argv, lens);
+    BP_REQUIRE(r != NULL, "%s: %s", what, bt_conn.err);
+    BP_CHECK(r->type == RESP_REPLY_ERROR && strcmp(r->str, want) == 0, "%s: got %s, want -%s", what,
+             rc_describe(r, e, sizeof e), want);
+    resp_reply_free(r);
+}
+
+static void test_max_groups(void)
+{
+    const char *flags[] = { "--max-groups", "3", NULL };
+    bt_start(flags);
+    char e[512], v[64];
+    resp_reply_t *r = rc_cmd(&bt_conn, "CONFIG", "GET", "max-groups", NULL);
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 2 && strcmp(r->elements[1].str, "3") == 0,
+             "CONFIG GET max-groups: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "ga", "t", NULL) == 0, "GROUP CREATE ga: %s", e);
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "gb", "t", NULL) == 0, "GROUP CREATE gb: %s", e);
+    r = bp_pull(&bt_conn, e, sizeof e, "gc", "u", NULL); /* the third group, created by its first PULL */
+    BP_REQUIRE(r != NULL, "PULL creating group gc: %s", e);
+    resp_reply_free(r);
+    expect_group_refused("GROUP CREATE of a 4th group",
+                         "ERR group gd would be group 4, over max-groups 3 (use an existing group, delete one with "
+                         "GROUP DEL, or raise max-groups)",
+                         "GROUP", "CREATE", "gd", "t", NULL);
+    expect_group_refused("PULL creating a 4th group",
+                         "ERR group gd would be group 4, over max-groups 3 (use an existing group, delete one with "
+                         "GROUP DEL, or raise max-groups)",
+                         "PULL", "gd", "t", NULL);
+    expect_group_refused("GROUP CREATE of an existing group", "ERR group ga already exists (bound to topic t)", "GROUP",
+                         "CREATE", "ga", "t", NULL);
+    BP_CHECK(bp_info_field(&bt_conn, "groups", v, sizeof v, e, sizeof e) == 0 && strcmp(v, "3") == 0,
+             "INFO groups: %s, want 3 (%s)", v, e);
+    char id[32];
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "one", NULL) == 0, "SEND: %s", e);
+    rc_msg_t m;
+    bt_pull_one("ga", "t", "5000", NULL, &r, &m); /* an existing group is served */
+    resp_reply_free(r);
+
+    /* The limit lowered below the groups on disk: the directory opens, the three are served, a fourth is refused. */
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+    for (int i = 0; i + 1 < bt_broker.nextra; i++) {
+        if (strcmp(bt_broker.extra[i], "--max-groups") == 0) {
+            free(bt_broker.extra[i + 1]);
+            bt_broker.extra[i + 1] = strdup("2");
+            BP_REQUIRE(bt_broker.extra[i + 1] != NULL, "strdup");
+        }
+    }
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart with max-groups 2: %s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "reconnect: %s", e);
+    BP_CHECK(bp_info_field(&bt_conn, "groups", v, sizeof v, e, sizeof e) == 0 && strcmp(v, "3") == 0,
+             "INFO groups after the restart: %s, want 3 (%s)", v, e);
+    bt_pull_one("gb", "t", "5000", NULL, &r, &m);
+    resp_reply_free(r);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "u", "two", NULL) == 0, "SEND: %s", e);
+    bt_pull_one("gc", "u", "5000", NULL, &r, &m);
+    resp_reply_free(r);
+    expect_group_refused("GROUP CREATE over a lowered max-groups",
+                         "ERR group gd would be group 4, over max-groups 2 (use an existing group, delete one with "
+                         "GROUP DEL, or raise max-groups)",
+                         "GROUP", "CREATE", "gd", "t", NULL);
+    long long found = 0;
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &found, e, sizeof e, "GROUP", "DEL", "ga", NULL) == 0 && found == 1,
+               "GROUP DEL ga: %lld %s", found, e);
+    BP_REQUIRE(bp_int_cmd(&bt_conn, &found, e, sizeof e, "GROUP", "DEL", "gb", NULL) == 0 && found == 1,
+               "GROUP DEL gb: %lld %s", found, e);
+    BP_CHECK(bp_ok_cmd(&bt_conn, e, sizeof e, "GROUP", "CREATE", "gd", "t", NULL) == 0,
+             "GROUP CREATE once under max-groups 2 again: %s", e);
+}
+
 /* Waiting PULLs of one group are served in arrival order (docs/broker.md). */
 static void test_blocked_pulls_in_order(void)
 {
@@ -519,6 +610,7 @@ static const tu_test_t groups_tests[] = {
     { "GROUP DEL", test_group_del },
     { "GROUP DEL of a big group: deleted in the background", test_group_del_big },
     { "a group bound to another topic is an error", test_bound_to_other_topic },
+    { "max-groups: a new group beyond it is refused, naming it; more on disk still open", test_max_groups },
     { "waiting PULLs of a group are served in arrival order", test_blocked_pulls_in_order },
     { "leases written late are counted apart until written", test_leases_written_late_counted },
     { "lease-write-delay 0: every lease written at once", test_leases_written_at_once },

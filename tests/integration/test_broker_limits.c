@@ -26,6 +26,9 @@
  *  - fair_share: 8 clients queue 64 DLQ LISTs of 4 MiB; a SEND sent while
  *    they wait is answered while most of them still wait (first come,
  *    first served, it waited for all of them), and every listing is served;
+ *  - closed_listings: a client that pipelined 200 listings and a SEND and
+ *    left has its queued listings dropped unrun (INFO closed_jobs_dropped);
+ *    the SEND still runs;
  *  - woken_budget: 24 PULL BLOCK COUNT 100 woken at once by 60 MB made
  *    ready (one MULTI/EXEC of 60 SENDs; messages may be 24 MiB, the room a
  *    reply needs) under max-client-memory 64mb: their replies
@@ -636,6 +639,60 @@ static void test_fair_share(void)
     BP_CHECK(served == LISTERS * EACH, "%d of %d listings answered", served, LISTERS * EACH);
 }
 
+/* tu_poll_until: only bt_conn is connected and nothing waits for the storage thread (INFO clients;
+ * ctx: long long[2], the figures seen). */
+static int client_gone(void *ctx)
+{
+    long long *seen = ctx;
+    seen[0] = loop_info_ll("clients", "connected_clients");
+    seen[1] = loop_info_ll("clients", "storage_jobs_queued");
+    return seen[0] == 1 && seen[1] == 0;
+}
+
+/* closed_listings: a client pipelines LISTINGS DLQ LISTs of 4 MiB and a SEND, then closes its side (it never read
+ * a reply). The close is taken while most listings still wait for the storage thread (it builds one 4 MiB listing
+ * per iteration; the loop parses them all and sees the end of the stream in microseconds): they are dropped unrun
+ * (INFO closed_jobs_dropped), and the SEND behind them, a write, still runs. Before, only a connection with a
+ * PULL BLOCK told the storage thread that it closed: every listing of a client that left was built. */
+static void test_closed_listings(void)
+{
+    enum {
+        PAYLOADS = 8,
+        LISTINGS = 200,
+        DROPPED_AT_LEAST = LISTINGS / 2
+    };
+    /* nothing pauses the client's parsing: every listing and the SEND reach the storage queue before its close */
+    const char *extra[] = {
+        "--max-client-memory", "0", "--max-inflight-bytes", "2gb", ONE_MB_MESSAGES, "--max-pull-bytes", "4mb", NULL
+    };
+    char e[512];
+    bt_start(extra);
+    bt_conn.timeout_ms = 120000;
+    fill_dlq(PAYLOADS);
+    long long sends_before = loop_info_ll("stats", "sends");
+    BP_CHECK(loop_info_ll("stats", "closed_jobs_dropped") == 0, "closed_jobs_dropped before any client left");
+    rc_conn_t lister;
+    BP_REQUIRE(bp_connect(&bt_broker, &lister, e, sizeof e) == 0, "connect: %s", e);
+    for (int k = 0; k < LISTINGS; k++)
+        rc_appendl(&lister, "DLQ", "LIST", "g", "COUNT", "100", NULL);
+    rc_appendl(&lister, "SEND", "after", "a write queued behind the listings", NULL);
+    BP_REQUIRE(rc_flush(&lister, 0) == 0, "pipelining: %s", lister.err);
+    BP_REQUIRE(shutdown(lister.fd, SHUT_WR) == 0, "shutdown: %s", strerror(errno));
+    /* the broker closed it (connected_clients back to 1) and its storage queue is empty */
+    long long seen[2] = { -1, -1 };
+    int gone = tu_poll_until(client_gone, seen, 60000, 20) == 0;
+    rc_close(&lister);
+    BP_REQUIRE(gone, "the client that left: connected_clients %lld, storage_jobs_queued %lld", seen[0], seen[1]);
+    long long dropped = loop_info_ll("stats", "closed_jobs_dropped");
+    long long sends = loop_info_ll("stats", "sends");
+    printf("closed_listings: %lld of %d listings of a client that left dropped unrun\n", dropped, LISTINGS);
+    BP_CHECK(dropped >= DROPPED_AT_LEAST && dropped <= LISTINGS,
+             "closed_jobs_dropped %lld: the listings of a client that left were built anyway (want %d..%d)", dropped,
+             DROPPED_AT_LEAST, LISTINGS);
+    BP_CHECK(sends == sends_before + 1, "sends %lld, want %lld: the SEND queued behind the listings did not run", sends,
+             sends_before + 1);
+}
+
 static void test_woken_budget(void)
 {
     enum {
@@ -1020,6 +1077,7 @@ int main(int argc, char **argv)
         { "header_timeout", test_header_timeout },
         { "pressure", test_pressure },
         { "fair_share", test_fair_share },
+        { "closed_listings", test_closed_listings },
         { "woken_budget", test_woken_budget },
         { "blocked_pulls", test_blocked_pulls },
         { "unread_held", test_unread_held },

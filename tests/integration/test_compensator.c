@@ -25,6 +25,8 @@
  *   relay locks a broker that never answers: while the relay sends, no row
  *               is locked (its batch is leased); an outbox insert and the
  *               payment of an order in the batch go through at once
+ *   relay paid  an order paid during a send that succeeds: its row stays
+ *               'done', counted in relay_superseded_total, not relayed_total
  *   relay kill  kill -9 of the relay between claim and record: the lease
  *               keeps the next relay off the rows until it ends, then each
  *               is sent once
@@ -671,8 +673,15 @@ static void test_relay_fast_path_failed(void)
                             "200ms",    "--dlq-groups",  "g_relay",          NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "relay", "c_relay", "t_relay", extra), 0);
 
-    double relayed = wait_metric(comp.metrics_port, M "relayed_total", 21, 10000);
-    CU_ASSERT_EQUAL(relayed, 21);
+    /* Order 100's message is delivered at once: the consumer may cancel it (its row 'done') before the relay
+     * records the send, which then counts it as superseded rather than relayed. */
+    double relayed = 0, superseded = 0;
+    for (uint64_t end = tu_now_mono_ms() + 10000; tu_now_mono_ms() < end && relayed + superseded < 21; sleep_ms(20)) {
+        relayed = metric(comp.metrics_port, M "relayed_total");
+        superseded = metric(comp.metrics_port, M "relay_superseded_total");
+    }
+    TU_CHECK(relayed + superseded == 21 && relayed >= 20, "relayed_total %.0f, relay_superseded_total %.0f", relayed,
+             superseded);
     /* Relayed, not yet due: every future order still pending, rows 'sent'. */
     long long early = oe_scalarf(&env, "SELECT COUNT(*) FROM c_relay.orders WHERE id <= 20 AND status <> 'pending'");
     long long sent =
@@ -868,6 +877,57 @@ static void test_relay_holds_no_lock_while_sending(void)
     hg_order_db_close(db);
 }
 
+/* An order paid while the relay sends its row, and the send succeeds: the
+ * record leaves the paid order's row 'done', and /metrics says so —
+ * relay_superseded_total 1, relayed_total only the 4 rows marked 'sent'
+ * (it used to count all 5 successful sends). The broker is frozen
+ * (SIGSTOP) from the claim until the payment committed. */
+static void test_relay_paid_during_send(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_superseded");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(seed("c_superseded", 1, 5, 600000, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "UPDATE c_superseded.order_timeout_msg SET status='new', attempts=0,"
+                                               " next_attempt_at=NOW(6) - INTERVAL 1 SECOND"),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(kill(env.broker.pid, SIGSTOP), 0);
+    proc_t comp;
+    const char *extra[] = { "--layers", "relay", "--broker-timeout", "20s", "--relay-interval", "200ms", NULL };
+    int started = start_compensator(&comp, "superseded", "c_superseded", "t_superseded", extra);
+    if (started != 0)
+        kill(env.broker.pid, SIGCONT);
+    CU_ASSERT_EQUAL_FATAL(started, 0);
+    long long leased = 0;
+    for (uint64_t end = tu_now_mono_ms() + 10000; tu_now_mono_ms() < end && leased < 5; sleep_ms(50))
+        leased = oe_scalarf(&env, "SELECT COUNT(*) FROM c_superseded.order_timeout_msg WHERE status = 'new' AND"
+                                  " next_attempt_at > NOW(6) + INTERVAL 10 SECOND");
+    hg_order_outcome_t out3 = HG_ORDER_TRANSIENT;
+    int pay3 = hg_order_pay(db, 3, &out3, NULL);
+    CU_ASSERT_EQUAL(kill(env.broker.pid, SIGCONT), 0);
+    BP_REQUIRE(leased == 5, "the relay never leased its 5 rows (%lld)", leased);
+    CU_ASSERT_TRUE(pay3 == 0 && out3 == HG_ORDER_PAID);
+
+    long long recorded =
+        oe_wait_scalar(&env, 4, 30000, "SELECT COUNT(*) FROM c_superseded.order_timeout_msg WHERE status = 'sent'");
+    double superseded = wait_metric(comp.metrics_port, M "relay_superseded_total", 1, 10000);
+    double relayed = metric(comp.metrics_port, M "relayed_total");
+    double failed = metric(comp.metrics_port, M "relay_send_failures_total");
+    printf(
+        "\n    order 3 paid during the send: %lld rows marked 'sent'; relayed_total %.0f, relay_superseded_total %.0f,"
+        " relay_send_failures_total %.0f\n",
+        recorded, relayed, superseded, failed);
+    CU_ASSERT_EQUAL(recorded, 4);
+    CU_ASSERT_EQUAL(relayed, 4);
+    CU_ASSERT_EQUAL(superseded, 1);
+    CU_ASSERT_EQUAL(failed, 0);
+    CU_ASSERT_EQUAL(oe_scalarf(&env, "SELECT COUNT(*) FROM c_superseded.order_timeout_msg WHERE order_id = 3 AND"
+                                     " status = 'done' AND attempts = 0"),
+                    1);
+    CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
+    hg_order_db_close(db);
+}
+
 /* kill -9 of the relay between its claim and its record: the rows stay
  * 'new' and leased, no other relay takes them before the lease ends, then
  * the next one sends each of them once. */
@@ -889,7 +949,8 @@ static void test_relay_killed_mid_send(void)
     char uri[64];
     snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", ntohs(a.sin_port));
     proc_t first, second;
-    /* broker-connect-timeout 300ms and broker-timeout 2s (start_compensator): a lease of 2 × 2.3 s + 1 s = 5.6 s */
+    /* broker-connect-timeout 300ms and broker-timeout 2s (start_compensator): ensure 2 × 0.3 s + 0.1 s = 0.7 s, a
+     * lease of 0.7 s + 4 × (0.7 s + 2 s) + 1 s = 12.5 s (comp_relay_lease_ms): the client may resend 3 times */
     const char *to_silent[] = { "--layers", "relay", "--uri", uri, "--relay-interval", "200ms", NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&first, "kill-first", "c_kill", "t_kill", to_silent), 0);
     long long leased = 0;
@@ -916,7 +977,8 @@ static void test_relay_killed_mid_send(void)
            early, took);
     CU_ASSERT_EQUAL(early, 0);
     CU_ASSERT_EQUAL(sent, 5);
-    CU_ASSERT_TRUE(took >= 4000);
+    /* not before the lease ends (12.5 s after the claim, which was before the kill: a little slack) */
+    BP_CHECK(took >= 11000, "sent %" PRIu64 " ms after the kill, before the 12.5 s lease could end", took);
     hg_client_t *c = NULL;
     hg_error_t e;
     char broker_uri[64];
@@ -1805,6 +1867,7 @@ static const tu_test_t layers_tests[] = {
     { "(a) fast-path send failed: relay sends, consumer cancels on time", test_relay_fast_path_failed },
     { "relay: while it sends, no row is locked; a payment of an order in its batch goes through",
       test_relay_holds_no_lock_while_sending },
+    { "relay: an order paid during its send counts as superseded, not relayed", test_relay_paid_during_send },
     { "relay: kill -9 between its claim and its record: the lease holds, then each row is sent once",
       test_relay_killed_mid_send },
     { "(b) broker down the whole timeout: overdue layer cancels", test_broker_down_overdue },

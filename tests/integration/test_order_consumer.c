@@ -562,6 +562,69 @@ static void test_db_health(void)
     hg_order_db_close(db);
 }
 
+typedef struct metric_want {
+    int port;
+    const char *name;
+    long long least;
+} metric_want_t;
+
+static int metric_at_least(void *arg)
+{
+    const metric_want_t *w = arg;
+    return oe_metric(w->port, w->name) >= w->least;
+}
+
+/* A failure the library finds itself (code 0: here a claim-sql that changes
+ * two rows, rolled back) is a data error of that order, not MariaDB failing:
+ * the message goes to the DLQ as a permanent failure with the cause, and
+ * /healthz stays 200 (it used to say "cancels failing" as if the database
+ * were down). Batch size 1 and 4 (hg_order_cancel, hg_order_cancel_batch). */
+static void data_error_health(int batch_size)
+{
+    char name[32];
+    snprintf(name, sizeof name, "dataerr%d", batch_size);
+    hg_order_db *db = oe_fresh_database(&env, name, 10, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    rc_conn_t c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", name, OE_TOPIC, "FROM", "NOW", NULL), 0);
+    char dir[512], log_path[600], batch[16];
+    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-dataerr", dir, sizeof dir), 0);
+    snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
+    snprintf(batch, sizeof batch, "%d", batch_size);
+    int mport = tu_free_port();
+    /* order 10 rides along with every claim: 2 rows changed */
+    const char *extra[] = { "--claim-sql",
+                            "UPDATE orders SET status='cancelled', cancelled_at=NOW(6), cancel_reason=:reason"
+                            " WHERE (id=? OR id=10) AND status='pending'",
+                            "--batch-size", batch, NULL };
+    pid_t pid = oe_start_consumer(&env, name, name, 1, mport, log_path, extra);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    health_want_t want_ok = { mport, 200, "" };
+    CU_ASSERT_EQUAL(tu_poll_until(health_is, &want_ok, 30000, 50), 0);
+    send_ids(&c, 1, 3);
+    metric_want_t failed = { mport, "hourglass_consumer_permanent_failures_total", 3 };
+    CU_ASSERT_EQUAL(tu_poll_until(metric_at_least, &failed, 60000, 50), 0);
+    char body[2048] = "";
+    int status = tu_http_get(mport, "/healthz", body, sizeof body);
+    TU_CHECK(status == 200, "/healthz after 3 data errors: %d\n%s", status, body);
+    CU_ASSERT_EQUAL(oe_scalarf(&env, "SELECT COUNT(*) FROM %s.orders WHERE status='pending'", name), 10);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "changed 2 rows for order 1, expected 0 or 1", 10000), 0);
+    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(log_path);
+    rc_close(&c);
+    tu_rmtree(dir);
+    hg_order_db_close(db);
+}
+
+static void test_data_error_health(void)
+{
+    data_error_health(1);
+    data_error_health(4);
+}
+
 static const tu_test_t config_tests[] = {
     { "--check-config names the field", test_check_config },
     { NULL, NULL },
@@ -572,6 +635,7 @@ static const tu_test_t daemon_tests[] = {
     { "broker killed and restarted during consumption", test_broker_restart },
     { "SIGHUP while cancelling: alive, log-level applied, flags win, bad file survived", test_sighup },
     { "MariaDB set-up errors: fatal at start, /healthz 503 while cancels fail", test_db_health },
+    { "a data error (claim changed 2 rows, code 0): permanent, /healthz stays 200", test_data_error_health },
     { "throughput with 1, 4, 8 workers", test_throughput },
     { NULL, NULL },
 };

@@ -1,0 +1,121 @@
+/*
+ * broker/authfail.c — the per-address failed-AUTH counts (contract in
+ * authfail.h).
+ *
+ * A hash map from address to entry, and the entries in a doubly-linked list
+ * in order of their last failure (the head failed least recently): a failure
+ * moves its entry to the tail, a new address in a full table evicts the head.
+ * Every operation is O(1) besides the map's hashing.
+ *
+ * One thread at a time (the broker's AUTH verification thread).
+ */
+#include "broker/authfail.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/map.h"
+
+typedef struct fail_entry {
+    char addr[AUTHFAIL_ADDR_MAX + 1]; /* the map's key too */
+    size_t len;
+    unsigned n;                     /* failures within the window, as of last_ms */
+    uint64_t last_ms;               /* the last failure */
+    struct fail_entry *prev, *next; /* the list by last failure: prev failed earlier */
+} fail_entry_t;
+
+struct authfail {
+    map_t by_addr;             /* addr -> fail_entry_t */
+    fail_entry_t *head, *tail; /* head: least recently failed */
+    size_t max_addrs;
+    uint64_t window_ms;
+};
+
+authfail_t *authfail_new(size_t max_addrs, uint64_t window_ms)
+{
+    authfail_t *t = xcalloc(1, sizeof *t);
+    map_init(&t->by_addr);
+    t->max_addrs = max_addrs > 0 ? max_addrs : 1;
+    t->window_ms = window_ms;
+    return t;
+}
+
+void authfail_free(authfail_t *t)
+{
+    if (t == NULL) {
+        return;
+    }
+    map_free(&t->by_addr, free);
+    free(t);
+}
+
+static void unlink_entry(authfail_t *t, fail_entry_t *e)
+{
+    if (e->prev) {
+        e->prev->next = e->next;
+    } else {
+        t->head = e->next;
+    }
+    if (e->next) {
+        e->next->prev = e->prev;
+    } else {
+        t->tail = e->prev;
+    }
+    e->prev = e->next = NULL;
+}
+
+static void append_entry(authfail_t *t, fail_entry_t *e)
+{
+    e->prev = t->tail;
+    e->next = NULL;
+    if (t->tail) {
+        t->tail->next = e;
+    } else {
+        t->head = e;
+    }
+    t->tail = e;
+}
+
+unsigned authfail_count(authfail_t *t, const char *addr, size_t len, uint64_t now_ms)
+{
+    if (len > AUTHFAIL_ADDR_MAX) {
+        len = AUTHFAIL_ADDR_MAX;
+    }
+    fail_entry_t *e = map_get(&t->by_addr, addr, len);
+    if (e != NULL) {
+        unlink_entry(t, e);
+        if (now_ms - e->last_ms > t->window_ms) {
+            e->n = 0;
+        }
+    } else {
+        if (map_count(&t->by_addr) >= t->max_addrs) { /* forget the least recently failed address */
+            fail_entry_t *old = t->head;
+            unlink_entry(t, old);
+            map_del(&t->by_addr, old->addr, old->len);
+            free(old);
+        }
+        e = xcalloc(1, sizeof *e);
+        memcpy(e->addr, addr, len);
+        e->len = len;
+        map_put(&t->by_addr, e->addr, e->len, e);
+    }
+    e->n++;
+    e->last_ms = now_ms;
+    append_entry(t, e);
+    return e->n;
+}
+
+unsigned authfail_get(const authfail_t *t, const char *addr, size_t len)
+{
+    if (len > AUTHFAIL_ADDR_MAX) {
+        len = AUTHFAIL_ADDR_MAX;
+    }
+    const fail_entry_t *e = map_get(&t->by_addr, addr, len);
+    return e != NULL ? e->n : 0;
+}
+
+size_t authfail_size(const authfail_t *t)
+{
+    return map_count(&t->by_addr);
+}

@@ -1,0 +1,286 @@
+/*
+ * tests/integration/test_rabbit_node.c — the RabbitMQ transport (amqp://,
+ * lib/rmq_*.c) on one private node (tests/helpers/rabbit_proc), through the
+ * public client API: what a caller can get wrong, and what must survive it.
+ * The node starts once for the program (nodes are slow to start here).
+ *
+ *   nack refused   a NACK the transport refuses (DELAY above the max-delay,
+ *                  a LEVEL beyond the table) answers an error and leaves the
+ *                  delivery held, as the broker does: an ACK after it
+ *                  settles it (1), and nothing comes again.
+ *   bad names      group and topic names RabbitMQ cannot take (a byte that
+ *                  is not UTF-8: RabbitMQ closes the whole connection; above
+ *                  what a shortstr holds: rabbitmq-c fails as if the link
+ *                  were lost) and names the broker refuses (blanks) are
+ *                  refused naming the byte or the length; a delivery held
+ *                  before them is still acknowledged (1) afterwards.
+ *   nack's max     a NACK in group g (max-reconsume 16) after GROUP CREATE
+ *                  of another group with MAXRETRY 0 on the same client is
+ *                  a retry, not a DLQ record: the limit is g's own (and
+ *                  the other group's first failure goes to its DLQ).
+ *   switching      PULL switch-a with COUNT 1000 (some deliveries still on
+ *                  their way), then PULL switch-b on the same client: none
+ *                  of switch-a's messages is handed out as switch-b's.
+ *
+ * Every test uses topic and group names of its own.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "include/hourglass/hourglass.h"
+#include "tests/helpers/rabbit_proc.h"
+#include "tests/helpers/testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/CUnit.h>
+
+static rq_cluster_t rabbit;
+
+static int suite_init(void)
+{
+    char err[8192];
+    if (rq_start(&rabbit, 1, err, sizeof err) != 0) {
+        fprintf(stderr, "start RabbitMQ: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int suite_cleanup(void)
+{
+    rq_destroy(&rabbit, CU_get_number_of_failures() > 0);
+    return 0;
+}
+
+static hg_client_t *open_client(void)
+{
+    hg_client_t *c = NULL;
+    hg_error_t err;
+    hg_err_t e = hg_client_open(rabbit.uri, NULL, &c, &err);
+    TU_REQUIRE(e == HG_OK, "hg_client_open(%s): %s", rabbit.uri, err.message);
+    return c;
+}
+
+/* Run a command; its reply in *out (NULL on failure), the code returned. */
+static hg_err_t cmd(hg_client_t *c, hg_reply_t **out, int argc, const char *const *argv)
+{
+    *out = NULL;
+    return hg_client_command(c, argc, argv, NULL, out);
+}
+
+/* A command whose reply is an integer; -999 when it failed (reported). */
+static long long int_cmd(hg_client_t *c, int argc, const char *const *argv, int line)
+{
+    hg_reply_t *r = NULL;
+    hg_err_t e = cmd(c, &r, argc, argv);
+    long long v = -999;
+    TU_CHECK_AT(e == HG_OK, line, "%s %s: %s", argv[0], argc > 1 ? argv[1] : "", hg_client_errmsg(c));
+    if (e == HG_OK && hg_reply_type(r) == HG_REPLY_INTEGER)
+        v = hg_reply_integer(r);
+    else if (e == HG_OK)
+        TU_CHECK_AT(0, line, "%s answered type %d, want an integer", argv[0], (int)hg_reply_type(r));
+    hg_reply_free(r);
+    return v;
+}
+
+/* Create group on topic (FROM NOW), send one message, PULL it: its id into
+ * id[HG_ID_MAX]. 0, or -1 (reported). */
+static int one_held(hg_client_t *c, const char *group, const char *topic, char *id, int line)
+{
+    hg_reply_t *r = NULL;
+    hg_err_t e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", group, topic, "FROM", "NOW" });
+    const hg_reply_t *msg;
+
+    hg_reply_free(r);
+    TU_CHECK_AT(e == HG_OK, line, "GROUP CREATE %s %s: %s", group, topic, hg_client_errmsg(c));
+    e = hg_send(c, topic, NULL, "payload", 7, hg_delay_none(), NULL);
+    TU_CHECK_AT(e == HG_OK, line, "hg_send to %s: %s", topic, hg_client_errmsg(c));
+    e = cmd(c, &r, 5, (const char *const[]){ "PULL", group, topic, "BLOCK", "10000" });
+    TU_CHECK_AT(e == HG_OK, line, "PULL %s: %s", group, hg_client_errmsg(c));
+    if (e != HG_OK || hg_reply_count(r) != 1) {
+        TU_CHECK_AT(e != HG_OK, line, "PULL %s gave %zu messages, want 1", group, r != NULL ? hg_reply_count(r) : 0);
+        hg_reply_free(r);
+        return -1;
+    }
+    msg = hg_reply_element(r, 0);
+    snprintf(id, HG_ID_MAX, "%s", hg_reply_str(hg_reply_element(msg, 0), NULL));
+    hg_reply_free(r);
+    return 0;
+}
+
+static void test_nack_refused_keeps_hold(void)
+{
+    static const char *const bad[][2] = { { "DELAY", "4d" }, { "LEVEL", "99" } };
+    hg_client_t *c = open_client();
+    char id[HG_ID_MAX];
+    hg_reply_t *r = NULL;
+    hg_err_t e;
+
+    if (one_held(c, "nackbad-g", "nackbad-t", id, __LINE__) != 0) {
+        hg_client_close(c);
+        return;
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        e = cmd(c, &r, 5, (const char *const[]){ "NACK", "nackbad-g", id, bad[i][0], bad[i][1] });
+        TU_CHECK(e == HG_ERR_SERVER, "NACK %s %s answered %d (%s), want an error reply", bad[i][0], bad[i][1], (int)e,
+                 e == HG_OK && hg_reply_type(r) == HG_REPLY_INTEGER ? "an integer" : hg_client_errmsg(c));
+        hg_reply_free(r);
+    }
+    TU_CHECK(int_cmd(c, 3, (const char *const[]){ "ACK", "nackbad-g", id }, __LINE__) == 1,
+             "ACK after the refused NACKs did not settle the held message %s", id);
+    e = cmd(c, &r, 5, (const char *const[]){ "PULL", "nackbad-g", "nackbad-t", "BLOCK", "500" });
+    TU_CHECK(e == HG_OK && hg_reply_count(r) == 0, "PULL after the ACK: %s, %zu messages (want none)",
+             e == HG_OK ? "ok" : hg_client_errmsg(c), r != NULL ? hg_reply_count(r) : 0);
+    hg_reply_free(r);
+    hg_client_close(c);
+}
+
+/* Run argv, which must fail with want (a code) and a message containing
+ * `says`. */
+static void refused(hg_client_t *c, int argc, const char *const *argv, hg_err_t want, const char *says, int line)
+{
+    hg_reply_t *r = NULL;
+    hg_err_t e = cmd(c, &r, argc, argv);
+    TU_CHECK_AT(e == want && strstr(hg_client_errmsg(c), says) != NULL, line,
+                "%s %.20s %.20s: code %d (%s), want %d naming \"%s\"", argv[0], argc > 1 ? argv[1] : "",
+                argc > 2 ? argv[2] : "", (int)e, e == HG_OK ? "answered" : hg_client_errmsg(c), (int)want, says);
+    hg_reply_free(r);
+}
+
+static void test_bad_names_keep_connection(void)
+{
+    hg_client_t *c = open_client();
+    char id[HG_ID_MAX], long_name[301];
+    const char *bad_utf8 = "bad\xff", *blank = "a b";
+    hg_err_t e;
+
+    memset(long_name, 'g', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    if (one_held(c, "names-g", "names-t", id, __LINE__) != 0) {
+        hg_client_close(c);
+        return;
+    }
+    /* RabbitMQ closed the whole connection on this one (501 FRAME_ERROR) */
+    refused(c, 4, (const char *const[]){ "GROUP", "CREATE", bad_utf8, "names-t" }, HG_ERR_SERVER,
+            "group name has an invalid byte 0xff at offset 3", __LINE__);
+    refused(c, 4, (const char *const[]){ "GROUP", "CREATE", "names-g2", bad_utf8 }, HG_ERR_SERVER,
+            "topic name has an invalid byte 0xff", __LINE__);
+    refused(c, 4, (const char *const[]){ "GROUP", "CREATE", blank, "names-t" }, HG_ERR_SERVER,
+            "group name has an invalid byte 0x20", __LINE__);
+    /* these were "connection lost" (rabbitmq-c cannot encode the queue name) */
+    refused(c, 3, (const char *const[]){ "DLQ", "LEN", long_name }, HG_ERR_SERVER,
+            "group name is 300 bytes, longer than the limit of 245", __LINE__);
+    refused(c, 3, (const char *const[]){ "GROUP", "DEL", long_name }, HG_ERR_SERVER,
+            "group name is 300 bytes, longer than the limit of 245", __LINE__);
+    refused(c, 3, (const char *const[]){ "PULL", bad_utf8, "names-t" }, HG_ERR_ARG, "invalid byte 0xff", __LINE__);
+    e = hg_send(c, bad_utf8, NULL, "x", 1, hg_delay_none(), NULL);
+    TU_CHECK(e == HG_ERR_SERVER && strstr(hg_client_errmsg(c), "topic name has an invalid byte 0xff") != NULL,
+             "hg_send to a topic that is not ASCII: code %d (%s)", (int)e, hg_client_errmsg(c));
+    TU_CHECK(int_cmd(c, 3, (const char *const[]){ "ACK", "names-g", id }, __LINE__) == 1,
+             "the message held before the bad names could not be acknowledged: its connection was lost");
+    hg_client_close(c);
+}
+
+static void test_nack_uses_its_groups_max(void)
+{
+    hg_client_t *c = open_client();
+    char id[HG_ID_MAX];
+    hg_reply_t *r = NULL;
+    hg_err_t e;
+
+    if (one_held(c, "maxof-g", "maxof-t", id, __LINE__) != 0) { /* max-reconsume 16 */
+        hg_client_close(c);
+        return;
+    }
+    e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "maxof-other", "maxof-t2", "MAXRETRY", "0" });
+    TU_CHECK(e == HG_OK, "GROUP CREATE maxof-other MAXRETRY 0: %s", hg_client_errmsg(c));
+    hg_reply_free(r);
+    TU_CHECK(int_cmd(c, 3, (const char *const[]){ "NACK", "maxof-g", id }, __LINE__) > 0,
+             "NACK of a first failure in maxof-g (max-reconsume 16) was not a retry (0: parked in its DLQ)");
+    TU_CHECK(int_cmd(c, 3, (const char *const[]){ "DLQ", "LEN", "maxof-g" }, __LINE__) == 0,
+             "maxof-g's DLQ holds its first failure: NACK used maxof-other's MAXRETRY 0");
+    /* and maxof-other's own limit: its first failure is parked */
+    e = hg_send(c, "maxof-t2", NULL, "x", 1, hg_delay_none(), NULL);
+    TU_CHECK(e == HG_OK, "hg_send to maxof-t2: %s", hg_client_errmsg(c));
+    e = cmd(c, &r, 5, (const char *const[]){ "PULL", "maxof-other", "maxof-t2", "BLOCK", "10000" });
+    TU_REQUIRE(e == HG_OK && hg_reply_count(r) == 1, "PULL maxof-other: %s",
+               e == HG_OK ? "no message" : hg_client_errmsg(c));
+    snprintf(id, sizeof id, "%s", hg_reply_str(hg_reply_element(hg_reply_element(r, 0), 0), NULL));
+    hg_reply_free(r);
+    TU_CHECK(int_cmd(c, 3, (const char *const[]){ "NACK", "maxof-other", id }, __LINE__) == 0,
+             "NACK of a first failure in maxof-other (MAXRETRY 0) was not parked in its DLQ");
+    TU_CHECK(int_cmd(c, 3, (const char *const[]){ "DLQ", "LEN", "maxof-other" }, __LINE__) == 1,
+             "maxof-other's DLQ does not hold its first failure");
+    hg_client_close(c);
+}
+
+static void test_switching_groups(void)
+{
+    enum {
+        N = 1000
+    };
+    hg_client_t *c = open_client();
+    hg_send_item_t *items = calloc(N, sizeof(*items));
+    hg_reply_t *r = NULL;
+    size_t ok = 0, first = 0, second = 0, foreign = 0;
+    hg_err_t e;
+
+    for (int i = 0; i < 2; i++) {
+        e = cmd(c, &r, 6,
+                (const char *const[]){ "GROUP", "CREATE", i == 0 ? "switch-a" : "switch-b",
+                                       i == 0 ? "switch-ta" : "switch-tb", "FROM", "NOW" });
+        TU_CHECK(e == HG_OK, "GROUP CREATE: %s", hg_client_errmsg(c));
+        hg_reply_free(r);
+    }
+    for (size_t i = 0; i < N; i++) {
+        items[i].topic = "switch-ta";
+        items[i].payload = "a";
+        items[i].payload_len = 1;
+        items[i].delay = hg_delay_none();
+    }
+    e = hg_send_many(c, items, N, &ok);
+    TU_REQUIRE(e == HG_OK && ok == N, "hg_send_many: %zu of %d sent (%s)", ok, N, hg_client_errmsg(c));
+    /* a large COUNT: the PULL answers with what arrived first, more are on their way */
+    e = cmd(c, &r, 7, (const char *const[]){ "PULL", "switch-a", "switch-ta", "COUNT", "1000", "BLOCK", "10000" });
+    TU_CHECK(e == HG_OK, "PULL switch-a: %s", hg_client_errmsg(c));
+    first = r != NULL ? hg_reply_count(r) : 0;
+    hg_reply_free(r);
+    e = cmd(c, &r, 7, (const char *const[]){ "PULL", "switch-b", "switch-tb", "COUNT", "1000", "BLOCK", "1000" });
+    TU_CHECK(e == HG_OK, "PULL switch-b: %s", hg_client_errmsg(c));
+    second = r != NULL ? hg_reply_count(r) : 0;
+    for (size_t i = 0; i < second; i++)
+        foreign += strcmp(hg_reply_str(hg_reply_element(hg_reply_element(r, i), 1), NULL), "switch-tb") != 0;
+    hg_reply_free(r);
+    printf("\n    PULL switch-a took %zu of %d; PULL switch-b then answered %zu, %zu of them switch-a's", first, N,
+           second, foreign);
+    TU_CHECK(foreign == 0, "PULL switch-b handed out %zu messages of switch-a's topic", foreign);
+    free(items);
+    hg_client_close(c);
+}
+
+static const tu_test_t node_tests[] = {
+    { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
+      test_nack_refused_keeps_hold },
+    { "names RabbitMQ cannot take (not ASCII, too long, blanks): refused naming the byte or length, before the "
+      "wire; the connection and its held delivery survive",
+      test_bad_names_keep_connection },
+    { "NACK counts against the consumed group's max-reconsume, not the last group created on the client",
+      test_nack_uses_its_groups_max },
+    { "PULL of another group on the same client: no delivery of the first group is handed out as the second's",
+      test_switching_groups },
+    { NULL, NULL },
+};
+
+static int add_suites(void)
+{
+    return tu_add_suite("rabbit-node", suite_init, suite_cleanup, NULL, NULL, node_tests);
+}
+
+int main(int argc, char **argv)
+{
+    return tu_cunit_main(argc, argv, add_suites);
+}

@@ -1,0 +1,237 @@
+/*
+ * tests/unit/test_compensator.c — the compensator's pure parts, without
+ * servers: the relay's lease (comp_relay_lease_ms) against the client's
+ * worst case; the alert state machine (comp_alert_check_at with a clock the
+ * test drives; no alert-command, so an alert is only logged).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "common/log.h"
+#include "compensator/alerts.h"
+#include "compensator/comp_config.h"
+#include "compensator/relay.h"
+#include "compensator/stats.h"
+#include "tests/helpers/testutil.h"
+
+#include <CUnit/CUnit.h>
+#include <hourglass/hourglass.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The lease with the defaults and keys (name, value pairs, NULL-ended). */
+static uint64_t lease_with(const char *const *keys)
+{
+    comp_config_t cfg;
+    char err[256];
+    comp_config_init(&cfg);
+    for (size_t i = 0; keys[i] != NULL; i += 2)
+        TU_CHECK(comp_config_set(&cfg, keys[i], keys[i + 1], err, sizeof err) == 0, "%s %s: %s", keys[i], keys[i + 1],
+                 err);
+    uint64_t ms = comp_relay_lease_ms(&cfg);
+    comp_config_free(&cfg);
+    return ms;
+}
+
+static void test_lease_figures(void)
+{
+    /* connect 1 s, broker-timeout 5 s: ensure 2 × 1 s + 0.1 s, lease 2.1 + 4 × 7.1 + 1 */
+    const char *plain[] = { "uri", "hourglass://broker:7379", NULL };
+    TU_CHECK(lease_with(plain) == 31500, "defaults: %" PRIu64 " ms", lease_with(plain));
+    /* AUTH waits for a reply in every connection round: ensure 2 × 6 s + 0.1 s */
+    const char *auth[] = { "uri", "hourglass://relay:secret@broker:7379", NULL };
+    TU_CHECK(lease_with(auth) == 81500, "AUTH from the URI: %" PRIu64 " ms", lease_with(auth));
+    const char *user[] = { "uri", "hourglass://broker:7379", "user", "relay", NULL };
+    TU_CHECK(lease_with(user) == 81500, "AUTH from user: %" PRIu64 " ms", lease_with(user));
+    /* the TLS handshake has its own connect timeout: ensure 2 × 2 s + 0.1 s */
+    const char *tls[] = { "uri", "hourglass+tls://broker:7379", NULL };
+    TU_CHECK(lease_with(tls) == 41500, "TLS: %" PRIu64 " ms", lease_with(tls));
+    /* an '@' after the host is not a login */
+    const char *query[] = { "uri", "hourglass://broker:7379/?x=a@b", NULL };
+    TU_CHECK(lease_with(query) == 31500, "'@' in the query: %" PRIu64 " ms", lease_with(query));
+    /* tests/integration/test_compensator.c's timeouts (the relay kill test waits for it) */
+    const char *fast[] = { "uri", "hourglass://127.0.0.1:1", "broker-connect-timeout", "300ms", "broker-timeout", "2s",
+                           NULL };
+    TU_CHECK(lease_with(fast) == 12500, "300ms / 2s: %" PRIu64 " ms", lease_with(fast));
+}
+
+/* The review's bound: a send the client resends HG_SEND_MAX_RESENDS times,
+ * each round connecting and then waiting broker-timeout, fits in the lease —
+ * over a sweep of timeouts. */
+static void test_lease_covers_resends(void)
+{
+    static const char *const connects[] = { "1ms", "300ms", "1s", "5s", "10m" };
+    static const char *const replies[] = { "1ms", "2s", "5s", "30s", "10m" };
+    static const char *const uris[] = { "hourglass://b:1", "hourglass://u:p@b:1", "hourglass+tls://b:1" };
+    for (size_t u = 0; u < 3; u++)
+        for (size_t c = 0; c < 5; c++)
+            for (size_t r = 0; r < 5; r++) {
+                comp_config_t cfg;
+                char err[256];
+                comp_config_init(&cfg);
+                CU_ASSERT_EQUAL(comp_config_set(&cfg, "uri", uris[u], err, sizeof err), 0);
+                CU_ASSERT_EQUAL(comp_config_set(&cfg, "broker-connect-timeout", connects[c], err, sizeof err), 0);
+                CU_ASSERT_EQUAL(comp_config_set(&cfg, "broker-timeout", replies[r], err, sizeof err), 0);
+                uint64_t rounds = 1 + HG_SEND_MAX_RESENDS;
+                /* each round: two connection attempts (the relay's one reconnect retry) and the reply wait */
+                uint64_t worst = rounds * (2 * cfg.broker_connect_timeout_ms + cfg.broker_timeout_ms);
+                uint64_t lease = comp_relay_lease_ms(&cfg);
+                TU_CHECK(lease >= worst + 1000, "%s, connect %s, timeout %s: lease %" PRIu64 " ms < %" PRIu64 " ms",
+                         uris[u], connects[c], replies[r], lease, worst + 1000);
+                comp_config_free(&cfg);
+            }
+}
+
+/* ---------------------------------------------------------------- alerts */
+
+static comp_config_t alert_cfg;
+
+/* Alerts with alert-min-interval min (no command: logged only). */
+static comp_alerts_t *alerts_with(const char *min)
+{
+    char err[256];
+    comp_stats_init();
+    comp_config_init(&alert_cfg);
+    TU_CHECK(comp_config_set(&alert_cfg, "alert-min-interval", min, err, sizeof err) == 0, "%s", err);
+    return comp_alerts_new(&alert_cfg);
+}
+
+static void alerts_done(comp_alerts_t *a)
+{
+    comp_alerts_free(a);
+    comp_config_free(&alert_cfg);
+}
+
+#define SEC 1000000ull /* µs */
+
+/* What one check sent: 'F' firing, 'R' resolved, '-' nothing. */
+static char check(comp_alerts_t *a, int active, uint64_t now_us)
+{
+    int ran = comp_alert_check_at(a, COMP_ALERT_DLQ_DEPTH, "order-cancel", active, active ? 5 : 0, 1, "DLQ", now_us);
+    return ran ? (active ? 'F' : 'R') : '-';
+}
+
+/* The review's case, on the real clock: fired, resolved, back at once (well
+ * within alert-min-interval 1h): a new incident, so it fires. */
+static void test_alert_refire_after_resolve(void)
+{
+    comp_alerts_t *a = alerts_with("1h");
+    const char *m = "DLQ depth 5";
+    CU_ASSERT_EQUAL(comp_alert_check(a, COMP_ALERT_DLQ_DEPTH, "g", 1, 5, 1, m), 1);
+    CU_ASSERT_EQUAL(comp_alert_check(a, COMP_ALERT_DLQ_DEPTH, "g", 1, 5, 1, m), 0); /* a reminder held back */
+    CU_ASSERT_EQUAL(comp_alert_check(a, COMP_ALERT_DLQ_DEPTH, "g", 0, 0, 1, m), 1); /* resolved */
+    TU_CHECK(comp_alert_check(a, COMP_ALERT_DLQ_DEPTH, "g", 1, 3, 1, m) == 1,
+             "an alert back right after its resolve was not sent");
+    CU_ASSERT_EQUAL(comp_load(&comp_stats.alerts_fired[COMP_ALERT_DLQ_DEPTH]), 2);
+    CU_ASSERT_EQUAL(comp_load(&comp_stats.alerts_suppressed[COMP_ALERT_DLQ_DEPTH]), 1);
+    CU_ASSERT_EQUAL(comp_gauge_get(&comp_stats.alerts_active[COMP_ALERT_DLQ_DEPTH]), 1);
+    alerts_done(a);
+}
+
+static void test_alert_reminders(void)
+{
+    comp_alerts_t *a = alerts_with("10m");
+    uint64_t t = 1000 * SEC;
+    CU_ASSERT_EQUAL(check(a, 1, t), 'F');
+    CU_ASSERT_EQUAL(check(a, 1, t + 15 * SEC), '-');
+    CU_ASSERT_EQUAL(check(a, 1, t + 599 * SEC), '-');
+    CU_ASSERT_EQUAL(check(a, 1, t + 600 * SEC), 'F'); /* reminder */
+    CU_ASSERT_EQUAL(check(a, 0, t + 615 * SEC), 'R'); /* a single episode resolves at once */
+    CU_ASSERT_EQUAL(check(a, 0, t + 630 * SEC), '-');
+    /* other subjects are separate alerts */
+    CU_ASSERT_EQUAL(comp_alert_check_at(a, COMP_ALERT_DLQ_DEPTH, "other", 1, 2, 1, "DLQ", t + 631 * SEC), 1);
+    alerts_done(a);
+}
+
+/* A condition that flaps every monitor round (15 s) for an hour: every
+ * episode that begins is told, the resolves are held while it flaps, so
+ * the commands stay few; it ends with exactly one resolve once it settles,
+ * and firings and resolves alternate from the start. */
+static void test_alert_flapping_bounded(void)
+{
+    comp_alerts_t *a = alerts_with("10m");
+    char sent[512];
+    size_t n = 0;
+    uint64_t t = 1000 * SEC;
+    for (int i = 0; i < 240; i++, t += 15 * SEC) {
+        char c = check(a, i % 2 == 0, t);
+        if (c != '-' && n + 1 < sizeof sent)
+            sent[n++] = c;
+    }
+    sent[n] = '\0';
+    /* settles: clear from here on; the held resolve comes after 10 min clear */
+    for (int i = 0; i < 60; i++, t += 15 * SEC) {
+        char c = check(a, 0, t);
+        if (c != '-' && n + 1 < sizeof sent)
+            sent[n++] = c;
+    }
+    sent[n] = '\0';
+    printf("\n    flapping every 15 s for 1 h, then clear 15 min (alert-min-interval 10m): %s\n", sent);
+    /* F R F, then a reminder per 10 min of flapping (6 in the hour), then the one resolve */
+    TU_CHECK(strncmp(sent, "FRF", 3) == 0, "starts %s", sent);
+    TU_CHECK(n >= 4 && sent[n - 1] == 'R', "ends %s", sent);
+    size_t fired = 0, resolved = 0;
+    int open = 0, alternate = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (sent[i] == 'R') {
+            alternate &= open;
+            open = 0;
+            resolved++;
+        } else {
+            fired++;
+            open = 1;
+        }
+    }
+    TU_CHECK(alternate && !open, "a resolve without a firing before it, or none at the end: %s", sent);
+    TU_CHECK(resolved == 2 && fired <= 2 + 6 + 1, "%zu firings, %zu resolves (want <= 9, 2): %s", fired, resolved,
+             sent);
+    alerts_done(a);
+}
+
+/* A real new incident long after the flapping settled resolves at once again. */
+static void test_alert_after_flapping(void)
+{
+    comp_alerts_t *a = alerts_with("10m");
+    uint64_t t = 1000 * SEC;
+    CU_ASSERT_EQUAL(check(a, 1, t), 'F');
+    CU_ASSERT_EQUAL(check(a, 0, t + 15 * SEC), 'R');
+    CU_ASSERT_EQUAL(check(a, 1, t + 30 * SEC), 'F'); /* flapping: its resolve is held */
+    CU_ASSERT_EQUAL(check(a, 0, t + 45 * SEC), '-');
+    CU_ASSERT_EQUAL(check(a, 0, t + 644 * SEC), '-');
+    CU_ASSERT_EQUAL(check(a, 0, t + 645 * SEC), 'R'); /* clear for 10 min */
+    CU_ASSERT_EQUAL(check(a, 1, t + 3600 * SEC), 'F');
+    CU_ASSERT_EQUAL(check(a, 0, t + 3615 * SEC), 'R'); /* not flapping: at once */
+    alerts_done(a);
+    /* alert-min-interval 0: every change is sent */
+    comp_alerts_t *b = alerts_with("0s");
+    for (int i = 0; i < 6; i++)
+        CU_ASSERT_EQUAL(check(b, i % 2 == 0, t + (uint64_t)i * SEC), i % 2 == 0 ? 'F' : 'R');
+    alerts_done(b);
+}
+
+static const tu_test_t alert_tests[] = {
+    { "back within alert-min-interval after its resolve: fires", test_alert_refire_after_resolve },
+    { "reminders at most once per alert-min-interval", test_alert_reminders },
+    { "flapping: every firing told, then bounded, one resolve at the end", test_alert_flapping_bounded },
+    { "a held resolve; later incidents resolve at once; min-interval 0", test_alert_after_flapping },
+    { NULL, NULL },
+};
+
+static const tu_test_t lease_tests[] = {
+    { "relay lease: figures", test_lease_figures },
+    { "relay lease: covers every resend", test_lease_covers_resends },
+    { NULL, NULL },
+};
+
+static const tu_suite_t suites[] = {
+    { "lease", lease_tests },
+    { "alerts", alert_tests },
+};
+
+int main(int argc, char **argv)
+{
+    log_set_level(LOG_LEVEL_ERROR); /* the alerts are logged at warn */
+    return tu_suites_main(argc, argv, suites, sizeof suites / sizeof suites[0], NULL, NULL);
+}
