@@ -92,6 +92,8 @@ static const cfg_key_t options[] = {
               "HTTP port for /metrics and /healthz (0: off)") },
     { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
               "address the metrics server listens on") },
+    { CFG_KEY("broker-unhealthy-after", CFG_DURATION, "10s", 0, 86400000, OFF(broker_unhealthy_after_ms),
+              "/healthz answers 503 once every worker's PULL has failed this long (0: at once)") },
     LOG_KEYS_ROWS(consumer_config_t),
 };
 
