@@ -49,6 +49,7 @@
 
 #include "broker/backup.h"
 #include "broker/diskguard.h"
+#include "broker/parked.h"
 #include "broker/syncer.h"
 #include "common/log.h"
 #include "base/clock.h"
@@ -68,10 +69,6 @@
 #define DISK_MIN_FREE      (UINT64_C(16) << 20)  /* without a reserve, writes resume above this much free */
 #define FAIR_LISTING_BYTES STORE_BATCH_MAX_BYTES /* listing replies built per iteration (at least one listing) */
 #define WAKE_RETRY_MS      10 /* woken PULLs left parked for want of client memory are tried again this often */
-
-typedef struct parked_list {
-    job_t *head, *tail;
-} parked_list_t;
 
 typedef struct job_list {
     job_t *head, *tail;
@@ -127,17 +124,11 @@ struct writer {
     size_t fair_queued;          /* jobs in those queues */
     const store_options_t *opts; /* the caller's (config_t.store): outlives the writer */
     storage_stats_t stats;
-    /* parked jobs (PULL BLOCK), indexed three ways: no iteration walks them all */
-    map_t parked_topics;      /* wake_topic -> parked_list_t of its jobs (topic_next/prev) */
-    parked_list_t parked_any; /* jobs without a wake_topic: asked after every iteration */
-    map_t parked_conns;       /* conn id (8 bytes) -> parked_list_t (conn_next/prev) */
-    job_t **deadlines;        /* min-heap by deadline_mono of the parked jobs that have one (heap_pos) */
-    size_t n_deadlines, cap_deadlines;
-    size_t parked_count;
+    parked_set_t parked;   /* parked jobs (PULL BLOCK), indexed by topic, connection and deadline (parked.h) */
     int wake_all;          /* after a reopen or the end of a disk-full episode: ask every parked job once */
     uint64_t woken_built;  /* bytes of woken replies built so far (job_t.woken_bytes summed) */
     map_t deferred_topics; /* topics whose woken jobs wait for client memory (values unused) */
-    int deferred_any;      /* a job of parked_any waits for client memory */
+    int deferred_any;      /* a job of parked.any waits for client memory */
     uint64_t last_job_mono;
     uint64_t next_periodic_mono;
     uint64_t next_reopen_mono;
@@ -192,13 +183,6 @@ static void list_push(job_list_t *l, job_t *j)
     l->n++;
 }
 
-/* ---- parked jobs: lists by topic and by connection, a deadline heap ----------- */
-
-enum park_link {
-    BY_TOPIC,
-    BY_CONN
-};
-
 static job_t *list_pop(job_list_t *l)
 {
     job_t *j = l->head;
@@ -211,158 +195,18 @@ static job_t *list_pop(job_list_t *l)
     return j;
 }
 
-static job_t **link_next(job_t *j, enum park_link k)
+/* Park j, and publish the count for the loop. */
+static void park(writer_t *w, job_t *j, uint64_t now_mono)
 {
-    return k == BY_TOPIC ? &j->topic_next : &j->conn_next;
+    parked_add(&w->parked, j, now_mono);
+    atomic_store(&w->nparked, w->parked.count);
 }
 
-static job_t **link_prev(job_t *j, enum park_link k)
+/* Take j out of the parked set, and publish the count. */
+static void unpark(writer_t *w, job_t *j)
 {
-    return k == BY_TOPIC ? &j->topic_prev : &j->conn_prev;
-}
-
-static void plist_push(parked_list_t *l, job_t *j, enum park_link k)
-{
-    *link_next(j, k) = NULL;
-    *link_prev(j, k) = l->tail;
-    if (l->tail) {
-        *link_next(l->tail, k) = j;
-    } else {
-        l->head = j;
-    }
-    l->tail = j;
-}
-
-static void plist_remove(parked_list_t *l, job_t *j, enum park_link k)
-{
-    job_t *n = *link_next(j, k), *p = *link_prev(j, k);
-    if (p) {
-        *link_next(p, k) = n;
-    } else {
-        l->head = n;
-    }
-    if (n) {
-        *link_prev(n, k) = p;
-    } else {
-        l->tail = p;
-    }
-    *link_next(j, k) = *link_prev(j, k) = NULL;
-}
-
-/* The list of key in m, created when missing and create is set (else NULL). */
-static parked_list_t *plist_of(map_t *m, const void *key, size_t len, int create)
-{
-    parked_list_t *l = map_get(m, key, len);
-    if (l == NULL && create) {
-        l = xcalloc(1, sizeof *l);
-        map_put(m, key, len, l);
-    }
-    return l;
-}
-
-/* Remove j from list l of key in m (l is freed when it empties). */
-static void plist_leave(map_t *m, const void *key, size_t len, parked_list_t *l, job_t *j, enum park_link k)
-{
-    plist_remove(l, j, k);
-    if (l->head == NULL) {
-        map_del(m, key, len);
-        free(l);
-    }
-}
-
-static int deadline_before(const writer_t *w, size_t a, size_t b)
-{
-    return w->deadlines[a]->deadline_mono < w->deadlines[b]->deadline_mono;
-}
-
-static void heap_set(writer_t *w, size_t i, job_t *j)
-{
-    w->deadlines[i] = j;
-    j->heap_pos = i + 1;
-}
-
-static void heap_swap(writer_t *w, size_t a, size_t b)
-{
-    job_t *t = w->deadlines[a];
-    heap_set(w, a, w->deadlines[b]);
-    heap_set(w, b, t);
-}
-
-/* Restore the heap order around slot i (after an insert or a removal). */
-static void heap_fix(writer_t *w, size_t i)
-{
-    while (i > 0 && deadline_before(w, i, (i - 1) / 2)) {
-        heap_swap(w, i, (i - 1) / 2);
-        i = (i - 1) / 2;
-    }
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, best = i;
-        if (l < w->n_deadlines && deadline_before(w, l, best)) {
-            best = l;
-        }
-        if (r < w->n_deadlines && deadline_before(w, r, best)) {
-            best = r;
-        }
-        if (best == i) {
-            return;
-        }
-        heap_swap(w, i, best);
-        i = best;
-    }
-}
-
-static void heap_push(writer_t *w, job_t *j)
-{
-    if (w->n_deadlines == w->cap_deadlines) {
-        w->cap_deadlines = w->cap_deadlines ? 2 * w->cap_deadlines : 64;
-        w->deadlines = xrealloc(w->deadlines, w->cap_deadlines * sizeof *w->deadlines);
-    }
-    heap_set(w, w->n_deadlines++, j);
-    heap_fix(w, w->n_deadlines - 1);
-}
-
-static void heap_remove(writer_t *w, job_t *j)
-{
-    size_t i = j->heap_pos - 1;
-    j->heap_pos = 0;
-    if (i != --w->n_deadlines) {
-        heap_set(w, i, w->deadlines[w->n_deadlines]);
-        heap_fix(w, i);
-    }
-}
-
-static void parked_remove(writer_t *w, job_t *j)
-{
-    if (j->wake_topic != NULL) {
-        parked_list_t *l = plist_of(&w->parked_topics, j->wake_topic, j->wake_topic_len, 0);
-        plist_leave(&w->parked_topics, j->wake_topic, j->wake_topic_len, l, j, BY_TOPIC);
-    } else {
-        plist_remove(&w->parked_any, j, BY_TOPIC);
-    }
-    parked_list_t *c = plist_of(&w->parked_conns, &j->conn_id, sizeof j->conn_id, 0);
-    plist_leave(&w->parked_conns, &j->conn_id, sizeof j->conn_id, c, j, BY_CONN);
-    if (j->heap_pos != 0) {
-        heap_remove(w, j);
-    }
-    j->parked = 0;
-    w->parked_count--;
-    atomic_store(&w->nparked, w->parked_count);
-}
-
-static void parked_add(writer_t *w, job_t *j, uint64_t now_mono)
-{
-    j->parked = 1;
-    j->deadline_mono = j->block_ms ? now_mono + j->block_ms : 0;
-    j->next = j->prev = NULL;
-    plist_push(j->wake_topic != NULL ? plist_of(&w->parked_topics, j->wake_topic, j->wake_topic_len, 1)
-                                     : &w->parked_any,
-               j, BY_TOPIC);
-    plist_push(plist_of(&w->parked_conns, &j->conn_id, sizeof j->conn_id, 1), j, BY_CONN);
-    if (j->deadline_mono != 0) {
-        heap_push(w, j);
-    }
-    w->parked_count++;
-    atomic_store(&w->nparked, w->parked_count);
+    parked_remove(&w->parked, j);
+    atomic_store(&w->nparked, w->parked.count);
 }
 
 /* ---- public, loop side ----------------------------------------------------- */
@@ -397,8 +241,7 @@ writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_b
     w->stats.backup = w->backup;
     w->maintain_needed = 1;
     w->collect_budget = COLLECT_BUDGET_MIN;
-    map_init(&w->parked_topics);
-    map_init(&w->parked_conns);
+    parked_init(&w->parked);
     map_init(&w->fair_queues);
     map_init(&w->deferred_topics);
     atomic_store(&w->heartbeat_mono, clock_mono_ms());
@@ -551,11 +394,9 @@ void writer_free(writer_t *w)
     if (w->store) {
         store_close(w->store, NULL, 0);
     }
-    map_free(&w->parked_topics, free); /* empty once the thread ran: stopping expires every parked job */
-    map_free(&w->parked_conns, free);
+    parked_free(&w->parked);         /* empty once the thread ran: stopping expires every parked job */
     map_free(&w->fair_queues, free); /* empty too: stopping runs every queued job */
     map_free(&w->deferred_topics, NULL);
-    free(w->deadlines);
     event_free(w->done_ev);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cond);
@@ -814,7 +655,7 @@ static job_result_t run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t n
         return JOB_DONE;
     }
     if (!wake_reserve(w, j)) { /* no client memory for a PULL BLOCK's reply yet: it waits parked */
-        parked_add(w, j, now_mono);
+        park(w, j, now_mono);
         return JOB_PARK;
     }
     job_result_t r = j->exec(j, w);
@@ -823,7 +664,7 @@ static job_result_t run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t n
     }
     w->batch_durable |= j->durable;
     if (r == JOB_PARK && j->block_set) {
-        parked_add(w, j, now_mono);
+        park(w, j, now_mono);
         return JOB_PARK;
     }
     count_budgeted(w, j);
@@ -833,11 +674,11 @@ static job_result_t run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t n
 
 static void cancel_parked(writer_t *w, uint64_t conn_id)
 {
-    parked_list_t *l = plist_of(&w->parked_conns, &conn_id, sizeof conn_id, 0);
+    parked_list_t *l = parked_of_conn(&w->parked, conn_id);
     while (l != NULL) {
         job_t *j = l->head;
-        int last = j->conn_next == NULL; /* parked_remove frees l with its last job */
-        parked_remove(w, j);
+        int last = j->conn_next == NULL; /* unpark frees l with its last job */
+        unpark(w, j);
         job_free(j);
         w->stats.closed_jobs_dropped++;
         if (last) {
@@ -1008,7 +849,7 @@ static void retry_list(writer_t *w, parked_list_t *l, job_list_t *done)
         }
         if (j->exec(j, w) == JOB_DONE) {
             count_budgeted(w, j);
-            parked_remove(w, j);
+            unpark(w, j);
             list_push(done, j);
         }
     }
@@ -1022,7 +863,7 @@ typedef struct woken_ctx {
 static void retry_topic(void *arg, const char *topic, size_t topic_len)
 {
     woken_ctx_t *c = arg;
-    parked_list_t *l = plist_of(&c->w->parked_topics, topic, topic_len, 0);
+    parked_list_t *l = parked_of_topic(&c->w->parked, topic, topic_len);
     if (l != NULL) {
         retry_list(c->w, l, c->done);
     }
@@ -1043,12 +884,12 @@ static void service_parked(writer_t *w, job_list_t *done, uint64_t now_mono, int
     if (expire_all) {
         map_iter_t it = { 0 };
         void *val;
-        while (map_next(&w->parked_conns, &it, NULL, NULL, &val)) {
+        while (map_next(&w->parked.conns, &it, NULL, NULL, &val)) {
             parked_list_t *l = val;
             while (l != NULL) {
                 job_t *j = l->head;
                 int last = j->conn_next == NULL;
-                parked_remove(w, j);
+                unpark(w, j);
                 j->expire(j, w);
                 list_push(done, j);
                 if (last) {
@@ -1057,9 +898,8 @@ static void service_parked(writer_t *w, job_list_t *done, uint64_t now_mono, int
             }
         }
     }
-    while (w->n_deadlines > 0 && w->deadlines[0]->deadline_mono <= now_mono) {
-        job_t *j = w->deadlines[0];
-        parked_remove(w, j);
+    for (job_t *j; (j = parked_next_deadline(&w->parked)) != NULL && j->deadline_mono <= now_mono;) {
+        unpark(w, j);
         j->expire(j, w);
         list_push(done, j);
     }
@@ -1073,7 +913,7 @@ static void service_parked(writer_t *w, job_list_t *done, uint64_t now_mono, int
         store_take_woken(w->store, ignore_topic, NULL);
         map_iter_t it = { 0 };
         void *val;
-        while (map_next(&w->parked_topics, &it, NULL, NULL, &val)) {
+        while (map_next(&w->parked.topics, &it, NULL, NULL, &val)) {
             retry_list(w, val, done); /* may delete the entry just returned: allowed */
         }
     } else {
@@ -1089,12 +929,13 @@ static void service_parked(writer_t *w, job_list_t *done, uint64_t now_mono, int
     }
     map_free(&deferred, NULL);
     w->deferred_any = 0;
-    retry_list(w, &w->parked_any, done);
+    retry_list(w, &w->parked.any, done);
 }
 
 static uint64_t earliest_parked_deadline(writer_t *w)
 {
-    uint64_t at = w->n_deadlines > 0 ? w->deadlines[0]->deadline_mono : UINT64_MAX;
+    const job_t *first = parked_next_deadline(&w->parked);
+    uint64_t at = first != NULL ? first->deadline_mono : UINT64_MAX;
     if ((map_count(&w->deferred_topics) > 0 || w->deferred_any) && w->store != NULL && !w->disk_full) {
         uint64_t retry = clock_mono_ms() + WAKE_RETRY_MS;
         at = retry < at ? retry : at;

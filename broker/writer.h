@@ -98,11 +98,11 @@ struct job {
                                wake() is asked only after the store marked it (store_take_woken).
                                NULL: wake() is asked after every iteration */
     size_t wake_topic_len;
-    uint64_t deadline_mono;         /* writer-private: parked deadline (monotonic ms), 0 = none */
-    int parked;                     /* writer-private */
-    job_t *topic_next, *topic_prev; /* writer-private: the parked jobs of one wake_topic */
-    job_t *conn_next, *conn_prev;   /* writer-private: the parked jobs of one connection */
-    size_t heap_pos;                /* writer-private: 1 + its place in the deadline heap, 0: none */
+    uint64_t deadline_mono;         /* parked.h's: parked deadline (monotonic ms), 0 = none */
+    int parked;                     /* parked.h's: 1 while in the parked set */
+    job_t *topic_next, *topic_prev; /* parked.h's: the parked jobs of one wake_topic */
+    job_t *conn_next, *conn_prev;   /* parked.h's: the parked jobs of one connection */
+    size_t heap_pos;                /* parked.h's: 1 + its place in the deadline heap, 0: none */
     uint64_t again_iteration;       /* writer-private: the iteration in which it last returned JOB_AGAIN */
     resp_buf_t reply;               /* the reply bytes (RESP), or text for complete() */
     char *audit;                    /* loop thread, audited commands (cmd_table.c): who ran what; NULL: not audited */
