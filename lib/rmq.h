@@ -206,11 +206,13 @@ hg_err_t rmq_rpc_check(rmq_t *r, int ch, const char *what);
 /* Reopen channel 2 when a refusal closed it. */
 hg_err_t rmq_admin(rmq_t *r);
 /* Publish n messages on channel 1 and wait for their confirms; results[i]
- * HG_OK or the error (why[i] may be NULL). Returns HG_OK when all were
+ * HG_OK or the error. Returns HG_OK when all were
  * confirmed, else the first error (set on the client). A refusal
  * (basic.nack: HG_ERR_SERVER, r->refused > 0) leaves the connection up for
  * the caller to settle what it holds; the next rmq_ensure replaces it. The
- * send paths resend refused messages (rmq_refused_pause). */
+ * send paths resend refused messages (rmq_refused_pause). A batch cut short
+ * by a lost connection or a missing confirm still sets results[]: HG_OK for
+ * what was confirmed before, HG_ERR_IO for the rest (to resend). */
 hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results);
 /* Wait for frames until deadline (monotonic ms; 0 = poll once) or until
  * a delivery is ready (want_delivery) — interruptible by the client's wake
