@@ -86,6 +86,7 @@
 #define RMQ_H_GROUP     "hg-group" /* registry records */
 #define RMQ_H_CREATED   "hg-created"
 #define RMQ_H_MAXRETRY  "hg-max-reconsume"
+#define RMQ_H_DELIVERY  "x-delivery-count" /* set by a quorum queue on a redelivery */
 
 /* A message as received (copied out of the connection's frames). */
 typedef struct rmq_msg {
@@ -105,6 +106,10 @@ typedef struct rmq_msg {
     char *group; /* registry records */
     uint64_t created_ms;
     long max_reconsume; /* -1 when absent */
+    /* x-delivery-count: how often the queue took this delivery back unsettled
+     * (its consumer's channel or connection ended, or a requeue); 0 on the
+     * first delivery, when RabbitMQ omits it */
+    unsigned delivery_count;
     struct rmq_msg *next;
 } rmq_msg_t;
 

@@ -453,6 +453,8 @@ rmq_msg_t *rmq_msg_decode(const amqp_basic_properties_t *p, const amqp_bytes_t *
                     m->created_ms = (uint64_t)n;
                 else if (strcmp(name, RMQ_H_MAXRETRY) == 0)
                     m->max_reconsume = (long)n;
+                else if (strcmp(name, RMQ_H_DELIVERY) == 0)
+                    m->delivery_count = n > 1000000 ? 1000000 : (unsigned)n;
             }
         }
     }

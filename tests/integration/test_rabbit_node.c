@@ -21,6 +21,13 @@
  *   switching      PULL switch-a with COUNT 1000 (some deliveries still on
  *                  their way), then PULL switch-b on the same client: none
  *                  of switch-a's messages is handed out as switch-b's.
+ *   poison         a consumer PULLs a message and its client is closed
+ *                  without ACK or NACK, again and again (MAXRETRY 2, a vhost
+ *                  with 100..400 ms levels): each redelivery counts as one
+ *                  failure, as an expired lease does on the broker — the
+ *                  message comes back with reconsume 0, 1, 2 and then lies
+ *                  in the group's DLQ with reconsume 2 (RabbitMQ alone
+ *                  redelivered it with reconsume 0 forever).
  *
  * Every test uses topic and group names of its own.
  */
@@ -262,6 +269,69 @@ static void test_switching_groups(void)
     hg_client_close(c);
 }
 
+static void test_poison_reaches_dlq(void)
+{
+    char out[4096], uri[512];
+    int seen[8], pulls = 0;
+    hg_client_t *c = NULL;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+
+    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "poison", NULL) == 0, "add_vhost: %s", out);
+    TU_REQUIRE(
+        rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "poison", "guest", ".*", ".*", ".*", NULL) == 0,
+        "set_permissions: %s", out);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/poison?levels=100ms,200ms,300ms,400ms",
+             rabbit.nodes[0].amqp_port);
+    e = hg_client_open(uri, NULL, &c, &err);
+    TU_REQUIRE(e == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "poison-g", "poison-t", "MAXRETRY", "2" });
+    TU_REQUIRE(e == HG_OK, "GROUP CREATE poison-g MAXRETRY 2: %s", hg_client_errmsg(c));
+    hg_reply_free(r);
+    e = hg_send(c, "poison-t", NULL, "crash", 5, hg_delay_none(), NULL);
+    TU_REQUIRE(e == HG_OK, "hg_send: %s", hg_client_errmsg(c));
+    hg_client_close(c);
+    /* a consumer that dies on the message: PULL, then its connection ends
+     * without ACK or NACK; until a PULL finds nothing (or 8 rounds) */
+    while (pulls < 8) {
+        size_t got;
+        e = hg_client_open(uri, NULL, &c, &err);
+        TU_REQUIRE(e == HG_OK, "hg_client_open: %s", err.message);
+        e = cmd(c, &r, 5, (const char *const[]){ "PULL", "poison-g", "poison-t", "BLOCK", "3000" });
+        TU_CHECK(e == HG_OK, "PULL poison-g: %s", hg_client_errmsg(c));
+        got = e == HG_OK ? hg_reply_count(r) : 0;
+        if (got == 1)
+            seen[pulls++] = (int)hg_reply_integer(hg_reply_element(hg_reply_element(r, 0), 4));
+        hg_reply_free(r);
+        hg_client_close(c); /* no ACK, no NACK */
+        if (got == 0)
+            break;
+    }
+    printf("\n    handed out %d times, reconsume:", pulls);
+    for (int i = 0; i < pulls; i++)
+        printf(" %d", seen[i]);
+    TU_CHECK(pulls == 3, "the message was handed out %d times, want 3 (reconsume 0, 1, 2, then the DLQ)", pulls);
+    for (int i = 0; i < pulls && i < 3; i++)
+        TU_CHECK(seen[i] == i, "hand-out %d had reconsume %d, want %d", i + 1, seen[i], i);
+    e = hg_client_open(uri, NULL, &c, &err);
+    TU_REQUIRE(e == HG_OK, "hg_client_open: %s", err.message);
+    e = cmd(c, &r, 3, (const char *const[]){ "DLQ", "LIST", "poison-g" });
+    TU_CHECK(e == HG_OK, "DLQ LIST poison-g: %s", hg_client_errmsg(c));
+    TU_CHECK(e == HG_OK && hg_reply_count(r) == 1, "poison-g's DLQ holds %zu messages, want 1",
+             e == HG_OK ? hg_reply_count(r) : 0);
+    if (e == HG_OK && hg_reply_count(r) == 1) {
+        const hg_reply_t *m = hg_reply_element(r, 0);
+        const char *reason = hg_reply_str(hg_reply_element(m, 4), NULL);
+        TU_CHECK(hg_reply_integer(hg_reply_element(m, 3)) == 2, "the DLQ record has reconsume %lld, want 2",
+                 hg_reply_integer(hg_reply_element(m, 3)));
+        TU_CHECK(reason != NULL && strstr(reason, "redelivered") != NULL, "the DLQ record's reason is '%s'",
+                 reason != NULL ? reason : "(none)");
+    }
+    hg_reply_free(r);
+    hg_client_close(c);
+}
+
 static const tu_test_t node_tests[] = {
     { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
       test_nack_refused_keeps_hold },
@@ -272,6 +342,9 @@ static const tu_test_t node_tests[] = {
       test_nack_uses_its_groups_max },
     { "PULL of another group on the same client: no delivery of the first group is handed out as the second's",
       test_switching_groups },
+    { "a consumer that ends without ACK or NACK, again and again: each redelivery is a failure (reconsume + 1), "
+      "then the DLQ at max-reconsume",
+      test_poison_reaches_dlq },
     { NULL, NULL },
 };
 
