@@ -46,9 +46,13 @@
 #define RMQ_MAX_DELAY_MS     (3ull * 86400 * 1000) /* as the broker's default max-delay */
 #define RMQ_MAX_RECONSUME    16                    /* as the broker's default max-reconsume */
 #define RMQ_REFUSED_PAUSE_MS 250                   /* first pause before resending refused publishes (doubling) */
-#define RMQ_NAME_MAX         255                   /* a group or topic name (AMQP shortstr) */
-#define RMQ_NAME_USABLE      (RMQ_NAME_MAX - 10)   /* what "hg.group." or "t." leaves of a shortstr */
-#define RMQ_QUEUE_NAME_MAX   300
+/* x-delivery-limit of the queues whose messages come back unsettled (group
+ * queues, DLQs, hg.groups, hg.hops, hg.unrouted): no limit in practice. -1
+ * ("none") exists only from RabbitMQ 4.0; this is valid on 3.10 too. */
+#define RMQ_DELIVERY_LIMIT 1000000000
+#define RMQ_NAME_MAX       255                 /* a group or topic name (AMQP shortstr) */
+#define RMQ_NAME_USABLE    (RMQ_NAME_MAX - 10) /* what "hg.group." or "t." leaves of a shortstr */
+#define RMQ_QUEUE_NAME_MAX 300
 
 /* Names (docs/rabbitmq.md). */
 #define RMQ_EX_LEVELS   "hg.levels"   /* headers: hg-level = n → hg.level.n */

@@ -330,6 +330,18 @@ static void test_poison_reaches_dlq(void)
     }
     hg_reply_free(r);
     hg_client_close(c);
+    /* the queues whose messages come back (consumed, browsed) carry an
+     * explicit x-delivery-limit: RabbitMQ 4.0+ would drop a message
+     * returned 20 times (a registry record or DLQ message browsed 20 times) */
+    TU_CHECK(rq_ctl(&rabbit, 0, out, sizeof out, "list_queues", "-q", "-p", "poison", "name", "arguments", NULL) == 0,
+             "list_queues: %s", out);
+    for (const char *const *q = (const char *const[]){ "hg.groups", "hg.group.poison-g", "hg.dlq.poison-g", NULL };
+         *q != NULL; q++) {
+        const char *line = strstr(out, *q), *end = line != NULL ? strchr(line, '\n') : NULL;
+        const char *limit = line != NULL ? strstr(line, "x-delivery-limit") : NULL;
+        TU_CHECK(line != NULL && limit != NULL && (end == NULL || limit < end),
+                 "queue %s has no x-delivery-limit argument:\n%s", *q, out);
+    }
 }
 
 static const tu_test_t node_tests[] = {
