@@ -28,6 +28,12 @@
  *                  message comes back with reconsume 0, 1, 2 and then lies
  *                  in the group's DLQ with reconsume 2 (RabbitMQ alone
  *                  redelivered it with reconsume 0 forever).
+ *   upgrade        the queues an earlier version declared without
+ *                  x-delivery-limit (hg.groups, hg.hops, hg.unrouted, a
+ *                  group's queue and DLQ: only x-queue-type) are declared
+ *                  by hand first; GROUP CREATE, SEND, PULL, NACK to the
+ *                  DLQ and ACK then work on them, and they stay as they
+ *                  were (existing deployments keep working).
  *
  * Every test uses topic and group names of its own.
  */
@@ -44,6 +50,8 @@
 #include <string.h>
 
 #include <CUnit/CUnit.h>
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
 
 static rq_cluster_t rabbit;
 
@@ -344,6 +352,92 @@ static void test_poison_reaches_dlq(void)
     }
 }
 
+/* Declare durable quorum queues with x-queue-type alone, as the library
+ * did before it added x-delivery-limit, on vhost of port. */
+static int declare_old_queues(int port, const char *vhost, const char *const *names)
+{
+    amqp_connection_state_t st = amqp_new_connection();
+    amqp_socket_t *sock = amqp_tcp_socket_new(st);
+    amqp_rpc_reply_t x;
+    int rc = -1;
+
+    if (sock == NULL || amqp_socket_open(sock, "127.0.0.1", port) != AMQP_STATUS_OK) {
+        fprintf(stderr, "cannot connect to 127.0.0.1:%d\n", port);
+        amqp_destroy_connection(st);
+        return -1;
+    }
+    x = amqp_login(st, vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest");
+    if (x.reply_type != AMQP_RESPONSE_NORMAL || amqp_channel_open(st, 1) == NULL) {
+        fprintf(stderr, "login or channel.open on vhost %s failed\n", vhost);
+        goto out;
+    }
+    for (; *names != NULL; names++) {
+        amqp_table_entry_t e = { .key = amqp_cstring_bytes("x-queue-type"),
+                                 .value = { .kind = AMQP_FIELD_KIND_UTF8,
+                                            .value = { .bytes = amqp_cstring_bytes("quorum") } } };
+        amqp_table_t args = { .num_entries = 1, .entries = &e };
+        amqp_queue_declare(st, 1, amqp_cstring_bytes(*names), 0, 1, 0, 0, args);
+        x = amqp_get_rpc_reply(st);
+        if (x.reply_type != AMQP_RESPONSE_NORMAL) {
+            fprintf(stderr, "queue.declare %s failed\n", *names);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    amqp_connection_close(st, AMQP_REPLY_SUCCESS);
+    amqp_destroy_connection(st);
+    return rc;
+}
+
+static void test_upgraded_queues(void)
+{
+    static const char *const old[] = { "hg.groups", "hg.hops", "hg.unrouted", "hg.group.up-g", "hg.dlq.up-g", NULL };
+    char out[32768], uri[512], id[HG_ID_MAX];
+    hg_client_t *c = NULL;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+
+    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "upgrade", NULL) == 0, "add_vhost: %s", out);
+    TU_REQUIRE(
+        rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "upgrade", "guest", ".*", ".*", ".*", NULL) == 0,
+        "set_permissions: %s", out);
+    TU_REQUIRE(declare_old_queues(rabbit.nodes[0].amqp_port, "upgrade", old) == 0, "declaring the old queues");
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/upgrade", rabbit.nodes[0].amqp_port);
+    e = hg_client_open(uri, NULL, &c, &err);
+    TU_REQUIRE(e == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "up-g", "up-t", "MAXRETRY", "0" });
+    TU_CHECK(e == HG_OK, "GROUP CREATE up-g on the old queues: %s", hg_client_errmsg(c));
+    hg_reply_free(r);
+    for (int i = 0; i < 2; i++) {
+        e = hg_send(c, "up-t", NULL, i == 0 ? "first" : "second", i == 0 ? 5 : 6, hg_delay_none(), NULL);
+        TU_CHECK(e == HG_OK, "SEND on the old queues: %s", hg_client_errmsg(c));
+    }
+    /* one NACKed into the DLQ (MAXRETRY 0), one ACKed */
+    e = cmd(c, &r, 7, (const char *const[]){ "PULL", "up-g", "up-t", "COUNT", "2", "BLOCK", "10000" });
+    TU_CHECK(e == HG_OK && hg_reply_count(r) == 2, "PULL up-g COUNT 2: %s, %zu messages",
+             e == HG_OK ? "ok" : hg_client_errmsg(c), e == HG_OK ? hg_reply_count(r) : 0);
+    for (size_t i = 0; e == HG_OK && i < hg_reply_count(r) && i < 2; i++) {
+        snprintf(id, sizeof id, "%s", hg_reply_str(hg_reply_element(hg_reply_element(r, i), 0), NULL));
+        /* NACK answers 0: parked in the DLQ (MAXRETRY 0); ACK answers 1 */
+        TU_CHECK(int_cmd(c, 3, (const char *const[]){ i == 0 ? "NACK" : "ACK", "up-g", id }, __LINE__) ==
+                     (i == 0 ? 0 : 1),
+                 "%s up-g %s", i == 0 ? "NACK" : "ACK", id);
+    }
+    hg_reply_free(r);
+    TU_CHECK(int_cmd(c, 3, (const char *const[]){ "DLQ", "LEN", "up-g" }, __LINE__) == 1, "DLQ LEN up-g");
+    hg_client_close(c);
+    TU_CHECK(rq_ctl(&rabbit, 0, out, sizeof out, "list_queues", "-q", "-p", "upgrade", "name", "arguments", NULL) == 0,
+             "list_queues: %s", out);
+    for (const char *const *q = old; *q != NULL; q++) {
+        const char *line = strstr(out, *q), *end = line != NULL ? strchr(line, '\n') : NULL;
+        const char *limit = line != NULL ? strstr(line, "x-delivery-limit") : NULL;
+        TU_CHECK(line != NULL && (limit == NULL || (end != NULL && limit > end)),
+                 "queue %s is not as it was declared (x-queue-type alone):\n%s", *q, out);
+    }
+}
+
 static const tu_test_t node_tests[] = {
     { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
       test_nack_refused_keeps_hold },
@@ -357,6 +451,8 @@ static const tu_test_t node_tests[] = {
     { "a consumer that ends without ACK or NACK, again and again: each redelivery is a failure (reconsume + 1), "
       "then the DLQ at max-reconsume",
       test_poison_reaches_dlq },
+    { "queues an earlier version declared without x-delivery-limit: every command works on them, unchanged",
+      test_upgraded_queues },
     { NULL, NULL },
 };
 
