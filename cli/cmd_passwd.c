@@ -16,6 +16,7 @@
  */
 #include "cli/cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -23,10 +24,42 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "base/err.h"
 #include "cli/args.h"
 #include "common/passwd.h"
 
-#define PW_MAX 1024
+#define PW_MAX        1024
+#define USER_NAME_MAX 64 /* the broker's users-file limit (docs/security.md) */
+
+/* USER and ROLES as the broker's users file takes them (docs/security.md):
+ * a name of 1..64 of A-Z a-z 0-9 . _ @ -, and roles a comma-separated list
+ * of producer, consumer, admin, viewer. A line the broker would refuse makes
+ * it refuse the whole file (at start: it does not start), so it is refused
+ * here, before the password is asked. 0, or -1 with the problem in err. */
+static int check_user_roles(const char *user, const char *roles, char *err, size_t errlen)
+{
+    static const char *const names[] = { "producer", "consumer", "admin", "viewer" };
+    size_t n = strlen(user);
+
+    if (n == 0 || n > USER_NAME_MAX)
+        return err_set(err, errlen, "user name '%.80s' must be 1..%d bytes", user, USER_NAME_MAX);
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)user[i]) && strchr("._@-", user[i]) == NULL)
+            return err_set(err, errlen, "user name '%.80s' has a character other than A-Z a-z 0-9 . _ @ -", user);
+    for (const char *r = roles;; r++) {
+        size_t len = strcspn(r, ","), k = 0;
+        while (k < 4 && (strlen(names[k]) != len || strncmp(names[k], r, len) != 0))
+            k++;
+        if (k == 4)
+            return err_set(err, errlen,
+                           "unknown role '%.*s' in '%.80s' (want producer, consumer, admin or viewer, "
+                           "comma-separated)",
+                           (int)(len > 32 ? 32 : len), r, roles);
+        r += len;
+        if (*r == '\0')
+            return 0;
+    }
+}
 
 /* Read one line (without its newline) from fd into buf[len]. 0, or -1 at
  * EOF before any byte / on a read error / when the line is too long. */
@@ -98,6 +131,9 @@ int cli_cmd_passwd(cli_t *cli, int argc, char **argv)
     }
     if (npos == 1) {
         return cli_usage_error("passwd: USER needs ROLES too (e.g. producer or consumer,viewer)");
+    }
+    if (npos == 2 && check_user_roles(pos[0], pos[1], err, sizeof err) != 0) {
+        return cli_usage_error("passwd: %s", err);
     }
     passwd_params_default(&params, opts[0].value != NULL ? PASSWD_PBKDF2_SHA256 : PASSWD_SCRYPT);
     if (opts[1].value != NULL) {

@@ -226,7 +226,8 @@ static const command_t commands[] = {
       "Make a password hash for the broker's users-file (no broker needed). The password is "
       "asked twice on the terminal without echo, or read as the first line of stdin. Prints "
       "the hash, or with USER and ROLES (producer, consumer, admin, viewer; comma-separated) "
-      "a whole users-file line. Default: scrypt ln=15 r=8 p=1 (--cost: ln, 10..20); --pbkdf2: "
+      "a whole users-file line (USER: 1..64 of A-Z a-z 0-9 . _ @ -; a name or role the broker would refuse is a "
+      "usage error). Default: scrypt ln=15 r=8 p=1 (--cost: ln, 10..20); --pbkdf2: "
       "PBKDF2-SHA256, 600000 iterations (--cost: iterations)." },
     { "orders", cmd_family, "(overdue|show|cancel) ...",
       "The order view on MariaDB (needs --mysql-database or a --config file). "

@@ -4,7 +4,11 @@
  *
  * Text in a reply is the broker's (or a producer's) bytes: valid UTF-8 and
  * printable ASCII are shown as they are, everything else escaped, so a
- * payload can never move the cursor or ring the bell. Out of memory aborts
+ * payload can never move the cursor or ring the bell. "Everything else"
+ * includes the C1 controls U+0080..U+009F, which are valid UTF-8 but which
+ * xterm and VTE obey as controls (U+009B is CSI: "\xc2\x9b2J" clears the
+ * screen), and the bidirectional overrides and isolates (U+202A..U+202E,
+ * U+2066..U+2069), which reorder what is shown. Out of memory aborts
  * (base/alloc.h). Single-threaded.
  */
 #include "cli/output.h"
@@ -29,9 +33,23 @@ void out_json_string(FILE *f, const char *s, size_t n)
     buf_free(&b);
 }
 
-/* Text for a terminal: printable ASCII and valid UTF-8 as is, the rest as
- * \n, \t, \xHH. Appends to buf (NUL-terminated, truncated with "…" when
- * longer than max_chars characters; max_chars 0 = no limit). */
+/* 1 when the UTF-8 sequence p[0..len) is a character a terminal obeys
+ * rather than shows: a C1 control or a bidirectional override / isolate. */
+static int utf8_control(const unsigned char *p, size_t len)
+{
+    if (len == 2)
+        return p[0] == 0xc2 && p[1] <= 0x9f; /* U+0080..U+009F */
+    if (len == 3 && p[0] == 0xe2 && p[1] == 0x80)
+        return p[2] >= 0xaa && p[2] <= 0xae; /* U+202A..U+202E */
+    if (len == 3 && p[0] == 0xe2 && p[1] == 0x81)
+        return p[2] >= 0xa6 && p[2] <= 0xa9; /* U+2066..U+2069 */
+    return 0;
+}
+
+/* Text for a terminal: printable ASCII and valid UTF-8 as is, the rest (C0,
+ * DEL, C1 controls, bidi overrides, invalid bytes) as \n, \t, \xHH.
+ * Appends to buf (NUL-terminated, truncated with "…" when longer than
+ * max_chars characters; max_chars 0 = no limit). */
 char *out_text(const char *s, size_t n, size_t max_chars)
 {
     size_t cap = n * 4 + 8, out = 0, chars = 0;
@@ -60,6 +78,10 @@ char *out_text(const char *s, size_t n, size_t max_chars)
         } else if (p[i] < 0x20 || p[i] == 0x7f || (len = json_utf8_len(p + i, n - i)) == 0) {
             out += (size_t)snprintf(buf + out, cap - out, "\\x%02x", p[i]);
             i++;
+        } else if (utf8_control(p + i, len)) {
+            for (size_t k = 0; k < len; k++)
+                out += (size_t)snprintf(buf + out, cap - out, "\\x%02x", p[i + k]);
+            i += len;
         } else {
             memcpy(buf + out, p + i, len);
             out += len;

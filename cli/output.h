@@ -23,7 +23,8 @@ void out_json_string(FILE *f, const char *s, size_t n);
 void out_json_reply(FILE *f, const hg_reply_t *r);
 
 /* s[0..n) as text for a terminal: printable ASCII and valid UTF-8 as is, the
- * rest as \n, \t, \\, \xHH; cut with "…" after max_chars characters (0: no
+ * rest (C0, DEL, the C1 controls U+0080..U+009F, the bidi overrides and
+ * isolates, invalid bytes) as \n, \t, \\, \xHH; cut with "…" after max_chars characters (0: no
  * limit). Returns a new NUL-terminated string (free it). */
 char *out_text(const char *s, size_t n, size_t max_chars);
 

@@ -19,6 +19,11 @@
  *   POST /api/backup                      name=N: BACKUP N (the copy runs on; the
  *                                         overview shows how it ends)
  *
+ * A {group} or {topic} segment may be left empty, the name given as the
+ * parameter group or topic instead (the page of one group: GET
+ * /api/dlq?group=G): a name that is "." or ".." cannot be a path segment,
+ * browsers resolve it away in any percent-encoding.
+ *
  * Every broker command runs on the session's connection, as the user; every
  * POST is audited with the user and what it changed.
  *
@@ -357,20 +362,40 @@ static void dlq_move(request_t *r, const char *group, const char *verb)
     buf_free(&b);
 }
 
+/* The group or topic name of a path: its segment i, or, when that segment
+ * is empty or missing, the parameter key (query or form). A name that is "."
+ * or ".." cannot travel as a path segment (browsers resolve dot segments,
+ * percent-encoded or not), so the page sends those this way:
+ * /api/dlq//requeue with group=.. in the form. NULL (replied 400) when
+ * neither gives a name. */
+static const char *path_name(request_t *r, int i, const char *key)
+{
+    const char *name = i < r->nparts && r->parts[i][0] != '\0' ? r->parts[i] : http_param(r, key);
+    if (name == NULL || name[0] == '\0') {
+        http_error(r, 400, "%s: empty (a %s named . or .. is given as the parameter %s, its path segment left empty)",
+                   key, key, key);
+        return NULL;
+    }
+    return name;
+}
+
 static int api_dlq(request_t *r)
 {
-    if (r->nparts == 1 && !r->is_post)
-        dlq_groups(r);
-    else if (r->nparts == 2 && !r->is_post)
-        dlq_page(r, r->parts[1]);
-    else if (r->nparts == 3 && r->is_post && strcmp(r->parts[2], "requeue") == 0)
-        dlq_move(r, r->parts[1], "REQUEUE");
-    else if (r->nparts == 3 && r->is_post && strcmp(r->parts[2], "drop") == 0)
-        dlq_move(r, r->parts[1], "DROP");
-    else if (r->nparts == 3 && !r->is_post)
-        dlq_one(r, r->parts[1], r->parts[2]);
-    else
+    int move =
+        r->nparts == 3 && r->is_post && (strcmp(r->parts[2], "requeue") == 0 || strcmp(r->parts[2], "drop") == 0);
+    const char *group;
+    if (!move && (r->is_post || r->nparts > 3))
         return 0;
+    if (r->nparts == 1 && http_param(r, "group") == NULL)
+        dlq_groups(r);
+    else if ((group = path_name(r, 1, "group")) == NULL)
+        ; /* answered */
+    else if (move)
+        dlq_move(r, group, strcmp(r->parts[2], "requeue") == 0 ? "REQUEUE" : "DROP");
+    else if (r->nparts <= 2) /* GET /api/dlq/{group}, or /api/dlq?group=G */
+        dlq_page(r, group);
+    else
+        dlq_one(r, group, r->parts[2]);
     return 1;
 }
 
@@ -590,9 +615,11 @@ static int api_topics(request_t *r)
 {
     if (r->nparts == 1 && !r->is_post)
         topics_page(r);
-    else if (r->nparts == 3 && r->is_post && strcmp(r->parts[2], "delete") == 0)
-        topic_delete(r, r->parts[1]);
-    else
+    else if (r->nparts == 3 && r->is_post && strcmp(r->parts[2], "delete") == 0) {
+        const char *topic = path_name(r, 1, "topic");
+        if (topic != NULL)
+            topic_delete(r, topic);
+    } else
         return 0;
     return 1;
 }

@@ -9,10 +9,13 @@
 #include "console/console.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
+#include "base/err.h"
 #include "common/log.h"
 
 #define OFF(field) offsetof(console_config_t, field)
@@ -41,6 +44,10 @@ static const cfg_key_t keys[] = {
     { CFG_KEY("https-key-file", CFG_STRING, NULL, 0, 0, OFF(https_key_file),
               "the private key of https-cert-file (PEM, unencrypted)"),
       .hint = "FILE", .reload = 1 },
+    { CFG_KEY("allowed-hosts", CFG_STRING, NULL, 0, 0, OFF(allowed_hosts),
+              "host names the console answers to (Host header), comma-separated, besides IP literals, localhost "
+              "and bind: a request for any other name is refused 421 (DNS rebinding)"),
+      .hint = "NAMES", .shown_default = "none: IP literals, localhost and bind only", .reload = 1 },
     { CFG_KEY("static-dir", CFG_STRING, HG_CONSOLE_STATIC_DIR, 0, 0, OFF(static_dir),
               "directory of the page (index.html, app.js, app.css)"),
       .required = 1, .shown_default = "the installed page, DATADIR/hourglass/console" },
@@ -106,6 +113,78 @@ static int is_loopback(const char *addr)
     return 0;
 }
 
+/* A host name of allowed-hosts: letters, digits, '-', '_' and '.'. */
+static int host_name_ok(const char *name, size_t n)
+{
+    if (n == 0 || n > 253)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)name[i]) && name[i] != '-' && name[i] != '_' && name[i] != '.')
+            return 0;
+    return 1;
+}
+
+int console_hosts_check(const char *list, char *err, size_t errlen)
+{
+    for (const char *p = list; *p != '\0';) {
+        size_t n = strcspn(p, ","), lead = strspn(p, " \t");
+        size_t len = n > lead ? n - lead : 0;
+        while (len > 0 && (p[lead + len - 1] == ' ' || p[lead + len - 1] == '\t'))
+            len--;
+        if (!host_name_ok(p + lead, len))
+            return err_set(err, errlen,
+                           "allowed-hosts: '%.*s' is not a host name (letters, digits, '-', '_', '.'; no port)",
+                           (int)(n - lead > 200 ? 200 : n - lead), p + lead);
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
+int console_host_allowed(const console_config_t *conf, const char *host)
+{
+    char name[256];
+    struct in_addr a4;
+    struct in6_addr a6;
+    size_t n;
+
+    if (host == NULL)
+        return 1;         /* no Host header (HTTP/1.0): no browser sends one (docs/console.md) */
+    if (host[0] == '[') { /* [v6]:port */
+        const char *end = strchr(host, ']');
+        n = end != NULL ? (size_t)(end - host - 1) : 0;
+        if (end == NULL || n >= sizeof name || (end[1] != '\0' && end[1] != ':'))
+            return 0;
+        memcpy(name, host + 1, n);
+        name[n] = '\0';
+        return inet_pton(AF_INET6, name, &a6) == 1;
+    }
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return 1; /* a bare v6 literal: not Host's form, but no name either */
+    n = strcspn(host, ":");
+    if (n == 0 || n >= sizeof name)
+        return 0;
+    memcpy(name, host, n);
+    name[n] = '\0';
+    if (name[n - 1] == '.') /* the absolute form of a name, "localhost." */
+        name[--n] = '\0';
+    if (n == 0 || inet_pton(AF_INET, name, &a4) == 1)
+        return n != 0;
+    if (strcasecmp(name, "localhost") == 0 || (conf->bind != NULL && strcasecmp(name, conf->bind) == 0))
+        return 1;
+    for (const char *p = conf->allowed_hosts; p != NULL && *p != '\0';) {
+        size_t len = strcspn(p, ","), lead = strspn(p, " \t");
+        size_t entry = len > lead ? len - lead : 0;
+        while (entry > 0 && (p[lead + entry - 1] == ' ' || p[lead + entry - 1] == '\t'))
+            entry--;
+        if (entry > 0 && p[lead + entry - 1] == '.')
+            entry--;
+        if (entry == n && strncasecmp(p + lead, name, n) == 0)
+            return 1;
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
 /* Does uri carry a user name or password ("user:pw@" before the host)? */
 static int uri_has_userinfo(const char *uri)
 {
@@ -138,6 +217,8 @@ int console_config_validate(console_config_t *conf, char *err, size_t errlen)
                  conf->bind);
         return -1;
     }
+    if (conf->allowed_hosts != NULL && console_hosts_check(conf->allowed_hosts, err, errlen) != 0)
+        return -1;
     if (conf->history_ms < 2 * conf->sample_interval_ms) {
         snprintf(err, errlen, "history: %lld ms keeps fewer than two samples of sample-interval %lld ms",
                  conf->history_ms, conf->sample_interval_ms);

@@ -4,7 +4,7 @@
  *
  * The broker (uri; the console logs in to it as each user; over TLS the
  * tls-* keys of common/tls_keys.h), where the page is served (bind, port,
- * allow-remote, static-dir; https-cert-file and https-key-file: https,
+ * allow-remote, allowed-hosts (reloaded on SIGHUP), static-dir; https-cert-file and https-key-file: https,
  * reloaded on SIGHUP), the order database (the
  * mysql-* keys of db/keys.h, order-topic, overdue-after), the samples kept in
  * memory for the overview (sample-interval, history; the sampler's own
@@ -40,6 +40,7 @@ typedef struct console_config {
     char sampler_password[PASSWD_FILE_MAX + 1]; /* read from sampler-password-file ("" without one) */
     char *https_cert_file, *https_key_file;     /* both set: the console serves https */
     char *compensator_metrics;                  /* http://host:port/metrics of hourglass-compensator, or NULL */
+    char *allowed_hosts;                        /* allowed-hosts: "a.example, b.example", or NULL */
     TLS_KEYS_FIELDS;                            /* the tls-* keys (hourglass+tls:// uri) */
     LOG_KEYS_FIELDS;
     DB_KEYS_FIELDS;
@@ -55,10 +56,21 @@ void console_config_init(console_config_t *conf);
  * two samples, sampler-user with sampler-password-file (whose password is
  * read into conf->sampler_password), https-cert-file with https-key-file,
  * the tls-* keys only with an hourglass+tls:// uri, compensator-metrics an
- * http://HOST:PORT[/PATH] URL. Returns 0, or -1 with
+ * http://HOST:PORT[/PATH] URL, allowed-hosts a list of host names. Returns 0, or -1 with
  * err naming the key(s). */
 int console_config_validate(console_config_t *conf, char *err, size_t errlen);
 
 void console_config_free(console_config_t *conf);
+
+/* allowed-hosts' list (comma-separated host names, blanks around them
+ * ignored): 0, or -1 with err naming the entry that is not a host name. */
+int console_hosts_check(const char *list, char *err, size_t errlen);
+
+/* 1 when the Host header host (NULL: none was sent) names the console: an
+ * IPv4 or IPv6 literal (v6 in brackets), localhost, bind or a name of
+ * allowed-hosts, compared without case and without a trailing dot; a port
+ * after the name is not looked at. 0 for any other name: a page whose name
+ * was re-pointed at the console's address (DNS rebinding). */
+int console_host_allowed(const console_config_t *conf, const char *host);
 
 #endif

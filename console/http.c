@@ -3,16 +3,28 @@
  * "http.c"): the evhttp server, the page, and the gate every /api request
  * passes.
  *
+ * Every request first: its Host header names the console — an IP literal,
+ * localhost, bind or a name of allowed-hosts — or it is refused 421 (a page
+ * elsewhere whose name was re-pointed at the console's address, DNS
+ * rebinding, must not reach it; no Host at all is served: browsers always
+ * send one).
+ *
  * The gate, in order:
- *   GET or POST only (405); a POST body is application/x-www-form-urlencoded
- *   (415), at most CONSOLE_BODY_MAX bytes (evhttp answers 413);
+ *   GET or POST only (405: every method evhttp knows reaches it); a path,
+ *   query or form with %00 (a NUL byte, that decoded would cut a name
+ *   short) is refused (400); a POST body is
+ *   application/x-www-form-urlencoded (415), at most CONSOLE_BODY_MAX bytes
+ *   (evhttp answers 413 itself, with its own HTML page, as it does a request
+ *   it cannot parse: libevent 2.1 has no hook for them, docs/console.md);
  *   POST /api/login is the only request without a session (GET /api/session
  *   answers {"logged_in":false} without one);
  *   every other /api request needs the session cookie (401);
  *   every POST needs the session's CSRF token in X-CSRF-Token (403), and every
  *   POST but logout the role admin (403);
  *   then api_broker / api_orders route by path (404 when neither knows it).
- * The cookie is HttpOnly; SameSite=Strict; Path=/ (and Secure over https).
+ * The cookie is HttpOnly; SameSite=Strict; Path=/ (and Secure over https);
+ * every reply to a request of a live session sends it again with Max-Age
+ * session-ttl, as the session's expiry slides with each use.
  * Replies carry no-store, nosniff, DENY framing and a
  * Content-Security-Policy of 'self' only.
  *
@@ -51,6 +63,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "base/alloc.h"
+#include "base/err.h"
 #include "base/json.h"
 #include "common/log.h"
 #include "common/tls_server.h"
@@ -83,8 +96,24 @@ static void send_bytes(struct evhttp_request *req, int status, const char *type,
     evbuffer_free(out);
 }
 
+/* The session cookie: Max-Age is session-ttl from now, as the server's own
+ * expiry is (session-ttl after the last use), so the browser keeps the
+ * cookie exactly as long as the session lives. */
+static void set_cookie(request_t *r, const char *token, long long max_age_s)
+{
+    char cookie[256];
+    snprintf(cookie, sizeof cookie, "hg_session=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%lld%s", token,
+             max_age_s, r->c->tls != NULL ? "; Secure" : "");
+    evhttp_add_header(evhttp_request_get_output_headers(r->req), "Set-Cookie", cookie);
+}
+
 void http_json(request_t *r, int status, const buf_t *body)
 {
+    /* Every reply to a request of a live session (the login's too) sends the
+     * cookie again: the request was a use that moved the session's expiry
+     * (session_find), so the cookie's moves with it. */
+    if (r->s != NULL && r->s->used)
+        set_cookie(r, r->s->token, r->c->cfg->session_ttl_ms / 1000);
     send_bytes(r->req, status ? status : 200, "application/json; charset=utf-8", body->data ? body->data : "",
                body->len, 1);
 }
@@ -216,14 +245,6 @@ static void session_json(const session_t *s, buf_t *b)
     json_object_close(&j);
 }
 
-static void set_cookie(request_t *r, const char *token, long long max_age_s)
-{
-    char cookie[256];
-    snprintf(cookie, sizeof cookie, "hg_session=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%lld%s", token,
-             max_age_s, r->c->tls != NULL ? "; Secure" : "");
-    evhttp_add_header(evhttp_request_get_output_headers(r->req), "Set-Cookie", cookie);
-}
-
 static void api_login(request_t *r)
 {
     char err[512];
@@ -261,28 +282,37 @@ static void api_login(request_t *r)
     char roles[128];
     session_roles_text(s->roles, roles, sizeof roles);
     console_audit(r, "login roles=%s%s", roles[0] ? roles : "none", s->no_users ? " (broker without users)" : "");
-    set_cookie(r, s->token, r->c->cfg->session_ttl_ms / 1000);
-    buf_t b = BUF_INIT;
+    buf_t b = BUF_INIT; /* http_json sends the cookie */
     session_json(s, &b);
     http_json(r, 200, &b);
     buf_free(&b);
 }
 
-/* Split the part of the path after "/api/" into r->parts (decoded). */
-static int split_path(request_t *r, const char *raw)
+/* Split the part of the path after "/api/" into r->parts (decoded). -1 with
+ * err for too many segments or a segment with %00: decoded, a NUL would cut
+ * the name short without a word (no name or id holds one). */
+static int split_path(request_t *r, const char *raw, char *err, size_t errlen)
 {
     const char *p = raw + strlen("/api/");
     r->nparts = 0;
     while (*p != '\0') {
-        size_t n = strcspn(p, "/");
+        size_t n = strcspn(p, "/"), len = 0;
         if (r->nparts == (int)(sizeof r->parts / sizeof r->parts[0]))
-            return -1;
+            return err_set(err, errlen, "bad path: more than %d segments", (int)(sizeof r->parts / sizeof r->parts[0]));
         char *enc = xstrndup(p, n);
-        r->parts[r->nparts] = evhttp_uridecode(enc, 0, NULL);
-        free(enc);
-        if (r->parts[r->nparts] == NULL)
-            return -1;
+        r->parts[r->nparts] = evhttp_uridecode(enc, 0, &len);
+        if (r->parts[r->nparts] == NULL) {
+            free(enc);
+            return err_set(err, errlen, "bad path: segment %d does not decode", r->nparts + 1);
+        }
         r->nparts++;
+        if (memchr(r->parts[r->nparts - 1], '\0', len) != NULL) {
+            err_set(err, errlen, "bad path: segment %d ('%.80s') holds %%00, a NUL byte, which no name or id holds",
+                    r->nparts, enc);
+            free(enc);
+            return -1;
+        }
+        free(enc);
         p += n;
         if (*p == '/')
             p++;
@@ -290,6 +320,15 @@ static int split_path(request_t *r, const char *raw)
     return 0;
 }
 
+/* A query or form body holds %00: decoded, the NUL would cut its value
+ * short. */
+static int holds_nul_escape(const char *text)
+{
+    return text != NULL && strstr(text, "%00") != NULL;
+}
+
+/* A POST's form into r->form: 0; -1 when the body is not form-encoded
+ * (415); -2 when it holds %00 (400). */
 static int read_form(request_t *r)
 {
     struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
@@ -302,7 +341,7 @@ static int read_form(request_t *r)
     char *body = xmalloc(len + 1);
     evbuffer_remove(in, body, len);
     body[len] = '\0';
-    int rc = evhttp_parse_query_str(body, &r->form);
+    int rc = holds_nul_escape(body) ? -2 : evhttp_parse_query_str(body, &r->form);
     free(body);
     return rc;
 }
@@ -319,13 +358,22 @@ static void api(console_t *c, struct evhttp_request *req, const char *raw_path)
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
     r.is_post = cmd == EVHTTP_REQ_POST;
     const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    char err[256];
+    int form = 0;
 
     if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_POST) {
         http_error(&r, 405, "GET or POST only");
-    } else if (split_path(&r, raw_path) != 0 || (q != NULL && evhttp_parse_query_str(q, &r.query) != 0)) {
-        http_error(&r, 400, "bad path or query");
-    } else if (r.is_post && read_form(&r) != 0) {
-        http_error(&r, 415, "a POST body is application/x-www-form-urlencoded");
+    } else if (split_path(&r, raw_path, err, sizeof err) != 0) {
+        http_error(&r, 400, "%s", err);
+    } else if (holds_nul_escape(q)) {
+        http_error(&r, 400, "bad query: it holds %%00, a NUL byte, which no parameter holds");
+    } else if (q != NULL && evhttp_parse_query_str(q, &r.query) != 0) {
+        http_error(&r, 400, "bad query");
+    } else if (r.is_post && (form = read_form(&r)) != 0) {
+        if (form == -2)
+            http_error(&r, 400, "bad form: it holds %%00, a NUL byte, which no parameter holds");
+        else
+            http_error(&r, 415, "a POST body is application/x-www-form-urlencoded");
     } else if (r.nparts == 1 && strcmp(r.parts[0], "login") == 0) {
         if (!r.is_post)
             http_error(&r, 405, "POST user and password to /api/login");
@@ -376,12 +424,57 @@ static void api(console_t *c, struct evhttp_request *req, const char *raw_path)
         free(r.parts[i]);
 }
 
+/* A request for a host name that is not the console's: 421 Misdirected
+ * Request naming it (a JSON error under /api, text for the page); logged
+ * with where it came from. */
+static void refuse_host(struct evhttp_request *req, const char *path, const char *host)
+{
+    char shown[128], msg[512];
+    const char *peer = NULL;
+    ev_uint16_t port = 0;
+    snprintf(shown, sizeof shown, "%s", host);
+    for (char *p = shown; *p != '\0'; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?'; /* one log line */
+    evhttp_connection_get_peer(evhttp_request_get_connection(req), (char **)&peer, &port);
+    log_warn("refused a request for host '%s' from %s: not an IP address, localhost, bind or a name of "
+             "allowed-hosts (DNS rebinding?)",
+             shown, peer != NULL ? peer : "?");
+    snprintf(msg, sizeof msg,
+             "host '%s' is not this console's: use its IP address or localhost, or add the name to allowed-hosts",
+             shown);
+    buf_t b = BUF_INIT;
+    int api = strncmp(path, "/api/", 5) == 0;
+    if (api) {
+        json_t j;
+        json_init(&j, &b);
+        json_object_open(&j);
+        json_kstr(&j, "error", msg);
+        json_object_close(&j);
+    } else {
+        buf_append_str(&b, msg);
+        buf_append_str(&b, "\n");
+    }
+    struct evbuffer *out = evbuffer_new();
+    common_headers(req, api ? "application/json; charset=utf-8" : "text/plain; charset=utf-8");
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
+    evbuffer_add(out, b.data, b.len);
+    evhttp_send_reply(req, 421, "Misdirected Request", out);
+    evbuffer_free(out);
+    buf_free(&b);
+}
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
     console_t *c = arg;
     const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
     if (path == NULL || path[0] == '\0')
         path = "/";
+    const char *host = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
+    if (!console_host_allowed(c->cfg, host)) {
+        refuse_host(req, path, host);
+        return;
+    }
     if (strncmp(path, "/api/", 5) == 0)
         api(c, req, path);
     else
@@ -474,9 +567,12 @@ int http_start(console_t *c, char *err, size_t errlen)
     evhttp_set_max_body_size(c->http, CONSOLE_BODY_MAX);
     evhttp_set_max_headers_size(c->http, CONSOLE_HEADER_MAX);
     evhttp_set_timeout(c->http, 30);
-    /* every method reaches the gate, which answers 405 for all but GET and POST */
+    /* every method evhttp knows reaches the gate, which answers 405 (JSON under /api) for all but GET and POST;
+     * evhttp itself answers a method it does not know (501), as the other requests it refuses before any
+     * callback of ours (docs/console.md) */
     evhttp_set_allowed_methods(c->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
-                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+                                            EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
     evhttp_set_gencb(c->http, on_request, c);
     struct evhttp_bound_socket *sock = evhttp_bind_socket_with_handle(c->http, c->cfg->bind, (ev_uint16_t)c->cfg->port);
     if (sock == NULL) {

@@ -92,6 +92,8 @@ static const cfg_key_t options[] = {
               "HTTP port for /metrics and /healthz (0: off)") },
     { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
               "address the metrics server listens on") },
+    { CFG_KEY("broker-unhealthy-after", CFG_DURATION, "10s", 0, 86400000, OFF(broker_unhealthy_after_ms),
+              "/healthz answers 503 once every worker's PULL has failed this long (0: at once)") },
     LOG_KEYS_ROWS(consumer_config_t),
 };
 
@@ -224,6 +226,11 @@ int consumer_config_validate(const consumer_config_t *cfg, char *err, size_t err
     }
     if (cfg->retry_cap_ms < cfg->retry_base_ms) {
         snprintf(err, errlen, "retry-cap: %llums is below retry-base %llums", cfg->retry_cap_ms, cfg->retry_base_ms);
+        return -1;
+    }
+    if (cfg->touch_ms != 0 && cfg->touch_ms >= cfg->lease_ms) {
+        snprintf(err, errlen, "touch-interval: %llums is not below lease %llums (0: lease / 2)", cfg->touch_ms,
+                 cfg->lease_ms);
         return -1;
     }
     if (db_keys_check(cfg->mysql_socket, err, errlen) != 0)

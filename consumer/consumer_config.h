@@ -40,7 +40,8 @@ typedef struct consumer_config {
 
     unsigned long long metrics_port;
     char *metrics_bind;
-    LOG_KEYS_FIELDS; /* log-level, log-file, log-format */
+    unsigned long long broker_unhealthy_after_ms; /* /healthz: every PULL failing this long */
+    LOG_KEYS_FIELDS;                              /* log-level, log-file, log-format */
 
     /* Filled by consumer_config_credentials: the broker connection's options
      * (timeouts default; user and the password read from password-file). */

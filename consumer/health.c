@@ -1,10 +1,13 @@
 /*
  * consumer/health.c — the consumer's health state for /healthz (contract:
  * health.h). Two monotonic times — the last cancel that reached an end,
- * the first failure since then — and the last failure's reason.
+ * the first failure since then — and the last failure's reason; the
+ * broker's side is the library's (hg_consumer_pull_failing_ms).
  */
 #include "consumer/health.h"
 #include "base/clock.h"
+
+#include <hourglass/hourglass.h>
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,6 +20,7 @@ static atomic_uint_fast64_t failing_since_ms; /* 0: healthy */
 static atomic_uint_fast64_t failures;         /* since failing_since_ms */
 static pthread_mutex_t reason_lock = PTHREAD_MUTEX_INITIALIZER;
 static char reason_text[400];
+static uint64_t broker_grace_ms = 10000; /* health_set_broker_grace */
 
 static uint64_t mono_ms(void)
 {
@@ -41,9 +45,29 @@ void health_cancel_failed(const char *reason)
     atomic_fetch_add(&failures, 1);
 }
 
-int health_render(buf_t *out, void *arg)
+void health_set_broker_grace(uint64_t ms)
 {
-    (void)arg;
+    broker_grace_ms = ms;
+}
+
+/* The broker's line, when every PULL has failed for the grace: 1, else 0. */
+static int render_broker(buf_t *out, const hg_consumer_t *consumer)
+{
+    uint64_t failing = consumer != NULL ? hg_consumer_pull_failing_ms(consumer) : 0;
+    if (failing == 0 || failing < broker_grace_ms)
+        return 0;
+    hg_error_t last;
+    hg_consumer_last_error(consumer, &last);
+    char line[700];
+    int n = snprintf(line, sizeof line, "broker: every PULL failing for %llu s: %s\n",
+                     (unsigned long long)(failing / 1000), last.message[0] ? last.message : hg_strerror(last.code));
+    buf_append(out, line, n > 0 && (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    return 1;
+}
+
+/* The database's line, while cancels fail because of it: 1, else 0. */
+static int render_database(buf_t *out)
+{
     uint64_t since = atomic_load(&failing_since_ms);
     if (since == 0)
         return 0;
@@ -57,4 +81,11 @@ int health_render(buf_t *out, void *arg)
                  (unsigned long long)((mono_ms() - since) / 1000), (unsigned long long)atomic_load(&failures), reason);
     buf_append(out, line, n > 0 && (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
     return 1;
+}
+
+int health_render(buf_t *out, void *arg)
+{
+    int database = render_database(out);
+    int broker = render_broker(out, arg);
+    return database || broker;
 }

@@ -6,7 +6,10 @@
  * paid order, a bad payload, one deadlock or a data error the library found
  * (code 0: a claim that changed 2 rows) does not make it unhealthy; a
  * consumer whose every cancel fails with "access denied" does, at once, with
- * the reason, until a cancel succeeds again.
+ * the reason, until a cancel succeeds again. Nor is the broker left out: a
+ * consumer whose every worker's PULL has failed for broker-unhealthy-after
+ * (the broker down, unreachable, refusing it) is unhealthy too, with the
+ * last error, until a PULL is answered again — it cancels nothing meanwhile.
  *
  * Any thread (the workers report, the metrics thread reads); lock-free
  * except the reason text, which a small mutex guards.
@@ -16,6 +19,8 @@
 
 #include "base/buf.h"
 
+#include <stdint.h>
+
 /* A cancel attempt reached MariaDB and ended (cancelled, not pending, not
  * found): healthy from now on. */
 void health_cancel_ok(void);
@@ -24,8 +29,14 @@ void health_cancel_ok(void);
  * text /healthz shows (copied, cut to 400 bytes). */
 void health_cancel_failed(const char *reason);
 
-/* For common/prom.h's health callback: 0 when healthy; else 1 with
- * "cancels failing for <n> s (<count> attempts): <reason>\n" in out. */
+/* How long every worker's PULL must have failed before /healthz says so
+ * (ms; 0: at once). Set once at start-up, before the metrics server starts. */
+void health_set_broker_grace(uint64_t ms);
+
+/* For common/prom.h's health callback; arg: the hg_consumer_t (its PULLs).
+ * 0 when healthy; else 1 with one line per problem in out:
+ * "cancels failing for <n> s (<count> attempts): <reason>\n" and
+ * "broker: every PULL failing for <n> s: <last error>\n". */
 int health_render(buf_t *out, void *arg);
 
 #endif

@@ -533,6 +533,7 @@ int main(int argc, char **argv)
         log_msg(LOG_LEVEL_ERROR, "consumer: %s", e.message);
         goto out;
     }
+    health_set_broker_grace(app.cfg.broker_unhealthy_after_ms);
     if (app.cfg.metrics_port > 0) {
         if (prom_http_start(&metrics, app.cfg.metrics_bind, (unsigned)app.cfg.metrics_port, render_metrics,
                             health_render, consumer, err, sizeof err) != 0) {

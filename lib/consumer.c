@@ -29,7 +29,8 @@
  *                         end, which is how a stop from a signal handler
  *                         reaches threads blocked in poll(). Handlers and
  *                         ACK/NACK are never interrupted.
- *   stats                 relaxed atomics.
+ *   stats                 relaxed atomics; PULL health (pulls_failing,
+ *                         all_failing_since_ms) sequentially consistent ones.
  *
  * Delivery is at least once: whatever a worker cannot ACK (connection lost,
  * stop during a PULL that the broker had already served) comes back after
@@ -105,6 +106,11 @@ struct hg_consumer {
 
     atomic_uint_fast64_t delivered, done, retried, nacked, failed, touched, lease_lost, errors, reconnects;
 
+    /* PULL health (hg_consumer_pull_failing_ms): how many workers' last PULL
+     * failed, and since when (monotonic ms, 0: not all) every one's has. */
+    atomic_int pulls_failing;
+    atomic_uint_fast64_t all_failing_since_ms;
+
     pthread_mutex_t err_lock; /* guards last_error */
     hg_error_t last_error;
 
@@ -124,6 +130,33 @@ static void count(atomic_uint_fast64_t *counter)
 static int stopping(const hg_consumer_t *c)
 {
     return atomic_load_explicit(&c->stop, memory_order_acquire) != 0;
+}
+
+/* A worker's PULL ended (ok 1: answered; 0: failed after the client's own
+ * retries); *failing is the worker's own last state. Called by the worker. */
+static void note_pull(hg_consumer_t *c, int ok, int *failing)
+{
+    if (!ok && !*failing) {
+        *failing = 1;
+        if (atomic_fetch_add(&c->pulls_failing, 1) + 1 == c->opts.workers)
+            atomic_store(&c->all_failing_since_ms, wire_now_ms() + 1); /* never 0 */
+    } else if (ok && *failing) {
+        *failing = 0;
+        atomic_fetch_sub(&c->pulls_failing, 1);
+        atomic_store(&c->all_failing_since_ms, 0);
+    }
+}
+
+uint64_t hg_consumer_pull_failing_ms(const hg_consumer_t *c)
+{
+    hg_consumer_t *m = (hg_consumer_t *)c; /* atomics are read, never written */
+    uint64_t since = atomic_load(&m->all_failing_since_ms);
+    /* A worker that failed last may store its time after another one's
+     * success cleared it: the count decides. */
+    if (since == 0 || atomic_load(&m->pulls_failing) < c->opts.workers)
+        return 0;
+    uint64_t now = wire_now_ms() + 1;
+    return now > since ? now - since : 1;
 }
 
 static void log_line(hg_consumer_t *c, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -307,6 +340,8 @@ hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out, hg
         c->touch_ms = 0; /* no leases to renew (a delivery is held until ACK/NACK) */
     snprintf(c->lease_text, sizeof(c->lease_text), "%" PRIu32, opts->lease_ms);
     atomic_init(&c->stop, 0);
+    atomic_init(&c->pulls_failing, 0);
+    atomic_init(&c->all_failing_since_ms, 0);
     pthread_mutex_init(&c->err_lock, NULL);
     c->wake_pipe[0] = c->wake_pipe[1] = -1;
     c->watchdog_pipe[0] = c->watchdog_pipe[1] = -1;
@@ -600,6 +635,7 @@ static void *worker_main(void *arg)
                              "BLOCK", block_text, "LEASE",  c->lease_text };
     const hg_backoff_t *pause = &c->client_opts.reconnect_backoff;
     unsigned failures = 0;
+    int pull_failing = 0; /* this worker's last PULL failed (note_pull) */
 
     snprintf(count_text, sizeof(count_text), "%d", c->opts.count);
     snprintf(block_text, sizeof(block_text), "%" PRIu32, c->opts.block_ms);
@@ -624,6 +660,7 @@ static void *worker_main(void *arg)
             if (e == HG_ERR_STOPPED || stopping(c))
                 break;
             record_error(c, who, e, "PULL", hg_client_errmsg(w->client));
+            note_pull(c, 0, &pull_failing);
             if (e == HG_ERR_AUTH || (e == HG_ERR_SERVER && strncmp(hg_client_errmsg(w->client), "NOPERM", 6) == 0)) {
                 /* Wrong credentials or a user without the consumer role stay so: retrying only fills the log. */
                 log_line(c, 0, "%s: %s: stopping the consumer", who,
@@ -639,6 +676,7 @@ static void *worker_main(void *arg)
             continue;
         }
         failures = 0;
+        note_pull(c, 1, &pull_failing);
 
         /* Register the whole batch first: the watchdog renews every lease
          * the worker holds, not only the one being handled. */

@@ -1,7 +1,10 @@
 /*
  * console/static/app.js — the Hourglass console's page: one app, each view
  * at its own URL (/, /dlq, /dlq/GROUP, /dlq/GROUP/ID, /messages?…, /orders,
- * /orders/ID), talking to the JSON API under /api (docs/console.md).
+ * /orders/ID), talking to the JSON API under /api (docs/console.md). A group
+ * or topic named "." or ".." travels in the query, its segment left empty
+ * (/dlq?group=.., /dlq//ID?group=..): browsers resolve dot segments away. An
+ * address that does not decode (a bad % escape) is a page that says so.
  *
  * Text from the server is only ever set with textContent (never parsed as
  * HTML); charts are SVG drawn here. Every POST carries the session's CSRF
@@ -160,6 +163,29 @@ function enc(s) {
   return encodeURIComponent(s);
 }
 
+/* A group or topic name that is "." or ".." cannot be a path segment: browsers resolve dot segments away,
+ * percent-encoded or not. Its segment stays empty and the name goes in the parameter key instead, which the
+ * API and route() read (docs/console.md, "Names in paths"). */
+function isDots(name) {
+  return name === "." || name === "..";
+}
+
+function nameSeg(name) {
+  return isDots(name) ? "" : enc(name);
+}
+
+function nameParams(key, name) {
+  return isDots(name) ? { [key]: name } : {};
+}
+
+/* The page of a group's DLQ (or of one of its messages, id), with query. */
+function dlqHref(group, id, query) {
+  const q = new URLSearchParams(nameParams("group", group));
+  for (const [k, v] of Object.entries(query || {})) q.append(k, v);
+  const s = q.toString();
+  return "/dlq/" + nameSeg(group) + (id ? "/" + enc(id) : "") + (s ? "?" + s : "");
+}
+
 /* ---------------------------------------------------------------- confirmation */
 
 function confirmAction(text) {
@@ -219,9 +245,15 @@ async function route() {
     showWho();
   }
   const path = location.pathname.replace(/\/+$/, "") || "/";
-  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   const q = new URLSearchParams(location.search);
   try {
+    let parts;
+    try {
+      parts = path === "/" ? [] : path.split("/").slice(1).map(decodeURIComponent);
+    } catch (e) { /* a bad % escape: decodeURIComponent throws URIError */
+      show(notice("No such page: " + location.pathname + " (a bad % escape in the address)", "error"));
+      return;
+    }
     if (parts.length === 0) {
       setActive("overview");
       await renderOverview();
@@ -231,9 +263,10 @@ async function route() {
       await renderTopics(q.get("after"));
     } else if (parts[0] === "dlq") {
       setActive("dlq");
-      if (parts.length === 1) await renderDlqGroups();
-      else if (parts.length === 2) await renderDlqPage(parts[1], q.get("after"));
-      else await renderDlqOne(parts[1], parts[2]);
+      const group = parts[1] || q.get("group"); /* /dlq?group=.. and /dlq//ID?group=.. (isDots) */
+      if (!group) await renderDlqGroups();
+      else if (parts.length <= 2) await renderDlqPage(group, q.get("after"));
+      else await renderDlqOne(group, parts[2]);
     } else if (parts[0] === "messages") {
       setActive("messages");
       await renderMessages(q.get("id"), q.get("topic"), q.get("key"));
@@ -406,7 +439,7 @@ async function renderOverview() {
     ["Group", "Topic", "Ready", "Backlog", "Retry", "In flight", "DLQ"].map((t, i) =>
       el("th", { class: i > 1 ? "num" : "" }, t)))),
   el("tbody", {}, (o.groups || []).map((g) => el("tr", {},
-    el("td", {}, link("/dlq/" + enc(g.group), g.group)), el("td", {}, g.topic),
+    el("td", {}, link(dlqHref(g.group), g.group)), el("td", {}, g.topic),
     el("td", { class: "num" }, fmtNum(g.ready, 0)), el("td", { class: "num" }, fmtNum(g.backlog, 0)),
     el("td", { class: "num" }, fmtNum(g.retry, 0)), el("td", { class: "num" }, fmtNum(g.inflight, 0)),
     el("td", { class: "num" }, g.dlq > 0 ? badge(String(g.dlq)) : "0")))));
@@ -511,10 +544,11 @@ async function renderTopics(after, message) {
       (t.retained === 1 ? "" : "s") + " it keeps for retention?")))
       return;
     try {
-      const path = "topics/" + enc(t.topic) + "/delete";
+      const path = "topics/" + nameSeg(t.topic) + "/delete";
       const where = location.pathname + location.search;
-      if (purge) await runJob(path, { purge: "1" }, status, "Deleting topic " + t.topic + " with its messages");
-      else await api("POST", path, {});
+      if (purge) await runJob(path, { purge: "1", ...nameParams("topic", t.topic) }, status,
+        "Deleting topic " + t.topic + " with its messages");
+      else await api("POST", path, nameParams("topic", t.topic));
       if (location.pathname + location.search !== where) return; /* the operator went on elsewhere */
       await renderTopics(after, notice("Deleted topic " + t.topic +
         (purge ? " and its " + t.retained + " retained message" + (t.retained === 1 ? "" : "s") : ""), "ok"));
@@ -526,7 +560,7 @@ async function renderTopics(after, message) {
     el("td", {}, t.topic),
     el("td", { class: "num" }, fmtNum(t.ready, 0)), el("td", { class: "num" }, fmtNum(t.delayed, 0)),
     el("td", { class: "num" }, fmtNum(t.retained, 0)), el("td", { class: "num" }, fmtNum(t.sends, 0)),
-    el("td", {}, t.groups.map((g, i) => [i ? ", " : "", link("/dlq/" + enc(g), g)]).flat()),
+    el("td", {}, t.groups.map((g, i) => [i ? ", " : "", link(dlqHref(g), g)]).flat()),
     can ? el("td", {}, t.groups.length === 0 && t.delayed === 0
       ? el("button", { type: "button", class: "danger", onclick: del(t) }, t.retained > 0 ? "Delete with messages" : "Delete")
       : el("span", { class: "muted" }, t.groups.length ? "has groups" : "messages on the levels")) : null));
@@ -547,12 +581,13 @@ async function renderDlqGroups() {
       el("thead", {}, el("tr", {}, el("th", {}, "Group"), el("th", {}, "Topic"), el("th", { class: "num" }, "DLQ"),
         el("th", { class: "num" }, "Max retries"))),
       el("tbody", {}, d.groups.map((g) => el("tr", {},
-        el("td", {}, link("/dlq/" + enc(g.group), g.group)), el("td", {}, g.topic),
+        el("td", {}, link(dlqHref(g.group), g.group)), el("td", {}, g.topic),
         el("td", { class: "num" }, fmtNum(g.dlq, 0)), el("td", { class: "num" }, g.max_reconsume)))))));
 }
 
 async function dlqAct(group, verb, params, what, status) {
-  const path = "dlq/" + enc(group) + "/" + verb;
+  const path = "dlq/" + nameSeg(group) + "/" + verb;
+  params = { ...params, ...nameParams("group", group) };
   const r = params.all ? await runJob(path, params, status, (verb === "drop" ? "Dropping" : "Requeuing") + " " + what)
     : await api("POST", path, params);
   const n = verb === "drop" ? r.dropped : r.requeued;
@@ -561,7 +596,7 @@ async function dlqAct(group, verb, params, what, status) {
 }
 
 async function renderDlqPage(group, after, message) {
-  const d = await api("GET", "dlq/" + enc(group), { after, count: 50 });
+  const d = await api("GET", "dlq/" + nameSeg(group), { after, count: 50, ...nameParams("group", group) });
   const can = state.session.can_act;
   const checks = [];
   const status = el("div", { id: "dlq-status" }, message || null);
@@ -570,7 +605,7 @@ async function renderDlqPage(group, after, message) {
     checks.push(cb);
     return el("tr", {},
       can ? el("td", {}, cb) : null,
-      el("td", { class: "mono" }, link("/dlq/" + enc(group) + "/" + m.id, m.id)),
+      el("td", { class: "mono" }, link(dlqHref(group, m.id), m.id)),
       el("td", { class: "wrap" }, m.key),
       el("td", { class: "wrap" }, m.reason),
       el("td", { class: "num" }, m.reconsume),
@@ -615,11 +650,11 @@ async function renderDlqPage(group, after, message) {
         el("th", {}, "Reason"), el("th", { class: "num" }, "Reconsume"), el("th", {}, "Parked"),
         el("th", {}, "Payload"))),
       el("tbody", {}, rows))),
-    d.next ? el("p", {}, link("/dlq/" + enc(group) + "?after=" + d.next, "Next page →")) : null);
+    d.next ? el("p", {}, link(dlqHref(group, null, { after: d.next }), "Next page →")) : null);
 }
 
 async function renderDlqOne(group, id, message) {
-  const m = await api("GET", "dlq/" + enc(group) + "/" + enc(id));
+  const m = await api("GET", "dlq/" + nameSeg(group) + "/" + enc(id), nameParams("group", group));
   const can = state.session.can_act;
   const status = el("div", {}, message || null);
   const act = (verb) => async () => {
@@ -632,7 +667,7 @@ async function renderDlqOne(group, id, message) {
     }
   };
   show(el("h1", {}, "Parked message ", el("span", { class: "mono" }, id)),
-    el("p", {}, link("/dlq/" + enc(group), "← DLQ of " + group)), status,
+    el("p", {}, link(dlqHref(group), "← DLQ of " + group)), status,
     el("div", { class: "panel" }, el("dl", { class: "kv" },
       el("dt", {}, "Key"), el("dd", {}, m.key), el("dt", {}, "Reason"), el("dd", {}, m.reason),
       el("dt", {}, "Reconsume"), el("dd", {}, m.reconsume),

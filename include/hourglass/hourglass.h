@@ -673,6 +673,14 @@ void hg_consumer_stats(const hg_consumer_t *c, hg_consumer_stats_t *out);
  * same text went to the log callback. Returns out->code. */
 hg_err_t hg_consumer_last_error(const hg_consumer_t *c, hg_error_t *out);
 
+/* How long every worker's PULL has been failing, in ms: 0 while at least
+ * one worker's last PULL was answered (or none has failed yet); else the
+ * time since the last of them failed — the broker cannot be reached, refuses
+ * the credentials, or answers PULL with an error — after the client's own
+ * retries. What a daemon's /healthz reports about the broker (the text is
+ * hg_consumer_last_error). Thread-safe; 0 before and after hg_consumer_run. */
+uint64_t hg_consumer_pull_failing_ms(const hg_consumer_t *c);
+
 /* Free a consumer that is not running. NULL is fine. */
 void hg_consumer_free(hg_consumer_t *c);
 

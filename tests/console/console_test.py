@@ -93,8 +93,8 @@ class Client:
             doc = body.decode("utf-8", "replace")
         return status, doc, rh
 
-    def get(self, path, params=None):
-        return self.request("GET", path, params)
+    def get(self, path, params=None, headers=None):
+        return self.request("GET", path, params, headers=headers)
 
     def post(self, path, params=None, csrf=True, headers=None):
         return self.request("POST", path, params, csrf, headers)

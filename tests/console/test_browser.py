@@ -9,7 +9,8 @@ As a person would: log in as alice, a real user of the broker (role
 admin); the overview with live, non-zero figures from the
 broker and MariaDB; requeue a DLQ message; find a message by topic and key;
 cancel an overdue order by hand and see it cancelled in the database with
-reason manual. A screenshot of every page at 1280x800 and of two in a narrow
+reason manual; open the DLQ of group ".." (a name no path segment can
+carry) and requeue its message; an address with a bad % escape says so. A screenshot of every page at 1280x800 and of two in a narrow
 window (390x844) goes to HG_ARTIFACTS; the page must not overflow the narrow
 window sideways; the browser's console log must hold no error.
 """
@@ -246,6 +247,26 @@ try:
     # ------------------------------------------------------------ a link opens its view directly
     driver.get(BASE + "/dlq/order-cancel")
     wait_css("#dlq-table", "a direct link to /dlq/order-cancel")
+
+    # ------------------------------------------------------------ a group named .. (test_api.py left dots-2 in its DLQ)
+    driver.get(BASE + "/dlq")
+    if wait_css("#dlq-groups", "the DLQ groups"):
+        links = [a for a in driver.find_elements(By.CSS_SELECTOR, "#dlq-groups a") if a.text == ".."]
+        check(len(links) == 1, "the group '..' is listed")
+        if links:
+            links[0].click()
+            if wait_text("#main h1", "DLQ of ..", "the DLQ of group '..' opens (a '..' segment would resolve away)"):
+                check("dots-2" in text_of("#dlq-table") and "group=.." in driver.current_url,
+                      "it lists dots-2, at %s" % driver.current_url)
+                shot("05d-dlq-dotdot")
+                driver.find_element(By.CSS_SELECTOR, "#dlq-table tbody td.mono a").click()
+                if wait_css("#requeue-one", "the parked message of group '..'"):
+                    check("dots-2" in text_of("#main"), "its page shows dots-2")
+                    css("#requeue-one").click()
+                    wait_text("#main", "Requeued 1 message", "requeue it from the DLQ of group '..'")
+    # ------------------------------------------------------------ a bad % escape in the address
+    driver.get(BASE + "/orders/%E0%A4%A")
+    wait_text("#main", "a bad % escape in the address", "a bad % escape: a page that says so, never a blank one")
 
     # ------------------------------------------------------------ a narrow window
     driver.set_window_size(390, 844)

@@ -1233,9 +1233,12 @@ static void test_broker_restart_nothing_lost(void)
  * Suite cli
  * ------------------------------------------------------------------------ */
 
+/* What run_cli's child reads on stdin: NULL for /dev/null. */
+static const char *cli_stdin;
+
 /* Run hourglass-cli with args (NULL-terminated), stdout into out[outlen],
- * stderr into errout[errlen]. Returns the exit status, -1 when it did not
- * exit normally. */
+ * stderr into errout[errlen], cli_stdin on its stdin. Returns the exit
+ * status, -1 when it did not exit normally. */
 static int run_cli(char *out, size_t outlen, char *errout, size_t errlen, ...)
 {
     const char *argv[32];
@@ -1250,20 +1253,28 @@ static int run_cli(char *out, size_t outlen, char *errout, size_t errlen, ...)
         argv[n++] = a;
     va_end(ap);
     argv[n] = NULL;
-    if (pipe(outp) != 0 || pipe(errp) != 0)
+    int inp[2];
+    if (pipe(outp) != 0 || pipe(errp) != 0 || pipe(inp) != 0)
         return -1;
     pid = fork();
     if (pid == 0) {
+        dup2(inp[0], 0);
         dup2(outp[1], 1);
         dup2(errp[1], 2);
+        close(inp[1]);
         close(outp[0]);
         close(errp[0]);
         unsetenv("HOURGLASS_URI");
         execv(CLI_PATH, (char *const *)argv);
         _exit(127);
     }
+    close(inp[0]);
     close(outp[1]);
     close(errp[1]);
+    /* Inputs are small (within the pipe's buffer): write, close, then read. */
+    if (cli_stdin != NULL && write(inp[1], cli_stdin, strlen(cli_stdin)) < 0)
+        perror("write to hourglass-cli's stdin");
+    close(inp[1]);
     /* Outputs are small: read stdout, then stderr. */
     for (ssize_t r; (r = read(outp[0], out + got, outlen - 1 - got)) > 0;)
         got += (size_t)r;
@@ -1348,6 +1359,88 @@ static void test_cli_dlq_round_trip(void)
     BP_CHECK(rc == 1, "drop of a missing id: exit %d", rc);
     rc = CLI("dlq", "list", "nosuchgroup");
     BP_CHECK(rc == 1 && strstr(err, "no such group") != NULL, "unknown group: exit %d: %.400s", rc, err);
+}
+
+/* Text for people never carries a terminal control from a payload, key or
+ * reason: C0 and DEL, and also the C1 controls (valid UTF-8 that xterm and
+ * VTE obey: U+009B is CSI) and the bidi overrides, are shown as \xHH; other
+ * UTF-8 is shown as it is. --json keeps the text (escaped as JSON wants). */
+static void test_cli_text_escapes_controls(void)
+{
+    char out[16384], err[4096], id[HG_ID_MAX];
+    const char *payload = "a\x1b[31m b\xc2\x9b"
+                          "2J c\xe2\x80\xae"
+                          "d \xc3\xa9";
+    int rc;
+
+    start(FAST);
+    hg_reply_free(CMD("GROUP", "CREATE", "g", "t", "MAXRETRY", "0"));
+    send_one("t",
+             "k\xc2\x9d"
+             "0;x",
+             payload, hg_delay_none(), id);
+    hg_reply_t *r = CMD("PULL", "g", "t", "COUNT", "1");
+    BP_REQUIRE(r != NULL && hg_reply_count(r) == 1, "PULL 1");
+    hg_reply_free(r);
+    BP_CHECK(CMD_INT("NACK", "g", id, "REASON",
+                     "why\xc2\x9b"
+                     "5m") == 0,
+             "NACK into the DLQ");
+
+    rc = CLI("msg", "show", id);
+    BP_CHECK(rc == 0, "msg show: exit %d: %.400s", rc, err);
+    BP_CHECK(strstr(out, "payload:   a\\x1b[31m b\\xc2\\x9b2J c\\xe2\\x80\\xaed \xc3\xa9\n") != NULL,
+             "msg show payload not escaped:\n%.600s", out);
+    BP_CHECK(strstr(out, "key:       k\\xc2\\x9d0;x\n") != NULL, "msg show key not escaped:\n%.600s", out);
+    rc = CLI("dlq", "show", "g", id);
+    BP_CHECK(rc == 0 && strstr(out, "reason:    why\\xc2\\x9b5m\n") != NULL, "dlq show reason: exit %d:\n%.600s", rc,
+             out);
+    rc = CLI("dlq", "list", "g");
+    BP_CHECK(rc == 0, "dlq list: exit %d: %.400s", rc, err);
+    for (const char *c = "\x1b\x9b\x9d\xae"; *c != '\0'; c++) /* ESC, and the C1 / U+202E sequences' last bytes */
+        BP_CHECK(strchr(out, *c) == NULL, "dlq list prints the raw byte 0x%02x:\n%.600s", (unsigned char)*c, out);
+    rc = CLI("--json", "msg", "show", id);
+    BP_CHECK(rc == 0 && strstr(out, "b\xc2\x9b"
+                                    "2J") != NULL,
+             "--json keeps U+009B: exit %d:\n%.600s", rc, out);
+}
+
+/* passwd USER ROLES: a line the broker takes (it logs the user in); a user
+ * name or roles the broker's users file would refuse — which makes the
+ * broker refuse the whole file, and not start — are refused with exit 2 and
+ * no line printed. */
+static void test_cli_passwd(void)
+{
+    char out[16384], err[4096], dir[512], path[600], uri[200];
+    static const char *const bad[][3] = {
+        { "bad user", "admin", "character other than" },  { "bob", "wizard", "unknown role 'wizard'" },
+        { "bob", "admin extra", "unknown role" },         { "bob", "admin,", "unknown role ''" },
+        { "", "admin", "must be 1..64 bytes" },           { "b#x", "viewer", "character other than" },
+        { "bob", "producer,,viewer", "unknown role ''" },
+    };
+    int rc;
+
+    cli_stdin = "pw-bob\n";
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rc = run_cli(out, sizeof out, err, sizeof err, "passwd", "--cost", "10", bad[i][0], bad[i][1], (char *)NULL);
+        BP_CHECK(rc == 2 && out[0] == '\0' && strstr(err, bad[i][2]) != NULL,
+                 "passwd '%s' '%s': exit %d, stdout '%.200s', stderr '%.300s'", bad[i][0], bad[i][1], rc, out, err);
+    }
+    rc = run_cli(out, sizeof out, err, sizeof err, "passwd", "--cost", "10", "bob.x@shop-1_a", "producer,viewer",
+                 (char *)NULL);
+    cli_stdin = NULL;
+    BP_REQUIRE(rc == 0 && strncmp(out, "bob.x@shop-1_a producer,viewer $scrypt$ln=10,", 45) == 0,
+               "passwd: exit %d: %.300s%.300s", rc, out, err);
+    BP_REQUIRE(tu_mkdtemp("hg-client-passwd", dir, sizeof dir) == 0, "temp dir");
+    snprintf(path, sizeof path, "%s/users", dir);
+    BP_REQUIRE(tu_write_file(path, out) == 0, "write %s", path);
+    const char *extra[] = { "--fsync", "no", "--users-file", path, NULL };
+    char e[8192];
+    BP_REQUIRE(bp_start(&B, extra, e, sizeof e) == 0, "the broker refuses the line: %s", e);
+    snprintf(uri, sizeof uri, "hourglass://bob.x%%40shop-1_a:pw-bob@127.0.0.1:%d", B.port);
+    rc = run_cli(out, sizeof out, err, sizeof err, "--uri", uri, "ping", (char *)NULL);
+    BP_CHECK(rc == 0 && strstr(out, "PONG") != NULL, "ping as the new user: exit %d: %.300s", rc, err);
+    tu_rmtree(dir);
 }
 
 /* group create / group del: the group exists with its options (GROUP LIST),
@@ -1600,6 +1693,8 @@ static int add_suites(void)
         { "cli", "dlq list/show/requeue/drop round trip", test_cli_dlq_round_trip },
         { "cli", "commands, --json and exit codes", test_cli_commands_and_exit_codes },
         { "cli", "group create/del, topics, topic del", test_cli_group_create_del },
+        { "cli", "table and show output escape C1 and bidi controls", test_cli_text_escapes_controls },
+        { "cli", "passwd: a line the broker takes; bad names and roles refused", test_cli_passwd },
         { "errors", "bad URIs and options", test_bad_uris_and_options },
     };
     CU_pSuite s = NULL;

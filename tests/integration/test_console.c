@@ -12,10 +12,12 @@
  * library; the browser one Debian's python3-selenium with chromium and
  * chromium-driver), run as children with the set-up in the environment:
  * Suite "console", in order:
- *   api              tests/console/test_api.py: every endpoint; logins of the
- *                    broker's users (admin acts; viewer looks and every action
- *                    is refused 403 and audited; a wrong password and an
- *                    unknown user get the same refusal); the refused actions
+ *   api              tests/console/test_api.py: every endpoint; the Host
+ *                    check (allowed-hosts console.test, Ops.Example.org);
+ *                    logins of the broker's users (admin acts; viewer looks
+ *                    and every action is refused 403 and audited; a wrong
+ *                    password and an unknown user get the same refusal); the
+ *                    refused actions
  *                    (no session, no CSRF token), the DLQ requeue / drop with
  *                    its confirmation, the manual cancel seen in the
  *                    database, the audit log
@@ -55,6 +57,11 @@
  *                    a stale hg_session cookie before the live one; the
  *                    drop's confirmation a whole number; an audit line one
  *                    line
+ *   session ttl      a second console with session-ttl 3s
+ *                    (tests/console/test_session_ttl.py): every reply to a
+ *                    live session sends the cookie again with Max-Age 3, so
+ *                    a session used every second outlives its first 3 s in
+ *                    a cookie jar that honours Max-Age; unused, it ends
  *   https            a TLS-only broker (port 0, tls-port; no users) and a
  *                    console serving https (https-cert-file, a throwaway CA of
  *                    tests/helpers/tls_certs.h) connected to it with
@@ -65,7 +72,8 @@
  *                    certificate (the served serial changes)
  *   config           sampler-user without its password file, a tls-* key
  *                    with a plaintext uri, https-cert-file without its key,
- *                    a uri with a password: exit 2, named
+ *                    a uri with a password, allowed-hosts with a port:
+ *                    exit 2, named
  *   stop             SIGHUP: still answering, the re-read logged; SIGTERM
  *                    while a job waits on a stopped broker
  *                    (tests/console/test_jobs_stop.py): exit 0 at once, the
@@ -458,6 +466,8 @@ static int console_init(void)
                                     compensator_url,
                                     "--mysql-read-timeout", /* the stall test waits for it to pass */
                                     "4s",
+                                    "--allowed-hosts", /* test_api.py: the Host header */
+                                    "console.test, Ops.Example.org",
                                     NULL };
     if (start_console(&console, console_extra, console_up) != 0)
         return -1;
@@ -572,6 +582,24 @@ static void test_jobs(void)
     TU_CHECK(rc == 0, "tests/console/test_jobs.py exited %d (its output above says what failed)", rc);
 }
 
+/* A second console with a session-ttl of 3 s: the session cookie's
+ * Max-Age slides with the server's expiry (tests/console/test_session_ttl.py). */
+static void test_session_ttl(void)
+{
+    console_proc_t ttl = { .name = "ttl" };
+    const char *extra[] = {
+        "--uri", uri, "--sampler-user", "monitor", "--sampler-password-file", monitor_pw_path, "--session-ttl",
+        "3s",    NULL
+    };
+    if (start_console(&ttl, extra, console_up) == 0) {
+        int rc = run_script("test_session_ttl.py", &ttl, "http", NULL);
+        TU_CHECK(rc == 0, "tests/console/test_session_ttl.py exited %d (its output above says what failed)", rc);
+    }
+    TU_CHECK(stop_console(&ttl) == 0, "the session-ttl console exits 0 on SIGTERM");
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(ttl.log);
+}
+
 /* ---- https in front of a TLS-only broker ---- */
 
 static tc_certs_t pki;
@@ -684,6 +712,12 @@ static void test_config(void)
     rc = tu_run_capture(half_https, out, sizeof out);
     TU_CHECK(rc == 2 && strstr(out, "https-cert-file is set without https-key-file") != NULL,
              "https-cert-file without https-key-file: exit 2 (exit %d: %s)", rc, out);
+    const char *bad_host[] = { CONSOLE_BIN, "--check-config",  "--mysql-database",
+                               DB,          "--allowed-hosts", "ok.example, bad.example:80",
+                               NULL };
+    rc = tu_run_capture(bad_host, out, sizeof out);
+    TU_CHECK(rc == 2 && strstr(out, "allowed-hosts: 'bad.example:80' is not a host name") != NULL,
+             "allowed-hosts with a port: exit 2 naming the entry (exit %d: %s)", rc, out);
     const char *with_password[] = { CONSOLE_BIN, "--check-config", "--mysql-database",
                                     DB,          "--uri",          "hourglass://monitor:pw-Secret@127.0.0.1:7379",
                                     NULL };
@@ -729,6 +763,7 @@ static const tu_test_t console_tests[] = {
     { "jobs: DLQ … ALL and a purge run off the loop: the broker stopped, every page answers; four at most", test_jobs },
     { "sessions: roles asked again, a removed user's session ended, sessions per user, the no-users reply",
       test_sessions },
+    { "session ttl: the cookie's Max-Age slides with the session's expiry", test_session_ttl },
     { "https: the console over https, in front of a TLS-only broker; SIGHUP reloads the certificate", test_https },
     { "config: sampler-user needs its password file, tls-* keys a TLS uri, https both files", test_config },
     { "SIGHUP: alive, configuration re-read; SIGTERM: a clean stop", test_stop },

@@ -121,6 +121,10 @@ static void test_check_config(void)
     expect_config_error(range, "workers: '0' out of range 1..256");
     const char *dur[] = { CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--retry-base", "200", NULL };
     expect_config_error(dur, "retry-base: '200' is not a duration");
+    const char *touch[] = {
+        CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--lease", "10s", "--touch-interval", "20s", NULL
+    };
+    expect_config_error(touch, "touch-interval: 20000ms is not below lease 10000ms");
 
     char dir[512], path[600];
     CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-conf", dir, sizeof dir), 0);
@@ -562,6 +566,51 @@ static void test_db_health(void)
     hg_order_db_close(db);
 }
 
+/* The broker is half of the consumer's health: with it down, every PULL
+ * fails and nothing is cancelled, so /healthz answers 503 with the last
+ * error once every worker's PULL has failed for broker-unhealthy-after, and
+ * 200 again once a PULL is answered (it used to stay 200 throughout). */
+static void test_broker_health(void)
+{
+    const char *name = "brokerhealth";
+    hg_order_db *db = oe_fresh_database(&env, name, 10, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    rc_conn_t c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", name, OE_TOPIC, "FROM", "NOW", NULL), 0);
+    rc_close(&c);
+    char dir[512], log_path[600];
+    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-brokerhealth", dir, sizeof dir), 0);
+    snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
+    int mport = tu_free_port();
+    const char *extra[] = { "--broker-unhealthy-after", "1s", "--block", "500ms", NULL };
+    pid_t pid = oe_start_consumer(&env, name, name, 2, mport, log_path, extra);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    health_want_t want_ok = { mport, 200, "ok" }, want_down = { mport, 503, "broker: every PULL failing for" };
+    CU_ASSERT_EQUAL(tu_poll_until(health_is, &want_ok, 30000, 50), 0);
+
+    CU_ASSERT_EQUAL(bp_kill9(&env.broker), 0);
+    CU_ASSERT_EQUAL(tu_poll_until(health_is, &want_down, 60000, 50), 0);
+    char body[2048] = "";
+    CU_ASSERT_EQUAL(tu_http_get(mport, "/healthz", body, sizeof body), 503);
+    TU_CHECK(strstr(body, "PULL") != NULL && strstr(body, "cancels failing") == NULL,
+             "/healthz with the broker down names the PULL's error and no database problem:\n%s", body);
+
+    CU_ASSERT_EQUAL_FATAL(bp_restart(&env.broker, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(tu_poll_until(health_is, &want_ok, 60000, 50), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
+    send_ids(&c, 1, 5);
+    CU_ASSERT_EQUAL(oe_wait_scalar(&env, 5, 60000, "SELECT COUNT(*) FROM brokerhealth.orders WHERE status='cancelled'"),
+                    5);
+    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(log_path);
+    rc_close(&c);
+    tu_rmtree(dir);
+    hg_order_db_close(db);
+}
+
 typedef struct metric_want {
     int port;
     const char *name;
@@ -636,6 +685,7 @@ static const tu_test_t daemon_tests[] = {
     { "SIGHUP while cancelling: alive, log-level applied, flags win, bad file survived", test_sighup },
     { "MariaDB set-up errors: fatal at start, /healthz 503 while cancels fail", test_db_health },
     { "a data error (claim changed 2 rows, code 0): permanent, /healthz stays 200", test_data_error_health },
+    { "broker down: /healthz 503 after broker-unhealthy-after, 200 once PULL is answered", test_broker_health },
     { "throughput with 1, 4, 8 workers", test_throughput },
     { NULL, NULL },
 };
