@@ -46,9 +46,13 @@
 #define RMQ_MAX_DELAY_MS     (3ull * 86400 * 1000) /* as the broker's default max-delay */
 #define RMQ_MAX_RECONSUME    16                    /* as the broker's default max-reconsume */
 #define RMQ_REFUSED_PAUSE_MS 250                   /* first pause before resending refused publishes (doubling) */
-#define RMQ_NAME_MAX         255                   /* a group or topic name (AMQP shortstr) */
-#define RMQ_NAME_USABLE      (RMQ_NAME_MAX - 10)   /* what "hg.group." or "t." leaves of a shortstr */
-#define RMQ_QUEUE_NAME_MAX   300
+/* x-delivery-limit of the queues whose messages come back unsettled (group
+ * queues, DLQs, hg.groups, hg.hops, hg.unrouted): no limit in practice. -1
+ * ("none") exists only from RabbitMQ 4.0; this is valid on 3.10 too. */
+#define RMQ_DELIVERY_LIMIT 1000000000
+#define RMQ_NAME_MAX       255                 /* a group or topic name (AMQP shortstr) */
+#define RMQ_NAME_USABLE    (RMQ_NAME_MAX - 10) /* what "hg.group." or "t." leaves of a shortstr */
+#define RMQ_QUEUE_NAME_MAX 300
 
 /* Names (docs/rabbitmq.md). */
 #define RMQ_EX_LEVELS   "hg.levels"   /* headers: hg-level = n → hg.level.n */
@@ -86,6 +90,7 @@
 #define RMQ_H_GROUP     "hg-group" /* registry records */
 #define RMQ_H_CREATED   "hg-created"
 #define RMQ_H_MAXRETRY  "hg-max-reconsume"
+#define RMQ_H_DELIVERY  "x-delivery-count" /* set by a quorum queue on a redelivery */
 
 /* A message as received (copied out of the connection's frames). */
 typedef struct rmq_msg {
@@ -105,6 +110,10 @@ typedef struct rmq_msg {
     char *group; /* registry records */
     uint64_t created_ms;
     long max_reconsume; /* -1 when absent */
+    /* x-delivery-count: how often the queue took this delivery back unsettled
+     * (its consumer's channel or connection ended, or a requeue); 0 on the
+     * first delivery, when RabbitMQ omits it */
+    unsigned delivery_count;
     struct rmq_msg *next;
 } rmq_msg_t;
 
@@ -206,11 +215,13 @@ hg_err_t rmq_rpc_check(rmq_t *r, int ch, const char *what);
 /* Reopen channel 2 when a refusal closed it. */
 hg_err_t rmq_admin(rmq_t *r);
 /* Publish n messages on channel 1 and wait for their confirms; results[i]
- * HG_OK or the error (why[i] may be NULL). Returns HG_OK when all were
+ * HG_OK or the error. Returns HG_OK when all were
  * confirmed, else the first error (set on the client). A refusal
  * (basic.nack: HG_ERR_SERVER, r->refused > 0) leaves the connection up for
  * the caller to settle what it holds; the next rmq_ensure replaces it. The
- * send paths resend refused messages (rmq_refused_pause). */
+ * send paths resend refused messages (rmq_refused_pause). A batch cut short
+ * by a lost connection or a missing confirm still sets results[]: HG_OK for
+ * what was confirmed before, HG_ERR_IO for the rest (to resend). */
 hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results);
 /* Wait for frames until deadline (monotonic ms; 0 = poll once) or until
  * a delivery is ready (want_delivery) — interruptible by the client's wake

@@ -453,6 +453,8 @@ rmq_msg_t *rmq_msg_decode(const amqp_basic_properties_t *p, const amqp_bytes_t *
                     m->created_ms = (uint64_t)n;
                 else if (strcmp(name, RMQ_H_MAXRETRY) == 0)
                     m->max_reconsume = (long)n;
+                else if (strcmp(name, RMQ_H_DELIVERY) == 0)
+                    m->delivery_count = n > 1000000 ? 1000000 : (unsigned)n;
             }
         }
     }
@@ -661,6 +663,16 @@ hg_err_t rmq_pump(rmq_t *r, uint64_t deadline, int want_delivery, int interrupti
     }
 }
 
+/* The results of a batch that ended early (a lost connection, a missing
+ * confirm): what RabbitMQ confirmed before is sent (HG_OK), the rest
+ * HG_ERR_IO — a caller resends only those, so a confirmed message is never
+ * sent twice. batch_state outlives rmq_disconnect (it only zeroes batch_n). */
+static void results_so_far(const rmq_t *r, size_t n, hg_err_t *results)
+{
+    for (size_t i = 0; i < n; i++)
+        results[i] = r->batch_state[i] > 0 ? HG_OK : HG_ERR_IO;
+}
+
 hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results)
 {
     const hg_client_opts_t *o = client_opts(r->client);
@@ -704,10 +716,13 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
             client_fail(r->client, HG_ERR_TIMEOUT, "no publisher confirm from RabbitMQ at %s within %" PRIu32 "ms",
                         r->address, o->read_timeout_ms);
             rmq_disconnect(r);
+            results_so_far(r, n, results);
             return HG_ERR_TIMEOUT;
         }
-        if (e != HG_OK)
+        if (e != HG_OK) {
+            results_so_far(r, n, results);
             return e;
+        }
     }
     for (size_t i = 0; i < n; i++) {
         results[i] = r->batch_state[i] > 0 ? HG_OK : HG_ERR_SERVER;

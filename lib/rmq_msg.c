@@ -290,13 +290,96 @@ hg_err_t rmq_consume(rmq_t *r, const char *queue, const char *name, int count)
     return HG_OK;
 }
 
+/* The publish of one failure of delivery m in group (RocketMQ's rule, as on
+ * the broker): to hg.dlq.<group> when dead or m's reconsume reached the
+ * group's max-reconsume (reason kept), else a retry after delay — level
+ * 3 + reconsume unless retry_given — with reconsume + 1 and routing key
+ * g.<group>. dest and plan hold what o points to. 0, or -1 with why (a
+ * given delay the table cannot take). */
+static int failure_out(rmq_t *r, const char *group, const rmq_msg_t *m, int dead, int retry_given, hg_delay_t delay,
+                       const char *reason, uint64_t now, rmq_out_t *o, char *dest, size_t destlen, char *plan,
+                       size_t planlen, char *why, size_t whylen)
+{
+    memset(o, 0, sizeof(*o)); /* both ways below set only their own fields */
+    if (dead || (long)m->reconsume >= r->consuming_max) {
+        rmq_dlq_queue(dest, destlen, group);
+        o->exchange = "";
+        o->routing_key = dest;
+        o->due_ms = m->due_ms;
+        o->reason = reason;
+        o->parked_ms = now;
+        o->reconsume = m->reconsume;
+    } else {
+        int level = 3 + (int)m->reconsume;
+        if (!retry_given)
+            delay = hg_delay_level(level > r->levels.count ? r->levels.count : level);
+        snprintf(dest, destlen, "g.%s", group);
+        if (rmq_route_delay(&r->levels, delay, dest, now, o, plan, planlen, why, whylen) < 0)
+            return -1;
+        o->reconsume = m->reconsume + 1;
+    }
+    o->id = m->id;
+    o->topic = m->topic;
+    o->key = m->key;
+    o->payload = m->payload;
+    o->payload_len = m->payload_len;
+    o->max_reconsume = -1;
+    return 0;
+}
+
+#define RMQ_REDELIVERED_REASON "redelivered: its consumer ended without ACK or NACK"
+
+/* Settle the deliveries of list (taken from the ready list, never handed
+ * out) that RabbitMQ redelivered after their consumer's channel or
+ * connection ended unsettled (x-delivery-count > 0): each one is a failure,
+ * as an expired lease on the broker — a retry with reconsume + 1, or the
+ * group's DLQ at its max-reconsume. The copies are published and confirmed
+ * first, then the deliveries acknowledged: a crash in between repeats a
+ * message, never loses it. A delivery whose copy was not confirmed stays
+ * unacknowledged; RabbitMQ gives it back when this connection ends (a
+ * refusal replaces it at the next rmq_ensure), counted again. Frees list.
+ * May disconnect r (a lost connection): the caller holds no pointer into
+ * r's held list across this call. */
+static void settle_redelivered(rmq_t *r, const char *group, rmq_msg_t *list)
+{
+    size_t n = 0, i = 0;
+    rmq_out_t *out;
+    hg_err_t *res;
+    char(*dest)[RMQ_QUEUE_NAME_MAX];
+    char(*plan)[LVL_MAX_HOPS * 4];
+    char why[HG_ERRMSG_MAX];
+    uint64_t now = rmq_wall_ms();
+
+    for (rmq_msg_t *m = list; m != NULL; m = m->next)
+        n++;
+    if (n == 0)
+        return;
+    out = xcalloc(n, sizeof(*out));
+    res = xcalloc(n, sizeof(*res));
+    dest = xcalloc(n, RMQ_QUEUE_NAME_MAX);
+    plan = xcalloc(n, LVL_MAX_HOPS * 4);
+    for (rmq_msg_t *m = list; m != NULL; m = m->next, i++)
+        (void)failure_out(r, group, m, 0, 0, hg_delay_none(), RMQ_REDELIVERED_REASON, now, &out[i], dest[i],
+                          sizeof(dest[i]), plan[i], sizeof(plan[i]), why, sizeof(why)); /* a level: cannot fail */
+    (void)rmq_publish(r, out, n, res); /* what failed stays unacknowledged (above) */
+    i = 0;
+    for (rmq_msg_t *m = list; m != NULL; m = m->next, i++)
+        if (res[i] == HG_OK && r->st != NULL)
+            amqp_basic_ack(r->st, RMQ_WORK_CHANNEL, m->tag, 0);
+    rmq_msg_list_free(list);
+    free(out);
+    free(res);
+    free(dest);
+    free(plan);
+}
+
 hg_err_t rmq_cmd_pull(rmq_t *r, size_t argc, const char *const *argv, uint32_t extra_wait_ms, int flags,
                       resp_reply_t **reply)
 {
     long count = opt_number(argc, argv, 3, "COUNT", 1), block = opt_number(argc, argv, 3, "BLOCK", -1), max = 0;
     uint64_t deadline;
     buf_t b = BUF_INIT;
-    rmq_msg_t *got[1000];
+    rmq_msg_t *got[1000], *redelivered = NULL;
     size_t n = 0;
     hg_err_t e;
 
@@ -323,24 +406,40 @@ hg_err_t rmq_cmd_pull(rmq_t *r, size_t argc, const char *const *argv, uint32_t e
         return e;
     deadline = block < 0 ? wire_now_ms() : block == 0 ? 0 : wire_now_ms() + (uint64_t)block;
     (void)extra_wait_ms;
-    e = rmq_pump(r, deadline, 1, (flags & CLIENT_INTERRUPTIBLE) != 0);
-    if (e == HG_OK) { /* take what is there, up to COUNT, without waiting more */
-        while ((long)n < count) {
-            rmq_msg_t *m = r->ready;
-            if (m == NULL) {
-                if (rmq_pump(r, wire_now_ms(), 1, 0) != HG_OK || r->ready == NULL)
-                    break;
-                continue;
+    for (;;) {
+        e = rmq_pump(r, deadline, 1, (flags & CLIENT_INTERRUPTIBLE) != 0);
+        if (e == HG_OK) { /* take what is there, up to COUNT, without waiting more */
+            while ((long)n < count) {
+                rmq_msg_t *m = r->ready;
+                if (m == NULL) {
+                    if (rmq_pump(r, wire_now_ms(), 1, 0) != HG_OK || r->ready == NULL)
+                        break;
+                    continue;
+                }
+                r->ready = m->next;
+                if (r->ready == NULL)
+                    r->ready_tail = NULL;
+                if (m->delivery_count > 0) { /* a failure already: settle_redelivered */
+                    m->next = redelivered;
+                    redelivered = m;
+                    continue;
+                }
+                m->next = r->held;
+                r->held = m;
+                got[n++] = m;
             }
-            r->ready = m->next;
-            if (r->ready == NULL)
-                r->ready_tail = NULL;
-            m->next = r->held;
-            r->held = m;
-            got[n++] = m;
+        } else if (e != HG_ERR_TIMEOUT) {
+            return e;
         }
-    } else if (e != HG_ERR_TIMEOUT) {
-        return e;
+        if (redelivered == NULL || n > 0)
+            break;
+        /* only redelivered ones: settle them, then wait on for the rest of BLOCK */
+        settle_redelivered(r, argv[1], redelivered);
+        redelivered = NULL;
+        if (r->st == NULL)
+            return hg_client_errcode(r->client);
+        if (e != HG_OK || (deadline != 0 && wire_now_ms() >= deadline))
+            break;
     }
     rmq_w_array(&b, n);
     for (size_t i = 0; i < n; i++) {
@@ -353,6 +452,9 @@ hg_err_t rmq_cmd_pull(rmq_t *r, size_t argc, const char *const *argv, uint32_t e
         rmq_w_int(&b, m->reconsume);
         rmq_w_int(&b, (long long)m->due_ms);
     }
+    /* after the reply is written: settling may lose the connection, which
+     * frees the held list got[] points into */
+    settle_redelivered(r, argv[1], redelivered);
     return rmq_reply_finish(&b, reply);
 }
 
@@ -397,7 +499,7 @@ hg_err_t rmq_cmd_ack(rmq_t *r, size_t argc, const char *const *argv, resp_reply_
 hg_err_t rmq_cmd_nack(rmq_t *r, size_t argc, const char *const *argv, resp_reply_t **reply)
 {
     const char *reason = "";
-    char why[HG_ERRMSG_MAX], dest[RMQ_QUEUE_NAME_MAX], plan[LVL_MAX_HOPS * 4], dlq[RMQ_QUEUE_NAME_MAX];
+    char why[HG_ERRMSG_MAX], dest[RMQ_QUEUE_NAME_MAX], plan[LVL_MAX_HOPS * 4];
     hg_delay_t delay = hg_delay_none();
     int dead = 0, retry_given = 0;
     buf_t b = BUF_INIT;
@@ -448,34 +550,13 @@ hg_err_t rmq_cmd_nack(rmq_t *r, size_t argc, const char *const *argv, resp_reply
         rmq_w_int(&b, -1);
         return rmq_reply_finish(&b, reply);
     }
-    memset(&o, 0, sizeof(o)); /* both ways below set only their own fields */
-    if (dead || (long)m->reconsume >= r->consuming_max) {
-        rmq_dlq_queue(dlq, sizeof(dlq), argv[1]);
-        o.exchange = "";
-        o.routing_key = dlq;
-        o.due_ms = m->due_ms;
-        o.reason = reason;
-        o.parked_ms = now;
-        o.reconsume = m->reconsume;
-    } else {
-        int level = 3 + (int)m->reconsume;
-        if (!retry_given)
-            delay = hg_delay_level(level > r->levels.count ? r->levels.count : level);
-        snprintf(dest, sizeof(dest), "g.%s", argv[1]);
-        if (rmq_route_delay(&r->levels, delay, dest, now, &o, plan, sizeof(plan), why, sizeof(why)) < 0) {
-            m->next = r->held; /* refused: still held, as on the broker (ACK or NACK it again) */
-            r->held = m;
-            rmq_w_error(&b, "ERR %s", why);
-            return rmq_reply_finish(&b, reply);
-        }
-        o.reconsume = m->reconsume + 1;
+    if (failure_out(r, argv[1], m, dead, retry_given, delay, reason, now, &o, dest, sizeof(dest), plan, sizeof(plan),
+                    why, sizeof(why)) < 0) {
+        m->next = r->held; /* refused: still held, as on the broker (ACK or NACK it again) */
+        r->held = m;
+        rmq_w_error(&b, "ERR %s", why);
+        return rmq_reply_finish(&b, reply);
     }
-    o.id = m->id;
-    o.topic = m->topic;
-    o.key = m->key;
-    o.payload = m->payload;
-    o.payload_len = m->payload_len;
-    o.max_reconsume = -1;
     e = rmq_publish(r, &o, 1, &res);
     if (e == HG_OK && r->st != NULL)
         amqp_basic_ack(r->st, RMQ_WORK_CHANNEL, m->tag, 0);

@@ -112,20 +112,37 @@ static hg_err_t declare_exchange(rmq_t *r, const char *name, const char *type, a
     return rmq_rpc_check(r, RMQ_ADMIN_CHANNEL, what);
 }
 
-/* A durable quorum queue with extra arguments. */
-static hg_err_t declare_quorum(rmq_t *r, const char *name, const amqp_table_entry_t *extra, int nextra)
+/* A durable quorum queue with extra arguments. returns: its messages go back
+ * to it unsettled (a consumer's connection ends, a browse returns them), so
+ * it is declared with x-delivery-limit RMQ_DELIVERY_LIMIT — without it,
+ * RabbitMQ 4.0 and later drop a message returned 20 times. A queue an
+ * earlier version declared without the limit is refused with
+ * PRECONDITION_FAILED naming x-delivery-limit: it is declared again as it
+ * is (docs/rabbitmq.md says what that leaves on 4.x). */
+static hg_err_t declare_quorum(rmq_t *r, const char *name, const amqp_table_entry_t *extra, int nextra, int returns)
 {
-    amqp_table_entry_t e[8];
+    amqp_table_entry_t e[9];
     amqp_table_t args;
     char what[RMQ_QUEUE_NAME_MAX + 32];
     int n = 0;
+    hg_err_t err;
 
     e[n++] = str_arg("x-queue-type", "quorum");
     for (int i = 0; i < nextra && n < 8; i++)
         e[n++] = extra[i];
+    if (returns)
+        e[n++] = long_arg("x-delivery-limit", RMQ_DELIVERY_LIMIT);
     args.num_entries = n;
     args.entries = e;
     snprintf(what, sizeof(what), "declaring queue %s", name);
+    amqp_queue_declare(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(name), 0, 1, 0, 0, args);
+    err = rmq_rpc_check(r, RMQ_ADMIN_CHANNEL, what);
+    if (err != HG_ERR_SERVER || !returns || r->last_code != 406 ||
+        strstr(hg_client_errmsg(r->client), "x-delivery-limit") == NULL)
+        return err;
+    if ((err = rmq_admin(r)) != HG_OK) /* the refusal closed channel 2 */
+        return err;
+    args.num_entries = n - 1; /* the limit is the last argument */
     amqp_queue_declare(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(name), 0, 1, 0, 0, args);
     return rmq_rpc_check(r, RMQ_ADMIN_CHANNEL, what);
 }
@@ -182,7 +199,7 @@ static hg_err_t remainder_topology(rmq_t *r)
         m[0] = str_arg("x-match", "all");
         m[1] = str_arg(header, "1");
         if ((e = declare_exchange(r, exchange, "headers", ae_args)) != HG_OK ||
-            (e = declare_quorum(r, queue, q, 4)) != HG_OK || (e = bind(r, queue, exchange, "", match)) != HG_OK)
+            (e = declare_quorum(r, queue, q, 4, 0)) != HG_OK || (e = bind(r, queue, exchange, "", match)) != HG_OK)
             return e;
     }
     return HG_OK;
@@ -199,7 +216,7 @@ hg_err_t rmq_topology(rmq_t *r)
     if ((e = rmq_admin(r)) != HG_OK)
         return e;
     if ((e = declare_exchange(r, RMQ_EX_UNROUTED, "fanout", amqp_empty_table)) != HG_OK ||
-        (e = declare_quorum(r, RMQ_Q_UNROUTED, NULL, 0)) != HG_OK ||
+        (e = declare_quorum(r, RMQ_Q_UNROUTED, NULL, 0, 1)) != HG_OK ||
         (e = bind(r, RMQ_Q_UNROUTED, RMQ_EX_UNROUTED, "", amqp_empty_table)) != HG_OK ||
         (e = declare_exchange(r, RMQ_EX_DUE, "direct", ae_args)) != HG_OK ||
         (e = declare_exchange(r, RMQ_EX_LEVELS, "headers", amqp_empty_table)) != HG_OK)
@@ -216,12 +233,12 @@ hg_err_t rmq_topology(rmq_t *r)
         q[3] = str_arg("x-overflow", "reject-publish");
         b[0] = str_arg("x-match", "all");
         b[1] = str_arg(RMQ_H_LEVEL, value);
-        if ((e = declare_quorum(r, name, q, 4)) != HG_OK || (e = bind(r, name, RMQ_EX_LEVELS, "", bargs)) != HG_OK)
+        if ((e = declare_quorum(r, name, q, 4, 0)) != HG_OK || (e = bind(r, name, RMQ_EX_LEVELS, "", bargs)) != HG_OK)
             return e;
     }
-    if ((e = remainder_topology(r)) != HG_OK || (e = declare_quorum(r, RMQ_Q_HOPS, NULL, 0)) != HG_OK ||
+    if ((e = remainder_topology(r)) != HG_OK || (e = declare_quorum(r, RMQ_Q_HOPS, NULL, 0, 1)) != HG_OK ||
         (e = bind(r, RMQ_Q_HOPS, RMQ_EX_DUE, RMQ_RK_HOP, amqp_empty_table)) != HG_OK ||
-        (e = declare_quorum(r, RMQ_Q_GROUPS, NULL, 0)) != HG_OK)
+        (e = declare_quorum(r, RMQ_Q_GROUPS, NULL, 0, 1)) != HG_OK)
         return e;
     r->topology_ok = 1;
     return HG_OK;
@@ -428,7 +445,7 @@ hg_err_t rmq_group_ensure(rmq_t *r, const char *group, const char *topic, long m
     }
     rmq_group_queue(gq, sizeof(gq), group);
     rmq_dlq_queue(dq, sizeof(dq), group);
-    if ((e = declare_quorum(r, gq, NULL, 0)) != HG_OK || (e = declare_quorum(r, dq, NULL, 0)) != HG_OK)
+    if ((e = declare_quorum(r, gq, NULL, 0, 1)) != HG_OK || (e = declare_quorum(r, dq, NULL, 0, 1)) != HG_OK)
         goto out;
     snprintf(rk, sizeof(rk), "t.%s", topic);
     if ((e = bind(r, gq, RMQ_EX_DUE, rk, amqp_empty_table)) != HG_OK)

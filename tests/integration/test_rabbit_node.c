@@ -21,6 +21,19 @@
  *   switching      PULL switch-a with COUNT 1000 (some deliveries still on
  *                  their way), then PULL switch-b on the same client: none
  *                  of switch-a's messages is handed out as switch-b's.
+ *   poison         a consumer PULLs a message and its client is closed
+ *                  without ACK or NACK, again and again (MAXRETRY 2, a vhost
+ *                  with 100..400 ms levels): each redelivery counts as one
+ *                  failure, as an expired lease does on the broker — the
+ *                  message comes back with reconsume 0, 1, 2 and then lies
+ *                  in the group's DLQ with reconsume 2 (RabbitMQ alone
+ *                  redelivered it with reconsume 0 forever).
+ *   upgrade        the queues an earlier version declared without
+ *                  x-delivery-limit (hg.groups, hg.hops, hg.unrouted, a
+ *                  group's queue and DLQ: only x-queue-type) are declared
+ *                  by hand first; GROUP CREATE, SEND, PULL, NACK to the
+ *                  DLQ and ACK then work on them, and they stay as they
+ *                  were (existing deployments keep working).
  *
  * Every test uses topic and group names of its own.
  */
@@ -37,6 +50,8 @@
 #include <string.h>
 
 #include <CUnit/CUnit.h>
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
 
 static rq_cluster_t rabbit;
 
@@ -262,6 +277,167 @@ static void test_switching_groups(void)
     hg_client_close(c);
 }
 
+static void test_poison_reaches_dlq(void)
+{
+    char out[4096], uri[512];
+    int seen[8], pulls = 0;
+    hg_client_t *c = NULL;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+
+    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "poison", NULL) == 0, "add_vhost: %s", out);
+    TU_REQUIRE(
+        rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "poison", "guest", ".*", ".*", ".*", NULL) == 0,
+        "set_permissions: %s", out);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/poison?levels=100ms,200ms,300ms,400ms",
+             rabbit.nodes[0].amqp_port);
+    e = hg_client_open(uri, NULL, &c, &err);
+    TU_REQUIRE(e == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "poison-g", "poison-t", "MAXRETRY", "2" });
+    TU_REQUIRE(e == HG_OK, "GROUP CREATE poison-g MAXRETRY 2: %s", hg_client_errmsg(c));
+    hg_reply_free(r);
+    e = hg_send(c, "poison-t", NULL, "crash", 5, hg_delay_none(), NULL);
+    TU_REQUIRE(e == HG_OK, "hg_send: %s", hg_client_errmsg(c));
+    hg_client_close(c);
+    /* a consumer that dies on the message: PULL, then its connection ends
+     * without ACK or NACK; until a PULL finds nothing (or 8 rounds) */
+    while (pulls < 8) {
+        size_t got;
+        e = hg_client_open(uri, NULL, &c, &err);
+        TU_REQUIRE(e == HG_OK, "hg_client_open: %s", err.message);
+        e = cmd(c, &r, 5, (const char *const[]){ "PULL", "poison-g", "poison-t", "BLOCK", "3000" });
+        TU_CHECK(e == HG_OK, "PULL poison-g: %s", hg_client_errmsg(c));
+        got = e == HG_OK ? hg_reply_count(r) : 0;
+        if (got == 1)
+            seen[pulls++] = (int)hg_reply_integer(hg_reply_element(hg_reply_element(r, 0), 4));
+        hg_reply_free(r);
+        hg_client_close(c); /* no ACK, no NACK */
+        if (got == 0)
+            break;
+    }
+    printf("\n    handed out %d times, reconsume:", pulls);
+    for (int i = 0; i < pulls; i++)
+        printf(" %d", seen[i]);
+    TU_CHECK(pulls == 3, "the message was handed out %d times, want 3 (reconsume 0, 1, 2, then the DLQ)", pulls);
+    for (int i = 0; i < pulls && i < 3; i++)
+        TU_CHECK(seen[i] == i, "hand-out %d had reconsume %d, want %d", i + 1, seen[i], i);
+    e = hg_client_open(uri, NULL, &c, &err);
+    TU_REQUIRE(e == HG_OK, "hg_client_open: %s", err.message);
+    e = cmd(c, &r, 3, (const char *const[]){ "DLQ", "LIST", "poison-g" });
+    TU_CHECK(e == HG_OK, "DLQ LIST poison-g: %s", hg_client_errmsg(c));
+    TU_CHECK(e == HG_OK && hg_reply_count(r) == 1, "poison-g's DLQ holds %zu messages, want 1",
+             e == HG_OK ? hg_reply_count(r) : 0);
+    if (e == HG_OK && hg_reply_count(r) == 1) {
+        const hg_reply_t *m = hg_reply_element(r, 0);
+        const char *reason = hg_reply_str(hg_reply_element(m, 4), NULL);
+        TU_CHECK(hg_reply_integer(hg_reply_element(m, 3)) == 2, "the DLQ record has reconsume %lld, want 2",
+                 hg_reply_integer(hg_reply_element(m, 3)));
+        TU_CHECK(reason != NULL && strstr(reason, "redelivered") != NULL, "the DLQ record's reason is '%s'",
+                 reason != NULL ? reason : "(none)");
+    }
+    hg_reply_free(r);
+    hg_client_close(c);
+    /* the queues whose messages come back (consumed, browsed) carry an
+     * explicit x-delivery-limit: RabbitMQ 4.0+ would drop a message
+     * returned 20 times (a registry record or DLQ message browsed 20 times) */
+    TU_CHECK(rq_ctl(&rabbit, 0, out, sizeof out, "list_queues", "-q", "-p", "poison", "name", "arguments", NULL) == 0,
+             "list_queues: %s", out);
+    for (const char *const *q = (const char *const[]){ "hg.groups", "hg.group.poison-g", "hg.dlq.poison-g", NULL };
+         *q != NULL; q++) {
+        const char *line = strstr(out, *q), *end = line != NULL ? strchr(line, '\n') : NULL;
+        const char *limit = line != NULL ? strstr(line, "x-delivery-limit") : NULL;
+        TU_CHECK(line != NULL && limit != NULL && (end == NULL || limit < end),
+                 "queue %s has no x-delivery-limit argument:\n%s", *q, out);
+    }
+}
+
+/* Declare durable quorum queues with x-queue-type alone, as the library
+ * did before it added x-delivery-limit, on vhost of port. */
+static int declare_old_queues(int port, const char *vhost, const char *const *names)
+{
+    amqp_connection_state_t st = amqp_new_connection();
+    amqp_socket_t *sock = amqp_tcp_socket_new(st);
+    amqp_rpc_reply_t x;
+    int rc = -1;
+
+    if (sock == NULL || amqp_socket_open(sock, "127.0.0.1", port) != AMQP_STATUS_OK) {
+        fprintf(stderr, "cannot connect to 127.0.0.1:%d\n", port);
+        amqp_destroy_connection(st);
+        return -1;
+    }
+    x = amqp_login(st, vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest");
+    if (x.reply_type != AMQP_RESPONSE_NORMAL || amqp_channel_open(st, 1) == NULL) {
+        fprintf(stderr, "login or channel.open on vhost %s failed\n", vhost);
+        goto out;
+    }
+    for (; *names != NULL; names++) {
+        amqp_table_entry_t e = { .key = amqp_cstring_bytes("x-queue-type"),
+                                 .value = { .kind = AMQP_FIELD_KIND_UTF8,
+                                            .value = { .bytes = amqp_cstring_bytes("quorum") } } };
+        amqp_table_t args = { .num_entries = 1, .entries = &e };
+        amqp_queue_declare(st, 1, amqp_cstring_bytes(*names), 0, 1, 0, 0, args);
+        x = amqp_get_rpc_reply(st);
+        if (x.reply_type != AMQP_RESPONSE_NORMAL) {
+            fprintf(stderr, "queue.declare %s failed\n", *names);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    amqp_connection_close(st, AMQP_REPLY_SUCCESS);
+    amqp_destroy_connection(st);
+    return rc;
+}
+
+static void test_upgraded_queues(void)
+{
+    static const char *const old[] = { "hg.groups", "hg.hops", "hg.unrouted", "hg.group.up-g", "hg.dlq.up-g", NULL };
+    char out[32768], uri[512], id[HG_ID_MAX];
+    hg_client_t *c = NULL;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+
+    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "upgrade", NULL) == 0, "add_vhost: %s", out);
+    TU_REQUIRE(
+        rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "upgrade", "guest", ".*", ".*", ".*", NULL) == 0,
+        "set_permissions: %s", out);
+    TU_REQUIRE(declare_old_queues(rabbit.nodes[0].amqp_port, "upgrade", old) == 0, "declaring the old queues");
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/upgrade", rabbit.nodes[0].amqp_port);
+    e = hg_client_open(uri, NULL, &c, &err);
+    TU_REQUIRE(e == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "up-g", "up-t", "MAXRETRY", "0" });
+    TU_CHECK(e == HG_OK, "GROUP CREATE up-g on the old queues: %s", hg_client_errmsg(c));
+    hg_reply_free(r);
+    for (int i = 0; i < 2; i++) {
+        e = hg_send(c, "up-t", NULL, i == 0 ? "first" : "second", i == 0 ? 5 : 6, hg_delay_none(), NULL);
+        TU_CHECK(e == HG_OK, "SEND on the old queues: %s", hg_client_errmsg(c));
+    }
+    /* one NACKed into the DLQ (MAXRETRY 0), one ACKed */
+    e = cmd(c, &r, 7, (const char *const[]){ "PULL", "up-g", "up-t", "COUNT", "2", "BLOCK", "10000" });
+    TU_CHECK(e == HG_OK && hg_reply_count(r) == 2, "PULL up-g COUNT 2: %s, %zu messages",
+             e == HG_OK ? "ok" : hg_client_errmsg(c), e == HG_OK ? hg_reply_count(r) : 0);
+    for (size_t i = 0; e == HG_OK && i < hg_reply_count(r) && i < 2; i++) {
+        snprintf(id, sizeof id, "%s", hg_reply_str(hg_reply_element(hg_reply_element(r, i), 0), NULL));
+        /* NACK answers 0: parked in the DLQ (MAXRETRY 0); ACK answers 1 */
+        TU_CHECK(int_cmd(c, 3, (const char *const[]){ i == 0 ? "NACK" : "ACK", "up-g", id }, __LINE__) ==
+                     (i == 0 ? 0 : 1),
+                 "%s up-g %s", i == 0 ? "NACK" : "ACK", id);
+    }
+    hg_reply_free(r);
+    TU_CHECK(int_cmd(c, 3, (const char *const[]){ "DLQ", "LEN", "up-g" }, __LINE__) == 1, "DLQ LEN up-g");
+    hg_client_close(c);
+    TU_CHECK(rq_ctl(&rabbit, 0, out, sizeof out, "list_queues", "-q", "-p", "upgrade", "name", "arguments", NULL) == 0,
+             "list_queues: %s", out);
+    for (const char *const *q = old; *q != NULL; q++) {
+        const char *line = strstr(out, *q), *end = line != NULL ? strchr(line, '\n') : NULL;
+        const char *limit = line != NULL ? strstr(line, "x-delivery-limit") : NULL;
+        TU_CHECK(line != NULL && (limit == NULL || (end != NULL && limit > end)),
+                 "queue %s is not as it was declared (x-queue-type alone):\n%s", *q, out);
+    }
+}
+
 static const tu_test_t node_tests[] = {
     { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
       test_nack_refused_keeps_hold },
@@ -272,6 +448,11 @@ static const tu_test_t node_tests[] = {
       test_nack_uses_its_groups_max },
     { "PULL of another group on the same client: no delivery of the first group is handed out as the second's",
       test_switching_groups },
+    { "a consumer that ends without ACK or NACK, again and again: each redelivery is a failure (reconsume + 1), "
+      "then the DLQ at max-reconsume",
+      test_poison_reaches_dlq },
+    { "queues an earlier version declared without x-delivery-limit: every command works on them, unchanged",
+      test_upgraded_queues },
     { NULL, NULL },
 };
 
