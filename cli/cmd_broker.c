@@ -151,6 +151,17 @@ static void print_pairs_array(const hg_reply_t *r)
     fputs("]\n", stdout);
 }
 
+/* --count of a paged listing (TOPICS, GROUP LIST): a positive number, checked
+ * here so that a typo is a usage error (exit 2) like every other bad
+ * argument, not the broker's refusal. 0, or the usage error's exit code. */
+static int page_check(const char *name, const cli_opt_t *specs)
+{
+    uint64_t v;
+    if (specs[0].value != NULL && (cli_parse_u64(specs[0].value, &v) < 0 || v == 0))
+        return cli_usage_error("%s: --count '%s' is not a positive number", name, specs[0].value);
+    return 0;
+}
+
 /* argv for a paged listing: base (nbase words) then COUNT and AFTER from
  * --count / --after when given (TOPICS, GROUP LIST). Returns the word count. */
 static int page_args(const char **cmdv, int nbase, const cli_opt_t *specs)
@@ -181,6 +192,8 @@ int cli_cmd_topics(cli_t *cli, int argc, char **argv)
     int rc = 0, n = cli_parse_args(cli_find_command("topics"), argc, argv, specs, pos, 0, &rc);
 
     if (n < 0)
+        return rc;
+    if ((rc = page_check("topics", specs)) != 0)
         return rc;
     if ((rc = cli_run(cli, &r, page_args(cmdv, 1, specs), cmdv)) != 0)
         return rc;
@@ -253,6 +266,8 @@ int cli_cmd_groups(cli_t *cli, int argc, char **argv)
     int rc = 0, n = cli_parse_args(cli_find_command("groups"), argc, argv, specs, pos, 0, &rc);
 
     if (n < 0)
+        return rc;
+    if ((rc = page_check("groups", specs)) != 0)
         return rc;
     if ((rc = cli_run(cli, &r, page_args(cmdv, 2, specs), cmdv)) != 0)
         return rc;

@@ -754,6 +754,8 @@ void hg_client_close(hg_client_t *c)
 {
     if (c == NULL)
         return;
+    if (c->tops != NULL && c->tops->before_close != NULL)
+        c->tops->before_close(c->tstate);
     client_disconnect(c);
     tlsconn_ctx_free(c->tls_ctx);
     if (c->tops != NULL)

@@ -46,6 +46,7 @@
 #define RMQ_MAX_DELAY_MS     (3ull * 86400 * 1000) /* as the broker's default max-delay */
 #define RMQ_MAX_RECONSUME    16                    /* as the broker's default max-reconsume */
 #define RMQ_REFUSED_PAUSE_MS 250                   /* first pause before resending refused publishes (doubling) */
+#define RMQ_CLOSE_WAIT_MS    2000                  /* a clean close waits at most this per step (rmq_close_consumer) */
 /* x-delivery-limit of the queues whose messages come back unsettled (group
  * queues, DLQs, hg.groups, hg.hops, hg.unrouted): no limit in practice. -1
  * ("none") exists only from RabbitMQ 4.0; this is valid on 3.10 too. */
@@ -282,8 +283,17 @@ hg_err_t rmq_cmd_pull(rmq_t *r, size_t argc, const char *const *argv, uint32_t e
                       resp_reply_t **reply);
 /* Consume queue on channel 1 with prefetch count, remembered as name (a
  * group, or the hop queue); another one consumed before is cancelled and
- * its unread deliveries returned. */
+ * its unread deliveries returned (a group's as uncounted copies). */
 hg_err_t rmq_consume(rmq_t *r, const char *queue, const char *name, int count);
+/* Before a clean close: stop consuming, and give the group's deliveries
+ * read ahead but never handed out back as uncounted copies (a delivery
+ * returned unsettled would come back as a failure of its consumer). What
+ * PULL handed out and nobody settled goes back unsettled with the
+ * connection: a failure, as an expired lease is on the broker. Each step
+ * (the cancel, the copies' confirms) waits at most RMQ_CLOSE_WAIT_MS: a
+ * silent node costs the close ~4 s, and what was read ahead then goes back
+ * counted. */
+void rmq_close_consumer(rmq_t *r);
 hg_err_t rmq_cmd_ack(rmq_t *r, size_t argc, const char *const *argv, resp_reply_t **reply);
 hg_err_t rmq_cmd_nack(rmq_t *r, size_t argc, const char *const *argv, resp_reply_t **reply);
 

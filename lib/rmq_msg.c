@@ -251,6 +251,108 @@ static long opt_number(size_t argc, const char *const *argv, size_t from, const 
     return def;
 }
 
+/* The deliveries read ahead (prefetch) and never handed out by a PULL go
+ * back to the group's queue as copies — published to hg.due with routing
+ * key g.<group>, reconsume unchanged, confirmed, then the originals
+ * acknowledged — because a delivery returned unsettled comes back with
+ * x-delivery-count and would count as a failure of its consumer
+ * (settle_redelivered). What is not confirmed is returned unsettled (and
+ * counted), and so is a delivery that already came back counted (its
+ * failure stays owed). group: the one consumed. Frees the ready list. */
+static void return_unread(rmq_t *r, const char *group)
+{
+    size_t n = 0, i = 0;
+    rmq_out_t *out;
+    hg_err_t *res;
+    char dest[RMQ_QUEUE_NAME_MAX];
+    rmq_msg_t *list = r->ready;
+
+    r->ready = r->ready_tail = NULL;
+    for (rmq_msg_t *m = list; m != NULL; m = m->next)
+        n++;
+    if (n == 0)
+        return;
+    out = xcalloc(n, sizeof(*out));
+    res = xcalloc(n, sizeof(*res));
+    snprintf(dest, sizeof(dest), "g.%s", group);
+    n = 0; /* from here: the copies */
+    for (rmq_msg_t *m = list; m != NULL; m = m->next) {
+        if (m->delivery_count > 0)
+            continue;
+        i = n++;
+        out[i].exchange = RMQ_EX_DUE;
+        out[i].routing_key = dest;
+        out[i].id = m->id;
+        out[i].topic = m->topic;
+        out[i].key = m->key;
+        out[i].payload = m->payload;
+        out[i].payload_len = m->payload_len;
+        out[i].due_ms = m->due_ms;
+        out[i].reconsume = m->reconsume;
+        out[i].max_reconsume = -1;
+    }
+    if (n > 0)
+        (void)rmq_publish(r, out, n, res);
+    i = 0;
+    for (rmq_msg_t *m = list; m != NULL && r->st != NULL; m = m->next) {
+        if (m->delivery_count == 0 && res[i++] == HG_OK)
+            amqp_basic_ack(r->st, RMQ_WORK_CHANNEL, m->tag, 0);
+        else
+            amqp_basic_nack(r->st, RMQ_WORK_CHANNEL, m->tag, 0, 1);
+    }
+    rmq_msg_list_free(list);
+    free(out);
+    free(res);
+}
+
+/* Stop consuming: basic.cancel, then the deliveries that came before
+ * cancel-ok (rabbitmq-c queued them during the RPC) read into the ready
+ * list — or the pump would hand them out later as another group's — and
+ * every unread one returned uncounted (return_unread). The hop queue's go
+ * back as they are (the router counts nothing). */
+static hg_err_t stop_consuming(rmq_t *r)
+{
+    char was[sizeof(r->consuming)];
+
+    amqp_basic_cancel(r->st, RMQ_WORK_CHANNEL, amqp_cstring_bytes(r->ctag));
+    if (rmq_rpc_check(r, RMQ_WORK_CHANNEL, "basic.cancel") != HG_OK)
+        return hg_client_errcode(r->client);
+    while (amqp_frames_enqueued(r->st)) {
+        hg_err_t e = rmq_pump(r, wire_now_ms(), 0, 0);
+        if (e != HG_OK)
+            return e;
+    }
+    snprintf(was, sizeof(was), "%s", r->consuming);
+    r->consuming[0] = '\0';
+    if (strcmp(was, RMQ_Q_HOPS) != 0) {
+        return_unread(r, was);
+        return r->st != NULL ? HG_OK : hg_client_errcode(r->client);
+    }
+    while (r->ready != NULL) {
+        rmq_msg_t *m = r->ready;
+        r->ready = m->next;
+        amqp_basic_nack(r->st, RMQ_WORK_CHANNEL, m->tag, 0, 1);
+        rmq_msg_free(m);
+    }
+    r->ready_tail = NULL;
+    return HG_OK;
+}
+
+void rmq_close_consumer(rmq_t *r)
+{
+    uint32_t read_timeout = hg_client_read_timeout(r->client);
+    struct timeval wait = { RMQ_CLOSE_WAIT_MS / 1000, (RMQ_CLOSE_WAIT_MS % 1000) * 1000 };
+
+    if (r->st == NULL || r->consuming[0] == '\0')
+        return;
+    /* a close waits for a silent node briefly, never read_timeout (0: for ever) */
+    if (read_timeout == 0 || read_timeout > RMQ_CLOSE_WAIT_MS)
+        hg_client_set_read_timeout(r->client, RMQ_CLOSE_WAIT_MS);
+    amqp_set_rpc_timeout(r->st, &wait);
+    (void)stop_consuming(r);
+    hg_client_set_read_timeout(r->client, read_timeout);
+}
+
 hg_err_t rmq_consume(rmq_t *r, const char *queue, const char *name, int count)
 {
     amqp_basic_consume_ok_t *ok;
@@ -258,25 +360,9 @@ hg_err_t rmq_consume(rmq_t *r, const char *queue, const char *name, int count)
     if (strcmp(r->consuming, name) == 0)
         return HG_OK;
     if (r->consuming[0] != '\0') {
-        amqp_basic_cancel(r->st, RMQ_WORK_CHANNEL, amqp_cstring_bytes(r->ctag));
-        if (rmq_rpc_check(r, RMQ_WORK_CHANNEL, "basic.cancel") != HG_OK)
-            return hg_client_errcode(r->client);
-        /* Deliveries of the other queue that came before cancel-ok were
-         * queued by rabbitmq-c during the RPC: read them into the ready list
-         * now, or the pump would hand them out later as the new group's. */
-        while (amqp_frames_enqueued(r->st)) {
-            hg_err_t e = rmq_pump(r, wire_now_ms(), 0, 0);
-            if (e != HG_OK)
-                return e;
-        }
-        while (r->ready != NULL) { /* deliveries of the other queue go back */
-            rmq_msg_t *m = r->ready;
-            r->ready = m->next;
-            amqp_basic_nack(r->st, RMQ_WORK_CHANNEL, m->tag, 0, 1);
-            rmq_msg_free(m);
-        }
-        r->ready_tail = NULL;
-        r->consuming[0] = '\0';
+        hg_err_t e = stop_consuming(r);
+        if (e != HG_OK)
+            return e;
     }
     amqp_basic_qos(r->st, RMQ_WORK_CHANNEL, 0, (uint16_t)(count > 65535 ? 65535 : count), 0);
     if (rmq_rpc_check(r, RMQ_WORK_CHANNEL, "basic.qos") != HG_OK)

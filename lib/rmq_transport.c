@@ -282,6 +282,11 @@ static void rmq_ops_disconnect(transport_state_t *t)
     rmq_disconnect(&t->r);
 }
 
+static void rmq_ops_before_close(transport_state_t *t)
+{
+    rmq_close_consumer(&t->r);
+}
+
 static void rmq_ops_destroy(transport_state_t *t)
 {
     if (t == NULL)
@@ -300,6 +305,7 @@ const transport_ops_t rmq_transport_ops = {
     .call = rmq_call,
     .send_many = rmq_ops_send_many,
     .disconnect = rmq_ops_disconnect,
+    .before_close = rmq_ops_before_close,
     .destroy = rmq_ops_destroy,
     .helper_start = rmq_router_start,
     .helper_stop = rmq_router_stop,

@@ -49,6 +49,10 @@ typedef struct transport_ops {
     void (*send_many)(hg_client_t *c, transport_state_t *t, hg_send_item_t *items, size_t n);
     /* Close the connection (the state stays usable). */
     void (*disconnect)(transport_state_t *t);
+    /* hg_client_close's first step, while the connection may still be up:
+     * settle what a clean close should (RabbitMQ: give back the deliveries
+     * read ahead uncounted). NULL: nothing. */
+    void (*before_close)(transport_state_t *t);
     /* Free the state (closing first). */
     void (*destroy)(transport_state_t *t);
 

@@ -28,6 +28,12 @@
  *                  message comes back with reconsume 0, 1, 2 and then lies
  *                  in the group's DLQ with reconsume 2 (RabbitMQ alone
  *                  redelivered it with reconsume 0 forever).
+ *   read ahead     a consumer that ACKed its PULL while RabbitMQ already
+ *                  sent it more (prefetch), then closes cleanly: what it
+ *                  read ahead and never handed out is not a failure — the
+ *                  next consumer gets every message at once with
+ *                  reconsume 0 (they came back counted, so each was
+ *                  settled as a failure: 10 s later, with reconsume 1).
  *   upgrade        the queues an earlier version declared without
  *                  x-delivery-limit (hg.groups, hg.hops, hg.unrouted, a
  *                  group's queue and DLQ: only x-queue-type) are declared
@@ -352,6 +358,86 @@ static void test_poison_reaches_dlq(void)
     }
 }
 
+/* Unacknowledged messages of queue on vhost "/", or -1. */
+static long unacked(const char *queue)
+{
+    char out[32768];
+    if (rq_ctl(&rabbit, 0, out, sizeof out, "list_queues", "-q", "name", "messages_unacknowledged", NULL) != 0)
+        return -1;
+    for (char *line = out; line != NULL && *line != '\0';) {
+        char *nl = strchr(line, '\n');
+        size_t len = strlen(queue);
+        if (strncmp(line, queue, len) == 0 && (line[len] == '\t' || line[len] == ' '))
+            return strtol(line + len + 1, NULL, 10);
+        line = nl != NULL ? nl + 1 : NULL;
+    }
+    return -1;
+}
+
+static int read_ahead_arrived(void *arg)
+{
+    (void)arg;
+    return unacked("hg.group.ra-g") > 0;
+}
+
+static void test_read_ahead_at_close(void)
+{
+    char uri[256];
+    hg_client_t *a = NULL, *b = NULL;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e;
+    int got = 0, retried = 0;
+    uint64_t until;
+
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/", rabbit.nodes[0].amqp_port);
+    TU_REQUIRE(hg_client_open(uri, NULL, &a, &err) == HG_OK, "hg_client_open: %s", err.message);
+    e = cmd(a, &r, 4, (const char *const[]){ "GROUP", "CREATE", "ra-g", "ra-t" });
+    TU_REQUIRE(e == HG_OK, "GROUP CREATE ra-g: %s", hg_client_errmsg(a));
+    hg_reply_free(r);
+    for (int i = 0; i < 30; i++)
+        TU_REQUIRE(hg_send(a, "ra-t", NULL, "x", 1, hg_delay_none(), NULL) == HG_OK, "hg_send: %s",
+                   hg_client_errmsg(a));
+    /* take 10 (prefetch 10) and ACK them: RabbitMQ then sends 10 more */
+    for (until = tu_now_mono_ms() + 20000; got < 10 && tu_now_mono_ms() < until;) {
+        e = cmd(a, &r, 7, (const char *const[]){ "PULL", "ra-g", "ra-t", "COUNT", "10", "BLOCK", "2000" });
+        TU_REQUIRE(e == HG_OK, "PULL ra-g: %s", hg_client_errmsg(a));
+        for (size_t i = 0; i < hg_reply_count(r); i++, got++) {
+            const char *id = hg_reply_str(hg_reply_element(hg_reply_element(r, i), 0), NULL);
+            TU_CHECK(int_cmd(a, 3, (const char *const[]){ "ACK", "ra-g", id }, __LINE__) == 1, "ACK ra-g %s", id);
+        }
+        hg_reply_free(r);
+    }
+    TU_REQUIRE(got == 10, "took %d of the first 10", got);
+    TU_REQUIRE(tu_poll_until(read_ahead_arrived, NULL, 20000, 50) == 0,
+               "RabbitMQ sent nothing ahead after the ACKs (hg.group.ra-g unacknowledged: %ld)",
+               unacked("hg.group.ra-g"));
+    printf("\n    read ahead at the close: %ld", unacked("hg.group.ra-g"));
+    hg_client_close(a);
+
+    /* the other 20 at once, none counted as a failure */
+    TU_REQUIRE(hg_client_open(uri, NULL, &b, &err) == HG_OK, "hg_client_open: %s", err.message);
+    got = 0;
+    for (until = tu_now_mono_ms() + 6000; got < 20 && tu_now_mono_ms() < until;) {
+        e = cmd(b, &r, 7, (const char *const[]){ "PULL", "ra-g", "ra-t", "COUNT", "20", "BLOCK", "1000" });
+        TU_CHECK(e == HG_OK, "PULL ra-g (second consumer): %s", hg_client_errmsg(b));
+        if (e != HG_OK)
+            break;
+        for (size_t i = 0; i < hg_reply_count(r); i++, got++) {
+            const hg_reply_t *m = hg_reply_element(r, i);
+            retried += hg_reply_integer(hg_reply_element(m, 4)) != 0;
+            (void)int_cmd(b, 3, (const char *const[]){ "ACK", "ra-g", hg_reply_str(hg_reply_element(m, 0), NULL) },
+                          __LINE__);
+        }
+        hg_reply_free(r);
+    }
+    TU_CHECK(got == 20 && retried == 0,
+             "the second consumer got %d of the other 20 within 6 s, %d with reconsume > 0: what the first read ahead "
+             "counted as its failures",
+             got, retried);
+    hg_client_close(b);
+}
+
 /* Declare durable quorum queues with x-queue-type alone, as the library
  * did before it added x-delivery-limit, on vhost of port. */
 static int declare_old_queues(int port, const char *vhost, const char *const *names)
@@ -451,6 +537,9 @@ static const tu_test_t node_tests[] = {
     { "a consumer that ends without ACK or NACK, again and again: each redelivery is a failure (reconsume + 1), "
       "then the DLQ at max-reconsume",
       test_poison_reaches_dlq },
+    { "a clean close with deliveries read ahead: they are not failures (the next consumer gets them at once, "
+      "reconsume 0)",
+      test_read_ahead_at_close },
     { "queues an earlier version declared without x-delivery-limit: every command works on them, unchanged",
       test_upgraded_queues },
     { NULL, NULL },
