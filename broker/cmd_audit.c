@@ -9,7 +9,7 @@
  * answered on the loop (SHUTDOWN, CONFIG, an argument error) is logged at
  * once with its reply's first line; a storage job carries the "who and what"
  * line (job_t.audit) and is logged when it comes back (cmd_audit_done, from
- * conn.c), with the exec half's own account (job_t.audit_result) or the
+ * conn_reply.c), with the exec half's own account (job_t.audit_result) or the
  * reply's first line. user is the connection's user as CLIENT LIST shows it
  * (conn_user_shown: "default" without users, "-" before AUTH).
  *

@@ -138,7 +138,7 @@ static int parse_page(cmd_call_t *call, size_t from, const char *what, const cha
 }
 
 /* The most a page of TOPICS or GROUP LIST may hold, charged to the
- * connection (conn.c) and fair-shared by the storage thread as a listing:
+ * connection (conn_request.c) and fair-shared by the storage thread as a listing:
  * without it a client pipelining TOPICS and never reading had 1 024 replies
  * of 10 000 topics built in one iteration (4 GB) while every SEND waited.
  * count rows (all: limit — max-topics or max-groups —, or 10 000 without

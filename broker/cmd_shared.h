@@ -129,7 +129,7 @@ resp_arg_t cmd_job_copy(char **arena, const resp_arg_t *a);
 /* The most bytes a reply of up to count messages can reach under the byte
  * budget (msg_budget_t: max-pull-bytes plus one message), for job_t's
  * reply_estimate: a listing command (PULL, DLQ LIST) sets it so that its
- * connection is charged for the reply before it exists (conn.c). */
+ * connection is charged for the reply before it exists (conn_request.c). */
 size_t cmd_listing_estimate(const config_t *cfg, long long count);
 
 #endif

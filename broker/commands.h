@@ -52,7 +52,7 @@ void cmd_dispatch(cmd_call_t *call);
  * (loop thread), an audited one — destructive or admin — is logged at info
  * with the client's id, address and user and its arguments: at once when it
  * was answered on the loop, else when its storage job comes back, through
- * cmd_audit_done (conn.c), with what it changed. */
+ * cmd_audit_done (conn_reply.c), with what it changed. */
 void cmd_audit_call(const cmd_call_t *call);
 void cmd_audit_done(job_t *j);
 

@@ -90,7 +90,7 @@ typedef struct conn {
     char user[USERS_NAME_MAX + 1]; /* the user AUTH logged in as; "" = none ("default") */
     int auth_held;                 /* an AUTH is being verified: parse nothing more until it is answered */
     struct cmd_multi *multi;       /* inside MULTI: the queued commands (broker/cmd_multi.c); NULL otherwise */
-    /* resource budgets (conn.c, docs/operations.md "Resource limits") */
+    /* resource budgets (conn_request.c, conn_sweep.c, docs/operations.md "Resource limits") */
     uint64_t cmd_started_mono; /* when the unfinished command's first byte was parsed; 0: none */
     size_t inflight_bytes;     /* request bytes awaiting replies + replies queued in the FIFO (listings
                                   awaiting theirs at their reply estimate: max-inflight-bytes) */

@@ -1,7 +1,7 @@
 /*
  * broker/server.c — the listener, accept/EMFILE handling, signals, the
  * metrics HTTP endpoint and the shutdown sequence (see server.h). The
- * connections are conn.c's: accepted sockets go to conn_accept, storage
+ * connections are conn.h's: accepted sockets go to conn_accept, storage
  * completions to conn_job_done.
  *
  * Thread: everything here runs on the event-loop thread. The only entries

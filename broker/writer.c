@@ -588,7 +588,7 @@ static void reopen_store(writer_t *w, const char *why)
     log_info("store %s reopened", w->opts->path);
 }
 
-/* The budget of PULL BLOCK replies (writer_set_wake_budget): conn.c leaves
+/* The budget of PULL BLOCK replies (writer_set_wake_budget): conn_sweep.c leaves
  * a PULL BLOCK's reply estimate out of the client memory it counts (it
  * waits holding nothing), so its reply is budgeted here, before it is
  * built, whether it runs at once or woken. Room for j: 1 with

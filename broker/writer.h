@@ -107,9 +107,9 @@ struct job {
     resp_buf_t reply;               /* the reply bytes (RESP), or text for complete() */
     char *audit;                    /* loop thread, audited commands (cmd_table.c): who ran what; NULL: not audited */
     char audit_result[192];         /* storage thread, optional: what it changed ("" = summarised from the reply) */
-    size_t reply_estimate;          /* set by listing commands: the most its reply may hold (conn.c charges it) */
+    size_t reply_estimate;          /* set by listing commands: the most its reply may hold (conn_request.c) */
     size_t carried_bytes;           /* request bytes it carries besides its own command's (EXEC: the queued
-                                       SENDs'), charged to the connection like them (conn.c) */
+                                       SENDs'), charged to the connection like them (conn_request.c) */
     uint64_t reply_cap;             /* set by the writer for a PULL BLOCK: the payload bytes its reply may take (the
                                client memory left, writer_set_wake_budget); 0: the configured max-pull-bytes */
     size_t woken_bytes;             /* set by the writer: a PULL BLOCK's reply bytes, counted against the client memory
@@ -149,7 +149,7 @@ writer_t *writer_new(store_t *store, const store_options_t *opts, struct event_b
  * reserve (the disk is still watched after a disk-full failure). */
 void writer_set_disk_reserve(writer_t *w, uint64_t bytes);
 
-/* The budget of PULL BLOCK replies (call before writer_start). conn.c
+/* The budget of PULL BLOCK replies (call before writer_start). conn_sweep.c
  * does not count a PULL BLOCK's reply estimate as client memory (it waits
  * holding nothing), so a job with block_set and a reply_estimate builds its
  * reply, at once or woken, only within `budget` bytes minus what clients
@@ -162,7 +162,7 @@ void writer_set_disk_reserve(writer_t *w, uint64_t bytes);
  * the largest holders. 0: no budget. */
 void writer_set_wake_budget(writer_t *w, uint64_t budget, uint64_t one_message);
 
-/* Loop thread (conn.c's memory sweep): clients hold `held` bytes now, and
+/* Loop thread (conn_sweep.c): clients hold `held` bytes now, and
  * `woken_delivered` bytes of woken replies (job_t.woken_bytes) reached the
  * loop so far (they are in `held` from now on, not in flight). */
 void writer_note_client_memory(writer_t *w, uint64_t held, uint64_t woken_delivered);

@@ -1,0 +1,279 @@
+/*
+ * broker/conn_accept.c — accepting a client: an accepted socket becomes a
+ * connection (TCP_NODELAY, the parser with the configured limits, the idle
+ * timeout), and its bufferevent's callbacks: input to parse, output
+ * written, and events (the TLS handshake's outcome, the drain and idle
+ * timeouts, EOF and errors).
+ *
+ * TLS: a connection from tls-port has an OpenSSL bufferevent (accepting
+ * state); everything above the bufferevent is the same. Until the handshake
+ * completes (BEV_EVENT_CONNECTED) the read timeout is the handshake
+ * deadline; a failed handshake is logged with OpenSSL's reason (and a hint
+ * when it looks like plaintext on the TLS port). With
+ * tls-auth-clients-user cn a completed handshake with a verified client
+ * certificate logs the connection in as the user its CN names.
+ *
+ * Invariants: a connection is linked into the set (conn_link) before any of
+ * its callbacks can run; a callback that ends it calls conn_close, never
+ * frees it.
+ *
+ * Thread: everything here runs on the event-loop thread.
+ */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "broker/conn_internal.h"
+#include "broker/server.h"
+#include "broker/users.h"
+#include "common/log.h"
+#include "common/tls_server.h"
+
+#define READ_HIGH_WATERMARK (1u << 20) /* input held while blocked/paused */
+
+static void format_addr(const struct sockaddr *sa, char *out, size_t outlen)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        evutil_inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        port = ntohs(in->sin_port);
+        snprintf(out, outlen, "%s:%d", host, port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        evutil_inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        port = ntohs(in6->sin6_port);
+        snprintf(out, outlen, "[%s]:%d", host, port);
+    } else {
+        snprintf(out, outlen, "?");
+    }
+}
+
+static void read_cb(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    conn_process_input(arg);
+}
+
+static void write_cb(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    conn_t *c = arg;
+    if (!c->draining && !c->closing && evbuffer_get_length(bufferevent_get_input(c->bev)) > 0) {
+        conn_process_input(c); /* parsing may have waited for the replies to go (max-inflight-bytes) */
+    }
+    conn_maybe_finish(c);
+}
+
+/* A plaintext client on the TLS port: tell it in its own protocol, best
+ * effort (its unread input is read first so that closing sends FIN, not a
+ * RST that could destroy the message). */
+static void tls_refuse_plaintext(evutil_socket_t fd)
+{
+    static const char msg[] = "-ERR this port speaks TLS only: connect with TLS, or to the plaintext port\r\n";
+    char sink[4096];
+    if (fd < 0) {
+        return;
+    }
+    while (recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    }
+    ssize_t w = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w;
+    shutdown(fd, SHUT_WR);
+}
+
+/* tls-auth-clients-user cn: a client certificate that verified logs c in as
+ * the user its subject's CN names, when that user exists and is enabled;
+ * otherwise c stays as it was (AUTH needed) and the log says why. */
+static void log_in_by_certificate(conn_t *c, SSL *ssl)
+{
+    conn_set_t *s = c->set;
+    if (s->cfg->tls_auth_clients_user != TLS_USER_CN || !server_auth_required(s->srv)) {
+        return;
+    }
+    X509 *x = SSL_get0_peer_certificate(ssl);
+    if (x == NULL || SSL_get_verify_result(ssl) != X509_V_OK) {
+        return; /* tls-auth-clients optional and none sent */
+    }
+    char cn[USERS_NAME_MAX + 2];
+    int n = X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn, (int)sizeof cn);
+    if (n <= 0 || n > USERS_NAME_MAX || strlen(cn) != (size_t)n) {
+        log_info("client id=%llu addr=%s: its certificate has no CN that can name a user (at most %d bytes); AUTH "
+                 "needed",
+                 (unsigned long long)c->id, c->addr, USERS_NAME_MAX);
+        return;
+    }
+    const users_entry_t *e = users_find(server_users(s->srv), cn, (size_t)n);
+    if (e == NULL || e->disabled) {
+        log_info("client id=%llu addr=%s: its certificate's CN '%s' is %s in the users file; AUTH needed",
+                 (unsigned long long)c->id, c->addr, cn, e == NULL ? "no user" : "a disabled user");
+        return;
+    }
+    char roles[USERS_ROLES_TEXT];
+    c->authenticated = 1;
+    c->roles = e->roles;
+    snprintf(c->user, sizeof c->user, "%s", e->name);
+    log_info("client id=%llu addr=%s: logged in as '%s' (%s) by its certificate", (unsigned long long)c->id, c->addr,
+             e->name, users_roles_text(e->roles, roles, sizeof roles));
+}
+
+/* The TLS handshake's outcome (a connection from tls-port before it is
+ * ready). Returns 1 when the event was the handshake's. */
+static int tls_handshake_event(conn_t *c, struct bufferevent *bev, short what)
+{
+    char why[512];
+    if (what & BEV_EVENT_CONNECTED) {
+        c->tls_ready = 1;
+        log_in_by_certificate(c, bufferevent_openssl_get_ssl(bev));
+        c->last_active_mono = clock_mono_ms();
+        if (c->set->cfg->idle_timeout_ms > 0) {
+            struct timeval tv = { (time_t)(c->set->cfg->idle_timeout_ms / 1000),
+                                  (suseconds_t)(c->set->cfg->idle_timeout_ms % 1000) * 1000 };
+            bufferevent_set_timeouts(bev, &tv, NULL);
+        } else {
+            bufferevent_set_timeouts(bev, NULL, NULL);
+        }
+        if (log_get_level() <= LOG_LEVEL_DEBUG) {
+            tls_describe_session(bufferevent_openssl_get_ssl(bev), why, sizeof why);
+            log_debug("client id=%llu addr=%s: TLS established (%s)", (unsigned long long)c->id, c->addr, why);
+        }
+        return 1;
+    }
+    c->set->protocol_errors++;
+    if (what & BEV_EVENT_TIMEOUT) {
+        log_warn("client id=%llu addr=%s: no TLS handshake within %d ms; closing", (unsigned long long)c->id, c->addr,
+                 CONN_TLS_HANDSHAKE_MS);
+    } else if (what & BEV_EVENT_ERROR) {
+        int err = EVUTIL_SOCKET_ERROR();
+        tls_bev_error_text(bev, why, sizeof why);
+        if (why[0] == '\0') {
+            snprintf(why, sizeof why, "%s", err ? evutil_socket_error_to_string(err) : "connection closed");
+        }
+        const char *peer = tls_peer_verify_failure(bufferevent_openssl_get_ssl(bev));
+        if (peer != NULL) {
+            size_t n = strlen(why);
+            snprintf(why + n, sizeof why - n, " (the client's certificate: %s)", peer);
+        }
+        const char *hint = tls_error_hint(why);
+        log_warn("client id=%llu addr=%s: TLS handshake failed: %s%s; closing", (unsigned long long)c->id, c->addr, why,
+                 hint);
+        if (strstr(hint, "plaintext") != NULL) {
+            tls_refuse_plaintext(bufferevent_getfd(bev));
+        }
+    } else {
+        log_info("client id=%llu addr=%s: closed the connection during the TLS handshake", (unsigned long long)c->id,
+                 c->addr);
+    }
+    conn_close(c);
+    return 1;
+}
+
+static void event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    conn_t *c = arg;
+    if (c->tls && !c->tls_ready && tls_handshake_event(c, bev, what)) {
+        return;
+    }
+    if (what & BEV_EVENT_CONNECTED) {
+        return;
+    }
+    if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_WRITING)) {
+        log_info("client id=%llu addr=%s read none of its last replies for %d ms; closing", (unsigned long long)c->id,
+                 c->addr, CONN_DRAIN_TIMEOUT_MS);
+        conn_close(c);
+        return;
+    }
+    if (what & BEV_EVENT_TIMEOUT) {
+        /* Not idle: waiting on us (blocked PULL, replies to come or still being
+         * written), or a reply went out within the idle time (Redis counts
+         * writes as activity; the read timeout only sees reads). */
+        if (c->blocked || c->nslots > 0 || evbuffer_get_length(bufferevent_get_output(bev)) > 0 ||
+            clock_mono_ms() - c->last_active_mono < (uint64_t)c->set->cfg->idle_timeout_ms) {
+            bufferevent_enable(bev, EV_READ);
+            return;
+        }
+        c->set->idle_kills++;
+        log_info("client id=%llu addr=%s idle for %lld ms; closing", (unsigned long long)c->id, c->addr,
+                 c->set->cfg->idle_timeout_ms);
+        conn_close(c);
+        return;
+    }
+    if (what & BEV_EVENT_ERROR) {
+        int err = EVUTIL_SOCKET_ERROR();
+        char why[512] = "";
+        if (c->tls) {
+            tls_bev_error_text(bev, why, sizeof why);
+        }
+        log_debug("client id=%llu addr=%s: %s; closing", (unsigned long long)c->id, c->addr,
+                  why[0] ? why : evutil_socket_error_to_string(err));
+    }
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+        conn_close(c);
+    }
+}
+
+int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa, SSL *ssl)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct bufferevent *bev =
+        ssl != NULL ? bufferevent_openssl_socket_new(s->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE)
+                    : bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (bev == NULL) {
+        log_error("cannot create a bufferevent for a new client; closing it");
+        if (ssl != NULL) {
+            SSL_free(ssl);
+        }
+        evutil_closesocket(fd);
+        return -1;
+    }
+    if (ssl != NULL) {
+        /* A client that closes without close_notify (redis-cli, a killed
+         * process) ends the stream like a plaintext one: EOF, not an error. */
+        bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    }
+    conn_t *c = xmalloc(sizeof *c);
+    memset(c, 0, sizeof *c);
+    c->id = ++s->next_id;
+    c->set = s;
+    c->bev = bev;
+    c->proto = RESP_PROTO_2;
+    c->tls = ssl != NULL;
+    c->authenticated = !server_auth_required(s->srv); /* no users: every role, as before users existed */
+    c->roles = c->authenticated ? ROLE_ALL : 0;
+    c->created_mono = c->last_active_mono = clock_mono_ms();
+    format_addr(sa, c->addr, sizeof c->addr);
+    resp_limits_t lim = {
+        .max_args = (size_t)s->cfg->max_args,
+        .max_bulk = (size_t)s->cfg->max_bulk,
+        .max_inline = (size_t)s->cfg->max_inline,
+        .max_query = (size_t)s->cfg->max_query,
+    };
+    resp_parser_init(&c->parser, &lim);
+    conn_link(s, c);
+    s->connections_total++;
+    bufferevent_setcb(bev, read_cb, write_cb, event_cb, c);
+    bufferevent_setwatermark(bev, EV_READ, 0, READ_HIGH_WATERMARK);
+    if (c->tls) {
+        struct timeval tv = { CONN_TLS_HANDSHAKE_MS / 1000, (CONN_TLS_HANDSHAKE_MS % 1000) * 1000 };
+        bufferevent_set_timeouts(bev, &tv, NULL); /* the idle timeout follows the handshake */
+    } else if (s->cfg->idle_timeout_ms > 0) {
+        struct timeval tv = { (time_t)(s->cfg->idle_timeout_ms / 1000),
+                              (suseconds_t)(s->cfg->idle_timeout_ms % 1000) * 1000 };
+        bufferevent_set_timeouts(bev, &tv, NULL);
+    }
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+    log_debug("client id=%llu addr=%s connected%s", (unsigned long long)c->id, c->addr, c->tls ? " (TLS)" : "");
+    return 0;
+}

@@ -1,0 +1,156 @@
+/*
+ * broker/conn_close.c — closing a client connection: detaching it
+ * (conn_close), freeing it at a safe point (the reaper), and the orderly end
+ * of a draining one: once every reply is written the write side is shut
+ * (close_notify first on TLS), input is discarded for a short linger, then
+ * it is closed.
+ *
+ * Invariants: a connection is never freed inside a callback chain — it is
+ * detached (out of the id map and list, callbacks cleared, its unanswered
+ * jobs cancelled in the writer) and queued on the dead list, which the
+ * reaper event frees on a later loop turn. A draining connection parses
+ * nothing more and is closed if it does not read its last replies within
+ * CONN_DRAIN_TIMEOUT_MS.
+ *
+ * Thread: everything here runs on the event-loop thread.
+ */
+#include <stdlib.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
+#include <openssl/ssl.h>
+
+#include "broker/conn_internal.h"
+#include "broker/cmd_shared.h"
+
+#define LINGER_MS 1000 /* discard input this long after a last reply */
+
+/* 1 when c has a reply slot not filled yet: a job the storage thread (or the
+ * auth thread) has not answered. */
+static int conn_awaits_jobs(const conn_t *c)
+{
+    for (const reply_slot_t *sl = c->slots_head; sl != NULL; sl = sl->next) {
+        if (!sl->filled) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Detach c now; free it at the next safe point (the reaper). Idempotent.
+ * When it has jobs the storage thread has not answered, the writer is told
+ * (writer_cancel): its parked PULL BLOCK and its queued read-only jobs are
+ * dropped unrun (nobody reads their replies; a client that pipelined
+ * listings and left costs no more storage work), its writes still run. */
+void conn_close(conn_t *c)
+{
+    if (c->closing) {
+        return;
+    }
+    conn_set_t *s = c->set;
+    c->closing = 1;
+    conn_unlink(s, c);
+    if (s->writer_running && (c->blocked || conn_awaits_jobs(c))) {
+        writer_cancel(s->writer, c->id);
+    }
+    conn_mark_blocked(c, 0);
+    bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+    bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
+    c->dead_next = s->dead;
+    s->dead = c;
+    event_active(s->reaper, 0, 0);
+}
+
+void conn_free(conn_t *c)
+{
+    reply_slot_t *sl = c->slots_head;
+    while (sl) {
+        reply_slot_t *n = sl->next;
+        job_free(sl->job);
+        free(sl->data);
+        free(sl);
+        sl = n;
+    }
+    resp_parser_free(&c->parser);
+    cmd_multi_free(c->multi);
+    bufferevent_free(c->bev);
+    free(c);
+}
+
+void conn_reaper_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    conn_set_t *s = arg;
+    conn_t *c = s->dead;
+    s->dead = NULL;
+    while (c) {
+        conn_t *n = c->dead_next;
+        conn_free(c);
+        c = n;
+    }
+    if (s->draining_all && s->nconns == 0) {
+        event_base_loopbreak(s->base);
+    }
+}
+
+static void linger_read_cb(struct bufferevent *bev, void *arg)
+{
+    (void)arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    evbuffer_drain(in, evbuffer_get_length(in));
+}
+
+static void linger_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    (void)what;
+    conn_close(arg); /* EOF, error or the linger timeout: done */
+}
+
+/* Close once every reply is written. Closing a socket with unread input
+ * makes the kernel send RST, which can destroy the error reply before the
+ * client reads it; so the write side is shut first (FIN after the reply) and
+ * input is read and discarded until EOF or LINGER_MS, then closed. */
+void conn_maybe_finish(conn_t *c)
+{
+    if (c->closing || !c->draining || c->nslots > 0 || c->lingering) {
+        return;
+    }
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) != 0) {
+        return;
+    }
+    c->lingering = 1;
+    if (c->tls) {
+        SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
+        if (ssl != NULL && c->tls_ready) {
+            SSL_shutdown(ssl); /* close_notify, written straight to the socket */
+        }
+    }
+    evutil_socket_t fd = bufferevent_getfd(c->bev);
+    if (fd < 0 || shutdown(fd, SHUT_WR) != 0) {
+        conn_close(c);
+        return;
+    }
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    evbuffer_drain(in, evbuffer_get_length(in));
+    bufferevent_setcb(c->bev, linger_read_cb, NULL, linger_event_cb, c);
+    bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
+    struct timeval tv = { LINGER_MS / 1000, (LINGER_MS % 1000) * 1000 };
+    bufferevent_set_timeouts(c->bev, &tv, NULL);
+    bufferevent_enable(c->bev, EV_READ);
+}
+
+void conn_start_draining(conn_t *c)
+{
+    if (c->draining) {
+        return;
+    }
+    c->draining = 1;
+    bufferevent_disable(c->bev, EV_READ);
+    /* A client that stops reading must not hold a draining connection forever. */
+    struct timeval tv = { CONN_DRAIN_TIMEOUT_MS / 1000, (CONN_DRAIN_TIMEOUT_MS % 1000) * 1000 };
+    bufferevent_set_timeouts(c->bev, NULL, &tv);
+    conn_maybe_finish(c);
+}

@@ -1,0 +1,118 @@
+/*
+ * broker/conn_internal.h — the connection package's private header: the state
+ * behind conn_set_t and a reply slot, and the functions its files share. Not
+ * installed; only the package's own files (below) include it. The public
+ * contract is conn.h.
+ *
+ * The files of the package (each opens with its own design comment):
+ *   conn.c          the set: the id map and list of open connections, the
+ *                   set's API (new, free, shutdown, CLIENT LIST / KILL, stats)
+ *   conn_close.c    closing: detach, the reaper, draining and lingering
+ *   conn_reply.c    the reply FIFO: writing replies, completions from the
+ *                   storage thread
+ *   conn_request.c  requests: parsing the input (with the cross-protocol and
+ *                   TLS-on-the-plaintext-port guards) and dispatch
+ *   conn_accept.c   accepting: a socket becomes a connection; its
+ *                   bufferevent's callbacks (the TLS handshake, timeouts, EOF)
+ *   conn_sweep.c    the sweep: header-timeout and max-client-memory
+ *
+ * Memory safety rules (every file):
+ *  - a connection is never freed inside a callback chain: conn_close detaches
+ *    it (out of the id map, callbacks cleared) and queues it; the reaper
+ *    event frees it on a later loop turn;
+ *  - a storage completion finds its connection by id; a closed connection is
+ *    not in the map, so its late completions are simply freed;
+ *  - every reply goes through conn_write_reply (conn_reply.c), which enforces
+ *    max-reply-buffer.
+ *
+ * Threading: everything here runs on the event-loop thread.
+ */
+#ifndef HG_BROKER_CONN_INTERNAL_H
+#define HG_BROKER_CONN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <event2/event.h>
+
+#include "base/map.h"
+#include "broker/conn.h"
+#include "proto/reply.h"
+
+#define CONN_DRAIN_TIMEOUT_MS 10000 /* a draining client must read its last replies by then */
+
+
+struct reply_slot {
+    reply_slot_t *next;
+    uint64_t seq; /* storage slots: the job's seq */
+    int filled;
+    int blocking; /* the blocking PULL of this connection */
+    int holds;    /* an AUTH: parsing waits until it is written */
+    job_t *job;   /* storage reply */
+    char *data;   /* loop reply (copied) */
+    size_t len;
+    size_t charge;   /* bytes counted in the connection's inflight_bytes for this slot */
+    size_t reserved; /* of which not held by the loop until the reply exists (reserved_bytes): a PULL BLOCK's
+                        reply estimate, an EXEC's queued SENDs (the storage thread's batch now) */
+};
+
+struct conn_set {
+    const config_t *cfg;
+    struct event_base *base;
+    server_t *srv; /* for the commands (cmd_call_t) */
+    writer_t *writer;
+    int writer_running;
+    int reading;      /* 0 once shutdown began: parse nothing more */
+    int draining_all; /* shutdown: break the loop when the last one is freed */
+    struct event *reaper;
+    struct event *sweep; /* header-timeout and max-client-memory (CONN_SWEEP_MS) */
+    map_t by_id;         /* open connections by the 8 bytes of their id */
+    conn_t *all;         /* open connections */
+    conn_t *dead;        /* closed, to free */
+    uint64_t next_id;
+    uint64_t nconns, nblocked;
+    uint64_t ntls, tls_total; /* connections from tls-port: open now, accepted since start */
+    resp_buf_t scratch;       /* immediate replies */
+    /* counters */
+    uint64_t connections_total, protocol_errors, reply_kills, idle_kills, commands;
+    uint64_t client_memory, memory_kills, header_kills;
+    uint64_t woken_delivered; /* bytes of PULL BLOCK replies received from the writer (writer_note_client_memory) */
+};
+
+
+/* conn.c: the id map and the list of open connections (and the set's
+ * counters of open and TLS connections). */
+void conn_link(conn_set_t *s, conn_t *c);
+void conn_unlink(conn_set_t *s, conn_t *c);
+/* The open connection with this id, or NULL. */
+conn_t *conn_find(conn_set_t *s, uint64_t id);
+/* Set c->blocked, keeping the set's count of blocked clients. */
+void conn_mark_blocked(conn_t *c, int blocked);
+
+/* conn_close.c */
+/* Detach c now; free it at the next safe point (the reaper). Idempotent. */
+void conn_close(conn_t *c);
+/* Free a detached connection and everything its FIFO holds. */
+void conn_free(conn_t *c);
+/* The reaper event's callback (arg = the set): frees the dead list. */
+void conn_reaper_cb(evutil_socket_t fd, short what, void *arg);
+/* A draining connection whose replies are all written starts lingering. */
+void conn_maybe_finish(conn_t *c);
+/* Parse nothing more; close once every queued reply is written. */
+void conn_start_draining(conn_t *c);
+
+/* conn_reply.c */
+/* A new slot at the tail of c's reply FIFO (seq: a storage job's, else 0). */
+reply_slot_t *conn_slot_append(conn_t *c, uint64_t seq);
+/* A reply computed now: straight out when nothing is ahead of it, else into the FIFO. */
+void conn_reply(conn_t *c, const char *data, size_t len);
+/* Write filled slots from the head. */
+void conn_flush(conn_t *c);
+
+/* conn_request.c: parse and execute what c's input holds, while c may. */
+void conn_process_input(conn_t *c);
+
+/* conn_sweep.c: the sweep event's callback (arg = the set). */
+void conn_sweep_cb(evutil_socket_t fd, short what, void *arg);
+
+#endif

@@ -1,0 +1,163 @@
+/*
+ * broker/conn_request.c — requests on a client connection: the input is
+ * parsed into commands (proto/request.h, limits from the config) and each
+ * is executed (broker/commands.h): its reply goes into the FIFO now, or a
+ * storage job (or an AUTH for the auth thread) is submitted with its slot.
+ *
+ * Invariants: parsing waits while the connection is blocked (PULL BLOCK),
+ * an AUTH is being verified, CONN_MAX_PENDING replies are outstanding or
+ * max-inflight-bytes are held for it; nothing is parsed once it drains.
+ * header-timeout counts from the first byte of a command the parser holds
+ * (cmd_started_mono, read by the sweep).
+ *
+ * Cross-protocol guard (docs/protocol.md): a browser or any HTTP client can
+ * be made to send a request to this port, and its body would run as inline
+ * commands. A command that can only be HTTP is not answered, the rest of the
+ * input is discarded unparsed and the connection is closed as soon as the
+ * replies to earlier commands are written: POST or Host: anywhere
+ * (as Redis does), and as the first inline command also GET /..., PUT, HEAD,
+ * DELETE, OPTIONS or CONNECT. On the plaintext port a first byte 0x16 (a TLS
+ * handshake record) is logged and the connection closed unanswered.
+ *
+ * Thread: everything here runs on the event-loop thread.
+ */
+#include <event2/buffer.h>
+
+#include "base/clock.h"
+#include "broker/auth.h"
+#include "broker/cmd_shared.h"
+#include "broker/commands.h"
+#include "broker/conn_internal.h"
+#include "broker/server.h"
+#include "common/log.h"
+
+#define TLS_RECORD_HANDSHAKE 0x16 /* the first byte of a TLS ClientHello */
+
+/* 1 when cmd can only be part of an HTTP request (see the file comment). */
+static int looks_like_http(const conn_t *c, const resp_command_t *cmd)
+{
+    const resp_arg_t *name = &cmd->argv[0];
+    if (cmd_arg_is(name, "post") || cmd_arg_is(name, "host:")) {
+        return 1;
+    }
+    if (c->ncommands > 0 || !cmd->is_inline) {
+        return 0;
+    }
+    if (cmd_arg_is(name, "get")) {
+        return cmd->argc >= 2 && cmd->argv[1].len > 0 && cmd->argv[1].ptr[0] == '/';
+    }
+    return cmd_arg_is(name, "put") || cmd_arg_is(name, "head") || cmd_arg_is(name, "delete") ||
+           cmd_arg_is(name, "options") || cmd_arg_is(name, "connect");
+}
+
+static void conn_execute(conn_t *c, const resp_command_t *cmd)
+{
+    conn_set_t *s = c->set;
+    if (looks_like_http(c, cmd)) {
+        s->protocol_errors++;
+        log_warn("possible cross-protocol attack (HTTP) from %s; closing", c->addr);
+        conn_start_draining(c); /* no reply; earlier replies still go out; nothing after it is parsed */
+        return;
+    }
+    c->ncommands++;
+    s->commands++;
+    c->last_active_mono = clock_mono_ms();
+    resp_buf_clear(&s->scratch);
+    s->scratch.proto = c->proto;
+    cmd_call_t call = { .conn = c, .srv = s->srv, .argc = cmd->argc, .argv = cmd->argv, .out = &s->scratch };
+    cmd_dispatch(&call);
+    if (call.job) {
+        job_t *j = call.job;
+        j->conn_id = c->id;
+        j->seq = ++c->next_seq;
+        j->proto = c->proto;
+        j->reply.proto = c->proto;
+        reply_slot_t *sl = conn_slot_append(c, j->seq);
+        sl->charge = cmd->wire_len + j->reply_estimate + j->carried_bytes;
+        c->inflight_bytes += sl->charge;
+        sl->reserved = (j->block_set ? j->reply_estimate : 0) + j->carried_bytes; /* see conn_memory */
+        c->reserved_bytes += sl->reserved;
+        if (j->block_set) {
+            sl->blocking = 1;
+            conn_mark_blocked(c, 1);
+        }
+        if (call.auth) {
+            sl->holds = 1;
+            c->auth_held = 1;
+            if (auth_submit(server_auth(s->srv), (auth_req_t *)(void *)j) != 0) {
+                auth_refuse_busy((auth_req_t *)(void *)j);
+                sl->job = j;
+                sl->filled = 1;
+                conn_flush(c);
+            }
+        } else {
+            writer_submit(s->writer, j);
+        }
+    } else if (!call.no_reply) {
+        conn_reply(c, s->scratch.raw.data, s->scratch.raw.len);
+    }
+    if (call.close_after) {
+        conn_start_draining(c);
+    }
+}
+
+/* Bytes of requests and replies held for c: its FIFO (requests awaiting the
+ * storage thread, at their reply estimate; replies awaiting their turn) and
+ * the replies the socket has not taken. Parsing waits above max-inflight-bytes
+ * (a client that does not read stops being served instead of growing). */
+static size_t conn_held(const conn_t *c)
+{
+    return c->inflight_bytes + evbuffer_get_length(bufferevent_get_output(c->bev));
+}
+
+void conn_process_input(conn_t *c)
+{
+    conn_set_t *s = c->set;
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    while (!c->closing && !c->draining && !c->blocked && !c->auth_held && c->nslots < CONN_MAX_PENDING &&
+           conn_held(c) < (size_t)s->cfg->max_inflight_bytes && s->reading) {
+        if (evbuffer_get_length(in) == 0) {
+            break;
+        }
+        struct evbuffer_iovec v;
+        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) {
+            break;
+        }
+        if (!c->sniffed) {
+            c->sniffed = 1;
+            if (!c->tls && v.iov_len > 0 && ((const unsigned char *)v.iov_base)[0] == TLS_RECORD_HANDSHAKE) {
+                s->protocol_errors++;
+                log_warn("client id=%llu addr=%s: a TLS handshake on the plaintext port; closing (TLS clients "
+                         "connect to tls-port%s)",
+                         (unsigned long long)c->id, c->addr, s->cfg->tls_port ? "" : ", which is off");
+                evbuffer_drain(in, evbuffer_get_length(in));
+                conn_start_draining(c);
+                break;
+            }
+        }
+        size_t consumed = 0;
+        resp_command_t cmd;
+        resp_status_t st = resp_parser_feed(&c->parser, v.iov_base, v.iov_len, &consumed, &cmd);
+        evbuffer_drain(in, consumed);
+        if (st == RESP_OK) {
+            c->cmd_started_mono = 0;
+            conn_execute(c, &cmd);
+        } else if (st != RESP_NEED_MORE) {
+            s->protocol_errors++;
+            log_info("client id=%llu addr=%s: %s; closing after the reply", (unsigned long long)c->id, c->addr,
+                     resp_parser_error(&c->parser));
+            resp_buf_clear(&s->scratch);
+            s->scratch.proto = c->proto;
+            resp_add_errorf(&s->scratch, "ERR %s", resp_parser_error(&c->parser));
+            conn_reply(c, s->scratch.raw.data, s->scratch.raw.len);
+            conn_start_draining(c);
+            break;
+        }
+    }
+    /* header-timeout counts from the first byte of a command the parser holds */
+    if (!resp_parser_in_command(&c->parser)) {
+        c->cmd_started_mono = 0;
+    } else if (c->cmd_started_mono == 0) {
+        c->cmd_started_mono = clock_mono_ms();
+    }
+}
