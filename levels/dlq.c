@@ -4,7 +4,7 @@
  *
  * The DLQ is the range 'D' group id (keys.h), so it lists in id order and one
  * message is found by its id with one seek. A message reaches it from
- * store_fail (lease.c) with its reason and parked time; a requeue moves it to
+ * store_fail (lease_ack.c) with its reason and parked time; a requeue moves it to
  * the group's retry-ready queue with reconsume 0, so it gets the whole retry
  * schedule again. One id is one move in the pending batch. ALL is a walk
  * (store_dlq_walk_t) in steps, each committed on its own: the broker runs one

@@ -82,7 +82,7 @@ typedef struct store_options {
      * is written (0: written at once); an ACK within it writes nothing. The
      * group's persisted cursor stays at its oldest lease not written, so a
      * crash delivers those messages again at once; an ACK is as durable as
-     * ever (lease.c). */
+     * ever (lease_pend.c). */
     uint64_t lease_write_delay_ms;
 } store_options_t;
 

@@ -11,7 +11,12 @@
  *   level.c     SEND and the level queues (due moves, level info)
  *   group.c     topics and groups (create, info, foreach)
  *   group_delete.c  GROUP DEL: a group deleted in the background, a step at a time
- *   lease.c     leases: lease, ack, touch, expiry, fail
+ *   lease.c     a lease's keys: written, deleted, tracked; a GROUP DEL step
+ *               through the lease range; format 2's lease index folded
+ *   lease_take.c  leasing (store_lease): retries first, then the topic log
+ *   lease_pend.c  leases written late (opt.lease_write_delay_ms)
+ *   lease_ack.c   a lease found by id: ACK, TOUCH, a failure (retry or DLQ)
+ *   lease_expiry.c  the next lease deadline and the expired leases
  *   dlq.c       the DLQ: list, requeue, drop
  *   maintain.c  topic-log GC and compaction of consumed ranges
  *   check.c     store_scan and the consistency checker store_check
@@ -130,7 +135,7 @@ struct group_state {
      * (taken before the open, or past the bound): store_group_holds_none */
     map_t lease_ids;
     uint64_t leases_untracked;
-    /* lease.c: its leases taken from the topic log and not written yet
+    /* lease_pend.c: its leases taken from the topic log and not written yet
      * (opt.lease_write_delay_ms), in seq order: the topic-log entries from
      * the oldest one's seq to cursor are exactly these (the persisted cursor
      * is the oldest one's seq); pend_ids maps an id to its entry */
@@ -164,7 +169,7 @@ struct store {
     int unsynced; /* a commit since the last synced one was not synced */
     leveldb_writebatch_t *batch;
     int pending;          /* operations in the batch */
-    uint64_t npend;       /* leases not written yet, over all groups (lease.c) */
+    uint64_t npend;       /* leases not written yet, over all groups (lease_pend.c) */
     uint64_t batch_bytes; /* about what the batch holds (keys, values, framing) */
     int broken;
     char broken_err[512];
@@ -311,29 +316,49 @@ int store_decode(const char *v, size_t vlen, msg_t *m, const char *where, char *
  * until the iterator moves). */
 int store_iter_msg(leveldb_iterator_t *it, msg_t *m, const char *where, char *err, size_t errlen);
 
-/* ---- lease.c ---------------------------------------------------------------------- */
+/* ---- lease.c: a lease's keys --------------------------------------------------------- */
 
-/* Leases written late (opt.lease_write_delay_ms): a lease of a topic-log
- * entry may be held in memory (group_state_t.pend_*) until its write_at. */
+/* A key of the lease range, parsed (group: a view into the key). */
+typedef struct store_lease_key {
+    uint64_t deadline, id;
+    const char *group;
+    size_t glen;
+} store_lease_key_t;
 
-/* Where g's next read would start after a restart: the seq of its oldest
- * lease not written yet, else its cursor. The group record persists it, and
- * the topic-log GC keeps everything from it on. */
-uint64_t store_group_persisted_cursor(const group_state_t *g);
+/* Keep id among g's lease ids (store_group_holds_none), or count it as
+ * untracked past the bound. */
+void store_lease_track(group_state_t *g, uint64_t id);
 
-/* Write the leases not written yet of g (NULL: of every group) whose
- * write_at is by until (UINT64_MAX: all), and commit them when there were
- * any (the callers read committed data next). */
-int store_leases_write(store_t *s, group_state_t *g, uint64_t until, char *err, size_t errlen);
+/* Take id off g's lease ids, or one off its untracked count when it was
+ * not among them. */
+void store_lease_untrack(group_state_t *g, uint64_t id);
 
-/* store_read_begin, and every lease written: for what reads the whole store
- * as stored (store_scan, store_check). GET, FIND and REVOKE need not: they
- * see a lease held in memory through its group's pend_ids (view_build). */
-int store_read_begin_whole(store_t *s, char *err, size_t errlen);
+/* m as g's copy: the value of its lease. */
+void store_lease_stamp(const group_state_t *g, msg_t *m);
 
-/* GROUP DEL: drop g's leases not written yet (nothing of them is stored)
- * and its lease list; g is marked dirty (its persisted cursor moves). */
-void store_leases_forget(store_t *s, group_state_t *g);
+/* Write g's lease of m: its 'I' key and its copy index entry (log_seq: the
+ * topic-log seq m was leased from, 0 when it was not: a retry). */
+void store_lease_write(store_t *s, group_state_t *g, msg_t *m, uint64_t deadline, uint64_t log_seq);
+
+/* A new lease of g: counted, its id tracked, written. */
+void store_lease_put(store_t *s, group_state_t *g, msg_t *m, uint64_t deadline, uint64_t log_seq);
+
+/* g's lease of id at deadline goes: its 'I' key is deleted, uncounted
+ * (inflight) and untracked, g marked dirty, and the next deadline forgotten
+ * when this could be it. Its copy index entry is the caller's
+ * (idx_copy_gone). */
+void store_lease_delete(store_t *s, group_state_t *g, uint64_t id, uint64_t deadline);
+
+/* A lease of g, being deleted (GROUP DEL), goes: store_lease_delete and its copy
+ * index entry. Nobody is told. */
+int store_lease_drop(store_t *s, group_state_t *g, uint64_t id, uint64_t deadline, char *err, size_t errlen);
+
+/* An iterator at the lease floor: every lease's deadline is at or after it. */
+leveldb_iterator_t *store_lease_iter_from_floor(store_t *s);
+
+/* key_lease_parse with the error named: 0, or -1. */
+int store_lease_key_read(const store_t *s, const char *key, size_t klen, store_lease_key_t *lk, char *err,
+                         size_t errlen);
 
 /* The work of a step of GROUP DEL, in the unit of the maintenance budget
  * (about a topic-log entry collected): a lease key gone through is 1, an
@@ -358,6 +383,58 @@ int lease_delete_some(store_t *s, group_state_t *g, int budget, int *work, char 
  * one with its 'Y'), so an open interrupted halfway finishes the job the next
  * time. Nothing to do (one seek) on a directory without one. */
 int lease_index_fold(store_t *s, char *err, size_t errlen);
+
+/* ---- lease_pend.c: leases written late --------------------------------------------- */
+
+/* Leases written late (opt.lease_write_delay_ms): a lease of a topic-log
+ * entry may be held in memory (group_state_t.pend_*) until its write_at. */
+
+/* Where g's next read would start after a restart: the seq of its oldest
+ * lease not written yet, else its cursor. The group record persists it, and
+ * the topic-log GC keeps everything from it on. */
+uint64_t store_group_persisted_cursor(const group_state_t *g);
+
+/* Write the leases not written yet of g (NULL: of every group) whose
+ * write_at is by until (UINT64_MAX: all), and commit them when there were
+ * any (the callers read committed data next). */
+int store_leases_write(store_t *s, group_state_t *g, uint64_t until, char *err, size_t errlen);
+
+/* store_read_begin, and every lease written: for what reads the whole store
+ * as stored (store_scan, store_check). GET, FIND and REVOKE need not: they
+ * see a lease held in memory through its group's pend_ids (view_build). */
+int store_read_begin_whole(store_t *s, char *err, size_t errlen);
+
+/* GROUP DEL: drop g's leases not written yet (nothing of them is stored)
+ * and its lease list; g is marked dirty (its persisted cursor moves). */
+void store_leases_forget(store_t *s, group_state_t *g);
+
+/* A new lease of g held in memory: counted and its id tracked, as store_lease_put
+ * does, but not written. */
+void store_pend_add(store_t *s, group_state_t *g, uint64_t id, uint64_t log_seq, uint64_t deadline, uint64_t write_at);
+
+/* Before g leases its next topic-log entry: the entries from the persisted
+ * cursor to the cursor must stay exactly the held leases (a crash puts them
+ * all back in the backlog, which the persisted position counts), so a lease
+ * written at once (!hold: it would expire before its delay is over, or the
+ * delay is off) first writes every lease g holds, and a held one past
+ * STORE_LEASES_UNWRITTEN_MAX first writes the oldest. */
+int store_pend_keep_order(store_t *s, group_state_t *g, int hold, char *err, size_t errlen);
+
+/* Write g's leases not written yet from its first through p (one of them):
+ * those before p first, as the persisted cursor passes only written
+ * leases. */
+int store_pend_write_through(store_t *s, group_state_t *g, const lease_pend_t *p, char *err, size_t errlen);
+
+/* store_ack's part: the ids of sorted[0..*n) that are leases not written
+ * yet are released without a write, and taken out of sorted (*n: the ids
+ * left, in order). The persisted cursor may only pass a lease that is
+ * acknowledged or written, so the leases before the last of them in the
+ * list that are still open are written now: an ACK is as durable as the ACK
+ * of a written lease. */
+int store_pend_ack(store_t *s, group_state_t *g, uint64_t *sorted, int *n, int *released, char *err, size_t errlen);
+
+/* When the next lease not written yet is due to be; UINT64_MAX when none. */
+uint64_t store_pend_next_write(const store_t *s);
 
 /* ---- group.c: topics and groups ------------------------------------------------------ */
 

@@ -1,0 +1,166 @@
+/*
+ * levels/lease_take.c — leasing (store_lease, see store.h): a group takes
+ * its retry-ready entries first, then its topic log's from its cursor, up to
+ * a count and a byte budget.
+ *
+ * A retry taken is consumed (its 'R' key deleted); a topic-log entry stays
+ * (the log is shared) and only the group's cursor and position move. A
+ * lease of a topic-log entry is held in memory (lease_pend.c) when the write
+ * delay is on and it would not expire before it; store_pend_keep_order keeps
+ * the held leases the entries from the persisted cursor to the cursor. A
+ * PULL naming a group that does not exist creates it (within the limits).
+ *
+ * Threading: one thread at a time (the broker's storage thread).
+ */
+#include "levels/store_internal.h"
+#include "base/err.h"
+
+#include <string.h>
+
+/* Read the queue range of tag ('R': g's retries, 'T': its topic's log) from
+ * seq `from`, leasing up to want messages within *budget (msg.h). Returns
+ * the count leased (owned copies in out[]), -1 on error. *last_seq gets the
+ * last seq taken; delete_taken deletes each entry (a retry is consumed; the
+ * topic log is shared and only the cursor moves). write_at (not 0): a lease
+ * of a topic-log entry is held in memory until then, when there is room and
+ * it would not expire before. */
+static int lease_from_range(store_t *s, group_state_t *g, enum key_tag tag, uint64_t from, int want, uint64_t deadline,
+                            uint64_t write_at, msg_budget_t *budget, msg_owned_t *out, uint64_t *last_seq,
+                            int delete_taken, char *err, size_t errlen)
+{
+    const char *src = tag == KEY_RETRY ? g->name : g->topic->name;
+    size_t srclen = tag == KEY_RETRY ? g->len : g->topic->len;
+    key_buf_t k;
+    key_queue_prefix(&k, tag, src, srclen);
+    size_t plen = k.n;
+    key_u64(&k, from);
+    leveldb_iterator_t *it = store_iter_at(s, &k);
+    const char *key;
+    size_t klen;
+    int n = 0, rc = 0;
+    for (; n < want && msg_budget_open(budget) && store_iter_in(it, k.b, plen, &key, &klen); leveldb_iter_next(it)) {
+        if (key_queue_parse(key, klen, plen, last_seq) != 0) {
+            rc = err_set(err, errlen, "corrupt queue key in %s", s->path);
+            break;
+        }
+        msg_t m;
+        const char *where = tag == KEY_RETRY ? "a retry queue" : "a topic log";
+        if (store_iter_msg(it, &m, where, err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+        if (delete_taken) {
+            store_del_raw(s, key, klen);
+        }
+        int hold = tag == KEY_TOPIC_LOG && write_at != 0 && deadline >= write_at;
+        if (tag == KEY_TOPIC_LOG && store_pend_keep_order(s, g, hold, err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+        if (hold) {
+            store_lease_stamp(g, &m);
+            store_pend_add(s, g, m.id, *last_seq, deadline, write_at);
+        } else {
+            store_lease_put(s, g, &m, deadline, tag == KEY_TOPIC_LOG ? *last_seq : 0);
+        }
+        msg_owned_copy(&out[n], &m);
+        n++;
+        msg_budget_charge(budget, &m);
+        if (n == want || !msg_budget_open(budget)) {
+            break;
+        } /* no step past it: it could walk the next range's deleted keys */
+    }
+    if (rc == 0) {
+        rc = store_iter_error(it, "a queue", err, errlen);
+    }
+    leveldb_iter_destroy(it);
+    if (rc != 0) {
+        for (int i = 0; i < n; i++) {
+            msg_owned_free(&out[i]);
+        }
+        return -1;
+    }
+    return n;
+}
+
+int store_lease(store_t *s, const char *group, size_t group_len, const char *topic, size_t topic_len, int count,
+                uint64_t lease_ms, uint64_t now_ms, msg_owned_t *out, int *n, char *err, size_t errlen)
+{
+    return store_lease_within(s, group, group_len, topic, topic_len, count, s->opt.max_lease_bytes, lease_ms, now_ms,
+                              out, n, err, errlen);
+}
+
+int store_lease_within(store_t *s, const char *group, size_t group_len, const char *topic, size_t topic_len, int count,
+                       uint64_t max_bytes, uint64_t lease_ms, uint64_t now_ms, msg_owned_t *out, int *n, char *err,
+                       size_t errlen)
+{
+    *n = 0;
+    if (msg_check_name("group", group, group_len, err, errlen) != 0 ||
+        msg_check_name("topic", topic, topic_len, err, errlen) != 0) {
+        return -1;
+    }
+    if (count < 1) {
+        return err_set(err, errlen, "count must be at least 1");
+    }
+    if (store_read_begin(s, err, errlen) != 0) {
+        return -1;
+    }
+    group_state_t *g = store_group_get(s, group, group_len);
+    if (g == NULL) {
+        if (store_topic_room(s, topic, topic_len, err, errlen) != 0 ||
+            store_group_room(s, group, group_len, err, errlen) != 0) {
+            return -1;
+        }
+        g = store_group_new(s, group, group_len, store_topic_get_or_create(s, topic, topic_len), 1,
+                            s->opt.max_reconsume, now_ms, err, errlen);
+        if (g == NULL) {
+            return -1;
+        }
+    } else if (g->topic->len != topic_len || memcmp(g->topic->name, topic, topic_len) != 0) {
+        return err_set(err, errlen, "group %.*s is bound to topic %.*s, not %.*s", (int)group_len, group,
+                       (int)g->topic->len, g->topic->name, (int)topic_len, topic);
+    }
+    uint64_t deadline = now_ms + lease_ms;
+    uint64_t write_at = s->opt.lease_write_delay_ms > 0 ? now_ms + s->opt.lease_write_delay_ms : 0;
+    uint64_t last = 0;
+    msg_budget_t budget;
+    msg_budget_init(&budget, max_bytes);
+    if (g->retry_ready > 0) {
+        int want = count < (int64_t)g->retry_ready ? count : (int)g->retry_ready;
+        int got = lease_from_range(s, g, KEY_RETRY, g->retry_head_hint, want, deadline, 0, &budget, out, &last, 1, err,
+                                   errlen);
+        if (got < 0) {
+            return -1;
+        }
+        if (got > 0) {
+            g->retry_ready -= (uint64_t)got;
+            g->retry_head_hint = last + 1;
+            g->pops_since_compact += (uint64_t)got;
+        }
+        *n = got;
+    }
+    uint64_t backlog = g->topic->appended - g->position;
+    if (*n < count && backlog > 0 && msg_budget_open(&budget)) {
+        int want = count - *n;
+        if ((uint64_t)want > backlog) {
+            want = (int)backlog;
+        }
+        int got = lease_from_range(s, g, KEY_TOPIC_LOG, g->cursor, want, deadline, write_at, &budget, out + *n, &last,
+                                   0, err, errlen);
+        if (got < 0) {
+            for (int i = 0; i < *n; i++) {
+                msg_owned_free(&out[i]);
+            }
+            *n = 0;
+            return -1;
+        }
+        if (got > 0) {
+            g->cursor = last + 1;
+            g->position += (uint64_t)got;
+        }
+        *n += got;
+    }
+    /* No mark of g here: a written lease marked it (store_lease_put), and leases
+     * held in memory change nothing the group record persists. */
+    return 0;
+}
