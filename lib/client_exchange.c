@@ -1,0 +1,210 @@
+/*
+ * lib/client_exchange.c — the exchange: write the request while reading
+ * the replies, and the one-command calls built on it.
+ *
+ * client_exchange writes the request bytes and reads replies in one poll
+ * loop, so a big pipeline never deadlocks against the broker's own
+ * backpressure, taking each reply out of `in` as soon as it is whole
+ * (lib/wire.h) and dropping RESP3 pushes. Through TLS every byte goes
+ * through lib/tlsconn.h, whose decrypted bytes poll cannot see. The read
+ * timeout is an inactivity timeout: any byte of progress resets it.
+ * client_call adds client_ensure and the resends of a command whose
+ * connection broke before its reply.
+ *
+ * Invariant: any failure closes the connection (after a timeout or a
+ * malformed reply the stream position is unknown), so when fd >= 0 no reply
+ * is outstanding.
+ * Thread: the client's one thread; the wake fd cuts waits short when
+ * CLIENT_INTERRUPTIBLE (or hg_client_set_stop_fd) asks for it.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "lib/client.h"
+#include "lib/client_internal.h"
+#include "lib/tlsconn.h"
+#include "lib/wire.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define CLIENT_MAX_RESENDS HG_SEND_MAX_RESENDS /* resends of one command per call */
+
+/* ------------------------------------------------------------------------
+ * The exchange: write while reading
+ * ------------------------------------------------------------------------ */
+
+/* Take as many whole replies as `in` holds into replies[*got..nreplies)
+ * (RESP3 pushes are out-of-band data, not replies: dropped). Returns HG_OK
+ * (maybe with fewer than wanted), or HG_ERR_PROTOCOL. */
+static hg_err_t parse_replies(hg_client_t *c, size_t nreplies, resp_reply_t **replies, size_t *got)
+{
+    char why[160];
+
+    while (*got < nreplies) {
+        resp_reply_t *r = NULL;
+        resp_status_t st = wire_take_reply(&c->in, &c->in_off, &r, why, sizeof(why));
+        if (st == RESP_NEED_MORE)
+            break;
+        if (st != RESP_OK)
+            return client_fail(c, HG_ERR_PROTOCOL, "bad reply from %s: %s", c->address, why);
+        if (r->type == RESP_REPLY_PUSH) {
+            resp_reply_free(r);
+            continue;
+        }
+        replies[(*got)++] = r;
+    }
+    return HG_OK;
+}
+
+/* send(2) / recv(2) on the connection, through TLS when it has it. */
+static ssize_t conn_send(hg_client_t *c, const char *data, size_t len)
+{
+    if (c->tls != NULL)
+        return tlsconn_send(c->tls, data, len);
+    return send(c->fd, data, len, MSG_NOSIGNAL);
+}
+
+static ssize_t conn_recv(hg_client_t *c)
+{
+    if (c->tls != NULL)
+        return tlsconn_recv(c->tls, &c->in);
+    return wire_recv(c->fd, &c->in);
+}
+
+/* What a failed conn_send / conn_recv says (errno, and TLS's reason). */
+static const char *conn_error(const hg_client_t *c)
+{
+    if (c->tls != NULL && tlsconn_error(c->tls)[0] != '\0')
+        return tlsconn_error(c->tls);
+    return strerror(errno);
+}
+
+hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen, size_t nreplies, resp_reply_t **replies,
+                         size_t *got, uint32_t extra_wait_ms, int flags)
+{
+    size_t written = 0;
+    uint64_t wait_ms, deadline;
+    hg_err_t e = HG_OK;
+
+    *got = 0;
+    if (c->tops != NULL)
+        return client_fail(c, HG_ERR_UNSUPPORTED, "raw RESP requests are not supported on %s", c->tops->scheme);
+    if (c->fd < 0)
+        return client_fail(c, HG_ERR_IO, "not connected to %s", c->address);
+    wait_ms = c->opts.read_timeout_ms == 0 ? 0 : (uint64_t)c->opts.read_timeout_ms + extra_wait_ms;
+    deadline = wait_ms == 0 ? 0 : wire_now_ms() + wait_ms;
+
+    /* Bytes already received (a push before our reply) are parsed first. */
+    e = parse_replies(c, nreplies, replies, got);
+
+    while (e == HG_OK && (written < reqlen || *got < nreplies)) {
+        struct pollfd p[2];
+        int n, np = 1, left = wire_poll_ms(deadline);
+
+        if (left == 0) {
+            e = client_fail(c, HG_ERR_TIMEOUT, "no reply from %s within %llums", c->address,
+                            (unsigned long long)wait_ms);
+            break;
+        }
+        p[0].fd = c->fd;
+        p[0].events = (short)(POLLIN | (written < reqlen ? POLLOUT : 0));
+        p[0].revents = 0;
+        if (c->tls != NULL && written < reqlen)
+            p[0].events |= tlsconn_wants(c->tls); /* a TLS write may wait for input, too */
+        if (((flags & CLIENT_INTERRUPTIBLE) || c->stop_all) && c->wake_fd >= 0) {
+            p[1].fd = c->wake_fd;
+            p[1].events = POLLIN;
+            p[1].revents = 0;
+            np = 2;
+        }
+        if (c->tls != NULL && tlsconn_pending(c->tls)) {
+            /* decrypted bytes poll cannot see: read them now */
+            n = poll(p, (nfds_t)np, 0);
+            if (n >= 0) {
+                p[0].revents |= POLLIN;
+                n = 1;
+            }
+        } else
+            n = poll(p, (nfds_t)np, left);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            e = client_fail(c, HG_ERR_IO, "poll: %s", strerror(errno));
+            break;
+        }
+        if (n == 0)
+            continue; /* the deadline check above reports it */
+        if (np == 2 && (p[1].revents & POLLIN)) {
+            e = client_fail(c, HG_ERR_STOPPED, "stopped while waiting for %s", c->address);
+            break;
+        }
+        if ((p[0].revents & (c->tls != NULL ? POLLIN | POLLOUT : POLLOUT)) && written < reqlen) {
+            ssize_t w = conn_send(c, req + written, reqlen - written);
+            if (w > 0) {
+                written += (size_t)w;
+                if (deadline != 0)
+                    deadline = wire_now_ms() + wait_ms;
+            } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                e = client_fail(c, HG_ERR_IO, "connection to %s lost while sending: %s", c->address, conn_error(c));
+                break;
+            }
+        }
+        if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            ssize_t r = conn_recv(c);
+            if (r > 0) {
+                if (deadline != 0)
+                    deadline = wire_now_ms() + wait_ms;
+                e = parse_replies(c, nreplies, replies, got);
+            } else if (r == 0) {
+                e = client_fail(c, HG_ERR_IO, "connection to %s closed by the broker", c->address);
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                e = client_fail(c, HG_ERR_IO, "connection to %s lost: %s", c->address, conn_error(c));
+            }
+        }
+    }
+    if (e != HG_OK)
+        client_disconnect(c);
+    return e;
+}
+
+hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen, int resend,
+                     uint32_t extra_wait_ms, int flags, resp_reply_t **reply)
+{
+    int resends = 0;
+    hg_err_t e;
+
+    *reply = NULL;
+    if (c->tops != NULL)
+        return c->tops->call(c, c->tstate, argc, argv, argvlen, resend, extra_wait_ms, flags, reply);
+    buf_clear(&c->out);
+    resp_add_command(&c->out, argc, argv, argvlen);
+    for (;;) {
+        size_t got = 0;
+        e = client_ensure(c);
+        if (e != HG_OK)
+            break;
+        e = client_exchange(c, c->out.data, c->out.len, 1, reply, &got, extra_wait_ms, flags);
+        if (e != HG_ERR_IO || !resend || resends >= CLIENT_MAX_RESENDS || client_woken(c->wake_fd))
+            break;
+        resends++;
+    }
+    if (c->out.cap > WIRE_READ_CHUNK)
+        buf_free(&c->out); /* do not keep a big payload's buffer */
+    return e;
+}
+
+hg_err_t client_call_checked(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen, int resend,
+                             resp_reply_t **reply)
+{
+    hg_err_t e = client_call(c, argc, argv, argvlen, resend, 0, 0, reply);
+    if (e != HG_OK || (*reply)->type != RESP_REPLY_ERROR)
+        return e;
+    client_fail_reply(c, *reply);
+    resp_reply_free(*reply);
+    *reply = NULL;
+    return HG_ERR_SERVER;
+}
