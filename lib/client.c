@@ -45,8 +45,9 @@
  *
  * The client is four files around one private header (lib/client_internal.h,
  * struct hg_client): this one (errors, options, creation, disconnect),
- * client_connect.c (client_ensure), client_exchange.c (client_exchange,
- * client_call) and client_api.c (the public hg_client_* / hg_reply_* calls).
+ * client_connect.c (client_ensure), client_exchange.c (client_exchange)
+ * and client_api.c (client_call and the public hg_client_* / hg_reply_*
+ * calls).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"

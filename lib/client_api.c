@@ -1,10 +1,14 @@
 /*
- * lib/client_api.c — the public client API of <hourglass/hourglass.h>:
+ * lib/client_api.c — the calls: client_call (connect, exchange, resend),
+ * and the public client API of <hourglass/hourglass.h> on top of it:
  * hg_client_open / clone / close, the stop fd and read timeout, the error
  * accessors, hg_client_command, the reply accessors, and the small helpers
  * of the public header (hg_info_value, the read timeouts of long commands).
  *
- * Each call is a thin layer over lib/client.h: it checks its arguments,
+ * client_call is client_ensure (client_connect.c) then client_exchange
+ * (client_exchange.c), again after a broken connection when the command may
+ * be resent (at most CLIENT_MAX_RESENDS times, never after a stop). Each
+ * public call is a thin layer over lib/client.h: it checks its arguments,
  * clears the client's error, and reports through the client's error or the
  * caller's hg_error_t. hg_reply_t is resp_reply_t behind an opaque name.
  * Thread: one thread at a time per client, as every client call.
@@ -16,11 +20,52 @@
 #include "lib/client.h"
 #include "lib/client_internal.h"
 #include "lib/tlsconn.h"
+#include "lib/wire.h"
 
 #include "base/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#define CLIENT_MAX_RESENDS HG_SEND_MAX_RESENDS /* resends of one command per call */
+
+hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen, int resend,
+                     uint32_t extra_wait_ms, int flags, resp_reply_t **reply)
+{
+    int resends = 0;
+    hg_err_t e;
+
+    *reply = NULL;
+    if (c->tops != NULL)
+        return c->tops->call(c, c->tstate, argc, argv, argvlen, resend, extra_wait_ms, flags, reply);
+    buf_clear(&c->out);
+    resp_add_command(&c->out, argc, argv, argvlen);
+    for (;;) {
+        size_t got = 0;
+        e = client_ensure(c);
+        if (e != HG_OK)
+            break;
+        e = client_exchange(c, c->out.data, c->out.len, 1, reply, &got, extra_wait_ms, flags);
+        if (e != HG_ERR_IO || !resend || resends >= CLIENT_MAX_RESENDS || client_woken(c->wake_fd))
+            break;
+        resends++;
+    }
+    if (c->out.cap > WIRE_READ_CHUNK)
+        buf_free(&c->out); /* do not keep a big payload's buffer */
+    return e;
+}
+
+hg_err_t client_call_checked(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen, int resend,
+                             resp_reply_t **reply)
+{
+    hg_err_t e = client_call(c, argc, argv, argvlen, resend, 0, 0, reply);
+    if (e != HG_OK || (*reply)->type != RESP_REPLY_ERROR)
+        return e;
+    client_fail_reply(c, *reply);
+    resp_reply_free(*reply);
+    *reply = NULL;
+    return HG_ERR_SERVER;
+}
 
 /* The public reply type is resp_reply_t itself, behind an opaque name: the
  * accessors cast, and the enum values are kept identical. */

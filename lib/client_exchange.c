@@ -1,6 +1,6 @@
 /*
  * lib/client_exchange.c — the exchange: write the request while reading
- * the replies, and the one-command calls built on it.
+ * the replies.
  *
  * client_exchange writes the request bytes and reads replies in one poll
  * loop, so a big pipeline never deadlocks against the broker's own
@@ -8,8 +8,9 @@
  * (lib/wire.h) and dropping RESP3 pushes. Through TLS every byte goes
  * through lib/tlsconn.h, whose decrypted bytes poll cannot see. The read
  * timeout is an inactivity timeout: any byte of progress resets it.
- * client_call adds client_ensure and the resends of a command whose
- * connection broke before its reply.
+ * It needs a connected client and never connects: client_ensure
+ * (client_connect.c) runs its AUTH through it, and client_call
+ * (client_api.c) puts the two together.
  *
  * Invariant: any failure closes the connection (after a timeout or a
  * malformed reply the stream position is unknown), so when fd >= 0 no reply
@@ -30,8 +31,6 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
-
-#define CLIENT_MAX_RESENDS HG_SEND_MAX_RESENDS /* resends of one command per call */
 
 /* ------------------------------------------------------------------------
  * The exchange: write while reading
@@ -169,42 +168,4 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen, size_t 
     if (e != HG_OK)
         client_disconnect(c);
     return e;
-}
-
-hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen, int resend,
-                     uint32_t extra_wait_ms, int flags, resp_reply_t **reply)
-{
-    int resends = 0;
-    hg_err_t e;
-
-    *reply = NULL;
-    if (c->tops != NULL)
-        return c->tops->call(c, c->tstate, argc, argv, argvlen, resend, extra_wait_ms, flags, reply);
-    buf_clear(&c->out);
-    resp_add_command(&c->out, argc, argv, argvlen);
-    for (;;) {
-        size_t got = 0;
-        e = client_ensure(c);
-        if (e != HG_OK)
-            break;
-        e = client_exchange(c, c->out.data, c->out.len, 1, reply, &got, extra_wait_ms, flags);
-        if (e != HG_ERR_IO || !resend || resends >= CLIENT_MAX_RESENDS || client_woken(c->wake_fd))
-            break;
-        resends++;
-    }
-    if (c->out.cap > WIRE_READ_CHUNK)
-        buf_free(&c->out); /* do not keep a big payload's buffer */
-    return e;
-}
-
-hg_err_t client_call_checked(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen, int resend,
-                             resp_reply_t **reply)
-{
-    hg_err_t e = client_call(c, argc, argv, argvlen, resend, 0, 0, reply);
-    if (e != HG_OK || (*reply)->type != RESP_REPLY_ERROR)
-        return e;
-    client_fail_reply(c, *reply);
-    resp_reply_free(*reply);
-    *reply = NULL;
-    return HG_ERR_SERVER;
 }

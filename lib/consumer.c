@@ -37,11 +37,12 @@
  * its lease. ACK answers 0 and NACK/TOUCH answer -1/0 when the lease had
  * expired: counted in lease_lost; the broker delivers the message again.
  *
- * The consumer is three files around one private header
+ * The consumer is four files around one private header
  * (lib/consumer_internal.h: struct hg_consumer, worker_t, the shared
- * helpers): this one (helpers, options, creation, stats, run),
- * consumer_worker.c (the worker loop: PULL, handler, ACK/NACK, batches) and
- * consumer_watchdog.c (the thread that renews leases).
+ * helpers): this one (helpers, options, creation, stop, stats),
+ * consumer_worker.c (the worker loop: PULL, handler, ACK/NACK, batches),
+ * consumer_watchdog.c (the thread that renews leases) and consumer_run.c
+ * (hg_consumer_run: starting and joining the threads).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -357,101 +358,4 @@ hg_err_t hg_consumer_last_error(const hg_consumer_t *c, hg_error_t *out)
     *out = m->last_error;
     pthread_mutex_unlock(&m->err_lock);
     return out->code;
-}
-
-/* ------------------------------------------------------------------------
- * Run
- * ------------------------------------------------------------------------ */
-
-hg_err_t hg_consumer_run(hg_consumer_t *c)
-{
-    hg_err_t result = HG_OK;
-    hg_error_t err;
-    int n = c->opts.workers, rc;
-
-    if (c->ran) {
-        consumer_record_error(c, "consumer", HG_ERR_ARG, "hg_consumer_run", "a consumer runs once");
-        return HG_ERR_ARG;
-    }
-    c->ran = 1;
-    c->workers = xcalloc((size_t)n, sizeof(*c->workers));
-    for (int i = 0; i < n; i++) {
-        worker_t *w = &c->workers[i];
-        w->owner = c;
-        w->index = i;
-        pthread_mutex_init(&w->lock, NULL);
-        w->inflight = xcalloc((size_t)c->opts.count, sizeof(*w->inflight));
-        if (c->opts.batch_handler != NULL)
-            w->batch = xcalloc((size_t)c->opts.count, sizeof(*w->batch));
-        /* Cannot fail: hg_consumer_new checked the same URI and options. */
-        if (client_create(c->uri, &c->client_opts, &w->client, &err) != HG_OK) {
-            consumer_record_error(c, "consumer", err.code, "start", err.message);
-            hg_consumer_stop(c);
-        } else {
-            client_set_wake_fd(w->client, c->wake_pipe[0]);
-        }
-    }
-
-    if (c->tops != NULL && c->tops->helper_start != NULL && !consumer_stopping(c)) {
-        if (c->tops->helper_start(c->uri, &c->client_opts, c->opts.log, c->opts.log_arg, &c->helper, &err) != HG_OK) {
-            consumer_record_error(c, "consumer", err.code, "starting the transport's helper", err.message);
-            result = err.code;
-            hg_consumer_stop(c);
-        }
-    }
-    if (c->touch_ms > 0 && !consumer_stopping(c)) {
-        if (client_create(c->uri, &c->client_opts, &c->watchdog_client, &err) == HG_OK) {
-            client_set_wake_fd(c->watchdog_client, c->watchdog_pipe[0]);
-            rc = pthread_create(&c->watchdog, NULL, consumer_watchdog_main, c);
-            if (rc != 0) {
-                consumer_record_error(c, "consumer", HG_ERR_SYSTEM, "starting the watchdog", strerror(rc));
-                result = HG_ERR_SYSTEM;
-                hg_consumer_stop(c);
-            } else {
-                c->watchdog_started = 1;
-            }
-        }
-    }
-    for (int i = 0; i < n && !consumer_stopping(c); i++) {
-        worker_t *w = &c->workers[i];
-        if (w->client == NULL)
-            break;
-        rc = pthread_create(&w->thread, NULL, consumer_worker_main, w);
-        if (rc != 0) {
-            consumer_record_error(c, "consumer", HG_ERR_SYSTEM, "starting a worker", strerror(rc));
-            result = HG_ERR_SYSTEM;
-            hg_consumer_stop(c);
-            break;
-        }
-        w->started = 1;
-    }
-    if (result == HG_OK)
-        consumer_log(c, 2, "consumer: %d workers on group %s, topic %s at %s", n, c->group, c->topic,
-                     c->workers[0].client != NULL ? hg_client_address(c->workers[0].client) : "?");
-
-    for (int i = 0; i < n; i++)
-        if (c->workers[i].started)
-            pthread_join(c->workers[i].thread, NULL);
-    if (c->helper != NULL) {
-        c->tops->helper_stop(c->helper);
-        c->helper = NULL;
-    }
-    if (c->watchdog_started) {
-        ssize_t wr = write(c->watchdog_pipe[1], "x", 1);
-        (void)wr;
-        pthread_join(c->watchdog, NULL);
-    }
-    hg_client_close(c->watchdog_client);
-    c->watchdog_client = NULL;
-    for (int i = 0; i < n; i++) {
-        hg_client_close(c->workers[i].client);
-        pthread_mutex_destroy(&c->workers[i].lock);
-        free(c->workers[i].inflight);
-        free(c->workers[i].batch);
-    }
-    free(c->workers);
-    c->workers = NULL;
-    if (result == HG_OK && atomic_load(&c->fatal) != 0)
-        result = (hg_err_t)atomic_load(&c->fatal);
-    return result;
 }

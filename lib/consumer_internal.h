@@ -1,7 +1,7 @@
 /*
  * lib/consumer_internal.h — the insides of a consumer, shared by its files
- * only: lib/consumer.c (helpers, creation, run), consumer_worker.c and
- * consumer_watchdog.c. The rest of the library and the tests use
+ * only: lib/consumer.c (helpers, creation), consumer_worker.c,
+ * consumer_watchdog.c and consumer_run.c. The rest of the library and the tests use
  * lib/consumer.h; applications see an opaque hg_consumer_t.
  *
  * Threads and what guards what are described at the top of lib/consumer.c:
