@@ -71,20 +71,18 @@ static int droppable(const job_t *j)
     return (j->reads_only || j->block_set) && j->audit == NULL && j->complete == NULL;
 }
 
-size_t fairq_cancel(fairq_t *fq, uint64_t conn_id)
+void fairq_cancel(fairq_t *fq, uint64_t conn_id, job_list_t *dropped)
 {
     fairq_queue_t *q = map_get(&fq->queues, &conn_id, sizeof conn_id);
     if (q == NULL) {
-        return 0;
+        return;
     }
-    size_t dropped = 0;
     job_list_t keep = { 0 };
     while (q->jobs.head != NULL) {
         job_t *j = job_list_pop(&q->jobs);
         if (droppable(j)) {
             fq->queued--;
-            job_free(j);
-            dropped++;
+            job_list_push(dropped, j);
         } else {
             job_list_push(&keep, j);
         }
@@ -93,7 +91,6 @@ size_t fairq_cancel(fairq_t *fq, uint64_t conn_id)
     if (q->jobs.head == NULL) {
         fair_queue_drop(fq, q);
     }
-    return dropped;
 }
 
 void fairq_push(fairq_t *fq, job_t *j)

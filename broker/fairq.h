@@ -7,10 +7,10 @@
  *
  * Contract: a job is in the queues from fairq_push (or fairq_put_back) to
  * fairq_take or fairq_cancel; it is linked through job_t.next/prev
- * (joblist.h), and the queues own it (fairq_cancel frees the jobs it
- * drops). A connection's queue exists while it holds a job: the caller
- * serving queue q calls fairq_advance once it is done with q for the turn,
- * which moves the ring on and frees q when q is empty. ring is the queue
+ * (joblist.h), and the queues own it while it is queued. A connection's
+ * queue exists while it holds a job: the caller serving queue q calls
+ * fairq_advance once it is done with q for the turn, which moves the ring
+ * on and frees q when q is empty. ring is the queue
  * served next (NULL: nothing queued); queued counts the jobs in all queues.
  * Storage thread only; no locking.
  */
@@ -64,9 +64,9 @@ void fairq_advance(fairq_t *fq, fairq_queue_t *q, fairq_queue_t *next);
 /* A listing builds a reply of up to reply_estimate bytes (writer.h). */
 int fairq_is_listing(const job_t *j);
 
-/* A connection closed: drop and free its queued droppable jobs (those that
- * change nothing when run, and PULL … BLOCKs not run yet). Its other jobs
- * stay queued. Returns the number dropped. */
-size_t fairq_cancel(fairq_t *fq, uint64_t conn_id);
+/* A connection closed: take its queued droppable jobs (those that change
+ * nothing when run, and PULL … BLOCKs not run yet) out of the queues, in
+ * order, onto dropped (the caller frees them). Its other jobs stay queued. */
+void fairq_cancel(fairq_t *fq, uint64_t conn_id, job_list_t *dropped);
 
 #endif

@@ -19,7 +19,6 @@
 #include "base/alloc.h"
 #include "base/map.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>

@@ -253,9 +253,14 @@ static void commit_pending(writer_t *w, job_list_t *done);
 static void cancel_conn(writer_t *w, uint64_t conn_id)
 {
     writer_cancel_parked(w, conn_id);
-    size_t dropped = fairq_cancel(&w->fair, conn_id);
-    atomic_fetch_sub(&w->nqueued, dropped);
-    w->stats.closed_jobs_dropped += dropped;
+    job_list_t dropped = { 0 };
+    fairq_cancel(&w->fair, conn_id, &dropped);
+    while (dropped.head != NULL) {
+        job_t *j = job_list_pop(&dropped);
+        atomic_fetch_sub(&w->nqueued, 1);
+        job_free(j);
+        w->stats.closed_jobs_dropped++;
+    }
 }
 
 /* Sort the submitted jobs (in submission order) into their connections' queues. */
