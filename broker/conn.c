@@ -107,13 +107,7 @@ void conn_set_free(conn_set_t *s)
         n = c->all_next;
         conn_close(c);
     }
-    conn_t *c = s->dead;
-    s->dead = NULL;
-    while (c) {
-        conn_t *n = c->dead_next;
-        conn_free(c);
-        c = n;
-    }
+    conn_free_dead(s);
     event_free(s->reaper);
     event_free(s->sweep);
     map_free(&s->by_id, NULL);

@@ -78,11 +78,8 @@ void conn_free(conn_t *c)
     free(c);
 }
 
-void conn_reaper_cb(evutil_socket_t fd, short what, void *arg)
+void conn_free_dead(conn_set_t *s)
 {
-    (void)fd;
-    (void)what;
-    conn_set_t *s = arg;
     conn_t *c = s->dead;
     s->dead = NULL;
     while (c) {
@@ -90,6 +87,14 @@ void conn_reaper_cb(evutil_socket_t fd, short what, void *arg)
         conn_free(c);
         c = n;
     }
+}
+
+void conn_reaper_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    conn_set_t *s = arg;
+    conn_free_dead(s);
     if (s->draining_all && s->nconns == 0) {
         event_base_loopbreak(s->base);
     }

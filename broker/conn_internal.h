@@ -94,6 +94,8 @@ void conn_mark_blocked(conn_t *c, int blocked);
 void conn_close(conn_t *c);
 /* Free a detached connection and everything its FIFO holds. */
 void conn_free(conn_t *c);
+/* Free every connection on s's dead list (closed, waiting for a safe point). */
+void conn_free_dead(conn_set_t *s);
 /* The reaper event's callback (arg = the set): frees the dead list. */
 void conn_reaper_cb(evutil_socket_t fd, short what, void *arg);
 /* A draining connection whose replies are all written starts lingering. */

@@ -266,6 +266,8 @@ hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out);
 void rmq_browse_return(rmq_t *r, const rmq_msg_t *m);
 void rmq_browse_delete(rmq_t *r, const rmq_msg_t *m);
 void rmq_msg_list_free(rmq_msg_t *m);
+/* The messages on list m. */
+size_t rmq_msg_list_count(const rmq_msg_t *m);
 /* Read the registry (browse). *out: a list (free each with rmq_msg_free),
  * one record per group (the first wins), sorted by group name. */
 hg_err_t rmq_registry(rmq_t *r, rmq_msg_t **out);

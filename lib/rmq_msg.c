@@ -268,9 +268,7 @@ static void return_unread(rmq_t *r, const char *group)
     rmq_msg_t *list = r->ready;
 
     r->ready = r->ready_tail = NULL;
-    for (rmq_msg_t *m = list; m != NULL; m = m->next)
-        n++;
-    if (n == 0)
+    if ((n = rmq_msg_list_count(list)) == 0)
         return;
     out = xcalloc(n, sizeof(*out));
     res = xcalloc(n, sizeof(*res));
@@ -436,9 +434,7 @@ static void settle_redelivered(rmq_t *r, const char *group, rmq_msg_t *list)
     char why[HG_ERRMSG_MAX];
     uint64_t now = rmq_wall_ms();
 
-    for (rmq_msg_t *m = list; m != NULL; m = m->next)
-        n++;
-    if (n == 0)
+    if ((n = rmq_msg_list_count(list)) == 0)
         return;
     out = xcalloc(n, sizeof(*out));
     res = xcalloc(n, sizeof(*res));

@@ -329,6 +329,14 @@ void rmq_browse_delete(rmq_t *r, const rmq_msg_t *m)
         amqp_basic_ack(r->st, RMQ_ADMIN_CHANNEL, m->tag, 0);
 }
 
+size_t rmq_msg_list_count(const rmq_msg_t *m)
+{
+    size_t n = 0;
+    for (; m != NULL; m = m->next)
+        n++;
+    return n;
+}
+
 void rmq_msg_list_free(rmq_msg_t *m)
 {
     while (m != NULL) {

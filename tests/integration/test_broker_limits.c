@@ -552,6 +552,45 @@ static long long loop_info_ll(const char *section, const char *field)
     return atoll(v);
 }
 
+/* fair_share's scene: n connections named lister each pipeline each DLQ LISTs of group g (4 MiB apiece); returns
+ * how many storage jobs are still queued once the loop has parsed every one of them. */
+static long long queue_listings(rc_conn_t *listers, int n, int each)
+{
+    char e[512];
+    for (int i = 0; i < n; i++) {
+        BP_REQUIRE(bp_connect(&bt_broker, &listers[i], e, sizeof e) == 0, "connect: %s", e);
+        listers[i].timeout_ms = 120000;
+        BP_REQUIRE(bp_ok_cmd(&listers[i], e, sizeof e, "CLIENT", "SETNAME", "lister", NULL) == 0, "SETNAME: %s", e);
+    }
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < each; k++)
+            rc_appendl(&listers[i], "DLQ", "LIST", "g", "COUNT", "100", NULL);
+        BP_REQUIRE(rc_flush(&listers[i], 0) == 0, "DLQ LIST: %s", listers[i].err);
+    }
+    /* Each lister's listings arrive in one segment and are parsed together: once CLIENT LIST shows every lister's
+     * last command as DLQ with nothing left unparsed, all of them are submitted. */
+    int parsed = 0;
+    uint64_t end = tu_now_mono_ms() + 30000;
+    while (parsed < n && tu_now_mono_ms() < end) {
+        resp_reply_t *r = rc_cmd(&bt_conn, "CLIENT", "LIST", NULL);
+        BP_REQUIRE(r != NULL && r->str != NULL, "CLIENT LIST: %s", r == NULL ? bt_conn.err : "not a string");
+        parsed = 0;
+        for (const char *l = r->str; *l != '\0';) {
+            const char *nl = strchr(l, '\n');
+            size_t len = nl ? (size_t)(nl - l) : strlen(l);
+            char line[1024];
+            snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), l);
+            parsed += strstr(line, " name=lister ") && strstr(line, " qbuf=0 ") && strstr(line, " cmd=dlq ");
+            l += len + (nl != NULL);
+        }
+        resp_reply_free(r);
+    }
+    BP_REQUIRE(parsed == n, "%d of %d listers had their listings parsed", parsed, n);
+    return loop_info_ll("clients", "storage_jobs_queued");
+}
+
+#define FAIR_SHARE_TRIES 3
+
 static void test_fair_share(void)
 {
     enum {
@@ -569,40 +608,25 @@ static void test_fair_share(void)
     bt_conn.timeout_ms = 120000;
     fill_dlq(PAYLOADS);
     static rc_conn_t listers[LISTERS];
-    for (int i = 0; i < LISTERS; i++) {
-        BP_REQUIRE(bp_connect(&bt_broker, &listers[i], e, sizeof e) == 0, "connect: %s", e);
-        listers[i].timeout_ms = 120000;
-        BP_REQUIRE(bp_ok_cmd(&listers[i], e, sizeof e, "CLIENT", "SETNAME", "lister", NULL) == 0, "SETNAME: %s", e);
-    }
-    for (int i = 0; i < LISTERS; i++) {
-        for (int k = 0; k < EACH; k++)
-            rc_appendl(&listers[i], "DLQ", "LIST", "g", "COUNT", "100", NULL);
-        BP_REQUIRE(rc_flush(&listers[i], 0) == 0, "DLQ LIST: %s", listers[i].err);
-    }
-    /* Each lister's listings arrive in one segment and are parsed together: once CLIENT LIST shows every lister's
-     * last command as DLQ with nothing left unparsed, all of them are submitted. */
-    int parsed = 0;
-    uint64_t end = tu_now_mono_ms() + 30000;
-    while (parsed < LISTERS && tu_now_mono_ms() < end) {
-        resp_reply_t *r = rc_cmd(&bt_conn, "CLIENT", "LIST", NULL);
-        BP_REQUIRE(r != NULL && r->str != NULL, "CLIENT LIST: %s", r == NULL ? bt_conn.err : "not a string");
-        parsed = 0;
-        for (const char *l = r->str; *l != '\0';) {
-            const char *nl = strchr(l, '\n');
-            size_t len = nl ? (size_t)(nl - l) : strlen(l);
-            char line[1024];
-            snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), l);
-            parsed += strstr(line, " name=lister ") && strstr(line, " qbuf=0 ") && strstr(line, " cmd=dlq ");
-            l += len + (nl != NULL);
+    /* On a machine busy enough that the storage thread drains the listings while the loop is still parsing them,
+     * the scene is not set: the listings are read and the scene set again (at most FAIR_SHARE_TRIES times). */
+    long long queued = 0;
+    for (int attempt = 1; attempt <= FAIR_SHARE_TRIES; attempt++) {
+        queued = queue_listings(listers, LISTERS, EACH);
+        if (queued >= QUEUED_AT_LEAST)
+            break;
+        printf("fair_share: only %lld of %d listings still queued once all were parsed (attempt %d); again\n", queued,
+               LISTERS * EACH, attempt);
+        for (int i = 0; i < LISTERS; i++) {
+            for (int k = 0; k < EACH; k++)
+                resp_reply_free(rc_read(&listers[i], 120000));
+            rc_close(&listers[i]);
         }
-        resp_reply_free(r);
     }
-    BP_REQUIRE(parsed == LISTERS, "%d of %d listers had their listings parsed", parsed, LISTERS);
-    long long queued = loop_info_ll("clients", "storage_jobs_queued");
     BP_REQUIRE(queued >= QUEUED_AT_LEAST,
-               "only %lld listings of 4 MiB were still queued once all %d were parsed: the storage thread was too "
-               "fast for this test to tell whether a SEND waits behind them",
-               queued, LISTERS * EACH);
+               "only %lld listings of 4 MiB were still queued once all %d were parsed, %d times: the storage thread "
+               "was too fast for this test to tell whether a SEND waits behind them",
+               queued, LISTERS * EACH, FAIR_SHARE_TRIES);
     /* A SEND and an INFO (a storage job: it is answered by the same iteration, its storage_jobs_queued read when
      * its reply is posted). First come, first served, both ran after every listing queued before them: 0. */
     uint64_t t0 = tu_now_mono_ms();

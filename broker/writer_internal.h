@@ -1,0 +1,118 @@
+/*
+ * broker/writer_internal.h — what the writer's two halves share: struct
+ * writer, the tunables both use, and the storage thread's entry point.
+ * writer.c is the loop side (the public calls of writer.h, the done
+ * queue's event); writer_thread.c is the storage thread (writer_main and
+ * its steps); writer_wake.c is that thread's service of its parked jobs. Each field says which thread may touch it (the comments in
+ * the struct); nothing outside these files includes this header.
+ */
+#ifndef HG_BROKER_WRITER_INTERNAL_H
+#define HG_BROKER_WRITER_INTERNAL_H
+
+#include "base/map.h"
+#include "broker/backup.h"
+#include "broker/fairq.h"
+#include "broker/joblist.h"
+#include "broker/parked.h"
+#include "broker/syncer.h"
+#include "broker/writer.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define COLLECT_BUDGET_MIN 128                  /* store_collect deletes per step (~0.2 ms: the delivery tail)... */
+#define DISK_MIN_FREE      (UINT64_C(16) << 20) /* without a reserve, writes resume above this much free */
+
+struct writer {
+    pthread_t thread;
+    int started;
+
+    /* submit side (loop -> storage) */
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    job_t *q_head, *q_tail;
+    size_t q_len;
+    int stop_requested;
+
+    /* done side (storage -> loop) */
+    pthread_mutex_t done_mu;
+    job_t *done_head, *done_tail;
+    int stopped;
+    struct event *done_ev;
+    writer_done_fn on_done;
+    writer_stopped_fn on_stopped;
+    void *ctx;
+
+    /* published for the loop */
+    _Atomic uint64_t heartbeat_mono;
+    _Atomic int broken;
+    _Atomic size_t nparked;
+    _Atomic size_t nqueued; /* submitted, or in the connections' queues */
+    char broken_msg[512];   /* under done_mu */
+    /* the budget of woken replies (writer_set_wake_budget) */
+    uint64_t wake_budget, wake_one_message;     /* set before start */
+    uint64_t sweep_held, sweep_woken_delivered; /* under done_mu: the loop's last figures */
+
+    /* storage thread only */
+    store_t *store;    /* NULL while a reopen fails */
+    int batch_durable; /* a job since the last commit made a promise: fsync it */
+    syncer_t *syncer;  /* fsync always: the fsync thread (NULL: commits sync themselves) */
+    backup_t *backup;  /* BACKUP's copy thread: stopped before the store is closed */
+    sched_t *sched;
+    fairq_t fair;                /* fair share: the queued jobs per connection, served round-robin (fairq.h) */
+    const store_options_t *opts; /* the caller's (config_t.store): outlives the writer */
+    storage_stats_t stats;
+    parked_set_t parked;   /* parked jobs (PULL BLOCK), indexed by topic, connection and deadline (parked.h) */
+    int wake_all;          /* after a reopen or the end of a disk-full episode: ask every parked job once */
+    uint64_t woken_built;  /* bytes of woken replies built so far (job_t.woken_bytes summed) */
+    map_t deferred_topics; /* topics whose woken jobs wait for client memory (values unused) */
+    int deferred_any;      /* a job of parked.any waits for client memory */
+    uint64_t last_job_mono;
+    uint64_t next_periodic_mono;
+    uint64_t next_reopen_mono;
+    int maintain_needed;
+    uint64_t next_collect_mono; /* the next store_collect step */
+    int collect_budget;         /* its budget: COLLECT_BUDGET_MIN, doubled per full step */
+    int collect_behind;         /* the last step filled its budget: the next one comes without a job */
+    uint64_t iteration;         /* iterations of writer_main so far (a JOB_AGAIN job steps once per iteration) */
+    int stopping;               /* writer_stop was asked: this iteration's copy (writer_stopping) */
+    /* disk full (broker/diskguard.h): writes refused until space returns */
+    uint64_t disk_reserve;
+    int disk_full;
+    uint64_t next_disk_check_mono;
+    uint64_t reopen_failed_free; /* free bytes when a reopen failed while full: retry only once it grows */
+};
+
+/* Free space needed before writes resume (and the reserve is written again). */
+static inline uint64_t writer_disk_resume_bytes(const writer_t *w)
+{
+    return w->disk_reserve ? 2 * w->disk_reserve : DISK_MIN_FREE;
+}
+
+/* The storage thread (writer_thread.c), started by writer_start. */
+void *writer_main(void *arg);
+
+/* ---- parked jobs (writer_wake.c; storage thread) ---- */
+
+/* Park j, and publish the count for the loop. */
+void writer_park(writer_t *w, job_t *j, uint64_t now_mono);
+
+/* Room in the budget of woken replies for j: 1 (j->reply_cap set when its
+ * reply must stay smaller), or 0 (j waits parked; asked again later). */
+int writer_wake_reserve(writer_t *w, job_t *j);
+
+/* After j ran: a budgeted reply is counted until the loop has it. */
+void writer_count_budgeted(writer_t *w, job_t *j);
+
+/* Drop (free, unanswered) the parked jobs of a closed connection. */
+void writer_cancel_parked(writer_t *w, uint64_t conn_id);
+
+/* Expire the parked jobs past their deadline (all when expire_all), run
+ * those woken whose wake() says so; their replies go to done. */
+void writer_service_parked(writer_t *w, job_list_t *done, uint64_t now_mono, int expire_all);
+
+/* Monotonic ms of the next parked deadline or wake retry (UINT64_MAX: none). */
+uint64_t writer_earliest_parked_deadline(writer_t *w);
+
+#endif

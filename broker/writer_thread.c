@@ -1,0 +1,624 @@
+/*
+ * broker/writer_thread.c — the storage thread and group commit (see
+ * writer.h): writer_main's iterations, serving the fair-share queues, the
+ * commit and its failure (reopen), the scheduler and maintenance steps,
+ * the disk-full checks. The loop side is writer.c; struct writer is shared
+ * through writer_internal.h; the fair-share queues' data structure is
+ * fairq.c, the parked jobs' service writer_wake.c. Thread: the storage
+ * thread only (the accessors, writer_store etc., are called by the jobs'
+ * exec, on this thread).
+ *
+ * Invariants:
+ *  - Only this thread touches store/sched/stats/parked/fair. The loop touches
+ *    only the submit queue (under mu) and the done queue (under done_mu).
+ *  - A job's reply leaves this thread only after the commit that follows its
+ *    exec succeeded; when that commit fails every job of the group is
+ *    answered with the storage error instead (an id is never announced for a
+ *    write that may be lost), and the store is closed and reopened.
+ *  - Fair share: submitted jobs are sorted into one queue per connection,
+ *    served round-robin, one job of each connection per turn, in each
+ *    connection's own order. Jobs that build no listing (SEND, ACK, PING's
+ *    kin) all run in the iteration that finds them; listings (a job with a
+ *    reply_estimate: PULL, DLQ LIST, GET, FIND, PEEK) stop for the
+ *    iteration once those run in it built FAIR_LISTING_BYTES of replies,
+ *    and the rest wait for the next one (which follows at once). So a
+ *    SEND waits behind at most about that much listing work, however many
+ *    listings other clients queued (it waited behind all of them: 3.1 s at
+ *    worst under hourglass-limits-bench's pressure part, 0.5 s now). A
+ *    connection's cancel (it closed) also drops its queued read-only jobs
+ *    and PULL … BLOCKs not run yet: nobody reads them, and a blocked client
+ *    that leaves gets nothing leased.
+ *  - A job that steps (JOB_AGAIN: DLQ REQUEUE/DROP ALL) goes back to the
+ *    head of its connection's queue and runs once per iteration, so the
+ *    other connections' jobs, the commit, the scheduler and the parked
+ *    jobs run between its steps and its connection's later jobs wait
+ *    behind it; it is not answered, and makes no promise, until its last
+ *    step. writer_stopping tells it to finish.
+ *  - One iteration = take every queued job, run them as above, commit them
+ *    (one synced write; one per STORE_BATCH_MAX_BYTES of writes when a burst
+ *    holds more, so the batch never holds a whole burst), post their
+ *    replies; run one bounded chunk (in moves and in bytes) of due
+ *    scheduler work, expire and retry parked jobs, commit those writes (if
+ *    any), post those replies. A failure of the second commit answers only
+ *    the parked jobs it carried with the error.
+ *    Sleeping happens only between iterations, never while work is due.
+ */
+#include "broker/writer.h"
+#include "broker/writer_internal.h"
+#include "base/alloc.h"
+#include "base/map.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "broker/backup.h"
+#include "broker/diskguard.h"
+#include "broker/fairq.h"
+#include "broker/joblist.h"
+#include "broker/parked.h"
+#include "broker/syncer.h"
+#include "common/log.h"
+#include "base/clock.h"
+
+#define SCHED_CHUNK        4096  /* most due moves / expiries per iteration */
+#define MAINTAIN_BUDGET    512   /* store_maintain deletes per idle step */
+#define MAINTAIN_IDLE_MS   1000  /* idle time before maintenance runs */
+#define MAINTAIN_PERIOD_MS 60000 /* maintenance check when nothing else happens (retention) */
+#define COLLECT_PERIOD_MS  10    /* while busy: store_collect at most this often */
+#define COLLECT_BEHIND_MS  5     /* ...and this often, busy or not, while its steps come back full */
+#define COLLECT_BUDGET_MAX 1024  /* ...doubled per full step up to this (~1.5 ms), so a backlog drains */
+#define COLLECT_GRACE_MS   1000  /* a consumed topic-log entry stays readable at least this long (store_collect) */
+#define REOPEN_RETRY_MS    1000  /* a failed reopen is retried this often */
+#define DISK_CHECK_MS      1000  /* free space is checked this often while the disk is full */
+#define FAIR_LISTING_BYTES STORE_BATCH_MAX_BYTES /* listing replies built per iteration (at least one listing) */
+
+/* ---- storage thread --------------------------------------------------------- */
+
+store_t *writer_store(writer_t *w)
+{
+    return w->store;
+}
+sched_t *writer_sched(writer_t *w)
+{
+    return w->sched;
+}
+storage_stats_t *writer_stats(writer_t *w)
+{
+    return &w->stats;
+}
+backup_t *writer_backup(writer_t *w)
+{
+    return w->backup;
+}
+uint64_t writer_disk_floor(writer_t *w)
+{
+    return writer_disk_resume_bytes(w);
+}
+int writer_stopping(writer_t *w)
+{
+    return w->stopping;
+}
+
+uint64_t writer_now(writer_t *w)
+{
+    return sched_wall_clock(w);
+}
+
+static void post(writer_t *w, job_list_t *done, int stopped)
+{
+    if (done->head == NULL && !stopped) {
+        return;
+    }
+    pthread_mutex_lock(&w->done_mu);
+    if (done->head) {
+        if (w->done_tail) {
+            w->done_tail->next = done->head;
+        } else {
+            w->done_head = done->head;
+        }
+        w->done_tail = done->tail;
+    }
+    if (stopped) {
+        w->stopped = 1;
+    }
+    pthread_mutex_unlock(&w->done_mu);
+    event_active(w->done_ev, EV_READ, 0);
+    done->head = done->tail = NULL;
+    done->n = 0;
+}
+
+const char *writer_steps_suffix(const job_t *j, char *buf, size_t len)
+{
+    char done[256] = "";
+    if (j->so_far != NULL) {
+        j->so_far(j, done, sizeof done);
+    }
+    snprintf(buf, len, done[0] ? " (%s before it, the rest are still there)" : "%s", done);
+    return buf;
+}
+
+/* Answer j with an error the writer decided (prefix, then what), saying what
+ * its steps did before when it stepped. */
+static void answer_error(job_t *j, const char *prefix, const char *what)
+{
+    char steps[320];
+    resp_buf_clear(&j->reply);
+    resp_add_errorf(&j->reply, "ERR %s%s%s", prefix, what, writer_steps_suffix(j, steps, sizeof steps));
+    j->failed = 1;
+}
+
+static void fail_job(job_t *j, const char *msg)
+{
+    answer_error(j, "storage failure: ", msg);
+}
+
+static void set_broken(writer_t *w, const char *msg)
+{
+    pthread_mutex_lock(&w->done_mu);
+    snprintf(w->broken_msg, sizeof w->broken_msg, "%s", msg);
+    pthread_mutex_unlock(&w->done_mu);
+    atomic_store(&w->broken, 1);
+}
+
+/* The store failed a commit: close it and open it again (its in-memory state
+ * is rebuilt from disk). On failure the store stays NULL and jobs are
+ * answered with the error until a later attempt succeeds. */
+static void reopen_store(writer_t *w, const char *why)
+{
+    if (w->store != NULL) {
+        log_error("storage failure: %s; reopening %s", why, w->opts->path);
+        set_broken(w, why);
+        sched_free(w->sched);
+        w->sched = NULL;
+        backup_stop(w->backup); /* its snapshot belongs to the store */
+        store_close(w->store, NULL, 0);
+        w->store = NULL;
+    }
+    uint64_t now = clock_mono_ms();
+    if (now < w->next_reopen_mono) {
+        return;
+    }
+    w->next_reopen_mono = now + REOPEN_RETRY_MS;
+    uint64_t free_bytes = diskguard_free_bytes(w->opts->path);
+    if (w->disk_full && w->reopen_failed_free != 0 && free_bytes <= w->reopen_failed_free + (UINT64_C(1) << 20)) {
+        return; /* each failed open leaves a file behind: wait for space */
+    }
+    char err[512];
+    store_options_t o = *w->opts;
+    o.create_if_missing = 0;
+    if (store_open(&o, &w->store, err, sizeof err) != 0) {
+        w->store = NULL;
+        log_error("cannot reopen the store: %s", err);
+        set_broken(w, err);
+        if (diskguard_is_full_error(err)) {
+            w->reopen_failed_free = free_bytes == UINT64_MAX ? 1 : free_bytes + 1;
+        }
+        return;
+    }
+    w->reopen_failed_free = 0;
+    w->wake_all = 1; /* a new store: its marks of what changed before are gone */
+    w->sched = sched_new(w->store, NULL, NULL);
+    w->stats.reopens++;
+    atomic_store(&w->broken, 0);
+    log_info("store %s reopened", w->opts->path);
+}
+
+static job_result_t run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t now_mono)
+{
+    if (w->store == NULL) {
+        char msg[600];
+        pthread_mutex_lock(&w->done_mu);
+        snprintf(msg, sizeof msg, "store unavailable: %s", w->broken_msg);
+        pthread_mutex_unlock(&w->done_mu);
+        fail_job(j, msg);
+        job_list_push(done, j);
+        return JOB_DONE;
+    }
+    if (w->disk_full && !j->reads_only) {
+        answer_error(j, "disk full: writes are refused until space returns on ", w->opts->path);
+        w->stats.disk_full_refusals++;
+        job_list_push(done, j);
+        return JOB_DONE;
+    }
+    if (!writer_wake_reserve(w, j)) { /* no client memory for a PULL BLOCK's reply yet: it waits parked */
+        writer_park(w, j, now_mono);
+        return JOB_PARK;
+    }
+    job_result_t r = j->exec(j, w);
+    if (r == JOB_AGAIN) {
+        return r; /* not answered yet: its promise is made by the step that finishes it */
+    }
+    w->batch_durable |= j->durable;
+    if (r == JOB_PARK && j->block_set) {
+        writer_park(w, j, now_mono);
+        return JOB_PARK;
+    }
+    writer_count_budgeted(w, j);
+    job_list_push(done, j);
+    return JOB_DONE;
+}
+
+/* ---- fair share: one queue per connection, served round-robin ------------------ */
+
+static void commit_pending(writer_t *w, job_list_t *done);
+
+/* A connection closed: drop its parked jobs and its queued droppable ones
+ * (fairq_cancel: a client closed for not reading its listings costs no
+ * more storage work). Its other queued writes still run: their outcome is
+ * durable either way. */
+static void cancel_conn(writer_t *w, uint64_t conn_id)
+{
+    writer_cancel_parked(w, conn_id);
+    job_list_t dropped = { 0 };
+    fairq_cancel(&w->fair, conn_id, &dropped);
+    while (dropped.head != NULL) {
+        job_t *j = job_list_pop(&dropped);
+        atomic_fetch_sub(&w->nqueued, 1);
+        job_free(j);
+        w->stats.closed_jobs_dropped++;
+    }
+}
+
+/* Sort the submitted jobs (in submission order) into their connections' queues. */
+static void fair_intake(writer_t *w, job_t *batch)
+{
+    while (batch) {
+        job_t *j = batch;
+        batch = j->next;
+        j->next = NULL;
+        if (j->kind == JOB_CANCEL_KIND) {
+            cancel_conn(w, j->conn_id);
+            atomic_fetch_sub(&w->nqueued, 1);
+            job_free(j);
+            continue;
+        }
+        fairq_push(&w->fair, j);
+    }
+}
+
+/* Run queued jobs round-robin, one per connection per turn, until every
+ * queue is empty or holds only listings and this iteration's listings built
+ * FAIR_LISTING_BYTES (the file comment). Returns the number run. */
+static size_t fair_serve(writer_t *w, job_list_t *done, uint64_t now_mono)
+{
+    size_t njobs = 0, listing_bytes = 0;
+    for (int ran = 1; ran && w->fair.ring != NULL;) {
+        ran = 0;
+        fairq_queue_t *q = w->fair.ring;
+        for (size_t k = 0, turns = fairq_conns(&w->fair); k < turns && w->fair.ring != NULL; k++) {
+            fairq_queue_t *next = q->ring_next;
+            job_t *j = q->jobs.head;
+            int stepped = j->again_iteration == w->iteration; /* a step per iteration: see JOB_AGAIN */
+            if (!stepped && (!fairq_is_listing(j) || listing_bytes < FAIR_LISTING_BYTES)) {
+                fairq_take(&w->fair, q);
+                atomic_fetch_sub(&w->nqueued, 1);
+                if (run_exec(w, j, done, now_mono) == JOB_AGAIN) {
+                    j->again_iteration = w->iteration; /* back at the head of its connection's queue */
+                    fairq_put_back(&w->fair, q, j);
+                    atomic_fetch_add(&w->nqueued, 1);
+                }
+                if (fairq_is_listing(j)) {
+                    listing_bytes += j->reply.raw.len > 0 ? j->reply.raw.len : 1;
+                }
+                njobs++;
+                ran = 1;
+                fairq_advance(&w->fair, q, next); /* the next turn goes to the next connection */
+                if (w->store != NULL && store_pending_bytes(w->store) >= STORE_BATCH_MAX_BYTES) {
+                    commit_pending(w, done); /* a burst: commit (and answer) what the batch holds so far */
+                    post(w, done, 0);
+                }
+            }
+            q = next;
+        }
+    }
+    return njobs;
+}
+
+static uint64_t ms_to_us(uint64_t ms)
+{
+    return ms == UINT64_MAX ? UINT64_MAX : ms * 1000;
+}
+
+/* Monotonic time (µs) of the next thing to do when no job arrives. A due
+ * time is a wall-clock millisecond: the wake-up is the start of that
+ * millisecond to the microsecond (not a truncated millisecond of the
+ * monotonic clock, which could wake almost 1 ms late or early). */
+static uint64_t next_wakeup_us(writer_t *w, uint64_t now_us)
+{
+    uint64_t best = ms_to_us(writer_earliest_parked_deadline(w));
+    if (w->disk_full && ms_to_us(w->next_disk_check_mono) < best) {
+        best = ms_to_us(w->next_disk_check_mono);
+    }
+    if (w->store == NULL) {
+        if (ms_to_us(w->next_reopen_mono) < best) {
+            best = ms_to_us(w->next_reopen_mono);
+        }
+        return best;
+    }
+    if (w->disk_full) {
+        return best; /* no scheduler or maintenance work while writes are refused */
+    }
+    uint64_t wall_next = sched_next_wakeup(w->sched);
+    if (wall_next != UINT64_MAX) {
+        uint64_t due_us = wall_next * 1000, now_wall = clock_wall_us();
+        uint64_t at = due_us <= now_wall ? now_us : now_us + (due_us - now_wall);
+        if (at < best) {
+            best = at;
+        }
+    }
+    uint64_t maint = w->maintain_needed ? w->last_job_mono + MAINTAIN_IDLE_MS : w->next_periodic_mono;
+    if (w->collect_behind && w->next_collect_mono < maint) {
+        maint = w->next_collect_mono;
+    }
+    if (ms_to_us(maint) < best) {
+        best = ms_to_us(maint);
+    }
+    return best;
+}
+
+/* With a syncer: move the jobs of done whose replies need durability (a
+ * promise, or a message id not yet synced) to the syncer, behind what was
+ * just written. The rest stay in done and are posted at once. */
+static void hand_to_syncer(writer_t *w, job_list_t *done)
+{
+    if (w->syncer == NULL || w->store == NULL || done->head == NULL) {
+        return;
+    }
+    uint64_t synced = syncer_synced_mark(w->syncer);
+    job_list_t keep = { 0 }, wait = { 0 };
+    for (job_t *j = done->head, *n; j; j = n) {
+        n = j->next;
+        int needs = !j->failed && (j->durable || (j->max_id != 0 && j->max_id >= synced));
+        job_list_push(needs ? &wait : &keep, j);
+    }
+    *done = keep;
+    if (wait.head) {
+        syncer_add(w->syncer, wait.head, wait.tail, wait.n, store_next_seq(w->store));
+    }
+}
+
+/* Commit what is pending (timed) — fsynced when a job of this batch made a
+ * promise (CMD_DURABLE), else written without fsync; with a syncer always
+ * written without fsync here, the syncer syncs; on failure answer every
+ * job of this iteration with the error and reopen the store. */
+static void commit_pending(writer_t *w, job_list_t *done)
+{
+    if (w->store == NULL) {
+        return;
+    }
+    char err[512];
+    int pending = store_pending(w->store);
+    uint64_t t0 = clock_mono_us();
+    int rc = store_commit_durable(w->store, w->syncer ? 0 : w->batch_durable, err, sizeof err);
+    w->batch_durable = 0;
+    uint64_t t1 = clock_mono_us();
+    if (pending > 0 && rc == 0) {
+        w->stats.commits++;
+        w->stats.last_commit_us = t1 - t0;
+        prom_hist_add(&w->stats.commit_seconds, (double)(t1 - t0) / 1e6);
+    }
+    if (rc != 0 || store_broken(w->store)) {
+        if (rc == 0) {
+            snprintf(err, sizeof err, "the store is broken");
+        }
+        w->stats.commit_failures++;
+        for (job_t *j = done->head; j; j = j->next) {
+            fail_job(j, err);
+        }
+        if (diskguard_is_full_error(err) && !w->disk_full) {
+            uint64_t released = diskguard_ballast_release(w->opts->path);
+            w->disk_full = 1;
+            w->stats.disk_full = 1;
+            w->stats.disk_full_events++;
+            w->next_disk_check_mono = clock_mono_ms() + DISK_CHECK_MS;
+            log_error("disk full: %s; writes are refused until %llu bytes are free (released the %llu-byte disk "
+                      "reserve so that the store can reopen)",
+                      err, (unsigned long long)writer_disk_resume_bytes(w), (unsigned long long)released);
+        }
+        reopen_store(w, err);
+    }
+    hand_to_syncer(w, done);
+}
+
+static void count_batch(writer_t *w, size_t njobs)
+{
+    if (njobs == 0) {
+        return;
+    }
+    w->stats.batches++;
+    w->stats.jobs += njobs;
+    if (njobs > w->stats.max_batch) {
+        w->stats.max_batch = njobs;
+    }
+    prom_hist_add(&w->stats.batch_jobs, (double)njobs);
+}
+
+/* At most once per DISK_CHECK_MS: note the free space; while the disk is
+ * full and once free space is back above disk_resume_bytes, write the
+ * reserve again and let writes through. */
+static void check_disk(writer_t *w, uint64_t now_mono)
+{
+    if (now_mono < w->next_disk_check_mono) {
+        return;
+    }
+    w->next_disk_check_mono = now_mono + DISK_CHECK_MS;
+    uint64_t free_bytes = diskguard_free_bytes(w->opts->path);
+    w->stats.disk_free_bytes = free_bytes; /* for INFO and /metrics, also while not full */
+    if (!w->disk_full || w->store == NULL || free_bytes == UINT64_MAX || free_bytes < writer_disk_resume_bytes(w)) {
+        return;
+    }
+    char err[512];
+    if (w->disk_reserve > 0 && diskguard_ballast_create(w->opts->path, w->disk_reserve, err, sizeof err) != 0) {
+        log_warn("disk space is back but %s; writes stay refused", err);
+        return;
+    }
+    w->disk_full = 0;
+    w->stats.disk_full = 0;
+    w->wake_all = 1; /* what the store marked while full was not looked at */
+    log_info("disk space is back (%llu bytes free on %s): writes resume%s", (unsigned long long)free_bytes,
+             w->opts->path, w->disk_reserve > 0 ? "; the disk reserve is written again" : "");
+}
+
+void *writer_main(void *arg)
+{
+    writer_t *w = arg;
+    job_list_t done = { 0 };
+    int more = 0;
+    w->next_periodic_mono = clock_mono_ms() + MAINTAIN_PERIOD_MS;
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        while (w->q_head == NULL && w->fair.queued == 0 && !w->stop_requested && !more) {
+            uint64_t now = clock_mono_us();
+            uint64_t at = next_wakeup_us(w, now);
+            if (at <= now) {
+                break;
+            }
+            if (at == UINT64_MAX) {
+                pthread_cond_wait(&w->cond, &w->mu);
+            } else {
+                struct timespec ts = { .tv_sec = (time_t)(at / 1000000), .tv_nsec = (long)(at % 1000000) * 1000 };
+                int rc = pthread_cond_timedwait(&w->cond, &w->mu, &ts);
+                if (rc == ETIMEDOUT) {
+                    break;
+                }
+            }
+        }
+        job_t *batch = w->q_head;
+        w->q_head = w->q_tail = NULL;
+        w->q_len = 0;
+        int stopping = w->stop_requested;
+        pthread_mutex_unlock(&w->mu);
+        w->stopping = stopping;
+        w->iteration++;
+
+        uint64_t now_mono = clock_mono_ms();
+        atomic_store(&w->heartbeat_mono, now_mono);
+        char why[512];
+        if (w->syncer != NULL && w->store != NULL && syncer_failed(w->syncer, why, sizeof why)) {
+            w->stats.commit_failures++;
+            reopen_store(w, why); /* an fsync failed: what the kernel holds is suspect */
+        }
+        if (w->store == NULL) {
+            reopen_store(w, "reopen pending");
+        }
+        if (w->syncer != NULL && w->store != NULL && syncer_failed(w->syncer, why, sizeof why)) {
+            syncer_reset(w->syncer);
+        }
+        check_disk(w, now_mono);
+
+        /* 1. the jobs, each connection's in its order, round-robin between connections */
+        fair_intake(w, batch);
+        size_t njobs = fair_serve(w, &done, now_mono);
+        if (njobs > 0) {
+            w->last_job_mono = now_mono;
+            w->maintain_needed = 1;
+        }
+        /* The jobs' group commit. (Scheduler reads below would commit it
+         * anyway, untimed: store_next_lease_deadline commits first.) */
+        count_batch(w, njobs);
+        commit_pending(w, &done);
+        /* Their replies go now: a failure of the second commit below must not
+         * turn an acknowledged (fsynced) SEND into an error, or a client that
+         * retries it makes a duplicate. */
+        post(w, &done, 0);
+
+        /* 2. one bounded chunk of due work */
+        more = 0;
+        if (w->store != NULL && !w->disk_full && sched_next_wakeup(w->sched) <= sched_now(w->sched)) {
+            sched_stats_t st = { 0 };
+            char err[512];
+            if (sched_run(w->sched, SCHED_CHUNK, &st, &more, err, sizeof err) != 0) {
+                log_error("scheduler: %s", err);
+                more = 0;
+            }
+            w->stats.moved += st.moved;
+            w->stats.made_ready += st.ready;
+            w->stats.lease_expiries += st.expired;
+            w->stats.retries += st.retried;
+            w->stats.dlq_moves += st.dead;
+        }
+
+        /* 3. parked jobs: deadlines and wake-ups */
+        writer_service_parked(w, &done, clock_mono_ms(), stopping);
+
+        /* 4. commit the scheduler's and parked jobs' writes (usually nothing), then the replies */
+        commit_pending(w, &done);
+        post(w, &done, 0);
+
+        /* 5. maintenance, after the replies (a PULL woken by this iteration's
+         * arrivals does not wait for it): while busy, only the topic-log GC,
+         * in bounded steps (a broker that is never idle for a second must not
+         * grow its logs for as long as the load lasts); when idle, all of it */
+        int busy = njobs > 0 || more;
+        if (w->store != NULL && !w->disk_full && (busy || w->collect_behind) && now_mono >= w->next_collect_mono) {
+            int work = 0;
+            char err[512];
+            int budget = w->collect_budget;
+            if (store_collect(w->store, sched_now(w->sched), COLLECT_GRACE_MS, budget, &work, err, sizeof err) != 0) {
+                log_warn("maintenance: %s", err);
+                work = 0;
+            }
+            w->stats.maintain_work += (uint64_t)work;
+            /* Its deletes ride with the next commit. Behind, it comes back
+             * soon with a larger step, but never spins the loop: every extra
+             * iteration is one more write that can wait behind the fsync. */
+            w->collect_behind = work >= budget; /* a step of GROUP DEL may pass it by a few */
+            w->collect_budget = w->collect_behind ? (budget * 2 < COLLECT_BUDGET_MAX ? budget * 2 : COLLECT_BUDGET_MAX)
+                                                  : COLLECT_BUDGET_MIN;
+            w->next_collect_mono = now_mono + (w->collect_behind ? COLLECT_BEHIND_MS : COLLECT_PERIOD_MS);
+        } else if (w->store != NULL && !w->disk_full && !busy) {
+            int due = w->maintain_needed ? now_mono >= w->last_job_mono + MAINTAIN_IDLE_MS
+                                         : now_mono >= w->next_periodic_mono;
+            if (due) {
+                int work = 0;
+                char err[512];
+                if (store_maintain(w->store, sched_now(w->sched), MAINTAIN_BUDGET, &work, err, sizeof err) != 0) {
+                    log_warn("maintenance: %s", err);
+                    work = 0;
+                }
+                w->stats.maintain_work += (uint64_t)work;
+                if (work > 0) {
+                    more = 1;
+                    w->maintain_needed = 1;
+                    w->last_job_mono = 0; /* keep going while idle */
+                } else {
+                    w->maintain_needed = 0;
+                    w->next_periodic_mono = now_mono + MAINTAIN_PERIOD_MS;
+                }
+            }
+        }
+
+        if (stopping) {
+            pthread_mutex_lock(&w->mu);
+            int empty = w->q_head == NULL && w->fair.queued == 0;
+            pthread_mutex_unlock(&w->mu);
+            if (empty) {
+                break;
+            }
+        }
+    }
+    /* The last syncs and their replies, then close the store here, on its
+     * own thread, before telling the loop. */
+    syncer_stop(w->syncer);
+    w->syncer = NULL;
+    backup_stop(w->backup); /* a copy still running is stopped: its snapshot belongs to the store */
+    if (w->store != NULL) {
+        char err[512];
+        if (store_close(w->store, err, sizeof err) != 0) {
+            log_error("closing the store: %s", err);
+        } else {
+            log_info("store %s closed", w->opts->path);
+        }
+        w->store = NULL;
+    }
+    if (w->sched) {
+        sched_free(w->sched);
+        w->sched = NULL;
+    }
+    post(w, &done, 1);
+    return NULL;
+}
