@@ -8,7 +8,7 @@
  * own pure check (store_send_validate) against the store's options
  * (config_t.store): one limits source, one wording. The exec halves run on
  * the storage thread, use only their request, and write the reply; their
- * writes commit with the rest of the group (writer.c) before the reply is
+ * writes commit with the rest of the group (writer_thread.c) before the reply is
  * sent.
  */
 #include "broker/cmd_shared.h"
