@@ -7,7 +7,8 @@
  * localhost, bind or a name of allowed-hosts — or it is refused 421 (a page
  * elsewhere whose name was re-pointed at the console's address, DNS
  * rebinding, must not reach it; no Host at all is served: browsers always
- * send one).
+ * send one). A refusal is logged once per HOST_REFUSAL_LOG_MS at most, the
+ * next line counting those left out, so such a page cannot flood the log.
  *
  * The gate, in order:
  *   GET or POST only (405: every method evhttp knows reaches it); a path,
@@ -63,14 +64,16 @@
 #include <event2/keyvalq_struct.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "common/log.h"
 #include "common/tls_server.h"
 
-#define CONSOLE_BODY_MAX   65536
-#define CONSOLE_HEADER_MAX 16384
-#define CONSOLE_STATIC_MAX (4 * 1024 * 1024)
+#define CONSOLE_BODY_MAX    65536
+#define CONSOLE_HEADER_MAX  16384
+#define CONSOLE_STATIC_MAX  (4 * 1024 * 1024)
+#define HOST_REFUSAL_LOG_MS 10000 /* at most one log line of refused Hosts per this long */
 
 static void common_headers(struct evhttp_request *req, const char *type)
 {
@@ -424,9 +427,32 @@ static void api(console_t *c, struct evhttp_request *req, const char *raw_path)
         free(r.parts[i]);
 }
 
+/* Log a refused Host, at most once per HOST_REFUSAL_LOG_MS: the refusals
+ * in between are counted, and the next line says how many. */
+static void log_refused_host(const char *shown, const char *peer)
+{
+    static int logged_once;
+    static uint64_t logged_mono;
+    static unsigned long left_out;
+    uint64_t now = clock_mono_ms();
+    if (logged_once && now - logged_mono < HOST_REFUSAL_LOG_MS) {
+        left_out++;
+        return;
+    }
+    char more[96] = "";
+    if (left_out > 0)
+        snprintf(more, sizeof more, "; %lu more refused since the last such line", left_out);
+    log_warn("refused a request for host '%s' from %s: not an IP address, localhost, bind or a name of "
+             "allowed-hosts (DNS rebinding?)%s",
+             shown, peer != NULL ? peer : "?", more);
+    logged_once = 1;
+    logged_mono = now;
+    left_out = 0;
+}
+
 /* A request for a host name that is not the console's: 421 Misdirected
  * Request naming it (a JSON error under /api, text for the page); logged
- * with where it came from. */
+ * with where it came from (log_refused_host). */
 static void refuse_host(struct evhttp_request *req, const char *path, const char *host)
 {
     char shown[128], msg[512];
@@ -437,9 +463,7 @@ static void refuse_host(struct evhttp_request *req, const char *path, const char
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             *p = '?'; /* one log line */
     evhttp_connection_get_peer(evhttp_request_get_connection(req), (char **)&peer, &port);
-    log_warn("refused a request for host '%s' from %s: not an IP address, localhost, bind or a name of "
-             "allowed-hosts (DNS rebinding?)",
-             shown, peer != NULL ? peer : "?");
+    log_refused_host(shown, peer);
     snprintf(msg, sizeof msg,
              "host '%s' is not this console's: use its IP address or localhost, or add the name to allowed-hosts",
              shown);

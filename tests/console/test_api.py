@@ -80,6 +80,16 @@ with socket.create_connection(("127.0.0.1", int(port)), timeout=30) as s:
 check(raw.split(b" ", 2)[1:2] == [b"200"] and raw.endswith(b'{"logged_in":false}'),
       "HTTP/1.0 without a Host header: served (browsers always send one): %r" % raw[:40])
 check(log_contains("refused a request for host 'evil.example' from 127.0.0.1"), "a refused Host is logged")
+# A page that keeps trying cannot flood the log: one line per 10 s at most, the next one counting the rest.
+started = time.monotonic()
+refused = sum(anon.get("/api/session", headers={"Host": "flood%d.example" % i})[0] == 421 for i in range(200))
+elapsed = time.monotonic() - started
+check(refused == 200, "%d of 200 requests for flood<n>.example refused 421" % refused)
+with open(ENV["HG_CONSOLE_LOG"], encoding="utf-8", errors="replace") as f:
+    refusal_lines = sum("refused a request for host" in line for line in f)
+allowed = 2 + int(elapsed // 10)  # the first test's line, and one per 10 s window the loop spanned
+check(refusal_lines <= allowed,
+      "200 refused Hosts in %.1f s: %d log lines, at most %d" % (elapsed, refusal_lines, allowed))
 
 # ---------------------------------------------------------------- login
 status, doc, _ = anon.post("/api/login", {"user": "", "password": "x"}, csrf=False)
