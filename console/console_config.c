@@ -124,19 +124,30 @@ static int host_name_ok(const char *name, size_t n)
     return 1;
 }
 
+/* The next entry of the comma-separated list at *p, blanks around it
+ * trimmed: its start, its length in *len; *p moves past it (and its comma).
+ * NULL at the end of the list. */
+static const char *next_host(const char **p, size_t *len)
+{
+    if (*p == NULL || **p == '\0')
+        return NULL;
+    size_t n = strcspn(*p, ","), lead = strspn(*p, " \t");
+    const char *entry = *p + (lead < n ? lead : n);
+    *len = n > lead ? n - lead : 0;
+    while (*len > 0 && (entry[*len - 1] == ' ' || entry[*len - 1] == '\t'))
+        (*len)--;
+    *p += n + ((*p)[n] == ',');
+    return entry;
+}
+
 int console_hosts_check(const char *list, char *err, size_t errlen)
 {
-    for (const char *p = list; *p != '\0';) {
-        size_t n = strcspn(p, ","), lead = strspn(p, " \t");
-        size_t len = n > lead ? n - lead : 0;
-        while (len > 0 && (p[lead + len - 1] == ' ' || p[lead + len - 1] == '\t'))
-            len--;
-        if (!host_name_ok(p + lead, len))
+    size_t len;
+    for (const char *p = list, *entry; (entry = next_host(&p, &len)) != NULL;)
+        if (!host_name_ok(entry, len))
             return err_set(err, errlen,
                            "allowed-hosts: '%.*s' is not a host name (letters, digits, '-', '_', '.'; no port)",
-                           (int)(n - lead > 200 ? 200 : n - lead), p + lead);
-        p += n + (p[n] == ',');
-    }
+                           (int)(len > 200 ? 200 : len), entry);
     return 0;
 }
 
@@ -171,16 +182,12 @@ int console_host_allowed(const console_config_t *conf, const char *host)
         return n != 0;
     if (strcasecmp(name, "localhost") == 0 || (conf->bind != NULL && strcasecmp(name, conf->bind) == 0))
         return 1;
-    for (const char *p = conf->allowed_hosts; p != NULL && *p != '\0';) {
-        size_t len = strcspn(p, ","), lead = strspn(p, " \t");
-        size_t entry = len > lead ? len - lead : 0;
-        while (entry > 0 && (p[lead + entry - 1] == ' ' || p[lead + entry - 1] == '\t'))
-            entry--;
-        if (entry > 0 && p[lead + entry - 1] == '.')
-            entry--;
-        if (entry == n && strncasecmp(p + lead, name, n) == 0)
+    size_t len;
+    for (const char *p = conf->allowed_hosts, *entry; (entry = next_host(&p, &len)) != NULL;) {
+        if (len > 0 && entry[len - 1] == '.')
+            len--;
+        if (len == n && strncasecmp(entry, name, n) == 0)
             return 1;
-        p += len + (p[len] == ',');
     }
     return 0;
 }

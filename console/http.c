@@ -144,6 +144,15 @@ const char *http_param(request_t *r, const char *name)
     return v != NULL ? v : evhttp_find_header(&r->query, name);
 }
 
+/* Control characters of s as '?': what a client typed stays on one log
+ * line (a newline in it fakes no second line). */
+static void one_line(char *s)
+{
+    for (; *s != '\0'; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = '?';
+}
+
 void console_audit(const request_t *r, const char *fmt, ...)
 {
     char msg[1024];
@@ -151,9 +160,7 @@ void console_audit(const request_t *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    for (char *p = msg; *p != '\0'; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = '?'; /* one line: a reason typed with a newline fakes no audit line */
+    one_line(msg); /* a reason typed with a newline fakes no audit line */
     char peer[64];
     console_peer(r, peer, sizeof peer);
     log_info("audit: user=%s from=%s %s", r->s != NULL ? r->s->user : "-", peer, msg);
@@ -459,9 +466,7 @@ static void refuse_host(struct evhttp_request *req, const char *path, const char
     const char *peer = NULL;
     ev_uint16_t port = 0;
     snprintf(shown, sizeof shown, "%s", host);
-    for (char *p = shown; *p != '\0'; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = '?'; /* one log line */
+    one_line(shown);
     evhttp_connection_get_peer(evhttp_request_get_connection(req), (char **)&peer, &port);
     log_refused_host(shown, peer);
     snprintf(msg, sizeof msg,
