@@ -287,6 +287,9 @@ hg_err_t rmq_cmd_pull(rmq_t *r, size_t argc, const char *const *argv, uint32_t e
  * group, or the hop queue); another one consumed before is cancelled and
  * its unread deliveries returned (a group's as uncounted copies). */
 hg_err_t rmq_consume(rmq_t *r, const char *queue, const char *name, int count);
+/* *o: message m published to one group again — to hg.due with routing key
+ * dest ("g.<group>"), reconsume unchanged; o points into m and dest. */
+void rmq_out_to_group(rmq_out_t *o, const rmq_msg_t *m, const char *dest);
 /* Before a clean close: stop consuming, and give the group's deliveries
  * read ahead but never handed out back as uncounted copies (a delivery
  * returned unsettled would come back as a failure of its consumer). What

@@ -260,15 +260,8 @@ hg_err_t rmq_cmd_dlq(rmq_t *r, size_t argc, const char *const *argv, resp_reply_
             if (!every && strcmp(v[i]->id, argv[3]) != 0)
                 continue;
             v[m] = v[i]; /* the chosen ones, in order */
-            out[m].exchange = RMQ_EX_DUE;
-            out[m].routing_key = dest;
-            out[m].id = v[i]->id;
-            out[m].topic = v[i]->topic;
-            out[m].key = v[i]->key;
-            out[m].payload = v[i]->payload;
-            out[m].payload_len = v[i]->payload_len;
-            out[m].due_ms = v[i]->due_ms;
-            out[m].max_reconsume = -1;
+            rmq_out_to_group(&out[m], v[i], dest);
+            out[m].reconsume = 0; /* a requeue starts the retry schedule again (DESIGN §2) */
             m++;
         }
         e = requeue && m > 0 ? rmq_publish(r, out, m, res) : HG_OK;

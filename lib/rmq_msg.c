@@ -274,21 +274,9 @@ static void return_unread(rmq_t *r, const char *group)
     res = xcalloc(n, sizeof(*res));
     snprintf(dest, sizeof(dest), "g.%s", group);
     n = 0; /* from here: the copies */
-    for (rmq_msg_t *m = list; m != NULL; m = m->next) {
-        if (m->delivery_count > 0)
-            continue;
-        i = n++;
-        out[i].exchange = RMQ_EX_DUE;
-        out[i].routing_key = dest;
-        out[i].id = m->id;
-        out[i].topic = m->topic;
-        out[i].key = m->key;
-        out[i].payload = m->payload;
-        out[i].payload_len = m->payload_len;
-        out[i].due_ms = m->due_ms;
-        out[i].reconsume = m->reconsume;
-        out[i].max_reconsume = -1;
-    }
+    for (rmq_msg_t *m = list; m != NULL; m = m->next)
+        if (m->delivery_count == 0)
+            rmq_out_to_group(&out[n++], m, dest);
     if (n > 0)
         (void)rmq_publish(r, out, n, res);
     i = 0;
@@ -372,6 +360,21 @@ hg_err_t rmq_consume(rmq_t *r, const char *queue, const char *name, int count)
     snprintf(r->ctag, sizeof(r->ctag), "%.*s", (int)ok->consumer_tag.len, (const char *)ok->consumer_tag.bytes);
     snprintf(r->consuming, sizeof(r->consuming), "%s", name);
     return HG_OK;
+}
+
+void rmq_out_to_group(rmq_out_t *o, const rmq_msg_t *m, const char *dest)
+{
+    memset(o, 0, sizeof(*o));
+    o->exchange = RMQ_EX_DUE;
+    o->routing_key = dest;
+    o->id = m->id;
+    o->topic = m->topic;
+    o->key = m->key;
+    o->payload = m->payload;
+    o->payload_len = m->payload_len;
+    o->due_ms = m->due_ms;
+    o->reconsume = m->reconsume;
+    o->max_reconsume = -1;
 }
 
 /* The publish of one failure of delivery m in group (RocketMQ's rule, as on
