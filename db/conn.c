@@ -5,9 +5,14 @@
  * Invariant: c->m is NULL or a live connection set up by db_connect; every
  * db_stmt_t in c->stmts has st != NULL only while c->m is the connection it
  * was prepared on. db_disconnect closes the statements before the
- * connection, so a reconnect always re-prepares.
+ * connection, so a reconnect always re-prepares. c->fd is c->m's socket
+ * while c->m is set and -1 otherwise; it is published and withdrawn under
+ * c->cut_lock, withdrawn before the socket is closed, so db_interrupt never
+ * shuts down a descriptor number that was closed and reused meanwhile.
  *
- * Used by one thread at a time per connection (the caller's).
+ * Used by one thread at a time per connection (the caller's); db_interrupt
+ * alone may come from another thread (it touches only fd and interrupted,
+ * under cut_lock, never the MYSQL handle).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -18,9 +23,11 @@
 #include <stdarg.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <errmsg.h>
 #include <mysqld_error.h>
@@ -40,6 +47,9 @@ struct db_conn {
     unsigned idle_timeout_s; /* db_set_idle_timeout: the session's wait_timeout (0: the server's) */
     db_stmt_t *stmts[DB_MAX_STMTS];
     size_t stmt_count;
+    pthread_mutex_t cut_lock; /* guards fd and interrupted (db_interrupt comes from another thread) */
+    int fd;                   /* m's socket, -1 while disconnected */
+    int interrupted;          /* db_interrupt ran: no connect from now on */
 };
 
 /* ---------------------------------------------------------------- errors */
@@ -167,6 +177,8 @@ db_conn_t *db_conn_new(const hg_order_db_params_t *p, const char *role, unsigned
     c->write_timeout_s = p->write_timeout_s ? p->write_timeout_s : DB_DEFAULT_WRITE_TIMEOUT_S;
     c->lock_wait_timeout_s = p->lock_wait_timeout_s;
     c->idle_transaction_timeout_s = p->idle_transaction_timeout_s;
+    pthread_mutex_init(&c->cut_lock, NULL);
+    c->fd = -1;
     return c;
 }
 
@@ -202,10 +214,30 @@ void db_drop_statements(db_conn_t *c)
 void db_disconnect(db_conn_t *c)
 {
     db_drop_statements(c);
+    pthread_mutex_lock(&c->cut_lock); /* withdrawn before mysql_close frees the descriptor number */
+    c->fd = -1;
+    pthread_mutex_unlock(&c->cut_lock);
     if (c->m != NULL)
         mysql_close(c->m);
     c->m = NULL;
     c->connection_id = 0;
+}
+
+void db_interrupt(db_conn_t *c)
+{
+    pthread_mutex_lock(&c->cut_lock);
+    c->interrupted = 1;
+    if (c->fd >= 0)
+        shutdown(c->fd, SHUT_RDWR); /* the owner's blocked read or write returns at once: 2013 */
+    pthread_mutex_unlock(&c->cut_lock);
+}
+
+int db_in_transaction(db_conn_t *c)
+{
+    unsigned status = 0;
+    if (c->m == NULL || mariadb_get_info(c->m, MARIADB_CONNECTION_SERVER_STATUS, &status) != 0)
+        return c->m != NULL; /* connected but cannot tell: assume one is open */
+    return (status & SERVER_STATUS_IN_TRANS) != 0;
 }
 
 void db_conn_free(db_conn_t *c)
@@ -220,6 +252,7 @@ void db_conn_free(db_conn_t *c)
         memset(c->password, 0, strlen(c->password));
     free(c->password);
     free(c->database);
+    pthread_mutex_destroy(&c->cut_lock);
     free(c);
 }
 
@@ -299,10 +332,28 @@ static int session_setup(db_conn_t *c, hg_order_error_t *err)
     return 0;
 }
 
+/* The refusal of a connect after db_interrupt: a client error (2002),
+ * so every caller already treats it as "the server cannot be reached". */
+static int refuse_interrupted(db_conn_t *c, hg_order_error_t *err)
+{
+    if (err != NULL) {
+        err->code = CR_CONNECTION_ERROR;
+        snprintf(err->sqlstate, sizeof err->sqlstate, "HY000");
+        snprintf(err->message, sizeof err->message, "%sconnect: %u interrupted: the connection was cut for a stop",
+                 c->role, (unsigned)CR_CONNECTION_ERROR);
+    }
+    return -1;
+}
+
 int db_connect(db_conn_t *c, hg_order_error_t *err)
 {
     if (c->m != NULL)
         return 0;
+    pthread_mutex_lock(&c->cut_lock);
+    int interrupted = c->interrupted;
+    pthread_mutex_unlock(&c->cut_lock);
+    if (interrupted)
+        return refuse_interrupted(c, err);
     MYSQL *m = mysql_init(NULL);
     if (m == NULL) /* Connector/C's allocation failed: the one policy (base/alloc.h) */
         xalloc_oom(sizeof(MYSQL));
@@ -323,6 +374,17 @@ int db_connect(db_conn_t *c, hg_order_error_t *err)
         error_from(err, c->role, what, m, NULL);
         mysql_close(m);
         return -1;
+    }
+    /* Publish the socket for db_interrupt, unless it ran while we connected
+     * (a connect cannot be cut: mysql-connect-timeout bounds it). */
+    pthread_mutex_lock(&c->cut_lock);
+    interrupted = c->interrupted;
+    if (!interrupted)
+        c->fd = (int)mysql_get_socket(m);
+    pthread_mutex_unlock(&c->cut_lock);
+    if (interrupted) {
+        mysql_close(m);
+        return refuse_interrupted(c, err);
     }
     c->m = m;
     c->connection_id = mysql_thread_id(m);

@@ -28,8 +28,9 @@
  * Errors: 0 / -1 (or a pointer / NULL) with err (may be NULL) holding the
  * MySQL error number, its SQLSTATE and "[role: ]what: <code> <server text>".
  *
- * Threads: a db_conn_t belongs to one thread at a time. db_classify and the
- * bind helpers are pure and thread-safe.
+ * Threads: a db_conn_t belongs to one thread at a time, except for
+ * db_interrupt, which any thread may call while the owner uses it.
+ * db_classify and the bind helpers are pure and thread-safe.
  */
 #ifndef HG_DB_CONN_H
 #define HG_DB_CONN_H
@@ -154,6 +155,22 @@ int db_connect(db_conn_t *c, hg_order_error_t *err);
 /* Close every prepared statement and the connection; the next call
  * reconnects and re-prepares. */
 void db_disconnect(db_conn_t *c);
+
+/* Cut c from another thread, for a stop that must not wait on a hung
+ * server: shut its socket down both ways (shutdown(2)), so a call of the
+ * owner blocked on the server returns at once with 2013 (lost; its
+ * transaction dies with the connection and the server rolls it back), and
+ * refuse every later connect (2002 "interrupted: the connection was cut for
+ * a stop"). For good: an interrupted connection never connects again. A
+ * connect in progress is not cut (mysql-connect-timeout bounds it); it is
+ * refused when it returns. Thread-safe: the one function another thread may
+ * call while the owner uses c, until db_conn_free. */
+void db_interrupt(db_conn_t *c);
+
+/* 1 when the server's last reply said a transaction is open
+ * (SERVER_STATUS_IN_TRANS), or the status cannot be read; 0 when
+ * disconnected or none is open. No round trip. */
+int db_in_transaction(db_conn_t *c);
 
 /* Close every prepared statement but keep the connection (after 1615). */
 void db_drop_statements(db_conn_t *c);

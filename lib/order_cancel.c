@@ -238,7 +238,11 @@ void hg_order_db_close(hg_order_db *db)
 {
     if (db == NULL)
         return;
-    db_rollback(db->conn); /* never leave a transaction to the server's timeout */
+    /* Never leave a transaction to the server's timeout; but no round trip
+     * when none is open: closing an idle handle on a hung server must not
+     * wait mysql-read-timeout (the COM_QUIT of mysql_close is only written). */
+    if (db_in_transaction(db->conn))
+        db_rollback(db->conn);
     db_conn_free(db->conn);
     order_sql_text_free(&db->claim.text);
     for (size_t i = 0; i < db->side_count; i++)
@@ -247,6 +251,12 @@ void hg_order_db_close(hg_order_db *db)
     for (size_t i = 0; i < 3; i++)
         order_sql_text_free(&db->pay[i].text);
     free(db);
+}
+
+void hg_order_db_interrupt(hg_order_db *db)
+{
+    if (db != NULL)
+        db_interrupt(db->conn);
 }
 
 unsigned long hg_order_db_connection_id(const hg_order_db *db)

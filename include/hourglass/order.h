@@ -18,7 +18,8 @@
  *
  * Threads: one hg_order_db per thread (it owns one MYSQL connection and its
  * prepared statements); a handle may move between threads but must never be
- * used by two at once. Everything else here is thread-safe. The first
+ * used by two at once — except hg_order_db_interrupt, which another thread
+ * calls to cut a handle in use. Everything else here is thread-safe. The first
  * hg_order_db_open runs mysql_library_init exactly once (pthread_once); a
  * program may call hg_order_library_init first, from its main thread, to get
  * that over with before it starts threads.
@@ -198,8 +199,23 @@ int hg_order_library_init(void);
  * failed connect, 0 for a bad parameter). Free with hg_order_db_close. */
 hg_order_db *hg_order_db_open(const hg_order_db_params_t *params, hg_order_error_t *err);
 
-/* Close the connection and free the handle. NULL is fine. */
+/* Close the connection and free the handle. NULL is fine. A transaction
+ * left open is rolled back first; an idle handle costs no round trip, so
+ * closing it never waits on a server that stopped answering. */
 void hg_order_db_close(hg_order_db *db);
+
+/* Cut the handle's connection for a stop, from any thread, while another
+ * thread may be inside a call on it: its socket is shut down (shutdown(2)),
+ * so a call blocked on a hung server (SIGSTOPped, a network black hole)
+ * returns at once instead of after read_timeout_s — a cancel as
+ * HG_ORDER_TRANSIENT (2013, its transaction rolled back by the server when
+ * the connection dies, or its COMMIT's outcome unknown: the retry is safe) —
+ * and every later call fails at once without connecting (2002 "interrupted").
+ * For good: open a new handle to work again. A connect in progress is not
+ * cut (connect_timeout_s bounds it). The caller keeps the handle alive (no
+ * hg_order_db_close) until this returns. NULL is fine. Thread-safe: the one
+ * call that may overlap another call on the same handle. */
+void hg_order_db_interrupt(hg_order_db *db);
 
 /* Prepare every statement now (connecting first if needed): a start-up check
  * that the configured SQL matches the database. Returns 0, or -1 with err
