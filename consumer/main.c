@@ -19,16 +19,19 @@
  *
  * This file: the handler, its counters and /metrics, the start-up check of
  * the database, signals and main(). The configuration (key table, checks,
- * --help) is consumer/consumer_config.c. Logging is common/log.h; /metrics
- * and /healthz are common/prom.h's endpoint.
+ * --help) is consumer/consumer_config.c; the bounded stop (the handles, the
+ * thread that cuts them after stop-grace) consumer/stop.c. Logging is
+ * common/log.h; /metrics and /healthz are common/prom.h's endpoint.
  *
  * Threads: the caller of hg_consumer_run (main) waits; the library's N
  * workers call handle_message, each with its own hg_order_db (slot
- * msg->worker, opened lazily on that worker's first message — one handle per
- * thread); the metrics thread (common/prom.c) runs an evhttp server on its
- * own event base.
- * Counters are relaxed atomics. SIGINT / SIGTERM call hg_consumer_stop, which
- * is async-signal-safe; the workers finish the messages in hand. SIGHUP is
+ * msg->worker of stop.h, opened lazily on that worker's first message — one
+ * handle per thread); the metrics thread (common/prom.c) runs an evhttp
+ * server on its own event base; the stop thread (stop.c) waits for a stop.
+ * Counters are relaxed atomics. SIGINT / SIGTERM call hg_consumer_stop and
+ * stop_request, both async-signal-safe; the workers finish the messages in
+ * hand, and after stop-grace a worker still inside MariaDB has its
+ * connection cut (its message NACKed, never ACKed). SIGHUP is
  * blocked in every thread (before the first one starts) and taken with
  * sigwait by the reload thread, which re-reads the configuration
  * (cfg_reload: log-level is applied, other changes wait for a restart);
@@ -59,6 +62,7 @@
 #include "common/prom.h"
 #include "consumer/consumer_config.h"
 #include "consumer/health.h"
+#include "consumer/stop.h"
 #include "base/clock.h"
 
 /* ------------------------------------------------------------------ metrics */
@@ -157,7 +161,7 @@ typedef struct app {
     consumer_config_t cfg;
     hg_order_sql_t sql;
     hg_order_db_params_t db_params;
-    hg_order_db **dbs; /* one per worker, opened by that worker */
+    stop_t *stop; /* the workers' handles (one per worker, opened by that worker) and their cut */
 } app_t;
 
 /* Tell /healthz that cancels fail because of MariaDB, with the fix when
@@ -202,19 +206,29 @@ static int parse_order(const hg_message_t *msg, uint64_t *order_id, char *reason
 
 /* The worker's MariaDB handle, opened on first use. NULL when it cannot be
  * opened: counted (db_unavailable, transient), /healthz told, logged, and
- * err filled. */
+ * err filled; or, quietly, when the stop has cut the handles (nothing new
+ * connects then). */
 static hg_order_db *worker_db(app_t *app, int worker, hg_order_error_t *err)
 {
-    hg_order_db **slot = &app->dbs[worker];
-    if (*slot == NULL && (*slot = hg_order_db_open(&app->db_params, err)) == NULL) {
+    hg_order_db *db = stop_handle(app->stop, (size_t)worker);
+    if (db != NULL)
+        return db;
+    if (stop_cut(app->stop)) {
+        memset(err, 0, sizeof *err);
+        snprintf(err->message, sizeof err->message, "not connecting: the consumer is stopping");
+        return NULL;
+    }
+    if ((db = hg_order_db_open(&app->db_params, err)) == NULL) {
         char why[600];
         snprintf(why, sizeof why, "MariaDB unavailable: %s", err->message);
         count(&counters.db_unavailable);
         count(&counters.transient);
         report_database_failure(err, why); /* no handle: whatever the code, the database is the cause */
         log_msg(LOG_LEVEL_WARN, "worker %d: %s", worker, why);
+        return NULL;
     }
-    return *slot;
+    stop_adopt(app->stop, (size_t)worker, db);
+    return db;
 }
 
 /* 1 when outcome shows MariaDB answered (for /healthz). */
@@ -358,13 +372,17 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
 /* ------------------------------------------------------------------ main */
 
 static hg_consumer_t *volatile running_consumer;
+static stop_t *volatile running_stop;
 
 static void on_signal(int sig)
 {
     (void)sig;
     hg_consumer_t *c = running_consumer;
+    stop_t *s = running_stop;
     if (c != NULL)
         hg_consumer_stop(c);
+    if (s != NULL)
+        stop_request(s);
 }
 
 /* ---- SIGHUP: the same start-up parse into a fresh struct (common/cfg.h's cfg_reload) */
@@ -516,7 +534,6 @@ int main(int argc, char **argv)
     int status = 1;
     hg_consumer_t *consumer = NULL;
     prom_http_t *metrics = NULL;
-    app.dbs = xcalloc(app.cfg.workers, sizeof *app.dbs);
     if (check_database(&app) != 0)
         goto out;
 
@@ -543,6 +560,11 @@ int main(int argc, char **argv)
         log_msg(LOG_LEVEL_INFO, "metrics on http://%s:%llu/metrics", app.cfg.metrics_bind, app.cfg.metrics_port);
     }
 
+    if ((app.stop = stop_start(app.cfg.workers, app.cfg.stop_grace_ms, err, sizeof err)) == NULL) {
+        log_msg(LOG_LEVEL_ERROR, "%s", err);
+        goto out;
+    }
+    running_stop = app.stop;
     running_consumer = consumer;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -561,7 +583,13 @@ int main(int argc, char **argv)
             HG_VERSION_STRING, app.cfg.group, app.cfg.topic, app.cfg.workers, app.cfg.batch_size,
             app.cfg.mysql_database);
     hg_err_t rc = hg_consumer_run(consumer);
+    /* Stopped: a later signal has nothing to do (and must not reach what
+     * is freed below). */
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     running_consumer = NULL;
+    running_stop = NULL;
     if (rc != HG_OK) {
         hg_error_t last;
         hg_consumer_last_error(consumer, &last);
@@ -583,9 +611,7 @@ out:
     }
     prom_http_stop(metrics);
     hg_consumer_free(consumer);
-    for (unsigned long long i = 0; i < app.cfg.workers; i++)
-        hg_order_db_close(app.dbs[i]);
-    free(app.dbs);
+    stop_finish(app.stop); /* the workers are joined: closes their handles */
     consumer_config_free(&app.cfg);
     return status;
 }

@@ -1,0 +1,249 @@
+/*
+ * tests/integration/test_order_consumer_stop.c — hourglass-consumer's
+ * bounded stop (consumer/stop.h) against a hung MariaDB: the real
+ * ./hourglass-broker, a private MariaDB, the real ./hourglass-consumer.
+ *
+ *   hung server  400 orders. The consumer (2 workers, batch-size 20,
+ *                mysql-read-timeout 60 s, stop-grace left at its default)
+ *                runs a configured side effect that sleeps 10 s for order
+ *                150, so one worker is inside a transaction holding claimed
+ *                rows when the MariaDB server is SIGSTOPped; the second
+ *                half of the ids is sent then, so the other worker (idle
+ *                until then) blocks on MariaDB too. SIGTERM: the consumer exits with status 0
+ *                well within 10 s (not the 60 s read timeout), logging the
+ *                cut. SIGCONT: the server rolls the interrupted transaction
+ *                back (order 150 pending again, no transaction and no
+ *                connection of the consumer left). A second consumer then
+ *                cancels everything: 400 cancelled exactly once — the
+ *                interrupted messages were NACKed, never ACKed, and came
+ *                back — stock exact, the invariant holds.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "include/hourglass/order.h"
+#include "tests/helpers/order_env.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#define ORDERS       400
+#define SLEEPY       150   /* the order whose side effect sleeps: its worker is inside a transaction */
+#define STOP_BOUND   10000 /* ms: what a stop may take here (stop-grace 2 s), far below the read timeout */
+#define READ_TIMEOUT "60s"
+
+static oe_env_t env;
+
+static int stop_init(void)
+{
+    return oe_suite_start(&env, CU_get_number_of_failures);
+}
+
+static int stop_cleanup(void)
+{
+    if (env.server.pid > 0)
+        kill(env.server.pid, SIGCONT); /* a failed test must not leave it stopped */
+    oe_stop(&env);
+    return 0;
+}
+
+/* The consumer's connection is inside the DO SLEEP of order SLEEPY: its
+ * claim is done, its transaction open. */
+static int in_sleep(void *arg)
+{
+    long long *conn = arg;
+    *conn = oe_scalar(&env, "SELECT ID FROM information_schema.PROCESSLIST"
+                            " WHERE DB = 'hung' AND INFO LIKE 'DO SLEEP%'");
+    return *conn > 0;
+}
+
+/* No InnoDB transaction and no connection on database hung is left. Polled
+ * every 250 ms: InnoDB refreshes INNODB_TRX only when it was not read for
+ * 100 ms. */
+static int consumer_gone(void *arg)
+{
+    (void)arg;
+    return oe_scalar(&env, "SELECT COUNT(*) FROM information_schema.INNODB_TRX") == 0 &&
+           oe_scalar(&env, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = 'hung'") == 0;
+}
+
+/* Every order cancelled and nothing in the group's DLQ. */
+static int all_cancelled(void *arg)
+{
+    (void)arg;
+    if (oe_scalar(&env, "SELECT COUNT(*) FROM hung.orders WHERE status = 'cancelled'") != ORDERS)
+        return 0;
+    rc_conn_t c;
+    char err[256];
+    long long len = -1;
+    if (bp_connect(&env.broker, &c, err, sizeof err) != 0)
+        return 0;
+    bp_int_cmd(&c, &len, err, sizeof err, "DLQ", "LEN", "hung", NULL);
+    rc_close(&c);
+    return len == 0;
+}
+
+/* Messages the consumer holds in its handlers: delivered, not yet settled. */
+static long long held(int mport)
+{
+    return oe_metric(mport, "hourglass_consumer_delivered_total") - oe_metric(mport, "hourglass_consumer_acked_total") -
+           oe_metric(mport, "hourglass_consumer_nacked_total") - oe_metric(mport, "hourglass_consumer_failed_total");
+}
+
+/* *arg: the metrics port. Every message of the first half was delivered
+ * and all but order SLEEPY's are settled (cancelled, committed), so the
+ * other worker is idle. */
+static int only_sleeper_holds(void *arg)
+{
+    int mport = *(int *)arg;
+    return oe_metric(mport, "hourglass_consumer_delivered_total") == ORDERS / 2 && held(mport) == 1 &&
+           oe_scalarf(&env, "SELECT COUNT(*) FROM hung.orders WHERE status = 'pending' AND id <= %d", ORDERS / 2) == 1;
+}
+
+/* Wait up to deadline_ms for pid; its exit status, or -1 (not exited: then
+ * killed, or killed by a signal). *ms gets the time waited. */
+static int wait_exit(pid_t pid, int deadline_ms, uint64_t *ms)
+{
+    uint64_t t0 = tu_now_mono_ms();
+    int status = 0;
+    pid_t r = 0;
+    while ((r = waitpid(pid, &status, WNOHANG)) == 0 && tu_now_mono_ms() - t0 < (uint64_t)deadline_ms) {
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+    }
+    *ms = tu_now_mono_ms() - t0;
+    if (r != pid) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_hung_server(void)
+{
+    hg_order_db *db = oe_fresh_database(&env, "hung", ORDERS, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    hg_order_db_close(db); /* only the consumers' connections use database hung (consumer_gone) */
+    rc_conn_t c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", "hung", OE_TOPIC, "FROM", "NOW", NULL), 0);
+
+    char dir[512], log1[600], log2[600], sleep_sql[64];
+    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-stop", dir, sizeof dir), 0);
+    snprintf(log1, sizeof log1, "%s/consumer1.log", dir);
+    snprintf(log2, sizeof log2, "%s/consumer2.log", dir);
+    snprintf(sleep_sql, sizeof sleep_sql, "DO SLEEP(IF(? = %d, 10, 0))", SLEEPY);
+    int mport = tu_free_port();
+    const char *extra[] = { "--batch-size",
+                            "20",
+                            "--mysql-read-timeout",
+                            READ_TIMEOUT,
+                            "--side-effect-sql",
+                            sleep_sql,
+                            "--side-effect-sql",
+                            "UPDATE stock s JOIN order_items i ON i.sku_id = s.sku_id SET s.available = s.available "
+                            "+ i.qty, s.reserved = s.reserved - i.qty WHERE i.order_id = ?",
+                            "--side-effect-sql",
+                            "UPDATE order_timeout_msg SET status='done' WHERE order_id = ?",
+                            NULL };
+    pid_t pid = oe_start_consumer(&env, "hung", "hung", 2, mport, log1, extra);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+
+    /* Order SLEEPY alone: its worker claims it (the row locked, the
+     * transaction open) and sleeps before touching stock. Then the rest of
+     * the first half: the other worker cancels them (nothing of theirs is
+     * locked) and waits in PULL. */
+    CU_ASSERT_EQUAL_FATAL(oe_send_ids(&c, SLEEPY, SLEEPY, err, sizeof err), 0);
+    long long conn = -1;
+    CU_ASSERT_EQUAL_FATAL(tu_poll_until(in_sleep, &conn, 30000, 5), 0);
+    CU_ASSERT_EQUAL_FATAL(oe_send_ids(&c, 1, SLEEPY - 1, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(oe_send_ids(&c, SLEEPY + 1, ORDERS / 2, err, sizeof err), 0);
+    if (tu_poll_until(only_sleeper_holds, &mport, 8000, 20) != 0) {
+        fprintf(stderr, "\n  delivered %lld, held %lld\n", oe_metric(mport, "hourglass_consumer_delivered_total"),
+                held(mport));
+        oe_print_file(log1);
+        CU_FAIL_FATAL("the other worker never went idle");
+    }
+
+    /* The server hangs. No query of ours until SIGCONT: it would hang too. */
+    CU_ASSERT_EQUAL(kill(env.server.pid, SIGSTOP), 0);
+    /* The second half: the other worker PULLs some and blocks on MariaDB. */
+    CU_ASSERT_EQUAL(oe_send_ids(&c, ORDERS / 2 + 1, ORDERS, err, sizeof err), 0);
+    long long in_hand = -1;
+    for (uint64_t end = tu_now_mono_ms() + 10000; tu_now_mono_ms() < end && (in_hand = held(mport)) <= 1;) {
+        struct timespec ts = { 0, 20000000 };
+        nanosleep(&ts, NULL);
+    }
+    /* More than the sleeper's message: both workers are inside MariaDB. */
+    TU_CHECK(in_hand > 1, "messages held in the handlers before SIGTERM: %lld", in_hand);
+
+    uint64_t stop_ms = 0;
+    CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
+    int status = wait_exit(pid, 120000, &stop_ms);
+    printf("\n    SIGTERM with %lld messages held on a SIGSTOPped MariaDB (mysql-read-timeout " READ_TIMEOUT
+           "): exited %d after %" PRIu64 " ms\n",
+           in_hand, status, stop_ms);
+    CU_ASSERT_EQUAL(status, 0);
+    TU_CHECK(stop_ms < STOP_BOUND, "the stop took %" PRIu64 " ms (bound %d ms)", stop_ms, STOP_BOUND);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log1, "MariaDB connections cut", 1000), 0);
+
+    CU_ASSERT_EQUAL(kill(env.server.pid, SIGCONT), 0);
+    /* The server finds the connections gone and rolls the transaction back. */
+    CU_ASSERT_EQUAL(tu_poll_until(consumer_gone, NULL, 30000, 250), 0);
+    CU_ASSERT_EQUAL(oe_scalarf(&env, "SELECT status = 'pending' FROM hung.orders WHERE id = %d", SLEEPY), 1);
+    long long first = oe_scalar(&env, "SELECT COUNT(*) FROM hung.orders WHERE status = 'cancelled'");
+    printf("    after SIGCONT: %lld cancelled by the first consumer, order %d pending (rolled back)\n", first, SLEEPY);
+
+    /* A new consumer (the reference SQL): the NACKed messages come back. */
+    int mport2 = tu_free_port();
+    const char *extra2[] = { "--batch-size", "20", NULL };
+    pid_t pid2 = oe_start_consumer(&env, "hung", "hung", 2, mport2, log2, extra2);
+    CU_ASSERT_TRUE_FATAL(pid2 > 0);
+    CU_ASSERT_EQUAL(tu_poll_until(all_cancelled, NULL, 90000, 50), 0);
+    CU_ASSERT_EQUAL(oe_stop_consumer(pid2), 0);
+
+    of_report_t rep;
+    hg_order_error_t e;
+    CU_ASSERT_EQUAL_FATAL(oe_check(&env, "hung", 3600, &rep, &e), 0);
+    if (!rep.ok)
+        fprintf(stderr, "\n  first defect: %s\n", rep.first_defect);
+    CU_ASSERT_TRUE(rep.ok);
+    CU_ASSERT_EQUAL(rep.cancelled, ORDERS);
+    CU_ASSERT_EQUAL(rep.reserved, 0);
+    CU_ASSERT_EQUAL(rep.available, rep.received); /* every unit back exactly once */
+    CU_ASSERT_EQUAL(rep.skus_unbalanced, 0);
+    CU_ASSERT_EQUAL(rep.paid_and_cancelled, 0);
+    CU_ASSERT_EQUAL(oe_scalar(&env, "SELECT COUNT(*) FROM hung.order_timeout_msg WHERE status = 'done'"), ORDERS);
+    if (CU_get_number_of_failures() > 0) {
+        oe_print_file(log1);
+        oe_print_file(log2);
+    }
+    rc_close(&c);
+    tu_rmtree(dir);
+}
+
+static const tu_test_t stop_tests[] = {
+    { "SIGTERM on a hung MariaDB: bounded stop, nothing ACKed unfinished, all cancelled once after", test_hung_server },
+    { NULL, NULL },
+};
+
+static int add_suites(void)
+{
+    return tu_add_suite("stop", stop_init, stop_cleanup, NULL, NULL, stop_tests);
+}
+
+int main(int argc, char **argv)
+{
+    return oe_cunit_main(argc, argv, add_suites);
+}
