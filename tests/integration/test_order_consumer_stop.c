@@ -6,17 +6,18 @@
  *   hung server  400 orders. The consumer (2 workers, batch-size 20,
  *                mysql-read-timeout 60 s, stop-grace left at its default)
  *                runs a configured side effect that sleeps 10 s for order
- *                150, so one worker is inside a transaction holding claimed
- *                rows when the MariaDB server is SIGSTOPped; the second
- *                half of the ids is sent then, so the other worker (idle
- *                until then) blocks on MariaDB too. SIGTERM: the consumer exits with status 0
- *                well within 10 s (not the 60 s read timeout), logging the
- *                cut. SIGCONT: the server rolls the interrupted transaction
- *                back (order 150 pending again, no transaction and no
- *                connection of the consumer left). A second consumer then
- *                cancels everything: 400 cancelled exactly once — the
- *                interrupted messages were NACKed, never ACKed, and came
- *                back — stock exact, the invariant holds.
+ *                150, sent alone first: one worker claims it (row locked,
+ *                transaction open) and sleeps; the other cancels the rest
+ *                of the first half and goes idle. The MariaDB server is
+ *                SIGSTOPped, the second half sent: the idle worker PULLs
+ *                and blocks on MariaDB too. SIGTERM: the consumer exits
+ *                with status 0 well within 10 s (not the 60 s read
+ *                timeout), logging the cut. SIGCONT: the server rolls the
+ *                interrupted transaction back (order 150 pending again, no
+ *                transaction and no connection of the consumer left). A
+ *                second consumer then cancels everything: 400 cancelled
+ *                exactly once — the interrupted messages were NACKed, never
+ *                ACKed, and came back — stock exact, the invariant holds.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
