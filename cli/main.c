@@ -227,8 +227,9 @@ static const command_t commands[] = {
       "asked twice on the terminal without echo, or read as the first line of stdin. Prints "
       "the hash, or with USER and ROLES (producer, consumer, admin, viewer; comma-separated) "
       "a whole users-file line (USER: 1..64 of A-Z a-z 0-9 . _ @ -; a name or role the broker would refuse is a "
-      "usage error). Default: scrypt ln=15 r=8 p=1 (--cost: ln, 10..20); --pbkdf2: "
-      "PBKDF2-SHA256, 600000 iterations (--cost: iterations)." },
+      "usage error, and so is a --cost out of range; each is refused before the password is asked). Default: "
+      "scrypt ln=15 r=8 p=1 (--cost: ln, 10..18: at most 256 MiB); --pbkdf2: PBKDF2-SHA256, 600000 iterations "
+      "(--cost: iterations, 1000..10000000)." },
     { "orders", cmd_family, "(overdue|show|cancel) ...",
       "The order view on MariaDB (needs --mysql-database or a --config file). "
       "See `hourglass-cli orders SUBCOMMAND --help`." },
