@@ -128,7 +128,8 @@ void comp_relay_client_opts(const comp_config_t *cfg, hg_client_opts_t *o)
 uint64_t comp_relay_lease_ms(const hg_client_t *client)
 {
     /* comp_relay_client_opts always gives a bound: broker-timeout >= 1 ms, one reconnect retry */
-    return hg_client_send_bound_ms(client) + 1000u;
+    uint64_t bound = hg_client_send_bound_ms(client);
+    return bound >= RELAY_LEASE_MAX_MS - 1000u ? RELAY_LEASE_MAX_MS : bound + 1000u;
 }
 
 comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_t *params)

@@ -65,12 +65,22 @@ typedef struct comp_relay comp_relay_t;
  * connection broke on (DEDUP makes them exact). The strings point into cfg. */
 void comp_relay_client_opts(const comp_config_t *cfg, hg_client_opts_t *o);
 
+/* The most a relay batch is leased for, in ms. The bound below stacks every
+ * timeout of every round; on amqp:// (a new connection declares the whole
+ * topology, each declaration waiting broker-timeout) it comes to about 30
+ * minutes. A lease that long would hold the rows of a relay that died for
+ * that long, their cancels left to the overdue layer, while a second send
+ * costs nothing (the consumer's cancel is idempotent; DEDUP on hourglass://).
+ * So the lease stops here, and a batch that takes longer is counted. */
+#define RELAY_LEASE_MAX_MS 120000u
+
 /* The lease of a batch sent through client (opened with
  * comp_relay_client_opts), in ms: hg_client_send_bound_ms — the longest one
- * hg_send_many can take, every reconnect and resend counted — plus a second.
- * With the defaults (1 s, 5 s; plain hourglass://, no AUTH) 29.4 s. A batch
- * that takes longer anyway (a broker that answers slowly but steadily) is
- * counted (relay_lease_overruns) and logged. Reads client only. */
+ * hg_send_many can take, every reconnect and resend counted — plus a second,
+ * at most RELAY_LEASE_MAX_MS. With the defaults (1 s, 5 s; plain
+ * hourglass://, no AUTH) 29.4 s; on amqp:// the cap. A batch that takes
+ * longer anyway (a broker that answers slowly but steadily) is counted
+ * (relay_lease_overruns) and logged. Reads client only. */
 uint64_t comp_relay_lease_ms(const hg_client_t *client);
 
 /* Set up (nothing connects yet). cfg and params' strings must outlive it. */

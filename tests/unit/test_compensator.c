@@ -69,12 +69,20 @@ static void test_lease_figures(void)
     const char *fast[] = { "broker-connect-timeout", "300ms", "broker-timeout", "2s", NULL };
     ms = LEASE(NULL, fast);
     TU_CHECK(ms == 11800, "300ms / 2s: %" PRIu64 " ms, want 11800", ms);
+    /* a bound past the cap: connecting 2 × (1 s + 30 s) + 0.1 s, a round 92.1 s, four */
+    const char *slow[] = { "broker-timeout", "30s", NULL };
+    ms = LEASE("relay:secret", slow);
+    TU_CHECK(ms == RELAY_LEASE_MAX_MS, "AUTH, 30 s: %" PRIu64 " ms, want the cap %u", ms, RELAY_LEASE_MAX_MS);
+    /* just under it: connecting 2 × (1 s + 2.8 s) + 0.1 s = 7.7 s, a round 10.5 s, four 42 s, + 1 s */
+    const char *under[] = { "broker-timeout", "2800ms", NULL };
+    ms = LEASE("relay:secret", under);
+    TU_CHECK(ms == 43000, "AUTH, 2.8 s: %" PRIu64 " ms, want 43000", ms);
 }
 
 /* The review's bound: a send the client resends HG_SEND_MAX_RESENDS times,
  * each round connecting (two attempts: the relay's one reconnect retry) and
  * then waiting broker-timeout, fits in the lease — over a sweep of
- * timeouts. */
+ * timeouts — up to the cap, RELAY_LEASE_MAX_MS. */
 static void test_lease_covers_resends(void)
 {
     static const char *const connects[] = { "1ms", "300ms", "1s", "5s", "10m" };
@@ -92,9 +100,13 @@ static void test_lease_covers_resends(void)
                 uint64_t rounds = 1 + HG_SEND_MAX_RESENDS, auth = logins[u] != NULL ? cfg.broker_timeout_ms : 0;
                 uint64_t worst = rounds * (2 * (cfg.broker_connect_timeout_ms + auth) + cfg.broker_timeout_ms);
                 comp_config_free(&cfg);
-                uint64_t lease = LEASE(logins[u], keys);
-                TU_CHECK(lease >= worst + 1000, "%s, connect %s, timeout %s: lease %" PRIu64 " ms < %" PRIu64 " ms",
-                         logins[u] != NULL ? "AUTH" : "plain", connects[c], replies[r], lease, worst + 1000);
+                uint64_t lease = LEASE(logins[u], keys), want = worst + 1000;
+                if (want > RELAY_LEASE_MAX_MS)
+                    want = RELAY_LEASE_MAX_MS; /* the cap: past it a batch counts as an overrun */
+                TU_CHECK(lease >= want && lease <= RELAY_LEASE_MAX_MS,
+                         "%s, connect %s, timeout %s: lease %" PRIu64 " ms, want %" PRIu64 " .. %u ms",
+                         logins[u] != NULL ? "AUTH" : "plain", connects[c], replies[r], lease, want,
+                         RELAY_LEASE_MAX_MS);
             }
 }
 
