@@ -3,7 +3,8 @@
  * of its modules.
  *
  *   main.c            start-up, configuration, signals, the event loop
- *   console_config.c  the key table (console_config.h)
+ *   console_config.c  the key table, the options of every broker
+ *                     connection (console_config.h)
  *   http.c            the evhttp server: routing, the session gate, CSRF,
  *                     JSON and error replies, the static page
  *   session.c         logins: a session per user, its broker connection
@@ -100,11 +101,6 @@ session_t *session_login(console_t *c, const char *user, const char *password, i
 /* The live session of a Cookie header (hg_session=…), its last use
  * refreshed; NULL when none or expired (an expired one is ended). */
 session_t *session_find(console_t *c, const char *cookie_header);
-
-/* The options of every broker connection of the console (a session's, the
- * sampler's): broker-timeout, one connect attempt, no resent SENDs, the
- * tls-* keys. No credentials. */
-void console_client_opts(const console_t *c, hg_client_opts_t *opts);
 
 /* Ask the broker again for s's roles (HELLO on its connection; a session of
  * a broker without users checks that the broker still serves it without
