@@ -250,7 +250,7 @@ uint32_t hg_client_read_timeout(const hg_client_t *c);
  * remainder queue at most — minutes with the default timeouts), and a round
  * RabbitMQ refused pauses before the next (250 ms, doubling).
  * What a caller that must not outlast a send uses: the compensator's relay
- * leases its batch for this plus a second.
+ * leases its batch for this plus a second, at most 2 minutes.
  * Assumes that a host name has one address (on hourglass:// each more adds a
  * connect timeout to every attempt), that name lookups answer at once, and
  * that replies do not trickle: the read timeout restarts with every reply, so
