@@ -78,6 +78,7 @@ typedef struct options {
     const char *capacity_fsync;
     const char *pull_count;       /* PULL COUNT of the consumers */
     const char *sustain_rates;    /* the sustain part's producer rates, msg/s, comma-separated */
+    int mixed_runs;               /* the mixed part's flood runs, each server's interleaved with the other's */
     const char *broker_flags[16]; /* --broker-flag: added to every broker started */
     int nbroker_flags;
 } options_t;
@@ -93,6 +94,7 @@ static options_t opt = {
     .capacity_fsync = "always",
     .pull_count = "100",
     .sustain_rates = "10000,20000,40000,60000,80000",
+    .mixed_runs = 3,
 };
 
 static int broken; /* something failed: the exit status */
@@ -114,6 +116,12 @@ static void sleep_us(uint64_t us)
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 
@@ -736,6 +744,7 @@ static void part_steady(int random_ms)
 
 #define MIXED_DELAY_MS 5000
 #define MIXED_LATE_CAP 4000000 /* lateness samples kept per consumer */
+#define MIXED_RUNS_MAX 15      /* --mixed-runs */
 
 typedef struct mixed_producer {
     int port, index;
@@ -1000,36 +1009,72 @@ static void redis_mixed_reset(void)
     rc_close(&c);
 }
 
+/* The median of n rates (sorts them). */
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* One row of the flood summary: the median, then the range, of n runs' figures. */
+static void print_flood_row(const char *who, const char *what, const char *unit, double *v, int n, double *median)
+{
+    *median = median_of(v, n);
+    printf("  %-10s %-26s median %8.0f %s, range %8.0f .. %8.0f over %d runs\n", who, what, *median, unit, v[0],
+           v[n - 1], n);
+}
+
 /* Producers and consumers together, as in production: opt.clients producer
  * connections (pipeline opt.pipeline, 64-byte payloads, DELAY 5s) for
  * mixed_secs while 2 consumers PULL COUNT 100 + ACK; with --zadd-port the
  * same against that redis-server (ZADD with the due time as score, a
- * ZRANGEBYSCORE/ZREM consumer loop), in the same run. */
+ * ZRANGEBYSCORE/ZREM consumer loop). The flood's figures swing by 2-3x
+ * from one run to the next on the same code (when LevelDB's compactions
+ * fall, what else the 2 cores run), so it runs opt.mixed_runs times, the
+ * two servers taking turns, and the RESULT line carries the medians. */
 static void part_mixed(void)
 {
-    int secs = opt.quick ? 8 : 15;
+    int secs = opt.quick ? 8 : 15, runs = opt.quick ? 1 : opt.mixed_runs;
     printf("====== mixed: send and deliver at once: %d producers (pipeline %d, %d-byte payloads, DELAY 5s) for %d s,"
-           " %d consumers ======\n",
-           opt.clients, opt.pipeline, PAYLOAD_BYTES, secs, CONSUMERS);
-    bp_broker_t b;
-    start_broker(&b, NULL);
-    double cpu0 = tu_proc_cpu_secs(b.pid);
-    mixed_result_t h = run_mixed(b.port, CMD_SEND, secs, 0);
-    double cpu1 = tu_proc_cpu_secs(b.pid);
-    print_mixed("hourglass SEND DELAY 5s, PULL COUNT + ACK:", &h);
-    printf("  broker CPU %.0f%% of one core\n", 100.0 * (cpu1 - cpu0) / (double)secs);
-    bp_destroy(&b);
-    mixed_result_t r = { 0 };
+           " %d consumers; %d run%s each, taking turns ======\n",
+           opt.clients, opt.pipeline, PAYLOAD_BYTES, secs, CONSUMERS, runs, runs == 1 ? "" : "s");
+    double h_rate[MIXED_RUNS_MAX], h_overlap[MIXED_RUNS_MAX], r_rate[MIXED_RUNS_MAX], r_overlap[MIXED_RUNS_MAX];
+    double h_delivered[MIXED_RUNS_MAX], r_delivered[MIXED_RUNS_MAX];
+    for (int run = 0; run < runs; run++) {
+        printf(" run %d of %d\n", run + 1, runs);
+        bp_broker_t b;
+        start_broker(&b, NULL);
+        double cpu0 = tu_proc_cpu_secs(b.pid);
+        mixed_result_t h = run_mixed(b.port, CMD_SEND, secs, 0);
+        double cpu1 = tu_proc_cpu_secs(b.pid);
+        print_mixed("hourglass SEND DELAY 5s, PULL COUNT + ACK:", &h);
+        printf("  broker CPU %.0f%% of one core\n", 100.0 * (cpu1 - cpu0) / (double)secs);
+        bp_destroy(&b);
+        h_rate[run] = h.rate, h_overlap[run] = h.overlap_rate, h_delivered[run] = (double)h.delivered;
+        if (opt.zadd_port > 0) {
+            redis_mixed_reset();
+            mixed_result_t r = run_mixed(opt.zadd_port, CMD_ZADD, secs, 0);
+            print_mixed("redis ZADD, ZRANGEBYSCORE + ZREM:", &r);
+            r_rate[run] = r.rate, r_overlap[run] = r.overlap_rate, r_delivered[run] = (double)r.delivered;
+        }
+        fflush(stdout);
+    }
+    double hm, hom, hdm, rm = 0, rom = 0, rdm = 0;
+    printf(" the %d run%s:\n", runs, runs == 1 ? "" : "s");
+    print_flood_row("hourglass", "producers, whole run", "msg/s", h_rate, runs, &hm);
+    print_flood_row("hourglass", "producers while delivering", "msg/s", h_overlap, runs, &hom);
+    print_flood_row("hourglass", "delivered", "messages", h_delivered, runs, &hdm);
     if (opt.zadd_port > 0) {
-        redis_mixed_reset();
-        r = run_mixed(opt.zadd_port, CMD_ZADD, secs, 0);
-        print_mixed("redis ZADD, ZRANGEBYSCORE + ZREM:", &r);
-        printf("  durable producer rate while delivering: %.2f x Redis (whole run %.2f x)\n",
-               r.overlap_rate > 0 ? h.overlap_rate / r.overlap_rate : 0, r.rate > 0 ? h.rate / r.rate : 0);
+        print_flood_row("redis", "producers, whole run", "msg/s", r_rate, runs, &rm);
+        print_flood_row("redis", "producers while delivering", "msg/s", r_overlap, runs, &rom);
+        print_flood_row("redis", "delivered", "messages", r_delivered, runs, &rdm);
+        printf("  durable producer rate while delivering, medians: %.2f x Redis (whole run %.2f x);"
+               " delivered %.1f x Redis\n",
+               rom > 0 ? hom / rom : 0, rm > 0 ? hm / rm : 0, rdm > 0 ? hdm / rdm : 0);
     }
     printf("RESULT mixed_hourglass_rps=%.0f mixed_hourglass_overlap_rps=%.0f mixed_redis_rps=%.0f "
            "mixed_redis_overlap_rps=%.0f\n\n",
-           h.rate, h.overlap_rate, r.rate, r.overlap_rate);
+           hm, hom, rm, rom);
 }
 
 /* Kept up at a rate: (nearly) everything that came due during the run was
@@ -1220,13 +1265,15 @@ static void usage(FILE *f)
                "                       [--delivery-n N] [--steady-rate R] [--steady-secs S]\n"
                "                       [--capacity-n N] [--capacity-fsync always|no] [--broker PATH]\n"
                "                       [--pull-count N] [--broker-flag ARG]... [--baseline-broker PATH]\n"
-               "                       [--sustain-rates R,R,...]\n"
+               "                       [--sustain-rates R,R,...] [--mixed-runs N]\n"
                "Prints figures; fails only when something is broken. Default broker: $HG_BROKER or\n"
                "the build dir's hourglass-broker. --capacity adds the long 10^7-message part.\n"
                "--broker-flag ARG adds ARG to every broker command line (repeat it: --broker-flag --fsync\n"
                "--broker-flag no); --pull-count sets the consumers' PULL COUNT (default 100).\n"
                "--sustain-rates: the producer rates (msg/s) of the sustain part (default\n"
-               "10000,20000,40000,60000,80000).\n");
+               "10000,20000,40000,60000,80000). --mixed-runs: the flood of the mixed part runs N times\n"
+               "(1..15, default 3; 1 with --quick), hourglass and Redis taking turns; it prints each run,\n"
+               "then the medians and ranges.\n");
 }
 
 /* 1 when the part runs: named in --only (a comma-separated list), or, without
@@ -1289,6 +1336,12 @@ int main(int argc, char **argv)
             opt.capacity_fsync = v, i++;
         } else if (strcmp(a, "--pull-count") == 0) {
             opt.pull_count = v, i++;
+        } else if (strcmp(a, "--mixed-runs") == 0) {
+            char *end = NULL;
+            long r = strtol(v, &end, 10);
+            if (*v == '\0' || *end != '\0' || r < 1 || r > MIXED_RUNS_MAX)
+                tu_die(PROGRAM, "--mixed-runs: '%s' is not a number of runs from 1 to %d", v, MIXED_RUNS_MAX);
+            opt.mixed_runs = (int)r, i++;
         } else if (strcmp(a, "--sustain-rates") == 0) {
             opt.sustain_rates = v, i++;
         } else if (strcmp(a, "--broker-flag") == 0) {

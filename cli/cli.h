@@ -6,8 +6,9 @@
  * (group create/del), cli/cmd_dlq.c
  * (dlq list/show/requeue/drop), cli/cmd_orders.c (orders overdue/show/cancel,
  * over <hourglass/order_view.h>) and cli/cmd_msg.c (msg show/find/revoke);
- * the table, help and main() in cli/main.c; argument parsing in cli/args.h,
- * output in cli/output.h, settings in cli/config.h.
+ * the table, the global help and main() in cli/main.c; the messages, exit
+ * codes and a command's help in cli/messages.c; argument parsing in
+ * cli/args.h, output in cli/output.h, settings in cli/config.h.
  *
  * A client of the public libhourglass API only (<hourglass/hourglass.h>).
  * Single-threaded.
@@ -52,13 +53,7 @@ typedef struct command {
     const char *help;  /* one paragraph */
 } command_t;
 
-/* ---- cli/main.c: the table, help, messages, the connection ---- */
-
-/* The table entry named name ("dlq list"), or NULL. */
-const command_t *cli_find_command(const char *name);
-
-/* "usage: hourglass-cli … NAME USAGE" and the help paragraph, to f. */
-void cli_print_command_help(FILE *f, const command_t *cmd);
+/* ---- cli/messages.c: messages, exit codes, a command's help ---- */
 
 /* Print "hourglass-cli: <message> (see hourglass-cli --help)" to stderr;
  * returns EXIT_USAGE. */
@@ -72,6 +67,17 @@ int cli_exit_code(hg_err_t e);
 
 /* Report a failed library call on the open client; returns the exit code. */
 int cli_client_failure(cli_t *cli, hg_err_t e);
+
+/* Print text to f word-wrapped at 78 columns, every line indented by indent. */
+void cli_print_wrapped(FILE *f, int indent, const char *text);
+
+/* "usage: hourglass-cli … NAME USAGE" and the help paragraph, to f. */
+void cli_print_command_help(FILE *f, const command_t *cmd);
+
+/* ---- cli/main.c: the table, the connection ---- */
+
+/* The table entry named name ("dlq list"), or NULL. */
+const command_t *cli_find_command(const char *name);
 
 /* Open the client once (timeouts from --timeout, one connect attempt, no
  * resends). Returns 0, or the exit code with the message printed. */

@@ -9,8 +9,10 @@
  * `printf '%s\n' "$pw" | hourglass-cli passwd`). It never comes from the
  * command line, where `ps` and shell histories would show it. Prints the
  * hash (common/passwd.h's format), or with USER and ROLES a whole users-file
- * line "USER ROLES HASH". --cost: scrypt's log2(N) (10..20, default 15) or
- * PBKDF2's iterations (default 600000).
+ * line "USER ROLES HASH". --cost: scrypt's log2(N) (10..18 with r=8: at
+ * most 256 MiB; default 15) or PBKDF2's iterations (1000..10000000, default
+ * 600000). Every argument — USER, ROLES, --cost — is checked before the
+ * password is asked; a bad one is a usage error (exit 2).
  *
  * Single-threaded.
  */
@@ -19,6 +21,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <termios.h>
@@ -135,16 +138,25 @@ int cli_cmd_passwd(cli_t *cli, int argc, char **argv)
     if (npos == 2 && check_user_roles(pos[0], pos[1], err, sizeof err) != 0) {
         return cli_usage_error("passwd: %s", err);
     }
+    /* Every argument is checked here, before the password is asked: a bad
+     * --cost found by passwd_hash would come after the user typed it twice. */
     passwd_params_default(&params, opts[0].value != NULL ? PASSWD_PBKDF2_SHA256 : PASSWD_SCRYPT);
     if (opts[1].value != NULL) {
+        const char *what = params.kind == PASSWD_SCRYPT ? "scrypt's ln" : "PBKDF2's iterations";
         uint64_t v;
-        if (cli_parse_u64(opts[1].value, &v) < 0 || v > 100000000) {
-            return cli_usage_error("passwd: --cost '%s' is not a number", opts[1].value);
+        if (cli_parse_u64(opts[1].value, &v) < 0) {
+            return cli_usage_error("passwd: --cost '%.40s' is not a whole number (%s)", opts[1].value, what);
+        }
+        if (v > UINT_MAX) {
+            return cli_usage_error("passwd: --cost %.40s is out of range (%s)", opts[1].value, what);
         }
         if (params.kind == PASSWD_SCRYPT) {
             params.log2_n = (unsigned)v;
         } else {
             params.iterations = (unsigned)v;
+        }
+        if (passwd_params_check(&params, err, sizeof err) != 0) {
+            return cli_usage_error("passwd: --cost %.40s: %s", opts[1].value, err);
         }
     }
     if (isatty(STDIN_FILENO)) {

@@ -7,11 +7,11 @@
  *
  * This file: the command table (name, handler, usage, help) from which
  * `--help` output and dispatch come, the global options (taken out of argv
- * wherever they stand, up to "--"), the messages and exit codes, and the one
- * broker connection and the one order database every command uses. The
- * commands are in cli/cmd_*.c; output is an aligned table for people
- * or, with --json, one JSON value on stdout for scripts. Messages go to
- * stderr.
+ * wherever they stand, up to "--"), and the one broker connection and the
+ * one order database every command uses. The commands are in cli/cmd_*.c;
+ * output is an aligned table for people or, with --json, one JSON value on
+ * stdout for scripts. Messages go to stderr (cli/messages.c: they and the
+ * exit codes, and a command's help, sit below this file and the commands).
  *
  * Exit codes (also in --help):
  *   0  success
@@ -25,7 +25,6 @@
 #include "cli/cli.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,61 +34,6 @@
 #include "cli/args.h"
 #include "common/passwd.h"
 #include "common/tls_keys.h"
-
-/* ------------------------------------------------------------------------
- * Messages and exit codes
- * ------------------------------------------------------------------------ */
-
-/* "hourglass-cli: <message><end>" on stderr. */
-static void report(const char *end, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
-static void report(const char *end, const char *fmt, va_list ap)
-{
-    fputs("hourglass-cli: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs(end, stderr);
-}
-
-int cli_usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    report(" (see hourglass-cli --help)\n", fmt, ap);
-    va_end(ap);
-    return EXIT_USAGE;
-}
-
-int cli_fail(int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    report("\n", fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-int cli_exit_code(hg_err_t e)
-{
-    switch (e) {
-    case HG_OK:
-        return 0;
-    case HG_ERR_ARG:
-    case HG_ERR_URI:
-    case HG_ERR_UNSUPPORTED:
-        return EXIT_USAGE;
-    case HG_ERR_CONNECT:
-    case HG_ERR_IO:
-    case HG_ERR_TIMEOUT:
-    case HG_ERR_STOPPED:
-        return EXIT_CONNECT;
-    default:
-        return EXIT_BROKER;
-    }
-}
-
-int cli_client_failure(cli_t *cli, hg_err_t e)
-{
-    return cli_fail(cli_exit_code(e), "%s", hg_client_errmsg(cli->client));
-}
 
 /* ------------------------------------------------------------------------
  * Connection and commands
@@ -227,8 +171,9 @@ static const command_t commands[] = {
       "asked twice on the terminal without echo, or read as the first line of stdin. Prints "
       "the hash, or with USER and ROLES (producer, consumer, admin, viewer; comma-separated) "
       "a whole users-file line (USER: 1..64 of A-Z a-z 0-9 . _ @ -; a name or role the broker would refuse is a "
-      "usage error). Default: scrypt ln=15 r=8 p=1 (--cost: ln, 10..20); --pbkdf2: "
-      "PBKDF2-SHA256, 600000 iterations (--cost: iterations)." },
+      "usage error, and so is a --cost out of range; each is refused before the password is asked). Default: "
+      "scrypt ln=15 r=8 p=1 (--cost: ln, 10..18: at most 256 MiB); --pbkdf2: PBKDF2-SHA256, 600000 iterations "
+      "(--cost: iterations, 1000..10000000)." },
     { "orders", cmd_family, "(overdue|show|cancel) ...",
       "The order view on MariaDB (needs --mysql-database or a --config file). "
       "See `hourglass-cli orders SUBCOMMAND --help`." },
@@ -266,40 +211,6 @@ const command_t *cli_find_command(const char *name)
         if (strcmp(commands[i].name, name) == 0)
             return &commands[i];
     return NULL;
-}
-
-/* Print text word-wrapped at 78 columns, every line indented by indent. */
-static void print_wrapped(FILE *f, int indent, const char *text)
-{
-    const int width = 78;
-    int col = 0;
-
-    while (*text != '\0') {
-        size_t word = strcspn(text, " ");
-        if (col > 0 && col + 1 + (int)word > width) {
-            fputc('\n', f);
-            col = 0;
-        }
-        if (col == 0) {
-            fprintf(f, "%*s", indent, "");
-            col = indent;
-        } else {
-            fputc(' ', f);
-            col++;
-        }
-        fwrite(text, 1, word, f);
-        col += (int)word;
-        text += word;
-        while (*text == ' ')
-            text++;
-    }
-    fputc('\n', f);
-}
-
-void cli_print_command_help(FILE *f, const command_t *cmd)
-{
-    fprintf(f, "usage: hourglass-cli [--uri URI] [--json] %s%s%s\n\n", cmd->name, cmd->usage[0] ? " " : "", cmd->usage);
-    print_wrapped(f, 0, cmd->help);
 }
 
 static void print_help(FILE *f)
@@ -364,7 +275,7 @@ static int cmd_family(cli_t *cli, int argc, char **argv)
         for (size_t i = 0; i < NCOMMANDS; i++)
             if (strncmp(commands[i].name, prefix, plen) == 0) {
                 fprintf(f, "  %s %s\n", commands[i].name, commands[i].usage);
-                print_wrapped(f, 6, commands[i].help);
+                cli_print_wrapped(f, 6, commands[i].help);
             }
         return argc < 2 ? EXIT_USAGE : 0;
     }

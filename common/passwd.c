@@ -56,7 +56,7 @@ void passwd_params_default(passwd_params_t *p, passwd_kind_t kind)
     p->iterations = 600000;
 }
 
-static int check_params(const passwd_params_t *p, char *err, size_t errlen)
+int passwd_params_check(const passwd_params_t *p, char *err, size_t errlen)
 {
     if (p->kind == PASSWD_SCRYPT) {
         if (p->log2_n < 10 || p->log2_n > 20) {
@@ -211,7 +211,7 @@ static int parse(const char *text, parsed_t *out, char *err, size_t errlen)
         return err_set(err, errlen,
                        "unknown hash format (want $scrypt$... or $pbkdf2-sha256$..., made by hourglass-cli passwd)");
     }
-    if (check_params(&out->params, err, errlen) != 0) {
+    if (passwd_params_check(&out->params, err, errlen) != 0) {
         return -1;
     }
     if (*s++ != '$') {
@@ -245,7 +245,7 @@ int passwd_hash(const char *password, size_t len, const passwd_params_t *params,
     if (len == 0) {
         return err_set(err, errlen, "empty password");
     }
-    if (check_params(params, err, errlen) != 0) {
+    if (passwd_params_check(params, err, errlen) != 0) {
         return -1;
     }
     if (RAND_bytes(salt, sizeof salt) != 1) {

@@ -39,6 +39,13 @@ typedef struct passwd_params {
  * (32 MiB), PBKDF2-SHA256 600 000 iterations. */
 void passwd_params_default(passwd_params_t *p, passwd_kind_t kind);
 
+/* Check params against the bounds above (scrypt 10 <= ln <= 20, r, p, and
+ * 128*N*r*p <= 256 MiB — so with r=8, p=1 ln is at most 18; PBKDF2
+ * iterations): what passwd_hash refuses, without hashing — so a program can
+ * refuse bad parameters before it asks for a password. 0, or -1 with err
+ * naming the parameter and its value ("scrypt ln=25 out of range 10..20"). */
+int passwd_params_check(const passwd_params_t *p, char *err, size_t errlen);
+
 /* Hash password[len] with a fresh 16-byte random salt into out[outlen]
  * (PASSWD_HASH_MAX is enough). 0, or -1 with err naming the problem (an
  * empty password, parameters out of bounds, OpenSSL's failure). */

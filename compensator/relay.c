@@ -2,18 +2,21 @@
  * compensator/relay.c — the outbox relay (contract: relay.h).
  *
  * Connections, both used by the layer's one thread: a db_conn_t (explicit
- * transactions) and an hg_client_t to the broker, opened lazily and kept;
- * libhourglass reconnects it when the broker comes back.
+ * transactions) and an hg_client_t to the broker, opened when rows are first
+ * due — before any of them is claimed — and kept; libhourglass reconnects it
+ * when the broker comes back.
  *
  * No row lock is held across a broker call: a batch is claimed in one short
  * transaction (locked with SKIP LOCKED, leased by moving next_attempt_at
- * past the longest the sends can take — comp_relay_lease_ms, with every
- * resend the client may make — committed), sent with nothing
+ * past the longest the sends can take — comp_relay_lease_ms, which asks the
+ * opened client: hg_client_send_bound_ms — committed), sent with nothing
  * locked, and its outcome written in a second short transaction (only rows
  * still 'new': a payment or a cancel meanwhile wins). So a broker that
  * hangs never makes a payment or a cancel wait on the relay's locks. A
  * relay that dies between the two leaves its rows 'new' and leased: sent
- * again when the lease ends, SEND … DEDUP making that harmless.
+ * again when the lease ends, SEND … DEDUP making that harmless. While the
+ * client cannot be opened nothing is sent: a batch is selected and recorded
+ * failed in one transaction, never leased.
  *
  * The lease and "mark sent" statements have relay-batch placeholders
  * (order_id IN (?, ?, …)); a shorter list is padded by repeating an id, so
@@ -58,8 +61,8 @@ struct comp_relay {
     size_t batch;
     char *sent_sql;
     char *lease_sql;
-    uint64_t lease_us; /* longer than a batch's sends can take: comp_relay_lease_ms */
-    db_stmt_t select_tie_stmt, select_after_stmt, lease_stmt, sent_stmt, fail_stmt;
+    uint64_t lease_us; /* longer than a batch's sends can take: comp_relay_lease_ms, set when the client opens */
+    db_stmt_t due_stmt, select_tie_stmt, select_after_stmt, lease_stmt, sent_stmt, fail_stmt;
     relay_row_t *rows;
     hg_send_item_t *items;
     uint64_t *sent_ids;
@@ -87,6 +90,11 @@ static const char select_after_sql[] =
     " WHERE status = 'new' AND next_attempt_at > ? AND next_attempt_at <= NOW(6)"
     " ORDER BY next_attempt_at, order_id LIMIT ? FOR UPDATE SKIP LOCKED";
 
+/* Whether any row is due: asked before the client is opened, so that a
+ * relay with nothing to send never connects to the broker. */
+static const char due_sql[] =
+    "SELECT 1 FROM order_timeout_msg WHERE status = 'new' AND next_attempt_at <= NOW(6) LIMIT 1";
+
 static const char fail_sql[] =
     "UPDATE order_timeout_msg SET attempts = attempts + 1, next_attempt_at = NOW(6) + INTERVAL ? MICROSECOND,"
     " last_error = ? WHERE order_id = ? AND status = 'new'";
@@ -103,11 +111,7 @@ static char *in_list_sql(const char *head, size_t n)
     return sql;
 }
 
-/* The client options the relay sends with: one quick reconnect retry, not
- * the default 5 with backoff (the batch waits, and the next round, with the
- * rows' own backoff, is the real retry); resends of a batch whose connection
- * broke stay on (DEDUP makes them exact). */
-static void relay_client_opts(const comp_config_t *cfg, hg_client_opts_t *o)
+void comp_relay_client_opts(const comp_config_t *cfg, hg_client_opts_t *o)
 {
     hg_client_opts_init(o);
     o->connect_timeout_ms = (uint32_t)cfg->broker_connect_timeout_ms;
@@ -121,27 +125,11 @@ static void relay_client_opts(const comp_config_t *cfg, hg_client_opts_t *o)
     TLS_KEYS_TO_OPTS(cfg, o);
 }
 
-uint64_t comp_relay_lease_ms(const comp_config_t *cfg)
+uint64_t comp_relay_lease_ms(const hg_client_t *client)
 {
-    hg_client_opts_t o;
-    relay_client_opts(cfg, &o);
-    const char *uri = cfg->uri != NULL ? cfg->uri : "";
-    const char *host = strstr(uri, "://");
-    host = host != NULL ? host + 3 : uri;
-    size_t authority = strcspn(host, "/?#");
-    const char *at = memchr(host, '@', authority);
-    int tls = strncmp(uri, "hourglass+tls://", 16) == 0 || strncmp(uri, "amqps://", 8) == 0;
-    int auth = o.user != NULL || at != NULL; /* AUTH after connecting */
-    uint64_t connect = o.connect_timeout_ms, reply = o.read_timeout_ms;
-    /* One connection round: TCP connect, the TLS handshake, AUTH's reply. */
-    uint64_t round = connect + (tls ? connect : 0) + (auth ? reply : 0);
-    /* Connecting: the rounds the reconnect allows and the pauses between them. */
-    uint64_t rounds = 1u + (uint64_t)o.reconnect_backoff.attempts;
-    uint64_t ensure = rounds * round + (rounds - 1u) * o.reconnect_backoff.cap_ms;
-    /* The client opened (when it was not), then 1 + HG_SEND_MAX_RESENDS send
-     * rounds, each reconnecting and waiting up to broker-timeout. */
-    uint64_t sends = 1u + HG_SEND_MAX_RESENDS;
-    return ensure + sends * (ensure + reply) + 1000u;
+    /* comp_relay_client_opts always gives a bound: broker-timeout >= 1 ms, one reconnect retry */
+    uint64_t bound = hg_client_send_bound_ms(client);
+    return bound >= RELAY_LEASE_MAX_MS - 1000u ? RELAY_LEASE_MAX_MS : bound + 1000u;
 }
 
 comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_t *params)
@@ -155,7 +143,7 @@ comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_
     r->db = db_conn_new(&p, "relay", DB_AUTOCOMMIT | DB_READ_COMMITTED);
     r->batch = (size_t)cfg->relay_batch;
 
-    relay_client_opts(cfg, &r->client_opts);
+    comp_relay_client_opts(cfg, &r->client_opts);
 
     r->backoff.base_ms = (uint32_t)cfg->relay_backoff_base_ms;
     r->backoff.factor = cfg->relay_backoff_factor;
@@ -169,10 +157,8 @@ comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_
     r->lease_sql = in_list_sql("UPDATE order_timeout_msg SET next_attempt_at = NOW(6) + INTERVAL ? MICROSECOND"
                                " WHERE status = 'new' AND order_id IN (",
                                r->batch);
-    r->lease_us = comp_relay_lease_ms(cfg) * 1000u;
-    log_msg(LOG_LEVEL_INFO, "relay: batches of %zu rows, each leased for %" PRIu64 " ms (every resend of its sends)",
-            r->batch, r->lease_us / 1000);
 
+    r->due_stmt = (db_stmt_t){ "relay-due", due_sql, 0, NULL };
     r->select_tie_stmt = (db_stmt_t){ "relay-select-tie", select_tie_sql, 0, NULL };
     r->select_after_stmt = (db_stmt_t){ "relay-select-after", select_after_sql, 0, NULL };
     r->lease_stmt = (db_stmt_t){ "relay-lease", r->lease_sql, 0, NULL };
@@ -307,10 +293,40 @@ static int exec_in_list(comp_relay_t *r, db_stmt_t *stmt, const uint64_t *lead, 
     return 0;
 }
 
-/* Claim up to a batch of due rows: lock them (SKIP LOCKED), lease them
- * (next_attempt_at past the sends), commit. Returns the rows claimed (0:
- * nothing due), or -1 with nothing claimed. */
-static long claim_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id, hg_order_error_t *err)
+/* 1 when a row is due, 0 when none, -1 on a database failure. */
+static long rows_due(comp_relay_t *r, hg_order_error_t *err)
+{
+    MYSQL_BIND result;
+    uint64_t one = 0;
+    db_bind_u64(&result, &one);
+    MYSQL_STMT *st = db_exec(r->db, &r->due_stmt, NULL, 0, &result, err);
+    if (st == NULL)
+        return -1;
+    int rc = mysql_stmt_fetch(st);
+    mysql_stmt_free_result(st);
+    return rc == 0 || rc == MYSQL_DATA_TRUNCATED ? 1 : 0;
+}
+
+/* Open the client (before anything is claimed: the lease need not cover the
+ * open) and take the lease from it. r->client stays NULL when it cannot be
+ * opened; open_err says why. */
+static void relay_open(comp_relay_t *r, hg_error_t *open_err)
+{
+    if (hg_client_open(r->cfg->uri, &r->client_opts, &r->client, open_err) != HG_OK) {
+        r->client = NULL;
+        return;
+    }
+    r->lease_us = comp_relay_lease_ms(r->client) * 1000u;
+    log_msg(LOG_LEVEL_INFO,
+            "relay: connected to %s; batches of %zu rows, each leased for %" PRIu64
+            " ms (the longest its sends can take, every resend counted, and a second)",
+            hg_client_address(r->client), r->batch, r->lease_us / 1000);
+}
+
+/* Begin a transaction and lock up to a batch of due rows (SKIP LOCKED),
+ * moving the keyset position past them. Returns the rows locked, the
+ * transaction left open; 0 (nothing due) or -1 with it rolled back. */
+static long select_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id, hg_order_error_t *err)
 {
     if (db_begin(r->db, err) != 0)
         return -1;
@@ -319,6 +335,19 @@ static long claim_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
         db_rollback(r->db);
         return n;
     }
+    *last_at = r->rows[n - 1].next_attempt_at;
+    *last_id = r->rows[n - 1].order_id;
+    return n;
+}
+
+/* Claim up to a batch of due rows: lock them (SKIP LOCKED), lease them
+ * (next_attempt_at past the sends), commit. Returns the rows claimed (0:
+ * nothing due), or -1 with nothing claimed. */
+static long claim_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id, hg_order_error_t *err)
+{
+    long n = select_batch(r, last_at, last_id, err);
+    if (n <= 0)
+        return n;
     for (long i = 0; i < n; i++)
         r->sent_ids[i] = r->rows[i].order_id;
     if (exec_in_list(r, &r->lease_stmt, &r->lease_us, r->sent_ids, (size_t)n, NULL, err) != 0 ||
@@ -326,30 +355,13 @@ static long claim_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
         db_rollback(r->db);
         return -1;
     }
-    *last_at = r->rows[n - 1].next_attempt_at;
-    *last_id = r->rows[n - 1].order_id;
     return n;
 }
 
-/* One batch: claimed (a short transaction), sent with nothing locked, its
- * outcome written (another). Returns the rows claimed (0: nothing due), or
- * -1 on a database failure; *sent counts the rows marked 'sent', *superseded
- * the rows sent whose order was paid or cancelled during the send (no
- * longer 'new' at the record: left as they are), *send_failures the rows
- * whose send failed. */
-static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id, uint64_t *sent, uint64_t *superseded,
-                        uint64_t *send_failures, char *cause, size_t causelen, hg_order_error_t *err)
+/* The send items of the n rows (r->items), each failed with open_err when
+ * there is no client to send with. */
+static void fill_items(comp_relay_t *r, long n, const hg_error_t *open_err)
 {
-    long n = claim_batch(r, last_at, last_id, err);
-    if (n <= 0)
-        return n;
-    uint64_t claimed_us = clock_mono_us(); /* the lease runs from the claim's commit */
-    comp_count(&comp_stats.relay_batches, 1);
-
-    /* The sends: the rows are leased, not locked. */
-    hg_error_t open_err = { 0 };
-    if (r->client == NULL && hg_client_open(r->cfg->uri, &r->client_opts, &r->client, &open_err) != HG_OK)
-        r->client = NULL;
     for (long i = 0; i < n; i++) {
         relay_row_t *row = &r->rows[i];
         hg_send_item_t *it = &r->items[i];
@@ -362,25 +374,34 @@ static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
         /* The remaining delay in whole ms, rounded up (never early); past expiry: now. */
         it->delay = row->remaining_us > 0 ? hg_delay_ms(((uint64_t)row->remaining_us + 999) / 1000) : hg_delay_none();
         if (r->client == NULL) {
-            it->err = open_err.code != HG_OK ? open_err.code : HG_ERR_CONNECT;
-            snprintf(it->error, sizeof it->error, "%s", open_err.message[0] ? open_err.message : "cannot connect");
+            it->err = open_err->code != HG_OK ? open_err->code : HG_ERR_CONNECT;
+            snprintf(it->error, sizeof it->error, "%s", open_err->message[0] ? open_err->message : "cannot connect");
         }
     }
-    if (r->client != NULL)
-        hg_send_many(r->client, r->items, (size_t)n, NULL);
+}
+
+/* Send the n rows claimed at claimed_us (leased, not locked) and count a
+ * send that took longer than the lease. */
+static void send_batch(comp_relay_t *r, long n, uint64_t claimed_us)
+{
+    hg_send_many(r->client, r->items, (size_t)n, NULL);
     uint64_t took_us = clock_mono_us() - claimed_us;
     if (took_us > r->lease_us) {
         /* A broker that answers slowly but steadily restarts broker-timeout with every reply (or a host with
-         * several addresses, RabbitMQ's pauses after a refusal): past the bound comp_relay_lease_ms counts. */
+         * several addresses): past the bound hg_client_send_bound_ms counts. */
         comp_count(&comp_stats.relay_lease_overruns, 1);
         log_msg(LOG_LEVEL_WARN,
                 "relay: sending %ld rows took %" PRIu64 " ms, past their lease of %" PRIu64
                 " ms: another relay may have sent them too (DEDUP makes that harmless)",
                 n, took_us / 1000, r->lease_us / 1000);
     }
+}
 
-    if (db_begin(r->db, err) != 0)
-        return -1; /* the rows stay leased 'new': sent again when the lease ends */
+/* Record the outcome of the n rows' items in the open transaction and
+ * commit it. Returns n, or -1 (rolled back). */
+static long record_batch(comp_relay_t *r, long n, uint64_t *sent, uint64_t *superseded, uint64_t *send_failures,
+                         char *cause, size_t causelen, hg_order_error_t *err)
+{
     size_t ok = 0;
     for (long i = 0; i < n; i++) {
         if (r->items[i].err == HG_OK) {
@@ -415,6 +436,37 @@ static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
     comp_count(&comp_stats.relay_superseded, ok - marked);
     comp_count(&comp_stats.relay_send_failures, *send_failures);
     return n;
+}
+
+/* One batch: claimed (a short transaction), sent with nothing locked, its
+ * outcome written (another). Without a client (it cannot be opened) the
+ * batch is selected and recorded failed in one transaction. Returns the rows
+ * claimed (0: nothing due), or -1 on a database failure; *sent counts the
+ * rows marked 'sent', *superseded the rows sent whose order was paid or
+ * cancelled during the send (no longer 'new' at the record: left as they
+ * are), *send_failures the rows whose send failed. */
+static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id, uint64_t *sent, uint64_t *superseded,
+                        uint64_t *send_failures, char *cause, size_t causelen, hg_order_error_t *err)
+{
+    hg_error_t open_err = { 0 };
+    if (r->client == NULL) {
+        long due = rows_due(r, err);
+        if (due <= 0)
+            return due;
+        relay_open(r, &open_err);
+    }
+    long n = r->client != NULL ? claim_batch(r, last_at, last_id, err) : select_batch(r, last_at, last_id, err);
+    if (n <= 0)
+        return n;
+    uint64_t claimed_us = clock_mono_us(); /* the lease runs from the claim's commit */
+    comp_count(&comp_stats.relay_batches, 1);
+    fill_items(r, n, &open_err);
+    if (r->client != NULL) {
+        send_batch(r, n, claimed_us);
+        if (db_begin(r->db, err) != 0)
+            return -1; /* the rows stay leased 'new': sent again when the lease ends */
+    }
+    return record_batch(r, n, sent, superseded, send_failures, cause, causelen, err);
 }
 
 comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *errbuf, size_t errlen)

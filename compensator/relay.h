@@ -25,8 +25,11 @@
  *     COMMIT
  *
  * The lease (comp_relay_lease_ms: the longest the sends can take, every
- * resend of the client counted) keeps other compensators off the batch
- * while it is sent; SKIP LOCKED
+ * resend of the client counted, as libhourglass bounds its opened client)
+ * keeps other compensators off the batch while it is sent; the client is
+ * opened before the first batch is claimed (only when rows are due), so the
+ * lease does not cover the open; while it cannot be opened a batch is
+ * selected and recorded failed in one transaction, unleased. SKIP LOCKED
  * lets several claim at once, none waiting for another. No lock is held
  * across the broker call: a payment or a cancel of an order in the batch
  * never waits on the relay, even while the broker hangs (tested), and a
@@ -47,6 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <hourglass/hourglass.h>
 #include <hourglass/order.h>
 
 #include "compensator/comp_config.h"
@@ -54,19 +58,30 @@
 
 typedef struct comp_relay comp_relay_t;
 
-/* The lease of a claimed batch, in ms: the longest its sends can take when
- * the broker makes no progress for broker-timeout — the client opened (a
- * connection round — TCP connect, the TLS handshake with hourglass+tls:// or
- * amqps://, AUTH's reply with credentials — and its one reconnect retry
- * 100 ms later), then 1 + HG_SEND_MAX_RESENDS send rounds, each reconnecting
- * as long and waiting broker-timeout for replies — plus a second:
- *   ensure = 2 × (connect [+ connect with TLS] [+ broker-timeout with AUTH]) + 100 ms
- *   lease  = ensure + (1 + HG_SEND_MAX_RESENDS) × (ensure + broker-timeout) + 1 s
- * Assumes one address per host name and a reply within broker-timeout of
- * the one before (the client's timeout restarts with every reply); a batch
- * that takes longer anyway is counted (relay_lease_overruns) and logged.
- * Pure. */
-uint64_t comp_relay_lease_ms(const comp_config_t *cfg);
+/* The options of the relay's broker client: broker-connect-timeout,
+ * broker-timeout, the credentials and TLS keys, one reconnect retry 100 ms
+ * later (not the default 5 with backoff: the batch waits, and the next round,
+ * with the rows' own backoff, is the real retry), resends of a batch whose
+ * connection broke on (DEDUP makes them exact). The strings point into cfg. */
+void comp_relay_client_opts(const comp_config_t *cfg, hg_client_opts_t *o);
+
+/* The most a relay batch is leased for, in ms. The bound below stacks every
+ * timeout of every round; on amqp:// (a new connection declares the whole
+ * topology, each declaration waiting broker-timeout) it comes to about 30
+ * minutes. A lease that long would hold the rows of a relay that died for
+ * that long, their cancels left to the overdue layer, while a second send
+ * costs nothing (the consumer's cancel is idempotent; DEDUP on hourglass://).
+ * So the lease stops here, and a batch that takes longer is counted. */
+#define RELAY_LEASE_MAX_MS 120000u
+
+/* The lease of a batch sent through client (opened with
+ * comp_relay_client_opts), in ms: hg_client_send_bound_ms — the longest one
+ * hg_send_many can take, every reconnect and resend counted — plus a second,
+ * at most RELAY_LEASE_MAX_MS. With the defaults (1 s, 5 s; plain
+ * hourglass://, no AUTH) 29.4 s; on amqp:// the cap. A batch that takes
+ * longer anyway (a broker that answers slowly but steadily) is counted
+ * (relay_lease_overruns) and logged. Reads client only. */
+uint64_t comp_relay_lease_ms(const hg_client_t *client);
 
 /* Set up (nothing connects yet). cfg and params' strings must outlive it. */
 comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_t *params);

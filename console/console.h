@@ -3,9 +3,14 @@
  * of its modules.
  *
  *   main.c            start-up, configuration, signals, the event loop
- *   console_config.c  the key table (console_config.h)
- *   http.c            the evhttp server: routing, the session gate, CSRF,
- *                     JSON and error replies, the static page
+ *   console_config.c  the key table, the options of every broker
+ *                     connection (console_config.h)
+ *   server.c          the evhttp server: the listener, https, the Host
+ *                     check, the static page; /api goes on to api.c
+ *   api.c             the gate of /api (session, CSRF, roles), login,
+ *                     logout, and the routing to the handlers below
+ *   http.c            what replies are made of: headers, JSON and error
+ *                     replies, the cookie, parameters, the audit line
  *   session.c         logins: a session per user, its broker connection
  *                     (AUTHed as that user), its roles, its CSRF token
  *   sampler.c         the overview's samples, kept in memory (INFO, the
@@ -101,11 +106,6 @@ session_t *session_login(console_t *c, const char *user, const char *password, i
  * refreshed; NULL when none or expired (an expired one is ended). */
 session_t *session_find(console_t *c, const char *cookie_header);
 
-/* The options of every broker connection of the console (a session's, the
- * sampler's): broker-timeout, one connect attempt, no resent SENDs, the
- * tls-* keys. No credentials. */
-void console_client_opts(const console_t *c, hg_client_opts_t *opts);
-
 /* Ask the broker again for s's roles (HELLO on its connection; a session of
  * a broker without users checks that the broker still serves it without
  * AUTH): always with action 1 (before an order action: the broker never
@@ -151,21 +151,23 @@ typedef struct request {
     int is_post;
 } request_t;
 
-/* Start serving on cfg->bind:cfg->port (c->port gets the bound port), over
- * TLS when https-cert-file is set (c->tls). Returns 0, or -1 with err
- * (naming the https-* key and file that did not load). */
-int http_start(console_t *c, char *err, size_t errlen);
-void http_stop(console_t *c);
+/* The headers of every reply: Content-Type type, nosniff, DENY framing, no
+ * referrer, a Content-Security-Policy of 'self' only. */
+void http_common_headers(struct evhttp_request *req, const char *type);
 
-/* SIGHUP: read https-cert-file and https-key-file again; new connections
- * get the new certificate, a file that does not load changes nothing. Both
- * outcomes are logged. Nothing to do without https. */
-void http_reload_tls(console_t *c);
+/* Reply status with len bytes of data as type (the common headers, and
+ * Cache-Control no-store when no_store). */
+void http_send_bytes(struct evhttp_request *req, int status, const char *type, const void *data, size_t len,
+                     int no_store);
 
-/* "https" or "http", as the console serves. */
-const char *http_scheme(const console_t *c);
+/* Add the session cookie hg_session=token to r's reply: Max-Age max_age_s
+ * (the server's own expiry, session-ttl after the last use, so the browser
+ * keeps the cookie exactly as long as the session lives; 0 with "" ends
+ * it), HttpOnly, SameSite=Strict, Path=/, and Secure over https. */
+void http_set_cookie(request_t *r, const char *token, long long max_age_s);
 
-/* Reply with a JSON document (status 200 unless given). */
+/* Reply with a JSON document (status 200 unless given), no-store; a live
+ * session's cookie goes with it again (its expiry moved with this use). */
 void http_json(request_t *r, int status, const buf_t *body);
 /* Reply {"error": message} with status. */
 void http_error(request_t *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -177,6 +179,34 @@ void console_audit(const request_t *r, const char *fmt, ...) __attribute__((form
 
 /* The address r came from ("?" when unknown), into buf. */
 void console_peer(const request_t *r, char *buf, size_t len);
+
+/* Control characters of s as '?', in place: what a client typed stays on
+ * one log line (a newline in it fakes no second line). */
+void console_one_line(char *s);
+
+/* ---- api.c ---- */
+
+/* Answer one request under /api/ (raw_path: its path as the URI has it,
+ * "/api/…"; each segment is decoded here): the gate, login, session and
+ * logout, then the handlers by path (api_broker, api_orders, api_jobs).
+ * Always replies; frees what it parsed. */
+void api_request(console_t *c, struct evhttp_request *req, const char *raw_path);
+
+/* ---- server.c ---- */
+
+/* Start serving on cfg->bind:cfg->port (c->port gets the bound port), over
+ * TLS when https-cert-file is set (c->tls). Returns 0, or -1 with err
+ * (naming the https-* key and file that did not load). */
+int server_start(console_t *c, char *err, size_t errlen);
+void server_stop(console_t *c);
+
+/* SIGHUP: read https-cert-file and https-key-file again; new connections
+ * get the new certificate, a file that does not load changes nothing. Both
+ * outcomes are logged. Nothing to do without https. */
+void server_reload_tls(console_t *c);
+
+/* "https" or "http", as the console serves. */
+const char *server_scheme(const console_t *c);
 
 /* ---- sampler.c ---- */
 

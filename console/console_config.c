@@ -1,6 +1,10 @@
 /*
  * console/console_config.c — hourglass-console's key table and checks
- * (contract: console_config.h). Main thread, at start-up.
+ * (contract: console_config.h), and the options every broker connection of
+ * the console is opened with (console_client_opts: the session's and the
+ * sampler's connections, from broker-timeout and the tls-* keys). Main
+ * thread (start-up, then the event loop); console_client_opts also on the
+ * sampler's thread: it reads only keys that SIGHUP does not reload.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -261,4 +265,14 @@ int console_config_validate(console_config_t *conf, char *err, size_t errlen)
 void console_config_free(console_config_t *conf)
 {
     cfg_free(&table, conf);
+}
+
+void console_client_opts(const console_config_t *conf, hg_client_opts_t *opts)
+{
+    hg_client_opts_init(opts);
+    opts->connect_timeout_ms = (uint32_t)conf->broker_timeout_ms;
+    opts->read_timeout_ms = (uint32_t)conf->broker_timeout_ms;
+    opts->reconnect_backoff.attempts = 1;
+    opts->resend_sends = 0;
+    TLS_KEYS_TO_OPTS(conf, opts);
 }

@@ -11,10 +11,14 @@
  * broker user: sampler-user, sampler-password-file; compensator-metrics),
  * sessions
  * (session-ttl, no-users-role) and the log keys of common/log_keys.h
- * (log-level, log-file, log-format: reloaded on SIGHUP). Main thread.
+ * (log-level, log-file, log-format: reloaded on SIGHUP); and the options
+ * every broker connection of the console is opened with. Main thread, but
+ * for console_client_opts.
  */
 #ifndef HG_CONSOLE_CONFIG_H
 #define HG_CONSOLE_CONFIG_H
+
+#include <hourglass/hourglass.h>
 
 #include <stddef.h>
 
@@ -72,5 +76,11 @@ int console_hosts_check(const char *list, char *err, size_t errlen);
  * after the name is not looked at. 0 for any other name: a page whose name
  * was re-pointed at the console's address (DNS rebinding). */
 int console_host_allowed(const console_config_t *conf, const char *host);
+
+/* The options of every broker connection of the console (a session's, the
+ * sampler's), into *opts: broker-timeout, one connect attempt, no resent
+ * SENDs, the tls-* keys. No credentials: the caller adds them. Any thread:
+ * it reads only keys that SIGHUP does not reload. */
+void console_client_opts(const console_config_t *conf, hg_client_opts_t *opts);
 
 #endif

@@ -93,7 +93,7 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
     reload_args_t *a = arg;
     const cfg_reload_ops_t ops = { sizeof *a->c->cfg, reload_load, reload_release, reload_apply, a };
     if (cfg_reload(console_config_table(), a->c->cfg, &ops) >= 0)
-        http_reload_tls(a->c); /* the files may have been replaced in place */
+        server_reload_tls(a->c); /* the files may have been replaced in place */
 }
 
 static void on_stop(evutil_socket_t sig, short what, void *arg)
@@ -173,7 +173,7 @@ int main(int argc, char **argv)
         goto out;
     }
     c.base = event_base_new();
-    if (c.base == NULL || http_start(&c, err, sizeof err) != 0) {
+    if (c.base == NULL || server_start(&c, err, sizeof err) != 0) {
         log_error("%s", c.base == NULL ? "event_base_new failed" : err);
         goto out;
     }
@@ -193,7 +193,7 @@ int main(int argc, char **argv)
         goto out;
     }
     log_info(PROGRAM " %s listening on %s://%s:%d/ (broker %s, database %s, page %s)", HG_VERSION_STRING,
-             http_scheme(&c), cfg.bind, c.port, cfg.uri, cfg.mysql_database, cfg.static_dir);
+             server_scheme(&c), cfg.bind, c.port, cfg.uri, cfg.mysql_database, cfg.static_dir);
 
     event_base_dispatch(c.base);
     rc = 0;
@@ -202,7 +202,7 @@ out:
     jobs_free(c.jobs); /* their threads end and are joined before anything they read goes */
     session_end_all(&c);
     sampler_free(c.sampler);
-    http_stop(&c);
+    server_stop(&c);
     if (sigterm != NULL)
         event_free(sigterm);
     if (sigint != NULL)

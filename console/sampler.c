@@ -191,7 +191,7 @@ static hg_client_t *broker_client(sampler_t *s, char *err, size_t errlen)
     const console_config_t *cfg = s->c->cfg;
     hg_client_opts_t opts;
     hg_error_t e;
-    console_client_opts(s->c, &opts);
+    console_client_opts(cfg, &opts);
     if (cfg->sampler_user != NULL) {
         opts.user = cfg->sampler_user;
         opts.password = cfg->sampler_password;

@@ -152,16 +152,6 @@ unsigned session_roles_from_hello(const hg_reply_t *hello, int *found)
     return 0;
 }
 
-void console_client_opts(const console_t *c, hg_client_opts_t *opts)
-{
-    hg_client_opts_init(opts);
-    opts->connect_timeout_ms = (uint32_t)c->cfg->broker_timeout_ms;
-    opts->read_timeout_ms = (uint32_t)c->cfg->broker_timeout_ms;
-    opts->reconnect_backoff.attempts = 1;
-    opts->resend_sends = 0;
-    TLS_KEYS_TO_OPTS(c->cfg, opts);
-}
-
 static int expired(const console_t *c, const session_t *s, uint64_t now)
 {
     return now - s->last_used_ms > (uint64_t)c->cfg->session_ttl_ms;
@@ -251,7 +241,7 @@ session_t *session_login(console_t *c, const char *user, const char *password, i
         snprintf(err, errlen, "too many sessions (%d): try again when one has ended", CONSOLE_MAX_SESSIONS);
         return NULL;
     }
-    console_client_opts(c, &opts);
+    console_client_opts(c->cfg, &opts);
     /* The broker holds a refused AUTH back before answering it (up to 5 s
      * per address, docs/security.md), and every login comes from the
      * console's address: wait past that, so a refusal reads as one. */

@@ -103,12 +103,64 @@ static int delete_queue_some(store_t *s, group_state_t *g, enum key_tag tag, uin
     return rc;
 }
 
-/* A step of g's deletion, until *work_done reaches budget (lease.c's
+/* A step of GROUP DEL (g being deleted): go through the lease range from
+ * where the last step stopped (g->del_lease_at; the floor at first: every
+ * group's leases share the range, in deadline order) until *work reaches
+ * budget, and delete g's leases on the way ('I', and 'Y' through
+ * idx_copy_gone), counting each off g->inflight. Read begun by the caller;
+ * the deletes are left pending. */
+static int delete_leases_some(store_t *s, group_state_t *g, int budget, int *work, char *err, size_t errlen)
+{
+    *work = 0;
+    if (g->inflight == 0) { /* store_leases_forget first: the rest are written */
+        return 0;
+    }
+    leveldb_iterator_t *it =
+        g->del_lease_at.n > 0 ? store_iter_at(s, &g->del_lease_at) : store_lease_iter_from_floor(s);
+    const char *key;
+    size_t klen;
+    int rc = 0, ended = 1;
+    for (; g->inflight > 0 && store_iter_in_range(it, KEY_LEASE, &key, &klen); leveldb_iter_next(it)) {
+        if (g->del_lease_at.n == klen && memcmp(g->del_lease_at.b, key, klen) == 0) {
+            continue; /* where the last step stopped: looked at already */
+        }
+        if (*work >= budget) {
+            ended = 0;
+            break;
+        }
+        (*work)++;
+        memcpy(g->del_lease_at.b, key, klen);
+        g->del_lease_at.n = klen;
+        store_lease_key_t lk;
+        if (store_lease_key_read(s, key, klen, &lk, err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+        if (lk.glen != g->len || memcmp(lk.group, g->name, lk.glen) != 0) {
+            continue;
+        }
+        *work += STORE_DELETE_ENTRY_WORK - 1;
+        if (store_lease_drop(s, g, lk.id, lk.deadline, err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+    }
+    if (rc == 0) {
+        rc = store_iter_error(it, "the lease range", err, errlen);
+    }
+    leveldb_iter_destroy(it);
+    if (rc == 0 && ended && g->inflight > 0) {
+        g->del_lease_at.n = 0; /* should the count and the range disagree: the next step walks from the floor */
+    }
+    return rc;
+}
+
+/* A step of g's deletion, until *work_done reaches budget (in the unit of
  * STORE_DELETE_ENTRY_WORK); *left gets whether entries are left. */
 static int delete_some(store_t *s, group_state_t *g, int budget, int *work_done, int *left, char *err, size_t errlen)
 {
     int n = 0;
-    if (lease_delete_some(s, g, budget, &n, err, errlen) != 0) {
+    if (delete_leases_some(s, g, budget, &n, err, errlen) != 0) {
         return -1;
     }
     *work_done += n;

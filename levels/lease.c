@@ -1,9 +1,9 @@
 /*
  * levels/lease.c — a lease's keys (see store.h): written, deleted and
  * tracked, for the files that lease, settle and expire leases
- * (lease_take.c, lease_pend.c, lease_ack.c, lease_expiry.c); and the two
- * jobs that walk the lease range for no consumer: a step of GROUP DEL and
- * the fold of format 2's lease index at open.
+ * (lease_take.c, lease_pend.c, lease_ack.c, lease_expiry.c); and the fold
+ * of format 2's lease index at open. (GROUP DEL's walk of the lease range is
+ * group_delete.c's.)
  *
  * A lease is two keys written in one batch (keys.h): the message under
  * 'I' deadline group id, so expiry reads the range in deadline order, and the
@@ -121,53 +121,7 @@ int store_lease_key_read(const store_t *s, const char *key, size_t klen, store_l
     return 0;
 }
 
-/* ---- a step of GROUP DEL; the lease index of format 2 ----------------------------------- */
-
-int lease_delete_some(store_t *s, group_state_t *g, int budget, int *work, char *err, size_t errlen)
-{
-    *work = 0;
-    if (g->inflight == 0) { /* store_leases_forget first: the rest are written */
-        return 0;
-    }
-    leveldb_iterator_t *it =
-        g->del_lease_at.n > 0 ? store_iter_at(s, &g->del_lease_at) : store_lease_iter_from_floor(s);
-    const char *key;
-    size_t klen;
-    int rc = 0, ended = 1;
-    for (; g->inflight > 0 && store_iter_in_range(it, KEY_LEASE, &key, &klen); leveldb_iter_next(it)) {
-        if (g->del_lease_at.n == klen && memcmp(g->del_lease_at.b, key, klen) == 0) {
-            continue; /* where the last step stopped: looked at already */
-        }
-        if (*work >= budget) {
-            ended = 0;
-            break;
-        }
-        (*work)++;
-        memcpy(g->del_lease_at.b, key, klen);
-        g->del_lease_at.n = klen;
-        store_lease_key_t lk;
-        if (store_lease_key_read(s, key, klen, &lk, err, errlen) != 0) {
-            rc = -1;
-            break;
-        }
-        if (lk.glen != g->len || memcmp(lk.group, g->name, lk.glen) != 0) {
-            continue;
-        }
-        *work += STORE_DELETE_ENTRY_WORK - 1;
-        if (store_lease_drop(s, g, lk.id, lk.deadline, err, errlen) != 0) {
-            rc = -1;
-            break;
-        }
-    }
-    if (rc == 0) {
-        rc = store_iter_error(it, "the lease range", err, errlen);
-    }
-    leveldb_iter_destroy(it);
-    if (rc == 0 && ended && g->inflight > 0) {
-        g->del_lease_at.n = 0; /* should the count and the range disagree: the next step walks from the floor */
-    }
-    return rc;
-}
+/* ---- the lease index of format 2 ------------------------------------------------------ */
 
 int lease_index_fold(store_t *s, char *err, size_t errlen)
 {

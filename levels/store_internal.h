@@ -369,14 +369,6 @@ int store_lease_key_read(const store_t *s, const char *key, size_t klen, store_l
  * to 1.5 ms with no deletion, 3.9 ms at 5: docs/BENCH-broker.md). */
 #define STORE_DELETE_ENTRY_WORK 12
 
-/* A step of GROUP DEL (g being deleted): go through the lease range from
- * where the last step stopped (g->del_lease_at; the floor at first: every
- * group's leases share the range, in deadline order) until *work reaches
- * budget, and delete g's leases on the way ('I', and 'Y' through
- * idx_copy_gone), counting each off g->inflight. Read begun by the caller;
- * the deletes are left pending. */
-int lease_delete_some(store_t *s, group_state_t *g, int budget, int *work, char *err, size_t errlen);
-
 /* store_open, after the groups and the indexes are loaded: fold a format-2
  * lease index ('J' group id → deadline, topic-log seq) into the copy index
  * entries of those leases and delete it, in committed batches (each entry in

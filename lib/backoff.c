@@ -83,6 +83,21 @@ uint64_t hg_backoff_delay(const hg_backoff_t *b, unsigned attempt, hg_random_fn 
     return (uint64_t)delay;
 }
 
+uint64_t backoff_total_ms(const hg_backoff_t *b, unsigned n)
+{
+    hg_backoff_t exact = *b;
+    uint64_t total = 0;
+
+    exact.jitter = 0.0;
+    for (unsigned k = 0; k < n; k++) {
+        uint64_t delay = hg_backoff_delay(&exact, k, NULL, NULL);
+        if (delay >= (uint64_t)exact.cap_ms) /* every later one is the cap too */
+            return total + (uint64_t)(n - k) * delay;
+        total += delay;
+    }
+    return total;
+}
+
 int backoff_check(const hg_backoff_t *b, const char *what, char *err, size_t errlen)
 {
     if (!(b->factor >= 1.0 && b->factor <= 1000.0)) {

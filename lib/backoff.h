@@ -26,4 +26,10 @@ uint64_t backoff_random(void *unused);
 /* Map 64 random bits to a double uniform in [0, 1). */
 double backoff_unit(uint64_t bits);
 
+/* The most the first n delays of b (attempts 0 .. n-1) can add up to, in
+ * ms: the sum of their raw delays (jitter only shortens), with the same
+ * clamping as hg_backoff_delay. What the pauses between n + 1 reconnect
+ * attempts can cost (hg_client_send_bound_ms). */
+uint64_t backoff_total_ms(const hg_backoff_t *b, unsigned n);
+
 #endif

@@ -38,6 +38,25 @@ void client_set_wake_fd(hg_client_t *c, int fd);
  * (the error is set on the client). */
 hg_err_t client_ensure(hg_client_t *c);
 
+/* The longest one connection attempt of c (hourglass://) can take: the TCP
+ * connect, the TLS handshake (a connect timeout of its own) and AUTH's reply
+ * (with credentials), each up to its timeout; one address per host name.
+ * HG_UNBOUNDED when AUTH may wait forever (read timeout 0). */
+uint64_t client_attempt_bound_ms(const hg_client_t *c);
+
+/* The longest client_ensure (or a transport's ensure, which follows the same
+ * reconnect policy) can take when one connection attempt takes up to
+ * attempt_ms: 1 + reconnect_backoff.attempts attempts (1 without reconnect)
+ * and the longest pauses between them (backoff_total_ms). HG_UNBOUNDED when
+ * attempt_ms is, or when it reconnects forever (attempts 0). */
+uint64_t client_connect_bound_ms(const hg_client_opts_t *o, uint64_t attempt_ms);
+
+/* The longest one hg_send / hg_send_many call can take when each of its
+ * rounds (1 + HG_SEND_MAX_RESENDS with resend_sends, else 1) takes up to
+ * round_ms, plus pauses_ms between them in all. HG_UNBOUNDED when round_ms
+ * is. */
+uint64_t client_send_bound_ms(const hg_client_opts_t *o, uint64_t round_ms, uint64_t pauses_ms);
+
 /* Write the request bytes req[0..reqlen) (one or more commands) and read
  * nreplies replies into replies[0..nreplies), reading while writing so a big
  * pipeline never deadlocks. extra_wait_ms is added to the read timeout (a

@@ -3,7 +3,10 @@
  * and the public client API of <hourglass/hourglass.h> on top of it:
  * hg_client_open / clone / close, the stop fd and read timeout, the error
  * accessors, hg_client_command, the reply accessors, and the small helpers
- * of the public header (hg_info_value, the read timeouts of long commands).
+ * of the public header (hg_info_value, the read timeouts of long commands),
+ * and hg_client_send_bound_ms: client_call's and hg_send_many's rounds
+ * (client_send_bound_ms) of connecting (client_connect.c's bounds) and one
+ * reply wait, or the transport's own count.
  *
  * client_call is client_ensure (client_connect.c) then client_exchange
  * (client_exchange.c), again after a broken connection when the command may
@@ -65,6 +68,15 @@ hg_err_t client_call_checked(hg_client_t *c, size_t argc, const char *const *arg
     resp_reply_free(*reply);
     *reply = NULL;
     return HG_ERR_SERVER;
+}
+
+uint64_t client_send_bound_ms(const hg_client_opts_t *o, uint64_t round_ms, uint64_t pauses_ms)
+{
+    uint64_t rounds = o->resend_sends ? 1u + HG_SEND_MAX_RESENDS : 1u;
+
+    if (round_ms == HG_UNBOUNDED)
+        return HG_UNBOUNDED;
+    return rounds * round_ms + pauses_ms;
 }
 
 /* The public reply type is resp_reply_t itself, behind an opaque name: the
@@ -166,6 +178,22 @@ void hg_client_set_read_timeout(hg_client_t *c, uint32_t ms)
 uint32_t hg_client_read_timeout(const hg_client_t *c)
 {
     return c->opts.read_timeout_ms;
+}
+
+uint64_t hg_client_send_bound_ms(const hg_client_t *c)
+{
+    uint64_t ensure;
+
+    if (c->tops != NULL)
+        return c->tops->send_bound_ms(c, c->tstate);
+    if (c->opts.read_timeout_ms == 0)
+        return HG_UNBOUNDED;
+    /* client_call and hg_send_many: each round is client_ensure, then one
+     * client_exchange waiting up to the read timeout */
+    ensure = client_connect_bound_ms(&c->opts, client_attempt_bound_ms(c));
+    if (ensure == HG_UNBOUNDED)
+        return HG_UNBOUNDED;
+    return client_send_bound_ms(&c->opts, ensure + c->opts.read_timeout_ms, 0);
 }
 
 uint32_t hg_dlq_all_read_timeout(uint32_t read_timeout_ms, long long entries)

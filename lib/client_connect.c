@@ -12,6 +12,10 @@
  * certificate that fails verification end it at once (retrying cannot
  * help). Other transports (amqp://) connect through their transport_ops.
  *
+ * client_attempt_bound_ms and client_connect_bound_ms say the longest one
+ * connection round and client_ensure can take (hg_client_send_bound_ms);
+ * kept here, next to the waits they count.
+ *
  * Invariant: a round that fails leaves fd == -1 with the client's error set;
  * one that succeeds counts in connects, with `in` empty.
  * Thread: the client's one thread; the wake fd cuts the backoff sleeps short.
@@ -104,6 +108,16 @@ static hg_err_t connect_round(hg_client_t *c)
     return HG_OK;
 }
 
+uint64_t client_attempt_bound_ms(const hg_client_t *c)
+{
+    uint64_t connect = c->opts.connect_timeout_ms;
+
+    if (c->uri.has_auth && c->opts.read_timeout_ms == 0)
+        return HG_UNBOUNDED;
+    /* connect_round's waits: wire_connect, tlsconn_open's own deadline, AUTH's reply */
+    return connect + (c->tls_ctx != NULL ? connect : 0) + (c->uri.has_auth ? c->opts.read_timeout_ms : 0);
+}
+
 /* 1 when the idle socket is still usable: no EOF or error pending. */
 static int socket_alive(hg_client_t *c)
 {
@@ -123,6 +137,18 @@ static int socket_alive(hg_client_t *c)
     if (n < 0)
         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
     return 1; /* unsolicited bytes (a RESP3 push): read with the next reply */
+}
+
+uint64_t client_connect_bound_ms(const hg_client_opts_t *o, uint64_t attempt_ms)
+{
+    unsigned retries = o->reconnect ? (unsigned)o->reconnect_backoff.attempts : 0;
+
+    if (attempt_ms == HG_UNBOUNDED || (o->reconnect && retries == 0))
+        return HG_UNBOUNDED;
+    /* client_ensure: an attempt, then a pause and an attempt per retry. The
+     * inputs are bounded (32-bit timeouts, at most 10^6 retries, 8 hosts):
+     * no overflow. */
+    return (1u + (uint64_t)retries) * attempt_ms + backoff_total_ms(&o->reconnect_backoff, retries);
 }
 
 hg_err_t client_ensure(hg_client_t *c)

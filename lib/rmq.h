@@ -205,6 +205,14 @@ hg_err_t rmq_ensure(rmq_t *r);
  * RMQ_REFUSED_PAUSE_MS << round (interruptible by the client's wake fd).
  * Returns 0, or -1 when woken (HG_ERR_STOPPED set on the client). */
 int rmq_refused_pause(rmq_t *r, int round);
+/* The most the pauses before resend rounds 0 .. n-1 add up to, in ms. */
+uint64_t rmq_refused_pauses_ms(int n);
+/* The longest one connection attempt of rmq_ensure can take: for each host,
+ * the TCP connect with the TLS handshake (one deadline: connect timeout), the
+ * login (the handshake timeout: connect timeout) and the three channel
+ * replies (channel.open, confirm.select, channel.open: read timeout each).
+ * HG_UNBOUNDED with a read timeout of 0. */
+uint64_t rmq_attempt_bound_ms(const rmq_t *r);
 void rmq_disconnect(rmq_t *r);
 /* After a failed rpc on channel ch: the client error names what (e.g.
  * "queue.declare hg.level.3"); a server channel close is answered and the
@@ -239,6 +247,10 @@ uint64_t rmq_wall_ms(void);
 /* Declare (idempotently, checking arguments) the exchanges, the level
  * queues and the service queues once per connection. */
 hg_err_t rmq_topology(rmq_t *r);
+/* The most replies rmq_topology waits for on one connection with the level
+ * table t (each up to the read timeout): 17 + 2 per level + 3 per remainder
+ * queue. Kept next to rmq_topology, which it counts. */
+unsigned rmq_topology_waits(const lvl_table_t *t);
 /* 0 when name is a topic or group name the transport can use: the broker's
  * rule (printable ASCII without blanks, 0x21..0x7e), 1..RMQ_NAME_USABLE
  * bytes, so the queue name or routing key made of it fits an AMQP shortstr
@@ -281,6 +293,10 @@ hg_err_t rmq_group_delete(rmq_t *r, const char *group, int *deleted);
 /* --- rmq_msg.c --- */
 hg_err_t rmq_cmd_send(rmq_t *r, size_t argc, const char *const *argv, const size_t *lens, resp_reply_t **reply);
 void rmq_send_many(rmq_t *r, hg_send_item_t *items, size_t n);
+/* hg_client_send_bound_ms on amqp://: each of the send rounds connecting
+ * (rmq_ensure: rmq_attempt_bound_ms per attempt), declaring the topology and
+ * waiting for the confirms, with the pauses after refusals between them. */
+uint64_t rmq_send_bound_ms(const rmq_t *r);
 hg_err_t rmq_cmd_pull(rmq_t *r, size_t argc, const char *const *argv, uint32_t extra_wait_ms, int flags,
                       resp_reply_t **reply);
 /* Consume queue on channel 1 with prefetch count, remembered as name (a

@@ -192,6 +192,14 @@ int rmq_refused_pause(rmq_t *r, int round)
     return 0;
 }
 
+uint64_t rmq_refused_pauses_ms(int n)
+{
+    uint64_t total = 0;
+    for (int round = 0; round < n; round++)
+        total += (uint64_t)RMQ_REFUSED_PAUSE_MS << (round < 5 ? round : 5);
+    return total;
+}
+
 static struct timeval tv_ms(uint32_t ms)
 {
     struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
@@ -297,6 +305,18 @@ static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
     r->next_seq = 1;
     r->batch_n = 0;
     return HG_OK;
+}
+
+uint64_t rmq_attempt_bound_ms(const rmq_t *r)
+{
+    const hg_client_opts_t *o = client_opts(r->client);
+
+    if (o->read_timeout_ms == 0) /* no rpc timeout is set: rabbitmq-c waits forever */
+        return HG_UNBOUNDED;
+    /* connect_host's waits: amqp_socket_open_noblock (every address of the
+     * host and the TLS handshake within one deadline), amqp_login (one
+     * deadline), then three rpcs */
+    return (uint64_t)r->nhosts * (2u * (uint64_t)o->connect_timeout_ms + 3u * (uint64_t)o->read_timeout_ms);
 }
 
 hg_err_t rmq_ensure(rmq_t *r)

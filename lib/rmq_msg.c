@@ -29,6 +29,9 @@
  * loses it. A NACK refused for its arguments (a LEVEL beyond the table, a
  * DELAY above the max-delay) leaves the delivery held, as on the broker.
  *
+ * rmq_send_bound_ms counts the waits of the send rounds for
+ * hg_client_send_bound_ms, next to the loops it counts.
+ *
  * One thread per connection.
  */
 #ifdef HAVE_CONFIG_H
@@ -237,6 +240,20 @@ void rmq_send_many(rmq_t *r, hg_send_item_t *items, size_t n)
     free(res);
     free(dest);
     free(plan);
+}
+
+uint64_t rmq_send_bound_ms(const rmq_t *r)
+{
+    const hg_client_opts_t *o = client_opts(r->client);
+    uint64_t ensure = client_connect_bound_ms(o, rmq_attempt_bound_ms(r));
+
+    if (ensure == HG_UNBOUNDED || o->read_timeout_ms == 0)
+        return HG_UNBOUNDED;
+    /* a round of rmq_cmd_send / rmq_send_many: rmq_ensure, rmq_topology on a
+     * new connection, rmq_publish's one deadline for the confirms; a refused
+     * round pauses before the next (never after the last) */
+    uint64_t round = ensure + (uint64_t)(rmq_topology_waits(&r->levels) + 1u) * o->read_timeout_ms;
+    return client_send_bound_ms(o, round, o->resend_sends ? rmq_refused_pauses_ms(RMQ_SEND_ROUNDS) : 0);
 }
 
 /* ------------------------------------------------------------------------

@@ -244,6 +244,20 @@ hg_err_t rmq_topology(rmq_t *r)
     return HG_OK;
 }
 
+unsigned rmq_topology_waits(const lvl_table_t *t)
+{
+    unsigned bits = 0;
+    for (uint64_t b = 1, top = rmq_remainder_top(t); top > 0 && b <= top; b <<= 1)
+        bits++;
+    /* rmq_topology, each rpc one wait, a declare_quorum with returns up to
+     * three (refused for x-delivery-limit: channel.open, declared again):
+     *   rmq_admin 1; unrouted exchange 1, queue 3, bind 1; hg.due and
+     *   hg.levels 2; per level a queue and a bind; remainder_topology's
+     *   hg.rem.end and its binding 2, per remainder queue an exchange, a
+     *   queue and a bind; hg.hops 3 and its bind 1; hg.groups 3. */
+    return 1u + 5u + 2u + 2u * (unsigned)t->count + 2u + 3u * bits + 4u + 3u;
+}
+
 hg_err_t rmq_queue_depth(rmq_t *r, const char *queue, long long *depth)
 {
     amqp_queue_declare_ok_t *ok;

@@ -277,6 +277,12 @@ static void rmq_ops_send_many(hg_client_t *c, transport_state_t *t, hg_send_item
     rmq_send_many(&t->r, items, n);
 }
 
+static uint64_t rmq_ops_send_bound_ms(const hg_client_t *c, const transport_state_t *t)
+{
+    (void)c;
+    return rmq_send_bound_ms(&t->r);
+}
+
 static void rmq_ops_disconnect(transport_state_t *t)
 {
     rmq_disconnect(&t->r);
@@ -304,6 +310,7 @@ const transport_ops_t rmq_transport_ops = {
     .ensure = rmq_ops_ensure,
     .call = rmq_call,
     .send_many = rmq_ops_send_many,
+    .send_bound_ms = rmq_ops_send_bound_ms,
     .disconnect = rmq_ops_disconnect,
     .before_close = rmq_ops_before_close,
     .destroy = rmq_ops_destroy,

@@ -47,6 +47,9 @@ typedef struct transport_ops {
                      int resend, uint32_t extra_wait_ms, int flags, resp_reply_t **reply);
     /* hg_send_many's work: fill every item's err/id/error. */
     void (*send_many)(hg_client_t *c, transport_state_t *t, hg_send_item_t *items, size_t n);
+    /* hg_client_send_bound_ms for this transport: the longest one send call
+     * can take with the client's options as they are now. Reads only. */
+    uint64_t (*send_bound_ms)(const hg_client_t *c, const transport_state_t *t);
     /* Close the connection (the state stays usable). */
     void (*disconnect)(transport_state_t *t);
     /* hg_client_close's first step, while the connection may still be up:

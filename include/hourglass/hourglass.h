@@ -125,9 +125,13 @@ typedef struct hg_client hg_client_t;
 
 /* With opts.resend_sends, one hg_send / hg_send_many call sends again at most
  * this many times after its connection broke (each time after reconnecting,
- * each wait up to read_timeout_ms): a caller that must bound how long a call
- * can take (a lease) counts 1 + HG_SEND_MAX_RESENDS rounds. */
+ * each wait up to read_timeout_ms). A caller that must bound how long a call
+ * can take (a lease) asks hg_client_send_bound_ms, which counts these rounds
+ * with everything else the client waits for. */
 #define HG_SEND_MAX_RESENDS 3
+
+/* What hg_client_send_bound_ms returns for a client that may wait forever. */
+#define HG_UNBOUNDED UINT64_MAX
 
 typedef struct hg_client_opts {
     uint32_t connect_timeout_ms;    /* per connection attempt; default 5000 */
@@ -229,6 +233,32 @@ void hg_client_set_stop_fd(hg_client_t *c, int fd);
  * the socket timeouts set when it connected. */
 void hg_client_set_read_timeout(hg_client_t *c, uint32_t ms);
 uint32_t hg_client_read_timeout(const hg_client_t *c);
+
+/* The longest one hg_send or hg_send_many call on c can take, in ms, as c is
+ * configured now (its URI, its options, hg_client_set_read_timeout), when
+ * every wait lasts up to its timeout: each of its rounds (1 +
+ * HG_SEND_MAX_RESENDS with opts.resend_sends, else 1) connecting again as the
+ * reconnect options allow (1 + reconnect_backoff.attempts connection
+ * attempts, 1 without reconnect, the backoff's longest pauses between them)
+ * and then waiting for the replies, read_timeout_ms. A connection attempt is,
+ * on hourglass://, the TCP connect, the TLS handshake (hourglass+tls://, a
+ * connect timeout of its own) and AUTH's reply (with credentials); on
+ * amqp://, for each host of the URI, the TCP connect with the TLS handshake
+ * and the login (a connect timeout each) and opening the channels (3
+ * replies); and a new amqp:// connection declares the level and remainder
+ * queues before it publishes (a reply each: 17 + 2 per level + 3 per
+ * remainder queue at most — minutes with the default timeouts), and a round
+ * RabbitMQ refused pauses before the next (250 ms, doubling).
+ * What a caller that must not outlast a send uses: the compensator's relay
+ * leases its batch for this plus a second, at most 2 minutes.
+ * Assumes that a host name has one address (on hourglass:// each more adds a
+ * connect timeout to every attempt), that name lookups answer at once, and
+ * that replies do not trickle: the read timeout restarts with every reply, so
+ * a broker that answers a long pipeline slowly but steadily can take longer.
+ * HG_UNBOUNDED when a wait has no end: read_timeout_ms 0, or reconnecting
+ * forever (reconnect with attempts 0). Reads c only; it may be called
+ * before any send (a client from hg_client_open or hg_client_clone). */
+uint64_t hg_client_send_bound_ms(const hg_client_t *c);
 
 /* The read timeout for DLQ REQUEUE|DROP … ALL of a DLQ of `entries` (DLQ LEN
  * first): the broker moves the DLQ in steps between other clients' commands

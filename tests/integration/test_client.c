@@ -19,7 +19,9 @@
  *    others; hg_levels_fetch / hg_level_for;
  *  - stop from a signal handler ends a long blocking PULL at once;
  *  - hourglass-cli: dlq list/show/requeue/drop round trip, --json, levels,
- *    groups, send, and every exit code (0, 1, 2, 3);
+ *    groups, send, and every exit code (0, 1, 2, 3); passwd refuses a bad
+ *    --cost before it reads or asks for the password (a closed stdin, a
+ *    pseudo-terminal);
  *  - bad URIs and options: the error names the bad part (no broker needed);
  *  - credentials against a broker with users: a producer by URI, a consumer
  *    loop by hg_client_opts user/password; a wrong password stops the
@@ -43,7 +45,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
+#include <pty.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1443,6 +1447,97 @@ static void test_cli_passwd(void)
     tu_rmtree(dir);
 }
 
+/* Run hourglass-cli with args (NULL-terminated) on a new pseudo-terminal, as
+ * its controlling terminal, stdin, stdout and stderr: what a person at a
+ * terminal sees, into out[outlen]. Nothing is typed; a child that keeps the
+ * terminal open for wait_ms (waiting at a prompt) is killed. Returns the
+ * exit status, -1 when it did not exit by itself. */
+static int run_cli_tty(char *out, size_t outlen, int wait_ms, ...)
+{
+    const char *argv[32];
+    int n = 0, master = -1, status = 0, closed = 0;
+    size_t got = 0;
+    va_list ap;
+
+    argv[n++] = CLI_PATH;
+    va_start(ap, wait_ms);
+    for (const char *a; n < 31 && (a = va_arg(ap, const char *)) != NULL;)
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    pid_t pid = forkpty(&master, NULL, NULL, NULL);
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        unsetenv("HOURGLASS_URI");
+        execv(CLI_PATH, (char *const *)argv);
+        _exit(127);
+    }
+    for (uint64_t end = tu_now_mono_ms() + (uint64_t)wait_ms; got + 1 < outlen;) {
+        struct pollfd p = { master, POLLIN, 0 };
+        uint64_t now = tu_now_mono_ms();
+        if (now >= end || poll(&p, 1, (int)(end - now)) <= 0)
+            break;
+        ssize_t r = read(master, out + got, outlen - 1 - got);
+        if (r <= 0) {
+            closed = 1; /* EIO: the child closed the terminal's last descriptor */
+            break;
+        }
+        got += (size_t)r;
+    }
+    out[got] = '\0';
+    if (!closed)
+        kill(pid, SIGKILL);
+    close(master);
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+        return -1;
+    return WEXITSTATUS(status);
+}
+
+/* passwd: a bad --cost (out of range, not a number, past what scrypt may
+ * use) is a usage error named before the password is read — on a closed
+ * stdin the error is about --cost, not "no password", and on a terminal no
+ * prompt is written. */
+static void test_cli_passwd_cost_before_prompt(void)
+{
+    static const char *const bad[][3] = {
+        { "", "5", "scrypt ln=5 out of range 10..20" },
+        { "", "21", "scrypt ln=21 out of range 10..20" },
+        { "", "19", "needs 512 MiB, more than 256 MiB" },
+        { "", "abc", "--cost 'abc' is not a whole number" },
+        { "", "-3", "--cost '-3' is not a whole number" },
+        { "", "", "is not a whole number" },
+        { "", "99999999999", "--cost 99999999999 is out of range" },
+        { "--pbkdf2", "999", "pbkdf2 i=999 out of range 1000..10000000" },
+        { "--pbkdf2", "10000001", "pbkdf2 i=10000001 out of range" },
+        { "--pbkdf2", "1e6", "--cost '1e6' is not a whole number (PBKDF2's iterations)" },
+    };
+    char out[4096], err[4096];
+
+    cli_stdin = NULL; /* a closed, empty stdin: reading it would fail with "no password on stdin" */
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = bad[i][0][0] != '\0' ? run_cli(out, sizeof out, err, sizeof err, "passwd", bad[i][0], "--cost",
+                                                bad[i][1], "bob", "admin", (char *)NULL)
+                                      : run_cli(out, sizeof out, err, sizeof err, "passwd", "--cost", bad[i][1], "bob",
+                                                "admin", (char *)NULL);
+        BP_CHECK(rc == 2 && out[0] == '\0' && strstr(err, bad[i][2]) != NULL && strstr(err, "--cost") != NULL &&
+                     strstr(err, "no password") == NULL,
+                 "passwd %s --cost '%s' on a closed stdin: exit %d, stdout '%.200s', stderr '%.300s'", bad[i][0],
+                 bad[i][1], rc, out, err);
+    }
+    /* At a terminal: the error, and no prompt (before, "Password: " came first and the error only after two). */
+    int rc = run_cli_tty(out, sizeof out, 10000, "passwd", "--cost", "25", "bob", "admin", (char *)NULL);
+    BP_CHECK(rc == 2 && strstr(out, "scrypt ln=25 out of range") != NULL && strstr(out, "Password") == NULL,
+             "passwd --cost 25 on a terminal: exit %d, the terminal shows '%.300s'", rc, out);
+    rc = run_cli_tty(out, sizeof out, 10000, "passwd", "--pbkdf2", "--cost", "ten", (char *)NULL);
+    BP_CHECK(rc == 2 && strstr(out, "not a whole number") != NULL && strstr(out, "Password") == NULL,
+             "passwd --pbkdf2 --cost ten on a terminal: exit %d, the terminal shows '%.300s'", rc, out);
+    /* a good --cost still asks, on the terminal, and waits for the password (killed after 1 s) */
+    rc = run_cli_tty(out, sizeof out, 1000, "passwd", "--cost", "10", (char *)NULL);
+    BP_CHECK(rc == -1 && strstr(out, "Password: ") != NULL, "passwd --cost 10 on a terminal: exit %d, '%.300s'", rc,
+             out);
+}
+
 /* group create / group del: the group exists with its options (GROUP LIST),
  * a second create is refused naming the topic, del removes it, a missing
  * group and bad options have their exit codes; topics shows each topic's
@@ -1702,6 +1797,8 @@ static int add_suites(void)
         { "cli", "group create/del, topics, topic del", test_cli_group_create_del },
         { "cli", "table and show output escape C1 and bidi controls", test_cli_text_escapes_controls },
         { "cli", "passwd: a line the broker takes; bad names and roles refused", test_cli_passwd },
+        { "cli", "passwd: a bad --cost refused before the password is read or asked",
+          test_cli_passwd_cost_before_prompt },
         { "errors", "bad URIs and options", test_bad_uris_and_options },
     };
     CU_pSuite s = NULL;

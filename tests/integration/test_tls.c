@@ -7,6 +7,7 @@
  * and a tls-port (free ports, fresh temp dirs). Checks:
  *  - round trip through the library over TLS (by IP and by name): 2 000
  *    pipelined SENDs of 1 KiB, PULLed back (replies of many TLS records);
+ *    the send bound counts the handshake (hg_client_send_bound_ms);
  *  - the broker's certificate: signed by another CA, expired, or issued to
  *    another name is refused by the library at once (no reconnect rounds),
  *    with the reason; the broker logs the client's refusal;
@@ -50,6 +51,7 @@
 
 #include <hourglass/hourglass.h>
 
+#include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -184,6 +186,11 @@ static void test_roundtrip(void)
     quick_opts(&o);
     tls_uri(uri, sizeof uri, "127.0.0.1", PKI.ca, NULL, NULL);
     TU_REQUIRE(hg_client_open(uri, &o, &c, &e) == HG_OK, "open %s: %s", uri, e.message);
+    /* hg_client_send_bound_ms counts the handshake's own connect timeout: a
+     * round is the TCP connect and the handshake (10 s each, one attempt) and
+     * the replies (10 s); four rounds */
+    TU_CHECK(hg_client_send_bound_ms(c) == 4 * (10000 + 10000 + 10000), "send bound over TLS: %" PRIu64 " ms",
+             hg_client_send_bound_ms(c));
 
     static char payload[MSG_BYTES];
     static hg_send_item_t items[NMSG];

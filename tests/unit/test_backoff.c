@@ -5,12 +5,14 @@
  * check here is exact: jitter 0 gives base * factor^k capped; a source that
  * returns fixed bits pins u (0 → the full delay, all ones → the shortest);
  * a seeded generator sweeps the range bounds. Overflow (huge attempts,
- * factors), out-of-range fields and option checking are covered too.
+ * factors), out-of-range fields and option checking are covered too, and
+ * backoff_total_ms, the most a run of pauses can add up to.
  */
 #include "lib/backoff.h"
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -199,6 +201,27 @@ static void test_check(void)
     CU_ASSERT_EQUAL(backoff_check(&b, "retry", err, sizeof(err)), 0);
 }
 
+/* backoff_total_ms: the sum of the raw delays — what the pauses between
+ * reconnect attempts can cost at most (hg_client_send_bound_ms). */
+static void test_total(void)
+{
+    hg_backoff_t b = make(100, 2.0, 5000, 0.2);
+    TU_CHECK(backoff_total_ms(&b, 0) == 0, "no pause: %" PRIu64, backoff_total_ms(&b, 0));
+    TU_CHECK(backoff_total_ms(&b, 1) == 100, "one: %" PRIu64, backoff_total_ms(&b, 1));
+    /* 100 + 200 + 400 + 800 + 1600: jitter never lengthens a delay */
+    TU_CHECK(backoff_total_ms(&b, 5) == 3100, "the defaults' five: %" PRIu64, backoff_total_ms(&b, 5));
+    /* then at the cap: 3100 + 3200 + 5000 * 3 */
+    TU_CHECK(backoff_total_ms(&b, 9) == 21300, "past the cap: %" PRIu64, backoff_total_ms(&b, 9));
+    hg_backoff_t flat = make(100, 1.0, 100, 0.0);
+    TU_CHECK(backoff_total_ms(&flat, 1000000) == 100000000, "10^6 flat pauses: %" PRIu64,
+             backoff_total_ms(&flat, 1000000));
+    hg_backoff_t below = make(300, 2.0, 100, 0.0); /* cap < base: clamped to base, as hg_backoff_delay */
+    TU_CHECK(backoff_total_ms(&below, 3) == 900, "cap below base: %" PRIu64, backoff_total_ms(&below, 3));
+    hg_backoff_t huge = make(UINT32_MAX, 1000.0, UINT32_MAX, 1.0);
+    TU_CHECK(backoff_total_ms(&huge, 1000000) == (uint64_t)UINT32_MAX * 1000000, "largest: %" PRIu64,
+             backoff_total_ms(&huge, 1000000));
+}
+
 static const tu_test_t backoff_tests[] = {
     { "defaults", test_defaults },
     { "no jitter is exact", test_no_jitter_exact },
@@ -207,6 +230,7 @@ static const tu_test_t backoff_tests[] = {
     { "default random source", test_default_random_in_range },
     { "overflow and clamps", test_overflow_and_clamps },
     { "option check", test_check },
+    { "total of the pauses", test_total },
     { NULL, NULL },
 };
 

@@ -1,7 +1,8 @@
 /*
- * tests/unit/test_compensator.c — the compensator's pure parts, without
- * servers: the relay's lease (comp_relay_lease_ms) against the client's
- * worst case; the alert state machine (comp_alert_check_at with a clock the
+ * tests/unit/test_compensator.c — the compensator's parts that need no
+ * server: the relay's lease (comp_relay_lease_ms, on a client opened with the
+ * relay's options against a loopback stub, tests/helpers/stub_broker.h)
+ * against the client's worst case; the alert state machine (comp_alert_check_at with a clock the
  * test drives; no alert-command, so an alert is only logged).
  */
 #ifdef HAVE_CONFIG_H
@@ -13,6 +14,7 @@
 #include "compensator/comp_config.h"
 #include "compensator/relay.h"
 #include "compensator/stats.h"
+#include "tests/helpers/stub_broker.h"
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
@@ -21,66 +23,90 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The lease with the defaults and keys (name, value pairs, NULL-ended). */
-static uint64_t lease_with(const char *const *keys)
+static sb_t stub;
+
+/* The lease of the relay's client as the defaults and keys (name, value
+ * pairs, NULL-ended) make it (comp_relay_client_opts), opened against the
+ * stub as hourglass://[login@]127.0.0.1:<stub>. 0 when it cannot be opened
+ * (reported at line). */
+static uint64_t lease_at(const char *login, const char *const *keys, int line)
 {
     comp_config_t cfg;
-    char err[256];
+    hg_client_opts_t o;
+    hg_client_t *c = NULL;
+    hg_error_t e;
+    char err[256], uri[200];
+    uint64_t ms = 0;
+
     comp_config_init(&cfg);
     for (size_t i = 0; keys[i] != NULL; i += 2)
-        TU_CHECK(comp_config_set(&cfg, keys[i], keys[i + 1], err, sizeof err) == 0, "%s %s: %s", keys[i], keys[i + 1],
-                 err);
-    uint64_t ms = comp_relay_lease_ms(&cfg);
+        TU_CHECK_AT(comp_config_set(&cfg, keys[i], keys[i + 1], err, sizeof err) == 0, line, "%s %s: %s", keys[i],
+                    keys[i + 1], err);
+    snprintf(uri, sizeof uri, "hourglass://%s%s127.0.0.1:%d", login != NULL ? login : "", login != NULL ? "@" : "",
+             stub.port);
+    comp_relay_client_opts(&cfg, &o);
+    TU_CHECK_AT(hg_client_open(uri, &o, &c, &e) == HG_OK, line, "open %s: %s", uri, e.message);
+    if (c != NULL)
+        ms = comp_relay_lease_ms(c);
+    hg_client_close(c);
     comp_config_free(&cfg);
     return ms;
 }
+#define LEASE(login, keys) lease_at((login), (keys), __LINE__)
 
 static void test_lease_figures(void)
 {
-    /* connect 1 s, broker-timeout 5 s: ensure 2 × 1 s + 0.1 s, lease 2.1 + 4 × 7.1 + 1 */
-    const char *plain[] = { "uri", "hourglass://broker:7379", NULL };
-    TU_CHECK(lease_with(plain) == 31500, "defaults: %" PRIu64 " ms", lease_with(plain));
-    /* AUTH waits for a reply in every connection round: ensure 2 × 6 s + 0.1 s */
-    const char *auth[] = { "uri", "hourglass://relay:secret@broker:7379", NULL };
-    TU_CHECK(lease_with(auth) == 81500, "AUTH from the URI: %" PRIu64 " ms", lease_with(auth));
-    const char *user[] = { "uri", "hourglass://broker:7379", "user", "relay", NULL };
-    TU_CHECK(lease_with(user) == 81500, "AUTH from user: %" PRIu64 " ms", lease_with(user));
-    /* the TLS handshake has its own connect timeout: ensure 2 × 2 s + 0.1 s */
-    const char *tls[] = { "uri", "hourglass+tls://broker:7379", NULL };
-    TU_CHECK(lease_with(tls) == 41500, "TLS: %" PRIu64 " ms", lease_with(tls));
-    /* an '@' after the host is not a login */
-    const char *query[] = { "uri", "hourglass://broker:7379/?x=a@b", NULL };
-    TU_CHECK(lease_with(query) == 31500, "'@' in the query: %" PRIu64 " ms", lease_with(query));
-    /* tests/integration/test_compensator.c's timeouts (the relay kill test waits for it) */
-    const char *fast[] = { "uri", "hourglass://127.0.0.1:1", "broker-connect-timeout", "300ms", "broker-timeout", "2s",
-                           NULL };
-    TU_CHECK(lease_with(fast) == 12500, "300ms / 2s: %" PRIu64 " ms", lease_with(fast));
+    /* connect 1 s, broker-timeout 5 s, one reconnect retry 100 ms later:
+     * connecting 2 × 1 s + 0.1 s, a round 7.1 s, four, and a second */
+    const char *none[] = { NULL };
+    uint64_t ms = LEASE(NULL, none);
+    TU_CHECK(ms == 29400, "defaults: %" PRIu64 " ms, want 29400", ms);
+    /* AUTH waits for its reply in every attempt: connecting 2 × 6 s + 0.1 s */
+    ms = LEASE("relay:secret", none);
+    TU_CHECK(ms == 69400, "AUTH: %" PRIu64 " ms, want 69400", ms);
+    /* tests/integration/test_compensator.c's timeouts (the relay kill test waits for it):
+     * connecting 2 × 0.3 s + 0.1 s, a round 2.7 s */
+    const char *fast[] = { "broker-connect-timeout", "300ms", "broker-timeout", "2s", NULL };
+    ms = LEASE(NULL, fast);
+    TU_CHECK(ms == 11800, "300ms / 2s: %" PRIu64 " ms, want 11800", ms);
+    /* a bound past the cap: connecting 2 × (1 s + 30 s) + 0.1 s, a round 92.1 s, four */
+    const char *slow[] = { "broker-timeout", "30s", NULL };
+    ms = LEASE("relay:secret", slow);
+    TU_CHECK(ms == RELAY_LEASE_MAX_MS, "AUTH, 30 s: %" PRIu64 " ms, want the cap %u", ms, RELAY_LEASE_MAX_MS);
+    /* just under it: connecting 2 × (1 s + 2.8 s) + 0.1 s = 7.7 s, a round 10.5 s, four 42 s, + 1 s */
+    const char *under[] = { "broker-timeout", "2800ms", NULL };
+    ms = LEASE("relay:secret", under);
+    TU_CHECK(ms == 43000, "AUTH, 2.8 s: %" PRIu64 " ms, want 43000", ms);
 }
 
 /* The review's bound: a send the client resends HG_SEND_MAX_RESENDS times,
- * each round connecting and then waiting broker-timeout, fits in the lease —
- * over a sweep of timeouts. */
+ * each round connecting (two attempts: the relay's one reconnect retry) and
+ * then waiting broker-timeout, fits in the lease — over a sweep of
+ * timeouts — up to the cap, RELAY_LEASE_MAX_MS. */
 static void test_lease_covers_resends(void)
 {
     static const char *const connects[] = { "1ms", "300ms", "1s", "5s", "10m" };
     static const char *const replies[] = { "1ms", "2s", "5s", "30s", "10m" };
-    static const char *const uris[] = { "hourglass://b:1", "hourglass://u:p@b:1", "hourglass+tls://b:1" };
-    for (size_t u = 0; u < 3; u++)
+    static const char *const logins[] = { NULL, "u:p" };
+    for (size_t u = 0; u < 2; u++)
         for (size_t c = 0; c < 5; c++)
-            for (size_t r = 0; r < 5; r++) {
+            for (size_t r = u == 1 ? 1 : 0; r < 5; r++) { /* AUTH's reply within 1 ms: not on a loaded machine */
+                const char *keys[] = { "broker-connect-timeout", connects[c], "broker-timeout", replies[r], NULL };
                 comp_config_t cfg;
                 char err[256];
                 comp_config_init(&cfg);
-                CU_ASSERT_EQUAL(comp_config_set(&cfg, "uri", uris[u], err, sizeof err), 0);
-                CU_ASSERT_EQUAL(comp_config_set(&cfg, "broker-connect-timeout", connects[c], err, sizeof err), 0);
-                CU_ASSERT_EQUAL(comp_config_set(&cfg, "broker-timeout", replies[r], err, sizeof err), 0);
-                uint64_t rounds = 1 + HG_SEND_MAX_RESENDS;
-                /* each round: two connection attempts (the relay's one reconnect retry) and the reply wait */
-                uint64_t worst = rounds * (2 * cfg.broker_connect_timeout_ms + cfg.broker_timeout_ms);
-                uint64_t lease = comp_relay_lease_ms(&cfg);
-                TU_CHECK(lease >= worst + 1000, "%s, connect %s, timeout %s: lease %" PRIu64 " ms < %" PRIu64 " ms",
-                         uris[u], connects[c], replies[r], lease, worst + 1000);
+                CU_ASSERT_EQUAL(comp_config_set(&cfg, keys[0], keys[1], err, sizeof err), 0);
+                CU_ASSERT_EQUAL(comp_config_set(&cfg, keys[2], keys[3], err, sizeof err), 0);
+                uint64_t rounds = 1 + HG_SEND_MAX_RESENDS, auth = logins[u] != NULL ? cfg.broker_timeout_ms : 0;
+                uint64_t worst = rounds * (2 * (cfg.broker_connect_timeout_ms + auth) + cfg.broker_timeout_ms);
                 comp_config_free(&cfg);
+                uint64_t lease = LEASE(logins[u], keys), want = worst + 1000;
+                if (want > RELAY_LEASE_MAX_MS)
+                    want = RELAY_LEASE_MAX_MS; /* the cap: past it a batch counts as an overrun */
+                TU_CHECK(lease >= want && lease <= RELAY_LEASE_MAX_MS,
+                         "%s, connect %s, timeout %s: lease %" PRIu64 " ms, want %" PRIu64 " .. %u ms",
+                         logins[u] != NULL ? "AUTH" : "plain", connects[c], replies[r], lease, want,
+                         RELAY_LEASE_MAX_MS);
             }
 }
 
@@ -232,6 +258,13 @@ static const tu_suite_t suites[] = {
 
 int main(int argc, char **argv)
 {
+    char err[256];
     log_set_level(LOG_LEVEL_ERROR); /* the alerts are logged at warn */
-    return tu_suites_main(argc, argv, suites, sizeof suites / sizeof suites[0], NULL, NULL);
+    if (sb_start(&stub, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    int rc = tu_suites_main(argc, argv, suites, sizeof suites / sizeof suites[0], NULL, NULL);
+    sb_stop(&stub);
+    return rc;
 }

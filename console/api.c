@@ -1,0 +1,251 @@
+/*
+ * console/api.c — the gate every /api request passes, and its routing
+ * (contract: console.h, "api.c"): the server (server.c) hands it each
+ * request under /api/ whose Host it accepted.
+ *
+ * The gate, in order:
+ *   GET or POST only (405: every method evhttp knows reaches it); a path,
+ *   query or form with %00 (a NUL byte, that decoded would cut a name
+ *   short) is refused (400); a POST body is
+ *   application/x-www-form-urlencoded (415), at most CONSOLE_BODY_MAX bytes
+ *   (server.c; evhttp answers 413 itself, with its own HTML page, as it does
+ *   a request it cannot parse: libevent 2.1 has no hook for them,
+ *   docs/console.md);
+ *   POST /api/login is the only request without a session (GET /api/session
+ *   answers {"logged_in":false} without one);
+ *   every other /api request needs the session cookie (401);
+ *   before an order page or action, the session's roles are asked again
+ *   (session_recheck_roles: a user the broker no longer accepts is logged
+ *   out, 401);
+ *   every POST needs the session's CSRF token in X-CSRF-Token (403), and every
+ *   POST but logout the role admin (403);
+ *   then /api/session and /api/logout are answered here, and the rest
+ *   routed by path to api_broker, api_orders and api_jobs (404 when none
+ *   knows it).
+ * A login is refused while the sampler knows the broker to be silent (it
+ * would wait for nothing), and when the browser says it comes from another
+ * site (Sec-Fetch-Site: login CSRF).
+ *
+ * Threads: the event loop's only.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "console/console.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/json.h"
+#include "common/log.h"
+
+static void session_json(const session_t *s, buf_t *b)
+{
+    char roles[128];
+    json_t j;
+    json_init(&j, b);
+    session_roles_text(s->roles, roles, sizeof roles);
+    json_object_open(&j);
+    json_kbool(&j, "logged_in", 1);
+    json_kstr(&j, "user", s->user);
+    json_key(&j, "roles");
+    json_array_open(&j);
+    for (char *p = roles; *p != '\0';) {
+        size_t n = strcspn(p, ",");
+        json_strn(&j, p, n);
+        p += n + (p[n] == ',');
+    }
+    json_array_close(&j);
+    json_kbool(&j, "can_act", (s->roles & ROLE_ADMIN) != 0);
+    json_kbool(&j, "no_users", s->no_users);
+    json_kstr(&j, "csrf", s->csrf);
+    json_object_close(&j);
+}
+
+static void api_login(request_t *r)
+{
+    char err[512];
+    int status = 0;
+    const char *user = http_param(r, "user");
+    uint64_t silent_ms;
+    /* Login CSRF: a page elsewhere posting a form here would log the
+     * operator's browser in as someone else (or fill the session table).
+     * Browsers say where a request comes from in Sec-Fetch-Site (computed
+     * by the browser, so a reverse proxy does not change it); the console's
+     * own page is same-origin. Clients that send none (curl, scripts) are
+     * not browsers and log in as before. */
+    const char *site = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Sec-Fetch-Site");
+    if (site != NULL && strcmp(site, "same-origin") != 0 && strcmp(site, "none") != 0) {
+        log_warn("audit: login refused: user=%s: a %s request (Sec-Fetch-Site)", user != NULL ? user : "-", site);
+        http_error(r, 403, "login refused: a login comes from the console's own page (Sec-Fetch-Site: %.20s)", site);
+        return;
+    }
+    if (sampler_silent(r->c->sampler, SAMPLER_BROKER, &silent_ms)) { /* a login is an AUTH: it would wait for nothing */
+        log_warn("audit: login refused: user=%s: the broker has not answered for %.1f s", user != NULL ? user : "-",
+                 silent_ms / 1e3);
+        http_error(r, 503,
+                   "login refused: the broker has not answered for %.1f s, and a login is checked by the broker "
+                   "(sessions already open keep working)",
+                   silent_ms / 1e3);
+        return;
+    }
+    session_t *s = session_login(r->c, user, http_param(r, "password"), &status, err, sizeof err);
+    if (s == NULL) {
+        log_warn("audit: login refused: user=%s: %s", user != NULL ? user : "-", err);
+        http_error(r, status, "login refused: %s", err);
+        return;
+    }
+    r->s = s;
+    char roles[128];
+    session_roles_text(s->roles, roles, sizeof roles);
+    console_audit(r, "login roles=%s%s", roles[0] ? roles : "none", s->no_users ? " (broker without users)" : "");
+    buf_t b = BUF_INIT; /* http_json sends the cookie */
+    session_json(s, &b);
+    http_json(r, 200, &b);
+    buf_free(&b);
+}
+
+/* Split the part of the path after "/api/" into r->parts (decoded). -1 with
+ * err for too many segments or a segment with %00: decoded, a NUL would cut
+ * the name short without a word (no name or id holds one). */
+static int split_path(request_t *r, const char *raw, char *err, size_t errlen)
+{
+    const char *p = raw + strlen("/api/");
+    r->nparts = 0;
+    while (*p != '\0') {
+        size_t n = strcspn(p, "/"), len = 0;
+        if (r->nparts == (int)(sizeof r->parts / sizeof r->parts[0]))
+            return err_set(err, errlen, "bad path: more than %d segments", (int)(sizeof r->parts / sizeof r->parts[0]));
+        char *enc = xstrndup(p, n);
+        r->parts[r->nparts] = evhttp_uridecode(enc, 0, &len);
+        if (r->parts[r->nparts] == NULL) {
+            free(enc);
+            return err_set(err, errlen, "bad path: segment %d does not decode", r->nparts + 1);
+        }
+        r->nparts++;
+        if (memchr(r->parts[r->nparts - 1], '\0', len) != NULL) {
+            err_set(err, errlen, "bad path: segment %d ('%.80s') holds %%00, a NUL byte, which no name or id holds",
+                    r->nparts, enc);
+            free(enc);
+            return -1;
+        }
+        free(enc);
+        p += n;
+        if (*p == '/')
+            p++;
+    }
+    return 0;
+}
+
+/* A query or form body holds %00: decoded, the NUL would cut its value
+ * short. */
+static int holds_nul_escape(const char *text)
+{
+    return text != NULL && strstr(text, "%00") != NULL;
+}
+
+/* A POST's form into r->form: 0; -1 when the body is not form-encoded
+ * (415); -2 when it holds %00 (400). */
+static int read_form(request_t *r)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
+    size_t len = evbuffer_get_length(in);
+    const char *type = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Content-Type");
+    if (len == 0)
+        return 0;
+    if (type == NULL || strncasecmp(type, "application/x-www-form-urlencoded", 33) != 0)
+        return -1;
+    char *body = xmalloc(len + 1);
+    evbuffer_remove(in, body, len);
+    body[len] = '\0';
+    int rc = holds_nul_escape(body) ? -2 : evhttp_parse_query_str(body, &r->form);
+    free(body);
+    return rc;
+}
+
+void api_request(console_t *c, struct evhttp_request *req, const char *raw_path)
+{
+    request_t r;
+    memset(&r, 0, sizeof r);
+    r.c = c;
+    r.req = req;
+    r.path = raw_path;
+    TAILQ_INIT(&r.query);
+    TAILQ_INIT(&r.form);
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    r.is_post = cmd == EVHTTP_REQ_POST;
+    const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    char err[256];
+    int form = 0;
+
+    if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_POST) {
+        http_error(&r, 405, "GET or POST only");
+    } else if (split_path(&r, raw_path, err, sizeof err) != 0) {
+        http_error(&r, 400, "%s", err);
+    } else if (holds_nul_escape(q)) {
+        http_error(&r, 400, "bad query: it holds %%00, a NUL byte, which no parameter holds");
+    } else if (q != NULL && evhttp_parse_query_str(q, &r.query) != 0) {
+        http_error(&r, 400, "bad query");
+    } else if (r.is_post && (form = read_form(&r)) != 0) {
+        if (form == -2)
+            http_error(&r, 400, "bad form: it holds %%00, a NUL byte, which no parameter holds");
+        else
+            http_error(&r, 415, "a POST body is application/x-www-form-urlencoded");
+    } else if (r.nparts == 1 && strcmp(r.parts[0], "login") == 0) {
+        if (!r.is_post)
+            http_error(&r, 405, "POST user and password to /api/login");
+        else
+            api_login(&r);
+    } else if ((r.s = session_find(c, evhttp_find_header(evhttp_request_get_input_headers(req), "Cookie"))) == NULL &&
+               r.nparts == 1 && strcmp(r.parts[0], "session") == 0 && !r.is_post) {
+        buf_t b = BUF_INIT; /* the page asks first: an answer, not an error */
+        buf_append_str(&b, "{\"logged_in\":false}");
+        http_json(&r, 200, &b);
+        buf_free(&b);
+    } else if (r.s == NULL) {
+        http_error(&r, 401, "not logged in");
+    } else if (r.nparts >= 1 && strcmp(r.parts[0], "orders") == 0 && session_recheck_roles(c, r.s, r.is_post) != 0) {
+        console_audit(&r, "session ended: the broker no longer accepts user %s", r.s->user);
+        http_set_cookie(&r, "", 0);
+        session_end(r.s);
+        r.s = NULL;
+        http_error(&r, 401, "not logged in: the broker no longer accepts this user (log in again)");
+    } else if (r.is_post &&
+               !session_token_equal(r.s->csrf,
+                                    evhttp_find_header(evhttp_request_get_input_headers(req), "X-CSRF-Token") ?: "")) {
+        console_audit(&r, "refused %s: missing or wrong CSRF token", raw_path);
+        http_error(&r, 403, "missing or wrong CSRF token (X-CSRF-Token)");
+    } else if (r.nparts == 1 && strcmp(r.parts[0], "session") == 0) {
+        buf_t b = BUF_INIT;
+        session_json(r.s, &b);
+        http_json(&r, 200, &b);
+        buf_free(&b);
+    } else if (r.nparts == 1 && strcmp(r.parts[0], "logout") == 0 && r.is_post) {
+        console_audit(&r, "logout");
+        http_set_cookie(&r, "", 0);
+        session_end(r.s);
+        r.s = NULL;
+        buf_t b = BUF_INIT;
+        buf_append_str(&b, "{\"ok\":true}");
+        http_json(&r, 200, &b);
+        buf_free(&b);
+    } else if (r.is_post && !(r.s->roles & ROLE_ADMIN)) {
+        console_audit(&r, "refused %s: no role admin", raw_path);
+        http_error(&r, 403, "user %s may not act: the role admin is needed", r.s->user);
+    } else if (!api_broker(&r) && !api_orders(&r) && !api_jobs(&r)) {
+        http_error(&r, 404, "no such API: %s", raw_path);
+    }
+    evhttp_clear_headers(&r.query);
+    evhttp_clear_headers(&r.form);
+    for (int i = 0; i < r.nparts; i++)
+        free(r.parts[i]);
+}

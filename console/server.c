@@ -1,0 +1,306 @@
+/*
+ * console/server.c — hourglass-console's evhttp server (contract:
+ * console.h, "server.c"): the listener, https, the Host check every request
+ * passes first, and the page; a request under /api/ goes on to the gate
+ * (api.c).
+ *
+ * Every request first: its Host header names the console — an IP literal,
+ * localhost, bind or a name of allowed-hosts — or it is refused 421 (a page
+ * elsewhere whose name was re-pointed at the console's address, DNS
+ * rebinding, must not reach it; no Host at all is served: browsers always
+ * send one). A refusal is logged once per HOST_REFUSAL_LOG_MS at most, the
+ * next line counting those left out, so such a page cannot flood the log.
+ *
+ * https: with https-cert-file, every accepted connection is a
+ * bufferevent_openssl (evhttp_set_bevcb) on an SSL of common/tls_server.h's
+ * context — TLS 1.2 at least; no plain-http listener beside it. SIGHUP
+ * builds a new context from the files (server_reload_tls).
+ *
+ * The page: GET of /app.js, /app.css, /favicon.svg serves the file of
+ * static-dir; any other path outside /api serves index.html, so every view
+ * (/dlq/order-cancel, /orders/42 …) is a link that loads the app.
+ *
+ * Threads: the event loop's only.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "console/console.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "base/clock.h"
+#include "base/json.h"
+#include "common/log.h"
+#include "common/tls_server.h"
+
+#define CONSOLE_BODY_MAX    65536
+#define CONSOLE_HEADER_MAX  16384
+#define CONSOLE_STATIC_MAX  (4 * 1024 * 1024)
+#define HOST_REFUSAL_LOG_MS 10000 /* at most one log line of refused Hosts per this long */
+
+/* ------------------------------------------------------------------ the page */
+
+static const char *content_type(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    if (dot == NULL)
+        return "application/octet-stream";
+    if (strcmp(dot, ".html") == 0)
+        return "text/html; charset=utf-8";
+    if (strcmp(dot, ".js") == 0)
+        return "text/javascript; charset=utf-8";
+    if (strcmp(dot, ".css") == 0)
+        return "text/css; charset=utf-8";
+    if (strcmp(dot, ".svg") == 0)
+        return "image/svg+xml";
+    return "application/octet-stream";
+}
+
+static void serve_file(console_t *c, struct evhttp_request *req, const char *name)
+{
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", c->cfg->static_dir, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > CONSOLE_STATIC_MAX) {
+        if (fd >= 0)
+            close(fd);
+        log_warn("page file %s: %s", path, fd < 0 ? strerror(errno) : "not a regular file of a sane size");
+        const char *msg = "the console's page is not installed (static-dir)\n";
+        http_send_bytes(req, 404, "text/plain; charset=utf-8", msg, strlen(msg), 1);
+        return;
+    }
+    struct evbuffer *out = evbuffer_new();
+    http_common_headers(req, content_type(name));
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-cache");
+    evbuffer_add_file(out, fd, 0, st.st_size); /* takes the fd */
+    evhttp_send_reply(req, 200, NULL, out);
+    evbuffer_free(out);
+}
+
+static void serve_page(console_t *c, struct evhttp_request *req, const char *path)
+{
+    static const char *const files[] = { "app.js", "app.css", "favicon.svg" };
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_GET && evhttp_request_get_command(req) != EVHTTP_REQ_HEAD) {
+        const char *msg = "GET only\n";
+        http_send_bytes(req, 405, "text/plain; charset=utf-8", msg, strlen(msg), 1);
+        return;
+    }
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        if (path[0] == '/' && strcmp(path + 1, files[i]) == 0) {
+            serve_file(c, req, files[i]);
+            return;
+        }
+    serve_file(c, req, "index.html");
+}
+
+/* ------------------------------------------------------------------ the Host check */
+
+/* Log a refused Host, at most once per HOST_REFUSAL_LOG_MS: the refusals
+ * in between are counted, and the next line says how many. */
+static void log_refused_host(const char *shown, const char *peer)
+{
+    static int logged_once;
+    static uint64_t logged_mono;
+    static unsigned long left_out;
+    uint64_t now = clock_mono_ms();
+    if (logged_once && now - logged_mono < HOST_REFUSAL_LOG_MS) {
+        left_out++;
+        return;
+    }
+    char more[96] = "";
+    if (left_out > 0)
+        snprintf(more, sizeof more, "; %lu more refused since the last such line", left_out);
+    log_warn("refused a request for host '%s' from %s: not an IP address, localhost, bind or a name of "
+             "allowed-hosts (DNS rebinding?)%s",
+             shown, peer != NULL ? peer : "?", more);
+    logged_once = 1;
+    logged_mono = now;
+    left_out = 0;
+}
+
+/* A request for a host name that is not the console's: 421 Misdirected
+ * Request naming it (a JSON error under /api, text for the page); logged
+ * with where it came from (log_refused_host). */
+static void refuse_host(struct evhttp_request *req, const char *path, const char *host)
+{
+    char shown[128], msg[512];
+    const char *peer = NULL;
+    ev_uint16_t port = 0;
+    snprintf(shown, sizeof shown, "%s", host);
+    console_one_line(shown);
+    evhttp_connection_get_peer(evhttp_request_get_connection(req), (char **)&peer, &port);
+    log_refused_host(shown, peer);
+    snprintf(msg, sizeof msg,
+             "host '%s' is not this console's: use its IP address or localhost, or add the name to allowed-hosts",
+             shown);
+    buf_t b = BUF_INIT;
+    int api = strncmp(path, "/api/", 5) == 0;
+    if (api) {
+        json_t j;
+        json_init(&j, &b);
+        json_object_open(&j);
+        json_kstr(&j, "error", msg);
+        json_object_close(&j);
+    } else {
+        buf_append_str(&b, msg);
+        buf_append_str(&b, "\n");
+    }
+    struct evbuffer *out = evbuffer_new();
+    http_common_headers(req, api ? "application/json; charset=utf-8" : "text/plain; charset=utf-8");
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
+    evbuffer_add(out, b.data, b.len);
+    evhttp_send_reply(req, 421, "Misdirected Request", out);
+    evbuffer_free(out);
+    buf_free(&b);
+}
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+    console_t *c = arg;
+    const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+    if (path == NULL || path[0] == '\0')
+        path = "/";
+    const char *host = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
+    if (!console_host_allowed(c->cfg, host)) {
+        refuse_host(req, path, host);
+        return;
+    }
+    if (strncmp(path, "/api/", 5) == 0)
+        api_request(c, req, path);
+    else
+        serve_page(c, req, path);
+}
+
+/* ------------------------------------------------------------------ the listener, https */
+
+/* https-cert-file and https-key-file as common/tls_server.h's files. */
+static void https_files(const console_config_t *cfg, tls_server_files_t *f)
+{
+    memset(f, 0, sizeof *f);
+    f->key_prefix = "https";
+    f->cert_file = cfg->https_cert_file;
+    f->key_file = cfg->https_key_file;
+    f->clients = TLS_CLIENTS_NO;
+    f->session_id = "hourglass-console";
+}
+
+/* evhttp's bufferevent for an accepted connection: TLS on the current
+ * context. (evhttp would make a plain one of a NULL: never return NULL.) */
+static struct bufferevent *https_bufferevent(struct event_base *base, void *arg)
+{
+    console_t *c = arg;
+    char err[256];
+    SSL *ssl = tls_server_ssl(c->tls, err, sizeof err);
+    struct bufferevent *bev =
+        ssl != NULL ? bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE)
+                    : NULL;
+    if (bev == NULL) {
+        log_error("https: no TLS for a new connection: %s", ssl == NULL ? err : "bufferevent_openssl_socket_new");
+        abort(); /* out of memory (CONTRIBUTING.md) */
+    }
+    /* a browser may close without close_notify: that ends the connection, it is no error */
+    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    return bev;
+}
+
+static void log_certificate(const console_t *c, const char *when)
+{
+    char what[512];
+    tls_server_describe(c->tls, what, sizeof what);
+    if (tls_server_expired(c->tls))
+        log_warn("%shttps certificate %s: %s has EXPIRED: browsers will refuse it", when, c->cfg->https_cert_file,
+                 what);
+    else
+        log_info("%shttps certificate %s: %s", when, c->cfg->https_cert_file, what);
+}
+
+const char *server_scheme(const console_t *c)
+{
+    return c->tls != NULL ? "https" : "http";
+}
+
+void server_reload_tls(console_t *c)
+{
+    char err[1024];
+    tls_server_files_t files;
+    if (c->tls == NULL) {
+        if (c->cfg->https_cert_file != NULL)
+            log_warn("SIGHUP: https-cert-file is set, but https starts only at a restart (serving http)");
+        return;
+    }
+    if (c->cfg->https_cert_file == NULL) {
+        log_warn("SIGHUP: https-cert-file is unset, but http replaces https only at a restart (serving https)");
+        return;
+    }
+    https_files(c->cfg, &files);
+    if (tls_server_reload(c->tls, &files, err, sizeof err) != 0) {
+        log_error("SIGHUP: https certificate not reloaded, keeping the one in use: %s", err);
+        return;
+    }
+    log_certificate(c, "SIGHUP: reloaded ");
+}
+
+int server_start(console_t *c, char *err, size_t errlen)
+{
+    if (c->cfg->https_cert_file != NULL) {
+        tls_server_files_t files;
+        https_files(c->cfg, &files);
+        if (tls_server_new(&files, &c->tls, err, errlen) != 0)
+            return -1;
+        log_certificate(c, "");
+    }
+    c->http = evhttp_new(c->base);
+    if (c->http == NULL) {
+        snprintf(err, errlen, "evhttp_new failed");
+        return -1;
+    }
+    if (c->tls != NULL)
+        evhttp_set_bevcb(c->http, https_bufferevent, c);
+    evhttp_set_max_body_size(c->http, CONSOLE_BODY_MAX);
+    evhttp_set_max_headers_size(c->http, CONSOLE_HEADER_MAX);
+    evhttp_set_timeout(c->http, 30);
+    /* every method evhttp knows reaches the gate, which answers 405 (JSON under /api) for all but GET and POST;
+     * evhttp itself answers a method it does not know (501), as the other requests it refuses before any
+     * callback of ours (docs/console.md) */
+    evhttp_set_allowed_methods(c->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
+                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+                                            EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+    evhttp_set_gencb(c->http, on_request, c);
+    struct evhttp_bound_socket *sock = evhttp_bind_socket_with_handle(c->http, c->cfg->bind, (ev_uint16_t)c->cfg->port);
+    if (sock == NULL) {
+        snprintf(err, errlen, "cannot listen on %s:%lld: %s", c->cfg->bind, c->cfg->port, strerror(errno));
+        return -1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    evutil_socket_t fd = evhttp_bound_socket_get_fd(sock);
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+        c->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                           : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    return 0;
+}
+
+void server_stop(console_t *c)
+{
+    if (c->http != NULL)
+        evhttp_free(c->http);
+    c->http = NULL;
+    tls_server_free(c->tls);
+    c->tls = NULL;
+}
