@@ -29,6 +29,12 @@
  * loses it. A NACK refused for its arguments (a LEVEL beyond the table, a
  * DELAY above the max-delay) leaves the delivery held, as on the broker.
  *
+ * DEDUP (SEND … KEY k DEDUP, hg_send_item_t.dedup) is taken and answered as
+ * the broker answers a new message ([id, 0]; duplicate 0), but nothing is
+ * deduplicated: RabbitMQ keeps no index by key, so every send is published.
+ * A second timeout message of an order (a resend, the relay racing the
+ * order service's fast path) is harmless: the cancel is idempotent.
+ *
  * rmq_send_bound_ms counts the waits of the send rounds for
  * hg_client_send_bound_ms, next to the loops it counts.
  *
@@ -57,13 +63,16 @@
  * SEND
  * ------------------------------------------------------------------------ */
 
-/* Parse "SEND topic payload [KEY k] [LEVEL n | DELAY d | AT ms]". */
+/* Parse "SEND topic payload [KEY k [DEDUP]] [LEVEL n | DELAY d | AT ms]",
+ * the options in any order as the broker takes them; *dedup gets whether
+ * DEDUP was said (it needs a non-empty KEY, as on the broker). */
 static int parse_send(size_t argc, const char *const *argv, const size_t *lens, hg_delay_t *delay, const char **key,
-                      char *why, size_t whylen)
+                      int *dedup, char *why, size_t whylen)
 {
     int kinds = 0;
 
     *key = NULL;
+    *dedup = 0;
     *delay = hg_delay_none();
     if (argc < 3) {
         snprintf(why, whylen, "wrong number of arguments for 'SEND' command");
@@ -72,6 +81,14 @@ static int parse_send(size_t argc, const char *const *argv, const size_t *lens, 
     for (size_t i = 3; i < argc; i += 2) {
         const char *w = argv[i];
         uint64_t v = 0;
+        if (strcasecmp(w, "DEDUP") == 0) { /* a flag: the next word is an option again */
+            if ((*dedup)++) {
+                snprintf(why, whylen, "syntax error: DEDUP given twice");
+                return -1;
+            }
+            i--;
+            continue;
+        }
         if (i + 1 >= argc) {
             snprintf(why, whylen, "syntax error: %s needs a value", w);
             return -1;
@@ -105,6 +122,10 @@ static int parse_send(size_t argc, const char *const *argv, const size_t *lens, 
             }
             *delay = strcasecmp(w, "LEVEL") == 0 ? hg_delay_level((int)(v > 1000 ? 1000 : v)) : hg_delay_at(v);
         }
+    }
+    if (*dedup && (*key == NULL || (*key)[0] == '\0')) {
+        snprintf(why, whylen, "DEDUP needs a non-empty KEY (it deduplicates by topic and key)");
+        return -1;
     }
     return 0;
 }
@@ -154,12 +175,13 @@ hg_err_t rmq_cmd_send(rmq_t *r, size_t argc, const char *const *argv, const size
 {
     char why[HG_ERRMSG_MAX], id[HG_ID_MAX], dest[RMQ_QUEUE_NAME_MAX], plan[LVL_MAX_HOPS * 4];
     const char *key = NULL;
+    int dedup = 0;
     hg_delay_t delay;
     buf_t b = BUF_INIT;
     rmq_out_t o;
     hg_err_t e = HG_OK, res;
 
-    if (parse_send(argc, argv, lens, &delay, &key, why, sizeof(why)) < 0 ||
+    if (parse_send(argc, argv, lens, &delay, &key, &dedup, why, sizeof(why)) < 0 ||
         build_out(r, &o, id, dest, sizeof(dest), plan, sizeof(plan), argv[1], key, argv[2],
                   lens != NULL ? lens[2] : strlen(argv[2]), delay, why, sizeof(why)) < 0) {
         rmq_w_error(&b, "ERR %s", why);
@@ -180,7 +202,13 @@ hg_err_t rmq_cmd_send(rmq_t *r, size_t argc, const char *const *argv, const size
     }
     if (e != HG_OK)
         return e;
-    rmq_w_str(&b, id);
+    if (dedup) { /* the broker's [id, duplicate]: never a duplicate here (no index by key) */
+        rmq_w_array(&b, 2);
+        rmq_w_str(&b, id);
+        rmq_w_int(&b, 0);
+    } else {
+        rmq_w_str(&b, id);
+    }
     return rmq_reply_finish(&b, reply);
 }
 

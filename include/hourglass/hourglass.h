@@ -428,7 +428,9 @@ hg_err_t hg_send_many(hg_client_t *c, hg_send_item_t *items, size_t n, size_t *o
  * DLQ is not live). *duplicate (may be NULL) is 1 when the broker stored
  * nothing and id_out names the live message, 0 when it stored a new one
  * (durable, as hg_send). A resend after a lost connection is answered with the
- * first one's id: DEDUP makes the retry exact. Returns as hg_send. */
+ * first one's id: DEDUP makes the retry exact. Returns as hg_send. On
+ * amqp:// every call sends and *duplicate is 0: RabbitMQ keeps no index by
+ * key (the same for hg_send_item_t.dedup). */
 hg_err_t hg_send_dedup(hg_client_t *c, const char *topic, const char *key, const void *payload, size_t len,
                        hg_delay_t delay, char *id_out, int *duplicate);
 

@@ -440,8 +440,11 @@ int hg_order_timeout_create(hg_order_db *db, uint64_t order_id, uint64_t expire_
                             hg_order_error_t *err);
 
 /* The fast-path SEND of order_id's timeout, after the COMMIT: SEND topic <id>
- * KEY <id> DELAY <expire_at_ms - now> (no delay once expire_at_ms has passed;
- * the broker rounds up to whole seconds, never early). client is an
+ * KEY <id> DEDUP DELAY <expire_at_ms - now> (no delay once expire_at_ms has
+ * passed; due at that millisecond, never early), through hg_send_dedup: a
+ * resend, or the relay racing it, never puts a second timeout message of the
+ * order in flight on hourglass:// (on amqp:// nothing is deduplicated; the
+ * cancel's idempotence makes a second one harmless). client is an
  * hg_client_t (<hourglass/hourglass.h>); topic NULL means
  * HG_ORDER_TIMEOUT_TOPIC; id_out NULL or HG_ID_MAX bytes for the message id.
  * Returns an hg_err_t: HG_OK, or the code of hg_send with the cause in

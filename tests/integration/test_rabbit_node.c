@@ -40,6 +40,14 @@
  *                  by hand first; GROUP CREATE, SEND, PULL, NACK to the
  *                  DLQ and ACK then work on them, and they stay as they
  *                  were (existing deployments keep working).
+ *   dedup         SEND … KEY k DEDUP, hg_send_dedup, hg_send_many's dedup
+ *                 and hg_order_timeout_send (the order service's fast path,
+ *                 which sends with DEDUP) all send on amqp://, answering
+ *                 duplicate 0: RabbitMQ keeps no index by key, so nothing is
+ *                 deduplicated — every send is delivered — and DEDUP without
+ *                 a KEY is refused as the broker refuses it. (Before, a DEDUP
+ *                 command failed with a syntax error, so the order service's
+ *                 every fast-path send failed, and hg_send_many ignored it.)
  *
  * Every test uses topic and group names of its own.
  */
@@ -48,6 +56,7 @@
 #endif
 
 #include "include/hourglass/hourglass.h"
+#include "include/hourglass/order.h"
 #include "tests/helpers/rabbit_proc.h"
 #include "tests/helpers/testutil.h"
 
@@ -524,6 +533,72 @@ static void test_upgraded_queues(void)
     }
 }
 
+static void test_dedup_sends_everything(void)
+{
+    hg_client_t *c = open_client();
+    hg_reply_t *r = NULL;
+    char ids[5][HG_ID_MAX];
+    int dup = -1;
+    hg_err_t e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "dedup-g", "dedup-t", "FROM", "NOW" });
+
+    hg_reply_free(r);
+    TU_CHECK(e == HG_OK, "GROUP CREATE: %s", hg_client_errmsg(c));
+    /* the command: [id, 0], as the broker answers a new message */
+    e = cmd(c, &r, 6, (const char *const[]){ "SEND", "dedup-t", "one", "KEY", "42", "DEDUP" });
+    TU_CHECK(e == HG_OK, "SEND … KEY 42 DEDUP: %s", hg_client_errmsg(c));
+    if (e == HG_OK) {
+        TU_CHECK(hg_reply_type(r) == HG_REPLY_ARRAY && hg_reply_count(r) == 2, "SEND … DEDUP answered type %d",
+                 (int)hg_reply_type(r));
+        if (hg_reply_type(r) == HG_REPLY_ARRAY && hg_reply_count(r) == 2) {
+            snprintf(ids[0], HG_ID_MAX, "%s", hg_reply_str(hg_reply_element(r, 0), NULL));
+            TU_CHECK(hg_reply_integer(hg_reply_element(r, 1)) == 0, "duplicate %lld, want 0",
+                     hg_reply_integer(hg_reply_element(r, 1)));
+        }
+    }
+    hg_reply_free(r);
+    /* DEDUP first, with a delay after it: the broker's grammar takes both orders */
+    e = cmd(c, &r, 8, (const char *const[]){ "SEND", "dedup-t", "two", "KEY", "42", "DEDUP", "DELAY", "0" });
+    TU_CHECK(e == HG_OK && hg_reply_type(r) == HG_REPLY_ARRAY, "SEND … DEDUP DELAY 0: %s", hg_client_errmsg(c));
+    hg_reply_free(r);
+    /* the library's calls */
+    e = hg_send_dedup(c, "dedup-t", "42", "three", 5, hg_delay_none(), ids[1], &dup);
+    TU_CHECK(e == HG_OK && dup == 0 && ids[1][0] != '\0', "hg_send_dedup: %d dup %d: %s", (int)e, dup,
+             hg_client_errmsg(c));
+    TU_CHECK(strcmp(ids[0], ids[1]) != 0, "two sends of key 42 got one id %s", ids[1]);
+    hg_send_item_t item = { .topic = "dedup-t", .key = "42", .payload = "four", .payload_len = 4, .dedup = 1 };
+    e = hg_send_many(c, &item, 1, NULL);
+    TU_CHECK(e == HG_OK && item.err == HG_OK && item.duplicate == 0, "hg_send_many dedup: %d / %d: %s", (int)e,
+             (int)item.err, item.error);
+    TU_CHECK(hg_order_timeout_send(c, "dedup-t", 42, 0, ids[2]) == HG_OK, "hg_order_timeout_send: %s",
+             hg_client_errmsg(c));
+    /* refused as the broker refuses it, before the wire */
+    e = cmd(c, &r, 4, (const char *const[]){ "SEND", "dedup-t", "five", "DEDUP" });
+    TU_CHECK(e == HG_ERR_SERVER && strstr(hg_client_errmsg(c), "DEDUP needs a non-empty KEY") != NULL,
+             "SEND … DEDUP without KEY: %d: %s", (int)e, hg_client_errmsg(c));
+    hg_reply_free(r);
+    e = cmd(c, &r, 7, (const char *const[]){ "SEND", "dedup-t", "five", "KEY", "42", "DEDUP", "DEDUP" });
+    TU_CHECK(e == HG_ERR_SERVER && strstr(hg_client_errmsg(c), "DEDUP") != NULL, "DEDUP twice: %d: %s", (int)e,
+             hg_client_errmsg(c));
+    hg_reply_free(r);
+    /* every one of the five was sent: nothing deduplicated */
+    size_t got = 0;
+    for (int round = 0; round < 20 && got < 5; round++) {
+        e = cmd(c, &r, 7, (const char *const[]){ "PULL", "dedup-g", "dedup-t", "COUNT", "10", "BLOCK", "1000" });
+        TU_CHECK(e == HG_OK, "PULL: %s", hg_client_errmsg(c));
+        if (e != HG_OK)
+            break;
+        for (size_t i = 0; i < hg_reply_count(r); i++) {
+            const char *id = hg_reply_str(hg_reply_element(hg_reply_element(r, i), 0), NULL);
+            TU_CHECK(int_cmd(c, 3, (const char *const[]){ "ACK", "dedup-g", id }, __LINE__) == 1, "ACK %s", id);
+            got++;
+        }
+        hg_reply_free(r);
+        r = NULL;
+    }
+    TU_CHECK(got == 5, "delivered %zu of the 5 sends of key 42, want all 5", got);
+    hg_client_close(c);
+}
+
 static const tu_test_t node_tests[] = {
     { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
       test_nack_refused_keeps_hold },
@@ -537,6 +612,9 @@ static const tu_test_t node_tests[] = {
     { "a consumer that ends without ACK or NACK, again and again: each redelivery is a failure (reconsume + 1), "
       "then the DLQ at max-reconsume",
       test_poison_reaches_dlq },
+    { "SEND … DEDUP, hg_send_dedup, hg_send_many's dedup, hg_order_timeout_send: sent, duplicate 0, all delivered; "
+      "DEDUP without a KEY refused",
+      test_dedup_sends_everything },
     { "a clean close with deliveries read ahead: they are not failures (the next consumer gets them at once, "
       "reconsume 0)",
       test_read_ahead_at_close },
