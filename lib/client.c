@@ -76,21 +76,38 @@
  * Small helpers
  * ------------------------------------------------------------------------ */
 
-int client_sleep(int wake_fd, uint64_t ms)
+/* Sleep ms, ending early with -1 when fd_a or fd_b (either may be -1) is
+ * readable. */
+static int sleep_on(int fd_a, int fd_b, uint64_t ms)
 {
     uint64_t deadline = wire_now_ms() + ms;
 
     for (;;) {
-        struct pollfd p = { wake_fd, POLLIN, 0 };
+        struct pollfd p[2];
+        nfds_t np = 0;
         int left = wire_poll_ms(deadline), n;
+        if (fd_a >= 0)
+            p[np++] = (struct pollfd){ fd_a, POLLIN, 0 };
+        if (fd_b >= 0)
+            p[np++] = (struct pollfd){ fd_b, POLLIN, 0 };
         if (left == 0)
             return 0;
-        n = poll(&p, wake_fd >= 0 ? 1 : 0, left);
+        n = poll(p, np, left);
         if (n > 0)
             return -1;
         if (n < 0 && errno != EINTR)
             return 0;
     }
+}
+
+int client_sleep(int wake_fd, uint64_t ms)
+{
+    return sleep_on(wake_fd, -1, ms);
+}
+
+int client_pause(const hg_client_t *c, uint64_t ms)
+{
+    return sleep_on(c->wake_fd, c->stop_fd, ms);
 }
 
 int client_woken(int wake_fd)
@@ -222,6 +239,7 @@ static hg_err_t create_transport(const char *uri, const hg_client_opts_t *opts, 
         hg_client_opts_init(&c->opts);
     c->fd = -1;
     c->wake_fd = -1;
+    c->stop_fd = -1;
     buf_init(&c->in);
     buf_init(&c->out);
     c->tops = transport_for_uri(uri);
@@ -252,6 +270,11 @@ void client_note_connect(hg_client_t *c)
 int client_wake_fd(const hg_client_t *c)
 {
     return c->wake_fd;
+}
+
+int client_stop_fd(const hg_client_t *c)
+{
+    return c->stop_fd;
 }
 
 hg_err_t client_create(const char *uri, const hg_client_opts_t *opts, hg_client_t **out, hg_error_t *err)
@@ -322,6 +345,7 @@ hg_err_t client_create(const char *uri, const hg_client_opts_t *opts, hg_client_
         snprintf(c->address, sizeof(c->address), "%s:%d", u.host, u.port);
     c->fd = -1;
     c->wake_fd = -1;
+    c->stop_fd = -1;
     buf_init(&c->in);
     buf_init(&c->out);
     memset(&u, 0, sizeof(u)); /* do not leave the password on the stack */

@@ -117,8 +117,16 @@ void client_note_connect(hg_client_t *c);
 /* The wake descriptor (-1 when none), for a transport's waits. */
 int client_wake_fd(const hg_client_t *c);
 
+/* The stop descriptor (hg_client_set_stop_fd; -1 when none): a transport's
+ * waits for the broker end when it is readable, whatever their flags. */
+int client_stop_fd(const hg_client_t *c);
+
 /* Sleep ms milliseconds, returning early with -1 when wake_fd (may be -1)
  * becomes readable; 0 after the full sleep. */
 int client_sleep(int wake_fd, uint64_t ms);
+
+/* A backoff pause of c: client_sleep that ends early on c's wake or stop
+ * descriptor. */
+int client_pause(const hg_client_t *c, uint64_t ms);
 
 #endif

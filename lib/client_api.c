@@ -49,7 +49,8 @@ hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv, const
         if (e != HG_OK)
             break;
         e = client_exchange(c, c->out.data, c->out.len, 1, reply, &got, extra_wait_ms, flags);
-        if (e != HG_ERR_IO || !resend || resends >= CLIENT_MAX_RESENDS || client_woken(c->wake_fd))
+        if (e != HG_ERR_IO || !resend || resends >= CLIENT_MAX_RESENDS || client_woken(c->wake_fd) ||
+            client_woken(c->stop_fd))
             break;
         resends++;
     }
@@ -141,6 +142,7 @@ hg_err_t hg_client_clone(const hg_client_t *c, hg_client_t **out, hg_error_t *er
     n->tls_ctx = c->tls_ctx != NULL ? tlsconn_ctx_ref(c->tls_ctx) : NULL;
     n->fd = -1;
     n->wake_fd = -1;
+    n->stop_fd = -1;
     buf_init(&n->in);
     buf_init(&n->out);
     client_error_fill(err, HG_OK, "%s", "");
@@ -150,8 +152,7 @@ hg_err_t hg_client_clone(const hg_client_t *c, hg_client_t **out, hg_error_t *er
 
 void hg_client_set_stop_fd(hg_client_t *c, int fd)
 {
-    c->wake_fd = fd;
-    c->stop_all = fd >= 0;
+    c->stop_fd = fd;
 }
 
 void hg_client_close(hg_client_t *c)

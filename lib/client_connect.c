@@ -18,7 +18,8 @@
  *
  * Invariant: a round that fails leaves fd == -1 with the client's error set;
  * one that succeeds counts in connects, with `in` empty.
- * Thread: the client's one thread; the wake fd cuts the backoff sleeps short.
+ * Thread: the client's one thread; the wake and stop fds cut the backoff
+ * sleeps short, the stop fd a connect that has not begun.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -165,7 +166,7 @@ hg_err_t client_ensure(hg_client_t *c)
         client_disconnect(c);
     }
     for (;;) {
-        if (c->stop_all && client_woken(c->wake_fd))
+        if (client_woken(c->stop_fd))
             return client_fail(c, HG_ERR_STOPPED, "stopped before connecting to %s", c->address);
         e = connect_round(c);
         if (e == HG_OK || e == HG_ERR_AUTH || e == HG_ERR_STOPPED || c->verify_failed)
@@ -177,7 +178,7 @@ hg_err_t client_ensure(hg_client_t *c)
             }
             return e;
         }
-        if (client_sleep(c->wake_fd, hg_backoff_delay(b, attempt, NULL, NULL)) < 0)
+        if (client_pause(c, hg_backoff_delay(b, attempt, NULL, NULL)) < 0)
             return client_fail(c, HG_ERR_STOPPED, "stopped while reconnecting to %s", c->address);
         attempt++;
     }

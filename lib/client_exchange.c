@@ -16,7 +16,8 @@
  * malformed reply the stream position is unknown), so when fd >= 0 no reply
  * is outstanding.
  * Thread: the client's one thread; the wake fd cuts waits short when
- * CLIENT_INTERRUPTIBLE (or hg_client_set_stop_fd) asks for it.
+ * CLIENT_INTERRUPTIBLE asks for it, the stop fd (hg_client_set_stop_fd)
+ * every wait.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -101,8 +102,8 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen, size_t 
     e = parse_replies(c, nreplies, replies, got);
 
     while (e == HG_OK && (written < reqlen || *got < nreplies)) {
-        struct pollfd p[2];
-        int n, np = 1, left = wire_poll_ms(deadline);
+        struct pollfd p[3];
+        int n, np = 1, stops = 0, left = wire_poll_ms(deadline);
 
         if (left == 0) {
             e = client_fail(c, HG_ERR_TIMEOUT, "no reply from %s within %llums", c->address,
@@ -114,12 +115,10 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen, size_t 
         p[0].revents = 0;
         if (c->tls != NULL && written < reqlen)
             p[0].events |= tlsconn_wants(c->tls); /* a TLS write may wait for input, too */
-        if (((flags & CLIENT_INTERRUPTIBLE) || c->stop_all) && c->wake_fd >= 0) {
-            p[1].fd = c->wake_fd;
-            p[1].events = POLLIN;
-            p[1].revents = 0;
-            np = 2;
-        }
+        if ((flags & CLIENT_INTERRUPTIBLE) && c->wake_fd >= 0)
+            p[np++] = (struct pollfd){ c->wake_fd, POLLIN, 0 };
+        if (c->stop_fd >= 0)
+            p[np++] = (struct pollfd){ c->stop_fd, POLLIN, 0 };
         if (c->tls != NULL && tlsconn_pending(c->tls)) {
             /* decrypted bytes poll cannot see: read them now */
             n = poll(p, (nfds_t)np, 0);
@@ -137,7 +136,9 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen, size_t 
         }
         if (n == 0)
             continue; /* the deadline check above reports it */
-        if (np == 2 && (p[1].revents & POLLIN)) {
+        for (int i = 1; i < np; i++)
+            stops |= (p[i].revents & POLLIN) != 0;
+        if (stops) {
             e = client_fail(c, HG_ERR_STOPPED, "stopped while waiting for %s", c->address);
             break;
         }

@@ -27,8 +27,8 @@ struct hg_client {
     tlsconn_t *tls;                  /* the TLS session on fd, when tls_ctx */
     char tls_name[URI_HOST_MAX];     /* the name the broker's certificate must carry */
     int verify_failed;               /* the last connect round failed on the certificate */
-    int wake_fd;                     /* -1, or readable = stop */
-    int stop_all;                    /* hg_client_set_stop_fd: wake_fd cuts every wait short */
+    int wake_fd;                     /* -1, or readable = stop CLIENT_INTERRUPTIBLE waits and sleeps */
+    int stop_fd;                     /* hg_client_set_stop_fd: -1, or readable = stop every wait */
     buf_t in;                        /* bytes received */
     size_t in_off;                   /* parsed up to here */
     buf_t out;                       /* request scratch for client_call */

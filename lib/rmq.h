@@ -230,11 +230,13 @@ hg_err_t rmq_admin(rmq_t *r);
  * the caller to settle what it holds; the next rmq_ensure replaces it. The
  * send paths resend refused messages (rmq_refused_pause). A batch cut short
  * by a lost connection or a missing confirm still sets results[]: HG_OK for
- * what was confirmed before, HG_ERR_IO for the rest (to resend). */
+ * what was confirmed before, HG_ERR_IO for the rest (to resend); cut by the
+ * client's stop fd, HG_ERR_STOPPED for the rest and the connection closed. */
 hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results);
 /* Wait for frames until deadline (monotonic ms; 0 = poll once) or until
  * a delivery is ready (want_delivery) — interruptible by the client's wake
- * fd when interruptible. Returns HG_OK, HG_ERR_STOPPED or a connection error. */
+ * fd when interruptible, by its stop fd (hg_client_set_stop_fd) always.
+ * Returns HG_OK, HG_ERR_STOPPED or a connection error. */
 hg_err_t rmq_pump(rmq_t *r, uint64_t deadline, int want_delivery, int interruptible);
 /* Decode an AMQP message into a rmq_msg_t (malloc'd; free with rmq_msg_free). */
 rmq_msg_t *rmq_msg_decode(const amqp_basic_properties_t *p, const amqp_bytes_t *body, uint64_t tag);

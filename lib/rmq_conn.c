@@ -185,7 +185,7 @@ void rmq_disconnect(rmq_t *r)
 int rmq_refused_pause(rmq_t *r, int round)
 {
     uint32_t ms = RMQ_REFUSED_PAUSE_MS << (round < 5 ? round : 5);
-    if (client_sleep(client_wake_fd(r->client), ms) < 0) {
+    if (client_pause(r->client, ms) < 0) {
         client_fail(r->client, HG_ERR_STOPPED, "stopped while waiting to resend to RabbitMQ at %s", r->address);
         return -1;
     }
@@ -353,7 +353,7 @@ hg_err_t rmq_ensure(rmq_t *r)
             }
             return e;
         }
-        if (client_sleep(client_wake_fd(r->client), hg_backoff_delay(b, attempt, NULL, NULL)) < 0)
+        if (client_pause(r->client, hg_backoff_delay(b, attempt, NULL, NULL)) < 0)
             return client_fail(r->client, HG_ERR_STOPPED, "stopped while reconnecting to %s", r->address);
         attempt++;
     }
@@ -635,7 +635,7 @@ static hg_err_t handle_method(rmq_t *r, const amqp_frame_t *f)
 
 hg_err_t rmq_pump(rmq_t *r, uint64_t deadline, int want_delivery, int interruptible)
 {
-    int wake = interruptible ? client_wake_fd(r->client) : -1;
+    int wake = interruptible ? client_wake_fd(r->client) : -1, stop = client_stop_fd(r->client);
 
     for (;;) {
         struct timeval zero = { 0, 0 };
@@ -652,16 +652,23 @@ hg_err_t rmq_pump(rmq_t *r, uint64_t deadline, int want_delivery, int interrupti
          * for the next packet or the poll's timeout. */
         rc = amqp_simple_wait_frame_noblock(r->st, &f, &zero);
         if (rc == AMQP_STATUS_TIMEOUT) {
-            struct pollfd p[2] = { { amqp_get_sockfd(r->st), POLLIN, 0 }, { wake, POLLIN, 0 } };
-            int left = wire_poll_ms(deadline), n;
+            struct pollfd p[3] = { { amqp_get_sockfd(r->st), POLLIN, 0 } };
+            nfds_t np = 1;
+            int left = wire_poll_ms(deadline), n, stopped = 0;
+            if (wake >= 0)
+                p[np++] = (struct pollfd){ wake, POLLIN, 0 };
+            if (stop >= 0)
+                p[np++] = (struct pollfd){ stop, POLLIN, 0 };
             if (left < 0 || left > RMQ_HEARTBEAT_S * 500)
                 left = RMQ_HEARTBEAT_S * 500; /* wake up to send heartbeats */
-            n = poll(p, wake >= 0 ? 2 : 1, left);
+            n = poll(p, np, left);
             if (n < 0 && errno != EINTR)
                 return client_fail(r->client, HG_ERR_IO, "poll: %s", strerror(errno));
             if (n == 0 && deadline != 0 && wire_poll_ms(deadline) == 0)
                 return HG_ERR_TIMEOUT;
-            if (n > 0 && wake >= 0 && (p[1].revents & POLLIN))
+            for (nfds_t i = 1; n > 0 && i < np; i++)
+                stopped |= (p[i].revents & POLLIN) != 0;
+            if (stopped)
                 return client_fail(r->client, HG_ERR_STOPPED, "stopped while waiting for RabbitMQ at %s", r->address);
             continue;
         }
@@ -738,6 +745,16 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
             rmq_disconnect(r);
             results_so_far(r, n, results);
             return HG_ERR_TIMEOUT;
+        }
+        if (e == HG_ERR_STOPPED) {
+            /* Confirms still owed: the connection's state is unknown. The
+             * unconfirmed say they were stopped (not to be resent). */
+            rmq_disconnect(r);
+            results_so_far(r, n, results);
+            for (size_t i = 0; i < n; i++)
+                if (results[i] != HG_OK)
+                    results[i] = HG_ERR_STOPPED;
+            return e;
         }
         if (e != HG_OK) {
             results_so_far(r, n, results);

@@ -221,9 +221,14 @@ hg_err_t hg_client_clone(const hg_client_t *c, hg_client_t **out, hg_error_t *er
 /* Let another thread stop c's calls: while fd is readable (a pipe or an
  * eventfd the caller writes to), every wait of c for the broker — a reply,
  * AUTH while connecting, a reconnect's backoff — ends at once with
- * HG_ERR_STOPPED, and the connection is closed. -1 (the default) turns it
- * off. The client never reads or closes fd. Set it before the call, on the
- * thread that owns c. */
+ * HG_ERR_STOPPED, and the connection is closed; a call made while it is
+ * readable stops before it connects. hg_send_many gives each item whose
+ * reply had not arrived HG_ERR_STOPPED (it may have reached the broker: a
+ * caller that sends it again later should send with DEDUP). On amqp:// the
+ * waits for replies and confirms and the pauses end; a wait inside
+ * librabbitmq's own calls (connecting, logging in, declaring) ends with its
+ * timeout. -1 (the default) turns it off. The client never reads or closes
+ * fd. Set it before the call, on the thread that owns c. */
 void hg_client_set_stop_fd(hg_client_t *c, int fd);
 
 /* The read timeout (hg_client_opts_t.read_timeout_ms; 0 waits forever) for
