@@ -28,7 +28,10 @@ hg_err_t client_create(const char *uri, const hg_client_opts_t *opts, hg_client_
 
 /* Use fd (or -1 for none) as the wake descriptor: when it is readable,
  * backoff sleeps and CLIENT_INTERRUPTIBLE waits end with HG_ERR_STOPPED.
- * The client never reads or closes it. */
+ * The client never reads or closes it. Apart from the stop descriptor
+ * (hg_client_set_stop_fd), which ends every wait: a consumer's stop ends
+ * its PULLs at once and lets the ACKs of the messages in hand finish; its
+ * stop descriptor (hg_consumer_set_stop_fd) cuts those too. */
 void client_set_wake_fd(hg_client_t *c, int fd);
 
 /* Make sure the client is connected: reuse a live connection (one that the

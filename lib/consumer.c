@@ -28,7 +28,9 @@
  *                         and backoff sleep of every worker polls the read
  *                         end, which is how a stop from a signal handler
  *                         reaches threads blocked in poll(). Handlers and
- *                         ACK/NACK are never interrupted.
+ *                         ACK/NACK are not interrupted by it; the stop fd
+ *                         (hg_consumer_set_stop_fd), every client's, ends
+ *                         those waits too (a daemon's bounded stop).
  *   stats                 relaxed atomics; PULL health (pulls_failing,
  *                         all_failing_since_ms) sequentially consistent ones.
  *
@@ -298,6 +300,7 @@ hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out, hg
     pthread_mutex_init(&c->err_lock, NULL);
     c->wake_pipe[0] = c->wake_pipe[1] = -1;
     c->watchdog_pipe[0] = c->watchdog_pipe[1] = -1;
+    c->stop_fd = -1;
     if (pipe2(c->wake_pipe, O_NONBLOCK | O_CLOEXEC) != 0 || pipe2(c->watchdog_pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
         client_error_fill(err, HG_ERR_SYSTEM, "pipe: %s", strerror(errno));
         hg_consumer_free(c);
@@ -335,6 +338,11 @@ void hg_consumer_stop(hg_consumer_t *c)
         ssize_t n = write(c->wake_pipe[1], "x", 1);
         (void)n;
     }
+}
+
+void hg_consumer_set_stop_fd(hg_consumer_t *c, int fd)
+{
+    c->stop_fd = fd;
 }
 
 void hg_consumer_stats(const hg_consumer_t *c, hg_consumer_stats_t *out)

@@ -48,6 +48,7 @@ struct hg_consumer {
     atomic_int fatal;     /* an hg_err_t that stopped the consumer for good (AUTH refused, NOPERM), else 0 */
     int wake_pipe[2];     /* stop: readable once written */
     int watchdog_pipe[2]; /* stops the watchdog after the workers */
+    int stop_fd;          /* hg_consumer_set_stop_fd: -1, or the stop fd of every client */
     int ran;
 
     worker_t *workers;

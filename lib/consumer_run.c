@@ -2,9 +2,10 @@
  * lib/consumer_run.c — hg_consumer_run: start a consumer's threads and
  * wait for them.
  *
- * Builds the workers (a client each, its wake fd the stop pipe), starts
- * the transport's helper when it has one, the watchdog when leases are to
- * be renewed, then the workers; joins the workers after a stop, stops the
+ * Builds the workers (a client each, its wake fd the stop pipe, its stop fd
+ * the consumer's: hg_consumer_set_stop_fd, the watchdog's too), starts the
+ * transport's helper when it has one, the watchdog when leases are to be
+ * renewed, then the workers; joins the workers after a stop, stops the
  * helper, then stops and joins the watchdog last (it keeps renewing while
  * the workers finish the messages in hand), and frees what it built.
  *
@@ -59,6 +60,7 @@ hg_err_t hg_consumer_run(hg_consumer_t *c)
             hg_consumer_stop(c);
         } else {
             client_set_wake_fd(w->client, c->wake_pipe[0]);
+            hg_client_set_stop_fd(w->client, c->stop_fd);
         }
     }
 
@@ -72,6 +74,7 @@ hg_err_t hg_consumer_run(hg_consumer_t *c)
     if (c->touch_ms > 0 && !consumer_stopping(c)) {
         if (client_create(c->uri, &c->client_opts, &c->watchdog_client, &err) == HG_OK) {
             client_set_wake_fd(c->watchdog_client, c->watchdog_pipe[0]);
+            hg_client_set_stop_fd(c->watchdog_client, c->stop_fd);
             rc = pthread_create(&c->watchdog, NULL, consumer_watchdog_main, c);
             if (rc != 0) {
                 consumer_record_error(c, "consumer", HG_ERR_SYSTEM, "starting the watchdog", strerror(rc));

@@ -16,7 +16,10 @@
  * NOPERM) stops the whole consumer. Settling errors are recorded, not
  * retried: the lease brings the message back (delivery is at least once).
  * Thread: the worker's own; the stop (wake_pipe) cuts the PULL wait and the
- * backoff sleeps short, never a handler or an ACK/NACK.
+ * backoff sleeps short, never a handler or an ACK/NACK; the consumer's stop
+ * fd (hg_consumer_set_stop_fd: a daemon's stop that has waited long enough)
+ * ends an ACK/NACK too, with HG_ERR_STOPPED: its message comes back after
+ * its lease.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"

@@ -683,6 +683,18 @@ hg_err_t hg_consumer_run(hg_consumer_t *c);
  * returns at once) and more than once. */
 void hg_consumer_stop(hg_consumer_t *c);
 
+/* Give every client of c (its workers' and its watchdog's) fd as its stop
+ * fd (hg_client_set_stop_fd): while fd is readable, every wait for the
+ * broker — a PULL, an ACK or NACK of a message in hand, a TOUCH, a
+ * reconnect — ends at once with HG_ERR_STOPPED. For a bounded stop:
+ * hg_consumer_stop lets the workers finish the messages in hand, which a
+ * broker that stopped answering holds for read_timeout_ms per call; making
+ * fd readable a while after it ends those waits. A message whose ACK or
+ * NACK was cut stays leased and comes back when its lease ends. -1 (the
+ * default) turns it off; c never reads or closes fd. Before hg_consumer_run,
+ * on the thread that calls it. */
+void hg_consumer_set_stop_fd(hg_consumer_t *c, int fd);
+
 /* Counters since hg_consumer_new, for metrics. */
 typedef struct hg_consumer_stats {
     uint64_t delivered;  /* messages received from PULL */
