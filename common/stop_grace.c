@@ -4,7 +4,9 @@
  *
  * One thread sleeps on a pipe. stop_grace_request writes 's': the first
  * starts the grace, a later one cuts at once; stop_grace_finish writes 'q'.
- * When the grace runs out before 'q', every registered handle is cut and
+ * When the grace runs out before 'q', every registered handle is cut, a
+ * byte is written to the cut pipe (readable from then on: the broker
+ * clients given its read end as their stop fd end their waits) and
  * stop_grace_cut answers 1 from then on.
  *
  * Invariants: the table of handles is written (watch, unwatch) and walked by
@@ -47,6 +49,7 @@ typedef struct watched {
 struct stop_grace {
     stop_grace_opts_t opts;
     int pipe_fd[2]; /* 's' from stop_grace_request, 'q' from stop_grace_finish */
+    int cut_fd[2];  /* one byte written at the cut, never read: stop_grace_cut_fd */
     pthread_t thread;
     pthread_mutex_t lock; /* guards watched, count, cap */
     watched_t *watched;
@@ -59,6 +62,8 @@ static void cut_all(stop_grace_t *s, const char *why)
 {
     pthread_mutex_lock(&s->lock);
     atomic_store(&s->cut, 1);
+    ssize_t w = write(s->cut_fd[1], "c", 1); /* the broker clients' waits end (an empty pipe takes it) */
+    (void)w;
     size_t n = s->count;
     for (size_t i = 0; i < n; i++)
         s->watched[i].cut(s->watched[i].handle);
@@ -117,14 +122,21 @@ stop_grace_t *stop_grace_start(const stop_grace_opts_t *opts, char *err, size_t 
         err_set(err, errlen, "stop: pipe: %s", strerror(errno));
         goto fail;
     }
+    if (pipe2(s->cut_fd, O_CLOEXEC | O_NONBLOCK) != 0) {
+        err_set(err, errlen, "stop: pipe: %s", strerror(errno));
+        goto fail_pipe;
+    }
     int rc = pthread_create(&s->thread, NULL, stop_main, s);
     if (rc != 0) {
         err_set(err, errlen, "stop: cannot start its thread: %s", strerror(rc));
-        close(s->pipe_fd[0]);
-        close(s->pipe_fd[1]);
-        goto fail;
+        close(s->cut_fd[0]);
+        close(s->cut_fd[1]);
+        goto fail_pipe;
     }
     return s;
+fail_pipe:
+    close(s->pipe_fd[0]);
+    close(s->pipe_fd[1]);
 fail:
     pthread_mutex_destroy(&s->lock);
     free(s);
@@ -168,6 +180,11 @@ int stop_grace_cut(stop_grace_t *s)
     return atomic_load(&s->cut);
 }
 
+int stop_grace_cut_fd(const stop_grace_t *s)
+{
+    return s->cut_fd[0];
+}
+
 void stop_grace_finish(stop_grace_t *s)
 {
     if (s == NULL)
@@ -181,6 +198,8 @@ void stop_grace_finish(stop_grace_t *s)
     pthread_join(s->thread, NULL);
     close(s->pipe_fd[0]);
     close(s->pipe_fd[1]);
+    close(s->cut_fd[0]);
+    close(s->cut_fd[1]);
     pthread_mutex_destroy(&s->lock);
     free(s->watched);
     free(s);

@@ -15,7 +15,9 @@
  * (a daemon opens nothing new then: a connect to a hung server would wait
  * its connect timeout). What a cut means for the work in flight is the
  * daemon's to guarantee (a transaction dies with its connection and the
- * server rolls it back).
+ * server rolls it back). Calls to a broker are cut through a descriptor
+ * instead (stop_grace_cut_fd, the stop fd libhourglass's clients poll
+ * beside their socket): it becomes readable at the cut.
  *
  * Handles are the caller's: it registers one (stop_grace_watch) once it may
  * block on it, and withdraws it (stop_grace_unwatch) before it frees it; the
@@ -64,6 +66,13 @@ void stop_grace_unwatch(stop_grace_t *s, const void *handle);
 
 /* 1 once the handles were cut: open nothing new then. Any thread. */
 int stop_grace_cut(stop_grace_t *s);
+
+/* A descriptor that becomes readable at the cut and stays so (s owns it:
+ * never read nor close it): the stop fd of the daemon's broker clients
+ * (hg_client_set_stop_fd, hg_consumer_set_stop_fd), so that a call to a
+ * broker that stopped answering ends with the rest of the cut, without a
+ * handle to register. Valid until stop_grace_finish. Any thread. */
+int stop_grace_cut_fd(const stop_grace_t *s);
 
 /* End the thread (it cuts nothing from then on) and free s; the handles
  * still registered are left as they are (the caller's). Main thread, once

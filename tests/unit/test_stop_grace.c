@@ -4,13 +4,15 @@
  * handles are cut once the grace after the first request has run out (not
  * before), at once on a second request or with a grace of 0, at once when
  * registered after the cut; a withdrawn handle is never cut, and nothing is
- * cut without a request. The handles here are counters; every wait polls
- * with a deadline.
+ * cut without a request. The cut fd (the broker clients' stop fd) becomes
+ * readable at the cut, not before, and stays so. The handles here are
+ * counters; every wait polls with a deadline.
  */
 #include "common/stop_grace.h"
 #include "tests/helpers/testutil.h"
 
 #include <CUnit/CUnit.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -40,12 +42,20 @@ static int is_cut(void *s)
     return stop_grace_cut(s);
 }
 
+/* The cut fd is readable now. */
+static int cut_fd_readable(void *s)
+{
+    struct pollfd p = { stop_grace_cut_fd(s), POLLIN, 0 };
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
 static void test_no_request(void)
 {
     handle_t h = { 0 };
     stop_grace_t *s = start(0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     stop_grace_watch(s, cut, &h);
+    CU_ASSERT_FALSE(cut_fd_readable(s));
     stop_grace_finish(s);
     CU_ASSERT_EQUAL(atomic_load(&h.cuts), 0);
 }
@@ -63,9 +73,12 @@ static void test_grace(void)
     uint64_t t0 = tu_now_mono_ms();
     stop_grace_request(s);
     CU_ASSERT_EQUAL(stop_grace_cut(s), 0);
-    CU_ASSERT_EQUAL_FATAL(tu_poll_until(is_cut, s, 10000, 5), 0);
+    CU_ASSERT_FALSE(cut_fd_readable(s));
+    CU_ASSERT_EQUAL_FATAL(tu_poll_until(cut_fd_readable, s, 10000, 5), 0);
     uint64_t took = tu_now_mono_ms() - t0;
-    TU_CHECK(took >= 290, "cut %llu ms after the request, before the 300 ms grace", (unsigned long long)took);
+    TU_CHECK(took >= 290, "cut fd readable %llu ms after the request, before the 300 ms grace",
+             (unsigned long long)took);
+    CU_ASSERT_EQUAL(stop_grace_cut(s), 1);
     CU_ASSERT_EQUAL(atomic_load(&a.cuts), 1);
     CU_ASSERT_EQUAL(atomic_load(&b.cuts), 1);
     CU_ASSERT_EQUAL(atomic_load(&gone.cuts), 0);
@@ -73,7 +86,8 @@ static void test_grace(void)
     handle_t late = { 0 };
     stop_grace_watch(s, cut, &late);
     CU_ASSERT_EQUAL(atomic_load(&late.cuts), 1);
-    stop_grace_request(s); /* after the cut: nothing more */
+    stop_grace_request(s);              /* after the cut: nothing more */
+    CU_ASSERT_TRUE(cut_fd_readable(s)); /* never drained */
     stop_grace_finish(s);
     CU_ASSERT_EQUAL(atomic_load(&a.cuts), 1);
     CU_ASSERT_EQUAL(atomic_load(&late.cuts), 1);
@@ -88,7 +102,7 @@ static void test_second_request(void)
     stop_grace_request(s);
     stop_grace_request(s);
     uint64_t t0 = tu_now_mono_ms();
-    CU_ASSERT_EQUAL(tu_poll_until(is_cut, s, 10000, 5), 0);
+    CU_ASSERT_EQUAL(tu_poll_until(cut_fd_readable, s, 10000, 5), 0);
     printf("\n    a second request with a 1 h grace: cut after %llu ms\n", (unsigned long long)(tu_now_mono_ms() - t0));
     CU_ASSERT_EQUAL(atomic_load(&h.cuts), 1);
     stop_grace_finish(s);
@@ -124,7 +138,8 @@ static void test_zero_grace_from_a_signal(void)
 
 static const tu_test_t stop_tests[] = {
     { "no request: nothing cut", test_no_request },
-    { "cut when the grace runs out, not before; unwatched never; late watch at once", test_grace },
+    { "cut (and the cut fd readable) when the grace runs out, not before; unwatched never; late watch at once",
+      test_grace },
     { "a second request cuts at once", test_second_request },
     { "grace 0, requested from a signal handler: cut at once", test_zero_grace_from_a_signal },
     { NULL, NULL },
