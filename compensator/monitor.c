@@ -2,7 +2,8 @@
  * compensator/monitor.c — gauges and thresholds (contract: monitor.h).
  *
  * Connections, used by the monitor thread only: a db_conn_t for the counts
- * and an hg_client_t for DLQ LEN (opened lazily, kept).
+ * and an hg_client_t for DLQ LEN (opened lazily, kept), both cut by a stop
+ * still waiting after stop-grace (stop.h): the round then just ends.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -93,7 +94,8 @@ static int read_ints(comp_monitor_t *m, db_stmt_t *s, MYSQL_BIND *params, size_t
     return 0;
 }
 
-/* DLQ LEN group. Returns 0 with *depth, or -1 with the cause in err. */
+/* DLQ LEN group. Returns 0 with *depth, 1 when the stop cut the call (after
+ * stop-grace: the broker did not answer), or -1 with the cause in err. */
 static int dlq_len(comp_monitor_t *m, size_t i, int64_t *depth, char *err, size_t errlen)
 {
     const char *group = m->cfg->groups[i];
@@ -104,10 +106,13 @@ static int dlq_len(comp_monitor_t *m, size_t i, int64_t *depth, char *err, size_
             snprintf(err, errlen, "DLQ LEN %s: %s", group, e.message);
             return -1;
         }
+        hg_client_set_stop_fd(m->client, comp_stop_broker_fd());
     }
     const char *argv[] = { "DLQ", "LEN", group };
     hg_reply_t *reply = NULL;
     hg_err_t rc = hg_client_command(m->client, 3, argv, NULL, &reply);
+    if (rc == HG_ERR_STOPPED)
+        return 1;
     if (rc == HG_ERR_SERVER && strstr(hg_client_errmsg(m->client), "no such group") != NULL) {
         if (!m->warned_unknown_group[i])
             log_msg(LOG_LEVEL_WARN, "dlq-groups: the broker has no group '%s' (yet); its DLQ depth counts 0", group);
@@ -193,7 +198,12 @@ comp_run_outcome_t comp_monitor_run(comp_monitor_t *m, char *errbuf, size_t errl
     for (size_t i = 0; i < m->cfg->group_count; i++) {
         int64_t depth = -1;
         char e[400];
-        if (dlq_len(m, i, &depth, e, sizeof e) != 0) {
+        int rc = dlq_len(m, i, &depth, e, sizeof e);
+        if (rc > 0) { /* cut by the stop: not the broker's failure, and the round is over */
+            log_msg(LOG_LEVEL_DEBUG, "monitor: the stop cut DLQ LEN %s", m->cfg->groups[i]);
+            break;
+        }
+        if (rc != 0) {
             depth = -1;
             comp_count(&comp_stats.dlq_read_errors, 1);
             if (errbuf[0] == '\0')

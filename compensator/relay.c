@@ -14,9 +14,11 @@
  * still 'new': a payment or a cancel meanwhile wins). So a broker that
  * hangs never makes a payment or a cancel wait on the relay's locks. A
  * relay that dies between the two leaves its rows 'new' and leased: sent
- * again when the lease ends, SEND … DEDUP making that harmless. While the
- * client cannot be opened nothing is sent: a batch is selected and recorded
- * failed in one transaction, never leased.
+ * again when the lease ends, SEND … DEDUP making that harmless; so does a
+ * send that the stop cut after stop-grace (the client's stop fd,
+ * comp_stop_broker_fd: HG_ERR_STOPPED), recorded neither sent nor failed.
+ * While the client cannot be opened nothing is sent: a batch is selected
+ * and recorded failed in one transaction, never leased.
  *
  * The lease and "mark sent" statements have relay-batch placeholders
  * (order_id IN (?, ?, …)); a shorter list is padded by repeating an id, so
@@ -318,6 +320,7 @@ static void relay_open(comp_relay_t *r, hg_error_t *open_err)
         r->client = NULL;
         return;
     }
+    hg_client_set_stop_fd(r->client, comp_stop_broker_fd()); /* a stop past stop-grace cuts the sends */
     r->lease_us = comp_relay_lease_ms(r->client) * 1000u;
     log_msg(LOG_LEVEL_INFO,
             "relay: connected to %s; batches of %zu rows, each leased for %" PRIu64
@@ -400,7 +403,8 @@ static void send_batch(comp_relay_t *r, long n, uint64_t claimed_us)
 }
 
 /* Record the outcome of the n rows' items in the open transaction and
- * commit it. Returns n, or -1 (rolled back). */
+ * commit it; an item whose send the stop cut (HG_ERR_STOPPED) is left as it
+ * is, 'new' and leased. Returns n, or -1 (rolled back). */
 static long record_batch(comp_relay_t *r, long n, uint64_t *sent, uint64_t *superseded, uint64_t *send_failures,
                          char *cause, size_t causelen, hg_order_error_t *err)
 {
@@ -410,6 +414,8 @@ static long record_batch(comp_relay_t *r, long n, uint64_t *sent, uint64_t *supe
             r->sent_ids[ok++] = r->rows[i].order_id;
             continue;
         }
+        if (r->items[i].err == HG_ERR_STOPPED)
+            continue;
         (*send_failures)++;
         if (cause[0] == '\0')
             snprintf(cause, causelen, "order %s: send failed: %s", r->rows[i].payload, r->items[i].error);
@@ -440,15 +446,29 @@ static long record_batch(comp_relay_t *r, long n, uint64_t *sent, uint64_t *supe
     return n;
 }
 
+/* The items whose send the stop cut (HG_ERR_STOPPED: no reply came; the
+ * message may have reached the broker, the DEDUP of the next send covers
+ * that). Their rows stay as the claim left them: 'new', leased, no attempt
+ * counted. */
+static size_t count_stopped(const comp_relay_t *r, long n)
+{
+    size_t stopped = 0;
+    for (long i = 0; i < n; i++)
+        stopped += r->items[i].err == HG_ERR_STOPPED;
+    return stopped;
+}
+
 /* One batch: claimed (a short transaction), sent with nothing locked, its
  * outcome written (another). Without a client (it cannot be opened) the
  * batch is selected and recorded failed in one transaction. Returns the rows
  * claimed (0: nothing due), or -1 on a database failure; *sent counts the
  * rows marked 'sent', *superseded the rows sent whose order was paid or
  * cancelled during the send (no longer 'new' at the record: left as they
- * are), *send_failures the rows whose send failed. */
+ * are), *send_failures the rows whose send failed, *left the rows whose
+ * send the stop cut (left leased, recorded neither way; when that is every
+ * row, no record transaction is begun). */
 static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id, uint64_t *sent, uint64_t *superseded,
-                        uint64_t *send_failures, char *cause, size_t causelen, hg_order_error_t *err)
+                        uint64_t *send_failures, uint64_t *left, char *cause, size_t causelen, hg_order_error_t *err)
 {
     hg_error_t open_err = { 0 };
     if (r->client == NULL) {
@@ -465,6 +485,10 @@ static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
     fill_items(r, n, &open_err);
     if (r->client != NULL) {
         send_batch(r, n, claimed_us);
+        size_t stopped = count_stopped(r, n);
+        *left += stopped;
+        if (stopped == (size_t)n)
+            return n; /* nothing to record (and the stop has cut the MariaDB connection too) */
         if (db_begin(r->db, err) != 0)
             return -1; /* the rows stay leased 'new': sent again when the lease ends */
     }
@@ -476,7 +500,7 @@ comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *err
     hg_order_error_t err;
     memset(&err, 0, sizeof err);
     errbuf[0] = '\0';
-    uint64_t sent = 0, superseded = 0, failures = 0;
+    uint64_t sent = 0, superseded = 0, failures = 0, left = 0;
     char cause[400] = "";
     comp_run_outcome_t outcome = COMP_RUN_OK;
     MYSQL_TIME last_at = { .year = 1000, .month = 1, .day = 1, .time_type = MYSQL_TIMESTAMP_DATETIME };
@@ -484,7 +508,8 @@ comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *err
     db_drop_if_closed(r->db); /* idle since the last round: the server may have closed it (wait_timeout) */
     while (!comp_stopping()) {
         uint64_t batch_failures = 0;
-        long n = relay_batch(r, &last_at, &last_id, &sent, &superseded, &batch_failures, cause, sizeof cause, &err);
+        long n =
+            relay_batch(r, &last_at, &last_id, &sent, &superseded, &batch_failures, &left, cause, sizeof cause, &err);
         failures += batch_failures;
         if (n < 0) {
             snprintf(errbuf, errlen, "%s", err.message);
@@ -501,6 +526,11 @@ comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *err
     }
     if (sent_out != NULL)
         *sent_out = sent;
+    if (left > 0)
+        log_msg(LOG_LEVEL_WARN,
+                "relay: the stop cut the send of %" PRIu64 " outbox rows: left 'new' and leased, no attempt counted; "
+                "sent again when the lease ends (DEDUP makes a send that did arrive exact)",
+                left);
     log_msg(outcome != COMP_RUN_OK ? LOG_LEVEL_WARN
             : sent > 0             ? LOG_LEVEL_INFO
                                    : LOG_LEVEL_DEBUG,

@@ -35,8 +35,8 @@ int comp_stop_start(uint64_t grace_ms, char *err, size_t errlen)
         .grace_ms = grace_ms,
         .finishing = "finishing the layers' work in flight",
         .handles = "MariaDB connections",
-        .after_cut = "a transaction in flight is rolled back by the server and its rows are left for the next start "
-                     "(relay rows 'new' and leased, orders pending)",
+        .after_cut = "the broker calls in flight end too; a transaction in flight is rolled back by the server and its "
+                     "rows are left for the next start (relay rows 'new' and leased, a cut send's too; orders pending)",
     };
     stop_grace_t *g = stop_grace_start(&opts, err, errlen);
     if (g == NULL)
@@ -82,6 +82,12 @@ void comp_stop_unwatch(const void *handle)
     stop_grace_t *g = grace;
     if (g != NULL && handle != NULL)
         stop_grace_unwatch(g, handle);
+}
+
+int comp_stop_broker_fd(void)
+{
+    stop_grace_t *g = grace;
+    return g != NULL ? stop_grace_cut_fd(g) : -1;
 }
 
 int comp_stop_cut(void)

@@ -15,10 +15,16 @@
  * hg_order_db_interrupt: the socket shut down): the call in flight fails at
  * once with 2013, its transaction dies with the connection and the server
  * rolls it back, and nothing connects again. A second request cuts at once.
+ * The broker clients (the relay's and the monitor's) are cut at the same
+ * moment through their stop fd (comp_stop_broker_fd): a broker that stopped
+ * answering holds a call for broker-timeout, and more with the relay's
+ * reconnects and resends; the call ends with HG_ERR_STOPPED.
  * What that leaves: the relay's rows 'new' (leased: sent again when the
- * lease ends; a row is marked 'sent' only by a record that committed), the
- * cancels not done (the next start does them), the inspection lock released
- * by the server when it finds its connection gone.
+ * lease ends, DEDUP making a send that did arrive exact; a row is marked
+ * 'sent' only by a record that committed, and a send cut by the stop is
+ * recorded neither sent nor failed), the cancels not done (the next start
+ * does them), the inspection lock released by the server when it finds its
+ * connection gone.
  *
  * Without comp_stop_start (the tests and the benchmark drive the layers
  * directly) there is no grace: registering does nothing and nothing is cut.
@@ -59,6 +65,11 @@ int comp_stopping(void);
 /* 1 once the connections were cut: open no new one (a connect to a hung
  * server waits mysql-connect-timeout). */
 int comp_stop_cut(void);
+
+/* The stop fd of a layer's broker client (hg_client_set_stop_fd, set once
+ * the client is open): readable from the cut on. -1 without comp_stop_start.
+ * Valid until comp_stop_finish (the layers close their clients before). */
+int comp_stop_broker_fd(void);
 
 /* Register a layer's connection, or a cancel handle, to be cut after
  * stop-grace (at once when the cut happened already). It must stay valid

@@ -309,6 +309,27 @@ long long oe_metric(int port, const char *name)
     return (long long)v;
 }
 
+int oe_broker_unread_requests(const oe_env_t *env)
+{
+    static const char *const tables[] = { "/proc/net/tcp", "/proc/net/tcp6" };
+    int n = 0;
+    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+        FILE *f = fopen(tables[t], "r");
+        char line[512];
+        if (f == NULL)
+            continue;
+        while (fgets(line, sizeof line, f) != NULL) { /* "sl: local:port remote:port st tx_queue:rx_queue …" */
+            unsigned port = 0, state = 0;
+            unsigned long txq = 0, rxq = 0;
+            if (sscanf(line, " %*u: %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%*x %x %lx:%lx", &port, &state, &txq, &rxq) == 4 &&
+                port == (unsigned)env->broker.port && state == 1 && rxq > 0)
+                n++;
+        }
+        fclose(f);
+    }
+    return n;
+}
+
 int oe_send_ids(rc_conn_t *c, uint64_t first, uint64_t last, char *err, size_t errlen)
 {
     char id[64], payload[32];

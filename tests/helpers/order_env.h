@@ -113,6 +113,12 @@ int oe_metrics(int port, size_t n, const char *const *names, double *values);
 /* One metric as an integer, -1 when absent or unreachable. */
 long long oe_metric(int port, const char *name);
 
+/* How many established connections to env's broker hold request bytes it
+ * has not read (a SIGSTOPped broker reads nothing): each is a client that
+ * wrote its command and waits for the reply. Read from /proc/net/tcp and
+ * tcp6 (the broker's local port, state established, rx_queue > 0). */
+int oe_broker_unread_requests(const oe_env_t *env);
+
 /* SEND OE_TOPIC with the payloads first..last (the order ids in decimal), one
  * by one. Returns 0, or -1 with the cause in err. */
 int oe_send_ids(rc_conn_t *c, uint64_t first, uint64_t last, char *err, size_t errlen);

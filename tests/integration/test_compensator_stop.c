@@ -1,8 +1,8 @@
 /*
  * tests/integration/test_compensator_stop.c — hourglass-compensator's
- * bounded stop (stop-grace) against a hung MariaDB: the real
- * ./hourglass-broker, a private MariaDB, the real ./hourglass-compensator
- * and ./hourglass-consumer.
+ * bounded stop (stop-grace) against a hung MariaDB and a hung broker: the
+ * real ./hourglass-broker, a private MariaDB, the real
+ * ./hourglass-compensator and ./hourglass-consumer.
  *
  *   hung server  Orders 1-20 overdue (outbox 'sent'), orders 101-110 overdue
  *                with their outbox rows 'new' and due. The test's own
@@ -26,6 +26,17 @@
  *                sent. A fresh compensator and a consumer then finish the
  *                work: 30 orders cancelled exactly once, stock exact, every
  *                outbox row 'done'.
+ *   hung broker  Orders 201-210 overdue, their outbox rows 'new' and due.
+ *                The broker is SIGSTOPped, then a compensator (relay and
+ *                monitor, broker-timeout 20 s) starts: the relay leases the
+ *                batch and its SENDs, like the monitor's DLQ LEN, wait unread
+ *                in the broker's sockets (/proc/net/tcp), so both are inside
+ *                a broker call. SIGTERM: exit 0 within STOP_BOUND (before the
+ *                cut: broker-timeout), "the stop cut the send" logged, the
+ *                rows still 'new', leased, no attempt counted. SIGCONT, the
+ *                lease ended by hand: a fresh relay marks the 10 rows 'sent'
+ *                and a consumer cancels each once (none found not pending:
+ *                DEDUP kept one message per order), stock exact.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -54,6 +65,11 @@
 #define LOCK_NAME       "hung_stop_test"
 #define STOP_BOUND      10000 /* ms: what a stop may take here (stop-grace 2 s), far below the read timeout */
 #define READ_TIMEOUT    "60s"
+#define ALL_LAYERS      "relay,overdue,inspection,monitor"
+#define BROKER_DB       "hbroker" /* the hung-broker test's database and consumer group */
+#define BROKER_FIRST    201
+#define BROKER_ORDERS   10
+#define BROKER_TIMEOUT  "20s"
 
 static oe_env_t env;
 
@@ -72,7 +88,7 @@ static int stop_cleanup(void)
     return 0;
 }
 
-static int seed(uint64_t first_id, size_t n, int64_t expire_in_ms)
+static int seed(const char *db, uint64_t first_id, size_t n, int64_t expire_in_ms)
 {
     of_seed_spec_t spec = { .first_id = first_id,
                             .orders = n,
@@ -85,16 +101,18 @@ static int seed(uint64_t first_id, size_t n, int64_t expire_in_ms)
                             .with_outbox = 1,
                             .random_seed = (uint32_t)first_id };
     hg_order_error_t err;
-    if (oe_seed(&env, "hung", &spec, &err) != 0) {
+    if (oe_seed(&env, db, &spec, &err) != 0) {
         fprintf(stderr, "\n  seed: %s\n", err.message);
         return -1;
     }
     return 0;
 }
 
-/* Start hourglass-compensator on database hung, every layer every 200 ms,
- * then the extra flags (NULL-terminated, may be NULL). Returns the pid. */
-static pid_t start_compensator(int metrics_port, const char *log, const char *const *extra)
+/* Start hourglass-compensator on database db with layers (a --layers
+ * list), each every 200 ms, then the extra flags (NULL-terminated, may be
+ * NULL). Returns the pid. */
+static pid_t start_compensator(const char *db, const char *layers, int metrics_port, const char *log,
+                               const char *const *extra)
 {
     char uri[64], mport[16];
     snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
@@ -109,7 +127,7 @@ static pid_t start_compensator(int metrics_port, const char *log, const char *co
                              "--mysql-user",
                              "root",
                              "--mysql-database",
-                             "hung",
+                             db,
                              "--metrics-port",
                              mport,
                              "--log-level",
@@ -117,7 +135,7 @@ static pid_t start_compensator(int metrics_port, const char *log, const char *co
                              "--dlq-groups",
                              "none",
                              "--layers",
-                             "relay,overdue,inspection,monitor",
+                             layers,
                              "--relay-interval",
                              "200ms",
                              "--overdue-interval",
@@ -211,8 +229,8 @@ static void test_hung_server(void)
     hg_order_db *db = oe_fresh_database(&env, "hung", 0, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     hg_order_db_close(db); /* only the compensator's connections and the holder use database hung */
-    CU_ASSERT_EQUAL_FATAL(seed(1, LOCKED_ORDERS, -1200000), 0);
-    CU_ASSERT_EQUAL_FATAL(seed(RELAY_FIRST, RELAY_ORDERS, -600000), 0);
+    CU_ASSERT_EQUAL_FATAL(seed("hung", 1, LOCKED_ORDERS, -1200000), 0);
+    CU_ASSERT_EQUAL_FATAL(seed("hung", RELAY_FIRST, RELAY_ORDERS, -600000), 0);
     CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin,
                                     "UPDATE hung.order_timeout_msg SET status = 'new', attempts = 0,"
                                     " next_attempt_at = NOW(6) - INTERVAL 1 SECOND WHERE order_id >= %d",
@@ -249,7 +267,7 @@ static void test_hung_server(void)
                              "20s",
                              NULL };
     int mport1 = tu_free_port();
-    pid_t pid = start_compensator(mport1, log1, extra1);
+    pid_t pid = start_compensator("hung", ALL_LAYERS, mport1, log1, extra1);
     int leased = pid > 0 && tu_poll_until(relay_leased, NULL, 15000, 20) == 0;
     /* Its rows locked by the holder, then the broker thawed: the sends
      * succeed and the record waits on the holder. */
@@ -299,7 +317,7 @@ static void test_hung_server(void)
     /* A fresh compensator and a consumer (the relayed messages are in the
      * broker, due now) finish the work. */
     int mport2 = tu_free_port(), mport3 = tu_free_port();
-    pid_t pid2 = start_compensator(mport2, log2, NULL);
+    pid_t pid2 = start_compensator("hung", ALL_LAYERS, mport2, log2, NULL);
     pid_t pid3 = oe_start_consumer(&env, "hung", "hung", 2, mport3, log3, NULL);
     CU_ASSERT_TRUE(pid2 > 0 && pid3 > 0);
     long long left = oe_wait_scalar(&env, 0, 60000, "SELECT COUNT(*) FROM hung.orders WHERE status <> 'cancelled'");
@@ -327,8 +345,128 @@ static void test_hung_server(void)
     tu_rmtree(dir);
 }
 
+/* The relay's batch (BROKER_FIRST…) is leased and its SENDs, like the
+ * monitor's DLQ LEN, wait unread in the frozen broker's sockets: the relay
+ * is inside hg_send_many, the monitor inside hg_client_command. */
+static int relay_and_monitor_waiting(void *arg)
+{
+    (void)arg;
+    return oe_scalarf(&env, "SELECT COUNT(*) FROM " BROKER_DB ".order_timeout_msg WHERE status = 'new' AND attempts = 0"
+                            " AND next_attempt_at > NOW(6) + INTERVAL 10 SECOND") == BROKER_ORDERS &&
+           oe_broker_unread_requests(&env) == 2;
+}
+
+static int consumer_cancelled_all(void *arg)
+{
+    return oe_metric(*(int *)arg, "hourglass_consumer_cancelled_total") == BROKER_ORDERS;
+}
+
+static void test_hung_broker(void)
+{
+    hg_order_db *db = oe_fresh_database(&env, BROKER_DB, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    hg_order_db_close(db);
+    CU_ASSERT_EQUAL_FATAL(seed(BROKER_DB, BROKER_FIRST, BROKER_ORDERS, -600000), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin,
+                                    "UPDATE " BROKER_DB ".order_timeout_msg SET status = 'new', attempts = 0,"
+                                    " next_attempt_at = NOW(6) - INTERVAL 1 SECOND"),
+                          0);
+    rc_conn_t c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", BROKER_DB, OE_TOPIC, "FROM", "NOW", NULL),
+                          0);
+    rc_close(&c);
+
+    char dir[512], log1[600], log2[600], log3[600];
+    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("compensator-stop-broker", dir, sizeof dir), 0);
+    snprintf(log1, sizeof log1, "%s/compensator1.log", dir);
+    snprintf(log2, sizeof log2, "%s/compensator2.log", dir);
+    snprintf(log3, sizeof log3, "%s/consumer.log", dir);
+
+    /* The broker frozen before the compensator starts: its clients connect
+     * (the kernel completes the handshake), write their commands and wait. */
+    CU_ASSERT_EQUAL_FATAL(kill(env.broker.pid, SIGSTOP), 0);
+    const char *extra1[] = { "--dlq-groups", BROKER_DB, "--broker-timeout", BROKER_TIMEOUT, NULL };
+    int mport1 = tu_free_port();
+    pid_t pid = start_compensator(BROKER_DB, "relay,monitor", mport1, log1, extra1);
+    if (pid <= 0 || tu_poll_until(relay_and_monitor_waiting, NULL, 30000, 20) != 0) {
+        printf("\n    unread requests in the broker's sockets: %d\n", oe_broker_unread_requests(&env));
+        oe_print_file(log1);
+        if (pid > 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+        }
+        kill(env.broker.pid, SIGCONT);
+        CU_FAIL_FATAL("the relay and the monitor never both waited on the frozen broker");
+    }
+
+    uint64_t stop_ms = 0;
+    CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
+    int status = wait_exit(pid, 200000, &stop_ms);
+    printf("\n    SIGTERM with the relay and the monitor inside calls to a SIGSTOPped broker "
+           "(broker-timeout " BROKER_TIMEOUT "): exited %d after %" PRIu64 " ms\n",
+           status, stop_ms);
+    CU_ASSERT_EQUAL(status, 0);
+    TU_CHECK(stop_ms < STOP_BOUND, "the stop took %" PRIu64 " ms (bound %d ms)", stop_ms, STOP_BOUND);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log1, "the stop cut the send of 10 outbox rows", 1000), 0);
+
+    /* MariaDB answers (only the broker hangs): the batch is as the claim left
+     * it — 'new', no attempt counted, no error recorded, still leased. */
+    long long left = oe_scalarf(&env, "SELECT COUNT(*) FROM " BROKER_DB ".order_timeout_msg WHERE status = 'new'"
+                                      " AND attempts = 0 AND last_error IS NULL AND next_attempt_at > NOW(6)");
+    printf("    %lld of the relay's %d rows 'new', leased, no attempt counted\n", left, BROKER_ORDERS);
+    CU_ASSERT_EQUAL(left, BROKER_ORDERS);
+    CU_ASSERT_EQUAL(kill(env.broker.pid, SIGCONT), 0);
+
+    /* The lease (hg_client_send_bound_ms + 1 s: about 90 s with a 20 s
+     * broker-timeout) ends: moved to now rather than waited for. A fresh
+     * relay sends the rows again, with DEDUP: whether or not the broker took
+     * in the cut SENDs it read after SIGCONT, one message per order. */
+    CU_ASSERT_EQUAL(sql_execf(env.admin, "UPDATE " BROKER_DB ".order_timeout_msg SET next_attempt_at = NOW(6)"), 0);
+    int mport2 = tu_free_port(), mport3 = tu_free_port();
+    pid_t pid2 = start_compensator(BROKER_DB, "relay", mport2, log2, NULL);
+    CU_ASSERT_TRUE(pid2 > 0);
+    CU_ASSERT_EQUAL(oe_wait_scalar(&env, BROKER_ORDERS, 30000,
+                                   "SELECT COUNT(*) FROM " BROKER_DB
+                                   ".order_timeout_msg WHERE status = 'sent' AND attempts = 1"),
+                    BROKER_ORDERS);
+    CU_ASSERT_EQUAL(oe_stop_consumer(pid2), 0);
+
+    pid_t pid3 = oe_start_consumer(&env, BROKER_DB, BROKER_DB, 2, mport3, log3, NULL);
+    CU_ASSERT_TRUE(pid3 > 0);
+    CU_ASSERT_EQUAL(
+        oe_wait_scalar(&env, 0, 60000, "SELECT COUNT(*) FROM " BROKER_DB ".orders WHERE status <> 'cancelled'"), 0);
+    CU_ASSERT_EQUAL(tu_poll_until(consumer_cancelled_all, &mport3, 10000, 50), 0);
+    long long not_pending = oe_metric(mport3, "hourglass_consumer_not_pending_total");
+    printf("    the consumer cancelled %lld orders, found %lld not pending\n",
+           oe_metric(mport3, "hourglass_consumer_cancelled_total"), not_pending);
+    CU_ASSERT_EQUAL(not_pending, 0); /* one message per order: DEDUP */
+    CU_ASSERT_EQUAL(oe_stop_consumer(pid3), 0);
+
+    of_report_t rep;
+    hg_order_error_t e;
+    CU_ASSERT_EQUAL_FATAL(oe_check(&env, BROKER_DB, 3600, &rep, &e), 0);
+    if (!rep.ok)
+        fprintf(stderr, "\n  first defect: %s\n", rep.first_defect);
+    CU_ASSERT_TRUE(rep.ok);
+    CU_ASSERT_EQUAL(rep.cancelled, BROKER_ORDERS);
+    CU_ASSERT_EQUAL(rep.reserved, 0);
+    CU_ASSERT_EQUAL(rep.available, rep.received); /* every unit back exactly once */
+    CU_ASSERT_EQUAL(rep.skus_unbalanced, 0);
+    CU_ASSERT_EQUAL(rep.paid_and_cancelled, 0);
+    if (CU_get_number_of_failures() > 0) {
+        oe_print_file(log1);
+        oe_print_file(log2);
+        oe_print_file(log3);
+    }
+    tu_rmtree(dir);
+}
+
 static const tu_test_t stop_tests[] = {
     { "SIGTERM on a hung MariaDB: bounded stop, cut work rolled back, all cancelled once after", test_hung_server },
+    { "SIGTERM on a hung broker: bounded stop, the cut batch left leased, relayed and cancelled once after",
+      test_hung_broker },
     { NULL, NULL },
 };
 
