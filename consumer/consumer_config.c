@@ -64,9 +64,9 @@ static const cfg_key_t options[] = {
               "lease per message; renewed while a cancel runs") },
     { CFG_KEY("touch-interval", CFG_DURATION, "0ms", 0, 86400000, OFF(touch_ms),
               "lease renewal period (0: lease / 2)") },
-    { CFG_KEY(
-        "stop-grace", CFG_DURATION, "2s", 0, 3600000, OFF(stop_grace_ms),
-        "on SIGTERM/SIGINT, how long a cancel in flight may take before its MariaDB connection is cut (0: at once)") },
+    { CFG_KEY("stop-grace", CFG_DURATION, "2s", 0, 3600000, OFF(stop_grace_ms),
+              "on SIGTERM/SIGINT, how long a cancel in flight may take before its MariaDB connection is cut, and an "
+              "ACK/NACK/TOUCH the broker has not answered with it (0: at once)") },
 
     DB_KEYS_ROWS(consumer_config_t),
 

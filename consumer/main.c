@@ -33,7 +33,11 @@
  * Counters are relaxed atomics. SIGINT / SIGTERM call hg_consumer_stop and
  * stop_grace_request, both async-signal-safe; the workers finish the
  * messages in hand, and after stop-grace a worker still inside MariaDB has
- * its connection cut (its message NACKed, never ACKed). SIGHUP is
+ * its connection cut (its message never ACKed) and every call to the broker
+ * ends at once — an ACK, a NACK, the watchdog's TOUCH, which a broker that
+ * stopped answering would hold for the read timeout (the consumer's stop fd
+ * is the stop's cut fd): what was not settled comes back after its lease.
+ * SIGHUP is
  * blocked in every thread (before the first one starts) and taken with
  * sigwait by the reload thread, which re-reads the configuration
  * (cfg_reload: log-level is applied, other changes wait for a restart);
@@ -575,12 +579,14 @@ int main(int argc, char **argv)
         .grace_ms = app.cfg.stop_grace_ms,
         .finishing = "finishing the messages in hand",
         .handles = "MariaDB connections",
-        .after_cut = "a cancel still in flight is rolled back and its message NACKed (it comes back)",
+        .after_cut = "a cancel still in flight is rolled back; the calls to the broker end too (ACK, NACK, TOUCH): "
+                     "what was not settled comes back after its lease",
     };
     if ((app.stop = stop_grace_start(&stop_opts, err, sizeof err)) == NULL) {
         log_msg(LOG_LEVEL_ERROR, "%s", err);
         goto out;
     }
+    hg_consumer_set_stop_fd(consumer, stop_grace_cut_fd(app.stop)); /* the broker calls end with the cut */
     running_stop = app.stop;
     running_consumer = consumer;
     struct sigaction sa;

@@ -17,8 +17,16 @@
  *                interrupted transaction back (order 150 pending again, no
  *                transaction and no connection of the consumer left). A
  *                second consumer then cancels everything: 400 cancelled
- *                exactly once — the interrupted messages were NACKed, never
- *                ACKed, and came back — stock exact, the invariant holds.
+ *                exactly once — the interrupted messages were never ACKed
+ *                (nor NACKed: the cut ends the broker calls too) and came
+ *                back after their lease — stock exact, the invariant holds.
+ *   hung broker  One worker, a 60 s lease (no TOUCH due). Order 1's cancel
+ *                sleeps 1 s in MariaDB; meanwhile the broker is SIGSTOPped,
+ *                so the worker's ACK waits (order 1 cancelled, its message
+ *                held, the ACK's bytes unread in the broker's socket).
+ *                SIGTERM: exit 0 within BROKER_STOP_BOUND (before the cut:
+ *                the client's 10 s read timeout). SIGCONT: a second
+ *                consumer cancels the other 9, each order once, stock exact.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -38,10 +46,14 @@
 
 #include <CUnit/CUnit.h>
 
-#define ORDERS       400
-#define SLEEPY       150   /* the order whose side effect sleeps: its worker is inside a transaction */
-#define STOP_BOUND   10000 /* ms: what a stop may take here (stop-grace 2 s), far below the read timeout */
-#define READ_TIMEOUT "60s"
+#define ORDERS            400
+#define SLEEPY            150   /* the order whose side effect sleeps: its worker is inside a transaction */
+#define STOP_BOUND        10000 /* ms: what a stop may take here (stop-grace 2 s), far below the read timeout */
+#define READ_TIMEOUT      "60s"
+#define BROKER_DB         "hbroker" /* the hung-broker test's database and group */
+#define BROKER_ORDERS     10
+#define BROKER_SLEEPY     1    /* its cancel sleeps 1 s: the broker is frozen meanwhile */
+#define BROKER_STOP_BOUND 7000 /* ms: stop-grace 2 s; the ACK alone waited the 10 s read timeout before the cut */
 
 static oe_env_t env;
 
@@ -65,6 +77,15 @@ static int in_sleep(void *arg)
     long long *conn = arg;
     *conn = oe_scalar(&env, "SELECT ID FROM information_schema.PROCESSLIST"
                             " WHERE DB = 'hung' AND INFO LIKE 'DO SLEEP%'");
+    return *conn > 0;
+}
+
+/* The same on database BROKER_DB. */
+static int in_sleep_on(void *arg)
+{
+    long long *conn = arg;
+    *conn = oe_scalar(&env, "SELECT ID FROM information_schema.PROCESSLIST"
+                            " WHERE DB = '" BROKER_DB "' AND INFO LIKE 'DO SLEEP%'");
     return *conn > 0;
 }
 
@@ -207,7 +228,7 @@ static void test_hung_server(void)
     long long first = oe_scalar(&env, "SELECT COUNT(*) FROM hung.orders WHERE status = 'cancelled'");
     printf("    after SIGCONT: %lld cancelled by the first consumer, order %d pending (rolled back)\n", first, SLEEPY);
 
-    /* A new consumer (the reference SQL): the NACKed messages come back. */
+    /* A new consumer (the reference SQL): the cut messages come back. */
     int mport2 = tu_free_port();
     const char *extra2[] = { "--batch-size", "20", NULL };
     pid_t pid2 = oe_start_consumer(&env, "hung", "hung", 2, mport2, log2, extra2);
@@ -235,8 +256,109 @@ static void test_hung_server(void)
     tu_rmtree(dir);
 }
 
+/* The worker's ACK waits on the frozen broker: order BROKER_SLEEPY is
+ * cancelled (committed), its message not settled, and the worker's
+ * connection holds bytes the broker has not read (the consumer's only
+ * connection with any: one worker, no TOUCH due with a 60 s lease). */
+static int ack_waiting(void *arg)
+{
+    int mport = *(int *)arg;
+    return oe_scalarf(&env, "SELECT status = 'cancelled' FROM " BROKER_DB ".orders WHERE id = %d", BROKER_SLEEPY) ==
+               1 &&
+           held(mport) == 1 && oe_broker_unread_requests(&env) == 1;
+}
+
+static void test_hung_broker(void)
+{
+    hg_order_db *db = oe_fresh_database(&env, BROKER_DB, BROKER_ORDERS, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    hg_order_db_close(db);
+    rc_conn_t c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", BROKER_DB, OE_TOPIC, "FROM", "NOW", NULL),
+                          0);
+
+    char dir[512], log1[600], log2[600], sleep_sql[64];
+    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-stop-broker", dir, sizeof dir), 0);
+    snprintf(log1, sizeof log1, "%s/consumer1.log", dir);
+    snprintf(log2, sizeof log2, "%s/consumer2.log", dir);
+    snprintf(sleep_sql, sizeof sleep_sql, "DO SLEEP(IF(? = %d, 1, 0))", BROKER_SLEEPY);
+    int mport = tu_free_port();
+    const char *extra[] = { "--lease",
+                            "60s",
+                            "--side-effect-sql",
+                            sleep_sql,
+                            "--side-effect-sql",
+                            "UPDATE stock s JOIN order_items i ON i.sku_id = s.sku_id SET s.available = s.available "
+                            "+ i.qty, s.reserved = s.reserved - i.qty WHERE i.order_id = ?",
+                            "--side-effect-sql",
+                            "UPDATE order_timeout_msg SET status='done' WHERE order_id = ?",
+                            NULL };
+    pid_t pid = oe_start_consumer(&env, BROKER_DB, BROKER_DB, 1, mport, log1, extra);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+
+    /* Order BROKER_SLEEPY: while its cancel sleeps in MariaDB (the PULL
+     * answered), the broker is frozen; the cancel commits and the ACK waits. */
+    CU_ASSERT_EQUAL_FATAL(oe_send_ids(&c, BROKER_SLEEPY, BROKER_SLEEPY, err, sizeof err), 0);
+    long long conn = -1;
+    CU_ASSERT_EQUAL_FATAL(tu_poll_until(in_sleep_on, &conn, 30000, 5), 0);
+    CU_ASSERT_EQUAL_FATAL(kill(env.broker.pid, SIGSTOP), 0);
+    if (tu_poll_until(ack_waiting, &mport, 30000, 20) != 0) {
+        fprintf(stderr, "\n  held %lld, unread requests %d\n", held(mport), oe_broker_unread_requests(&env));
+        oe_print_file(log1);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        kill(env.broker.pid, SIGCONT);
+        CU_FAIL_FATAL("the worker never waited on its ACK");
+    }
+
+    uint64_t stop_ms = 0;
+    CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
+    int status = wait_exit(pid, 120000, &stop_ms);
+    printf("\n    SIGTERM with an ACK waiting on a SIGSTOPped broker (read timeout 10 s): exited %d after %" PRIu64
+           " ms\n",
+           status, stop_ms);
+    CU_ASSERT_EQUAL(status, 0);
+    TU_CHECK(stop_ms < BROKER_STOP_BOUND, "the stop took %" PRIu64 " ms (bound %d ms)", stop_ms, BROKER_STOP_BOUND);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log1, "MariaDB connections cut", 1000), 0);
+    CU_ASSERT_EQUAL(kill(env.broker.pid, SIGCONT), 0);
+
+    /* The rest, to a second consumer: every order cancelled once. The cut
+     * ACK's message is acknowledged by the broker if it reads the ACK after
+     * SIGCONT, else it comes back after its lease and finds the order
+     * cancelled: either way nothing is cancelled twice. */
+    CU_ASSERT_EQUAL(oe_send_ids(&c, 1, BROKER_SLEEPY - 1, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(oe_send_ids(&c, BROKER_SLEEPY + 1, BROKER_ORDERS, err, sizeof err), 0);
+    int mport2 = tu_free_port();
+    pid_t pid2 = oe_start_consumer(&env, BROKER_DB, BROKER_DB, 2, mport2, log2, NULL);
+    CU_ASSERT_TRUE_FATAL(pid2 > 0);
+    CU_ASSERT_EQUAL(
+        oe_wait_scalar(&env, 0, 60000, "SELECT COUNT(*) FROM " BROKER_DB ".orders WHERE status <> 'cancelled'"), 0);
+    CU_ASSERT_EQUAL(oe_stop_consumer(pid2), 0);
+
+    of_report_t rep;
+    hg_order_error_t e;
+    CU_ASSERT_EQUAL_FATAL(oe_check(&env, BROKER_DB, 3600, &rep, &e), 0);
+    if (!rep.ok)
+        fprintf(stderr, "\n  first defect: %s\n", rep.first_defect);
+    CU_ASSERT_TRUE(rep.ok);
+    CU_ASSERT_EQUAL(rep.cancelled, BROKER_ORDERS);
+    CU_ASSERT_EQUAL(rep.reserved, 0);
+    CU_ASSERT_EQUAL(rep.available, rep.received); /* every unit back exactly once */
+    CU_ASSERT_EQUAL(rep.skus_unbalanced, 0);
+    CU_ASSERT_EQUAL(rep.paid_and_cancelled, 0);
+    if (CU_get_number_of_failures() > 0) {
+        oe_print_file(log1);
+        oe_print_file(log2);
+    }
+    rc_close(&c);
+    tu_rmtree(dir);
+}
+
 static const tu_test_t stop_tests[] = {
     { "SIGTERM on a hung MariaDB: bounded stop, nothing ACKed unfinished, all cancelled once after", test_hung_server },
+    { "SIGTERM on a hung broker: the waiting ACK cut after stop-grace, all cancelled once after", test_hung_broker },
     { NULL, NULL },
 };
 
