@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <errmsg.h>
+
 #include "common/log.h"
 #include "compensator/stats.h"
 #include "compensator/stop.h"
@@ -31,6 +33,7 @@ void comp_canceller_init(comp_canceller_t *c, const hg_order_db_params_t *params
 
 void comp_canceller_close(comp_canceller_t *c)
 {
+    comp_stop_unwatch(c->db);
     hg_order_db_close(c->db);
     c->db = NULL;
 }
@@ -40,12 +43,19 @@ static void count_outcome(comp_canceller_t *c, int outcome)
     comp_count(&comp_stats.cancels[c->which][outcome], 1);
 }
 
-/* Open the handle when there is none. 0, or -1 with err filled. */
+/* Open the handle when there is none, registered with the stop. 0, or -1
+ * with err filled; once the stop has cut the connections nothing is opened
+ * (2002, a client error: the round ends). */
 static int ensure_db(comp_canceller_t *c, hg_order_error_t *err)
 {
     memset(err, 0, sizeof *err);
-    if (c->db == NULL)
-        c->db = hg_order_db_open(&c->params, err);
+    if (c->db == NULL && comp_stop_cut()) {
+        err->code = CR_CONNECTION_ERROR;
+        snprintf(err->message, sizeof err->message, "not connecting: the compensator is stopping");
+        return -1;
+    }
+    if (c->db == NULL && (c->db = hg_order_db_open(&c->params, err)) != NULL)
+        comp_stop_watch_order_db(c->db);
     return c->db != NULL ? 0 : -1;
 }
 

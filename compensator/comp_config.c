@@ -88,6 +88,9 @@ static const cfg_key_t keys[] = {
               "the lock with it: a frozen or hung inspector loses it within that (the holder keeps it alive)") },
     { CFG_KEY("lock-name", CFG_STRING, NULL, 0, 0, OFF(lock_name),
               "GET_LOCK name that elects the one inspecting instance (default: hourglass-inspection:<database>)") },
+    { CFG_KEY("stop-grace", CFG_DURATION, "2s", 0, 3600000, OFF(stop_grace_ms),
+              "on SIGTERM/SIGINT, how long a layer's MariaDB call in flight may take before the layers' MariaDB "
+              "connections are cut (0: at once)") },
 
     /* monitoring */
     { CFG_KEY("monitor-interval", CFG_DURATION, "15s", 10, DAY_MS, OFF(monitor_interval_ms),

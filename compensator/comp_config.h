@@ -57,6 +57,7 @@ typedef struct comp_config {
     unsigned long long inspect_lock_timeout_ms;
     unsigned long long cancel_batch; /* orders per cancel transaction (overdue and inspection) */
     char *lock_name;
+    unsigned long long stop_grace_ms; /* a stop waits this long for MariaDB calls in flight, then cuts */
 
     /* monitoring and alerts */
     unsigned long long monitor_interval_ms;

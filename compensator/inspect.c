@@ -42,6 +42,7 @@ comp_inspect_t *comp_inspect_new(const comp_config_t *cfg, const hg_order_db_par
 {
     comp_inspect_t *in = xcalloc(1, sizeof *in);
     in->db = db_conn_new(params, "inspection", DB_AUTOCOMMIT | DB_READ_COMMITTED);
+    comp_stop_watch_conn(in->db);
     in->lock = comp_lock_new(params, cfg->effective_lock_name, db_keys_seconds(cfg->inspect_lock_timeout_ms));
     comp_canceller_init(&in->canceller, params, COMP_CANCELLER_INSPECTION, COMP_REASON_INSPECTION, cfg->cancel_batch,
                         db_keys_seconds(cfg->mysql_idle_transaction_timeout_ms));
@@ -58,6 +59,7 @@ void comp_inspect_free(comp_inspect_t *in)
         return;
     comp_lock_free(in->lock);
     comp_canceller_close(&in->canceller);
+    comp_stop_unwatch(in->db);
     db_conn_free(in->db);
     comp_pager_free(&in->pager);
     free(in->items);

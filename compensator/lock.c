@@ -18,6 +18,7 @@
 #include "base/alloc.h"
 #include "common/log.h"
 #include "compensator/stats.h"
+#include "compensator/stop.h"
 #include "db/conn.h"
 
 struct comp_lock {
@@ -42,6 +43,7 @@ comp_lock_t *comp_lock_new(const hg_order_db_params_t *params, const char *name,
     comp_lock_t *l = xcalloc(1, sizeof *l);
     l->db = db_conn_new(params, "lock", DB_AUTOCOMMIT | DB_READ_COMMITTED);
     db_set_idle_timeout(l->db, timeout_s);
+    comp_stop_watch_conn(l->db); /* cut, it loses the lock: the server releases it with the connection */
     snprintf(l->name, sizeof l->name, "%s", name);
     l->get = (db_stmt_t){ "get-lock", "SELECT GET_LOCK(?, 0)", 0, NULL };
     l->check = (db_stmt_t){ "check-lock", "SELECT IS_USED_LOCK(?) = CONNECTION_ID()", 0, NULL };
@@ -81,6 +83,7 @@ void comp_lock_free(comp_lock_t *l)
     }
     if (l->held)
         atomic_store_explicit(&comp_stats.lock_held, 0, memory_order_relaxed);
+    comp_stop_unwatch(l->db);
     db_conn_free(l->db);
     free(l);
 }

@@ -13,14 +13,19 @@
  *
  * Threads (daemon): one per enabled layer, each with its own MariaDB
  * connections and broker client, running its round then sleeping its
- * interval (stop.c cuts the sleep short); the metrics thread (evhttp);
- * main, which blocks SIGINT/SIGTERM/SIGHUP everywhere and waits for them
- * with sigwait: SIGHUP re-reads the configuration (cfg_reload: log-level
- * is applied, other changes wait for a restart) and waits again; SIGINT /
- * SIGTERM request the stop and join. A layer finishes the cancel in
- * flight and stops between cancels, pages and batches.
+ * interval (stop.c cuts the sleep short); the metrics thread (evhttp); the
+ * stop thread (common/stop_grace.c, started by comp_stop_start); main,
+ * which blocks SIGINT/SIGTERM/SIGHUP everywhere and waits for them with
+ * sigwait: SIGHUP re-reads the configuration (cfg_reload: log-level is
+ * applied, other changes wait for a restart) and waits again; SIGINT /
+ * SIGTERM request the stop, and main joins the layers with the two
+ * signals unblocked, so a second one cuts at once. A layer finishes the
+ * cancel in flight and stops between cancels, pages and batches; a MariaDB
+ * call still running stop-grace after the signal (a hung server), or when
+ * the layers are freed (the inspection lock's release), has its connection
+ * cut (stop.h), so the stop takes about stop-grace at most.
  * --once: main runs each enabled layer one time, in the order above, and
- * exits 0 when none failed, 1 otherwise.
+ * exits 0 when none failed, 1 otherwise; a signal stops it the same way.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -239,10 +244,21 @@ static int check_database(const hg_order_db_params_t *params)
     return rc;
 }
 
-static void on_signal_once(int sig)
+/* SIGINT / SIGTERM during --once, and the second one of a daemon's stop. */
+static void on_stop_signal(int sig)
 {
     (void)sig;
     comp_stop_request_from_signal();
+}
+
+static void handle_stop_signals(void (*handler)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 /* Parse the command line over cfg. Returns 0, or the exit status to use
@@ -282,12 +298,7 @@ static int parse_args(int argc, char **argv, comp_config_t *cfg, int *check_only
 
 static int run_once_mode(runner_t *runners, size_t n)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal_once;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    handle_stop_signals(on_stop_signal);
     int failed = 0;
     char err[600];
     for (size_t i = 0; i < n && !comp_stopping(); i++) {
@@ -335,15 +346,22 @@ static void reload(comp_config_t *cfg, int argc, char **argv)
     cfg_reload(comp_config_table(), cfg, &ops);
 }
 
+/* The daemon's signals, SIGINT/SIGTERM/SIGHUP, into set and blocked in the
+ * calling thread and every thread it starts from now on (they inherit the
+ * mask); main takes them with sigwait. */
+static void block_daemon_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, set, NULL);
+}
+
 static int run_daemon(comp_config_t *cfg, runner_t *runners, size_t n, int argc, char **argv)
 {
-    /* SIGINT/SIGTERM/SIGHUP blocked in every thread (inherited), taken by sigwait. */
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    block_daemon_signals(&set); /* blocked since before the stop thread started (main) */
 
     comp_metrics_t *metrics = NULL;
     char err[600];
@@ -370,7 +388,14 @@ static int run_daemon(comp_config_t *cfg, runner_t *runners, size_t n, int argc,
             reload(cfg, argc, argv);
         log_msg(LOG_LEVEL_INFO, "signal %d: stopping", sig);
     }
-    comp_stop_request();
+    comp_stop_request(); /* starts stop-grace */
+    /* A second SIGINT / SIGTERM cuts at once: handled from now on, here. */
+    handle_stop_signals(on_stop_signal);
+    sigset_t stops;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    pthread_sigmask(SIG_UNBLOCK, &stops, NULL);
     for (size_t i = 0; i < n; i++)
         if (runners[i].started)
             pthread_join(runners[i].thread, NULL);
@@ -410,6 +435,15 @@ int main(int argc, char **argv)
         comp_config_free(&cfg);
         return 1;
     }
+    char err[600];
+    sigset_t daemon_signals;
+    if (!once)
+        block_daemon_signals(&daemon_signals); /* before the stop thread starts: only main may take them */
+    if (comp_stop_start(cfg.stop_grace_ms, err, sizeof err) != 0) { /* before the layers register their connections */
+        log_msg(LOG_LEVEL_ERROR, "%s", err);
+        comp_config_free(&cfg);
+        return 1;
+    }
     runner_t runners[COMP_LAYER_COUNT];
     size_t n = make_runners(&cfg, &params, runners);
     char layers[128] = "";
@@ -421,8 +455,12 @@ int main(int argc, char **argv)
 
     int status = once ? run_once_mode(runners, n) : run_daemon(&cfg, runners, n, argc, argv);
 
+    /* Still under stop-grace: freeing releases the inspection lock, a round
+     * trip a hung server would hold. */
     for (size_t i = 0; i < n; i++)
         runners[i].free_state(runners[i].state);
+    handle_stop_signals(SIG_IGN); /* nothing left to stop; the stop thread ends next */
+    comp_stop_finish();
     log_msg(LOG_LEVEL_INFO,
             "stopped: relayed %" PRIu64 ", cancelled %" PRIu64 " (outbox-overdue) + %" PRIu64 " (inspection)",
             comp_load(&comp_stats.relay_sent), comp_load(&comp_stats.cancels[COMP_CANCELLER_OVERDUE][COMP_CANCEL_DONE]),

@@ -20,6 +20,7 @@
 #include "base/alloc.h"
 #include "common/log.h"
 #include "compensator/alerts.h"
+#include "compensator/stop.h"
 #include "db/conn.h"
 
 struct comp_monitor {
@@ -41,6 +42,7 @@ comp_monitor_t *comp_monitor_new(const comp_config_t *cfg, const hg_order_db_par
     comp_monitor_t *m = xcalloc(1, sizeof *m);
     m->cfg = cfg;
     m->db = db_conn_new(params, "monitor", DB_AUTOCOMMIT | DB_READ_COMMITTED);
+    comp_stop_watch_conn(m->db);
     m->alerts = comp_alerts_new(cfg);
     hg_client_opts_init(&m->client_opts);
     m->client_opts.connect_timeout_ms = (uint32_t)cfg->broker_connect_timeout_ms;
@@ -60,6 +62,7 @@ void comp_monitor_free(comp_monitor_t *m)
     if (m == NULL)
         return;
     hg_client_close(m->client);
+    comp_stop_unwatch(m->db);
     db_conn_free(m->db);
     comp_alerts_free(m->alerts);
     free(m);

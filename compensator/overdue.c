@@ -45,6 +45,7 @@ comp_overdue_t *comp_overdue_new(const comp_config_t *cfg, const hg_order_db_par
 {
     comp_overdue_t *o = xcalloc(1, sizeof *o);
     o->db = db_conn_new(params, "overdue", DB_AUTOCOMMIT | DB_READ_COMMITTED);
+    comp_stop_watch_conn(o->db);
     comp_canceller_init(&o->canceller, params, COMP_CANCELLER_OVERDUE, COMP_REASON_OVERDUE, cfg->cancel_batch,
                         db_keys_seconds(cfg->mysql_idle_transaction_timeout_ms));
     o->items = xcalloc(cfg->overdue_batch, sizeof *o->items);
@@ -58,6 +59,7 @@ void comp_overdue_free(comp_overdue_t *o)
     if (o == NULL)
         return;
     comp_canceller_close(&o->canceller);
+    comp_stop_unwatch(o->db);
     db_conn_free(o->db);
     comp_pager_free(&o->pager);
     free(o->items);

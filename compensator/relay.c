@@ -141,6 +141,7 @@ comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_
     hg_order_db_params_t p = *params;
     p.idle_transaction_timeout_s = db_keys_seconds(cfg->mysql_idle_transaction_timeout_ms);
     r->db = db_conn_new(&p, "relay", DB_AUTOCOMMIT | DB_READ_COMMITTED);
+    comp_stop_watch_conn(r->db); /* cut after stop-grace: a record cut leaves its rows 'new' and leased */
     r->batch = (size_t)cfg->relay_batch;
 
     comp_relay_client_opts(cfg, &r->client_opts);
@@ -176,6 +177,7 @@ void comp_relay_free(comp_relay_t *r)
     if (r == NULL)
         return;
     hg_client_close(r->client);
+    comp_stop_unwatch(r->db);
     db_conn_free(r->db);
     free(r->sent_sql);
     free(r->lease_sql);

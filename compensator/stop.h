@@ -1,24 +1,74 @@
 /*
- * compensator/stop.h — the process-wide stop request and interruptible waits.
+ * compensator/stop.h — the process-wide stop request, interruptible waits
+ * and the bounded stop.
  *
  * A stop is requested once (SIGTERM / SIGINT); every layer checks
  * comp_stopping() between pages, batches and cancels, and sleeps with
  * comp_sleep_ms, which returns early when the stop comes.
+ *
+ * The bounded stop (stop-grace, common/stop_grace.h): every MariaDB
+ * connection a layer may block on is registered here while it exists (the
+ * layers' db_conn_t from their _new to their _free, the cancel handles from
+ * their open to their close). When a stop is still waiting on MariaDB
+ * stop-grace after it was requested — a server that stopped answering holds
+ * a call for mysql-read-timeout — they are all cut (db_interrupt,
+ * hg_order_db_interrupt: the socket shut down): the call in flight fails at
+ * once with 2013, its transaction dies with the connection and the server
+ * rolls it back, and nothing connects again. A second request cuts at once.
+ * What that leaves: the relay's rows 'new' (leased: sent again when the
+ * lease ends; a row is marked 'sent' only by a record that committed), the
+ * cancels not done (the next start does them), the inspection lock released
+ * by the server when it finds its connection gone.
+ *
+ * Without comp_stop_start (the tests and the benchmark drive the layers
+ * directly) there is no grace: registering does nothing and nothing is cut.
+ *
+ * Threads: comp_stop_start / comp_stop_finish on the main thread; the rest
+ * from any thread (comp_stop_request_from_signal in a signal handler).
  */
 #ifndef HG_COMPENSATOR_STOP_H
 #define HG_COMPENSATOR_STOP_H
 
+#include <hourglass/order.h>
+
+#include <stddef.h>
 #include <stdint.h>
 
-/* Request the stop and wake every sleeper. Thread-safe; not for signal
- * handlers (main waits for signals with sigwait and calls it). */
+#include "db/conn.h"
+
+/* Start the bounded stop with grace_ms (stop-grace; 0: cut at the first
+ * request). Returns 0, or -1 with err naming what failed. Main thread,
+ * before the layers are created and the signal handlers installed. */
+int comp_stop_start(uint64_t grace_ms, char *err, size_t errlen);
+
+/* End it: nothing is cut from then on. Main thread, after the layers were
+ * freed and with SIGINT / SIGTERM no longer handled. Fine without a start. */
+void comp_stop_finish(void);
+
+/* Request the stop, wake every sleeper and start the grace (a later request
+ * cuts at once). Thread-safe; not for signal handlers. */
 void comp_stop_request(void);
 
-/* Set the flag only: async-signal-safe (sleepers notice it within 100 ms). */
+/* The same from a signal handler: async-signal-safe (sleepers notice the
+ * flag within 100 ms). */
 void comp_stop_request_from_signal(void);
 
 /* 1 once a stop was requested. */
 int comp_stopping(void);
+
+/* 1 once the connections were cut: open no new one (a connect to a hung
+ * server waits mysql-connect-timeout). */
+int comp_stop_cut(void);
+
+/* Register a layer's connection, or a cancel handle, to be cut after
+ * stop-grace (at once when the cut happened already). It must stay valid
+ * until comp_stop_unwatch. Any thread. */
+void comp_stop_watch_conn(db_conn_t *c);
+void comp_stop_watch_order_db(hg_order_db *db);
+
+/* Withdraw c or db before freeing it (NULL is fine): no cut runs on it once
+ * this returns. */
+void comp_stop_unwatch(const void *handle);
 
 /* Sleep ms milliseconds or until a stop. Returns 1 when stopping, else 0. */
 int comp_sleep_ms(uint64_t ms);

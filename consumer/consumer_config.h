@@ -27,7 +27,7 @@ typedef struct consumer_config {
     TLS_KEYS_FIELDS;            /* the tls-* keys (hourglass+tls:// uri) */
     char *user, *password_file; /* credentials besides the URI's (docs/security.md) */
     unsigned long long workers, count, batch_size, block_ms, lease_ms, touch_ms;
-    unsigned long long stop_grace_ms; /* a stop waits this long for cancels in flight, then cuts (consumer/stop.h) */
+    unsigned long long stop_grace_ms; /* a stop waits this long for cancels in flight, then cuts */
 
     DB_KEYS_FIELDS; /* the mysql-* keys */
 

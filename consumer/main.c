@@ -19,19 +19,21 @@
  *
  * This file: the handler, its counters and /metrics, the start-up check of
  * the database, signals and main(). The configuration (key table, checks,
- * --help) is consumer/consumer_config.c; the bounded stop (the handles, the
- * thread that cuts them after stop-grace) consumer/stop.c. Logging is
- * common/log.h; /metrics and /healthz are common/prom.h's endpoint.
+ * --help) is consumer/consumer_config.c; the bounded stop (the thread that
+ * cuts the workers' handles after stop-grace) is common/stop_grace.h.
+ * Logging is common/log.h; /metrics and /healthz are common/prom.h's
+ * endpoint.
  *
  * Threads: the caller of hg_consumer_run (main) waits; the library's N
  * workers call handle_message, each with its own hg_order_db (slot
- * msg->worker of stop.h, opened lazily on that worker's first message — one
- * handle per thread); the metrics thread (common/prom.c) runs an evhttp
- * server on its own event base; the stop thread (stop.c) waits for a stop.
+ * msg->worker, opened lazily on that worker's first message — one handle
+ * per thread — and registered with the stop); the metrics thread
+ * (common/prom.c) runs an evhttp server on its own event base; the stop
+ * thread (common/stop_grace.c) waits for a stop.
  * Counters are relaxed atomics. SIGINT / SIGTERM call hg_consumer_stop and
- * stop_request, both async-signal-safe; the workers finish the messages in
- * hand, and after stop-grace a worker still inside MariaDB has its
- * connection cut (its message NACKed, never ACKed). SIGHUP is
+ * stop_grace_request, both async-signal-safe; the workers finish the
+ * messages in hand, and after stop-grace a worker still inside MariaDB has
+ * its connection cut (its message NACKed, never ACKed). SIGHUP is
  * blocked in every thread (before the first one starts) and taken with
  * sigwait by the reload thread, which re-reads the configuration
  * (cfg_reload: log-level is applied, other changes wait for a restart);
@@ -60,9 +62,9 @@
 #include "common/cfg.h"
 #include "common/log.h"
 #include "common/prom.h"
+#include "common/stop_grace.h"
 #include "consumer/consumer_config.h"
 #include "consumer/health.h"
-#include "consumer/stop.h"
 #include "base/clock.h"
 
 /* ------------------------------------------------------------------ metrics */
@@ -161,7 +163,8 @@ typedef struct app {
     consumer_config_t cfg;
     hg_order_sql_t sql;
     hg_order_db_params_t db_params;
-    stop_t *stop; /* the workers' handles (one per worker, opened by that worker) and their cut */
+    hg_order_db **dbs;  /* one per worker, opened by that worker; freed once the workers are joined */
+    stop_grace_t *stop; /* cuts the handles in use after stop-grace */
 } app_t;
 
 /* Tell /healthz that cancels fail because of MariaDB, with the fix when
@@ -204,16 +207,22 @@ static int parse_order(const hg_message_t *msg, uint64_t *order_id, char *reason
     return -1;
 }
 
+/* The stop's cut of a worker's handle (stop_grace_watch). The stop thread. */
+static void cut_db(void *db)
+{
+    hg_order_db_interrupt(db);
+}
+
 /* The worker's MariaDB handle, opened on first use. NULL when it cannot be
  * opened: counted (db_unavailable, transient), /healthz told, logged, and
  * err filled; or, quietly, when the stop has cut the handles (nothing new
  * connects then). */
 static hg_order_db *worker_db(app_t *app, int worker, hg_order_error_t *err)
 {
-    hg_order_db *db = stop_handle(app->stop, (size_t)worker);
+    hg_order_db *db = app->dbs[worker]; /* only this worker writes its slot */
     if (db != NULL)
         return db;
-    if (stop_cut(app->stop)) {
+    if (stop_grace_cut(app->stop)) {
         memset(err, 0, sizeof *err);
         snprintf(err->message, sizeof err->message, "not connecting: the consumer is stopping");
         return NULL;
@@ -227,7 +236,8 @@ static hg_order_db *worker_db(app_t *app, int worker, hg_order_error_t *err)
         log_msg(LOG_LEVEL_WARN, "worker %d: %s", worker, why);
         return NULL;
     }
-    stop_adopt(app->stop, (size_t)worker, db);
+    app->dbs[worker] = db;
+    stop_grace_watch(app->stop, cut_db, db); /* cut at once when the stop has cut already */
     return db;
 }
 
@@ -372,17 +382,17 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
 /* ------------------------------------------------------------------ main */
 
 static hg_consumer_t *volatile running_consumer;
-static stop_t *volatile running_stop;
+static stop_grace_t *volatile running_stop;
 
 static void on_signal(int sig)
 {
     (void)sig;
     hg_consumer_t *c = running_consumer;
-    stop_t *s = running_stop;
+    stop_grace_t *s = running_stop;
     if (c != NULL)
         hg_consumer_stop(c);
     if (s != NULL)
-        stop_request(s);
+        stop_grace_request(s);
 }
 
 /* ---- SIGHUP: the same start-up parse into a fresh struct (common/cfg.h's cfg_reload) */
@@ -560,7 +570,14 @@ int main(int argc, char **argv)
         log_msg(LOG_LEVEL_INFO, "metrics on http://%s:%llu/metrics", app.cfg.metrics_bind, app.cfg.metrics_port);
     }
 
-    if ((app.stop = stop_start(app.cfg.workers, app.cfg.stop_grace_ms, err, sizeof err)) == NULL) {
+    app.dbs = xcalloc(app.cfg.workers, sizeof *app.dbs);
+    const stop_grace_opts_t stop_opts = {
+        .grace_ms = app.cfg.stop_grace_ms,
+        .finishing = "finishing the messages in hand",
+        .handles = "MariaDB connections",
+        .after_cut = "a cancel still in flight is rolled back and its message NACKed (it comes back)",
+    };
+    if ((app.stop = stop_grace_start(&stop_opts, err, sizeof err)) == NULL) {
         log_msg(LOG_LEVEL_ERROR, "%s", err);
         goto out;
     }
@@ -611,7 +628,10 @@ out:
     }
     prom_http_stop(metrics);
     hg_consumer_free(consumer);
-    stop_finish(app.stop); /* the workers are joined: closes their handles */
+    stop_grace_finish(app.stop); /* the workers are joined: nothing uses a handle any more */
+    for (unsigned long long i = 0; app.dbs != NULL && i < app.cfg.workers; i++)
+        hg_order_db_close(app.dbs[i]);
+    free(app.dbs);
     consumer_config_free(&app.cfg);
     return status;
 }

@@ -1,7 +1,8 @@
 /*
  * tests/integration/test_order_consumer_stop.c — hourglass-consumer's
- * bounded stop (consumer/stop.h) against a hung MariaDB: the real
- * ./hourglass-broker, a private MariaDB, the real ./hourglass-consumer.
+ * bounded stop (stop-grace, common/stop_grace.h) against a hung MariaDB:
+ * the real ./hourglass-broker, a private MariaDB, the real
+ * ./hourglass-consumer.
  *
  *   hung server  400 orders. The consumer (2 workers, batch-size 20,
  *                mysql-read-timeout 60 s, stop-grace left at its default)

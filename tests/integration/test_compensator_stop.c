@@ -1,0 +1,343 @@
+/*
+ * tests/integration/test_compensator_stop.c — hourglass-compensator's
+ * bounded stop (stop-grace) against a hung MariaDB: the real
+ * ./hourglass-broker, a private MariaDB, the real ./hourglass-compensator
+ * and ./hourglass-consumer.
+ *
+ *   hung server  Orders 1-20 overdue (outbox 'sent'), orders 101-110 overdue
+ *                with their outbox rows 'new' and due. The test's own
+ *                transaction locks orders 1-20, so the overdue layer and the
+ *                inspection (cancel-batch 1) each wait inside a cancel
+ *                transaction for order 1's row. The broker is frozen while
+ *                the relay claims (leases) 101-110; the test then locks their
+ *                outbox rows and thaws the broker: the sends succeed and the
+ *                relay waits inside its record transaction. Every layer with
+ *                rows is thus inside a MariaDB call (checked in PROCESSLIST),
+ *                and the MariaDB server is SIGSTOPped. SIGTERM: the
+ *                compensator exits with status 0 within STOP_BOUND (stop-grace
+ *                left at its 2 s default; before stop-grace it waited out
+ *                mysql-read-timeout, 60 s here, and again for the inspection
+ *                lock's release), logging the cut. SIGCONT: the server
+ *                releases the inspection lock; the test releases its row
+ *                locks, and the cut statements that waited on them end with
+ *                their connections: none left, no transaction, every order
+ *                still pending (the cut cancels rolled back), the relay's rows
+ *                still 'new' with no attempt counted — sent, never marked
+ *                sent. A fresh compensator and a consumer then finish the
+ *                work: 30 orders cancelled exactly once, stock exact, every
+ *                outbox row 'done'.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "include/hourglass/order.h"
+#include "tests/helpers/order_env.h"
+#include "tests/helpers/sql_client.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#define COMPENSATOR_BIN HG_BUILDDIR "/hourglass-compensator"
+#define LOCKED_ORDERS   20  /* ids 1..20: the overdue layer and the inspection wait on their rows */
+#define RELAY_FIRST     101 /* ids 101..110: outbox rows 'new', the relay's batch */
+#define RELAY_ORDERS    10
+#define ALL_ORDERS      (LOCKED_ORDERS + RELAY_ORDERS)
+#define LOCK_NAME       "hung_stop_test"
+#define STOP_BOUND      10000 /* ms: what a stop may take here (stop-grace 2 s), far below the read timeout */
+#define READ_TIMEOUT    "60s"
+
+static oe_env_t env;
+
+static int stop_init(void)
+{
+    return oe_suite_start(&env, CU_get_number_of_failures);
+}
+
+static int stop_cleanup(void)
+{
+    if (env.server.pid > 0)
+        kill(env.server.pid, SIGCONT); /* a failed test must not leave them stopped */
+    if (env.broker.pid > 0)
+        kill(env.broker.pid, SIGCONT);
+    oe_stop(&env);
+    return 0;
+}
+
+static int seed(uint64_t first_id, size_t n, int64_t expire_in_ms)
+{
+    of_seed_spec_t spec = { .first_id = first_id,
+                            .orders = n,
+                            .first_sku = 1,
+                            .skus = 20,
+                            .max_items = 3,
+                            .max_qty = 2,
+                            .stock_per_sku = 1000000,
+                            .expire_in_ms = expire_in_ms,
+                            .with_outbox = 1,
+                            .random_seed = (uint32_t)first_id };
+    hg_order_error_t err;
+    if (oe_seed(&env, "hung", &spec, &err) != 0) {
+        fprintf(stderr, "\n  seed: %s\n", err.message);
+        return -1;
+    }
+    return 0;
+}
+
+/* Start hourglass-compensator on database hung, every layer every 200 ms,
+ * then the extra flags (NULL-terminated, may be NULL). Returns the pid. */
+static pid_t start_compensator(int metrics_port, const char *log, const char *const *extra)
+{
+    char uri[64], mport[16];
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
+    snprintf(mport, sizeof mport, "%d", metrics_port);
+    const char *argv[64] = { COMPENSATOR_BIN,
+                             "--uri",
+                             uri,
+                             "--topic",
+                             OE_TOPIC,
+                             "--mysql-socket",
+                             env.server.socket,
+                             "--mysql-user",
+                             "root",
+                             "--mysql-database",
+                             "hung",
+                             "--metrics-port",
+                             mport,
+                             "--log-level",
+                             "info",
+                             "--dlq-groups",
+                             "none",
+                             "--layers",
+                             "relay,overdue,inspection,monitor",
+                             "--relay-interval",
+                             "200ms",
+                             "--overdue-interval",
+                             "200ms",
+                             "--overdue-grace",
+                             "0ms",
+                             "--inspect-interval",
+                             "200ms",
+                             "--inspect-grace",
+                             "1s",
+                             "--monitor-interval",
+                             "200ms",
+                             "--lock-name",
+                             LOCK_NAME,
+                             NULL };
+    size_t n = 0;
+    while (argv[n] != NULL)
+        n++;
+    for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 63; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    return oe_spawn(argv, log);
+}
+
+/* Wait up to deadline_ms for pid; its exit status, or -1 (not exited: then
+ * killed, or killed by a signal). *ms gets the time waited. */
+static int wait_exit(pid_t pid, int deadline_ms, uint64_t *ms)
+{
+    uint64_t t0 = tu_now_mono_ms();
+    int status = 0;
+    pid_t r = 0;
+    while ((r = waitpid(pid, &status, WNOHANG)) == 0 && tu_now_mono_ms() - t0 < (uint64_t)deadline_ms) {
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+    }
+    *ms = tu_now_mono_ms() - t0;
+    if (r != pid) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The relay's batch is leased: next_attempt_at moved past the sends
+ * (committed), the rows still 'new'. */
+static int relay_leased(void *arg)
+{
+    (void)arg;
+    return oe_scalarf(&env,
+                      "SELECT COUNT(*) FROM hung.order_timeout_msg WHERE order_id >= %d AND status = 'new'"
+                      " AND next_attempt_at > NOW(6) + INTERVAL 10 SECOND",
+                      RELAY_FIRST) == RELAY_ORDERS;
+}
+
+/* The three layers wait inside MariaDB on the test's row locks: two cancel
+ * claims of order 1 (overdue, inspection) and the relay's record. */
+static int layers_waiting(void *arg)
+{
+    long long *holder = arg;
+    long long claims = oe_scalarf(&env,
+                                  "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = 'hung'"
+                                  " AND ID <> %lld AND INFO LIKE 'UPDATE orders SET status=''cancelled''%%'",
+                                  *holder);
+    long long records = oe_scalarf(&env,
+                                   "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = 'hung'"
+                                   " AND ID <> %lld AND INFO LIKE 'UPDATE order_timeout_msg%%'",
+                                   *holder);
+    return claims == 2 && records == 1;
+}
+
+/* The server released the inspection lock with its (idle) connection. */
+static int lock_released(void *arg)
+{
+    (void)arg;
+    return oe_scalar(&env, "SELECT IS_USED_LOCK('" LOCK_NAME "')") == -1;
+}
+
+/* Nothing of the stopped compensator is left on the server: no connection
+ * on database hung, no InnoDB transaction. Polled every 250 ms: InnoDB
+ * refreshes INNODB_TRX only when it was not read for 100 ms. */
+static int compensator_gone(void *arg)
+{
+    (void)arg;
+    return oe_scalar(&env, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = 'hung'") == 0 &&
+           oe_scalar(&env, "SELECT COUNT(*) FROM information_schema.INNODB_TRX") == 0;
+}
+
+static void test_hung_server(void)
+{
+    hg_order_db *db = oe_fresh_database(&env, "hung", 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    hg_order_db_close(db); /* only the compensator's connections and the holder use database hung */
+    CU_ASSERT_EQUAL_FATAL(seed(1, LOCKED_ORDERS, -1200000), 0);
+    CU_ASSERT_EQUAL_FATAL(seed(RELAY_FIRST, RELAY_ORDERS, -600000), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin,
+                                    "UPDATE hung.order_timeout_msg SET status = 'new', attempts = 0,"
+                                    " next_attempt_at = NOW(6) - INTERVAL 1 SECOND WHERE order_id >= %d",
+                                    RELAY_FIRST),
+                          0);
+    rc_conn_t c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", "hung", OE_TOPIC, "FROM", "NOW", NULL), 0);
+    rc_close(&c);
+
+    /* The holder: orders 1-20 locked, so both cancelling layers wait on order 1. */
+    MYSQL *holder = oe_connect(&env, "hung");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(holder);
+    long long holder_id = (long long)mysql_thread_id(holder);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(holder, "START TRANSACTION"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(holder, "SELECT id FROM orders WHERE id <= %d FOR UPDATE", LOCKED_ORDERS), 0);
+
+    char dir[512], log1[600], log2[600], log3[600];
+    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("compensator-stop", dir, sizeof dir), 0);
+    snprintf(log1, sizeof log1, "%s/compensator1.log", dir);
+    snprintf(log2, sizeof log2, "%s/compensator2.log", dir);
+    snprintf(log3, sizeof log3, "%s/consumer.log", dir);
+
+    /* The broker frozen: the relay claims its batch and waits for the replies. */
+    CU_ASSERT_EQUAL_FATAL(kill(env.broker.pid, SIGSTOP), 0);
+    const char *extra1[] = { "--cancel-batch",
+                             "1",
+                             "--mysql-read-timeout",
+                             READ_TIMEOUT,
+                             "--mysql-lock-wait-timeout",
+                             "50s",
+                             "--broker-timeout",
+                             "20s",
+                             NULL };
+    int mport1 = tu_free_port();
+    pid_t pid = start_compensator(mport1, log1, extra1);
+    int leased = pid > 0 && tu_poll_until(relay_leased, NULL, 15000, 20) == 0;
+    /* Its rows locked by the holder, then the broker thawed: the sends
+     * succeed and the record waits on the holder. */
+    int locked = leased && sql_execf(holder, "SELECT order_id FROM order_timeout_msg WHERE order_id >= %d FOR UPDATE",
+                                     RELAY_FIRST) == 0;
+    CU_ASSERT_EQUAL(kill(env.broker.pid, SIGCONT), 0);
+    if (!leased || !locked)
+        oe_print_file(log1);
+    TU_REQUIRE(leased && locked, "the relay never leased its %d rows (pid %d)", RELAY_ORDERS, (int)pid);
+    if (tu_poll_until(layers_waiting, &holder_id, 30000, 20) != 0) {
+        oe_print_file(log1);
+        CU_FAIL_FATAL("the relay, overdue and inspection layers never all waited inside MariaDB");
+    }
+
+    /* The server hangs. No query of ours until SIGCONT: it would hang too. */
+    CU_ASSERT_EQUAL_FATAL(kill(env.server.pid, SIGSTOP), 0);
+    uint64_t stop_ms = 0;
+    CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
+    int status = wait_exit(pid, 200000, &stop_ms);
+    printf("\n    SIGTERM with three layers inside a SIGSTOPped MariaDB (mysql-read-timeout " READ_TIMEOUT
+           "): exited %d after %" PRIu64 " ms\n",
+           status, stop_ms);
+    CU_ASSERT_EQUAL(status, 0);
+    TU_CHECK(stop_ms < STOP_BOUND, "the stop took %" PRIu64 " ms (bound %d ms)", stop_ms, STOP_BOUND);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log1, "MariaDB connections cut", 1000), 0);
+
+    CU_ASSERT_EQUAL(kill(env.server.pid, SIGCONT), 0);
+    /* The server finds the idle lock connection gone at once: the lock is
+     * released. A session waiting on a row lock notices its dead client only
+     * when the wait ends: the holder rolls back, their statements run, and
+     * then the server finds the connections gone and rolls the cut
+     * transactions back — nothing of them commits. */
+    CU_ASSERT_EQUAL(tu_poll_until(lock_released, NULL, 30000, 50), 0);
+    CU_ASSERT_EQUAL(sql_execf(holder, "ROLLBACK"), 0);
+    mysql_close(holder);
+    CU_ASSERT_EQUAL(tu_poll_until(compensator_gone, NULL, 30000, 250), 0);
+    long long pending = oe_scalarf(&env, "SELECT COUNT(*) FROM hung.orders WHERE status = 'pending'");
+    long long relay_new = oe_scalarf(&env,
+                                     "SELECT COUNT(*) FROM hung.order_timeout_msg WHERE order_id >= %d"
+                                     " AND status = 'new' AND attempts = 0",
+                                     RELAY_FIRST);
+    printf("    after SIGCONT: %lld of %d orders pending, %lld of the relay's %d rows 'new' with no attempt\n", pending,
+           ALL_ORDERS, relay_new, RELAY_ORDERS);
+    CU_ASSERT_EQUAL(pending, ALL_ORDERS);
+    CU_ASSERT_EQUAL(relay_new, RELAY_ORDERS);
+
+    /* A fresh compensator and a consumer (the relayed messages are in the
+     * broker, due now) finish the work. */
+    int mport2 = tu_free_port(), mport3 = tu_free_port();
+    pid_t pid2 = start_compensator(mport2, log2, NULL);
+    pid_t pid3 = oe_start_consumer(&env, "hung", "hung", 2, mport3, log3, NULL);
+    CU_ASSERT_TRUE(pid2 > 0 && pid3 > 0);
+    long long left = oe_wait_scalar(&env, 0, 60000, "SELECT COUNT(*) FROM hung.orders WHERE status <> 'cancelled'");
+    CU_ASSERT_EQUAL(left, 0);
+    CU_ASSERT_EQUAL(oe_stop_consumer(pid2), 0);
+    CU_ASSERT_EQUAL(oe_stop_consumer(pid3), 0);
+
+    of_report_t rep;
+    hg_order_error_t e;
+    CU_ASSERT_EQUAL_FATAL(oe_check(&env, "hung", 3600, &rep, &e), 0);
+    if (!rep.ok)
+        fprintf(stderr, "\n  first defect: %s\n", rep.first_defect);
+    CU_ASSERT_TRUE(rep.ok);
+    CU_ASSERT_EQUAL(rep.cancelled, ALL_ORDERS);
+    CU_ASSERT_EQUAL(rep.reserved, 0);
+    CU_ASSERT_EQUAL(rep.available, rep.received); /* every unit back exactly once */
+    CU_ASSERT_EQUAL(rep.skus_unbalanced, 0);
+    CU_ASSERT_EQUAL(rep.paid_and_cancelled, 0);
+    CU_ASSERT_EQUAL(oe_scalar(&env, "SELECT COUNT(*) FROM hung.order_timeout_msg WHERE status = 'done'"), ALL_ORDERS);
+    if (CU_get_number_of_failures() > 0) {
+        oe_print_file(log1);
+        oe_print_file(log2);
+        oe_print_file(log3);
+    }
+    tu_rmtree(dir);
+}
+
+static const tu_test_t stop_tests[] = {
+    { "SIGTERM on a hung MariaDB: bounded stop, cut work rolled back, all cancelled once after", test_hung_server },
+    { NULL, NULL },
+};
+
+static int add_suites(void)
+{
+    return tu_add_suite("stop", stop_init, stop_cleanup, NULL, NULL, stop_tests);
+}
+
+int main(int argc, char **argv)
+{
+    return oe_cunit_main(argc, argv, add_suites);
+}
