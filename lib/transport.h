@@ -35,7 +35,9 @@ typedef struct transport_ops {
                            ends (the consumer runs no lease watchdog) */
 
     /* A state for uri (not connected yet); the address for messages into
-     * address[addrlen]. Returns HG_OK, or HG_ERR_URI / HG_ERR_ARG with err. */
+     * address[addrlen]. The login is uri's, with client_opts(c)'s user and
+     * password over it (copied: the client forgets those pointers after
+     * create). Returns HG_OK, or HG_ERR_URI / HG_ERR_ARG with err. */
     hg_err_t (*create)(hg_client_t *c, const char *uri, transport_state_t **out, char *address, size_t addrlen,
                        hg_error_t *err);
     /* Connected (reconnect with the client's backoff). Errors set on c. */

@@ -48,6 +48,12 @@
  *                 a KEY is refused as the broker refuses it. (Before, a DEDUP
  *                 command failed with a syntax error, so the order service's
  *                 every fast-path send failed, and hg_send_many ignored it.)
+ *   login         a user and password in the client's options (the daemons'
+ *                 user / password-file keys, the CLI's flags) log in as that
+ *                 user, over the URI's or amqp's default guest (they were
+ *                 ignored: every such client logged in as guest); a wrong
+ *                 password is refused naming the user; a user without a
+ *                 password anywhere is refused before the wire.
  *
  * Every test uses topic and group names of its own.
  */
@@ -599,6 +605,67 @@ static void test_dedup_sends_everything(void)
     hg_client_close(c);
 }
 
+/* A client of uri with opts.user / opts.password; PING's outcome, its
+ * message in why. */
+static hg_err_t ping_as(const char *uri, const char *user, const char *password, char *why, size_t whylen)
+{
+    hg_client_opts_t o;
+    hg_client_t *c = NULL;
+    hg_error_t err;
+    hg_reply_t *r = NULL;
+    hg_err_t e;
+
+    hg_client_opts_init(&o);
+    o.user = user;
+    o.password = password;
+    o.reconnect = 0;
+    e = hg_client_open(uri, &o, &c, &err);
+    if (e != HG_OK) {
+        snprintf(why, whylen, "%s", err.message);
+        return e;
+    }
+    e = hg_client_command(c, 1, (const char *const[]){ "PING" }, NULL, &r);
+    snprintf(why, whylen, "%s", e == HG_OK ? "" : hg_client_errmsg(c));
+    hg_reply_free(r);
+    hg_client_close(c);
+    return e;
+}
+
+static void test_login_from_options(void)
+{
+    char out[4096], uri[200], why[HG_ERRMSG_MAX];
+    hg_err_t e;
+
+    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "login", NULL) == 0, "add_vhost: %s", out);
+    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_user", "hourglass", "s3cret", NULL) == 0, "add_user: %s", out);
+    TU_REQUIRE(
+        rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "login", "hourglass", ".*", ".*", ".*", NULL) == 0,
+        "set_permissions: %s", out);
+    /* guest may not use the vhost: a client that logs in as guest is refused */
+    snprintf(uri, sizeof uri, "amqp://127.0.0.1:%d/login", rabbit.nodes[0].amqp_port);
+    e = ping_as(uri, NULL, NULL, why, sizeof why);
+    TU_CHECK(e != HG_OK, "guest on vhost login: PING answered, want a refusal");
+    e = ping_as(uri, "hourglass", "s3cret", why, sizeof why);
+    TU_CHECK(e == HG_OK, "opts.user/password on %s: %d: %s", uri, (int)e, why);
+    /* the options win over the URI's user:pass@ */
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/login", rabbit.nodes[0].amqp_port);
+    e = ping_as(uri, "hourglass", "s3cret", why, sizeof why);
+    TU_CHECK(e == HG_OK, "opts over guest:guest@: %d: %s", (int)e, why);
+    /* a password alone goes with the URI's user */
+    snprintf(uri, sizeof uri, "amqp://hourglass:wrong@127.0.0.1:%d/login", rabbit.nodes[0].amqp_port);
+    e = ping_as(uri, NULL, "s3cret", why, sizeof why);
+    TU_CHECK(e == HG_OK, "opts.password with hourglass:wrong@: %d: %s", (int)e, why);
+    /* a wrong password: refused naming the user */
+    snprintf(uri, sizeof uri, "amqp://127.0.0.1:%d/login", rabbit.nodes[0].amqp_port);
+    e = ping_as(uri, "hourglass", "nope", why, sizeof why);
+    TU_CHECK(e == HG_ERR_AUTH && strstr(why, "'hourglass'") != NULL, "wrong password: %d: %s", (int)e, why);
+    /* a user and no password anywhere: refused at open */
+    e = ping_as(uri, "hourglass", NULL, why, sizeof why);
+    TU_CHECK(e == HG_ERR_ARG && strstr(why, "no password") != NULL, "user without password: %d: %s", (int)e, why);
+    e = ping_as(uri, "", "s3cret", why, sizeof why);
+    TU_CHECK(e == HG_ERR_ARG && strstr(why, "user is empty") != NULL, "empty user: %d: %s", (int)e, why);
+}
+
 static const tu_test_t node_tests[] = {
     { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
       test_nack_refused_keeps_hold },
@@ -615,6 +682,9 @@ static const tu_test_t node_tests[] = {
     { "SEND … DEDUP, hg_send_dedup, hg_send_many's dedup, hg_order_timeout_send: sent, duplicate 0, all delivered; "
       "DEDUP without a KEY refused",
       test_dedup_sends_everything },
+    { "a user and password in the options log in as that user (over the URI's and guest); wrong or missing "
+      "password refused",
+      test_login_from_options },
     { "a clean close with deliveries read ahead: they are not failures (the next consumer gets them at once, "
       "reconsume 0)",
       test_read_ahead_at_close },
