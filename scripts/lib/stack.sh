@@ -273,7 +273,8 @@ hg_metric() {
 # 5 s (collect_statistics_interval, quorum_tick_interval): hg_rabbit_queues
 # is at most about a second old.
 #
-# Variables it sets: HG_RABBIT_URI (amqp://USER:PASSWORD@127.0.0.1:PORT/VHOST),
+# Variables it sets: HG_RABBIT_URI (amqp://USER:PASSWORD@127.0.0.1:PORT/VHOST), HG_RABBIT_URI_NO_LOGIN
+# (amqp://127.0.0.1:PORT/VHOST) with HG_RABBIT_PASSWORD_FILE (the password, mode 0600),
 # HG_RABBIT_PORT (AMQP), HG_RABBIT_DIST_PORT, HG_RABBIT_NODE, HG_RABBIT_VHOST,
 # HG_RABBIT_USER, hg_rabbit_pid (the process group
 # leader: the rabbitmq-server script), hg_rabbit_epmd_pid.
@@ -319,6 +320,11 @@ hg_rabbit_start() {
     local password
     password=$(hg_random_password)
     HG_RABBIT_URI=amqp://$HG_RABBIT_USER:$password@127.0.0.1:$HG_RABBIT_PORT/$HG_RABBIT_VHOST
+    # The same without the login, and the password in a file of its own (0600), for the daemons'
+    # user and password-file keys: a production config keeps the secret out of the URI.
+    HG_RABBIT_URI_NO_LOGIN=amqp://127.0.0.1:$HG_RABBIT_PORT/$HG_RABBIT_VHOST
+    HG_RABBIT_PASSWORD_FILE=$dir/password
+    (umask 077 && printf '%s\n' "$password" >"$HG_RABBIT_PASSWORD_FILE") || return 1
     (umask 077 && hg_random_password >"$dir/.erlang.cookie") || return 1
     chmod 400 "$dir/.erlang.cookie"
     : >"$dir/env.conf"
