@@ -323,6 +323,7 @@ static void rmq_ops_disconnect(transport_state_t *t)
 static void rmq_ops_before_close(transport_state_t *t)
 {
     rmq_close_consumer(&t->r);
+    rmq_close_politely(&t->r);
 }
 
 static void rmq_ops_destroy(transport_state_t *t)

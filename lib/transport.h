@@ -56,7 +56,8 @@ typedef struct transport_ops {
     void (*disconnect)(transport_state_t *t);
     /* hg_client_close's first step, while the connection may still be up:
      * settle what a clean close should (RabbitMQ: give back the deliveries
-     * read ahead uncounted). NULL: nothing. */
+     * read ahead uncounted, then close with the close handshake). NULL:
+     * nothing. */
     void (*before_close)(transport_state_t *t);
     /* Free the state (closing first). */
     void (*destroy)(transport_state_t *t);
