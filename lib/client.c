@@ -244,6 +244,8 @@ static hg_err_t create_transport(const char *uri, const hg_client_opts_t *opts, 
     buf_init(&c->out);
     c->tops = transport_for_uri(uri);
     e = c->tops->create(c, uri, &c->tstate, c->address, sizeof(c->address), err);
+    c->opts.user = NULL; /* the transport copied them: never keep the caller's pointers */
+    c->opts.password = NULL;
     if (e != HG_OK) {
         free(c);
         return e;

@@ -213,7 +213,15 @@ uint64_t rmq_refused_pauses_ms(int n);
  * replies (channel.open, confirm.select, channel.open: read timeout each).
  * HG_UNBOUNDED with a read timeout of 0. */
 uint64_t rmq_attempt_bound_ms(const rmq_t *r);
+/* Drop the connection at once (no close handshake: the peer may be gone)
+ * and forget its state; unacked deliveries go back to their queues. */
 void rmq_disconnect(rmq_t *r);
+/* A clean close's end: connection.close, and close-ok awaited at most
+ * RMQ_CLOSE_WAIT_MS, so RabbitMQ logs a closed connection, not "client
+ * unexpectedly closed TCP connection" (a warning for every CLI call and
+ * every daemon stop), then rmq_disconnect. Nothing to do when not
+ * connected. */
+void rmq_close_politely(rmq_t *r);
 /* After a failed rpc on channel ch: the client error names what (e.g.
  * "queue.declare hg.level.3"); a server channel close is answered and the
  * channel marked closed; a connection problem disconnects. Returns the code

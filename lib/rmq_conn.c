@@ -182,6 +182,17 @@ void rmq_disconnect(rmq_t *r)
     r->refused = 0;
 }
 
+void rmq_close_politely(rmq_t *r)
+{
+    struct timeval wait = { RMQ_CLOSE_WAIT_MS / 1000, (RMQ_CLOSE_WAIT_MS % 1000) * 1000 };
+
+    if (r->st != NULL) {
+        amqp_set_rpc_timeout(r->st, &wait);
+        (void)amqp_connection_close(r->st, AMQP_REPLY_SUCCESS); /* a silent node: RMQ_CLOSE_WAIT_MS, then dropped */
+    }
+    rmq_disconnect(r);
+}
+
 int rmq_refused_pause(rmq_t *r, int round)
 {
     uint32_t ms = RMQ_REFUSED_PAUSE_MS << (round < 5 ? round : 5);

@@ -198,11 +198,37 @@ static int parse_uri(rmq_t *r, const char *uri, char *why, size_t whylen)
     return r->nhosts > 0 ? 0 : (snprintf(why, whylen, "missing host"), -1);
 }
 
+/* The login of opts (opts.user, opts.password: the daemons' user and
+ * password-file keys, the CLI's --user / --password-file) over the URI's,
+ * as on hourglass://: each one given wins; a user without a password
+ * anywhere is refused. uri_auth: the URI had user:pass@ (else r holds
+ * amqp's default guest/guest). 0, or -1 with why. */
+static int apply_login(rmq_t *r, const hg_client_opts_t *o, int uri_auth, char *why, size_t whylen)
+{
+    if (o->user == NULL && o->password == NULL)
+        return 0;
+    if (o->user != NULL && o->password == NULL && !uri_auth)
+        return snprintf(why, whylen, "user is set but no password (opts.password or the URI's user:pass@)"), -1;
+    if (o->user != NULL && o->user[0] == '\0')
+        return snprintf(why, whylen, "user is empty"), -1;
+    if ((o->user != NULL && strlen(o->user) >= sizeof(r->user)) ||
+        (o->password != NULL && strlen(o->password) >= sizeof(r->password)))
+        return snprintf(why, whylen, "user or password longer than %zu bytes", sizeof(r->user) - 1), -1;
+    if (o->user != NULL)
+        snprintf(r->user, sizeof(r->user), "%s", o->user);
+    if (o->password != NULL)
+        snprintf(r->password, sizeof(r->password), "%s", o->password);
+    return 0;
+}
+
 static hg_err_t rmq_create(hg_client_t *c, const char *uri, transport_state_t **out, char *address, size_t addrlen,
                            hg_error_t *err)
 {
     transport_state_t *t;
     char why[HG_ERRMSG_MAX - 48];
+    const char *rest = strstr(uri, "://");
+    size_t authority = rest != NULL ? strcspn(rest + 3, "/?#") : 0;
+    int uri_auth = rest != NULL && memchr(rest + 3, '@', authority) != NULL;
 
     *out = NULL;
     t = xcalloc(1, sizeof(*t));
@@ -211,6 +237,12 @@ static hg_err_t rmq_create(hg_client_t *c, const char *uri, transport_state_t **
         memset(t, 0, sizeof(*t));
         free(t);
         return HG_ERR_URI;
+    }
+    if (apply_login(&t->r, client_opts(c), uri_auth, why, sizeof(why)) < 0) {
+        client_error_fill(err, HG_ERR_ARG, "%s", why);
+        memset(t, 0, sizeof(*t));
+        free(t);
+        return HG_ERR_ARG;
     }
     t->r.client = c;
     snprintf(t->r.address, sizeof(t->r.address), "%s:%d", t->r.hosts[0].host, t->r.hosts[0].port);
@@ -291,6 +323,7 @@ static void rmq_ops_disconnect(transport_state_t *t)
 static void rmq_ops_before_close(transport_state_t *t)
 {
     rmq_close_consumer(&t->r);
+    rmq_close_politely(&t->r);
 }
 
 static void rmq_ops_destroy(transport_state_t *t)

@@ -35,7 +35,9 @@ typedef struct transport_ops {
                            ends (the consumer runs no lease watchdog) */
 
     /* A state for uri (not connected yet); the address for messages into
-     * address[addrlen]. Returns HG_OK, or HG_ERR_URI / HG_ERR_ARG with err. */
+     * address[addrlen]. The login is uri's, with client_opts(c)'s user and
+     * password over it (copied: the client forgets those pointers after
+     * create). Returns HG_OK, or HG_ERR_URI / HG_ERR_ARG with err. */
     hg_err_t (*create)(hg_client_t *c, const char *uri, transport_state_t **out, char *address, size_t addrlen,
                        hg_error_t *err);
     /* Connected (reconnect with the client's backoff). Errors set on c. */
@@ -54,7 +56,8 @@ typedef struct transport_ops {
     void (*disconnect)(transport_state_t *t);
     /* hg_client_close's first step, while the connection may still be up:
      * settle what a clean close should (RabbitMQ: give back the deliveries
-     * read ahead uncounted). NULL: nothing. */
+     * read ahead uncounted, then close with the close handshake). NULL:
+     * nothing. */
     void (*before_close)(transport_state_t *t);
     /* Free the state (closing first). */
     void (*destroy)(transport_state_t *t);

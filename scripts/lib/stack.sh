@@ -1,8 +1,9 @@
 # scripts/lib/stack.sh — a private Hourglass stack in a directory, for
 # scripts/demo and the install test (tests/integration/test_install.sh):
 # a MariaDB on a unix socket, the reference schema with a least-privilege
-# user per program, hourglass-broker, hourglass-consumer and
-# hourglass-compensator with their config files. Sourced by bash scripts.
+# user per program, hourglass-broker or a private RabbitMQ node,
+# hourglass-consumer and hourglass-compensator with their config files.
+# Sourced by bash scripts.
 #
 # Every wait polls with a deadline and fails with the cause (the tail of the
 # program's log); nothing sleeps and hopes. Processes are remembered by pid
@@ -14,7 +15,8 @@
 #
 # Variables it sets: HG_MYSQL_SOCKET, HG_BROKER_PORT, HG_BROKER_URI,
 # hg_mariadb_pid, hg_broker_pid, hg_consumer_pid, hg_compensator_pid, and the
-# generated passwords hg_pw_<user>.
+# generated passwords hg_pw_<user>; for RabbitMQ (hg_rabbit_start) the
+# HG_RABBIT_* variables listed there.
 
 hg_stack_pids=()
 
@@ -59,13 +61,15 @@ hg_stop_pid() {
     wait "$pid" 2>/dev/null
 }
 
-# Stop everything started through this file, newest first.
+# Stop everything started through this file, newest first, then the
+# RabbitMQ node and its epmd, if one was started (hg_rabbit_stop).
 hg_stack_stop() {
     local i
     for ((i = ${#hg_stack_pids[@]} - 1; i >= 0; i--)); do
         hg_stop_pid "${hg_stack_pids[i]}" 20 || true
     done
     hg_stack_pids=()
+    hg_rabbit_stop
 }
 
 hg_forget_pid() {
@@ -245,4 +249,200 @@ hg_http_get() {
 # with its labels, exactly as printed); empty when absent.
 hg_metric() {
     hg_http_get "$1" /metrics 2>/dev/null | awk -v n="$2" '$1 == n { print $2; exit }'
+}
+
+# ---------------------------------------------------------------- RabbitMQ
+# A private RabbitMQ node (scripts/demo --rabbitmq), started the way
+# tests/helpers/rabbit_proc.c starts one for the C tests (this is its shell
+# counterpart; they share nothing): everything the node reads comes from the
+# environment given to it (hg_rabbit_env) — HOME (the directory, holding the
+# Erlang cookie), RABBITMQ_CONF_ENV_FILE (an empty file: /etc/rabbitmq's is
+# not read), RABBITMQ_NODENAME, _NODE_PORT, _DIST_PORT, _MNESIA_BASE,
+# _CONFIG_FILE, _ADVANCED_CONFIG_FILE, _ENABLED_PLUGINS_FILE (no plugins),
+# _LOGS, ERL_EPMD_PORT (an epmd of our own, on a free port) and the
+# rabbitmqctl distribution ports. The system service and the system's epmd
+# are never touched. The node runs in a process group of its own (setsid):
+# hg_rabbit_kill9 kills the whole group (the start script, beam.smp and its
+# helpers), as a crash of the machine's RabbitMQ would.
+#
+# rabbitmq.conf makes, on the first boot, a vhost and a user of their own
+# (default_vhost, default_user with a random password, all permissions on
+# that vhost; no guest account), and lowers the dead-letter worker's confirm
+# timeout to 10 s as docs/rabbitmq.md ("Known defect") recommends. Queue
+# figures (rabbitmqctl list_queues) are refreshed every second, not every
+# 5 s (collect_statistics_interval, quorum_tick_interval): hg_rabbit_queues
+# is at most about a second old.
+#
+# Variables it sets: HG_RABBIT_URI (amqp://USER:PASSWORD@127.0.0.1:PORT/VHOST), HG_RABBIT_URI_NO_LOGIN
+# (amqp://127.0.0.1:PORT/VHOST) with HG_RABBIT_PASSWORD_FILE (the password, mode 0600),
+# HG_RABBIT_PORT (AMQP), HG_RABBIT_DIST_PORT, HG_RABBIT_NODE, HG_RABBIT_VHOST,
+# HG_RABBIT_USER, hg_rabbit_pid (the process group
+# leader: the rabbitmq-server script), hg_rabbit_epmd_pid.
+HG_RABBIT_SERVER=${HG_RABBIT_SERVER:-/usr/lib/rabbitmq/bin/rabbitmq-server}
+HG_RABBIT_CTL=${HG_RABBIT_CTL:-/usr/lib/rabbitmq/bin/rabbitmqctl}
+HG_RABBIT_START_DEADLINE=${HG_RABBIT_START_DEADLINE:-240} # seconds: a minute is normal on a loaded 2-core machine
+hg_rabbit_pid="" hg_rabbit_epmd_pid="" hg_rabbit_env=() hg_rabbit_dir="" hg_rabbit_cli=""
+
+# hg_rabbit_start DIR LOG CLI — a fresh node in DIR (created), its log in
+# LOG, "ready" when CLI (hourglass-cli) logs in and PING answers; waits for
+# that up to HG_RABBIT_START_DEADLINE. 1 with the node's logs when it cannot.
+hg_rabbit_start() {
+    local dir=$1 log=$2
+    hg_rabbit_cli=$3
+    local d f
+    for f in "$HG_RABBIT_SERVER" "$HG_RABBIT_CTL"; do
+        [[ -x $f ]] || { hg_log "$f not found: install rabbitmq-server"; return 1; }
+    done
+    for d in epmd /usr/lib/erlang/bin/epmd; do command -v "$d" >/dev/null && break; done
+    command -v "$d" >/dev/null || { hg_log "epmd not found: install erlang-base"; return 1; }
+    command -v setsid >/dev/null || { hg_log "setsid not found: install util-linux"; return 1; }
+    mkdir -p "$dir" || return 1
+    hg_rabbit_dir=$(cd "$dir" && pwd)
+    dir=$hg_rabbit_dir
+    # Four ports nothing uses, all different; rabbitmqctl takes one of ctl_port .. ctl_port + 20.
+    local epmd_port ctl_port ok=0 p
+    for _ in $(seq 20); do
+        if ! { epmd_port=$(hg_free_port) && ctl_port=$(hg_free_port) && HG_RABBIT_PORT=$(hg_free_port) &&
+            HG_RABBIT_DIST_PORT=$(hg_free_port); }; then
+            break
+        fi
+        ok=1
+        for p in "$HG_RABBIT_PORT" "$HG_RABBIT_DIST_PORT" "$epmd_port"; do
+            if ((p >= ctl_port && p <= ctl_port + 20)); then ok=0; fi
+        done
+        if ((HG_RABBIT_PORT == HG_RABBIT_DIST_PORT || epmd_port == HG_RABBIT_PORT || epmd_port == HG_RABBIT_DIST_PORT)); then
+            ok=0
+        fi
+        if ((ok)); then break; fi
+    done
+    ((ok)) || { hg_log "no free ports for RabbitMQ"; return 1; }
+    HG_RABBIT_NODE=hgdemo$$@localhost HG_RABBIT_VHOST=shop HG_RABBIT_USER=hourglass
+    local password
+    password=$(hg_random_password)
+    HG_RABBIT_URI=amqp://$HG_RABBIT_USER:$password@127.0.0.1:$HG_RABBIT_PORT/$HG_RABBIT_VHOST
+    # The same without the login, and the password in a file of its own (0600), for the daemons'
+    # user and password-file keys: a production config keeps the secret out of the URI.
+    HG_RABBIT_URI_NO_LOGIN=amqp://127.0.0.1:$HG_RABBIT_PORT/$HG_RABBIT_VHOST
+    HG_RABBIT_PASSWORD_FILE=$dir/password
+    (umask 077 && printf '%s\n' "$password" >"$HG_RABBIT_PASSWORD_FILE") || return 1
+    (umask 077 && hg_random_password >"$dir/.erlang.cookie") || return 1
+    chmod 400 "$dir/.erlang.cookie"
+    : >"$dir/env.conf"
+    echo '[].' >"$dir/enabled_plugins"
+    cat >"$dir/rabbitmq.conf" <<CONF
+# written by scripts/lib/stack.sh (hg_rabbit_start)
+listeners.tcp.default = 127.0.0.1:$HG_RABBIT_PORT
+log.console = false
+log.file.level = info
+default_vhost = $HG_RABBIT_VHOST
+default_user = $HG_RABBIT_USER
+default_pass = $password
+default_permissions.configure = .*
+default_permissions.read = .*
+default_permissions.write = .*
+collect_statistics_interval = 1000
+CONF
+    echo '[{rabbit, [{dead_letter_worker_publisher_confirm_timeout, 10000}, {quorum_tick_interval, 1000}]}].' \
+        >"$dir/advanced.config"
+    chmod 600 "$dir/rabbitmq.conf"
+    hg_rabbit_env=(HOME="$dir" RABBITMQ_CONF_ENV_FILE="$dir/env.conf" ERL_EPMD_PORT="$epmd_port"
+        RABBITMQ_CTL_DIST_PORT_MIN="$ctl_port" RABBITMQ_CTL_DIST_PORT_MAX="$((ctl_port + 20))"
+        RABBITMQ_USE_LONGNAME=false RABBITMQ_NODENAME="$HG_RABBIT_NODE" RABBITMQ_NODE_PORT="$HG_RABBIT_PORT"
+        RABBITMQ_DIST_PORT="$HG_RABBIT_DIST_PORT" RABBITMQ_MNESIA_BASE="$dir/mnesia" RABBITMQ_LOG_BASE="$dir/log"
+        RABBITMQ_LOGS="$log" RABBITMQ_CONFIG_FILE="$dir/rabbitmq.conf"
+        RABBITMQ_ADVANCED_CONFIG_FILE="$dir/advanced.config" RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins"
+        RABBITMQ_PID_FILE="$dir/pid")
+    env "${hg_rabbit_env[@]}" "$d" -port "$epmd_port" >"$dir/epmd.log" 2>&1 </dev/null &
+    hg_rabbit_epmd_pid=$!
+    if ! hg_wait_for 10 "epmd on port $epmd_port" hg_port_open "$epmd_port"; then
+        hg_tail "$dir/epmd.log"
+        return 1
+    fi
+    hg_rabbit_spawn && hg_rabbit_wait
+}
+
+hg_port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# hg_rabbit_spawn — start the node process (after hg_rabbit_start prepared
+# it; again after hg_rabbit_kill9: the same name, ports and data); returns at
+# once: hg_rabbit_wait or hg_rabbit_ready tell when it answers.
+hg_rabbit_spawn() {
+    (cd "$hg_rabbit_dir" && exec env "${hg_rabbit_env[@]}" setsid "$HG_RABBIT_SERVER") \
+        >>"$hg_rabbit_dir/out.log" 2>&1 </dev/null &
+    hg_rabbit_pid=$!
+}
+
+# hg_rabbit_ready — 0 when the node answers an AMQP login and PING (through
+# hourglass-cli: its declarations run too); 2 when the node process is gone.
+# The cli's last answer is in hg_rabbit_probe.
+hg_rabbit_ready() {
+    hg_alive "$hg_rabbit_pid" || return 2
+    hg_rabbit_probe=$("$hg_rabbit_cli" --uri "$HG_RABBIT_URI" --timeout 3000 ping 2>&1)
+}
+
+# hg_rabbit_wait — wait for hg_rabbit_ready; 1 with the node's logs when it
+# exits or the deadline passes.
+hg_rabbit_wait() {
+    local deadline=$((SECONDS + HG_RABBIT_START_DEADLINE)) rc
+    while :; do
+        hg_rabbit_ready
+        rc=$?
+        ((rc == 0)) && return 0
+        if ((rc == 2)); then
+            hg_log "RabbitMQ node $HG_RABBIT_NODE exited during start"
+            break
+        fi
+        if ((SECONDS >= deadline)); then
+            hg_log "RabbitMQ node $HG_RABBIT_NODE did not answer on port $HG_RABBIT_PORT within" \
+                "$HG_RABBIT_START_DEADLINE s; hourglass-cli ping said: ${hg_rabbit_probe:-nothing}"
+            break
+        fi
+        sleep 0.5
+    done
+    hg_tail "$hg_rabbit_dir/out.log"
+    hg_tail "$(hg_rabbit_log)"
+    return 1
+}
+
+hg_rabbit_log() {
+    local a
+    for a in "${hg_rabbit_env[@]}"; do [[ $a == RABBITMQ_LOGS=* ]] && echo "${a#*=}"; done
+}
+
+# hg_rabbit_kill9 — SIGKILL to the node's whole process group; returns once
+# every process of it is gone (up to 5 s).
+hg_rabbit_kill9() {
+    hg_alive "$hg_rabbit_pid" || return 1
+    kill -KILL -- "-$hg_rabbit_pid" 2>/dev/null
+    wait "$hg_rabbit_pid" 2>/dev/null
+    local i
+    for ((i = 0; i < 100; i++)); do
+        kill -0 -- "-$hg_rabbit_pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    hg_rabbit_pid=""
+}
+
+# hg_rabbitmqctl ARGS... — rabbitmqctl against the node (each call starts an
+# Erlang VM: a second or more here).
+hg_rabbitmqctl() { env "${hg_rabbit_env[@]}" "$HG_RABBIT_CTL" -n "$HG_RABBIT_NODE" "$@"; }
+
+# hg_rabbit_queues — the vhost's queues, one a line: name, messages (ready +
+# unacknowledged), ready, unacknowledged, tab-separated.
+hg_rabbit_queues() {
+    hg_rabbitmqctl -q list_queues -p "$HG_RABBIT_VHOST" --no-table-headers \
+        name messages messages_ready messages_unacknowledged
+}
+
+# hg_rabbit_stop — stop the node (SIGTERM: the start script stops RabbitMQ
+# cleanly; SIGKILL to its group after 30 s) and our epmd. Safe to call when
+# nothing runs.
+hg_rabbit_stop() {
+    if hg_alive "$hg_rabbit_pid"; then
+        hg_stop_pid "$hg_rabbit_pid" 30 || true
+        kill -KILL -- "-$hg_rabbit_pid" 2>/dev/null
+    fi
+    hg_rabbit_pid=""
+    if hg_alive "$hg_rabbit_epmd_pid"; then hg_stop_pid "$hg_rabbit_epmd_pid" 5 || true; fi
+    hg_rabbit_epmd_pid=""
 }

@@ -48,6 +48,17 @@
  *                 a KEY is refused as the broker refuses it. (Before, a DEDUP
  *                 command failed with a syntax error, so the order service's
  *                 every fast-path send failed, and hg_send_many ignored it.)
+ *   login         a user and password in the client's options (the daemons'
+ *                 user / password-file keys, the CLI's flags) log in as that
+ *                 user, over the URI's or amqp's default guest (they were
+ *                 ignored: every such client logged in as guest); a wrong
+ *                 password is refused naming the user; a user without a
+ *                 password anywhere is refused before the wire.
+ *   clean close   hg_client_close ends the connection with AMQP's close
+ *                 handshake, of a plain client and of a consumer: the node
+ *                 logs each as closed, none as "client unexpectedly closed
+ *                 TCP connection" (a warning it logged for every CLI call
+ *                 and every daemon stop).
  *
  * Every test uses topic and group names of its own.
  */
@@ -599,6 +610,139 @@ static void test_dedup_sends_everything(void)
     hg_client_close(c);
 }
 
+/* A client of uri with opts.user / opts.password; PING's outcome, its
+ * message in why. */
+static hg_err_t ping_as(const char *uri, const char *user, const char *password, char *why, size_t whylen)
+{
+    hg_client_opts_t o;
+    hg_client_t *c = NULL;
+    hg_error_t err;
+    hg_reply_t *r = NULL;
+    hg_err_t e;
+
+    hg_client_opts_init(&o);
+    o.user = user;
+    o.password = password;
+    o.reconnect = 0;
+    e = hg_client_open(uri, &o, &c, &err);
+    if (e != HG_OK) {
+        snprintf(why, whylen, "%s", err.message);
+        return e;
+    }
+    e = hg_client_command(c, 1, (const char *const[]){ "PING" }, NULL, &r);
+    snprintf(why, whylen, "%s", e == HG_OK ? "" : hg_client_errmsg(c));
+    hg_reply_free(r);
+    hg_client_close(c);
+    return e;
+}
+
+static void test_login_from_options(void)
+{
+    char out[4096], uri[200], why[HG_ERRMSG_MAX];
+    hg_err_t e;
+
+    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "login", NULL) == 0, "add_vhost: %s", out);
+    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_user", "hourglass", "s3cret", NULL) == 0, "add_user: %s", out);
+    TU_REQUIRE(
+        rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "login", "hourglass", ".*", ".*", ".*", NULL) == 0,
+        "set_permissions: %s", out);
+    /* guest may not use the vhost: a client that logs in as guest is refused */
+    snprintf(uri, sizeof uri, "amqp://127.0.0.1:%d/login", rabbit.nodes[0].amqp_port);
+    e = ping_as(uri, NULL, NULL, why, sizeof why);
+    TU_CHECK(e != HG_OK, "guest on vhost login: PING answered, want a refusal");
+    e = ping_as(uri, "hourglass", "s3cret", why, sizeof why);
+    TU_CHECK(e == HG_OK, "opts.user/password on %s: %d: %s", uri, (int)e, why);
+    /* the options win over the URI's user:pass@ */
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/login", rabbit.nodes[0].amqp_port);
+    e = ping_as(uri, "hourglass", "s3cret", why, sizeof why);
+    TU_CHECK(e == HG_OK, "opts over guest:guest@: %d: %s", (int)e, why);
+    /* a password alone goes with the URI's user */
+    snprintf(uri, sizeof uri, "amqp://hourglass:wrong@127.0.0.1:%d/login", rabbit.nodes[0].amqp_port);
+    e = ping_as(uri, NULL, "s3cret", why, sizeof why);
+    TU_CHECK(e == HG_OK, "opts.password with hourglass:wrong@: %d: %s", (int)e, why);
+    /* a wrong password: refused naming the user */
+    snprintf(uri, sizeof uri, "amqp://127.0.0.1:%d/login", rabbit.nodes[0].amqp_port);
+    e = ping_as(uri, "hourglass", "nope", why, sizeof why);
+    TU_CHECK(e == HG_ERR_AUTH && strstr(why, "'hourglass'") != NULL, "wrong password: %d: %s", (int)e, why);
+    /* a user and no password anywhere: refused at open */
+    e = ping_as(uri, "hourglass", NULL, why, sizeof why);
+    TU_CHECK(e == HG_ERR_ARG && strstr(why, "no password") != NULL, "user without password: %d: %s", (int)e, why);
+    e = ping_as(uri, "", "s3cret", why, sizeof why);
+    TU_CHECK(e == HG_ERR_ARG && strstr(why, "user is empty") != NULL, "empty user: %d: %s", (int)e, why);
+}
+
+/* The node's log lines that close a connection of vhost: *polite those
+ * closed with the handshake, *abrupt those that end in a reason on the next
+ * line ("client unexpectedly closed TCP connection"). */
+static void closes_logged(const char *vhost, int *polite, int *abrupt)
+{
+    char path[800], line[2048], want[300];
+    FILE *f;
+
+    *polite = *abrupt = 0;
+    snprintf(path, sizeof path, "%s/log/%s.log", rabbit.nodes[0].dir, rabbit.nodes[0].name);
+    snprintf(want, sizeof want, "vhost: '%s'", vhost);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return;
+    while (fgets(line, sizeof line, f) != NULL) {
+        size_t n = strcspn(line, "\r\n");
+        if (strstr(line, "closing AMQP connection") == NULL || strstr(line, want) == NULL)
+            continue;
+        if (n > 0 && line[n - 1] == ':')
+            (*abrupt)++;
+        else
+            (*polite)++;
+    }
+    fclose(f);
+}
+
+static int three_closes_logged(void *ctx)
+{
+    int polite, abrupt;
+    (void)ctx;
+    closes_logged("politeclose", &polite, &abrupt);
+    return polite + abrupt >= 3;
+}
+
+static void test_clean_close_is_polite(void)
+{
+    char out[4096], uri[200];
+    hg_reply_t *r = NULL;
+    int polite = 0, abrupt = 0;
+
+    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "add_vhost", "politeclose", NULL) == 0, "add_vhost: %s", out);
+    TU_REQUIRE(rq_ctl(&rabbit, 0, out, sizeof out, "set_permissions", "-p", "politeclose", "guest", ".*", ".*", ".*",
+                      NULL) == 0,
+               "set_permissions: %s", out);
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/politeclose", rabbit.nodes[0].amqp_port);
+    for (int i = 0; i < 3; i++) {
+        hg_client_t *c = NULL;
+        hg_error_t err;
+        TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "open %s: %s", uri, err.message);
+        if (i < 2) { /* a plain client */
+            TU_CHECK(cmd(c, &r, 1, (const char *const[]){ "PING" }) == HG_OK, "PING: %s", hg_client_errmsg(c));
+        } else { /* a consumer, with a delivery read ahead */
+            hg_err_t e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "close-g", "close-t", "FROM", "NOW" });
+            TU_CHECK(e == HG_OK, "GROUP CREATE: %s", hg_client_errmsg(c));
+            hg_reply_free(r);
+            for (int k = 0; k < 3; k++)
+                TU_CHECK(hg_send(c, "close-t", NULL, "x", 1, hg_delay_none(), NULL) == HG_OK, "send: %s",
+                         hg_client_errmsg(c));
+            e = cmd(c, &r, 5, (const char *const[]){ "PULL", "close-g", "close-t", "BLOCK", "5000" });
+            TU_CHECK(e == HG_OK && hg_reply_count(r) == 1, "PULL: %s", hg_client_errmsg(c));
+        }
+        hg_reply_free(r);
+        r = NULL;
+        hg_client_close(c);
+    }
+    /* the node logs a close when it has handled it: poll, generously */
+    tu_poll_until(three_closes_logged, NULL, 30000, 100);
+    closes_logged("politeclose", &polite, &abrupt);
+    TU_CHECK(polite == 3 && abrupt == 0,
+             "closes logged for vhost politeclose: %d with the handshake, %d abrupt; want 3, 0", polite, abrupt);
+}
+
 static const tu_test_t node_tests[] = {
     { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
       test_nack_refused_keeps_hold },
@@ -615,6 +759,11 @@ static const tu_test_t node_tests[] = {
     { "SEND … DEDUP, hg_send_dedup, hg_send_many's dedup, hg_order_timeout_send: sent, duplicate 0, all delivered; "
       "DEDUP without a KEY refused",
       test_dedup_sends_everything },
+    { "hg_client_close of a client and of a consumer: closed with the handshake, never logged as an unexpected close",
+      test_clean_close_is_polite },
+    { "a user and password in the options log in as that user (over the URI's and guest); wrong or missing "
+      "password refused",
+      test_login_from_options },
     { "a clean close with deliveries read ahead: they are not failures (the next consumer gets them at once, "
       "reconsume 0)",
       test_read_ahead_at_close },
