@@ -439,12 +439,12 @@ static void test_classify(void)
     for (size_t i = 0; i < sizeof permanent / sizeof permanent[0]; i++)
         CU_ASSERT_EQUAL(hg_order_classify(permanent[i]), HG_ORDER_PERMANENT);
     /* MariaDB itself failing (for /healthz), not one order's bad luck */
-    static const unsigned database[] = { 2006, 2013, 2002, 2003, 1927, 4031, 1053, 1290, 1040, 1045, 1142, 1146 };
+    static const unsigned database_codes[] = { 2006, 2013, 2002, 2003, 1927, 4031, 1053, 1290, 1040, 1045, 1142, 1146 };
     /* 0: a failure the library found without a server error (a claim that
      * changed 2 rows) is about the data, not the database */
     static const unsigned order[] = { 0, 1213, 1205, 1317, 1969, 1064, 1062, 4025 };
-    for (size_t i = 0; i < sizeof database / sizeof database[0]; i++)
-        CU_ASSERT_TRUE(hg_order_error_is_database(database[i]));
+    for (size_t i = 0; i < sizeof database_codes / sizeof database_codes[0]; i++)
+        CU_ASSERT_TRUE(hg_order_error_is_database(database_codes[i]));
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
         CU_ASSERT_FALSE(hg_order_error_is_database(order[i]));
     CU_ASSERT_STRING_EQUAL(hg_order_outcome_name(HG_ORDER_NOT_PENDING), "not-pending");
