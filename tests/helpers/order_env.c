@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <CUnit/CUnit.h>
+
 int oe_start(oe_env_t *env, const char *const *broker_extra, char *err, size_t errlen)
 {
     const char *const *server_extra = env->server.extra_args;
@@ -142,6 +144,25 @@ int oe_check(const oe_env_t *env, const char *name, unsigned grace_s, of_report_
     int rc = of_check(m, grace_s, report, err);
     mysql_close(m);
     return rc;
+}
+
+void oe_assert_all_cancelled(oe_env_t *env, const char *name, long long n)
+{
+    of_report_t rep;
+    hg_order_error_t e;
+    char sql[200];
+
+    CU_ASSERT_EQUAL_FATAL(oe_check(env, name, 3600, &rep, &e), 0);
+    if (!rep.ok)
+        fprintf(stderr, "\n  first defect: %s\n", rep.first_defect);
+    CU_ASSERT_TRUE(rep.ok);
+    CU_ASSERT_EQUAL(rep.cancelled, n);
+    CU_ASSERT_EQUAL(rep.reserved, 0);
+    CU_ASSERT_EQUAL(rep.available, rep.received); /* every unit back exactly once */
+    CU_ASSERT_EQUAL(rep.skus_unbalanced, 0);
+    CU_ASSERT_EQUAL(rep.paid_and_cancelled, 0);
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s.order_timeout_msg WHERE status = 'done'", name);
+    CU_ASSERT_EQUAL(oe_scalar(env, sql), n);
 }
 
 hg_order_db *oe_fresh_database(oe_env_t *env, const char *name, size_t n, const of_seed_spec_t *spec)

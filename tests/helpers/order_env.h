@@ -77,6 +77,12 @@ MYSQL *oe_connect(const oe_env_t *env, const char *name);
 int oe_seed(const oe_env_t *env, const char *name, const of_seed_spec_t *spec, hg_order_error_t *err);
 int oe_check(const oe_env_t *env, const char *name, unsigned grace_s, of_report_t *report, hg_order_error_t *err);
 
+/* CUnit checks that all n orders of database name were cancelled exactly
+ * once: oe_check's invariants hold (the first defect printed when not), n
+ * cancelled, no stock left reserved, every unit back exactly once, no SKU
+ * unbalanced, none paid and cancelled, and n outbox rows 'done'. */
+void oe_assert_all_cancelled(oe_env_t *env, const char *name, long long n);
+
 /* CREATE DATABASE name, the reference schema, and seed it: spec, or when spec
  * is NULL the default (ids 1..n, 30 SKUs with 10^6 units each, 1–3 items of
  * 1–3 units, expiring in 30 min, with outbox rows, random seed 3). Returns an
