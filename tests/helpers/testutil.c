@@ -361,6 +361,24 @@ int tu_write_file(const char *path, const char *text)
     return bad ? -1 : 0;
 }
 
+int tu_wait_exit(pid_t pid, int deadline_ms, uint64_t *ms)
+{
+    uint64_t t0 = tu_now_mono_ms();
+    int status = 0;
+    pid_t r = 0;
+    while ((r = waitpid(pid, &status, WNOHANG)) == 0 && tu_now_mono_ms() - t0 < (uint64_t)deadline_ms) {
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+    }
+    *ms = tu_now_mono_ms() - t0;
+    if (r != pid) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 int tu_poll_until(int (*cond)(void *ctx), void *ctx, int deadline_ms, int interval_ms)
 {
     if (interval_ms <= 0)

@@ -52,6 +52,11 @@ double tu_proc_cpu_secs(pid_t pid);
  * Returns 0 when the condition became true, -1 on timeout. */
 int tu_poll_until(int (*cond)(void *ctx), void *ctx, int deadline_ms, int interval_ms);
 
+/* Wait up to deadline_ms for child pid to exit (polling every 10 ms): its
+ * exit status, or -1 when it did not exit in time (then it is killed with
+ * SIGKILL and reaped) or was killed by a signal. *ms gets the time waited. */
+int tu_wait_exit(pid_t pid, int deadline_ms, uint64_t *ms);
+
 /* Poll the file at path (a daemon's log) every 20 ms until it contains text
  * or deadline_ms passes: 0 found, -1 not (or the file unreadable). */
 int tu_wait_file_contains(const char *path, const char *text, int deadline_ms);

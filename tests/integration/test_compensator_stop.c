@@ -160,26 +160,6 @@ static pid_t start_compensator(const char *db, const char *layers, int metrics_p
     return oe_spawn(argv, log);
 }
 
-/* Wait up to deadline_ms for pid; its exit status, or -1 (not exited: then
- * killed, or killed by a signal). *ms gets the time waited. */
-static int wait_exit(pid_t pid, int deadline_ms, uint64_t *ms)
-{
-    uint64_t t0 = tu_now_mono_ms();
-    int status = 0;
-    pid_t r = 0;
-    while ((r = waitpid(pid, &status, WNOHANG)) == 0 && tu_now_mono_ms() - t0 < (uint64_t)deadline_ms) {
-        struct timespec ts = { 0, 10000000 };
-        nanosleep(&ts, NULL);
-    }
-    *ms = tu_now_mono_ms() - t0;
-    if (r != pid) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        return -1;
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 /* The relay's batch is leased: next_attempt_at moved past the sends
  * (committed), the rows still 'new'. */
 static int relay_leased(void *arg)
@@ -286,7 +266,7 @@ static void test_hung_server(void)
     CU_ASSERT_EQUAL_FATAL(kill(env.server.pid, SIGSTOP), 0);
     uint64_t stop_ms = 0;
     CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
-    int status = wait_exit(pid, 200000, &stop_ms);
+    int status = tu_wait_exit(pid, 200000, &stop_ms);
     printf("\n    SIGTERM with three layers inside a SIGSTOPped MariaDB (mysql-read-timeout " READ_TIMEOUT
            "): exited %d after %" PRIu64 " ms\n",
            status, stop_ms);
@@ -392,7 +372,7 @@ static void test_hung_broker(void)
 
     uint64_t stop_ms = 0;
     CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
-    int status = wait_exit(pid, 200000, &stop_ms);
+    int status = tu_wait_exit(pid, 200000, &stop_ms);
     printf("\n    SIGTERM with the relay and the monitor inside calls to a SIGSTOPped broker "
            "(broker-timeout " BROKER_TIMEOUT "): exited %d after %" PRIu64 " ms\n",
            status, stop_ms);

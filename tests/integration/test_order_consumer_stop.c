@@ -132,26 +132,6 @@ static int only_sleeper_holds(void *arg)
            oe_scalarf(&env, "SELECT COUNT(*) FROM hung.orders WHERE status = 'pending' AND id <= %d", ORDERS / 2) == 1;
 }
 
-/* Wait up to deadline_ms for pid; its exit status, or -1 (not exited: then
- * killed, or killed by a signal). *ms gets the time waited. */
-static int wait_exit(pid_t pid, int deadline_ms, uint64_t *ms)
-{
-    uint64_t t0 = tu_now_mono_ms();
-    int status = 0;
-    pid_t r = 0;
-    while ((r = waitpid(pid, &status, WNOHANG)) == 0 && tu_now_mono_ms() - t0 < (uint64_t)deadline_ms) {
-        struct timespec ts = { 0, 10000000 };
-        nanosleep(&ts, NULL);
-    }
-    *ms = tu_now_mono_ms() - t0;
-    if (r != pid) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        return -1;
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 static void test_hung_server(void)
 {
     hg_order_db *db = oe_fresh_database(&env, "hung", ORDERS, NULL);
@@ -213,7 +193,7 @@ static void test_hung_server(void)
 
     uint64_t stop_ms = 0;
     CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
-    int status = wait_exit(pid, 120000, &stop_ms);
+    int status = tu_wait_exit(pid, 120000, &stop_ms);
     printf("\n    SIGTERM with %lld messages held on a SIGSTOPped MariaDB (mysql-read-timeout " READ_TIMEOUT
            "): exited %d after %" PRIu64 " ms\n",
            in_hand, status, stop_ms);
@@ -304,7 +284,7 @@ static void test_hung_broker(void)
 
     uint64_t stop_ms = 0;
     CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
-    int status = wait_exit(pid, 120000, &stop_ms);
+    int status = tu_wait_exit(pid, 120000, &stop_ms);
     printf("\n    SIGTERM with an ACK waiting on a SIGSTOPped broker (read timeout 10 s): exited %d after %" PRIu64
            " ms\n",
            status, stop_ms);
