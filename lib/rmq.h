@@ -313,6 +313,10 @@ hg_err_t rmq_cmd_pull(rmq_t *r, size_t argc, const char *const *argv, uint32_t e
  * group, or the hop queue); another one consumed before is cancelled and
  * its unread deliveries returned (a group's as uncounted copies). */
 hg_err_t rmq_consume(rmq_t *r, const char *queue, const char *name, int count);
+/* o's fields that every copy of m carries: its id, topic, key and payload,
+ * and max_reconsume -1 (the group's). Where it goes, its due time and its
+ * reconsume are the caller's. */
+void rmq_out_message(rmq_out_t *o, const rmq_msg_t *m);
 /* *o: message m published to one group again — to hg.due with routing key
  * dest ("g.<group>"), reconsume unchanged; o points into m and dest. */
 void rmq_out_to_group(rmq_out_t *o, const rmq_msg_t *m, const char *dest);

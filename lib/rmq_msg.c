@@ -407,19 +407,24 @@ hg_err_t rmq_consume(rmq_t *r, const char *queue, const char *name, int count)
     return HG_OK;
 }
 
-void rmq_out_to_group(rmq_out_t *o, const rmq_msg_t *m, const char *dest)
+void rmq_out_message(rmq_out_t *o, const rmq_msg_t *m)
 {
-    memset(o, 0, sizeof(*o));
-    o->exchange = RMQ_EX_DUE;
-    o->routing_key = dest;
     o->id = m->id;
     o->topic = m->topic;
     o->key = m->key;
     o->payload = m->payload;
     o->payload_len = m->payload_len;
+    o->max_reconsume = -1;
+}
+
+void rmq_out_to_group(rmq_out_t *o, const rmq_msg_t *m, const char *dest)
+{
+    memset(o, 0, sizeof(*o));
+    rmq_out_message(o, m);
+    o->exchange = RMQ_EX_DUE;
+    o->routing_key = dest;
     o->due_ms = m->due_ms;
     o->reconsume = m->reconsume;
-    o->max_reconsume = -1;
 }
 
 /* The publish of one failure of delivery m in group (RocketMQ's rule, as on
@@ -450,12 +455,7 @@ static int failure_out(rmq_t *r, const char *group, const rmq_msg_t *m, int dead
             return -1;
         o->reconsume = m->reconsume + 1;
     }
-    o->id = m->id;
-    o->topic = m->topic;
-    o->key = m->key;
-    o->payload = m->payload;
-    o->payload_len = m->payload_len;
-    o->max_reconsume = -1;
+    rmq_out_message(o, m);
     return 0;
 }
 

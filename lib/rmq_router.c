@@ -67,14 +67,9 @@ static void next_hop(rmq_msg_t *m, rmq_out_t *o, char *plan_rest, size_t restlen
     int level = atoi(plan);
 
     memset(o, 0, sizeof(*o));
-    o->id = m->id;
-    o->topic = m->topic;
-    o->key = m->key;
-    o->payload = m->payload;
-    o->payload_len = m->payload_len;
+    rmq_out_message(o, m);
     o->due_ms = m->due_ms;
     o->reconsume = m->reconsume;
-    o->max_reconsume = -1;
     if (m->dest == NULL) { /* not ours: park it where an operator looks */
         o->exchange = RMQ_EX_UNROUTED;
         o->routing_key = "";
