@@ -80,8 +80,8 @@ int oe_check(const oe_env_t *env, const char *name, unsigned grace_s, of_report_
 /* CUnit checks that all n orders of database name were cancelled exactly
  * once: oe_check's invariants hold (the first defect printed when not), n
  * cancelled, no stock left reserved, every unit back exactly once, no SKU
- * unbalanced, none paid and cancelled, and n outbox rows 'done'. */
-void oe_assert_all_cancelled(oe_env_t *env, const char *name, long long n);
+ * unbalanced, none paid and cancelled. */
+void oe_assert_all_cancelled(const oe_env_t *env, const char *name, long long n);
 
 /* CREATE DATABASE name, the reference schema, and seed it: spec, or when spec
  * is NULL the default (ids 1..n, 30 SKUs with 10^6 units each, 1–3 items of

@@ -217,6 +217,7 @@ static void test_hung_server(void)
     CU_ASSERT_EQUAL(oe_stop_consumer(pid2), 0);
 
     oe_assert_all_cancelled(&env, "hung", ORDERS);
+    CU_ASSERT_EQUAL(oe_scalar(&env, "SELECT COUNT(*) FROM hung.order_timeout_msg WHERE status = 'done'"), ORDERS);
     if (CU_get_number_of_failures() > 0) {
         oe_print_file(log1);
         oe_print_file(log2);
@@ -306,17 +307,7 @@ static void test_hung_broker(void)
         oe_wait_scalar(&env, 0, 60000, "SELECT COUNT(*) FROM " BROKER_DB ".orders WHERE status <> 'cancelled'"), 0);
     CU_ASSERT_EQUAL(oe_stop_consumer(pid2), 0);
 
-    of_report_t rep;
-    hg_order_error_t e;
-    CU_ASSERT_EQUAL_FATAL(oe_check(&env, BROKER_DB, 3600, &rep, &e), 0);
-    if (!rep.ok)
-        fprintf(stderr, "\n  first defect: %s\n", rep.first_defect);
-    CU_ASSERT_TRUE(rep.ok);
-    CU_ASSERT_EQUAL(rep.cancelled, BROKER_ORDERS);
-    CU_ASSERT_EQUAL(rep.reserved, 0);
-    CU_ASSERT_EQUAL(rep.available, rep.received); /* every unit back exactly once */
-    CU_ASSERT_EQUAL(rep.skus_unbalanced, 0);
-    CU_ASSERT_EQUAL(rep.paid_and_cancelled, 0);
+    oe_assert_all_cancelled(&env, BROKER_DB, BROKER_ORDERS);
     if (CU_get_number_of_failures() > 0) {
         oe_print_file(log1);
         oe_print_file(log2);
