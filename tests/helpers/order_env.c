@@ -78,6 +78,16 @@ int oe_stop(oe_env_t *env)
     return rc;
 }
 
+int oe_suite_stop(oe_env_t *env)
+{
+    if (env->server.pid > 0)
+        kill(env->server.pid, SIGCONT);
+    if (env->broker.pid > 0)
+        kill(env->broker.pid, SIGCONT);
+    oe_stop(env);
+    return 0;
+}
+
 long long oe_scalar(oe_env_t *env, const char *sql)
 {
     return sql_scalar(env->admin, sql);
@@ -160,6 +170,37 @@ void oe_assert_all_cancelled(const oe_env_t *env, const char *name, long long n)
     CU_ASSERT_EQUAL(rep.available, rep.received); /* every unit back exactly once */
     CU_ASSERT_EQUAL(rep.skus_unbalanced, 0);
     CU_ASSERT_EQUAL(rep.paid_and_cancelled, 0);
+}
+
+int oe_fresh_daemon_database(oe_env_t *env, const char *name, size_t n, rc_conn_t *c)
+{
+    hg_order_db *db = oe_fresh_database(env, name, n, NULL);
+    if (db == NULL)
+        return -1;
+    hg_order_db_close(db);
+    rc_conn_t own, *conn = c != NULL ? c : &own;
+    char err[512];
+    if (bp_connect(&env->broker, conn, err, sizeof err) != 0 ||
+        bp_ok_cmd(conn, err, sizeof err, "GROUP", "CREATE", name, OE_TOPIC, "FROM", "NOW", NULL) != 0) {
+        fprintf(stderr, "\nFAIL: group %s: %s\n", name, err);
+        rc_close(conn);
+        return -1;
+    }
+    if (conn == &own)
+        rc_close(&own);
+    return 0;
+}
+
+void oe_assert_bounded_stop(pid_t pid, int deadline_ms, int bound_ms, const char *log_path, const char *logged,
+                            const char *what)
+{
+    uint64_t stop_ms = 0;
+    CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
+    int status = tu_wait_exit(pid, deadline_ms, &stop_ms);
+    printf("\n    SIGTERM with %s: exited %d after %" PRIu64 " ms\n", what, status, stop_ms);
+    CU_ASSERT_EQUAL(status, 0);
+    TU_CHECK(stop_ms < (uint64_t)bound_ms, "the stop took %" PRIu64 " ms (bound %d ms)", stop_ms, bound_ms);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, logged, 1000), 0);
 }
 
 int oe_seed_order(const oe_env_t *env, const char *name, uint64_t id, int64_t expire_in_ms, unsigned max_items,

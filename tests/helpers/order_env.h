@@ -7,8 +7,9 @@
  * outbox row never sent, a paid order, a message parked in a DLQ) that the
  * hourglass-cli and console tests seed alike.
  *
- * No CUnit here (the bench links it too): functions return 0 / -1 (or a
- * pointer / NULL, a pid / -1) and say why on stderr or in err[errlen].
+ * Functions return 0 / -1 (or a pointer / NULL, a pid / -1) and say why on
+ * stderr or in err[errlen]; only the oe_assert_* ones are CUnit checks, for
+ * the tests (the benches link them too, and never call them).
  */
 #ifndef HG_TESTS_ORDER_ENV_H
 #define HG_TESTS_ORDER_ENV_H
@@ -55,6 +56,11 @@ int oe_cunit_main(int argc, char **argv, int (*add_suites)(void));
  * their directories). Returns bp_destroy's result. Safe on a zeroed env. */
 int oe_stop(oe_env_t *env);
 
+/* The clean-up of a suite whose tests SIGSTOP the MariaDB or the broker:
+ * SIGCONT to both (a failed test must not leave them stopped), then
+ * oe_stop. Returns 0 (what went wrong is printed). */
+int oe_suite_stop(oe_env_t *env);
+
 /* The first column of the first row of sql on the admin connection as an
  * integer; -1 for no row or NULL, -2 when the query failed (printed). */
 long long oe_scalar(oe_env_t *env, const char *sql);
@@ -84,6 +90,21 @@ int oe_check(const oe_env_t *env, const char *name, unsigned grace_s, of_report_
  * cancelled, no stock left reserved, every unit back exactly once, no SKU
  * unbalanced, none paid and cancelled. */
 void oe_assert_all_cancelled(const oe_env_t *env, const char *name, long long n);
+
+/* A database for the daemons under test: oe_fresh_database(name, n, NULL)
+ * with its handle closed (no idle connection of the test's own on it), and
+ * the consumer group name on OE_TOPIC, FROM NOW. c (may be NULL) gets the broker
+ * connection that created it, left open for the caller (rc_close). Returns
+ * 0, or -1 with the cause printed. */
+int oe_fresh_daemon_database(oe_env_t *env, const char *name, size_t n, rc_conn_t *c);
+
+/* SIGTERM pid, a daemon under test, and check its bounded stop: it exits 0
+ * in less than bound_ms (waited for up to deadline_ms, so that a stop that
+ * is too slow is measured, not cut short) and its log at log_path says
+ * logged within a second. Prints "SIGTERM with <what>: exited <status>
+ * after <ms> ms". CUnit checks. */
+void oe_assert_bounded_stop(pid_t pid, int deadline_ms, int bound_ms, const char *log_path, const char *logged,
+                            const char *what);
 
 /* oe_seed of the one order id on database name, as the order-view tests
  * (hourglass-cli's orders, the console) seed theirs: SKUs 1-5 with 10^6
