@@ -115,19 +115,6 @@ static int parse_level(cmd_call_t *call, const resp_arg_t *v, int min, int *leve
     return 0;
 }
 
-/* DELAY d: a duration (or bare milliseconds): 0 and *ms, or -1 with the error reply. */
-static int parse_delay(cmd_call_t *call, const resp_arg_t *v, uint64_t *ms)
-{
-    if (cmd_parse_ms(v, ms) != 0) {
-        char b[40];
-        resp_add_errorf(call->out,
-                        "ERR DELAY must be a duration such as 500ms, 10s, 25m, 2h (or milliseconds), got '%s'",
-                        cmd_shown(v, b, sizeof b));
-        return -1;
-    }
-    return 0;
-}
-
 /* ---- SEND ---------------------------------------------------------------------- */
 
 static job_result_t send_exec(job_t *j, writer_t *w)
@@ -215,7 +202,7 @@ void cmd_send(cmd_call_t *call)
             }
             level = (int)n;
         } else if (is_delay) {
-            if (parse_delay(call, v, &delay) != 0) {
+            if (cmd_parse_duration(call, "DELAY", v, &delay) != 0) {
                 return;
             }
         } else {
@@ -358,10 +345,7 @@ void cmd_pull(cmd_call_t *call)
             if (!v || cmd_once(call, &seen_block, "BLOCK") != 0) {
                 return;
             }
-            if (cmd_parse_ms(v, &block) != 0 || block > LVL_MAX_DURATION_MS) {
-                char b[40];
-                resp_add_errorf(call->out, "ERR BLOCK must be milliseconds (0 = forever) or a duration, got '%s'",
-                                cmd_shown(v, b, sizeof b));
+            if (cmd_parse_duration(call, "BLOCK", v, &block) != 0) { /* at most the grammar's 100 years */
                 return;
             }
         } else if (cmd_arg_is(o, "lease")) {
@@ -507,7 +491,7 @@ void cmd_nack(cmd_call_t *call)
                 return;
             }
         } else {
-            if (parse_delay(call, v, &delay) != 0) {
+            if (cmd_parse_duration(call, "DELAY", v, &delay) != 0) {
                 return;
             }
             if (delay > cmd_config_of(call)->store.max_delay_ms) {
