@@ -454,7 +454,8 @@ void cmd_group(cmd_call_t *call)
                 } else if (cmd_arg_is(v, "now")) {
                     from_first = 0;
                 } else {
-                    resp_add_error(call->out, "ERR FROM must be FIRST or NOW");
+                    char b[40];
+                    resp_add_errorf(call->out, "ERR FROM must be FIRST or NOW, got '%s'", cmd_shown(v, b, sizeof b));
                     return;
                 }
             } else if (cmd_arg_is(o, "maxretry")) {
