@@ -106,7 +106,9 @@ void cmd_backup(cmd_call_t *call)
     }
     char err[200];
     if (backup_check_name(call->argv[1].ptr, call->argv[1].len, err, sizeof err) != 0) {
-        resp_add_errorf(call->out, "ERR %s", err);
+        char b[40];
+        resp_add_errorf(call->out, call->argv[1].len ? "ERR %s, got '%s'" : "ERR %s", err,
+                        cmd_shown(&call->argv[1], b, sizeof b));
         return;
     }
     resp_arg_t dir = { .ptr = cfg->backup_dir, .len = strlen(cfg->backup_dir) };
