@@ -1673,6 +1673,9 @@ static void test_cli_commands_and_exit_codes(void)
                  strstr(err, "unsupported scheme 'redis'") != NULL,
              "bad URI: %.400s", err);
     BP_CHECK(run_cli(out, sizeof out, err, sizeof err, (char *)NULL) == 2, "no command");
+    rc = CLI("--user", "ops", "ping"); /* the CLI's own words, not the library's opts.password */
+    BP_CHECK(rc == 2 && strstr(err, "--user 'ops' needs --password-file F (or the URI's user:pass@)") != NULL,
+             "--user without a password: exit %d: %.400s", rc, err);
     /* 0: help everywhere */
     BP_CHECK(run_cli(out, sizeof out, err, sizeof err, "--help", (char *)NULL) == 0 &&
                  strstr(out, "Exit status") != NULL,
