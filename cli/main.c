@@ -156,7 +156,8 @@ static const command_t commands[] = {
       "at once, its entries are deleted in the background (INFO groups_deleting_entries). "
       "Exit 1 when there is no such group." },
     { "info", cli_cmd_info, "[SECTION]",
-      "The broker's INFO text (sections: server clients levels groups storage stats). "
+      "The broker's INFO text (sections: server clients levels groups storage stats memory; all: every one; "
+      "another name is a usage error). "
       "With --json: an object of sections, each an object of fields." },
     { "backup", cli_cmd_backup, "NAME [--no-wait]",
       "Copy the broker's data directory while it runs, consistent as of the command, to backup-dir/NAME on the "
