@@ -106,7 +106,9 @@ void cmd_backup(cmd_call_t *call)
     }
     char err[200];
     if (backup_check_name(call->argv[1].ptr, call->argv[1].len, err, sizeof err) != 0) {
-        resp_add_errorf(call->out, "ERR %s", err);
+        char b[40];
+        resp_add_errorf(call->out, call->argv[1].len ? "ERR %s, got '%s'" : "ERR %s", err,
+                        cmd_shown(&call->argv[1], b, sizeof b));
         return;
     }
     resp_arg_t dir = { .ptr = cfg->backup_dir, .len = strlen(cfg->backup_dir) };
@@ -200,7 +202,8 @@ void cmd_config(cmd_call_t *call)
             resp_add_bulk_str(out, cfg->fsync_always ? "yes" : "no");
         }
     } else if (cmd_arg_is(sub, "set") || cmd_arg_is(sub, "rewrite")) {
-        resp_add_error(out, "ERR CONFIG SET is not supported: change the config file and restart");
+        resp_add_errorf(out, "ERR CONFIG %s is not supported: change the config file and restart",
+                        cmd_arg_is(sub, "set") ? "SET" : "REWRITE");
     } else if (cmd_arg_is(sub, "resetstat")) {
         resp_add_simple(out, "OK");
     } else {
@@ -211,12 +214,28 @@ void cmd_config(cmd_call_t *call)
 
 void cmd_shutdown(cmd_call_t *call)
 {
+    /* The options change nothing (the store is always saved and closed), but
+     * they are checked as Redis 7 checks them: a contradiction or a repeat is
+     * an operator's mistake, refused before anything stops. */
+    static const char *const names[] = { "NOSAVE", "SAVE", "NOW", "FORCE" };
+    int seen[4] = { 0 };
     for (size_t i = 1; i < call->argc; i++) {
         const resp_arg_t *a = &call->argv[i];
-        if (!(cmd_arg_is(a, "nosave") || cmd_arg_is(a, "save") || cmd_arg_is(a, "now") || cmd_arg_is(a, "force"))) {
+        size_t k = 0;
+        while (k < 4 && !cmd_arg_is(a, names[k])) {
+            k++;
+        }
+        if (k == 4) {
             cmd_unknown_option(call, a, "shutdown");
             return;
         }
+        if (cmd_once(call, &seen[k], names[k]) != 0) {
+            return;
+        }
+    }
+    if (seen[0] && seen[1]) {
+        resp_add_error(call->out, "ERR syntax error: NOSAVE and SAVE contradict each other");
+        return;
     }
     char why[96];
     snprintf(why, sizeof why, "SHUTDOWN from client id=%llu addr=%s", (unsigned long long)call->conn->id,

@@ -104,7 +104,9 @@ void cmd_select(cmd_call_t *call)
     if (cmd_arg_is(&call->argv[1], "0")) {
         resp_add_simple(call->out, "OK");
     } else {
-        resp_add_error(call->out, "ERR DB index is out of range");
+        char b[40];
+        resp_add_errorf(call->out, "ERR DB index is out of range: '%s' (one keyspace: SELECT 0 only)",
+                        cmd_shown(&call->argv[1], b, sizeof b));
     }
 }
 

@@ -119,19 +119,24 @@ static int parse_page(cmd_call_t *call, size_t from, const char *what, const cha
     *after = NULL;
     for (size_t i = from; i < call->argc; i += 2) {
         const resp_arg_t *o = &argv[i];
+        int is_count = cmd_arg_is(o, "count");
+        if (!is_count && !cmd_arg_is(o, "after")) { /* before asking for its value: one reply per command */
+            cmd_unknown_option(call, o, what);
+            return -1;
+        }
         const resp_arg_t *v = cmd_opt_value(call, argv, call->argc, i);
-        if (cmd_arg_is(o, "count")) {
-            if (!v || cmd_once(call, &seen_count, "COUNT") != 0 || cmd_parse_count(call, v, count) != 0) {
+        if (v == NULL) {
+            return -1;
+        }
+        if (is_count) {
+            if (cmd_once(call, &seen_count, "COUNT") != 0 || cmd_parse_count(call, v, count) != 0) {
                 return -1;
             }
-        } else if (cmd_arg_is(o, "after")) {
-            if (!v || cmd_once(call, &seen_after, "AFTER") != 0 || cmd_check_name(call, kind, v) != 0) {
+        } else {
+            if (cmd_once(call, &seen_after, "AFTER") != 0 || cmd_check_name(call, kind, v) != 0) {
                 return -1;
             }
             *after = v;
-        } else {
-            cmd_unknown_option(call, o, what);
-            return -1;
         }
     }
     return 0;
@@ -449,7 +454,8 @@ void cmd_group(cmd_call_t *call)
                 } else if (cmd_arg_is(v, "now")) {
                     from_first = 0;
                 } else {
-                    resp_add_error(call->out, "ERR FROM must be FIRST or NOW");
+                    char b[40];
+                    resp_add_errorf(call->out, "ERR FROM must be FIRST or NOW, got '%s'", cmd_shown(v, b, sizeof b));
                     return;
                 }
             } else if (cmd_arg_is(o, "maxretry")) {

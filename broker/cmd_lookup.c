@@ -277,8 +277,17 @@ void cmd_revoke(cmd_call_t *call)
         call->job = &lj->job;
         return;
     }
-    if (call->argc != 4 || !cmd_arg_is(&argv[2], "key")) {
-        resp_add_error(call->out, "ERR syntax error: REVOKE id | REVOKE topic KEY key");
+    if (!cmd_arg_is(&argv[2], "key")) {
+        cmd_unknown_option(call, &argv[2], "revoke");
+        return;
+    }
+    if (cmd_opt_value(call, argv, call->argc, 2) == NULL) {
+        return;
+    }
+    if (call->argc > 4) {
+        char b[40];
+        resp_add_errorf(call->out, "ERR syntax error: unexpected argument '%s' after REVOKE topic KEY key",
+                        cmd_shown(&argv[4], b, sizeof b));
         return;
     }
     if (cmd_check_name(call, "topic", &argv[1]) != 0 || check_key(call, &argv[3]) != 0) {
@@ -324,32 +333,37 @@ void cmd_peek(cmd_call_t *call)
 {
     const resp_arg_t *argv = call->argv;
     int is_level = cmd_arg_is(&argv[1], "level"), is_topic = cmd_arg_is(&argv[1], "topic");
-    if (!(is_level || is_topic) || (call->argc != 3 && call->argc != 5)) {
-        resp_add_error(call->out, "ERR syntax error: PEEK LEVEL n [COUNT c] | PEEK TOPIC t [COUNT c]");
+    char b[40];
+    if (!(is_level || is_topic)) {
+        resp_add_errorf(call->out, "ERR syntax error: PEEK needs LEVEL n or TOPIC t, got '%s'",
+                        cmd_shown(&argv[1], b, sizeof b));
         return;
     }
-    int level = 0, count = PEEK_DEFAULT;
+    int level = 0, count = PEEK_DEFAULT; /* argv[2] is there: the arity is -3 */
     if (is_level) {
         uint64_t v;
         int max = cmd_config_of(call)->store.levels.count;
         if (cmd_parse_u64(&argv[2], &v) != 0 || v < 1 || v > (uint64_t)max) {
-            char b[40];
-            resp_add_errorf(call->out, "ERR LEVEL must be 1..%d, got %s", max, cmd_shown(&argv[2], b, sizeof b));
+            resp_add_errorf(call->out, "ERR LEVEL must be 1..%d, got '%s'", max, cmd_shown(&argv[2], b, sizeof b));
             return;
         }
         level = (int)v;
     } else if (cmd_check_name(call, "topic", &argv[2]) != 0) {
         return;
     }
-    if (call->argc == 5) {
+    int seen_count = 0;
+    for (size_t i = 3; i < call->argc; i += 2) {
         uint64_t v;
-        if (!cmd_arg_is(&argv[3], "count")) {
-            cmd_unknown_option(call, &argv[3], "peek");
+        if (!cmd_arg_is(&argv[i], "count")) {
+            cmd_unknown_option(call, &argv[i], "peek");
             return;
         }
-        if (cmd_parse_u64(&argv[4], &v) != 0 || v < 1 || v > PEEK_MAX) {
-            char b[40];
-            resp_add_errorf(call->out, "ERR COUNT must be 1..%d, got %s", PEEK_MAX, cmd_shown(&argv[4], b, sizeof b));
+        const resp_arg_t *cv = cmd_opt_value(call, argv, call->argc, i);
+        if (!cv || cmd_once(call, &seen_count, "COUNT") != 0) {
+            return;
+        }
+        if (cmd_parse_u64(cv, &v) != 0 || v < 1 || v > PEEK_MAX) {
+            resp_add_errorf(call->out, "ERR COUNT must be 1..%d, got '%s'", PEEK_MAX, cmd_shown(cv, b, sizeof b));
             return;
         }
         count = (int)v;

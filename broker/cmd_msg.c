@@ -108,23 +108,10 @@ static int parse_level(cmd_call_t *call, const resp_arg_t *v, int min, int *leve
     uint64_t n;
     if (cmd_parse_u64(v, &n) != 0 || n < (uint64_t)min || n > (uint64_t)t->count) {
         char b[40];
-        resp_add_errorf(call->out, "ERR LEVEL must be %d..%d, got %s", min, t->count, cmd_shown(v, b, sizeof b));
+        resp_add_errorf(call->out, "ERR LEVEL must be %d..%d, got '%s'", min, t->count, cmd_shown(v, b, sizeof b));
         return -1;
     }
     *level = (int)n;
-    return 0;
-}
-
-/* DELAY d: a duration (or bare milliseconds): 0 and *ms, or -1 with the error reply. */
-static int parse_delay(cmd_call_t *call, const resp_arg_t *v, uint64_t *ms)
-{
-    if (cmd_parse_ms(v, ms) != 0) {
-        char b[40];
-        resp_add_errorf(call->out,
-                        "ERR DELAY must be a duration such as 500ms, 10s, 25m, 2h (or milliseconds), got '%s'",
-                        cmd_shown(v, b, sizeof b));
-        return -1;
-    }
     return 0;
 }
 
@@ -215,7 +202,7 @@ void cmd_send(cmd_call_t *call)
             }
             level = (int)n;
         } else if (is_delay) {
-            if (parse_delay(call, v, &delay) != 0) {
+            if (cmd_parse_duration(call, "DELAY", v, &delay) != 0) {
                 return;
             }
         } else {
@@ -358,10 +345,7 @@ void cmd_pull(cmd_call_t *call)
             if (!v || cmd_once(call, &seen_block, "BLOCK") != 0) {
                 return;
             }
-            if (cmd_parse_ms(v, &block) != 0 || block > LVL_MAX_DURATION_MS) {
-                char b[40];
-                resp_add_errorf(call->out, "ERR BLOCK must be milliseconds (0 = forever) or a duration, got '%s'",
-                                cmd_shown(v, b, sizeof b));
+            if (cmd_parse_duration(call, "BLOCK", v, &block) != 0) { /* at most the grammar's 100 years */
                 return;
             }
         } else if (cmd_arg_is(o, "lease")) {
@@ -468,6 +452,10 @@ void cmd_nack(cmd_call_t *call)
         const resp_arg_t *o = &argv[i];
         int is_level = cmd_arg_is(o, "level"), is_delay = cmd_arg_is(o, "delay"), is_reason = cmd_arg_is(o, "reason");
         if (cmd_arg_is(o, "dlq")) { /* a permanent failure: straight to the DLQ (no value) */
+            if (to_dlq) {
+                resp_add_error(call->out, "ERR syntax error: DLQ given twice");
+                return;
+            }
             if (seen_when) {
                 resp_add_error(call->out, "ERR syntax error: only one of LEVEL, DELAY and DLQ may be given");
                 return;
@@ -507,7 +495,7 @@ void cmd_nack(cmd_call_t *call)
                 return;
             }
         } else {
-            if (parse_delay(call, v, &delay) != 0) {
+            if (cmd_parse_duration(call, "DELAY", v, &delay) != 0) {
                 return;
             }
             if (delay > cmd_config_of(call)->store.max_delay_ms) {
@@ -564,16 +552,14 @@ void cmd_touch(cmd_call_t *call)
     if (cmd_parse_id(call, &argv[2], &id) != 0) {
         return;
     }
-    if (call->argc == 4 || call->argc > 5) {
-        resp_add_error(call->out, "ERR syntax error: TOUCH group id [LEASE ms]");
-        return;
-    }
-    if (call->argc == 5) {
-        if (!cmd_arg_is(&argv[3], "lease")) {
-            cmd_unknown_option(call, &argv[3], "touch");
+    int seen_lease = 0;
+    for (size_t i = 3; i < call->argc; i += 2) {
+        if (!cmd_arg_is(&argv[i], "lease")) {
+            cmd_unknown_option(call, &argv[i], "touch");
             return;
         }
-        if (cmd_parse_lease(call, &argv[4], &lease) != 0) {
+        const resp_arg_t *v = cmd_opt_value(call, argv, call->argc, i);
+        if (!v || cmd_once(call, &seen_lease, "LEASE") != 0 || cmd_parse_lease(call, v, &lease) != 0) {
             return;
         }
     }

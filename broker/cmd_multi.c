@@ -17,7 +17,8 @@
  * without committing it, so the run stays one batch. Any
  * other command inside MULTI is refused with a reason (and aborts the
  * transaction); MULTI, EXEC and DISCARD themselves, and QUIT, keep their
- * meaning. EXEC answers an array with each SEND's reply (its id). A
+ * meaning (a MULTI inside is refused, and dooms the transaction as any
+ * refusal does). EXEC answers an array with each SEND's reply (its id). A
  * transaction holds at most MULTI_MAX SENDs and max-inflight-bytes of their
  * arguments (the loop keeps them until EXEC, outside the connection's other
  * budgets, and EXEC writes them as one batch).
@@ -67,8 +68,9 @@ void cmd_multi_free(cmd_multi_t *m)
 
 void cmd_multi(cmd_call_t *call)
 {
-    if (call->conn->multi != NULL) {
+    if (call->conn->multi != NULL) { /* a refusal while queueing: it dooms the transaction (as Redis 7) */
         resp_add_error(call->out, "ERR MULTI calls can not be nested");
+        call->conn->multi->aborted = 1;
         return;
     }
     call->conn->multi = xcalloc(1, sizeof(cmd_multi_t));

@@ -46,9 +46,14 @@ int cmd_parse_u64(const resp_arg_t *a, uint64_t *out)
     return 0;
 }
 
-int cmd_parse_ms(const resp_arg_t *a, uint64_t *out)
+int cmd_parse_duration(cmd_call_t *call, const char *what, const resp_arg_t *v, uint64_t *ms)
 {
-    return units_parse_duration(a->ptr, a->len, UNITS_BARE_MS, out, NULL, 0);
+    char why[200], b[40];
+    if (units_parse_duration(v->ptr, v->len, UNITS_BARE_MS, ms, why, sizeof why) != 0) {
+        resp_add_errorf(call->out, "ERR %s '%s' is not a duration: %s", what, cmd_shown(v, b, sizeof b), why);
+        return -1;
+    }
+    return 0;
 }
 
 const char *cmd_shown(const resp_arg_t *a, char *buf, size_t buflen)
@@ -144,7 +149,10 @@ int cmd_parse_count(cmd_call_t *call, const resp_arg_t *v, int *count)
 
 int cmd_parse_lease(cmd_call_t *call, const resp_arg_t *v, uint64_t *ms)
 {
-    if (cmd_parse_ms(v, ms) != 0 || *ms < 1 || *ms > MAX_LEASE_MS) {
+    if (cmd_parse_duration(call, "LEASE", v, ms) != 0) {
+        return -1;
+    }
+    if (*ms < 1 || *ms > MAX_LEASE_MS) {
         char b[40];
         resp_add_errorf(call->out, "ERR LEASE must be 1ms..24h (milliseconds, or a duration such as 30s), got '%s'",
                         cmd_shown(v, b, sizeof b));

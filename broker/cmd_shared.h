@@ -60,9 +60,10 @@ int cmd_arg_is(const resp_arg_t *a, const char *word);
 /* Strict decimal, no sign, no blanks: 0 and *out, or -1. No reply. */
 int cmd_parse_u64(const resp_arg_t *a, uint64_t *out);
 
-/* Milliseconds: a bare integer, or a duration with a unit (base/units.h).
- * 0 and *out, or -1. No reply. */
-int cmd_parse_ms(const resp_arg_t *a, uint64_t *out);
+/* The duration of option what (DELAY, BLOCK, LEASE) in v — milliseconds as
+ * a bare integer, or a duration with a unit (base/units.h) —: 0 and *ms, or
+ * -1 with "ERR <what> '<v>' is not a duration: <the grammar's reason>". */
+int cmd_parse_duration(cmd_call_t *call, const char *what, const resp_arg_t *v, uint64_t *ms);
 
 /* A printable copy of a for messages, in buf[buflen] (cut with "...",
  * non-printables as '?'). Returns buf. */

@@ -156,7 +156,7 @@ static const cmd_def_t commands[] = {
     { "auth", -2, CMD_LOOP | CMD_NOAUTH, R_ANY, NULL, cmd_auth, "[user] password",
       "log in as a user of the users-file (user \"default\" when omitted)" },
     { "quit", 1, CMD_LOOP | CMD_NOAUTH, R_ANY, NULL, cmd_quit, "", "+OK, then close" },
-    { "shutdown", -1, CMD_LOOP, R_ADM, NULL, cmd_shutdown, "[NOSAVE|SAVE|NOW|FORCE]",
+    { "shutdown", -1, CMD_LOOP, R_ADM, NULL, cmd_shutdown, "[NOSAVE|SAVE] [NOW] [FORCE]",
       "finish the batch in flight, close the store, exit 0" },
     { "backup", 2, CMD_STORAGE, R_ADM, NULL, cmd_backup, "name",
       "copy the data directory online, consistent as of now, to backup-dir/name (INFO storage: backup_*)" },
@@ -328,6 +328,17 @@ void cmd_command(cmd_call_t *call)
         return;
     }
     const resp_arg_t *sub = &call->argv[1];
+    if ((cmd_arg_is(sub, "count") || cmd_arg_is(sub, "list") || cmd_arg_is(sub, "help")) && call->argc != 2) {
+        char b[40];
+        cmd_shown(sub, b, sizeof b);
+        for (char *p = b; *p; p++) {
+            if (*p >= 'A' && *p <= 'Z') {
+                *p = (char)(*p + 32);
+            }
+        }
+        resp_add_errorf(out, "ERR wrong number of arguments for 'command|%s' command", b);
+        return;
+    }
     if (cmd_arg_is(sub, "count")) {
         resp_add_int(out, (long long)n);
     } else if (cmd_arg_is(sub, "docs")) { /* redis-cli's hints, help and completion (cmd_docs.c) */

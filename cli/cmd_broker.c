@@ -379,6 +379,10 @@ int cli_cmd_info(cli_t *cli, int argc, char **argv)
         return cli_unexpected("INFO", NULL);
     }
     s = hg_reply_str(r, &len);
+    if (n == 1 && len == 0) { /* the broker's answer to a section it does not have (as Redis) */
+        hg_reply_free(r);
+        return cli_usage_error("info: the broker has no INFO section '%s'", pos[0]);
+    }
     if (cli->json) {
         info_json(s, len);
     } else {

@@ -39,6 +39,22 @@
  * Connection and commands
  * ------------------------------------------------------------------------ */
 
+/* 1 when uri carries a password (user:pass@ before its host), which --user
+ * then uses. */
+static int uri_has_password(const char *uri)
+{
+    const char *p = strstr(uri, "://");
+    if (p == NULL)
+        return 0;
+    p += 3;
+    size_t n = strcspn(p, "/?#");
+    const char *at = NULL;
+    for (const char *q = p; q < p + n; q++)
+        if (*q == '@')
+            at = q;
+    return at != NULL && memchr(p, ':', (size_t)(at - p)) != NULL;
+}
+
 int cli_connect(cli_t *cli)
 {
     hg_client_opts_t opts;
@@ -49,6 +65,8 @@ int cli_connect(cli_t *cli)
     if (cli->client != NULL)
         return 0;
     hg_client_opts_init(&opts);
+    if (cli->user != NULL && cli->password_file == NULL && !uri_has_password(cli->uri))
+        return cli_usage_error("--user '%s' needs --password-file F (or the URI's user:pass@)", cli->user);
     if (cli->password_file != NULL) {
         if (passwd_read_file(cli->password_file, password, sizeof(password), why, sizeof(why)) != 0)
             return cli_fail(EXIT_USAGE, "%s", why);
@@ -138,7 +156,8 @@ static const command_t commands[] = {
       "at once, its entries are deleted in the background (INFO groups_deleting_entries). "
       "Exit 1 when there is no such group." },
     { "info", cli_cmd_info, "[SECTION]",
-      "The broker's INFO text (sections: server clients levels groups storage stats). "
+      "The broker's INFO text (sections: server clients levels groups storage stats memory; all: every one; "
+      "another name is a usage error). "
       "With --json: an object of sections, each an object of fields." },
     { "backup", cli_cmd_backup, "NAME [--no-wait]",
       "Copy the broker's data directory while it runs, consistent as of the command, to backup-dir/NAME on the "
@@ -226,7 +245,7 @@ static void print_help(FILE *f)
             "                 hourglass+tls://…[?ca=FILE&cert=FILE&key=FILE&sni=NAME] for its tls-port,\n"
             "                 amqp://[user:pass@]host[:port][,…][/vhost][?levels=1s,5s,…] or amqps://… for RabbitMQ\n"
             "                 (default: $HOURGLASS_URI, else the file's uri, else " CLI_DEFAULT_URI ")\n"
-            "  --user U       log in as U (instead of the URI's user)\n"
+            "  --user U       log in as U (instead of the URI's user; the password: --password-file or the URI's)\n"
             "  --password-file F  read the password from file F (instead of the URI's)\n"
             "  --tls-ca-cert-file FILE  CA the broker's certificate must chain to (hourglass+tls://, amqps://)\n"
             "                 (default: the system's trust store)\n"

@@ -183,13 +183,13 @@ static void test_refusals(void)
 
     start_with_backup_dir(NULL);
     CHECK_REFUSED("", "the backup name is empty");
-    CHECK_REFUSED("a/b", "may hold only letters, digits");
-    CHECK_REFUSED("../b", "must not start with '.'");
-    CHECK_REFUSED(".hidden", "must not start with '.'");
+    CHECK_REFUSED("a/b", "may hold only letters, digits, '.', '_' and '-', got 'a/b'");
+    CHECK_REFUSED("../b", "must not start with '.', got '../b'");
+    CHECK_REFUSED(".hidden", "must not start with '.', got '.hidden'");
     char long_name[200];
     memset(long_name, 'n', 129);
     long_name[129] = '\0';
-    CHECK_REFUSED(long_name, "longer than 128 characters");
+    CHECK_REFUSED(long_name, "longer than 128 characters, got 'nnnnnnnn");
 
     char path[800];
     snprintf(path, sizeof path, "%s/taken", g_bk);

@@ -20,7 +20,12 @@
  *  - an HTTP request (a browser's form POST carrying commands in its body) is
  *    closed unanswered and unexecuted, with a warning naming the address;
  *  - message ids of other than 16 hex digits are refused; HELLO SETNAME checks
- *    names exactly as CLIENT SETNAME does.
+ *    names exactly as CLIENT SETNAME does;
+ *  - each bad argument (unknown, repeated or contradicting options, a value
+ *    missing, durations with a bad unit or out of range, unknown words) gets
+ *    one error reply naming the problem and the value, and the connection
+ *    goes on; SHUTDOWN with contradicting options does not shut down; a
+ *    nested MULTI dooms its transaction.
  *
  * Run one suite: ./tests/integration/test_broker_hostile hostile
  */
@@ -322,6 +327,96 @@ static void test_command_errors(void)
     BP_CHECK(rc_wait_closed(&q, 5000) == 1, "QUIT did not close the connection");
     rc_close(&q);
     bystander_ok("command errors");
+}
+
+/* Every refusal of a bad argument is one error reply that names the problem and the value, and the connection goes
+ * on: the PING after each must be answered PONG (a second reply to one command would answer it instead). */
+static void test_argument_errors(void)
+{
+    bt_start(NULL);
+    static const char id[] = "0000000000000001";
+    static const struct {
+        int argc;
+        const char *argv[8];
+        const char *want;
+    } cases[] = {
+        /* an option the listing does not know, last on the line: one reply, not "needs a value" and then a second */
+        { 2, { "TOPICS", "FOO" }, "ERR syntax error: unknown option 'FOO' for 'topics'" },
+        { 3, { "GROUP", "LIST", "FOO" }, "ERR syntax error: unknown option 'FOO' for 'group list'" },
+        { 4, { "TOPICS", "COUNT", "1", "BAR" }, "ERR syntax error: unknown option 'BAR' for 'topics'" },
+        /* durations say what is wrong with them (base/units.h's reason) */
+        { 5, { "SEND", "t", "p", "DELAY", "1us" }, "ERR DELAY '1us' is not a duration: unknown unit \"us\"" },
+        { 5,
+          { "SEND", "t", "p", "DELAY", "1.0005s" },
+          "ERR DELAY '1.0005s' is not a duration: duration \"1.0005s\" is not a whole number of milliseconds" },
+        { 5, { "NACK", "g", id, "DELAY", "-1s" }, "ERR DELAY '-1s' is not a duration: sign not allowed" },
+        { 5,
+          { "PULL", "g", "t", "BLOCK", "99999999999999999" },
+          "ERR BLOCK '99999999999999999' is not a duration: duration \"99999999999999999\" is above the maximum of "
+          "36500d" },
+        { 5, { "PULL", "g", "t", "LEASE", "1w" }, "ERR LEASE '1w' is not a duration: unknown unit \"w\"" },
+        { 5, { "PULL", "g", "t", "LEASE", "25h" }, "ERR LEASE must be 1ms..24h" },
+        /* TOUCH, PEEK and REVOKE name the word they stumbled on */
+        { 4, { "TOUCH", "g", id, "LEASE" }, "ERR syntax error: LEASE needs a value" },
+        { 4, { "TOUCH", "g", id, "FOO" }, "ERR syntax error: unknown option 'FOO' for 'touch'" },
+        { 7, { "TOUCH", "g", id, "LEASE", "1s", "LEASE", "2s" }, "ERR syntax error: LEASE given twice" },
+        { 3, { "PEEK", "FOO", "1" }, "ERR syntax error: PEEK needs LEVEL n or TOPIC t, got 'FOO'" },
+        { 4, { "PEEK", "LEVEL", "1", "COUNT" }, "ERR syntax error: COUNT needs a value" },
+        { 4, { "PEEK", "LEVEL", "1", "FOO" }, "ERR syntax error: unknown option 'FOO' for 'peek'" },
+        { 7, { "PEEK", "TOPIC", "t", "COUNT", "1", "COUNT", "2" }, "ERR syntax error: COUNT given twice" },
+        { 5, { "PEEK", "LEVEL", "1", "COUNT", "x" }, "ERR COUNT must be 1..1000, got 'x'" },
+        { 3, { "PEEK", "LEVEL", "x" }, "ERR LEVEL must be 1..18, got 'x'" },
+        { 4, { "REVOKE", "t", "FOO", "k" }, "ERR syntax error: unknown option 'FOO' for 'revoke'" },
+        { 3, { "REVOKE", "t", "KEY" }, "ERR syntax error: KEY needs a value" },
+        { 5,
+          { "REVOKE", "t", "KEY", "k", "x" },
+          "ERR syntax error: unexpected argument 'x' after REVOKE topic KEY key" },
+        /* repeated and unknown values name themselves */
+        { 5, { "NACK", "g", id, "DLQ", "DLQ" }, "ERR syntax error: DLQ given twice" },
+        { 6, { "GROUP", "CREATE", "g", "t", "FROM", "later" }, "ERR FROM must be FIRST or NOW, got 'later'" },
+        { 5, { "NACK", "g", id, "LEVEL", "0" }, "ERR LEVEL must be 1..18, got '0'" },
+        { 2, { "SELECT", "1" }, "ERR DB index is out of range: '1' (one keyspace: SELECT 0 only)" },
+        { 2, { "CONFIG", "REWRITE" }, "ERR CONFIG REWRITE is not supported: change the config file and restart" },
+        { 3, { "COMMAND", "COUNT", "x" }, "ERR wrong number of arguments for 'command|count' command" },
+        { 3, { "COMMAND", "HELP", "x" }, "ERR wrong number of arguments for 'command|help' command" },
+        { 3, { "COMMAND", "LIST", "x" }, "ERR wrong number of arguments for 'command|list' command" },
+        /* SHUTDOWN with contradicting or repeated options shuts nothing down */
+        { 3, { "SHUTDOWN", "NOSAVE", "SAVE" }, "ERR syntax error: NOSAVE and SAVE contradict each other" },
+        { 3, { "SHUTDOWN", "NOW", "now" }, "ERR syntax error: NOW given twice" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_error_keeps_conn(&bt_conn, cases[i].argc, cases[i].argv, NULL, cases[i].want);
+    bystander_ok("argument errors");
+}
+
+/* A MULTI inside MULTI is refused and dooms the transaction (as any refusal while queueing, and as Redis 7): EXEC
+ * stores none of the SENDs queued around it. */
+static void test_nested_multi_dooms(void)
+{
+    bt_start(NULL);
+    char e[300];
+    static const char *const steps[][3] = {
+        { "MULTI", NULL, NULL },
+        { "SEND", "nested", "one" },
+        { "MULTI", NULL, NULL },
+        { "SEND", "nested", "two" },
+    };
+    static const char *const want[] = { "+OK", "+QUEUED", "-ERR MULTI calls can not be nested", "+QUEUED" };
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        resp_reply_t *r = rc_cmdv(&bt_conn, steps[i][1] ? 3 : 1, steps[i], NULL);
+        int ok = want[i][0] == '-' ? rc_is_error(r, want[i] + 1)
+                                   : r != NULL && r->type == RESP_REPLY_STATUS && rc_str_eq(r, want[i] + 1);
+        BP_CHECK(ok, "step %zu (%s): %s, want %s", i, steps[i][0], rc_describe(r, e, sizeof e), want[i]);
+        resp_reply_free(r);
+    }
+    resp_reply_t *r = rc_cmd(&bt_conn, "EXEC", NULL);
+    BP_CHECK(rc_is_error(r, "EXECABORT"), "EXEC after a nested MULTI: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    r = rc_cmd(&bt_conn, "PEEK", "TOPIC", "nested", NULL);
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 0, "the doomed transaction stored: %s",
+             rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    bystander_ok("a nested MULTI");
 }
 
 static void test_max_clients(void)
@@ -673,6 +768,8 @@ static const tu_test_t hostile_tests[] = {
     { "an HTTP request is closed unexecuted (cross-protocol guard)", test_http_cross_protocol },
     { "message ids are exactly 16 hex digits", test_id_exactly_16 },
     { "HELLO SETNAME and CLIENT SETNAME: one name rule", test_setname_rule },
+    { "bad arguments: one error naming the problem and the value", test_argument_errors },
+    { "a nested MULTI dooms the transaction", test_nested_multi_dooms },
     { NULL, NULL },
 };
 

@@ -1673,6 +1673,14 @@ static void test_cli_commands_and_exit_codes(void)
                  strstr(err, "unsupported scheme 'redis'") != NULL,
              "bad URI: %.400s", err);
     BP_CHECK(run_cli(out, sizeof out, err, sizeof err, (char *)NULL) == 2, "no command");
+    rc = CLI("info", "nosuch"); /* the broker answers an unknown section with nothing (as Redis) */
+    BP_CHECK(rc == 2 && strstr(err, "info: the broker has no INFO section 'nosuch'") != NULL && out[0] == '\0',
+             "info nosuch: exit %d: %.400s", rc, err);
+    rc = CLI("info", "STATS");
+    BP_CHECK(rc == 0 && strstr(out, "# Stats") != NULL, "info STATS: exit %d: %.400s", rc, out);
+    rc = CLI("--user", "ops", "ping"); /* the CLI's own words, not the library's opts.password */
+    BP_CHECK(rc == 2 && strstr(err, "--user 'ops' needs --password-file F (or the URI's user:pass@)") != NULL,
+             "--user without a password: exit %d: %.400s", rc, err);
     /* 0: help everywhere */
     BP_CHECK(run_cli(out, sizeof out, err, sizeof err, "--help", (char *)NULL) == 0 &&
                  strstr(out, "Exit status") != NULL,
