@@ -7,7 +7,8 @@
  * and mark the records they change dirty; a commit writes the dirty records
  * and the sequence counter into the batch and hands it to LevelDB as one
  * WriteBatch, so a crash leaves every move whole or absent. A failed write
- * marks the store broken: the in-memory state already reflects the lost batch,
+ * marks the store broken (as store_break does for an owner that must drop its
+ * batch): the in-memory state already reflects the lost batch,
  * so nothing but a reopen (which rebuilds it from disk) is safe.
  *
  * The batch is reused across commits; one that held more than
@@ -216,7 +217,7 @@ int store_usable(const store_t *s, char *err, size_t errlen)
     if (!s->broken) {
         return 0;
     }
-    return err_set(err, errlen, "store is unusable after a failed write (%s); reopen it", s->broken_err);
+    return err_set(err, errlen, "store is unusable (%s); reopen it", s->broken_err);
 }
 
 int store_read_begin(store_t *s, char *err, size_t errlen)
@@ -251,6 +252,15 @@ uint64_t store_next_seq(const store_t *s)
 int store_broken(const store_t *s)
 {
     return s->broken;
+}
+
+void store_break(store_t *s, const char *why)
+{
+    if (s->broken) {
+        return;
+    }
+    s->broken = 1;
+    snprintf(s->broken_err, sizeof s->broken_err, "%s", why);
 }
 
 /* ---- reads ------------------------------------------------------------------------- */

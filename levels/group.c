@@ -28,16 +28,23 @@ group_state_t *store_group_get(const store_t *s, const char *name, size_t len)
     return map_get(&s->groups, name, len);
 }
 
-int store_topic_room(const store_t *s, const char *topic, size_t topic_len, char *err, size_t errlen)
+int store_topic_room_planned(const store_t *s, const map_t *planned, const char *topic, size_t topic_len, char *err,
+                             size_t errlen)
 {
+    size_t count = map_count(&s->topics) + (planned != NULL ? map_count(planned) : 0);
     if (s->opt.max_topics == 0 || map_get(&s->topics, topic, topic_len) != NULL ||
-        map_count(&s->topics) < s->opt.max_topics) {
+        (planned != NULL && map_get(planned, topic, topic_len) != NULL) || count < s->opt.max_topics) {
         return 0;
     }
     return err_set(err, errlen,
                    "topic %.*s would be topic %zu, over max-topics %llu (send to an existing topic, delete an empty "
                    "one with TOPIC DEL, or raise max-topics)",
-                   (int)topic_len, topic, map_count(&s->topics) + 1, (unsigned long long)s->opt.max_topics);
+                   (int)topic_len, topic, count + 1, (unsigned long long)s->opt.max_topics);
+}
+
+int store_topic_room(const store_t *s, const char *topic, size_t topic_len, char *err, size_t errlen)
+{
+    return store_topic_room_planned(s, NULL, topic, topic_len, err, errlen);
 }
 
 int store_group_room(const store_t *s, const char *group, size_t group_len, char *err, size_t errlen)

@@ -15,11 +15,21 @@
  * time per level is monotone, so a clock step back never lets a later message
  * overtake an earlier one of the same delay on its level.
  *
+ * The checks of a SEND live once, in store_send_refusal: store_send,
+ * store_send_dedup (lookup.c) and store_send_check call it. store_send_check
+ * answers, writing nothing, whether a SEND would be refused as the next of a
+ * run whose earlier SENDs are not stored yet (MULTI/EXEC checks all before
+ * storing any): it carries what those SENDs will create — new topics, which
+ * count against max-topics, and keys, which make a later DEDUP SEND of the
+ * run a duplicate without a read.
+ *
  * Threading: one thread at a time (the broker's storage thread).
  */
 #include "levels/store_internal.h"
+#include "base/alloc.h"
 #include "base/err.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- SEND ------------------------------------------------------------------------ */
@@ -50,6 +60,76 @@ int store_send_validate(const store_options_t *o, const store_send_req_t *req, c
         uint8_t plan[LVL_MAX_HOPS];
         int hops;
         return lvl_chain_plan(t, req->delay_ms, o->max_delay_ms, plan, LVL_MAX_HOPS, &hops, err, errlen);
+    }
+    return 0;
+}
+
+int store_send_refusal(const store_t *s, const store_send_req_t *req, int dedup, const map_t *planned_topics, char *err,
+                       size_t errlen)
+{
+    if (store_usable(s, err, errlen) != 0 || store_send_validate(&s->opt, req, err, errlen) != 0 ||
+        store_topic_room_planned(s, planned_topics, req->topic, req->topic_len, err, errlen) != 0) {
+        return -1;
+    }
+    if (dedup && req->key_len == 0) {
+        return err_set(err, errlen, "DEDUP needs a KEY");
+    }
+    return 0;
+}
+
+/* What the SENDs of a run checked so far will have created when they are
+ * stored: the only state a SEND's refusal depends on that its predecessors
+ * in the run change (store_send_refusal's topic count; a DEDUP SEND's reads,
+ * which a key sent earlier in the run spares). */
+struct store_send_check {
+    map_t topics; /* new topics (none exists in the store) */
+    map_t keys;   /* 'K' prefixes (topic, key) of the keyed SENDs that will store a message */
+};
+
+store_send_check_t *store_send_check_new(void)
+{
+    return xcalloc(1, sizeof(store_send_check_t));
+}
+
+void store_send_check_free(store_send_check_t *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    map_free(&c->topics, NULL);
+    map_free(&c->keys, NULL);
+    free(c);
+}
+
+int store_send_check(store_t *s, store_send_check_t *c, const store_send_req_t *req, int dedup, char *err,
+                     size_t errlen)
+{
+    if (store_send_refusal(s, req, dedup, &c->topics, err, errlen) != 0) {
+        return -1;
+    }
+    key_buf_t k;
+    int stores = 1; /* a message: not a DEDUP SEND that finds a live one */
+    if (req->key_len > 0) {
+        key_key_prefix(&k, req->topic, req->topic_len, req->key, req->key_len);
+        if (dedup && map_get(&c->keys, k.b, k.n) != NULL) {
+            stores = 0; /* a duplicate of the run's own earlier SEND: in the batch by then, no read */
+        } else if (dedup) {
+            uint64_t id, due;
+            int found = store_dedup_find(s, req, &id, &due, err, errlen); /* the reads store_send_dedup makes */
+            if (found < 0) {
+                return -1;
+            }
+            stores = !found;
+        }
+    }
+    if (!stores) {
+        return 0;
+    }
+    if (map_get(&s->topics, req->topic, req->topic_len) == NULL) {
+        map_put(&c->topics, req->topic, req->topic_len, (void *)1);
+    }
+    if (req->key_len > 0) {
+        map_put(&c->keys, k.b, k.n, (void *)1);
     }
     return 0;
 }
@@ -131,11 +211,7 @@ static void topic_append(store_t *s, topic_state_t *t, msg_t *m, uint64_t now_ms
 int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_t *id_out, uint64_t *due_out, char *err,
                size_t errlen)
 {
-    if (store_usable(s, err, errlen) != 0) {
-        return -1;
-    }
-    if (store_send_validate(&s->opt, req, err, errlen) != 0 ||
-        store_topic_room(s, req->topic, req->topic_len, err, errlen) != 0) {
+    if (store_send_refusal(s, req, 0, NULL, err, errlen) != 0) {
         return -1;
     }
     int pending_before = s->pending;

@@ -596,55 +596,55 @@ int store_revoke_key(store_t *s, const char *topic, size_t topic_len, const char
 
 /* ---- SEND … DEDUP ------------------------------------------------------------------------ */
 
-int store_send_dedup(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_t *id_out, uint64_t *due_out,
-                     int *dup, char *err, size_t errlen)
+int store_dedup_find(store_t *s, const store_send_req_t *req, uint64_t *id, uint64_t *due_ms, char *err, size_t errlen)
 {
-    *dup = 0;
-    if (store_send_validate(&s->opt, req, err, errlen) != 0 ||
-        store_topic_room(s, req->topic, req->topic_len, err, errlen) != 0) {
-        return -1;
-    }
-    if (req->key_len == 0) {
-        return err_set(err, errlen, "DEDUP needs a KEY");
-    }
     /* A batch of SENDs only: committed data and the keys sent in the batch
      * are the whole truth (index.c), no commit needed. */
-    if (store_send_run_begin(s, err, errlen) != 0) {
-        return -1;
-    }
-    uint64_t pending_due;
-    if (idx_sent_key_find(s, req->topic, req->topic_len, req->key, req->key_len, id_out, &pending_due)) {
-        *dup = 1; /* a SEND of the same key earlier in this batch: live until something else runs */
-        if (due_out) {
-            *due_out = pending_due;
-        }
-        return 0;
+    if (idx_sent_key_find(s, req->topic, req->topic_len, req->key, req->key_len, id, due_ms)) {
+        return 1; /* a SEND of the same key earlier in this batch: live until something else runs */
     }
     uint64_t *ids;
     int n;
     if (key_ids(s, req->topic, req->topic_len, req->key, req->key_len, 1 << 20, &ids, &n, err, errlen) != 0) {
         return -1;
     }
-    int rc = 0;
-    for (int i = 0; i < n && rc == 0 && !*dup; i++) {
+    int rc = 0, found = 0;
+    for (int i = 0; i < n && rc == 0 && !found; i++) {
         store_msg_view_t v;
         rc = view_build(s, ids[i], 0, &v, err, errlen);
         if (rc == 0 && store_msg_state_live(v.state)) {
-            *dup = 1;
-            *id_out = v.id;
-            if (due_out) {
-                *due_out = v.msg.m.due_ms;
-            }
+            found = 1;
+            *id = v.id;
+            *due_ms = v.msg.m.due_ms;
         }
         if (rc == 0) {
             store_msg_view_free(&v);
         }
     }
     free(ids);
-    if (rc != 0) {
+    return rc != 0 ? -1 : found;
+}
+
+int store_send_dedup(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_t *id_out, uint64_t *due_out,
+                     int *dup, char *err, size_t errlen)
+{
+    *dup = 0;
+    if (store_send_refusal(s, req, 1, NULL, err, errlen) != 0 || store_send_run_begin(s, err, errlen) != 0) {
         return -1;
     }
-    return *dup ? 0 : store_send(s, req, now_ms, id_out, due_out, err, errlen);
+    uint64_t due;
+    int found = store_dedup_find(s, req, id_out, &due, err, errlen);
+    if (found < 0) {
+        return -1;
+    }
+    if (found) {
+        *dup = 1;
+        if (due_out) {
+            *due_out = due;
+        }
+        return 0;
+    }
+    return store_send(s, req, now_ms, id_out, due_out, err, errlen);
 }
 
 int store_send_run_begin(store_t *s, char *err, size_t errlen)

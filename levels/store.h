@@ -129,8 +129,15 @@ uint64_t store_pending_bytes(const store_t *s);
  * beside the store's (broker/syncer.h) uses it as its durability mark. */
 uint64_t store_next_seq(const store_t *s);
 
-/* 1 when a commit failed and the store must be reopened. */
+/* 1 when a commit failed (or store_break was called) and the store must be reopened. */
 int store_broken(const store_t *s);
+
+/* Break the store as a failed commit does, for an owner whose pending writes
+ * must not be written (a run of SENDs one of which failed after its check
+ * passed, store_send_check): the pending batch is never written, every later
+ * operation fails naming why, and the store must be reopened (the in-memory
+ * state is rebuilt from disk). A store already broken keeps its first cause. */
+void store_break(store_t *s, const char *why);
 
 /* The topics that may have gained messages ready for a group since the last
  * call — an append, a retry made ready (due, NACK, DLQ REQUEUE), a group
@@ -540,6 +547,24 @@ int store_send_dedup(store_t *s, const store_send_req_t *req, uint64_t now_ms, u
  * no DEDUP SEND of the run commits the run's first half. A read's commit
  * (unsynced). 0, or -1 when the store is broken or that commit fails. */
 int store_send_run_begin(store_t *s, char *err, size_t errlen);
+
+/* A run of SENDs that must be stored all or none (MULTI/EXEC) is checked
+ * first, SEND by SEND in the run's order, into one store_send_check_t, and
+ * stored only when every check passed. The check of a SEND answers what
+ * store_send (dedup 0) or store_send_dedup (dedup 1) would answer for it
+ * with the run's earlier SENDs stored and nothing else in between: the same
+ * code refuses it with the same error (the store broken, store_send_validate,
+ * a new topic over max_topics counting the run's earlier new topics, DEDUP
+ * without a key, a read error of DEDUP's lookup). It writes nothing: the
+ * pending batch, the counters and the topics are as before. Call it after
+ * store_send_run_begin (a DEDUP SEND's check reads committed data as
+ * store_send_dedup does), and store the run before any other operation.
+ * A refusal leaves c unchanged; the caller stops there. */
+typedef struct store_send_check store_send_check_t;
+store_send_check_t *store_send_check_new(void); /* free with store_send_check_free (NULL is fine) */
+void store_send_check_free(store_send_check_t *c);
+int store_send_check(store_t *s, store_send_check_t *c, const store_send_req_t *req, int dedup, char *err,
+                     size_t errlen);
 
 /* ---- maintenance and checking ---------------------------------------------- */
 

@@ -444,6 +444,11 @@ topic_state_t *store_topic_get_or_create(store_t *s, const char *name, size_t le
  * and err names the topic and the limit (checked before anything that
  * would create it: SEND, a PULL that creates its group, GROUP CREATE). */
 int store_topic_room(const store_t *s, const char *topic, size_t topic_len, char *err, size_t errlen);
+/* store_topic_room as if the topics named in planned (a set of names none of
+ * which exists yet: a SEND run's new topics, store_send_check) existed too;
+ * planned may be NULL. store_topic_room is this with NULL. */
+int store_topic_room_planned(const store_t *s, const map_t *planned, const char *topic, size_t topic_len, char *err,
+                             size_t errlen);
 
 /* 0 when group exists or one more group is within opt.max_groups; else -1
  * and err names the group and the limit (checked before a group is created:
@@ -510,6 +515,14 @@ int store_topic_delayed_open(store_t *s, char *err, size_t errlen);
  * millisecond) on the first hop of its chain. The enqueue time is monotone per level.
  * Sets m->due_ms (the journey's end) and returns it. */
 uint64_t store_level_enqueue(store_t *s, msg_t *m, int level, uint64_t delay_ms, uint64_t now_ms);
+
+/* Every refusal of store_send (dedup 0) and store_send_dedup (dedup 1) that
+ * does not read: the store broken, store_send_validate, max-topics (counting
+ * the names in planned_topics as existing, see store_topic_room_planned; may
+ * be NULL) and DEDUP's empty key. 0, or -1 with the error. The one copy of
+ * these checks: the two SENDs and store_send_check all call it. */
+int store_send_refusal(const store_t *s, const store_send_req_t *req, int dedup, const map_t *planned_topics, char *err,
+                       size_t errlen);
 
 /* ---- index.c: the message, key and group-copy indexes (keys.h 'X' 'K' 'Y') ---- */
 
@@ -584,5 +597,14 @@ int idx_open(store_t *s, char *err, size_t errlen);
 /* store_check's part: every copy of every message is indexed where it is,
  * and every index entry names a copy. */
 int idx_check(store_t *s, char *err, size_t errlen);
+
+/* ---- lookup.c ------------------------------------------------------------------- */
+
+/* SEND … DEDUP's lookup, without its checks: 1 with *id / *due_ms when a
+ * message of req's topic with req's key is live (sent earlier in the pending
+ * batch, or committed and not GONE), 0 when none is, -1 on a read error.
+ * Reads committed data: call it where the pending batch holds only SENDs
+ * (store_send_run_begin). */
+int store_dedup_find(store_t *s, const store_send_req_t *req, uint64_t *id, uint64_t *due_ms, char *err, size_t errlen);
 
 #endif

@@ -3553,6 +3553,198 @@ static const tu_test_t open_tests[] = {
     { NULL, NULL },
 };
 
+/* ---- a run of SENDs checked before any is stored (store_send_check; MULTI/EXEC) ---- */
+
+/* One SEND through store_send_check (a fresh check: the first of a run) and
+ * then store_send or store_send_dedup: the same answer, the same error, and
+ * the check alone wrote nothing (nothing pending, no id taken, no topic). */
+static void check_matches_send_at(store_t *s, const store_send_req_t *r, int dedup, int line)
+{
+    char cerr[512] = "", serr[512] = "";
+    int pending = store_pending(s);
+    uint64_t seq = store_next_seq(s);
+    store_topic_info_t ti;
+    int had_topic = store_topic_info(s, r->topic, r->topic_len, &ti);
+    store_send_check_t *c = store_send_check_new();
+    int crc = store_send_check(s, c, r, dedup, cerr, sizeof cerr);
+    store_send_check_free(c);
+    TU_CHECK_AT(store_pending(s) == pending && store_next_seq(s) == seq &&
+                    store_topic_info(s, r->topic, r->topic_len, &ti) == had_topic,
+                line, "store_send_check wrote: pending %d → %d, next seq %" PRIu64 " → %" PRIu64, pending,
+                store_pending(s), seq, store_next_seq(s));
+    uint64_t id, due;
+    int dup;
+    int src = dedup ? store_send_dedup(s, r, T0, &id, &due, &dup, serr, sizeof serr)
+                    : store_send(s, r, T0, &id, &due, serr, sizeof serr);
+    TU_CHECK_AT(crc == src && strcmp(cerr, serr) == 0, line, "check: %d \"%s\"; %s: %d \"%s\"", crc, cerr,
+                dedup ? "store_send_dedup" : "store_send", src, serr);
+}
+#define CHECK_MATCHES_SEND(s, r, dedup) check_matches_send_at((s), (r), (dedup), __LINE__)
+
+/* Every refusal of store_send and store_send_dedup is store_send_check's, in
+ * the same words; what they accept it accepts. */
+static void test_send_check_matches(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.max_payload = 64;
+    o.max_delay_ms = HOUR;
+    o.max_topics = 2;
+    store_t *s = OPEN(&o);
+    static char longkey[MSG_MAX_KEY + 2], payload[65];
+    memset(longkey, 'k', sizeof longkey - 1);
+    memset(payload, 'p', sizeof payload - 1);
+    const store_send_req_t ok = {
+        .topic = "a", .topic_len = 1, .key = "k", .key_len = 1, .payload = "p", .payload_len = 1
+    };
+    store_send_req_t r;
+    for (int dedup = 0; dedup <= 1; dedup++) {
+        r = ok;
+        r.topic = "bad topic";
+        r.topic_len = 9;
+        CHECK_MATCHES_SEND(s, &r, dedup);
+        r = ok;
+        r.topic_len = 0;
+        CHECK_MATCHES_SEND(s, &r, dedup);
+        r = ok;
+        r.key = longkey;
+        r.key_len = sizeof longkey - 1;
+        CHECK_MATCHES_SEND(s, &r, dedup);
+        r = ok;
+        r.payload = payload;
+        r.payload_len = sizeof payload - 1;
+        CHECK_MATCHES_SEND(s, &r, dedup);
+        r = ok;
+        r.level = 99;
+        CHECK_MATCHES_SEND(s, &r, dedup);
+        r = ok;
+        r.delay_ms = 2 * HOUR;
+        CHECK_MATCHES_SEND(s, &r, dedup);
+    }
+    r = ok;
+    r.key_len = 0;
+    CHECK_MATCHES_SEND(s, &r, 1); /* DEDUP needs a KEY */
+    r = ok;
+    CHECK_MATCHES_SEND(s, &r, 0); /* accepted: topic a */
+    CHECK_MATCHES_SEND(s, &r, 1); /* accepted: a duplicate of it */
+    r.topic = "b";
+    CHECK_MATCHES_SEND(s, &r, 1); /* accepted: topic b, the 2nd */
+    r.topic = "c";
+    CHECK_MATCHES_SEND(s, &r, 0); /* over max-topics 2 */
+    CHECK_MATCHES_SEND(s, &r, 1);
+    COMMIT(s);
+    r.topic = "a";
+    r.delay_ms = 10 * SEC;
+    CHECK_MATCHES_SEND(s, &r, 1); /* a duplicate of a committed message */
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* A run's check counts its own new topics against max-topics: with one
+ * topic left, [a (exists), b (new), a, b, c (new)] is refused at c, naming it
+ * as store_send names it once the run's first four are stored; nothing of the
+ * run was written by the check. */
+static void test_send_check_run_topics(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.max_topics = 2;
+    store_t *s = OPEN(&o);
+    SEND(s, "a", "x", 0, 0, T0, NULL);
+    COMMIT(s);
+    const char *run[] = { "a", "b", "a", "b", "c" };
+    store_send_check_t *c = store_send_check_new();
+    char err[512] = "", serr[512] = "";
+    int refused_at = -1;
+    for (int i = 0; i < 5 && refused_at < 0; i++) {
+        store_send_req_t r = { .topic = run[i], .topic_len = 1, .payload = "p", .payload_len = 1 };
+        if (store_send_check(s, c, &r, 0, err, sizeof err) != 0)
+            refused_at = i;
+    }
+    store_send_check_free(c);
+    TU_CHECK(refused_at == 4, "the run was refused at SEND %d (\"%s\"), want 4 (topic c)", refused_at, err);
+    CHECK_REFUSAL(-1, err, "topic c would be topic 3, over max-topics 2", NULL);
+    TU_CHECK(store_pending(s) == 0, "the check left %d writes pending", store_pending(s));
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "b", 1, &ti) == 0, "the check created topic b");
+    for (int i = 0; i < 4; i++)
+        SEND(s, run[i], "x", 0, 0, T0, NULL);
+    uint64_t id, due;
+    int rc = send_raw(s, "c", 1, "", 0, "x", 1, 0, 0, T0, &id, &due, serr, sizeof serr);
+    TU_CHECK(rc == -1 && strcmp(err, serr) == 0, "store_send of c after the run: %d \"%s\", the check said \"%s\"", rc,
+             serr, err);
+    COMMIT(s);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* DEDUP within a run: a key the run sends earlier makes a later DEDUP SEND of
+ * it a duplicate (no new topic counted for it), as store_send_dedup finds it
+ * in the batch; a committed live message too. */
+static void test_send_check_run_dedup(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.max_topics = 2;
+    store_t *s = OPEN(&o);
+    char err[512] = "";
+    store_send_req_t live = {
+        .topic = "a", .topic_len = 1, .key = "k", .key_len = 1, .payload = "p", .payload_len = 1
+    };
+    uint64_t id, due;
+    REQUIRE_OK(store_send(s, &live, T0, &id, &due, err, sizeof err), err);
+    COMMIT(s);
+    REQUIRE_OK(store_send_run_begin(s, err, sizeof err), err);
+    store_send_check_t *c = store_send_check_new();
+    store_send_req_t b = { .topic = "b", .topic_len = 1, .key = "j", .key_len = 1, .payload = "p", .payload_len = 1 };
+    REQUIRE_OK(store_send_check(s, c, &b, 0, err, sizeof err), err);    /* new topic b: the 2nd */
+    REQUIRE_OK(store_send_check(s, c, &b, 1, err, sizeof err), err);    /* a duplicate of the run's own SEND */
+    REQUIRE_OK(store_send_check(s, c, &live, 1, err, sizeof err), err); /* a duplicate of a's committed message */
+    store_send_req_t d = b;
+    d.topic = "d";
+    CHECK_REFUSAL(store_send_check(s, c, &d, 1, err, sizeof err), err, "topic d would be topic 3, over max-topics 2",
+                  NULL);
+    store_send_check_free(c);
+    TU_CHECK(store_pending(s) == 0, "the checks left %d writes pending", store_pending(s));
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* store_break: the pending batch is never written, every later operation and
+ * the close fail naming why, and a reopen finds what was committed before. */
+static void test_send_break_drops_batch(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t a = SEND(s, "t", "committed", 0, 0, T0, NULL);
+    COMMIT(s);
+    SEND(s, "t", "dropped", 0, 0, T0 + 1, NULL);
+    store_break(s, "EXEC dropped the batch: test");
+    TU_CHECK(store_broken(s), "store_break did not break the store");
+    store_break(s, "a second cause");
+    char err[512] = "";
+    uint64_t id, due;
+    CHECK_REFUSAL(send_raw(s, "t", 1, "", 0, "x", 1, 0, 0, T0 + 2, &id, &due, err, sizeof err), err,
+                  "EXEC dropped the batch: test", "reopen");
+    err[0] = '\0';
+    CHECK_REFUSAL(store_commit(s, err, sizeof err), err, "EXEC dropped the batch: test", NULL);
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (g_open[i] == s)
+            g_open[i] = NULL;
+    err[0] = '\0';
+    int rc = store_close(s, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "EXEC dropped the batch") != NULL, "store_close: %d \"%s\"", rc, err);
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1,
+             "after reopen topic t holds %" PRIu64 ", want 1", ti.appended);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 3, m);
+    TU_CHECK(n == 1 && m[0].m.id == a, "after reopen leased %d", n);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
 static const tu_test_t send_tests[] = {
     { "topic names", test_send_topic_names },
     { "key limit", test_send_key_limit },
@@ -3561,6 +3753,10 @@ static const tu_test_t send_tests[] = {
     { "levels", test_send_levels },
     { "max delay", test_send_max_delay },
     { "hop bound", test_send_hop_bound },
+    { "a run's check matches store_send's refusals", test_send_check_matches },
+    { "a run's check counts its own new topics", test_send_check_run_topics },
+    { "a run's check and DEDUP", test_send_check_run_dedup },
+    { "store_break drops the pending batch", test_send_break_drops_batch },
     { NULL, NULL },
 };
 
