@@ -7,7 +7,9 @@
  * allocation. SEND is validated once, before it is queued, by the store's
  * own pure check (store_send_validate) against the store's options
  * (config_t.store): one limits source, one wording. The exec halves run on
- * the storage thread, use only their request, and write the reply; their
+ * the storage thread, use only their request, and write the reply (SEND's
+ * also has a check half that writes nothing, cmd_send_check, which EXEC runs
+ * over every queued SEND before it stores any: cmd_multi.c); their
  * writes commit with the rest of the group (writer_thread.c) before the reply is
  * sent.
  */
@@ -117,26 +119,35 @@ static int parse_level(cmd_call_t *call, const resp_arg_t *v, int min, int *leve
 
 /* ---- SEND ---------------------------------------------------------------------- */
 
-static job_result_t send_exec(job_t *j, writer_t *w)
+/* r's message as it is stored at now: an AT's delay counted from now, after the AT is checked again (a wall clock set
+ * back since it was parsed could have moved it past max-delay). 0, or -1 with the error. */
+static int send_msg_at(const send_req_t *r, uint64_t now, store_send_req_t *msg, char *err, size_t errlen)
+{
+    *msg = r->msg;
+    if (r->has_at) {
+        if (at_check(r->at_ms, now, r->max_delay_ms, err, errlen) != 0) {
+            return -1;
+        }
+        msg->delay_ms = r->at_ms > now ? r->at_ms - now : 0;
+    }
+    return 0;
+}
+
+int cmd_send_run(job_t *j, writer_t *w, uint64_t now, char *err, size_t errlen)
 {
     const send_req_t *r = &((send_job_t *)j)->req;
-    uint64_t now = writer_now(w);
-    store_send_req_t msg = r->msg;
+    store_send_req_t msg;
     uint64_t id, due;
     int dup = 0;
-    char err[300];
-    if (r->has_at) { /* checked when parsed; again here, where a wall clock set back could have moved it */
-        if (at_check(r->at_ms, now, r->max_delay_ms, err, sizeof err) != 0) {
-            cmd_reply_store_error(j, err);
-            return JOB_DONE;
-        }
-        msg.delay_ms = r->at_ms > now ? r->at_ms - now : 0;
+    if (send_msg_at(r, now, &msg, err, errlen) != 0) {
+        cmd_reply_store_error(j, err);
+        return -1;
     }
-    int rc = r->dedup ? store_send_dedup(writer_store(w), &msg, now, &id, &due, &dup, err, sizeof err)
-                      : store_send(writer_store(w), &msg, now, &id, &due, err, sizeof err);
+    int rc = r->dedup ? store_send_dedup(writer_store(w), &msg, now, &id, &due, &dup, err, errlen)
+                      : store_send(writer_store(w), &msg, now, &id, &due, err, errlen);
     if (rc != 0) {
         cmd_reply_store_error(j, err);
-        return JOB_DONE;
+        return -1;
     }
     if (dup) {
         writer_stats(w)->dedup_hits++;
@@ -147,10 +158,33 @@ static job_result_t send_exec(job_t *j, writer_t *w)
         resp_add_array(&j->reply, 2);
         cmd_add_id(&j->reply, id);
         resp_add_int(&j->reply, dup);
-        return JOB_DONE;
+        return 0;
     }
     cmd_add_id(&j->reply, id);
+    return 0;
+}
+
+static job_result_t send_exec(job_t *j, writer_t *w)
+{
+    char err[300];
+    cmd_send_run(j, w, writer_now(w), err, sizeof err);
     return JOB_DONE;
+}
+
+int cmd_send_check(job_t *j, writer_t *w, store_send_check_t *c, uint64_t now, char *err, size_t errlen)
+{
+    const send_req_t *r = &((send_job_t *)j)->req;
+    store_send_req_t msg;
+    if (send_msg_at(r, now, &msg, err, errlen) != 0) {
+        return -1;
+    }
+    return store_send_check(writer_store(w), c, &msg, r->dedup, err, errlen);
+}
+
+resp_arg_t cmd_send_topic(const job_t *j)
+{
+    const send_req_t *r = &((const send_job_t *)j)->req;
+    return (resp_arg_t){ .ptr = r->msg.topic, .len = r->msg.topic_len };
 }
 
 void cmd_send(cmd_call_t *call)

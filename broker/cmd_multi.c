@@ -10,7 +10,25 @@
  * that need no other read can share one batch: EXEC becomes ONE storage job
  * that runs the queued SENDs back to back, so they all join the same pending
  * batch — one LevelDB WriteBatch, fsynced before the reply (EXEC is
- * CMD_DURABLE): after a crash all of them are there or none. A SEND … DEDUP
+ * CMD_DURABLE): after a crash all of them are there or none.
+ *
+ * All or none holds for refusals too. What was checked when a SEND was
+ * queued can still fail when EXEC runs (a new topic over max-topics, since
+ * other clients create topics; an AT that a wall-clock step moved past
+ * max-delay; a broken store; a read error of DEDUP's lookup), so EXEC checks
+ * every queued SEND first, in order, with store_send_check: the store's own
+ * refusal code, run without writing, counting the new topics and keys of the
+ * SENDs checked before it. Only when all pass are they stored; otherwise EXEC
+ * answers one error naming the first refused SEND (its place, 1-based, its
+ * topic and the reason) and nothing of the transaction is written. The
+ * storage thread is the store's only user, so nothing changes between the
+ * two passes; both use one wall time. A SEND refused in the second pass
+ * anyway (a read that failed only the second time) drops the whole pending
+ * batch (store_break: this turn's jobs fail as after a failed write) rather
+ * than write a part of the transaction. A rollback of the batch instead
+ * would have to undo the in-memory state the SENDs changed (ids, level
+ * heads, topic counters, the keys sent) without undoing other jobs' writes
+ * in the same batch; the check needs no undo. A SEND … DEDUP
  * (or a keyed SEND to a dedup-topics topic) may be queued too: EXEC first
  * commits other pending work (store_send_run_begin), and from there on a
  * DEDUP SEND reads the committed index and the keys sent in the batch
@@ -18,7 +36,8 @@
  * other command inside MULTI is refused with a reason (and aborts the
  * transaction); MULTI, EXEC and DISCARD themselves, and QUIT, keep their
  * meaning (a MULTI inside is refused, and dooms the transaction as any
- * refusal does). EXEC answers an array with each SEND's reply (its id). A
+ * refusal does). EXEC answers an array with each SEND's reply (its id), or
+ * the one error above. A
  * transaction holds at most MULTI_MAX SENDs and max-inflight-bytes of their
  * arguments (the loop keeps them until EXEC, outside the connection's other
  * budgets, and EXEC writes them as one batch).
@@ -27,10 +46,12 @@
  */
 #include "broker/cmd_shared.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "levels/msg.h"
 #include "levels/store.h"
 
 #define MULTI_MAX 10000 /* queued commands per transaction */
@@ -144,20 +165,50 @@ void cmd_multi_queued(cmd_call_t *call)
     resp_add_simple(call->out, "QUEUED");
 }
 
-/* Storage thread: every queued SEND into the one pending batch, then the
- * array of their replies. */
+/* Storage thread: every queued SEND checked (cmd_send_check, writing
+ * nothing), then — only when none is refused — every one into the one
+ * pending batch, then the array of their replies. Both passes at one wall
+ * time, so an AT means the same in each. */
 static job_result_t exec_exec(job_t *j, writer_t *w)
 {
     exec_job_t *ej = (exec_job_t *)j;
-    char err[300];
-    if (store_send_run_begin(writer_store(w), err, sizeof err) != 0) {
+    store_t *s = writer_store(w);
+    uint64_t now = writer_now(w);
+    char err[512];
+    if (store_send_run_begin(s, err, sizeof err) != 0) {
         cmd_reply_store_error(j, err);
         return JOB_DONE;
     }
+    store_send_check_t *c = store_send_check_new();
+    for (size_t i = 0; i < ej->n; i++) {
+        if (cmd_send_check(ej->jobs[i], w, c, now, err, sizeof err) != 0) {
+            store_send_check_free(c);
+            resp_arg_t topic = cmd_send_topic(ej->jobs[i]);
+            char b[MSG_MAX_NAME + 4];
+            resp_add_errorf(&j->reply, "ERR EXEC stored nothing: SEND %zu (topic '%s'): %s", i + 1,
+                            cmd_shown(&topic, b, sizeof b), err);
+            return JOB_DONE;
+        }
+    }
+    store_send_check_free(c);
     resp_add_array(&j->reply, ej->n);
     for (size_t i = 0; i < ej->n; i++) {
         job_t *q = ej->jobs[i];
-        q->exec(q, w);
+        if (cmd_send_run(q, w, now, err, sizeof err) != 0) {
+            /* Checked, yet refused: only a read of DEDUP's lookup failing the
+             * second time can do that. The SENDs before it are in the batch:
+             * drop the batch (the commit then fails this turn's jobs, as a
+             * failed write does, and the store is reopened), never write a
+             * part of the transaction. */
+            char why[800];
+            resp_arg_t topic = cmd_send_topic(q);
+            char b[MSG_MAX_NAME + 4];
+            snprintf(why, sizeof why, "EXEC dropped the batch: SEND %zu (topic '%s') failed after its check passed: %s",
+                     i + 1, cmd_shown(&topic, b, sizeof b), err);
+            store_break(s, why);
+            cmd_reply_store_error(j, why);
+            return JOB_DONE;
+        }
         resp_buf_t *r = &q->reply;
         buf_append(&j->reply.raw, r->raw.data ? r->raw.data : "", r->raw.len);
     }

@@ -47,6 +47,17 @@ void cmd_multi_fail(const cmd_call_t *call);
 size_t cmd_multi_bytes(const cmd_multi_t *m);
 void cmd_multi_free(cmd_multi_t *m);
 
+/* EXEC's two passes over a queued SEND job j (cmd_msg.c; storage thread),
+ * both at the same wall time now. cmd_send_check: 0 when j would be stored
+ * (or found, DEDUP) as the next SEND after those checked into c (see
+ * store_send_check), else -1 with why in err — the AT check and the store's
+ * refusals, nothing written. cmd_send_run: j's own exec at now, its reply in
+ * j->reply; 0, or -1 when it was refused (its reply is "ERR <err>", err too).
+ * cmd_send_topic: j's topic (j's copy, valid while j is). */
+int cmd_send_check(job_t *j, writer_t *w, store_send_check_t *c, uint64_t now, char *err, size_t errlen);
+int cmd_send_run(job_t *j, writer_t *w, uint64_t now, char *err, size_t errlen);
+resp_arg_t cmd_send_topic(const job_t *j);
+
 /* COMMAND DOCS (cmd_docs.c): name's entry — its name, then the map of its
  * summary, since, group and arguments (parsed from syntax) — into out. */
 void cmd_docs_add(resp_buf_t *out, const char *name, const char *syntax, const char *summary);

@@ -163,7 +163,7 @@ static const cmd_def_t commands[] = {
     { "multi", 1, CMD_LOOP, R_PROD, NULL, cmd_multi, "",
       "start a transaction: the SENDs until EXEC are stored atomically" },
     { "exec", 1, CMD_STORAGE | CMD_WRITE | CMD_DURABLE, R_PROD, NULL, cmd_exec, "",
-      "store the queued SENDs in one batch; replies their ids" },
+      "store the queued SENDs in one batch, all or none; replies their ids, or one error naming the refused SEND" },
     { "discard", 1, CMD_LOOP, R_ANY, NULL, cmd_discard, "", "drop the queued SENDs" },
     { "command", -1, CMD_LOOP, R_ANY, NULL, cmd_command, "[COUNT|DOCS|LIST|INFO name...|HELP]", "the command table" },
     { "client", -2, CMD_LOOP, R_ANY, client_subs, cmd_client,

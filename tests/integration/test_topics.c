@@ -8,7 +8,8 @@
  * changed by SIGHUP); the per-topic /metrics series and their bound;
  * max-topics (a new topic beyond it refused by SEND, PULL and GROUP CREATE,
  * also after a restart); TOPICS and GROUP LIST paged by COUNT and AFTER;
- * MULTI's byte bound; the consumed log collected while the broker is busy;
+ * MULTI's byte bound, and EXEC's all or nothing under max-topics; the
+ * consumed log collected while the broker is busy;
  * TOPIC DEL of an empty topic, and its refusals.
  *
  * Run one: ./tests/integration/test_topics
@@ -614,6 +615,94 @@ static void test_multi_bytes(void)
     send_ok("t", "after", NULL, NULL, id);
 }
 
+/* The number of elements of an array reply to the command (-1: not an array). */
+static long long array_count(const char *what, resp_reply_t *r)
+{
+    char e[512];
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY, "%s: %s", what, r ? rc_describe(r, e, sizeof e) : bt_conn.err);
+    long long n = r != NULL && r->type == RESP_REPLY_ARRAY ? (long long)r->count : -1;
+    resp_reply_free(r);
+    return n;
+}
+
+/* EXEC is all or nothing when a SEND is refused as it runs: with max-topics 2 and one topic left, a transaction
+ * whose third SEND names a third topic answers one error naming that SEND (place, topic, reason), and none of its
+ * SENDs — the keyed, the DEDUP and the delayed ones before it, the one after — is stored: TOPICS, PEEK, FIND and
+ * LEVELS show nothing of them, a DEDUP SEND of its key is no duplicate. SENDs pipelined around it (the same storage
+ * turn) are stored; a later transaction within the limit is. */
+static void test_exec_all_or_nothing(void)
+{
+    const char *flags[] = { "--max-topics", "2", NULL };
+    bt_start(flags);
+    char e[512], id[32];
+    send_ok("a", "before", NULL, NULL, id);
+    rc_appendl(&bt_conn, "SEND", "a", "pipelined-before", NULL);
+    rc_appendl(&bt_conn, "MULTI", NULL);
+    rc_appendl(&bt_conn, "SEND", "a", "one", "KEY", "k1", "DEDUP", NULL);
+    rc_appendl(&bt_conn, "SEND", "b", "two", "KEY", "k2", "DELAY", "1h", NULL);
+    rc_appendl(&bt_conn, "SEND", "c", "three", NULL);
+    rc_appendl(&bt_conn, "SEND", "a", "four", "KEY", "k4", NULL);
+    rc_appendl(&bt_conn, "EXEC", NULL);
+    rc_appendl(&bt_conn, "SEND", "a", "pipelined-after", NULL);
+    BP_REQUIRE(rc_flush(&bt_conn, 0) == 0, "pipeline: %s", bt_conn.err);
+    for (int i = 0; i < 8; i++) {
+        resp_reply_t *r = rc_read(&bt_conn, 0);
+        BP_REQUIRE(r != NULL, "reply %d: %s", i, bt_conn.err);
+        if (i == 0 || i == 7)
+            BP_CHECK(r->type == RESP_REPLY_BULK && r->len == 16, "SEND pipelined around the EXEC (%d): %s", i,
+                     rc_describe(r, e, sizeof e));
+        else if (i == 1)
+            BP_CHECK(rc_str_eq(r, "OK"), "MULTI: %s", rc_describe(r, e, sizeof e));
+        else if (i < 6)
+            BP_CHECK(rc_str_eq(r, "QUEUED"), "SEND %d in MULTI: %s", i - 1, rc_describe(r, e, sizeof e));
+        else
+            BP_CHECK(r->type == RESP_REPLY_ERROR &&
+                         strstr(r->str, "ERR EXEC stored nothing: SEND 3 (topic 'c'): topic c "
+                                        "would be topic 3, over max-topics 2") == r->str,
+                     "EXEC: %s, want one error naming SEND 3", rc_describe(r, e, sizeof e));
+        resp_reply_free(r);
+    }
+    char names[256];
+    resp_reply_t *t = rc_cmd(&bt_conn, "TOPICS", NULL);
+    names_of(t, "topic", names, sizeof names);
+    BP_CHECK(strcmp(names, "a") == 0 && int_of(entry_named(t, "topic", "a"), "sends") == 3,
+             "TOPICS after the refused EXEC: %s", rc_describe(t, e, sizeof e));
+    resp_reply_free(t);
+    BP_CHECK(array_count("PEEK TOPIC a", rc_cmd(&bt_conn, "PEEK", "TOPIC", "a", NULL)) == 3,
+             "PEEK TOPIC a shows other than the 3 SENDs outside the transaction");
+    BP_CHECK(array_count("PEEK TOPIC b", rc_cmd(&bt_conn, "PEEK", "TOPIC", "b", NULL)) == 0, "PEEK TOPIC b");
+    BP_CHECK(array_count("FIND a k1", rc_cmd(&bt_conn, "FIND", "a", "k1", NULL)) == 0, "FIND a k1 found one");
+    BP_CHECK(array_count("FIND a k4", rc_cmd(&bt_conn, "FIND", "a", "k4", NULL)) == 0, "FIND a k4 found one");
+    resp_reply_t *lv = rc_cmd(&bt_conn, "LEVELS", NULL);
+    long long depth = 0;
+    for (size_t i = 0; lv != NULL && lv->type == RESP_REPLY_ARRAY && i < lv->count; i++)
+        depth += lv->elements[i].count == 4 ? lv->elements[i].elements[2].integer : 0;
+    BP_CHECK(lv != NULL && lv->type == RESP_REPLY_ARRAY && depth == 0, "LEVELS: depth %lld, want 0: %s", depth,
+             lv ? rc_describe(lv, e, sizeof e) : bt_conn.err);
+    resp_reply_free(lv);
+    resp_reply_t *r = send_key("a", "k1", 1);
+    BP_CHECK(r && r->type == RESP_REPLY_ARRAY && r->count == 2 && r->elements[1].integer == 0,
+             "DEDUP of the transaction's key k1 after it: %s, want duplicate 0",
+             r ? rc_describe(r, e, sizeof e) : "no reply");
+    resp_reply_free(r);
+
+    /* within the limit: stored, one id per SEND */
+    BP_REQUIRE(bp_ok_cmd(&bt_conn, e, sizeof e, "MULTI", NULL) == 0, "%s", e);
+    const char *queued[][3] = { { "SEND", "a", "five" }, { "SEND", "b", "six" } };
+    for (size_t i = 0; i < 2; i++) {
+        r = rc_cmdv(&bt_conn, 3, queued[i], NULL);
+        BP_CHECK(r && rc_str_eq(r, "QUEUED"), "queue %zu: %s", i, r ? rc_describe(r, e, sizeof e) : "no reply");
+        resp_reply_free(r);
+    }
+    r = rc_cmd(&bt_conn, "EXEC", NULL);
+    BP_CHECK(r && r->type == RESP_REPLY_ARRAY && r->count == 2 && r->elements[0].type == RESP_REPLY_BULK &&
+                 r->elements[1].type == RESP_REPLY_BULK,
+             "EXEC within the limit: %s", r ? rc_describe(r, e, sizeof e) : "no reply");
+    resp_reply_free(r);
+    topics_across_restart("a b", "EXEC within the limit");
+    BP_CHECK(array_count("PEEK TOPIC b", rc_cmd(&bt_conn, "PEEK", "TOPIC", "b", NULL)) == 1, "PEEK TOPIC b");
+}
+
 static const tu_test_t tests[] = {
     { "TOPICS: counts through every move, groups, kill -9", test_topics_counts },
     { "dedup-topics: keyed SENDs deduplicate; MULTI; SIGHUP", test_dedup_topics },
@@ -624,6 +713,7 @@ static const tu_test_t tests[] = {
     { "TOPIC DEL … PURGE deletes the retained messages first, in steps", test_topic_purge },
     { "the consumed log is collected while the broker never idles", test_gc_while_busy },
     { "MULTI holds at most max-inflight-bytes of SENDs", test_multi_bytes },
+    { "EXEC stores all or nothing: a SEND refused as it runs fails the transaction", test_exec_all_or_nothing },
     { NULL, NULL },
 };
 
