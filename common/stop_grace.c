@@ -15,8 +15,11 @@
  * the cut is cut by the registering thread under the same lock, so none
  * escapes. The cutter holds `lock` only across the cut functions, which shut
  * sockets down and never wait on a server.
+ * stop_grace_handle_signals is the daemons' one sigaction of SIGINT and
+ * SIGTERM, whose handler calls stop_grace_request.
  * Threads: the stop thread's own; stop_grace_request from a signal handler on
- * any thread; watch / unwatch / cut from any thread; start and finish on main.
+ * any thread; watch / unwatch / cut from any thread; start, finish and
+ * handle_signals on main.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -29,6 +32,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +187,16 @@ int stop_grace_cut(stop_grace_t *s)
 int stop_grace_cut_fd(const stop_grace_t *s)
 {
     return s->cut_fd[0];
+}
+
+void stop_grace_handle_signals(void (*handler)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 void stop_grace_finish(stop_grace_t *s)

@@ -25,9 +25,12 @@
  * cut runs on that handle. A cut function must be quick and must not block
  * (it only shuts a socket down); it never calls back into this module.
  *
- * Threads: stop_grace_start / stop_grace_finish on the main thread;
- * stop_grace_request from a signal handler or any thread (async-signal-safe);
- * the rest from any thread.
+ * The daemon's handler of SIGINT and SIGTERM (installed with
+ * stop_grace_handle_signals, which both daemons use) asks for the stop.
+ *
+ * Threads: stop_grace_start / stop_grace_finish / stop_grace_handle_signals
+ * on the main thread; stop_grace_request from a signal handler or any thread
+ * (async-signal-safe); the rest from any thread.
  */
 #ifndef HG_COMMON_STOP_GRACE_H
 #define HG_COMMON_STOP_GRACE_H
@@ -73,6 +76,13 @@ int stop_grace_cut(stop_grace_t *s);
  * broker that stopped answering ends with the rest of the cut, without a
  * handle to register. Valid until stop_grace_finish. Any thread. */
 int stop_grace_cut_fd(const stop_grace_t *s);
+
+/* SIGINT and SIGTERM handled by handler from now on (sigaction: no flags,
+ * no other signal blocked while it runs); SIG_IGN ignores them, SIG_DFL
+ * restores the default. The daemon's handler asks for the stop
+ * (stop_grace_request, with whatever else it stops); SIG_IGN once nothing is
+ * left to stop, before stop_grace_finish. Main thread. */
+void stop_grace_handle_signals(void (*handler)(int));
 
 /* End the thread (it cuts nothing from then on) and free s; the handles
  * still registered are left as they are (the caller's). Main thread, once

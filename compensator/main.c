@@ -45,6 +45,7 @@
 #include <event2/thread.h>
 
 #include "common/log.h"
+#include "common/stop_grace.h"
 #include "compensator/comp_config.h"
 #include "compensator/inspect.h"
 #include "compensator/metrics.h"
@@ -251,16 +252,6 @@ static void on_stop_signal(int sig)
     comp_stop_request_from_signal();
 }
 
-static void handle_stop_signals(void (*handler)(int))
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = handler;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
 /* Parse the command line over cfg. Returns 0, or the exit status to use
  * (EXIT_CONFIG, or -1 for an immediate 0 after --help / --version). */
 static int parse_args(int argc, char **argv, comp_config_t *cfg, int *check_only, int *once)
@@ -298,7 +289,7 @@ static int parse_args(int argc, char **argv, comp_config_t *cfg, int *check_only
 
 static int run_once_mode(runner_t *runners, size_t n)
 {
-    handle_stop_signals(on_stop_signal);
+    stop_grace_handle_signals(on_stop_signal);
     int failed = 0;
     char err[600];
     for (size_t i = 0; i < n && !comp_stopping(); i++) {
@@ -390,7 +381,7 @@ static int run_daemon(comp_config_t *cfg, runner_t *runners, size_t n, int argc,
     }
     comp_stop_request(); /* starts stop-grace */
     /* A second SIGINT / SIGTERM cuts at once: handled from now on, here. */
-    handle_stop_signals(on_stop_signal);
+    stop_grace_handle_signals(on_stop_signal);
     sigset_t stops;
     sigemptyset(&stops);
     sigaddset(&stops, SIGINT);
@@ -459,7 +450,7 @@ int main(int argc, char **argv)
      * trip a hung server would hold. */
     for (size_t i = 0; i < n; i++)
         runners[i].free_state(runners[i].state);
-    handle_stop_signals(SIG_IGN); /* nothing left to stop; the stop thread ends next */
+    stop_grace_handle_signals(SIG_IGN); /* nothing left to stop; the stop thread ends next */
     comp_stop_finish();
     log_msg(LOG_LEVEL_INFO,
             "stopped: relayed %" PRIu64 ", cancelled %" PRIu64 " (outbox-overdue) + %" PRIu64 " (inspection)",

@@ -77,15 +77,8 @@ long comp_pager_next(comp_pager_t *p, hg_order_error_t *err)
             p->rows[n].expire_at = exp;
             n++;
         }
-    if (rc == 1) {
-        char what[64];
-        snprintf(what, sizeof what, "%s: fetch", p->page_name);
-        db_fail(p->db, what, st, err);
-        if (db_mysql(p->db) != NULL)
-            mysql_stmt_free_result(st);
+    if (db_fetch_end(p->db, &p->page_stmt, st, rc, err) != 0)
         return -1;
-    }
-    mysql_stmt_free_result(st);
     return n;
 }
 

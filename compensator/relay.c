@@ -219,16 +219,7 @@ static int select_into(comp_relay_t *r, db_stmt_t *s, MYSQL_BIND *params, size_t
             row->attempts = attempts;
             snprintf(row->payload, sizeof row->payload, "%" PRIu64, id);
         }
-    if (rc == 1) {
-        char what[64];
-        snprintf(what, sizeof what, "%s: fetch", s->name);
-        db_fail(r->db, what, st, err);
-        if (db_mysql(r->db) != NULL)
-            mysql_stmt_free_result(st);
-        return -1;
-    }
-    mysql_stmt_free_result(st);
-    return 0;
+    return db_fetch_end(r->db, s, st, rc, err);
 }
 
 /* Lock up to batch due rows after the keyset position (last_at, last_id).

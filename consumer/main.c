@@ -589,12 +589,7 @@ int main(int argc, char **argv)
     hg_consumer_set_stop_fd(consumer, stop_grace_cut_fd(app.stop)); /* the broker calls end with the cut */
     running_stop = app.stop;
     running_consumer = consumer;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    stop_grace_handle_signals(on_signal);
     int prc = pthread_create(&reloader.thread, NULL, reload_thread, &reloader);
     if (prc != 0) {
         log_msg(LOG_LEVEL_ERROR, "cannot start the reload thread: %s", strerror(prc));
@@ -608,9 +603,7 @@ int main(int argc, char **argv)
     hg_err_t rc = hg_consumer_run(consumer);
     /* Stopped: a later signal has nothing to do (and must not reach what
      * is freed below). */
-    sa.sa_handler = SIG_IGN;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    stop_grace_handle_signals(SIG_IGN);
     running_consumer = NULL;
     running_stop = NULL;
     if (rc != HG_OK) {

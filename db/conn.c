@@ -516,6 +516,20 @@ MYSQL_STMT *db_exec(db_conn_t *c, db_stmt_t *s, MYSQL_BIND *params, size_t n, MY
     return st;
 }
 
+int db_fetch_end(db_conn_t *c, const db_stmt_t *s, MYSQL_STMT *st, int rc, hg_order_error_t *err)
+{
+    if (rc == 1) {
+        char what[64];
+        snprintf(what, sizeof what, "%s: fetch", s->name);
+        db_fail(c, what, st, err);
+        if (c->m != NULL)
+            mysql_stmt_free_result(st);
+        return -1;
+    }
+    mysql_stmt_free_result(st);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- values */
 
 void db_bind_u64(MYSQL_BIND *b, uint64_t *v)

@@ -218,6 +218,13 @@ MYSQL_STMT *db_prepare(db_conn_t *c, db_stmt_t *s, hg_order_error_t *err);
 MYSQL_STMT *db_exec(db_conn_t *c, db_stmt_t *s, MYSQL_BIND *params, size_t n, MYSQL_BIND *result,
                     hg_order_error_t *err);
 
+/* End the fetch loop of st (s run by db_exec with a result): rc is what the
+ * last mysql_stmt_fetch returned. 1, an error: "<name>: fetch" is recorded
+ * in err through db_fail (which closes a lost connection, its statements
+ * with it) and -1 returned; anything else (MYSQL_NO_DATA): 0. The result set
+ * is freed either way, unless the connection was closed. */
+int db_fetch_end(db_conn_t *c, const db_stmt_t *s, MYSQL_STMT *st, int rc, hg_order_error_t *err);
+
 /* ------------------------------------------------------------------ values */
 
 /* Fill one MYSQL_BIND (zeroed first) for a value that lives in the caller's

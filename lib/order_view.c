@@ -1,7 +1,10 @@
 /*
  * lib/order_view.c — the order view's reads on MariaDB (contract:
  * include/hourglass/order_view.h): overdue orders in keyset pages, the
- * pending / overdue counts, one order with its items, the manual cancel.
+ * pending / overdue counts, one order with its items, the manual cancel;
+ * and hg_order_age_text, the view's durations in words, which
+ * order_view_broker.c (a message's times) and order_view_explain.c (the
+ * verdicts) both use: here, below both, neither of them needs the other's.
  *
  * Text queries with only integers and a validated cursor formatted in (no
  * caller string reaches the SQL), one round trip each, on the handle's
@@ -13,7 +16,7 @@
  * index of the reference schema — from the keyset position on; the outbox
  * row comes by primary key through the LEFT JOIN.
  *
- * Threads: the handle's (one thread at a time).
+ * Threads: the handle's (one thread at a time); hg_order_age_text is pure.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -240,4 +243,20 @@ int hg_order_manual_cancel(hg_order_db *db, uint64_t id, const char *reason, hg_
                            hg_order_error_t *err)
 {
     return hg_order_cancel(db, id, reason != NULL && reason[0] != '\0' ? reason : HG_ORDER_REASON_MANUAL, outcome, err);
+}
+
+char *hg_order_age_text(int64_t ms, char *buf, size_t len)
+{
+    uint64_t s = (uint64_t)(ms < 0 ? -ms : ms) / 1000;
+    const char *sign = ms <= -1000 ? "-" : "";
+
+    if (s < 60)
+        snprintf(buf, len, "%s%" PRIu64 "s", sign, s);
+    else if (s < 3600)
+        snprintf(buf, len, "%s%" PRIu64 "m%02" PRIu64 "s", sign, s / 60, s % 60);
+    else if (s < 86400)
+        snprintf(buf, len, "%s%" PRIu64 "h%02" PRIu64 "m", sign, s / 3600, s % 3600 / 60);
+    else
+        snprintf(buf, len, "%s%" PRIu64 "d%02" PRIu64 "h", sign, s / 86400, s % 86400 / 3600);
+    return buf;
 }

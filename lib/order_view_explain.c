@@ -51,22 +51,6 @@ const char *hg_order_late_name(hg_order_late_t late)
     return "?";
 }
 
-char *hg_order_age_text(int64_t ms, char *buf, size_t len)
-{
-    uint64_t s = (uint64_t)(ms < 0 ? -ms : ms) / 1000;
-    const char *sign = ms <= -1000 ? "-" : "";
-
-    if (s < 60)
-        snprintf(buf, len, "%s%" PRIu64 "s", sign, s);
-    else if (s < 3600)
-        snprintf(buf, len, "%s%" PRIu64 "m%02" PRIu64 "s", sign, s / 60, s % 60);
-    else if (s < 86400)
-        snprintf(buf, len, "%s%" PRIu64 "h%02" PRIu64 "m", sign, s / 3600, s % 3600 / 60);
-    else
-        snprintf(buf, len, "%s%" PRIu64 "d%02" PRIu64 "h", sign, s / 86400, s % 86400 / 3600);
-    return buf;
-}
-
 /* The first message in one of the states (a NULL-terminated list), or NULL. */
 static const hg_order_msg_t *first_in(const hg_order_view_t *v, const char *const *states)
 {

@@ -78,6 +78,16 @@ int oe_stop(oe_env_t *env)
     return rc;
 }
 
+int oe_suite_stop(oe_env_t *env)
+{
+    if (env->server.pid > 0)
+        kill(env->server.pid, SIGCONT);
+    if (env->broker.pid > 0)
+        kill(env->broker.pid, SIGCONT);
+    oe_stop(env);
+    return 0;
+}
+
 long long oe_scalar(oe_env_t *env, const char *sql)
 {
     return sql_scalar(env->admin, sql);
@@ -160,6 +170,81 @@ void oe_assert_all_cancelled(const oe_env_t *env, const char *name, long long n)
     CU_ASSERT_EQUAL(rep.available, rep.received); /* every unit back exactly once */
     CU_ASSERT_EQUAL(rep.skus_unbalanced, 0);
     CU_ASSERT_EQUAL(rep.paid_and_cancelled, 0);
+}
+
+int oe_fresh_daemon_database(oe_env_t *env, const char *name, size_t n, rc_conn_t *c)
+{
+    hg_order_db *db = oe_fresh_database(env, name, n, NULL);
+    if (db == NULL)
+        return -1;
+    hg_order_db_close(db);
+    rc_conn_t own, *conn = c != NULL ? c : &own;
+    char err[512];
+    if (bp_connect(&env->broker, conn, err, sizeof err) != 0 ||
+        bp_ok_cmd(conn, err, sizeof err, "GROUP", "CREATE", name, OE_TOPIC, "FROM", "NOW", NULL) != 0) {
+        fprintf(stderr, "\nFAIL: group %s: %s\n", name, err);
+        rc_close(conn);
+        return -1;
+    }
+    if (conn == &own)
+        rc_close(&own);
+    return 0;
+}
+
+void oe_assert_bounded_stop(pid_t pid, int deadline_ms, int bound_ms, const char *log_path, const char *logged,
+                            const char *what)
+{
+    uint64_t stop_ms = 0;
+    CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
+    int status = tu_wait_exit(pid, deadline_ms, &stop_ms);
+    printf("\n    SIGTERM with %s: exited %d after %" PRIu64 " ms\n", what, status, stop_ms);
+    CU_ASSERT_EQUAL(status, 0);
+    TU_CHECK(stop_ms < (uint64_t)bound_ms, "the stop took %" PRIu64 " ms (bound %d ms)", stop_ms, bound_ms);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, logged, 1000), 0);
+}
+
+int oe_seed_order(const oe_env_t *env, const char *name, uint64_t id, int64_t expire_in_ms, unsigned max_items,
+                  unsigned max_qty)
+{
+    of_seed_spec_t spec = { .first_id = id,
+                            .orders = 1,
+                            .first_sku = 1,
+                            .skus = 5,
+                            .max_items = max_items,
+                            .max_qty = max_qty,
+                            .stock_per_sku = 1000000,
+                            .expire_in_ms = expire_in_ms,
+                            .with_outbox = 1,
+                            .random_seed = (uint32_t)id };
+    hg_order_error_t err = { 0 };
+    if (oe_seed(env, name, &spec, &err) != 0) {
+        fprintf(stderr, "seed %" PRIu64 ": %s\n", id, err.message);
+        return -1;
+    }
+    return 0;
+}
+
+int oe_outbox_unsent(oe_env_t *env, const char *name, uint64_t id)
+{
+    char sql[160];
+    snprintf(sql, sizeof sql, "UPDATE %s.order_timeout_msg SET status='new', attempts=0 WHERE order_id=%" PRIu64, name,
+             id);
+    if (mysql_query(env->admin, sql) != 0) {
+        fprintf(stderr, "\nFAIL: outbox row of %" PRIu64 " back to new: %s\n", id, mysql_error(env->admin));
+        return -1;
+    }
+    return 0;
+}
+
+int oe_pay(hg_order_db *db, uint64_t id)
+{
+    hg_order_outcome_t outcome;
+    hg_order_error_t err = { 0 };
+    if (hg_order_pay(db, id, &outcome, &err) != 0 || outcome != HG_ORDER_PAID) {
+        fprintf(stderr, "\nFAIL: pay %" PRIu64 ": %s\n", id, err.message);
+        return -1;
+    }
+    return 0;
 }
 
 hg_order_db *oe_fresh_database(oe_env_t *env, const char *name, size_t n, const of_seed_spec_t *spec)
@@ -357,6 +442,29 @@ int oe_send_ids(rc_conn_t *c, uint64_t first, uint64_t last, char *err, size_t e
             return -1;
     }
     return 0;
+}
+
+int oe_park(rc_conn_t *c, const char *group, const char *topic, const char *payload, const char *key,
+            const char *reason)
+{
+    char err[512], id[HG_ID_MAX];
+    long long next;
+    if (bp_send(c, id, sizeof id, err, sizeof err, topic, payload, "KEY", key, NULL) != 0)
+        goto fail;
+    resp_reply_t *r = bp_pull(c, err, sizeof err, group, topic, "COUNT", "1", "BLOCK", "5000", NULL);
+    if (r == NULL || r->count != 1) {
+        if (r != NULL) /* else err says why */
+            snprintf(err, sizeof err, "PULL %s: nothing", group);
+        resp_reply_free(r);
+        goto fail;
+    }
+    resp_reply_free(r);
+    if (bp_int_cmd(c, &next, err, sizeof err, "NACK", group, id, "REASON", reason, NULL) != 0)
+        goto fail;
+    return 0;
+fail:
+    fprintf(stderr, "\nFAIL: park %s: %s\n", payload, err);
+    return -1;
 }
 
 int oe_send_ids_pipelined(const oe_env_t *env, const char *topic, uint64_t n, hg_delay_t delay, int keyed, char *err,

@@ -3,10 +3,13 @@
  * tests and the consumer bench: a private MariaDB (tu_mariadb_start), the real
  * hourglass-broker (broker_proc), an admin connection, fresh order databases
  * on the reference schema, the real ./hourglass-consumer as a child process
- * and its /metrics.
+ * and its /metrics; and the orders in the states of the order view (an
+ * outbox row never sent, a paid order, a message parked in a DLQ) that the
+ * hourglass-cli and console tests seed alike.
  *
- * No CUnit here (the bench links it too): functions return 0 / -1 (or a
- * pointer / NULL, a pid / -1) and say why on stderr or in err[errlen].
+ * Functions return 0 / -1 (or a pointer / NULL, a pid / -1) and say why on
+ * stderr or in err[errlen]; only the oe_assert_* ones are CUnit checks, for
+ * the tests (the benches link them too, and never call them).
  */
 #ifndef HG_TESTS_ORDER_ENV_H
 #define HG_TESTS_ORDER_ENV_H
@@ -53,6 +56,11 @@ int oe_cunit_main(int argc, char **argv, int (*add_suites)(void));
  * their directories). Returns bp_destroy's result. Safe on a zeroed env. */
 int oe_stop(oe_env_t *env);
 
+/* The clean-up of a suite whose tests SIGSTOP the MariaDB or the broker:
+ * SIGCONT to both (a failed test must not leave them stopped), then
+ * oe_stop. Returns 0 (what went wrong is printed). */
+int oe_suite_stop(oe_env_t *env);
+
 /* The first column of the first row of sql on the admin connection as an
  * integer; -1 for no row or NULL, -2 when the query failed (printed). */
 long long oe_scalar(oe_env_t *env, const char *sql);
@@ -82,6 +90,38 @@ int oe_check(const oe_env_t *env, const char *name, unsigned grace_s, of_report_
  * cancelled, no stock left reserved, every unit back exactly once, no SKU
  * unbalanced, none paid and cancelled. */
 void oe_assert_all_cancelled(const oe_env_t *env, const char *name, long long n);
+
+/* A database for the daemons under test: oe_fresh_database(name, n, NULL)
+ * with its handle closed (no idle connection of the test's own on it), and
+ * the consumer group name on OE_TOPIC, FROM NOW. c (may be NULL) gets the broker
+ * connection that created it, left open for the caller (rc_close). Returns
+ * 0, or -1 with the cause printed. */
+int oe_fresh_daemon_database(oe_env_t *env, const char *name, size_t n, rc_conn_t *c);
+
+/* SIGTERM pid, a daemon under test, and check its bounded stop: it exits 0
+ * in less than bound_ms (waited for up to deadline_ms, so that a stop that
+ * is too slow is measured, not cut short) and its log at log_path says
+ * logged within a second. Prints "SIGTERM with <what>: exited <status>
+ * after <ms> ms". CUnit checks. */
+void oe_assert_bounded_stop(pid_t pid, int deadline_ms, int bound_ms, const char *log_path, const char *logged,
+                            const char *what);
+
+/* oe_seed of the one order id on database name, as the order-view tests
+ * (hourglass-cli's orders, the console) seed theirs: SKUs 1-5 with 10^6
+ * units each, 1..max_items items of 1..max_qty units (random seed id),
+ * expiring expire_in_ms from now (negative: overdue), its outbox row 'sent'.
+ * Returns 0, or -1 with the cause printed. */
+int oe_seed_order(const oe_env_t *env, const char *name, uint64_t id, int64_t expire_in_ms, unsigned max_items,
+                  unsigned max_qty);
+
+/* Order id's outbox row on database name back to 'new' with no attempt
+ * counted: a timeout that was never sent. Returns 0, or -1 with the cause
+ * printed. */
+int oe_outbox_unsent(oe_env_t *env, const char *name, uint64_t id);
+
+/* hg_order_pay of order id on db; anything but HG_ORDER_PAID is a failure.
+ * Returns 0, or -1 with the cause printed. */
+int oe_pay(hg_order_db *db, uint64_t id);
 
 /* CREATE DATABASE name, the reference schema, and seed it: spec, or when spec
  * is NULL the default (ids 1..n, 30 SKUs with 10^6 units each, 1–3 items of
@@ -128,6 +168,12 @@ int oe_broker_unread_requests(const oe_env_t *env);
 /* SEND OE_TOPIC with the payloads first..last (the order ids in decimal), one
  * by one. Returns 0, or -1 with the cause in err. */
 int oe_send_ids(rc_conn_t *c, uint64_t first, uint64_t last, char *err, size_t errlen);
+
+/* Park a message in group's DLQ: SEND topic payload KEY key on c, PULL it on
+ * group (COUNT 1, BLOCK 5 s) and NACK it with reason; the group has MAXRETRY
+ * 0, so the NACK parks it. Returns 0, or -1 with the cause printed. */
+int oe_park(rc_conn_t *c, const char *group, const char *topic, const char *payload, const char *key,
+            const char *reason);
 
 /* SEND topic the payloads 1..n (the order ids in decimal) through
  * libhourglass, pipelined OE_SEND_PIPELINE at a time, each with delay; keyed:

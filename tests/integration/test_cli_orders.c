@@ -118,26 +118,11 @@ static const char *line_of(const char *prefix, char *line, size_t len)
     return NULL;
 }
 
-/* Seed one order (id, one item of SKU id % 5 + 1, qty 2) expiring in
- * expire_in_ms, with its outbox row 'sent'. */
+/* Seed one order expiring in expire_in_ms, with one item (test_cancel_manual
+ * reads its qty) of 1..2 units and its outbox row 'sent'. */
 static int seed(uint64_t id, int64_t expire_in_ms)
 {
-    of_seed_spec_t spec = { .first_id = id,
-                            .orders = 1,
-                            .first_sku = 1,
-                            .skus = 5,
-                            .max_items = 1,
-                            .max_qty = 2,
-                            .stock_per_sku = 1000000,
-                            .expire_in_ms = expire_in_ms,
-                            .with_outbox = 1,
-                            .random_seed = (uint32_t)id };
-    hg_order_error_t err = { 0 };
-    if (oe_seed(&env, DB, &spec, &err) != 0) {
-        fprintf(stderr, "seed %" PRIu64 ": %s\n", id, err.message);
-        return -1;
-    }
-    return 0;
+    return oe_seed_order(&env, DB, id, expire_in_ms, 1, 2);
 }
 
 static int send_key(const char *key, const char *opt, const char *value, char *id)
@@ -182,32 +167,11 @@ static int orders_init(void)
         fprintf(stderr, "\nFAIL: seeding the orders\n");
         return -1;
     }
-    if (mysql_query(env.admin, "UPDATE " DB ".order_timeout_msg SET status='new', attempts=0 WHERE order_id=102") !=
-        0) {
-        fprintf(stderr, "\nFAIL: outbox row of 102 back to new: %s\n", mysql_error(env.admin));
+    if (oe_outbox_unsent(&env, DB, 102) != 0 || oe_pay(handle, 107) != 0)
         return -1;
-    }
-    hg_order_outcome_t outcome;
-    hg_order_error_t oerr = { 0 };
-    if (hg_order_pay(handle, 107, &outcome, &oerr) != 0 || outcome != HG_ORDER_PAID) {
-        fprintf(stderr, "\nFAIL: pay 107: %s\n", oerr.message);
-        return -1;
-    }
     /* 105 first: PULL takes it, NACK parks it (MAXRETRY 0); then 104 ready. */
-    if (send_key("105", "LEVEL", "0", id) != 0)
+    if (oe_park(&conn, GROUP, OE_TOPIC, "105", "105", "test: parked") != 0)
         return -1;
-    resp_reply_t *r = bp_pull(&conn, err, sizeof err, GROUP, OE_TOPIC, "COUNT", "1", "BLOCK", "5000", NULL);
-    if (r == NULL || r->count != 1) {
-        fprintf(stderr, "\nFAIL: PULL 105: %s\n", r == NULL ? err : "no message");
-        resp_reply_free(r);
-        return -1;
-    }
-    resp_reply_free(r);
-    long long next;
-    if (bp_int_cmd(&conn, &next, err, sizeof err, "NACK", GROUP, id, "REASON", "test: parked", NULL) != 0) {
-        fprintf(stderr, "\nFAIL: NACK 105: %s\n", err);
-        return -1;
-    }
     if (send_key("104", "LEVEL", "0", id) != 0 || send_key("103", "DELAY", "1h", id) != 0)
         return -1;
     return 0;

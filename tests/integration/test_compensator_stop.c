@@ -46,7 +46,6 @@
 #include "tests/helpers/order_env.h"
 #include "tests/helpers/sql_client.h"
 
-#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,12 +79,7 @@ static int stop_init(void)
 
 static int stop_cleanup(void)
 {
-    if (env.server.pid > 0)
-        kill(env.server.pid, SIGCONT); /* a failed test must not leave them stopped */
-    if (env.broker.pid > 0)
-        kill(env.broker.pid, SIGCONT);
-    oe_stop(&env);
-    return 0;
+    return oe_suite_stop(&env);
 }
 
 static int seed(const char *db, uint64_t first_id, size_t n, int64_t expire_in_ms)
@@ -206,9 +200,8 @@ static int compensator_gone(void *arg)
 
 static void test_hung_server(void)
 {
-    hg_order_db *db = oe_fresh_database(&env, "hung", 0, NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    hg_order_db_close(db); /* only the compensator's connections and the holder use database hung */
+    /* Only the compensator's connections and the holder use database hung. */
+    CU_ASSERT_EQUAL_FATAL(oe_fresh_daemon_database(&env, "hung", 0, NULL), 0);
     CU_ASSERT_EQUAL_FATAL(seed("hung", 1, LOCKED_ORDERS, -1200000), 0);
     CU_ASSERT_EQUAL_FATAL(seed("hung", RELAY_FIRST, RELAY_ORDERS, -600000), 0);
     CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin,
@@ -216,11 +209,6 @@ static void test_hung_server(void)
                                     " next_attempt_at = NOW(6) - INTERVAL 1 SECOND WHERE order_id >= %d",
                                     RELAY_FIRST),
                           0);
-    rc_conn_t c;
-    char err[512];
-    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", "hung", OE_TOPIC, "FROM", "NOW", NULL), 0);
-    rc_close(&c);
 
     /* The holder: orders 1-20 locked, so both cancelling layers wait on order 1. */
     MYSQL *holder = oe_connect(&env, "hung");
@@ -264,15 +252,8 @@ static void test_hung_server(void)
 
     /* The server hangs. No query of ours until SIGCONT: it would hang too. */
     CU_ASSERT_EQUAL_FATAL(kill(env.server.pid, SIGSTOP), 0);
-    uint64_t stop_ms = 0;
-    CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
-    int status = tu_wait_exit(pid, 200000, &stop_ms);
-    printf("\n    SIGTERM with three layers inside a SIGSTOPped MariaDB (mysql-read-timeout " READ_TIMEOUT
-           "): exited %d after %" PRIu64 " ms\n",
-           status, stop_ms);
-    CU_ASSERT_EQUAL(status, 0);
-    TU_CHECK(stop_ms < STOP_BOUND, "the stop took %" PRIu64 " ms (bound %d ms)", stop_ms, STOP_BOUND);
-    CU_ASSERT_EQUAL(tu_wait_file_contains(log1, "MariaDB connections cut", 1000), 0);
+    oe_assert_bounded_stop(pid, 200000, STOP_BOUND, log1, "MariaDB connections cut",
+                           "three layers inside a SIGSTOPped MariaDB (mysql-read-timeout " READ_TIMEOUT ")");
 
     CU_ASSERT_EQUAL(kill(env.server.pid, SIGCONT), 0);
     /* The server finds the idle lock connection gone at once: the lock is
@@ -333,20 +314,12 @@ static int consumer_cancelled_all(void *arg)
 
 static void test_hung_broker(void)
 {
-    hg_order_db *db = oe_fresh_database(&env, BROKER_DB, 0, NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    hg_order_db_close(db);
+    CU_ASSERT_EQUAL_FATAL(oe_fresh_daemon_database(&env, BROKER_DB, 0, NULL), 0);
     CU_ASSERT_EQUAL_FATAL(seed(BROKER_DB, BROKER_FIRST, BROKER_ORDERS, -600000), 0);
     CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin,
                                     "UPDATE " BROKER_DB ".order_timeout_msg SET status = 'new', attempts = 0,"
                                     " next_attempt_at = NOW(6) - INTERVAL 1 SECOND"),
                           0);
-    rc_conn_t c;
-    char err[512];
-    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", BROKER_DB, OE_TOPIC, "FROM", "NOW", NULL),
-                          0);
-    rc_close(&c);
 
     char dir[512], log1[600], log2[600], log3[600];
     CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("compensator-stop-broker", dir, sizeof dir), 0);
@@ -371,15 +344,9 @@ static void test_hung_broker(void)
         CU_FAIL_FATAL("the relay and the monitor never both waited on the frozen broker");
     }
 
-    uint64_t stop_ms = 0;
-    CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
-    int status = tu_wait_exit(pid, 200000, &stop_ms);
-    printf("\n    SIGTERM with the relay and the monitor inside calls to a SIGSTOPped broker "
-           "(broker-timeout " BROKER_TIMEOUT "): exited %d after %" PRIu64 " ms\n",
-           status, stop_ms);
-    CU_ASSERT_EQUAL(status, 0);
-    TU_CHECK(stop_ms < STOP_BOUND, "the stop took %" PRIu64 " ms (bound %d ms)", stop_ms, STOP_BOUND);
-    CU_ASSERT_EQUAL(tu_wait_file_contains(log1, "the stop cut the send of 10 outbox rows", 1000), 0);
+    oe_assert_bounded_stop(
+        pid, 200000, STOP_BOUND, log1, "the stop cut the send of 10 outbox rows",
+        "the relay and the monitor inside calls to a SIGSTOPped broker (broker-timeout " BROKER_TIMEOUT ")");
 
     /* MariaDB answers (only the broker hangs): the batch is as the claim left
      * it — 'new', no attempt counted, no error recorded, still leased. */

@@ -196,47 +196,17 @@ static int write_users(void)
     return 0;
 }
 
+/* One order expiring in expire_in_ms: 1..2 items of 1..3 units, its outbox
+ * row 'sent'. */
 static int seed(uint64_t id, int64_t expire_in_ms)
 {
-    of_seed_spec_t spec = { .first_id = id,
-                            .orders = 1,
-                            .first_sku = 1,
-                            .skus = 5,
-                            .max_items = 2,
-                            .max_qty = 3,
-                            .stock_per_sku = 1000000,
-                            .expire_in_ms = expire_in_ms,
-                            .with_outbox = 1,
-                            .random_seed = (uint32_t)id };
-    hg_order_error_t err = { 0 };
-    if (oe_seed(&env, DB, &spec, &err) != 0) {
-        fprintf(stderr, "seed %" PRIu64 ": %s\n", id, err.message);
-        return -1;
-    }
-    return 0;
+    return oe_seed_order(&env, DB, id, expire_in_ms, 2, 3);
 }
 
-/* SEND topic payload KEY key …; PULL it on group and NACK it into the DLQ
- * (the group has MAXRETRY 0). */
+/* oe_park on the test's connection. */
 static int park(const char *group, const char *topic, const char *payload, const char *key, const char *reason)
 {
-    char err[512], id[HG_ID_MAX];
-    long long next;
-    if (bp_send(&conn, id, sizeof id, err, sizeof err, topic, payload, "KEY", key, NULL) != 0)
-        goto fail;
-    resp_reply_t *r = bp_pull(&conn, err, sizeof err, group, topic, "COUNT", "1", "BLOCK", "5000", NULL);
-    if (r == NULL || r->count != 1) {
-        resp_reply_free(r);
-        snprintf(err, sizeof err, "PULL %s: nothing", group);
-        goto fail;
-    }
-    resp_reply_free(r);
-    if (bp_int_cmd(&conn, &next, err, sizeof err, "NACK", group, id, "REASON", reason, NULL) != 0)
-        goto fail;
-    return 0;
-fail:
-    fprintf(stderr, "\nFAIL: park %s: %s\n", payload, err);
-    return -1;
+    return oe_park(&conn, group, topic, payload, key, reason);
 }
 
 /* Real traffic: n messages sent to topic traffic, pulled and acked by group tg. */
@@ -426,17 +396,8 @@ static int console_init(void)
     if (seed(301, -300000) || seed(302, -240000) || seed(303, -180000) || seed(304, -120000) || seed(305, 1800000) ||
         seed(306, -60000))
         return -1;
-    if (mysql_query(env.admin, "UPDATE " DB ".order_timeout_msg SET status='new', attempts=0 WHERE order_id=304") !=
-        0) {
-        fprintf(stderr, "\nFAIL: outbox of 304: %s\n", mysql_error(env.admin));
+    if (oe_outbox_unsent(&env, DB, 304) != 0 || oe_pay(handle, 306) != 0)
         return -1;
-    }
-    hg_order_outcome_t outcome;
-    hg_order_error_t oerr = { 0 };
-    if (hg_order_pay(handle, 306, &outcome, &oerr) != 0 || outcome != HG_ORDER_PAID) {
-        fprintf(stderr, "\nFAIL: pay 306: %s\n", oerr.message);
-        return -1;
-    }
     if (park(GROUP, OE_TOPIC, "302", "302", "cancel failed: lock wait timeout") ||
         park(GROUP, OE_TOPIC, "dlq-a", "ka", "test: parked a") ||
         park(GROUP, OE_TOPIC, "dlq-b", "kb", "test: parked b") ||

@@ -35,7 +35,6 @@
 #include "include/hourglass/order.h"
 #include "tests/helpers/order_env.h"
 
-#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,10 +63,7 @@ static int stop_init(void)
 
 static int stop_cleanup(void)
 {
-    if (env.server.pid > 0)
-        kill(env.server.pid, SIGCONT); /* a failed test must not leave it stopped */
-    oe_stop(&env);
-    return 0;
+    return oe_suite_stop(&env);
 }
 
 /* The consumer's connection is inside the DO SLEEP of order SLEEPY: its
@@ -134,13 +130,10 @@ static int only_sleeper_holds(void *arg)
 
 static void test_hung_server(void)
 {
-    hg_order_db *db = oe_fresh_database(&env, "hung", ORDERS, NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    hg_order_db_close(db); /* only the consumers' connections use database hung (consumer_gone) */
     rc_conn_t c;
     char err[512];
-    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", "hung", OE_TOPIC, "FROM", "NOW", NULL), 0);
+    /* Only the consumers' connections use database hung (consumer_gone). */
+    CU_ASSERT_EQUAL_FATAL(oe_fresh_daemon_database(&env, "hung", ORDERS, &c), 0);
 
     char dir[512], log1[600], log2[600], sleep_sql[64];
     CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-stop", dir, sizeof dir), 0);
@@ -191,15 +184,10 @@ static void test_hung_server(void)
     /* More than the sleeper's message: both workers are inside MariaDB. */
     TU_CHECK(in_hand > 1, "messages held in the handlers before SIGTERM: %lld", in_hand);
 
-    uint64_t stop_ms = 0;
-    CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
-    int status = tu_wait_exit(pid, 120000, &stop_ms);
-    printf("\n    SIGTERM with %lld messages held on a SIGSTOPped MariaDB (mysql-read-timeout " READ_TIMEOUT
-           "): exited %d after %" PRIu64 " ms\n",
-           in_hand, status, stop_ms);
-    CU_ASSERT_EQUAL(status, 0);
-    TU_CHECK(stop_ms < STOP_BOUND, "the stop took %" PRIu64 " ms (bound %d ms)", stop_ms, STOP_BOUND);
-    CU_ASSERT_EQUAL(tu_wait_file_contains(log1, "MariaDB connections cut", 1000), 0);
+    char what[128];
+    snprintf(what, sizeof what, "%lld messages held on a SIGSTOPped MariaDB (mysql-read-timeout " READ_TIMEOUT ")",
+             in_hand);
+    oe_assert_bounded_stop(pid, 120000, STOP_BOUND, log1, "MariaDB connections cut", what);
 
     CU_ASSERT_EQUAL(kill(env.server.pid, SIGCONT), 0);
     /* The server finds the connections gone and rolls the transaction back. */
@@ -240,14 +228,9 @@ static int ack_waiting(void *arg)
 
 static void test_hung_broker(void)
 {
-    hg_order_db *db = oe_fresh_database(&env, BROKER_DB, BROKER_ORDERS, NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    hg_order_db_close(db);
     rc_conn_t c;
     char err[512];
-    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", BROKER_DB, OE_TOPIC, "FROM", "NOW", NULL),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(oe_fresh_daemon_database(&env, BROKER_DB, BROKER_ORDERS, &c), 0);
 
     char dir[512], log1[600], log2[600], sleep_sql[64];
     CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-stop-broker", dir, sizeof dir), 0);
@@ -283,15 +266,8 @@ static void test_hung_broker(void)
         CU_FAIL_FATAL("the worker never waited on its ACK");
     }
 
-    uint64_t stop_ms = 0;
-    CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
-    int status = tu_wait_exit(pid, 120000, &stop_ms);
-    printf("\n    SIGTERM with an ACK waiting on a SIGSTOPped broker (read timeout 10 s): exited %d after %" PRIu64
-           " ms\n",
-           status, stop_ms);
-    CU_ASSERT_EQUAL(status, 0);
-    TU_CHECK(stop_ms < BROKER_STOP_BOUND, "the stop took %" PRIu64 " ms (bound %d ms)", stop_ms, BROKER_STOP_BOUND);
-    CU_ASSERT_EQUAL(tu_wait_file_contains(log1, "MariaDB connections cut", 1000), 0);
+    oe_assert_bounded_stop(pid, 120000, BROKER_STOP_BOUND, log1, "MariaDB connections cut",
+                           "an ACK waiting on a SIGSTOPped broker (read timeout 10 s)");
     CU_ASSERT_EQUAL(kill(env.broker.pid, SIGCONT), 0);
 
     /* The rest, to a second consumer: every order cancelled once. The cut

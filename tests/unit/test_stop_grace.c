@@ -5,8 +5,9 @@
  * before), at once on a second request or with a grace of 0, at once when
  * registered after the cut; a withdrawn handle is never cut, and nothing is
  * cut without a request. The cut fd (the broker clients' stop fd) becomes
- * readable at the cut, not before, and stays so. The handles here are
- * counters; every wait polls with a deadline.
+ * readable at the cut, not before, and stays so. stop_grace_handle_signals
+ * gives SIGINT and SIGTERM to the daemon's handler, or ignores them. The
+ * handles here are counters; every wait polls with a deadline.
  */
 #include "common/stop_grace.h"
 #include "tests/helpers/testutil.h"
@@ -136,12 +137,37 @@ static void test_zero_grace_from_a_signal(void)
     stop_grace_finish(NULL);
 }
 
+static atomic_int signals_seen;
+
+static void count_signal(int sig)
+{
+    (void)sig;
+    atomic_fetch_add(&signals_seen, 1);
+}
+
+static void test_handle_signals(void)
+{
+    stop_grace_handle_signals(count_signal);
+    raise(SIGINT);
+    raise(SIGTERM);
+    CU_ASSERT_EQUAL(atomic_load(&signals_seen), 2);
+    stop_grace_handle_signals(SIG_IGN);
+    raise(SIGINT); /* ignored: the suite goes on */
+    raise(SIGTERM);
+    CU_ASSERT_EQUAL(atomic_load(&signals_seen), 2);
+    stop_grace_handle_signals(SIG_DFL);
+    struct sigaction now;
+    sigaction(SIGTERM, NULL, &now);
+    CU_ASSERT_PTR_EQUAL(now.sa_handler, SIG_DFL);
+}
+
 static const tu_test_t stop_tests[] = {
     { "no request: nothing cut", test_no_request },
     { "cut (and the cut fd readable) when the grace runs out, not before; unwatched never; late watch at once",
       test_grace },
     { "a second request cuts at once", test_second_request },
     { "grace 0, requested from a signal handler: cut at once", test_zero_grace_from_a_signal },
+    { "SIGINT and SIGTERM to the handler, then ignored", test_handle_signals },
     { NULL, NULL },
 };
 static const tu_suite_t suites[] = {
