@@ -745,8 +745,10 @@ int main(int argc, char **argv)
     hg_order_error_t err = { 0 };
     if (ok && (exec(creator_db, "SELECT 1 FROM order_refunds LIMIT 0", NULL, &err) != 0 ||
                exec(creator_db, "SELECT 1 FROM order_timeout_msg LIMIT 0", NULL, &err) != 0)) {
-        fprintf(stderr, "order-service: %s\n(load sql/schema.sql and examples/order-service/refunds.sql first)\n",
-                err.message);
+        /* 1142: the table is there but this user may not read it; 1146: it is not there. */
+        const char *hint = err.code == 1142 ? "grant the user what examples/order-service/README.md lists"
+                                            : "load sql/schema.sql and examples/order-service/refunds.sql first";
+        fprintf(stderr, "order-service: %s\n(%s)\n", err.message, hint);
         ok = 0;
     }
     hg_order_db_rollback(creator_db);
