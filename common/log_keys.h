@@ -9,8 +9,8 @@
  *   log-format  text|json              (default text)
  * All three are reloaded on SIGHUP (cfg_reload also reopens the log file
  * first, for logrotate). log_keys_apply puts them in force: at start-up (a
- * file that cannot be opened is a configuration error) and from the
- * program's SIGHUP apply.
+ * file that cannot be opened is a configuration error) and, through the
+ * table's rows (log_keys_apply_table), on SIGHUP (common/reload.c).
  *
  * Header only. Main thread, or the SIGHUP thread.
  */
@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 
+#include "base/err.h"
 #include "common/cfg.h"
 #include "common/log.h"
 
@@ -55,6 +56,22 @@ static inline int log_keys_apply_values(int level, const char *file, int format,
     log_set_level((log_level_t)level);
     log_set_format((log_format_t)format);
     return 0;
+}
+
+/* log_keys_apply for a conf known only through its table t (with
+ * LOG_KEYS_ROWS): the fields at the offsets of the rows named log-level,
+ * log-file and log-format. Returns 0, or -1 with err: log_keys_apply's, or
+ * "no log-level, log-file and log-format rows in the config table". */
+static inline int log_keys_apply_table(const cfg_table_t *t, const void *conf, char *err, size_t errlen)
+{
+    const cfg_key_t *level = cfg_find(t, "log-level");
+    const cfg_key_t *file = cfg_find(t, "log-file");
+    const cfg_key_t *format = cfg_find(t, "log-format");
+    if (level == NULL || file == NULL || format == NULL)
+        return err_set(err, errlen, "no log-level, log-file and log-format rows in the config table");
+    const char *c = conf;
+    return log_keys_apply_values(*(const int *)(c + level->offset), *(char *const *)(c + file->offset),
+                                 *(const int *)(c + format->offset), err, errlen);
 }
 
 #endif
