@@ -40,7 +40,7 @@
  * SIGHUP is
  * blocked in every thread (before the first one starts) and taken with
  * sigwait by the reload thread, which re-reads the configuration
- * (cfg_reload: log-level is applied, other changes wait for a restart);
+ * (reload_config: log-level is applied, other changes wait for a restart);
  * it never stops the consumer.
  */
 #ifdef HAVE_CONFIG_H
@@ -66,6 +66,7 @@
 #include "common/cfg.h"
 #include "common/log.h"
 #include "common/prom.h"
+#include "common/reload.h"
 #include "common/stop_grace.h"
 #include "consumer/consumer_config.h"
 #include "consumer/health.h"
@@ -399,7 +400,7 @@ static void on_signal(int sig)
         stop_grace_request(s);
 }
 
-/* ---- SIGHUP: the same start-up parse into a fresh struct (common/cfg.h's cfg_reload) */
+/* ---- SIGHUP: the same start-up parse into a fresh struct (common/reload.h) */
 
 typedef struct reloader {
     consumer_config_t *cfg;
@@ -409,12 +410,11 @@ typedef struct reloader {
     pthread_t thread;
 } reloader_t;
 
-static int reload_load(void *conf, void *arg, char *err, size_t errlen)
+static int reload_load(void *conf, int argc, char **argv, char *err, size_t errlen)
 {
-    const reloader_t *r = arg;
     cfg_args_t args;
     consumer_config_init(conf);
-    if (cfg_parse_args(consumer_config_table(), conf, r->argc, r->argv, &args, err, errlen) != 0)
+    if (cfg_parse_args(consumer_config_table(), conf, argc, argv, &args, err, errlen) != 0)
         return -1;
     return consumer_config_validate(conf, err, errlen);
 }
@@ -424,13 +424,7 @@ static void reload_release(void *conf)
     consumer_config_free(conf);
 }
 
-static void reload_apply(const void *conf, void *arg)
-{
-    (void)arg;
-    char err[512];
-    if (log_keys_apply((const consumer_config_t *)conf, err, sizeof err) != 0)
-        log_msg(LOG_LEVEL_ERROR, "SIGHUP: %s (logging where it did)", err);
-}
+static const reload_program_t reload_program = { sizeof(consumer_config_t), reload_load, reload_release };
 
 static void *reload_thread(void *arg)
 {
@@ -438,12 +432,11 @@ static void *reload_thread(void *arg)
     sigset_t hup;
     sigemptyset(&hup);
     sigaddset(&hup, SIGHUP);
-    const cfg_reload_ops_t ops = { sizeof *r->cfg, reload_load, reload_release, reload_apply, r };
     for (;;) {
         int sig = 0;
         if (sigwait(&hup, &sig) != 0 || atomic_load(&r->quit))
             return NULL;
-        cfg_reload(consumer_config_table(), r->cfg, &ops);
+        reload_config(consumer_config_table(), r->cfg, &reload_program, r->argc, r->argv);
     }
 }
 
