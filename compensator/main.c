@@ -16,7 +16,7 @@
  * interval (stop.c cuts the sleep short); the metrics thread (evhttp); the
  * stop thread (common/stop_grace.c, started by comp_stop_start); main,
  * which blocks SIGINT/SIGTERM/SIGHUP everywhere and waits for them with
- * sigwait: SIGHUP re-reads the configuration (cfg_reload: log-level is
+ * sigwait: SIGHUP re-reads the configuration (reload_config: log-level is
  * applied, other changes wait for a restart) and waits again; SIGINT /
  * SIGTERM request the stop, and main joins the layers with the two
  * signals unblocked, so a second one cuts at once. A layer finishes the
@@ -45,6 +45,7 @@
 #include <event2/thread.h>
 
 #include "common/log.h"
+#include "common/reload.h"
 #include "common/stop_grace.h"
 #include "compensator/comp_config.h"
 #include "compensator/inspect.h"
@@ -300,19 +301,13 @@ static int run_once_mode(runner_t *runners, size_t n)
     return failed ? 1 : 0;
 }
 
-/* ---- SIGHUP: the same start-up parse into a fresh struct (common/cfg.h's cfg_reload) */
+/* ---- SIGHUP: the same start-up parse into a fresh struct (common/reload.h) */
 
-typedef struct reload_args {
-    int argc;
-    char **argv;
-} reload_args_t;
-
-static int reload_load(void *conf, void *arg, char *err, size_t errlen)
+static int reload_load(void *conf, int argc, char **argv, char *err, size_t errlen)
 {
-    const reload_args_t *a = arg;
     cfg_args_t args;
     comp_config_init(conf);
-    if (cfg_parse_args(comp_config_table(), conf, a->argc, a->argv, &args, err, errlen) != 0)
+    if (cfg_parse_args(comp_config_table(), conf, argc, argv, &args, err, errlen) != 0)
         return -1;
     return comp_config_validate(conf, err, errlen);
 }
@@ -322,20 +317,7 @@ static void reload_release(void *conf)
     comp_config_free(conf);
 }
 
-static void reload_apply(const void *conf, void *arg)
-{
-    (void)arg;
-    char err[512];
-    if (log_keys_apply((const comp_config_t *)conf, err, sizeof err) != 0)
-        log_msg(LOG_LEVEL_ERROR, "SIGHUP: %s (logging where it did)", err);
-}
-
-static void reload(comp_config_t *cfg, int argc, char **argv)
-{
-    reload_args_t a = { argc, argv };
-    const cfg_reload_ops_t ops = { sizeof *cfg, reload_load, reload_release, reload_apply, &a };
-    cfg_reload(comp_config_table(), cfg, &ops);
-}
+static const reload_program_t reload_program = { sizeof(comp_config_t), reload_load, reload_release };
 
 /* The daemon's signals, SIGINT/SIGTERM/SIGHUP, into set and blocked in the
  * calling thread and every thread it starts from now on (they inherit the
@@ -376,7 +358,7 @@ static int run_daemon(comp_config_t *cfg, runner_t *runners, size_t n, int argc,
     if (status == 0) {
         int sig = 0;
         while (sigwait(&set, &sig) == 0 && sig == SIGHUP)
-            reload(cfg, argc, argv);
+            reload_config(comp_config_table(), cfg, &reload_program, argc, argv);
         log_msg(LOG_LEVEL_INFO, "signal %d: stopping", sig);
     }
     comp_stop_request(); /* starts stop-grace */
