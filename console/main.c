@@ -14,7 +14,7 @@
  * with the server's error; a later loss is reported in the overview and
  * healed on the next request), the listener, the sampler, then the
  * event loop until SIGINT / SIGTERM. SIGHUP re-reads the configuration
- * (cfg_reload: the log keys are applied and the log file reopened; other
+ * (reload_config: the log keys are applied and the log file reopened; other
  * changes are named as waiting for a restart; the https certificate and key
  * are read again), never stops it. Exit status: 0 after a clean stop or a valid
  * --check-config; 1 when it cannot start; 2 on a configuration error.
@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/reload.h"
 
 #define PROGRAM     "hourglass-console"
 #define EXIT_CONFIG 2
@@ -56,7 +57,7 @@ static void usage(FILE *out)
                  "1 when it cannot start; 2 on a usage or configuration error.\n");
 }
 
-/* ---- SIGHUP: the start-up parse into a fresh struct (common/cfg.h's cfg_reload) */
+/* ---- SIGHUP: the start-up parse into a fresh struct (common/reload.h) */
 
 typedef struct reload_args {
     int argc;
@@ -64,12 +65,11 @@ typedef struct reload_args {
     console_t *c;
 } reload_args_t;
 
-static int reload_load(void *conf, void *arg, char *err, size_t errlen)
+static int reload_load(void *conf, int argc, char **argv, char *err, size_t errlen)
 {
-    const reload_args_t *a = arg;
     cfg_args_t args;
     console_config_init(conf);
-    if (cfg_parse_args(console_config_table(), conf, a->argc, a->argv, &args, err, errlen) != 0)
+    if (cfg_parse_args(console_config_table(), conf, argc, argv, &args, err, errlen) != 0)
         return -1;
     return console_config_validate(conf, err, errlen);
 }
@@ -79,20 +79,13 @@ static void reload_release(void *conf)
     console_config_free(conf);
 }
 
-static void reload_apply(const void *conf, void *arg)
-{
-    (void)arg;
-    char err[512];
-    if (log_keys_apply((const console_config_t *)conf, err, sizeof err) != 0)
-        log_error("SIGHUP: %s (logging where it did)", err);
-}
+static const reload_program_t reload_program = { sizeof(console_config_t), reload_load, reload_release };
 
 static void on_hup(evutil_socket_t sig, short what, void *arg)
 {
     (void)sig, (void)what;
     reload_args_t *a = arg;
-    const cfg_reload_ops_t ops = { sizeof *a->c->cfg, reload_load, reload_release, reload_apply, a };
-    if (cfg_reload(console_config_table(), a->c->cfg, &ops) >= 0)
+    if (reload_config(console_config_table(), a->c->cfg, &reload_program, a->argc, a->argv) >= 0)
         server_reload_tls(a->c); /* the files may have been replaced in place */
 }
 
