@@ -19,6 +19,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "common/reload.h"
 #include "levels/msg.h"
 
 /* levels: the spec must parse (the table itself is filled by config_validate). */
@@ -447,19 +448,13 @@ int config_load(config_t *c, int argc, char **argv, config_action_t *action, cha
     return config_validate(c, err, errlen);
 }
 
-/* ---- SIGHUP ------------------------------------------------------------- */
+/* ---- SIGHUP (common/reload.h) --------------------------------------------- */
 
-typedef struct reload_args {
-    int argc;
-    char **argv;
-} reload_args_t;
-
-static int reload_load(void *conf, void *arg, char *err, size_t errlen)
+static int reload_load(void *conf, int argc, char **argv, char *err, size_t errlen)
 {
-    const reload_args_t *a = arg;
     config_action_t action;
     config_init_defaults(conf);
-    return config_load(conf, a->argc, a->argv, &action, err, errlen);
+    return config_load(conf, argc, argv, &action, err, errlen);
 }
 
 static void reload_release(void *conf)
@@ -467,19 +462,11 @@ static void reload_release(void *conf)
     config_free(conf);
 }
 
-static void reload_apply(const void *conf, void *arg)
-{
-    (void)arg;
-    char err[512];
-    if (log_keys_apply((const config_t *)conf, err, sizeof err) != 0)
-        log_error("SIGHUP: %s (logging where it did)", err);
-}
+static const reload_program_t reload_program = { sizeof(config_t), reload_load, reload_release };
 
 int config_reload(config_t *c, int argc, char **argv)
 {
-    reload_args_t a = { argc, argv };
-    const cfg_reload_ops_t ops = { sizeof *c, reload_load, reload_release, reload_apply, &a };
-    return cfg_reload(&table, c, &ops);
+    return reload_config(&table, c, &reload_program, argc, argv);
 }
 
 void config_print_help(FILE *out, const char *prog)

@@ -156,7 +156,7 @@ int config_tls_enabled(const config_t *c);
 /* SIGHUP: re-read the configuration from argc/argv (the ones the broker
  * started with: the same file, the flags still win) and apply the
  * reloadable keys (log-level, log-file, log-format: log_keys_apply) to c, logging what changed
- * (common/cfg.h's cfg_reload). Returns the number of keys applied, or -1
+ * (common/reload.h's reload_config). Returns the number of keys applied, or -1
  * when the new configuration is invalid (logged; c unchanged). Loop thread
  * only. */
 int config_reload(config_t *c, int argc, char **argv);
