@@ -249,6 +249,9 @@ hg_err_t rmq_pump(rmq_t *r, uint64_t deadline, int want_delivery, int interrupti
 /* Decode an AMQP message into a rmq_msg_t (malloc'd; free with rmq_msg_free). */
 rmq_msg_t *rmq_msg_decode(const amqp_basic_properties_t *p, const amqp_bytes_t *body, uint64_t tag);
 void rmq_msg_free(rmq_msg_t *m);
+void rmq_msg_list_free(rmq_msg_t *m);
+/* The messages on list m. */
+size_t rmq_msg_list_count(const rmq_msg_t *m);
 /* A fresh message id: 16 hex digits. */
 void rmq_new_id(char id[HG_ID_MAX]);
 uint64_t rmq_wall_ms(void);
@@ -287,9 +290,6 @@ hg_err_t rmq_group_ensure(rmq_t *r, const char *group, const char *topic, long m
 hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out);
 void rmq_browse_return(rmq_t *r, const rmq_msg_t *m);
 void rmq_browse_delete(rmq_t *r, const rmq_msg_t *m);
-void rmq_msg_list_free(rmq_msg_t *m);
-/* The messages on list m. */
-size_t rmq_msg_list_count(const rmq_msg_t *m);
 /* Read the registry (browse). *out: a list (free each with rmq_msg_free),
  * one record per group (the first wins), sorted by group name. */
 hg_err_t rmq_registry(rmq_t *r, rmq_msg_t **out);

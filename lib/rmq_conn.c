@@ -400,6 +400,23 @@ void rmq_msg_free(rmq_msg_t *m)
     free(m);
 }
 
+size_t rmq_msg_list_count(const rmq_msg_t *m)
+{
+    size_t n = 0;
+    for (; m != NULL; m = m->next)
+        n++;
+    return n;
+}
+
+void rmq_msg_list_free(rmq_msg_t *m)
+{
+    while (m != NULL) {
+        rmq_msg_t *next = m->next;
+        rmq_msg_free(m);
+        m = next;
+    }
+}
+
 static char *dup_bytes(amqp_bytes_t b, size_t *len)
 {
     char *s = xmalloc(b.len + 1);
