@@ -8,7 +8,8 @@
  *   rmq_conn.c       one AMQP connection: connect and login (trying each
  *                    host of the URI), the two channels, the frame pump
  *                    (deliveries, publisher confirms, channel and connection
- *                    closes), publishing with confirms, error translation
+ *                    closes), error translation, message records
+ *   rmq_publish.c    publishing on channel 1 and waiting for the confirms
  *   rmq_topology.c   names, arguments and idempotent, checked declarations of
  *                    the exchanges and queues; the group registry
  *   rmq_msg.c        SEND / send_many, PULL, ACK, NACK: the message mapping
@@ -231,16 +232,6 @@ hg_err_t rmq_rpc_fail(rmq_t *r, int ch, const char *what);
 hg_err_t rmq_rpc_check(rmq_t *r, int ch, const char *what);
 /* Reopen channel 2 when a refusal closed it. */
 hg_err_t rmq_admin(rmq_t *r);
-/* Publish n messages on channel 1 and wait for their confirms; results[i]
- * HG_OK or the error. Returns HG_OK when all were
- * confirmed, else the first error (set on the client). A refusal
- * (basic.nack: HG_ERR_SERVER, r->refused > 0) leaves the connection up for
- * the caller to settle what it holds; the next rmq_ensure replaces it. The
- * send paths resend refused messages (rmq_refused_pause). A batch cut short
- * by a lost connection or a missing confirm still sets results[]: HG_OK for
- * what was confirmed before, HG_ERR_IO for the rest (to resend); cut by the
- * client's stop fd, HG_ERR_STOPPED for the rest and the connection closed. */
-hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results);
 /* Wait for frames until deadline (monotonic ms; 0 = poll once) or until
  * a delivery is ready (want_delivery) — interruptible by the client's wake
  * fd when interruptible, by its stop fd (hg_client_set_stop_fd) always.
@@ -255,6 +246,18 @@ size_t rmq_msg_list_count(const rmq_msg_t *m);
 /* A fresh message id: 16 hex digits. */
 void rmq_new_id(char id[HG_ID_MAX]);
 uint64_t rmq_wall_ms(void);
+
+/* --- rmq_publish.c --- */
+/* Publish n messages on channel 1 and wait for their confirms; results[i]
+ * HG_OK or the error. Returns HG_OK when all were
+ * confirmed, else the first error (set on the client). A refusal
+ * (basic.nack: HG_ERR_SERVER, r->refused > 0) leaves the connection up for
+ * the caller to settle what it holds; the next rmq_ensure replaces it. The
+ * send paths resend refused messages (rmq_refused_pause). A batch cut short
+ * by a lost connection or a missing confirm still sets results[]: HG_OK for
+ * what was confirmed before, HG_ERR_IO for the rest (to resend); cut by the
+ * client's stop fd, HG_ERR_STOPPED for the rest and the connection closed. */
+hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results);
 
 /* --- rmq_topology.c --- */
 /* Declare (idempotently, checking arguments) the exchanges, the level
