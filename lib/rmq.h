@@ -10,6 +10,8 @@
  *                    (deliveries, publisher confirms, channel and connection
  *                    closes), error translation, message records
  *   rmq_publish.c    publishing on channel 1 and waiting for the confirms
+ *   rmq_watchdog.c   the thread that cuts a publish's socket when its writes
+ *                    outlast the read timeout or the stop fd is readable
  *   rmq_topology.c   names, arguments and idempotent, checked declarations of
  *                    the exchanges and queues; the group registry
  *   rmq_msg.c        SEND / send_many, PULL, ACK, NACK: the message mapping
@@ -144,6 +146,8 @@ typedef struct rmq_out {
     long max_reconsume; /* -1: none */
 } rmq_out_t;
 
+typedef struct rmq_watchdog rmq_watchdog_t; /* rmq_watchdog.c */
+
 typedef struct rmq_host {
     char host[256];
     int port;
@@ -176,6 +180,7 @@ typedef struct rmq {
     /* publishes RabbitMQ refused (basic.nack) in the last rmq_publish; while
      * set, rmq_ensure starts a new connection (rmq_publish says why) */
     size_t refused;
+    rmq_watchdog_t *watchdog; /* bounds rmq_publish's writes; made by its first call */
 
     /* consumption on channel 1 */
     char consuming[RMQ_NAME_MAX + 1]; /* the group consumed, "" none */
@@ -253,11 +258,40 @@ uint64_t rmq_wall_ms(void);
  * confirmed, else the first error (set on the client). A refusal
  * (basic.nack: HG_ERR_SERVER, r->refused > 0) leaves the connection up for
  * the caller to settle what it holds; the next rmq_ensure replaces it. The
- * send paths resend refused messages (rmq_refused_pause). A batch cut short
- * by a lost connection or a missing confirm still sets results[]: HG_OK for
- * what was confirmed before, HG_ERR_IO for the rest (to resend); cut by the
- * client's stop fd, HG_ERR_STOPPED for the rest and the connection closed. */
+ * send paths resend refused messages (rmq_refused_pause). Each message's
+ * writes take at most the read timeout, the wait for the confirms another:
+ * past either, HG_ERR_TIMEOUT naming what waited and the timeout (r's
+ * watchdog cuts a write that librabbitmq would wait on for ever). A batch
+ * cut short by a lost connection, a missing confirm or a write timeout still
+ * sets results[]: HG_OK for what was confirmed before, HG_ERR_IO for the
+ * rest (to resend); cut by the client's stop fd (a write too),
+ * HG_ERR_STOPPED for the rest. Every one of these drops the connection. */
 hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results);
+
+/* --- rmq_watchdog.c --- */
+/* What the watchdog did while armed. */
+typedef enum rmq_cut {
+    RMQ_CUT_NONE,     /* nothing */
+    RMQ_CUT_DEADLINE, /* the deadline passed: it shut the socket down */
+    RMQ_CUT_STOP      /* the stop fd was readable: it shut the socket down */
+} rmq_cut_t;
+/* A watchdog, disarmed, and its thread. NULL with errno when the pipe or
+ * the thread cannot be made. */
+rmq_watchdog_t *rmq_watchdog_new(void);
+/* Disarm, stop the thread, free. NULL is fine. */
+void rmq_watchdog_free(rmq_watchdog_t *w);
+/* Arm w over socket fd: until rmq_watchdog_disarm it shuts that
+ * socket down, both ways, once deadline (wire_now_ms; 0: none) passes or
+ * stop_fd (-1: none) is readable, so a write or read waiting on it ends with
+ * an error. w holds a duplicate of fd while armed and cuts through it: the
+ * socket cut is the one armed even if fd is closed meanwhile. 0, or -1 with
+ * errno (no descriptor left). Costs the thread no wake when its plan already
+ * covers the deadline and stop_fd. */
+int rmq_watchdog_arm(rmq_watchdog_t *w, int fd, uint64_t deadline, int stop_fd);
+/* Move the deadline of an armed w (0: none); nothing when disarmed. */
+void rmq_watchdog_extend(rmq_watchdog_t *w, uint64_t deadline);
+/* Disarm w; what it did while armed (RMQ_CUT_NONE when it was not armed). */
+rmq_cut_t rmq_watchdog_disarm(rmq_watchdog_t *w);
 
 /* --- rmq_topology.c --- */
 /* Declare (idempotently, checking arguments) the exchanges, the level

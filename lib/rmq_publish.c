@@ -10,6 +10,15 @@
  * read timeout passes. Channel 1 is in confirm mode (rmq_conn.c opens it
  * so), so RabbitMQ numbers the publishes 1, 2, … per connection: next_seq.
  *
+ * librabbitmq writes a publish with no deadline, so the writes are bounded
+ * here: the connection's watchdog (rmq_watchdog.c) is armed over its socket
+ * and the client's stop fd for the whole batch, with a deadline of the read
+ * timeout that restarts with every message (a long batch the node takes
+ * steadily is not cut; one message that it stops taking is), then the
+ * confirm wait's deadline. When it cut the socket, the batch ends with an
+ * error naming the write or the wait and the timeout (or the stop), and the
+ * connection is dropped: half a frame may be on the wire.
+ *
  * One thread per connection.
  */
 #ifdef HAVE_CONFIG_H
@@ -22,6 +31,7 @@
 
 #include "base/alloc.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -109,18 +119,84 @@ static void results_so_far(const rmq_t *r, size_t n, hg_err_t *results)
         results[i] = r->batch_state[i] > 0 ? HG_OK : HG_ERR_IO;
 }
 
+/* A batch the stop fd ended: the connection's state is unknown (confirms
+ * still owed, perhaps half a frame written), so it is dropped; the
+ * unconfirmed say they were stopped (not to be resent). */
+static void stopped(rmq_t *r, size_t n, hg_err_t *results)
+{
+    rmq_disconnect(r);
+    results_so_far(r, n, results);
+    for (size_t i = 0; i < n; i++)
+        if (results[i] != HG_OK)
+            results[i] = HG_ERR_STOPPED;
+}
+
+/* The deadline of a message's writes (0: none, with a read timeout of 0). */
+static uint64_t write_deadline(const rmq_t *r)
+{
+    uint32_t timeout = client_opts(r->client)->read_timeout_ms;
+    return timeout == 0 ? 0 : wire_now_ms() + timeout;
+}
+
+/* Arm r's watchdog (made at the first publish) over the connection's socket
+ * and the client's stop fd, for the writes rmq_publish makes next. */
+static hg_err_t guard(rmq_t *r)
+{
+    int fd = amqp_get_sockfd(r->st);
+
+    if (fd < 0) { /* librabbitmq closed it (a timeout) */
+        rmq_disconnect(r);
+        return client_fail(r->client, HG_ERR_IO, "not connected to RabbitMQ at %s", r->address);
+    }
+    if (r->watchdog == NULL && (r->watchdog = rmq_watchdog_new()) == NULL)
+        return client_fail(r->client, HG_ERR_SYSTEM, "cannot start the thread that bounds writes to RabbitMQ: %s",
+                           strerror(errno));
+    if (rmq_watchdog_arm(r->watchdog, fd, write_deadline(r), client_stop_fd(r->client)) < 0)
+        return client_fail(r->client, HG_ERR_SYSTEM, "cannot watch the connection to RabbitMQ at %s: %s", r->address,
+                           strerror(errno));
+    return HG_OK;
+}
+
+/* The end of a batch whose socket the watchdog shut down (cut), while
+ * writing it (writing) or waiting for its confirms: the connection is
+ * dropped, and the error says what was being done and why it ended — the
+ * read timeout, or the stop fd. The unconfirmed messages: HG_ERR_IO (to be
+ * resent, as after a lost connection), or HG_ERR_STOPPED. */
+static hg_err_t cut_short(rmq_t *r, rmq_cut_t cut, int writing, size_t n, hg_err_t *results)
+{
+    uint32_t timeout = client_opts(r->client)->read_timeout_ms;
+
+    if (cut == RMQ_CUT_STOP) {
+        stopped(r, n, results);
+        return client_fail(r->client, HG_ERR_STOPPED, "stopped while %s RabbitMQ at %s",
+                           writing ? "writing a publish to" : "waiting for", r->address);
+    }
+    rmq_disconnect(r);
+    results_so_far(r, n, results);
+    if (writing)
+        return client_fail(r->client, HG_ERR_TIMEOUT,
+                           "writing a publish to RabbitMQ at %s: not done within %" PRIu32
+                           "ms (the node takes no more bytes)",
+                           r->address, timeout);
+    return client_fail(r->client, HG_ERR_TIMEOUT, "no publisher confirm from RabbitMQ at %s within %" PRIu32 "ms",
+                       r->address, timeout);
+}
+
 hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results)
 {
     const hg_client_opts_t *o = client_opts(r->client);
     uint64_t deadline;
     hg_err_t first = HG_OK;
     size_t done = 0;
+    rmq_cut_t cut;
 
     for (size_t i = 0; i < n; i++)
         results[i] = HG_ERR_IO;
     r->refused = 0;
     if (r->st == NULL)
         return client_fail(r->client, HG_ERR_IO, "not connected to RabbitMQ at %s", r->address);
+    if (guard(r) != HG_OK)
+        return hg_client_errcode(r->client);
     if (n > r->batch_cap) {
         r->batch_state = xrealloc(r->batch_state, n);
         r->batch_cap = n;
@@ -129,9 +205,16 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
     r->batch_first = r->next_seq;
     r->batch_n = n;
     for (size_t i = 0; i < n; i++) {
-        int rc = publish_one(r, &out[i]);
+        int rc;
+        /* each message within the read timeout: a long batch that the node
+         * takes steadily is not cut */
+        if (i > 0)
+            rmq_watchdog_extend(r->watchdog, write_deadline(r));
+        rc = publish_one(r, &out[i]);
         r->next_seq++;
         if (rc != AMQP_STATUS_OK) {
+            if ((cut = rmq_watchdog_disarm(r->watchdog)) != RMQ_CUT_NONE)
+                return cut_short(r, cut, 1, n, results);
             client_fail(r->client, HG_ERR_IO, "publishing to %s at %s: %s",
                         out[i].exchange[0] ? out[i].exchange : "the default exchange", r->address,
                         amqp_error_string2(rc));
@@ -140,6 +223,9 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
         }
     }
     deadline = o->read_timeout_ms == 0 ? 0 : wire_now_ms() + o->read_timeout_ms;
+    /* the pump reads with a deadline of its own, but a heartbeat that
+     * librabbitmq writes meanwhile would wait for ever too */
+    rmq_watchdog_extend(r->watchdog, deadline);
     for (;;) {
         hg_err_t e;
         done = 0;
@@ -148,6 +234,8 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
         if (done == n)
             break;
         e = rmq_pump(r, deadline, 0, 0);
+        if (e != HG_OK && (cut = rmq_watchdog_disarm(r->watchdog)) != RMQ_CUT_NONE)
+            return cut_short(r, cut, 0, n, results);
         if (e == HG_ERR_TIMEOUT) {
             client_fail(r->client, HG_ERR_TIMEOUT, "no publisher confirm from RabbitMQ at %s within %" PRIu32 "ms",
                         r->address, o->read_timeout_ms);
@@ -156,13 +244,7 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
             return HG_ERR_TIMEOUT;
         }
         if (e == HG_ERR_STOPPED) {
-            /* Confirms still owed: the connection's state is unknown. The
-             * unconfirmed say they were stopped (not to be resent). */
-            rmq_disconnect(r);
-            results_so_far(r, n, results);
-            for (size_t i = 0; i < n; i++)
-                if (results[i] != HG_OK)
-                    results[i] = HG_ERR_STOPPED;
+            stopped(r, n, results);
             return e;
         }
         if (e != HG_OK) {
@@ -170,6 +252,8 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
             return e;
         }
     }
+    if (rmq_watchdog_disarm(r->watchdog) != RMQ_CUT_NONE)
+        rmq_disconnect(r); /* cut as the last confirm came: the socket is shut */
     for (size_t i = 0; i < n; i++) {
         results[i] = r->batch_state[i] > 0 ? HG_OK : HG_ERR_SERVER;
         if (results[i] == HG_OK)
