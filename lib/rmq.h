@@ -341,8 +341,9 @@ hg_err_t rmq_group_delete(rmq_t *r, const char *group, int *deleted);
 hg_err_t rmq_cmd_send(rmq_t *r, size_t argc, const char *const *argv, const size_t *lens, resp_reply_t **reply);
 void rmq_send_many(rmq_t *r, hg_send_item_t *items, size_t n);
 /* hg_client_send_bound_ms on amqp://: each of the send rounds connecting
- * (rmq_ensure: rmq_attempt_bound_ms per attempt), declaring the topology and
- * waiting for the confirms, with the pauses after refusals between them. */
+ * (rmq_ensure: rmq_attempt_bound_ms per attempt), declaring the topology,
+ * writing the messages (one read timeout) and waiting for the confirms, with
+ * the pauses after refusals between them. */
 uint64_t rmq_send_bound_ms(const rmq_t *r);
 hg_err_t rmq_cmd_pull(rmq_t *r, size_t argc, const char *const *argv, uint32_t extra_wait_ms, int flags,
                       resp_reply_t **reply);

@@ -254,14 +254,16 @@ uint32_t hg_client_read_timeout(const hg_client_t *c);
  * and the login (a connect timeout each) and opening the channels (3
  * replies); and a new amqp:// connection declares the level and remainder
  * queues before it publishes (a reply each: 17 + 2 per level + 3 per
- * remainder queue at most — minutes with the default timeouts), and a round
- * RabbitMQ refused pauses before the next (250 ms, doubling).
+ * remainder queue at most — minutes with the default timeouts), an amqp://
+ * round's writes take up to read_timeout_ms before its confirms do, and a
+ * round RabbitMQ refused pauses before the next (250 ms, doubling).
  * What a caller that must not outlast a send uses: the compensator's relay
  * leases its batch for this plus a second, at most 2 minutes.
  * Assumes that a host name has one address (on hourglass:// each more adds a
  * connect timeout to every attempt), that name lookups answer at once, and
- * that replies do not trickle: the read timeout restarts with every reply, so
- * a broker that answers a long pipeline slowly but steadily can take longer.
+ * that replies do not trickle: the read timeout restarts with every reply
+ * (on amqp://, with every message written), so a broker that answers (or
+ * takes) a long pipeline slowly but steadily can take longer.
  * HG_UNBOUNDED when a wait has no end: read_timeout_ms 0, or reconnecting
  * forever (reconnect with attempts 0). Reads c only; it may be called
  * before any send (a client from hg_client_open or hg_client_clone). */
