@@ -219,3 +219,12 @@ void json_kbool(json_t *j, const char *key, int v)
     json_key(j, key);
     json_bool(j, v);
 }
+
+void json_kuint_or_null(json_t *j, const char *key, unsigned long long v)
+{
+    json_key(j, key);
+    if (v == 0)
+        json_null(j);
+    else
+        json_uint(j, v);
+}

@@ -58,6 +58,8 @@ void json_kstr(json_t *j, const char *key, const char *s);
 void json_kint(json_t *j, const char *key, long long v);
 void json_kuint(json_t *j, const char *key, unsigned long long v);
 void json_kbool(json_t *j, const char *key, int v);
+/* key + v, or key + null when v is 0 (a time in ms that is unknown, never, SQL NULL). */
+void json_kuint_or_null(json_t *j, const char *key, unsigned long long v);
 
 /* The quoted, escaped string s[0..n) appended to out (no comma logic). */
 void json_escape(buf_t *out, const char *s, size_t n);

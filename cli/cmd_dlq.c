@@ -271,7 +271,8 @@ static int dlq_move(cli_t *cli, const char *name, const char *verb, const char *
             return rc;
         if (reply_is_int(r)) {
             len = hg_reply_integer(r);
-            fprintf(stderr, "%s %s: %lld message%s in the DLQ, moving them…\n", name, pos[0], len, len == 1 ? "" : "s");
+            fprintf(stderr, "%s %s: %lld message%s in the DLQ, waiting until %s %s…\n", name, pos[0], len,
+                    len == 1 ? "" : "s", len == 1 ? "it is" : "all are", done);
         }
         hg_reply_free(r);
         /* the reply comes after the last of the broker's steps: wait longer for it */

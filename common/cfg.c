@@ -606,8 +606,11 @@ void cfg_value_text(const cfg_table_t *t, const void *conf, size_t i, char *buf,
 void cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out)
 {
     for (size_t i = 0; i < t->count; i++) {
-        if (t->keys[i].type == CFG_CUSTOM)
+        if (t->keys[i].type == CFG_CUSTOM) {
+            if (t->keys[i].print != NULL)
+                t->keys[i].print(conf, &t->keys[i], out);
             continue;
+        }
         char v[CFG_MAX_VALUE];
         cfg_value_text(t, conf, i, v, sizeof v);
         if (t->keys[i].secret && v[0] != '\0')

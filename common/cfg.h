@@ -61,6 +61,10 @@ typedef struct cfg_key cfg_key_t;
 typedef int (*cfg_hook_fn)(void *conf, const cfg_key_t *key, const char *value, cfg_source_t source, char *err,
                            size_t errlen);
 
+/* CFG_CUSTOM: print the key's value as cfg_print_values does, one
+ * "key = value" line per value (a repeatable key: one line each, in order). */
+typedef void (*cfg_print_fn)(const void *conf, const cfg_key_t *key, FILE *out);
+
 struct cfg_key {
     const char *name; /* = INI key = --flag (matched case-insensitively) */
     cfg_type_t type;
@@ -70,6 +74,7 @@ struct cfg_key {
     const char *help;          /* one line for --help */
     const char *words;         /* CFG_ENUM: "a|b|c" */
     cfg_hook_fn hook;          /* see cfg_hook_fn; NULL: none */
+    cfg_print_fn print;        /* CFG_CUSTOM: see cfg_print_fn; NULL: cfg_print_values leaves the key out */
     const char *hint;          /* --help's value placeholder; NULL: by type */
     const char *shown_default; /* --help's [default] when def does not say it */
     int required;              /* CFG_STRING: cfg_check_required refuses NULL or "" */
@@ -160,8 +165,9 @@ void cfg_print_markdown(const cfg_table_t *t, FILE *out);
  * and CFG_CUSTOM keys); durations and sizes in their largest exact unit. */
 void cfg_value_text(const cfg_table_t *t, const void *conf, size_t i, char *buf, size_t len);
 
-/* Every non-custom key as "name = value" lines (an INI body); a secret key
- * that is set shows "(set)", never its value. */
+/* Every key as "name = value" lines (an INI body): a CFG_CUSTOM key through
+ * its print function (left out without one); a secret key that is set shows
+ * "(set)", never its value. */
 void cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out);
 
 /* ---- SIGHUP: reopen the log file, re-read the configuration -----------------

@@ -39,6 +39,9 @@ static void library_log(int level, const char *message, void *arg)
  * replaces the list instead of adding to it. */
 static int set_side_effect(void *conf, const cfg_key_t *k, const char *value, cfg_source_t source, char *err,
                            size_t errlen);
+/* side-effect-sql as --check-config shows it: one line per statement, or
+ * "none" for an empty list. */
+static void print_side_effects(const void *conf, const cfg_key_t *k, FILE *out);
 
 #define OFF(field) offsetof(consumer_config_t, field)
 /* The flag legend: name = INI key = --flag; the help text is --help's. */
@@ -75,7 +78,7 @@ static const cfg_key_t options[] = {
       .shown_default = "the reference schema's", .required = 1 },
     { CFG_KEY("side-effect-sql", CFG_CUSTOM, NULL, 0, 0, OFF(side_effect_sql),
               "a side effect run when the claim won (repeat for several, in order; \"none\" for none)"),
-      .hook = set_side_effect, .hint = "SQL",
+      .hook = set_side_effect, .print = print_side_effects, .hint = "SQL",
       .shown_default = "the reference schema's stock return and outbox update" },
     { CFG_KEY("lookup-sql", CFG_STRING, NULL, 0, 0, OFF(lookup_sql),
               "returns a row when the order exists (? = order id)"),
@@ -127,6 +130,15 @@ static int set_side_effect(void *conf, const cfg_key_t *k, const char *value, cf
     }
     cfg->side_effect_sql[cfg->side_effect_count++] = xstrdup(value);
     return 0;
+}
+
+static void print_side_effects(const void *conf, const cfg_key_t *k, FILE *out)
+{
+    const consumer_config_t *cfg = conf;
+    if (cfg->side_effect_count == 0)
+        fprintf(out, "%s = none\n", k->name);
+    for (size_t i = 0; i < cfg->side_effect_count; i++)
+        fprintf(out, "%s = %s\n", k->name, cfg->side_effect_sql[i]);
 }
 
 const cfg_table_t *consumer_config_table(void)

@@ -27,7 +27,6 @@
 #include "include/hourglass/hourglass.h"
 #include "base/clock.h"
 
-
 /* The first group copy in state s, or NULL. */
 static const hg_msg_group_t *group_in(const hg_msg_info_t *info, hg_msg_state_t s)
 {
@@ -113,15 +112,6 @@ int view_broker_messages(struct hg_client *client, const char *topic, uint64_t o
     return 0;
 }
 
-static void json_ktime(json_t *j, const char *key, uint64_t ms)
-{
-    json_key(j, key);
-    if (ms == 0)
-        json_null(j);
-    else
-        json_uint(j, ms);
-}
-
 char *hg_msg_info_json(const struct hg_msg_info *info)
 {
     buf_t b = BUF_INIT;
@@ -139,12 +129,12 @@ char *hg_msg_info_json(const struct hg_msg_info *info)
             json_key(&j, "payload");
             json_strn(&j, info->payload, info->payload_len);
         }
-        json_ktime(&j, "created_ms", info->created_ms);
-        json_ktime(&j, "due_ms", info->due_ms);
+        json_kuint_or_null(&j, "created_ms", info->created_ms);
+        json_kuint_or_null(&j, "due_ms", info->due_ms);
         json_kuint(&j, "reconsume", info->reconsume);
         if (info->state == HG_MSG_DELAYED) {
             json_kint(&j, "level", info->level);
-            json_ktime(&j, "hop_due_ms", info->hop_due_ms);
+            json_kuint_or_null(&j, "hop_due_ms", info->hop_due_ms);
             json_kint(&j, "hops_left", info->hops_left);
         }
         json_key(&j, "groups");
@@ -156,14 +146,14 @@ char *hg_msg_info_json(const struct hg_msg_info *info)
             json_kstr(&j, "state", hg_msg_state_name(g->state));
             json_kuint(&j, "reconsume", g->reconsume);
             if (g->state == HG_MSG_LEASED)
-                json_ktime(&j, "deadline_ms", g->deadline_ms);
+                json_kuint_or_null(&j, "deadline_ms", g->deadline_ms);
             if (g->state == HG_MSG_RETRY) {
                 json_kint(&j, "level", g->level);
-                json_ktime(&j, "due_ms", g->due_ms);
+                json_kuint_or_null(&j, "due_ms", g->due_ms);
             }
             if (g->state == HG_MSG_DLQ) {
                 json_kstr(&j, "reason", g->reason);
-                json_ktime(&j, "parked_ms", g->parked_ms);
+                json_kuint_or_null(&j, "parked_ms", g->parked_ms);
             }
             json_object_close(&j);
         }

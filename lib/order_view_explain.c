@@ -138,16 +138,6 @@ void hg_order_explain(struct hg_client *client, const char *topic, const hg_orde
     hg_order_late_classify(v);
 }
 
-/* A time column: the ms, or null for 0 (SQL NULL). */
-static void json_ktime(json_t *j, const char *key, uint64_t ms)
-{
-    json_key(j, key);
-    if (ms == 0)
-        json_null(j);
-    else
-        json_uint(j, ms);
-}
-
 /* A string column: the text, or null for "". */
 static void json_kopt(json_t *j, const char *key, const char *s)
 {
@@ -165,10 +155,10 @@ char *hg_order_view_json(const hg_order_view_t *v, const hg_order_item_t *items,
     json_kuint(&j, "id", o->id);
     json_kuint(&j, "user_id", o->user_id);
     json_kstr(&j, "status", o->status);
-    json_ktime(&j, "created_ms", o->created_ms);
-    json_ktime(&j, "expire_ms", o->expire_ms);
-    json_ktime(&j, "paid_ms", o->paid_ms);
-    json_ktime(&j, "cancelled_ms", o->cancelled_ms);
+    json_kuint_or_null(&j, "created_ms", o->created_ms);
+    json_kuint_or_null(&j, "expire_ms", o->expire_ms);
+    json_kuint_or_null(&j, "paid_ms", o->paid_ms);
+    json_kuint_or_null(&j, "cancelled_ms", o->cancelled_ms);
     json_kopt(&j, "cancel_reason", o->cancel_reason);
     json_kint(&j, "overdue_ms", o->overdue_ms);
     json_kstr(&j, "cursor", o->cursor);
@@ -177,7 +167,7 @@ char *hg_order_view_json(const hg_order_view_t *v, const hg_order_item_t *items,
         json_object_open(&j);
         json_kstr(&j, "status", o->outbox_status);
         json_kuint(&j, "attempts", o->outbox_attempts);
-        json_ktime(&j, "next_attempt_ms", o->outbox_next_attempt_ms);
+        json_kuint_or_null(&j, "next_attempt_ms", o->outbox_next_attempt_ms);
         json_kopt(&j, "last_error", o->outbox_last_error);
         json_object_close(&j);
     } else {
@@ -204,7 +194,7 @@ char *hg_order_view_json(const hg_order_view_t *v, const hg_order_item_t *items,
         json_kstr(&j, "id", m->id);
         json_kstr(&j, "state", m->state);
         json_kstr(&j, "where", m->where);
-        json_ktime(&j, "due_ms", m->due_ms);
+        json_kuint_or_null(&j, "due_ms", m->due_ms);
         json_kuint(&j, "reconsume", m->reconsume);
         json_kopt(&j, "detail", m->detail);
         json_object_close(&j);

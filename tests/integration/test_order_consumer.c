@@ -89,6 +89,29 @@ static void test_check_config(void)
                  strstr(big, "\nmysql-password = (set)\n") && !strstr(big, "s3cr3t-pw") &&
                  strstr(big, "\nlog-format = json\n") && strstr(big, "\ngroup = "),
              "--check-config: exit %d, output:\n%s", rc, big);
+    /* the repeatable side-effect-sql: the reference statements by default, one line each */
+    TU_CHECK(strstr(big, "\nside-effect-sql = UPDATE ") != NULL, "--check-config shows no side-effect-sql:\n%s", big);
+    const char *two[] = { CONSUMER_BIN,
+                          "--check-config",
+                          "--mysql-database",
+                          "shop",
+                          "--side-effect-sql",
+                          "DELETE FROM a WHERE id = ?",
+                          "--side-effect-sql",
+                          "DELETE FROM b WHERE id = ?",
+                          NULL };
+    rc = tu_run_capture(two, big, sizeof big);
+    TU_CHECK(
+        rc == 0 &&
+            strstr(big,
+                   "\nside-effect-sql = DELETE FROM a WHERE id = ?\nside-effect-sql = DELETE FROM b WHERE id = ?\n"),
+        "--check-config with two side effects: exit %d, output:\n%s", rc, big);
+    const char *none[] = {
+        CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--side-effect-sql", "none", NULL
+    };
+    rc = tu_run_capture(none, big, sizeof big);
+    TU_CHECK(rc == 0 && strstr(big, "\nside-effect-sql = none\n"), "--check-config with none: exit %d, output:\n%s", rc,
+             big);
 
     const char *uri[] = { CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--uri", "hourglass://h:99999",
                           NULL };

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/system/test_man.sh — the four manual pages of this build render: `man -l` (man-db,
+# tests/system/test_man.sh — the five manual pages of this build render: `man -l` (man-db,
 # which scripts/test installs) formats each with no warning, groff -ww finds nothing to
 # complain about, and every page has its NAME, SYNOPSIS, DESCRIPTION and EXIT STATUS and no
 # @placeholder@ left by the build. A missing man is a failure, never a skip.

@@ -156,10 +156,13 @@ static void test_json_writer(void)
     json_key(&j, "bytes");
     json_strn(&j, "caf\xc3\xa9 \xff\xc3", 8);
     json_kbool(&j, "f", 0);
+    json_kuint_or_null(&j, "never_ms", 0);
+    json_kuint_or_null(&j, "at_ms", 1767225600123ULL);
     json_object_close(&j);
-    const char *want = "{\"a\":\"x\\\"y\\\\z\\n\\t\\u0001\\u003cb\\u003e\\u0026\","
-                       "\"list\":[-3,18446744073709551615,true,null,null,0.5,[],{}],"
-                       "\"bytes\":\"caf\xc3\xa9 \\u00ff\\u00c3\",\"f\":false}";
+    const char *want =
+        "{\"a\":\"x\\\"y\\\\z\\n\\t\\u0001\\u003cb\\u003e\\u0026\","
+        "\"list\":[-3,18446744073709551615,true,null,null,0.5,[],{}],"
+        "\"bytes\":\"caf\xc3\xa9 \\u00ff\\u00c3\",\"f\":false,\"never_ms\":null,\"at_ms\":1767225600123}";
     TU_CHECK(strcmp(buf_cstr(&b), want) == 0, "json:\n got %s\nwant %s", buf_cstr(&b), want);
     buf_free(&b);
     TU_CHECK(json_utf8_len((const unsigned char *)"\xe2\x82\xac", 3) == 3, "a 3-byte sequence");
