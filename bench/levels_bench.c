@@ -60,6 +60,7 @@
 #define _GNU_SOURCE /* nftw's FTW_DEPTH/FTW_PHYS */
 #include "levels/store.h"
 #include "base/alloc.h"
+#include "base/clock.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -461,7 +462,7 @@ static store_t *bench_store_open(const char *path, int sync, int create)
     o.lease_write_delay_ms = bench_lease_write_delay_ms;
     store_t *s = NULL;
     char err[512];
-    if (store_open(&o, &s, err, sizeof err) != 0) {
+    if (store_open(&o, clock_wall_ms(), &s, err, sizeof err) != 0) {
         bench_die("store_open: %s", err);
     }
     return s;

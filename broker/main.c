@@ -34,6 +34,7 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
+#include "base/clock.h"
 #include "base/units.h"
 #include "broker/backup.h"
 #include "broker/cmd_shared.h"
@@ -82,7 +83,7 @@ static int check_data(const config_t *cfg)
     o.create_if_missing = 0;
     store_t *s = NULL;
     char err[1024];
-    if (store_open(&o, &s, err, sizeof err) != 0) {
+    if (store_open(&o, clock_wall_ms(), &s, err, sizeof err) != 0) {
         if (strstr(err, "LOCK is held") != NULL) {
             fprintf(stderr, "check-data: %s\ncheck-data: a running broker holds %s: stop it first, then check\n", err,
                     cfg->dir);
@@ -231,7 +232,7 @@ int main(int argc, char **argv)
                  (unsigned long long)diskguard_free_bytes(cfg.dir), cfg.dir);
     }
     store_t *store = NULL;
-    if (store_open(&cfg.store, &store, err, sizeof err) != 0) {
+    if (store_open(&cfg.store, clock_wall_ms(), &store, err, sizeof err) != 0) {
         log_error("cannot open the data directory: %s", err);
         users_free(users);
         event_base_free(base);

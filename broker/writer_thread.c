@@ -190,7 +190,7 @@ static void reopen_store(writer_t *w, const char *why)
     char err[512];
     store_options_t o = *w->opts;
     o.create_if_missing = 0;
-    if (store_open(&o, &w->store, err, sizeof err) != 0) {
+    if (store_open(&o, writer_now(w), &w->store, err, sizeof err) != 0) {
         w->store = NULL;
         log_error("cannot reopen the store: %s", err);
         set_broken(w, err);

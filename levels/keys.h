@@ -12,7 +12,9 @@
  *   key                                     value
  *   'M' "format"                            u32 STORE_FORMAT_VERSION: the marker that makes a directory ours
  *   'M' "levels"                            the level table as text (lvl_table_format); must equal the config's
- *   'M' "seq"                               u64 the next sequence number (ids, queue positions, group gens)
+ *   'M' "seq"                               u64 the next sequence number (ids, queue positions, group gens);
+ *                                           raised at every open to the wall clock's floor, ms << 20
+ *                                           (store.h, STORE_SEQ_CLOCK_BITS), so numbers are sparse across opens
  *   'M' "topic-delayed"                     "1": the topic records count their delayed messages (absent in a
  *                                           directory written before they did: counted once at open)
  *   'C' level(u8)                           level record, 32 bytes: depth, head due, head seq, last enqueue
@@ -59,7 +61,11 @@
  *   says its own copy is, or 'X' says it has none (the GC collected it).
  * - Sequence numbers come from the one 'M' "seq" counter (persisted in every
  *   commit that used it), so an append lands after a queue's tail and an id is
- *   never reused, across reopens too.
+ *   never reused, across reopens too. Open raises the counter to the wall
+ *   clock's floor, so a directory put back from an older copy (whose counter
+ *   is behind the numbers its broker took after the copy) starts above them:
+ *   store.h says under which bound. Nothing depends on the numbers being
+ *   small or dense: they are compared, ordered and stored as u64 only.
  *
  * Pure functions on caller buffers; thread-safe.
  */

@@ -10,6 +10,11 @@
  * from the level records and are found later with one seek each. The package's
  * other files are listed in store_internal.h.
  *
+ * The sequence counter read at open is raised to the wall clock's floor
+ * (store.h, STORE_SEQ_CLOCK_BITS), so a directory put back from a copy, which
+ * carries the counter as it was when the copy was made, never hands out again
+ * an id that its broker gave after the copy.
+ *
  * Threading: one thread at a time (the broker's storage thread).
  */
 #include "levels/store_internal.h"
@@ -457,11 +462,35 @@ static void store_free(store_t *s)
     free(s);
 }
 
-int store_open(const store_options_t *o, store_t **out, char *err, size_t errlen)
+uint64_t store_seq_floor(uint64_t now_ms)
+{
+    return now_ms << STORE_SEQ_CLOCK_BITS;
+}
+
+/* Raise the counter to the clock's floor (store.h), once check_meta has read
+ * it (or a new directory's first batch has written it). persisted_seq stays
+ * what the directory holds, so the next commit writes the raised counter; an
+ * open that commits nothing (--check-data of a copy) writes nothing. Never
+ * lowers it: a clock set back leaves it where it was. */
+static void raise_seq(store_t *s, uint64_t now_ms)
+{
+    uint64_t least = store_seq_floor(now_ms);
+    if (least > s->next_seq) {
+        s->next_seq = least;
+    }
+}
+
+int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (validate_options(o, err, errlen) != 0) {
         return -1;
+    }
+    if (now_ms > STORE_SEQ_CLOCK_MAX_MS) {
+        return err_set(err, errlen,
+                       "the wall clock reads %llu ms since 1970, past the year 2527: no message id can be drawn "
+                       "from it; set the clock before opening %s",
+                       (unsigned long long)now_ms, o->path);
     }
     int is_new = 0;
     if (prepare_dir(o, &is_new, err, errlen) != 0) {
@@ -501,9 +530,14 @@ int store_open(const store_options_t *o, store_t **out, char *err, size_t errlen
         return -1;
     }
     s->compactor = compactor_new(s->db, err, errlen);
-    if (s->compactor == NULL || check_meta(s, err, errlen) != 0 || load_levels(s, err, errlen) != 0 ||
-        load_topics(s, err, errlen) != 0 || load_groups(s, err, errlen) != 0 || idx_open(s, err, errlen) != 0 ||
-        lease_index_fold(s, err, errlen) != 0 || store_topic_delayed_open(s, err, errlen) != 0) {
+    if (s->compactor == NULL || check_meta(s, err, errlen) != 0) {
+        store_free(s);
+        return -1;
+    }
+    raise_seq(s, now_ms); /* before anything at open could take a number */
+    if (load_levels(s, err, errlen) != 0 || load_topics(s, err, errlen) != 0 || load_groups(s, err, errlen) != 0 ||
+        idx_open(s, err, errlen) != 0 || lease_index_fold(s, err, errlen) != 0 ||
+        store_topic_delayed_open(s, err, errlen) != 0) {
         store_free(s);
         return -1;
     }

@@ -91,14 +91,42 @@ typedef struct store_options {
  * 4 MiB write buffer, 500 files. */
 void store_options_default(store_options_t *o);
 
-/* Open (or create) a data directory. Refuses, naming the path and the problem:
- * a directory that is not a Hourglass data directory (foreign files, a LevelDB
+/* The sequence counter (keys.h 'M' "seq": ids, queue positions, group
+ * generations) is raised at every open to the wall clock's floor,
+ * now_ms << STORE_SEQ_CLOCK_BITS, and never lowered. A directory carries its
+ * counter in its files, so one put back from a copy (BACKUP, tar, a file-system
+ * snapshot), or one whose log lost its last unsynced commits in a power cut,
+ * comes back with a counter below numbers already handed out. The floor
+ * starts above all of them, with no need to know that anything was restored,
+ * as long as
+ *  (1) the counter never runs ahead of the clock: on average since each open,
+ *      fewer than 2^20 numbers per millisecond (10^9 a second; a message takes
+ *      one for its id and one for each queue it enters: a level per hop, the
+ *      topic log, a retry's level and retry-ready queue), and
+ *  (2) the clock at this open reads later than it did when any of those
+ *      numbers was taken (after the copy, by the broker it was taken from):
+ *      a clock set back by more than the time since then can repeat ids.
+ * A clock set back only stops raising the counter. 2^20 per ms fits 64 bits
+ * until the year 2527 (STORE_SEQ_CLOCK_MAX_MS) and keeps ids below 2^63 (for
+ * a client that holds them as signed 64-bit numbers) until 2248. */
+#define STORE_SEQ_CLOCK_BITS   20
+#define STORE_SEQ_CLOCK_MAX_MS (UINT64_MAX >> STORE_SEQ_CLOCK_BITS)
+
+/* The counter's floor at wall-clock time now_ms: now_ms << STORE_SEQ_CLOCK_BITS
+ * (pure, any thread); now_ms must be at most STORE_SEQ_CLOCK_MAX_MS. */
+uint64_t store_seq_floor(uint64_t now_ms);
+
+/* Open (or create) a data directory at wall-clock time now_ms, which raises
+ * the sequence counter to store_seq_floor(now_ms) when it is below (written
+ * with the next commit). Refuses, naming the path and the problem: a
+ * directory that is not a Hourglass data directory (foreign files, a LevelDB
  * without our format marker), a format version it does not read (a newer
  * one; an older one it reads is upgraded: keys.h), a level table that
  * differs from o->levels (naming the first difference), a directory locked by
- * another open store (in this or another process), and corruption reported by
- * LevelDB. Nothing is ever repaired or truncated. */
-int store_open(const store_options_t *o, store_t **out, char *err, size_t errlen);
+ * another open store (in this or another process), corruption reported by
+ * LevelDB, and a now_ms past STORE_SEQ_CLOCK_MAX_MS (a clock no id can be
+ * drawn from; nothing is opened). Nothing is ever repaired or truncated. */
+int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *err, size_t errlen);
 
 /* Commit what is pending and close. Returns the commit's result; the store is
  * freed either way. NULL is a no-op. */
@@ -124,9 +152,11 @@ int store_pending(const store_t *s);
  * STORE_BATCH_MAX_BYTES by the batch's owner. */
 uint64_t store_pending_bytes(const store_t *s);
 
-/* The next sequence number: every message id below it was assigned by an
- * operation so far (and, once nothing is pending, written). A syncing thread
- * beside the store's (broker/syncer.h) uses it as its durability mark. */
+/* The next sequence number: every message id assigned by an operation so far
+ * is below it (and, once nothing is pending, written). While the store is
+ * open it only grows, by one per number taken; open raises it to the clock's
+ * floor (store_open), so the ids below it were not all assigned. A syncing
+ * thread beside the store's (broker/syncer.h) uses it as its durability mark. */
 uint64_t store_next_seq(const store_t *s);
 
 /* 1 when a commit failed (or store_break was called) and the store must be reopened. */

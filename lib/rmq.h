@@ -8,7 +8,10 @@
  *   rmq_conn.c       one AMQP connection: connect and login (trying each
  *                    host of the URI), the two channels, the frame pump
  *                    (deliveries, publisher confirms, channel and connection
- *                    closes), publishing with confirms, error translation
+ *                    closes), error translation, message records
+ *   rmq_publish.c    publishing on channel 1 and waiting for the confirms
+ *   rmq_watchdog.c   the thread that cuts a publish's socket when its writes
+ *                    outlast the read timeout or the stop fd is readable
  *   rmq_topology.c   names, arguments and idempotent, checked declarations of
  *                    the exchanges and queues; the group registry
  *   rmq_msg.c        SEND / send_many, PULL, ACK, NACK: the message mapping
@@ -143,6 +146,8 @@ typedef struct rmq_out {
     long max_reconsume; /* -1: none */
 } rmq_out_t;
 
+typedef struct rmq_watchdog rmq_watchdog_t; /* rmq_watchdog.c */
+
 typedef struct rmq_host {
     char host[256];
     int port;
@@ -175,6 +180,7 @@ typedef struct rmq {
     /* publishes RabbitMQ refused (basic.nack) in the last rmq_publish; while
      * set, rmq_ensure starts a new connection (rmq_publish says why) */
     size_t refused;
+    rmq_watchdog_t *watchdog; /* bounds rmq_publish's writes; made by its first call */
 
     /* consumption on channel 1 */
     char consuming[RMQ_NAME_MAX + 1]; /* the group consumed, "" none */
@@ -231,16 +237,6 @@ hg_err_t rmq_rpc_fail(rmq_t *r, int ch, const char *what);
 hg_err_t rmq_rpc_check(rmq_t *r, int ch, const char *what);
 /* Reopen channel 2 when a refusal closed it. */
 hg_err_t rmq_admin(rmq_t *r);
-/* Publish n messages on channel 1 and wait for their confirms; results[i]
- * HG_OK or the error. Returns HG_OK when all were
- * confirmed, else the first error (set on the client). A refusal
- * (basic.nack: HG_ERR_SERVER, r->refused > 0) leaves the connection up for
- * the caller to settle what it holds; the next rmq_ensure replaces it. The
- * send paths resend refused messages (rmq_refused_pause). A batch cut short
- * by a lost connection or a missing confirm still sets results[]: HG_OK for
- * what was confirmed before, HG_ERR_IO for the rest (to resend); cut by the
- * client's stop fd, HG_ERR_STOPPED for the rest and the connection closed. */
-hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results);
 /* Wait for frames until deadline (monotonic ms; 0 = poll once) or until
  * a delivery is ready (want_delivery) — interruptible by the client's wake
  * fd when interruptible, by its stop fd (hg_client_set_stop_fd) always.
@@ -249,9 +245,53 @@ hg_err_t rmq_pump(rmq_t *r, uint64_t deadline, int want_delivery, int interrupti
 /* Decode an AMQP message into a rmq_msg_t (malloc'd; free with rmq_msg_free). */
 rmq_msg_t *rmq_msg_decode(const amqp_basic_properties_t *p, const amqp_bytes_t *body, uint64_t tag);
 void rmq_msg_free(rmq_msg_t *m);
+void rmq_msg_list_free(rmq_msg_t *m);
+/* The messages on list m. */
+size_t rmq_msg_list_count(const rmq_msg_t *m);
 /* A fresh message id: 16 hex digits. */
 void rmq_new_id(char id[HG_ID_MAX]);
 uint64_t rmq_wall_ms(void);
+
+/* --- rmq_publish.c --- */
+/* Publish n messages on channel 1 and wait for their confirms; results[i]
+ * HG_OK or the error. Returns HG_OK when all were
+ * confirmed, else the first error (set on the client). A refusal
+ * (basic.nack: HG_ERR_SERVER, r->refused > 0) leaves the connection up for
+ * the caller to settle what it holds; the next rmq_ensure replaces it. The
+ * send paths resend refused messages (rmq_refused_pause). Each message's
+ * writes take at most the read timeout, the wait for the confirms another:
+ * past either, HG_ERR_TIMEOUT naming what waited and the timeout (r's
+ * watchdog cuts a write that librabbitmq would wait on for ever). A batch
+ * cut short by a lost connection, a missing confirm or a write timeout still
+ * sets results[]: HG_OK for what was confirmed before, HG_ERR_IO for the
+ * rest (to resend); cut by the client's stop fd (a write too),
+ * HG_ERR_STOPPED for the rest. Every one of these drops the connection. */
+hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results);
+
+/* --- rmq_watchdog.c --- */
+/* What the watchdog did while armed. */
+typedef enum rmq_cut {
+    RMQ_CUT_NONE,     /* nothing */
+    RMQ_CUT_DEADLINE, /* the deadline passed: it shut the socket down */
+    RMQ_CUT_STOP      /* the stop fd was readable: it shut the socket down */
+} rmq_cut_t;
+/* A watchdog, disarmed, and its thread. NULL with errno when the pipe or
+ * the thread cannot be made. */
+rmq_watchdog_t *rmq_watchdog_new(void);
+/* Disarm, stop the thread, free. NULL is fine. */
+void rmq_watchdog_free(rmq_watchdog_t *w);
+/* Arm w over socket fd: until rmq_watchdog_disarm it shuts that
+ * socket down, both ways, once deadline (wire_now_ms; 0: none) passes or
+ * stop_fd (-1: none) is readable, so a write or read waiting on it ends with
+ * an error. w holds a duplicate of fd while armed and cuts through it: the
+ * socket cut is the one armed even if fd is closed meanwhile. 0, or -1 with
+ * errno (no descriptor left). Costs the thread no wake when its plan already
+ * covers the deadline and stop_fd. */
+int rmq_watchdog_arm(rmq_watchdog_t *w, int fd, uint64_t deadline, int stop_fd);
+/* Move the deadline of an armed w (0: none); nothing when disarmed. */
+void rmq_watchdog_extend(rmq_watchdog_t *w, uint64_t deadline);
+/* Disarm w; what it did while armed (RMQ_CUT_NONE when it was not armed). */
+rmq_cut_t rmq_watchdog_disarm(rmq_watchdog_t *w);
 
 /* --- rmq_topology.c --- */
 /* Declare (idempotently, checking arguments) the exchanges, the level
@@ -287,9 +327,6 @@ hg_err_t rmq_group_ensure(rmq_t *r, const char *group, const char *topic, long m
 hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out);
 void rmq_browse_return(rmq_t *r, const rmq_msg_t *m);
 void rmq_browse_delete(rmq_t *r, const rmq_msg_t *m);
-void rmq_msg_list_free(rmq_msg_t *m);
-/* The messages on list m. */
-size_t rmq_msg_list_count(const rmq_msg_t *m);
 /* Read the registry (browse). *out: a list (free each with rmq_msg_free),
  * one record per group (the first wins), sorted by group name. */
 hg_err_t rmq_registry(rmq_t *r, rmq_msg_t **out);
@@ -304,8 +341,9 @@ hg_err_t rmq_group_delete(rmq_t *r, const char *group, int *deleted);
 hg_err_t rmq_cmd_send(rmq_t *r, size_t argc, const char *const *argv, const size_t *lens, resp_reply_t **reply);
 void rmq_send_many(rmq_t *r, hg_send_item_t *items, size_t n);
 /* hg_client_send_bound_ms on amqp://: each of the send rounds connecting
- * (rmq_ensure: rmq_attempt_bound_ms per attempt), declaring the topology and
- * waiting for the confirms, with the pauses after refusals between them. */
+ * (rmq_ensure: rmq_attempt_bound_ms per attempt), declaring the topology,
+ * writing the messages (one read timeout) and waiting for the confirms, with
+ * the pauses after refusals between them. */
 uint64_t rmq_send_bound_ms(const rmq_t *r);
 hg_err_t rmq_cmd_pull(rmq_t *r, size_t argc, const char *const *argv, uint32_t extra_wait_ms, int flags,
                       resp_reply_t **reply);

@@ -400,6 +400,23 @@ void rmq_msg_free(rmq_msg_t *m)
     free(m);
 }
 
+size_t rmq_msg_list_count(const rmq_msg_t *m)
+{
+    size_t n = 0;
+    for (; m != NULL; m = m->next)
+        n++;
+    return n;
+}
+
+void rmq_msg_list_free(rmq_msg_t *m)
+{
+    while (m != NULL) {
+        rmq_msg_t *next = m->next;
+        rmq_msg_free(m);
+        m = next;
+    }
+}
+
 static char *dup_bytes(amqp_bytes_t b, size_t *len)
 {
     char *s = xmalloc(b.len + 1);
@@ -492,79 +509,6 @@ rmq_msg_t *rmq_msg_decode(const amqp_basic_properties_t *p, const amqp_bytes_t *
     if (m->topic == NULL)
         m->topic = xstrdup("");
     return m;
-}
-
-static void add_str(amqp_table_entry_t *e, int *n, const char *key, const char *value, size_t len)
-{
-    e[*n].key = amqp_cstring_bytes(key);
-    e[*n].value.kind = AMQP_FIELD_KIND_UTF8;
-    e[*n].value.value.bytes.bytes = (void *)value;
-    e[*n].value.value.bytes.len = len;
-    (*n)++;
-}
-
-static void add_int(amqp_table_entry_t *e, int *n, const char *key, long long value)
-{
-    e[*n].key = amqp_cstring_bytes(key);
-    e[*n].value.kind = AMQP_FIELD_KIND_I64;
-    e[*n].value.value.i64 = value;
-    (*n)++;
-}
-
-/* Publish one message on channel 1 (no wait). */
-static int publish_one(rmq_t *r, const rmq_out_t *o)
-{
-    amqp_table_entry_t e[16 + RMQ_REM_MAX_BITS];
-    amqp_basic_properties_t p;
-    amqp_bytes_t body;
-    char level[16], exchange[64], bits[RMQ_REM_MAX_BITS][32];
-    int n = 0;
-
-    if (o->topic != NULL)
-        add_str(e, &n, RMQ_H_TOPIC, o->topic, strlen(o->topic));
-    if (o->key != NULL)
-        add_str(e, &n, RMQ_H_KEY, o->key, strlen(o->key));
-    add_int(e, &n, RMQ_H_DUE, (long long)o->due_ms);
-    add_int(e, &n, RMQ_H_RECONSUME, o->reconsume);
-    if (o->level > 0) {
-        snprintf(level, sizeof(level), "%d", o->level);
-        add_str(e, &n, RMQ_H_LEVEL, level, strlen(level));
-    }
-    if (o->plan != NULL)
-        add_str(e, &n, RMQ_H_PLAN, o->plan, strlen(o->plan));
-    if (o->dest != NULL)
-        add_str(e, &n, RMQ_H_DEST, o->dest, strlen(o->dest));
-    if (o->reason != NULL) {
-        add_str(e, &n, RMQ_H_REASON, o->reason, strlen(o->reason));
-        add_int(e, &n, RMQ_H_PARKED, (long long)o->parked_ms);
-    }
-    if (o->group != NULL) {
-        add_str(e, &n, RMQ_H_GROUP, o->group, strlen(o->group));
-        add_int(e, &n, RMQ_H_CREATED, (long long)o->created_ms);
-        add_int(e, &n, RMQ_H_MAXRETRY, o->max_reconsume);
-    }
-    snprintf(exchange, sizeof(exchange), "%s", o->exchange);
-    if (o->remainder_ms > 0) { /* the remainder queues first (rmq.h) */
-        int k = 0;
-        snprintf(exchange, sizeof(exchange), RMQ_REM_EXCHANGE, o->remainder_top);
-        for (uint64_t b = o->remainder_top; b > 0 && k < RMQ_REM_MAX_BITS; b >>= 1)
-            if (o->remainder_ms & b) {
-                snprintf(bits[k], sizeof(bits[k]), RMQ_H_REM, b);
-                add_str(e, &n, bits[k++], "1", 1);
-            }
-        if (o->level > 0)
-            add_str(e, &n, RMQ_H_THEN, "level", 5);
-    }
-    memset(&p, 0, sizeof(p));
-    p._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG;
-    p.delivery_mode = 2; /* persistent */
-    p.message_id = amqp_cstring_bytes(o->id);
-    p.headers.num_entries = n;
-    p.headers.entries = e;
-    body.bytes = (void *)(o->payload != NULL ? o->payload : "");
-    body.len = o->payload_len;
-    return amqp_basic_publish(r->st, RMQ_WORK_CHANNEL, amqp_cstring_bytes(exchange), amqp_cstring_bytes(o->routing_key),
-                              0, 0, &p, body);
 }
 
 /* ------------------------------------------------------------------------
@@ -699,90 +643,4 @@ hg_err_t rmq_pump(rmq_t *r, uint64_t deadline, int want_delivery, int interrupti
         if (!want_delivery)
             return HG_OK;
     }
-}
-
-/* The results of a batch that ended early (a lost connection, a missing
- * confirm): what RabbitMQ confirmed before is sent (HG_OK), the rest
- * HG_ERR_IO — a caller resends only those, so a confirmed message is never
- * sent twice. batch_state outlives rmq_disconnect (it only zeroes batch_n). */
-static void results_so_far(const rmq_t *r, size_t n, hg_err_t *results)
-{
-    for (size_t i = 0; i < n; i++)
-        results[i] = r->batch_state[i] > 0 ? HG_OK : HG_ERR_IO;
-}
-
-hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results)
-{
-    const hg_client_opts_t *o = client_opts(r->client);
-    uint64_t deadline;
-    hg_err_t first = HG_OK;
-    size_t done = 0;
-
-    for (size_t i = 0; i < n; i++)
-        results[i] = HG_ERR_IO;
-    r->refused = 0;
-    if (r->st == NULL)
-        return client_fail(r->client, HG_ERR_IO, "not connected to RabbitMQ at %s", r->address);
-    if (n > r->batch_cap) {
-        r->batch_state = xrealloc(r->batch_state, n);
-        r->batch_cap = n;
-    }
-    memset(r->batch_state, 0, n);
-    r->batch_first = r->next_seq;
-    r->batch_n = n;
-    for (size_t i = 0; i < n; i++) {
-        int rc = publish_one(r, &out[i]);
-        r->next_seq++;
-        if (rc != AMQP_STATUS_OK) {
-            client_fail(r->client, HG_ERR_IO, "publishing to %s at %s: %s",
-                        out[i].exchange[0] ? out[i].exchange : "the default exchange", r->address,
-                        amqp_error_string2(rc));
-            rmq_disconnect(r);
-            return HG_ERR_IO;
-        }
-    }
-    deadline = o->read_timeout_ms == 0 ? 0 : wire_now_ms() + o->read_timeout_ms;
-    for (;;) {
-        hg_err_t e;
-        done = 0;
-        for (size_t i = 0; i < n; i++)
-            done += r->batch_state[i] != 0;
-        if (done == n)
-            break;
-        e = rmq_pump(r, deadline, 0, 0);
-        if (e == HG_ERR_TIMEOUT) {
-            client_fail(r->client, HG_ERR_TIMEOUT, "no publisher confirm from RabbitMQ at %s within %" PRIu32 "ms",
-                        r->address, o->read_timeout_ms);
-            rmq_disconnect(r);
-            results_so_far(r, n, results);
-            return HG_ERR_TIMEOUT;
-        }
-        if (e == HG_ERR_STOPPED) {
-            /* Confirms still owed: the connection's state is unknown. The
-             * unconfirmed say they were stopped (not to be resent). */
-            rmq_disconnect(r);
-            results_so_far(r, n, results);
-            for (size_t i = 0; i < n; i++)
-                if (results[i] != HG_OK)
-                    results[i] = HG_ERR_STOPPED;
-            return e;
-        }
-        if (e != HG_OK) {
-            results_so_far(r, n, results);
-            return e;
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        results[i] = r->batch_state[i] > 0 ? HG_OK : HG_ERR_SERVER;
-        if (results[i] == HG_OK)
-            continue;
-        r->refused++;
-        if (first == HG_OK)
-            first = client_fail(r->client, HG_ERR_SERVER,
-                                "RabbitMQ at %s refused the message (basic.nack): a queue on its route is full "
-                                "(x-overflow reject-publish) or its leader is unreachable from this connection",
-                                r->address);
-    }
-    r->batch_n = 0;
-    return first;
 }

@@ -278,9 +278,11 @@ uint64_t rmq_send_bound_ms(const rmq_t *r)
     if (ensure == HG_UNBOUNDED || o->read_timeout_ms == 0)
         return HG_UNBOUNDED;
     /* a round of rmq_cmd_send / rmq_send_many: rmq_ensure, rmq_topology on a
-     * new connection, rmq_publish's one deadline for the confirms; a refused
-     * round pauses before the next (never after the last) */
-    uint64_t round = ensure + (uint64_t)(rmq_topology_waits(&r->levels) + 1u) * o->read_timeout_ms;
+     * new connection, rmq_publish's writes (a read timeout, restarting with
+     * each message: counted once, as the RESP transport counts a pipeline's)
+     * and its one deadline for the confirms; a refused round pauses before
+     * the next (never after the last) */
+    uint64_t round = ensure + (uint64_t)(rmq_topology_waits(&r->levels) + 2u) * o->read_timeout_ms;
     return client_send_bound_ms(o, round, o->resend_sends ? rmq_refused_pauses_ms(RMQ_SEND_ROUNDS) : 0);
 }
 

@@ -343,23 +343,6 @@ void rmq_browse_delete(rmq_t *r, const rmq_msg_t *m)
         amqp_basic_ack(r->st, RMQ_ADMIN_CHANNEL, m->tag, 0);
 }
 
-size_t rmq_msg_list_count(const rmq_msg_t *m)
-{
-    size_t n = 0;
-    for (; m != NULL; m = m->next)
-        n++;
-    return n;
-}
-
-void rmq_msg_list_free(rmq_msg_t *m)
-{
-    while (m != NULL) {
-        rmq_msg_t *next = m->next;
-        rmq_msg_free(m);
-        m = next;
-    }
-}
-
 static int by_group(const void *a, const void *b)
 {
     const rmq_msg_t *x = *(rmq_msg_t *const *)a, *y = *(rmq_msg_t *const *)b;

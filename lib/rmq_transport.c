@@ -331,6 +331,7 @@ static void rmq_ops_destroy(transport_state_t *t)
     if (t == NULL)
         return;
     rmq_disconnect(&t->r);
+    rmq_watchdog_free(t->r.watchdog);
     free(t->r.batch_state);
     memset(t, 0, sizeof(*t)); /* the password */
     free(t);

@@ -137,7 +137,8 @@ typedef struct hg_client_opts {
     uint32_t connect_timeout_ms;    /* per connection attempt; default 5000 */
     uint32_t read_timeout_ms;       /* longest wait for a reply once the command is
                                     written (a blocking PULL adds its BLOCK time);
-                                    default 10000; 0 waits forever */
+                                    on amqp:// also for the writes of each message
+                                    published; default 10000; 0 waits forever */
     int reconnect;                  /* 1 (default): a lost or refused connection is
                                     retried with the backoff below before a call
                                     fails; 0: one connection attempt per call */
@@ -225,10 +226,11 @@ hg_err_t hg_client_clone(const hg_client_t *c, hg_client_t **out, hg_error_t *er
  * readable stops before it connects. hg_send_many gives each item whose
  * reply had not arrived HG_ERR_STOPPED (it may have reached the broker: a
  * caller that sends it again later should send with DEDUP). On amqp:// the
- * waits for replies and confirms and the pauses end; a wait inside
- * librabbitmq's own calls (connecting, logging in, declaring) ends with its
- * timeout. -1 (the default) turns it off. The client never reads or closes
- * fd. Set it before the call, on the thread that owns c. */
+ * waits for replies and confirms, the writes of a publish and the pauses
+ * end; a wait inside librabbitmq's own calls (connecting, logging in,
+ * declaring) ends with its timeout. -1 (the default) turns it off. The
+ * client never reads or closes fd. Set it before the call, on the thread
+ * that owns c. */
 void hg_client_set_stop_fd(hg_client_t *c, int fd);
 
 /* The read timeout (hg_client_opts_t.read_timeout_ms; 0 waits forever) for
@@ -252,14 +254,16 @@ uint32_t hg_client_read_timeout(const hg_client_t *c);
  * and the login (a connect timeout each) and opening the channels (3
  * replies); and a new amqp:// connection declares the level and remainder
  * queues before it publishes (a reply each: 17 + 2 per level + 3 per
- * remainder queue at most — minutes with the default timeouts), and a round
- * RabbitMQ refused pauses before the next (250 ms, doubling).
+ * remainder queue at most — minutes with the default timeouts), an amqp://
+ * round's writes take up to read_timeout_ms before its confirms do, and a
+ * round RabbitMQ refused pauses before the next (250 ms, doubling).
  * What a caller that must not outlast a send uses: the compensator's relay
  * leases its batch for this plus a second, at most 2 minutes.
  * Assumes that a host name has one address (on hourglass:// each more adds a
  * connect timeout to every attempt), that name lookups answer at once, and
- * that replies do not trickle: the read timeout restarts with every reply, so
- * a broker that answers a long pipeline slowly but steadily can take longer.
+ * that replies do not trickle: the read timeout restarts with every reply
+ * (on amqp://, with every message written), so a broker that answers (or
+ * takes) a long pipeline slowly but steadily can take longer.
  * HG_UNBOUNDED when a wait has no end: read_timeout_ms 0, or reconnecting
  * forever (reconnect with attempts 0). Reads c only; it may be called
  * before any send (a client from hg_client_open or hg_client_clone). */

@@ -36,6 +36,7 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
+#include "base/clock.h"
 #include "broker/server.h"
 #include "broker/settings.h"
 #include "broker/writer.h"
@@ -76,7 +77,7 @@ static void start_broker(void)
         die("evthread_use_pthreads", "failed");
     base = event_base_new();
     store_t *store = NULL;
-    if (base == NULL || store_open(&cfg.store, &store, err, sizeof err) != 0)
+    if (base == NULL || store_open(&cfg.store, clock_wall_ms(), &store, err, sizeof err) != 0)
         die("store_open", err);
     srv = server_new(&cfg, base);
     if (server_listen(srv, err, sizeof err) != 0)

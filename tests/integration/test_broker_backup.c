@@ -11,6 +11,9 @@
  *    acknowledged before the command, the group's cursor and DLQ as they
  *    were, and nothing sent after the copy finished; INFO and /metrics say
  *    how it went, and hourglass-cli backup waits for it;
+ *  - ids after a restore: the ids of messages sent after the copy (and
+ *    after a restart) are never handed out again by the restored broker,
+ *    and GET / REVOKE of them say "gone", never act on another message;
  *  - a disk that runs low: backup-dir on a small tmpfs (the test mounts it,
  *    as root); the copy fails before the file system drops under the floor,
  *    says so in INFO, and leaves nothing there;
@@ -393,6 +396,106 @@ static void test_under_load_and_restore(void)
     resp_reply_free(r);
 }
 
+/* REVOKE id: how many it revoked, and the first refusal's reason (or ""). */
+static long long revoke_one(const char *id, char *reason, size_t reasonlen)
+{
+    long long revoked = -1;
+    snprintf(reason, reasonlen, "%s", "");
+    resp_reply_t *r = rc_cmd(&bt_conn, "REVOKE", id, NULL);
+    BP_REQUIRE(r != NULL && r->type == RESP_REPLY_ARRAY, "REVOKE %s: no array (%s)", id, bt_conn.err);
+    for (size_t i = 0; i + 1 < r->count; i += 2) {
+        const resp_reply_t *k = &r->elements[i], *v = &r->elements[i + 1];
+        if (k->str != NULL && strcmp(k->str, "revoked") == 0)
+            revoked = v->integer;
+        if (k->str != NULL && strcmp(k->str, "refused") == 0 && v->count > 0 && v->elements[0].count == 2 &&
+            v->elements[0].elements[1].str != NULL)
+            snprintf(reason, reasonlen, "%s", v->elements[0].elements[1].str);
+    }
+    resp_reply_free(r);
+    return revoked;
+}
+
+#define AFTER_N 400
+
+/* The ids of messages sent after a BACKUP are never handed out again once
+ * the copy is restored: the copy carries the id counter as it was, and the
+ * broker raises it to the wall clock's floor when it opens the directory
+ * (levels/store.h). Sent after the copy: AFTER_N, half of them delayed, then
+ * the broker restarted (as a broker restarts between a nightly copy and a
+ * restore) and AFTER_N more. Restored, the broker hands out 2 × AFTER_N new
+ * ids: none is one of those, and GET and REVOKE of those say "gone" — never
+ * another message. */
+static void test_ids_after_restore(void)
+{
+    reset_backup_dir();
+    start_with_backup_dir(NULL);
+    char e[1024], id[32];
+    for (int i = 0; i < 50; i++)
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "before", NULL) == 0, "SEND before: %s", e);
+    start_backup("b");
+    struct backup_done done = wait_backup_done();
+    BP_REQUIRE(strcmp(done.status, "ok") == 0, "BACKUP b: %s %s", done.status, done.error);
+
+    static char after[2 * AFTER_N][32];
+    for (int i = 0; i < 2 * AFTER_N; i++) {
+        if (i == AFTER_N) {
+            BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+            BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart: %s", e);
+            rc_close(&bt_conn);
+            BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "connect: %s", e);
+        }
+        BP_REQUIRE(bp_send(&bt_conn, after[i], sizeof after[i], e, sizeof e, "t", "after the backup",
+                           i % 2 ? "DELAY" : NULL, "1h", NULL) == 0,
+                   "SEND after the backup %d: %s", i, e);
+    }
+
+    /* restore: stop, the copy in place of the data directory, start */
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+    char old[700], copy[800];
+    snprintf(old, sizeof old, "%s.before-restore", bt_broker.data_dir);
+    snprintf(copy, sizeof copy, "%s/b", g_bk);
+    BP_REQUIRE(rename(bt_broker.data_dir, old) == 0, "rename: %s", strerror(errno));
+    BP_REQUIRE(rename(copy, bt_broker.data_dir) == 0, "rename: %s", strerror(errno));
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart on the copy: %s", e);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "connect: %s", e);
+
+    static char fresh[2 * AFTER_N][32];
+    int reused = 0;
+    for (int i = 0; i < 2 * AFTER_N; i++) {
+        BP_REQUIRE(bp_send(&bt_conn, fresh[i], sizeof fresh[i], e, sizeof e, "t", "after the restore",
+                           i % 2 ? NULL : "DELAY", "1h", NULL) == 0,
+                   "SEND after the restore %d: %s", i, e);
+        for (int j = 0; j < 2 * AFTER_N; j++) {
+            if (strcmp(fresh[i], after[j]) == 0 && reused++ < 3)
+                printf("\n    %s: sent after the backup, and handed out again after the restore", fresh[i]);
+        }
+    }
+    BP_CHECK(reused == 0, "%d ids sent after the backup were handed out again after the restore", reused);
+    printf("\n    after the backup %s .. %s, after the restore %s .. %s", after[0], after[2 * AFTER_N - 1], fresh[0],
+           fresh[2 * AFTER_N - 1]);
+
+    /* what the client remembers names no message now: GET says gone, REVOKE revokes nothing */
+    int named = 0;
+    char state[64], reason[256];
+    for (int i = 0; i < 2 * AFTER_N; i++) {
+        get_state(after[i], state, sizeof state);
+        if (strcmp(state, "gone") != 0 && named++ < 3)
+            printf("\n    GET %s: %s", after[i], state);
+    }
+    BP_CHECK(named == 0, "GET of %d ids sent after the backup shows a message after the restore", named);
+    for (int i = 0; i < 2 * AFTER_N; i += AFTER_N / 4) {
+        long long revoked = revoke_one(after[i], reason, sizeof reason);
+        BP_CHECK(revoked == 0 && strcmp(reason, "gone") == 0,
+                 "REVOKE %s (sent after the backup): revoked %lld, refused '%s'", after[i], revoked, reason);
+    }
+    /* the messages sent after the restore are all there, none revoked */
+    for (int i = 0; i < 2 * AFTER_N; i += 97) {
+        get_state(fresh[i], state, sizeof state);
+        BP_CHECK(strcmp(state, i % 2 ? "ready" : "delayed") == 0, "GET %s after the restore: %s", fresh[i], state);
+    }
+}
+
 static void test_disk_runs_low(void)
 {
     reset_backup_dir();
@@ -558,6 +661,7 @@ static void test_copy_of_another_broker(void)
 static const tu_test_t tests[] = {
     { "refusals: no backup-dir, bad names, taken names, a gone directory", test_refusals },
     { "under load, then restored: as of the command, and nothing after", test_under_load_and_restore },
+    { "restored: no id sent after the copy is handed out again", test_ids_after_restore },
     { "a disk that runs low: the copy fails and leaves nothing", test_disk_runs_low },
     { "backup-rate holds the copy to its pace", test_rate },
     { "SIGTERM while a copy runs: the whole copy or nothing", test_sigterm_during_copy },

@@ -22,7 +22,14 @@
  *                     dlq list through the same URI
  *   send bound        hg_client_send_bound_ms on amqp:// and amqps://: the
  *                     transport's waits (hosts, login, channels, topology,
- *                     confirms, pauses after refusals)
+ *                     writes, confirms, pauses after refusals)
+ *   frozen node       amqp://, amqps://: a node that stops reading (SIGSTOP)
+ *                     while a send has 32 MiB to write: the writes end with
+ *                     an error naming them and the read timeout (2 s) after
+ *                     2 s, within hg_client_send_bound_ms, and at once when
+ *                     the stop fd becomes readable; the client sends again
+ *                     once the node is back (librabbitmq writes with no
+ *                     deadline: such a send waited for ever)
  *   refusals          amqp:// answers TOUCH/INFO and GROUP CREATE … FROM
  *                     FIRST with HG_ERR_UNSUPPORTED
  *                     naming amqp://; a level queue declared with another
@@ -41,6 +48,7 @@
 #include <amqp_tcp_socket.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -898,7 +906,8 @@ static uint64_t send_bound(const char *uri, const hg_client_opts_t *o)
 /* hg_client_send_bound_ms on amqp:// counts the transport's own waits: per
  * attempt and host the TCP connect (with TLS: one deadline) and the login (a
  * connect timeout each) and three channel replies; per new connection the
- * topology's declarations; the confirms; the pauses after refused rounds. */
+ * topology's declarations; the writes; the confirms; the pauses after
+ * refused rounds. */
 static void test_amqp_send_bound(void)
 {
     char uri[700];
@@ -909,17 +918,18 @@ static void test_amqp_send_bound(void)
     /* The defaults (connect 5 s, read 10 s, 5 reconnect retries after 100 ..
      * 1600 ms), one host, RocketMQ's 18 levels: an attempt 2 × 5 s + 3 × 10 s
      * = 40 s, connecting 6 × 40 s + 3.1 s = 243.1 s; the topology 17 + 2 × 18
-     * + 3 × 10 remainder queues (1 .. 512 ms) = 83 replies and the confirms,
-     * 10 s each; four rounds and the pauses 0.25 + 0.5 + 1 s */
+     * + 3 × 10 remainder queues (1 .. 512 ms) = 83 replies, the writes and
+     * the confirms, 10 s each; four rounds and the pauses 0.25 + 0.5 + 1 s */
     ms = send_bound(targets[1].uri, NULL);
-    TU_CHECK(ms == 4 * (243100 + 84 * 10000) + 1750, "amqp://, the defaults: %" PRIu64 " ms", ms);
+    TU_CHECK(ms == 4 * (243100 + 85 * 10000) + 1750, "amqp://, the defaults: %" PRIu64 " ms", ms);
     /* amqps://: the handshake is within the connect's deadline */
     ms = send_bound(targets[2].uri, NULL);
-    TU_CHECK(ms == 4 * (243100 + 84 * 10000) + 1750, "amqps://, the defaults: %" PRIu64 " ms", ms);
+    TU_CHECK(ms == 4 * (243100 + 85 * 10000) + 1750, "amqps://, the defaults: %" PRIu64 " ms", ms);
     /* Two hosts (the same node twice), levels=200ms,1s,5s, connect 300 ms,
      * read 2 s, one reconnect retry 100 ms later: an attempt 2 × (0.6 s +
      * 6 s) = 13.2 s, connecting 2 × 13.2 s + 0.1 s = 26.5 s; the topology
-     * 17 + 2 × 3 + 3 × 8 (1 .. 128 ms) = 47 replies and the confirms, 2 s each */
+     * 17 + 2 × 3 + 3 × 8 (1 .. 128 ms) = 47 replies, the writes and the
+     * confirms, 2 s each */
     snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d,127.0.0.1:%d/?levels=200ms,1s,5s",
              rabbit.nodes[0].amqp_port, rabbit.nodes[0].amqp_port);
     hg_client_opts_init(&o);
@@ -929,13 +939,210 @@ static void test_amqp_send_bound(void)
     o.reconnect_backoff.cap_ms = 100;
     o.reconnect_backoff.attempts = 1;
     ms = send_bound(uri, &o);
-    TU_CHECK(ms == 4 * (26500 + 48 * 2000) + 1750, "%s, 300ms / 2s: %" PRIu64 " ms", uri, ms);
+    TU_CHECK(ms == 4 * (26500 + 49 * 2000) + 1750, "%s, 300ms / 2s: %" PRIu64 " ms", uri, ms);
     o.resend_sends = 0; /* one round, no pause */
     ms = send_bound(uri, &o);
-    TU_CHECK(ms == 26500 + 48 * 2000, "%s, no resend: %" PRIu64 " ms", uri, ms);
+    TU_CHECK(ms == 26500 + 49 * 2000, "%s, no resend: %" PRIu64 " ms", uri, ms);
     o.read_timeout_ms = 0; /* rabbitmq-c's rpc waits for ever */
     ms = send_bound(uri, &o);
     TU_CHECK(ms == HG_UNBOUNDED, "%s, read timeout 0: %" PRIu64, uri, ms);
+}
+
+/* ------------------------------------------------------------------------
+ * A node that stops reading (amqp://, amqps://)
+ * ------------------------------------------------------------------------ */
+
+#define FROZEN_BYTES (32u << 20) /* far more than the socket buffers between us and the node hold */
+
+typedef struct frozen_send {
+    hg_client_t *client;
+    hg_send_item_t items[16];
+    size_t n, ok;
+    hg_err_t result;
+    uint64_t ended_ms; /* monotonic */
+    int done;
+} frozen_send_t;
+
+static void *frozen_send_main(void *arg)
+{
+    frozen_send_t *f = arg;
+    f->result = hg_send_many(f->client, f->items, f->n, &f->ok);
+    f->ended_ms = tu_now_mono_ms();
+    __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int frozen_send_done(void *arg)
+{
+    return __atomic_load_n(&((frozen_send_t *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+/* The bytes this machine's sockets to 127.0.0.1:port hold unacknowledged
+ * (tx_queue of /proc/net/tcp): a publish whose writes wait for the node. */
+static long long unsent_to(int port)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    char line[512];
+    long long total = 0;
+
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned remote_port, tx;
+        if (sscanf(line, " %*u: %*x:%*x %*x:%x %*x %x:%*x", &remote_port, &tx) == 2 && (int)remote_port == port)
+            total += tx;
+    }
+    fclose(f);
+    return total;
+}
+
+typedef struct port_wait {
+    int port;
+} port_wait_t;
+
+static int writes_wait(void *arg)
+{
+    return unsent_to(((port_wait_t *)arg)->port) >= 64 * 1024;
+}
+
+/* Send f's items from a thread to the frozen node; the send must end within
+ * 120 s (else the node is let go, so the thread can be joined). stop_fd >= 0:
+ * made readable once the writes wait for the node, *stopped_at then. 1 when
+ * the send ended by itself. */
+static int run_frozen_send(const target_t *t, frozen_send_t *f, int port, int stop_fd, uint64_t *stopped_at)
+{
+    port_wait_t pw = { port };
+    pthread_t th;
+    int ended;
+
+    TU_REQUIRE(rq_signal(&rabbit, 0, SIGSTOP) == 0, "SIGSTOP the node");
+    TU_REQUIRE(pthread_create(&th, NULL, frozen_send_main, f) == 0, "pthread_create");
+    if (stop_fd >= 0) {
+        TU_CHECK(tu_poll_until(writes_wait, &pw, 60000, 10) == 0, "%s: no bytes wait for the frozen node (port %d)",
+                 t->name, port);
+        *stopped_at = tu_now_mono_ms();
+        TU_CHECK(write(stop_fd, "x", 1) == 1, "write the stop fd");
+    }
+    ended = tu_poll_until(frozen_send_done, f, 120000, 20) == 0;
+    TU_CHECK(ended, "%s: hg_send_many of %u MiB to a node that does not read was still blocked after 120 s", t->name,
+             FROZEN_BYTES >> 20);
+    TU_CHECK(rq_signal(&rabbit, 0, SIGCONT) == 0, "SIGCONT the node");
+    pthread_join(th, NULL);
+    return ended;
+}
+
+/* After the node came back: the same client connects again and sends. */
+static void sends_again(const target_t *t, hg_client_t *c, const char *topic)
+{
+    char err[1024];
+    hg_err_t e;
+
+    TU_REQUIRE(rq_wait_ready(&rabbit, 0, 60000, err, sizeof err) == 0, "the node after SIGCONT: %s", err);
+    e = hg_send(c, topic, NULL, "after", 5, hg_delay_none(), NULL);
+    TU_CHECK(e == HG_OK, "%s: a send after the node came back: %s", t->name, hg_client_errmsg(c));
+}
+
+static void frozen_node(const target_t *t)
+{
+    int port = t == &targets[2] ? rabbit.nodes[0].amqps_port : rabbit.nodes[0].amqp_port;
+    char topic[64], group[64];
+    char *payload = malloc(FROZEN_BYTES);
+    frozen_send_t *f = calloc(1, sizeof *f);
+    hg_client_opts_t o;
+    hg_client_t *c = NULL;
+    hg_error_t err;
+    uint64_t bound, started, stopped_at = 0;
+    int pfd[2];
+
+    TU_REQUIRE(payload != NULL && f != NULL, "out of memory");
+    memset(payload, 'x', FROZEN_BYTES);
+    names(topic, group, sizeof topic, "frozen");
+
+    /* The writes of a batch bounded by the read timeout: 16 × 2 MiB. One
+     * connection attempt and no resend, so the write's own error is the
+     * call's. */
+    hg_client_opts_init(&o);
+    o.read_timeout_ms = 2000;
+    o.connect_timeout_ms = 1000;
+    o.reconnect = 0;
+    o.resend_sends = 0;
+    TU_REQUIRE(hg_client_open(t->uri, &o, &c, &err) == HG_OK, "%s: open: %s", t->name, err.message);
+    TU_CHECK(hg_send(c, topic, NULL, "first", 5, hg_delay_none(), NULL) == HG_OK, "%s: first send: %s", t->name,
+             hg_client_errmsg(c)); /* connected, the topology declared */
+    bound = hg_client_send_bound_ms(c);
+    f->client = c;
+    f->n = 16;
+    for (size_t i = 0; i < f->n; i++) {
+        f->items[i].topic = topic;
+        f->items[i].payload = payload + i * (FROZEN_BYTES / 16);
+        f->items[i].payload_len = FROZEN_BYTES / 16;
+        f->items[i].delay = hg_delay_none();
+    }
+    started = tu_now_mono_ms();
+    if (run_frozen_send(t, f, port, -1, NULL)) {
+        uint64_t took = f->ended_ms - started;
+        printf("\n    %s: 16 × 2 MiB to a frozen node: %s after %" PRIu64 " ms (bound %" PRIu64 " ms): %s", t->name,
+               hg_strerror(f->result), took, bound, hg_client_errmsg(c));
+        TU_CHECK(f->result != HG_OK && f->ok == 0, "%s: %zu of 16 sent to a frozen node", t->name, f->ok);
+        TU_CHECK(took >= 1900 && took < 2000 + 8000 && took <= bound,
+                 "%s: the send ended after %" PRIu64
+                 " ms, want the read timeout (2000 ms) and at most its bound %" PRIu64 " ms",
+                 t->name, took, bound);
+        TU_CHECK(strstr(hg_client_errmsg(c), "writing") != NULL && strstr(hg_client_errmsg(c), "2000ms") != NULL,
+                 "%s: the error does not name the write and its timeout: %s", t->name, hg_client_errmsg(c));
+        for (size_t i = 0; i < f->n; i++)
+            TU_CHECK(f->items[i].err == HG_ERR_IO || f->items[i].err == HG_ERR_TIMEOUT,
+                     "%s: item %zu: %s (%s), want a lost connection's failure", t->name, i,
+                     hg_strerror(f->items[i].err), f->items[i].error);
+    }
+    sends_again(t, c, topic);
+    hg_client_close(c);
+
+    /* One 32 MiB message, the read timeout at its default (10 s): the stop
+     * fd cuts its writes at once. */
+    memset(f, 0, sizeof *f);
+    TU_REQUIRE(pipe(pfd) == 0, "pipe");
+    TU_REQUIRE(hg_client_open(t->uri, NULL, &c, &err) == HG_OK, "%s: open: %s", t->name, err.message);
+    hg_client_set_stop_fd(c, pfd[0]);
+    TU_CHECK(hg_send(c, topic, NULL, "first", 5, hg_delay_none(), NULL) == HG_OK, "%s: first send: %s", t->name,
+             hg_client_errmsg(c));
+    f->client = c;
+    f->n = 1;
+    f->items[0].topic = topic;
+    f->items[0].payload = payload;
+    f->items[0].payload_len = FROZEN_BYTES;
+    f->items[0].delay = hg_delay_none();
+    if (run_frozen_send(t, f, port, pfd[1], &stopped_at)) {
+        uint64_t took = f->ended_ms - stopped_at;
+        printf("\n    %s: 32 MiB to a frozen node, stop fd readable: %s %" PRIu64 " ms after the stop: %s", t->name,
+               hg_strerror(f->result), took, hg_client_errmsg(c));
+        TU_CHECK(f->result == HG_ERR_STOPPED && f->items[0].err == HG_ERR_STOPPED,
+                 "%s: a send cut by the stop fd: %s, item %s (%s)", t->name, hg_strerror(f->result),
+                 hg_strerror(f->items[0].err), f->items[0].error);
+        TU_CHECK(took < 3000, "%s: the send ended %" PRIu64 " ms after the stop fd became readable, want at once",
+                 t->name, took);
+        TU_CHECK(strstr(hg_client_errmsg(c), "writing") != NULL, "%s: the error does not name the write: %s", t->name,
+                 hg_client_errmsg(c));
+    }
+    char drain;
+    TU_CHECK(read(pfd[0], &drain, 1) == 1, "drain the stop fd");
+    sends_again(t, c, topic);
+    hg_client_close(c);
+    close(pfd[0]);
+    close(pfd[1]);
+    free(payload);
+    free(f);
+}
+
+/* A node that stops reading (SIGSTOP) while a send has more bytes than the
+ * socket buffers hold: the writes end with an error within the read timeout
+ * (and hg_client_send_bound_ms), and at once when the stop fd becomes
+ * readable; the client sends again once the node is back. */
+static void test_frozen_node_writes(void)
+{
+    TU_REQUIRE(ntargets == 3, "RabbitMQ is not running");
+    frozen_node(&targets[1]);
+    frozen_node(&targets[2]);
 }
 
 static const tu_test_t transport_tests[] = {
@@ -949,8 +1156,11 @@ static const tu_test_t transport_tests[] = {
     { "amqp://: a level queue declared with another TTL is named in the error", test_declaration_checked },
     { "amqp://?levels=: its own level table, on time; the default table refused on that vhost", test_custom_levels },
     { "amqp://, amqps://: bad URIs named", test_bad_uris },
-    { "amqp://, amqps://: the send bound counts hosts, login, channels, topology, confirms, pauses",
+    { "amqp://, amqps://: the send bound counts hosts, login, channels, topology, writes, confirms, pauses",
       test_amqp_send_bound },
+    { "amqp://, amqps://: a node that stops reading: a send's writes end within the read timeout, at once by the "
+      "stop fd",
+      test_frozen_node_writes },
     { "amqps://: another CA, a wrong name, no or a foreign client certificate, missing files: refused, saying why",
       test_amqps_refusals },
     { NULL, NULL },

@@ -53,6 +53,17 @@ static const char *const group_names[GROUPS] = { "g1", "g2" };
 
 static char dir[512], data_path[600], log_path[600];
 static uint64_t lease_write_delay_ms; /* the child's store: every other round holds leases in memory */
+/* Every open of the run is at one wall-clock time, so the sequence counter is
+ * raised to its floor (store_seq_floor) once, by the first, and the ids of
+ * the whole run are one dense range from id_base: the model's arrays are
+ * indexed by id - id_base (slot). */
+static uint64_t open_ms, id_base;
+
+/* An id's index in the model's arrays; MAX_IDS when outside them. */
+static uint64_t slot(uint64_t id)
+{
+    return id >= id_base && id - id_base < MAX_IDS ? id - id_base : MAX_IDS;
+}
 
 static uint64_t sim_clock(void *ctx)
 {
@@ -70,7 +81,7 @@ static void open_store(store_t **s)
     o.retention_ms = 60 * 1000;
     o.lease_write_delay_ms = lease_write_delay_ms;
     char err[512];
-    if (store_open(&o, s, err, sizeof err) != 0) {
+    if (store_open(&o, open_ms, s, err, sizeof err) != 0) {
         fprintf(stderr, "store_open: %s\n", err);
         *s = NULL;
     }
@@ -336,7 +347,7 @@ typedef struct model {
     unsigned char seen_topic[MAX_IDS];         /* on a level bound for the topic */
     unsigned char backlog[GROUPS][MAX_IDS];    /* topic log past g's cursor */
     uint64_t cursor[GROUPS];
-    uint64_t max_id;
+    uint64_t max_id; /* the largest slot seen */
     char problem[512];
     uint64_t ranges_seen[128];
     uint64_t deleting_seen; /* checks that found CHURN deleted with entries left (its steps cut short) */
@@ -367,17 +378,18 @@ static int read_log(void)
         } /* a torn last line */
         char g[8];
         unsigned long long id;
-        if (line[0] == 'A' && sscanf(line, "A %llu", &id) == 1 && id < MAX_IDS) {
-            M->accepted[id] = 1;
-        } else if (line[0] == 'V' && sscanf(line, "V %llu", &id) == 1 && id < MAX_IDS) {
+        if (line[0] == 'A' && sscanf(line, "A %llu", &id) == 1 && slot(id) < MAX_IDS) {
+            M->accepted[slot(id)] = 1;
+        } else if (line[0] == 'V' && sscanf(line, "V %llu", &id) == 1 && slot(id) < MAX_IDS) {
             for (int gi = 0; gi < GROUPS; gi++) { /* revoked: gone for every group */
-                M->gone[gi][id] = GONE_DROP;
+                M->gone[gi][slot(id)] = GONE_DROP;
             }
-        } else if ((line[0] == 'K' || line[0] == 'X') && sscanf(line + 2, "%7s %llu", g, &id) == 2 && id < MAX_IDS) {
+        } else if ((line[0] == 'K' || line[0] == 'X') && sscanf(line + 2, "%7s %llu", g, &id) == 2 &&
+                   slot(id) < MAX_IDS) {
             msg_str_t gs = { g, (uint32_t)strlen(g) };
             int gi = group_index(&gs);
             if (gi >= 0) {
-                M->gone[gi][id] = line[0] == 'K' ? GONE_ACK : GONE_DROP;
+                M->gone[gi][slot(id)] = line[0] == 'K' ? GONE_ACK : GONE_DROP;
             }
         }
     }
@@ -390,19 +402,21 @@ static int scan_entry(void *ctx, const store_entry_t *e)
     (void)ctx;
     const msg_t *m = e->m;
     M->ranges_seen[e->range]++;
-    if (m->id >= MAX_IDS) {
-        snprintf(M->problem, sizeof M->problem, "id %llu out of the test's range", (unsigned long long)m->id);
+    uint64_t k = slot(m->id);
+    if (k >= MAX_IDS) {
+        snprintf(M->problem, sizeof M->problem, "id %llu out of the test's range (from %llu)",
+                 (unsigned long long)m->id, (unsigned long long)id_base);
         return 1;
     }
-    if (m->id > M->max_id) {
-        M->max_id = m->id;
+    if (k > M->max_id) {
+        M->max_id = k;
     }
     if (e->range == STORE_LEVEL && m->dest == MSG_DEST_TOPIC) {
-        M->seen_topic[m->id]++;
+        M->seen_topic[k]++;
     } else if (e->range == STORE_TOPIC) {
         for (int g = 0; g < GROUPS; g++) {
             if (e->seq >= M->cursor[g]) {
-                M->backlog[g][m->id]++;
+                M->backlog[g][k]++;
             }
         }
     } else {
@@ -418,7 +432,7 @@ static int scan_entry(void *ctx, const store_entry_t *e)
         if (e->range == STORE_LEVEL) {
             M->ranges_seen['r']++;
         }
-        M->seen_group[g][m->id]++;
+        M->seen_group[g][k]++;
     }
     return 0;
 }
@@ -473,7 +487,7 @@ static int verify_store(store_t *s, int round)
         fprintf(stderr, "round %d: %s%s\n", round, err, M->problem);
         return -1;
     }
-    for (uint64_t id = 1; id < MAX_IDS; id++) {
+    for (uint64_t id = 0; id < MAX_IDS; id++) { /* a slot: the message id_base + id */
         int anywhere = M->seen_topic[id] != 0;
         for (int g = 0; g < GROUPS; g++) {
             anywhere |= M->seen_group[g][id] || M->backlog[g][id];
@@ -491,14 +505,14 @@ static int verify_store(store_t *s, int round)
             }
             int places = M->seen_topic[id] + M->seen_group[g][id] + M->backlog[g][id];
             if (places > 1) {
-                fprintf(stderr, "round %d: message %llu is in %d places for group %s\n", round, (unsigned long long)id,
-                        places, group_names[g]);
+                fprintf(stderr, "round %d: message %llu is in %d places for group %s\n", round,
+                        (unsigned long long)(id_base + id), places, group_names[g]);
                 return -1;
             }
             if (places == 0 && !M->gone[g][id]) {
                 /* Passed the cursor but nowhere in the group: lost. */
                 fprintf(stderr, "round %d: message %llu was accepted but is lost for group %s\n", round,
-                        (unsigned long long)id, group_names[g]);
+                        (unsigned long long)(id_base + id), group_names[g]);
                 return -1;
             }
         }
@@ -529,6 +543,8 @@ static void test_kill_and_reopen(void)
     CU_ASSERT_FATAL(tu_mkdtemp("crash", dir, sizeof dir) == 0);
     snprintf(data_path, sizeof data_path, "%s/data", dir);
     snprintf(log_path, sizeof log_path, "%s/accepted.log", dir);
+    open_ms = tu_now_wall_ms();
+    id_base = store_seq_floor(open_ms);
     /* The parent creates the data directory: a kill while LevelDB is still
      * creating it (before its CURRENT file exists, likely on a loaded machine
      * when the kill comes 5 ms after the fork) leaves a directory store_open

@@ -43,7 +43,7 @@ static void open_fresh(void)
     o.path = path;
     o.sync = 0;
     err[0] = '\0';
-    int rc = store_open(&o, &st, err, sizeof err);
+    int rc = store_open(&o, T0, &st, err, sizeof err);
     if (rc != 0) {
         fprintf(stderr, "store_open: %s\n", err);
     }

@@ -146,12 +146,13 @@ static void opts_default(store_options_t *o)
     o->sync = 0;
 }
 
-/* Open (fatal on failure) and remember the store so teardown closes it. */
-static store_t *open_at(const store_options_t *o, int line)
+/* Open at wall-clock time now (fatal on failure) and remember the store so
+ * teardown closes it. */
+static store_t *open_at(const store_options_t *o, uint64_t now, int line)
 {
     char err[512] = "";
     store_t *s = NULL;
-    int rc = store_open(o, &s, err, sizeof err);
+    int rc = store_open(o, now, &s, err, sizeof err);
     TU_REQUIRE_AT(rc == 0 && s != NULL, line, "store_open(%s) failed: %s", o->path, err);
     for (int i = 0; i < MAX_OPEN; i++) {
         if (g_open[i] == NULL) {
@@ -162,13 +163,14 @@ static store_t *open_at(const store_options_t *o, int line)
     TU_REQUIRE_AT(0, line, "too many stores open in one test");
     return NULL;
 }
-#define OPEN(o) open_at((o), __LINE__)
+#define OPEN(o)         open_at((o), T0, __LINE__)
+#define OPEN_AT(o, now) open_at((o), (now), __LINE__)
 
 static store_t *open_default_at(int line)
 {
     store_options_t o;
     opts_default(&o);
-    return open_at(&o, line);
+    return open_at(&o, T0, line);
 }
 #define OPEN_DEFAULT() open_default_at(__LINE__)
 
@@ -512,7 +514,7 @@ static void test_refuse_second_open(void)
     opts_default(&o);
     store_t *s2 = NULL;
     char err[512] = "";
-    int rc = store_open(&o, &s2, err, sizeof err);
+    int rc = store_open(&o, T0, &s2, err, sizeof err);
     CHECK_REFUSAL(rc, err, "in use", g_data);
     TU_CHECK(s2 == NULL, "a refused open must leave *out NULL");
     if (s2 != NULL)
@@ -535,7 +537,7 @@ static void test_refuse_foreign_dir(void)
     store_options_t o;
     opts_default(&o);
     store_t *s = NULL;
-    int rc = store_open(&o, &s, err, sizeof err);
+    int rc = store_open(&o, T0, &s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "not a Hourglass data directory", g_data);
     TU_CHECK(s == NULL, "*out must stay NULL");
     /* Nothing was touched: still exactly one file, no LevelDB files. */
@@ -561,10 +563,10 @@ static void test_interrupted_creation(void)
     opts_default(&o);
     store_t *s = NULL;
     char err[512] = "";
-    TU_REQUIRE(store_open(&o, &s, err, sizeof err) == 0, "open after an interrupted creation: %s", err);
+    TU_REQUIRE(store_open(&o, T0, &s, err, sizeof err) == 0, "open after an interrupted creation: %s", err);
     TU_CHECK(store_close(s, err, sizeof err) == 0, "close: %s", err);
     s = NULL;
-    TU_CHECK(store_open(&o, &s, err, sizeof err) == 0, "reopen: %s", err);
+    TU_CHECK(store_open(&o, T0, &s, err, sizeof err) == 0, "reopen: %s", err);
     if (s != NULL)
         store_close(s, err, sizeof err);
 }
@@ -584,7 +586,7 @@ static void test_refuse_foreign_leveldb(void)
     store_options_t o;
     opts_default(&o);
     store_t *s = NULL;
-    int rc = store_open(&o, &s, err, sizeof err);
+    int rc = store_open(&o, T0, &s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "not a Hourglass data directory", "format marker");
     TU_CHECK(s == NULL, "*out must stay NULL");
 
@@ -619,7 +621,7 @@ static void test_refuse_level_table_change(void)
     opts_default(&o);
     char err[512] = "", perr[256] = "";
     REQUIRE_OK(lvl_table_parse("1s 5s 10s", &o.levels, perr, sizeof perr), perr);
-    int rc = store_open(&o, &s, err, sizeof err);
+    int rc = store_open(&o, T0, &s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "18 levels", "3");
     TU_CHECK(strstr(err, "level table") != NULL, "message \"%s\" does not say it is the level table", err);
     TU_CHECK(s == NULL, "*out must stay NULL");
@@ -629,7 +631,7 @@ static void test_refuse_level_table_change(void)
         lvl_table_parse("1s 5s 15s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", &o.levels, perr, sizeof perr),
         perr);
     err[0] = '\0';
-    rc = store_open(&o, &s, err, sizeof err);
+    rc = store_open(&o, T0, &s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "level 3", "15s");
     TU_CHECK(strstr(err, "10s") != NULL, "message \"%s\" lacks the stored delay 10s", err);
 
@@ -646,7 +648,7 @@ static void test_refuse_missing_and_file(void)
     o.create_if_missing = 0;
     store_t *s = NULL;
     char err[512] = "";
-    int rc = store_open(&o, &s, err, sizeof err);
+    int rc = store_open(&o, T0, &s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "does not exist", g_data);
     struct stat st;
     TU_CHECK(stat(g_data, &st) != 0, "store_open created %s with create_if_missing = 0", g_data);
@@ -654,7 +656,7 @@ static void test_refuse_missing_and_file(void)
     /* An empty existing directory without create_if_missing is not a store either. */
     TU_REQUIRE(mkdir(g_data, 0700) == 0, "mkdir: %s", strerror(errno));
     err[0] = '\0';
-    rc = store_open(&o, &s, err, sizeof err);
+    rc = store_open(&o, T0, &s, err, sizeof err);
     TU_CHECK(rc == -1 && strstr(err, g_data) != NULL, "empty dir without create: rc %d err \"%s\"", rc, err);
 
     /* A path that is a file. */
@@ -664,7 +666,7 @@ static void test_refuse_missing_and_file(void)
     opts_default(&o);
     o.path = file;
     err[0] = '\0';
-    rc = store_open(&o, &s, err, sizeof err);
+    rc = store_open(&o, T0, &s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "not a directory", file);
     TU_CHECK(s == NULL, "*out must stay NULL");
 }
@@ -717,11 +719,11 @@ static void test_refuse_other_format(void)
     store_options_t o;
     opts_default(&o);
     char err[512] = "";
-    int rc = store_open(&o, &s, err, sizeof err);
+    int rc = store_open(&o, T0, &s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "format version 4; this build reads versions 1 to 3", g_data);
     TU_CHECK(s == NULL, "*out must stay NULL");
     raw_put("Mformat", 7, "\0\0\0\0", 4, __LINE__);
-    rc = store_open(&o, &s, err, sizeof err);
+    rc = store_open(&o, T0, &s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "format version 0", g_data);
 }
 
@@ -923,7 +925,7 @@ static void test_upgrade_interrupted(void)
     store_options_t o;
     opts_default(&o);
     char err[512] = "";
-    int rc = store_open(&o, &s, err, sizeof err);
+    int rc = store_open(&o, T0, &s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "names group q, which", g_data);
     TU_CHECK(s == NULL, "*out must stay NULL");
 }
@@ -3335,6 +3337,26 @@ static void test_woken_topics(void)
 
 /* ============================================================ suite: ids */
 
+/* A store with a bit of everything: messages on the levels and ready, a
+ * group with leases, acknowledged ones, a retry and a DLQ entry. */
+static void fill_mixed(store_t *s)
+{
+    for (int i = 0; i < 40; i++)
+        SEND(s, "t", "ready", 0, 0, T0, NULL);
+    for (int i = 0; i < 30; i++)
+        SEND(s, "t", "later", 1 + i % 5, 0, T0, NULL);
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    msg_owned_t m[10];
+    int n = LEASE_N(s, "g", "t", 10, LEASE, T0, m);
+    TU_REQUIRE(n == 10, "leased %d", n);
+    uint64_t acked[4] = { m[0].m.id, m[1].m.id, m[2].m.id, m[3].m.id };
+    CHECK_EQ_U64((uint64_t)ACK(s, "g", acked, 4), 4);
+    FAIL_LEVEL(s, "g", m[4].m.id, 1, "retry", T0, NULL);
+    FAIL_DLQ(s, "g", m[5].m.id, "parked", T0);
+    free_msgs(m, n);
+    COMMIT(s);
+}
+
 static void test_ids(void)
 {
     char buf[17];
@@ -3811,7 +3833,7 @@ static void crash_after_at(crash_work_fn work, int line)
         o.lease_write_delay_ms = WRITE_DELAY;
         char err[512] = "";
         store_t *c = NULL;
-        if (store_open(&o, &c, err, sizeof err) != 0)
+        if (store_open(&o, T0, &c, err, sizeof err) != 0)
             _exit(2);
         if (work(c, err, sizeof err) != 0 || (!store_broken(c) && store_commit(c, err, sizeof err) != 0)) {
             fprintf(stderr, "crash child: %s\n", err);
@@ -5070,8 +5092,137 @@ static const tu_test_t batching_tests[] = {
     { NULL, NULL },
 };
 
+/* The counter starts at the clock's floor (store_seq_floor) and goes on one
+ * by one; a clock set back never takes it down, a clock gone forward raises
+ * it, and a clock past what ids can be drawn from is refused before anything
+ * is made. */
+static void test_ids_clock_floor(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    store_t *s = OPEN_AT(&o, T0);
+    CHECK_EQ_U64(store_next_seq(s), store_seq_floor(T0));
+    uint64_t first = SEND(s, "t", "x", 0, 0, T0, NULL);
+    uint64_t second = SEND(s, "t", "x", 0, 0, T0, NULL);
+    CHECK_EQ_U64(first, store_seq_floor(T0));
+    TU_CHECK(second > first && second - first <= 4, "ids %" PRIx64 ", %" PRIx64 ": not one run of numbers", first,
+             second);
+    COMMIT(s);
+    CLOSE(&s);
+
+    s = OPEN_AT(&o, T0 - HOUR); /* the clock set back an hour */
+    uint64_t third = SEND(s, "t", "x", 0, 0, T0 - HOUR, NULL);
+    TU_CHECK(third > second, "after the clock went back an hour: id %" PRIx64 " after %" PRIx64, third, second);
+    COMMIT(s);
+    CLOSE(&s);
+
+    s = OPEN_AT(&o, T0 + DAY);
+    CHECK_EQ_U64(store_next_seq(s), store_seq_floor(T0 + DAY));
+    uint64_t fourth = SEND(s, "t", "x", 0, 0, T0 + DAY, NULL);
+    CHECK_EQ_U64(fourth, store_seq_floor(T0 + DAY));
+    CHECK_STORE(s);
+    CLOSE(&s);
+
+    /* the floor fits 64 bits up to STORE_SEQ_CLOCK_MAX_MS, not past it */
+    CHECK_EQ_U64(store_seq_floor(STORE_SEQ_CLOCK_MAX_MS) >> STORE_SEQ_CLOCK_BITS, STORE_SEQ_CLOCK_MAX_MS);
+    char fresh[700], err[512] = "";
+    snprintf(fresh, sizeof fresh, "%s/never", g_dir);
+    o.path = fresh;
+    store_t *x = NULL;
+    int rc = store_open(&o, STORE_SEQ_CLOCK_MAX_MS + 1, &x, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "past the year 2527", fresh);
+    struct stat st;
+    TU_CHECK(x == NULL && stat(fresh, &st) != 0, "a refused open made %s", fresh);
+}
+
+/* A copy of a store taken earlier (BACKUP's snapshot copy) carries the
+ * counter as it was then. Put back in place of the data directory and
+ * opened later, it hands out ids (and queue positions, group generations)
+ * above every number the original took after the copy, across a restart of
+ * the original too; and an id the original gave after the copy is gone in
+ * it, never another message's. */
+static void test_ids_after_restore(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    store_t *s = OPEN_AT(&o, T0);
+    fill_mixed(s);
+    char err[512] = "", copy[700];
+    store_snapshot_t *sn = store_snapshot_take(s, err, sizeof err);
+    TU_REQUIRE(sn != NULL, "store_snapshot_take: %s", err);
+    snprintf(copy, sizeof copy, "%s/copy", g_dir);
+    int rc = store_snapshot_copy(sn, copy, NULL, NULL, NULL, err, sizeof err);
+    store_snapshot_release(sn);
+    TU_REQUIRE(rc == 0, "store_snapshot_copy: %s", err);
+
+    /* the original goes on after the copy: SENDs, a group, a retry, a restart, more SENDs */
+    enum {
+        AFTER = 300
+    };
+    static uint64_t after[2 * AFTER];
+    int n = 0;
+    for (int i = 0; i < AFTER; i++)
+        after[n++] = SEND(s, "t", "after the copy", i % 3, 0, T0 + SEC, NULL);
+    GROUP_CREATE(s, "g2", "t", 1, T0 + SEC);
+    msg_owned_t m[1];
+    TU_REQUIRE(LEASE_N(s, "g2", "t", 1, LEASE, T0 + SEC, m) == 1, "lease from g2");
+    FAIL_LEVEL(s, "g2", m[0].m.id, 1, "retry", T0 + SEC, NULL);
+    free_msgs(m, 1);
+    COMMIT(s);
+    CLOSE(&s);
+    s = OPEN_AT(&o, T0 + MIN);
+    for (int i = 0; i < AFTER; i++)
+        after[n++] = SEND(s, "t", "after the restart", i % 3, 0, T0 + MIN, NULL);
+    COMMIT(s);
+    uint64_t high = store_next_seq(s); /* every number the original took is below it */
+    CLOSE(&s);
+
+    /* restore: the copy in place of the data directory, started a minute later */
+    char old[700];
+    snprintf(old, sizeof old, "%s.old", g_data);
+    TU_REQUIRE(rename(g_data, old) == 0 && rename(copy, g_data) == 0, "rename: %s", strerror(errno));
+    s = OPEN_AT(&o, T0 + 2 * MIN);
+    CHECK_STORE(s);
+    TU_CHECK(store_next_seq(s) >= high, "the restored counter %" PRIx64 " is below the original's %" PRIx64,
+             store_next_seq(s), high);
+    /* what the restored store hands out is above all of it */
+    uint64_t id = SEND(s, "t", "after the restore", 0, 0, T0 + 2 * MIN, NULL);
+    uint64_t delayed = SEND(s, "t", "after the restore", 2, 0, T0 + 2 * MIN, NULL);
+    GROUP_CREATE(s, "g3", "t", 0, T0 + 2 * MIN);
+    TU_CHECK(id >= high && delayed > id, "ids after the restore %" PRIx64 ", %" PRIx64 " not above %" PRIx64, id,
+             delayed, high);
+    for (int i = 0; i < n; i++)
+        TU_CHECK(after[i] != id && after[i] != delayed, "id %" PRIx64 " handed out twice", after[i]);
+    /* and the ids the original gave after the copy name nothing in it: GET says gone, REVOKE refuses */
+    int shown = 0;
+    for (int i = 0; i < n; i++) {
+        store_msg_view_t v;
+        TU_REQUIRE(store_msg_get(s, after[i], 0, &v, err, sizeof err) == 0, "store_msg_get: %s", err);
+        if (v.state != STORE_MSG_GONE && shown++ < 3)
+            TU_CHECK(0, "id %" PRIx64 ", sent after the copy, names a message in it (%s)", after[i],
+                     store_msg_state_name(v.state));
+        store_msg_view_free(&v);
+    }
+    store_revoke_result_t r;
+    TU_REQUIRE(store_revoke_id(s, after[0], &r, err, sizeof err) == 0, "store_revoke_id: %s", err);
+    TU_CHECK(r.revoked == 0 && r.nrefused == 1 && strcmp(r.refused[0].reason, "gone") == 0,
+             "REVOKE of an id sent after the copy: revoked %" PRIu64 ", refused %d (%s)", r.revoked, r.nrefused,
+             r.nrefused > 0 ? r.refused[0].reason : "");
+    COMMIT(s);
+    CHECK_STORE(s);
+    CLOSE(&s);
+    /* the raised counter was written: a reopen with the clock back at the restore's goes on above it */
+    s = OPEN_AT(&o, T0 + 2 * MIN);
+    uint64_t next = SEND(s, "t", "x", 0, 0, T0 + 2 * MIN, NULL);
+    TU_CHECK(next > delayed, "after a reopen: id %" PRIx64 " after %" PRIx64, next, delayed);
+    COMMIT(s);
+    CHECK_STORE(s);
+}
+
 static const tu_test_t id_tests[] = {
     { "format and parse", test_ids },
+    { "the counter starts at the clock's floor and never goes down", test_ids_clock_floor },
+    { "a copy restored later hands out no id twice", test_ids_after_restore },
     { NULL, NULL },
 };
 
@@ -5160,26 +5311,6 @@ static scan_digest_t digest_at(store_t *s, int line)
     return d;
 }
 #define DIGEST(s) digest_at((s), __LINE__)
-
-/* A store with a bit of everything: messages on the levels and ready, a
- * group with leases, acknowledged ones, a retry and a DLQ entry. */
-static void fill_mixed(store_t *s)
-{
-    for (int i = 0; i < 40; i++)
-        SEND(s, "t", "ready", 0, 0, T0, NULL);
-    for (int i = 0; i < 30; i++)
-        SEND(s, "t", "later", 1 + i % 5, 0, T0, NULL);
-    GROUP_CREATE(s, "g", "t", 1, T0);
-    msg_owned_t m[10];
-    int n = LEASE_N(s, "g", "t", 10, LEASE, T0, m);
-    TU_REQUIRE(n == 10, "leased %d", n);
-    uint64_t acked[4] = { m[0].m.id, m[1].m.id, m[2].m.id, m[3].m.id };
-    CHECK_EQ_U64((uint64_t)ACK(s, "g", acked, 4), 4);
-    FAIL_LEVEL(s, "g", m[4].m.id, 1, "retry", T0, NULL);
-    FAIL_DLQ(s, "g", m[5].m.id, "parked", T0);
-    free_msgs(m, n);
-    COMMIT(s);
-}
 
 typedef struct copy_run {
     store_snapshot_t *sn;

@@ -163,7 +163,7 @@ static int group_index(const char *name, size_t len)
 static void open_store(void)
 {
     char err[512] = "";
-    MOK(store_open(&O, &S, err, sizeof err), err);
+    MOK(store_open(&O, g_now, &S, err, sizeof err), err);
 }
 
 static void close_store(void)

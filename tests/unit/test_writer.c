@@ -342,7 +342,7 @@ static void rig_open(rig_t *r)
     snprintf(r->data, sizeof r->data, "%s/data", r->dir);
     store_options_default(&r->o);
     r->o.path = r->data;
-    TU_REQUIRE(store_open(&r->o, &r->s, err, sizeof err) == 0, "store_open: %s", err);
+    TU_REQUIRE(store_open(&r->o, tu_now_wall_ms(), &r->s, err, sizeof err) == 0, "store_open: %s", err);
     TU_REQUIRE(evthread_use_pthreads() == 0, "evthread_use_pthreads");
     r->base = event_base_new();
     TU_REQUIRE(r->base != NULL, "event_base_new");
@@ -414,7 +414,7 @@ static void test_second_commit_failure(void)
     /* the acknowledged SEND is on disk */
     store_t *s = NULL;
     rig.o.create_if_missing = 0;
-    TU_REQUIRE(store_open(&rig.o, &s, err, sizeof err) == 0, "reopen: %s", err);
+    TU_REQUIRE(store_open(&rig.o, tu_now_wall_ms(), &s, err, sizeof err) == 0, "reopen: %s", err);
     int found = 0;
     TU_CHECK(store_scan(s, find_small, &found, err, sizeof err) == 0, "scan: %s", err);
     TU_CHECK(found == 1, "the acknowledged SEND is there %d times after a reopen", found);

@@ -1,0 +1,229 @@
+/*
+ * lib/rmq_watchdog.c — the watchdog that bounds the writes of a publish on
+ * the RabbitMQ transport.
+ *
+ * librabbitmq writes a publish's frames with no deadline of its own: on a
+ * node that stopped reading (SIGSTOPped, a hung host) a publish with more
+ * bytes than the socket buffers hold waits in librabbitmq for ever, beyond
+ * the reach of the client's timeouts and its stop fd. So the publisher arms
+ * this watchdog around its writes (and its wait for the confirms, during
+ * which librabbitmq may write a heartbeat), and the watchdog's thread shuts
+ * the socket down — shutdown(2), both ways — once the deadline passes or
+ * the stop fd becomes readable. librabbitmq's wait then ends with an error,
+ * and the publisher, seeing what the watchdog did, drops the connection
+ * (a partial frame leaves it unusable).
+ *
+ * The watchdog never reaches a socket it was not given: it cuts through a
+ * duplicate of the descriptor, its own while armed, so the socket stays the
+ * one armed even if librabbitmq closes its descriptor meanwhile (it does on
+ * some timeouts) and the number is reused by another thread; the cut runs
+ * under the lock, only while armed, and disarming closes the duplicate.
+ *
+ * The common path costs no thread wake. The thread sleeps until the deadline
+ * it planned for (and on the stop fd); arming and moving the deadline later
+ * only take the lock, unless the thread's plan would miss the new deadline
+ * or stop fd — then one byte on a pipe makes it plan again. A publisher that
+ * publishes steadily wakes it about once per write timeout; one that was
+ * idle longer, once at its next publish.
+ *
+ * Threads: the owner (the connection's one thread) calls everything but
+ * watchdog_main, which runs on the watchdog's own thread, with every signal
+ * blocked. What both touch is under lock.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "lib/rmq.h"
+#include "lib/wire.h"
+
+#include "base/alloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct rmq_watchdog {
+    pthread_mutex_t lock;
+    pthread_t thread;
+    int wake[2]; /* a byte on wake[1]: plan again (or quit) */
+    int quit;
+
+    /* the owner's arming */
+    int armed;
+    int sock;          /* the duplicate of the armed socket; -1 when not armed */
+    uint64_t deadline; /* wire_now_ms; 0: none */
+    int stop_fd;       /* -1: none */
+    rmq_cut_t cut;     /* what the thread did since the arming */
+
+    /* the thread's plan: it sleeps until `until` (0: until woken), woken
+     * early by `watching` (-1: nothing but the pipe) */
+    uint64_t until;
+    int watching;
+};
+
+/* The stop fd right now: 1 readable (stop), 0 not yet, -1 not to be polled
+ * (closed, or a pipe whose writer went away: poll would return at once for
+ * ever; the client's waits do not count that as a stop either). */
+static int stop_state(int fd)
+{
+    struct pollfd p = { fd, POLLIN, 0 };
+
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    return (p.revents & POLLIN) ? 1 : -1;
+}
+
+/* Under lock, armed: shut the socket down, so every wait of the owner on
+ * it ends, and remember why. */
+static void cut(rmq_watchdog_t *w, rmq_cut_t why)
+{
+    (void)shutdown(w->sock, SHUT_RDWR);
+    w->cut = why;
+}
+
+static void *watchdog_main(void *arg)
+{
+    rmq_watchdog_t *w = arg;
+
+    pthread_mutex_lock(&w->lock);
+    while (!w->quit) {
+        struct pollfd p[2] = { { w->wake[0], POLLIN, 0 } };
+        nfds_t np = 1;
+        int live = w->armed && w->cut == RMQ_CUT_NONE, stop = 0, left;
+        char drain[64];
+
+        if (live && w->stop_fd >= 0 && (stop = stop_state(w->stop_fd)) < 0)
+            w->stop_fd = -1; /* for this arming */
+        if (live && w->deadline != 0 && wire_now_ms() >= w->deadline)
+            cut(w, RMQ_CUT_DEADLINE);
+        else if (live && stop > 0)
+            cut(w, RMQ_CUT_STOP);
+        live = w->armed && w->cut == RMQ_CUT_NONE;
+        /* Disarmed or done: sleep until armed again (the owner wakes us). */
+        w->until = live ? w->deadline : 0;
+        w->watching = live ? w->stop_fd : -1;
+        if (w->watching >= 0)
+            p[np++] = (struct pollfd){ w->watching, POLLIN, 0 };
+        left = w->until != 0 ? wire_poll_ms(w->until) : -1;
+        pthread_mutex_unlock(&w->lock);
+        if (poll(p, np, left) > 0 && (p[0].revents & POLLIN))
+            while (read(w->wake[0], drain, sizeof(drain)) > 0)
+                ;
+        pthread_mutex_lock(&w->lock);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+/* Under lock: wake the thread when its plan misses the armed deadline or
+ * stop fd. */
+static void replan(rmq_watchdog_t *w)
+{
+    int late = w->deadline != 0 && (w->until == 0 || w->until > w->deadline);
+    int blind = w->stop_fd >= 0 && w->watching != w->stop_fd;
+
+    if (w->cut == RMQ_CUT_NONE && (late || blind)) {
+        ssize_t n = write(w->wake[1], "x", 1); /* a full pipe wakes it as well */
+        (void)n;
+        w->until = w->deadline; /* one byte is enough until it planned again */
+        w->watching = w->stop_fd;
+    }
+}
+
+rmq_watchdog_t *rmq_watchdog_new(void)
+{
+    rmq_watchdog_t *w = xcalloc(1, sizeof(*w));
+    sigset_t all, old;
+    int rc;
+
+    w->sock = w->stop_fd = w->watching = -1;
+    if (pipe2(w->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
+        free(w);
+        return NULL;
+    }
+    pthread_mutex_init(&w->lock, NULL);
+    /* the thread inherits a mask that blocks every signal: the program's
+     * handlers run on its own threads */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&w->thread, NULL, watchdog_main, w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        pthread_mutex_destroy(&w->lock);
+        close(w->wake[0]);
+        close(w->wake[1]);
+        free(w);
+        errno = rc;
+        return NULL;
+    }
+    return w;
+}
+
+void rmq_watchdog_free(rmq_watchdog_t *w)
+{
+    ssize_t n;
+
+    if (w == NULL)
+        return;
+    (void)rmq_watchdog_disarm(w);
+    pthread_mutex_lock(&w->lock);
+    w->quit = 1;
+    pthread_mutex_unlock(&w->lock);
+    n = write(w->wake[1], "x", 1);
+    (void)n;
+    pthread_join(w->thread, NULL);
+    pthread_mutex_destroy(&w->lock);
+    close(w->wake[0]);
+    close(w->wake[1]);
+    free(w);
+}
+
+int rmq_watchdog_arm(rmq_watchdog_t *w, int fd, uint64_t deadline, int stop_fd)
+{
+    int sock = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+
+    if (sock < 0)
+        return -1;
+    pthread_mutex_lock(&w->lock);
+    if (w->armed) /* armed again without a disarm: the old duplicate goes */
+        close(w->sock);
+    w->armed = 1;
+    w->sock = sock;
+    w->deadline = deadline;
+    w->stop_fd = stop_fd;
+    w->cut = RMQ_CUT_NONE;
+    replan(w);
+    pthread_mutex_unlock(&w->lock);
+    return 0;
+}
+
+void rmq_watchdog_extend(rmq_watchdog_t *w, uint64_t deadline)
+{
+    pthread_mutex_lock(&w->lock);
+    if (w->armed) {
+        w->deadline = deadline;
+        replan(w);
+    }
+    pthread_mutex_unlock(&w->lock);
+}
+
+rmq_cut_t rmq_watchdog_disarm(rmq_watchdog_t *w)
+{
+    rmq_cut_t why;
+
+    pthread_mutex_lock(&w->lock);
+    why = w->armed ? w->cut : RMQ_CUT_NONE;
+    if (w->armed)
+        close(w->sock);
+    w->armed = 0;
+    w->sock = -1;
+    w->cut = RMQ_CUT_NONE;
+    pthread_mutex_unlock(&w->lock);
+    return why;
+}
