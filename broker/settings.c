@@ -4,7 +4,8 @@
  * One row per key: {name, type, default, min, max, offset, help} for the
  * engine in common/cfg.h, which parses the values, the INI file and the flags
  * and writes --help; this file holds the table and the cross-key checks.
- * Runs on the main thread before any other thread starts.
+ * Runs on the main thread before any other thread starts, but for SIGHUP's
+ * config_reload, which runs on the loop thread (settings.h).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"

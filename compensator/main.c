@@ -16,7 +16,7 @@
  * interval (stop.c cuts the sleep short); the metrics thread (evhttp); the
  * stop thread (common/stop_grace.c, started by comp_stop_start); main,
  * which blocks SIGINT/SIGTERM/SIGHUP everywhere and waits for them with
- * sigwait: SIGHUP re-reads the configuration (reload_config: log-level is
+ * sigwait: SIGHUP re-reads the configuration (reload_config: the log keys are
  * applied, other changes wait for a restart) and waits again; SIGINT /
  * SIGTERM request the stop, and main joins the layers with the two
  * signals unblocked, so a second one cuts at once. A layer finishes the

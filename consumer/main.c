@@ -40,7 +40,8 @@
  * SIGHUP is
  * blocked in every thread (before the first one starts) and taken with
  * sigwait by the reload thread, which re-reads the configuration
- * (reload_config: log-level is applied, other changes wait for a restart);
+ * (reload_config: log-level, log-file and log-format are applied, other
+ * changes wait for a restart);
  * it never stops the consumer.
  */
 #ifdef HAVE_CONFIG_H
