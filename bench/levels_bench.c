@@ -15,7 +15,9 @@
  *             100-byte values under 18-byte level-queue keys, sync on and off,
  *             for 1 s each on a fresh LevelDB with the store's options. Plus
  *             batches of 1024 for 4 s, rated over the last 2 s: the sustained
- *             rate once level-0 compaction paces writers.
+ *             rate once level-0 compaction paces writers; and the same
+ *             records appended to one file for 4 s (fdatasync per 1024): the
+ *             limit of an append-only commit log on the same disk.
  *   pipeline  one message's life in the broker's write pattern: N store_send
  *             at LEVEL 1 committed every B, the injected clock moved past the
  *             due time, store_move_due in chunks of B, store_lease of B per call
@@ -63,7 +65,9 @@
 #include "base/clock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <leveldb/c.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -406,14 +410,15 @@ static double raw_rate(bench_t *b, int bi, int sync)
     return rate;
 }
 
-/* The limit under sustained load: batches of 1024 for 4 s, the rate over the
- * last 2 s, once level-0 compaction paces the writes (LevelDB slows and then
+/* The limit under sustained load: batches of 1024 for `seconds` (4, and 16:
+ * a flood's length), the rate over the second half, once level-0 compaction
+ * paces the writes (LevelDB slows and then
  * stops writers while compaction is behind). The bursts above, and the
  * pipeline cycles, stay under that point. */
-static void raw_sustained(bench_t *b, int sync)
+static void raw_sustained(bench_t *b, int sync, double seconds)
 {
     const int batch = 1024;
-    char *path = bench_case_dir(b, "raw-sustained-%s", sync ? "sync" : "nosync");
+    char *path = bench_case_dir(b, "raw-sustained-%s-%.0f", sync ? "sync" : "nosync", seconds);
     raw_db_t r;
     raw_open(&r, path, 1, sync);
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
@@ -424,17 +429,73 @@ static void raw_sustained(bench_t *b, int sync)
         raw_write_batch(&r, wb, batch, &seq);
         puts += batch;
         t = bench_now();
-        if (puts_at_2s < 0 && t - t0 >= 2.0) {
+        if (puts_at_2s < 0 && t - t0 >= seconds / 2) {
             puts_at_2s = puts;
             t2 = t;
         }
-    } while (t - t0 < 4.0);
+    } while (t - t0 < seconds);
     leveldb_writebatch_destroy(wb);
     raw_close(&r);
     bench_case_done(b, path);
     char name[64];
-    snprintf(name, sizeof name, "batch %d, sync %s, sustained (2-4 s)", batch, sync ? "on" : "off");
+    snprintf(name, sizeof name, "batch %d, sync %s, sustained (%.0f-%.0f s)", batch, sync ? "on" : "off", seconds / 2,
+             seconds);
     bench_row("raw", name, (double)(puts - puts_at_2s) / (t - t2), 0, "puts/s", "under compaction", -1, NULL);
+}
+
+/* The limit of another layout, beside LevelDB's: the same records (key,
+ * value, a 4-byte length) appended to one file in batches of 1024, one
+ * write(2) and (sync on) one fdatasync per batch, for `seconds`, rated over
+ * the second half as raw_sustained is. This is what an append-only commit log
+ * (RocketMQ's layout: every SEND appended once, the queues built from it
+ * later) would take in on this disk before any queue work: a ceiling for
+ * the SEND leg, not a figure of the store. */
+static void log_sustained(bench_t *b, int sync, double seconds)
+{
+    enum {
+        batch = 1024,
+        rec = 4 + BENCH_RAW_KEY + BENCH_RAW_VALUE
+    };
+    char *path = bench_case_dir(b, "log-sustained-%s-%.0f", sync ? "sync" : "nosync", seconds);
+    char file[PATH_MAX];
+    if (mkdir(path, 0700) != 0) {
+        bench_die("mkdir %s: %s", path, strerror(errno));
+    }
+    snprintf(file, sizeof file, "%s/commit.log", path);
+    int fd = open(file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        bench_die("open %s: %s", file, strerror(errno));
+    }
+    char *buf = xmalloc((size_t)batch * rec);
+    uint64_t seq = 0;
+    long recs = 0, recs_at_2s = -1;
+    double t0 = bench_now(), t2 = 0, t;
+    do {
+        for (int i = 0; i < batch; i++) {
+            char *r = buf + (size_t)i * rec;
+            r[0] = r[1] = 0;
+            r[2] = (char)(rec >> 8);
+            r[3] = (char)rec;
+            raw_key(r + 4, BENCH_T0_MS + 1000, ++seq);
+            bench_fill(r + 4 + BENCH_RAW_KEY, BENCH_RAW_VALUE, seq);
+        }
+        if (write(fd, buf, (size_t)batch * rec) != (ssize_t)((size_t)batch * rec) || (sync && fdatasync(fd) != 0)) {
+            bench_die("append to %s: %s", file, strerror(errno));
+        }
+        recs += batch;
+        t = bench_now();
+        if (recs_at_2s < 0 && t - t0 >= seconds / 2) {
+            recs_at_2s = recs;
+            t2 = t;
+        }
+    } while (t - t0 < seconds);
+    free(buf);
+    close(fd);
+    bench_case_done(b, path);
+    char name[80];
+    snprintf(name, sizeof name, "append-only log, batch %d, sync %s, sustained (%.0f-%.0f s)", batch,
+             sync ? "on" : "off", seconds / 2, seconds);
+    bench_row("raw", name, (double)(recs - recs_at_2s) / (t - t2), 0, "records/s", "another layout's limit", -1, NULL);
 }
 
 static void part_raw(bench_t *b)
@@ -445,8 +506,11 @@ static void part_raw(bench_t *b)
         }
     }
     if (!b->quick) {
-        raw_sustained(b, 1);
-        raw_sustained(b, 0);
+        raw_sustained(b, 1, 4);
+        raw_sustained(b, 0, 4);
+        log_sustained(b, 1, 4);
+        raw_sustained(b, 1, 16); /* a flood's length (hourglass-bench's mixed part produces for 15 s) */
+        log_sustained(b, 1, 16);
     }
 }
 
