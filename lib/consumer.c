@@ -281,6 +281,12 @@ hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out, hg
     else
         hg_client_opts_init(&c->client_opts);
     c->opts.client = &c->client_opts;
+    /* Every worker's client is created at run time from client_opts: keep our own copies of the
+     * credentials, as hg_client_open does (the caller may wipe its password right after). */
+    c->user = c->client_opts.user != NULL ? xstrdup(c->client_opts.user) : NULL;
+    c->password = c->client_opts.password != NULL ? xstrdup(c->client_opts.password) : NULL;
+    c->client_opts.user = c->user;
+    c->client_opts.password = c->password;
     c->uri = xstrdup(opts->uri);
     c->group = xstrdup(opts->group);
     c->topic = xstrdup(opts->topic);
@@ -322,6 +328,10 @@ void hg_consumer_free(hg_consumer_t *c)
             close(c->watchdog_pipe[i]);
     }
     pthread_mutex_destroy(&c->err_lock);
+    if (c->password != NULL)
+        explicit_bzero(c->password, strlen(c->password)); /* a memset before free may be optimised away */
+    free(c->user);
+    free(c->password);
     free(c->uri);
     free(c->group);
     free(c->topic);

@@ -38,11 +38,12 @@ typedef struct worker {
 } worker_t;
 
 struct hg_consumer {
-    hg_consumer_opts_t opts; /* strings point to the copies below */
-    hg_client_opts_t client_opts;
+    hg_consumer_opts_t opts;      /* strings point to the copies below */
+    hg_client_opts_t client_opts; /* user and password point to the copies below */
     char *uri, *group, *topic;
-    uint32_t touch_ms;   /* effective touch interval, 0 = never */
-    char lease_text[16]; /* lease_ms as decimal, for PULL and TOUCH */
+    char *user, *password; /* copies of opts.client's (NULL when unset); the password wiped at free */
+    uint32_t touch_ms;     /* effective touch interval, 0 = never */
+    char lease_text[16];   /* lease_ms as decimal, for PULL and TOUCH */
 
     atomic_int stop;
     atomic_int fatal;     /* an hg_err_t that stopped the consumer for good (AUTH refused, NOPERM), else 0 */

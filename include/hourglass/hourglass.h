@@ -657,7 +657,9 @@ typedef struct hg_consumer_opts {
 void hg_consumer_opts_init(hg_consumer_opts_t *opts);
 
 /* Create a consumer. Checks the options and the URI (nothing connects yet);
- * copies every string, so opts may be discarded afterwards.
+ * copies every string, so opts may be discarded afterwards — opts->client's
+ * user and password too (the caller may wipe its password at once); only
+ * opts->client's tls_* paths must stay valid (hg_client_opts_t).
  * Returns HG_OK and *out (free with hg_consumer_free after hg_consumer_run
  * returned), or HG_ERR_ARG / HG_ERR_URI / HG_ERR_UNSUPPORTED / HG_ERR_SYSTEM
  * with the cause in err (e.g. "workers 0 out of range 1..256"). */

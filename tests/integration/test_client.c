@@ -813,12 +813,23 @@ static void test_credentials(void)
     hg_reply_free(r);
     hg_client_close(anon);
 
-    /* The consumer loop logs in with opts.user / opts.password on every connection. */
+    /* The consumer loop logs in with opts.user / opts.password on every connection. hg_consumer_new
+     * copies them: a caller that wipes its own copies right after (what hg_client_opts_t.password
+     * allows, e.g. a password read from a file) still logs in, on every worker's connection. */
+    char user[32], password[32];
+    snprintf(user, sizeof user, "canceller");
+    snprintf(password, sizeof password, "pw-canceller");
     consumer_opts(&o, &co, "cancel", "orders");
-    co.user = "canceller";
-    co.password = "pw-canceller";
+    co.user = user;
+    co.password = password;
     o.workers = 2;
-    consumer_start(&run, &o);
+    memset(&run, 0, sizeof run);
+    BP_REQUIRE(hg_consumer_new(&o, &run.consumer, &err) == HG_OK, "hg_consumer_new: %s", err.message);
+    snprintf(user, sizeof user, "wiped");
+    memset(password, 0, sizeof password);
+    BP_REQUIRE(pthread_create(&run.thread, NULL, run_thread, &run) == 0, "pthread_create");
+    run.running = 1;
+    active_runner = &run;
     BP_CHECK(wait_distinct(2, 15000) == 0, "only %d of 2 messages handled with credentials", S.distinct);
     consumer_finish(&run, &st);
     BP_CHECK(st.done == 2 && st.errors == 0, "stats: done %" PRIu64 " errors %" PRIu64, st.done, st.errors);
