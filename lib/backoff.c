@@ -20,6 +20,8 @@
 
 void hg_backoff_default(hg_backoff_t *b)
 {
+    if (b == NULL)
+        return;
     b->base_ms = 100;
     b->factor = 2.0;
     b->cap_ms = 10000;
@@ -59,6 +61,8 @@ uint64_t backoff_random(void *unused)
 
 uint64_t hg_backoff_delay(const hg_backoff_t *b, unsigned attempt, hg_random_fn rnd, void *rnd_arg)
 {
+    if (b == NULL)
+        return 0;
     double factor = b->factor, jitter = b->jitter, raw, cap = (double)b->cap_ms;
     double base = (double)b->base_ms, u, delay;
 

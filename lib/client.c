@@ -187,6 +187,8 @@ const char *hg_strerror(hg_err_t code)
 
 void hg_client_opts_init(hg_client_opts_t *opts)
 {
+    if (opts == NULL)
+        return;
     memset(opts, 0, sizeof(*opts));
     opts->connect_timeout_ms = 5000;
     opts->read_timeout_ms = 10000;

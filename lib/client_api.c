@@ -152,7 +152,8 @@ hg_err_t hg_client_clone(const hg_client_t *c, hg_client_t **out, hg_error_t *er
 
 void hg_client_set_stop_fd(hg_client_t *c, int fd)
 {
-    c->stop_fd = fd;
+    if (c != NULL)
+        c->stop_fd = fd;
 }
 
 void hg_client_close(hg_client_t *c)
@@ -173,18 +174,21 @@ void hg_client_close(hg_client_t *c)
 
 void hg_client_set_read_timeout(hg_client_t *c, uint32_t ms)
 {
-    c->opts.read_timeout_ms = ms;
+    if (c != NULL)
+        c->opts.read_timeout_ms = ms;
 }
 
 uint32_t hg_client_read_timeout(const hg_client_t *c)
 {
-    return c->opts.read_timeout_ms;
+    return c != NULL ? c->opts.read_timeout_ms : 0;
 }
 
 uint64_t hg_client_send_bound_ms(const hg_client_t *c)
 {
     uint64_t ensure;
 
+    if (c == NULL)
+        return HG_UNBOUNDED; /* nothing to bound: never promise a figure */
     if (c->tops != NULL)
         return c->tops->send_bound_ms(c, c->tstate);
     if (c->opts.read_timeout_ms == 0)
@@ -202,13 +206,23 @@ uint32_t hg_dlq_all_read_timeout(uint32_t read_timeout_ms, long long entries)
     const uint64_t us_per_entry = 50, most_ms = 86400000;
     if (read_timeout_ms == 0 || entries <= 0)
         return read_timeout_ms;
-    uint64_t ms = read_timeout_ms + (uint64_t)entries * us_per_entry / 1000;
-    return ms < most_ms ? (uint32_t)ms : (uint32_t)most_ms;
+    /* entries is below 2^63, so the product stays below 2^69 / 2^10: no overflow in the division first */
+    uint64_t extra = (uint64_t)entries / 1000 * us_per_entry + (uint64_t)entries % 1000 * us_per_entry / 1000;
+    uint64_t ms = read_timeout_ms + (extra < most_ms ? extra : most_ms);
+    if (ms > most_ms)
+        ms = read_timeout_ms > most_ms ? read_timeout_ms : most_ms; /* the cap never shortens the timeout in force */
+    return (uint32_t)ms;
 }
 
 const char *hg_info_value(const char *info, size_t len, const char *key, size_t *vlen)
 {
-    size_t klen = strlen(key);
+    size_t klen, ignored;
+
+    if (info == NULL || key == NULL)
+        return NULL;
+    if (vlen == NULL)
+        vlen = &ignored;
+    klen = strlen(key);
     for (size_t i = 0; i < len;) {
         const char *line = info + i, *nl = memchr(line, '\n', len - i);
         size_t n = nl != NULL ? (size_t)(nl - line) : len - i;
@@ -231,17 +245,17 @@ uint32_t hg_topic_purge_read_timeout(uint32_t read_timeout_ms)
 
 hg_err_t hg_client_errcode(const hg_client_t *c)
 {
-    return c->errcode;
+    return c != NULL ? c->errcode : HG_ERR_ARG;
 }
 
 const char *hg_client_errmsg(const hg_client_t *c)
 {
-    return c->errmsg;
+    return c != NULL ? c->errmsg : "the client is NULL";
 }
 
 const char *hg_client_address(const hg_client_t *c)
 {
-    return c->address;
+    return c != NULL ? c->address : "";
 }
 
 hg_err_t hg_client_command(hg_client_t *c, int argc, const char *const *argv, const size_t *argvlen, hg_reply_t **reply)
@@ -249,11 +263,16 @@ hg_err_t hg_client_command(hg_client_t *c, int argc, const char *const *argv, co
     resp_reply_t *r = NULL;
     hg_err_t e;
 
-    if (reply == NULL)
+    if (reply != NULL)
+        *reply = NULL;
+    if (c == NULL)
         return HG_ERR_ARG;
-    *reply = NULL;
     client_clear_error(c);
-    if (argc < 1 || argv == NULL)
+    if (reply == NULL)
+        return client_fail(c, HG_ERR_ARG, "hg_client_command: reply is NULL");
+    if (argv == NULL)
+        return client_fail(c, HG_ERR_ARG, "hg_client_command: argv is NULL");
+    if (argc < 1)
         return client_fail(c, HG_ERR_ARG, "hg_client_command: no command (argc %d)", argc);
     for (int i = 0; i < argc; i++)
         if (argv[i] == NULL)

@@ -93,6 +93,8 @@ int consumer_stopping(const hg_consumer_t *c)
 uint64_t hg_consumer_pull_failing_ms(const hg_consumer_t *c)
 {
     hg_consumer_t *m = (hg_consumer_t *)c; /* atomics are read, never written */
+    if (c == NULL)
+        return 0;
     uint64_t since = atomic_load(&m->all_failing_since_ms);
     /* A worker that failed last may store its time after another one's
      * success cleared it: the count decides. */
@@ -195,6 +197,8 @@ int consumer_parse_message(const resp_reply_t *r, hg_message_t *m, char *why, si
 
 void hg_consumer_opts_init(hg_consumer_opts_t *o)
 {
+    if (o == NULL)
+        return;
     memset(o, 0, sizeof(*o));
     o->workers = 1;
     o->count = 1;
@@ -343,6 +347,8 @@ void hg_consumer_stop(hg_consumer_t *c)
     /* Async-signal-safe: an atomic store and write(2). The pipe is
      * non-blocking, so a full pipe (it never is: one byte is enough) cannot
      * block a signal handler. */
+    if (c == NULL)
+        return;
     atomic_store_explicit(&c->stop, 1, memory_order_release);
     if (c->wake_pipe[1] >= 0) {
         ssize_t n = write(c->wake_pipe[1], "x", 1);
@@ -352,12 +358,19 @@ void hg_consumer_stop(hg_consumer_t *c)
 
 void hg_consumer_set_stop_fd(hg_consumer_t *c, int fd)
 {
-    c->stop_fd = fd;
+    if (c != NULL)
+        c->stop_fd = fd;
 }
 
 void hg_consumer_stats(const hg_consumer_t *c, hg_consumer_stats_t *out)
 {
     hg_consumer_t *m = (hg_consumer_t *)c; /* atomics are read, never written */
+    if (out == NULL)
+        return;
+    if (c == NULL) {
+        memset(out, 0, sizeof(*out));
+        return;
+    }
     out->delivered = atomic_load_explicit(&m->delivered, memory_order_relaxed);
     out->done = atomic_load_explicit(&m->done, memory_order_relaxed);
     out->retried = atomic_load_explicit(&m->retried, memory_order_relaxed);
@@ -372,6 +385,12 @@ void hg_consumer_stats(const hg_consumer_t *c, hg_consumer_stats_t *out)
 hg_err_t hg_consumer_last_error(const hg_consumer_t *c, hg_error_t *out)
 {
     hg_consumer_t *m = (hg_consumer_t *)c;
+    if (out == NULL)
+        return HG_ERR_ARG;
+    if (c == NULL) {
+        client_error_fill(out, HG_ERR_ARG, "hg_consumer_last_error: the consumer is NULL");
+        return HG_ERR_ARG;
+    }
     pthread_mutex_lock(&m->err_lock);
     *out = m->last_error;
     pthread_mutex_unlock(&m->err_lock);

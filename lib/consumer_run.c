@@ -38,8 +38,11 @@ hg_err_t hg_consumer_run(hg_consumer_t *c)
 {
     hg_err_t result = HG_OK;
     hg_error_t err;
-    int n = c->opts.workers, rc;
+    int n, rc;
 
+    if (c == NULL)
+        return HG_ERR_ARG;
+    n = c->opts.workers;
     if (c->ran) {
         consumer_record_error(c, "consumer", HG_ERR_ARG, "hg_consumer_run", "a consumer runs once");
         return HG_ERR_ARG;

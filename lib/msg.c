@@ -187,16 +187,21 @@ static int check_id(const char *id)
 static hg_err_t check_topic_key(hg_client_t *c, const char *fn, const char *topic, const char *key)
 {
     if (topic == NULL || topic[0] == '\0')
-        return client_fail(c, HG_ERR_ARG, "%s: topic is empty", fn);
+        return client_fail(c, HG_ERR_ARG, "%s: topic is %s", fn, topic == NULL ? "NULL" : "empty");
     if (key == NULL || key[0] == '\0')
-        return client_fail(c, HG_ERR_ARG, "%s: key is empty", fn);
+        return client_fail(c, HG_ERR_ARG, "%s: key is %s", fn, key == NULL ? "NULL" : "empty");
     return HG_OK;
 }
 
 hg_err_t hg_msg_get(hg_client_t *c, const char *id, hg_msg_info_t **out)
 {
+    if (out != NULL)
+        *out = NULL;
+    if (c == NULL)
+        return HG_ERR_ARG;
     client_clear_error(c);
-    *out = NULL;
+    if (out == NULL)
+        return client_fail(c, HG_ERR_ARG, "hg_msg_get: out is NULL");
     if (check_id(id) != 0)
         return client_fail(c, HG_ERR_ARG, "hg_msg_get: id '%.40s' is not 16 hex digits", id ? id : "(null)");
     const char *argv[2] = { "GET", id };
@@ -218,9 +223,15 @@ hg_err_t hg_msg_get(hg_client_t *c, const char *id, hg_msg_info_t **out)
 
 hg_err_t hg_msg_find(hg_client_t *c, const char *topic, const char *key, hg_msg_info_t **out, size_t *n)
 {
+    if (out != NULL)
+        *out = NULL;
+    if (n != NULL)
+        *n = 0;
+    if (c == NULL)
+        return HG_ERR_ARG;
     client_clear_error(c);
-    *out = NULL;
-    *n = 0;
+    if (out == NULL || n == NULL)
+        return client_fail(c, HG_ERR_ARG, "hg_msg_find: %s is NULL", out == NULL ? "out" : "n");
     hg_err_t e = check_topic_key(c, "hg_msg_find", topic, key);
     if (e != HG_OK)
         return e;
@@ -304,6 +315,8 @@ static hg_err_t revoke_call(hg_client_t *c, size_t argc, const char *const *argv
 
 hg_err_t hg_msg_revoke_id(hg_client_t *c, const char *id, hg_revoke_result_t *res)
 {
+    if (c == NULL)
+        return HG_ERR_ARG;
     client_clear_error(c);
     if (check_id(id) != 0)
         return client_fail(c, HG_ERR_ARG, "hg_msg_revoke_id: id '%.40s' is not 16 hex digits", id ? id : "(null)");
@@ -314,6 +327,8 @@ hg_err_t hg_msg_revoke_id(hg_client_t *c, const char *id, hg_revoke_result_t *re
 
 hg_err_t hg_msg_revoke_key(hg_client_t *c, const char *topic, const char *key, hg_revoke_result_t *res)
 {
+    if (c == NULL)
+        return HG_ERR_ARG;
     client_clear_error(c);
     hg_err_t e = check_topic_key(c, "hg_msg_revoke_key", topic, key);
     if (e != HG_OK)

@@ -117,6 +117,8 @@ int order_sql_is_default(const hg_order_sql_t *sql)
 
 void hg_order_sql_default(hg_order_sql_t *sql)
 {
+    if (sql == NULL)
+        return;
     memset(sql, 0, sizeof *sql);
     sql->claim = default_claim;
     sql->side_effects[0] = default_return_stock;
@@ -274,6 +276,10 @@ int hg_order_db_prepare(hg_order_db *db, hg_order_error_t *err)
     hg_order_error_t local;
     if (err == NULL)
         err = &local;
+    if (db == NULL) {
+        db_error_set(err, "prepare: no database handle");
+        return -1;
+    }
     if (db_connect(db->conn, err) != 0)
         return -1;
     if (db_prepare(db->conn, &db->claim.stmt, err) == NULL)
@@ -452,6 +458,8 @@ int hg_order_pay(hg_order_db *db, uint64_t order_id, hg_order_outcome_t *outcome
 
 int hg_order_parse_id(const char *text, size_t len, uint64_t *id, char *err, size_t errlen)
 {
+    if (id == NULL)
+        return err_set(err, errlen, "hg_order_parse_id: id is NULL");
     if (text == NULL || len == 0)
         return err_set(err, errlen, "payload is not an order id: it is empty");
     if (len > 20)

@@ -116,6 +116,10 @@ const char *hg_order_schema_sql(void)
 
 int hg_order_schema_create(hg_order_db *db, hg_order_error_t *err)
 {
+    if (db == NULL) {
+        db_error_set(err, "schema: no database handle");
+        return -1;
+    }
     db_conn_t *c = order_db_conn(db);
     if (db_connect(c, err) != 0)
         return -1;

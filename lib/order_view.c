@@ -247,7 +247,8 @@ int hg_order_manual_cancel(hg_order_db *db, uint64_t id, const char *reason, hg_
 
 char *hg_order_age_text(int64_t ms, char *buf, size_t len)
 {
-    uint64_t s = (uint64_t)(ms < 0 ? -ms : ms) / 1000;
+    /* the magnitude in uint64_t: -INT64_MIN does not fit an int64_t */
+    uint64_t s = (ms < 0 ? UINT64_C(0) - (uint64_t)ms : (uint64_t)ms) / 1000;
     const char *sign = ms <= -1000 ? "-" : "";
 
     if (s < 60)

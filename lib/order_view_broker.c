@@ -117,6 +117,8 @@ char *hg_msg_info_json(const struct hg_msg_info *info)
     buf_t b = BUF_INIT;
     json_t j;
 
+    if (info == NULL)
+        return xstrdup("null");
     json_init(&j, &b);
     json_object_open(&j);
     json_kstr(&j, "id", info->id);

@@ -76,8 +76,12 @@ void hg_order_late_classify(hg_order_view_t *v)
     static const char *const dlq[] = { "dlq", NULL };
     static const char *const due[] = { "ready", "leased", "retry", NULL };
     static const char *const waiting[] = { "delayed", NULL };
-    const hg_order_info_t *o = &v->order;
+    const hg_order_info_t *o;
     const hg_order_msg_t *m;
+
+    if (v == NULL)
+        return;
+    o = &v->order;
     char late[32];
 
     if (strcmp(o->status, "pending") != 0) {
@@ -128,7 +132,15 @@ void hg_order_late_classify(hg_order_view_t *v)
 
 void hg_order_explain(struct hg_client *client, const char *topic, const hg_order_info_t *order, hg_order_view_t *v)
 {
+    if (v == NULL)
+        return;
     memset(v, 0, sizeof *v);
+    if (order == NULL) { /* nothing to explain: say so rather than classify an empty order */
+        snprintf(v->broker_error, sizeof v->broker_error, "the order is NULL");
+        v->late = HG_ORDER_LATE_UNKNOWN;
+        snprintf(v->why, sizeof v->why, "no order given");
+        return;
+    }
     v->order = *order;
     if (client == NULL)
         snprintf(v->broker_error, sizeof v->broker_error, "no broker connection");
@@ -146,6 +158,8 @@ static void json_kopt(json_t *j, const char *key, const char *s)
 
 char *hg_order_view_json(const hg_order_view_t *v, const hg_order_item_t *items, size_t nitems)
 {
+    if (v == NULL)
+        return xstrdup("null");
     const hg_order_info_t *o = &v->order;
     buf_t b = BUF_INIT;
     json_t j;

@@ -43,7 +43,7 @@ typedef struct send_argv {
 static int check_send(const char *topic, const void *payload, size_t len, hg_delay_t delay, char *why, size_t whylen)
 {
     if (topic == NULL || topic[0] == '\0') {
-        snprintf(why, whylen, "topic is empty");
+        snprintf(why, whylen, "topic is %s", topic == NULL ? "NULL" : "empty");
         return -1;
     }
     if (payload == NULL && len > 0) {
@@ -56,8 +56,8 @@ static int check_send(const char *topic, const void *payload, size_t len, hg_del
     case HG_DELAY_AT:
         break;
     case HG_DELAY_LEVEL:
-        if (delay.value > LVL_MAX_LEVELS) {
-            snprintf(why, whylen, "level %" PRIu64 " out of range 0..%d", delay.value, LVL_MAX_LEVELS);
+        if (delay.value > LVL_MAX_LEVELS) { /* hg_delay_level(-1) arrives as 2^64 - 1: show what was passed */
+            snprintf(why, whylen, "level %" PRId64 " out of range 0..%d", (int64_t)delay.value, LVL_MAX_LEVELS);
             return -1;
         }
         break;
@@ -140,9 +140,11 @@ hg_err_t hg_send(hg_client_t *c, const char *topic, const char *key, const void 
     send_argv_t s;
     hg_err_t e;
 
-    client_clear_error(c);
     if (id_out != NULL)
         id_out[0] = '\0';
+    if (c == NULL)
+        return HG_ERR_ARG;
+    client_clear_error(c);
     if (check_send(topic, payload, len, delay, why, sizeof(why)) < 0)
         return client_fail(c, HG_ERR_ARG, "hg_send: %s", why);
     build_send(&s, topic, key, payload, len, delay, 0);
@@ -164,9 +166,11 @@ hg_err_t hg_send_many(hg_client_t *c, hg_send_item_t *items, size_t n, size_t *o
     hg_err_t first = HG_OK, e = HG_OK;
     int rounds = 0;
 
-    client_clear_error(c);
     if (ok_count != NULL)
         *ok_count = 0;
+    if (c == NULL)
+        return HG_ERR_ARG;
+    client_clear_error(c);
     if (n == 0)
         return HG_OK;
     if (items == NULL)
@@ -258,6 +262,10 @@ hg_err_t hg_levels_parse(const char *spec, hg_levels_t **out, hg_error_t *err)
     hg_levels_t *l;
     char why[HG_ERRMSG_MAX - 32];
 
+    if (out == NULL) {
+        client_error_fill(err, HG_ERR_ARG, "hg_levels_parse: out is NULL");
+        return HG_ERR_ARG;
+    }
     *out = NULL;
     l = xcalloc(1, sizeof(*l));
     if (spec == NULL || lvl_table_parse(spec, &l->table, why, sizeof(why)) < 0) {
@@ -285,8 +293,13 @@ hg_err_t hg_levels_fetch(hg_client_t *c, hg_levels_t **out)
     hg_levels_t *l;
     hg_err_t e;
 
-    *out = NULL;
+    if (out != NULL)
+        *out = NULL;
+    if (c == NULL)
+        return HG_ERR_ARG;
     client_clear_error(c);
+    if (out == NULL)
+        return client_fail(c, HG_ERR_ARG, "hg_levels_fetch: out is NULL");
     e = client_call_checked(c, 1, argv, NULL, 1, &r);
     if (e != HG_OK)
         return e;
@@ -321,12 +334,12 @@ hg_err_t hg_levels_fetch(hg_client_t *c, hg_levels_t **out)
 
 int hg_levels_count(const hg_levels_t *l)
 {
-    return l->table.count;
+    return l != NULL ? l->table.count : 0;
 }
 
 uint64_t hg_levels_delay_ms(const hg_levels_t *l, int level)
 {
-    if (level < 1 || level > l->table.count)
+    if (l == NULL || level < 1 || level > l->table.count)
         return 0;
     return l->table.delay_ms[level];
 }
@@ -358,11 +371,13 @@ hg_err_t hg_send_dedup(hg_client_t *c, const char *topic, const char *key, const
     int dup = 0;
     hg_err_t e;
 
-    client_clear_error(c);
     if (id_out != NULL)
         id_out[0] = '\0';
     if (duplicate != NULL)
         *duplicate = 0;
+    if (c == NULL)
+        return HG_ERR_ARG;
+    client_clear_error(c);
     if (check_send(topic, payload, len, delay, why, sizeof(why)) < 0)
         return client_fail(c, HG_ERR_ARG, "hg_send_dedup: %s", why);
     if (key == NULL || key[0] == '\0')

@@ -24,6 +24,14 @@
  *    caller-supplied hg_error_t instead (which may be NULL).
  *  - Handles are opaque. What a function allocates and who frees it is stated
  *    at each function. Out of memory aborts the process with a message.
+ *  - NULL: pass it only where a function says so (the reply accessors say
+ *    the opposite). Elsewhere NULL never crashes: a call returning an
+ *    hg_err_t fails with HG_ERR_ARG — for a NULL client or consumer without
+ *    a message (there is no handle to keep it), else with one naming the
+ *    argument ("hg_msg_find: out is NULL"); a setter, stop or free does
+ *    nothing; an accessor gives the empty answer (0, "", HG_ERR_ARG and
+ *    "the client is NULL" from hg_client_errcode / errmsg, HG_UNBOUNDED from
+ *    hg_client_send_bound_ms, zeroed stats).
  *  - Thread safety: a client handle belongs to one thread at a time (no
  *    internal lock; use one client per thread, or lock around it). Everything
  *    without a handle (hg_level_for, hg_backoff_delay, hg_strerror, ...) is
@@ -272,8 +280,8 @@ uint64_t hg_client_send_bound_ms(const hg_client_t *c);
 /* The read timeout for DLQ REQUEUE|DROP … ALL of a DLQ of `entries` (DLQ LEN
  * first): the broker moves the DLQ in steps between other clients' commands
  * (2–4 µs an entry on an idle broker) and answers after the last, so this is
- * read_timeout_ms plus 50 µs an entry, at most a day; 0 (wait forever) stays
- * 0. hourglass-cli and the console set it for that one command. */
+ * read_timeout_ms plus 50 µs an entry, at most a day — but never less than
+ * read_timeout_ms itself; 0 (wait forever) stays 0. hourglass-cli and the console set it for that one command. */
 uint32_t hg_dlq_all_read_timeout(uint32_t read_timeout_ms, long long entries);
 
 /* The value of "key:" in INFO text info[0..len) ("# Section\r\nkey:value\r\n…"),

@@ -28,6 +28,9 @@
  * an hg_order_error_t, when the caller passes one, holds the server's or the
  * client's error number and a message naming the cause (which statement,
  * which field, the server's own text). Messages never end with a newline.
+ * A NULL handle never crashes: the call fails with "no database handle"
+ * (code 0; HG_ORDER_PERMANENT where it reports an outcome); the close,
+ * interrupt, rollback and init-like calls ignore it.
  */
 #ifndef HOURGLASS_ORDER_H
 #define HOURGLASS_ORDER_H

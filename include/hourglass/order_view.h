@@ -138,7 +138,8 @@ typedef struct hg_order_view {
 /* Fill v from *order: ask the broker (client; NULL: not asked) for the live
  * messages of topic (NULL: HG_ORDER_TIMEOUT_TOPIC) with key <order id>, then
  * classify (hg_order_late_classify). Never fails: a broker error leaves
- * broker_known 0 with the cause in broker_error and late UNKNOWN. */
+ * broker_known 0 with the cause in broker_error and late UNKNOWN, as does a
+ * NULL order ("the order is NULL"); a NULL v is ignored. */
 void hg_order_explain(struct hg_client *client, const char *topic, const hg_order_info_t *order, hg_order_view_t *v);
 
 /* The verdict alone, from v->order, v->msgs and v->broker_known: sets
@@ -165,7 +166,8 @@ int hg_order_manual_cancel(hg_order_db *db, uint64_t id, const char *reason, hg_
  * "paid_ms":…|null,"cancelled_ms":…|null,"cancel_reason":…|null,
  * "overdue_ms":…,"cursor":…,"outbox":{…}|null,"items":[…],
  * "broker_known":…,"broker_error":…|null,"messages":[…],"late":…,"why":…}.
- * Returns a NUL-terminated string the caller frees with free(). */
+ * Returns a NUL-terminated string the caller frees with free(); "null" when
+ * v is NULL. */
 char *hg_order_view_json(const hg_order_view_t *v, const hg_order_item_t *items, size_t nitems);
 
 /* A message as GET / FIND report it (hg_msg_get, hg_msg_find of
@@ -174,7 +176,8 @@ char *hg_order_view_json(const hg_order_view_t *v, const hg_order_item_t *items,
  * "level":…,"hop_due_ms":…,"hops_left":… (delayed),"groups":[{"group":…,
  * "state":…,"reconsume":…,"deadline_ms"|"level","due_ms"|"reason",
  * "parked_ms":…}]}; a gone message is {"id":…,"state":"gone"}. Returns a
- * NUL-terminated string the caller frees with free(). */
+ * NUL-terminated string the caller frees with free() ("null" for NULL, as
+ * hg_order_view_json). */
 struct hg_msg_info;
 char *hg_msg_info_json(const struct hg_msg_info *info);
 

@@ -12,6 +12,13 @@
  * (connecting + read timeout), connecting = attempts × (connect [+ read for
  * AUTH]) + the backoff's pauses. hourglass+tls:// and amqp:// need a real
  * handshake: tests/integration/test_tls.c and test_transport.c check theirs.
+ *
+ * Suite arguments: the public calls at their edges without a broker — a
+ * NULL client, consumer or order handle and NULL out-parameters give
+ * HG_ERR_ARG (or -1) with a message naming the argument, never a crash; an
+ * error is cleared by the next call; the pure helpers at their extremes
+ * (hg_dlq_all_read_timeout never shortens the timeout, hg_order_age_text
+ * of INT64_MIN).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -22,8 +29,11 @@
 
 #include <CUnit/CUnit.h>
 #include <hourglass/hourglass.h>
+#include <hourglass/order_view.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static sb_t stub;
 
@@ -167,6 +177,168 @@ static void test_set_read_timeout_and_clone(void)
     hg_client_close(c);
 }
 
+/* ------------------------------------------------------------------------
+ * Arguments: NULL handles and out-parameters, the messages that name them
+ * ------------------------------------------------------------------------ */
+
+/* The client's message contains want. */
+#define MSG_HAS(c, want) (strstr(hg_client_errmsg(c), (want)) != NULL)
+
+static void test_null_client(void)
+{
+    const char *ping[] = { "PING" };
+    hg_reply_t *r = (hg_reply_t *)&stub; /* not NULL: the call must clear it */
+    hg_levels_t *l = NULL;
+    hg_msg_info_t *info = NULL;
+    size_t n = 9;
+    hg_send_item_t item = { .topic = "t" };
+
+    /* a NULL client: HG_ERR_ARG, never a crash (no handle to keep a message) */
+    TU_CHECK(hg_client_command(NULL, 1, ping, NULL, &r) == HG_ERR_ARG && r == NULL, "hg_client_command(NULL)");
+    TU_CHECK(hg_send(NULL, "t", NULL, "x", 1, hg_delay_none(), NULL) == HG_ERR_ARG, "hg_send(NULL)");
+    TU_CHECK(hg_send_dedup(NULL, "t", "k", "x", 1, hg_delay_none(), NULL, NULL) == HG_ERR_ARG, "hg_send_dedup(NULL)");
+    TU_CHECK(hg_send_many(NULL, &item, 1, &n) == HG_ERR_ARG && n == 0, "hg_send_many(NULL): n %zu", n);
+    TU_CHECK(hg_levels_fetch(NULL, &l) == HG_ERR_ARG && l == NULL, "hg_levels_fetch(NULL)");
+    TU_CHECK(hg_msg_get(NULL, "0123456789abcdef", &info) == HG_ERR_ARG && info == NULL, "hg_msg_get(NULL)");
+    TU_CHECK(hg_msg_find(NULL, "t", "k", &info, &n) == HG_ERR_ARG && info == NULL && n == 0, "hg_msg_find(NULL)");
+    TU_CHECK(hg_msg_revoke_id(NULL, "0123456789abcdef", NULL) == HG_ERR_ARG, "hg_msg_revoke_id(NULL)");
+    TU_CHECK(hg_msg_revoke_key(NULL, "t", "k", NULL) == HG_ERR_ARG, "hg_msg_revoke_key(NULL)");
+    /* the accessors and setters answer for "no client" */
+    TU_CHECK(hg_client_errcode(NULL) == HG_ERR_ARG, "hg_client_errcode(NULL)");
+    TU_CHECK(strstr(hg_client_errmsg(NULL), "NULL") != NULL, "hg_client_errmsg(NULL): '%s'", hg_client_errmsg(NULL));
+    TU_CHECK(strcmp(hg_client_address(NULL), "") == 0, "hg_client_address(NULL)");
+    TU_CHECK(hg_client_read_timeout(NULL) == 0, "hg_client_read_timeout(NULL)");
+    TU_CHECK(hg_client_send_bound_ms(NULL) == HG_UNBOUNDED, "hg_client_send_bound_ms(NULL)");
+    hg_client_set_read_timeout(NULL, 5);
+    hg_client_set_stop_fd(NULL, 5);
+    hg_client_opts_init(NULL);
+    hg_backoff_default(NULL);
+    TU_CHECK(hg_backoff_delay(NULL, 3, NULL, NULL) == 0, "hg_backoff_delay(NULL)");
+    TU_CHECK(hg_levels_count(NULL) == 0 && hg_levels_delay_ms(NULL, 1) == 0, "hg_levels_count / delay_ms (NULL)");
+    size_t vlen = 7;
+    TU_CHECK(hg_info_value("a:b\r\n", 5, NULL, &vlen) == NULL && hg_info_value(NULL, 5, "a", &vlen) == NULL,
+             "hg_info_value with a NULL key or text");
+    TU_CHECK(hg_info_value("a:b\r\n", 5, "a", NULL) != NULL, "hg_info_value with vlen NULL finds the value");
+}
+
+static void test_null_out_parameters(void)
+{
+    hg_client_t *c = open_stub(NULL, NULL, __LINE__);
+    const char *ping[] = { "PING" };
+    hg_reply_t *r = NULL;
+    hg_msg_info_t *info = NULL;
+    size_t n = 0;
+    hg_error_t e;
+
+    /* an error left by an earlier call must not linger: every call clears it */
+    TU_CHECK(hg_send(c, NULL, NULL, "x", 1, hg_delay_none(), NULL) == HG_ERR_ARG && MSG_HAS(c, "topic is NULL"),
+             "hg_send topic NULL: '%s'", hg_client_errmsg(c));
+    TU_CHECK(hg_client_command(c, 1, ping, NULL, NULL) == HG_ERR_ARG && MSG_HAS(c, "reply is NULL"),
+             "hg_client_command reply NULL: '%s'", hg_client_errmsg(c));
+    TU_CHECK(hg_client_command(c, 1, NULL, NULL, &r) == HG_ERR_ARG && MSG_HAS(c, "argv is NULL"),
+             "hg_client_command argv NULL: '%s'", hg_client_errmsg(c));
+    TU_CHECK(hg_client_command(c, 0, ping, NULL, &r) == HG_ERR_ARG && MSG_HAS(c, "argc 0"),
+             "hg_client_command argc 0: '%s'", hg_client_errmsg(c));
+    TU_CHECK(hg_send(c, "t", NULL, "x", 1, hg_delay_level(-1), NULL) == HG_ERR_ARG && MSG_HAS(c, "level -1 "),
+             "hg_send level -1 names -1: '%s'", hg_client_errmsg(c));
+    TU_CHECK(hg_send_dedup(c, NULL, "k", "x", 1, hg_delay_none(), NULL, NULL) == HG_ERR_ARG &&
+                 MSG_HAS(c, "topic is NULL"),
+             "hg_send_dedup topic NULL: '%s'", hg_client_errmsg(c));
+    TU_CHECK(hg_msg_get(c, "0123456789abcdef", NULL) == HG_ERR_ARG && MSG_HAS(c, "out is NULL"),
+             "hg_msg_get out NULL: '%s'", hg_client_errmsg(c));
+    TU_CHECK(hg_msg_find(c, "t", "k", NULL, &n) == HG_ERR_ARG && MSG_HAS(c, "out is NULL"),
+             "hg_msg_find out NULL: '%s'", hg_client_errmsg(c));
+    TU_CHECK(hg_msg_find(c, "t", "k", &info, NULL) == HG_ERR_ARG && info == NULL && MSG_HAS(c, "n is NULL"),
+             "hg_msg_find n NULL: '%s'", hg_client_errmsg(c));
+    TU_CHECK(hg_msg_find(c, NULL, "k", &info, &n) == HG_ERR_ARG && MSG_HAS(c, "topic is NULL"),
+             "hg_msg_find topic NULL: '%s'", hg_client_errmsg(c));
+    TU_CHECK(hg_levels_fetch(c, NULL) == HG_ERR_ARG && MSG_HAS(c, "out is NULL"), "hg_levels_fetch out NULL: '%s'",
+             hg_client_errmsg(c));
+    TU_CHECK(hg_levels_parse("1s", NULL, &e) == HG_ERR_ARG && strstr(e.message, "out is NULL") != NULL,
+             "hg_levels_parse out NULL: '%s'", e.message);
+    TU_CHECK(hg_consumer_last_error(NULL, &e) == HG_ERR_ARG && strstr(e.message, "NULL") != NULL,
+             "hg_consumer_last_error(NULL): '%s'", e.message);
+    TU_CHECK(hg_consumer_last_error(NULL, NULL) == HG_ERR_ARG, "hg_consumer_last_error(NULL, NULL)");
+    TU_CHECK(hg_consumer_run(NULL) == HG_ERR_ARG, "hg_consumer_run(NULL)");
+    hg_consumer_stats_t st;
+    memset(&st, 0xff, sizeof st);
+    hg_consumer_stats(NULL, &st);
+    TU_CHECK(st.delivered == 0 && st.errors == 0, "hg_consumer_stats(NULL) gives zeros");
+    TU_CHECK(hg_consumer_pull_failing_ms(NULL) == 0, "hg_consumer_pull_failing_ms(NULL)");
+    hg_consumer_stop(NULL);
+    hg_consumer_set_stop_fd(NULL, 3);
+    hg_consumer_opts_init(NULL);
+    /* and after all that, a good call reports no error */
+    TU_CHECK(hg_client_command(c, 1, ping, NULL, &r) == HG_OK && hg_client_errcode(c) == HG_OK &&
+                 strcmp(hg_client_errmsg(c), "") == 0,
+             "a good call clears the error: %d '%s'", hg_client_errcode(c), hg_client_errmsg(c));
+    hg_reply_free(r);
+    hg_client_close(c);
+}
+
+/* The order module's calls that need no database, with NULL arguments. */
+static void test_null_order(void)
+{
+    hg_order_error_t e;
+    char err[200] = "";
+    hg_order_view_t v;
+
+    memset(&e, 0, sizeof e);
+    TU_CHECK(hg_order_db_prepare(NULL, &e) == -1 && strstr(e.message, "no database handle") != NULL,
+             "hg_order_db_prepare(NULL): '%s'", e.message);
+    memset(&e, 0, sizeof e);
+    TU_CHECK(hg_order_schema_create(NULL, &e) == -1 && strstr(e.message, "no database handle") != NULL,
+             "hg_order_schema_create(NULL): '%s'", e.message);
+    TU_CHECK(hg_order_parse_id("12", 2, NULL, err, sizeof err) == -1 && strstr(err, "id is NULL") != NULL,
+             "hg_order_parse_id id NULL: '%s'", err);
+    hg_order_sql_default(NULL);
+    hg_order_late_classify(NULL);
+    memset(&v, 0, sizeof v);
+    hg_order_explain(NULL, NULL, NULL, &v);
+    TU_CHECK(v.late == HG_ORDER_LATE_UNKNOWN && strstr(v.broker_error, "NULL") != NULL,
+             "hg_order_explain without an order: late %d '%s'", (int)v.late, v.broker_error);
+    hg_order_explain(NULL, NULL, NULL, NULL);
+    char *j = hg_order_view_json(NULL, NULL, 0);
+    TU_CHECK(j != NULL && strcmp(j, "null") == 0, "hg_order_view_json(NULL): %s", j ? j : "(NULL)");
+    free(j);
+    j = hg_msg_info_json(NULL);
+    TU_CHECK(j != NULL && strcmp(j, "null") == 0, "hg_msg_info_json(NULL): %s", j ? j : "(NULL)");
+    free(j);
+}
+
+/* ------------------------------------------------------------------------
+ * The pure helpers at their edges
+ * ------------------------------------------------------------------------ */
+
+static void test_helper_edges(void)
+{
+    char b[64];
+    /* the DLQ timeout only ever lengthens the read timeout in force */
+    uint32_t t = hg_dlq_all_read_timeout(UINT32_MAX - 1, 1);
+    TU_CHECK(t == UINT32_MAX - 1, "hg_dlq_all_read_timeout(UINT32_MAX - 1, 1): %u, shorter than the timeout", t);
+    t = hg_dlq_all_read_timeout(100000000, 1000);
+    TU_CHECK(t == 100000000, "hg_dlq_all_read_timeout(100000000 (above a day), 1000): %u", t);
+    t = hg_dlq_all_read_timeout(10000, 1000000);
+    TU_CHECK(t == 60000, "hg_dlq_all_read_timeout(10000, 1000000): %u, want 60000", t);
+    t = hg_dlq_all_read_timeout(10000, INT64_MAX);
+    TU_CHECK(t == 86400000, "hg_dlq_all_read_timeout(10000, LLONG_MAX): %u, want a day", t);
+    /* every int64 has a text, INT64_MIN too (its negation overflows) */
+    hg_order_age_text(INT64_MIN, b, sizeof b);
+    TU_CHECK(strcmp(b, "-106751991167d07h") == 0, "hg_order_age_text(INT64_MIN): '%s'", b);
+    hg_order_age_text(INT64_MAX, b, sizeof b);
+    TU_CHECK(strcmp(b, "106751991167d07h") == 0, "hg_order_age_text(INT64_MAX): '%s'", b);
+    hg_order_age_text(-999, b, sizeof b);
+    TU_CHECK(strcmp(b, "0s") == 0, "hg_order_age_text(-999): '%s'", b);
+}
+
+static const tu_test_t argument_tests[] = {
+    { "a NULL client: HG_ERR_ARG or a neutral answer, never a crash", test_null_client },
+    { "NULL out-parameters and inputs: HG_ERR_ARG naming them", test_null_out_parameters },
+    { "the order calls without a database: NULL arguments", test_null_order },
+    { "pure helpers at their edges: DLQ read timeout, age text", test_helper_edges },
+    { NULL, NULL },
+};
+
 static const tu_test_t bound_tests[] = {
     { "send bound: the defaults, with and without credentials", test_defaults },
     { "send bound: custom timeouts and credentials", test_custom_timeouts },
@@ -178,6 +350,7 @@ static const tu_test_t bound_tests[] = {
 
 static const tu_suite_t suites[] = {
     { "bound", bound_tests },
+    { "arguments", argument_tests },
 };
 
 int main(int argc, char **argv)
