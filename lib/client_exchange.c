@@ -13,8 +13,9 @@
  * (client_api.c) puts the two together.
  *
  * Invariant: any failure closes the connection (after a timeout or a
- * malformed reply the stream position is unknown), so when fd >= 0 no reply
- * is outstanding.
+ * malformed reply the stream position is unknown), and so do replies that
+ * all arrived before the request was all written (the broker refused it
+ * unread, see client_exchange), so when fd >= 0 no reply is outstanding.
  * Thread: the client's one thread; the wake fd cuts waits short when
  * CLIENT_INTERRUPTIBLE asks for it, the stop fd (hg_client_set_stop_fd)
  * every wait.
@@ -101,7 +102,11 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen, size_t 
     /* Bytes already received (a push before our reply) are parsed first. */
     e = parse_replies(c, nreplies, replies, got);
 
-    while (e == HG_OK && (written < reqlen || *got < nreplies)) {
+    /* Every reply in before the request is all written happens when the broker
+     * refuses a command it could not read whole (a bulk past max-bulk): it
+     * answers "-ERR Protocol error …" and closes. That answer is the outcome;
+     * writing on would only meet the close and lose it (HG_ERR_IO). */
+    while (e == HG_OK && (*got < nreplies || (nreplies == 0 && written < reqlen))) {
         struct pollfd p[3];
         int n, np = 1, stops = 0, left = wire_poll_ms(deadline);
 
@@ -166,7 +171,7 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen, size_t 
             }
         }
     }
-    if (e != HG_OK)
-        client_disconnect(c);
+    if (e != HG_OK || written < reqlen)
+        client_disconnect(c); /* unsent bytes: this stream can carry nothing more */
     return e;
 }

@@ -407,7 +407,10 @@ static inline hg_delay_t hg_delay_at(uint64_t unix_ms)
  *
  * Returns HG_OK; or HG_ERR_ARG, HG_ERR_SERVER (e.g. "ERR delay 4d exceeds
  * max-delay 3d"), HG_ERR_CONNECT, HG_ERR_IO, HG_ERR_TIMEOUT, HG_ERR_PROTOCOL
- * with the cause in hg_client_errmsg. */
+ * with the cause in hg_client_errmsg. A payload past the broker's
+ * max-payload is HG_ERR_SERVER with the connection kept; one past its
+ * max-bulk too ("ERR Protocol error: … (max-bulk)"), not sent again, with
+ * the connection closed by the broker (the next call reconnects). */
 hg_err_t hg_send(hg_client_t *c, const char *topic, const char *key, const void *payload, size_t len, hg_delay_t delay,
                  char *id_out);
 

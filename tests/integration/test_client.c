@@ -666,6 +666,52 @@ static void test_read_timeout_set(void)
     hg_reply_free(r);
 }
 
+/* A payload past the broker's max-bulk: the broker answers "-ERR Protocol
+ * error: … (max-bulk)" and closes before it read the rest. The caller gets
+ * that answer (HG_ERR_SERVER), not a lost connection, and the SEND is not
+ * sent again; the next call reconnects. In a pipeline only that item fails
+ * with it. One past max-payload is refused with the connection kept. */
+static void test_send_past_max_bulk(void)
+{
+    static const char *const small[] = { "--fsync", "no", "--max-bulk", "64kb", "--max-payload", "32kb", NULL };
+    size_t big = 32u << 20; /* more than the loopback socket buffers take in before the broker closes */
+    char *payload = calloc(1, big), id[HG_ID_MAX];
+    hg_err_t e;
+
+    BP_REQUIRE(payload != NULL, "calloc");
+    start(small);
+    e = hg_send(C, "t", NULL, payload, 32 * 1024 + 1, hg_delay_none(), id);
+    BP_CHECK(e == HG_ERR_SERVER && strstr(hg_client_errmsg(C), "max-payload") != NULL,
+             "a payload 1 byte past max-payload: %s '%s'", hg_strerror(e), hg_client_errmsg(C));
+    uint64_t t0 = tu_now_mono_ms();
+    e = hg_send(C, "t", NULL, payload, big, hg_delay_none(), id);
+    BP_CHECK(e == HG_ERR_SERVER && strstr(hg_client_errmsg(C), "max-bulk") != NULL && id[0] == '\0',
+             "a 32 MiB payload past max-bulk 64kb: %s '%s' (want the broker's answer)", hg_strerror(e),
+             hg_client_errmsg(C));
+    BP_CHECK(tu_now_mono_ms() - t0 < 5000, "the refused SEND took %" PRIu64 " ms", tu_now_mono_ms() - t0);
+    e = hg_send(C, "t", NULL, "after", 5, hg_delay_none(), id);
+    BP_CHECK(e == HG_OK && strlen(id) == 16, "the next SEND reconnects: %s '%s'", hg_strerror(e), hg_client_errmsg(C));
+
+    hg_send_item_t items[3] = {
+        { .topic = "t", .payload = "one", .payload_len = 3 },
+        { .topic = "t", .payload = payload, .payload_len = big },
+        { .topic = "t", .payload = "three", .payload_len = 5 },
+    };
+    size_t ok = 0;
+    e = hg_send_many(C, items, 3, &ok);
+    BP_CHECK(items[0].err == HG_OK && items[1].err == HG_ERR_SERVER && strstr(items[1].error, "max-bulk") != NULL,
+             "pipelined: item 0 %s, item 1 %s '%s'", hg_strerror(items[0].err), hg_strerror(items[1].err),
+             items[1].error);
+    BP_CHECK(items[2].err == HG_OK && ok == 2 && e == HG_ERR_SERVER,
+             "pipelined: item 2 sent again after the broker closed: %s '%s', ok %zu, returned %s",
+             hg_strerror(items[2].err), items[2].error, ok, hg_strerror(e));
+    hg_reply_t *r = CMD("PULL", "g", "t", "COUNT", "100");
+    BP_CHECK(r != NULL && hg_reply_count(r) == 3, "the topic holds %zu messages, want 3 (after, one, three)",
+             r != NULL ? hg_reply_count(r) : 0);
+    hg_reply_free(r);
+    free(payload);
+}
+
 /* A broker whose users file has shop (producer) and canceller (consumer),
  * passwords "pw-<name>"; URI without credentials; C logged in as shop. */
 static void start_with_users(char *dir, size_t dirlen)
@@ -1799,6 +1845,7 @@ static int add_suites(void)
         { "client", "hg_send_many: 1000 pipelined, one error", test_send_many_pipelined },
         { "client", "send delays, errors, generic command, levels", test_send_delays_and_levels },
         { "client", "credentials refused: HG_ERR_AUTH", test_auth_refused },
+        { "client", "a payload past max-bulk: the broker's answer, not resent", test_send_past_max_bulk },
         { "client", "hg_client_set_read_timeout applies to the next call", test_read_timeout_set },
         { "client", "hg_client_clone as the same user; hg_client_set_stop_fd stops a waiting call",
           test_clone_and_stop_fd },
