@@ -28,6 +28,7 @@
 #endif
 
 #include "db/conn.h"
+#include "lib/client.h"
 #include "lib/order_sql.h"
 
 #include "include/hourglass/hourglass.h"
@@ -108,8 +109,12 @@ int hg_order_timeout_create(hg_order_db *db, uint64_t order_id, uint64_t expire_
 int hg_order_timeout_send(struct hg_client *client, const char *topic, uint64_t order_id, uint64_t expire_at_ms,
                           char *id_out)
 {
+    if (id_out != NULL)
+        id_out[0] = '\0';
     if (client == NULL)
         return HG_ERR_ARG;
+    if (order_id == 0) /* its payload "0" would be refused by every consumer (hg_order_parse_id) */
+        return client_fail(client, HG_ERR_ARG, "hg_order_timeout_send: order id 0 is not an order id");
     char id[24];
     int len = snprintf(id, sizeof id, "%" PRIu64, order_id);
     uint64_t now = clock_wall_ms();
@@ -171,7 +176,7 @@ hg_order_publish_outcome_t hg_order_timeout_publish(hg_order_db *db, struct hg_c
     int rc = hg_order_timeout_send(client, topic, order_id, expire_at_ms, id_out);
     if (rc != HG_OK) {
         if (error != NULL && errlen > 0)
-            snprintf(error, errlen, "send: %s", client != NULL ? hg_client_errmsg(client) : hg_strerror(rc));
+            snprintf(error, errlen, "send: %s", client != NULL ? hg_client_errmsg(client) : "the client is NULL");
         return HG_ORDER_PUBLISH_SEND_FAILED;
     }
     int marked = 0;
@@ -187,6 +192,9 @@ hg_order_publish_outcome_t hg_order_timeout_publish(hg_order_db *db, struct hg_c
 int hg_order_pay_revoke(hg_order_db *db, struct hg_client *client, const char *topic, uint64_t order_id,
                         hg_order_outcome_t *outcome, long *revoked, hg_order_error_t *err)
 {
+    hg_order_outcome_t ignored;
+    if (outcome == NULL) /* may be NULL, as for hg_order_pay: the revoke still needs to know */
+        outcome = &ignored;
     if (revoked != NULL)
         *revoked = -1;
     int rc = hg_order_pay(db, order_id, outcome, err);

@@ -338,7 +338,8 @@ int hg_order_pay(hg_order_db *db, uint64_t order_id, hg_order_outcome_t *outcome
  * delivered is harmless (the cancel's claim finds the order paid and changes
  * nothing). *revoked (may be NULL) gets the messages revoked, or -1 when the
  * revoke failed (hg_client_errmsg(client) says why) or was not tried (not
- * paid by this call, no client). Returns exactly what hg_order_pay returns. */
+ * paid by this call, no client). outcome and err may be NULL, as for
+ * hg_order_pay. Returns exactly what hg_order_pay returns. */
 struct hg_client; /* hg_client_t of <hourglass/hourglass.h> */
 int hg_order_pay_revoke(hg_order_db *db, struct hg_client *client, const char *topic, uint64_t order_id,
                         hg_order_outcome_t *outcome, long *revoked, hg_order_error_t *err);
@@ -452,7 +453,8 @@ int hg_order_timeout_create(hg_order_db *db, uint64_t order_id, uint64_t expire_
  * HG_ORDER_TIMEOUT_TOPIC; id_out NULL or HG_ID_MAX bytes for the message id.
  * Returns an hg_err_t: HG_OK, or the code of hg_send with the cause in
  * hg_client_errmsg(client) (HG_ERR_ARG without a message when client is
- * NULL). Does not touch the database. */
+ * NULL; HG_ERR_ARG for order_id 0, whose payload no consumer takes).
+ * Does not touch the database. */
 int hg_order_timeout_send(struct hg_client *client, const char *topic, uint64_t order_id, uint64_t expire_at_ms,
                           char *id_out);
 
@@ -484,8 +486,8 @@ const char *hg_order_publish_outcome_name(hg_order_publish_outcome_t outcome);
  * sent, hg_order_timeout_mark_sent. Never fails as such: returns the outcome;
  * for SEND_FAILED and MARK_FAILED error (may be NULL; errlen bytes) gets the
  * cause ("send: cannot connect to 127.0.0.1:7379: Connection refused",
- * "mark sent: …"), and id_out (NULL or HG_ID_MAX bytes) the message id when
- * it was sent. */
+ * "mark sent: …", "send: the client is NULL"), and id_out (NULL or
+ * HG_ID_MAX bytes) the message id when it was sent ("" otherwise). */
 hg_order_publish_outcome_t hg_order_timeout_publish(hg_order_db *db, struct hg_client *client, const char *topic,
                                                     uint64_t order_id, uint64_t expire_at_ms, char *id_out, char *error,
                                                     size_t errlen);

@@ -575,7 +575,7 @@ static void test_pay_revokes(void)
     hg_order_error_t err = { 0 };
     uint64_t expire = now_ms() + 1500;
     long long delivered = oe_metric(consumer_metrics, "hourglass_consumer_delivered_total");
-    TU_REQUIRE(create_orders(901, 902, expire, 0) == 0, "create");
+    TU_REQUIRE(create_orders(901, 903, expire, 0) == 0, "create");
     for (uint64_t id = 901; id <= 902; id++)
         TU_CHECK(hg_order_timeout_send(client, NULL, id, expire, NULL) == HG_OK, "send %" PRIu64 ": %s", id,
                  hg_client_errmsg(client));
@@ -588,6 +588,9 @@ static void test_pay_revokes(void)
     TU_CHECK(hg_order_pay_revoke(pay, NULL, NULL, 902, &o, &revoked, &err) == 0 && o == HG_ORDER_PAID, "pay 902: %s",
              err.message);
     TU_CHECK(revoked == -1, "no client: revoked %ld, want -1 (not tried)", revoked);
+    /* outcome, revoked and err left out (NULL), as hg_order_pay allows: paid, no crash */
+    TU_CHECK(hg_order_pay_revoke(pay, client, NULL, 903, NULL, NULL, NULL) == 0, "pay 903 without out-parameters");
+    TU_CHECK(oe_scalarf(&env, "SELECT COUNT(*) FROM orders WHERE id = 903 AND status='paid'") == 1, "903 is paid");
     /* a second payment is not pending: no revoke tried */
     TU_CHECK(hg_order_pay_revoke(pay, client, NULL, 901, &o, &revoked, &err) == 0 && o == HG_ORDER_NOT_PENDING,
              "pay 901 again: %s", hg_order_outcome_name(o));

@@ -298,6 +298,16 @@ static void test_null_order(void)
     TU_CHECK(v.late == HG_ORDER_LATE_UNKNOWN && strstr(v.broker_error, "NULL") != NULL,
              "hg_order_explain without an order: late %d '%s'", (int)v.late, v.broker_error);
     hg_order_explain(NULL, NULL, NULL, NULL);
+    /* the fast path's send refuses order id 0 (a payload no consumer takes), and says so */
+    hg_client_t *c = open_stub(NULL, NULL, __LINE__);
+    char id[HG_ID_MAX] = "x";
+    TU_CHECK(hg_order_timeout_send(c, NULL, 0, 1, id) == HG_ERR_ARG && strstr(hg_client_errmsg(c), "order id 0") &&
+                 id[0] == '\0',
+             "hg_order_timeout_send of order 0: '%s'", hg_client_errmsg(c));
+    hg_client_close(c);
+    TU_CHECK(hg_order_timeout_publish(NULL, NULL, NULL, 1, 1, NULL, err, sizeof err) == HG_ORDER_PUBLISH_SEND_FAILED &&
+                 strstr(err, "client is NULL") != NULL,
+             "hg_order_timeout_publish without a client: '%s'", err);
     char *j = hg_order_view_json(NULL, NULL, 0);
     TU_CHECK(j != NULL && strcmp(j, "null") == 0, "hg_order_view_json(NULL): %s", j ? j : "(NULL)");
     free(j);
