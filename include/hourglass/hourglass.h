@@ -210,7 +210,7 @@ void hg_client_opts_init(hg_client_opts_t *opts);
  * Returns HG_OK and *out, a client the caller frees with hg_client_close; or
  * HG_ERR_URI / HG_ERR_UNSUPPORTED / HG_ERR_ARG / HG_ERR_CONNECT / HG_ERR_AUTH,
  * *out = NULL and err (may be NULL) holds the code and the cause, e.g.
- * "bad port '65536' in URI (want 1..65535)" or
+ * "bad URI: bad port '65536' (want 1..65535)" or
  * "cannot connect to 127.0.0.1:7379: Connection refused (after 6 attempts)". */
 hg_err_t hg_client_open(const char *uri, const hg_client_opts_t *opts, hg_client_t **out, hg_error_t *err);
 
@@ -363,7 +363,8 @@ hg_err_t hg_client_command(hg_client_t *c, int argc, const char *const *argv, co
 
 typedef enum hg_delay_kind {
     HG_DELAY_NONE = 0, /* deliver now (level 0) */
-    HG_DELAY_LEVEL,    /* value = a level 1..count of the broker's table */
+    HG_DELAY_LEVEL,    /* value = a level 1..count of the broker's table
+                          (0: no delay, as HG_DELAY_NONE) */
     HG_DELAY_MS,       /* value = a delay in ms (the broker chains levels to
                            reach it, exact to the millisecond) */
     HG_DELAY_AT        /* value = an absolute Unix time in ms */
