@@ -85,9 +85,14 @@ static void serve_file(console_t *c, struct evhttp_request *req, const char *nam
         http_send_bytes(req, 404, "text/plain; charset=utf-8", msg, strlen(msg), 1);
         return;
     }
-    struct evbuffer *out = evbuffer_new();
     http_common_headers(req, content_type(name));
     evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-cache");
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) { /* its headers, the file's length, no body */
+        close(fd);
+        http_send_reply(req, 200, NULL, NULL, (size_t)st.st_size);
+        return;
+    }
+    struct evbuffer *out = evbuffer_new();
     evbuffer_add_file(out, fd, 0, st.st_size); /* takes the fd */
     evhttp_send_reply(req, 200, NULL, out);
     evbuffer_free(out);
@@ -98,6 +103,7 @@ static void serve_page(console_t *c, struct evhttp_request *req, const char *pat
     static const char *const files[] = { "app.js", "app.css", "favicon.svg" };
     if (evhttp_request_get_command(req) != EVHTTP_REQ_GET && evhttp_request_get_command(req) != EVHTTP_REQ_HEAD) {
         const char *msg = "GET only\n";
+        http_allow(req, "GET, HEAD");
         http_send_bytes(req, 405, "text/plain; charset=utf-8", msg, strlen(msg), 1);
         return;
     }
