@@ -4,13 +4,15 @@
  * request under /api/ whose Host it accepted.
  *
  * The gate, in order:
- *   GET or POST only (405: every method evhttp knows reaches it); a path,
+ *   GET or POST only (405: every method evhttp knows reaches it), and the
+ *   one of them the path takes (405 with Allow: api_method); a path,
  *   query or form with %00 (a NUL byte, that decoded would cut a name
  *   short) is refused (400); a POST body is
  *   application/x-www-form-urlencoded (415), at most CONSOLE_BODY_MAX bytes
  *   (server.c; evhttp answers 413 itself, with its own HTML page, as it does
  *   a request it cannot parse: libevent 2.1 has no hook for them,
- *   docs/console.md);
+ *   docs/console.md); a query or form part that is not name=value is 400
+ *   naming it;
  *   POST /api/login is the only request without a session (GET /api/session
  *   answers {"logged_in":false} without one);
  *   every other /api request needs the session cookie (401);
@@ -146,6 +148,50 @@ static int split_path(request_t *r, const char *raw, char *err, size_t errlen)
     return 0;
 }
 
+/* The method the API path of r takes: EVHTTP_REQ_GET or EVHTTP_REQ_POST;
+ * 0 for a path it does not know (404). The routers (api_broker, api_orders,
+ * api_jobs and the gate's own) answer these shapes; this table only lets
+ * the other method of a known path be 405, rather than 404 or, where the
+ * GET shape would take the verb for an id (GET /api/dlq/G/requeue), 400. */
+static int api_method(const request_t *r)
+{
+    const int get = EVHTTP_REQ_GET, post = EVHTTP_REQ_POST;
+    const char *family = r->nparts >= 1 ? r->parts[0] : "", *last = r->nparts >= 1 ? r->parts[r->nparts - 1] : "";
+    if (r->nparts == 1 && (strcmp(family, "session") == 0 || strcmp(family, "overview") == 0))
+        return get;
+    if (r->nparts == 1 &&
+        (strcmp(family, "login") == 0 || strcmp(family, "logout") == 0 || strcmp(family, "backup") == 0))
+        return post;
+    if (strcmp(family, "jobs") == 0 && r->nparts <= 2)
+        return get;
+    if (strcmp(family, "dlq") == 0 && r->nparts <= 3)
+        return r->nparts == 3 && (strcmp(last, "requeue") == 0 || strcmp(last, "drop") == 0) ? post : get;
+    if (strcmp(family, "msg") == 0 && r->nparts <= 3)
+        return strcmp(last, "revoke") == 0 && r->nparts >= 2 ? post : r->nparts <= 2 ? get : 0;
+    if (strcmp(family, "topics") == 0)
+        return r->nparts == 1 ? get : r->nparts == 3 && strcmp(last, "delete") == 0 ? post : 0;
+    if (strcmp(family, "orders") == 0)
+        return r->nparts == 2 ? get : r->nparts == 3 && strcmp(last, "cancel") == 0 ? post : 0;
+    return 0;
+}
+
+/* The first '&'-separated part of a query or form that is not name=value
+ * (no '=', or an empty name: what evhttp_parse_query_str refuses), into
+ * buf (at most 40 bytes of it). */
+static void bad_part(const char *text, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (const char *p = text; p != NULL && *p != '\0';) {
+        size_t n = strcspn(p, "&");
+        const char *eq = memchr(p, '=', n);
+        if (eq == NULL || eq == p) {
+            snprintf(buf, len, "%.*s", (int)(n > 40 ? 40 : n), p);
+            return;
+        }
+        p += n + (p[n] == '&');
+    }
+}
+
 /* A query or form body holds %00: decoded, the NUL would cut its value
  * short. */
 static int holds_nul_escape(const char *text)
@@ -154,8 +200,9 @@ static int holds_nul_escape(const char *text)
 }
 
 /* A POST's form into r->form: 0; -1 when the body is not form-encoded
- * (415); -2 when it holds %00 (400). */
-static int read_form(request_t *r)
+ * (415); -2 when it holds %00 (400); -3 when a part of it is not
+ * name=value (400, the part into bad, badlen bytes). */
+static int read_form(request_t *r, char *bad, size_t badlen)
 {
     struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
     size_t len = evbuffer_get_length(in);
@@ -167,7 +214,9 @@ static int read_form(request_t *r)
     char *body = xmalloc(len + 1);
     evbuffer_remove(in, body, len);
     body[len] = '\0';
-    int rc = holds_nul_escape(body) ? -2 : evhttp_parse_query_str(body, &r->form);
+    int rc = holds_nul_escape(body) ? -2 : evhttp_parse_query_str(body, &r->form) != 0 ? -3 : 0;
+    if (rc == -3)
+        bad_part(body, bad, badlen);
     free(body);
     return rc;
 }
@@ -184,27 +233,31 @@ void api_request(console_t *c, struct evhttp_request *req, const char *raw_path)
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
     r.is_post = cmd == EVHTTP_REQ_POST;
     const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
-    char err[256];
-    int form = 0;
+    char err[256], bad[48];
+    int form = 0, method = 0;
 
     if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_POST) {
+        http_allow(req, "GET, POST");
         http_error(&r, 405, "GET or POST only");
     } else if (split_path(&r, raw_path, err, sizeof err) != 0) {
         http_error(&r, 400, "%s", err);
+    } else if ((method = api_method(&r)) != 0 && method != (int)cmd) {
+        http_allow(req, method == EVHTTP_REQ_POST ? "POST" : "GET");
+        http_error(&r, 405, "%s takes %s only", raw_path, method == EVHTTP_REQ_POST ? "POST" : "GET");
     } else if (holds_nul_escape(q)) {
         http_error(&r, 400, "bad query: it holds %%00, a NUL byte, which no parameter holds");
     } else if (q != NULL && evhttp_parse_query_str(q, &r.query) != 0) {
-        http_error(&r, 400, "bad query");
-    } else if (r.is_post && (form = read_form(&r)) != 0) {
+        bad_part(q, bad, sizeof bad);
+        http_error(&r, 400, "bad query: the part '%s' is not name=value", bad);
+    } else if (r.is_post && (form = read_form(&r, bad, sizeof bad)) != 0) {
         if (form == -2)
             http_error(&r, 400, "bad form: it holds %%00, a NUL byte, which no parameter holds");
+        else if (form == -3)
+            http_error(&r, 400, "bad form: the part '%s' is not name=value", bad);
         else
             http_error(&r, 415, "a POST body is application/x-www-form-urlencoded");
     } else if (r.nparts == 1 && strcmp(r.parts[0], "login") == 0) {
-        if (!r.is_post)
-            http_error(&r, 405, "POST user and password to /api/login");
-        else
-            api_login(&r);
+        api_login(&r); /* a POST: api_method */
     } else if ((r.s = session_find(c, evhttp_find_header(evhttp_request_get_input_headers(req), "Cookie"))) == NULL &&
                r.nparts == 1 && strcmp(r.parts[0], "session") == 0 && !r.is_post) {
         buf_t b = BUF_INIT; /* the page asks first: an answer, not an error */

@@ -156,9 +156,19 @@ typedef struct request {
 void http_common_headers(struct evhttp_request *req, const char *type);
 
 /* Reply status with len bytes of data as type (the common headers, and
- * Cache-Control no-store when no_store). */
+ * Cache-Control no-store when no_store). To a HEAD, the headers only, with
+ * Content-Length len (http_send_reply). */
 void http_send_bytes(struct evhttp_request *req, int status, const char *type, const void *data, size_t len,
                      int no_store);
+
+/* Send req's reply: status (reason NULL: the standard phrase) with len bytes
+ * of data. To a HEAD, the headers only, with Content-Length len: evhttp 2.1
+ * would send the body after a HEAD's headers (and no Content-Length), which
+ * a client on a kept-alive connection reads as the start of the next reply. */
+void http_send_reply(struct evhttp_request *req, int status, const char *reason, const void *data, size_t len);
+
+/* Add "Allow: methods" to req's reply (every 405 says what the path takes). */
+void http_allow(struct evhttp_request *req, const char *methods);
 
 /* Add the session cookie hg_session=token to r's reply: Max-Age max_age_s
  * (the server's own expiry, session-ttl after the last use, so the browser

@@ -6,6 +6,9 @@
  * no handler: the server (server.c), the gate (api.c) and the handlers
  * (api_broker.c, api_orders.c, job.c) stand on it.
  *
+ * A reply to a HEAD is its headers only, with the Content-Length of the
+ * body a GET would get (http_send_reply).
+ *
  * Replies carry nosniff, DENY framing, no referrer and a
  * Content-Security-Policy of 'self' only (http_common_headers); API replies
  * no-store. The cookie is HttpOnly; SameSite=Strict; Path=/ (and Secure
@@ -43,16 +46,33 @@ void http_common_headers(struct evhttp_request *req, const char *type)
                       "connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'");
 }
 
+void http_send_reply(struct evhttp_request *req, int status, const char *reason, const void *data, size_t len)
+{
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+        char n[24];
+        snprintf(n, sizeof n, "%zu", len);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Length", n);
+        evhttp_send_reply(req, status, reason, NULL);
+        return;
+    }
+    struct evbuffer *out = evbuffer_new();
+    evbuffer_add(out, data, len);
+    evhttp_send_reply(req, status, reason, out);
+    evbuffer_free(out);
+}
+
+void http_allow(struct evhttp_request *req, const char *methods)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", methods);
+}
+
 void http_send_bytes(struct evhttp_request *req, int status, const char *type, const void *data, size_t len,
                      int no_store)
 {
-    struct evbuffer *out = evbuffer_new();
     http_common_headers(req, type);
     if (no_store)
         evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
-    evbuffer_add(out, data, len);
-    evhttp_send_reply(req, status, NULL, out);
-    evbuffer_free(out);
+    http_send_reply(req, status, NULL, data, len);
 }
 
 void http_set_cookie(request_t *r, const char *token, long long max_age_s)

@@ -11,6 +11,11 @@
  * send one). A refusal is logged once per HOST_REFUSAL_LOG_MS at most, the
  * next line counting those left out, so such a page cannot flood the log.
  *
+ * Before that, a request a proxy in front could read otherwise than evhttp
+ * (two Content-Length headers that differ, two Host headers, a header name
+ * with a blank or control byte) is refused 400 and its connection closed:
+ * request smuggling.
+ *
  * https: with https-cert-file, every accepted connection is a
  * bufferevent_openssl (evhttp_set_bevcb) on an SSL of common/tls_server.h's
  * context — TLS 1.2 at least; no plain-http listener beside it. SIGHUP
@@ -34,6 +39,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/queue.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,6 +51,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "base/clock.h"
+#include "base/err.h"
 #include "base/json.h"
 #include "common/log.h"
 #include "common/tls_server.h"
@@ -85,9 +93,14 @@ static void serve_file(console_t *c, struct evhttp_request *req, const char *nam
         http_send_bytes(req, 404, "text/plain; charset=utf-8", msg, strlen(msg), 1);
         return;
     }
-    struct evbuffer *out = evbuffer_new();
     http_common_headers(req, content_type(name));
     evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-cache");
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) { /* its headers, the file's length, no body */
+        close(fd);
+        http_send_reply(req, 200, NULL, NULL, (size_t)st.st_size);
+        return;
+    }
+    struct evbuffer *out = evbuffer_new();
     evbuffer_add_file(out, fd, 0, st.st_size); /* takes the fd */
     evhttp_send_reply(req, 200, NULL, out);
     evbuffer_free(out);
@@ -98,6 +111,7 @@ static void serve_page(console_t *c, struct evhttp_request *req, const char *pat
     static const char *const files[] = { "app.js", "app.css", "favicon.svg" };
     if (evhttp_request_get_command(req) != EVHTTP_REQ_GET && evhttp_request_get_command(req) != EVHTTP_REQ_HEAD) {
         const char *msg = "GET only\n";
+        http_allow(req, "GET, HEAD");
         http_send_bytes(req, 405, "text/plain; charset=utf-8", msg, strlen(msg), 1);
         return;
     }
@@ -161,24 +175,95 @@ static void refuse_host(struct evhttp_request *req, const char *path, const char
         buf_append_str(&b, msg);
         buf_append_str(&b, "\n");
     }
-    struct evbuffer *out = evbuffer_new();
     http_common_headers(req, api ? "application/json; charset=utf-8" : "text/plain; charset=utf-8");
     evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
-    evbuffer_add(out, b.data, b.len);
-    evhttp_send_reply(req, 421, "Misdirected Request", out);
-    evbuffer_free(out);
+    http_send_reply(req, 421, "Misdirected Request", b.data, b.len);
+    buf_free(&b);
+}
+
+/* ------------------------------------------------------------------ ambiguous requests */
+
+/* Is c a token character of a header name (RFC 9110 5.1, tchar)? */
+static int header_name_char(unsigned char c)
+{
+    return c > 0x20 && c < 0x7f && strchr("\"(),/:;<=>?@[\\]{}", c) == NULL;
+}
+
+/* A request that a proxy in front may frame or route otherwise than evhttp
+ * (which reads the first of two headers): two Content-Length headers that
+ * differ, two Host headers, a header name with a byte no name holds (a blank
+ * before its colon: "Host : evil.example" is no Host to evhttp, a Host to
+ * some proxies). 0, or -1 with why. */
+static int ambiguous_request(struct evhttp_request *req, char *why, size_t whylen)
+{
+    struct evkeyval *h;
+    const char *length = NULL;
+    int hosts = 0;
+    TAILQ_FOREACH(h, evhttp_request_get_input_headers(req), next)
+    {
+        for (const char *k = h->key; *k != '\0'; k++)
+            if (!header_name_char((unsigned char)*k)) {
+                char name[48];
+                snprintf(name, sizeof name, "%.40s", h->key);
+                console_one_line(name);
+                return err_set(why, whylen, "bad request: the header name '%s' holds the byte 0x%02x", name,
+                               (unsigned char)*k);
+            }
+        if (strcasecmp(h->key, "Host") == 0 && ++hosts > 1)
+            return err_set(why, whylen, "bad request: more than one Host header");
+        if (strcasecmp(h->key, "Content-Length") == 0) {
+            if (length != NULL && strcmp(length, h->value) != 0)
+                return err_set(why, whylen, "bad request: two Content-Length headers that differ");
+            length = h->value;
+        }
+    }
+    return 0;
+}
+
+/* 400 for an ambiguous request (a JSON error under /api, text for the page),
+ * and the connection closed: the bytes after it may be a request a proxy
+ * did not see. */
+static void refuse_ambiguous(struct evhttp_request *req, const char *path, const char *why)
+{
+    buf_t b = BUF_INIT;
+    int api = strncmp(path, "/api/", 5) == 0;
+    if (api) {
+        json_t j;
+        json_init(&j, &b);
+        json_object_open(&j);
+        json_kstr(&j, "error", why);
+        json_object_close(&j);
+    } else {
+        buf_append_str(&b, why);
+        buf_append_str(&b, "\n");
+    }
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+    http_send_bytes(req, 400, api ? "application/json; charset=utf-8" : "text/plain; charset=utf-8", b.data, b.len, 1);
     buf_free(&b);
 }
 
 static void on_request(struct evhttp_request *req, void *arg)
 {
     console_t *c = arg;
-    const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = evhttp_uri_get_path(uri);
+    char why[160];
     if (path == NULL || path[0] == '\0')
         path = "/";
+    if (ambiguous_request(req, why, sizeof why) != 0) {
+        refuse_ambiguous(req, path, why);
+        return;
+    }
+    /* The Host header, and the host of a target in absolute form
+     * (GET http://host/… names the host a proxy goes by) */
     const char *host = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
+    const char *target_host = evhttp_uri_get_host(uri);
     if (!console_host_allowed(c->cfg, host)) {
         refuse_host(req, path, host);
+        return;
+    }
+    if (target_host != NULL && !console_host_allowed(c->cfg, target_host)) {
+        refuse_host(req, path, target_host);
         return;
     }
     if (strncmp(path, "/api/", 5) == 0)

@@ -291,7 +291,8 @@ check(status == 200 and doc["job"]["result"] == {"group": "junk", "dropped": 2},
 for bad in ("999999", "0", "abc", "1x"):
     status, doc, _ = alice.get("/api/jobs/" + bad)
     check(status == 404 and "no job" in doc.get("error", ""), "GET /api/jobs/%s: 404 (%s %s)" % (bad, status, doc))
-check(alice.post("/api/jobs", {})[0] == 404, "POST /api/jobs: 404")
+status, doc, headers = alice.post("/api/jobs", {})
+check(status == 405 and headers.get("Allow") == "GET", "POST /api/jobs: 405, Allow: GET (%s %s)" % (status, doc))
 check(anon.get("/api/jobs")[0] == 401, "the jobs without a session: 401")
 
 # ---------------------------------------------------------------- a group named .. (no path segment can carry it)

@@ -21,6 +21,13 @@
  *                    (no session, no CSRF token), the DLQ requeue / drop with
  *                    its confirmation, the manual cancel seen in the
  *                    database, the audit log
+ *   http             tests/console/test_http.py: the HTTP layer over raw
+ *                    sockets: HEAD (headers only, the next reply intact),
+ *                    405 with Allow for the other method of every path,
+ *                    ambiguous framing or Host (two Content-Length, two
+ *                    Host, a blank before a colon) 400 and closed, an
+ *                    absolute-form target's host checked, a form or query
+ *                    that does not parse 400 naming the part
  *   browser          tests/console/test_browser.py: log in as alice (admin),
  *                    the overview with live figures, "Back up now" and its
  *                    outcome, requeue a DLQ message, delete a topic with
@@ -507,6 +514,12 @@ static void test_api(void)
     TU_CHECK(rc == 0, "tests/console/test_api.py exited %d (its output above says what failed)", rc);
 }
 
+static void test_http(void)
+{
+    int rc = run_script("test_http.py", &console, "http", NULL);
+    TU_CHECK(rc == 0, "tests/console/test_http.py exited %d (its output above says what failed)", rc);
+}
+
 static void test_browser(void)
 {
     int rc = run_script("test_browser.py", &console, "http", NULL);
@@ -717,6 +730,7 @@ static void test_stop(void)
  * left (order 301 cancelled by the API, 303 still pending). */
 static const tu_test_t console_tests[] = {
     { "api: every endpoint, refusals, DLQ, manual cancel, audit", test_api },
+    { "http: HEAD, 405 with Allow, ambiguous framing or Host, absolute targets, unparsable forms", test_http },
     { "browser: login, overview, requeue, find, manual cancel, screenshots", test_browser },
     { "stall: MariaDB stopped (SIGSTOP): the overview and the broker's pages answer at once", test_stall },
     { "broker stall: the broker stopped (SIGSTOP): its pages 503 at once, the order pages and a manual cancel work",
