@@ -79,6 +79,7 @@ typedef struct session {
 typedef struct sampler sampler_t;
 typedef struct tls_server tls_server_t;
 typedef struct console_jobs console_jobs_t;
+typedef struct console_conns console_conns_t;
 
 typedef struct console {
     console_config_t *cfg;
@@ -88,7 +89,8 @@ typedef struct console {
     int port;          /* the bound port */
     hg_order_db *db;   /* the order database (one handle: one thread) */
     sampler_t *sampler;
-    console_jobs_t *jobs; /* job.c: the long broker commands, each on a thread of its own */
+    console_jobs_t *jobs;   /* job.c: the long broker commands, each on a thread of its own */
+    console_conns_t *conns; /* conns.c: the open connections, max-connections and header-timeout */
     session_t sessions[CONSOLE_MAX_SESSIONS];
 } console_t;
 
@@ -217,6 +219,27 @@ void server_reload_tls(console_t *c);
 
 /* "https" or "http", as the console serves. */
 const char *server_scheme(const console_t *c);
+
+/* ---- conns.c ---- */
+
+/* The open connections of c's server (server_start makes them, server_stop
+ * frees them after evhttp_free): max-connections and header-timeout. Event
+ * loop thread. conns_new aborts when out of memory. */
+console_conns_t *conns_new(console_t *c);
+void conns_free(console_conns_t *t);
+
+/* A connection was accepted: bev is the bufferevent the bevcb made for it,
+ * before evhttp makes its evhttp_connection. Later in the same loop turn
+ * the connection is closed at once when max-connections are open already,
+ * else tracked until evhttp closes it; header-timeout counts from now. */
+void conns_accept(console_conns_t *t, struct bufferevent *bev);
+
+/* A whole request (head and body) arrived on evcon (on_request): its
+ * deadline ends; the next starts with the next request's first byte. */
+void conns_request_in(console_conns_t *t, struct evhttp_connection *evcon);
+
+/* How many connections are open (tracked). */
+size_t conns_open(const console_conns_t *t);
 
 /* ---- sampler.c ---- */
 

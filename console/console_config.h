@@ -4,7 +4,8 @@
  *
  * The broker (uri; the console logs in to it as each user; over TLS the
  * tls-* keys of common/tls_keys.h), where the page is served (bind, port,
- * allow-remote, allowed-hosts (reloaded on SIGHUP), static-dir; https-cert-file and https-key-file: https,
+ * allow-remote, allowed-hosts (reloaded on SIGHUP), static-dir, max-connections,
+ * header-timeout; https-cert-file and https-key-file: https,
  * reloaded on SIGHUP), the order database (the
  * mysql-* keys of db/keys.h, order-topic, overdue-after), the samples kept in
  * memory for the overview (sample-interval, history; the sampler's own
@@ -38,6 +39,7 @@ typedef enum console_no_users {
 typedef struct console_config {
     char *uri, *bind, *static_dir, *order_topic;
     long long port, allow_remote;
+    long long max_connections, header_timeout_ms; /* the server's connections (console/conns.c) */
     long long sample_interval_ms, history_ms, session_ttl_ms, broker_timeout_ms, overdue_after_ms;
     int no_users_role; /* console_no_users_t */
     char *sampler_user, *sampler_password_file;

@@ -16,6 +16,9 @@
  * with a blank or control byte) is refused 400 and its connection closed:
  * request smuggling.
  *
+ * Every accepted connection goes to conns.c (max-connections, header-timeout)
+ * from the bevcb, which makes its bufferevent.
+ *
  * https: with https-cert-file, every accepted connection is a
  * bufferevent_openssl (evhttp_set_bevcb) on an SSL of common/tls_server.h's
  * context — TLS 1.2 at least; no plain-http listener beside it. SIGHUP
@@ -250,6 +253,7 @@ static void on_request(struct evhttp_request *req, void *arg)
     char why[160];
     if (path == NULL || path[0] == '\0')
         path = "/";
+    conns_request_in(c->conns, evhttp_request_get_connection(req));
     if (ambiguous_request(req, why, sizeof why) != 0) {
         refuse_ambiguous(req, path, why);
         return;
@@ -286,21 +290,33 @@ static void https_files(const console_config_t *cfg, tls_server_files_t *f)
 }
 
 /* evhttp's bufferevent for an accepted connection: TLS on the current
- * context. (evhttp would make a plain one of a NULL: never return NULL.) */
-static struct bufferevent *https_bufferevent(struct event_base *base, void *arg)
+ * context with https, else a plain one as evhttp makes by default; either
+ * goes to conns_accept (max-connections, header-timeout). evhttp would make
+ * a plain one of a NULL: never return NULL. */
+static struct bufferevent *new_bufferevent(struct event_base *base, void *arg)
 {
     console_t *c = arg;
-    char err[256];
-    SSL *ssl = tls_server_ssl(c->tls, err, sizeof err);
-    struct bufferevent *bev =
-        ssl != NULL ? bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE)
-                    : NULL;
-    if (bev == NULL) {
-        log_error("https: no TLS for a new connection: %s", ssl == NULL ? err : "bufferevent_openssl_socket_new");
-        abort(); /* out of memory (CONTRIBUTING.md) */
+    struct bufferevent *bev;
+    if (c->tls != NULL) {
+        char err[256];
+        SSL *ssl = tls_server_ssl(c->tls, err, sizeof err);
+        bev = ssl != NULL
+                  ? bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE)
+                  : NULL;
+        if (bev == NULL) {
+            log_error("https: no TLS for a new connection: %s", ssl == NULL ? err : "bufferevent_openssl_socket_new");
+            abort(); /* out of memory (CONTRIBUTING.md) */
+        }
+        /* a browser may close without close_notify: that ends the connection, it is no error */
+        bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    } else {
+        bev = bufferevent_socket_new(base, -1, 0);
+        if (bev == NULL) {
+            log_error("no bufferevent for a new connection");
+            abort(); /* out of memory (CONTRIBUTING.md) */
+        }
     }
-    /* a browser may close without close_notify: that ends the connection, it is no error */
-    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    conns_accept(c->conns, bev);
     return bev;
 }
 
@@ -355,8 +371,8 @@ int server_start(console_t *c, char *err, size_t errlen)
         snprintf(err, errlen, "evhttp_new failed");
         return -1;
     }
-    if (c->tls != NULL)
-        evhttp_set_bevcb(c->http, https_bufferevent, c);
+    c->conns = conns_new(c);
+    evhttp_set_bevcb(c->http, new_bufferevent, c);
     evhttp_set_max_body_size(c->http, CONSOLE_BODY_MAX);
     evhttp_set_max_headers_size(c->http, CONSOLE_HEADER_MAX);
     evhttp_set_timeout(c->http, 30);
@@ -384,8 +400,10 @@ int server_start(console_t *c, char *err, size_t errlen)
 void server_stop(console_t *c)
 {
     if (c->http != NULL)
-        evhttp_free(c->http);
+        evhttp_free(c->http); /* every connection's close callback runs: conns holds none after it */
     c->http = NULL;
+    conns_free(c->conns);
+    c->conns = NULL;
     tls_server_free(c->tls);
     c->tls = NULL;
 }
