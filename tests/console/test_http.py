@@ -13,11 +13,19 @@ attacker speaks it, over raw sockets (what urllib would tidy up).
   (GET http://evil.example/… with a Host of ours).
 - A form or query that does not parse (a part without '=') is 400 naming the
   part, not 415 (it is form-encoded) nor a bare "bad query".
+- Slowloris: a client trickling its head (a line a second) or sending
+  nothing is closed, unanswered, header-timeout after its first byte (the
+  accept), while a request on another connection is answered meanwhile; a
+  kept-alive connection idle after a reply is not cut by it; a connection
+  past max-connections is closed at once, and a client gets in again once
+  the others go.
 
 Run by tests/integration/test_console after its set-up.
 """
 import json
+import os
 import socket
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -160,5 +168,166 @@ check(status == 400 and "'b'" in (doc or {}).get("error", "") and "query" in (do
       "a query ?count=5&b: 400 naming the part 'b' (%s %s)" % (status, doc))
 status, doc, _ = admin.request("GET", "/api/dlq/order-cancel?count=5&")
 check(status == 200, "a query with a trailing '&': served (%s %s)" % (status, str(doc)[:80]))
+
+# ---------------------------------------------------------------- slowloris: header-timeout, max-connections
+HEADER_TIMEOUT = 3.0  # tests/integration/test_console.c starts this console with --header-timeout 3s
+MAX_CONNECTIONS = 40  # and --max-connections 40
+SESSION = b"GET /api/session HTTP/1.1\r\n" + OURS
+
+
+def closed_by_server(s):
+    """Whether the console has closed s (EOF or reset), without waiting: (closed, bytes it sent first)."""
+    s.setblocking(False)
+    try:
+        data = s.recv(65536)
+        return data == b"" or closed_by_server(s)[0], data
+    except BlockingIOError:
+        return False, b""
+    except ConnectionResetError:
+        return True, b""
+    finally:
+        s.setblocking(True)
+
+
+def read_reply(s, timeout=10):
+    """One reply off kept-alive s: (status, body)."""
+    s.settimeout(timeout)
+    raw = b""
+    while b"\r\n\r\n" not in raw:
+        part = s.recv(65536)
+        if not part:
+            return None, raw
+        raw += part
+    rs = replies(raw)
+    status, hdrs, body = rs[0]
+    n = int(hdrs.get("content-length", "0"))
+    while len(body) < n:
+        part = s.recv(65536)
+        if not part:
+            break
+        body += part
+    return status, body
+
+
+def served():
+    """A whole request on a fresh connection: its status (None when none came)."""
+    try:
+        raw, _ = exchange(SESSION + b"Connection: close\r\n\r\n", timeout=10)
+    except OSError:
+        return None
+    rs = replies(raw)
+    return rs[0][0] if rs else None
+
+
+def log_has(text, deadline_s=10):
+    until = time.monotonic() + deadline_s
+    while time.monotonic() < until:
+        with open(os.environ["HG_CONSOLE_LOG"], errors="replace") as f:
+            if text in f.read():
+                return True
+        time.sleep(0.1)
+    return False
+
+
+# a head trickled a line a second: closed, unanswered, about header-timeout after the accept (evhttp's own
+# timeout, 30 s without a byte, never fires); a request on another connection is answered meanwhile
+slow = socket.create_connection((HOST, PORT), timeout=10)
+t0 = time.monotonic()
+slow.sendall(b"GET /api/session HTTP/1.1\r\n")
+closed_at, got, answered, next_line, n = None, b"", None, t0 + 1, 0
+while time.monotonic() - t0 < 20:
+    closed, data = closed_by_server(slow)
+    got += data
+    if closed:
+        closed_at = time.monotonic() - t0
+        break
+    if answered is None and time.monotonic() - t0 > 1:
+        answered = served()
+    if time.monotonic() >= next_line:
+        try:
+            slow.sendall(b"X-Slow-%d: 1\r\n" % n)
+        except OSError:
+            pass  # closed: the next look sees it
+        n, next_line = n + 1, next_line + 1
+    time.sleep(0.05)
+slow.close()
+check(closed_at is not None and HEADER_TIMEOUT - 0.5 <= closed_at <= HEADER_TIMEOUT + 4 and got == b"",
+      "a trickled head: closed unanswered after header-timeout %.1f s (closed after %s s, got %r)" %
+      (HEADER_TIMEOUT, closed_at and round(closed_at, 2), got[:80]))
+check(answered == 200, "and a request on another connection meanwhile: answered (%s)" % answered)
+check(log_has("header-timeout 3000 ms"), "the close is logged naming header-timeout")
+
+# a connection that sends nothing: closed about header-timeout after the accept
+silent = socket.create_connection((HOST, PORT), timeout=10)
+t0 = time.monotonic()
+closed_at = None
+while time.monotonic() - t0 < 20:
+    if closed_by_server(silent)[0]:
+        closed_at = time.monotonic() - t0
+        break
+    time.sleep(0.05)
+silent.close()
+check(closed_at is not None and HEADER_TIMEOUT - 0.5 <= closed_at <= HEADER_TIMEOUT + 4,
+      "a connection that sends nothing: closed after header-timeout (after %s s)" % (closed_at and round(closed_at, 2)))
+
+# a kept-alive connection idle after its reply: past header-timeout it is still open and serves the next request
+kept = socket.create_connection((HOST, PORT), timeout=10)
+kept.sendall(SESSION + b"\r\n")
+first, _ = read_reply(kept)
+until = time.monotonic() + HEADER_TIMEOUT + 2
+closed = False
+while time.monotonic() < until and not closed:
+    closed = closed_by_server(kept)[0]
+    time.sleep(0.1)
+second = None
+if not closed:
+    kept.sendall(SESSION + b"\r\n")
+    second, _ = read_reply(kept)
+kept.close()
+check(first == 200 and not closed and second == 200,
+      "an idle kept-alive connection: not cut by header-timeout, its next request served (%s, closed %s, %s)" %
+      (first, closed, second))
+
+# max-connections open (fresh ones, well within header-timeout): one more is closed at once, unanswered, and the
+# ones open stay open; once they close, a client gets in again
+def past_the_cap():
+    """max-connections fresh connections, then one more: (seconds until the extra one was closed or None, how
+    many of the others are still open, the others)."""
+    held = [socket.create_connection((HOST, PORT), timeout=10) for _ in range(MAX_CONNECTIONS)]
+    extra = socket.create_connection((HOST, PORT), timeout=10)
+    t0 = time.monotonic()
+    closed_at = None
+    while time.monotonic() - t0 < 2:
+        if closed_by_server(extra)[0]:
+            closed_at = time.monotonic() - t0
+            break
+        time.sleep(0.02)
+    extra.close()
+    return closed_at, sum(1 for h in held if not closed_by_server(h)[0]), held
+
+
+# the connections closed above may not be gone on the console's side yet (it reads their EOF): try again until
+# all max-connections were open, within a deadline
+until = time.monotonic() + 15
+while True:
+    closed_at, still_open, held = past_the_cap()
+    if (closed_at is not None and still_open == MAX_CONNECTIONS) or time.monotonic() > until:
+        break
+    for h in held:
+        h.close()
+    time.sleep(0.2)
+check(closed_at is not None and closed_at < 1.5,
+      "connection %d past max-connections %d: closed at once (after %s s)" %
+      (MAX_CONNECTIONS + 1, MAX_CONNECTIONS, closed_at and round(closed_at, 2)))
+check(still_open == MAX_CONNECTIONS, "and the %d before it still open (%d)" % (MAX_CONNECTIONS, still_open))
+for h in held:
+    h.close()
+status, until = None, time.monotonic() + 10
+while time.monotonic() < until and status != 200:
+    status = served()
+    if status != 200:
+        time.sleep(0.1)
+check(status == 200, "once they close, a client gets in again (%s)" % status)
+check(log_has("max-connections 40"), "the refusal is logged naming max-connections")
 
 finish()

@@ -27,7 +27,11 @@
  *                    ambiguous framing or Host (two Content-Length, two
  *                    Host, a blank before a colon) 400 and closed, an
  *                    absolute-form target's host checked, a form or query
- *                    that does not parse 400 naming the part
+ *                    that does not parse 400 naming the part; slowloris: a
+ *                    trickling or silent client closed after
+ *                    header-timeout while others are served, an idle
+ *                    kept-alive connection left alone, a connection past
+ *                    max-connections closed at once
  *   browser          tests/console/test_browser.py: log in as alice (admin),
  *                    the overview with live figures, "Back up now" and its
  *                    outcome, requeue a DLQ message, delete a topic with
@@ -436,6 +440,10 @@ static int console_init(void)
                                     "4s",
                                     "--allowed-hosts", /* test_api.py: the Host header */
                                     "console.test, Ops.Example.org",
+                                    "--header-timeout", /* test_http.py: slowloris (it knows these two values) */
+                                    "3s",
+                                    "--max-connections",
+                                    "40",
                                     NULL };
     if (start_console(&console, console_extra, console_up) != 0)
         return -1;
@@ -730,7 +738,8 @@ static void test_stop(void)
  * left (order 301 cancelled by the API, 303 still pending). */
 static const tu_test_t console_tests[] = {
     { "api: every endpoint, refusals, DLQ, manual cancel, audit", test_api },
-    { "http: HEAD, 405 with Allow, ambiguous framing or Host, absolute targets, unparsable forms", test_http },
+    { "http: HEAD, 405 with Allow, ambiguous framing or Host, absolute targets, unparsable forms, slowloris",
+      test_http },
     { "browser: login, overview, requeue, find, manual cancel, screenshots", test_browser },
     { "stall: MariaDB stopped (SIGSTOP): the overview and the broker's pages answer at once", test_stall },
     { "broker stall: the broker stopped (SIGSTOP): its pages 503 at once, the order pages and a manual cancel work",
