@@ -289,6 +289,7 @@ int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
     hg_consumer_opts_init(&o);
     hg_client_opts_init(&client);
     TLS_KEYS_TO_OPTS(cfg, &client);
+    comp_config_client_credentials(cfg, &client); /* a URI's user may take password-file's password */
     o.client = &client;
     o.uri = cfg->uri;
     o.group = "check";

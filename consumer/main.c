@@ -415,7 +415,8 @@ static int reload_load(void *conf, int argc, char **argv, char *err, size_t errl
 {
     cfg_args_t args;
     consumer_config_init(conf);
-    if (cfg_parse_args(consumer_config_table(), conf, argc, argv, &args, err, errlen) != 0)
+    if (cfg_parse_args(consumer_config_table(), conf, argc, argv, &args, err, errlen) != 0 ||
+        consumer_config_credentials(conf, err, errlen) != 0)
         return -1;
     return consumer_config_validate(conf, err, errlen);
 }
@@ -500,8 +501,10 @@ int main(int argc, char **argv)
         consumer_config_free(&app.cfg);
         return 0;
     }
-    if (consumer_config_validate(&app.cfg, err, sizeof err) != 0 ||
-        consumer_config_credentials(&app.cfg, err, sizeof err) != 0) {
+    /* the credentials first: the URI's check builds the consumer with them
+     * (a URI naming a user whose password is in password-file) */
+    if (consumer_config_credentials(&app.cfg, err, sizeof err) != 0 ||
+        consumer_config_validate(&app.cfg, err, sizeof err) != 0) {
         fprintf(stderr, PROGRAM ": %s\n", err);
         consumer_config_free(&app.cfg);
         return EXIT_CONFIG;

@@ -297,8 +297,16 @@ hg_err_t client_create(const char *uri, const hg_client_opts_t *opts, hg_client_
     if (check_client_opts(opts, err) < 0)
         return HG_ERR_ARG;
 
+    if (u.has_user && !u.has_auth && (opts == NULL || opts->password == NULL)) {
+        client_error_fill(err, HG_ERR_ARG,
+                          "the URI names user '%.64s' but no password: give it as user:pass@ in the URI, or in "
+                          "opts.password (a daemon's password-file)",
+                          u.user);
+        memset(&u, 0, sizeof(u));
+        return HG_ERR_ARG;
+    }
     if (opts != NULL && (opts->user != NULL || opts->password != NULL)) {
-        const char *user = opts->user != NULL ? opts->user : (u.has_auth ? u.user : "default");
+        const char *user = opts->user != NULL ? opts->user : (u.has_user ? u.user : "default");
         const char *pass = opts->password != NULL ? opts->password : (u.has_auth ? u.password : NULL);
         if (pass == NULL || user[0] == '\0') {
             memset(&u, 0, sizeof(u));

@@ -4,7 +4,9 @@
  * Grammar (a strict subset of RFC 3986):
  *   uri       = scheme "://" [ userinfo "@" ] host [ ":" port ] [ "/" ]
  *   scheme    = "hourglass" | "hourglass+tls"          (case-insensitive)
- *   userinfo  = user ":" password   (both percent-decoded; user non-empty)
+ *   userinfo  = user [ ":" password ]  (both percent-decoded; user non-empty; a
+ *               password, when its ':' is there, non-empty; without one the
+ *               caller supplies it: hg_client_opts_t.password)
  *   host      = reg-name | IPv4 | "[" IPv6 "]"
  *   port      = 1*5DIGIT, 1..65535
  *   query     = "?" param *( "&" param )     (hourglass+tls only)
@@ -245,20 +247,23 @@ int uri_parse(const char *text, int default_port, uri_t *out, char *err, size_t 
         colon = memchr(auth, ':', (size_t)(at - auth));
         if (colon == auth || at == auth)
             return fail(err, errlen, "empty user name before '@'");
-        if (colon == NULL) {
+        if (colon == NULL) { /* user@ alone: the password comes from elsewhere (the client checks) */
             if (decode_part(auth, (size_t)(at - auth), u.user, sizeof(u.user), "the user name", 1, 0, err, errlen) < 0)
                 return -1;
-            return fail(err, errlen, "missing password for user '%s' (want user:pass@host)", u.user);
+            u.has_user = 1;
+            host = at + 1;
+        } else {
+            if (decode_part(auth, (size_t)(colon - auth), u.user, sizeof(u.user), "the user name", 1, 0, err, errlen) <
+                0)
+                return -1;
+            if (colon + 1 == at)
+                return fail(err, errlen, "empty password for user '%s'", u.user);
+            if (decode_part(colon + 1, (size_t)(at - colon - 1), u.password, sizeof(u.password), "the password", 0, 1,
+                            err, errlen) < 0)
+                return -1;
+            u.has_auth = u.has_user = 1;
+            host = at + 1;
         }
-        if (decode_part(auth, (size_t)(colon - auth), u.user, sizeof(u.user), "the user name", 1, 0, err, errlen) < 0)
-            return -1;
-        if (colon + 1 == at)
-            return fail(err, errlen, "empty password for user '%s'", u.user);
-        if (decode_part(colon + 1, (size_t)(at - colon - 1), u.password, sizeof(u.password), "the password", 0, 1, err,
-                        errlen) < 0)
-            return -1;
-        u.has_auth = 1;
-        host = at + 1;
     }
 
     /* host [":" port] */

@@ -22,6 +22,8 @@ typedef struct uri {
     char host[URI_HOST_MAX]; /* name, IPv4, or IPv6 without the brackets */
     int port;                /* 1..65535 (default_port when absent) */
     int has_auth;            /* 1 when user:pass@ was given */
+    int has_user;            /* 1 when user@ or user:pass@ was given (user@ alone: the password
+                                must come from elsewhere: hg_client_opts_t.password) */
     char user[URI_CRED_MAX]; /* percent-decoded */
     char password[URI_CRED_MAX];
     /* hourglass+tls:// query parameters (percent-decoded; "" when absent) */
@@ -37,7 +39,9 @@ typedef struct uri {
  *   "unsupported scheme 'redis' (want hourglass:// or hourglass+tls://)"
  *   "missing host"
  *   "bad port '65536' (want 1..65535)"
- *   "empty user name", "missing password for user 'bob' (want user:pass@)"
+ *   "empty user name", "empty password for user 'bob'"
+ * A user without a password ("hourglass://bob@host") parses, with has_user
+ * set and has_auth not: its password is the caller's to supply.
  *   "bad percent-escape '%zz' in the password",
  *   "unknown URI parameter 'foo' (want ca, cert, key or sni)",
  *   "unexpected query '?ca=x' (only hourglass+tls:// takes parameters)", ...

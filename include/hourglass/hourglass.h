@@ -180,9 +180,11 @@ void hg_client_opts_init(hg_client_opts_t *opts);
 
 /* Open a client and connect it.
  *
- * uri: "hourglass://[user:pass@]host[:port][/]". host is a name, an IPv4
+ * uri: "hourglass://[user[:pass]@]host[:port][/]". host is a name, an IPv4
  * address or an IPv6 address in brackets ("[::1]"); port 1..65535, default
  * HG_DEFAULT_PORT; user and password may use %XX escapes (for ':', '@', '/').
+ * A user without ":pass" takes opts->password (a password kept out of the
+ * URI: a daemon's password-file); without one that is HG_ERR_ARG.
  * With credentials the client sends AUTH user pass after every (re)connect.
  * "hourglass+tls://[user:pass@]host[:port][?ca=FILE&cert=FILE&key=FILE&sni=NAME]"
  * speaks TLS (1.2 or later) to the broker's tls-port: the broker's

@@ -859,6 +859,33 @@ static void test_credentials(void)
     hg_reply_free(r);
     hg_client_close(anon);
 
+    /* The user in the URI, the password apart (opts.password: a daemon's password-file): logged in as
+     * that user; without a password anywhere, HG_ERR_ARG naming the user, before any connection. */
+    {
+        char uri[160];
+        hg_client_opts_t po;
+        hg_client_t *c = NULL;
+        snprintf(uri, sizeof uri, "hourglass://canceller@127.0.0.1:%d", B.port);
+        hg_client_opts_init(&po);
+        po.password = "pw-canceller";
+        BP_REQUIRE(hg_client_open(uri, &po, &c, &err) == HG_OK, "open %s with opts.password: %s", uri, err.message);
+        BP_CHECK(hg_client_command(c, 1, (const char *const[]){ "LEVELS" }, NULL, &r) == HG_OK,
+                 "LEVELS as the URI's user with opts.password: %s", hg_client_errmsg(c));
+        hg_reply_free(r);
+        r = NULL;
+        hg_client_close(c);
+        c = NULL;
+        po.password = "wrong"; /* hg_client_open logs in: the refusal is its answer */
+        hg_err_t e = hg_client_open(uri, &po, &c, &err);
+        BP_CHECK(e == HG_ERR_AUTH && c == NULL && strstr(err.message, "'canceller'") != NULL,
+                 "a wrong opts.password for the URI's user: %s '%s'", hg_strerror(e), err.message);
+        hg_client_close(c);
+        c = NULL;
+        e = hg_client_open(uri, NULL, &c, &err);
+        BP_CHECK(e == HG_ERR_ARG && c == NULL && strstr(err.message, "user 'canceller' but no password") != NULL,
+                 "the URI's user with no password anywhere: %s '%s'", hg_strerror(e), err.message);
+    }
+
     /* The consumer loop logs in with opts.user / opts.password on every connection. hg_consumer_new
      * copies them: a caller that wipes its own copies right after (what hg_client_opts_t.password
      * allows, e.g. a password read from a file) still logs in, on every worker's connection. */

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -112,6 +113,21 @@ static void test_check_config(void)
     rc = tu_run_capture(none, big, sizeof big);
     TU_CHECK(rc == 0 && strstr(big, "\nside-effect-sql = none\n"), "--check-config with none: exit %d, output:\n%s", rc,
              big);
+
+    /* a URI that names its user without the password, which is in password-file */
+    char udir[256], pwfile[300];
+    TU_REQUIRE(tu_mkdtemp("consumer-uri-user", udir, sizeof udir) == 0, "mkdtemp");
+    snprintf(pwfile, sizeof pwfile, "%s/password", udir);
+    TU_REQUIRE(tu_write_file(pwfile, "pw-canceller\n") == 0 && chmod(pwfile, 0600) == 0, "write %s", pwfile);
+    const char *user_only[] = { CONSUMER_BIN, "--check-config",          "--mysql-database", "shop",
+                                "--uri",      "hourglass://canceller@h", "--password-file",  pwfile,
+                                NULL };
+    rc = tu_run_capture(user_only, big, sizeof big);
+    TU_CHECK(rc == 0 && strstr(big, "configuration OK"), "the URI's user, password-file's password: exit %d:\n%s", rc,
+             big);
+    user_only[6] = NULL; /* no password anywhere */
+    expect_config_error(user_only, "the URI names user 'canceller' but no password");
+    tu_rmtree(udir);
 
     const char *uri[] = { CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--uri", "hourglass://h:99999",
                           NULL };

@@ -71,6 +71,25 @@ static void test_good(void)
     GOOD("hourglass://00:01@h:007", 0, "h", 7, "00", "01");
 }
 
+/* user@ without ":pass": parsed, the user kept, no password (the client
+ * takes opts.password or refuses, tests/unit/test_client.c). */
+static void test_user_only(void)
+{
+    char err[256] = "";
+    uri_t u;
+
+    TU_CHECK(uri_parse("hourglass://bob@h:7000", 7379, &u, err, sizeof(err)) == 0, "refused: %s", err);
+    TU_CHECK(u.has_user == 1 && u.has_auth == 0 && strcmp(u.user, "bob") == 0 && u.password[0] == '\0' &&
+                 strcmp(u.host, "h") == 0 && u.port == 7000,
+             "has_user %d has_auth %d user '%s' host '%s' port %d", u.has_user, u.has_auth, u.user, u.host, u.port);
+    TU_CHECK(uri_parse("hourglass://b%40b@h", 7379, &u, err, sizeof(err)) == 0 && strcmp(u.user, "b@b") == 0,
+             "escaped user: '%s' (%s)", u.user, err);
+    TU_CHECK(uri_parse("hourglass://bob:pw@h", 7379, &u, err, sizeof(err)) == 0 && u.has_user == 1 && u.has_auth == 1,
+             "user:pass@ sets both");
+    TU_CHECK(uri_parse("hourglass://h", 7379, &u, err, sizeof(err)) == 0 && u.has_user == 0 && u.has_auth == 0,
+             "no userinfo sets neither");
+}
+
 static void test_bad_scheme(void)
 {
     BAD(NULL, "empty URI");
@@ -120,7 +139,6 @@ static void test_bad_userinfo(void)
 
     BAD("hourglass://:pass@h", "empty user name");
     BAD("hourglass://@h", "empty user name");
-    BAD("hourglass://bob@h", "missing password for user 'bob'");
     BAD("hourglass://bob:@h", "empty password for user 'bob'");
     BAD("hourglass://bob:p@ss@h", "more than one '@'");
     BAD("hourglass://b%zzb:x@h", "bad percent-escape '%zz' in the user name");
@@ -203,6 +221,7 @@ static void test_tls_params(void)
 static const tu_test_t uri_tests[] = {
     { "hourglass+tls:// parameters", test_tls_params },
     { "good URIs", test_good },
+    { "a user without a password", test_user_only },
     { "bad scheme", test_bad_scheme },
     { "bad host", test_bad_host },
     { "bad port", test_bad_port },
