@@ -4,7 +4,8 @@
  *
  * URI: amqp://[user:pass@]host[:port][,host[:port]...][/vhost][?levels=TABLE]
  *      amqps://…[/vhost][?levels=TABLE&ca=FILE&cert=FILE&key=FILE&sni=NAME]
- *   user and password default to guest/guest, port to 5672 (amqps: 5671),
+ *   user and password default to guest/guest (a user@ without ":pass"
+ *   takes opts.password, refused without one), port to 5672 (amqps: 5671),
  *   the vhost to "/" (an empty path too); percent-escapes as RabbitMQ's URI
  *   spec. Several hosts (the nodes of a cluster) are tried in turn when
  *   connecting and reconnecting. amqps:// takes the same TLS parameters as
@@ -228,7 +229,15 @@ static hg_err_t rmq_create(hg_client_t *c, const char *uri, transport_state_t **
     char why[HG_ERRMSG_MAX - 48];
     const char *rest = strstr(uri, "://");
     size_t authority = rest != NULL ? strcspn(rest + 3, "/?#") : 0;
-    int uri_auth = rest != NULL && memchr(rest + 3, '@', authority) != NULL;
+    const char *at = NULL;
+    for (size_t i = 0; i < authority; i++) /* the last '@' of the authority, as parse_uri takes it */
+        if (rest[3 + i] == '@')
+            at = rest + 3 + i;
+    /* user:pass@ gives the login; user@ alone names the user, whose
+     * password must come from opts.password (as on hourglass://: amqp's own
+     * parser would pair it with the default password "guest") */
+    int uri_auth = at != NULL && memchr(rest + 3, ':', (size_t)(at - (rest + 3))) != NULL;
+    int uri_user_only = at != NULL && !uri_auth;
 
     *out = NULL;
     t = xcalloc(1, sizeof(*t));
@@ -238,7 +247,16 @@ static hg_err_t rmq_create(hg_client_t *c, const char *uri, transport_state_t **
         free(t);
         return HG_ERR_URI;
     }
-    if (apply_login(&t->r, client_opts(c), uri_auth, why, sizeof(why)) < 0) {
+    if (uri_user_only && client_opts(c)->password == NULL) {
+        client_error_fill(err, HG_ERR_ARG,
+                          "the URI names user '%.64s' but no password: give it as user:pass@ in the URI, or in "
+                          "opts.password (a daemon's password-file)",
+                          t->r.user);
+        memset(t, 0, sizeof(*t));
+        free(t);
+        return HG_ERR_ARG;
+    }
+    if (apply_login(&t->r, client_opts(c), uri_auth || uri_user_only, why, sizeof(why)) < 0) {
         client_error_fill(err, HG_ERR_ARG, "%s", why);
         memset(t, 0, sizeof(*t));
         free(t);

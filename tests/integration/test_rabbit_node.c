@@ -671,6 +671,14 @@ static void test_login_from_options(void)
     TU_CHECK(e == HG_ERR_ARG && strstr(why, "no password") != NULL, "user without password: %d: %s", (int)e, why);
     e = ping_as(uri, "", "s3cret", why, sizeof why);
     TU_CHECK(e == HG_ERR_ARG && strstr(why, "user is empty") != NULL, "empty user: %d: %s", (int)e, why);
+    /* the URI's user@ without ":pass" takes opts.password (a daemon's password-file), never amqp's
+     * default "guest"; with no password anywhere it is refused at open, naming the user */
+    snprintf(uri, sizeof uri, "amqp://hourglass@127.0.0.1:%d/login", rabbit.nodes[0].amqp_port);
+    e = ping_as(uri, NULL, "s3cret", why, sizeof why);
+    TU_CHECK(e == HG_OK, "user@ in the URI with opts.password: %d: %s", (int)e, why);
+    e = ping_as(uri, NULL, NULL, why, sizeof why);
+    TU_CHECK(e == HG_ERR_ARG && strstr(why, "user 'hourglass' but no password") != NULL,
+             "user@ with no password anywhere: %d: %s", (int)e, why);
 }
 
 /* The node's log lines that close a connection of vhost: *polite those
