@@ -151,6 +151,23 @@ static void log_refused_host(const char *shown, const char *peer)
     left_out = 0;
 }
 
+/* The body of a refusal made before any route runs: {"error": msg} under
+ * /api, the text and a newline for the page; returns its Content-Type. */
+static const char *error_body(buf_t *b, const char *path, const char *msg)
+{
+    if (strncmp(path, "/api/", 5) != 0) {
+        buf_append_str(b, msg);
+        buf_append_str(b, "\n");
+        return "text/plain; charset=utf-8";
+    }
+    json_t j;
+    json_init(&j, b);
+    json_object_open(&j);
+    json_kstr(&j, "error", msg);
+    json_object_close(&j);
+    return "application/json; charset=utf-8";
+}
+
 /* A request for a host name that is not the console's: 421 Misdirected
  * Request naming it (a JSON error under /api, text for the page); logged
  * with where it came from (log_refused_host). */
@@ -167,18 +184,8 @@ static void refuse_host(struct evhttp_request *req, const char *path, const char
              "host '%s' is not this console's: use its IP address or localhost, or add the name to allowed-hosts",
              shown);
     buf_t b = BUF_INIT;
-    int api = strncmp(path, "/api/", 5) == 0;
-    if (api) {
-        json_t j;
-        json_init(&j, &b);
-        json_object_open(&j);
-        json_kstr(&j, "error", msg);
-        json_object_close(&j);
-    } else {
-        buf_append_str(&b, msg);
-        buf_append_str(&b, "\n");
-    }
-    http_common_headers(req, api ? "application/json; charset=utf-8" : "text/plain; charset=utf-8");
+    const char *type = error_body(&b, path, msg);
+    http_common_headers(req, type);
     evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
     http_send_reply(req, 421, "Misdirected Request", b.data, b.len);
     buf_free(&b);
@@ -229,19 +236,9 @@ static int ambiguous_request(struct evhttp_request *req, char *why, size_t whyle
 static void refuse_ambiguous(struct evhttp_request *req, const char *path, const char *why)
 {
     buf_t b = BUF_INIT;
-    int api = strncmp(path, "/api/", 5) == 0;
-    if (api) {
-        json_t j;
-        json_init(&j, &b);
-        json_object_open(&j);
-        json_kstr(&j, "error", why);
-        json_object_close(&j);
-    } else {
-        buf_append_str(&b, why);
-        buf_append_str(&b, "\n");
-    }
+    const char *type = error_body(&b, path, why);
     evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
-    http_send_bytes(req, 400, api ? "application/json; charset=utf-8" : "text/plain; charset=utf-8", b.data, b.len, 1);
+    http_send_bytes(req, 400, type, b.data, b.len, 1);
     buf_free(&b);
 }
 
