@@ -198,6 +198,18 @@ static int compensator_gone(void *arg)
            oe_scalar(&env, "SELECT COUNT(*) FROM information_schema.INNODB_TRX") == 0;
 }
 
+/* A temp dir for a case, and the paths of its logs in it: two
+ * compensators' and a consumer's (dir 512 bytes, each log 600). 0 / -1. */
+static int log_dir(const char *tag, char *dir, char *log1, char *log2, char *log3)
+{
+    if (tu_mkdtemp(tag, dir, 512) != 0)
+        return -1;
+    snprintf(log1, 600, "%s/compensator1.log", dir);
+    snprintf(log2, 600, "%s/compensator2.log", dir);
+    snprintf(log3, 600, "%s/consumer.log", dir);
+    return 0;
+}
+
 static void test_hung_server(void)
 {
     /* Only the compensator's connections and the holder use database hung. */
@@ -218,10 +230,7 @@ static void test_hung_server(void)
     CU_ASSERT_EQUAL_FATAL(sql_execf(holder, "SELECT id FROM orders WHERE id <= %d FOR UPDATE", LOCKED_ORDERS), 0);
 
     char dir[512], log1[600], log2[600], log3[600];
-    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("compensator-stop", dir, sizeof dir), 0);
-    snprintf(log1, sizeof log1, "%s/compensator1.log", dir);
-    snprintf(log2, sizeof log2, "%s/compensator2.log", dir);
-    snprintf(log3, sizeof log3, "%s/consumer.log", dir);
+    CU_ASSERT_EQUAL_FATAL(log_dir("compensator-stop", dir, log1, log2, log3), 0);
 
     /* The broker frozen: the relay claims its batch and waits for the replies. */
     CU_ASSERT_EQUAL_FATAL(kill(env.broker.pid, SIGSTOP), 0);
@@ -322,10 +331,7 @@ static void test_hung_broker(void)
                           0);
 
     char dir[512], log1[600], log2[600], log3[600];
-    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("compensator-stop-broker", dir, sizeof dir), 0);
-    snprintf(log1, sizeof log1, "%s/compensator1.log", dir);
-    snprintf(log2, sizeof log2, "%s/compensator2.log", dir);
-    snprintf(log3, sizeof log3, "%s/consumer.log", dir);
+    CU_ASSERT_EQUAL_FATAL(log_dir("compensator-stop-broker", dir, log1, log2, log3), 0);
 
     /* The broker frozen before the compensator starts: its clients connect
      * (the kernel completes the handshake), write their commands and wait. */

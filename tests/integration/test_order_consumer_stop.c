@@ -128,6 +128,23 @@ static int only_sleeper_holds(void *arg)
            oe_scalarf(&env, "SELECT COUNT(*) FROM hung.orders WHERE status = 'pending' AND id <= %d", ORDERS / 2) == 1;
 }
 
+/* The reference schema's two side effects, after the test's own sleeping one. */
+#define STOCK_RETURN_SQL                                                                                            \
+    "UPDATE stock s JOIN order_items i ON i.sku_id = s.sku_id SET s.available = s.available + i.qty, s.reserved = " \
+    "s.reserved - i.qty WHERE i.order_id = ?"
+#define OUTBOX_DONE_SQL "UPDATE order_timeout_msg SET status='done' WHERE order_id = ?"
+
+/* A temp dir for a case, and the paths of its two consumers' logs in it
+ * (dir 512 bytes, each log 600). 0 / -1. */
+static int log_dir(const char *tag, char *dir, char *log1, char *log2)
+{
+    if (tu_mkdtemp(tag, dir, 512) != 0)
+        return -1;
+    snprintf(log1, 600, "%s/consumer1.log", dir);
+    snprintf(log2, 600, "%s/consumer2.log", dir);
+    return 0;
+}
+
 static void test_hung_server(void)
 {
     rc_conn_t c;
@@ -136,9 +153,7 @@ static void test_hung_server(void)
     CU_ASSERT_EQUAL_FATAL(oe_fresh_daemon_database(&env, "hung", ORDERS, &c), 0);
 
     char dir[512], log1[600], log2[600], sleep_sql[64];
-    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-stop", dir, sizeof dir), 0);
-    snprintf(log1, sizeof log1, "%s/consumer1.log", dir);
-    snprintf(log2, sizeof log2, "%s/consumer2.log", dir);
+    CU_ASSERT_EQUAL_FATAL(log_dir("consumer-stop", dir, log1, log2), 0);
     snprintf(sleep_sql, sizeof sleep_sql, "DO SLEEP(IF(? = %d, 10, 0))", SLEEPY);
     int mport = tu_free_port();
     const char *extra[] = { "--batch-size",
@@ -148,10 +163,9 @@ static void test_hung_server(void)
                             "--side-effect-sql",
                             sleep_sql,
                             "--side-effect-sql",
-                            "UPDATE stock s JOIN order_items i ON i.sku_id = s.sku_id SET s.available = s.available "
-                            "+ i.qty, s.reserved = s.reserved - i.qty WHERE i.order_id = ?",
+                            STOCK_RETURN_SQL,
                             "--side-effect-sql",
-                            "UPDATE order_timeout_msg SET status='done' WHERE order_id = ?",
+                            OUTBOX_DONE_SQL,
                             NULL };
     pid_t pid = oe_start_consumer(&env, "hung", "hung", 2, mport, log1, extra);
     CU_ASSERT_TRUE_FATAL(pid > 0);
@@ -233,9 +247,7 @@ static void test_hung_broker(void)
     CU_ASSERT_EQUAL_FATAL(oe_fresh_daemon_database(&env, BROKER_DB, BROKER_ORDERS, &c), 0);
 
     char dir[512], log1[600], log2[600], sleep_sql[64];
-    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-stop-broker", dir, sizeof dir), 0);
-    snprintf(log1, sizeof log1, "%s/consumer1.log", dir);
-    snprintf(log2, sizeof log2, "%s/consumer2.log", dir);
+    CU_ASSERT_EQUAL_FATAL(log_dir("consumer-stop-broker", dir, log1, log2), 0);
     snprintf(sleep_sql, sizeof sleep_sql, "DO SLEEP(IF(? = %d, 1, 0))", BROKER_SLEEPY);
     int mport = tu_free_port();
     const char *extra[] = { "--lease",
@@ -243,10 +255,9 @@ static void test_hung_broker(void)
                             "--side-effect-sql",
                             sleep_sql,
                             "--side-effect-sql",
-                            "UPDATE stock s JOIN order_items i ON i.sku_id = s.sku_id SET s.available = s.available "
-                            "+ i.qty, s.reserved = s.reserved - i.qty WHERE i.order_id = ?",
+                            STOCK_RETURN_SQL,
                             "--side-effect-sql",
-                            "UPDATE order_timeout_msg SET status='done' WHERE order_id = ?",
+                            OUTBOX_DONE_SQL,
                             NULL };
     pid_t pid = oe_start_consumer(&env, BROKER_DB, BROKER_DB, 1, mport, log1, extra);
     CU_ASSERT_TRUE_FATAL(pid > 0);
