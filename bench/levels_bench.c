@@ -410,6 +410,39 @@ static double raw_rate(bench_t *b, int bi, int sync)
     return rate;
 }
 
+/* Calls write_batch(ctx), each call writing `batch` records, for `seconds`;
+ * returns the records per second over the second half (once compaction or
+ * writeback paces the writer). */
+static double second_half_rate(double seconds, int batch, void (*write_batch)(void *ctx), void *ctx)
+{
+    long records = 0, records_at_half = -1;
+    double t0 = bench_now(), t_half = 0, t;
+    do {
+        write_batch(ctx);
+        records += batch;
+        t = bench_now();
+        if (records_at_half < 0 && t - t0 >= seconds / 2) {
+            records_at_half = records;
+            t_half = t;
+        }
+    } while (t - t0 < seconds);
+    return (double)(records - records_at_half) / (t - t_half);
+}
+
+#define SUSTAINED_BATCH 1024
+
+typedef struct raw_batch_ctx {
+    raw_db_t *r;
+    leveldb_writebatch_t *wb;
+    uint64_t seq;
+} raw_batch_ctx_t;
+
+static void raw_batch_cb(void *arg)
+{
+    raw_batch_ctx_t *x = arg;
+    raw_write_batch(x->r, x->wb, SUSTAINED_BATCH, &x->seq);
+}
+
 /* The limit under sustained load: batches of 1024 for `seconds` (4, and 16:
  * a flood's length), the rate over the second half, once level-0 compaction
  * paces the writes (LevelDB slows and then
@@ -417,30 +450,46 @@ static double raw_rate(bench_t *b, int bi, int sync)
  * pipeline cycles, stay under that point. */
 static void raw_sustained(bench_t *b, int sync, double seconds)
 {
-    const int batch = 1024;
     char *path = bench_case_dir(b, "raw-sustained-%s-%.0f", sync ? "sync" : "nosync", seconds);
     raw_db_t r;
     raw_open(&r, path, 1, sync);
-    leveldb_writebatch_t *wb = leveldb_writebatch_create();
-    uint64_t seq = 0;
-    long puts = 0, puts_at_2s = -1;
-    double t0 = bench_now(), t2 = 0, t;
-    do {
-        raw_write_batch(&r, wb, batch, &seq);
-        puts += batch;
-        t = bench_now();
-        if (puts_at_2s < 0 && t - t0 >= seconds / 2) {
-            puts_at_2s = puts;
-            t2 = t;
-        }
-    } while (t - t0 < seconds);
-    leveldb_writebatch_destroy(wb);
+    raw_batch_ctx_t x = { &r, leveldb_writebatch_create(), 0 };
+    double rate = second_half_rate(seconds, SUSTAINED_BATCH, raw_batch_cb, &x);
+    leveldb_writebatch_destroy(x.wb);
     raw_close(&r);
     bench_case_done(b, path);
     char name[64];
-    snprintf(name, sizeof name, "batch %d, sync %s, sustained (%.0f-%.0f s)", batch, sync ? "on" : "off", seconds / 2,
-             seconds);
-    bench_row("raw", name, (double)(puts - puts_at_2s) / (t - t2), 0, "puts/s", "under compaction", -1, NULL);
+    snprintf(name, sizeof name, "batch %d, sync %s, sustained (%.0f-%.0f s)", SUSTAINED_BATCH, sync ? "on" : "off",
+             seconds / 2, seconds);
+    bench_row("raw", name, rate, 0, "puts/s", "under compaction", -1, NULL);
+}
+
+enum {
+    LOG_RECORD = 4 + BENCH_RAW_KEY + BENCH_RAW_VALUE
+};
+
+typedef struct log_batch_ctx {
+    int fd, sync;
+    const char *file;
+    char *buf; /* SUSTAINED_BATCH records of LOG_RECORD bytes */
+    uint64_t seq;
+} log_batch_ctx_t;
+
+static void log_batch_cb(void *arg)
+{
+    log_batch_ctx_t *x = arg;
+    size_t len = (size_t)SUSTAINED_BATCH * LOG_RECORD;
+    for (int i = 0; i < SUSTAINED_BATCH; i++) {
+        char *r = x->buf + (size_t)i * LOG_RECORD;
+        r[0] = r[1] = 0;
+        r[2] = (char)(LOG_RECORD >> 8);
+        r[3] = (char)LOG_RECORD;
+        raw_key(r + 4, BENCH_T0_MS + 1000, ++x->seq);
+        bench_fill(r + 4 + BENCH_RAW_KEY, BENCH_RAW_VALUE, x->seq);
+    }
+    if (write(x->fd, x->buf, len) != (ssize_t)len || (x->sync && fdatasync(x->fd) != 0)) {
+        bench_die("append to %s: %s", x->file, strerror(errno));
+    }
 }
 
 /* The limit of another layout, beside LevelDB's: the same records (key,
@@ -452,10 +501,6 @@ static void raw_sustained(bench_t *b, int sync, double seconds)
  * the SEND leg, not a figure of the store. */
 static void log_sustained(bench_t *b, int sync, double seconds)
 {
-    enum {
-        batch = 1024,
-        rec = 4 + BENCH_RAW_KEY + BENCH_RAW_VALUE
-    };
     char *path = bench_case_dir(b, "log-sustained-%s-%.0f", sync ? "sync" : "nosync", seconds);
     char file[PATH_MAX];
     if (mkdir(path, 0700) != 0) {
@@ -466,36 +511,15 @@ static void log_sustained(bench_t *b, int sync, double seconds)
     if (fd < 0) {
         bench_die("open %s: %s", file, strerror(errno));
     }
-    char *buf = xmalloc((size_t)batch * rec);
-    uint64_t seq = 0;
-    long recs = 0, recs_at_2s = -1;
-    double t0 = bench_now(), t2 = 0, t;
-    do {
-        for (int i = 0; i < batch; i++) {
-            char *r = buf + (size_t)i * rec;
-            r[0] = r[1] = 0;
-            r[2] = (char)(rec >> 8);
-            r[3] = (char)rec;
-            raw_key(r + 4, BENCH_T0_MS + 1000, ++seq);
-            bench_fill(r + 4 + BENCH_RAW_KEY, BENCH_RAW_VALUE, seq);
-        }
-        if (write(fd, buf, (size_t)batch * rec) != (ssize_t)((size_t)batch * rec) || (sync && fdatasync(fd) != 0)) {
-            bench_die("append to %s: %s", file, strerror(errno));
-        }
-        recs += batch;
-        t = bench_now();
-        if (recs_at_2s < 0 && t - t0 >= seconds / 2) {
-            recs_at_2s = recs;
-            t2 = t;
-        }
-    } while (t - t0 < seconds);
-    free(buf);
+    log_batch_ctx_t x = { fd, sync, file, xmalloc((size_t)SUSTAINED_BATCH * LOG_RECORD), 0 };
+    double rate = second_half_rate(seconds, SUSTAINED_BATCH, log_batch_cb, &x);
+    free(x.buf);
     close(fd);
     bench_case_done(b, path);
     char name[80];
-    snprintf(name, sizeof name, "append-only log, batch %d, sync %s, sustained (%.0f-%.0f s)", batch,
+    snprintf(name, sizeof name, "append-only log, batch %d, sync %s, sustained (%.0f-%.0f s)", SUSTAINED_BATCH,
              sync ? "on" : "off", seconds / 2, seconds);
-    bench_row("raw", name, (double)(recs - recs_at_2s) / (t - t2), 0, "records/s", "another layout's limit", -1, NULL);
+    bench_row("raw", name, rate, 0, "records/s", "another layout's limit", -1, NULL);
 }
 
 static void part_raw(bench_t *b)
