@@ -92,8 +92,8 @@ static void next_hop(rmq_msg_t *m, rmq_out_t *o, char *plan_rest, size_t restlen
     }
 }
 
-/* One round: wait for hops, route what arrived. */
-static hg_err_t route_round(router_t *rt)
+/* One round: wait for hops, route what arrived (inside route_round's guard). */
+static hg_err_t route_guarded(router_t *rt)
 {
     rmq_t *r = rt->r;
     rmq_msg_t *batch[ROUTER_BATCH];
@@ -123,16 +123,27 @@ static hg_err_t route_round(router_t *rt)
     e = rmq_publish(r, out, n, res);
     for (size_t i = 0; i < n; i++) {
         if (r->st != NULL) {
-            if (res[i] == HG_OK)
-                amqp_basic_ack(r->st, RMQ_WORK_CHANNEL, batch[i]->tag, 0);
-            else /* refused: back to hg.hops, tried again on a new connection
-                  * (rmq_ensure replaces one whose publish was refused:
-                  * its channel may have lost track of the level's leader) */
-                amqp_basic_nack(r->st, RMQ_WORK_CHANNEL, batch[i]->tag, 0, 1);
+            /* refused (res[i] not HG_OK): back to hg.hops, tried again on a
+             * new connection (rmq_ensure replaces one whose publish was
+             * refused: its channel may have lost track of the level's
+             * leader) */
+            (void)rmq_settle(r, RMQ_WORK_CHANNEL, batch[i]->tag, res[i] == HG_OK);
         }
         rmq_msg_free(batch[i]);
     }
     free(rest);
+    return e;
+}
+
+/* One round, guarded (rmq_watchdog.c): a node that stops reading costs a
+ * step its read timeout, never the router for ever. */
+static hg_err_t route_round(router_t *rt)
+{
+    hg_err_t e;
+
+    rmq_guard_enter(rt->r);
+    e = route_guarded(rt);
+    rmq_guard_leave(rt->r);
     return e;
 }
 

@@ -32,6 +32,7 @@
 
 #include "base/alloc.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,6 +264,13 @@ static hg_err_t rmq_create(hg_client_t *c, const char *uri, transport_state_t **
         return HG_ERR_ARG;
     }
     t->r.client = c;
+    if ((t->r.watchdog = rmq_watchdog_new()) == NULL) { /* the guard's thread (rmq_watchdog.c) */
+        client_error_fill(err, HG_ERR_SYSTEM, "cannot start the thread that bounds calls to RabbitMQ: %s",
+                          strerror(errno));
+        memset(t, 0, sizeof(*t));
+        free(t);
+        return HG_ERR_SYSTEM;
+    }
     snprintf(t->r.address, sizeof(t->r.address), "%s:%d", t->r.hosts[0].host, t->r.hosts[0].port);
     snprintf(address, addrlen, "%s", t->r.address);
     *out = t;
@@ -272,7 +280,7 @@ static hg_err_t rmq_create(hg_client_t *c, const char *uri, transport_state_t **
 static hg_err_t rmq_ops_ensure(hg_client_t *c, transport_state_t *t)
 {
     (void)c;
-    return rmq_ensure(&t->r);
+    return rmq_ensure(&t->r); /* guarded inside */
 }
 
 static hg_err_t unsupported(rmq_t *r, const char *cmd)
@@ -284,16 +292,13 @@ static hg_err_t unsupported(rmq_t *r, const char *cmd)
                        why);
 }
 
-static hg_err_t rmq_call(hg_client_t *c, transport_state_t *t, size_t argc, const char *const *argv,
-                         const size_t *argvlen, int resend, uint32_t extra_wait_ms, int flags, resp_reply_t **reply)
+/* A command, inside its guard (rmq_call). */
+static hg_err_t call_guarded(rmq_t *r, size_t argc, const char *const *argv, const size_t *argvlen,
+                             uint32_t extra_wait_ms, int flags, resp_reply_t **reply)
 {
-    rmq_t *r = &t->r;
     const char *cmd = argv[0];
     hg_err_t e;
 
-    (void)c;
-    (void)resend;
-    *reply = NULL;
     if (strcasecmp(cmd, "SEND") == 0)
         return rmq_cmd_send(r, argc, argv, argvlen, reply);
     if (strcasecmp(cmd, "PULL") == 0)
@@ -321,10 +326,28 @@ static hg_err_t rmq_call(hg_client_t *c, transport_state_t *t, size_t argc, cons
     return unsupported(r, cmd);
 }
 
+/* Every command runs guarded (rmq_watchdog.c): a node that stops reading or
+ * answering costs a step its timeout, and the stop fd cuts it at once. */
+static hg_err_t rmq_call(hg_client_t *c, transport_state_t *t, size_t argc, const char *const *argv,
+                         const size_t *argvlen, int resend, uint32_t extra_wait_ms, int flags, resp_reply_t **reply)
+{
+    hg_err_t e;
+
+    (void)c;
+    (void)resend;
+    *reply = NULL;
+    rmq_guard_enter(&t->r);
+    e = call_guarded(&t->r, argc, argv, argvlen, extra_wait_ms, flags, reply);
+    rmq_guard_leave(&t->r);
+    return e;
+}
+
 static void rmq_ops_send_many(hg_client_t *c, transport_state_t *t, hg_send_item_t *items, size_t n)
 {
     (void)c;
+    rmq_guard_enter(&t->r);
     rmq_send_many(&t->r, items, n);
+    rmq_guard_leave(&t->r);
 }
 
 static uint64_t rmq_ops_send_bound_ms(const hg_client_t *c, const transport_state_t *t)
@@ -340,8 +363,10 @@ static void rmq_ops_disconnect(transport_state_t *t)
 
 static void rmq_ops_before_close(transport_state_t *t)
 {
+    rmq_guard_enter(&t->r);
     rmq_close_consumer(&t->r);
     rmq_close_politely(&t->r);
+    rmq_guard_leave(&t->r);
 }
 
 static void rmq_ops_destroy(transport_state_t *t)

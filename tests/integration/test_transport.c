@@ -30,6 +30,12 @@
  *                     the stop fd becomes readable; the client sends again
  *                     once the node is back (librabbitmq writes with no
  *                     deadline: such a send waited for ever)
+ *   frozen waits      amqp://, amqps://: on a SIGSTOPped node an RPC (DLQ
+ *                     LEN) ends after the read timeout naming the queue, a
+ *                     new connection's login (TLS handshake) after the
+ *                     connect timeout; with 60 s timeouts the stop fd cuts
+ *                     each at once, and the close of a consuming client too
+ *                     (they waited their timeouts before)
  *   refusals          amqp:// answers TOUCH/INFO and GROUP CREATE … FROM
  *                     FIRST with HG_ERR_UNSUPPORTED
  *                     naming amqp://; a level queue declared with another
@@ -1145,6 +1151,222 @@ static void test_frozen_node_writes(void)
     frozen_node(&targets[2]);
 }
 
+/* ------------------------------------------------------------------------
+ * A frozen node's other waits: RPCs, the login, the close (amqp://, amqps://)
+ * ------------------------------------------------------------------------ */
+
+typedef struct frozen_call {
+    hg_client_t *client;
+    const char *argv[4];
+    int argc;
+    int close; /* 1: hg_client_close instead of a command */
+    hg_err_t result;
+    char error[HG_ERRMSG_MAX];
+    pid_t tid;
+    uint64_t ended_ms; /* monotonic */
+    int done;
+} frozen_call_t;
+
+static void *frozen_call_main(void *arg)
+{
+    frozen_call_t *f = arg;
+    hg_reply_t *r = NULL;
+
+    __atomic_store_n(&f->tid, gettid(), __ATOMIC_RELEASE);
+    if (f->close) {
+        hg_client_close(f->client);
+        f->result = HG_OK;
+    } else {
+        f->result = hg_client_command(f->client, f->argc, f->argv, NULL, &r);
+        snprintf(f->error, sizeof f->error, "%s", hg_client_errmsg(f->client));
+        hg_reply_free(r);
+    }
+    f->ended_ms = tu_now_mono_ms();
+    __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int frozen_call_done(void *arg)
+{
+    return __atomic_load_n(&((frozen_call_t *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+/* 1 once the call's thread waits in poll(2) (librabbitmq's wait on the
+ * node, or the pump's), per /proc/self/task/TID/syscall. */
+static int frozen_call_waits(void *arg)
+{
+    frozen_call_t *f = arg;
+    pid_t tid = __atomic_load_n(&f->tid, __ATOMIC_ACQUIRE);
+    char path[64], line[64] = "";
+    FILE *in;
+    long nr = -1;
+
+    if (tid == 0)
+        return 0;
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
+    if ((in = fopen(path, "r")) == NULL)
+        return 0;
+    if (fgets(line, sizeof line, in) != NULL)
+        nr = strtol(line, NULL, 10);
+    fclose(in);
+    return nr == 7 /* poll */ || nr == 271 /* ppoll */;
+}
+
+/* Run f on a thread against the frozen node. stop_fd >= 0: made readable
+ * once the thread waits on the node; *from is then that moment, else when
+ * the call started. Returns the call's time in ms from *from, or -1 when it
+ * did not end within 120 s (then the node is let go, so the thread ends). */
+static long long run_frozen_call(const target_t *t, frozen_call_t *f, int stop_fd, const char *what)
+{
+    pthread_t th;
+    uint64_t from = tu_now_mono_ms();
+    int ended;
+
+    TU_REQUIRE(pthread_create(&th, NULL, frozen_call_main, f) == 0, "pthread_create");
+    if (stop_fd >= 0) {
+        TU_CHECK(tu_poll_until(frozen_call_waits, f, 60000, 5) == 0, "%s: %s never waited on the frozen node", t->name,
+                 what);
+        from = tu_now_mono_ms();
+        TU_CHECK(write(stop_fd, "x", 1) == 1, "write the stop fd");
+    }
+    ended = tu_poll_until(frozen_call_done, f, 120000, 10) == 0;
+    TU_CHECK(ended, "%s: %s on a frozen node was still blocked after 120 s", t->name, what);
+    if (!ended)
+        TU_CHECK(rq_signal(&rabbit, 0, SIGCONT) == 0, "SIGCONT the node");
+    pthread_join(th, NULL);
+    printf("\n    %s: %s on a frozen node%s: %s after %llu ms: %s", t->name, what,
+           stop_fd >= 0 ? ", stop fd readable" : "", hg_strerror(f->result), (unsigned long long)(f->ended_ms - from),
+           f->error);
+    return ended ? (long long)(f->ended_ms - from) : -1;
+}
+
+/* f: DLQ LEN group on c (an RPC: queue.declare, passive, on channel 2). */
+static void frozen_dlq_len(frozen_call_t *f, hg_client_t *c, const char *group)
+{
+    memset(f, 0, sizeof *f);
+    f->client = c;
+    f->argc = 3;
+    f->argv[0] = "DLQ";
+    f->argv[1] = "LEN";
+    f->argv[2] = group;
+}
+
+static void drain_stop(int fd)
+{
+    char byte;
+    TU_CHECK(read(fd, &byte, 1) == 1, "drain the stop fd");
+}
+
+/* What a client of a frozen node waits on besides a publish's writes: an RPC
+ * (DLQ LEN: queue.declare on channel 2), the login of a new connection (on
+ * amqps:// the TLS handshake first) and the close (basic.cancel of what it
+ * consumes, connection.close). Each ends within its timeout with an error
+ * naming it, and at once when the stop fd becomes readable. */
+static void frozen_node_waits(const target_t *t)
+{
+    char topic[64], group[64], dlq_what[128], why[1024];
+    const char *pull[] = { "PULL", NULL, NULL, "COUNT", "10" };
+    hg_client_opts_t o;
+    hg_client_t *c = NULL;
+    hg_error_t err;
+    frozen_call_t f;
+    long long took;
+    int pfd[2];
+
+    names(topic, group, sizeof topic, "frozen-rpc");
+    pull[1] = group;
+    pull[2] = topic;
+    snprintf(dlq_what, sizeof dlq_what, "checking queue hg.dlq.%s", group);
+    TU_REQUIRE(pipe(pfd) == 0, "pipe");
+
+    /* Timeouts of 2 s: an RPC the node never answers ends after the read
+     * timeout, naming it; the login of the next connection (amqps://: its
+     * TLS handshake) after the connect timeout. The node's kernel accepts
+     * the TCP connection; the node never answers. */
+    hg_client_opts_init(&o);
+    o.read_timeout_ms = 2000;
+    o.connect_timeout_ms = 2000;
+    o.reconnect = 0;
+    TU_REQUIRE(hg_client_open(t->uri, &o, &c, &err) == HG_OK, "%s: open: %s", t->name, err.message);
+    create_group(t, c, group, topic); /* connected, the topology declared */
+    TU_REQUIRE(rq_signal(&rabbit, 0, SIGSTOP) == 0, "SIGSTOP the node");
+    frozen_dlq_len(&f, c, group);
+    took = run_frozen_call(t, &f, -1, "DLQ LEN (an RPC)");
+    TU_CHECK(f.result == HG_ERR_TIMEOUT && strstr(f.error, dlq_what) != NULL && strstr(f.error, "2000ms") != NULL,
+             "%s: an RPC to a frozen node: %s (%s), want HG_ERR_TIMEOUT naming %s and 2000ms", t->name,
+             hg_strerror(f.result), f.error, dlq_what);
+    TU_CHECK(took >= 1900 && took < 2000 + 8000, "%s: the RPC ended after %lld ms, want the read timeout (2000 ms)",
+             t->name, took);
+    frozen_dlq_len(&f, c, group); /* the RPC's connection is gone: this one connects */
+    took = run_frozen_call(t, &f, -1, "connecting");
+    TU_CHECK(f.result == HG_ERR_CONNECT && strstr(f.error, "RabbitMQ at 127.0.0.1:") != NULL,
+             "%s: a login to a frozen node: %s (%s), want HG_ERR_CONNECT naming the node", t->name,
+             hg_strerror(f.result), f.error);
+    TU_CHECK(took >= 1900 && took < 2000 + 8000,
+             "%s: the connect ended after %lld ms, want the connect timeout (2000 ms)", t->name, took);
+    hg_client_close(c);
+    TU_CHECK(rq_signal(&rabbit, 0, SIGCONT) == 0, "SIGCONT the node");
+    TU_REQUIRE(rq_wait_ready(&rabbit, 0, 60000, why, sizeof why) == 0, "the node after SIGCONT: %s", why);
+
+    /* Timeouts of 60 s (the RPC and the login waited them out before): the
+     * stop fd cuts each at once. */
+    o.read_timeout_ms = 60000;
+    o.connect_timeout_ms = 60000;
+    TU_REQUIRE(hg_client_open(t->uri, &o, &c, &err) == HG_OK, "%s: open: %s", t->name, err.message);
+    hg_client_set_stop_fd(c, pfd[0]);
+    TU_CHECK(int_cmd(t, c, 3, (const char *const[]){ "DLQ", "LEN", group }) == 0, "%s: DLQ LEN", t->name);
+    TU_REQUIRE(rq_signal(&rabbit, 0, SIGSTOP) == 0, "SIGSTOP the node");
+    frozen_dlq_len(&f, c, group);
+    took = run_frozen_call(t, &f, pfd[1], "DLQ LEN (an RPC)");
+    TU_CHECK(f.result == HG_ERR_STOPPED && strstr(f.error, dlq_what) != NULL,
+             "%s: an RPC cut by the stop fd: %s (%s), want HG_ERR_STOPPED naming %s", t->name, hg_strerror(f.result),
+             f.error, dlq_what);
+    TU_CHECK(took >= 0 && took < 3000, "%s: the RPC ended %lld ms after the stop fd became readable, want at once",
+             t->name, took);
+    drain_stop(pfd[0]);
+    frozen_dlq_len(&f, c, group);
+    took = run_frozen_call(t, &f, pfd[1], "connecting");
+    TU_CHECK(f.result == HG_ERR_STOPPED && strstr(f.error, t == &targets[2] ? "TLS handshake" : "logging in") != NULL,
+             "%s: a connect cut by the stop fd: %s (%s), want HG_ERR_STOPPED naming the %s", t->name,
+             hg_strerror(f.result), f.error, t == &targets[2] ? "TLS handshake" : "login");
+    TU_CHECK(took >= 0 && took < 3000, "%s: the connect ended %lld ms after the stop fd became readable, want at once",
+             t->name, took);
+    drain_stop(pfd[0]);
+
+    /* The close of a client that consumes (basic.cancel, then
+     * connection.close): 2 s each for a silent node; at once by the stop
+     * fd. */
+    TU_CHECK(rq_signal(&rabbit, 0, SIGCONT) == 0, "SIGCONT the node");
+    TU_REQUIRE(rq_wait_ready(&rabbit, 0, 60000, why, sizeof why) == 0, "the node after SIGCONT: %s", why);
+    {
+        hg_reply_t *r = NULL; /* consuming now (nothing there: an empty answer) */
+        TU_CHECK(hg_client_command(c, 5, pull, NULL, &r) == HG_OK, "%s: PULL: %s", t->name, hg_client_errmsg(c));
+        hg_reply_free(r);
+    }
+    TU_REQUIRE(rq_signal(&rabbit, 0, SIGSTOP) == 0, "SIGSTOP the node");
+    memset(&f, 0, sizeof f);
+    f.client = c;
+    f.close = 1;
+    took = run_frozen_call(t, &f, pfd[1], "hg_client_close");
+    TU_CHECK(took >= 0 && took < 1500,
+             "%s: the close ended %lld ms after the stop fd became readable, want at once (2 s per step before)",
+             t->name, took);
+    drain_stop(pfd[0]);
+    TU_CHECK(rq_signal(&rabbit, 0, SIGCONT) == 0, "SIGCONT the node");
+    TU_REQUIRE(rq_wait_ready(&rabbit, 0, 60000, why, sizeof why) == 0, "the node after SIGCONT: %s", why);
+    close(pfd[0]);
+    close(pfd[1]);
+}
+
+/* A frozen node's RPCs, logins and closes: within their timeouts, naming
+ * what waited, and at once by the stop fd. */
+static void test_frozen_node_waits(void)
+{
+    TU_REQUIRE(ntargets == 3, "RabbitMQ is not running");
+    frozen_node_waits(&targets[1]);
+    frozen_node_waits(&targets[2]);
+}
+
 static const tu_test_t transport_tests[] = {
     { "every transport: send, send_many, 3 workers, every id once", test_round_trip },
     { "every transport: LEVEL 1, DELAY 6s (chained), DELAY 0: on time", test_delays },
@@ -1161,6 +1383,8 @@ static const tu_test_t transport_tests[] = {
     { "amqp://, amqps://: a node that stops reading: a send's writes end within the read timeout, at once by the "
       "stop fd",
       test_frozen_node_writes },
+    { "amqp://, amqps://: a frozen node: an RPC, a login, a close end within their timeouts, at once by the stop fd",
+      test_frozen_node_waits },
     { "amqps://: another CA, a wrong name, no or a foreign client certificate, missing files: refused, saying why",
       test_amqps_refusals },
     { NULL, NULL },
