@@ -145,8 +145,9 @@ typedef struct hg_client_opts {
     uint32_t connect_timeout_ms;    /* per connection attempt; default 5000 */
     uint32_t read_timeout_ms;       /* longest wait for a reply once the command is
                                     written (a blocking PULL adds its BLOCK time);
-                                    on amqp:// also for the writes of each message
-                                    published; default 10000; 0 waits forever */
+                                    on amqp:// also for the writes of each step
+                                    (a message published, an RPC, an ack, the
+                                    close); default 10000; 0 waits forever */
     int reconnect;                  /* 1 (default): a lost or refused connection is
                                     retried with the backoff below before a call
                                     fails; 0: one connection attempt per call */
@@ -231,16 +232,17 @@ hg_err_t hg_client_clone(const hg_client_t *c, hg_client_t **out, hg_error_t *er
 
 /* Let another thread stop c's calls: while fd is readable (a pipe or an
  * eventfd the caller writes to), every wait of c for the broker — a reply,
- * AUTH while connecting, a reconnect's backoff — ends at once with
- * HG_ERR_STOPPED, and the connection is closed; a call made while it is
- * readable stops before it connects. hg_send_many gives each item whose
- * reply had not arrived HG_ERR_STOPPED (it may have reached the broker: a
- * caller that sends it again later should send with DEDUP). On amqp:// the
- * waits for replies and confirms, the writes of a publish and the pauses
- * end; a wait inside librabbitmq's own calls (connecting, logging in,
- * declaring) ends with its timeout. -1 (the default) turns it off. The
- * client never reads or closes fd. Set it before the call, on the thread
- * that owns c. */
+ * connecting (the TCP connect, the TLS handshake, AUTH), a reconnect's
+ * backoff — ends at once with HG_ERR_STOPPED, and the connection is closed;
+ * a call made while it is readable stops before it connects. hg_send_many
+ * gives each item whose reply had not arrived HG_ERR_STOPPED (it may have
+ * reached the broker: a caller that sends it again later should send with
+ * DEDUP). On amqp:// every write and wait of librabbitmq ends too (publishes
+ * and their confirms, declarations and other RPCs, acks, the TLS handshake
+ * and the login, the close) and the pauses; only the TCP connect inside
+ * librabbitmq ends with its connect timeout. -1 (the default) turns it off.
+ * The client never reads or closes fd. Set it before the call, on the
+ * thread that owns c. */
 void hg_client_set_stop_fd(hg_client_t *c, int fd);
 
 /* The read timeout (hg_client_opts_t.read_timeout_ms; 0 waits forever) for

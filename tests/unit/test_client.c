@@ -19,6 +19,13 @@
  * error is cleared by the next call; the pure helpers at their extremes
  * (hg_dlq_all_read_timeout never shortens the timeout, hg_order_age_text
  * of INT64_MIN).
+ *
+ * Suite stop: a consumer whose worker waits in a connect — a TCP connect
+ * the broker's host never answers (a loopback listener whose full queue
+ * drops SYNs), a TLS handshake with a listener that accepts and says
+ * nothing (as a SIGSTOPped broker) — returns at once when it is stopped and
+ * its stop fd becomes readable, with a connect timeout of 60 s (before, the
+ * stop fd cut neither: the stop waited the connect timeout).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -30,10 +37,17 @@
 #include <CUnit/CUnit.h>
 #include <hourglass/hourglass.h>
 #include <hourglass/order_view.h>
+#include <arpa/inet.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 static sb_t stub;
 
@@ -341,6 +355,234 @@ static void test_helper_edges(void)
     TU_CHECK(strcmp(b, "0s") == 0, "hg_order_age_text(-999): '%s'", b);
 }
 
+/* ------------------------------------------------------------------------
+ * A stop while connecting (hg_consumer_set_stop_fd / hg_client_set_stop_fd)
+ * ------------------------------------------------------------------------ */
+
+/* A listening socket on a free loopback port that the test accepts from by
+ * hand (or never); *port. With backlog 0 one waiting connection fills its
+ * queue, and the kernel then drops the next SYNs: a connect hangs, as to a
+ * host that does not answer. */
+static int listen_loopback(int backlog, int *port)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof sa;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    TU_REQUIRE(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(fd, backlog) == 0 &&
+                   getsockname(fd, (struct sockaddr *)&sa, &len) == 0,
+               "listen on 127.0.0.1: %s", strerror(errno));
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+typedef struct connecting {
+    hg_consumer_t *consumer;
+    hg_err_t result;
+    uint64_t ended_ms;
+    int done;
+    int port;     /* the listener's */
+    int listener; /* to accept from (the TLS case) */
+    int accepted; /* -1 until accepted */
+} connecting_t;
+
+static void *consumer_main(void *arg)
+{
+    connecting_t *c = arg;
+    c->result = hg_consumer_run(c->consumer);
+    c->ended_ms = tu_now_mono_ms();
+    __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int consumer_done(void *arg)
+{
+    return __atomic_load_n(&((connecting_t *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+static hg_outcome_t never_called(const hg_message_t *m, char *reason, size_t len, void *arg)
+{
+    (void)m, (void)reason, (void)len, (void)arg;
+    return HG_DONE;
+}
+
+/* 1 once a socket of this machine waits in SYN_SENT for 127.0.0.1:port
+ * (/proc/net/tcp: a connect the listener's full queue drops). */
+static int syn_sent(void *arg)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    char line[512];
+    int found = 0;
+
+    if (f == NULL)
+        return 0;
+    while (!found && fgets(line, sizeof line, f) != NULL) {
+        unsigned remote_port, state;
+        if (sscanf(line, " %*u: %*x:%*x %*x:%x %x", &remote_port, &state) == 2)
+            found = (int)remote_port == ((connecting_t *)arg)->port && state == 0x02;
+    }
+    fclose(f);
+    return found;
+}
+
+/* 1 once the client's connection was accepted and its ClientHello is there
+ * to read (it waits for the answer that never comes). */
+static int hello_sent(void *arg)
+{
+    connecting_t *c = arg;
+    struct pollfd p;
+
+    if (c->accepted < 0)
+        c->accepted = accept4(c->listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (c->accepted < 0)
+        return 0;
+    p = (struct pollfd){ c->accepted, POLLIN, 0 };
+    return poll(&p, 1, 0) == 1;
+}
+
+/* Run a consumer of uri (connect timeout 60 s, stop fd set) until ready()
+ * says its worker waits in the connect; then hg_consumer_stop and the stop
+ * fd. The ms from then until hg_consumer_run returned, or -1 when it was
+ * still running after 30 s (it then ends at the connect timeout). */
+static long long stop_while_connecting(const char *uri, connecting_t *c, int (*ready)(void *))
+{
+    hg_client_opts_t co;
+    hg_consumer_opts_t o;
+    hg_error_t e;
+    pthread_t th;
+    uint64_t from;
+    int pfd[2], ended;
+
+    hg_client_opts_init(&co);
+    co.connect_timeout_ms = 60000;
+    hg_consumer_opts_init(&o);
+    o.uri = uri;
+    o.client = &co;
+    o.group = "g";
+    o.topic = "t";
+    o.workers = 1;
+    o.handler = never_called;
+    TU_REQUIRE(pipe(pfd) == 0, "pipe");
+    TU_REQUIRE(hg_consumer_new(&o, &c->consumer, &e) == HG_OK, "hg_consumer_new(%s): %s", uri, e.message);
+    hg_consumer_set_stop_fd(c->consumer, pfd[0]);
+    TU_REQUIRE(pthread_create(&th, NULL, consumer_main, c) == 0, "pthread_create");
+    TU_CHECK(tu_poll_until(ready, c, 30000, 5) == 0, "%s: the consumer's connect never waited", uri);
+    from = tu_now_mono_ms();
+    hg_consumer_stop(c->consumer);
+    TU_CHECK(write(pfd[1], "x", 1) == 1, "write the stop fd");
+    ended = tu_poll_until(consumer_done, c, 30000, 5) == 0;
+    pthread_join(th, NULL); /* after 30 s: at the connect timeout */
+    hg_consumer_free(c->consumer);
+    close(pfd[0]);
+    close(pfd[1]);
+    return ended ? (long long)(c->ended_ms - from) : -1;
+}
+
+typedef struct pinging {
+    hg_client_t *client;
+    hg_err_t result;
+    uint64_t ended_ms;
+    int done;
+} pinging_t;
+
+static void *ping_main(void *arg)
+{
+    pinging_t *p = arg;
+    const char *ping[] = { "PING" };
+    hg_reply_t *r = NULL;
+
+    p->result = hg_client_command(p->client, 1, ping, NULL, &r);
+    hg_reply_free(r);
+    p->ended_ms = tu_now_mono_ms();
+    __atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int ping_done(void *arg)
+{
+    return __atomic_load_n(&((pinging_t *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+/* A stop cuts a TCP connect in progress (the broker's host does not answer
+ * SYNs): a client's call returns HG_ERR_STOPPED naming the connect at once,
+ * and a consumer's run returns at once, not after the connect timeout. */
+static void test_stop_cuts_tcp_connect(void)
+{
+    connecting_t c = { .accepted = -1 };
+    int listener = listen_loopback(0, &c.port), pfd[2];
+    char uri[100], want[100];
+    hg_client_opts_t o;
+    hg_client_t *first = NULL, *clone = NULL;
+    hg_error_t e;
+    pinging_t p = { 0 };
+    pthread_t th;
+    uint64_t from;
+    long long took;
+
+    /* The client: opened (its connection fills the listener's queue), then
+     * a clone, whose first call connects and hangs. */
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", c.port);
+    hg_client_opts_init(&o);
+    o.connect_timeout_ms = 60000;
+    o.reconnect = 0;
+    TU_REQUIRE(hg_client_open(uri, &o, &first, &e) == HG_OK, "open %s: %s", uri, e.message);
+    TU_REQUIRE(hg_client_clone(first, &clone, &e) == HG_OK, "hg_client_clone: %s", e.message);
+    TU_REQUIRE(pipe(pfd) == 0, "pipe");
+    hg_client_set_stop_fd(clone, pfd[0]);
+    p.client = clone;
+    TU_REQUIRE(pthread_create(&th, NULL, ping_main, &p) == 0, "pthread_create");
+    TU_CHECK(tu_poll_until(syn_sent, &c, 30000, 5) == 0, "the clone's connect never waited");
+    from = tu_now_mono_ms();
+    TU_CHECK(write(pfd[1], "x", 1) == 1, "write the stop fd");
+    TU_CHECK(tu_poll_until(ping_done, &p, 30000, 5) == 0, "the clone's PING was still connecting 30 s after the stop");
+    pthread_join(th, NULL); /* after 30 s: at the connect timeout */
+    took = (long long)(p.ended_ms - from);
+    printf("\n    a TCP connect stopped: %s %lld ms after the stop (%s)", hg_strerror(p.result), took,
+           hg_client_errmsg(clone));
+    snprintf(want, sizeof want, "stopped while connecting to 127.0.0.1:%d", c.port);
+    TU_CHECK(p.result == HG_ERR_STOPPED && strstr(hg_client_errmsg(clone), want) != NULL,
+             "a connect cut by the stop fd: %s '%s', want HG_ERR_STOPPED '%s'", hg_strerror(p.result),
+             hg_client_errmsg(clone), want);
+    TU_CHECK(took >= 0 && took < 3000, "the PING returned %lld ms after the stop, want at once (connect timeout 60 s)",
+             took);
+    hg_client_close(clone);
+    hg_client_close(first);
+    close(pfd[0]);
+    close(pfd[1]);
+
+    /* A consumer, its worker's connect dropped the same way. */
+    took = stop_while_connecting(uri, &c, syn_sent);
+    printf("\n    a consumer's TCP connect stopped: run returned %lld ms after the stop", took);
+    TU_CHECK(took >= 0 && took < 3000,
+             "hg_consumer_run returned %lld ms after the stop, want at once (connect timeout 60 s)", took);
+    close(listener);
+}
+
+/* A stop cuts a TLS handshake with a broker that accepted the connection
+ * and never answers (a SIGSTOPped broker looks the same). */
+static void test_stop_cuts_tls_handshake(void)
+{
+    connecting_t c = { .accepted = -1 };
+    char uri[100];
+    long long took;
+
+    c.listener = listen_loopback(16, &c.port);
+    snprintf(uri, sizeof uri, "hourglass+tls://127.0.0.1:%d", c.port); /* the system's trust store: never used */
+    took = stop_while_connecting(uri, &c, hello_sent);
+    printf("\n    a consumer's TLS handshake stopped: run returned %lld ms after the stop", took);
+    TU_CHECK(took >= 0 && took < 3000,
+             "hg_consumer_run returned %lld ms after the stop, want at once (connect timeout 60 s)", took);
+    if (c.accepted >= 0)
+        close(c.accepted);
+    close(c.listener);
+}
+
+static const tu_test_t stop_tests[] = {
+    { "a stop cuts a TCP connect that the broker's host never answers", test_stop_cuts_tcp_connect },
+    { "a stop cuts a TLS handshake that the broker never answers", test_stop_cuts_tls_handshake },
+    { NULL, NULL },
+};
+
 static const tu_test_t argument_tests[] = {
     { "a NULL client: HG_ERR_ARG or a neutral answer, never a crash", test_null_client },
     { "NULL out-parameters and inputs: HG_ERR_ARG naming them", test_null_out_parameters },
@@ -361,6 +603,7 @@ static const tu_test_t bound_tests[] = {
 static const tu_suite_t suites[] = {
     { "bound", bound_tests },
     { "arguments", argument_tests },
+    { "stop", stop_tests },
 };
 
 int main(int argc, char **argv)
