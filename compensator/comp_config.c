@@ -33,7 +33,8 @@
 static const cfg_key_t keys[] = {
     /* broker */
     { CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, OFF(uri),
-              "broker URI, hourglass://[user:pass@]host[:port], hourglass+tls://…, or amqp:// / amqps://… (RabbitMQ)"),
+              "broker URI, hourglass://[user[:pass]@]host[:port] (user@ alone: the password from password-file), "
+              "hourglass+tls://…, or amqp:// / amqps://… (RabbitMQ)"),
       .required = 1 },
     TLS_KEYS_ROWS(comp_config_t),
     { CFG_KEY("user", CFG_STRING, NULL, 0, 0, OFF(user), "broker user (instead of the URI's; needs password-file)") },
