@@ -41,6 +41,7 @@
 #include "lib/rmq.h"
 #include "lib/backoff.h"
 #include "lib/client.h"
+#include "lib/uri.h"
 #include "lib/wire.h"
 
 #include "base/alloc.h"
@@ -269,7 +270,7 @@ static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
     amqp_rpc_reply_t x;
     int rc;
 
-    snprintf(r->address, sizeof(r->address), "%s:%d", h->host, h->port);
+    uri_address(r->address, sizeof(r->address), h->host, h->port);
     if (r->tls) {
         sock = rmq_tls_socket(r, st, h->host);
         if (sock == NULL) { /* the client error says why: a bad file, no retry helps */

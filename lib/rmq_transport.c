@@ -118,6 +118,30 @@ static int split_query(rmq_t *r, const char *q, char *tls_query, size_t len, cha
     return 0;
 }
 
+/* The port of one host[:port] of the list (host a name, IPv4 or [IPv6]),
+ * checked as hourglass:// checks its own (uri_parse_port), so a bad one is
+ * named ("bad port '99999': out of range (want 1..65535)") rather than
+ * making the whole entry "not host[:port]". 0 (also without a port, or
+ * when the entry is malformed otherwise: amqp_parse_url says so), or -1
+ * with why. */
+static int check_port(const char *entry, size_t len, char *why, size_t whylen)
+{
+    const char *end = entry + len, *colon = NULL;
+    int port;
+
+    if (len > 0 && entry[0] == '[') {
+        const char *close = memchr(entry, ']', len);
+        if (close == NULL || close + 1 == end || close[1] != ':')
+            return 0;
+        colon = close + 1;
+    } else {
+        colon = memchr(entry, ':', len);
+        if (colon == NULL || memchr(colon + 1, ':', (size_t)(end - colon - 1)) != NULL)
+            return 0; /* none, or an IPv6 address without brackets */
+    }
+    return uri_parse_port(colon + 1, (size_t)(end - colon - 1), &port, why, whylen);
+}
+
 /* Parse uri into r's hosts, user, password, vhost, level table (default, or
  * levels=). 0, or -1 with why. */
 static int parse_uri(rmq_t *r, const char *uri, char *why, size_t whylen)
@@ -173,6 +197,8 @@ static int parse_uri(rmq_t *r, const char *uri, char *why, size_t whylen)
         char one[2300];
         if (hlen == 0)
             return snprintf(why, whylen, "empty host in the host list"), -1;
+        if (check_port(hosts, hlen, why, whylen) < 0)
+            return -1;
         if (r->nhosts == RMQ_MAX_HOSTS)
             return snprintf(why, whylen, "more than %d hosts", RMQ_MAX_HOSTS), -1;
         snprintf(one, sizeof(one), "%s://%s%.*s%s", r->tls ? "amqps" : "amqp", userinfo, (int)hlen, hosts,
@@ -181,8 +207,8 @@ static int parse_uri(rmq_t *r, const char *uri, char *why, size_t whylen)
             return snprintf(why, whylen, "'%.*s' is not host[:port] with a valid user:pass@ and /vhost", (int)hlen,
                             hosts),
                    -1;
-        if (info.port < 1 || info.port > 65535)
-            return snprintf(why, whylen, "bad port %d (want 1..65535)", info.port), -1;
+        if (info.port < 1 || info.port > 65535) /* port 0 (check_port saw the text) */
+            return snprintf(why, whylen, "bad port '%d': out of range (want 1..65535)", info.port), -1;
         snprintf(r->hosts[r->nhosts].host, sizeof(r->hosts[0].host), "%s", info.host);
         r->hosts[r->nhosts].port = info.port;
         r->nhosts++;
@@ -271,7 +297,7 @@ static hg_err_t rmq_create(hg_client_t *c, const char *uri, transport_state_t **
         free(t);
         return HG_ERR_SYSTEM;
     }
-    snprintf(t->r.address, sizeof(t->r.address), "%s:%d", t->r.hosts[0].host, t->r.hosts[0].port);
+    uri_address(t->r.address, sizeof(t->r.address), t->r.hosts[0].host, t->r.hosts[0].port);
     snprintf(address, addrlen, "%s", t->r.address);
     *out = t;
     return HG_OK;

@@ -583,11 +583,46 @@ static const tu_test_t stop_tests[] = {
     { NULL, NULL },
 };
 
+/* The URI messages name the bad port on both schemes, and an amqp://
+ * address shows an IPv6 host in brackets, as hourglass:// does. */
+static void test_uri_messages(void)
+{
+    static const struct {
+        const char *uri, *want;
+    } bad[] = {
+        { "hourglass://h:99999", "bad URI: bad port '99999': out of range (want 1..65535)" },
+        { "amqp://h:99999/", "bad URI: bad port '99999': out of range (want 1..65535)" },
+        { "amqp://guest:guest@a:5672,b:70000/v", "bad port '70000': out of range" },
+        { "amqp://[::1]:99999/", "bad port '99999': out of range" },
+        { "amqps://h:0/", "bad port '0': out of range" },
+        { "amqp://h:56x2/", "bad port '56x2': not a number" },
+    };
+    hg_client_opts_t o;
+    hg_client_t *c = NULL;
+    hg_error_t e;
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&e, 0, sizeof e);
+        TU_CHECK(hg_client_open(bad[i].uri, NULL, &c, &e) == HG_ERR_URI && c == NULL &&
+                     strstr(e.message, bad[i].want) != NULL,
+                 "%s: '%s', want HG_ERR_URI with '%s'", bad[i].uri, e.message, bad[i].want);
+    }
+    /* nothing listens on port 1: the connect fails at once, naming the node */
+    hg_client_opts_init(&o);
+    o.connect_timeout_ms = 2000;
+    o.reconnect = 0;
+    memset(&e, 0, sizeof e);
+    TU_CHECK(hg_client_open("amqp://guest:guest@[::1]:1/", &o, &c, &e) == HG_ERR_CONNECT &&
+                 strstr(e.message, "RabbitMQ at [::1]:1:") != NULL,
+             "amqp://[::1]:1/: '%s', want HG_ERR_CONNECT naming [::1]:1", e.message);
+}
+
 static const tu_test_t argument_tests[] = {
     { "a NULL client: HG_ERR_ARG or a neutral answer, never a crash", test_null_client },
     { "NULL out-parameters and inputs: HG_ERR_ARG naming them", test_null_out_parameters },
     { "the order calls without a database: NULL arguments", test_null_order },
     { "pure helpers at their edges: DLQ read timeout, age text", test_helper_edges },
+    { "URI messages: a bad port named on hourglass:// and amqp://, [IPv6] shown in brackets", test_uri_messages },
     { NULL, NULL },
 };
 
