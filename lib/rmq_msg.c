@@ -94,6 +94,10 @@ static int parse_send(size_t argc, const char *const *argv, const size_t *lens, 
             return -1;
         }
         if (strcasecmp(w, "KEY") == 0) {
+            if ((lens != NULL ? lens[i + 1] : strlen(argv[i + 1])) == 0) { /* as the broker refuses it */
+                snprintf(why, whylen, "key is empty (omit KEY for a message without one)");
+                return -1;
+            }
             *key = argv[i + 1];
             continue;
         }

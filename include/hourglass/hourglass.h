@@ -402,7 +402,10 @@ static inline hg_delay_t hg_delay_at(uint64_t unix_ms)
 
 /* Send one message: SEND topic payload [KEY key] [LEVEL n | DELAY ms | AT ms].
  *
- * topic: a non-empty C string. key: a C string or NULL (no key). payload:
+ * topic: a non-empty C string. key: a non-empty C string, or NULL (no key);
+ * an empty key is HG_ERR_ARG ("hg_send: key is empty (pass NULL for a
+ * message without one)"), since FIND, REVOKE and DEDUP could never name it
+ * (the broker and amqp:// refuse SEND … KEY "" too). payload:
  * len bytes, binary safe (len 0 allowed, payload may then be NULL).
  * id_out: NULL, or a buffer of HG_ID_MAX bytes receiving the message id.
  * The reply arrives only after the broker made the message durable.

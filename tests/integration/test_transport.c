@@ -601,6 +601,12 @@ static void refusals(const target_t *t)
         TU_CHECK(e == HG_OK, "%s: INFO: %s", t->name, hg_client_errmsg(c));
     hg_reply_free(r);
     r = NULL;
+    /* an empty KEY: refused the same on every transport (nothing could name it) */
+    e = hg_client_command(c, 5, (const char *const[]){ "SEND", "empty-key-t", "p", "KEY", "" }, NULL, &r);
+    TU_CHECK(e == HG_ERR_SERVER && strstr(hg_client_errmsg(c), "key is empty (omit KEY for a message without one)"),
+             "%s: SEND … KEY \"\": %s: %s", t->name, hg_strerror(e), hg_client_errmsg(c));
+    hg_reply_free(r);
+    r = NULL;
     /* FROM FIRST: the broker reads what the topic holds; RabbitMQ cannot, and says so. */
     e = hg_client_command(c, 6, (const char *const[]){ "GROUP", "CREATE", "first-g", "first-t", "FROM", "FIRST" }, NULL,
                           &r);

@@ -583,6 +583,30 @@ static const tu_test_t stop_tests[] = {
     { NULL, NULL },
 };
 
+/* An empty key is refused before anything is sent: hg_send, an
+ * hg_send_many item (the others still go), hg_send_dedup. */
+static void test_empty_key(void)
+{
+    hg_client_t *c = open_stub(NULL, NULL, __LINE__);
+    hg_send_item_t items[2] = {
+        { .topic = "t", .key = "", .payload = "x", .payload_len = 1 },
+        { .topic = "t", .key = "k", .payload = "y", .payload_len = 1 },
+    };
+    size_t ok = 9;
+
+    TU_CHECK(hg_send(c, "t", "", "x", 1, hg_delay_none(), NULL) == HG_ERR_ARG &&
+                 MSG_HAS(c, "hg_send: key is empty (pass NULL for a message without one)"),
+             "hg_send with key \"\": '%s'", hg_client_errmsg(c));
+    (void)hg_send_many(c, items, 2, &ok);
+    TU_CHECK(items[0].err == HG_ERR_ARG && strstr(items[0].error, "key is empty") != NULL,
+             "hg_send_many item with key \"\": %s '%s'", hg_strerror(items[0].err), items[0].error);
+    TU_CHECK(items[1].err != HG_ERR_ARG, "the item with a key was refused too: '%s'", items[1].error);
+    TU_CHECK(hg_send_dedup(c, "t", "", "x", 1, hg_delay_none(), NULL, NULL) == HG_ERR_ARG &&
+                 MSG_HAS(c, "hg_send_dedup: key is empty"),
+             "hg_send_dedup with key \"\": '%s'", hg_client_errmsg(c));
+    hg_client_close(c);
+}
+
 /* The URI messages name the bad port on both schemes, and an amqp://
  * address shows an IPv6 host in brackets, as hourglass:// does. */
 static void test_uri_messages(void)
@@ -623,6 +647,7 @@ static const tu_test_t argument_tests[] = {
     { "the order calls without a database: NULL arguments", test_null_order },
     { "pure helpers at their edges: DLQ read timeout, age text", test_helper_edges },
     { "URI messages: a bad port named on hourglass:// and amqp://, [IPv6] shown in brackets", test_uri_messages },
+    { "an empty key: refused by hg_send, an hg_send_many item, hg_send_dedup", test_empty_key },
     { NULL, NULL },
 };
 
