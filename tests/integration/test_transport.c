@@ -36,7 +36,8 @@
  *                     connect timeout; with 60 s timeouts the stop fd cuts
  *                     each at once, and the close of a consuming client too
  *                     (they waited their timeouts before)
- *   refusals          amqp:// answers TOUCH/INFO and GROUP CREATE … FROM
+ *   refusals          SEND … KEY "" is refused on every transport; amqp://
+ *                     answers TOUCH/INFO and GROUP CREATE … FROM
  *                     FIRST with HG_ERR_UNSUPPORTED
  *                     naming amqp://; a level queue declared with another
  *                     TTL is an error naming x-message-ttl and both values

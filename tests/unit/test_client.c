@@ -18,7 +18,9 @@
  * HG_ERR_ARG (or -1) with a message naming the argument, never a crash; an
  * error is cleared by the next call; the pure helpers at their extremes
  * (hg_dlq_all_read_timeout never shortens the timeout, hg_order_age_text
- * of INT64_MIN).
+ * of INT64_MIN); the URI messages name a bad port on hourglass:// and
+ * amqp:// alike and show an IPv6 host in brackets; an empty key is refused
+ * by hg_send, an hg_send_many item and hg_send_dedup.
  *
  * Suite stop: a consumer whose worker waits in a connect — a TCP connect
  * the broker's host never answers (a loopback listener whose full queue
