@@ -422,8 +422,8 @@ hg_err_t rmq_cmd_group(rmq_t *r, size_t argc, const char *const *argv, resp_repl
 hg_err_t rmq_cmd_dlq(rmq_t *r, size_t argc, const char *const *argv, resp_reply_t **reply);
 
 /* --- rmq_router.c --- */
-hg_err_t rmq_router_start(const char *uri, const hg_client_opts_t *opts, hg_log_fn log, void *log_arg, void **handle,
-                          hg_error_t *err);
+hg_err_t rmq_router_start(const char *uri, const hg_client_opts_t *opts, int stop_fd, hg_log_fn log, void *log_arg,
+                          void **handle, hg_error_t *err);
 void rmq_router_stop(void *handle);
 
 /* --- rmq_reply.c: a reply is written as RESP text, then parsed once --- */

@@ -2,7 +2,8 @@
  * lib/rmq_conn.c — one AMQP 0-9-1 connection of the RabbitMQ transport.
  *
  * Connecting: each host of the URI in turn (amqp://u:p@h1:p1,h2:p2/vhost),
- * starting after the one that worked last, with connect_timeout_ms each; a
+ * starting after the one that worked last, with connect_timeout_ms each
+ * (the TCP connect of amqp:// made here, so the stop fd cuts it); a
  * failed round is retried with the client's reconnect backoff, as the RESP
  * transport does. After login: channel 1 ("work", confirm mode) and channel 2
  * ("admin"). rabbitmq-c's RPC timeout is the client's read timeout, so no call
@@ -49,12 +50,15 @@
 
 #include <amqp_tcp_socket.h>
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 
 uint64_t rmq_wall_ms(void)
@@ -260,6 +264,45 @@ static int stop_readable(const rmq_t *r)
     return p.fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
 }
 
+/* amqp://: the TCP connect librabbitmq would make (every address of the
+ * host within one connect timeout, non-blocking, TCP_NODELAY, keepalives),
+ * made here with wire_connect so the client's stop fd cuts it, and handed
+ * to sock. (amqps:// connects inside librabbitmq, which takes no socket of
+ * ours: its TCP connect ends with the connect timeout.) HG_OK, or the error
+ * set: HG_ERR_STOPPED, HG_ERR_CONNECT. */
+static hg_err_t tcp_connect(rmq_t *r, const rmq_host_t *h, amqp_socket_t *sock)
+{
+    const hg_client_opts_t *o = client_opts(r->client);
+    uint64_t deadline = wire_now_ms() + o->connect_timeout_ms;
+    struct addrinfo hints, *res = NULL;
+    char port[8];
+    int fd = -1, why = 0, rc, one = 1;
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_protocol = IPPROTO_TCP;
+    snprintf(port, sizeof(port), "%d", h->port);
+    if ((rc = getaddrinfo(h->host, port, &hints, &res)) != 0)
+        return client_fail(r->client, HG_ERR_CONNECT, "cannot connect to RabbitMQ at %s: cannot resolve host '%s': %s",
+                           r->address, h->host, rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+    for (struct addrinfo *ai = res; ai != NULL && fd < 0 && why != ECANCELED && why != ETIMEDOUT; ai = ai->ai_next) {
+        uint64_t now = wire_now_ms();
+        fd = now < deadline ? wire_connect(ai->ai_addr, ai->ai_addrlen, (uint32_t)(deadline - now),
+                                           client_stop_fd(r->client), &why)
+                            : (why = ETIMEDOUT, -1);
+    }
+    freeaddrinfo(res);
+    if (fd < 0 && why == ECANCELED)
+        return client_fail(r->client, HG_ERR_STOPPED, "stopped while connecting to RabbitMQ at %s", r->address);
+    if (fd < 0)
+        return client_fail(r->client, HG_ERR_CONNECT, "cannot connect to RabbitMQ at %s: %s", r->address,
+                           why == ETIMEDOUT ? "connection timed out" : strerror(why));
+    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    amqp_tcp_socket_set_sockfd(sock, fd); /* librabbitmq closes it with the connection */
+    return HG_OK;
+}
+
 /* One attempt on one host. */
 static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
 {
@@ -285,7 +328,16 @@ static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
             return client_fail(r->client, HG_ERR_SYSTEM, "cannot create a socket for %s", r->address);
         }
     }
-    rc = amqp_socket_open_noblock(sock, h->host, h->port, &tv);
+    if (!r->tls) {
+        hg_err_t e = tcp_connect(r, h, sock);
+        if (e != HG_OK) {
+            amqp_destroy_connection(st);
+            return e;
+        }
+        rc = AMQP_STATUS_OK;
+    } else {
+        rc = amqp_socket_open_noblock(sock, h->host, h->port, &tv);
+    }
     if (rc != AMQP_STATUS_OK && rmq_guard_cut(r) == RMQ_CUT_STOP) { /* in the TLS handshake (rmq_tls.c) */
         (void)rmq_watchdog_disarm(r->watchdog);
         amqp_destroy_connection(st);

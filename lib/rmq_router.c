@@ -17,6 +17,11 @@
  * fine. A chained message waits in hg.hops (durable, replicated) while no
  * consumer runs, and moves on when one starts.
  *
+ * A stop (rmq_router_stop) ends its wait for hops at once and lets a
+ * round in progress finish (its publish confirmed, its hops acknowledged);
+ * the consumer's stop fd, which its client takes, cuts any wait on the node
+ * at once (a hop then cut comes back from hg.hops: at least once).
+ *
  * Threads: one router thread with its own connection; start and stop on
  * the thread that runs hg_consumer_run.
  */
@@ -170,8 +175,8 @@ static void *router_main(void *arg)
     return NULL;
 }
 
-hg_err_t rmq_router_start(const char *uri, const hg_client_opts_t *opts, hg_log_fn log, void *log_arg, void **handle,
-                          hg_error_t *err)
+hg_err_t rmq_router_start(const char *uri, const hg_client_opts_t *opts, int stop_fd, hg_log_fn log, void *log_arg,
+                          void **handle, hg_error_t *err)
 {
     router_t *rt = xcalloc(1, sizeof(*rt));
     hg_client_opts_t o;
@@ -200,6 +205,9 @@ hg_err_t rmq_router_start(const char *uri, const hg_client_opts_t *opts, hg_log_
         return e;
     }
     client_set_wake_fd(rt->client, rt->pipe[0]);
+    /* the consumer's stop fd (its stop-grace cut) ends the router's waits on
+     * the node too: its login, its declarations, its publishes */
+    hg_client_set_stop_fd(rt->client, stop_fd);
     rt->r = rmq_of(client_transport_state(rt->client));
     rc = pthread_create(&rt->thread, NULL, router_main, rt);
     if (rc != 0) {

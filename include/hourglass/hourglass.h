@@ -237,10 +237,11 @@ hg_err_t hg_client_clone(const hg_client_t *c, hg_client_t **out, hg_error_t *er
  * a call made while it is readable stops before it connects. hg_send_many
  * gives each item whose reply had not arrived HG_ERR_STOPPED (it may have
  * reached the broker: a caller that sends it again later should send with
- * DEDUP). On amqp:// every write and wait of librabbitmq ends too (publishes
- * and their confirms, declarations and other RPCs, acks, the TLS handshake
- * and the login, the close) and the pauses; only the TCP connect inside
- * librabbitmq ends with its connect timeout. -1 (the default) turns it off.
+ * DEDUP). On amqp:// every write and wait ends too (the TCP connect, the
+ * TLS handshake and the login, publishes and their confirms, declarations
+ * and other RPCs, acks, the close) and the pauses; only amqps://'s TCP
+ * connect, made inside librabbitmq, ends with its connect timeout. -1 (the
+ * default) turns it off.
  * The client never reads or closes fd. Set it before the call, on the
  * thread that owns c. */
 void hg_client_set_stop_fd(hg_client_t *c, int fd);

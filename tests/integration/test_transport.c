@@ -53,6 +53,7 @@
 
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
+#include <dirent.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -1247,6 +1248,109 @@ static long long run_frozen_call(const target_t *t, frozen_call_t *f, int stop_f
     return ended ? (long long)(f->ended_ms - from) : -1;
 }
 
+typedef struct frozen_consumer {
+    hg_consumer_t *consumer;
+    int port; /* the node's */
+    int done;
+} frozen_consumer_t;
+
+static void *frozen_consumer_main(void *arg)
+{
+    frozen_consumer_t *fc = arg;
+    (void)hg_consumer_run(fc->consumer);
+    __atomic_store_n(&fc->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int frozen_consumer_done(void *arg)
+{
+    return __atomic_load_n(&((frozen_consumer_t *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+static hg_outcome_t frozen_handler(const hg_message_t *m, char *reason, size_t len, void *arg)
+{
+    (void)m, (void)reason, (void)len, (void)arg;
+    return HG_DONE;
+}
+
+/* 1 once this machine holds 3 established TCP connections to the node's
+ * port (/proc/net/tcp): the consumer's 2 workers and its hop router. */
+static int three_connected(void *arg)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    char line[512];
+    int n = 0;
+
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned remote_port, state;
+        if (sscanf(line, " %*u: %*x:%*x %*x:%x %x", &remote_port, &state) == 2 &&
+            (int)remote_port == ((frozen_consumer_t *)arg)->port && state == 0x01)
+            n++;
+    }
+    fclose(f);
+    return n >= 3;
+}
+
+/* 1 once every thread of every process of node 0's process group is
+ * stopped (/proc/PID/task/TID/stat state T): SIGSTOP reaches a busy
+ * process's threads a moment later, and until then the node may still
+ * answer. */
+static int node_frozen(void *arg)
+{
+    DIR *procs = opendir("/proc");
+    struct dirent *p;
+    int members = 0, running = 0;
+
+    (void)arg;
+    if (procs == NULL)
+        return 0;
+    while ((p = readdir(procs)) != NULL) {
+        char path[600], line[512];
+        DIR *tasks;
+        struct dirent *t;
+        FILE *f;
+        int pgrp = -1;
+        if (p->d_name[0] < '1' || p->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", p->d_name);
+        if ((f = fopen(path, "r")) == NULL)
+            continue;
+        if (fgets(line, sizeof line, f) != NULL && strrchr(line, ')') != NULL)
+            (void)sscanf(strrchr(line, ')') + 2, "%*c %*d %d", &pgrp);
+        fclose(f);
+        if (pgrp != rabbit.nodes[0].pid)
+            continue;
+        members++;
+        snprintf(path, sizeof path, "/proc/%s/task", p->d_name);
+        if ((tasks = opendir(path)) == NULL)
+            continue;
+        while ((t = readdir(tasks)) != NULL) {
+            char state = '?';
+            if (t->d_name[0] == '.')
+                continue;
+            snprintf(path, sizeof path, "/proc/%s/task/%s/stat", p->d_name, t->d_name);
+            if ((f = fopen(path, "r")) == NULL)
+                continue;
+            if (fgets(line, sizeof line, f) != NULL && strrchr(line, ')') != NULL)
+                state = strrchr(line, ')')[2];
+            fclose(f);
+            running += state != 'T' && state != 't';
+        }
+        closedir(tasks);
+    }
+    closedir(procs);
+    return members > 0 && running == 0;
+}
+
+/* SIGSTOP node 0 and wait until it is stopped through and through. */
+static void freeze(void)
+{
+    TU_REQUIRE(rq_signal(&rabbit, 0, SIGSTOP) == 0, "SIGSTOP the node");
+    TU_REQUIRE(tu_poll_until(node_frozen, NULL, 30000, 5) == 0, "the node's threads did not all stop within 30 s");
+}
+
 /* f: DLQ LEN group on c (an RPC: queue.declare, passive, on channel 2). */
 static void frozen_dlq_len(frozen_call_t *f, hg_client_t *c, const char *group)
 {
@@ -1296,7 +1400,7 @@ static void frozen_node_waits(const target_t *t)
     o.reconnect = 0;
     TU_REQUIRE(hg_client_open(t->uri, &o, &c, &err) == HG_OK, "%s: open: %s", t->name, err.message);
     create_group(t, c, group, topic); /* connected, the topology declared */
-    TU_REQUIRE(rq_signal(&rabbit, 0, SIGSTOP) == 0, "SIGSTOP the node");
+    freeze();
     frozen_dlq_len(&f, c, group);
     took = run_frozen_call(t, &f, -1, "DLQ LEN (an RPC)");
     TU_CHECK(f.result == HG_ERR_TIMEOUT && strstr(f.error, dlq_what) != NULL && strstr(f.error, "2000ms") != NULL,
@@ -1322,7 +1426,7 @@ static void frozen_node_waits(const target_t *t)
     TU_REQUIRE(hg_client_open(t->uri, &o, &c, &err) == HG_OK, "%s: open: %s", t->name, err.message);
     hg_client_set_stop_fd(c, pfd[0]);
     TU_CHECK(int_cmd(t, c, 3, (const char *const[]){ "DLQ", "LEN", group }) == 0, "%s: DLQ LEN", t->name);
-    TU_REQUIRE(rq_signal(&rabbit, 0, SIGSTOP) == 0, "SIGSTOP the node");
+    freeze();
     frozen_dlq_len(&f, c, group);
     took = run_frozen_call(t, &f, pfd[1], "DLQ LEN (an RPC)");
     TU_CHECK(f.result == HG_ERR_STOPPED && strstr(f.error, dlq_what) != NULL,
@@ -1350,7 +1454,7 @@ static void frozen_node_waits(const target_t *t)
         TU_CHECK(hg_client_command(c, 5, pull, NULL, &r) == HG_OK, "%s: PULL: %s", t->name, hg_client_errmsg(c));
         hg_reply_free(r);
     }
-    TU_REQUIRE(rq_signal(&rabbit, 0, SIGSTOP) == 0, "SIGSTOP the node");
+    freeze();
     memset(&f, 0, sizeof f);
     f.client = c;
     f.close = 1;
@@ -1359,6 +1463,41 @@ static void frozen_node_waits(const target_t *t)
              "%s: the close ended %lld ms after the stop fd became readable, want at once (2 s per step before)",
              t->name, took);
     drain_stop(pfd[0]);
+
+    /* A consumer started on the frozen node: its workers and its hop router
+     * wait in their logins (60 s); stopped with its stop fd, it returns at
+     * once (the router's client did not take the stop fd before). */
+    {
+        hg_consumer_opts_t co;
+        frozen_consumer_t fc = { .port = t == &targets[2] ? rabbit.nodes[0].amqps_port : rabbit.nodes[0].amqp_port };
+        pthread_t th;
+        uint64_t from;
+
+        hg_consumer_opts_init(&co);
+        co.uri = t->uri;
+        co.client = &o;
+        co.group = group;
+        co.topic = topic;
+        co.workers = 2;
+        co.handler = frozen_handler;
+        TU_REQUIRE(hg_consumer_new(&co, &fc.consumer, &err) == HG_OK, "%s: hg_consumer_new: %s", t->name, err.message);
+        hg_consumer_set_stop_fd(fc.consumer, pfd[0]);
+        TU_REQUIRE(pthread_create(&th, NULL, frozen_consumer_main, &fc) == 0, "pthread_create");
+        TU_CHECK(tu_poll_until(three_connected, &fc, 60000, 10) == 0,
+                 "%s: the consumer's workers and router never connected to the frozen node", t->name);
+        from = tu_now_mono_ms();
+        hg_consumer_stop(fc.consumer);
+        TU_CHECK(write(pfd[1], "x", 1) == 1, "write the stop fd");
+        took = tu_poll_until(frozen_consumer_done, &fc, 120000, 10) == 0 ? (long long)(tu_now_mono_ms() - from) : -1;
+        pthread_join(th, NULL);
+        printf("\n    %s: a consumer logging in to a frozen node, stopped: run returned %lld ms after the stop",
+               t->name, took);
+        TU_CHECK(took >= 0 && took < 3000,
+                 "%s: hg_consumer_run returned %lld ms after the stop, want at once (its logins wait 60 s)", t->name,
+                 took);
+        hg_consumer_free(fc.consumer);
+        drain_stop(pfd[0]);
+    }
     TU_CHECK(rq_signal(&rabbit, 0, SIGCONT) == 0, "SIGCONT the node");
     TU_REQUIRE(rq_wait_ready(&rabbit, 0, 60000, why, sizeof why) == 0, "the node after SIGCONT: %s", why);
     close(pfd[0]);
