@@ -322,22 +322,18 @@ static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
             return hg_client_errcode(r->client);
         }
     } else {
+        hg_err_t e;
         sock = amqp_tcp_socket_new(st);
         if (sock == NULL) {
             amqp_destroy_connection(st);
             return client_fail(r->client, HG_ERR_SYSTEM, "cannot create a socket for %s", r->address);
         }
-    }
-    if (!r->tls) {
-        hg_err_t e = tcp_connect(r, h, sock);
-        if (e != HG_OK) {
+        if ((e = tcp_connect(r, h, sock)) != HG_OK) {
             amqp_destroy_connection(st);
             return e;
         }
-        rc = AMQP_STATUS_OK;
-    } else {
-        rc = amqp_socket_open_noblock(sock, h->host, h->port, &tv);
     }
+    rc = r->tls ? amqp_socket_open_noblock(sock, h->host, h->port, &tv) : AMQP_STATUS_OK;
     if (rc != AMQP_STATUS_OK && rmq_guard_cut(r) == RMQ_CUT_STOP) { /* in the TLS handshake (rmq_tls.c) */
         (void)rmq_watchdog_disarm(r->watchdog);
         amqp_destroy_connection(st);
