@@ -6,9 +6,12 @@
  * timeouts, EOF and errors).
  *
  * TLS: a connection from tls-port has an OpenSSL bufferevent (accepting
- * state); everything above the bufferevent is the same. Until the handshake
- * completes (BEV_EVENT_CONNECTED) the read timeout is the handshake
- * deadline; a failed handshake is logged with OpenSSL's reason (and a hint
+ * state); everything above the bufferevent is the same. The handshake must
+ * complete (BEV_EVENT_CONNECTED) within CONN_TLS_HANDSHAKE_MS of the accept:
+ * the sweep (conn_sweep.c) closes it otherwise — a read timeout would not
+ * do, since every byte read pushes it back and a client trickling its
+ * ClientHello would hold the connection (and a max-clients slot) for ever.
+ * A failed handshake is logged with OpenSSL's reason (and a hint
  * when it looks like plaintext on the TLS port). With
  * tls-auth-clients-user cn a completed handshake with a verified client
  * certificate logs the connection in as the user its CN names.
@@ -151,10 +154,7 @@ static int tls_handshake_event(conn_t *c, struct bufferevent *bev, short what)
         return 1;
     }
     c->set->protocol_errors++;
-    if (what & BEV_EVENT_TIMEOUT) {
-        log_warn("client id=%llu addr=%s: no TLS handshake within %d ms; closing", (unsigned long long)c->id, c->addr,
-                 CONN_TLS_HANDSHAKE_MS);
-    } else if (what & BEV_EVENT_ERROR) {
+    if (what & BEV_EVENT_ERROR) {
         int err = EVUTIL_SOCKET_ERROR();
         tls_bev_error_text(bev, why, sizeof why);
         if (why[0] == '\0') {
@@ -177,6 +177,14 @@ static int tls_handshake_event(conn_t *c, struct bufferevent *bev, short what)
     }
     conn_close(c);
     return 1;
+}
+
+void conn_handshake_expired(conn_t *c)
+{
+    c->set->protocol_errors++;
+    log_warn("client id=%llu addr=%s: no TLS handshake within %d ms; closing", (unsigned long long)c->id, c->addr,
+             CONN_TLS_HANDSHAKE_MS);
+    conn_close(c);
 }
 
 static void event_cb(struct bufferevent *bev, short what, void *arg)
@@ -265,10 +273,7 @@ int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa, SS
     s->connections_total++;
     bufferevent_setcb(bev, read_cb, write_cb, event_cb, c);
     bufferevent_setwatermark(bev, EV_READ, 0, READ_HIGH_WATERMARK);
-    if (c->tls) {
-        struct timeval tv = { CONN_TLS_HANDSHAKE_MS / 1000, (CONN_TLS_HANDSHAKE_MS % 1000) * 1000 };
-        bufferevent_set_timeouts(bev, &tv, NULL); /* the idle timeout follows the handshake */
-    } else if (s->cfg->idle_timeout_ms > 0) {
+    if (!c->tls && s->cfg->idle_timeout_ms > 0) { /* TLS: the sweep bounds the handshake; the idle timeout follows it */
         struct timeval tv = { (time_t)(s->cfg->idle_timeout_ms / 1000),
                               (suseconds_t)(s->cfg->idle_timeout_ms % 1000) * 1000 };
         bufferevent_set_timeouts(bev, &tv, NULL);

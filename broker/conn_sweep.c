@@ -1,7 +1,8 @@
 /*
  * broker/conn_sweep.c — the sweep: every CONN_SWEEP_MS (and at once after a
- * large reply, conn_reply.c) it closes clients whose command is older than
- * header-timeout and, while all clients together hold more than
+ * large reply, conn_reply.c) it closes TLS clients whose handshake is not
+ * complete CONN_TLS_HANDSHAKE_MS after the accept, clients whose command is
+ * older than header-timeout and, while all clients together hold more than
  * max-client-memory, the one that holds most; it tells the writer what the
  * clients hold (writer_note_client_memory) and trims the set's scratch
  * buffer.
@@ -48,6 +49,10 @@ void conn_sweep_cb(evutil_socket_t fd, short what, void *arg)
     size_t total = 0;
     for (conn_t *c = s->all, *n; c; c = n) {
         n = c->all_next;
+        if (c->tls && !c->tls_ready && !c->closing && now - c->created_mono >= CONN_TLS_HANDSHAKE_MS) {
+            conn_handshake_expired(c);
+            continue;
+        }
         if (cfg->header_timeout_ms > 0 && c->cmd_started_mono != 0 && !c->draining &&
             now - c->cmd_started_mono >= (uint64_t)cfg->header_timeout_ms) {
             s->header_kills++;

@@ -23,6 +23,8 @@
  *  - plaintext on the TLS port and TLS on the plaintext port: each refused
  *    with a log line naming it, while a client on the right port keeps
  *    working; the plaintext client is told in RESP;
+ *  - a handshake trickled a byte a second (a slowloris on the handshake) is
+ *    closed 10 s after the accept and logged, although bytes keep coming;
  *  - TLS only (port 0 with tls-port);
  *  - TLS connections are seen: INFO tls_port and connected_tls_clients,
  *    CLIENT LIST tls=yes|no, /metrics hourglass_tls_*; a client beyond
@@ -52,11 +54,13 @@
 #include <hourglass/hourglass.h>
 
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <CUnit/CUnit.h>
@@ -519,6 +523,37 @@ static void test_mixups(void)
     rc_close(&plain);
 }
 
+/* A client that trickles its ClientHello, one byte a second: each byte is
+ * activity, so only a deadline from the accept ends it. The broker must close
+ * it 10 s after the accept (CONN_TLS_HANDSHAKE_MS), not when the bytes stop. */
+static void test_handshake_trickle(void)
+{
+    start_tls_broker(PKI.server, NULL);
+    int fd = tu_tcp_connect(TLS_PORT);
+    TU_REQUIRE(fd >= 0, "connect to the TLS port");
+    /* A TLS record header announcing a 512-byte ClientHello: OpenSSL waits for the whole record. */
+    unsigned char hello[64] = { 0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03 };
+    uint64_t t0 = tu_now_mono_ms();
+    int closed = 0;
+    for (size_t i = 0; i < sizeof hello && !closed; i++) {
+        if (send(fd, &hello[i], 1, MSG_NOSIGNAL) != 1) {
+            closed = 1;
+            break;
+        }
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, 1000) > 0) {
+            char b[64];
+            closed = recv(fd, b, sizeof b, 0) <= 0;
+        }
+    }
+    uint64_t ms = tu_now_mono_ms() - t0;
+    close(fd);
+    TU_CHECK(closed, "a handshake trickled a byte a second is still open after %" PRIu64 " ms", ms);
+    TU_CHECK(ms >= 9000, "closed after %" PRIu64 " ms, before the 10 s handshake deadline", ms);
+    TU_CHECK(tu_wait_file_contains(B.log_path, "no TLS handshake within 10000 ms", 20000) == 0,
+             "no log line for the handshake deadline");
+}
+
 static int tls_only_ready(void *arg)
 {
     const char *uri = arg;
@@ -845,6 +880,7 @@ static const tu_test_t mtls_tests[] = {
 };
 static const tu_test_t mixup_tests[] = {
     { "plaintext on the TLS port, TLS on the plaintext port", test_mixups },
+    { "a handshake trickled byte by byte is closed 10 s after the accept", test_handshake_trickle },
     { "port 0 with tls-port: TLS only", test_tls_only },
     { "TLS connections in INFO, CLIENT LIST, /metrics; max-clients on the TLS port", test_seen },
     { "clients from other hosts: the TLS port only, unless allow-remote-plaintext", test_remote_tls_only },
