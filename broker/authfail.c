@@ -115,6 +115,19 @@ unsigned authfail_get(const authfail_t *t, const char *addr, size_t len)
     return e != NULL ? e->n : 0;
 }
 
+unsigned authfail_recent(const authfail_t *t, const char *addr, size_t len, uint64_t now_ms, uint64_t *last_ms)
+{
+    if (len > AUTHFAIL_ADDR_MAX) {
+        len = AUTHFAIL_ADDR_MAX;
+    }
+    const fail_entry_t *e = map_get(&t->by_addr, addr, len);
+    if (e == NULL || now_ms - e->last_ms > t->window_ms) {
+        return 0;
+    }
+    *last_ms = e->last_ms;
+    return e->n;
+}
+
 size_t authfail_size(const authfail_t *t)
 {
     return map_count(&t->by_addr);

@@ -43,6 +43,11 @@ unsigned authfail_count(authfail_t *t, const char *addr, size_t len, uint64_t no
  * last authfail_count returned them; the window is not applied. */
 unsigned authfail_get(const authfail_t *t, const char *addr, size_t len);
 
+/* The failures of addr within the window as of now_ms (0 when none, or it
+ * is not remembered), and in *last_ms (when not 0 is returned) the time of
+ * the latest. */
+unsigned authfail_recent(const authfail_t *t, const char *addr, size_t len, uint64_t now_ms, uint64_t *last_ms);
+
 /* Addresses remembered now (<= max_addrs). */
 size_t authfail_size(const authfail_t *t);
 

@@ -14,6 +14,11 @@
  *    a warning naming the address and the user, while another client is
  *    answered at once; the connection stays usable; AUTH pipelined with
  *    commands applies before them;
+ *  - many connections from one address guess no faster than one: wrong AUTHs
+ *    sent on four connections at once are verified one per held-back delay
+ *    (the fourth answered after 200+400+800+1600 ms), while a wrong AUTH
+ *    from another loopback address (127.0.0.2) is answered after its own
+ *    200 ms;
  *  - HELLO 3 AUTH user pass answers the map with user and roles; AUTH pass is
  *    AUTH default pass; ACL WHOAMI;
  *  - SIGHUP re-reads the users file: a removed user is logged out, new roles
@@ -37,10 +42,13 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <CUnit/CUnit.h>
 
@@ -383,6 +391,103 @@ static void test_wrong_password(void)
     cleanup_users();
 }
 
+/* A connection from source address src (127.0.0.x) to the broker, or -1. */
+static int connect_from(const char *src)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET };
+    inet_pton(AF_INET, src, &a.sin_addr);
+    struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)bt_broker.port) };
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        connect(fd, (struct sockaddr *)&to, sizeof to) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Read one reply line from fd into line (at most 10 s). 0, or -1. */
+static int read_line(int fd, char *line, size_t len)
+{
+    size_t n = 0;
+    uint64_t deadline = tu_now_mono_ms() + 10000;
+    while (n + 1 < len && tu_now_mono_ms() < deadline) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        if (read(fd, line + n, 1) != 1)
+            return -1;
+        if (line[n++] == '\n') {
+            line[n] = '\0';
+            return 0;
+        }
+    }
+    return -1;
+}
+
+#define GUESSERS 4
+
+/* Many connections from one address: each wrong AUTH waits for the previous
+ * failure's release before it is even verified, so 4 connections guess no
+ * faster than one (200 + 400 + 800 + 1600 ms for the fourth reply). Holding
+ * back only the replies let them all be verified at once: the fourth came
+ * after 1.6 s, and N connections guessed N passwords per delay. */
+static void test_many_connections(void)
+{
+    start_with_users();
+    int fds[GUESSERS];
+    for (int i = 0; i < GUESSERS; i++) {
+        fds[i] = connect_from("127.0.0.1");
+        BP_REQUIRE(fds[i] >= 0, "connect %d", i);
+    }
+    int other = connect_from("127.0.0.2");
+    BP_REQUIRE(other >= 0, "connect from 127.0.0.2");
+    static const char guess[] = "AUTH ops guess\r\n";
+    uint64_t t0 = tu_now_mono_ms();
+    for (int i = 0; i < GUESSERS; i++)
+        BP_REQUIRE(write(fds[i], guess, sizeof guess - 1) == (ssize_t)(sizeof guess - 1), "write %d", i);
+    /* Another address is not held up by these. */
+    uint64_t t1 = tu_now_mono_ms();
+    BP_REQUIRE(write(other, guess, sizeof guess - 1) == (ssize_t)(sizeof guess - 1), "write from 127.0.0.2");
+    char line[256];
+    BP_CHECK(read_line(other, line, sizeof line) == 0 && strncmp(line, "-WRONGPASS", 10) == 0, "127.0.0.2's AUTH: %s",
+             line);
+    uint64_t other_ms = tu_now_mono_ms() - t1;
+    BP_CHECK(other_ms < 1500, "a wrong AUTH from 127.0.0.2 waited %llu ms for 127.0.0.1's failures",
+             (unsigned long long)other_ms);
+    struct pollfd p[GUESSERS];
+    int answered = 0;
+    for (int i = 0; i < GUESSERS; i++)
+        p[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+    while (answered < GUESSERS && tu_now_mono_ms() - t0 < 30000) {
+        if (poll(p, GUESSERS, 100) <= 0)
+            continue;
+        for (int i = 0; i < GUESSERS; i++) {
+            if (p[i].fd >= 0 && (p[i].revents & POLLIN)) {
+                BP_CHECK(read_line(p[i].fd, line, sizeof line) == 0 && strncmp(line, "-WRONGPASS", 10) == 0,
+                         "guesser %d: %s", i, line);
+                p[i].fd = -1;
+                answered++;
+            }
+        }
+    }
+    uint64_t all_ms = tu_now_mono_ms() - t0;
+    printf("\n    %d wrong AUTHs on %d connections from one address answered within %llu ms; another address's "
+           "in %llu ms",
+           answered, GUESSERS, (unsigned long long)all_ms, (unsigned long long)other_ms);
+    BP_CHECK(answered == GUESSERS, "%d of %d guesses answered", answered, GUESSERS);
+    BP_CHECK(all_ms >= 2800,
+             "%d wrong AUTHs on %d connections from one address were all answered within %llu ms, "
+             "want >= 3000 ms (200+400+800+1600: one verification per held-back failure)",
+             GUESSERS, GUESSERS, (unsigned long long)all_ms);
+    for (int i = 0; i < GUESSERS; i++)
+        close(fds[i]);
+    close(other);
+    cleanup_users();
+}
+
 static void test_hello_auth(void)
 {
     start_with_users();
@@ -685,6 +790,7 @@ static const tu_test_t auth_tests[] = {
     { "before AUTH only PING AUTH HELLO QUIT", test_unauthenticated },
     { "roles: producer, consumer, viewer, admin", test_roles },
     { "wrong password: refused, held back, logged; others unaffected", test_wrong_password },
+    { "many connections from one address: one verification per held-back failure", test_many_connections },
     { "HELLO 3 AUTH, AUTH default, ACL WHOAMI", test_hello_auth },
     { "SIGHUP reloads the users file", test_reload },
     { "protected mode and allow-remote", test_protected_mode },

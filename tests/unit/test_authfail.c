@@ -2,7 +2,8 @@
  * tests/unit/test_authfail.c — CUnit suite for broker/authfail.c, the
  * per-address failed-AUTH counts behind the failure slow-down: counting
  * within the window, and a full table forgetting the least recently failed
- * address only — the table used to be emptied when it reached 4 096
+ * address only, and the recent count with the latest failure's time that
+ * gates an address's next verification — the table used to be emptied when it reached 4 096
  * addresses, so failing from that many source addresses wiped every
  * address's count.
  */
@@ -122,7 +123,24 @@ static void test_long_address(void)
     authfail_free(NULL);
 }
 
+/* authfail_recent: the count within the window and the latest failure's time (the AUTH thread's gate). */
+static void test_recent(void)
+{
+    authfail_t *t = authfail_new(4, WINDOW_MS);
+    uint64_t last = 0;
+    CU_ASSERT_EQUAL(authfail_recent(t, "a", 1, 1000, &last), 0);
+    fail(t, "a", 1000);
+    fail(t, "a", 1500);
+    CU_ASSERT_EQUAL(authfail_recent(t, "a", 1, 2000, &last), 2);
+    CU_ASSERT_EQUAL(last, 1500);
+    CU_ASSERT_EQUAL(authfail_recent(t, "a", 1, 1500 + WINDOW_MS, &last), 2);
+    CU_ASSERT_EQUAL(authfail_recent(t, "a", 1, 1500 + WINDOW_MS + 1, &last), 0); /* past the window */
+    CU_ASSERT_EQUAL(authfail_recent(t, "b", 1, 2000, &last), 0);
+    authfail_free(t);
+}
+
 static const tu_test_t authfail_tests[] = {
+    { "the recent failures and the latest's time", test_recent },
     { "failures counted within the window", test_counts_within_window },
     { "a full table forgets the least recently failed only", test_full_forgets_least_recent },
     { "a flood of addresses keeps a recent count; bounded", test_flood_keeps_recent },
