@@ -23,6 +23,8 @@
  *    AUTH default pass; ACL WHOAMI;
  *  - SIGHUP re-reads the users file: a removed user is logged out, new roles
  *    apply at once, a bad file keeps the old users;
+ *  - a users file its group or others can read is warned about (naming it
+ *    and its mode) at start and on SIGHUP, and no longer once it is 0600;
  *  - CLIENT KILL (admin): by USER (every connection of it), ID with ADDR,
  *    the old ip:port form, SKIPME; refusals name the filter; each kill and
  *    the audit line logged;
@@ -48,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CUnit/CUnit.h>
@@ -587,6 +590,53 @@ static void test_reload(void)
     cleanup_users();
 }
 
+/* How many times text occurs in the broker's log. */
+static int log_count(const char *text)
+{
+    FILE *f = fopen(bt_broker.log_path, "r");
+    if (f == NULL)
+        return -1;
+    static char all[1 << 20];
+    size_t n = fread(all, 1, sizeof all - 1, f);
+    fclose(f);
+    all[n] = '\0';
+    int count = 0;
+    for (const char *p = all; (p = strstr(p, text)) != NULL; p += strlen(text))
+        count++;
+    return count;
+}
+
+static int reloads_seen_2(void *arg)
+{
+    (void)arg;
+    return log_count("users reloaded from") >= 2;
+}
+
+/* The users file holds password hashes: a mode that lets the group or others read it is warned about. */
+static void test_exposed_users_file(void)
+{
+    start_with_users();
+    char want[800];
+    BP_REQUIRE(chmod(users_path, 0640) == 0, "chmod");
+    BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
+    snprintf(want, sizeof want, "users-file %s is readable by its group (mode 0640)", users_path);
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, want, 10000) == 0, "no warning '%s'", want);
+    BP_CHECK(bp_log_contains(&bt_broker, "chmod 600 it"), "the warning does not say what to do");
+    int warned = log_count("is readable by");
+    BP_REQUIRE(chmod(users_path, 0600) == 0, "chmod");
+    BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
+    BP_CHECK(tu_poll_until(reloads_seen_2, NULL, 10000, 20) == 0, "the second reload was not logged");
+    rc_conn_t c;
+    connect_as(&c, NULL, NULL); /* a PING after the reload: the loop finished the SIGHUP before answering it */
+    EXPECT(&c, "after the reload", NULL, "PING");
+    rc_close(&c);
+    BP_CHECK(log_count("is readable by") == warned,
+             "a users file of mode 0600 was warned about: %d warnings, %d "
+             "before",
+             log_count("is readable by"), warned);
+    cleanup_users();
+}
+
 static void test_protected_mode(void)
 {
     char ip[64], e[1024], v[300];
@@ -793,6 +843,7 @@ static const tu_test_t auth_tests[] = {
     { "many connections from one address: one verification per held-back failure", test_many_connections },
     { "HELLO 3 AUTH, AUTH default, ACL WHOAMI", test_hello_auth },
     { "SIGHUP reloads the users file", test_reload },
+    { "a users file the group or others can read is warned about", test_exposed_users_file },
     { "protected mode and allow-remote", test_protected_mode },
     { "CLIENT KILL by ID, ADDR, USER, SKIPME; admin only; logged", test_client_kill },
     { "without users: as before", test_no_users },

@@ -41,7 +41,8 @@
  *    with the key, file and reason;
  *  - SIGHUP: a replaced certificate is served to new connections (its
  *    serial), open connections keep working; a broken file keeps the old
- *    certificate and the log says why.
+ *    certificate and the log says why; a key file its group can read is
+ *    warned about, naming it and its mode.
  *
  * Waits poll with generous deadlines (tu_poll_until, tu_wait_file_contains).
  * Run one suite: ./tests/integration/test_tls SUITE (library, mtls, mixups,
@@ -61,6 +62,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CUnit/CUnit.h>
@@ -741,11 +743,17 @@ static void test_reload(void)
     tls_uri(uri, sizeof uri, "127.0.0.1", PKI.ca, NULL, NULL);
     TU_REQUIRE(hg_client_open(uri, &o, &c, &e) == HG_OK, "open: %s", e.message);
 
-    /* A new certificate in place, SIGHUP: new connections see its serial. */
+    /* A new certificate in place, SIGHUP: new connections see its serial. The key, now readable by its group, is
+     * warned about (it was 0600 at start: no warning then). */
+    TU_CHECK(!bp_log_contains(&B, "is readable by"), "a key file of mode 0600 was warned about");
+    TU_REQUIRE(chmod(PKI.server_key, 0640) == 0, "chmod the key");
     TU_REQUIRE(tc_copy_file(PKI.server2, live_cert) == 0, "replace the certificate");
     TU_REQUIRE(kill(B.pid, SIGHUP) == 0, "SIGHUP");
     TU_REQUIRE(tu_wait_file_contains(B.log_path, "serial " TC_SERIAL_SERVER2, 20000) == 0,
                "no reload line with the new serial");
+    char want[800];
+    snprintf(want, sizeof want, "tls-key-file %s is readable by its group (mode 0640)", PKI.server_key);
+    TU_CHECK(tu_wait_file_contains(B.log_path, want, 20000) == 0, "no warning '%s'", want);
     TU_REQUIRE(tc_peer_serial(TLS_PORT, PKI.ca, serial, sizeof serial, err, sizeof err) == 0, "%s", err);
     TU_CHECK(strcmp(serial, TC_SERIAL_SERVER2) == 0, "after SIGHUP: serial %s, want %s", serial, TC_SERIAL_SERVER2);
     TU_CHECK(ping_ok(c), "the connection opened before the reload: %s", hg_client_errmsg(c));
