@@ -4,7 +4,8 @@
  *
  *  - before AUTH only PING, AUTH, HELLO and QUIT run; everything else is
  *    NOAUTH (CONFIG GET and CLIENT LIST included);
- *  - the roles column: a producer cannot PULL or touch the DLQ, a consumer
+ *  - the roles column, for every command and subcommand of COMMAND (a new
+ *    one without a case fails the test): a producer cannot PULL or touch the DLQ, a consumer
  *    cannot SEND or drop the DLQ, a viewer changes nothing, the admin can do
  *    everything; NOPERM names the user, its roles and the command; COMMAND
  *    INFO shows "admin" exactly for what only the admin may run (a
@@ -49,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -178,6 +180,7 @@ static void test_unauthenticated(void)
 
 typedef struct role_case {
     const char *argv[6];
+    /* prod, cons, view: */
     const char *prod, *cons, *view; /* NULL: allowed; "NOPERM": refused (admin is always allowed) */
 } role_case_t;
 
@@ -249,14 +252,65 @@ static void test_roles(void)
         { { "COMMAND", "COUNT" }, NULL, NULL, NULL },
         { { "SHUTDOWN" }, P, P, P },
         { { "GROUP", "DEL", "gone" }, P, P, P },
+        { { "GROUP", "DELETE", "nosuch" }, P, P, P },
+        { { "GROUP", "DESTROY", "nosuch" }, P, P, P },
+        { { "TOPIC", "DEL", "nosuch" }, P, P, P },
+        { { "TOPIC", "DELETE", "nosuch" }, P, P, P },
+        { { "TOPIC", "DESTROY", "nosuch" }, P, P, P },
+        { { "REVOKE", "t", "KEY", "k" }, NULL, P, P },
+        { { "GET", "0000000000000001" }, P, NULL, NULL },
+        { { "FIND", "t", "k" }, P, NULL, NULL },
+        { { "PEEK", "TOPIC", "t" }, P, NULL, NULL },
+        { { "BACKUP", "b1" }, P, P, P }, /* the admin is refused for want of backup-dir, not NOPERM */
+        { { "MULTI" }, NULL, P, P },     /* DISCARDed after each (below) */
+        { { "EXEC" }, NULL, P, P },      /* allowed: "EXEC without MULTI" */
+        { { "DISCARD" }, NULL, NULL, NULL },
+        { { "PING" }, NULL, NULL, NULL },
+        { { "ECHO", "x" }, NULL, NULL, NULL },
+        { { "HELLO", "2" }, NULL, NULL, NULL },
+        { { "SELECT", "0" }, NULL, NULL, NULL },
+        { { "ACL", "WHOAMI" }, NULL, NULL, NULL },
+        { { "COMMAND" }, NULL, NULL, NULL },
+        { { "COMMAND", "DOCS", "send" }, NULL, NULL, NULL },
+        { { "CLIENT", "SETNAME", "n" }, NULL, NULL, NULL },
+        { { "CLIENT", "GETNAME" }, NULL, NULL, NULL },
+        { { "CLIENT", "INFO" }, NULL, NULL, NULL },
+        { { "CLIENT", "SETINFO", "lib-name", "x" }, NULL, NULL, NULL },
+        { { "CLIENT", "NO-EVICT", "on" }, NULL, NULL, NULL },
+        { { "CLIENT", "NO-TOUCH", "on" }, NULL, NULL, NULL },
     };
+    /* Every command and subcommand of the table has a case (a new one must say who may run it), but AUTH and
+     * QUIT: run before AUTH by anyone (test_unauthenticated, test_hello_auth). */
     char d[512];
+    resp_reply_t *all = rc_cmd(&view, "COMMAND", NULL);
+    BP_REQUIRE(all != NULL && all->type == RESP_REPLY_ARRAY && all->count > 10, "COMMAND: %s",
+               rc_describe(all, d, sizeof d));
+    for (size_t i = 0; i < all->count; i++) {
+        const resp_reply_t *en = &all->elements[i];
+        const char *name = en->elements[0].str;
+        size_t nsubs = en->count >= 10 ? en->elements[9].count : 0;
+        for (size_t k = 0; k < (nsubs ? nsubs : 1); k++) {
+            const char *sub = nsubs ? strchr(en->elements[9].elements[k].elements[0].str, '|') + 1 : NULL;
+            int covered = strcmp(name, "auth") == 0 || strcmp(name, "quit") == 0;
+            for (size_t j = 0; j < sizeof cases / sizeof cases[0] && !covered; j++)
+                covered = strcasecmp(cases[j].argv[0], name) == 0 &&
+                          (sub == NULL || (cases[j].argv[1] != NULL && strcasecmp(cases[j].argv[1], sub) == 0));
+            BP_CHECK(covered, "%s%s%s has no case in test_roles: say which roles may run it", name, sub ? "|" : "",
+                     sub ? sub : "");
+        }
+    }
+    resp_reply_free(all);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         expect(&prod, "producer", cases[i].prod, cases[i].argv);
         expect(&cons, "consumer", cases[i].cons, cases[i].argv);
         expect(&view, "viewer", cases[i].view, cases[i].argv);
         if (strcmp(cases[i].argv[0], "SHUTDOWN") != 0)
             expect(&adm, "admin", NULL, cases[i].argv);
+        if (strcmp(cases[i].argv[0], "MULTI") == 0) {
+            rc_conn_t *in_multi[] = { &prod, &adm };
+            for (size_t k = 0; k < 2; k++)
+                expect(in_multi[k], "after MULTI", NULL, (const char *const[]){ "DISCARD", NULL });
+        }
         /* COMMAND INFO tells the truth: "admin" exactly when only the admin may run it (for a subcommand, its
          * own entry), and what a viewer may run is "readonly". */
         resp_reply_t *info;
@@ -271,6 +325,11 @@ static void test_roles(void)
                  cases[i].argv[1] ? cases[i].argv[1] : "", entry ? rc_describe(entry, d, sizeof d) : "");
         resp_reply_free(info);
     }
+    /* A subcommand not in the table runs with its command's roles: CLIENT's (anyone: then the handler's error),
+     * DLQ's (admin). */
+    EXPECT(&view, "viewer", NULL, "CLIENT", "PAUSE", "10");
+    EXPECT(&cons, "consumer", "NOPERM", "DLQ", "PURGE", "g");
+    EXPECT(&view, "viewer", "NOPERM", "DLQ", "PURGE", "g");
     /* A command with subcommands of different roles shows none of their flags itself (Redis 7's container
      * commands); COMMAND INFO group|list answers the subcommand's entry. */
     static const char *const group_only[] = { "GROUP", NULL };
