@@ -24,6 +24,8 @@
  *    AUTH default pass; ACL WHOAMI;
  *  - SIGHUP re-reads the users file: a removed user is logged out, new roles
  *    apply at once, a bad file keeps the old users;
+ *  - a password changed by SIGHUP: the old one is refused (the cache knew
+ *    it), connections logged in with it stay until CLIENT KILL USER;
  *  - a users file its group or others can read is warned about (naming it
  *    and its mode) at start and on SIGHUP, and no longer once it is 0600;
  *  - CLIENT KILL (admin): by USER (every connection of it), ID with ADDR,
@@ -649,6 +651,44 @@ static void test_reload(void)
     cleanup_users();
 }
 
+/* A changed password (reload): the old one is refused from then on — the cache of verified passwords knew it —
+ * while connections logged in with it stay (clients move to the new one at their own pace: docs/security.md);
+ * CLIENT KILL USER ends them when the old password leaked. */
+static void test_password_changed(void)
+{
+    start_with_users();
+    char e[1024], line[512], text[8192];
+    rc_conn_t old, again, adm;
+    connect_as(&old, "shop", "pw-shop");
+    connect_as(&adm, "ops", "pw-ops");
+    FILE *f = fopen(users_path, "r");
+    BP_REQUIRE(f != NULL, "read back");
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *shop = strstr(text, "\nshop producer ");
+    BP_REQUIRE(shop != NULL, "shop's line");
+    char *end = strchr(shop + 1, '\n');
+    user_line(line, sizeof line, "shop", "producer", "pw-shop-2");
+    char changed[8800];
+    snprintf(changed, sizeof changed, "%.*s\n%s%s", (int)(shop - text), text, line, end + 1);
+    TU_REQUIRE(tu_write_file(users_path, changed) == 0, "write");
+    BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "users reloaded from", 10000) == 0, "no reload logged");
+    connect_as(&again, NULL, NULL);
+    EXPECT(&again, "shop's old password after the change", "WRONGPASS", "AUTH", "shop", "pw-shop");
+    EXPECT(&again, "shop's new password", NULL, "AUTH", "shop", "pw-shop-2");
+    EXPECT(&old, "shop logged in with the old password", NULL, "SEND", "t", "still-in");
+    resp_reply_t *r = rc_cmd(&adm, "CLIENT", "KILL", "USER", "shop", NULL);
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_INTEGER && r->integer == 2, "CLIENT KILL USER shop: %s, want 2",
+             rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    rc_close(&old);
+    rc_close(&again);
+    rc_close(&adm);
+    cleanup_users();
+}
+
 /* How many times text occurs in the broker's log. */
 static int log_count(const char *text)
 {
@@ -902,6 +942,7 @@ static const tu_test_t auth_tests[] = {
     { "many connections from one address: one verification per held-back failure", test_many_connections },
     { "HELLO 3 AUTH, AUTH default, ACL WHOAMI", test_hello_auth },
     { "SIGHUP reloads the users file", test_reload },
+    { "a password changed by SIGHUP: the old one refused, its connections stay", test_password_changed },
     { "a users file the group or others can read is warned about", test_exposed_users_file },
     { "protected mode and allow-remote", test_protected_mode },
     { "CLIENT KILL by ID, ADDR, USER, SKIPME; admin only; logged", test_client_kill },
