@@ -14,7 +14,8 @@
  * A failed handshake is logged with OpenSSL's reason (and a hint
  * when it looks like plaintext on the TLS port). With
  * tls-auth-clients-user cn a completed handshake with a verified client
- * certificate logs the connection in as the user its CN names.
+ * certificate logs the connection in as the user its CN names (its only
+ * CN: a subject with several names no user).
  *
  * Invariants: a connection is linked into the set (conn_link) before any of
  * its callbacks can run; a callback that ends it calls conn_close, never
@@ -109,8 +110,19 @@ static void log_in_by_certificate(conn_t *c, SSL *ssl)
     if (x == NULL || SSL_get_verify_result(ssl) != X509_V_OK) {
         return; /* tls-auth-clients optional and none sent */
     }
+    /* Exactly one CN: with several, which one names the user is a guess — OpenSSL's text lookup takes the first,
+     * other tools (a CA that checked the request) the last — and a guess is how "CN=ops, CN=grafana" becomes
+     * the admin. */
+    const X509_NAME *subject = X509_get_subject_name(x);
+    int first = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
+    if (first >= 0 && X509_NAME_get_index_by_NID(subject, NID_commonName, first) >= 0) {
+        log_warn("client id=%llu addr=%s: its certificate's subject has more than one CN, so none names a user; AUTH "
+                 "needed",
+                 (unsigned long long)c->id, c->addr);
+        return;
+    }
     char cn[USERS_NAME_MAX + 2];
-    int n = X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn, (int)sizeof cn);
+    int n = X509_NAME_get_text_by_NID(subject, NID_commonName, cn, (int)sizeof cn);
     if (n <= 0 || n > USERS_NAME_MAX || strlen(cn) != (size_t)n) {
         log_info("client id=%llu addr=%s: its certificate has no CN that can name a user (at most %d bytes); AUTH "
                  "needed",

@@ -16,7 +16,8 @@
  *    certificate gets in;
  *  - tls-auth-clients-user cn: a client certificate logs its connection in
  *    as the user its CN names (ACL WHOAMI); without one, or when the users
- *    file no longer has that user, AUTH is needed (NOAUTH) and logged;
+ *    file no longer has that user, or its subject has two CNs (which one
+ *    would it be?), AUTH is needed (NOAUTH) and logged;
  *  - tls-crl-file: a client certificate revoked in the CRL is refused (the
  *    client and the log say "revoked"), another gets in; SIGHUP reads a new
  *    CRL, and a file with no CRL keeps the last one;
@@ -459,6 +460,25 @@ static void test_cert_user(void)
              "no log line for the certificate login");
     whoami(NULL, NULL, who, sizeof who);
     TU_CHECK(strstr(who, "NOAUTH") != NULL, "without a certificate (optional): %s, want NOAUTH", who);
+
+    /* A subject with two CNs names no user: OpenSSL's lookup took the first (ops, the admin) while a CA that
+     * checked the request may have looked at the last. */
+    char cmd[4096], out[4096], two[700], two_key[700];
+    snprintf(two, sizeof two, "%s/two-cn.pem", PKI_DIR);
+    snprintf(two_key, sizeof two_key, "%s/two-cn.key", PKI_DIR);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && " TC_OPENSSL " req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout %s "
+             "-out two-cn.csr -subj '/CN=ops/CN=hourglass-test-client' 2>&1 && printf 'extendedKeyUsage=clientAuth\\n' "
+             "> two-cn.ext && " TC_OPENSSL " x509 -req -in two-cn.csr -CA %s -CAkey %s -set_serial 0x3001 -days 2 "
+             "-extfile two-cn.ext -out %s 2>&1",
+             PKI_DIR, two_key, PKI.ca, PKI.ca_key, two);
+    const char *sh[] = { "/bin/sh", "-c", cmd, NULL };
+    TU_REQUIRE(tu_run_capture(sh, out, sizeof out) == 0, "making a certificate with two CNs: %s", out);
+    whoami(two, two_key, who, sizeof who);
+    TU_CHECK(strstr(who, "NOAUTH") != NULL, "a certificate with CN=ops and CN=hourglass-test-client: %s, want NOAUTH",
+             who);
+    TU_CHECK(tu_wait_file_contains(B.log_path, "subject has more than one CN, so none names a user", 20000) == 0,
+             "no log line for the certificate with two CNs");
 
     /* The user gone from the users file: the CN logs no one in, and says so. */
     snprintf(line, sizeof line, "ops admin %s\n", hash);
