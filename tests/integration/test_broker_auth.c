@@ -26,6 +26,8 @@
  *    apply at once, a bad file keeps the old users;
  *  - a password changed by SIGHUP: the old one is refused (the cache knew
  *    it), connections logged in with it stay until CLIENT KILL USER;
+ *  - hourglass-cli passwd refuses a password with a NUL byte (its hash
+ *    would have covered only the bytes before it);
  *  - a users file its group or others can read is warned about (naming it
  *    and its mode) at start and on SIGHUP, and no longer once it is 0600;
  *  - CLIENT KILL (admin): by USER (every connection of it), ID with ADDR,
@@ -689,6 +691,21 @@ static void test_password_changed(void)
     cleanup_users();
 }
 
+/* hourglass-cli passwd: a password with a NUL byte is refused — the hash covered only the bytes before it (it
+ * printed a line for "a" when given "a\0b"), while a client's AUTH sends them all and never matched. */
+static void test_cli_passwd_nul(void)
+{
+    char out[4096];
+    const char *nul[] = { "/bin/sh", "-c", "printf 'a\\000b\\n' | " HG_BUILDDIR "/hourglass-cli passwd --cost 10",
+                          NULL };
+    int rc = tu_run_capture(nul, out, sizeof out);
+    BP_CHECK(rc == 2 && strstr(out, "the password on stdin has a NUL byte") != NULL && strstr(out, "$scrypt$") == NULL,
+             "passwd with a NUL byte: exit %d: %s", rc, out);
+    const char *ok[] = { "/bin/sh", "-c", "printf 'a b\\n' | " HG_BUILDDIR "/hourglass-cli passwd --cost 10", NULL };
+    rc = tu_run_capture(ok, out, sizeof out);
+    BP_CHECK(rc == 0 && strncmp(out, "$scrypt$ln=10,", 14) == 0, "passwd 'a b': exit %d: %s", rc, out);
+}
+
 /* How many times text occurs in the broker's log. */
 static int log_count(const char *text)
 {
@@ -944,6 +961,7 @@ static const tu_test_t auth_tests[] = {
     { "SIGHUP reloads the users file", test_reload },
     { "a password changed by SIGHUP: the old one refused, its connections stay", test_password_changed },
     { "a users file the group or others can read is warned about", test_exposed_users_file },
+    { "hourglass-cli passwd refuses a password with a NUL byte", test_cli_passwd_nul },
     { "protected mode and allow-remote", test_protected_mode },
     { "CLIENT KILL by ID, ADDR, USER, SKIPME; admin only; logged", test_client_kill },
     { "without users: as before", test_no_users },
