@@ -144,6 +144,7 @@ void conn_set_users_changed(conn_set_t *s, const users_t *users)
             c->authenticated = 0;
             c->roles = 0;
             c->user[0] = '\0';
+            c->unauth_since_mono = clock_mono_ms(); /* auth-timeout counts from here */
         } else {
             c->roles = e->roles;
         }

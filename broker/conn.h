@@ -89,6 +89,7 @@ typedef struct conn {
     unsigned roles;                /* ROLE_* bits */
     char user[USERS_NAME_MAX + 1]; /* the user AUTH logged in as; "" = none ("default") */
     int auth_held;                 /* an AUTH is being verified: parse nothing more until it is answered */
+    uint64_t unauth_since_mono;    /* users-file, not logged in: since when (the accept, or a reload's logout) */
     struct cmd_multi *multi;       /* inside MULTI: the queued commands (broker/cmd_multi.c); NULL otherwise */
     /* resource budgets (conn_request.c, conn_sweep.c, docs/operations.md "Resource limits") */
     uint64_t cmd_started_mono; /* when the unfinished command's first byte was parsed; 0: none */

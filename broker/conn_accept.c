@@ -273,6 +273,7 @@ int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa, SS
     c->authenticated = !server_auth_required(s->srv); /* no users: every role, as before users existed */
     c->roles = c->authenticated ? ROLE_ALL : 0;
     c->created_mono = c->last_active_mono = clock_mono_ms();
+    c->unauth_since_mono = c->created_mono; /* read only while not authenticated (auth-timeout) */
     format_addr(sa, c->addr, sizeof c->addr);
     resp_limits_t lim = {
         .max_args = (size_t)s->cfg->max_args,

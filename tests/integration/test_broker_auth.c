@@ -28,6 +28,8 @@
  *    it), connections logged in with it stay until CLIENT KILL USER;
  *  - hourglass-cli passwd refuses a password with a NUL byte (its hash
  *    would have covered only the bytes before it);
+ *  - auth-timeout: a client that never logs in (or that a reload logged
+ *    out) is told and closed; a logged-in one stays;
  *  - a users file its group or others can read is warned about (naming it
  *    and its mode) at start and on SIGHUP, and no longer once it is 0600;
  *  - CLIENT KILL (admin): by USER (every connection of it), ID with ADDR,
@@ -100,13 +102,19 @@ static void write_users(int with_viewer)
     TU_REQUIRE(tu_write_file(users_path, text) == 0, "write %s", users_path);
 }
 
-static void start_with_users(void)
+/* Start the broker with the users file, and flag value when flag is not NULL. */
+static void start_with_users_and(const char *flag, const char *value)
 {
     TU_REQUIRE(tu_mkdtemp("hg-users", users_dir, sizeof users_dir) == 0, "temp dir");
     snprintf(users_path, sizeof users_path, "%s/users", users_dir);
     write_users(1);
-    const char *extra[] = { "--users-file", users_path, NULL };
+    const char *extra[] = { "--users-file", users_path, flag, value, NULL };
     bt_start(extra);
+}
+
+static void start_with_users(void)
+{
+    start_with_users_and(NULL, NULL);
 }
 
 static void cleanup_users(void)
@@ -706,6 +714,55 @@ static void test_cli_passwd_nul(void)
     BP_CHECK(rc == 0 && strncmp(out, "$scrypt$ln=10,", 14) == 0, "passwd 'a b': exit %d: %s", rc, out);
 }
 
+/* 1 when the broker closed c (EOF), after whatever it said last. */
+static int closed_after(rc_conn_t *c, int deadline_ms, char *last, size_t lastlen)
+{
+    uint64_t end = tu_now_mono_ms() + (uint64_t)deadline_ms;
+    last[0] = '\0';
+    while (tu_now_mono_ms() < end) {
+        resp_reply_t *r = rc_read(c, 200);
+        if (r != NULL) {
+            rc_describe(r, last, lastlen);
+            resp_reply_free(r);
+        } else if (!c->timed_out) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* auth-timeout: a client that never logs in is told and closed (it held a max-clients slot for ever, and with it
+ * 10 000 silent connections locked every user out); a logged-in one stays; one a reload logged out gets the same
+ * time again from the logout. */
+static void test_auth_timeout(void)
+{
+    start_with_users_and("--auth-timeout", "1s");
+    rc_conn_t silent, in, view;
+    char last[512];
+    connect_as(&silent, NULL, NULL);
+    connect_as(&in, "shop", "pw-shop");
+    connect_as(&view, "grafana", "pw-grafana");
+    uint64_t t0 = tu_now_mono_ms();
+    BP_CHECK(closed_after(&silent, 10000, last, sizeof last), "a client that never logged in is still open");
+    uint64_t ms = tu_now_mono_ms() - t0;
+    BP_CHECK(strstr(last, "not logged in within auth-timeout (1000 ms)") != NULL, "its last reply: %s", last);
+    BP_CHECK(ms >= 800, "closed after %llu ms, before auth-timeout 1s", (unsigned long long)ms);
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "after it connected (auth-timeout 1000 ms); closing", 10000) ==
+                 0,
+             "no log line for auth-timeout");
+    EXPECT(&in, "shop, logged in, after auth-timeout", NULL, "PING");
+    /* grafana removed: logged out, then closed auth-timeout later. */
+    write_users(0);
+    BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "user 'grafana' is gone", 10000) == 0, "no logout");
+    BP_CHECK(closed_after(&view, 10000, last, sizeof last), "a client logged out by the reload is still open");
+    EXPECT(&in, "shop after the reload", NULL, "PING");
+    rc_close(&silent);
+    rc_close(&in);
+    rc_close(&view);
+    cleanup_users();
+}
+
 /* How many times text occurs in the broker's log. */
 static int log_count(const char *text)
 {
@@ -960,6 +1017,7 @@ static const tu_test_t auth_tests[] = {
     { "HELLO 3 AUTH, AUTH default, ACL WHOAMI", test_hello_auth },
     { "SIGHUP reloads the users file", test_reload },
     { "a password changed by SIGHUP: the old one refused, its connections stay", test_password_changed },
+    { "auth-timeout: a client that does not log in is closed", test_auth_timeout },
     { "a users file the group or others can read is warned about", test_exposed_users_file },
     { "hourglass-cli passwd refuses a password with a NUL byte", test_cli_passwd_nul },
     { "protected mode and allow-remote", test_protected_mode },
