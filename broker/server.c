@@ -18,8 +18,8 @@
  *
  * The files that hold secrets (users-file: password hashes; tls-key-file:
  * the private key) are checked when they are read, at start and on SIGHUP:
- * one readable by the group or others is logged at warn, naming it and its
- * mode (it still loads: a warning, as ssh gives, not a refusal — the broker
+ * one the group or others can read or write is logged at warn, naming it
+ * and its mode (it still loads: a warning, as ssh gives, not a refusal — the broker
  * may run under a shared group on purpose).
  *
  * Protected mode (server.h, docs/security.md) is decided per accepted
@@ -184,18 +184,21 @@ static int remote_admitted(const server_t *s, int tls)
 }
 
 /* Recompute the warning after a start or a reload, and log it. */
-/* Warn when the file at path (config key key), which holds what, is
- * readable by its group or others. */
+/* Warn when the file at path (config key key), which holds what, can be
+ * read or written by its group or others (written: whoever can may add an
+ * admin, or swap the key). */
 static void warn_if_exposed(const char *key, const char *path, const char *what)
 {
     struct stat st;
-    if (path == NULL || stat(path, &st) != 0 || (st.st_mode & (S_IRGRP | S_IROTH)) == 0) {
+    if (path == NULL || stat(path, &st) != 0 || (st.st_mode & (S_IRGRP | S_IROTH | S_IWGRP | S_IWOTH)) == 0) {
         return;
     }
-    log_warn("%s %s is readable by %s (mode %04o), and it holds %s: chmod 600 it, owned by the broker's user "
+    int writable = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+    mode_t bit = writable ? S_IWOTH : S_IROTH;
+    log_warn("%s %s is %s by %s (mode %04o), and it holds %s: chmod 600 it, owned by the broker's user "
              "(docs/security.md)",
-             key, path, (st.st_mode & S_IROTH) ? "every user of this host" : "its group",
-             (unsigned)(st.st_mode & 07777), what);
+             key, path, writable ? "writable" : "readable",
+             (st.st_mode & bit) ? "every user of this host" : "its group", (unsigned)(st.st_mode & 07777), what);
 }
 
 static void security_check(server_t *s)

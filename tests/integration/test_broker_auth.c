@@ -30,8 +30,9 @@
  *    would have covered only the bytes before it);
  *  - auth-timeout: a client that never logs in (or that a reload logged
  *    out) is told and closed; a logged-in one stays;
- *  - a users file its group or others can read is warned about (naming it
- *    and its mode) at start and on SIGHUP, and no longer once it is 0600;
+ *  - a users file its group or others can read or write is warned about
+ *    (naming it and its mode) at start and on SIGHUP, and no longer once it
+ *    is 0600;
  *  - CLIENT KILL (admin): by USER (every connection of it), ID with ADDR,
  *    the old ip:port form, SKIPME; refusals name the filter; each kill and
  *    the audit line logged;
@@ -779,13 +780,13 @@ static int log_count(const char *text)
     return count;
 }
 
-static int reloads_seen_2(void *arg)
+static int reloads_seen_3(void *arg)
 {
     (void)arg;
-    return log_count("users reloaded from") >= 2;
+    return log_count("users reloaded from") >= 3;
 }
 
-/* The users file holds password hashes: a mode that lets the group or others read it is warned about. */
+/* The users file holds password hashes: a mode that lets the group or others read or write it is warned about. */
 static void test_exposed_users_file(void)
 {
     start_with_users();
@@ -795,18 +796,22 @@ static void test_exposed_users_file(void)
     snprintf(want, sizeof want, "users-file %s is readable by its group (mode 0640)", users_path);
     BP_CHECK(tu_wait_file_contains(bt_broker.log_path, want, 10000) == 0, "no warning '%s'", want);
     BP_CHECK(bp_log_contains(&bt_broker, "chmod 600 it"), "the warning does not say what to do");
-    int warned = log_count("is readable by");
+    BP_REQUIRE(chmod(users_path, 0620) == 0, "chmod"); /* writable: anyone in the group could add an admin */
+    BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
+    snprintf(want, sizeof want, "users-file %s is writable by its group (mode 0620)", users_path);
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, want, 10000) == 0, "no warning '%s'", want);
+    int warned = log_count("able by");
     BP_REQUIRE(chmod(users_path, 0600) == 0, "chmod");
     BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
-    BP_CHECK(tu_poll_until(reloads_seen_2, NULL, 10000, 20) == 0, "the second reload was not logged");
+    BP_CHECK(tu_poll_until(reloads_seen_3, NULL, 10000, 20) == 0, "the third reload was not logged");
     rc_conn_t c;
     connect_as(&c, NULL, NULL); /* a PING after the reload: the loop finished the SIGHUP before answering it */
     EXPECT(&c, "after the reload", NULL, "PING");
     rc_close(&c);
-    BP_CHECK(log_count("is readable by") == warned,
+    BP_CHECK(log_count("able by") == warned,
              "a users file of mode 0600 was warned about: %d warnings, %d "
              "before",
-             log_count("is readable by"), warned);
+             log_count("able by"), warned);
     cleanup_users();
 }
 
@@ -1018,7 +1023,7 @@ static const tu_test_t auth_tests[] = {
     { "SIGHUP reloads the users file", test_reload },
     { "a password changed by SIGHUP: the old one refused, its connections stay", test_password_changed },
     { "auth-timeout: a client that does not log in is closed", test_auth_timeout },
-    { "a users file the group or others can read is warned about", test_exposed_users_file },
+    { "a users file the group or others can read or write is warned about", test_exposed_users_file },
     { "hourglass-cli passwd refuses a password with a NUL byte", test_cli_passwd_nul },
     { "protected mode and allow-remote", test_protected_mode },
     { "CLIENT KILL by ID, ADDR, USER, SKIPME; admin only; logged", test_client_kill },
