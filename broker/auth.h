@@ -50,7 +50,7 @@ typedef struct auth_worker auth_worker_t;
  * thread with ok / delay_ms filled. */
 typedef struct auth_req {
     job_t job;                  /* first member */
-    char ip[64];                /* the peer's address without the port: failures are counted per address */
+    char ip[64];                /* authfail_key of the peer's address (IPv6: its /64): failures are counted per key */
     char hash[PASSWD_HASH_MAX]; /* the user's hash; "" for no such user or a disabled one (always fails) */
     char *password;             /* the caller's copy; wiped by the thread after use */
     size_t password_len;

@@ -139,7 +139,27 @@ static void test_recent(void)
     authfail_free(t);
 }
 
+/* authfail_key: IPv4 without the port, IPv6 by its /64 (one host holds a whole /64), IPv4-mapped as IPv4. */
+static void test_key(void)
+{
+    static const char *const cases[][2] = {
+        { "192.0.2.1:5000", "192.0.2.1" },
+        { "[2001:db8:1:2:aaaa:bbbb:cccc:dddd]:5000", "[2001:db8:1:2::/64]" },
+        { "[2001:db8:1:2::7]:1", "[2001:db8:1:2::/64]" },
+        { "[::1]:6379", "[::/64]" },
+        { "[::ffff:198.51.100.9]:7", "198.51.100.9" },
+        { "[not-an-address]:7", "[not-an-address]" },
+        { "?", "?" },
+    };
+    char out[AUTHFAIL_ADDR_MAX + 1];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        authfail_key(cases[i][0], out, sizeof out);
+        TU_CHECK(strcmp(out, cases[i][1]) == 0, "authfail_key(%s) = %s, want %s", cases[i][0], out, cases[i][1]);
+    }
+}
+
 static const tu_test_t authfail_tests[] = {
+    { "the key: IPv4 without the port, IPv6 by its /64", test_key },
     { "the recent failures and the latest's time", test_recent },
     { "failures counted within the window", test_counts_within_window },
     { "a full table forgets the least recently failed only", test_full_forgets_least_recent },
