@@ -426,6 +426,7 @@ void cmd_dispatch(cmd_call_t *call)
         resp_add_errorf(call->out, "NOPERM User %s (roles: %s) has no permissions to run the '%s%s' command",
                         c->user[0] ? c->user : "default", users_roles_text(c->roles, roles, sizeof roles), d->name,
                         sub);
+        cmd_audit_call(call); /* a refused DLQ DROP, CLIENT KILL, SHUTDOWN … is logged with who tried it */
         return;
     }
     if (call->conn->multi != NULL && d->proc != cmd_exec && d->proc != cmd_discard && d->proc != cmd_multi &&

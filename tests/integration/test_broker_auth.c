@@ -7,7 +7,8 @@
  *  - the roles column, for every command and subcommand of COMMAND (a new
  *    one without a case fails the test): a producer cannot PULL or touch the DLQ, a consumer
  *    cannot SEND or drop the DLQ, a viewer changes nothing, the admin can do
- *    everything; NOPERM names the user, its roles and the command; COMMAND
+ *    everything; NOPERM names the user, its roles and the command, and a
+ *    refused destructive or admin command is audited with who tried it; COMMAND
  *    INFO shows "admin" exactly for what only the admin may run (a
  *    subcommand in its own entry, "group|list") and "readonly" for what a
  *    viewer may run;
@@ -366,6 +367,13 @@ static void test_roles(void)
     BP_CHECK(rc_is_error(r, "NOPERM User canceller (roles: consumer) has no permissions to run the 'dlq|drop' command"),
              "NOPERM wording: %s", rc_describe(r, e, sizeof e));
     resp_reply_free(r);
+    /* A refused destructive command is audited with who tried it. */
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path,
+                                   "user=canceller DLQ DROP g ALL: NOPERM User canceller (roles: consumer)",
+                                   10000) == 0,
+             "no audit line for the consumer's refused DLQ DROP");
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "user=grafana SHUTDOWN: NOPERM", 10000) == 0,
+             "no audit line for the viewer's refused SHUTDOWN");
     r = rc_cmd(&prod, "PULL", "g", "t", NULL);
     BP_CHECK(rc_is_error(r, "NOPERM User shop (roles: producer) has no permissions to run the 'pull' command"),
              "NOPERM wording: %s", rc_describe(r, e, sizeof e));
