@@ -633,6 +633,22 @@ static void tls_files(const config_t *cfg, tls_server_files_t *f)
     f->session_id = "hourglass-broker";
 }
 
+int server_check_tls(const config_t *cfg, char *err, size_t errlen)
+{
+    if (cfg->tls_port == 0) {
+        return 0;
+    }
+    tls_server_files_t files;
+    tls_server_t *t = NULL;
+    tls_files(cfg, &files);
+    if (tls_server_new(&files, &t, err, errlen) != 0) {
+        return -1;
+    }
+    tls_server_free(t);
+    warn_if_exposed("tls-key-file", cfg->tls_key_file, "the TLS private key");
+    return 0;
+}
+
 int server_listen(server_t *s, char *err, size_t errlen)
 {
     const config_t *cfg = s->cfg;

@@ -39,7 +39,7 @@
  *  - hourglass-cli's --tls-* flags (mutual TLS), the daemons' shared tls-*
  *    keys checked (hourglass-compensator --check-config);
  *  - bad tls-* keys and unreadable or mismatched files stop the start-up
- *    with the key, file and reason;
+ *    with the key, file and reason, and --check-config says the same;
  *  - SIGHUP: a replaced certificate is served to new connections (its
  *    serial), open connections keep working; a broken file keeps the old
  *    certificate and the log says why; a key file its group can read is
@@ -845,6 +845,14 @@ static void test_config(void)
     refused(1, "tls-key-file", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server, "--tls-key-file", PKI.ca, NULL);
     refused(1, "no CRL in it", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server, "--tls-key-file",
             PKI.server_key, "--tls-auth-clients", "yes", "--tls-ca-cert-file", PKI.ca, "--tls-crl-file", PKI.ca, NULL);
+    /* --check-config reads them too: what would stop the start is a configuration error now (it said
+     * "configuration OK" to a key of another certificate, and the restart then failed). */
+    refused(2, "does not belong to tls-cert-file", "--check-config", "--tls-port", TLS_PORT_S, "--tls-cert-file",
+            PKI.server, "--tls-key-file", PKI.client_key, NULL);
+    refused(2, "missing.pem: No such file or directory", "--check-config", "--tls-port", TLS_PORT_S, "--tls-cert-file",
+            missing, "--tls-key-file", PKI.server_key, NULL);
+    refused(0, "configuration OK", "--check-config", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server,
+            "--tls-key-file", PKI.server_key, NULL);
 
     /* The clients' shared tls-* keys (common/tls_keys.h), through hourglass-compensator and hourglass-cli. */
     char out[4096], uri[128];
