@@ -25,6 +25,7 @@
  *    AUTH default pass; ACL WHOAMI;
  *  - SIGHUP re-reads the users file: a removed user is logged out, new roles
  *    apply at once, a bad file keeps the old users;
+ *  - AUTH and HELLO AUTH inside MULTI are refused and doom the transaction;
  *  - a password changed by SIGHUP: the old one is refused (the cache knew
  *    it), connections logged in with it stay until CLIENT KILL USER;
  *  - hourglass-cli passwd refuses a password with a NUL byte (its hash
@@ -670,6 +671,26 @@ static void test_reload(void)
     cleanup_users();
 }
 
+/* AUTH and HELLO … AUTH inside MULTI are refused (a transaction holds SENDs only), doom it, and switch no user: a
+ * producer cannot queue SENDs and then run them as someone else, nor try passwords where the held-back failures
+ * would not see them. */
+static void test_auth_in_multi(void)
+{
+    start_with_users();
+    rc_conn_t c;
+    connect_as(&c, "shop", "pw-shop");
+    EXPECT(&c, "shop", NULL, "MULTI");
+    EXPECT(&c, "shop in MULTI", "ERR AUTH is not allowed inside MULTI", "AUTH", "ops", "pw-ops");
+    EXPECT(&c, "shop in MULTI", "ERR HELLO is not allowed inside MULTI", "HELLO", "3", "AUTH", "ops", "pw-ops");
+    EXPECT(&c, "shop in MULTI", "EXECABORT", "EXEC");
+    char e[512];
+    resp_reply_t *r = rc_cmd(&c, "ACL", "WHOAMI", NULL);
+    BP_CHECK(r != NULL && rc_str_eq(r, "shop"), "WHOAMI after AUTH inside MULTI: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    rc_close(&c);
+    cleanup_users();
+}
+
 /* A changed password (reload): the old one is refused from then on — the cache of verified passwords knew it —
  * while connections logged in with it stay (clients move to the new one at their own pace: docs/security.md);
  * CLIENT KILL USER ends them when the old password leaked. */
@@ -1029,6 +1050,7 @@ static const tu_test_t auth_tests[] = {
     { "many connections from one address: one verification per held-back failure", test_many_connections },
     { "HELLO 3 AUTH, AUTH default, ACL WHOAMI", test_hello_auth },
     { "SIGHUP reloads the users file", test_reload },
+    { "AUTH and HELLO AUTH inside MULTI: refused, no user switched", test_auth_in_multi },
     { "a password changed by SIGHUP: the old one refused, its connections stay", test_password_changed },
     { "auth-timeout: a client that does not log in is closed", test_auth_timeout },
     { "a users file the group or others can read or write is warned about", test_exposed_users_file },
