@@ -219,12 +219,13 @@ int users_load(const char *path, users_t **out, char *err, size_t errlen)
         return err_set(err, errlen, "cannot read %s: %s", path, strerror(errno));
     }
     char *text = xmalloc(USERS_FILE_MAX + 1);
+    errno = 0;
     size_t n = fread(text, 1, USERS_FILE_MAX + 1, f);
-    int bad = ferror(f);
+    int bad = ferror(f) ? (errno != 0 ? errno : EIO) : 0;
     fclose(f);
     if (bad) {
         free(text);
-        return err_set(err, errlen, "cannot read %s: read error", path);
+        return err_set(err, errlen, "cannot read %s: %s", path, strerror(bad)); /* a directory: "Is a directory" */
     }
     if (n > USERS_FILE_MAX) {
         free(text);

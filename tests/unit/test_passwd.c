@@ -218,6 +218,8 @@ static void test_users_bad(void)
     TU_CHECK(users_load("/nonexistent/users", &u, err, sizeof err) == -1 &&
                  strstr(err, "cannot read /nonexistent/users: No such file"),
              "missing file: %s", err);
+    TU_CHECK(users_load("/", &u, err, sizeof err) == -1 && strstr(err, "cannot read /: Is a directory"),
+             "a directory: %s", err);
 }
 
 static const tu_test_t users_tests[] = {
