@@ -185,6 +185,12 @@ static const cmd_def_t *cmd_lookup(const char *name, size_t len)
     return NULL;
 }
 
+unsigned cmd_roles_of(const char *name)
+{
+    const cmd_def_t *d = cmd_lookup(name, strlen(name));
+    return d != NULL ? d->roles : 0;
+}
+
 /* The subcommand row of this call, or NULL (no subcommands, or not one of them). */
 static const cmd_sub_t *call_sub(const cmd_def_t *d, const cmd_call_t *call)
 {

@@ -26,6 +26,8 @@
  *  - SIGHUP re-reads the users file: a removed user is logged out, new roles
  *    apply at once, a bad file keeps the old users;
  *  - AUTH and HELLO AUTH inside MULTI are refused and doom the transaction;
+ *  - a consumer removed by SIGHUP while its PULL BLOCK 0 waits: its
+ *    connection is closed, the next message goes to another consumer;
  *  - a password changed by SIGHUP: the old one is refused (the cache knew
  *    it), connections logged in with it stay until CLIENT KILL USER;
  *  - hourglass-cli passwd refuses a password with a NUL byte (its hash
@@ -793,6 +795,53 @@ static void test_auth_timeout(void)
     cleanup_users();
 }
 
+static int one_blocked(void *arg)
+{
+    char v[32], e[256];
+    return bp_info_field(arg, "blocked_clients", v, sizeof v, e, sizeof e) == 0 && atoi(v) == 1;
+}
+
+/* A consumer removed by a reload while its PULL … BLOCK 0 waits: the connection is closed and the PULL with it, so
+ * the next message is not leased to a user that no longer exists (it was: logged out, the parked PULL still
+ * delivered). auth-timeout 0, so only the reload can close it. */
+static void test_reload_blocked_pull(void)
+{
+    start_with_users_and("--auth-timeout", "0");
+    rc_conn_t cons, adm;
+    char e[1024], text[8192];
+    connect_as(&cons, "canceller", "pw-canceller");
+    connect_as(&adm, "ops", "pw-ops");
+    EXPECT(&adm, "admin", NULL, "GROUP", "CREATE", "g", "t");
+    rc_appendl(&cons, "PULL", "g", "t", "BLOCK", "0", NULL);
+    BP_REQUIRE(rc_flush(&cons, 10000) == 0, "write PULL");
+    BP_REQUIRE(tu_poll_until(one_blocked, &adm, 10000, 20) == 0, "the PULL BLOCK 0 is not parked");
+    FILE *f = fopen(users_path, "r");
+    BP_REQUIRE(f != NULL, "read back");
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *line = strstr(text, "\ncanceller consumer ");
+    BP_REQUIRE(line != NULL, "canceller's line");
+    memmove(line + 1, strchr(line + 1, '\n') + 1, strlen(strchr(line + 1, '\n') + 1) + 1);
+    TU_REQUIRE(tu_write_file(users_path, text) == 0, "write");
+    BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "user 'canceller' may no longer PULL", 10000) == 0,
+             "no log line for the closed PULL");
+    char last[512];
+    BP_CHECK(closed_after(&cons, 10000, last, sizeof last), "the removed consumer's connection is open (last: %s)",
+             last);
+    BP_CHECK(last[0] == '\0', "the removed consumer got a reply: %s", last);
+    char id[32];
+    BP_REQUIRE(bp_send(&adm, id, sizeof id, e, sizeof e, "t", "after-removal", NULL) == 0, "SEND: %s", e);
+    resp_reply_t *r = rc_cmd(&adm, "PULL", "g", "t", "BLOCK", "5000", NULL);
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 1, "the message went elsewhere: %s",
+             rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    rc_close(&cons);
+    rc_close(&adm);
+    cleanup_users();
+}
+
 /* How many times text occurs in the broker's log. */
 static int log_count(const char *text)
 {
@@ -1051,6 +1100,7 @@ static const tu_test_t auth_tests[] = {
     { "HELLO 3 AUTH, AUTH default, ACL WHOAMI", test_hello_auth },
     { "SIGHUP reloads the users file", test_reload },
     { "AUTH and HELLO AUTH inside MULTI: refused, no user switched", test_auth_in_multi },
+    { "a user removed while its PULL BLOCK waits: closed, nothing leased to it", test_reload_blocked_pull },
     { "a password changed by SIGHUP: the old one refused, its connections stay", test_password_changed },
     { "auth-timeout: a client that does not log in is closed", test_auth_timeout },
     { "a users file the group or others can read or write is warned about", test_exposed_users_file },
