@@ -25,6 +25,8 @@
  *    AUTH default pass; ACL WHOAMI;
  *  - SIGHUP re-reads the users file: a removed user is logged out, new roles
  *    apply at once, a bad file keeps the old users;
+ *  - AUTH and HELLO AUTH with the wrong arity are refused at once, not
+ *    checked, and their arguments stay out of the log;
  *  - AUTH and HELLO AUTH inside MULTI are refused and doom the transaction;
  *  - a consumer removed by SIGHUP while its PULL BLOCK 0 waits: its
  *    connection is closed, the next message goes to another consumer;
@@ -673,6 +675,31 @@ static void test_reload(void)
     cleanup_users();
 }
 
+/* AUTH and HELLO … AUTH with the wrong number of arguments: refused at once with the reason, never checked (no
+ * failure counted, nothing held back, no password in the log). */
+static void test_auth_arity(void)
+{
+    start_with_users();
+    rc_conn_t c;
+    connect_as(&c, NULL, NULL);
+    EXPECT(&c, "AUTH with 3 arguments", "ERR wrong number of arguments for 'auth' command", "AUTH", "shop", "pw-shop",
+           "extra-secret");
+    EXPECT(&c, "AUTH alone", "ERR wrong number of arguments for 'auth' command", "AUTH");
+    EXPECT(&c, "HELLO 3 AUTH user", "ERR syntax error: AUTH needs a user name and a password", "HELLO", "3", "AUTH",
+           "lonely-secret");
+    EXPECT(&c, "still not logged in", "NOAUTH", "SEND", "t", "p");
+    rc_conn_t adm;
+    connect_as(&adm, "ops", "pw-ops");
+    char v[64], e[512];
+    BP_CHECK(bp_info_field(&adm, "auth_failures", v, sizeof v, e, sizeof e) == 0 && atoi(v) == 0,
+             "INFO auth_failures %s after arity errors, want 0", v);
+    BP_CHECK(!bp_log_contains(&bt_broker, "extra-secret") && !bp_log_contains(&bt_broker, "lonely-secret"),
+             "an argument of a refused AUTH reached the log");
+    rc_close(&adm);
+    rc_close(&c);
+    cleanup_users();
+}
+
 /* AUTH and HELLO … AUTH inside MULTI are refused (a transaction holds SENDs only), doom it, and switch no user: a
  * producer cannot queue SENDs and then run them as someone else, nor try passwords where the held-back failures
  * would not see them. */
@@ -1099,6 +1126,7 @@ static const tu_test_t auth_tests[] = {
     { "many connections from one address: one verification per held-back failure", test_many_connections },
     { "HELLO 3 AUTH, AUTH default, ACL WHOAMI", test_hello_auth },
     { "SIGHUP reloads the users file", test_reload },
+    { "AUTH and HELLO AUTH with the wrong arity: refused, never checked", test_auth_arity },
     { "AUTH and HELLO AUTH inside MULTI: refused, no user switched", test_auth_in_multi },
     { "a user removed while its PULL BLOCK waits: closed, nothing leased to it", test_reload_blocked_pull },
     { "a password changed by SIGHUP: the old one refused, its connections stay", test_password_changed },
