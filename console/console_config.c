@@ -169,7 +169,7 @@ int console_host_allowed(const console_config_t *conf, const char *host)
     size_t n;
 
     if (host == NULL)
-        return 1;         /* no Host header (HTTP/1.0): no browser sends one (docs/console.md) */
+        return 1;         /* no Host header: HTTP/1.0 (server.c refuses HTTP/1.1 without one); no browser */
     if (host[0] == '[') { /* [v6]:port */
         const char *end = strchr(host, ']');
         n = end != NULL ? (size_t)(end - host - 1) : 0;

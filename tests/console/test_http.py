@@ -10,7 +10,8 @@ attacker speaks it, over raw sockets (what urllib would tidy up).
   differ, two Host headers, a header name with a blank before its colon: 400,
   and the connection closed (the rest of its bytes is never a request).
 - The Host check covers a request target in absolute form
-  (GET http://evil.example/… with a Host of ours).
+  (GET http://evil.example/… with a Host of ours). An HTTP/1.1 request
+  without Host is 400 naming it (RFC 9112 3.2); HTTP/1.0 without it is served.
 - A form or query that does not parse (a part without '=') is 400 naming the
   part, not 415 (it is form-encoded) nor a bare "bad query".
 - Slowloris: a client trickling its head (a line a second) or sending
@@ -150,6 +151,23 @@ raw, _ = exchange(b"GET http://127.0.0.1:%d/api/session HTTP/1.1\r\n" % PORT + O
 rs = replies(raw)
 check(len(rs) == 1 and rs[0][0] == 200, "an absolute-form target naming the console: served (%r)" %
       [(r[0], r[2][:80]) for r in rs])
+
+# ---------------------------------------------------------------- Host: required of HTTP/1.1 (RFC 9112 3.2)
+for target, is_api in [(b"/api/session", True), (b"/orders/301", False),
+                       (b"http://127.0.0.1:%d/api/session" % PORT, True)]:
+    raw, _ = exchange(b"GET " + target + b" HTTP/1.1\r\nConnection: close\r\n\r\n")
+    rs = replies(raw)
+    why = (error_of(rs[0][2]) if is_api else rs[0][2].decode("utf-8", "replace")) if rs else None
+    check(len(rs) == 1 and rs[0][0] == 400 and why is not None and "without a Host header" in why,
+          "HTTP/1.1 GET %s without Host: 400 naming it (%r)" % (target.decode(), [(r[0], r[2][:100]) for r in rs]))
+raw, _ = exchange(b"GET /api/session HTTP/1.0\r\n\r\n")
+rs = replies(raw)
+check(len(rs) == 1 and rs[0][0] == 200, "HTTP/1.0 without Host: still served (%r)" % [(r[0], r[2][:60]) for r in rs])
+raw, _ = exchange(b"GET /api/session HTTP/1.1\r\n\r\nGET /api/session HTTP/1.1\r\n" + OURS +
+                  b"Connection: close\r\n\r\n")
+rs = replies(raw)
+check(len(rs) == 2 and rs[0][0] == 400 and rs[1][0] == 200,
+      "after that 400 the kept-alive connection serves its next request (%r)" % [(r[0], r[2][:60]) for r in rs])
 
 # ---------------------------------------------------------------- a form or query that does not parse
 for body, part in [("id", "id"), ("id=0000000000000001&&all=1", ""), ("%%%", "%%%")]:
