@@ -254,7 +254,7 @@ static void on_request(struct evhttp_request *req, void *arg)
     char why[160];
     if (path == NULL || path[0] == '\0')
         path = "/";
-    conns_request_in(c->conns, evhttp_request_get_connection(req));
+    conns_request_in(c->conns, req);
     if (ambiguous_request(req, why, sizeof why) != 0) {
         refuse_bad_request(req, path, why, 1);
         return;
