@@ -81,7 +81,9 @@
  *                    hourglass+tls:// and tls-ca-cert-file:
  *                    tests/console/test_https.py (the API over https, a Secure
  *                    cookie, the sampler and the sessions over TLS, plain http
- *                    and TLS 1.1 refused); SIGHUP reloads the https
+ *                    and TLS 1.1 refused, a trickled head answered 408 inside
+ *                    TLS, one past max-connections closed unanswered); SIGHUP
+ *                    reloads the https
  *                    certificate (the served serial changes)
  *   config           sampler-user without its password file, a tls-* key
  *                    with a plaintext uri, https-cert-file without its key,
@@ -661,6 +663,10 @@ static void test_https(void)
                             pki.server_key,
                             "--no-users-role",
                             "viewer",
+                            "--header-timeout", /* test_https.py: the 408 over TLS, the refusal past */
+                            "2s",               /* max-connections unanswered (it knows these two values) */
+                            "--max-connections",
+                            "8",
                             NULL };
     if (start_console(&https, extra, https_up) == 0) {
         TU_CHECK(tu_wait_file_contains(https.log, "listening on https://", 5000) == 0, "the console says https");
