@@ -49,7 +49,9 @@
  * unread input would be a reset, which can destroy the reply before the
  * client reads it: a lingering close), at most CONNS_LINGER_MS; then
  * evhttp_connection_free. A closing connection counts no more against
- * max-connections.
+ * max-connections; at most CONNS_CLOSING_MAX are closing at once (a flood
+ * past max-connections must not hold descriptors for CONNS_LINGER_MS
+ * each): past that a refusal is closed at once, unanswered.
  *
  * SIGHUP (.reload): max-connections is read at each accept, so a lower
  * value refuses new connections and leaves the open ones be; a request's
@@ -85,6 +87,7 @@
 #define CONNS_LOG_MS        10000 /* at most one log line per this long for each kind of refusal */
 #define CONNS_LINGER_MS     2000  /* a refused connection's reply and lingering close take this long at most */
 #define CONNS_RETRY_AFTER_S 5     /* a 503's Retry-After */
+#define CONNS_CLOSING_MAX   64    /* refused connections answered and lingering at once; more are closed unanswered */
 
 typedef struct conn_entry conn_entry_t;
 
@@ -116,6 +119,7 @@ struct console_conns {
     conn_entry_t *pending; /* accepted this loop turn, the evhttp_connection not known yet */
     conn_entry_t *closing; /* refused: their answer being written, then a lingering close */
     size_t nopen;          /* on open */
+    size_t nclosing;       /* on closing */
     struct event *resolve, *sweep;
     uint64_t last_sweep_mono;
     unsigned long long refused, timed_out; /* since the start */
@@ -186,11 +190,13 @@ static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, 
     e->request_bytes = 1;
 }
 
-/* Move e off the list it is on (open counts in nopen). */
+/* Move e off the list it is on (open counts in nopen, closing in nclosing). */
 static void unlist(conn_entry_t *e)
 {
     if (e->list == &e->set->open)
         e->set->nopen--;
+    else if (e->list == &e->set->closing)
+        e->set->nclosing--;
     list_remove(e->list, e);
 }
 
@@ -273,6 +279,7 @@ static void answer_and_close(conn_entry_t *e, const char *status, const char *he
         unlist(e);
     e->closing_mono = clock_mono_ms();
     list_insert(&t->closing, e);
+    t->nclosing++;
 }
 
 /* The reply to the request on_request took is written: evhttp reads the next one. */
@@ -308,13 +315,14 @@ static void on_resolve(evutil_socket_t fd, short what, void *arg)
         long long max = t->c->cfg->max_connections; /* read at each accept: SIGHUP may lower it */
         if (t->nopen >= (size_t)max) {
             unsigned long more = 0;
+            /* unanswered over https (a handshake only to refuse: the CPU the limit saves) and in a flood */
+            int unanswered = t->c->tls != NULL || t->nclosing >= CONNS_CLOSING_MAX;
             t->refused++;
             if (rate_log_may(&t->refused_log, &more))
                 log_warn("closed a new connection from %s at once%s: %zu connections are open (max-connections "
                          "%lld); %lu more closed since the last such line, %llu since the start",
-                         peer_of(evcon), t->c->tls != NULL ? ", unanswered (https)" : " with 503", t->nopen, max, more,
-                         t->refused);
-            if (t->c->tls != NULL) { /* a handshake only to refuse: the CPU the limit saves (the top) */
+                         peer_of(evcon), unanswered ? ", unanswered" : " with 503", t->nopen, max, more, t->refused);
+            if (unanswered) {
                 free(e);
                 evhttp_connection_free(evcon);
                 continue;
@@ -363,7 +371,8 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
         if (e->request_started_mono == 0 || e->limit_ms <= 0 || now - e->request_started_mono < (uint64_t)e->limit_ms)
             continue;
         unsigned long long waited = (unsigned long long)(now - e->request_started_mono);
-        int answer = e->request_bytes && !e->replying && evbuffer_get_length(bufferevent_get_output(e->bev)) == 0;
+        int answer = e->request_bytes && !e->replying && evbuffer_get_length(bufferevent_get_output(e->bev)) == 0 &&
+                     t->nclosing < CONNS_CLOSING_MAX;
         unsigned long more = 0;
         t->timed_out++;
         if (rate_log_may(&t->timed_out_log, &more))

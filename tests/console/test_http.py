@@ -372,6 +372,17 @@ closed_at, got = refused_reply(extra, 5)
 extra.close()
 check(closed_at is not None and is_503(got), "one more that sent its request at once: its 503 read whole, then closed "
       "(%s, %r)" % (closed_at, got[:120]))
+# a flood past the cap whose clients never read nor close: 64 (CONNS_CLOSING_MAX) are answered and linger (2 s at
+# most each), the rest are closed at once unanswered, so the flood cannot hold a descriptor per refusal
+flood = [socket.create_connection((HOST, PORT), timeout=10) for _ in range(100)]
+outcomes = [refused_reply(f, 5) for f in flood]
+for f in flood:
+    f.close()
+answered = sum(1 for closed, got in outcomes if closed is not None and is_503(got))
+unanswered = sum(1 for closed, got in outcomes if closed is not None and got == b"")
+check(answered + unanswered == 100 and 1 <= answered <= 64 and unanswered >= 36,
+      "a flood of 100 past max-connections that never close: %d answered 503 (64 at most), %d closed unanswered" %
+      (answered, unanswered))
 for h in held:
     h.close()
 status, until = None, time.monotonic() + 10
