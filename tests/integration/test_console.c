@@ -445,6 +445,8 @@ static int console_init(void)
                                     compensator_url,
                                     "--mysql-read-timeout", /* the stall test waits for it to pass */
                                     "4s",
+                                    "--mysql-lock-wait-timeout", /* below the read timeout, as checked */
+                                    "2s",
                                     "--allowed-hosts", /* test_api.py: the Host header */
                                     "console.test, Ops.Example.org",
                                     "--config",        /* test_http.py: header-timeout 3s, max-connections 40; it */
