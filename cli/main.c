@@ -187,7 +187,8 @@ static const command_t commands[] = {
       "--all: in steps, as dlq requeue --all." },
     { "passwd", cli_cmd_passwd, "[--pbkdf2] [--cost N] [USER ROLES]",
       "Make a password hash for the broker's users-file (no broker needed). The password is "
-      "asked twice on the terminal without echo, or read as the first line of stdin. Prints "
+      "asked twice on the terminal without echo, or read as the first line of stdin (a NUL byte in it is "
+      "refused). Prints "
       "the hash, or with USER and ROLES (producer, consumer, admin, viewer; comma-separated) "
       "a whole users-file line (USER: 1..64 of A-Z a-z 0-9 . _ @ -; a name or role the broker would refuse is a "
       "usage error, and so is a --cost out of range; each is refused before the password is asked). Default: "

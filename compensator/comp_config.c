@@ -222,7 +222,7 @@ static int add_group(const char *word, size_t len, void *arg)
 
 int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
 {
-    if (cfg_check_required(&table, cfg, err, errlen) != 0 || db_keys_check(cfg->mysql_socket, err, errlen) != 0)
+    if (cfg_check_required(&table, cfg, err, errlen) != 0 || DB_KEYS_CHECK(cfg, err, errlen) != 0)
         return -1;
     if (cfg->relay_backoff_cap_ms < cfg->relay_backoff_base_ms) {
         snprintf(err, errlen, "relay-backoff-cap: %llums is below relay-backoff-base %llums", cfg->relay_backoff_cap_ms,

@@ -249,7 +249,7 @@ int consumer_config_validate(const consumer_config_t *cfg, char *err, size_t err
                  cfg->lease_ms);
         return -1;
     }
-    if (db_keys_check(cfg->mysql_socket, err, errlen) != 0)
+    if (DB_KEYS_CHECK(cfg, err, errlen) != 0)
         return -1;
     if (TLS_KEYS_CHECK(cfg, cfg->uri, err, errlen) != 0)
         return -1;
