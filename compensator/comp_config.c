@@ -216,6 +216,12 @@ static int add_group(const char *word, size_t len, void *arg)
         snprintf(w->err, w->errlen, "dlq-groups: more than %d groups", COMP_MAX_DLQ_GROUPS);
         return -1;
     }
+    for (size_t i = 0; i < w->cfg->group_count; i++)
+        if (strlen(w->cfg->groups[i]) == len && strncmp(w->cfg->groups[i], word, len) == 0) {
+            /* Its dlq_depth series would be exposed twice (a page Prometheus refuses) and its alert checked twice */
+            snprintf(w->err, w->errlen, "dlq-groups: group '%.*s' is named twice", (int)len, word);
+            return -1;
+        }
     w->cfg->groups[w->cfg->group_count++] = xstrndup(word, len);
     return 0;
 }
@@ -295,7 +301,16 @@ int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
     o.uri = cfg->uri;
     o.group = "check";
     o.topic = cfg->topic;
-    return tls_keys_check_consumer(&o, "topic", err, errlen);
+    if (tls_keys_check_consumer(&o, "topic", err, errlen) != 0)
+        return -1;
+    /* The watched groups' names, by the same check (a name the broker refuses
+     * failed every monitor round's DLQ LEN, found only at run time). */
+    for (size_t i = 0; i < cfg->group_count; i++) {
+        o.group = cfg->groups[i];
+        if (tls_keys_check_consumer(&o, "dlq-groups", err, errlen) != 0)
+            return -1;
+    }
+    return 0;
 }
 
 void comp_config_client_credentials(const comp_config_t *cfg, hg_client_opts_t *opts)

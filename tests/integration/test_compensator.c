@@ -420,6 +420,15 @@ static void test_config(void)
     expect_config_error(unknown, "unknown option '--bogus'");
     const char *level[] = { COMPENSATOR_BIN, "--check-config", DB, "--log-level", "loud", NULL };
     expect_config_error(level, "log-level: 'loud' is not one of");
+    /* A group named twice gave two dlq_depth series of one name (a page
+     * Prometheus refuses); a name the broker refuses failed every monitor
+     * round instead of the start. */
+    const char *twice[] = {
+        COMPENSATOR_BIN, "--check-config", DB, "--dlq-groups", "order-cancel, audit order-cancel", NULL
+    };
+    expect_config_error(twice, "dlq-groups: group 'order-cancel' is named twice");
+    const char *group[] = { COMPENSATOR_BIN, "--check-config", DB, "--dlq-groups", "order-cancel,gr\xc3\xbcppe", NULL };
+    expect_config_error(group, "dlq-groups: group 'gr\xc3\xbcppe' is not a valid name");
 
     char dir[512], path[600];
     CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("comp-conf", dir, sizeof dir), 0);
