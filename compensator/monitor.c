@@ -135,7 +135,11 @@ static int dlq_len(comp_monitor_t *m, size_t i, int64_t *depth, char *err, size_
     return 0;
 }
 
-static void check_thresholds(comp_monitor_t *m)
+/* Its own round (outcome, error) is recorded only after it returns
+ * (main.c's run_once): the monitor's own failures are counted with this
+ * round's, or its layer-failing alert came a round late (and never with
+ * --once, where it runs one round). */
+static void check_thresholds(comp_monitor_t *m, comp_run_outcome_t outcome, const char *error)
 {
     const comp_config_t *cfg = m->cfg;
     char msg[512];
@@ -160,6 +164,10 @@ static void check_thresholds(comp_monitor_t *m)
         uint64_t failures = comp_load(&comp_stats.layer[l].consecutive_failures);
         char last[300];
         comp_stats_last_error(l, last, sizeof last);
+        if (l == COMP_LAYER_INDEX_MONITOR) {
+            failures = outcome == COMP_RUN_FAILED ? failures + 1 : 0;
+            snprintf(last, sizeof last, "%s", outcome == COMP_RUN_FAILED ? error : "");
+        }
         snprintf(msg, sizeof msg, "layer %s failed %" PRIu64 " runs in a row: %s", comp_layer_name(l), failures, last);
         comp_alert_check(m->alerts, COMP_ALERT_LAYER_FAILING, comp_layer_name(l), failures >= cfg->alert_layer_failures,
                          (int64_t)failures, cfg->alert_layer_failures, msg);
@@ -213,7 +221,7 @@ comp_run_outcome_t comp_monitor_run(comp_monitor_t *m, char *errbuf, size_t errl
         comp_gauge_set(&comp_stats.dlq_depth[i], depth);
     }
 
-    check_thresholds(m);
+    check_thresholds(m, outcome, errbuf);
     log_msg(outcome != COMP_RUN_OK ? LOG_LEVEL_WARN : LOG_LEVEL_DEBUG,
             "monitor: %s; overdue pending %" PRId64 ", outbox unsent %" PRId64 "%s%s", comp_run_outcome_name(outcome),
             count, unsent, errbuf[0] ? ": " : "", errbuf);

@@ -1799,6 +1799,33 @@ static void test_once(void)
                                "SELECT COUNT(*) FROM c_once.order_timeout_msg WHERE order_id >= 41 AND status = 'new'"
                                " AND attempts = 1 AND last_error IS NOT NULL AND next_attempt_at > NOW(6)"),
                     2);
+    /* The monitor's own failure counts in its layer-failing alert in the
+     * same round: it was recorded only after the round, so the alert came a
+     * round late, and never with --once. */
+    const char *alerting[] = { COMPENSATOR_BIN,
+                               "--once",
+                               "--uri",
+                               dead,
+                               "--mysql-socket",
+                               env.server.socket,
+                               "--mysql-user",
+                               "root",
+                               "--mysql-database",
+                               "c_once",
+                               "--layers",
+                               "monitor",
+                               "--dlq-groups",
+                               "order-cancel",
+                               "--alert-layer-failures",
+                               "1",
+                               "--log-level",
+                               "warn",
+                               NULL };
+    rc = tu_run_capture(alerting, out, sizeof out);
+    printf("    --once, the monitor alone, the broker unreachable, alert-layer-failures 1: exit %d\n%s", rc, out);
+    CU_ASSERT_EQUAL(rc, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(
+        out, "ALERT layer-failing firing [monitor]: layer monitor failed 1 runs in a row: DLQ LEN order-cancel"));
     /* A database without the schema is refused at start-up (exit 1). */
     sql_execf(env.admin, "CREATE DATABASE IF NOT EXISTS c_empty");
     argv[11] = "c_empty";
