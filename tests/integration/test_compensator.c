@@ -1835,6 +1835,48 @@ static void test_once(void)
     hg_order_db_close(db);
 }
 
+/* The broker hung (SIGSTOP) and eight groups watched: the monitor asks it
+ * once a round, not once per group (each DLQ LEN waited broker-timeout, and
+ * the alerts after them: 8.0 s here before, about 1 s now). */
+static void test_monitor_hung_broker(void)
+{
+    hg_order_db *db = fresh_database("c_hungdlq");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    char uri[64], out[8192];
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
+    const char *argv[] = { COMPENSATOR_BIN,
+                           "--once",
+                           "--uri",
+                           uri,
+                           "--mysql-socket",
+                           env.server.socket,
+                           "--mysql-user",
+                           "root",
+                           "--mysql-database",
+                           "c_hungdlq",
+                           "--layers",
+                           "monitor",
+                           "--dlq-groups",
+                           "g1 g2 g3 g4 g5 g6 g7 g8",
+                           "--broker-timeout",
+                           "1s",
+                           "--log-level",
+                           "warn",
+                           NULL };
+    CU_ASSERT_EQUAL_FATAL(kill(env.broker.pid, SIGSTOP), 0);
+    uint64_t t0 = tu_now_mono_ms();
+    int rc = tu_run_capture(argv, out, sizeof out);
+    uint64_t took = tu_now_mono_ms() - t0;
+    CU_ASSERT_EQUAL(kill(env.broker.pid, SIGCONT), 0);
+    printf("\n    --once, the monitor, 8 groups, the broker SIGSTOPped (broker-timeout 1s): exit %d after %" PRIu64
+           " ms\n%s",
+           rc, took, out);
+    CU_ASSERT_EQUAL(rc, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "monitor: failed: DLQ LEN g1: no reply"));
+    TU_CHECK(took < 4000, "the monitor round took %" PRIu64 " ms: a broker-timeout per group", took);
+    hg_order_db_close(db);
+}
+
 /* ---------------------------------------------------------------- registry */
 
 #define HUP_DEADLINE_MS 30000
@@ -1918,6 +1960,7 @@ static const tu_test_t layers_tests[] = {
     { "lock connection KILLed mid-scan: scan stops, next round re-acquires", test_lock_loss },
     { "monitor: gauges, alert command, rate limit, resolved", test_monitor_alerts },
     { "--once runs each layer one time", test_once },
+    { "monitor: a hung broker costs a round one broker-timeout, not one per group", test_monitor_hung_broker },
     { "SIGHUP: alive, log-level applied, restart-only key named, bad file survived", test_sighup },
     { NULL, NULL },
 };
