@@ -80,7 +80,7 @@ static const cfg_key_t keys[] = {
     { CFG_KEY("inspect-page-size", CFG_INT, "500", 1, 10000, OFF(inspect_page_size),
               "orders per keyset page of the inspection") },
     { CFG_KEY("inspect-page-pause", CFG_DURATION, "0ms", 0, 60000, OFF(inspect_page_pause_ms),
-              "pause between two inspection pages (throttle; the lock is checked after it)") },
+              "pause between two inspection pages (throttle; the lock is kept alive during it)") },
     { CFG_KEY("cancel-batch", CFG_INT, "100", 1, 1000, OFF(cancel_batch),
               "orders the overdue and inspection layers cancel per transaction, locked rows skipped "
               "(1: one transaction per order, waiting on locks)") },

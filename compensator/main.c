@@ -116,14 +116,7 @@ static void keepalive_inspection(void *s)
  * r->keepalive_ms meanwhile. 1 when told to stop. */
 static int wait_next_round(runner_t *r)
 {
-    uint64_t left = r->interval_ms;
-    while (r->keepalive != NULL && r->keepalive_ms > 0 && left > r->keepalive_ms) {
-        if (comp_sleep_ms(r->keepalive_ms))
-            return 1;
-        left -= r->keepalive_ms;
-        r->keepalive(r->state);
-    }
-    return comp_sleep_ms(left);
+    return comp_sleep_keepalive(r->interval_ms, r->keepalive_ms, r->keepalive, r->state);
 }
 
 /* One run of a layer, recorded in comp_stats. */
@@ -170,7 +163,7 @@ static size_t make_runners(const comp_config_t *cfg, const hg_order_db_params_t 
                                .run = run_inspection,
                                .free_state = free_inspection,
                                .keepalive = keepalive_inspection,
-                               .keepalive_ms = cfg->inspect_lock_timeout_ms / 3 };
+                               .keepalive_ms = comp_inspect_keepalive_ms(cfg) };
     if (cfg->layers & COMP_LAYER_BIT(COMP_LAYER_INDEX_MONITOR))
         out[n++] = (runner_t){ .layer = COMP_LAYER_INDEX_MONITOR,
                                .interval_ms = cfg->monitor_interval_ms,

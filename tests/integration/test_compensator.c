@@ -1521,6 +1521,52 @@ static void test_frozen_inspector(void)
     hg_order_db_close(db);
 }
 
+/* A page pause (inspect-page-pause 4 s) longer than inspect-lock-timeout
+ * (3 s): the lock connection is kept alive during the pause as between
+ * rounds, so the scan of three pages completes in one round with the lock
+ * held throughout. Before, the server closed the idle lock connection in
+ * every pause: the round ended lock-lost after one page, and a backlog was
+ * inspected one page per inspect-interval. */
+static void test_page_pause_keeps_lock(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_pause");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(seed("c_pause", 1, 15, -10000, 0), 0);
+    proc_t c;
+    const char *extra[] = { "--layers",
+                            "inspection",
+                            "--inspect-interval",
+                            "1h",
+                            "--inspect-grace",
+                            "1s",
+                            "--inspect-page-size",
+                            "5",
+                            "--cancel-batch",
+                            "5",
+                            "--inspect-page-pause",
+                            "4s",
+                            "--inspect-lock-timeout",
+                            "3s",
+                            "--lock-name",
+                            "c_pause_test",
+                            NULL };
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&c, "pause", "c_pause", "t_pause", extra), 0);
+    double completed = wait_metric(c.metrics_port, M "inspection_scans_completed_total", 1, 20000);
+    printf("\n    pages of 5 with 4 s pauses, inspect-lock-timeout 3 s: %.0f scans completed, lock lost %.0f times\n",
+           completed, metric(c.metrics_port, M "inspection_lock_lost_total"));
+    CU_ASSERT_EQUAL(completed, 1);
+    CU_ASSERT_EQUAL(metric(c.metrics_port, M "inspection_lock_lost_total"), 0);
+    CU_ASSERT_EQUAL(metric(c.metrics_port, M "runs_total{layer=\"inspection\",outcome=\"lock-lost\"}"), 0);
+    CU_ASSERT_EQUAL(metric(c.metrics_port, M "inspection_pages_total"), 4); /* 5 + 5 + 5 + the empty page */
+    CU_ASSERT_EQUAL(
+        oe_scalar(&env,
+                  "SELECT COUNT(*) FROM c_pause.orders WHERE status = 'cancelled' AND cancel_reason = 'inspection'"),
+        15);
+    CU_ASSERT_EQUAL(stop_proc(&c, f0), 0);
+    hg_order_db_close(db);
+}
+
 /* The server closes connections idle for 2 s (wait_timeout) and the layers
  * run every 3 s: each round finds its connection closed and opens a new
  * one instead of failing ("gone away"), so no round fails and /healthz
@@ -1954,6 +2000,7 @@ static const tu_test_t layers_tests[] = {
     { "(d) two compensators: exactly once, stock exact, one inspector", test_two_compensators },
     { "a frozen inspector loses the lock within inspect-lock-timeout; the other cancels", test_frozen_inspector },
     { "SIGTERM during a page of locked orders (cancel-batch 1): no lock wait per order", test_stop_during_locked_page },
+    { "a page pause longer than inspect-lock-timeout: the lock is kept through it", test_page_pause_keeps_lock },
     { "connections closed by the server while idle (wait_timeout): every round still runs",
       test_idle_connections_closed },
     { "(e) paid orders never touched, payment races", test_paid_never_touched },
