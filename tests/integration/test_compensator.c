@@ -446,6 +446,11 @@ static void test_config(void)
     expect_config_error(file_unknown, "c.conf:2: unknown section [bogus]");
     f = fopen(path, "w");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "mysql-database = shop\n[relay]\nrelay-interval = 1s\n[inspection]\nrelay-interval = 2s\n");
+    fclose(f);
+    expect_config_error(file_unknown, "c.conf:5: relay-interval is set again (first at line 3)");
+    f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     fprintf(f, "mysql-database = shop\n[relay]\nrelay-interval = 1h\n");
     fclose(f);
     rc = tu_run_capture(file_unknown, out, sizeof out);
