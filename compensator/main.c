@@ -25,7 +25,8 @@
  * the layers are freed (the inspection lock's release), has its connection
  * cut (stop.h), so the stop takes about stop-grace at most.
  * --once: main runs each enabled layer one time, in the order above, and
- * exits 0 when none failed, 1 otherwise; a signal stops it the same way.
+ * exits 0 when none failed, 1 otherwise; SIGINT / SIGTERM stop it the same
+ * way, SIGHUP is ignored.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -284,6 +285,10 @@ static int parse_args(int argc, char **argv, comp_config_t *cfg, int *check_only
 static int run_once_mode(runner_t *runners, size_t n)
 {
     stop_grace_handle_signals(on_stop_signal);
+    /* A logrotate postrotate that sends SIGHUP to every hourglass-compensator
+     * must not kill a cron run mid-round (the default action): the run is
+     * short, its log is not reopened. */
+    signal(SIGHUP, SIG_IGN);
     int failed = 0;
     char err[600];
     for (size_t i = 0; i < n && !comp_stopping(); i++) {

@@ -1877,6 +1877,41 @@ static void test_once(void)
     CU_ASSERT_EQUAL(rc, 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(
         out, "ALERT layer-failing firing [monitor]: layer monitor failed 1 runs in a row: DLQ LEN order-cancel"));
+    /* SIGHUP (a logrotate postrotate signalling every hourglass-compensator)
+     * during a --once round: ignored, the round finishes (it killed the run). */
+    CU_ASSERT_EQUAL_FATAL(seed("c_once", 51, 3, -5000, 0), 0);
+    char hup_log[700];
+    snprintf(hup_log, sizeof hup_log, "%s/once-hup.log", workdir);
+    const char *paced[] = { COMPENSATOR_BIN,
+                            "--once",
+                            "--uri",
+                            uri,
+                            "--mysql-socket",
+                            env.server.socket,
+                            "--mysql-user",
+                            "root",
+                            "--mysql-database",
+                            "c_once",
+                            "--layers",
+                            "inspection",
+                            "--inspect-grace",
+                            "1s",
+                            "--inspect-page-size",
+                            "1",
+                            "--inspect-page-pause",
+                            "1s",
+                            NULL };
+    pid_t hup_pid = oe_spawn(paced, hup_log);
+    CU_ASSERT_TRUE_FATAL(hup_pid > 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(hup_log, "order 51: cancelled (inspection)", 20000), 0);
+    CU_ASSERT_EQUAL(kill(hup_pid, SIGHUP), 0);
+    uint64_t hup_ms = 0;
+    int hup_status = tu_wait_exit(hup_pid, 30000, &hup_ms);
+    printf("    --once, SIGHUP mid-round: exit %d\n", hup_status);
+    CU_ASSERT_EQUAL(hup_status, 0);
+    CU_ASSERT_EQUAL(oe_scalarf(&env, "SELECT COUNT(*) FROM c_once.orders WHERE id BETWEEN 51 AND 53"
+                                     " AND cancel_reason = 'inspection'"),
+                    3);
     /* A database without the schema is refused at start-up (exit 1). */
     sql_execf(env.admin, "CREATE DATABASE IF NOT EXISTS c_empty");
     argv[11] = "c_empty";
