@@ -1665,6 +1665,58 @@ static void test_stop_during_locked_page(void)
     hg_order_db_close(db);
 }
 
+/* The claim of order 1 by the overdue layer waits on the holder's row lock. */
+static int claim_waiting(void *arg)
+{
+    (void)arg;
+    return oe_scalar(&env, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = 'c_settled'"
+                           " AND INFO LIKE 'UPDATE orders SET status=''cancelled''%'") == 1;
+}
+
+/* An order settled (cancelled by hand, its outbox row closed) by another
+ * transaction while the overdue layer's cancel waits on its row: the cancel
+ * finds it not pending and the row already 'done'. The round's log counts
+ * it as not closed by this layer, as outbox_closed_total does (it said
+ * "1 closed"). */
+static void test_overdue_settled_meanwhile(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_settled");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(seed("c_settled", 1, 1, -600000, 1), 0);
+    MYSQL *holder = oe_connect(&env, "c_settled");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(holder);
+    /* The cancel by hand in flight: the order row changed and locked, the outbox row not yet. */
+    CU_ASSERT_EQUAL_FATAL(sql_execf(holder, "START TRANSACTION"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(holder, "UPDATE orders SET status = 'cancelled', cancelled_at = NOW(6),"
+                                            " cancel_reason = 'manual' WHERE id = 1"),
+                          0);
+    proc_t comp;
+    const char *extra[] = { "--layers",
+                            "overdue",
+                            "--overdue-interval",
+                            "1h",
+                            "--overdue-grace",
+                            "0ms",
+                            "--cancel-batch",
+                            "1",
+                            "--log-level",
+                            "debug",
+                            NULL };
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "settled", "c_settled", "t_settled", extra), 0);
+    int waiting = tu_poll_until(claim_waiting, NULL, 20000, 20) == 0;
+    TU_CHECK(waiting, "the overdue layer's claim of order 1 never waited on the holder");
+    CU_ASSERT_EQUAL(sql_execf(holder, "UPDATE order_timeout_msg SET status = 'done' WHERE order_id = 1"), 0);
+    CU_ASSERT_EQUAL(sql_execf(holder, "COMMIT"), 0);
+    mysql_close(holder);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "overdue outbox: ok; 1 rows past expire_at + grace", 20000), 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "0 cancelled, 0 closed (order not pending)", 1000), 0);
+    CU_ASSERT_EQUAL(metric(comp.metrics_port, M "outbox_closed_total"), 0);
+    CU_ASSERT_EQUAL(metric(comp.metrics_port, M "cancel_attempts_total{layer=\"overdue\",outcome=\"not-pending\"}"), 1);
+    CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
+    hg_order_db_close(db);
+}
+
 /* Alert lines written by the alert command: count lines containing all of a, b. */
 static int count_lines(const char *path, const char *a, const char *b)
 {
@@ -2044,6 +2096,7 @@ static const tu_test_t layers_tests[] = {
     { "connections closed by the server while idle (wait_timeout): every round still runs",
       test_idle_connections_closed },
     { "(e) paid orders never touched, payment races", test_paid_never_touched },
+    { "overdue: an order settled during its cancel is not counted as closed", test_overdue_settled_meanwhile },
     { "lock connection KILLed mid-scan: scan stops, next round re-acquires", test_lock_loss },
     { "monitor: gauges, alert command, rate limit, resolved", test_monitor_alerts },
     { "--once runs each layer one time", test_once },
