@@ -301,13 +301,28 @@ static int run_once_mode(runner_t *runners, size_t n)
 
 /* ---- SIGHUP: the same start-up parse into a fresh struct (common/reload.h) */
 
+static const comp_config_t *running_config; /* run_daemon's: reload_load compares what password-file holds */
+
 static int reload_load(void *conf, int argc, char **argv, char *err, size_t errlen)
 {
     cfg_args_t args;
     comp_config_init(conf);
-    if (cfg_parse_args(comp_config_table(), conf, argc, argv, &args, err, errlen) != 0)
+    if (cfg_parse_args(comp_config_table(), conf, argc, argv, &args, err, errlen) != 0 ||
+        comp_config_validate(conf, err, errlen) != 0)
         return -1;
-    return comp_config_validate(conf, err, errlen);
+    /* The password is read from its file, not a key: a new one (a rotated
+     * credential) was reloaded without a word, and the log said "nothing
+     * changed" while the broker clients kept the old one. (A changed
+     * password-file path is a key: cfg_reload names it.) */
+    const comp_config_t *fresh = conf;
+    if (running_config != NULL && running_config->password_file != NULL && fresh->password_file != NULL &&
+        strcmp(running_config->password_file, fresh->password_file) == 0 &&
+        strcmp(running_config->password, fresh->password) != 0)
+        log_msg(LOG_LEVEL_WARN,
+                "SIGHUP: password-file %s holds another password, but it takes effect only at a restart (the broker "
+                "clients keep the running one)",
+                fresh->password_file);
+    return 0;
 }
 
 static void reload_release(void *conf)
@@ -355,6 +370,7 @@ static int run_daemon(comp_config_t *cfg, runner_t *runners, size_t n, int argc,
     }
     if (status == 0) {
         int sig = 0;
+        running_config = cfg;
         while (sigwait(&set, &sig) == 0 && sig == SIGHUP)
             reload_config(comp_config_table(), cfg, &reload_program, argc, argv);
         log_msg(LOG_LEVEL_INFO, "signal %d: stopping", sig);

@@ -2029,9 +2029,12 @@ static void test_sighup(void)
     hg_order_db *db = fresh_database("c_hup");
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     CU_ASSERT_EQUAL_FATAL(seed("c_hup", 1, 20, -5000, 1), 0);
-    char conf[700];
+    char conf[700], pwfile[700], conf_text[1600];
     snprintf(conf, sizeof conf, "%s/compensator-hup.conf", workdir);
-    CU_ASSERT_EQUAL_FATAL(tu_write_file(conf, "log-level = info\nrelay-batch = 50\n"), 0);
+    snprintf(pwfile, sizeof pwfile, "%s/compensator-hup.password", workdir);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(pwfile, "first-secret\n"), 0);
+    snprintf(conf_text, sizeof conf_text, "log-level = info\nrelay-batch = 50\npassword-file = %s\n", pwfile);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(conf, conf_text), 0);
     proc_t comp;
     const char *extra[] = { "--config",
                             conf,
@@ -2047,7 +2050,16 @@ static void test_sighup(void)
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "hup", "c_hup", "t_hup", extra), 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "hourglass-compensator 0.", HUP_DEADLINE_MS), 0);
 
-    CU_ASSERT_EQUAL(tu_write_file(conf, "log-level = debug\nrelay-batch = 7\n"), 0);
+    /* A rotated password (the same password-file, another password): named
+     * as needing a restart (the log said "nothing changed"). */
+    CU_ASSERT_EQUAL(tu_write_file(pwfile, "second-secret\n"), 0);
+    CU_ASSERT_EQUAL(kill(comp.pid, SIGHUP), 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "holds another password, but it takes effect only at a restart",
+                                          HUP_DEADLINE_MS),
+                    0);
+
+    snprintf(conf_text, sizeof conf_text, "log-level = debug\nrelay-batch = 7\npassword-file = %s\n", pwfile);
+    CU_ASSERT_EQUAL(tu_write_file(conf, conf_text), 0);
     CU_ASSERT_EQUAL(kill(comp.pid, SIGHUP), 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "SIGHUP: log-level info -> debug", HUP_DEADLINE_MS), 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "SIGHUP: relay-batch changed, but takes effect only at a restart",
