@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # scripts/lib/packages.sh — the Debian packages Hourglass needs, and the one
 # function that installs the missing ones. Sourced by scripts/test and
 # scripts/demo (bash); defines hg_packages, hg_install_packages and
