@@ -19,7 +19,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 ((status == 0)) || fail "scripts/demo exited $status"
 grep -q '^RESULT: every invariant holds$' "$out" || fail "no 'RESULT: every invariant holds' line"
 oks=$(grep -c '^\[ OK \]' "$out")
-((oks == 9)) || fail "$oks invariants OK, want 9"
+((oks == 10)) || fail "$oks invariants OK, want 10"
 ! grep -q '^\[FAIL\]' "$out" || fail "a [FAIL] line"
 grep -q 'demo: broker down: killed with SIGKILL' "$out" || fail "the broker was not killed"
 grep -q 'demo: broker up: restarted on port' "$out" || fail "the broker was not restarted"
