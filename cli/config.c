@@ -54,7 +54,7 @@ hg_order_db *cli_config_open_db(const cli_config_t *conf, char *err, size_t errl
         snprintf(err + len, errlen - len, " (give --mysql-database DB, or a --config file with mysql-database)");
         return NULL;
     }
-    if (db_keys_check(conf->mysql_socket, err, errlen) < 0)
+    if (DB_KEYS_CHECK(conf, err, errlen) < 0)
         return NULL;
     memset(&p, 0, sizeof p);
     DB_KEYS_TO_PARAMS(conf, &p);

@@ -33,7 +33,8 @@
 static const cfg_key_t keys[] = {
     /* broker */
     { CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, OFF(uri),
-              "broker URI, hourglass://[user:pass@]host[:port], hourglass+tls://…, or amqp:// / amqps://… (RabbitMQ)"),
+              "broker URI, hourglass://[user[:pass]@]host[:port] (user@ alone: the password from password-file), "
+              "hourglass+tls://…, or amqp:// / amqps://… (RabbitMQ)"),
       .required = 1 },
     TLS_KEYS_ROWS(comp_config_t),
     { CFG_KEY("user", CFG_STRING, NULL, 0, 0, OFF(user), "broker user (instead of the URI's; needs password-file)") },
@@ -221,7 +222,7 @@ static int add_group(const char *word, size_t len, void *arg)
 
 int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
 {
-    if (cfg_check_required(&table, cfg, err, errlen) != 0 || db_keys_check(cfg->mysql_socket, err, errlen) != 0)
+    if (cfg_check_required(&table, cfg, err, errlen) != 0 || DB_KEYS_CHECK(cfg, err, errlen) != 0)
         return -1;
     if (cfg->relay_backoff_cap_ms < cfg->relay_backoff_base_ms) {
         snprintf(err, errlen, "relay-backoff-cap: %llums is below relay-backoff-base %llums", cfg->relay_backoff_cap_ms,

@@ -13,7 +13,7 @@
  * connection module's (DB_DEFAULT_*), so a key left unset and a parameter
  * left 0 mean the same.
  *
- * Header only: the two checks are static inline, so libhourglass (which
+ * Header only: the checks are static inline, so libhourglass (which
  * compiles db/ in) carries nothing of the config engine. Main thread, at
  * start-up.
  */
@@ -57,7 +57,7 @@
                   3600000, offsetof(config_type, mysql_connect_timeout_ms), "connect timeout (whole seconds)") },    \
         { CFG_KEY("mysql-read-timeout", CFG_DURATION, DB_KEYS_SECONDS_(DB_DEFAULT_READ_TIMEOUT_S), 1000,             \
                   DB_KEYS_DAY_MS, offsetof(config_type, mysql_read_timeout_ms),                                      \
-                  "read timeout (whole seconds; keep it above innodb_lock_wait_timeout)") },                         \
+                  "read timeout (whole seconds; above mysql-lock-wait-timeout)") },                                  \
         { CFG_KEY("mysql-write-timeout", CFG_DURATION, DB_KEYS_SECONDS_(DB_DEFAULT_WRITE_TIMEOUT_S), 1000,           \
                   DB_KEYS_DAY_MS, offsetof(config_type, mysql_write_timeout_ms), "write timeout (whole seconds)") }, \
         { CFG_KEY("mysql-lock-wait-timeout", CFG_DURATION, "5s", 0, DB_KEYS_DAY_MS,                                  \
@@ -71,21 +71,39 @@
                 "connection, so a frozen process loses its row locks (whole seconds; 0: never)")                     \
     }
 
-/* Checks beyond the table's: mysql-socket (socket, NULL when unset), when
- * set, is an absolute path. Returns 0, or -1 with err naming the key. */
-static inline int db_keys_check(const char *socket, char *err, size_t errlen)
+/* ms as whole seconds for the client library, rounding up. */
+static inline unsigned db_keys_seconds(unsigned long long ms)
+{
+    return (unsigned)((ms + 999) / 1000);
+}
+
+/* Checks beyond the table's, on the DB_KEYS_FIELDS of the config *k:
+ * - mysql-socket, when set, is an absolute path;
+ * - mysql-lock-wait-timeout, when set (not 0), is below mysql-read-timeout,
+ *   both as the whole seconds they are sent as. A statement waiting for a row
+ *   lock longer than the read timeout is cut by the client, which drops the
+ *   connection (its transaction with it) instead of getting the server's
+ *   "Lock wait timeout exceeded" it can retry on the same connection.
+ * Returns 0, or -1 with err naming the key. */
+#define DB_KEYS_CHECK(k, err, errlen) \
+    db_keys_check((k)->mysql_socket, (k)->mysql_read_timeout_ms, (k)->mysql_lock_wait_timeout_ms, err, errlen)
+static inline int db_keys_check(const char *socket, unsigned long long read_timeout_ms,
+                                unsigned long long lock_wait_timeout_ms, char *err, size_t errlen)
 {
     if (socket != NULL && socket[0] != '\0' && socket[0] != '/') {
         snprintf(err, errlen, "mysql-socket: '%s' is not an absolute path", socket);
         return -1;
     }
+    unsigned read_s = db_keys_seconds(read_timeout_ms), lock_s = db_keys_seconds(lock_wait_timeout_ms);
+    if (lock_s != 0 && read_s != 0 && lock_s >= read_s) {
+        snprintf(err, errlen,
+                 "mysql-lock-wait-timeout: %us is not below mysql-read-timeout %us (a statement waiting that "
+                 "long for a row lock would be cut by the read timeout and its connection dropped): lower the "
+                 "lock wait or raise the read timeout",
+                 lock_s, read_s);
+        return -1;
+    }
     return 0;
-}
-
-/* ms as whole seconds for the client library, rounding up. */
-static inline unsigned db_keys_seconds(unsigned long long ms)
-{
-    return (unsigned)((ms + 999) / 1000);
 }
 
 /* Fill the connection fields of an hg_order_db_params_t *p from the

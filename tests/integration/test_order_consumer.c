@@ -164,6 +164,27 @@ static void test_check_config(void)
         CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--lease", "10s", "--touch-interval", "20s", NULL
     };
     expect_config_error(touch, "touch-interval: 20000ms is not below lease 10000ms");
+    /* A lock wait the read timeout would cut (compared as the whole seconds sent: 9500ms is 10 s). */
+    const char *lock_wait[] = { CONSUMER_BIN,
+                                "--check-config",
+                                "--mysql-database",
+                                "shop",
+                                "--mysql-read-timeout",
+                                "10s",
+                                "--mysql-lock-wait-timeout",
+                                "9500ms",
+                                NULL };
+    expect_config_error(lock_wait, "mysql-lock-wait-timeout: 10s is not below mysql-read-timeout 10s");
+    const char *lock_wait_ok[] = { CONSUMER_BIN,
+                                   "--check-config",
+                                   "--mysql-database",
+                                   "shop",
+                                   "--mysql-read-timeout",
+                                   "10s",
+                                   "--mysql-lock-wait-timeout",
+                                   "9s",
+                                   NULL };
+    CU_ASSERT_EQUAL(tu_run_capture(lock_wait_ok, out, sizeof out), 0);
 
     char dir[512], path[600];
     CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-conf", dir, sizeof dir), 0);

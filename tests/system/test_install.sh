@@ -59,7 +59,7 @@ expect=(
     "$HG_SYSCONFDIR/hourglass/hourglass-broker.conf" "$HG_SYSCONFDIR/hourglass/hourglass-consumer.conf"
     "$HG_SYSCONFDIR/hourglass/hourglass-compensator.conf" "$HG_SYSCONFDIR/hourglass/hourglass-alerts.yml"
     "$HG_UNITDIR/hourglass-broker.service" "$HG_UNITDIR/hourglass-consumer.service"
-    "$HG_UNITDIR/hourglass-compensator.service"
+    "$HG_UNITDIR/hourglass-compensator.service" "$HG_UNITDIR/hourglass-console.service"
     "$HG_MANDIR/man8/hourglass-broker.8" "$HG_MANDIR/man8/hourglass-consumer.8"
     "$HG_MANDIR/man8/hourglass-compensator.8" "$HG_MANDIR/man1/hourglass-cli.1"
     "$HG_DOCDIR/schema.sql" "$HG_DOCDIR/README.md" "$HG_DOCDIR/DESIGN.md" "$HG_DOCDIR/getting-started.md"
@@ -79,7 +79,7 @@ done
 cmp -s "$stage$HG_DOCDIR/schema.sql" "$srcdir/sql/schema.sql" || fail "the installed schema.sql is not sql/schema.sql"
 
 # The units name installed files, and are hardened.
-for unit in hourglass-broker hourglass-consumer hourglass-compensator; do
+for unit in hourglass-broker hourglass-consumer hourglass-compensator hourglass-console; do
     u=$stage$HG_UNITDIR/$unit.service
     exec_bin=$(sed -n 's/^ExecStart=\([^ ]*\).*/\1/p' "$u")
     [[ $exec_bin == "$HG_BINDIR/$unit" && -x $stage$exec_bin ]] || fail "$unit.service: ExecStart=$exec_bin is not the installed program"
@@ -91,7 +91,8 @@ for unit in hourglass-broker hourglass-consumer hourglass-compensator; do
             *) fail "$unit.service: Documentation=$doc is neither file:// nor man:" ;;
         esac
     done
-    for key in DynamicUser=yes ProtectSystem=strict NoNewPrivileges=yes; do
+    # ExecReload: docs/operations.md sends SIGHUP with `systemctl reload`, which a unit without it refuses.
+    for key in DynamicUser=yes ProtectSystem=strict NoNewPrivileges=yes 'ExecReload=/bin/kill -HUP $MAINPID'; do
         grep -qx "$key" "$u" || fail "$unit.service lacks $key"
     done
     grep -qE '@[a-zA-Z_]+@' "$u" && fail "$unit.service still has an @placeholder@"
