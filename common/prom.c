@@ -10,16 +10,20 @@
 #include "common/prom.h"
 
 #include "base/alloc.h"
+#include "base/err.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -173,10 +177,35 @@ static void *http_thread(void *arg)
     return NULL;
 }
 
+int prom_check_bind(const char *key, const char *value, char *err, size_t errlen)
+{
+    /* libevent hands the address to getaddrinfo too, but its failure leaves
+     * errno as it was: the start said "cannot listen on 300.1.1.1:9102:
+     * Resource temporarily unavailable", and --check-config said nothing. */
+    unsigned char addr[sizeof(struct in6_addr)];
+    if (value == NULL || value[0] == '\0')
+        return err_set(err, errlen, "%s: empty value", key);
+    if (inet_pton(AF_INET, value, addr) == 1 || inet_pton(AF_INET6, value, addr) == 1)
+        return 0;
+    /* Only digits and dots, or a colon: meant as an address, not a name. */
+    if (strspn(value, "0123456789.") == strlen(value) || strchr(value, ':') != NULL)
+        return err_set(err, errlen, "%s '%s' is not an IP address (a dotted quad of 0..255, or IPv6)", key, value);
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE };
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(value, NULL, &hints, &res);
+    if (rc != 0)
+        return err_set(err, errlen, "%s '%s' is not an IP address and does not resolve: %s", key, value,
+                       rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+    freeaddrinfo(res);
+    return 0;
+}
+
 int prom_http_start(prom_http_t **out, const char *bind, unsigned port, prom_render_fn render, prom_health_fn health,
                     void *arg, char *err, size_t errlen)
 {
     *out = NULL;
+    if (prom_check_bind("metrics-bind", bind, err, errlen) != 0)
+        return -1;
     prom_http_t *h = xcalloc(1, sizeof *h);
     h->render = render;
     h->health = health;

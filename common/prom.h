@@ -79,8 +79,17 @@ typedef int (*prom_health_fn)(buf_t *out, void *arg);
 
 typedef struct prom_http prom_http_t;
 
+/* Check the address a metrics server would listen on, as --check-config and
+ * the start both do: an IPv4 or IPv6 literal, or a host name that resolves
+ * (getaddrinfo, AI_PASSIVE — a lookup, no socket). Returns 0, or -1 with err
+ * naming key and value: "metrics-bind '300.1.1.1' is not an IP address (a
+ * dotted quad of 0..255, or IPv6)" or "metrics-bind 'x.invalid' does not
+ * resolve: <resolver's reason>". */
+int prom_check_bind(const char *key, const char *value, char *err, size_t errlen);
+
 /* Listen on bind:port and serve from a new thread. Returns 0 with *out, or
- * -1 with err naming metrics-port and the cause. */
+ * -1 with err naming the cause (a bind prom_check_bind refuses: its message,
+ * naming metrics-bind; else metrics-port and the system's error). */
 int prom_http_start(prom_http_t **out, const char *bind, unsigned port, prom_render_fn render, prom_health_fn health,
                     void *arg, char *err, size_t errlen);
 

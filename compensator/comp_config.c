@@ -26,6 +26,7 @@
 
 #include "base/alloc.h"
 #include "common/log.h"
+#include "common/prom.h"
 
 #define OFF(field) offsetof(comp_config_t, field)
 #define DAY_MS     86400000LL
@@ -114,7 +115,7 @@ static const cfg_key_t keys[] = {
     { CFG_KEY("metrics-port", CFG_INT, "0", 0, 65535, OFF(metrics_port),
               "HTTP port for /metrics and /healthz (0: off)") },
     { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
-              "address the metrics server listens on"),
+              "address the metrics server listens on: an IP address, or a host name that resolves"),
       .required = 1 },
     LOG_KEYS_ROWS(comp_config_t),
 };
@@ -229,6 +230,8 @@ static int add_group(const char *word, size_t len, void *arg)
 int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
 {
     if (cfg_check_required(&table, cfg, err, errlen) != 0 || DB_KEYS_CHECK(cfg, err, errlen) != 0)
+        return -1;
+    if (cfg->metrics_port != 0 && prom_check_bind("metrics-bind", cfg->metrics_bind, err, errlen) != 0)
         return -1;
     if (cfg->relay_backoff_cap_ms < cfg->relay_backoff_base_ms) {
         snprintf(err, errlen, "relay-backoff-cap: %llums is below relay-backoff-base %llums", cfg->relay_backoff_cap_ms,

@@ -20,6 +20,7 @@
 
 #include "base/alloc.h"
 #include "common/log.h"
+#include "common/prom.h"
 
 #define REASON_MAX_LEN 64 /* orders.cancel_reason VARCHAR(64) */
 
@@ -98,7 +99,7 @@ static const cfg_key_t options[] = {
     { CFG_KEY("metrics-port", CFG_INT, "0", 0, 65535, OFF(metrics_port),
               "HTTP port for /metrics and /healthz (0: off)") },
     { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
-              "address the metrics server listens on") },
+              "address the metrics server listens on: an IP address, or a host name that resolves") },
     { CFG_KEY("broker-unhealthy-after", CFG_DURATION, "10s", 0, 86400000, OFF(broker_unhealthy_after_ms),
               "/healthz answers 503 once every worker's PULL has failed this long (0: at once)") },
     LOG_KEYS_ROWS(consumer_config_t),
@@ -240,6 +241,8 @@ int consumer_config_validate(const consumer_config_t *cfg, char *err, size_t err
                  REASON_MAX_LEN);
         return -1;
     }
+    if (cfg->metrics_port != 0 && prom_check_bind("metrics-bind", cfg->metrics_bind, err, errlen) != 0)
+        return -1;
     if (cfg->retry_cap_ms < cfg->retry_base_ms) {
         snprintf(err, errlen, "retry-cap: %llums is below retry-base %llums", cfg->retry_cap_ms, cfg->retry_base_ms);
         return -1;

@@ -409,6 +409,13 @@ static void test_config(void)
     const char *cap[] = { COMPENSATOR_BIN, "--check-config",      DB,   "--relay-backoff-base",
                           "10s",           "--relay-backoff-cap", "1s", NULL };
     expect_config_error(cap, "relay-backoff-cap: 1000ms is below relay-backoff-base 10000ms");
+    /* metrics-bind: named with its value (the start said "Resource temporarily unavailable") */
+    const char *bind_ip[] = { COMPENSATOR_BIN, "--check-config", DB,          "--metrics-port",
+                              "9102",          "--metrics-bind", "300.1.1.1", NULL };
+    expect_config_error(bind_ip, "metrics-bind '300.1.1.1' is not an IP address");
+    const char *bind_name[] = { COMPENSATOR_BIN,  "--check-config",       DB,  "--metrics-port", "9102",
+                                "--metrics-bind", "no-such-host.invalid", NULL };
+    expect_config_error(bind_name, "metrics-bind 'no-such-host.invalid' is not an IP address and does not resolve");
     const char *lock[] = { COMPENSATOR_BIN,
                            "--check-config",
                            DB,

@@ -160,6 +160,13 @@ static void test_check_config(void)
     expect_config_error(range, "workers: '0' out of range 1..256");
     const char *dur[] = { CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--retry-base", "200", NULL };
     expect_config_error(dur, "retry-base: '200' is not a duration");
+    /* metrics-bind: named with its value (the start said "Resource temporarily unavailable") */
+    const char *bind_ip[] = { CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--metrics-port",
+                              "9102",       "--metrics-bind", "300.1.1.1",        NULL };
+    expect_config_error(bind_ip, "metrics-bind '300.1.1.1' is not an IP address");
+    const char *bind_name[] = { CONSUMER_BIN, "--check-config", "--mysql-database",     "shop", "--metrics-port",
+                                "9102",       "--metrics-bind", "no-such-host.invalid", NULL };
+    expect_config_error(bind_name, "metrics-bind 'no-such-host.invalid' is not an IP address and does not resolve");
     const char *touch[] = {
         CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--lease", "10s", "--touch-interval", "20s", NULL
     };

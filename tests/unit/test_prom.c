@@ -134,8 +134,35 @@ static void test_endpoint(void)
     CU_ASSERT_EQUAL(prom_http_start(&second, "127.0.0.1", (unsigned)port, render, NULL, &one, err, sizeof err), -1);
     CU_ASSERT_PTR_NULL(second);
     TU_CHECK(strstr(err, "metrics-port") != NULL, "error: %s", err);
+    /* a bind that is no address: named, not "Resource temporarily unavailable" */
+    CU_ASSERT_EQUAL(prom_http_start(&second, "300.1.1.1", (unsigned)port, render, NULL, &one, err, sizeof err), -1);
+    CU_ASSERT_PTR_NULL(second);
+    TU_CHECK(strstr(err, "metrics-bind '300.1.1.1' is not an IP address") != NULL, "error: %s", err);
     prom_http_stop(h);
     prom_http_stop(NULL);
+}
+
+/* prom_check_bind: what --check-config and the start say about metrics-bind. */
+static void test_check_bind(void)
+{
+    char err[300] = "";
+    CU_ASSERT_EQUAL(prom_check_bind("metrics-bind", "127.0.0.1", err, sizeof err), 0);
+    CU_ASSERT_EQUAL(prom_check_bind("metrics-bind", "0.0.0.0", err, sizeof err), 0);
+    CU_ASSERT_EQUAL(prom_check_bind("metrics-bind", "::1", err, sizeof err), 0);
+    CU_ASSERT_EQUAL(prom_check_bind("metrics-bind", "localhost", err, sizeof err), 0);
+    CU_ASSERT_EQUAL(prom_check_bind("metrics-bind", "300.1.1.1", err, sizeof err), -1);
+    TU_CHECK(strcmp(err, "metrics-bind '300.1.1.1' is not an IP address (a dotted quad of 0..255, or IPv6)") == 0,
+             "error: %s", err);
+    CU_ASSERT_EQUAL(prom_check_bind("metrics-bind", "1.2.3", err, sizeof err), -1);
+    TU_CHECK(strstr(err, "is not an IP address") != NULL, "error: %s", err);
+    CU_ASSERT_EQUAL(prom_check_bind("metrics-bind", "fe80::zz", err, sizeof err), -1);
+    TU_CHECK(strstr(err, "'fe80::zz' is not an IP address") != NULL, "error: %s", err);
+    /* .invalid never resolves (RFC 6761), with or without a network */
+    CU_ASSERT_EQUAL(prom_check_bind("metrics-bind", "no-such-host.invalid", err, sizeof err), -1);
+    TU_CHECK(strstr(err, "metrics-bind 'no-such-host.invalid' is not an IP address and does not resolve: ") != NULL,
+             "error: %s", err);
+    CU_ASSERT_EQUAL(prom_check_bind("metrics-bind", "", err, sizeof err), -1);
+    TU_CHECK(strcmp(err, "metrics-bind: empty value") == 0, "error: %s", err);
 }
 
 static const tu_test_t text_tests[] = {
@@ -149,6 +176,7 @@ static const tu_test_t hist_tests[] = {
 };
 static const tu_test_t http_tests[] = {
     { "metrics and healthz", test_endpoint },
+    { "metrics-bind checked", test_check_bind },
     { NULL, NULL },
 };
 static const tu_suite_t suites[] = {
