@@ -322,3 +322,9 @@ int passwd_read_file(const char *path, char *out, size_t outlen, char *err, size
     OPENSSL_cleanse(buf, sizeof buf);
     return rc;
 }
+
+int passwd_file_rotated(const char *old_path, const char *old_password, const char *new_path, const char *new_password)
+{
+    return old_path != NULL && new_path != NULL && strcmp(old_path, new_path) == 0 &&
+           strcmp(old_password, new_password) != 0;
+}

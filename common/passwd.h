@@ -69,4 +69,13 @@ int passwd_verify(const char *hash, const char *password, size_t len, char *err,
  * PASSWD_FILE_MAX). The program's boundary; no hashing. */
 int passwd_read_file(const char *path, char *out, size_t outlen, char *err, size_t errlen);
 
+/* A SIGHUP re-read the same password file (old_path and new_path equal, both
+ * set) and found a password other than the running one: a rotated
+ * credential, which the daemons' broker clients take only at a restart (a
+ * changed path is a changed key: the reload names that itself). 1 then, else
+ * 0. The daemons log PASSWD_ROTATED_NOTE after the file's name. */
+int passwd_file_rotated(const char *old_path, const char *old_password, const char *new_path, const char *new_password);
+#define PASSWD_ROTATED_NOTE \
+    "holds another password, but it takes effect only at a restart (the broker clients keep the running one)"
+
 #endif

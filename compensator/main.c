@@ -46,6 +46,7 @@
 #include <event2/thread.h>
 
 #include "common/log.h"
+#include "common/passwd.h"
 #include "common/reload.h"
 #include "common/stop_grace.h"
 #include "compensator/comp_config.h"
@@ -315,13 +316,9 @@ static int reload_load(void *conf, int argc, char **argv, char *err, size_t errl
      * changed" while the broker clients kept the old one. (A changed
      * password-file path is a key: cfg_reload names it.) */
     const comp_config_t *fresh = conf;
-    if (running_config != NULL && running_config->password_file != NULL && fresh->password_file != NULL &&
-        strcmp(running_config->password_file, fresh->password_file) == 0 &&
-        strcmp(running_config->password, fresh->password) != 0)
-        log_msg(LOG_LEVEL_WARN,
-                "SIGHUP: password-file %s holds another password, but it takes effect only at a restart (the broker "
-                "clients keep the running one)",
-                fresh->password_file);
+    if (running_config != NULL && passwd_file_rotated(running_config->password_file, running_config->password,
+                                                      fresh->password_file, fresh->password))
+        log_msg(LOG_LEVEL_WARN, "SIGHUP: password-file %s " PASSWD_ROTATED_NOTE, fresh->password_file);
     return 0;
 }
 

@@ -66,6 +66,7 @@
 #include "base/alloc.h"
 #include "common/cfg.h"
 #include "common/log.h"
+#include "common/passwd.h"
 #include "common/prom.h"
 #include "common/reload.h"
 #include "common/stop_grace.h"
@@ -411,14 +412,24 @@ typedef struct reloader {
     pthread_t thread;
 } reloader_t;
 
+static const consumer_config_t *running_config; /* main's: reload_load compares what password-file holds */
+
 static int reload_load(void *conf, int argc, char **argv, char *err, size_t errlen)
 {
     cfg_args_t args;
     consumer_config_init(conf);
     if (cfg_parse_args(consumer_config_table(), conf, argc, argv, &args, err, errlen) != 0 ||
-        consumer_config_credentials(conf, err, errlen) != 0)
+        consumer_config_credentials(conf, err, errlen) != 0 || consumer_config_validate(conf, err, errlen) != 0)
         return -1;
-    return consumer_config_validate(conf, err, errlen);
+    /* The password is read from its file, not a key: a rotated one was
+     * reloaded without a word ("nothing changed") while the workers' broker
+     * clients kept the old one. (A changed password-file path is a key:
+     * cfg_reload names it.) */
+    const consumer_config_t *fresh = conf;
+    if (running_config != NULL && passwd_file_rotated(running_config->password_file, running_config->password,
+                                                      fresh->password_file, fresh->password))
+        log_msg(LOG_LEVEL_WARN, "SIGHUP: password-file %s " PASSWD_ROTATED_NOTE, fresh->password_file);
+    return 0;
 }
 
 static void reload_release(void *conf)
@@ -532,6 +543,7 @@ int main(int argc, char **argv)
     sigaddset(&hup, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &hup, NULL);
     reloader_t reloader = { .cfg = &app.cfg, .argc = argc, .argv = argv };
+    running_config = &app.cfg;
     int reloading = 0;
     if (hg_order_library_init() != 0) {
         log_msg(LOG_LEVEL_ERROR, "the MariaDB client library failed to initialise");

@@ -167,6 +167,15 @@ static void test_check_config(void)
     const char *bind_name[] = { CONSUMER_BIN, "--check-config", "--mysql-database",     "shop", "--metrics-port",
                                 "9102",       "--metrics-bind", "no-such-host.invalid", NULL };
     expect_config_error(bind_name, "metrics-bind 'no-such-host.invalid' is not an IP address and does not resolve");
+    /* empty values refused as the compensator refuses them */
+    const char *empty_bind[] = { CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--metrics-bind=", NULL };
+    expect_config_error(empty_bind, "metrics-bind: required, not set");
+    const char *empty_reason[] = {
+        CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--cancel-reason=", NULL
+    };
+    expect_config_error(empty_reason, "cancel-reason: required, not set");
+    const char *empty_group[] = { CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--group=", NULL };
+    expect_config_error(empty_group, "group: required, not set");
     const char *touch[] = {
         CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--lease", "10s", "--touch-interval", "20s", NULL
     };
@@ -455,6 +464,44 @@ static int metric_reaches(void *arg)
 {
     const metric_wait_t *m = arg;
     return oe_metric(m->port, m->name) >= m->want;
+}
+
+/* SIGHUP after the broker password in password-file was rotated: named as
+ * taking effect only at a restart, as the compensator does (it was reloaded
+ * without a word while the workers' clients kept the old one). The broker
+ * has no users here and would refuse the AUTH (the consumer then stops), so
+ * the consumer is pointed at a port nobody listens on and keeps trying:
+ * the reload is what is tested. */
+static void test_sighup_password(void)
+{
+    hg_order_db *db = oe_fresh_database(&env, "hup_pw", 1, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    char dir[512], log_path[600], conf[600], pwfile[600], conf_text[1500];
+    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-hup-pw", dir, sizeof dir), 0);
+    snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
+    snprintf(conf, sizeof conf, "%s/consumer.conf", dir);
+    snprintf(pwfile, sizeof pwfile, "%s/consumer.password", dir);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(pwfile, "first-secret\n"), 0);
+    snprintf(conf_text, sizeof conf_text, "log-level = info\npassword-file = %s\n", pwfile);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(conf, conf_text), 0);
+    char dead_uri[64];
+    snprintf(dead_uri, sizeof dead_uri, "hourglass://127.0.0.1:%d", tu_free_port());
+    const char *extra[] = { "--config", conf, "--uri", dead_uri, NULL };
+    pid_t pid = oe_start_consumer(&env, "hup_pw", "hup_pw", 1, 0, log_path, extra);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "hourglass-consumer 0.", HUP_DEADLINE_MS), 0);
+    CU_ASSERT_EQUAL(tu_write_file(pwfile, "second-secret\n"), 0);
+    CU_ASSERT_EQUAL(kill(pid, SIGHUP), 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "SIGHUP: password-file", HUP_DEADLINE_MS), 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "holds another password, but it takes effect only at a restart",
+                                          HUP_DEADLINE_MS),
+                    0);
+    CU_ASSERT_TRUE(running(pid));
+    oe_stop_consumer(pid);
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(log_path);
+    tu_rmtree(dir);
+    hg_order_db_close(db);
 }
 
 /* SIGHUP while cancelling: the consumer keeps running and cancelling, applies
@@ -750,6 +797,7 @@ static const tu_test_t daemon_tests[] = {
     { "end to end: cancels, duplicates, paid, unknown, bad payload → DLQ", test_end_to_end },
     { "broker killed and restarted during consumption", test_broker_restart },
     { "SIGHUP while cancelling: alive, log-level applied, flags win, bad file survived", test_sighup },
+    { "SIGHUP: a rotated password-file named as needing a restart", test_sighup_password },
     { "MariaDB set-up errors: fatal at start, /healthz 503 while cancels fail", test_db_health },
     { "a data error (claim changed 2 rows, code 0): permanent, /healthz stays 200", test_data_error_health },
     { "broker down: /healthz 503 after broker-unhealthy-after, 200 once PULL is answered", test_broker_health },
