@@ -14,9 +14,11 @@
 
 #include <errmsg.h>
 
+#include "base/clock.h"
 #include "common/log.h"
 #include "compensator/stats.h"
 #include "compensator/stop.h"
+#include "compensator/stuck.h"
 #include "db/conn.h"
 
 void comp_canceller_init(comp_canceller_t *c, const hg_order_db_params_t *params, int which, const char *reason,
@@ -97,11 +99,22 @@ static hg_order_outcome_t record(comp_canceller_t *c, uint64_t id, hg_order_outc
         break;
     case HG_ORDER_PAID: /* not an outcome of a cancel */
     case HG_ORDER_PERMANENT:
+        /* Once at error (again when its error changes, or an hour on): the
+         * same failure every round of two layers buried the log. */
         outcome = HG_ORDER_PERMANENT;
         count_outcome(c, COMP_CANCEL_PERMANENT);
-        log_msg(LOG_LEVEL_ERROR, "order %" PRIu64 ": cancel failed (%s): %s", id, c->reason, err->message);
+        if (comp_stuck_failed(id, err, clock_mono_ms()))
+            log_msg(LOG_LEVEL_ERROR,
+                    "order %" PRIu64 ": cancel failed permanently (%s): %s — retried every round, logged again when "
+                    "its error changes or in an hour (hourglass_compensator_orders_failing_permanently)",
+                    id, c->reason, err->message);
+        else
+            log_msg(LOG_LEVEL_DEBUG, "order %" PRIu64 ": cancel failed permanently again (%s): %s", id, c->reason,
+                    err->message);
         break;
     }
+    if (outcome == HG_ORDER_CANCELLED || outcome == HG_ORDER_NOT_PENDING || outcome == HG_ORDER_NOT_FOUND)
+        comp_stuck_settled(id);
     return outcome;
 }
 

@@ -18,6 +18,7 @@
 #include "common/prom.h"
 #include "compensator/alerts.h"
 #include "compensator/stats.h"
+#include "compensator/stuck.h"
 
 #define PREFIX "hourglass_compensator_"
 
@@ -85,6 +86,13 @@ static void render(buf_t *b, const comp_config_t *cfg)
             snprintf(labels, sizeof labels, "{layer=\"%s\",outcome=\"%s\"}", canceller[c][0], outcome[o]);
             prom_sample_u64(b, PREFIX "cancel_attempts_total", labels, comp_load(&comp_stats.cancels[c][o]));
         }
+    prom_metric_u64(b, PREFIX "orders_failing_permanently", "gauge",
+                    "Orders whose last cancel failed permanently (e.g. a CHECK constraint, MariaDB 4025), each logged "
+                    "at error once, again when its error changes or an hour later; retried every round.",
+                    comp_stuck_count());
+    prom_metric_u64(b, PREFIX "orders_failing_permanently_unremembered_total", "counter",
+                    "Permanent cancel failures beyond the 10000 orders remembered: each logged at error every time.",
+                    comp_stuck_overflows());
     prom_metric_u64(b, PREFIX "outbox_closed_total", "counter",
                     "Overdue outbox rows of orders no longer pending, marked 'done'.",
                     comp_load(&comp_stats.outbox_closed));

@@ -2098,6 +2098,65 @@ static const tu_test_t config_tests[] = {
     { NULL, NULL },
 };
 
+/* Orders whose cancel fails permanently (a stock return the CHECK refuses,
+ * MariaDB 4025) fail again in every round of both layers: each is logged at
+ * error once, not once per round and layer (10 800 lines in 45 s for 210
+ * orders before), and counted in orders_failing_permanently; mended, they
+ * are cancelled and the gauge goes back to 0. */
+static void test_permanent_failures_logged_once(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_stuck");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(seed("c_stuck", 1, 10, -5000, 1), 0);
+    /* orders 1..5 also hold a unit of SKU 99, of which nothing is reserved */
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "INSERT INTO c_stuck.stock (sku_id, received, available, reserved, sold)"
+                                               " VALUES (99, 0, 0, 0, 0)"),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "INSERT INTO c_stuck.order_items (order_id, sku_id, qty)"
+                                               " SELECT id, 99, 1 FROM c_stuck.orders WHERE id <= 5"),
+                          0);
+    proc_t comp;
+    const char *extra[] = { "--layers",
+                            "overdue,inspection",
+                            "--overdue-interval",
+                            "150ms",
+                            "--overdue-grace",
+                            "1s",
+                            "--inspect-interval",
+                            "150ms",
+                            "--inspect-grace",
+                            "1s",
+                            "--inspect-lock-timeout",
+                            "3s",
+                            NULL };
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "stuck", "c_stuck", "t_stuck", extra), 0);
+    CU_ASSERT_EQUAL(wait_metric(comp.metrics_port, "hourglass_compensator_orders_failing_permanently", 5, 30000), 5);
+    /* many rounds of both layers (each a few ms apart) */
+    uint64_t end = tu_now_mono_ms() + 2000;
+    while (tu_now_mono_ms() < end)
+        sleep_ms(50);
+    int rounds = count_lines(comp.log, "inspection:", "failed");
+    TU_CHECK(rounds >= 5, "only %d inspection rounds in 2 s", rounds);
+    for (int id = 1; id <= 5; id++) {
+        char want[64];
+        snprintf(want, sizeof want, "order %d: cancel failed permanently (", id);
+        int lines = count_lines(comp.log, want, "[error]");
+        TU_CHECK(lines == 1, "order %d logged at error %d times (rounds: %d)", id, lines, rounds);
+    }
+    TU_CHECK(count_lines(comp.log, "4025", "[error]") == 5, "%d error lines name 4025",
+             count_lines(comp.log, "4025", "[error]"));
+    CU_ASSERT_EQUAL(metric(comp.metrics_port, "hourglass_compensator_orders_failing_permanently"), 5);
+    /* mended: cancelled next round, gauge back to 0 */
+    CU_ASSERT_EQUAL(sql_execf(env.admin, "DELETE FROM c_stuck.order_items WHERE sku_id = 99"), 0);
+    end = tu_now_mono_ms() + 30000;
+    while (metric(comp.metrics_port, "hourglass_compensator_orders_failing_permanently") != 0 && tu_now_mono_ms() < end)
+        sleep_ms(20);
+    CU_ASSERT_EQUAL(metric(comp.metrics_port, "hourglass_compensator_orders_failing_permanently"), 0);
+    CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
+    hg_order_db_close(db);
+}
+
 static const tu_test_t layers_tests[] = {
     { "EXPLAIN: the inspection reads the overdue range on (status, expire_at)", test_explain },
     { "(a) fast-path send failed: relay sends, consumer cancels on time", test_relay_fast_path_failed },
@@ -2121,6 +2180,7 @@ static const tu_test_t layers_tests[] = {
     { "--once runs each layer one time", test_once },
     { "monitor: a hung broker costs a round one broker-timeout, not one per group", test_monitor_hung_broker },
     { "SIGHUP: alive, log-level applied, restart-only key named, bad file survived", test_sighup },
+    { "a permanently failing cancel is logged once, counted in a gauge", test_permanent_failures_logged_once },
     { NULL, NULL },
 };
 
