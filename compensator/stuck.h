@@ -13,8 +13,8 @@
  * when a cancel reaches an end for it (cancelled, not pending, not found).
  *
  * Bounded: at most COMP_STUCK_MAX orders are remembered; a failure beyond
- * them is logged every time, as before (and counted in the gauge's
- * _overflow twin), so nothing is hidden. One process-wide table under a
+ * them is logged every time, as before (and counted in
+ * orders_failing_permanently_unremembered_total), so nothing is hidden. One process-wide table under a
  * mutex: the overdue and inspection threads both use it, so an order that
  * both layers reach is logged once, not once per layer.
  */
