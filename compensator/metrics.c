@@ -74,7 +74,9 @@ static void render(buf_t *b, const comp_config_t *cfg)
     static const char *const outcome[COMP_CANCEL_OUTCOMES] = { "cancelled", "not-pending", "not-found",
                                                                "transient", "permanent",   "locked" };
     prom_header(b, PREFIX "cancels_total", "counter",
-                "Orders cancelled by the compensator, by layer and cancel reason.");
+                "Orders cancelled by the compensator, by layer and cancel reason. A lower bound: an order whose "
+                "COMMIT's outcome was unknown (the connection lost during it) and landed counts as not_pending on the "
+                "retry.");
     for (int c = 0; c < COMP_CANCELLERS; c++) {
         snprintf(labels, sizeof labels, "{layer=\"%s\",reason=\"%s\"}", canceller[c][0], canceller[c][1]);
         prom_sample_u64(b, PREFIX "cancels_total", labels, comp_load(&comp_stats.cancels[c][COMP_CANCEL_DONE]));

@@ -113,10 +113,14 @@ static uint64_t load(atomic_uint_fast64_t *c)
 static void render_metrics(buf_t *b, void *arg)
 {
     hg_consumer_t *consumer = arg;
-    prom_metric_u64(b, "hourglass_consumer_cancelled_total", "counter", "Orders this consumer cancelled.",
+    prom_metric_u64(b, "hourglass_consumer_cancelled_total", "counter",
+                    "Orders this consumer cancelled. A lower bound: an order whose COMMIT's outcome was unknown (the "
+                    "connection lost during it) and landed counts as not pending on the retry.",
                     load(&counters.cancelled));
     prom_metric_u64(b, "hourglass_consumer_not_pending_total", "counter",
-                    "Messages for orders already paid or cancelled (nothing changed).", load(&counters.not_pending));
+                    "Messages for orders already paid or cancelled (nothing changed; also a retry after a COMMIT whose "
+                    "outcome was unknown and which landed).",
+                    load(&counters.not_pending));
     prom_metric_u64(b, "hourglass_consumer_not_found_total", "counter",
                     "Messages for unknown orders (nothing changed).", load(&counters.not_found));
     prom_metric_u64(b, "hourglass_consumer_retries_total", "counter",
