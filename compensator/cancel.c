@@ -105,7 +105,8 @@ static hg_order_outcome_t record(comp_canceller_t *c, uint64_t id, hg_order_outc
         count_outcome(c, COMP_CANCEL_PERMANENT);
         if (comp_stuck_failed(id, err, clock_mono_ms()))
             log_msg(LOG_LEVEL_ERROR,
-                    "order %" PRIu64 ": cancel failed permanently (%s): %s — retried every round, logged again when "
+                    "order %" PRIu64 ": cancel failed permanently (%s): %s — tried again after "
+                                     "permanent-failure-backoff (doubled), logged again when "
                     "its error changes or in an hour (hourglass_compensator_orders_failing_permanently)",
                     id, c->reason, err->message);
         else
@@ -142,9 +143,33 @@ static void not_attempted(hg_order_batch_item_t *items, size_t n)
     }
 }
 
+/* Move the items whose order is in its pause after a permanent failure
+ * (stuck.h) to the end of items[0..n), each PERMANENT with its last error,
+ * neither counted nor logged again; return how many are left to try. */
+static size_t set_aside_deferred(hg_order_batch_item_t *items, size_t n)
+{
+    uint64_t now = clock_mono_ms();
+    size_t keep = n;
+    for (size_t i = 0; i < keep;) {
+        hg_order_error_t e;
+        if (!comp_stuck_deferred(items[i].order_id, now, &e)) {
+            i++;
+            continue;
+        }
+        hg_order_batch_item_t t = items[i]; /* the last kept one is looked at next, in its place */
+        items[i] = items[keep - 1];
+        items[--keep] = t;
+        items[keep].outcome = HG_ORDER_PERMANENT;
+        items[keep].error = e;
+    }
+    return keep;
+}
+
 void comp_cancel_many(comp_canceller_t *c, hg_order_batch_item_t *items, size_t n)
 {
     hg_order_error_t err;
+
+    n = set_aside_deferred(items, n); /* the rest of the array is filled */
 
     /* A stop is looked for before every transaction: a page of 200 orders,
      * one transaction each, each waiting out a lock (mysql-lock-wait-timeout),

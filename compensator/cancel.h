@@ -52,7 +52,10 @@ hg_order_outcome_t comp_cancel(comp_canceller_t *c, uint64_t order_id, hg_order_
  * TRANSIENT, or PERMANENT for a parameter problem), counted in comp_stats
  * and logged. Once the compensator is stopping (comp_stopping, looked at
  * before each transaction) the items not yet tried are LOCKED: nothing
- * changed, the next start tries them. */
+ * changed, the next start tries them. An order still in its pause after a
+ * permanent failure (stuck.h, permanent-failure-backoff) is not tried: it
+ * is PERMANENT with its last error, "(not tried for N s more)" in front,
+ * neither counted nor logged again. The items may be reordered. */
 void comp_cancel_many(comp_canceller_t *c, hg_order_batch_item_t *items, size_t n);
 
 /* A layer's round met a failed cancel (or row update) of order_id: keep the

@@ -85,6 +85,9 @@ static const cfg_key_t keys[] = {
     { CFG_KEY("cancel-batch", CFG_INT, "100", 1, 1000, OFF(cancel_batch),
               "orders the overdue and inspection layers cancel per transaction, locked rows skipped "
               "(1: one transaction per order, waiting on locks)") },
+    { CFG_KEY("permanent-failure-backoff", CFG_DURATION, "1m", 0, DAY_MS, OFF(permanent_failure_backoff_ms),
+              "an order whose cancel failed permanently is not tried again for this long, doubled at each failure up "
+              "to an hour (0: tried every round)") },
     { CFG_KEY("inspect-lock-timeout", CFG_DURATION, "30s", 3000, 3600000, OFF(inspect_lock_timeout_ms),
               "the inspection lock's connection is closed by the server after this long without a statement, and "
               "the lock with it: a frozen or hung inspector loses it within that (the holder keeps it alive)") },

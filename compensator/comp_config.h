@@ -55,7 +55,8 @@ typedef struct comp_config {
     unsigned long long overdue_interval_ms, overdue_grace_ms, overdue_batch;
     unsigned long long inspect_interval_ms, inspect_grace_ms, inspect_page_size, inspect_page_pause_ms;
     unsigned long long inspect_lock_timeout_ms;
-    unsigned long long cancel_batch; /* orders per cancel transaction (overdue and inspection) */
+    unsigned long long cancel_batch;                 /* orders per cancel transaction (overdue and inspection) */
+    unsigned long long permanent_failure_backoff_ms; /* first pause of an order failing permanently (stuck.h) */
     char *lock_name;
     unsigned long long stop_grace_ms; /* a stop waits this long for MariaDB calls in flight, then cuts */
 

@@ -57,6 +57,7 @@
 #include "compensator/relay.h"
 #include "compensator/stats.h"
 #include "compensator/stop.h"
+#include "compensator/stuck.h"
 #include "db/conn.h"
 #include "base/clock.h"
 
@@ -272,6 +273,7 @@ static int parse_args(int argc, char **argv, comp_config_t *cfg, int *check_only
         fprintf(stderr, PROGRAM ": %s\n", err);
         return EXIT_CONFIG;
     }
+    comp_stuck_set_backoff(cfg->permanent_failure_backoff_ms);
     if (*check_only) {
         printf("# " PROGRAM " %s: effective configuration\n", HG_VERSION_STRING);
         cfg_print_values(comp_config_table(), cfg, stdout);

@@ -90,7 +90,8 @@ static void render(buf_t *b, const comp_config_t *cfg)
         }
     prom_metric_u64(b, PREFIX "orders_failing_permanently", "gauge",
                     "Orders whose last cancel failed permanently (e.g. a CHECK constraint, MariaDB 4025), each logged "
-                    "at error once, again when its error changes or an hour later; retried every round.",
+                    "at error once, again when its error changes or an hour later; tried again after "
+                    "permanent-failure-backoff, doubled per failure up to an hour.",
                     comp_stuck_count());
     prom_metric_u64(b, PREFIX "orders_failing_permanently_unremembered_total", "counter",
                     "Permanent cancel failures beyond the 10000 orders remembered: each logged at error every time.",

@@ -2101,8 +2101,9 @@ static const tu_test_t config_tests[] = {
 /* Orders whose cancel fails permanently (a stock return the CHECK refuses,
  * MariaDB 4025) fail again in every round of both layers: each is logged at
  * error once, not once per round and layer (10 800 lines in 45 s for 210
- * orders before), and counted in orders_failing_permanently; mended, they
- * are cancelled and the gauge goes back to 0. */
+ * orders before), counted in orders_failing_permanently and tried again
+ * only after a pause (permanent-failure-backoff, doubled); mended, they are
+ * cancelled and the gauge goes back to 0. */
 static void test_permanent_failures_logged_once(void)
 {
     unsigned f0 = CU_get_number_of_failures();
@@ -2129,6 +2130,8 @@ static void test_permanent_failures_logged_once(void)
                             "1s",
                             "--inspect-lock-timeout",
                             "3s",
+                            "--permanent-failure-backoff",
+                            "300ms",
                             NULL };
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "stuck", "c_stuck", "t_stuck", extra), 0);
     CU_ASSERT_EQUAL(wait_metric(comp.metrics_port, "hourglass_compensator_orders_failing_permanently", 5, 30000), 5);
@@ -2147,6 +2150,14 @@ static void test_permanent_failures_logged_once(void)
     TU_CHECK(count_lines(comp.log, "4025", "[error]") == 5, "%d error lines name 4025",
              count_lines(comp.log, "4025", "[error]"));
     CU_ASSERT_EQUAL(metric(comp.metrics_port, "hourglass_compensator_orders_failing_permanently"), 5);
+    /* and not tried every round: paused 300 ms, 600 ms, 1.2 s, … (shared by
+     * the layers), so about 4 tries each in these 2.x s, not one per round */
+    double tries = metric(comp.metrics_port,
+                          "hourglass_compensator_cancel_attempts_total{layer=\"overdue\",outcome=\"permanent\"}") +
+                   metric(comp.metrics_port,
+                          "hourglass_compensator_cancel_attempts_total{layer=\"inspection\",outcome=\"permanent\"}");
+    TU_CHECK(tries >= 5 && tries <= 5 * 7, "%.0f permanent cancel attempts for 5 orders over %d inspection rounds",
+             tries, rounds);
     /* mended: cancelled next round, gauge back to 0 */
     CU_ASSERT_EQUAL(sql_execf(env.admin, "DELETE FROM c_stuck.order_items WHERE sku_id = 99"), 0);
     end = tu_now_mono_ms() + 30000;
