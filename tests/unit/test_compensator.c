@@ -14,6 +14,7 @@
 #include "compensator/comp_config.h"
 #include "compensator/relay.h"
 #include "compensator/stats.h"
+#include "compensator/stuck.h"
 #include "tests/helpers/stub_broker.h"
 #include "tests/helpers/testutil.h"
 
@@ -237,6 +238,70 @@ static void test_alert_after_flapping(void)
     alerts_done(b);
 }
 
+/* The orders failing permanently (stuck.c), on a clock the test drives:
+ * logged once, again when the error changes or an hour on; paused 1 s, 2 s,
+ * 4 s … up to an hour; forgotten when settled; bounded. */
+static hg_order_error_t stuck_error(unsigned code, const char *text)
+{
+    hg_order_error_t e;
+    memset(&e, 0, sizeof e);
+    e.code = code;
+    snprintf(e.message, sizeof e.message, "%s", text);
+    return e;
+}
+
+static void test_stuck(void)
+{
+    comp_stuck_reset();
+    comp_stuck_set_backoff(1000);
+    hg_order_error_t check = stuck_error(4025, "batch stock: 4025 CONSTRAINT `stock_nonneg` failed");
+    hg_order_error_t other = stuck_error(1406, "batch outbox: 1406 Data too long");
+    hg_order_error_t got;
+    uint64_t t = 1000000;
+    CU_ASSERT_EQUAL(comp_stuck_failed(7, &check, t), 1); /* new: logged */
+    CU_ASSERT_EQUAL(comp_stuck_count(), 1);
+    CU_ASSERT_EQUAL(comp_stuck_deferred(7, t + 999, &got), 1); /* paused 1 s */
+    TU_CHECK(strstr(got.message, "(not tried for 0.0 s more) batch stock: 4025") == got.message, "%s", got.message);
+    CU_ASSERT_EQUAL(got.code, 4025);
+    CU_ASSERT_EQUAL(comp_stuck_deferred(7, t + 1000, &got), 0);
+    CU_ASSERT_EQUAL(comp_stuck_deferred(8, t, &got), 0);        /* another order */
+    CU_ASSERT_EQUAL(comp_stuck_failed(7, &check, t + 1000), 0); /* the same: not logged again */
+    CU_ASSERT_EQUAL(comp_stuck_deferred(7, t + 2999, &got), 1); /* paused 2 s now */
+    CU_ASSERT_EQUAL(comp_stuck_deferred(7, t + 3000, &got), 0);
+    CU_ASSERT_EQUAL(comp_stuck_failed(7, &other, t + 3000), 1);                        /* its error changed */
+    CU_ASSERT_EQUAL(comp_stuck_failed(7, &other, t + 4000), 0);                        /* … once */
+    CU_ASSERT_EQUAL(comp_stuck_failed(7, &other, t + 3000 + COMP_STUCK_REMIND_MS), 1); /* an hour on: reminded */
+    for (int i = 0; i < 30; i++)                                                       /* the pause stops at an hour */
+        comp_stuck_failed(7, &other, t);
+    CU_ASSERT_EQUAL(comp_stuck_deferred(7, t + COMP_STUCK_BACKOFF_CAP_MS - 1, &got), 1);
+    CU_ASSERT_EQUAL(comp_stuck_deferred(7, t + COMP_STUCK_BACKOFF_CAP_MS, &got), 0);
+    comp_stuck_settled(7); /* cancelled at last: forgotten */
+    CU_ASSERT_EQUAL(comp_stuck_count(), 0);
+    CU_ASSERT_EQUAL(comp_stuck_deferred(7, t, &got), 0);
+    CU_ASSERT_EQUAL(comp_stuck_failed(7, &check, t), 1); /* failing again: news again */
+
+    /* bounded: beyond COMP_STUCK_MAX every failure is logged, and counted */
+    for (uint64_t id = 100; id < 100 + COMP_STUCK_MAX; id++)
+        comp_stuck_failed(id, &check, t);
+    CU_ASSERT_EQUAL(comp_stuck_count(), COMP_STUCK_MAX);
+    uint64_t before = comp_stuck_overflows();
+    CU_ASSERT_EQUAL(comp_stuck_failed(1, &check, t), 1);
+    CU_ASSERT_EQUAL(comp_stuck_failed(1, &check, t), 1);
+    CU_ASSERT_EQUAL(comp_stuck_overflows(), before + 2);
+    CU_ASSERT_EQUAL(comp_stuck_deferred(1, t, &got), 0); /* not remembered: tried every round */
+    comp_stuck_set_backoff(0);                           /* 0: never paused */
+    comp_stuck_reset();
+    CU_ASSERT_EQUAL(comp_stuck_failed(9, &check, t), 1);
+    CU_ASSERT_EQUAL(comp_stuck_deferred(9, t, &got), 0);
+    comp_stuck_reset();
+    CU_ASSERT_EQUAL(comp_stuck_count(), 0);
+}
+
+static const tu_test_t stuck_tests[] = {
+    { "logged once, paused, forgotten when settled, bounded", test_stuck },
+    { NULL, NULL },
+};
+
 static const tu_test_t alert_tests[] = {
     { "back within alert-min-interval after its resolve: fires", test_alert_refire_after_resolve },
     { "reminders at most once per alert-min-interval", test_alert_reminders },
@@ -254,6 +319,7 @@ static const tu_test_t lease_tests[] = {
 static const tu_suite_t suites[] = {
     { "lease", lease_tests },
     { "alerts", alert_tests },
+    { "permanent failures", stuck_tests },
 };
 
 int main(int argc, char **argv)
