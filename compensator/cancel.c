@@ -106,7 +106,7 @@ static hg_order_outcome_t record(comp_canceller_t *c, uint64_t id, hg_order_outc
         if (comp_stuck_failed(id, err, clock_mono_ms()))
             log_msg(LOG_LEVEL_ERROR,
                     "order %" PRIu64 ": cancel failed permanently (%s): %s — tried again after "
-                                     "permanent-failure-backoff (doubled), logged again when "
+                    "permanent-failure-backoff (doubled), logged again when "
                     "its error changes or in an hour (hourglass_compensator_orders_failing_permanently)",
                     id, c->reason, err->message);
         else
