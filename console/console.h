@@ -438,9 +438,8 @@ int api_jobs(request_t *r);
 /* The logins of c (logins_new after the jobs: their threads take the jobs'
  * stop fd). logins_free, at shutdown after jobs_stop (the stop pipe
  * readable: every login's wait ends) and before server_stop: joins every
- * login's thread; their requests are left to evhttp_free, which closes
- * their connections. Main thread. logins_new: NULL with err when its pipe
- * cannot be made. */
+ * login's thread and closes its connection, unanswered. Main thread.
+ * logins_new: NULL with err when its pipe cannot be made. */
 console_logins_t *logins_new(console_t *c, char *err, size_t errlen);
 void logins_free(console_logins_t *t);
 

@@ -22,11 +22,14 @@
  *     before — the session made (session_adopt), the browser's previous
  *     session ended, the audit line, the cookie — one request, one reply,
  *     so curl and scripts log in as before;
- *   - a client that leaves first: its connection's close callback (conns.c)
- *     tells this file, which never touches that request again (one evhttp
- *     detached is freed here, at the next safe point); the broker's answer
- *     still counts for the backoff, and a session granted meanwhile is
- *     closed, never made.
+ *   - a connection evhttp frees before the answer (shutdown; a client
+ *     pipelining behind its login past header-timeout): its close callback
+ *     (conns.c) tells this file, which never touches that request again
+ *     (one evhttp detached is freed here, at the next safe point); the
+ *     broker's answer still counts for the backoff, and a session granted
+ *     meanwhile is closed, never made. A client that merely closes its
+ *     socket is not seen: evhttp 2.1 reads nothing from a connection whose
+ *     request waits for its reply, so the answer is written, to nobody.
  *
  * Bounds: at most LOGINS_MAX logins wait on the broker at once (one more is
  * 429 with Retry-After); an address has one login in flight at a time (a
@@ -42,7 +45,8 @@
  * Shutdown (logins_free, after jobs_stop wrote the stop pipe): a login
  * waiting on the broker ends at once (its connections have the stop fd;
  * only a connect under way waits out its broker-timeout), is joined, and
- * its request is left to evhttp_free, which closes the connection.
+ * its connection is closed, unanswered (the loop runs no more: a reply
+ * would never be written).
  *
  * Threads: the event loop's owns the table, the requests and the address
  * backoff; a login's thread owns its broker connections and writes only
@@ -307,8 +311,13 @@ void logins_free(console_logins_t *t)
         if (!l->used)
             continue;
         pthread_join(l->thread, NULL); /* its waits end: the stop pipe is readable (jobs_stop) */
-        if (l->req != NULL)
-            conns_release(t->c->conns, l->req); /* evhttp_free closes its connection, and frees it */
+        if (l->req != NULL) {
+            /* closed now, not at evhttp_free: the sampler's stop before it may wait out a broker-timeout */
+            struct evhttp_connection *evcon = evhttp_request_get_connection(l->req);
+            conns_release(t->c->conns, l->req);
+            if (evcon != NULL)
+                evhttp_connection_free(evcon); /* frees the request with it */
+        }
         login_clear(l);
     }
     event_free(t->notified);

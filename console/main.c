@@ -196,7 +196,7 @@ int main(int argc, char **argv)
 
 out:
     jobs_stop(c.jobs);     /* the stop pipe readable: every job's and login's wait ends; the jobs joined */
-    logins_free(c.logins); /* joined; before server_stop, whose evhttp_free closes their connections */
+    logins_free(c.logins); /* joined, their connections closed (before server_stop frees the rest) */
     jobs_free(c.jobs);     /* their threads end and are joined before anything they read goes */
     session_end_all(&c);
     sampler_free(c.sampler);

@@ -100,8 +100,9 @@
  *   stop             SIGHUP: still answering, the re-read logged; SIGTERM
  *                    while a job and a login wait on a stopped broker
  *                    (tests/console/test_jobs_stop.py): the login's client
- *                    answered or closed and exit 0 within 3 s, the job's and
- *                    the login's ends logged
+ *                    answered or closed within 1 s, exit 0 within the stop
+ *                    bound (broker-timeout: the sampler's INFO in flight),
+ *                    the job's and the login's ends logged
  * The scripts print what failed; a non-zero exit is a failure here. A missing
  * python3, selenium, chromium or chromedriver is a failure, never a skip.
  */
