@@ -40,7 +40,8 @@
  * broker's delay for the console's address up for everyone). A success
  * from the address, or LOGIN_FORGET_MS without a failure, forgets them. At
  * most LOGIN_ADDRS_MAX addresses are remembered; a new one beyond replaces
- * the one whose last failure is the oldest.
+ * the one whose last failure is the oldest. An IPv6 address counts as its
+ * /64 (one host holds a whole /64), an IPv4-mapped one as its IPv4 address.
  *
  * Shutdown (logins_free, after jobs_stop wrote the stop pipe): a login
  * waiting on the broker ends at once (its connections have the stop fd;
@@ -58,6 +59,7 @@
 
 #include "console/console.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -90,7 +92,8 @@ typedef struct login {
     struct evhttp_request *orphan; /* a request evhttp detached when the client left: freed here */
     char user[CONSOLE_USER_MAX];
     char *password; /* wiped and freed once the thread is joined */
-    char peer[64];
+    char peer[64];  /* the client's address, for people */
+    char key[72];   /* what it counts under (addr_key) */
     int stop_fd;
     uint64_t started_mono;
     pthread_t thread;
@@ -102,7 +105,7 @@ typedef struct login {
 } login_t;
 
 typedef struct addr_failures {
-    char addr[64]; /* "" : a free entry */
+    char addr[72]; /* an addr_key; "": a free entry */
     unsigned failures;
     uint64_t last_mono;    /* the last failure */
     uint64_t until_mono;   /* no login of the address before this */
@@ -120,6 +123,28 @@ struct console_logins {
 };
 
 /* ------------------------------------------------------------------ the address backoff */
+
+/* The key an address counts under, into key: an IPv4 address as it is; an
+ * IPv6 one as its /64 ("2001:db8:1:2::/64": one host holds a whole /64, and
+ * would otherwise have 2^64 fresh counts), an IPv4-mapped one as its IPv4
+ * address. */
+static void addr_key(const char *peer, char *key, size_t len)
+{
+    struct in6_addr a6;
+    if (strchr(peer, ':') == NULL || inet_pton(AF_INET6, peer, &a6) != 1) {
+        snprintf(key, len, "%s", peer);
+        return;
+    }
+    char text[INET6_ADDRSTRLEN];
+    if (IN6_IS_ADDR_V4MAPPED(&a6)) {
+        inet_ntop(AF_INET, &a6.s6_addr[12], text, sizeof text);
+        snprintf(key, len, "%s", text);
+        return;
+    }
+    memset(&a6.s6_addr[8], 0, 8);
+    inet_ntop(AF_INET6, &a6, text, sizeof text);
+    snprintf(key, len, "%s/64", text);
+}
 
 static addr_failures_t *addr_find(console_logins_t *t, const char *addr, int make)
 {
@@ -252,11 +277,11 @@ static void login_finish(login_t *l)
     console_logins_t *t = l->set;
     pthread_join(l->thread, NULL);
     if (l->ok) {
-        addr_failures_t *a = addr_find(t, l->peer, 0);
+        addr_failures_t *a = addr_find(t, l->key, 0);
         if (a != NULL)
             memset(a, 0, sizeof *a); /* a success from the address: its failures are forgotten */
     } else if (l->status == 401) {
-        addr_failed(t, l->peer);
+        addr_failed(t, l->key);
     }
     if (l->req == NULL) {
         log_info("login of %s from %s: the client left before the broker answered (%s, %llu ms)", l->user, l->peer,
@@ -354,9 +379,10 @@ static void log_busy(console_logins_t *t, const char *user, const char *peer, co
 void login_start(request_t *r, const char *user, const char *password)
 {
     console_logins_t *t = r->c->logins;
-    char err[512], peer[64];
+    char err[512], peer[64], key[72];
     int status = 0;
     console_peer(r, peer, sizeof peer);
+    addr_key(peer, key, sizeof key);
     if (session_login_check(r->c, user, &status, err, sizeof err) != 0) {
         log_warn("audit: login refused: user=%s from=%s: %s", user != NULL ? user : "-", peer, err);
         http_error(r, status, "login refused: %s", err);
@@ -368,19 +394,19 @@ void login_start(request_t *r, const char *user, const char *password)
         login_t *l = &t->logins[i];
         if (!l->used) {
             slot = slot != NULL ? slot : l;
-        } else if (strcmp(l->peer, peer) == 0) {
+        } else if (strcmp(l->key, key) == 0) {
             snprintf(why, sizeof why, "a login from %s waits on the broker already: one at a time per address", peer);
             log_busy(t, user, peer, why);
             refuse_busy(r, 1, why);
             return;
         }
     }
-    addr_failures_t *a = addr_find(t, peer, 0);
+    addr_failures_t *a = addr_find(t, key, 0);
     uint64_t now = clock_mono_ms();
     if (a != NULL && now < a->until_mono) {
         unsigned wait_s = (unsigned)((a->until_mono - now + 999) / 1000);
         snprintf(why, sizeof why, "%u failed logins in a row from %s: its next login is taken in %u s", a->failures,
-                 peer, wait_s);
+                 key, wait_s);
         if (++a->refused == 1) /* once per wait: the next failure's line counts the others */
             log_warn("audit: login refused: user=%s from=%s: %s", user, peer, why);
         refuse_busy(r, wait_s, why);
@@ -404,6 +430,7 @@ void login_start(request_t *r, const char *user, const char *password)
     snprintf(slot->user, sizeof slot->user, "%s", user);
     slot->password = xstrdup(password != NULL ? password : "");
     snprintf(slot->peer, sizeof slot->peer, "%s", peer);
+    snprintf(slot->key, sizeof slot->key, "%s", key);
     slot->stop_fd = jobs_stop_fd(r->c->jobs);
     slot->started_mono = now;
     int rc = jobs_thread_start(&slot->thread, login_main, slot);
