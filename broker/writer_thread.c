@@ -205,6 +205,9 @@ static void reopen_store(writer_t *w, const char *why)
     w->stats.reopens++;
     atomic_store(&w->broken, 0);
     log_info("store %s reopened", w->opts->path);
+    if (store_open_note(w->store)[0] != '\0') {
+        log_warn("%s", store_open_note(w->store));
+    }
 }
 
 static job_result_t run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t now_mono)

@@ -5,7 +5,10 @@
  *
  * Opening refuses, with the path and the problem named, anything that is not
  * a Hourglass data directory of this format and level table (keys.h's 'M'
- * records), and never repairs or truncates. It needs no scan: the level,
+ * records), and never repairs or truncates, with one exception: a torn
+ * write at the end of the newest write-ahead log (a power cut; logtail.h),
+ * which LevelDB's paranoid checks refuse, is cut off (its bytes kept) and the
+ * open tried again. It needs no scan: the level,
  * topic and group records are read (a few small ranges), queue heads come
  * from the level records and are found later with one seek each. The package's
  * other files are listed in store_internal.h.
@@ -18,6 +21,7 @@
  * Threading: one thread at a time (the broker's storage thread).
  */
 #include "levels/store_internal.h"
+#include "levels/logtail.h"
 #include "base/alloc.h"
 #include "base/err.h"
 
@@ -93,8 +97,9 @@ static int creation_leftover(const char *name)
 }
 
 /* 1 when path holds nothing but creation leftovers (or nothing at all), 0
- * when it holds anything else; *has_current says whether CURRENT is there. */
-static int dir_state(const char *path, int *has_current, char *err, size_t errlen)
+ * when it holds anything else; *has_current says whether CURRENT is there,
+ * *has_tables whether a table or log file is (NNNNNN.ldb, NNNNNN.log). */
+static int dir_state(const char *path, int *has_current, int *has_tables, char *err, size_t errlen)
 {
     DIR *d = opendir(path);
     if (d == NULL) {
@@ -102,6 +107,7 @@ static int dir_state(const char *path, int *has_current, char *err, size_t errle
     }
     int empty = 1;
     *has_current = 0;
+    *has_tables = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) {
@@ -112,6 +118,10 @@ static int dir_state(const char *path, int *has_current, char *err, size_t errle
         }
         if (!creation_leftover(e->d_name)) {
             empty = 0;
+        }
+        size_t n = strlen(e->d_name);
+        if (n > 4 && (strcmp(e->d_name + n - 4, ".ldb") == 0 || strcmp(e->d_name + n - 4, ".log") == 0)) {
+            *has_tables = 1;
         }
     }
     closedir(d);
@@ -137,8 +147,8 @@ static int prepare_dir(const store_options_t *o, int *is_new, char *err, size_t 
     if (!S_ISDIR(st.st_mode)) {
         return err_set(err, errlen, "data directory %s is not a directory", o->path);
     }
-    int has_current = 0;
-    int empty = dir_state(o->path, &has_current, err, errlen);
+    int has_current = 0, has_tables = 0;
+    int empty = dir_state(o->path, &has_current, &has_tables, err, errlen);
     if (empty < 0) {
         return -1;
     }
@@ -148,6 +158,13 @@ static int prepare_dir(const store_options_t *o, int *is_new, char *err, size_t 
         }
         *is_new = 1;
         return 0;
+    }
+    if (!has_current && has_tables) {
+        err_set(err, errlen,
+                "data directory %s holds LevelDB files (tables, logs) but no CURRENT file: it is damaged; nothing was "
+                "changed: restore it from a backup (docs/operations.md, \"A damaged data directory\")",
+                o->path);
+        return STORE_OPEN_DAMAGED;
     }
     if (!has_current) {
         return err_set(err, errlen,
@@ -159,21 +176,52 @@ static int prepare_dir(const store_options_t *o, int *is_new, char *err, size_t 
     return 0;
 }
 
-static void map_open_error(const char *path, const char *dberr, char *err, size_t errlen)
+/* 1 when a LevelDB or store error says the data itself is damaged (a
+ * checksum, a missing or truncated file LevelDB lists, an undecodable
+ * record), not that the directory cannot be used as it stands. LevelDB
+ * reports a table shorter than its manifest says as EINVAL on that file. */
+static int error_is_damage(const char *e)
 {
-    if (strstr(dberr, "lock") != NULL || strstr(dberr, "LOCK") != NULL) {
-        err_set(err, errlen,
-                "data directory %s is in use by another process or store "
-                "(its LevelDB LOCK is held): %s",
-                path, dberr);
-    } else if (strstr(dberr, "orruption") != NULL) {
-        err_set(err, errlen,
-                "data directory %s is corrupt (LevelDB: %s); nothing was changed — "
-                "restore it from a backup or inspect it by hand",
-                path, dberr);
-    } else {
-        err_set(err, errlen, "cannot open data directory %s: %s", path, dberr);
+    return strstr(e, "Corruption") != NULL || strstr(e, "corrupt") != NULL ||
+           (strstr(e, ".ldb: Invalid argument") != NULL || strstr(e, ".sst: Invalid argument") != NULL);
+}
+
+/* What the operator can do about an I/O error on the directory, or "". */
+static const char *io_error_hint(const char *dberr)
+{
+    if (strstr(dberr, "Read-only file system") != NULL) {
+        return " (the broker writes in its data directory at every open, --check-data too: remount it read-write, "
+               "or check a copy on a writable file system)";
     }
+    if (strstr(dberr, "Permission denied") != NULL) {
+        return " (the broker must read and write every file in its data directory: give it to the user the broker "
+               "runs as)";
+    }
+    return "";
+}
+
+/* leveldb_open's error as store_open's: -1, STORE_OPEN_DAMAGED or
+ * STORE_OPEN_IN_USE. Only
+ * LevelDB's "lock <path>" error means another process holds the LOCK (its
+ * fcntl lock failed); an error opening the LOCK file itself (permissions, a
+ * read-only file system) is about the directory, not another broker. */
+static int map_open_error(const char *path, const char *dberr, char *err, size_t errlen)
+{
+    if (strstr(dberr, "error: lock ") != NULL) {
+        err_set(err, errlen,
+                "data directory %s is in use: another broker (or process) holds its LOCK file (one broker per "
+                "data directory; LevelDB: %s)",
+                path, dberr);
+        return STORE_OPEN_IN_USE;
+    }
+    if (error_is_damage(dberr)) {
+        err_set(err, errlen,
+                "data directory %s is damaged (LevelDB: %s); nothing was changed: restore it from a backup "
+                "(docs/operations.md, \"A damaged data directory\")",
+                path, dberr);
+        return STORE_OPEN_DAMAGED;
+    }
+    return err_set(err, errlen, "cannot open data directory %s: %s%s", path, dberr, io_error_hint(dberr));
 }
 
 /* ---- the meta records ---------------------------------------------------------------- */
@@ -480,6 +528,65 @@ static void raise_seq(store_t *s, uint64_t now_ms)
     }
 }
 
+/* LevelDB refused the directory as corrupt: when the newest write-ahead log
+ * ends in a torn write (levels/logtail.h: a power cut in the middle of the
+ * last write, whose batch was never fsynced, hence never acknowledged under
+ * fsync always), cut it there, keeping its bytes beside the log, and say so
+ * in s->open_note. 1 when it was cut (open again), 0 when there was nothing
+ * to cut or the cut failed (the open's refusal stands; a failed cut, or log
+ * damage that is not a torn end, is in the note, which the refusal adds). */
+static int cut_torn_log(store_t *s)
+{
+    logtail_t t;
+    char e[512];
+    if (logtail_inspect(s->path, &t, e, sizeof e) != 0) {
+        return 0;
+    }
+    if (!t.torn) {
+        if (t.damage < t.size) {
+            snprintf(s->open_note, sizeof s->open_note,
+                     "the write-ahead log %s/%s is damaged at offset %llu of %llu with whole records after it: not "
+                     "a torn write at its end, so not cut",
+                     s->path, t.file, (unsigned long long)t.damage, (unsigned long long)t.size);
+        }
+        return 0;
+    }
+    if (logtail_cut(s->path, &t, e, sizeof e) != 0) {
+        snprintf(s->open_note, sizeof s->open_note, "a torn write at the end of %s/%s could not be cut: %s", s->path,
+                 t.file, e);
+        return 0;
+    }
+    snprintf(s->open_note, sizeof s->open_note,
+             "the write-ahead log %s/%s ended in a torn write (%llu bytes from offset %llu, damaged from %llu; what a "
+             "power cut leaves of a write that was never fsynced): cut at the last whole record, its bytes kept in "
+             "%s.torn-%llu",
+             s->path, t.file, (unsigned long long)(t.size - t.good_end), (unsigned long long)t.good_end,
+             (unsigned long long)t.damage, t.file, (unsigned long long)t.good_end);
+    return 1;
+}
+
+const char *store_open_note(const store_t *s)
+{
+    return s->open_note;
+}
+
+/* A refusal after LevelDB opened the directory: free s; -1, or
+ * STORE_OPEN_DAMAGED (with what to do added) when a read found damage. */
+static int open_failed(store_t *s, char *err, size_t errlen)
+{
+    int damaged = err != NULL && error_is_damage(err);
+    if (damaged) {
+        char why[768];
+        snprintf(why, sizeof why, "%s", err);
+        err_set(err, errlen,
+                "data directory %s is damaged: %s; restore it from a backup (docs/operations.md, \"A damaged data "
+                "directory\")",
+                s->path, why);
+    }
+    store_free(s);
+    return damaged ? STORE_OPEN_DAMAGED : -1;
+}
+
 int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -493,8 +600,9 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
                        (unsigned long long)now_ms, o->path);
     }
     int is_new = 0;
-    if (prepare_dir(o, &is_new, err, errlen) != 0) {
-        return -1;
+    int rc = prepare_dir(o, &is_new, err, errlen);
+    if (rc != 0) {
+        return rc;
     }
 
     store_t *s = xcalloc(1, sizeof *s);
@@ -522,24 +630,31 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
 
     char *dberr = NULL;
     s->db = leveldb_open(s->dbopt, s->path, &dberr);
+    if (dberr != NULL && error_is_damage(dberr) && cut_torn_log(s) == 1) {
+        leveldb_free(dberr);
+        dberr = NULL;
+        s->db = leveldb_open(s->dbopt, s->path, &dberr);
+    }
     if (dberr != NULL) {
-        map_open_error(s->path, dberr, err, errlen);
+        rc = map_open_error(s->path, dberr, err, errlen);
+        if (s->open_note[0] != '\0' && err != NULL) { /* a cut that failed */
+            size_t n = strlen(err);
+            snprintf(err + n, errlen - n, "; %s", s->open_note);
+        }
         leveldb_free(dberr);
         s->db = NULL;
         store_free(s);
-        return -1;
+        return rc;
     }
     s->compactor = compactor_new(s->db, err, errlen);
     if (s->compactor == NULL || check_meta(s, err, errlen) != 0) {
-        store_free(s);
-        return -1;
+        return open_failed(s, err, errlen);
     }
     raise_seq(s, now_ms); /* before anything at open could take a number */
     if (load_levels(s, err, errlen) != 0 || load_topics(s, err, errlen) != 0 || load_groups(s, err, errlen) != 0 ||
         idx_open(s, err, errlen) != 0 || lease_index_fold(s, err, errlen) != 0 ||
         store_topic_delayed_open(s, err, errlen) != 0) {
-        store_free(s);
-        return -1;
+        return open_failed(s, err, errlen);
     }
     /* Topic heads stay at 0 (one walk to the first retained entry on the
      * first read): below a group's cursor an entry may still be retained (the

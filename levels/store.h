@@ -125,8 +125,25 @@ uint64_t store_seq_floor(uint64_t now_ms);
  * differs from o->levels (naming the first difference), a directory locked by
  * another open store (in this or another process), corruption reported by
  * LevelDB, and a now_ms past STORE_SEQ_CLOCK_MAX_MS (a clock no id can be
- * drawn from; nothing is opened). Nothing is ever repaired or truncated. */
+ * drawn from; nothing is opened). Nothing is ever repaired or truncated but
+ * a torn write at the end of the newest write-ahead log, which a power cut
+ * leaves in the middle of a write that was never fsynced (levels/logtail.h):
+ * it is cut off, its bytes kept beside the log, and store_open_note says so;
+ * damage with whole records after it is refused as damage.
+ * Returns 0; STORE_OPEN_DAMAGED when the data itself is damaged (a checksum
+ * LevelDB or a record decoder refused, a file the manifest lists missing or
+ * truncated, LevelDB files without CURRENT): what only a backup restores;
+ * STORE_OPEN_IN_USE when another store (a running broker) holds the
+ * directory's LOCK; -1 for every other refusal (the directory cannot be used
+ * as it stands: missing, not accessible, read-only, not ours). */
+#define STORE_OPEN_DAMAGED (-2)
+#define STORE_OPEN_IN_USE  (-3)
 int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *err, size_t errlen);
+
+/* What store_open repaired on its way, for the owner to log ("" when
+ * nothing): today only a torn write cut off the end of the write-ahead log.
+ * Valid while the store is open. */
+const char *store_open_note(const store_t *s);
 
 /* Commit what is pending and close. Returns the commit's result; the store is
  * freed either way. NULL is a no-op. */
@@ -650,7 +667,8 @@ typedef struct store_entry {
  * Stops early when fn returns nonzero. -1 on a read error or undecodable value. */
 int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *ctx, char *err, size_t errlen);
 
-/* A full consistency check: every value decodes, every counter equals what the
+/* A full consistency check: every table block passes its checksum (a walk of
+ * every record), every value decodes, every counter equals what the
  * ranges hold, every copy's index entry names it, no (group, id) is in two
  * places, each level's remembered head is its first message. 0 when consistent; -1 and the first problem
  * in err otherwise. Needs nothing but an open store, so it also serves an

@@ -173,6 +173,7 @@ struct store {
     uint64_t batch_bytes; /* about what the batch holds (keys, values, framing) */
     int broken;
     char broken_err[512];
+    char open_note[768]; /* what store_open repaired on its way ("" when nothing): store_open_note */
     /* the leases not written yet, in the order taken (lease_pend_t); it owns them */
     struct lease_pend *pend_first, *pend_last;
 
