@@ -305,6 +305,18 @@ static int check_meta(store_t *s, char *err, size_t errlen)
         return err_set(err, errlen, "data directory %s has format version %u; this build reads versions %d to %d",
                        s->path, version, STORE_FORMAT_OLDEST, STORE_FORMAT_VERSION);
     }
+    key_meta(&k, STORE_META_COPY_UNFINISHED);
+    found = store_get(s, &k, &v, &vlen, err, errlen);
+    if (found != 0) {
+        if (found > 0) {
+            leveldb_free(v);
+            err_set(err, errlen,
+                    "data directory %s is a BACKUP copy that was cut before it was whole (a copy's \".partial\" or "
+                    "a transfer cut short; corrupt: part of its queues is missing)",
+                    s->path);
+        }
+        return -1;
+    }
     if (version < STORE_FORMAT_VERSION && upgrade_format(s, version, err, errlen) != 0) {
         return -1;
     }

@@ -506,6 +506,12 @@ void store_topic_delayed_add(store_t *s, const msg_t *m, int delta);
 /* The meta key that says the topic records count their delayed messages. */
 #define STORE_META_TOPIC_DELAYED "topic-delayed"
 
+/* 'M' record a BACKUP copy carries from its first batch until its last one
+ * deletes it (snapshot.c): a directory holding it is a copy that was cut
+ * before it was whole (its ".partial" put in place by hand, a transfer cut
+ * short), which store_open refuses as damaged. */
+#define STORE_META_COPY_UNFINISHED "copy-unfinished"
+
 /* store_open: for a directory written before the topic records counted their
  * delayed messages (no 'M' STORE_META_TOPIC_DELAYED), count them once from
  * the level queues and mark the directory. A new directory is marked at

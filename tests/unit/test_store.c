@@ -5788,11 +5788,66 @@ static void test_snapshot_discard_partial(void)
     TU_CHECK(rc == 1 && stat(partial, &st) != 0, "once closed and only a copy's: rc %d (%s)", rc, err);
 }
 
+/* The copy's check between its batches: the process dies there, as a
+ * broker killed mid-copy (the first batch is written, unsynced). */
+static int die_mid_copy(void *ctx, char *err, size_t errlen)
+{
+    kill(getpid(), SIGKILL);
+    return -1;
+}
+
+/* A copy cut after its first batch and put in place anyway (its ".partial"
+ * renamed by hand): the format record and the topic's counter are in it, most
+ * of the topic log is not. Before, it opened and was served with the
+ * messages missing under a counter that counted them; now store_open refuses
+ * it as damaged. A whole copy opens (test_snapshot_copy_while_writing). */
+static void test_snapshot_cut_copy_refused(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    static char payload[2048];
+    memset(payload, 'p', sizeof payload - 1);
+    for (int i = 0; i < 3000; i++) /* 6 MB in the topic log: more than one batch of the copy */
+        SEND(s, "t", payload, 0, 0, T0, NULL);
+    CLOSE(&s);
+    char copy[700], partial[800], err[1024] = "";
+    snprintf(copy, sizeof copy, "%s/copy", g_dir);
+    snprintf(partial, sizeof partial, "%s.partial", copy);
+    fflush(NULL);
+    pid_t pid = fork();
+    TU_REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        store_options_t o;
+        opts_default(&o);
+        store_t *c = NULL;
+        if (store_open(&o, T0, &c, err, sizeof err) != 0)
+            _exit(2);
+        store_snapshot_t *sn = store_snapshot_take(c, err, sizeof err);
+        if (sn == NULL)
+            _exit(3);
+        store_snapshot_copy(sn, copy, die_mid_copy, NULL, NULL, err, sizeof err);
+        _exit(4);
+    }
+    int status = 0;
+    TU_REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid: %s", strerror(errno));
+    TU_REQUIRE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the copying child ended with status %d", status);
+    TU_REQUIRE(rename(partial, copy) == 0, "rename %s: %s", partial, strerror(errno));
+    store_options_t o;
+    opts_default(&o);
+    o.path = copy;
+    o.create_if_missing = 0;
+    int rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "cut before it was whole") != NULL,
+             "a copy cut after its first batch: rc %d \"%s\"", rc, err);
+    if (rc == 0)
+        store_close(s, NULL, 0);
+}
+
 static const tu_test_t snapshot_tests[] = {
     { "a copy while the owner writes is the store as of the snapshot", test_snapshot_copy_while_writing },
     { "leases held in memory come again from a copy", test_snapshot_unwritten_leases },
     { "a copy stopped, failed or over an existing directory", test_snapshot_copy_refusals },
     { "a copy a crash cut short is removed, one being made is not", test_snapshot_discard_partial },
+    { "a copy cut short and put in place is refused", test_snapshot_cut_copy_refused },
     { NULL, NULL },
 };
 
