@@ -88,6 +88,7 @@ static int check_data(const config_t *cfg)
 {
     store_options_t o = cfg->store;
     o.create_if_missing = 0;
+    o.no_upgrade = 1; /* a check must not make the directory unreadable to the build that wrote it */
     store_t *s = NULL;
     char err[1024];
     int open_rc = store_open(&o, clock_wall_ms(), &s, err, sizeof err);

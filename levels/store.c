@@ -317,6 +317,13 @@ static int check_meta(store_t *s, char *err, size_t errlen)
         }
         return -1;
     }
+    if (version < STORE_FORMAT_VERSION && s->opt.no_upgrade) {
+        return err_set(err, errlen,
+                       "data directory %s has format version %u: this build reads it, but only by upgrading it to "
+                       "version %d, after which the build that wrote it refuses it; check it with that build, or "
+                       "start this one on it to upgrade",
+                       s->path, version, STORE_FORMAT_VERSION);
+    }
     if (version < STORE_FORMAT_VERSION && upgrade_format(s, version, err, errlen) != 0) {
         return -1;
     }

@@ -65,6 +65,7 @@ typedef struct store_options {
     const char *path;          /* the data directory (created if missing when create_if_missing) */
     lvl_table_t levels;        /* must equal the table the directory was created with */
     int create_if_missing;     /* 1: create a new data directory */
+    int no_upgrade;            /* 1: refuse an older format rather than mark it as this build's (a check) */
     int sync;                  /* 1: fsync every commit (default); 0: write only */
     uint64_t retention_ms;     /* how long a topic with no group keeps due messages */
     uint64_t max_delay_ms;     /* longest DELAY accepted */

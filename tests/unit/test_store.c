@@ -992,6 +992,18 @@ static void upgrade_from(int format)
     raw_downgrade_lease(b, format, __LINE__);
     char marker[4] = { 0, 0, 0, (char)format };
     raw_put("Mformat", 7, marker, 4, __LINE__);
+    /* A check (--check-data: no_upgrade) refuses it and leaves it as it is:
+     * before, a newer build's --check-data upgraded the directory, and the
+     * build that wrote it refused it afterwards. */
+    store_options_t check;
+    opts_default(&check);
+    check.create_if_missing = 0;
+    check.no_upgrade = 1;
+    char cerr[512] = "";
+    int crc = store_open(&check, T0, &s, cerr, sizeof cerr);
+    TU_CHECK(crc == -1 && strstr(cerr, "only by upgrading it") != NULL, "a check of format %d: rc %d \"%s\"", format,
+             crc, cerr);
+    CHECK_EQ_U64(raw_format(), (uint64_t)format);
     s = OPEN_DEFAULT();
     CHECK_STORE(s); /* no lease index left, each lease's deadline in its copy index entry */
     store_msg_state_t gs;
