@@ -256,6 +256,9 @@ int main(int argc, char **argv)
     if (store_open_note(store)[0] != '\0') {
         log_warn("%s", store_open_note(store));
     }
+    if (store_created(store)) { /* a --dir typo starts empty: say so, once, where the start is logged */
+        log_info("data directory %s: created a new, empty store (nothing was there)", cfg.dir);
+    }
     if (cfg.backup_dir != NULL && cfg.backup_dir[0] != '\0') {
         backup_discard_unfinished(cfg.backup_dir); /* the disk space of copies a crash cut short */
     }

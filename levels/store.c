@@ -589,6 +589,11 @@ const char *store_open_note(const store_t *s)
     return s->open_note;
 }
 
+int store_created(const store_t *s)
+{
+    return s->created;
+}
+
 /* A refusal after LevelDB opened the directory: free s; -1, or
  * STORE_OPEN_DAMAGED (with what to do added) when a read found damage. */
 static int open_failed(store_t *s, char *err, size_t errlen)
@@ -628,6 +633,7 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
     s->opt = *o;
     s->path = xstrdup(o->path);
     s->opt.path = s->path;
+    s->created = is_new;
     map_init(&s->topics);
     map_init(&s->groups);
     map_init(&s->deleting);

@@ -146,6 +146,11 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
  * Valid while the store is open. */
 const char *store_open_note(const store_t *s);
 
+/* 1 when store_open made a new, empty store (the directory was missing,
+ * empty, or held only what an interrupted creation leaves), 0 when it opened
+ * an existing one. */
+int store_created(const store_t *s);
+
 /* Commit what is pending and close. Returns the commit's result; the store is
  * freed either way. NULL is a no-op. */
 int store_close(store_t *s, char *err, size_t errlen);

@@ -174,6 +174,7 @@ struct store {
     int broken;
     char broken_err[512];
     char open_note[768]; /* what store_open repaired on its way ("" when nothing): store_open_note */
+    int created;         /* store_open made a new store (store_created) */
     /* the leases not written yet, in the order taken (lease_pend_t); it owns them */
     struct lease_pend *pend_first, *pend_last;
 

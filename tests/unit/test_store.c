@@ -565,9 +565,11 @@ static void test_interrupted_creation(void)
     store_t *s = NULL;
     char err[512] = "";
     TU_REQUIRE(store_open(&o, T0, &s, err, sizeof err) == 0, "open after an interrupted creation: %s", err);
+    TU_CHECK(store_created(s), "an interrupted creation is created again: store_created 0");
     TU_CHECK(store_close(s, err, sizeof err) == 0, "close: %s", err);
     s = NULL;
     TU_CHECK(store_open(&o, T0, &s, err, sizeof err) == 0, "reopen: %s", err);
+    TU_CHECK(s == NULL || !store_created(s), "a reopen says it created the store");
     if (s != NULL)
         store_close(s, err, sizeof err);
 }
