@@ -176,14 +176,26 @@ static int prepare_dir(const store_options_t *o, int *is_new, char *err, size_t 
     return 0;
 }
 
-/* 1 when a LevelDB or store error says the data itself is damaged (a
- * checksum, a missing or truncated file LevelDB lists, an undecodable
- * record), not that the directory cannot be used as it stands. LevelDB
- * reports a table shorter than its manifest says as EINVAL on that file. */
-static int error_is_damage(const char *e)
+/* 1 when a LevelDB or store error about the directory at path says the data
+ * itself is damaged (a checksum, a missing or truncated file LevelDB lists,
+ * an undecodable record), not that the directory cannot be used as it
+ * stands. LevelDB reports a table shorter than its manifest says as EINVAL
+ * on that file. The path is left out of the search: a directory named
+ * "corrupt-test" says nothing about its data. */
+static int error_is_damage(const char *e, const char *path)
 {
-    return strstr(e, "Corruption") != NULL || strstr(e, "corrupt") != NULL ||
-           (strstr(e, ".ldb: Invalid argument") != NULL || strstr(e, ".sst: Invalid argument") != NULL);
+    char text[1024];
+    size_t n = 0, plen = strlen(path);
+    while (*e != '\0' && n + 1 < sizeof text) {
+        if (plen > 0 && strncmp(e, path, plen) == 0) {
+            e += plen;
+            continue;
+        }
+        text[n++] = *e++;
+    }
+    text[n] = '\0';
+    return strstr(text, "Corruption") != NULL || strstr(text, "corrupt") != NULL ||
+           strstr(text, ".ldb: Invalid argument") != NULL || strstr(text, ".sst: Invalid argument") != NULL;
 }
 
 /* What the operator can do about an I/O error on the directory, or "". */
@@ -214,7 +226,7 @@ static int map_open_error(const char *path, const char *dberr, char *err, size_t
                 path, dberr);
         return STORE_OPEN_IN_USE;
     }
-    if (error_is_damage(dberr)) {
+    if (error_is_damage(dberr, path)) {
         err_set(err, errlen,
                 "data directory %s is damaged (LevelDB: %s); nothing was changed: restore it from a backup "
                 "(docs/operations.md, \"A damaged data directory\")",
@@ -598,7 +610,7 @@ int store_created(const store_t *s)
  * STORE_OPEN_DAMAGED (with what to do added) when a read found damage. */
 static int open_failed(store_t *s, char *err, size_t errlen)
 {
-    int damaged = err != NULL && error_is_damage(err);
+    int damaged = err != NULL && error_is_damage(err, s->path);
     if (damaged) {
         char why[768];
         snprintf(why, sizeof why, "%s", err);
@@ -655,7 +667,7 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
 
     char *dberr = NULL;
     s->db = leveldb_open(s->dbopt, s->path, &dberr);
-    if (dberr != NULL && error_is_damage(dberr) && cut_torn_log(s) == 1) {
+    if (dberr != NULL && error_is_damage(dberr, s->path) && cut_torn_log(s) == 1) {
         leveldb_free(dberr);
         dberr = NULL;
         s->db = leveldb_open(s->dbopt, s->path, &dberr);

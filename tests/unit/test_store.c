@@ -680,13 +680,16 @@ static void test_refuse_missing_and_file(void)
  * names the cause, and only a LOCK another store holds is STORE_OPEN_IN_USE. */
 static void test_refuse_unusable_lock(void)
 {
-    store_t *s = OPEN_DEFAULT();
-    CLOSE(&s);
-    char lock[700], err[512] = "";
-    snprintf(lock, sizeof lock, "%s/LOCK", g_data);
-    TU_REQUIRE(unlink(lock) == 0 && mkdir(lock, 0700) == 0, "replace %s by a directory: %s", lock, strerror(errno));
+    /* a path with "corrupt" in it says nothing about the data in it */
+    char path[700], lock[800], err[512] = "";
+    snprintf(path, sizeof path, "%s/corrupt-named", g_dir);
     store_options_t o;
     opts_default(&o);
+    o.path = path;
+    store_t *s = OPEN(&o);
+    CLOSE(&s);
+    snprintf(lock, sizeof lock, "%s/LOCK", path);
+    TU_REQUIRE(unlink(lock) == 0 && mkdir(lock, 0700) == 0, "replace %s by a directory: %s", lock, strerror(errno));
     int rc = store_open(&o, T0, &s, err, sizeof err);
     TU_CHECK(rc == -1, "rc %d, want -1 (err \"%s\")", rc, err);
     CHECK_REFUSAL(-1, err, "cannot open data directory", "LOCK: Is a directory");
