@@ -738,7 +738,7 @@ static long damaged_fixture(char *table, size_t tablelen)
  * as damaged, or store_check (--check-data) fails naming it. Before,
  * store_check read only the ranges it knows, from seeks, and passed a flip
  * in the blocks of older versions its seeks step over: "ok" on a directory
- * whose next compaction of that table fails (paranoid checks), after which
+ * where a compaction that merges that table fails (paranoid checks), after which
  * every write fails. */
 static void test_check_finds_damaged_blocks(void)
 {
