@@ -240,7 +240,9 @@ int main(int argc, char **argv)
                  "to reopen the store (it writes up to two memtables)",
                  reserve, memtable);
     }
-    uint64_t released = diskguard_ballast_release(cfg.dir);
+    /* Not the reserve of a broker that runs on this directory: its start is
+     * refused below, and it would have taken that broker's room. */
+    uint64_t released = store_dir_in_use(cfg.dir) ? 0 : diskguard_ballast_release(cfg.dir);
     if (released > 0 && diskguard_free_bytes(cfg.dir) < 2 * released) {
         log_warn("disk nearly full: %llu bytes free on %s after releasing the disk reserve",
                  (unsigned long long)diskguard_free_bytes(cfg.dir), cfg.dir);

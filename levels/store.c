@@ -27,10 +27,12 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- options ------------------------------------------------------------------------ */
 
@@ -234,6 +236,24 @@ static int map_open_error(const char *path, const char *dberr, char *err, size_t
         return STORE_OPEN_DAMAGED;
     }
     return err_set(err, errlen, "cannot open data directory %s: %s%s", path, dberr, io_error_hint(dberr));
+}
+
+int store_dir_in_use(const char *path)
+{
+    char lock[4096];
+    if ((size_t)snprintf(lock, sizeof lock, "%s/LOCK", path) >= sizeof lock) {
+        return 0;
+    }
+    int fd = open(lock, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    /* F_GETLK takes nothing, so closing fd releases nothing of this
+     * process's (a store it has open holds LevelDB's lock, not one here). */
+    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+    int held = fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+    close(fd);
+    return held;
 }
 
 /* ---- the meta records ---------------------------------------------------------------- */

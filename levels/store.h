@@ -141,6 +141,13 @@ uint64_t store_seq_floor(uint64_t now_ms);
 #define STORE_OPEN_IN_USE  (-3)
 int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *err, size_t errlen);
 
+/* 1 when another process holds the LevelDB lock of the data directory at
+ * path (a broker runs on it), 0 otherwise (also when it has no LOCK file or
+ * it cannot be read). A test only: it takes no lock, so a process may take it
+ * right after. For what must not touch a directory another broker runs on
+ * before store_open can say so (the broker's disk reserve). Any thread. */
+int store_dir_in_use(const char *path);
+
 /* What store_open repaired on its way, for the owner to log ("" when
  * nothing): today only a torn write cut off the end of the write-ahead log.
  * Valid while the store is open. */

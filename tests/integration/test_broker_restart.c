@@ -282,6 +282,12 @@ static const char *last_line(char *text)
 }
 
 /* The data directory remembers its level table; and only one broker may use it. */
+static int file_there(void *path)
+{
+    struct stat st;
+    return stat((const char *)path, &st) == 0;
+}
+
 static void test_refusals(void)
 {
     char e[8192];
@@ -290,7 +296,14 @@ static void test_refusals(void)
     BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "kept", NULL) == 0, "%s", e);
     rc_close(&bt_conn);
 
-    /* A second broker on the same directory (another port) must refuse, not corrupt. */
+    /* A second broker on the same directory (another port) must refuse, not
+     * corrupt, and leave the first one's disk reserve alone (it released it
+     * before it found the directory in use: the first broker then met a full
+     * disk with no room to reopen). */
+    char ballast[700];
+    struct stat st;
+    snprintf(ballast, sizeof ballast, "%s/BALLAST", bt_broker.data_dir);
+    BP_REQUIRE(tu_poll_until(file_there, ballast, 20000, 50) == 0, "the broker wrote no disk reserve %s", ballast);
     bp_broker_t twin = bt_broker;
     twin.pid = 0;
     twin.port = tu_free_port();
@@ -304,6 +317,7 @@ static void test_refusals(void)
     else
         printf("\n    second broker on the same dir: %s\n", last_line(e));
     BP_CHECK(bp_alive(&bt_broker), "the first broker died when a second one tried its directory");
+    BP_CHECK(stat(ballast, &st) == 0, "the second broker removed the first one's disk reserve %s", ballast);
 
     /* Restarting with another level table is refused, naming the difference. */
     BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "%s", e);
