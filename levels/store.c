@@ -141,7 +141,10 @@ static int prepare_dir(const store_options_t *o, int *is_new, char *err, size_t 
             return err_set(err, errlen, "data directory %s does not exist", o->path);
         }
         if (mkdir(o->path, 0750) != 0) {
-            return err_set(err, errlen, "cannot create data directory %s: %s", o->path, strerror(errno));
+            return err_set(err, errlen, "cannot create data directory %s: %s%s", o->path, strerror(errno),
+                           errno == ENOENT ? " (its parent directory does not exist: only the last part of the path "
+                                             "is created)"
+                                           : "");
         }
         *is_new = 1;
         return 0;

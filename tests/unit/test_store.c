@@ -656,6 +656,16 @@ static void test_refuse_missing_and_file(void)
     struct stat st;
     TU_CHECK(stat(g_data, &st) != 0, "store_open created %s with create_if_missing = 0", g_data);
 
+    /* Created only when its parent exists, and the refusal says so. */
+    char deep[700];
+    snprintf(deep, sizeof deep, "%s/no/such/data", g_dir);
+    store_options_t d;
+    opts_default(&d);
+    d.path = deep;
+    err[0] = '\0';
+    rc = store_open(&d, T0, &s, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "cannot create data directory", "its parent directory does not exist");
+
     /* An empty existing directory without create_if_missing is not a store either. */
     TU_REQUIRE(mkdir(g_data, 0700) == 0, "mkdir: %s", strerror(errno));
     err[0] = '\0';
