@@ -73,6 +73,7 @@
 #define COLLECT_BUDGET_MAX 1024  /* ...doubled per full step up to this (~1.5 ms), so a backlog drains */
 #define COLLECT_GRACE_MS   1000  /* a consumed topic-log entry stays readable at least this long (store_collect) */
 #define REOPEN_RETRY_MS    1000  /* a failed reopen is retried this often */
+#define REOPEN_LOG_MS      60000 /* and the same failure logged again at most this often */
 #define DISK_CHECK_MS      1000  /* free space is checked this often while the disk is full */
 #define FAIR_LISTING_BYTES STORE_BATCH_MAX_BYTES /* listing replies built per iteration (at least one listing) */
 
@@ -192,7 +193,20 @@ static void reopen_store(writer_t *w, const char *why)
     o.create_if_missing = 0;
     if (store_open(&o, writer_now(w), &w->store, err, sizeof err) != 0) {
         w->store = NULL;
-        log_error("cannot reopen the store: %s", err);
+        w->reopen_failures++;
+        /* Retried every second, for as long as it takes (a damaged directory:
+         * until someone restores it): one line per new cause, then one a
+         * minute, not 86 400 a day. */
+        if (strcmp(err, w->reopen_last_err) != 0 || now >= w->next_reopen_log_mono) {
+            if (w->reopen_failures > 1 && strcmp(err, w->reopen_last_err) == 0) {
+                log_error("still cannot reopen the store (%llu attempts, one a second): %s",
+                          (unsigned long long)w->reopen_failures, err);
+            } else {
+                log_error("cannot reopen the store: %s", err);
+            }
+            snprintf(w->reopen_last_err, sizeof w->reopen_last_err, "%s", err);
+            w->next_reopen_log_mono = now + REOPEN_LOG_MS;
+        }
         set_broken(w, err);
         if (diskguard_is_full_error(err)) {
             w->reopen_failed_free = free_bytes == UINT64_MAX ? 1 : free_bytes + 1;
@@ -204,7 +218,13 @@ static void reopen_store(writer_t *w, const char *why)
     w->sched = sched_new(w->store, NULL, NULL);
     w->stats.reopens++;
     atomic_store(&w->broken, 0);
-    log_info("store %s reopened", w->opts->path);
+    if (w->reopen_failures > 0) {
+        log_info("store %s reopened after %llu failed attempts", w->opts->path, (unsigned long long)w->reopen_failures);
+    } else {
+        log_info("store %s reopened", w->opts->path);
+    }
+    w->reopen_failures = 0;
+    w->reopen_last_err[0] = '\0';
     if (store_open_note(w->store)[0] != '\0') {
         log_warn("%s", store_open_note(w->store));
     }

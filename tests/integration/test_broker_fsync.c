@@ -17,7 +17,10 @@
  *    failed one never is (the close's own synced commit may still sync it:
  *    no reply waits on that);
  *  - SENDs are acknowledged again after the reopen, and after a kill -9 and
- *    a restart every acknowledged SEND is there (--check-data ok).
+ *    a restart every acknowledged SEND is there (--check-data ok);
+ *  - a reopen that fails (CURRENT moved away) is retried every second but
+ *    logged once, SENDs meanwhile are refused "store unavailable", and the
+ *    broker reopens by itself once the cause is gone.
  * Each test in its own temp dir and free ports; polls with generous
  * deadlines.
  */
@@ -28,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define ACKED_MAX 64
 
@@ -173,8 +177,71 @@ static void test_fsync_eio(void)
     unload_shim();
 }
 
+/* How many times text is in the broker's log. */
+static int log_count(const char *text)
+{
+    FILE *f = fopen(bt_broker.log_path, "r");
+    if (f == NULL)
+        return -1;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    int count = 0;
+    for (const char *p = buf; (p = strstr(p, text)) != NULL; p += strlen(text))
+        count++;
+    return count;
+}
+
+static int reopen_failure_logged(void *arg)
+{
+    return log_count("cannot reopen the store") >= 1;
+}
+
+static int send_ok(void *arg)
+{
+    char id[32], e[1024];
+    return bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "back", NULL) == 0;
+}
+
+/* The reopen after a failed fsync fails too (here: CURRENT moved away, as a
+ * damaged directory would): it is retried every second, and was logged
+ * every second (86 400 error lines a day until someone came); now once,
+ * then once a minute. When the cause is gone the broker reopens by itself
+ * and says after how many attempts. */
+static void test_reopen_failing(void)
+{
+    char e[2048], id[32], current[700], away[700];
+    preload_shim();
+    bt_start(NULL);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "before", NULL) == 0, "%s", e);
+    snprintf(current, sizeof current, "%s/CURRENT", bt_broker.data_dir);
+    snprintf(away, sizeof away, "%s/CURRENT.away", bt_broker.data_dir);
+    BP_REQUIRE(rename(current, away) == 0, "rename: %s", strerror(errno));
+    TU_REQUIRE(tu_write_file(g_trigger, "") == 0, "write %s", g_trigger);
+    BP_CHECK(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "doomed", NULL) != 0, "a SEND whose fsync failed");
+    BP_REQUIRE(tu_poll_until(reopen_failure_logged, NULL, 20000, 50) == 0, "no failed reopen logged");
+    /* A few seconds of retries (one a second) and of SENDs refused meanwhile. */
+    for (int i = 0; i < 35; i++) {
+        BP_CHECK(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "refused", NULL) != 0 &&
+                     strstr(e, "store unavailable") != NULL,
+                 "a SEND while the store cannot reopen: '%s'", e);
+        struct timespec ts = { 0, 100 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    int lines = log_count("reopen the store");
+    BP_CHECK(lines == 1,
+             "%d log lines of failed reopens in 3.5 s (want 1: the same cause again is logged once a minute)", lines);
+    BP_REQUIRE(rename(away, current) == 0, "rename back: %s", strerror(errno));
+    BP_REQUIRE(tu_poll_until(send_ok, NULL, 30000, 100) == 0, "no SEND acknowledged once CURRENT was back");
+    BP_CHECK(log_count("reopened after ") == 1, "the reopen does not say after how many failed attempts");
+    unload_shim();
+}
+
 static const tu_test_t fsync_tests[] = {
     { "a failed fsync: refused, reopened, no claim on that log, nothing acknowledged lost", test_fsync_eio },
+    { "a reopen that keeps failing: logged once, not every second; reopens once the cause is gone",
+      test_reopen_failing },
     { NULL, NULL },
 };
 
