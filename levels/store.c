@@ -329,7 +329,8 @@ static int check_meta(store_t *s, char *err, size_t errlen)
         if (!empty) {
             return err_set(err, errlen,
                            "%s is a LevelDB database but not a Hourglass data directory "
-                           "(no format marker); refusing to touch it",
+                           "(no format marker); refusing to use it (no record of it was changed; LevelDB's "
+                           "open kept its data and may have rewritten its log and manifest)",
                            s->path);
         }
         return write_new_meta(s, err, errlen);
