@@ -218,11 +218,11 @@ static const char *io_error_hint(const char *dberr)
 }
 
 /* leveldb_open's error as store_open's: -1, STORE_OPEN_DAMAGED or
- * STORE_OPEN_IN_USE. Only
+ * STORE_OPEN_IN_USE; log_cut: a torn log end was cut before this open. Only
  * LevelDB's "lock <path>" error means another process holds the LOCK (its
  * fcntl lock failed); an error opening the LOCK file itself (permissions, a
  * read-only file system) is about the directory, not another broker. */
-static int map_open_error(const char *path, const char *dberr, char *err, size_t errlen)
+static int map_open_error(const char *path, const char *dberr, int log_cut, char *err, size_t errlen)
 {
     if (strstr(dberr, "error: lock ") != NULL) {
         err_set(err, errlen,
@@ -233,9 +233,10 @@ static int map_open_error(const char *path, const char *dberr, char *err, size_t
     }
     if (error_is_damage(dberr, path)) {
         err_set(err, errlen,
-                "data directory %s is damaged (LevelDB: %s); nothing was changed: restore it from a backup "
-                "(docs/operations.md, \"A damaged data directory\")",
-                path, dberr);
+                "data directory %s is damaged (LevelDB: %s); %s: restore it from a backup (docs/operations.md, \"A "
+                "damaged data directory\")",
+                path, dberr,
+                log_cut ? "its log's torn end was cut, which did not help (see below)" : "nothing was changed");
         return STORE_OPEN_DAMAGED;
     }
     return err_set(err, errlen, "cannot open data directory %s: %s%s", path, dberr, io_error_hint(dberr));
@@ -583,6 +584,26 @@ static void raise_seq(store_t *s, uint64_t now_ms)
     }
 }
 
+/* 1 when LevelDB's error is one its log reader reports (db/log_reader.cc),
+ * about a write-ahead log or the MANIFEST: only then can a torn log end be
+ * what refused the open ("1 missing files" or "no meta-nextfile entry" are
+ * not, and the log is then left as it is). */
+static int log_reader_error(const char *dberr)
+{
+    static const char *const reports[] = { "checksum mismatch",          "bad record length",
+                                           "partial record without end", "missing start of fragmented record",
+                                           "unknown record type",        "error in middle of record" };
+    if (strstr(dberr, "Corruption") == NULL) {
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof reports / sizeof reports[0]; i++) {
+        if (strstr(dberr, reports[i]) != NULL) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* LevelDB refused the directory as corrupt: when the newest write-ahead log
  * ends in a torn write (levels/logtail.h: a power cut in the middle of the
  * last write, whose batch was never fsynced, hence never acknowledged under
@@ -691,14 +712,16 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
 
     char *dberr = NULL;
     s->db = leveldb_open(s->dbopt, s->path, &dberr);
-    if (dberr != NULL && error_is_damage(dberr, s->path) && cut_torn_log(s) == 1) {
+    int log_cut = 0;
+    if (dberr != NULL && log_reader_error(dberr) && cut_torn_log(s) == 1) {
+        log_cut = 1;
         leveldb_free(dberr);
         dberr = NULL;
         s->db = leveldb_open(s->dbopt, s->path, &dberr);
     }
     if (dberr != NULL) {
-        rc = map_open_error(s->path, dberr, err, errlen);
-        if (s->open_note[0] != '\0' && err != NULL) { /* a cut that failed */
+        rc = map_open_error(s->path, dberr, log_cut, err, errlen);
+        if (s->open_note[0] != '\0' && err != NULL) { /* a cut, or why there was none */
             size_t n = strlen(err);
             snprintf(err + n, errlen - n, "; %s", s->open_note);
         }
