@@ -95,11 +95,13 @@ static int record_at(const walk_t *w, uint64_t p, uint32_t *len)
     return type;
 }
 
-/* 1 when a whole record (FULL or FIRST) starts after the damage at d. */
+/* 1 when a whole record (FULL or FIRST) starts at the damage at d (a record
+ * that passes its checksum but is out of sequence: LevelDB reports it and
+ * still reads it) or after it. */
 static int whole_record_after(const walk_t *w, uint64_t d)
 {
     uint32_t len;
-    for (uint64_t q = d + 1, end = block_end(w, d); q + LOG_HEADER <= end; q++) {
+    for (uint64_t q = d, end = block_end(w, d); q + LOG_HEADER <= end; q++) {
         int type = record_at(w, q, &len);
         if (type == LOG_FULL || type == LOG_FIRST) {
             return 1;
