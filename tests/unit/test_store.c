@@ -4095,6 +4095,80 @@ static void test_open_cuts_torn_log_end(void)
     CHECK_EQ_U64(level_depth(s, 1), 9);
 }
 
+/* Nine small SENDs, then one of 100 000 bytes (its log record in fragments
+ * over four 32 KiB blocks: FIRST, MIDDLE, MIDDLE, LAST), each committed
+ * alone; with tail_small, one more small SEND after it. */
+static int send_big_last(store_t *c, char *err, size_t errlen, int tail_small)
+{
+    static char big[100000];
+    memset(big, 'b', sizeof big);
+    for (int i = 0; i < 10 + tail_small; i++) {
+        uint64_t id, due;
+        int is_big = i == 9;
+        if (send_raw(c, "t", 1, "", 0, is_big ? big : "s", is_big ? sizeof big : 1, 1, 0, T0, &id, &due, err, errlen) !=
+                0 ||
+            store_commit(c, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+static int send_big_at_end(store_t *c, char *err, size_t errlen)
+{
+    return send_big_last(c, err, errlen, 0);
+}
+static int send_big_then_small(store_t *c, char *err, size_t errlen)
+{
+    return send_big_last(c, err, errlen, 1);
+}
+
+/* Open g_data after damage: the return code, the depth of level 1 (or -1). */
+static int open_after_damage(char *err, size_t errlen, long long *depth)
+{
+    store_options_t o;
+    opts_default(&o);
+    store_t *s = NULL;
+    int rc = store_open(&o, T0, &s, err, errlen);
+    *depth = -1;
+    if (rc == 0) {
+        *depth = (long long)level_depth(s, 1);
+        char cerr[512];
+        if (store_check(s, cerr, sizeof cerr) != 0)
+            snprintf(err, errlen, "store_check after the open: %s", cerr);
+        store_close(s, NULL, 0);
+    }
+    return rc;
+}
+
+/* A record in fragments torn at its last or at a middle fragment (the write
+ * of a large batch cut by a power cut, later pages on disk before earlier
+ * ones) is a torn end: cut before its first fragment, the nine small SENDs
+ * kept. Damage in it with a whole record after it (a later small SEND) is
+ * refused. */
+static void test_open_torn_fragments(void)
+{
+    char log[1000], err[1024];
+    long long depth;
+    long offs[2] = { 20, 40000 }; /* from the end: the LAST fragment, a MIDDLE one */
+    for (int k = 0; k < 2; k++) {
+        CRASH_AFTER(send_big_at_end);
+        long size = newest_log_at(log, sizeof log, __LINE__);
+        overwrite_at(log, size - offs[k], 0, 8, __LINE__);
+        err[0] = '\0';
+        int rc = open_after_damage(err, sizeof err, &depth);
+        TU_CHECK(rc == 0 && depth == 9 && err[0] == '\0',
+                 "torn %ld bytes before the end of a fragmented last record: rc %d, depth %lld, \"%s\"", offs[k], rc,
+                 depth, err);
+        tu_rmtree(g_data);
+    }
+    CRASH_AFTER(send_big_then_small);
+    long size = newest_log_at(log, sizeof log, __LINE__);
+    overwrite_at(log, size - 60000, 0, 8, __LINE__); /* inside the big record, a whole small one after it */
+    int rc = open_after_damage(err, sizeof err, &depth);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "whole records after it") != NULL,
+             "damage with a whole record after it: rc %d \"%s\"", rc, err);
+    TU_CHECK(newest_log_at(log, sizeof log, __LINE__) == size, "the damaged log was cut");
+}
+
 /* Damage with whole records after it is no torn end: refused as damage,
  * naming the log and the offset, and the log is not cut. */
 static void test_open_refuses_damaged_log_middle(void)
@@ -5349,6 +5423,7 @@ static const tu_test_t failure_tests[] = {
     { "commit failure breaks the store", test_commit_failure_breaks_store },
     { "a torn write at the log's end is cut", test_open_cuts_torn_log_end },
     { "damage inside the log is refused, not cut", test_open_refuses_damaged_log_middle },
+    { "a torn record in fragments is cut, not one with a whole record after it", test_open_torn_fragments },
     { NULL, NULL },
 };
 
