@@ -160,6 +160,15 @@ static void walk_log(const walk_t *w, logtail_t *t)
     t->torn = damaged && !whole_record_after(w, p);
 }
 
+/* 1 when dir/name is a file of 0 bytes. */
+static int empty_file(const char *dir, const char *name)
+{
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return stat(path, &st) == 0 && st.st_size == 0;
+}
+
 int logtail_inspect(const char *dir, logtail_t *t, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
@@ -172,7 +181,7 @@ int logtail_inspect(const char *dir, logtail_t *t, char *err, size_t errlen)
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         unsigned long long number;
-        if (logsync_log_number(e->d_name, &number) && (!found || number > newest)) {
+        if (logsync_log_number(e->d_name, &number) && (!found || number > newest) && !empty_file(dir, e->d_name)) {
             newest = number;
             found = 1;
         }

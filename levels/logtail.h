@@ -1,7 +1,9 @@
 /*
  * levels/logtail.h — a torn write at the end of a data directory's newest
  * LevelDB write-ahead log (the NNNNNN.log with the highest number): found,
- * and cut off so that the directory opens.
+ * and cut off so that the directory opens. The newest log is the newest that
+ * is not empty: a power cut right after LevelDB switched to a new log can
+ * leave that one empty and the torn write at the end of the one before.
  *
  * Why: the store opens LevelDB with paranoid checks, so any log record that
  * fails its checksum stops the open ("Corruption: checksum mismatch"). A
@@ -31,14 +33,14 @@
 #include <stdint.h>
 
 typedef struct logtail {
-    char file[64];     /* the newest log's name ("000003.log"); "" when there is none */
+    char file[64];     /* the newest non-empty log's name ("000003.log"); "" when there is none */
     uint64_t size;     /* its size in bytes */
     uint64_t good_end; /* where its last whole record ends (size when nothing is wrong) */
     uint64_t damage;   /* where the first damaged record starts (size when none) */
     int torn;          /* 1: damaged from `damage` on, nothing whole after it: a torn end */
 } logtail_t;
 
-/* Read the newest log of dir and say what its end holds: 0 with *t filled
+/* Read the newest non-empty log of dir and say what its end holds: 0 with *t filled
  * (t->torn 0 also when the damage is followed by whole records), -1 when the
  * directory or the log cannot be read. */
 int logtail_inspect(const char *dir, logtail_t *t, char *err, size_t errlen);

@@ -4095,6 +4095,28 @@ static void test_open_cuts_torn_log_end(void)
     CHECK_EQ_U64(level_depth(s, 1), 9);
 }
 
+/* A power cut right after LevelDB switched to a new log: the new one is
+ * empty, the torn write is at the end of the one before. Cut there too. */
+static void test_open_cuts_torn_end_before_empty_log(void)
+{
+    CRASH_AFTER(send_ten_committed);
+    char log[1000], empty[1100];
+    long size = newest_log_at(log, sizeof log, __LINE__);
+    overwrite_at(log, size - 20, 0, 20, __LINE__);
+    snprintf(empty, sizeof empty, "%s/999999.log", g_data);
+    TU_REQUIRE(write_file(empty, "") == 0, "write %s", empty);
+    store_options_t o;
+    opts_default(&o);
+    store_t *s = NULL;
+    char err[1024] = "";
+    int rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_REQUIRE(rc == 0, "a torn end before an empty newer log: rc %d \"%s\"", rc, err);
+    TU_CHECK(strstr(store_open_note(s), "torn write") != NULL, "note: \"%s\"", store_open_note(s));
+    CHECK_EQ_U64(level_depth(s, 1), 9);
+    CHECK_STORE(s);
+    store_close(s, NULL, 0);
+}
+
 /* Nine small SENDs, then one of 100 000 bytes (its log record in fragments
  * over four 32 KiB blocks: FIRST, MIDDLE, MIDDLE, LAST), each committed
  * alone; with tail_small, one more small SEND after it. */
@@ -5422,6 +5444,7 @@ static const tu_test_t index_tests[] = {
 static const tu_test_t failure_tests[] = {
     { "commit failure breaks the store", test_commit_failure_breaks_store },
     { "a torn write at the log's end is cut", test_open_cuts_torn_log_end },
+    { "a torn write before an empty newer log is cut", test_open_cuts_torn_end_before_empty_log },
     { "damage inside the log is refused, not cut", test_open_refuses_damaged_log_middle },
     { "a torn record in fragments is cut, not one with a whole record after it", test_open_torn_fragments },
     { NULL, NULL },
