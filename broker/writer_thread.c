@@ -166,9 +166,11 @@ static void set_broken(writer_t *w, const char *msg)
 }
 
 /* The store failed a commit: close it and open it again (its in-memory state
- * is rebuilt from disk). On failure the store stays NULL and jobs are
- * answered with the error until a later attempt succeeds. */
-static void reopen_store(writer_t *w, const char *why)
+ * is rebuilt from disk). sync_failed: an fsync of the log failed, so the
+ * close must not sync it (store_close_unsynced says why). On failure the
+ * store stays NULL and jobs are answered with the error until a later
+ * attempt succeeds. */
+static void reopen_store(writer_t *w, const char *why, int sync_failed)
 {
     if (w->store != NULL) {
         log_error("storage failure: %s; reopening %s", why, w->opts->path);
@@ -176,7 +178,11 @@ static void reopen_store(writer_t *w, const char *why)
         sched_free(w->sched);
         w->sched = NULL;
         backup_stop(w->backup); /* its snapshot belongs to the store */
-        store_close(w->store, NULL, 0);
+        if (sync_failed) {
+            store_close_unsynced(w->store, NULL, 0); /* the memtable to a table from memory, not the log */
+        } else {
+            store_close(w->store, NULL, 0);
+        }
         w->store = NULL;
     }
     uint64_t now = clock_mono_ms();
@@ -442,7 +448,7 @@ static void commit_pending(writer_t *w, job_list_t *done)
                       "reserve so that the store can reopen)",
                       err, (unsigned long long)writer_disk_resume_bytes(w), (unsigned long long)released);
         }
-        reopen_store(w, err);
+        reopen_store(w, err, 0);
     }
     hand_to_syncer(w, done);
 }
@@ -523,10 +529,10 @@ void *writer_main(void *arg)
         char why[512];
         if (w->syncer != NULL && w->store != NULL && syncer_failed(w->syncer, why, sizeof why)) {
             w->stats.commit_failures++;
-            reopen_store(w, why); /* an fsync failed: what the kernel holds is suspect */
+            reopen_store(w, why, 1); /* an fsync failed: what the kernel holds is suspect */
         }
         if (w->store == NULL) {
-            reopen_store(w, "reopen pending");
+            reopen_store(w, "reopen pending", 0);
         }
         if (w->syncer != NULL && w->store != NULL && syncer_failed(w->syncer, why, sizeof why)) {
             syncer_reset(w->syncer);

@@ -749,7 +749,8 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
     return 0;
 }
 
-int store_close(store_t *s, char *err, size_t errlen)
+/* store_close and store_close_unsynced: the last commit synced or not. */
+static int close_store(store_t *s, int durable, char *err, size_t errlen)
 {
     if (s == NULL) {
         return 0;
@@ -759,7 +760,7 @@ int store_close(store_t *s, char *err, size_t errlen)
      * that a clean restart keeps them. */
     int rc = store_leases_write(s, NULL, UINT64_MAX, err, errlen);
     if (rc == 0) {
-        rc = store_commit(s, err, errlen);
+        rc = store_commit_durable(s, durable, err, errlen);
     }
     if (rc == 0) {
         /* Write the memtable out (up to write-buffer-size), so the next open
@@ -773,6 +774,16 @@ int store_close(store_t *s, char *err, size_t errlen)
     }
     store_free(s);
     return rc;
+}
+
+int store_close(store_t *s, char *err, size_t errlen)
+{
+    return close_store(s, 1, err, errlen);
+}
+
+int store_close_unsynced(store_t *s, char *err, size_t errlen)
+{
+    return close_store(s, 0, err, errlen);
 }
 
 /* ---- ids ------------------------------------------------------------------------------ */

@@ -162,6 +162,17 @@ int store_created(const store_t *s);
  * freed either way. NULL is a no-op. */
 int store_close(store_t *s, char *err, size_t errlen);
 
+/* store_close whose last commit is not synced: for the close after an fsync
+ * of the write-ahead log failed (the broker's syncer). A synced write would
+ * sync that log again, and on Linux fail again (the error is reported to
+ * every descriptor open before it); LevelDB then refuses every write, the
+ * memtable is never written out, and the reopen must replay a log whose
+ * pages the kernel may have dropped (fsyncgate: what it reads back may be
+ * stale, or torn in the middle with later records whole). Unsynced, the
+ * memtable is written out from memory to a table (synced, as every table)
+ * and the log is retired unread. */
+int store_close_unsynced(store_t *s, char *err, size_t errlen);
+
 /* Write the pending batch (synced when the store syncs). A no-op when nothing is
  * pending and nothing written earlier awaits its sync. On failure the store is
  * broken (see above). Same as store_commit_durable(s, 1, …). */

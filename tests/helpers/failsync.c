@@ -5,7 +5,10 @@
  *
  * fdatasync(fd) and fsync(fd) of a file whose path ends in ".log": when the
  * file named by $HG_FAILSYNC_TRIGGER exists, it is removed and the call
- * fails with EIO without syncing (once per trigger file). Every call on a
+ * fails with EIO without syncing (once per trigger file). With
+ * $HG_FAILSYNC_STICKY set, every later sync of that same file fails too, as
+ * Linux reports a writeback error to each descriptor that was open before it
+ * (LevelDB's own, when it syncs its log). Every call on a
  * ".log" is appended to $HG_FAILSYNC_RECORD (when set) as one line
  * "ok|EIO PATH", so a test can see which log a later successful sync was of.
  * Other files and calls pass through to libc unchanged.
@@ -17,6 +20,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +56,26 @@ static void record(const char *what, const char *path)
     }
 }
 
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static char g_failed[4096]; /* the log whose sync failed (sticky mode), under g_mu */
+
+/* 1 when this sync of path must fail: the trigger is there (and is taken), or
+ * in sticky mode path is the log that failed before. */
+static int must_fail(const char *path)
+{
+    const char *trigger = getenv("HG_FAILSYNC_TRIGGER");
+    pthread_mutex_lock(&g_mu);
+    int fail = g_failed[0] != '\0' && strcmp(g_failed, path) == 0;
+    if (!fail && trigger != NULL && unlink(trigger) == 0) {
+        fail = 1;
+        if (getenv("HG_FAILSYNC_STICKY") != NULL) {
+            snprintf(g_failed, sizeof g_failed, "%s", path);
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
+    return fail;
+}
+
 /* -1 (EIO) when this sync of a log must fail, else the real call's result. */
 static int sync_or_fail(int fd, const char *name)
 {
@@ -60,8 +84,7 @@ static int sync_or_fail(int fd, const char *name)
     if (!log_path(fd, path, sizeof path)) {
         return real(fd);
     }
-    const char *trigger = getenv("HG_FAILSYNC_TRIGGER");
-    if (trigger != NULL && unlink(trigger) == 0) {
+    if (must_fail(path)) {
         record("EIO", path);
         errno = EIO;
         return -1;
