@@ -189,6 +189,11 @@ int main(int argc, char **argv)
             return CFG_EXIT_CONFIG;
         }
         users_free(u);
+        if (server_check_tls(&cfg, err, sizeof err) != 0) { /* the files a start would refuse, said now */
+            log_error("configuration: %s", err);
+            config_free(&cfg);
+            return CFG_EXIT_CONFIG;
+        }
         config_print(&cfg, stdout);
         fprintf(stderr, "configuration OK\n");
         config_free(&cfg);

@@ -145,6 +145,9 @@ static const cfg_key_t cfg_keys[] = {
     { CFG_KEY("header-timeout", CFG_DURATION, "10s", 0, DAY_MS, OFF(header_timeout_ms),
               "close a client whose command is not complete this long after its first byte (0: never); "
               "independent of idle-timeout") },
+    { CFG_KEY("auth-timeout", CFG_DURATION, "10s", 0, DAY_MS, OFF(auth_timeout_ms),
+              "with users-file: close a client not logged in this long after it connected, or after a users reload "
+              "logged it out (0: never); an AUTH being checked is waited for") },
     { CFG_KEY("metrics-port", CFG_INT, "0", 0, 65535, OFF(metrics_port),
               "HTTP port for /metrics and /healthz (0: off)") },
     { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),

@@ -16,9 +16,12 @@
  *   POST /api/login is the only request without a session (GET /api/session
  *   answers {"logged_in":false} without one);
  *   every other /api request needs the session cookie (401);
- *   before an order page or action, the session's roles are asked again
- *   (session_recheck_roles: a user the broker no longer accepts is logged
- *   out, 401);
+ *   the session's roles are asked again — before an order action always,
+ *   before any other request once every 30 s (session_recheck_roles) — and
+ *   a user the broker no longer accepts is logged out, 401: the overview,
+ *   the jobs and the session itself never reach the broker, and the page
+ *   polls them every few seconds, which would keep a removed user's
+ *   session alive for ever;
  *   every POST needs the session's CSRF token in X-CSRF-Token (403), and every
  *   POST but logout the role admin (403);
  *   then /api/session and /api/logout are answered here, and the rest
@@ -26,7 +29,9 @@
  *   knows it).
  * A login is refused while the sampler knows the broker to be silent (it
  * would wait for nothing), and when the browser says it comes from another
- * site (Sec-Fetch-Site: login CSRF).
+ * site (Sec-Fetch-Site; from a browser that sends none, an Origin that is
+ * not the Host: login CSRF). A login ends the session the browser held
+ * before (its cookie).
  *
  * Threads: the event loop's only.
  */
@@ -39,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/queue.h>
 
 #include <event2/buffer.h>
@@ -73,6 +79,14 @@ static void session_json(const session_t *s, buf_t *b)
     json_object_close(&j);
 }
 
+/* Does a browser's Origin header ("http://host:port", or "null") name the
+ * host:port of the request's Host header (case aside)? */
+static int origin_is_host(const char *origin, const char *host)
+{
+    const char *authority = strstr(origin, "://");
+    return authority != NULL && host != NULL && strcasecmp(authority + 3, host) == 0;
+}
+
 static void api_login(request_t *r)
 {
     char err[512];
@@ -85,10 +99,19 @@ static void api_login(request_t *r)
      * by the browser, so a reverse proxy does not change it); the console's
      * own page is same-origin. Clients that send none (curl, scripts) are
      * not browsers and log in as before. */
-    const char *site = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Sec-Fetch-Site");
+    const struct evkeyvalq *in = evhttp_request_get_input_headers(r->req);
+    const char *site = evhttp_find_header(in, "Sec-Fetch-Site"), *origin = evhttp_find_header(in, "Origin");
     if (site != NULL && strcmp(site, "same-origin") != 0 && strcmp(site, "none") != 0) {
         log_warn("audit: login refused: user=%s: a %s request (Sec-Fetch-Site)", user != NULL ? user : "-", site);
         http_error(r, 403, "login refused: a login comes from the console's own page (Sec-Fetch-Site: %.20s)", site);
+        return;
+    }
+    if (site == NULL && origin != NULL && !origin_is_host(origin, evhttp_find_header(in, "Host"))) {
+        char shown[128];
+        snprintf(shown, sizeof shown, "%s", origin);
+        console_one_line(shown);
+        log_warn("audit: login refused: user=%s: posted from %s (Origin)", user != NULL ? user : "-", shown);
+        http_error(r, 403, "login refused: a login comes from the console's own page (Origin: %.80s)", shown);
         return;
     }
     if (sampler_silent(r->c->sampler, SAMPLER_BROKER, &silent_ms)) { /* a login is an AUTH: it would wait for nothing */
@@ -105,6 +128,13 @@ static void api_login(request_t *r)
         log_warn("audit: login refused: user=%s: %s", user != NULL ? user : "-", err);
         http_error(r, status, "login refused: %s", err);
         return;
+    }
+    /* The session this browser held until now ends: its cookie is replaced,
+     * and a token that may have been seen elsewhere must not outlive it. */
+    session_t *previous = session_find(r->c, evhttp_find_header(in, "Cookie"));
+    if (previous != NULL && previous != s) {
+        log_info("session of %s ended: a new login (of %s) from its browser", previous->user, s->user);
+        session_end(previous);
     }
     r->s = s;
     char roles[128];
@@ -266,7 +296,7 @@ void api_request(console_t *c, struct evhttp_request *req, const char *raw_path)
         buf_free(&b);
     } else if (r.s == NULL) {
         http_error(&r, 401, "not logged in");
-    } else if (r.nparts >= 1 && strcmp(r.parts[0], "orders") == 0 && session_recheck_roles(c, r.s, r.is_post) != 0) {
+    } else if (session_recheck_roles(c, r.s, r.is_post && r.nparts >= 1 && strcmp(r.parts[0], "orders") == 0) != 0) {
         console_audit(&r, "session ended: the broker no longer accepts user %s", r.s->user);
         http_set_cookie(&r, "", 0);
         session_end(r.s);

@@ -18,7 +18,9 @@
  * evhttp_set_max_connections for this; 2.1.12 (Debian 12) does not.
  *
  * max-connections: a connection resolved while max-connections are
- * already open is closed at once, unanswered.
+ * already open is answered 503 Service Unavailable (Retry-After) and
+ * closed; over https it is closed at once, unanswered (a TLS handshake
+ * only to refuse would spend the CPU the limit is there to save).
  *
  * header-timeout: a connection's request must be whole (its head and its
  * body, at most 64 KiB) within header-timeout of its first byte — of the
@@ -28,16 +30,37 @@
  * lines of a trickling client); the request is whole when it reaches
  * on_request (conns_request_in). Between requests a kept-alive connection
  * has no deadline here: evhttp's timeout (30 s without a byte) ends it.
- * Every CONNS_SWEEP_MS the sweep closes the overdue ones, unanswered. A
- * sweep late by more than CONNS_SWEEP_MS moves every deadline by the delay:
- * the loop was busy (a request waiting on MariaDB or the broker, up to
- * their timeouts) and read nobody's bytes meanwhile, which is no client's
- * fault.
+ * Every CONNS_SWEEP_MS the sweep closes the overdue ones: answered 408
+ * Request Timeout when the client sent a byte of the request (a connection
+ * that sent nothing — a browser's preconnect — is closed unanswered, as
+ * nginx and Apache do) and evhttp is not writing a reply on it. A sweep
+ * late by more than CONNS_SWEEP_MS moves every deadline by the delay: the
+ * loop was busy (a request waiting on MariaDB or the broker, up to their
+ * timeouts) and read nobody's bytes meanwhile, which is no client's fault.
+ *
+ * Answering a refusal (answer_and_close): evhttp 2.1 has no call for it,
+ * so the connection is taken from evhttp — only while evhttp is reading a
+ * request, never while it writes one (conns_request_in to the reply's
+ * on_complete): its input is drained and read no more (a deferred read
+ * evhttp may have scheduled then finds nothing and does nothing), the
+ * bufferevent's callbacks become ours, the reply goes out with
+ * Connection: close. Once written, the socket is shut for writing and what
+ * the client still sends is read and dropped until its EOF (a close with
+ * unread input would be a reset, which can destroy the reply before the
+ * client reads it: a lingering close), at most CONNS_LINGER_MS; then
+ * evhttp_connection_free. A closing connection counts no more against
+ * max-connections; at most CONNS_CLOSING_MAX are closing at once (a flood
+ * past max-connections must not hold descriptors for CONNS_LINGER_MS
+ * each): past that a refusal is closed at once, unanswered.
+ *
+ * SIGHUP (.reload): max-connections is read at each accept, so a lower
+ * value refuses new connections and leaves the open ones be; a request's
+ * header-timeout is the one in force when its first byte came.
  *
  * Both refusals are logged at most once per CONNS_LOG_MS each, the next
  * line counting those left out.
  *
- * Every entry leaves the list in the connection's close callback, which
+ * Every entry leaves its list in the connection's close callback, which
  * evhttp calls whenever it frees a connection (and closing one here is
  * evhttp_connection_free too). Threads: the event loop's only.
  */
@@ -49,6 +72,8 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -58,19 +83,27 @@
 #include "base/clock.h"
 #include "common/log.h"
 
-#define CONNS_SWEEP_MS 200   /* the deadline holds to within this */
-#define CONNS_LOG_MS   10000 /* at most one log line per this long for each kind of refusal */
+#define CONNS_SWEEP_MS      200   /* the deadline holds to within this */
+#define CONNS_LOG_MS        10000 /* at most one log line per this long for each kind of refusal */
+#define CONNS_LINGER_MS     2000  /* a refused connection's reply and lingering close take this long at most */
+#define CONNS_RETRY_AFTER_S 5     /* a 503's Retry-After */
+#define CONNS_CLOSING_MAX   64    /* refused connections answered and lingering at once; more are closed unanswered */
 
 typedef struct conn_entry conn_entry_t;
 
 struct conn_entry {
     conn_entry_t *prev, *next;
+    conn_entry_t **list; /* the list it is on: the set's pending, open or closing */
     console_conns_t *set;
     struct bufferevent *bev;            /* pending: referenced until resolved */
     struct evhttp_connection *evcon;    /* NULL while pending */
-    struct evbuffer_cb_entry *input_cb; /* on bev's input buffer: the first byte of a request */
+    struct evbuffer_cb_entry *input_cb; /* on bev's input buffer: the first byte of a request; NULL when closing */
     uint64_t accepted_mono;
     uint64_t request_started_mono; /* first byte of the request being read; 0 between requests */
+    long long limit_ms;            /* the header-timeout in force when that request started (0: none) */
+    int request_bytes;             /* the client sent a byte of that request (a refusal may be answered) */
+    int replying;                  /* evhttp writes a reply: from on_request to its on_complete */
+    uint64_t closing_mono;         /* when answer_and_close took it (on the closing list) */
 };
 
 /* A log line at most once per CONNS_LOG_MS; the ones in between are counted. */
@@ -84,7 +117,9 @@ struct console_conns {
     console_t *c;
     conn_entry_t *open;    /* resolved connections */
     conn_entry_t *pending; /* accepted this loop turn, the evhttp_connection not known yet */
-    size_t nopen;
+    conn_entry_t *closing; /* refused: their answer being written, then a lingering close */
+    size_t nopen;          /* on open */
+    size_t nclosing;       /* on closing */
     struct event *resolve, *sweep;
     uint64_t last_sweep_mono;
     unsigned long long refused, timed_out; /* since the start */
@@ -93,6 +128,7 @@ struct console_conns {
 
 static void list_insert(conn_entry_t **head, conn_entry_t *e)
 {
+    e->list = head;
     e->prev = NULL;
     e->next = *head;
     if (*head != NULL)
@@ -109,6 +145,7 @@ static void list_remove(conn_entry_t **head, conn_entry_t *e)
     if (e->next != NULL)
         e->next->prev = e->prev;
     e->prev = e->next = NULL;
+    e->list = NULL;
 }
 
 /* 1 when a line may be logged now; *more: how many were left out before it. */
@@ -134,25 +171,123 @@ static const char *peer_of(struct evhttp_connection *evcon)
     return addr != NULL ? addr : "?";
 }
 
+/* A request's deadline starts now, under the header-timeout in force now. */
+static void request_starts(conn_entry_t *e, uint64_t now)
+{
+    e->request_started_mono = now;
+    e->limit_ms = e->set->c->cfg->header_timeout_ms;
+}
+
 /* Bytes came into the connection's input: the first of a request starts its deadline. */
 static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
     (void)buf;
     conn_entry_t *e = arg;
-    if (info->n_added > 0 && e->request_started_mono == 0)
-        e->request_started_mono = clock_mono_ms();
+    if (info->n_added == 0)
+        return;
+    if (e->request_started_mono == 0)
+        request_starts(e, clock_mono_ms());
+    e->request_bytes = 1;
+}
+
+/* Move e off the list it is on (open counts in nopen, closing in nclosing). */
+static void unlist(conn_entry_t *e)
+{
+    if (e->list == &e->set->open)
+        e->set->nopen--;
+    else if (e->list == &e->set->closing)
+        e->set->nclosing--;
+    list_remove(e->list, e);
 }
 
 /* evhttp frees the connection (or resets it): forget it. */
 static void on_close(struct evhttp_connection *evcon, void *arg)
 {
     conn_entry_t *e = arg;
-    console_conns_t *t = e->set;
     evhttp_connection_set_closecb(evcon, NULL, NULL); /* once: evhttp may reset a connection, then free it */
-    evbuffer_remove_cb_entry(bufferevent_get_input(e->bev), e->input_cb);
-    list_remove(&t->open, e);
-    t->nopen--;
+    if (e->input_cb != NULL)
+        evbuffer_remove_cb_entry(bufferevent_get_input(e->bev), e->input_cb);
+    unlist(e);
     free(e);
+}
+
+/* ---- a refusal answered: the connection taken from evhttp (see the top) */
+
+/* The refused connection's end: its close callback frees e. */
+static void end_refused(conn_entry_t *e)
+{
+    evhttp_connection_free(e->evcon);
+}
+
+/* The lingering close: what the client still sends is dropped. */
+static void on_linger_read(struct bufferevent *bev, void *arg)
+{
+    (void)arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    evbuffer_drain(in, evbuffer_get_length(in));
+}
+
+/* EOF, an error or evhttp's timeout while answering or lingering: the end. */
+static void on_refused_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    (void)what;
+    end_refused(arg);
+}
+
+/* The answer is written: shut the socket for writing (plain http), then
+ * read until the client's EOF; over TLS end at once. */
+static void on_answered(struct bufferevent *bev, void *arg)
+{
+    conn_entry_t *e = arg;
+    if (e->set->c->tls != NULL || shutdown(bufferevent_getfd(bev), SHUT_WR) != 0) {
+        end_refused(e);
+        return;
+    }
+    bufferevent_setcb(bev, on_linger_read, NULL, on_refused_event, e);
+    bufferevent_disable(bev, EV_WRITE);
+    bufferevent_enable(bev, EV_READ);
+}
+
+/* Answer e's connection "status" (a status line's code and phrase) with
+ * headers (each ending in CRLF, or "") and body, Connection: close, and
+ * close it (the top of this file). Only while evhttp is not writing on it
+ * (the caller checks). */
+static void answer_and_close(conn_entry_t *e, const char *status, const char *headers, const char *body)
+{
+    console_conns_t *t = e->set;
+    struct bufferevent *bev = e->bev;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    char date[64];
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", gmtime_r(&now, &tm));
+    if (e->input_cb != NULL) {
+        evbuffer_remove_cb_entry(in, e->input_cb);
+        e->input_cb = NULL;
+    }
+    bufferevent_disable(bev, EV_READ);
+    evbuffer_drain(in, evbuffer_get_length(in));
+    bufferevent_setcb(bev, NULL, on_answered, on_refused_event, e);
+    evbuffer_add_printf(bufferevent_get_output(bev),
+                        "HTTP/1.1 %s\r\nDate: %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "
+                        "%zu\r\nConnection: close\r\nCache-Control: no-store\r\nX-Content-Type-Options: "
+                        "nosniff\r\n%s\r\n%s",
+                        status, date, strlen(body), headers, body);
+    bufferevent_enable(bev, EV_WRITE);
+    if (e->list != NULL)
+        unlist(e);
+    e->closing_mono = clock_mono_ms();
+    list_insert(&t->closing, e);
+    t->nclosing++;
+}
+
+/* The reply to the request on_request took is written: evhttp reads the next one. */
+static void on_replied(struct evhttp_request *req, void *arg)
+{
+    (void)req;
+    conn_entry_t *e = arg;
+    e->replying = 0;
 }
 
 /* After the accepts of this loop turn: learn each new connection's
@@ -176,19 +311,32 @@ static void on_resolve(evutil_socket_t fd, short what, void *arg)
             continue;
         }
         bufferevent_decref(e->bev); /* evhttp's own reference keeps it now */
-        if (t->nopen >= (size_t)t->c->cfg->max_connections) {
+        e->evcon = evcon;
+        long long max = t->c->cfg->max_connections; /* read at each accept: SIGHUP may lower it */
+        if (t->nopen >= (size_t)max) {
             unsigned long more = 0;
+            /* unanswered over https (a handshake only to refuse: the CPU the limit saves) and in a flood */
+            int unanswered = t->c->tls != NULL || t->nclosing >= CONNS_CLOSING_MAX;
             t->refused++;
             if (rate_log_may(&t->refused_log, &more))
-                log_warn("closed a new connection from %s at once: %zu connections are open (max-connections "
+                log_warn("closed a new connection from %s at once%s: %zu connections are open (max-connections "
                          "%lld); %lu more closed since the last such line, %llu since the start",
-                         peer_of(evcon), t->nopen, t->c->cfg->max_connections, more, t->refused);
-            free(e);
-            evhttp_connection_free(evcon);
+                         peer_of(evcon), unanswered ? ", unanswered" : " with 503", t->nopen, max, more, t->refused);
+            if (unanswered) {
+                free(e);
+                evhttp_connection_free(evcon);
+                continue;
+            }
+            char body[200], retry[64];
+            snprintf(body, sizeof body,
+                     "the console has %zu connections open (max-connections %lld): try again in a few seconds\n",
+                     t->nopen, max);
+            snprintf(retry, sizeof retry, "Retry-After: %d\r\n", CONNS_RETRY_AFTER_S);
+            evhttp_connection_set_closecb(evcon, on_close, e);
+            answer_and_close(e, "503 Service Unavailable", retry, body);
             continue;
         }
-        e->evcon = evcon;
-        e->request_started_mono = e->accepted_mono;
+        request_starts(e, e->accepted_mono);
         e->input_cb = evbuffer_add_cb(bufferevent_get_input(e->bev), on_input, e);
         if (e->input_cb == NULL)
             abort(); /* out of memory (CONTRIBUTING.md) */
@@ -198,33 +346,49 @@ static void on_resolve(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-/* Close every connection whose request is not whole header-timeout after its first byte. */
+/* Close every connection whose request is not whole header-timeout after
+ * its first byte (answered 408 when it can be: the top of this file), and
+ * end the refused ones whose answer or lingering close outlasts
+ * CONNS_LINGER_MS. */
 static void on_sweep(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     console_conns_t *t = arg;
-    long long limit = t->c->cfg->header_timeout_ms;
     uint64_t now = clock_mono_ms(), stalled = 0;
     if (t->last_sweep_mono != 0 && now - t->last_sweep_mono > 2 * CONNS_SWEEP_MS)
         stalled = now - t->last_sweep_mono - CONNS_SWEEP_MS;
     t->last_sweep_mono = now;
-    if (limit <= 0)
-        return;
+    for (conn_entry_t *e = t->closing, *next; e != NULL; e = next) {
+        next = e->next;
+        if (now - e->closing_mono >= CONNS_LINGER_MS)
+            end_refused(e); /* its close callback frees e */
+    }
     for (conn_entry_t *e = t->open, *next; e != NULL; e = next) {
         next = e->next;
         if (e->request_started_mono != 0 && stalled > 0) /* the loop did not read meanwhile: not the client's time */
             e->request_started_mono = e->request_started_mono + stalled < now ? e->request_started_mono + stalled : now;
-        if (e->request_started_mono == 0 || now - e->request_started_mono < (uint64_t)limit)
+        if (e->request_started_mono == 0 || e->limit_ms <= 0 || now - e->request_started_mono < (uint64_t)e->limit_ms)
             continue;
+        unsigned long long waited = (unsigned long long)(now - e->request_started_mono);
+        int answer = e->request_bytes && !e->replying && evbuffer_get_length(bufferevent_get_output(e->bev)) == 0 &&
+                     t->nclosing < CONNS_CLOSING_MAX;
         unsigned long more = 0;
         t->timed_out++;
         if (rate_log_may(&t->timed_out_log, &more))
-            log_warn("closed the connection of %s: its request is not whole %llu ms after its first byte "
+            log_warn("closed the connection of %s%s: its request is not whole %llu ms after its first byte "
                      "(header-timeout %lld ms; a slow or stuck client, or slowloris); %lu more closed since the "
                      "last such line, %llu since the start",
-                     peer_of(e->evcon), (unsigned long long)(now - e->request_started_mono), limit, more, t->timed_out);
-        evhttp_connection_free(e->evcon); /* its close callback frees e */
+                     peer_of(e->evcon), answer ? " with 408" : "", waited, e->limit_ms, more, t->timed_out);
+        if (!answer) {
+            evhttp_connection_free(e->evcon); /* its close callback frees e */
+            continue;
+        }
+        char body[200];
+        snprintf(body, sizeof body,
+                 "the request was not whole %llu ms after its first byte (header-timeout %lld ms): send it at once\n",
+                 waited, e->limit_ms);
+        answer_and_close(e, "408 Request Timeout", "", body);
     }
 }
 
@@ -252,12 +416,19 @@ void conns_accept(console_conns_t *t, struct bufferevent *bev)
     event_active(t->resolve, EV_TIMEOUT, 0);
 }
 
-void conns_request_in(console_conns_t *t, struct evhttp_connection *evcon)
+void conns_request_in(console_conns_t *t, struct evhttp_request *req)
 {
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     for (conn_entry_t *e = t->open; e != NULL; e = e->next)
         if (e->evcon == evcon) {
             /* what is in the input already is the start of the next request (pipelined) */
-            e->request_started_mono = evbuffer_get_length(bufferevent_get_input(e->bev)) > 0 ? clock_mono_ms() : 0;
+            int pipelined = evbuffer_get_length(bufferevent_get_input(e->bev)) > 0;
+            e->request_started_mono = 0;
+            e->request_bytes = pipelined;
+            if (pipelined)
+                request_starts(e, clock_mono_ms());
+            e->replying = 1;
+            evhttp_request_set_on_complete_cb(req, on_replied, e);
             return;
         }
 }
@@ -277,12 +448,15 @@ void conns_free(console_conns_t *t)
         bufferevent_decref(e->bev);
         free(e);
     }
-    while ((e = t->open) != NULL) { /* none after evhttp_free: each left in its close callback */
-        list_remove(&t->open, e);
-        evbuffer_remove_cb_entry(bufferevent_get_input(e->bev), e->input_cb);
-        evhttp_connection_set_closecb(e->evcon, NULL, NULL);
-        free(e);
-    }
+    conn_entry_t **lists[] = { &t->open, &t->closing };
+    for (size_t i = 0; i < 2; i++)
+        while ((e = *lists[i]) != NULL) { /* none after evhttp_free: each left in its close callback */
+            unlist(e);
+            if (e->input_cb != NULL)
+                evbuffer_remove_cb_entry(bufferevent_get_input(e->bev), e->input_cb);
+            evhttp_connection_set_closecb(e->evcon, NULL, NULL);
+            free(e);
+        }
     event_free(t->resolve);
     event_free(t->sweep);
     free(t);

@@ -230,13 +230,17 @@ void conns_free(console_conns_t *t);
 
 /* A connection was accepted: bev is the bufferevent the bevcb made for it,
  * before evhttp makes its evhttp_connection. Later in the same loop turn
- * the connection is closed at once when max-connections are open already,
- * else tracked until evhttp closes it; header-timeout counts from now. */
+ * the connection is refused (503 over http, closed unanswered over https)
+ * when max-connections (its value then: SIGHUP reloads it) are open
+ * already, else tracked until evhttp closes it; header-timeout counts from
+ * now (408 past it once the client sent a byte). */
 void conns_accept(console_conns_t *t, struct bufferevent *bev);
 
-/* A whole request (head and body) arrived on evcon (on_request): its
- * deadline ends; the next starts with the next request's first byte. */
-void conns_request_in(console_conns_t *t, struct evhttp_connection *evcon);
+/* A whole request req (head and body) arrived (on_request, before any
+ * reply): its deadline ends; the next starts with the next request's first
+ * byte. Until req's reply is written (its on_complete callback, which this
+ * sets) its connection is never answered 408: evhttp writes on it. */
+void conns_request_in(console_conns_t *t, struct evhttp_request *req);
 
 /* How many connections are open (tracked). */
 size_t conns_open(const console_conns_t *t);

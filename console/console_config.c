@@ -53,11 +53,14 @@ static const cfg_key_t keys[] = {
               "and bind: a request for any other name is refused 421 (DNS rebinding)"),
       .hint = "NAMES", .shown_default = "none: IP literals, localhost and bind only", .reload = 1 },
     { CFG_KEY("max-connections", CFG_INT, "256", 1, 65536, OFF(max_connections),
-              "open HTTP connections at most: one more is closed at once, unanswered (keep this under the open-files "
-              "limit, less the broker and database connections)") },
+              "open HTTP connections at most: one more is answered 503 and closed at once (over https closed "
+              "unanswered); keep this under the open-files limit, less the broker and database connections"),
+      .reload = 1 },
     { CFG_KEY("header-timeout", CFG_DURATION, "10s", 0, DAY_MS, OFF(header_timeout_ms),
               "a request (its head and body) must be whole this long after its first byte (a new connection's: after "
-              "the accept) or its connection is closed, unanswered: slowloris; 0 disables") },
+              "the accept) or its connection is answered 408 and closed (unanswered when it sent nothing): "
+              "slowloris; 0 disables"),
+      .reload = 1 },
     { CFG_KEY("static-dir", CFG_STRING, HG_CONSOLE_STATIC_DIR, 0, 0, OFF(static_dir),
               "directory of the page (index.html, app.js, app.css)"),
       .required = 1, .shown_default = "the installed page, DATADIR/hourglass/console" },
@@ -169,7 +172,7 @@ int console_host_allowed(const console_config_t *conf, const char *host)
     size_t n;
 
     if (host == NULL)
-        return 1;         /* no Host header (HTTP/1.0): no browser sends one (docs/console.md) */
+        return 1;         /* no Host header: HTTP/1.0 (server.c refuses HTTP/1.1 without one); no browser */
     if (host[0] == '[') { /* [v6]:port */
         const char *end = strchr(host, ']');
         n = end != NULL ? (size_t)(end - host - 1) : 0;

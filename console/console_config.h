@@ -5,7 +5,8 @@
  * The broker (uri; the console logs in to it as each user; over TLS the
  * tls-* keys of common/tls_keys.h), where the page is served (bind, port,
  * allow-remote, allowed-hosts (reloaded on SIGHUP), static-dir, max-connections,
- * header-timeout; https-cert-file and https-key-file: https,
+ * header-timeout (both reloaded on SIGHUP: console/conns.c reads them at each
+ * accept and each request's start); https-cert-file and https-key-file: https,
  * reloaded on SIGHUP), the order database (the
  * mysql-* keys of db/keys.h, order-topic, overdue-after), the samples kept in
  * memory for the overview (sample-interval, history; the sampler's own

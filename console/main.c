@@ -14,7 +14,8 @@
  * with the server's error; a later loss is reported in the overview and
  * healed on the next request), the listener, the sampler, then the
  * event loop until SIGINT / SIGTERM. SIGHUP re-reads the configuration
- * (reload_config: the log keys are applied and the log file reopened; other
+ * (reload_config: the log keys, allowed-hosts, header-timeout and
+ * max-connections are applied and the log file reopened; other
  * changes are named as waiting for a restart; the https certificate and key
  * are read again), never stops it. Exit status: 0 after a clean stop or a valid
  * --check-config; 1 when it cannot start; 2 on a configuration error.

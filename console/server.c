@@ -7,14 +7,15 @@
  * Every request first: its Host header names the console — an IP literal,
  * localhost, bind or a name of allowed-hosts — or it is refused 421 (a page
  * elsewhere whose name was re-pointed at the console's address, DNS
- * rebinding, must not reach it; no Host at all is served: browsers always
- * send one). A refusal is logged once per HOST_REFUSAL_LOG_MS at most, the
+ * rebinding, must not reach it; an HTTP/1.0 request without Host is served:
+ * browsers always send one). A refusal is logged once per HOST_REFUSAL_LOG_MS at most, the
  * next line counting those left out, so such a page cannot flood the log.
  *
  * Before that, a request a proxy in front could read otherwise than evhttp
  * (two Content-Length headers that differ, two Host headers, a header name
  * with a blank or control byte) is refused 400 and its connection closed:
- * request smuggling.
+ * request smuggling. An HTTP/1.1 request without a Host header is refused
+ * 400 too (RFC 9112 3.2 requires it; HTTP/1.0 has no Host and is served).
  *
  * Every accepted connection goes to conns.c (max-connections, header-timeout)
  * from the bevcb, which makes its bufferevent.
@@ -51,6 +52,7 @@
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
 #include <event2/http.h>
+#include <event2/http_struct.h> /* a request's HTTP version (major, minor): 2.1 has no getter */
 #include <event2/keyvalq_struct.h>
 
 #include "base/clock.h"
@@ -230,14 +232,16 @@ static int ambiguous_request(struct evhttp_request *req, char *why, size_t whyle
     return 0;
 }
 
-/* 400 for an ambiguous request (a JSON error under /api, text for the page),
- * and the connection closed: the bytes after it may be a request a proxy
- * did not see. */
-static void refuse_ambiguous(struct evhttp_request *req, const char *path, const char *why)
+/* 400 for a request refused before routing (a JSON error under /api, text
+ * for the page); with close, the connection closed after it: after an
+ * ambiguous request the bytes that follow may be a request a proxy did not
+ * see. */
+static void refuse_bad_request(struct evhttp_request *req, const char *path, const char *why, int close)
 {
     buf_t b = BUF_INIT;
     const char *type = error_body(&b, path, why);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+    if (close)
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
     http_send_bytes(req, 400, type, b.data, b.len, 1);
     buf_free(&b);
 }
@@ -250,14 +254,20 @@ static void on_request(struct evhttp_request *req, void *arg)
     char why[160];
     if (path == NULL || path[0] == '\0')
         path = "/";
-    conns_request_in(c->conns, evhttp_request_get_connection(req));
+    conns_request_in(c->conns, req);
     if (ambiguous_request(req, why, sizeof why) != 0) {
-        refuse_ambiguous(req, path, why);
+        refuse_bad_request(req, path, why, 1);
         return;
     }
     /* The Host header, and the host of a target in absolute form
      * (GET http://host/… names the host a proxy goes by) */
     const char *host = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
+    if (host == NULL && (req->major > 1 || (req->major == 1 && req->minor >= 1))) { /* RFC 9112 3.2: a MUST */
+        snprintf(why, sizeof why, "bad request: an HTTP/%d.%d request without a Host header (HTTP/1.1 requires one)",
+                 req->major, req->minor);
+        refuse_bad_request(req, path, why, 0);
+        return;
+    }
     const char *target_host = evhttp_uri_get_host(uri);
     if (!console_host_allowed(c->cfg, host)) {
         refuse_host(req, path, host);

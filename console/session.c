@@ -23,10 +23,11 @@
  * Roles change under a session: an admin demoted or removed (the users
  * file reloaded). The broker checks its own commands on the session's
  * connection (a removed user's broker pages answer 401), but the order
- * pages never reach it, so before an order action (the manual cancel) the
- * console asks again (HELLO on the session's connection), and before an
- * order page every ROLES_RECHECK_MS; a user the broker no longer accepts
- * ends the session. A broker that cannot be reached (or has been silent:
+ * pages, the overview, the jobs and the session document never reach it,
+ * so before an order action (the manual cancel) the console asks again
+ * (HELLO on the session's connection), and before any other request of
+ * the session every ROLES_RECHECK_MS (api.c's gate); a user the broker no
+ * longer accepts ends the session. A broker that cannot be reached (or has been silent:
  * the sampler says so) keeps the roles as they were, so the manual cancel,
  * the fallback for exactly that case, still works.
  *

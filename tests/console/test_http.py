@@ -10,7 +10,8 @@ attacker speaks it, over raw sockets (what urllib would tidy up).
   differ, two Host headers, a header name with a blank before its colon: 400,
   and the connection closed (the rest of its bytes is never a request).
 - The Host check covers a request target in absolute form
-  (GET http://evil.example/… with a Host of ours).
+  (GET http://evil.example/… with a Host of ours). An HTTP/1.1 request
+  without Host is 400 naming it (RFC 9112 3.2); HTTP/1.0 without it is served.
 - A form or query that does not parse (a part without '=') is 400 naming the
   part, not 415 (it is form-encoded) nor a bare "bad query".
 - Slowloris: a client trickling its head (a line a second) or sending
@@ -18,12 +19,19 @@ attacker speaks it, over raw sockets (what urllib would tidy up).
   accept), while a request on another connection is answered meanwhile; a
   kept-alive connection idle after a reply is not cut by it; a connection
   past max-connections is closed at once, and a client gets in again once
-  the others go.
+  the others go. A client that sent a byte of its request is answered 408
+  Request Timeout (one that sent nothing is closed unanswered), one past
+  max-connections 503 with Retry-After, both with Connection: close and read
+  whole even when the client had sent its request already.
+- SIGHUP (the console's config file rewritten): a new header-timeout for
+  requests begun after it (one begun before keeps its own), a lower
+  max-connections for new connections (the open ones stay and are served).
 
 Run by tests/integration/test_console after its set-up.
 """
 import json
 import os
+import signal
 import socket
 import time
 import urllib.error
@@ -151,6 +159,23 @@ rs = replies(raw)
 check(len(rs) == 1 and rs[0][0] == 200, "an absolute-form target naming the console: served (%r)" %
       [(r[0], r[2][:80]) for r in rs])
 
+# ---------------------------------------------------------------- Host: required of HTTP/1.1 (RFC 9112 3.2)
+for target, is_api in [(b"/api/session", True), (b"/orders/301", False),
+                       (b"http://127.0.0.1:%d/api/session" % PORT, True)]:
+    raw, _ = exchange(b"GET " + target + b" HTTP/1.1\r\nConnection: close\r\n\r\n")
+    rs = replies(raw)
+    why = (error_of(rs[0][2]) if is_api else rs[0][2].decode("utf-8", "replace")) if rs else None
+    check(len(rs) == 1 and rs[0][0] == 400 and why is not None and "without a Host header" in why,
+          "HTTP/1.1 GET %s without Host: 400 naming it (%r)" % (target.decode(), [(r[0], r[2][:100]) for r in rs]))
+raw, _ = exchange(b"GET /api/session HTTP/1.0\r\n\r\n")
+rs = replies(raw)
+check(len(rs) == 1 and rs[0][0] == 200, "HTTP/1.0 without Host: still served (%r)" % [(r[0], r[2][:60]) for r in rs])
+raw, _ = exchange(b"GET /api/session HTTP/1.1\r\n\r\nGET /api/session HTTP/1.1\r\n" + OURS +
+                  b"Connection: close\r\n\r\n")
+rs = replies(raw)
+check(len(rs) == 2 and rs[0][0] == 400 and rs[1][0] == 200,
+      "after that 400 the kept-alive connection serves its next request (%r)" % [(r[0], r[2][:60]) for r in rs])
+
 # ---------------------------------------------------------------- a form or query that does not parse
 for body, part in [("id", "id"), ("id=0000000000000001&&all=1", ""), ("%%%", "%%%")]:
     req = urllib.request.Request(BASE + "/api/dlq/order-cancel/requeue", data=body.encode(), method="POST",
@@ -251,24 +276,31 @@ while time.monotonic() - t0 < 20:
         n, next_line = n + 1, next_line + 1
     time.sleep(0.05)
 slow.close()
-check(closed_at is not None and HEADER_TIMEOUT - 0.5 <= closed_at <= HEADER_TIMEOUT + 4 and got == b"",
-      "a trickled head: closed unanswered after header-timeout %.1f s (closed after %s s, got %r)" %
-      (HEADER_TIMEOUT, closed_at and round(closed_at, 2), got[:80]))
+rs = replies(got)
+check(closed_at is not None and HEADER_TIMEOUT - 0.5 <= closed_at <= HEADER_TIMEOUT + 4,
+      "a trickled head: closed after header-timeout %.1f s (closed after %s s)" %
+      (HEADER_TIMEOUT, closed_at and round(closed_at, 2)))
+check(len(rs) == 1 and rs[0][0] == 408 and rs[0][1].get("connection") == "close" and
+      b"header-timeout 3000 ms" in rs[0][2] and rs[0][1].get("content-length") == str(len(rs[0][2])),
+      "and answered 408 Request Timeout, Connection: close, naming header-timeout (%r)" % got[:300])
 check(answered == 200, "and a request on another connection meanwhile: answered (%s)" % answered)
 check(log_has("header-timeout 3000 ms"), "the close is logged naming header-timeout")
 
 # a connection that sends nothing: closed about header-timeout after the accept
 silent = socket.create_connection((HOST, PORT), timeout=10)
 t0 = time.monotonic()
-closed_at = None
+closed_at, got = None, b""
 while time.monotonic() - t0 < 20:
-    if closed_by_server(silent)[0]:
+    closed, data = closed_by_server(silent)
+    got += data
+    if closed:
         closed_at = time.monotonic() - t0
         break
     time.sleep(0.05)
 silent.close()
-check(closed_at is not None and HEADER_TIMEOUT - 0.5 <= closed_at <= HEADER_TIMEOUT + 4,
-      "a connection that sends nothing: closed after header-timeout (after %s s)" % (closed_at and round(closed_at, 2)))
+check(closed_at is not None and HEADER_TIMEOUT - 0.5 <= closed_at <= HEADER_TIMEOUT + 4 and got == b"",
+      "a connection that sends nothing (a preconnect): closed unanswered after header-timeout (after %s s, got %r)" %
+      (closed_at and round(closed_at, 2), got[:80]))
 
 # a kept-alive connection idle after its reply: past header-timeout it is still open and serves the next request
 kept = socket.create_connection((HOST, PORT), timeout=10)
@@ -290,27 +322,39 @@ check(first == 200 and not closed and second == 200,
 
 # max-connections open (fresh ones, well within header-timeout): one more is closed at once, unanswered, and the
 # ones open stay open; once they close, a client gets in again
-def past_the_cap():
-    """max-connections fresh connections, then one more: (seconds until the extra one was closed or None, how
-    many of the others are still open, the others)."""
-    held = [socket.create_connection((HOST, PORT), timeout=10) for _ in range(MAX_CONNECTIONS)]
-    extra = socket.create_connection((HOST, PORT), timeout=10)
-    t0 = time.monotonic()
-    closed_at = None
-    while time.monotonic() - t0 < 2:
-        if closed_by_server(extra)[0]:
-            closed_at = time.monotonic() - t0
-            break
+def refused_reply(s, deadline_s=2):
+    """Wait for the console to close s: (seconds until it did or None, the bytes it sent first)."""
+    t0, got = time.monotonic(), b""
+    while time.monotonic() - t0 < deadline_s:
+        closed, data = closed_by_server(s)
+        got += data
+        if closed:
+            return time.monotonic() - t0, got
         time.sleep(0.02)
+    return None, got
+
+
+def is_503(got):
+    rs = replies(got)
+    return (len(rs) == 1 and rs[0][0] == 503 and rs[0][1].get("connection") == "close" and
+            rs[0][1].get("retry-after", "").isdigit() and b"max-connections" in rs[0][2])
+
+
+def past_the_cap(cap=MAX_CONNECTIONS):
+    """cap fresh connections, then one more: (seconds until the extra one was closed or None, what it was sent,
+    how many of the others are still open, the others)."""
+    held = [socket.create_connection((HOST, PORT), timeout=10) for _ in range(cap)]
+    extra = socket.create_connection((HOST, PORT), timeout=10)
+    closed_at, got = refused_reply(extra)
     extra.close()
-    return closed_at, sum(1 for h in held if not closed_by_server(h)[0]), held
+    return closed_at, got, sum(1 for h in held if not closed_by_server(h)[0]), held
 
 
 # the connections closed above may not be gone on the console's side yet (it reads their EOF): try again until
 # all max-connections were open, within a deadline
 until = time.monotonic() + 15
 while True:
-    closed_at, still_open, held = past_the_cap()
+    closed_at, got, still_open, held = past_the_cap()
     if (closed_at is not None and still_open == MAX_CONNECTIONS) or time.monotonic() > until:
         break
     for h in held:
@@ -319,7 +363,26 @@ while True:
 check(closed_at is not None and closed_at < 1.5,
       "connection %d past max-connections %d: closed at once (after %s s)" %
       (MAX_CONNECTIONS + 1, MAX_CONNECTIONS, closed_at and round(closed_at, 2)))
+check(is_503(got), "and answered 503 with Retry-After and Connection: close, naming max-connections (%r)" % got[:400])
 check(still_open == MAX_CONNECTIONS, "and the %d before it still open (%d)" % (MAX_CONNECTIONS, still_open))
+# one that sent its whole request before it was seen: the 503 still reaches it (a lingering close, not a reset)
+extra = socket.create_connection((HOST, PORT), timeout=10)
+extra.sendall(SESSION + b"\r\n")
+closed_at, got = refused_reply(extra, 5)
+extra.close()
+check(closed_at is not None and is_503(got), "one more that sent its request at once: its 503 read whole, then closed "
+      "(%s, %r)" % (closed_at, got[:120]))
+# a flood past the cap whose clients never read nor close: 64 (CONNS_CLOSING_MAX) are answered and linger (2 s at
+# most each), the rest are closed at once unanswered, so the flood cannot hold a descriptor per refusal
+flood = [socket.create_connection((HOST, PORT), timeout=10) for _ in range(100)]
+outcomes = [refused_reply(f, 5) for f in flood]
+for f in flood:
+    f.close()
+answered = sum(1 for closed, got in outcomes if closed is not None and is_503(got))
+unanswered = sum(1 for closed, got in outcomes if closed is not None and got == b"")
+check(answered + unanswered == 100 and 1 <= answered <= 64 and unanswered >= 36,
+      "a flood of 100 past max-connections that never close: %d answered 503 (64 at most), %d closed unanswered" %
+      (answered, unanswered))
 for h in held:
     h.close()
 status, until = None, time.monotonic() + 10
@@ -329,5 +392,73 @@ while time.monotonic() < until and status != 200:
         time.sleep(0.1)
 check(status == 200, "once they close, a client gets in again (%s)" % status)
 check(log_has("max-connections 40"), "the refusal is logged naming max-connections")
+
+# ---------------------------------------------------------------- SIGHUP reloads header-timeout and max-connections
+CONF = os.environ["HG_CONSOLE_CONFIG"]
+with open(CONF) as f:
+    ORIGINAL_CONF = f.read()
+
+
+def reload(text, expect):
+    """Write the console's configuration file and send SIGHUP; whether the log says expect within a deadline."""
+    with open(CONF, "w") as f:
+        f.write(text)
+    os.kill(int(os.environ["HG_CONSOLE_PID"]), signal.SIGHUP)
+    return log_has(expect)
+
+
+def kept_alive():
+    """A connection that was served one request and is kept alive (between requests: no deadline)."""
+    s = socket.create_connection((HOST, PORT), timeout=10)
+    s.sendall(SESSION + b"\r\n")
+    return s, read_reply(s)[0]
+
+
+# a request that started before the reload keeps the header-timeout it started under; one after gets the new one
+before, first = kept_alive()
+before.sendall(b"GET /api/session HTTP/1.1\r\n")  # its next request, begun
+check(first == 200 and served() == 200, "a request begun under header-timeout 3s (the console has read it: a "
+      "request on a later connection was served)")
+t_reload = time.monotonic()
+check(reload("[http]\nheader-timeout = 1s\nmax-connections = 40\n", "SIGHUP: header-timeout 3s -> 1s"),
+      "SIGHUP: header-timeout 3s -> 1s logged")
+after = socket.create_connection((HOST, PORT), timeout=10)
+t_after = time.monotonic()
+after.sendall(b"GET /api/session HTTP/1.1\r\n")
+after_closed, after_got = refused_reply(after, 10)
+after.close()
+before_closed, before_got = refused_reply(before, 10)
+before.close()
+check(after_closed is not None and after_closed < 2.5 and b"header-timeout 1000 ms" in after_got and
+      replies(after_got)[0][0] == 408,
+      "a request begun after the reload: 408 after the new header-timeout 1s (after %s s: %r)" %
+      (after_closed and round(after_closed, 2), after_got[-90:]))
+check(before_closed is not None and b"header-timeout 3000 ms" in before_got and replies(before_got)[0][0] == 408,
+      "the request begun before it: 408 under the header-timeout it began with, 3s (%r)" % before_got[-90:])
+
+# a lower max-connections: the connections open stay open and are served; a new one past it is refused 503
+held = []
+for _ in range(5):
+    s, status = kept_alive()
+    held.append((s, status))
+check(all(status == 200 for _, status in held), "5 kept-alive connections served")
+check(reload("[http]\nheader-timeout = 1s\nmax-connections = 3\n", "SIGHUP: max-connections 40 -> 3"),
+      "SIGHUP: max-connections 40 -> 3 logged")
+extra = socket.create_connection((HOST, PORT), timeout=10)
+closed_at, got = refused_reply(extra)
+extra.close()
+check(closed_at is not None and is_503(got) and b"max-connections 3" in got,
+      "a new connection past the lowered max-connections 3: 503 (%s, %r)" % (closed_at, got[-100:]))
+again = []
+for s, _ in held:
+    s.sendall(SESSION + b"\r\n")
+    again.append(read_reply(s)[0])
+    s.close()
+check(again == [200] * 5, "and the 5 open before it still served (%s)" % again)
+check(reload(ORIGINAL_CONF, "SIGHUP: max-connections 3 -> 40"), "the configuration restored (SIGHUP)")
+status, until = None, time.monotonic() + 10
+while time.monotonic() < until and status != 200:
+    status = served()
+check(status == 200, "then a new connection is served again (%s)" % status)
 
 finish()

@@ -9,9 +9,11 @@ Checks: the page and the API over https, verified against the CA; the
 session cookie is Secure; the overview's sampler and the session's own
 connection reach the broker over TLS; CSRF and the role gate work as over
 http; plain http and TLS 1.1 on the https port get nothing; TLS 1.2 is
-enough.
+enough; a trickled head is answered 408 inside TLS after header-timeout; a
+connection past max-connections is closed unanswered (no handshake).
 """
 import http.client
+import socket
 import ssl
 import time
 import urllib.parse
@@ -95,4 +97,52 @@ with warnings.catch_warnings():
     ctx11.maximum_version = ssl.TLSVersion.TLSv1_1
 err = handshake(ctx11)
 check(err is not None and "protocol version" in err, "TLS 1.1 is refused by the console's alert: %s" % err)
+
+# ---------------------------------------------------------------- header-timeout 2s, max-connections 8 over TLS
+SESSION = b"GET /api/session HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (host.encode(), port)
+
+
+def tls_socket():
+    return tls_context().wrap_socket(socket.create_connection((host, port), timeout=10), server_hostname=host)
+
+
+def read_all(s, deadline_s=10):
+    """Every byte s receives until the console closes it (or deadline_s): (bytes, seconds it took)."""
+    t0, out = time.monotonic(), b""
+    s.settimeout(deadline_s)
+    try:
+        while True:
+            part = s.recv(65536)
+            if not part:
+                break
+            out += part
+    except (OSError, ssl.SSLError):
+        pass
+    return out, time.monotonic() - t0
+
+
+slow = tls_socket()
+slow.sendall(b"GET /api/session HTTP/1.1\r\n")
+got, took = read_all(slow)
+slow.close()
+check(got.startswith(b"HTTP/1.1 408 Request Timeout\r\n") and b"header-timeout 2000 ms" in got and 1.5 <= took <= 6,
+      "a head trickled over TLS: answered 408 inside TLS after header-timeout 2s (%.1f s: %r)" % (took, got[:60]))
+
+held = []
+for _ in range(8):
+    s = tls_socket()
+    s.sendall(SESSION)
+    s.settimeout(10)
+    held.append((s, s.recv(65536)))
+check(all(first.startswith(b"HTTP/1.1 200") for _, first in held), "8 kept-alive TLS connections served")
+try:
+    extra = tls_socket()
+    extra.sendall(SESSION)
+    got, _ = read_all(extra)
+    extra.close()
+except (OSError, ssl.SSLError) as e:
+    got = b""
+check(got == b"", "one past max-connections 8 over https: closed unanswered, no handshake only to refuse (%r)" % got[:60])
+for s, _ in held:
+    s.close()
 finish()

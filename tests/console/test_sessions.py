@@ -2,12 +2,15 @@
 
 - A user name that spells the broker's "no users" reply (anyone can type
   one) is a wrong login, never the no-users fallback.
-- A login posted from another site (the browser's Sec-Fetch-Site) is
-  refused: login CSRF.
+- A login posted from another site (the browser's Sec-Fetch-Site; from an
+  older browser, an Origin that is not the console's) is refused: login CSRF.
+- A login ends the session the browser held before (session rotation).
 - Roles change under a session: alice (admin) is demoted to viewer in the
   broker's users file (SIGHUP): her open session's next action, the manual
   cancel that never reaches the broker, is refused 403; removed from the
-  file, her session ends (401) at its next action. The file is put back.
+  file, her session ends (401) at its next action, and her sessions that
+  only poll the overview or the jobs end within the 30 s roles recheck.
+  The file is put back.
 - Sessions per user: a tenth login of bob ends his least recently used
   session; the table never fills, alice still logs in.
 - A Cookie header with a stale hg_session before the live one finds the
@@ -68,12 +71,30 @@ for site in ["cross-site", "same-site"]:
 status, _, _ = Client().post("/api/login", {"user": "alice", "password": ENV_PASSWORDS["alice"]}, csrf=False,
                              headers={"Sec-Fetch-Site": "same-origin"})
 check(status == 200, "the console's own page (Sec-Fetch-Site: same-origin) logs in (%s)" % status)
+# a browser too old for Sec-Fetch-Site still sends Origin: a cross-site form post, as such a browser makes it
+HOSTPORT = BASE.split("://", 1)[1]
+for origin in ["http://evil.example", "http://evil.example:" + HOSTPORT.rsplit(":", 1)[1], "null",
+               "https://" + HOSTPORT + ".evil.example"]:
+    status, doc, headers = Client().post("/api/login", {"user": "alice", "password": ENV_PASSWORDS["alice"]},
+                                         csrf=False, headers={"Origin": origin})
+    check(status == 403 and "Set-Cookie" not in headers and "Origin" in (doc or {}).get("error", ""),
+          "a login form posted from Origin %s (no Sec-Fetch-Site): 403 naming it, no cookie (%s %s)" %
+          (origin, status, doc))
+status, _, _ = Client().post("/api/login", {"user": "alice", "password": ENV_PASSWORDS["alice"]}, csrf=False,
+                             headers={"Origin": BASE})
+check(status == 200, "a login whose Origin is the console's own (%s) logs in (%s)" % (BASE, status))
+check(log_contains("posted from http://evil.example (Origin)"), "the refused Origin is audited")
 
 # ---------------------------------------------------------------- roles change under a session
 shutil.copyfile(USERS, USERS + ".orig")
 alice = Client()
 status, doc, _ = alice.login("alice")
 check(status == 200 and doc["roles"] == ["admin"], "alice logs in as admin (%s %s)" % (status, doc))
+# two more sessions of alice that only ever ask for what never reaches the broker: the overview, the jobs
+watchers = {"/api/overview": Client(), "/api/jobs": Client()}
+for w in watchers.values():
+    check(w.login("alice")[0] == 200, "alice logs in again (a session that only watches)")
+ROLES_RECHECK_S = 30  # console/session.c ROLES_RECHECK_MS
 order = 305
 before = sql("SELECT status FROM orders WHERE id = %d" % order)
 try:
@@ -101,6 +122,23 @@ try:
     check(status == 200 and doc == {"logged_in": False}, "and it is gone (%s)" % doc)
     check(log_contains("session of alice ended: the broker no longer accepts the user"), "the end is logged")
     check(sql("SELECT status FROM orders WHERE id = %d" % order) == before, "order %d is still as it was" % order)
+    # the removed user's sessions that only poll the overview or the jobs (as the page does, every 5 s) end too,
+    # at the first request after their roles are due to be asked again
+    ended = {}
+    end = time.time() + ROLES_RECHECK_S + 20
+    while len(ended) < len(watchers) and time.time() < end:
+        for path, w in watchers.items():
+            if path not in ended:
+                status, doc, _ = w.get(path)
+                if status != 200:
+                    ended[path] = (status, doc)
+        time.sleep(1)
+    for path, w in watchers.items():
+        status, doc = ended.get(path, (200, None))
+        check(status == 401 and "no longer accepts" in (doc or {}).get("error", ""),
+              "a removed user's session polling %s ends within %d s: 401 (%s %s)" %
+              (path, ROLES_RECHECK_S, status, doc))
+        check(w.get("/api/session")[1] == {"logged_in": False}, "and that session is gone")
 finally:
     use_users("")
 status, doc = wait_login("alice", lambda s, d: s == 200 and d.get("roles") == ["admin"])
@@ -141,6 +179,20 @@ with urllib.request.urlopen(req, timeout=30) as res:
     doc = json.loads(res.read())
 check(doc.get("logged_in") is True and doc.get("user") == "bob",
       "a stale hg_session before the live one: the live one is found (%s)" % doc)
+
+# ---------------------------------------------------------------- a login ends the browser's previous session
+browser = Client()
+browser.login("bob")
+old_token = next(c.value for c in browser.jar if c.name == "hg_session")
+status, doc, _ = browser.login("carol")
+new_token = next(c.value for c in browser.jar if c.name == "hg_session")
+check(status == 200 and new_token != old_token, "a second login in the same browser: a new session id")
+req = urllib.request.Request(BASE + "/api/session", headers={"Cookie": "hg_session=%s" % old_token})
+with urllib.request.urlopen(req, timeout=30) as res:
+    doc = json.loads(res.read())
+check(doc == {"logged_in": False}, "and the session it held before is ended, not left valid (%s)" % doc)
+check(browser.get("/api/session")[1].get("user") == "carol", "the new one is carol's")
+check(log_contains("session of bob ended: a new login (of carol) from its browser"), "the end is logged")
 
 # ---------------------------------------------------------------- the drop's confirmation, the audit line
 admin = Client()

@@ -27,11 +27,13 @@
  *                    ambiguous framing or Host (two Content-Length, two
  *                    Host, a blank before a colon) 400 and closed, an
  *                    absolute-form target's host checked, a form or query
- *                    that does not parse 400 naming the part; slowloris: a
- *                    trickling or silent client closed after
+ *                    that does not parse 400 naming the part, HTTP/1.1
+ *                    without Host 400; slowloris: a trickling client
+ *                    answered 408 and a silent one closed after
  *                    header-timeout while others are served, an idle
  *                    kept-alive connection left alone, a connection past
- *                    max-connections closed at once
+ *                    max-connections answered 503 at once; SIGHUP (the
+ *                    console's --config file rewritten) reloads both keys
  *   browser          tests/console/test_browser.py: log in as alice (admin),
  *                    the overview with live figures, "Back up now" and its
  *                    outcome, requeue a DLQ message, delete a topic with
@@ -79,7 +81,9 @@
  *                    hourglass+tls:// and tls-ca-cert-file:
  *                    tests/console/test_https.py (the API over https, a Secure
  *                    cookie, the sampler and the sessions over TLS, plain http
- *                    and TLS 1.1 refused); SIGHUP reloads the https
+ *                    and TLS 1.1 refused, a trickled head answered 408 inside
+ *                    TLS, one past max-connections closed unanswered); SIGHUP
+ *                    reloads the https
  *                    certificate (the served serial changes)
  *   config           sampler-user without its password file, a tls-* key
  *                    with a plaintext uri, https-cert-file without its key,
@@ -128,7 +132,10 @@
 #define SCRIPTS         HG_SRCDIR "/tests/console"
 
 static oe_env_t env;
-static char uri[64], workdir[512], users_path[600], monitor_pw_path[600];
+static char uri[64], workdir[512], users_path[600], monitor_pw_path[600], console_conf_path[600];
+/* The main console's configuration file: the two keys test_http.py changes
+ * and reloads (SIGHUP), restoring this text at its end. */
+#define CONSOLE_CONF "[http]\nheader-timeout = 3s\nmax-connections = 40\n"
 static rc_conn_t conn;
 static hg_order_db *handle;
 
@@ -442,11 +449,14 @@ static int console_init(void)
                                     "2s",
                                     "--allowed-hosts", /* test_api.py: the Host header */
                                     "console.test, Ops.Example.org",
-                                    "--header-timeout", /* test_http.py: slowloris (it knows these two values) */
-                                    "3s",
-                                    "--max-connections",
-                                    "40",
+                                    "--config",        /* test_http.py: header-timeout 3s, max-connections 40; it */
+                                    console_conf_path, /* rewrites the file and sends SIGHUP (the reload) */
                                     NULL };
+    snprintf(console_conf_path, sizeof console_conf_path, "%s/console.conf", workdir);
+    if (tu_write_file(console_conf_path, CONSOLE_CONF) != 0) {
+        fprintf(stderr, "\nFAIL: cannot write %s\n", console_conf_path);
+        return -1;
+    }
     if (start_console(&console, console_extra, console_up) != 0)
         return -1;
     return 0;
@@ -473,7 +483,8 @@ static int console_cleanup(void)
 /* Run a script of tests/console against the console c with the set-up in
  * its environment (HG_CONSOLE_URL, HG_CONSOLE_LOG, HG_CA_FILE for https,
  * HG_USERS "name=password;…", HG_BROKER_PORT and HG_BROKER_AUTH for the
- * traffic, the database, HG_ARTIFACTS, HG_WORKDIR); its output goes to this
+ * traffic, the database, HG_ARTIFACTS, HG_WORKDIR, HG_CONSOLE_PID; HG_CONSOLE_CONFIG for the main
+ * console, whose file test_http.py rewrites); its output goes to this
  * test's. Returns its exit status. */
 static int run_script(const char *script, const console_proc_t *c, const char *scheme, const char *ca_file)
 {
@@ -507,6 +518,11 @@ static int run_script(const char *script, const console_proc_t *c, const char *s
         setenv("HG_ARTIFACTS", ARTIFACTS, 1);
         setenv("HG_WORKDIR", workdir, 1);
         setenv("HG_USERS_FILE", users_path, 1);
+        char console_pid[24];
+        snprintf(console_pid, sizeof console_pid, "%d", (int)c->pid);
+        setenv("HG_CONSOLE_PID", console_pid, 1);
+        if (c == &console)
+            setenv("HG_CONSOLE_CONFIG", console_conf_path, 1);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         execl(PYTHON, PYTHON, path, (char *)NULL);
         fprintf(stderr, "FAIL: cannot run %s %s\n", PYTHON, path);
@@ -649,6 +665,10 @@ static void test_https(void)
                             pki.server_key,
                             "--no-users-role",
                             "viewer",
+                            "--header-timeout", /* test_https.py: the 408 over TLS, the refusal past */
+                            "2s",               /* max-connections unanswered (it knows these two values) */
+                            "--max-connections",
+                            "8",
                             NULL };
     if (start_console(&https, extra, https_up) == 0) {
         TU_CHECK(tu_wait_file_contains(https.log, "listening on https://", 5000) == 0, "the console says https");
