@@ -2,9 +2,12 @@
  * broker/auth.c — the verification thread, the failure slow-down and the
  * verified-password cache (contract in auth.h).
  *
- * One mutex guards the queue, the held-back failures and the done list; the
+ * One mutex guards the queue, the held requests and the done list; the
  * thread sleeps on a condition variable until a request arrives or the
- * earliest held-back failure is due. The per-address failure counts and the
+ * earliest held request is due. Held are failures whose reply is held back,
+ * and requests gated by their address: an address whose latest failure's
+ * reply is still held back gets no verification before that release, so
+ * opening many connections does not multiply its guesses. The per-address failure counts and the
  * dummy hash belong to the thread; the cache belongs to the loop thread.
  */
 #include "broker/auth.h"
@@ -99,13 +102,29 @@ static void post(auth_worker_t *a, auth_req_t *r)
     event_active(a->done_ev, EV_READ, 0);
 }
 
+/* How long the failures-th failure from an address within the window is
+ * held back: 200 ms, doubling up to 5 s. */
+static unsigned fail_delay(unsigned failures)
+{
+    unsigned shift = failures - 1 > 5 ? 5 : failures - 1;
+    unsigned d = DELAY_BASE_MS << shift;
+    return d > DELAY_MAX_MS ? DELAY_MAX_MS : d;
+}
+
 /* Auth thread: count a failure from ip; returns how long to hold it back. */
 static unsigned count_failure(auth_worker_t *a, auth_req_t *r, uint64_t now)
 {
     r->failures = authfail_count(a->fails, r->ip, strlen(r->ip), now);
-    unsigned shift = r->failures - 1 > 5 ? 5 : r->failures - 1;
-    unsigned d = DELAY_BASE_MS << shift;
-    return d > DELAY_MAX_MS ? DELAY_MAX_MS : d;
+    return fail_delay(r->failures);
+}
+
+/* Auth thread: the earliest time a request from ip may be verified: the
+ * release of the reply of its address's latest failure (0: at once). */
+static uint64_t verify_gate(const auth_worker_t *a, const char *ip, uint64_t now)
+{
+    uint64_t last = 0;
+    unsigned n = authfail_recent(a->fails, ip, strlen(ip), now, &last);
+    return n > 0 ? last + fail_delay(n) : 0;
 }
 
 static void cache_mac(const auth_worker_t *a, const char *hash, const char *password, size_t len, unsigned char *mac);
@@ -128,23 +147,53 @@ static void verify(auth_worker_t *a, auth_req_t *r)
     }
 }
 
+/* Under mu: hold r until release (a failure's reply, or a request waiting
+ * for its address's gate); returns the earliest release held, next
+ * included (0: none). */
+static uint64_t hold(auth_worker_t *a, auth_req_t *r, uint64_t release, uint64_t next)
+{
+    if (a->nheld == a->capheld) {
+        a->capheld = a->capheld ? 2 * a->capheld : 16;
+        a->held = xrealloc(a->held, a->capheld * sizeof *a->held);
+    }
+    r->release_mono = release;
+    a->held[a->nheld++] = r;
+    return next == 0 || release < next ? release : next;
+}
+
+/* Under mu: release what is due — a failure's reply to the loop, a gated
+ * request back to the queue (its gate is checked again there, since another
+ * request from its address may have failed meanwhile). Returns the earliest
+ * release still held (0: none). */
+static uint64_t release_due(auth_worker_t *a, uint64_t now)
+{
+    uint64_t next = 0;
+    for (size_t i = 0; i < a->nheld;) {
+        auth_req_t *r = a->held[i];
+        if (r->release_mono > now) {
+            next = next == 0 || r->release_mono < next ? r->release_mono : next;
+            i++;
+            continue;
+        }
+        a->held[i] = a->held[--a->nheld];
+        if (r->gated) {
+            list_push(&a->q_head, &a->q_tail, &r->job); /* not counted in queued: it was let in already */
+        } else {
+            post(a, r);
+        }
+    }
+    return next;
+}
+
 static void *auth_main(void *arg)
 {
     auth_worker_t *a = arg;
+    uint64_t next = 0; /* the earliest release_mono held (0: none), so the held list is scanned only when due */
     pthread_mutex_lock(&a->mu);
     while (!a->stop) {
         uint64_t now = clock_mono_ms();
-        uint64_t next = 0;
-        for (size_t i = 0; i < a->nheld;) {
-            if (a->held[i]->release_mono <= now) {
-                post(a, a->held[i]);
-                a->held[i] = a->held[--a->nheld];
-            } else {
-                if (next == 0 || a->held[i]->release_mono < next) {
-                    next = a->held[i]->release_mono;
-                }
-                i++;
-            }
+        if (next != 0 && next <= now) {
+            next = release_due(a, now);
         }
         if (a->q_head != NULL) {
             auth_req_t *r = (auth_req_t *)a->q_head;
@@ -152,7 +201,20 @@ static void *auth_main(void *arg)
             if (a->q_head == NULL) {
                 a->q_tail = NULL;
             }
-            a->queued--;
+            if (!r->gated) {
+                a->queued--;
+            }
+            /* One verification per address per held-back failure, however
+             * many connections it opens: a request from an address whose
+             * latest failure is still held back waits, unverified, until its
+             * release. Holding back only the replies would let an address
+             * with N connections guess N passwords per delay. */
+            uint64_t gate = verify_gate(a, r->ip, now);
+            if (gate > now) {
+                r->gated = 1;
+                next = hold(a, r, gate, next);
+                continue;
+            }
             pthread_mutex_unlock(&a->mu);
             verify(a, r);
             now = clock_mono_ms();
@@ -163,12 +225,8 @@ static void *auth_main(void *arg)
             if (r->ok) {
                 post(a, r);
             } else {
-                if (a->nheld == a->capheld) {
-                    a->capheld = a->capheld ? 2 * a->capheld : 16;
-                    a->held = xrealloc(a->held, a->capheld * sizeof *a->held);
-                }
-                r->release_mono = now + r->delay_ms;
-                a->held[a->nheld++] = r;
+                r->gated = 0;
+                next = hold(a, r, now + r->delay_ms, next);
             }
             continue;
         }

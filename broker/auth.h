@@ -10,7 +10,10 @@
  * connection parses nothing more until it completes. The thread verifies
  * requests one at a time; a failed one is held back before it is posted:
  * 200 ms for an address's first failure within a minute, doubling up to 5 s
- * (other connections are not delayed: the thread keeps verifying meanwhile).
+ * (other addresses are not delayed: the thread keeps verifying meanwhile).
+ * Until that failure is released no request from the same address is
+ * verified (it waits, unverified): an address guesses once per delay, however
+ * many connections it opens or pipelines from.
  * The counts are kept for 4 096 addresses; beyond, the least recently failed
  * address is forgotten first (authfail.h), so many source addresses cannot
  * wipe the count of one that failed recently.
@@ -47,7 +50,7 @@ typedef struct auth_worker auth_worker_t;
  * thread with ok / delay_ms filled. */
 typedef struct auth_req {
     job_t job;                  /* first member */
-    char ip[64];                /* the peer's address without the port: failures are counted per address */
+    char ip[64];                /* authfail_key of the peer's address (IPv6: its /64): failures are counted per key */
     char hash[PASSWD_HASH_MAX]; /* the user's hash; "" for no such user or a disabled one (always fails) */
     char *password;             /* the caller's copy; wiped by the thread after use */
     size_t password_len;
@@ -55,7 +58,8 @@ typedef struct auth_req {
     unsigned delay_ms;     /* out: how long a failure was held back */
     unsigned failures;     /* out: failures from ip in the last minute, this one included */
     unsigned char mac[32]; /* out, when ok: the cache entry (auth_cache_put) */
-    uint64_t release_mono; /* auth-thread private */
+    uint64_t release_mono; /* auth-thread private: when a held request is released */
+    int gated;             /* auth-thread private: held unverified, waiting for its address's gate */
 } auth_req_t;
 
 /* A worker whose completions reach done(j, ctx) on base's thread (the loop).

@@ -5,12 +5,15 @@
  * A hash map from address to entry, and the entries in a doubly-linked list
  * in order of their last failure (the head failed least recently): a failure
  * moves its entry to the tail, a new address in a full table evicts the head.
- * Every operation is O(1) besides the map's hashing.
+ * Every operation is O(1) besides the map's hashing. authfail_key turns a
+ * client's address into the key: IPv6 addresses by their /64.
  *
  * One thread at a time (the broker's AUTH verification thread).
  */
 #include "broker/authfail.h"
 
+#include <arpa/inet.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +34,38 @@ struct authfail {
     size_t max_addrs;
     uint64_t window_ms;
 };
+
+char *authfail_key(const char *addr, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s", addr);
+    char *colon = strrchr(out, ':');
+    if (out[0] != '[') {
+        if (colon != NULL) {
+            *colon = '\0'; /* "1.2.3.4:5" -> "1.2.3.4" */
+        }
+        return out;
+    }
+    char *end = strchr(out, ']');
+    if (end == NULL) {
+        return out;
+    }
+    *end = '\0';
+    struct in6_addr a;
+    char text[INET6_ADDRSTRLEN];
+    if (inet_pton(AF_INET6, out + 1, &a) != 1) {
+        snprintf(out, outlen, "%.*s", (int)(end - out + 1), addr); /* "[x]" as it came */
+        return out;
+    }
+    if (IN6_IS_ADDR_V4MAPPED(&a)) {
+        inet_ntop(AF_INET, &a.s6_addr[12], text, sizeof text);
+        snprintf(out, outlen, "%s", text);
+        return out;
+    }
+    memset(&a.s6_addr[8], 0, 8);
+    inet_ntop(AF_INET6, &a, text, sizeof text);
+    snprintf(out, outlen, "[%s/64]", text);
+    return out;
+}
 
 authfail_t *authfail_new(size_t max_addrs, uint64_t window_ms)
 {
@@ -113,6 +148,19 @@ unsigned authfail_get(const authfail_t *t, const char *addr, size_t len)
     }
     const fail_entry_t *e = map_get(&t->by_addr, addr, len);
     return e != NULL ? e->n : 0;
+}
+
+unsigned authfail_recent(const authfail_t *t, const char *addr, size_t len, uint64_t now_ms, uint64_t *last_ms)
+{
+    if (len > AUTHFAIL_ADDR_MAX) {
+        len = AUTHFAIL_ADDR_MAX;
+    }
+    const fail_entry_t *e = map_get(&t->by_addr, addr, len);
+    if (e == NULL || now_ms - e->last_ms > t->window_ms) {
+        return 0;
+    }
+    *last_ms = e->last_ms;
+    return e->n;
 }
 
 size_t authfail_size(const authfail_t *t)

@@ -5,6 +5,10 @@
  *
  *   audit: client id=7 addr=127.0.0.1:50312 user=- REVOKE order-timeout KEY 42: revoked 1 (delayed 1, ready 0), refused 0
  *
+ * A call the roles refused (NOPERM) is logged the same way, its reply
+ * saying so — who tried to drop the DLQ matters as much as who did; one
+ * refused before AUTH (NOAUTH) is not: it names no user.
+ *
  * cmd_audit_call runs after the command's loop half (cmd_dispatch): a command
  * answered on the loop (SHUTDOWN, CONFIG, an argument error) is logged at
  * once with its reply's first line; a storage job carries the "who and what"

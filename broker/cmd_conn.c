@@ -22,6 +22,7 @@
 
 #include "base/buf.h"
 #include "broker/auth.h"
+#include "broker/authfail.h"
 #include "broker/server.h"
 #include "common/log.h"
 
@@ -230,12 +231,8 @@ static void start_auth(cmd_call_t *call, const resp_arg_t *user, const resp_arg_
     arena[pass->len] = '\0';
     ac->req.password = arena;
     ac->req.password_len = pass->len;
-    /* The address without the port: "1.2.3.4:5" -> "1.2.3.4", "[::1]:5" -> "[::1]". */
-    snprintf(ac->req.ip, sizeof ac->req.ip, "%s", c->addr);
-    char *colon = strrchr(ac->req.ip, ':');
-    if (colon != NULL) {
-        *colon = '\0';
-    }
+    /* The address without the port, IPv6 by its /64: "1.2.3.4:5" -> "1.2.3.4", "[2001:db8::7]:5" -> "[2001:db8::/64]". */
+    authfail_key(c->addr, ac->req.ip, sizeof ac->req.ip);
     if (user->len <= USERS_NAME_MAX) { /* the exact bytes: cmd_shown would cut a 62..64-byte name to "…..." */
         memcpy(ac->user, user->ptr, user->len);
         ac->user_len = user->len;

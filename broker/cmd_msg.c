@@ -218,6 +218,10 @@ void cmd_send(cmd_call_t *call)
             if (cmd_once(call, &seen_key, "KEY") != 0) {
                 return;
             }
+            if (v->len == 0) { /* FIND, REVOKE and DEDUP could never name it */
+                resp_add_error(call->out, "ERR key is empty (omit KEY for a message without one)");
+                return;
+            }
             key = v;
             continue;
         }

@@ -185,6 +185,12 @@ static const cmd_def_t *cmd_lookup(const char *name, size_t len)
     return NULL;
 }
 
+unsigned cmd_roles_of(const char *name)
+{
+    const cmd_def_t *d = cmd_lookup(name, strlen(name));
+    return d != NULL ? d->roles : 0;
+}
+
 /* The subcommand row of this call, or NULL (no subcommands, or not one of them). */
 static const cmd_sub_t *call_sub(const cmd_def_t *d, const cmd_call_t *call)
 {
@@ -426,6 +432,7 @@ void cmd_dispatch(cmd_call_t *call)
         resp_add_errorf(call->out, "NOPERM User %s (roles: %s) has no permissions to run the '%s%s' command",
                         c->user[0] ? c->user : "default", users_roles_text(c->roles, roles, sizeof roles), d->name,
                         sub);
+        cmd_audit_call(call); /* a refused DLQ DROP, CLIENT KILL, SHUTDOWN … is logged with who tried it */
         return;
     }
     if (call->conn->multi != NULL && d->proc != cmd_exec && d->proc != cmd_discard && d->proc != cmd_multi &&

@@ -48,6 +48,10 @@ typedef struct cmd_call {
  * failure is written into call->out as one error line. Loop thread. */
 void cmd_dispatch(cmd_call_t *call);
 
+/* The roles column of the command named name (lower case; the command's
+ * own row, not a subcommand's), or 0 when there is no such command. */
+unsigned cmd_roles_of(const char *name);
+
 /* The audit log (broker/cmd_audit.c). cmd_audit_call: after a command ran
  * (loop thread), an audited one — destructive or admin — is logged at info
  * with the client's id, address and user and its arguments: at once when it

@@ -2,7 +2,9 @@
  * broker/conn.c — the set of client connections (contract: conn.h; the
  * package's files: conn_internal.h): the id map and the list of open
  * connections, the set's life (new, free, attaching the writer), shutdown
- * (stop reading, drain all), the users file reloaded, the loop's counters,
+ * (stop reading, drain all), the users file reloaded (a removed or
+ * disabled user logged out; a connection whose waiting PULL … BLOCK its
+ * user may no longer run closed), the loop's counters,
  * and CLIENT LIST / CLIENT KILL over the list.
  *
  * Invariants: a connection is in the id map and on the list exactly while it
@@ -14,6 +16,7 @@
  */
 #include "broker/conn.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +25,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/map.h"
+#include "broker/commands.h"
 #include "broker/conn_internal.h"
 #include "broker/users.h"
 #include "common/log.h"
@@ -133,10 +137,14 @@ conn_t *conn_by_id(conn_set_t *s, uint64_t id)
 
 void conn_set_users_changed(conn_set_t *s, const users_t *users)
 {
-    for (conn_t *c = s->all; c; c = c->all_next) {
+    unsigned pull_roles = cmd_roles_of("pull"); /* the one command that parks (PULL … BLOCK) */
+    for (conn_t *c = s->all, *n; c; c = n) {
+        n = c->all_next;
         if (c->user[0] == '\0') {
             continue;
         }
+        char user[sizeof c->user];
+        snprintf(user, sizeof user, "%s", c->user);
         const users_entry_t *e = users_find(users, c->user, strlen(c->user));
         if (e == NULL || e->disabled) {
             log_info("client id=%llu addr=%s: user '%s' is %s in the reloaded users file: logged out",
@@ -144,8 +152,17 @@ void conn_set_users_changed(conn_set_t *s, const users_t *users)
             c->authenticated = 0;
             c->roles = 0;
             c->user[0] = '\0';
+            c->unauth_since_mono = clock_mono_ms(); /* auth-timeout counts from here */
         } else {
             c->roles = e->roles;
+        }
+        /* A PULL … BLOCK parked before the reload would still lease and deliver messages to a user that may no
+         * longer pull (BLOCK 0: whenever one comes): the connection is closed, which cancels it. */
+        if (c->blocked && (c->roles & pull_roles) == 0) {
+            log_info("client id=%llu addr=%s: user '%s' may no longer PULL, and a PULL … BLOCK of it is waiting: "
+                     "closing",
+                     (unsigned long long)c->id, c->addr, user);
+            conn_close(c);
         }
     }
 }

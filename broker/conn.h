@@ -26,9 +26,11 @@
  * The set (conn_set_t) owns every connection: the id map (base/map.h), the
  * list CLIENT LIST walks, the dead list the reaper frees, the loop's
  * counters, and the sweep: every CONN_SWEEP_MS (and at once after a large
- * reply) it closes clients whose command is older than header-timeout and,
- * while all clients together hold more than max-client-memory, the one that
- * holds most. The server (broker/server.h) owns the listener and hands each
+ * reply) it closes TLS clients whose handshake is not done
+ * CONN_TLS_HANDSHAKE_MS after the accept, clients not logged in within
+ * auth-timeout (users-file), clients whose command is older than
+ * header-timeout and, while all clients together hold more than
+ * max-client-memory, the one that holds most. The server (broker/server.h) owns the listener and hands each
  * accepted socket to conn_accept.
  *
  * Everything here runs on the event-loop thread.
@@ -89,6 +91,7 @@ typedef struct conn {
     unsigned roles;                /* ROLE_* bits */
     char user[USERS_NAME_MAX + 1]; /* the user AUTH logged in as; "" = none ("default") */
     int auth_held;                 /* an AUTH is being verified: parse nothing more until it is answered */
+    uint64_t unauth_since_mono;    /* users-file, not logged in: since when (the accept, or a reload's logout) */
     struct cmd_multi *multi;       /* inside MULTI: the queued commands (broker/cmd_multi.c); NULL otherwise */
     /* resource budgets (conn_request.c, conn_sweep.c, docs/operations.md "Resource limits") */
     uint64_t cmd_started_mono; /* when the unfinished command's first byte was parsed; 0: none */

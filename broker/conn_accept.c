@@ -6,12 +6,16 @@
  * timeouts, EOF and errors).
  *
  * TLS: a connection from tls-port has an OpenSSL bufferevent (accepting
- * state); everything above the bufferevent is the same. Until the handshake
- * completes (BEV_EVENT_CONNECTED) the read timeout is the handshake
- * deadline; a failed handshake is logged with OpenSSL's reason (and a hint
+ * state); everything above the bufferevent is the same. The handshake must
+ * complete (BEV_EVENT_CONNECTED) within CONN_TLS_HANDSHAKE_MS of the accept:
+ * the sweep (conn_sweep.c) closes it otherwise — a read timeout would not
+ * do, since every byte read pushes it back and a client trickling its
+ * ClientHello would hold the connection (and a max-clients slot) for ever.
+ * A failed handshake is logged with OpenSSL's reason (and a hint
  * when it looks like plaintext on the TLS port). With
  * tls-auth-clients-user cn a completed handshake with a verified client
- * certificate logs the connection in as the user its CN names.
+ * certificate logs the connection in as the user its CN names (its only
+ * CN: a subject with several names no user).
  *
  * Invariants: a connection is linked into the set (conn_link) before any of
  * its callbacks can run; a callback that ends it calls conn_close, never
@@ -106,8 +110,19 @@ static void log_in_by_certificate(conn_t *c, SSL *ssl)
     if (x == NULL || SSL_get_verify_result(ssl) != X509_V_OK) {
         return; /* tls-auth-clients optional and none sent */
     }
+    /* Exactly one CN: with several, which one names the user is a guess — OpenSSL's text lookup takes the first,
+     * other tools (a CA that checked the request) the last — and a guess is how "CN=ops, CN=grafana" becomes
+     * the admin. */
+    const X509_NAME *subject = X509_get_subject_name(x);
+    int first = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
+    if (first >= 0 && X509_NAME_get_index_by_NID(subject, NID_commonName, first) >= 0) {
+        log_warn("client id=%llu addr=%s: its certificate's subject has more than one CN, so none names a user; AUTH "
+                 "needed",
+                 (unsigned long long)c->id, c->addr);
+        return;
+    }
     char cn[USERS_NAME_MAX + 2];
-    int n = X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn, (int)sizeof cn);
+    int n = X509_NAME_get_text_by_NID(subject, NID_commonName, cn, (int)sizeof cn);
     if (n <= 0 || n > USERS_NAME_MAX || strlen(cn) != (size_t)n) {
         log_info("client id=%llu addr=%s: its certificate has no CN that can name a user (at most %d bytes); AUTH "
                  "needed",
@@ -151,10 +166,7 @@ static int tls_handshake_event(conn_t *c, struct bufferevent *bev, short what)
         return 1;
     }
     c->set->protocol_errors++;
-    if (what & BEV_EVENT_TIMEOUT) {
-        log_warn("client id=%llu addr=%s: no TLS handshake within %d ms; closing", (unsigned long long)c->id, c->addr,
-                 CONN_TLS_HANDSHAKE_MS);
-    } else if (what & BEV_EVENT_ERROR) {
+    if (what & BEV_EVENT_ERROR) {
         int err = EVUTIL_SOCKET_ERROR();
         tls_bev_error_text(bev, why, sizeof why);
         if (why[0] == '\0') {
@@ -177,6 +189,14 @@ static int tls_handshake_event(conn_t *c, struct bufferevent *bev, short what)
     }
     conn_close(c);
     return 1;
+}
+
+void conn_handshake_expired(conn_t *c)
+{
+    c->set->protocol_errors++;
+    log_warn("client id=%llu addr=%s: no TLS handshake within %d ms; closing", (unsigned long long)c->id, c->addr,
+             CONN_TLS_HANDSHAKE_MS);
+    conn_close(c);
 }
 
 static void event_cb(struct bufferevent *bev, short what, void *arg)
@@ -253,6 +273,7 @@ int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa, SS
     c->authenticated = !server_auth_required(s->srv); /* no users: every role, as before users existed */
     c->roles = c->authenticated ? ROLE_ALL : 0;
     c->created_mono = c->last_active_mono = clock_mono_ms();
+    c->unauth_since_mono = c->created_mono; /* read only while not authenticated (auth-timeout) */
     format_addr(sa, c->addr, sizeof c->addr);
     resp_limits_t lim = {
         .max_args = (size_t)s->cfg->max_args,
@@ -265,10 +286,7 @@ int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa, SS
     s->connections_total++;
     bufferevent_setcb(bev, read_cb, write_cb, event_cb, c);
     bufferevent_setwatermark(bev, EV_READ, 0, READ_HIGH_WATERMARK);
-    if (c->tls) {
-        struct timeval tv = { CONN_TLS_HANDSHAKE_MS / 1000, (CONN_TLS_HANDSHAKE_MS % 1000) * 1000 };
-        bufferevent_set_timeouts(bev, &tv, NULL); /* the idle timeout follows the handshake */
-    } else if (s->cfg->idle_timeout_ms > 0) {
+    if (!c->tls && s->cfg->idle_timeout_ms > 0) { /* TLS: the sweep bounds the handshake; the idle timeout follows it */
         struct timeval tv = { (time_t)(s->cfg->idle_timeout_ms / 1000),
                               (suseconds_t)(s->cfg->idle_timeout_ms % 1000) * 1000 };
         bufferevent_set_timeouts(bev, &tv, NULL);

@@ -111,6 +111,12 @@ void conn_reply(conn_t *c, const char *data, size_t len);
 /* Write filled slots from the head. */
 void conn_flush(conn_t *c);
 
+/* conn_accept.c: a TLS connection whose handshake is not complete
+ * CONN_TLS_HANDSHAKE_MS after it was accepted is logged and closed (the
+ * sweep asks: a deadline from the accept, which bytes trickled in one at a
+ * time cannot push back as they would a read timeout). */
+void conn_handshake_expired(conn_t *c);
+
 /* conn_request.c: parse and execute what c's input holds, while c may. */
 void conn_process_input(conn_t *c);
 

@@ -1,6 +1,9 @@
 /*
  * broker/conn_sweep.c — the sweep: every CONN_SWEEP_MS (and at once after a
- * large reply, conn_reply.c) it closes clients whose command is older than
+ * large reply, conn_reply.c) it closes TLS clients whose handshake is not
+ * complete CONN_TLS_HANDSHAKE_MS after the accept, clients not logged in
+ * auth-timeout after the accept (or a reload's logout; users-file only: an
+ * AUTH being checked is waited for), clients whose command is older than
  * header-timeout and, while all clients together hold more than
  * max-client-memory, the one that holds most; it tells the writer what the
  * clients hold (writer_note_client_memory) and trims the set's scratch
@@ -48,6 +51,22 @@ void conn_sweep_cb(evutil_socket_t fd, short what, void *arg)
     size_t total = 0;
     for (conn_t *c = s->all, *n; c; c = n) {
         n = c->all_next;
+        if (c->tls && !c->tls_ready && !c->closing && now - c->created_mono >= CONN_TLS_HANDSHAKE_MS) {
+            conn_handshake_expired(c);
+            continue;
+        }
+        if (cfg->auth_timeout_ms > 0 && !c->authenticated && !c->auth_held && !c->draining &&
+            (!c->tls || c->tls_ready) && now - c->unauth_since_mono >= (uint64_t)cfg->auth_timeout_ms) {
+            log_info("client id=%llu addr=%s: not logged in %llu ms after it connected (auth-timeout %lld ms); closing",
+                     (unsigned long long)c->id, c->addr, (unsigned long long)(now - c->unauth_since_mono),
+                     cfg->auth_timeout_ms);
+            resp_buf_clear(&s->scratch);
+            s->scratch.proto = c->proto;
+            resp_add_errorf(&s->scratch, "ERR not logged in within auth-timeout (%lld ms): AUTH first; closing",
+                            cfg->auth_timeout_ms);
+            conn_reply(c, s->scratch.raw.data, s->scratch.raw.len);
+            conn_start_draining(c);
+        }
         if (cfg->header_timeout_ms > 0 && c->cmd_started_mono != 0 && !c->draining &&
             now - c->cmd_started_mono >= (uint64_t)cfg->header_timeout_ms) {
             s->header_kills++;

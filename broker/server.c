@@ -16,6 +16,12 @@
  * share max-clients, the accept back-off and everything after accept. The
  * metrics endpoint stays plain HTTP.
  *
+ * The files that hold secrets (users-file: password hashes; tls-key-file:
+ * the private key) are checked when they are read, at start and on SIGHUP:
+ * one the group or others can read or write is logged at warn, naming it
+ * and its mode (it still loads: a warning, as ssh gives, not a refusal — the broker
+ * may run under a shared group on purpose).
+ *
  * Protected mode (server.h, docs/security.md) is decided per accepted
  * socket from its peer address, before a connection exists: a refused peer
  * gets one "-DENIED" line and is closed.
@@ -34,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -177,10 +184,28 @@ static int remote_admitted(const server_t *s, int tls)
 }
 
 /* Recompute the warning after a start or a reload, and log it. */
+/* Warn when the file at path (config key key), which holds what, can be
+ * read or written by its group or others (written: whoever can may add an
+ * admin, or swap the key). */
+static void warn_if_exposed(const char *key, const char *path, const char *what)
+{
+    struct stat st;
+    if (path == NULL || stat(path, &st) != 0 || (st.st_mode & (S_IRGRP | S_IROTH | S_IWGRP | S_IWOTH)) == 0) {
+        return;
+    }
+    int writable = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+    mode_t bit = writable ? S_IWOTH : S_IROTH;
+    log_warn("%s %s is %s by %s (mode %04o), and it holds %s: chmod 600 it, owned by the broker's user "
+             "(docs/security.md)",
+             key, path, writable ? "writable" : "readable",
+             (st.st_mode & bit) ? "every user of this host" : "its group", (unsigned)(st.st_mode & 07777), what);
+}
+
 static void security_check(server_t *s)
 {
     const config_t *cfg = s->cfg;
     s->warning[0] = '\0';
+    warn_if_exposed("users-file", cfg->users_file, "the users' password hashes");
     if (server_protected(s)) {
         if (!config_is_loopback(cfg->bind)) {
             log_warn("protected mode: listening on %s, but clients from other hosts are refused: %s; set "
@@ -608,6 +633,22 @@ static void tls_files(const config_t *cfg, tls_server_files_t *f)
     f->session_id = "hourglass-broker";
 }
 
+int server_check_tls(const config_t *cfg, char *err, size_t errlen)
+{
+    if (cfg->tls_port == 0) {
+        return 0;
+    }
+    tls_server_files_t files;
+    tls_server_t *t = NULL;
+    tls_files(cfg, &files);
+    if (tls_server_new(&files, &t, err, errlen) != 0) {
+        return -1;
+    }
+    tls_server_free(t);
+    warn_if_exposed("tls-key-file", cfg->tls_key_file, "the TLS private key");
+    return 0;
+}
+
 int server_listen(server_t *s, char *err, size_t errlen)
 {
     const config_t *cfg = s->cfg;
@@ -625,6 +666,7 @@ int server_listen(server_t *s, char *err, size_t errlen)
         } else {
             log_info("TLS certificate %s: %s", cfg->tls_cert_file, what);
         }
+        warn_if_exposed("tls-key-file", cfg->tls_key_file, "the TLS private key");
         s->tls_listener = listen_on(s, cfg->tls_port, &s->tls_port, err, errlen);
         if (s->tls_listener == NULL) {
             return -1;
@@ -691,6 +733,7 @@ int server_reload_tls(server_t *s)
     } else {
         log_info("SIGHUP: TLS certificate reloaded from %s: %s (new connections use it)", s->cfg->tls_cert_file, what);
     }
+    warn_if_exposed("tls-key-file", s->cfg->tls_key_file, "the TLS private key");
     return 0;
 }
 

@@ -46,6 +46,11 @@ int server_port(const server_t *s);
 /* The TLS port bound (0: TLS off). */
 int server_tls_port(const server_t *s);
 
+/* --check-config: load the TLS files of cfg (tls-port set) as a start
+ * would, and drop them. 0 (also when TLS is off), or -1 with the key, file
+ * and reason in err — what would make the start fail. */
+int server_check_tls(const config_t *cfg, char *err, size_t errlen);
+
 /* SIGHUP: read the TLS certificate, key and CA files again (the tls-* keys
  * of the running configuration) and use them for new connections; a file
  * that does not load keeps the old context. Logs the outcome (the new

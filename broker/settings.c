@@ -145,6 +145,9 @@ static const cfg_key_t cfg_keys[] = {
     { CFG_KEY("header-timeout", CFG_DURATION, "10s", 0, DAY_MS, OFF(header_timeout_ms),
               "close a client whose command is not complete this long after its first byte (0: never); "
               "independent of idle-timeout") },
+    { CFG_KEY("auth-timeout", CFG_DURATION, "10s", 0, DAY_MS, OFF(auth_timeout_ms),
+              "with users-file: close a client not logged in this long after it connected, or after a users reload "
+              "logged it out (0: never); an AUTH being checked is waited for") },
     { CFG_KEY("metrics-port", CFG_INT, "0", 0, 65535, OFF(metrics_port),
               "HTTP port for /metrics and /healthz (0: off)") },
     { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
@@ -484,7 +487,9 @@ void config_print_help(FILE *out, const char *prog)
             "  --check-config   validate the configuration, print it, exit 0 (valid) or 2\n"
             "  --check-data DIR check the data directory DIR (of a stopped broker) with the\n"
             "                   configured levels: print \"ok: N messages, ...\" and exit 0,\n"
-            "                   or print the first problem and exit 1\n"
+            "                   or print the first problem and exit 1 (damaged or\n"
+            "                   inconsistent: restore it) or 3 (not checked: missing,\n"
+            "                   not accessible, in use, not a data directory)\n"
             "  --help           this text\n"
             "  --version        print the version\n\nKeys (default in brackets):\n",
             prog, prog, prog, prog, PACKAGE_VERSION);

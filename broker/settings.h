@@ -99,6 +99,7 @@ typedef struct config {
     long long max_inflight_bytes; /* request bytes per connection awaiting replies before parsing pauses */
     long long max_client_memory;  /* all clients' buffers; the biggest is closed above it (0 = off) */
     long long header_timeout_ms;  /* a command must be complete this long after its first byte (0 = off) */
+    long long auth_timeout_ms;    /* users-file: a client must be logged in this long after it connected (0 = off) */
     /* observability */
     long long metrics_port; /* 0 = off */
     char *metrics_bind;

@@ -109,10 +109,26 @@ static int parse_line(const users_t *u, const char *line, size_t len, users_entr
         return err_set(err, errlen, "user name longer than %d bytes", USERS_NAME_MAX);
     }
     for (size_t i = 0; i < nl; i++) {
-        if (!name_char(name[i])) {
-            return err_set(err, errlen, "user name '%.*s' has a character other than A-Z a-z 0-9 . _ @ -", (int)nl,
-                           name);
+        unsigned char ch = (unsigned char)name[i];
+        if (name_char((char)ch)) {
+            continue;
         }
+        size_t shown = 0; /* the name is shown when all of it is printable */
+        while (shown < nl && (unsigned char)name[shown] > ' ' && (unsigned char)name[shown] < 0x7f) {
+            shown++;
+        }
+        if (shown == nl) {
+            return err_set(err, errlen, "user name '%.*s' has a character other than A-Z a-z 0-9 . _ @ -: '%c'",
+                           (int)nl, name, ch);
+        }
+        /* Not all printable: the name is not shown as it is (an invisible byte order mark would read as 'shop',
+         * a control byte would reach the terminal), the byte is named instead. */
+        return err_set(
+            err, errlen, "user name has a character other than A-Z a-z 0-9 . _ @ -: byte 0x%02X at column %zu%s", ch,
+            (size_t)(name - line) + i + 1,
+            ch == 0xEF && i + 2 < nl && (unsigned char)name[i + 1] == 0xBB && (unsigned char)name[i + 2] == 0xBF
+                ? " (a UTF-8 byte order mark: save the file without it)"
+                : "");
     }
     if (users_find(u, name, nl) != NULL) {
         return err_set(err, errlen, "user '%.*s' is listed twice", (int)nl, name);
@@ -203,12 +219,13 @@ int users_load(const char *path, users_t **out, char *err, size_t errlen)
         return err_set(err, errlen, "cannot read %s: %s", path, strerror(errno));
     }
     char *text = xmalloc(USERS_FILE_MAX + 1);
+    errno = 0;
     size_t n = fread(text, 1, USERS_FILE_MAX + 1, f);
-    int bad = ferror(f);
+    int bad = ferror(f) ? (errno != 0 ? errno : EIO) : 0;
     fclose(f);
     if (bad) {
         free(text);
-        return err_set(err, errlen, "cannot read %s: read error", path);
+        return err_set(err, errlen, "cannot read %s: %s", path, strerror(bad)); /* a directory: "Is a directory" */
     }
     if (n > USERS_FILE_MAX) {
         free(text);

@@ -65,7 +65,10 @@ static int check_user_roles(const char *user, const char *roles, char *err, size
 }
 
 /* Read one line (without its newline) from fd into buf[len]. 0, or -1 at
- * EOF before any byte / on a read error / when the line is too long. */
+ * EOF before any byte / on a read error / when the line is too long, or
+ * READ_NUL when it holds a NUL byte (the hash would cover only the bytes
+ * before it, while a client's AUTH sends them all). */
+#define READ_NUL (-2)
 static int read_line(int fd, char *buf, size_t len)
 {
     size_t n = 0;
@@ -83,6 +86,10 @@ static int read_line(int fd, char *buf, size_t len)
         }
         if (ch == '\n') {
             break;
+        }
+        if (ch == '\0') {
+            memset(buf, 0, len);
+            return READ_NUL;
         }
         if (n + 1 >= len) {
             memset(buf, 0, len);
@@ -169,6 +176,9 @@ int cli_cmd_passwd(cli_t *cli, int argc, char **argv)
             rc = read_tty(tty, "Again: ", again, sizeof again);
         }
         close(tty);
+        if (rc == READ_NUL) {
+            return cli_fail(EXIT_USAGE, "passwd: the password has a NUL byte (no hash could match what AUTH sends)");
+        }
         if (rc != 0) {
             return cli_fail(EXIT_USAGE, "passwd: no password read (longer than %d bytes?)", PW_MAX);
         }
@@ -178,8 +188,15 @@ int cli_cmd_passwd(cli_t *cli, int argc, char **argv)
             memset(pw, 0, sizeof pw);
             return cli_fail(EXIT_USAGE, "passwd: the two passwords differ");
         }
-    } else if (read_line(STDIN_FILENO, pw, sizeof pw) != 0) {
-        return cli_fail(EXIT_USAGE, "passwd: no password on stdin (one line, at most %d bytes)", PW_MAX);
+    } else {
+        int rc = read_line(STDIN_FILENO, pw, sizeof pw);
+        if (rc == READ_NUL) {
+            return cli_fail(EXIT_USAGE, "passwd: the password on stdin has a NUL byte (no hash could match what AUTH "
+                                        "sends)");
+        }
+        if (rc != 0) {
+            return cli_fail(EXIT_USAGE, "passwd: no password on stdin (one line, at most %d bytes)", PW_MAX);
+        }
     }
     int rc = passwd_hash(pw, strlen(pw), &params, hash, sizeof hash, err, sizeof err);
     memset(pw, 0, sizeof pw);

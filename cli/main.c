@@ -187,7 +187,8 @@ static const command_t commands[] = {
       "--all: in steps, as dlq requeue --all." },
     { "passwd", cli_cmd_passwd, "[--pbkdf2] [--cost N] [USER ROLES]",
       "Make a password hash for the broker's users-file (no broker needed). The password is "
-      "asked twice on the terminal without echo, or read as the first line of stdin. Prints "
+      "asked twice on the terminal without echo, or read as the first line of stdin (a NUL byte in it is "
+      "refused). Prints "
       "the hash, or with USER and ROLES (producer, consumer, admin, viewer; comma-separated) "
       "a whole users-file line (USER: 1..64 of A-Z a-z 0-9 . _ @ -; a name or role the broker would refuse is a "
       "usage error, and so is a --cost out of range; each is refused before the password is asked). Default: "
@@ -241,7 +242,8 @@ static void print_help(FILE *f)
             "and find and cancel overdue orders by hand.\n"
             "\n"
             "Options (anywhere on the line, before or after the command):\n"
-            "  -u, --uri URI  broker to talk to: hourglass://[user:pass@]host[:port], or\n"
+            "  -u, --uri URI  broker to talk to: hourglass://[user[:pass]@]host[:port] (user@ alone: the\n"
+            "                 password from --password-file), or\n"
             "                 hourglass+tls://…[?ca=FILE&cert=FILE&key=FILE&sni=NAME] for its tls-port,\n"
             "                 amqp://[user:pass@]host[:port][,…][/vhost][?levels=1s,5s,…] or amqps://… for RabbitMQ\n"
             "                 (default: $HOURGLASS_URI, else the file's uri, else " CLI_DEFAULT_URI ")\n"

@@ -267,6 +267,7 @@ typedef struct ini_state {
     char pending_name[CFG_MAX_NAME]; /* the key being collected ("" when none) */
     int pending_line;
     char *pending_value;
+    int *set_line;   /* per key of the table: the line that set it, 0 when none yet */
     char error[512]; /* the first error, "" when none */
 } ini_state_t;
 
@@ -308,11 +309,19 @@ static void ini_flush(ini_state_t *st)
         return;
     const cfg_key_t *k = cfg_find(st->t, st->pending_name);
     char err[512];
+    /* A key set twice in one file: which line the reader meant is a guess
+     * (one edited, the other in force); only a CFG_CUSTOM key repeats. */
+    int *first = k != NULL ? &st->set_line[k - st->t->keys] : NULL;
     if (k == NULL)
         ini_error(st, "%s:%d: unknown key '%s' (see --help for the keys)", st->path, st->pending_line,
                   st->pending_name);
+    else if (k->type != CFG_CUSTOM && *first != 0)
+        ini_error(st, "%s:%d: %s is set again (first at line %d): a key may be set once in a file", st->path,
+                  st->pending_line, k->name, *first);
     else if (set_key(st->t, st->conf, k, st->pending_value, CFG_SOURCE_FILE, err, sizeof err) != 0)
         ini_error(st, "%s:%d: %s", st->path, st->pending_line, err);
+    if (first != NULL && *first == 0)
+        *first = st->pending_line;
     st->pending_name[0] = '\0';
     free(st->pending_value);
     st->pending_value = NULL;
@@ -369,9 +378,11 @@ int cfg_load_file(const cfg_table_t *t, void *conf, const char *path, char *err,
         err_set(err, errlen, "config: cannot open %s: %s", path, strerror(errno));
         return -1;
     }
+    st.set_line = xcalloc(t->count > 0 ? t->count : 1, sizeof *st.set_line);
     int rc = ini_parse_stream(ini_read_line, &st, ini_line, &st);
     ini_flush(&st);
     fclose(st.file);
+    free(st.set_line);
     if (st.error[0] == '\0' && rc > 0)
         ini_error(&st, "%s:%d: not a 'key = value' line, a [section] or a comment", path, rc);
     if (st.error[0] == '\0' && rc < 0)

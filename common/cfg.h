@@ -24,7 +24,9 @@
  * Numbers are checked against [min, max] (ms for durations, bytes for sizes).
  *
  * Errors name the key ("workers: '0' out of range 1..256"), the file and
- * line for the INI file ("c.conf:6: unknown key 'x' ..."), or the flag.
+ * line for the INI file ("c.conf:6: unknown key 'x' ..."), or the flag. A
+ * key is set at most once in a file (a CFG_CUSTOM key may repeat); a flag
+ * given twice takes its last value.
  * Everything runs on the main thread before other threads start, except
  * cfg_reload (SIGHUP), which builds a fresh struct on one thread at a time
  * and copies only the keys marked .reload into the running one.

@@ -5,7 +5,8 @@
  * State: one entry per (kind, subject) seen, in a small array (the subjects
  * are the configured groups and layers, a bounded set). Times are monotonic.
  * The command is started with posix_spawn (safe in a threaded program, unlike
- * a bare fork) in its own process group, and waited for with a deadline.
+ * a bare fork) in its own process group, and waited for with a deadline
+ * (alert-command-timeout, or the stop's cut: compensator/stop.h).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -27,6 +28,7 @@
 #include "base/alloc.h"
 #include "common/log.h"
 #include "compensator/stats.h"
+#include "compensator/stop.h"
 #include "base/clock.h"
 
 extern char **environ;
@@ -98,6 +100,10 @@ static int run_command(comp_alerts_t *a, const char *kind, const char *state, co
     enum {
         OWN = 8
     };
+    if (comp_stop_cut()) { /* it would be killed at once (below) */
+        log_msg(LOG_LEVEL_ERROR, "alert-command: not run, the stop cut the calls in flight (stop-grace)");
+        return -1;
+    }
     size_t n_env = 0;
     while (environ != NULL && environ[n_env] != NULL)
         n_env++;
@@ -145,6 +151,9 @@ static int run_command(comp_alerts_t *a, const char *kind, const char *state, co
         return -1;
     }
 
+    /* Waited for until alert-command-timeout, or until the stop cuts what
+     * is still in flight (stop-grace after SIGTERM): a pager that hangs must
+     * not hold the stop for alert-command-timeout (up to an hour). */
     uint64_t deadline = clock_mono_us() + a->cfg->alert_command_timeout_ms * 1000u;
     int status = 0;
     for (;;) {
@@ -155,11 +164,16 @@ static int run_command(comp_alerts_t *a, const char *kind, const char *state, co
             log_msg(LOG_LEVEL_ERROR, "alert-command: waitpid: %s", strerror(errno));
             return -1;
         }
-        if (clock_mono_us() >= deadline) {
+        int timed_out = clock_mono_us() >= deadline;
+        if (timed_out || comp_stop_cut()) {
             kill(-pid, SIGKILL);
             waitpid(pid, &status, 0);
-            log_msg(LOG_LEVEL_ERROR, "alert-command: still running after %llums, killed",
-                    a->cfg->alert_command_timeout_ms);
+            if (timed_out)
+                log_msg(LOG_LEVEL_ERROR, "alert-command: still running after %llums, killed",
+                        a->cfg->alert_command_timeout_ms);
+            else
+                log_msg(LOG_LEVEL_ERROR, "alert-command: still running when the stop cut the calls in flight "
+                                         "(stop-grace), killed");
             return -1;
         }
         struct timespec ts = { 0, 10 * 1000000L };

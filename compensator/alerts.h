@@ -33,7 +33,9 @@
  *   HG_ALERT_DATABASE   mysql-database
  *   HG_ALERT_TIME       UTC, ISO 8601
  * A command still running after alert-command-timeout is killed (its whole
- * process group). Without alert-command the alert is only logged.
+ * process group), and so is one still running when a stop cuts the calls in
+ * flight (stop-grace after SIGTERM; none is started after that). Without
+ * alert-command the alert is only logged.
  *
  * Threads: the monitor thread only (or main with --once).
  */

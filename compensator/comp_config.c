@@ -33,7 +33,8 @@
 static const cfg_key_t keys[] = {
     /* broker */
     { CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, OFF(uri),
-              "broker URI, hourglass://[user:pass@]host[:port], hourglass+tls://…, or amqp:// / amqps://… (RabbitMQ)"),
+              "broker URI, hourglass://[user[:pass]@]host[:port] (user@ alone: the password from password-file), "
+              "hourglass+tls://…, or amqp:// / amqps://… (RabbitMQ)"),
       .required = 1 },
     TLS_KEYS_ROWS(comp_config_t),
     { CFG_KEY("user", CFG_STRING, NULL, 0, 0, OFF(user), "broker user (instead of the URI's; needs password-file)") },
@@ -79,7 +80,7 @@ static const cfg_key_t keys[] = {
     { CFG_KEY("inspect-page-size", CFG_INT, "500", 1, 10000, OFF(inspect_page_size),
               "orders per keyset page of the inspection") },
     { CFG_KEY("inspect-page-pause", CFG_DURATION, "0ms", 0, 60000, OFF(inspect_page_pause_ms),
-              "pause between two inspection pages (throttle; the lock is checked after it)") },
+              "pause between two inspection pages (throttle; the lock is kept alive during it)") },
     { CFG_KEY("cancel-batch", CFG_INT, "100", 1, 1000, OFF(cancel_batch),
               "orders the overdue and inspection layers cancel per transaction, locked rows skipped "
               "(1: one transaction per order, waiting on locks)") },
@@ -215,6 +216,12 @@ static int add_group(const char *word, size_t len, void *arg)
         snprintf(w->err, w->errlen, "dlq-groups: more than %d groups", COMP_MAX_DLQ_GROUPS);
         return -1;
     }
+    for (size_t i = 0; i < w->cfg->group_count; i++)
+        if (strlen(w->cfg->groups[i]) == len && strncmp(w->cfg->groups[i], word, len) == 0) {
+            /* Its dlq_depth series would be exposed twice (a page Prometheus refuses) and its alert checked twice */
+            snprintf(w->err, w->errlen, "dlq-groups: group '%.*s' is named twice", (int)len, word);
+            return -1;
+        }
     w->cfg->groups[w->cfg->group_count++] = xstrndup(word, len);
     return 0;
 }
@@ -294,7 +301,16 @@ int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
     o.uri = cfg->uri;
     o.group = "check";
     o.topic = cfg->topic;
-    return tls_keys_check_consumer(&o, "topic", err, errlen);
+    if (tls_keys_check_consumer(&o, "topic", err, errlen) != 0)
+        return -1;
+    /* The watched groups' names, by the same check (a name the broker refuses
+     * failed every monitor round's DLQ LEN, found only at run time). */
+    for (size_t i = 0; i < cfg->group_count; i++) {
+        o.group = cfg->groups[i];
+        if (tls_keys_check_consumer(&o, "dlq-groups", err, errlen) != 0)
+            return -1;
+    }
+    return 0;
 }
 
 void comp_config_client_credentials(const comp_config_t *cfg, hg_client_opts_t *opts)

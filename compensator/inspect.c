@@ -33,7 +33,7 @@ struct comp_inspect {
     comp_lock_t *lock;
     comp_canceller_t canceller;
     comp_pager_t pager;
-    uint64_t page_pause_ms;
+    uint64_t page_pause_ms, keepalive_ms;
     unsigned long long last_rows;
     hg_order_batch_item_t *items; /* one page of them */
 };
@@ -50,6 +50,7 @@ comp_inspect_t *comp_inspect_new(const comp_config_t *cfg, const hg_order_db_par
     comp_pager_init(&in->pager, in->db, "inspection", COMP_INSPECT_PAGE_SQL, cfg->inspect_grace_ms * 1000u,
                     cfg->inspect_page_size);
     in->page_pause_ms = cfg->inspect_page_pause_ms;
+    in->keepalive_ms = comp_inspect_keepalive_ms(cfg);
     return in;
 }
 
@@ -69,7 +70,18 @@ void comp_inspect_free(comp_inspect_t *in)
 void comp_inspect_keepalive(comp_inspect_t *in)
 {
     hg_order_error_t err;
-    comp_lock_check(in->lock, &err); /* a loss is logged and counted there; the next round tries again */
+    comp_lock_check(in->lock, &err); /* a loss is logged and counted there; the next check ends the round */
+}
+
+/* comp_inspect_keepalive for comp_sleep_keepalive (a page pause). */
+static void keepalive_during_pause(void *in)
+{
+    comp_inspect_keepalive(in);
+}
+
+uint64_t comp_inspect_keepalive_ms(const comp_config_t *cfg)
+{
+    return cfg->inspect_lock_timeout_ms / 3;
 }
 
 unsigned long long comp_inspect_last_rows(const comp_inspect_t *in)
@@ -166,7 +178,11 @@ comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t err
         }
         if (outcome != COMP_RUN_OK || comp_stopping() || (uint64_t)n < in->pager.page_size)
             break;
-        if (in->page_pause_ms > 0 && comp_sleep_ms(in->page_pause_ms))
+        /* The lock kept alive through the pause: one longer than
+         * inspect-lock-timeout let the server close the idle lock connection,
+         * and every round ended lock-lost after its first page. */
+        if (in->page_pause_ms > 0 &&
+            comp_sleep_keepalive(in->page_pause_ms, in->keepalive_ms, keepalive_during_pause, in))
             break;
     }
     atomic_store_explicit(&comp_stats.scanning, 0, memory_order_relaxed);

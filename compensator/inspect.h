@@ -21,6 +21,7 @@
 #define HG_COMPENSATOR_INSPECT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <hourglass/order.h>
 
@@ -51,10 +52,15 @@ void comp_inspect_free(comp_inspect_t *in);
  * LOCK_LOST round. */
 comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *err, size_t errlen);
 
-/* Between rounds, every third of inspect-lock-timeout: a statement on the
+/* Between rounds, every comp_inspect_keepalive_ms: a statement on the
  * lock connection (comp_lock_check), so the server does not close it, and
- * release the lock, while this instance only waits for its next round. */
+ * release the lock, while this instance only waits for its next round (the
+ * round's own page pauses run it too). */
 void comp_inspect_keepalive(comp_inspect_t *in);
+
+/* How often the lock connection is kept alive while the layer waits: a
+ * third of inspect-lock-timeout. */
+uint64_t comp_inspect_keepalive_ms(const comp_config_t *cfg);
 
 /* Rows read by the page queries of the last round (for the benchmark). */
 unsigned long long comp_inspect_last_rows(const comp_inspect_t *in);

@@ -98,8 +98,13 @@ static void lose(comp_lock_t *l, const char *why)
 
 int comp_lock_check(comp_lock_t *l, hg_order_error_t *err)
 {
-    if (!l->held)
+    if (!l->held) {
+        if (err != NULL) { /* lost at an earlier check (a keepalive during a page pause), logged there */
+            err->code = 0;
+            snprintf(err->message, sizeof err->message, "lock: '%s' was lost earlier", l->name);
+        }
         return 0;
+    }
     int64_t v = 0;
     my_bool is_null = 0;
     if (name_query(l, &l->check, &v, &is_null, err) != 0) {

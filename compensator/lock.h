@@ -14,7 +14,8 @@
  * closes it, and releases the lock, that long after the holder's last
  * statement (the server's own default is 8 hours, and inspection stopped
  * everywhere that long). A live holder keeps it: a check before each page
- * and each cancel batch, and comp_inspect_keepalive between rounds. The loss is
+ * and each cancel batch, and comp_inspect_keepalive between rounds and during
+ * page pauses. The loss is
  * detected:
  *   - comp_lock_check: a round trip on the lock connection
  *     (IS_USED_LOCK(name) = CONNECTION_ID()), before each page and each

@@ -25,7 +25,8 @@
  * the layers are freed (the inspection lock's release), has its connection
  * cut (stop.h), so the stop takes about stop-grace at most.
  * --once: main runs each enabled layer one time, in the order above, and
- * exits 0 when none failed, 1 otherwise; a signal stops it the same way.
+ * exits 0 when none failed, 1 otherwise; SIGINT / SIGTERM stop it the same
+ * way, SIGHUP is ignored.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -116,14 +117,7 @@ static void keepalive_inspection(void *s)
  * r->keepalive_ms meanwhile. 1 when told to stop. */
 static int wait_next_round(runner_t *r)
 {
-    uint64_t left = r->interval_ms;
-    while (r->keepalive != NULL && r->keepalive_ms > 0 && left > r->keepalive_ms) {
-        if (comp_sleep_ms(r->keepalive_ms))
-            return 1;
-        left -= r->keepalive_ms;
-        r->keepalive(r->state);
-    }
-    return comp_sleep_ms(left);
+    return comp_sleep_keepalive(r->interval_ms, r->keepalive_ms, r->keepalive, r->state);
 }
 
 /* One run of a layer, recorded in comp_stats. */
@@ -170,7 +164,7 @@ static size_t make_runners(const comp_config_t *cfg, const hg_order_db_params_t 
                                .run = run_inspection,
                                .free_state = free_inspection,
                                .keepalive = keepalive_inspection,
-                               .keepalive_ms = cfg->inspect_lock_timeout_ms / 3 };
+                               .keepalive_ms = comp_inspect_keepalive_ms(cfg) };
     if (cfg->layers & COMP_LAYER_BIT(COMP_LAYER_INDEX_MONITOR))
         out[n++] = (runner_t){ .layer = COMP_LAYER_INDEX_MONITOR,
                                .interval_ms = cfg->monitor_interval_ms,
@@ -291,6 +285,10 @@ static int parse_args(int argc, char **argv, comp_config_t *cfg, int *check_only
 static int run_once_mode(runner_t *runners, size_t n)
 {
     stop_grace_handle_signals(on_stop_signal);
+    /* A logrotate postrotate that sends SIGHUP to every hourglass-compensator
+     * must not kill a cron run mid-round (the default action): the run is
+     * short, its log is not reopened. */
+    signal(SIGHUP, SIG_IGN);
     int failed = 0;
     char err[600];
     for (size_t i = 0; i < n && !comp_stopping(); i++) {
@@ -303,13 +301,28 @@ static int run_once_mode(runner_t *runners, size_t n)
 
 /* ---- SIGHUP: the same start-up parse into a fresh struct (common/reload.h) */
 
+static const comp_config_t *running_config; /* run_daemon's: reload_load compares what password-file holds */
+
 static int reload_load(void *conf, int argc, char **argv, char *err, size_t errlen)
 {
     cfg_args_t args;
     comp_config_init(conf);
-    if (cfg_parse_args(comp_config_table(), conf, argc, argv, &args, err, errlen) != 0)
+    if (cfg_parse_args(comp_config_table(), conf, argc, argv, &args, err, errlen) != 0 ||
+        comp_config_validate(conf, err, errlen) != 0)
         return -1;
-    return comp_config_validate(conf, err, errlen);
+    /* The password is read from its file, not a key: a new one (a rotated
+     * credential) was reloaded without a word, and the log said "nothing
+     * changed" while the broker clients kept the old one. (A changed
+     * password-file path is a key: cfg_reload names it.) */
+    const comp_config_t *fresh = conf;
+    if (running_config != NULL && running_config->password_file != NULL && fresh->password_file != NULL &&
+        strcmp(running_config->password_file, fresh->password_file) == 0 &&
+        strcmp(running_config->password, fresh->password) != 0)
+        log_msg(LOG_LEVEL_WARN,
+                "SIGHUP: password-file %s holds another password, but it takes effect only at a restart (the broker "
+                "clients keep the running one)",
+                fresh->password_file);
+    return 0;
 }
 
 static void reload_release(void *conf)
@@ -357,6 +370,7 @@ static int run_daemon(comp_config_t *cfg, runner_t *runners, size_t n, int argc,
     }
     if (status == 0) {
         int sig = 0;
+        running_config = cfg;
         while (sigwait(&set, &sig) == 0 && sig == SIGHUP)
             reload_config(comp_config_table(), cfg, &reload_program, argc, argv);
         log_msg(LOG_LEVEL_INFO, "signal %d: stopping", sig);

@@ -95,7 +95,9 @@ static int read_ints(comp_monitor_t *m, db_stmt_t *s, MYSQL_BIND *params, size_t
 }
 
 /* DLQ LEN group. Returns 0 with *depth, 1 when the stop cut the call (after
- * stop-grace: the broker did not answer), or -1 with the cause in err. */
+ * stop-grace: the broker did not answer), -1 with the cause in err when the
+ * broker answered an error, or -2 with the cause in err when it could not be
+ * reached or did not answer (connect, I/O, broker-timeout). */
 static int dlq_len(comp_monitor_t *m, size_t i, int64_t *depth, char *err, size_t errlen)
 {
     const char *group = m->cfg->groups[i];
@@ -104,7 +106,7 @@ static int dlq_len(comp_monitor_t *m, size_t i, int64_t *depth, char *err, size_
         if (hg_client_open(m->cfg->uri, &m->client_opts, &m->client, &e) != HG_OK) {
             m->client = NULL;
             snprintf(err, errlen, "DLQ LEN %s: %s", group, e.message);
-            return -1;
+            return e.code == HG_ERR_CONNECT || e.code == HG_ERR_IO || e.code == HG_ERR_TIMEOUT ? -2 : -1;
         }
         hg_client_set_stop_fd(m->client, comp_stop_broker_fd());
     }
@@ -122,7 +124,7 @@ static int dlq_len(comp_monitor_t *m, size_t i, int64_t *depth, char *err, size_
     }
     if (rc != HG_OK) {
         snprintf(err, errlen, "DLQ LEN %s: %s", group, hg_client_errmsg(m->client));
-        return -1;
+        return rc == HG_ERR_CONNECT || rc == HG_ERR_IO || rc == HG_ERR_TIMEOUT ? -2 : -1;
     }
     m->warned_unknown_group[i] = 0;
     int ok = hg_reply_type(reply) == HG_REPLY_INTEGER;
@@ -135,7 +137,11 @@ static int dlq_len(comp_monitor_t *m, size_t i, int64_t *depth, char *err, size_
     return 0;
 }
 
-static void check_thresholds(comp_monitor_t *m)
+/* Its own round (outcome, error) is recorded only after it returns
+ * (main.c's run_once): the monitor's own failures are counted with this
+ * round's, or its layer-failing alert came a round late (and never with
+ * --once, where it runs one round). */
+static void check_thresholds(comp_monitor_t *m, comp_run_outcome_t outcome, const char *error)
 {
     const comp_config_t *cfg = m->cfg;
     char msg[512];
@@ -160,6 +166,10 @@ static void check_thresholds(comp_monitor_t *m)
         uint64_t failures = comp_load(&comp_stats.layer[l].consecutive_failures);
         char last[300];
         comp_stats_last_error(l, last, sizeof last);
+        if (l == COMP_LAYER_INDEX_MONITOR) {
+            failures = outcome == COMP_RUN_FAILED ? failures + 1 : 0;
+            snprintf(last, sizeof last, "%s", outcome == COMP_RUN_FAILED ? error : "");
+        }
         snprintf(msg, sizeof msg, "layer %s failed %" PRIu64 " runs in a row: %s", comp_layer_name(l), failures, last);
         comp_alert_check(m->alerts, COMP_ALERT_LAYER_FAILING, comp_layer_name(l), failures >= cfg->alert_layer_failures,
                          (int64_t)failures, cfg->alert_layer_failures, msg);
@@ -195,25 +205,30 @@ comp_run_outcome_t comp_monitor_run(comp_monitor_t *m, char *errbuf, size_t errl
     }
     comp_gauge_set(&comp_stats.outbox_unsent, unsent);
 
+    /* A broker that does not answer is asked once a round, not once per
+     * group: each DLQ LEN to a hung broker waits broker-timeout, and the
+     * alerts below waited for all of them (32 groups: 160 s with the
+     * defaults). The groups not asked are unknown (-1) this round. */
+    int unreachable = 0;
     for (size_t i = 0; i < m->cfg->group_count; i++) {
         int64_t depth = -1;
         char e[400];
-        int rc = dlq_len(m, i, &depth, e, sizeof e);
+        int rc = unreachable ? -2 : dlq_len(m, i, &depth, e, sizeof e);
         if (rc > 0) { /* cut by the stop: not the broker's failure, and the round is over */
             log_msg(LOG_LEVEL_DEBUG, "monitor: the stop cut DLQ LEN %s", m->cfg->groups[i]);
             break;
         }
-        if (rc != 0) {
-            depth = -1;
+        if (rc != 0 && !unreachable) {
             comp_count(&comp_stats.dlq_read_errors, 1);
             if (errbuf[0] == '\0')
                 snprintf(errbuf, errlen, "%s", e);
             outcome = COMP_RUN_FAILED;
+            unreachable = rc == -2;
         }
-        comp_gauge_set(&comp_stats.dlq_depth[i], depth);
+        comp_gauge_set(&comp_stats.dlq_depth[i], rc == 0 ? depth : -1);
     }
 
-    check_thresholds(m);
+    check_thresholds(m, outcome, errbuf);
     log_msg(outcome != COMP_RUN_OK ? LOG_LEVEL_WARN : LOG_LEVEL_DEBUG,
             "monitor: %s; overdue pending %" PRId64 ", outbox unsent %" PRId64 "%s%s", comp_run_outcome_name(outcome),
             count, unsent, errbuf[0] ? ": " : "", errbuf);

@@ -66,7 +66,9 @@ void comp_overdue_free(comp_overdue_t *o)
     free(o);
 }
 
-/* Mark the row of an order that is no longer pending (or absent) 'done'. */
+/* Mark the row of an order that is no longer pending (or absent) 'done'.
+ * Returns 1 when it closed it, 0 when it was 'done' already (the transaction
+ * that settled the order closed it after the page was read), -1 on error. */
 static int close_row(comp_overdue_t *o, uint64_t order_id, const char *note, hg_order_error_t *err)
 {
     MYSQL_BIND params[2];
@@ -76,9 +78,10 @@ static int close_row(comp_overdue_t *o, uint64_t order_id, const char *note, hg_
     MYSQL_STMT *st = db_exec(o->db, &o->close_stmt, params, 2, NULL, err);
     if (st == NULL)
         return -1;
-    if (mysql_stmt_affected_rows(st) == 1)
-        comp_count(&comp_stats.outbox_closed, 1);
-    return 0;
+    if (mysql_stmt_affected_rows(st) != 1)
+        return 0;
+    comp_count(&comp_stats.outbox_closed, 1);
+    return 1;
 }
 
 comp_run_outcome_t comp_overdue_run(comp_overdue_t *o, char *errbuf, size_t errlen)
@@ -122,8 +125,9 @@ comp_run_outcome_t comp_overdue_run(comp_overdue_t *o, char *errbuf, size_t errl
             } else if (r == HG_ORDER_NOT_PENDING || r == HG_ORDER_NOT_FOUND) {
                 const char *note = r == HG_ORDER_NOT_FOUND ? "closed by hourglass-compensator: no such order"
                                                            : "closed by hourglass-compensator: order not pending";
-                if (close_row(o, id, note, &cerr) == 0) {
-                    closed++;
+                int rc = close_row(o, id, note, &cerr);
+                if (rc >= 0) {
+                    closed += (uint64_t)rc; /* as outbox_closed_total: rows this layer closed */
                     continue;
                 }
                 r = hg_order_classify(cerr.code);

@@ -161,3 +161,15 @@ int comp_sleep_ms(uint64_t ms)
     pthread_mutex_unlock(&stop_lock);
     return stopping;
 }
+
+int comp_sleep_keepalive(uint64_t ms, uint64_t every_ms, void (*keepalive)(void *arg), void *arg)
+{
+    uint64_t left = ms;
+    while (keepalive != NULL && every_ms > 0 && left > every_ms) {
+        if (comp_sleep_ms(every_ms))
+            return 1;
+        left -= every_ms;
+        keepalive(arg);
+    }
+    return comp_sleep_ms(left);
+}

@@ -84,4 +84,10 @@ void comp_stop_unwatch(const void *handle);
 /* Sleep ms milliseconds or until a stop. Returns 1 when stopping, else 0. */
 int comp_sleep_ms(uint64_t ms);
 
+/* comp_sleep_ms, running keepalive(arg) every every_ms meanwhile (none when
+ * keepalive is NULL or every_ms 0): the inspection keeps its lock
+ * connection from idling out while it waits (its next round, a page pause).
+ * Returns 1 when stopping, else 0. */
+int comp_sleep_keepalive(uint64_t ms, uint64_t every_ms, void (*keepalive)(void *arg), void *arg);
+
 #endif

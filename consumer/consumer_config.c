@@ -47,7 +47,8 @@ static void print_side_effects(const void *conf, const cfg_key_t *k, FILE *out);
 /* The flag legend: name = INI key = --flag; the help text is --help's. */
 static const cfg_key_t options[] = {
     { CFG_KEY("uri", CFG_STRING, "hourglass://127.0.0.1:7379", 0, 0, OFF(uri),
-              "broker URI, hourglass://[user:pass@]host[:port], hourglass+tls://…, or amqp:// / amqps://… (RabbitMQ)"),
+              "broker URI, hourglass://[user[:pass]@]host[:port] (user@ alone: the password from password-file), "
+              "hourglass+tls://…, or amqp:// / amqps://… (RabbitMQ)"),
       .required = 1 },
     TLS_KEYS_ROWS(consumer_config_t),
     { CFG_KEY("user", CFG_STRING, NULL, 0, 0, OFF(user), "broker user (instead of the URI's; needs password-file)") },

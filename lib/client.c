@@ -351,10 +351,7 @@ hg_err_t client_create(const char *uri, const hg_client_opts_t *opts, hg_client_
     }
     c->opts.user = NULL; /* copied into c->uri: never keep the caller's pointers */
     c->opts.password = NULL;
-    if (strchr(u.host, ':') != NULL)
-        snprintf(c->address, sizeof(c->address), "[%s]:%d", u.host, u.port);
-    else
-        snprintf(c->address, sizeof(c->address), "%s:%d", u.host, u.port);
+    uri_address(c->address, sizeof(c->address), u.host, u.port);
     c->fd = -1;
     c->wake_fd = -1;
     c->stop_fd = -1;

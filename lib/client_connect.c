@@ -19,7 +19,9 @@
  * Invariant: a round that fails leaves fd == -1 with the client's error set;
  * one that succeeds counts in connects, with `in` empty.
  * Thread: the client's one thread; the wake and stop fds cut the backoff
- * sleeps short, the stop fd a connect that has not begun.
+ * sleeps short; the stop fd also cuts the TCP connect, the TLS handshake
+ * and AUTH's wait (a broker that accepts but never answers, or is
+ * SIGSTOPped), and a connect that has not begun.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -60,12 +62,14 @@ static hg_err_t connect_round(hg_client_t *c)
     if (rc != 0)
         return client_fail(c, HG_ERR_CONNECT, "cannot resolve host '%s': %s", c->uri.host,
                            rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
-    for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
-        c->fd = wire_connect(ai->ai_addr, ai->ai_addrlen, c->opts.connect_timeout_ms, &why);
+    for (struct addrinfo *ai = res; ai != NULL && why != ECANCELED; ai = ai->ai_next) {
+        c->fd = wire_connect(ai->ai_addr, ai->ai_addrlen, c->opts.connect_timeout_ms, c->stop_fd, &why);
         if (c->fd >= 0)
             break;
     }
     freeaddrinfo(res);
+    if (c->fd < 0 && why == ECANCELED)
+        return client_fail(c, HG_ERR_STOPPED, "stopped while connecting to %s", c->address);
     if (c->fd < 0)
         return client_fail(c, HG_ERR_CONNECT, "cannot connect to %s: %s", c->address,
                            why == ETIMEDOUT ? "connection timed out" : strerror(why));
@@ -74,9 +78,12 @@ static hg_err_t connect_round(hg_client_t *c)
     c->verify_failed = 0;
     if (c->tls_ctx != NULL) {
         char msg[HG_ERRMSG_MAX - 64];
-        if (tlsconn_open(c->tls_ctx, c->fd, c->tls_name, wire_now_ms() + c->opts.connect_timeout_ms, &c->tls,
-                         &c->verify_failed, msg, sizeof(msg)) < 0) {
+        if (tlsconn_open(c->tls_ctx, c->fd, c->tls_name, wire_now_ms() + c->opts.connect_timeout_ms, c->stop_fd,
+                         &c->tls, &c->verify_failed, msg, sizeof(msg)) < 0) {
+            int stopped = errno == ECANCELED;
             client_disconnect(c);
+            if (stopped)
+                return client_fail(c, HG_ERR_STOPPED, "stopped during the TLS handshake with %s", c->address);
             return client_fail(c, HG_ERR_CONNECT, "cannot connect to %s: %s", c->address, msg);
         }
     }

@@ -68,7 +68,8 @@ hg_err_t hg_consumer_run(hg_consumer_t *c)
     }
 
     if (c->tops != NULL && c->tops->helper_start != NULL && !consumer_stopping(c)) {
-        if (c->tops->helper_start(c->uri, &c->client_opts, c->opts.log, c->opts.log_arg, &c->helper, &err) != HG_OK) {
+        if (c->tops->helper_start(c->uri, &c->client_opts, c->stop_fd, c->opts.log, c->opts.log_arg, &c->helper,
+                                  &err) != HG_OK) {
             consumer_record_error(c, "consumer", err.code, "starting the transport's helper", err.message);
             result = err.code;
             hg_consumer_stop(c);

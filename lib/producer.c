@@ -40,10 +40,15 @@ typedef struct send_argv {
 } send_argv_t;
 
 /* Check one message's arguments; 0, or -1 with why[whylen]. */
-static int check_send(const char *topic, const void *payload, size_t len, hg_delay_t delay, char *why, size_t whylen)
+static int check_send(const char *topic, const char *key, const void *payload, size_t len, hg_delay_t delay, char *why,
+                      size_t whylen)
 {
     if (topic == NULL || topic[0] == '\0') {
         snprintf(why, whylen, "topic is %s", topic == NULL ? "NULL" : "empty");
+        return -1;
+    }
+    if (key != NULL && key[0] == '\0') { /* FIND, REVOKE and DEDUP could never name it */
+        snprintf(why, whylen, "key is empty (pass NULL for a message without one)");
         return -1;
     }
     if (payload == NULL && len > 0) {
@@ -145,7 +150,7 @@ hg_err_t hg_send(hg_client_t *c, const char *topic, const char *key, const void 
     if (c == NULL)
         return HG_ERR_ARG;
     client_clear_error(c);
-    if (check_send(topic, payload, len, delay, why, sizeof(why)) < 0)
+    if (check_send(topic, key, payload, len, delay, why, sizeof(why)) < 0)
         return client_fail(c, HG_ERR_ARG, "hg_send: %s", why);
     build_send(&s, topic, key, payload, len, delay, 0);
     e = client_call(c, s.argc, s.argv, s.lens, client_opts(c)->resend_sends, 0, 0, &r);
@@ -183,12 +188,12 @@ hg_err_t hg_send_many(hg_client_t *c, hg_send_item_t *items, size_t n, size_t *o
         it->id[0] = '\0';
         it->error[0] = '\0';
         it->duplicate = 0;
-        if (check_send(it->topic, it->payload, it->payload_len, it->delay, it->error, sizeof(it->error)) < 0) {
+        if (it->dedup && (it->key == NULL || it->key[0] == '\0')) {
+            snprintf(it->error, sizeof(it->error), "DEDUP needs a key");
             it->err = HG_ERR_ARG;
             continue;
         }
-        if (it->dedup && (it->key == NULL || it->key[0] == '\0')) {
-            snprintf(it->error, sizeof(it->error), "DEDUP needs a key");
+        if (check_send(it->topic, it->key, it->payload, it->payload_len, it->delay, it->error, sizeof(it->error)) < 0) {
             it->err = HG_ERR_ARG;
             continue;
         }
@@ -378,10 +383,11 @@ hg_err_t hg_send_dedup(hg_client_t *c, const char *topic, const char *key, const
     if (c == NULL)
         return HG_ERR_ARG;
     client_clear_error(c);
-    if (check_send(topic, payload, len, delay, why, sizeof(why)) < 0)
-        return client_fail(c, HG_ERR_ARG, "hg_send_dedup: %s", why);
     if (key == NULL || key[0] == '\0')
-        return client_fail(c, HG_ERR_ARG, "hg_send_dedup: key is empty (DEDUP deduplicates by topic and key)");
+        return client_fail(c, HG_ERR_ARG, "hg_send_dedup: key is %s (DEDUP deduplicates by topic and key)",
+                           key == NULL ? "NULL" : "empty");
+    if (check_send(topic, key, payload, len, delay, why, sizeof(why)) < 0)
+        return client_fail(c, HG_ERR_ARG, "hg_send_dedup: %s", why);
     build_send(&s, topic, key, payload, len, delay, 1);
     e = client_call(c, s.argc, s.argv, s.lens, client_opts(c)->resend_sends, 0, 0, &r);
     if (e != HG_OK)

@@ -10,8 +10,9 @@
  *                    (deliveries, publisher confirms, channel and connection
  *                    closes), error translation, message records
  *   rmq_publish.c    publishing on channel 1 and waiting for the confirms
- *   rmq_watchdog.c   the thread that cuts a publish's socket when its writes
- *                    outlast the read timeout or the stop fd is readable
+ *   rmq_watchdog.c   the thread that cuts the connection's socket when a
+ *                    step of a call (a write, an RPC, the login) outlasts
+ *                    its timeout or the stop fd is readable; the guard
  *   rmq_topology.c   names, arguments and idempotent, checked declarations of
  *                    the exchanges and queues; the group registry
  *   rmq_msg.c        SEND / send_many, PULL, ACK, NACK: the message mapping
@@ -180,7 +181,9 @@ typedef struct rmq {
     /* publishes RabbitMQ refused (basic.nack) in the last rmq_publish; while
      * set, rmq_ensure starts a new connection (rmq_publish says why) */
     size_t refused;
-    rmq_watchdog_t *watchdog; /* bounds rmq_publish's writes; made by its first call */
+    rmq_watchdog_t *watchdog; /* bounds every librabbitmq call (the guard); made with r */
+    int guard_depth;          /* transport calls entered (rmq_guard_enter) */
+    uint32_t guard_ms;        /* the timeout of the step guarded now (for the error) */
 
     /* consumption on channel 1 */
     char consuming[RMQ_NAME_MAX + 1]; /* the group consumed, "" none */
@@ -292,6 +295,38 @@ int rmq_watchdog_arm(rmq_watchdog_t *w, int fd, uint64_t deadline, int stop_fd);
 void rmq_watchdog_extend(rmq_watchdog_t *w, uint64_t deadline);
 /* Disarm w; what it did while armed (RMQ_CUT_NONE when it was not armed). */
 rmq_cut_t rmq_watchdog_disarm(rmq_watchdog_t *w);
+/* What w did since it was armed, leaving it armed (RMQ_CUT_NONE when not armed). */
+rmq_cut_t rmq_watchdog_cut(rmq_watchdog_t *w);
+
+/* The guard: every librabbitmq call that writes or waits runs inside one.
+ * A transport call (rmq_transport.c's ops, the hop router's round,
+ * rmq_ensure, rmq_publish) enters it and leaves it; nested calls count. While
+ * entered, r's watchdog is armed over the connection's socket (a new one
+ * from its TLS handshake and login on) and the client's stop fd. Leaving
+ * the outermost call disarms it, and drops the connection when the
+ * watchdog cut its socket meanwhile. */
+void rmq_guard_enter(rmq_t *r);
+void rmq_guard_leave(rmq_t *r);
+/* Arm over fd (a new connection's socket) for a step of ms (0: no
+ * deadline); nothing outside a guarded call. */
+void rmq_guard_socket(rmq_t *r, int fd, uint32_t ms);
+/* The next step may take ms from now (0: only the stop fd cuts it). */
+void rmq_guard_within(rmq_t *r, uint32_t ms);
+/* rmq_guard_within the client's read timeout: call after each step done. */
+void rmq_guard_step(rmq_t *r);
+/* What the watchdog did in this guarded call so far. */
+rmq_cut_t rmq_guard_cut(rmq_t *r);
+/* After a librabbitmq call failed: when the watchdog cut the socket, the
+ * client error names what (e.g. "declaring queue hg.level.3"), where, and
+ * why — HG_ERR_STOPPED "stopped while …" or HG_ERR_TIMEOUT "…: RabbitMQ at
+ * H:P did not take it or answer within Nms" — and that code is returned;
+ * HG_OK when it did not cut (the caller reports the failure itself). The
+ * caller drops the connection. */
+hg_err_t rmq_guard_failed(rmq_t *r, const char *what);
+/* basic.ack (ack 1) or basic.nack with requeue (ack 0) of delivery tag on
+ * channel ch, guarded: HG_OK, or the error set (rmq_guard_failed's, else a
+ * lost connection) and the connection dropped. */
+hg_err_t rmq_settle(rmq_t *r, int ch, uint64_t tag, int ack);
 
 /* --- rmq_topology.c --- */
 /* Declare (idempotently, checking arguments) the exchanges, the level
@@ -387,8 +422,8 @@ hg_err_t rmq_cmd_group(rmq_t *r, size_t argc, const char *const *argv, resp_repl
 hg_err_t rmq_cmd_dlq(rmq_t *r, size_t argc, const char *const *argv, resp_reply_t **reply);
 
 /* --- rmq_router.c --- */
-hg_err_t rmq_router_start(const char *uri, const hg_client_opts_t *opts, hg_log_fn log, void *log_arg, void **handle,
-                          hg_error_t *err);
+hg_err_t rmq_router_start(const char *uri, const hg_client_opts_t *opts, int stop_fd, hg_log_fn log, void *log_arg,
+                          void **handle, hg_error_t *err);
 void rmq_router_stop(void *handle);
 
 /* --- rmq_reply.c: a reply is written as RESP text, then parsed once --- */

@@ -2,7 +2,8 @@
  * lib/rmq_conn.c — one AMQP 0-9-1 connection of the RabbitMQ transport.
  *
  * Connecting: each host of the URI in turn (amqp://u:p@h1:p1,h2:p2/vhost),
- * starting after the one that worked last, with connect_timeout_ms each; a
+ * starting after the one that worked last, with connect_timeout_ms each
+ * (the TCP connect of amqp:// made here, so the stop fd cuts it); a
  * failed round is retried with the client's reconnect backoff, as the RESP
  * transport does. After login: channel 1 ("work", confirm mode) and channel 2
  * ("admin"). rabbitmq-c's RPC timeout is the client's read timeout, so no call
@@ -41,6 +42,7 @@
 #include "lib/rmq.h"
 #include "lib/backoff.h"
 #include "lib/client.h"
+#include "lib/uri.h"
 #include "lib/wire.h"
 
 #include "base/alloc.h"
@@ -48,12 +50,15 @@
 
 #include <amqp_tcp_socket.h>
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 
 uint64_t rmq_wall_ms(void)
@@ -139,9 +144,13 @@ hg_err_t rmq_rpc_fail(rmq_t *r, int ch, const char *what)
         return e;
     }
     if (x.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
-        hg_err_t code = x.library_error == AMQP_STATUS_TIMEOUT ? HG_ERR_TIMEOUT : HG_ERR_IO;
-        client_fail(r->client, code, "%s: connection to RabbitMQ at %s lost: %s", what, r->address,
-                    amqp_error_string2(x.library_error));
+        hg_err_t code = rmq_guard_failed(r, what); /* the watchdog's cut: the step and why */
+        if (code == HG_OK && x.library_error == AMQP_STATUS_TIMEOUT)
+            code = client_fail(r->client, HG_ERR_TIMEOUT, "%s: no answer from RabbitMQ at %s within %" PRIu32 "ms",
+                               what, r->address, client_opts(r->client)->read_timeout_ms);
+        else if (code == HG_OK)
+            code = client_fail(r->client, HG_ERR_IO, "%s: connection to RabbitMQ at %s lost: %s", what, r->address,
+                               amqp_error_string2(x.library_error));
         rmq_disconnect(r);
         return code;
     }
@@ -154,9 +163,35 @@ hg_err_t rmq_rpc_check(rmq_t *r, int ch, const char *what)
 {
     if (r->st == NULL)
         return client_fail(r->client, HG_ERR_IO, "%s: not connected to %s", what, r->address);
-    if (amqp_get_rpc_reply(r->st).reply_type == AMQP_RESPONSE_NORMAL)
+    if (amqp_get_rpc_reply(r->st).reply_type == AMQP_RESPONSE_NORMAL) {
+        rmq_guard_step(r);
         return HG_OK;
+    }
     return rmq_rpc_fail(r, ch, what);
+}
+
+hg_err_t rmq_settle(rmq_t *r, int ch, uint64_t tag, int ack)
+{
+    const char *what = ack ? "acknowledging a delivery (basic.ack)" : "returning a delivery (basic.nack)";
+    hg_err_t e;
+    int rc;
+
+    if (r->st == NULL)
+        return client_fail(r->client, HG_ERR_IO, "%s: not connected to RabbitMQ at %s", what, r->address);
+    rmq_guard_enter(r);
+    rc =
+        ack ? amqp_basic_ack(r->st, (amqp_channel_t)ch, tag, 0) : amqp_basic_nack(r->st, (amqp_channel_t)ch, tag, 0, 1);
+    if (rc == AMQP_STATUS_OK) {
+        rmq_guard_step(r);
+        rmq_guard_leave(r);
+        return HG_OK;
+    }
+    if ((e = rmq_guard_failed(r, what)) == HG_OK)
+        e = client_fail(r->client, HG_ERR_IO, "%s: connection to RabbitMQ at %s lost: %s", what, r->address,
+                        amqp_error_string2(rc));
+    rmq_disconnect(r);
+    rmq_guard_leave(r);
+    return e;
 }
 
 /* ------------------------------------------------------------------------
@@ -165,6 +200,8 @@ hg_err_t rmq_rpc_check(rmq_t *r, int ch, const char *what)
 
 void rmq_disconnect(rmq_t *r)
 {
+    if (r->watchdog != NULL)
+        (void)rmq_watchdog_disarm(r->watchdog); /* its socket goes; a new one is armed when connected */
     if (r->st != NULL) {
         /* No polite close: the peer may be gone, and a close handshake would
          * wait for it. Unacked deliveries go back to their queues. */
@@ -187,8 +224,11 @@ void rmq_close_politely(rmq_t *r)
     struct timeval wait = { RMQ_CLOSE_WAIT_MS / 1000, (RMQ_CLOSE_WAIT_MS % 1000) * 1000 };
 
     if (r->st != NULL) {
+        rmq_guard_enter(r);
+        rmq_guard_within(r, RMQ_CLOSE_WAIT_MS); /* its write too; a stop cuts it at once */
         amqp_set_rpc_timeout(r->st, &wait);
         (void)amqp_connection_close(r->st, AMQP_REPLY_SUCCESS); /* a silent node: RMQ_CLOSE_WAIT_MS, then dropped */
+        rmq_guard_leave(r);
     }
     rmq_disconnect(r);
 }
@@ -217,6 +257,52 @@ static struct timeval tv_ms(uint32_t ms)
     return tv;
 }
 
+/* 1 when the client's stop fd is readable now (a stop was asked). */
+static int stop_readable(const rmq_t *r)
+{
+    struct pollfd p = { client_stop_fd(r->client), POLLIN, 0 };
+    return p.fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+}
+
+/* amqp://: the TCP connect librabbitmq would make (every address of the
+ * host within one connect timeout, non-blocking, TCP_NODELAY, keepalives),
+ * made here with wire_connect so the client's stop fd cuts it, and handed
+ * to sock. (amqps:// connects inside librabbitmq, which takes no socket of
+ * ours: its TCP connect ends with the connect timeout.) HG_OK, or the error
+ * set: HG_ERR_STOPPED, HG_ERR_CONNECT. */
+static hg_err_t tcp_connect(rmq_t *r, const rmq_host_t *h, amqp_socket_t *sock)
+{
+    const hg_client_opts_t *o = client_opts(r->client);
+    uint64_t deadline = wire_now_ms() + o->connect_timeout_ms;
+    struct addrinfo hints, *res = NULL;
+    char port[8];
+    int fd = -1, why = 0, rc, one = 1;
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_protocol = IPPROTO_TCP;
+    snprintf(port, sizeof(port), "%d", h->port);
+    if ((rc = getaddrinfo(h->host, port, &hints, &res)) != 0)
+        return client_fail(r->client, HG_ERR_CONNECT, "cannot connect to RabbitMQ at %s: cannot resolve host '%s': %s",
+                           r->address, h->host, rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+    for (struct addrinfo *ai = res; ai != NULL && fd < 0 && why != ECANCELED && why != ETIMEDOUT; ai = ai->ai_next) {
+        uint64_t now = wire_now_ms();
+        fd = now < deadline ? wire_connect(ai->ai_addr, ai->ai_addrlen, (uint32_t)(deadline - now),
+                                           client_stop_fd(r->client), &why)
+                            : (why = ETIMEDOUT, -1);
+    }
+    freeaddrinfo(res);
+    if (fd < 0 && why == ECANCELED)
+        return client_fail(r->client, HG_ERR_STOPPED, "stopped while connecting to RabbitMQ at %s", r->address);
+    if (fd < 0)
+        return client_fail(r->client, HG_ERR_CONNECT, "cannot connect to RabbitMQ at %s: %s", r->address,
+                           why == ETIMEDOUT ? "connection timed out" : strerror(why));
+    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    amqp_tcp_socket_set_sockfd(sock, fd); /* librabbitmq closes it with the connection */
+    return HG_OK;
+}
+
 /* One attempt on one host. */
 static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
 {
@@ -227,7 +313,7 @@ static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
     amqp_rpc_reply_t x;
     int rc;
 
-    snprintf(r->address, sizeof(r->address), "%s:%d", h->host, h->port);
+    uri_address(r->address, sizeof(r->address), h->host, h->port);
     if (r->tls) {
         sock = rmq_tls_socket(r, st, h->host);
         if (sock == NULL) { /* the client error says why: a bad file, no retry helps */
@@ -236,13 +322,25 @@ static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
             return hg_client_errcode(r->client);
         }
     } else {
+        hg_err_t e;
         sock = amqp_tcp_socket_new(st);
         if (sock == NULL) {
             amqp_destroy_connection(st);
             return client_fail(r->client, HG_ERR_SYSTEM, "cannot create a socket for %s", r->address);
         }
+        if ((e = tcp_connect(r, h, sock)) != HG_OK) {
+            amqp_destroy_connection(st);
+            return e;
+        }
     }
-    rc = amqp_socket_open_noblock(sock, h->host, h->port, &tv);
+    rc = r->tls ? amqp_socket_open_noblock(sock, h->host, h->port, &tv) : AMQP_STATUS_OK;
+    if (rc != AMQP_STATUS_OK && rmq_guard_cut(r) == RMQ_CUT_STOP) { /* in the TLS handshake (rmq_tls.c) */
+        (void)rmq_watchdog_disarm(r->watchdog);
+        amqp_destroy_connection(st);
+        return client_fail(r->client, HG_ERR_STOPPED, "stopped during the TLS handshake with RabbitMQ at %s",
+                           r->address);
+    }
+    (void)rmq_watchdog_disarm(r->watchdog);
     if (rc != AMQP_STATUS_OK) {
         char why[300];
         if (r->tls && rc != AMQP_STATUS_SOCKET_ERROR && rc != AMQP_STATUS_TIMEOUT &&
@@ -264,11 +362,23 @@ static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
     amqp_set_handshake_timeout(st, &tv);
     if (o->read_timeout_ms > 0)
         amqp_set_rpc_timeout(st, &rpc);
+    /* the login's writes and waits within a connect timeout; a stop cuts it */
+    rmq_guard_socket(r, amqp_get_sockfd(st), o->connect_timeout_ms);
     x = amqp_login(st, r->vhost, 0, AMQP_DEFAULT_FRAME_SIZE, RMQ_HEARTBEAT_S, AMQP_SASL_METHOD_PLAIN, r->user,
                    r->password);
     if (x.reply_type != AMQP_RESPONSE_NORMAL) {
         hg_err_t code = HG_ERR_CONNECT;
         char text[200] = "";
+        if (rmq_guard_cut(r) != RMQ_CUT_NONE) { /* before the cut socket passes for a refused login */
+            code = rmq_guard_failed(r, "logging in");
+            (void)rmq_watchdog_disarm(r->watchdog);
+            amqp_destroy_connection(st);
+            if (code == HG_ERR_STOPPED)
+                return code;
+            return client_fail(r->client, HG_ERR_CONNECT,
+                               "cannot log in to RabbitMQ at %s: no answer within %" PRIu32 "ms", r->address,
+                               o->connect_timeout_ms);
+        }
         if (x.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && x.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
             amqp_connection_close_t *m = x.reply.decoded;
             snprintf(text, sizeof(text), "%u %.*s", m->reply_code, (int)m->reply_text.len,
@@ -280,6 +390,7 @@ static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
             /* TLS 1.3: a node that refuses our certificate (or its absence)
              * says so after the handshake, when the login reads */
             char why[200];
+            (void)rmq_watchdog_disarm(r->watchdog);
             amqp_destroy_connection(st);
             rmq_tls_failure(r, x.library_error, why, sizeof(why));
             r->connect_fatal = strstr(why, "alert") != NULL; /* the node's deliberate refusal, not a lost link */
@@ -291,6 +402,7 @@ static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
             if (x.library_error == AMQP_STATUS_CONNECTION_CLOSED || x.library_error == AMQP_STATUS_SOCKET_ERROR)
                 code = HG_ERR_AUTH;
         }
+        (void)rmq_watchdog_disarm(r->watchdog);
         amqp_destroy_connection(st);
         if (code == HG_ERR_AUTH)
             return client_fail(r->client, HG_ERR_AUTH, "login as '%s' to vhost '%s' at %s refused: %s", r->user,
@@ -298,6 +410,7 @@ static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
         return client_fail(r->client, code, "cannot log in to RabbitMQ at %s: %s", r->address, text);
     }
     r->st = st;
+    rmq_guard_step(r);
     amqp_channel_open(st, RMQ_WORK_CHANNEL);
     if (rmq_rpc_check(r, RMQ_WORK_CHANNEL, "channel.open") == HG_OK) {
         amqp_confirm_select(st, RMQ_WORK_CHANNEL);
@@ -309,9 +422,10 @@ static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
     }
     if (!r->admin_open) {
         char msg[HG_ERRMSG_MAX];
+        hg_err_t code = hg_client_errcode(r->client) == HG_ERR_STOPPED ? HG_ERR_STOPPED : HG_ERR_CONNECT;
         snprintf(msg, sizeof(msg), "%s", hg_client_errmsg(r->client));
         rmq_disconnect(r);
-        return client_fail(r->client, HG_ERR_CONNECT, "cannot open channels on RabbitMQ at %s: %s", r->address, msg);
+        return client_fail(r->client, code, "cannot open channels on RabbitMQ at %s: %s", r->address, msg);
     }
     r->next_seq = 1;
     r->batch_n = 0;
@@ -330,7 +444,8 @@ uint64_t rmq_attempt_bound_ms(const rmq_t *r)
     return (uint64_t)r->nhosts * (2u * (uint64_t)o->connect_timeout_ms + 3u * (uint64_t)o->read_timeout_ms);
 }
 
-hg_err_t rmq_ensure(rmq_t *r)
+/* rmq_ensure's rounds. */
+static hg_err_t ensure_connected(rmq_t *r)
 {
     const hg_client_opts_t *o = client_opts(r->client);
     const hg_backoff_t *b = &o->reconnect_backoff;
@@ -344,13 +459,16 @@ hg_err_t rmq_ensure(rmq_t *r)
     for (;;) {
         for (int i = 0; i < r->nhosts; i++) {
             int h = (r->next_host + i) % r->nhosts;
+            if (stop_readable(r))
+                return client_fail(r->client, HG_ERR_STOPPED, "stopped before connecting to RabbitMQ at %s",
+                                   r->address);
             e = connect_host(r, &r->hosts[h]);
             if (e == HG_OK) {
                 r->next_host = h;
                 client_note_connect(r->client);
                 return HG_OK;
             }
-            if (e == HG_ERR_AUTH || r->connect_fatal) {
+            if (e == HG_ERR_AUTH || e == HG_ERR_STOPPED || r->connect_fatal) {
                 r->connect_fatal = 0;
                 return e;
             }
@@ -368,6 +486,16 @@ hg_err_t rmq_ensure(rmq_t *r)
             return client_fail(r->client, HG_ERR_STOPPED, "stopped while reconnecting to %s", r->address);
         attempt++;
     }
+}
+
+hg_err_t rmq_ensure(rmq_t *r)
+{
+    hg_err_t e;
+
+    rmq_guard_enter(r); /* a new connection's login and channels */
+    e = ensure_connected(r);
+    rmq_guard_leave(r);
+    return e;
 }
 
 hg_err_t rmq_admin(rmq_t *r)
@@ -616,7 +744,9 @@ hg_err_t rmq_pump(rmq_t *r, uint64_t deadline, int want_delivery, int interrupti
                 p[np++] = (struct pollfd){ stop, POLLIN, 0 };
             if (left < 0 || left > RMQ_HEARTBEAT_S * 500)
                 left = RMQ_HEARTBEAT_S * 500; /* wake up to send heartbeats */
+            rmq_guard_within(r, 0);           /* this poll has its own deadline and the stop fd */
             n = poll(p, np, left);
+            rmq_guard_step(r);
             if (n < 0 && errno != EINTR)
                 return client_fail(r->client, HG_ERR_IO, "poll: %s", strerror(errno));
             if (n == 0 && deadline != 0 && wire_poll_ms(deadline) == 0)
@@ -628,11 +758,14 @@ hg_err_t rmq_pump(rmq_t *r, uint64_t deadline, int want_delivery, int interrupti
             continue;
         }
         if (rc != AMQP_STATUS_OK) {
-            client_fail(r->client, HG_ERR_IO, "connection to RabbitMQ at %s lost: %s", r->address,
-                        amqp_error_string2(rc));
+            hg_err_t e = rmq_guard_failed(r, "waiting for frames");
+            if (e == HG_OK)
+                e = client_fail(r->client, HG_ERR_IO, "connection to RabbitMQ at %s lost: %s", r->address,
+                                amqp_error_string2(rc));
             rmq_disconnect(r);
-            return HG_ERR_IO;
+            return e;
         }
+        rmq_guard_step(r);
         if (f.frame_type == AMQP_FRAME_METHOD) {
             hg_err_t e = handle_method(r, &f);
             if (e != HG_OK)

@@ -94,6 +94,10 @@ static int parse_send(size_t argc, const char *const *argv, const size_t *lens, 
             return -1;
         }
         if (strcasecmp(w, "KEY") == 0) {
+            if ((lens != NULL ? lens[i + 1] : strlen(argv[i + 1])) == 0) { /* as the broker refuses it */
+                snprintf(why, whylen, "key is empty (omit KEY for a message without one)");
+                return -1;
+            }
             *key = argv[i + 1];
             continue;
         }
@@ -329,9 +333,9 @@ static void return_unread(rmq_t *r, const char *group)
     i = 0;
     for (rmq_msg_t *m = list; m != NULL && r->st != NULL; m = m->next) {
         if (m->delivery_count == 0 && res[i++] == HG_OK)
-            amqp_basic_ack(r->st, RMQ_WORK_CHANNEL, m->tag, 0);
+            (void)rmq_settle(r, RMQ_WORK_CHANNEL, m->tag, 1);
         else
-            amqp_basic_nack(r->st, RMQ_WORK_CHANNEL, m->tag, 0, 1);
+            (void)rmq_settle(r, RMQ_WORK_CHANNEL, m->tag, 0);
     }
     rmq_msg_list_free(list);
     free(out);
@@ -364,7 +368,8 @@ static hg_err_t stop_consuming(rmq_t *r)
     while (r->ready != NULL) {
         rmq_msg_t *m = r->ready;
         r->ready = m->next;
-        amqp_basic_nack(r->st, RMQ_WORK_CHANNEL, m->tag, 0, 1);
+        if (r->st != NULL)
+            (void)rmq_settle(r, RMQ_WORK_CHANNEL, m->tag, 0);
         rmq_msg_free(m);
     }
     r->ready_tail = NULL;
@@ -404,6 +409,7 @@ hg_err_t rmq_consume(rmq_t *r, const char *queue, const char *name, int count)
                             amqp_empty_table);
     if (ok == NULL)
         return rmq_rpc_fail(r, RMQ_WORK_CHANNEL, "basic.consume");
+    rmq_guard_step(r);
     snprintf(r->ctag, sizeof(r->ctag), "%.*s", (int)ok->consumer_tag.len, (const char *)ok->consumer_tag.bytes);
     snprintf(r->consuming, sizeof(r->consuming), "%s", name);
     return HG_OK;
@@ -497,7 +503,7 @@ static void settle_redelivered(rmq_t *r, const char *group, rmq_msg_t *list)
     i = 0;
     for (rmq_msg_t *m = list; m != NULL; m = m->next, i++)
         if (res[i] == HG_OK && r->st != NULL)
-            amqp_basic_ack(r->st, RMQ_WORK_CHANNEL, m->tag, 0);
+            (void)rmq_settle(r, RMQ_WORK_CHANNEL, m->tag, 1);
     rmq_msg_list_free(list);
     free(out);
     free(res);
@@ -609,6 +615,7 @@ hg_err_t rmq_cmd_ack(rmq_t *r, size_t argc, const char *const *argv, resp_reply_
 {
     buf_t b = BUF_INIT;
     long long acked = 0;
+    hg_err_t e;
 
     if (argc < 3) {
         rmq_w_error(&b, "ERR wrong number of arguments for 'ACK' command");
@@ -620,9 +627,11 @@ hg_err_t rmq_cmd_ack(rmq_t *r, size_t argc, const char *const *argv, resp_reply_
             rmq_msg_free(m);
             continue;
         }
-        if (amqp_basic_ack(r->st, RMQ_WORK_CHANNEL, m->tag, 0) == AMQP_STATUS_OK)
-            acked++;
+        e = rmq_settle(r, RMQ_WORK_CHANNEL, m->tag, 1);
         rmq_msg_free(m);
+        if (e != HG_OK) /* cut or lost: the rest go back with the connection */
+            return e;
+        acked++;
     }
     rmq_w_int(&b, acked);
     return rmq_reply_finish(&b, reply);
@@ -691,7 +700,7 @@ hg_err_t rmq_cmd_nack(rmq_t *r, size_t argc, const char *const *argv, resp_reply
     }
     e = rmq_publish(r, &o, 1, &res);
     if (e == HG_OK && r->st != NULL)
-        amqp_basic_ack(r->st, RMQ_WORK_CHANNEL, m->tag, 0);
+        e = rmq_settle(r, RMQ_WORK_CHANNEL, m->tag, 1);
     rmq_msg_free(m);
     if (e != HG_OK)
         return e;

@@ -11,13 +11,13 @@
  * so), so RabbitMQ numbers the publishes 1, 2, … per connection: next_seq.
  *
  * librabbitmq writes a publish with no deadline, so the writes are bounded
- * here: the connection's watchdog (rmq_watchdog.c) is armed over its socket
- * and the client's stop fd for the whole batch, with a deadline of the read
- * timeout that restarts with every message (a long batch the node takes
- * steadily is not cut; one message that it stops taking is), then the
- * confirm wait's deadline. When it cut the socket, the batch ends with an
- * error naming the write or the wait and the timeout (or the stop), and the
- * connection is dropped: half a frame may be on the wire.
+ * by the guard (rmq_watchdog.c): the connection's watchdog is armed over its
+ * socket and the client's stop fd for the whole batch, with a deadline of
+ * the read timeout that restarts with every message (a long batch the node
+ * takes steadily is not cut; one message that it stops taking is), then
+ * the confirm wait's deadline. When it cut the socket, the batch ends with
+ * an error naming the write or the wait and the timeout (or the stop), and
+ * the connection is dropped: half a frame may be on the wire.
  *
  * One thread per connection.
  */
@@ -31,7 +31,6 @@
 
 #include "base/alloc.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -131,32 +130,6 @@ static void stopped(rmq_t *r, size_t n, hg_err_t *results)
             results[i] = HG_ERR_STOPPED;
 }
 
-/* The deadline of a message's writes (0: none, with a read timeout of 0). */
-static uint64_t write_deadline(const rmq_t *r)
-{
-    uint32_t timeout = client_opts(r->client)->read_timeout_ms;
-    return timeout == 0 ? 0 : wire_now_ms() + timeout;
-}
-
-/* Arm r's watchdog (made at the first publish) over the connection's socket
- * and the client's stop fd, for the writes rmq_publish makes next. */
-static hg_err_t guard(rmq_t *r)
-{
-    int fd = amqp_get_sockfd(r->st);
-
-    if (fd < 0) { /* librabbitmq closed it (a timeout) */
-        rmq_disconnect(r);
-        return client_fail(r->client, HG_ERR_IO, "not connected to RabbitMQ at %s", r->address);
-    }
-    if (r->watchdog == NULL && (r->watchdog = rmq_watchdog_new()) == NULL)
-        return client_fail(r->client, HG_ERR_SYSTEM, "cannot start the thread that bounds writes to RabbitMQ: %s",
-                           strerror(errno));
-    if (rmq_watchdog_arm(r->watchdog, fd, write_deadline(r), client_stop_fd(r->client)) < 0)
-        return client_fail(r->client, HG_ERR_SYSTEM, "cannot watch the connection to RabbitMQ at %s: %s", r->address,
-                           strerror(errno));
-    return HG_OK;
-}
-
 /* The end of a batch whose socket the watchdog shut down (cut), while
  * writing it (writing) or waiting for its confirms: the connection is
  * dropped, and the error says what was being done and why it ended — the
@@ -182,7 +155,8 @@ static hg_err_t cut_short(rmq_t *r, rmq_cut_t cut, int writing, size_t n, hg_err
                        r->address, timeout);
 }
 
-hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results)
+/* rmq_publish inside its guard. */
+static hg_err_t publish_guarded(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results)
 {
     const hg_client_opts_t *o = client_opts(r->client);
     uint64_t deadline;
@@ -193,10 +167,10 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
     for (size_t i = 0; i < n; i++)
         results[i] = HG_ERR_IO;
     r->refused = 0;
-    if (r->st == NULL)
+    if (r->st == NULL || amqp_get_sockfd(r->st) < 0) { /* librabbitmq closed it (a timeout) */
+        rmq_disconnect(r);
         return client_fail(r->client, HG_ERR_IO, "not connected to RabbitMQ at %s", r->address);
-    if (guard(r) != HG_OK)
-        return hg_client_errcode(r->client);
+    }
     if (n > r->batch_cap) {
         r->batch_state = xrealloc(r->batch_state, n);
         r->batch_cap = n;
@@ -208,12 +182,11 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
         int rc;
         /* each message within the read timeout: a long batch that the node
          * takes steadily is not cut */
-        if (i > 0)
-            rmq_watchdog_extend(r->watchdog, write_deadline(r));
+        rmq_guard_step(r);
         rc = publish_one(r, &out[i]);
         r->next_seq++;
         if (rc != AMQP_STATUS_OK) {
-            if ((cut = rmq_watchdog_disarm(r->watchdog)) != RMQ_CUT_NONE)
+            if ((cut = rmq_guard_cut(r)) != RMQ_CUT_NONE)
                 return cut_short(r, cut, 1, n, results);
             client_fail(r->client, HG_ERR_IO, "publishing to %s at %s: %s",
                         out[i].exchange[0] ? out[i].exchange : "the default exchange", r->address,
@@ -225,7 +198,7 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
     deadline = o->read_timeout_ms == 0 ? 0 : wire_now_ms() + o->read_timeout_ms;
     /* the pump reads with a deadline of its own, but a heartbeat that
      * librabbitmq writes meanwhile would wait for ever too */
-    rmq_watchdog_extend(r->watchdog, deadline);
+    rmq_guard_step(r);
     for (;;) {
         hg_err_t e;
         done = 0;
@@ -234,7 +207,7 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
         if (done == n)
             break;
         e = rmq_pump(r, deadline, 0, 0);
-        if (e != HG_OK && (cut = rmq_watchdog_disarm(r->watchdog)) != RMQ_CUT_NONE)
+        if (e != HG_OK && (cut = rmq_guard_cut(r)) != RMQ_CUT_NONE)
             return cut_short(r, cut, 0, n, results);
         if (e == HG_ERR_TIMEOUT) {
             client_fail(r->client, HG_ERR_TIMEOUT, "no publisher confirm from RabbitMQ at %s within %" PRIu32 "ms",
@@ -252,7 +225,7 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
             return e;
         }
     }
-    if (rmq_watchdog_disarm(r->watchdog) != RMQ_CUT_NONE)
+    if (rmq_guard_cut(r) != RMQ_CUT_NONE)
         rmq_disconnect(r); /* cut as the last confirm came: the socket is shut */
     for (size_t i = 0; i < n; i++) {
         results[i] = r->batch_state[i] > 0 ? HG_OK : HG_ERR_SERVER;
@@ -267,4 +240,14 @@ hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results
     }
     r->batch_n = 0;
     return first;
+}
+
+hg_err_t rmq_publish(rmq_t *r, const rmq_out_t *out, size_t n, hg_err_t *results)
+{
+    hg_err_t e;
+
+    rmq_guard_enter(r);
+    e = publish_guarded(r, out, n, results);
+    rmq_guard_leave(r);
+    return e;
 }

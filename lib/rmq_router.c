@@ -17,6 +17,11 @@
  * fine. A chained message waits in hg.hops (durable, replicated) while no
  * consumer runs, and moves on when one starts.
  *
+ * A stop (rmq_router_stop) ends its wait for hops at once and lets a
+ * round in progress finish (its publish confirmed, its hops acknowledged);
+ * the consumer's stop fd, which its client takes, cuts any wait on the node
+ * at once (a hop then cut comes back from hg.hops: at least once).
+ *
  * Threads: one router thread with its own connection; start and stop on
  * the thread that runs hg_consumer_run.
  */
@@ -92,8 +97,8 @@ static void next_hop(rmq_msg_t *m, rmq_out_t *o, char *plan_rest, size_t restlen
     }
 }
 
-/* One round: wait for hops, route what arrived. */
-static hg_err_t route_round(router_t *rt)
+/* One round: wait for hops, route what arrived (inside route_round's guard). */
+static hg_err_t route_guarded(router_t *rt)
 {
     rmq_t *r = rt->r;
     rmq_msg_t *batch[ROUTER_BATCH];
@@ -123,16 +128,27 @@ static hg_err_t route_round(router_t *rt)
     e = rmq_publish(r, out, n, res);
     for (size_t i = 0; i < n; i++) {
         if (r->st != NULL) {
-            if (res[i] == HG_OK)
-                amqp_basic_ack(r->st, RMQ_WORK_CHANNEL, batch[i]->tag, 0);
-            else /* refused: back to hg.hops, tried again on a new connection
-                  * (rmq_ensure replaces one whose publish was refused:
-                  * its channel may have lost track of the level's leader) */
-                amqp_basic_nack(r->st, RMQ_WORK_CHANNEL, batch[i]->tag, 0, 1);
+            /* refused (res[i] not HG_OK): back to hg.hops, tried again on a
+             * new connection (rmq_ensure replaces one whose publish was
+             * refused: its channel may have lost track of the level's
+             * leader) */
+            (void)rmq_settle(r, RMQ_WORK_CHANNEL, batch[i]->tag, res[i] == HG_OK);
         }
         rmq_msg_free(batch[i]);
     }
     free(rest);
+    return e;
+}
+
+/* One round, guarded (rmq_watchdog.c): a node that stops reading costs a
+ * step its read timeout, never the router for ever. */
+static hg_err_t route_round(router_t *rt)
+{
+    hg_err_t e;
+
+    rmq_guard_enter(rt->r);
+    e = route_guarded(rt);
+    rmq_guard_leave(rt->r);
     return e;
 }
 
@@ -159,8 +175,8 @@ static void *router_main(void *arg)
     return NULL;
 }
 
-hg_err_t rmq_router_start(const char *uri, const hg_client_opts_t *opts, hg_log_fn log, void *log_arg, void **handle,
-                          hg_error_t *err)
+hg_err_t rmq_router_start(const char *uri, const hg_client_opts_t *opts, int stop_fd, hg_log_fn log, void *log_arg,
+                          void **handle, hg_error_t *err)
 {
     router_t *rt = xcalloc(1, sizeof(*rt));
     hg_client_opts_t o;
@@ -189,6 +205,9 @@ hg_err_t rmq_router_start(const char *uri, const hg_client_opts_t *opts, hg_log_
         return e;
     }
     client_set_wake_fd(rt->client, rt->pipe[0]);
+    /* the consumer's stop fd (its stop-grace cut) ends the router's waits on
+     * the node too: its login, its declarations, its publishes */
+    hg_client_set_stop_fd(rt->client, stop_fd);
     rt->r = rmq_of(client_transport_state(rt->client));
     rc = pthread_create(&rt->thread, NULL, router_main, rt);
     if (rc != 0) {

@@ -15,7 +15,9 @@
  *     for a RabbitMQ with ssl_options.verify = verify_peer.
  * The verify callback keeps the first reason a certificate was refused in
  * r->tls_why, so a failed connect says "certificate has expired" rather
- * than rabbitmq-c's "SSL connection failed".
+ * than rabbitmq-c's "SSL connection failed". The info callback guards the
+ * socket as the handshake starts (rmq_guard_socket), so the client's stop
+ * fd cuts a handshake with a node that does not answer.
  *
  * The URI's parameters win over the client's options, one by one, as for
  * hourglass+tls:// (lib/client.c). One thread per connection.
@@ -60,6 +62,21 @@ static const char *openssl_reason(char *buf, size_t len)
         ERR_error_string_n(e, buf, len);
     ERR_clear_error();
     return buf;
+}
+
+/* OpenSSL's info callback: as the handshake of a new connection starts,
+ * guard its socket (librabbitmq made it, and shows it only once the
+ * handshake is done), so a stop cuts a handshake with a node that does not
+ * answer at once; the deadline stays librabbitmq's (a connect timeout).
+ * r->st is set only after the login: later handshake messages (TLS 1.3
+ * tickets) leave the guard alone. */
+static void info_cb(const SSL *ssl, int where, int ret)
+{
+    rmq_t *r = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+
+    (void)ret;
+    if ((where & SSL_CB_HANDSHAKE_START) && r != NULL && r->st == NULL && SSL_get_fd(ssl) >= 0)
+        rmq_guard_socket(r, SSL_get_fd(ssl), 0);
 }
 
 amqp_socket_t *rmq_tls_socket(rmq_t *r, amqp_connection_state_t st, const char *host)
@@ -119,6 +136,7 @@ amqp_socket_t *rmq_tls_socket(rmq_t *r, amqp_connection_state_t st, const char *
     }
     SSL_CTX_set_app_data(ctx, r);
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, verify_cb);
+    SSL_CTX_set_info_callback(ctx, info_cb);
     r->tls_why[0] = '\0';
     return sock;
 }

@@ -267,10 +267,11 @@ hg_err_t rmq_queue_depth(rmq_t *r, const char *queue, long long *depth)
     *depth = -1;
     if ((e = rmq_admin(r)) != HG_OK)
         return e;
-    snprintf(what, sizeof(what), "queue %s", queue);
+    snprintf(what, sizeof(what), "checking queue %s", queue);
     ok = amqp_queue_declare(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(queue), 1, 0, 0, 0, amqp_empty_table);
     if (ok != NULL) {
         *depth = ok->message_count;
+        rmq_guard_step(r);
         return HG_OK;
     }
     e = rmq_rpc_fail(r, RMQ_ADMIN_CHANNEL, what);
@@ -314,6 +315,7 @@ hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out)
             e = rmq_rpc_fail(r, RMQ_ADMIN_CHANNEL, what);
             break;
         }
+        rmq_guard_step(r);
         m = rmq_msg_decode(&msg.properties, &msg.body, tag);
         amqp_destroy_message(&msg);
         amqp_maybe_release_buffers_on_channel(r->st, RMQ_ADMIN_CHANNEL);
@@ -334,13 +336,13 @@ hg_err_t rmq_browse(rmq_t *r, const char *queue, rmq_msg_t **out)
 void rmq_browse_return(rmq_t *r, const rmq_msg_t *m)
 {
     if (m->tag != 0 && r->st != NULL && r->admin_open)
-        amqp_basic_nack(r->st, RMQ_ADMIN_CHANNEL, m->tag, 0, 1);
+        (void)rmq_settle(r, RMQ_ADMIN_CHANNEL, m->tag, 0);
 }
 
 void rmq_browse_delete(rmq_t *r, const rmq_msg_t *m)
 {
     if (m->tag != 0 && r->st != NULL && r->admin_open)
-        amqp_basic_ack(r->st, RMQ_ADMIN_CHANNEL, m->tag, 0);
+        (void)rmq_settle(r, RMQ_ADMIN_CHANNEL, m->tag, 1);
 }
 
 static int by_group(const void *a, const void *b)
@@ -513,6 +515,8 @@ hg_err_t rmq_group_delete(rmq_t *r, const char *group, int *deleted)
         else
             rmq_dlq_queue(q, sizeof(q), group);
         snprintf(what, sizeof(what), "deleting queue %s", q);
+        if (r->st == NULL) /* a settle above lost the connection (its error is set) */
+            return hg_client_errcode(r->client);
         amqp_queue_delete(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(q), 0, 0);
         if ((e = rmq_rpc_check(r, RMQ_ADMIN_CHANNEL, what)) != HG_OK)
             return e;

@@ -32,6 +32,7 @@
 
 #include "base/alloc.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,30 @@ static int split_query(rmq_t *r, const char *q, char *tls_query, size_t len, cha
     return 0;
 }
 
+/* The port of one host[:port] of the list (host a name, IPv4 or [IPv6]),
+ * checked as hourglass:// checks its own (uri_parse_port), so a bad one is
+ * named ("bad port '99999': out of range (want 1..65535)") rather than
+ * making the whole entry "not host[:port]". 0 (also without a port, or
+ * when the entry is malformed otherwise: amqp_parse_url says so), or -1
+ * with why. */
+static int check_port(const char *entry, size_t len, char *why, size_t whylen)
+{
+    const char *end = entry + len, *colon = NULL;
+    int port;
+
+    if (len > 0 && entry[0] == '[') {
+        const char *close = memchr(entry, ']', len);
+        if (close == NULL || close + 1 == end || close[1] != ':')
+            return 0;
+        colon = close + 1;
+    } else {
+        colon = memchr(entry, ':', len);
+        if (colon == NULL || memchr(colon + 1, ':', (size_t)(end - colon - 1)) != NULL)
+            return 0; /* none, or an IPv6 address without brackets */
+    }
+    return uri_parse_port(colon + 1, (size_t)(end - colon - 1), &port, why, whylen);
+}
+
 /* Parse uri into r's hosts, user, password, vhost, level table (default, or
  * levels=). 0, or -1 with why. */
 static int parse_uri(rmq_t *r, const char *uri, char *why, size_t whylen)
@@ -172,6 +197,8 @@ static int parse_uri(rmq_t *r, const char *uri, char *why, size_t whylen)
         char one[2300];
         if (hlen == 0)
             return snprintf(why, whylen, "empty host in the host list"), -1;
+        if (check_port(hosts, hlen, why, whylen) < 0)
+            return -1;
         if (r->nhosts == RMQ_MAX_HOSTS)
             return snprintf(why, whylen, "more than %d hosts", RMQ_MAX_HOSTS), -1;
         snprintf(one, sizeof(one), "%s://%s%.*s%s", r->tls ? "amqps" : "amqp", userinfo, (int)hlen, hosts,
@@ -180,8 +207,8 @@ static int parse_uri(rmq_t *r, const char *uri, char *why, size_t whylen)
             return snprintf(why, whylen, "'%.*s' is not host[:port] with a valid user:pass@ and /vhost", (int)hlen,
                             hosts),
                    -1;
-        if (info.port < 1 || info.port > 65535)
-            return snprintf(why, whylen, "bad port %d (want 1..65535)", info.port), -1;
+        if (info.port < 1 || info.port > 65535) /* port 0 (check_port saw the text) */
+            return snprintf(why, whylen, "bad port '%d': out of range (want 1..65535)", info.port), -1;
         snprintf(r->hosts[r->nhosts].host, sizeof(r->hosts[0].host), "%s", info.host);
         r->hosts[r->nhosts].port = info.port;
         r->nhosts++;
@@ -263,7 +290,14 @@ static hg_err_t rmq_create(hg_client_t *c, const char *uri, transport_state_t **
         return HG_ERR_ARG;
     }
     t->r.client = c;
-    snprintf(t->r.address, sizeof(t->r.address), "%s:%d", t->r.hosts[0].host, t->r.hosts[0].port);
+    if ((t->r.watchdog = rmq_watchdog_new()) == NULL) { /* the guard's thread (rmq_watchdog.c) */
+        client_error_fill(err, HG_ERR_SYSTEM, "cannot start the thread that bounds calls to RabbitMQ: %s",
+                          strerror(errno));
+        memset(t, 0, sizeof(*t));
+        free(t);
+        return HG_ERR_SYSTEM;
+    }
+    uri_address(t->r.address, sizeof(t->r.address), t->r.hosts[0].host, t->r.hosts[0].port);
     snprintf(address, addrlen, "%s", t->r.address);
     *out = t;
     return HG_OK;
@@ -272,7 +306,7 @@ static hg_err_t rmq_create(hg_client_t *c, const char *uri, transport_state_t **
 static hg_err_t rmq_ops_ensure(hg_client_t *c, transport_state_t *t)
 {
     (void)c;
-    return rmq_ensure(&t->r);
+    return rmq_ensure(&t->r); /* guarded inside */
 }
 
 static hg_err_t unsupported(rmq_t *r, const char *cmd)
@@ -284,16 +318,13 @@ static hg_err_t unsupported(rmq_t *r, const char *cmd)
                        why);
 }
 
-static hg_err_t rmq_call(hg_client_t *c, transport_state_t *t, size_t argc, const char *const *argv,
-                         const size_t *argvlen, int resend, uint32_t extra_wait_ms, int flags, resp_reply_t **reply)
+/* A command, inside its guard (rmq_call). */
+static hg_err_t call_guarded(rmq_t *r, size_t argc, const char *const *argv, const size_t *argvlen,
+                             uint32_t extra_wait_ms, int flags, resp_reply_t **reply)
 {
-    rmq_t *r = &t->r;
     const char *cmd = argv[0];
     hg_err_t e;
 
-    (void)c;
-    (void)resend;
-    *reply = NULL;
     if (strcasecmp(cmd, "SEND") == 0)
         return rmq_cmd_send(r, argc, argv, argvlen, reply);
     if (strcasecmp(cmd, "PULL") == 0)
@@ -321,10 +352,28 @@ static hg_err_t rmq_call(hg_client_t *c, transport_state_t *t, size_t argc, cons
     return unsupported(r, cmd);
 }
 
+/* Every command runs guarded (rmq_watchdog.c): a node that stops reading or
+ * answering costs a step its timeout, and the stop fd cuts it at once. */
+static hg_err_t rmq_call(hg_client_t *c, transport_state_t *t, size_t argc, const char *const *argv,
+                         const size_t *argvlen, int resend, uint32_t extra_wait_ms, int flags, resp_reply_t **reply)
+{
+    hg_err_t e;
+
+    (void)c;
+    (void)resend;
+    *reply = NULL;
+    rmq_guard_enter(&t->r);
+    e = call_guarded(&t->r, argc, argv, argvlen, extra_wait_ms, flags, reply);
+    rmq_guard_leave(&t->r);
+    return e;
+}
+
 static void rmq_ops_send_many(hg_client_t *c, transport_state_t *t, hg_send_item_t *items, size_t n)
 {
     (void)c;
+    rmq_guard_enter(&t->r);
     rmq_send_many(&t->r, items, n);
+    rmq_guard_leave(&t->r);
 }
 
 static uint64_t rmq_ops_send_bound_ms(const hg_client_t *c, const transport_state_t *t)
@@ -340,8 +389,10 @@ static void rmq_ops_disconnect(transport_state_t *t)
 
 static void rmq_ops_before_close(transport_state_t *t)
 {
+    rmq_guard_enter(&t->r);
     rmq_close_consumer(&t->r);
     rmq_close_politely(&t->r);
+    rmq_guard_leave(&t->r);
 }
 
 static void rmq_ops_destroy(transport_state_t *t)

@@ -1,17 +1,19 @@
 /*
- * lib/rmq_watchdog.c — the watchdog that bounds the writes of a publish on
- * the RabbitMQ transport.
+ * lib/rmq_watchdog.c — the watchdog that bounds every librabbitmq call of
+ * the RabbitMQ transport, and the guard that applies it to a connection.
  *
- * librabbitmq writes a publish's frames with no deadline of its own: on a
- * node that stopped reading (SIGSTOPped, a hung host) a publish with more
- * bytes than the socket buffers hold waits in librabbitmq for ever, beyond
- * the reach of the client's timeouts and its stop fd. So the publisher arms
- * this watchdog around its writes (and its wait for the confirms, during
- * which librabbitmq may write a heartbeat), and the watchdog's thread shuts
- * the socket down — shutdown(2), both ways — once the deadline passes or
- * the stop fd becomes readable. librabbitmq's wait then ends with an error,
- * and the publisher, seeing what the watchdog did, drops the connection
- * (a partial frame leaves it unusable).
+ * librabbitmq writes with no deadline of its own (publishes, acks, RPC
+ * requests, heartbeats, closes), and its waits (RPC replies, the login)
+ * end only at their timeouts, never at the client's stop fd: on a node that
+ * stopped reading (SIGSTOPped, a hung host, a memory or disk alarm) a write
+ * with more bytes than the socket buffers hold waits for ever, and a stop
+ * waits out the read or connect timeout. So while a transport call runs,
+ * this watchdog is armed over the connection's socket (the guard, below),
+ * and its thread shuts the socket down — shutdown(2), both ways — once the
+ * deadline of the current step passes or the stop fd becomes readable.
+ * librabbitmq's wait then ends with an error, and the caller, seeing what
+ * the watchdog did (rmq_guard_failed), names the step and the reason and
+ * drops the connection (a partial frame leaves it unusable).
  *
  * The watchdog never reaches a socket it was not given: it cuts through a
  * duplicate of the descriptor, its own while armed, so the socket stays the
@@ -26,6 +28,17 @@
  * publishes steadily wakes it about once per write timeout; one that was
  * idle longer, once at its next publish.
  *
+ * The guard (rmq_guard_*): a transport call enters it (nested calls count
+ * a depth), and while it is entered the watchdog is armed over the socket
+ * of r's connection — from the TLS handshake of a new one (rmq_tls.c) and
+ * its login (a connect timeout) on — with the client's stop fd. Each step
+ * (a publish's message, an RPC, an ack, a frame pumped) moves the deadline
+ * to the read timeout from then (rmq_guard_step): a long run of steps the
+ * node takes steadily is never cut, one step it stops taking is. A wait
+ * with a poll of its own (rmq_pump) lifts the deadline for the poll, whose
+ * own deadline and stop fd bound it. Leaving the outermost call disarms;
+ * a socket cut meanwhile drops the connection.
+ *
  * Threads: the owner (the connection's one thread) calls everything but
  * watchdog_main, which runs on the watchdog's own thread, with every signal
  * blocked. What both touch is under lock.
@@ -35,12 +48,14 @@
 #endif
 
 #include "lib/rmq.h"
+#include "lib/client.h"
 #include "lib/wire.h"
 
 #include "base/alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -226,4 +241,80 @@ rmq_cut_t rmq_watchdog_disarm(rmq_watchdog_t *w)
     w->cut = RMQ_CUT_NONE;
     pthread_mutex_unlock(&w->lock);
     return why;
+}
+
+rmq_cut_t rmq_watchdog_cut(rmq_watchdog_t *w)
+{
+    rmq_cut_t why;
+
+    pthread_mutex_lock(&w->lock);
+    why = w->armed ? w->cut : RMQ_CUT_NONE;
+    pthread_mutex_unlock(&w->lock);
+    return why;
+}
+
+/* ------------------------------------------------------------------------
+ * The guard: the watchdog over r's connection while a call runs
+ * ------------------------------------------------------------------------ */
+
+/* wire_now_ms() + ms; 0 (none) when ms is 0. */
+static uint64_t after_ms(uint32_t ms)
+{
+    return ms == 0 ? 0 : wire_now_ms() + ms;
+}
+
+void rmq_guard_enter(rmq_t *r)
+{
+    int fd;
+
+    if (r->guard_depth++ > 0 || r->st == NULL || (fd = amqp_get_sockfd(r->st)) < 0)
+        return;
+    rmq_guard_socket(r, fd, client_opts(r->client)->read_timeout_ms);
+}
+
+void rmq_guard_leave(rmq_t *r)
+{
+    if (r->guard_depth > 0 && --r->guard_depth == 0 && rmq_watchdog_disarm(r->watchdog) != RMQ_CUT_NONE &&
+        r->st != NULL)
+        rmq_disconnect(r); /* cut as the call ended: the socket is shut */
+}
+
+void rmq_guard_socket(rmq_t *r, int fd, uint32_t ms)
+{
+    r->guard_ms = ms;
+    /* no descriptor left for the duplicate: the step runs unguarded, as
+     * librabbitmq alone would run it */
+    if (r->guard_depth > 0)
+        (void)rmq_watchdog_arm(r->watchdog, fd, after_ms(ms), client_stop_fd(r->client));
+}
+
+void rmq_guard_within(rmq_t *r, uint32_t ms)
+{
+    r->guard_ms = ms;
+    rmq_watchdog_extend(r->watchdog, after_ms(ms));
+}
+
+void rmq_guard_step(rmq_t *r)
+{
+    rmq_guard_within(r, client_opts(r->client)->read_timeout_ms);
+}
+
+rmq_cut_t rmq_guard_cut(rmq_t *r)
+{
+    return rmq_watchdog_cut(r->watchdog);
+}
+
+hg_err_t rmq_guard_failed(rmq_t *r, const char *what)
+{
+    switch (rmq_guard_cut(r)) {
+    case RMQ_CUT_STOP:
+        return client_fail(r->client, HG_ERR_STOPPED, "stopped while %s (RabbitMQ at %s)", what, r->address);
+    case RMQ_CUT_DEADLINE:
+        return client_fail(r->client, HG_ERR_TIMEOUT,
+                           "%s: RabbitMQ at %s did not take it or answer within %" PRIu32
+                           "ms (the node reads nothing more)",
+                           what, r->address, r->guard_ms);
+    default:
+        return HG_OK;
+    }
 }

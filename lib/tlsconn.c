@@ -243,8 +243,8 @@ static ssize_t ssl_failed(tlsconn_t *t, int rc, int eof_ok)
     }
 }
 
-int tlsconn_open(tlsconn_ctx_t *ctx, int fd, const char *name, uint64_t deadline, tlsconn_t **out, int *verify_failed,
-                 char *err, size_t errlen)
+int tlsconn_open(tlsconn_ctx_t *ctx, int fd, const char *name, uint64_t deadline, int stop_fd, tlsconn_t **out,
+                 int *verify_failed, char *err, size_t errlen)
 {
     struct in6_addr addr;
     int is_ip = inet_pton(AF_INET, name, &addr) == 1 || inet_pton(AF_INET6, name, &addr) == 1;
@@ -276,11 +276,15 @@ int tlsconn_open(tlsconn_ctx_t *ctx, int fd, const char *name, uint64_t deadline
             break;
         errno = 0;
         if (ssl_failed(t, rc, 0) == -1 && errno == EAGAIN) {
-            w = wire_wait(fd, t->wants, deadline);
+            w = wire_wait_stop(fd, t->wants, deadline, stop_fd);
             if (w == 1)
                 continue;
-            err_set(err, errlen, "TLS handshake %s", w == 0 ? "timed out" : strerror(errno));
+            err_set(err, errlen, "TLS handshake %s",
+                    w == 0              ? "timed out"
+                    : w == WIRE_STOPPED ? "stopped"
+                                        : strerror(errno));
             tlsconn_close(t);
+            errno = w == WIRE_STOPPED ? ECANCELED : errno;
             return -1;
         }
         long v = SSL_get_verify_result(t->ssl);

@@ -44,15 +44,16 @@ void tlsconn_ctx_free(tlsconn_ctx_t *ctx);
 tlsconn_ctx_t *tlsconn_ctx_ref(const tlsconn_ctx_t *ctx);
 
 /* Run the TLS handshake on the connected non-blocking socket fd, waiting
- * (poll) until deadline (monotonic ms, wire_now_ms). name is what the
+ * (poll) until deadline (monotonic ms, wire_now_ms) or until stop_fd (-1:
+ * none) is readable ("stopped", errno ECANCELED). name is what the
  * broker's certificate must be issued to: an IP address is checked against
  * its IP SANs, a DNS name against its DNS SANs / CN and also sent as SNI.
  * 0 and *out; or -1 with err ("certificate verify failed: certificate has
  * expired", "timed out", "connection closed by the broker (not a TLS
  * port?)") and *verify_failed 1 when the broker's certificate was refused
  * (retrying cannot help). fd stays the caller's either way. */
-int tlsconn_open(tlsconn_ctx_t *ctx, int fd, const char *name, uint64_t deadline, tlsconn_t **out, int *verify_failed,
-                 char *err, size_t errlen);
+int tlsconn_open(tlsconn_ctx_t *ctx, int fd, const char *name, uint64_t deadline, int stop_fd, tlsconn_t **out,
+                 int *verify_failed, char *err, size_t errlen);
 
 /* Write up to len bytes. Returns the bytes written (> 0), or -1 with errno:
  * EAGAIN (wait for tlsconn_wants, then call again with the same bytes),

@@ -64,9 +64,11 @@ typedef struct transport_ops {
 
     /* What a consumer of this transport needs besides its workers (the hop
      * router of chained delays on RabbitMQ), started by hg_consumer_run with
-     * its own client, stopped after the workers. NULL when nothing. */
-    hg_err_t (*helper_start)(const char *uri, const hg_client_opts_t *opts, hg_log_fn log, void *log_arg, void **handle,
-                             hg_error_t *err);
+     * its own client, which takes the consumer's stop fd (-1: none) as every
+     * client of the consumer does, stopped after the workers. NULL when
+     * nothing. */
+    hg_err_t (*helper_start)(const char *uri, const hg_client_opts_t *opts, int stop_fd, hg_log_fn log, void *log_arg,
+                             void **handle, hg_error_t *err);
     void (*helper_stop)(void *handle);
 } transport_ops_t;
 

@@ -112,24 +112,28 @@ static int check_reg_name(const char *h, size_t n, char *err, size_t errlen)
     return 0;
 }
 
-/* Parse the port text p[0..n). Returns 0 / -1. */
-static int parse_port(const char *p, size_t n, int *port, char *err, size_t errlen)
+int uri_parse_port(const char *p, size_t n, int *port, char *err, size_t errlen)
 {
     long v = 0;
+    int shown = (int)(n > 20 ? 20 : n);
 
     if (n == 0)
         return fail(err, errlen, "empty port after ':' (want 1..65535)");
-    if (n > 5)
-        return fail(err, errlen, "bad port '%.*s' (want 1..65535)", (int)(n > 20 ? 20 : n), p);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         if (!isdigit((unsigned char)p[i]))
-            return fail(err, errlen, "bad port '%.*s' (want 1..65535)", (int)n, p);
+            return fail(err, errlen, "bad port '%.*s': not a number (want 1..65535)", shown, p);
+    for (size_t i = 0; i < n && v <= 65535; i++)
         v = v * 10 + (p[i] - '0');
-    }
     if (v < 1 || v > 65535)
-        return fail(err, errlen, "bad port '%.*s' (want 1..65535)", (int)n, p);
+        return fail(err, errlen, "bad port '%.*s': out of range (want 1..65535)", shown, p);
     *port = (int)v;
     return 0;
+}
+
+const char *uri_address(char *buf, size_t len, const char *host, int port)
+{
+    snprintf(buf, len, strchr(host, ':') != NULL ? "[%s]:%d" : "%s:%d", host, port);
+    return buf;
 }
 
 /* Percent-decode a query value v[0..n) into dst[dstlen] (any byte but NUL;
@@ -313,7 +317,7 @@ int uri_parse(const char *text, int default_port, uri_t *out, char *err, size_t 
     }
 
     if (port != NULL) {
-        if (parse_port(port, (size_t)(auth_end - port), &u.port, err, errlen) < 0)
+        if (uri_parse_port(port, (size_t)(auth_end - port), &u.port, err, errlen) < 0)
             return -1;
     } else {
         if (default_port < 1 || default_port > 65535)

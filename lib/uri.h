@@ -38,7 +38,7 @@ typedef struct uri {
  *   "missing scheme (want hourglass://host[:port])"
  *   "unsupported scheme 'redis' (want hourglass:// or hourglass+tls://)"
  *   "missing host"
- *   "bad port '65536' (want 1..65535)"
+ *   "bad port '65536': out of range (want 1..65535)", "bad port 'x': not a number …"
  *   "empty user name", "empty password for user 'bob'"
  * A user without a password ("hourglass://bob@host") parses, with has_user
  * set and has_auth not: its password is the caller's to supply.
@@ -47,6 +47,16 @@ typedef struct uri {
  *   "unexpected query '?ca=x' (only hourglass+tls:// takes parameters)", ...
  * On failure *out is left zeroed. */
 int uri_parse(const char *text, int default_port, uri_t *out, char *err, size_t errlen);
+
+/* The port text p[0..n) as 1..65535 into *port. 0, or -1 with err naming
+ * the text: "empty port after ':' (want 1..65535)", "bad port 'x': not a
+ * number (want 1..65535)", "bad port '99999': out of range (want
+ * 1..65535)". Shared with amqp:// (lib/rmq_transport.c). */
+int uri_parse_port(const char *p, size_t n, int *port, char *err, size_t errlen);
+
+/* host and port as messages show them, into buf[len]: "host:port", or
+ * "[host]:port" for an IPv6 address (a host holding ':'). Returns buf. */
+const char *uri_address(char *buf, size_t len, const char *host, int port);
 
 /* The TLS parameters q (the text after '?', to the end): name=value pairs
  * joined by '&', each of ca, cert, key, sni at most once, percent-decoded

@@ -39,19 +39,29 @@ int wire_poll_ms(uint64_t deadline)
 
 int wire_wait(int fd, short events, uint64_t deadline)
 {
+    return wire_wait_stop(fd, events, deadline, -1);
+}
+
+int wire_wait_stop(int fd, short events, uint64_t deadline, int stop_fd)
+{
     for (;;) {
-        struct pollfd p = { .fd = fd, .events = events };
-        int n = poll(&p, 1, wire_poll_ms(deadline));
-        if (n > 0)
+        struct pollfd p[2] = { { .fd = fd, .events = events }, { .fd = stop_fd, .events = POLLIN } };
+        int n = poll(p, stop_fd >= 0 ? 2 : 1, wire_poll_ms(deadline));
+        if (n > 0 && stop_fd >= 0 && (p[1].revents & POLLIN))
+            return WIRE_STOPPED;
+        if (n > 0 && p[0].revents != 0)
             return 1;
         if (n == 0)
             return 0;
-        if (errno != EINTR)
+        if (n < 0 && errno != EINTR)
             return -1;
+        /* EINTR, or only a hang-up on stop_fd (its writer went away: no stop) */
+        if (n > 0)
+            stop_fd = -1;
     }
 }
 
-int wire_connect(const struct sockaddr *sa, socklen_t salen, uint32_t timeout_ms, int *why)
+int wire_connect(const struct sockaddr *sa, socklen_t salen, uint32_t timeout_ms, int stop_fd, int *why)
 {
     int one = 1, soerr = 0;
     socklen_t sl = sizeof soerr;
@@ -68,9 +78,9 @@ int wire_connect(const struct sockaddr *sa, socklen_t salen, uint32_t timeout_ms
             close(fd);
             return -1;
         }
-        int w = wire_wait(fd, POLLOUT, wire_now_ms() + timeout_ms);
-        if (w <= 0) {
-            *why = w == 0 ? ETIMEDOUT : errno;
+        int w = wire_wait_stop(fd, POLLOUT, wire_now_ms() + timeout_ms, stop_fd);
+        if (w != 1) {
+            *why = w == 0 ? ETIMEDOUT : w == WIRE_STOPPED ? ECANCELED : errno;
             close(fd);
             return -1;
         }

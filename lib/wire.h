@@ -37,10 +37,17 @@ int wire_poll_ms(uint64_t deadline);
  * passes. Returns 1 ready, 0 timed out, -1 with errno (EINTR is retried). */
 int wire_wait(int fd, short events, uint64_t deadline);
 
+#define WIRE_STOPPED 2 /* wire_wait_stop: stop_fd became readable */
+
+/* wire_wait that also ends when stop_fd (-1: none) is readable (POLLIN: a
+ * pipe whose writer went away is not a stop): WIRE_STOPPED. */
+int wire_wait_stop(int fd, short events, uint64_t deadline, int stop_fd);
+
 /* A TCP connection to sa within timeout_ms: a non-blocking, close-on-exec
  * socket with TCP_NODELAY. Returns it, or -1 with the cause as an errno
- * value in *why (ETIMEDOUT when the timeout passed). */
-int wire_connect(const struct sockaddr *sa, socklen_t salen, uint32_t timeout_ms, int *why);
+ * value in *why (ETIMEDOUT when the timeout passed, ECANCELED when stop_fd
+ * (-1: none) became readable first). */
+int wire_connect(const struct sockaddr *sa, socklen_t salen, uint32_t timeout_ms, int stop_fd, int *why);
 
 /* One recv of at most WIRE_READ_CHUNK bytes appended to in (never blocks:
  * MSG_DONTWAIT). Returns the bytes read, 0 on EOF, -1 with errno (EAGAIN:

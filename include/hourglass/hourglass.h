@@ -145,8 +145,9 @@ typedef struct hg_client_opts {
     uint32_t connect_timeout_ms;    /* per connection attempt; default 5000 */
     uint32_t read_timeout_ms;       /* longest wait for a reply once the command is
                                     written (a blocking PULL adds its BLOCK time);
-                                    on amqp:// also for the writes of each message
-                                    published; default 10000; 0 waits forever */
+                                    on amqp:// also for the writes of each step
+                                    (a message published, an RPC, an ack, the
+                                    close); default 10000; 0 waits forever */
     int reconnect;                  /* 1 (default): a lost or refused connection is
                                     retried with the backoff below before a call
                                     fails; 0: one connection attempt per call */
@@ -231,16 +232,18 @@ hg_err_t hg_client_clone(const hg_client_t *c, hg_client_t **out, hg_error_t *er
 
 /* Let another thread stop c's calls: while fd is readable (a pipe or an
  * eventfd the caller writes to), every wait of c for the broker — a reply,
- * AUTH while connecting, a reconnect's backoff — ends at once with
- * HG_ERR_STOPPED, and the connection is closed; a call made while it is
- * readable stops before it connects. hg_send_many gives each item whose
- * reply had not arrived HG_ERR_STOPPED (it may have reached the broker: a
- * caller that sends it again later should send with DEDUP). On amqp:// the
- * waits for replies and confirms, the writes of a publish and the pauses
- * end; a wait inside librabbitmq's own calls (connecting, logging in,
- * declaring) ends with its timeout. -1 (the default) turns it off. The
- * client never reads or closes fd. Set it before the call, on the thread
- * that owns c. */
+ * connecting (the TCP connect, the TLS handshake, AUTH), a reconnect's
+ * backoff — ends at once with HG_ERR_STOPPED, and the connection is closed;
+ * a call made while it is readable stops before it connects. hg_send_many
+ * gives each item whose reply had not arrived HG_ERR_STOPPED (it may have
+ * reached the broker: a caller that sends it again later should send with
+ * DEDUP). On amqp:// every write and wait ends too (the TCP connect, the
+ * TLS handshake and the login, publishes and their confirms, declarations
+ * and other RPCs, acks, the close) and the pauses; only amqps://'s TCP
+ * connect, made inside librabbitmq, ends with its connect timeout. -1 (the
+ * default) turns it off.
+ * The client never reads or closes fd. Set it before the call, on the
+ * thread that owns c. */
 void hg_client_set_stop_fd(hg_client_t *c, int fd);
 
 /* The read timeout (hg_client_opts_t.read_timeout_ms; 0 waits forever) for
@@ -400,7 +403,10 @@ static inline hg_delay_t hg_delay_at(uint64_t unix_ms)
 
 /* Send one message: SEND topic payload [KEY key] [LEVEL n | DELAY ms | AT ms].
  *
- * topic: a non-empty C string. key: a C string or NULL (no key). payload:
+ * topic: a non-empty C string. key: a non-empty C string, or NULL (no key);
+ * an empty key is HG_ERR_ARG ("hg_send: key is empty (pass NULL for a
+ * message without one)"), since FIND, REVOKE and DEDUP could never name it
+ * (the broker and amqp:// refuse SEND … KEY "" too). payload:
  * len bytes, binary safe (len 0 allowed, payload may then be NULL).
  * id_out: NULL, or a buffer of HG_ID_MAX bytes receiving the message id.
  * The reply arrives only after the broker made the message durable.

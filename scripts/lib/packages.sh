@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # scripts/lib/packages.sh — the Debian packages Hourglass needs, and the one
 # function that installs the missing ones. Sourced by scripts/test and
 # scripts/demo (bash); defines hg_packages, hg_install_packages and
@@ -22,6 +23,7 @@
 #   console     chromium, chromium-driver, python3-selenium (the console's real-browser test)
 #   fuzzing     clang and libclang-rt-dev (libFuzzer and the sanitizer runtimes: make fuzz)
 #   layout      clang-format (tests/system/test_format.sh checks the tree against .clang-format)
+#   shell       shellcheck (tests/system/test_shellcheck.sh checks the demo's shell)
 hg_packages=(
     build-essential autoconf automake libtool pkg-config
     libevent-dev libleveldb-dev libmariadb-dev libssl-dev libcunit1-dev libinih-dev
@@ -29,7 +31,7 @@ hg_packages=(
     librabbitmq-dev rabbitmq-server
     chromium chromium-driver python3-selenium
     clang libclang-rt-dev clang-format
-    tmux python3-redis strace
+    tmux python3-redis strace shellcheck
 )
 
 hg_sudo=()            # the command prefix for package installation: empty as root, (sudo) otherwise

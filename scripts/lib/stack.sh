@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # scripts/lib/stack.sh — a private Hourglass stack in a directory, for
 # scripts/demo and the install test (tests/integration/test_install.sh):
 # a MariaDB on a unix socket, the reference schema with a least-privilege
@@ -8,7 +9,11 @@
 # Every wait polls with a deadline and fails with the cause (the tail of the
 # program's log); nothing sleeps and hopes. Processes are remembered by pid
 # in hg_stack_pids and stopped by pid (SIGTERM, a deadline, then SIGKILL) in
-# hg_stack_stop, which an EXIT trap should call. The MariaDB is started like
+# hg_stack_stop, which an EXIT trap should call. A command that leaves
+# processes of its own behind when it is interrupted (mariadb-install-db runs
+# a bootstrap mariadbd) runs in a process group of its own, remembered in
+# hg_stack_groups while it runs: hg_stack_stop stops the whole group and waits
+# for it, so nothing writes into a directory the caller is about to remove. The MariaDB is started like
 # tests/helpers/testutil.c does: mariadb-install-db and mariadbd with
 # --no-defaults (no /etc/mysql setting leaks in), --skip-networking, a socket
 # in the directory, the install serialised by an flock in the temp root.
@@ -16,9 +21,9 @@
 # Variables it sets: HG_MYSQL_SOCKET, HG_BROKER_PORT, HG_BROKER_URI,
 # hg_mariadb_pid, hg_broker_pid, hg_consumer_pid, hg_compensator_pid, and the
 # generated passwords hg_pw_<user>; for RabbitMQ (hg_rabbit_start) the
-# HG_RABBIT_* variables listed there.
+# HG_RABBIT_* variables listed there; hg_stack_stop sets hg_stack_stopped.
 
-hg_stack_pids=()
+hg_stack_pids=() hg_stack_groups=() hg_stack_stopped=0
 
 hg_log() { printf '%s\n' "$*" >&2; }
 
@@ -61,21 +66,65 @@ hg_stop_pid() {
     wait "$pid" 2>/dev/null
 }
 
+# hg_stop_group PGID [DEADLINE_S] — SIGTERM to a whole process group, wait
+# until none of it is left, SIGKILL after the deadline.
+hg_stop_group() {
+    local pgid=$1 deadline=$((SECONDS + ${2:-10}))
+    kill -TERM -- "-$pgid" 2>/dev/null || return 0
+    while kill -0 -- "-$pgid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+    if kill -0 -- "-$pgid" 2>/dev/null; then
+        hg_log "process group $pgid ignored SIGTERM for ${2:-10} s: killed"
+        kill -KILL -- "-$pgid" 2>/dev/null
+        for _ in $(seq 50); do kill -0 -- "-$pgid" 2>/dev/null || break; sleep 0.1; done
+    fi
+    wait "$pgid" 2>/dev/null
+    return 0
+}
+
+# hg_run_group LOG COMMAND... — run COMMAND in a process group of its own
+# (setsid), its output into LOG, and wait for it; the group is in
+# hg_stack_groups meanwhile (an interrupt stops it as a whole: hg_stack_stop).
+# Returns COMMAND's status.
+hg_run_group() {
+    local log=$1 pid rc
+    shift
+    setsid "$@" >"$log" 2>&1 </dev/null &
+    pid=$!
+    hg_stack_groups+=("$pid")
+    wait "$pid"
+    rc=$?
+    local left=() g
+    for g in "${hg_stack_groups[@]}"; do [[ $g == "$pid" ]] || left+=("$g"); done
+    hg_stack_groups=("${left[@]}")
+    return "$rc"
+}
+
 # Stop everything started through this file, newest first, then the
-# RabbitMQ node and its epmd, if one was started (hg_rabbit_stop).
+# RabbitMQ node and its epmd, if one was started (hg_rabbit_stop). Prints the
+# number of processes it had to stop (0: nothing was running any more).
 hg_stack_stop() {
-    local i
+    local i n=0 g
+    for g in "${hg_stack_groups[@]}"; do
+        hg_stop_group "$g" 10
+        n=$((n + 1))
+    done
+    hg_stack_groups=()
     for ((i = ${#hg_stack_pids[@]} - 1; i >= 0; i--)); do
+        hg_alive "${hg_stack_pids[i]}" && n=$((n + 1))
         hg_stop_pid "${hg_stack_pids[i]}" 20 || true
     done
     hg_stack_pids=()
+    hg_alive "$hg_rabbit_pid" && n=$((n + 1))
+    hg_alive "$hg_rabbit_epmd_pid" && n=$((n + 1))
     hg_rabbit_stop
+    # shellcheck disable=SC2034  # for the caller
+    hg_stack_stopped=$n
 }
 
 hg_forget_pid() {
-    local keep=() p
-    for p in "${hg_stack_pids[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done
-    hg_stack_pids=("${keep[@]}")
+    local left=() p
+    for p in "${hg_stack_pids[@]}"; do [[ $p == "$1" ]] || left+=("$p"); done
+    hg_stack_pids=("${left[@]}")
 }
 
 # A TCP port on 127.0.0.1 that nothing uses right now: a random one below the
@@ -84,8 +133,8 @@ hg_forget_pid() {
 # compensator's metrics port to the consumer's connection that way), checked
 # against every socket in /proc/net/tcp{,6} (listening, connected or closing).
 hg_free_port() {
-    local port hex low=32768 high
-    read -r low high </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || low=32768
+    local port hex low=32768
+    read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || low=32768
     ((low > 11000)) || low=32768
     for _ in $(seq 200); do
         port=$((10000 + RANDOM % (low - 10000)))
@@ -120,9 +169,10 @@ hg_mariadb_start() {
     local common=(--no-defaults "--datadir=$dir/data" "--tmpdir=$dir/tmp" --skip-name-resolve
                   --innodb-log-file-size=16M --innodb-buffer-pool-size=64M)
     # One install at a time on this machine (parallel bootstraps fail), as the C helper does.
+    # Its own process group: interrupted, it leaves a bootstrap mariadbd writing into data/.
     local lock=${TMPDIR:-/tmp}/hg-mariadb-install.lock
-    if ! flock "$lock" mariadb-install-db "${common[@]}" --auth-root-authentication-method=normal \
-        --skip-test-db "${as_root[@]}" >"$dir/install.log" 2>&1; then
+    if ! hg_run_group "$dir/install.log" flock "$lock" mariadb-install-db "${common[@]}" \
+        --auth-root-authentication-method=normal --skip-test-db "${as_root[@]}"; then
         hg_log "mariadb-install-db failed"
         hg_tail "$dir/install.log"
         return 1
@@ -210,6 +260,7 @@ hg_broker_start() {
         hg_log "hourglass-broker came back on port $HG_BROKER_PORT, not $before"
         return 1
     fi
+    # shellcheck disable=SC2034  # for the caller
     HG_BROKER_URI=hourglass://127.0.0.1:$HG_BROKER_PORT
 }
 
@@ -322,6 +373,7 @@ hg_rabbit_start() {
     HG_RABBIT_URI=amqp://$HG_RABBIT_USER:$password@127.0.0.1:$HG_RABBIT_PORT/$HG_RABBIT_VHOST
     # The same without the login, and the password in a file of its own (0600), for the daemons'
     # user and password-file keys: a production config keeps the secret out of the URI.
+    # shellcheck disable=SC2034  # for the caller
     HG_RABBIT_URI_NO_LOGIN=amqp://127.0.0.1:$HG_RABBIT_PORT/$HG_RABBIT_VHOST
     HG_RABBIT_PASSWORD_FILE=$dir/password
     (umask 077 && printf '%s\n' "$password" >"$HG_RABBIT_PASSWORD_FILE") || return 1

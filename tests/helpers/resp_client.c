@@ -54,7 +54,7 @@ int rc_connect(rc_conn_t *c, const char *host, int port, int timeout_ms)
         return -1;
     }
     int why = 0;
-    c->fd = wire_connect((const struct sockaddr *)&sa, sizeof sa, (uint32_t)c->timeout_ms, &why);
+    c->fd = wire_connect((const struct sockaddr *)&sa, sizeof sa, (uint32_t)c->timeout_ms, -1, &why);
     if (c->fd < 0) {
         err_set(c->err, sizeof c->err, "connect %s:%d: %s", host, port, why == ETIMEDOUT ? "timed out" : strerror(why));
         return -1;

@@ -4,9 +4,11 @@
  *
  *  - before AUTH only PING, AUTH, HELLO and QUIT run; everything else is
  *    NOAUTH (CONFIG GET and CLIENT LIST included);
- *  - the roles column: a producer cannot PULL or touch the DLQ, a consumer
+ *  - the roles column, for every command and subcommand of COMMAND (a new
+ *    one without a case fails the test): a producer cannot PULL or touch the DLQ, a consumer
  *    cannot SEND or drop the DLQ, a viewer changes nothing, the admin can do
- *    everything; NOPERM names the user, its roles and the command; COMMAND
+ *    everything; NOPERM names the user, its roles and the command, and a
+ *    refused destructive or admin command is audited with who tried it; COMMAND
  *    INFO shows "admin" exactly for what only the admin may run (a
  *    subcommand in its own entry, "group|list") and "readonly" for what a
  *    viewer may run;
@@ -14,10 +16,29 @@
  *    a warning naming the address and the user, while another client is
  *    answered at once; the connection stays usable; AUTH pipelined with
  *    commands applies before them;
+ *  - many connections from one address guess no faster than one: wrong AUTHs
+ *    sent on four connections at once are verified one per held-back delay
+ *    (the fourth answered after 200+400+800+1600 ms), while a wrong AUTH
+ *    from another loopback address (127.0.0.2) is answered after its own
+ *    200 ms;
  *  - HELLO 3 AUTH user pass answers the map with user and roles; AUTH pass is
  *    AUTH default pass; ACL WHOAMI;
  *  - SIGHUP re-reads the users file: a removed user is logged out, new roles
  *    apply at once, a bad file keeps the old users;
+ *  - AUTH and HELLO AUTH with the wrong arity are refused at once, not
+ *    checked, and their arguments stay out of the log;
+ *  - AUTH and HELLO AUTH inside MULTI are refused and doom the transaction;
+ *  - a consumer removed by SIGHUP while its PULL BLOCK 0 waits: its
+ *    connection is closed, the next message goes to another consumer;
+ *  - a password changed by SIGHUP: the old one is refused (the cache knew
+ *    it), connections logged in with it stay until CLIENT KILL USER;
+ *  - hourglass-cli passwd refuses a password with a NUL byte (its hash
+ *    would have covered only the bytes before it);
+ *  - auth-timeout: a client that never logs in (or that a reload logged
+ *    out) is told and closed; a logged-in one stays;
+ *  - a users file its group or others can read or write is warned about
+ *    (naming it and its mode) at start and on SIGHUP, and no longer once it
+ *    is 0600;
  *  - CLIENT KILL (admin): by USER (every connection of it), ID with ADDR,
  *    the old ip:port form, SKIPME; refusals name the filter; each kill and
  *    the audit line logged;
@@ -37,10 +58,15 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <CUnit/CUnit.h>
 
@@ -83,13 +109,19 @@ static void write_users(int with_viewer)
     TU_REQUIRE(tu_write_file(users_path, text) == 0, "write %s", users_path);
 }
 
-static void start_with_users(void)
+/* Start the broker with the users file, and flag value when flag is not NULL. */
+static void start_with_users_and(const char *flag, const char *value)
 {
     TU_REQUIRE(tu_mkdtemp("hg-users", users_dir, sizeof users_dir) == 0, "temp dir");
     snprintf(users_path, sizeof users_path, "%s/users", users_dir);
     write_users(1);
-    const char *extra[] = { "--users-file", users_path, NULL };
+    const char *extra[] = { "--users-file", users_path, flag, value, NULL };
     bt_start(extra);
+}
+
+static void start_with_users(void)
+{
+    start_with_users_and(NULL, NULL);
 }
 
 static void cleanup_users(void)
@@ -167,6 +199,7 @@ static void test_unauthenticated(void)
 
 typedef struct role_case {
     const char *argv[6];
+    /* prod, cons, view: */
     const char *prod, *cons, *view; /* NULL: allowed; "NOPERM": refused (admin is always allowed) */
 } role_case_t;
 
@@ -238,14 +271,65 @@ static void test_roles(void)
         { { "COMMAND", "COUNT" }, NULL, NULL, NULL },
         { { "SHUTDOWN" }, P, P, P },
         { { "GROUP", "DEL", "gone" }, P, P, P },
+        { { "GROUP", "DELETE", "nosuch" }, P, P, P },
+        { { "GROUP", "DESTROY", "nosuch" }, P, P, P },
+        { { "TOPIC", "DEL", "nosuch" }, P, P, P },
+        { { "TOPIC", "DELETE", "nosuch" }, P, P, P },
+        { { "TOPIC", "DESTROY", "nosuch" }, P, P, P },
+        { { "REVOKE", "t", "KEY", "k" }, NULL, P, P },
+        { { "GET", "0000000000000001" }, P, NULL, NULL },
+        { { "FIND", "t", "k" }, P, NULL, NULL },
+        { { "PEEK", "TOPIC", "t" }, P, NULL, NULL },
+        { { "BACKUP", "b1" }, P, P, P }, /* the admin is refused for want of backup-dir, not NOPERM */
+        { { "MULTI" }, NULL, P, P },     /* DISCARDed after each (below) */
+        { { "EXEC" }, NULL, P, P },      /* allowed: "EXEC without MULTI" */
+        { { "DISCARD" }, NULL, NULL, NULL },
+        { { "PING" }, NULL, NULL, NULL },
+        { { "ECHO", "x" }, NULL, NULL, NULL },
+        { { "HELLO", "2" }, NULL, NULL, NULL },
+        { { "SELECT", "0" }, NULL, NULL, NULL },
+        { { "ACL", "WHOAMI" }, NULL, NULL, NULL },
+        { { "COMMAND" }, NULL, NULL, NULL },
+        { { "COMMAND", "DOCS", "send" }, NULL, NULL, NULL },
+        { { "CLIENT", "SETNAME", "n" }, NULL, NULL, NULL },
+        { { "CLIENT", "GETNAME" }, NULL, NULL, NULL },
+        { { "CLIENT", "INFO" }, NULL, NULL, NULL },
+        { { "CLIENT", "SETINFO", "lib-name", "x" }, NULL, NULL, NULL },
+        { { "CLIENT", "NO-EVICT", "on" }, NULL, NULL, NULL },
+        { { "CLIENT", "NO-TOUCH", "on" }, NULL, NULL, NULL },
     };
+    /* Every command and subcommand of the table has a case (a new one must say who may run it), but AUTH and
+     * QUIT: run before AUTH by anyone (test_unauthenticated, test_hello_auth). */
     char d[512];
+    resp_reply_t *all = rc_cmd(&view, "COMMAND", NULL);
+    BP_REQUIRE(all != NULL && all->type == RESP_REPLY_ARRAY && all->count > 10, "COMMAND: %s",
+               rc_describe(all, d, sizeof d));
+    for (size_t i = 0; i < all->count; i++) {
+        const resp_reply_t *en = &all->elements[i];
+        const char *name = en->elements[0].str;
+        size_t nsubs = en->count >= 10 ? en->elements[9].count : 0;
+        for (size_t k = 0; k < (nsubs ? nsubs : 1); k++) {
+            const char *sub = nsubs ? strchr(en->elements[9].elements[k].elements[0].str, '|') + 1 : NULL;
+            int covered = strcmp(name, "auth") == 0 || strcmp(name, "quit") == 0;
+            for (size_t j = 0; j < sizeof cases / sizeof cases[0] && !covered; j++)
+                covered = strcasecmp(cases[j].argv[0], name) == 0 &&
+                          (sub == NULL || (cases[j].argv[1] != NULL && strcasecmp(cases[j].argv[1], sub) == 0));
+            BP_CHECK(covered, "%s%s%s has no case in test_roles: say which roles may run it", name, sub ? "|" : "",
+                     sub ? sub : "");
+        }
+    }
+    resp_reply_free(all);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         expect(&prod, "producer", cases[i].prod, cases[i].argv);
         expect(&cons, "consumer", cases[i].cons, cases[i].argv);
         expect(&view, "viewer", cases[i].view, cases[i].argv);
         if (strcmp(cases[i].argv[0], "SHUTDOWN") != 0)
             expect(&adm, "admin", NULL, cases[i].argv);
+        if (strcmp(cases[i].argv[0], "MULTI") == 0) {
+            rc_conn_t *in_multi[] = { &prod, &adm };
+            for (size_t k = 0; k < 2; k++)
+                expect(in_multi[k], "after MULTI", NULL, (const char *const[]){ "DISCARD", NULL });
+        }
         /* COMMAND INFO tells the truth: "admin" exactly when only the admin may run it (for a subcommand, its
          * own entry), and what a viewer may run is "readonly". */
         resp_reply_t *info;
@@ -260,6 +344,11 @@ static void test_roles(void)
                  cases[i].argv[1] ? cases[i].argv[1] : "", entry ? rc_describe(entry, d, sizeof d) : "");
         resp_reply_free(info);
     }
+    /* A subcommand not in the table runs with its command's roles: CLIENT's (anyone: then the handler's error),
+     * DLQ's (admin). */
+    EXPECT(&view, "viewer", NULL, "CLIENT", "PAUSE", "10");
+    EXPECT(&cons, "consumer", "NOPERM", "DLQ", "PURGE", "g");
+    EXPECT(&view, "viewer", "NOPERM", "DLQ", "PURGE", "g");
     /* A command with subcommands of different roles shows none of their flags itself (Redis 7's container
      * commands); COMMAND INFO group|list answers the subcommand's entry. */
     static const char *const group_only[] = { "GROUP", NULL };
@@ -283,6 +372,13 @@ static void test_roles(void)
     BP_CHECK(rc_is_error(r, "NOPERM User canceller (roles: consumer) has no permissions to run the 'dlq|drop' command"),
              "NOPERM wording: %s", rc_describe(r, e, sizeof e));
     resp_reply_free(r);
+    /* A refused destructive command is audited with who tried it. */
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path,
+                                   "user=canceller DLQ DROP g ALL: NOPERM User canceller (roles: consumer)",
+                                   10000) == 0,
+             "no audit line for the consumer's refused DLQ DROP");
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "user=grafana SHUTDOWN: NOPERM", 10000) == 0,
+             "no audit line for the viewer's refused SHUTDOWN");
     r = rc_cmd(&prod, "PULL", "g", "t", NULL);
     BP_CHECK(rc_is_error(r, "NOPERM User shop (roles: producer) has no permissions to run the 'pull' command"),
              "NOPERM wording: %s", rc_describe(r, e, sizeof e));
@@ -383,6 +479,103 @@ static void test_wrong_password(void)
     cleanup_users();
 }
 
+/* A connection from source address src (127.0.0.x) to the broker, or -1. */
+static int connect_from(const char *src)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET };
+    inet_pton(AF_INET, src, &a.sin_addr);
+    struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)bt_broker.port) };
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        connect(fd, (struct sockaddr *)&to, sizeof to) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Read one reply line from fd into line (at most 10 s). 0, or -1. */
+static int read_line(int fd, char *line, size_t len)
+{
+    size_t n = 0;
+    uint64_t deadline = tu_now_mono_ms() + 10000;
+    while (n + 1 < len && tu_now_mono_ms() < deadline) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        if (read(fd, line + n, 1) != 1)
+            return -1;
+        if (line[n++] == '\n') {
+            line[n] = '\0';
+            return 0;
+        }
+    }
+    return -1;
+}
+
+#define GUESSERS 4
+
+/* Many connections from one address: each wrong AUTH waits for the previous
+ * failure's release before it is even verified, so 4 connections guess no
+ * faster than one (200 + 400 + 800 + 1600 ms for the fourth reply). Holding
+ * back only the replies let them all be verified at once: the fourth came
+ * after 1.6 s, and N connections guessed N passwords per delay. */
+static void test_many_connections(void)
+{
+    start_with_users();
+    int fds[GUESSERS];
+    for (int i = 0; i < GUESSERS; i++) {
+        fds[i] = connect_from("127.0.0.1");
+        BP_REQUIRE(fds[i] >= 0, "connect %d", i);
+    }
+    int other = connect_from("127.0.0.2");
+    BP_REQUIRE(other >= 0, "connect from 127.0.0.2");
+    static const char guess[] = "AUTH ops guess\r\n";
+    uint64_t t0 = tu_now_mono_ms();
+    for (int i = 0; i < GUESSERS; i++)
+        BP_REQUIRE(write(fds[i], guess, sizeof guess - 1) == (ssize_t)(sizeof guess - 1), "write %d", i);
+    /* Another address is not held up by these. */
+    uint64_t t1 = tu_now_mono_ms();
+    BP_REQUIRE(write(other, guess, sizeof guess - 1) == (ssize_t)(sizeof guess - 1), "write from 127.0.0.2");
+    char line[256];
+    BP_CHECK(read_line(other, line, sizeof line) == 0 && strncmp(line, "-WRONGPASS", 10) == 0, "127.0.0.2's AUTH: %s",
+             line);
+    uint64_t other_ms = tu_now_mono_ms() - t1;
+    BP_CHECK(other_ms < 1500, "a wrong AUTH from 127.0.0.2 waited %llu ms for 127.0.0.1's failures",
+             (unsigned long long)other_ms);
+    struct pollfd p[GUESSERS];
+    int answered = 0;
+    for (int i = 0; i < GUESSERS; i++)
+        p[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+    while (answered < GUESSERS && tu_now_mono_ms() - t0 < 30000) {
+        if (poll(p, GUESSERS, 100) <= 0)
+            continue;
+        for (int i = 0; i < GUESSERS; i++) {
+            if (p[i].fd >= 0 && (p[i].revents & POLLIN)) {
+                BP_CHECK(read_line(p[i].fd, line, sizeof line) == 0 && strncmp(line, "-WRONGPASS", 10) == 0,
+                         "guesser %d: %s", i, line);
+                p[i].fd = -1;
+                answered++;
+            }
+        }
+    }
+    uint64_t all_ms = tu_now_mono_ms() - t0;
+    printf("\n    %d wrong AUTHs on %d connections from one address answered within %llu ms; another address's "
+           "in %llu ms",
+           answered, GUESSERS, (unsigned long long)all_ms, (unsigned long long)other_ms);
+    BP_CHECK(answered == GUESSERS, "%d of %d guesses answered", answered, GUESSERS);
+    BP_CHECK(all_ms >= 2800,
+             "%d wrong AUTHs on %d connections from one address were all answered within %llu ms, "
+             "want >= 3000 ms (200+400+800+1600: one verification per held-back failure)",
+             GUESSERS, GUESSERS, (unsigned long long)all_ms);
+    for (int i = 0; i < GUESSERS; i++)
+        close(fds[i]);
+    close(other);
+    cleanup_users();
+}
+
 static void test_hello_auth(void)
 {
     start_with_users();
@@ -479,6 +672,251 @@ static void test_reload(void)
     rc_close(&again);
     rc_close(&view);
     rc_close(&prod);
+    cleanup_users();
+}
+
+/* AUTH and HELLO … AUTH with the wrong number of arguments: refused at once with the reason, never checked (no
+ * failure counted, nothing held back, no password in the log). */
+static void test_auth_arity(void)
+{
+    start_with_users();
+    rc_conn_t c;
+    connect_as(&c, NULL, NULL);
+    EXPECT(&c, "AUTH with 3 arguments", "ERR wrong number of arguments for 'auth' command", "AUTH", "shop", "pw-shop",
+           "extra-secret");
+    EXPECT(&c, "AUTH alone", "ERR wrong number of arguments for 'auth' command", "AUTH");
+    EXPECT(&c, "HELLO 3 AUTH user", "ERR syntax error: AUTH needs a user name and a password", "HELLO", "3", "AUTH",
+           "lonely-secret");
+    EXPECT(&c, "still not logged in", "NOAUTH", "SEND", "t", "p");
+    rc_conn_t adm;
+    connect_as(&adm, "ops", "pw-ops");
+    char v[64], e[512];
+    BP_CHECK(bp_info_field(&adm, "auth_failures", v, sizeof v, e, sizeof e) == 0 && atoi(v) == 0,
+             "INFO auth_failures %s after arity errors, want 0", v);
+    BP_CHECK(!bp_log_contains(&bt_broker, "extra-secret") && !bp_log_contains(&bt_broker, "lonely-secret"),
+             "an argument of a refused AUTH reached the log");
+    rc_close(&adm);
+    rc_close(&c);
+    cleanup_users();
+}
+
+/* AUTH and HELLO … AUTH inside MULTI are refused (a transaction holds SENDs only), doom it, and switch no user: a
+ * producer cannot queue SENDs and then run them as someone else, nor try passwords where the held-back failures
+ * would not see them. */
+static void test_auth_in_multi(void)
+{
+    start_with_users();
+    rc_conn_t c;
+    connect_as(&c, "shop", "pw-shop");
+    EXPECT(&c, "shop", NULL, "MULTI");
+    EXPECT(&c, "shop in MULTI", "ERR AUTH is not allowed inside MULTI", "AUTH", "ops", "pw-ops");
+    EXPECT(&c, "shop in MULTI", "ERR HELLO is not allowed inside MULTI", "HELLO", "3", "AUTH", "ops", "pw-ops");
+    EXPECT(&c, "shop in MULTI", "EXECABORT", "EXEC");
+    char e[512];
+    resp_reply_t *r = rc_cmd(&c, "ACL", "WHOAMI", NULL);
+    BP_CHECK(r != NULL && rc_str_eq(r, "shop"), "WHOAMI after AUTH inside MULTI: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    rc_close(&c);
+    cleanup_users();
+}
+
+/* A changed password (reload): the old one is refused from then on — the cache of verified passwords knew it —
+ * while connections logged in with it stay (clients move to the new one at their own pace: docs/security.md);
+ * CLIENT KILL USER ends them when the old password leaked. */
+static void test_password_changed(void)
+{
+    start_with_users();
+    char e[1024], line[512], text[8192];
+    rc_conn_t old, again, adm;
+    connect_as(&old, "shop", "pw-shop");
+    connect_as(&adm, "ops", "pw-ops");
+    FILE *f = fopen(users_path, "r");
+    BP_REQUIRE(f != NULL, "read back");
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *shop = strstr(text, "\nshop producer ");
+    BP_REQUIRE(shop != NULL, "shop's line");
+    char *end = strchr(shop + 1, '\n');
+    user_line(line, sizeof line, "shop", "producer", "pw-shop-2");
+    char changed[8800];
+    snprintf(changed, sizeof changed, "%.*s\n%s%s", (int)(shop - text), text, line, end + 1);
+    TU_REQUIRE(tu_write_file(users_path, changed) == 0, "write");
+    BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "users reloaded from", 10000) == 0, "no reload logged");
+    connect_as(&again, NULL, NULL);
+    EXPECT(&again, "shop's old password after the change", "WRONGPASS", "AUTH", "shop", "pw-shop");
+    EXPECT(&again, "shop's new password", NULL, "AUTH", "shop", "pw-shop-2");
+    EXPECT(&old, "shop logged in with the old password", NULL, "SEND", "t", "still-in");
+    resp_reply_t *r = rc_cmd(&adm, "CLIENT", "KILL", "USER", "shop", NULL);
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_INTEGER && r->integer == 2, "CLIENT KILL USER shop: %s, want 2",
+             rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    rc_close(&old);
+    rc_close(&again);
+    rc_close(&adm);
+    cleanup_users();
+}
+
+/* hourglass-cli passwd: a password with a NUL byte is refused — the hash covered only the bytes before it (it
+ * printed a line for "a" when given "a\0b"), while a client's AUTH sends them all and never matched. */
+static void test_cli_passwd_nul(void)
+{
+    char out[4096];
+    const char *nul[] = { "/bin/sh", "-c", "printf 'a\\000b\\n' | " HG_BUILDDIR "/hourglass-cli passwd --cost 10",
+                          NULL };
+    int rc = tu_run_capture(nul, out, sizeof out);
+    BP_CHECK(rc == 2 && strstr(out, "the password on stdin has a NUL byte") != NULL && strstr(out, "$scrypt$") == NULL,
+             "passwd with a NUL byte: exit %d: %s", rc, out);
+    const char *ok[] = { "/bin/sh", "-c", "printf 'a b\\n' | " HG_BUILDDIR "/hourglass-cli passwd --cost 10", NULL };
+    rc = tu_run_capture(ok, out, sizeof out);
+    BP_CHECK(rc == 0 && strncmp(out, "$scrypt$ln=10,", 14) == 0, "passwd 'a b': exit %d: %s", rc, out);
+}
+
+/* 1 when the broker closed c (EOF), after whatever it said last. */
+static int closed_after(rc_conn_t *c, int deadline_ms, char *last, size_t lastlen)
+{
+    uint64_t end = tu_now_mono_ms() + (uint64_t)deadline_ms;
+    last[0] = '\0';
+    while (tu_now_mono_ms() < end) {
+        resp_reply_t *r = rc_read(c, 200);
+        if (r != NULL) {
+            rc_describe(r, last, lastlen);
+            resp_reply_free(r);
+        } else if (!c->timed_out) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* auth-timeout: a client that never logs in is told and closed (it held a max-clients slot for ever, and with it
+ * 10 000 silent connections locked every user out); a logged-in one stays; one a reload logged out gets the same
+ * time again from the logout. */
+static void test_auth_timeout(void)
+{
+    start_with_users_and("--auth-timeout", "1s");
+    rc_conn_t silent, in, view;
+    char last[512];
+    connect_as(&silent, NULL, NULL);
+    connect_as(&in, "shop", "pw-shop");
+    connect_as(&view, "grafana", "pw-grafana");
+    uint64_t t0 = tu_now_mono_ms();
+    BP_CHECK(closed_after(&silent, 10000, last, sizeof last), "a client that never logged in is still open");
+    uint64_t ms = tu_now_mono_ms() - t0;
+    BP_CHECK(strstr(last, "not logged in within auth-timeout (1000 ms)") != NULL, "its last reply: %s", last);
+    BP_CHECK(ms >= 800, "closed after %llu ms, before auth-timeout 1s", (unsigned long long)ms);
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "after it connected (auth-timeout 1000 ms); closing", 10000) ==
+                 0,
+             "no log line for auth-timeout");
+    EXPECT(&in, "shop, logged in, after auth-timeout", NULL, "PING");
+    /* grafana removed: logged out, then closed auth-timeout later. */
+    write_users(0);
+    BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "user 'grafana' is gone", 10000) == 0, "no logout");
+    BP_CHECK(closed_after(&view, 10000, last, sizeof last), "a client logged out by the reload is still open");
+    EXPECT(&in, "shop after the reload", NULL, "PING");
+    rc_close(&silent);
+    rc_close(&in);
+    rc_close(&view);
+    cleanup_users();
+}
+
+static int one_blocked(void *arg)
+{
+    char v[32], e[256];
+    return bp_info_field(arg, "blocked_clients", v, sizeof v, e, sizeof e) == 0 && atoi(v) == 1;
+}
+
+/* A consumer removed by a reload while its PULL … BLOCK 0 waits: the connection is closed and the PULL with it, so
+ * the next message is not leased to a user that no longer exists (it was: logged out, the parked PULL still
+ * delivered). auth-timeout 0, so only the reload can close it. */
+static void test_reload_blocked_pull(void)
+{
+    start_with_users_and("--auth-timeout", "0");
+    rc_conn_t cons, adm;
+    char e[1024], text[8192];
+    connect_as(&cons, "canceller", "pw-canceller");
+    connect_as(&adm, "ops", "pw-ops");
+    EXPECT(&adm, "admin", NULL, "GROUP", "CREATE", "g", "t");
+    rc_appendl(&cons, "PULL", "g", "t", "BLOCK", "0", NULL);
+    BP_REQUIRE(rc_flush(&cons, 10000) == 0, "write PULL");
+    BP_REQUIRE(tu_poll_until(one_blocked, &adm, 10000, 20) == 0, "the PULL BLOCK 0 is not parked");
+    FILE *f = fopen(users_path, "r");
+    BP_REQUIRE(f != NULL, "read back");
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *line = strstr(text, "\ncanceller consumer ");
+    BP_REQUIRE(line != NULL, "canceller's line");
+    memmove(line + 1, strchr(line + 1, '\n') + 1, strlen(strchr(line + 1, '\n') + 1) + 1);
+    TU_REQUIRE(tu_write_file(users_path, text) == 0, "write");
+    BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "user 'canceller' may no longer PULL", 10000) == 0,
+             "no log line for the closed PULL");
+    char last[512];
+    BP_CHECK(closed_after(&cons, 10000, last, sizeof last), "the removed consumer's connection is open (last: %s)",
+             last);
+    BP_CHECK(last[0] == '\0', "the removed consumer got a reply: %s", last);
+    char id[32];
+    BP_REQUIRE(bp_send(&adm, id, sizeof id, e, sizeof e, "t", "after-removal", NULL) == 0, "SEND: %s", e);
+    resp_reply_t *r = rc_cmd(&adm, "PULL", "g", "t", "BLOCK", "5000", NULL);
+    BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 1, "the message went elsewhere: %s",
+             rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    rc_close(&cons);
+    rc_close(&adm);
+    cleanup_users();
+}
+
+/* How many times text occurs in the broker's log. */
+static int log_count(const char *text)
+{
+    FILE *f = fopen(bt_broker.log_path, "r");
+    if (f == NULL)
+        return -1;
+    static char all[1 << 20];
+    size_t n = fread(all, 1, sizeof all - 1, f);
+    fclose(f);
+    all[n] = '\0';
+    int count = 0;
+    for (const char *p = all; (p = strstr(p, text)) != NULL; p += strlen(text))
+        count++;
+    return count;
+}
+
+static int reloads_seen_3(void *arg)
+{
+    (void)arg;
+    return log_count("users reloaded from") >= 3;
+}
+
+/* The users file holds password hashes: a mode that lets the group or others read or write it is warned about. */
+static void test_exposed_users_file(void)
+{
+    start_with_users();
+    char want[800];
+    BP_REQUIRE(chmod(users_path, 0640) == 0, "chmod");
+    BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
+    snprintf(want, sizeof want, "users-file %s is readable by its group (mode 0640)", users_path);
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, want, 10000) == 0, "no warning '%s'", want);
+    BP_CHECK(bp_log_contains(&bt_broker, "chmod 600 it"), "the warning does not say what to do");
+    BP_REQUIRE(chmod(users_path, 0620) == 0, "chmod"); /* writable: anyone in the group could add an admin */
+    BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
+    snprintf(want, sizeof want, "users-file %s is writable by its group (mode 0620)", users_path);
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, want, 10000) == 0, "no warning '%s'", want);
+    int warned = log_count("able by");
+    BP_REQUIRE(chmod(users_path, 0600) == 0, "chmod");
+    BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
+    BP_CHECK(tu_poll_until(reloads_seen_3, NULL, 10000, 20) == 0, "the third reload was not logged");
+    rc_conn_t c;
+    connect_as(&c, NULL, NULL); /* a PING after the reload: the loop finished the SIGHUP before answering it */
+    EXPECT(&c, "after the reload", NULL, "PING");
+    rc_close(&c);
+    BP_CHECK(log_count("able by") == warned,
+             "a users file of mode 0600 was warned about: %d warnings, %d "
+             "before",
+             log_count("able by"), warned);
     cleanup_users();
 }
 
@@ -685,8 +1123,16 @@ static const tu_test_t auth_tests[] = {
     { "before AUTH only PING AUTH HELLO QUIT", test_unauthenticated },
     { "roles: producer, consumer, viewer, admin", test_roles },
     { "wrong password: refused, held back, logged; others unaffected", test_wrong_password },
+    { "many connections from one address: one verification per held-back failure", test_many_connections },
     { "HELLO 3 AUTH, AUTH default, ACL WHOAMI", test_hello_auth },
     { "SIGHUP reloads the users file", test_reload },
+    { "AUTH and HELLO AUTH with the wrong arity: refused, never checked", test_auth_arity },
+    { "AUTH and HELLO AUTH inside MULTI: refused, no user switched", test_auth_in_multi },
+    { "a user removed while its PULL BLOCK waits: closed, nothing leased to it", test_reload_blocked_pull },
+    { "a password changed by SIGHUP: the old one refused, its connections stay", test_password_changed },
+    { "auth-timeout: a client that does not log in is closed", test_auth_timeout },
+    { "a users file the group or others can read or write is warned about", test_exposed_users_file },
+    { "hourglass-cli passwd refuses a password with a NUL byte", test_cli_passwd_nul },
     { "protected mode and allow-remote", test_protected_mode },
     { "CLIENT KILL by ID, ADDR, USER, SKIPME; admin only; logged", test_client_kill },
     { "without users: as before", test_no_users },

@@ -420,6 +420,15 @@ static void test_config(void)
     expect_config_error(unknown, "unknown option '--bogus'");
     const char *level[] = { COMPENSATOR_BIN, "--check-config", DB, "--log-level", "loud", NULL };
     expect_config_error(level, "log-level: 'loud' is not one of");
+    /* A group named twice gave two dlq_depth series of one name (a page
+     * Prometheus refuses); a name the broker refuses failed every monitor
+     * round instead of the start. */
+    const char *twice[] = {
+        COMPENSATOR_BIN, "--check-config", DB, "--dlq-groups", "order-cancel, audit order-cancel", NULL
+    };
+    expect_config_error(twice, "dlq-groups: group 'order-cancel' is named twice");
+    const char *group[] = { COMPENSATOR_BIN, "--check-config", DB, "--dlq-groups", "order-cancel,gr\xc3\xbcppe", NULL };
+    expect_config_error(group, "dlq-groups: group 'gr\xc3\xbcppe' is not a valid name");
 
     char dir[512], path[600];
     CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("comp-conf", dir, sizeof dir), 0);
@@ -435,6 +444,11 @@ static void test_config(void)
     fprintf(f, "[bogus]\nmysql-database = shop\n");
     fclose(f);
     expect_config_error(file_unknown, "c.conf:2: unknown section [bogus]");
+    f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "mysql-database = shop\n[relay]\nrelay-interval = 1s\n[inspection]\nrelay-interval = 2s\n");
+    fclose(f);
+    expect_config_error(file_unknown, "c.conf:5: relay-interval is set again (first at line 3)");
     f = fopen(path, "w");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     fprintf(f, "mysql-database = shop\n[relay]\nrelay-interval = 1h\n");
@@ -1512,6 +1526,52 @@ static void test_frozen_inspector(void)
     hg_order_db_close(db);
 }
 
+/* A page pause (inspect-page-pause 4 s) longer than inspect-lock-timeout
+ * (3 s): the lock connection is kept alive during the pause as between
+ * rounds, so the scan of three pages completes in one round with the lock
+ * held throughout. Before, the server closed the idle lock connection in
+ * every pause: the round ended lock-lost after one page, and a backlog was
+ * inspected one page per inspect-interval. */
+static void test_page_pause_keeps_lock(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_pause");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(seed("c_pause", 1, 15, -10000, 0), 0);
+    proc_t c;
+    const char *extra[] = { "--layers",
+                            "inspection",
+                            "--inspect-interval",
+                            "1h",
+                            "--inspect-grace",
+                            "1s",
+                            "--inspect-page-size",
+                            "5",
+                            "--cancel-batch",
+                            "5",
+                            "--inspect-page-pause",
+                            "4s",
+                            "--inspect-lock-timeout",
+                            "3s",
+                            "--lock-name",
+                            "c_pause_test",
+                            NULL };
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&c, "pause", "c_pause", "t_pause", extra), 0);
+    double completed = wait_metric(c.metrics_port, M "inspection_scans_completed_total", 1, 20000);
+    printf("\n    pages of 5 with 4 s pauses, inspect-lock-timeout 3 s: %.0f scans completed, lock lost %.0f times\n",
+           completed, metric(c.metrics_port, M "inspection_lock_lost_total"));
+    CU_ASSERT_EQUAL(completed, 1);
+    CU_ASSERT_EQUAL(metric(c.metrics_port, M "inspection_lock_lost_total"), 0);
+    CU_ASSERT_EQUAL(metric(c.metrics_port, M "runs_total{layer=\"inspection\",outcome=\"lock-lost\"}"), 0);
+    CU_ASSERT_EQUAL(metric(c.metrics_port, M "inspection_pages_total"), 4); /* 5 + 5 + 5 + the empty page */
+    CU_ASSERT_EQUAL(
+        oe_scalar(&env,
+                  "SELECT COUNT(*) FROM c_pause.orders WHERE status = 'cancelled' AND cancel_reason = 'inspection'"),
+        15);
+    CU_ASSERT_EQUAL(stop_proc(&c, f0), 0);
+    hg_order_db_close(db);
+}
+
 /* The server closes connections idle for 2 s (wait_timeout) and the layers
  * run every 3 s: each round finds its connection closed and opens a new
  * one instead of failing ("gone away"), so no round fails and /healthz
@@ -1602,6 +1662,58 @@ static void test_stop_during_locked_page(void)
     mysql_query(holder, "ROLLBACK");
     mysql_close(holder);
     CU_ASSERT_EQUAL(oe_scalarf(&env, "SELECT COUNT(*) FROM c_stopped.orders WHERE status = 'pending'"), 40);
+    hg_order_db_close(db);
+}
+
+/* The claim of order 1 by the overdue layer waits on the holder's row lock. */
+static int claim_waiting(void *arg)
+{
+    (void)arg;
+    return oe_scalar(&env, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = 'c_settled'"
+                           " AND INFO LIKE 'UPDATE orders SET status=''cancelled''%'") == 1;
+}
+
+/* An order settled (cancelled by hand, its outbox row closed) by another
+ * transaction while the overdue layer's cancel waits on its row: the cancel
+ * finds it not pending and the row already 'done'. The round's log counts
+ * it as not closed by this layer, as outbox_closed_total does (it said
+ * "1 closed"). */
+static void test_overdue_settled_meanwhile(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_settled");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(seed("c_settled", 1, 1, -600000, 1), 0);
+    MYSQL *holder = oe_connect(&env, "c_settled");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(holder);
+    /* The cancel by hand in flight: the order row changed and locked, the outbox row not yet. */
+    CU_ASSERT_EQUAL_FATAL(sql_execf(holder, "START TRANSACTION"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(holder, "UPDATE orders SET status = 'cancelled', cancelled_at = NOW(6),"
+                                            " cancel_reason = 'manual' WHERE id = 1"),
+                          0);
+    proc_t comp;
+    const char *extra[] = { "--layers",
+                            "overdue",
+                            "--overdue-interval",
+                            "1h",
+                            "--overdue-grace",
+                            "0ms",
+                            "--cancel-batch",
+                            "1",
+                            "--log-level",
+                            "debug",
+                            NULL };
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "settled", "c_settled", "t_settled", extra), 0);
+    int waiting = tu_poll_until(claim_waiting, NULL, 20000, 20) == 0;
+    TU_CHECK(waiting, "the overdue layer's claim of order 1 never waited on the holder");
+    CU_ASSERT_EQUAL(sql_execf(holder, "UPDATE order_timeout_msg SET status = 'done' WHERE order_id = 1"), 0);
+    CU_ASSERT_EQUAL(sql_execf(holder, "COMMIT"), 0);
+    mysql_close(holder);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "overdue outbox: ok; 1 rows past expire_at + grace", 20000), 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "0 cancelled, 0 closed (order not pending)", 1000), 0);
+    CU_ASSERT_EQUAL(metric(comp.metrics_port, M "outbox_closed_total"), 0);
+    CU_ASSERT_EQUAL(metric(comp.metrics_port, M "cancel_attempts_total{layer=\"overdue\",outcome=\"not-pending\"}"), 1);
+    CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
     hg_order_db_close(db);
 }
 
@@ -1790,12 +1902,116 @@ static void test_once(void)
                                "SELECT COUNT(*) FROM c_once.order_timeout_msg WHERE order_id >= 41 AND status = 'new'"
                                " AND attempts = 1 AND last_error IS NOT NULL AND next_attempt_at > NOW(6)"),
                     2);
+    /* The monitor's own failure counts in its layer-failing alert in the
+     * same round: it was recorded only after the round, so the alert came a
+     * round late, and never with --once. */
+    const char *alerting[] = { COMPENSATOR_BIN,
+                               "--once",
+                               "--uri",
+                               dead,
+                               "--mysql-socket",
+                               env.server.socket,
+                               "--mysql-user",
+                               "root",
+                               "--mysql-database",
+                               "c_once",
+                               "--layers",
+                               "monitor",
+                               "--dlq-groups",
+                               "order-cancel",
+                               "--alert-layer-failures",
+                               "1",
+                               "--log-level",
+                               "warn",
+                               NULL };
+    rc = tu_run_capture(alerting, out, sizeof out);
+    printf("    --once, the monitor alone, the broker unreachable, alert-layer-failures 1: exit %d\n%s", rc, out);
+    CU_ASSERT_EQUAL(rc, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(
+        out, "ALERT layer-failing firing [monitor]: layer monitor failed 1 runs in a row: DLQ LEN order-cancel"));
+    /* SIGHUP (a logrotate postrotate signalling every hourglass-compensator)
+     * during a --once round: ignored, the round finishes (it killed the run). */
+    CU_ASSERT_EQUAL_FATAL(seed("c_once", 51, 3, -5000, 0), 0);
+    char hup_log[700];
+    snprintf(hup_log, sizeof hup_log, "%s/once-hup.log", workdir);
+    const char *paced[] = { COMPENSATOR_BIN,
+                            "--once",
+                            "--uri",
+                            uri,
+                            "--mysql-socket",
+                            env.server.socket,
+                            "--mysql-user",
+                            "root",
+                            "--mysql-database",
+                            "c_once",
+                            "--layers",
+                            "inspection",
+                            "--inspect-grace",
+                            "1s",
+                            "--inspect-page-size",
+                            "1",
+                            "--inspect-page-pause",
+                            "1s",
+                            NULL };
+    pid_t hup_pid = oe_spawn(paced, hup_log);
+    CU_ASSERT_TRUE_FATAL(hup_pid > 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(hup_log, "order 51: cancelled (inspection)", 20000), 0);
+    CU_ASSERT_EQUAL(kill(hup_pid, SIGHUP), 0);
+    uint64_t hup_ms = 0;
+    int hup_status = tu_wait_exit(hup_pid, 30000, &hup_ms);
+    printf("    --once, SIGHUP mid-round: exit %d\n", hup_status);
+    CU_ASSERT_EQUAL(hup_status, 0);
+    CU_ASSERT_EQUAL(oe_scalarf(&env, "SELECT COUNT(*) FROM c_once.orders WHERE id BETWEEN 51 AND 53"
+                                     " AND cancel_reason = 'inspection'"),
+                    3);
     /* A database without the schema is refused at start-up (exit 1). */
     sql_execf(env.admin, "CREATE DATABASE IF NOT EXISTS c_empty");
     argv[11] = "c_empty";
     rc = tu_run_capture(argv, out, sizeof out);
     CU_ASSERT_EQUAL(rc, 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "does not have the reference schema"));
+    hg_order_db_close(db);
+}
+
+/* The broker hung (SIGSTOP) and eight groups watched: the monitor asks it
+ * once a round, not once per group (each DLQ LEN waited broker-timeout, and
+ * the alerts after them: 8.0 s here before, about 1 s now). */
+static void test_monitor_hung_broker(void)
+{
+    hg_order_db *db = fresh_database("c_hungdlq");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    char uri[64], out[8192];
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", env.broker.port);
+    const char *argv[] = { COMPENSATOR_BIN,
+                           "--once",
+                           "--uri",
+                           uri,
+                           "--mysql-socket",
+                           env.server.socket,
+                           "--mysql-user",
+                           "root",
+                           "--mysql-database",
+                           "c_hungdlq",
+                           "--layers",
+                           "monitor",
+                           "--dlq-groups",
+                           "g1 g2 g3 g4 g5 g6 g7 g8",
+                           "--broker-timeout",
+                           "1s",
+                           "--log-level",
+                           "warn",
+                           NULL };
+    CU_ASSERT_EQUAL_FATAL(kill(env.broker.pid, SIGSTOP), 0);
+    uint64_t t0 = tu_now_mono_ms();
+    int rc = tu_run_capture(argv, out, sizeof out);
+    uint64_t took = tu_now_mono_ms() - t0;
+    CU_ASSERT_EQUAL(kill(env.broker.pid, SIGCONT), 0);
+    printf("\n    --once, the monitor, 8 groups, the broker SIGSTOPped (broker-timeout 1s): exit %d after %" PRIu64
+           " ms\n%s",
+           rc, took, out);
+    CU_ASSERT_EQUAL(rc, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "monitor: failed: DLQ LEN g1: no reply"));
+    TU_CHECK(took < 4000, "the monitor round took %" PRIu64 " ms: a broker-timeout per group", took);
     hg_order_db_close(db);
 }
 
@@ -1813,9 +2029,12 @@ static void test_sighup(void)
     hg_order_db *db = fresh_database("c_hup");
     CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     CU_ASSERT_EQUAL_FATAL(seed("c_hup", 1, 20, -5000, 1), 0);
-    char conf[700];
+    char conf[700], pwfile[700], conf_text[1600];
     snprintf(conf, sizeof conf, "%s/compensator-hup.conf", workdir);
-    CU_ASSERT_EQUAL_FATAL(tu_write_file(conf, "log-level = info\nrelay-batch = 50\n"), 0);
+    snprintf(pwfile, sizeof pwfile, "%s/compensator-hup.password", workdir);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(pwfile, "first-secret\n"), 0);
+    snprintf(conf_text, sizeof conf_text, "log-level = info\nrelay-batch = 50\npassword-file = %s\n", pwfile);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(conf, conf_text), 0);
     proc_t comp;
     const char *extra[] = { "--config",
                             conf,
@@ -1831,7 +2050,16 @@ static void test_sighup(void)
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "hup", "c_hup", "t_hup", extra), 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "hourglass-compensator 0.", HUP_DEADLINE_MS), 0);
 
-    CU_ASSERT_EQUAL(tu_write_file(conf, "log-level = debug\nrelay-batch = 7\n"), 0);
+    /* A rotated password (the same password-file, another password): named
+     * as needing a restart (the log said "nothing changed"). */
+    CU_ASSERT_EQUAL(tu_write_file(pwfile, "second-secret\n"), 0);
+    CU_ASSERT_EQUAL(kill(comp.pid, SIGHUP), 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "holds another password, but it takes effect only at a restart",
+                                          HUP_DEADLINE_MS),
+                    0);
+
+    snprintf(conf_text, sizeof conf_text, "log-level = debug\nrelay-batch = 7\npassword-file = %s\n", pwfile);
+    CU_ASSERT_EQUAL(tu_write_file(conf, conf_text), 0);
     CU_ASSERT_EQUAL(kill(comp.pid, SIGHUP), 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "SIGHUP: log-level info -> debug", HUP_DEADLINE_MS), 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "SIGHUP: relay-batch changed, but takes effect only at a restart",
@@ -1876,12 +2104,15 @@ static const tu_test_t layers_tests[] = {
     { "(d) two compensators: exactly once, stock exact, one inspector", test_two_compensators },
     { "a frozen inspector loses the lock within inspect-lock-timeout; the other cancels", test_frozen_inspector },
     { "SIGTERM during a page of locked orders (cancel-batch 1): no lock wait per order", test_stop_during_locked_page },
+    { "a page pause longer than inspect-lock-timeout: the lock is kept through it", test_page_pause_keeps_lock },
     { "connections closed by the server while idle (wait_timeout): every round still runs",
       test_idle_connections_closed },
     { "(e) paid orders never touched, payment races", test_paid_never_touched },
+    { "overdue: an order settled during its cancel is not counted as closed", test_overdue_settled_meanwhile },
     { "lock connection KILLed mid-scan: scan stops, next round re-acquires", test_lock_loss },
     { "monitor: gauges, alert command, rate limit, resolved", test_monitor_alerts },
     { "--once runs each layer one time", test_once },
+    { "monitor: a hung broker costs a round one broker-timeout, not one per group", test_monitor_hung_broker },
     { "SIGHUP: alive, log-level applied, restart-only key named, bad file survived", test_sighup },
     { NULL, NULL },
 };

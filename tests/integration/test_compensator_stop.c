@@ -37,6 +37,11 @@
  *                lease ended by hand: a fresh relay marks the 10 rows 'sent'
  *                and a consumer cancels each once (none found not pending:
  *                DEDUP kept one message per order), stock exact.
+ *   hung alert   An overdue order, the monitor alone, an alert command that
+ *                hangs (alert-command-timeout 1h). SIGTERM while it runs:
+ *                exit 0 within STOP_BOUND, the command killed at the cut
+ *                (before: the stop waited for the command, up to
+ *                alert-command-timeout).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -69,6 +74,7 @@
 #define BROKER_FIRST    201
 #define BROKER_ORDERS   10
 #define BROKER_TIMEOUT  "20s"
+#define ALERT_DB        "halert" /* the hung alert command's database */
 
 static oe_env_t env;
 
@@ -396,10 +402,68 @@ static void test_hung_broker(void)
     tu_rmtree(dir);
 }
 
+/* The alert command's pid, from the file it wrote (0 before it ran). */
+static pid_t alert_pid(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    long pid = 0;
+    if (f != NULL) {
+        if (fscanf(f, "%ld", &pid) != 1)
+            pid = 0;
+        fclose(f);
+    }
+    return (pid_t)pid;
+}
+
+static int alert_running(void *arg)
+{
+    return alert_pid(arg) > 0;
+}
+
+static int process_gone(void *arg)
+{
+    return kill(*(pid_t *)arg, 0) != 0;
+}
+
+static void test_hung_alert_command(void)
+{
+    CU_ASSERT_EQUAL_FATAL(oe_fresh_daemon_database(&env, ALERT_DB, 0, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(seed(ALERT_DB, 1, 1, -600000), 0); /* one order overdue: the alert fires */
+
+    char dir[512], log1[600], log2[600], log3[600], pidfile[600], command[800];
+    CU_ASSERT_EQUAL_FATAL(log_dir("compensator-stop-alert", dir, log1, log2, log3), 0);
+    snprintf(pidfile, sizeof pidfile, "%s/alert.pid", dir);
+    /* A pager that hangs: exec keeps the shell's pid, written first. */
+    snprintf(command, sizeof command, "echo $$ > %s.tmp && mv %s.tmp %s && exec sleep 60", pidfile, pidfile, pidfile);
+    const char *extra[] = {
+        "--alert-overdue-pending", "1", "--alert-command", command, "--alert-command-timeout", "1h", NULL
+    };
+    pid_t pid = start_compensator(ALERT_DB, "monitor", tu_free_port(), log1, extra);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    if (tu_poll_until(alert_running, pidfile, 30000, 20) != 0) {
+        oe_print_file(log1);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        CU_FAIL_FATAL("the alert command never ran");
+    }
+    pid_t command_pid = alert_pid(pidfile);
+    oe_assert_bounded_stop(pid, 200000, STOP_BOUND, log1, "alert-command: still running when the stop cut",
+                           "the monitor waiting for an alert command that hangs (alert-command-timeout 1h)");
+    /* Killed with its process group, not left behind. */
+    int gone = tu_poll_until(process_gone, &command_pid, 10000, 20) == 0;
+    TU_CHECK(gone, "the alert command (pid %d) outlived the compensator", (int)command_pid);
+    if (!gone)
+        kill(command_pid, SIGKILL);
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(log1);
+    tu_rmtree(dir);
+}
+
 static const tu_test_t stop_tests[] = {
     { "SIGTERM on a hung MariaDB: bounded stop, cut work rolled back, all cancelled once after", test_hung_server },
     { "SIGTERM on a hung broker: bounded stop, the cut batch left leased, relayed and cancelled once after",
       test_hung_broker },
+    { "SIGTERM while an alert command hangs: bounded stop, the command killed", test_hung_alert_command },
     { NULL, NULL },
 };
 

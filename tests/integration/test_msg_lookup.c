@@ -393,8 +393,12 @@ static void test_dedup(void)
                  strstr(body, "process_resident_memory_bytes ") && strstr(body, "process_cpu_seconds_total ") &&
                  strstr(body, "process_open_fds ") && strstr(body, "hourglass_dedup_hits_total 3"),
              "/metrics lacks build_info, process_* or the dedup counter");
-    /* DEDUP without KEY is an error that says so */
+    /* DEDUP without KEY is an error that says so; so is an empty KEY, which
+     * FIND, REVOKE and DEDUP could never name */
     char rid[64];
+    BP_CHECK(bp_send(&bt_conn, rid, sizeof rid, e, sizeof e, "t", "p", "KEY", "", NULL) != 0 &&
+                 strstr(e, "key is empty (omit KEY for a message without one)") != NULL,
+             "SEND t p KEY \"\": %s", e);
     BP_CHECK(bp_send(&bt_conn, rid, sizeof rid, e, sizeof e, "t", "p", "DEDUP", NULL) != 0 &&
                  strstr(e, "DEDUP needs") != NULL,
              "SEND t p DEDUP: %s", e);

@@ -38,6 +38,7 @@ done
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/hg-rediscli-XXXXXX")
 pid=""
 failures=0
+# shellcheck disable=SC2317  # invoked by the EXIT trap
 cleanup() {
     if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
         kill "$pid" 2>/dev/null
@@ -94,7 +95,7 @@ start_broker() {
     local data=$1
     shift
     port=""
-    for attempt in 1 2 3; do
+    for _ in 1 2 3; do
         port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
         "$broker" --port "$port" --dir "$data" "$@" >>"$tmp/broker.log" 2>&1 &
         pid=$!
@@ -150,7 +151,7 @@ start_ms=$(date +%s%3N)
 mapfile -t pulled < <(rc PULL g orders COUNT 10 BLOCK 10000)
 end_ms=$(date +%s%3N)
 expect "PULL BLOCK gets the LEVEL 1 message" "${pulled[0]:-}" "$id2"
-if ((${#pulled[@]} >= 6 && end_ms < ${pulled[5]})); then
+if ((${#pulled[@]} >= 6 && end_ms < pulled[5])); then
     fail "PULL BLOCK returned before due_ms (${pulled[5]} > $end_ms)"
 fi
 echo "     (blocked $((end_ms - start_ms)) ms)"
@@ -219,8 +220,7 @@ else
     sock="$tmp/tmux.sock"
     # pane_has TEXT: poll the pane (up to 10 s) until its text contains TEXT
     pane_has() {
-        local i
-        for i in $(seq 100); do
+        for _ in $(seq 100); do
             if tmux -S "$sock" capture-pane -p -t hg 2>/dev/null | grep -qF -- "$1"; then return 0; fi
             sleep 0.1
         done
@@ -260,7 +260,7 @@ if /usr/bin/python3 -c 'import redis' 2>/dev/null; then
         sed 's/^/     /' "$tmp/py.out" | tail -n 3
         echo "ok   redis-py pipeline, transaction and CLIENT checks"
     else
-        fail "redis-py: $(cat "$tmp/py.out" | tail -n 5)"
+        fail "redis-py: $(tail -n 5 "$tmp/py.out")"
     fi
 else
     fail "python3-redis not installed (apt-get install python3-redis)"
@@ -293,9 +293,10 @@ if [[ ! -x $cli ]]; then
     fail "hourglass-cli not found next to the broker ($cli)"
 else
     for u in "shop producer" "ops admin"; do
-        set -- $u
-        printf 'pw-%s\n' "$1" | "$cli" passwd --cost 10 "$1" "$2" >>"$tmp/users" || fail "hourglass-cli passwd $1"
+        read -r name role <<<"$u"
+        printf 'pw-%s\n' "$name" | "$cli" passwd --cost 10 "$name" "$role" >>"$tmp/users" || fail "hourglass-cli passwd $name"
     done
+    # shellcheck disable=SC2016  # a regular expression: its $ are literal
     expect_match "passwd line" "$(head -n 1 "$tmp/users")" '^shop producer \$scrypt\$ln=10,r=8,p=1\$[0-9a-f]{32}\$[0-9a-f]{64}$'
     start_broker "$tmp/data2" --users-file "$tmp/users"
     ru() { redis-cli -p "$port" --no-auth-warning "$@" 2>&1; }
@@ -320,6 +321,7 @@ else
     expect "a wrong password: exit status 1" "$code" "1"
     expect_match "a wrong password: the message" "$out" "authentication as 'ops' failed: WRONGPASS"
     expect "a refused AUTH is not retried (one more AUTH failed line)" "$((refused_after - refused_before))" "1"
+    # shellcheck disable=SC2016  # a hash's $ are literal
     printf 'shop producer $scrypt$ln=15\n' >"$tmp/bad-users"
     out=$("$broker" --check-config --users-file "$tmp/bad-users" 2>&1)
     expect "--check-config with a bad users file: exit status" "$?" "2"

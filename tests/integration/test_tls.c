@@ -16,13 +16,16 @@
  *    certificate gets in;
  *  - tls-auth-clients-user cn: a client certificate logs its connection in
  *    as the user its CN names (ACL WHOAMI); without one, or when the users
- *    file no longer has that user, AUTH is needed (NOAUTH) and logged;
+ *    file no longer has that user, or its subject has two CNs (which one
+ *    would it be?), AUTH is needed (NOAUTH) and logged;
  *  - tls-crl-file: a client certificate revoked in the CRL is refused (the
  *    client and the log say "revoked"), another gets in; SIGHUP reads a new
  *    CRL, and a file with no CRL keeps the last one;
  *  - plaintext on the TLS port and TLS on the plaintext port: each refused
  *    with a log line naming it, while a client on the right port keeps
  *    working; the plaintext client is told in RESP;
+ *  - a handshake trickled a byte a second (a slowloris on the handshake) is
+ *    closed 10 s after the accept and logged, although bytes keep coming;
  *  - TLS only (port 0 with tls-port);
  *  - TLS connections are seen: INFO tls_port and connected_tls_clients,
  *    CLIENT LIST tls=yes|no, /metrics hourglass_tls_*; a client beyond
@@ -36,10 +39,11 @@
  *  - hourglass-cli's --tls-* flags (mutual TLS), the daemons' shared tls-*
  *    keys checked (hourglass-compensator --check-config);
  *  - bad tls-* keys and unreadable or mismatched files stop the start-up
- *    with the key, file and reason;
+ *    with the key, file and reason, and --check-config says the same;
  *  - SIGHUP: a replaced certificate is served to new connections (its
  *    serial), open connections keep working; a broken file keeps the old
- *    certificate and the log says why.
+ *    certificate and the log says why; a key file its group can read is
+ *    warned about, naming it and its mode.
  *
  * Waits poll with generous deadlines (tu_poll_until, tu_wait_file_contains).
  * Run one suite: ./tests/integration/test_tls SUITE (library, mtls, mixups,
@@ -52,11 +56,14 @@
 #include <hourglass/hourglass.h>
 
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CUnit/CUnit.h>
@@ -454,6 +461,25 @@ static void test_cert_user(void)
     whoami(NULL, NULL, who, sizeof who);
     TU_CHECK(strstr(who, "NOAUTH") != NULL, "without a certificate (optional): %s, want NOAUTH", who);
 
+    /* A subject with two CNs names no user: OpenSSL's lookup took the first (ops, the admin) while a CA that
+     * checked the request may have looked at the last. */
+    char cmd[4096], out[4096], two[700], two_key[700];
+    snprintf(two, sizeof two, "%s/two-cn.pem", PKI_DIR);
+    snprintf(two_key, sizeof two_key, "%s/two-cn.key", PKI_DIR);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && " TC_OPENSSL " req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout %s "
+             "-out two-cn.csr -subj '/CN=ops/CN=hourglass-test-client' 2>&1 && printf 'extendedKeyUsage=clientAuth\\n' "
+             "> two-cn.ext && " TC_OPENSSL " x509 -req -in two-cn.csr -CA %s -CAkey %s -set_serial 0x3001 -days 2 "
+             "-extfile two-cn.ext -out %s 2>&1",
+             PKI_DIR, two_key, PKI.ca, PKI.ca_key, two);
+    const char *sh[] = { "/bin/sh", "-c", cmd, NULL };
+    TU_REQUIRE(tu_run_capture(sh, out, sizeof out) == 0, "making a certificate with two CNs: %s", out);
+    whoami(two, two_key, who, sizeof who);
+    TU_CHECK(strstr(who, "NOAUTH") != NULL, "a certificate with CN=ops and CN=hourglass-test-client: %s, want NOAUTH",
+             who);
+    TU_CHECK(tu_wait_file_contains(B.log_path, "subject has more than one CN, so none names a user", 20000) == 0,
+             "no log line for the certificate with two CNs");
+
     /* The user gone from the users file: the CN logs no one in, and says so. */
     snprintf(line, sizeof line, "ops admin %s\n", hash);
     TU_REQUIRE(tu_write_file(users, line) == 0, "rewrite %s", users);
@@ -517,6 +543,37 @@ static void test_mixups(void)
     resp_reply_free(r);
     hg_client_close(tls_client);
     rc_close(&plain);
+}
+
+/* A client that trickles its ClientHello, one byte a second: each byte is
+ * activity, so only a deadline from the accept ends it. The broker must close
+ * it 10 s after the accept (CONN_TLS_HANDSHAKE_MS), not when the bytes stop. */
+static void test_handshake_trickle(void)
+{
+    start_tls_broker(PKI.server, NULL);
+    int fd = tu_tcp_connect(TLS_PORT);
+    TU_REQUIRE(fd >= 0, "connect to the TLS port");
+    /* A TLS record header announcing a 512-byte ClientHello: OpenSSL waits for the whole record. */
+    unsigned char hello[64] = { 0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03 };
+    uint64_t t0 = tu_now_mono_ms();
+    int closed = 0;
+    for (size_t i = 0; i < sizeof hello && !closed; i++) {
+        if (send(fd, &hello[i], 1, MSG_NOSIGNAL) != 1) {
+            closed = 1;
+            break;
+        }
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, 1000) > 0) {
+            char b[64];
+            closed = recv(fd, b, sizeof b, 0) <= 0;
+        }
+    }
+    uint64_t ms = tu_now_mono_ms() - t0;
+    close(fd);
+    TU_CHECK(closed, "a handshake trickled a byte a second is still open after %" PRIu64 " ms", ms);
+    TU_CHECK(ms >= 9000, "closed after %" PRIu64 " ms, before the 10 s handshake deadline", ms);
+    TU_CHECK(tu_wait_file_contains(B.log_path, "no TLS handshake within 10000 ms", 20000) == 0,
+             "no log line for the handshake deadline");
 }
 
 static int tls_only_ready(void *arg)
@@ -706,11 +763,17 @@ static void test_reload(void)
     tls_uri(uri, sizeof uri, "127.0.0.1", PKI.ca, NULL, NULL);
     TU_REQUIRE(hg_client_open(uri, &o, &c, &e) == HG_OK, "open: %s", e.message);
 
-    /* A new certificate in place, SIGHUP: new connections see its serial. */
+    /* A new certificate in place, SIGHUP: new connections see its serial. The key, now readable by its group, is
+     * warned about (it was 0600 at start: no warning then). */
+    TU_CHECK(!bp_log_contains(&B, "is readable by"), "a key file of mode 0600 was warned about");
+    TU_REQUIRE(chmod(PKI.server_key, 0640) == 0, "chmod the key");
     TU_REQUIRE(tc_copy_file(PKI.server2, live_cert) == 0, "replace the certificate");
     TU_REQUIRE(kill(B.pid, SIGHUP) == 0, "SIGHUP");
     TU_REQUIRE(tu_wait_file_contains(B.log_path, "serial " TC_SERIAL_SERVER2, 20000) == 0,
                "no reload line with the new serial");
+    char want[800];
+    snprintf(want, sizeof want, "tls-key-file %s is readable by its group (mode 0640)", PKI.server_key);
+    TU_CHECK(tu_wait_file_contains(B.log_path, want, 20000) == 0, "no warning '%s'", want);
     TU_REQUIRE(tc_peer_serial(TLS_PORT, PKI.ca, serial, sizeof serial, err, sizeof err) == 0, "%s", err);
     TU_CHECK(strcmp(serial, TC_SERIAL_SERVER2) == 0, "after SIGHUP: serial %s, want %s", serial, TC_SERIAL_SERVER2);
     TU_CHECK(ping_ok(c), "the connection opened before the reload: %s", hg_client_errmsg(c));
@@ -782,6 +845,14 @@ static void test_config(void)
     refused(1, "tls-key-file", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server, "--tls-key-file", PKI.ca, NULL);
     refused(1, "no CRL in it", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server, "--tls-key-file",
             PKI.server_key, "--tls-auth-clients", "yes", "--tls-ca-cert-file", PKI.ca, "--tls-crl-file", PKI.ca, NULL);
+    /* --check-config reads them too: what would stop the start is a configuration error now (it said
+     * "configuration OK" to a key of another certificate, and the restart then failed). */
+    refused(2, "does not belong to tls-cert-file", "--check-config", "--tls-port", TLS_PORT_S, "--tls-cert-file",
+            PKI.server, "--tls-key-file", PKI.client_key, NULL);
+    refused(2, "missing.pem: No such file or directory", "--check-config", "--tls-port", TLS_PORT_S, "--tls-cert-file",
+            missing, "--tls-key-file", PKI.server_key, NULL);
+    refused(0, "configuration OK", "--check-config", "--tls-port", TLS_PORT_S, "--tls-cert-file", PKI.server,
+            "--tls-key-file", PKI.server_key, NULL);
 
     /* The clients' shared tls-* keys (common/tls_keys.h), through hourglass-compensator and hourglass-cli. */
     char out[4096], uri[128];
@@ -845,6 +916,7 @@ static const tu_test_t mtls_tests[] = {
 };
 static const tu_test_t mixup_tests[] = {
     { "plaintext on the TLS port, TLS on the plaintext port", test_mixups },
+    { "a handshake trickled byte by byte is closed 10 s after the accept", test_handshake_trickle },
     { "port 0 with tls-port: TLS only", test_tls_only },
     { "TLS connections in INFO, CLIENT LIST, /metrics; max-clients on the TLS port", test_seen },
     { "clients from other hosts: the TLS port only, unless allow-remote-plaintext", test_remote_tls_only },

@@ -30,7 +30,14 @@
  *                     the stop fd becomes readable; the client sends again
  *                     once the node is back (librabbitmq writes with no
  *                     deadline: such a send waited for ever)
- *   refusals          amqp:// answers TOUCH/INFO and GROUP CREATE … FROM
+ *   frozen waits      amqp://, amqps://: on a SIGSTOPped node an RPC (DLQ
+ *                     LEN) ends after the read timeout naming the queue, a
+ *                     new connection's login (TLS handshake) after the
+ *                     connect timeout; with 60 s timeouts the stop fd cuts
+ *                     each at once, and the close of a consuming client too
+ *                     (they waited their timeouts before)
+ *   refusals          SEND … KEY "" is refused on every transport; amqp://
+ *                     answers TOUCH/INFO and GROUP CREATE … FROM
  *                     FIRST with HG_ERR_UNSUPPORTED
  *                     naming amqp://; a level queue declared with another
  *                     TTL is an error naming x-message-ttl and both values
@@ -46,6 +53,7 @@
 
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
+#include <dirent.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -593,6 +601,12 @@ static void refusals(const target_t *t)
                  "%s: INFO: %s: %s", t->name, hg_strerror(e), hg_client_errmsg(c));
     else
         TU_CHECK(e == HG_OK, "%s: INFO: %s", t->name, hg_client_errmsg(c));
+    hg_reply_free(r);
+    r = NULL;
+    /* an empty KEY: refused the same on every transport (nothing could name it) */
+    e = hg_client_command(c, 5, (const char *const[]){ "SEND", "empty-key-t", "p", "KEY", "" }, NULL, &r);
+    TU_CHECK(e == HG_ERR_SERVER && strstr(hg_client_errmsg(c), "key is empty (omit KEY for a message without one)"),
+             "%s: SEND … KEY \"\": %s: %s", t->name, hg_strerror(e), hg_client_errmsg(c));
     hg_reply_free(r);
     r = NULL;
     /* FROM FIRST: the broker reads what the topic holds; RabbitMQ cannot, and says so. */
@@ -1145,6 +1159,360 @@ static void test_frozen_node_writes(void)
     frozen_node(&targets[2]);
 }
 
+/* ------------------------------------------------------------------------
+ * A frozen node's other waits: RPCs, the login, the close (amqp://, amqps://)
+ * ------------------------------------------------------------------------ */
+
+typedef struct frozen_call {
+    hg_client_t *client;
+    const char *argv[4];
+    int argc;
+    int close; /* 1: hg_client_close instead of a command */
+    hg_err_t result;
+    char error[HG_ERRMSG_MAX];
+    pid_t tid;
+    uint64_t ended_ms; /* monotonic */
+    int done;
+} frozen_call_t;
+
+static void *frozen_call_main(void *arg)
+{
+    frozen_call_t *f = arg;
+    hg_reply_t *r = NULL;
+
+    __atomic_store_n(&f->tid, gettid(), __ATOMIC_RELEASE);
+    if (f->close) {
+        hg_client_close(f->client);
+        f->result = HG_OK;
+    } else {
+        f->result = hg_client_command(f->client, f->argc, f->argv, NULL, &r);
+        snprintf(f->error, sizeof f->error, "%s", hg_client_errmsg(f->client));
+        hg_reply_free(r);
+    }
+    f->ended_ms = tu_now_mono_ms();
+    __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int frozen_call_done(void *arg)
+{
+    return __atomic_load_n(&((frozen_call_t *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+/* 1 once the call's thread waits in poll(2) (librabbitmq's wait on the
+ * node, or the pump's), per /proc/self/task/TID/syscall. */
+static int frozen_call_waits(void *arg)
+{
+    frozen_call_t *f = arg;
+    pid_t tid = __atomic_load_n(&f->tid, __ATOMIC_ACQUIRE);
+    char path[64], line[64] = "";
+    FILE *in;
+    long nr = -1;
+
+    if (tid == 0)
+        return 0;
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
+    if ((in = fopen(path, "r")) == NULL)
+        return 0;
+    if (fgets(line, sizeof line, in) != NULL)
+        nr = strtol(line, NULL, 10);
+    fclose(in);
+    return nr == 7 /* poll */ || nr == 271 /* ppoll */;
+}
+
+/* Run f on a thread against the frozen node. stop_fd >= 0: made readable
+ * once the thread waits on the node; *from is then that moment, else when
+ * the call started. Returns the call's time in ms from *from, or -1 when it
+ * did not end within 120 s (then the node is let go, so the thread ends). */
+static long long run_frozen_call(const target_t *t, frozen_call_t *f, int stop_fd, const char *what)
+{
+    pthread_t th;
+    uint64_t from = tu_now_mono_ms();
+    int ended;
+
+    TU_REQUIRE(pthread_create(&th, NULL, frozen_call_main, f) == 0, "pthread_create");
+    if (stop_fd >= 0) {
+        TU_CHECK(tu_poll_until(frozen_call_waits, f, 60000, 5) == 0, "%s: %s never waited on the frozen node", t->name,
+                 what);
+        from = tu_now_mono_ms();
+        TU_CHECK(write(stop_fd, "x", 1) == 1, "write the stop fd");
+    }
+    ended = tu_poll_until(frozen_call_done, f, 120000, 10) == 0;
+    TU_CHECK(ended, "%s: %s on a frozen node was still blocked after 120 s", t->name, what);
+    if (!ended)
+        TU_CHECK(rq_signal(&rabbit, 0, SIGCONT) == 0, "SIGCONT the node");
+    pthread_join(th, NULL);
+    printf("\n    %s: %s on a frozen node%s: %s after %llu ms: %s", t->name, what,
+           stop_fd >= 0 ? ", stop fd readable" : "", hg_strerror(f->result), (unsigned long long)(f->ended_ms - from),
+           f->error);
+    return ended ? (long long)(f->ended_ms - from) : -1;
+}
+
+typedef struct frozen_consumer {
+    hg_consumer_t *consumer;
+    int port; /* the node's */
+    int done;
+} frozen_consumer_t;
+
+static void *frozen_consumer_main(void *arg)
+{
+    frozen_consumer_t *fc = arg;
+    (void)hg_consumer_run(fc->consumer);
+    __atomic_store_n(&fc->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int frozen_consumer_done(void *arg)
+{
+    return __atomic_load_n(&((frozen_consumer_t *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+static hg_outcome_t frozen_handler(const hg_message_t *m, char *reason, size_t len, void *arg)
+{
+    (void)m, (void)reason, (void)len, (void)arg;
+    return HG_DONE;
+}
+
+/* 1 once this machine holds 3 established TCP connections to the node's
+ * port (/proc/net/tcp): the consumer's 2 workers and its hop router. */
+static int three_connected(void *arg)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    char line[512];
+    int n = 0;
+
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned remote_port, state;
+        if (sscanf(line, " %*u: %*x:%*x %*x:%x %x", &remote_port, &state) == 2 &&
+            (int)remote_port == ((frozen_consumer_t *)arg)->port && state == 0x01)
+            n++;
+    }
+    fclose(f);
+    return n >= 3;
+}
+
+/* 1 once every thread of every process of node 0's process group is
+ * stopped (/proc/PID/task/TID/stat state T): SIGSTOP reaches a busy
+ * process's threads a moment later, and until then the node may still
+ * answer. */
+static int node_frozen(void *arg)
+{
+    DIR *procs = opendir("/proc");
+    struct dirent *p;
+    int members = 0, running = 0;
+
+    (void)arg;
+    if (procs == NULL)
+        return 0;
+    while ((p = readdir(procs)) != NULL) {
+        char path[600], line[512];
+        DIR *tasks;
+        struct dirent *t;
+        FILE *f;
+        int pgrp = -1;
+        if (p->d_name[0] < '1' || p->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", p->d_name);
+        if ((f = fopen(path, "r")) == NULL)
+            continue;
+        if (fgets(line, sizeof line, f) != NULL && strrchr(line, ')') != NULL)
+            (void)sscanf(strrchr(line, ')') + 2, "%*c %*d %d", &pgrp);
+        fclose(f);
+        if (pgrp != rabbit.nodes[0].pid)
+            continue;
+        members++;
+        snprintf(path, sizeof path, "/proc/%s/task", p->d_name);
+        if ((tasks = opendir(path)) == NULL)
+            continue;
+        while ((t = readdir(tasks)) != NULL) {
+            char state = '?';
+            if (t->d_name[0] == '.')
+                continue;
+            snprintf(path, sizeof path, "/proc/%s/task/%s/stat", p->d_name, t->d_name);
+            if ((f = fopen(path, "r")) == NULL)
+                continue;
+            if (fgets(line, sizeof line, f) != NULL && strrchr(line, ')') != NULL)
+                state = strrchr(line, ')')[2];
+            fclose(f);
+            running += state != 'T' && state != 't';
+        }
+        closedir(tasks);
+    }
+    closedir(procs);
+    return members > 0 && running == 0;
+}
+
+/* SIGSTOP node 0 and wait until it is stopped through and through. */
+static void freeze(void)
+{
+    TU_REQUIRE(rq_signal(&rabbit, 0, SIGSTOP) == 0, "SIGSTOP the node");
+    TU_REQUIRE(tu_poll_until(node_frozen, NULL, 30000, 5) == 0, "the node's threads did not all stop within 30 s");
+}
+
+/* f: DLQ LEN group on c (an RPC: queue.declare, passive, on channel 2). */
+static void frozen_dlq_len(frozen_call_t *f, hg_client_t *c, const char *group)
+{
+    memset(f, 0, sizeof *f);
+    f->client = c;
+    f->argc = 3;
+    f->argv[0] = "DLQ";
+    f->argv[1] = "LEN";
+    f->argv[2] = group;
+}
+
+static void drain_stop(int fd)
+{
+    char byte;
+    TU_CHECK(read(fd, &byte, 1) == 1, "drain the stop fd");
+}
+
+/* What a client of a frozen node waits on besides a publish's writes: an RPC
+ * (DLQ LEN: queue.declare on channel 2), the login of a new connection (on
+ * amqps:// the TLS handshake first) and the close (basic.cancel of what it
+ * consumes, connection.close). Each ends within its timeout with an error
+ * naming it, and at once when the stop fd becomes readable. */
+static void frozen_node_waits(const target_t *t)
+{
+    char topic[64], group[64], dlq_what[128], why[1024];
+    const char *pull[] = { "PULL", NULL, NULL, "COUNT", "10" };
+    hg_client_opts_t o;
+    hg_client_t *c = NULL;
+    hg_error_t err;
+    frozen_call_t f;
+    long long took;
+    int pfd[2];
+
+    names(topic, group, sizeof topic, "frozen-rpc");
+    pull[1] = group;
+    pull[2] = topic;
+    snprintf(dlq_what, sizeof dlq_what, "checking queue hg.dlq.%s", group);
+    TU_REQUIRE(pipe(pfd) == 0, "pipe");
+
+    /* Timeouts of 2 s: an RPC the node never answers ends after the read
+     * timeout, naming it; the login of the next connection (amqps://: its
+     * TLS handshake) after the connect timeout. The node's kernel accepts
+     * the TCP connection; the node never answers. */
+    hg_client_opts_init(&o);
+    o.read_timeout_ms = 2000;
+    o.connect_timeout_ms = 2000;
+    o.reconnect = 0;
+    TU_REQUIRE(hg_client_open(t->uri, &o, &c, &err) == HG_OK, "%s: open: %s", t->name, err.message);
+    create_group(t, c, group, topic); /* connected, the topology declared */
+    freeze();
+    frozen_dlq_len(&f, c, group);
+    took = run_frozen_call(t, &f, -1, "DLQ LEN (an RPC)");
+    TU_CHECK(f.result == HG_ERR_TIMEOUT && strstr(f.error, dlq_what) != NULL && strstr(f.error, "2000ms") != NULL,
+             "%s: an RPC to a frozen node: %s (%s), want HG_ERR_TIMEOUT naming %s and 2000ms", t->name,
+             hg_strerror(f.result), f.error, dlq_what);
+    TU_CHECK(took >= 1900 && took < 2000 + 8000, "%s: the RPC ended after %lld ms, want the read timeout (2000 ms)",
+             t->name, took);
+    frozen_dlq_len(&f, c, group); /* the RPC's connection is gone: this one connects */
+    took = run_frozen_call(t, &f, -1, "connecting");
+    TU_CHECK(f.result == HG_ERR_CONNECT && strstr(f.error, "RabbitMQ at 127.0.0.1:") != NULL,
+             "%s: a login to a frozen node: %s (%s), want HG_ERR_CONNECT naming the node", t->name,
+             hg_strerror(f.result), f.error);
+    TU_CHECK(took >= 1900 && took < 2000 + 8000,
+             "%s: the connect ended after %lld ms, want the connect timeout (2000 ms)", t->name, took);
+    hg_client_close(c);
+    TU_CHECK(rq_signal(&rabbit, 0, SIGCONT) == 0, "SIGCONT the node");
+    TU_REQUIRE(rq_wait_ready(&rabbit, 0, 60000, why, sizeof why) == 0, "the node after SIGCONT: %s", why);
+
+    /* Timeouts of 60 s (the RPC and the login waited them out before): the
+     * stop fd cuts each at once. */
+    o.read_timeout_ms = 60000;
+    o.connect_timeout_ms = 60000;
+    TU_REQUIRE(hg_client_open(t->uri, &o, &c, &err) == HG_OK, "%s: open: %s", t->name, err.message);
+    hg_client_set_stop_fd(c, pfd[0]);
+    TU_CHECK(int_cmd(t, c, 3, (const char *const[]){ "DLQ", "LEN", group }) == 0, "%s: DLQ LEN", t->name);
+    freeze();
+    frozen_dlq_len(&f, c, group);
+    took = run_frozen_call(t, &f, pfd[1], "DLQ LEN (an RPC)");
+    TU_CHECK(f.result == HG_ERR_STOPPED && strstr(f.error, dlq_what) != NULL,
+             "%s: an RPC cut by the stop fd: %s (%s), want HG_ERR_STOPPED naming %s", t->name, hg_strerror(f.result),
+             f.error, dlq_what);
+    TU_CHECK(took >= 0 && took < 3000, "%s: the RPC ended %lld ms after the stop fd became readable, want at once",
+             t->name, took);
+    drain_stop(pfd[0]);
+    frozen_dlq_len(&f, c, group);
+    took = run_frozen_call(t, &f, pfd[1], "connecting");
+    TU_CHECK(f.result == HG_ERR_STOPPED && strstr(f.error, t == &targets[2] ? "TLS handshake" : "logging in") != NULL,
+             "%s: a connect cut by the stop fd: %s (%s), want HG_ERR_STOPPED naming the %s", t->name,
+             hg_strerror(f.result), f.error, t == &targets[2] ? "TLS handshake" : "login");
+    TU_CHECK(took >= 0 && took < 3000, "%s: the connect ended %lld ms after the stop fd became readable, want at once",
+             t->name, took);
+    drain_stop(pfd[0]);
+
+    /* The close of a client that consumes (basic.cancel, then
+     * connection.close): 2 s each for a silent node; at once by the stop
+     * fd. */
+    TU_CHECK(rq_signal(&rabbit, 0, SIGCONT) == 0, "SIGCONT the node");
+    TU_REQUIRE(rq_wait_ready(&rabbit, 0, 60000, why, sizeof why) == 0, "the node after SIGCONT: %s", why);
+    {
+        hg_reply_t *r = NULL; /* consuming now (nothing there: an empty answer) */
+        TU_CHECK(hg_client_command(c, 5, pull, NULL, &r) == HG_OK, "%s: PULL: %s", t->name, hg_client_errmsg(c));
+        hg_reply_free(r);
+    }
+    freeze();
+    memset(&f, 0, sizeof f);
+    f.client = c;
+    f.close = 1;
+    took = run_frozen_call(t, &f, pfd[1], "hg_client_close");
+    TU_CHECK(took >= 0 && took < 1500,
+             "%s: the close ended %lld ms after the stop fd became readable, want at once (2 s per step before)",
+             t->name, took);
+    drain_stop(pfd[0]);
+
+    /* A consumer started on the frozen node: its workers and its hop router
+     * wait in their logins (60 s); stopped with its stop fd, it returns at
+     * once (the router's client did not take the stop fd before). */
+    {
+        hg_consumer_opts_t co;
+        frozen_consumer_t fc = { .port = t == &targets[2] ? rabbit.nodes[0].amqps_port : rabbit.nodes[0].amqp_port };
+        pthread_t th;
+        uint64_t from;
+
+        hg_consumer_opts_init(&co);
+        co.uri = t->uri;
+        co.client = &o;
+        co.group = group;
+        co.topic = topic;
+        co.workers = 2;
+        co.handler = frozen_handler;
+        TU_REQUIRE(hg_consumer_new(&co, &fc.consumer, &err) == HG_OK, "%s: hg_consumer_new: %s", t->name, err.message);
+        hg_consumer_set_stop_fd(fc.consumer, pfd[0]);
+        TU_REQUIRE(pthread_create(&th, NULL, frozen_consumer_main, &fc) == 0, "pthread_create");
+        TU_CHECK(tu_poll_until(three_connected, &fc, 60000, 10) == 0,
+                 "%s: the consumer's workers and router never connected to the frozen node", t->name);
+        from = tu_now_mono_ms();
+        hg_consumer_stop(fc.consumer);
+        TU_CHECK(write(pfd[1], "x", 1) == 1, "write the stop fd");
+        took = tu_poll_until(frozen_consumer_done, &fc, 120000, 10) == 0 ? (long long)(tu_now_mono_ms() - from) : -1;
+        pthread_join(th, NULL);
+        printf("\n    %s: a consumer logging in to a frozen node, stopped: run returned %lld ms after the stop",
+               t->name, took);
+        TU_CHECK(took >= 0 && took < 3000,
+                 "%s: hg_consumer_run returned %lld ms after the stop, want at once (its logins wait 60 s)", t->name,
+                 took);
+        hg_consumer_free(fc.consumer);
+        drain_stop(pfd[0]);
+    }
+    TU_CHECK(rq_signal(&rabbit, 0, SIGCONT) == 0, "SIGCONT the node");
+    TU_REQUIRE(rq_wait_ready(&rabbit, 0, 60000, why, sizeof why) == 0, "the node after SIGCONT: %s", why);
+    close(pfd[0]);
+    close(pfd[1]);
+}
+
+/* A frozen node's RPCs, logins and closes: within their timeouts, naming
+ * what waited, and at once by the stop fd. */
+static void test_frozen_node_waits(void)
+{
+    TU_REQUIRE(ntargets == 3, "RabbitMQ is not running");
+    frozen_node_waits(&targets[1]);
+    frozen_node_waits(&targets[2]);
+}
+
 static const tu_test_t transport_tests[] = {
     { "every transport: send, send_many, 3 workers, every id once", test_round_trip },
     { "every transport: LEVEL 1, DELAY 6s (chained), DELAY 0: on time", test_delays },
@@ -1161,6 +1529,8 @@ static const tu_test_t transport_tests[] = {
     { "amqp://, amqps://: a node that stops reading: a send's writes end within the read timeout, at once by the "
       "stop fd",
       test_frozen_node_writes },
+    { "amqp://, amqps://: a frozen node: an RPC, a login, a close end within their timeouts, at once by the stop fd",
+      test_frozen_node_waits },
     { "amqps://: another CA, a wrong name, no or a foreign client certificate, missing files: refused, saying why",
       test_amqps_refusals },
     { NULL, NULL },

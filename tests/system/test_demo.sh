@@ -3,7 +3,8 @@
 # 50/s with the broker killed (SIGKILL) at 7 s for 5 s and 5 % of the fast-path sends dropped,
 # against the programs of this build (--bindir: no package install, no build). Passes when the
 # demo exits 0 with every invariant of its report holding and the injections visible in it
-# (sends dropped, the broker killed and restarted, outbox rows relayed, an online backup checked).
+# (sends dropped, the broker killed and restarted, outbox rows relayed, an online backup checked),
+# the web console started, and the work dir removed at the end.
 # The demo polls with deadlines itself; about 35 s.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -18,7 +19,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 ((status == 0)) || fail "scripts/demo exited $status"
 grep -q '^RESULT: every invariant holds$' "$out" || fail "no 'RESULT: every invariant holds' line"
 oks=$(grep -c '^\[ OK \]' "$out")
-((oks == 9)) || fail "$oks invariants OK, want 9"
+((oks == 10)) || fail "$oks invariants OK, want 10"
 ! grep -q '^\[FAIL\]' "$out" || fail "a [FAIL] line"
 grep -q 'demo: broker down: killed with SIGKILL' "$out" || fail "the broker was not killed"
 grep -q 'demo: broker up: restarted on port' "$out" || fail "the broker was not restarted"
@@ -28,4 +29,8 @@ relayed=$(sed -n 's/.*the compensator relayed \([0-9]*\) outbox rows.*/\1/p' "$o
 ((${dropped:-0} > 0)) || fail "no fast-path send was dropped ('${dropped}')"
 ((${relayed:-0} > 0)) || fail "the compensator relayed nothing ('${relayed}')"
 grep -q '^  timeout-message ' "$out" || fail "no lateness row for timeout-message"
+grep -q 'web console: http://127.0.0.1:[0-9]*/' "$out" || fail "the web console was not started"
+dir=$(sed -n 's/^demo: stopped everything it started; removed \([^ ]*\) .*/\1/p' "$out")
+[[ -n $dir ]] || fail "no line saying what the clean-up stopped and removed"
+[[ ! -e $dir ]] || fail "the work dir $dir is still there"
 echo "PASS: demo report OK ($dropped sends dropped, $relayed rows relayed)"

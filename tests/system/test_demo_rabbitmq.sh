@@ -22,7 +22,7 @@ cat "$out"
 ((status == 0)) || fail "scripts/demo --rabbitmq exited $status"
 grep -q '^RESULT: every invariant holds$' "$out" || fail "no 'RESULT: every invariant holds' line"
 oks=$(grep -c '^\[ OK \]' "$out")
-((oks == 9)) || fail "$oks invariants OK, want 9"
+((oks == 10)) || fail "$oks invariants OK, want 10"
 ! grep -q '^\[FAIL\]' "$out" || fail "a [FAIL] line"
 grep -q '^transport: RabbitMQ (amqp://)' "$out" || fail "the report does not say it ran on RabbitMQ"
 grep -q 'demo: rabbitmq down: node killed with SIGKILL' "$out" || fail "the RabbitMQ node was not killed"

@@ -83,7 +83,8 @@ for unit in hourglass-broker hourglass-consumer hourglass-compensator hourglass-
     u=$stage$HG_UNITDIR/$unit.service
     exec_bin=$(sed -n 's/^ExecStart=\([^ ]*\).*/\1/p' "$u")
     [[ $exec_bin == "$HG_BINDIR/$unit" && -x $stage$exec_bin ]] || fail "$unit.service: ExecStart=$exec_bin is not the installed program"
-    for doc in $(sed -n 's/^Documentation=//p' "$u"); do
+    read -r -a docs < <(sed -n 's/^Documentation=//p' "$u" | tr '\n' ' ')
+    for doc in "${docs[@]}"; do
         case $doc in
             file://*) [[ -f $stage${doc#file://} ]] || fail "$unit.service: Documentation=$doc is not installed" ;;
             man:*) page=${doc#man:}; sect=${page##*(}; sect=${sect%)}
@@ -92,6 +93,7 @@ for unit in hourglass-broker hourglass-consumer hourglass-compensator hourglass-
         esac
     done
     # ExecReload: docs/operations.md sends SIGHUP with `systemctl reload`, which a unit without it refuses.
+    # shellcheck disable=SC2016  # $MAINPID is systemd's, literal in the unit
     for key in DynamicUser=yes ProtectSystem=strict NoNewPrivileges=yes 'ExecReload=/bin/kill -HUP $MAINPID'; do
         grep -qx "$key" "$u" || fail "$unit.service lacks $key"
     done
@@ -103,7 +105,7 @@ if command -v systemd-analyze >/dev/null; then
     # Parse errors only: the stage has no sysinit.target and man cannot look pages up in it.
     bad=$(systemd-analyze verify --root="$stage" "$stage$HG_UNITDIR"/hourglass-*.service 2>&1 |
           grep -Ei 'unknown (key|section|lvalue)|failed to parse|invalid|ignoring' || true)
-    [[ -z $bad ]] && ok "systemd-analyze verify: the units parse" || fail "systemd-analyze verify: $bad"
+    if [[ -z $bad ]]; then ok "systemd-analyze verify: the units parse"; else fail "systemd-analyze verify: $bad"; fi
 fi
 ((failures == 0)) && ok "units: ExecStart= and Documentation= installed, hardened"
 
@@ -153,7 +155,7 @@ hg_daemon_start "$stage$HG_BINDIR/hourglass-consumer" "$tmp/consumer.conf" "$tmp
 out=$(HG_MYSQL_PASSWORD=$hg_pw_hg_shop "$tmp/first-order" --uri "$HG_BROKER_URI" --mysql-socket "$HG_MYSQL_SOCKET" \
       --mysql-user hg_shop --mysql-database shop --timeout-ms 2000 --wait 30 --order-id 42 2>&1)
 status=$?
-echo "$out" | sed 's/^/    /'
+while IFS= read -r line; do echo "    $line"; done <<<"$out"
 ((status == 0)) || fail "first-order exited $status"
 grep -q '^order 42 cancelled by timeout-message ' <<<"$out" || fail "order 42 was not cancelled by its timeout message"
 row=$(hg_sql "SELECT status, cancel_reason, cancelled_at >= expire_at FROM shop.orders WHERE id = 42")
@@ -161,7 +163,8 @@ row=$(hg_sql "SELECT status, cancel_reason, cancelled_at >= expire_at FROM shop.
 row=$(hg_sql "SELECT available, reserved, sold FROM shop.stock WHERE sku_id = 1")
 [[ $row == $'10\t0\t0' ]] || fail "stock of SKU 1 after the cancel: '$row', want 10 0 0"
 row=$(hg_sql "SELECT status FROM shop.order_timeout_msg WHERE order_id = 42")
-[[ $row == done ]] || fail "outbox row of order 42: '$row', want done"
+[[ $row == 'done' ]] || fail "outbox row of order 42: '$row', want done"
+# shellcheck disable=SC2154  # hg_consumer_pid: set by hg_daemon_start (its last argument names it)
 hg_stop_pid "$hg_consumer_pid" 20 || fail "the staged hourglass-consumer did not stop cleanly"
 hg_forget_pid "$hg_consumer_pid"
 

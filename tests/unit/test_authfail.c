@@ -2,7 +2,8 @@
  * tests/unit/test_authfail.c — CUnit suite for broker/authfail.c, the
  * per-address failed-AUTH counts behind the failure slow-down: counting
  * within the window, and a full table forgetting the least recently failed
- * address only — the table used to be emptied when it reached 4 096
+ * address only, and the recent count with the latest failure's time that
+ * gates an address's next verification — the table used to be emptied when it reached 4 096
  * addresses, so failing from that many source addresses wiped every
  * address's count.
  */
@@ -122,7 +123,44 @@ static void test_long_address(void)
     authfail_free(NULL);
 }
 
+/* authfail_recent: the count within the window and the latest failure's time (the AUTH thread's gate). */
+static void test_recent(void)
+{
+    authfail_t *t = authfail_new(4, WINDOW_MS);
+    uint64_t last = 0;
+    CU_ASSERT_EQUAL(authfail_recent(t, "a", 1, 1000, &last), 0);
+    fail(t, "a", 1000);
+    fail(t, "a", 1500);
+    CU_ASSERT_EQUAL(authfail_recent(t, "a", 1, 2000, &last), 2);
+    CU_ASSERT_EQUAL(last, 1500);
+    CU_ASSERT_EQUAL(authfail_recent(t, "a", 1, 1500 + WINDOW_MS, &last), 2);
+    CU_ASSERT_EQUAL(authfail_recent(t, "a", 1, 1500 + WINDOW_MS + 1, &last), 0); /* past the window */
+    CU_ASSERT_EQUAL(authfail_recent(t, "b", 1, 2000, &last), 0);
+    authfail_free(t);
+}
+
+/* authfail_key: IPv4 without the port, IPv6 by its /64 (one host holds a whole /64), IPv4-mapped as IPv4. */
+static void test_key(void)
+{
+    static const char *const cases[][2] = {
+        { "192.0.2.1:5000", "192.0.2.1" },
+        { "[2001:db8:1:2:aaaa:bbbb:cccc:dddd]:5000", "[2001:db8:1:2::/64]" },
+        { "[2001:db8:1:2::7]:1", "[2001:db8:1:2::/64]" },
+        { "[::1]:6379", "[::/64]" },
+        { "[::ffff:198.51.100.9]:7", "198.51.100.9" },
+        { "[not-an-address]:7", "[not-an-address]" },
+        { "?", "?" },
+    };
+    char out[AUTHFAIL_ADDR_MAX + 1];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        authfail_key(cases[i][0], out, sizeof out);
+        TU_CHECK(strcmp(out, cases[i][1]) == 0, "authfail_key(%s) = %s, want %s", cases[i][0], out, cases[i][1]);
+    }
+}
+
 static const tu_test_t authfail_tests[] = {
+    { "the key: IPv4 without the port, IPv6 by its /64", test_key },
+    { "the recent failures and the latest's time", test_recent },
     { "failures counted within the window", test_counts_within_window },
     { "a full table forgets the least recently failed only", test_full_forgets_least_recent },
     { "a flood of addresses keeps a recent count; bounded", test_flood_keeps_recent },

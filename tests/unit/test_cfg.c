@@ -302,6 +302,12 @@ static void test_engine_file_and_flags(void)
     CU_ASSERT_EQUAL(cfg_parse_args(&etable, &c, 3, argv2, &args, err, sizeof err), -1);
     TU_CHECK(strstr(err, "unknown section [nowhere]") != NULL, "section error: %s", err);
     cfg_free(&etable, &c);
+    /* a key set twice in the file (in another section, in other case): which one the reader meant is a guess */
+    TU_REQUIRE(tu_write_file(path, "workers = 8\nlease = 1m\n[broker]\nWorkers = 9\n") == 0, "write %s", path);
+    cfg_init(&etable, &c);
+    CU_ASSERT_EQUAL(cfg_parse_args(&etable, &c, 3, argv2, &args, err, sizeof err), -1);
+    TU_CHECK(strstr(err, "engine.conf:4: workers is set again (first at line 1)") != NULL, "twice: %s", err);
+    cfg_free(&etable, &c);
     cfg_init(&etable, &c);
     char *argv3[] = { "test_cfg", "--wrokers", "3", NULL };
     CU_ASSERT_EQUAL(cfg_parse_args(&etable, &c, 3, argv3, &args, err, sizeof err), -1);

@@ -18,7 +18,16 @@
  * HG_ERR_ARG (or -1) with a message naming the argument, never a crash; an
  * error is cleared by the next call; the pure helpers at their extremes
  * (hg_dlq_all_read_timeout never shortens the timeout, hg_order_age_text
- * of INT64_MIN).
+ * of INT64_MIN); the URI messages name a bad port on hourglass:// and
+ * amqp:// alike and show an IPv6 host in brackets; an empty key is refused
+ * by hg_send, an hg_send_many item and hg_send_dedup.
+ *
+ * Suite stop: a consumer whose worker waits in a connect — a TCP connect
+ * the broker's host never answers (a loopback listener whose full queue
+ * drops SYNs), a TLS handshake with a listener that accepts and says
+ * nothing (as a SIGSTOPped broker) — returns at once when it is stopped and
+ * its stop fd becomes readable, with a connect timeout of 60 s (before, the
+ * stop fd cut neither: the stop waited the connect timeout).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -30,10 +39,17 @@
 #include <CUnit/CUnit.h>
 #include <hourglass/hourglass.h>
 #include <hourglass/order_view.h>
+#include <arpa/inet.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 static sb_t stub;
 
@@ -341,11 +357,306 @@ static void test_helper_edges(void)
     TU_CHECK(strcmp(b, "0s") == 0, "hg_order_age_text(-999): '%s'", b);
 }
 
+/* ------------------------------------------------------------------------
+ * A stop while connecting (hg_consumer_set_stop_fd / hg_client_set_stop_fd)
+ * ------------------------------------------------------------------------ */
+
+/* A listening socket on a free loopback port that the test accepts from by
+ * hand (or never); *port. With backlog 0 one waiting connection fills its
+ * queue, and the kernel then drops the next SYNs: a connect hangs, as to a
+ * host that does not answer. */
+static int listen_loopback(int backlog, int *port)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof sa;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    TU_REQUIRE(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(fd, backlog) == 0 &&
+                   getsockname(fd, (struct sockaddr *)&sa, &len) == 0,
+               "listen on 127.0.0.1: %s", strerror(errno));
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+typedef struct connecting {
+    hg_consumer_t *consumer;
+    hg_err_t result;
+    uint64_t ended_ms;
+    int done;
+    int port;     /* the listener's */
+    int listener; /* to accept from (the TLS case) */
+    int accepted; /* -1 until accepted */
+} connecting_t;
+
+static void *consumer_main(void *arg)
+{
+    connecting_t *c = arg;
+    c->result = hg_consumer_run(c->consumer);
+    c->ended_ms = tu_now_mono_ms();
+    __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int consumer_done(void *arg)
+{
+    return __atomic_load_n(&((connecting_t *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+static hg_outcome_t never_called(const hg_message_t *m, char *reason, size_t len, void *arg)
+{
+    (void)m, (void)reason, (void)len, (void)arg;
+    return HG_DONE;
+}
+
+/* 1 once a socket of this machine waits in SYN_SENT for 127.0.0.1:port
+ * (/proc/net/tcp: a connect the listener's full queue drops). */
+static int syn_sent(void *arg)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    char line[512];
+    int found = 0;
+
+    if (f == NULL)
+        return 0;
+    while (!found && fgets(line, sizeof line, f) != NULL) {
+        unsigned remote_port, state;
+        if (sscanf(line, " %*u: %*x:%*x %*x:%x %x", &remote_port, &state) == 2)
+            found = (int)remote_port == ((connecting_t *)arg)->port && state == 0x02;
+    }
+    fclose(f);
+    return found;
+}
+
+/* 1 once the client's connection was accepted and its ClientHello is there
+ * to read (it waits for the answer that never comes). */
+static int hello_sent(void *arg)
+{
+    connecting_t *c = arg;
+    struct pollfd p;
+
+    if (c->accepted < 0)
+        c->accepted = accept4(c->listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (c->accepted < 0)
+        return 0;
+    p = (struct pollfd){ c->accepted, POLLIN, 0 };
+    return poll(&p, 1, 0) == 1;
+}
+
+/* Run a consumer of uri (connect timeout 60 s, stop fd set) until ready()
+ * says its worker waits in the connect; then hg_consumer_stop and the stop
+ * fd. The ms from then until hg_consumer_run returned, or -1 when it was
+ * still running after 30 s (it then ends at the connect timeout). */
+static long long stop_while_connecting(const char *uri, connecting_t *c, int (*ready)(void *))
+{
+    hg_client_opts_t co;
+    hg_consumer_opts_t o;
+    hg_error_t e;
+    pthread_t th;
+    uint64_t from;
+    int pfd[2], ended;
+
+    hg_client_opts_init(&co);
+    co.connect_timeout_ms = 60000;
+    hg_consumer_opts_init(&o);
+    o.uri = uri;
+    o.client = &co;
+    o.group = "g";
+    o.topic = "t";
+    o.workers = 1;
+    o.handler = never_called;
+    TU_REQUIRE(pipe(pfd) == 0, "pipe");
+    TU_REQUIRE(hg_consumer_new(&o, &c->consumer, &e) == HG_OK, "hg_consumer_new(%s): %s", uri, e.message);
+    hg_consumer_set_stop_fd(c->consumer, pfd[0]);
+    TU_REQUIRE(pthread_create(&th, NULL, consumer_main, c) == 0, "pthread_create");
+    TU_CHECK(tu_poll_until(ready, c, 30000, 5) == 0, "%s: the consumer's connect never waited", uri);
+    from = tu_now_mono_ms();
+    hg_consumer_stop(c->consumer);
+    TU_CHECK(write(pfd[1], "x", 1) == 1, "write the stop fd");
+    ended = tu_poll_until(consumer_done, c, 30000, 5) == 0;
+    pthread_join(th, NULL); /* after 30 s: at the connect timeout */
+    hg_consumer_free(c->consumer);
+    close(pfd[0]);
+    close(pfd[1]);
+    return ended ? (long long)(c->ended_ms - from) : -1;
+}
+
+typedef struct pinging {
+    hg_client_t *client;
+    hg_err_t result;
+    uint64_t ended_ms;
+    int done;
+} pinging_t;
+
+static void *ping_main(void *arg)
+{
+    pinging_t *p = arg;
+    const char *ping[] = { "PING" };
+    hg_reply_t *r = NULL;
+
+    p->result = hg_client_command(p->client, 1, ping, NULL, &r);
+    hg_reply_free(r);
+    p->ended_ms = tu_now_mono_ms();
+    __atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int ping_done(void *arg)
+{
+    return __atomic_load_n(&((pinging_t *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+/* A stop cuts a TCP connect in progress (the broker's host does not answer
+ * SYNs): a client's call returns HG_ERR_STOPPED naming the connect at once,
+ * and a consumer's run returns at once, not after the connect timeout. */
+static void test_stop_cuts_tcp_connect(void)
+{
+    connecting_t c = { .accepted = -1 };
+    int listener = listen_loopback(0, &c.port), pfd[2];
+    char uri[100], want[100];
+    hg_client_opts_t o;
+    hg_client_t *first = NULL, *clone = NULL;
+    hg_error_t e;
+    pinging_t p = { 0 };
+    pthread_t th;
+    uint64_t from;
+    long long took;
+
+    /* The client: opened (its connection fills the listener's queue), then
+     * a clone, whose first call connects and hangs. */
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", c.port);
+    hg_client_opts_init(&o);
+    o.connect_timeout_ms = 60000;
+    o.reconnect = 0;
+    TU_REQUIRE(hg_client_open(uri, &o, &first, &e) == HG_OK, "open %s: %s", uri, e.message);
+    TU_REQUIRE(hg_client_clone(first, &clone, &e) == HG_OK, "hg_client_clone: %s", e.message);
+    TU_REQUIRE(pipe(pfd) == 0, "pipe");
+    hg_client_set_stop_fd(clone, pfd[0]);
+    p.client = clone;
+    TU_REQUIRE(pthread_create(&th, NULL, ping_main, &p) == 0, "pthread_create");
+    TU_CHECK(tu_poll_until(syn_sent, &c, 30000, 5) == 0, "the clone's connect never waited");
+    from = tu_now_mono_ms();
+    TU_CHECK(write(pfd[1], "x", 1) == 1, "write the stop fd");
+    TU_CHECK(tu_poll_until(ping_done, &p, 30000, 5) == 0, "the clone's PING was still connecting 30 s after the stop");
+    pthread_join(th, NULL); /* after 30 s: at the connect timeout */
+    took = (long long)(p.ended_ms - from);
+    printf("\n    a TCP connect stopped: %s %lld ms after the stop (%s)", hg_strerror(p.result), took,
+           hg_client_errmsg(clone));
+    snprintf(want, sizeof want, "stopped while connecting to 127.0.0.1:%d", c.port);
+    TU_CHECK(p.result == HG_ERR_STOPPED && strstr(hg_client_errmsg(clone), want) != NULL,
+             "a connect cut by the stop fd: %s '%s', want HG_ERR_STOPPED '%s'", hg_strerror(p.result),
+             hg_client_errmsg(clone), want);
+    TU_CHECK(took >= 0 && took < 3000, "the PING returned %lld ms after the stop, want at once (connect timeout 60 s)",
+             took);
+    hg_client_close(clone);
+    hg_client_close(first);
+    close(pfd[0]);
+    close(pfd[1]);
+
+    /* A consumer, its worker's connect dropped the same way. */
+    took = stop_while_connecting(uri, &c, syn_sent);
+    printf("\n    a consumer's TCP connect stopped: run returned %lld ms after the stop", took);
+    TU_CHECK(took >= 0 && took < 3000,
+             "hg_consumer_run returned %lld ms after the stop, want at once (connect timeout 60 s)", took);
+    /* amqp://: its workers' and its hop router's TCP connects (made by the
+     * library, not librabbitmq, so the stop fd reaches them) */
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d/", c.port);
+    took = stop_while_connecting(uri, &c, syn_sent);
+    printf("\n    an amqp:// consumer's TCP connects stopped: run returned %lld ms after the stop", took);
+    TU_CHECK(took >= 0 && took < 3000,
+             "amqp://: hg_consumer_run returned %lld ms after the stop, want at once (connect timeout 60 s)", took);
+    close(listener);
+}
+
+/* A stop cuts a TLS handshake with a broker that accepted the connection
+ * and never answers (a SIGSTOPped broker looks the same). */
+static void test_stop_cuts_tls_handshake(void)
+{
+    connecting_t c = { .accepted = -1 };
+    char uri[100];
+    long long took;
+
+    c.listener = listen_loopback(16, &c.port);
+    snprintf(uri, sizeof uri, "hourglass+tls://127.0.0.1:%d", c.port); /* the system's trust store: never used */
+    took = stop_while_connecting(uri, &c, hello_sent);
+    printf("\n    a consumer's TLS handshake stopped: run returned %lld ms after the stop", took);
+    TU_CHECK(took >= 0 && took < 3000,
+             "hg_consumer_run returned %lld ms after the stop, want at once (connect timeout 60 s)", took);
+    if (c.accepted >= 0)
+        close(c.accepted);
+    close(c.listener);
+}
+
+static const tu_test_t stop_tests[] = {
+    { "a stop cuts a TCP connect that the broker's host never answers", test_stop_cuts_tcp_connect },
+    { "a stop cuts a TLS handshake that the broker never answers", test_stop_cuts_tls_handshake },
+    { NULL, NULL },
+};
+
+/* An empty key is refused before anything is sent: hg_send, an
+ * hg_send_many item (the others still go), hg_send_dedup. */
+static void test_empty_key(void)
+{
+    hg_client_t *c = open_stub(NULL, NULL, __LINE__);
+    hg_send_item_t items[2] = {
+        { .topic = "t", .key = "", .payload = "x", .payload_len = 1 },
+        { .topic = "t", .key = "k", .payload = "y", .payload_len = 1 },
+    };
+    size_t ok = 9;
+
+    TU_CHECK(hg_send(c, "t", "", "x", 1, hg_delay_none(), NULL) == HG_ERR_ARG &&
+                 MSG_HAS(c, "hg_send: key is empty (pass NULL for a message without one)"),
+             "hg_send with key \"\": '%s'", hg_client_errmsg(c));
+    (void)hg_send_many(c, items, 2, &ok);
+    TU_CHECK(items[0].err == HG_ERR_ARG && strstr(items[0].error, "key is empty") != NULL,
+             "hg_send_many item with key \"\": %s '%s'", hg_strerror(items[0].err), items[0].error);
+    TU_CHECK(items[1].err != HG_ERR_ARG, "the item with a key was refused too: '%s'", items[1].error);
+    TU_CHECK(hg_send_dedup(c, "t", "", "x", 1, hg_delay_none(), NULL, NULL) == HG_ERR_ARG &&
+                 MSG_HAS(c, "hg_send_dedup: key is empty"),
+             "hg_send_dedup with key \"\": '%s'", hg_client_errmsg(c));
+    hg_client_close(c);
+}
+
+/* The URI messages name the bad port on both schemes, and an amqp://
+ * address shows an IPv6 host in brackets, as hourglass:// does. */
+static void test_uri_messages(void)
+{
+    static const struct {
+        const char *uri, *want;
+    } bad[] = {
+        { "hourglass://h:99999", "bad URI: bad port '99999': out of range (want 1..65535)" },
+        { "amqp://h:99999/", "bad URI: bad port '99999': out of range (want 1..65535)" },
+        { "amqp://guest:guest@a:5672,b:70000/v", "bad port '70000': out of range" },
+        { "amqp://[::1]:99999/", "bad port '99999': out of range" },
+        { "amqps://h:0/", "bad port '0': out of range" },
+        { "amqp://h:56x2/", "bad port '56x2': not a number" },
+    };
+    hg_client_opts_t o;
+    hg_client_t *c = NULL;
+    hg_error_t e;
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&e, 0, sizeof e);
+        TU_CHECK(hg_client_open(bad[i].uri, NULL, &c, &e) == HG_ERR_URI && c == NULL &&
+                     strstr(e.message, bad[i].want) != NULL,
+                 "%s: '%s', want HG_ERR_URI with '%s'", bad[i].uri, e.message, bad[i].want);
+    }
+    /* nothing listens on port 1: the connect fails at once, naming the node */
+    hg_client_opts_init(&o);
+    o.connect_timeout_ms = 2000;
+    o.reconnect = 0;
+    memset(&e, 0, sizeof e);
+    TU_CHECK(hg_client_open("amqp://guest:guest@[::1]:1/", &o, &c, &e) == HG_ERR_CONNECT &&
+                 strstr(e.message, "RabbitMQ at [::1]:1:") != NULL,
+             "amqp://[::1]:1/: '%s', want HG_ERR_CONNECT naming [::1]:1", e.message);
+}
+
 static const tu_test_t argument_tests[] = {
     { "a NULL client: HG_ERR_ARG or a neutral answer, never a crash", test_null_client },
     { "NULL out-parameters and inputs: HG_ERR_ARG naming them", test_null_out_parameters },
     { "the order calls without a database: NULL arguments", test_null_order },
     { "pure helpers at their edges: DLQ read timeout, age text", test_helper_edges },
+    { "URI messages: a bad port named on hourglass:// and amqp://, [IPv6] shown in brackets", test_uri_messages },
+    { "an empty key: refused by hg_send, an hg_send_many item, hg_send_dedup", test_empty_key },
     { NULL, NULL },
 };
 
@@ -361,6 +672,7 @@ static const tu_test_t bound_tests[] = {
 static const tu_suite_t suites[] = {
     { "bound", bound_tests },
     { "arguments", argument_tests },
+    { "stop", stop_tests },
 };
 
 int main(int argc, char **argv)

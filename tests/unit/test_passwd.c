@@ -190,7 +190,15 @@ static void test_users_bad(void)
     BAD_USERS("shop producer\n", "etc/users:1: want three fields: name roles hash");
     BAD_USERS("# c\n\nshop\n", "etc/users:3: want three fields");
     BAD_USERS("shop producer " HASH " extra\n", "etc/users:1: unexpected fourth field 'extra'");
-    BAD_USERS("ok producer " HASH "\nsh/op producer " HASH "\n", "etc/users:2: user name 'sh/op' has a character");
+    BAD_USERS("ok producer " HASH "\nsh/op producer " HASH "\n",
+              "etc/users:2: user name 'sh/op' has a character other than A-Z a-z 0-9 . _ @ -: '/'");
+    BAD_USERS("\xef\xbb\xbfshop producer " HASH "\n", "etc/users:1: user name has a character other than A-Z a-z "
+                                                      "0-9 . _ @ -: byte 0xEF at column 1 (a UTF-8 byte order mark");
+    BAD_USERS("ok producer " HASH "\n  sh\x1b[2Jop producer " HASH "\n", "etc/users:2: user name has a character "
+                                                                         "other than A-Z a-z 0-9 . _ @ -: byte 0x1B at "
+                                                                         "column 5");
+    BAD_USERS("a/b\x1b producer " HASH "\n", "etc/users:1: user name has a character other than A-Z a-z 0-9 . _ @ -: "
+                                             "byte 0x2F at column 2");
     BAD_USERS("shop boss " HASH "\n", "etc/users:1: user 'shop': unknown role 'boss'");
     BAD_USERS("shop producer, " HASH "\n", "etc/users:1: user 'shop': empty role after ','");
     BAD_USERS("shop ,producer " HASH "\n", "unknown role ''");
@@ -210,6 +218,8 @@ static void test_users_bad(void)
     TU_CHECK(users_load("/nonexistent/users", &u, err, sizeof err) == -1 &&
                  strstr(err, "cannot read /nonexistent/users: No such file"),
              "missing file: %s", err);
+    TU_CHECK(users_load("/", &u, err, sizeof err) == -1 && strstr(err, "cannot read /: Is a directory"),
+             "a directory: %s", err);
 }
 
 static const tu_test_t users_tests[] = {

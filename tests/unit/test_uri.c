@@ -120,16 +120,45 @@ static void test_bad_host(void)
 
 static void test_bad_port(void)
 {
-    BAD("hourglass://h:0", "bad port '0' (want 1..65535)");
-    BAD("hourglass://h:65536", "bad port '65536'");
-    BAD("hourglass://h:99999999", "bad port '99999999'");
+    /* a number out of range says so, naming it */
+    BAD("hourglass://h:0", "bad port '0': out of range (want 1..65535)");
+    BAD("hourglass://h:65536", "bad port '65536': out of range (want 1..65535)");
+    BAD("hourglass://h:99999", "bad port '99999': out of range (want 1..65535)");
+    BAD("hourglass://h:99999999", "bad port '99999999': out of range");
+    BAD("hourglass://h:123456789012345678901234567890", "bad port '12345678901234567890': out of range");
     BAD("hourglass://h:", "empty port");
-    BAD("hourglass://h:abc", "bad port 'abc'");
+    BAD("hourglass://h:abc", "bad port 'abc': not a number (want 1..65535)");
     BAD("hourglass://h:-1", "bad port '-1'");
     BAD("hourglass://h:+80", "bad port '+80'");
     BAD("hourglass://h: 80", "bad port ' 80'");
     BAD("hourglass://[::1]:", "empty port");
-    BAD("hourglass://[::1]:70000", "bad port '70000'");
+    BAD("hourglass://[::1]:70000", "bad port '70000': out of range");
+}
+
+/* uri_parse_port alone (amqp:// checks its ports with it) and uri_address
+ * (how a host and port are shown in messages: an IPv6 address in brackets). */
+static void test_port_and_address(void)
+{
+    char err[200], buf[100];
+    int port = 0;
+
+    TU_CHECK(uri_parse_port("5672", 4, &port, err, sizeof err) == 0 && port == 5672, "5672: port %d", port);
+    TU_CHECK(uri_parse_port("65535", 5, &port, err, sizeof err) == 0 && port == 65535, "65535: port %d", port);
+    TU_CHECK(uri_parse_port("99999", 5, &port, err, sizeof err) == -1 &&
+                 strcmp(err, "bad port '99999': out of range (want 1..65535)") == 0,
+             "99999: '%s'", err);
+    TU_CHECK(uri_parse_port("0", 1, &port, err, sizeof err) == -1 && strstr(err, "'0': out of range") != NULL,
+             "0: '%s'", err);
+    TU_CHECK(uri_parse_port("5x", 2, &port, err, sizeof err) == -1 && strstr(err, "'5x': not a number") != NULL,
+             "5x: '%s'", err);
+    TU_CHECK(uri_parse_port("", 0, &port, err, sizeof err) == -1 && strstr(err, "empty port") != NULL, "'': '%s'", err);
+    TU_CHECK(strcmp(uri_address(buf, sizeof buf, "::1", 5672), "[::1]:5672") == 0, "::1 shown as '%s'", buf);
+    TU_CHECK(strcmp(uri_address(buf, sizeof buf, "fe80::1%eth0", 7379), "[fe80::1%eth0]:7379") == 0,
+             "fe80::1%%eth0 shown as '%s'", buf);
+    TU_CHECK(strcmp(uri_address(buf, sizeof buf, "10.0.0.1", 5672), "10.0.0.1:5672") == 0, "10.0.0.1 shown as '%s'",
+             buf);
+    TU_CHECK(strcmp(uri_address(buf, sizeof buf, "rabbit.example", 5671), "rabbit.example:5671") == 0,
+             "a name shown as '%s'", buf);
 }
 
 static void test_bad_userinfo(void)
@@ -225,6 +254,7 @@ static const tu_test_t uri_tests[] = {
     { "bad scheme", test_bad_scheme },
     { "bad host", test_bad_host },
     { "bad port", test_bad_port },
+    { "uri_parse_port and uri_address (shared with amqp://)", test_port_and_address },
     { "bad user and password", test_bad_userinfo },
     { "path, query, fragment", test_bad_rest },
     { "lengths", test_lengths },
