@@ -15,7 +15,11 @@
  *    and a SEND's p99 went from 0.7 to 4-5 ms while it ran
  *    (docs/BENCH-broker.md "BACKUP").
  *  - The status is shared under mu; the progress counters are atomics the
- *    copy bumps as it goes.
+ *    copy bumps as it goes. A BACKUP refused before its copy began (its
+ *    backup-dir cannot be made, its disk is under the floor, the name is
+ *    taken ...) is recorded as a failed copy too, so that the alert on
+ *    hourglass_backup_last_failed fires for a nightly job that is refused
+ *    every night; only "still running" is not (that copy's end is).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -161,19 +165,11 @@ static int copy_check(void *ctx, char *err, size_t errlen)
     return check_floor(b->dir, b->min_free, err, errlen);
 }
 
-static void *backup_main(void *arg)
+/* The status of a copy that ended at now (wall ms): rc 0 whole, 1 stopped,
+ * -1 failed with err; also a BACKUP refused before its copy began (running
+ * was never set), so that INFO and /metrics say the last BACKUP failed. */
+static void record_end(backup_t *b, int rc, const char *err, uint64_t now)
 {
-    backup_t *b = arg;
-    char err[300] = "";
-    /* The copy yields the CPU to the loop and the storage thread (a thread's
-     * nice value is its own on Linux); failing that it runs as it is. */
-    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), BACKUP_NICE) != 0) {
-        log_debug("backup: cannot lower the copy's priority: %s", strerror(errno));
-    }
-    int rc = store_snapshot_copy(b->snap, b->final, copy_check, b, &b->progress, err, sizeof err);
-    store_snapshot_release(b->snap);
-    b->snap = NULL;
-    uint64_t now = clock_wall_ms();
     pthread_mutex_lock(&b->mu);
     b->st.running = 0;
     b->st.keys = atomic_load(&b->progress.keys);
@@ -191,6 +187,21 @@ static void *backup_main(void *arg)
         b->st.last_ok_ms = now;
     }
     pthread_mutex_unlock(&b->mu);
+}
+
+static void *backup_main(void *arg)
+{
+    backup_t *b = arg;
+    char err[300] = "";
+    /* The copy yields the CPU to the loop and the storage thread (a thread's
+     * nice value is its own on Linux); failing that it runs as it is. */
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), BACKUP_NICE) != 0) {
+        log_debug("backup: cannot lower the copy's priority: %s", strerror(errno));
+    }
+    int rc = store_snapshot_copy(b->snap, b->final, copy_check, b, &b->progress, err, sizeof err);
+    store_snapshot_release(b->snap);
+    b->snap = NULL;
+    record_end(b, rc, err, clock_wall_ms());
     if (rc == 0) {
         log_info("backup %s done: %llu records, %llu bytes in %llu ms", b->final, (unsigned long long)b->st.keys,
                  (unsigned long long)b->st.bytes, (unsigned long long)b->st.last_ms);
@@ -258,6 +269,9 @@ void backup_discard_unfinished(const char *dir)
     closedir(d);
 }
 
+static int begin_copy(backup_t *b, store_t *s, const char *dir, const char *name, uint64_t min_free, uint64_t rate,
+                      uint64_t now_ms, char *err, size_t errlen);
+
 int backup_start(backup_t *b, store_t *s, const char *dir, const char *name, uint64_t min_free, uint64_t rate,
                  uint64_t now_ms, char *err, size_t errlen)
 {
@@ -271,16 +285,39 @@ int backup_start(backup_t *b, store_t *s, const char *dir, const char *name, uin
         return -1;
     }
     backup_stop(b); /* reap the last one's thread */
+    if (begin_copy(b, s, dir, name, min_free, rate, now_ms, err, errlen) != 0) {
+        pthread_mutex_lock(&b->mu);
+        snprintf(b->st.name, sizeof b->st.name, "%s", backup_check_name(name, strlen(name), NULL, 0) ? "" : name);
+        b->st.started_ms = now_ms;
+        pthread_mutex_unlock(&b->mu);
+        atomic_store(&b->progress.keys, 0);
+        atomic_store(&b->progress.bytes, 0);
+        record_end(b, -1, err, now_ms);
+        return -1;
+    }
+    return 0;
+}
+
+/* backup_start once no copy runs: check name and dir, take the snapshot,
+ * start the thread. 0, or -1 with err (nothing started). */
+static int begin_copy(backup_t *b, store_t *s, const char *dir, const char *name, uint64_t min_free, uint64_t rate,
+                      uint64_t now_ms, char *err, size_t errlen)
+{
     if (backup_check_name(name, strlen(name), err, errlen) != 0) {
         return -1;
     }
     struct stat st;
-    if (stat(dir, &st) != 0 && errno == ENOENT && mkdir(dir, 0700) == 0) {
-        log_info("backup-dir %s created", dir); /* e.g. in a systemd unit's state directory */
-    }
     if (stat(dir, &st) != 0) {
-        err_set(err, errlen, "backup-dir %s: %s", dir, strerror(errno));
-        return -1;
+        if (errno != ENOENT) {
+            return err_set(err, errlen, "backup-dir %s: %s", dir, strerror(errno));
+        }
+        if (mkdir(dir, 0700) != 0) { /* its parent missing, not writable, a read-only mount */
+            return err_set(err, errlen, "cannot create backup-dir %s: %s", dir, strerror(errno));
+        }
+        log_info("backup-dir %s created", dir); /* e.g. in a systemd unit's state directory */
+        if (stat(dir, &st) != 0) {
+            return err_set(err, errlen, "backup-dir %s: %s", dir, strerror(errno));
+        }
     }
     if (!S_ISDIR(st.st_mode)) {
         err_set(err, errlen, "backup-dir %s is not a directory", dir);

@@ -66,7 +66,9 @@ void backup_discard_unfinished(const char *dir);
  * (and removes what it wrote) when the file system of dir has less than
  * min_free bytes free, so a copy on the data directory's own disk cannot
  * fill it. 0 started; -1 with err (one is running, the name, the
- * directory, its free space, the snapshot), and nothing started. */
+ * directory, its free space, the snapshot), and nothing started; every
+ * refusal but "one is running" is also recorded in the status as a failed
+ * copy (backup_status: last BACKUP_FAILED, last_error). */
 int backup_start(backup_t *b, store_t *s, const char *dir, const char *name, uint64_t min_free, uint64_t rate,
                  uint64_t now_ms, char *err, size_t errlen);
 

@@ -18,8 +18,9 @@
  * --check-data DIR: the same configuration, then the data directory is
  * opened with the configured level table (never created), checked with
  * store_check and closed; "ok: N messages, ..." and exit 0, or the first
- * problem and exit 1. A directory a running broker holds (its LOCK) is
- * refused with a message saying so. Main thread only; no event loop.
+ * problem and exit 1 (damaged or inconsistent data) or 3 (not checked: the
+ * directory is missing, not accessible, read-only, held by a running broker
+ * or not a data directory of this build). Main thread only; no event loop.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -76,21 +77,34 @@ static int count_entry(void *ctx, const store_entry_t *e)
     return 0;
 }
 
-/* --check-data: 0 when the directory is consistent, else 1 (the problem on stderr). */
+/* --check-data's exit statuses (docs/operations.md, "Checking a data directory"). */
+#define CHECK_DATA_OK        0
+#define CHECK_DATA_DAMAGED   1 /* damaged or inconsistent: restore it from a backup */
+#define CHECK_DATA_UNCHECKED 3 /* not checked: missing, not accessible, in use, not a data directory of this build */
+
+/* --check-data: CHECK_DATA_OK when the directory is consistent, else the
+ * status above with the problem on stderr. */
 static int check_data(const config_t *cfg)
 {
     store_options_t o = cfg->store;
     o.create_if_missing = 0;
+    o.no_upgrade = 1; /* a check must not make the directory unreadable to the build that wrote it */
     store_t *s = NULL;
     char err[1024];
-    if (store_open(&o, clock_wall_ms(), &s, err, sizeof err) != 0) {
-        if (strstr(err, "LOCK is held") != NULL) {
-            fprintf(stderr, "check-data: %s\ncheck-data: a running broker holds %s: stop it first, then check\n", err,
-                    cfg->dir);
-        } else {
-            fprintf(stderr, "check-data: cannot open %s: %s\n", cfg->dir, err);
+    int open_rc = store_open(&o, clock_wall_ms(), &s, err, sizeof err);
+    if (open_rc == STORE_OPEN_DAMAGED) {
+        fprintf(stderr, "check-data: %s\n", err);
+        return CHECK_DATA_DAMAGED;
+    }
+    if (open_rc == 0 && store_open_note(s)[0] != '\0') {
+        fprintf(stderr, "check-data: %s\n", store_open_note(s));
+    }
+    if (open_rc != 0) {
+        fprintf(stderr, "check-data: not checked: %s\n", err);
+        if (open_rc == STORE_OPEN_IN_USE) {
+            fprintf(stderr, "check-data: a running broker holds %s: stop it first, then check\n", cfg->dir);
         }
-        return 1;
+        return CHECK_DATA_UNCHECKED;
     }
     data_count_t n = { 0 };
     int rc = store_check(s, err, sizeof err);
@@ -100,16 +114,16 @@ static int check_data(const config_t *cfg)
     if (rc != 0) {
         fprintf(stderr, "check-data: %s: %s\n", cfg->dir, err);
         store_close(s, NULL, 0);
-        return 1;
+        return CHECK_DATA_DAMAGED;
     }
     if (store_close(s, err, sizeof err) != 0) {
         fprintf(stderr, "check-data: %s: closing: %s\n", cfg->dir, err);
-        return 1;
+        return CHECK_DATA_DAMAGED;
     }
     printf("ok: %llu messages, %llu on levels, %llu ready in topics, %llu retrying, %llu leased, %llu in DLQs (%s)\n",
            (unsigned long long)n.total, (unsigned long long)n.level, (unsigned long long)n.topic,
            (unsigned long long)n.retry, (unsigned long long)n.lease, (unsigned long long)n.dlq, cfg->dir);
-    return 0;
+    return CHECK_DATA_OK;
 }
 
 typedef struct hup_ctx {
@@ -231,7 +245,9 @@ int main(int argc, char **argv)
                  "to reopen the store (it writes up to two memtables)",
                  reserve, memtable);
     }
-    uint64_t released = diskguard_ballast_release(cfg.dir);
+    /* Not the reserve of a broker that runs on this directory: its start is
+     * refused below, and it would have taken that broker's room. */
+    uint64_t released = store_dir_in_use(cfg.dir) ? 0 : diskguard_ballast_release(cfg.dir);
     if (released > 0 && diskguard_free_bytes(cfg.dir) < 2 * released) {
         log_warn("disk nearly full: %llu bytes free on %s after releasing the disk reserve",
                  (unsigned long long)diskguard_free_bytes(cfg.dir), cfg.dir);
@@ -243,6 +259,12 @@ int main(int argc, char **argv)
         event_base_free(base);
         config_free(&cfg);
         return 1;
+    }
+    if (store_open_note(store)[0] != '\0') {
+        log_warn("%s", store_open_note(store));
+    }
+    if (store_created(store)) { /* a --dir typo starts empty: say so, once, where the start is logged */
+        log_info("data directory %s: created a new, empty store (nothing was there)", cfg.dir);
     }
     if (cfg.backup_dir != NULL && cfg.backup_dir[0] != '\0') {
         backup_discard_unfinished(cfg.backup_dir); /* the disk space of copies a crash cut short */

@@ -487,7 +487,9 @@ void config_print_help(FILE *out, const char *prog)
             "  --check-config   validate the configuration, print it, exit 0 (valid) or 2\n"
             "  --check-data DIR check the data directory DIR (of a stopped broker) with the\n"
             "                   configured levels: print \"ok: N messages, ...\" and exit 0,\n"
-            "                   or print the first problem and exit 1\n"
+            "                   or print the first problem and exit 1 (damaged or\n"
+            "                   inconsistent: restore it) or 3 (not checked: missing,\n"
+            "                   not accessible, in use, not a data directory)\n"
             "  --help           this text\n"
             "  --version        print the version\n\nKeys (default in brackets):\n",
             prog, prog, prog, prog, PACKAGE_VERSION);

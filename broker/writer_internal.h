@@ -71,6 +71,9 @@ struct writer {
     uint64_t last_job_mono;
     uint64_t next_periodic_mono;
     uint64_t next_reopen_mono;
+    uint64_t reopen_failures;      /* failed reopens in a row (a reopen that succeeds says how many) */
+    uint64_t next_reopen_log_mono; /* a failure repeating the last one is logged again from then on */
+    char reopen_last_err[512];     /* the last failure logged */
     int maintain_needed;
     uint64_t next_collect_mono; /* the next store_collect step */
     int collect_budget;         /* its budget: COLLECT_BUDGET_MIN, doubled per full step */

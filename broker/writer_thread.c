@@ -73,6 +73,7 @@
 #define COLLECT_BUDGET_MAX 1024  /* ...doubled per full step up to this (~1.5 ms), so a backlog drains */
 #define COLLECT_GRACE_MS   1000  /* a consumed topic-log entry stays readable at least this long (store_collect) */
 #define REOPEN_RETRY_MS    1000  /* a failed reopen is retried this often */
+#define REOPEN_LOG_MS      60000 /* and the same failure logged again at most this often */
 #define DISK_CHECK_MS      1000  /* free space is checked this often while the disk is full */
 #define FAIR_LISTING_BYTES STORE_BATCH_MAX_BYTES /* listing replies built per iteration (at least one listing) */
 
@@ -165,9 +166,11 @@ static void set_broken(writer_t *w, const char *msg)
 }
 
 /* The store failed a commit: close it and open it again (its in-memory state
- * is rebuilt from disk). On failure the store stays NULL and jobs are
- * answered with the error until a later attempt succeeds. */
-static void reopen_store(writer_t *w, const char *why)
+ * is rebuilt from disk). sync_failed: an fsync of the log failed, so the
+ * close must not sync it (store_close_unsynced says why). On failure the
+ * store stays NULL and jobs are answered with the error until a later
+ * attempt succeeds. */
+static void reopen_store(writer_t *w, const char *why, int sync_failed)
 {
     if (w->store != NULL) {
         log_error("storage failure: %s; reopening %s", why, w->opts->path);
@@ -175,7 +178,11 @@ static void reopen_store(writer_t *w, const char *why)
         sched_free(w->sched);
         w->sched = NULL;
         backup_stop(w->backup); /* its snapshot belongs to the store */
-        store_close(w->store, NULL, 0);
+        if (sync_failed) {
+            store_close_unsynced(w->store, NULL, 0); /* the memtable to a table from memory, not the log */
+        } else {
+            store_close(w->store, NULL, 0);
+        }
         w->store = NULL;
     }
     uint64_t now = clock_mono_ms();
@@ -192,7 +199,20 @@ static void reopen_store(writer_t *w, const char *why)
     o.create_if_missing = 0;
     if (store_open(&o, writer_now(w), &w->store, err, sizeof err) != 0) {
         w->store = NULL;
-        log_error("cannot reopen the store: %s", err);
+        w->reopen_failures++;
+        /* Retried every second, for as long as it takes (a damaged directory:
+         * until someone restores it): one line per new cause, then one a
+         * minute, not 86 400 a day. */
+        if (strcmp(err, w->reopen_last_err) != 0 || now >= w->next_reopen_log_mono) {
+            if (w->reopen_failures > 1 && strcmp(err, w->reopen_last_err) == 0) {
+                log_error("still cannot reopen the store (%llu attempts, one a second): %s",
+                          (unsigned long long)w->reopen_failures, err);
+            } else {
+                log_error("cannot reopen the store: %s", err);
+            }
+            snprintf(w->reopen_last_err, sizeof w->reopen_last_err, "%s", err);
+            w->next_reopen_log_mono = now + REOPEN_LOG_MS;
+        }
         set_broken(w, err);
         if (diskguard_is_full_error(err)) {
             w->reopen_failed_free = free_bytes == UINT64_MAX ? 1 : free_bytes + 1;
@@ -204,7 +224,16 @@ static void reopen_store(writer_t *w, const char *why)
     w->sched = sched_new(w->store, NULL, NULL);
     w->stats.reopens++;
     atomic_store(&w->broken, 0);
-    log_info("store %s reopened", w->opts->path);
+    if (w->reopen_failures > 0) {
+        log_info("store %s reopened after %llu failed attempts", w->opts->path, (unsigned long long)w->reopen_failures);
+    } else {
+        log_info("store %s reopened", w->opts->path);
+    }
+    w->reopen_failures = 0;
+    w->reopen_last_err[0] = '\0';
+    if (store_open_note(w->store)[0] != '\0') {
+        log_warn("%s", store_open_note(w->store));
+    }
 }
 
 static job_result_t run_exec(writer_t *w, job_t *j, job_list_t *done, uint64_t now_mono)
@@ -419,7 +448,7 @@ static void commit_pending(writer_t *w, job_list_t *done)
                       "reserve so that the store can reopen)",
                       err, (unsigned long long)writer_disk_resume_bytes(w), (unsigned long long)released);
         }
-        reopen_store(w, err);
+        reopen_store(w, err, 0);
     }
     hand_to_syncer(w, done);
 }
@@ -500,10 +529,10 @@ void *writer_main(void *arg)
         char why[512];
         if (w->syncer != NULL && w->store != NULL && syncer_failed(w->syncer, why, sizeof why)) {
             w->stats.commit_failures++;
-            reopen_store(w, why); /* an fsync failed: what the kernel holds is suspect */
+            reopen_store(w, why, 1); /* an fsync failed: what the kernel holds is suspect */
         }
         if (w->store == NULL) {
-            reopen_store(w, "reopen pending");
+            reopen_store(w, "reopen pending", 0);
         }
         if (w->syncer != NULL && w->store != NULL && syncer_failed(w->syncer, why, sizeof why)) {
             syncer_reset(w->syncer);

@@ -30,17 +30,17 @@
     int log_format  /* log_format_t */
 
 /* The rows, for a table of the program's config_type (with LOG_KEYS_FIELDS). */
-#define LOG_KEYS_ROWS(config_type)                                                        \
-    { CFG_KEY("log-level", CFG_ENUM, "info", 0, 3, offsetof(config_type, log_level),      \
-              "least severe log records written"),                                        \
-      .words = LOG_LEVEL_WORDS, .reload = 1 },                                            \
-        { CFG_KEY("log-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, log_file),    \
-                  "append log records to this file (unset: stderr); reopened on SIGHUP"), \
-          .hint = "PATH", .reload = 1 },                                                  \
-    {                                                                                     \
-        CFG_KEY("log-format", CFG_ENUM, "text", 0, 1, offsetof(config_type, log_format),  \
-                "log record format: text, or json (one object a line)"),                  \
-            .words = LOG_FORMAT_WORDS, .reload = 1                                        \
+#define LOG_KEYS_ROWS(config_type)                                                                                     \
+    { CFG_KEY("log-level", CFG_ENUM, "info", 0, 3, offsetof(config_type, log_level),                                   \
+              "least severe log records written"),                                                                     \
+      .words = LOG_LEVEL_WORDS, .reload = 1 },                                                                         \
+        { CFG_KEY("log-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, log_file),                                 \
+                  "append log records to this file (unset: stderr); reopened by path at every reload, for logrotate"), \
+          .hint = "PATH", .reload = 1 },                                                                               \
+    {                                                                                                                  \
+        CFG_KEY("log-format", CFG_ENUM, "text", 0, 1, offsetof(config_type, log_format),                               \
+                "log record format: text, or json (one object a line)"),                                               \
+            .words = LOG_FORMAT_WORDS, .reload = 1                                                                     \
     }
 
 /* Put the three keys of conf (a config struct with LOG_KEYS_FIELDS) in

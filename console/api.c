@@ -30,8 +30,8 @@
  * A login is refused while the sampler knows the broker to be silent (it
  * would wait for nothing), and when the browser says it comes from another
  * site (Sec-Fetch-Site; from a browser that sends none, an Origin that is
- * not the Host: login CSRF). A login ends the session the browser held
- * before (its cookie).
+ * not the Host: login CSRF); past these, login.c takes it (the broker's
+ * check on a thread of its own, the reply from the loop when it is done).
  *
  * Threads: the event loop's only.
  */
@@ -56,7 +56,7 @@
 #include "base/json.h"
 #include "common/log.h"
 
-static void session_json(const session_t *s, buf_t *b)
+void api_session_json(const session_t *s, buf_t *b)
 {
     char roles[128];
     json_t j;
@@ -89,8 +89,6 @@ static int origin_is_host(const char *origin, const char *host)
 
 static void api_login(request_t *r)
 {
-    char err[512];
-    int status = 0;
     const char *user = http_param(r, "user");
     uint64_t silent_ms;
     /* Login CSRF: a page elsewhere posting a form here would log the
@@ -123,27 +121,7 @@ static void api_login(request_t *r)
                    silent_ms / 1e3);
         return;
     }
-    session_t *s = session_login(r->c, user, http_param(r, "password"), &status, err, sizeof err);
-    if (s == NULL) {
-        log_warn("audit: login refused: user=%s: %s", user != NULL ? user : "-", err);
-        http_error(r, status, "login refused: %s", err);
-        return;
-    }
-    /* The session this browser held until now ends: its cookie is replaced,
-     * and a token that may have been seen elsewhere must not outlive it. */
-    session_t *previous = session_find(r->c, evhttp_find_header(in, "Cookie"));
-    if (previous != NULL && previous != s) {
-        log_info("session of %s ended: a new login (of %s) from its browser", previous->user, s->user);
-        session_end(previous);
-    }
-    r->s = s;
-    char roles[128];
-    session_roles_text(s->roles, roles, sizeof roles);
-    console_audit(r, "login roles=%s%s", roles[0] ? roles : "none", s->no_users ? " (broker without users)" : "");
-    buf_t b = BUF_INIT; /* http_json sends the cookie */
-    session_json(s, &b);
-    http_json(r, 200, &b);
-    buf_free(&b);
+    login_start(r, user, http_param(r, "password")); /* the broker's check off the loop; replies when it is done */
 }
 
 /* Split the part of the path after "/api/" into r->parts (decoded). -1 with
@@ -309,7 +287,7 @@ void api_request(console_t *c, struct evhttp_request *req, const char *raw_path)
         http_error(&r, 403, "missing or wrong CSRF token (X-CSRF-Token)");
     } else if (r.nparts == 1 && strcmp(r.parts[0], "session") == 0) {
         buf_t b = BUF_INIT;
-        session_json(r.s, &b);
+        api_session_json(r.s, &b);
         http_json(&r, 200, &b);
         buf_free(&b);
     } else if (r.nparts == 1 && strcmp(r.parts[0], "logout") == 0 && r.is_post) {

@@ -60,6 +60,13 @@
  * Both refusals are logged at most once per CONNS_LOG_MS each, the next
  * line counting those left out.
  *
+ * A request answered later (a login, whose broker check runs on a thread
+ * of its own: login.c) is held (conns_hold) until its reply is made
+ * (conns_release): when its connection closes first, the close callback
+ * tells the holder, which never touches the request again — evhttp frees
+ * a request still attached to the connection it frees; one it detached
+ * (the client's EOF while the request was held) is the holder's to free.
+ *
  * Every entry leaves its list in the connection's close callback, which
  * evhttp calls whenever it frees a connection (and closing one here is
  * evhttp_connection_free too). Threads: the event loop's only.
@@ -104,6 +111,9 @@ struct conn_entry {
     int request_bytes;             /* the client sent a byte of that request (a refusal may be answered) */
     int replying;                  /* evhttp writes a reply: from on_request to its on_complete */
     uint64_t closing_mono;         /* when answer_and_close took it (on the closing list) */
+    struct evhttp_request *held;   /* a request answered later (conns_hold), until conns_release */
+    conns_gone_fn held_gone;       /* told when the connection closes first */
+    void *held_arg;
 };
 
 /* A log line at most once per CONNS_LOG_MS; the ones in between are counted. */
@@ -200,11 +210,19 @@ static void unlist(conn_entry_t *e)
     list_remove(e->list, e);
 }
 
-/* evhttp frees the connection (or resets it): forget it. */
+/* evhttp frees the connection (or resets it): forget it. A request held for
+ * a later reply is gone with it: its owner is told (before evhttp frees an
+ * attached request; a request evhttp detached, on the client's EOF while we
+ * held it, is the owner's to free). */
 static void on_close(struct evhttp_connection *evcon, void *arg)
 {
     conn_entry_t *e = arg;
     evhttp_connection_set_closecb(evcon, NULL, NULL); /* once: evhttp may reset a connection, then free it */
+    if (e->held != NULL) {
+        struct evhttp_request *req = e->held;
+        e->held = NULL;
+        e->held_gone(e->held_arg, evhttp_request_get_connection(req) == NULL);
+    }
     if (e->input_cb != NULL)
         evbuffer_remove_cb_entry(bufferevent_get_input(e->bev), e->input_cb);
     unlist(e);
@@ -431,6 +449,34 @@ void conns_request_in(console_conns_t *t, struct evhttp_request *req)
             evhttp_request_set_on_complete_cb(req, on_replied, e);
             return;
         }
+}
+
+/* The tracked entry of req's connection, or NULL. */
+static conn_entry_t *entry_of(console_conns_t *t, struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    for (conn_entry_t *e = t->open; evcon != NULL && e != NULL; e = e->next)
+        if (e->evcon == evcon)
+            return e;
+    return NULL;
+}
+
+int conns_hold(console_conns_t *t, struct evhttp_request *req, conns_gone_fn gone, void *arg)
+{
+    conn_entry_t *e = entry_of(t, req);
+    if (e == NULL || e->held != NULL)
+        return -1;
+    e->held = req;
+    e->held_gone = gone;
+    e->held_arg = arg;
+    return 0;
+}
+
+void conns_release(console_conns_t *t, struct evhttp_request *req)
+{
+    conn_entry_t *e = entry_of(t, req);
+    if (e != NULL && e->held == req)
+        e->held = NULL;
 }
 
 size_t conns_open(const console_conns_t *t)

@@ -24,9 +24,13 @@
  *   job.c             the broker commands that may run for minutes (DLQ …
  *                     ALL, TOPIC DEL … PURGE): a thread and a connection
  *                     each, polled at /api/jobs
+ *   login.c           logins: the broker's AUTH on a thread of its own
+ *                     each, the reply sent from the loop when it is done;
+ *                     at most 4 at once, a backoff per client address
  *
- * Threads: the event loop's, the sampler's, and one per running job.
- * Every request runs to completion on the event loop thread; its broker
+ * Threads: the event loop's, the sampler's, one per running job and one per
+ * login waiting on the broker. Every request but a login runs to
+ * completion on the event loop thread; its broker
  * and MariaDB calls are blocking with short timeouts (broker-timeout, the
  * mysql-* timeouts) — an operator console serves a handful of people, and
  * one thread keeps every session's handle single-owner. The sampler
@@ -35,7 +39,9 @@
  * threads share only the published samples, under the sampler's mutex. A
  * command the broker answers only after minutes runs as a job (job.c), on
  * a thread with a connection of its own; the loop reads what the thread
- * wrote at its end under the jobs' mutex.
+ * wrote at its end under the jobs' mutex. A login's AUTH, which the broker
+ * holds back up to 5 s when it fails, runs on a thread of its own too
+ * (login.c); the loop answers its request when the thread is done.
  */
 #ifndef HG_CONSOLE_CONSOLE_H
 #define HG_CONSOLE_CONSOLE_H
@@ -43,6 +49,7 @@
 #include <hourglass/hourglass.h>
 #include <hourglass/order_view.h>
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -80,6 +87,7 @@ typedef struct sampler sampler_t;
 typedef struct tls_server tls_server_t;
 typedef struct console_jobs console_jobs_t;
 typedef struct console_conns console_conns_t;
+typedef struct console_logins console_logins_t;
 
 typedef struct console {
     console_config_t *cfg;
@@ -89,20 +97,44 @@ typedef struct console {
     int port;          /* the bound port */
     hg_order_db *db;   /* the order database (one handle: one thread) */
     sampler_t *sampler;
-    console_jobs_t *jobs;   /* job.c: the long broker commands, each on a thread of its own */
-    console_conns_t *conns; /* conns.c: the open connections, max-connections and header-timeout */
+    console_jobs_t *jobs;     /* job.c: the long broker commands, each on a thread of its own */
+    console_conns_t *conns;   /* conns.c: the open connections, max-connections and header-timeout */
+    console_logins_t *logins; /* login.c: the logins waiting on the broker, each on a thread of its own */
     session_t sessions[CONSOLE_MAX_SESSIONS];
 } console_t;
 
 
 /* ---- session.c ---- */
 
-/* Log user in: connect to the broker as user/password (AUTH), read the
- * roles (HELLO), make a session. A user has at most SESSIONS_PER_USER
- * sessions: past that, the user's least recently used one is ended.
- * Returns the session, or NULL with *status (401 refused, 503 broker
- * unreachable, 429 every slot taken by live sessions) and err. */
-session_t *session_login(console_t *c, const char *user, const char *password, int *status, char *err, size_t errlen);
+/* What the broker granted a login: its connection (logged in as the user;
+ * without credentials for a broker without users), the roles. */
+typedef struct session_grant {
+    hg_client_t *client;
+    unsigned roles;
+    int no_users;
+} session_grant_t;
+
+/* Before a login asks the broker (loop): the user name is 1..127 bytes
+ * (else 400), and a slot is free or the user's own (else 429: every slot
+ * taken by live sessions of others). 0, or -1 with *status and err. */
+int session_login_check(console_t *c, const char *user, int *status, char *err, size_t errlen);
+
+/* The broker half of a login, on a login's thread (login.c): AUTH as
+ * user/password on a connection of its own whose waits end when stop_fd is
+ * readable (shutdown), then the session's connection as that user and its
+ * roles (HELLO); a broker without users: no-users-role. Reads only keys of
+ * cfg that SIGHUP does not change. Returns 0 with *g (g->client the
+ * caller's), or -1 with *status (401 refused, 503 broker unreachable or
+ * the console stopping, 502 another broker failure) and err. */
+int session_broker_login(const console_config_t *cfg, const char *user, const char *password, int stop_fd,
+                         session_grant_t *g, int *status, char *err, size_t errlen);
+
+/* Make the session of a granted login (loop): a user has at most
+ * SESSIONS_PER_USER sessions, past that the user's least recently used one
+ * is ended. Returns it (g->client is the session's now), or NULL with
+ * *status (429: the table filled meanwhile, 500) and err (g->client still
+ * the caller's). */
+session_t *session_adopt(console_t *c, const char *user, session_grant_t *g, int *status, char *err, size_t errlen);
 
 /* The live session of a Cookie header (hg_session=…), its last use
  * refreshed; NULL when none or expired (an expired one is ended). */
@@ -198,6 +230,9 @@ void console_one_line(char *s);
 
 /* ---- api.c ---- */
 
+/* The session document of s ({"logged_in":true,"user":…,"csrf":…}) into b. */
+void api_session_json(const session_t *s, buf_t *b);
+
 /* Answer one request under /api/ (raw_path: its path as the URI has it,
  * "/api/…"; each segment is decoded here): the gate, login, session and
  * logout, then the handlers by path (api_broker, api_orders, api_jobs).
@@ -241,6 +276,17 @@ void conns_accept(console_conns_t *t, struct bufferevent *bev);
  * byte. Until req's reply is written (its on_complete callback, which this
  * sets) its connection is never answered 408: evhttp writes on it. */
 void conns_request_in(console_conns_t *t, struct evhttp_request *req);
+
+/* A request the loop answers later (login.c): until conns_release(req),
+ * when req's connection closes first, gone(arg, detached) runs from its
+ * close callback, and req must never be touched again — unless detached is
+ * 1: evhttp let go of the request (the client left while it was held), and
+ * the holder frees it with evhttp_request_free, outside evhttp's callbacks.
+ * Returns 0, or -1 when req's connection is not tracked or holds one
+ * already. Event loop thread. */
+typedef void (*conns_gone_fn)(void *arg, int detached);
+int conns_hold(console_conns_t *t, struct evhttp_request *req, conns_gone_fn gone, void *arg);
+void conns_release(console_conns_t *t, struct evhttp_request *req);
 
 /* How many connections are open (tracked). */
 size_t conns_open(const console_conns_t *t);
@@ -367,6 +413,16 @@ console_jobs_t *jobs_new(char *err, size_t errlen);
 void jobs_stop(console_jobs_t *t);
 void jobs_free(console_jobs_t *t);
 
+/* The read end of the stop pipe (readable once jobs_stop has run): every
+ * thread of the console that waits on the broker — a job's, a login's —
+ * gives it to its clients (hg_client_set_stop_fd). Valid until jobs_free. */
+int jobs_stop_fd(const console_jobs_t *t);
+
+/* pthread_create(thread, fn, arg) of a thread with every signal blocked
+ * (signals are the event loop's): a job's or a login's. pthread_create's
+ * return. */
+int jobs_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg);
+
 /* Run spec on a thread of its own, on a clone of r's session connection
  * (the same user), and reply 202 {"job": …} at once; or 429 when
  * JOBS_RUNNING_MAX run already, 502 when there is no connection for it.
@@ -376,6 +432,24 @@ void job_start(request_t *r, const job_spec_t *spec);
 /* GET /api/jobs and GET /api/jobs/{id} (docs/console.md); 1 when it
  * handled the path. */
 int api_jobs(request_t *r);
+
+/* ---- login.c ---- */
+
+/* The logins of c (logins_new after the jobs: their threads take the jobs'
+ * stop fd). logins_free, at shutdown after jobs_stop (the stop pipe
+ * readable: every login's wait ends) and before server_stop: joins every
+ * login's thread and closes its connection, unanswered. Main thread.
+ * logins_new: NULL with err when its pipe cannot be made. */
+console_logins_t *logins_new(console_t *c, char *err, size_t errlen);
+void logins_free(console_logins_t *t);
+
+/* POST /api/login past the gate (api.c: CSRF, Origin, a silent broker):
+ * checks the name and the session table (400, 429), this address's login
+ * in flight and its backoff (429 with Retry-After), the number of logins
+ * waiting on the broker (429 with Retry-After), then runs the broker's
+ * check on a thread of its own and answers r's request from the loop when
+ * it is done (the session, its cookie; or the refusal). Audited. */
+void login_start(request_t *r, const char *user, const char *password);
 
 /* ---- api_broker.c, api_orders.c: each returns 1 when it handled the path ---- */
 int api_broker(request_t *r);

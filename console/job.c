@@ -26,7 +26,9 @@
  *
  * Shutdown: jobs_stop makes the stop pipe readable; every job's connection
  * has it as its stop fd (hg_client_set_stop_fd), so a job waiting on the
- * broker ends at once, and is joined. The broker itself finishes a step
+ * broker ends at once, and is joined. The logins' threads (login.c) are
+ * this file's too, in the small: started by jobs_thread_start (every signal
+ * blocked) and stopped by the same pipe (jobs_stop_fd). The broker itself finishes a step
  * job whose client left, and audits it; the job's own log line says so.
  *
  * Threads: the event loop's, and one per running job.
@@ -81,7 +83,8 @@ typedef struct job {
 
 struct console_jobs {
     pthread_mutex_t lock;
-    int stop_pipe[2]; /* readable = every job's wait ends (shutdown) */
+    int stop_pipe[2]; /* readable = every job's and login's wait ends (shutdown) */
+    int stopped;      /* the stop pipe was written */
     unsigned next_id;
     job_t jobs[JOBS_KEPT];
 };
@@ -141,12 +144,27 @@ void jobs_stop(console_jobs_t *t)
     if (t == NULL)
         return;
     size_t running = reap(t, 0);
-    if (running > 0) {
+    if (running > 0)
         log_info("stopping: %zu console job%s still waiting on the broker: stopped", running, running == 1 ? "" : "s");
-        if (write(t->stop_pipe[1], "x", 1) != 1)
-            log_error("jobs: cannot write the stop pipe: %s", strerror(errno));
-        reap(t, 1);
-    }
+    if (!t->stopped && write(t->stop_pipe[1], "x", 1) != 1) /* the logins' waits end too (login.c) */
+        log_error("jobs: cannot write the stop pipe: %s", strerror(errno));
+    t->stopped = 1;
+    reap(t, 1);
+}
+
+int jobs_stop_fd(const console_jobs_t *t)
+{
+    return t->stop_pipe[0];
+}
+
+int jobs_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg)
+{
+    sigset_t all, was;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &was); /* the thread inherits the mask: signals are the event loop's */
+    int rc = pthread_create(thread, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+    return rc;
 }
 
 void jobs_free(console_jobs_t *t)
@@ -165,10 +183,6 @@ void jobs_free(console_jobs_t *t)
 static void *job_main(void *arg)
 {
     job_t *j = arg;
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the event loop's */
-
     const char *argv[JOB_ARGS_MAX];
     for (int i = 0; i < j->spec.argc; i++)
         argv[i] = j->spec.argv[i];
@@ -322,7 +336,7 @@ void job_start(request_t *r, const job_spec_t *spec)
     j->started_mono = clock_mono_ms();
     j->state = JOB_RUNNING;
     hg_client_set_stop_fd(client, t->stop_pipe[0]);
-    int rc = pthread_create(&j->thread, NULL, job_main, j);
+    int rc = jobs_thread_start(&j->thread, job_main, j);
     if (rc != 0) {
         hg_client_close(client);
         memset(j, 0, sizeof *j);

@@ -20,7 +20,8 @@
  * are read again), never stops it. Exit status: 0 after a clean stop or a valid
  * --check-config; 1 when it cannot start; 2 on a configuration error.
  *
- * Threads: the event loop's and the sampler's (console.h).
+ * Threads: the event loop's, the sampler's, the jobs' and the logins'
+ * (console.h).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -182,7 +183,8 @@ int main(int argc, char **argv)
     sweep = event_new(c.base, -1, EV_PERSIST, on_sweep, &c);
     struct timeval every = { SESSION_SWEEP_S, 0 };
     event_add(sweep, &every);
-    if ((c.sampler = sampler_start(&c, err, sizeof err)) == NULL || (c.jobs = jobs_new(err, sizeof err)) == NULL) {
+    if ((c.sampler = sampler_start(&c, err, sizeof err)) == NULL || (c.jobs = jobs_new(err, sizeof err)) == NULL ||
+        (c.logins = logins_new(&c, err, sizeof err)) == NULL) {
         log_error("%s", err);
         goto out;
     }
@@ -193,7 +195,9 @@ int main(int argc, char **argv)
     rc = 0;
 
 out:
-    jobs_free(c.jobs); /* their threads end and are joined before anything they read goes */
+    jobs_stop(c.jobs);     /* the stop pipe readable: every job's and login's wait ends; the jobs joined */
+    logins_free(c.logins); /* joined, their connections closed (before server_stop frees the rest) */
+    jobs_free(c.jobs);     /* their threads end and are joined before anything they read goes */
     session_end_all(&c);
     sampler_free(c.sampler);
     server_stop(&c);

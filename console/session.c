@@ -11,14 +11,21 @@
  * user's own roles too — the console's check (admin for actions) is the
  * first gate, not the only one.
  *
+ * A login has three parts: session_login_check on the loop (the name, a
+ * free slot), session_broker_login on the login's thread (login.c), and
+ * session_adopt back on the loop. The broker half first sends AUTH on a
+ * connection without credentials, whose waits the stop fd ends (the broker
+ * holds a refusal back up to 5 s; hg_client_open's own AUTH could not be
+ * stopped at shutdown); once the broker said yes, it opens the session's
+ * connection with the credentials, whose AUTH the broker answers at once
+ * (it remembers a password it has just verified), and asks HELLO.
+ *
  * A broker without users answers AUTH with "AUTH called without any users
  * configured": then no-users-role decides (none: refused; viewer; admin),
- * and the session connects without credentials. That reply is read from
- * the end of the client's message (the part the broker wrote, after the
- * user name, which anyone can type), and the connection without
- * credentials must then run a command (CLIENT ID) that a broker with users
- * refuses before AUTH. A broker with users whose HELLO names no roles gives
- * a read-only session.
+ * and the session keeps that connection without credentials, which must
+ * then run a command (CLIENT ID) that a broker with users refuses before
+ * AUTH. A broker with users whose HELLO names no roles gives a read-only
+ * session.
  *
  * Roles change under a session: an admin demoted or removed (the users
  * file reloaded). The broker checks its own commands on the session's
@@ -40,7 +47,10 @@
  * getrandom(2) in hex, compared in constant time. Sessions end after
  * session-ttl without use, at logout, and at shutdown.
  *
- * Threads: the event loop's only.
+ * Threads: the event loop's, but session_broker_login, which runs on a
+ * login's thread and touches nothing of the loop's (the configuration keys
+ * it reads are ones SIGHUP does not change: uri, tls-*, broker-timeout,
+ * no-users-role).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -54,15 +64,20 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "common/log.h"
 #include "base/clock.h"
+#include "base/err.h"
+#include "common/log.h"
 
-#define LOGIN_READ_TIMEOUT_MIN_MS 6000u  /* above the broker's longest failure delay, 5 s */
-#define ROLES_RECHECK_MS          30000u /* a session's roles are asked again after this long */
-#define SESSIONS_PER_USER         8
-/* The broker's reply to AUTH when it has no users (broker/cmd_conn.c), as
- * the client ends its message with it. */
-#define NO_USERS_REPLY "' failed: ERR AUTH called without any users configured"
+#define LOGIN_READ_TIMEOUT_MIN_MS 6000u /* above the broker's longest failure delay, 5 s */
+/* The check's AUTH: a broker that checks one AUTH per address at a time while
+ * a failure of that address is held back (docs/security.md) makes the
+ * console's logins queue behind each other's failures, up to 5 s each, and
+ * at most 4 wait at once (login.c); off the loop, waiting costs nobody. */
+#define LOGIN_CHECK_TIMEOUT_MIN_MS 21000u
+#define ROLES_RECHECK_MS           30000u /* a session's roles are asked again after this long */
+#define SESSIONS_PER_USER          8
+/* The broker's reply to AUTH when it has no users (broker/cmd_conn.c). */
+#define NO_USERS_REPLY "ERR AUTH called without any users configured"
 
 static int random_token(char *out)
 {
@@ -202,17 +217,6 @@ static session_t *free_slot(console_t *c, const char *user, int take)
     return free_one;
 }
 
-/* Does the client's AUTH failure message end with the broker's "no users"
- * reply? The user name comes before it, and anyone can type one: only the
- * text after the last "' failed: " is the broker's. */
-static int says_no_users(const char *message)
-{
-    const char *last = NULL;
-    for (const char *p = strstr(message, "' failed: "); p != NULL; p = strstr(p + 1, "' failed: "))
-        last = p;
-    return last != NULL && strncmp(last, NO_USERS_REPLY, strlen(NO_USERS_REPLY)) == 0;
-}
-
 /* Does the broker serve a connection without credentials (it has no
  * users)? CLIENT ID needs AUTH on a broker with users. */
 static int serves_without_auth(hg_client_t *client)
@@ -224,83 +228,137 @@ static int serves_without_auth(hg_client_t *client)
     return ok;
 }
 
-session_t *session_login(console_t *c, const char *user, const char *password, int *status, char *err, size_t errlen)
+int session_login_check(console_t *c, const char *user, int *status, char *err, size_t errlen)
 {
-    hg_client_opts_t opts;
-    hg_client_t *client = NULL;
-    hg_error_t e;
-    unsigned roles = 0;
-    int no_users = 0;
-
     if (user == NULL || user[0] == '\0' || strlen(user) >= CONSOLE_USER_MAX) {
         *status = 400;
-        snprintf(err, errlen, "user: 1..%d bytes", CONSOLE_USER_MAX - 1);
-        return NULL;
+        return err_set(err, errlen, "user: 1..%d bytes", CONSOLE_USER_MAX - 1);
     }
     if (free_slot(c, user, 0) == NULL) {
         *status = 429;
-        snprintf(err, errlen, "too many sessions (%d): try again when one has ended", CONSOLE_MAX_SESSIONS);
-        return NULL;
+        return err_set(err, errlen, "too many sessions (%d): try again when one has ended", CONSOLE_MAX_SESSIONS);
     }
-    console_client_opts(c->cfg, &opts);
+    return 0;
+}
+
+/* A failed broker login: *status, err from e's code and message. */
+static int broker_failure(hg_err_t code, const char *message, int *status, char *err, size_t errlen)
+{
+    *status = code == HG_ERR_CONNECT ? 503 : code == HG_ERR_ARG ? 400 : code == HG_ERR_STOPPED ? 503 : 502;
+    if (code == HG_ERR_STOPPED)
+        return err_set(err, errlen, "the console is stopping");
+    return err_set(err, errlen, "%s", message);
+}
+
+int session_broker_login(const console_config_t *cfg, const char *user, const char *password, int stop_fd,
+                         session_grant_t *g, int *status, char *err, size_t errlen)
+{
+    hg_client_opts_t opts;
+    hg_client_t *probe = NULL, *client = NULL;
+    hg_error_t e;
+    hg_reply_t *r = NULL;
+
+    memset(g, 0, sizeof *g);
+    console_client_opts(cfg, &opts);
     /* The broker holds a refused AUTH back before answering it (up to 5 s
      * per address, docs/security.md), and every login comes from the
      * console's address: wait past that, so a refusal reads as one. */
     if (opts.read_timeout_ms < LOGIN_READ_TIMEOUT_MIN_MS)
         opts.read_timeout_ms = LOGIN_READ_TIMEOUT_MIN_MS;
-    opts.user = user;
-    opts.password = password != NULL ? password : "";
-    hg_err_t code = hg_client_open(c->cfg->uri, &opts, &client, &e);
-    if (code == HG_ERR_AUTH && says_no_users(e.message)) {
-        if (c->cfg->no_users_role == CONSOLE_NO_USERS_REFUSE) {
+    /* The check: AUTH on a connection without credentials, whose waits the
+     * stop fd ends (hg_client_open's own AUTH could not be stopped). */
+    hg_err_t code = hg_client_open(cfg->uri, &opts, &probe, &e);
+    if (code != HG_OK)
+        return broker_failure(code, e.message, status, err, errlen);
+    hg_client_set_stop_fd(probe, stop_fd);
+    if (hg_client_read_timeout(probe) < LOGIN_CHECK_TIMEOUT_MIN_MS)
+        hg_client_set_read_timeout(probe, LOGIN_CHECK_TIMEOUT_MIN_MS);
+    const char *auth[3] = { "AUTH", user, password != NULL ? password : "" };
+    code = hg_client_command(probe, 3, auth, NULL, &r);
+    hg_reply_free(r);
+    r = NULL;
+    if (code == HG_ERR_SERVER && strncmp(hg_client_errmsg(probe), NO_USERS_REPLY, strlen(NO_USERS_REPLY)) == 0) {
+        if (cfg->no_users_role == CONSOLE_NO_USERS_REFUSE) {
+            hg_client_close(probe);
             *status = 401;
-            snprintf(err, errlen, "the broker has no users, and no-users-role is none: no login");
-            return NULL;
+            return err_set(err, errlen, "the broker has no users, and no-users-role is none: no login");
         }
-        no_users = 1;
-        roles = c->cfg->no_users_role == CONSOLE_NO_USERS_ADMIN ? (ROLE_ADMIN | ROLE_VIEWER) : ROLE_VIEWER;
-        opts.user = opts.password = NULL;
-        code = hg_client_open(c->cfg->uri, &opts, &client, &e);
-        if (code == HG_OK && !serves_without_auth(client)) {
-            hg_client_close(client);
-            code = HG_ERR_AUTH; /* it has users after all */
+        if (!serves_without_auth(probe)) { /* it has users after all */
+            hg_client_close(probe);
+            *status = 401;
+            return err_set(err, errlen, "wrong user name or password");
         }
+        hg_client_set_stop_fd(probe, -1); /* the session's connection, the loop's from now on */
+        hg_client_set_read_timeout(probe, opts.read_timeout_ms);
+        g->client = probe;
+        g->no_users = 1;
+        g->roles = cfg->no_users_role == CONSOLE_NO_USERS_ADMIN ? (ROLE_ADMIN | ROLE_VIEWER) : ROLE_VIEWER;
+        return 0;
     }
-    if (code == HG_ERR_AUTH) {
+    if (code == HG_ERR_SERVER || code == HG_ERR_AUTH) {
         /* One answer for an unknown user, a wrong password and a disabled
          * user (the broker's own reply does not tell them apart either). */
+        hg_client_close(probe);
         *status = 401;
-        snprintf(err, errlen, "wrong user name or password");
-        return NULL;
+        return err_set(err, errlen, "wrong user name or password");
     }
     if (code != HG_OK) {
-        *status = code == HG_ERR_CONNECT ? 503 : code == HG_ERR_ARG ? 400 : 502;
-        snprintf(err, errlen, "%s", e.message);
+        int rc = broker_failure(code, hg_client_errmsg(probe), status, err, errlen);
+        hg_client_close(probe);
+        return rc;
+    }
+    hg_client_close(probe);
+    /* The session's connection, with the credentials (AUTH again after each
+     * reconnect): the broker knows the password now, and answers its AUTH
+     * at once. */
+    opts.user = user;
+    opts.password = password != NULL ? password : "";
+    code = hg_client_open(cfg->uri, &opts, &client, &e);
+    if (code == HG_ERR_AUTH) { /* the users file changed in between */
+        *status = 401;
+        return err_set(err, errlen, "wrong user name or password");
+    }
+    if (code != HG_OK)
+        return broker_failure(code, e.message, status, err, errlen);
+    hg_client_set_stop_fd(client, stop_fd);
+    const char *hello[2] = { "HELLO", "2" };
+    int found = 0;
+    code = hg_client_command(client, 2, hello, NULL, &r);
+    if (code == HG_OK)
+        g->roles = session_roles_from_hello(r, &found);
+    hg_reply_free(r);
+    if (code == HG_ERR_STOPPED) {
+        hg_client_close(client);
+        return broker_failure(code, "", status, err, errlen);
+    }
+    if (!found)
+        g->roles = ROLE_VIEWER; /* the broker did not say: look, never act */
+    hg_client_set_stop_fd(client, -1);
+    g->client = client;
+    return 0;
+}
+
+session_t *session_adopt(console_t *c, const char *user, session_grant_t *g, int *status, char *err, size_t errlen)
+{
+    session_t *s = free_slot(c, user, 1);
+    if (s == NULL) { /* the table filled while the broker was asked */
+        *status = 429;
+        err_set(err, errlen, "too many sessions (%d): try again when one has ended", CONSOLE_MAX_SESSIONS);
         return NULL;
     }
-    if (!no_users) {
-        const char *hello[2] = { "HELLO", "2" };
-        hg_reply_t *r = NULL;
-        int found = 0;
-        if (hg_client_command(client, 2, hello, NULL, &r) == HG_OK)
-            roles = session_roles_from_hello(r, &found);
-        hg_reply_free(r);
-        if (!found)
-            roles = ROLE_VIEWER; /* the broker did not say: look, never act */
-    }
-    session_t *s = free_slot(c, user, 1); /* the loop ran nothing else since the look above: there is one */
     memset(s, 0, sizeof *s);
     if (random_token(s->token) != 0 || random_token(s->csrf) != 0) {
-        hg_client_close(client);
+        memset(s, 0, sizeof *s);
         *status = 500;
-        snprintf(err, errlen, "no random bytes for a session token");
+        err_set(err, errlen, "no random bytes for a session token");
         return NULL;
     }
     s->used = 1;
     snprintf(s->user, sizeof s->user, "%s", user);
-    s->roles = roles;
-    s->no_users = no_users;
-    s->client = client;
+    s->roles = g->roles;
+    s->no_users = g->no_users;
+    s->client = g->client;
+    g->client = NULL;
     s->created_ms = clock_wall_ms();
     s->last_used_ms = s->roles_checked_ms = clock_mono_ms();
     return s;

@@ -17,6 +17,9 @@
  *                                           (store.h, STORE_SEQ_CLOCK_BITS), so numbers are sparse across opens
  *   'M' "topic-delayed"                     "1": the topic records count their delayed messages (absent in a
  *                                           directory written before they did: counted once at open)
+ *   'M' "copy-unfinished"                   "1": only in a BACKUP copy still being made (snapshot.c): written
+ *                                           with its first batch, deleted with its last; store_open refuses
+ *                                           a directory that holds it (a copy cut short)
  *   'C' level(u8)                           level record, 32 bytes: depth, head due, head seq, last enqueue
  *                                           (4 × u64; head due and seq are 0 when the level is empty)
  *   'P' topic                               topic record, 24 bytes: appended, removed, delayed (u64 each;

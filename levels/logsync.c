@@ -56,8 +56,7 @@ void logsync_free(logsync_t *ls)
     free(ls);
 }
 
-/* 1 and *number when name is "digits.log". */
-static int log_name(const char *name, unsigned long long *number)
+int logsync_log_number(const char *name, unsigned long long *number)
 {
     size_t len = strlen(name);
     if (len < 5 || strcmp(name + len - 4, ".log") != 0) {
@@ -111,7 +110,7 @@ int logsync_run(logsync_t *ls, char *err, size_t errlen)
     struct dirent *e;
     while (rc == 0 && (e = readdir(d)) != NULL) {
         unsigned long long number;
-        if (log_name(e->d_name, &number)) {
+        if (logsync_log_number(e->d_name, &number)) {
             rc = track(ls, number, err, errlen);
         }
     }

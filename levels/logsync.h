@@ -38,4 +38,8 @@ void logsync_free(logsync_t *ls);
  * since the last successful call may be assumed durable). */
 int logsync_run(logsync_t *ls, char *err, size_t errlen);
 
+/* 1 and *number when name is a write-ahead log's, "digits.log" (NNNNNN.log);
+ * else 0. Pure, any thread. */
+int logsync_log_number(const char *name, unsigned long long *number);
+
 #endif

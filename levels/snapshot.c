@@ -19,7 +19,11 @@
  * is renamed to dir without replacing anything, and the parent directory
  * fsynced, so dir exists only as a whole copy; a copy that fails or is
  * stopped destroys what it wrote. A copy is a data directory like any other
- * (store_open, --check-data).
+ * (store_open, --check-data). Its first batch carries the 'M' record
+ * STORE_META_COPY_UNFINISHED and its last deletes it, so a copy cut short
+ * and put in place anyway (its ".partial" renamed by hand, a transfer cut
+ * mid-way) is refused by store_open rather than served with part of its
+ * queues missing under counters that count them.
  *
  * A copy cut short by a crash (kill -9, a power cut) leaves its "<dir>.partial"
  * behind, with the disk space it took. store_copy_discard_partial removes
@@ -137,6 +141,9 @@ static int copy_all(store_snapshot_t *sn, leveldb_t *to, const char *dir, store_
     leveldb_iterator_t *it = leveldb_create_iterator(sn->db, ro);
     uint64_t in_batch = 0, keys = 0;
     int rc = 0;
+    key_buf_t unfinished; /* in the first batch, deleted by the last: a cut copy says so */
+    key_meta(&unfinished, STORE_META_COPY_UNFINISHED);
+    leveldb_writebatch_put(b, unfinished.b, unfinished.n, "1", 1);
     for (leveldb_iter_seek_to_first(it); leveldb_iter_valid(it); leveldb_iter_next(it)) {
         size_t kn, vn;
         const char *k = leveldb_iter_key(it, &kn);
@@ -166,6 +173,7 @@ static int copy_all(store_snapshot_t *sn, leveldb_t *to, const char *dir, store_
         }
     }
     if (rc == 0) { /* the last batch, synced: the log holds whatever no table does yet */
+        leveldb_writebatch_delete(b, unfinished.b, unfinished.n);
         leveldb_writeoptions_set_sync(wo, 1);
         rc = copy_write(to, wo, b, dir, err, errlen);
         count_batch(progress, &keys, &in_batch);

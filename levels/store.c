@@ -5,7 +5,10 @@
  *
  * Opening refuses, with the path and the problem named, anything that is not
  * a Hourglass data directory of this format and level table (keys.h's 'M'
- * records), and never repairs or truncates. It needs no scan: the level,
+ * records), and never repairs or truncates, with one exception: a torn
+ * write at the end of the newest write-ahead log (a power cut; logtail.h),
+ * which LevelDB's paranoid checks refuse, is cut off (its bytes kept) and the
+ * open tried again. It needs no scan: the level,
  * topic and group records are read (a few small ranges), queue heads come
  * from the level records and are found later with one seek each. The package's
  * other files are listed in store_internal.h.
@@ -18,15 +21,18 @@
  * Threading: one thread at a time (the broker's storage thread).
  */
 #include "levels/store_internal.h"
+#include "levels/logtail.h"
 #include "base/alloc.h"
 #include "base/err.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- options ------------------------------------------------------------------------ */
 
@@ -93,8 +99,9 @@ static int creation_leftover(const char *name)
 }
 
 /* 1 when path holds nothing but creation leftovers (or nothing at all), 0
- * when it holds anything else; *has_current says whether CURRENT is there. */
-static int dir_state(const char *path, int *has_current, char *err, size_t errlen)
+ * when it holds anything else; *has_current says whether CURRENT is there,
+ * *has_tables whether a table or log file is (NNNNNN.ldb, NNNNNN.log). */
+static int dir_state(const char *path, int *has_current, int *has_tables, char *err, size_t errlen)
 {
     DIR *d = opendir(path);
     if (d == NULL) {
@@ -102,6 +109,7 @@ static int dir_state(const char *path, int *has_current, char *err, size_t errle
     }
     int empty = 1;
     *has_current = 0;
+    *has_tables = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) {
@@ -112,6 +120,10 @@ static int dir_state(const char *path, int *has_current, char *err, size_t errle
         }
         if (!creation_leftover(e->d_name)) {
             empty = 0;
+        }
+        size_t n = strlen(e->d_name);
+        if (n > 4 && (strcmp(e->d_name + n - 4, ".ldb") == 0 || strcmp(e->d_name + n - 4, ".log") == 0)) {
+            *has_tables = 1;
         }
     }
     closedir(d);
@@ -129,7 +141,10 @@ static int prepare_dir(const store_options_t *o, int *is_new, char *err, size_t 
             return err_set(err, errlen, "data directory %s does not exist", o->path);
         }
         if (mkdir(o->path, 0750) != 0) {
-            return err_set(err, errlen, "cannot create data directory %s: %s", o->path, strerror(errno));
+            return err_set(err, errlen, "cannot create data directory %s: %s%s", o->path, strerror(errno),
+                           errno == ENOENT ? " (its parent directory does not exist: only the last part of the path "
+                                             "is created)"
+                                           : "");
         }
         *is_new = 1;
         return 0;
@@ -137,8 +152,8 @@ static int prepare_dir(const store_options_t *o, int *is_new, char *err, size_t 
     if (!S_ISDIR(st.st_mode)) {
         return err_set(err, errlen, "data directory %s is not a directory", o->path);
     }
-    int has_current = 0;
-    int empty = dir_state(o->path, &has_current, err, errlen);
+    int has_current = 0, has_tables = 0;
+    int empty = dir_state(o->path, &has_current, &has_tables, err, errlen);
     if (empty < 0) {
         return -1;
     }
@@ -148,6 +163,13 @@ static int prepare_dir(const store_options_t *o, int *is_new, char *err, size_t 
         }
         *is_new = 1;
         return 0;
+    }
+    if (!has_current && has_tables) {
+        err_set(err, errlen,
+                "data directory %s holds LevelDB files (tables, logs) but no CURRENT file: it is damaged; nothing was "
+                "changed: restore it from a backup (docs/operations.md, \"A damaged data directory\")",
+                o->path);
+        return STORE_OPEN_DAMAGED;
     }
     if (!has_current) {
         return err_set(err, errlen,
@@ -159,21 +181,83 @@ static int prepare_dir(const store_options_t *o, int *is_new, char *err, size_t 
     return 0;
 }
 
-static void map_open_error(const char *path, const char *dberr, char *err, size_t errlen)
+/* 1 when a LevelDB or store error about the directory at path says the data
+ * itself is damaged (a checksum, a missing or truncated file LevelDB lists,
+ * an undecodable record), not that the directory cannot be used as it
+ * stands. LevelDB reports a table shorter than its manifest says as EINVAL
+ * on that file. The path is left out of the search: a directory named
+ * "corrupt-test" says nothing about its data. */
+static int error_is_damage(const char *e, const char *path)
 {
-    if (strstr(dberr, "lock") != NULL || strstr(dberr, "LOCK") != NULL) {
-        err_set(err, errlen,
-                "data directory %s is in use by another process or store "
-                "(its LevelDB LOCK is held): %s",
-                path, dberr);
-    } else if (strstr(dberr, "orruption") != NULL) {
-        err_set(err, errlen,
-                "data directory %s is corrupt (LevelDB: %s); nothing was changed — "
-                "restore it from a backup or inspect it by hand",
-                path, dberr);
-    } else {
-        err_set(err, errlen, "cannot open data directory %s: %s", path, dberr);
+    char text[1024];
+    size_t n = 0, plen = strlen(path);
+    while (*e != '\0' && n + 1 < sizeof text) {
+        if (plen > 0 && strncmp(e, path, plen) == 0) {
+            e += plen;
+            continue;
+        }
+        text[n++] = *e++;
     }
+    text[n] = '\0';
+    return strstr(text, "Corruption") != NULL || strstr(text, "corrupt") != NULL ||
+           strstr(text, ".ldb: Invalid argument") != NULL || strstr(text, ".sst: Invalid argument") != NULL;
+}
+
+/* What the operator can do about an I/O error on the directory, or "". */
+static const char *io_error_hint(const char *dberr)
+{
+    if (strstr(dberr, "Read-only file system") != NULL) {
+        return " (the broker writes in its data directory at every open, --check-data too: remount it read-write, "
+               "or check a copy on a writable file system)";
+    }
+    if (strstr(dberr, "Permission denied") != NULL) {
+        return " (the broker must read and write every file in its data directory: give it to the user the broker "
+               "runs as)";
+    }
+    return "";
+}
+
+/* leveldb_open's error as store_open's: -1, STORE_OPEN_DAMAGED or
+ * STORE_OPEN_IN_USE; log_cut: a torn log end was cut before this open. Only
+ * LevelDB's "lock <path>" error means another process holds the LOCK (its
+ * fcntl lock failed); an error opening the LOCK file itself (permissions, a
+ * read-only file system) is about the directory, not another broker. */
+static int map_open_error(const char *path, const char *dberr, int log_cut, char *err, size_t errlen)
+{
+    if (strstr(dberr, "error: lock ") != NULL) {
+        err_set(err, errlen,
+                "data directory %s is in use: another broker (or process) holds its LOCK file (one broker per "
+                "data directory; LevelDB: %s)",
+                path, dberr);
+        return STORE_OPEN_IN_USE;
+    }
+    if (error_is_damage(dberr, path)) {
+        err_set(err, errlen,
+                "data directory %s is damaged (LevelDB: %s); %s: restore it from a backup (docs/operations.md, \"A "
+                "damaged data directory\")",
+                path, dberr,
+                log_cut ? "its log's torn end was cut, which did not help (see below)" : "nothing was changed");
+        return STORE_OPEN_DAMAGED;
+    }
+    return err_set(err, errlen, "cannot open data directory %s: %s%s", path, dberr, io_error_hint(dberr));
+}
+
+int store_dir_in_use(const char *path)
+{
+    char lock[4096];
+    if ((size_t)snprintf(lock, sizeof lock, "%s/LOCK", path) >= sizeof lock) {
+        return 0;
+    }
+    int fd = open(lock, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    /* F_GETLK takes nothing, so closing fd releases nothing of this
+     * process's (a store it has open holds LevelDB's lock, not one here). */
+    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+    int held = fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+    close(fd);
+    return held;
 }
 
 /* ---- the meta records ---------------------------------------------------------------- */
@@ -246,7 +330,8 @@ static int check_meta(store_t *s, char *err, size_t errlen)
         if (!empty) {
             return err_set(err, errlen,
                            "%s is a LevelDB database but not a Hourglass data directory "
-                           "(no format marker); refusing to touch it",
+                           "(no format marker); refusing to use it (no record of it was changed; LevelDB's "
+                           "open kept its data and may have rewritten its log and manifest)",
                            s->path);
         }
         return write_new_meta(s, err, errlen);
@@ -256,6 +341,25 @@ static int check_meta(store_t *s, char *err, size_t errlen)
     if (version < STORE_FORMAT_OLDEST || version > STORE_FORMAT_VERSION) {
         return err_set(err, errlen, "data directory %s has format version %u; this build reads versions %d to %d",
                        s->path, version, STORE_FORMAT_OLDEST, STORE_FORMAT_VERSION);
+    }
+    key_meta(&k, STORE_META_COPY_UNFINISHED);
+    found = store_get(s, &k, &v, &vlen, err, errlen);
+    if (found != 0) {
+        if (found > 0) {
+            leveldb_free(v);
+            err_set(err, errlen,
+                    "data directory %s is a BACKUP copy that was cut before it was whole (a copy's \".partial\" or "
+                    "a transfer cut short; corrupt: part of its queues is missing)",
+                    s->path);
+        }
+        return -1;
+    }
+    if (version < STORE_FORMAT_VERSION && s->opt.no_upgrade) {
+        return err_set(err, errlen,
+                       "data directory %s has format version %u: this build reads it, but only by upgrading it to "
+                       "version %d, after which the build that wrote it refuses it; check it with that build, or "
+                       "start this one on it to upgrade",
+                       s->path, version, STORE_FORMAT_VERSION);
     }
     if (version < STORE_FORMAT_VERSION && upgrade_format(s, version, err, errlen) != 0) {
         return -1;
@@ -480,6 +584,90 @@ static void raise_seq(store_t *s, uint64_t now_ms)
     }
 }
 
+/* 1 when LevelDB's error is one its log reader reports (db/log_reader.cc),
+ * about a write-ahead log or the MANIFEST: only then can a torn log end be
+ * what refused the open ("1 missing files" or "no meta-nextfile entry" are
+ * not, and the log is then left as it is). */
+static int log_reader_error(const char *dberr)
+{
+    static const char *const reports[] = { "checksum mismatch",          "bad record length",
+                                           "partial record without end", "missing start of fragmented record",
+                                           "unknown record type",        "error in middle of record" };
+    if (strstr(dberr, "Corruption") == NULL) {
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof reports / sizeof reports[0]; i++) {
+        if (strstr(dberr, reports[i]) != NULL) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* LevelDB refused the directory as corrupt: when the newest write-ahead log
+ * ends in a torn write (levels/logtail.h: a power cut in the middle of the
+ * last write, whose batch was never fsynced, hence never acknowledged under
+ * fsync always), cut it there, keeping its bytes beside the log, and say so
+ * in s->open_note. 1 when it was cut (open again), 0 when there was nothing
+ * to cut or the cut failed (the open's refusal stands; a failed cut, or log
+ * damage that is not a torn end, is in the note, which the refusal adds). */
+static int cut_torn_log(store_t *s)
+{
+    logtail_t t;
+    char e[512];
+    if (logtail_inspect(s->path, &t, e, sizeof e) != 0) {
+        return 0;
+    }
+    if (!t.torn) {
+        if (t.damage < t.size) {
+            snprintf(s->open_note, sizeof s->open_note,
+                     "the write-ahead log %s/%s is damaged at offset %llu of %llu with whole records after it: not "
+                     "a torn write at its end, so not cut",
+                     s->path, t.file, (unsigned long long)t.damage, (unsigned long long)t.size);
+        }
+        return 0;
+    }
+    if (logtail_cut(s->path, &t, e, sizeof e) != 0) {
+        snprintf(s->open_note, sizeof s->open_note, "a torn write at the end of %s/%s could not be cut: %s", s->path,
+                 t.file, e);
+        return 0;
+    }
+    snprintf(s->open_note, sizeof s->open_note,
+             "the write-ahead log %s/%s ended in a torn write (%llu bytes from offset %llu, damaged from %llu; what a "
+             "power cut leaves of a write that was never fsynced): cut at the last whole record, its bytes kept in "
+             "%s.torn-%llu",
+             s->path, t.file, (unsigned long long)(t.size - t.good_end), (unsigned long long)t.good_end,
+             (unsigned long long)t.damage, t.file, (unsigned long long)t.good_end);
+    return 1;
+}
+
+const char *store_open_note(const store_t *s)
+{
+    return s->open_note;
+}
+
+int store_created(const store_t *s)
+{
+    return s->created;
+}
+
+/* A refusal after LevelDB opened the directory: free s; -1, or
+ * STORE_OPEN_DAMAGED (with what to do added) when a read found damage. */
+static int open_failed(store_t *s, char *err, size_t errlen)
+{
+    int damaged = err != NULL && error_is_damage(err, s->path);
+    if (damaged) {
+        char why[768];
+        snprintf(why, sizeof why, "%s", err);
+        err_set(err, errlen,
+                "data directory %s is damaged: %s; restore it from a backup (docs/operations.md, \"A damaged data "
+                "directory\")",
+                s->path, why);
+    }
+    store_free(s);
+    return damaged ? STORE_OPEN_DAMAGED : -1;
+}
+
 int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -493,14 +681,16 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
                        (unsigned long long)now_ms, o->path);
     }
     int is_new = 0;
-    if (prepare_dir(o, &is_new, err, errlen) != 0) {
-        return -1;
+    int rc = prepare_dir(o, &is_new, err, errlen);
+    if (rc != 0) {
+        return rc;
     }
 
     store_t *s = xcalloc(1, sizeof *s);
     s->opt = *o;
     s->path = xstrdup(o->path);
     s->opt.path = s->path;
+    s->created = is_new;
     map_init(&s->topics);
     map_init(&s->groups);
     map_init(&s->deleting);
@@ -522,24 +712,33 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
 
     char *dberr = NULL;
     s->db = leveldb_open(s->dbopt, s->path, &dberr);
+    int log_cut = 0;
+    if (dberr != NULL && log_reader_error(dberr) && cut_torn_log(s) == 1) {
+        log_cut = 1;
+        leveldb_free(dberr);
+        dberr = NULL;
+        s->db = leveldb_open(s->dbopt, s->path, &dberr);
+    }
     if (dberr != NULL) {
-        map_open_error(s->path, dberr, err, errlen);
+        rc = map_open_error(s->path, dberr, log_cut, err, errlen);
+        if (s->open_note[0] != '\0' && err != NULL) { /* a cut, or why there was none */
+            size_t n = strlen(err);
+            snprintf(err + n, errlen - n, "; %s", s->open_note);
+        }
         leveldb_free(dberr);
         s->db = NULL;
         store_free(s);
-        return -1;
+        return rc;
     }
     s->compactor = compactor_new(s->db, err, errlen);
     if (s->compactor == NULL || check_meta(s, err, errlen) != 0) {
-        store_free(s);
-        return -1;
+        return open_failed(s, err, errlen);
     }
     raise_seq(s, now_ms); /* before anything at open could take a number */
     if (load_levels(s, err, errlen) != 0 || load_topics(s, err, errlen) != 0 || load_groups(s, err, errlen) != 0 ||
         idx_open(s, err, errlen) != 0 || lease_index_fold(s, err, errlen) != 0 ||
         store_topic_delayed_open(s, err, errlen) != 0) {
-        store_free(s);
-        return -1;
+        return open_failed(s, err, errlen);
     }
     /* Topic heads stay at 0 (one walk to the first retained entry on the
      * first read): below a group's cursor an entry may still be retained (the
@@ -550,7 +749,8 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
     return 0;
 }
 
-int store_close(store_t *s, char *err, size_t errlen)
+/* store_close and store_close_unsynced: the last commit synced or not. */
+static int close_store(store_t *s, int durable, char *err, size_t errlen)
 {
     if (s == NULL) {
         return 0;
@@ -560,7 +760,7 @@ int store_close(store_t *s, char *err, size_t errlen)
      * that a clean restart keeps them. */
     int rc = store_leases_write(s, NULL, UINT64_MAX, err, errlen);
     if (rc == 0) {
-        rc = store_commit(s, err, errlen);
+        rc = store_commit_durable(s, durable, err, errlen);
     }
     if (rc == 0) {
         /* Write the memtable out (up to write-buffer-size), so the next open
@@ -574,6 +774,16 @@ int store_close(store_t *s, char *err, size_t errlen)
     }
     store_free(s);
     return rc;
+}
+
+int store_close(store_t *s, char *err, size_t errlen)
+{
+    return close_store(s, 1, err, errlen);
+}
+
+int store_close_unsynced(store_t *s, char *err, size_t errlen)
+{
+    return close_store(s, 0, err, errlen);
 }
 
 /* ---- ids ------------------------------------------------------------------------------ */

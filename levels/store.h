@@ -65,6 +65,7 @@ typedef struct store_options {
     const char *path;          /* the data directory (created if missing when create_if_missing) */
     lvl_table_t levels;        /* must equal the table the directory was created with */
     int create_if_missing;     /* 1: create a new data directory */
+    int no_upgrade;            /* 1: refuse an older format rather than mark it as this build's (a check) */
     int sync;                  /* 1: fsync every commit (default); 0: write only */
     uint64_t retention_ms;     /* how long a topic with no group keeps due messages */
     uint64_t max_delay_ms;     /* longest DELAY accepted */
@@ -125,12 +126,52 @@ uint64_t store_seq_floor(uint64_t now_ms);
  * differs from o->levels (naming the first difference), a directory locked by
  * another open store (in this or another process), corruption reported by
  * LevelDB, and a now_ms past STORE_SEQ_CLOCK_MAX_MS (a clock no id can be
- * drawn from; nothing is opened). Nothing is ever repaired or truncated. */
+ * drawn from; nothing is opened). Nothing is ever repaired or truncated but
+ * a torn write at the end of the newest write-ahead log, which a power cut
+ * leaves in the middle of a write that was never fsynced (levels/logtail.h):
+ * it is cut off, its bytes kept beside the log, and store_open_note says so;
+ * damage with whole records after it is refused as damage.
+ * Returns 0; STORE_OPEN_DAMAGED when the data itself is damaged (a checksum
+ * LevelDB or a record decoder refused, a file the manifest lists missing or
+ * truncated, LevelDB files without CURRENT): what only a backup restores;
+ * STORE_OPEN_IN_USE when another store (a running broker) holds the
+ * directory's LOCK; -1 for every other refusal (the directory cannot be used
+ * as it stands: missing, not accessible, read-only, not ours). */
+#define STORE_OPEN_DAMAGED (-2)
+#define STORE_OPEN_IN_USE  (-3)
 int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *err, size_t errlen);
+
+/* 1 when another process holds the LevelDB lock of the data directory at
+ * path (a broker runs on it), 0 otherwise (also when it has no LOCK file or
+ * it cannot be read). A test only: it takes no lock, so a process may take it
+ * right after. For what must not touch a directory another broker runs on
+ * before store_open can say so (the broker's disk reserve). Any thread. */
+int store_dir_in_use(const char *path);
+
+/* What store_open repaired on its way, for the owner to log ("" when
+ * nothing): today only a torn write cut off the end of the write-ahead log.
+ * Valid while the store is open. */
+const char *store_open_note(const store_t *s);
+
+/* 1 when store_open made a new, empty store (the directory was missing,
+ * empty, or held only what an interrupted creation leaves), 0 when it opened
+ * an existing one. */
+int store_created(const store_t *s);
 
 /* Commit what is pending and close. Returns the commit's result; the store is
  * freed either way. NULL is a no-op. */
 int store_close(store_t *s, char *err, size_t errlen);
+
+/* store_close whose last commit is not synced: for the close after an fsync
+ * of the write-ahead log failed (the broker's syncer). A synced write would
+ * sync that log again, and on Linux fail again (the error is reported to
+ * every descriptor open before it); LevelDB then refuses every write, the
+ * memtable is never written out, and the reopen must replay a log whose
+ * pages the kernel may have dropped (fsyncgate: what it reads back may be
+ * stale, or torn in the middle with later records whole). Unsynced, the
+ * memtable is written out from memory to a table (synced, as every table)
+ * and the log is retired unread. */
+int store_close_unsynced(store_t *s, char *err, size_t errlen);
 
 /* Write the pending batch (synced when the store syncs). A no-op when nothing is
  * pending and nothing written earlier awaits its sync. On failure the store is
@@ -650,7 +691,8 @@ typedef struct store_entry {
  * Stops early when fn returns nonzero. -1 on a read error or undecodable value. */
 int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *ctx, char *err, size_t errlen);
 
-/* A full consistency check: every value decodes, every counter equals what the
+/* A full consistency check: every table block passes its checksum (a walk of
+ * every record), every value decodes, every counter equals what the
  * ranges hold, every copy's index entry names it, no (group, id) is in two
  * places, each level's remembered head is its first message. 0 when consistent; -1 and the first problem
  * in err otherwise. Needs nothing but an open store, so it also serves an

@@ -173,6 +173,8 @@ struct store {
     uint64_t batch_bytes; /* about what the batch holds (keys, values, framing) */
     int broken;
     char broken_err[512];
+    char open_note[768]; /* what store_open repaired on its way ("" when nothing): store_open_note */
+    int created;         /* store_open made a new store (store_created) */
     /* the leases not written yet, in the order taken (lease_pend_t); it owns them */
     struct lease_pend *pend_first, *pend_last;
 
@@ -504,6 +506,12 @@ void store_topic_delayed_add(store_t *s, const msg_t *m, int delta);
 
 /* The meta key that says the topic records count their delayed messages. */
 #define STORE_META_TOPIC_DELAYED "topic-delayed"
+
+/* 'M' record a BACKUP copy carries from its first batch until its last one
+ * deletes it (snapshot.c): a directory holding it is a copy that was cut
+ * before it was whole (its ".partial" put in place by hand, a transfer cut
+ * short), which store_open refuses as damaged. */
+#define STORE_META_COPY_UNFINISHED "copy-unfinished"
 
 /* store_open: for a directory written before the topic records counted their
  * delayed messages (no 'M' STORE_META_TOPIC_DELAYED), count them once from

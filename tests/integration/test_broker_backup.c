@@ -4,7 +4,8 @@
  *  - refusals: no backup-dir configured; names that are not one plain
  *    directory name; a name that exists, and one whose ".partial" holds
  *    a file that is not a copy's; a backup-dir whose parent is gone — each with a message naming
- *    it, and the broker goes on; a missing backup-dir is made;
+ *    it, and the broker goes on; a missing backup-dir is made; a refused BACKUP
+ *    is a failed one in INFO and /metrics (the alert's series);
  *  - under load: SENDs on another connection while BACKUP runs; the copy
  *    passes --check-data, and restored (the broker stopped, the copy put in
  *    place of its data directory, started again) it holds every message
@@ -224,7 +225,18 @@ static void test_refusals(void)
     snprintf(parent, sizeof parent, "%s", g_bk);
     *strrchr(parent, '/') = '\0';
     tu_rmtree(parent);
-    CHECK_REFUSED("gone", "No such file or directory");
+    CHECK_REFUSED("gone", "cannot create backup-dir");
+    /* A refused BACKUP is a failed one for INFO and the alert on /metrics: a
+     * nightly job refused every night (an unwritable or full backup disk)
+     * used to leave backup_last_status at the last success. */
+    done = wait_backup_done();
+    BP_CHECK(strcmp(done.status, "failed") == 0 && strstr(done.error, "cannot create backup-dir") != NULL &&
+                 strstr(done.error, "No such file or directory") != NULL,
+             "INFO after a refused BACKUP: backup_last_status %s, backup_last_error '%s'", done.status, done.error);
+    char body[65536];
+    BP_CHECK(tu_http_get(bt_broker.metrics_port, "/metrics", body, sizeof body) == 200 &&
+                 strstr(body, "\nhourglass_backup_last_failed 1\n") != NULL,
+             "/metrics does not say hourglass_backup_last_failed 1 after a refused BACKUP");
     resp_reply_t *r = rc_cmd(&bt_conn, "PING", NULL);
     BP_CHECK(r != NULL && rc_str_eq(r, "PONG"), "PING after the refusals");
     resp_reply_free(r);

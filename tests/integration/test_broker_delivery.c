@@ -142,7 +142,7 @@ static void test_delay_7s_chained(void)
 {
     bt_start(NULL);
     sent_t s[2];
-    send_n("orders", "", "DELAY", "7s", s, 1, "d7");
+    send_n("orders", "k7", "DELAY", "7s", s, 1, "d7");
     char e[1024];
     uint64_t depth = 0;
     /* Greedy chain: the largest level <= 7s is level 2 (5s), then 1s, 1s. */
@@ -150,8 +150,8 @@ static void test_delay_7s_chained(void)
     BP_CHECK(depth == 1, "after SEND DELAY 7s level 2 (5s) holds %" PRIu64 ", want 1 (first hop)", depth);
     bt_expect_nothing_ready("g", "orders");
     /* A bare integer is milliseconds: DELAY 7000 is the same chain. */
-    send_n("orders", "", "DELAY", "7000", s + 1, 1, "d7ms");
-    pull_and_check("g", "orders", "", s, 2, 7000, 20000);
+    send_n("orders", "k7", "DELAY", "7000", s + 1, 1, "d7ms");
+    pull_and_check("g", "orders", "k7", s, 2, 7000, 20000);
 }
 
 static void test_at_absolute(void)

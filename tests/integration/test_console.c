@@ -70,6 +70,14 @@
  *                    a stale hg_session cookie before the live one; the
  *                    drop's confirmation a whole number; an audit line one
  *                    line
+ *   login flood      tests/console/test_login_flood.py: a password guesser
+ *                    (wrong passwords in a loop, each held back by the
+ *                    broker) while an operator's overview answers within
+ *                    500 ms every time and a right password from another
+ *                    address logs in; the guesser's address backs off (429,
+ *                    Retry-After); the broker stopped: four logins wait,
+ *                    a fifth and a second from one address are 429 at once,
+ *                    a client that leaves is logged
  *   session ttl      a second console with session-ttl 3s
  *                    (tests/console/test_session_ttl.py): every reply to a
  *                    live session sends the cookie again with Max-Age 3, so
@@ -90,9 +98,11 @@
  *                    a uri with a password, allowed-hosts with a port:
  *                    exit 2, named
  *   stop             SIGHUP: still answering, the re-read logged; SIGTERM
- *                    while a job waits on a stopped broker
- *                    (tests/console/test_jobs_stop.py): exit 0 at once, the
- *                    job's end logged
+ *                    while a job and a login wait on a stopped broker
+ *                    (tests/console/test_jobs_stop.py): the login's client
+ *                    answered or closed within 1 s, exit 0 within the stop
+ *                    bound (broker-timeout: the sampler's INFO in flight),
+ *                    the job's and the login's ends logged
  * The scripts print what failed; a non-zero exit is a failure here. A missing
  * python3, selenium, chromium or chromedriver is a failure, never a skip.
  */
@@ -575,6 +585,16 @@ static void test_sessions(void)
     TU_CHECK(rc == 0, "tests/console/test_sessions.py exited %d (its output above says what failed)", rc);
 }
 
+/* Logins off the event loop: a guesser cannot hold the console, at most
+ * four wait on the broker, a backoff per address (test_login_flood.py; it
+ * stops the broker for a while). */
+static void test_login_flood(void)
+{
+    int rc = run_script("test_login_flood.py", &console, "http", NULL);
+    kill(env.broker.pid, SIGCONT); /* whatever the script did or did not do */
+    TU_CHECK(rc == 0, "tests/console/test_login_flood.py exited %d (its output above says what failed)", rc);
+}
+
 static void test_jobs(void)
 {
     int rc = run_script("test_jobs.py", &console, "http", NULL);
@@ -738,21 +758,23 @@ static void test_stop(void)
     TU_CHECK(tu_wait_file_contains(console.log, "SIGHUP: configuration re-read", 10000) == 0,
              "SIGHUP re-reads the configuration (logged)");
     TU_CHECK(tu_http_get(console.port, "/", out, sizeof out) == 200, "and the console still answers");
-    /* SIGTERM while a job waits on a stopped broker: its wait ends, the console exits 0 */
-    int rc = run_script("test_jobs_stop.py", &console, "http", NULL); /* it stops the broker */
+    /* SIGTERM (sent by the script) while a job and a login wait on a stopped broker: their waits end, the
+     * console exits 0 */
+    int rc = run_script("test_jobs_stop.py", &console, "http", NULL); /* it stops the broker, then the console */
     TU_CHECK(rc == 0, "tests/console/test_jobs_stop.py exited %d (its output above says what failed)", rc);
-    uint64_t t0 = tu_now_mono_ms();
     int stopped = stop_console(&console);
-    uint64_t took = tu_now_mono_ms() - t0;
     kill(env.broker.pid, SIGCONT);
-    TU_CHECK(stopped == 0, "the console exits 0 on SIGTERM, a job waiting on the stopped broker (%llu ms)",
-             (unsigned long long)took);
+    TU_CHECK(stopped == 0, "the console exits 0 on SIGTERM, a job and a login waiting on the stopped broker");
     TU_CHECK(tu_wait_file_contains(console.log, "stopping: 1 console job still waiting on the broker: stopped", 5000) ==
                  0,
              "the shutdown says it stopped the job");
     TU_CHECK(tu_wait_file_contains(console.log, "topic delete topic=stop-me purge=1 stopped: the console stopped",
                                    5000) == 0,
              "and the job's audit line says how it ended");
+    TU_CHECK(tu_wait_file_contains(console.log,
+                                   "stopping: 1 login still waiting on the broker: stopped, its connection closed",
+                                   5000) == 0,
+             "the shutdown says it stopped the login");
     TU_CHECK(tu_wait_file_contains(console.log, "stopped", 5000) == 0, "and logs that it stopped");
 }
 
@@ -769,6 +791,7 @@ static const tu_test_t console_tests[] = {
     { "jobs: DLQ … ALL and a purge run off the loop: the broker stopped, every page answers; four at most", test_jobs },
     { "sessions: roles asked again, a removed user's session ended, sessions per user, the no-users reply",
       test_sessions },
+    { "login flood: a guesser holds nobody's page; four logins wait at most; a backoff per address", test_login_flood },
     { "session ttl: the cookie's Max-Age slides with the session's expiry", test_session_ttl },
     { "https: the console over https, in front of a TLS-only broker; SIGHUP reloads the certificate", test_https },
     { "config: sampler-user needs its password file, tls-* keys a TLS uri, https both files", test_config },

@@ -515,7 +515,8 @@ static void test_refuse_second_open(void)
     store_t *s2 = NULL;
     char err[512] = "";
     int rc = store_open(&o, T0, &s2, err, sizeof err);
-    CHECK_REFUSAL(rc, err, "in use", g_data);
+    TU_CHECK(rc == STORE_OPEN_IN_USE, "a second open: rc %d, want STORE_OPEN_IN_USE (err \"%s\")", rc, err);
+    CHECK_REFUSAL(-1, err, "in use", g_data);
     TU_CHECK(s2 == NULL, "a refused open must leave *out NULL");
     if (s2 != NULL)
         store_close(s2, NULL, 0);
@@ -564,9 +565,11 @@ static void test_interrupted_creation(void)
     store_t *s = NULL;
     char err[512] = "";
     TU_REQUIRE(store_open(&o, T0, &s, err, sizeof err) == 0, "open after an interrupted creation: %s", err);
+    TU_CHECK(store_created(s), "an interrupted creation is created again: store_created 0");
     TU_CHECK(store_close(s, err, sizeof err) == 0, "close: %s", err);
     s = NULL;
     TU_CHECK(store_open(&o, T0, &s, err, sizeof err) == 0, "reopen: %s", err);
+    TU_CHECK(s == NULL || !store_created(s), "a reopen says it created the store");
     if (s != NULL)
         store_close(s, err, sizeof err);
 }
@@ -653,6 +656,16 @@ static void test_refuse_missing_and_file(void)
     struct stat st;
     TU_CHECK(stat(g_data, &st) != 0, "store_open created %s with create_if_missing = 0", g_data);
 
+    /* Created only when its parent exists, and the refusal says so. */
+    char deep[700];
+    snprintf(deep, sizeof deep, "%s/no/such/data", g_dir);
+    store_options_t d;
+    opts_default(&d);
+    d.path = deep;
+    err[0] = '\0';
+    rc = store_open(&d, T0, &s, err, sizeof err);
+    CHECK_REFUSAL(rc, err, "cannot create data directory", "its parent directory does not exist");
+
     /* An empty existing directory without create_if_missing is not a store either. */
     TU_REQUIRE(mkdir(g_data, 0700) == 0, "mkdir: %s", strerror(errno));
     err[0] = '\0';
@@ -668,6 +681,144 @@ static void test_refuse_missing_and_file(void)
     err[0] = '\0';
     rc = store_open(&o, T0, &s, err, sizeof err);
     CHECK_REFUSAL(rc, err, "not a directory", file);
+    TU_CHECK(s == NULL, "*out must stay NULL");
+}
+
+/* A LOCK file LevelDB cannot open (here a directory in its place; as a
+ * non-root user also a directory it may not write, or a read-only mount) is
+ * a problem of the directory, not "in use by another process": the refusal
+ * names the cause, and only a LOCK another store holds is STORE_OPEN_IN_USE. */
+static void test_refuse_unusable_lock(void)
+{
+    /* a path with "corrupt" in it says nothing about the data in it */
+    char path[700], lock[800], err[512] = "";
+    snprintf(path, sizeof path, "%s/corrupt-named", g_dir);
+    store_options_t o;
+    opts_default(&o);
+    o.path = path;
+    store_t *s = OPEN(&o);
+    CLOSE(&s);
+    snprintf(lock, sizeof lock, "%s/LOCK", path);
+    TU_REQUIRE(unlink(lock) == 0 && mkdir(lock, 0700) == 0, "replace %s by a directory: %s", lock, strerror(errno));
+    int rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_CHECK(rc == -1, "rc %d, want -1 (err \"%s\")", rc, err);
+    CHECK_REFUSAL(-1, err, "cannot open data directory", "LOCK: Is a directory");
+    TU_CHECK(strstr(err, "in use") == NULL && strstr(err, "another") == NULL,
+             "an unusable LOCK file is reported as another process's: \"%s\"", err);
+    TU_CHECK(s == NULL, "*out must stay NULL");
+}
+
+/* The table of a closed store holding 3000 keyed messages on level 17, each
+ * sent and committed alone (as a broker's is after 3000 SENDs with DELAY 1h
+ * one after the other and a clean stop): its name in table[tablelen], its
+ * size returned. A memtable is written out with every version of a record,
+ * so the table starts with the level record's 3000 versions. */
+static long damaged_fixture(char *table, size_t tablelen)
+{
+    store_t *s = OPEN_DEFAULT();
+    char err[512] = "", key[32], payload[32];
+    for (int i = 0; i < 3000; i++) {
+        uint64_t id, due;
+        snprintf(key, sizeof key, "k%d", i);
+        snprintf(payload, sizeof payload, "payload-%d", i);
+        int rc = send_raw(s, "t", 1, key, strlen(key), payload, strlen(payload), 17, 0, T0, &id, &due, err, sizeof err);
+        TU_REQUIRE(rc == 0, "send %d: %s", i, err);
+        REQUIRE_OK(store_commit(s, err, sizeof err), err); /* a commit each, as the broker's SENDs one at a time */
+    }
+    CLOSE(&s); /* the memtable is written out: one table, its first blocks the level record's older versions */
+    DIR *d = opendir(g_data);
+    TU_REQUIRE(d != NULL, "opendir %s", g_data);
+    struct dirent *e;
+    table[0] = '\0';
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n > 4 && strcmp(e->d_name + n - 4, ".ldb") == 0)
+            snprintf(table, tablelen, "%s", e->d_name);
+    }
+    closedir(d);
+    TU_REQUIRE(table[0] != '\0', "no table in %s after a close", g_data);
+    char path[800];
+    snprintf(path, sizeof path, "%s/%s", g_data, table);
+    struct stat st;
+    TU_REQUIRE(stat(path, &st) == 0, "stat %s", path);
+    return (long)st.st_size;
+}
+
+/* A bit flipped anywhere in a table is found: the open refuses the directory
+ * as damaged, or store_check (--check-data) fails naming it. Before,
+ * store_check read only the ranges it knows, from seeks, and passed a flip
+ * in the blocks of older versions its seeks step over: "ok" on a directory
+ * where a compaction that merges that table fails (paranoid checks), after which
+ * every write fails. */
+static void test_check_finds_damaged_blocks(void)
+{
+    char table[256];
+    long size = damaged_fixture(table, sizeof table);
+    char pristine[700];
+    snprintf(pristine, sizeof pristine, "%s/pristine", g_dir);
+    TU_REQUIRE(rename(g_data, pristine) == 0, "rename: %s", strerror(errno));
+    int tried = 0, missed = 0;
+    for (long off = 1000; off < size - 64; off += 2048) {
+        char out[256], path[1000];
+        const char *cp[] = { "/bin/cp", "-a", pristine, g_data, NULL };
+        TU_REQUIRE(tu_run_capture(cp, out, sizeof out) == 0, "cp: %s", out);
+        snprintf(path, sizeof path, "%s/%s", g_data, table);
+        FILE *f = fopen(path, "r+b");
+        TU_REQUIRE(f != NULL, "open %s", path);
+        int c = (fseek(f, off, SEEK_SET), fgetc(f));
+        TU_REQUIRE(c != EOF && fseek(f, off, SEEK_SET) == 0 && fputc(c ^ 0x40, f) != EOF && fclose(f) == 0, "flip");
+        store_options_t o;
+        opts_default(&o);
+        o.create_if_missing = 0;
+        store_t *s = NULL;
+        char err[768] = "";
+        int rc = store_open(&o, T0, &s, err, sizeof err);
+        if (rc == 0) {
+            rc = store_check(s, err, sizeof err);
+            store_close(s, NULL, 0);
+            if (rc == 0) {
+                missed++;
+                printf("\n    a flip at offset %ld of %s passed the check", off, table);
+            } else {
+                TU_CHECK(strstr(err, "damaged") != NULL || strstr(err, "orrupt") != NULL, "offset %ld: \"%s\"", off,
+                         err);
+            }
+        } else {
+            TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "damaged") != NULL && strstr(err, "backup") != NULL,
+                     "offset %ld: open rc %d, want STORE_OPEN_DAMAGED naming it: \"%s\"", off, rc, err);
+        }
+        tried++;
+        tu_rmtree(g_data);
+    }
+    TU_CHECK(tried >= 40 && missed == 0, "%d of %d flipped bytes went unnoticed", missed, tried);
+}
+
+/* Damage LevelDB reports at open is STORE_OPEN_DAMAGED, naming what to do:
+ * a table the manifest lists is gone or truncated, CURRENT is gone. */
+static void test_refuse_damaged(void)
+{
+    char table[256], path[1000], err[768];
+    long size = damaged_fixture(table, sizeof table);
+    snprintf(path, sizeof path, "%s/%s", g_data, table);
+    store_options_t o;
+    opts_default(&o);
+    o.create_if_missing = 0;
+    store_t *s = NULL;
+
+    TU_REQUIRE(truncate(path, size / 2) == 0, "truncate: %s", strerror(errno));
+    int rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "damaged") != NULL && strstr(err, table) != NULL,
+             "a truncated table: rc %d \"%s\"", rc, err);
+
+    TU_REQUIRE(unlink(path) == 0, "unlink: %s", strerror(errno));
+    rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "missing files") != NULL && strstr(err, "backup") != NULL,
+             "a missing table: rc %d \"%s\"", rc, err);
+
+    snprintf(path, sizeof path, "%s/CURRENT", g_data);
+    TU_REQUIRE(unlink(path) == 0, "unlink: %s", strerror(errno));
+    rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "no CURRENT file") != NULL, "no CURRENT: rc %d \"%s\"", rc, err);
     TU_CHECK(s == NULL, "*out must stay NULL");
 }
 
@@ -856,6 +1007,18 @@ static void upgrade_from(int format)
     raw_downgrade_lease(b, format, __LINE__);
     char marker[4] = { 0, 0, 0, (char)format };
     raw_put("Mformat", 7, marker, 4, __LINE__);
+    /* A check (--check-data: no_upgrade) refuses it and leaves it as it is:
+     * before, a newer build's --check-data upgraded the directory, and the
+     * build that wrote it refused it afterwards. */
+    store_options_t check;
+    opts_default(&check);
+    check.create_if_missing = 0;
+    check.no_upgrade = 1;
+    char cerr[512] = "";
+    int crc = store_open(&check, T0, &s, cerr, sizeof cerr);
+    TU_CHECK(crc == -1 && strstr(cerr, "only by upgrading it") != NULL, "a check of format %d: rc %d \"%s\"", format,
+             crc, cerr);
+    CHECK_EQ_U64(raw_format(), (uint64_t)format);
     s = OPEN_DEFAULT();
     CHECK_STORE(s); /* no lease index left, each lease's deadline in its copy index entry */
     store_msg_state_t gs;
@@ -3572,6 +3735,9 @@ static const tu_test_t open_tests[] = {
     { "upgrade format 2", test_upgrade_format2 },
     { "an upgrade cut short, a lease index of no group", test_upgrade_interrupted },
     { "corrupt value reported", test_corrupt_value_reported },
+    { "refuse an unusable LOCK file, not as in use", test_refuse_unusable_lock },
+    { "a damaged table block is found", test_check_finds_damaged_blocks },
+    { "refuse a damaged directory as damaged", test_refuse_damaged },
     { NULL, NULL },
 };
 
@@ -3847,6 +4013,203 @@ static void crash_after_at(crash_work_fn work, int line)
     TU_REQUIRE_AT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, line, "the child failed (status %d)", status);
 }
 #define CRASH_AFTER(work) crash_after_at((work), __LINE__)
+
+/* Ten SENDs on level 1, each committed alone: ten records in the log. */
+static int send_ten_committed(store_t *c, char *err, size_t errlen)
+{
+    for (int i = 0; i < 10; i++) {
+        char payload[2] = { (char)('0' + i), '\0' };
+        uint64_t id, due;
+        if (send_raw(c, "t", 1, "", 0, payload, 1, 1, 0, T0, &id, &due, err, errlen) != 0 ||
+            store_commit(c, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The path and size of the newest write-ahead log of g_data. */
+static long newest_log_at(char *path, size_t pathlen, int line)
+{
+    DIR *d = opendir(g_data);
+    TU_REQUIRE_AT(d != NULL, line, "opendir %s", g_data);
+    struct dirent *e;
+    char best[256] = "";
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n == 10 && strcmp(e->d_name + 6, ".log") == 0 && strcmp(e->d_name, best) > 0)
+            snprintf(best, sizeof best, "%s", e->d_name);
+    }
+    closedir(d);
+    TU_REQUIRE_AT(best[0] != '\0', line, "no write-ahead log in %s", g_data);
+    snprintf(path, pathlen, "%s/%s", g_data, best);
+    struct stat st;
+    TU_REQUIRE_AT(stat(path, &st) == 0, line, "stat %s", path);
+    return (long)st.st_size;
+}
+
+/* Overwrite n bytes of the file at off with byte c. */
+static void overwrite_at(const char *path, long off, int c, size_t n, int line)
+{
+    FILE *f = fopen(path, "r+b");
+    TU_REQUIRE_AT(f != NULL && fseek(f, off, SEEK_SET) == 0, line, "open %s", path);
+    for (size_t i = 0; i < n; i++)
+        TU_REQUIRE_AT(fputc(c, f) != EOF, line, "write %s", path);
+    TU_REQUIRE_AT(fclose(f) == 0, line, "close %s", path);
+}
+
+/* A power cut in the middle of the last write: its record's header is on
+ * disk, the rest of its body is zeros. That write was never fsynced (never
+ * acknowledged under fsync always). Before, LevelDB's paranoid checks
+ * refused the whole directory ("corrupt ... restore it from a backup", all
+ * the whole records with it); now the torn end is cut, its bytes kept beside
+ * the log, and the nine whole SENDs are there. */
+static void test_open_cuts_torn_log_end(void)
+{
+    CRASH_AFTER(send_ten_committed);
+    char log[1000];
+    long size = newest_log_at(log, sizeof log, __LINE__);
+    overwrite_at(log, size - 20, 0, 20, __LINE__);
+    store_options_t o;
+    opts_default(&o);
+    store_t *s = NULL;
+    char err[1024] = "";
+    int rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_REQUIRE(rc == 0, "a torn log end refused the directory: rc %d \"%s\"", rc, err);
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (g_open[i] == NULL) {
+            g_open[i] = s;
+            break;
+        }
+    const char *note = store_open_note(s);
+    TU_CHECK(strstr(note, "torn write") != NULL && strstr(note, ".torn-") != NULL, "note: \"%s\"", note);
+    CHECK_EQ_U64(level_depth(s, 1), 9);
+    CHECK_STORE(s);
+    char kept[1100];
+    const char *at = strstr(note, ".torn-");
+    snprintf(kept, sizeof kept, "%s.torn-%ld", log, at ? strtol(at + 6, NULL, 10) : -1L);
+    struct stat st;
+    TU_CHECK(stat(kept, &st) == 0 && st.st_size > 20, "the torn bytes are not kept in %s", kept);
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    TU_CHECK(store_open_note(s)[0] == '\0', "a second open cut again: \"%s\"", store_open_note(s));
+    CHECK_EQ_U64(level_depth(s, 1), 9);
+}
+
+/* A power cut right after LevelDB switched to a new log: the new one is
+ * empty, the torn write is at the end of the one before. Cut there too. */
+static void test_open_cuts_torn_end_before_empty_log(void)
+{
+    CRASH_AFTER(send_ten_committed);
+    char log[1000], empty[1100];
+    long size = newest_log_at(log, sizeof log, __LINE__);
+    overwrite_at(log, size - 20, 0, 20, __LINE__);
+    snprintf(empty, sizeof empty, "%s/999999.log", g_data);
+    TU_REQUIRE(write_file(empty, "") == 0, "write %s", empty);
+    store_options_t o;
+    opts_default(&o);
+    store_t *s = NULL;
+    char err[1024] = "";
+    int rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_REQUIRE(rc == 0, "a torn end before an empty newer log: rc %d \"%s\"", rc, err);
+    TU_CHECK(strstr(store_open_note(s), "torn write") != NULL, "note: \"%s\"", store_open_note(s));
+    CHECK_EQ_U64(level_depth(s, 1), 9);
+    CHECK_STORE(s);
+    store_close(s, NULL, 0);
+}
+
+/* Nine small SENDs, then one of 100 000 bytes (its log record in fragments
+ * over four 32 KiB blocks: FIRST, MIDDLE, MIDDLE, LAST), each committed
+ * alone; with tail_small, one more small SEND after it. */
+static int send_big_last(store_t *c, char *err, size_t errlen, int tail_small)
+{
+    static char big[100000];
+    memset(big, 'b', sizeof big);
+    for (int i = 0; i < 10 + tail_small; i++) {
+        uint64_t id, due;
+        int is_big = i == 9;
+        if (send_raw(c, "t", 1, "", 0, is_big ? big : "s", is_big ? sizeof big : 1, 1, 0, T0, &id, &due, err, errlen) !=
+                0 ||
+            store_commit(c, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+static int send_big_at_end(store_t *c, char *err, size_t errlen)
+{
+    return send_big_last(c, err, errlen, 0);
+}
+static int send_big_then_small(store_t *c, char *err, size_t errlen)
+{
+    return send_big_last(c, err, errlen, 1);
+}
+
+/* Open g_data after damage: the return code, the depth of level 1 (or -1). */
+static int open_after_damage(char *err, size_t errlen, long long *depth)
+{
+    store_options_t o;
+    opts_default(&o);
+    store_t *s = NULL;
+    int rc = store_open(&o, T0, &s, err, errlen);
+    *depth = -1;
+    if (rc == 0) {
+        *depth = (long long)level_depth(s, 1);
+        char cerr[512];
+        if (store_check(s, cerr, sizeof cerr) != 0)
+            snprintf(err, errlen, "store_check after the open: %s", cerr);
+        store_close(s, NULL, 0);
+    }
+    return rc;
+}
+
+/* A record in fragments torn at its last or at a middle fragment (the write
+ * of a large batch cut by a power cut, later pages on disk before earlier
+ * ones) is a torn end: cut before its first fragment, the nine small SENDs
+ * kept. Damage in it with a whole record after it (a later small SEND) is
+ * refused. */
+static void test_open_torn_fragments(void)
+{
+    char log[1000], err[1024];
+    long long depth;
+    long offs[2] = { 20, 40000 }; /* from the end: the LAST fragment, a MIDDLE one */
+    for (int k = 0; k < 2; k++) {
+        CRASH_AFTER(send_big_at_end);
+        long size = newest_log_at(log, sizeof log, __LINE__);
+        overwrite_at(log, size - offs[k], 0, 8, __LINE__);
+        err[0] = '\0';
+        int rc = open_after_damage(err, sizeof err, &depth);
+        TU_CHECK(rc == 0 && depth == 9 && err[0] == '\0',
+                 "torn %ld bytes before the end of a fragmented last record: rc %d, depth %lld, \"%s\"", offs[k], rc,
+                 depth, err);
+        tu_rmtree(g_data);
+    }
+    CRASH_AFTER(send_big_then_small);
+    long size = newest_log_at(log, sizeof log, __LINE__);
+    overwrite_at(log, size - 60000, 0, 8, __LINE__); /* inside the big record, a whole small one after it */
+    int rc = open_after_damage(err, sizeof err, &depth);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "whole records after it") != NULL,
+             "damage with a whole record after it: rc %d \"%s\"", rc, err);
+    TU_CHECK(newest_log_at(log, sizeof log, __LINE__) == size, "the damaged log was cut");
+}
+
+/* Damage with whole records after it is no torn end: refused as damage,
+ * naming the log and the offset, and the log is not cut. */
+static void test_open_refuses_damaged_log_middle(void)
+{
+    CRASH_AFTER(send_ten_committed);
+    char log[1000];
+    long size = newest_log_at(log, sizeof log, __LINE__);
+    overwrite_at(log, size / 3, 0x5a, 4, __LINE__);
+    store_options_t o;
+    opts_default(&o);
+    store_t *s = NULL;
+    char err[1024] = "";
+    int rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED, "rc %d, want STORE_OPEN_DAMAGED: \"%s\"", rc, err);
+    TU_CHECK(strstr(err, "whole records after it") != NULL && strstr(err, "backup") != NULL, "err: \"%s\"", err);
+    TU_CHECK(newest_log_at(log, sizeof log, __LINE__) == size, "the damaged log was cut");
+    if (s != NULL)
+        store_close(s, NULL, 0);
+}
 
 /* Six leased, the first acknowledged in order and the third out of order. */
 static int lease_six_ack_two(store_t *c, char *err, size_t errlen)
@@ -5080,6 +5443,10 @@ static const tu_test_t index_tests[] = {
 
 static const tu_test_t failure_tests[] = {
     { "commit failure breaks the store", test_commit_failure_breaks_store },
+    { "a torn write at the log's end is cut", test_open_cuts_torn_log_end },
+    { "a torn write before an empty newer log is cut", test_open_cuts_torn_end_before_empty_log },
+    { "damage inside the log is refused, not cut", test_open_refuses_damaged_log_middle },
+    { "a torn record in fragments is cut, not one with a whole record after it", test_open_torn_fragments },
     { NULL, NULL },
 };
 
@@ -5546,11 +5913,66 @@ static void test_snapshot_discard_partial(void)
     TU_CHECK(rc == 1 && stat(partial, &st) != 0, "once closed and only a copy's: rc %d (%s)", rc, err);
 }
 
+/* The copy's check between its batches: the process dies there, as a
+ * broker killed mid-copy (the first batch is written, unsynced). */
+static int die_mid_copy(void *ctx, char *err, size_t errlen)
+{
+    kill(getpid(), SIGKILL);
+    return -1;
+}
+
+/* A copy cut after its first batch and put in place anyway (its ".partial"
+ * renamed by hand): the format record and the topic's counter are in it, most
+ * of the topic log is not. Before, it opened and was served with the
+ * messages missing under a counter that counted them; now store_open refuses
+ * it as damaged. A whole copy opens (test_snapshot_copy_while_writing). */
+static void test_snapshot_cut_copy_refused(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    static char payload[2048];
+    memset(payload, 'p', sizeof payload - 1);
+    for (int i = 0; i < 3000; i++) /* 6 MB in the topic log: more than one batch of the copy */
+        SEND(s, "t", payload, 0, 0, T0, NULL);
+    CLOSE(&s);
+    char copy[700], partial[800], err[1024] = "";
+    snprintf(copy, sizeof copy, "%s/copy", g_dir);
+    snprintf(partial, sizeof partial, "%s.partial", copy);
+    fflush(NULL);
+    pid_t pid = fork();
+    TU_REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        store_options_t o;
+        opts_default(&o);
+        store_t *c = NULL;
+        if (store_open(&o, T0, &c, err, sizeof err) != 0)
+            _exit(2);
+        store_snapshot_t *sn = store_snapshot_take(c, err, sizeof err);
+        if (sn == NULL)
+            _exit(3);
+        store_snapshot_copy(sn, copy, die_mid_copy, NULL, NULL, err, sizeof err);
+        _exit(4);
+    }
+    int status = 0;
+    TU_REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid: %s", strerror(errno));
+    TU_REQUIRE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the copying child ended with status %d", status);
+    TU_REQUIRE(rename(partial, copy) == 0, "rename %s: %s", partial, strerror(errno));
+    store_options_t o;
+    opts_default(&o);
+    o.path = copy;
+    o.create_if_missing = 0;
+    int rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "cut before it was whole") != NULL,
+             "a copy cut after its first batch: rc %d \"%s\"", rc, err);
+    if (rc == 0)
+        store_close(s, NULL, 0);
+}
+
 static const tu_test_t snapshot_tests[] = {
     { "a copy while the owner writes is the store as of the snapshot", test_snapshot_copy_while_writing },
     { "leases held in memory come again from a copy", test_snapshot_unwritten_leases },
     { "a copy stopped, failed or over an existing directory", test_snapshot_copy_refusals },
     { "a copy a crash cut short is removed, one being made is not", test_snapshot_discard_partial },
+    { "a copy cut short and put in place is refused", test_snapshot_cut_copy_refused },
     { NULL, NULL },
 };
 

@@ -1,0 +1,105 @@
+/*
+ * tests/helpers/failsync.c — an LD_PRELOAD shim that fails one fsync of a
+ * LevelDB write-ahead log with EIO, as a disk that loses a write does
+ * (tests/integration/test_broker_fsync.c; broker/syncer.c is what it tests).
+ *
+ * fdatasync(fd) and fsync(fd) of a file whose path ends in ".log": when the
+ * file named by $HG_FAILSYNC_TRIGGER exists, it is removed and the call
+ * fails with EIO without syncing (once per trigger file). With
+ * $HG_FAILSYNC_STICKY set, every later sync of that same file fails too, as
+ * Linux reports a writeback error to each descriptor that was open before it
+ * (LevelDB's own, when it syncs its log). Every call on a
+ * ".log" is appended to $HG_FAILSYNC_RECORD (when set) as one line
+ * "ok|EIO PATH", so a test can see which log a later successful sync was of.
+ * Other files and calls pass through to libc unchanged.
+ *
+ * Threading: any thread (the broker's syncer thread calls it); the record
+ * file is appended with one write(2) per line (O_APPEND).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int fdatasync(int fd);
+int fsync(int fd);
+
+/* The path of fd into path[len] ("" when unknown); 1 when it is a ".log". */
+static int log_path(int fd, char *path, size_t len)
+{
+    char link[64];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, len - 1);
+    path[n > 0 ? n : 0] = '\0';
+    return n > 4 && strcmp(path + n - 4, ".log") == 0;
+}
+
+static void record(const char *what, const char *path)
+{
+    const char *file = getenv("HG_FAILSYNC_RECORD");
+    if (file == NULL) {
+        return;
+    }
+    char line[4200];
+    int n = snprintf(line, sizeof line, "%s %s\n", what, path);
+    int fd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        if (write(fd, line, (size_t)n) < 0) {
+            /* a test's record: nothing to do about a failed write */
+        }
+        close(fd);
+    }
+}
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static char g_failed[4096]; /* the log whose sync failed (sticky mode), under g_mu */
+
+/* 1 when this sync of path must fail: the trigger is there (and is taken), or
+ * in sticky mode path is the log that failed before. */
+static int must_fail(const char *path)
+{
+    const char *trigger = getenv("HG_FAILSYNC_TRIGGER");
+    pthread_mutex_lock(&g_mu);
+    int fail = g_failed[0] != '\0' && strcmp(g_failed, path) == 0;
+    if (!fail && trigger != NULL && unlink(trigger) == 0) {
+        fail = 1;
+        if (getenv("HG_FAILSYNC_STICKY") != NULL) {
+            snprintf(g_failed, sizeof g_failed, "%s", path);
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
+    return fail;
+}
+
+/* -1 (EIO) when this sync of a log must fail, else the real call's result. */
+static int sync_or_fail(int fd, const char *name)
+{
+    char path[4096];
+    int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, name);
+    if (!log_path(fd, path, sizeof path)) {
+        return real(fd);
+    }
+    if (must_fail(path)) {
+        record("EIO", path);
+        errno = EIO;
+        return -1;
+    }
+    int rc = real(fd);
+    record(rc == 0 ? "ok" : "failed", path);
+    return rc;
+}
+
+int fdatasync(int fd)
+{
+    return sync_or_fail(fd, "fdatasync");
+}
+
+int fsync(int fd)
+{
+    return sync_or_fail(fd, "fsync");
+}

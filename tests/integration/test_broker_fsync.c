@@ -1,0 +1,268 @@
+/*
+ * tests/integration/test_broker_fsync.c — an fsync of the write-ahead log
+ * that fails (EIO), against the real broker under `fsync always`
+ * (DESIGN.md §6; broker/syncer.c, the storage thread's reopen).
+ *
+ * The broker runs with tests/helpers/failsync.so preloaded, which fails the
+ * next sync of a ".log" with EIO once a trigger file exists and records every
+ * sync of a log. After a failed fsync the kernel may have dropped the pages
+ * it could not write and a later fsync of the same file reports success
+ * (fsyncgate), so:
+ *  - the SEND whose batch that fsync covered is answered with the error,
+ *    never an id;
+ *  - no later reply may rest on a sync of that log: the store is closed
+ *    (its memtable written to a synced table from memory, not from the
+ *    pages the kernel may have dropped) and reopened on a new log before
+ *    anything is acknowledged again; the failed log is never synced again
+ *    (the shim fails every later sync of it, as Linux does for descriptors
+ *    open before the error) and the reopen does not replay it;
+ *  - SENDs are acknowledged again after the reopen, and after a kill -9 and
+ *    a restart every acknowledged SEND is there (--check-data ok);
+ *  - a reopen that fails (CURRENT moved away) is retried every second but
+ *    logged once, SENDs meanwhile are refused "store unavailable", and the
+ *    broker reopens by itself once the cause is gone.
+ * Each test in its own temp dir and free ports; polls with generous
+ * deadlines.
+ */
+#include "tests/helpers/broker_test.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define ACKED_MAX 64
+
+static char g_dir[512], g_trigger[600], g_record[600];
+
+/* The broker's children inherit these: the shim, its files, and leave to
+ * preload a library before ASan's runtime in a sanitizer build. */
+static void preload_shim(void)
+{
+    TU_REQUIRE(tu_mkdtemp("failsync", g_dir, sizeof g_dir) == 0, "mkdtemp: %s", strerror(errno));
+    snprintf(g_trigger, sizeof g_trigger, "%s/trigger", g_dir);
+    snprintf(g_record, sizeof g_record, "%s/record", g_dir);
+    char shim[600];
+    snprintf(shim, sizeof shim, "%s/tests/helpers/.libs/failsync.so", HG_BUILDDIR);
+    struct stat st;
+    TU_REQUIRE(stat(shim, &st) == 0, "the shim %s is not built: %s", shim, strerror(errno));
+    setenv("LD_PRELOAD", shim, 1);
+    setenv("HG_FAILSYNC_TRIGGER", g_trigger, 1);
+    setenv("HG_FAILSYNC_RECORD", g_record, 1);
+    setenv("HG_FAILSYNC_STICKY", "1", 1); /* as Linux: every descriptor open before the error sees it */
+    char asan[1024];
+    const char *old = getenv("ASAN_OPTIONS");
+    snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", old ? old : "", old && old[0] ? ":" : "");
+    setenv("ASAN_OPTIONS", asan, 1);
+}
+
+static void unload_shim(void)
+{
+    unsetenv("LD_PRELOAD");
+    unsetenv("HG_FAILSYNC_TRIGGER");
+    unsetenv("HG_FAILSYNC_RECORD");
+    unsetenv("HG_FAILSYNC_STICKY");
+    if (g_dir[0] != '\0')
+        tu_rmtree(g_dir);
+    g_dir[0] = '\0';
+}
+
+typedef struct acked {
+    char id[ACKED_MAX][32];
+    int n;
+} acked_t;
+
+static void send_acked(acked_t *a, const char *payload)
+{
+    char e[1024];
+    TU_REQUIRE(a->n < ACKED_MAX, "too many");
+    BP_REQUIRE(bp_send(&bt_conn, a->id[a->n], sizeof a->id[0], e, sizeof e, "t", payload, NULL) == 0, "SEND %s: %s",
+               payload, e);
+    a->n++;
+}
+
+typedef struct retry_ctx {
+    acked_t *a;
+    char err[1024];
+} retry_ctx_t;
+
+/* One SEND; 1 once it is acknowledged (the store reopened). */
+static int send_succeeds(void *arg)
+{
+    retry_ctx_t *r = arg;
+    char id[32];
+    if (bp_send(&bt_conn, id, sizeof id, r->err, sizeof r->err, "t", "after", NULL) != 0)
+        return 0;
+    snprintf(r->a->id[r->a->n++], sizeof r->a->id[0], "%s", id);
+    return 1;
+}
+
+static int trigger_gone(void *arg)
+{
+    struct stat st;
+    return stat((const char *)arg, &st) != 0;
+}
+
+static void test_fsync_eio(void)
+{
+    static acked_t acked;
+    memset(&acked, 0, sizeof acked);
+    char e[2048];
+    preload_shim();
+    bt_start(NULL); /* fsync always */
+    for (int i = 0; i < 10; i++)
+        send_acked(&acked, "before");
+
+    TU_REQUIRE(tu_write_file(g_trigger, "") == 0, "write %s", g_trigger);
+    char id[32];
+    int rc = bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "doomed", NULL);
+    BP_CHECK(rc != 0 && strstr(e, "fdatasync") != NULL && strstr(e, "Input/output error") != NULL,
+             "the SEND whose fsync failed: rc %d, '%s' (want the fsync's error, never an id)", rc, rc ? e : id);
+    BP_CHECK(tu_poll_until(trigger_gone, g_trigger, 10000, 20) == 0, "the shim never failed a sync");
+
+    retry_ctx_t r = { .a = &acked };
+    BP_REQUIRE(tu_poll_until(send_succeeds, &r, 30000, 100) == 0, "no SEND acknowledged again in 30 s: %s", r.err);
+    BP_CHECK(bp_log_contains(&bt_broker, "reopened"), "the store was not reopened after the failed fsync");
+    for (int i = 0; i < 10; i++)
+        send_acked(&acked, "after");
+
+    /* No sync of the log that failed counted afterwards. */
+    FILE *f = fopen(g_record, "r");
+    BP_REQUIRE(f != NULL, "no record %s: %s", g_record, strerror(errno));
+    char line[4200], failed[4200] = "";
+    int new_log_synced = 0, failed_synced_after = 0, eio = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        if (strncmp(line, "EIO ", 4) == 0) {
+            snprintf(failed, sizeof failed, "%s", line + 4);
+            eio++;
+        } else if (failed[0] != '\0' && strncmp(line, "ok ", 3) == 0) {
+            if (strcmp(line + 3, failed) != 0)
+                new_log_synced = 1;
+            else if (new_log_synced)
+                failed_synced_after++;
+        }
+    }
+    fclose(f);
+    BP_CHECK(failed[0] != '\0', "the record holds no failed sync");
+    /* The close before the reopen does not sync the failed log again (it would
+     * fail, LevelDB would refuse every write, the memtable would never be
+     * written out, and the reopen would replay that log from the disk): its
+     * memtable goes to a table from memory and the log is retired unread. */
+    BP_CHECK(eio == 1, "the failed log was synced %d more times after its failure (the close's synced commit)",
+             eio - 1);
+    unsigned long long failed_no = 0;
+    const char *slash = strrchr(failed, '/');
+    BP_CHECK(slash != NULL && sscanf(slash + 1, "%llu.log", &failed_no) == 1, "log name %s", failed);
+    char leveldb_log[700], recovering[64];
+    snprintf(leveldb_log, sizeof leveldb_log, "%s/LOG", bt_broker.data_dir);
+    snprintf(recovering, sizeof recovering, "Recovering log #%llu", failed_no);
+    BP_CHECK(tu_wait_file_contains(leveldb_log, recovering, 0) != 0,
+             "the reopen replayed the log whose fsync failed (LevelDB's LOG: \"%s\")", recovering);
+    BP_CHECK(new_log_synced && failed_synced_after == 0,
+             "after the failed sync of %s: a new log synced %d, the failed log synced %d times after it (a "
+             "durability claim resting on a file whose pages the kernel may have dropped)",
+             failed, new_log_synced, failed_synced_after);
+
+    /* A crash now: every acknowledged SEND is there. */
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_kill9(&bt_broker) == 0, "kill -9");
+    unsetenv("LD_PRELOAD");
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart: %s", e);
+    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "%s", e);
+    resp_reply_t *rep = bp_pull(&bt_conn, e, sizeof e, "g", "t", "COUNT", "100", NULL);
+    BP_REQUIRE(rep != NULL, "PULL: %s", e);
+    int found = 0, doomed = 0;
+    for (size_t i = 0; i < rep->count; i++) {
+        rc_msg_t m;
+        BP_REQUIRE(rc_msg_at(rep, i, &m, e, sizeof e) == 0, "%s", e);
+        doomed += m.payload_len == 6 && memcmp(m.payload, "doomed", 6) == 0;
+        for (int k = 0; k < acked.n; k++)
+            found += strcmp(m.id, acked.id[k]) == 0;
+    }
+    resp_reply_free(rep);
+    BP_CHECK(found == acked.n, "%d of %d acknowledged SENDs are there after the restart", found, acked.n);
+    printf("\n    %d acknowledged SENDs kept; the SEND refused with the fsync's error is %s\n", acked.n,
+           doomed ? "there too (it was written; at least once)" : "gone");
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+    char out[4096];
+    rc = bp_check_data(&bt_broker, out, sizeof out);
+    BP_CHECK(rc == 0 && strncmp(out, "ok: ", 4) == 0, "--check-data: exit %d: %s", rc, out);
+    unload_shim();
+}
+
+/* How many times text is in the broker's log. */
+static int log_count(const char *text)
+{
+    FILE *f = fopen(bt_broker.log_path, "r");
+    if (f == NULL)
+        return -1;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    int count = 0;
+    for (const char *p = buf; (p = strstr(p, text)) != NULL; p += strlen(text))
+        count++;
+    return count;
+}
+
+static int reopen_failure_logged(void *arg)
+{
+    return log_count("cannot reopen the store") >= 1;
+}
+
+static int send_ok(void *arg)
+{
+    char id[32], e[1024];
+    return bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "back", NULL) == 0;
+}
+
+/* The reopen after a failed fsync fails too (here: CURRENT moved away, as a
+ * damaged directory would): it is retried every second, and was logged
+ * every second (86 400 error lines a day until someone came); now once,
+ * then once a minute. When the cause is gone the broker reopens by itself
+ * and says after how many attempts. */
+static void test_reopen_failing(void)
+{
+    char e[2048], id[32], current[700], away[700];
+    preload_shim();
+    bt_start(NULL);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "before", NULL) == 0, "%s", e);
+    snprintf(current, sizeof current, "%s/CURRENT", bt_broker.data_dir);
+    snprintf(away, sizeof away, "%s/CURRENT.away", bt_broker.data_dir);
+    BP_REQUIRE(rename(current, away) == 0, "rename: %s", strerror(errno));
+    TU_REQUIRE(tu_write_file(g_trigger, "") == 0, "write %s", g_trigger);
+    BP_CHECK(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "doomed", NULL) != 0, "a SEND whose fsync failed");
+    BP_REQUIRE(tu_poll_until(reopen_failure_logged, NULL, 20000, 50) == 0, "no failed reopen logged");
+    /* A few seconds of retries (one a second) and of SENDs refused meanwhile. */
+    for (int i = 0; i < 35; i++) {
+        BP_CHECK(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "refused", NULL) != 0 &&
+                     strstr(e, "store unavailable") != NULL,
+                 "a SEND while the store cannot reopen: '%s'", e);
+        struct timespec ts = { 0, 100 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    int lines = log_count("reopen the store");
+    BP_CHECK(lines == 1,
+             "%d log lines of failed reopens in 3.5 s (want 1: the same cause again is logged once a minute)", lines);
+    BP_REQUIRE(rename(away, current) == 0, "rename back: %s", strerror(errno));
+    BP_REQUIRE(tu_poll_until(send_ok, NULL, 30000, 100) == 0, "no SEND acknowledged once CURRENT was back");
+    BP_CHECK(log_count("reopened after ") == 1, "the reopen does not say after how many failed attempts");
+    unload_shim();
+}
+
+static const tu_test_t fsync_tests[] = {
+    { "a failed fsync: refused, reopened, no claim on that log, nothing acknowledged lost", test_fsync_eio },
+    { "a reopen that keeps failing: logged once, not every second; reopens once the cause is gone",
+      test_reopen_failing },
+    { NULL, NULL },
+};
+
+int main(int argc, char **argv)
+{
+    return bt_main(argc, argv, "fsync", fsync_tests);
+}
