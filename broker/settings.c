@@ -20,6 +20,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "common/prom.h"
 #include "common/reload.h"
 #include "levels/msg.h"
 
@@ -378,6 +379,11 @@ int config_validate(config_t *c, char *err, size_t errlen)
     }
     if ((uint64_t)c->max_delay_ms > LVL_MAX_DURATION_MS) {
         err_set(err, errlen, "max-delay is too long");
+        return -1;
+    }
+    /* An address that cannot be listened on is said here, so --check-config catches it too. */
+    if (prom_check_bind("bind", c->bind, err, errlen) != 0 ||
+        (c->metrics_port != 0 && prom_check_bind("metrics-bind", c->metrics_bind, err, errlen) != 0)) {
         return -1;
     }
     if (c->metrics_port != 0 && !c->allow_remote && !config_is_loopback(c->metrics_bind)) {

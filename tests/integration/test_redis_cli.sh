@@ -326,6 +326,13 @@ else
     out=$("$broker" --check-config --users-file "$tmp/bad-users" 2>&1)
     expect "--check-config with a bad users file: exit status" "$?" "2"
     expect_match "--check-config names file:line" "$out" "bad-users:1: user 'shop': bad scrypt parameters"
+    # An address the broker could not listen on is refused by --check-config, naming the key.
+    out=$("$broker" --check-config --allow-remote yes --bind 300.1.1.1 2>&1)
+    expect "--check-config with bind 300.1.1.1: exit status" "$?" "2"
+    expect_match "--check-config names bind" "$out" "bind '300.1.1.1' is not an IP address"
+    out=$("$broker" --check-config --allow-remote yes --metrics-port 9 --metrics-bind no-such-host.invalid 2>&1)
+    expect "--check-config with an unresolvable metrics-bind: exit status" "$?" "2"
+    expect_match "--check-config names metrics-bind" "$out" "metrics-bind 'no-such-host.invalid' is not an IP address and does not resolve"
     kill "$pid"
     wait "$pid"
     expect "the broker with users stopped with status" "$?" "0"
