@@ -14,6 +14,8 @@
  *
  * Thread: everything here runs on the event-loop thread.
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 
@@ -158,4 +160,19 @@ void conn_start_draining(conn_t *c)
     struct timeval tv = { CONN_DRAIN_TIMEOUT_MS / 1000, (CONN_DRAIN_TIMEOUT_MS % 1000) * 1000 };
     bufferevent_set_timeouts(c->bev, NULL, &tv);
     conn_maybe_finish(c);
+}
+
+void conn_error_and_drain(conn_t *c, const char *fmt, ...)
+{
+    conn_set_t *s = c->set;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    resp_buf_clear(&s->scratch);
+    s->scratch.proto = c->proto;
+    resp_add_error(&s->scratch, msg);
+    conn_reply(c, s->scratch.raw.data, s->scratch.raw.len);
+    conn_start_draining(c);
 }

@@ -102,6 +102,9 @@ void conn_reaper_cb(evutil_socket_t fd, short what, void *arg);
 void conn_maybe_finish(conn_t *c);
 /* Parse nothing more; close once every queued reply is written. */
 void conn_start_draining(conn_t *c);
+/* Reply an error (printf format, the whole message: "ERR …") after what is
+ * queued, then conn_start_draining: a client told why before it is closed. */
+void conn_error_and_drain(conn_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* conn_reply.c */
 /* A new slot at the tail of c's reply FIFO (seq: a storage job's, else 0). */

@@ -146,11 +146,7 @@ void conn_process_input(conn_t *c)
             s->protocol_errors++;
             log_info("client id=%llu addr=%s: %s; closing after the reply", (unsigned long long)c->id, c->addr,
                      resp_parser_error(&c->parser));
-            resp_buf_clear(&s->scratch);
-            s->scratch.proto = c->proto;
-            resp_add_errorf(&s->scratch, "ERR %s", resp_parser_error(&c->parser));
-            conn_reply(c, s->scratch.raw.data, s->scratch.raw.len);
-            conn_start_draining(c);
+            conn_error_and_drain(c, "ERR %s", resp_parser_error(&c->parser));
             break;
         }
     }

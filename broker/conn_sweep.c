@@ -60,12 +60,8 @@ void conn_sweep_cb(evutil_socket_t fd, short what, void *arg)
             log_info("client id=%llu addr=%s: not logged in %llu ms after it connected (auth-timeout %lld ms); closing",
                      (unsigned long long)c->id, c->addr, (unsigned long long)(now - c->unauth_since_mono),
                      cfg->auth_timeout_ms);
-            resp_buf_clear(&s->scratch);
-            s->scratch.proto = c->proto;
-            resp_add_errorf(&s->scratch, "ERR not logged in within auth-timeout (%lld ms): AUTH first; closing",
-                            cfg->auth_timeout_ms);
-            conn_reply(c, s->scratch.raw.data, s->scratch.raw.len);
-            conn_start_draining(c);
+            conn_error_and_drain(c, "ERR not logged in within auth-timeout (%lld ms): AUTH first; closing",
+                                 cfg->auth_timeout_ms);
         }
         if (cfg->header_timeout_ms > 0 && c->cmd_started_mono != 0 && !c->draining &&
             now - c->cmd_started_mono >= (uint64_t)cfg->header_timeout_ms) {
@@ -74,13 +70,9 @@ void conn_sweep_cb(evutil_socket_t fd, short what, void *arg)
                      "%lld ms); closing",
                      (unsigned long long)c->id, c->addr, (unsigned long long)(now - c->cmd_started_mono),
                      cfg->header_timeout_ms);
-            resp_buf_clear(&s->scratch);
-            s->scratch.proto = c->proto;
-            resp_add_errorf(&s->scratch, "ERR command not complete within header-timeout (%lld ms); closing",
-                            cfg->header_timeout_ms);
             c->cmd_started_mono = 0;
-            conn_reply(c, s->scratch.raw.data, s->scratch.raw.len);
-            conn_start_draining(c);
+            conn_error_and_drain(c, "ERR command not complete within header-timeout (%lld ms); closing",
+                                 cfg->header_timeout_ms);
         }
         if (!c->closing) {
             total += conn_memory(c);
