@@ -10,6 +10,7 @@
 #include "config.h"
 #endif
 #include "broker/metrics.h"
+#include "broker/syncer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,6 +150,13 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
                    (unsigned long long)st->jobs, (unsigned long long)st->max_batch,
                    st->batches ? (double)st->jobs / (double)st->batches : 0.0, (unsigned long long)st->last_commit_us,
                    prom_hist_quantile(&st->commit_seconds, 0.99) * 1000.0, (unsigned long long)st->maintain_work);
+        if (st->syncer != NULL) {
+            prom_hist_t fs;
+            uint64_t last_us;
+            syncer_fsync_stats(st->syncer, &fs, &last_us);
+            buf_printf(o, "fsyncs:%llu\r\nlast_fsync_us:%llu\r\nfsync_p99_ms:%.3f\r\n", (unsigned long long)fs.count,
+                       (unsigned long long)last_us, prom_hist_quantile(&fs, 0.99) * 1000.0);
+        }
         buf_printf(o, "disk_full:%d\r\ndisk_free_bytes:%llu\r\ndisk_full_events:%llu\r\ndisk_full_refusals:%llu\r\n",
                    st->disk_full, (unsigned long long)st->disk_free_bytes, (unsigned long long)st->disk_full_events,
                    (unsigned long long)st->disk_full_refusals);
@@ -381,8 +389,19 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
                store_broken(s));
     prom_hist_write(o, "hourglass_delivery_lateness_seconds", "Delivery time minus due time.", &st->lateness);
     prom_hist_write(o, "hourglass_commit_batch_jobs", "Jobs per group commit.", &st->batch_jobs);
-    prom_hist_write(o, "hourglass_commit_seconds", "Duration of one store commit (fsync included).",
+    prom_hist_write(o, "hourglass_commit_seconds",
+                    "Duration of one store write (the group commit; under fsync always its fdatasync is "
+                    "hourglass_fsync_seconds).",
                     &st->commit_seconds);
+    if (st->syncer != NULL) {
+        prom_hist_t fs;
+        uint64_t last_us;
+        syncer_fsync_stats(st->syncer, &fs, &last_us);
+        prom_hist_write(o, "hourglass_fsync_seconds",
+                        "Duration of one fdatasync of the write-ahead log (fsync always): what an acknowledged SEND "
+                        "waits for the disk.",
+                        &fs);
+    }
 }
 
 void metrics_prom_loop(buf_t *o, const loop_info_t *li)

@@ -20,6 +20,8 @@
 #include "common/prom.h"
 #include "levels/store.h"
 
+struct syncer;
+
 /* Counters and histograms of the storage thread. */
 typedef struct storage_stats {
     uint64_t started_ms;
@@ -39,6 +41,7 @@ typedef struct storage_stats {
     prom_hist_t batch_jobs;       /* jobs per group commit */
     prom_hist_t commit_seconds;   /* store_commit duration */
     backup_t *backup;             /* BACKUP's state (its own lock), or NULL */
+    struct syncer *syncer;        /* the fsync thread under fsync always (its own lock: its fsync times), or NULL */
 } storage_stats_t;
 
 void storage_stats_init(storage_stats_t *s, uint64_t now_ms);
