@@ -115,16 +115,26 @@ static void keepalive_inspection(void *s)
     comp_inspect_keepalive(s);
 }
 
+/* r->keepalive, busy for /healthz while it runs (a hung server holds it). */
+static void keepalive_busy(void *arg)
+{
+    runner_t *r = arg;
+    comp_stats_busy(r->layer);
+    r->keepalive(r->state);
+    comp_stats_idle(r->layer);
+}
+
 /* Wait r->interval_ms for the next round, running r->keepalive every
  * r->keepalive_ms meanwhile. 1 when told to stop. */
 static int wait_next_round(runner_t *r)
 {
-    return comp_sleep_keepalive(r->interval_ms, r->keepalive_ms, r->keepalive, r->state);
+    return comp_sleep_keepalive(r->interval_ms, r->keepalive_ms, r->keepalive != NULL ? keepalive_busy : NULL, r);
 }
 
-/* One run of a layer, recorded in comp_stats. */
+/* One run of a layer, recorded in comp_stats (busy meanwhile: /healthz). */
 static comp_run_outcome_t run_once(runner_t *r, char *err, size_t errlen)
 {
+    comp_stats_busy(r->layer);
     uint64_t t0 = clock_mono_us();
     comp_run_outcome_t o = r->run(r->state, err, errlen);
     comp_stats_run_end(r->layer, o, clock_mono_us() - t0, err);

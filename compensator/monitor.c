@@ -21,6 +21,7 @@
 #include "base/alloc.h"
 #include "common/log.h"
 #include "compensator/alerts.h"
+#include "compensator/stats.h"
 #include "compensator/stop.h"
 #include "db/conn.h"
 
@@ -193,6 +194,7 @@ comp_run_outcome_t comp_monitor_run(comp_monitor_t *m, char *errbuf, size_t errl
         snprintf(errbuf, errlen, "%s", err.message);
         outcome = COMP_RUN_FAILED;
     }
+    comp_progress(); /* each step, for /healthz's stuck check */
     comp_gauge_set(&comp_stats.overdue_pending, count);
     comp_gauge_set(&comp_stats.overdue_oldest_seconds, count > 0 ? oldest : count == 0 ? 0 : -1);
 
@@ -203,6 +205,7 @@ comp_run_outcome_t comp_monitor_run(comp_monitor_t *m, char *errbuf, size_t errl
             snprintf(errbuf, errlen, "%s", err.message);
         outcome = COMP_RUN_FAILED;
     }
+    comp_progress();
     comp_gauge_set(&comp_stats.outbox_unsent, unsent);
 
     /* A broker that does not answer is asked once a round, not once per
@@ -214,6 +217,7 @@ comp_run_outcome_t comp_monitor_run(comp_monitor_t *m, char *errbuf, size_t errl
         int64_t depth = -1;
         char e[400];
         int rc = unreachable ? -2 : dlq_len(m, i, &depth, e, sizeof e);
+        comp_progress();
         if (rc > 0) { /* cut by the stop: not the broker's failure, and the round is over */
             log_msg(LOG_LEVEL_DEBUG, "monitor: the stop cut DLQ LEN %s", m->cfg->groups[i]);
             break;

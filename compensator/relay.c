@@ -40,6 +40,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "common/log.h"
+#include "compensator/stats.h"
 #include "compensator/stop.h"
 #include "db/keys.h"
 #include "db/conn.h"
@@ -466,16 +467,20 @@ static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
         long due = rows_due(r, err);
         if (due <= 0)
             return due;
+        comp_progress(); /* each step, for /healthz's stuck check */
         relay_open(r, &open_err);
+        comp_progress();
     }
     long n = r->client != NULL ? claim_batch(r, last_at, last_id, err) : select_batch(r, last_at, last_id, err);
     if (n <= 0)
         return n;
+    comp_progress();
     uint64_t claimed_us = clock_mono_us(); /* the lease runs from the claim's commit */
     comp_count(&comp_stats.relay_batches, 1);
     fill_items(r, n, &open_err);
     if (r->client != NULL) {
         send_batch(r, n, claimed_us);
+        comp_progress();
         size_t stopped = count_stopped(r, n);
         *left += stopped;
         if (stopped == (size_t)n)
@@ -501,6 +506,7 @@ comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *err
         uint64_t batch_failures = 0;
         long n =
             relay_batch(r, &last_at, &last_id, &sent, &superseded, &batch_failures, &left, cause, sizeof cause, &err);
+        comp_progress();
         failures += batch_failures;
         if (n < 0) {
             snprintf(errbuf, errlen, "%s", err.message);
