@@ -76,6 +76,7 @@ typedef struct comp_config {
     size_t group_count;
     char effective_lock_name[COMP_LOCK_NAME_MAX + 1]; /* lock-name, or the default built from the database */
     char password[PASSWD_FILE_MAX + 1];               /* read from password-file ("" without one) */
+    cfg_origin_t origin;                              /* where each key was set (the errors of validation) */
 } comp_config_t;
 
 /* Point opts at the broker credentials of cfg (user, and the password read
@@ -96,7 +97,9 @@ int comp_config_set(comp_config_t *cfg, const char *name, const char *value, cha
 const cfg_table_t *comp_config_table(void);
 
 /* Check the whole configuration and fill the derived fields. Returns 0, or
- * -1 with err naming the key of the first problem. */
+ * -1 with err naming the key of the first problem and where it was set
+ * ("c.conf:14: relay-backoff-cap: … (relay-backoff-base: c.conf:12)": both
+ * keys of a cross-key check, the one set last first). */
 int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen);
 
 #endif

@@ -462,6 +462,38 @@ static void test_config(void)
     fclose(f);
     rc = tu_run_capture(file_unknown, out, sizeof out);
     BP_CHECK(rc == 0, "valid file: exit %d: %.4000s", rc, out);
+    /* A cross-key error names the file and the line of the key set last, and
+     * where the other was set (a flag, another line, its default). */
+    f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "mysql-database = shop\n[relay]\nrelay-backoff-base = 10s\n; the cap\nrelay-backoff-cap = 5s\n"
+               "[mysql]\nmysql-read-timeout = 8s\n");
+    fclose(f);
+    expect_config_error(file_unknown, "c.conf:5: relay-backoff-cap: 5000ms is below relay-backoff-base 10000ms "
+                                      "(relay-backoff-base: line 3)");
+    const char *cap_flag[] = {
+        COMPENSATOR_BIN, "--check-config", "--config", path, "--relay-backoff-base", "30s", NULL
+    };
+    expect_config_error(cap_flag, "relay-backoff-cap: 5000ms is below relay-backoff-base 30000ms "
+                                  "(relay-backoff-base: --relay-backoff-base; relay-backoff-cap: ");
+    expect_config_error(cap_flag, "/c.conf:5)");
+    const char *lock_wait[] = { COMPENSATOR_BIN,
+                                "--check-config",
+                                "--config",
+                                path,
+                                "--relay-backoff-cap",
+                                "1h",
+                                "--mysql-lock-wait-timeout",
+                                "9s",
+                                NULL };
+    expect_config_error(lock_wait, "mysql-lock-wait-timeout: 9s is not below mysql-read-timeout 8s");
+    expect_config_error(lock_wait, "(mysql-lock-wait-timeout: --mysql-lock-wait-timeout; mysql-read-timeout: ");
+    expect_config_error(lock_wait, "/c.conf:7)");
+    f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "mysql-database = shop\nlayers = relay bogus\n");
+    fclose(f);
+    expect_config_error(file_unknown, "c.conf:2: layers: unknown layer 'bogus'");
     tu_rmtree(dir);
 
     const char *help[] = { COMPENSATOR_BIN, "--help", NULL };
