@@ -18,6 +18,7 @@
 
 #include <hourglass/hourglass.h>
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -331,6 +332,40 @@ int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
             return -1;
     }
     return 0;
+}
+
+static atomic_uint password_generation; /* comp_password_rotated */
+
+void comp_password_rotated(void)
+{
+    atomic_fetch_add(&password_generation, 1);
+}
+
+int comp_password_stale(const comp_password_t *pw)
+{
+    return pw->generation != atomic_load(&password_generation);
+}
+
+void comp_password_init(const comp_config_t *cfg, comp_password_t *pw)
+{
+    snprintf(pw->text, sizeof pw->text, "%s", cfg->password);
+    pw->generation = atomic_load(&password_generation);
+}
+
+void comp_password_refresh(const comp_config_t *cfg, comp_password_t *pw, hg_client_opts_t *opts)
+{
+    if (cfg->password_file == NULL)
+        return;
+    unsigned generation = atomic_load(&password_generation);
+    char fresh[PASSWD_FILE_MAX + 1], why[400];
+    if (passwd_read_file(cfg->password_file, fresh, sizeof fresh, why, sizeof why) != 0) {
+        log_msg(LOG_LEVEL_WARN, "password-file: %s; the broker client keeps the password read before", why);
+    } else {
+        memcpy(pw->text, fresh, sizeof pw->text);
+        memset(fresh, 0, sizeof fresh);
+    }
+    pw->generation = generation;
+    opts->password = pw->text;
 }
 
 void comp_config_client_credentials(const comp_config_t *cfg, hg_client_opts_t *opts)

@@ -79,6 +79,31 @@ typedef struct comp_config {
     cfg_origin_t origin;                              /* where each key was set (the errors of validation) */
 } comp_config_t;
 
+/* A broker password kept by a layer that opens its own client (the relay,
+ * the monitor): password-file is read again before every open, so a
+ * rotated password is used from the next (re)connect on. */
+typedef struct comp_password {
+    char text[PASSWD_FILE_MAX + 1];
+    unsigned generation; /* comp_password_generation when last read */
+} comp_password_t;
+
+/* pw starts as the password validation read (cfg->password). Before the
+ * layer threads start (its _new). */
+void comp_password_init(const comp_config_t *cfg, comp_password_t *pw);
+
+/* Before opening a broker client: read password-file (when set) into pw
+ * and point opts->password at it (else opts keeps cfg's credentials). A file
+ * that cannot be read now keeps the password read before, with a warning
+ * logged. The layer's thread. */
+void comp_password_refresh(const comp_config_t *cfg, comp_password_t *pw, hg_client_opts_t *opts);
+
+/* 1 when a SIGHUP found a rotated password since pw was read: the layer
+ * closes its client, and opens it again with the new one. */
+int comp_password_stale(const comp_password_t *pw);
+
+/* SIGHUP found another password in password-file (main thread). */
+void comp_password_rotated(void);
+
 /* Point opts at the broker credentials of cfg (user, and the password read
  * from password-file); the URI's stay when neither is set. */
 void comp_config_client_credentials(const comp_config_t *cfg, hg_client_opts_t *opts);
