@@ -12,12 +12,14 @@
 #   refund-unpaid   the consumer's side effects record a refund for every cancel — the refunds check;
 #   backup-damaged  the online backup's copy overwritten in part once taken — the backup check.
 # With --all (tests/system/test_demo_break.sh --all from the build directory, or
-# HG_DEMO_BREAK_ALL=1 make check TESTS=tests/system/test_demo_break.sh), five more, about 1.5 min:
+# HG_DEMO_BREAK_ALL=1 make check TESTS=tests/system/test_demo_break.sh), six more, about 3 min:
 #   stock-twice     the stock return run twice — the stock check (and what follows, as cancel-paid);
 #   consumer-dies   hourglass-consumer killed for good at 2 s — the drained and programs checks;
 #   cancel-early    timeout messages sent again with no delay — the early-cancel check;
 #   outbox-open     the consumer's side effects without the outbox statement — the outbox check;
-#   bad-message     a timeout message whose payload is not an order id — the DLQ check.
+#   bad-message     a timeout message whose payload is not an order id — the DLQ check;
+#   rabbit-loses    on a private RabbitMQ node, its queues purged before its kill — the check that
+#                   RabbitMQ kept what it confirmed.
 # The demo stops waiting once the outcome is decided (an order overdue, or nothing left to cancel
 # orders).
 set -uo pipefail
@@ -105,6 +107,14 @@ if ((all)); then
     run_break outbox-open "outbox" "" --no-kill
     run_break bad-message "DLQ of order-cancel empty" "" --no-kill
     grep -q '^\[FAIL\] DLQ of order-cancel empty: 1$' "$out" || fail "bad-message: not 1 message in the DLQ"
+    # On a private RabbitMQ node (its checks: drained and "kept what it confirmed" for the backup's);
+    # a longer run, as the purge takes seconds: about 1.5 min.
+    if [[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ]]; then
+        checks[3]="RabbitMQ drained" checks[8]="RabbitMQ kept what it confirmed"
+        run_break rabbit-loses "RabbitMQ kept what it confirmed" "" --rabbitmq --duration 30 --rate 20 --timeout 20
+    else
+        fail "rabbitmq-server is not installed: --break rabbit-loses not run (apt-get install rabbitmq-server)"
+    fi
 fi
 
 ((failed == 0)) || exit 1
