@@ -121,5 +121,5 @@ fi
 if ((all)); then
     echo "PASS: the demo's report caught every --break mode, each in exactly its own checks"
 else
-    echo "PASS: the demo's report caught --break cancel-paid, cancellers-die, refund-unpaid and backup-damaged, each in exactly its own checks (--all: the five others)"
+    echo "PASS: the demo's report caught --break cancel-paid, cancellers-die, refund-unpaid and backup-damaged, each in exactly its own checks (--all: the six others)"
 fi
