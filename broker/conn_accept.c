@@ -131,6 +131,11 @@ static void log_in_by_certificate(conn_t *c, SSL *ssl)
     }
     const users_entry_t *e = users_find(server_users(s->srv), cn, (size_t)n);
     if (e == NULL || e->disabled) {
+        for (char *p = cn; *p; p++) { /* the CA signed it, but a control byte still never reaches the log raw */
+            if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) {
+                *p = '?';
+            }
+        }
         log_info("client id=%llu addr=%s: its certificate's CN '%s' is %s in the users file; AUTH needed",
                  (unsigned long long)c->id, c->addr, cn, e == NULL ? "no user" : "a disabled user");
         return;

@@ -445,7 +445,7 @@ static void test_wrong_password(void)
     resp_reply_free(r);
     BP_CHECK(bad_ms >= 380, "the second failure from this address waited %llu ms, want >= 400 ms",
              (unsigned long long)bad_ms);
-    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "for user 'mallory' (no such user)", 10000) == 0,
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "for unknown user (7 bytes) (no such user)", 10000) == 0,
              "no warning for the unknown user");
 
     /* Still not logged in, and the connection still works. */
@@ -771,6 +771,117 @@ static void test_cli_passwd_nul(void)
     const char *ok[] = { "/bin/sh", "-c", "printf 'a b\\n' | " HG_BUILDDIR "/hourglass-cli passwd --cost 10", NULL };
     rc = tu_run_capture(ok, out, sizeof out);
     BP_CHECK(rc == 0 && strncmp(out, "$scrypt$ln=10,", 14) == 0, "passwd 'a b': exit %d: %s", rc, out);
+}
+
+/* The broker's log, whole, into a new string (NULL when it cannot be read). */
+static char *read_log(size_t *len)
+{
+    FILE *f = fopen(bt_broker.log_path, "rb");
+    if (f == NULL)
+        return NULL;
+    size_t cap = 1 << 20, n = 0;
+    char *text = malloc(cap + 1);
+    n = fread(text, 1, cap, f);
+    fclose(f);
+    text[n] = '\0';
+    *len = n;
+    return text;
+}
+
+/* A failed AUTH's warning names the user only when it is one: a name that is no user's may be a password typed
+ * in its place (AUTH password user), and it may hold control bytes. Before, the warning showed it as typed. */
+static void test_auth_log_names(void)
+{
+    start_with_users();
+    rc_conn_t c;
+    char e[1024];
+    connect_as(&c, NULL, NULL);
+    /* Swapped: the password where the name goes, with an escape sequence and a newline in it. */
+    const char *swapped = "Pw-Swapped\x1b[2J\r\nforged line";
+    resp_reply_t *r = rc_cmd(&c, "AUTH", swapped, "ops", NULL);
+    BP_CHECK(rc_is_error(r, "WRONGPASS"), "AUTH <password> ops: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    char want[96];
+    snprintf(want, sizeof want, "for unknown user (%zu bytes) (no such user)", strlen(swapped));
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, want, 10000) == 0, "no warning '%s'", want);
+    /* A known user's wrong password: the name is shown. */
+    r = rc_cmd(&c, "AUTH", "ops", "wrong", NULL);
+    BP_CHECK(rc_is_error(r, "WRONGPASS"), "AUTH ops wrong: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "for user 'ops' (wrong password)", 10000) == 0,
+             "the warning does not name the known user");
+    size_t len = 0;
+    char *log = read_log(&len);
+    BP_REQUIRE(log != NULL, "read %s", bt_broker.log_path);
+    BP_CHECK(strstr(log, "Pw-Swapped") == NULL, "the password typed as a user name is in the log");
+    BP_CHECK(memchr(log, 0x1b, len) == NULL, "an escape byte reached the log raw");
+    BP_CHECK(strstr(log, "\nforged line") == NULL, "a newline from the client forged a log line");
+    free(log);
+    rc_close(&c);
+    cleanup_users();
+}
+
+/* The longest password is PASSWD_MAX (1 KiB) bytes: a longer one in AUTH or HELLO AUTH is refused with its own
+ * error, never hashed, and counted (and held back) as a failed AUTH. Before, it was hashed whatever its length
+ * (4 MiB: 0.2 s of hashing). */
+static void test_auth_password_too_long(void)
+{
+    start_with_users();
+    rc_conn_t c, adm;
+    char e[1024], v[64];
+    connect_as(&adm, "ops", "pw-ops");
+    BP_REQUIRE(bp_info_field(&adm, "auth_failures", v, sizeof v, e, sizeof e) == 0, "INFO: %s", e);
+    long long before = atoll(v);
+    connect_as(&c, NULL, NULL);
+    static char big[4 << 20];
+    memset(big, 'x', sizeof big - 1);
+    const char *argv[] = { "AUTH", "ops", big };
+    size_t lens[] = { 4, 3, PASSWD_MAX + 1 };
+    resp_reply_t *r = rc_cmdv(&c, 3, argv, lens);
+    BP_CHECK(rc_is_error(r, "ERR AUTH refused: the password is longer than 1024 bytes"), "AUTH of %d bytes: %s",
+             PASSWD_MAX + 1, rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path,
+                                   "for user 'ops' (a password of 1025 bytes, longer than 1024: not checked)",
+                                   10000) == 0,
+             "no warning for the long password");
+    const char *hello[] = { "HELLO", "3", "AUTH", "ops", big };
+    size_t hlens[] = { 5, 1, 4, 3, sizeof big - 1 };
+    r = rc_cmdv(&c, 5, hello, hlens);
+    BP_CHECK(rc_is_error(r, "ERR AUTH refused: the password is longer than 1024 bytes"), "HELLO AUTH of 4 MiB: %s",
+             rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    /* PASSWD_MAX bytes are checked: a wrong one is WRONGPASS. */
+    lens[2] = PASSWD_MAX;
+    r = rc_cmdv(&c, 3, argv, lens);
+    BP_CHECK(rc_is_error(r, "WRONGPASS"), "AUTH of %d bytes: %s", PASSWD_MAX, rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    EXPECT(&c, "after the refusals", "NOAUTH", "SEND", "t", "p");
+    BP_CHECK(bp_info_field(&adm, "auth_failures", v, sizeof v, e, sizeof e) == 0 && atoll(v) == before + 3,
+             "INFO auth_failures %s, want %lld (the two refused and the wrong one)", v, before + 3);
+    rc_close(&c);
+    rc_close(&adm);
+    cleanup_users();
+}
+
+/* hourglass-cli passwd takes a password of PASSWD_MAX bytes and refuses a longer one, saying so. Before, it took
+ * 1025 bytes (one too many) and said "no password on stdin" of a longer one. */
+static void test_cli_passwd_long(void)
+{
+    char out[4096], cmd[256];
+    for (int n = PASSWD_MAX; n <= PASSWD_MAX + 1; n++) {
+        snprintf(cmd, sizeof cmd, "head -c %d /dev/zero | tr '\\0' p; printf '\\r\\n'", n);
+        char full[512];
+        snprintf(full, sizeof full, "(%s) | %s/hourglass-cli passwd --cost 10", cmd, HG_BUILDDIR);
+        const char *argv[] = { "/bin/sh", "-c", full, NULL };
+        int rc = tu_run_capture(argv, out, sizeof out);
+        if (n == PASSWD_MAX)
+            BP_CHECK(rc == 0 && strncmp(out, "$scrypt$ln=10,", 14) == 0, "passwd of %d bytes: exit %d: %s", n, rc, out);
+        else
+            BP_CHECK(rc == 2 && strstr(out, "the password on stdin is longer than 1024 bytes") != NULL &&
+                         strstr(out, "$scrypt$") == NULL,
+                     "passwd of %d bytes: exit %d: %s", n, rc, out);
+    }
 }
 
 /* 1 when the broker closed c (EOF), after whatever it said last. */
@@ -1137,6 +1248,9 @@ static const tu_test_t auth_tests[] = {
     { "CLIENT KILL by ID, ADDR, USER, SKIPME; admin only; logged", test_client_kill },
     { "without users: as before", test_no_users },
     { "a user name of 64 bytes logs in", test_long_user_name },
+    { "a failed AUTH logs a name only when it is a user's, never control bytes", test_auth_log_names },
+    { "a password longer than 1 KiB: refused unhashed, counted as a failure", test_auth_password_too_long },
+    { "hourglass-cli passwd refuses a password longer than 1 KiB", test_cli_passwd_long },
     { NULL, NULL },
 };
 
