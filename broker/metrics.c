@@ -143,8 +143,8 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
                    "pending_writes:%d\r\nbroken:%d\r\ngroup_commits:%llu\r\ncommits:%llu\r\n"
                    "commit_failures:%llu\r\nreopens:%llu\r\njobs:%llu\r\nmax_batch:%llu\r\n"
                    "avg_batch:%.2f\r\nlast_commit_us:%llu\r\ncommit_p99_ms:%.3f\r\nmaintenance_work:%llu\r\n",
-                   so->path, so->sync ? "always" : "no", spec, STORE_FORMAT_VERSION, store_pending(s), store_broken(s),
-                   (unsigned long long)st->batches, (unsigned long long)st->commits,
+                   (mask & INFO_PATHS) ? so->path : INFO_HIDDEN, so->sync ? "always" : "no", spec, STORE_FORMAT_VERSION,
+                   store_pending(s), store_broken(s), (unsigned long long)st->batches, (unsigned long long)st->commits,
                    (unsigned long long)st->commit_failures, (unsigned long long)st->reopens,
                    (unsigned long long)st->jobs, (unsigned long long)st->max_batch,
                    st->batches ? (double)st->jobs / (double)st->batches : 0.0, (unsigned long long)st->last_commit_us,
@@ -161,7 +161,8 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
                        "backup_last_ok_ms:%llu\r\nbackup_last_error:%s\r\n",
                        b.running, b.name, (unsigned long long)b.started_ms, (unsigned long long)b.keys,
                        (unsigned long long)b.bytes, backup_result_name(b.last), (unsigned long long)b.last_ms,
-                       (unsigned long long)b.last_ok_ms, b.last_error);
+                       (unsigned long long)b.last_ok_ms,
+                       (mask & INFO_PATHS) || b.last_error[0] == '\0' ? b.last_error : INFO_HIDDEN);
         }
     }
     if (mask & INFO_STATS) {

@@ -864,6 +864,59 @@ static void test_auth_password_too_long(void)
     cleanup_users();
 }
 
+/* 1 when INFO storage on c shows field with a value containing want. */
+static int info_has(rc_conn_t *c, const char *field, const char *want, char *got, size_t gotlen)
+{
+    char e[256];
+    got[0] = '\0';
+    if (bp_info_field(c, field, got, gotlen, e, sizeof e) != 0)
+        snprintf(got, gotlen, "(no field: %s)", e);
+    return strstr(got, want) != NULL;
+}
+
+/* INFO shows file-system paths (storage: dir, backup_last_error) to the admin only, who alone may CONFIG GET
+ * them; a viewer, consumer or producer sees "(admin only)" there, the other fields as before. Before, every
+ * role that may run INFO read the data directory and the backup error's paths. */
+static void test_info_paths_admin_only(void)
+{
+    char bkdir[700], parent[650], got[600];
+    TU_REQUIRE(tu_mkdtemp("hg-bkparent", parent, sizeof parent) == 0, "temp dir");
+    snprintf(bkdir, sizeof bkdir, "%s/gone/bk", parent); /* its parent is missing: BACKUP fails, naming the path */
+    start_with_users_and("--backup-dir", bkdir);
+    rc_conn_t adm, viewer, consumer;
+    char e[1024];
+    connect_as(&adm, "ops", "pw-ops");
+    connect_as(&viewer, "grafana", "pw-grafana");
+    connect_as(&consumer, "canceller", "pw-canceller");
+    resp_reply_t *r = rc_cmd(&adm, "BACKUP", "b1", NULL);
+    BP_CHECK(rc_is_error(r, "ERR"), "BACKUP into a missing parent: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    BP_CHECK(info_has(&adm, "dir", bt_broker.data_dir, got, sizeof got), "admin: INFO dir '%s', want %s", got,
+             bt_broker.data_dir);
+    BP_CHECK(info_has(&adm, "backup_last_error", parent, got, sizeof got),
+             "admin: INFO backup_last_error '%s', want the path", got);
+    rc_conn_t *others[] = { &viewer, &consumer };
+    for (size_t i = 0; i < 2; i++) {
+        const char *who = i == 0 ? "viewer" : "consumer";
+        BP_CHECK(info_has(others[i], "dir", "(admin only)", got, sizeof got), "%s: INFO dir '%s'", who, got);
+        BP_CHECK(info_has(others[i], "backup_last_error", "(admin only)", got, sizeof got),
+                 "%s: INFO backup_last_error '%s'", who, got);
+        BP_CHECK(info_has(others[i], "backup_last_status", "failed", got, sizeof got),
+                 "%s: INFO backup_last_status '%s', want failed", who, got);
+        /* No path anywhere in INFO (all sections), nor through CONFIG GET. */
+        r = rc_cmd(others[i], "INFO", "everything", NULL);
+        BP_CHECK(r != NULL && r->str != NULL && strstr(r->str, bt_broker.dir) == NULL && strstr(r->str, parent) == NULL,
+                 "%s: INFO everything shows a path: %s", who, rc_describe(r, e, sizeof e));
+        resp_reply_free(r);
+        EXPECT(others[i], who, "NOPERM", "CONFIG", "GET", "dir");
+    }
+    rc_close(&adm);
+    rc_close(&viewer);
+    rc_close(&consumer);
+    cleanup_users();
+    tu_rmtree(parent);
+}
+
 /* hourglass-cli passwd takes a password of PASSWD_MAX bytes and refuses a longer one, saying so. Before, it took
  * 1025 bytes (one too many) and said "no password on stdin" of a longer one. */
 static void test_cli_passwd_long(void)
@@ -1251,6 +1304,7 @@ static const tu_test_t auth_tests[] = {
     { "a failed AUTH logs a name only when it is a user's, never control bytes", test_auth_log_names },
     { "a password longer than 1 KiB: refused unhashed, counted as a failure", test_auth_password_too_long },
     { "hourglass-cli passwd refuses a password longer than 1 KiB", test_cli_passwd_long },
+    { "INFO shows file-system paths to the admin only", test_info_paths_admin_only },
     { NULL, NULL },
 };
 
