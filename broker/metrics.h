@@ -52,6 +52,8 @@ typedef struct loop_info {
     uint64_t connected_clients, blocked_clients;
     uint64_t connections_total, rejected_connections;
     uint64_t connected_tls_clients, tls_connections_total; /* of which from tls-port */
+    uint64_t tls_handshakes_in_progress;                   /* TLS connections whose handshake is not done */
+    uint64_t tls_handshakes_refused; /* closed before a handshake: tls-max-handshakes-per-address */
     uint64_t protocol_errors, reply_buffer_kills, idle_kills;
     uint64_t commands_processed;
     uint64_t jobs_queued, jobs_parked;
