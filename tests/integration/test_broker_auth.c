@@ -33,7 +33,15 @@
  *  - a password changed by SIGHUP: the old one is refused (the cache knew
  *    it), connections logged in with it stay until CLIENT KILL USER;
  *  - hourglass-cli passwd refuses a password with a NUL byte (its hash
- *    would have covered only the bytes before it);
+ *    would have covered only the bytes before it), and one longer than
+ *    1 KiB (1 KiB is taken);
+ *  - a failed AUTH's warning names the user only when it is one ("unknown
+ *    user (N bytes)" else: AUTH password user keeps the password out of the
+ *    log), and no control byte from the client reaches the log;
+ *  - a password longer than 1 KiB in AUTH or HELLO AUTH is refused with its
+ *    own error, unhashed, and counted as a failed AUTH;
+ *  - INFO shows file-system paths (dir, backup_last_error) to the admin
+ *    only: a viewer and a consumer read "(admin only)";
  *  - auth-timeout: a client that never logs in (or that a reload logged
  *    out) is told and closed; a logged-in one stays;
  *  - a users file its group or others can read or write is warned about
