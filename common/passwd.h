@@ -81,11 +81,14 @@ int passwd_read_file(const char *path, char *out, size_t outlen, char *err, size
 
 /* A SIGHUP re-read the same password file (old_path and new_path equal, both
  * set) and found a password other than the running one: a rotated
- * credential, which the daemons' broker clients take only at a restart (a
- * changed path is a changed key: the reload names that itself). 1 then, else
- * 0. The daemons log PASSWD_ROTATED_NOTE after the file's name. */
+ * credential (a changed path is a changed key: the reload names that
+ * itself). 1 then, else 0. hourglass-consumer logs PASSWD_ROTATED_NOTE
+ * after the file's name (its broker connections live in libhourglass, which
+ * keeps the password it was opened with); hourglass-compensator re-reads
+ * the file before each connect and makes its clients reconnect instead. */
 int passwd_file_rotated(const char *old_path, const char *old_password, const char *new_path, const char *new_password);
 #define PASSWD_ROTATED_NOTE \
-    "holds another password, but it takes effect only at a restart (the broker clients keep the running one)"
+    "holds another password, but it takes effect only at a restart (the consumer's broker connections keep the " \
+    "running one)"
 
 #endif
