@@ -93,7 +93,7 @@ static options_t opt = {
     .capacity_n = 10000000,
     .capacity_fsync = "always",
     .pull_count = "100",
-    .sustain_rates = "10000,20000,40000,60000,80000",
+    .sustain_rates = "40000,60000,80000,100000,120000,140000",
     .mixed_runs = 3,
 };
 
@@ -1277,7 +1277,7 @@ static void usage(FILE *f)
                "--broker-flag ARG adds ARG to every broker command line (repeat it: --broker-flag --fsync\n"
                "--broker-flag no); --pull-count sets the consumers' PULL COUNT (default 100).\n"
                "--sustain-rates: the producer rates (msg/s) of the sustain part (default\n"
-               "10000,20000,40000,60000,80000). --mixed-runs: the flood of the mixed part runs N times\n"
+               "40000,60000,80000,100000,120000,140000). --mixed-runs: the flood of the mixed part runs N times\n"
                "(1..15, default 3; 1 with --quick), hourglass and Redis taking turns; it prints each run,\n"
                "then the medians and ranges.\n");
 }
