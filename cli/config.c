@@ -56,8 +56,14 @@ hg_order_db *cli_config_open_db(const cli_config_t *conf, char *err, size_t errl
     }
     if (DB_KEYS_CHECK(conf, err, errlen) < 0)
         return NULL;
+    char password[PASSWD_FILE_MAX + 1];
+    if (db_keys_credentials(conf->mysql_password, conf->mysql_password_file, password, sizeof password, err, errlen) <
+        0)
+        return NULL;
     memset(&p, 0, sizeof p);
     DB_KEYS_TO_PARAMS(conf, &p);
+    if (conf->mysql_password_file != NULL)
+        p.password = password; /* conf is const: read here, not into its mysql_password_read */
     hg_order_db *db = hg_order_db_open(&p, &e);
     if (db == NULL)
         snprintf(err, errlen, "MariaDB: %s", e.message);

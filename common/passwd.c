@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
@@ -25,6 +26,7 @@
 #include <openssl/params.h>
 #include <openssl/rand.h>
 
+#include "base/alloc.h"
 #include "base/err.h"
 
 #define SALT_BYTES     16
@@ -330,4 +332,75 @@ int passwd_file_rotated(const char *old_path, const char *old_password, const ch
 {
     return old_path != NULL && new_path != NULL && strcmp(old_path, new_path) == 0 &&
            strcmp(old_password, new_password) != 0;
+}
+
+int passwd_file_exposed(const char *path, char *why, size_t whylen)
+{
+    struct stat st;
+    if (path == NULL || stat(path, &st) != 0 || (st.st_mode & (S_IRGRP | S_IROTH | S_IWGRP | S_IWOTH)) == 0) {
+        return 0;
+    }
+    int writable = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+    mode_t bit = writable ? S_IWOTH : S_IROTH;
+    snprintf(why, whylen,
+             "%s is %s by %s (mode %04o), and it holds a password: chmod 600 it, owned by the program's "
+             "user (docs/security.md)",
+             path, writable ? "writable" : "readable", (st.st_mode & bit) ? "every user of this host" : "its group",
+             (unsigned)(st.st_mode & 07777));
+    return 1;
+}
+
+void passwd_source_init(passwd_source_t *s, const char *path, const char *password)
+{
+    memset(s, 0, sizeof *s);
+    pthread_mutex_init(&s->lock, NULL);
+    s->path = path != NULL ? xstrdup(path) : NULL;
+    if (password != NULL) {
+        snprintf(s->password, sizeof s->password, "%s", password);
+        s->generation = 1;
+    }
+}
+
+void passwd_source_destroy(passwd_source_t *s)
+{
+    OPENSSL_cleanse(s->password, sizeof s->password);
+    free(s->path);
+    s->path = NULL;
+    pthread_mutex_destroy(&s->lock);
+}
+
+int passwd_source_refresh(passwd_source_t *s, int *report, char *err, size_t errlen)
+{
+    char fresh[PASSWD_FILE_MAX + 1], why[PASSWD_FILE_MAX + 1];
+    *report = 0;
+    if (s->path == NULL) {
+        return 0;
+    }
+    int rc = passwd_read_file(s->path, fresh, sizeof fresh, why, sizeof why);
+    pthread_mutex_lock(&s->lock);
+    if (rc != 0) {
+        *report = strcmp(why, s->last_error) != 0;
+        snprintf(s->last_error, sizeof s->last_error, "%s", why);
+        snprintf(err, errlen, "%s", why);
+        rc = -1;
+    } else {
+        s->last_error[0] = '\0';
+        rc = strcmp(fresh, s->password) != 0;
+        if (rc) {
+            memcpy(s->password, fresh, sizeof s->password);
+            s->generation++;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    OPENSSL_cleanse(fresh, sizeof fresh);
+    return rc;
+}
+
+unsigned long passwd_source_get(passwd_source_t *s, char *out, size_t outlen)
+{
+    pthread_mutex_lock(&s->lock);
+    snprintf(out, outlen, "%s", s->password);
+    unsigned long generation = s->generation;
+    pthread_mutex_unlock(&s->lock);
+    return generation;
 }

@@ -19,6 +19,7 @@
 #ifndef HG_COMMON_PASSWD_H
 #define HG_COMMON_PASSWD_H
 
+#include <pthread.h>
 #include <stddef.h>
 
 #define PASSWD_HASH_MAX 320 /* longest hash text, NUL included */
@@ -87,8 +88,46 @@ int passwd_read_file(const char *path, char *out, size_t outlen, char *err, size
  * keeps the password it was opened with); hourglass-compensator re-reads
  * the file before each connect and makes its clients reconnect instead. */
 int passwd_file_rotated(const char *old_path, const char *old_password, const char *new_path, const char *new_password);
-#define PASSWD_ROTATED_NOTE \
+#define PASSWD_ROTATED_NOTE                                                                                      \
     "holds another password, but it takes effect only at a restart (the consumer's broker connections keep the " \
     "running one)"
+
+/* When the password file at path can be read or written by its group or
+ * others: 1, with why[whylen] saying so and the fix ("<path> is readable by
+ * every user of this host (mode 0644), and it holds a password: chmod 600
+ * it"); 0 when it is private or cannot be stat'ed (reading it reports
+ * that). The same rule as the broker's users-file. */
+int passwd_file_exposed(const char *path, char *why, size_t whylen);
+
+/* A password kept in a file and read again when asked (a rotated MariaDB
+ * password): the last good password, its generation (1 for the first,
+ * +1 at each change) and the last read error, under a lock — any thread.
+ * Zero it, then passwd_source_init. */
+typedef struct passwd_source {
+    pthread_mutex_t lock;
+    char *path;                           /* NULL: no file, nothing to re-read */
+    char password[PASSWD_FILE_MAX + 1];   /* the last good one */
+    unsigned long generation;             /* 0 until the first good read */
+    char last_error[PASSWD_FILE_MAX + 1]; /* the read error last reported; "" after a good read */
+} passwd_source_t;
+
+/* Set s up for path (copied; NULL: no file) with password (the one read at
+ * start-up; may be NULL when path is). */
+void passwd_source_init(passwd_source_t *s, const char *path, const char *password);
+
+/* Free what init took and wipe the password. */
+void passwd_source_destroy(passwd_source_t *s);
+
+/* Read the file again: 1 when it holds another password (now the current
+ * one, the generation advanced), 0 when the same or no file, -1 when it
+ * cannot be read (the last good password stays) with err naming the file
+ * and the problem — *report is 1 the first time this error is met (report
+ * it), 0 when it was the last one already (once per change, not per
+ * attempt). */
+int passwd_source_refresh(passwd_source_t *s, int *report, char *err, size_t errlen);
+
+/* Copy the current password into out[outlen] (outlen > PASSWD_FILE_MAX is
+ * enough; "" when none); returns its generation. */
+unsigned long passwd_source_get(passwd_source_t *s, char *out, size_t outlen);
 
 #endif

@@ -256,6 +256,9 @@ int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
                  cfg->relay_backoff_base_ms);
         return located(cfg, "relay-backoff-cap", "relay-backoff-base", err, errlen);
     }
+    if (DB_KEYS_CREDENTIALS(cfg, err, errlen) != 0)
+        return located(cfg, strncmp(err, "mysql-password and", 18) == 0 ? "mysql-password" : "mysql-password-file",
+                       strncmp(err, "mysql-password and", 18) == 0 ? "mysql-password-file" : NULL, err, errlen);
     cfg->password[0] = '\0';
     if (cfg->password_file != NULL) {
         char why[400];

@@ -286,6 +286,9 @@ static int parse_args(int argc, char **argv, comp_config_t *cfg, int *check_only
     }
     comp_stuck_set_backoff(cfg->permanent_failure_backoff_ms);
     if (*check_only) {
+        char exposed[PASSWD_FILE_MAX + 300];
+        if (DB_KEYS_EXPOSED(cfg, exposed, sizeof exposed))
+            fprintf(stderr, PROGRAM ": warning: %s\n", exposed);
         printf("# " PROGRAM " %s: effective configuration\n", HG_VERSION_STRING);
         cfg_print_values(comp_config_table(), cfg, stdout);
         if (args.config_path != NULL)
@@ -425,6 +428,9 @@ int main(int argc, char **argv)
         comp_config_free(&cfg);
         return EXIT_CONFIG;
     }
+    char exposed[PASSWD_FILE_MAX + 300];
+    if (DB_KEYS_EXPOSED(&cfg, exposed, sizeof exposed))
+        log_msg(LOG_LEVEL_WARN, "%s", exposed);
 
     signal(SIGPIPE, SIG_IGN);
     if (hg_order_library_init() != 0) {

@@ -216,7 +216,7 @@ static int uri_has_userinfo(const char *uri)
 int console_config_validate(console_config_t *conf, char *err, size_t errlen)
 {
     if (cfg_check_required(&table, conf, err, errlen) != 0 || DB_KEYS_CHECK(conf, err, errlen) != 0 ||
-        TLS_KEYS_CHECK(conf, conf->uri, err, errlen) != 0)
+        DB_KEYS_CREDENTIALS(conf, err, errlen) != 0 || TLS_KEYS_CHECK(conf, conf->uri, err, errlen) != 0)
         return -1;
     if (conf->uri != NULL && uri_has_userinfo(conf->uri)) {
         /* not echoed: it holds a password; the overview and the log show uri to every viewer */

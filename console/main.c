@@ -133,7 +133,11 @@ int main(int argc, char **argv)
         console_config_free(&cfg);
         return EXIT_CONFIG;
     }
+    char exposed[PASSWD_FILE_MAX + 300];
+    int is_exposed = DB_KEYS_EXPOSED(&cfg, exposed, sizeof exposed);
     if (args.action == CFG_CHECK) {
+        if (is_exposed)
+            fprintf(stderr, PROGRAM ": warning: %s\n", exposed);
         if (args.config_path != NULL)
             printf("# " PROGRAM ": configuration OK (%s)\n", args.config_path);
         else
@@ -147,6 +151,8 @@ int main(int argc, char **argv)
         console_config_free(&cfg);
         return EXIT_CONFIG;
     }
+    if (is_exposed)
+        log_warn("%s", exposed);
     signal(SIGPIPE, SIG_IGN);
     if (hg_order_library_init() != 0) {
         log_error("the MariaDB client library failed to initialise");

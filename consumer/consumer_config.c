@@ -168,6 +168,8 @@ void consumer_config_init(consumer_config_t *cfg)
 int consumer_config_credentials(consumer_config_t *cfg, char *err, size_t errlen)
 {
     hg_client_opts_init(&cfg->client_opts);
+    if (DB_KEYS_CREDENTIALS(cfg, err, errlen) != 0)
+        return -1;
     if (cfg->password_file != NULL) {
         char why[400];
         if (passwd_read_file(cfg->password_file, cfg->password, sizeof cfg->password, why, sizeof why) != 0) {

@@ -7,7 +7,8 @@
  * mysql_host … mysql_lock_wait_timeout_ms) and DB_KEYS_ROWS(its_config_t) in
  * its cfg_key_t table; the keys are
  * mysql-host, mysql-socket, mysql-port, mysql-user, mysql-password,
- * mysql-database (required), mysql-connect-timeout, mysql-read-timeout,
+ * mysql-password-file (exclusive with mysql-password), mysql-database
+ * (required), mysql-connect-timeout, mysql-read-timeout,
  * mysql-write-timeout, mysql-lock-wait-timeout, mysql-idle-transaction-timeout.
  * The timeout defaults are the
  * connection module's (DB_DEFAULT_*), so a key left unset and a parameter
@@ -24,12 +25,15 @@
 #include <stdio.h>
 
 #include "common/cfg.h"
+#include "common/passwd.h"
 #include "db/conn.h"
 
 /* The fields, inside the program's config struct. */
 #define DB_KEYS_FIELDS                                                                                \
     char *mysql_host, *mysql_socket, *mysql_user, *mysql_password, *mysql_database; /* NULL: unset */ \
-    unsigned long long mysql_port;                                                  /* 0: 3306 */     \
+    char *mysql_password_file;                                                      /* NULL: unset */ \
+    char mysql_password_read[PASSWD_FILE_MAX + 1]; /* what db_keys_credentials read from it */        \
+    unsigned long long mysql_port;                 /* 0: 3306 */                                      \
     unsigned long long mysql_connect_timeout_ms, mysql_read_timeout_ms, mysql_write_timeout_ms,       \
         mysql_lock_wait_timeout_ms, mysql_idle_transaction_timeout_ms
 
@@ -48,8 +52,11 @@
         { CFG_KEY("mysql-user", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_user),                           \
                   "MariaDB user (unset: the current user)") },                                                       \
         { CFG_KEY("mysql-password", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_password),                   \
-                  "MariaDB password"),                                                                               \
+                  "MariaDB password (visible to whoever reads this file: prefer mysql-password-file)"),              \
           .secret = 1 },                                                                                             \
+        { CFG_KEY("mysql-password-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_password_file),         \
+                  "file holding the MariaDB password instead of mysql-password (chmod 600; a rotated one: "          \
+                  "docs/security.md)") },                                                                            \
         { CFG_KEY("mysql-database", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_database),                   \
                   "database holding the orders (required)"),                                                         \
           .required = 1 },                                                                                           \
@@ -106,25 +113,71 @@ static inline int db_keys_check(const char *socket, unsigned long long read_time
     return 0;
 }
 
+/* The password of mysql-password-file, on the DB_KEYS_FIELDS of the config
+ * *k: both mysql-password and mysql-password-file set is an error naming
+ * both; the file is read (passwd_read_file: not readable, empty, a NUL byte
+ * or longer than PASSWD_FILE_MAX bytes is an error naming the file) into
+ * k->mysql_password_read, which DB_KEYS_TO_PARAMS then passes on. Returns
+ * 0, or -1 with err naming the key. A program calls it at start-up, at
+ * --check-config and at each SIGHUP. */
+#define DB_KEYS_CREDENTIALS(k, err, errlen)                                                      \
+    db_keys_credentials((k)->mysql_password, (k)->mysql_password_file, (k)->mysql_password_read, \
+                        sizeof(k)->mysql_password_read, err, errlen)
+static inline int db_keys_credentials(const char *password, const char *password_file, char *out, size_t outlen,
+                                      char *err, size_t errlen)
+{
+    char why[PASSWD_FILE_MAX + 200];
+    out[0] = '\0';
+    if (password_file == NULL)
+        return 0;
+    if (password != NULL) {
+        snprintf(err, errlen,
+                 "mysql-password and mysql-password-file are both set: keep one "
+                 "(mysql-password-file "
+                 "keeps the "
+                 "password out of the configuration)");
+        return -1;
+    }
+    if (passwd_read_file(password_file, out, outlen, why, sizeof why) != 0) {
+        snprintf(err, errlen, "mysql-password-file: %s", why);
+        return -1;
+    }
+    return 0;
+}
+
+/* 1 when mysql-password-file of the config *k can be read or written by
+ * others, with why[whylen] saying so and the fix (the program logs it as a
+ * warning at start-up and prints it at --check-config); else 0. */
+#define DB_KEYS_EXPOSED(k, why, whylen) db_keys_exposed((k)->mysql_password_file, why, whylen)
+static inline int db_keys_exposed(const char *password_file, char *why, size_t whylen)
+{
+    char text[PASSWD_FILE_MAX + 200];
+    if (password_file == NULL || !passwd_file_exposed(password_file, text, sizeof text))
+        return 0;
+    snprintf(why, whylen, "mysql-password-file: %s", text);
+    return 1;
+}
+
 /* Fill the connection fields of an hg_order_db_params_t *p from the
  * DB_KEYS_FIELDS of the config *k (p->sql is left alone).
  * idle_transaction_timeout_s is left 0: it belongs on the connections
  * whose transactions last milliseconds (the cancel connections, the
  * compensator's relay: a program sets it there with db_keys_seconds of
  * mysql_idle_transaction_timeout_ms), never on one that holds a transaction
- * open across a slow call. */
-#define DB_KEYS_TO_PARAMS(k, p)                                                      \
-    do {                                                                             \
-        (p)->host = (k)->mysql_host;                                                 \
-        (p)->socket = (k)->mysql_socket;                                             \
-        (p)->port = (unsigned)(k)->mysql_port;                                       \
-        (p)->user = (k)->mysql_user;                                                 \
-        (p)->password = (k)->mysql_password;                                         \
-        (p)->database = (k)->mysql_database;                                         \
-        (p)->connect_timeout_s = db_keys_seconds((k)->mysql_connect_timeout_ms);     \
-        (p)->read_timeout_s = db_keys_seconds((k)->mysql_read_timeout_ms);           \
-        (p)->write_timeout_s = db_keys_seconds((k)->mysql_write_timeout_ms);         \
-        (p)->lock_wait_timeout_s = db_keys_seconds((k)->mysql_lock_wait_timeout_ms); \
+ * open across a slow call. The password is mysql-password-file's as read by
+ * DB_KEYS_CREDENTIALS, else mysql-password. */
+#define DB_KEYS_TO_PARAMS(k, p)                                                                            \
+    do {                                                                                                   \
+        (p)->host = (k)->mysql_host;                                                                       \
+        (p)->socket = (k)->mysql_socket;                                                                   \
+        (p)->port = (unsigned)(k)->mysql_port;                                                             \
+        (p)->user = (k)->mysql_user;                                                                       \
+        (p)->password = (k)->mysql_password_file != NULL ? (k)->mysql_password_read : (k)->mysql_password; \
+        (p)->database = (k)->mysql_database;                                                               \
+        (p)->connect_timeout_s = db_keys_seconds((k)->mysql_connect_timeout_ms);                           \
+        (p)->read_timeout_s = db_keys_seconds((k)->mysql_read_timeout_ms);                                 \
+        (p)->write_timeout_s = db_keys_seconds((k)->mysql_write_timeout_ms);                               \
+        (p)->lock_wait_timeout_s = db_keys_seconds((k)->mysql_lock_wait_timeout_ms);                       \
     } while (0)
 
 #endif
