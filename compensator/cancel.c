@@ -16,6 +16,7 @@
 
 #include "base/clock.h"
 #include "common/log.h"
+#include "compensator/comp_config.h"
 #include "compensator/stats.h"
 #include "compensator/stop.h"
 #include "compensator/stuck.h"
@@ -56,6 +57,22 @@ static int ensure_db(comp_canceller_t *c, hg_order_error_t *err)
         snprintf(err->message, sizeof err->message, "not connecting: the compensator is stopping");
         return -1;
     }
+    /* mysql-password-file: the handle keeps the password it was opened with
+     * (libhourglass), so it is opened again when the file held another one
+     * (comp_db_password_refresh after a failure, or a reconnect of another
+     * connection, read it). */
+    char fresh[PASSWD_FILE_MAX + 1];
+    unsigned long generation = comp_db_password(fresh, sizeof fresh);
+    if (generation != 0 && c->db != NULL && generation != c->password_generation) {
+        log_msg(LOG_LEVEL_INFO, "%s cancels: MariaDB password changed: reconnecting with it", c->reason);
+        comp_canceller_close(c);
+    }
+    if (c->db == NULL && generation != 0) { /* a connect: the file is read again */
+        comp_db_password_refresh();
+        c->password_generation = comp_db_password(c->password, sizeof c->password);
+        c->params.password = c->password;
+    }
+    memset(fresh, 0, sizeof fresh);
     if (c->db == NULL && (c->db = hg_order_db_open(&c->params, err)) != NULL)
         comp_stop_watch_order_db(c->db);
     return c->db != NULL ? 0 : -1;
@@ -66,6 +83,8 @@ static int ensure_db(comp_canceller_t *c, hg_order_error_t *err)
 static hg_order_outcome_t open_failed(comp_canceller_t *c, const hg_order_error_t *err)
 {
     count_outcome(c, COMP_CANCEL_TRANSIENT);
+    if (hg_order_error_is_database(err->code))
+        comp_db_password_refresh();
     return err->code == 0 ? HG_ORDER_PERMANENT : HG_ORDER_TRANSIENT;
 }
 
@@ -93,6 +112,8 @@ static hg_order_outcome_t record(comp_canceller_t *c, uint64_t id, hg_order_outc
                 c->reason);
         break;
     case HG_ORDER_TRANSIENT:
+        if (hg_order_error_is_database(err->code)) /* a rotated password refused (1045), a lost connection … */
+            comp_db_password_refresh();
         count_outcome(c, COMP_CANCEL_TRANSIENT);
         log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": transient failure, retried next round (%s): %s", id, c->reason,
                 err->message);

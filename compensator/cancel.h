@@ -20,15 +20,19 @@
 
 #include <hourglass/order.h>
 
+#include "common/passwd.h"
+
 #define COMP_REASON_OVERDUE    "outbox-overdue"
 #define COMP_REASON_INSPECTION "inspection"
 
 typedef struct comp_canceller {
-    hg_order_db_params_t params; /* borrowed: the strings outlive the canceller */
-    hg_order_db *db;             /* NULL until the first cancel (and after a failed open) */
-    int which;                   /* COMP_CANCELLER_OVERDUE or COMP_CANCELLER_INSPECTION */
-    const char *reason;          /* COMP_REASON_* */
-    size_t batch_size;           /* orders per transaction (cancel-batch) */
+    hg_order_db_params_t params;        /* borrowed: the strings outlive the canceller */
+    hg_order_db *db;                    /* NULL until the first cancel (and after a failed open) */
+    int which;                          /* COMP_CANCELLER_OVERDUE or COMP_CANCELLER_INSPECTION */
+    const char *reason;                 /* COMP_REASON_* */
+    size_t batch_size;                  /* orders per transaction (cancel-batch) */
+    char password[PASSWD_FILE_MAX + 1]; /* mysql-password-file's, when set (params.password then points here) */
+    unsigned long password_generation;  /* comp_db_password's when db was opened */
 } comp_canceller_t;
 
 /* Set up (nothing connects yet). batch_size: cancel-batch (1..

@@ -104,6 +104,27 @@ int comp_password_stale(const comp_password_t *pw);
 /* SIGHUP found another password in password-file (main thread). */
 void comp_password_rotated(void);
 
+/* The MariaDB password of mysql-password-file, read again at every
+ * (re)connect: db/conn.h's connections ask for it through the password hook
+ * (comp_db_password_hook), the cancels' libhourglass handles are opened
+ * again when it changed (compensator/cancel.c). Without the key, nothing is
+ * re-read and the connections keep mysql-password. */
+
+/* Start with the password validation read (cfg->mysql_password_read), and
+ * set the hook of db/conn.h. Main thread, before the layers start. */
+void comp_db_password_init(const comp_config_t *cfg);
+
+/* Read mysql-password-file again: a new password is logged (info) and
+ * becomes the current one; a file that cannot be read keeps the last good
+ * password, with a warning logged once per error (not per attempt). Any
+ * thread. */
+void comp_db_password_refresh(void);
+
+/* Copy the current password into out[outlen] (PASSWD_FILE_MAX + 1 is
+ * enough); its generation (it changes with the password), 0 without
+ * mysql-password-file (out is then left alone). Any thread. */
+unsigned long comp_db_password(char *out, size_t outlen);
+
 /* Point opts at the broker credentials of cfg (user, and the password read
  * from password-file); the URI's stay when neither is set. */
 void comp_config_client_credentials(const comp_config_t *cfg, hg_client_opts_t *opts);

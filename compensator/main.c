@@ -335,6 +335,7 @@ static int reload_load(void *conf, int argc, char **argv, char *err, size_t errl
      * running config's copy follows, so the next SIGHUP compares with it.
      * (A changed password-file path is a key: cfg_reload names it.) */
     const comp_config_t *fresh = conf;
+    comp_db_password_refresh(); /* mysql-password-file: the connections use a new one from their next connect */
     if (running_config != NULL && passwd_file_rotated(running_config->password_file, running_config->password,
                                                       fresh->password_file, fresh->password)) {
         memcpy(running_config->password, fresh->password, sizeof running_config->password);
@@ -441,6 +442,7 @@ int main(int argc, char **argv)
     evthread_use_pthreads();
     comp_stats_init();
 
+    comp_db_password_init(&cfg);
     hg_order_db_params_t params;
     db_params(&cfg, &params);
     if (check_database(&params) != 0) {

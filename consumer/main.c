@@ -176,7 +176,34 @@ typedef struct app {
     hg_order_db_params_t db_params;
     hg_order_db **dbs;  /* one per worker, opened by that worker; freed once the workers are joined */
     stop_grace_t *stop; /* cuts the handles in use after stop-grace */
+    /* mysql-password-file, read again at every (re)connect: a handle keeps
+     * the password it was opened with (libhourglass), so a worker opens its
+     * handle again when the file holds another one. */
+    passwd_source_t db_password;
+    int db_password_from_file;
+    unsigned long *db_generation; /* per worker: db_password's generation when its handle was opened */
 } app_t;
+
+static app_t *running_app; /* for the SIGHUP reload: re-reads mysql-password-file */
+
+/* Read mysql-password-file again (when set): a new password is logged and
+ * used from each worker's next cancel; a file that cannot be read keeps the
+ * last good password, warned about once per error. Any thread. */
+static void refresh_db_password(app_t *app)
+{
+    if (!app->db_password_from_file)
+        return;
+    char why[PASSWD_FILE_MAX + 200];
+    int report;
+    int rc = passwd_source_refresh(&app->db_password, &report, why, sizeof why);
+    if (rc > 0)
+        log_msg(LOG_LEVEL_INFO,
+                "mysql-password-file %s holds another password: the workers reconnect to MariaDB "
+                "with it",
+                app->db_password.path);
+    else if (rc < 0 && report)
+        log_msg(LOG_LEVEL_WARN, "mysql-password-file: %s; MariaDB connections keep the password read before", why);
+}
 
 /* Tell /healthz that cancels fail because of MariaDB, with the fix when
  * the code has one. */
@@ -231,6 +258,14 @@ static void cut_db(void *db)
 static hg_order_db *worker_db(app_t *app, int worker, hg_order_error_t *err)
 {
     hg_order_db *db = app->dbs[worker]; /* only this worker writes its slot */
+    char password[PASSWD_FILE_MAX + 1] = "";
+    if (app->db_password_from_file && db != NULL &&
+        passwd_source_get(&app->db_password, password, sizeof password) != app->db_generation[worker]) {
+        log_msg(LOG_LEVEL_INFO, "worker %d: the MariaDB password changed: reconnecting with it", worker);
+        stop_grace_unwatch(app->stop, db);
+        hg_order_db_close(db);
+        app->dbs[worker] = db = NULL;
+    }
     if (db != NULL)
         return db;
     if (stop_grace_cut(app->stop)) {
@@ -238,7 +273,15 @@ static hg_order_db *worker_db(app_t *app, int worker, hg_order_error_t *err)
         snprintf(err->message, sizeof err->message, "not connecting: the consumer is stopping");
         return NULL;
     }
-    if ((db = hg_order_db_open(&app->db_params, err)) == NULL) {
+    hg_order_db_params_t params = app->db_params;
+    if (app->db_password_from_file) { /* a connect: the file is read again */
+        refresh_db_password(app);
+        app->db_generation[worker] = passwd_source_get(&app->db_password, password, sizeof password);
+        params.password = password;
+    }
+    db = hg_order_db_open(&params, err);
+    memset(password, 0, sizeof password);
+    if (db == NULL) {
         char why[600];
         snprintf(why, sizeof why, "MariaDB unavailable: %s", err->message);
         count(&counters.db_unavailable);
@@ -318,10 +361,13 @@ static hg_outcome_t handle_message(const hg_message_t *msg, char *reason, size_t
         health_step_begin(msg->worker);
         hg_order_cancel(db, order_id, app->cfg.cancel_reason, &outcome, &err);
         r = settle(msg, order_id, outcome, &err, reason, reason_size);
-        if (reached_database(outcome))
+        if (reached_database(outcome)) {
             health_cancel_ok();
-        else
+        } else {
             note_database_failure(&err, reason);
+            if (hg_order_error_is_database(err.code)) /* a rotated password refused (1045), a lost connection … */
+                refresh_db_password(app);
+        }
     }
     health_step_end(msg->worker);
     observe_latency(clock_mono_us() - t0);
@@ -391,6 +437,7 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
         char why_db[600];
         snprintf(why_db, sizeof why_db, "order %" PRIu64 ": %s", failed->order_id, failed->error.message);
         note_database_failure(&failed->error, why_db);
+        refresh_db_password(app); /* a rotated password refused (1045), a lost connection … */
     }
     free(orders);
     free(of);
@@ -436,6 +483,8 @@ static int reload_load(void *conf, int argc, char **argv, char *err, size_t errl
      * clients kept the old one. (A changed password-file path is a key:
      * cfg_reload names it.) */
     const consumer_config_t *fresh = conf;
+    if (running_app != NULL)
+        refresh_db_password(running_app); /* mysql-password-file: the workers reconnect with a new one */
     if (running_config != NULL && passwd_file_rotated(running_config->password_file, running_config->password,
                                                       fresh->password_file, fresh->password))
         log_msg(LOG_LEVEL_WARN, "SIGHUP: password-file %s " PASSWD_ROTATED_NOTE, fresh->password_file);
@@ -570,6 +619,11 @@ int main(int argc, char **argv)
 
     consumer_config_sql(&app.cfg, &app.sql);
     consumer_config_db_params(&app.cfg, &app.sql, &app.db_params);
+    passwd_source_init(&app.db_password, app.cfg.mysql_password_file,
+                       app.cfg.mysql_password_file != NULL ? app.cfg.mysql_password_read : NULL);
+    app.db_password_from_file = app.cfg.mysql_password_file != NULL;
+    app.db_generation = xcalloc(app.cfg.workers, sizeof *app.db_generation);
+    running_app = &app;
     int status = 1;
     hg_consumer_t *consumer = NULL;
     prom_http_t *metrics = NULL;
@@ -657,6 +711,9 @@ out:
     for (unsigned long long i = 0; app.dbs != NULL && i < app.cfg.workers; i++)
         hg_order_db_close(app.dbs[i]);
     free(app.dbs);
+    running_app = NULL; /* the reload thread is joined */
+    free(app.db_generation);
+    passwd_source_destroy(&app.db_password);
     consumer_config_free(&app.cfg);
     return status;
 }

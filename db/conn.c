@@ -160,6 +160,15 @@ static char *dup_or_null(const char *s)
     return s != NULL ? xstrdup(s) : NULL;
 }
 
+static int (*password_hook)(void *arg, char *out, size_t outlen); /* db_set_password_hook */
+static void *password_hook_arg;
+
+void db_set_password_hook(int (*hook)(void *arg, char *out, size_t outlen), void *arg)
+{
+    password_hook = hook;
+    password_hook_arg = arg;
+}
+
 db_conn_t *db_conn_new(const hg_order_db_params_t *p, const char *role, unsigned flags)
 {
     db_conn_t *c = xcalloc(1, sizeof *c);
@@ -365,7 +374,12 @@ int db_connect(db_conn_t *c, hg_order_error_t *err)
     mysql_options(m, MYSQL_OPT_READ_TIMEOUT, &read_timeout);
     mysql_options(m, MYSQL_OPT_WRITE_TIMEOUT, &write_timeout);
     mysql_options(m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
-    if (mysql_real_connect(m, c->host, c->user, c->password, c->database, c->port, c->socket, 0) == NULL) {
+    char hooked[DB_PASSWORD_MAX + 1];
+    const char *password =
+        password_hook != NULL && password_hook(password_hook_arg, hooked, sizeof hooked) == 1 ? hooked : c->password;
+    MYSQL *connected = mysql_real_connect(m, c->host, c->user, password, c->database, c->port, c->socket, 0);
+    memset(hooked, 0, sizeof hooked);
+    if (connected == NULL) {
         char what[700];
         snprintf(what, sizeof what, "connect to %s",
                  c->socket != NULL ? c->socket

@@ -145,6 +145,18 @@ void db_set_idle_timeout(db_conn_t *c, unsigned seconds);
  * away". A poll of the socket, no round trip. 1 when it was dropped. */
 int db_drop_if_closed(db_conn_t *c);
 
+/* The password of every later connect of every connection (of this copy
+ * of the module: libhourglass compiles its own), instead of the one in the
+ * parameters: before each mysql_real_connect, hook(arg, out, outlen) is
+ * called and, when it returns 1, out (NUL-terminated, outlen is
+ * DB_PASSWORD_MAX + 1) is the password — a program whose password lives in
+ * a file that is rotated reads the file there (mysql-password-file), so a
+ * reconnect after KILL CONNECTION or a server restart takes the new one.
+ * 0: the parameters' password. NULL hook: none. Set once at start-up, before
+ * any thread connects; the hook is called from whichever thread connects. */
+#define DB_PASSWORD_MAX 1024
+void db_set_password_hook(int (*hook)(void *arg, char *out, size_t outlen), void *arg);
+
 /* Close the statements and the connection, free. NULL is fine. */
 void db_conn_free(db_conn_t *c);
 

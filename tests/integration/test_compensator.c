@@ -69,6 +69,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -2202,6 +2203,86 @@ static void test_permanent_failures_logged_once(void)
     hg_order_db_close(db);
 }
 
+/* KILL CONNECTION every connection of the MariaDB user user. */
+static void kill_user_connections(const char *user)
+{
+    char sql[160];
+    MYSQL_RES *res = NULL;
+    snprintf(sql, sizeof sql, "SELECT id FROM information_schema.processlist WHERE user='%s'", user);
+    if (mysql_query(env.admin, sql) != 0 || (res = mysql_store_result(env.admin)) == NULL) {
+        fprintf(stderr, "%s: %s\n", sql, mysql_error(env.admin));
+        return;
+    }
+    MYSQL_ROW row;
+    while ((row = mysql_fetch_row(res)) != NULL) {
+        snprintf(sql, sizeof sql, "KILL CONNECTION %s", row[0]);
+        mysql_query(env.admin, sql);
+    }
+    mysql_free_result(res);
+}
+
+/* mysql-password-file: the MariaDB password rotated under the running
+ * compensator (ALTER USER, the new one written to the file, its connections
+ * killed) is read again at the reconnects — the layer's own connections
+ * (db/conn.h's password hook) and the cancels' libhourglass handle (opened
+ * again) — and the orders that expire after the rotation are cancelled. The
+ * file read once at start-up kept the old password: every reconnect was
+ * refused (1045). A file that cannot be read keeps the last good password,
+ * with one warning however many reconnects meet it. */
+static void test_db_password_rotation(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_pwrot");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "DROP USER IF EXISTS 'comp_rot'@'localhost'"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "CREATE USER 'comp_rot'@'localhost' IDENTIFIED BY 'pw-one'"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_execf(env.admin, "GRANT ALL ON c_pwrot.* TO 'comp_rot'@'localhost'"), 0);
+    char pwfile[600];
+    snprintf(pwfile, sizeof pwfile, "%s/c_pwrot.password", workdir);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(pwfile, "pw-one\n"), 0);
+    CU_ASSERT_EQUAL_FATAL(chmod(pwfile, 0600), 0);
+    CU_ASSERT_EQUAL_FATAL(seed("c_pwrot", 1, 10, -600000, 1), 0);
+    proc_t comp;
+    const char *extra[] = { "--layers",
+                            "overdue",
+                            "--overdue-interval",
+                            "200ms",
+                            "--overdue-grace",
+                            "0ms",
+                            "--mysql-user",
+                            "comp_rot",
+                            "--mysql-password-file",
+                            pwfile,
+                            NULL };
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "pwrot", "c_pwrot", "t_pwrot", extra), 0);
+    const char *cancelled = "SELECT COUNT(*) FROM c_pwrot.orders WHERE status = 'cancelled'";
+    CU_ASSERT_EQUAL(oe_wait_scalar(&env, 10, 30000, cancelled), 10);
+
+    /* Rotated: the server's password, then the file, then the connections cut. */
+    CU_ASSERT_EQUAL(sql_execf(env.admin, "ALTER USER 'comp_rot'@'localhost' IDENTIFIED BY 'pw-two'"), 0);
+    CU_ASSERT_EQUAL(tu_write_file(pwfile, "pw-two\n"), 0);
+    kill_user_connections("comp_rot");
+    CU_ASSERT_EQUAL(seed("c_pwrot", 11, 10, -600000, 1), 0);
+    CU_ASSERT_EQUAL(oe_wait_scalar(&env, 20, 60000, cancelled), 20);
+    CU_ASSERT_EQUAL(
+        oe_scalarf(&env, "SELECT COUNT(*) FROM c_pwrot.orders WHERE id BETWEEN 11 AND 20 AND status = 'cancelled'"),
+        10);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "holds another password", 10000), 0);
+
+    /* The file gone: the last good password stays, warned about once. */
+    CU_ASSERT_EQUAL(unlink(pwfile), 0);
+    for (uint64_t first = 21; first <= 41; first += 10) {
+        kill_user_connections("comp_rot");
+        CU_ASSERT_EQUAL(seed("c_pwrot", first, 10, -600000, 1), 0);
+        CU_ASSERT_EQUAL(oe_wait_scalar(&env, (long long)first + 9, 60000, cancelled), (long long)first + 9);
+    }
+    CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "keep the password read before", 10000), 0);
+    CU_ASSERT_EQUAL(count_lines(comp.log, "keep the password read before", NULL), 1);
+    CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
+    sql_execf(env.admin, "DROP USER IF EXISTS 'comp_rot'@'localhost'");
+    hg_order_db_close(db);
+}
+
 static const tu_test_t layers_tests[] = {
     { "EXPLAIN: the inspection reads the overdue range on (status, expire_at)", test_explain },
     { "(a) fast-path send failed: relay sends, consumer cancels on time", test_relay_fast_path_failed },
@@ -2226,6 +2307,7 @@ static const tu_test_t layers_tests[] = {
     { "monitor: a hung broker costs a round one broker-timeout, not one per group", test_monitor_hung_broker },
     { "SIGHUP: alive, log-level applied, restart-only key named, bad file survived", test_sighup },
     { "a permanently failing cancel is logged once, counted in a gauge", test_permanent_failures_logged_once },
+    { "mysql-password-file: a rotated MariaDB password is read again at the reconnects", test_db_password_rotation },
     { NULL, NULL },
 };
 

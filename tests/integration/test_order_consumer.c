@@ -680,6 +680,84 @@ static void test_db_health(void)
     hg_order_db_close(db);
 }
 
+/* KILL CONNECTION every connection of the MariaDB user user. */
+static void kill_user_connections(const char *user)
+{
+    char sql[160];
+    MYSQL_RES *res = NULL;
+    snprintf(sql, sizeof sql, "SELECT id FROM information_schema.processlist WHERE user='%s'", user);
+    if (mysql_query(env.admin, sql) != 0 || (res = mysql_store_result(env.admin)) == NULL) {
+        fprintf(stderr, "%s: %s\n", sql, mysql_error(env.admin));
+        return;
+    }
+    MYSQL_ROW row;
+    while ((row = mysql_fetch_row(res)) != NULL) {
+        snprintf(sql, sizeof sql, "KILL CONNECTION %s", row[0]);
+        mysql_query(env.admin, sql);
+    }
+    mysql_free_result(res);
+}
+
+/* mysql-password-file: the MariaDB password rotated under the running
+ * consumer (ALTER USER, the new one written to the file, its connections
+ * killed) is read again at the reconnect, and the orders sent after the
+ * rotation are cancelled. The file read once at start-up kept the old
+ * password: every reconnect was refused (1045) until a restart. */
+static void test_db_password_rotation(void)
+{
+    const char *name = "pwrot";
+    hg_order_db *db = oe_fresh_database(&env, name, 40, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(admin_exec("DROP USER IF EXISTS 'rotator'@'localhost'"), 0);
+    CU_ASSERT_EQUAL_FATAL(admin_exec("CREATE USER 'rotator'@'localhost' IDENTIFIED BY 'pw-one'"), 0);
+    CU_ASSERT_EQUAL_FATAL(admin_exec("GRANT SELECT, UPDATE ON pwrot.* TO 'rotator'@'localhost'"), 0);
+    rc_conn_t c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", name, OE_TOPIC, "FROM", "NOW", NULL), 0);
+    char dir[512], log_path[600], pwfile[600];
+    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-pwrot", dir, sizeof dir), 0);
+    snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
+    snprintf(pwfile, sizeof pwfile, "%s/mysql.password", dir);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(pwfile, "pw-one\n"), 0);
+    CU_ASSERT_EQUAL_FATAL(chmod(pwfile, 0600), 0);
+    const char *extra[] = { "--mysql-user",
+                            "rotator",
+                            "--mysql-password-file",
+                            pwfile,
+                            "--retry-attempts",
+                            "100",
+                            "--retry-cap",
+                            "200ms",
+                            "--log-level",
+                            "info",
+                            NULL };
+    pid_t pid = oe_start_consumer(&env, name, name, 2, 0, log_path, extra);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    send_ids(&c, 1, 10);
+    CU_ASSERT_EQUAL(oe_wait_scalar(&env, 10, 60000, "SELECT COUNT(*) FROM pwrot.orders WHERE status='cancelled'"), 10);
+
+    /* Rotated: the server's password, then the file, then the connections cut. */
+    CU_ASSERT_EQUAL(admin_exec("ALTER USER 'rotator'@'localhost' IDENTIFIED BY 'pw-two'"), 0);
+    CU_ASSERT_EQUAL(tu_write_file(pwfile, "pw-two\n"), 0);
+    kill_user_connections("rotator");
+    send_ids(&c, 11, 20);
+    CU_ASSERT_EQUAL(oe_wait_scalar(&env, 20, 60000, "SELECT COUNT(*) FROM pwrot.orders WHERE status='cancelled'"), 20);
+    CU_ASSERT_EQUAL(oe_scalar(&env, "SELECT COUNT(*) FROM pwrot.orders WHERE id BETWEEN 11 AND 20 AND "
+                                    "status='cancelled'"),
+                    10);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "holds another password", 30000), 0);
+
+    CU_ASSERT_TRUE(running(pid));
+    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(log_path);
+    admin_exec("DROP USER IF EXISTS 'rotator'@'localhost'");
+    rc_close(&c);
+    tu_rmtree(dir);
+    hg_order_db_close(db);
+}
+
 /* The broker is half of the consumer's health: with it down, every PULL
  * fails and nothing is cancelled, so /healthz answers 503 with the last
  * error once every worker's PULL has failed for broker-unhealthy-after, and
@@ -799,6 +877,7 @@ static const tu_test_t daemon_tests[] = {
     { "SIGHUP while cancelling: alive, log-level applied, flags win, bad file survived", test_sighup },
     { "SIGHUP: a rotated password-file named as needing a restart", test_sighup_password },
     { "MariaDB set-up errors: fatal at start, /healthz 503 while cancels fail", test_db_health },
+    { "mysql-password-file: a rotated MariaDB password is read again at the reconnect", test_db_password_rotation },
     { "a data error (claim changed 2 rows, code 0): permanent, /healthz stays 200", test_data_error_health },
     { "broker down: /healthz 503 after broker-unhealthy-after, 200 once PULL is answered", test_broker_health },
     { "throughput with 1, 4, 8 workers", test_throughput },
