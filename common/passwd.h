@@ -84,13 +84,13 @@ int passwd_read_file(const char *path, char *out, size_t outlen, char *err, size
  * set) and found a password other than the running one: a rotated
  * credential (a changed path is a changed key: the reload names that
  * itself). 1 then, else 0. hourglass-consumer logs PASSWD_ROTATED_NOTE
- * after the file's name (its broker connections live in libhourglass, which
- * keeps the password it was opened with); hourglass-compensator re-reads
- * the file before each connect and makes its clients reconnect instead. */
+ * after the file's name and makes its library consumer again with the new
+ * password (libhourglass keeps the one a consumer was made with; it does so
+ * too when the broker refuses the running password and the file holds
+ * another); hourglass-compensator re-reads the file before each connect and
+ * makes its clients reconnect. */
 int passwd_file_rotated(const char *old_path, const char *old_password, const char *new_path, const char *new_password);
-#define PASSWD_ROTATED_NOTE                                                                                      \
-    "holds another password, but it takes effect only at a restart (the consumer's broker connections keep the " \
-    "running one)"
+#define PASSWD_ROTATED_NOTE "holds another password: the consumer connects to the broker again with it (no restart)"
 
 /* When the password file at path can be read or written by its group or
  * others: 1, with why[whylen] saying so and the fix ("<path> is readable by

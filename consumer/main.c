@@ -42,7 +42,13 @@
  * sigwait by the reload thread, which re-reads the configuration
  * (reload_config: log-level, log-file and log-format are applied, other
  * changes wait for a restart);
- * it never stops the consumer.
+ * it never stops the consumer. Credentials rotated without a restart:
+ * mysql-password-file is read again at each worker's (re)connect to MariaDB
+ * (a handle is opened again when it changed); a new broker password in
+ * password-file (found by a SIGHUP, or after the broker refused the running
+ * one: hg_consumer_run returned HG_ERR_AUTH) makes main build the library
+ * consumer again with it, between batches (renew_consumer). The metrics
+ * thread reads the running consumer under app.consumer_lock.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -108,11 +114,9 @@ static uint64_t load(atomic_uint_fast64_t *c)
     return atomic_load_explicit(c, memory_order_relaxed);
 }
 
-/* /metrics: this program's counters, the handler histogram and the loop's
- * statistics. arg: the hg_consumer_t. */
-static void render_metrics(buf_t *b, void *arg)
+/* This program's counters and the handler histogram. */
+static void render_counters(buf_t *b)
 {
-    hg_consumer_t *consumer = arg;
     prom_metric_u64(b, "hourglass_consumer_cancelled_total", "counter",
                     "Orders this consumer cancelled. A lower bound: an order whose COMMIT's outcome was unknown (the "
                     "connection lost during it) and landed counts as not pending on the retry.",
@@ -152,9 +156,14 @@ static void render_metrics(buf_t *b, void *arg)
     prom_hist_write(b, "hourglass_consumer_handler_seconds",
                     "Time to handle one message (parse + its cancel transaction: the batch's, with batch-size > 1).",
                     &h);
+}
 
-    hg_consumer_stats_t st;
-    hg_consumer_stats(consumer, &st);
+/* The loop's statistics; arg: the totals (hg_consumer_stats_t) of every
+ * library consumer this process ran (one more after each broker password
+ * rotation). */
+static void render_loop_metrics(buf_t *b, void *arg)
+{
+    const hg_consumer_stats_t st = *(const hg_consumer_stats_t *)arg;
     prom_metric_u64(b, "hourglass_consumer_delivered_total", "counter", "Messages received from PULL.", st.delivered);
     prom_metric_u64(b, "hourglass_consumer_acked_total", "counter", "Messages ACKed.", st.done);
     prom_metric_u64(b, "hourglass_consumer_local_retries_total", "counter",
@@ -182,9 +191,54 @@ typedef struct app {
     passwd_source_t db_password;
     int db_password_from_file;
     unsigned long *db_generation; /* per worker: db_password's generation when its handle was opened */
+    /* The library consumer, made again with password-file's new password
+     * after a broker password rotation (main); the metrics thread reads its
+     * counters under the lock. */
+    pthread_mutex_t consumer_lock;
+    hg_consumer_t *consumer;
+    hg_consumer_stats_t stats_before; /* the totals of the consumers it replaced */
+    atomic_int renew;                 /* a SIGHUP found a rotated password-file: make the consumer again */
 } app_t;
 
 static app_t *running_app; /* for the SIGHUP reload: re-reads mysql-password-file */
+
+/* The library consumer's counters plus those of the ones it replaced. */
+static void consumer_totals(app_t *app, hg_consumer_stats_t *st)
+{
+    pthread_mutex_lock(&app->consumer_lock);
+    hg_consumer_stats(app->consumer, st);
+    const hg_consumer_stats_t *p = &app->stats_before;
+    st->delivered += p->delivered;
+    st->done += p->done;
+    st->retried += p->retried;
+    st->nacked += p->nacked;
+    st->failed += p->failed;
+    st->touched += p->touched;
+    st->lease_lost += p->lease_lost;
+    st->errors += p->errors;
+    st->reconnects += p->reconnects;
+    pthread_mutex_unlock(&app->consumer_lock);
+}
+
+/* /metrics: this program's counters, the handler histogram and the loop's
+ * statistics. arg: the app_t. */
+static void render_metrics(buf_t *b, void *arg)
+{
+    hg_consumer_stats_t st;
+    render_counters(b);
+    consumer_totals(arg, &st);
+    render_loop_metrics(b, &st);
+}
+
+/* /healthz: health_render on the running library consumer. arg: the app_t. */
+static int render_health(buf_t *b, void *arg)
+{
+    app_t *app = arg;
+    pthread_mutex_lock(&app->consumer_lock);
+    int rc = health_render(b, app->consumer);
+    pthread_mutex_unlock(&app->consumer_lock);
+    return rc;
+}
 
 /* Read mysql-password-file again (when set): a new password is logged and
  * used from each worker's next cancel; a file that cannot be read keeps the
@@ -448,9 +502,12 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
 static hg_consumer_t *volatile running_consumer;
 static stop_grace_t *volatile running_stop;
 
+static volatile sig_atomic_t stop_asked; /* SIGINT / SIGTERM came: nothing is made again */
+
 static void on_signal(int sig)
 {
     (void)sig;
+    stop_asked = 1;
     hg_consumer_t *c = running_consumer;
     stop_grace_t *s = running_stop;
     if (c != NULL)
@@ -485,9 +542,17 @@ static int reload_load(void *conf, int argc, char **argv, char *err, size_t errl
     const consumer_config_t *fresh = conf;
     if (running_app != NULL)
         refresh_db_password(running_app); /* mysql-password-file: the workers reconnect with a new one */
-    if (running_config != NULL && passwd_file_rotated(running_config->password_file, running_config->password,
-                                                      fresh->password_file, fresh->password))
-        log_msg(LOG_LEVEL_WARN, "SIGHUP: password-file %s " PASSWD_ROTATED_NOTE, fresh->password_file);
+    app_t *app = running_app;
+    if (app == NULL || running_config == NULL)
+        return 0;
+    pthread_mutex_lock(&app->consumer_lock); /* main replaces the password and the consumer under it */
+    if (passwd_file_rotated(running_config->password_file, running_config->password, fresh->password_file,
+                            fresh->password)) {
+        log_msg(LOG_LEVEL_INFO, "SIGHUP: password-file %s " PASSWD_ROTATED_NOTE, fresh->password_file);
+        atomic_store(&app->renew, 1);
+        hg_consumer_stop(app->consumer); /* the workers finish the messages in hand; main makes it again */
+    }
+    pthread_mutex_unlock(&app->consumer_lock);
     return 0;
 }
 
@@ -510,6 +575,88 @@ static void *reload_thread(void *arg)
             return NULL;
         reload_config(consumer_config_table(), r->cfg, &reload_program, r->argc, r->argv);
     }
+}
+
+/* A library consumer with the configuration's options and credentials
+ * (app->cfg.password: password-file's). NULL when it cannot be made
+ * (logged). */
+static hg_consumer_t *make_consumer(app_t *app)
+{
+    hg_consumer_opts_t opts;
+    hg_client_opts_t client_opts; /* copied by hg_consumer_new; its strings stay app.cfg's */
+    consumer_config_loop_opts(&app->cfg, &opts, &client_opts);
+    if (app->cfg.batch_size > 1)
+        opts.batch_handler = handle_batch;
+    else
+        opts.handler = handle_message;
+    opts.handler_arg = app;
+    hg_error_t e = { 0 };
+    hg_consumer_t *c = NULL;
+    if (hg_consumer_new(&opts, &c, &e) != HG_OK) {
+        log_msg(LOG_LEVEL_ERROR, "consumer: %s", e.message);
+        return NULL;
+    }
+    return c;
+}
+
+/* hg_consumer_run returned rc (HG_OK: stopped; HG_ERR_AUTH: the broker
+ * refused the password). A rotated broker password needs no restart: when
+ * a SIGHUP found another password in password-file (app->renew), or the
+ * broker refused the running one and password-file now holds another, the
+ * library consumer — which keeps the password it was made with — is made
+ * again with the file's, between batches: the workers finished the
+ * messages in hand, and what they could not settle (an ACK on a cut
+ * connection) comes back after its lease, where the idempotent cancel finds
+ * it done. Returns the new consumer, now app->consumer and running_consumer
+ * (the old one freed), or NULL to stop: a stop was asked, rc is HG_OK
+ * without a rotation, or the refused password is still the file's (then
+ * rc stands: exit 1, as before). Main thread. */
+static hg_consumer_t *renew_consumer(app_t *app, hg_err_t rc)
+{
+    int rotated = atomic_exchange(&app->renew, 0);
+    if (stop_asked || app->cfg.password_file == NULL || (rc == HG_OK && !rotated))
+        return NULL;
+    char fresh[PASSWD_FILE_MAX + 1], why[PASSWD_FILE_MAX + 200];
+    if (passwd_read_file(app->cfg.password_file, fresh, sizeof fresh, why, sizeof why) != 0) {
+        log_msg(LOG_LEVEL_ERROR, "password-file: %s: cannot connect to the broker again", why);
+        return NULL;
+    }
+    pthread_mutex_lock(&app->consumer_lock); /* the reload thread compares with it */
+    int same = strcmp(fresh, app->cfg.password) == 0;
+    if (!same)
+        memcpy(app->cfg.password, fresh, sizeof app->cfg.password);
+    pthread_mutex_unlock(&app->consumer_lock);
+    memset(fresh, 0, sizeof fresh);
+    if (same && rc == HG_ERR_AUTH)
+        return NULL; /* a wrong password stays wrong: main reports the refusal */
+    log_msg(LOG_LEVEL_INFO, "password-file %s: %s: connecting to the broker again with its password",
+            app->cfg.password_file,
+            rc == HG_ERR_AUTH ? "the broker refused the running password and the file holds another"
+                              : "holds another password (SIGHUP)");
+    hg_consumer_t *next = make_consumer(app);
+    if (next == NULL)
+        return NULL;
+    hg_consumer_set_stop_fd(next, stop_grace_cut_fd(app->stop));
+    hg_consumer_t *old = app->consumer;
+    hg_consumer_stats_t st;
+    hg_consumer_stats(old, &st);
+    pthread_mutex_lock(&app->consumer_lock);
+    app->stats_before.delivered += st.delivered;
+    app->stats_before.done += st.done;
+    app->stats_before.retried += st.retried;
+    app->stats_before.nacked += st.nacked;
+    app->stats_before.failed += st.failed;
+    app->stats_before.touched += st.touched;
+    app->stats_before.lease_lost += st.lease_lost;
+    app->stats_before.errors += st.errors;
+    app->stats_before.reconnects += st.reconnects;
+    app->consumer = next;
+    pthread_mutex_unlock(&app->consumer_lock);
+    running_consumer = next;
+    hg_consumer_free(old);
+    if (stop_asked) /* a signal that reached the old one meanwhile */
+        hg_consumer_stop(next);
+    return next;
 }
 
 /* Start-up check of the SQL against the database: a statement the server
@@ -556,6 +703,7 @@ int main(int argc, char **argv)
     char err[600];
     app_t app;
     memset(&app, 0, sizeof app);
+    pthread_mutex_init(&app.consumer_lock, NULL);
     consumer_config_init(&app.cfg);
     cfg_args_t args;
     if (cfg_parse_args(consumer_config_table(), &app.cfg, argc, argv, &args, err, sizeof err) != 0) {
@@ -625,29 +773,19 @@ int main(int argc, char **argv)
     app.db_generation = xcalloc(app.cfg.workers, sizeof *app.db_generation);
     running_app = &app;
     int status = 1;
-    hg_consumer_t *consumer = NULL;
+    hg_consumer_t *consumer = NULL; /* app.consumer, which main alone changes */
     prom_http_t *metrics = NULL;
     if (check_database(&app) != 0)
         goto out;
 
-    hg_consumer_opts_t opts;
-    hg_client_opts_t client_opts; /* copied by hg_consumer_new; its strings stay app.cfg's */
-    consumer_config_loop_opts(&app.cfg, &opts, &client_opts);
-    if (app.cfg.batch_size > 1)
-        opts.batch_handler = handle_batch;
-    else
-        opts.handler = handle_message;
-    opts.handler_arg = &app;
-    hg_error_t e = { 0 };
-    if (hg_consumer_new(&opts, &consumer, &e) != HG_OK) {
-        log_msg(LOG_LEVEL_ERROR, "consumer: %s", e.message);
+    if ((consumer = make_consumer(&app)) == NULL)
         goto out;
-    }
+    app.consumer = consumer;
     health_set_broker_grace(app.cfg.broker_unhealthy_after_ms);
     health_set_stuck_after(consumer_stuck_after_ms(&app.cfg));
     if (app.cfg.metrics_port > 0) {
         if (prom_http_start(&metrics, app.cfg.metrics_bind, (unsigned)app.cfg.metrics_port, render_metrics,
-                            health_render, consumer, err, sizeof err) != 0) {
+                            render_health, &app, err, sizeof err) != 0) {
             log_msg(LOG_LEVEL_ERROR, "%s", err);
             goto out;
         }
@@ -680,7 +818,13 @@ int main(int argc, char **argv)
     log_msg(LOG_LEVEL_INFO, PROGRAM " %s: group %s, topic %s, %llu workers, batch-size %llu, database %s",
             HG_VERSION_STRING, app.cfg.group, app.cfg.topic, app.cfg.workers, app.cfg.batch_size,
             app.cfg.mysql_database);
-    hg_err_t rc = hg_consumer_run(consumer);
+    hg_err_t rc;
+    while ((rc = hg_consumer_run(consumer)) == HG_OK || rc == HG_ERR_AUTH) {
+        hg_consumer_t *next = renew_consumer(&app, rc);
+        if (next == NULL)
+            break;
+        consumer = next;
+    }
     /* Stopped: a later signal has nothing to do (and must not reach what
      * is freed below). */
     stop_grace_handle_signals(SIG_IGN);
@@ -707,6 +851,7 @@ out:
     }
     prom_http_stop(metrics);
     hg_consumer_free(consumer);
+    pthread_mutex_destroy(&app.consumer_lock);
     stop_grace_finish(app.stop); /* the workers are joined: nothing uses a handle any more */
     for (unsigned long long i = 0; app.dbs != NULL && i < app.cfg.workers; i++)
         hg_order_db_close(app.dbs[i]);

@@ -22,6 +22,7 @@
 #include "config.h"
 #endif
 
+#include "common/passwd.h"
 #include "include/hourglass/order.h"
 #include "tests/helpers/order_env.h"
 
@@ -466,9 +467,10 @@ static int metric_reaches(void *arg)
     return oe_metric(m->port, m->name) >= m->want;
 }
 
-/* SIGHUP after the broker password in password-file was rotated: named as
- * taking effect only at a restart, as the compensator does (it was reloaded
- * without a word while the workers' clients kept the old one). The broker
+/* SIGHUP after the broker password in password-file was rotated: logged,
+ * and the library consumer made again with it (it was reloaded without a
+ * word while the workers' clients kept the old one, then logged as needing
+ * a restart). The broker
  * has no users here and would refuse the AUTH (the consumer then stops), so
  * the consumer is pointed at a port nobody listens on and keeps trying:
  * the reload is what is tested. */
@@ -493,13 +495,104 @@ static void test_sighup_password(void)
     CU_ASSERT_EQUAL(tu_write_file(pwfile, "second-secret\n"), 0);
     CU_ASSERT_EQUAL(kill(pid, SIGHUP), 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "SIGHUP: password-file", HUP_DEADLINE_MS), 0);
-    CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "holds another password, but it takes effect only at a restart",
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log_path,
+                                          "holds another password: the consumer connects to the broker again with it",
                                           HUP_DEADLINE_MS),
                     0);
+    CU_ASSERT_EQUAL(
+        tu_wait_file_contains(log_path, "connecting to the broker again with its password", HUP_DEADLINE_MS), 0);
     CU_ASSERT_TRUE(running(pid));
     oe_stop_consumer(pid);
     if (CU_get_number_of_failures() > 0)
         oe_print_file(log_path);
+    tu_rmtree(dir);
+    hg_order_db_close(db);
+}
+
+/* A users file for the broker: canceller (consumer) with canceller_pw, boss
+ * (admin) with pw-boss. 0 / -1. */
+static int write_users(const char *path, const char *canceller_pw)
+{
+    char text[1024] = "", hash[PASSWD_HASH_MAX], e[512];
+    const char *users[][3] = { { "canceller", "consumer", canceller_pw }, { "boss", "admin", "pw-boss" } };
+    passwd_params_t p;
+    passwd_params_default(&p, PASSWD_SCRYPT);
+    p.log2_n = 10;
+    for (size_t i = 0; i < 2; i++) {
+        if (passwd_hash(users[i][2], strlen(users[i][2]), &p, hash, sizeof hash, e, sizeof e) != 0) {
+            fprintf(stderr, "\n  hash: %s\n", e);
+            return -1;
+        }
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%s %s %s\n", users[i][0], users[i][1], hash);
+    }
+    return tu_write_file(path, text);
+}
+
+/* The broker password of hourglass-consumer rotated without a restart and
+ * without a SIGHUP to it: the broker's users file gets the new hash (SIGHUP
+ * to the broker), password-file the new password, and the broker closes the
+ * consumer's connections (CLIENT KILL USER canceller). The library
+ * reconnects with the password the consumer was made with and is refused
+ * (HG_ERR_AUTH); the consumer reads password-file again and makes its
+ * library consumer again with the new one, and the orders sent after the
+ * rotation are cancelled, each once. Before, the consumer stopped (exit 1:
+ * "authentication as 'canceller' failed") and needed a restart. */
+static void test_broker_password_rotation(void)
+{
+    const char *name = "brot";
+    hg_order_db *db = oe_fresh_database(&env, name, 40, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    char dir[512], log_path[600], users[600], pwfile[600], e[600];
+    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-brot", dir, sizeof dir), 0);
+    snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
+    snprintf(users, sizeof users, "%s/users", dir);
+    snprintf(pwfile, sizeof pwfile, "%s/broker.password", dir);
+    CU_ASSERT_EQUAL_FATAL(write_users(users, "pw-one"), 0);
+    CU_ASSERT_EQUAL_FATAL(chmod(users, 0600), 0);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(pwfile, "pw-one\n"), 0);
+    CU_ASSERT_EQUAL_FATAL(chmod(pwfile, 0600), 0);
+    bp_broker_t b;
+    memset(&b, 0, sizeof b);
+    const char *bextra[] = { "--fsync", "no", "--users-file", users, NULL };
+    CU_ASSERT_EQUAL_FATAL(bp_start(&b, bextra, e, sizeof e), 0);
+    rc_conn_t c;
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&b, &c, e, sizeof e), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, e, sizeof e, "AUTH", "boss", "pw-boss", NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, e, sizeof e, "GROUP", "CREATE", name, OE_TOPIC, "FROM", "NOW", NULL), 0);
+    char uri[128];
+    snprintf(uri, sizeof uri, "hourglass://canceller@127.0.0.1:%d", b.port);
+    const char *extra[] = { "--uri", uri, "--password-file", pwfile, "--log-level", "info", NULL };
+    pid_t pid = oe_start_consumer(&env, name, name, 2, 0, log_path, extra);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    send_ids(&c, 1, 10);
+    CU_ASSERT_EQUAL(oe_wait_scalar(&env, 10, 60000, "SELECT COUNT(*) FROM brot.orders WHERE status='cancelled'"), 10);
+
+    /* Rotated: the broker's users file (SIGHUP), the file, then the connections cut. */
+    CU_ASSERT_EQUAL(write_users(users, "pw-two"), 0);
+    CU_ASSERT_EQUAL(kill(b.pid, SIGHUP), 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(b.log_path, "users reloaded from", HUP_DEADLINE_MS), 0);
+    CU_ASSERT_EQUAL(tu_write_file(pwfile, "pw-two\n"), 0);
+    long long killed = -1;
+    CU_ASSERT_EQUAL(bp_int_cmd(&c, &killed, e, sizeof e, "CLIENT", "KILL", "USER", "canceller", NULL), 0);
+    TU_CHECK(killed >= 1, "CLIENT KILL USER canceller closed %lld connections", killed);
+    send_ids(&c, 11, 20);
+    CU_ASSERT_EQUAL(oe_wait_scalar(&env, 20, 60000, "SELECT COUNT(*) FROM brot.orders WHERE status='cancelled'"), 20);
+    CU_ASSERT_EQUAL(oe_scalar(&env, "SELECT COUNT(*) FROM brot.orders WHERE id BETWEEN 11 AND 20 AND "
+                                    "status='cancelled'"),
+                    10);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log_path,
+                                          "the broker refused the running password and the file holds "
+                                          "another: connecting to the broker again",
+                                          HUP_DEADLINE_MS),
+                    0);
+    CU_ASSERT_TRUE(running(pid));
+    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
+    if (CU_get_number_of_failures() > 0) {
+        oe_print_file(log_path);
+        oe_print_file(b.log_path);
+    }
+    rc_close(&c);
+    CU_ASSERT_EQUAL(bp_destroy(&b), 0);
     tu_rmtree(dir);
     hg_order_db_close(db);
 }
@@ -875,7 +968,9 @@ static const tu_test_t daemon_tests[] = {
     { "end to end: cancels, duplicates, paid, unknown, bad payload → DLQ", test_end_to_end },
     { "broker killed and restarted during consumption", test_broker_restart },
     { "SIGHUP while cancelling: alive, log-level applied, flags win, bad file survived", test_sighup },
-    { "SIGHUP: a rotated password-file named as needing a restart", test_sighup_password },
+    { "SIGHUP: a rotated password-file: the consumer connects to the broker again with it", test_sighup_password },
+    { "broker password rotated, connections killed: the consumer goes on with password-file's new one",
+      test_broker_password_rotation },
     { "MariaDB set-up errors: fatal at start, /healthz 503 while cancels fail", test_db_health },
     { "mysql-password-file: a rotated MariaDB password is read again at the reconnect", test_db_password_rotation },
     { "a data error (claim changed 2 rows, code 0): permanent, /healthz stays 200", test_data_error_health },
