@@ -14,6 +14,8 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <CUnit/CUnit.h>
 #include <openssl/evp.h>
@@ -138,11 +140,75 @@ static void test_password_file(void)
     tu_rmtree(dir);
 }
 
+/* passwd_file_exposed: a file its group or others can read or write is
+ * named with its mode and the fix; a private one is not. */
+static void test_file_exposed(void)
+{
+    char dir[512], path[600], why[700] = "";
+    TU_REQUIRE(tu_mkdtemp("hg-pwexposed", dir, sizeof dir) == 0, "temp dir");
+    snprintf(path, sizeof path, "%s/pw", dir);
+    TU_REQUIRE(tu_write_file(path, "secret\n") == 0 && chmod(path, 0600) == 0, "write");
+    TU_CHECK(passwd_file_exposed(path, why, sizeof why) == 0, "mode 0600 reported: %s", why);
+    TU_REQUIRE(chmod(path, 0644) == 0, "chmod");
+    TU_CHECK(passwd_file_exposed(path, why, sizeof why) == 1 && strstr(why, "readable by every user") &&
+                 strstr(why, "0644") && strstr(why, "chmod 600") && strstr(why, path),
+             "mode 0644: %s", why);
+    TU_REQUIRE(chmod(path, 0620) == 0, "chmod");
+    TU_CHECK(passwd_file_exposed(path, why, sizeof why) == 1 && strstr(why, "writable by its group"), "mode 0620: %s",
+             why);
+    tu_rmtree(dir);
+}
+
+/* passwd_source_t: a changed file advances the generation; one that cannot
+ * be read keeps the last good password and is reported once per error. */
+static void test_source(void)
+{
+    char dir[512], path[600], pw[PASSWD_FILE_MAX + 1], err[PASSWD_FILE_MAX + 200];
+    int report = -1;
+    TU_REQUIRE(tu_mkdtemp("hg-pwsource", dir, sizeof dir) == 0, "temp dir");
+    snprintf(path, sizeof path, "%s/pw", dir);
+    TU_REQUIRE(tu_write_file(path, "one\n") == 0, "write");
+    passwd_source_t s;
+    passwd_source_init(&s, path, "one");
+    CU_ASSERT_EQUAL(passwd_source_get(&s, pw, sizeof pw), 1);
+    CU_ASSERT_STRING_EQUAL(pw, "one");
+    CU_ASSERT_EQUAL(passwd_source_refresh(&s, &report, err, sizeof err), 0);
+    TU_REQUIRE(tu_write_file(path, "two\n") == 0, "write");
+    CU_ASSERT_EQUAL(passwd_source_refresh(&s, &report, err, sizeof err), 1);
+    CU_ASSERT_EQUAL(passwd_source_get(&s, pw, sizeof pw), 2);
+    CU_ASSERT_STRING_EQUAL(pw, "two");
+    TU_REQUIRE(unlink(path) == 0, "unlink");
+    CU_ASSERT_EQUAL(passwd_source_refresh(&s, &report, err, sizeof err), -1);
+    TU_CHECK(report == 1 && strstr(err, "No such file"), "first failure: report %d, %s", report, err);
+    CU_ASSERT_EQUAL(passwd_source_refresh(&s, &report, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(report, 0); /* the same error: once */
+    TU_REQUIRE(tu_write_file(path, "\n") == 0, "write");
+    CU_ASSERT_EQUAL(passwd_source_refresh(&s, &report, err, sizeof err), -1);
+    TU_CHECK(report == 1 && strstr(err, "is empty"), "another error: report %d, %s", report, err);
+    CU_ASSERT_EQUAL(passwd_source_get(&s, pw, sizeof pw), 2);
+    CU_ASSERT_STRING_EQUAL(pw, "two"); /* the last good one */
+    TU_REQUIRE(tu_write_file(path, "two\n") == 0, "write");
+    CU_ASSERT_EQUAL(passwd_source_refresh(&s, &report, err, sizeof err), 0);
+    TU_REQUIRE(unlink(path) == 0, "unlink");
+    CU_ASSERT_EQUAL(passwd_source_refresh(&s, &report, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(report, 1); /* after a good read, the error is new again */
+    passwd_source_destroy(&s);
+
+    passwd_source_t none;
+    passwd_source_init(&none, NULL, NULL);
+    CU_ASSERT_EQUAL(passwd_source_refresh(&none, &report, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(passwd_source_get(&none, pw, sizeof pw), 0);
+    passwd_source_destroy(&none);
+    tu_rmtree(dir);
+}
+
 static const tu_test_t passwd_tests[] = {
     { "hash and verify (scrypt, PBKDF2)", test_roundtrip },
     { "a PBKDF2 vector from OpenSSL's PKCS5_PBKDF2_HMAC", test_known_pbkdf2 },
     { "malformed hashes and parameters", test_bad_hashes },
     { "password files", test_password_file },
+    { "a password file others can read or write is named", test_file_exposed },
+    { "a re-read password file: generation, last good password, errors reported once", test_source },
     { NULL, NULL },
 };
 
