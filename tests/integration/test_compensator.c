@@ -398,6 +398,17 @@ static void test_config(void)
 #define DB "--mysql-database", "shop"
     const char *required[] = { COMPENSATOR_BIN, "--check-config", NULL };
     expect_config_error(required, "mysql-database: required");
+    /* mysql-password-file: exclusive with mysql-password (both named, with where they were set); an empty file named */
+    char pwdir[512], pwfile[600];
+    BP_CHECK(tu_mkdtemp("comp-mysql-pw", pwdir, sizeof pwdir) == 0, "mkdtemp");
+    snprintf(pwfile, sizeof pwfile, "%s/mysql.password", pwdir);
+    BP_CHECK(tu_write_file(pwfile, "") == 0, "write %s", pwfile);
+    const char *both[] = { COMPENSATOR_BIN, "--check-config",        DB,     "--mysql-password",
+                           "inline",        "--mysql-password-file", pwfile, NULL };
+    expect_config_error(both, "mysql-password and mysql-password-file are both set");
+    const char *empty[] = { COMPENSATOR_BIN, "--check-config", DB, "--mysql-password-file", pwfile, NULL };
+    expect_config_error(empty, "mysql-password-file: the password file");
+    tu_rmtree(pwdir);
     const char *uri[] = { COMPENSATOR_BIN, "--check-config", DB, "--uri", "hourglass://h:99999", NULL };
     expect_config_error(uri, "uri: bad URI: bad port '99999'");
     const char *dur[] = { COMPENSATOR_BIN, "--check-config", DB, "--inspect-interval", "60", NULL };

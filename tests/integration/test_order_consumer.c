@@ -128,6 +128,30 @@ static void test_check_config(void)
              big);
     user_only[6] = NULL; /* no password anywhere */
     expect_config_error(user_only, "the URI names user 'canceller' but no password");
+
+    /* mysql-password-file: read and hidden, exclusive with mysql-password, bad files named, others warned */
+    const char *mysql_file[] = {
+        CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--mysql-password-file", pwfile, NULL, NULL, NULL
+    };
+    rc = tu_run_capture(mysql_file, big, sizeof big);
+    TU_CHECK(rc == 0 && strstr(big, "configuration OK") && !strstr(big, "pw-canceller") && !strstr(big, "warning"),
+             "mysql-password-file (mode 0600): exit %d:\n%s", rc, big);
+    mysql_file[6] = "--mysql-password";
+    mysql_file[7] = "inline";
+    expect_config_error(mysql_file, "mysql-password and mysql-password-file are both set");
+    mysql_file[6] = NULL;
+    TU_REQUIRE(chmod(pwfile, 0644) == 0, "chmod");
+    rc = tu_run_capture(mysql_file, big, sizeof big);
+    TU_CHECK(rc == 0 && strstr(big, "warning: mysql-password-file: ") && strstr(big, "readable by every user") &&
+                 strstr(big, "chmod 600"),
+             "mysql-password-file (mode 0644): exit %d:\n%s", rc, big);
+    TU_REQUIRE(tu_write_file(pwfile, "") == 0, "write %s", pwfile);
+    expect_config_error(mysql_file, "is empty");
+    expect_config_error(mysql_file, "mysql-password-file: the password file");
+    char missing[320];
+    snprintf(missing, sizeof missing, "%s/missing", udir);
+    mysql_file[5] = missing;
+    expect_config_error(mysql_file, "mysql-password-file: cannot read the password file");
     tu_rmtree(udir);
 
     const char *uri[] = { CONSUMER_BIN, "--check-config", "--mysql-database", "shop", "--uri", "hourglass://h:99999",
