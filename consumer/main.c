@@ -17,9 +17,10 @@
  *                        → retry: local backoff, then NACK (broker schedule)
  *   PERMANENT (SQL refused, constraint …)        → fail: NACK with the reason
  *
- * This file: the handler, its counters and /metrics, the start-up check of
- * the database, signals and main(). The configuration (key table, checks,
- * --help) is consumer/consumer_config.c; the bounded stop (the thread that
+ * This file: the handler, the start-up check of the database, the
+ * credentials rotated without a restart, signals and main(). The counters
+ * and their /metrics text are consumer/metrics.c; the configuration (key
+ * table, checks, --help) is consumer/consumer_config.c; the bounded stop (the thread that
  * cuts the workers' handles after stop-grace) is common/stop_grace.h.
  * Logging is common/log.h; /metrics and /healthz are common/prom.h's
  * endpoint.
@@ -78,104 +79,8 @@
 #include "common/stop_grace.h"
 #include "consumer/consumer_config.h"
 #include "consumer/health.h"
+#include "consumer/metrics.h"
 #include "base/clock.h"
-
-/* ------------------------------------------------------------------ metrics */
-
-static const double latency_bounds[] = {
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
-};
-#define LATENCY_BUCKETS (sizeof latency_bounds / sizeof latency_bounds[0])
-
-static struct counters {
-    atomic_uint_fast64_t cancelled, not_pending, not_found, transient, permanent, bad_payload, db_unavailable;
-    atomic_uint_fast64_t locked, transactions, splits;        /* batch cancels */
-    atomic_uint_fast64_t latency_bucket[LATENCY_BUCKETS + 1]; /* last: +Inf */
-    atomic_uint_fast64_t latency_count, latency_sum_us;
-} counters;
-
-static void count(atomic_uint_fast64_t *c)
-{
-    atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
-}
-
-static void observe_latency(uint64_t us)
-{
-    size_t b = 0;
-    while (b < LATENCY_BUCKETS && (double)us / 1e6 > latency_bounds[b])
-        b++;
-    count(&counters.latency_bucket[b]);
-    count(&counters.latency_count);
-    atomic_fetch_add_explicit(&counters.latency_sum_us, us, memory_order_relaxed);
-}
-
-static uint64_t load(atomic_uint_fast64_t *c)
-{
-    return atomic_load_explicit(c, memory_order_relaxed);
-}
-
-/* This program's counters and the handler histogram. */
-static void render_counters(buf_t *b)
-{
-    prom_metric_u64(b, "hourglass_consumer_cancelled_total", "counter",
-                    "Orders this consumer cancelled. A lower bound: an order whose COMMIT's outcome was unknown (the "
-                    "connection lost during it) and landed counts as not pending on the retry.",
-                    load(&counters.cancelled));
-    prom_metric_u64(b, "hourglass_consumer_not_pending_total", "counter",
-                    "Messages for orders already paid or cancelled (nothing changed; also a retry after a COMMIT whose "
-                    "outcome was unknown and which landed).",
-                    load(&counters.not_pending));
-    prom_metric_u64(b, "hourglass_consumer_not_found_total", "counter",
-                    "Messages for unknown orders (nothing changed).", load(&counters.not_found));
-    prom_metric_u64(b, "hourglass_consumer_retries_total", "counter",
-                    "Transient failures (deadlock, lock wait, lost connection …) handed to the retry schedule.",
-                    load(&counters.transient));
-    prom_metric_u64(b, "hourglass_consumer_permanent_failures_total", "counter",
-                    "Permanent failures (bad payload, SQL refused …) NACKed with their reason.",
-                    load(&counters.permanent));
-    prom_metric_u64(b, "hourglass_consumer_bad_payload_total", "counter",
-                    "Payloads that are not an order id (part of the permanent failures).", load(&counters.bad_payload));
-    prom_metric_u64(b, "hourglass_consumer_db_unavailable_total", "counter",
-                    "Messages retried because MariaDB could not be reached.", load(&counters.db_unavailable));
-
-    prom_metric_u64(b, "hourglass_consumer_locked_skipped_total", "counter",
-                    "Orders skipped because another transaction held their row (retried later).",
-                    load(&counters.locked));
-    prom_metric_u64(b, "hourglass_consumer_batch_transactions_total", "counter",
-                    "Batch cancel transactions attempted (batch-size > 1), halves of failed batches included.",
-                    load(&counters.transactions));
-    prom_metric_u64(b, "hourglass_consumer_batch_splits_total", "counter",
-                    "Failed batch transactions retried as two halves.", load(&counters.splits));
-
-    prom_hist_t h; /* a snapshot of the atomic buckets */
-    prom_hist_init(&h, latency_bounds, (int)LATENCY_BUCKETS);
-    for (size_t i = 0; i <= LATENCY_BUCKETS; i++)
-        h.buckets[i] = load(&counters.latency_bucket[i]);
-    h.count = load(&counters.latency_count);
-    h.sum = (double)load(&counters.latency_sum_us) / 1e6;
-    prom_hist_write(b, "hourglass_consumer_handler_seconds",
-                    "Time to handle one message (parse + its cancel transaction: the batch's, with batch-size > 1).",
-                    &h);
-}
-
-/* The loop's statistics; arg: the totals (hg_consumer_stats_t) of every
- * library consumer this process ran (one more after each broker password
- * rotation). */
-static void render_loop_metrics(buf_t *b, void *arg)
-{
-    const hg_consumer_stats_t st = *(const hg_consumer_stats_t *)arg;
-    prom_metric_u64(b, "hourglass_consumer_delivered_total", "counter", "Messages received from PULL.", st.delivered);
-    prom_metric_u64(b, "hourglass_consumer_acked_total", "counter", "Messages ACKed.", st.done);
-    prom_metric_u64(b, "hourglass_consumer_local_retries_total", "counter",
-                    "Handler calls repeated after a local backoff.", st.retried);
-    prom_metric_u64(b, "hourglass_consumer_nacked_total", "counter", "NACKs after the local retries ran out.",
-                    st.nacked);
-    prom_metric_u64(b, "hourglass_consumer_failed_total", "counter", "NACKs of permanent failures.", st.failed);
-    prom_metric_u64(b, "hourglass_consumer_lease_lost_total", "counter", "ACK/NACK/TOUCH that found the lease expired.",
-                    st.lease_lost);
-    prom_metric_u64(b, "hourglass_consumer_broker_errors_total", "counter",
-                    "Connection and broker errors met by the workers.", st.errors);
-}
 
 /* ------------------------------------------------------------------ the handler */
 
@@ -207,16 +112,7 @@ static void consumer_totals(app_t *app, hg_consumer_stats_t *st)
 {
     pthread_mutex_lock(&app->consumer_lock);
     hg_consumer_stats(app->consumer, st);
-    const hg_consumer_stats_t *p = &app->stats_before;
-    st->delivered += p->delivered;
-    st->done += p->done;
-    st->retried += p->retried;
-    st->nacked += p->nacked;
-    st->failed += p->failed;
-    st->touched += p->touched;
-    st->lease_lost += p->lease_lost;
-    st->errors += p->errors;
-    st->reconnects += p->reconnects;
+    metrics_stats_add(st, &app->stats_before);
     pthread_mutex_unlock(&app->consumer_lock);
 }
 
@@ -225,9 +121,9 @@ static void consumer_totals(app_t *app, hg_consumer_stats_t *st)
 static void render_metrics(buf_t *b, void *arg)
 {
     hg_consumer_stats_t st;
-    render_counters(b);
+    metrics_render_counters(b);
     consumer_totals(arg, &st);
-    render_loop_metrics(b, &st);
+    metrics_render_loop(b, &st);
 }
 
 /* /healthz: health_render on the running library consumer. arg: the app_t. */
@@ -292,8 +188,8 @@ static int parse_order(const hg_message_t *msg, uint64_t *order_id, char *reason
     char why[160];
     if (hg_order_parse_id(msg->payload, msg->payload_len, order_id, why, sizeof why) == 0)
         return 0;
-    count(&counters.bad_payload);
-    count(&counters.permanent);
+    metrics_count(&consumer_counters.bad_payload);
+    metrics_count(&consumer_counters.permanent);
     snprintf(reason, reason_size, "%s", why);
     log_msg(LOG_LEVEL_WARN, "message %s: %s", msg->id, why);
     return -1;
@@ -338,8 +234,8 @@ static hg_order_db *worker_db(app_t *app, int worker, hg_order_error_t *err)
     if (db == NULL) {
         char why[600];
         snprintf(why, sizeof why, "MariaDB unavailable: %s", err->message);
-        count(&counters.db_unavailable);
-        count(&counters.transient);
+        metrics_count(&consumer_counters.db_unavailable);
+        metrics_count(&consumer_counters.transient);
         report_database_failure(err, why); /* no handle: whatever the code, the database is the cause */
         log_msg(LOG_LEVEL_WARN, "worker %d: %s", worker, why);
         return NULL;
@@ -363,25 +259,25 @@ static hg_outcome_t settle(const hg_message_t *msg, uint64_t order_id, hg_order_
 {
     switch (outcome) {
     case HG_ORDER_CANCELLED:
-        count(&counters.cancelled);
+        metrics_count(&consumer_counters.cancelled);
         log_msg(LOG_LEVEL_DEBUG, "order %" PRIu64 ": cancelled (message %s)", order_id, msg->id);
         return HG_DONE;
     case HG_ORDER_NOT_PENDING:
-        count(&counters.not_pending);
+        metrics_count(&consumer_counters.not_pending);
         log_msg(LOG_LEVEL_DEBUG, "order %" PRIu64 ": not pending, nothing to do (message %s)", order_id, msg->id);
         return HG_DONE;
     case HG_ORDER_NOT_FOUND:
-        count(&counters.not_found);
+        metrics_count(&consumer_counters.not_found);
         log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": no such order, message %s acknowledged", order_id, msg->id);
         return HG_DONE;
     case HG_ORDER_LOCKED: /* only batches skip */
-        count(&counters.locked);
-        count(&counters.transient);
+        metrics_count(&consumer_counters.locked);
+        metrics_count(&consumer_counters.transient);
         snprintf(reason, reason_size, "order %" PRIu64 ": locked by another transaction, skipped", order_id);
         log_msg(LOG_LEVEL_INFO, "%s (attempt %u)", reason, msg->attempt);
         return HG_RETRY;
     case HG_ORDER_TRANSIENT:
-        count(&counters.transient);
+        metrics_count(&consumer_counters.transient);
         snprintf(reason, reason_size, "order %" PRIu64 ": transient: %.200s", order_id, err->message);
         log_msg(LOG_LEVEL_INFO, "%s (attempt %u)", reason, msg->attempt);
         return HG_RETRY;
@@ -389,7 +285,7 @@ static hg_outcome_t settle(const hg_message_t *msg, uint64_t order_id, hg_order_
     case HG_ORDER_PERMANENT:
         break;
     }
-    count(&counters.permanent);
+    metrics_count(&consumer_counters.permanent);
     snprintf(reason, reason_size, "order %" PRIu64 ": %.200s", order_id, err->message);
     log_msg(LOG_LEVEL_ERROR, "%s", reason);
     return HG_FAIL;
@@ -424,7 +320,7 @@ static hg_outcome_t handle_message(const hg_message_t *msg, char *reason, size_t
         }
     }
     health_step_end(msg->worker);
-    observe_latency(clock_mono_us() - t0);
+    metrics_observe_latency(clock_mono_us() - t0);
     return r;
 }
 
@@ -463,14 +359,14 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
         hg_order_batch_stats_t st = { 0 };
         if (hg_order_cancel_batch(db, orders + off, len, app->cfg.cancel_reason, &st) < 0)
             log_msg(LOG_LEVEL_ERROR, "worker %d: a batch of %zu orders was refused: it is retried", worker, len);
-        atomic_fetch_add_explicit(&counters.transactions, st.transactions, memory_order_relaxed);
-        atomic_fetch_add_explicit(&counters.splits, st.splits, memory_order_relaxed);
+        atomic_fetch_add_explicit(&consumer_counters.transactions, st.transactions, memory_order_relaxed);
+        atomic_fetch_add_explicit(&consumer_counters.splits, st.splits, memory_order_relaxed);
         health_step_begin(worker);
     }
     health_step_end(worker);
     uint64_t elapsed = clock_mono_us() - t0;
     for (size_t i = 0; i < n; i++) /* every message waited for the whole batch */
-        observe_latency(elapsed);
+        metrics_observe_latency(elapsed);
     /* /healthz: one definite outcome means MariaDB works; else the first
      * failure that is about MariaDB itself counts (hg_order_error_is_database:
      * not a deadlock, nor a data error of one order). */
@@ -535,16 +431,16 @@ static int reload_load(void *conf, int argc, char **argv, char *err, size_t errl
     if (cfg_parse_args(consumer_config_table(), conf, argc, argv, &args, err, errlen) != 0 ||
         consumer_config_credentials(conf, err, errlen) != 0 || consumer_config_validate(conf, err, errlen) != 0)
         return -1;
-    /* The password is read from its file, not a key: a rotated one was
-     * reloaded without a word ("nothing changed") while the workers' broker
-     * clients kept the old one. (A changed password-file path is a key:
-     * cfg_reload names it.) */
+    /* The passwords are read from their files, not keys: a rotated one was
+     * reloaded without a word ("nothing changed"). mysql-password-file's is
+     * taken by the workers at their next cancel; password-file's stops the
+     * library consumer, which main makes again with it (renew_consumer).
+     * (A changed path is a key: cfg_reload names it.) */
     const consumer_config_t *fresh = conf;
-    if (running_app != NULL)
-        refresh_db_password(running_app); /* mysql-password-file: the workers reconnect with a new one */
     app_t *app = running_app;
     if (app == NULL || running_config == NULL)
         return 0;
+    refresh_db_password(app);
     pthread_mutex_lock(&app->consumer_lock); /* main replaces the password and the consumer under it */
     if (passwd_file_rotated(running_config->password_file, running_config->password, fresh->password_file,
                             fresh->password)) {
@@ -641,15 +537,7 @@ static hg_consumer_t *renew_consumer(app_t *app, hg_err_t rc)
     hg_consumer_stats_t st;
     hg_consumer_stats(old, &st);
     pthread_mutex_lock(&app->consumer_lock);
-    app->stats_before.delivered += st.delivered;
-    app->stats_before.done += st.done;
-    app->stats_before.retried += st.retried;
-    app->stats_before.nacked += st.nacked;
-    app->stats_before.failed += st.failed;
-    app->stats_before.touched += st.touched;
-    app->stats_before.lease_lost += st.lease_lost;
-    app->stats_before.errors += st.errors;
-    app->stats_before.reconnects += st.reconnects;
+    metrics_stats_add(&app->stats_before, &st);
     app->consumer = next;
     pthread_mutex_unlock(&app->consumer_lock);
     running_consumer = next;
@@ -839,8 +727,9 @@ int main(int argc, char **argv)
     log_msg(LOG_LEVEL_INFO,
             "stopped: cancelled %" PRIu64 ", not pending %" PRIu64 ", not found %" PRIu64 ", transient %" PRIu64
             ", permanent %" PRIu64,
-            load(&counters.cancelled), load(&counters.not_pending), load(&counters.not_found),
-            load(&counters.transient), load(&counters.permanent));
+            metrics_load(&consumer_counters.cancelled), metrics_load(&consumer_counters.not_pending),
+            metrics_load(&consumer_counters.not_found), metrics_load(&consumer_counters.transient),
+            metrics_load(&consumer_counters.permanent));
     status = 0;
 
 out:
