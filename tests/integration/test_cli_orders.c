@@ -322,6 +322,16 @@ static void test_usage(void)
     snprintf(sock, sizeof sock, "%s/nothing-here.sock", workdir);
     rc = cli_raw("orders", "show", "1", "--mysql-socket", sock, "--mysql-database", DB, NULL);
     TU_CHECK(rc == 3 && strstr(out, "MariaDB"), "MariaDB unreachable: exit 3: %d %s", rc, out);
+    /* mysql-password-file (db/keys.h): exclusive with mysql-password, a file that cannot be read named */
+    char missing[760];
+    snprintf(missing, sizeof missing, "%s/no-such-password", workdir);
+    rc = cli_raw("orders", "show", "1", "--mysql-database", DB, "--mysql-password", "x", "--mysql-password-file",
+                 missing, NULL);
+    TU_CHECK(rc == 2 && strstr(out, "mysql-password and mysql-password-file are both set"), "both: exit %d %s", rc,
+             out);
+    rc = cli_raw("orders", "show", "1", "--mysql-database", DB, "--mysql-password-file", missing, NULL);
+    TU_CHECK(rc == 2 && strstr(out, "mysql-password-file: cannot read the password file"), "missing file: exit %d %s",
+             rc, out);
 }
 
 /* ---------------------------------------------------------------- suite cli */
