@@ -101,8 +101,9 @@ const char *db_setup_hint(unsigned code)
 {
     switch (code) {
     case ER_ACCESS_DENIED_ERROR: /* 1045 */
-        return "the server refused the login: check mysql-user and mysql-password, and that the user exists for "
-               "this host (CREATE USER … IDENTIFIED BY …, docs/getting-started.md)";
+        return "the server refused the login: check mysql-user and mysql-password (or what mysql-password-file "
+               "holds), and that the user exists for this host (CREATE USER … IDENTIFIED BY …, "
+               "docs/getting-started.md)";
     case ER_DBACCESS_DENIED_ERROR: /* 1044 */
         return "mysql-user has no rights on mysql-database: GRANT them (docs/getting-started.md lists each "
                "program's GRANTs)";
