@@ -119,13 +119,14 @@ typedef struct session_grant {
  * taken by live sessions of others). 0, or -1 with *status and err. */
 int session_login_check(console_t *c, const char *user, int *status, char *err, size_t errlen);
 
-/* The broker half of a login, on a login's thread (login.c): AUTH as
- * user/password on a connection of its own whose waits end when stop_fd is
- * readable (shutdown), then the session's connection as that user and its
- * roles (HELLO); a broker without users: no-users-role. Reads only keys of
- * cfg that SIGHUP does not change. Returns 0 with *g (g->client the
- * caller's), or -1 with *status (401 refused, 503 broker unreachable or
- * the console stopping, 502 another broker failure) and err. */
+/* The broker half of a login, on a login's thread (login.c): the session's
+ * connection, opened as user/password (its AUTH), and its roles (HELLO);
+ * every wait of it — the connect, AUTH, HELLO — ends when stop_fd is
+ * readable (the console stops, the login's client left); a broker without
+ * users: no-users-role. Reads only keys of cfg that SIGHUP does not
+ * change. Returns 0 with *g (g->client the caller's, its stop fd off), or
+ * -1 with *status (401 refused, 503 broker unreachable or stopped, 502
+ * another broker failure) and err. */
 int session_broker_login(const console_config_t *cfg, const char *user, const char *password, int stop_fd,
                          session_grant_t *g, int *status, char *err, size_t errlen);
 
@@ -413,9 +414,9 @@ console_jobs_t *jobs_new(char *err, size_t errlen);
 void jobs_stop(console_jobs_t *t);
 void jobs_free(console_jobs_t *t);
 
-/* The read end of the stop pipe (readable once jobs_stop has run): every
- * thread of the console that waits on the broker — a job's, a login's —
- * gives it to its clients (hg_client_set_stop_fd). Valid until jobs_free. */
+/* The read end of the stop pipe (readable once jobs_stop has run): a job's
+ * thread gives it to its clients (hg_client_set_stop_fd; a login has a stop
+ * pipe of its own, login.c). Valid until jobs_free. */
 int jobs_stop_fd(const console_jobs_t *t);
 
 /* pthread_create(thread, fn, arg) of a thread with every signal blocked

@@ -17,6 +17,9 @@
   live one.
 - The DLQ drop's confirmation is a whole number ("2abc" is refused).
 - An audit line stays one line whatever the operator typed.
+- A login opens one broker connection (the broker's
+  total_connections_received grows by one): its AUTH is the session
+  connection's own.
 
 Run by tests/integration/test_console after its set-up (HG_USERS_FILE and
 its variants .alice-viewer and .no-alice, HG_BROKER_PID for the SIGHUP).
@@ -28,7 +31,7 @@ import signal
 import time
 import urllib.request
 
-from console_test import BASE, ENV, PASSWORDS as ENV_PASSWORDS, Client, check, finish, log_contains, sql
+from console_test import BASE, ENV, PASSWORDS as ENV_PASSWORDS, Client, Resp, check, finish, log_contains, sql
 
 USERS = ENV["HG_USERS_FILE"]
 BROKER_PID = int(ENV["HG_BROKER_PID"])
@@ -207,5 +210,23 @@ with open(ENV["HG_CONSOLE_LOG"], encoding="utf-8", errors="replace") as f:
     forged = [line for line in f if line.startswith("audit: user=root forged")]
 check(not forged and log_contains("reason=x?audit: user=root forged"),
       "the audit line stays one line (the newline written as ?)")
+
+# ---------------------------------------------------------------- one broker connection per login
+def connections_received(r):
+    info = r.call("INFO")
+    for line in info.splitlines():
+        if line.startswith("total_connections_received:"):
+            return int(line.split(":", 1)[1])
+    return None
+
+
+broker = Resp()
+before = connections_received(broker)
+status = Client().login("bob")[0]
+after = connections_received(broker)
+broker.close()
+check(status == 200 and before is not None and after - before == 1,
+      "a login opens one broker connection, the session's (AUTH with the credentials on it): %s connections for "
+      "it (%s)" % (None if before is None else after - before, status))
 
 finish()

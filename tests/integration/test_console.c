@@ -69,7 +69,7 @@
  *                    (a ninth login ends the oldest, the table never fills);
  *                    a stale hg_session cookie before the live one; the
  *                    drop's confirmation a whole number; an audit line one
- *                    line
+ *                    line; a login opens one broker connection
  *   login flood      tests/console/test_login_flood.py: a password guesser
  *                    (wrong passwords in a loop, each held back by the
  *                    broker) while an operator's overview answers within
@@ -77,7 +77,8 @@
  *                    address logs in; the guesser's address backs off (429,
  *                    Retry-After); the broker stopped: four logins wait,
  *                    a fifth and a second from one address are 429 at once,
- *                    a client that leaves is logged
+ *                    a client that closes its socket: its login stopped at
+ *                    once (the broker still stopped), no session made
  *   session ttl      a second console with session-ttl 3s
  *                    (tests/console/test_session_ttl.py): every reply to a
  *                    live session sends the cookie again with Max-Age 3, so
