@@ -407,15 +407,10 @@ int session_recheck_roles(console_t *c, session_t *s, int action)
 
 session_t *session_find(console_t *c, const char *cookie_header)
 {
-    const char *p = cookie_header;
     char token[CONSOLE_TOKEN_HEX + 1];
 
-    while (p != NULL && (p = strstr(p, "hg_session=")) != NULL) {
-        if (p != cookie_header && p[-1] != ' ' && p[-1] != ';') {
-            p++;
-            continue;
-        }
-        p += strlen("hg_session=");
+    for (const char *p = http_cookie_find(c, cookie_header, NULL); p != NULL;
+         p = http_cookie_find(c, cookie_header, p)) {
         size_t n = strcspn(p, "; ");
         if (n != CONSOLE_TOKEN_HEX)
             continue; /* another cookie of that name (a stale one, another path's) may follow */

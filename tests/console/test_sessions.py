@@ -14,7 +14,8 @@
 - Sessions per user: a tenth login of bob ends his least recently used
   session; the table never fills, alice still logs in.
 - A Cookie header with a stale hg_session before the live one finds the
-  live one.
+  live one. A stale cookie alone is cleared (Set-Cookie Max-Age=0) by its
+  401 and by GET /api/session's {"logged_in":false}.
 - The DLQ drop's confirmation is a whole number ("2abc" is refused).
 - An audit line stays one line whatever the operator typed.
 - A login opens one broker connection (the broker's
@@ -193,7 +194,21 @@ check(status == 200 and new_token != old_token, "a second login in the same brow
 req = urllib.request.Request(BASE + "/api/session", headers={"Cookie": "hg_session=%s" % old_token})
 with urllib.request.urlopen(req, timeout=30) as res:
     doc = json.loads(res.read())
+    cleared = res.headers.get("Set-Cookie", "")
 check(doc == {"logged_in": False}, "and the session it held before is ended, not left valid (%s)" % doc)
+check(cleared.startswith("hg_session=;") and "Max-Age=0" in cleared.split("; ") and "Path=/" in cleared.split("; "),
+      "GET /api/session with that stale cookie clears it (Set-Cookie: %s)" % cleared)
+
+# ---------------------------------------------------------------- a stale cookie's 401 clears it
+anon = Client()
+status, doc, rh = anon.get("/api/overview", headers={"Cookie": "hg_session=%s" % old_token})
+cleared = rh.get("Set-Cookie", "")
+check(status == 401 and cleared.startswith("hg_session=;") and "Max-Age=0" in cleared.split("; ") and
+      "Path=/" in cleared.split("; ") and "Secure" not in cleared.split("; "),
+      "a stale hg_session's 401 clears it: Set-Cookie with Max-Age=0 (%s %s)" % (status, cleared))
+status, doc, rh = anon.get("/api/overview")
+check(status == 401 and rh.get("Set-Cookie") is None,
+      "a 401 without any cookie sets none (%s %s)" % (status, rh.get("Set-Cookie")))
 check(browser.get("/api/session")[1].get("user") == "carol", "the new one is carol's")
 check(log_contains("session of bob ended: a new login (of carol) from its browser"), "the end is logged")
 

@@ -67,7 +67,8 @@
  *                    session's manual cancel is refused 403; removed: it
  *                    ends at its next action (401); eight sessions per user
  *                    (a ninth login ends the oldest, the table never fills);
- *                    a stale hg_session cookie before the live one; the
+ *                    a stale hg_session cookie before the live one, alone
+ *                    cleared by its 401 (Max-Age=0); the
  *                    drop's confirmation a whole number; an audit line one
  *                    line; a login opens one broker connection
  *   login flood      tests/console/test_login_flood.py: a password guesser
@@ -89,7 +90,7 @@
  *                    tests/helpers/tls_certs.h) connected to it with
  *                    hourglass+tls:// and tls-ca-cert-file:
  *                    tests/console/test_https.py (the API over https, a Secure
- *                    cookie, the sampler and the sessions over TLS, plain http
+ *                    __Host-hg_session cookie, a stale one cleared, the sampler and the sessions over TLS, plain http
  *                    and TLS 1.1 refused, a trickled head answered 408 inside
  *                    TLS, one past max-connections closed unanswered); SIGHUP
  *                    reloads the https
