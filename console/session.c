@@ -260,9 +260,10 @@ static int no_users_refusal(const char *message, const char *user)
 }
 
 /* A broker without users (it refused AUTH so): no-users-role decides, on a
- * connection without credentials (whose waits stop_fd ends too). */
-static int no_users_login(const console_config_t *cfg, hg_client_opts_t *opts, session_grant_t *g, int *status,
-                          char *err, size_t errlen)
+ * connection without credentials (whose waits stop_fd ends too), whose
+ * replies then wait up to read_ms. */
+static int no_users_login(const console_config_t *cfg, hg_client_opts_t *opts, uint32_t read_ms, session_grant_t *g,
+                          int *status, char *err, size_t errlen)
 {
     hg_client_t *client = NULL;
     hg_error_t e;
@@ -276,6 +277,7 @@ static int no_users_login(const console_config_t *cfg, hg_client_opts_t *opts, s
     hg_err_t code = hg_client_open(cfg->uri, opts, &client, &e);
     if (code != HG_OK)
         return broker_failure(code, e.message, status, err, errlen);
+    hg_client_set_read_timeout(client, read_ms);
     if (!serves_without_auth(client)) { /* it has users after all */
         code = hg_client_errcode(client);
         hg_client_close(client);
@@ -318,7 +320,7 @@ int session_broker_login(const console_config_t *cfg, const char *user, const ch
     opts.password = password != NULL ? password : "";
     hg_err_t code = hg_client_open(cfg->uri, &opts, &client, &e);
     if (code == HG_ERR_AUTH && no_users_refusal(e.message, user))
-        return no_users_login(cfg, &opts, g, status, err, errlen);
+        return no_users_login(cfg, &opts, session_read_ms, g, status, err, errlen);
     if (code == HG_ERR_AUTH) {
         /* One answer for an unknown user, a wrong password and a disabled
          * user (the broker's own reply does not tell them apart either). */
