@@ -118,12 +118,17 @@ int client_woken(int wake_fd)
 
 hg_err_t client_fail(hg_client_t *c, hg_err_t code, const char *fmt, ...)
 {
+    char msg[sizeof(c->errmsg)];
     va_list ap;
 
-    c->errcode = code;
+    /* Formatted aside first: an argument may be c->errmsg itself (a failure
+     * that wraps the one before it, as connect_round's AUTH), and vsnprintf
+     * into the buffer it reads from overwrites the cause with the prefix. */
     va_start(ap, fmt);
-    vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    c->errcode = code;
+    memcpy(c->errmsg, msg, sizeof(msg));
     return code;
 }
 

@@ -32,6 +32,9 @@
  * never answers and its TCP connect end within 100 ms of the stop; an open
  * begun while the fd is readable connects to nothing; without has_stop_fd
  * (zeroed options) the fd is not the client's; a negative fd is refused.
+ *
+ * Suite messages: the exact text of a failed reconnect's error — a
+ * reconnect whose AUTH gets no reply says once what failed and why.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -719,6 +722,72 @@ static void test_open_stop_fd(void)
     close(pfd[1]);
 }
 
+/* The message of a reconnect that fails during AUTH says once what failed
+ * and why: the client is opened (the test answers its AUTH by hand), the
+ * listener then closes that connection and answers nothing more, so the
+ * next call's reconnect rounds each wait out the read timeout on AUTH.
+ * Before, client_connect.c formatted the AUTH failure into the client's
+ * error buffer from that same buffer, and the message began twice
+ * ("cannot connect to …: during AUTH: cannot connect to …: during AUTH: …"). */
+static void test_reconnect_auth_message(void)
+{
+    static const char auth[] = "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$6\r\nsecret\r\n";
+    connecting_t c = { .accepted = -1 };
+    const char *ping[] = { "PING" };
+    hg_client_opts_t o;
+    hg_reply_t *r = NULL;
+    opening_t op;
+    pthread_t th;
+    char uri[100], want[HG_ERRMSG_MAX], got[sizeof auth];
+    size_t n = 0;
+    hg_err_t e;
+
+    c.listener = listen_loopback(16, &c.port);
+    snprintf(uri, sizeof uri, "hourglass://alice:secret@127.0.0.1:%d", c.port);
+    hg_client_opts_init(&o);
+    o.connect_timeout_ms = 5000;
+    o.reconnect_backoff.base_ms = 10;
+    o.reconnect_backoff.cap_ms = 10;
+    o.reconnect_backoff.jitter = 0;
+    o.reconnect_backoff.attempts = 1;
+    memset(&op, 0, sizeof op);
+    op.uri = uri;
+    op.opts = &o;
+    o.read_timeout_ms = 30000; /* the open's AUTH waits for the answer by hand */
+    TU_REQUIRE(pthread_create(&th, NULL, open_main, &op) == 0, "pthread_create");
+    TU_REQUIRE(tu_poll_until(hello_sent, &c, 30000, 1) == 0, "the open's AUTH never came");
+    while (n < sizeof auth - 1) {
+        struct pollfd p = { c.accepted, POLLIN, 0 };
+        ssize_t k;
+        TU_REQUIRE(poll(&p, 1, 30000) == 1, "the open's AUTH: %zu bytes of %zu", n, sizeof auth - 1);
+        k = read(c.accepted, got + n, sizeof auth - 1 - n);
+        TU_REQUIRE(k > 0, "read the open's AUTH: %s", k == 0 ? "EOF" : strerror(errno));
+        n += (size_t)k;
+    }
+    TU_CHECK(memcmp(got, auth, n) == 0, "the open sent '%.*s', want AUTH alice secret", (int)n, got);
+    TU_REQUIRE(write(c.accepted, "+OK\r\n", 5) == 5, "answer the AUTH");
+    pthread_join(th, NULL);
+    TU_REQUIRE(op.result == HG_OK, "open %s: %s", uri, op.err.message);
+    hg_client_set_read_timeout(op.client, 200);
+    close(c.accepted); /* the broker closes the connection; it accepts but never answers again */
+
+    e = hg_client_command(op.client, 1, ping, NULL, &r);
+    snprintf(want, sizeof want,
+             "cannot connect to 127.0.0.1:%d: during AUTH: no reply from 127.0.0.1:%d within 200ms (after 2 attempts)",
+             c.port, c.port);
+    TU_CHECK(e == HG_ERR_CONNECT && strcmp(hg_client_errmsg(op.client), want) == 0,
+             "a reconnect whose AUTH gets no reply: %s '%s', want HG_ERR_CONNECT '%s'", hg_strerror(e),
+             hg_client_errmsg(op.client), want);
+    hg_reply_free(r);
+    hg_client_close(op.client);
+    close(c.listener);
+}
+
+static const tu_test_t message_tests[] = {
+    { "a reconnect that fails during AUTH: its message says once what failed", test_reconnect_auth_message },
+    { NULL, NULL },
+};
+
 static const tu_test_t stop_tests[] = {
     { "a stop cuts a TCP connect that the broker's host never answers", test_stop_cuts_tcp_connect },
     { "a stop cuts a TLS handshake that the broker never answers", test_stop_cuts_tls_handshake },
@@ -807,6 +876,7 @@ static const tu_suite_t suites[] = {
     { "bound", bound_tests },
     { "arguments", argument_tests },
     { "stop", stop_tests },
+    { "messages", message_tests },
 };
 
 int main(int argc, char **argv)
