@@ -780,8 +780,10 @@ static void test_stop(void)
     TU_CHECK(tu_wait_file_contains(console.log, "stopped", 5000) == 0, "and logs that it stopped");
 }
 
-/* One set-up for all: the browser test runs after the API test, on what it
- * left (order 301 cancelled by the API, 303 still pending). */
+/* One set-up for all (console_init). Each script needs only that set-up and
+ * makes anything else itself, so each passes alone
+ * (`test_console console "<its name>"`); the API test counts the set-up
+ * exactly (four parked, four overdue), so it runs first. */
 static const tu_test_t console_tests[] = {
     { "api: every endpoint, refusals, DLQ, manual cancel, audit", test_api },
     { "http: HEAD, 405 with Allow, ambiguous framing or Host, absolute targets, unparsable forms, slowloris",
