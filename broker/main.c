@@ -48,35 +48,6 @@
 #include "common/log.h"
 #include "levels/store.h"
 
-/* Messages per range, for --check-data's summary. */
-typedef struct data_count {
-    uint64_t total, level, topic, retry, lease, dlq;
-} data_count_t;
-
-static int count_entry(void *ctx, const store_entry_t *e)
-{
-    data_count_t *n = ctx;
-    n->total++;
-    switch (e->range) {
-    case STORE_LEVEL:
-        n->level++;
-        break;
-    case STORE_TOPIC:
-        n->topic++;
-        break;
-    case STORE_RETRY:
-        n->retry++;
-        break;
-    case STORE_LEASE:
-        n->lease++;
-        break;
-    case STORE_DLQ:
-        n->dlq++;
-        break;
-    }
-    return 0;
-}
-
 /* --check-data's exit statuses (docs/operations.md, "Checking a data directory"). */
 #define CHECK_DATA_OK        0
 #define CHECK_DATA_DAMAGED   1 /* damaged or inconsistent: restore it from a backup */
@@ -106,11 +77,8 @@ static int check_data(const config_t *cfg)
         }
         return CHECK_DATA_UNCHECKED;
     }
-    data_count_t n = { 0 };
-    int rc = store_check(s, err, sizeof err);
-    if (rc == 0) {
-        rc = store_scan(s, count_entry, &n, err, sizeof err);
-    }
+    store_check_counts_t n;
+    int rc = store_check_counted(s, &n, err, sizeof err); /* one walk: the check and the counts */
     if (rc != 0) {
         fprintf(stderr, "check-data: %s: %s\n", cfg->dir, err);
         store_close(s, NULL, 0);
@@ -120,9 +88,11 @@ static int check_data(const config_t *cfg)
         fprintf(stderr, "check-data: %s: closing: %s\n", cfg->dir, err);
         return CHECK_DATA_DAMAGED;
     }
-    printf("ok: %llu messages, %llu on levels, %llu ready in topics, %llu retrying, %llu leased, %llu in DLQs (%s)\n",
-           (unsigned long long)n.total, (unsigned long long)n.level, (unsigned long long)n.topic,
-           (unsigned long long)n.retry, (unsigned long long)n.lease, (unsigned long long)n.dlq, cfg->dir);
+    printf("ok: %llu messages, %llu on levels, %llu ready in topics, %llu retrying, %llu leased, %llu in DLQs (%s; "
+           "%llu records read once)\n",
+           (unsigned long long)n.messages, (unsigned long long)n.level, (unsigned long long)n.topic,
+           (unsigned long long)n.retry, (unsigned long long)n.lease, (unsigned long long)n.dlq, cfg->dir,
+           (unsigned long long)n.records);
     return CHECK_DATA_OK;
 }
 

@@ -691,13 +691,24 @@ typedef struct store_entry {
  * Stops early when fn returns nonzero. -1 on a read error or undecodable value. */
 int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *ctx, char *err, size_t errlen);
 
-/* A full consistency check: every table block passes its checksum (a walk of
- * every record), every value decodes, every counter equals what the
+/* A full consistency check: every table block passes its checksum (one walk of
+ * every record, in key order, past the block cache), every value decodes, every counter equals what the
  * ranges hold, every copy's index entry names it, no (group, id) is in two
  * places, each level's remembered head is its first message. 0 when consistent; -1 and the first problem
  * in err otherwise. Needs nothing but an open store, so it also serves an
  * operator's check of a directory after a crash. Reads everything: not for hot paths. */
 int store_check(store_t *s, char *err, size_t errlen);
+
+/* What store_check's walk read: the records, and the messages per range. */
+typedef struct store_check_counts {
+    uint64_t records;  /* every record of the database */
+    uint64_t messages; /* the stored messages (the sum of the five below) */
+    uint64_t level, topic, retry, lease, dlq;
+} store_check_counts_t;
+
+/* store_check, with what its walk read in *counts (NULL: not wanted; filled
+ * as far as the walk got when it fails). */
+int store_check_counted(store_t *s, store_check_counts_t *counts, char *err, size_t errlen);
 
 /* ---- Online copies (snapshot.c) ----------------------------------------------- */
 

@@ -602,9 +602,24 @@ int idx_place_decode(const char *v, size_t vlen, idx_place_t *p);
  * (one scan, once; marked by 'M' "index"). */
 int idx_open(store_t *s, char *err, size_t errlen);
 
-/* store_check's part: every copy of every message is indexed where it is,
- * and every index entry names a copy. */
-int idx_check(store_t *s, char *err, size_t errlen);
+/* store_check's part (check.c walks the records once and hands them here):
+ * every copy of every message is indexed where it is, and every index entry
+ * names a copy. Zero the struct and set s, err, errlen; then
+ * idx_check_entry for every stored message and idx_check_record for every
+ * other record (it looks at 'X', 'Y' and 'K'), in any order; then
+ * idx_check_end. Each returns 0, or -1 with the first problem in err. The
+ * index is keyed by id, not in queue order, so the entries are matched by
+ * lookups (store_get), not by a second walk. */
+typedef struct idx_check {
+    store_t *s;
+    char *err;
+    size_t errlen;
+    uint64_t homes, copies;              /* messages whose index entry matched */
+    uint64_t home_records, copy_records; /* placed 'X' records and 'Y' entries walked */
+} idx_check_t;
+int idx_check_entry(idx_check_t *c, const store_entry_t *e);
+int idx_check_record(idx_check_t *c, const char *key, size_t klen, const char *v, size_t vlen);
+int idx_check_end(const idx_check_t *c);
 
 /* ---- lookup.c ------------------------------------------------------------------- */
 
