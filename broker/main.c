@@ -16,11 +16,13 @@
  * stops the broker.
  *
  * --check-data DIR: the same configuration, then the data directory is
- * opened with the configured level table (never created), checked with
- * store_check and closed; "ok: N messages, ..." and exit 0, or the first
+ * checked with the configured level table without writing to it
+ * (store_check_dir: opened and checked in a scratch view, removed after);
+ * "ok: N messages, ..." and exit 0, or the first
  * problem and exit 1 (damaged or inconsistent data) or 3 (not checked: the
- * directory is missing, not accessible, read-only, held by a running broker
- * or not a data directory of this build). Main thread only; no event loop.
+ * directory is missing, not accessible, held by a running broker, not a data
+ * directory of this build, or no room for the view). Main thread only; no
+ * event loop.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -53,47 +55,56 @@
 #define CHECK_DATA_DAMAGED   1 /* damaged or inconsistent: restore it from a backup */
 #define CHECK_DATA_UNCHECKED 3 /* not checked: missing, not accessible, in use, not a data directory of this build */
 
-/* --check-data: CHECK_DATA_OK when the directory is consistent, else the
- * status above with the problem on stderr. */
+/* What --check-data read: the scratch view, a torn log end it would cut. */
+static void check_data_said(FILE *to, const char *dir, const store_dir_check_t *r)
+{
+    if (r->view[0] != '\0') {
+        fprintf(to,
+                "check-data: %s read only, opened in a scratch view %s (%u table files hard-linked, %u files copied, "
+                "%llu bytes), removed after\n",
+                dir, r->view, r->linked, r->copied, (unsigned long long)r->copied_bytes);
+    }
+    if (r->torn) {
+        fprintf(to,
+                "check-data: %s/%s ends in a torn write (what a power cut leaves of a write never fsynced): the broker "
+                "would cut %llu bytes at offset %llu of %s at its next start, keeping them in %s.torn-%llu; checked "
+                "as after that cut\n",
+                dir, r->torn_log, (unsigned long long)r->torn_bytes, (unsigned long long)r->torn_offset, r->torn_log,
+                r->torn_log, (unsigned long long)r->torn_offset);
+    }
+}
+
+/* --check-data: CHECK_DATA_OK when the directory is consistent ("ok: ..."
+ * first on stdout, for scripts, then what was read), else the status above
+ * with what was read and the problem on stderr. The directory is only read
+ * (store_check_dir: the open and the check run in a scratch view). */
 static int check_data(const config_t *cfg)
 {
     store_options_t o = cfg->store;
-    o.create_if_missing = 0;
-    o.no_upgrade = 1; /* a check must not make the directory unreadable to the build that wrote it */
-    store_t *s = NULL;
+    o.no_upgrade = 1; /* an older format is reported, not checked as this build would upgrade it */
+    store_dir_check_t r;
     char err[1024];
-    int open_rc = store_open(&o, clock_wall_ms(), &s, err, sizeof err);
-    if (open_rc == STORE_OPEN_DAMAGED) {
+    int rc = store_check_dir(&o, clock_wall_ms(), &r, err, sizeof err);
+    if (rc == 0) {
+        const store_check_counts_t *n = &r.counts;
+        printf("ok: %llu messages, %llu on levels, %llu ready in topics, %llu retrying, %llu leased, %llu in DLQs (%s; "
+               "%llu records read once)\n",
+               (unsigned long long)n->messages, (unsigned long long)n->level, (unsigned long long)n->topic,
+               (unsigned long long)n->retry, (unsigned long long)n->lease, (unsigned long long)n->dlq, cfg->dir,
+               (unsigned long long)n->records);
+        check_data_said(stdout, cfg->dir, &r);
+        return CHECK_DATA_OK;
+    }
+    check_data_said(stderr, cfg->dir, &r);
+    if (rc == STORE_OPEN_DAMAGED) {
         fprintf(stderr, "check-data: %s\n", err);
         return CHECK_DATA_DAMAGED;
     }
-    if (open_rc == 0 && store_open_note(s)[0] != '\0') {
-        fprintf(stderr, "check-data: %s\n", store_open_note(s));
+    fprintf(stderr, "check-data: not checked: %s\n", err);
+    if (rc == STORE_OPEN_IN_USE) {
+        fprintf(stderr, "check-data: a running broker holds %s: stop it first, then check\n", cfg->dir);
     }
-    if (open_rc != 0) {
-        fprintf(stderr, "check-data: not checked: %s\n", err);
-        if (open_rc == STORE_OPEN_IN_USE) {
-            fprintf(stderr, "check-data: a running broker holds %s: stop it first, then check\n", cfg->dir);
-        }
-        return CHECK_DATA_UNCHECKED;
-    }
-    store_check_counts_t n;
-    int rc = store_check_counted(s, &n, err, sizeof err); /* one walk: the check and the counts */
-    if (rc != 0) {
-        fprintf(stderr, "check-data: %s: %s\n", cfg->dir, err);
-        store_close(s, NULL, 0);
-        return CHECK_DATA_DAMAGED;
-    }
-    if (store_close(s, err, sizeof err) != 0) {
-        fprintf(stderr, "check-data: %s: closing: %s\n", cfg->dir, err);
-        return CHECK_DATA_DAMAGED;
-    }
-    printf("ok: %llu messages, %llu on levels, %llu ready in topics, %llu retrying, %llu leased, %llu in DLQs (%s; "
-           "%llu records read once)\n",
-           (unsigned long long)n.messages, (unsigned long long)n.level, (unsigned long long)n.topic,
-           (unsigned long long)n.retry, (unsigned long long)n.lease, (unsigned long long)n.dlq, cfg->dir,
-           (unsigned long long)n.records);
-    return CHECK_DATA_OK;
+    return CHECK_DATA_UNCHECKED;
 }
 
 typedef struct hup_ctx {

@@ -14,7 +14,7 @@
  * once; the index checks also look entries up by id (the index is not in
  * queue order). It uses nothing but what store_open
  * loads, so it works on a store just opened by a process that does nothing
- * else (an operator's check, --check-data) as well as
+ * else (an operator's check, through a scratch view: checkview.c) as well as
  * on one in use (tests).
  * It keeps a key per group message in memory: not for hot paths.
  *

@@ -46,6 +46,7 @@
 #include "base/map.h"
 #include "levels/compactor.h"
 #include "levels/keys.h"
+#include "levels/logtail.h"
 #include "levels/store.h"
 
 /* A queue that popped this many heads since its last compaction has its
@@ -175,6 +176,9 @@ struct store {
     char broken_err[512];
     char open_note[768]; /* what store_open repaired on its way ("" when nothing): store_open_note */
     int created;         /* store_open made a new store (store_created) */
+    /* 1 when store_open cut the torn log end log_cut describes (store_check_dir reports it) */
+    int log_was_cut;
+    logtail_t log_cut;
     /* the leases not written yet, in the order taken (lease_pend_t); it owns them */
     struct lease_pend *pend_first, *pend_last;
 
