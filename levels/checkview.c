@@ -272,10 +272,16 @@ int store_check_dir(const store_options_t *o, uint64_t now_ms, store_dir_check_t
     snprintf(elsewhere, sizeof elsewhere, "%s/hourglass-check-XXXXXX", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
     int made = strcmp(real, "/") == 0 ? err_set(why_beside, sizeof why_beside, "it is the root directory")
                                       : view_make(dir, beside, r, why_beside, sizeof why_beside);
-    if (made == VIEW_CANNOT_READ) {
-        return err_set(err, errlen, "%s", why_beside);
+    if (made != 0 && made != VIEW_CANNOT_READ) {
+        made = view_make(dir, elsewhere, r, why_elsewhere, sizeof why_elsewhere);
+        if (made == VIEW_CANNOT_READ) {
+            snprintf(why_beside, sizeof why_beside, "%s", why_elsewhere);
+        }
     }
-    if (made != 0 && view_make(dir, elsewhere, r, why_elsewhere, sizeof why_elsewhere) != 0) {
+    if (made == VIEW_CANNOT_READ) {
+        return err_set(err, errlen, "%s (the check must read every file of the data directory)", why_beside);
+    }
+    if (made != 0) {
         return err_set(err, errlen,
                        "no scratch view of %s could be made (the check opens the store in a scratch directory, "
                        "never in %s itself): beside it: %s; under $TMPDIR: %s; set TMPDIR to a directory this user "
