@@ -55,17 +55,11 @@
 #define CHECK_DATA_DAMAGED   1 /* damaged or inconsistent: restore it from a backup */
 #define CHECK_DATA_UNCHECKED 3 /* not checked: missing, not accessible, in use, not a data directory of this build */
 
-/* What --check-data read: the scratch view, a torn log end it would cut. */
-static void check_data_said(FILE *to, const char *dir, const store_dir_check_t *r)
+/* A torn log end --check-data found: what the next start would cut. */
+static void check_data_torn(const char *dir, const store_dir_check_t *r)
 {
-    if (r->view[0] != '\0') {
-        fprintf(to,
-                "check-data: %s read only, opened in a scratch view %s (%u table files hard-linked, %u files copied, "
-                "%llu bytes), removed after\n",
-                dir, r->view, r->linked, r->copied, (unsigned long long)r->copied_bytes);
-    }
     if (r->torn) {
-        fprintf(to,
+        fprintf(stderr,
                 "check-data: %s/%s ends in a torn write (what a power cut leaves of a write never fsynced): the broker "
                 "would cut %llu bytes at offset %llu of %s at its next start, keeping them in %s.torn-%llu; checked "
                 "as after that cut\n",
@@ -74,9 +68,11 @@ static void check_data_said(FILE *to, const char *dir, const store_dir_check_t *
     }
 }
 
-/* --check-data: CHECK_DATA_OK when the directory is consistent ("ok: ..."
- * first on stdout, for scripts, then what was read), else the status above
- * with what was read and the problem on stderr. The directory is only read
+/* --check-data: CHECK_DATA_OK when the directory is consistent, with one
+ * line on stdout ("ok: ...", saying what was read and where: scripts read
+ * it as the only line of stdout, or the last of both streams); else the
+ * status above, with where it was read and the problem on stderr. A torn
+ * log end goes to stderr either way. The directory is only read
  * (store_check_dir: the open and the check run in a scratch view). */
 static int check_data(const config_t *cfg)
 {
@@ -85,17 +81,26 @@ static int check_data(const config_t *cfg)
     store_dir_check_t r;
     char err[1024];
     int rc = store_check_dir(&o, clock_wall_ms(), &r, err, sizeof err);
+    check_data_torn(cfg->dir, &r);
+    char view[4400] = "";
+    if (r.view[0] != '\0') {
+        snprintf(view, sizeof view,
+                 "read only, through a scratch view %s (%u table files hard-linked, %u files copied, %llu bytes), "
+                 "removed after",
+                 r.view, r.linked, r.copied, (unsigned long long)r.copied_bytes);
+    }
     if (rc == 0) {
         const store_check_counts_t *n = &r.counts;
         printf("ok: %llu messages, %llu on levels, %llu ready in topics, %llu retrying, %llu leased, %llu in DLQs (%s; "
-               "%llu records read once)\n",
+               "%llu records read once, %s)\n",
                (unsigned long long)n->messages, (unsigned long long)n->level, (unsigned long long)n->topic,
                (unsigned long long)n->retry, (unsigned long long)n->lease, (unsigned long long)n->dlq, cfg->dir,
-               (unsigned long long)n->records);
-        check_data_said(stdout, cfg->dir, &r);
+               (unsigned long long)n->records, view);
         return CHECK_DATA_OK;
     }
-    check_data_said(stderr, cfg->dir, &r);
+    if (view[0] != '\0') {
+        fprintf(stderr, "check-data: %s %s\n", cfg->dir, view);
+    }
     if (rc == STORE_OPEN_DAMAGED) {
         fprintf(stderr, "check-data: %s\n", err);
         return CHECK_DATA_DAMAGED;

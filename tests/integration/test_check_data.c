@@ -126,11 +126,18 @@ static int views_left(const char *parent, const char *base)
     return n;
 }
 
-/* The N of "ok: N messages, ..." (first, for scripts), or -1. */
+/* The N of "ok: N messages, ..." on the last line (where scripts take it,
+ * as scripts/demo does with tail -1), or -1. */
 static long long ok_count(const char *out)
 {
+    size_t len = strlen(out);
+    while (len > 0 && out[len - 1] == '\n')
+        len--;
+    const char *last = out + len;
+    while (last > out && last[-1] != '\n')
+        last--;
     long long n;
-    return sscanf(out, "ok: %lld messages,", &n) == 1 ? n : -1;
+    return sscanf(last, "ok: %lld messages,", &n) == 1 ? n : -1;
 }
 
 /* How the check's process is made to see the directory. */
