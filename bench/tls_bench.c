@@ -20,11 +20,22 @@
  *              the CPU milliseconds per connection of this process (the
  *              client) and of the broker — CPU time, unlike the rate, hardly
  *              depends on how busy the machine is.
+ *   flood      (--flood N, instead of the two above) the event loop's latency
+ *              under a handshake flood: a plaintext client PINGs in a loop
+ *              (one at a time), first on a quiet broker (the baseline), then
+ *              while an attacker opens N TLS connections at once from
+ *              127.0.0.2.. (spread over 250 loopback addresses, so a
+ *              per-address cap alone does not stop it) and sends each the
+ *              same ClientHello (made once: replaying it costs the attacker
+ *              nothing, the broker a full handshake each), for --flood-secs
+ *              seconds, round after round: PING p50 / p99 / max, and the
+ *              handshakes the broker answered.
  * The broker runs with --fsync no by default so that the transport's cost is
  * not hidden behind the disk (--fsync always measures the default set-up).
  *
  * Usage: hourglass-tls-bench [-n N] [--clients C] [--pipeline P]
  *        [--connects K] [--fsync always|no] [--quick]
+ *        [--flood N [--flood-secs S]]
  * Ends with a "RESULT key=value ..." line for scripts.
  */
 #ifdef HAVE_CONFIG_H
@@ -33,8 +44,17 @@
 
 #include <hourglass/hourglass.h>
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <sys/socket.h>
+
+#include <openssl/ssl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,6 +70,7 @@
 static long opt_n = 400000;
 static int opt_clients = 8, opt_pipeline = 128, opt_connects = 500;
 static const char *opt_fsync = "no";
+static int opt_flood = 0, opt_flood_secs = 5;
 
 typedef struct transport {
     const char *name;
@@ -156,13 +177,166 @@ static double run_connect(const transport_t *t, pid_t broker)
     return rate;
 }
 
+/* ---- flood: the loop's latency while handshakes are started ---------------------------------- */
+
+/* One ClientHello, made by an OpenSSL client on memory BIOs; its bytes in *out (malloc'd), its length returned. */
+static size_t make_client_hello(unsigned char **out)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    SSL *ssl = ctx ? SSL_new(ctx) : NULL;
+    BIO *rb = BIO_new(BIO_s_mem()), *wb = BIO_new(BIO_s_mem());
+    if (ssl == NULL || rb == NULL || wb == NULL) {
+        tu_die(PROGRAM, "OpenSSL: cannot make a client");
+    }
+    SSL_set_bio(ssl, rb, wb);
+    SSL_set_connect_state(ssl);
+    (void)SSL_do_handshake(ssl); /* wants to read: the ClientHello is in wb */
+    char *p;
+    long n = BIO_get_mem_data(wb, &p);
+    if (n <= 0) {
+        tu_die(PROGRAM, "OpenSSL: no ClientHello");
+    }
+    *out = malloc((size_t)n);
+    memcpy(*out, p, (size_t)n);
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+    return (size_t)n;
+}
+
+typedef struct pinger {
+    int port;
+    atomic_int stop;
+    double *lat_ms; /* each PING's round trip */
+    size_t n, cap;
+} pinger_t;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void *ping_thread(void *arg)
+{
+    pinger_t *p = arg;
+    int fd = tu_tcp_connect(p->port);
+    if (fd < 0) {
+        tu_die(PROGRAM, "PING client: cannot connect to %d", p->port);
+    }
+    char buf[64];
+    while (!atomic_load(&p->stop) && p->n < p->cap) {
+        uint64_t t0 = tu_now_mono_us();
+        if (write(fd, "PING\r\n", 6) != 6) {
+            tu_die(PROGRAM, "PING client: write: %s", strerror(errno));
+        }
+        size_t got = 0;
+        while (got < 7) { /* "+PONG\r\n" */
+            ssize_t r = read(fd, buf + got, sizeof buf - got);
+            if (r <= 0) {
+                tu_die(PROGRAM, "PING client: the broker closed the connection");
+            }
+            got += (size_t)r;
+        }
+        p->lat_ms[p->n++] = (double)(tu_now_mono_us() - t0) / 1000.0;
+        struct timespec ts = { 0, 1000000 }; /* 1 ms between PINGs: a client's cadence, not a busy loop */
+        nanosleep(&ts, NULL);
+    }
+    close(fd);
+    return NULL;
+}
+
+/* PINGs for secs seconds; while flood > 0, rounds of flood connections to tls_port from 127.0.0.2.. each sent the
+ * ClientHello, then closed once answered (or after 2 s). Prints p50 / p99 / max; returns p99 in *p99. */
+static void run_flood(const char *label, int port, int tls_port, int flood, int secs, double *p99, double *pmax)
+{
+    pinger_t p = { .port = port, .cap = 2000000 };
+    p.lat_ms = malloc(p.cap * sizeof *p.lat_ms);
+    unsigned char *hello = NULL;
+    size_t hello_len = make_client_hello(&hello);
+    pthread_t th;
+    pthread_create(&th, NULL, ping_thread, &p);
+    uint64_t end = tu_now_mono_ms() + (uint64_t)secs * 1000;
+    long started = 0, answered = 0, rounds = 0;
+    int *fds = calloc((size_t)(flood > 0 ? flood : 1), sizeof *fds);
+    while (tu_now_mono_ms() < end) {
+        if (flood == 0) {
+            struct timespec ts = { 0, 50000000 };
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        rounds++;
+        for (int i = 0; i < flood; i++) {
+            fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+            struct sockaddr_in src = { .sin_family = AF_INET }, dst = { .sin_family = AF_INET };
+            src.sin_addr.s_addr = htonl(0x7f000002u + (uint32_t)(i % 250));
+            dst.sin_addr.s_addr = htonl(0x7f000001u);
+            dst.sin_port = htons((uint16_t)tls_port);
+            if (fds[i] < 0 || bind(fds[i], (struct sockaddr *)&src, sizeof src) != 0 ||
+                (connect(fds[i], (struct sockaddr *)&dst, sizeof dst) != 0 && errno != EINPROGRESS)) {
+                tu_die(PROGRAM, "flood: cannot connect: %s", strerror(errno));
+            }
+        }
+        /* Send every ClientHello as soon as its connection is up, then wait for the answers. */
+        int pending = flood, sent = 0;
+        char *state = calloc((size_t)flood, 1); /* 0 connecting, 1 sent, 2 done */
+        struct pollfd *pfd = calloc((size_t)flood, sizeof *pfd);
+        uint64_t deadline = tu_now_mono_ms() + 2000;
+        while (pending > 0 && tu_now_mono_ms() < deadline) {
+            for (int i = 0; i < flood; i++) {
+                pfd[i].fd = state[i] == 2 ? -1 : fds[i];
+                pfd[i].events = state[i] == 0 ? POLLOUT : POLLIN;
+            }
+            if (poll(pfd, (nfds_t)flood, 100) <= 0) {
+                continue;
+            }
+            for (int i = 0; i < flood; i++) {
+                if (pfd[i].fd < 0 || pfd[i].revents == 0) {
+                    continue;
+                }
+                if (state[i] == 0) {
+                    ssize_t w = send(fds[i], hello, hello_len, MSG_NOSIGNAL);
+                    state[i] = w == (ssize_t)hello_len ? 1 : 2;
+                    sent += state[i] == 1;
+                    pending -= state[i] == 2;
+                } else {
+                    char sink[8192];
+                    ssize_t r = recv(fds[i], sink, sizeof sink, 0);
+                    answered += r > 0;
+                    state[i] = 2;
+                    pending--;
+                }
+            }
+        }
+        started += sent;
+        for (int i = 0; i < flood; i++) {
+            close(fds[i]);
+        }
+        free(state);
+        free(pfd);
+    }
+    atomic_store(&p.stop, 1);
+    pthread_join(th, NULL);
+    qsort(p.lat_ms, p.n, sizeof *p.lat_ms, cmp_double);
+    double p50 = p.n ? p.lat_ms[p.n / 2] : 0;
+    *p99 = p.n ? p.lat_ms[(size_t)((double)p.n * 0.99)] : 0;
+    *pmax = p.n ? p.lat_ms[p.n - 1] : 0;
+    printf("  %-28s PING p50 %7.3f ms  p99 %8.3f ms  max %8.3f ms  (%zu PINGs; %ld ClientHellos sent in %ld rounds, "
+           "%ld answered)\n",
+           label, p50, *p99, *pmax, p.n, started, rounds, answered);
+    free(fds);
+    free(hello);
+    free(p.lat_ms);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: hourglass-tls-bench [-n N] [--clients C] [--pipeline P] [--connects K]\n"
-               "                           [--fsync always|no] [--quick]\n"
+               "                           [--fsync always|no] [--quick] [--flood N [--flood-secs S]]\n"
                "SEND throughput and connection rate through libhourglass, plaintext (baseline) and TLS,\n"
                "against one hourglass-broker (the build dir's, or $HG_BROKER). Defaults: -n 400000,\n"
-               "--clients 8, --pipeline 128, --connects 500, --fsync no.\n");
+               "--clients 8, --pipeline 128, --connects 500, --fsync no.\n"
+               "--flood N: instead, a PING client's latency, quiet and while N TLS handshakes a round are\n"
+               "started from 250 loopback addresses for S seconds each (default 5).\n");
 }
 
 int main(int argc, char **argv)
@@ -183,6 +357,10 @@ int main(int argc, char **argv)
             opt_pipeline = atoi(argv[++i]);
         } else if (v != NULL && strcmp(a, "--connects") == 0) {
             opt_connects = atoi(argv[++i]);
+        } else if (v != NULL && strcmp(a, "--flood") == 0) {
+            opt_flood = atoi(argv[++i]);
+        } else if (v != NULL && strcmp(a, "--flood-secs") == 0) {
+            opt_flood_secs = atoi(argv[++i]);
         } else if (v != NULL && strcmp(a, "--fsync") == 0) {
             opt_fsync = argv[++i];
         } else {
@@ -209,6 +387,19 @@ int main(int argc, char **argv)
     printf("hourglass-tls-bench: broker pid %d, plaintext port %d, TLS port %s (EC P-256 certificate), fsync %s;\n"
            "%d clients, pipeline %d, %d-byte payloads, %ld SENDs per run\n",
            (int)b.pid, b.port, tls_port, opt_fsync, opt_clients, opt_pipeline, PAYLOAD_BYTES, opt_n);
+
+    if (opt_flood > 0) {
+        double q99, qmax, f99, fmax;
+        printf("the event loop's latency under a TLS handshake flood (%d connections a round, %d s):\n", opt_flood,
+               opt_flood_secs);
+        run_flood("quiet (baseline)", b.port, atoi(tls_port), 0, opt_flood_secs, &q99, &qmax);
+        run_flood("handshake flood", b.port, atoi(tls_port), opt_flood, opt_flood_secs, &f99, &fmax);
+        printf("RESULT flood=%d quiet_p99_ms=%.3f flood_p99_ms=%.3f quiet_max_ms=%.3f flood_max_ms=%.3f\n", opt_flood,
+               q99, f99, qmax, fmax);
+        int rc = bp_destroy(&b);
+        tu_rmtree(pki_dir);
+        return rc == 0 ? 0 : 1;
+    }
 
     transport_t plain = { .name = "plaintext" }, tls = { .name = "TLS" };
     hg_client_opts_init(&plain.opts);

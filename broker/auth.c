@@ -132,6 +132,11 @@ static void cache_mac(const auth_worker_t *a, const char *hash, const char *pass
 static void verify(auth_worker_t *a, auth_req_t *r)
 {
     char err[200];
+    if (r->refused) { /* longer than PASSWD_MAX: a failure, never hashed */
+        r->ok = 0;
+        atomic_fetch_add(&a->nfailures, 1);
+        return;
+    }
     const char *hash = r->hash[0] ? r->hash : dummy_hash;
     int rc = passwd_verify(hash, r->password, r->password_len, err, sizeof err);
     if (rc < 0) {

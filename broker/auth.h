@@ -18,7 +18,9 @@
  * address is forgotten first (authfail.h), so many source addresses cannot
  * wipe the count of one that failed recently.
  * An unknown or disabled user is checked against a dummy hash of the default
- * cost, so the reply time does not say whether the user exists.
+ * cost, so the reply time does not say whether the user exists. A password
+ * longer than PASSWD_MAX (refused) is not hashed at all: it fails, is
+ * counted and held back like a wrong one.
  *
  * The cache: after a successful verification the loop keeps, per user, an
  * HMAC-SHA-256 of (hash text, password) under a random key made at start; an
@@ -54,6 +56,7 @@ typedef struct auth_req {
     char hash[PASSWD_HASH_MAX]; /* the user's hash; "" for no such user or a disabled one (always fails) */
     char *password;             /* the caller's copy; wiped by the thread after use */
     size_t password_len;
+    int refused;           /* the password is longer than PASSWD_MAX: not verified, counted as a failure */
     int ok;                /* out: 1 when the password matched */
     unsigned delay_ms;     /* out: how long a failure was held back */
     unsigned failures;     /* out: failures from ip in the last minute, this one included */

@@ -9,7 +9,9 @@
  * SHUTDOWN are answered on the loop thread. BACKUP checks its name on the
  * loop and starts the copy from a storage job (broker/backup.h: the snapshot
  * is taken there, after every write before it). Who may run them is the
- * command table's roles column (cmd_table.c).
+ * command table's roles column (cmd_table.c); INFO shows file-system paths
+ * (storage: dir, backup_last_error) to the admin only, who alone may run
+ * CONFIG GET, where every path is (the other roles see INFO_HIDDEN).
  */
 #include "broker/cmd_shared.h"
 
@@ -131,7 +133,10 @@ void cmd_info(cmd_call_t *call)
             mask |= metrics_info_mask(call->argv[i].ptr, call->argv[i].len);
         }
     }
-    if ((mask & ~(INFO_SERVER | INFO_CLIENTS)) == 0) {
+    if (call->conn->roles & ROLE_ADMIN) { /* file-system paths: the admin's, as with CONFIG GET (metrics.h) */
+        mask |= INFO_PATHS;
+    }
+    if ((mask & ~(INFO_SERVER | INFO_CLIENTS | INFO_PATHS)) == 0) {
         loop_info_t li;
         server_loop_info(call->srv, &li);
         buf_t text = BUF_INIT;

@@ -33,10 +33,12 @@ typedef struct auth_call {
     auth_req_t req; /* first member */
     server_t *srv;
     conn_set_t *set;
-    char user[USERS_NAME_MAX + 1]; /* as given, its bytes exact (a longer name matches nobody: user_len 0) */
+    char user[USERS_NAME_MAX + 1]; /* a known user's name; "" for an unknown one (user_len 0) */
     size_t user_len;
-    const char *why; /* for the log when it fails: "wrong password", "no such user", ... */
-    int hello;       /* 0: AUTH; 2 or 3: HELLO's protocol */
+    size_t typed_len;  /* the length of the name as typed: what the log shows of an unknown one */
+    const char *why;   /* for the log when it fails: "wrong password", "no such user", ... */
+    char why_text[80]; /* why, when it says a length */
+    int hello;         /* 0: AUTH; 2 or 3: HELLO's protocol */
     int has_setname;
     char setname[128];
 } auth_call_t;
@@ -193,13 +195,25 @@ static void auth_complete(job_t *j)
     resp_buf_clear(&j->reply);
     j->reply.proto = c->proto;
     if (!ok) {
-        char shown[USERS_NAME_MAX + 8];
-        resp_arg_t name = { .ptr = ac->user, .len = ac->user_len };
-        log_warn("AUTH failed from %s for user '%s' (%s): reply held back %u ms (%u failures from this address in "
+        /* A name is shown only when it is a user's (the users file allows no control bytes, no blanks): a name
+         * that is none may be a password typed in its place ("AUTH password user"), so only its length is. */
+        char who[USERS_NAME_MAX + 48];
+        if (ac->user_len > 0) {
+            snprintf(who, sizeof who, "user '%s'", ac->user);
+        } else {
+            snprintf(who, sizeof who, "unknown user (%zu bytes)", ac->typed_len);
+        }
+        log_warn("AUTH failed from %s for %s (%s): reply held back %u ms (%u failures from this address in "
                  "the last minute)",
-                 c->addr, cmd_shown(&name, shown, sizeof shown), ac->req.ok ? "user changed meanwhile" : ac->why,
-                 ac->req.delay_ms, ac->req.failures);
-        resp_add_error(&j->reply, WRONGPASS);
+                 c->addr, who, ac->req.ok ? "user changed meanwhile" : ac->why, ac->req.delay_ms, ac->req.failures);
+        if (ac->req.refused) {
+            resp_add_errorf(&j->reply,
+                            "ERR AUTH refused: the password is longer than %d bytes (not checked; "
+                            "counted as a failed AUTH)",
+                            PASSWD_MAX);
+        } else {
+            resp_add_error(&j->reply, WRONGPASS);
+        }
         return;
     }
     auth_cache_put(server_auth(ac->srv), e->name, &ac->req);
@@ -216,7 +230,8 @@ static void start_auth(cmd_call_t *call, const resp_arg_t *user, const resp_arg_
     conn_t *c = call->conn;
     auth_worker_t *aw = server_auth(call->srv);
     const users_entry_t *e = users_find(server_users(call->srv), user->ptr, user->len);
-    if (e != NULL && !e->disabled && auth_cache_hit(aw, e->name, e->hash, pass->ptr, pass->len)) {
+    int refused = pass->len > PASSWD_MAX; /* never hashed, not even by the cache's HMAC */
+    if (!refused && e != NULL && !e->disabled && auth_cache_hit(aw, e->name, e->hash, pass->ptr, pass->len)) {
         char name[128];
         if (setname != NULL) {
             snprintf(name, sizeof name, "%.*s", (int)setname->len, setname->ptr);
@@ -226,16 +241,19 @@ static void start_auth(cmd_call_t *call, const resp_arg_t *user, const resp_arg_
         return;
     }
     char *arena;
-    auth_call_t *ac = cmd_job_new(sizeof *ac, pass->len + 1, NULL, &arena);
-    memcpy(arena, pass->ptr, pass->len);
-    arena[pass->len] = '\0';
+    size_t copied = refused ? 0 : pass->len;
+    auth_call_t *ac = cmd_job_new(sizeof *ac, copied + 1, NULL, &arena);
+    memcpy(arena, pass->ptr, copied);
+    arena[copied] = '\0';
     ac->req.password = arena;
-    ac->req.password_len = pass->len;
+    ac->req.password_len = copied;
+    ac->req.refused = refused;
     /* The address without the port, IPv6 by its /64: "1.2.3.4:5" -> "1.2.3.4", "[2001:db8::7]:5" -> "[2001:db8::/64]". */
     authfail_key(c->addr, ac->req.ip, sizeof ac->req.ip);
-    if (user->len <= USERS_NAME_MAX) { /* the exact bytes: cmd_shown would cut a 62..64-byte name to "…..." */
-        memcpy(ac->user, user->ptr, user->len);
-        ac->user_len = user->len;
+    ac->typed_len = user->len;
+    if (e != NULL) { /* a user's name: its exact bytes (at most USERS_NAME_MAX, of the users file's characters) */
+        snprintf(ac->user, sizeof ac->user, "%s", e->name);
+        ac->user_len = strlen(ac->user);
     }
     if (e == NULL) {
         ac->why = "no such user";
@@ -244,6 +262,11 @@ static void start_auth(cmd_call_t *call, const resp_arg_t *user, const resp_arg_
     } else {
         ac->why = "wrong password";
         snprintf(ac->req.hash, sizeof ac->req.hash, "%s", e->hash);
+    }
+    if (refused) {
+        snprintf(ac->why_text, sizeof ac->why_text, "a password of %zu bytes, longer than %d: not checked", pass->len,
+                 PASSWD_MAX);
+        ac->why = ac->why_text;
     }
     ac->srv = call->srv;
     ac->set = c->set;

@@ -60,6 +60,7 @@ void conn_unlink(conn_set_t *s, conn_t *c)
     c->all_next = c->all_prev = NULL;
     s->nconns--;
     s->ntls -= c->tls != 0;
+    conn_handshake_release(c);
 }
 
 conn_t *conn_find(conn_set_t *s, uint64_t id)
@@ -90,6 +91,7 @@ conn_set_t *conn_set_new(const config_t *cfg, struct event_base *base, server_t 
     s->srv = srv;
     s->reading = 1;
     map_init(&s->by_id);
+    map_init(&s->hs_by_addr);
     s->reaper = event_new(base, -1, 0, conn_reaper_cb, s);
     s->sweep = event_new(base, -1, EV_PERSIST, conn_sweep_cb, s);
     if (s->reaper == NULL || s->sweep == NULL) {
@@ -115,6 +117,7 @@ void conn_set_free(conn_set_t *s)
     event_free(s->reaper);
     event_free(s->sweep);
     map_free(&s->by_id, NULL);
+    map_free(&s->hs_by_addr, NULL);
     resp_buf_free(&s->scratch);
     free(s);
 }
@@ -199,6 +202,8 @@ void conn_set_stats(const conn_set_t *s, loop_info_t *li)
     li->connected_clients = s->nconns;
     li->connected_tls_clients = s->ntls;
     li->tls_connections_total = s->tls_total;
+    li->tls_handshakes_in_progress = s->hs_in_progress;
+    li->tls_handshakes_refused = s->hs_refused;
     li->blocked_clients = s->nblocked;
     li->connections_total = s->connections_total;
     li->protocol_errors = s->protocol_errors;

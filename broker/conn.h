@@ -56,6 +56,20 @@
 #define CONN_SWEEP_MS         200   /* header-timeout and max-client-memory checks */
 #define CONN_TLS_HANDSHAKE_MS 10000 /* a TLS client must finish its handshake by then */
 
+/* The loop's event priorities (conn_event_base_new): everything runs at
+ * CONN_PRIO_DEFAULT, except the events of a TLS connection whose handshake
+ * is in progress, at CONN_PRIO_HANDSHAKE — the loop runs them only when no
+ * other event is ready, and at most CONN_HANDSHAKES_PER_PASS of them before
+ * it looks for other events again. A handshake costs the loop a key
+ * exchange and a signature (a fraction of a millisecond with an EC P-256
+ * key, milliseconds with RSA); without this, N ClientHellos arriving
+ * together were N handshakes run back to back while every logged-in
+ * client's command waited behind them (docs/security.md). */
+#define CONN_PRIORITIES          3
+#define CONN_PRIO_DEFAULT        1 /* libevent's default with 3 priorities: CONN_PRIORITIES / 2 */
+#define CONN_PRIO_HANDSHAKE      2
+#define CONN_HANDSHAKES_PER_PASS 4
+
 typedef struct server server_t;
 struct ssl_st; /* OpenSSL's SSL (common/tls_server.h) */
 typedef struct conn_set conn_set_t;
@@ -82,9 +96,11 @@ typedef struct conn {
     int lingering; /* replies written, write side shut, discarding input */
     int closing;   /* detached, freed at a safe point */
     /* TLS (common/tls_server.h): the bufferevent is an OpenSSL one */
-    int tls;       /* accepted on tls-port */
-    int tls_ready; /* the handshake completed */
-    int sniffed;   /* plaintext port: the first input byte was checked for a TLS handshake */
+    int tls;         /* accepted on tls-port */
+    int tls_ready;   /* the handshake completed */
+    int sniffed;     /* plaintext port: the first input byte was checked for a TLS handshake */
+    int hs_counted;  /* counted in its address's handshakes in progress (tls-max-handshakes-per-address) */
+    char hs_key[64]; /* that address's key (authfail_key: IPv6 by its /64) */
     /* authentication (broker/users.h, cmd_conn.c): without users every
      * connection is authenticated with every role */
     int authenticated;
@@ -102,6 +118,18 @@ typedef struct conn {
     /* set bookkeeping */
     struct conn *all_next, *all_prev, *dead_next;
 } conn_t;
+
+/* The loop's event base, with CONN_PRIORITIES priorities and handshakes
+ * limited to CONN_HANDSHAKES_PER_PASS callbacks a pass (see above). NULL
+ * when libevent cannot make one. */
+struct event_base *conn_event_base_new(void);
+
+/* Loop thread, on tls-port before anything is done for the client at sa: 0
+ * when it may start a handshake; -1 when its address already has
+ * tls-max-handshakes-per-address of them in progress — the caller closes
+ * it without a word (a TLS client cannot read a plaintext error); counted
+ * in INFO's tls_handshakes_refused and logged at most once a second. */
+int conn_tls_admit(conn_set_t *set, const struct sockaddr *sa);
 
 /* A new, empty set on base. srv is handed to the commands (cmd_call_t) as is.
  * Never fails (aborts on out-of-memory). */

@@ -11,6 +11,14 @@
  * the sweep (conn_sweep.c) closes it otherwise — a read timeout would not
  * do, since every byte read pushes it back and a client trickling its
  * ClientHello would hold the connection (and a max-clients slot) for ever.
+ * Handshakes cost the loop CPU (a key exchange and a signature each), so
+ * they are bounded twice: per address, at most tls-max-handshakes-per-
+ * address of them in progress (conn_tls_admit, before the SSL is even
+ * made: one address cannot hold the CPU or max-clients with handshakes);
+ * and in time, their events run at CONN_PRIO_HANDSHAKE, after every other
+ * ready event, CONN_HANDSHAKES_PER_PASS at a time (conn.h), so many
+ * addresses starting handshakes together delay a logged-in client's
+ * command by a few handshakes at most, not by all of them.
  * A failed handshake is logged with OpenSSL's reason (and a hint
  * when it looks like plaintext on the TLS port). With
  * tls-auth-clients-user cn a completed handshake with a verified client
@@ -37,6 +45,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "broker/authfail.h"
 #include "broker/conn_internal.h"
 #include "broker/server.h"
 #include "broker/users.h"
@@ -63,6 +72,89 @@ static void format_addr(const struct sockaddr *sa, char *out, size_t outlen)
         snprintf(out, outlen, "?");
     }
 }
+
+/* ---- handshakes: per address, and their priority ------------------------------------------ */
+
+struct event_base *conn_event_base_new(void)
+{
+    struct event_config *cfg = event_config_new();
+    if (cfg == NULL) {
+        return NULL;
+    }
+    /* After CONN_HANDSHAKES_PER_PASS callbacks of priority CONN_PRIO_HANDSHAKE, look for other events again. */
+    event_config_set_max_dispatch_interval(cfg, NULL, CONN_HANDSHAKES_PER_PASS, CONN_PRIO_HANDSHAKE);
+    struct event_base *base = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    if (base != NULL && event_base_priority_init(base, CONN_PRIORITIES) != 0) {
+        event_base_free(base);
+        return NULL;
+    }
+    return base;
+}
+
+static uintptr_t hs_count(const conn_set_t *s, const char *key)
+{
+    return (uintptr_t)map_get(&s->hs_by_addr, key, strlen(key));
+}
+
+static void hs_set(conn_set_t *s, const char *key, uintptr_t n)
+{
+    if (n == 0) {
+        map_del(&s->hs_by_addr, key, strlen(key));
+    } else {
+        map_put(&s->hs_by_addr, key, strlen(key), (void *)n);
+    }
+}
+
+int conn_tls_admit(conn_set_t *s, const struct sockaddr *sa)
+{
+    long long max = s->cfg->tls_max_handshakes_per_address;
+    char addr[64], key[AUTHFAIL_ADDR_MAX + 1];
+    if (max <= 0) {
+        return 0;
+    }
+    format_addr(sa, addr, sizeof addr);
+    authfail_key(addr, key, sizeof key);
+    uintptr_t n = hs_count(s, key);
+    if (n < (uintptr_t)max) {
+        return 0;
+    }
+    s->hs_refused++;
+    uint64_t now = clock_mono_ms();
+    if (now >= s->hs_last_refusal_log + 1000) {
+        log_warn("closed a client from %s on tls-port before its handshake: %llu handshakes from that address are in "
+                 "progress (tls-max-handshakes-per-address %lld; %llu closed so far)",
+                 key, (unsigned long long)n, max, (unsigned long long)s->hs_refused);
+        s->hs_last_refusal_log = now;
+    }
+    return -1;
+}
+
+/* c (from tls-port, just accepted) starts its handshake: count it for its address, and run its events after
+ * everything else (conn.h). */
+static void handshake_start(conn_t *c)
+{
+    conn_set_t *s = c->set;
+    authfail_key(c->addr, c->hs_key, sizeof c->hs_key);
+    hs_set(s, c->hs_key, hs_count(s, c->hs_key) + 1);
+    c->hs_counted = 1;
+    s->hs_in_progress++;
+    bufferevent_priority_set(c->bev, CONN_PRIO_HANDSHAKE);
+}
+
+void conn_handshake_release(conn_t *c)
+{
+    if (!c->hs_counted) {
+        return;
+    }
+    conn_set_t *s = c->set;
+    uintptr_t n = hs_count(s, c->hs_key);
+    hs_set(s, c->hs_key, n > 0 ? n - 1 : 0);
+    s->hs_in_progress--;
+    c->hs_counted = 0;
+}
+
+/* ---- callbacks --------------------------------------------------------------------------------- */
 
 static void read_cb(struct bufferevent *bev, void *arg)
 {
@@ -131,6 +223,11 @@ static void log_in_by_certificate(conn_t *c, SSL *ssl)
     }
     const users_entry_t *e = users_find(server_users(s->srv), cn, (size_t)n);
     if (e == NULL || e->disabled) {
+        for (char *p = cn; *p; p++) { /* the CA signed it, but a control byte still never reaches the log raw */
+            if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) {
+                *p = '?';
+            }
+        }
         log_info("client id=%llu addr=%s: its certificate's CN '%s' is %s in the users file; AUTH needed",
                  (unsigned long long)c->id, c->addr, cn, e == NULL ? "no user" : "a disabled user");
         return;
@@ -150,6 +247,10 @@ static int tls_handshake_event(conn_t *c, struct bufferevent *bev, short what)
     char why[512];
     if (what & BEV_EVENT_CONNECTED) {
         c->tls_ready = 1;
+        conn_handshake_release(c);
+        /* Back to the loop's default priority (libevent's OpenSSL bufferevent re-assigns its events at the end of
+         * the handshake, which does so already; said here so as not to depend on it). */
+        bufferevent_priority_set(bev, CONN_PRIO_DEFAULT);
         log_in_by_certificate(c, bufferevent_openssl_get_ssl(bev));
         c->last_active_mono = clock_mono_ms();
         if (c->set->cfg->idle_timeout_ms > 0) {
@@ -284,6 +385,9 @@ int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa, SS
     resp_parser_init(&c->parser, &lim);
     conn_link(s, c);
     s->connections_total++;
+    if (c->tls) {
+        handshake_start(c);
+    }
     bufferevent_setcb(bev, read_cb, write_cb, event_cb, c);
     bufferevent_setwatermark(bev, EV_READ, 0, READ_HIGH_WATERMARK);
     if (!c->tls && s->cfg->idle_timeout_ms > 0) { /* TLS: the sweep bounds the handshake; the idle timeout follows it */

@@ -72,7 +72,9 @@ struct conn_set {
     uint64_t next_id;
     uint64_t nconns, nblocked;
     uint64_t ntls, tls_total; /* connections from tls-port: open now, accepted since start */
-    resp_buf_t scratch;       /* immediate replies */
+    map_t hs_by_addr;         /* authfail_key -> handshakes in progress from it (a count, as a pointer) */
+    uint64_t hs_in_progress, hs_refused, hs_last_refusal_log;
+    resp_buf_t scratch; /* immediate replies */
     /* counters */
     uint64_t connections_total, protocol_errors, reply_kills, idle_kills, commands;
     uint64_t client_memory, memory_kills, header_kills;
@@ -88,6 +90,10 @@ void conn_unlink(conn_set_t *s, conn_t *c);
 conn_t *conn_find(conn_set_t *s, uint64_t id);
 /* Set c->blocked, keeping the set's count of blocked clients. */
 void conn_mark_blocked(conn_t *c, int blocked);
+
+/* conn_accept.c: c's handshake is over (done, failed, or c is closing): it
+ * no longer counts in its address's handshakes in progress. Idempotent. */
+void conn_handshake_release(conn_t *c);
 
 /* conn_close.c */
 /* Detach c now; free it at the next safe point (the reaper). Idempotent. */

@@ -43,6 +43,7 @@
 #include "broker/cmd_shared.h"
 #include "broker/diskguard.h"
 #include "broker/fdlimit.h"
+#include "broker/conn.h"
 #include "broker/server.h"
 #include "broker/settings.h"
 #include "broker/users.h"
@@ -214,7 +215,7 @@ int main(int argc, char **argv)
         log_error("libevent has no pthreads support");
         return 1;
     }
-    struct event_base *base = event_base_new();
+    struct event_base *base = conn_event_base_new(); /* priorities: TLS handshakes after all else (conn.h) */
     if (base == NULL) {
         log_error("cannot create the event base");
         return 1;

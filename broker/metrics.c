@@ -10,6 +10,7 @@
 #include "config.h"
 #endif
 #include "broker/metrics.h"
+#include "broker/syncer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,12 +144,19 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
                    "pending_writes:%d\r\nbroken:%d\r\ngroup_commits:%llu\r\ncommits:%llu\r\n"
                    "commit_failures:%llu\r\nreopens:%llu\r\njobs:%llu\r\nmax_batch:%llu\r\n"
                    "avg_batch:%.2f\r\nlast_commit_us:%llu\r\ncommit_p99_ms:%.3f\r\nmaintenance_work:%llu\r\n",
-                   so->path, so->sync ? "always" : "no", spec, STORE_FORMAT_VERSION, store_pending(s), store_broken(s),
-                   (unsigned long long)st->batches, (unsigned long long)st->commits,
+                   (mask & INFO_PATHS) ? so->path : INFO_HIDDEN, so->sync ? "always" : "no", spec, STORE_FORMAT_VERSION,
+                   store_pending(s), store_broken(s), (unsigned long long)st->batches, (unsigned long long)st->commits,
                    (unsigned long long)st->commit_failures, (unsigned long long)st->reopens,
                    (unsigned long long)st->jobs, (unsigned long long)st->max_batch,
                    st->batches ? (double)st->jobs / (double)st->batches : 0.0, (unsigned long long)st->last_commit_us,
                    prom_hist_quantile(&st->commit_seconds, 0.99) * 1000.0, (unsigned long long)st->maintain_work);
+        if (st->syncer != NULL) {
+            prom_hist_t fs;
+            uint64_t last_us;
+            syncer_fsync_stats(st->syncer, &fs, &last_us);
+            buf_printf(o, "fsyncs:%llu\r\nlast_fsync_us:%llu\r\nfsync_p99_ms:%.3f\r\n", (unsigned long long)fs.count,
+                       (unsigned long long)last_us, prom_hist_quantile(&fs, 0.99) * 1000.0);
+        }
         buf_printf(o, "disk_full:%d\r\ndisk_free_bytes:%llu\r\ndisk_full_events:%llu\r\ndisk_full_refusals:%llu\r\n",
                    st->disk_full, (unsigned long long)st->disk_free_bytes, (unsigned long long)st->disk_full_events,
                    (unsigned long long)st->disk_full_refusals);
@@ -161,7 +169,8 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
                        "backup_last_ok_ms:%llu\r\nbackup_last_error:%s\r\n",
                        b.running, b.name, (unsigned long long)b.started_ms, (unsigned long long)b.keys,
                        (unsigned long long)b.bytes, backup_result_name(b.last), (unsigned long long)b.last_ms,
-                       (unsigned long long)b.last_ok_ms, b.last_error);
+                       (unsigned long long)b.last_ok_ms,
+                       (mask & INFO_PATHS) || b.last_error[0] == '\0' ? b.last_error : INFO_HIDDEN);
         }
     }
     if (mask & INFO_STATS) {
@@ -202,13 +211,14 @@ void metrics_info_loop_head(buf_t *out, int mask, const loop_info_t *li)
     if (mask & INFO_CLIENTS) {
         section(out, "Clients");
         buf_printf(out,
-                   "connected_clients:%llu\r\nconnected_tls_clients:%llu\r\nblocked_clients:%llu\r\nmaxclients:%lld\r\n"
+                   "connected_clients:%llu\r\nconnected_tls_clients:%llu\r\ntls_handshakes_in_progress:%llu\r\n"
+                   "blocked_clients:%llu\r\nmaxclients:%lld\r\n"
                    "storage_jobs_queued:%llu\r\nstorage_jobs_parked:%llu\r\n"
                    "client_memory:%llu\r\nmax_client_memory:%lld\r\n",
                    (unsigned long long)li->connected_clients, (unsigned long long)li->connected_tls_clients,
-                   (unsigned long long)li->blocked_clients, li->cfg->max_clients, (unsigned long long)li->jobs_queued,
-                   (unsigned long long)li->jobs_parked, (unsigned long long)li->client_memory,
-                   li->cfg->max_client_memory);
+                   (unsigned long long)li->tls_handshakes_in_progress, (unsigned long long)li->blocked_clients,
+                   li->cfg->max_clients, (unsigned long long)li->jobs_queued, (unsigned long long)li->jobs_parked,
+                   (unsigned long long)li->client_memory, li->cfg->max_client_memory);
     }
     if (mask & INFO_MEMORY) {
         /* The process's resident bytes (Redis reports its allocator's; ours is
@@ -235,8 +245,9 @@ void metrics_info_loop_tail(buf_t *out, int mask, const loop_info_t *li)
                    (unsigned long long)li->commands_processed, (unsigned long long)li->protocol_errors,
                    (unsigned long long)li->reply_buffer_kills, (unsigned long long)li->idle_kills,
                    (unsigned long long)li->memory_kills, (unsigned long long)li->header_timeout_kills);
-        buf_printf(out, "auth_failures:%llu\r\ndenied_connections:%llu\r\n", (unsigned long long)li->auth_failures,
-                   (unsigned long long)li->denied_connections);
+        buf_printf(out, "auth_failures:%llu\r\ndenied_connections:%llu\r\ntls_handshakes_refused:%llu\r\n",
+                   (unsigned long long)li->auth_failures, (unsigned long long)li->denied_connections,
+                   (unsigned long long)li->tls_handshakes_refused);
     }
 }
 
@@ -381,8 +392,19 @@ void metrics_prom_storage(buf_t *o, store_t *s, const storage_stats_t *st, uint6
                store_broken(s));
     prom_hist_write(o, "hourglass_delivery_lateness_seconds", "Delivery time minus due time.", &st->lateness);
     prom_hist_write(o, "hourglass_commit_batch_jobs", "Jobs per group commit.", &st->batch_jobs);
-    prom_hist_write(o, "hourglass_commit_seconds", "Duration of one store commit (fsync included).",
+    prom_hist_write(o, "hourglass_commit_seconds",
+                    "Duration of one store write (the group commit; under fsync always its fdatasync is "
+                    "hourglass_fsync_seconds).",
                     &st->commit_seconds);
+    if (st->syncer != NULL) {
+        prom_hist_t fs;
+        uint64_t last_us;
+        syncer_fsync_stats(st->syncer, &fs, &last_us);
+        prom_hist_write(o, "hourglass_fsync_seconds",
+                        "Duration of one fdatasync of the write-ahead log (fsync always): what an acknowledged SEND "
+                        "waits for the disk.",
+                        &fs);
+    }
 }
 
 void metrics_prom_loop(buf_t *o, const loop_info_t *li)
@@ -402,6 +424,12 @@ void metrics_prom_loop(buf_t *o, const loop_info_t *li)
                     li->connected_tls_clients);
     prom_metric_u64(o, "hourglass_tls_connections_total", "counter", "Client connections accepted on tls-port.",
                     li->tls_connections_total);
+    prom_metric_u64(o, "hourglass_tls_handshakes_in_progress", "gauge",
+                    "TLS connections whose handshake is not done yet.", li->tls_handshakes_in_progress);
+    prom_metric_u64(o, "hourglass_tls_handshakes_refused_total", "counter",
+                    "TLS connections closed before a handshake: their address had tls-max-handshakes-per-address in "
+                    "progress.",
+                    li->tls_handshakes_refused);
     prom_metric_u64(o, "hourglass_tls_port", "gauge", "The TLS port the broker listens on (0: none).",
                     (uint64_t)li->tls_port);
     prom_metric_u64(o, "hourglass_rejected_connections_total", "counter", "Connections refused at max-clients.",

@@ -20,6 +20,8 @@
 #include "common/prom.h"
 #include "levels/store.h"
 
+struct syncer;
+
 /* Counters and histograms of the storage thread. */
 typedef struct storage_stats {
     uint64_t started_ms;
@@ -39,6 +41,7 @@ typedef struct storage_stats {
     prom_hist_t batch_jobs;       /* jobs per group commit */
     prom_hist_t commit_seconds;   /* store_commit duration */
     backup_t *backup;             /* BACKUP's state (its own lock), or NULL */
+    struct syncer *syncer;        /* the fsync thread under fsync always (its own lock: its fsync times), or NULL */
 } storage_stats_t;
 
 void storage_stats_init(storage_stats_t *s, uint64_t now_ms);
@@ -52,6 +55,8 @@ typedef struct loop_info {
     uint64_t connected_clients, blocked_clients;
     uint64_t connections_total, rejected_connections;
     uint64_t connected_tls_clients, tls_connections_total; /* of which from tls-port */
+    uint64_t tls_handshakes_in_progress;                   /* TLS connections whose handshake is not done */
+    uint64_t tls_handshakes_refused; /* closed before a handshake: tls-max-handshakes-per-address */
     uint64_t protocol_errors, reply_buffer_kills, idle_kills;
     uint64_t commands_processed;
     uint64_t jobs_queued, jobs_parked;
@@ -73,15 +78,22 @@ enum {
     INFO_STORAGE = 16,
     INFO_STATS = 32,
     INFO_MEMORY = 64, /* used_memory & co (redis-cli --stat reads used_memory) */
-    INFO_ALL = 127
+    INFO_ALL = 127,
+    /* Not a section: the caller may see the server's file-system paths (an
+     * admin; CONFIG GET, which shows every path, is admin-only too). Without
+     * it the fields that hold one (storage: dir, backup_last_error) show
+     * INFO_HIDDEN: a viewer, producer or consumer learns no path. */
+    INFO_PATHS = 128
 };
+#define INFO_HIDDEN "(admin only)"
 
 /* The mask for an INFO argument ("server", "all", "default", ...); 0 for an
  * unknown section (INFO then answers an empty string, as Redis). */
 int metrics_info_mask(const char *name, size_t len);
 
 /* Storage thread: INFO sections levels, groups, storage and the storage half
- * of stats (the stats section is last, so the loop appends its half). */
+ * of stats (the stats section is last, so the loop appends its half); the
+ * paths only with INFO_PATHS in mask. */
 void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_t *st, uint64_t now_ms, size_t parked);
 
 /* Loop thread: INFO server and clients (before the storage text) ... */

@@ -357,6 +357,10 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     SSL *ssl = NULL;
     if (l == s->tls_listener) {
         char err[256];
+        if (conn_tls_admit(s->conns, sa) != 0) { /* its address has enough handshakes in progress */
+            evutil_closesocket(fd);
+            return;
+        }
         ssl = tls_server_ssl(s->tls, err, sizeof err);
         if (ssl == NULL) {
             log_error("cannot start TLS for a new client: %s; closing it", err);

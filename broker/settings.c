@@ -54,6 +54,9 @@ static const cfg_key_t cfg_keys[] = {
     { CFG_KEY("tcp-backlog", CFG_INT, "511", 1, 65535, OFF(tcp_backlog), "listen(2) backlog") },
     { CFG_KEY("tls-port", CFG_INT, "0", 0, 65535, OFF(tls_port),
               "TCP port for RESP over TLS (0: no TLS); needs tls-cert-file and tls-key-file") },
+    { CFG_KEY("tls-max-handshakes-per-address", CFG_INT, "16", 0, 1000000, OFF(tls_max_handshakes_per_address),
+              "TLS handshakes one client address (IPv6: its /64) may have in progress; more are closed at once, "
+              "before any TLS work (0: no limit)") },
     { CFG_KEY("tls-cert-file", CFG_STRING, NULL, 0, 0, OFF(tls_cert_file),
               "the broker's certificate chain (PEM, leaf first)"),
       .hint = "FILE", .reload = 1 },

@@ -62,6 +62,7 @@ typedef struct config {
     long long tcp_backlog;
     /* TLS (common/tls_server.h) */
     long long tls_port;                                    /* 0 = off; with it set, port 0 = no plaintext listener */
+    long long tls_max_handshakes_per_address;              /* 0 = no limit (broker/conn.h) */
     char *tls_cert_file, *tls_key_file, *tls_ca_cert_file; /* NULL: unset */
     char *tls_crl_file;                                    /* NULL: no revocation check */
     int tls_auth_clients;                                  /* TLS_AUTH_NO | YES | OPTIONAL */

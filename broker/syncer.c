@@ -41,10 +41,16 @@ struct syncer {
     int failed;
     char failed_msg[512];
 
+    prom_hist_t fsync_seconds; /* under mu: each fdatasync's duration */
+    uint64_t last_sync_us;     /* under mu: the last one's */
+
     _Atomic uint64_t synced_mark;
-    _Atomic uint64_t syncs;
-    _Atomic uint64_t last_sync_us;
 };
+
+/* Upper bounds (seconds) of the fsync histogram: a healthy SSD syncs in
+ * 0.1-2 ms; tens of milliseconds or more are what a producer's SEND waits. */
+static const double fsync_bounds[] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                       0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5 };
 
 syncer_t *syncer_new(const char *path, syncer_post_fn post, void *ctx)
 {
@@ -54,6 +60,7 @@ syncer_t *syncer_new(const char *path, syncer_post_fn post, void *ctx)
     sy->ctx = ctx;
     pthread_mutex_init(&sy->mu, NULL);
     pthread_cond_init(&sy->cond, NULL);
+    prom_hist_init(&sy->fsync_seconds, fsync_bounds, (int)(sizeof fsync_bounds / sizeof fsync_bounds[0]));
     return sy;
 }
 
@@ -114,14 +121,12 @@ void syncer_reset(syncer_t *sy)
     pthread_mutex_unlock(&sy->mu);
 }
 
-uint64_t syncer_syncs(syncer_t *sy)
+void syncer_fsync_stats(syncer_t *sy, prom_hist_t *hist, uint64_t *last_us)
 {
-    return atomic_load(&sy->syncs);
-}
-
-uint64_t syncer_last_sync_us(syncer_t *sy)
-{
-    return atomic_load(&sy->last_sync_us);
+    pthread_mutex_lock(&sy->mu);
+    *hist = sy->fsync_seconds;
+    *last_us = sy->last_sync_us;
+    pthread_mutex_unlock(&sy->mu);
 }
 
 static void fail_all(job_t *j, const char *msg)
@@ -165,8 +170,11 @@ static void *syncer_main(void *arg)
                 failed = 1;
                 snprintf(msg, sizeof msg, "%s", err);
             } else {
-                atomic_store(&sy->last_sync_us, clock_mono_us() - t0);
-                atomic_fetch_add(&sy->syncs, 1);
+                uint64_t took = clock_mono_us() - t0;
+                pthread_mutex_lock(&sy->mu);
+                sy->last_sync_us = took;
+                prom_hist_add(&sy->fsync_seconds, (double)took / 1e6);
+                pthread_mutex_unlock(&sy->mu);
                 if (mark > atomic_load(&sy->synced_mark)) {
                     atomic_store(&sy->synced_mark, mark);
                 }

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "broker/writer.h"
+#include "common/prom.h"
 
 typedef struct syncer syncer_t;
 
@@ -60,8 +61,8 @@ void syncer_reset(syncer_t *sy);
 /* Sync and post what is queued, stop the thread and free (NULL: no-op). */
 void syncer_stop(syncer_t *sy);
 
-/* Statistics (any thread): syncs done, the last one's duration. */
-uint64_t syncer_syncs(syncer_t *sy);
-uint64_t syncer_last_sync_us(syncer_t *sy);
+/* Statistics (any thread): a copy of the histogram of every fdatasync's
+ * duration (its count is the syncs done), and the last one's in µs. */
+void syncer_fsync_stats(syncer_t *sy, prom_hist_t *hist, uint64_t *last_us);
 
 #endif

@@ -108,6 +108,7 @@ int writer_start(writer_t *w, char *err, size_t errlen)
             w->syncer = NULL;
             return -1;
         }
+        w->stats.syncer = w->syncer;
     }
     int rc = pthread_create(&w->thread, NULL, writer_main, w);
     if (rc != 0) {
@@ -201,6 +202,7 @@ void writer_free(writer_t *w)
     if (w->started) {
         pthread_join(w->thread, NULL);
     }
+    w->stats.syncer = NULL;
     syncer_stop(w->syncer); /* when the thread never ran: nothing queued */
     w->syncer = NULL;
     job_t *j = w->done_head;

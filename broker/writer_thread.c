@@ -632,6 +632,7 @@ void *writer_main(void *arg)
     }
     /* The last syncs and their replies, then close the store here, on its
      * own thread, before telling the loop. */
+    w->stats.syncer = NULL;
     syncer_stop(w->syncer);
     w->syncer = NULL;
     backup_stop(w->backup); /* a copy still running is stopped: its snapshot belongs to the store */

@@ -31,8 +31,8 @@
 #include "cli/args.h"
 #include "common/passwd.h"
 
-#define PW_MAX        1024
-#define USER_NAME_MAX 64 /* the broker's users-file limit (docs/security.md) */
+#define PW_MAX        PASSWD_MAX /* the broker's AUTH refuses a longer password (common/passwd.h) */
+#define USER_NAME_MAX 64         /* the broker's users-file limit (docs/security.md) */
 
 /* USER and ROLES as the broker's users file takes them (docs/security.md):
  * a name of 1..64 of A-Z a-z 0-9 . _ @ -, and roles a comma-separated list
@@ -64,14 +64,20 @@ static int check_user_roles(const char *user, const char *roles, char *err, size
     }
 }
 
-/* Read one line (without its newline) from fd into buf[len]. 0, or -1 at
- * EOF before any byte / on a read error / when the line is too long, or
- * READ_NUL when it holds a NUL byte (the hash would cover only the bytes
- * before it, while a client's AUTH sends them all). */
-#define READ_NUL (-2)
+/* Read one line (without its newline and a "\r" before it) of at most
+ * PW_MAX bytes from fd into buf[len] (len > PW_MAX + 1). 0, or -1 at EOF
+ * before any byte / on a read error, READ_NUL when it holds a NUL byte (the
+ * hash would cover only the bytes before it, while a client's AUTH sends
+ * them all), READ_LONG when it is longer than PW_MAX (the rest of the line
+ * is left unread). */
+#define READ_NUL  (-2)
+#define READ_LONG (-3)
 static int read_line(int fd, char *buf, size_t len)
 {
     size_t n = 0;
+    if (len < PW_MAX + 2) {
+        return -1;
+    }
     for (;;) {
         char ch;
         ssize_t r = read(fd, &ch, 1);
@@ -91,14 +97,18 @@ static int read_line(int fd, char *buf, size_t len)
             memset(buf, 0, len);
             return READ_NUL;
         }
-        if (n + 1 >= len) {
+        if (n == PW_MAX + 1) { /* room for PW_MAX bytes and a "\r" before the newline */
             memset(buf, 0, len);
-            return -1;
+            return READ_LONG;
         }
         buf[n++] = ch;
     }
     if (n > 0 && buf[n - 1] == '\r') {
         n--;
+    }
+    if (n > PW_MAX) {
+        memset(buf, 0, len);
+        return READ_LONG;
     }
     buf[n] = '\0';
     return 0;
@@ -179,8 +189,12 @@ int cli_cmd_passwd(cli_t *cli, int argc, char **argv)
         if (rc == READ_NUL) {
             return cli_fail(EXIT_USAGE, "passwd: the password has a NUL byte (no hash could match what AUTH sends)");
         }
+        if (rc == READ_LONG) {
+            return cli_fail(EXIT_USAGE, "passwd: the password is longer than %d bytes (the broker's AUTH refuses it)",
+                            PW_MAX);
+        }
         if (rc != 0) {
-            return cli_fail(EXIT_USAGE, "passwd: no password read (longer than %d bytes?)", PW_MAX);
+            return cli_fail(EXIT_USAGE, "passwd: no password read");
         }
         int same = strcmp(pw, again) == 0;
         memset(again, 0, sizeof again);
@@ -193,6 +207,11 @@ int cli_cmd_passwd(cli_t *cli, int argc, char **argv)
         if (rc == READ_NUL) {
             return cli_fail(EXIT_USAGE, "passwd: the password on stdin has a NUL byte (no hash could match what AUTH "
                                         "sends)");
+        }
+        if (rc == READ_LONG) {
+            return cli_fail(EXIT_USAGE,
+                            "passwd: the password on stdin is longer than %d bytes (the broker's AUTH refuses it)",
+                            PW_MAX);
         }
         if (rc != 0) {
             return cli_fail(EXIT_USAGE, "passwd: no password on stdin (one line, at most %d bytes)", PW_MAX);

@@ -217,6 +217,21 @@ static int set_key(const cfg_table_t *t, void *conf, const cfg_key_t *k, const c
     return -1;
 }
 
+/* The origins of conf, or NULL when the table tracks none. */
+static cfg_origin_t *origins(const cfg_table_t *t, const void *conf)
+{
+    return t->track_origin ? (cfg_origin_t *)((char *)conf + t->origin_offset) : NULL;
+}
+
+/* Key k was set from line (> 0: of the file; -1: a flag; 0: its default). */
+static void note_origin(const cfg_table_t *t, void *conf, const cfg_key_t *k, int line)
+{
+    cfg_origin_t *o = origins(t, conf);
+    size_t i = (size_t)(k - t->keys);
+    if (o != NULL && i < CFG_ORIGIN_KEYS)
+        o->line[i] = line;
+}
+
 int cfg_set(const cfg_table_t *t, void *conf, const char *name, const char *value, cfg_source_t source, char *err,
             size_t errlen)
 {
@@ -225,11 +240,74 @@ int cfg_set(const cfg_table_t *t, void *conf, const char *name, const char *valu
         err_set(err, errlen, "unknown key '%s' (see --help for the keys)", name);
         return -1;
     }
-    return set_key(t, conf, k, value, source, err, errlen);
+    if (set_key(t, conf, k, value, source, err, errlen) != 0)
+        return -1;
+    if (source != CFG_SOURCE_FILE) /* a file's line is noted by the reader */
+        note_origin(t, conf, k, source == CFG_SOURCE_FLAG ? -1 : 0);
+    return 0;
+}
+
+const char *cfg_origin_text(const cfg_table_t *t, const void *conf, const char *name, char *buf, size_t len)
+{
+    const cfg_key_t *k = cfg_find(t, name);
+    const cfg_origin_t *o = origins(t, conf);
+    size_t i = k != NULL ? (size_t)(k - t->keys) : 0;
+    if (len > 0)
+        buf[0] = '\0';
+    if (k == NULL || o == NULL || i >= CFG_ORIGIN_KEYS)
+        return buf;
+    if (o->line[i] > 0)
+        snprintf(buf, len, "%s:%d", o->file, o->line[i]);
+    else if (o->line[i] < 0)
+        snprintf(buf, len, "--%s", k->name);
+    else
+        snprintf(buf, len, "default");
+    return buf;
+}
+
+/* How late key name was set, for cfg_origin_prefix: a flag after any line. */
+static long origin_rank(const cfg_table_t *t, const void *conf, const char *name)
+{
+    const cfg_key_t *k = cfg_find(t, name);
+    const cfg_origin_t *o = origins(t, conf);
+    if (k == NULL || o == NULL || (size_t)(k - t->keys) >= CFG_ORIGIN_KEYS)
+        return 0;
+    int line = o->line[k - t->keys];
+    return line < 0 ? 1L << 30 : line;
+}
+
+void cfg_origin_prefix(const cfg_table_t *t, const void *conf, const char *key_a, const char *key_b, char *err,
+                       size_t errlen)
+{
+    long ra = origin_rank(t, conf, key_a), rb = key_b != NULL ? origin_rank(t, conf, key_b) : 0;
+    if (errlen == 0 || (ra == 0 && rb == 0))
+        return;
+    const char *last = ra >= rb ? key_a : key_b, *other = ra >= rb ? key_b : key_a;
+    char where_last[600], where_other[600], text[1024];
+    cfg_origin_text(t, conf, last, where_last, sizeof where_last);
+    snprintf(text, sizeof text, "%s", err);
+    int flag = (ra >= rb ? ra : rb) == 1L << 30;
+    if (other == NULL) {
+        if (!flag) /* a flag's error names the key already */
+            snprintf(err, errlen, "%s: %s", where_last, text);
+        return;
+    }
+    cfg_origin_text(t, conf, other, where_other, sizeof where_other);
+    long r_other = ra >= rb ? rb : ra;
+    if (!flag && r_other > 0) /* the same file: its line is enough */
+        snprintf(where_other, sizeof where_other, "line %ld", r_other);
+    if (flag)
+        snprintf(err, errlen, "%s (%s: %s; %s: %s)", text, last, where_last, other, where_other);
+    else
+        snprintf(err, errlen, "%s: %s (%s: %s)", where_last, text, other, where_other);
 }
 
 void cfg_init(const cfg_table_t *t, void *conf)
 {
+    if (t->track_origin && t->count > CFG_ORIGIN_KEYS) {
+        fprintf(stderr, "%s: %zu keys, more than CFG_ORIGIN_KEYS\n", t->program, t->count);
+        abort();
+    }
     for (size_t i = 0; i < t->count; i++) {
         char err[256];
         if (t->keys[i].def != NULL &&
@@ -320,6 +398,8 @@ static void ini_flush(ini_state_t *st)
                   st->pending_line, k->name, *first);
     else if (set_key(st->t, st->conf, k, st->pending_value, CFG_SOURCE_FILE, err, sizeof err) != 0)
         ini_error(st, "%s:%d: %s", st->path, st->pending_line, err);
+    else
+        note_origin(st->t, st->conf, k, st->pending_line);
     if (first != NULL && *first == 0)
         *first = st->pending_line;
     st->pending_name[0] = '\0';
@@ -379,6 +459,8 @@ int cfg_load_file(const cfg_table_t *t, void *conf, const char *path, char *err,
         return -1;
     }
     st.set_line = xcalloc(t->count > 0 ? t->count : 1, sizeof *st.set_line);
+    if (origins(t, conf) != NULL)
+        snprintf(origins(t, conf)->file, sizeof origins(t, conf)->file, "%s", path);
     int rc = ini_parse_stream(ini_read_line, &st, ini_line, &st);
     ini_flush(&st);
     fclose(st.file);
@@ -489,6 +571,7 @@ int cfg_parse_args(const cfg_table_t *t, void *conf, int argc, char **argv, cfg_
         }
         if (set_key(t, conf, k, value, CFG_SOURCE_FLAG, err, errlen) != 0)
             return -1;
+        note_origin(t, conf, k, -1);
     }
     return 0;
 }

@@ -95,6 +95,16 @@ struct cfg_key {
  * bad flag, key, value or file): the same in all three daemons and the CLI. */
 #define CFG_EXIT_CONFIG 2
 
+/* Where each key's value came from, for a program's cross-key errors
+ * (cfg_origin_text): a field of the program's config struct that the engine
+ * fills when the table names it (cfg_table_t.origin_offset). Plain data: a
+ * struct copy copies it, nothing to free. */
+#define CFG_ORIGIN_KEYS 160 /* keys a table with origins may have */
+typedef struct cfg_origin {
+    char file[512];            /* the INI file read over the struct ("" when none) */
+    int line[CFG_ORIGIN_KEYS]; /* per key, table order: > 0 the file's line that set it, -1 a flag, 0 its default */
+} cfg_origin_t;
+
 typedef struct cfg_table {
     const char *program; /* "hourglass-broker" */
     const cfg_key_t *keys;
@@ -103,6 +113,8 @@ typedef struct cfg_table {
     const char *const *switches; /* extra valueless flags ("--once"); NULL-terminated or NULL */
     int positional_config;       /* 1: one positional argument is the config file */
     int strings_nonempty;        /* 1: an empty CFG_STRING value is an error */
+    int track_origin;            /* 1: origin_offset names a cfg_origin_t field of the config struct */
+    size_t origin_offset;
 } cfg_table_t;
 
 /* The key named name (case-insensitive), or NULL. */
@@ -149,6 +161,22 @@ typedef struct cfg_args {
  * ("unknown option '--x' (see --help)", "--port needs a value", or the
  * key's own error). The program validates afterwards. */
 int cfg_parse_args(const cfg_table_t *t, void *conf, int argc, char **argv, cfg_args_t *out, char *err, size_t errlen);
+
+/* Where key name's value came from, into buf: "FILE:LINE", "--name" (a
+ * flag) or "default"; "" when the table tracks no origins (track_origin) or
+ * has no such key. Returns buf. */
+const char *cfg_origin_text(const cfg_table_t *t, const void *conf, const char *name, char *buf, size_t len);
+
+/* Put where the keys of a cross-key error were set into err (which names
+ * them, "a: 5s is below b 10s"): the place of the one set last — a flag
+ * after the file, a later line after an earlier one — first, the other's
+ * after: "c.conf:14: a: 5s is below b 10s (b: line 12)"; when a flag set
+ * it last, both places after: "a: 5s is below b 10s (b: --b; a: c.conf:14)".
+ * key_b NULL: one key's error found by the program's validation
+ * ("c.conf:3: a: ..."; unchanged for a flag). err is left as it is when the
+ * table tracks no origins or the keys were not set (defaults). */
+void cfg_origin_prefix(const cfg_table_t *t, const void *conf, const char *key_a, const char *key_b, char *err,
+                       size_t errlen);
 
 /* The first key marked required whose value is unset or empty: -1 with
  * "key: required, not set" in err; 0 when there is none. */

@@ -245,6 +245,9 @@ int passwd_hash(const char *password, size_t len, const passwd_params_t *params,
     if (len == 0) {
         return err_set(err, errlen, "empty password");
     }
+    if (len > PASSWD_MAX) { /* the broker's AUTH refuses it: the hash could never be matched */
+        return err_set(err, errlen, "the password is %zu bytes, longer than %d", len, PASSWD_MAX);
+    }
     if (passwd_params_check(params, err, errlen) != 0) {
         return -1;
     }

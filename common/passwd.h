@@ -48,7 +48,8 @@ int passwd_params_check(const passwd_params_t *p, char *err, size_t errlen);
 
 /* Hash password[len] with a fresh 16-byte random salt into out[outlen]
  * (PASSWD_HASH_MAX is enough). 0, or -1 with err naming the problem (an
- * empty password, parameters out of bounds, OpenSSL's failure). */
+ * empty password or one longer than PASSWD_MAX, parameters out of bounds,
+ * OpenSSL's failure). */
 int passwd_hash(const char *password, size_t len, const passwd_params_t *params, char *out, size_t outlen, char *err,
                 size_t errlen);
 
@@ -60,7 +61,16 @@ int passwd_check(const char *hash, char *err, size_t errlen);
  * malformed (err says why). Takes as long as the hash's parameters say. */
 int passwd_verify(const char *hash, const char *password, size_t len, char *err, size_t errlen);
 
-#define PASSWD_FILE_MAX 1024 /* longest password a password file may hold */
+/* The longest password anything here takes: the broker's AUTH refuses a
+ * longer one without hashing it, `hourglass-cli passwd` refuses to hash one,
+ * and a password file may hold no more. 1 KiB is far above any passphrase or
+ * generated secret (a 256-bit key in hex is 64 bytes), and it keeps what one
+ * AUTH costs the broker what the hash's parameters say: the bytes of a
+ * password are hashed (the verified-password cache's HMAC, on the event
+ * loop; the KDF's, on the AUTH thread) before any slow-down applies, and a
+ * 4 MiB one took 0.2 s. */
+#define PASSWD_MAX      1024
+#define PASSWD_FILE_MAX PASSWD_MAX /* longest password a password file may hold */
 
 /* Read a password file (a systemd credential, a Kubernetes secret): its
  * whole content, minus one trailing "\n" or "\r\n", into out[outlen]
@@ -71,11 +81,14 @@ int passwd_read_file(const char *path, char *out, size_t outlen, char *err, size
 
 /* A SIGHUP re-read the same password file (old_path and new_path equal, both
  * set) and found a password other than the running one: a rotated
- * credential, which the daemons' broker clients take only at a restart (a
- * changed path is a changed key: the reload names that itself). 1 then, else
- * 0. The daemons log PASSWD_ROTATED_NOTE after the file's name. */
+ * credential (a changed path is a changed key: the reload names that
+ * itself). 1 then, else 0. hourglass-consumer logs PASSWD_ROTATED_NOTE
+ * after the file's name (its broker connections live in libhourglass, which
+ * keeps the password it was opened with); hourglass-compensator re-reads
+ * the file before each connect and makes its clients reconnect instead. */
 int passwd_file_rotated(const char *old_path, const char *old_password, const char *new_path, const char *new_password);
 #define PASSWD_ROTATED_NOTE \
-    "holds another password, but it takes effect only at a restart (the broker clients keep the running one)"
+    "holds another password, but it takes effect only at a restart (the consumer's broker connections keep the " \
+    "running one)"
 
 #endif

@@ -198,6 +198,7 @@ static void send_alert(comp_alerts_t *a, alert_state_t *s, const char *state, in
         return;
     if (run_command(a, name, state, s->subject, value, threshold, message) != 0)
         comp_count(&comp_stats.alert_command_failures, 1);
+    comp_progress(); /* a step for /healthz: up to alert-command-timeout */
 }
 
 int comp_alert_check_at(comp_alerts_t *a, int kind, const char *subject, int active, int64_t value, uint64_t threshold,

@@ -181,10 +181,13 @@ void comp_cancel_many(comp_canceller_t *c, hg_order_batch_item_t *items, size_t 
                 return;
             }
             items[i].outcome = comp_cancel(c, items[i].order_id, &items[i].error);
+            comp_progress(); /* a transaction: a step for /healthz */
         }
         return;
     }
-    if (ensure_db(c, &err) < 0) {
+    int opened = ensure_db(c, &err);
+    comp_progress();
+    if (opened < 0) {
         for (size_t i = 0; i < n; i++) {
             items[i].outcome = open_failed(c, &err);
             items[i].error = err;
@@ -195,6 +198,7 @@ void comp_cancel_many(comp_canceller_t *c, hg_order_batch_item_t *items, size_t 
     for (; done < n && !comp_stopping(); done += c->batch_size) {
         size_t len = n - done < c->batch_size ? n - done : c->batch_size;
         hg_order_cancel_batch(c->db, items + done, len, c->reason, NULL);
+        comp_progress();
     }
     done = done < n ? done : n;
     not_attempted(items + done, n - done);

@@ -18,6 +18,7 @@
 
 #include <hourglass/hourglass.h>
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -133,6 +134,8 @@ static const cfg_table_t table = {
     .count = sizeof keys / sizeof keys[0],
     .sections = sections,
     .switches = switches,
+    .track_origin = 1,
+    .origin_offset = OFF(origin),
 };
 
 const cfg_table_t *comp_config_table(void)
@@ -230,48 +233,60 @@ static int add_group(const char *word, size_t len, void *arg)
     return 0;
 }
 
+/* err (a validation error about key, and key_b for a cross-key check, or
+ * NULL) with where they were set; -1. */
+static int located(const comp_config_t *cfg, const char *key, const char *key_b, char *err, size_t errlen)
+{
+    cfg_origin_prefix(&table, cfg, key, key_b, err, errlen);
+    return -1;
+}
+
 int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
 {
-    if (cfg_check_required(&table, cfg, err, errlen) != 0 || DB_KEYS_CHECK(cfg, err, errlen) != 0)
+    if (cfg_check_required(&table, cfg, err, errlen) != 0)
         return -1;
+    if (DB_KEYS_CHECK(cfg, err, errlen) != 0)
+        return strncmp(err, "mysql-socket", 12) == 0
+                   ? located(cfg, "mysql-socket", NULL, err, errlen)
+                   : located(cfg, "mysql-lock-wait-timeout", "mysql-read-timeout", err, errlen);
     if (cfg->metrics_port != 0 && prom_check_bind("metrics-bind", cfg->metrics_bind, err, errlen) != 0)
-        return -1;
+        return located(cfg, "metrics-bind", "metrics-port", err, errlen);
     if (cfg->relay_backoff_cap_ms < cfg->relay_backoff_base_ms) {
         snprintf(err, errlen, "relay-backoff-cap: %llums is below relay-backoff-base %llums", cfg->relay_backoff_cap_ms,
                  cfg->relay_backoff_base_ms);
-        return -1;
+        return located(cfg, "relay-backoff-cap", "relay-backoff-base", err, errlen);
     }
     cfg->password[0] = '\0';
     if (cfg->password_file != NULL) {
         char why[400];
         if (passwd_read_file(cfg->password_file, cfg->password, sizeof cfg->password, why, sizeof why) != 0) {
             snprintf(err, errlen, "password-file: %s", why);
-            return -1;
+            return located(cfg, "password-file", NULL, err, errlen);
         }
     } else if (cfg->user != NULL) {
         snprintf(err, errlen, "user '%s' needs password-file (or put user:password in the uri)", cfg->user);
-        return -1;
+        return located(cfg, "user", NULL, err, errlen);
     }
 
     word_ctx_t w = { cfg, err, errlen };
     cfg->layers = 0;
     if (each_word(cfg->layers_text != NULL ? cfg->layers_text : "", add_layer, &w) != 0)
-        return -1;
+        return located(cfg, "layers", NULL, err, errlen);
     if (cfg->layers == 0) {
         snprintf(err, errlen, "layers: no layer named (relay, overdue, inspection, monitor)");
-        return -1;
+        return located(cfg, "layers", NULL, err, errlen);
     }
     for (size_t i = 0; i < cfg->group_count; i++)
         free(cfg->groups[i]);
     cfg->group_count = 0;
     if (each_word(cfg->dlq_groups != NULL ? cfg->dlq_groups : "", add_group, &w) != 0)
-        return -1;
+        return located(cfg, "dlq-groups", NULL, err, errlen);
 
     if (cfg->lock_name != NULL && cfg->lock_name[0] != '\0') {
         if (strlen(cfg->lock_name) > COMP_LOCK_NAME_MAX) {
             snprintf(err, errlen, "lock-name: %zu characters, GET_LOCK allows at most %d", strlen(cfg->lock_name),
                      COMP_LOCK_NAME_MAX);
-            return -1;
+            return located(cfg, "lock-name", NULL, err, errlen);
         }
         snprintf(cfg->effective_lock_name, sizeof cfg->effective_lock_name, "%s", cfg->lock_name);
     } else {
@@ -317,6 +332,40 @@ int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
             return -1;
     }
     return 0;
+}
+
+static atomic_uint password_generation; /* comp_password_rotated */
+
+void comp_password_rotated(void)
+{
+    atomic_fetch_add(&password_generation, 1);
+}
+
+int comp_password_stale(const comp_password_t *pw)
+{
+    return pw->generation != atomic_load(&password_generation);
+}
+
+void comp_password_init(const comp_config_t *cfg, comp_password_t *pw)
+{
+    snprintf(pw->text, sizeof pw->text, "%s", cfg->password);
+    pw->generation = atomic_load(&password_generation);
+}
+
+void comp_password_refresh(const comp_config_t *cfg, comp_password_t *pw, hg_client_opts_t *opts)
+{
+    if (cfg->password_file == NULL)
+        return;
+    unsigned generation = atomic_load(&password_generation);
+    char fresh[PASSWD_FILE_MAX + 1], why[400];
+    if (passwd_read_file(cfg->password_file, fresh, sizeof fresh, why, sizeof why) != 0) {
+        log_msg(LOG_LEVEL_WARN, "password-file: %s; the broker client keeps the password read before", why);
+    } else {
+        memcpy(pw->text, fresh, sizeof pw->text);
+        memset(fresh, 0, sizeof fresh);
+    }
+    pw->generation = generation;
+    opts->password = pw->text;
 }
 
 void comp_config_client_credentials(const comp_config_t *cfg, hg_client_opts_t *opts)

@@ -76,7 +76,33 @@ typedef struct comp_config {
     size_t group_count;
     char effective_lock_name[COMP_LOCK_NAME_MAX + 1]; /* lock-name, or the default built from the database */
     char password[PASSWD_FILE_MAX + 1];               /* read from password-file ("" without one) */
+    cfg_origin_t origin;                              /* where each key was set (the errors of validation) */
 } comp_config_t;
+
+/* A broker password kept by a layer that opens its own client (the relay,
+ * the monitor): password-file is read again before every open, so a
+ * rotated password is used from the next (re)connect on. */
+typedef struct comp_password {
+    char text[PASSWD_FILE_MAX + 1];
+    unsigned generation; /* comp_password_generation when last read */
+} comp_password_t;
+
+/* pw starts as the password validation read (cfg->password). Before the
+ * layer threads start (its _new). */
+void comp_password_init(const comp_config_t *cfg, comp_password_t *pw);
+
+/* Before opening a broker client: read password-file (when set) into pw
+ * and point opts->password at it (else opts keeps cfg's credentials). A file
+ * that cannot be read now keeps the password read before, with a warning
+ * logged. The layer's thread. */
+void comp_password_refresh(const comp_config_t *cfg, comp_password_t *pw, hg_client_opts_t *opts);
+
+/* 1 when a SIGHUP found a rotated password since pw was read: the layer
+ * closes its client, and opens it again with the new one. */
+int comp_password_stale(const comp_password_t *pw);
+
+/* SIGHUP found another password in password-file (main thread). */
+void comp_password_rotated(void);
 
 /* Point opts at the broker credentials of cfg (user, and the password read
  * from password-file); the URI's stay when neither is set. */
@@ -96,7 +122,9 @@ int comp_config_set(comp_config_t *cfg, const char *name, const char *value, cha
 const cfg_table_t *comp_config_table(void);
 
 /* Check the whole configuration and fill the derived fields. Returns 0, or
- * -1 with err naming the key of the first problem. */
+ * -1 with err naming the key of the first problem and where it was set
+ * ("c.conf:14: relay-backoff-cap: … (relay-backoff-base: c.conf:12)": both
+ * keys of a cross-key check, the one set last first). */
 int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen);
 
 #endif

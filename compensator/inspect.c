@@ -24,6 +24,7 @@
 #include "compensator/cancel.h"
 #include "compensator/lock.h"
 #include "compensator/page.h"
+#include "compensator/stats.h"
 #include "compensator/stop.h"
 #include "db/conn.h"
 #include "db/keys.h"
@@ -77,6 +78,7 @@ void comp_inspect_keepalive(comp_inspect_t *in)
 static void keepalive_during_pause(void *in)
 {
     comp_inspect_keepalive(in);
+    comp_progress(); /* a step, for /healthz's stuck check */
 }
 
 uint64_t comp_inspect_keepalive_ms(const comp_config_t *cfg)
@@ -101,7 +103,9 @@ comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t err
     errbuf[0] = '\0';
     in->last_rows = 0;
 
-    switch (comp_lock_acquire(in->lock, &err)) {
+    comp_lock_state_t got = comp_lock_acquire(in->lock, &err);
+    comp_progress(); /* each step, for /healthz's stuck check */
+    switch (got) {
     case COMP_LOCK_HELD:
         break;
     case COMP_LOCK_BUSY:
@@ -129,7 +133,9 @@ comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t err
     for (;;) {
         if (comp_stopping())
             break;
-        if (!comp_lock_check(in->lock, &err)) {
+        int held = comp_lock_check(in->lock, &err);
+        comp_progress();
+        if (!held) {
             snprintf(errbuf, errlen, "lock lost before a page: %s", err.message);
             outcome = COMP_RUN_LOCK_LOST;
             break;
@@ -149,8 +155,10 @@ comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t err
         long step = (long)in->canceller.batch_size;
         for (long off = 0; off < n && outcome == COMP_RUN_OK && !comp_stopping(); off += step) {
             long len = n - off < step ? n - off : step;
-            if (!comp_lock_check(in->lock,
-                                 &err)) { /* a round trip: it also keeps the lock connection from idling out */
+            /* a round trip: it also keeps the lock connection from idling out */
+            int still_held = comp_lock_check(in->lock, &err);
+            comp_progress();
+            if (!still_held) {
                 snprintf(errbuf, errlen, "lock lost during a page after %" PRIu64 " cancels: %s", cancelled,
                          err.message);
                 outcome = COMP_RUN_LOCK_LOST;

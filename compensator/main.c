@@ -17,7 +17,8 @@
  * stop thread (common/stop_grace.c, started by comp_stop_start); main,
  * which blocks SIGINT/SIGTERM/SIGHUP everywhere and waits for them with
  * sigwait: SIGHUP re-reads the configuration (reload_config: the log keys are
- * applied, other changes wait for a restart) and waits again; SIGINT /
+ * applied, a rotated broker password makes the relay and the monitor
+ * reconnect with it, other changes wait for a restart) and waits again; SIGINT /
  * SIGTERM request the stop, and main joins the layers with the two
  * signals unblocked, so a second one cuts at once. A layer finishes the
  * cancel in flight and stops between cancels, pages and batches; a MariaDB
@@ -115,16 +116,26 @@ static void keepalive_inspection(void *s)
     comp_inspect_keepalive(s);
 }
 
+/* r->keepalive, busy for /healthz while it runs (a hung server holds it). */
+static void keepalive_busy(void *arg)
+{
+    runner_t *r = arg;
+    comp_stats_busy(r->layer);
+    r->keepalive(r->state);
+    comp_stats_idle(r->layer);
+}
+
 /* Wait r->interval_ms for the next round, running r->keepalive every
  * r->keepalive_ms meanwhile. 1 when told to stop. */
 static int wait_next_round(runner_t *r)
 {
-    return comp_sleep_keepalive(r->interval_ms, r->keepalive_ms, r->keepalive, r->state);
+    return comp_sleep_keepalive(r->interval_ms, r->keepalive_ms, r->keepalive != NULL ? keepalive_busy : NULL, r);
 }
 
-/* One run of a layer, recorded in comp_stats. */
+/* One run of a layer, recorded in comp_stats (busy meanwhile: /healthz). */
 static comp_run_outcome_t run_once(runner_t *r, char *err, size_t errlen)
 {
+    comp_stats_busy(r->layer);
     uint64_t t0 = clock_mono_us();
     comp_run_outcome_t o = r->run(r->state, err, errlen);
     comp_stats_run_end(r->layer, o, clock_mono_us() - t0, err);
@@ -304,7 +315,7 @@ static int run_once_mode(runner_t *runners, size_t n)
 
 /* ---- SIGHUP: the same start-up parse into a fresh struct (common/reload.h) */
 
-static const comp_config_t *running_config; /* run_daemon's: reload_load compares what password-file holds */
+static comp_config_t *running_config; /* run_daemon's: reload_load compares what password-file holds */
 
 static int reload_load(void *conf, int argc, char **argv, char *err, size_t errlen)
 {
@@ -313,14 +324,23 @@ static int reload_load(void *conf, int argc, char **argv, char *err, size_t errl
     if (cfg_parse_args(comp_config_table(), conf, argc, argv, &args, err, errlen) != 0 ||
         comp_config_validate(conf, err, errlen) != 0)
         return -1;
-    /* The password is read from its file, not a key: a new one (a rotated
-     * credential) was reloaded without a word, and the log said "nothing
-     * changed" while the broker clients kept the old one. (A changed
-     * password-file path is a key: cfg_reload names it.) */
+    /* The password is read from its file, not a key. A new one (a rotated
+     * credential): the relay and the monitor close their broker clients at
+     * their next round and open them again, reading the file again (they
+     * also read it before every open, so a reconnect after the broker
+     * refused the old password takes the new one without a SIGHUP). The
+     * running config's copy follows, so the next SIGHUP compares with it.
+     * (A changed password-file path is a key: cfg_reload names it.) */
     const comp_config_t *fresh = conf;
     if (running_config != NULL && passwd_file_rotated(running_config->password_file, running_config->password,
-                                                      fresh->password_file, fresh->password))
-        log_msg(LOG_LEVEL_WARN, "SIGHUP: password-file %s " PASSWD_ROTATED_NOTE, fresh->password_file);
+                                                      fresh->password_file, fresh->password)) {
+        memcpy(running_config->password, fresh->password, sizeof running_config->password);
+        comp_password_rotated();
+        log_msg(LOG_LEVEL_INFO,
+                "SIGHUP: password-file %s holds another password: the relay and the monitor reconnect to the broker "
+                "with it at their next round",
+                fresh->password_file);
+    }
     return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/clock.h"
 #include "common/prom.h"
 #include "compensator/alerts.h"
 #include "compensator/stats.h"
@@ -214,15 +215,29 @@ static void render_cb(buf_t *out, void *arg)
     render(out, arg);
 }
 
-/* /healthz: one line per enabled layer whose last run failed. Returns 0 when
- * there is none. */
+/* /healthz: one line per enabled layer that is stuck (busy, its last step
+ * ended longer ago than comp_stats_stuck_after_ms: MariaDB or the broker
+ * does not answer, and the call would fail only at its timeout), or whose
+ * last run failed. Returns 0 when there is none. */
 static int health_cb(buf_t *out, void *arg)
 {
     const comp_config_t *cfg = arg;
     int failing = 0;
+    uint64_t now = clock_mono_ms();
     for (int l = 0; l < COMP_LAYER_COUNT; l++) {
-        if (!layer_on(cfg, l) ||
-            atomic_load_explicit(&comp_stats.layer[l].last_outcome, memory_order_relaxed) != COMP_RUN_FAILED)
+        if (!layer_on(cfg, l))
+            continue;
+        uint64_t idle_ms, round_ms;
+        if (comp_stats_stuck(cfg, l, now, &idle_ms, &round_ms)) {
+            buf_printf(out,
+                       "%s: stuck: no step ended for %.1f s (bound %.1f s), its round running for %.1f s: "
+                       "MariaDB or the broker does not answer\n",
+                       comp_layer_name(l), (double)idle_ms / 1000, (double)comp_stats_stuck_after_ms(cfg, l) / 1000,
+                       (double)round_ms / 1000);
+            failing++;
+            continue;
+        }
+        if (atomic_load_explicit(&comp_stats.layer[l].last_outcome, memory_order_relaxed) != COMP_RUN_FAILED)
             continue;
         char last[512];
         comp_stats_last_error(l, last, sizeof last);

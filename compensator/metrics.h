@@ -3,8 +3,9 @@
  *
  * common/prom.h's endpoint (its own thread and event base), reading comp_stats.
  * Every name starts with hourglass_compensator_; docs/compensator.md lists
- * them. /healthz answers 200 "ok" while no enabled layer's last run failed,
- * else 503 with one line per failing layer and its error.
+ * them. /healthz answers 200 "ok" while no enabled layer is stuck
+ * (comp_stats_stuck: busy, its last step ended longer ago than its bound)
+ * and none's last run failed, else 503 with one line per such layer.
  *
  * evthread_use_pthreads must have run before comp_metrics_start (the stop
  * breaks the loop from another thread).

@@ -21,6 +21,7 @@
 #include "base/alloc.h"
 #include "common/log.h"
 #include "compensator/alerts.h"
+#include "compensator/stats.h"
 #include "compensator/stop.h"
 #include "db/conn.h"
 
@@ -29,6 +30,7 @@ struct comp_monitor {
     db_conn_t *db;
     hg_client_t *client;
     hg_client_opts_t client_opts;
+    comp_password_t password; /* password-file, read again before each open */
     comp_alerts_t *alerts;
     db_stmt_t overdue_stmt, unsent_stmt;
     int warned_unknown_group[COMP_MAX_DLQ_GROUPS];
@@ -49,6 +51,7 @@ comp_monitor_t *comp_monitor_new(const comp_config_t *cfg, const hg_order_db_par
     m->client_opts.connect_timeout_ms = (uint32_t)cfg->broker_connect_timeout_ms;
     m->client_opts.read_timeout_ms = (uint32_t)cfg->broker_timeout_ms;
     comp_config_client_credentials(cfg, &m->client_opts);
+    comp_password_init(cfg, &m->password);
     m->client_opts.reconnect_backoff.base_ms = 100;
     m->client_opts.reconnect_backoff.cap_ms = 100;
     m->client_opts.reconnect_backoff.attempts = 1;
@@ -63,6 +66,7 @@ void comp_monitor_free(comp_monitor_t *m)
     if (m == NULL)
         return;
     hg_client_close(m->client);
+    memset(&m->password, 0, sizeof m->password);
     comp_stop_unwatch(m->db);
     db_conn_free(m->db);
     comp_alerts_free(m->alerts);
@@ -101,8 +105,14 @@ static int read_ints(comp_monitor_t *m, db_stmt_t *s, MYSQL_BIND *params, size_t
 static int dlq_len(comp_monitor_t *m, size_t i, int64_t *depth, char *err, size_t errlen)
 {
     const char *group = m->cfg->groups[i];
+    if (m->client != NULL && comp_password_stale(&m->password)) {
+        log_msg(LOG_LEVEL_INFO, "monitor: password-file holds another password (SIGHUP): reconnecting with it");
+        hg_client_close(m->client);
+        m->client = NULL;
+    }
     if (m->client == NULL) {
         hg_error_t e = { 0 };
+        comp_password_refresh(m->cfg, &m->password, &m->client_opts);
         if (hg_client_open(m->cfg->uri, &m->client_opts, &m->client, &e) != HG_OK) {
             m->client = NULL;
             snprintf(err, errlen, "DLQ LEN %s: %s", group, e.message);
@@ -121,6 +131,13 @@ static int dlq_len(comp_monitor_t *m, size_t i, int64_t *depth, char *err, size_
         m->warned_unknown_group[i] = 1;
         *depth = 0;
         return 0;
+    }
+    if (rc == HG_ERR_AUTH || rc == HG_ERR_CONNECT) { /* the reconnect used the password it was opened with: a new
+                                                      * client next time, password-file read again */
+        snprintf(err, errlen, "DLQ LEN %s: %s", group, hg_client_errmsg(m->client));
+        hg_client_close(m->client);
+        m->client = NULL;
+        return -2;
     }
     if (rc != HG_OK) {
         snprintf(err, errlen, "DLQ LEN %s: %s", group, hg_client_errmsg(m->client));
@@ -193,6 +210,7 @@ comp_run_outcome_t comp_monitor_run(comp_monitor_t *m, char *errbuf, size_t errl
         snprintf(errbuf, errlen, "%s", err.message);
         outcome = COMP_RUN_FAILED;
     }
+    comp_progress(); /* each step, for /healthz's stuck check */
     comp_gauge_set(&comp_stats.overdue_pending, count);
     comp_gauge_set(&comp_stats.overdue_oldest_seconds, count > 0 ? oldest : count == 0 ? 0 : -1);
 
@@ -203,6 +221,7 @@ comp_run_outcome_t comp_monitor_run(comp_monitor_t *m, char *errbuf, size_t errl
             snprintf(errbuf, errlen, "%s", err.message);
         outcome = COMP_RUN_FAILED;
     }
+    comp_progress();
     comp_gauge_set(&comp_stats.outbox_unsent, unsent);
 
     /* A broker that does not answer is asked once a round, not once per
@@ -214,6 +233,7 @@ comp_run_outcome_t comp_monitor_run(comp_monitor_t *m, char *errbuf, size_t errl
         int64_t depth = -1;
         char e[400];
         int rc = unreachable ? -2 : dlq_len(m, i, &depth, e, sizeof e);
+        comp_progress();
         if (rc > 0) { /* cut by the stop: not the broker's failure, and the round is over */
             log_msg(LOG_LEVEL_DEBUG, "monitor: the stop cut DLQ LEN %s", m->cfg->groups[i]);
             break;

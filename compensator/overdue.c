@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "compensator/cancel.h"
 #include "compensator/page.h"
+#include "compensator/stats.h"
 #include "compensator/stop.h"
 #include "db/conn.h"
 #include "db/keys.h"
@@ -76,6 +77,7 @@ static int close_row(comp_overdue_t *o, uint64_t order_id, const char *note, hg_
     db_bind_str(&params[0], note, &len);
     db_bind_u64(&params[1], &order_id);
     MYSQL_STMT *st = db_exec(o->db, &o->close_stmt, params, 2, NULL, err);
+    comp_progress(); /* a step, for /healthz's stuck check */
     if (st == NULL)
         return -1;
     if (mysql_stmt_affected_rows(st) != 1)

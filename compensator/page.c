@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "base/alloc.h"
+#include "compensator/stats.h"
 
 void comp_pager_init(comp_pager_t *p, db_conn_t *db, const char *layer, const char *page_sql, uint64_t grace_us,
                      uint64_t page_size)
@@ -79,6 +80,7 @@ long comp_pager_next(comp_pager_t *p, hg_order_error_t *err)
         }
     if (db_fetch_end(p->db, &p->page_stmt, st, rc, err) != 0)
         return -1;
+    comp_progress(); /* a step, for /healthz's stuck check */
     return n;
 }
 

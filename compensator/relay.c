@@ -4,7 +4,10 @@
  * Connections, both used by the layer's one thread: a db_conn_t (explicit
  * transactions) and an hg_client_t to the broker, opened when rows are first
  * due — before any of them is claimed — and kept; libhourglass reconnects it
- * when the broker comes back.
+ * when the broker comes back. A reconnect that fails (the broker refused the
+ * password the client was opened with: a rotated one) closes it, and a
+ * SIGHUP that found a rotated password does too: the next open reads
+ * password-file again (comp_password_refresh).
  *
  * No row lock is held across a broker call: a batch is claimed in one short
  * transaction (locked with SKIP LOCKED, leased by moving next_attempt_at
@@ -40,6 +43,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "common/log.h"
+#include "compensator/stats.h"
 #include "compensator/stop.h"
 #include "db/keys.h"
 #include "db/conn.h"
@@ -59,6 +63,7 @@ struct comp_relay {
     db_conn_t *db;
     hg_client_t *client;
     hg_client_opts_t client_opts;
+    comp_password_t password; /* password-file, read again before each open */
     hg_backoff_t backoff;
     size_t batch;
     char *sent_sql;
@@ -147,6 +152,7 @@ comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_
     r->batch = (size_t)cfg->relay_batch;
 
     comp_relay_client_opts(cfg, &r->client_opts);
+    comp_password_init(cfg, &r->password);
 
     r->backoff.base_ms = (uint32_t)cfg->relay_backoff_base_ms;
     r->backoff.factor = cfg->relay_backoff_factor;
@@ -181,6 +187,7 @@ void comp_relay_free(comp_relay_t *r)
     hg_client_close(r->client);
     comp_stop_unwatch(r->db);
     db_conn_free(r->db);
+    memset(&r->password, 0, sizeof r->password);
     free(r->sent_sql);
     free(r->lease_sql);
     free(r->rows);
@@ -307,6 +314,7 @@ static long rows_due(comp_relay_t *r, hg_order_error_t *err)
  * opened; open_err says why. */
 static void relay_open(comp_relay_t *r, hg_error_t *open_err)
 {
+    comp_password_refresh(r->cfg, &r->password, &r->client_opts);
     if (hg_client_open(r->cfg->uri, &r->client_opts, &r->client, open_err) != HG_OK) {
         r->client = NULL;
         return;
@@ -466,16 +474,20 @@ static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
         long due = rows_due(r, err);
         if (due <= 0)
             return due;
+        comp_progress(); /* each step, for /healthz's stuck check */
         relay_open(r, &open_err);
+        comp_progress();
     }
     long n = r->client != NULL ? claim_batch(r, last_at, last_id, err) : select_batch(r, last_at, last_id, err);
     if (n <= 0)
         return n;
+    comp_progress();
     uint64_t claimed_us = clock_mono_us(); /* the lease runs from the claim's commit */
     comp_count(&comp_stats.relay_batches, 1);
     fill_items(r, n, &open_err);
     if (r->client != NULL) {
         send_batch(r, n, claimed_us);
+        comp_progress();
         size_t stopped = count_stopped(r, n);
         *left += stopped;
         if (stopped == (size_t)n)
@@ -484,6 +496,27 @@ static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
             return -1; /* the rows stay leased 'new': sent again when the lease ends */
     }
     return record_batch(r, n, sent, superseded, send_failures, cause, causelen, err);
+}
+
+/* Close the client (logged with why): the next batch opens it again, with
+ * password-file read again. */
+static void relay_close(comp_relay_t *r, const char *why)
+{
+    log_msg(LOG_LEVEL_INFO, "relay: %s", why);
+    hg_client_close(r->client);
+    r->client = NULL;
+}
+
+/* 1 when a send of the batch's n items failed to reconnect: refused for its
+ * credentials (the library reconnects with the password it was opened with;
+ * a later attempt says "cannot connect … during AUTH") or not connected at
+ * all. A new client then reads password-file again. */
+static int refused(const comp_relay_t *r, long n)
+{
+    for (long i = 0; i < n; i++)
+        if (r->items[i].err == HG_ERR_AUTH || r->items[i].err == HG_ERR_CONNECT)
+            return 1;
+    return 0;
 }
 
 comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *errbuf, size_t errlen)
@@ -497,10 +530,15 @@ comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *err
     MYSQL_TIME last_at = { .year = 1000, .month = 1, .day = 1, .time_type = MYSQL_TIMESTAMP_DATETIME };
     uint64_t last_id = 0;
     db_drop_if_closed(r->db); /* idle since the last round: the server may have closed it (wait_timeout) */
+    if (r->client != NULL && comp_password_stale(&r->password))
+        relay_close(r, "password-file holds another password (SIGHUP): reconnecting with it");
     while (!comp_stopping()) {
         uint64_t batch_failures = 0;
         long n =
             relay_batch(r, &last_at, &last_id, &sent, &superseded, &batch_failures, &left, cause, sizeof cause, &err);
+        comp_progress();
+        if (r->client != NULL && n > 0 && refused(r, n))
+            relay_close(r, "could not reconnect to the broker: a new client next time, password-file read again");
         failures += batch_failures;
         if (n < 0) {
             snprintf(errbuf, errlen, "%s", err.message);

@@ -61,6 +61,11 @@ typedef struct comp_layer_stats {
     atomic_uint_fast64_t last_duration_us;
     atomic_int last_outcome; /* comp_run_outcome_t; -1 before the first run */
     atomic_uint_fast64_t consecutive_failures;
+    /* /healthz's stuck check (monotonic ms + 1, so 0 means unset): when the
+     * current round (or a keepalive between rounds) began, 0 while the layer
+     * waits for its next round; and when its last step (a statement, a
+     * transaction, a batch of sends, an alert command) ended. */
+    atomic_uint_fast64_t busy_since_ms, progress_ms;
     pthread_mutex_t error_lock;
     char last_error[512]; /* of the last FAILED run ("" otherwise) */
 } comp_layer_stats_t;
@@ -104,6 +109,34 @@ void comp_stats_init(void);
 /* Record the end of one run of layer (0..COMP_LAYER_COUNT-1). error: the
  * cause of a FAILED run (may be NULL otherwise). */
 void comp_stats_run_end(int layer, comp_run_outcome_t outcome, uint64_t duration_us, const char *error);
+
+/* The layer (0..COMP_LAYER_COUNT-1) that the calling thread runs begins a
+ * round, or a keepalive between rounds: busy from now, its progress now.
+ * Remembered for the thread, so comp_progress needs no argument. */
+void comp_stats_busy(int layer);
+
+/* The calling thread's layer finished one step of its round (a statement,
+ * a transaction, a batch of sends, an alert command): progress now. Does
+ * nothing on a thread that runs no layer (the tests drive layers directly). */
+void comp_progress(void);
+
+/* The layer waits for its next round: not busy (comp_stats_run_end does
+ * this itself). */
+void comp_stats_idle(int layer);
+
+/* /healthz's bound for layer under cfg (ms): a busy layer whose last step
+ * ended longer ago than this is stuck — MariaDB or the broker is not
+ * answering. 5 s plus the longest one step may legitimately wait:
+ * mysql-lock-wait-timeout (the server's 50 s when 0) for every layer; for the
+ * relay and the monitor also broker-connect-timeout + 2 x broker-timeout (a
+ * call retried once after a reconnect); for the monitor alert-command-timeout;
+ * for the inspection inspect-page-pause on top. Pure. */
+uint64_t comp_stats_stuck_after_ms(const comp_config_t *cfg, int layer);
+
+/* When layer is stuck under cfg at monotonic time now_ms (clock_mono_ms):
+ * 1 with *idle_ms (since the last step) and *round_ms (since the round
+ * began), else 0. */
+int comp_stats_stuck(const comp_config_t *cfg, int layer, uint64_t now_ms, uint64_t *idle_ms, uint64_t *round_ms);
 
 /* Copy the last error of layer into buf. */
 void comp_stats_last_error(int layer, char *buf, size_t len);

@@ -287,3 +287,11 @@ void consumer_config_usage(FILE *out)
                  "1 on a start-up failure, 2 on a usage or configuration error.\n"
                  "See docs/order-cancel.md and etc/hourglass-consumer.conf.\n");
 }
+
+unsigned long long consumer_stuck_after_ms(const consumer_config_t *cfg)
+{
+    unsigned long long step = cfg->mysql_lock_wait_timeout_ms != 0 ? cfg->mysql_lock_wait_timeout_ms : 50000;
+    if (cfg->mysql_connect_timeout_ms > step)
+        step = cfg->mysql_connect_timeout_ms;
+    return step + 5000;
+}

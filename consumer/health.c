@@ -20,7 +20,10 @@ static atomic_uint_fast64_t failing_since_ms; /* 0: healthy */
 static atomic_uint_fast64_t failures;         /* since failing_since_ms */
 static pthread_mutex_t reason_lock = PTHREAD_MUTEX_INITIALIZER;
 static char reason_text[400];
-static uint64_t broker_grace_ms = 10000; /* health_set_broker_grace */
+static uint64_t broker_grace_ms = 10000;                   /* health_set_broker_grace */
+#define HEALTH_WORKERS 256                                 /* the workers key's maximum */
+static atomic_uint_fast64_t step_since_ms[HEALTH_WORKERS]; /* 0: no MariaDB step in flight */
+static uint64_t stuck_after_ms = 55000;                    /* health_set_stuck_after */
 
 static uint64_t mono_ms(void)
 {
@@ -48,6 +51,39 @@ void health_cancel_failed(const char *reason)
 void health_set_broker_grace(uint64_t ms)
 {
     broker_grace_ms = ms;
+}
+
+void health_set_stuck_after(uint64_t ms)
+{
+    stuck_after_ms = ms;
+}
+
+void health_step_begin(int worker)
+{
+    if (worker >= 0 && worker < HEALTH_WORKERS)
+        atomic_store_explicit(&step_since_ms[worker], mono_ms(), memory_order_relaxed);
+}
+
+void health_step_end(int worker)
+{
+    if (worker >= 0 && worker < HEALTH_WORKERS)
+        atomic_store_explicit(&step_since_ms[worker], 0, memory_order_relaxed);
+}
+
+/* One line per worker inside a MariaDB step past the bound; how many. */
+static int render_stuck(buf_t *out)
+{
+    uint64_t now = mono_ms();
+    int stuck = 0;
+    for (int w = 0; w < HEALTH_WORKERS; w++) {
+        uint64_t since = atomic_load_explicit(&step_since_ms[w], memory_order_relaxed);
+        if (since == 0 || now < since || now - since <= stuck_after_ms)
+            continue;
+        buf_printf(out, "worker %d: stuck in a MariaDB call for %.1f s (bound %.1f s): MariaDB does not answer\n", w,
+                   (double)(now - since) / 1000, (double)stuck_after_ms / 1000);
+        stuck++;
+    }
+    return stuck;
 }
 
 /* The broker's line, when every PULL has failed for the grace: 1, else 0. */
@@ -86,6 +122,7 @@ static int render_database(buf_t *out)
 int health_render(buf_t *out, void *arg)
 {
     int database = render_database(out);
+    int stuck = render_stuck(out);
     int broker = render_broker(out, arg);
-    return database || broker;
+    return database || stuck || broker;
 }

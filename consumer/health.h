@@ -10,6 +10,10 @@
  * consumer whose every worker's PULL has failed for broker-unhealthy-after
  * (the broker down, unreachable, refusing it) is unhealthy too, with the
  * last error, until a PULL is answered again — it cancels nothing meanwhile.
+ * Nor a MariaDB that stopped answering (a frozen server, a network black
+ * hole): a worker whose cancel call (the connect, a transaction) has run
+ * longer than the stuck bound is unhealthy at once, long before the call
+ * fails at mysql-read-timeout, until the call ends.
  *
  * Any thread (the workers report, the metrics thread reads); lock-free
  * except the reason text, which a small mutex guards.
@@ -33,10 +37,22 @@ void health_cancel_failed(const char *reason);
  * (ms; 0: at once). Set once at start-up, before the metrics server starts. */
 void health_set_broker_grace(uint64_t ms);
 
+/* The stuck bound (ms): a worker's MariaDB step running longer is reported.
+ * Set once at start-up, before the workers start. */
+void health_set_stuck_after(uint64_t ms);
+
+/* Worker (0..255) begins a MariaDB step (opening its handle, a cancel
+ * transaction) / ended it. A batch handler calls begin again after each
+ * transaction. Any worker thread, its own slot. */
+void health_step_begin(int worker);
+void health_step_end(int worker);
+
 /* For common/prom.h's health callback; arg: the hg_consumer_t (its PULLs).
  * 0 when healthy; else 1 with one line per problem in out:
  * "cancels failing for <n> s (<count> attempts): <reason>\n" and
- * "broker: every PULL failing for <n> s: <last error>\n". */
+ * "broker: every PULL failing for <n> s: <last error>\n" and
+ * "worker <w>: stuck in a MariaDB call for <n> s (bound <b> s): MariaDB does
+ * not answer\n". */
 int health_render(buf_t *out, void *arg);
 
 #endif

@@ -308,12 +308,14 @@ static hg_outcome_t handle_message(const hg_message_t *msg, char *reason, size_t
     hg_order_db *db;
     hg_outcome_t r;
 
+    health_step_begin(msg->worker); /* the open and the cancel: /healthz's stuck check */
     if (parse_order(msg, &order_id, reason, reason_size) != 0) {
         r = HG_FAIL;
     } else if ((db = worker_db(app, msg->worker, &err)) == NULL) {
         snprintf(reason, reason_size, "order %" PRIu64 ": MariaDB unavailable: %.200s", order_id, err.message);
         r = HG_RETRY;
     } else {
+        health_step_begin(msg->worker);
         hg_order_cancel(db, order_id, app->cfg.cancel_reason, &outcome, &err);
         r = settle(msg, order_id, outcome, &err, reason, reason_size);
         if (reached_database(outcome))
@@ -321,6 +323,7 @@ static hg_outcome_t handle_message(const hg_message_t *msg, char *reason, size_t
         else
             note_database_failure(&err, reason);
     }
+    health_step_end(msg->worker);
     observe_latency(clock_mono_us() - t0);
     return r;
 }
@@ -347,6 +350,7 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
             of[m++] = i;
         }
     }
+    health_step_begin(worker); /* the open, then each transaction: /healthz's stuck check */
     if (m > 0 && (db = worker_db(app, worker, &err)) == NULL) {
         for (size_t k = 0; k < m; k++) /* every order stays HG_RETRY */
             snprintf(items[of[k]].reason, sizeof items[of[k]].reason, "order %" PRIu64 ": MariaDB unavailable: %.200s",
@@ -361,7 +365,9 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
             log_msg(LOG_LEVEL_ERROR, "worker %d: a batch of %zu orders was refused: it is retried", worker, len);
         atomic_fetch_add_explicit(&counters.transactions, st.transactions, memory_order_relaxed);
         atomic_fetch_add_explicit(&counters.splits, st.splits, memory_order_relaxed);
+        health_step_begin(worker);
     }
+    health_step_end(worker);
     uint64_t elapsed = clock_mono_us() - t0;
     for (size_t i = 0; i < n; i++) /* every message waited for the whole batch */
         observe_latency(elapsed);
@@ -578,6 +584,7 @@ int main(int argc, char **argv)
         goto out;
     }
     health_set_broker_grace(app.cfg.broker_unhealthy_after_ms);
+    health_set_stuck_after(consumer_stuck_after_ms(&app.cfg));
     if (app.cfg.metrics_port > 0) {
         if (prom_http_start(&metrics, app.cfg.metrics_bind, (unsigned)app.cfg.metrics_port, render_metrics,
                             health_render, consumer, err, sizeof err) != 0) {

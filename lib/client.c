@@ -216,7 +216,17 @@ static int check_client_opts(const hg_client_opts_t *opts, hg_error_t *err)
         client_error_fill(err, HG_ERR_ARG, "%s", why);
         return -1;
     }
+    if (opts->has_stop_fd && opts->stop_fd < 0) {
+        client_error_fill(err, HG_ERR_ARG, "stop_fd %d is not a file descriptor (has_stop_fd is set)", opts->stop_fd);
+        return -1;
+    }
     return 0;
+}
+
+/* The stop fd a new client starts with: opts' (has_stop_fd), else none. */
+static int initial_stop_fd(const hg_client_opts_t *opts)
+{
+    return opts != NULL && opts->has_stop_fd ? opts->stop_fd : -1;
 }
 
 const transport_ops_t *transport_for_uri(const char *uri)
@@ -241,7 +251,7 @@ static hg_err_t create_transport(const char *uri, const hg_client_opts_t *opts, 
         hg_client_opts_init(&c->opts);
     c->fd = -1;
     c->wake_fd = -1;
-    c->stop_fd = -1;
+    c->stop_fd = initial_stop_fd(opts);
     buf_init(&c->in);
     buf_init(&c->out);
     c->tops = transport_for_uri(uri);
@@ -354,7 +364,7 @@ hg_err_t client_create(const char *uri, const hg_client_opts_t *opts, hg_client_
     uri_address(c->address, sizeof(c->address), u.host, u.port);
     c->fd = -1;
     c->wake_fd = -1;
-    c->stop_fd = -1;
+    c->stop_fd = initial_stop_fd(opts);
     buf_init(&c->in);
     buf_init(&c->out);
     memset(&u, 0, sizeof(u)); /* do not leave the password on the stack */

@@ -33,7 +33,15 @@
  *  - a password changed by SIGHUP: the old one is refused (the cache knew
  *    it), connections logged in with it stay until CLIENT KILL USER;
  *  - hourglass-cli passwd refuses a password with a NUL byte (its hash
- *    would have covered only the bytes before it);
+ *    would have covered only the bytes before it), and one longer than
+ *    1 KiB (1 KiB is taken);
+ *  - a failed AUTH's warning names the user only when it is one ("unknown
+ *    user (N bytes)" else: AUTH password user keeps the password out of the
+ *    log), and no control byte from the client reaches the log;
+ *  - a password longer than 1 KiB in AUTH or HELLO AUTH is refused with its
+ *    own error, unhashed, and counted as a failed AUTH;
+ *  - INFO shows file-system paths (dir, backup_last_error) to the admin
+ *    only: a viewer and a consumer read "(admin only)";
  *  - auth-timeout: a client that never logs in (or that a reload logged
  *    out) is told and closed; a logged-in one stays;
  *  - a users file its group or others can read or write is warned about
@@ -445,7 +453,7 @@ static void test_wrong_password(void)
     resp_reply_free(r);
     BP_CHECK(bad_ms >= 380, "the second failure from this address waited %llu ms, want >= 400 ms",
              (unsigned long long)bad_ms);
-    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "for user 'mallory' (no such user)", 10000) == 0,
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "for unknown user (7 bytes) (no such user)", 10000) == 0,
              "no warning for the unknown user");
 
     /* Still not logged in, and the connection still works. */
@@ -771,6 +779,170 @@ static void test_cli_passwd_nul(void)
     const char *ok[] = { "/bin/sh", "-c", "printf 'a b\\n' | " HG_BUILDDIR "/hourglass-cli passwd --cost 10", NULL };
     rc = tu_run_capture(ok, out, sizeof out);
     BP_CHECK(rc == 0 && strncmp(out, "$scrypt$ln=10,", 14) == 0, "passwd 'a b': exit %d: %s", rc, out);
+}
+
+/* The broker's log, whole, into a new string (NULL when it cannot be read). */
+static char *read_log(size_t *len)
+{
+    FILE *f = fopen(bt_broker.log_path, "rb");
+    if (f == NULL)
+        return NULL;
+    size_t cap = 1 << 20, n = 0;
+    char *text = malloc(cap + 1);
+    n = fread(text, 1, cap, f);
+    fclose(f);
+    text[n] = '\0';
+    *len = n;
+    return text;
+}
+
+/* A failed AUTH's warning names the user only when it is one: a name that is no user's may be a password typed
+ * in its place (AUTH password user), and it may hold control bytes. Before, the warning showed it as typed. */
+static void test_auth_log_names(void)
+{
+    start_with_users();
+    rc_conn_t c;
+    char e[1024];
+    connect_as(&c, NULL, NULL);
+    /* Swapped: the password where the name goes, with an escape sequence and a newline in it. */
+    const char *swapped = "Pw-Swapped\x1b[2J\r\nforged line";
+    resp_reply_t *r = rc_cmd(&c, "AUTH", swapped, "ops", NULL);
+    BP_CHECK(rc_is_error(r, "WRONGPASS"), "AUTH <password> ops: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    char want[96];
+    snprintf(want, sizeof want, "for unknown user (%zu bytes) (no such user)", strlen(swapped));
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, want, 10000) == 0, "no warning '%s'", want);
+    /* A known user's wrong password: the name is shown. */
+    r = rc_cmd(&c, "AUTH", "ops", "wrong", NULL);
+    BP_CHECK(rc_is_error(r, "WRONGPASS"), "AUTH ops wrong: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "for user 'ops' (wrong password)", 10000) == 0,
+             "the warning does not name the known user");
+    size_t len = 0;
+    char *log = read_log(&len);
+    BP_REQUIRE(log != NULL, "read %s", bt_broker.log_path);
+    BP_CHECK(strstr(log, "Pw-Swapped") == NULL, "the password typed as a user name is in the log");
+    BP_CHECK(memchr(log, 0x1b, len) == NULL, "an escape byte reached the log raw");
+    BP_CHECK(strstr(log, "\nforged line") == NULL, "a newline from the client forged a log line");
+    free(log);
+    rc_close(&c);
+    cleanup_users();
+}
+
+/* The longest password is PASSWD_MAX (1 KiB) bytes: a longer one in AUTH or HELLO AUTH is refused with its own
+ * error, never hashed, and counted (and held back) as a failed AUTH. Before, it was hashed whatever its length
+ * (4 MiB: 0.2 s of hashing). */
+static void test_auth_password_too_long(void)
+{
+    start_with_users();
+    rc_conn_t c, adm;
+    char e[1024], v[64];
+    connect_as(&adm, "ops", "pw-ops");
+    BP_REQUIRE(bp_info_field(&adm, "auth_failures", v, sizeof v, e, sizeof e) == 0, "INFO: %s", e);
+    long long before = atoll(v);
+    connect_as(&c, NULL, NULL);
+    static char big[4 << 20];
+    memset(big, 'x', sizeof big - 1);
+    const char *argv[] = { "AUTH", "ops", big };
+    size_t lens[] = { 4, 3, PASSWD_MAX + 1 };
+    resp_reply_t *r = rc_cmdv(&c, 3, argv, lens);
+    BP_CHECK(rc_is_error(r, "ERR AUTH refused: the password is longer than 1024 bytes"), "AUTH of %d bytes: %s",
+             PASSWD_MAX + 1, rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path,
+                                   "for user 'ops' (a password of 1025 bytes, longer than 1024: not checked)",
+                                   10000) == 0,
+             "no warning for the long password");
+    const char *hello[] = { "HELLO", "3", "AUTH", "ops", big };
+    size_t hlens[] = { 5, 1, 4, 3, sizeof big - 1 };
+    r = rc_cmdv(&c, 5, hello, hlens);
+    BP_CHECK(rc_is_error(r, "ERR AUTH refused: the password is longer than 1024 bytes"), "HELLO AUTH of 4 MiB: %s",
+             rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    /* PASSWD_MAX bytes are checked: a wrong one is WRONGPASS. */
+    lens[2] = PASSWD_MAX;
+    r = rc_cmdv(&c, 3, argv, lens);
+    BP_CHECK(rc_is_error(r, "WRONGPASS"), "AUTH of %d bytes: %s", PASSWD_MAX, rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    EXPECT(&c, "after the refusals", "NOAUTH", "SEND", "t", "p");
+    BP_CHECK(bp_info_field(&adm, "auth_failures", v, sizeof v, e, sizeof e) == 0 && atoll(v) == before + 3,
+             "INFO auth_failures %s, want %lld (the two refused and the wrong one)", v, before + 3);
+    rc_close(&c);
+    rc_close(&adm);
+    cleanup_users();
+}
+
+/* 1 when INFO storage on c shows field with a value containing want. */
+static int info_has(rc_conn_t *c, const char *field, const char *want, char *got, size_t gotlen)
+{
+    char e[256];
+    got[0] = '\0';
+    if (bp_info_field(c, field, got, gotlen, e, sizeof e) != 0)
+        snprintf(got, gotlen, "(no field: %s)", e);
+    return strstr(got, want) != NULL;
+}
+
+/* INFO shows file-system paths (storage: dir, backup_last_error) to the admin only, who alone may CONFIG GET
+ * them; a viewer, consumer or producer sees "(admin only)" there, the other fields as before. Before, every
+ * role that may run INFO read the data directory and the backup error's paths. */
+static void test_info_paths_admin_only(void)
+{
+    char bkdir[700], parent[650], got[600];
+    TU_REQUIRE(tu_mkdtemp("hg-bkparent", parent, sizeof parent) == 0, "temp dir");
+    snprintf(bkdir, sizeof bkdir, "%s/gone/bk", parent); /* its parent is missing: BACKUP fails, naming the path */
+    start_with_users_and("--backup-dir", bkdir);
+    rc_conn_t adm, viewer, consumer;
+    char e[1024];
+    connect_as(&adm, "ops", "pw-ops");
+    connect_as(&viewer, "grafana", "pw-grafana");
+    connect_as(&consumer, "canceller", "pw-canceller");
+    resp_reply_t *r = rc_cmd(&adm, "BACKUP", "b1", NULL);
+    BP_CHECK(rc_is_error(r, "ERR"), "BACKUP into a missing parent: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    BP_CHECK(info_has(&adm, "dir", bt_broker.data_dir, got, sizeof got), "admin: INFO dir '%s', want %s", got,
+             bt_broker.data_dir);
+    BP_CHECK(info_has(&adm, "backup_last_error", parent, got, sizeof got),
+             "admin: INFO backup_last_error '%s', want the path", got);
+    rc_conn_t *others[] = { &viewer, &consumer };
+    for (size_t i = 0; i < 2; i++) {
+        const char *who = i == 0 ? "viewer" : "consumer";
+        BP_CHECK(info_has(others[i], "dir", "(admin only)", got, sizeof got), "%s: INFO dir '%s'", who, got);
+        BP_CHECK(info_has(others[i], "backup_last_error", "(admin only)", got, sizeof got),
+                 "%s: INFO backup_last_error '%s'", who, got);
+        BP_CHECK(info_has(others[i], "backup_last_status", "failed", got, sizeof got),
+                 "%s: INFO backup_last_status '%s', want failed", who, got);
+        /* No path anywhere in INFO (all sections), nor through CONFIG GET. */
+        r = rc_cmd(others[i], "INFO", "everything", NULL);
+        BP_CHECK(r != NULL && r->str != NULL && strstr(r->str, bt_broker.dir) == NULL && strstr(r->str, parent) == NULL,
+                 "%s: INFO everything shows a path: %s", who, rc_describe(r, e, sizeof e));
+        resp_reply_free(r);
+        EXPECT(others[i], who, "NOPERM", "CONFIG", "GET", "dir");
+    }
+    rc_close(&adm);
+    rc_close(&viewer);
+    rc_close(&consumer);
+    cleanup_users();
+    tu_rmtree(parent);
+}
+
+/* hourglass-cli passwd takes a password of PASSWD_MAX bytes and refuses a longer one, saying so. Before, it took
+ * 1025 bytes (one too many) and said "no password on stdin" of a longer one. */
+static void test_cli_passwd_long(void)
+{
+    char out[4096], cmd[256];
+    for (int n = PASSWD_MAX; n <= PASSWD_MAX + 1; n++) {
+        snprintf(cmd, sizeof cmd, "head -c %d /dev/zero | tr '\\0' p; printf '\\r\\n'", n);
+        char full[512];
+        snprintf(full, sizeof full, "(%s) | %s/hourglass-cli passwd --cost 10", cmd, HG_BUILDDIR);
+        const char *argv[] = { "/bin/sh", "-c", full, NULL };
+        int rc = tu_run_capture(argv, out, sizeof out);
+        if (n == PASSWD_MAX)
+            BP_CHECK(rc == 0 && strncmp(out, "$scrypt$ln=10,", 14) == 0, "passwd of %d bytes: exit %d: %s", n, rc, out);
+        else
+            BP_CHECK(rc == 2 && strstr(out, "the password on stdin is longer than 1024 bytes") != NULL &&
+                         strstr(out, "$scrypt$") == NULL,
+                     "passwd of %d bytes: exit %d: %s", n, rc, out);
+    }
 }
 
 /* 1 when the broker closed c (EOF), after whatever it said last. */
@@ -1137,6 +1309,10 @@ static const tu_test_t auth_tests[] = {
     { "CLIENT KILL by ID, ADDR, USER, SKIPME; admin only; logged", test_client_kill },
     { "without users: as before", test_no_users },
     { "a user name of 64 bytes logs in", test_long_user_name },
+    { "a failed AUTH logs a name only when it is a user's, never control bytes", test_auth_log_names },
+    { "a password longer than 1 KiB: refused unhashed, counted as a failure", test_auth_password_too_long },
+    { "hourglass-cli passwd refuses a password longer than 1 KiB", test_cli_passwd_long },
+    { "INFO shows file-system paths to the admin only", test_info_paths_admin_only },
     { NULL, NULL },
 };
 

@@ -517,6 +517,11 @@ static void test_counters_and_metrics(void)
         BP_CHECK(bp_info_field(&bt_conn, info[i].key, v, sizeof v, e, sizeof e) == 0 && strcmp(v, info[i].want) == 0,
                  "INFO %s = '%s', want %s", info[i].key, v, info[i].want);
     }
+    /* fsync always: every SEND was acknowledged after an fdatasync, each timed */
+    BP_CHECK(bp_info_field(&bt_conn, "fsyncs", v, sizeof v, e, sizeof e) == 0 && atoll(v) >= 1,
+             "INFO fsyncs = '%s', want at least 1 after 5 acknowledged SENDs", v);
+    BP_CHECK(bp_info_field(&bt_conn, "fsync_p99_ms", v, sizeof v, e, sizeof e) == 0 && atof(v) > 0,
+             "INFO fsync_p99_ms = '%s', want a duration", v);
     r = rc_cmd(&bt_conn, "INFO", "stats", NULL);
     BP_CHECK(r != NULL && rc_info_field(r, "sends", v, sizeof v) == 0 && rc_info_field(r, "tcp_port", v, sizeof v) != 0,
              "INFO stats: a stats field missing or a server field present");
@@ -538,6 +543,9 @@ static void test_counters_and_metrics(void)
              "/metrics lacks hourglass_level_depth for level 3");
     BP_CHECK(strstr(body, "hourglass_connected_clients") != NULL, "/metrics lacks hourglass_connected_clients");
     BP_CHECK(strstr(body, "# TYPE") != NULL, "/metrics is not Prometheus text");
+    const char *fs = strstr(body, "\nhourglass_fsync_seconds_count ");
+    BP_CHECK(fs != NULL && atoll(fs + strlen("\nhourglass_fsync_seconds_count ")) >= 1,
+             "/metrics lacks hourglass_fsync_seconds_count >= 1");
     rc_close(&h);
 }
 

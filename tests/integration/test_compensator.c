@@ -57,6 +57,7 @@
 #include "tests/helpers/order_env.h"
 #include "tests/helpers/sql_client.h"
 #include "tests/helpers/testutil.h"
+#include "common/passwd.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -462,6 +463,38 @@ static void test_config(void)
     fclose(f);
     rc = tu_run_capture(file_unknown, out, sizeof out);
     BP_CHECK(rc == 0, "valid file: exit %d: %.4000s", rc, out);
+    /* A cross-key error names the file and the line of the key set last, and
+     * where the other was set (a flag, another line, its default). */
+    f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "mysql-database = shop\n[relay]\nrelay-backoff-base = 10s\n; the cap\nrelay-backoff-cap = 5s\n"
+               "[mysql]\nmysql-read-timeout = 8s\n");
+    fclose(f);
+    expect_config_error(file_unknown, "c.conf:5: relay-backoff-cap: 5000ms is below relay-backoff-base 10000ms "
+                                      "(relay-backoff-base: line 3)");
+    const char *cap_flag[] = {
+        COMPENSATOR_BIN, "--check-config", "--config", path, "--relay-backoff-base", "30s", NULL
+    };
+    expect_config_error(cap_flag, "relay-backoff-cap: 5000ms is below relay-backoff-base 30000ms "
+                                  "(relay-backoff-base: --relay-backoff-base; relay-backoff-cap: ");
+    expect_config_error(cap_flag, "/c.conf:5)");
+    const char *lock_wait[] = { COMPENSATOR_BIN,
+                                "--check-config",
+                                "--config",
+                                path,
+                                "--relay-backoff-cap",
+                                "1h",
+                                "--mysql-lock-wait-timeout",
+                                "9s",
+                                NULL };
+    expect_config_error(lock_wait, "mysql-lock-wait-timeout: 9s is not below mysql-read-timeout 8s");
+    expect_config_error(lock_wait, "(mysql-lock-wait-timeout: --mysql-lock-wait-timeout; mysql-read-timeout: ");
+    expect_config_error(lock_wait, "/c.conf:7)");
+    f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "mysql-database = shop\nlayers = relay bogus\n");
+    fclose(f);
+    expect_config_error(file_unknown, "c.conf:2: layers: unknown layer 'bogus'");
     tu_rmtree(dir);
 
     const char *help[] = { COMPENSATOR_BIN, "--help", NULL };
@@ -2057,13 +2090,14 @@ static void test_sighup(void)
     CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "hup", "c_hup", "t_hup", extra), 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "hourglass-compensator 0.", HUP_DEADLINE_MS), 0);
 
-    /* A rotated password (the same password-file, another password): named
-     * as needing a restart (the log said "nothing changed"). */
+    /* A rotated password (the same password-file, another password): named,
+     * taken at the next connect (the suite "rotation"; before, the log said
+     * it waited for a restart, and before that "nothing changed"). */
     CU_ASSERT_EQUAL(tu_write_file(pwfile, "second-secret\n"), 0);
     CU_ASSERT_EQUAL(kill(comp.pid, SIGHUP), 0);
-    CU_ASSERT_EQUAL(tu_wait_file_contains(comp.log, "holds another password, but it takes effect only at a restart",
-                                          HUP_DEADLINE_MS),
-                    0);
+    CU_ASSERT_EQUAL(
+        tu_wait_file_contains(comp.log, "holds another password: the relay and the monitor reconnect", HUP_DEADLINE_MS),
+        0);
 
     snprintf(conf_text, sizeof conf_text, "log-level = debug\nrelay-batch = 7\npassword-file = %s\n", pwfile);
     CU_ASSERT_EQUAL(tu_write_file(conf, conf_text), 0);
@@ -2195,10 +2229,160 @@ static const tu_test_t layers_tests[] = {
     { NULL, NULL },
 };
 
+/* ---------------------------------------------------------------- suite "rotation" */
+
+/* The broker password rotated under a running relay (user relay, its
+ * password in password-file): the broker's users file gets the new hash
+ * (SIGHUP to the broker), password-file the new password, and the broker
+ * closes the relay's connection (CLIENT KILL USER relay). The library
+ * reconnects with the password it was opened with and is refused; the relay
+ * then opens a new client, reading password-file again, and relays the rows
+ * that came due meanwhile — no SIGHUP to the compensator. A second rotation
+ * with a SIGHUP: the relay reconnects with the new password at its next
+ * round, before the broker closes anything. Before, only a restart took the
+ * new password: every send was refused. */
+static int write_users(const char *path, const char *relay_pw)
+{
+    char text[1024] = "", hash[PASSWD_HASH_MAX], e[512];
+    const char *users[][3] = { { "relay", "producer", relay_pw }, { "boss", "admin", "pw-boss" } };
+    passwd_params_t p;
+    passwd_params_default(&p, PASSWD_SCRYPT);
+    p.log2_n = 10;
+    for (size_t i = 0; i < 2; i++) {
+        if (passwd_hash(users[i][2], strlen(users[i][2]), &p, hash, sizeof hash, e, sizeof e) != 0) {
+            fprintf(stderr, "\n  hash: %s\n", e);
+            return -1;
+        }
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%s %s %s\n", users[i][0], users[i][1], hash);
+    }
+    return tu_write_file(path, text);
+}
+
+/* Mark the outbox rows of orders first..last 'new' and due. */
+static int make_due(const char *db, int first, int last)
+{
+    return sql_execf(
+        env.admin,
+        "UPDATE %s.order_timeout_msg SET status = 'new', attempts = 0, next_attempt_at = NOW(6) - INTERVAL "
+        "1 SECOND WHERE order_id BETWEEN %d AND %d",
+        db, first, last);
+}
+
+/* Wait until the broker's log says its users were reloaded n times. 0 / -1. */
+static int users_reloaded(const char *log, int n)
+{
+    for (uint64_t end = tu_now_mono_ms() + HUP_DEADLINE_MS; tu_now_mono_ms() < end; sleep_ms(50))
+        if (count_lines(log, "users reloaded from", NULL) >= n)
+            return 0;
+    return -1;
+}
+
+static long long sent_rows(const char *db, int first, int last)
+{
+    return oe_scalarf(&env,
+                      "SELECT COUNT(*) FROM %s.order_timeout_msg WHERE status = 'sent' AND order_id BETWEEN %d AND %d",
+                      db, first, last);
+}
+
+static void test_password_rotation(void)
+{
+    unsigned f0 = CU_get_number_of_failures();
+    hg_order_db *db = fresh_database("c_rot");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    CU_ASSERT_EQUAL_FATAL(seed("c_rot", 1, 15, 3600000, 1), 0);
+    char users[700], pwfile[700], e[600];
+    snprintf(users, sizeof users, "%s/rotation.users", workdir);
+    snprintf(pwfile, sizeof pwfile, "%s/rotation.password", workdir);
+    CU_ASSERT_EQUAL_FATAL(write_users(users, "pw-one"), 0);
+    CU_ASSERT_EQUAL_FATAL(tu_write_file(pwfile, "pw-one\n"), 0);
+    bp_broker_t b;
+    memset(&b, 0, sizeof b);
+    const char *bextra[] = { "--fsync", "no", "--users-file", users, NULL };
+    CU_ASSERT_EQUAL_FATAL(bp_start(&b, bextra, e, sizeof e), 0);
+    char uri[128], admin_uri[128];
+    snprintf(uri, sizeof uri, "hourglass://relay@127.0.0.1:%d", b.port);
+    snprintf(admin_uri, sizeof admin_uri, "hourglass://boss:pw-boss@127.0.0.1:%d", b.port);
+
+    /* The admin that closes the relay's connections, logged in before any reload. */
+    hg_client_t *admin = NULL;
+    hg_error_t herr;
+    if (hg_client_open(admin_uri, NULL, &admin, &herr) != HG_OK) {
+        bp_destroy(&b);
+        hg_order_db_close(db);
+        TU_REQUIRE(0, "open as boss: %s", herr.message);
+    }
+
+    CU_ASSERT_EQUAL_FATAL(make_due("c_rot", 1, 5), 0);
+    proc_t comp;
+    const char *extra[] = { "--uri",
+                            uri,
+                            "--password-file",
+                            pwfile,
+                            "--layers",
+                            "relay",
+                            "--relay-interval",
+                            "200ms",
+                            "--relay-backoff-base",
+                            "100ms",
+                            "--relay-backoff-cap",
+                            "200ms",
+                            NULL };
+    CU_ASSERT_EQUAL_FATAL(start_compensator(&comp, "rotation", "c_rot", "t_rot", extra), 0);
+    CU_ASSERT_EQUAL(
+        oe_wait_scalar(&env, 5, 20000,
+                       "SELECT COUNT(*) FROM c_rot.order_timeout_msg WHERE status = 'sent' AND order_id <= 5"),
+        5);
+
+    /* Rotation 1: no SIGHUP to the compensator; the broker closes its connection. */
+    CU_ASSERT_EQUAL(write_users(users, "pw-two"), 0);
+    CU_ASSERT_EQUAL(kill(b.pid, SIGHUP), 0);
+    CU_ASSERT_EQUAL(tu_write_file(pwfile, "pw-two\n"), 0);
+    CU_ASSERT_EQUAL(users_reloaded(b.log_path, 1), 0); /* the old password refused from now on */
+    const char *kill_argv[] = { "CLIENT", "KILL", "USER", "relay" };
+    hg_reply_t *reply = NULL;
+    CU_ASSERT_EQUAL(hg_client_command(admin, 4, kill_argv, NULL, &reply), HG_OK);
+    hg_reply_free(reply);
+    CU_ASSERT_EQUAL(make_due("c_rot", 6, 10), 0);
+    long long sent = -1;
+    for (uint64_t end = tu_now_mono_ms() + 20000; tu_now_mono_ms() < end && (sent = sent_rows("c_rot", 6, 10)) < 5;)
+        sleep_ms(100);
+    TU_CHECK(sent == 5, "after the rotation without SIGHUP: %lld of 5 rows sent", sent);
+
+    /* Rotation 2: SIGHUP to the compensator; it reconnects at its next round. */
+    CU_ASSERT_EQUAL(write_users(users, "pw-three"), 0);
+    CU_ASSERT_EQUAL(kill(b.pid, SIGHUP), 0);
+    CU_ASSERT_EQUAL(users_reloaded(b.log_path, 2), 0);
+    CU_ASSERT_EQUAL(tu_write_file(pwfile, "pw-three\n"), 0);
+    CU_ASSERT_EQUAL(kill(comp.pid, SIGHUP), 0);
+    CU_ASSERT_EQUAL(
+        tu_wait_file_contains(comp.log, "holds another password: the relay and the monitor reconnect", HUP_DEADLINE_MS),
+        0);
+    CU_ASSERT_EQUAL(
+        tu_wait_file_contains(comp.log, "relay: password-file holds another password (SIGHUP)", HUP_DEADLINE_MS), 0);
+    reply = NULL;
+    CU_ASSERT_EQUAL(hg_client_command(admin, 4, kill_argv, NULL, &reply), HG_OK);
+    hg_reply_free(reply);
+    CU_ASSERT_EQUAL(make_due("c_rot", 11, 15), 0);
+    for (uint64_t end = tu_now_mono_ms() + 20000; tu_now_mono_ms() < end && (sent = sent_rows("c_rot", 11, 15)) < 5;)
+        sleep_ms(100);
+    TU_CHECK(sent == 5, "after the rotation with SIGHUP: %lld of 5 rows sent", sent);
+    CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
+    hg_client_close(admin);
+    CU_ASSERT_EQUAL(bp_destroy(&b), 0);
+    hg_order_db_close(db);
+}
+
+static const tu_test_t rotation_tests[] = {
+    { "broker password rotated: the relay reconnects with password-file's new one (no restart)",
+      test_password_rotation },
+    { NULL, NULL },
+};
+
 static int add_suites(void)
 {
     if (tu_add_suite("config", NULL, NULL, NULL, NULL, config_tests) != 0 ||
-        tu_add_suite("layers", layers_init, layers_cleanup, NULL, NULL, layers_tests) != 0)
+        tu_add_suite("layers", layers_init, layers_cleanup, NULL, NULL, layers_tests) != 0 ||
+        tu_add_suite("rotation", layers_init, layers_cleanup, NULL, NULL, rotation_tests) != 0)
         return -1;
     return 0;
 }

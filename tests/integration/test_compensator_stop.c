@@ -50,6 +50,7 @@
 #include "include/hourglass/order.h"
 #include "tests/helpers/order_env.h"
 #include "tests/helpers/sql_client.h"
+#include "base/clock.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -459,11 +460,79 @@ static void test_hung_alert_command(void)
     tu_rmtree(dir);
 }
 
+/* /healthz while MariaDB hangs (SIGSTOP): every layer sits in a statement
+ * that would fail only at mysql-read-timeout (60 s here); /healthz must
+ * answer 503 naming a stuck layer within comp_stats_stuck_after_ms (8 s
+ * with these timeouts: broker-connect-timeout 1 s + 2 x broker-timeout 1 s
+ * + 5 s; 6 s for the layers without a broker), and 200 again once SIGCONT
+ * lets the statements finish. Before the stuck check it answered 200 until
+ * the read timeout. */
+#define HEALTH_DB    "hhealth"
+#define HEALTH_BOUND 8000 /* ms: the largest layer bound with the flags below */
+
+typedef struct health_wait {
+    int port, want;
+    char body[4096];
+} health_wait_t;
+
+static int health_is(void *arg)
+{
+    health_wait_t *h = arg;
+    return tu_http_get(h->port, "/healthz", h->body, sizeof h->body) == h->want;
+}
+
+static void test_hung_server_health(void)
+{
+    CU_ASSERT_EQUAL_FATAL(oe_fresh_daemon_database(&env, HEALTH_DB, 0, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(seed(HEALTH_DB, 1, 5, 3600000), 0); /* nothing due: the layers only read */
+    char dir[512], log1[600], log2[600], log3[600];
+    CU_ASSERT_EQUAL_FATAL(log_dir("compensator-health", dir, log1, log2, log3), 0);
+    const char *extra[] = { "--mysql-read-timeout",
+                            READ_TIMEOUT,
+                            "--mysql-lock-wait-timeout",
+                            "1s",
+                            "--broker-connect-timeout",
+                            "1s",
+                            "--broker-timeout",
+                            "1s",
+                            NULL };
+    health_wait_t h = { .port = tu_free_port(), .want = 200 };
+    pid_t pid = start_compensator(HEALTH_DB, ALL_LAYERS, h.port, log1, extra);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    CU_ASSERT_EQUAL(tu_poll_until(health_is, &h, 30000, 50), 0);
+
+    CU_ASSERT_EQUAL_FATAL(kill(env.server.pid, SIGSTOP), 0);
+    uint64_t t0 = clock_mono_ms();
+    h.want = 503;
+    int turned = tu_poll_until(health_is, &h, HEALTH_BOUND + 20000, 100);
+    uint64_t took = clock_mono_ms() - t0;
+    CU_ASSERT_EQUAL(kill(env.server.pid, SIGCONT), 0);
+    printf("\n    SIGSTOPped MariaDB: /healthz %s after %.1f s (bound %.1f s): %s", turned == 0 ? "503" : "still 200",
+           (double)took / 1000, HEALTH_BOUND / 1000.0, h.body);
+    CU_ASSERT_EQUAL(turned, 0);
+    CU_ASSERT_TRUE(took <= HEALTH_BOUND + 3000);
+    CU_ASSERT_PTR_NOT_NULL(strstr(h.body, ": stuck: no step ended for "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(h.body, "MariaDB or the broker does not answer"));
+
+    h.want = 200;
+    CU_ASSERT_EQUAL(tu_poll_until(health_is, &h, 30000, 100), 0);
+    printf("    after SIGCONT: /healthz %s", h.body);
+    CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
+    int status = -1;
+    CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(log1);
+    tu_rmtree(dir);
+}
+
 static const tu_test_t stop_tests[] = {
     { "SIGTERM on a hung MariaDB: bounded stop, cut work rolled back, all cancelled once after", test_hung_server },
     { "SIGTERM on a hung broker: bounded stop, the cut batch left leased, relayed and cancelled once after",
       test_hung_broker },
     { "SIGTERM while an alert command hangs: bounded stop, the command killed", test_hung_alert_command },
+    { "/healthz on a hung MariaDB: 503 naming the stuck layers within the bound, 200 after SIGCONT",
+      test_hung_server_health },
     { NULL, NULL },
 };
 

@@ -303,9 +303,79 @@ static void test_hung_broker(void)
     tu_rmtree(dir);
 }
 
+/* /healthz while MariaDB hangs (SIGSTOP): the worker sits in a cancel that
+ * would fail only at mysql-read-timeout (60 s here); /healthz must answer
+ * 503 naming the stuck worker within consumer_stuck_after_ms (6 s with
+ * mysql-lock-wait-timeout and mysql-connect-timeout 1 s), and 200 again
+ * once SIGCONT lets the cancel finish. Before the stuck check it answered
+ * 200 until the read timeout. */
+#define HEALTH_DB     "hhealth"
+#define HEALTH_ORDERS 10
+#define HEALTH_BOUND  6000 /* ms */
+
+typedef struct health_wait {
+    int port, want;
+    char body[4096];
+} health_wait_t;
+
+static int health_is(void *arg)
+{
+    health_wait_t *h = arg;
+    return tu_http_get(h->port, "/healthz", h->body, sizeof h->body) == h->want;
+}
+
+static void test_hung_server_health(void)
+{
+    rc_conn_t c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(oe_fresh_daemon_database(&env, HEALTH_DB, HEALTH_ORDERS, &c), 0);
+    char dir[512], log1[600], log2[600];
+    CU_ASSERT_EQUAL_FATAL(log_dir("consumer-health", dir, log1, log2), 0);
+    const char *extra[] = {
+        "--mysql-read-timeout", READ_TIMEOUT, "--mysql-lock-wait-timeout", "1s", "--mysql-connect-timeout", "1s", NULL
+    };
+    health_wait_t h = { .port = tu_free_port(), .want = 200 };
+    pid_t pid = oe_start_consumer(&env, HEALTH_DB, HEALTH_DB, 1, h.port, log1, extra);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    CU_ASSERT_EQUAL(tu_poll_until(health_is, &h, 30000, 50), 0);
+    /* Half cancelled: the worker's connection is open, it waits in PULL. */
+    CU_ASSERT_EQUAL_FATAL(oe_send_ids(&c, 1, HEALTH_ORDERS / 2, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(oe_wait_scalar(&env, HEALTH_ORDERS / 2, 30000,
+                                   "SELECT COUNT(*) FROM " HEALTH_DB ".orders WHERE status = 'cancelled'"),
+                    HEALTH_ORDERS / 2);
+
+    /* The server hangs; the other half sent: the worker blocks in a cancel. */
+    CU_ASSERT_EQUAL_FATAL(kill(env.server.pid, SIGSTOP), 0);
+    CU_ASSERT_EQUAL(oe_send_ids(&c, HEALTH_ORDERS / 2 + 1, HEALTH_ORDERS, err, sizeof err), 0);
+    uint64_t t0 = tu_now_mono_ms();
+    h.want = 503;
+    int turned = tu_poll_until(health_is, &h, HEALTH_BOUND + 20000, 100);
+    uint64_t took = tu_now_mono_ms() - t0;
+    CU_ASSERT_EQUAL(kill(env.server.pid, SIGCONT), 0);
+    printf("\n    SIGSTOPped MariaDB: /healthz %s after %.1f s (bound %.1f s): %s", turned == 0 ? "503" : "still 200",
+           (double)took / 1000, HEALTH_BOUND / 1000.0, h.body);
+    CU_ASSERT_EQUAL(turned, 0);
+    CU_ASSERT_TRUE(took <= HEALTH_BOUND + 3000);
+    CU_ASSERT_PTR_NOT_NULL(strstr(h.body, "worker 0: stuck in a MariaDB call for "));
+
+    h.want = 200;
+    CU_ASSERT_EQUAL(tu_poll_until(health_is, &h, 30000, 100), 0);
+    printf("    after SIGCONT: /healthz %s", h.body);
+    CU_ASSERT_EQUAL(oe_wait_scalar(&env, HEALTH_ORDERS, 30000,
+                                   "SELECT COUNT(*) FROM " HEALTH_DB ".orders WHERE status = 'cancelled'"),
+                    HEALTH_ORDERS);
+    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(log1);
+    rc_close(&c);
+    tu_rmtree(dir);
+}
+
 static const tu_test_t stop_tests[] = {
     { "SIGTERM on a hung MariaDB: bounded stop, nothing ACKed unfinished, all cancelled once after", test_hung_server },
     { "SIGTERM on a hung broker: the waiting ACK cut after stop-grace, all cancelled once after", test_hung_broker },
+    { "/healthz on a hung MariaDB: 503 naming the stuck worker within the bound, 200 after SIGCONT",
+      test_hung_server_health },
     { NULL, NULL },
 };
 

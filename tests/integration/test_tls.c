@@ -26,6 +26,10 @@
  *    working; the plaintext client is told in RESP;
  *  - a handshake trickled a byte a second (a slowloris on the handshake) is
  *    closed 10 s after the accept and logged, although bytes keep coming;
+ *  - tls-max-handshakes-per-address: with that many handshakes of one
+ *    address in progress, its next connection is closed before any TLS
+ *    (INFO tls_handshakes_refused, logged) while another address's is
+ *    taken; one ending frees a slot for a full TLS client;
  *  - TLS only (port 0 with tls-port);
  *  - TLS connections are seen: INFO tls_port and connected_tls_clients,
  *    CLIENT LIST tls=yes|no, /metrics hourglass_tls_*; a client beyond
@@ -55,7 +59,9 @@
 
 #include <hourglass/hourglass.h>
 
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -576,6 +582,113 @@ static void test_handshake_trickle(void)
              "no log line for the handshake deadline");
 }
 
+/* A TCP connection to the TLS port from the loopback address src; the fd, or -1. */
+static int tls_connect_from(const char *src)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET }, to = { .sin_family = AF_INET };
+    inet_pton(AF_INET, src, &a.sin_addr);
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    to.sin_port = htons((uint16_t)TLS_PORT);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        connect(fd, (struct sockaddr *)&to, sizeof to) != 0) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return -1;
+    }
+    return fd;
+}
+
+typedef struct info_wait {
+    rc_conn_t *c;
+    const char *field;
+    long long want;
+    char got[64];
+} info_wait_t;
+
+static int info_is(void *arg)
+{
+    info_wait_t *w = arg;
+    char err[256];
+    if (bp_info_field(w->c, w->field, w->got, sizeof w->got, err, sizeof err) != 0) {
+        snprintf(w->got, sizeof w->got, "(none)");
+        return 0;
+    }
+    return atoll(w->got) == w->want;
+}
+
+/* Wait (10 s at most) until INFO field on c is want; 0, or -1 with the last value in got. */
+static int wait_info(rc_conn_t *c, const char *field, long long want, char *got, size_t gotlen)
+{
+    info_wait_t w = { .c = c, .field = field, .want = want };
+    int rc = tu_poll_until(info_is, &w, 10000, 20);
+    snprintf(got, gotlen, "%s", w.got);
+    return rc;
+}
+
+/* 1 when the broker closes fd (EOF, no byte before it) within 10 s. */
+static int closed_silently(int fd)
+{
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    if (poll(&p, 1, 10000) <= 0) {
+        return 0;
+    }
+    char b[64];
+    return recv(fd, b, sizeof b, 0) == 0;
+}
+
+/* One address may have tls-max-handshakes-per-address (here 3) handshakes in progress: the next connection from
+ * it is closed before any TLS work, counted and logged, while another address's is taken; a handshake that ends
+ * frees its slot. Before, any number of connections from one address each got a handshake (and its CPU). */
+static void test_handshakes_per_address(void)
+{
+    char err[512], got[64], uri[2048];
+    start_tls_broker(PKI.server, "--tls-max-handshakes-per-address", "3", NULL);
+    rc_conn_t plain;
+    TU_REQUIRE(bp_connect(&B, &plain, err, sizeof err) == 0, "plaintext client: %s", err);
+    int fds[3];
+    for (int i = 0; i < 3; i++) {
+        fds[i] = tls_connect_from("127.0.0.1"); /* connected, no ClientHello yet: its handshake is in progress */
+        TU_REQUIRE(fds[i] >= 0, "connect %d", i);
+    }
+    TU_CHECK(wait_info(&plain, "tls_handshakes_in_progress", 3, got, sizeof got) == 0,
+             "INFO tls_handshakes_in_progress '%s', want 3", got);
+    int over = tls_connect_from("127.0.0.1");
+    TU_REQUIRE(over >= 0, "connect the fourth");
+    TU_CHECK(closed_silently(over), "the fourth handshake of 127.0.0.1 was not closed at once, without a byte");
+    close(over);
+    TU_CHECK(wait_info(&plain, "tls_handshakes_refused", 1, got, sizeof got) == 0,
+             "INFO tls_handshakes_refused '%s', want 1", got);
+    TU_CHECK(tu_wait_file_contains(B.log_path,
+                                   "closed a client from 127.0.0.1 on tls-port before its handshake: 3 handshakes "
+                                   "from that address are in progress (tls-max-handshakes-per-address 3",
+                                   10000) == 0,
+             "no log line for the refused handshake");
+    /* Another address is not affected. */
+    int other = tls_connect_from("127.0.0.2");
+    TU_REQUIRE(other >= 0, "connect from 127.0.0.2");
+    TU_CHECK(wait_info(&plain, "tls_handshakes_in_progress", 4, got, sizeof got) == 0,
+             "INFO tls_handshakes_in_progress '%s', want 4 (127.0.0.2's taken)", got);
+    /* One of 127.0.0.1's ends: a full TLS client from it gets in. */
+    close(fds[0]);
+    TU_CHECK(wait_info(&plain, "tls_handshakes_in_progress", 3, got, sizeof got) == 0,
+             "INFO tls_handshakes_in_progress '%s' after a close, want 3", got);
+    hg_client_opts_t o;
+    quick_opts(&o);
+    tls_uri(uri, sizeof uri, "127.0.0.1", PKI.ca, NULL, NULL);
+    TU_CHECK(open_and_ping(uri, &o, err, sizeof err) == HG_OK, "a TLS client after a slot freed: %s", err);
+    TU_CHECK(wait_info(&plain, "tls_handshakes_refused", 1, got, sizeof got) == 0,
+             "INFO tls_handshakes_refused '%s', want still 1", got);
+    for (int i = 1; i < 3; i++) {
+        close(fds[i]);
+    }
+    close(other);
+    TU_CHECK(wait_info(&plain, "tls_handshakes_in_progress", 0, got, sizeof got) == 0,
+             "INFO tls_handshakes_in_progress '%s' after all closed, want 0", got);
+    rc_close(&plain);
+}
+
 static int tls_only_ready(void *arg)
 {
     const char *uri = arg;
@@ -917,6 +1030,7 @@ static const tu_test_t mtls_tests[] = {
 static const tu_test_t mixup_tests[] = {
     { "plaintext on the TLS port, TLS on the plaintext port", test_mixups },
     { "a handshake trickled byte by byte is closed 10 s after the accept", test_handshake_trickle },
+    { "tls-max-handshakes-per-address: more from one address closed before TLS", test_handshakes_per_address },
     { "port 0 with tls-port: TLS only", test_tls_only },
     { "TLS connections in INFO, CLIENT LIST, /metrics; max-clients on the TLS port", test_seen },
     { "clients from other hosts: the TLS port only, unless allow-remote-plaintext", test_remote_tls_only },

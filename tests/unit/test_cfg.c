@@ -325,10 +325,73 @@ static void test_engine_file_and_flags(void)
     tu_rmtree(edir);
 }
 
+/* Where each key was set (cfg_origin_t), for a program's cross-key errors. */
+typedef struct oconf {
+    long long workers, lease_ms;
+    cfg_origin_t origin;
+} oconf_t;
+
+static const cfg_key_t okeys[] = {
+    { CFG_KEY("workers", CFG_INT, "4", 1, 256, offsetof(oconf_t, workers), "threads") },
+    { CFG_KEY("lease", CFG_DURATION, "30s", 1, 86400000, offsetof(oconf_t, lease_ms), "lease") },
+};
+static const cfg_table_t otable = {
+    .program = "test_cfg", .keys = okeys, .count = 2, .track_origin = 1, .origin_offset = offsetof(oconf_t, origin)
+};
+
+static void test_engine_origin(void)
+{
+    char odir[512], path[700], err[600] = "", where[700];
+    TU_REQUIRE(tu_mkdtemp("cfg-origin", odir, sizeof odir) == 0, "mkdtemp");
+    snprintf(path, sizeof path, "%s/o.conf", odir);
+    TU_REQUIRE(tu_write_file(path, "# comment\nlease = 1m\n\nworkers = 8\n") == 0, "write %s", path);
+    oconf_t c;
+    memset(&c, 0, sizeof c);
+    cfg_init(&otable, &c);
+    CU_ASSERT_STRING_EQUAL(cfg_origin_text(&otable, &c, "workers", where, sizeof where), "default");
+    cfg_args_t args;
+    char *argv[] = { "test_cfg", "--config", path, NULL };
+    TU_REQUIRE(cfg_parse_args(&otable, &c, 3, argv, &args, err, sizeof err) == 0, "parse: %s", err);
+    TU_CHECK(strstr(cfg_origin_text(&otable, &c, "workers", where, sizeof where), "o.conf:4") != NULL, "%s", where);
+    snprintf(err, sizeof err, "workers: 8 is too many for lease 1m");
+    cfg_origin_prefix(&otable, &c, "workers", "lease", err, sizeof err);
+    TU_CHECK(strstr(err, "o.conf:4: workers: 8 is too many for lease 1m (lease: line 2)") != NULL, "%s", err);
+    snprintf(err, sizeof err, "workers: bad");
+    cfg_origin_prefix(&otable, &c, "lease", "workers", err, sizeof err); /* the later one first, whichever is named */
+    TU_CHECK(strstr(err, "o.conf:4: workers: bad (lease: line 2)") != NULL, "%s", err);
+
+    memset(&c, 0, sizeof c);
+    cfg_init(&otable, &c);
+    char *argv2[] = { "test_cfg", "--config", path, "--lease", "2m", NULL };
+    TU_REQUIRE(cfg_parse_args(&otable, &c, 5, argv2, &args, err, sizeof err) == 0, "parse: %s", err);
+    CU_ASSERT_STRING_EQUAL(cfg_origin_text(&otable, &c, "lease", where, sizeof where), "--lease");
+    snprintf(err, sizeof err, "lease: 2m is too short");
+    cfg_origin_prefix(&otable, &c, "lease", "workers", err, sizeof err);
+    TU_CHECK(strncmp(err, "lease: 2m is too short (lease: --lease; workers: /", 50) == 0 &&
+                 strstr(err, "o.conf:4)") != NULL,
+             "%s", err);
+    snprintf(err, sizeof err, "lease: 2m alone");
+    cfg_origin_prefix(&otable, &c, "lease", NULL, err, sizeof err); /* a flag's own error: unchanged */
+    CU_ASSERT_STRING_EQUAL(err, "lease: 2m alone");
+
+    memset(&c, 0, sizeof c);
+    cfg_init(&otable, &c);
+    snprintf(err, sizeof err, "workers: defaults disagree");
+    cfg_origin_prefix(&otable, &c, "workers", "lease", err, sizeof err); /* neither set: unchanged */
+    CU_ASSERT_STRING_EQUAL(err, "workers: defaults disagree");
+    /* a table without origins says nothing */
+    econf_t e = { 0 };
+    cfg_init(&etable, &e);
+    CU_ASSERT_STRING_EQUAL(cfg_origin_text(&etable, &e, "workers", where, sizeof where), "");
+    cfg_free(&etable, &e);
+    tu_rmtree(odir);
+}
+
 static const tu_test_t engine_tests[] = {
     { "types, grammar, errors, required", test_engine_types },
     { "value text and --help", test_engine_text },
     { "file, flags, precedence, errors, actions", test_engine_file_and_flags },
+    { "origins: file and line, flag, default; cross-key error text", test_engine_origin },
     { NULL, NULL },
 };
 

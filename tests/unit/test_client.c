@@ -27,7 +27,11 @@
  * drops SYNs), a TLS handshake with a listener that accepts and says
  * nothing (as a SIGSTOPped broker) — returns at once when it is stopped and
  * its stop fd becomes readable, with a connect timeout of 60 s (before, the
- * stop fd cut neither: the stop waited the connect timeout).
+ * stop fd cut neither: the stop waited the connect timeout). And
+ * hg_client_open with hg_client_opts_t.stop_fd: its AUTH to a listener that
+ * never answers and its TCP connect end within 100 ms of the stop; an open
+ * begun while the fd is readable connects to nothing; without has_stop_fd
+ * (zeroed options) the fd is not the client's; a negative fd is refused.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -586,9 +590,139 @@ static void test_stop_cuts_tls_handshake(void)
     close(c.listener);
 }
 
+typedef struct opening {
+    const char *uri;
+    const hg_client_opts_t *opts;
+    hg_client_t *client;
+    hg_error_t err;
+    hg_err_t result;
+    uint64_t ended_ms;
+    int done;
+} opening_t;
+
+static void *open_main(void *arg)
+{
+    opening_t *o = arg;
+    o->result = hg_client_open(o->uri, o->opts, &o->client, &o->err);
+    o->ended_ms = tu_now_mono_ms();
+    __atomic_store_n(&o->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int open_done(void *arg)
+{
+    return __atomic_load_n(&((opening_t *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+/* Run hg_client_open(uri, opts) on a thread until ready(c) says it waits;
+ * then write the stop fd. The ms from then until the open returned (o holds
+ * its result), or -1 when it was still waiting 30 s later. */
+static long long stop_while_opening(const char *uri, hg_client_opts_t *opts, int pfd[2], connecting_t *c,
+                                    int (*ready)(void *), opening_t *o)
+{
+    pthread_t th;
+    uint64_t from;
+    int ended;
+
+    memset(o, 0, sizeof *o);
+    o->uri = uri;
+    o->opts = opts;
+    TU_REQUIRE(pthread_create(&th, NULL, open_main, o) == 0, "pthread_create");
+    TU_CHECK(tu_poll_until(ready, c, 30000, 1) == 0, "%s: hg_client_open never waited", uri);
+    from = tu_now_mono_ms();
+    TU_CHECK(write(pfd[1], "x", 1) == 1, "write the stop fd");
+    ended = tu_poll_until(open_done, o, 30000, 1) == 0;
+    pthread_join(th, NULL); /* after 30 s: at the timeouts */
+    return ended ? (long long)(o->ended_ms - from) : -1;
+}
+
+/* hg_client_opts_t.stop_fd (has_stop_fd): hg_client_open's own connect is
+ * cut by it — AUTH's wait for a listener that accepts and never answers (as
+ * a SIGSTOPped broker), the TCP connect to a host that drops SYNs — within
+ * 100 ms, timeouts 60 s; an open begun while it is readable connects to
+ * nothing; without has_stop_fd (zeroed, as before the option) a readable
+ * stop_fd is not the client's; a negative one is refused. */
+static void test_open_stop_fd(void)
+{
+    connecting_t c = { .accepted = -1 };
+    hg_client_opts_t o;
+    opening_t op;
+    int pfd[2];
+    char uri[100], want[100], byte;
+    long long took;
+
+    TU_REQUIRE(pipe(pfd) == 0, "pipe");
+    hg_client_opts_init(&o);
+    TU_CHECK(o.has_stop_fd == 0, "hg_client_opts_init: has_stop_fd %d, want 0", o.has_stop_fd);
+    o.connect_timeout_ms = 60000;
+    o.read_timeout_ms = 60000;
+    o.has_stop_fd = 1;
+    o.stop_fd = pfd[0];
+
+    /* AUTH to a listener that accepts and never answers. */
+    c.listener = listen_loopback(16, &c.port);
+    snprintf(uri, sizeof uri, "hourglass://alice:secret@127.0.0.1:%d", c.port);
+    took = stop_while_opening(uri, &o, pfd, &c, hello_sent, &op);
+    printf("\n    hg_client_open's AUTH stopped: %s %lld ms after the stop (%s)", hg_strerror(op.result), took,
+           op.err.message);
+    snprintf(want, sizeof want, "stopped during AUTH with 127.0.0.1:%d", c.port);
+    TU_CHECK(op.result == HG_ERR_STOPPED && op.client == NULL && strstr(op.err.message, want) != NULL,
+             "an open whose AUTH waits, stopped: %s '%s', want HG_ERR_STOPPED '%s'", hg_strerror(op.result),
+             op.err.message, want);
+    TU_CHECK(took >= 0 && took < 100, "hg_client_open returned %lld ms after the stop, want within 100 ms", took);
+    close(c.accepted);
+    c.accepted = -1;
+
+    /* Still readable: a second open stops before it connects (nothing accepted). */
+    TU_CHECK(hg_client_open(uri, &o, &op.client, &op.err) == HG_ERR_STOPPED && op.client == NULL,
+             "an open while the stop fd is readable: '%s', want HG_ERR_STOPPED", op.err.message);
+    TU_CHECK(strstr(op.err.message, "stopped before connecting") != NULL, "its message: '%s'", op.err.message);
+    struct pollfd lp = { c.listener, POLLIN, 0 };
+    TU_CHECK(poll(&lp, 1, 0) == 0, "an open stopped before it began connected all the same");
+
+    /* has_stop_fd 0 (zeroed): the readable stop_fd is not the client's. */
+    o.has_stop_fd = 0;
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", c.port);
+    TU_CHECK(hg_client_open(uri, &o, &op.client, &op.err) == HG_OK,
+             "has_stop_fd 0 with a readable stop_fd: %s, want HG_OK (no stop fd)", op.err.message);
+    hg_client_close(op.client);
+    if (c.accepted >= 0)
+        close(c.accepted);
+    close(c.listener);
+    TU_CHECK(read(pfd[0], &byte, 1) == 1, "read the stop fd back");
+
+    /* The TCP connect to a host that drops SYNs (a listener with a full queue). */
+    memset(&c, 0, sizeof c);
+    c.accepted = -1;
+    c.listener = listen_loopback(0, &c.port);
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", c.port);
+    o.has_stop_fd = 0;
+    hg_client_t *filler = NULL;
+    TU_REQUIRE(hg_client_open(uri, &o, &filler, &op.err) == HG_OK, "open %s: %s", uri, op.err.message);
+    o.has_stop_fd = 1;
+    o.reconnect = 0;
+    took = stop_while_opening(uri, &o, pfd, &c, syn_sent, &op);
+    printf("\n    hg_client_open's TCP connect stopped: %s %lld ms after the stop (%s)", hg_strerror(op.result), took,
+           op.err.message);
+    TU_CHECK(op.result == HG_ERR_STOPPED && strstr(op.err.message, "stopped while connecting") != NULL,
+             "an open whose TCP connect waits, stopped: %s '%s'", hg_strerror(op.result), op.err.message);
+    TU_CHECK(took >= 0 && took < 100, "hg_client_open returned %lld ms after the stop, want within 100 ms", took);
+    hg_client_close(filler);
+    close(c.listener);
+
+    /* A negative stop fd is named. */
+    o.stop_fd = -1;
+    TU_CHECK(hg_client_open(uri, &o, &op.client, &op.err) == HG_ERR_ARG &&
+                 strcmp(op.err.message, "stop_fd -1 is not a file descriptor (has_stop_fd is set)") == 0,
+             "has_stop_fd with stop_fd -1: '%s', want HG_ERR_ARG naming it", op.err.message);
+    close(pfd[0]);
+    close(pfd[1]);
+}
+
 static const tu_test_t stop_tests[] = {
     { "a stop cuts a TCP connect that the broker's host never answers", test_stop_cuts_tcp_connect },
     { "a stop cuts a TLS handshake that the broker never answers", test_stop_cuts_tls_handshake },
+    { "hg_client_opts_t.stop_fd cuts hg_client_open's AUTH and TCP connect", test_open_stop_fd },
     { NULL, NULL },
 };
 

@@ -53,6 +53,14 @@ static void test_roundtrip(void)
     TU_CHECK(passwd_hash("", 0, &p, h, sizeof h, err, sizeof err) == -1 && strstr(err, "empty password"),
              "an empty password was hashed: %s", err);
     TU_CHECK(p.log2_n == 15 && p.r == 8 && p.p == 1, "scrypt defaults ln=%u r=%u p=%u", p.log2_n, p.r, p.p);
+    /* PASSWD_MAX bytes are hashed; one more is refused (the broker's AUTH would never check it). */
+    static char big[PASSWD_MAX + 2];
+    memset(big, 'x', PASSWD_MAX + 1);
+    p.log2_n = 10;
+    TU_CHECK(passwd_hash(big, PASSWD_MAX, &p, h, sizeof h, err, sizeof err) == 0, "%d bytes: %s", PASSWD_MAX, err);
+    TU_CHECK(passwd_hash(big, PASSWD_MAX + 1, &p, h, sizeof h, err, sizeof err) == -1 &&
+                 strstr(err, "the password is 1025 bytes, longer than 1024") != NULL,
+             "a password of %d bytes: %s", PASSWD_MAX + 1, err);
 }
 
 /* A PBKDF2 text made by hand from OpenSSL's independent one-shot function verifies. */
@@ -204,6 +212,12 @@ static void test_users_bad(void)
     BAD_USERS("shop ,producer " HASH "\n", "unknown role ''");
     BAD_USERS("shop producer $scrypt$x\n", "etc/users:1: user 'shop': bad scrypt parameters");
     BAD_USERS("shop producer plaintext\n", "etc/users:1: user 'shop': unknown hash format");
+    /* A long password pasted where the hash goes is refused by its length, without being shown. */
+    static char pasted[2200];
+    memcpy(pasted, "# c\nops admin ", 14);
+    memset(pasted + 14, 'p', 2000);
+    memcpy(pasted + 2014, "\n", 2);
+    BAD_USERS(pasted, "etc/users:2: user 'ops': hash longer than 319 bytes");
     BAD_USERS("shop producer " HASH "\nshop consumer " HASH "\n", "etc/users:2: user 'shop' is listed twice");
     char longname[200];
     memset(longname, 'a', 65);
