@@ -431,7 +431,7 @@ static void test_hung_alert_command(void)
     CU_ASSERT_EQUAL_FATAL(oe_fresh_daemon_database(&env, ALERT_DB, 0, NULL), 0);
     CU_ASSERT_EQUAL_FATAL(seed(ALERT_DB, 1, 1, -600000), 0); /* one order overdue: the alert fires */
 
-    char dir[512], log1[600], log2[600], log3[600], pidfile[600], command[800];
+    char dir[512], log1[600], log2[600], log3[600], pidfile[600], command[2048];
     CU_ASSERT_EQUAL_FATAL(log_dir("compensator-stop-alert", dir, log1, log2, log3), 0);
     snprintf(pidfile, sizeof pidfile, "%s/alert.pid", dir);
     /* A pager that hangs: exec keeps the shell's pid, written first. */
