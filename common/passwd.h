@@ -87,7 +87,7 @@ int passwd_read_file(const char *path, char *out, size_t outlen, char *err, size
  * keeps the password it was opened with); hourglass-compensator re-reads
  * the file before each connect and makes its clients reconnect instead. */
 int passwd_file_rotated(const char *old_path, const char *old_password, const char *new_path, const char *new_password);
-#define PASSWD_ROTATED_NOTE \
+#define PASSWD_ROTATED_NOTE                                                                                      \
     "holds another password, but it takes effect only at a restart (the consumer's broker connections keep the " \
     "running one)"
 
