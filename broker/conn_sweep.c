@@ -10,7 +10,13 @@
  * buffer.
  *
  * Invariants: what a client holds is conn_memory (below); the total is
- * recomputed at each sweep, never kept incrementally.
+ * recomputed at each sweep, never kept incrementally. A deadline is never
+ * met early: the stamps (accept, logout, a command's first byte) and the
+ * sweep's now are fresh clock_mono_ms readings (never a loop's cached
+ * time), and a client is closed only once more than the limit has passed
+ * in whole milliseconds (past_ms: both readings are truncated, so
+ * now - since == limit may be up to 1 ms short of it). It is met at most
+ * CONN_SWEEP_MS late, plus the loop's own delay.
  *
  * Thread: everything here runs on the event-loop thread.
  */
@@ -41,6 +47,14 @@ static size_t conn_memory(const conn_t *c)
            c->reserved_bytes + evbuffer_get_length(bufferevent_get_output(c->bev)) + cmd_multi_bytes(c->multi);
 }
 
+/* 1 when more than limit_ms has passed from since to now (milliseconds of
+ * clock_mono_ms, each truncated: a difference of exactly limit_ms may be
+ * up to 1 ms short of it, so it is not enough). */
+static int past_ms(uint64_t now, uint64_t since, uint64_t limit_ms)
+{
+    return now > since && now - since > limit_ms;
+}
+
 void conn_sweep_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -51,12 +65,12 @@ void conn_sweep_cb(evutil_socket_t fd, short what, void *arg)
     size_t total = 0;
     for (conn_t *c = s->all, *n; c; c = n) {
         n = c->all_next;
-        if (c->tls && !c->tls_ready && !c->closing && now - c->created_mono >= CONN_TLS_HANDSHAKE_MS) {
+        if (c->tls && !c->tls_ready && !c->closing && past_ms(now, c->created_mono, CONN_TLS_HANDSHAKE_MS)) {
             conn_handshake_expired(c);
             continue;
         }
         if (cfg->auth_timeout_ms > 0 && !c->authenticated && !c->auth_held && !c->draining &&
-            (!c->tls || c->tls_ready) && now - c->unauth_since_mono >= (uint64_t)cfg->auth_timeout_ms) {
+            (!c->tls || c->tls_ready) && past_ms(now, c->unauth_since_mono, (uint64_t)cfg->auth_timeout_ms)) {
             log_info("client id=%llu addr=%s: not logged in %llu ms after it connected (auth-timeout %lld ms); closing",
                      (unsigned long long)c->id, c->addr, (unsigned long long)(now - c->unauth_since_mono),
                      cfg->auth_timeout_ms);
@@ -64,7 +78,7 @@ void conn_sweep_cb(evutil_socket_t fd, short what, void *arg)
                                  cfg->auth_timeout_ms);
         }
         if (cfg->header_timeout_ms > 0 && c->cmd_started_mono != 0 && !c->draining &&
-            now - c->cmd_started_mono >= (uint64_t)cfg->header_timeout_ms) {
+            past_ms(now, c->cmd_started_mono, (uint64_t)cfg->header_timeout_ms)) {
             s->header_kills++;
             log_info("client id=%llu addr=%s: command not complete %llu ms after its first byte (header-timeout "
                      "%lld ms); closing",

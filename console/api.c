@@ -15,7 +15,9 @@
  *   naming it;
  *   POST /api/login is the only request without a session (GET /api/session
  *   answers {"logged_in":false} without one);
- *   every other /api request needs the session cookie (401);
+ *   every other /api request needs the session cookie (401; a cookie that
+ *   names no live session is cleared with it, Max-Age=0, as it is by the
+ *   {"logged_in":false} answer of GET /api/session);
  *   the session's roles are asked again — before an order action always,
  *   before any other request once every 30 s (session_recheck_roles) — and
  *   a user the broker no longer accepts is logged out, 401: the overview,
@@ -241,6 +243,7 @@ void api_request(console_t *c, struct evhttp_request *req, const char *raw_path)
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
     r.is_post = cmd == EVHTTP_REQ_POST;
     const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    const char *cookie = evhttp_find_header(evhttp_request_get_input_headers(req), "Cookie");
     char err[256], bad[48];
     int form = 0, method = 0;
 
@@ -266,13 +269,17 @@ void api_request(console_t *c, struct evhttp_request *req, const char *raw_path)
             http_error(&r, 415, "a POST body is application/x-www-form-urlencoded");
     } else if (r.nparts == 1 && strcmp(r.parts[0], "login") == 0) {
         api_login(&r); /* a POST: api_method */
-    } else if ((r.s = session_find(c, evhttp_find_header(evhttp_request_get_input_headers(req), "Cookie"))) == NULL &&
-               r.nparts == 1 && strcmp(r.parts[0], "session") == 0 && !r.is_post) {
-        buf_t b = BUF_INIT; /* the page asks first: an answer, not an error */
+    } else if ((r.s = session_find(c, cookie)) == NULL && r.nparts == 1 && strcmp(r.parts[0], "session") == 0 &&
+               !r.is_post) {
+        if (http_cookie_find(c, cookie, NULL) != NULL)
+            http_set_cookie(&r, "", 0); /* a stale cookie (its session ended, expired, or the console restarted) */
+        buf_t b = BUF_INIT;             /* the page asks first: an answer, not an error */
         buf_append_str(&b, "{\"logged_in\":false}");
         http_json(&r, 200, &b);
         buf_free(&b);
     } else if (r.s == NULL) {
+        if (http_cookie_find(c, cookie, NULL) != NULL)
+            http_set_cookie(&r, "", 0); /* a stale cookie: the browser forgets it */
         http_error(&r, 401, "not logged in");
     } else if (session_recheck_roles(c, r.s, r.is_post && r.nparts >= 1 && strcmp(r.parts[0], "orders") == 0) != 0) {
         console_audit(&r, "session ended: the broker no longer accepts user %s", r.s->user);

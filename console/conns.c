@@ -66,6 +66,14 @@
  * tells the holder, which never touches the request again — evhttp frees
  * a request still attached to the connection it frees; one it detached
  * (the client's EOF while the request was held) is the holder's to free.
+ * evhttp 2.1 reads nothing from a connection whose request waits for its
+ * reply, so it would not see the client close it: while a request is
+ * held, an event of ours watches the socket for the client's end
+ * (EV_CLOSED: the peer's FIN, without reading a byte evhttp would miss),
+ * and frees the connection then (on_held_closed), which tells the holder
+ * as above. A client that only shuts its sending half (shutdown(SHUT_WR))
+ * and waits for the answer is taken to have left too, as nginx does; an
+ * event backend without EV_CLOSED (epoll has it) watches nothing.
  *
  * Every entry leaves its list in the connection's close callback, which
  * evhttp calls whenever it frees a connection (and closing one here is
@@ -84,6 +92,7 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/event.h>
 #include <event2/http.h>
 
 #include "base/alloc.h"
@@ -114,6 +123,7 @@ struct conn_entry {
     struct evhttp_request *held;   /* a request answered later (conns_hold), until conns_release */
     conns_gone_fn held_gone;       /* told when the connection closes first */
     void *held_arg;
+    struct event *held_watch; /* EV_CLOSED on the socket while held (the client's end); NULL when none */
 };
 
 /* A log line at most once per CONNS_LOG_MS; the ones in between are counted. */
@@ -210,6 +220,14 @@ static void unlist(conn_entry_t *e)
     list_remove(e->list, e);
 }
 
+/* Stop watching e's socket for the client's end. */
+static void unwatch(conn_entry_t *e)
+{
+    if (e->held_watch != NULL)
+        event_free(e->held_watch);
+    e->held_watch = NULL;
+}
+
 /* evhttp frees the connection (or resets it): forget it. A request held for
  * a later reply is gone with it: its owner is told (before evhttp frees an
  * attached request; a request evhttp detached, on the client's EOF while we
@@ -218,6 +236,7 @@ static void on_close(struct evhttp_connection *evcon, void *arg)
 {
     conn_entry_t *e = arg;
     evhttp_connection_set_closecb(evcon, NULL, NULL); /* once: evhttp may reset a connection, then free it */
+    unwatch(e);
     if (e->held != NULL) {
         struct evhttp_request *req = e->held;
         e->held = NULL;
@@ -461,6 +480,17 @@ static conn_entry_t *entry_of(console_conns_t *t, struct evhttp_request *req)
     return NULL;
 }
 
+/* The client of a held request closed its socket (its FIN): the
+ * connection is freed, and its close callback (on_close) tells the holder. */
+static void on_held_closed(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    conn_entry_t *e = arg;
+    unwatch(e);
+    evhttp_connection_free(e->evcon);
+}
+
 int conns_hold(console_conns_t *t, struct evhttp_request *req, conns_gone_fn gone, void *arg)
 {
     conn_entry_t *e = entry_of(t, req);
@@ -469,14 +499,22 @@ int conns_hold(console_conns_t *t, struct evhttp_request *req, conns_gone_fn gon
     e->held = req;
     e->held_gone = gone;
     e->held_arg = arg;
+    if (event_base_get_features(t->c->base) & EV_FEATURE_EARLY_CLOSE) {
+        e->held_watch = event_new(t->c->base, bufferevent_getfd(e->bev), EV_CLOSED, on_held_closed, e);
+        if (e->held_watch == NULL)
+            abort(); /* out of memory (CONTRIBUTING.md) */
+        event_add(e->held_watch, NULL);
+    }
     return 0;
 }
 
 void conns_release(console_conns_t *t, struct evhttp_request *req)
 {
     conn_entry_t *e = entry_of(t, req);
-    if (e != NULL && e->held == req)
+    if (e != NULL && e->held == req) {
         e->held = NULL;
+        unwatch(e);
+    }
 }
 
 size_t conns_open(const console_conns_t *t)
@@ -498,6 +536,7 @@ void conns_free(console_conns_t *t)
     for (size_t i = 0; i < 2; i++)
         while ((e = *lists[i]) != NULL) { /* none after evhttp_free: each left in its close callback */
             unlist(e);
+            unwatch(e);
             if (e->input_cb != NULL)
                 evbuffer_remove_cb_entry(bufferevent_get_input(e->bev), e->input_cb);
             evhttp_connection_set_closecb(e->evcon, NULL, NULL);

@@ -119,13 +119,14 @@ typedef struct session_grant {
  * taken by live sessions of others). 0, or -1 with *status and err. */
 int session_login_check(console_t *c, const char *user, int *status, char *err, size_t errlen);
 
-/* The broker half of a login, on a login's thread (login.c): AUTH as
- * user/password on a connection of its own whose waits end when stop_fd is
- * readable (shutdown), then the session's connection as that user and its
- * roles (HELLO); a broker without users: no-users-role. Reads only keys of
- * cfg that SIGHUP does not change. Returns 0 with *g (g->client the
- * caller's), or -1 with *status (401 refused, 503 broker unreachable or
- * the console stopping, 502 another broker failure) and err. */
+/* The broker half of a login, on a login's thread (login.c): the session's
+ * connection, opened as user/password (its AUTH), and its roles (HELLO);
+ * every wait of it — the connect, AUTH, HELLO — ends when stop_fd is
+ * readable (the console stops, the login's client left); a broker without
+ * users: no-users-role. Reads only keys of cfg that SIGHUP does not
+ * change. Returns 0 with *g (g->client the caller's, its stop fd off), or
+ * -1 with *status (401 refused, 503 broker unreachable or stopped, 502
+ * another broker failure) and err. */
 int session_broker_login(const console_config_t *cfg, const char *user, const char *password, int stop_fd,
                          session_grant_t *g, int *status, char *err, size_t errlen);
 
@@ -136,7 +137,8 @@ int session_broker_login(const console_config_t *cfg, const char *user, const ch
  * the caller's). */
 session_t *session_adopt(console_t *c, const char *user, session_grant_t *g, int *status, char *err, size_t errlen);
 
-/* The live session of a Cookie header (hg_session=…), its last use
+/* The live session of a Cookie header (the session cookie,
+ * http_cookie_name, searched with http_cookie_find), its last use
  * refreshed; NULL when none or expired (an expired one is ended). */
 session_t *session_find(console_t *c, const char *cookie_header);
 
@@ -204,10 +206,25 @@ void http_send_reply(struct evhttp_request *req, int status, const char *reason,
 /* Add "Allow: methods" to req's reply (every 405 says what the path takes). */
 void http_allow(struct evhttp_request *req, const char *methods);
 
-/* Add the session cookie hg_session=token to r's reply: Max-Age max_age_s
- * (the server's own expiry, session-ttl after the last use, so the browser
- * keeps the cookie exactly as long as the session lives; 0 with "" ends
- * it), HttpOnly, SameSite=Strict, Path=/, and Secure over https. */
+/* The session cookie's name: "__Host-hg_session" over https (a browser
+ * keeps a __Host- cookie only as the console sends it — Secure, Path=/, no
+ * Domain — so neither another host of the domain nor a plain-http page can
+ * plant one), "hg_session" over http (the prefix needs Secure, which a
+ * browser refuses from plain http). */
+const char *http_cookie_name(const console_t *c);
+
+/* The value of the next session cookie in a Cookie header (NULL: none)
+ * after `after` (NULL: from the start; else a value this returned): its
+ * name must start the header or follow ' ' or ';' ("x__Host-hg_session" is
+ * another cookie). The value runs to the next ';' or ' '. NULL when no
+ * more. */
+const char *http_cookie_find(const console_t *c, const char *cookie_header, const char *after);
+
+/* Add the session cookie (http_cookie_name)=token to r's reply: Max-Age
+ * max_age_s (the server's own expiry, session-ttl after the last use, so
+ * the browser keeps the cookie exactly as long as the session lives; 0
+ * with "" ends it), HttpOnly, SameSite=Strict, Path=/, and Secure over
+ * https; never a Domain. */
 void http_set_cookie(request_t *r, const char *token, long long max_age_s);
 
 /* Reply with a JSON document (status 200 unless given), no-store; a live
@@ -413,9 +430,9 @@ console_jobs_t *jobs_new(char *err, size_t errlen);
 void jobs_stop(console_jobs_t *t);
 void jobs_free(console_jobs_t *t);
 
-/* The read end of the stop pipe (readable once jobs_stop has run): every
- * thread of the console that waits on the broker — a job's, a login's —
- * gives it to its clients (hg_client_set_stop_fd). Valid until jobs_free. */
+/* The read end of the stop pipe (readable once jobs_stop has run): a job's
+ * thread gives it to its clients (hg_client_set_stop_fd; a login has a stop
+ * pipe of its own, login.c). Valid until jobs_free. */
 int jobs_stop_fd(const console_jobs_t *t);
 
 /* pthread_create(thread, fn, arg) of a thread with every signal blocked

@@ -12,8 +12,9 @@
  * Replies carry nosniff, DENY framing, no referrer and a
  * Content-Security-Policy of 'self' only (http_common_headers); API replies
  * no-store. The cookie is HttpOnly; SameSite=Strict; Path=/ (and Secure
- * over https); every reply to a request of a live session sends it again
- * with Max-Age session-ttl, as the session's expiry slides with each use.
+ * over https, where its name has the __Host- prefix); every reply to a
+ * request of a live session sends it again with Max-Age session-ttl, as the
+ * session's expiry slides with each use.
  * What a client typed is logged on one line (console_one_line).
  *
  * Threads: the event loop's only.
@@ -26,6 +27,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <event2/buffer.h>
 #include <event2/http.h>
@@ -75,11 +77,30 @@ void http_send_bytes(struct evhttp_request *req, int status, const char *type, c
     http_send_reply(req, status, NULL, data, len);
 }
 
+const char *http_cookie_name(const console_t *c)
+{
+    return c->tls != NULL ? "__Host-hg_session" : "hg_session";
+}
+
+const char *http_cookie_find(const console_t *c, const char *cookie_header, const char *after)
+{
+    const char *name = http_cookie_name(c);
+    size_t len = strlen(name);
+    const char *p = after != NULL ? after : cookie_header;
+    while (p != NULL && (p = strstr(p, name)) != NULL) {
+        int starts = p == cookie_header || p[-1] == ' ' || p[-1] == ';';
+        p += len;
+        if (starts && *p == '=')
+            return p + 1;
+    }
+    return NULL;
+}
+
 void http_set_cookie(request_t *r, const char *token, long long max_age_s)
 {
     char cookie[256];
-    snprintf(cookie, sizeof cookie, "hg_session=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%lld%s", token,
-             max_age_s, r->c->tls != NULL ? "; Secure" : "");
+    snprintf(cookie, sizeof cookie, "%s=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%lld%s", http_cookie_name(r->c),
+             token, max_age_s, r->c->tls != NULL ? "; Secure" : "");
     evhttp_add_header(evhttp_request_get_output_headers(r->req), "Set-Cookie", cookie);
 }
 

@@ -27,8 +27,8 @@
  * Shutdown: jobs_stop makes the stop pipe readable; every job's connection
  * has it as its stop fd (hg_client_set_stop_fd), so a job waiting on the
  * broker ends at once, and is joined. The logins' threads (login.c) are
- * this file's too, in the small: started by jobs_thread_start (every signal
- * blocked) and stopped by the same pipe (jobs_stop_fd). The broker itself finishes a step
+ * started by jobs_thread_start too (every signal blocked), but stopped by
+ * pipes of their own (logins_free). The broker itself finishes a step
  * job whose client left, and audits it; the job's own log line says so.
  *
  * Threads: the event loop's, and one per running job.

@@ -22,14 +22,19 @@
  *     before — the session made (session_adopt), the browser's previous
  *     session ended, the audit line, the cookie — one request, one reply,
  *     so curl and scripts log in as before;
- *   - a connection evhttp frees before the answer (shutdown; a client
- *     pipelining behind its login past header-timeout): its close callback
- *     (conns.c) tells this file, which never touches that request again
- *     (one evhttp detached is freed here, at the next safe point); the
- *     broker's answer still counts for the backoff, and a session granted
- *     meanwhile is closed, never made. A client that merely closes its
- *     socket is not seen: evhttp 2.1 reads nothing from a connection whose
- *     request waits for its reply, so the answer is written, to nobody.
+ *   - a client that closes its connection before the answer (a browser
+ *     tab closed, curl interrupted): conns.c watches a held request's
+ *     socket for the client's end (evhttp 2.1 reads nothing from a
+ *     connection whose request waits for its reply, so it would not see
+ *     it) and frees the connection; its close callback tells this file
+ *     (on_gone), as for a connection evhttp frees itself (a client
+ *     pipelining behind its login past header-timeout): the request is
+ *     never touched again (one evhttp detached is freed here, at the next
+ *     safe point), the login's stop pipe is written, so its broker work
+ *     (connect, AUTH, HELLO) ends at once, and a session granted meanwhile
+ *     is closed, never made. A login its client left counts as a failure
+ *     for the address's backoff unless the broker had said yes (it may
+ *     have been one, and hanging up must not be a way round the backoff).
  *
  * Bounds: at most LOGINS_MAX logins wait on the broker at once (one more is
  * 429 with Retry-After); an address has one login in flight at a time (a
@@ -43,9 +48,10 @@
  * the one whose last failure is the oldest. An IPv6 address counts as its
  * /64 (one host holds a whole /64), an IPv4-mapped one as its IPv4 address.
  *
- * Shutdown (logins_free, after jobs_stop wrote the stop pipe): a login
- * waiting on the broker ends at once (its connections have the stop fd;
- * only a connect under way waits out its broker-timeout), is joined, and
+ * Each login has a stop pipe of its own (its broker connection's stop fd,
+ * hg_client_opts_t.stop_fd, in force from the connect on). Shutdown
+ * (logins_free): every login's stop pipe is written, so a login waiting
+ * on the broker ends at once — its connect, AUTH or HELLO — is joined, and
  * its connection is closed, unanswered (the loop runs no more: a reply
  * would never be written).
  *
@@ -94,7 +100,8 @@ typedef struct login {
     char *password; /* wiped and freed once the thread is joined */
     char peer[64];  /* the client's address, for people */
     char key[72];   /* what it counts under (addr_key) */
-    int stop_fd;
+    int stop[2];    /* its stop pipe: the read end is its broker connection's stop fd */
+    int left;       /* its client left before the answer: stopped, no session made */
     uint64_t started_mono;
     pthread_t thread;
     /* the thread's, read by the loop after pthread_join */
@@ -197,7 +204,7 @@ static void addr_failed(console_logins_t *t, const char *addr)
 static void *login_main(void *arg)
 {
     login_t *l = arg;
-    l->ok = session_broker_login(l->set->c->cfg, l->user, l->password, l->stop_fd, &l->grant, &l->status, l->err,
+    l->ok = session_broker_login(l->set->c->cfg, l->user, l->password, l->stop[0], &l->grant, &l->status, l->err,
                                  sizeof l->err) == 0;
     unsigned char index = (unsigned char)(l - l->set->logins);
     while (write(l->set->notify[1], &index, 1) != 1 && errno == EINTR)
@@ -207,15 +214,25 @@ static void *login_main(void *arg)
 
 /* ------------------------------------------------------------------ the loop's side */
 
+/* Stop l's broker work: its every wait ends (its thread then notifies). */
+static void login_stop(login_t *l)
+{
+    while (write(l->stop[1], "x", 1) != 1 && errno == EINTR)
+        ; /* a full pipe cannot be: one byte, written at most twice */
+}
+
 /* The client of l left before its reply (conns.c's close callback): its
  * request is never touched again, but one evhttp detached, which is ours
- * to free (login_finish or logins_free, outside evhttp's callbacks). */
+ * to free (login_finish or logins_free, outside evhttp's callbacks); its
+ * broker work is stopped: nobody waits for it. */
 static void on_gone(void *arg, int detached)
 {
     login_t *l = arg;
     if (detached)
         l->orphan = l->req;
     l->req = NULL;
+    l->left = 1;
+    login_stop(l);
 }
 
 /* A joined login's leftovers: the password, a granted connection nobody
@@ -229,6 +246,8 @@ static void login_clear(login_t *l)
     hg_client_close(l->grant.client);
     if (l->orphan != NULL)
         evhttp_request_free(l->orphan);
+    close(l->stop[0]);
+    close(l->stop[1]);
     memset(l, 0, sizeof *l);
 }
 
@@ -280,12 +299,13 @@ static void login_finish(login_t *l)
         addr_failures_t *a = addr_find(t, l->key, 0);
         if (a != NULL)
             memset(a, 0, sizeof *a); /* a success from the address: its failures are forgotten */
-    } else if (l->status == 401) {
+    } else if (l->status == 401 || l->left) {
         addr_failed(t, l->key);
     }
     if (l->req == NULL) {
-        log_info("login of %s from %s: the client left before the broker answered (%s, %llu ms)", l->user, l->peer,
-                 l->ok ? "granted, not made" : l->err, (unsigned long long)(clock_mono_ms() - l->started_mono));
+        log_info("login of %s from %s: the client left before the broker answered (%s, %llu ms): no session made",
+                 l->user, l->peer, l->ok ? "granted, not made" : l->err,
+                 (unsigned long long)(clock_mono_ms() - l->started_mono));
     } else {
         conns_release(t->c->conns, l->req);
         login_reply(l);
@@ -331,11 +351,14 @@ void logins_free(console_logins_t *t)
     if (waiting > 0)
         log_info("stopping: %zu login%s still waiting on the broker: stopped, %s connection%s closed", waiting,
                  waiting == 1 ? "" : "s", waiting == 1 ? "its" : "their", waiting == 1 ? "" : "s");
+    for (size_t i = 0; i < LOGINS_MAX; i++)
+        if (t->logins[i].used)
+            login_stop(&t->logins[i]);
     for (size_t i = 0; i < LOGINS_MAX; i++) {
         login_t *l = &t->logins[i];
         if (!l->used)
             continue;
-        pthread_join(l->thread, NULL); /* its waits end: the stop pipe is readable (jobs_stop) */
+        pthread_join(l->thread, NULL); /* its waits end: its stop pipe is readable */
         if (l->req != NULL) {
             /* closed now, not at evhttp_free: the sampler's stop before it may wait out a broker-timeout */
             struct evhttp_connection *evcon = evhttp_request_get_connection(l->req);
@@ -419,11 +442,20 @@ void login_start(request_t *r, const char *user, const char *password)
         refuse_busy(r, 1, why);
         return;
     }
+    int stop[2];
+    if (pipe2(stop, O_CLOEXEC | O_NONBLOCK) != 0) {
+        http_error(r, 503, "login refused: no stop pipe for it: %s", strerror(errno));
+        return;
+    }
     if (conns_hold(r->c->conns, r->req, on_gone, slot) != 0) {
+        close(stop[0]);
+        close(stop[1]);
         http_error(r, 503, "login refused: its connection is not one the console tracks");
         return;
     }
     memset(slot, 0, sizeof *slot);
+    slot->stop[0] = stop[0];
+    slot->stop[1] = stop[1];
     slot->used = 1;
     slot->set = t;
     slot->req = r->req;
@@ -431,14 +463,11 @@ void login_start(request_t *r, const char *user, const char *password)
     slot->password = xstrdup(password != NULL ? password : "");
     snprintf(slot->peer, sizeof slot->peer, "%s", peer);
     snprintf(slot->key, sizeof slot->key, "%s", key);
-    slot->stop_fd = jobs_stop_fd(r->c->jobs);
     slot->started_mono = now;
     int rc = jobs_thread_start(&slot->thread, login_main, slot);
     if (rc != 0) {
         conns_release(r->c->conns, r->req);
-        memset(slot->password, 0, strlen(slot->password));
-        free(slot->password);
-        memset(slot, 0, sizeof *slot);
+        login_clear(slot);
         http_error(r, 503, "login refused: no thread for it: %s", strerror(rc));
     }
 }

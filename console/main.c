@@ -201,8 +201,8 @@ int main(int argc, char **argv)
     rc = 0;
 
 out:
-    jobs_stop(c.jobs);     /* the stop pipe readable: every job's and login's wait ends; the jobs joined */
-    logins_free(c.logins); /* joined, their connections closed (before server_stop frees the rest) */
+    jobs_stop(c.jobs);     /* the stop pipe readable: every job's wait ends; the jobs joined */
+    logins_free(c.logins); /* stopped, joined, their connections closed (before server_stop frees the rest) */
     jobs_free(c.jobs);     /* their threads end and are joined before anything they read goes */
     session_end_all(&c);
     sampler_free(c.sampler);

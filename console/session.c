@@ -13,19 +13,18 @@
  *
  * A login has three parts: session_login_check on the loop (the name, a
  * free slot), session_broker_login on the login's thread (login.c), and
- * session_adopt back on the loop. The broker half first sends AUTH on a
- * connection without credentials, whose waits the stop fd ends (the broker
- * holds a refusal back up to 5 s; hg_client_open's own AUTH could not be
- * stopped at shutdown); once the broker said yes, it opens the session's
- * connection with the credentials, whose AUTH the broker answers at once
- * (it remembers a password it has just verified), and asks HELLO.
+ * session_adopt back on the loop. The broker half is one connection: the
+ * session's, opened with the credentials and the login's stop fd in its
+ * options (hg_client_opts_t.stop_fd), so its connect, its AUTH (which the
+ * broker holds back up to 5 s when refused) and HELLO all end when the
+ * console stops or the login's client leaves (login.c).
  *
  * A broker without users answers AUTH with "AUTH called without any users
  * configured": then no-users-role decides (none: refused; viewer; admin),
- * and the session keeps that connection without credentials, which must
- * then run a command (CLIENT ID) that a broker with users refuses before
- * AUTH. A broker with users whose HELLO names no roles gives a read-only
- * session.
+ * and the session gets a connection without credentials (a second one,
+ * stopped the same way), which must then run a command (CLIENT ID) that a
+ * broker with users refuses before AUTH. A broker with users whose HELLO
+ * names no roles gives a read-only session.
  *
  * Roles change under a session: an admin demoted or removed (the users
  * file reloaded). The broker checks its own commands on the session's
@@ -246,15 +245,59 @@ static int broker_failure(hg_err_t code, const char *message, int *status, char 
 {
     *status = code == HG_ERR_CONNECT ? 503 : code == HG_ERR_ARG ? 400 : code == HG_ERR_STOPPED ? 503 : 502;
     if (code == HG_ERR_STOPPED)
-        return err_set(err, errlen, "the console is stopping");
+        return err_set(err, errlen, "stopped (the console stops, or its client left)");
     return err_set(err, errlen, "%s", message);
+}
+
+/* Is message hg_client_open's refusal of user's AUTH with the broker's "no
+ * users" reply? The library's words (lib/client_connect.c) with this very
+ * user, so a user name that spells the reply is never taken for it. */
+static int no_users_refusal(const char *message, const char *user)
+{
+    char want[HG_ERRMSG_MAX];
+    int n = snprintf(want, sizeof want, "authentication as '%s' failed: %s", user, NO_USERS_REPLY);
+    return n > 0 && (size_t)n < sizeof want && strncmp(message, want, (size_t)n) == 0;
+}
+
+/* A broker without users (it refused AUTH so): no-users-role decides, on a
+ * connection without credentials (whose waits stop_fd ends too), whose
+ * replies then wait up to read_ms. */
+static int no_users_login(const console_config_t *cfg, hg_client_opts_t *opts, uint32_t read_ms, session_grant_t *g,
+                          int *status, char *err, size_t errlen)
+{
+    hg_client_t *client = NULL;
+    hg_error_t e;
+
+    if (cfg->no_users_role == CONSOLE_NO_USERS_REFUSE) {
+        *status = 401;
+        return err_set(err, errlen, "the broker has no users, and no-users-role is none: no login");
+    }
+    opts->user = NULL;
+    opts->password = NULL;
+    hg_err_t code = hg_client_open(cfg->uri, opts, &client, &e);
+    if (code != HG_OK)
+        return broker_failure(code, e.message, status, err, errlen);
+    hg_client_set_read_timeout(client, read_ms);
+    if (!serves_without_auth(client)) { /* it has users after all */
+        code = hg_client_errcode(client);
+        hg_client_close(client);
+        if (code == HG_ERR_STOPPED)
+            return broker_failure(code, "", status, err, errlen);
+        *status = 401;
+        return err_set(err, errlen, "wrong user name or password");
+    }
+    hg_client_set_stop_fd(client, -1); /* the session's connection, the loop's from now on */
+    g->client = client;
+    g->no_users = 1;
+    g->roles = cfg->no_users_role == CONSOLE_NO_USERS_ADMIN ? (ROLE_ADMIN | ROLE_VIEWER) : ROLE_VIEWER;
+    return 0;
 }
 
 int session_broker_login(const console_config_t *cfg, const char *user, const char *password, int stop_fd,
                          session_grant_t *g, int *status, char *err, size_t errlen)
 {
     hg_client_opts_t opts;
-    hg_client_t *probe = NULL, *client = NULL;
+    hg_client_t *client = NULL;
     hg_error_t e;
     hg_reply_t *r = NULL;
 
@@ -262,65 +305,31 @@ int session_broker_login(const console_config_t *cfg, const char *user, const ch
     console_client_opts(cfg, &opts);
     /* The broker holds a refused AUTH back before answering it (up to 5 s
      * per address, docs/security.md), and every login comes from the
-     * console's address: wait past that, so a refusal reads as one. */
-    if (opts.read_timeout_ms < LOGIN_READ_TIMEOUT_MIN_MS)
-        opts.read_timeout_ms = LOGIN_READ_TIMEOUT_MIN_MS;
-    /* The check: AUTH on a connection without credentials, whose waits the
-     * stop fd ends (hg_client_open's own AUTH could not be stopped). */
-    hg_err_t code = hg_client_open(cfg->uri, &opts, &probe, &e);
-    if (code != HG_OK)
-        return broker_failure(code, e.message, status, err, errlen);
-    hg_client_set_stop_fd(probe, stop_fd);
-    if (hg_client_read_timeout(probe) < LOGIN_CHECK_TIMEOUT_MIN_MS)
-        hg_client_set_read_timeout(probe, LOGIN_CHECK_TIMEOUT_MIN_MS);
-    const char *auth[3] = { "AUTH", user, password != NULL ? password : "" };
-    code = hg_client_command(probe, 3, auth, NULL, &r);
-    hg_reply_free(r);
-    r = NULL;
-    if (code == HG_ERR_SERVER && strncmp(hg_client_errmsg(probe), NO_USERS_REPLY, strlen(NO_USERS_REPLY)) == 0) {
-        if (cfg->no_users_role == CONSOLE_NO_USERS_REFUSE) {
-            hg_client_close(probe);
-            *status = 401;
-            return err_set(err, errlen, "the broker has no users, and no-users-role is none: no login");
-        }
-        if (!serves_without_auth(probe)) { /* it has users after all */
-            hg_client_close(probe);
-            *status = 401;
-            return err_set(err, errlen, "wrong user name or password");
-        }
-        hg_client_set_stop_fd(probe, -1); /* the session's connection, the loop's from now on */
-        hg_client_set_read_timeout(probe, opts.read_timeout_ms);
-        g->client = probe;
-        g->no_users = 1;
-        g->roles = cfg->no_users_role == CONSOLE_NO_USERS_ADMIN ? (ROLE_ADMIN | ROLE_VIEWER) : ROLE_VIEWER;
-        return 0;
-    }
-    if (code == HG_ERR_SERVER || code == HG_ERR_AUTH) {
-        /* One answer for an unknown user, a wrong password and a disabled
-         * user (the broker's own reply does not tell them apart either). */
-        hg_client_close(probe);
-        *status = 401;
-        return err_set(err, errlen, "wrong user name or password");
-    }
-    if (code != HG_OK) {
-        int rc = broker_failure(code, hg_client_errmsg(probe), status, err, errlen);
-        hg_client_close(probe);
-        return rc;
-    }
-    hg_client_close(probe);
-    /* The session's connection, with the credentials (AUTH again after each
-     * reconnect): the broker knows the password now, and answers its AUTH
-     * at once. */
+     * console's address: the session's connection waits past that, so a
+     * refusal after a reconnect reads as one. */
+    uint32_t session_read_ms = opts.read_timeout_ms;
+    if (session_read_ms < LOGIN_READ_TIMEOUT_MIN_MS)
+        session_read_ms = LOGIN_READ_TIMEOUT_MIN_MS;
+    /* The login's AUTH is the open's own, on the session's connection, and
+     * waits longer (LOGIN_CHECK_TIMEOUT_MIN_MS); stop_fd ends its every
+     * wait — the connect, the TLS handshake, AUTH, HELLO. */
+    opts.read_timeout_ms = session_read_ms < LOGIN_CHECK_TIMEOUT_MIN_MS ? LOGIN_CHECK_TIMEOUT_MIN_MS : session_read_ms;
+    opts.has_stop_fd = 1;
+    opts.stop_fd = stop_fd;
     opts.user = user;
     opts.password = password != NULL ? password : "";
-    code = hg_client_open(cfg->uri, &opts, &client, &e);
-    if (code == HG_ERR_AUTH) { /* the users file changed in between */
+    hg_err_t code = hg_client_open(cfg->uri, &opts, &client, &e);
+    if (code == HG_ERR_AUTH && no_users_refusal(e.message, user))
+        return no_users_login(cfg, &opts, session_read_ms, g, status, err, errlen);
+    if (code == HG_ERR_AUTH) {
+        /* One answer for an unknown user, a wrong password and a disabled
+         * user (the broker's own reply does not tell them apart either). */
         *status = 401;
         return err_set(err, errlen, "wrong user name or password");
     }
     if (code != HG_OK)
         return broker_failure(code, e.message, status, err, errlen);
-    hg_client_set_stop_fd(client, stop_fd);
+    hg_client_set_read_timeout(client, session_read_ms);
     const char *hello[2] = { "HELLO", "2" };
     int found = 0;
     code = hg_client_command(client, 2, hello, NULL, &r);
@@ -332,8 +341,8 @@ int session_broker_login(const console_config_t *cfg, const char *user, const ch
         return broker_failure(code, "", status, err, errlen);
     }
     if (!found)
-        g->roles = ROLE_VIEWER; /* the broker did not say: look, never act */
-    hg_client_set_stop_fd(client, -1);
+        g->roles = ROLE_VIEWER;        /* the broker did not say: look, never act */
+    hg_client_set_stop_fd(client, -1); /* the session's connection, the loop's from now on */
     g->client = client;
     return 0;
 }
@@ -400,15 +409,10 @@ int session_recheck_roles(console_t *c, session_t *s, int action)
 
 session_t *session_find(console_t *c, const char *cookie_header)
 {
-    const char *p = cookie_header;
     char token[CONSOLE_TOKEN_HEX + 1];
 
-    while (p != NULL && (p = strstr(p, "hg_session=")) != NULL) {
-        if (p != cookie_header && p[-1] != ' ' && p[-1] != ';') {
-            p++;
-            continue;
-        }
-        p += strlen("hg_session=");
+    for (const char *p = http_cookie_find(c, cookie_header, NULL); p != NULL;
+         p = http_cookie_find(c, cookie_header, p)) {
         size_t n = strcspn(p, "; ");
         if (n != CONSOLE_TOKEN_HEX)
             continue; /* another cookie of that name (a stale one, another path's) may follow */

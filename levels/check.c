@@ -2,18 +2,21 @@
  * levels/check.c — reading a whole store: store_scan (every stored message)
  * and store_check, the consistency checker (see store.h).
  *
- * store_check verifies the invariants of keys.h against one pass over the
- * data: every block of every table passes its checksum; every value decodes; each level's depth and remembered head equal its
+ * store_check verifies the invariants of keys.h against one walk over every
+ * record in key order: every block of every table passes its checksum; every
+ * value decodes; each level's depth and remembered head equal its
  * keys; each topic's counters equal its log and its delayed counter the level
  * entries bound for it; each group's counters equal its
  * ranges (backlog, retry-ready, delayed retries of its current gen on the
  * levels, leases, DLQ); a lease's topic-log seq is where its message's own
- * copy is (idx_check: every copy has its index entry, a lease's naming its
- * deadline); and no (group, id) is in two places. It uses nothing but what store_open
+ * copy is (idx_check_*: every copy has its index entry, a lease's naming its
+ * deadline); and no (group, id) is in two places. The walk reads each record
+ * once; the index checks also look entries up by id (the index is not in
+ * queue order). It uses nothing but what store_open
  * loads, so it works on a store just opened by a process that does nothing
- * else (an operator's check after a crash) as well as on one in use (tests).
- * It reads everything and keeps a key per group message in memory: not for
- * hot paths.
+ * else (an operator's check, through a scratch view: checkview.c) as well as
+ * on one in use (tests).
+ * It keeps a key per group message in memory: not for hot paths.
  *
  * Threading: one thread at a time (the store's).
  */
@@ -100,7 +103,6 @@ typedef struct check_ctx {
     size_t n_places, cap_places;
     char *err;
     size_t errlen;
-    int bad;
 } check_ctx_t;
 
 /* The counter "tag:name" (created at 0 when asked to). */
@@ -158,7 +160,6 @@ static int check_entry(void *ctx, const store_entry_t *e)
         if (e->level < 1 || e->level > c->s->opt.levels.count) {
             err_set(c->err, c->errlen, "message %llu sits on level %d, outside the table", (unsigned long long)m->id,
                     e->level);
-            c->bad = 1;
             return 1;
         }
         if (c->level_depth[e->level]++ == 0) {
@@ -169,7 +170,6 @@ static int check_entry(void *ctx, const store_entry_t *e)
             if (map_get(&c->s->topics, m->topic.ptr, m->topic.len) == NULL) {
                 err_set(c->err, c->errlen, "message %llu on level %d is bound for topic %.*s, which has no record",
                         (unsigned long long)m->id, e->level, (int)m->topic.len, m->topic.ptr);
-                c->bad = 1;
                 return 1;
             }
             check_count(c, 'L', m->topic.ptr, m->topic.len);
@@ -212,21 +212,6 @@ static int cmp_place(const void *a, const void *b)
     const char *x = *(char *const *)a, *y = *(char *const *)b;
     int r = strcmp(x, y);
     return r ? r : strcmp(x + strlen(x) + 1, y + strlen(y) + 1);
-}
-
-/* A format-2 lease index ('J') is folded into the copy index at open, so
- * none is left. (Each lease's copy index entry is checked by idx_check: its
- * deadline against the lease key, its topic-log seq against 'X'.) */
-static int check_no_lease_index(store_t *s, char *err, size_t errlen)
-{
-    leveldb_iterator_t *it = store_iter_range(s, KEY_LEASE_INDEX);
-    const char *key;
-    size_t klen;
-    int rc = store_iter_in_range(it, KEY_LEASE_INDEX, &key, &klen)
-                 ? err_set(err, errlen, "a format-2 lease index entry is left (open folds them into the copy index)")
-                 : store_iter_error(it, "the lease index", err, errlen);
-    leveldb_iter_destroy(it);
-    return rc;
 }
 
 /* Each level's depth and remembered head against what the scan saw. */
@@ -318,37 +303,105 @@ static int check_unique(check_ctx_t *c, char *err, size_t errlen)
     return 0;
 }
 
-/* Every record of the database, in key order, with each block's checksum
- * verified (and past the block cache). The checks below read only the ranges
- * and records they know: a damaged block between them (or in a range read
- * from a seek past it) went unnoticed, and LevelDB's iterator skips a block
- * that fails its checksum, keeping the error in its status. */
-static int check_blocks(store_t *s, char *err, size_t errlen)
+/* A message of range tag at the walk's iterator: decoded, its position read
+ * from its key, given to both checkers and counted. 0, or -1 with err. */
+static int walk_message(check_ctx_t *c, idx_check_t *ic, store_check_counts_t *n, leveldb_iterator_t *it,
+                        enum key_tag tag, const char *key, size_t klen)
 {
+    char where[48];
+    snprintf(where, sizeof where, "range '%c'", (char)tag);
+    msg_t m;
+    if (store_iter_msg(it, &m, where, c->err, c->errlen) != 0) {
+        return -1;
+    }
+    if (klen < 9) {
+        return err_set(c->err, c->errlen, "corrupt key in %s", where);
+    }
+    store_entry_t e = { .range = (store_range_t)tag, .m = &m };
+    entry_position(tag, key, klen, &e);
+    if (check_entry(c, &e) != 0 || idx_check_entry(ic, &e) != 0) {
+        return -1;
+    }
+    n->messages++;
+    switch (e.range) {
+    case STORE_LEVEL:
+        n->level++;
+        break;
+    case STORE_TOPIC:
+        n->topic++;
+        break;
+    case STORE_RETRY:
+        n->retry++;
+        break;
+    case STORE_LEASE:
+        n->lease++;
+        break;
+    case STORE_DLQ:
+        n->dlq++;
+        break;
+    }
+    return 0;
+}
+
+/* The one walk: every record of the database, in key order, with each
+ * block's checksum verified and past the block cache. Each message goes to
+ * check_entry and idx_check_entry, each index record to idx_check_record.
+ * Walking everything (not only the ranges the checks know) is what finds a
+ * damaged block between them; LevelDB's iterator skips a block that fails
+ * its checksum and keeps the error in its status, so that error is looked at
+ * last and comes first: what the checks saw around a skipped block is its
+ * consequence. */
+static int check_walk(store_t *s, check_ctx_t *c, idx_check_t *ic, store_check_counts_t *n, char *err, size_t errlen)
+{
+    if (store_read_begin_whole(s, err, errlen) != 0) {
+        return -1;
+    }
     leveldb_readoptions_t *ro = leveldb_readoptions_create();
     leveldb_readoptions_set_verify_checksums(ro, 1);
     leveldb_readoptions_set_fill_cache(ro, 0);
     leveldb_iterator_t *it = leveldb_create_iterator(s->db, ro);
-    uint64_t records = 0;
-    for (leveldb_iter_seek_to_first(it); leveldb_iter_valid(it); leveldb_iter_next(it)) {
-        records++;
+    int rc = 0;
+    for (leveldb_iter_seek_to_first(it); rc == 0 && leveldb_iter_valid(it); leveldb_iter_next(it)) {
+        size_t klen, vlen;
+        const char *key = leveldb_iter_key(it, &klen);
+        n->records++;
+        if (klen == 0) {
+            rc = err_set(err, errlen, "an empty key in the store (corrupt)");
+            break;
+        }
+        enum key_tag tag = (enum key_tag)key[0];
+        for (size_t i = 0; i < sizeof scan_ranges / sizeof scan_ranges[0]; i++) {
+            if (scan_ranges[i] == tag) {
+                rc = walk_message(c, ic, n, it, tag, key, klen);
+                break;
+            }
+        }
+        if (rc == 0 && (tag == KEY_MSG_INDEX || tag == KEY_COPY_INDEX || tag == KEY_KEY_INDEX)) {
+            const char *v = leveldb_iter_value(it, &vlen);
+            rc = idx_check_record(ic, key, klen, v, vlen);
+        }
+        if (rc == 0 && tag == KEY_LEASE_INDEX) {
+            /* folded into the copy index at open (each lease's copy index
+             * entry is checked against its lease key and 'X') */
+            rc = err_set(err, errlen, "a format-2 lease index entry is left (open folds them into the copy index)");
+        }
     }
     char *e = NULL;
     leveldb_iter_get_error(it, &e);
     leveldb_iter_destroy(it);
     leveldb_readoptions_destroy(ro);
     if (e == NULL) {
-        return 0;
+        return rc;
     }
     err_set(err, errlen,
             "%s is damaged: reading every record (%llu read) LevelDB found %s; a table file (*.ldb) holds a block that "
             "fails its checksum: restore the directory from a backup",
-            s->path, (unsigned long long)records, e);
+            s->path, (unsigned long long)n->records, e);
     leveldb_free(e);
     return -1;
 }
 
-int store_check(store_t *s, char *err, size_t errlen)
+int store_check_counted(store_t *s, store_check_counts_t *counts, char *err, size_t errlen)
 {
     check_ctx_t c;
     memset(&c, 0, sizeof c);
@@ -356,16 +409,9 @@ int store_check(store_t *s, char *err, size_t errlen)
     c.err = err;
     c.errlen = errlen;
     map_init(&c.counts);
-    int rc = store_scan(s, check_entry, &c, err, errlen); /* commits what is pending first */
-    if (rc == 0) {
-        rc = check_blocks(s, err, errlen);
-    }
-    if (rc == 0 && c.bad) {
-        rc = -1;
-    }
-    if (rc == 0) {
-        rc = check_no_lease_index(s, err, errlen);
-    }
+    idx_check_t ic = { .s = s, .err = err, .errlen = errlen };
+    store_check_counts_t n = { 0 };
+    int rc = check_walk(s, &c, &ic, &n, err, errlen); /* commits what is pending first */
     if (rc == 0) {
         rc = check_levels(s, &c, err, errlen);
     }
@@ -376,12 +422,20 @@ int store_check(store_t *s, char *err, size_t errlen)
         rc = check_unique(&c, err, errlen);
     }
     if (rc == 0) {
-        rc = idx_check(s, err, errlen); /* the indexes (levels/index.c) */
+        rc = idx_check_end(&ic);
     }
     for (size_t i = 0; i < c.n_places; i++) {
         free(c.places[i]);
     }
     free(c.places);
     map_free(&c.counts, free);
+    if (counts != NULL) {
+        *counts = n;
+    }
     return rc;
+}
+
+int store_check(store_t *s, char *err, size_t errlen)
+{
+    return store_check_counted(s, NULL, err, errlen);
 }

@@ -425,14 +425,6 @@ int idx_open(store_t *s, char *err, size_t errlen)
 
 /* ---- checking ------------------------------------------------------------------------------ */
 
-typedef struct check_ctx {
-    store_t *s;
-    uint64_t homes, copies; /* entries whose index entry matched */
-    char *err;
-    size_t errlen;
-    int bad;
-} idx_check_ctx_t;
-
 static int same_place(const idx_place_t *a, const idx_place_t *b)
 {
     if (a->tag != b->tag) {
@@ -447,17 +439,15 @@ static int same_place(const idx_place_t *a, const idx_place_t *b)
     return a->level == b->level && a->due == b->due && a->seq == b->seq;
 }
 
-static int check_fail(idx_check_ctx_t *c, const char *what, const msg_t *m, const store_entry_t *e)
+static int check_fail(idx_check_t *c, const char *what, const msg_t *m, const store_entry_t *e)
 {
     err_set(c->err, c->errlen, "message %016llx in range '%c'%s%.*s: %s", (unsigned long long)m->id, (char)e->range,
             m->group.len ? " of group " : "", (int)m->group.len, m->group.ptr ? m->group.ptr : "", what);
-    c->bad = 1;
-    return 1;
+    return -1;
 }
 
-static int check_entry(void *ctx, const store_entry_t *e)
+int idx_check_entry(idx_check_t *c, const store_entry_t *e)
 {
-    idx_check_ctx_t *c = ctx;
     const msg_t *m = e->m;
     idx_place_t want = entry_place(e);
     key_buf_t k;
@@ -467,8 +457,7 @@ static int check_entry(void *ctx, const store_entry_t *e)
         idx_home_t h;
         int found = idx_home_read(c->s, m->id, &v, &h, c->err, c->errlen);
         if (found < 0) {
-            c->bad = 1;
-            return 1;
+            return -1;
         }
         if (!found) {
             return check_fail(c, "no message index record", m, e);
@@ -486,8 +475,7 @@ static int check_entry(void *ctx, const store_entry_t *e)
     key_copy_index(&k, m->id, m->group.ptr, m->group.len, m->group_gen);
     int found = store_get(c->s, &k, &v, &vlen, c->err, c->errlen);
     if (found < 0) {
-        c->bad = 1;
-        return 1;
+        return -1;
     }
     if (!found) {
         return check_fail(c, "no copy index entry", m, e);
@@ -501,7 +489,7 @@ static int check_entry(void *ctx, const store_entry_t *e)
     idx_home_t h;
     found = idx_home_read(c->s, m->id, &v, &h, c->err, c->errlen);
     if (found < 0) {
-        return c->bad = 1;
+        return -1;
     }
     /* a lease taken from the topic log at got.seq: the message's own copy is
      * that entry until the GC collects it, then nowhere, so ACK may trust an
@@ -522,115 +510,97 @@ static int check_entry(void *ctx, const store_entry_t *e)
     return 0;
 }
 
-/* Every 'X' with a place was matched by an entry, every placeless one has a
- * 'Y', every key has its 'K'; every 'Y' was matched; every 'K' names an 'X'
- * of that topic and key. */
-static int check_ranges(store_t *s, idx_check_ctx_t *c, char *err, size_t errlen)
+/* An 'X' record: one with a place is counted (idx_check_end matches the
+ * count against the copies seen), a placeless one needs a 'Y'; one with a
+ * key needs its 'K'. */
+static int check_home_record(idx_check_t *c, const char *key, size_t klen, const char *v, size_t vlen)
 {
-    uint64_t homes = 0, copies = 0;
-    int rc = 0;
-    leveldb_iterator_t *it = store_iter_range(s, KEY_MSG_INDEX);
-    const char *key;
-    size_t klen;
-    for (; rc == 0 && store_iter_in_range(it, KEY_MSG_INDEX, &key, &klen); leveldb_iter_next(it)) {
-        size_t vlen;
-        const char *v = leveldb_iter_value(it, &vlen);
-        idx_home_t h;
-        if (klen != 9 || home_decode(v, vlen, &h) != 0) {
-            rc = err_set(err, errlen, "corrupt message index record");
-            break;
-        }
-        uint64_t id = be64_get(key + 1);
-        if (h.place.tag != 0) {
-            homes++;
-        } else {
-            int other = any_copy(s, id, err, errlen);
-            if (other <= 0) {
-                rc = other < 0 ? -1
-                               : err_set(err, errlen, "message index record %016llx names no copy at all",
-                                         (unsigned long long)id);
-            }
-        }
-        if (rc == 0 && h.key_len > 0) {
-            key_buf_t kk;
-            key_entry(&kk, h.topic, h.topic_len, h.key, h.key_len, id);
-            char *kv;
-            size_t kvlen;
-            int found = store_get(s, &kk, &kv, &kvlen, err, errlen);
-            if (found < 0) {
-                rc = -1;
-            } else if (!found) {
-                rc = err_set(err, errlen, "message %016llx (key %.*s) has no key index entry", (unsigned long long)id,
-                             (int)h.key_len, h.key);
-            } else {
-                leveldb_free(kv);
-            }
+    idx_home_t h;
+    if (klen != 9 || home_decode(v, vlen, &h) != 0) {
+        return err_set(c->err, c->errlen, "corrupt message index record");
+    }
+    uint64_t id = be64_get(key + 1);
+    if (h.place.tag != 0) {
+        c->home_records++;
+    } else {
+        int other = any_copy(c->s, id, c->err, c->errlen);
+        if (other <= 0) {
+            return other < 0 ? -1
+                             : err_set(c->err, c->errlen, "message index record %016llx names no copy at all",
+                                       (unsigned long long)id);
         }
     }
-    if (rc == 0) {
-        rc = store_iter_error(it, "the message index", err, errlen);
+    if (h.key_len == 0) {
+        return 0;
     }
-    leveldb_iter_destroy(it);
-    if (rc == 0 && homes != c->homes) {
-        rc = err_set(err, errlen, "message index holds %llu placed records but the store holds %llu own copies",
-                     (unsigned long long)homes, (unsigned long long)c->homes);
+    key_buf_t kk;
+    key_entry(&kk, h.topic, h.topic_len, h.key, h.key_len, id);
+    char *kv;
+    size_t kvlen;
+    int found = store_get(c->s, &kk, &kv, &kvlen, c->err, c->errlen);
+    if (found < 0) {
+        return -1;
     }
-    it = rc == 0 ? store_iter_range(s, KEY_COPY_INDEX) : NULL;
-    for (; it != NULL && store_iter_in_range(it, KEY_COPY_INDEX, &key, &klen); leveldb_iter_next(it)) {
-        copies++;
+    if (!found) {
+        return err_set(c->err, c->errlen, "message %016llx (key %.*s) has no key index entry", (unsigned long long)id,
+                       (int)h.key_len, h.key);
     }
-    if (it != NULL) {
-        rc = store_iter_error(it, "the copy index", err, errlen);
-        leveldb_iter_destroy(it);
-        if (rc == 0 && copies != c->copies) {
-            rc = err_set(err, errlen, "copy index holds %llu entries but the store holds %llu group copies",
-                         (unsigned long long)copies, (unsigned long long)c->copies);
-        }
-    }
-    it = rc == 0 ? store_iter_range(s, KEY_KEY_INDEX) : NULL;
-    for (; rc == 0 && it != NULL && store_iter_in_range(it, KEY_KEY_INDEX, &key, &klen); leveldb_iter_next(it)) {
-        const char *zero = klen > 1 ? memchr(key + 1, 0, klen - 1) : NULL;
-        size_t tlen = zero ? (size_t)(zero - key - 1) : 0;
-        size_t kl = zero && (size_t)(zero - key) + 3 <= klen ? be16_get(zero + 1) : 0;
-        if (zero == NULL || (size_t)(zero - key) + 3 + kl + 8 != klen) {
-            rc = err_set(err, errlen, "corrupt key index entry");
-            break;
-        }
-        uint64_t id = be64_get(key + klen - 8);
-        char *hv;
-        idx_home_t h;
-        int found = idx_home_read(s, id, &hv, &h, err, errlen);
-        if (found < 0) {
-            rc = -1;
-            break;
-        }
-        int ok = found && h.topic_len == tlen && memcmp(h.topic, key + 1, tlen) == 0 && h.key_len == kl &&
-                 memcmp(h.key, zero + 3, kl) == 0;
-        if (found) {
-            leveldb_free(hv);
-        }
-        if (!ok) {
-            rc = err_set(err, errlen, "key index entry of %016llx names no message of that topic and key",
-                         (unsigned long long)id);
-        }
-    }
-    if (it != NULL) {
-        if (rc == 0) {
-            rc = store_iter_error(it, "the key index", err, errlen);
-        }
-        leveldb_iter_destroy(it);
-    }
-    return rc;
+    leveldb_free(kv);
+    return 0;
 }
 
-int idx_check(store_t *s, char *err, size_t errlen)
+/* A 'K' entry: it names an 'X' of its topic and key. */
+static int check_key_record(idx_check_t *c, const char *key, size_t klen)
 {
-    idx_check_ctx_t c = { s, 0, 0, err, errlen, 0 };
-    if (store_scan(s, check_entry, &c, err, errlen) != 0) {
+    const char *zero = klen > 1 ? memchr(key + 1, 0, klen - 1) : NULL;
+    size_t tlen = zero ? (size_t)(zero - key - 1) : 0;
+    size_t kl = zero && (size_t)(zero - key) + 3 <= klen ? be16_get(zero + 1) : 0;
+    if (zero == NULL || (size_t)(zero - key) + 3 + kl + 8 != klen) {
+        return err_set(c->err, c->errlen, "corrupt key index entry");
+    }
+    uint64_t id = be64_get(key + klen - 8);
+    char *hv;
+    idx_home_t h;
+    int found = idx_home_read(c->s, id, &hv, &h, c->err, c->errlen);
+    if (found < 0) {
         return -1;
     }
-    if (c.bad) {
-        return -1;
+    int ok = found && h.topic_len == tlen && memcmp(h.topic, key + 1, tlen) == 0 && h.key_len == kl &&
+             memcmp(h.key, zero + 3, kl) == 0;
+    if (found) {
+        leveldb_free(hv);
     }
-    return check_ranges(s, &c, err, errlen);
+    if (!ok) {
+        return err_set(c->err, c->errlen, "key index entry of %016llx names no message of that topic and key",
+                       (unsigned long long)id);
+    }
+    return 0;
+}
+
+int idx_check_record(idx_check_t *c, const char *key, size_t klen, const char *v, size_t vlen)
+{
+    switch (key[0]) {
+    case KEY_MSG_INDEX:
+        return check_home_record(c, key, klen, v, vlen);
+    case KEY_COPY_INDEX:
+        c->copy_records++;
+        return 0;
+    case KEY_KEY_INDEX:
+        return check_key_record(c, key, klen);
+    default:
+        return 0;
+    }
+}
+
+int idx_check_end(const idx_check_t *c)
+{
+    if (c->home_records != c->homes) {
+        return err_set(c->err, c->errlen, "message index holds %llu placed records but the store holds %llu own copies",
+                       (unsigned long long)c->home_records, (unsigned long long)c->homes);
+    }
+    if (c->copy_records != c->copies) {
+        return err_set(c->err, c->errlen, "copy index holds %llu entries but the store holds %llu group copies",
+                       (unsigned long long)c->copy_records, (unsigned long long)c->copies);
+    }
+    return 0;
 }

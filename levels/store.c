@@ -21,7 +21,6 @@
  * Threading: one thread at a time (the broker's storage thread).
  */
 #include "levels/store_internal.h"
-#include "levels/logtail.h"
 #include "base/alloc.h"
 #include "base/err.h"
 
@@ -207,8 +206,8 @@ static int error_is_damage(const char *e, const char *path)
 static const char *io_error_hint(const char *dberr)
 {
     if (strstr(dberr, "Read-only file system") != NULL) {
-        return " (the broker writes in its data directory at every open, --check-data too: remount it read-write, "
-               "or check a copy on a writable file system)";
+        return " (the broker writes in its data directory at every open: remount it read-write; --check-data only "
+               "reads it)";
     }
     if (strstr(dberr, "Permission denied") != NULL) {
         return " (the broker must read and write every file in its data directory: give it to the user the broker "
@@ -632,6 +631,8 @@ static int cut_torn_log(store_t *s)
                  t.file, e);
         return 0;
     }
+    s->log_was_cut = 1;
+    s->log_cut = t;
     snprintf(s->open_note, sizeof s->open_note,
              "the write-ahead log %s/%s ended in a torn write (%llu bytes from offset %llu, damaged from %llu; what a "
              "power cut leaves of a write that was never fsynced): cut at the last whole record, its bytes kept in "

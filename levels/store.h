@@ -691,13 +691,54 @@ typedef struct store_entry {
  * Stops early when fn returns nonzero. -1 on a read error or undecodable value. */
 int store_scan(store_t *s, int (*fn)(void *ctx, const store_entry_t *e), void *ctx, char *err, size_t errlen);
 
-/* A full consistency check: every table block passes its checksum (a walk of
- * every record), every value decodes, every counter equals what the
+/* A full consistency check: every table block passes its checksum (one walk of
+ * every record, in key order, past the block cache), every value decodes, every counter equals what the
  * ranges hold, every copy's index entry names it, no (group, id) is in two
  * places, each level's remembered head is its first message. 0 when consistent; -1 and the first problem
  * in err otherwise. Needs nothing but an open store, so it also serves an
- * operator's check of a directory after a crash. Reads everything: not for hot paths. */
+ * operator's check of a directory after a crash (store_check_dir). Reads everything: not for hot paths. */
 int store_check(store_t *s, char *err, size_t errlen);
+
+/* What store_check's walk read: the records, and the messages per range. */
+typedef struct store_check_counts {
+    uint64_t records;  /* every record of the database */
+    uint64_t messages; /* the stored messages (the sum of the five below) */
+    uint64_t level, topic, retry, lease, dlq;
+} store_check_counts_t;
+
+/* store_check, with what its walk read in *counts (NULL: not wanted; filled
+ * as far as the walk got when it fails). */
+int store_check_counted(store_t *s, store_check_counts_t *counts, char *err, size_t errlen);
+
+/* ---- Checking a data directory (checkview.c) ------------------------------------ */
+
+/* What store_check_dir did and found. */
+typedef struct store_dir_check {
+    store_check_counts_t counts; /* what the check read (as far as it got) */
+    char view[4200];             /* where the scratch view was made (removed); "" when none was */
+    unsigned linked, copied;     /* files hard-linked into it, files copied into it */
+    uint64_t copied_bytes;       /* the bytes of the copies */
+    int torn;                    /* 1: the newest log ends in a torn write that store_open would cut */
+    char torn_log[64];           /* its name ("000012.log") */
+    uint64_t torn_offset;        /* where the cut would be (the end of its last whole record) */
+    uint64_t torn_bytes;         /* the bytes after it */
+} store_dir_check_t;
+
+/* Any one thread, with no store of the directory open in this process:
+ * store_open and store_check_counted of the data directory o->path (never
+ * created) without writing a byte to it. A directory with a CURRENT file is
+ * opened in a scratch view, a new directory beside it ("<path>.check-XXXXXX")
+ * or else under $TMPDIR (or /tmp) holding hard links to its tables (copies
+ * where a link fails) and copies of CURRENT, its manifests and logs; the
+ * view is removed at the end (a check killed midway leaves it: delete it).
+ * Other directories are refused by store_open before anything is opened. A
+ * torn log end store_open would cut is cut in the view and described in *r.
+ * Errors name o->path, not the view. Returns 0 when consistent;
+ * STORE_OPEN_DAMAGED when the data is damaged or inconsistent;
+ * STORE_OPEN_IN_USE when another process holds the directory's lock (before
+ * or after the view was made); -1 when it could not be checked (missing,
+ * not accessible, not ours, no room for the view). */
+int store_check_dir(const store_options_t *o, uint64_t now_ms, store_dir_check_t *r, char *err, size_t errlen);
 
 /* ---- Online copies (snapshot.c) ----------------------------------------------- */
 

@@ -46,6 +46,7 @@
 #include "base/map.h"
 #include "levels/compactor.h"
 #include "levels/keys.h"
+#include "levels/logtail.h"
 #include "levels/store.h"
 
 /* A queue that popped this many heads since its last compaction has its
@@ -175,6 +176,9 @@ struct store {
     char broken_err[512];
     char open_note[768]; /* what store_open repaired on its way ("" when nothing): store_open_note */
     int created;         /* store_open made a new store (store_created) */
+    /* 1 when store_open cut the torn log end log_cut describes (store_check_dir reports it) */
+    int log_was_cut;
+    logtail_t log_cut;
     /* the leases not written yet, in the order taken (lease_pend_t); it owns them */
     struct lease_pend *pend_first, *pend_last;
 
@@ -602,9 +606,24 @@ int idx_place_decode(const char *v, size_t vlen, idx_place_t *p);
  * (one scan, once; marked by 'M' "index"). */
 int idx_open(store_t *s, char *err, size_t errlen);
 
-/* store_check's part: every copy of every message is indexed where it is,
- * and every index entry names a copy. */
-int idx_check(store_t *s, char *err, size_t errlen);
+/* store_check's part (check.c walks the records once and hands them here):
+ * every copy of every message is indexed where it is, and every index entry
+ * names a copy. Zero the struct and set s, err, errlen; then
+ * idx_check_entry for every stored message and idx_check_record for every
+ * other record (it looks at 'X', 'Y' and 'K'), in any order; then
+ * idx_check_end. Each returns 0, or -1 with the first problem in err. The
+ * index is keyed by id, not in queue order, so the entries are matched by
+ * lookups (store_get), not by a second walk. */
+typedef struct idx_check {
+    store_t *s;
+    char *err;
+    size_t errlen;
+    uint64_t homes, copies;              /* messages whose index entry matched */
+    uint64_t home_records, copy_records; /* placed 'X' records and 'Y' entries walked */
+} idx_check_t;
+int idx_check_entry(idx_check_t *c, const store_entry_t *e);
+int idx_check_record(idx_check_t *c, const char *key, size_t klen, const char *v, size_t vlen);
+int idx_check_end(const idx_check_t *c);
 
 /* ---- lookup.c ------------------------------------------------------------------- */
 

@@ -118,12 +118,17 @@ int client_woken(int wake_fd)
 
 hg_err_t client_fail(hg_client_t *c, hg_err_t code, const char *fmt, ...)
 {
+    char msg[sizeof(c->errmsg)];
     va_list ap;
 
-    c->errcode = code;
+    /* Formatted aside first: an argument may be c->errmsg itself (a failure
+     * that wraps the one before it, as connect_round's AUTH), and vsnprintf
+     * into the buffer it reads from overwrites the cause with the prefix. */
     va_start(ap, fmt);
-    vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    c->errcode = code;
+    memcpy(c->errmsg, msg, sizeof(msg));
     return code;
 }
 
@@ -216,7 +221,17 @@ static int check_client_opts(const hg_client_opts_t *opts, hg_error_t *err)
         client_error_fill(err, HG_ERR_ARG, "%s", why);
         return -1;
     }
+    if (opts->has_stop_fd && opts->stop_fd < 0) {
+        client_error_fill(err, HG_ERR_ARG, "stop_fd %d is not a file descriptor (has_stop_fd is set)", opts->stop_fd);
+        return -1;
+    }
     return 0;
+}
+
+/* The stop fd a new client starts with: opts' (has_stop_fd), else none. */
+static int initial_stop_fd(const hg_client_opts_t *opts)
+{
+    return opts != NULL && opts->has_stop_fd ? opts->stop_fd : -1;
 }
 
 const transport_ops_t *transport_for_uri(const char *uri)
@@ -241,7 +256,7 @@ static hg_err_t create_transport(const char *uri, const hg_client_opts_t *opts, 
         hg_client_opts_init(&c->opts);
     c->fd = -1;
     c->wake_fd = -1;
-    c->stop_fd = -1;
+    c->stop_fd = initial_stop_fd(opts);
     buf_init(&c->in);
     buf_init(&c->out);
     c->tops = transport_for_uri(uri);
@@ -354,7 +369,7 @@ hg_err_t client_create(const char *uri, const hg_client_opts_t *opts, hg_client_
     uri_address(c->address, sizeof(c->address), u.host, u.port);
     c->fd = -1;
     c->wake_fd = -1;
-    c->stop_fd = -1;
+    c->stop_fd = initial_stop_fd(opts);
     buf_init(&c->in);
     buf_init(&c->out);
     memset(&u, 0, sizeof(u)); /* do not leave the password on the stack */

@@ -87,7 +87,9 @@ hg_err_t client_call_checked(hg_client_t *c, size_t argc, const char *const *arg
 /* Close the connection (the client stays usable: the next call reconnects). */
 void client_disconnect(hg_client_t *c);
 
-/* Set the client's error (code and printf message) and return code. */
+/* Set the client's error (code and printf message) and return code. An
+ * argument may be the client's current message (c->errmsg): it is read
+ * before it is replaced. */
 hg_err_t client_fail(hg_client_t *c, hg_err_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Fill a caller's hg_error_t (may be NULL) with code and a printf message:

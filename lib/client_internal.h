@@ -28,7 +28,7 @@ struct hg_client {
     char tls_name[URI_HOST_MAX];     /* the name the broker's certificate must carry */
     int verify_failed;               /* the last connect round failed on the certificate */
     int wake_fd;                     /* -1, or readable = stop CLIENT_INTERRUPTIBLE waits and sleeps */
-    int stop_fd;                     /* hg_client_set_stop_fd: -1, or readable = stop every wait */
+    int stop_fd;                     /* opts.stop_fd, hg_client_set_stop_fd: -1, or readable = stop every wait */
     buf_t in;                        /* bytes received */
     size_t in_off;                   /* parsed up to here */
     buf_t out;                       /* request scratch for client_call */

@@ -174,6 +174,21 @@ typedef struct hg_client_opts {
                                        (e.g. read from a file; copied at open, so the
                                        caller may wipe it afterwards). A password
                                        without a user logs in as "default" */
+    int has_stop_fd;             /* 0 (default, and zeroed options): no stop fd, as
+                                    before; 1: stop_fd is the client's stop fd from
+                                    its creation (fd 0 is a real descriptor, hence
+                                    the flag) */
+    int stop_fd;                 /* with has_stop_fd: what hg_client_set_stop_fd
+                                    sets, in force already in hg_client_open, so
+                                    its own connect — the TCP connect, the TLS
+                                    handshake, AUTH's wait for a broker that
+                                    accepts and never answers — ends at once with
+                                    HG_ERR_STOPPED while fd is readable; then kept
+                                    (hg_client_set_stop_fd changes it); on amqp://
+                                    as hg_client_set_stop_fd says. A negative
+                                    fd is HG_ERR_ARG. hg_client_clone does not take
+                                    it, nor a consumer's clients (they take
+                                    hg_consumer_set_stop_fd's) */
 } hg_client_opts_t;
 
 /* Fill *opts with the defaults above. */
@@ -209,9 +224,16 @@ void hg_client_opts_init(hg_client_opts_t *opts);
  * and opts->tls_* meaning what they mean for hourglass+tls://; an untrusted
  * certificate fails at once with HG_ERR_CONNECT, as there.
  * opts may be NULL for the defaults.
+ * Another thread can cut the open short: with opts->has_stop_fd, while
+ * opts->stop_fd is readable every wait of the open (the TCP connect, the TLS
+ * handshake, AUTH's reply, a reconnect's backoff) ends at once and the open
+ * returns HG_ERR_STOPPED ("stopped during AUTH with 127.0.0.1:7379"); an open
+ * begun while it is readable connects to nothing. Without it, only the
+ * timeouts end them (hg_client_set_stop_fd is for an open client).
  *
  * Returns HG_OK and *out, a client the caller frees with hg_client_close; or
- * HG_ERR_URI / HG_ERR_UNSUPPORTED / HG_ERR_ARG / HG_ERR_CONNECT / HG_ERR_AUTH,
+ * HG_ERR_URI / HG_ERR_UNSUPPORTED / HG_ERR_ARG / HG_ERR_CONNECT / HG_ERR_AUTH /
+ * HG_ERR_STOPPED,
  * *out = NULL and err (may be NULL) holds the code and the cause, e.g.
  * "bad URI: bad port '65536' (want 1..65535)" or
  * "cannot connect to 127.0.0.1:7379: Connection refused (after 6 attempts)". */

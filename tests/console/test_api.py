@@ -9,7 +9,9 @@ messages each, and
 the delayed message of topic revoke-me with key rv). Also BACKUP from the
 overview: refused for a viewer and for a bad name, the copy's outcome shown.
 The Host check, %00 in a path, a group named "..", what evhttp answers
-itself. Leaves dots-2 parked in the DLQ of group ".." (for the browser test).
+itself. Needs only the harness's set-up, no other script's leftovers; it
+counts that set-up exactly (four parked in the DLQ of order-cancel, four
+orders past expiry), so it runs first.
 """
 import os
 import socket
@@ -297,8 +299,7 @@ check(anon.get("/api/jobs")[0] == 401, "the jobs without a session: 401")
 
 # ---------------------------------------------------------------- a group named .. (no path segment can carry it)
 # Browsers resolve a ".." segment away, percent-encoded or not: the segment is left empty and the name is the
-# parameter group (docs/console.md, "Names in paths"). Two messages parked in the DLQ of group ".."; one stays
-# for the browser test.
+# parameter group (docs/console.md, "Names in paths"). Two messages parked in the DLQ of group "..".
 broker = Resp()
 broker.call("GROUP", "CREATE", "..", "dots", "FROM", "NOW", "MAXRETRY", "0")
 for payload in ("dots-1", "dots-2"):

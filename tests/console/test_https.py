@@ -6,7 +6,9 @@ tests/integration/test_console: the certificate chains to a throwaway CA
 the console's no-users-role is viewer.
 
 Checks: the page and the API over https, verified against the CA; the
-session cookie is Secure; the overview's sampler and the session's own
+session cookie is Secure and named __Host-hg_session (Path=/, no Domain;
+a cookie without the prefix is not the session; a stale one's 401 clears
+it); the overview's sampler and the session's own
 connection reach the broker over TLS; CSRF and the role gate work as over
 http; plain http and TLS 1.1 on the https port get nothing; TLS 1.2 is
 enough; a trickled head is answered 408 inside TLS after header-timeout; a
@@ -34,8 +36,24 @@ status, doc, headers = c.login("anyone", "anything")
 check(status == 200 and doc["roles"] == ["viewer"] and doc["no_users"] and not doc["can_act"],
       "login on a broker without users, no-users-role viewer: %s %s" % (status, doc))
 cookie = headers.get("Set-Cookie", "")
-check("Secure" in cookie.split("; ") and "HttpOnly" in cookie and "SameSite=Strict" in cookie,
+attrs = cookie.split("; ")
+check("Secure" in attrs and "HttpOnly" in attrs and "SameSite=Strict" in attrs,
       "over https the session cookie is Secure; HttpOnly; SameSite=Strict: %s" % cookie.split(";", 1)[1:])
+check(cookie.startswith("__Host-hg_session=") and "Path=/" in attrs and
+      not any(a.lower().startswith("domain=") for a in attrs),
+      "and named with the __Host- prefix: Secure, Path=/, no Domain (%s)" % (attrs[:1] + attrs[1:]))
+token = next((k.value for k in c.jar if k.name == "__Host-hg_session"), "")
+status, _, _ = Client().get("/api/session", headers={"Cookie": "__Host-hg_session=%s" % token})
+check(status == 200 and len(token) == 64, "the __Host-hg_session cookie names the session (%s)" % status)
+status, _, rh = Client().get("/api/overview", headers={"Cookie": "hg_session=%s" % token})
+check(status == 401, "over https a cookie without the prefix (one any http page of the domain could plant) is "
+      "not the session: %s" % status)
+status, _, rh = Client().get("/api/overview", headers={"Cookie": "__Host-hg_session=%s" % ("0" * 64)})
+cleared = rh.get("Set-Cookie", "")
+check(status == 401 and cleared.startswith("__Host-hg_session=;") and "Max-Age=0" in cleared.split("; ") and
+      "Secure" in cleared.split("; ") and "Path=/" in cleared.split("; "),
+      "a stale __Host-hg_session's 401 clears it: Set-Cookie with Max-Age=0, Secure, Path=/ (%s %s)" %
+      (status, cleared))
 
 # ---------------------------------------------------------------- the broker over TLS
 deadline = time.time() + 30

@@ -8,7 +8,7 @@ honours Max-Age as a browser does.
   second is still logged in 6 s after its login: the jar still holds the
   cookie, and the server the session.
 - Unused for longer than 3 s, it ends (the server says not logged in even
-  to the old cookie sent by hand).
+  to the old cookie sent by hand, and clears that cookie: Max-Age=0).
 
 Run by tests/integration/test_console (its "session ttl" test) against the
 second console it starts with --session-ttl 3s.
@@ -46,7 +46,8 @@ check(status == 200 and doc == {"logged_in": False}, "unused for 4 s, the sessio
 req = urllib.request.Request(BASE + "/api/session", headers={"Cookie": "hg_session=%s" % token})
 with urllib.request.urlopen(req, timeout=30) as res:
     doc = json.loads(res.read())
-    resent = res.headers.get("Set-Cookie")
-check(doc == {"logged_in": False} and resent is None,
-      "the server ended it too: its old cookie sent by hand opens nothing, no cookie is sent (%s)" % doc)
+    resent = res.headers.get("Set-Cookie") or ""
+check(doc == {"logged_in": False} and resent.startswith("hg_session=;") and "Max-Age=0" in resent.split("; "),
+      "the server ended it too: its old cookie sent by hand opens nothing, and is cleared (%s, Set-Cookie: %s)" %
+      (doc, resent))
 finish()

@@ -14,9 +14,13 @@
 - Sessions per user: a tenth login of bob ends his least recently used
   session; the table never fills, alice still logs in.
 - A Cookie header with a stale hg_session before the live one finds the
-  live one.
+  live one. A stale cookie alone is cleared (Set-Cookie Max-Age=0) by its
+  401 and by GET /api/session's {"logged_in":false}.
 - The DLQ drop's confirmation is a whole number ("2abc" is refused).
 - An audit line stays one line whatever the operator typed.
+- A login opens one broker connection (the broker's
+  total_connections_received grows by one): its AUTH is the session
+  connection's own.
 
 Run by tests/integration/test_console after its set-up (HG_USERS_FILE and
 its variants .alice-viewer and .no-alice, HG_BROKER_PID for the SIGHUP).
@@ -28,7 +32,7 @@ import signal
 import time
 import urllib.request
 
-from console_test import BASE, ENV, PASSWORDS as ENV_PASSWORDS, Client, check, finish, log_contains, sql
+from console_test import BASE, ENV, PASSWORDS as ENV_PASSWORDS, Client, Resp, check, finish, log_contains, sql
 
 USERS = ENV["HG_USERS_FILE"]
 BROKER_PID = int(ENV["HG_BROKER_PID"])
@@ -190,7 +194,21 @@ check(status == 200 and new_token != old_token, "a second login in the same brow
 req = urllib.request.Request(BASE + "/api/session", headers={"Cookie": "hg_session=%s" % old_token})
 with urllib.request.urlopen(req, timeout=30) as res:
     doc = json.loads(res.read())
+    cleared = res.headers.get("Set-Cookie", "")
 check(doc == {"logged_in": False}, "and the session it held before is ended, not left valid (%s)" % doc)
+check(cleared.startswith("hg_session=;") and "Max-Age=0" in cleared.split("; ") and "Path=/" in cleared.split("; "),
+      "GET /api/session with that stale cookie clears it (Set-Cookie: %s)" % cleared)
+
+# ---------------------------------------------------------------- a stale cookie's 401 clears it
+anon = Client()
+status, doc, rh = anon.get("/api/overview", headers={"Cookie": "hg_session=%s" % old_token})
+cleared = rh.get("Set-Cookie", "")
+check(status == 401 and cleared.startswith("hg_session=;") and "Max-Age=0" in cleared.split("; ") and
+      "Path=/" in cleared.split("; ") and "Secure" not in cleared.split("; "),
+      "a stale hg_session's 401 clears it: Set-Cookie with Max-Age=0 (%s %s)" % (status, cleared))
+status, doc, rh = anon.get("/api/overview")
+check(status == 401 and rh.get("Set-Cookie") is None,
+      "a 401 without any cookie sets none (%s %s)" % (status, rh.get("Set-Cookie")))
 check(browser.get("/api/session")[1].get("user") == "carol", "the new one is carol's")
 check(log_contains("session of bob ended: a new login (of carol) from its browser"), "the end is logged")
 
@@ -207,5 +225,23 @@ with open(ENV["HG_CONSOLE_LOG"], encoding="utf-8", errors="replace") as f:
     forged = [line for line in f if line.startswith("audit: user=root forged")]
 check(not forged and log_contains("reason=x?audit: user=root forged"),
       "the audit line stays one line (the newline written as ?)")
+
+# ---------------------------------------------------------------- one broker connection per login
+def connections_received(r):
+    info = r.call("INFO")
+    for line in info.splitlines():
+        if line.startswith("total_connections_received:"):
+            return int(line.split(":", 1)[1])
+    return None
+
+
+broker = Resp()
+before = connections_received(broker)
+status = Client().login("bob")[0]
+after = connections_received(broker)
+broker.close()
+check(status == 200 and before is not None and after - before == 1,
+      "a login opens one broker connection, the session's (AUTH with the credentials on it): %s connections for "
+      "it (%s)" % (None if before is None else after - before, status))
 
 finish()

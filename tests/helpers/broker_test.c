@@ -11,8 +11,10 @@
 
 #include "tests/helpers/broker_test.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <CUnit/CUnit.h>
 
@@ -78,6 +80,44 @@ void bt_wait_field(const char *group, const char *field, long long want, int dea
     struct field_wait w = { group, field, want, -1 };
     BP_REQUIRE(tu_poll_until(field_is, &w, deadline_ms, 20) == 0, "group %s: %s stayed %lld, want %lld within %d ms",
                group, field, w.last, want, deadline_ms);
+}
+
+/* The newest write-ahead log of dir into path (its size returned), or -1. */
+static long newest_log(const char *dir, char *path, size_t pathlen)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return -1;
+    char best[256] = "";
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n == 10 && strcmp(e->d_name + 6, ".log") == 0 && strcmp(e->d_name, best) > 0)
+            snprintf(best, sizeof best, "%s", e->d_name);
+    }
+    closedir(d);
+    struct stat st;
+    snprintf(path, pathlen, "%s/%s", dir, best);
+    return best[0] != '\0' && stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+void bt_torn_log_end(char *log, size_t loglen)
+{
+    char e[8192], id[32];
+    bt_start(NULL);
+    for (int i = 0; i < BT_TORN_WHOLE; i++)
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "whole", NULL) == 0, "%s", e);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "the-last-one-torn-by-a-power-cut", NULL) == 0, "%s",
+               e);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_kill9(&bt_broker) == 0, "kill -9");
+    long size = newest_log(bt_broker.data_dir, log, loglen);
+    BP_REQUIRE(size > 40, "no write-ahead log with records in %s", bt_broker.data_dir);
+    FILE *f = fopen(log, "r+b");
+    BP_REQUIRE(f != NULL && fseek(f, size - 30, SEEK_SET) == 0, "open %s", log);
+    for (int i = 0; i < 30; i++)
+        fputc(0, f);
+    fclose(f);
 }
 
 void bt_expect_nothing_ready(const char *group, const char *topic)

@@ -48,6 +48,14 @@ void bt_wait_blocked(const char *want);
  * within deadline_ms. */
 void bt_wait_field(const char *group, const char *field, long long want, int deadline_ms);
 
+/* A power cut in the middle of the last write, as the tests make one:
+ * bt_start, BT_TORN_WHOLE SENDs to topic "t" and one more, kill -9, then
+ * the last 30 bytes of the newest write-ahead log zeroed (its last record
+ * keeps its header and loses the rest of its body). The log's path into
+ * log. Requires every step. */
+#define BT_TORN_WHOLE 20
+void bt_torn_log_end(char *log, size_t loglen);
+
 /* An immediate PULL (COUNT 10, no BLOCK) of group/topic returns nothing. */
 void bt_expect_nothing_ready(const char *group, const char *topic);
 

@@ -877,6 +877,28 @@ int tu_tcp_connect(int port)
     return fd;
 }
 
+typedef struct http_status_wait {
+    int port, want;
+    const char *path;
+    char *out;
+    size_t outlen;
+} http_status_wait_t;
+
+static int http_status_is(void *arg)
+{
+    http_status_wait_t *h = arg;
+    return tu_http_get(h->port, h->path, h->out, h->outlen) == h->want;
+}
+
+int tu_poll_http_status(int port, const char *path, int want, int deadline_ms, int interval_ms, char *out,
+                        size_t outlen)
+{
+    http_status_wait_t h = { port, want, path, out, outlen };
+    if (outlen > 0)
+        out[0] = '\0';
+    return tu_poll_until(http_status_is, &h, deadline_ms, interval_ms);
+}
+
 int tu_http_get(int port, const char *path, char *out, size_t outlen)
 {
     int fd = tu_tcp_connect(port);

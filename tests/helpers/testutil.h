@@ -75,6 +75,12 @@ int tu_run_capture(const char *const *argv, char *out, size_t outlen);
  * the HTTP status, or -1 when the connection or the status line failed. */
 int tu_http_get(int port, const char *path, char *out, size_t outlen);
 
+/* Poll GET path (tu_http_get) every interval_ms until it answers status
+ * want: 0 then, -1 when deadline_ms passed first. The last response is in
+ * out[outlen] either way. */
+int tu_poll_http_status(int port, const char *path, int want, int deadline_ms, int interval_ms, char *out,
+                        size_t outlen);
+
 /* A blocking TCP connection to 127.0.0.1:port (close-on-exec), or -1. */
 int tu_tcp_connect(int port);
 

@@ -431,7 +431,7 @@ static void test_hung_alert_command(void)
     CU_ASSERT_EQUAL_FATAL(oe_fresh_daemon_database(&env, ALERT_DB, 0, NULL), 0);
     CU_ASSERT_EQUAL_FATAL(seed(ALERT_DB, 1, 1, -600000), 0); /* one order overdue: the alert fires */
 
-    char dir[512], log1[600], log2[600], log3[600], pidfile[600], command[800];
+    char dir[512], log1[600], log2[600], log3[600], pidfile[600], command[2048];
     CU_ASSERT_EQUAL_FATAL(log_dir("compensator-stop-alert", dir, log1, log2, log3), 0);
     snprintf(pidfile, sizeof pidfile, "%s/alert.pid", dir);
     /* A pager that hangs: exec keeps the shell's pid, written first. */
@@ -470,17 +470,6 @@ static void test_hung_alert_command(void)
 #define HEALTH_DB    "hhealth"
 #define HEALTH_BOUND 8000 /* ms: the largest layer bound with the flags below */
 
-typedef struct health_wait {
-    int port, want;
-    char body[4096];
-} health_wait_t;
-
-static int health_is(void *arg)
-{
-    health_wait_t *h = arg;
-    return tu_http_get(h->port, "/healthz", h->body, sizeof h->body) == h->want;
-}
-
 static void test_hung_server_health(void)
 {
     CU_ASSERT_EQUAL_FATAL(oe_fresh_daemon_database(&env, HEALTH_DB, 0, NULL), 0);
@@ -496,27 +485,26 @@ static void test_hung_server_health(void)
                             "--broker-timeout",
                             "1s",
                             NULL };
-    health_wait_t h = { .port = tu_free_port(), .want = 200 };
-    pid_t pid = start_compensator(HEALTH_DB, ALL_LAYERS, h.port, log1, extra);
+    int health_port = tu_free_port();
+    char health[4096];
+    pid_t pid = start_compensator(HEALTH_DB, ALL_LAYERS, health_port, log1, extra);
     CU_ASSERT_TRUE_FATAL(pid > 0);
-    CU_ASSERT_EQUAL(tu_poll_until(health_is, &h, 30000, 50), 0);
+    CU_ASSERT_EQUAL(tu_poll_http_status(health_port, "/healthz", 200, 30000, 50, health, sizeof health), 0);
 
     CU_ASSERT_EQUAL_FATAL(kill(env.server.pid, SIGSTOP), 0);
     uint64_t t0 = clock_mono_ms();
-    h.want = 503;
-    int turned = tu_poll_until(health_is, &h, HEALTH_BOUND + 20000, 100);
+    int turned = tu_poll_http_status(health_port, "/healthz", 503, HEALTH_BOUND + 20000, 100, health, sizeof health);
     uint64_t took = clock_mono_ms() - t0;
     CU_ASSERT_EQUAL(kill(env.server.pid, SIGCONT), 0);
     printf("\n    SIGSTOPped MariaDB: /healthz %s after %.1f s (bound %.1f s): %s", turned == 0 ? "503" : "still 200",
-           (double)took / 1000, HEALTH_BOUND / 1000.0, h.body);
+           (double)took / 1000, HEALTH_BOUND / 1000.0, health);
     CU_ASSERT_EQUAL(turned, 0);
     CU_ASSERT_TRUE(took <= HEALTH_BOUND + 3000);
-    CU_ASSERT_PTR_NOT_NULL(strstr(h.body, ": stuck: no step ended for "));
-    CU_ASSERT_PTR_NOT_NULL(strstr(h.body, "MariaDB or the broker does not answer"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(health, ": stuck: no step ended for "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(health, "MariaDB or the broker does not answer"));
 
-    h.want = 200;
-    CU_ASSERT_EQUAL(tu_poll_until(health_is, &h, 30000, 100), 0);
-    printf("    after SIGCONT: /healthz %s", h.body);
+    CU_ASSERT_EQUAL(tu_poll_http_status(health_port, "/healthz", 200, 30000, 100, health, sizeof health), 0);
+    printf("    after SIGCONT: /healthz %s", health);
     CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
     int status = -1;
     CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);

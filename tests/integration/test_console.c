@@ -67,9 +67,10 @@
  *                    session's manual cancel is refused 403; removed: it
  *                    ends at its next action (401); eight sessions per user
  *                    (a ninth login ends the oldest, the table never fills);
- *                    a stale hg_session cookie before the live one; the
+ *                    a stale hg_session cookie before the live one, alone
+ *                    cleared by its 401 (Max-Age=0); the
  *                    drop's confirmation a whole number; an audit line one
- *                    line
+ *                    line; a login opens one broker connection
  *   login flood      tests/console/test_login_flood.py: a password guesser
  *                    (wrong passwords in a loop, each held back by the
  *                    broker) while an operator's overview answers within
@@ -77,7 +78,8 @@
  *                    address logs in; the guesser's address backs off (429,
  *                    Retry-After); the broker stopped: four logins wait,
  *                    a fifth and a second from one address are 429 at once,
- *                    a client that leaves is logged
+ *                    a client that closes its socket: its login stopped at
+ *                    once (the broker still stopped), no session made
  *   session ttl      a second console with session-ttl 3s
  *                    (tests/console/test_session_ttl.py): every reply to a
  *                    live session sends the cookie again with Max-Age 3, so
@@ -88,7 +90,7 @@
  *                    tests/helpers/tls_certs.h) connected to it with
  *                    hourglass+tls:// and tls-ca-cert-file:
  *                    tests/console/test_https.py (the API over https, a Secure
- *                    cookie, the sampler and the sessions over TLS, plain http
+ *                    __Host-hg_session cookie, a stale one cleared, the sampler and the sessions over TLS, plain http
  *                    and TLS 1.1 refused, a trickled head answered 408 inside
  *                    TLS, one past max-connections closed unanswered); SIGHUP
  *                    reloads the https
@@ -778,8 +780,10 @@ static void test_stop(void)
     TU_CHECK(tu_wait_file_contains(console.log, "stopped", 5000) == 0, "and logs that it stopped");
 }
 
-/* One set-up for all: the browser test runs after the API test, on what it
- * left (order 301 cancelled by the API, 303 still pending). */
+/* One set-up for all (console_init). Each script needs only that set-up and
+ * makes anything else itself, so each passes alone
+ * (`test_console console "<its name>"`); the API test counts the set-up
+ * exactly (four parked, four overdue), so it runs first. */
 static const tu_test_t console_tests[] = {
     { "api: every endpoint, refusals, DLQ, manual cancel, audit", test_api },
     { "http: HEAD, 405 with Allow, ambiguous framing or Host, absolute targets, unparsable forms, slowloris",

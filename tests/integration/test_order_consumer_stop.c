@@ -313,17 +313,6 @@ static void test_hung_broker(void)
 #define HEALTH_ORDERS 10
 #define HEALTH_BOUND  6000 /* ms */
 
-typedef struct health_wait {
-    int port, want;
-    char body[4096];
-} health_wait_t;
-
-static int health_is(void *arg)
-{
-    health_wait_t *h = arg;
-    return tu_http_get(h->port, "/healthz", h->body, sizeof h->body) == h->want;
-}
-
 static void test_hung_server_health(void)
 {
     rc_conn_t c;
@@ -334,10 +323,11 @@ static void test_hung_server_health(void)
     const char *extra[] = {
         "--mysql-read-timeout", READ_TIMEOUT, "--mysql-lock-wait-timeout", "1s", "--mysql-connect-timeout", "1s", NULL
     };
-    health_wait_t h = { .port = tu_free_port(), .want = 200 };
-    pid_t pid = oe_start_consumer(&env, HEALTH_DB, HEALTH_DB, 1, h.port, log1, extra);
+    int health_port = tu_free_port();
+    char health[4096];
+    pid_t pid = oe_start_consumer(&env, HEALTH_DB, HEALTH_DB, 1, health_port, log1, extra);
     CU_ASSERT_TRUE_FATAL(pid > 0);
-    CU_ASSERT_EQUAL(tu_poll_until(health_is, &h, 30000, 50), 0);
+    CU_ASSERT_EQUAL(tu_poll_http_status(health_port, "/healthz", 200, 30000, 50, health, sizeof health), 0);
     /* Half cancelled: the worker's connection is open, it waits in PULL. */
     CU_ASSERT_EQUAL_FATAL(oe_send_ids(&c, 1, HEALTH_ORDERS / 2, err, sizeof err), 0);
     CU_ASSERT_EQUAL(oe_wait_scalar(&env, HEALTH_ORDERS / 2, 30000,
@@ -348,19 +338,17 @@ static void test_hung_server_health(void)
     CU_ASSERT_EQUAL_FATAL(kill(env.server.pid, SIGSTOP), 0);
     CU_ASSERT_EQUAL(oe_send_ids(&c, HEALTH_ORDERS / 2 + 1, HEALTH_ORDERS, err, sizeof err), 0);
     uint64_t t0 = tu_now_mono_ms();
-    h.want = 503;
-    int turned = tu_poll_until(health_is, &h, HEALTH_BOUND + 20000, 100);
+    int turned = tu_poll_http_status(health_port, "/healthz", 503, HEALTH_BOUND + 20000, 100, health, sizeof health);
     uint64_t took = tu_now_mono_ms() - t0;
     CU_ASSERT_EQUAL(kill(env.server.pid, SIGCONT), 0);
     printf("\n    SIGSTOPped MariaDB: /healthz %s after %.1f s (bound %.1f s): %s", turned == 0 ? "503" : "still 200",
-           (double)took / 1000, HEALTH_BOUND / 1000.0, h.body);
+           (double)took / 1000, HEALTH_BOUND / 1000.0, health);
     CU_ASSERT_EQUAL(turned, 0);
     CU_ASSERT_TRUE(took <= HEALTH_BOUND + 3000);
-    CU_ASSERT_PTR_NOT_NULL(strstr(h.body, "worker 0: stuck in a MariaDB call for "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(health, "worker 0: stuck in a MariaDB call for "));
 
-    h.want = 200;
-    CU_ASSERT_EQUAL(tu_poll_until(health_is, &h, 30000, 100), 0);
-    printf("    after SIGCONT: /healthz %s", h.body);
+    CU_ASSERT_EQUAL(tu_poll_http_status(health_port, "/healthz", 200, 30000, 100, health, sizeof health), 0);
+    printf("    after SIGCONT: /healthz %s", health);
     CU_ASSERT_EQUAL(oe_wait_scalar(&env, HEALTH_ORDERS, 30000,
                                    "SELECT COUNT(*) FROM " HEALTH_DB ".orders WHERE status = 'cancelled'"),
                     HEALTH_ORDERS);

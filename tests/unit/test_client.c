@@ -27,7 +27,14 @@
  * drops SYNs), a TLS handshake with a listener that accepts and says
  * nothing (as a SIGSTOPped broker) — returns at once when it is stopped and
  * its stop fd becomes readable, with a connect timeout of 60 s (before, the
- * stop fd cut neither: the stop waited the connect timeout).
+ * stop fd cut neither: the stop waited the connect timeout). And
+ * hg_client_open with hg_client_opts_t.stop_fd: its AUTH to a listener that
+ * never answers and its TCP connect end within 100 ms of the stop; an open
+ * begun while the fd is readable connects to nothing; without has_stop_fd
+ * (zeroed options) the fd is not the client's; a negative fd is refused.
+ *
+ * Suite messages: the exact text of a failed reconnect's error — a
+ * reconnect whose AUTH gets no reply says once what failed and why.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -586,9 +593,205 @@ static void test_stop_cuts_tls_handshake(void)
     close(c.listener);
 }
 
+typedef struct opening {
+    const char *uri;
+    const hg_client_opts_t *opts;
+    hg_client_t *client;
+    hg_error_t err;
+    hg_err_t result;
+    uint64_t ended_ms;
+    int done;
+} opening_t;
+
+static void *open_main(void *arg)
+{
+    opening_t *o = arg;
+    o->result = hg_client_open(o->uri, o->opts, &o->client, &o->err);
+    o->ended_ms = tu_now_mono_ms();
+    __atomic_store_n(&o->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int open_done(void *arg)
+{
+    return __atomic_load_n(&((opening_t *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+/* Run hg_client_open(uri, opts) on a thread until ready(c) says it waits;
+ * then write the stop fd. The ms from then until the open returned (o holds
+ * its result), or -1 when it was still waiting 30 s later. */
+static long long stop_while_opening(const char *uri, hg_client_opts_t *opts, int pfd[2], connecting_t *c,
+                                    int (*ready)(void *), opening_t *o)
+{
+    pthread_t th;
+    uint64_t from;
+    int ended;
+
+    memset(o, 0, sizeof *o);
+    o->uri = uri;
+    o->opts = opts;
+    TU_REQUIRE(pthread_create(&th, NULL, open_main, o) == 0, "pthread_create");
+    TU_CHECK(tu_poll_until(ready, c, 30000, 1) == 0, "%s: hg_client_open never waited", uri);
+    from = tu_now_mono_ms();
+    TU_CHECK(write(pfd[1], "x", 1) == 1, "write the stop fd");
+    ended = tu_poll_until(open_done, o, 30000, 1) == 0;
+    pthread_join(th, NULL); /* after 30 s: at the timeouts */
+    return ended ? (long long)(o->ended_ms - from) : -1;
+}
+
+/* hg_client_opts_t.stop_fd (has_stop_fd): hg_client_open's own connect is
+ * cut by it — AUTH's wait for a listener that accepts and never answers (as
+ * a SIGSTOPped broker), the TCP connect to a host that drops SYNs — within
+ * 100 ms, timeouts 60 s; an open begun while it is readable connects to
+ * nothing; without has_stop_fd (zeroed, as before the option) a readable
+ * stop_fd is not the client's; a negative one is refused. */
+static void test_open_stop_fd(void)
+{
+    connecting_t c = { .accepted = -1 };
+    hg_client_opts_t o;
+    opening_t op;
+    int pfd[2];
+    char uri[100], want[100], byte;
+    long long took;
+
+    TU_REQUIRE(pipe(pfd) == 0, "pipe");
+    hg_client_opts_init(&o);
+    TU_CHECK(o.has_stop_fd == 0, "hg_client_opts_init: has_stop_fd %d, want 0", o.has_stop_fd);
+    o.connect_timeout_ms = 60000;
+    o.read_timeout_ms = 60000;
+    o.has_stop_fd = 1;
+    o.stop_fd = pfd[0];
+
+    /* AUTH to a listener that accepts and never answers. */
+    c.listener = listen_loopback(16, &c.port);
+    snprintf(uri, sizeof uri, "hourglass://alice:secret@127.0.0.1:%d", c.port);
+    took = stop_while_opening(uri, &o, pfd, &c, hello_sent, &op);
+    printf("\n    hg_client_open's AUTH stopped: %s %lld ms after the stop (%s)", hg_strerror(op.result), took,
+           op.err.message);
+    snprintf(want, sizeof want, "stopped during AUTH with 127.0.0.1:%d", c.port);
+    TU_CHECK(op.result == HG_ERR_STOPPED && op.client == NULL && strstr(op.err.message, want) != NULL,
+             "an open whose AUTH waits, stopped: %s '%s', want HG_ERR_STOPPED '%s'", hg_strerror(op.result),
+             op.err.message, want);
+    TU_CHECK(took >= 0 && took < 100, "hg_client_open returned %lld ms after the stop, want within 100 ms", took);
+    close(c.accepted);
+    c.accepted = -1;
+
+    /* Still readable: a second open stops before it connects (nothing accepted). */
+    TU_CHECK(hg_client_open(uri, &o, &op.client, &op.err) == HG_ERR_STOPPED && op.client == NULL,
+             "an open while the stop fd is readable: '%s', want HG_ERR_STOPPED", op.err.message);
+    TU_CHECK(strstr(op.err.message, "stopped before connecting") != NULL, "its message: '%s'", op.err.message);
+    struct pollfd lp = { c.listener, POLLIN, 0 };
+    TU_CHECK(poll(&lp, 1, 0) == 0, "an open stopped before it began connected all the same");
+
+    /* has_stop_fd 0 (zeroed): the readable stop_fd is not the client's. */
+    o.has_stop_fd = 0;
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", c.port);
+    TU_CHECK(hg_client_open(uri, &o, &op.client, &op.err) == HG_OK,
+             "has_stop_fd 0 with a readable stop_fd: %s, want HG_OK (no stop fd)", op.err.message);
+    hg_client_close(op.client);
+    if (c.accepted >= 0)
+        close(c.accepted);
+    close(c.listener);
+    TU_CHECK(read(pfd[0], &byte, 1) == 1, "read the stop fd back");
+
+    /* The TCP connect to a host that drops SYNs (a listener with a full queue). */
+    memset(&c, 0, sizeof c);
+    c.accepted = -1;
+    c.listener = listen_loopback(0, &c.port);
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", c.port);
+    o.has_stop_fd = 0;
+    hg_client_t *filler = NULL;
+    TU_REQUIRE(hg_client_open(uri, &o, &filler, &op.err) == HG_OK, "open %s: %s", uri, op.err.message);
+    o.has_stop_fd = 1;
+    o.reconnect = 0;
+    took = stop_while_opening(uri, &o, pfd, &c, syn_sent, &op);
+    printf("\n    hg_client_open's TCP connect stopped: %s %lld ms after the stop (%s)", hg_strerror(op.result), took,
+           op.err.message);
+    TU_CHECK(op.result == HG_ERR_STOPPED && strstr(op.err.message, "stopped while connecting") != NULL,
+             "an open whose TCP connect waits, stopped: %s '%s'", hg_strerror(op.result), op.err.message);
+    TU_CHECK(took >= 0 && took < 100, "hg_client_open returned %lld ms after the stop, want within 100 ms", took);
+    hg_client_close(filler);
+    close(c.listener);
+
+    /* A negative stop fd is named. */
+    o.stop_fd = -1;
+    TU_CHECK(hg_client_open(uri, &o, &op.client, &op.err) == HG_ERR_ARG &&
+                 strcmp(op.err.message, "stop_fd -1 is not a file descriptor (has_stop_fd is set)") == 0,
+             "has_stop_fd with stop_fd -1: '%s', want HG_ERR_ARG naming it", op.err.message);
+    close(pfd[0]);
+    close(pfd[1]);
+}
+
+/* The message of a reconnect that fails during AUTH says once what failed
+ * and why: the client is opened (the test answers its AUTH by hand), the
+ * listener then closes that connection and answers nothing more, so the
+ * next call's reconnect rounds each wait out the read timeout on AUTH.
+ * Before, client_connect.c formatted the AUTH failure into the client's
+ * error buffer from that same buffer, and the message began twice
+ * ("cannot connect to …: during AUTH: cannot connect to …: during AUTH: …"). */
+static void test_reconnect_auth_message(void)
+{
+    static const char auth[] = "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$6\r\nsecret\r\n";
+    connecting_t c = { .accepted = -1 };
+    const char *ping[] = { "PING" };
+    hg_client_opts_t o;
+    hg_reply_t *r = NULL;
+    opening_t op;
+    pthread_t th;
+    char uri[100], want[HG_ERRMSG_MAX], got[sizeof auth];
+    size_t n = 0;
+    hg_err_t e;
+
+    c.listener = listen_loopback(16, &c.port);
+    snprintf(uri, sizeof uri, "hourglass://alice:secret@127.0.0.1:%d", c.port);
+    hg_client_opts_init(&o);
+    o.connect_timeout_ms = 5000;
+    o.reconnect_backoff.base_ms = 10;
+    o.reconnect_backoff.cap_ms = 10;
+    o.reconnect_backoff.jitter = 0;
+    o.reconnect_backoff.attempts = 1;
+    memset(&op, 0, sizeof op);
+    op.uri = uri;
+    op.opts = &o;
+    o.read_timeout_ms = 30000; /* the open's AUTH waits for the answer by hand */
+    TU_REQUIRE(pthread_create(&th, NULL, open_main, &op) == 0, "pthread_create");
+    TU_REQUIRE(tu_poll_until(hello_sent, &c, 30000, 1) == 0, "the open's AUTH never came");
+    while (n < sizeof auth - 1) {
+        struct pollfd p = { c.accepted, POLLIN, 0 };
+        ssize_t k;
+        TU_REQUIRE(poll(&p, 1, 30000) == 1, "the open's AUTH: %zu bytes of %zu", n, sizeof auth - 1);
+        k = read(c.accepted, got + n, sizeof auth - 1 - n);
+        TU_REQUIRE(k > 0, "read the open's AUTH: %s", k == 0 ? "EOF" : strerror(errno));
+        n += (size_t)k;
+    }
+    TU_CHECK(memcmp(got, auth, n) == 0, "the open sent '%.*s', want AUTH alice secret", (int)n, got);
+    TU_REQUIRE(write(c.accepted, "+OK\r\n", 5) == 5, "answer the AUTH");
+    pthread_join(th, NULL);
+    TU_REQUIRE(op.result == HG_OK, "open %s: %s", uri, op.err.message);
+    hg_client_set_read_timeout(op.client, 200);
+    close(c.accepted); /* the broker closes the connection; it accepts but never answers again */
+
+    e = hg_client_command(op.client, 1, ping, NULL, &r);
+    snprintf(want, sizeof want,
+             "cannot connect to 127.0.0.1:%d: during AUTH: no reply from 127.0.0.1:%d within 200ms (after 2 attempts)",
+             c.port, c.port);
+    TU_CHECK(e == HG_ERR_CONNECT && strcmp(hg_client_errmsg(op.client), want) == 0,
+             "a reconnect whose AUTH gets no reply: %s '%s', want HG_ERR_CONNECT '%s'", hg_strerror(e),
+             hg_client_errmsg(op.client), want);
+    hg_reply_free(r);
+    hg_client_close(op.client);
+    close(c.listener);
+}
+
+static const tu_test_t message_tests[] = {
+    { "a reconnect that fails during AUTH: its message says once what failed", test_reconnect_auth_message },
+    { NULL, NULL },
+};
+
 static const tu_test_t stop_tests[] = {
     { "a stop cuts a TCP connect that the broker's host never answers", test_stop_cuts_tcp_connect },
     { "a stop cuts a TLS handshake that the broker never answers", test_stop_cuts_tls_handshake },
+    { "hg_client_opts_t.stop_fd cuts hg_client_open's AUTH and TCP connect", test_open_stop_fd },
     { NULL, NULL },
 };
 
@@ -673,6 +876,7 @@ static const tu_suite_t suites[] = {
     { "bound", bound_tests },
     { "arguments", argument_tests },
     { "stop", stop_tests },
+    { "messages", message_tests },
 };
 
 int main(int argc, char **argv)

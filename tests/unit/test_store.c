@@ -3720,6 +3720,140 @@ static void test_close_leaves_no_log(void)
 
 /* ============================================================== registry */
 
+/* FNV-1a of every file of dir (name, size, mode, mtime, bytes) and dir's
+ * own mtime: equal before and after when nothing in dir changed. */
+static uint64_t dir_digest(const char *dir)
+{
+    uint64_t h = 1469598103934665603ULL;
+#define DIGEST_BYTES(p, n)                      \
+    for (size_t i_ = 0; i_ < (size_t)(n); i_++) \
+    h = (h ^ ((const unsigned char *)(p))[i_]) * 1099511628211ULL
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return 0;
+    DIGEST_BYTES(&st.st_mtim, sizeof st.st_mtim);
+    struct dirent **names;
+    int n = scandir(dir, &names, NULL, alphasort);
+    for (int k = 0; k < n; k++) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", dir, names[k]->d_name);
+        if (strcmp(names[k]->d_name, "..") != 0 && lstat(path, &st) == 0) {
+            DIGEST_BYTES(names[k]->d_name, strlen(names[k]->d_name));
+            DIGEST_BYTES(&st.st_size, sizeof st.st_size);
+            DIGEST_BYTES(&st.st_mode, sizeof st.st_mode);
+            DIGEST_BYTES(&st.st_mtim, sizeof st.st_mtim);
+            FILE *f = S_ISREG(st.st_mode) ? fopen(path, "rb") : NULL;
+            char buf[65536];
+            size_t got;
+            while (f != NULL && (got = fread(buf, 1, sizeof buf, f)) > 0)
+                DIGEST_BYTES(buf, got);
+            if (f != NULL)
+                fclose(f);
+        }
+        free(names[k]);
+    }
+    free(names);
+#undef DIGEST_BYTES
+    return h;
+}
+
+/* The newest NNNNNN.log of g_data into name; its size, or -1. */
+static long newest_log_of_data(char *name, size_t namelen)
+{
+    DIR *d = opendir(g_data);
+    unsigned long long best = 0, number;
+    int found = 0;
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        if (logsync_log_number(e->d_name, &number) && (!found || number > best)) {
+            best = number;
+            found = 1;
+        }
+    }
+    if (d != NULL)
+        closedir(d);
+    snprintf(name, namelen, "%06llu.log", best);
+    char path[1200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", g_data, name);
+    return found && stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* store_check_dir (--check-data) reads and never writes: after a crash (an
+ * unreplayed log) it counts every message and leaves every file as it was;
+ * a torn log end is reported (what store_open would cut), not cut, and
+ * store_open then cuts it as before; a missing directory is refused. */
+static void test_check_dir_reads_only(void)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    TU_REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) { /* no CUnit here: the exit status says how far it got */
+        store_options_t o;
+        opts_default(&o);
+        char err[512] = "";
+        store_t *c = NULL;
+        uint64_t id, due;
+        if (store_open(&o, T0, &c, err, sizeof err) != 0)
+            _exit(2);
+        for (int i = 0; i < 20; i++) {
+            if (send_raw(c, "t", 1, NULL, 0, "payload", 7, i % 2 ? 3 : 0, 0, T0, &id, &due, err, sizeof err) != 0 ||
+                store_commit(c, err, sizeof err) != 0)
+                _exit(3);
+        }
+        kill(getpid(), SIGKILL);
+        _exit(4);
+    }
+    int status = 0;
+    TU_REQUIRE(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status), "the writer failed (status %d)", status);
+
+    store_options_t o;
+    opts_default(&o);
+    o.create_if_missing = 0;
+    store_dir_check_t r;
+    char err[1024] = "";
+    uint64_t before = dir_digest(g_data);
+    int rc = store_check_dir(&o, T0, &r, err, sizeof err);
+    TU_REQUIRE(rc == 0, "store_check_dir after a crash: rc %d: %s", rc, err);
+    CHECK_EQ_U64(r.counts.messages, 20);
+    CHECK_EQ_U64(r.counts.level, 10);
+    CHECK_EQ_U64(r.counts.topic, 10);
+    TU_CHECK(r.counts.records > r.counts.messages && !r.torn && r.view[0] != '\0', "records %" PRIu64 ", torn %d",
+             r.counts.records, r.torn);
+    struct stat st;
+    TU_CHECK(stat(r.view, &st) != 0 && errno == ENOENT, "the scratch view %s is left", r.view);
+    CHECK_EQ_U64(dir_digest(g_data), before);
+
+    char log[64], path[1200];
+    long size = newest_log_of_data(log, sizeof log);
+    TU_REQUIRE(size > 40, "no log with records in %s", g_data);
+    snprintf(path, sizeof path, "%s/%s", g_data, log);
+    FILE *f = fopen(path, "r+b");
+    TU_REQUIRE(f != NULL && fseek(f, size - 30, SEEK_SET) == 0, "open %s", path);
+    for (int i = 0; i < 30; i++)
+        fputc(0, f);
+    fclose(f);
+    before = dir_digest(g_data);
+    rc = store_check_dir(&o, T0, &r, err, sizeof err);
+    TU_REQUIRE(rc == 0, "store_check_dir of a torn log end: rc %d: %s", rc, err);
+    TU_CHECK(r.torn && strcmp(r.torn_log, log) == 0 && r.torn_offset + r.torn_bytes == (uint64_t)size &&
+                 r.torn_bytes >= 30,
+             "torn %d in %s at %" PRIu64 " (%" PRIu64 " bytes); want %s of %ld bytes", r.torn, r.torn_log,
+             r.torn_offset, r.torn_bytes, log, size);
+    CHECK_EQ_U64(r.counts.messages, 19);
+    CHECK_EQ_U64(dir_digest(g_data), before);
+    store_t *s = OPEN(&o);
+    TU_CHECK(strstr(store_open_note(s), "ended in a torn write") != NULL, "store_open did not cut: \"%s\"",
+             store_open_note(s));
+    CLOSE(&s);
+
+    snprintf(path, sizeof path, "%s/missing", g_dir);
+    o.path = path;
+    rc = store_check_dir(&o, T0, &r, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "does not exist") != NULL && r.view[0] == '\0', "a missing directory: %d \"%s\"",
+             rc, err);
+}
+
 static const tu_test_t open_tests[] = {
     { "reopen keeps everything (sync on)", test_reopen_keeps_everything },
     { "a clean close leaves no log to replay", test_close_leaves_no_log },
@@ -3738,6 +3872,7 @@ static const tu_test_t open_tests[] = {
     { "refuse an unusable LOCK file, not as in use", test_refuse_unusable_lock },
     { "a damaged table block is found", test_check_finds_damaged_blocks },
     { "refuse a damaged directory as damaged", test_refuse_damaged },
+    { "store_check_dir reads only: a crash's log, a torn end", test_check_dir_reads_only },
     { NULL, NULL },
 };
 

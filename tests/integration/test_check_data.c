@@ -1,0 +1,382 @@
+/*
+ * tests/integration/test_check_data.c — `hourglass-broker --check-data DIR`
+ * only reads DIR.
+ *
+ * An operator checks a directory that is evidence (a broker killed, a power
+ * cut) or a backup, often on a read-only mount; the check must leave it as
+ * it found it. Each test records every file of the data directory (name,
+ * size, mode, mtime, a hash of its bytes) and the directory's own mtime
+ * before the check and compares after:
+ *  - after kill -9 (a write-ahead log not replayed yet): ok, nothing changed,
+ *    no scratch view left beside it, and the broker starts on it;
+ *  - with a torn write at the log's end (a power cut's): ok, the output says
+ *    what the broker would cut at its next start, nothing is cut; the next
+ *    start cuts it;
+ *  - after a clean stop with a table block damaged: exit 1 (damaged), nothing
+ *    changed;
+ *  - on a read-only bind mount (in a mount namespace of the check's own):
+ *    ok, nothing changed;
+ *  - made read-only by `chmod -R a-w` and checked as a user other than root
+ *    (nobody), where links fail and the scratch view is made of copies under
+ *    $TMPDIR (a directory of nobody's: this machine's /tmp may not be
+ *    writable by all): ok, nothing changed; and with a file nobody may read:
+ *    exit 3, naming it.
+ * The tests need root (to mount, and to become nobody), as CI runs them.
+ *
+ * Run one suite: ./tests/integration/test_check_data check-data
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#include "tests/helpers/broker_test.h"
+#include "tests/helpers/testutil.h"
+
+#define STATE_MAX 65536
+#define NOBODY    65534
+
+/* FNV-1a over the bytes of path; 0 with *h, -1 when it cannot be read. */
+static int file_hash(const char *path, uint64_t *h)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    uint64_t v = 1469598103934665603ULL;
+    unsigned char buf[65536];
+    ssize_t k;
+    while ((k = read(fd, buf, sizeof buf)) > 0)
+        for (ssize_t i = 0; i < k; i++)
+            v = (v ^ buf[i]) * 1099511628211ULL;
+    close(fd);
+    *h = v;
+    return k < 0 ? -1 : 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* What dir holds, one line a file (sorted): name, size, mode, mtime in ns,
+ * hash of the bytes; and the directory's own mtime. 0, or -1. */
+static int dir_state(const char *dir, char *out, size_t outlen)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return -1;
+    size_t n =
+        (size_t)snprintf(out, outlen, "dir mtime %lld.%09ld\n", (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return -1;
+    char *lines[512];
+    size_t count = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && count < 512) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        char path[1200], line[1400];
+        uint64_t h = 0;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (lstat(path, &st) != 0 || (S_ISREG(st.st_mode) && file_hash(path, &h) != 0)) {
+            closedir(d);
+            return -1;
+        }
+        snprintf(line, sizeof line, "%s %lld %o %lld.%09ld %016llx\n", e->d_name, (long long)st.st_size,
+                 (unsigned)st.st_mode, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec, (unsigned long long)h);
+        lines[count++] = strdup(line);
+    }
+    closedir(d);
+    qsort(lines, count, sizeof *lines, cmp_str);
+    for (size_t i = 0; i < count; i++) {
+        n += (size_t)snprintf(out + (n < outlen ? n : outlen), n < outlen ? outlen - n : 0, "%s", lines[i]);
+        free(lines[i]);
+    }
+    return n < outlen ? 0 : -1;
+}
+
+/* The names in parent that start with base ".check-" (a scratch view left behind). */
+static int views_left(const char *parent, const char *base)
+{
+    char prefix[256];
+    snprintf(prefix, sizeof prefix, "%s.check-", base);
+    DIR *d = opendir(parent);
+    int n = 0;
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL)
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    if (d != NULL)
+        closedir(d);
+    return n;
+}
+
+/* The N of "ok: N messages, ..." on the last line (where scripts take it,
+ * as scripts/demo does with tail -1), or -1. */
+static long long ok_count(const char *out)
+{
+    size_t len = strlen(out);
+    while (len > 0 && out[len - 1] == '\n')
+        len--;
+    const char *last = out + len;
+    while (last > out && last[-1] != '\n')
+        last--;
+    long long n;
+    return sscanf(last, "ok: %lld messages,", &n) == 1 ? n : -1;
+}
+
+/* How the check's process is made to see the directory. */
+enum check_as {
+    AS_IS,        /* as the test runs (root) */
+    AS_RO_MOUNT,  /* in a mount namespace of its own, the directory bind-mounted read-only */
+    AS_NOBODY_RO, /* as the user nobody (the directory made read-only by chmod -R a-w) */
+};
+
+/* Run --check-data on the fixture's directory; its exit status (-1 when it
+ * did not run, with why in out), its output (both streams) in out. */
+static int run_check(enum check_as as, char *out, size_t outlen)
+{
+    const char *argv[BP_MAX_EXTRA + 4];
+    int n = 0;
+    argv[n++] = bt_broker.binary;
+    argv[n++] = "--check-data";
+    argv[n++] = bt_broker.data_dir;
+    for (int i = 0; i < bt_broker.nextra; i++)
+        argv[n++] = bt_broker.extra[i];
+    argv[n] = NULL;
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        const char *dir = bt_broker.data_dir;
+        if (as == AS_RO_MOUNT) {
+            if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+                mount(dir, dir, NULL, MS_BIND, NULL) != 0 ||
+                mount(NULL, dir, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) != 0) {
+                printf("test: cannot bind-mount %s read-only (the test needs root, as CI runs it): %s\n", dir,
+                       strerror(errno));
+                _exit(126);
+            }
+            char probe[1200];
+            snprintf(probe, sizeof probe, "%s/probe", dir);
+            if (open(probe, O_WRONLY | O_CREAT, 0600) >= 0 || errno != EROFS) {
+                printf("test: %s is writable after the read-only bind mount\n", dir);
+                _exit(126);
+            }
+        }
+        char tmp[1200];
+        snprintf(tmp, sizeof tmp, "%s/tmp", bt_broker.dir);
+        if (as == AS_NOBODY_RO &&
+            ((mkdir(tmp, 0700) != 0 && errno != EEXIST) || chown(tmp, NOBODY, NOBODY) != 0 ||
+             setenv("TMPDIR", tmp, 1) != 0 || setgroups(0, NULL) != 0 || setgid(NOBODY) != 0 || setuid(NOBODY) != 0)) {
+            printf("test: cannot become nobody (the test needs root, as CI runs it): %s\n", strerror(errno));
+            _exit(126);
+        }
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    ssize_t r;
+    while (got < outlen - 1 && (r = read(fds[0], out + got, outlen - 1 - got)) > 0)
+        got += (size_t)r;
+    out[got] = '\0';
+    close(fds[0]);
+    int status;
+    if (waitpid(pid, &status, 0) != pid)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Check the stopped broker's directory the way as says; require exit want,
+ * every file as it was, no scratch view left; out gets the output. */
+static void check_leaves_dir(enum check_as as, int want, char *out, size_t outlen)
+{
+    static char before[STATE_MAX], after[STATE_MAX];
+    BP_REQUIRE(dir_state(bt_broker.data_dir, before, sizeof before) == 0, "reading %s", bt_broker.data_dir);
+    int rc = run_check(as, out, outlen);
+    printf("\n    %s", out);
+    BP_CHECK(rc == want, "--check-data: exit %d, want %d: %s", rc, want, out);
+    BP_REQUIRE(dir_state(bt_broker.data_dir, after, sizeof after) == 0, "reading %s", bt_broker.data_dir);
+    BP_CHECK(strcmp(before, after) == 0, "--check-data changed %s:\nbefore:\n%safter:\n%s", bt_broker.data_dir, before,
+             after);
+    BP_CHECK(views_left(bt_broker.dir, "data") == 0, "a scratch view is left in %s", bt_broker.dir);
+}
+
+/* SENDs: n ready on topic t, n on level 3; a PULL of 2 (two leases). */
+static void fill(int n)
+{
+    char e[8192], id[32];
+    for (int i = 0; i < n; i++) {
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "ready", NULL) == 0, "%s", e);
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "later", "LEVEL", "3", NULL) == 0, "%s", e);
+    }
+    resp_reply_t *r = bp_pull(&bt_conn, e, sizeof e, "g", "t", "COUNT", "2", NULL);
+    BP_REQUIRE(r != NULL && r->count == 2, "PULL: %s", e);
+    resp_reply_free(r);
+}
+
+/* After kill -9 the log is not replayed: a LevelDB open would write a table,
+ * a manifest and a new log. Before the fix the check did; now it changes
+ * nothing, and the broker then starts on the directory with every message. */
+static void test_after_kill9(void)
+{
+    char e[8192], out[8192];
+    bt_start(NULL);
+    fill(50);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_kill9(&bt_broker) == 0, "kill -9");
+    check_leaves_dir(AS_IS, 0, out, sizeof out);
+    BP_CHECK(ok_count(out) == 100, "--check-data after kill -9: want ok: 100 messages: %s", out);
+    BP_CHECK(strstr(out, "read only") != NULL && strstr(out, "scratch view") != NULL,
+             "--check-data does not say what it checked: %s", out);
+    check_leaves_dir(AS_IS, 0, out, sizeof out); /* again: the first changed nothing a second sees */
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart: %s", e);
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+}
+
+/* A torn write at the log's end: before the fix the check cut it (and kept
+ * the tail beside it); now it says what the broker would cut and cuts
+ * nothing; the broker's next start cuts it. */
+static void test_torn_log_end(void)
+{
+    char e[8192], out[8192];
+    char log[1200];
+    bt_torn_log_end(log, sizeof log);
+
+    check_leaves_dir(AS_IS, 0, out, sizeof out);
+    const char *base = strrchr(log, '/') + 1;
+    char want[256];
+    snprintf(want, sizeof want, "of %s at its next start", base);
+    BP_CHECK(strstr(out, "the broker would cut ") != NULL && strstr(out, want) != NULL,
+             "--check-data does not say what the broker would cut: %s", out);
+    BP_CHECK(ok_count(out) == BT_TORN_WHOLE, "--check-data of the torn log: want ok: %d messages: %s", BT_TORN_WHOLE,
+             out);
+
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart after a torn log end: %s", e);
+    BP_CHECK(bp_log_contains(&bt_broker, "ended in a torn write"), "the start does not say it cut a torn write");
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+}
+
+/* The first *.ldb of dir into path, or -1. */
+static long first_table(const char *dir, char *path, size_t pathlen)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return -1;
+    struct dirent *e;
+    long size = -1;
+    while (size < 0 && (e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        struct stat st;
+        snprintf(path, pathlen, "%s/%s", dir, e->d_name);
+        if (n > 4 && strcmp(e->d_name + n - 4, ".ldb") == 0 && stat(path, &st) == 0)
+            size = (long)st.st_size;
+    }
+    closedir(d);
+    return size;
+}
+
+/* A table block damaged after a clean stop: exit 1, and still nothing changed. */
+static void test_damaged_table(void)
+{
+    char e[8192], out[8192];
+    bt_start(NULL);
+    fill(200);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+    char table[1200];
+    long size = first_table(bt_broker.data_dir, table, sizeof table);
+    BP_REQUIRE(size > 200, "no table in %s after a clean stop", bt_broker.data_dir);
+    FILE *f = fopen(table, "r+b");
+    BP_REQUIRE(f != NULL && fseek(f, 100, SEEK_SET) == 0, "open %s", table);
+    int c = fgetc(f);
+    fseek(f, 100, SEEK_SET);
+    fputc(c ^ 0x55, f);
+    fclose(f);
+    check_leaves_dir(AS_IS, 1, out, sizeof out);
+    BP_CHECK(strstr(out, "damaged") != NULL, "--check-data of a damaged table does not say so: %s", out);
+    const char *last = out; /* the last line the broker wrote: the error */
+    for (const char *p = strstr(out, "check-data: "); p != NULL; p = strstr(p + 1, "check-data: "))
+        last = p;
+    BP_CHECK(strstr(last, bt_broker.data_dir) != NULL && strstr(last, ".check-") == NULL,
+             "the error does not name %s (or names the scratch view): %s", bt_broker.data_dir, last);
+}
+
+/* A read-only bind mount of a directory killed with kill -9: before the fix
+ * exit 3 ("Read-only file system"); now ok, and nothing changed. */
+static void test_read_only_mount(void)
+{
+    char out[8192];
+    bt_start(NULL);
+    fill(50);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_kill9(&bt_broker) == 0, "kill -9");
+    check_leaves_dir(AS_RO_MOUNT, 0, out, sizeof out);
+    BP_CHECK(ok_count(out) == 100, "--check-data on a read-only mount: want ok: 100 messages: %s", out);
+}
+
+/* chmod -R a-w (readable by all) and checked by nobody: no link is allowed
+ * (another user's file) and nothing can be made beside the directory, so the
+ * view is copies under $TMPDIR. Before the fix exit 3 ("Permission denied"). */
+static void test_read_only_by_permission(void)
+{
+    char e[8192], out[8192];
+    bt_start(NULL);
+    fill(50);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "chmod 0755 '%s' && chmod -R a-w,a+rX '%s'", bt_broker.dir, bt_broker.data_dir);
+    BP_REQUIRE(system(cmd) == 0, "%s", cmd);
+    check_leaves_dir(AS_NOBODY_RO, 0, out, sizeof out);
+    BP_CHECK(ok_count(out) == 102 && strstr(out, "0 table files hard-linked") != NULL,
+             "--check-data by nobody of a read-only directory: want ok: 102 messages (the 2 leases written at the "
+             "stop), the tables copied: %s",
+             out);
+    /* A file the user may not read: not checked (exit 3), naming it. */
+    snprintf(cmd, sizeof cmd, "chmod 0400 '%s/CURRENT'", bt_broker.data_dir);
+    BP_REQUIRE(system(cmd) == 0, "%s", cmd);
+    check_leaves_dir(AS_NOBODY_RO, 3, out, sizeof out);
+    BP_CHECK(strstr(out, "cannot read ") != NULL && strstr(out, "/CURRENT: Permission denied") != NULL &&
+                 strstr(out, "TMPDIR") == NULL,
+             "--check-data by nobody of an unreadable CURRENT does not name it: %s", out);
+    snprintf(cmd, sizeof cmd, "chmod -R u+w '%s'", bt_broker.data_dir);
+    BP_CHECK(system(cmd) == 0, "%s", cmd);
+}
+
+static const tu_test_t check_data_tests[] = {
+    { "after kill -9: ok, nothing changed", test_after_kill9 },
+    { "a torn log end: reported as what a start would cut, not cut", test_torn_log_end },
+    { "a damaged table: exit 1, nothing changed", test_damaged_table },
+    { "a read-only bind mount: ok, nothing changed", test_read_only_mount },
+    { "chmod -R a-w, checked as nobody: ok, nothing changed", test_read_only_by_permission },
+    { NULL, NULL },
+};
+
+int main(int argc, char **argv)
+{
+    return bt_main(argc, argv, "check-data", check_data_tests);
+}
