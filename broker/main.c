@@ -21,13 +21,17 @@
  * "ok: N messages, ..." and exit 0, or the first
  * problem and exit 1 (damaged or inconsistent data) or 3 (not checked: the
  * directory is missing, not accessible, held by a running broker, not a data
- * directory of this build, or no room for the view). Main thread only; no
- * event loop.
+ * directory of this build, or no room for the view). Scratch views killed
+ * checks left are removed first, and said on stderr. SIGINT, SIGTERM and
+ * SIGHUP are blocked in every thread (LevelDB's inherit it) and taken by a
+ * thread of the check's own, which removes the view and ends the process
+ * with 128 + the signal. Main thread and that thread; no event loop.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +73,50 @@ static void check_data_torn(const char *dir, const store_dir_check_t *r)
     }
 }
 
+/* The signals that stop a check; blocked before the check's thread starts. */
+static sigset_t check_data_stop_signals;
+
+/* The check's signal thread: wait for a stop signal, remove the scratch view
+ * (store_check_dir_interrupt: the check removes nothing after it) and end
+ * the process with 128 + the signal. Writes with dprintf: the main thread
+ * may hold stderr's lock. */
+static void *check_data_signals(void *arg)
+{
+    (void)arg;
+    int sig = 0;
+    while (sigwait(&check_data_stop_signals, &sig) != 0) {
+    }
+    char view[4200];
+    store_check_dir_interrupt(view, sizeof view);
+    if (view[0] != '\0') {
+        dprintf(STDERR_FILENO, "check-data: stopped by signal %d (%s): not checked; removed its scratch view %s\n", sig,
+                strsignal(sig), view);
+    } else {
+        dprintf(STDERR_FILENO, "check-data: stopped by signal %d (%s): not checked\n", sig, strsignal(sig));
+    }
+    _exit(128 + sig);
+}
+
+/* Block the stop signals in this thread (and so in every thread started
+ * after, LevelDB's too) and start the thread that takes them. 0, or -1 with
+ * err. */
+static int check_data_catch_signals(char *err, size_t errlen)
+{
+    sigemptyset(&check_data_stop_signals);
+    sigaddset(&check_data_stop_signals, SIGINT);
+    sigaddset(&check_data_stop_signals, SIGTERM);
+    sigaddset(&check_data_stop_signals, SIGHUP);
+    int e = pthread_sigmask(SIG_BLOCK, &check_data_stop_signals, NULL);
+    pthread_t t;
+    if (e == 0 && (e = pthread_create(&t, NULL, check_data_signals, NULL)) == 0) {
+        pthread_detach(t);
+        return 0;
+    }
+    pthread_sigmask(SIG_UNBLOCK, &check_data_stop_signals, NULL);
+    snprintf(err, errlen, "cannot start the thread that removes the scratch view on a signal: %s", strerror(e));
+    return -1;
+}
+
 /* --check-data: CHECK_DATA_OK when the directory is consistent, with one
  * line on stdout ("ok: ...", saying what was read and where: scripts read
  * it as the only line of stdout, or the last of both streams); else the
@@ -81,7 +129,17 @@ static int check_data(const config_t *cfg)
     o.no_upgrade = 1; /* an older format is reported, not checked as this build would upgrade it */
     store_dir_check_t r;
     char err[1024];
+    if (check_data_catch_signals(err, sizeof err) != 0) {
+        fprintf(stderr, "check-data: not checked: %s\n", err);
+        return CHECK_DATA_UNCHECKED;
+    }
     int rc = store_check_dir(&o, clock_wall_ms(), &r, err, sizeof err);
+    if (r.stale_removed > 0) {
+        fprintf(stderr,
+                "check-data: removed %u scratch view%s a stopped check left behind (%s%s), with the disk space its "
+                "hard links kept\n",
+                r.stale_removed, r.stale_removed == 1 ? "" : "s", r.stale_view, r.stale_removed == 1 ? "" : ", ...");
+    }
     check_data_torn(cfg->dir, &r);
     char view[4400] = "";
     if (r.view[0] != '\0') {

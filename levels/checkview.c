@@ -17,13 +17,23 @@
  * kept torn tails) stays out. Whatever the open and the check write goes
  * into the view, which is removed at the end.
  *
+ * The check holds an flock on the view's directory from just after it is
+ * made until it is removed. A check that was killed (kill -9, a power cut)
+ * leaves its view, whose hard links keep old tables' disk space taken: the
+ * next check sweeps the views of the same directory (and those under
+ * $TMPDIR) whose lock it can take and that hold only files a view holds;
+ * the view of a check running now stays (its lock is held). A view a sweep
+ * removed between its mkdtemp and its lock is seen (no link left) and made
+ * again. store_check_dir_interrupt removes the view of a check stopped by a
+ * signal; view_mutex makes that removal and the check's own one exclusive.
+ *
  * A directory without CURRENT is opened as it is: store_open refuses it
  * (missing, empty, damaged, not ours) before LevelDB touches it. The
  * directory is checked for a running broker (its LOCK) before and after the
  * view is made: a view made while a broker writes could miss a file.
  *
- * Threading: any one thread; no store of the directory may be open in this
- * process.
+ * Threading: store_check_dir on any one thread, no store of the directory
+ * open in this process; store_check_dir_interrupt on another.
  */
 #include "levels/store_internal.h"
 #include "levels/logsync.h"
@@ -36,9 +46,18 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* The view being made or checked ("" when none), for
+ * store_check_dir_interrupt, which keeps view_mutex locked. */
+static pthread_mutex_t view_mutex = PTHREAD_MUTEX_INITIALIZER;
+static char view_active[4200];
+
+#define VIEW_MAKE_TRIES 4 /* views made when a sweep takes the new one before its lock */
 
 /* What goes into the view: 'L' linked (a table), 'C' copied, 0 left out. */
 static int view_kind(const char *name)
@@ -120,20 +139,109 @@ static int copy_file(const char *from, const char *to, uint64_t *bytes, char *er
     return rc;
 }
 
-/* Remove the view and everything in it (names only: a link's table stays). */
+/* Remove the view and everything in it (names only: a link's table stays).
+ * Again while a thread of a stopped check still makes files in it. */
 static void view_remove(const char *view)
 {
-    DIR *d = opendir(view);
-    if (d != NULL) {
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
-                unlinkat(dirfd(d), e->d_name, 0);
+    for (int pass = 0; pass < 20; pass++) {
+        DIR *d = opendir(view);
+        if (d != NULL) {
+            struct dirent *e;
+            while ((e = readdir(d)) != NULL) {
+                if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+                    unlinkat(dirfd(d), e->d_name, 0);
+                }
+            }
+            closedir(d);
+        }
+        if (rmdir(view) == 0 || errno != ENOTEMPTY) {
+            return;
+        }
+    }
+}
+
+/* Remove the view of this check and forget it. */
+static void view_discard(const char *view)
+{
+    pthread_mutex_lock(&view_mutex);
+    view_remove(view);
+    view_active[0] = '\0';
+    pthread_mutex_unlock(&view_mutex);
+}
+
+void store_check_dir_interrupt(char *removed, size_t len)
+{
+    pthread_mutex_lock(&view_mutex); /* kept: the check never removes it too, nor makes another */
+    if (len > 0) {
+        snprintf(removed, len, "%s", view_active);
+    }
+    if (view_active[0] != '\0') {
+        view_remove(view_active);
+    }
+}
+
+/* Is name a file a view holds: what view_fill puts in, or what LevelDB
+ * writes there (LOCK, LOG, LOG.old, n.dbtmp)? */
+static int view_file(const char *name)
+{
+    size_t digits = strspn(name, "0123456789");
+    return view_kind(name) != 0 || strcmp(name, "LOCK") == 0 || strcmp(name, "LOG") == 0 ||
+           strcmp(name, "LOG.old") == 0 || (digits > 0 && strcmp(name + digits, ".dbtmp") == 0);
+}
+
+/* 1 when the directory open as fd holds only files a view holds. */
+static int only_view_files(int fd)
+{
+    int dup_fd = dup(fd);
+    DIR *d = dup_fd < 0 ? NULL : fdopendir(dup_fd);
+    if (d == NULL) {
+        if (dup_fd >= 0) {
+            close(dup_fd);
+        }
+        return 0;
+    }
+    int ok = 1;
+    struct dirent *e;
+    while (ok && (e = readdir(d)) != NULL) {
+        ok = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 || view_file(e->d_name);
+    }
+    closedir(d);
+    return ok;
+}
+
+/* Remove the views in parent named prefix and six characters (mkdtemp's)
+ * that a killed check left: this user's directories whose flock can be
+ * taken (no check holds it) holding only a view's files. Counted in r. */
+static void sweep_stale(const char *parent, const char *prefix, store_dir_check_t *r)
+{
+    DIR *d = opendir(parent);
+    if (d == NULL) {
+        return;
+    }
+    size_t plen = strlen(prefix);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, plen) != 0 || strlen(e->d_name) != plen + 6) {
+            continue;
+        }
+        char path[4200];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", parent, e->d_name);
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+            continue;
+        }
+        /* Locked, still linked (not swept by another check meanwhile), and a view. */
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && st.st_nlink > 0 && st.st_uid == geteuid() &&
+            only_view_files(fd)) {
+            view_remove(path);
+            if (r->stale_removed++ == 0) {
+                snprintf(r->stale_view, sizeof r->stale_view, "%s", path);
             }
         }
-        closedir(d);
+        close(fd);
     }
-    rmdir(view);
+    closedir(d);
 }
 
 /* Fill the new, empty view with dir's files: 0, -1, or VIEW_CANNOT_READ. */
@@ -165,18 +273,60 @@ static int view_fill(const char *dir, const char *view, store_dir_check_t *r, ch
     return rc;
 }
 
-/* Make the view under the template tmpl (mkdtemp's, changed in place): 0,
- * -1, or VIEW_CANNOT_READ. */
-static int view_make(const char *dir, char *tmpl, store_dir_check_t *r, char *err, size_t errlen)
+/* Make a new, empty view under the template tmpl (mkdtemp's, changed in
+ * place) and take its lock, held in *lock_fd: 0, or -1. */
+static int view_create(char *tmpl, int *lock_fd, char *err, size_t errlen)
+{
+    char pattern[4200];
+    snprintf(pattern, sizeof pattern, "%s", tmpl);
+    for (int attempt = 0; attempt < VIEW_MAKE_TRIES; attempt++) {
+        snprintf(tmpl, strlen(pattern) + 1, "%s", pattern);
+        pthread_mutex_lock(&view_mutex);
+        if (mkdtemp(tmpl) == NULL) {
+            pthread_mutex_unlock(&view_mutex);
+            return err_set(err, errlen, "cannot create a scratch directory %s: %s", tmpl, strerror(errno));
+        }
+        snprintf(view_active, sizeof view_active, "%s", tmpl);
+        pthread_mutex_unlock(&view_mutex);
+        int fd = open(tmpl, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) {
+            err_set(err, errlen, "cannot open the scratch directory %s: %s", tmpl, strerror(errno));
+            view_discard(tmpl);
+            return -1;
+        }
+        struct stat st;
+        int locked = flock(fd, LOCK_EX | LOCK_NB) == 0;
+        if (!locked && errno != EWOULDBLOCK) {
+            err_set(err, errlen, "cannot lock the scratch directory %s: %s", tmpl, strerror(errno));
+            close(fd);
+            view_discard(tmpl);
+            return -1;
+        }
+        if (locked && fstat(fd, &st) == 0 && st.st_nlink > 0) {
+            *lock_fd = fd;
+            return 0;
+        }
+        close(fd); /* another check's sweep took it before the lock: it is gone, or going */
+        view_discard(tmpl);
+    }
+    return err_set(err, errlen, "cannot keep a scratch directory %s: other checks removed it %d times", pattern,
+                   VIEW_MAKE_TRIES);
+}
+
+/* Make the view under the template tmpl (mkdtemp's, changed in place), its
+ * lock held in *lock_fd: 0, -1, or VIEW_CANNOT_READ. */
+static int view_make(const char *dir, char *tmpl, int *lock_fd, store_dir_check_t *r, char *err, size_t errlen)
 {
     r->linked = r->copied = 0;
     r->copied_bytes = 0;
-    if (mkdtemp(tmpl) == NULL) {
-        return err_set(err, errlen, "cannot create a scratch directory %s: %s", tmpl, strerror(errno));
+    if (view_create(tmpl, lock_fd, err, errlen) != 0) {
+        return -1;
     }
     int rc = view_fill(dir, tmpl, r, err, errlen);
     if (rc != 0) {
-        view_remove(tmpl);
+        view_discard(tmpl);
+        close(*lock_fd);
+        *lock_fd = -1;
         return rc;
     }
     snprintf(r->view, sizeof r->view, "%s", tmpl);
@@ -267,13 +417,23 @@ int store_check_dir(const store_options_t *o, uint64_t now_ms, store_dir_check_t
         return err_set(err, errlen, "cannot resolve the path of data directory %s: %s", dir, strerror(errno));
     }
     const char *tmp = getenv("TMPDIR");
+    tmp = tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp";
     char beside[PATH_MAX + 32], elsewhere[4200], why_beside[1024] = "", why_elsewhere[1024] = "";
     snprintf(beside, sizeof beside, "%s.check-XXXXXX", real);
-    snprintf(elsewhere, sizeof elsewhere, "%s/hourglass-check-XXXXXX", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+    snprintf(elsewhere, sizeof elsewhere, "%s/hourglass-check-XXXXXX", tmp);
+    if (strcmp(real, "/") != 0) { /* the views killed checks left: their links hold old tables' disk space */
+        char parent[PATH_MAX], prefix[PATH_MAX + 8];
+        const char *slash = strrchr(real, '/');
+        snprintf(parent, sizeof parent, "%.*s", slash == real ? 1 : (int)(slash - real), real);
+        snprintf(prefix, sizeof prefix, "%s.check-", slash + 1);
+        sweep_stale(parent, prefix, r);
+    }
+    sweep_stale(tmp, "hourglass-check-", r);
+    int lock_fd = -1;
     int made = strcmp(real, "/") == 0 ? err_set(why_beside, sizeof why_beside, "it is the root directory")
-                                      : view_make(dir, beside, r, why_beside, sizeof why_beside);
+                                      : view_make(dir, beside, &lock_fd, r, why_beside, sizeof why_beside);
     if (made != 0 && made != VIEW_CANNOT_READ) {
-        made = view_make(dir, elsewhere, r, why_elsewhere, sizeof why_elsewhere);
+        made = view_make(dir, elsewhere, &lock_fd, r, why_elsewhere, sizeof why_elsewhere);
         if (made == VIEW_CANNOT_READ) {
             snprintf(why_beside, sizeof why_beside, "%s", why_elsewhere);
         }
@@ -292,6 +452,7 @@ int store_check_dir(const store_options_t *o, uint64_t now_ms, store_dir_check_t
     if (rc != 0) {
         name_dir(err, errlen, r->view, dir);
     }
-    view_remove(r->view);
+    view_discard(r->view);
+    close(lock_fd); /* after the removal: a sweep never takes a view still in use */
     return rc;
 }

@@ -722,6 +722,8 @@ typedef struct store_dir_check {
     char torn_log[64];           /* its name ("000012.log") */
     uint64_t torn_offset;        /* where the cut would be (the end of its last whole record) */
     uint64_t torn_bytes;         /* the bytes after it */
+    unsigned stale_removed;      /* scratch views killed checks left, removed before this one was made */
+    char stale_view[4200];       /* the first of them */
 } store_dir_check_t;
 
 /* Any one thread, with no store of the directory open in this process:
@@ -730,8 +732,12 @@ typedef struct store_dir_check {
  * opened in a scratch view, a new directory beside it ("<path>.check-XXXXXX")
  * or else under $TMPDIR (or /tmp) holding hard links to its tables (copies
  * where a link fails) and copies of CURRENT, its manifests and logs; the
- * view is removed at the end (a check killed midway leaves it: delete it).
- * Other directories are refused by store_open before anything is opened. A
+ * view is removed at the end. The check holds an flock on the view's
+ * directory while it exists; before making its own it removes the views
+ * killed checks left (beside o->path, and under $TMPDIR): directories of
+ * this user with the view's name pattern whose lock is free and that hold
+ * only a view's files (counted in *r); the view of a check running now
+ * stays. Other directories are refused by store_open before anything is opened. A
  * torn log end store_open would cut is cut in the view and described in *r.
  * Errors name o->path, not the view. Returns 0 when consistent;
  * STORE_OPEN_DAMAGED when the data is damaged or inconsistent;
@@ -739,6 +745,13 @@ typedef struct store_dir_check {
  * or after the view was made); -1 when it could not be checked (missing,
  * not accessible, not ours, no room for the view). */
 int store_check_dir(const store_options_t *o, uint64_t now_ms, store_dir_check_t *r, char *err, size_t errlen);
+
+/* Another thread than store_check_dir's, when the process is about to end
+ * (a signal stopped the check): remove the scratch view being made or
+ * checked now, and put its path in removed[len] ("" when there was none).
+ * store_check_dir, there or later, removes and makes nothing after this
+ * (it blocks): the caller must _exit. Never returns an error. */
+void store_check_dir_interrupt(char *removed, size_t len);
 
 /* ---- Online copies (snapshot.c) ----------------------------------------------- */
 

@@ -20,7 +20,11 @@
  *    (nobody), where links fail and the scratch view is made of copies under
  *    $TMPDIR (a directory of nobody's: this machine's /tmp may not be
  *    writable by all): ok, nothing changed; and with a file nobody may read:
- *    exit 3, naming it.
+ *    exit 3, naming it;
+ *  - stopped mid-check (a FIFO named like a log holds it in the view's
+ *    making) by SIGTERM, SIGINT, SIGHUP: the view removed, exit 128+signal;
+ *    by kill -9: the next check removes the view it left, and says so; two
+ *    checks at once: neither removes the other's view.
  * The tests need root (to mount, and to become nobody), as CI runs them.
  *
  * Run one suite: ./tests/integration/test_check_data check-data
@@ -147,9 +151,9 @@ enum check_as {
     AS_NOBODY_RO, /* as the user nobody (the directory made read-only by chmod -R a-w) */
 };
 
-/* Run --check-data on the fixture's directory; its exit status (-1 when it
- * did not run, with why in out), its output (both streams) in out. */
-static int run_check(enum check_as as, char *out, size_t outlen)
+/* Start --check-data on the fixture's directory the way as says: its pid
+ * (-1 when it did not start), both its streams into *fd. */
+static pid_t spawn_check(enum check_as as, int *fd)
 {
     const char *argv[BP_MAX_EXTRA + 4];
     int n = 0;
@@ -163,8 +167,11 @@ static int run_check(enum check_as as, char *out, size_t outlen)
     if (pipe(fds) != 0)
         return -1;
     pid_t pid = fork();
-    if (pid < 0)
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
         return -1;
+    }
     if (pid == 0) {
         dup2(fds[1], 1);
         dup2(fds[1], 2);
@@ -198,16 +205,37 @@ static int run_check(enum check_as as, char *out, size_t outlen)
         _exit(127);
     }
     close(fds[1]);
+    *fd = fds[0];
+    return pid;
+}
+
+/* Read a started check's output (both streams) into out until it ends: its
+ * exit status, or -1 when a signal killed it. */
+static int finish_check(pid_t pid, int fd, char *out, size_t outlen)
+{
     size_t got = 0;
     ssize_t r;
-    while (got < outlen - 1 && (r = read(fds[0], out + got, outlen - 1 - got)) > 0)
+    while (got < outlen - 1 && (r = read(fd, out + got, outlen - 1 - got)) > 0)
         got += (size_t)r;
     out[got] = '\0';
-    close(fds[0]);
+    close(fd);
     int status;
     if (waitpid(pid, &status, 0) != pid)
         return -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Run --check-data on the fixture's directory; its exit status (-1 when it
+ * did not run, with why in out), its output (both streams) in out. */
+static int run_check(enum check_as as, char *out, size_t outlen)
+{
+    int fd;
+    pid_t pid = spawn_check(as, &fd);
+    if (pid < 0) {
+        snprintf(out, outlen, "cannot start --check-data: %s", strerror(errno));
+        return -1;
+    }
+    return finish_check(pid, fd, out, outlen);
 }
 
 /* Check the stopped broker's directory the way as says; require exit want,
@@ -367,12 +395,129 @@ static void test_read_only_by_permission(void)
     BP_CHECK(system(cmd) == 0, "%s", cmd);
 }
 
+/* A FIFO named like a log in the data directory: the check's copy of it
+ * blocks in open() until a writer comes (none does), after its scratch view
+ * is made: a check that stays stopped mid-way, as long as the test wants,
+ * with no knob in the broker. Returns its path in path. */
+static void add_blocking_log(char *path, size_t pathlen)
+{
+    snprintf(path, pathlen, "%s/999999.log", bt_broker.data_dir);
+    BP_REQUIRE(mkfifo(path, 0600) == 0, "mkfifo %s: %s", path, strerror(errno));
+}
+
+typedef struct views_want {
+    int n;
+} views_want_t;
+
+static int views_reached(void *ctx)
+{
+    return views_left(bt_broker.dir, "data") == ((views_want_t *)ctx)->n;
+}
+
+/* A broker's directory after kill -9, with the blocking log in fifo: the
+ * fixture of the tests below. */
+static void stopped_dir_with_blocking_log(char *fifo, size_t fifolen)
+{
+    bt_start(NULL);
+    fill(20);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_kill9(&bt_broker) == 0, "kill -9");
+    add_blocking_log(fifo, fifolen);
+}
+
+/* SIGTERM, SIGINT or SIGHUP mid-check: before the fix the process died with
+ * its scratch view left (hard links holding old tables' space); now the view
+ * is removed, the exit status is 128 + the signal and stderr says so. */
+static void test_signal_mid_check(void)
+{
+    char out[8192], fifo[1200];
+    stopped_dir_with_blocking_log(fifo, sizeof fifo);
+    const int signals[] = { SIGTERM, SIGINT, SIGHUP };
+    for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++) {
+        int fd;
+        pid_t pid = spawn_check(AS_IS, &fd);
+        BP_REQUIRE(pid > 0, "cannot start --check-data");
+        views_want_t one = { 1 };
+        int made = tu_poll_until(views_reached, &one, 20000, 10) == 0;
+        kill(pid, signals[i]);
+        int rc = finish_check(pid, fd, out, sizeof out);
+        printf("\n    %s", out);
+        BP_CHECK(made, "no scratch view was made beside %s: %s", bt_broker.data_dir, out);
+        BP_CHECK(rc == 128 + signals[i], "--check-data stopped by signal %d: exit %d, want %d: %s", signals[i], rc,
+                 128 + signals[i], out);
+        BP_CHECK(strstr(out, "stopped by signal") != NULL && strstr(out, "removed its scratch view") != NULL,
+                 "--check-data stopped by signal %d does not say it removed its view: %s", signals[i], out);
+        BP_CHECK(views_left(bt_broker.dir, "data") == 0, "signal %d: a scratch view is left in %s", signals[i],
+                 bt_broker.dir);
+    }
+    unlink(fifo);
+}
+
+/* A check killed with kill -9 leaves its view; before the fix it stayed for
+ * good (and the next check made another); now the next check of the same
+ * directory removes it, says so on stderr, and checks as before. */
+static void test_kill9_leftover_removed(void)
+{
+    char out[8192], fifo[1200];
+    stopped_dir_with_blocking_log(fifo, sizeof fifo);
+    int fd;
+    pid_t pid = spawn_check(AS_IS, &fd);
+    BP_REQUIRE(pid > 0, "cannot start --check-data");
+    views_want_t one = { 1 };
+    int made = tu_poll_until(views_reached, &one, 20000, 10) == 0;
+    kill(pid, SIGKILL);
+    int rc = finish_check(pid, fd, out, sizeof out);
+    BP_REQUIRE(made && rc == -1, "--check-data was not killed mid-check (view made %d, exit %d): %s", made, rc, out);
+    BP_REQUIRE(views_left(bt_broker.dir, "data") == 1, "kill -9 left no scratch view to remove: the test is void");
+    unlink(fifo);
+    check_leaves_dir(AS_IS, 0, out, sizeof out); /* and no view left, the old one included */
+    BP_CHECK(ok_count(out) == 40, "--check-data after a killed check: want ok: 40 messages: %s", out);
+    BP_CHECK(strstr(out, "removed 1 scratch view a stopped check left behind") != NULL &&
+                 strstr(out, "/data.check-") != NULL,
+             "--check-data does not say it removed the view a killed check left: %s", out);
+}
+
+/* Two checks of one directory at once: the second's sweep must not take the
+ * first's view (its lock is held); both stopped, neither view is left. */
+static void test_two_checks_at_once(void)
+{
+    char out[8192], fifo[1200];
+    stopped_dir_with_blocking_log(fifo, sizeof fifo);
+    int fd1, fd2;
+    pid_t first = spawn_check(AS_IS, &fd1);
+    BP_REQUIRE(first > 0, "cannot start --check-data");
+    views_want_t one = { 1 }, two = { 2 };
+    int made1 = tu_poll_until(views_reached, &one, 20000, 10) == 0;
+    pid_t second = spawn_check(AS_IS, &fd2);
+    int made2 = second > 0 && tu_poll_until(views_reached, &two, 20000, 10) == 0;
+    BP_CHECK(made1 && made2, "two running checks do not have a view each (%d of them left in %s)",
+             views_left(bt_broker.dir, "data"), bt_broker.dir);
+    if (second > 0) {
+        kill(second, SIGTERM);
+        int rc = finish_check(second, fd2, out, sizeof out);
+        printf("\n    second: %s", out);
+        BP_CHECK(rc == 128 + SIGTERM && strstr(out, "removed 1 scratch view") == NULL,
+                 "the second check: exit %d, want %d, and no view removed: %s", rc, 128 + SIGTERM, out);
+    }
+    BP_CHECK(views_left(bt_broker.dir, "data") == 1, "the second check took the first's view with its own");
+    kill(first, SIGTERM);
+    int rc = finish_check(first, fd1, out, sizeof out);
+    printf("\n    first: %s", out);
+    BP_CHECK(rc == 128 + SIGTERM && strstr(out, "removed its scratch view") != NULL,
+             "the first check: exit %d, want %d, its view removed: %s", rc, 128 + SIGTERM, out);
+    BP_CHECK(views_left(bt_broker.dir, "data") == 0, "a scratch view is left in %s", bt_broker.dir);
+    unlink(fifo);
+}
+
 static const tu_test_t check_data_tests[] = {
     { "after kill -9: ok, nothing changed", test_after_kill9 },
     { "a torn log end: reported as what a start would cut, not cut", test_torn_log_end },
     { "a damaged table: exit 1, nothing changed", test_damaged_table },
     { "a read-only bind mount: ok, nothing changed", test_read_only_mount },
     { "chmod -R a-w, checked as nobody: ok, nothing changed", test_read_only_by_permission },
+    { "SIGTERM/SIGINT/SIGHUP mid-check: its scratch view removed, exit 128+signal", test_signal_mid_check },
+    { "a kill -9'd check's view: removed by the next check, and said", test_kill9_leftover_removed },
+    { "two checks at once: neither removes the other's view", test_two_checks_at_once },
     { NULL, NULL },
 };
 
