@@ -86,6 +86,7 @@ static void *check_data_signals(void *arg)
     int sig = 0;
     while (sigwait(&check_data_stop_signals, &sig) != 0) {
     }
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL); /* a check that ends now waits for the _exit */
     char view[4200];
     store_check_dir_interrupt(view, sizeof view);
     if (view[0] != '\0') {
@@ -98,23 +99,29 @@ static void *check_data_signals(void *arg)
 }
 
 /* Block the stop signals in this thread (and so in every thread started
- * after, LevelDB's too) and start the thread that takes them. 0, or -1 with
- * err. */
-static int check_data_catch_signals(char *err, size_t errlen)
+ * after, LevelDB's too) and start the thread that takes them, in *t (ended
+ * by check_data_release_signals). 0, or -1 with err. */
+static int check_data_catch_signals(pthread_t *t, char *err, size_t errlen)
 {
     sigemptyset(&check_data_stop_signals);
     sigaddset(&check_data_stop_signals, SIGINT);
     sigaddset(&check_data_stop_signals, SIGTERM);
     sigaddset(&check_data_stop_signals, SIGHUP);
     int e = pthread_sigmask(SIG_BLOCK, &check_data_stop_signals, NULL);
-    pthread_t t;
-    if (e == 0 && (e = pthread_create(&t, NULL, check_data_signals, NULL)) == 0) {
-        pthread_detach(t);
+    if (e == 0 && (e = pthread_create(t, NULL, check_data_signals, NULL)) == 0) {
         return 0;
     }
     pthread_sigmask(SIG_UNBLOCK, &check_data_stop_signals, NULL);
     snprintf(err, errlen, "cannot start the thread that removes the scratch view on a signal: %s", strerror(e));
     return -1;
+}
+
+/* After the check: end the signal thread, or wait for the _exit of one that
+ * took a signal already. */
+static void check_data_release_signals(pthread_t t)
+{
+    pthread_cancel(t);
+    pthread_join(t, NULL);
 }
 
 /* --check-data: CHECK_DATA_OK when the directory is consistent, with one
@@ -129,11 +136,13 @@ static int check_data(const config_t *cfg)
     o.no_upgrade = 1; /* an older format is reported, not checked as this build would upgrade it */
     store_dir_check_t r;
     char err[1024];
-    if (check_data_catch_signals(err, sizeof err) != 0) {
+    pthread_t signals;
+    if (check_data_catch_signals(&signals, err, sizeof err) != 0) {
         fprintf(stderr, "check-data: not checked: %s\n", err);
         return CHECK_DATA_UNCHECKED;
     }
     int rc = store_check_dir(&o, clock_wall_ms(), &r, err, sizeof err);
+    check_data_release_signals(signals);
     if (r.stale_removed > 0) {
         fprintf(stderr,
                 "check-data: removed %u scratch view%s a stopped check left behind (%s%s), with the disk space its "
