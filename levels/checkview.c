@@ -210,8 +210,9 @@ static int only_view_files(int fd)
 }
 
 /* Remove the views in parent named prefix and six characters (mkdtemp's)
- * that a killed check left: this user's directories whose flock can be
- * taken (no check holds it) holding only a view's files. Counted in r. */
+ * that a killed check left: this user's directories of mode 0700 whose
+ * flock can be taken (no check holds it) holding only a view's files.
+ * Counted in r. */
 static void sweep_stale(const char *parent, const char *prefix, store_dir_check_t *r)
 {
     DIR *d = opendir(parent);
@@ -231,9 +232,11 @@ static void sweep_stale(const char *parent, const char *prefix, store_dir_check_
         if (fd < 0) {
             continue;
         }
-        /* Locked, still linked (not swept by another check meanwhile), and a view. */
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && st.st_nlink > 0 && st.st_uid == geteuid() &&
-            only_view_files(fd)) {
+        /* Locked, still linked (not swept by another check meanwhile), and a
+         * view: mkdtemp's mode, this user's, only a view's files (a copy of a
+         * data directory has its BALLAST, and the mode it was given). */
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && st.st_nlink > 0 &&
+            (st.st_mode & 07777) == 0700 && st.st_uid == geteuid() && only_view_files(fd)) {
             view_remove(path);
             if (r->stale_removed++ == 0) {
                 snprintf(r->stale_view, sizeof r->stale_view, "%s", path);

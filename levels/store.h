@@ -735,7 +735,7 @@ typedef struct store_dir_check {
  * view is removed at the end. The check holds an flock on the view's
  * directory while it exists; before making its own it removes the views
  * killed checks left (beside o->path, and under $TMPDIR): directories of
- * this user with the view's name pattern whose lock is free and that hold
+ * this user with the view's name pattern and mode 0700 whose lock is free and that hold
  * only a view's files (counted in *r); the view of a check running now
  * stays. Other directories are refused by store_open before anything is opened. A
  * torn log end store_open would cut is cut in the view and described in *r.

@@ -475,6 +475,20 @@ static void test_kill9_leftover_removed(void)
     BP_CHECK(strstr(out, "removed 1 scratch view a stopped check left behind") != NULL &&
                  strstr(out, "/data.check-") != NULL,
              "--check-data does not say it removed the view a killed check left: %s", out);
+    /* What only looks like a view stays: a copy of the directory (its own
+     * mode, its BALLAST), an operator's file in a directory of mode 0700. */
+    char copy[1400], notes[1400], cmd[3000];
+    snprintf(copy, sizeof copy, "%s/data.check-backup", bt_broker.dir);
+    snprintf(notes, sizeof notes, "%s/data.check-notes1", bt_broker.dir);
+    snprintf(cmd, sizeof cmd, "cp -a '%s' '%s' && mkdir -m 0700 '%s' && touch '%s/notes.txt'", bt_broker.data_dir, copy,
+             notes, notes);
+    BP_REQUIRE(system(cmd) == 0, "%s", cmd);
+    rc = run_check(AS_IS, out, sizeof out);
+    BP_CHECK(rc == 0 && strstr(out, "left behind") == NULL,
+             "--check-data with look-alikes beside the directory: exit %d: %s", rc, out);
+    BP_CHECK(views_left(bt_broker.dir, "data") == 2, "--check-data removed a directory that is not a scratch view");
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", copy, notes);
+    BP_CHECK(system(cmd) == 0, "%s", cmd);
 }
 
 /* Two checks of one directory at once: the second's sweep must not take the
