@@ -16,7 +16,10 @@
  * costs a page of 50 overdue orders at most one broker-timeout, not fifty,
  * and the views say why they lack the broker's half. These pages are the
  * way to cancel by hand when the message path is down. While MariaDB itself
- * does not answer (sampler_silent), they answer 503 at once.
+ * does not answer (sampler_silent), they answer 503 at once. A call that
+ * failed because MariaDB refused a rotated password or lost the connection
+ * is made once more on a handle opened with mysql-password-file's new
+ * password (console_db_failed; a cancel only when nothing was sent).
  * Threads: the event loop's only.
  */
 #ifdef HAVE_CONFIG_H
@@ -26,6 +29,7 @@
 #include "console/console.h"
 
 #include <inttypes.h>
+#include <mysqld_error.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,8 +101,17 @@ static void overdue(request_t *r)
     hg_order_info_t *rows = xcalloc((size_t)limit, sizeof *rows);
     broker_half_t half;
     broker_half_init(r, &half);
-    if (hg_order_overdue(r->c->db, older_ms, after, (size_t)limit, rows, &n, next, &err) < 0) {
-        http_error(r, err.code == 0 ? 400 : 503, "%s", err.message);
+    hg_order_db *db = NULL;
+    int rc = -1;
+    for (int attempt = 0; attempt < 2; attempt++) { /* again once, with a rotated password (a read: safe) */
+        if ((db = console_db(r->c, &err)) == NULL)
+            break;
+        rc = hg_order_overdue(db, older_ms, after, (size_t)limit, rows, &n, next, &err);
+        if (rc >= 0 || !console_db_failed(r->c, &err))
+            break;
+    }
+    if (rc < 0) {
+        http_error(r, err.code == 0 && db != NULL ? 400 : 503, "%s", err.message);
         free(rows);
         return;
     }
@@ -131,7 +144,15 @@ static int order_json(request_t *r, uint64_t id, const char *outcome, buf_t *b)
     hg_order_info_t info;
     hg_order_error_t err;
     size_t nitems = 0;
-    int found = hg_order_lookup(r->c->db, id, &info, items, ORDERS_MAX_ITEMS, &nitems, &err);
+    int found = -1;
+    for (int attempt = 0; attempt < 2; attempt++) { /* again once, with a rotated password (a read: safe) */
+        hg_order_db *db = console_db(r->c, &err);
+        if (db == NULL)
+            break;
+        found = hg_order_lookup(db, id, &info, items, ORDERS_MAX_ITEMS, &nitems, &err);
+        if (found >= 0 || !console_db_failed(r->c, &err))
+            break;
+    }
     if (found < 0)
         http_error(r, 503, "order %" PRIu64 ": %s", id, err.message);
     if (found > 0) {
@@ -187,7 +208,20 @@ static void cancel(request_t *r, const char *text)
         http_error(r, 400, "reason: 1..64 bytes");
         return;
     }
-    if (hg_order_manual_cancel(r->c->db, id, reason, &outcome, &err) < 0) {
+    /* Again once only when the rotated password was refused at the connect
+     * (1045: nothing was sent); after a lost connection the COMMIT's outcome
+     * may be unknown, and the operator's retry says what it came to. */
+    int rc = -1;
+    outcome = HG_ORDER_TRANSIENT;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        hg_order_db *db = console_db(r->c, &err);
+        if (db == NULL)
+            break;
+        rc = hg_order_manual_cancel(db, id, reason, &outcome, &err);
+        if (rc >= 0 || !console_db_failed(r->c, &err) || err.code != ER_ACCESS_DENIED_ERROR)
+            break;
+    }
+    if (rc < 0) {
         console_audit(r, "order cancel id=%" PRIu64 " failed: %s", id, err.message);
         http_error(r, outcome == HG_ORDER_TRANSIENT ? 503 : 500, "cancel %" PRIu64 " (%s, nothing changed): %s", id,
                    hg_order_outcome_name(outcome), err.message);

@@ -21,6 +21,8 @@
  *   metrics_get.c     one plain-http GET of a daemon's /metrics or /healthz
  *   api_broker.c      /api/overview, /api/dlq…, /api/msg…
  *   api_orders.c      /api/orders… (the order view, <hourglass/order_view.h>)
+ *   db.c              the MariaDB handles, opened again with a rotated
+ *                     mysql-password-file's password
  *   job.c             the broker commands that may run for minutes (DLQ …
  *                     ALL, TOPIC DEL … PURGE): a thread and a connection
  *                     each, polled at /api/jobs
@@ -93,9 +95,12 @@ typedef struct console {
     console_config_t *cfg;
     struct event_base *base;
     struct evhttp *http;
-    tls_server_t *tls; /* https (https-cert-file), or NULL: plain http */
-    int port;          /* the bound port */
-    hg_order_db *db;   /* the order database (one handle: one thread) */
+    tls_server_t *tls;           /* https (https-cert-file), or NULL: plain http */
+    int port;                    /* the bound port */
+    hg_order_db *db;             /* the order database (one handle: the loop's; console_db opens it again) */
+    passwd_source_t db_password; /* mysql-password-file, read again at each (re)connect (db.c) */
+    int db_password_from_file;   /* mysql-password-file is set */
+    unsigned long db_generation; /* the db_password generation db was opened with */
     sampler_t *sampler;
     console_jobs_t *jobs;     /* job.c: the long broker commands, each on a thread of its own */
     console_conns_t *conns;   /* conns.c: the open connections, max-connections and header-timeout */
@@ -467,6 +472,39 @@ void logins_free(console_logins_t *t);
  * check on a thread of its own and answers r's request from the loop when
  * it is done (the session, its cookie; or the refusal). Audited. */
 void login_start(request_t *r, const char *user, const char *password);
+
+/* ---- db.c: the MariaDB handles and mysql-password-file ---- */
+
+/* Set up c->db_password from c->cfg (mysql-password-file as read at
+ * start-up; nothing to re-read without the key); free it at the end. Main. */
+void console_db_password_init(console_t *c);
+void console_db_password_free(console_t *c);
+
+/* Read mysql-password-file again (when set): a new password is logged and
+ * taken by each handle at its next open; a file that cannot be read keeps
+ * the last good password, warned about once per error. Any thread. */
+void console_db_password_refresh(console_t *c);
+
+/* 1 when mysql-password-file now holds a newer password than the one of
+ * generation (what console_db_open gave); 0 without the key. Any thread. */
+int console_db_stale(console_t *c, unsigned long generation);
+
+/* Open a handle with the mysql-* keys and the current password (the file
+ * read again first); *generation its password's (0 without the file).
+ * NULL with err as hg_order_db_open. Any thread; the caller owns it. */
+hg_order_db *console_db_open(console_t *c, unsigned long *generation, hg_order_error_t *err);
+
+/* The loop's handle c->db for a call: closed and opened again when the
+ * file holds a newer password, opened when missing. NULL with err when it
+ * cannot be opened (the next call tries again). The event loop's thread. */
+hg_order_db *console_db(console_t *c, hg_order_error_t *err);
+
+/* After a call on c->db failed with err: when MariaDB itself failed (a
+ * killed connection, a refused password) the file is read again. 1 when it
+ * now holds a newer password than c->db's: console_db opens the handle
+ * again with it, and a call that changed nothing may be made once more.
+ * The event loop's thread. */
+int console_db_failed(console_t *c, const hg_order_error_t *err);
 
 /* ---- api_broker.c, api_orders.c: each returns 1 when it handled the path ---- */
 int api_broker(request_t *r);

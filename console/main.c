@@ -17,7 +17,9 @@
  * (reload_config: the log keys, allowed-hosts, header-timeout and
  * max-connections are applied and the log file reopened; other
  * changes are named as waiting for a restart; the https certificate and key
- * are read again), never stops it. Exit status: 0 after a clean stop or a valid
+ * are read again, and mysql-password-file: a rotated MariaDB password is
+ * taken at the next call, as at every reconnect — console/db.c), never
+ * stops it. Exit status: 0 after a clean stop or a valid
  * --check-config; 1 when it cannot start; 2 on a configuration error.
  *
  * Threads: the event loop's, the sampler's, the jobs' and the logins'
@@ -89,6 +91,9 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
     reload_args_t *a = arg;
     if (reload_config(console_config_table(), a->c->cfg, &reload_program, a->argc, a->argv) >= 0)
         server_reload_tls(a->c); /* the files may have been replaced in place */
+    /* mysql-password-file is read, not a key: a rotated password reloads
+     * "without a change"; the handles take it at their next call. */
+    console_db_password_refresh(a->c);
 }
 
 static void on_stop(evutil_socket_t sig, short what, void *arg)
@@ -164,11 +169,9 @@ int main(int argc, char **argv)
     c.cfg = &cfg;
     int rc = 1;
     struct event *sigterm = NULL, *sigint = NULL, *sighup = NULL, *sweep = NULL;
-    hg_order_db_params_t params;
     hg_order_error_t derr;
-    memset(&params, 0, sizeof params);
-    DB_KEYS_TO_PARAMS(&cfg, &params);
-    c.db = hg_order_db_open(&params, &derr);
+    console_db_password_init(&c);
+    c.db = console_db_open(&c, &c.db_generation, &derr);
     if (c.db == NULL) {
         log_error("MariaDB: %s", derr.message);
         goto out;
@@ -218,6 +221,7 @@ out:
     if (c.base != NULL)
         event_base_free(c.base);
     hg_order_db_close(c.db);
+    console_db_password_free(&c);
     if (rc == 0)
         log_info("stopped");
     console_config_free(&cfg);

@@ -62,7 +62,7 @@ typedef struct bucket {
 } bucket_t;
 
 struct sampler {
-    console_t *c; /* the thread reads only c->cfg's start-up keys (none SIGHUP changes) */
+    console_t *c; /* the thread reads only c->cfg's start-up keys (none SIGHUP changes) and c->db_password (locked) */
     pthread_t thread;
     int started;
     pthread_mutex_t lock; /* guards what follows "published"; never held across a call that waits */
@@ -72,6 +72,7 @@ struct sampler {
     /* the thread's own */
     hg_client_t *client;
     hg_order_db *db;
+    unsigned long db_generation; /* of db's password (console_db_open) */
     compensator_status_t compensator_scratch;
 
     /* published (the lock) */
@@ -203,16 +204,18 @@ static hg_client_t *broker_client(sampler_t *s, char *err, size_t errlen)
     return s->client;
 }
 
-/* The sampler's database handle (opened when missing); NULL with err. */
+/* The sampler's database handle (opened when missing, and again when
+ * mysql-password-file holds a newer password); NULL with err. */
 static hg_order_db *order_db(sampler_t *s, char *err, size_t errlen)
 {
+    if (s->db != NULL && console_db_stale(s->c, s->db_generation)) {
+        hg_order_db_close(s->db);
+        s->db = NULL;
+    }
     if (s->db != NULL)
         return s->db;
-    hg_order_db_params_t params;
     hg_order_error_t e;
-    memset(&params, 0, sizeof params);
-    DB_KEYS_TO_PARAMS(s->c->cfg, &params);
-    s->db = hg_order_db_open(&params, &e);
+    s->db = console_db_open(s->c, &s->db_generation, &e);
     if (s->db == NULL)
         snprintf(err, errlen, "%s", e.message);
     return s->db;
@@ -297,6 +300,8 @@ static void take_sample(sampler_t *s)
             x.overdue = (long long)overdue;
         } else {
             snprintf(db_error, sizeof db_error, "%s", err.message);
+            if (hg_order_error_is_database(err.code))
+                console_db_password_refresh(s->c); /* a rotated password: the next sample opens db with it */
         }
     }
 

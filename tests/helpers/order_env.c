@@ -93,6 +93,25 @@ long long oe_scalar(oe_env_t *env, const char *sql)
     return sql_scalar(env->admin, sql);
 }
 
+int oe_kill_user_connections(oe_env_t *env, const char *user)
+{
+    char sql[160];
+    MYSQL_RES *res = NULL;
+    snprintf(sql, sizeof sql, "SELECT id FROM information_schema.processlist WHERE user='%s'", user);
+    if (mysql_query(env->admin, sql) != 0 || (res = mysql_store_result(env->admin)) == NULL) {
+        fprintf(stderr, "%s: %s\n", sql, mysql_error(env->admin));
+        return -1;
+    }
+    int killed = 0;
+    MYSQL_ROW row;
+    while ((row = mysql_fetch_row(res)) != NULL) {
+        snprintf(sql, sizeof sql, "KILL CONNECTION %s", row[0]);
+        killed += mysql_query(env->admin, sql) == 0;
+    }
+    mysql_free_result(res);
+    return killed;
+}
+
 long long oe_scalarf(oe_env_t *env, const char *fmt, ...)
 {
     char sql[4096];

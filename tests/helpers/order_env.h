@@ -65,6 +65,11 @@ int oe_suite_stop(oe_env_t *env);
  * integer; -1 for no row or NULL, -2 when the query failed (printed). */
 long long oe_scalar(oe_env_t *env, const char *sql);
 
+/* KILL CONNECTION every connection of the MariaDB user user (the admin's
+ * own is another user): how many were killed, -1 when the list failed
+ * (printed). */
+int oe_kill_user_connections(oe_env_t *env, const char *user);
+
 /* oe_scalar of a printf-formatted statement. */
 long long oe_scalarf(oe_env_t *env, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -2214,24 +2214,6 @@ static void test_permanent_failures_logged_once(void)
     hg_order_db_close(db);
 }
 
-/* KILL CONNECTION every connection of the MariaDB user user. */
-static void kill_user_connections(const char *user)
-{
-    char sql[160];
-    MYSQL_RES *res = NULL;
-    snprintf(sql, sizeof sql, "SELECT id FROM information_schema.processlist WHERE user='%s'", user);
-    if (mysql_query(env.admin, sql) != 0 || (res = mysql_store_result(env.admin)) == NULL) {
-        fprintf(stderr, "%s: %s\n", sql, mysql_error(env.admin));
-        return;
-    }
-    MYSQL_ROW row;
-    while ((row = mysql_fetch_row(res)) != NULL) {
-        snprintf(sql, sizeof sql, "KILL CONNECTION %s", row[0]);
-        mysql_query(env.admin, sql);
-    }
-    mysql_free_result(res);
-}
-
 /* mysql-password-file: the MariaDB password rotated under the running
  * compensator (ALTER USER, the new one written to the file, its connections
  * killed) is read again at the reconnects — the layer's own connections
@@ -2272,7 +2254,7 @@ static void test_db_password_rotation(void)
     /* Rotated: the server's password, then the file, then the connections cut. */
     CU_ASSERT_EQUAL(sql_execf(env.admin, "ALTER USER 'comp_rot'@'localhost' IDENTIFIED BY 'pw-two'"), 0);
     CU_ASSERT_EQUAL(tu_write_file(pwfile, "pw-two\n"), 0);
-    kill_user_connections("comp_rot");
+    oe_kill_user_connections(&env, "comp_rot");
     CU_ASSERT_EQUAL(seed("c_pwrot", 11, 10, -600000, 1), 0);
     CU_ASSERT_EQUAL(oe_wait_scalar(&env, 20, 60000, cancelled), 20);
     CU_ASSERT_EQUAL(
@@ -2283,7 +2265,7 @@ static void test_db_password_rotation(void)
     /* The file gone: the last good password stays, warned about once. */
     CU_ASSERT_EQUAL(unlink(pwfile), 0);
     for (uint64_t first = 21; first <= 41; first += 10) {
-        kill_user_connections("comp_rot");
+        oe_kill_user_connections(&env, "comp_rot");
         CU_ASSERT_EQUAL(seed("c_pwrot", first, 10, -600000, 1), 0);
         CU_ASSERT_EQUAL(oe_wait_scalar(&env, (long long)first + 9, 60000, cancelled), (long long)first + 9);
     }

@@ -99,6 +99,12 @@
  *                    with a plaintext uri, https-cert-file without its key,
  *                    a uri with a password, allowed-hosts with a port:
  *                    exit 2, named
+ *   db password      mysql-password-file (tests/console/test_db_password.py):
+ *                    a console of its own as MariaDB user rotator; the
+ *                    password rotated (ALTER USER, the file, KILL
+ *                    CONNECTION): the next order page and the overview's
+ *                    database half answer with the new one; an unreadable
+ *                    file keeps the last good one, warned about once
  *   stop             SIGHUP: still answering, the re-read logged; SIGTERM
  *                    while a job and a login wait on a stopped broker
  *                    (tests/console/test_jobs_stop.py): the login's client
@@ -622,6 +628,44 @@ static void test_session_ttl(void)
         oe_print_file(ttl.log);
 }
 
+/* mysql-password-file: a console of its own connects to MariaDB as
+ * 'rotator' (SELECT, UPDATE on the order database) with the password in a
+ * file; tests/console/test_db_password.py rotates it (ALTER USER, the file,
+ * KILL CONNECTION) and the next order page answers with the new one. */
+static void test_db_password(void)
+{
+    char pwfile[700];
+    snprintf(pwfile, sizeof pwfile, "%s/mysql.password", workdir);
+    TU_REQUIRE(tu_write_file(pwfile, "pw-one\n") == 0 && chmod(pwfile, 0600) == 0, "write %s", pwfile);
+    const char *setup[] = { "DROP USER IF EXISTS 'rotator'@'localhost'",
+                            "CREATE USER 'rotator'@'localhost' IDENTIFIED BY 'pw-one'",
+                            "GRANT SELECT, UPDATE ON " DB ".* TO 'rotator'@'localhost'" };
+    for (size_t i = 0; i < sizeof setup / sizeof setup[0]; i++)
+        TU_REQUIRE(mysql_query(env.admin, setup[i]) == 0, "%s: %s", setup[i], mysql_error(env.admin));
+    console_proc_t rot = { .name = "dbpw" };
+    const char *extra[] = { "--uri",
+                            uri,
+                            "--sampler-user",
+                            "monitor",
+                            "--sampler-password-file",
+                            monitor_pw_path,
+                            "--mysql-user",
+                            "rotator",
+                            "--mysql-password-file",
+                            pwfile,
+                            NULL };
+    if (start_console(&rot, extra, console_up) == 0) {
+        setenv("HG_MYSQL_PASSWORD_FILE", pwfile, 1);
+        int rc = run_script("test_db_password.py", &rot, "http", NULL);
+        unsetenv("HG_MYSQL_PASSWORD_FILE");
+        TU_CHECK(rc == 0, "tests/console/test_db_password.py exited %d (its output above says what failed)", rc);
+    }
+    TU_CHECK(stop_console(&rot) == 0, "the mysql-password-file console exits 0 on SIGTERM");
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(rot.log);
+    mysql_query(env.admin, "DROP USER IF EXISTS 'rotator'@'localhost'");
+}
+
 /* ---- https in front of a TLS-only broker ---- */
 
 static tc_certs_t pki;
@@ -799,6 +843,7 @@ static const tu_test_t console_tests[] = {
     { "session ttl: the cookie's Max-Age slides with the session's expiry", test_session_ttl },
     { "https: the console over https, in front of a TLS-only broker; SIGHUP reloads the certificate", test_https },
     { "config: sampler-user needs its password file, tls-* keys a TLS uri, https both files", test_config },
+    { "mysql-password-file: a rotated MariaDB password is read again at the reconnect", test_db_password },
     { "SIGHUP: alive, configuration re-read; SIGTERM: a clean stop", test_stop },
     { NULL, NULL },
 };

@@ -797,24 +797,6 @@ static void test_db_health(void)
     hg_order_db_close(db);
 }
 
-/* KILL CONNECTION every connection of the MariaDB user user. */
-static void kill_user_connections(const char *user)
-{
-    char sql[160];
-    MYSQL_RES *res = NULL;
-    snprintf(sql, sizeof sql, "SELECT id FROM information_schema.processlist WHERE user='%s'", user);
-    if (mysql_query(env.admin, sql) != 0 || (res = mysql_store_result(env.admin)) == NULL) {
-        fprintf(stderr, "%s: %s\n", sql, mysql_error(env.admin));
-        return;
-    }
-    MYSQL_ROW row;
-    while ((row = mysql_fetch_row(res)) != NULL) {
-        snprintf(sql, sizeof sql, "KILL CONNECTION %s", row[0]);
-        mysql_query(env.admin, sql);
-    }
-    mysql_free_result(res);
-}
-
 /* mysql-password-file: the MariaDB password rotated under the running
  * consumer (ALTER USER, the new one written to the file, its connections
  * killed) is read again at the reconnect, and the orders sent after the
@@ -857,7 +839,7 @@ static void test_db_password_rotation(void)
     /* Rotated: the server's password, then the file, then the connections cut. */
     CU_ASSERT_EQUAL(admin_exec("ALTER USER 'rotator'@'localhost' IDENTIFIED BY 'pw-two'"), 0);
     CU_ASSERT_EQUAL(tu_write_file(pwfile, "pw-two\n"), 0);
-    kill_user_connections("rotator");
+    oe_kill_user_connections(&env, "rotator");
     send_ids(&c, 11, 20);
     CU_ASSERT_EQUAL(oe_wait_scalar(&env, 20, 60000, "SELECT COUNT(*) FROM pwrot.orders WHERE status='cancelled'"), 20);
     CU_ASSERT_EQUAL(oe_scalar(&env, "SELECT COUNT(*) FROM pwrot.orders WHERE id BETWEEN 11 AND 20 AND "
