@@ -33,6 +33,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,9 @@ static void check_data_torn(const char *dir, const store_dir_check_t *r)
 
 /* The signals that stop a check; blocked before the check's thread starts. */
 static sigset_t check_data_stop_signals;
+/* Set when the check has ended: the signal thread then returns instead of
+ * stopping the process (check_data_release_signals wakes it with SIGTERM). */
+static atomic_int check_data_done;
 
 /* The check's signal thread: wait for a stop signal, remove the scratch view
  * (store_check_dir_interrupt: the check removes nothing after it) and end
@@ -86,7 +90,9 @@ static void *check_data_signals(void *arg)
     int sig = 0;
     while (sigwait(&check_data_stop_signals, &sig) != 0) {
     }
-    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL); /* a check that ends now waits for the _exit */
+    if (atomic_load(&check_data_done)) {
+        return NULL; /* the wake-up of check_data_release_signals: the check has ended */
+    }
     char view[4200];
     store_check_dir_interrupt(view, sizeof view);
     if (view[0] != '\0') {
@@ -117,10 +123,15 @@ static int check_data_catch_signals(pthread_t *t, char *err, size_t errlen)
 }
 
 /* After the check: end the signal thread, or wait for the _exit of one that
- * took a signal already. */
+ * took a signal already. Not pthread_cancel: a thread cancelled in sigwait
+ * made AddressSanitizer abort the process at its exit (a stack-buffer-
+ * overflow in its own thread teardown), so the thread is woken with a
+ * signal it waits for and returns. A stop signal that arrives from here on
+ * stays blocked: the check is over and its outcome is reported. */
 static void check_data_release_signals(pthread_t t)
 {
-    pthread_cancel(t);
+    atomic_store(&check_data_done, 1);
+    pthread_kill(t, SIGTERM);
     pthread_join(t, NULL);
 }
 
