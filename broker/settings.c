@@ -498,7 +498,9 @@ void config_print_help(FILE *out, const char *prog)
             "                   configured levels: print \"ok: N messages, ...\" and exit 0,\n"
             "                   or print the first problem and exit 1 (damaged or\n"
             "                   inconsistent: restore it) or 3 (not checked: missing,\n"
-            "                   not accessible, in use, not a data directory)\n"
+            "                   not accessible, in use, not a data directory); it writes\n"
+            "                   nothing in DIR (it checks a scratch view beside it, removed\n"
+            "                   after; SIGINT/SIGTERM remove it too and exit 128+signal)\n"
             "  --help           this text\n"
             "  --version        print the version\n\nKeys (default in brackets):\n",
             prog, prog, prog, prog, PACKAGE_VERSION);
