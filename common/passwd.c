@@ -396,6 +396,14 @@ int passwd_source_refresh(passwd_source_t *s, int *report, char *err, size_t err
     return rc;
 }
 
+unsigned long passwd_source_generation(passwd_source_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    unsigned long generation = s->generation;
+    pthread_mutex_unlock(&s->lock);
+    return generation;
+}
+
 unsigned long passwd_source_get(passwd_source_t *s, char *out, size_t outlen)
 {
     pthread_mutex_lock(&s->lock);

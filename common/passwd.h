@@ -130,4 +130,9 @@ int passwd_source_refresh(passwd_source_t *s, int *report, char *err, size_t err
  * enough; "" when none); returns its generation. */
 unsigned long passwd_source_get(passwd_source_t *s, char *out, size_t outlen);
 
+/* The current password's generation alone (passwd_source_get's return),
+ * for a caller that only asks whether its connection is stale: no copy of
+ * the secret. */
+unsigned long passwd_source_generation(passwd_source_t *s);
+
 #endif

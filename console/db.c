@@ -59,10 +59,7 @@ int console_db_stale(console_t *c, unsigned long generation)
 {
     if (!c->db_password_from_file)
         return 0;
-    char password[PASSWD_FILE_MAX + 1];
-    unsigned long now = passwd_source_get(&c->db_password, password, sizeof password);
-    memset(password, 0, sizeof password);
-    return now != generation;
+    return passwd_source_generation(&c->db_password) != generation;
 }
 
 hg_order_db *console_db_open(console_t *c, unsigned long *generation, hg_order_error_t *err)

@@ -210,7 +210,7 @@ static hg_order_db *worker_db(app_t *app, int worker, hg_order_error_t *err)
     hg_order_db *db = app->dbs[worker]; /* only this worker writes its slot */
     char password[PASSWD_FILE_MAX + 1] = "";
     if (app->db_password_from_file && db != NULL &&
-        passwd_source_get(&app->db_password, password, sizeof password) != app->db_generation[worker]) {
+        passwd_source_generation(&app->db_password) != app->db_generation[worker]) {
         log_msg(LOG_LEVEL_INFO, "worker %d: the MariaDB password changed: reconnecting with it", worker);
         stop_grace_unwatch(app->stop, db);
         hg_order_db_close(db);
