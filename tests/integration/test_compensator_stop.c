@@ -514,6 +514,94 @@ static void test_hung_server_health(void)
     tu_rmtree(dir);
 }
 
+/* /healthz under lock contention (a flash sale): another connection holds
+ * every stock row, so each cancel transaction of the layer (cancel-batch 8)
+ * waits mysql-lock-wait-timeout (1 s) on its stock UPDATE, fails with 1205
+ * and is split, down to single orders: 15 waits inside one
+ * hg_order_cancel_batch, far past the 6 s bound, yet MariaDB answers every
+ * statement. /healthz must stay 200 all along (before: "<layer>: stuck: no
+ * step ended for 6.x s" after 6 s, so a liveness probe would restart a
+ * compensator that only waits on locks); once the locks are released every
+ * order is cancelled. One layer at a time: two would skip each other's
+ * claimed orders (SKIP LOCKED) and keep their batches small. */
+#define CONTENDED_DB     "hcontended"
+#define CONTENDED_ORDERS 8
+#define CONTENDED_BOUND  6000                     /* ms: mysql-lock-wait-timeout 1 s + 5 s */
+#define CONTENDED_SPAN   (CONTENDED_BOUND + 6000) /* ms of contention watched: past the bound */
+
+static void contended_health(const char *layer)
+{
+    CU_ASSERT_EQUAL_FATAL(oe_fresh_daemon_database(&env, CONTENDED_DB, 0, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(seed(CONTENDED_DB, 1, CONTENDED_ORDERS, -600000), 0); /* overdue for 10 min */
+    char dir[512], log1[600], log2[600], log3[600];
+    CU_ASSERT_EQUAL_FATAL(log_dir("compensator-contended", dir, log1, log2, log3), 0);
+
+    /* Every stock row locked by an open transaction of another connection. */
+    MYSQL *holder = sql_connect_root(&env.server, CONTENDED_DB);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(holder);
+    CU_ASSERT_EQUAL_FATAL(sql_query(holder, "START TRANSACTION"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_query(holder, "SELECT sku_id FROM stock FOR UPDATE"), 0);
+    MYSQL_RES *res = mysql_store_result(holder);
+    CU_ASSERT_TRUE(res != NULL && mysql_num_rows(res) > 0);
+    if (res != NULL)
+        mysql_free_result(res);
+
+    const char *extra[] = {
+        "--mysql-read-timeout", READ_TIMEOUT, "--mysql-lock-wait-timeout", "1s", "--cancel-batch", "8", NULL
+    };
+    int health_port = tu_free_port();
+    char health[4096];
+    pid_t pid = start_compensator(CONTENDED_DB, layer, health_port, log1, extra);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    CU_ASSERT_EQUAL(tu_poll_http_status(health_port, "/healthz", 200, 30000, 50, health, sizeof health), 0);
+
+    uint64_t t0 = clock_mono_ms();
+    int unhealthy = 0, answered = 0;
+    while (clock_mono_ms() - t0 < CONTENDED_SPAN) {
+        int status = tu_http_get(health_port, "/healthz", health, sizeof health);
+        answered += status == 200 || status == 503;
+        if (status == 503 && !unhealthy++)
+            printf("\n    lock contention (%s): /healthz 503 after %.1f s: %s", layer,
+                   (double)(clock_mono_ms() - t0) / 1000, health);
+        nanosleep(&(struct timespec){ .tv_nsec = 100 * 1000000L }, NULL);
+    }
+    long long cancelled = oe_scalar(&env, "SELECT COUNT(*) FROM " CONTENDED_DB ".orders WHERE status = 'cancelled'");
+    long long waiting = oe_scalar(&env, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = '" CONTENDED_DB
+                                        "' AND INFO LIKE 'UPDATE stock%'");
+    printf("\n    %s, %d s of lock waits (%lld cancelled, %lld stock UPDATE waiting at the end): /healthz 503 %d times "
+           "of %d answers\n",
+           layer, CONTENDED_SPAN / 1000, cancelled, waiting, unhealthy, answered);
+    CU_ASSERT_EQUAL(cancelled, 0);
+    CU_ASSERT_EQUAL(waiting, 1); /* the layer still waits on the locks: the contention lasted the whole span */
+    CU_ASSERT_TRUE(answered > 0);
+    CU_ASSERT_EQUAL(unhealthy, 0);
+
+    /* The locks released: everything is cancelled, /healthz 200. */
+    CU_ASSERT_EQUAL(sql_query(holder, "ROLLBACK"), 0);
+    CU_ASSERT_EQUAL(oe_wait_scalar(&env, CONTENDED_ORDERS, 60000,
+                                   "SELECT COUNT(*) FROM " CONTENDED_DB ".orders WHERE status = 'cancelled'"),
+                    CONTENDED_ORDERS);
+    CU_ASSERT_EQUAL(tu_poll_http_status(health_port, "/healthz", 200, 30000, 100, health, sizeof health), 0);
+    CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
+    int status = -1;
+    CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(log1);
+    mysql_close(holder);
+    tu_rmtree(dir);
+}
+
+static void test_lock_contention_health_overdue(void)
+{
+    contended_health("overdue");
+}
+
+static void test_lock_contention_health_inspection(void)
+{
+    contended_health("inspection");
+}
+
 static const tu_test_t stop_tests[] = {
     { "SIGTERM on a hung MariaDB: bounded stop, cut work rolled back, all cancelled once after", test_hung_server },
     { "SIGTERM on a hung broker: bounded stop, the cut batch left leased, relayed and cancelled once after",
@@ -521,6 +609,10 @@ static const tu_test_t stop_tests[] = {
     { "SIGTERM while an alert command hangs: bounded stop, the command killed", test_hung_alert_command },
     { "/healthz on a hung MariaDB: 503 naming the stuck layers within the bound, 200 after SIGCONT",
       test_hung_server_health },
+    { "/healthz under lock contention, the overdue layer: a batch split down to single orders, stays 200",
+      test_lock_contention_health_overdue },
+    { "/healthz under lock contention, the inspection: a batch split down to single orders, stays 200",
+      test_lock_contention_health_inspection },
     { NULL, NULL },
 };
 
