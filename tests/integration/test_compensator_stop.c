@@ -524,20 +524,20 @@ static void test_hung_server_health(void)
  * compensator that only waits on locks); once the locks are released every
  * order is cancelled. One layer at a time: two would skip each other's
  * claimed orders (SKIP LOCKED) and keep their batches small. */
-#define CONTENDED_DB     "hcontended"
 #define CONTENDED_ORDERS 8
 #define CONTENDED_BOUND  6000                     /* ms: mysql-lock-wait-timeout 1 s + 5 s */
 #define CONTENDED_SPAN   (CONTENDED_BOUND + 6000) /* ms of contention watched: past the bound */
 
-static void contended_health(const char *layer)
+/* db: a database of the layer's own (a test stopped by a failure leaves its compensator). */
+static void contended_health(const char *layer, const char *db)
 {
-    CU_ASSERT_EQUAL_FATAL(oe_fresh_daemon_database(&env, CONTENDED_DB, 0, NULL), 0);
-    CU_ASSERT_EQUAL_FATAL(seed(CONTENDED_DB, 1, CONTENDED_ORDERS, -600000), 0); /* overdue for 10 min */
+    CU_ASSERT_EQUAL_FATAL(oe_fresh_daemon_database(&env, db, 0, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(seed(db, 1, CONTENDED_ORDERS, -600000), 0); /* overdue for 10 min */
     char dir[512], log1[600], log2[600], log3[600];
     CU_ASSERT_EQUAL_FATAL(log_dir("compensator-contended", dir, log1, log2, log3), 0);
 
     /* Every stock row locked by an open transaction of another connection. */
-    MYSQL *holder = sql_connect_root(&env.server, CONTENDED_DB);
+    MYSQL *holder = sql_connect_root(&env.server, db);
     CU_ASSERT_PTR_NOT_NULL_FATAL(holder);
     CU_ASSERT_EQUAL_FATAL(sql_query(holder, "START TRANSACTION"), 0);
     CU_ASSERT_EQUAL_FATAL(sql_query(holder, "SELECT sku_id FROM stock FOR UPDATE"), 0);
@@ -551,7 +551,7 @@ static void contended_health(const char *layer)
     };
     int health_port = tu_free_port();
     char health[4096];
-    pid_t pid = start_compensator(CONTENDED_DB, layer, health_port, log1, extra);
+    pid_t pid = start_compensator(db, layer, health_port, log1, extra);
     CU_ASSERT_TRUE_FATAL(pid > 0);
     CU_ASSERT_EQUAL(tu_poll_http_status(health_port, "/healthz", 200, 30000, 50, health, sizeof health), 0);
 
@@ -565,9 +565,11 @@ static void contended_health(const char *layer)
                    (double)(clock_mono_ms() - t0) / 1000, health);
         nanosleep(&(struct timespec){ .tv_nsec = 100 * 1000000L }, NULL);
     }
-    long long cancelled = oe_scalar(&env, "SELECT COUNT(*) FROM " CONTENDED_DB ".orders WHERE status = 'cancelled'");
-    long long waiting = oe_scalar(&env, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = '" CONTENDED_DB
-                                        "' AND INFO LIKE 'UPDATE stock%'");
+    long long cancelled = oe_scalarf(&env, "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'", db);
+    long long waiting = oe_scalarf(&env,
+                                   "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = '%s'"
+                                   " AND INFO LIKE 'UPDATE stock%%'",
+                                   db);
     printf("\n    %s, %d s of lock waits (%lld cancelled, %lld stock UPDATE waiting at the end): /healthz 503 %d times "
            "of %d answers\n",
            layer, CONTENDED_SPAN / 1000, cancelled, waiting, unhealthy, answered);
@@ -578,9 +580,9 @@ static void contended_health(const char *layer)
 
     /* The locks released: everything is cancelled, /healthz 200. */
     CU_ASSERT_EQUAL(sql_query(holder, "ROLLBACK"), 0);
-    CU_ASSERT_EQUAL(oe_wait_scalar(&env, CONTENDED_ORDERS, 60000,
-                                   "SELECT COUNT(*) FROM " CONTENDED_DB ".orders WHERE status = 'cancelled'"),
-                    CONTENDED_ORDERS);
+    CU_ASSERT_EQUAL(
+        oe_wait_scalar(&env, CONTENDED_ORDERS, 60000, "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'", db),
+        CONTENDED_ORDERS);
     CU_ASSERT_EQUAL(tu_poll_http_status(health_port, "/healthz", 200, 30000, 100, health, sizeof health), 0);
     CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
     int status = -1;
@@ -594,12 +596,12 @@ static void contended_health(const char *layer)
 
 static void test_lock_contention_health_overdue(void)
 {
-    contended_health("overdue");
+    contended_health("overdue", "hcontended_overdue");
 }
 
 static void test_lock_contention_health_inspection(void)
 {
-    contended_health("inspection");
+    contended_health("inspection", "hcontended_inspection");
 }
 
 static const tu_test_t stop_tests[] = {
