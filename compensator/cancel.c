@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <errmsg.h>
+#include <mysqld_error.h>
 
 #include "base/clock.h"
 #include "common/log.h"
@@ -238,6 +239,12 @@ void comp_cancel_many(comp_canceller_t *c, hg_order_batch_item_t *items, size_t 
     not_attempted(items + done, n - done);
     for (size_t i = 0; i < done; i++)
         items[i].outcome = record(c, items[i].order_id, items[i].outcome, &items[i].error);
+}
+
+int comp_cancel_lock_conflict(hg_order_outcome_t outcome, const hg_order_error_t *err)
+{
+    return outcome == HG_ORDER_TRANSIENT && err != NULL &&
+           (err->code == ER_LOCK_WAIT_TIMEOUT || err->code == ER_LOCK_DEADLOCK);
 }
 
 int comp_cancel_failure(uint64_t order_id, const hg_order_error_t *err, char *first, size_t firstlen)
