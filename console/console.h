@@ -98,8 +98,7 @@ typedef struct console {
     tls_server_t *tls;           /* https (https-cert-file), or NULL: plain http */
     int port;                    /* the bound port */
     hg_order_db *db;             /* the order database (one handle: the loop's; console_db opens it again) */
-    passwd_source_t db_password; /* mysql-password-file, read again at each (re)connect (db.c) */
-    int db_password_from_file;   /* mysql-password-file is set */
+    passwd_source_t db_password; /* mysql-password-file, read again at each (re)connect (db.c); no file: none */
     unsigned long db_generation; /* the db_password generation db was opened with */
     sampler_t *sampler;
     console_jobs_t *jobs;     /* job.c: the long broker commands, each on a thread of its own */
