@@ -3,7 +3,7 @@
  * private MariaDB (tu_mariadb_start; a server that cannot start FAILS the
  * suite), the real ./hourglass-broker with a users file (alice admin, bob
  * viewer, carol producer, monitor viewer for the console's sampler, tester
- * for this set-up; scrypt hashes made with common/passwd.h), and a real
+ * for this set-up; scrypt hashes made by tests/helpers/users_file.h), and a real
  * ./hourglass-console on a free port, on a database seeded with orders in
  * every state of the order view and a DLQ with parked messages, after real
  * traffic (sends, deliveries, acks).
@@ -122,7 +122,7 @@
 
 #include "include/hourglass/hourglass.h"
 #include "include/hourglass/order.h"
-#include "common/passwd.h"
+#include "tests/helpers/users_file.h"
 #include "tests/helpers/broker_proc.h"
 #include "tests/helpers/order_env.h"
 #include "tests/helpers/testutil.h"
@@ -183,23 +183,17 @@ static char bob_pw_path[600];
  * alice_roles (NULL: alice left out). */
 static int write_users_file(const char *path, const char *alice_roles)
 {
-    char text[4096] = "# test users: name roles hash\n", hash[PASSWD_HASH_MAX], err[256];
-    passwd_params_t p;
-    passwd_params_default(&p, PASSWD_SCRYPT);
-    p.log2_n = 10;
+    tu_user_t list[sizeof users / sizeof users[0]];
+    size_t n = 0;
+    char err[512];
     for (size_t i = 0; i < sizeof users / sizeof users[0]; i++) {
         int alice = strcmp(users[i][0], "alice") == 0;
         if (alice && alice_roles == NULL)
             continue;
-        if (passwd_hash(users[i][2], strlen(users[i][2]), &p, hash, sizeof hash, err, sizeof err) != 0) {
-            fprintf(stderr, "\nFAIL: hash of %s: %s\n", users[i][0], err);
-            return -1;
-        }
-        snprintf(text + strlen(text), sizeof text - strlen(text), "%s %s %s\n", users[i][0],
-                 alice ? alice_roles : users[i][1], hash);
+        list[n++] = (tu_user_t){ users[i][0], alice ? alice_roles : users[i][1], users[i][2] };
     }
-    if (tu_write_file(path, text) != 0) {
-        fprintf(stderr, "\nFAIL: cannot write %s\n", path);
+    if (tu_write_users_file(path, list, n, err, sizeof err) != 0) {
+        fprintf(stderr, "\nFAIL: %s\n", err);
         return -1;
     }
     return 0;
