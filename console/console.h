@@ -170,6 +170,10 @@ void session_end_all(console_t *c);
  * independent of where they differ. */
 int session_token_equal(const char *a, const char *b);
 
+/* The session document of s ({"logged_in":true,"user":…,"roles":[…],"can_act":…,"no_users":…,"csrf":…})
+ * into b: the answer of a login (login.c) and of GET /api/session (api.c). */
+void session_json(const session_t *s, buf_t *b);
+
 /* The role names of a mask, "admin,viewer" ("" for none), into buf. */
 void session_roles_text(unsigned roles, char *buf, size_t len);
 
@@ -251,9 +255,6 @@ void console_peer(const request_t *r, char *buf, size_t len);
 void console_one_line(char *s);
 
 /* ---- api.c ---- */
-
-/* The session document of s ({"logged_in":true,"user":…,"csrf":…}) into b. */
-void api_session_json(const session_t *s, buf_t *b);
 
 /* Answer one request under /api/ (raw_path: its path as the URI has it,
  * "/api/…"; each segment is decoded here): the gate, login, session and

@@ -285,7 +285,7 @@ static void login_reply(login_t *l)
     session_roles_text(s->roles, roles, sizeof roles);
     console_audit(&r, "login roles=%s%s", roles[0] ? roles : "none", s->no_users ? " (broker without users)" : "");
     buf_t b = BUF_INIT; /* http_json sends the cookie */
-    api_session_json(s, &b);
+    session_json(s, &b);
     http_json(&r, 200, &b);
     buf_free(&b);
 }

@@ -65,6 +65,7 @@
 
 #include "base/clock.h"
 #include "base/err.h"
+#include "base/json.h"
 #include "common/log.h"
 
 #define LOGIN_READ_TIMEOUT_MIN_MS 6000u /* above the broker's longest failure delay, 5 s */
@@ -165,6 +166,29 @@ unsigned session_roles_from_hello(const hg_reply_t *hello, int *found)
         return roles;
     }
     return 0;
+}
+
+void session_json(const session_t *s, buf_t *b)
+{
+    char roles[128];
+    json_t j;
+    json_init(&j, b);
+    session_roles_text(s->roles, roles, sizeof roles);
+    json_object_open(&j);
+    json_kbool(&j, "logged_in", 1);
+    json_kstr(&j, "user", s->user);
+    json_key(&j, "roles");
+    json_array_open(&j);
+    for (char *p = roles; *p != '\0';) {
+        size_t n = strcspn(p, ",");
+        json_strn(&j, p, n);
+        p += n + (p[n] == ',');
+    }
+    json_array_close(&j);
+    json_kbool(&j, "can_act", (s->roles & ROLE_ADMIN) != 0);
+    json_kbool(&j, "no_users", s->no_users);
+    json_kstr(&j, "csrf", s->csrf);
+    json_object_close(&j);
 }
 
 static int expired(const console_t *c, const session_t *s, uint64_t now)
