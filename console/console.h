@@ -127,11 +127,12 @@ int session_login_check(console_t *c, const char *user, int *status, char *err, 
 /* The broker half of a login, on a login's thread (login.c): the session's
  * connection, opened as user/password (its AUTH), and its roles (HELLO);
  * every wait of it — the connect, AUTH, HELLO — ends when stop_fd is
- * readable (the console stops, the login's client left); a broker without
- * users: no-users-role. Reads only keys of cfg that SIGHUP does not
- * change. Returns 0 with *g (g->client the caller's, its stop fd off), or
- * -1 with *status (401 refused, 503 broker unreachable or stopped, 502
- * another broker failure) and err. */
+ * readable (the console stops, the login's client left, login-timeout
+ * passed: login.c); a broker without users: no-users-role. Reads only keys
+ * of cfg that SIGHUP does not change. Returns 0 with *g (g->client the
+ * caller's, its stop fd off), or -1 with *status (401 refused, 503 broker
+ * unreachable, 502 another broker failure; 0 when stop_fd stopped it: the
+ * caller knows why) and err. */
 int session_broker_login(const console_config_t *cfg, const char *user, const char *password, int stop_fd,
                          session_grant_t *g, int *status, char *err, size_t errlen);
 
