@@ -6153,7 +6153,9 @@ static void copy_of_five(const char *name, char *path, size_t pathlen)
  * (a torn end, which a whole copy never has) was "ok" before, as a power
  * cut's torn end is in a live directory (here: the one batch of a small copy
  * torn, nothing left, "ok: 0 messages"); now store_check_dir calls it damage,
- * naming the log, the offset and the bytes, and writes nothing. */
+ * naming the log, the offset and the bytes, and writes nothing. A store
+ * opened on it anyway removes the mark and cuts, its note saying it was
+ * damage. */
 static void test_snapshot_whole_copy_torn_is_damage(void)
 {
     char copy[700], mark[800], log[64], err[2048] = "";
@@ -6187,6 +6189,14 @@ static void test_snapshot_whole_copy_torn_is_damage(void)
              err);
     CHECK_EQ_U64(dir_digest(copy), before);
     TU_CHECK(stat(mark, &st) == 0, "the check removed %s", mark);
+
+    /* started anyway: the mark goes, the cut is made, and its note says it was damage */
+    store_t *s = OPEN(&o);
+    TU_CHECK(strstr(store_open_note(s), "ended in a torn write") != NULL &&
+                 strstr(store_open_note(s), "was a whole copy made by BACKUP") != NULL,
+             "the note of a start on a torn whole copy: \"%s\"", store_open_note(s));
+    TU_CHECK(stat(mark, &st) != 0 && errno == ENOENT, "the start kept %s", mark);
+    CLOSE(&s);
 }
 
 /* Restoring a whole copy: store_open removes STORE_COPY_WHOLE before it
