@@ -44,7 +44,9 @@
  *    only: a viewer and a consumer read "(admin only)";
  *  - so do error replies: a producer whose SEND fails on a failed fsync
  *    (the failsync shim) reads "(path hidden: admin only)" where the path
- *    was, the log has the whole text, the admin's error has the path;
+ *    was, the log has the whole text, the admin's error has the path; the
+ *    same for "store unavailable" when the store cannot reopen (LevelDB's
+ *    text);
  *  - auth-timeout: a client that never logs in (or that a reload logged
  *    out) is told and closed, never before auth-timeout from its connect
  *    (the logout) and not long after; a logged-in one stays;
@@ -1005,6 +1007,28 @@ static void test_error_paths_admin_only(void)
     send_failing(&adm, trigger, "admin", e, sizeof e);
     snprintf(want, sizeof want, "fdatasync of %s/", bt_broker.data_dir);
     BP_CHECK(strstr(e, want) != NULL && strstr(e, "path hidden") == NULL, "admin: '%s', want the path (%s)", e, want);
+
+    /* A broken store (the reopen after the failed fsync fails: CURRENT moved away): LevelDB's text names the path. */
+    char current[700], away[700];
+    BP_REQUIRE(tu_poll_until(send_acknowledged, &x, 30000, 100) == 0, "no SEND acknowledged again in 30 s: %s", x.err);
+    snprintf(current, sizeof current, "%s/CURRENT", bt_broker.data_dir);
+    snprintf(away, sizeof away, "%s/CURRENT.away", bt_broker.data_dir);
+    BP_REQUIRE(rename(current, away) == 0, "rename %s", current);
+    send_failing(&shop, trigger, "producer", e, sizeof e);
+    BP_REQUIRE(tu_poll_until(log_has, "cannot reopen the store", 20000, 50) == 0, "no failed reopen logged");
+    x.c = &shop;
+    BP_CHECK(!send_acknowledged(&x) && strstr(x.err, "store unavailable: ") != NULL &&
+                 strstr(x.err, "(path hidden: admin only)") != NULL && strstr(x.err, bt_broker.dir) == NULL,
+             "producer, the store broken: '%s', want its paths hidden", x.err);
+    printf("\n    a producer reads: %s\n", x.err);
+    x.c = &adm;
+    BP_CHECK(!send_acknowledged(&x) && strstr(x.err, "store unavailable: ") != NULL &&
+                 strstr(x.err, bt_broker.data_dir) != NULL && strstr(x.err, "path hidden") == NULL,
+             "admin, the store broken: '%s', want the paths", x.err);
+    BP_REQUIRE(rename(away, current) == 0, "rename back %s", away);
+    x.c = &shop;
+    BP_REQUIRE(tu_poll_until(send_acknowledged, &x, 30000, 100) == 0, "no SEND acknowledged once CURRENT was back: %s",
+               x.err);
 
     rc_close(&adm);
     rc_close(&shop);
