@@ -21,7 +21,10 @@
  * it runs to the next blank or quote (past a known path's own blanks), less
  * trailing punctuation (". , : ; ) ] >"), so "IO error: /d/LOCK: busy" keeps
  * its ": busy". A word with a '/' inside ("docs/operations.md", "1/2") is not
- * a path: the sentence keeps its references to the documentation.
+ * a path: the sentence keeps its references to the documentation. A
+ * client's own argument that looks like a path (a topic named "/orders") is
+ * hidden too when an error repeats it: the client knows what it sent, and
+ * telling it from a path of the broker's would need every message's layout.
  *
  * Pure functions, any thread; the reply is the broker's own RESP (a RESP3
  * blob error, which it never sends, is passed through untouched).
