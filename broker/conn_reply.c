@@ -58,7 +58,7 @@ static void log_hidden(conn_t *c, const buf_t *hidden)
     }
     char more[96] = "";
     if (s->hidden_repeats > 0) {
-        snprintf(more, sizeof more, " (and %llu more such replies since the last line like it)",
+        snprintf(more, sizeof more, " (%llu more replies with paths hidden since the last such line, not logged)",
                  (unsigned long long)s->hidden_repeats);
     }
     log_warn("error reply to client id=%llu addr=%s user=%s, its paths hidden (not an admin): %.*s%s",

@@ -954,6 +954,22 @@ static int log_has(void *arg)
     return bp_log_contains(&bt_broker, (const char *)arg);
 }
 
+/* How many times text occurs in the broker's log. */
+static int log_count(const char *text)
+{
+    FILE *f = fopen(bt_broker.log_path, "r");
+    if (f == NULL)
+        return -1;
+    static char all[1 << 20];
+    size_t n = fread(all, 1, sizeof all - 1, f);
+    fclose(f);
+    all[n] = '\0';
+    int count = 0;
+    for (const char *p = all; (p = strstr(p, text)) != NULL; p += strlen(text))
+        count++;
+    return count;
+}
+
 typedef struct send_ctx {
     rc_conn_t *c;
     char err[1024];
@@ -1025,8 +1041,14 @@ static void test_error_paths_admin_only(void)
     BP_CHECK(!send_acknowledged(&x) && strstr(x.err, "store unavailable: ") != NULL &&
                  strstr(x.err, bt_broker.data_dir) != NULL && strstr(x.err, "path hidden") == NULL,
              "admin, the store broken: '%s', want the paths", x.err);
-    BP_REQUIRE(rename(away, current) == 0, "rename back %s", away);
+    /* The same refusal again and again (a producer retrying): its text logged once, not once per reply. */
     x.c = &shop;
+    for (int i = 0; i < 5; i++)
+        BP_CHECK(!send_acknowledged(&x) && strstr(x.err, "store unavailable: ") != NULL, "producer: '%s'", x.err);
+    int lines = log_count("user=shop, its paths hidden (not an admin): ERR storage failure: store unavailable: data "
+                          "directory");
+    BP_CHECK(lines == 1, "%d log lines for 6 refusals with the same text, want 1", lines);
+    BP_REQUIRE(rename(away, current) == 0, "rename back %s", away);
     BP_REQUIRE(tu_poll_until(send_acknowledged, &x, 30000, 100) == 0, "no SEND acknowledged once CURRENT was back: %s",
                x.err);
 
@@ -1162,22 +1184,6 @@ static void test_reload_blocked_pull(void)
     rc_close(&cons);
     rc_close(&adm);
     cleanup_users();
-}
-
-/* How many times text occurs in the broker's log. */
-static int log_count(const char *text)
-{
-    FILE *f = fopen(bt_broker.log_path, "r");
-    if (f == NULL)
-        return -1;
-    static char all[1 << 20];
-    size_t n = fread(all, 1, sizeof all - 1, f);
-    fclose(f);
-    all[n] = '\0';
-    int count = 0;
-    for (const char *p = all; (p = strstr(p, text)) != NULL; p += strlen(text))
-        count++;
-    return count;
 }
 
 static int reloads_seen_3(void *arg)
