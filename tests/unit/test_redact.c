@@ -5,8 +5,9 @@
  * "(path hidden: admin only)" with the error code and the sentence kept
  * (its punctuation, "docs/operations.md", "1 / 2"); in a reply, only the "-"
  * lines change, at any depth (EXEC's array), never a bulk payload that looks
- * like an error; a reply without a path is left alone. Before, a storage
- * failure's reply went to every client with its paths.
+ * like an error; a reply without a path is left alone; random replies
+ * (lying bulk lengths, stray CRs) are read in bounds and leave no path.
+ * Before, a storage failure's reply went to every client with its paths.
  */
 #include "broker/redact.h"
 #include "tests/helpers/testutil.h"
@@ -98,10 +99,47 @@ static void test_reply(void)
     REPLY_IS("", "", "", 0);
 }
 
+/* Random replies made of the pieces that matter (error starts, bulk headers that may lie, CRLF, slashes, blanks,
+ * quotes): no read past the end (the sanitizer build and valgrind see it), out only when a path was found, and
+ * what is sent has no path left. */
+static void test_random(void)
+{
+    static const char *const pieces[] = { "-ERR ",  "-",      "/",  "a", " ", "\r\n", "$3\r\n", "$-1\r\n", "$40\r\n",
+                                          "*2\r\n", ":1\r\n", "./", "'", "(", "x:",   "\r",     "..",      "~" };
+    const size_t npieces = sizeof pieces / sizeof pieces[0];
+    unsigned seed = 12345;
+    int found = 0;
+    for (int round = 0; round < 20000; round++) {
+        char in[128];
+        size_t len = 0;
+        seed = seed * 1103515245u + 12345u;
+        for (unsigned k = (seed >> 16) % 16; k > 0; k--) {
+            seed = seed * 1103515245u + 12345u;
+            const char *p = pieces[(seed >> 16) % npieces];
+            memcpy(in + len, p, strlen(p)); /* 15 pieces of at most 7 bytes fit */
+            len += strlen(p);
+        }
+        buf_t out = BUF_INIT, again = BUF_INIT;
+        size_t n = redact_reply(in, len, NULL, &out, NULL);
+        if (n == 0) {
+            TU_CHECK(out.len == 0, "round %d: no path, yet %zu bytes out", round, out.len);
+        } else {
+            size_t m = redact_reply(out.data, out.len, NULL, &again, NULL);
+            TU_CHECK(m == 0, "round %d: %zu paths left after hiding %zu in '%.*s'", round, m, n, (int)len, in);
+        }
+        found += n > 0;
+        buf_free(&out);
+        buf_free(&again);
+    }
+    TU_CHECK(found > 200, "only %d of 20000 random replies had a path to hide", found);
+    printf("\n    %d of 20000 random replies had a path hidden\n", found);
+}
+
 static const tu_test_t redact_tests[] = {
     { "paths in an error's text; the sentence kept", test_text },
     { "the known paths: relative, with blanks", test_known },
     { "only error lines of a reply, at any depth", test_reply },
+    { "random replies: in bounds, nothing left to hide", test_random },
     { NULL, NULL },
 };
 
