@@ -70,9 +70,10 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
         return;
     }
     SSL *ssl = NULL;
+    char hs_key[CONN_ADDR_KEY_SIZE];
     if (l == s->tls_listener) {
         char err[256];
-        if (conn_tls_admit(s->conns, sa) != 0) { /* its address has enough handshakes in progress */
+        if (conn_tls_admit(s->conns, sa, hs_key) != 0) { /* its address has enough handshakes in progress */
             evutil_closesocket(fd);
             return;
         }
@@ -83,7 +84,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
             return;
         }
     }
-    conn_accept(s->conns, fd, sa, ssl);
+    conn_accept(s->conns, fd, sa, ssl, ssl != NULL ? hs_key : NULL);
 }
 
 /* Out of descriptors with clients waiting in the backlog: give the spare
