@@ -80,6 +80,11 @@
  *                    a fifth and a second from one address are 429 at once,
  *                    a client that closes its socket: its login stopped at
  *                    once (the broker still stopped), no session made
+ *   login timeout    a console of its own with login-timeout 3s
+ *                    (tests/console/test_login_timeout.py): the broker
+ *                    stopped (SIGSTOP), a login is answered 504 within the
+ *                    bound, naming the broker's address and the bound,
+ *                    while the session and the page answer at once
  *   session ttl      a second console with session-ttl 3s
  *                    (tests/console/test_session_ttl.py): every reply to a
  *                    live session sends the cookie again with Max-Age 3, so
@@ -97,7 +102,8 @@
  *                    certificate (the served serial changes)
  *   config           sampler-user without its password file, a tls-* key
  *                    with a plaintext uri, https-cert-file without its key,
- *                    a uri with a password, allowed-hosts with a port:
+ *                    a uri with a password, allowed-hosts with a port,
+ *                    login-timeout under 1 s:
  *                    exit 2, named
  *   db password      mysql-password-file (tests/console/test_db_password.py):
  *                    a console of its own as MariaDB user rotator; the
@@ -469,6 +475,8 @@ static int console_init(void)
                                     "console.test, Ops.Example.org",
                                     "--config",        /* test_http.py: header-timeout 3s, max-connections 40; it */
                                     console_conf_path, /* rewrites the file and sends SIGHUP (the reload) */
+                                    "--login-timeout", /* test_login_flood.py holds logins on the stopped broker */
+                                    "60s",             /* for as long as its checks take, then expects them 200 */
                                     NULL };
     snprintf(console_conf_path, sizeof console_conf_path, "%s/console.conf", workdir);
     if (tu_write_file(console_conf_path, CONSOLE_CONF) != 0) {
@@ -608,6 +616,29 @@ static void test_jobs(void)
     int rc = run_script("test_jobs.py", &console, "http", NULL);
     kill(env.broker.pid, SIGCONT); /* whatever the script did or did not do */
     TU_CHECK(rc == 0, "tests/console/test_jobs.py exited %d (its output above says what failed)", rc);
+}
+
+/* A console of its own with a login-timeout of 3 s
+ * (tests/console/test_login_timeout.py): the broker stopped, a login is
+ * answered 504 within the bound, naming the broker and the bound, while the
+ * console serves its sessions. */
+static void test_login_timeout(void)
+{
+    console_proc_t lt = { .name = "login-timeout" };
+    const char *extra[] = {
+        "--uri", uri, "--sampler-user", "monitor", "--sampler-password-file", monitor_pw_path, "--login-timeout",
+        "3s",    NULL
+    };
+    if (start_console(&lt, extra, console_up) == 0) {
+        setenv("HG_LOGIN_TIMEOUT_S", "3", 1); /* the script's bound: --login-timeout's */
+        int rc = run_script("test_login_timeout.py", &lt, "http", NULL);
+        unsetenv("HG_LOGIN_TIMEOUT_S");
+        kill(env.broker.pid, SIGCONT); /* whatever the script did or did not do */
+        TU_CHECK(rc == 0, "tests/console/test_login_timeout.py exited %d (its output above says what failed)", rc);
+    }
+    TU_CHECK(stop_console(&lt) == 0, "the login-timeout console exits 0 on SIGTERM");
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(lt.log);
 }
 
 /* A second console with a session-ttl of 3 s: the session cookie's
@@ -788,6 +819,11 @@ static void test_config(void)
     rc = tu_run_capture(bad_host, out, sizeof out);
     TU_CHECK(rc == 2 && strstr(out, "allowed-hosts: 'bad.example:80' is not a host name") != NULL,
              "allowed-hosts with a port: exit 2 naming the entry (exit %d: %s)", rc, out);
+    const char *short_login[] = { CONSOLE_BIN, "--check-config", "--mysql-database", DB, "--login-timeout", "500ms",
+                                  NULL };
+    rc = tu_run_capture(short_login, out, sizeof out);
+    TU_CHECK(rc == 2 && strstr(out, "login-timeout: '500ms' out of range 1s..10m") != NULL,
+             "login-timeout under 1 s: exit 2 naming the key and its range (exit %d: %s)", rc, out);
     const char *with_password[] = { CONSOLE_BIN, "--check-config", "--mysql-database",
                                     DB,          "--uri",          "hourglass://monitor:pw-Secret@127.0.0.1:7379",
                                     NULL };
@@ -840,6 +876,8 @@ static const tu_test_t console_tests[] = {
     { "sessions: roles asked again, a removed user's session ended, sessions per user, the no-users reply",
       test_sessions },
     { "login flood: a guesser holds nobody's page; four logins wait at most; a backoff per address", test_login_flood },
+    { "login timeout: the broker stopped, a login is answered 504 within login-timeout, naming the broker",
+      test_login_timeout },
     { "session ttl: the cookie's Max-Age slides with the session's expiry", test_session_ttl },
     { "https: the console over https, in front of a TLS-only broker; SIGHUP reloads the certificate", test_https },
     { "config: sampler-user needs its password file, tls-* keys a TLS uri, https both files", test_config },
