@@ -7,7 +7,9 @@
  *    before it closes the store, so the snapshot never outlives the
  *    database it belongs to.
  *  - dir/name exists only as a whole copy (store_snapshot_copy makes it in
- *    dir/name.partial and renames it once whole). A .partial that a crash
+ *    dir/name.partial and renames it once whole), and holds BACKUP-WHOLE
+ *    (STORE_COPY_WHOLE), which tells --check-data that a torn log end in it
+ *    is damage, not a power cut's. A .partial that a crash
  *    left is removed at start-up and by the next BACKUP of its name, once
  *    store_copy_discard_partial sees that no process is still making it.
  *  - The copy keeps to its rate (bytes of records read per second): unpaced,

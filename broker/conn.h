@@ -55,6 +55,7 @@
 #define CONN_MAX_PENDING      1024  /* outstanding replies before parsing pauses */
 #define CONN_SWEEP_MS         200   /* header-timeout and max-client-memory checks */
 #define CONN_TLS_HANDSHAKE_MS 10000 /* a TLS client must finish its handshake by then */
+#define CONN_ADDR_KEY_SIZE    64    /* an address key (conn_tls_admit) with its NUL */
 
 /* The loop's event priorities (conn_event_base_new): everything runs at
  * CONN_PRIO_DEFAULT, except the events of a TLS connection whose handshake
@@ -100,7 +101,7 @@ typedef struct conn {
     int tls_ready;   /* the handshake completed */
     int sniffed;     /* plaintext port: the first input byte was checked for a TLS handshake */
     int hs_counted;  /* counted in its address's handshakes in progress (tls-max-handshakes-per-address) */
-    char hs_key[64]; /* that address's key (authfail_key: IPv6 by its /64) */
+    char hs_key[64]; /* that address's key (conn_tls_admit: CONN_ADDR_KEY_SIZE) */
     /* authentication (broker/users.h, cmd_conn.c): without users every
      * connection is authenticated with every role */
     int authenticated;
@@ -124,12 +125,15 @@ typedef struct conn {
  * when libevent cannot make one. */
 struct event_base *conn_event_base_new(void);
 
-/* Loop thread, on tls-port before anything is done for the client at sa: 0
- * when it may start a handshake; -1 when its address already has
- * tls-max-handshakes-per-address of them in progress — the caller closes
- * it without a word (a TLS client cannot read a plaintext error); counted
- * in INFO's tls_handshakes_refused and logged at most once a second. */
-int conn_tls_admit(conn_set_t *set, const struct sockaddr *sa);
+/* Loop thread, on tls-port before anything is done for the client at sa:
+ * writes the key its handshakes are counted under (authfail_key of its
+ * address: IPv6 by its /64) into key[CONN_ADDR_KEY_SIZE], to be handed to
+ * conn_accept, which counts the handshake under it. 0 when it may start a
+ * handshake; -1 when its address already has tls-max-handshakes-per-address
+ * of them in progress — the caller closes it without a word (a TLS client
+ * cannot read a plaintext error); counted in INFO's tls_handshakes_refused
+ * and logged at most once a second. */
+int conn_tls_admit(conn_set_t *set, const struct sockaddr *sa, char key[CONN_ADDR_KEY_SIZE]);
 
 /* A new, empty set on base. srv is handed to the commands (cmd_call_t) as is.
  * Never fails (aborts on out-of-memory). */
@@ -145,9 +149,10 @@ void conn_set_attach_writer(conn_set_t *set, writer_t *w);
  * parser with the configured limits, the idle timeout). ssl (may be NULL:
  * plaintext) is a fresh server-side SSL for a connection on tls-port: the
  * connection owns it, runs the handshake first (within
- * CONN_TLS_HANDSHAKE_MS) and speaks RESP inside TLS. 0, or -1 when no
+ * CONN_TLS_HANDSHAKE_MS) and speaks RESP inside TLS; hs_key is then the key
+ * conn_tls_admit wrote for sa (NULL with a NULL ssl). 0, or -1 when no
  * bufferevent could be made (fd and ssl are then freed). */
-int conn_accept(conn_set_t *set, evutil_socket_t fd, const struct sockaddr *sa, struct ssl_st *ssl);
+int conn_accept(conn_set_t *set, evutil_socket_t fd, const struct sockaddr *sa, struct ssl_st *ssl, const char *hs_key);
 
 /* Open connections. */
 size_t conn_set_count(const conn_set_t *set);

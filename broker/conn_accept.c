@@ -106,15 +106,18 @@ static void hs_set(conn_set_t *s, const char *key, uintptr_t n)
     }
 }
 
-int conn_tls_admit(conn_set_t *s, const struct sockaddr *sa)
+_Static_assert(CONN_ADDR_KEY_SIZE >= AUTHFAIL_ADDR_MAX + 1, "an address key holds authfail_key's longest");
+_Static_assert(sizeof((conn_t *)0)->hs_key == CONN_ADDR_KEY_SIZE, "conn_t.hs_key holds an address key");
+
+int conn_tls_admit(conn_set_t *s, const struct sockaddr *sa, char key[CONN_ADDR_KEY_SIZE])
 {
     long long max = s->cfg->tls_max_handshakes_per_address;
-    char addr[64], key[AUTHFAIL_ADDR_MAX + 1];
+    char addr[64];
+    format_addr(sa, addr, sizeof addr);
+    authfail_key(addr, key, CONN_ADDR_KEY_SIZE); /* computed once: conn_accept counts the handshake under it */
     if (max <= 0) {
         return 0;
     }
-    format_addr(sa, addr, sizeof addr);
-    authfail_key(addr, key, sizeof key);
     uintptr_t n = hs_count(s, key);
     if (n < (uintptr_t)max) {
         return 0;
@@ -130,12 +133,12 @@ int conn_tls_admit(conn_set_t *s, const struct sockaddr *sa)
     return -1;
 }
 
-/* c (from tls-port, just accepted) starts its handshake: count it for its address, and run its events after
- * everything else (conn.h). */
-static void handshake_start(conn_t *c)
+/* c (from tls-port, just accepted) starts its handshake: count it under its address's key (conn_tls_admit's), and
+ * run its events after everything else (conn.h). */
+static void handshake_start(conn_t *c, const char *hs_key)
 {
     conn_set_t *s = c->set;
-    authfail_key(c->addr, c->hs_key, sizeof c->hs_key);
+    snprintf(c->hs_key, sizeof c->hs_key, "%s", hs_key);
     hs_set(s, c->hs_key, hs_count(s, c->hs_key) + 1);
     c->hs_counted = 1;
     s->hs_in_progress++;
@@ -344,7 +347,7 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
     }
 }
 
-int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa, SSL *ssl)
+int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa, SSL *ssl, const char *hs_key)
 {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -386,7 +389,7 @@ int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa, SS
     conn_link(s, c);
     s->connections_total++;
     if (c->tls) {
-        handshake_start(c);
+        handshake_start(c, hs_key);
     }
     bufferevent_setcb(bev, read_cb, write_cb, event_cb, c);
     bufferevent_setwatermark(bev, EV_READ, 0, READ_HIGH_WATERMARK);

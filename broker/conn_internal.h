@@ -79,6 +79,10 @@ struct conn_set {
     uint64_t connections_total, protocol_errors, reply_kills, idle_kills, commands;
     uint64_t client_memory, memory_kills, header_kills;
     uint64_t woken_delivered; /* bytes of PULL BLOCK replies received from the writer (writer_note_client_memory) */
+    /* error replies whose paths were hidden from a non-admin (conn_reply.c's log_hidden) */
+    char hidden_last[256];    /* the text last logged (cut) */
+    uint64_t hidden_log_mono; /* when (0: never) */
+    uint64_t hidden_repeats;  /* the same text since, not logged */
 };
 
 

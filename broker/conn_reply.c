@@ -9,6 +9,10 @@
  * from the head. Every reply goes through conn_write_reply, which enforces
  * max-reply-buffer. inflight_bytes holds each slot's charge (a request's
  * reply estimate until the reply exists, then the reply's length).
+ * conn_write_reply is also where file-system paths leave the error replies
+ * of a client that is not an admin (broker/redact.h): one place for every
+ * reply, computed in the loop or by the storage thread; the log keeps the
+ * whole text.
  *
  * Thread: everything here runs on the event-loop thread. The only entry
  * from the storage thread is conn_job_done, which the writer calls on this
@@ -23,10 +27,12 @@
 #include "base/clock.h"
 #include "broker/commands.h"
 #include "broker/conn_internal.h"
+#include "broker/redact.h"
 #include "common/log.h"
 
 #define CONN_SWEEP_NOW_BYTES     (1u << 20)  /* a reply this large runs the memory sweep at once */
 #define REPLY_BY_REFERENCE_BYTES (64u << 10) /* storage replies this large are not copied (conn_write_reply) */
+#define HIDDEN_LOG_MS            60000       /* the same error with paths hidden: logged at most once a minute */
 
 /* Called by the output buffer once a reply added by reference is written (or the connection freed). */
 static void job_reply_written(const void *data, size_t len, void *arg)
@@ -34,6 +40,37 @@ static void job_reply_written(const void *data, size_t len, void *arg)
     (void)data;
     (void)len;
     job_free(arg);
+}
+
+/* Log the whole text of error replies whose paths were hidden from client c
+ * (the operator needs the paths): one line per new text, the same text again
+ * at most once per HIDDEN_LOG_MS (a producer retrying against a failed disk
+ * would write thousands a second), saying how many were not logged. */
+static void log_hidden(conn_t *c, const buf_t *hidden)
+{
+    conn_set_t *s = c->set;
+    uint64_t now = clock_mono_ms();
+    size_t keep = hidden->len < sizeof s->hidden_last - 1 ? hidden->len : sizeof s->hidden_last - 1;
+    if (s->hidden_log_mono != 0 && now < s->hidden_log_mono + HIDDEN_LOG_MS && strlen(s->hidden_last) == keep &&
+        memcmp(s->hidden_last, hidden->data, keep) == 0) {
+        s->hidden_repeats++;
+        return;
+    }
+    char more[96] = "";
+    if (s->hidden_repeats > 0) {
+        snprintf(more, sizeof more, " (%llu more replies with paths hidden since the last such line, not logged)",
+                 (unsigned long long)s->hidden_repeats);
+    }
+    log_warn("error reply to client id=%llu addr=%s user=%s, its paths hidden (not an admin): %.*s%s",
+             (unsigned long long)c->id, c->addr,
+             !c->authenticated    ? "(not logged in)"
+             : c->user[0] != '\0' ? c->user
+                                  : "default",
+             (int)hidden->len, hidden->data, more);
+    memcpy(s->hidden_last, hidden->data, keep);
+    s->hidden_last[keep] = '\0';
+    s->hidden_log_mono = now;
+    s->hidden_repeats = 0;
 }
 
 /* Append a reply to the socket's output, unless the client already has
@@ -44,7 +81,7 @@ static void job_reply_written(const void *data, size_t len, void *arg)
  * the loop tens of milliseconds (a fresh buffer's page faults) while every
  * other client's reply waited behind it. Otherwise the bytes are copied
  * (and job, if any, freed). -1 when the connection was closed. */
-static int conn_write_reply(conn_t *c, const char *data, size_t len, job_t *job)
+static int conn_output_reply(conn_t *c, const char *data, size_t len, job_t *job)
 {
     if (c->closing) {
         job_free(job);
@@ -80,6 +117,37 @@ static int conn_write_reply(conn_t *c, const char *data, size_t len, job_t *job)
         event_active(c->set->sweep, EV_TIMEOUT, 0); /* check the budget before the next turn's reads */
     }
     return 0;
+}
+
+/* conn_output_reply of what client c may read: to a client without the
+ * admin role (users-file set; without it every client has every role), each
+ * file-system path in an error reply replaced (broker/redact.h), the whole
+ * text logged. */
+static int conn_write_reply(conn_t *c, const char *data, size_t len, job_t *job)
+{
+    if ((c->roles & ROLE_ADMIN) || c->closing) {
+        return conn_output_reply(c, data, len, job);
+    }
+    const config_t *cfg = c->set->cfg;
+    const char *known[4];
+    size_t nk = 0;
+    const char *paths[] = { cfg->dir, cfg->store.path, cfg->backup_dir };
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        if (paths[i] != NULL) {
+            known[nk++] = paths[i];
+        }
+    }
+    known[nk] = NULL;
+    buf_t shown = BUF_INIT, hidden = BUF_INIT;
+    if (redact_reply(data, len, known, &shown, &hidden) == 0) {
+        return conn_output_reply(c, data, len, job);
+    }
+    log_hidden(c, &hidden);
+    job_free(job);
+    int rc = conn_output_reply(c, shown.data, shown.len, NULL);
+    buf_free(&shown);
+    buf_free(&hidden);
+    return rc;
 }
 
 static int conn_write(conn_t *c, const char *data, size_t len)

@@ -19,7 +19,8 @@
  * checked with the configured level table without writing to it
  * (store_check_dir: opened and checked in a scratch view, removed after);
  * "ok: N messages, ..." and exit 0, or the first
- * problem and exit 1 (damaged or inconsistent data) or 3 (not checked: the
+ * problem and exit 1 (damaged or inconsistent data, or a torn log end in a
+ * whole copy made by BACKUP, which never has one) or 3 (not checked: the
  * directory is missing, not accessible, held by a running broker, not a data
  * directory of this build, or no room for the view). Scratch views killed
  * checks left are removed first, and said on stderr. SIGINT, SIGTERM and
@@ -61,10 +62,11 @@
 #define CHECK_DATA_DAMAGED   1 /* damaged or inconsistent: restore it from a backup */
 #define CHECK_DATA_UNCHECKED 3 /* not checked: missing, not accessible, in use, not a data directory of this build */
 
-/* A torn log end --check-data found: what the next start would cut. */
+/* A torn log end --check-data found: what the next start would cut. Not
+ * in a whole BACKUP copy, where it is damage (the error says so). */
 static void check_data_torn(const char *dir, const store_dir_check_t *r)
 {
-    if (r->torn) {
+    if (r->torn && !r->whole_copy) {
         fprintf(stderr,
                 "check-data: %s/%s ends in a torn write (what a power cut leaves of a write never fsynced): the broker "
                 "would cut %llu bytes at offset %llu of %s at its next start, keeping them in %s.torn-%llu; checked "
@@ -170,11 +172,12 @@ static int check_data(const config_t *cfg)
     }
     if (rc == 0) {
         const store_check_counts_t *n = &r.counts;
-        printf("ok: %llu messages, %llu on levels, %llu ready in topics, %llu retrying, %llu leased, %llu in DLQs (%s; "
-               "%llu records read once, %s)\n",
-               (unsigned long long)n->messages, (unsigned long long)n->level, (unsigned long long)n->topic,
-               (unsigned long long)n->retry, (unsigned long long)n->lease, (unsigned long long)n->dlq, cfg->dir,
-               (unsigned long long)n->records, view);
+        printf(
+            "ok: %llu messages, %llu on levels, %llu ready in topics, %llu retrying, %llu leased, %llu in DLQs (%s%s; "
+            "%llu records read once, %s)\n",
+            (unsigned long long)n->messages, (unsigned long long)n->level, (unsigned long long)n->topic,
+            (unsigned long long)n->retry, (unsigned long long)n->lease, (unsigned long long)n->dlq, cfg->dir,
+            r.whole_copy ? ", a whole copy made by BACKUP" : "", (unsigned long long)n->records, view);
         return CHECK_DATA_OK;
     }
     if (view[0] != '\0') {

@@ -4,7 +4,7 @@
  * The storage-side renderers run on the storage thread inside INFO and
  * /metrics jobs (so they read the store directly, exactly, without locks);
  * the loop-side renderers run on the loop thread with a loop_info_t. The
- * HTTP listener itself lives in server.c; this file only renders text.
+ * HTTP listener itself lives in server_http.c; this file only renders text.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"

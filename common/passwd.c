@@ -8,7 +8,9 @@
  * lower-case hex: longer than base64, but with one spelling, no padding
  * rules and nothing to escape in a whitespace-separated users file.
  *
- * Any thread; no shared state.
+ * Any thread; no shared state but a passwd_source_t's, under its lock.
+ * passwd_source_refresh_logged writes to the log (common/log.h): this
+ * library depends on libhgcommon.
  */
 #include "common/passwd.h"
 
@@ -28,6 +30,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "common/log.h"
 
 #define SALT_BYTES     16
 #define KEY_BYTES      32
@@ -393,6 +396,24 @@ int passwd_source_refresh(passwd_source_t *s, int *report, char *err, size_t err
     }
     pthread_mutex_unlock(&s->lock);
     OPENSSL_cleanse(fresh, sizeof fresh);
+    return rc;
+}
+
+int passwd_source_has_file(const passwd_source_t *s)
+{
+    return s->path != NULL;
+}
+
+int passwd_source_refresh_logged(passwd_source_t *s, const char *key, const char *changed, const char *kept)
+{
+    char why[PASSWD_FILE_MAX + 200];
+    int report;
+    int rc = passwd_source_refresh(s, &report, why, sizeof why);
+    if (rc > 0) {
+        log_info("%s %s holds another password: %s", key, s->path, changed);
+    } else if (rc < 0 && report) {
+        log_warn("%s: %s; %s", key, why, kept);
+    }
     return rc;
 }
 

@@ -14,7 +14,9 @@
  * salt 8..64 bytes, hash 16..64 bytes. Comparison is constant-time
  * (CRYPTO_memcmp).
  *
- * Pure apart from the random salt; thread-safe (OpenSSL 3 is).
+ * Pure apart from the random salt and the password files
+ * (passwd_source_t, whose refresh_logged writes to common/log.h);
+ * thread-safe (OpenSSL 3 is).
  */
 #ifndef HG_COMMON_PASSWD_H
 #define HG_COMMON_PASSWD_H
@@ -125,6 +127,27 @@ void passwd_source_destroy(passwd_source_t *s);
  * it), 0 when it was the last one already (once per change, not per
  * attempt). */
 int passwd_source_refresh(passwd_source_t *s, int *report, char *err, size_t errlen);
+
+/* 1 when s re-reads a file (passwd_source_init was given a path), 0 when it
+ * has none — or when s is zeroed and was never initialised. The path never
+ * changes after init: any thread, no lock. */
+int passwd_source_has_file(const passwd_source_t *s);
+
+/* passwd_source_refresh at a program's boundary, its outcome logged
+ * (common/log.h): a new password at info as "<key> <path> holds another
+ * password: <changed>"; an error that cannot be read, the first time it is
+ * met (once per error, not per attempt), at warn as "<key>: <the error>;
+ * <kept>". key names the config key of the file ("mysql-password-file");
+ * changed and kept say what the program does with a new password and
+ * without one. Returns passwd_source_refresh's 1 / 0 / -1 (0 without a
+ * file: nothing read, nothing logged). Any thread. */
+int passwd_source_refresh_logged(passwd_source_t *s, const char *key, const char *changed, const char *kept);
+
+/* The kept of the MariaDB password files (every passwd_source_t's), and the
+ * changed of the programs whose connections take a new one at their next
+ * connect (the compensator, the console). */
+#define PASSWD_DB_KEPT_NOTE         "MariaDB connections keep the password read before"
+#define PASSWD_DB_NEXT_CONNECT_NOTE "the connections to MariaDB use it from their next connect"
 
 /* Copy the current password into out[outlen] (outlen > PASSWD_FILE_MAX is
  * enough; "" when none); returns its generation. */

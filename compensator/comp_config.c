@@ -377,28 +377,16 @@ void comp_config_client_credentials(const comp_config_t *cfg, hg_client_opts_t *
     opts->password = cfg->password_file != NULL ? cfg->password : NULL;
 }
 
-static passwd_source_t db_password; /* comp_db_password_init */
-static int db_password_from_file;
+static passwd_source_t db_password; /* comp_db_password_init; zeroed (no file) with mysql-password */
 
 void comp_db_password_refresh(void)
 {
-    if (!db_password_from_file)
-        return;
-    char why[PASSWD_FILE_MAX + 200];
-    int report;
-    int rc = passwd_source_refresh(&db_password, &report, why, sizeof why);
-    if (rc > 0)
-        log_msg(LOG_LEVEL_INFO,
-                "mysql-password-file %s holds another password: the connections to MariaDB use it "
-                "from their next connect",
-                db_password.path);
-    else if (rc < 0 && report)
-        log_msg(LOG_LEVEL_WARN, "mysql-password-file: %s; MariaDB connections keep the password read before", why);
+    passwd_source_refresh_logged(&db_password, "mysql-password-file", PASSWD_DB_NEXT_CONNECT_NOTE, PASSWD_DB_KEPT_NOTE);
 }
 
 unsigned long comp_db_password(char *out, size_t outlen)
 {
-    return db_password_from_file ? passwd_source_get(&db_password, out, outlen) : 0;
+    return passwd_source_has_file(&db_password) ? passwd_source_get(&db_password, out, outlen) : 0;
 }
 
 /* db/conn.h's password hook: the file read again before every connect. */
@@ -415,6 +403,5 @@ void comp_db_password_init(const comp_config_t *cfg)
     if (cfg->mysql_password_file == NULL)
         return;
     passwd_source_init(&db_password, cfg->mysql_password_file, cfg->mysql_password_read);
-    db_password_from_file = 1;
     db_set_password_hook(db_password_hook, NULL);
 }

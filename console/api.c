@@ -55,31 +55,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
-#include "base/json.h"
 #include "common/log.h"
-
-void api_session_json(const session_t *s, buf_t *b)
-{
-    char roles[128];
-    json_t j;
-    json_init(&j, b);
-    session_roles_text(s->roles, roles, sizeof roles);
-    json_object_open(&j);
-    json_kbool(&j, "logged_in", 1);
-    json_kstr(&j, "user", s->user);
-    json_key(&j, "roles");
-    json_array_open(&j);
-    for (char *p = roles; *p != '\0';) {
-        size_t n = strcspn(p, ",");
-        json_strn(&j, p, n);
-        p += n + (p[n] == ',');
-    }
-    json_array_close(&j);
-    json_kbool(&j, "can_act", (s->roles & ROLE_ADMIN) != 0);
-    json_kbool(&j, "no_users", s->no_users);
-    json_kstr(&j, "csrf", s->csrf);
-    json_object_close(&j);
-}
 
 /* Does a browser's Origin header ("http://host:port", or "null") name the
  * host:port of the request's Host header (case aside)? */
@@ -294,7 +270,7 @@ void api_request(console_t *c, struct evhttp_request *req, const char *raw_path)
         http_error(&r, 403, "missing or wrong CSRF token (X-CSRF-Token)");
     } else if (r.nparts == 1 && strcmp(r.parts[0], "session") == 0) {
         buf_t b = BUF_INIT;
-        api_session_json(r.s, &b);
+        session_json(r.s, &b);
         http_json(&r, 200, &b);
         buf_free(&b);
     } else if (r.nparts == 1 && strcmp(r.parts[0], "logout") == 0 && r.is_post) {

@@ -98,8 +98,7 @@ typedef struct console {
     tls_server_t *tls;           /* https (https-cert-file), or NULL: plain http */
     int port;                    /* the bound port */
     hg_order_db *db;             /* the order database (one handle: the loop's; console_db opens it again) */
-    passwd_source_t db_password; /* mysql-password-file, read again at each (re)connect (db.c) */
-    int db_password_from_file;   /* mysql-password-file is set */
+    passwd_source_t db_password; /* mysql-password-file, read again at each (re)connect (db.c); no file: none */
     unsigned long db_generation; /* the db_password generation db was opened with */
     sampler_t *sampler;
     console_jobs_t *jobs;     /* job.c: the long broker commands, each on a thread of its own */
@@ -127,11 +126,12 @@ int session_login_check(console_t *c, const char *user, int *status, char *err, 
 /* The broker half of a login, on a login's thread (login.c): the session's
  * connection, opened as user/password (its AUTH), and its roles (HELLO);
  * every wait of it — the connect, AUTH, HELLO — ends when stop_fd is
- * readable (the console stops, the login's client left); a broker without
- * users: no-users-role. Reads only keys of cfg that SIGHUP does not
- * change. Returns 0 with *g (g->client the caller's, its stop fd off), or
- * -1 with *status (401 refused, 503 broker unreachable or stopped, 502
- * another broker failure) and err. */
+ * readable (the console stops, the login's client left, login-timeout
+ * passed: login.c); a broker without users: no-users-role. Reads only keys
+ * of cfg that SIGHUP does not change. Returns 0 with *g (g->client the
+ * caller's, its stop fd off), or -1 with *status (401 refused, 503 broker
+ * unreachable, 502 another broker failure; 0 when stop_fd stopped it: the
+ * caller knows why) and err. */
 int session_broker_login(const console_config_t *cfg, const char *user, const char *password, int stop_fd,
                          session_grant_t *g, int *status, char *err, size_t errlen);
 
@@ -169,6 +169,10 @@ void session_end_all(console_t *c);
 /* 1 when a and b (CONSOLE_TOKEN_HEX hex digits each) are equal, in time
  * independent of where they differ. */
 int session_token_equal(const char *a, const char *b);
+
+/* The session document of s ({"logged_in":true,"user":…,"roles":[…],"can_act":…,"no_users":…,"csrf":…})
+ * into b: the answer of a login (login.c) and of GET /api/session (api.c). */
+void session_json(const session_t *s, buf_t *b);
 
 /* The role names of a mask, "admin,viewer" ("" for none), into buf. */
 void session_roles_text(unsigned roles, char *buf, size_t len);
@@ -251,9 +255,6 @@ void console_peer(const request_t *r, char *buf, size_t len);
 void console_one_line(char *s);
 
 /* ---- api.c ---- */
-
-/* The session document of s ({"logged_in":true,"user":…,"csrf":…}) into b. */
-void api_session_json(const session_t *s, buf_t *b);
 
 /* Answer one request under /api/ (raw_path: its path as the URI has it,
  * "/api/…"; each segment is decoded here): the gate, login, session and

@@ -86,6 +86,9 @@ static const cfg_key_t keys[] = {
               "how long samples are kept in memory (the overview's charts)") },
     { CFG_KEY("session-ttl", CFG_DURATION, "8h", 1000, 30 * DAY_MS, OFF(session_ttl_ms),
               "a login lasts this long without use") },
+    { CFG_KEY("login-timeout", CFG_DURATION, "8s", 1000, 600000, OFF(login_timeout_ms),
+              "a login whose broker (connect, AUTH, HELLO) has not answered within this is refused 504 naming the "
+              "broker's address and this bound; keep it above 5s, the broker's longest hold of a refused password") },
     { CFG_KEY("no-users-role", CFG_ENUM, "none", 0, 0, OFF(no_users_role),
               "what a login gets when the broker has no users: none (refused), viewer, admin"),
       .words = "none|viewer|admin" },

@@ -42,7 +42,8 @@ typedef struct console_config {
     long long port, allow_remote;
     long long max_connections, header_timeout_ms; /* the server's connections (console/conns.c) */
     long long sample_interval_ms, history_ms, session_ttl_ms, broker_timeout_ms, overdue_after_ms;
-    int no_users_role; /* console_no_users_t */
+    long long login_timeout_ms; /* login-timeout: a login's whole wait on the broker (console/login.c) */
+    int no_users_role;          /* console_no_users_t */
     char *sampler_user, *sampler_password_file;
     char sampler_password[PASSWD_FILE_MAX + 1]; /* read from sampler-password-file ("" without one) */
     char *https_cert_file, *https_key_file;     /* both set: the console serves https */

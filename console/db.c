@@ -30,9 +30,8 @@
 void console_db_password_init(console_t *c)
 {
     const console_config_t *cfg = c->cfg;
-    c->db_password_from_file = cfg->mysql_password_file != NULL;
     passwd_source_init(&c->db_password, cfg->mysql_password_file,
-                       c->db_password_from_file ? cfg->mysql_password_read : NULL);
+                       cfg->mysql_password_file != NULL ? cfg->mysql_password_read : NULL);
 }
 
 void console_db_password_free(console_t *c)
@@ -42,22 +41,13 @@ void console_db_password_free(console_t *c)
 
 void console_db_password_refresh(console_t *c)
 {
-    if (!c->db_password_from_file)
-        return;
-    char why[PASSWD_FILE_MAX + 200];
-    int report;
-    int rc = passwd_source_refresh(&c->db_password, &report, why, sizeof why);
-    if (rc > 0)
-        log_info("mysql-password-file %s holds another password: the connections to MariaDB use it from their next "
-                 "connect",
-                 c->db_password.path);
-    else if (rc < 0 && report)
-        log_warn("mysql-password-file: %s; MariaDB connections keep the password read before", why);
+    passwd_source_refresh_logged(&c->db_password, "mysql-password-file", PASSWD_DB_NEXT_CONNECT_NOTE,
+                                 PASSWD_DB_KEPT_NOTE);
 }
 
 int console_db_stale(console_t *c, unsigned long generation)
 {
-    if (!c->db_password_from_file)
+    if (!passwd_source_has_file(&c->db_password))
         return 0;
     return passwd_source_generation(&c->db_password) != generation;
 }
@@ -69,7 +59,7 @@ hg_order_db *console_db_open(console_t *c, unsigned long *generation, hg_order_e
     memset(&params, 0, sizeof params);
     DB_KEYS_TO_PARAMS(c->cfg, &params);
     *generation = 0;
-    if (c->db_password_from_file) { /* a connect: the file is read again */
+    if (passwd_source_has_file(&c->db_password)) { /* a connect: the file is read again */
         console_db_password_refresh(c);
         *generation = passwd_source_get(&c->db_password, password, sizeof password);
         params.password = password;
@@ -93,7 +83,7 @@ hg_order_db *console_db(console_t *c, hg_order_error_t *err)
 
 int console_db_failed(console_t *c, const hg_order_error_t *err)
 {
-    if (!c->db_password_from_file || !hg_order_error_is_database(err->code))
+    if (!passwd_source_has_file(&c->db_password) || !hg_order_error_is_database(err->code))
         return 0;
     console_db_password_refresh(c); /* a rotated password refused (1045), a killed connection … */
     return c->db != NULL && console_db_stale(c, c->db_generation);

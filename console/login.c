@@ -48,6 +48,16 @@
  * the one whose last failure is the oldest. An IPv6 address counts as its
  * /64 (one host holds a whole /64), an IPv4-mapped one as its IPv4 address.
  *
+ * A login waits on the broker login-timeout at most, whatever it waits on
+ * (a hung or SIGSTOPped broker accepts the TCP connection and never
+ * answers AUTH; a host that drops the SYN never connects): a timer of the
+ * loop's writes its stop pipe then, which ends the connect, the TLS
+ * handshake, AUTH, HELLO or a reconnect's pause at once, and the login is
+ * answered 504 "the broker at HOST:PORT did not answer within N s
+ * (login-timeout)". Such a login counts as a failure for the address's
+ * backoff (below login-timeout a refused password the broker holds back
+ * would otherwise be a way round it).
+ *
  * Each login has a stop pipe of its own (its broker connection's stop fd,
  * hg_client_opts_t.stop_fd, in force from the connect on). Shutdown
  * (logins_free): every login's stop pipe is written, so a login waiting
@@ -97,11 +107,13 @@ typedef struct login {
     struct evhttp_request *req;    /* NULL once its connection closed (on_gone) */
     struct evhttp_request *orphan; /* a request evhttp detached when the client left: freed here */
     char user[CONSOLE_USER_MAX];
-    char *password; /* wiped and freed once the thread is joined */
-    char peer[64];  /* the client's address, for people */
-    char key[72];   /* what it counts under (addr_key) */
-    int stop[2];    /* its stop pipe: the read end is its broker connection's stop fd */
-    int left;       /* its client left before the answer: stopped, no session made */
+    char *password;      /* wiped and freed once the thread is joined */
+    char peer[64];       /* the client's address, for people */
+    char key[72];        /* what it counts under (addr_key) */
+    int stop[2];         /* its stop pipe: the read end is its broker connection's stop fd */
+    int left;            /* its client left before the answer: stopped, no session made */
+    int timed_out;       /* login-timeout passed before the thread ended: stopped, answered 504 */
+    struct event *timer; /* login-timeout: on_timeout */
     uint64_t started_mono;
     pthread_t thread;
     /* the thread's, read by the loop after pthread_join */
@@ -235,10 +247,32 @@ static void on_gone(void *arg, int detached)
     login_stop(l);
 }
 
+/* login-timeout has passed and l's thread still waits on the broker: stop
+ * it (its thread then notifies; login_finish answers 504). */
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    login_t *l = arg;
+    l->timed_out = 1;
+    login_stop(l);
+}
+
+/* "HOST:PORT" of uri (the console's uri holds no credentials: checked at
+ * start-up) into out, for people. */
+static void broker_address(const char *uri, char *out, size_t len)
+{
+    const char *p = strstr(uri, "://");
+    p = p != NULL ? p + 3 : uri;
+    snprintf(out, len, "%.*s", (int)strcspn(p, "/?#"), p);
+}
+
 /* A joined login's leftovers: the password, a granted connection nobody
- * took, an orphaned request; the slot is free again. */
+ * took, an orphaned request, its timer; the slot is free again. */
 static void login_clear(login_t *l)
 {
+    if (l->timer != NULL)
+        event_free(l->timer);
     if (l->password != NULL) {
         memset(l->password, 0, strlen(l->password));
         free(l->password);
@@ -285,7 +319,7 @@ static void login_reply(login_t *l)
     session_roles_text(s->roles, roles, sizeof roles);
     console_audit(&r, "login roles=%s%s", roles[0] ? roles : "none", s->no_users ? " (broker without users)" : "");
     buf_t b = BUF_INIT; /* http_json sends the cookie */
-    api_session_json(s, &b);
+    session_json(s, &b);
     http_json(&r, 200, &b);
     buf_free(&b);
 }
@@ -295,11 +329,21 @@ static void login_finish(login_t *l)
 {
     console_logins_t *t = l->set;
     pthread_join(l->thread, NULL);
+    event_del(l->timer);
+    if (!l->ok && l->status == 0 && l->timed_out) { /* stopped by on_timeout */
+        char address[256];
+        broker_address(t->c->cfg->uri, address, sizeof address);
+        l->status = 504;
+        snprintf(l->err, sizeof l->err, "the broker at %s did not answer within %g s (login-timeout)", address,
+                 t->c->cfg->login_timeout_ms / 1e3);
+    } else if (!l->ok && l->status == 0) { /* stopped otherwise: its client left (it gets no answer) */
+        l->status = 503;
+    }
     if (l->ok) {
         addr_failures_t *a = addr_find(t, l->key, 0);
         if (a != NULL)
             memset(a, 0, sizeof *a); /* a success from the address: its failures are forgotten */
-    } else if (l->status == 401 || l->left) {
+    } else if (l->status == 401 || l->left || l->timed_out) {
         addr_failed(t, l->key);
     }
     if (l->req == NULL) {
@@ -464,10 +508,17 @@ void login_start(request_t *r, const char *user, const char *password)
     snprintf(slot->peer, sizeof slot->peer, "%s", peer);
     snprintf(slot->key, sizeof slot->key, "%s", key);
     slot->started_mono = now;
+    slot->timer = evtimer_new(r->c->base, on_timeout, slot);
+    if (slot->timer == NULL)
+        abort(); /* out of memory (CONTRIBUTING.md) */
     int rc = jobs_thread_start(&slot->thread, login_main, slot);
     if (rc != 0) {
         conns_release(r->c->conns, r->req);
         login_clear(slot);
         http_error(r, 503, "login refused: no thread for it: %s", strerror(rc));
+        return;
     }
+    struct timeval bound = { (time_t)(r->c->cfg->login_timeout_ms / 1000),
+                             (suseconds_t)(r->c->cfg->login_timeout_ms % 1000 * 1000) };
+    evtimer_add(slot->timer, &bound);
 }

@@ -49,7 +49,7 @@
  * Threads: the event loop's, but session_broker_login, which runs on a
  * login's thread and touches nothing of the loop's (the configuration keys
  * it reads are ones SIGHUP does not change: uri, tls-*, broker-timeout,
- * no-users-role).
+ * login-timeout, no-users-role).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -65,16 +65,18 @@
 
 #include "base/clock.h"
 #include "base/err.h"
+#include "base/json.h"
 #include "common/log.h"
 
 #define LOGIN_READ_TIMEOUT_MIN_MS 6000u /* above the broker's longest failure delay, 5 s */
-/* The check's AUTH: a broker that checks one AUTH per address at a time while
- * a failure of that address is held back (docs/security.md) makes the
- * console's logins queue behind each other's failures, up to 5 s each, and
- * at most 4 wait at once (login.c); off the loop, waiting costs nobody. */
-#define LOGIN_CHECK_TIMEOUT_MIN_MS 21000u
-#define ROLES_RECHECK_MS           30000u /* a session's roles are asked again after this long */
-#define SESSIONS_PER_USER          8
+/* The login's own waits (its AUTH) are bounded by login-timeout as a whole:
+ * login.c's timer writes the login's stop fd then, whatever it waits on. The
+ * library's read timeout for AUTH is this much later, so it is never what
+ * ends a login first (its end would be an error without the bound's name,
+ * and a reconnect retry after it, a second wait). */
+#define LOGIN_STOP_MARGIN_MS 1000u
+#define ROLES_RECHECK_MS     30000u /* a session's roles are asked again after this long */
+#define SESSIONS_PER_USER    8
 /* The broker's reply to AUTH when it has no users (broker/cmd_conn.c). */
 #define NO_USERS_REPLY "ERR AUTH called without any users configured"
 
@@ -167,6 +169,29 @@ unsigned session_roles_from_hello(const hg_reply_t *hello, int *found)
     return 0;
 }
 
+void session_json(const session_t *s, buf_t *b)
+{
+    char roles[128];
+    json_t j;
+    json_init(&j, b);
+    session_roles_text(s->roles, roles, sizeof roles);
+    json_object_open(&j);
+    json_kbool(&j, "logged_in", 1);
+    json_kstr(&j, "user", s->user);
+    json_key(&j, "roles");
+    json_array_open(&j);
+    for (char *p = roles; *p != '\0';) {
+        size_t n = strcspn(p, ",");
+        json_strn(&j, p, n);
+        p += n + (p[n] == ',');
+    }
+    json_array_close(&j);
+    json_kbool(&j, "can_act", (s->roles & ROLE_ADMIN) != 0);
+    json_kbool(&j, "no_users", s->no_users);
+    json_kstr(&j, "csrf", s->csrf);
+    json_object_close(&j);
+}
+
 static int expired(const console_t *c, const session_t *s, uint64_t now)
 {
     return now - s->last_used_ms > (uint64_t)c->cfg->session_ttl_ms;
@@ -240,10 +265,11 @@ int session_login_check(console_t *c, const char *user, int *status, char *err, 
     return 0;
 }
 
-/* A failed broker login: *status, err from e's code and message. */
+/* A failed broker login: *status, err from e's code and message (*status 0
+ * for a stop: the caller knows why it stopped the login). */
 static int broker_failure(hg_err_t code, const char *message, int *status, char *err, size_t errlen)
 {
-    *status = code == HG_ERR_CONNECT ? 503 : code == HG_ERR_ARG ? 400 : code == HG_ERR_STOPPED ? 503 : 502;
+    *status = code == HG_ERR_CONNECT ? 503 : code == HG_ERR_ARG ? 400 : code == HG_ERR_STOPPED ? 0 : 502;
     if (code == HG_ERR_STOPPED)
         return err_set(err, errlen, "stopped (the console stops, or its client left)");
     return err_set(err, errlen, "%s", message);
@@ -310,10 +336,13 @@ int session_broker_login(const console_config_t *cfg, const char *user, const ch
     uint32_t session_read_ms = opts.read_timeout_ms;
     if (session_read_ms < LOGIN_READ_TIMEOUT_MIN_MS)
         session_read_ms = LOGIN_READ_TIMEOUT_MIN_MS;
-    /* The login's AUTH is the open's own, on the session's connection, and
-     * waits longer (LOGIN_CHECK_TIMEOUT_MIN_MS); stop_fd ends its every
-     * wait — the connect, the TLS handshake, AUTH, HELLO. */
-    opts.read_timeout_ms = session_read_ms < LOGIN_CHECK_TIMEOUT_MIN_MS ? LOGIN_CHECK_TIMEOUT_MIN_MS : session_read_ms;
+    /* The login's AUTH is the open's own, on the session's connection; its
+     * wait is login-timeout's: stop_fd, written when that has passed
+     * (login.c), ends its every wait — the connect, the TLS handshake, AUTH,
+     * HELLO, a reconnect's pause — so the library's own read timeout is set
+     * past it (LOGIN_STOP_MARGIN_MS). */
+    uint64_t auth_read_ms = (uint64_t)cfg->login_timeout_ms + LOGIN_STOP_MARGIN_MS;
+    opts.read_timeout_ms = auth_read_ms > UINT32_MAX ? UINT32_MAX : (uint32_t)auth_read_ms;
     opts.has_stop_fd = 1;
     opts.stop_fd = stop_fd;
     opts.user = user;

@@ -93,8 +93,7 @@ typedef struct app {
     /* mysql-password-file, read again at every (re)connect: a handle keeps
      * the password it was opened with (libhourglass), so a worker opens its
      * handle again when the file holds another one. */
-    passwd_source_t db_password;
-    int db_password_from_file;
+    passwd_source_t db_password;  /* no file (passwd_source_has_file 0): mysql-password, nothing re-read */
     unsigned long *db_generation; /* per worker: db_password's generation when its handle was opened */
     /* The library consumer, made again with password-file's new password
      * after a broker password rotation (main); the metrics thread reads its
@@ -141,18 +140,8 @@ static int render_health(buf_t *b, void *arg)
  * last good password, warned about once per error. Any thread. */
 static void refresh_db_password(app_t *app)
 {
-    if (!app->db_password_from_file)
-        return;
-    char why[PASSWD_FILE_MAX + 200];
-    int report;
-    int rc = passwd_source_refresh(&app->db_password, &report, why, sizeof why);
-    if (rc > 0)
-        log_msg(LOG_LEVEL_INFO,
-                "mysql-password-file %s holds another password: the workers reconnect to MariaDB "
-                "with it",
-                app->db_password.path);
-    else if (rc < 0 && report)
-        log_msg(LOG_LEVEL_WARN, "mysql-password-file: %s; MariaDB connections keep the password read before", why);
+    passwd_source_refresh_logged(&app->db_password, "mysql-password-file", "the workers reconnect to MariaDB with it",
+                                 PASSWD_DB_KEPT_NOTE);
 }
 
 /* Tell /healthz that cancels fail because of MariaDB, with the fix when
@@ -209,7 +198,7 @@ static hg_order_db *worker_db(app_t *app, int worker, hg_order_error_t *err)
 {
     hg_order_db *db = app->dbs[worker]; /* only this worker writes its slot */
     char password[PASSWD_FILE_MAX + 1] = "";
-    if (app->db_password_from_file && db != NULL &&
+    if (passwd_source_has_file(&app->db_password) && db != NULL &&
         passwd_source_generation(&app->db_password) != app->db_generation[worker]) {
         log_msg(LOG_LEVEL_INFO, "worker %d: the MariaDB password changed: reconnecting with it", worker);
         stop_grace_unwatch(app->stop, db);
@@ -224,7 +213,7 @@ static hg_order_db *worker_db(app_t *app, int worker, hg_order_error_t *err)
         return NULL;
     }
     hg_order_db_params_t params = app->db_params;
-    if (app->db_password_from_file) { /* a connect: the file is read again */
+    if (passwd_source_has_file(&app->db_password)) { /* a connect: the file is read again */
         refresh_db_password(app);
         app->db_generation[worker] = passwd_source_get(&app->db_password, password, sizeof password);
         params.password = password;
@@ -663,7 +652,6 @@ int main(int argc, char **argv)
     consumer_config_db_params(&app.cfg, &app.sql, &app.db_params);
     passwd_source_init(&app.db_password, app.cfg.mysql_password_file,
                        app.cfg.mysql_password_file != NULL ? app.cfg.mysql_password_read : NULL);
-    app.db_password_from_file = app.cfg.mysql_password_file != NULL;
     app.db_generation = xcalloc(app.cfg.workers, sizeof *app.db_generation);
     running_app = &app;
     int status = 1;

@@ -32,6 +32,13 @@
  * directory is checked for a running broker (its LOCK) before and after the
  * view is made: a view made while a broker writes could miss a file.
  *
+ * A directory holding STORE_COPY_WHOLE is a whole copy BACKUP made (every
+ * file fsynced before it was named, snapshot.c): a torn log end in it is no
+ * power cut's but damage done to the copy after, and the check says so as
+ * damage (the records it cut may be acknowledged messages) instead of
+ * checking what is left. The file stays out of the view, so the view's
+ * store_open has none to remove.
+ *
  * Threading: store_check_dir on any one thread, no store of the directory
  * open in this process; store_check_dir_interrupt on another.
  */
@@ -367,7 +374,22 @@ static int in_use(const char *dir, char *err, size_t errlen)
     return STORE_OPEN_IN_USE;
 }
 
-/* Open the view, note a torn log end it cut, check it. */
+/* A torn log end in a whole copy BACKUP made: damage (store.h,
+ * STORE_COPY_WHOLE), said in err about the view (name_dir names the dir). */
+static int torn_copy(const store_dir_check_t *r, uint64_t damage, char *err, size_t errlen)
+{
+    err_set(err, errlen,
+            "data directory %s is damaged: it is a whole copy made by BACKUP (its " STORE_COPY_WHOLE
+            " file says so), and a whole copy made by BACKUP never has a torn end, but its write-ahead log %s ends in "
+            "one: %llu bytes at offset %llu (damaged from %llu) are not whole records; the copy was truncated or "
+            "overwritten after it was made, and the messages in those bytes may be acknowledged ones: do not "
+            "restore it; take a new backup, or use an older one",
+            r->view, r->torn_log, (unsigned long long)r->torn_bytes, (unsigned long long)r->torn_offset,
+            (unsigned long long)damage);
+    return STORE_OPEN_DAMAGED;
+}
+
+/* Open the view, note a torn log end it cut (damage in a whole copy), check it. */
 static int check_view(const store_options_t *o, uint64_t now_ms, store_dir_check_t *r, char *err, size_t errlen)
 {
     store_options_t vo = *o;
@@ -384,7 +406,11 @@ static int check_view(const store_options_t *o, uint64_t now_ms, store_dir_check
         r->torn_offset = s->log_cut.good_end;
         r->torn_bytes = s->log_cut.size - s->log_cut.good_end;
     }
-    rc = store_check_counted(s, &r->counts, err, errlen) != 0 ? STORE_OPEN_DAMAGED : 0;
+    if (r->torn && r->whole_copy) {
+        rc = torn_copy(r, s->log_cut.damage, err, errlen);
+    } else {
+        rc = store_check_counted(s, &r->counts, err, errlen) != 0 ? STORE_OPEN_DAMAGED : 0;
+    }
     char cerr[256];
     if (store_close_unsynced(s, cerr, sizeof cerr) != 0 && rc == 0) { /* a failed write in the view */
         rc = err_set(err, errlen, "closing the scratch view: %s", cerr);
@@ -413,6 +439,10 @@ int store_check_dir(const store_options_t *o, uint64_t now_ms, store_dir_check_t
     if (store_dir_in_use(dir)) {
         return in_use(dir, err, errlen);
     }
+    char mark[4200];
+    struct stat st;
+    snprintf(mark, sizeof mark, "%s/" STORE_COPY_WHOLE, dir);
+    r->whole_copy = lstat(mark, &st) == 0; /* read before the view: a start on dir removes it */
     /* Beside the directory's real path: "DIR/." or a symbolic link would put
      * it inside the directory, or beside the link. */
     char real[PATH_MAX];

@@ -180,6 +180,40 @@ static int prepare_dir(const store_options_t *o, int *is_new, char *err, size_t 
     return 0;
 }
 
+/* A whole BACKUP copy (STORE_COPY_WHOLE in path) is about to be opened, and
+ * so written: it becomes a live data directory, whose log a power cut may
+ * leave torn, so the file that says "no torn end is legitimate here" goes
+ * first, and the removal is fsynced before LevelDB writes anything. 0 (also
+ * when there is none, or another process holds the directory: its open is
+ * refused next), or -1 with err. *was_copy says whether it was there. */
+static int unmark_whole_copy(const char *path, int *was_copy, char *err, size_t errlen)
+{
+    char mark[4200];
+    struct stat st;
+    *was_copy = 0;
+    snprintf(mark, sizeof mark, "%s/" STORE_COPY_WHOLE, path);
+    if (lstat(mark, &st) != 0 || store_dir_in_use(path)) {
+        return 0;
+    }
+    *was_copy = 1;
+    if (unlink(mark) != 0) {
+        return err_set(err, errlen,
+                       "cannot remove %s (a whole BACKUP copy is opened, and so becomes a live data directory): %s",
+                       mark, strerror(errno));
+    }
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = fd < 0 ? -1 : fsync(fd);
+    int e = errno;
+    if (fd >= 0) {
+        close(fd);
+    }
+    if (rc != 0) {
+        return err_set(err, errlen, "cannot fsync data directory %s after removing its %s: %s", path, STORE_COPY_WHOLE,
+                       strerror(e));
+    }
+    return 0;
+}
+
 /* 1 when a LevelDB or store error about the directory at path says the data
  * itself is damaged (a checksum, a missing or truncated file LevelDB lists,
  * an undecodable record), not that the directory cannot be used as it
@@ -636,9 +670,14 @@ static int cut_torn_log(store_t *s)
     snprintf(s->open_note, sizeof s->open_note,
              "the write-ahead log %s/%s ended in a torn write (%llu bytes from offset %llu, damaged from %llu; what a "
              "power cut leaves of a write that was never fsynced): cut at the last whole record, its bytes kept in "
-             "%s.torn-%llu",
+             "%s.torn-%llu%s",
              s->path, t.file, (unsigned long long)(t.size - t.good_end), (unsigned long long)t.good_end,
-             (unsigned long long)t.damage, t.file, (unsigned long long)t.good_end);
+             (unsigned long long)t.damage, t.file, (unsigned long long)t.good_end,
+             s->was_whole_copy ? "; but this directory was a whole copy made by BACKUP (its " STORE_COPY_WHOLE
+                                 " file, now removed), which never has a torn end: the copy was damaged after it was "
+                                 "made, and the cut bytes may hold acknowledged messages (check a copy with "
+                                 "--check-data before restoring it)"
+                               : "");
     return 1;
 }
 
@@ -681,10 +720,13 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
                        "from it; set the clock before opening %s",
                        (unsigned long long)now_ms, o->path);
     }
-    int is_new = 0;
+    int is_new = 0, was_copy = 0;
     int rc = prepare_dir(o, &is_new, err, errlen);
     if (rc != 0) {
         return rc;
+    }
+    if (!is_new && unmark_whole_copy(o->path, &was_copy, err, errlen) != 0) {
+        return -1;
     }
 
     store_t *s = xcalloc(1, sizeof *s);
@@ -692,6 +734,7 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
     s->path = xstrdup(o->path);
     s->opt.path = s->path;
     s->created = is_new;
+    s->was_whole_copy = was_copy;
     map_init(&s->topics);
     map_init(&s->groups);
     map_init(&s->deleting);

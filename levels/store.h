@@ -130,7 +130,9 @@ uint64_t store_seq_floor(uint64_t now_ms);
  * a torn write at the end of the newest write-ahead log, which a power cut
  * leaves in the middle of a write that was never fsynced (levels/logtail.h):
  * it is cut off, its bytes kept beside the log, and store_open_note says so;
- * damage with whole records after it is refused as damage.
+ * damage with whole records after it is refused as damage. A directory
+ * holding STORE_COPY_WHOLE (a whole BACKUP copy) loses that file, fsynced,
+ * before LevelDB opens it: from then on it is a live data directory.
  * Returns 0; STORE_OPEN_DAMAGED when the data itself is damaged (a checksum
  * LevelDB or a record decoder refused, a file the manifest lists missing or
  * truncated, LevelDB files without CURRENT): what only a backup restores;
@@ -718,6 +720,7 @@ typedef struct store_dir_check {
     char view[4200];             /* where the scratch view was made (removed); "" when none was */
     unsigned linked, copied;     /* files hard-linked into it, files copied into it */
     uint64_t copied_bytes;       /* the bytes of the copies */
+    int whole_copy;              /* 1: the directory holds STORE_COPY_WHOLE (a whole copy BACKUP made) */
     int torn;                    /* 1: the newest log ends in a torn write that store_open would cut */
     char torn_log[64];           /* its name ("000012.log") */
     uint64_t torn_offset;        /* where the cut would be (the end of its last whole record) */
@@ -738,7 +741,11 @@ typedef struct store_dir_check {
  * this user with the view's name pattern and mode 0700 whose lock is free and that hold
  * only a view's files (counted in *r); the view of a check running now
  * stays. Other directories are refused by store_open before anything is opened. A
- * torn log end store_open would cut is cut in the view and described in *r.
+ * torn log end store_open would cut is cut in the view and described in *r;
+ * in a whole copy BACKUP made (STORE_COPY_WHOLE in o->path: r->whole_copy)
+ * it is damage instead (STORE_OPEN_DAMAGED, err naming the log, the offset
+ * and the bytes): such a copy was fsynced whole before it was named, so its
+ * log has no torn end unless it was truncated or overwritten after.
  * Errors name o->path, not the view. Returns 0 when consistent;
  * STORE_OPEN_DAMAGED when the data is damaged or inconsistent;
  * STORE_OPEN_IN_USE when another process holds the directory's lock (before
@@ -776,11 +783,21 @@ typedef int (*store_copy_check_fn)(void *ctx, char *err, size_t errlen);
 /* Where a copy is made before it is whole: "<dir>.partial". */
 #define STORE_COPY_PARTIAL ".partial"
 
+/* The file a copy holds once it is whole: written and fsynced in
+ * "<dir>.partial" as the copy's last step, before the rename. A file, not a
+ * record in the database: it travels with the directory (tar, rsync, cp -r)
+ * and is read without opening the database, and a torn or cut log cannot
+ * take it away with the records it cut. store_check_dir then treats a torn
+ * log end as damage; store_open removes it (a started broker makes the
+ * directory live, where a power cut may leave a torn end). */
+#define STORE_COPY_WHOLE "BACKUP-WHOLE"
+
 /* Any one thread, while the store is open (the owner goes on writing): copy
  * the snapshot into a new LevelDB database at dir — a data directory a store
  * opens like any other. Neither dir nor dir.partial may exist; the parent
  * must. The copy is made in dir.partial (reads skip the block cache; 4 MiB
- * batches, the last fsynced, then the directory), renamed to dir without
+ * batches, the last fsynced, then STORE_COPY_WHOLE written and fsynced, then
+ * the directory), renamed to dir without
  * replacing anything, and the parent fsynced: dir exists only whole. check
  * (NULL: never asked) is asked after each batch but the last. Returns 0 when
  * the copy is whole, 1 when check stopped it, -1 with err on an error
@@ -792,7 +809,8 @@ int store_snapshot_copy(store_snapshot_t *sn, const char *dir, store_copy_check_
 
 /* Any thread, no store needed: remove dir.partial, a copy that was cut
  * short (its broker was killed mid-copy), when it is nothing else: every
- * file in it is one of LevelDB's own, and no process holds its database's
+ * file in it is one of LevelDB's own (or STORE_COPY_WHOLE, written just
+ * before the rename a crash may have stopped), and no process holds its database's
  * lock (a copy another broker is making now holds it). Returns 1 when it
  * was removed, 0 when there was none, -1 with err naming the path and why
  * it stays (a foreign file, the lock held, an I/O error). */

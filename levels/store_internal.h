@@ -174,8 +174,9 @@ struct store {
     uint64_t batch_bytes; /* about what the batch holds (keys, values, framing) */
     int broken;
     char broken_err[512];
-    char open_note[768]; /* what store_open repaired on its way ("" when nothing): store_open_note */
-    int created;         /* store_open made a new store (store_created) */
+    char open_note[1280]; /* what store_open repaired on its way ("" when nothing): store_open_note */
+    int created;          /* store_open made a new store (store_created) */
+    int was_whole_copy;   /* store_open removed STORE_COPY_WHOLE: it opened a whole BACKUP copy */
     /* 1 when store_open cut the torn log end log_cut describes (store_check_dir reports it) */
     int log_was_cut;
     logtail_t log_cut;

@@ -42,6 +42,11 @@
  *    own error, unhashed, and counted as a failed AUTH;
  *  - INFO shows file-system paths (dir, backup_last_error) to the admin
  *    only: a viewer and a consumer read "(admin only)";
+ *  - so do error replies: a producer whose SEND fails on a failed fsync
+ *    (the failsync shim) reads "(path hidden: admin only)" where the path
+ *    was, the log has the whole text, the admin's error has the path; the
+ *    same for "store unavailable" when the store cannot reopen (LevelDB's
+ *    text);
  *  - auth-timeout: a client that never logs in (or that a reload logged
  *    out) is told and closed, never before auth-timeout from its connect
  *    (the logout) and not long after; a logged-in one stays;
@@ -926,6 +931,134 @@ static void test_info_paths_admin_only(void)
     tu_rmtree(parent);
 }
 
+/* The fsync shim (tests/helpers/failsync.c, as test_broker_fsync uses it): the broker started after this fails
+ * the next sync of its write-ahead log once the file trigger[triggerlen] exists. Files in a new temp dir, shimdir. */
+static void preload_failsync(char *shimdir, size_t dirlen, char *trigger, size_t triggerlen)
+{
+    char shim[700], asan[1024];
+    struct stat st;
+    TU_REQUIRE(tu_mkdtemp("hg-failsync", shimdir, dirlen) == 0, "temp dir");
+    snprintf(trigger, triggerlen, "%s/trigger", shimdir);
+    snprintf(shim, sizeof shim, "%s/tests/helpers/.libs/failsync.so", HG_BUILDDIR);
+    TU_REQUIRE(stat(shim, &st) == 0, "the shim %s is not built", shim);
+    setenv("LD_PRELOAD", shim, 1);
+    setenv("HG_FAILSYNC_TRIGGER", trigger, 1);
+    const char *old = getenv("ASAN_OPTIONS"); /* leave to preload a library before ASan's runtime */
+    snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", old ? old : "", old && old[0] ? ":" : "");
+    setenv("ASAN_OPTIONS", asan, 1);
+}
+
+/* 1 once the broker's log has the text arg. */
+static int log_has(void *arg)
+{
+    return bp_log_contains(&bt_broker, (const char *)arg);
+}
+
+/* How many times text occurs in the broker's log. */
+static int log_count(const char *text)
+{
+    FILE *f = fopen(bt_broker.log_path, "r");
+    if (f == NULL)
+        return -1;
+    static char all[1 << 20];
+    size_t n = fread(all, 1, sizeof all - 1, f);
+    fclose(f);
+    all[n] = '\0';
+    int count = 0;
+    for (const char *p = all; (p = strstr(p, text)) != NULL; p += strlen(text))
+        count++;
+    return count;
+}
+
+typedef struct send_ctx {
+    rc_conn_t *c;
+    char err[1024];
+} send_ctx_t;
+
+/* One SEND on ctx->c; 1 once it is acknowledged (the store reopened after a failed fsync). */
+static int send_acknowledged(void *arg)
+{
+    send_ctx_t *x = arg;
+    char id[32];
+    return bp_send(x->c, id, sizeof id, x->err, sizeof x->err, "t", "p", NULL) == 0;
+}
+
+/* The SEND whose fsync fails (trigger made), on c: its error into e[elen]. */
+static void send_failing(rc_conn_t *c, const char *trigger, const char *who, char *e, size_t elen)
+{
+    char id[32];
+    TU_REQUIRE(tu_write_file(trigger, "") == 0, "write %s", trigger);
+    BP_REQUIRE(bp_send(c, id, sizeof id, e, elen, "t", "doomed", NULL) != 0,
+               "%s: the SEND whose fsync failed got id %s", who, id);
+    BP_CHECK(strstr(e, "fdatasync") != NULL && strstr(e, "Input/output error") != NULL,
+             "%s: '%s', want the fsync's error", who, e);
+}
+
+/* Error replies carry file-system paths to the admin only, as INFO does: a producer whose SEND fails because the
+ * fsync of the store's log failed reads the error with the path replaced by "(path hidden: admin only)", the error
+ * code and the cause kept; the log has the whole text with the path; the admin's SEND gets the path. Before, the
+ * producer read "ERR storage failure: fdatasync of <the data directory>/000005.log failed: ...". */
+static void test_error_paths_admin_only(void)
+{
+    char shimdir[512], trigger[600], e[1024], want[800];
+    preload_failsync(shimdir, sizeof shimdir, trigger, sizeof trigger);
+    start_with_users();     /* fsync always */
+    unsetenv("LD_PRELOAD"); /* the broker has it; nothing else the test starts does */
+    rc_conn_t adm, shop;
+    connect_as(&adm, "ops", "pw-ops");
+    connect_as(&shop, "shop", "pw-shop");
+    send_ctx_t x = { .c = &shop };
+    BP_REQUIRE(send_acknowledged(&x), "a first SEND: %s", x.err);
+
+    send_failing(&shop, trigger, "producer", e, sizeof e);
+    BP_CHECK(strstr(e, "ERR storage failure: fdatasync of (path hidden: admin only) failed: Input/output error") !=
+                     NULL &&
+                 strstr(e, bt_broker.dir) == NULL,
+             "producer: '%s', want the error with its path hidden", e);
+    snprintf(want, sizeof want, "user=shop, its paths hidden (not an admin): ERR storage failure: fdatasync of %s/",
+             bt_broker.data_dir);
+    BP_CHECK(tu_poll_until(log_has, want, 10000, 20) == 0, "the log has no line with '%s'", want);
+
+    BP_REQUIRE(tu_poll_until(send_acknowledged, &x, 30000, 100) == 0, "no SEND acknowledged again in 30 s: %s", x.err);
+    send_failing(&adm, trigger, "admin", e, sizeof e);
+    snprintf(want, sizeof want, "fdatasync of %s/", bt_broker.data_dir);
+    BP_CHECK(strstr(e, want) != NULL && strstr(e, "path hidden") == NULL, "admin: '%s', want the path (%s)", e, want);
+
+    /* A broken store (the reopen after the failed fsync fails: CURRENT moved away): LevelDB's text names the path. */
+    char current[700], away[700];
+    BP_REQUIRE(tu_poll_until(send_acknowledged, &x, 30000, 100) == 0, "no SEND acknowledged again in 30 s: %s", x.err);
+    snprintf(current, sizeof current, "%s/CURRENT", bt_broker.data_dir);
+    snprintf(away, sizeof away, "%s/CURRENT.away", bt_broker.data_dir);
+    BP_REQUIRE(rename(current, away) == 0, "rename %s", current);
+    send_failing(&shop, trigger, "producer", e, sizeof e);
+    BP_REQUIRE(tu_poll_until(log_has, "cannot reopen the store", 20000, 50) == 0, "no failed reopen logged");
+    x.c = &shop;
+    BP_CHECK(!send_acknowledged(&x) && strstr(x.err, "store unavailable: ") != NULL &&
+                 strstr(x.err, "(path hidden: admin only)") != NULL && strstr(x.err, bt_broker.dir) == NULL,
+             "producer, the store broken: '%s', want its paths hidden", x.err);
+    printf("\n    a producer reads: %s\n", x.err);
+    x.c = &adm;
+    BP_CHECK(!send_acknowledged(&x) && strstr(x.err, "store unavailable: ") != NULL &&
+                 strstr(x.err, bt_broker.data_dir) != NULL && strstr(x.err, "path hidden") == NULL,
+             "admin, the store broken: '%s', want the paths", x.err);
+    /* The same refusal again and again (a producer retrying): its text logged once, not once per reply. */
+    x.c = &shop;
+    for (int i = 0; i < 5; i++)
+        BP_CHECK(!send_acknowledged(&x) && strstr(x.err, "store unavailable: ") != NULL, "producer: '%s'", x.err);
+    int lines = log_count("user=shop, its paths hidden (not an admin): ERR storage failure: store unavailable: data "
+                          "directory");
+    BP_CHECK(lines == 1, "%d log lines for 6 refusals with the same text, want 1", lines);
+    BP_REQUIRE(rename(away, current) == 0, "rename back %s", away);
+    BP_REQUIRE(tu_poll_until(send_acknowledged, &x, 30000, 100) == 0, "no SEND acknowledged once CURRENT was back: %s",
+               x.err);
+
+    rc_close(&adm);
+    rc_close(&shop);
+    unsetenv("HG_FAILSYNC_TRIGGER");
+    cleanup_users();
+    tu_rmtree(shimdir);
+}
+
 /* hourglass-cli passwd takes a password of PASSWD_MAX bytes and refuses a longer one, saying so. Before, it took
  * 1025 bytes (one too many) and said "no password on stdin" of a longer one. */
 static void test_cli_passwd_long(void)
@@ -1051,22 +1184,6 @@ static void test_reload_blocked_pull(void)
     rc_close(&cons);
     rc_close(&adm);
     cleanup_users();
-}
-
-/* How many times text occurs in the broker's log. */
-static int log_count(const char *text)
-{
-    FILE *f = fopen(bt_broker.log_path, "r");
-    if (f == NULL)
-        return -1;
-    static char all[1 << 20];
-    size_t n = fread(all, 1, sizeof all - 1, f);
-    fclose(f);
-    all[n] = '\0';
-    int count = 0;
-    for (const char *p = all; (p = strstr(p, text)) != NULL; p += strlen(text))
-        count++;
-    return count;
 }
 
 static int reloads_seen_3(void *arg)
@@ -1325,6 +1442,7 @@ static const tu_test_t auth_tests[] = {
     { "a password longer than 1 KiB: refused unhashed, counted as a failure", test_auth_password_too_long },
     { "hourglass-cli passwd refuses a password longer than 1 KiB", test_cli_passwd_long },
     { "INFO shows file-system paths to the admin only", test_info_paths_admin_only },
+    { "error replies show file-system paths to the admin only; the log has them", test_error_paths_admin_only },
     { NULL, NULL },
 };
 

@@ -24,7 +24,11 @@
  *  - kill -9 while a copy runs: its ".partial" stays, the broker restarts
  *    and removes it, saying so, and the same name makes a whole copy;
  *  - two brokers on one backup-dir: the second's start and its BACKUP of
- *    the same name leave the first's copy in the making alone.
+ *    the same name leave the first's copy in the making alone;
+ *  - a whole copy is marked (BACKUP-WHOLE, kept by tar and cp -r): its log
+ *    torn after it was made is damage to --check-data (exit 1), for the copy
+ *    and its tar and cp; restored, the mark is gone, and a kill -9 with a
+ *    torn end is ok again ("would cut").
  *
  * Run one: ./tests/integration/test_broker_backup backup
  */
@@ -32,6 +36,7 @@
 #include "config.h"
 #endif
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -670,6 +675,126 @@ static void test_copy_of_another_broker(void)
     BP_CHECK(strcmp(done.status, "ok") == 0, "the first broker's copy: %s %s", done.status, done.error);
 }
 
+/* Zero the last 30 bytes of the newest non-empty write-ahead log of dir, as
+ * a truncated or overwritten end would; its name into log. */
+static void tear_log(const char *dir, char *log, size_t loglen)
+{
+    DIR *d = opendir(dir);
+    BP_REQUIRE(d != NULL, "opendir %s: %s", dir, strerror(errno));
+    char best[64] = "", path[1200];
+    long size = -1;
+    struct stat st;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (n == 10 && strcmp(e->d_name + 6, ".log") == 0 && strcmp(e->d_name, best) > 0 && stat(path, &st) == 0 &&
+            st.st_size > 0) {
+            snprintf(best, sizeof best, "%.60s", e->d_name);
+            size = (long)st.st_size;
+        }
+    }
+    closedir(d);
+    BP_REQUIRE(size > 40, "no write-ahead log with records in %s", dir);
+    snprintf(log, loglen, "%s", best);
+    snprintf(path, sizeof path, "%s/%s", dir, best);
+    FILE *f = fopen(path, "r+b");
+    BP_REQUIRE(f != NULL && fseek(f, size - 30, SEEK_SET) == 0, "open %s", path);
+    for (int i = 0; i < 30; i++)
+        fputc(0, f);
+    BP_REQUIRE(fclose(f) == 0, "close %s", path);
+}
+
+/* Run argv (a tar or cp of a copy), which must succeed. */
+static void run_ok(const char *const *argv)
+{
+    char out[2048];
+    int rc = tu_run_capture(argv, out, sizeof out);
+    BP_REQUIRE(rc == 0, "%s %s: exit %d: %s", argv[0], argv[1], rc, out);
+}
+
+/* --check-data of dir, a whole copy whose log end was torn after it was
+ * made: exit 1, the damage named, no "would cut". */
+static void expect_torn_copy_damaged(const char *dir, const char *log)
+{
+    char out[8192];
+    int rc = check_data(dir, out, sizeof out);
+    BP_CHECK(rc == 1 && strstr(out, "never has a torn end") != NULL && strstr(out, log) != NULL &&
+                 strstr(out, "bytes at offset 0") != NULL && strstr(out, "would cut") == NULL &&
+                 strstr(out, "ok: ") == NULL,
+             "--check-data of the torn copy %s: exit %d: %s", dir, rc, out);
+}
+
+/* A copy BACKUP made is marked whole (BACKUP-WHOLE, which a tar or a cp -r
+ * of it keeps). Its log torn after it was made (here its one batch: the
+ * small copy's whole content) was "ok" before ("ok: 0 messages", the torn
+ * end reported as what a start would cut); now --check-data says damaged,
+ * exit 1, for the copy and for its tar and cp. Restored (a broker started on
+ * it) the mark is gone: the directory is live, and a kill -9 with a torn end
+ * is a power cut's again: ok, "would cut". */
+static void test_whole_copy_torn(void)
+{
+    reset_backup_dir();
+    start_with_backup_dir(NULL);
+    char e[1024], out[8192], id[32], log[64];
+    for (int i = 0; i < 20; i++)
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "whole", NULL) == 0, "SEND %d: %s", i, e);
+    for (int i = 0; i < 2; i++) {
+        start_backup(i == 0 ? "b1" : "b2");
+        struct backup_done done = wait_backup_done();
+        BP_REQUIRE(strcmp(done.status, "ok") == 0, "BACKUP: %s %s", done.status, done.error);
+    }
+    char copy[800], mark[900], untarred[800], copied[800], tarball[800];
+    snprintf(copy, sizeof copy, "%s/b1", g_bk);
+    snprintf(mark, sizeof mark, "%s/BACKUP-WHOLE", copy);
+    BP_CHECK(exists(mark), "the copy has no %s", mark);
+    int rc = check_data(copy, out, sizeof out);
+    BP_CHECK(rc == 0 && strncmp(out, "ok: 20 messages", 15) == 0 && strstr(out, "a whole copy made by BACKUP") != NULL,
+             "--check-data of the whole copy: exit %d: %s", rc, out);
+
+    /* moved elsewhere as an operator would: tar and cp -r keep the mark */
+    snprintf(tarball, sizeof tarball, "%s/b1.tar", g_bk);
+    snprintf(untarred, sizeof untarred, "%s/untarred", g_bk);
+    snprintf(copied, sizeof copied, "%s/copied", g_bk);
+    BP_REQUIRE(mkdir(untarred, 0700) == 0, "mkdir %s: %s", untarred, strerror(errno));
+    const char *tar_c[] = { "/bin/tar", "-C", g_bk, "-cf", tarball, "b1", NULL };
+    const char *tar_x[] = { "/bin/tar", "-C", untarred, "-xf", tarball, NULL };
+    const char *cp_r[] = { "/bin/cp", "-r", copy, copied, NULL };
+    run_ok(tar_c);
+    run_ok(tar_x);
+    run_ok(cp_r);
+    strncat(untarred, "/b1", sizeof untarred - strlen(untarred) - 1);
+
+    tear_log(copy, log, sizeof log);
+    expect_torn_copy_damaged(copy, log);
+    tear_log(untarred, log, sizeof log);
+    expect_torn_copy_damaged(untarred, log);
+    tear_log(copied, log, sizeof log);
+    expect_torn_copy_damaged(copied, log);
+
+    /* restored: b2 in place of the data directory, started, killed, torn */
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+    char old[700], b2[800];
+    snprintf(old, sizeof old, "%s.before-restore", bt_broker.data_dir);
+    snprintf(b2, sizeof b2, "%s/b2", g_bk);
+    BP_REQUIRE(rename(bt_broker.data_dir, old) == 0, "rename: %s", strerror(errno));
+    BP_REQUIRE(rename(b2, bt_broker.data_dir) == 0, "rename: %s", strerror(errno));
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart on the copy: %s", e);
+    snprintf(mark, sizeof mark, "%s/BACKUP-WHOLE", bt_broker.data_dir);
+    BP_CHECK(!exists(mark), "the broker started on the copy kept %s", mark);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_connect(&bt_broker, &bt_conn, e, sizeof e) == 0, "connect: %s", e);
+    for (int i = 0; i < 5; i++)
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "after-restore", NULL) == 0, "SEND: %s", e);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_kill9(&bt_broker) == 0, "kill -9");
+    tear_log(bt_broker.data_dir, log, sizeof log);
+    rc = check_data(bt_broker.data_dir, out, sizeof out);
+    BP_CHECK(rc == 0 && strstr(out, "would cut") != NULL && strstr(out, "ok: 24 messages") != NULL &&
+                 strstr(out, "a whole copy") == NULL,
+             "--check-data of the restored copy after kill -9 and a torn end: exit %d: %s", rc, out);
+}
+
 static const tu_test_t tests[] = {
     { "refusals: no backup-dir, bad names, taken names, a gone directory", test_refusals },
     { "under load, then restored: as of the command, and nothing after", test_under_load_and_restore },
@@ -679,6 +804,7 @@ static const tu_test_t tests[] = {
     { "SIGTERM while a copy runs: the whole copy or nothing", test_sigterm_during_copy },
     { "kill -9 while a copy runs: its .partial is removed at the restart", test_kill9_during_copy },
     { "a copy another broker is making is left alone", test_copy_of_another_broker },
+    { "a whole copy torn after it was made is damage; restored, it is live", test_whole_copy_torn },
     { NULL, NULL },
 };
 

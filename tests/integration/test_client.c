@@ -40,7 +40,7 @@
 
 #include <hourglass/hourglass.h>
 
-#include "common/passwd.h"
+#include "tests/helpers/users_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -716,22 +716,13 @@ static void test_send_past_max_bulk(void)
  * passwords "pw-<name>"; URI without credentials; C logged in as shop. */
 static void start_with_users(char *dir, size_t dirlen)
 {
-    char path[600], text[1024] = "", hash[PASSWD_HASH_MAX], e[8192];
-    const char *users[][2] = { { "shop", "producer" }, { "canceller", "consumer" } };
-    passwd_params_t p;
+    char path[600], e[8192];
+    const tu_user_t users[] = { { "shop", "producer", "pw-shop" }, { "canceller", "consumer", "pw-canceller" } };
     hg_error_t err;
 
-    passwd_params_default(&p, PASSWD_SCRYPT);
-    p.log2_n = 10;
     BP_REQUIRE(tu_mkdtemp("hg-client-users", dir, dirlen) == 0, "temp dir");
-    for (size_t i = 0; i < 2; i++) {
-        char pw[32];
-        snprintf(pw, sizeof pw, "pw-%s", users[i][0]);
-        BP_REQUIRE(passwd_hash(pw, strlen(pw), &p, hash, sizeof hash, e, sizeof e) == 0, "hash: %s", e);
-        snprintf(text + strlen(text), sizeof text - strlen(text), "%s %s %s\n", users[i][0], users[i][1], hash);
-    }
     snprintf(path, sizeof path, "%s/users", dir);
-    BP_REQUIRE(tu_write_file(path, text) == 0, "write %s", path);
+    BP_REQUIRE(tu_write_users_file(path, users, 2, e, sizeof e) == 0, "%s", e);
     const char *extra[] = { "--fsync", "no", "--users-file", path, NULL };
     BP_REQUIRE(bp_start(&B, extra, e, sizeof e) == 0, "start the broker: %s", e);
     snprintf(URI, sizeof URI, "hourglass://127.0.0.1:%d", B.port);

@@ -57,7 +57,7 @@
 #include "tests/helpers/order_env.h"
 #include "tests/helpers/sql_client.h"
 #include "tests/helpers/testutil.h"
-#include "common/passwd.h"
+#include "tests/helpers/users_file.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -2316,21 +2316,10 @@ static const tu_test_t layers_tests[] = {
  * with a SIGHUP: the relay reconnects with the new password at its next
  * round, before the broker closes anything. Before, only a restart took the
  * new password: every send was refused. */
-static int write_users(const char *path, const char *relay_pw)
+static int write_users(const char *path, const char *relay_pw, char *err, size_t errlen)
 {
-    char text[1024] = "", hash[PASSWD_HASH_MAX], e[512];
-    const char *users[][3] = { { "relay", "producer", relay_pw }, { "boss", "admin", "pw-boss" } };
-    passwd_params_t p;
-    passwd_params_default(&p, PASSWD_SCRYPT);
-    p.log2_n = 10;
-    for (size_t i = 0; i < 2; i++) {
-        if (passwd_hash(users[i][2], strlen(users[i][2]), &p, hash, sizeof hash, e, sizeof e) != 0) {
-            fprintf(stderr, "\n  hash: %s\n", e);
-            return -1;
-        }
-        snprintf(text + strlen(text), sizeof text - strlen(text), "%s %s %s\n", users[i][0], users[i][1], hash);
-    }
-    return tu_write_file(path, text);
+    const tu_user_t users[] = { { "relay", "producer", relay_pw }, { "boss", "admin", "pw-boss" } };
+    return tu_write_users_file(path, users, 2, err, errlen);
 }
 
 /* Mark the outbox rows of orders first..last 'new' and due. */
@@ -2368,7 +2357,7 @@ static void test_password_rotation(void)
     char users[700], pwfile[700], e[600];
     snprintf(users, sizeof users, "%s/rotation.users", workdir);
     snprintf(pwfile, sizeof pwfile, "%s/rotation.password", workdir);
-    CU_ASSERT_EQUAL_FATAL(write_users(users, "pw-one"), 0);
+    TU_REQUIRE(write_users(users, "pw-one", e, sizeof e) == 0, "%s", e);
     CU_ASSERT_EQUAL_FATAL(tu_write_file(pwfile, "pw-one\n"), 0);
     bp_broker_t b;
     memset(&b, 0, sizeof b);
@@ -2409,7 +2398,7 @@ static void test_password_rotation(void)
         5);
 
     /* Rotation 1: no SIGHUP to the compensator; the broker closes its connection. */
-    CU_ASSERT_EQUAL(write_users(users, "pw-two"), 0);
+    TU_CHECK(write_users(users, "pw-two", e, sizeof e) == 0, "%s", e);
     CU_ASSERT_EQUAL(kill(b.pid, SIGHUP), 0);
     CU_ASSERT_EQUAL(tu_write_file(pwfile, "pw-two\n"), 0);
     CU_ASSERT_EQUAL(users_reloaded(b.log_path, 1), 0); /* the old password refused from now on */
@@ -2424,7 +2413,7 @@ static void test_password_rotation(void)
     TU_CHECK(sent == 5, "after the rotation without SIGHUP: %lld of 5 rows sent", sent);
 
     /* Rotation 2: SIGHUP to the compensator; it reconnects at its next round. */
-    CU_ASSERT_EQUAL(write_users(users, "pw-three"), 0);
+    TU_CHECK(write_users(users, "pw-three", e, sizeof e) == 0, "%s", e);
     CU_ASSERT_EQUAL(kill(b.pid, SIGHUP), 0);
     CU_ASSERT_EQUAL(users_reloaded(b.log_path, 2), 0);
     CU_ASSERT_EQUAL(tu_write_file(pwfile, "pw-three\n"), 0);

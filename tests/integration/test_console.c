@@ -3,7 +3,7 @@
  * private MariaDB (tu_mariadb_start; a server that cannot start FAILS the
  * suite), the real ./hourglass-broker with a users file (alice admin, bob
  * viewer, carol producer, monitor viewer for the console's sampler, tester
- * for this set-up; scrypt hashes made with common/passwd.h), and a real
+ * for this set-up; scrypt hashes made by tests/helpers/users_file.h), and a real
  * ./hourglass-console on a free port, on a database seeded with orders in
  * every state of the order view and a DLQ with parked messages, after real
  * traffic (sends, deliveries, acks).
@@ -80,6 +80,11 @@
  *                    a fifth and a second from one address are 429 at once,
  *                    a client that closes its socket: its login stopped at
  *                    once (the broker still stopped), no session made
+ *   login timeout    a console of its own with login-timeout 3s
+ *                    (tests/console/test_login_timeout.py): the broker
+ *                    stopped (SIGSTOP), a login is answered 504 within the
+ *                    bound, naming the broker's address and the bound,
+ *                    while the session and the page answer at once
  *   session ttl      a second console with session-ttl 3s
  *                    (tests/console/test_session_ttl.py): every reply to a
  *                    live session sends the cookie again with Max-Age 3, so
@@ -97,7 +102,8 @@
  *                    certificate (the served serial changes)
  *   config           sampler-user without its password file, a tls-* key
  *                    with a plaintext uri, https-cert-file without its key,
- *                    a uri with a password, allowed-hosts with a port:
+ *                    a uri with a password, allowed-hosts with a port,
+ *                    login-timeout under 1 s:
  *                    exit 2, named
  *   db password      mysql-password-file (tests/console/test_db_password.py):
  *                    a console of its own as MariaDB user rotator; the
@@ -122,7 +128,7 @@
 
 #include "include/hourglass/hourglass.h"
 #include "include/hourglass/order.h"
-#include "common/passwd.h"
+#include "tests/helpers/users_file.h"
 #include "tests/helpers/broker_proc.h"
 #include "tests/helpers/order_env.h"
 #include "tests/helpers/testutil.h"
@@ -183,23 +189,17 @@ static char bob_pw_path[600];
  * alice_roles (NULL: alice left out). */
 static int write_users_file(const char *path, const char *alice_roles)
 {
-    char text[4096] = "# test users: name roles hash\n", hash[PASSWD_HASH_MAX], err[256];
-    passwd_params_t p;
-    passwd_params_default(&p, PASSWD_SCRYPT);
-    p.log2_n = 10;
+    tu_user_t list[sizeof users / sizeof users[0]];
+    size_t n = 0;
+    char err[512];
     for (size_t i = 0; i < sizeof users / sizeof users[0]; i++) {
         int alice = strcmp(users[i][0], "alice") == 0;
         if (alice && alice_roles == NULL)
             continue;
-        if (passwd_hash(users[i][2], strlen(users[i][2]), &p, hash, sizeof hash, err, sizeof err) != 0) {
-            fprintf(stderr, "\nFAIL: hash of %s: %s\n", users[i][0], err);
-            return -1;
-        }
-        snprintf(text + strlen(text), sizeof text - strlen(text), "%s %s %s\n", users[i][0],
-                 alice ? alice_roles : users[i][1], hash);
+        list[n++] = (tu_user_t){ users[i][0], alice ? alice_roles : users[i][1], users[i][2] };
     }
-    if (tu_write_file(path, text) != 0) {
-        fprintf(stderr, "\nFAIL: cannot write %s\n", path);
+    if (tu_write_users_file(path, list, n, err, sizeof err) != 0) {
+        fprintf(stderr, "\nFAIL: %s\n", err);
         return -1;
     }
     return 0;
@@ -469,6 +469,8 @@ static int console_init(void)
                                     "console.test, Ops.Example.org",
                                     "--config",        /* test_http.py: header-timeout 3s, max-connections 40; it */
                                     console_conf_path, /* rewrites the file and sends SIGHUP (the reload) */
+                                    "--login-timeout", /* test_login_flood.py holds logins on the stopped broker */
+                                    "60s",             /* for as long as its checks take, then expects them 200 */
                                     NULL };
     snprintf(console_conf_path, sizeof console_conf_path, "%s/console.conf", workdir);
     if (tu_write_file(console_conf_path, CONSOLE_CONF) != 0) {
@@ -608,6 +610,29 @@ static void test_jobs(void)
     int rc = run_script("test_jobs.py", &console, "http", NULL);
     kill(env.broker.pid, SIGCONT); /* whatever the script did or did not do */
     TU_CHECK(rc == 0, "tests/console/test_jobs.py exited %d (its output above says what failed)", rc);
+}
+
+/* A console of its own with a login-timeout of 3 s
+ * (tests/console/test_login_timeout.py): the broker stopped, a login is
+ * answered 504 within the bound, naming the broker and the bound, while the
+ * console serves its sessions. */
+static void test_login_timeout(void)
+{
+    console_proc_t lt = { .name = "login-timeout" };
+    const char *extra[] = {
+        "--uri", uri, "--sampler-user", "monitor", "--sampler-password-file", monitor_pw_path, "--login-timeout",
+        "3s",    NULL
+    };
+    if (start_console(&lt, extra, console_up) == 0) {
+        setenv("HG_LOGIN_TIMEOUT_S", "3", 1); /* the script's bound: --login-timeout's */
+        int rc = run_script("test_login_timeout.py", &lt, "http", NULL);
+        unsetenv("HG_LOGIN_TIMEOUT_S");
+        kill(env.broker.pid, SIGCONT); /* whatever the script did or did not do */
+        TU_CHECK(rc == 0, "tests/console/test_login_timeout.py exited %d (its output above says what failed)", rc);
+    }
+    TU_CHECK(stop_console(&lt) == 0, "the login-timeout console exits 0 on SIGTERM");
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(lt.log);
 }
 
 /* A second console with a session-ttl of 3 s: the session cookie's
@@ -788,6 +813,11 @@ static void test_config(void)
     rc = tu_run_capture(bad_host, out, sizeof out);
     TU_CHECK(rc == 2 && strstr(out, "allowed-hosts: 'bad.example:80' is not a host name") != NULL,
              "allowed-hosts with a port: exit 2 naming the entry (exit %d: %s)", rc, out);
+    const char *short_login[] = { CONSOLE_BIN, "--check-config", "--mysql-database", DB, "--login-timeout", "500ms",
+                                  NULL };
+    rc = tu_run_capture(short_login, out, sizeof out);
+    TU_CHECK(rc == 2 && strstr(out, "login-timeout: '500ms' out of range 1s..10m") != NULL,
+             "login-timeout under 1 s: exit 2 naming the key and its range (exit %d: %s)", rc, out);
     const char *with_password[] = { CONSOLE_BIN, "--check-config", "--mysql-database",
                                     DB,          "--uri",          "hourglass://monitor:pw-Secret@127.0.0.1:7379",
                                     NULL };
@@ -840,6 +870,8 @@ static const tu_test_t console_tests[] = {
     { "sessions: roles asked again, a removed user's session ended, sessions per user, the no-users reply",
       test_sessions },
     { "login flood: a guesser holds nobody's page; four logins wait at most; a backoff per address", test_login_flood },
+    { "login timeout: the broker stopped, a login is answered 504 within login-timeout, naming the broker",
+      test_login_timeout },
     { "session ttl: the cookie's Max-Age slides with the session's expiry", test_session_ttl },
     { "https: the console over https, in front of a TLS-only broker; SIGHUP reloads the certificate", test_https },
     { "config: sampler-user needs its password file, tls-* keys a TLS uri, https both files", test_config },

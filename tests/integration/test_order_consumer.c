@@ -22,7 +22,7 @@
 #include "config.h"
 #endif
 
-#include "common/passwd.h"
+#include "tests/helpers/users_file.h"
 #include "include/hourglass/order.h"
 #include "tests/helpers/order_env.h"
 
@@ -534,22 +534,11 @@ static void test_sighup_password(void)
 }
 
 /* A users file for the broker: canceller (consumer) with canceller_pw, boss
- * (admin) with pw-boss. 0 / -1. */
-static int write_users(const char *path, const char *canceller_pw)
+ * (admin) with pw-boss. 0, or -1 with err saying why. */
+static int write_users(const char *path, const char *canceller_pw, char *err, size_t errlen)
 {
-    char text[1024] = "", hash[PASSWD_HASH_MAX], e[512];
-    const char *users[][3] = { { "canceller", "consumer", canceller_pw }, { "boss", "admin", "pw-boss" } };
-    passwd_params_t p;
-    passwd_params_default(&p, PASSWD_SCRYPT);
-    p.log2_n = 10;
-    for (size_t i = 0; i < 2; i++) {
-        if (passwd_hash(users[i][2], strlen(users[i][2]), &p, hash, sizeof hash, e, sizeof e) != 0) {
-            fprintf(stderr, "\n  hash: %s\n", e);
-            return -1;
-        }
-        snprintf(text + strlen(text), sizeof text - strlen(text), "%s %s %s\n", users[i][0], users[i][1], hash);
-    }
-    return tu_write_file(path, text);
+    const tu_user_t users[] = { { "canceller", "consumer", canceller_pw }, { "boss", "admin", "pw-boss" } };
+    return tu_write_users_file(path, users, 2, err, errlen);
 }
 
 /* The broker password of hourglass-consumer rotated without a restart and
@@ -571,7 +560,7 @@ static void test_broker_password_rotation(void)
     snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
     snprintf(users, sizeof users, "%s/users", dir);
     snprintf(pwfile, sizeof pwfile, "%s/broker.password", dir);
-    CU_ASSERT_EQUAL_FATAL(write_users(users, "pw-one"), 0);
+    TU_REQUIRE(write_users(users, "pw-one", e, sizeof e) == 0, "%s", e);
     CU_ASSERT_EQUAL_FATAL(chmod(users, 0600), 0);
     CU_ASSERT_EQUAL_FATAL(tu_write_file(pwfile, "pw-one\n"), 0);
     CU_ASSERT_EQUAL_FATAL(chmod(pwfile, 0600), 0);
@@ -592,7 +581,7 @@ static void test_broker_password_rotation(void)
     CU_ASSERT_EQUAL(oe_wait_scalar(&env, 10, 60000, "SELECT COUNT(*) FROM brot.orders WHERE status='cancelled'"), 10);
 
     /* Rotated: the broker's users file (SIGHUP), the file, then the connections cut. */
-    CU_ASSERT_EQUAL(write_users(users, "pw-two"), 0);
+    TU_CHECK(write_users(users, "pw-two", e, sizeof e) == 0, "%s", e);
     CU_ASSERT_EQUAL(kill(b.pid, SIGHUP), 0);
     CU_ASSERT_EQUAL(tu_wait_file_contains(b.log_path, "users reloaded from", HUP_DEADLINE_MS), 0);
     CU_ASSERT_EQUAL(tu_write_file(pwfile, "pw-two\n"), 0);

@@ -21,6 +21,7 @@
 #include <openssl/evp.h>
 
 #include "broker/users.h"
+#include "common/log.h"
 #include "common/passwd.h"
 #include "tests/helpers/testutil.h"
 
@@ -202,6 +203,61 @@ static void test_source(void)
     tu_rmtree(dir);
 }
 
+/* Count the lines of the file at path that contain text (-1: unreadable). */
+static int lines_with(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f) != NULL)
+        n += strstr(line, text) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* passwd_source_refresh_logged: the lines the consumer, the compensator and
+ * the console log — a new password at info, a read error at warn once per
+ * error — and nothing without a file (nor for a zeroed source). */
+static void test_source_logged(void)
+{
+    char dir[512], path[600], log[600], want[900], err[300];
+    TU_REQUIRE(tu_mkdtemp("hg-pwlogged", dir, sizeof dir) == 0, "temp dir");
+    snprintf(path, sizeof path, "%s/pw", dir);
+    snprintf(log, sizeof log, "%s/log", dir);
+    TU_REQUIRE(tu_write_file(path, "one\n") == 0, "write");
+    TU_REQUIRE(log_open_file(log, err, sizeof err) == 0, "%s", err);
+    passwd_source_t s;
+    passwd_source_init(&s, path, "one");
+    CU_ASSERT_TRUE(passwd_source_has_file(&s));
+    CU_ASSERT_EQUAL(passwd_source_refresh_logged(&s, "mysql-password-file", "CHANGED", "KEPT"), 0);
+    TU_REQUIRE(tu_write_file(path, "two\n") == 0, "write");
+    CU_ASSERT_EQUAL(passwd_source_refresh_logged(&s, "mysql-password-file", "CHANGED", "KEPT"), 1);
+    TU_REQUIRE(unlink(path) == 0, "unlink");
+    CU_ASSERT_EQUAL(passwd_source_refresh_logged(&s, "mysql-password-file", "CHANGED", "KEPT"), -1);
+    CU_ASSERT_EQUAL(passwd_source_refresh_logged(&s, "mysql-password-file", "CHANGED", "KEPT"), -1);
+    passwd_source_destroy(&s);
+
+    passwd_source_t none, zeroed;
+    memset(&zeroed, 0, sizeof zeroed);
+    passwd_source_init(&none, NULL, NULL);
+    CU_ASSERT_FALSE(passwd_source_has_file(&none));
+    CU_ASSERT_FALSE(passwd_source_has_file(&zeroed));
+    CU_ASSERT_EQUAL(passwd_source_refresh_logged(&none, "mysql-password-file", "CHANGED", "KEPT"), 0);
+    CU_ASSERT_EQUAL(passwd_source_refresh_logged(&zeroed, "mysql-password-file", "CHANGED", "KEPT"), 0);
+    passwd_source_destroy(&none);
+    TU_REQUIRE(log_open_file(NULL, err, sizeof err) == 0, "%s", err);
+
+    snprintf(want, sizeof want, "[info] mysql-password-file %s holds another password: CHANGED", path);
+    TU_CHECK(lines_with(log, want) == 1, "want one line '%s'", want);
+    snprintf(want, sizeof want, "[warn] mysql-password-file: cannot read the password file %s: No such file", path);
+    TU_CHECK(lines_with(log, want) == 1, "want one line '%s' (once per error)", want);
+    TU_CHECK(lines_with(log, "; KEPT") == 1, "want the kept note once");
+    TU_CHECK(lines_with(log, "mysql-password-file") == 2, "want two lines in all");
+    tu_rmtree(dir);
+}
+
 static const tu_test_t passwd_tests[] = {
     { "hash and verify (scrypt, PBKDF2)", test_roundtrip },
     { "a PBKDF2 vector from OpenSSL's PKCS5_PBKDF2_HMAC", test_known_pbkdf2 },
@@ -209,6 +265,7 @@ static const tu_test_t passwd_tests[] = {
     { "password files", test_password_file },
     { "a password file others can read or write is named", test_file_exposed },
     { "a re-read password file: generation, last good password, errors reported once", test_source },
+    { "a re-read password file, logged: a new password at info, an error at warn once", test_source_logged },
     { NULL, NULL },
 };
 

@@ -6102,12 +6102,175 @@ static void test_snapshot_cut_copy_refused(void)
         store_close(s, NULL, 0);
 }
 
+/* Zero the last 30 bytes of the newest non-empty log of dir, as a cut or
+ * overwritten end would: its name into log; its size. */
+static long tear_newest_log(const char *dir, char *log, size_t loglen, int line)
+{
+    DIR *d = opendir(dir);
+    TU_REQUIRE_AT(d != NULL, line, "opendir %s", dir);
+    unsigned long long best = 0, number;
+    long size = -1;
+    char path[1200];
+    struct stat st;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (logsync_log_number(e->d_name, &number) && (size < 0 || number > best) && stat(path, &st) == 0 &&
+            st.st_size > 0) {
+            best = number;
+            size = (long)st.st_size;
+            snprintf(log, loglen, "%.60s", e->d_name);
+        }
+    }
+    closedir(d);
+    TU_REQUIRE_AT(size > 40, line, "no log with records in %s", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, log);
+    FILE *f = fopen(path, "r+b");
+    TU_REQUIRE_AT(f != NULL && fseek(f, size - 30, SEEK_SET) == 0, line, "open %s", path);
+    for (int i = 0; i < 30; i++)
+        fputc(0, f);
+    TU_REQUIRE_AT(fclose(f) == 0, line, "close %s", path);
+    return size;
+}
+
+/* A copy of the default store (5 messages) at g_dir/name, into path. */
+static void copy_of_five(const char *name, char *path, size_t pathlen)
+{
+    store_t *s = OPEN_DEFAULT();
+    for (int i = 0; i < 5; i++)
+        SEND(s, "t", "x", 0, 0, T0, NULL);
+    char err[512] = "";
+    store_snapshot_t *sn = store_snapshot_take(s, err, sizeof err);
+    TU_REQUIRE(sn != NULL, "store_snapshot_take: %s", err);
+    snprintf(path, pathlen, "%s/%s", g_dir, name);
+    int rc = store_snapshot_copy(sn, path, NULL, NULL, NULL, err, sizeof err);
+    store_snapshot_release(sn);
+    TU_REQUIRE(rc == 0, "store_snapshot_copy: %s", err);
+    CLOSE(&s);
+}
+
+/* A whole copy holds STORE_COPY_WHOLE. Its log cut or overwritten at the end
+ * (a torn end, which a whole copy never has) was "ok" before, as a power
+ * cut's torn end is in a live directory (here: the one batch of a small copy
+ * torn, nothing left, "ok: 0 messages"); now store_check_dir calls it damage,
+ * naming the log, the offset and the bytes, and writes nothing. A store
+ * opened on it anyway removes the mark and cuts, its note saying it was
+ * damage. */
+static void test_snapshot_whole_copy_torn_is_damage(void)
+{
+    char copy[700], mark[800], log[64], err[2048] = "";
+    copy_of_five("copy", copy, sizeof copy);
+    snprintf(mark, sizeof mark, "%s/" STORE_COPY_WHOLE, copy);
+    struct stat st;
+    TU_CHECK(stat(mark, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0, "the copy has no %s", mark);
+
+    store_options_t o;
+    opts_default(&o);
+    o.path = copy;
+    o.create_if_missing = 0;
+    store_dir_check_t r;
+    int rc = store_check_dir(&o, T0, &r, err, sizeof err);
+    TU_CHECK(rc == 0 && r.whole_copy && !r.torn, "a whole copy: rc %d, whole_copy %d, torn %d: %s", rc, r.whole_copy,
+             r.torn, err);
+    CHECK_EQ_U64(r.counts.messages, 5);
+
+    long size = tear_newest_log(copy, log, sizeof log, __LINE__);
+    uint64_t before = dir_digest(copy);
+    rc = store_check_dir(&o, T0, &r, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && r.whole_copy && r.torn, "a torn whole copy: rc %d, whole_copy %d, torn %d: %s",
+             rc, r.whole_copy, r.torn, err);
+    TU_CHECK(strstr(err, "never has a torn end") != NULL && strstr(err, log) != NULL && strstr(err, copy) != NULL &&
+                 strstr(err, ".check-") == NULL,
+             "the error does not name the copy, its log and why: \"%s\"", err);
+    char at[96];
+    snprintf(at, sizeof at, "%llu bytes at offset %llu", (unsigned long long)r.torn_bytes,
+             (unsigned long long)r.torn_offset);
+    TU_CHECK(strstr(err, at) != NULL && r.torn_offset + r.torn_bytes == (uint64_t)size, "want \"%s\" in \"%s\"", at,
+             err);
+    CHECK_EQ_U64(dir_digest(copy), before);
+    TU_CHECK(stat(mark, &st) == 0, "the check removed %s", mark);
+
+    /* started anyway: the mark goes, the cut is made, and its note says it was damage */
+    store_t *s = OPEN(&o);
+    TU_CHECK(strstr(store_open_note(s), "ended in a torn write") != NULL &&
+                 strstr(store_open_note(s), "was a whole copy made by BACKUP") != NULL,
+             "the note of a start on a torn whole copy: \"%s\"", store_open_note(s));
+    TU_CHECK(stat(mark, &st) != 0 && errno == ENOENT, "the start kept %s", mark);
+    CLOSE(&s);
+}
+
+/* Restoring a whole copy: store_open removes STORE_COPY_WHOLE before it
+ * writes, so the directory is live, and a torn end a crash leaves in it
+ * later is a power cut's: "ok", with what a start would cut. */
+static void test_snapshot_restored_copy_is_live(void)
+{
+    char copy[700], mark[800], log[64], err[2048] = "";
+    copy_of_five("restored", copy, sizeof copy);
+    snprintf(mark, sizeof mark, "%s/" STORE_COPY_WHOLE, copy);
+    fflush(NULL);
+    pid_t pid = fork();
+    TU_REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) { /* a broker started on the copy, killed after more sends */
+        store_options_t o;
+        opts_default(&o);
+        o.path = copy;
+        store_t *c = NULL;
+        uint64_t id, due;
+        struct stat st;
+        if (store_open(&o, T0, &c, err, sizeof err) != 0)
+            _exit(2);
+        if (stat(mark, &st) == 0)
+            _exit(3);
+        for (int i = 0; i < 5; i++)
+            if (send_raw(c, "t", 1, NULL, 0, "after", 5, 0, 0, T0, &id, &due, err, sizeof err) != 0 ||
+                store_commit(c, err, sizeof err) != 0)
+                _exit(4);
+        kill(getpid(), SIGKILL);
+        _exit(5);
+    }
+    int status = 0;
+    TU_REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid: %s", strerror(errno));
+    TU_REQUIRE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+               "the store opened on the copy ended with status %d (3: it kept %s)", WEXITSTATUS(status), mark);
+    tear_newest_log(copy, log, sizeof log, __LINE__);
+    store_options_t o;
+    opts_default(&o);
+    o.path = copy;
+    o.create_if_missing = 0;
+    store_dir_check_t r;
+    int rc = store_check_dir(&o, T0, &r, err, sizeof err);
+    TU_CHECK(rc == 0 && !r.whole_copy && r.torn && strcmp(r.torn_log, log) == 0,
+             "a restored copy with a torn end: rc %d, whole_copy %d, torn %d in %s: %s", rc, r.whole_copy, r.torn,
+             r.torn_log, err);
+    CHECK_EQ_U64(r.counts.messages, 9);
+}
+
+/* A copy a crash stopped after STORE_COPY_WHOLE was written but before the
+ * rename is still removed as a copy cut short. */
+static void test_snapshot_discard_partial_with_mark(void)
+{
+    char dir[700], partial[720], mark[800], err[1024] = "";
+    snprintf(dir, sizeof dir, "%s/marked", g_dir);
+    snprintf(partial, sizeof partial, "%s" STORE_COPY_PARTIAL, dir);
+    make_copy_files(partial, NULL);
+    snprintf(mark, sizeof mark, "%s/" STORE_COPY_WHOLE, partial);
+    FILE *f = fopen(mark, "w");
+    TU_REQUIRE(f != NULL, "fopen %s", mark);
+    fclose(f);
+    int rc = store_copy_discard_partial(dir, err, sizeof err);
+    struct stat st;
+    TU_CHECK(rc == 1 && stat(partial, &st) != 0 && errno == ENOENT, "a marked .partial: rc %d (%s)", rc, err);
+}
+
 static const tu_test_t snapshot_tests[] = {
     { "a copy while the owner writes is the store as of the snapshot", test_snapshot_copy_while_writing },
     { "leases held in memory come again from a copy", test_snapshot_unwritten_leases },
     { "a copy stopped, failed or over an existing directory", test_snapshot_copy_refusals },
     { "a copy a crash cut short is removed, one being made is not", test_snapshot_discard_partial },
     { "a copy cut short and put in place is refused", test_snapshot_cut_copy_refused },
+    { "a torn log end in a whole copy is damage", test_snapshot_whole_copy_torn_is_damage },
+    { "a restored copy is live: its torn end is a power cut's", test_snapshot_restored_copy_is_live },
+    { "a marked copy a crash left before its rename is removed", test_snapshot_discard_partial_with_mark },
     { NULL, NULL },
 };
 

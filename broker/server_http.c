@@ -1,0 +1,117 @@
+/*
+ * broker/server_http.c — the metrics HTTP endpoint (metrics-bind:
+ * metrics-port, plain HTTP, GET and HEAD): /metrics answers the Prometheus
+ * text (broker/metrics.h renders it) and /healthz says whether the broker
+ * can serve. /metrics reads the store, so it is a read-only storage job
+ * whose completion adds what the loop knows (server_loop_info) and sends the
+ * reply; during shutdown both answer 503.
+ *
+ * Thread: everything here runs on the event-loop thread, but for
+ * http_metrics_exec, which runs on the storage thread and reads only the
+ * store and metrics-max-topics (read-only after start-up).
+ */
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "base/alloc.h"
+#include "broker/server_internal.h"
+
+typedef struct http_job {
+    job_t job;
+    server_t *srv;
+    struct evhttp_request *req;
+} http_job_t;
+
+static job_result_t http_metrics_exec(job_t *j, writer_t *w)
+{
+    const http_job_t *hj = (const http_job_t *)j; /* metrics-max-topics: read-only after start-up */
+    metrics_prom_storage(&j->reply.raw, writer_store(w), writer_stats(w), writer_now(w),
+                         hj->srv->cfg->metrics_max_topics);
+    return JOB_DONE;
+}
+
+static void http_metrics_complete(job_t *j)
+{
+    http_job_t *hj = (http_job_t *)j;
+    struct evbuffer *body = evbuffer_new();
+    if (j->failed) {
+        evbuffer_add_printf(body, "storage failure\n");
+        evhttp_send_reply(hj->req, 503, "Service Unavailable", body);
+    } else {
+        loop_info_t li;
+        server_loop_info(hj->srv, &li);
+        metrics_prom_loop(&j->reply.raw, &li);
+        evbuffer_add(body, j->reply.raw.data, j->reply.raw.len);
+        evhttp_add_header(evhttp_request_get_output_headers(hj->req), "Content-Type",
+                          "text/plain; version=0.0.4; charset=utf-8");
+        evhttp_send_reply(hj->req, 200, "OK", body);
+    }
+    evbuffer_free(body);
+    job_free(j);
+}
+
+static void http_cb(struct evhttp_request *req, void *arg)
+{
+    server_t *s = arg;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    struct evbuffer *body = evbuffer_new();
+    if (path && strcmp(path, "/healthz") == 0) {
+        char why[600];
+        int code = 200;
+        if (s->state != SRV_RUNNING) {
+            code = 503;
+            snprintf(why, sizeof why, "shutting down");
+        } else if (!writer_healthy(s->writer, why, sizeof why)) {
+            code = 503;
+        }
+        evbuffer_add_printf(body, "%s\n", why);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
+        evhttp_send_reply(req, code, code == 200 ? "OK" : "Service Unavailable", body);
+    } else if (path && strcmp(path, "/metrics") == 0) {
+        if (!s->writer_running || s->state != SRV_RUNNING) {
+            evbuffer_add_printf(body, "shutting down\n");
+            evhttp_send_reply(req, 503, "Service Unavailable", body);
+        } else {
+            http_job_t *hj = xmalloc(sizeof *hj);
+            memset(hj, 0, sizeof *hj);
+            resp_buf_init(&hj->job.reply);
+            hj->job.exec = http_metrics_exec;
+            hj->job.reads_only = 1;
+            hj->job.complete = http_metrics_complete;
+            hj->srv = s;
+            hj->req = req;
+            writer_submit(s->writer, &hj->job);
+        }
+    } else {
+        evbuffer_add_printf(body, "not found: try /metrics or /healthz\n");
+        evhttp_send_reply(req, 404, "Not Found", body);
+    }
+    evbuffer_free(body);
+}
+
+int server_http_start(server_t *s, char *err, size_t errlen)
+{
+    const config_t *cfg = s->cfg;
+    if (cfg->metrics_port <= 0) {
+        return 0;
+    }
+    s->http = evhttp_new(s->base);
+    if (s->http == NULL) {
+        snprintf(err, errlen, "cannot create the HTTP server");
+        return -1;
+    }
+    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+    evhttp_set_gencb(s->http, http_cb, s);
+    evhttp_set_timeout(s->http, 30);
+    if (evhttp_bind_socket_with_handle(s->http, cfg->metrics_bind, (ev_uint16_t)cfg->metrics_port) == NULL) {
+        int e = EVUTIL_SOCKET_ERROR();
+        snprintf(err, errlen, "cannot listen for metrics on %s:%lld: %s", cfg->metrics_bind, cfg->metrics_port,
+                 evutil_socket_error_to_string(e));
+        return -1;
+    }
+    return 0;
+}
