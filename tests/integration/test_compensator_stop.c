@@ -560,16 +560,12 @@ static void contended_health(const char *layer, const char *db)
     CU_ASSERT_TRUE_FATAL(pid > 0);
     CU_ASSERT_EQUAL(tu_poll_http_status(health_port, "/healthz", 200, 30000, 50, health, sizeof health), 0);
 
-    uint64_t t0 = clock_mono_ms();
-    int unhealthy = 0, answered = 0;
-    while (clock_mono_ms() - t0 < CONTENDED_SPAN) {
-        int status = tu_http_get(health_port, "/healthz", health, sizeof health);
-        answered += status == 200 || status == 503;
-        if (status == 503 && !unhealthy++)
-            printf("\n    lock contention (%s): /healthz 503 after %.1f s: %s", layer,
-                   (double)(clock_mono_ms() - t0) / 1000, health);
-        nanosleep(&(struct timespec){ .tv_nsec = 100 * 1000000L }, NULL);
-    }
+    int answered = 0;
+    double first_s = 0;
+    int unhealthy =
+        tu_watch_http_503(health_port, "/healthz", CONTENDED_SPAN, 100, &answered, health, sizeof health, &first_s);
+    if (unhealthy > 0)
+        printf("\n    lock contention (%s): /healthz 503 after %.1f s: %s", layer, first_s, health);
     long long cancelled = oe_scalarf(&env, "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'", db);
     long long waiting = oe_scalarf(&env,
                                    "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = '%s'"

@@ -414,16 +414,12 @@ static void test_lock_contention_health(void)
     CU_ASSERT_EQUAL(tu_poll_http_status(health_port, "/healthz", 200, 30000, 50, health, sizeof health), 0);
 
     /* Watch /healthz through the waits, past the stuck bound. */
-    uint64_t t0 = tu_now_mono_ms();
-    int seen503 = 0, answered = 0;
-    while (tu_now_mono_ms() - t0 < CONTENDED_SPAN) {
-        int status = tu_http_get(health_port, "/healthz", health, sizeof health);
-        answered += status == 200 || status == 503;
-        if (status == 503 && !seen503++)
-            printf("\n    lock contention: /healthz 503 after %.1f s: %s", (double)(tu_now_mono_ms() - t0) / 1000,
-                   health);
-        nanosleep(&(struct timespec){ .tv_nsec = 100 * 1000000L }, NULL);
-    }
+    int answered = 0;
+    double first_s = 0;
+    int seen503 =
+        tu_watch_http_503(health_port, "/healthz", CONTENDED_SPAN, 100, &answered, health, sizeof health, &first_s);
+    if (seen503 > 0)
+        printf("\n    lock contention: /healthz 503 after %.1f s: %s", first_s, health);
     long long cancelled = oe_scalar(&env, "SELECT COUNT(*) FROM " CONTENDED_DB ".orders WHERE status = 'cancelled'");
     printf("\n    %d s of lock waits (%lld cancelled meanwhile): /healthz 503 %d times of %d answers",
            CONTENDED_SPAN / 1000, cancelled, seen503, answered);
