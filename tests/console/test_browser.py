@@ -7,7 +7,7 @@ order-cancel, the compensator) and makes the rest itself through the
 broker (the group "." with a parked message, the topic browser-stray),
 never what another script left.
 
-As a person would: log in as alice, a real user of the broker (role
+As a person would: the login page without the menu or "Log out"; log in as alice, a real user of the broker (role
 admin); the overview with live, non-zero figures from the
 broker and MariaDB; requeue a DLQ message; find a message by topic and key;
 cancel an overdue order by hand and see it cancelled in the database with
@@ -129,6 +129,10 @@ try:
     driver.get(BASE + "/")
     if wait_css("#login-user", "the login form"):
         shot("01-login")
+        # logged out: no menu, no "Log out" (their hidden attribute must win over the stylesheet's display rules)
+        check(not css("#nav").is_displayed(), "the login page shows no menu")
+        check(not css("#logout").is_displayed() and not css("#who").is_displayed(),
+              "the login page shows no \"Log out\"")
         css("#login-user").send_keys("alice")
         css("#login-password").send_keys(PASSWORDS["alice"])
         css("#login-submit").click()
@@ -139,6 +143,7 @@ try:
     traffic.start()
     if wait_css("#card-sends", "the overview after login"):
         check("alice" in text_of("#who-name"), "logged in as alice")
+        check(css("#nav").is_displayed() and css("#logout").is_displayed(), "logged in: the menu and \"Log out\"")
         deadline = time.time() + 30
         while time.time() < deadline and min(rates().values()) <= 0:
             time.sleep(0.5)  # the page refreshes itself every 5 s
