@@ -105,6 +105,7 @@ typedef struct console {
     console_conns_t *conns;   /* conns.c: the open connections, max-connections and header-timeout */
     console_logins_t *logins; /* login.c: the logins waiting on the broker, each on a thread of its own */
     session_t sessions[CONSOLE_MAX_SESSIONS];
+    char page_error[4400]; /* server.c: the last page-file error logged (once each); loop thread */
 } console_t;
 
 
@@ -269,6 +270,11 @@ void api_request(console_t *c, struct evhttp_request *req, const char *raw_path)
  * (naming the https-* key and file that did not load). */
 int server_start(console_t *c, char *err, size_t errlen);
 void server_stop(console_t *c);
+
+/* Can the page be served from dir (static-dir): the directory and each of
+ * its files (index.html, app.js, app.css, favicon.svg) open as regular
+ * files? 0, or -1 with err naming static-dir, the file and why. Any thread. */
+int server_static_check(const char *dir, char *err, size_t errlen);
 
 /* SIGHUP: read https-cert-file and https-key-file again; new connections
  * get the new certificate, a file that does not load changes nothing. Both

@@ -9,7 +9,9 @@
  * people logged in with the broker's own users (docs/console.md).
  *
  * Start-up: configuration (defaults < file < flags; --check-config prints
- * the effective values and exits), the MariaDB client library, the order
+ * the effective values, warns of a static-dir the page cannot be served
+ * from, ends with "configuration OK" and exits; the start warns of it
+ * once too), the MariaDB client library, the order
  * database handle (a database that cannot be reached at start-up is fatal,
  * with the server's error; a later loss is reported in the overview and
  * healed on the next request), the listener, the sampler, then the
@@ -140,14 +142,19 @@ int main(int argc, char **argv)
     }
     char exposed[PASSWD_FILE_MAX + 300];
     int is_exposed = DB_KEYS_EXPOSED(&cfg, exposed, sizeof exposed);
-    if (args.action == CFG_CHECK) {
+    char page_err[4800];
+    int page_missing = server_static_check(cfg.static_dir, page_err, sizeof page_err) != 0;
+    if (args.action == CFG_CHECK) { /* worded as hourglass-consumer's and hourglass-compensator's */
         if (is_exposed)
             fprintf(stderr, PROGRAM ": warning: %s\n", exposed);
-        if (args.config_path != NULL)
-            printf("# " PROGRAM ": configuration OK (%s)\n", args.config_path);
-        else
-            printf("# " PROGRAM ": configuration OK\n");
+        if (page_missing)
+            fprintf(stderr, PROGRAM ": warning: %s\n", page_err);
+        printf("# " PROGRAM " %s: effective configuration\n", HG_VERSION_STRING);
         cfg_print_values(console_config_table(), &cfg, stdout);
+        if (args.config_path != NULL)
+            printf(PROGRAM ": configuration OK (%s)\n", args.config_path);
+        else
+            printf(PROGRAM ": configuration OK\n");
         console_config_free(&cfg);
         return 0;
     }
@@ -158,6 +165,8 @@ int main(int argc, char **argv)
     }
     if (is_exposed)
         log_warn("%s", exposed);
+    if (page_missing)
+        log_warn("%s", page_err); /* once here; the requests' own 404s are logged once per distinct error */
     signal(SIGPIPE, SIG_IGN);
     if (hg_order_library_init() != 0) {
         log_error("the MariaDB client library failed to initialise");

@@ -72,7 +72,8 @@ struct sampler {
     /* the thread's own */
     hg_client_t *client;
     hg_order_db *db;
-    unsigned long db_generation; /* of db's password (console_db_open) */
+    unsigned long db_generation;   /* of db's password (console_db_open) */
+    char logged_broker_error[256]; /* the broker error last logged ("": none, or it answered since) */
     compensator_status_t compensator_scratch;
 
     /* published (the lock) */
@@ -238,6 +239,23 @@ static void note_silence(sampler_t *s, sampler_dep_t d, int failed, uint64_t mon
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Log the broker half of a sample for the operator: a warning naming the
+ * broker, the sampler's user and the error when it differs from the last one
+ * logged (not one line per sample), an info line when the broker answers
+ * again after one. error: "" when INFO was answered. */
+static void log_broker_outcome(sampler_t *s, const char *error)
+{
+    const console_config_t *cfg = s->c->cfg;
+    const char *user = cfg->sampler_user != NULL ? cfg->sampler_user : "(none: no AUTH)";
+    if (error[0] != '\0' && strcmp(error, s->logged_broker_error) != 0)
+        log_warn("sampler: the broker at %s, as user %s, does not answer INFO: %s (the overview has no broker "
+                 "figures until it does)",
+                 cfg->uri, user, error);
+    else if (error[0] == '\0' && s->logged_broker_error[0] != '\0')
+        log_info("sampler: the broker at %s answers INFO again, as user %s", cfg->uri, user);
+    snprintf(s->logged_broker_error, sizeof s->logged_broker_error, "%s", error);
+}
+
 /* One sample, on the sampler's thread: every call to the broker, the
  * compensator and MariaDB is made without the lock, into the thread's own
  * scratch; the lock is held only to publish the result. */
@@ -288,6 +306,7 @@ static void take_sample(sampler_t *s)
     }
 
     note_silence(s, SAMPLER_BROKER, !x.broker_ok, info_t0, x.t_ms);
+    log_broker_outcome(s, broker_error);
 
     set_busy(s, BUSY_DB_COUNTS);
     uint64_t db_t0 = clock_mono_ms();

@@ -84,6 +84,39 @@ static const char *content_type(const char *name)
     return "application/octet-stream";
 }
 
+/* The files of the page: GET /NAME serves these; every other path index.html. */
+static const char *const page_files[] = { "index.html", "app.js", "app.css", "favicon.svg" };
+
+/* Can static_dir/name be served? 0, or -1 with err naming the file and why. */
+static int page_file_check(const char *dir, const char *name, char *err, size_t errlen)
+{
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return err_set(err, errlen, "%s: %s", path, strerror(errno));
+    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= CONSOLE_STATIC_MAX;
+    close(fd);
+    if (!ok)
+        return err_set(err, errlen, "%s: not a regular file of at most %d bytes", path, CONSOLE_STATIC_MAX);
+    return 0;
+}
+
+int server_static_check(const char *dir, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return err_set(err, errlen, "static-dir %s: %s: every page would answer 404", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return err_set(err, errlen, "static-dir %s: not a directory: every page would answer 404", dir);
+    char why[4200];
+    for (size_t i = 0; i < sizeof page_files / sizeof page_files[0]; i++)
+        if (page_file_check(dir, page_files[i], why, sizeof why) != 0)
+            return err_set(err, errlen, "static-dir %s: %s: the page would answer 404", dir, why);
+    return 0;
+}
+
 static void serve_file(console_t *c, struct evhttp_request *req, const char *name)
 {
     char path[4096];
@@ -93,11 +126,21 @@ static void serve_file(console_t *c, struct evhttp_request *req, const char *nam
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > CONSOLE_STATIC_MAX) {
         if (fd >= 0)
             close(fd);
-        log_warn("page file %s: %s", path, fd < 0 ? strerror(errno) : "not a regular file of a sane size");
+        /* once per distinct error (a missing static-dir would log every request; start-up warned already) */
+        char why[4200];
+        snprintf(why, sizeof why, "page file %s: %s", path,
+                 fd < 0 ? strerror(errno) : "not a regular file of a sane size");
+        if (strcmp(why, c->page_error) != 0)
+            log_warn("%s (answered 404; logged once until it changes)", why);
+        snprintf(c->page_error, sizeof c->page_error, "%s", why);
         const char *msg = "the console's page is not installed (static-dir)\n";
         http_send_bytes(req, 404, "text/plain; charset=utf-8", msg, strlen(msg), 1);
         return;
     }
+    char served[4200];
+    int n = snprintf(served, sizeof served, "page file %s: ", path);
+    if (n > 0 && strncmp(c->page_error, served, (size_t)n) == 0)
+        c->page_error[0] = '\0'; /* that file serves again: its next error is logged again */
     http_common_headers(req, content_type(name));
     evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-cache");
     if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) { /* its headers, the file's length, no body */
@@ -113,16 +156,15 @@ static void serve_file(console_t *c, struct evhttp_request *req, const char *nam
 
 static void serve_page(console_t *c, struct evhttp_request *req, const char *path)
 {
-    static const char *const files[] = { "app.js", "app.css", "favicon.svg" };
     if (evhttp_request_get_command(req) != EVHTTP_REQ_GET && evhttp_request_get_command(req) != EVHTTP_REQ_HEAD) {
         const char *msg = "GET only\n";
         http_allow(req, "GET, HEAD");
         http_send_bytes(req, 405, "text/plain; charset=utf-8", msg, strlen(msg), 1);
         return;
     }
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
-        if (path[0] == '/' && strcmp(path + 1, files[i]) == 0) {
-            serve_file(c, req, files[i]);
+    for (size_t i = 1; i < sizeof page_files / sizeof page_files[0]; i++) /* [0]: index.html, the fallback */
+        if (path[0] == '/' && strcmp(path + 1, page_files[i]) == 0) {
+            serve_file(c, req, page_files[i]);
             return;
         }
     serve_file(c, req, "index.html");

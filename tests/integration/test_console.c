@@ -111,6 +111,14 @@
  *                    CONNECTION): the next order page and the overview's
  *                    database half answer with the new one; an unreadable
  *                    file keeps the last good one, warned about once
+ *   check-config     --check-config: the effective values, then "hourglass-console:
+ *                    configuration OK" last (as the other daemons); a missing
+ *                    static-dir or one without index.html: a warning naming it
+ *   static-dir       a console whose static-dir is missing: warned once at
+ *                    start, each page file's 404 logged once (not per request)
+ *   sampler login    the sampler's user unknown to the broker: one warning
+ *                    naming the broker, the user and the reply, however many
+ *                    samples fail; the user added (SIGHUP): "answers INFO again"
  *   stop             SIGHUP: still answering, the re-read logged; SIGTERM
  *                    while a job and a login wait on a stopped broker
  *                    (tests/console/test_jobs_stop.py): the login's client
@@ -134,6 +142,7 @@
 #include "tests/helpers/testutil.h"
 #include "tests/helpers/tls_certs.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -284,6 +293,40 @@ static int console_up(void *arg)
 {
     char out[512];
     return tu_http_get(((console_proc_t *)arg)->port, "/", out, sizeof out) == 200;
+}
+
+/* The console answers HTTP at all (its page may be a 404). */
+static int console_answers(void *arg)
+{
+    char out[512];
+    return tu_http_get(((console_proc_t *)arg)->port, "/", out, sizeof out) > 0;
+}
+
+/* How many times text occurs in the file at path (-1: unreadable). */
+static int file_count(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    static char body[4 << 20];
+    size_t n = fread(body, 1, sizeof body - 1, f);
+    fclose(f);
+    body[n] = '\0';
+    int count = 0;
+    for (const char *p = body; (p = strstr(p, text)) != NULL; p += strlen(text))
+        count++;
+    return count;
+}
+
+typedef struct file_count_wait {
+    const char *path, *text;
+    int at_least;
+} file_count_wait_t;
+
+static int file_count_reached(void *arg)
+{
+    const file_count_wait_t *w = arg;
+    return file_count(w->path, w->text) >= w->at_least;
 }
 
 /* Run argv as c (output into c->log) and wait until up(c) says it answers. */
@@ -827,6 +870,120 @@ static void test_config(void)
              rc, out);
 }
 
+/* --check-config ends with "hourglass-console: configuration OK" as the other daemons' do, after the
+ * effective values; a static-dir the page cannot be served from is a warning naming it (exit 0: the API
+ * works without the page). */
+static void test_check_config_output(void)
+{
+    static char out[16384];
+    char static_dir[600], conf[700], want[1600];
+    snprintf(static_dir, sizeof static_dir, "%s/console/static", HG_SRCDIR);
+    const char *ok[] = { CONSOLE_BIN, "--check-config", "--mysql-database", DB, "--static-dir", static_dir, NULL };
+    int rc = tu_run_capture(ok, out, sizeof out);
+    size_t len = strlen(out);
+    const char *tail = "\nhourglass-console: configuration OK\n";
+    TU_CHECK(rc == 0 && len > strlen(tail) && strcmp(out + len - strlen(tail), tail) == 0 &&
+                 strncmp(out, "# hourglass-console ", 20) == 0 && strstr(out, "warning") == NULL,
+             "--check-config: the effective values, then 'hourglass-console: configuration OK' last, no warning "
+             "(exit %d: %s)",
+             rc, out);
+    snprintf(conf, sizeof conf, "%s/check.conf", workdir);
+    TU_REQUIRE(tu_write_file(conf, "[mysql]\nmysql-database = " DB "\n") == 0, "write %s", conf);
+    const char *with_file[] = { CONSOLE_BIN, "--check-config", "--config", conf, "--static-dir", static_dir, NULL };
+    rc = tu_run_capture(with_file, out, sizeof out);
+    snprintf(want, sizeof want, "\nhourglass-console: configuration OK (%s)\n", conf);
+    TU_CHECK(rc == 0 && strstr(out, want) != NULL, "--check-config --config FILE: '%s' (exit %d: %s)", want + 1, rc,
+             out);
+
+    char missing[700];
+    snprintf(missing, sizeof missing, "%s/no-such-static", workdir);
+    const char *no_page[] = { CONSOLE_BIN, "--check-config", "--mysql-database", DB, "--static-dir", missing, NULL };
+    rc = tu_run_capture(no_page, out, sizeof out);
+    snprintf(want, sizeof want, "hourglass-console: warning: static-dir %s: No such file or directory", missing);
+    TU_CHECK(rc == 0 && strstr(out, want) != NULL && strstr(out, "configuration OK") != NULL,
+             "--check-config with a missing static-dir: warned, named (exit %d: %s)", rc, out);
+    char empty[700];
+    snprintf(empty, sizeof empty, "%s/empty-static", workdir);
+    TU_REQUIRE(mkdir(empty, 0700) == 0 || errno == EEXIST, "mkdir %s", empty);
+    const char *no_index[] = { CONSOLE_BIN, "--check-config", "--mysql-database", DB, "--static-dir", empty, NULL };
+    rc = tu_run_capture(no_index, out, sizeof out);
+    snprintf(want, sizeof want, "warning: static-dir %s: %s/index.html: No such file or directory", empty, empty);
+    TU_CHECK(rc == 0 && strstr(out, want) != NULL,
+             "--check-config with a static-dir without index.html: named (exit %d: %s)", rc, out);
+}
+
+/* A console whose static-dir is missing warns once at start, and its pages' 404s are logged once, not one
+ * line per request. */
+static void test_static_dir_missing(void)
+{
+    char missing[700], want[1600], out[512];
+    snprintf(missing, sizeof missing, "%s/no-such-static", workdir);
+    console_proc_t np = { .name = "no-page" };
+    const char *extra[] = {
+        "--uri", uri, "--sampler-user", "monitor", "--sampler-password-file", monitor_pw_path, "--static-dir",
+        missing, NULL
+    };
+    if (start_console(&np, extra, console_answers) == 0) {
+        snprintf(want, sizeof want, "static-dir %s: No such file or directory: every page would answer 404", missing);
+        TU_CHECK(tu_wait_file_contains(np.log, want, 10000) == 0, "the start warns of the missing static-dir");
+        for (int i = 0; i < 5; i++)
+            TU_CHECK(tu_http_get(np.port, i % 2 ? "/orders" : "/", out, sizeof out) == 404, "a page answers 404");
+        TU_CHECK(tu_http_get(np.port, "/app.js", out, sizeof out) == 404, "app.js answers 404");
+        snprintf(want, sizeof want, "page file %s/index.html: No such file or directory", missing);
+        TU_CHECK(file_count(np.log, want) == 1, "five requests for index.html: its error logged once (%d times)",
+                 file_count(np.log, want));
+        snprintf(want, sizeof want, "page file %s/app.js: No such file or directory", missing);
+        TU_CHECK(file_count(np.log, want) == 1, "app.js's error logged once too (%d times)", file_count(np.log, want));
+    }
+    TU_CHECK(stop_console(&np) == 0, "the console without its page exits 0 on SIGTERM");
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(np.log);
+}
+
+/* The sampler's broker login fails (its user not in the broker's users file): the console's log says so once,
+ * naming the broker, the user and the broker's reply, however many samples fail; the user added (SIGHUP to the
+ * broker): an info line says the broker answers again. */
+static void test_sampler_login(void)
+{
+    char err[512], pw_path[700], watcher_users[700];
+    const char *user = "sampler-watcher", *password = "watcher-Secret-6";
+    snprintf(pw_path, sizeof pw_path, "%s/watcher.password", workdir);
+    TU_REQUIRE(tu_write_file(pw_path, "watcher-Secret-6\n") == 0, "write %s", pw_path);
+    console_proc_t w = { .name = "sampler-login" };
+    const char *extra[] = { "--uri", uri, "--sampler-user", user, "--sampler-password-file", pw_path, NULL };
+    TU_REQUIRE(start_console(&w, extra, console_up) == 0, "start the console with sampler-user %s", user);
+    char want[600];
+    snprintf(want, sizeof want, "sampler: the broker at %s, as user %s, does not answer INFO: ", uri, user);
+    TU_CHECK(tu_wait_file_contains(w.log, want, 20000) == 0, "the failed login is logged: '%s'", want);
+    TU_CHECK(file_count(w.log, "does not answer INFO: authentication as 'sampler-watcher' failed: WRONGPASS invalid "
+                               "username-password pair") == 1,
+             "with the broker's reply");
+    /* several samples fail (the broker logs each AUTH of this unknown name, by its length), one line still */
+    char failed[64];
+    snprintf(failed, sizeof failed, "for unknown user (%zu bytes)", strlen(user));
+    file_count_wait_t fails = { env.broker.log_path, failed, 4 };
+    TU_CHECK(tu_poll_until(file_count_reached, &fails, 30000, 50) == 0, "the broker refused four AUTHs (%d)",
+             file_count(env.broker.log_path, failed));
+    TU_CHECK(file_count(w.log, want) == 1, "four failed samples, one warning (%d)", file_count(w.log, want));
+
+    /* the user added to the broker's users file: the sampler logs in, an info line says so */
+    snprintf(watcher_users, sizeof watcher_users, "%s/users.watcher", workdir);
+    tu_user_t list[sizeof users / sizeof users[0] + 1];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof users / sizeof users[0]; i++)
+        list[n++] = (tu_user_t){ users[i][0], users[i][1], users[i][2] };
+    list[n++] = (tu_user_t){ user, "viewer", password };
+    TU_REQUIRE(tu_write_users_file(watcher_users, list, n, err, sizeof err) == 0, "%s", err);
+    TU_REQUIRE(rename(watcher_users, users_path) == 0 && kill(env.broker.pid, SIGHUP) == 0, "users file + SIGHUP");
+    snprintf(want, sizeof want, "sampler: the broker at %s answers INFO again, as user %s", uri, user);
+    TU_CHECK(tu_wait_file_contains(w.log, want, 30000) == 0, "the recovery is logged: '%s'", want);
+    TU_CHECK(stop_console(&w) == 0, "the sampler-login console exits 0 on SIGTERM");
+    /* the users file as the other tests know it */
+    TU_CHECK(write_users_file(users_path, "admin") == 0 && kill(env.broker.pid, SIGHUP) == 0, "users file restored");
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(w.log);
+}
+
 static void test_stop(void)
 {
     char out[512];
@@ -876,6 +1033,10 @@ static const tu_test_t console_tests[] = {
     { "https: the console over https, in front of a TLS-only broker; SIGHUP reloads the certificate", test_https },
     { "config: sampler-user needs its password file, tls-* keys a TLS uri, https both files", test_config },
     { "mysql-password-file: a rotated MariaDB password is read again at the reconnect", test_db_password },
+    { "check-config: the effective values, then 'configuration OK'; a static-dir without the page warned",
+      test_check_config_output },
+    { "static-dir missing: warned once at start, each page file's 404 logged once", test_static_dir_missing },
+    { "sampler login: its broker login refused is logged once, named; its recovery logged", test_sampler_login },
     { "SIGHUP: alive, configuration re-read; SIGTERM: a clean stop", test_stop },
     { NULL, NULL },
 };
