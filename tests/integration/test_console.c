@@ -950,21 +950,26 @@ static void test_sampler_login(void)
     snprintf(pw_path, sizeof pw_path, "%s/watcher.password", workdir);
     TU_REQUIRE(tu_write_file(pw_path, "watcher-Secret-6\n") == 0, "write %s", pw_path);
     console_proc_t w = { .name = "sampler-login" };
-    const char *extra[] = { "--uri", uri, "--sampler-user", user, "--sampler-password-file", pw_path, NULL };
+    /* the broker holds a failed AUTH's reply back up to 5 s per failure from the address (the earlier tests' too):
+     * a broker-timeout above that, so the sampler gets the broker's refusal, never its own timeout */
+    const char *extra[] = {
+        "--uri", uri, "--sampler-user", user, "--sampler-password-file", pw_path, "--broker-timeout", "20s", NULL
+    };
+    char failed[64];
+    snprintf(failed, sizeof failed, "for unknown user (%zu bytes)", strlen(user));
+    int failed_before = file_count(env.broker.log_path, failed);
     TU_REQUIRE(start_console(&w, extra, console_up) == 0, "start the console with sampler-user %s", user);
     char want[600];
     snprintf(want, sizeof want, "sampler: the broker at %s, as user %s, does not answer INFO: ", uri, user);
-    TU_CHECK(tu_wait_file_contains(w.log, want, 20000) == 0, "the failed login is logged: '%s'", want);
+    TU_CHECK(tu_wait_file_contains(w.log, want, 60000) == 0, "the failed login is logged: '%s'", want);
     TU_CHECK(file_count(w.log, "does not answer INFO: authentication as 'sampler-watcher' failed: WRONGPASS invalid "
                                "username-password pair") == 1,
              "with the broker's reply");
     /* several samples fail (the broker logs each AUTH of this unknown name, by its length), one line still */
-    char failed[64];
-    snprintf(failed, sizeof failed, "for unknown user (%zu bytes)", strlen(user));
-    file_count_wait_t fails = { env.broker.log_path, failed, 4 };
-    TU_CHECK(tu_poll_until(file_count_reached, &fails, 30000, 50) == 0, "the broker refused four AUTHs (%d)",
-             file_count(env.broker.log_path, failed));
-    TU_CHECK(file_count(w.log, want) == 1, "four failed samples, one warning (%d)", file_count(w.log, want));
+    file_count_wait_t fails = { env.broker.log_path, failed, failed_before + 3 };
+    TU_CHECK(tu_poll_until(file_count_reached, &fails, 90000, 50) == 0, "the broker refused three AUTHs (%d)",
+             file_count(env.broker.log_path, failed) - failed_before);
+    TU_CHECK(file_count(w.log, want) == 1, "three failed samples, one warning (%d)", file_count(w.log, want));
 
     /* the user added to the broker's users file: the sampler logs in, an info line says so */
     snprintf(watcher_users, sizeof watcher_users, "%s/users.watcher", workdir);
@@ -976,7 +981,7 @@ static void test_sampler_login(void)
     TU_REQUIRE(tu_write_users_file(watcher_users, list, n, err, sizeof err) == 0, "%s", err);
     TU_REQUIRE(rename(watcher_users, users_path) == 0 && kill(env.broker.pid, SIGHUP) == 0, "users file + SIGHUP");
     snprintf(want, sizeof want, "sampler: the broker at %s answers INFO again, as user %s", uri, user);
-    TU_CHECK(tu_wait_file_contains(w.log, want, 30000) == 0, "the recovery is logged: '%s'", want);
+    TU_CHECK(tu_wait_file_contains(w.log, want, 60000) == 0, "the recovery is logged: '%s'", want);
     TU_CHECK(stop_console(&w) == 0, "the sampler-login console exits 0 on SIGTERM");
     /* the users file as the other tests know it */
     TU_CHECK(write_users_file(users_path, "admin") == 0 && kill(env.broker.pid, SIGHUP) == 0, "users file restored");
