@@ -353,6 +353,24 @@ int passwd_file_exposed(const char *path, char *why, size_t whylen)
     return 1;
 }
 
+int passwd_warn_exposed(const passwd_key_file_t *files, size_t n, const char *program, FILE *out)
+{
+    int reported = 0;
+    for (size_t i = 0; i < n; i++) {
+        char why[PASSWD_FILE_MAX + 200];
+        if (files[i].path == NULL || !passwd_file_exposed(files[i].path, why, sizeof why)) {
+            continue;
+        }
+        if (out != NULL) {
+            fprintf(out, "%s: warning: %s: %s\n", program, files[i].key, why);
+        } else {
+            log_msg(LOG_LEVEL_WARN, "%s: %s", files[i].key, why);
+        }
+        reported++;
+    }
+    return reported;
+}
+
 void passwd_source_init(passwd_source_t *s, const char *path, const char *password)
 {
     memset(s, 0, sizeof *s);

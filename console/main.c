@@ -138,11 +138,10 @@ int main(int argc, char **argv)
         console_config_free(&cfg);
         return EXIT_CONFIG;
     }
-    char exposed[PASSWD_FILE_MAX + 300];
-    int is_exposed = DB_KEYS_EXPOSED(&cfg, exposed, sizeof exposed);
+    const passwd_key_file_t secrets[] = { DB_KEYS_SECRET_FILE(&cfg),
+                                          { "sampler-password-file", cfg.sampler_password_file } };
     if (args.action == CFG_CHECK) {
-        if (is_exposed)
-            fprintf(stderr, PROGRAM ": warning: %s\n", exposed);
+        passwd_warn_exposed(secrets, sizeof secrets / sizeof secrets[0], PROGRAM, stderr);
         if (args.config_path != NULL)
             printf("# " PROGRAM ": configuration OK (%s)\n", args.config_path);
         else
@@ -156,8 +155,7 @@ int main(int argc, char **argv)
         console_config_free(&cfg);
         return EXIT_CONFIG;
     }
-    if (is_exposed)
-        log_warn("%s", exposed);
+    passwd_warn_exposed(secrets, sizeof secrets / sizeof secrets[0], PROGRAM, NULL);
     signal(SIGPIPE, SIG_IGN);
     if (hg_order_library_init() != 0) {
         log_error("the MariaDB client library failed to initialise");

@@ -408,6 +408,18 @@ static void test_config(void)
     expect_config_error(both, "mysql-password and mysql-password-file are both set");
     const char *empty[] = { COMPENSATOR_BIN, "--check-config", DB, "--mysql-password-file", pwfile, NULL };
     expect_config_error(empty, "mysql-password-file: the password file");
+    /* the broker's password-file others can read: warned as mysql-password-file is (it was silent) */
+    BP_CHECK(tu_write_file(pwfile, "pw-relay\n") == 0 && chmod(pwfile, 0644) == 0, "write %s", pwfile);
+    const char *exposed[] = {
+        COMPENSATOR_BIN, "--check-config", DB, "--user", "relay", "--password-file", pwfile, NULL
+    };
+    rc = tu_run_capture(exposed, out, sizeof out);
+    BP_CHECK(rc == 0 && strstr(out, "warning: password-file: ") && strstr(out, "readable by every user") &&
+                 strstr(out, "chmod 600"),
+             "password-file (mode 0644): exit %d: %.4000s", rc, out);
+    BP_CHECK(chmod(pwfile, 0600) == 0, "chmod");
+    rc = tu_run_capture(exposed, out, sizeof out);
+    BP_CHECK(rc == 0 && !strstr(out, "warning"), "password-file (mode 0600): exit %d: %.4000s", rc, out);
     tu_rmtree(pwdir);
     const char *uri[] = { COMPENSATOR_BIN, "--check-config", DB, "--uri", "hourglass://h:99999", NULL };
     expect_config_error(uri, "uri: bad URI: bad port '99999'");
