@@ -67,17 +67,32 @@ int server_peer_admitted(const server_t *s, const struct sockaddr *sa, int tls)
     return peer_is_loopback(sa) || remote_admitted(s, tls);
 }
 
+/* Why protected mode is on (server_protected), for the two texts that say so — the start-up warning and the
+ * DENIED reply — which then say the same: it ends only with users-file and TLS both configured, or allow-remote. */
+static const char *protected_reason(const config_t *cfg)
+{
+    if (cfg->users_file == NULL && !config_tls_enabled(cfg)) {
+        return "neither users-file nor TLS is configured";
+    }
+    return cfg->users_file == NULL ? "users-file is not configured" : "TLS is not configured";
+}
+#define PROTECTED_FIX "configure users-file and TLS (both), or set allow-remote yes (docs/security.md)"
+
 void server_deny(server_t *s, evutil_socket_t fd, const struct sockaddr *sa)
 {
-    static const char protected_msg[] = "-DENIED Hourglass is in protected mode: it serves only clients on this "
-                                        "host because users or TLS are not configured. Configure users-file and "
-                                        "TLS, or set allow-remote yes (see docs/security.md)\r\n";
-    char tls_msg[256];
-    snprintf(tls_msg, sizeof tls_msg,
-             "-DENIED clients from other hosts must use TLS on port %d; this port serves only clients on this "
-             "host (allow-remote-plaintext, see docs/security.md)\r\n",
-             s->tls_port);
-    const char *msg = server_protected(s) ? protected_msg : tls_msg;
+    char msg[320];
+    if (server_protected(s)) {
+        snprintf(
+            msg, sizeof msg,
+            "-DENIED Hourglass is in protected mode: it serves only clients on this host because %s: " PROTECTED_FIX
+            "\r\n",
+            protected_reason(s->cfg));
+    } else {
+        snprintf(msg, sizeof msg,
+                 "-DENIED clients from other hosts must use TLS on port %d; this port serves only clients on this "
+                 "host (allow-remote-plaintext, see docs/security.md)\r\n",
+                 s->tls_port);
+    }
     ssize_t w = send(fd, msg, strlen(msg), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)w;
     evutil_closesocket(fd);
@@ -127,9 +142,9 @@ void server_security_check(server_t *s)
     server_warn_if_exposed("users-file", cfg->users_file, "the users' password hashes");
     if (server_protected(s)) {
         if (!config_is_loopback(cfg->bind)) {
-            log_warn("protected mode: listening on %s, but clients from other hosts are refused: %s; set "
-                     "allow-remote yes to accept them anyway (docs/security.md)",
-                     cfg->bind, cfg->users_file == NULL ? "no users-file is configured" : "TLS is not configured");
+            log_warn(
+                "protected mode: listening on %s, but it serves only clients on this host because %s: " PROTECTED_FIX,
+                cfg->bind, protected_reason(cfg));
         }
         return;
     }
