@@ -16,17 +16,18 @@
  *
  * Thread: everything here runs on the event-loop thread.
  */
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 
 #include <event2/util.h>
 
 #include "base/clock.h"
 #include "broker/server_internal.h"
 #include "common/log.h"
+#include "common/passwd.h"
 
 /* 1 for a loopback peer (127.0.0.0/8, ::1, or ::ffff:127.x.y.z). */
 static int peer_is_loopback(const struct sockaddr *sa)
@@ -122,16 +123,10 @@ void server_deny(server_t *s, evutil_socket_t fd, const struct sockaddr *sa)
  * admin, or swap the key). */
 void server_warn_if_exposed(const char *key, const char *path, const char *what)
 {
-    struct stat st;
-    if (path == NULL || stat(path, &st) != 0 || (st.st_mode & (S_IRGRP | S_IROTH | S_IWGRP | S_IWOTH)) == 0) {
-        return;
+    char why[PATH_MAX + 300];
+    if (path != NULL && passwd_secret_exposed(path, what, why, sizeof why)) {
+        log_warn("%s %s", key, why); /* the rule of every daemon's secret files (common/passwd.h) */
     }
-    int writable = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
-    mode_t bit = writable ? S_IWOTH : S_IROTH;
-    log_warn("%s %s is %s by %s (mode %04o), and it holds %s: chmod 600 it, owned by the broker's user "
-             "(docs/security.md)",
-             key, path, writable ? "writable" : "readable",
-             (st.st_mode & bit) ? "every user of this host" : "its group", (unsigned)(st.st_mode & 07777), what);
 }
 
 /* Recompute the warning after a start or a reload, and log it. */

@@ -339,6 +339,11 @@ int passwd_file_rotated(const char *old_path, const char *old_password, const ch
 
 int passwd_file_exposed(const char *path, char *why, size_t whylen)
 {
+    return passwd_secret_exposed(path, "a password", why, whylen);
+}
+
+int passwd_secret_exposed(const char *path, const char *what, char *why, size_t whylen)
+{
     struct stat st;
     if (path == NULL || stat(path, &st) != 0 || (st.st_mode & (S_IRGRP | S_IROTH | S_IWGRP | S_IWOTH)) == 0) {
         return 0;
@@ -346,10 +351,10 @@ int passwd_file_exposed(const char *path, char *why, size_t whylen)
     int writable = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
     mode_t bit = writable ? S_IWOTH : S_IROTH;
     snprintf(why, whylen,
-             "%s is %s by %s (mode %04o), and it holds a password: chmod 600 it, owned by the program's "
-             "user (docs/security.md)",
+             "%s is %s by %s (mode %04o), and it holds %s: chmod 600 it, owned by the program's user "
+             "(docs/security.md)",
              path, writable ? "writable" : "readable", (st.st_mode & bit) ? "every user of this host" : "its group",
-             (unsigned)(st.st_mode & 07777));
+             (unsigned)(st.st_mode & 07777), what);
     return 1;
 }
 
