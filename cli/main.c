@@ -55,21 +55,25 @@ static int uri_has_password(const char *uri)
     return at != NULL && memchr(p, ':', (size_t)(at - p)) != NULL;
 }
 
-int cli_connect(cli_t *cli)
+int cli_open_client(cli_t *cli, char *why, size_t whylen)
 {
     hg_client_opts_t opts;
     hg_error_t err;
     hg_err_t e;
-    char password[PASSWD_FILE_MAX + 1], why[HG_ERRMSG_MAX];
+    char password[PASSWD_FILE_MAX + 1];
 
+    why[0] = '\0';
     if (cli->client != NULL)
         return 0;
     hg_client_opts_init(&opts);
-    if (cli->user != NULL && cli->password_file == NULL && !uri_has_password(cli->uri))
-        return cli_usage_error("--user '%s' needs --password-file F (or the URI's user:pass@)", cli->user);
+    if (cli->user != NULL && cli->password_file == NULL && !uri_has_password(cli->uri)) {
+        snprintf(why, whylen,
+                 "--user '%s' needs --password-file F (or the URI's user:pass@) (see hourglass-cli --help)", cli->user);
+        return EXIT_USAGE;
+    }
     if (cli->password_file != NULL) {
-        if (passwd_read_file(cli->password_file, password, sizeof(password), why, sizeof(why)) != 0)
-            return cli_fail(EXIT_USAGE, "%s", why);
+        if (passwd_read_file(cli->password_file, password, sizeof(password), why, whylen) != 0)
+            return EXIT_USAGE;
         opts.password = password;
     }
     opts.user = cli->user;
@@ -83,8 +87,20 @@ int cli_connect(cli_t *cli)
     opts.tls_server_name = cli->tls_server_name;
     e = hg_client_open(cli->uri, &opts, &cli->client, &err);
     memset(password, 0, sizeof(password));
-    if (e != HG_OK)
-        return cli_fail(cli_exit_code(e), "%s", err.message);
+    if (e != HG_OK) {
+        snprintf(why, whylen, "%s", err.message);
+        return cli_exit_code(e);
+    }
+    return 0;
+}
+
+int cli_connect(cli_t *cli)
+{
+    char why[HG_ERRMSG_MAX + 128];
+    int rc = cli_open_client(cli, why, sizeof why);
+
+    if (rc != 0)
+        return cli_fail(rc, "%s", why);
     return 0;
 }
 
