@@ -19,7 +19,9 @@
  *    others; hg_levels_fetch / hg_level_for;
  *  - stop from a signal handler ends a long blocking PULL at once;
  *  - hourglass-cli: dlq list/show/requeue/drop round trip, --json, levels,
- *    groups, send, and every exit code (0, 1, 2, 3); passwd refuses a bad
+ *    groups, send, and every exit code (0, 1, 2, 3); dlq drop|requeue --all
+ *    refused to a viewer says NOPERM without announcing the move first;
+ *    passwd refuses a bad
  *    --cost before it reads or asks for the password (a closed stdin, a
  *    pseudo-terminal);
  *  - bad URIs and options: the error names the bad part (no broker needed);
@@ -1440,6 +1442,50 @@ static void test_cli_dlq_round_trip(void)
     BP_CHECK(rc == 1 && strstr(err, "no such group") != NULL, "unknown group: exit %d: %.400s", rc, err);
 }
 
+/* dlq requeue|drop --all by a user the broker will refuse (a viewer: DLQ
+ * REQUEUE and DROP are the admin's) prints the broker's NOPERM and exits 1,
+ * without first announcing the move it will not make; an admin still gets
+ * the announcement, and the DLQ is dropped. */
+static void test_cli_dlq_all_refused_first(void)
+{
+    char out[16384], err[4096], dir[512], path[600], e[4096], id[HG_ID_MAX], viewer[200], admin[200];
+    const tu_user_t users[] = { { "boss", "admin", "pw-boss" }, { "ops", "viewer", "pw-ops" } };
+    hg_error_t herr;
+    hg_reply_t *r;
+
+    BP_REQUIRE(tu_mkdtemp("hg-client-dlq-perm", dir, sizeof dir) == 0, "temp dir");
+    snprintf(path, sizeof path, "%s/users", dir);
+    BP_REQUIRE(tu_write_users_file(path, users, 2, e, sizeof e) == 0, "%s", e);
+    const char *extra[] = { "--fsync", "no", "--users-file", path, NULL };
+    BP_REQUIRE(bp_start(&B, extra, e, sizeof e) == 0, "start the broker: %s", e);
+    snprintf(admin, sizeof admin, "hourglass://boss:pw-boss@127.0.0.1:%d", B.port);
+    snprintf(viewer, sizeof viewer, "hourglass://ops:pw-ops@127.0.0.1:%d", B.port);
+    BP_REQUIRE(hg_client_open(admin, NULL, &C, &herr) == HG_OK, "open as boss: %s", herr.message);
+    hg_reply_free(CMD("GROUP", "CREATE", "g", "t", "MAXRETRY", "0"));
+    send_one("t", "key", "m0", hg_delay_none(), id);
+    r = CMD("PULL", "g", "t", "COUNT", "1");
+    BP_REQUIRE(r != NULL && hg_reply_count(r) == 1, "PULL 1");
+    hg_reply_free(r);
+    BP_REQUIRE(CMD_INT("NACK", "g", id, "REASON", "r0") == 0, "NACK into the DLQ");
+
+    static const char *const verbs[] = { "drop", "requeue" };
+    for (size_t i = 0; i < 2; i++) {
+        int rc =
+            run_cli(out, sizeof out, err, sizeof err, "--uri", viewer, "dlq", verbs[i], "g", "--all", (char *)NULL);
+        BP_CHECK(rc == 1 && strstr(err, "NOPERM") != NULL && strstr(err, "waiting until") == NULL &&
+                     strstr(err, "in the DLQ") == NULL,
+                 "dlq %s --all as a viewer: the refusal only, exit 1: exit %d\nstdout: %.400s\nstderr: %.600s",
+                 verbs[i], rc, out, err);
+    }
+    BP_CHECK(CMD_INT("DLQ", "LEN", "g") == 1, "the refused drop left the DLQ as it was");
+    int rc = run_cli(out, sizeof out, err, sizeof err, "--uri", admin, "dlq", "drop", "g", "--all", (char *)NULL);
+    BP_CHECK(rc == 0 && strstr(err, "1 message in the DLQ, waiting until it is dropped") != NULL &&
+                 strstr(out, "dropped 1 message") != NULL,
+             "dlq drop --all as the admin: announced and done: exit %d\nstdout: %.400s\nstderr: %.600s", rc, out, err);
+    BP_CHECK(CMD_INT("DLQ", "LEN", "g") == 0, "the admin's drop emptied the DLQ");
+    tu_rmtree(dir);
+}
+
 /* Text for people never carries a terminal control from a payload, key or
  * reason: C0 and DEL, and also the C1 controls (valid UTF-8 that xterm and
  * VTE obey: U+009B is CSI) and the bidi overrides, are shown as \xHH; other
@@ -1877,6 +1923,7 @@ static int add_suites(void)
         { "restart", "broker kill -9 + restart: nothing lost", test_broker_restart_nothing_lost },
         { "restart", "connection lost mid-call: sends resent, commands not", test_resend_after_connection_loss },
         { "cli", "dlq list/show/requeue/drop round trip", test_cli_dlq_round_trip },
+        { "cli", "dlq drop|requeue --all refused: NOPERM, no announcement first", test_cli_dlq_all_refused_first },
         { "cli", "commands, --json and exit codes", test_cli_commands_and_exit_codes },
         { "cli", "group create/del, topics, topic del", test_cli_group_create_del },
         { "cli", "table and show output escape C1 and bidi controls", test_cli_text_escapes_controls },
