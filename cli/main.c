@@ -83,8 +83,17 @@ int cli_connect(cli_t *cli)
     opts.tls_server_name = cli->tls_server_name;
     e = hg_client_open(cli->uri, &opts, &cli->client, &err);
     memset(password, 0, sizeof(password));
-    if (e != HG_OK)
+    if (e != HG_OK) {
+        /* Without a CA named, the system's trust store was used: a private
+         * CA's certificate fails there, so say which flag names it. */
+        if (strstr(err.message, "is not trusted") != NULL && cli->tls_ca_cert_file == NULL &&
+            strstr(cli->uri, "ca=") == NULL)
+            return cli_fail(cli_exit_code(e),
+                            "%s (checked against the system's trust store: name the broker's CA with "
+                            "--tls-ca-cert-file FILE or ?ca=FILE in the URI)",
+                            err.message);
         return cli_fail(cli_exit_code(e), "%s", err.message);
+    }
     return 0;
 }
 

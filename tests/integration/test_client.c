@@ -1519,6 +1519,11 @@ static void test_cli_passwd(void)
     snprintf(uri, sizeof uri, "hourglass://bob.x%%40shop-1_a:pw-bob@127.0.0.1:%d", B.port);
     rc = run_cli(out, sizeof out, err, sizeof err, "--uri", uri, "ping", (char *)NULL);
     BP_CHECK(rc == 0 && strstr(out, "PONG") != NULL, "ping as the new user: exit %d: %.300s", rc, err);
+    /* Without credentials: the broker's NOAUTH, and how hourglass-cli logs in. */
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", B.port);
+    rc = run_cli(out, sizeof out, err, sizeof err, "--uri", uri, "levels", (char *)NULL);
+    BP_CHECK(rc == 1 && strstr(err, "NOAUTH") != NULL && strstr(err, "--user U --password-file F") != NULL,
+             "levels without credentials: exit %d: %.300s", rc, err);
     tu_rmtree(dir);
 }
 
