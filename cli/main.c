@@ -448,8 +448,22 @@ static int load_config(cli_t *cli, const char *config_path, const char **db_flag
 {
     char err[512];
 
-    if (config_path != NULL && cfg_load_file(&cli_config_table, &cli->conf, config_path, err, sizeof err) < 0)
-        return cli_usage_error("%s", err);
+    if (config_path != NULL && cfg_load_file(&cli_config_table, &cli->conf, config_path, err, sizeof err) < 0) {
+        /* The table's message already points at --help: not twice. An
+         * unknown key is most often one of a daemon's files (user, tls-*),
+         * which this file does not take: say where those go. */
+        char *see = strstr(err, " (see --help for the keys)");
+        if (see == NULL)
+            return cli_usage_error("%s", err);
+        *see = '\0';
+        if (strstr(err, ": unknown key '") != NULL)
+            return cli_fail(EXIT_USAGE,
+                            "%s: this file takes uri, order-topic and the mysql-* keys only (see --help); the user "
+                            "and the TLS files go in flags (--user, --password-file, --tls-ca-cert-file) or in the "
+                            "uri (hourglass+tls://user@host:port?ca=FILE, with --password-file)",
+                            err);
+        return cli_fail(EXIT_USAGE, "%s (see --help for the keys)", err);
+    }
     for (int k = 0; k < ndb; k += 2) {
         const char *flag = db_flags[k] + 2, *value = db_flags[k + 1];
         char name[64];

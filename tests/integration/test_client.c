@@ -1527,6 +1527,29 @@ static void test_cli_passwd(void)
     tu_rmtree(dir);
 }
 
+/* --config FILE with a key of the daemons' files the CLI's does not take
+ * (tls-ca-cert-file, user): refused, exit 2, naming the key, the keys the
+ * file takes and where the TLS files and the user go; "--help" said once. */
+static void test_cli_config_daemon_key(void)
+{
+    char out[4096], err[4096], dir[512], path[600];
+    static const char *const bad[] = { "tls-ca-cert-file = /etc/hourglass/tls/ca.pem", "user = ops" };
+
+    BP_REQUIRE(tu_mkdtemp("hg-client-cliconf", dir, sizeof dir) == 0, "temp dir");
+    snprintf(path, sizeof path, "%s/cli.conf", dir);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "[cli]\nuri = hourglass+tls://127.0.0.1:1\n%s\n", bad[i]);
+        BP_REQUIRE(tu_write_file(path, text) == 0, "write %s", path);
+        int rc = run_cli(out, sizeof out, err, sizeof err, "--config", path, "ping", (char *)NULL);
+        BP_CHECK(rc == 2 && strstr(err, "cli.conf:3: unknown key") != NULL &&
+                     strstr(err, "takes uri, order-topic and the mysql-* keys") != NULL &&
+                     strstr(err, "?ca=FILE") != NULL && strstr(strstr(err, "--help") + 1, "--help") == NULL,
+                 "--config with '%s': exit %d, stderr '%.400s'", bad[i], rc, err);
+    }
+    tu_rmtree(dir);
+}
+
 /* Run hourglass-cli with args (NULL-terminated) on a new pseudo-terminal, as
  * its controlling terminal, stdin, stdout and stderr: what a person at a
  * terminal sees, into out[outlen]. Nothing is typed; a child that keeps the
@@ -1893,6 +1916,7 @@ static int add_suites(void)
         { "cli", "passwd: a line the broker takes; bad names and roles refused", test_cli_passwd },
         { "cli", "passwd: a bad --cost refused before the password is read or asked",
           test_cli_passwd_cost_before_prompt },
+        { "cli", "--config: a daemon's key is refused with the keys the file takes", test_cli_config_daemon_key },
         { "errors", "bad URIs and options", test_bad_uris_and_options },
     };
     CU_pSuite s = NULL;
