@@ -429,6 +429,17 @@ int store_check_dir(const store_options_t *o, uint64_t now_ms, store_dir_check_t
         return err_set(err, errlen, "no data directory given");
     }
     const char *dir = o->path;
+    /* First: a copy's files must be its list's (every byte read; a lost
+     * CURRENT too), and a start on dir removes the marker. */
+    store_copy_mark_t m;
+    int listed = store_copy_verify(dir, 1, &m, err, errlen);
+    r->whole_copy = m.marked;
+    r->whole_listed = m.listed;
+    r->whole_files = m.files;
+    r->whole_bytes = m.bytes;
+    if (listed != 0) {
+        return listed;
+    }
     if (!has_current(dir)) {
         store_options_t ro = *o;
         ro.create_if_missing = 0;
@@ -442,17 +453,6 @@ int store_check_dir(const store_options_t *o, uint64_t now_ms, store_dir_check_t
     }
     if (store_dir_in_use(dir)) {
         return in_use(dir, err, errlen);
-    }
-    /* Before the view: a copy's files must be its list's (every byte read),
-     * and a start on dir removes the marker. */
-    store_copy_mark_t m;
-    int listed = store_copy_verify(dir, 1, &m, err, errlen);
-    r->whole_copy = m.marked;
-    r->whole_listed = m.listed;
-    r->whole_files = m.files;
-    r->whole_bytes = m.bytes;
-    if (listed != 0) {
-        return listed;
     }
     /* Beside the directory's real path: "DIR/." or a symbolic link would put
      * it inside the directory, or beside the link. */

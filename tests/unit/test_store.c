@@ -6270,6 +6270,13 @@ static void test_snapshot_whole_copy_cut_on_boundary(void)
     rc = check_copy(copy, &r, err, sizeof err);
     TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, want) != NULL && strstr(err, "but it is missing") != NULL,
              "a copy that lost its log: rc %d (messages %llu): \"%s\"", rc, (unsigned long long)r.counts.messages, err);
+
+    copy_of_five("lost-current", copy, sizeof copy); /* checked before the check looks for CURRENT */
+    snprintf(path, sizeof path, "%s/CURRENT", copy);
+    TU_REQUIRE(unlink(path) == 0, "unlink %s", path);
+    rc = check_copy(copy, &r, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "lists CURRENT with 16 bytes, but it is missing") != NULL,
+             "a copy that lost its CURRENT: rc %d \"%s\"", rc, err);
 }
 
 /* A file the list does not name, a list garbled or cut short: damage, named;
