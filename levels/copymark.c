@@ -163,7 +163,6 @@ typedef struct mark_file {
     char name[MARK_NAME_MAX + 1];
     uint64_t size;
     uint32_t crc;
-    int seen; /* verify: found in the directory */
 } mark_file_t;
 
 static int mark_file_cmp(const void *a, const void *b)
@@ -428,6 +427,9 @@ int store_copy_verify(const char *dir, int checksums, store_copy_mark_t *m, char
         free(files);
         return rc == 1 ? 0 : rc; /* 1: no list, nothing more to check here */
     }
+    if (n > 1) { /* written sorted; one sorted by hand or not at all is still a list */
+        qsort(files, n, sizeof *files, mark_file_cmp);
+    }
     m->listed = 1;
     m->files = (unsigned)n;
     m->checksums = checksums;
@@ -444,7 +446,6 @@ int store_copy_verify(const char *dir, int checksums, store_copy_mark_t *m, char
             damage(&v, "lists %s with %llu bytes, but it is missing", f->name, (unsigned long long)f->size);
             continue;
         }
-        f->seen = 1;
         if (!S_ISREG(st.st_mode)) {
             damage(&v, "lists %s as a file of %llu bytes, but it is not a regular file", f->name,
                    (unsigned long long)f->size);

@@ -6307,6 +6307,16 @@ static void test_snapshot_whole_copy_list_problems(void)
                  strstr(text, "\nend ") != NULL,
              "the marker is not a version line, a list and an end: \"%s\"", text);
 
+    char moved[8192]; /* the first file line moved to the end: still the same list */
+    const char *first = strstr(text, "\nfile "), *after = first != NULL ? strchr(first + 1, '\n') : NULL;
+    const char *end_line = strstr(text, "\nend ");
+    TU_REQUIRE(first != NULL && after != NULL && end_line != NULL && after < end_line, "no file lines in \"%s\"", text);
+    snprintf(moved, sizeof moved, "%.*s%.*s%.*s%s", (int)(first - text), text, (int)(end_line - after), after,
+             (int)(after - first), first, end_line);
+    write_mark(copy, moved, __LINE__);
+    rc = check_copy(copy, &r, err, sizeof err);
+    TU_CHECK(rc == 0 && r.whole_listed, "a list out of order: rc %d \"%s\" for \"%s\"", rc, err, moved);
+
     write_mark(copy, "hourglass-broker BACKUP-WHOLE 2\nfile CURRENT sixteen 0\n", __LINE__);
     rc = check_copy(copy, &r, err, sizeof err);
     TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "garbled: line 2") != NULL &&
