@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <errmsg.h>
+#include <mysqld_error.h>
 
 #include "base/clock.h"
 #include "common/log.h"
@@ -46,6 +47,17 @@ static void count_outcome(comp_canceller_t *c, int outcome)
     comp_count(&comp_stats.cancels[c->which][outcome], 1);
 }
 
+/* hg_order_db_set_progress's callback: a round trip of the layer's cancel
+ * handle returned (a row, an error, a lock wait timeout, a deadlock), so
+ * /healthz's stuck clock restarts — a batch that meets lock waits is split
+ * and retried down to single orders inside hg_order_cancel_batch, waiting
+ * up to mysql-lock-wait-timeout each time, and is not stuck for that. */
+static void answered(void *arg)
+{
+    (void)arg;
+    comp_progress();
+}
+
 /* Open the handle when there is none, registered with the stop. 0, or -1
  * with err filled; once the stop has cut the connections nothing is opened
  * (2002, a client error: the round ends). */
@@ -73,8 +85,10 @@ static int ensure_db(comp_canceller_t *c, hg_order_error_t *err)
         c->params.password = c->password;
     }
     memset(fresh, 0, sizeof fresh);
-    if (c->db == NULL && (c->db = hg_order_db_open(&c->params, err)) != NULL)
+    if (c->db == NULL && (c->db = hg_order_db_open(&c->params, err)) != NULL) {
+        hg_order_db_set_progress(c->db, answered, NULL);
         comp_stop_watch_order_db(c->db);
+    }
     return c->db != NULL ? 0 : -1;
 }
 
@@ -225,6 +239,12 @@ void comp_cancel_many(comp_canceller_t *c, hg_order_batch_item_t *items, size_t 
     not_attempted(items + done, n - done);
     for (size_t i = 0; i < done; i++)
         items[i].outcome = record(c, items[i].order_id, items[i].outcome, &items[i].error);
+}
+
+int comp_cancel_lock_conflict(hg_order_outcome_t outcome, const hg_order_error_t *err)
+{
+    return outcome == HG_ORDER_TRANSIENT && err != NULL &&
+           (err->code == ER_LOCK_WAIT_TIMEOUT || err->code == ER_LOCK_DEADLOCK);
 }
 
 int comp_cancel_failure(uint64_t order_id, const hg_order_error_t *err, char *first, size_t firstlen)

@@ -62,6 +62,15 @@ hg_order_outcome_t comp_cancel(comp_canceller_t *c, uint64_t order_id, hg_order_
  * neither counted nor logged again. The items may be reordered. */
 void comp_cancel_many(comp_canceller_t *c, hg_order_batch_item_t *items, size_t n);
 
+/* 1 when a cancel came to a lock conflict: HG_ORDER_TRANSIENT with 1205
+ * (lock wait timeout) or 1213 (deadlock) — another transaction held a row
+ * the cancel needed (stock, an outbox row) past mysql-lock-wait-timeout,
+ * as HG_ORDER_LOCKED is one holding the order's own row. A round passes
+ * such an order over like a locked one (retried next round), rather than
+ * ending failed: under a flash sale's contention every round would fail
+ * and /healthz answer 503 for orders that only wait their turn. Pure. */
+int comp_cancel_lock_conflict(hg_order_outcome_t outcome, const hg_order_error_t *err);
+
 /* A layer's round met a failed cancel (or row update) of order_id: keep the
  * first failure's text in first[firstlen] ("order 17: <message>", unless
  * first already holds one) and return 1 when err says MariaDB is unreachable

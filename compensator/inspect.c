@@ -172,9 +172,9 @@ comp_run_outcome_t comp_inspect_run(comp_inspect_t *in, char *errbuf, size_t err
                 hg_order_outcome_t o = in->items[i].outcome;
                 if (o == HG_ORDER_CANCELLED)
                     cancelled++;
-                if (o == HG_ORDER_LOCKED)
-                    skipped++;
-                if (o == HG_ORDER_TRANSIENT || o == HG_ORDER_PERMANENT) {
+                if (o == HG_ORDER_LOCKED || comp_cancel_lock_conflict(o, &in->items[i].error))
+                    skipped++; /* another transaction holds what it needs: next round */
+                else if (o == HG_ORDER_TRANSIENT || o == HG_ORDER_PERMANENT) {
                     failed++;
                     if (comp_cancel_failure(in->items[i].order_id, &in->items[i].error, first_failure,
                                             sizeof first_failure)) {

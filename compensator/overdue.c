@@ -120,9 +120,7 @@ comp_run_outcome_t comp_overdue_run(comp_overdue_t *o, char *errbuf, size_t errl
             uint64_t id = o->items[i].order_id;
             hg_order_error_t cerr = o->items[i].error;
             hg_order_outcome_t r = o->items[i].outcome;
-            if (r == HG_ORDER_LOCKED) {
-                skipped++;
-            } else if (r == HG_ORDER_CANCELLED) {
+            if (r == HG_ORDER_CANCELLED) {
                 cancelled++;
             } else if (r == HG_ORDER_NOT_PENDING || r == HG_ORDER_NOT_FOUND) {
                 const char *note = r == HG_ORDER_NOT_FOUND ? "closed by hourglass-compensator: no such order"
@@ -133,6 +131,10 @@ comp_run_outcome_t comp_overdue_run(comp_overdue_t *o, char *errbuf, size_t errl
                     continue;
                 }
                 r = hg_order_classify(cerr.code);
+            }
+            if (r == HG_ORDER_LOCKED || comp_cancel_lock_conflict(r, &cerr)) {
+                skipped++; /* another transaction holds what it needs: next round */
+                continue;
             }
             if (r == HG_ORDER_TRANSIENT || r == HG_ORDER_PERMANENT) {
                 failed++;

@@ -116,7 +116,8 @@ void comp_stats_run_end(int layer, comp_run_outcome_t outcome, uint64_t duration
 void comp_stats_busy(int layer);
 
 /* The calling thread's layer finished one step of its round (a statement,
- * a transaction, a batch of sends, an alert command): progress now. Does
+ * a round trip of its cancel handle — any answer, a lock wait timeout
+ * included —, a batch of sends, an alert command): progress now. Does
  * nothing on a thread that runs no layer (the tests drive layers directly). */
 void comp_progress(void);
 

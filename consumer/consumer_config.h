@@ -88,10 +88,10 @@ void consumer_config_loop_opts(const consumer_config_t *cfg, hg_consumer_opts_t 
 /* --help: usage, the keys with their defaults, the exit status. */
 void consumer_config_usage(FILE *out);
 
-/* /healthz's stuck bound (ms): the longest one MariaDB step of a worker (its
- * connect, a cancel transaction) may take on a server that answers — the
- * larger of mysql-lock-wait-timeout (the server's 50 s when 0) and
- * mysql-connect-timeout — plus 5 s. Pure. */
+/* /healthz's stuck bound (ms): the longest one MariaDB round trip of a
+ * worker (its connect, a statement, a COMMIT) may wait on a server that
+ * answers — the larger of mysql-lock-wait-timeout (the server's 50 s when 0)
+ * and mysql-connect-timeout — plus 5 s. Pure. */
 unsigned long long consumer_stuck_after_ms(const consumer_config_t *cfg);
 
 #endif

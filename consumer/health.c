@@ -22,7 +22,7 @@ static pthread_mutex_t reason_lock = PTHREAD_MUTEX_INITIALIZER;
 static char reason_text[400];
 static uint64_t broker_grace_ms = 10000;                   /* health_set_broker_grace */
 #define HEALTH_WORKERS 256                                 /* the workers key's maximum */
-static atomic_uint_fast64_t step_since_ms[HEALTH_WORKERS]; /* 0: no MariaDB step in flight */
+static atomic_uint_fast64_t step_since_ms[HEALTH_WORKERS]; /* the step's last answer; 0: no step in flight */
 static uint64_t stuck_after_ms = 55000;                    /* health_set_stuck_after */
 
 static uint64_t mono_ms(void)
@@ -70,7 +70,14 @@ void health_step_end(int worker)
         atomic_store_explicit(&step_since_ms[worker], 0, memory_order_relaxed);
 }
 
-/* One line per worker inside a MariaDB step past the bound; how many. */
+void health_step_answered(void *worker)
+{
+    int w = (int)(intptr_t)worker;
+    if (w >= 0 && w < HEALTH_WORKERS && atomic_load_explicit(&step_since_ms[w], memory_order_relaxed) != 0)
+        atomic_store_explicit(&step_since_ms[w], mono_ms(), memory_order_relaxed);
+}
+
+/* One line per worker whose MariaDB round trip has waited past the bound; how many. */
 static int render_stuck(buf_t *out)
 {
     uint64_t now = mono_ms();

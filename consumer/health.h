@@ -11,9 +11,11 @@
  * (the broker down, unreachable, refusing it) is unhealthy too, with the
  * last error, until a PULL is answered again — it cancels nothing meanwhile.
  * Nor a MariaDB that stopped answering (a frozen server, a network black
- * hole): a worker whose cancel call (the connect, a transaction) has run
- * longer than the stuck bound is unhealthy at once, long before the call
- * fails at mysql-read-timeout, until the call ends.
+ * hole): a worker inside a cancel call whose current round trip to MariaDB
+ * (the connect, a statement, a COMMIT) has waited longer than the stuck
+ * bound is unhealthy at once, long before the call fails at
+ * mysql-read-timeout, until an answer comes. A call that waits on row locks
+ * again and again (each wait ending in an answer) stays healthy.
  *
  * Any thread (the workers report, the metrics thread reads); lock-free
  * except the reason text, which a small mutex guards.
@@ -41,18 +43,24 @@ void health_set_broker_grace(uint64_t ms);
  * Set once at start-up, before the workers start. */
 void health_set_stuck_after(uint64_t ms);
 
-/* Worker (0..255) begins a MariaDB step (opening its handle, a cancel
- * transaction) / ended it. A batch handler calls begin again after each
- * transaction. Any worker thread, its own slot. */
+/* Worker (0..255) begins a MariaDB step (opening its handle, a cancel or a
+ * batch of cancels) / ended it. Any worker thread, its own slot. */
 void health_step_begin(int worker);
 void health_step_end(int worker);
+
+/* For hg_order_db_set_progress on a worker's handle, arg the worker number
+ * ((void *)(intptr_t)worker): a round trip of its step returned (any answer:
+ * a row, a lock wait timeout, a deadlock), so its clock restarts — the
+ * stuck bound applies to one round trip, not to the whole step, which may
+ * wait on locks many times (a batch split down to single orders). */
+void health_step_answered(void *worker);
 
 /* For common/prom.h's health callback; arg: the hg_consumer_t (its PULLs).
  * 0 when healthy; else 1 with one line per problem in out:
  * "cancels failing for <n> s (<count> attempts): <reason>\n" and
  * "broker: every PULL failing for <n> s: <last error>\n" and
  * "worker <w>: stuck in a MariaDB call for <n> s (bound <b> s): MariaDB does
- * not answer\n". */
+ * not answer\n" (<n>: since its last answer). */
 int health_render(buf_t *out, void *arg);
 
 #endif

@@ -298,6 +298,7 @@ static hg_outcome_t handle_message(const hg_message_t *msg, char *reason, size_t
         r = HG_RETRY;
     } else {
         health_step_begin(msg->worker);
+        hg_order_db_set_progress(db, health_step_answered, (void *)(intptr_t)msg->worker); /* each answer */
         hg_order_cancel(db, order_id, app->cfg.cancel_reason, &outcome, &err);
         r = settle(msg, order_id, outcome, &err, reason, reason_size);
         if (reached_database(outcome)) {
@@ -342,6 +343,11 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
                      orders[k].order_id, err.message);
         m = 0;
     }
+    /* Each answer restarts the stuck clock: a batch that meets lock waits
+     * is split and retried inside hg_order_cancel_batch, down to single
+     * orders, each wait bounded by mysql-lock-wait-timeout. */
+    if (m > 0)
+        hg_order_db_set_progress(db, health_step_answered, (void *)(intptr_t)worker);
     size_t size = (size_t)app->cfg.batch_size;
     for (size_t off = 0; off < m; off += size) {
         size_t len = m - off < size ? m - off : size;

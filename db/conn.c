@@ -50,6 +50,8 @@ struct db_conn {
     pthread_mutex_t cut_lock; /* guards fd and interrupted (db_interrupt comes from another thread) */
     int fd;                   /* m's socket, -1 while disconnected */
     int interrupted;          /* db_interrupt ran: no connect from now on */
+    void (*progress)(void *); /* db_set_progress: each round trip answered */
+    void *progress_arg;
 };
 
 /* ---------------------------------------------------------------- errors */
@@ -281,8 +283,21 @@ uint64_t db_connects(const db_conn_t *c)
     return c->connects;
 }
 
+void db_set_progress(db_conn_t *c, void (*fn)(void *arg), void *arg)
+{
+    c->progress = fn;
+    c->progress_arg = arg;
+}
+
+void db_progress(db_conn_t *c)
+{
+    if (c->progress != NULL)
+        c->progress(c->progress_arg);
+}
+
 db_class_t db_fail(db_conn_t *c, const char *what, MYSQL_STMT *st, hg_order_error_t *err)
 {
+    db_progress(c); /* every failure is an answer too (a lock wait timeout, a deadlock, a lost connection) */
     unsigned code = st != NULL ? mysql_stmt_errno(st) : c->m != NULL ? mysql_errno(c->m) : CR_SERVER_LOST;
     error_from(err, c->role, what, c->m, st);
     db_class_t cls = db_classify(code != 0 ? code : CR_UNKNOWN_ERROR);
@@ -388,6 +403,7 @@ int db_connect(db_conn_t *c, hg_order_error_t *err)
                                    : "localhost");
         error_from(err, c->role, what, m, NULL);
         mysql_close(m);
+        db_progress(c);
         return -1;
     }
     /* Publish the socket for db_interrupt, unless it ran while we connected
@@ -408,6 +424,7 @@ int db_connect(db_conn_t *c, hg_order_error_t *err)
         db_disconnect(c);
         return -1;
     }
+    db_progress(c);
     return 0;
 }
 
@@ -422,6 +439,7 @@ int db_query(db_conn_t *c, const char *sql, hg_order_error_t *err)
     MYSQL_RES *res = mysql_store_result(c->m); /* none expected; drain if any */
     if (res != NULL)
         mysql_free_result(res);
+    db_progress(c);
     return 0;
 }
 
@@ -445,6 +463,7 @@ int db_commit(db_conn_t *c, hg_order_error_t *err)
         db_fail(c, "COMMIT", NULL, err);
         return -1;
     }
+    db_progress(c);
     return 0;
 }
 
@@ -452,7 +471,9 @@ int db_rollback(db_conn_t *c)
 {
     if (c->m == NULL)
         return 0;
-    if (mysql_rollback(c->m) != 0) {
+    int rc = mysql_rollback(c->m);
+    db_progress(c);
+    if (rc != 0) {
         db_disconnect(c);
         return -1;
     }
@@ -510,6 +531,7 @@ MYSQL_STMT *db_prepare(db_conn_t *c, db_stmt_t *s, hg_order_error_t *err)
         return NULL;
     }
     s->st = st;
+    db_progress(c);
     return st;
 }
 
@@ -528,6 +550,7 @@ MYSQL_STMT *db_exec(db_conn_t *c, db_stmt_t *s, MYSQL_BIND *params, size_t n, MY
             mysql_stmt_free_result(st);
         return NULL;
     }
+    db_progress(c);
     return st;
 }
 

@@ -196,9 +196,23 @@ unsigned long db_connection_id(const db_conn_t *c);
 /* How many times the connection was made, the first one included. */
 uint64_t db_connects(const db_conn_t *c);
 
+/* fn(arg) from now on each time a round trip of c to the server returns,
+ * whatever it answered: a connect (made or refused), a statement (a row, an
+ * error, a lock wait timeout, a deadlock), a COMMIT or ROLLBACK, a prepare.
+ * A watchdog of the owner's thread restarts its clock there (a /healthz
+ * stuck check: only a round trip that does not return is stuck). Runs on
+ * the owner's thread; fn must be quick and must not use c. NULL fn: none. */
+void db_set_progress(db_conn_t *c, void (*fn)(void *arg), void *arg);
+
+/* Call c's db_set_progress callback now: for a module that sends a
+ * statement with Connector/C itself (mysql_query on db_mysql), once it
+ * returned without an error (db_fail reports the errors). */
+void db_progress(db_conn_t *c);
+
 /* Record a failure of `what` (the error of st when given, else of the
  * connection) in err with the role in front, close the connection when the
- * error lost it (DB_LOST), and return the class. */
+ * error lost it (DB_LOST), and return the class. An error is an answer:
+ * db_progress runs. */
 db_class_t db_fail(db_conn_t *c, const char *what, MYSQL_STMT *st, hg_order_error_t *err);
 
 /* A statement without parameters or result set (START TRANSACTION, COMMIT,

@@ -110,6 +110,8 @@ static MYSQL_RES *query_rows(batch_t *b, const char *what, hg_order_error_t *err
     MYSQL_RES *res = mysql_store_result(m);
     if (res == NULL)
         db_fail(b->conn, what, NULL, err);
+    else
+        db_progress(b->conn);
     return res;
 }
 
@@ -124,6 +126,7 @@ static int query_exec(batch_t *b, const char *what, uint64_t *affected, hg_order
     }
     if (affected != NULL)
         *affected = mysql_affected_rows(m);
+    db_progress(b->conn);
     return 0;
 }
 

@@ -261,6 +261,12 @@ void hg_order_db_interrupt(hg_order_db *db)
         db_interrupt(db->conn);
 }
 
+void hg_order_db_set_progress(hg_order_db *db, void (*fn)(void *arg), void *arg)
+{
+    if (db != NULL)
+        db_set_progress(db->conn, fn, arg);
+}
+
 unsigned long hg_order_db_connection_id(const hg_order_db *db)
 {
     return db != NULL ? db_connection_id(db->conn) : 0;

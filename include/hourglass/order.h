@@ -220,6 +220,18 @@ void hg_order_db_close(hg_order_db *db);
  * call that may overlap another call on the same handle. */
 void hg_order_db_interrupt(hg_order_db *db);
 
+/* Progress for a watchdog: from now on fn(arg) is called on the thread
+ * using db each time one of its round trips to the server returns, whatever
+ * the answer — a statement (a row, an error, a lock wait timeout, a
+ * deadlock), a COMMIT or ROLLBACK, a reconnect made or refused. A program
+ * that reports a thread stuck on MariaDB (a /healthz check) restarts its
+ * clock there, so only one round trip that does not return counts: a batch
+ * cancel split down to single orders under lock contention waits on locks
+ * many times inside one call, each wait bounded by the lock wait timeout,
+ * while a frozen server answers nothing. fn must be quick and must not use
+ * db. NULL fn: none. NULL db is fine. Call it from the thread that uses db. */
+void hg_order_db_set_progress(hg_order_db *db, void (*fn)(void *arg), void *arg);
+
 /* Prepare every statement now (connecting first if needed): a start-up check
  * that the configured SQL matches the database. Returns 0, or -1 with err
  * naming the field whose statement the server refused, e.g.

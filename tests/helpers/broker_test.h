@@ -56,6 +56,10 @@ void bt_wait_field(const char *group, const char *field, long long want, int dea
 #define BT_TORN_WHOLE 20
 void bt_torn_log_end(char *log, size_t loglen);
 
+/* How many times text occurs in the first MiB of bt_broker's log (-1 when
+ * the log cannot be read). */
+int bt_log_count(const char *text);
+
 /* An immediate PULL (COUNT 10, no BLOCK) of group/topic returns nothing. */
 void bt_expect_nothing_ready(const char *group, const char *topic);
 

@@ -899,6 +899,29 @@ int tu_poll_http_status(int port, const char *path, int want, int deadline_ms, i
     return tu_poll_until(http_status_is, &h, deadline_ms, interval_ms);
 }
 
+int tu_watch_http_503(int port, const char *path, int span_ms, int interval_ms, int *answered, char *first,
+                      size_t firstlen, double *first_s)
+{
+    char body[4096];
+    int unhealthy = 0;
+    uint64_t t0 = tu_now_mono_ms();
+    *answered = 0;
+    *first_s = 0;
+    if (firstlen > 0)
+        first[0] = '\0';
+    while (tu_now_mono_ms() - t0 < (uint64_t)span_ms) {
+        int status = tu_http_get(port, path, body, sizeof body);
+        *answered += status == 200 || status == 503;
+        if (status == 503 && !unhealthy++) {
+            *first_s = (double)(tu_now_mono_ms() - t0) / 1000;
+            if (firstlen > 0)
+                snprintf(first, firstlen, "%s", body);
+        }
+        sleep_ms((uint64_t)interval_ms);
+    }
+    return unhealthy;
+}
+
 int tu_http_get(int port, const char *path, char *out, size_t outlen)
 {
     int fd = tu_tcp_connect(port);

@@ -81,6 +81,14 @@ int tu_http_get(int port, const char *path, char *out, size_t outlen);
 int tu_poll_http_status(int port, const char *path, int want, int deadline_ms, int interval_ms, char *out,
                         size_t outlen);
 
+/* Watch GET path (tu_http_get) every interval_ms for span_ms, as a
+ * load balancer's probe would: *answered counts the 200 and 503 answers,
+ * and the return value the 503s. The first 503's response goes into
+ * first[firstlen] (left empty when there was none) and how long after the
+ * start it came, in seconds, into *first_s. */
+int tu_watch_http_503(int port, const char *path, int span_ms, int interval_ms, int *answered, char *first,
+                      size_t firstlen, double *first_s);
+
 /* A blocking TCP connection to 127.0.0.1:port (close-on-exec), or -1. */
 int tu_tcp_connect(int port);
 

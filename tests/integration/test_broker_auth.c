@@ -954,22 +954,6 @@ static int log_has(void *arg)
     return bp_log_contains(&bt_broker, (const char *)arg);
 }
 
-/* How many times text occurs in the broker's log. */
-static int log_count(const char *text)
-{
-    FILE *f = fopen(bt_broker.log_path, "r");
-    if (f == NULL)
-        return -1;
-    static char all[1 << 20];
-    size_t n = fread(all, 1, sizeof all - 1, f);
-    fclose(f);
-    all[n] = '\0';
-    int count = 0;
-    for (const char *p = all; (p = strstr(p, text)) != NULL; p += strlen(text))
-        count++;
-    return count;
-}
-
 typedef struct send_ctx {
     rc_conn_t *c;
     char err[1024];
@@ -1045,8 +1029,8 @@ static void test_error_paths_admin_only(void)
     x.c = &shop;
     for (int i = 0; i < 5; i++)
         BP_CHECK(!send_acknowledged(&x) && strstr(x.err, "store unavailable: ") != NULL, "producer: '%s'", x.err);
-    int lines = log_count("user=shop, its paths hidden (not an admin): ERR storage failure: store unavailable: data "
-                          "directory");
+    int lines = bt_log_count("user=shop, its paths hidden (not an admin): ERR storage failure: store unavailable: data "
+                             "directory");
     BP_CHECK(lines == 1, "%d log lines for 6 refusals with the same text, want 1", lines);
     BP_REQUIRE(rename(away, current) == 0, "rename back %s", away);
     BP_REQUIRE(tu_poll_until(send_acknowledged, &x, 30000, 100) == 0, "no SEND acknowledged once CURRENT was back: %s",
@@ -1189,7 +1173,7 @@ static void test_reload_blocked_pull(void)
 static int reloads_seen_3(void *arg)
 {
     (void)arg;
-    return log_count("users reloaded from") >= 3;
+    return bt_log_count("users reloaded from") >= 3;
 }
 
 /* The users file holds password hashes: a mode that lets the group or others read or write it is warned about. */
@@ -1206,7 +1190,7 @@ static void test_exposed_users_file(void)
     BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
     snprintf(want, sizeof want, "users-file %s is writable by its group (mode 0620)", users_path);
     BP_CHECK(tu_wait_file_contains(bt_broker.log_path, want, 10000) == 0, "no warning '%s'", want);
-    int warned = log_count("able by");
+    int warned = bt_log_count("able by");
     BP_REQUIRE(chmod(users_path, 0600) == 0, "chmod");
     BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
     BP_CHECK(tu_poll_until(reloads_seen_3, NULL, 10000, 20) == 0, "the third reload was not logged");
@@ -1214,10 +1198,10 @@ static void test_exposed_users_file(void)
     connect_as(&c, NULL, NULL); /* a PING after the reload: the loop finished the SIGHUP before answering it */
     EXPECT(&c, "after the reload", NULL, "PING");
     rc_close(&c);
-    BP_CHECK(log_count("able by") == warned,
+    BP_CHECK(bt_log_count("able by") == warned,
              "a users file of mode 0600 was warned about: %d warnings, %d "
              "before",
-             log_count("able by"), warned);
+             bt_log_count("able by"), warned);
     cleanup_users();
 }
 

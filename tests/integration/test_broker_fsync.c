@@ -197,25 +197,9 @@ static void test_fsync_eio(void)
     unload_shim();
 }
 
-/* How many times text is in the broker's log. */
-static int log_count(const char *text)
-{
-    FILE *f = fopen(bt_broker.log_path, "r");
-    if (f == NULL)
-        return -1;
-    static char buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    int count = 0;
-    for (const char *p = buf; (p = strstr(p, text)) != NULL; p += strlen(text))
-        count++;
-    return count;
-}
-
 static int reopen_failure_logged(void *arg)
 {
-    return log_count("cannot reopen the store") >= 1;
+    return bt_log_count("cannot reopen the store") >= 1;
 }
 
 static int send_ok(void *arg)
@@ -249,12 +233,12 @@ static void test_reopen_failing(void)
         struct timespec ts = { 0, 100 * 1000 * 1000 };
         nanosleep(&ts, NULL);
     }
-    int lines = log_count("reopen the store");
+    int lines = bt_log_count("reopen the store");
     BP_CHECK(lines == 1,
              "%d log lines of failed reopens in 3.5 s (want 1: the same cause again is logged once a minute)", lines);
     BP_REQUIRE(rename(away, current) == 0, "rename back: %s", strerror(errno));
     BP_REQUIRE(tu_poll_until(send_ok, NULL, 30000, 100) == 0, "no SEND acknowledged once CURRENT was back");
-    BP_CHECK(log_count("reopened after ") == 1, "the reopen does not say after how many failed attempts");
+    BP_CHECK(bt_log_count("reopened after ") == 1, "the reopen does not say after how many failed attempts");
     unload_shim();
 }
 

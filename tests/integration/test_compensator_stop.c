@@ -514,6 +514,97 @@ static void test_hung_server_health(void)
     tu_rmtree(dir);
 }
 
+/* /healthz under lock contention (a flash sale): another connection holds
+ * every stock row, so each cancel transaction of the layer (cancel-batch 8)
+ * waits mysql-lock-wait-timeout (1 s) on its stock UPDATE, fails with 1205
+ * and is split, down to single orders: 15 waits inside one
+ * hg_order_cancel_batch, far past the 6 s bound, yet MariaDB answers every
+ * statement. /healthz must stay 200 all along (before: "<layer>: stuck: no
+ * step ended for 6.x s" after 6 s, so a liveness probe would restart a
+ * compensator that only waits on locks). The contention outlasts the whole
+ * batch (about 16 s): its call returns with every order failed on 1205 and
+ * the next round meets the same locks; that round is not failed for it —
+ * a lock conflict is retried next round like a row SKIP LOCKED passed over
+ * (before: 503 "<layer>: 8 … failed, first: … 1205 Lock wait timeout" for
+ * the whole next round). Once the locks are released every order is
+ * cancelled. One layer at a time: two would skip each other's claimed
+ * orders (SKIP LOCKED) and keep their batches small. */
+#define CONTENDED_ORDERS 8
+#define CONTENDED_BOUND  6000                      /* ms: mysql-lock-wait-timeout 1 s + 5 s */
+#define CONTENDED_SPAN   (CONTENDED_BOUND + 16000) /* ms of contention watched: past the bound and the batch */
+
+/* db: a database of the layer's own (a test stopped by a failure leaves its compensator). */
+static void contended_health(const char *layer, const char *db)
+{
+    CU_ASSERT_EQUAL_FATAL(oe_fresh_daemon_database(&env, db, 0, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(seed(db, 1, CONTENDED_ORDERS, -600000), 0); /* overdue for 10 min */
+    char dir[512], log1[600], log2[600], log3[600];
+    CU_ASSERT_EQUAL_FATAL(log_dir("compensator-contended", dir, log1, log2, log3), 0);
+
+    /* Every stock row locked by an open transaction of another connection. */
+    MYSQL *holder = sql_connect_root(&env.server, db);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(holder);
+    CU_ASSERT_EQUAL_FATAL(sql_query(holder, "START TRANSACTION"), 0);
+    CU_ASSERT_EQUAL_FATAL(sql_query(holder, "SELECT sku_id FROM stock FOR UPDATE"), 0);
+    MYSQL_RES *res = mysql_store_result(holder);
+    CU_ASSERT_TRUE(res != NULL && mysql_num_rows(res) > 0);
+    if (res != NULL)
+        mysql_free_result(res);
+
+    const char *extra[] = {
+        "--mysql-read-timeout", READ_TIMEOUT, "--mysql-lock-wait-timeout", "1s", "--cancel-batch", "8", NULL
+    };
+    int health_port = tu_free_port();
+    char health[4096];
+    pid_t pid = start_compensator(db, layer, health_port, log1, extra);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    CU_ASSERT_EQUAL(tu_poll_http_status(health_port, "/healthz", 200, 30000, 50, health, sizeof health), 0);
+
+    int answered = 0;
+    double first_s = 0;
+    int unhealthy =
+        tu_watch_http_503(health_port, "/healthz", CONTENDED_SPAN, 100, &answered, health, sizeof health, &first_s);
+    if (unhealthy > 0)
+        printf("\n    lock contention (%s): /healthz 503 after %.1f s: %s", layer, first_s, health);
+    long long cancelled = oe_scalarf(&env, "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'", db);
+    long long waiting = oe_scalarf(&env,
+                                   "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = '%s'"
+                                   " AND INFO LIKE 'UPDATE stock%%'",
+                                   db);
+    printf("\n    %s, %d s of lock waits (%lld cancelled, %lld stock UPDATE waiting at the end): /healthz 503 %d times "
+           "of %d answers\n",
+           layer, CONTENDED_SPAN / 1000, cancelled, waiting, unhealthy, answered);
+    CU_ASSERT_EQUAL(cancelled, 0);
+    CU_ASSERT_EQUAL(waiting, 1); /* the layer still waits on the locks: the contention lasted the whole span */
+    CU_ASSERT_TRUE(answered > 0);
+    CU_ASSERT_EQUAL(unhealthy, 0);
+
+    /* The locks released: everything is cancelled, /healthz 200. */
+    CU_ASSERT_EQUAL(sql_query(holder, "ROLLBACK"), 0);
+    CU_ASSERT_EQUAL(
+        oe_wait_scalar(&env, CONTENDED_ORDERS, 60000, "SELECT COUNT(*) FROM %s.orders WHERE status = 'cancelled'", db),
+        CONTENDED_ORDERS);
+    CU_ASSERT_EQUAL(tu_poll_http_status(health_port, "/healthz", 200, 30000, 100, health, sizeof health), 0);
+    CU_ASSERT_EQUAL(kill(pid, SIGTERM), 0);
+    int status = -1;
+    CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(log1);
+    mysql_close(holder);
+    tu_rmtree(dir);
+}
+
+static void test_lock_contention_health_overdue(void)
+{
+    contended_health("overdue", "hcontended_overdue");
+}
+
+static void test_lock_contention_health_inspection(void)
+{
+    contended_health("inspection", "hcontended_inspection");
+}
+
 static const tu_test_t stop_tests[] = {
     { "SIGTERM on a hung MariaDB: bounded stop, cut work rolled back, all cancelled once after", test_hung_server },
     { "SIGTERM on a hung broker: bounded stop, the cut batch left leased, relayed and cancelled once after",
@@ -521,6 +612,10 @@ static const tu_test_t stop_tests[] = {
     { "SIGTERM while an alert command hangs: bounded stop, the command killed", test_hung_alert_command },
     { "/healthz on a hung MariaDB: 503 naming the stuck layers within the bound, 200 after SIGCONT",
       test_hung_server_health },
+    { "/healthz under lock contention, the overdue layer: a batch split down to single orders, stays 200",
+      test_lock_contention_health_overdue },
+    { "/healthz under lock contention, the inspection: a batch split down to single orders, stays 200",
+      test_lock_contention_health_inspection },
     { NULL, NULL },
 };
 

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include <CUnit/CUnit.h>
+#include <mysql.h>
 
 #define ORDERS            400
 #define SLEEPY            150   /* the order whose side effect sleeps: its worker is inside a transaction */
@@ -359,11 +360,99 @@ static void test_hung_server_health(void)
     tu_rmtree(dir);
 }
 
+/* /healthz under lock contention (a flash sale): another connection holds
+ * every stock row, so each transaction of a batch of CONTENDED_ORDERS waits
+ * mysql-lock-wait-timeout (1 s) on its stock UPDATE, fails with 1205 and is
+ * split, down to single orders: 2n - 1 waits in one hg_order_cancel_batch,
+ * far longer than the 6 s stuck bound, yet MariaDB answers every statement.
+ * /healthz must stay 200 all along (before: 503 "stuck" after 6 s, so a
+ * liveness probe would restart a consumer that only waits on locks), also
+ * past the end of the batch (about 16 s), whose orders all failed on 1205
+ * and are retried (a lock conflict is not MariaDB failing); once the locks
+ * are released every order is cancelled. */
+#define CONTENDED_DB     "hcontended"
+#define CONTENDED_ORDERS 8
+#define CONTENDED_SPAN   (HEALTH_BOUND + 16000) /* ms of contention watched: past the bound and the batch */
+
+static void test_lock_contention_health(void)
+{
+    rc_conn_t c;
+    char err[512];
+    hg_order_error_t oerr;
+    CU_ASSERT_EQUAL_FATAL(oe_fresh_daemon_database(&env, CONTENDED_DB, CONTENDED_ORDERS, &c), 0);
+    char dir[512], log1[600], log2[600];
+    CU_ASSERT_EQUAL_FATAL(log_dir("consumer-contended", dir, log1, log2), 0);
+
+    /* Every stock row locked by an open transaction of another connection. */
+    hg_order_db *holder = oe_open_db(&env, CONTENDED_DB, &oerr);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(holder);
+    MYSQL *m = hg_order_db_mysql(holder, &oerr);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL_FATAL(mysql_query(m, "SELECT sku_id FROM stock FOR UPDATE"), 0);
+    MYSQL_RES *res = mysql_store_result(m);
+    CU_ASSERT_PTR_NOT_NULL(res);
+    CU_ASSERT_TRUE(res != NULL && mysql_num_rows(res) > 0);
+    mysql_free_result(res);
+
+    /* Every message waiting before the consumer starts: one PULL, one batch. */
+    CU_ASSERT_EQUAL_FATAL(oe_send_ids(&c, 1, CONTENDED_ORDERS, err, sizeof err), 0);
+    const char *extra[] = { "--mysql-read-timeout",
+                            READ_TIMEOUT,
+                            "--mysql-lock-wait-timeout",
+                            "1s",
+                            "--mysql-connect-timeout",
+                            "1s",
+                            "--batch-size",
+                            "8",
+                            "--lease",
+                            "60s",
+                            NULL };
+    int health_port = tu_free_port();
+    char health[4096];
+    pid_t pid = oe_start_consumer(&env, CONTENDED_DB, CONTENDED_DB, 1, health_port, log1, extra);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    CU_ASSERT_EQUAL(tu_poll_http_status(health_port, "/healthz", 200, 30000, 50, health, sizeof health), 0);
+
+    /* Watch /healthz through the waits, past the stuck bound. */
+    int answered = 0;
+    double first_s = 0;
+    int seen503 =
+        tu_watch_http_503(health_port, "/healthz", CONTENDED_SPAN, 100, &answered, health, sizeof health, &first_s);
+    if (seen503 > 0)
+        printf("\n    lock contention: /healthz 503 after %.1f s: %s", first_s, health);
+    long long cancelled = oe_scalar(&env, "SELECT COUNT(*) FROM " CONTENDED_DB ".orders WHERE status = 'cancelled'");
+    printf("\n    %d s of lock waits (%lld cancelled meanwhile): /healthz 503 %d times of %d answers",
+           CONTENDED_SPAN / 1000, cancelled, seen503, answered);
+    CU_ASSERT_EQUAL(cancelled, 0);
+    CU_ASSERT_TRUE(answered > 0);
+    CU_ASSERT_EQUAL(seen503, 0);
+
+    /* The locks released: everything is cancelled. */
+    CU_ASSERT_EQUAL(mysql_rollback(m), 0);
+    CU_ASSERT_EQUAL(oe_wait_scalar(&env, CONTENDED_ORDERS, 60000,
+                                   "SELECT COUNT(*) FROM " CONTENDED_DB ".orders WHERE status = 'cancelled'"),
+                    CONTENDED_ORDERS);
+    /* The batch really waited on locks again and again (counted when its
+     * call returned): each split is a transaction that failed. */
+    long long splits = oe_metric(health_port, "hourglass_consumer_batch_splits_total");
+    printf("; %lld batch splits\n", splits);
+    CU_ASSERT_TRUE(splits >= 4);
+    CU_ASSERT_EQUAL(tu_poll_http_status(health_port, "/healthz", 200, 30000, 100, health, sizeof health), 0);
+    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(log1);
+    hg_order_db_close(holder);
+    rc_close(&c);
+    tu_rmtree(dir);
+}
+
 static const tu_test_t stop_tests[] = {
     { "SIGTERM on a hung MariaDB: bounded stop, nothing ACKed unfinished, all cancelled once after", test_hung_server },
     { "SIGTERM on a hung broker: the waiting ACK cut after stop-grace, all cancelled once after", test_hung_broker },
     { "/healthz on a hung MariaDB: 503 naming the stuck worker within the bound, 200 after SIGCONT",
       test_hung_server_health },
+    { "/healthz under lock contention: a batch split down to single orders, every statement answered, stays 200",
+      test_lock_contention_health },
     { NULL, NULL },
 };
 

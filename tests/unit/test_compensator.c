@@ -3,7 +3,8 @@
  * server: the relay's lease (comp_relay_lease_ms, on a client opened with the
  * relay's options against a loopback stub, tests/helpers/stub_broker.h)
  * against the client's worst case; the alert state machine (comp_alert_check_at with a clock the
- * test drives; no alert-command, so an alert is only logged).
+ * test drives; no alert-command, so an alert is only logged); which failed
+ * cancels are lock conflicts a round passes over (comp_cancel_lock_conflict).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -11,6 +12,7 @@
 
 #include "common/log.h"
 #include "compensator/alerts.h"
+#include "compensator/cancel.h"
 #include "compensator/comp_config.h"
 #include "compensator/relay.h"
 #include "compensator/stats.h"
@@ -316,10 +318,42 @@ static const tu_test_t lease_tests[] = {
     { NULL, NULL },
 };
 
+/* A lock wait timeout or a deadlock is a lock conflict (skipped, retried next
+ * round, the round not failed); a lost connection, a permanent failure or a
+ * transient one of another kind is not. */
+static void test_lock_conflict(void)
+{
+    static const struct {
+        hg_order_outcome_t outcome;
+        unsigned code;
+        int conflict;
+    } cases[] = {
+        { HG_ORDER_TRANSIENT, 1205, 1 },                                  /* lock wait timeout */
+        { HG_ORDER_TRANSIENT, 1213, 1 },                                  /* deadlock */
+        { HG_ORDER_TRANSIENT, 2013, 0 },                                  /* lost during a query: MariaDB, not a lock */
+        { HG_ORDER_TRANSIENT, 1045, 0 },                                  /* access denied */
+        { HG_ORDER_TRANSIENT, 0, 0 },    { HG_ORDER_PERMANENT, 1205, 0 }, /* only a transient outcome */
+        { HG_ORDER_LOCKED, 0, 0 },                                        /* the layers count it themselves */
+        { HG_ORDER_CANCELLED, 0, 0 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hg_order_error_t err = { .code = cases[i].code };
+        TU_CHECK(comp_cancel_lock_conflict(cases[i].outcome, &err) == cases[i].conflict, "%s %u: expected %d",
+                 hg_order_outcome_name(cases[i].outcome), cases[i].code, cases[i].conflict);
+    }
+    TU_CHECK(comp_cancel_lock_conflict(HG_ORDER_TRANSIENT, NULL) == 0, "NULL error: expected 0");
+}
+
+static const tu_test_t conflict_tests[] = {
+    { "1205 and 1213 are lock conflicts, nothing else", test_lock_conflict },
+    { NULL, NULL },
+};
+
 static const tu_suite_t suites[] = {
     { "lease", lease_tests },
     { "alerts", alert_tests },
     { "permanent failures", stuck_tests },
+    { "lock conflicts", conflict_tests },
 };
 
 int main(int argc, char **argv)
