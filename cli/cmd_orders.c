@@ -30,7 +30,7 @@
  * why it cannot be asked (the library's words). */
 typedef struct broker_half {
     hg_client_t *client;
-    char why[HG_ERRMSG_MAX + 128];
+    char why[CLI_WHY_MAX];
 } broker_half_t;
 
 /* Open the broker once for a command, as every other command does

@@ -88,7 +88,16 @@ int cli_open_client(cli_t *cli, char *why, size_t whylen)
     e = hg_client_open(cli->uri, &opts, &cli->client, &err);
     memset(password, 0, sizeof(password));
     if (e != HG_OK) {
-        snprintf(why, whylen, "%s", err.message);
+        /* Without a CA named, the system's trust store was used: a private
+         * CA's certificate fails there, so say which flag names it. */
+        if (strstr(err.message, "is not trusted") != NULL && cli->tls_ca_cert_file == NULL &&
+            strstr(cli->uri, "ca=") == NULL)
+            snprintf(why, whylen,
+                     "%s (checked against the system's trust store: name the broker's CA with "
+                     "--tls-ca-cert-file FILE or ?ca=FILE in the URI)",
+                     err.message);
+        else
+            snprintf(why, whylen, "%s", err.message);
         return cli_exit_code(e);
     }
     return 0;
@@ -96,7 +105,7 @@ int cli_open_client(cli_t *cli, char *why, size_t whylen)
 
 int cli_connect(cli_t *cli)
 {
-    char why[HG_ERRMSG_MAX + 128];
+    char why[CLI_WHY_MAX];
     int rc = cli_open_client(cli, why, sizeof why);
 
     if (rc != 0)
@@ -455,8 +464,22 @@ static int load_config(cli_t *cli, const char *config_path, const char **db_flag
 {
     char err[512];
 
-    if (config_path != NULL && cfg_load_file(&cli_config_table, &cli->conf, config_path, err, sizeof err) < 0)
-        return cli_usage_error("%s", err);
+    if (config_path != NULL && cfg_load_file(&cli_config_table, &cli->conf, config_path, err, sizeof err) < 0) {
+        /* The table's message already points at --help: not twice. An
+         * unknown key is most often one of a daemon's files (user, tls-*),
+         * which this file does not take: say where those go. */
+        char *see = strstr(err, " (see --help for the keys)");
+        if (see == NULL)
+            return cli_usage_error("%s", err);
+        *see = '\0';
+        if (strstr(err, ": unknown key '") != NULL)
+            return cli_fail(EXIT_USAGE,
+                            "%s: this file takes uri, order-topic and the mysql-* keys only (see --help); the user "
+                            "and the TLS files go in flags (--user, --password-file, --tls-ca-cert-file) or in the "
+                            "uri (hourglass+tls://user@host:port?ca=FILE, with --password-file)",
+                            err);
+        return cli_fail(EXIT_USAGE, "%s (see --help for the keys)", err);
+    }
     for (int k = 0; k < ndb; k += 2) {
         const char *flag = db_flags[k] + 2, *value = db_flags[k + 1];
         char name[64];

@@ -1565,6 +1565,34 @@ static void test_cli_passwd(void)
     snprintf(uri, sizeof uri, "hourglass://bob.x%%40shop-1_a:pw-bob@127.0.0.1:%d", B.port);
     rc = run_cli(out, sizeof out, err, sizeof err, "--uri", uri, "ping", (char *)NULL);
     BP_CHECK(rc == 0 && strstr(out, "PONG") != NULL, "ping as the new user: exit %d: %.300s", rc, err);
+    /* Without credentials: the broker's NOAUTH, and how hourglass-cli logs in. */
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", B.port);
+    rc = run_cli(out, sizeof out, err, sizeof err, "--uri", uri, "levels", (char *)NULL);
+    BP_CHECK(rc == 1 && strstr(err, "NOAUTH") != NULL && strstr(err, "--user U --password-file F") != NULL,
+             "levels without credentials: exit %d: %.300s", rc, err);
+    tu_rmtree(dir);
+}
+
+/* --config FILE with a key of the daemons' files the CLI's does not take
+ * (tls-ca-cert-file, user): refused, exit 2, naming the key, the keys the
+ * file takes and where the TLS files and the user go; "--help" said once. */
+static void test_cli_config_daemon_key(void)
+{
+    char out[4096], err[4096], dir[512], path[600];
+    static const char *const bad[] = { "tls-ca-cert-file = /etc/hourglass/tls/ca.pem", "user = ops" };
+
+    BP_REQUIRE(tu_mkdtemp("hg-client-cliconf", dir, sizeof dir) == 0, "temp dir");
+    snprintf(path, sizeof path, "%s/cli.conf", dir);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "[cli]\nuri = hourglass+tls://127.0.0.1:1\n%s\n", bad[i]);
+        BP_REQUIRE(tu_write_file(path, text) == 0, "write %s", path);
+        int rc = run_cli(out, sizeof out, err, sizeof err, "--config", path, "ping", (char *)NULL);
+        BP_CHECK(rc == 2 && strstr(err, "cli.conf:3: unknown key") != NULL &&
+                     strstr(err, "takes uri, order-topic and the mysql-* keys") != NULL &&
+                     strstr(err, "?ca=FILE") != NULL && strstr(strstr(err, "--help") + 1, "--help") == NULL,
+                 "--config with '%s': exit %d, stderr '%.400s'", bad[i], rc, err);
+    }
     tu_rmtree(dir);
 }
 
@@ -1622,9 +1650,13 @@ static int run_cli_tty(char *out, size_t outlen, int wait_ms, ...)
 static void test_cli_passwd_cost_before_prompt(void)
 {
     static const char *const bad[][3] = {
-        { "", "5", "scrypt ln=5 out of range 10..20" },
-        { "", "21", "scrypt ln=21 out of range 10..20" },
-        { "", "19", "needs 512 MiB, more than 256 MiB" },
+        /* passwd makes r=8 hashes: 10..18 is its range (ln 19 needs 512 MiB,
+         * past the broker's 256), said at once, not the reader's 10..20 */
+        { "", "5", "--cost 5 is out of range for scrypt's ln: 10..18" },
+        { "", "9", "--cost 9 is out of range for scrypt's ln: 10..18" },
+        { "", "19", "--cost 19 is out of range for scrypt's ln: 10..18 (r=8; ln 19 needs 512 MiB" },
+        { "", "20", "--cost 20 is out of range for scrypt's ln: 10..18" },
+        { "", "21", "--cost 21 is out of range for scrypt's ln: 10..18" },
         { "", "abc", "--cost 'abc' is not a whole number" },
         { "", "-3", "--cost '-3' is not a whole number" },
         { "", "", "is not a whole number" },
@@ -1648,7 +1680,8 @@ static void test_cli_passwd_cost_before_prompt(void)
     }
     /* At a terminal: the error, and no prompt (before, "Password: " came first and the error only after two). */
     int rc = run_cli_tty(out, sizeof out, 10000, "passwd", "--cost", "25", "bob", "admin", (char *)NULL);
-    BP_CHECK(rc == 2 && strstr(out, "scrypt ln=25 out of range") != NULL && strstr(out, "Password") == NULL,
+    BP_CHECK(rc == 2 && strstr(out, "--cost 25 is out of range for scrypt's ln: 10..18") != NULL &&
+                 strstr(out, "Password") == NULL,
              "passwd --cost 25 on a terminal: exit %d, the terminal shows '%.300s'", rc, out);
     rc = run_cli_tty(out, sizeof out, 10000, "passwd", "--pbkdf2", "--cost", "ten", (char *)NULL);
     BP_CHECK(rc == 2 && strstr(out, "not a whole number") != NULL && strstr(out, "Password") == NULL,
@@ -1930,6 +1963,7 @@ static int add_suites(void)
         { "cli", "passwd: a line the broker takes; bad names and roles refused", test_cli_passwd },
         { "cli", "passwd: a bad --cost refused before the password is read or asked",
           test_cli_passwd_cost_before_prompt },
+        { "cli", "--config: a daemon's key is refused with the keys the file takes", test_cli_config_daemon_key },
         { "errors", "bad URIs and options", test_bad_uris_and_options },
     };
     CU_pSuite s = NULL;
