@@ -19,8 +19,9 @@
  * checked with the configured level table without writing to it
  * (store_check_dir: opened and checked in a scratch view, removed after);
  * "ok: N messages, ..." and exit 0, or the first
- * problem and exit 1 (damaged or inconsistent data, or a torn log end in a
- * whole copy made by BACKUP, which never has one) or 3 (not checked: the
+ * problem and exit 1 (damaged or inconsistent data; in a whole copy made by
+ * BACKUP also a file that is not as its BACKUP-WHOLE list says, or a torn
+ * log end, which it never has) or 3 (not checked: the
  * directory is missing, not accessible, held by a running broker, not a data
  * directory of this build, or no room for the view). Scratch views killed
  * checks left are removed first, and said on stderr. SIGINT, SIGTERM and
@@ -170,14 +171,24 @@ static int check_data(const config_t *cfg)
                  "removed after",
                  r.view, r.linked, r.copied, (unsigned long long)r.copied_bytes);
     }
+    char whole[256] = "";
+    if (r.whole_copy && r.whole_listed) {
+        snprintf(whole, sizeof whole,
+                 ", a whole copy made by BACKUP: its %u files, %llu bytes, as its " STORE_COPY_WHOLE
+                 " lists them (sizes and CRC-32C)",
+                 r.whole_files, (unsigned long long)r.whole_bytes);
+    } else if (r.whole_copy) {
+        snprintf(whole, sizeof whole,
+                 ", a whole copy made by BACKUP: its " STORE_COPY_WHOLE " is an older one, without a list of files");
+    }
     if (rc == 0) {
         const store_check_counts_t *n = &r.counts;
         printf(
             "ok: %llu messages, %llu on levels, %llu ready in topics, %llu retrying, %llu leased, %llu in DLQs (%s%s; "
             "%llu records read once, %s)\n",
             (unsigned long long)n->messages, (unsigned long long)n->level, (unsigned long long)n->topic,
-            (unsigned long long)n->retry, (unsigned long long)n->lease, (unsigned long long)n->dlq, cfg->dir,
-            r.whole_copy ? ", a whole copy made by BACKUP" : "", (unsigned long long)n->records, view);
+            (unsigned long long)n->retry, (unsigned long long)n->lease, (unsigned long long)n->dlq, cfg->dir, whole,
+            (unsigned long long)n->records, view);
         return CHECK_DATA_OK;
     }
     if (view[0] != '\0') {

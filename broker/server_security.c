@@ -16,17 +16,18 @@
  *
  * Thread: everything here runs on the event-loop thread.
  */
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 
 #include <event2/util.h>
 
 #include "base/clock.h"
 #include "broker/server_internal.h"
 #include "common/log.h"
+#include "common/passwd.h"
 
 /* 1 for a loopback peer (127.0.0.0/8, ::1, or ::ffff:127.x.y.z). */
 static int peer_is_loopback(const struct sockaddr *sa)
@@ -67,17 +68,32 @@ int server_peer_admitted(const server_t *s, const struct sockaddr *sa, int tls)
     return peer_is_loopback(sa) || remote_admitted(s, tls);
 }
 
+/* Why protected mode is on (server_protected), for the two texts that say so — the start-up warning and the
+ * DENIED reply — which then say the same: it ends only with users-file and TLS both configured, or allow-remote. */
+static const char *protected_reason(const config_t *cfg)
+{
+    if (cfg->users_file == NULL && !config_tls_enabled(cfg)) {
+        return "neither users-file nor TLS is configured";
+    }
+    return cfg->users_file == NULL ? "users-file is not configured" : "TLS is not configured";
+}
+#define PROTECTED_FIX "configure users-file and TLS (both), or set allow-remote yes (docs/security.md)"
+
 void server_deny(server_t *s, evutil_socket_t fd, const struct sockaddr *sa)
 {
-    static const char protected_msg[] = "-DENIED Hourglass is in protected mode: it serves only clients on this "
-                                        "host because users or TLS are not configured. Configure users-file and "
-                                        "TLS, or set allow-remote yes (see docs/security.md)\r\n";
-    char tls_msg[256];
-    snprintf(tls_msg, sizeof tls_msg,
-             "-DENIED clients from other hosts must use TLS on port %d; this port serves only clients on this "
-             "host (allow-remote-plaintext, see docs/security.md)\r\n",
-             s->tls_port);
-    const char *msg = server_protected(s) ? protected_msg : tls_msg;
+    char msg[320];
+    if (server_protected(s)) {
+        snprintf(
+            msg, sizeof msg,
+            "-DENIED Hourglass is in protected mode: it serves only clients on this host because %s: " PROTECTED_FIX
+            "\r\n",
+            protected_reason(s->cfg));
+    } else {
+        snprintf(msg, sizeof msg,
+                 "-DENIED clients from other hosts must use TLS on port %d; this port serves only clients on this "
+                 "host (allow-remote-plaintext, see docs/security.md)\r\n",
+                 s->tls_port);
+    }
     ssize_t w = send(fd, msg, strlen(msg), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)w;
     evutil_closesocket(fd);
@@ -107,16 +123,10 @@ void server_deny(server_t *s, evutil_socket_t fd, const struct sockaddr *sa)
  * admin, or swap the key). */
 void server_warn_if_exposed(const char *key, const char *path, const char *what)
 {
-    struct stat st;
-    if (path == NULL || stat(path, &st) != 0 || (st.st_mode & (S_IRGRP | S_IROTH | S_IWGRP | S_IWOTH)) == 0) {
-        return;
+    char why[PATH_MAX + 300];
+    if (path != NULL && passwd_secret_exposed(path, what, why, sizeof why)) {
+        log_warn("%s %s", key, why); /* the rule of every daemon's secret files (common/passwd.h) */
     }
-    int writable = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
-    mode_t bit = writable ? S_IWOTH : S_IROTH;
-    log_warn("%s %s is %s by %s (mode %04o), and it holds %s: chmod 600 it, owned by the broker's user "
-             "(docs/security.md)",
-             key, path, writable ? "writable" : "readable",
-             (st.st_mode & bit) ? "every user of this host" : "its group", (unsigned)(st.st_mode & 07777), what);
 }
 
 /* Recompute the warning after a start or a reload, and log it. */
@@ -127,9 +137,9 @@ void server_security_check(server_t *s)
     server_warn_if_exposed("users-file", cfg->users_file, "the users' password hashes");
     if (server_protected(s)) {
         if (!config_is_loopback(cfg->bind)) {
-            log_warn("protected mode: listening on %s, but clients from other hosts are refused: %s; set "
-                     "allow-remote yes to accept them anyway (docs/security.md)",
-                     cfg->bind, cfg->users_file == NULL ? "no users-file is configured" : "TLS is not configured");
+            log_warn(
+                "protected mode: listening on %s, but it serves only clients on this host because %s: " PROTECTED_FIX,
+                cfg->bind, protected_reason(cfg));
         }
         return;
     }

@@ -79,8 +79,20 @@ void cli_print_command_help(FILE *f, const command_t *cmd);
 /* The table entry named name ("dlq list"), or NULL. */
 const command_t *cli_find_command(const char *name);
 
-/* Open the client once (timeouts from --timeout, one connect attempt, no
- * resends). Returns 0, or the exit code with the message printed. */
+/* Room for cli_open_client's message: the library's and a hint. */
+#define CLI_WHY_MAX (HG_ERRMSG_MAX + 256)
+
+/* Open the client once: the URI with --user, --password-file and the
+ * --tls-* files, timeouts from --timeout, one connect attempt, no resends.
+ * Returns 0, or the exit code (EXIT_USAGE for an unusable --user or
+ * --password-file or a bad URI; cli_exit_code of the library's error else)
+ * with the message — the library's own words: a refused password, an
+ * untrusted certificate (and, when no CA was named, which flag names it), a
+ * refused connection — in why[whylen] (CLI_WHY_MAX is enough), printed
+ * nowhere (why is "" on success). The one place client options are built. */
+int cli_open_client(cli_t *cli, char *why, size_t whylen);
+
+/* cli_open_client with its message printed. Returns 0 or the exit code. */
 int cli_connect(cli_t *cli);
 
 /* Run a command given as C strings; on success *reply is set (free it with

@@ -3,8 +3,10 @@
  * orders cancel (contract: cli.h). Everything it shows comes from
  * <hourglass/order_view.h> — the same rows, verdicts and JSON as
  * hourglass-console's /api/orders — on the order database of cli/config.h
- * and the broker connection. The broker is asked when it can be reached;
- * when it cannot, the rows still show, each saying the broker could not be
+ * and the broker connection (opened as every command opens it: the URI,
+ * --user, --password-file, --tls-*). The broker is asked when it can be
+ * reached; when it cannot (refused, an untrusted certificate, a refused
+ * password), the rows still show, each saying why the broker could not be
  * asked. Single-threaded.
  */
 #include "cli/cli.h"
@@ -24,23 +26,38 @@
 #define ORDERS_DEFAULT_LIMIT 50
 #define ORDERS_MAX_ITEMS     256
 
-/* The broker client for FIND, or NULL when it cannot be reached (the view
- * then says why, in each row). Prints nothing. */
-static hg_client_t *broker_or_null(cli_t *cli)
-{
-    hg_client_opts_t opts;
-    hg_error_t err;
+/* The broker as the order view asks it: the client for FIND, or NULL with
+ * why it cannot be asked (the library's words). */
+typedef struct broker_half {
+    hg_client_t *client;
+    char why[CLI_WHY_MAX];
+} broker_half_t;
 
-    if (cli->client != NULL)
-        return cli->client;
-    hg_client_opts_init(&opts);
-    opts.connect_timeout_ms = cli->timeout_ms;
-    opts.read_timeout_ms = cli->timeout_ms;
-    opts.reconnect_backoff.attempts = 1;
-    opts.resend_sends = 0;
-    if (hg_client_open(cli->uri, &opts, &cli->client, &err) != HG_OK)
-        return NULL;
-    return cli->client;
+/* Open the broker once for a command, as every other command does
+ * (cli_open_client: --user, --password-file, --tls-*). A broker that cannot
+ * be reached or refuses the login leaves b->client NULL and the reason in
+ * b->why: the rows still show, each saying why. Returns 0, or EXIT_USAGE
+ * with the message printed for a bad --user, --password-file or URI (the
+ * command line is wrong, not the broker). */
+static int broker_open(cli_t *cli, broker_half_t *b)
+{
+    int rc = cli_open_client(cli, b->why, sizeof b->why);
+
+    b->client = cli->client;
+    if (rc == EXIT_USAGE)
+        return cli_fail(rc, "%s", b->why);
+    return 0;
+}
+
+/* hg_order_explain with b's client; without one, the verdict names why the
+ * broker could not be asked instead of the library's "no broker connection". */
+static void explain(cli_t *cli, const broker_half_t *b, const hg_order_info_t *order, hg_order_view_t *v)
+{
+    hg_order_explain(b->client, cli->conf.order_topic, order, v);
+    if (b->client == NULL && order != NULL) {
+        snprintf(v->broker_error, sizeof v->broker_error, "%.*s", (int)sizeof v->broker_error - 1, b->why);
+        hg_order_late_classify(v);
+    }
 }
 
 static void print_outbox(const hg_order_info_t *o, char *buf, size_t len)
@@ -91,15 +108,17 @@ int cli_cmd_orders_overdue(cli_t *cli, int argc, char **argv)
         return cli_usage_error("orders overdue: --limit '%s' is not a number 1..%d", specs[1].value, HG_ORDER_PAGE_MAX);
     if ((rc = cli_orders_db(cli)) != 0)
         return rc;
+    broker_half_t broker;
+    if ((rc = broker_open(cli, &broker)) != 0)
+        return rc;
     hg_order_info_t *rows = xcalloc(limit, sizeof *rows);
     if (hg_order_overdue(cli->orders, older, specs[2].value, limit, rows, &n, next, &err) < 0) {
         free(rows);
         return cli_fail(err.code == 0 ? EXIT_USAGE : EXIT_CONNECT, "orders overdue: %s", err.message);
     }
-    hg_client_t *client = broker_or_null(cli);
     hg_order_view_t *views = xcalloc(n > 0 ? n : 1, sizeof *views);
     for (size_t i = 0; i < n; i++)
-        hg_order_explain(client, cli->conf.order_topic, &rows[i], &views[i]);
+        explain(cli, &broker, &rows[i], &views[i]);
     if (cli->json) {
         printf("{\"orders\":[");
         for (size_t i = 0; i < n; i++) {
@@ -151,8 +170,9 @@ static int order_id_arg(const char *name, const char *text, uint64_t *id)
     return 0;
 }
 
-/* Look up, explain and print one order (orders show, and after a cancel). */
-static int show_order(cli_t *cli, uint64_t id, const char *outcome)
+/* Look up, explain (with broker, from broker_open) and print one order
+ * (orders show, and after a cancel). */
+static int show_order(cli_t *cli, const broker_half_t *broker, uint64_t id, const char *outcome)
 {
     hg_order_item_t *items = xcalloc(ORDERS_MAX_ITEMS, sizeof *items);
     hg_order_info_t info;
@@ -168,7 +188,7 @@ static int show_order(cli_t *cli, uint64_t id, const char *outcome)
             return cli_fail(EXIT_CONNECT, "order %" PRIu64 ": %s", id, err.message);
         return cli_fail(EXIT_BROKER, "no order %" PRIu64 " in the database", id);
     }
-    hg_order_explain(broker_or_null(cli), cli->conf.order_topic, &info, &v);
+    explain(cli, broker, &info, &v);
     if (cli->json) {
         char *js = hg_order_view_json(&v, items, nitems);
         if (outcome != NULL) {
@@ -241,9 +261,10 @@ int cli_cmd_orders_show(cli_t *cli, int argc, char **argv)
         return cli_usage_error("orders show: needs an order ID");
     if ((rc = order_id_arg("orders show", pos[0], &id)) != 0)
         return rc;
-    if ((rc = cli_orders_db(cli)) != 0)
+    broker_half_t broker;
+    if ((rc = cli_orders_db(cli)) != 0 || (rc = broker_open(cli, &broker)) != 0)
         return rc;
-    return show_order(cli, id, NULL);
+    return show_order(cli, &broker, id, NULL);
 }
 
 int cli_cmd_orders_cancel(cli_t *cli, int argc, char **argv)
@@ -263,7 +284,8 @@ int cli_cmd_orders_cancel(cli_t *cli, int argc, char **argv)
         return rc;
     if (specs[0].value != NULL && (specs[0].value[0] == '\0' || strlen(specs[0].value) > 64))
         return cli_usage_error("orders cancel: --reason must be 1..64 bytes, got %zu", strlen(specs[0].value));
-    if ((rc = cli_orders_db(cli)) != 0)
+    broker_half_t broker; /* before the cancel: a bad --user must not fail a cancel already done */
+    if ((rc = cli_orders_db(cli)) != 0 || (rc = broker_open(cli, &broker)) != 0)
         return rc;
     if (hg_order_manual_cancel(cli->orders, id, specs[0].value, &outcome, &err) < 0)
         return cli_fail(outcome == HG_ORDER_TRANSIENT ? EXIT_CONNECT : EXIT_BROKER,
@@ -274,5 +296,5 @@ int cli_cmd_orders_cancel(cli_t *cli, int argc, char **argv)
             printf("{\"outcome\":\"not-found\",\"order\":null}\n");
         return cli_fail(EXIT_BROKER, "orders cancel: no order %" PRIu64 " in the database", id);
     }
-    return show_order(cli, id, hg_order_outcome_name(outcome));
+    return show_order(cli, &broker, id, hg_order_outcome_name(outcome));
 }

@@ -31,8 +31,10 @@
 #include "cli/args.h"
 #include "common/passwd.h"
 
-#define PW_MAX        PASSWD_MAX /* the broker's AUTH refuses a longer password (common/passwd.h) */
-#define USER_NAME_MAX 64         /* the broker's users-file limit (docs/security.md) */
+#define PW_MAX                   PASSWD_MAX /* the broker's AUTH refuses a longer password (common/passwd.h) */
+#define USER_NAME_MAX            64         /* the broker's users-file limit (docs/security.md) */
+#define PASSWD_CLI_SCRYPT_LN_MIN 10         /* passwd_params_check's low bound */
+#define PASSWD_CLI_SCRYPT_LN_MAX 18         /* with r=8, ln 19 needs 512 MiB: more than the broker reads */
 
 /* USER and ROLES as the broker's users file takes them (docs/security.md):
  * a name of 1..64 of A-Z a-z 0-9 . _ @ -, and roles a comma-separated list
@@ -168,6 +170,14 @@ int cli_cmd_passwd(cli_t *cli, int argc, char **argv)
             return cli_usage_error("passwd: --cost %.40s is out of range (%s)", opts[1].value, what);
         }
         if (params.kind == PASSWD_SCRYPT) {
+            /* passwd_params_check's 10..20 is what the broker reads for any r;
+             * with passwd's r=8, ln 19 and 20 are past its 256 MiB: say 10..18
+             * at once rather than a range whose top is refused too. */
+            if (v < PASSWD_CLI_SCRYPT_LN_MIN || v > PASSWD_CLI_SCRYPT_LN_MAX) {
+                return cli_usage_error("passwd: --cost %.40s is out of range for scrypt's ln: %d..%d (r=8; ln 19 "
+                                       "needs 512 MiB, past the 256 MiB the broker reads; --pbkdf2 for iterations)",
+                                       opts[1].value, PASSWD_CLI_SCRYPT_LN_MIN, PASSWD_CLI_SCRYPT_LN_MAX);
+            }
             params.log2_n = (unsigned)v;
         } else {
             params.iterations = (unsigned)v;

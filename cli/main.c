@@ -55,21 +55,25 @@ static int uri_has_password(const char *uri)
     return at != NULL && memchr(p, ':', (size_t)(at - p)) != NULL;
 }
 
-int cli_connect(cli_t *cli)
+int cli_open_client(cli_t *cli, char *why, size_t whylen)
 {
     hg_client_opts_t opts;
     hg_error_t err;
     hg_err_t e;
-    char password[PASSWD_FILE_MAX + 1], why[HG_ERRMSG_MAX];
+    char password[PASSWD_FILE_MAX + 1];
 
+    why[0] = '\0';
     if (cli->client != NULL)
         return 0;
     hg_client_opts_init(&opts);
-    if (cli->user != NULL && cli->password_file == NULL && !uri_has_password(cli->uri))
-        return cli_usage_error("--user '%s' needs --password-file F (or the URI's user:pass@)", cli->user);
+    if (cli->user != NULL && cli->password_file == NULL && !uri_has_password(cli->uri)) {
+        snprintf(why, whylen,
+                 "--user '%s' needs --password-file F (or the URI's user:pass@) (see hourglass-cli --help)", cli->user);
+        return EXIT_USAGE;
+    }
     if (cli->password_file != NULL) {
-        if (passwd_read_file(cli->password_file, password, sizeof(password), why, sizeof(why)) != 0)
-            return cli_fail(EXIT_USAGE, "%s", why);
+        if (passwd_read_file(cli->password_file, password, sizeof(password), why, whylen) != 0)
+            return EXIT_USAGE;
         opts.password = password;
     }
     opts.user = cli->user;
@@ -83,8 +87,29 @@ int cli_connect(cli_t *cli)
     opts.tls_server_name = cli->tls_server_name;
     e = hg_client_open(cli->uri, &opts, &cli->client, &err);
     memset(password, 0, sizeof(password));
-    if (e != HG_OK)
-        return cli_fail(cli_exit_code(e), "%s", err.message);
+    if (e != HG_OK) {
+        /* Without a CA named, the system's trust store was used: a private
+         * CA's certificate fails there, so say which flag names it. */
+        if (strstr(err.message, "is not trusted") != NULL && cli->tls_ca_cert_file == NULL &&
+            strstr(cli->uri, "ca=") == NULL)
+            snprintf(why, whylen,
+                     "%s (checked against the system's trust store: name the broker's CA with "
+                     "--tls-ca-cert-file FILE or ?ca=FILE in the URI)",
+                     err.message);
+        else
+            snprintf(why, whylen, "%s", err.message);
+        return cli_exit_code(e);
+    }
+    return 0;
+}
+
+int cli_connect(cli_t *cli)
+{
+    char why[CLI_WHY_MAX];
+    int rc = cli_open_client(cli, why, sizeof why);
+
+    if (rc != 0)
+        return cli_fail(rc, "%s", why);
     return 0;
 }
 
@@ -439,8 +464,22 @@ static int load_config(cli_t *cli, const char *config_path, const char **db_flag
 {
     char err[512];
 
-    if (config_path != NULL && cfg_load_file(&cli_config_table, &cli->conf, config_path, err, sizeof err) < 0)
-        return cli_usage_error("%s", err);
+    if (config_path != NULL && cfg_load_file(&cli_config_table, &cli->conf, config_path, err, sizeof err) < 0) {
+        /* The table's message already points at --help: not twice. An
+         * unknown key is most often one of a daemon's files (user, tls-*),
+         * which this file does not take: say where those go. */
+        char *see = strstr(err, " (see --help for the keys)");
+        if (see == NULL)
+            return cli_usage_error("%s", err);
+        *see = '\0';
+        if (strstr(err, ": unknown key '") != NULL)
+            return cli_fail(EXIT_USAGE,
+                            "%s: this file takes uri, order-topic and the mysql-* keys only (see --help); the user "
+                            "and the TLS files go in flags (--user, --password-file, --tls-ca-cert-file) or in the "
+                            "uri (hourglass+tls://user@host:port?ca=FILE, with --password-file)",
+                            err);
+        return cli_fail(EXIT_USAGE, "%s (see --help for the keys)", err);
+    }
     for (int k = 0; k < ndb; k += 2) {
         const char *flag = db_flags[k] + 2, *value = db_flags[k + 1];
         char name[64];

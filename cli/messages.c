@@ -65,7 +65,16 @@ int cli_exit_code(hg_err_t e)
 
 int cli_client_failure(cli_t *cli, hg_err_t e)
 {
-    return cli_fail(cli_exit_code(e), "%s", hg_client_errmsg(cli->client));
+    const char *msg = hg_client_errmsg(cli->client);
+
+    /* A broker with users answers a client that did not log in with a bare
+     * NOAUTH: say how this program logs in. */
+    if (strncmp(msg, "NOAUTH", 6) == 0 && cli->user == NULL && cli->uri != NULL && strchr(cli->uri, '@') == NULL)
+        return cli_fail(cli_exit_code(e),
+                        "%s (the broker has users: log in with --user U --password-file F, or "
+                        "hourglass://user:pass@host:port in --uri or $HOURGLASS_URI)",
+                        msg);
+    return cli_fail(cli_exit_code(e), "%s", msg);
 }
 
 /* ------------------------------------------------------------------------

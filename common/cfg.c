@@ -792,7 +792,8 @@ int cfg_reload(const cfg_table_t *t, void *running, const cfg_reload_ops_t *ops)
             continue;
         cfg_value_text(t, fresh, i, was, sizeof was);
         cfg_value_text(t, running, i, now, sizeof now);
-        log_info("SIGHUP: %s %s -> %s", t->keys[i].name, was, now);
+        /* An empty value said as such: "dedup-topics  -> order-timeout" read as a typo */
+        log_info("SIGHUP: %s %s -> %s", t->keys[i].name, was[0] ? was : "(unset)", now[0] ? now : "(unset)");
     }
     if (differ == 0)
         log_info("SIGHUP: configuration re-read, nothing changed");

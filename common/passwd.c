@@ -339,6 +339,11 @@ int passwd_file_rotated(const char *old_path, const char *old_password, const ch
 
 int passwd_file_exposed(const char *path, char *why, size_t whylen)
 {
+    return passwd_secret_exposed(path, "a password", why, whylen);
+}
+
+int passwd_secret_exposed(const char *path, const char *what, char *why, size_t whylen)
+{
     struct stat st;
     if (path == NULL || stat(path, &st) != 0 || (st.st_mode & (S_IRGRP | S_IROTH | S_IWGRP | S_IWOTH)) == 0) {
         return 0;
@@ -346,11 +351,29 @@ int passwd_file_exposed(const char *path, char *why, size_t whylen)
     int writable = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
     mode_t bit = writable ? S_IWOTH : S_IROTH;
     snprintf(why, whylen,
-             "%s is %s by %s (mode %04o), and it holds a password: chmod 600 it, owned by the program's "
-             "user (docs/security.md)",
+             "%s is %s by %s (mode %04o), and it holds %s: chmod 600 it, owned by the program's user "
+             "(docs/security.md)",
              path, writable ? "writable" : "readable", (st.st_mode & bit) ? "every user of this host" : "its group",
-             (unsigned)(st.st_mode & 07777));
+             (unsigned)(st.st_mode & 07777), what);
     return 1;
+}
+
+int passwd_warn_exposed(const passwd_key_file_t *files, size_t n, const char *program, FILE *out)
+{
+    int reported = 0;
+    for (size_t i = 0; i < n; i++) {
+        char why[PASSWD_FILE_MAX + 200];
+        if (files[i].path == NULL || !passwd_file_exposed(files[i].path, why, sizeof why)) {
+            continue;
+        }
+        if (out != NULL) {
+            fprintf(out, "%s: warning: %s: %s\n", program, files[i].key, why);
+        } else {
+            log_msg(LOG_LEVEL_WARN, "%s: %s", files[i].key, why);
+        }
+        reported++;
+    }
+    return reported;
 }
 
 void passwd_source_init(passwd_source_t *s, const char *path, const char *password)

@@ -23,6 +23,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #define PASSWD_HASH_MAX 320 /* longest hash text, NUL included */
 
@@ -94,12 +95,30 @@ int passwd_read_file(const char *path, char *out, size_t outlen, char *err, size
 int passwd_file_rotated(const char *old_path, const char *old_password, const char *new_path, const char *new_password);
 #define PASSWD_ROTATED_NOTE "holds another password: the consumer connects to the broker again with it (no restart)"
 
-/* When the password file at path can be read or written by its group or
- * others: 1, with why[whylen] saying so and the fix ("<path> is readable by
- * every user of this host (mode 0644), and it holds a password: chmod 600
- * it"); 0 when it is private or cannot be stat'ed (reading it reports
- * that). The same rule as the broker's users-file. */
+/* When the file at path, which holds what ("a password", "the TLS private
+ * key"), can be read or written by its group or others: 1, with why[whylen]
+ * saying so and the fix ("<path> is readable by every user of this host
+ * (mode 0644), and it holds <what>: chmod 600 it, …"); 0 when it is private
+ * or cannot be stat'ed (reading it reports that). The one rule of every
+ * daemon's secret files (the broker's users-file and tls-key-file too). */
+int passwd_secret_exposed(const char *path, const char *what, char *why, size_t whylen);
+
+/* passwd_secret_exposed for a password file ("a password"). */
 int passwd_file_exposed(const char *path, char *why, size_t whylen);
+
+/* A config key naming a file that holds a password, and the file (NULL:
+ * the key is unset). */
+typedef struct passwd_key_file {
+    const char *key;
+    const char *path;
+} passwd_key_file_t;
+
+/* Each of the n files that passwd_file_exposed reports, said once as
+ * "<key>: <its text>": a "<program>: warning: …" line on out when out is
+ * set (--check-config), else logged at warn (start-up). Every daemon that
+ * reads a password file (mysql-password-file, the broker's password-file)
+ * warns through this one rule. Returns how many were reported. */
+int passwd_warn_exposed(const passwd_key_file_t *files, size_t n, const char *program, FILE *out);
 
 /* A password kept in a file and read again when asked (a rotated MariaDB
  * password): the last good password, its generation (1 for the first,

@@ -260,6 +260,14 @@ static void on_stop_signal(int sig)
     comp_stop_request_from_signal();
 }
 
+/* Warn about the password files others can read or write (mysql-password-file,
+ * password-file): on out at --check-config, else in the log at start-up. */
+static void warn_exposed(const comp_config_t *cfg, FILE *out)
+{
+    const passwd_key_file_t secrets[] = { DB_KEYS_SECRET_FILE(cfg), { "password-file", cfg->password_file } };
+    passwd_warn_exposed(secrets, sizeof secrets / sizeof secrets[0], PROGRAM, out);
+}
+
 /* Parse the command line over cfg. Returns 0, or the exit status to use
  * (EXIT_CONFIG, or -1 for an immediate 0 after --help / --version). */
 static int parse_args(int argc, char **argv, comp_config_t *cfg, int *check_only, int *once)
@@ -286,9 +294,7 @@ static int parse_args(int argc, char **argv, comp_config_t *cfg, int *check_only
     }
     comp_stuck_set_backoff(cfg->permanent_failure_backoff_ms);
     if (*check_only) {
-        char exposed[PASSWD_FILE_MAX + 300];
-        if (DB_KEYS_EXPOSED(cfg, exposed, sizeof exposed))
-            fprintf(stderr, PROGRAM ": warning: %s\n", exposed);
+        warn_exposed(cfg, stderr);
         printf("# " PROGRAM " %s: effective configuration\n", HG_VERSION_STRING);
         cfg_print_values(comp_config_table(), cfg, stdout);
         if (args.config_path != NULL)
@@ -429,9 +435,7 @@ int main(int argc, char **argv)
         comp_config_free(&cfg);
         return EXIT_CONFIG;
     }
-    char exposed[PASSWD_FILE_MAX + 300];
-    if (DB_KEYS_EXPOSED(&cfg, exposed, sizeof exposed))
-        log_msg(LOG_LEVEL_WARN, "%s", exposed);
+    warn_exposed(&cfg, NULL);
 
     signal(SIGPIPE, SIG_IGN);
     if (hg_order_library_init() != 0) {

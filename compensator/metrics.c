@@ -14,6 +14,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/clock.h"
 #include "common/prom.h"
@@ -241,7 +242,13 @@ static int health_cb(buf_t *out, void *arg)
             continue;
         char last[512];
         comp_stats_last_error(l, last, sizeof last);
-        buf_printf(out, "%s: %s\n", comp_layer_name(l), last);
+        /* A layer's MariaDB connection and broker client carry its name ("relay: connect to …"): said once here
+         * ("relay: relay: connect …" before). Another label stays ("inspection: lock: connect …"). */
+        const char *name = comp_layer_name(l), *text = last;
+        size_t len = strlen(name);
+        if (strncmp(text, name, len) == 0 && text[len] == ':' && text[len + 1] == ' ')
+            text += len + 2;
+        buf_printf(out, "%s: %s\n", name, text);
         failing++;
     }
     return failing == 0 ? 0 : -1;

@@ -164,8 +164,9 @@ static void check_thresholds(comp_monitor_t *m, comp_run_outcome_t outcome, cons
     char msg[512];
     int64_t overdue = comp_gauge_get(&comp_stats.overdue_pending);
     if (cfg->alert_overdue_pending > 0 && overdue >= 0) {
-        snprintf(msg, sizeof msg, "%" PRId64 " pending orders past expire_at + %llums (oldest %" PRId64 " s overdue)",
-                 overdue, cfg->inspect_grace_ms, comp_gauge_get(&comp_stats.overdue_oldest_seconds));
+        snprintf(msg, sizeof msg, "%" PRId64 " pending order%s past expire_at + %llums (oldest %" PRId64 " s overdue)",
+                 overdue, overdue == 1 ? "" : "s", cfg->inspect_grace_ms,
+                 comp_gauge_get(&comp_stats.overdue_oldest_seconds));
         comp_alert_check(m->alerts, COMP_ALERT_OVERDUE_PENDING, "orders",
                          (uint64_t)overdue >= cfg->alert_overdue_pending, overdue, cfg->alert_overdue_pending, msg);
     }
@@ -173,7 +174,8 @@ static void check_thresholds(comp_monitor_t *m, comp_run_outcome_t outcome, cons
         int64_t depth = comp_gauge_get(&comp_stats.dlq_depth[i]);
         if (depth < 0)
             continue;
-        snprintf(msg, sizeof msg, "DLQ of group %s holds %" PRId64 " messages", cfg->groups[i], depth);
+        snprintf(msg, sizeof msg, "DLQ of group %s holds %" PRId64 " message%s", cfg->groups[i], depth,
+                 depth == 1 ? "" : "s");
         comp_alert_check(m->alerts, COMP_ALERT_DLQ_DEPTH, cfg->groups[i], (uint64_t)depth >= cfg->alert_dlq_depth,
                          depth, cfg->alert_dlq_depth, msg);
     }
@@ -187,7 +189,8 @@ static void check_thresholds(comp_monitor_t *m, comp_run_outcome_t outcome, cons
             failures = outcome == COMP_RUN_FAILED ? failures + 1 : 0;
             snprintf(last, sizeof last, "%s", outcome == COMP_RUN_FAILED ? error : "");
         }
-        snprintf(msg, sizeof msg, "layer %s failed %" PRIu64 " runs in a row: %s", comp_layer_name(l), failures, last);
+        snprintf(msg, sizeof msg, "layer %s failed %" PRIu64 " run%s in a row: %s", comp_layer_name(l), failures,
+                 failures == 1 ? "" : "s", last);
         comp_alert_check(m->alerts, COMP_ALERT_LAYER_FAILING, comp_layer_name(l), failures >= cfg->alert_layer_failures,
                          (int64_t)failures, cfg->alert_layer_failures, msg);
     }

@@ -140,13 +140,12 @@ int main(int argc, char **argv)
         console_config_free(&cfg);
         return EXIT_CONFIG;
     }
-    char exposed[PASSWD_FILE_MAX + 300];
-    int is_exposed = DB_KEYS_EXPOSED(&cfg, exposed, sizeof exposed);
+    const passwd_key_file_t secrets[] = { DB_KEYS_SECRET_FILE(&cfg),
+                                          { "sampler-password-file", cfg.sampler_password_file } };
     char page_err[4800];
     int page_missing = server_static_check(cfg.static_dir, page_err, sizeof page_err) != 0;
     if (args.action == CFG_CHECK) { /* worded as hourglass-consumer's and hourglass-compensator's */
-        if (is_exposed)
-            fprintf(stderr, PROGRAM ": warning: %s\n", exposed);
+        passwd_warn_exposed(secrets, sizeof secrets / sizeof secrets[0], PROGRAM, stderr);
         if (page_missing)
             fprintf(stderr, PROGRAM ": warning: %s\n", page_err);
         printf("# " PROGRAM " %s: effective configuration\n", HG_VERSION_STRING);
@@ -163,8 +162,7 @@ int main(int argc, char **argv)
         console_config_free(&cfg);
         return EXIT_CONFIG;
     }
-    if (is_exposed)
-        log_warn("%s", exposed);
+    passwd_warn_exposed(secrets, sizeof secrets / sizeof secrets[0], PROGRAM, NULL);
     if (page_missing)
         log_warn("%s", page_err); /* once here; the requests' own 404s are logged once per distinct error */
     signal(SIGPIPE, SIG_IGN);

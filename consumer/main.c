@@ -610,11 +610,9 @@ int main(int argc, char **argv)
         consumer_config_free(&app.cfg);
         return EXIT_CONFIG;
     }
-    char exposed[PASSWD_FILE_MAX + 300];
-    int is_exposed = DB_KEYS_EXPOSED(&app.cfg, exposed, sizeof exposed);
+    const passwd_key_file_t secrets[] = { DB_KEYS_SECRET_FILE(&app.cfg), { "password-file", app.cfg.password_file } };
     if (args.action == CFG_CHECK) {
-        if (is_exposed)
-            fprintf(stderr, PROGRAM ": warning: %s\n", exposed);
+        passwd_warn_exposed(secrets, sizeof secrets / sizeof secrets[0], PROGRAM, stderr);
         printf("# " PROGRAM " %s: effective configuration\n", HG_VERSION_STRING);
         cfg_print_values(consumer_config_table(), &app.cfg, stdout);
         if (args.config_path != NULL)
@@ -629,8 +627,7 @@ int main(int argc, char **argv)
         consumer_config_free(&app.cfg);
         return EXIT_CONFIG;
     }
-    if (is_exposed)
-        log_msg(LOG_LEVEL_WARN, "%s", exposed);
+    passwd_warn_exposed(secrets, sizeof secrets / sizeof secrets[0], PROGRAM, NULL);
 
     /* Process-wide set-up before any thread: SIGHUP blocked in all (inherited). */
     signal(SIGPIPE, SIG_IGN);

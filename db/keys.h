@@ -145,18 +145,13 @@ static inline int db_keys_credentials(const char *password, const char *password
     return 0;
 }
 
-/* 1 when mysql-password-file of the config *k can be read or written by
- * others, with why[whylen] saying so and the fix (the program logs it as a
- * warning at start-up and prints it at --check-config); else 0. */
-#define DB_KEYS_EXPOSED(k, why, whylen) db_keys_exposed((k)->mysql_password_file, why, whylen)
-static inline int db_keys_exposed(const char *password_file, char *why, size_t whylen)
-{
-    char text[PASSWD_FILE_MAX + 200];
-    if (password_file == NULL || !passwd_file_exposed(password_file, text, sizeof text))
-        return 0;
-    snprintf(why, whylen, "mysql-password-file: %s", text);
-    return 1;
-}
+/* The passwd_key_file_t of mysql-password-file of the config *k, for
+ * passwd_warn_exposed (the program warns at start-up and at --check-config
+ * when others can read or write it). */
+#define DB_KEYS_SECRET_FILE(k)                          \
+    {                                                   \
+        "mysql-password-file", (k)->mysql_password_file \
+    }
 
 /* Fill the connection fields of an hg_order_db_params_t *p from the
  * DB_KEYS_FIELDS of the config *k (p->sql is left alone).

@@ -33,11 +33,15 @@
  * view is made: a view made while a broker writes could miss a file.
  *
  * A directory holding STORE_COPY_WHOLE is a whole copy BACKUP made (every
- * file fsynced before it was named, snapshot.c): a torn log end in it is no
- * power cut's but damage done to the copy after, and the check says so as
- * damage (the records it cut may be acknowledged messages) instead of
- * checking what is left. The file stays out of the view, so the view's
- * store_open has none to remove.
+ * file fsynced before it was named, snapshot.c): before anything else its
+ * files are checked against the marker's list (store_copy_verify: names,
+ * sizes, and the CRC-32C of every byte), which finds a copy cut on a record
+ * boundary or missing a file LevelDB does not list. A torn log end in it
+ * (also in a copy whose older marker has no list) is no power cut's but
+ * damage done to the copy after, and the check says so as damage (the
+ * records it cut may be acknowledged messages) instead of checking what is
+ * left. The file stays out of the view, so the view's store_open has none
+ * to check or remove.
  *
  * Threading: store_check_dir on any one thread, no store of the directory
  * open in this process; store_check_dir_interrupt on another.
@@ -425,6 +429,17 @@ int store_check_dir(const store_options_t *o, uint64_t now_ms, store_dir_check_t
         return err_set(err, errlen, "no data directory given");
     }
     const char *dir = o->path;
+    /* First: a copy's files must be its list's (every byte read; a lost
+     * CURRENT too), and a start on dir removes the marker. */
+    store_copy_mark_t m;
+    int listed = store_copy_verify(dir, 1, &m, err, errlen);
+    r->whole_copy = m.marked;
+    r->whole_listed = m.listed;
+    r->whole_files = m.files;
+    r->whole_bytes = m.bytes;
+    if (listed != 0) {
+        return listed;
+    }
     if (!has_current(dir)) {
         store_options_t ro = *o;
         ro.create_if_missing = 0;
@@ -439,10 +454,6 @@ int store_check_dir(const store_options_t *o, uint64_t now_ms, store_dir_check_t
     if (store_dir_in_use(dir)) {
         return in_use(dir, err, errlen);
     }
-    char mark[4200];
-    struct stat st;
-    snprintf(mark, sizeof mark, "%s/" STORE_COPY_WHOLE, dir);
-    r->whole_copy = lstat(mark, &st) == 0; /* read before the view: a start on dir removes it */
     /* Beside the directory's real path: "DIR/." or a symbolic link would put
      * it inside the directory, or beside the link. */
     char real[PATH_MAX];

@@ -18,9 +18,10 @@
  * to go on (to stop, or to fail when the copy's disk runs low). A whole copy
  * is renamed to dir without replacing anything, and the parent directory
  * fsynced, so dir exists only as a whole copy. Just before the rename the
- * copy gets its STORE_COPY_WHOLE file, written and fsynced: a check of a
- * directory holding it knows every file was whole when the copy was named,
- * so a torn log end in it is damage done after (store.h). A copy that fails or is
+ * copy gets its STORE_COPY_WHOLE file, listing every file with its size and
+ * CRC-32C, written and fsynced (copymark.c): a check of a directory holding
+ * it knows what every file was when the copy was named, so a file changed,
+ * cut or gone, or a torn log end, is damage done after (store.h). A copy that fails or is
  * stopped destroys what it wrote. A copy is a data directory like any other
  * (store_open, --check-data). Its first batch carries the 'M' record
  * STORE_META_COPY_UNFINISHED and its last deletes it, so a copy cut short
@@ -188,46 +189,6 @@ static int copy_all(store_snapshot_t *sn, leveldb_t *to, const char *dir, store_
     return rc;
 }
 
-/* Write STORE_COPY_WHOLE into dir (the copy, closed and whole) and fsync
- * it; the caller fsyncs dir. 0, or -1 with err naming the file. */
-static int mark_whole(const char *dir, char *err, size_t errlen)
-{
-    char path[PATH_MAX];
-    if ((size_t)snprintf(path, sizeof path, "%s/" STORE_COPY_WHOLE, dir) >= sizeof path) {
-        return err_set(err, errlen, "%s: the path is too long", dir);
-    }
-    static const char text[] =
-        "A whole copy made by hourglass-broker's BACKUP: every file of it was written and fsynced before it was\n"
-        "named, so its write-ahead log has no torn end; hourglass-broker --check-data calls one damage.\n"
-        "A broker started on this directory removes this file (the directory is then live).\n";
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
-    if (fd < 0) {
-        return err_set(err, errlen, "cannot create %s: %s", path, strerror(errno));
-    }
-    size_t done = 0;
-    while (done < sizeof text - 1) {
-        ssize_t w = write(fd, text + done, sizeof text - 1 - done);
-        if (w < 0 && errno == EINTR) {
-            continue;
-        }
-        if (w < 0) {
-            int e = errno;
-            close(fd);
-            return err_set(err, errlen, "cannot write %s: %s", path, strerror(e));
-        }
-        done += (size_t)w;
-    }
-    if (fsync(fd) != 0) {
-        int e = errno;
-        close(fd);
-        return err_set(err, errlen, "cannot fsync %s: %s", path, strerror(e));
-    }
-    if (close(fd) != 0) {
-        return err_set(err, errlen, "cannot write %s: %s", path, strerror(errno));
-    }
-    return 0;
-}
-
 /* Does path exist? 1 yes, 0 no, -1 with err when it cannot be told. */
 static int path_exists(const char *path, char *err, size_t errlen)
 {
@@ -273,7 +234,7 @@ int store_snapshot_copy(store_snapshot_t *sn, const char *dir, store_copy_check_
     int rc = copy_all(sn, to, partial, check, ctx, progress, err, errlen);
     leveldb_close(to);
     if (rc == 0) {
-        rc = mark_whole(partial, err, errlen); /* the last file of the copy */
+        rc = copy_mark_write(partial, err, errlen); /* the last file of the copy */
     }
     if (rc == 0) {
         rc = sync_dir(partial, err, errlen);

@@ -8,7 +8,9 @@
  * records), and never repairs or truncates, with one exception: a torn
  * write at the end of the newest write-ahead log (a power cut; logtail.h),
  * which LevelDB's paranoid checks refuse, is cut off (its bytes kept) and the
- * open tried again. It needs no scan: the level,
+ * open tried again. A whole copy BACKUP made (STORE_COPY_WHOLE) is refused
+ * as damaged instead when its log ends torn or its files are not the sizes
+ * its list says. It needs no scan: the level,
  * topic and group records are read (a few small ranges), queue heads come
  * from the level records and are found later with one seek each. The package's
  * other files are listed in store_internal.h.
@@ -180,29 +182,61 @@ static int prepare_dir(const store_options_t *o, int *is_new, char *err, size_t 
     return 0;
 }
 
-/* A whole BACKUP copy (STORE_COPY_WHOLE in path) is about to be opened, and
- * so written: it becomes a live data directory, whose log a power cut may
- * leave torn, so the file that says "no torn end is legitimate here" goes
- * first, and the removal is fsynced before LevelDB writes anything. 0 (also
- * when there is none, or another process holds the directory: its open is
- * refused next), or -1 with err. *was_copy says whether it was there. */
-static int unmark_whole_copy(const char *path, int *was_copy, char *err, size_t errlen)
+/* What store_open adds to the damage of a whole copy: how to go on. */
+#define COPY_REFUSED_ADVICE                                                                                     \
+    "; it is not opened (a broker started on it would serve what is left as if it were all): restore another "  \
+    "copy, or, if you accept losing what the damage took, delete %s/" STORE_COPY_WHOLE " and start again (the " \
+    "directory then opens as a live one, a torn log end cut as after a power cut)"
+
+/* A whole BACKUP copy (STORE_COPY_WHOLE in path) is about to be opened:
+ * refused as damaged when it no longer is what its list says (sizes only:
+ * reading every byte is --check-data's) or its log ends torn, which a whole
+ * copy never does. Otherwise it becomes a live data directory, whose log a
+ * power cut may leave torn, so the file that says "no torn end is
+ * legitimate here" goes first, and the removal is fsynced before LevelDB
+ * writes anything. 0 (also when there is none, or another process holds the
+ * directory: its open is refused next), STORE_OPEN_DAMAGED, or -1 with err. */
+static int unmark_whole_copy(const char *path, char *err, size_t errlen)
 {
     char mark[4200];
     struct stat st;
-    *was_copy = 0;
     snprintf(mark, sizeof mark, "%s/" STORE_COPY_WHOLE, path);
     if (lstat(mark, &st) != 0 || store_dir_in_use(path)) {
         return 0;
     }
-    *was_copy = 1;
+    store_copy_mark_t m;
+    int rc = store_copy_verify(path, 0, &m, err, errlen);
+    if (rc == 0) {
+        logtail_t t;
+        if (logtail_inspect(path, &t, err, errlen) != 0) {
+            return -1;
+        }
+        if (t.damage < t.size) {
+            err_set(err, errlen,
+                    "data directory %s is damaged: it is a whole copy made by BACKUP (its " STORE_COPY_WHOLE
+                    " file says so), and a whole copy made by BACKUP never has a torn end, but its write-ahead "
+                    "log %s %s: %llu bytes at offset %llu (damaged from %llu) are not whole records, and the "
+                    "messages in them may be acknowledged ones",
+                    path, t.file, t.torn ? "ends in one" : "is damaged with whole records after it",
+                    (unsigned long long)(t.size - t.good_end), (unsigned long long)t.good_end,
+                    (unsigned long long)t.damage);
+            rc = STORE_OPEN_DAMAGED;
+        }
+    }
+    if (rc == STORE_OPEN_DAMAGED && err != NULL) {
+        size_t n = strlen(err);
+        snprintf(err + n, errlen - n, COPY_REFUSED_ADVICE, path);
+    }
+    if (rc != 0) {
+        return rc;
+    }
     if (unlink(mark) != 0) {
         return err_set(err, errlen,
                        "cannot remove %s (a whole BACKUP copy is opened, and so becomes a live data directory): %s",
                        mark, strerror(errno));
     }
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc = fd < 0 ? -1 : fsync(fd);
+    rc = fd < 0 ? -1 : fsync(fd);
     int e = errno;
     if (fd >= 0) {
         close(fd);
@@ -670,14 +704,9 @@ static int cut_torn_log(store_t *s)
     snprintf(s->open_note, sizeof s->open_note,
              "the write-ahead log %s/%s ended in a torn write (%llu bytes from offset %llu, damaged from %llu; what a "
              "power cut leaves of a write that was never fsynced): cut at the last whole record, its bytes kept in "
-             "%s.torn-%llu%s",
+             "%s.torn-%llu",
              s->path, t.file, (unsigned long long)(t.size - t.good_end), (unsigned long long)t.good_end,
-             (unsigned long long)t.damage, t.file, (unsigned long long)t.good_end,
-             s->was_whole_copy ? "; but this directory was a whole copy made by BACKUP (its " STORE_COPY_WHOLE
-                                 " file, now removed), which never has a torn end: the copy was damaged after it was "
-                                 "made, and the cut bytes may hold acknowledged messages (check a copy with "
-                                 "--check-data before restoring it)"
-                               : "");
+             (unsigned long long)t.damage, t.file, (unsigned long long)t.good_end);
     return 1;
 }
 
@@ -720,13 +749,13 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
                        "from it; set the clock before opening %s",
                        (unsigned long long)now_ms, o->path);
     }
-    int is_new = 0, was_copy = 0;
+    int is_new = 0;
     int rc = prepare_dir(o, &is_new, err, errlen);
     if (rc != 0) {
         return rc;
     }
-    if (!is_new && unmark_whole_copy(o->path, &was_copy, err, errlen) != 0) {
-        return -1;
+    if (!is_new && (rc = unmark_whole_copy(o->path, err, errlen)) != 0) {
+        return rc;
     }
 
     store_t *s = xcalloc(1, sizeof *s);
@@ -734,7 +763,6 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
     s->path = xstrdup(o->path);
     s->opt.path = s->path;
     s->created = is_new;
-    s->was_whole_copy = was_copy;
     map_init(&s->topics);
     map_init(&s->groups);
     map_init(&s->deleting);

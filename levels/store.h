@@ -131,8 +131,13 @@ uint64_t store_seq_floor(uint64_t now_ms);
  * leaves in the middle of a write that was never fsynced (levels/logtail.h):
  * it is cut off, its bytes kept beside the log, and store_open_note says so;
  * damage with whole records after it is refused as damage. A directory
- * holding STORE_COPY_WHOLE (a whole BACKUP copy) loses that file, fsynced,
- * before LevelDB opens it: from then on it is a live data directory.
+ * holding STORE_COPY_WHOLE (a whole BACKUP copy) is first checked: a file
+ * its list names missing or not of the listed size, a file it does not
+ * name, a garbled marker, or a torn or damaged log end (which a whole copy
+ * never has) is STORE_OPEN_DAMAGED, nothing written, err naming the damage
+ * and the two ways on (restore another copy, or delete STORE_COPY_WHOLE to
+ * accept the loss); a whole one loses that file, fsynced, before LevelDB
+ * opens it: from then on it is a live data directory.
  * Returns 0; STORE_OPEN_DAMAGED when the data itself is damaged (a checksum
  * LevelDB or a record decoder refused, a file the manifest lists missing or
  * truncated, LevelDB files without CURRENT): what only a backup restores;
@@ -721,6 +726,9 @@ typedef struct store_dir_check {
     unsigned linked, copied;     /* files hard-linked into it, files copied into it */
     uint64_t copied_bytes;       /* the bytes of the copies */
     int whole_copy;              /* 1: the directory holds STORE_COPY_WHOLE (a whole copy BACKUP made) */
+    int whole_listed;            /* 1: its marker lists the files (checked: names, sizes, CRC-32C) */
+    unsigned whole_files;        /* the files it lists */
+    uint64_t whole_bytes;        /* their bytes */
     int torn;                    /* 1: the newest log ends in a torn write that store_open would cut */
     char torn_log[64];           /* its name ("000012.log") */
     uint64_t torn_offset;        /* where the cut would be (the end of its last whole record) */
@@ -742,8 +750,10 @@ typedef struct store_dir_check {
  * only a view's files (counted in *r); the view of a check running now
  * stays. Other directories are refused by store_open before anything is opened. A
  * torn log end store_open would cut is cut in the view and described in *r;
- * in a whole copy BACKUP made (STORE_COPY_WHOLE in o->path: r->whole_copy)
- * it is damage instead (STORE_OPEN_DAMAGED, err naming the log, the offset
+ * a whole copy BACKUP made (STORE_COPY_WHOLE in o->path: r->whole_copy) is
+ * first checked against its list (store_copy_verify with checksums: its
+ * damage, STORE_OPEN_DAMAGED, or an unreadable file, -1, before any view),
+ * and a torn log end in it is damage instead (STORE_OPEN_DAMAGED, err naming the log, the offset
  * and the bytes): such a copy was fsynced whole before it was named, so its
  * log has no torn end unless it was truncated or overwritten after.
  * Errors name o->path, not the view. Returns 0 when consistent;
@@ -787,10 +797,42 @@ typedef int (*store_copy_check_fn)(void *ctx, char *err, size_t errlen);
  * "<dir>.partial" as the copy's last step, before the rename. A file, not a
  * record in the database: it travels with the directory (tar, rsync, cp -r)
  * and is read without opening the database, and a torn or cut log cannot
- * take it away with the records it cut. store_check_dir then treats a torn
- * log end as damage; store_open removes it (a started broker makes the
- * directory live, where a power cut may leave a torn end). */
-#define STORE_COPY_WHOLE "BACKUP-WHOLE"
+ * take it away with the records it cut. Text an operator may read
+ * (docs/operations.md, "Backup"): a version line ("hourglass-broker
+ * BACKUP-WHOLE 2"), '#' comment lines, "file NAME SIZE CRC32C" for every
+ * other file of the copy (sorted by name; CRC-32C of all its bytes, 8 lower-
+ * case hex digits) and "end FILES BYTES". Version 1 (no version line, no
+ * list: copies made before the list) is still read. store_check_dir checks
+ * the list (store_copy_verify, with checksums) and treats a torn log end as
+ * damage; store_open checks the sizes and the log end and refuses a damaged
+ * copy, else removes the file (a started broker makes the directory live,
+ * where a power cut may leave a torn end). */
+#define STORE_COPY_WHOLE         "BACKUP-WHOLE"
+#define STORE_COPY_WHOLE_VERSION 2
+
+/* What store_copy_verify read. */
+typedef struct store_copy_mark {
+    int marked;     /* 1: dir holds STORE_COPY_WHOLE */
+    int listed;     /* 1: with a list of files (version 2); 0: an older marker, nothing to check */
+    int checksums;  /* 1: the files' CRC-32Cs were checked too, not only their sizes */
+    unsigned files; /* files listed */
+    uint64_t bytes; /* their bytes */
+} store_copy_mark_t;
+
+/* Any thread, no store of dir open: check dir against its STORE_COPY_WHOLE
+ * list. Every listed file must be there, a regular file of the listed size
+ * (and, when checksums, of the listed CRC-32C: every byte is read), and
+ * every other file of dir (but STORE_COPY_WHOLE) is damage: nothing adds a
+ * file to a whole copy, which is never opened. Returns 0 when it agrees
+ * (also without the file, m->marked 0, or with an older marker without a
+ * list, m->listed 0); STORE_OPEN_DAMAGED with err naming dir, the file, what
+ * the list says and what was found (the first problem, and how many more),
+ * also when the marker itself is garbled or cut short; -1 with err when a
+ * file cannot be read or the marker is of a newer version. */
+int store_copy_verify(const char *dir, int checksums, store_copy_mark_t *m, char *err, size_t errlen);
+
+/* The CRC-32C (Castagnoli, as iSCSI and LevelDB compute it) of p[n]. */
+uint32_t store_crc32c(const void *p, size_t n);
 
 /* Any one thread, while the store is open (the owner goes on writing): copy
  * the snapshot into a new LevelDB database at dir — a data directory a store

@@ -24,6 +24,8 @@
  *               in the batches of every move, rebuilt once on an older
  *               directory, checked by store_check
  *   lookup.c    GET / FIND / REVOKE / DEDUP on those indexes
+ *   snapshot.c  online copies: a snapshot copied into a new database
+ *   copymark.c  STORE_COPY_WHOLE: a whole copy's list of files, written and checked
  *
  * In-memory state mirrors the records (keys.h) and is changed as operations
  * add their writes to the pending batch; the changed records are marked dirty
@@ -176,7 +178,6 @@ struct store {
     char broken_err[512];
     char open_note[1280]; /* what store_open repaired on its way ("" when nothing): store_open_note */
     int created;          /* store_open made a new store (store_created) */
-    int was_whole_copy;   /* store_open removed STORE_COPY_WHOLE: it opened a whole BACKUP copy */
     /* 1 when store_open cut the torn log end log_cut describes (store_check_dir reports it) */
     int log_was_cut;
     logtail_t log_cut;
@@ -634,5 +635,10 @@ int idx_check_end(const idx_check_t *c);
  * Reads committed data: call it where the pending batch holds only SENDs
  * (store_send_run_begin). */
 int store_dedup_find(store_t *s, const store_send_req_t *req, uint64_t *id, uint64_t *due_ms, char *err, size_t errlen);
+
+/* copymark.c: write STORE_COPY_WHOLE into dir (a copy, closed and whole),
+ * listing every other file of it with its size and CRC-32C (read now), and
+ * fsync it; the caller fsyncs dir. 0, or -1 with err naming the file. */
+int copy_mark_write(const char *dir, char *err, size_t errlen);
 
 #endif

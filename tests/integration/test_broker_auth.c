@@ -1220,6 +1220,14 @@ static void test_protected_mode(void)
     resp_reply_t *r = rc_read(&remote, 10000);
     BP_CHECK(rc_is_error(r, "DENIED Hourglass is in protected mode"), "a client via %s: %s", ip,
              rc_describe(r, e, sizeof e));
+    /* The reply and the start-up warning say the same true thing: what is missing, and that users-file and TLS
+     * are both needed (the warning named only the users-file, the reply "users or TLS"). */
+    static const char protected_why[] =
+        "serves only clients on this host because neither users-file nor TLS is configured: configure users-file and "
+        "TLS (both), or set allow-remote yes";
+    BP_CHECK(strstr(rc_describe(r, e, sizeof e), protected_why) != NULL, "the DENIED reply: %s", e);
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, protected_why, 10000) == 0,
+             "the start-up warning does not say '%s'", protected_why);
     resp_reply_free(r);
     BP_CHECK(rc_wait_closed(&remote, 10000) == 1, "the refused client was not closed");
     rc_close(&remote);
@@ -1259,6 +1267,22 @@ static void test_protected_mode(void)
     EXPECT(&remote, "remote before AUTH", "NOAUTH", "SEND", "t", "p");
     EXPECT(&remote, "remote", NULL, "AUTH", "shop", "pw-shop");
     EXPECT(&remote, "remote producer", NULL, "SEND", "t", "p");
+    rc_close(&remote);
+    bt_teardown();
+    bt_setup();
+
+    /* users without TLS nor allow-remote: still protected, and both texts say TLS is what is missing. */
+    const char *no_tls_extra[] = { "--bind", "0.0.0.0", "--users-file", users_path, NULL };
+    bt_start(no_tls_extra);
+    static const char no_tls_why[] = "serves only clients on this host because TLS is not configured: configure "
+                                     "users-file and TLS (both), or set allow-remote yes";
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, no_tls_why, 10000) == 0,
+             "the start-up warning does not say '%s'", no_tls_why);
+    BP_REQUIRE(rc_connect(&remote, ip, bt_broker.port, 10000) == 0, "connect to %s: %s", ip, remote.err);
+    r = rc_read(&remote, 10000);
+    BP_CHECK(r != NULL && strstr(rc_describe(r, e, sizeof e), no_tls_why) != NULL, "the DENIED reply: %s",
+             rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
     rc_close(&remote);
     cleanup_users();
 }

@@ -28,7 +28,11 @@
  *  - a whole copy is marked (BACKUP-WHOLE, kept by tar and cp -r): its log
  *    torn after it was made is damage to --check-data (exit 1), for the copy
  *    and its tar and cp; restored, the mark is gone, and a kill -9 with a
- *    torn end is ok again ("would cut").
+ *    torn end is ok again ("would cut");
+ *  - the mark lists the copy's files: a log cut on a record boundary is
+ *    damage to --check-data, and a broker started on it refuses (exit 1),
+ *    saying how to go on; with BACKUP-WHOLE deleted it starts; a garbled
+ *    mark is damage, one without a list (older copies) is checked as then.
  *
  * Run one: ./tests/integration/test_broker_backup backup
  */
@@ -714,14 +718,15 @@ static void run_ok(const char *const *argv)
 }
 
 /* --check-data of dir, a whole copy whose log end was torn after it was
- * made: exit 1, the damage named, no "would cut". */
+ * made: exit 1, the damage named (the log's checksum is not the one its
+ * BACKUP-WHOLE lists), no "would cut". */
 static void expect_torn_copy_damaged(const char *dir, const char *log)
 {
-    char out[8192];
+    char out[8192], want[128];
     int rc = check_data(dir, out, sizeof out);
-    BP_CHECK(rc == 1 && strstr(out, "never has a torn end") != NULL && strstr(out, log) != NULL &&
-                 strstr(out, "bytes at offset 0") != NULL && strstr(out, "would cut") == NULL &&
-                 strstr(out, "ok: ") == NULL,
+    snprintf(want, sizeof want, "BACKUP-WHOLE file lists %s with ", log);
+    BP_CHECK(rc == 1 && strstr(out, want) != NULL && strstr(out, "have CRC-32C") != NULL &&
+                 strstr(out, "would cut") == NULL && strstr(out, "ok: ") == NULL,
              "--check-data of the torn copy %s: exit %d: %s", dir, rc, out);
 }
 
@@ -795,6 +800,123 @@ static void test_whole_copy_torn(void)
              "--check-data of the restored copy after kill -9 and a torn end: exit %d: %s", rc, out);
 }
 
+/* Truncate the newest write-ahead log of dir to 0 bytes (a record boundary:
+ * before its first record); its name into log. */
+static void cut_log_to_zero(const char *dir, char *log, size_t loglen)
+{
+    DIR *d = opendir(dir);
+    BP_REQUIRE(d != NULL, "opendir %s: %s", dir, strerror(errno));
+    char best[64] = "", path[1200];
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strlen(e->d_name) == 10 && strcmp(e->d_name + 6, ".log") == 0 && strcmp(e->d_name, best) > 0)
+            snprintf(best, sizeof best, "%.60s", e->d_name);
+    closedir(d);
+    BP_REQUIRE(best[0] != '\0', "no write-ahead log in %s", dir);
+    snprintf(log, loglen, "%s", best);
+    snprintf(path, sizeof path, "%s/%s", dir, best);
+    BP_REQUIRE(truncate(path, 0) == 0, "truncate %s: %s", path, strerror(errno));
+}
+
+/* Put the copy at from in place of the stopped broker's data directory
+ * (the old one kept beside it, named by suffix). */
+static void restore_copy(const char *from, const char *suffix)
+{
+    char old[800];
+    snprintf(old, sizeof old, "%s.%s", bt_broker.data_dir, suffix);
+    BP_REQUIRE(rename(bt_broker.data_dir, old) == 0, "rename %s: %s", bt_broker.data_dir, strerror(errno));
+    BP_REQUIRE(rename(from, bt_broker.data_dir) == 0, "rename %s: %s", from, strerror(errno));
+}
+
+/* A whole copy lists its files in BACKUP-WHOLE. Its log cut on a record
+ * boundary (here to 0 bytes, before its one batch: the whole content) was
+ * "ok: 0 messages" to --check-data before, and a broker started on it
+ * served an empty store; now --check-data says damaged (exit 1), naming the
+ * log, its listed size and the size found, and the broker refuses to start
+ * (exit 1), saying what is damaged and the two ways on; once BACKUP-WHOLE
+ * is deleted it starts, as a live directory. A garbled marker is damage; a
+ * marker of the kind copies had before the list is checked as then. */
+static void test_whole_copy_damaged_refused(void)
+{
+    reset_backup_dir();
+    start_with_backup_dir(NULL);
+    char e[4096], out[8192], id[32], log[64], want[256];
+    for (int i = 0; i < 20; i++)
+        BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "listed", NULL) == 0, "SEND %d: %s", i, e);
+    for (int i = 0; i < 3; i++) {
+        start_backup(i == 0 ? "c1" : i == 1 ? "c2" : "c3");
+        struct backup_done done = wait_backup_done();
+        BP_REQUIRE(strcmp(done.status, "ok") == 0, "BACKUP: %s %s", done.status, done.error);
+    }
+    char c1[800], c2[800], c3[800], mark[900];
+    snprintf(c1, sizeof c1, "%s/c1", g_bk);
+    snprintf(c2, sizeof c2, "%s/c2", g_bk);
+    snprintf(c3, sizeof c3, "%s/c3", g_bk);
+    int rc = check_data(c1, out, sizeof out);
+    BP_CHECK(rc == 0 && strncmp(out, "ok: 20 messages", 15) == 0 &&
+                 strstr(out, "as its BACKUP-WHOLE lists them") != NULL,
+             "--check-data of the whole copy: exit %d: %s", rc, out);
+
+    cut_log_to_zero(c1, log, sizeof log);
+    rc = check_data(c1, out, sizeof out);
+    snprintf(want, sizeof want, "lists %s with ", log);
+    BP_CHECK(rc == 1 && strstr(out, want) != NULL && strstr(out, "but it has 0: truncated") != NULL &&
+                 strstr(out, "ok: ") == NULL,
+             "--check-data of a copy whose log was cut on a record boundary: exit %d: %s", rc, out);
+
+    /* a garbled marker, then one without a list (what copies had before) */
+    snprintf(mark, sizeof mark, "%s/BACKUP-WHOLE", c3);
+    FILE *f = fopen(mark, "w");
+    BP_REQUIRE(f != NULL && fputs("hourglass-broker BACKUP-WHOLE 2\nfile CURRENT x\n", f) >= 0 && fclose(f) == 0,
+               "write %s", mark);
+    rc = check_data(c3, out, sizeof out);
+    BP_CHECK(rc == 1 && strstr(out, "BACKUP-WHOLE file is garbled") != NULL,
+             "--check-data of a copy with a garbled marker: exit %d: %s", rc, out);
+    f = fopen(mark, "w");
+    BP_REQUIRE(f != NULL &&
+                   fputs("A whole copy made by hourglass-broker's BACKUP: every file of it was written and fsynced "
+                         "before it was\nnamed, so its write-ahead log has no torn end.\n",
+                         f) >= 0 &&
+                   fclose(f) == 0,
+               "write %s", mark);
+    rc = check_data(c3, out, sizeof out);
+    BP_CHECK(rc == 0 && strncmp(out, "ok: 20 messages", 15) == 0 && strstr(out, "without a list of files") != NULL,
+             "--check-data of a copy with a marker of before the list: exit %d: %s", rc, out);
+
+    /* restored: the damaged copy is refused, with what to do */
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+    restore_copy(c1, "before-c1");
+    rc = bp_restart(&bt_broker, e, sizeof e);
+    BP_CHECK(rc != 0, "the broker started on a damaged whole copy");
+    if (rc == 0) {
+        bp_stop(&bt_broker, e, sizeof e);
+    } else {
+        BP_CHECK(!bp_alive(&bt_broker) && WIFEXITED(bt_broker.last_status) && WEXITSTATUS(bt_broker.last_status) == 1,
+                 "refusing a damaged copy should exit 1");
+        BP_CHECK(bp_log_contains(&bt_broker, "is damaged: it is a whole copy made by BACKUP") &&
+                     bp_log_contains(&bt_broker, want) && bp_log_contains(&bt_broker, "restore another copy") &&
+                     bp_log_contains(&bt_broker, "delete ") &&
+                     bp_log_contains(&bt_broker, "/BACKUP-WHOLE and start again"),
+                 "the refusal does not say what and how to go on: %s", e);
+    }
+    snprintf(mark, sizeof mark, "%s/BACKUP-WHOLE", bt_broker.data_dir);
+    BP_CHECK(exists(mark), "the refused start removed %s", mark);
+    /* the operator accepts the loss */
+    BP_REQUIRE(unlink(mark) == 0, "unlink %s: %s", mark, strerror(errno));
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart after deleting BACKUP-WHOLE: %s", e);
+
+    /* a whole copy starts, and its mark is gone */
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+    restore_copy(c2, "before-c2");
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart on a whole copy: %s", e);
+    BP_CHECK(!exists(mark), "the broker started on the whole copy kept %s", mark);
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+    rc = check_data(bt_broker.data_dir, out, sizeof out);
+    BP_CHECK(rc == 0 && strncmp(out, "ok: 20 messages", 15) == 0 && strstr(out, "a whole copy") == NULL,
+             "--check-data of the restored whole copy: exit %d: %s", rc, out);
+    BP_REQUIRE(bp_restart(&bt_broker, e, sizeof e) == 0, "restart: %s", e);
+}
+
 static const tu_test_t tests[] = {
     { "refusals: no backup-dir, bad names, taken names, a gone directory", test_refusals },
     { "under load, then restored: as of the command, and nothing after", test_under_load_and_restore },
@@ -805,6 +927,7 @@ static const tu_test_t tests[] = {
     { "kill -9 while a copy runs: its .partial is removed at the restart", test_kill9_during_copy },
     { "a copy another broker is making is left alone", test_copy_of_another_broker },
     { "a whole copy torn after it was made is damage; restored, it is live", test_whole_copy_torn },
+    { "a whole copy cut on a record boundary is damage, and not started", test_whole_copy_damaged_refused },
     { NULL, NULL },
 };
 

@@ -458,11 +458,17 @@ static void test_sighup(void)
              "no 'nothing changed' after SIGHUP");
     still_answering("after a SIGHUP with nothing changed");
 
-    /* log-level info -> debug under load; max-clients waits for a restart. */
-    BP_REQUIRE(tu_write_file(conf, "[broker]\nlog-level = debug\nmax-clients = 200\n") == 0, "rewrite");
+    /* log-level info -> debug under load; max-clients waits for a restart; dedup-topics, unset before, is said
+     * so ("dedup-topics  -> order-timeout" before: a blank old value). */
+    BP_REQUIRE(tu_write_file(conf, "[broker]\nlog-level = debug\nmax-clients = 200\ndedup-topics = order-timeout\n") ==
+                   0,
+               "rewrite");
     sends_across_sighup();
     BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "SIGHUP: log-level info -> debug", HUP_LOG_DEADLINE_MS) == 0,
              "the log does not show 'SIGHUP: log-level info -> debug'");
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "SIGHUP: dedup-topics (unset) -> order-timeout",
+                                   HUP_LOG_DEADLINE_MS) == 0,
+             "the log does not show 'SIGHUP: dedup-topics (unset) -> order-timeout'");
     BP_CHECK(tu_wait_file_contains(bt_broker.log_path,
                                    "SIGHUP: max-clients changed, but takes effect only at a restart",
                                    HUP_LOG_DEADLINE_MS) == 0,

@@ -24,7 +24,10 @@
  *  - stopped mid-check (a FIFO named like a log holds it in the view's
  *    making) by SIGTERM, SIGINT, SIGHUP: the view removed, exit 128+signal;
  *    by kill -9: the next check removes the view it left, and says so; two
- *    checks at once: neither removes the other's view.
+ *    checks at once: neither removes the other's view;
+ *  - a whole copy BACKUP made (BACKUP-WHOLE lists its files): ok, its list
+ *    checked, nothing changed; its log cut on a record boundary: exit 1,
+ *    naming the log, nothing changed (also on a read-only mount).
  * The tests need root (to mount, and to become nobody), as CI runs them.
  *
  * Run one suite: ./tests/integration/test_check_data check-data
@@ -523,6 +526,49 @@ static void test_two_checks_at_once(void)
     unlink(fifo);
 }
 
+static int path_exists(void *ctx)
+{
+    struct stat st;
+    return stat(ctx, &st) == 0;
+}
+
+/* A whole copy BACKUP made, put in place of the stopped broker's directory
+ * (not started: it keeps BACKUP-WHOLE). The check of its list reads every
+ * byte and changes none: ok, saying so. With its log cut on a record
+ * boundary (to 0 bytes; "ok: 0 messages" before the list) it is exit 1,
+ * naming the log, and still nothing changed, on a read-only mount too. */
+static void test_whole_copy_list(void)
+{
+    char e[8192], out[8192], bk[512], copy[700], live[700], log[700];
+    BP_REQUIRE(tu_mkdtemp("check-bk", bk, sizeof bk) == 0, "mkdtemp: %s", strerror(errno));
+    const char *extra[] = { "--backup-dir", bk, NULL };
+    bt_start(extra);
+    fill(20);
+    resp_reply_t *r = rc_cmd(&bt_conn, "BACKUP", "c", NULL);
+    BP_REQUIRE(r != NULL, "BACKUP: no reply (%s)", bt_conn.err);
+    resp_reply_free(r);
+    snprintf(copy, sizeof copy, "%s/c", bk);
+    BP_REQUIRE(tu_poll_until(path_exists, copy, 60000, 20) == 0, "no whole copy %s after 60 s", copy);
+    rc_close(&bt_conn);
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "stop: %s", e);
+    snprintf(live, sizeof live, "%s/live", bt_broker.dir);
+    BP_REQUIRE(rename(bt_broker.data_dir, live) == 0 && rename(copy, bt_broker.data_dir) == 0, "rename: %s",
+               strerror(errno));
+    rmdir(bk);
+
+    check_leaves_dir(AS_IS, 0, out, sizeof out);
+    BP_CHECK(ok_count(out) == 40 && strstr(out, "as its BACKUP-WHOLE lists them (sizes and CRC-32C)") != NULL,
+             "--check-data of a whole copy: %s", out);
+
+    snprintf(log, sizeof log, "%s/000003.log", bt_broker.data_dir);
+    BP_REQUIRE(truncate(log, 0) == 0, "truncate %s: %s", log, strerror(errno));
+    check_leaves_dir(AS_IS, 1, out, sizeof out);
+    BP_CHECK(strstr(out, "BACKUP-WHOLE file lists 000003.log with ") != NULL &&
+                 strstr(out, "but it has 0: truncated") != NULL,
+             "--check-data of a whole copy cut on a record boundary: %s", out);
+    check_leaves_dir(AS_RO_MOUNT, 1, out, sizeof out);
+}
+
 static const tu_test_t check_data_tests[] = {
     { "after kill -9: ok, nothing changed", test_after_kill9 },
     { "a torn log end: reported as what a start would cut, not cut", test_torn_log_end },
@@ -532,6 +578,7 @@ static const tu_test_t check_data_tests[] = {
     { "SIGTERM/SIGINT/SIGHUP mid-check: its scratch view removed, exit 128+signal", test_signal_mid_check },
     { "a kill -9'd check's view: removed by the next check, and said", test_kill9_leftover_removed },
     { "two checks at once: neither removes the other's view", test_two_checks_at_once },
+    { "a whole copy: its list checked, every byte read, nothing changed", test_whole_copy_list },
     { NULL, NULL },
 };
 

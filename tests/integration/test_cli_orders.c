@@ -20,6 +20,12 @@
  *               exit 1; --reason; it leaves the overdue list
  *   usage       no database key, a bad id, a bad cursor, a bad duration:
  *               exit 2 naming the problem; MariaDB unreachable: exit 3
+ *   login       a second broker with a users file and a tls-port: orders
+ *               show/overdue with --tls-ca-cert-file, --user and
+ *               --password-file see its message; a wrong password, an
+ *               untrusted certificate and a refused connection each show
+ *               the real reason in the rows; --user without a password is
+ *               a usage error
  * and, on the same broker:
  *   globals     --json and -u after the command; --config file; --level
  *               checked against the broker's table
@@ -37,6 +43,8 @@
 #include "tests/helpers/broker_proc.h"
 #include "tests/helpers/order_env.h"
 #include "tests/helpers/testutil.h"
+#include "tests/helpers/tls_certs.h"
+#include "tests/helpers/users_file.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -54,6 +62,8 @@
 static oe_env_t env;
 static char uri[64], workdir[512];
 static rc_conn_t conn;
+static bp_broker_t secure; /* suite login's broker (users, TLS), stopped by orders_cleanup */
+static char login_dir[512];
 static hg_order_db *handle;
 static char out[OUT_MAX];
 
@@ -180,6 +190,9 @@ static int orders_init(void)
 static int orders_cleanup(void)
 {
     rc_close(&conn);
+    bp_destroy(&secure);
+    if (login_dir[0] != '\0')
+        tu_rmtree(login_dir);
     hg_order_db_close(handle);
     oe_stop(&env);
     if (workdir[0] != '\0')
@@ -334,6 +347,95 @@ static void test_usage(void)
              rc, out);
 }
 
+/* Run the cli against the secure broker: --uri u, --tls-ca-cert-file ca
+ * (NULL: none), --user ops, --password-file pw (NULL: none), the database
+ * flags, then the command words (NULL-terminated). Returns the exit code. */
+static int cli_login(const char *u, const char *ca, const char *pw, const char *first, ...)
+{
+    const char *argv[48];
+    int n = 0;
+    va_list ap;
+
+    argv[n++] = CLI_PATH;
+    argv[n++] = "--uri";
+    argv[n++] = u;
+    if (ca != NULL) {
+        argv[n++] = "--tls-ca-cert-file";
+        argv[n++] = ca;
+    }
+    argv[n++] = "--user";
+    argv[n++] = "ops";
+    if (pw != NULL) {
+        argv[n++] = "--password-file";
+        argv[n++] = pw;
+    }
+    argv[n++] = "--mysql-socket";
+    argv[n++] = env.server.socket;
+    argv[n++] = "--mysql-user";
+    argv[n++] = "root";
+    argv[n++] = "--mysql-database=" DB;
+    argv[n++] = first;
+    va_start(ap, first);
+    for (const char *a; n < 46 && (a = va_arg(ap, const char *)) != NULL;)
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    return tu_run_capture(argv, out, sizeof out);
+}
+
+/* The broker login given with flags (--user, --password-file, --tls-*) is
+ * the one orders show/overdue ask the broker with, and when the broker
+ * cannot be asked the rows say why. */
+static void test_login_flags(void)
+{
+    const tu_user_t users[] = { { "ops", "viewer", "pw-ops" }, { "shop", "producer", "pw-shop" } };
+    char err[4096], path[700], pw[700], bad_pw[700], tls_port[16], tls[80], plain[96], refused[80], line[1024];
+    tc_certs_t pki;
+
+    TU_REQUIRE(tu_mkdtemp("cli-orders-login", login_dir, sizeof login_dir) == 0, "temp dir");
+    TU_REQUIRE(tc_make(login_dir, &pki, err, sizeof err) == 0, "test PKI: %s", err);
+    snprintf(path, sizeof path, "%s/users", login_dir);
+    TU_REQUIRE(tu_write_users_file(path, users, 2, err, sizeof err) == 0, "%s", err);
+    snprintf(pw, sizeof pw, "%s/ops.pw", login_dir);
+    snprintf(bad_pw, sizeof bad_pw, "%s/wrong.pw", login_dir);
+    TU_REQUIRE(tu_write_file(pw, "pw-ops\n") == 0 && tu_write_file(bad_pw, "not-the-password\n") == 0, "pw files");
+    snprintf(tls_port, sizeof tls_port, "%d", tu_free_port());
+    const char *extra[] = { "--fsync",         "no",       "--users-file",   path,           "--tls-port", tls_port,
+                            "--tls-cert-file", pki.server, "--tls-key-file", pki.server_key, NULL };
+    TU_REQUIRE(bp_start(&secure, extra, err, sizeof err) == 0, "broker with users and TLS: %s", err);
+    snprintf(tls, sizeof tls, "hourglass+tls://127.0.0.1:%s", tls_port);
+    snprintf(plain, sizeof plain, "hourglass://shop:pw-shop@127.0.0.1:%d", secure.port);
+    TU_REQUIRE(cli_raw("--uri", plain, "send", OE_TOPIC, "x", "--key", "103", "--delay", "1h", NULL) == 0,
+               "send 103's message to the secure broker: %s", out);
+
+    int rc = cli_login(tls, pki.ca, pw, "orders", "show", "103", NULL);
+    TU_CHECK(rc == 0 && line_of("messages:", line, sizeof line) && strstr(line, " delayed "),
+             "orders show with --user/--password-file/--tls-ca-cert-file sees the message: exit %d\n%s", rc, out);
+    rc = cli_login(tls, pki.ca, pw, "orders", "overdue", NULL);
+    TU_CHECK(rc == 0 && row_of(103, line, sizeof line) && strstr(line, " delayed") &&
+                 !strstr(out, "could not be asked"),
+             "orders overdue with the login flags asks the broker: exit %d\n%s", rc, out);
+
+    rc = cli_login(tls, pki.ca, bad_pw, "orders", "show", "103", NULL);
+    TU_CHECK(rc == 0 && line_of("messages:", line, sizeof line) && strstr(line, "unknown (") &&
+                 !strstr(line, "no broker connection") && strstr(line, "WRONGPASS"),
+             "a wrong password: the broker's refusal in the output: exit %d\n%s", rc, out);
+    rc = cli_login(tls, pki.ca, bad_pw, "orders", "overdue", NULL);
+    TU_CHECK(rc == 0 && row_of(103, line, sizeof line) && strstr(line, "could not be asked") &&
+                 strstr(line, "WRONGPASS"),
+             "overdue with a wrong password: each row names the refusal: exit %d\n%s", rc, out);
+    rc = cli_login(tls, NULL, pw, "orders", "show", "103", NULL);
+    TU_CHECK(rc == 0 && line_of("messages:", line, sizeof line) && strstr(line, "certificate"),
+             "no CA: the untrusted certificate named: exit %d\n%s", rc, out);
+    snprintf(refused, sizeof refused, "hourglass://127.0.0.1:%d", tu_free_port());
+    rc = cli_login(refused, NULL, pw, "orders", "show", "103", NULL);
+    TU_CHECK(rc == 0 && line_of("messages:", line, sizeof line) && strstr(line, "refused"),
+             "nothing listening: connection refused named: exit %d\n%s", rc, out);
+    rc = cli_login(tls, pki.ca, NULL, "orders", "show", "103", NULL);
+    TU_CHECK(rc == 2 && strstr(out, "--user 'ops' needs --password-file"),
+             "--user without a password: a usage error, exit 2: %d\n%s", rc, out);
+}
+
 /* ---------------------------------------------------------------- suite cli */
 
 static void test_globals_anywhere(void)
@@ -400,6 +502,7 @@ static const tu_test_t orders_tests[] = {
     { "show: order, items, outbox, message, verdict", test_show },
     { "cancel: reason manual, idempotent, stock back", test_cancel_manual },
     { "usage errors and an unreachable MariaDB", test_usage },
+    { "login flags: --user, --password-file, --tls-* reach the broker; a refusal is named", test_login_flags },
     { "global flags anywhere, -u, --config, --level against LEVELS", test_globals_anywhere },
     { "dlq list pages, says when there are more, --all", test_dlq_pages },
     { NULL, NULL },

@@ -19,7 +19,9 @@
  *    others; hg_levels_fetch / hg_level_for;
  *  - stop from a signal handler ends a long blocking PULL at once;
  *  - hourglass-cli: dlq list/show/requeue/drop round trip, --json, levels,
- *    groups, send, and every exit code (0, 1, 2, 3); passwd refuses a bad
+ *    groups, send, and every exit code (0, 1, 2, 3); dlq drop|requeue --all
+ *    refused to a viewer says NOPERM without announcing the move first;
+ *    passwd refuses a bad
  *    --cost before it reads or asks for the password (a closed stdin, a
  *    pseudo-terminal);
  *  - bad URIs and options: the error names the bad part (no broker needed);
@@ -1440,6 +1442,50 @@ static void test_cli_dlq_round_trip(void)
     BP_CHECK(rc == 1 && strstr(err, "no such group") != NULL, "unknown group: exit %d: %.400s", rc, err);
 }
 
+/* dlq requeue|drop --all by a user the broker will refuse (a viewer: DLQ
+ * REQUEUE and DROP are the admin's) prints the broker's NOPERM and exits 1,
+ * without first announcing the move it will not make; an admin still gets
+ * the announcement, and the DLQ is dropped. */
+static void test_cli_dlq_all_refused_first(void)
+{
+    char out[16384], err[4096], dir[512], path[600], e[4096], id[HG_ID_MAX], viewer[200], admin[200];
+    const tu_user_t users[] = { { "boss", "admin", "pw-boss" }, { "ops", "viewer", "pw-ops" } };
+    hg_error_t herr;
+    hg_reply_t *r;
+
+    BP_REQUIRE(tu_mkdtemp("hg-client-dlq-perm", dir, sizeof dir) == 0, "temp dir");
+    snprintf(path, sizeof path, "%s/users", dir);
+    BP_REQUIRE(tu_write_users_file(path, users, 2, e, sizeof e) == 0, "%s", e);
+    const char *extra[] = { "--fsync", "no", "--users-file", path, NULL };
+    BP_REQUIRE(bp_start(&B, extra, e, sizeof e) == 0, "start the broker: %s", e);
+    snprintf(admin, sizeof admin, "hourglass://boss:pw-boss@127.0.0.1:%d", B.port);
+    snprintf(viewer, sizeof viewer, "hourglass://ops:pw-ops@127.0.0.1:%d", B.port);
+    BP_REQUIRE(hg_client_open(admin, NULL, &C, &herr) == HG_OK, "open as boss: %s", herr.message);
+    hg_reply_free(CMD("GROUP", "CREATE", "g", "t", "MAXRETRY", "0"));
+    send_one("t", "key", "m0", hg_delay_none(), id);
+    r = CMD("PULL", "g", "t", "COUNT", "1");
+    BP_REQUIRE(r != NULL && hg_reply_count(r) == 1, "PULL 1");
+    hg_reply_free(r);
+    BP_REQUIRE(CMD_INT("NACK", "g", id, "REASON", "r0") == 0, "NACK into the DLQ");
+
+    static const char *const verbs[] = { "drop", "requeue" };
+    for (size_t i = 0; i < 2; i++) {
+        int rc =
+            run_cli(out, sizeof out, err, sizeof err, "--uri", viewer, "dlq", verbs[i], "g", "--all", (char *)NULL);
+        BP_CHECK(rc == 1 && strstr(err, "NOPERM") != NULL && strstr(err, "waiting until") == NULL &&
+                     strstr(err, "in the DLQ") == NULL,
+                 "dlq %s --all as a viewer: the refusal only, exit 1: exit %d\nstdout: %.400s\nstderr: %.600s",
+                 verbs[i], rc, out, err);
+    }
+    BP_CHECK(CMD_INT("DLQ", "LEN", "g") == 1, "the refused drop left the DLQ as it was");
+    int rc = run_cli(out, sizeof out, err, sizeof err, "--uri", admin, "dlq", "drop", "g", "--all", (char *)NULL);
+    BP_CHECK(rc == 0 && strstr(err, "1 message in the DLQ, waiting until it is dropped") != NULL &&
+                 strstr(out, "dropped 1 message") != NULL,
+             "dlq drop --all as the admin: announced and done: exit %d\nstdout: %.400s\nstderr: %.600s", rc, out, err);
+    BP_CHECK(CMD_INT("DLQ", "LEN", "g") == 0, "the admin's drop emptied the DLQ");
+    tu_rmtree(dir);
+}
+
 /* Text for people never carries a terminal control from a payload, key or
  * reason: C0 and DEL, and also the C1 controls (valid UTF-8 that xterm and
  * VTE obey: U+009B is CSI) and the bidi overrides, are shown as \xHH; other
@@ -1519,6 +1565,34 @@ static void test_cli_passwd(void)
     snprintf(uri, sizeof uri, "hourglass://bob.x%%40shop-1_a:pw-bob@127.0.0.1:%d", B.port);
     rc = run_cli(out, sizeof out, err, sizeof err, "--uri", uri, "ping", (char *)NULL);
     BP_CHECK(rc == 0 && strstr(out, "PONG") != NULL, "ping as the new user: exit %d: %.300s", rc, err);
+    /* Without credentials: the broker's NOAUTH, and how hourglass-cli logs in. */
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", B.port);
+    rc = run_cli(out, sizeof out, err, sizeof err, "--uri", uri, "levels", (char *)NULL);
+    BP_CHECK(rc == 1 && strstr(err, "NOAUTH") != NULL && strstr(err, "--user U --password-file F") != NULL,
+             "levels without credentials: exit %d: %.300s", rc, err);
+    tu_rmtree(dir);
+}
+
+/* --config FILE with a key of the daemons' files the CLI's does not take
+ * (tls-ca-cert-file, user): refused, exit 2, naming the key, the keys the
+ * file takes and where the TLS files and the user go; "--help" said once. */
+static void test_cli_config_daemon_key(void)
+{
+    char out[4096], err[4096], dir[512], path[600];
+    static const char *const bad[] = { "tls-ca-cert-file = /etc/hourglass/tls/ca.pem", "user = ops" };
+
+    BP_REQUIRE(tu_mkdtemp("hg-client-cliconf", dir, sizeof dir) == 0, "temp dir");
+    snprintf(path, sizeof path, "%s/cli.conf", dir);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "[cli]\nuri = hourglass+tls://127.0.0.1:1\n%s\n", bad[i]);
+        BP_REQUIRE(tu_write_file(path, text) == 0, "write %s", path);
+        int rc = run_cli(out, sizeof out, err, sizeof err, "--config", path, "ping", (char *)NULL);
+        BP_CHECK(rc == 2 && strstr(err, "cli.conf:3: unknown key") != NULL &&
+                     strstr(err, "takes uri, order-topic and the mysql-* keys") != NULL &&
+                     strstr(err, "?ca=FILE") != NULL && strstr(strstr(err, "--help") + 1, "--help") == NULL,
+                 "--config with '%s': exit %d, stderr '%.400s'", bad[i], rc, err);
+    }
     tu_rmtree(dir);
 }
 
@@ -1576,9 +1650,13 @@ static int run_cli_tty(char *out, size_t outlen, int wait_ms, ...)
 static void test_cli_passwd_cost_before_prompt(void)
 {
     static const char *const bad[][3] = {
-        { "", "5", "scrypt ln=5 out of range 10..20" },
-        { "", "21", "scrypt ln=21 out of range 10..20" },
-        { "", "19", "needs 512 MiB, more than 256 MiB" },
+        /* passwd makes r=8 hashes: 10..18 is its range (ln 19 needs 512 MiB,
+         * past the broker's 256), said at once, not the reader's 10..20 */
+        { "", "5", "--cost 5 is out of range for scrypt's ln: 10..18" },
+        { "", "9", "--cost 9 is out of range for scrypt's ln: 10..18" },
+        { "", "19", "--cost 19 is out of range for scrypt's ln: 10..18 (r=8; ln 19 needs 512 MiB" },
+        { "", "20", "--cost 20 is out of range for scrypt's ln: 10..18" },
+        { "", "21", "--cost 21 is out of range for scrypt's ln: 10..18" },
         { "", "abc", "--cost 'abc' is not a whole number" },
         { "", "-3", "--cost '-3' is not a whole number" },
         { "", "", "is not a whole number" },
@@ -1602,7 +1680,8 @@ static void test_cli_passwd_cost_before_prompt(void)
     }
     /* At a terminal: the error, and no prompt (before, "Password: " came first and the error only after two). */
     int rc = run_cli_tty(out, sizeof out, 10000, "passwd", "--cost", "25", "bob", "admin", (char *)NULL);
-    BP_CHECK(rc == 2 && strstr(out, "scrypt ln=25 out of range") != NULL && strstr(out, "Password") == NULL,
+    BP_CHECK(rc == 2 && strstr(out, "--cost 25 is out of range for scrypt's ln: 10..18") != NULL &&
+                 strstr(out, "Password") == NULL,
              "passwd --cost 25 on a terminal: exit %d, the terminal shows '%.300s'", rc, out);
     rc = run_cli_tty(out, sizeof out, 10000, "passwd", "--pbkdf2", "--cost", "ten", (char *)NULL);
     BP_CHECK(rc == 2 && strstr(out, "not a whole number") != NULL && strstr(out, "Password") == NULL,
@@ -1877,12 +1956,14 @@ static int add_suites(void)
         { "restart", "broker kill -9 + restart: nothing lost", test_broker_restart_nothing_lost },
         { "restart", "connection lost mid-call: sends resent, commands not", test_resend_after_connection_loss },
         { "cli", "dlq list/show/requeue/drop round trip", test_cli_dlq_round_trip },
+        { "cli", "dlq drop|requeue --all refused: NOPERM, no announcement first", test_cli_dlq_all_refused_first },
         { "cli", "commands, --json and exit codes", test_cli_commands_and_exit_codes },
         { "cli", "group create/del, topics, topic del", test_cli_group_create_del },
         { "cli", "table and show output escape C1 and bidi controls", test_cli_text_escapes_controls },
         { "cli", "passwd: a line the broker takes; bad names and roles refused", test_cli_passwd },
         { "cli", "passwd: a bad --cost refused before the password is read or asked",
           test_cli_passwd_cost_before_prompt },
+        { "cli", "--config: a daemon's key is refused with the keys the file takes", test_cli_config_daemon_key },
         { "errors", "bad URIs and options", test_bad_uris_and_options },
     };
     CU_pSuite s = NULL;

@@ -408,6 +408,18 @@ static void test_config(void)
     expect_config_error(both, "mysql-password and mysql-password-file are both set");
     const char *empty[] = { COMPENSATOR_BIN, "--check-config", DB, "--mysql-password-file", pwfile, NULL };
     expect_config_error(empty, "mysql-password-file: the password file");
+    /* the broker's password-file others can read: warned as mysql-password-file is (it was silent) */
+    BP_CHECK(tu_write_file(pwfile, "pw-relay\n") == 0 && chmod(pwfile, 0644) == 0, "write %s", pwfile);
+    const char *exposed[] = {
+        COMPENSATOR_BIN, "--check-config", DB, "--user", "relay", "--password-file", pwfile, NULL
+    };
+    rc = tu_run_capture(exposed, out, sizeof out);
+    BP_CHECK(rc == 0 && strstr(out, "warning: password-file: ") && strstr(out, "readable by every user") &&
+                 strstr(out, "chmod 600"),
+             "password-file (mode 0644): exit %d: %.4000s", rc, out);
+    BP_CHECK(chmod(pwfile, 0600) == 0, "chmod");
+    rc = tu_run_capture(exposed, out, sizeof out);
+    BP_CHECK(rc == 0 && !strstr(out, "warning"), "password-file (mode 0600): exit %d: %.4000s", rc, out);
     tu_rmtree(pwdir);
     const char *uri[] = { COMPENSATOR_BIN, "--check-config", DB, "--uri", "hourglass://h:99999", NULL };
     expect_config_error(uri, "uri: bad URI: bad port '99999'");
@@ -1979,8 +1991,9 @@ static void test_once(void)
     rc = tu_run_capture(alerting, out, sizeof out);
     printf("    --once, the monitor alone, the broker unreachable, alert-layer-failures 1: exit %d\n%s", rc, out);
     CU_ASSERT_EQUAL(rc, 1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(
-        out, "ALERT layer-failing firing [monitor]: layer monitor failed 1 runs in a row: DLQ LEN order-cancel"));
+    /* one run: "1 run", not "1 runs" (before 2026-12-05) */
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(out, "ALERT layer-failing firing [monitor]: layer monitor failed 1 run in a row: DLQ LEN order-cancel"));
     /* SIGHUP (a logrotate postrotate signalling every hourglass-compensator)
      * during a --once round: ignored, the round finishes (it killed the run). */
     CU_ASSERT_EQUAL_FATAL(seed("c_once", 51, 3, -5000, 0), 0);
@@ -2139,8 +2152,57 @@ static void test_sighup(void)
     hg_order_db_close(db);
 }
 
+/* /healthz names each failing layer once: a layer's connection carries the
+ * layer's name, and the page said it twice ("relay: relay: connect to …",
+ * "overdue: overdue: …"). MariaDB and the broker on ports nothing listens on. */
+static void test_health_names(void)
+{
+    char dir[512], db_port[16], uri[64], mport[16], body[4096] = "";
+    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("comp-health", dir, sizeof dir), 0);
+    snprintf(db_port, sizeof db_port, "%d", tu_free_port());
+    snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", tu_free_port());
+    proc_t p;
+    memset(&p, 0, sizeof p);
+    p.metrics_port = tu_free_port();
+    snprintf(mport, sizeof mport, "%d", p.metrics_port);
+    snprintf(p.log, sizeof p.log, "%s/compensator.log", dir);
+    const char *argv[] = { COMPENSATOR_BIN,
+                           "--uri",
+                           uri,
+                           "--mysql-host",
+                           "127.0.0.1",
+                           "--mysql-port",
+                           db_port,
+                           "--mysql-database",
+                           "shop",
+                           "--metrics-port",
+                           mport,
+                           "--dlq-groups",
+                           "order-cancel",
+                           NULL };
+    p.pid = spawn(argv, p.log);
+    CU_ASSERT_FATAL(p.pid > 0);
+    uint64_t end = tu_now_mono_ms() + 30000;
+    int status = -1;
+    while (tu_now_mono_ms() < end) {
+        status = tu_http_get(p.metrics_port, "/healthz", body, sizeof body);
+        if (status == 503 && strstr(body, "relay: ") && strstr(body, "overdue: ") && strstr(body, "monitor: "))
+            break;
+        sleep_ms(50);
+    }
+    BP_CHECK(status == 503 && strstr(body, "relay: connect to ") && strstr(body, "overdue: connect to ") &&
+                 strstr(body, "monitor: connect to ") && strstr(body, "inspection: lock: connect to "),
+             "/healthz %d, each failing layer named with its error:\n%s", status, body);
+    BP_CHECK(!strstr(body, "relay: relay:") && !strstr(body, "overdue: overdue:") &&
+                 !strstr(body, "monitor: monitor:") && !strstr(body, "inspection: inspection:"),
+             "/healthz names a layer twice:\n%s", body);
+    CU_ASSERT_EQUAL(stop_proc(&p, CU_get_number_of_failures()), 0);
+    tu_rmtree(dir);
+}
+
 static const tu_test_t config_tests[] = {
     { "--check-config, --help, --version", test_config },
+    { "/healthz: each failing layer named once", test_health_names },
     { NULL, NULL },
 };
 

@@ -840,6 +840,24 @@ static void test_config(void)
     int rc = tu_run_capture(argv, out, sizeof out);
     TU_CHECK(rc == 2 && strstr(out, "sampler-user 'monitor' needs sampler-password-file") != NULL,
              "sampler-user without sampler-password-file: exit 2 naming both keys (exit %d: %s)", rc, out);
+    /* sampler-password-file others can read: warned as mysql-password-file is (it was silent) */
+    char pwdir[256], pwfile[300];
+    TU_REQUIRE(tu_mkdtemp("console-pw", pwdir, sizeof pwdir) == 0, "mkdtemp");
+    snprintf(pwfile, sizeof pwfile, "%s/monitor.password", pwdir);
+    TU_REQUIRE(tu_write_file(pwfile, "pw-monitor\n") == 0 && chmod(pwfile, 0644) == 0, "write %s", pwfile);
+    const char *exposed[] = { CONSOLE_BIN,
+                              "--check-config",
+                              "--mysql-database",
+                              DB,
+                              "--sampler-user",
+                              "monitor",
+                              "--sampler-password-file",
+                              pwfile,
+                              NULL };
+    rc = tu_run_capture(exposed, out, sizeof out);
+    TU_CHECK(rc == 0 && strstr(out, "warning: sampler-password-file: ") && strstr(out, "readable by every user"),
+             "sampler-password-file (mode 0644): exit %d: %s", rc, out);
+    tu_rmtree(pwdir);
     const char *plain_tls[] = { CONSOLE_BIN, "--check-config", "--mysql-database", DB, "--tls-ca-cert-file", "ca.pem",
                                 NULL };
     rc = tu_run_capture(plain_tls, out, sizeof out);

@@ -126,6 +126,14 @@ static void test_check_config(void)
     rc = tu_run_capture(user_only, big, sizeof big);
     TU_CHECK(rc == 0 && strstr(big, "configuration OK"), "the URI's user, password-file's password: exit %d:\n%s", rc,
              big);
+    TU_CHECK(!strstr(big, "warning"), "password-file (mode 0600) warned about:\n%s", big);
+    /* password-file others can read: warned as mysql-password-file is (it was silent) */
+    TU_REQUIRE(chmod(pwfile, 0644) == 0, "chmod");
+    rc = tu_run_capture(user_only, big, sizeof big);
+    TU_CHECK(rc == 0 && strstr(big, "warning: password-file: ") && strstr(big, "readable by every user") &&
+                 strstr(big, "chmod 600"),
+             "password-file (mode 0644): exit %d:\n%s", rc, big);
+    TU_REQUIRE(chmod(pwfile, 0600) == 0, "chmod");
     user_only[6] = NULL; /* no password anywhere */
     expect_config_error(user_only, "the URI names user 'canceller' but no password");
 

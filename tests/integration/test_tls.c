@@ -367,6 +367,11 @@ static void test_mtls(void)
     exit_code = tu_run_capture(cli_no_cert, out, sizeof out);
     TU_CHECK(exit_code == 3 && strstr(out, "certificate required") != NULL,
              "hourglass-cli without a certificate: exit %d: %s", exit_code, out);
+    /* Without --tls-ca-cert-file the system's trust store is used: the error says which flag names the CA. */
+    const char *cli_no_ca[] = { CLI_BIN, "--uri", cli_uri, "ping", NULL };
+    exit_code = tu_run_capture(cli_no_ca, out, sizeof out);
+    TU_CHECK(exit_code == 3 && strstr(out, "not trusted") != NULL && strstr(out, "--tls-ca-cert-file FILE") != NULL,
+             "hourglass-cli without --tls-ca-cert-file: exit %d: %s", exit_code, out);
 
     /* The options instead of URI parameters. */
     o.tls_ca_file = PKI.ca;

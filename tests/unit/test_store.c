@@ -6149,13 +6149,38 @@ static void copy_of_five(const char *name, char *path, size_t pathlen)
     CLOSE(&s);
 }
 
-/* A whole copy holds STORE_COPY_WHOLE. Its log cut or overwritten at the end
- * (a torn end, which a whole copy never has) was "ok" before, as a power
- * cut's torn end is in a live directory (here: the one batch of a small copy
- * torn, nothing left, "ok: 0 messages"); now store_check_dir calls it damage,
- * naming the log, the offset and the bytes, and writes nothing. A store
- * opened on it anyway removes the mark and cuts, its note saying it was
- * damage. */
+/* The marker text of copies made before the list (version 1). */
+static const char v1_mark[] =
+    "A whole copy made by hourglass-broker's BACKUP: every file of it was written and fsynced before it was\n"
+    "named, so its write-ahead log has no torn end; hourglass-broker --check-data calls one damage.\n"
+    "A broker started on this directory removes this file (the directory is then live).\n";
+
+/* Replace dir's STORE_COPY_WHOLE with text. */
+static void write_mark(const char *dir, const char *text, int line)
+{
+    char mark[800];
+    snprintf(mark, sizeof mark, "%s/" STORE_COPY_WHOLE, dir);
+    FILE *f = fopen(mark, "w");
+    TU_REQUIRE_AT(f != NULL && fputs(text, f) >= 0 && fclose(f) == 0, line, "write %s", mark);
+}
+
+/* store_check_dir of the copy at path (err, r): its return. */
+static int check_copy(const char *path, store_dir_check_t *r, char *err, size_t errlen)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.path = path;
+    o.create_if_missing = 0;
+    return store_check_dir(&o, T0, r, err, errlen);
+}
+
+/* A whole copy holds STORE_COPY_WHOLE, which lists its files. Its log cut or
+ * overwritten at the end (a torn end, which a whole copy never has) was "ok"
+ * before, as a power cut's torn end is in a live directory (here: the one
+ * batch of a small copy torn, nothing left, "ok: 0 messages"); now
+ * store_check_dir calls it damage, and writes nothing: the list names the
+ * log and its CRC-32C; with a marker of version 1 (no list) the torn end
+ * is, naming the log, the offset and the bytes. */
 static void test_snapshot_whole_copy_torn_is_damage(void)
 {
     char copy[700], mark[800], log[64], err[2048] = "";
@@ -6164,21 +6189,28 @@ static void test_snapshot_whole_copy_torn_is_damage(void)
     struct stat st;
     TU_CHECK(stat(mark, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0, "the copy has no %s", mark);
 
-    store_options_t o;
-    opts_default(&o);
-    o.path = copy;
-    o.create_if_missing = 0;
     store_dir_check_t r;
-    int rc = store_check_dir(&o, T0, &r, err, sizeof err);
-    TU_CHECK(rc == 0 && r.whole_copy && !r.torn, "a whole copy: rc %d, whole_copy %d, torn %d: %s", rc, r.whole_copy,
-             r.torn, err);
+    int rc = check_copy(copy, &r, err, sizeof err);
+    TU_CHECK(rc == 0 && r.whole_copy && r.whole_listed && r.whole_files >= 4 && !r.torn,
+             "a whole copy: rc %d, whole_copy %d, listed %d (%u files), torn %d: %s", rc, r.whole_copy, r.whole_listed,
+             r.whole_files, r.torn, err);
     CHECK_EQ_U64(r.counts.messages, 5);
 
     long size = tear_newest_log(copy, log, sizeof log, __LINE__);
     uint64_t before = dir_digest(copy);
-    rc = store_check_dir(&o, T0, &r, err, sizeof err);
-    TU_CHECK(rc == STORE_OPEN_DAMAGED && r.whole_copy && r.torn, "a torn whole copy: rc %d, whole_copy %d, torn %d: %s",
-             rc, r.whole_copy, r.torn, err);
+    rc = check_copy(copy, &r, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && r.whole_copy && r.whole_listed && !r.torn,
+             "a torn whole copy: rc %d, whole_copy %d, torn %d: %s", rc, r.whole_copy, r.torn, err);
+    TU_CHECK(strstr(err, "CRC-32C") != NULL && strstr(err, log) != NULL && strstr(err, copy) != NULL &&
+                 strstr(err, ".check-") == NULL,
+             "the error does not name the copy, its log and its checksum: \"%s\"", err);
+    CHECK_EQ_U64(dir_digest(copy), before);
+
+    write_mark(copy, v1_mark, __LINE__); /* a copy made before the list */
+    rc = check_copy(copy, &r, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && r.whole_copy && !r.whole_listed && r.torn,
+             "a torn whole copy, version 1 mark: rc %d, whole_copy %d, listed %d, torn %d: %s", rc, r.whole_copy,
+             r.whole_listed, r.torn, err);
     TU_CHECK(strstr(err, "never has a torn end") != NULL && strstr(err, log) != NULL && strstr(err, copy) != NULL &&
                  strstr(err, ".check-") == NULL,
              "the error does not name the copy, its log and why: \"%s\"", err);
@@ -6187,16 +6219,232 @@ static void test_snapshot_whole_copy_torn_is_damage(void)
              (unsigned long long)r.torn_offset);
     TU_CHECK(strstr(err, at) != NULL && r.torn_offset + r.torn_bytes == (uint64_t)size, "want \"%s\" in \"%s\"", at,
              err);
-    CHECK_EQ_U64(dir_digest(copy), before);
     TU_CHECK(stat(mark, &st) == 0, "the check removed %s", mark);
+}
 
-    /* started anyway: the mark goes, the cut is made, and its note says it was damage */
-    store_t *s = OPEN(&o);
-    TU_CHECK(strstr(store_open_note(s), "ended in a torn write") != NULL &&
-                 strstr(store_open_note(s), "was a whole copy made by BACKUP") != NULL,
-             "the note of a start on a torn whole copy: \"%s\"", store_open_note(s));
-    TU_CHECK(stat(mark, &st) != 0 && errno == ENOENT, "the start kept %s", mark);
+/* Truncate the newest log of dir (its name into log) to 0 bytes: a record
+ * boundary, which LevelDB cannot tell from a log that never had a record. */
+static void cut_log_to_zero(const char *dir, char *log, size_t loglen, int line)
+{
+    DIR *d = opendir(dir);
+    TU_REQUIRE_AT(d != NULL, line, "opendir %s", dir);
+    unsigned long long best = 0, number;
+    struct dirent *e;
+    log[0] = '\0';
+    while ((e = readdir(d)) != NULL)
+        if (logsync_log_number(e->d_name, &number) && (log[0] == '\0' || number > best)) {
+            best = number;
+            snprintf(log, loglen, "%.60s", e->d_name);
+        }
+    closedir(d);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, log);
+    TU_REQUIRE_AT(log[0] != '\0' && truncate(path, 0) == 0, line, "truncate %s: %s", path, strerror(errno));
+}
+
+/* A whole copy whose log is cut on a record boundary (here: before its only
+ * record, the copy's one batch), or lost whole (LevelDB does not list its
+ * logs), was "ok: 0 messages" before: nothing in LevelDB's files says a
+ * record is missing. Its list says how long the log was: damage, naming the
+ * log, the size listed and the size found. */
+static void test_snapshot_whole_copy_cut_on_boundary(void)
+{
+    char copy[700], log[64], err[2048] = "", want[256];
+    store_dir_check_t r;
+    copy_of_five("boundary", copy, sizeof copy);
+    cut_log_to_zero(copy, log, sizeof log, __LINE__);
+    uint64_t before = dir_digest(copy);
+    int rc = check_copy(copy, &r, err, sizeof err);
+    snprintf(want, sizeof want, "lists %s with ", log);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, want) != NULL && strstr(err, "but it has 0: truncated") != NULL &&
+                 strstr(err, copy) != NULL,
+             "a copy whose log was cut on a record boundary: rc %d (messages %llu): \"%s\"", rc,
+             (unsigned long long)r.counts.messages, err);
+    CHECK_EQ_U64(dir_digest(copy), before);
+
+    copy_of_five("lost-log", copy, sizeof copy);
+    cut_log_to_zero(copy, log, sizeof log, __LINE__);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", copy, log);
+    TU_REQUIRE(unlink(path) == 0, "unlink %s", path);
+    rc = check_copy(copy, &r, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, want) != NULL && strstr(err, "but it is missing") != NULL,
+             "a copy that lost its log: rc %d (messages %llu): \"%s\"", rc, (unsigned long long)r.counts.messages, err);
+
+    copy_of_five("lost-current", copy, sizeof copy); /* checked before the check looks for CURRENT */
+    snprintf(path, sizeof path, "%s/CURRENT", copy);
+    TU_REQUIRE(unlink(path) == 0, "unlink %s", path);
+    rc = check_copy(copy, &r, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "lists CURRENT with 16 bytes, but it is missing") != NULL,
+             "a copy that lost its CURRENT: rc %d \"%s\"", rc, err);
+}
+
+/* A file the list does not name, a list garbled or cut short: damage, named;
+ * a version-1 marker (no list) on a whole copy: ok, as before the list. */
+static void test_snapshot_whole_copy_list_problems(void)
+{
+    char copy[700], path[1200], err[2048] = "";
+    store_dir_check_t r;
+    copy_of_five("extra", copy, sizeof copy);
+    snprintf(path, sizeof path, "%s/000999.log", copy);
+    FILE *f = fopen(path, "w");
+    TU_REQUIRE(f != NULL && fclose(f) == 0, "create %s", path);
+    int rc = check_copy(copy, &r, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "does not list 000999.log") != NULL,
+             "a file the list does not name: rc %d \"%s\"", rc, err);
+    TU_REQUIRE(unlink(path) == 0, "unlink %s", path);
+    rc = check_copy(copy, &r, err, sizeof err);
+    TU_CHECK(rc == 0 && r.whole_listed, "the same copy without the extra file: rc %d \"%s\"", rc, err);
+
+    char mark[800], text[8192];
+    snprintf(mark, sizeof mark, "%s/" STORE_COPY_WHOLE, copy);
+    f = fopen(mark, "r");
+    TU_REQUIRE(f != NULL, "open %s", mark);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    TU_CHECK(strncmp(text, "hourglass-broker BACKUP-WHOLE 2\n", 32) == 0 && strstr(text, "\nfile CURRENT ") != NULL &&
+                 strstr(text, "\nend ") != NULL,
+             "the marker is not a version line, a list and an end: \"%s\"", text);
+
+    char moved[8192]; /* the first file line moved to the end: still the same list */
+    const char *first = strstr(text, "\nfile "), *after = first != NULL ? strchr(first + 1, '\n') : NULL;
+    const char *end_line = strstr(text, "\nend ");
+    TU_REQUIRE(first != NULL && after != NULL && end_line != NULL && after < end_line, "no file lines in \"%s\"", text);
+    snprintf(moved, sizeof moved, "%.*s%.*s%.*s%s", (int)(first - text), text, (int)(end_line - after), after,
+             (int)(after - first), first, end_line);
+    write_mark(copy, moved, __LINE__);
+    rc = check_copy(copy, &r, err, sizeof err);
+    TU_CHECK(rc == 0 && r.whole_listed, "a list out of order: rc %d \"%s\" for \"%s\"", rc, err, moved);
+
+    write_mark(copy, "hourglass-broker BACKUP-WHOLE 2\nfile CURRENT sixteen 0\n", __LINE__);
+    rc = check_copy(copy, &r, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "garbled: line 2") != NULL &&
+                 strstr(err, STORE_COPY_WHOLE) != NULL,
+             "a garbled marker: rc %d \"%s\"", rc, err);
+    char *end = strstr(text, "\nend ");
+    end[1] = '\0';
+    write_mark(copy, text, __LINE__);
+    rc = check_copy(copy, &r, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "cut short") != NULL, "a marker without its end: rc %d \"%s\"", rc,
+             err);
+    write_mark(copy, "\x01\x02 not a marker\n", __LINE__);
+    rc = check_copy(copy, &r, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "garbled: its first line") != NULL,
+             "a marker of other bytes: rc %d \"%s\"", rc, err);
+    write_mark(copy, v1_mark, __LINE__);
+    rc = check_copy(copy, &r, err, sizeof err);
+    TU_CHECK(rc == 0 && r.whole_copy && !r.whole_listed && r.counts.messages == 5,
+             "a whole copy with a version-1 marker: rc %d, whole_copy %d, listed %d: \"%s\"", rc, r.whole_copy,
+             r.whole_listed, err);
+}
+
+/* A store big enough that its copy holds a table (the copy's write buffer
+ * is 32 MiB): a copy whose table is removed is damage, named by the list. */
+static void test_snapshot_whole_copy_table_removed(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    size_t len = 200 * 1024;
+    char *payload = xmalloc(len), err[2048] = "";
+    uint64_t id, due, x = 88172645463325252ULL;
+    for (int i = 0; i < 200; i++) {
+        for (size_t j = 0; j < len; j++) { /* incompressible: the copy's table must be a real one */
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            payload[j] = (char)x;
+        }
+        REQUIRE_OK(send_raw(s, "t", 1, "k", 1, payload, len, 0, 0, T0, &id, &due, err, sizeof err), err);
+        REQUIRE_OK(store_commit(s, err, sizeof err), err);
+    }
+    free(payload);
+    store_snapshot_t *sn = store_snapshot_take(s, err, sizeof err);
+    TU_REQUIRE(sn != NULL, "store_snapshot_take: %s", err);
+    char copy[700];
+    snprintf(copy, sizeof copy, "%s/big", g_dir);
+    int rc = store_snapshot_copy(sn, copy, NULL, NULL, NULL, err, sizeof err);
+    store_snapshot_release(sn);
+    TU_REQUIRE(rc == 0, "store_snapshot_copy: %s", err);
     CLOSE(&s);
+    DIR *d = opendir(copy);
+    TU_REQUIRE(d != NULL, "opendir %s", copy);
+    char table[300] = "";
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strlen(e->d_name) > 4 && strcmp(e->d_name + strlen(e->d_name) - 4, ".ldb") == 0)
+            snprintf(table, sizeof table, "%s", e->d_name);
+    closedir(d);
+    TU_REQUIRE(table[0] != '\0', "the copy %s holds no table", copy);
+    char path[1200], want[400];
+    snprintf(path, sizeof path, "%s/%s", copy, table);
+    TU_REQUIRE(unlink(path) == 0, "unlink %s", path);
+    store_dir_check_t r;
+    rc = check_copy(copy, &r, err, sizeof err);
+    snprintf(want, sizeof want, "lists %s with ", table);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, want) != NULL && strstr(err, "but it is missing") != NULL,
+             "a copy that lost its table %s: rc %d \"%s\"", table, rc, err);
+}
+
+/* store_open of a marked copy that is damaged (cut on a record boundary, a
+ * torn end under a version-1 marker) removed the mark and opened what was
+ * left before (0 messages, or the torn end cut with a warning). Now it
+ * refuses, STORE_OPEN_DAMAGED, saying what and how to go on, and changes
+ * nothing; once the operator deletes STORE_COPY_WHOLE it opens as a live
+ * directory (the torn end cut as after a power cut). */
+static void test_snapshot_damaged_copy_not_opened(void)
+{
+    char copy[700], mark[800], log[64], err[2048] = "";
+    store_options_t o;
+    opts_default(&o);
+    o.create_if_missing = 0;
+    store_t *s = NULL;
+    copy_of_five("refused", copy, sizeof copy);
+    snprintf(mark, sizeof mark, "%s/" STORE_COPY_WHOLE, copy);
+    o.path = copy;
+    cut_log_to_zero(copy, log, sizeof log, __LINE__);
+    uint64_t before = dir_digest(copy);
+    int rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, log) != NULL && strstr(err, "truncated") != NULL &&
+                 strstr(err, "restore another copy") != NULL && strstr(err, "delete") != NULL &&
+                 strstr(err, mark) != NULL,
+             "a marked copy cut on a boundary opened: rc %d \"%s\"", rc, err);
+    if (rc == 0)
+        store_close(s, NULL, 0);
+    CHECK_EQ_U64(dir_digest(copy), before);
+    TU_REQUIRE(unlink(mark) == 0, "unlink %s", mark);
+    rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_CHECK(rc == 0, "the same copy without its mark: rc %d \"%s\"", rc, err);
+    if (rc == 0)
+        store_close(s, NULL, 0);
+
+    copy_of_five("refused-v1", copy, sizeof copy);
+    snprintf(mark, sizeof mark, "%s/" STORE_COPY_WHOLE, copy);
+    o.path = copy;
+    write_mark(copy, v1_mark, __LINE__);
+    tear_newest_log(copy, log, sizeof log, __LINE__);
+    before = dir_digest(copy);
+    rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "never has a torn end") != NULL && strstr(err, log) != NULL &&
+                 strstr(err, "restore another copy") != NULL,
+             "a torn copy with a version-1 mark opened: rc %d \"%s\"", rc, err);
+    if (rc == 0)
+        store_close(s, NULL, 0);
+    CHECK_EQ_U64(dir_digest(copy), before);
+    TU_REQUIRE(unlink(mark) == 0, "unlink %s", mark);
+    rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_CHECK(rc == 0 && strstr(store_open_note(s), "torn write") != NULL,
+             "the torn copy without its mark: rc %d \"%s\"", rc, err);
+    if (rc == 0)
+        store_close(s, NULL, 0);
+}
+
+/* CRC-32C of the standard check string (RFC 3720's test vector family). */
+static void test_snapshot_crc32c(void)
+{
+    TU_CHECK(store_crc32c("123456789", 9) == 0xe3069283u, "crc32c(\"123456789\") = %08x", store_crc32c("123456789", 9));
+    char zeros[32] = { 0 };
+    TU_CHECK(store_crc32c(zeros, 32) == 0x8a9136aau, "crc32c(32 zeros) = %08x", store_crc32c(zeros, 32));
+    TU_CHECK(store_crc32c("", 0) == 0, "crc32c(\"\") = %08x", store_crc32c("", 0));
 }
 
 /* Restoring a whole copy: store_open removes STORE_COPY_WHOLE before it
@@ -6271,6 +6519,11 @@ static const tu_test_t snapshot_tests[] = {
     { "a torn log end in a whole copy is damage", test_snapshot_whole_copy_torn_is_damage },
     { "a restored copy is live: its torn end is a power cut's", test_snapshot_restored_copy_is_live },
     { "a marked copy a crash left before its rename is removed", test_snapshot_discard_partial_with_mark },
+    { "a whole copy cut on a record boundary or without its log is damage", test_snapshot_whole_copy_cut_on_boundary },
+    { "a whole copy's list: a file not named, a garbled marker, version 1", test_snapshot_whole_copy_list_problems },
+    { "a whole copy without one of its tables is damage", test_snapshot_whole_copy_table_removed },
+    { "a damaged whole copy is not opened until its mark is deleted", test_snapshot_damaged_copy_not_opened },
+    { "CRC-32C", test_snapshot_crc32c },
     { NULL, NULL },
 };
 
