@@ -103,17 +103,7 @@ static long newest_log(const char *dir, char *path, size_t pathlen)
 
 int bt_log_count(const char *text)
 {
-    FILE *f = fopen(bt_broker.log_path, "r");
-    if (f == NULL)
-        return -1;
-    static char all[1 << 20];
-    size_t n = fread(all, 1, sizeof all - 1, f);
-    fclose(f);
-    all[n] = '\0';
-    int count = 0;
-    for (const char *p = all; (p = strstr(p, text)) != NULL; p += strlen(text))
-        count++;
-    return count;
+    return tu_file_count(bt_broker.log_path, text);
 }
 
 void bt_torn_log_end(char *log, size_t loglen)

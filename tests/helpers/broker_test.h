@@ -56,8 +56,7 @@ void bt_wait_field(const char *group, const char *field, long long want, int dea
 #define BT_TORN_WHOLE 20
 void bt_torn_log_end(char *log, size_t loglen);
 
-/* How many times text occurs in the first MiB of bt_broker's log (-1 when
- * the log cannot be read). */
+/* How many times text occurs in bt_broker's log (tu_file_count). */
 int bt_log_count(const char *text);
 
 /* An immediate PULL (COUNT 10, no BLOCK) of group/topic returns nothing. */

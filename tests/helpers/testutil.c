@@ -899,6 +899,21 @@ int tu_poll_http_status(int port, const char *path, int want, int deadline_ms, i
     return tu_poll_until(http_status_is, &h, deadline_ms, interval_ms);
 }
 
+int tu_file_count(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    static char body[4 << 20];
+    size_t n = fread(body, 1, sizeof body - 1, f);
+    fclose(f);
+    body[n] = '\0';
+    int count = 0;
+    for (const char *p = body; (p = strstr(p, text)) != NULL; p += strlen(text))
+        count++;
+    return count;
+}
+
 int tu_watch_http_503(int port, const char *path, int span_ms, int interval_ms, int *answered, char *first,
                       size_t firstlen, double *first_s)
 {

@@ -81,6 +81,10 @@ int tu_http_get(int port, const char *path, char *out, size_t outlen);
 int tu_poll_http_status(int port, const char *path, int want, int deadline_ms, int interval_ms, char *out,
                         size_t outlen);
 
+/* How many times text occurs in the first 4 MiB of the file at path (-1
+ * when it cannot be read). */
+int tu_file_count(const char *path, const char *text);
+
 /* Watch GET path (tu_http_get) every interval_ms for span_ms, as a
  * load balancer's probe would: *answered counts the 200 and 503 answers,
  * and the return value the 503s. The first 503's response goes into

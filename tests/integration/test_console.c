@@ -302,22 +302,6 @@ static int console_answers(void *arg)
     return tu_http_get(((console_proc_t *)arg)->port, "/", out, sizeof out) > 0;
 }
 
-/* How many times text occurs in the file at path (-1: unreadable). */
-static int file_count(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    static char body[4 << 20];
-    size_t n = fread(body, 1, sizeof body - 1, f);
-    fclose(f);
-    body[n] = '\0';
-    int count = 0;
-    for (const char *p = body; (p = strstr(p, text)) != NULL; p += strlen(text))
-        count++;
-    return count;
-}
-
 typedef struct file_count_wait {
     const char *path, *text;
     int at_least;
@@ -326,7 +310,7 @@ typedef struct file_count_wait {
 static int file_count_reached(void *arg)
 {
     const file_count_wait_t *w = arg;
-    return file_count(w->path, w->text) >= w->at_least;
+    return tu_file_count(w->path, w->text) >= w->at_least;
 }
 
 /* Run argv as c (output into c->log) and wait until up(c) says it answers. */
@@ -948,10 +932,11 @@ static void test_static_dir_missing(void)
             TU_CHECK(tu_http_get(np.port, i % 2 ? "/orders" : "/", out, sizeof out) == 404, "a page answers 404");
         TU_CHECK(tu_http_get(np.port, "/app.js", out, sizeof out) == 404, "app.js answers 404");
         snprintf(want, sizeof want, "page file %s/index.html: No such file or directory", missing);
-        TU_CHECK(file_count(np.log, want) == 1, "five requests for index.html: its error logged once (%d times)",
-                 file_count(np.log, want));
+        TU_CHECK(tu_file_count(np.log, want) == 1, "five requests for index.html: its error logged once (%d times)",
+                 tu_file_count(np.log, want));
         snprintf(want, sizeof want, "page file %s/app.js: No such file or directory", missing);
-        TU_CHECK(file_count(np.log, want) == 1, "app.js's error logged once too (%d times)", file_count(np.log, want));
+        TU_CHECK(tu_file_count(np.log, want) == 1, "app.js's error logged once too (%d times)",
+                 tu_file_count(np.log, want));
     }
     TU_CHECK(stop_console(&np) == 0, "the console without its page exits 0 on SIGTERM");
     if (CU_get_number_of_failures() > 0)
@@ -975,19 +960,19 @@ static void test_sampler_login(void)
     };
     char failed[64];
     snprintf(failed, sizeof failed, "for unknown user (%zu bytes)", strlen(user));
-    int failed_before = file_count(env.broker.log_path, failed);
+    int failed_before = tu_file_count(env.broker.log_path, failed);
     TU_REQUIRE(start_console(&w, extra, console_up) == 0, "start the console with sampler-user %s", user);
     char want[600];
     snprintf(want, sizeof want, "sampler: the broker at %s, as user %s, does not answer INFO: ", uri, user);
     TU_CHECK(tu_wait_file_contains(w.log, want, 60000) == 0, "the failed login is logged: '%s'", want);
-    TU_CHECK(file_count(w.log, "does not answer INFO: authentication as 'sampler-watcher' failed: WRONGPASS invalid "
-                               "username-password pair") == 1,
+    TU_CHECK(tu_file_count(w.log, "does not answer INFO: authentication as 'sampler-watcher' failed: WRONGPASS invalid "
+                                  "username-password pair") == 1,
              "with the broker's reply");
     /* several samples fail (the broker logs each AUTH of this unknown name, by its length), one line still */
     file_count_wait_t fails = { env.broker.log_path, failed, failed_before + 3 };
     TU_CHECK(tu_poll_until(file_count_reached, &fails, 90000, 50) == 0, "the broker refused three AUTHs (%d)",
-             file_count(env.broker.log_path, failed) - failed_before);
-    TU_CHECK(file_count(w.log, want) == 1, "three failed samples, one warning (%d)", file_count(w.log, want));
+             tu_file_count(env.broker.log_path, failed) - failed_before);
+    TU_CHECK(tu_file_count(w.log, want) == 1, "three failed samples, one warning (%d)", tu_file_count(w.log, want));
 
     /* the user added to the broker's users file: the sampler logs in, an info line says so */
     snprintf(watcher_users, sizeof watcher_users, "%s/users.watcher", workdir);
