@@ -18,6 +18,7 @@
  */
 #include "levels/logtail.h"
 #include "levels/logsync.h"
+#include "levels/store.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -41,28 +42,7 @@
 typedef struct walk {
     const unsigned char *b;
     uint64_t size;
-    uint32_t crc_table[256]; /* CRC-32C (Castagnoli), reflected */
 } walk_t;
-
-static void crc_init(walk_t *w)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) {
-            c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;
-        }
-        w->crc_table[i] = c;
-    }
-}
-
-static uint32_t crc32c(const walk_t *w, const unsigned char *p, size_t n)
-{
-    uint32_t c = 0xffffffffu;
-    while (n--) {
-        c = w->crc_table[(c ^ *p++) & 0xff] ^ (c >> 8);
-    }
-    return c ^ 0xffffffffu;
-}
 
 static uint64_t block_end(const walk_t *w, uint64_t p)
 {
@@ -88,7 +68,7 @@ static int record_at(const walk_t *w, uint64_t p, uint32_t *len)
     uint32_t stored = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
     uint32_t rot = stored - LOG_CRC_MASK;
     uint32_t expected = (rot >> 17) | (rot << 15);
-    if (crc32c(w, h + 6, 1 + (size_t)n) != expected) {
+    if (store_crc32c(h + 6, 1 + (size_t)n) != expected) {
         return 0;
     }
     *len = n;
@@ -214,7 +194,6 @@ int logtail_inspect(const char *dir, logtail_t *t, char *err, size_t errlen)
         return err_set(err, errlen, "cannot read %s: %s", path, strerror(saved));
     }
     walk_t w;
-    crc_init(&w); /* 256 entries, per call: no shared state */
     w.b = map;
     w.size = (uint64_t)st.st_size;
     walk_log(&w, t);

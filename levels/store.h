@@ -831,7 +831,9 @@ typedef struct store_copy_mark {
  * file cannot be read or the marker is of a newer version. */
 int store_copy_verify(const char *dir, int checksums, store_copy_mark_t *m, char *err, size_t errlen);
 
-/* The CRC-32C (Castagnoli, as iSCSI and LevelDB compute it) of p[n]. */
+/* The CRC-32C (Castagnoli, as iSCSI and LevelDB compute it) of p[n]: the
+ * copy list's checksums (copymark.c) and the log records' (logtail.c). Any
+ * thread. */
 uint32_t store_crc32c(const void *p, size_t n);
 
 /* Any one thread, while the store is open (the owner goes on writing): copy
