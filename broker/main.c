@@ -147,7 +147,7 @@ static void check_data_release_signals(pthread_t t)
 static int check_data(const config_t *cfg)
 {
     store_options_t o = cfg->store;
-    o.no_upgrade = 1; /* an older format is reported, not checked as this build would upgrade it */
+    o.no_upgrade = 1; /* an older format is checked as it is, or reported when only an upgrade could read it */
     store_dir_check_t r;
     char err[1024];
     pthread_t signals;

@@ -162,6 +162,17 @@ int idx_home_read(store_t *s, uint64_t id, char **buf, idx_home_t *h, char *err,
         return err_set(err, errlen, "corrupt message index record of id %016llx in %s", (unsigned long long)id,
                        s->path);
     }
+    if (h->place.tag == 'L') { /* on that level, or in its topic's log under the same seq (topic_append) */
+        key_level(&k, h->place.level, h->place.due, h->place.seq);
+        int on_level = store_has(s, &k, err, errlen);
+        if (on_level < 0) {
+            leveldb_free(*buf);
+            return -1;
+        }
+        if (!on_level) {
+            h->place = (idx_place_t){ 'T', 0, 0, h->place.seq };
+        }
+    }
     return 1;
 }
 

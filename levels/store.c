@@ -366,7 +366,8 @@ static int write_new_meta(store_t *s, char *err, size_t errlen)
  * misreading it. 1 → 2: a lease index value may carry the topic-log seq
  * (keys.h 'J'; the 8-byte values stay readable). 2 → 3: the lease index is
  * folded into the copy index once the groups are loaded (lease_index_fold,
- * which finishes an interrupted fold at the next open). */
+ * which finishes an interrupted fold at the next open). 3 → 4: the marker
+ * only (version 4 adds a meaning to 'X', not a record). */
 static int upgrade_format(store_t *s, uint32_t from, char *err, size_t errlen)
 {
     put_format(s);
@@ -421,14 +422,14 @@ static int check_meta(store_t *s, char *err, size_t errlen)
         }
         return -1;
     }
-    if (version < STORE_FORMAT_VERSION && s->opt.no_upgrade) {
+    if (version < STORE_FORMAT_SAME_RECORDS && s->opt.no_upgrade) {
         return err_set(err, errlen,
                        "data directory %s has format version %u: this build reads it, but only by upgrading it to "
                        "version %d, after which the build that wrote it refuses it; check it with that build, or "
                        "start this one on it to upgrade",
                        s->path, version, STORE_FORMAT_VERSION);
     }
-    if (version < STORE_FORMAT_VERSION && upgrade_format(s, version, err, errlen) != 0) {
+    if (version < STORE_FORMAT_VERSION && !s->opt.no_upgrade && upgrade_format(s, version, err, errlen) != 0) {
         return -1;
     }
     key_meta(&k, "levels");
