@@ -30,7 +30,8 @@
  *   globals     --json and -u after the command; --config file; --level
  *               checked against the broker's table
  *   dlq pages   dlq list stops at --count and says how to page on; --all
- *               lists every message with progress on stderr
+ *               lists every message with progress on stderr; dlq requeue
+ *               --all of a small DLQ
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -492,8 +493,9 @@ static void test_dlq_pages(void)
     TU_CHECK(rc == 0 && strstr(out, "\"payload\":\"p0\"") && strstr(out, "\"payload\":\"p6\""), "--json --all:\n%s",
              out);
     rc = cli("dlq", "requeue", "pg", "--all", NULL);
-    TU_CHECK(rc == 0 && strstr(out, "7 messages in the DLQ") && strstr(out, "requeued 7 messages"),
-             "requeue --all: progress and outcome:\n%s", out);
+    /* 7 entries are one step, answered long before the 300 ms after which the
+     * wait would be announced (test_client's admin drop of a big DLQ sees it) */
+    TU_CHECK(rc == 0 && strstr(out, "requeued 7 messages"), "requeue --all: the outcome:\n%s", out);
 }
 
 static const tu_test_t orders_tests[] = {
