@@ -26,6 +26,8 @@
  *               untrusted certificate and a refused connection each show
  *               the real reason in the rows; --user without a password is
  *               a usage error
+ *   gone        a broker frozen (SIGSTOP) under orders overdue: one wait
+ *               of --timeout, the other rows skipped with its reason
  * and, on the same broker:
  *   globals     --json and -u after the command; --config file; --level
  *               checked against the broker's table
@@ -48,6 +50,7 @@
 #include "tests/helpers/users_file.h"
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -437,6 +440,45 @@ static void test_login_flags(void)
              "--user without a password: a usage error, exit 2: %d\n%s", rc, out);
 }
 
+/* A broker that stops answering once the command is under way (SIGSTOP
+ * after nothing: the TCP connect still succeeds, every reply waits): orders
+ * overdue asks it for the first row only, waits --timeout once, and marks
+ * the rest "not asked" with that reason, one line on stderr saying so —
+ * instead of waiting --timeout again for every row. */
+static void test_overdue_broker_gone_midway(void)
+{
+    bp_broker_t frozen;
+    char err[4096], u[80], line[1024];
+    const char *extra[] = { "--fsync", "no", NULL };
+
+    memset(&frozen, 0, sizeof frozen);
+    TU_REQUIRE(bp_start(&frozen, extra, err, sizeof err) == 0, "a broker to freeze: %s", err);
+    snprintf(u, sizeof u, "hourglass://127.0.0.1:%d", frozen.port);
+    TU_REQUIRE(kill(frozen.pid, SIGSTOP) == 0, "SIGSTOP the broker");
+    uint64_t t0 = tu_now_mono_ms();
+    int rc = cli_raw("orders", "overdue", "--timeout", "1000", "--uri", u, "--mysql-socket", env.server.socket,
+                     "--mysql-user", "root", "--mysql-database=" DB, NULL);
+    uint64_t took = tu_now_mono_ms() - t0;
+    kill(frozen.pid, SIGCONT);
+    bp_destroy(&frozen);
+    int rows = 0, asked = 0, not_asked = 0;
+    for (uint64_t id = 101; id <= 105; id++) {
+        if (row_of(id, line, sizeof line) == NULL)
+            continue; /* 101 once test_cancel_manual cancelled it */
+        rows++;
+        if (strstr(line, "skipped after the failure for order") && strstr(line, "no reply from"))
+            not_asked++;
+        else if (strstr(line, "no reply from"))
+            asked += rows == 1; /* the first row names the broker's silence itself */
+    }
+    TU_CHECK(rc == 0 && rows >= 3 && asked == 1 && not_asked == rows - 1,
+             "the first row asked, the %d after it not asked with its reason: exit %d, %d asked, %d not\n%s", rows - 1,
+             rc, asked, not_asked, out);
+    TU_CHECK(strstr(out, "orders overdue: the broker did not answer for order ") && strstr(out, "were not asked"),
+             "one line says the rest were not asked:\n%s", out);
+    TU_CHECK(took < 2800, "one --timeout 1000 wait, not one per row: took %llu ms\n%s", (unsigned long long)took, out);
+}
+
 /* ---------------------------------------------------------------- suite cli */
 
 static void test_globals_anywhere(void)
@@ -505,6 +547,7 @@ static const tu_test_t orders_tests[] = {
     { "cancel: reason manual, idempotent, stock back", test_cancel_manual },
     { "usage errors and an unreachable MariaDB", test_usage },
     { "login flags: --user, --password-file, --tls-* reach the broker; a refusal is named", test_login_flags },
+    { "overdue: a broker gone midway is waited for once, the rest not asked", test_overdue_broker_gone_midway },
     { "global flags anywhere, -u, --config, --level against LEVELS", test_globals_anywhere },
     { "dlq list pages, says when there are more, --all", test_dlq_pages },
     { NULL, NULL },
