@@ -71,23 +71,21 @@ static char login_dir[512];
 static hg_order_db *handle;
 static char out[OUT_MAX];
 
-/* Run hourglass-cli with the arguments (NULL-terminated), then the order
- * database flags (after the command: globals stand anywhere); stdout and
- * stderr into out. Returns the exit status. */
-static int cli(const char *first, ...)
+/* Run hourglass-cli with the command words first, ap (NULL-terminated), then
+ * the broker flags login[] (NULL-terminated: --uri and any login flags) and
+ * the order database flags (after the command: globals stand anywhere);
+ * stdout and stderr into out. Returns the exit status. */
+static int cli_run(const char *const *login, const char *first, va_list ap)
 {
     const char *argv[48];
     int n = 0;
-    va_list ap;
 
     argv[n++] = CLI_PATH;
     argv[n++] = first;
-    va_start(ap, first);
-    for (const char *a; n < 36 && (a = va_arg(ap, const char *)) != NULL;)
+    for (const char *a; n < 30 && (a = va_arg(ap, const char *)) != NULL;)
         argv[n++] = a;
-    va_end(ap);
-    argv[n++] = "--uri";
-    argv[n++] = uri;
+    for (size_t i = 0; login[i] != NULL && n < 40; i++)
+        argv[n++] = login[i];
     argv[n++] = "--mysql-socket";
     argv[n++] = env.server.socket;
     argv[n++] = "--mysql-user";
@@ -95,6 +93,18 @@ static int cli(const char *first, ...)
     argv[n++] = "--mysql-database=" DB;
     argv[n] = NULL;
     return tu_run_capture(argv, out, sizeof out);
+}
+
+/* cli_run against the suite's broker (--uri uri, no login). */
+static int cli(const char *first, ...)
+{
+    const char *login[] = { "--uri", uri, NULL };
+    va_list ap;
+
+    va_start(ap, first);
+    int rc = cli_run(login, first, ap);
+    va_end(ap);
+    return rc;
 }
 
 /* Run with exactly these arguments (no database flags, no --uri). */
@@ -353,38 +363,30 @@ static void test_usage(void)
 
 /* Run the cli against the secure broker: --uri u, --tls-ca-cert-file ca
  * (NULL: none), --user ops, --password-file pw (NULL: none), the database
- * flags, then the command words (NULL-terminated). Returns the exit code. */
+ * flags, and the command words (NULL-terminated). Returns the exit code. */
 static int cli_login(const char *u, const char *ca, const char *pw, const char *first, ...)
 {
-    const char *argv[48];
-    int n = 0;
+    const char *login[9];
+    size_t n = 0;
     va_list ap;
 
-    argv[n++] = CLI_PATH;
-    argv[n++] = "--uri";
-    argv[n++] = u;
+    login[n++] = "--uri";
+    login[n++] = u;
     if (ca != NULL) {
-        argv[n++] = "--tls-ca-cert-file";
-        argv[n++] = ca;
+        login[n++] = "--tls-ca-cert-file";
+        login[n++] = ca;
     }
-    argv[n++] = "--user";
-    argv[n++] = "ops";
+    login[n++] = "--user";
+    login[n++] = "ops";
     if (pw != NULL) {
-        argv[n++] = "--password-file";
-        argv[n++] = pw;
+        login[n++] = "--password-file";
+        login[n++] = pw;
     }
-    argv[n++] = "--mysql-socket";
-    argv[n++] = env.server.socket;
-    argv[n++] = "--mysql-user";
-    argv[n++] = "root";
-    argv[n++] = "--mysql-database=" DB;
-    argv[n++] = first;
+    login[n] = NULL;
     va_start(ap, first);
-    for (const char *a; n < 46 && (a = va_arg(ap, const char *)) != NULL;)
-        argv[n++] = a;
+    int rc = cli_run(login, first, ap);
     va_end(ap);
-    argv[n] = NULL;
-    return tu_run_capture(argv, out, sizeof out);
+    return rc;
 }
 
 /* The broker login given with flags (--user, --password-file, --tls-*) is
