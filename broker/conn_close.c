@@ -118,10 +118,6 @@ static void linger_event_cb(struct bufferevent *bev, short what, void *arg)
     conn_close(arg); /* EOF, error or the linger timeout: done */
 }
 
-/* Close once every reply is written. Closing a socket with unread input
- * makes the kernel send RST, which can destroy the error reply before the
- * client reads it; so the write side is shut first (FIN after the reply) and
- * input is read and discarded until EOF or LINGER_MS, then closed. */
 int conn_is_idle(const conn_t *c)
 {
     if (c->closing || c->nslots > 0 || evbuffer_get_length(bufferevent_get_output(c->bev)) != 0 ||
@@ -133,7 +129,11 @@ int conn_is_idle(const conn_t *c)
     return fd >= 0 && ioctl(fd, FIONREAD, &unread) == 0 && unread == 0;
 }
 
-/* The linger protects replies in flight. A connection idle since the
+/* Close once every reply is written. Closing a socket with unread input
+ * makes the kernel send RST, which can destroy the error reply before the
+ * client reads it; so the write side is shut first (FIN after the reply) and
+ * input is read and discarded until EOF or LINGER_MS, then closed.
+ * The linger protects replies in flight. A connection idle since the
  * shutdown began (conn_set_stop_reading marks it) has none: it sent nothing
  * the broker did not answer before, so it is closed at once; lingering on it
  * only held the stop for LINGER_MS whenever an idle client (a redis-cli at
