@@ -20,8 +20,9 @@
  * max-connections are applied and the log file reopened; other
  * changes are named as waiting for a restart; the https certificate and key
  * are read again, and mysql-password-file: a rotated MariaDB password is
- * taken at the next call, as at every reconnect — console/db.c), never
- * stops it. Exit status: 0 after a clean stop or a valid
+ * taken at the next call, as at every reconnect — console/db.c — and
+ * sampler-password-file: the sampler's next sample logs in with a new
+ * one — console/sampler.c), never stops it. Exit status: 0 after a clean stop or a valid
  * --check-config; 1 when it cannot start; 2 on a configuration error.
  *
  * Threads: the event loop's, the sampler's, the jobs' and the logins'
@@ -96,6 +97,7 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
     /* mysql-password-file is read, not a key: a rotated password reloads
      * "without a change"; the handles take it at their next call. */
     console_db_password_refresh(a->c);
+    sampler_password_refresh(a->c->sampler); /* likewise sampler-password-file: its next sample logs in with it */
 }
 
 static void on_stop(evutil_socket_t sig, short what, void *arg)

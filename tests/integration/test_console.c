@@ -119,6 +119,10 @@
  *   sampler login    the sampler's user unknown to the broker: one warning
  *                    naming the broker, the user and the reply, however many
  *                    samples fail; the user added (SIGHUP): "answers INFO again"
+ *   sampler password sampler-password-file wrong at start, corrected, SIGHUP:
+ *                    the change logged, the sampler answers; a wrong one +
+ *                    SIGHUP: the working connection refused; corrected
+ *                    without SIGHUP: read again after the refused AUTH
  *   stop             SIGHUP: still answering, the re-read logged; SIGTERM
  *                    while a job and a login wait on a stopped broker
  *                    (tests/console/test_jobs_stop.py): the login's client
@@ -992,6 +996,71 @@ static void test_sampler_login(void)
         oe_print_file(w.log);
 }
 
+/* Replace path's text in one step (rename): a sampler reading it never sees it half written. */
+static int replace_file(const char *path, const char *text)
+{
+    char tmp[800];
+    snprintf(tmp, sizeof tmp, "%s.new", path);
+    return tu_write_file(tmp, text) == 0 && rename(tmp, path) == 0 ? 0 : -1;
+}
+
+/* sampler-password-file is read again without a restart: a console started with a wrong password for monitor
+ * (its sampler refused); the file corrected and SIGHUP: the new password is logged and the sampler answers; a wrong
+ * one written and SIGHUP: its working connection is dropped and the refusal logged; the file corrected without a
+ * SIGHUP: the refused AUTH reads it again, the next sample logs in. */
+static void test_sampler_password(void)
+{
+    char pw_path[700], right[128], changed[900], again[600];
+    snprintf(pw_path, sizeof pw_path, "%s/sampler-rotate.password", workdir);
+    snprintf(right, sizeof right, "%s\n", users[3][2]);
+    TU_REQUIRE(replace_file(pw_path, "wrong-Sampler-Secret\n") == 0, "write %s", pw_path);
+    console_proc_t sp = { .name = "sampler-password" };
+    /* broker-timeout above the broker's hold of a refused AUTH (as test_sampler_login) */
+    const char *extra[] = { "--uri",
+                            uri,
+                            "--sampler-user",
+                            "monitor",
+                            "--sampler-password-file",
+                            pw_path,
+                            "--broker-timeout",
+                            "20s",
+                            "--sample-interval",
+                            "1s",
+                            NULL };
+    TU_REQUIRE(start_console(&sp, extra, console_up) == 0, "start the console with a wrong sampler password");
+    const char *refused = "does not answer INFO: authentication as 'monitor' failed: WRONGPASS";
+    snprintf(changed, sizeof changed, "sampler-password-file %s holds another password", pw_path);
+    snprintf(again, sizeof again, "sampler: the broker at %s answers INFO again, as user monitor", uri);
+    TU_CHECK(tu_wait_file_contains(sp.log, refused, 60000) == 0, "the wrong password is refused, logged");
+
+    /* corrected, SIGHUP */
+    TU_REQUIRE(replace_file(pw_path, right) == 0 && kill(sp.pid, SIGHUP) == 0, "the right password + SIGHUP");
+    TU_CHECK(tu_wait_file_contains(sp.log, changed, 60000) == 0, "the new password is logged: '%s'", changed);
+    TU_CHECK(tu_wait_file_contains(sp.log, again, 60000) == 0, "the sampler logs in with it: '%s'", again);
+
+    /* a wrong one, SIGHUP: the working connection is opened again with it and refused */
+    TU_REQUIRE(replace_file(pw_path, "wrong-Sampler-Secret\n") == 0 && kill(sp.pid, SIGHUP) == 0,
+               "a wrong password + SIGHUP");
+    file_count_wait_t w = { sp.log, changed, 2 };
+    TU_CHECK(tu_poll_until(file_count_reached, &w, 60000, 50) == 0, "SIGHUP: the changed file logged again (%d)",
+             tu_file_count(sp.log, changed));
+    w = (file_count_wait_t){ sp.log, refused, 2 };
+    TU_CHECK(tu_poll_until(file_count_reached, &w, 60000, 50) == 0,
+             "the sampler logged in again with the file's password: refused (%d)", tu_file_count(sp.log, refused));
+
+    /* corrected, no SIGHUP: the next refused AUTH reads the file again */
+    TU_REQUIRE(replace_file(pw_path, right) == 0, "the right password, no SIGHUP");
+    w = (file_count_wait_t){ sp.log, again, 2 };
+    TU_CHECK(tu_poll_until(file_count_reached, &w, 60000, 50) == 0,
+             "after a refused AUTH the file is read again and the sampler answers (%d)", tu_file_count(sp.log, again));
+    TU_CHECK(tu_file_count(sp.log, changed) == 3, "each change logged once (%d)", tu_file_count(sp.log, changed));
+    TU_CHECK(tu_file_count(sp.log, "Sampler-Secret") == 0 && tu_file_count(sp.log, users[3][2]) == 0,
+             "no password is ever logged");
+    TU_CHECK(stop_console(&sp) == 0, "the sampler-password console exits 0 on SIGTERM");
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(sp.log);
+}
+
 static void test_stop(void)
 {
     char out[512];
@@ -1045,6 +1114,7 @@ static const tu_test_t console_tests[] = {
       test_check_config_output },
     { "static-dir missing: warned once at start, each page file's 404 logged once", test_static_dir_missing },
     { "sampler login: its broker login refused is logged once, named; its recovery logged", test_sampler_login },
+    { "sampler password: sampler-password-file read again on SIGHUP and after a refused AUTH", test_sampler_password },
     { "SIGHUP: alive, configuration re-read; SIGTERM: a clean stop", test_stop },
     { NULL, NULL },
 };
