@@ -4,7 +4,8 @@
  *
  * The broker (uri; the console logs in to it as each user; over TLS the
  * tls-* keys of common/tls_keys.h), where the page is served (bind, port,
- * allow-remote, allowed-hosts (reloaded on SIGHUP), static-dir, max-connections,
+ * allow-remote, allowed-hosts (reloaded on SIGHUP), static-dir (reloaded on SIGHUP when the
+ * page can be served from the new one: console/main.c's reload_load), max-connections,
  * header-timeout (both reloaded on SIGHUP: console/conns.c reads them at each
  * accept and each request's start); https-cert-file and https-key-file: https,
  * reloaded on SIGHUP), the order database (the
