@@ -993,6 +993,9 @@ static void test_error_paths_admin_only(void)
     connect_as(&shop, "shop", "pw-shop");
     send_ctx_t x = { .c = &shop };
     BP_REQUIRE(send_acknowledged(&x), "a first SEND: %s", x.err);
+    /* The known paths are derived once per configuration: a reload makes them again, and they still hide. */
+    BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
+    BP_REQUIRE(tu_wait_file_contains(bt_broker.log_path, "users reloaded from", 10000) == 0, "no reload logged");
 
     send_failing(&shop, trigger, "producer", e, sizeof e);
     BP_CHECK(strstr(e, "ERR storage failure: fdatasync of (path hidden: admin only) failed: Input/output error") !=
