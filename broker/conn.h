@@ -167,6 +167,11 @@ conn_t *conn_by_id(conn_set_t *set, uint64_t id);
  * take their user's new roles. */
 void conn_set_users_changed(conn_set_t *set, const users_t *users);
 
+/* The configuration was reloaded (SIGHUP, on the loop thread): the set's
+ * copies of what it derives from it once per generation (the known paths
+ * hidden from a non-admin's error replies, conn_reply.c) are made again. */
+void conn_set_config_changed(conn_set_t *set);
+
 /* The writer's completion callback (ctx = the set): the job's reply fills its
  * slot and the FIFO is written from the head; a job for a connection that is
  * gone is freed. A job with conn_id 0 (HTTP) is its complete()'s to free. */

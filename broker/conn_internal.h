@@ -79,6 +79,9 @@ struct conn_set {
     uint64_t connections_total, protocol_errors, reply_kills, idle_kills, commands;
     uint64_t client_memory, memory_kills, header_kills;
     uint64_t woken_delivered; /* bytes of PULL BLOCK replies received from the writer (writer_note_client_memory) */
+    /* the paths hidden from a non-admin's error replies (conn_reply.c): copies of cfg's dir, store path and
+       backup-dir (those set), NULL-terminated; made at conn_set_new and after each reload, not per reply */
+    char *known_paths[4];
     /* error replies whose paths were hidden from a non-admin (conn_reply.c's log_hidden) */
     char hidden_last[256];    /* the text last logged (cut) */
     uint64_t hidden_log_mono; /* when (0: never) */
@@ -98,6 +101,11 @@ void conn_mark_blocked(conn_t *c, int blocked);
 /* conn_accept.c: c's handshake is over (done, failed, or c is closing): it
  * no longer counts in its address's handshakes in progress. Idempotent. */
 void conn_handshake_release(conn_t *c);
+
+/* conn_reply.c: (re)make s->known_paths from s->cfg (the previous copies
+ * freed); conn_known_paths_free frees them. */
+void conn_known_paths_set(conn_set_t *s);
+void conn_known_paths_free(conn_set_t *s);
 
 /* conn_close.c */
 /* Detach c now; free it at the next safe point (the reaper). Idempotent. */
