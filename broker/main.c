@@ -274,7 +274,11 @@ int main(int argc, char **argv)
             return CFG_EXIT_CONFIG;
         }
         config_print(&cfg, stdout);
-        fprintf(stderr, "configuration OK\n");
+        if (cfg.config_path != NULL) { /* last, on stdout, as the other programs say it */
+            printf("hourglass-broker: configuration OK (%s)\n", cfg.config_path);
+        } else {
+            printf("hourglass-broker: configuration OK\n");
+        }
         config_free(&cfg);
         return 0;
     }

@@ -166,6 +166,21 @@ static int prepare_dir(const store_options_t *o, int *is_new, char *err, size_t 
         return 0;
     }
     if (!has_current && has_tables) {
+        /* A whole BACKUP copy's list names CURRENT: say so, as --check-data
+         * does. Its usual remedy (delete the marker, accept the loss) does
+         * not apply: without CURRENT LevelDB opens nothing. */
+        store_copy_mark_t m;
+        int rc = store_copy_verify(o->path, 0, &m, err, errlen);
+        if (rc == STORE_OPEN_DAMAGED && err != NULL) {
+            size_t n = strlen(err);
+            snprintf(err + n, errlen - n,
+                     "; it is not opened: restore another copy (without its CURRENT file no part of it can be read, "
+                     "with or without %s/" STORE_COPY_WHOLE ")",
+                     o->path);
+        }
+        if (rc != 0) {
+            return rc;
+        }
         err_set(err, errlen,
                 "data directory %s holds LevelDB files (tables, logs) but no CURRENT file: it is damaged; nothing was "
                 "changed: restore it from a backup (docs/operations.md, \"A damaged data directory\")",

@@ -216,6 +216,14 @@ uint64_t store_next_seq(const store_t *s);
 /* 1 when a commit failed (or store_break was called) and the store must be reopened. */
 int store_broken(const store_t *s);
 
+/* Does LevelDB still accept writes? It keeps the error of a background write
+ * (a memtable flush or a compaction) that failed, on a full disk for one, and
+ * refuses every later write with it for as long as it is open, though nothing
+ * of ours failed. An empty write asks it (pending operations are committed,
+ * unsynced). 0, or -1 with LevelDB's error: the store is then broken and must
+ * be reopened. */
+int store_check_writable(store_t *s, char *err, size_t errlen);
+
 /* Break the store as a failed commit does, for an owner whose pending writes
  * must not be written (a run of SENDs one of which failed after its check
  * passed, store_send_check): the pending batch is never written, every later

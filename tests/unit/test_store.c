@@ -6550,6 +6550,24 @@ static void test_snapshot_damaged_copy_not_opened(void)
              "the torn copy without its mark: rc %d \"%s\"", rc, err);
     if (rc == 0)
         store_close(s, NULL, 0);
+
+    /* A marked copy that lost its CURRENT: the list names it, as --check-data says (before: LevelDB's "no
+     * CURRENT file" refusal of a live directory, with a live directory's remedy). */
+    copy_of_five("refused-current", copy, sizeof copy);
+    snprintf(mark, sizeof mark, "%s/" STORE_COPY_WHOLE, copy);
+    o.path = copy;
+    char current[800];
+    snprintf(current, sizeof current, "%s/CURRENT", copy);
+    TU_REQUIRE(unlink(current) == 0, "unlink %s", current);
+    before = dir_digest(copy);
+    rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "lists CURRENT with 16 bytes, but it is missing") != NULL &&
+                 strstr(err, "restore another copy (without its CURRENT file") != NULL && strstr(err, mark) != NULL &&
+                 strstr(err, "no CURRENT file") == NULL,
+             "a marked copy without CURRENT: rc %d \"%s\"", rc, err);
+    if (rc == 0)
+        store_close(s, NULL, 0);
+    CHECK_EQ_U64(dir_digest(copy), before);
 }
 
 /* CRC-32C of the standard check string (RFC 3720's test vector family). */
