@@ -6,7 +6,11 @@
  *
  * The files of the package (each opens with its own design comment):
  *   keys.c      the records' codec (the hot key builders are inline in keys.h)
- *   store.c     options, open (directory and format checks, loading), close, ids
+ *   store.c     options, store_open's steps in order, close, ids
+ *   store_dir.c   the directory around LevelDB's open: prepared, a whole
+ *               copy's marker, open errors mapped, a torn log end cut
+ *   store_meta.c  the format and meta records at open, the seq floor
+ *   store_load.c  the in-memory state read from the records at open
  *   db.c        every LevelDB access: the pending batch and its commit, reads
  *   level.c     SEND and the level queues (due moves, level info)
  *   group.c     topics and groups (create, info, foreach)
@@ -228,6 +232,51 @@ static inline int store_topic_log_holds(const topic_state_t *t, uint64_t seq)
 {
     return t->head_is_gc_floor && seq >= t->head_hint;
 }
+
+/* ---- store_dir.c, store_meta.c, store_load.c: store_open's steps ------------------ */
+
+/* store_dir.c: check o->path before LevelDB opens it, creating it when
+ * missing and allowed: 0 with *is_new (1: nothing of ours there yet),
+ * STORE_OPEN_DAMAGED or -1 with err. */
+int store_prepare_dir(const store_options_t *o, int *is_new, char *err, size_t errlen);
+
+/* store_dir.c: a whole BACKUP copy (STORE_COPY_WHOLE) at path about to be
+ * opened: checked, then its marker removed and fsynced; 0 (also when there
+ * is none), STORE_OPEN_DAMAGED, or -1 with err. */
+int store_unmark_whole_copy(const char *path, char *err, size_t errlen);
+
+/* store_dir.c: 1 when the error e about the directory at path says its data
+ * is damaged (the path itself is not searched), else 0. */
+int store_error_is_damage(const char *e, const char *path);
+
+/* store_dir.c: leveldb_open's error dberr as store_open's: -1,
+ * STORE_OPEN_DAMAGED or STORE_OPEN_IN_USE, with err (log_cut: a torn log end
+ * was cut before this open). */
+int store_map_open_error(const char *path, const char *dberr, int log_cut, char *err, size_t errlen);
+
+/* store_dir.c: 1 when dberr is an error LevelDB's log reader reports (the
+ * only kind a torn log end can cause), else 0. */
+int store_log_reader_error(const char *dberr);
+
+/* store_dir.c: cut a torn write off the end of s's newest write-ahead log,
+ * saying so (or why not) in s->open_note: 1 when cut (open again), else 0. */
+int store_cut_torn_log(store_t *s);
+
+/* store_meta.c: check the meta records of the just opened s (writing a new
+ * directory's, upgrading an older format unless opt.no_upgrade) and read the
+ * sequence counter into next_seq and persisted_seq. 0, or -1 with err. */
+int store_check_meta(store_t *s, char *err, size_t errlen);
+
+/* store_meta.c: raise s->next_seq to store_seq_floor(now_ms), never lower it
+ * (after store_check_meta). */
+void store_raise_seq(store_t *s, uint64_t now_ms);
+
+/* store_load.c: read the level, topic and group records into s's in-memory
+ * state (in that order, after store_check_meta). 0, or -1 with err naming a
+ * corrupt record or the read error. */
+int store_load_levels(store_t *s, char *err, size_t errlen);
+int store_load_topics(store_t *s, char *err, size_t errlen);
+int store_load_groups(store_t *s, char *err, size_t errlen);
 
 /* ---- db.c: the pending batch ---------------------------------------------------- */
 
