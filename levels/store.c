@@ -14,15 +14,16 @@
  * which LevelDB's paranoid checks refuse, is cut off (its bytes kept) and the
  * open tried again. A whole copy BACKUP made (STORE_COPY_WHOLE) is refused
  * as damaged instead when its log ends torn or its files are not the sizes
- * its list says. It needs no scan: the level,
- * topic and group records are read (a few small ranges), queue heads come
- * from the level records and are found later with one seek each.
+ * its list says. It needs no scan: the level, topic and group records are
+ * read (a few small ranges), queue heads come from the level records and are
+ * found later with one seek each.
  *
  * The order of store_open is the invariant this file keeps: the options and
  * the clock are checked before the directory is touched; the meta records
- * are checked before anything else is read; the sequence counter is raised
- * to the clock's floor (store_meta.c) before anything at open could take a
- * number; a refusal after LevelDB opened frees everything (open_failed).
+ * are checked before any other record is read; the sequence counter is
+ * raised to the clock's floor (store_meta.c) before anything at open could
+ * take a number; a refusal once the store_t exists frees all of it
+ * (store_free, open_failed).
  *
  * Threading: one thread at a time (the broker's storage thread).
  */
