@@ -7,7 +7,8 @@ PULL COUNT/BLOCK, TOUCH/ACK/NACK, GET/FIND/REVOKE, GROUP CREATE/LIST/DEL, DLQ, I
 with and without MULTI/EXEC, a blocking PULL cut by the client's socket timeout, a restart under a
 connected client), then one with a users file (made by hourglass-cli passwd) and a TLS port whose
 certificate a CA made here with openssl signs (AUTH user+password, NOAUTH/WRONGPASS/NOPERM as redis-py's
-exceptions, rediss:// with the CA). Each check prints "ok   …" or "FAIL …"; exits 1 when any failed.
+exceptions, rediss:// with the CA, a client certificate whose CN logs it in). Each check prints "ok   …" or
+"FAIL …"; exits 1 when any failed.
 
 Finds the programs as $HG_BROKER / $HG_CLI, else in $HG_BUILDDIR (make check sets it), else next to this
 script's ../../. A missing program, redis-py or openssl is a failure, never a skip."""
@@ -203,8 +204,8 @@ dlq_id = by_key.get(b"1003", [b"0" * 16])[0]
 check(r.execute_command("NACK", "order-cancel", dlq_id, "DLQ", "REASON", "not an order") == 0, "NACK … DLQ: 0")
 check(r.execute_command("DLQ", "LEN", "order-cancel") == 1, "DLQ LEN: 1")
 dlq = r.execute_command("DLQ", "LIST", "order-cancel")
-check(len(dlq) == 1 and dlq[0][0] == dlq_id and dlq[0][4] == b"not an order", "DLQ LIST: [id, key, payload, …, reason, …]",
-      dlq)
+check(len(dlq) == 1 and dlq[0][0] == dlq_id and dlq[0][4] == b"not an order",
+      "DLQ LIST: [id, key, payload, …, reason, …]", dlq)
 check(r.execute_command("DLQ", "REQUEUE", "order-cancel", "ALL") == 1, "DLQ REQUEUE … ALL: 1")
 again = []
 end = time.monotonic() + 30
@@ -304,6 +305,11 @@ with open(os.path.join(TMP, "san.cnf"), "w") as f:
     f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
 run("openssl", "x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out",
     "broker.pem", "-days", "2", "-extfile", "san.cnf")
+# A client certificate whose CN is a user: with tls-auth-clients-user cn it logs in without a password.
+run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "client.key", "-out", "client.csr", "-subj",
+    "/CN=canceller")
+run("openssl", "x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out",
+    "client.pem", "-days", "2")
 users = b"".join(run(CLI, "passwd", "--cost", "10", name, roles, stdin=pw + b"\n")
                  for name, roles, pw in ((b"shop", b"producer", b"shop-pw"), (b"canceller", b"consumer", b"cancel-pw")))
 users_file = os.path.join(TMP, "users")
@@ -312,7 +318,8 @@ with open(users_file, "wb") as f:
 os.chmod(users_file, 0o600)
 CA = os.path.join(TMP, "ca.pem")
 secure = Broker("secure", "--users-file", users_file, "--tls-cert-file", os.path.join(TMP, "broker.pem"),
-                "--tls-key-file", os.path.join(TMP, "broker.key"), tls=True)
+                "--tls-key-file", os.path.join(TMP, "broker.key"), "--tls-ca-cert-file", CA, "--tls-auth-clients",
+                "optional", "--tls-auth-clients-user", "cn", tls=True)
 brokers.append(secure)
 secure.start()
 
@@ -333,6 +340,11 @@ got = tls.execute_command("PULL", "order-cancel", "orders", "BLOCK", "5000")
 check(len(got) == 1 and got[0][0] == sent, "over TLS (ssl_ca_certs= our CA): the consumer PULLs", got)
 url = redis.from_url("rediss://shop:shop-pw@localhost:%d/0?ssl_ca_certs=%s" % (secure.tls_port, CA))
 check(bool(ID.match(url.execute_command("SEND", "orders", "2002"))), "from_url('rediss://user:pass@…')")
+by_cert = redis.Redis(host="localhost", port=secure.tls_port, ssl=True, ssl_ca_certs=CA, socket_timeout=20,
+                      ssl_certfile=os.path.join(TMP, "client.pem"), ssl_keyfile=os.path.join(TMP, "client.key"))
+check(by_cert.execute_command("ACL", "WHOAMI") == b"canceller", "ssl_certfile= with CN=canceller: logged in as it",
+      by_cert.execute_command("ACL", "WHOAMI"))
+check(by_cert.execute_command("ACK", "order-cancel", sent) == 1, "… and may ACK as the consumer")
 e = raises(lambda: redis.Redis(port=secure.tls_port, ssl=True, socket_timeout=5).ping(), redis.ConnectionError)
 check(isinstance(e, redis.ConnectionError) and "CERTIFICATE_VERIFY_FAILED" in str(e),
       "TLS without our CA: the certificate is refused", e)
