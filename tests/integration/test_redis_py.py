@@ -177,9 +177,11 @@ check(isinstance(e, redis.ResponseError) and "LEVEL must be" in str(e), "a bad S
       e)
 
 # Consume: nothing before it is due, then the three of them; TOUCH, ACK, NACK.
-check(r.execute_command("PULL", "order-cancel", "order-timeout", "COUNT", "10") == [],
-      "PULL before the delay passed: []")
-got = []
+early = r.execute_command("PULL", "order-cancel", "order-timeout", "COUNT", "10")
+# On a loaded machine a second may have passed already: then only the reply's due times are checked.
+check(early == [] if time.time() - t0 < 0.9 else all(m[5] <= time.time() * 1000 for m in early),
+      "PULL before the delay passed: nothing not yet due", early)
+got = list(early)
 end = time.monotonic() + 30
 while len(got) < 3 and time.monotonic() < end:
     got += r.execute_command("PULL", "order-cancel", "order-timeout", "COUNT", "10", "BLOCK", "5000")
