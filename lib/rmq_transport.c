@@ -249,6 +249,23 @@ static int apply_login(rmq_t *r, const hg_client_opts_t *o, int uri_auth, char *
     return 0;
 }
 
+/* Every host of r's URI as messages show them, comma-separated
+ * ("h1:5672,h2:5672"), into buf[len] (cut short when it does not fit). */
+static void hosts_list(const rmq_t *r, char *buf, size_t len)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i < r->nhosts && used + 1 < len; i++) {
+        char one[300];
+        int n = snprintf(buf + used, len - used, "%s%s", i > 0 ? "," : "",
+                         uri_address(one, sizeof(one), r->hosts[i].host, r->hosts[i].port));
+        if (n < 0 || (size_t)n >= len - used)
+            break;
+        used += (size_t)n;
+    }
+}
+
 static hg_err_t rmq_create(hg_client_t *c, const char *uri, transport_state_t **out, char *address, size_t addrlen,
                            hg_error_t *err)
 {
@@ -298,7 +315,9 @@ static hg_err_t rmq_create(hg_client_t *c, const char *uri, transport_state_t **
         return HG_ERR_SYSTEM;
     }
     uri_address(t->r.address, sizeof(t->r.address), t->r.hosts[0].host, t->r.hosts[0].port);
-    snprintf(address, addrlen, "%s", t->r.address);
+    hosts_list(&t->r, address, addrlen);
+    t->r.client_address = address;
+    t->r.client_addrlen = addrlen;
     *out = t;
     return HG_OK;
 }

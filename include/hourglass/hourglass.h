@@ -328,7 +328,14 @@ uint32_t hg_topic_purge_read_timeout(uint32_t read_timeout_ms);
 hg_err_t hg_client_errcode(const hg_client_t *c);
 const char *hg_client_errmsg(const hg_client_t *c);
 
-/* "host:port" the client connects to (belongs to the client). */
+/* The node the client is connected to, as "host:port" ("[v6]:port"): on
+ * hourglass:// the URI's host and port; on amqp:// with several hosts the one
+ * the current connection (or, while it is down, the last one) was made to —
+ * after a failover the node now used, never simply the URI's first. Before
+ * the first connection it names every node the client may connect to
+ * ("h1:5672,h2:5672"; one host: that host). The string belongs to the client
+ * and changes when it (re)connects: read it on the thread that owns the
+ * client, not while another thread uses the client. "" for NULL. */
 const char *hg_client_address(const hg_client_t *c);
 
 /* --- replies, for the generic command --- */
