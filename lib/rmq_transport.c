@@ -236,7 +236,7 @@ static int apply_login(rmq_t *r, const hg_client_opts_t *o, int uri_auth, char *
     if (o->user == NULL && o->password == NULL)
         return 0;
     if (o->user != NULL && o->password == NULL && !uri_auth)
-        return snprintf(why, whylen, "user is set but no password (opts.password or the URI's user:pass@)"), -1;
+        return snprintf(why, whylen, "no password given for user '%.64s'", o->user), -1;
     if (o->user != NULL && o->user[0] == '\0')
         return snprintf(why, whylen, "user is empty"), -1;
     if ((o->user != NULL && strlen(o->user) >= sizeof(r->user)) ||
@@ -292,10 +292,7 @@ static hg_err_t rmq_create(hg_client_t *c, const char *uri, transport_state_t **
         return HG_ERR_URI;
     }
     if (uri_user_only && client_opts(c)->password == NULL) {
-        client_error_fill(err, HG_ERR_ARG,
-                          "the URI names user '%.64s' but no password: give it as user:pass@ in the URI, or in "
-                          "opts.password (a daemon's password-file)",
-                          t->r.user);
+        client_error_fill(err, HG_ERR_ARG, "no password given for user '%.64s' (named in the URI)", t->r.user);
         memset(t, 0, sizeof(*t));
         free(t);
         return HG_ERR_ARG;

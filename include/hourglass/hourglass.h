@@ -200,7 +200,12 @@ void hg_client_opts_init(hg_client_opts_t *opts);
  * address or an IPv6 address in brackets ("[::1]"); port 1..65535, default
  * HG_DEFAULT_PORT; user and password may use %XX escapes (for ':', '@', '/').
  * A user without ":pass" takes opts->password (a password kept out of the
- * URI: a daemon's password-file); without one that is HG_ERR_ARG.
+ * URI: a daemon's password-file); without one that is HG_ERR_ARG, before
+ * any connection, with a message that begins "no password given for user"
+ * (as for opts->user without a password anywhere). The message does not
+ * say where a password could come from — the library does not know its
+ * caller: a program adds its own hint (hourglass-cli: --password-file;
+ * the daemons: their password-file key).
  * With credentials the client sends AUTH user pass after every (re)connect.
  * "hourglass+tls://[user:pass@]host[:port][?ca=FILE&cert=FILE&key=FILE&sni=NAME]"
  * speaks TLS (1.2 or later) to the broker's tls-port: the broker's
