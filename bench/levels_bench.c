@@ -47,6 +47,15 @@
  *             10 s of the clock the next 10 s are timed: µs per delivery and
  *             store_ack's share. Deterministic (fixed seed), so callgrind's
  *             instruction counts compare runs.
+ *   cycle     a message's whole life in the store, steady: 200 000 messages
+ *             (20 000 with --quick) in rounds of 1 024 SENDs at LEVEL 1, the
+ *             injected clock 50 ms on per round; each round moves what is due,
+ *             leases it for one group, ACKs it and runs the topic-log GC
+ *             (store_collect), a commit after each step, sync off. Prints
+ *             msgs/s and µs per message; deterministic, so
+ *             `valgrind --tool=callgrind levels-bench --only cycle
+ *             --lease-write-delay 100` counts the instructions of a message's
+ *             life as the broker writes it (docs/BENCH-broker.md).
  *
  * The figures are wall-clock time (CLOCK_MONOTONIC) around the calls named, on
  * a store with default options except sync. Every case gets its own LevelDB
@@ -1233,6 +1242,90 @@ static void part_spread(bench_t *b)
     spread_case(b, 2);
 }
 
+/* ---- cycle ------------------------------------------------------------------------- */
+
+#define CYCLE_ROUND    1024 /* SENDs per round, and the lease and ACK batch */
+#define CYCLE_STEP_MS  50   /* the injected clock per round */
+#define CYCLE_GC_GRACE 1000 /* store_collect's grace, as the broker's */
+
+/* One round's deliveries at clock_ms: lease all that is ready (CYCLE_ROUND a
+ * call), ACK each batch, then one GC step. Returns how many were delivered. */
+static long cycle_deliver(store_t *s, uint64_t clock_ms, msg_owned_t *msgs, uint64_t *ids)
+{
+    char err[512];
+    long delivered = 0;
+    for (;;) {
+        int got = 0;
+        if (store_lease(s, BENCH_GROUP, strlen(BENCH_GROUP), BENCH_TOPIC, strlen(BENCH_TOPIC), CYCLE_ROUND,
+                        BENCH_LEASE_MS, clock_ms, msgs, &got, err, sizeof err) != 0) {
+            bench_die("store_lease: %s", err);
+        }
+        if (got == 0) {
+            break;
+        }
+        for (int i = 0; i < got; i++) {
+            ids[i] = msgs[i].m.id;
+            msg_owned_free(&msgs[i]);
+        }
+        bench_commit(s);
+        int released = 0;
+        if (store_ack(s, BENCH_GROUP, strlen(BENCH_GROUP), ids, got, &released, err, sizeof err) != 0) {
+            bench_die("store_ack: %s", err);
+        }
+        if (released != got) {
+            bench_die("store_ack released %d of %d leases", released, got);
+        }
+        bench_commit(s);
+        delivered += got;
+    }
+    int work = 0;
+    if (store_collect(s, clock_ms, CYCLE_GC_GRACE, 4 * CYCLE_ROUND, &work, err, sizeof err) != 0) {
+        bench_die("store_collect: %s", err);
+    }
+    bench_commit(s);
+    return delivered;
+}
+
+static void part_cycle(bench_t *b)
+{
+    long n = b->quick ? 20000 : 200000, rounds = (n + CYCLE_ROUND - 1) / CYCLE_ROUND, delivered = 0;
+    char *path = bench_case_dir(b, "cycle");
+    store_t *s = bench_store_open(path, 0, 1);
+    char err[512];
+    uint64_t clock_ms = BENCH_T0_MS;
+    if (store_group_create(s, BENCH_GROUP, strlen(BENCH_GROUP), BENCH_TOPIC, strlen(BENCH_TOPIC), 1, -1, clock_ms, err,
+                           sizeof err) != 0) {
+        bench_die("store_group_create: %s", err);
+    }
+    bench_commit(s);
+    msg_owned_t *msgs = xmalloc(CYCLE_ROUND * sizeof *msgs);
+    uint64_t *ids = xmalloc(CYCLE_ROUND * sizeof *ids);
+    double t0 = bench_now();
+    /* after the last SEND, rounds go on until level 1's delay has passed */
+    for (long r = 0; r < rounds + 1000 / CYCLE_STEP_MS + 1; r++) {
+        clock_ms += CYCLE_STEP_MS;
+        for (long i = r * CYCLE_ROUND; r < rounds && i < n && i < (r + 1) * CYCLE_ROUND; i++) {
+            bench_send(s, 1, clock_ms, (uint64_t)i);
+        }
+        bench_commit(s);
+        bench_move(s, clock_ms, INT_MAX);
+        bench_commit(s);
+        delivered += cycle_deliver(s, clock_ms, msgs, ids);
+    }
+    double secs = bench_now() - t0;
+    if (delivered != n) {
+        bench_die("cycle delivered %ld of %ld messages", delivered, n);
+    }
+    free(msgs);
+    free(ids);
+    bench_close(s);
+    bench_case_done(b, path);
+    char name[96];
+    snprintf(name, sizeof name, "whole life, %ld messages, rounds of %d, sync off", n, CYCLE_ROUND);
+    bench_row("cycle", name, (double)n / secs, 0, "msgs/s", "", -1, NULL);
+    bench_row("cycle", "per message", secs * 1e6 / (double)n, 2, "us", "callgrind: instructions", -1, NULL);
+}
+
 /* ---- main --------------------------------------------------------------------------- */
 
 typedef struct bench_part {
@@ -1247,6 +1340,7 @@ static const bench_part_t bench_parts[] = {
     { "seek", part_seek, "next-head cost after 10^6 pops vs after 10" },
     { "open", part_open, "open time and RSS with 10^7 pending messages" },
     { "spread", part_spread, "steady random-ms delays: us per delivery and per ACK" },
+    { "cycle", part_cycle, "a message's whole life, steady and deterministic (for callgrind)" },
 };
 #define BENCH_N_PARTS ((int)(sizeof bench_parts / sizeof bench_parts[0]))
 

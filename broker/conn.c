@@ -99,6 +99,7 @@ conn_set_t *conn_set_new(const config_t *cfg, struct event_base *base, server_t 
         abort();
     }
     resp_buf_init(&s->scratch);
+    conn_known_paths_set(s);
     struct timeval tv = { 0, CONN_SWEEP_MS * 1000 };
     event_add(s->sweep, &tv);
     return s;
@@ -119,6 +120,7 @@ void conn_set_free(conn_set_t *s)
     map_free(&s->by_id, NULL);
     map_free(&s->hs_by_addr, NULL);
     resp_buf_free(&s->scratch);
+    conn_known_paths_free(s);
     free(s);
 }
 
@@ -175,6 +177,7 @@ void conn_set_stop_reading(conn_set_t *s)
     s->reading = 0;
     for (conn_t *c = s->all; c; c = c->all_next) {
         bufferevent_disable(c->bev, EV_READ);
+        c->idle_at_stop = conn_is_idle(c); /* closed without a linger (conn_maybe_finish) */
     }
 }
 

@@ -92,10 +92,11 @@ typedef struct conn {
     size_t nslots;
     uint64_t next_seq;
     /* state */
-    int blocked;   /* a blocking PULL is outstanding */
-    int draining;  /* close once all replies are written */
-    int lingering; /* replies written, write side shut, discarding input */
-    int closing;   /* detached, freed at a safe point */
+    int blocked;      /* a blocking PULL is outstanding */
+    int draining;     /* close once all replies are written */
+    int lingering;    /* replies written, write side shut, discarding input */
+    int idle_at_stop; /* nothing in flight when the shutdown began: closed without a linger */
+    int closing;      /* detached, freed at a safe point */
     /* TLS (common/tls_server.h): the bufferevent is an OpenSSL one */
     int tls;         /* accepted on tls-port */
     int tls_ready;   /* the handshake completed */
@@ -165,6 +166,11 @@ conn_t *conn_by_id(conn_set_t *set, uint64_t id);
  * or disabled is logged out (NOAUTH from its next command on); the others
  * take their user's new roles. */
 void conn_set_users_changed(conn_set_t *set, const users_t *users);
+
+/* The configuration was reloaded (SIGHUP, on the loop thread): the set's
+ * copies of what it derives from it once per generation (the known paths
+ * hidden from a non-admin's error replies, conn_reply.c) are made again. */
+void conn_set_config_changed(conn_set_t *set);
 
 /* The writer's completion callback (ctx = the set): the job's reply fills its
  * slot and the FIFO is written from the head; a job for a connection that is

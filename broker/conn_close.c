@@ -3,7 +3,8 @@
  * (conn_close), freeing it at a safe point (the reaper), and the orderly end
  * of a draining one: once every reply is written the write side is shut
  * (close_notify first on TLS), input is discarded for a short linger, then
- * it is closed.
+ * it is closed; at shutdown a connection that was idle when the stop began
+ * is closed without the linger.
  *
  * Invariants: a connection is never freed inside a callback chain — it is
  * detached (out of the id map and list, callbacks cleared, its unanswered
@@ -17,6 +18,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
@@ -116,10 +118,26 @@ static void linger_event_cb(struct bufferevent *bev, short what, void *arg)
     conn_close(arg); /* EOF, error or the linger timeout: done */
 }
 
+int conn_is_idle(const conn_t *c)
+{
+    if (c->closing || c->nslots > 0 || evbuffer_get_length(bufferevent_get_output(c->bev)) != 0 ||
+        evbuffer_get_length(bufferevent_get_input(c->bev)) != 0) {
+        return 0;
+    }
+    evutil_socket_t fd = bufferevent_getfd(c->bev);
+    int unread = 0;
+    return fd >= 0 && ioctl(fd, FIONREAD, &unread) == 0 && unread == 0;
+}
+
 /* Close once every reply is written. Closing a socket with unread input
  * makes the kernel send RST, which can destroy the error reply before the
  * client reads it; so the write side is shut first (FIN after the reply) and
- * input is read and discarded until EOF or LINGER_MS, then closed. */
+ * input is read and discarded until EOF or LINGER_MS, then closed.
+ * The linger protects replies in flight. A connection idle since the
+ * shutdown began (conn_set_stop_reading marks it) has none: it sent nothing
+ * the broker did not answer before, so it is closed at once; lingering on it
+ * only held the stop for LINGER_MS whenever an idle client (a redis-cli at
+ * its prompt) was connected. */
 void conn_maybe_finish(conn_t *c)
 {
     if (c->closing || !c->draining || c->nslots > 0 || c->lingering) {
@@ -134,6 +152,10 @@ void conn_maybe_finish(conn_t *c)
         if (ssl != NULL && c->tls_ready) {
             SSL_shutdown(ssl); /* close_notify, written straight to the socket */
         }
+    }
+    if (c->set->draining_all && c->idle_at_stop && conn_is_idle(c)) {
+        conn_close(c); /* FIN now: nothing of its is in flight for an RST to destroy */
+        return;
     }
     evutil_socket_t fd = bufferevent_getfd(c->bev);
     if (fd < 0 || shutdown(fd, SHUT_WR) != 0) {

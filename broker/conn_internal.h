@@ -79,6 +79,9 @@ struct conn_set {
     uint64_t connections_total, protocol_errors, reply_kills, idle_kills, commands;
     uint64_t client_memory, memory_kills, header_kills;
     uint64_t woken_delivered; /* bytes of PULL BLOCK replies received from the writer (writer_note_client_memory) */
+    /* the paths hidden from a non-admin's error replies (conn_reply.c): copies of cfg's dir, store path and
+       backup-dir (those set), NULL-terminated; made at conn_set_new and after each reload, not per reply */
+    char *known_paths[4];
     /* error replies whose paths were hidden from a non-admin (conn_reply.c's log_hidden) */
     char hidden_last[256];    /* the text last logged (cut) */
     uint64_t hidden_log_mono; /* when (0: never) */
@@ -99,6 +102,11 @@ void conn_mark_blocked(conn_t *c, int blocked);
  * no longer counts in its address's handshakes in progress. Idempotent. */
 void conn_handshake_release(conn_t *c);
 
+/* conn_reply.c: (re)make s->known_paths from s->cfg (the previous copies
+ * freed); conn_known_paths_free frees them. */
+void conn_known_paths_set(conn_set_t *s);
+void conn_known_paths_free(conn_set_t *s);
+
 /* conn_close.c */
 /* Detach c now; free it at the next safe point (the reaper). Idempotent. */
 void conn_close(conn_t *c);
@@ -110,6 +118,9 @@ void conn_free_dead(conn_set_t *s);
 void conn_reaper_cb(evutil_socket_t fd, short what, void *arg);
 /* A draining connection whose replies are all written starts lingering. */
 void conn_maybe_finish(conn_t *c);
+/* 1 when c has nothing in flight: no command unanswered, no reply unwritten,
+ * no input unread (in its buffer or the socket's). */
+int conn_is_idle(const conn_t *c);
 /* Parse nothing more; close once every queued reply is written. */
 void conn_start_draining(conn_t *c);
 /* Reply an error (printf format, the whole message: "ERR …") after what is

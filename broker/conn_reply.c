@@ -119,27 +119,45 @@ static int conn_output_reply(conn_t *c, const char *data, size_t len, job_t *job
     return 0;
 }
 
+void conn_known_paths_free(conn_set_t *s)
+{
+    for (size_t i = 0; s->known_paths[i] != NULL; i++) {
+        free(s->known_paths[i]);
+        s->known_paths[i] = NULL;
+    }
+}
+
+void conn_known_paths_set(conn_set_t *s)
+{
+    conn_known_paths_free(s);
+    const config_t *cfg = s->cfg;
+    const char *paths[] = { cfg->dir, cfg->store.path, cfg->backup_dir };
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        if (paths[i] != NULL) {
+            s->known_paths[n++] = xstrdup(paths[i]);
+        }
+    }
+    s->known_paths[n] = NULL;
+}
+
+void conn_set_config_changed(conn_set_t *s)
+{
+    conn_known_paths_set(s);
+}
+
 /* conn_output_reply of what client c may read: to a client without the
  * admin role (users-file set; without it every client has every role), each
  * file-system path in an error reply replaced (broker/redact.h), the whole
- * text logged. */
+ * text logged. The paths are the set's copies (conn_known_paths_set), made
+ * once per configuration, not per reply. */
 static int conn_write_reply(conn_t *c, const char *data, size_t len, job_t *job)
 {
     if ((c->roles & ROLE_ADMIN) || c->closing) {
         return conn_output_reply(c, data, len, job);
     }
-    const config_t *cfg = c->set->cfg;
-    const char *known[4];
-    size_t nk = 0;
-    const char *paths[] = { cfg->dir, cfg->store.path, cfg->backup_dir };
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
-        if (paths[i] != NULL) {
-            known[nk++] = paths[i];
-        }
-    }
-    known[nk] = NULL;
     buf_t shown = BUF_INIT, hidden = BUF_INIT;
-    if (redact_reply(data, len, known, &shown, &hidden) == 0) {
+    if (redact_reply(data, len, (const char *const *)c->set->known_paths, &shown, &hidden) == 0) {
         return conn_output_reply(c, data, len, job);
     }
     log_hidden(c, &hidden);

@@ -147,7 +147,7 @@ static void check_data_release_signals(pthread_t t)
 static int check_data(const config_t *cfg)
 {
     store_options_t o = cfg->store;
-    o.no_upgrade = 1; /* an older format is reported, not checked as this build would upgrade it */
+    o.no_upgrade = 1; /* an older format is checked as it is, or reported when only an upgrade could read it */
     store_dir_check_t r;
     char err[1024];
     pthread_t signals;
@@ -274,7 +274,11 @@ int main(int argc, char **argv)
             return CFG_EXIT_CONFIG;
         }
         config_print(&cfg, stdout);
-        fprintf(stderr, "configuration OK\n");
+        if (cfg.config_path != NULL) { /* last, on stdout, as the other programs say it */
+            printf("hourglass-broker: configuration OK (%s)\n", cfg.config_path);
+        } else {
+            printf("hourglass-broker: configuration OK\n");
+        }
         config_free(&cfg);
         return 0;
     }

@@ -105,6 +105,7 @@ static void hup_cb(evutil_socket_t sig, short what, void *arg)
     }
     if (s->on_hup != NULL) {
         s->on_hup(s->on_hup_arg);
+        conn_set_config_changed(s->conns); /* the reload may have replaced the config's strings */
     } else {
         log_info("SIGHUP: nothing to reload");
     }

@@ -447,6 +447,7 @@ int config_load(config_t *c, int argc, char **argv, config_action_t *action, cha
         return -1;
     }
     *action = actions[args.action];
+    c->config_path = args.config_path;
     if (args.action == CFG_HELP || args.action == CFG_VERSION) {
         return 0;
     }

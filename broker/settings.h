@@ -107,8 +107,9 @@ typedef struct config {
     long long metrics_max_topics; /* per-topic (and their groups') series for at most this many topics */
     LOG_KEYS_FIELDS;              /* log-level, log-file, log-format */
     /* derived by config_validate from the keys above */
-    store_options_t store;  /* the one copy of the store's options and limits */
-    const char *check_data; /* --check-data DIR (argv's), else NULL */
+    store_options_t store;   /* the one copy of the store's options and limits */
+    const char *check_data;  /* --check-data DIR (argv's), else NULL */
+    const char *config_path; /* --config FILE (argv's), else NULL: named by --check-config's last line */
 } config_t;
 
 /* What the command line asked for besides key values. */

@@ -148,9 +148,9 @@ void writer_set_disk_reserve(writer_t *w, uint64_t bytes)
         w->disk_full = 1;
         w->stats.disk_full = 1;
         w->stats.disk_full_events++;
-        log_error("disk full: %llu bytes free on %s, less than twice disk-reserve (%llu); writes are refused "
+        log_error("disk full: %llu bytes free on %s, less than twice disk-reserve (%llu bytes); writes are refused "
                   "until space returns",
-                  (unsigned long long)free_bytes, w->opts->path, (unsigned long long)bytes);
+                  (unsigned long long)free_bytes, w->opts->path, (unsigned long long)writer_disk_resume_bytes(w));
         return;
     }
     if (diskguard_ballast_create(w->opts->path, bytes, err, sizeof err) != 0) {

@@ -467,8 +467,15 @@ static void count_batch(writer_t *w, size_t njobs)
 }
 
 /* At most once per DISK_CHECK_MS: note the free space; while the disk is
- * full and once free space is back above disk_resume_bytes, write the
- * reserve again and let writes through. */
+ * full and once free space is back above disk_resume_bytes, make sure the
+ * store takes writes, write the reserve again and let writes through.
+ * The store was opened while the disk was full (reopened after the failed
+ * commit, or at start-up): a memtable flush or compaction of LevelDB's that
+ * failed since left an error LevelDB refuses every write with until it is
+ * reopened, though nothing of ours failed. Letting writes through on such a
+ * store failed the first SEND with a stale "No space left" and counted a
+ * second disk-full event; so it is asked first (store_check_writable) and
+ * reopened, now that there is room, when it refuses. */
 static void check_disk(writer_t *w, uint64_t now_mono)
 {
     if (now_mono < w->next_disk_check_mono) {
@@ -481,6 +488,15 @@ static void check_disk(writer_t *w, uint64_t now_mono)
         return;
     }
     char err[512];
+    if (store_check_writable(w->store, err, sizeof err) != 0) {
+        char why[600];
+        snprintf(why, sizeof why, "%s (a background write that failed while the disk was full)", err);
+        w->next_reopen_mono = 0; /* space is back: no reason to wait */
+        reopen_store(w, why, 0);
+        if (w->store == NULL) {
+            return; /* retried as any failed reopen; writes stay refused meanwhile */
+        }
+    }
     if (w->disk_reserve > 0 && diskguard_ballast_create(w->opts->path, w->disk_reserve, err, sizeof err) != 0) {
         log_warn("disk space is back but %s; writes stay refused", err);
         return;

@@ -99,6 +99,11 @@ int cli_connect(cli_t *cli);
  * hg_reply_free). Returns 0 or the exit code (the message printed). */
 int cli_run(cli_t *cli, hg_reply_t **reply, int argc, const char *const *argv);
 
+/* cli_run that calls notice(arg) once when the reply has not come within
+ * notice_ms (hg_client_command_notice), and goes on waiting. */
+int cli_run_notice(cli_t *cli, hg_reply_t **reply, int argc, const char *const *argv, uint32_t notice_ms,
+                   void (*notice)(void *arg), void *arg);
+
 /* "unexpected reply to CMD from the broker"; returns EXIT_BROKER. */
 int cli_unexpected(const char *cmd, const hg_reply_t *r);
 

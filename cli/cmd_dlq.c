@@ -9,13 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "cli/args.h"
 #include "cli/output.h"
 
-#define CLI_PAYLOAD_COLUMN 40    /* payload characters shown in dlq list */
-#define CLI_DLQ_ALL_PAGE   "500" /* entries per DLQ LIST of dlq list --all */
+#define CLI_PAYLOAD_COLUMN  40    /* payload characters shown in dlq list */
+#define CLI_DLQ_ALL_PAGE    "500" /* entries per DLQ LIST of dlq list --all */
+#define CLI_DLQ_ANNOUNCE_MS 300   /* dlq requeue|drop --all: no reply by then, announce the wait */
 
 /* The fields of one DLQ LIST entry [id, key, payload, reconsume, reason, parked_ms]. */
 typedef struct dlq_entry {
@@ -244,48 +244,17 @@ int cli_cmd_dlq_show(cli_t *cli, int argc, char **argv)
     return 0;
 }
 
-/* 1 when the reply r (an array, set or map, flat) holds the string text. */
-static int reply_holds(const hg_reply_t *r, const char *text)
-{
-    for (size_t i = 0; reply_is_aggregate(r) && i < hg_reply_count(r); i++) {
-        size_t len;
-        const char *s = hg_reply_str(hg_reply_element(r, i), &len);
-        if (s != NULL && len == strlen(text) && strncasecmp(s, text, len) == 0)
-            return 1;
-    }
-    return 0;
-}
+/* What dlq requeue|drop --all announces when the move is slow. */
+typedef struct announce {
+    const char *name, *group, *done;
+    long long len; /* DLQ LEN before the move */
+} announce_t;
 
-/* 0 when the broker will refuse the logged-in user the admin-only command
- * name ("dlq|drop"), 1 when it may run it or that cannot be told. Asks the
- * broker, which keeps the one truth: COMMAND INFO name (its "admin" flag)
- * and HELLO (the roles of this connection, the protocol unchanged). Only
- * decides whether to announce a long move: the command itself is still
- * sent, and a refusal is the broker's own NOPERM. */
-static int may_run_admin(cli_t *cli, const char *name)
+static void announce_move(void *arg)
 {
-    const char *info[3] = { "COMMAND", "INFO", name }, *hello[1] = { "HELLO" };
-    hg_reply_t *r = NULL;
-    int admin_only = 0, may = 1;
-
-    if (hg_client_command(cli->client, 3, info, NULL, &r) == HG_OK && reply_is_aggregate(r) && hg_reply_count(r) > 0) {
-        const hg_reply_t *entry = hg_reply_element(r, 0);
-        admin_only =
-            reply_is_aggregate(entry) && hg_reply_count(entry) > 2 && reply_holds(hg_reply_element(entry, 2), "admin");
-    }
-    hg_reply_free(r);
-    if (!admin_only)
-        return 1;
-    r = NULL;
-    if (hg_client_command(cli->client, 1, hello, NULL, &r) == HG_OK && reply_is_aggregate(r))
-        for (size_t i = 0; i + 1 < hg_reply_count(r); i += 2) { /* key, value, … (a map, or flat in RESP2) */
-            size_t len;
-            const char *key = hg_reply_str(hg_reply_element(r, i), &len);
-            if (key != NULL && len == 5 && strncasecmp(key, "roles", 5) == 0)
-                may = reply_holds(hg_reply_element(r, i + 1), "admin");
-        }
-    hg_reply_free(r);
-    return may;
+    const announce_t *a = arg;
+    fprintf(stderr, "%s %s: %lld message%s in the DLQ, waiting until %s %s…\n", a->name, a->group, a->len,
+            a->len == 1 ? "" : "s", a->len == 1 ? "it is" : "all are", a->done);
 }
 
 /* dlq requeue / dlq drop: DLQ <verb> group id|ALL → integer. */
@@ -309,23 +278,23 @@ static int dlq_move(cli_t *cli, const char *name, const char *verb, const char *
         return cli_usage_error("%s: '%s' is not a message id (16 hex digits)", name, pos[1]);
     cmdv[2] = pos[0];
     cmdv[3] = n == 2 ? pos[1] : "ALL";
-    if (n != 2) { /* progress: how many there are, before the move (a move refused is not announced) */
+    if (n != 2) {
+        /* The broker refuses at once (NOPERM, no such group) but answers an ALL it
+         * accepted after its last step: announce the wait only when the reply is
+         * slow, with how many there were before the move. */
         const char *lenv[3] = { "DLQ", "LEN", pos[0] };
-        char admin_name[32];
-        long long len = 0;
+        announce_t a = { name, pos[0], done, 0 };
         if ((rc = cli_run(cli, &r, 3, lenv)) != 0)
             return rc;
-        snprintf(admin_name, sizeof admin_name, "dlq|%s", name + 4);
-        if (reply_is_int(r) && may_run_admin(cli, admin_name)) {
-            len = hg_reply_integer(r);
-            fprintf(stderr, "%s %s: %lld message%s in the DLQ, waiting until %s %s…\n", name, pos[0], len,
-                    len == 1 ? "" : "s", len == 1 ? "it is" : "all are", done);
-        }
+        a.len = reply_is_int(r) ? hg_reply_integer(r) : 0;
         hg_reply_free(r);
         /* the reply comes after the last of the broker's steps: wait longer for it */
-        hg_client_set_read_timeout(cli->client, hg_dlq_all_read_timeout(cli->timeout_ms, len));
+        hg_client_set_read_timeout(cli->client, hg_dlq_all_read_timeout(cli->timeout_ms, a.len));
+        rc = cli_run_notice(cli, &r, 4, cmdv, CLI_DLQ_ANNOUNCE_MS, announce_move, &a);
+    } else {
+        rc = cli_run(cli, &r, 4, cmdv);
     }
-    if ((rc = cli_run(cli, &r, 4, cmdv)) != 0)
+    if (rc != 0)
         return rc;
     if (!reply_is_int(r)) {
         hg_reply_free(r);

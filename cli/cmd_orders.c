@@ -27,10 +27,13 @@
 #define ORDERS_MAX_ITEMS     256
 
 /* The broker as the order view asks it: the client for FIND, or NULL with
- * why it cannot be asked (the library's words). */
+ * why it cannot be asked (the library's words, or after a failure midway
+ * "not asked: …"). */
 typedef struct broker_half {
     hg_client_t *client;
     char why[CLI_WHY_MAX];
+    uint64_t failed_order; /* the order whose FIND found the broker gone (0: none) */
+    size_t not_asked;      /* the rows after it, not asked */
 } broker_half_t;
 
 /* Open the broker once for a command, as every other command does
@@ -44,19 +47,33 @@ static int broker_open(cli_t *cli, broker_half_t *b)
     int rc = cli_open_client(cli, b->why, sizeof b->why);
 
     b->client = cli->client;
+    b->failed_order = 0;
+    b->not_asked = 0;
     if (rc == EXIT_USAGE)
         return cli_fail(rc, "%s", b->why);
     return 0;
 }
 
 /* hg_order_explain with b's client; without one, the verdict names why the
- * broker could not be asked instead of the library's "no broker connection". */
-static void explain(cli_t *cli, const broker_half_t *b, const hg_order_info_t *order, hg_order_view_t *v)
+ * broker could not be asked instead of the library's "no broker connection".
+ * After a failure to reach the broker (no answer, a lost connection, no
+ * reconnect) the rest go without it, as the console's view does: each
+ * would wait for the broker again, up to --timeout and the reconnects. */
+static void explain(cli_t *cli, broker_half_t *b, const hg_order_info_t *order, hg_order_view_t *v)
 {
     hg_order_explain(b->client, cli->conf.order_topic, order, v);
     if (b->client == NULL && order != NULL) {
+        b->not_asked += b->failed_order != 0;
         snprintf(v->broker_error, sizeof v->broker_error, "%.*s", (int)sizeof v->broker_error - 1, b->why);
         hg_order_late_classify(v);
+        return;
+    }
+    hg_err_t e = b->client != NULL ? hg_client_errcode(b->client) : HG_OK;
+    if (order != NULL && !v->broker_known && (e == HG_ERR_TIMEOUT || e == HG_ERR_IO || e == HG_ERR_CONNECT)) {
+        b->client = NULL;
+        b->failed_order = order->id;
+        snprintf(b->why, sizeof b->why, "skipped after the failure for order %" PRIu64 ": %.*s", order->id,
+                 (int)sizeof b->why / 2, v->broker_error);
     }
 }
 
@@ -119,6 +136,11 @@ int cli_cmd_orders_overdue(cli_t *cli, int argc, char **argv)
     hg_order_view_t *views = xcalloc(n > 0 ? n : 1, sizeof *views);
     for (size_t i = 0; i < n; i++)
         explain(cli, &broker, &rows[i], &views[i]);
+    if (broker.not_asked > 0) /* once, not per row: the rows say it too */
+        fprintf(stderr,
+                "orders overdue: the broker did not answer for order %" PRIu64 "; the %zu order%s after it %s\n",
+                broker.failed_order, broker.not_asked, broker.not_asked == 1 ? "" : "s",
+                broker.not_asked == 1 ? "was not asked" : "were not asked");
     if (cli->json) {
         printf("{\"orders\":[");
         for (size_t i = 0; i < n; i++) {
@@ -172,7 +194,7 @@ static int order_id_arg(const char *name, const char *text, uint64_t *id)
 
 /* Look up, explain (with broker, from broker_open) and print one order
  * (orders show, and after a cancel). */
-static int show_order(cli_t *cli, const broker_half_t *broker, uint64_t id, const char *outcome)
+static int show_order(cli_t *cli, broker_half_t *broker, uint64_t id, const char *outcome)
 {
     hg_order_item_t *items = xcalloc(ORDERS_MAX_ITEMS, sizeof *items);
     hg_order_info_t info;

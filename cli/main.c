@@ -118,7 +118,8 @@ int cli_connect(cli_t *cli)
     return 0;
 }
 
-int cli_run(cli_t *cli, hg_reply_t **reply, int argc, const char *const *argv)
+int cli_run_notice(cli_t *cli, hg_reply_t **reply, int argc, const char *const *argv, uint32_t notice_ms,
+                   void (*notice)(void *arg), void *arg)
 {
     hg_err_t e;
     int rc = cli_connect(cli);
@@ -126,10 +127,18 @@ int cli_run(cli_t *cli, hg_reply_t **reply, int argc, const char *const *argv)
     *reply = NULL;
     if (rc != 0)
         return rc;
-    e = hg_client_command(cli->client, argc, argv, NULL, reply);
+    if (notice != NULL)
+        e = hg_client_command_notice(cli->client, argc, argv, NULL, notice_ms, notice, arg, reply);
+    else
+        e = hg_client_command(cli->client, argc, argv, NULL, reply);
     if (e != HG_OK)
         return cli_client_failure(cli, e);
     return 0;
+}
+
+int cli_run(cli_t *cli, hg_reply_t **reply, int argc, const char *const *argv)
+{
+    return cli_run_notice(cli, reply, argc, argv, 0, NULL, NULL);
 }
 
 int cli_unexpected(const char *cmd, const hg_reply_t *r)

@@ -331,6 +331,14 @@ sampler_t *sampler_start(console_t *c, char *err, size_t errlen);
  * timeout) and free everything. Main thread. */
 void sampler_free(sampler_t *s);
 
+/* Read sampler-password-file again (when set; SIGHUP, and the sampler
+ * itself after the broker refused its AUTH): another password is logged
+ * at info and the sampler's broker connection is opened again with it
+ * before its next sample; a file that cannot be read keeps the last good
+ * password, warned about once per error. s may be NULL (nothing done).
+ * Any thread. */
+void sampler_password_refresh(sampler_t *s);
+
 /* The overview document (latest sample, history, alerts, what the sampler
  * waits on) into out; never waits on the broker or the database. Event
  * loop thread. */

@@ -62,8 +62,9 @@ static const cfg_key_t keys[] = {
               "slowloris; 0 disables"),
       .reload = 1 },
     { CFG_KEY("static-dir", CFG_STRING, HG_CONSOLE_STATIC_DIR, 0, 0, OFF(static_dir),
-              "directory of the page (index.html, app.js, app.css)"),
-      .required = 1, .shown_default = "the installed page, DATADIR/hourglass/console" },
+              "directory of the page (index.html, app.js, app.css, favicon.svg); on SIGHUP a new one the page cannot "
+              "be served from keeps the running one (logged)"),
+      .required = 1, .shown_default = "the installed page, DATADIR/hourglass/console", .reload = 1 },
     { CFG_KEY("order-topic", CFG_STRING, "order-timeout", 0, 0, OFF(order_topic),
               "topic of the orders' timeout messages"),
       .required = 1 },

@@ -4,7 +4,8 @@
  *
  * The broker (uri; the console logs in to it as each user; over TLS the
  * tls-* keys of common/tls_keys.h), where the page is served (bind, port,
- * allow-remote, allowed-hosts (reloaded on SIGHUP), static-dir, max-connections,
+ * allow-remote, allowed-hosts (reloaded on SIGHUP), static-dir (reloaded on SIGHUP when the
+ * page can be served from the new one: console/main.c's reload_load), max-connections,
  * header-timeout (both reloaded on SIGHUP: console/conns.c reads them at each
  * accept and each request's start); https-cert-file and https-key-file: https,
  * reloaded on SIGHUP), the order database (the
@@ -45,7 +46,7 @@ typedef struct console_config {
     long long login_timeout_ms; /* login-timeout: a login's whole wait on the broker (console/login.c) */
     int no_users_role;          /* console_no_users_t */
     char *sampler_user, *sampler_password_file;
-    char sampler_password[PASSWD_FILE_MAX + 1]; /* read from sampler-password-file ("" without one) */
+    char sampler_password[PASSWD_FILE_MAX + 1]; /* sampler-password-file at start ("" without); sampler.c re-reads */
     char *https_cert_file, *https_key_file;     /* both set: the console serves https */
     char *compensator_metrics;                  /* http://host:port/metrics of hourglass-compensator, or NULL */
     char *allowed_hosts;                        /* allowed-hosts: "a.example, b.example", or NULL */

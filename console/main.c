@@ -16,12 +16,15 @@
  * with the server's error; a later loss is reported in the overview and
  * healed on the next request), the listener, the sampler, then the
  * event loop until SIGINT / SIGTERM. SIGHUP re-reads the configuration
- * (reload_config: the log keys, allowed-hosts, header-timeout and
- * max-connections are applied and the log file reopened; other
+ * (reload_config: the log keys, allowed-hosts, header-timeout,
+ * max-connections and static-dir — a new one only when the page can be
+ * served from it, else the running one stays, logged — are applied and the
+ * log file reopened; other
  * changes are named as waiting for a restart; the https certificate and key
  * are read again, and mysql-password-file: a rotated MariaDB password is
- * taken at the next call, as at every reconnect — console/db.c), never
- * stops it. Exit status: 0 after a clean stop or a valid
+ * taken at the next call, as at every reconnect — console/db.c — and
+ * sampler-password-file: the sampler's next sample logs in with a new
+ * one — console/sampler.c), never stops it. Exit status: 0 after a clean stop or a valid
  * --check-config; 1 when it cannot start; 2 on a configuration error.
  *
  * Threads: the event loop's, the sampler's, the jobs' and the logins'
@@ -38,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "common/log.h"
 #include "common/reload.h"
 
@@ -71,13 +75,26 @@ typedef struct reload_args {
     console_t *c;
 } reload_args_t;
 
+static const console_config_t *running_cfg; /* main's: reload_load checks a new static-dir against it */
+
 static int reload_load(void *conf, int argc, char **argv, char *err, size_t errlen)
 {
     cfg_args_t args;
-    console_config_init(conf);
-    if (cfg_parse_args(console_config_table(), conf, argc, argv, &args, err, errlen) != 0)
+    console_config_t *fresh = conf;
+    console_config_init(fresh);
+    if (cfg_parse_args(console_config_table(), fresh, argc, argv, &args, err, errlen) != 0 ||
+        console_config_validate(fresh, err, errlen) != 0)
         return -1;
-    return console_config_validate(conf, err, errlen);
+    /* static-dir is reloaded (the event loop, this thread, is its only reader), but only to a directory the page
+     * can be served from: a bad one keeps the running one, said once here, and the other keys still apply */
+    char why[4800];
+    if (running_cfg != NULL && strcmp(fresh->static_dir, running_cfg->static_dir) != 0 &&
+        server_static_check(fresh->static_dir, why, sizeof why) != 0) {
+        log_error("SIGHUP: %s; keeping static-dir %s", why, running_cfg->static_dir);
+        free(fresh->static_dir);
+        fresh->static_dir = xstrdup(running_cfg->static_dir);
+    }
+    return 0;
 }
 
 static void reload_release(void *conf)
@@ -96,6 +113,7 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
     /* mysql-password-file is read, not a key: a rotated password reloads
      * "without a change"; the handles take it at their next call. */
     console_db_password_refresh(a->c);
+    sampler_password_refresh(a->c->sampler); /* likewise sampler-password-file: its next sample logs in with it */
 }
 
 static void on_stop(evutil_socket_t sig, short what, void *arg)
@@ -191,6 +209,7 @@ int main(int argc, char **argv)
     sigterm = evsignal_new(c.base, SIGTERM, on_stop, c.base);
     sigint = evsignal_new(c.base, SIGINT, on_stop, c.base);
     reload_args_t reload = { argc, argv, &c };
+    running_cfg = &cfg;
     sighup = evsignal_new(c.base, SIGHUP, on_hup, &reload);
     event_add(sigterm, NULL);
     event_add(sigint, NULL);

@@ -13,7 +13,11 @@
  * The sampler runs on a thread of its own with connections of its own: a
  * broker connection on `uri`, as sampler-user when one is configured (a
  * broker with users answers nothing without AUTH; the role viewer is
- * enough), and a database handle of its own. So a slow broker, compensator
+ * enough), and a database handle of its own. sampler-password-file is read
+ * again on SIGHUP (sampler_password_refresh) and after the broker refused
+ * the sampler's AUTH: another password (logged once, by the password
+ * source) closes the broker connection, and the next sample logs in with
+ * it, so a corrected or rotated password needs no restart. So a slow broker, compensator
  * or MariaDB holds back the next sample, never a request: the overview is
  * rendered on the event loop from the last published sample, under a mutex
  * held only to copy a sample in and to render (never across a call that
@@ -63,6 +67,7 @@ typedef struct bucket {
 
 struct sampler {
     console_t *c; /* the thread reads only c->cfg's start-up keys (none SIGHUP changes) and c->db_password (locked) */
+    passwd_source_t password; /* sampler-password-file (no file: none, no AUTH); its own lock, any thread */
     pthread_t thread;
     int started;
     pthread_mutex_t lock; /* guards what follows "published"; never held across a call that waits */
@@ -71,6 +76,7 @@ struct sampler {
 
     /* the thread's own */
     hg_client_t *client;
+    unsigned long client_generation; /* of password, when client was opened */
     hg_order_db *db;
     unsigned long db_generation;   /* of db's password (console_db_open) */
     char logged_broker_error[256]; /* the broker error last logged ("": none, or it answered since) */
@@ -185,22 +191,35 @@ static void set_busy(sampler_t *s, const char *what)
     pthread_mutex_unlock(&s->lock);
 }
 
-/* The sampler's broker connection (opened when missing); NULL with err. */
+/* The sampler's broker connection (opened when missing, and again when
+ * sampler-password-file holds a newer password); NULL with err. A refused
+ * AUTH reads the file again, so the next sample tries what it holds now. */
 static hg_client_t *broker_client(sampler_t *s, char *err, size_t errlen)
 {
+    int has_file = passwd_source_has_file(&s->password);
+    if (s->client != NULL && has_file && passwd_source_generation(&s->password) != s->client_generation) {
+        hg_client_close(s->client);
+        s->client = NULL;
+    }
     if (s->client != NULL)
         return s->client;
     const console_config_t *cfg = s->c->cfg;
     hg_client_opts_t opts;
     hg_error_t e;
+    char password[PASSWD_FILE_MAX + 1] = "";
     console_client_opts(cfg, &opts);
     if (cfg->sampler_user != NULL) {
+        s->client_generation = passwd_source_get(&s->password, password, sizeof password);
         opts.user = cfg->sampler_user;
-        opts.password = cfg->sampler_password;
+        opts.password = password;
     }
-    if (hg_client_open(cfg->uri, &opts, &s->client, &e) != HG_OK) {
+    hg_err_t rc = hg_client_open(cfg->uri, &opts, &s->client, &e);
+    memset(password, 0, sizeof password);
+    if (rc != HG_OK) {
         snprintf(err, errlen, "%s", e.message);
         s->client = NULL;
+        if (rc == HG_ERR_AUTH && has_file)
+            sampler_password_refresh(s); /* corrected or rotated: the next sample logs in with it */
     }
     return s->client;
 }
@@ -382,6 +401,8 @@ sampler_t *sampler_start(console_t *c, char *err, size_t errlen)
     s->cap = (size_t)(c->cfg->history_ms / c->cfg->sample_interval_ms) + 1;
     s->ring = xcalloc(s->cap, sizeof *s->ring);
     s->info = xstrdup("");
+    passwd_source_init(&s->password, c->cfg->sampler_password_file,
+                       c->cfg->sampler_password_file != NULL ? c->cfg->sampler_password : NULL);
     pthread_mutex_init(&s->lock, NULL);
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -413,9 +434,18 @@ void sampler_free(sampler_t *s)
         hg_order_db_close(s->db);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
+    passwd_source_destroy(&s->password);
     free(s->ring);
     free(s->info);
     free(s);
+}
+
+void sampler_password_refresh(sampler_t *s)
+{
+    if (s != NULL)
+        passwd_source_refresh_logged(&s->password, "sampler-password-file",
+                                     "the sampler logs in to the broker with it at its next sample",
+                                     "the sampler keeps the password read before");
 }
 
 /* Sample i, 0 the oldest kept. */

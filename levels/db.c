@@ -212,6 +212,29 @@ int store_commit_durable(store_t *s, int durable, char *err, size_t errlen)
     return 0;
 }
 
+int store_check_writable(store_t *s, char *err, size_t errlen)
+{
+    if (store_usable(s, err, errlen) != 0) {
+        return -1;
+    }
+    if (s->pending > 0) {
+        return store_commit_durable(s, 0, err, errlen);
+    }
+    /* An empty batch: LevelDB answers with its background error before it
+     * writes anything but an empty log record. */
+    leveldb_writebatch_t *empty = leveldb_writebatch_create();
+    char *e = NULL;
+    leveldb_write(s->db, s->wopt_nosync, empty, &e);
+    leveldb_writebatch_destroy(empty);
+    if (e != NULL) {
+        s->broken = 1;
+        snprintf(s->broken_err, sizeof s->broken_err, "write to %s failed: %s", s->path, e);
+        leveldb_free(e);
+        return err_set(err, errlen, "%s", s->broken_err);
+    }
+    return 0;
+}
+
 int store_usable(const store_t *s, char *err, size_t errlen)
 {
     if (!s->broken) {

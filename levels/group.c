@@ -68,6 +68,7 @@ topic_state_t *store_topic_get_or_create(store_t *s, const char *name, size_t le
     t = xcalloc(1, sizeof *t);
     t->name = xstrndup(name, len);
     t->len = len;
+    t->log_next_min = s->next_seq; /* above every seq the directory holds */
     map_put(&s->topics, name, len, t);
     store_mark_topic(s, t);
     return t;
@@ -108,7 +109,7 @@ group_state_t *store_group_new(store_t *s, const char *name, size_t len, topic_s
         g->cursor = t->head_hint;
         g->position = t->removed;
     } else {
-        g->cursor = s->next_seq;
+        g->cursor = t->log_next_min;
         g->position = t->appended;
     }
     store_topic_add_group(g);

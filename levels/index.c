@@ -8,7 +8,9 @@
  *                                topic log ('T' seq), or nowhere (0) once only
  *                                groups hold it — with its topic and key. It
  *                                exists while the message's own copy or a copy
- *                                of a live group incarnation exists.
+ *                                of a live group incarnation exists. An 'L'
+ *                                place whose entry is gone is the log entry of
+ *                                the same seq (idx_home_read reads it so).
  *   'K' topic 0 klen key id      (empty) one per 'X' whose key is not empty:
  *                                FIND and DEDUP walk one (topic, key) prefix.
  *   'Y' id group 0 gen           where group incarnation gen holds a copy: a
@@ -18,7 +20,10 @@
  *                                DLQ ('D'). ACK finds a lease by it.
  *
  * Lifetimes. A message's own copy moves (hops, enters the log) by rewriting
- * 'X'; leaving the store (topic-log GC, REVOKE) drops 'X' and 'K' unless a
+ * 'X' — except when it enters the log under its level entry's seq, which the
+ * arrival keeps whenever that comes after the log's tail (levels/level.c
+ * topic_append): one record less per delivered message, and in due order,
+ * the order the levels are served in, that is most arrivals; leaving the store (topic-log GC, REVOKE) drops 'X' and 'K' unless a
  * live group of its topic still holds a copy. A group copy moves by rewriting
  * its 'Y'; leaving (ACK, DLQ DROP, a retry of a deleted group dropped when
  * due, GROUP DEL) drops it, and 'X' / 'K' with it when nothing else holds the
@@ -48,8 +53,8 @@
  * ACK, a REVOKE: something committed data does not show yet) makes the next
  * DEDUP SEND commit first, as before.
  *
- * Cost: SEND writes 'X' (and 'K' with a key), each hop or entry into the log
- * rewrites 'X', each group move writes its 'Y'. bench/hourglass_bench.c
+ * Cost: SEND writes 'X' (and 'K' with a key), each hop (and an entry into the
+ * log under a fresh seq) rewrites 'X', each group move writes its 'Y'. bench/hourglass_bench.c
  * measures it on SEND.
  *
  * Threading: one thread at a time (the broker's storage thread).
@@ -161,6 +166,17 @@ int idx_home_read(store_t *s, uint64_t id, char **buf, idx_home_t *h, char *err,
         leveldb_free(*buf);
         return err_set(err, errlen, "corrupt message index record of id %016llx in %s", (unsigned long long)id,
                        s->path);
+    }
+    if (h->place.tag == 'L') { /* on that level, or in its topic's log under the same seq (topic_append) */
+        key_level(&k, h->place.level, h->place.due, h->place.seq);
+        int on_level = store_has(s, &k, err, errlen);
+        if (on_level < 0) {
+            leveldb_free(*buf);
+            return -1;
+        }
+        if (!on_level) {
+            h->place = (idx_place_t){ 'T', 0, 0, h->place.seq };
+        }
     }
     return 1;
 }

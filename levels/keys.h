@@ -3,8 +3,9 @@
  * key ranges, the small records, big-endian integers. Private to levels/ (not
  * installed); the message value itself is levels/msg.h's codec.
  *
- * Storage layout (authoritative; STORE_FORMAT_VERSION 3, which opens 1 and 2:
- * they had the lease index 'J' below, folded into 'Y' at open). Integers are
+ * Storage layout (authoritative; STORE_FORMAT_VERSION 4, which opens 1 to 3:
+ * 1 and 2 had the lease index 'J' below, folded into 'Y' at open; 3 lacks the
+ * 'X' that names a level entry gone to the log). Integers are
  * fixed-width big-endian, so LevelDB's byte order is queue order. "name" is a
  * topic or group name: 1..MSG_MAX_NAME bytes that never contain 0x00
  * (msg_check_name), so "name 0x00" is a clean prefix of one queue.
@@ -42,7 +43,10 @@
  *   'X' id(u64)                             the message index (levels/index.c): where the message's own copy is
  *                                           (its SEND journey on a level, or the topic log; or none once only
  *                                           groups hold it), its topic and key — present while its own
- *                                           copy or a copy of a live group incarnation exists
+ *                                           copy or a copy of a live group incarnation exists. Naming a level
+ *                                           entry that is gone, it means the log entry of the same seq: an
+ *                                           arrival keeps its level seq when that comes after the log's tail,
+ *                                           and then leaves 'X' as it was (levels/level.c topic_append)
  *   'K' topic 0x00 klen(u16) key id(u64)    the key index: (empty) one per message with a non-empty key, with 'X'
  *   'Y' id(u64) group 0x00 gen(u64)         the group-copy index: where that group incarnation holds the message
  *                                           (a lease: its deadline, naming its 'I' key, and the topic-log seq it

@@ -190,8 +190,15 @@ uint64_t store_level_enqueue(store_t *s, msg_t *m, int level, uint64_t delay_ms,
     return m->due_ms;
 }
 
-/* Append m to t's log (a new message: no group yet; stamped now). */
-static void topic_append(store_t *s, topic_state_t *t, msg_t *m, uint64_t now_ms)
+/* Append m to t's log (a new message: no group yet; stamped now). A message
+ * coming off a level (level_seq: its level entry's seq; 0 for a SEND without
+ * delay) keeps that seq when it comes after everything t's log holds or has
+ * promised to a cursor (log_next_min), and its 'X' is not rewritten: it names
+ * the level entry, which is gone, and idx_home_read finds the message in the
+ * log under the same seq (keys.h). Otherwise it takes a fresh seq and 'X'
+ * says where. In due order, which is how the levels are served, most arrivals
+ * keep theirs: one LevelDB record less per message. */
+static void topic_append(store_t *s, topic_state_t *t, msg_t *m, uint64_t level_seq, uint64_t now_ms)
 {
     key_buf_t k;
     m->stamp_ms = now_ms;
@@ -199,10 +206,14 @@ static void topic_append(store_t *s, topic_state_t *t, msg_t *m, uint64_t now_ms
     m->group.ptr = NULL;
     m->group.len = 0;
     m->group_gen = 0;
-    idx_place_t p = { 'T', 0, 0, s->next_seq };
-    key_queue(&k, KEY_TOPIC_LOG, t->name, t->len, s->next_seq++);
+    uint64_t seq = level_seq != 0 && level_seq >= t->log_next_min ? level_seq : s->next_seq++;
+    key_queue(&k, KEY_TOPIC_LOG, t->name, t->len, seq);
     store_put_msg(s, &k, m);
-    idx_home_put(s, m, &p, 0);
+    if (seq != level_seq) {
+        idx_place_t p = { 'T', 0, 0, seq };
+        idx_home_put(s, m, &p, 0);
+    }
+    t->log_next_min = seq + 1;
     t->appended++;
     store_mark_topic(s, t);
     store_mark_woken(s, t);
@@ -229,7 +240,7 @@ int store_send(store_t *s, const store_send_req_t *req, uint64_t now_ms, uint64_
     m.payload.len = (uint32_t)req->payload_len;
     if (req->level == 0 && delay == 0) {
         m.due_ms = now_ms;
-        topic_append(s, store_topic_get_or_create(s, req->topic, req->topic_len), &m, now_ms);
+        topic_append(s, store_topic_get_or_create(s, req->topic, req->topic_len), &m, 0, now_ms);
     } else {
         store_level_enqueue(s, &m, req->level, delay, now_ms);
     }
@@ -319,10 +330,10 @@ int store_level_info(const store_t *s, int level, store_level_info_t *out)
     return 0;
 }
 
-/* One due level-head message m (at hop_due) leaves its level: next hop, topic log
- * or retry-ready. Returns 1 when it became ready, 0 when it hopped or was dropped,
- * -1 on a read error (the index's, dropping a retry). */
-static int route_due(store_t *s, msg_t *m, uint64_t hop_due, uint64_t now_ms, char *err, size_t errlen)
+/* One due level-head message m (at hop_due, seq) leaves its level: next hop, topic
+ * log or retry-ready. Returns 1 when it became ready, 0 when it hopped or was
+ * dropped, -1 on a read error (the index's, dropping a retry). */
+static int route_due(store_t *s, msg_t *m, uint64_t hop_due, uint64_t seq, uint64_t now_ms, char *err, size_t errlen)
 {
     const lvl_table_t *t = &s->opt.levels;
     while (m->due_ms > hop_due) {
@@ -335,7 +346,7 @@ static int route_due(store_t *s, msg_t *m, uint64_t hop_due, uint64_t now_ms, ch
         hop_due = next_due; /* catching up (clock jump, downtime): that hop is due too */
     }
     if (m->dest == MSG_DEST_TOPIC) {
-        topic_append(s, store_topic_get_or_create(s, m->topic.ptr, m->topic.len), m, now_ms);
+        topic_append(s, store_topic_get_or_create(s, m->topic.ptr, m->topic.len), m, seq, now_ms);
         return 1;
     }
     group_state_t *g = store_group_get(s, m->group.ptr, m->group.len);
@@ -406,7 +417,7 @@ static int serve_level(store_t *s, int l, uint64_t bound, uint64_t now_ms, int m
         ls->pops_since_compact++;
         store_mark_level(s, l);
         store_topic_delayed_add(s, &m, -1);
-        int ready = route_due(s, &m, due, now_ms, err, errlen);
+        int ready = route_due(s, &m, due, seq, now_ms, err, errlen);
         if (ready < 0) {
             rc = -1;
             break;

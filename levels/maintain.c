@@ -176,8 +176,8 @@ static int collect_topics(store_t *s, uint64_t now_ms, uint64_t grace_ms, int ma
         topic_state_t *t = v;
         if (t->appended == t->removed) {
             /* an empty log (pending appends counted): whatever a group took
-             * is gone, whatever comes next gets a seq from next_seq on */
-            t->head_hint = s->next_seq;
+             * is gone, whatever comes next gets a seq from log_next_min on */
+            t->head_hint = t->log_next_min;
             t->head_is_gc_floor = 1;
             continue;
         }
@@ -280,7 +280,7 @@ int store_topic_purge_step(store_t *s, const char *topic, size_t topic_len, uint
         return store_topic_delete(s, topic, topic_len, out, info, err, errlen);
     }
     if (*until == 0) {
-        *until = s->next_seq; /* what is appended from now on gets a seq from here: kept */
+        *until = t->log_next_min; /* what is appended from now on gets a seq from here: kept */
     }
     int n = topic_gc(s, t, *until, 0, 0, max, err, errlen);
     if (n < 0) {

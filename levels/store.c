@@ -166,6 +166,21 @@ static int prepare_dir(const store_options_t *o, int *is_new, char *err, size_t 
         return 0;
     }
     if (!has_current && has_tables) {
+        /* A whole BACKUP copy's list names CURRENT: say so, as --check-data
+         * does. Its usual remedy (delete the marker, accept the loss) does
+         * not apply: without CURRENT LevelDB opens nothing. */
+        store_copy_mark_t m;
+        int rc = store_copy_verify(o->path, 0, &m, err, errlen);
+        if (rc == STORE_OPEN_DAMAGED && err != NULL) {
+            size_t n = strlen(err);
+            snprintf(err + n, errlen - n,
+                     "; it is not opened: restore another copy (without its CURRENT file no part of it can be read, "
+                     "with or without %s/" STORE_COPY_WHOLE ")",
+                     o->path);
+        }
+        if (rc != 0) {
+            return rc;
+        }
         err_set(err, errlen,
                 "data directory %s holds LevelDB files (tables, logs) but no CURRENT file: it is damaged; nothing was "
                 "changed: restore it from a backup (docs/operations.md, \"A damaged data directory\")",
@@ -366,7 +381,8 @@ static int write_new_meta(store_t *s, char *err, size_t errlen)
  * misreading it. 1 → 2: a lease index value may carry the topic-log seq
  * (keys.h 'J'; the 8-byte values stay readable). 2 → 3: the lease index is
  * folded into the copy index once the groups are loaded (lease_index_fold,
- * which finishes an interrupted fold at the next open). */
+ * which finishes an interrupted fold at the next open). 3 → 4: the marker
+ * only (version 4 adds a meaning to 'X', not a record). */
 static int upgrade_format(store_t *s, uint32_t from, char *err, size_t errlen)
 {
     put_format(s);
@@ -421,14 +437,14 @@ static int check_meta(store_t *s, char *err, size_t errlen)
         }
         return -1;
     }
-    if (version < STORE_FORMAT_VERSION && s->opt.no_upgrade) {
+    if (version < STORE_FORMAT_SAME_RECORDS && s->opt.no_upgrade) {
         return err_set(err, errlen,
                        "data directory %s has format version %u: this build reads it, but only by upgrading it to "
                        "version %d, after which the build that wrote it refuses it; check it with that build, or "
                        "start this one on it to upgrade",
                        s->path, version, STORE_FORMAT_VERSION);
     }
-    if (version < STORE_FORMAT_VERSION && upgrade_format(s, version, err, errlen) != 0) {
+    if (version < STORE_FORMAT_VERSION && !s->opt.no_upgrade && upgrade_format(s, version, err, errlen) != 0) {
         return -1;
     }
     key_meta(&k, "levels");

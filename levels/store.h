@@ -39,9 +39,14 @@
  * directory at open: an older build then refuses it). 2: a lease index value
  * may hold the topic-log seq (keys.h 'J'), which version 1's readers take for
  * corruption. 3: no lease index; a lease's copy index entry ('Y') holds its
- * deadline and topic-log seq, and 'J' is folded into it at open. */
-#define STORE_FORMAT_VERSION          3
+ * deadline and topic-log seq, and 'J' is folded into it at open. 4: a message
+ * that entered its topic's log under its level entry's seq keeps an 'X' that
+ * names the level entry (keys.h), which version 3's readers take for
+ * corruption; version 3's records are version 4's as they are, so the
+ * upgrade writes the marker only and a check reads version 3 without it. */
+#define STORE_FORMAT_VERSION          4
 #define STORE_FORMAT_OLDEST           1
+#define STORE_FORMAT_SAME_RECORDS     3 /* the oldest format whose records this build reads unchanged */
 #define STORE_DEFAULT_RETENTION_MS    (UINT64_C(72) * 3600 * 1000)
 #define STORE_DEFAULT_MAX_DELAY_MS    (UINT64_C(3) * 86400 * 1000)
 #define STORE_DEFAULT_MAX_RECONSUME   16
@@ -65,7 +70,8 @@ typedef struct store_options {
     const char *path;          /* the data directory (created if missing when create_if_missing) */
     lvl_table_t levels;        /* must equal the table the directory was created with */
     int create_if_missing;     /* 1: create a new data directory */
-    int no_upgrade;            /* 1: refuse an older format rather than mark it as this build's (a check) */
+    int no_upgrade;            /* 1 (a check): never mark an older format as this build's; refuse one older
+                                  than STORE_FORMAT_SAME_RECORDS, read the others as they are */
     int sync;                  /* 1: fsync every commit (default); 0: write only */
     uint64_t retention_ms;     /* how long a topic with no group keeps due messages */
     uint64_t max_delay_ms;     /* longest DELAY accepted */
@@ -209,6 +215,14 @@ uint64_t store_next_seq(const store_t *s);
 
 /* 1 when a commit failed (or store_break was called) and the store must be reopened. */
 int store_broken(const store_t *s);
+
+/* Does LevelDB still accept writes? It keeps the error of a background write
+ * (a memtable flush or a compaction) that failed, on a full disk for one, and
+ * refuses every later write with it for as long as it is open, though nothing
+ * of ours failed. An empty write asks it (pending operations are committed,
+ * unsynced). 0, or -1 with LevelDB's error: the store is then broken and must
+ * be reopened. */
+int store_check_writable(store_t *s, char *err, size_t errlen);
 
 /* Break the store as a failed commit does, for an owner whose pending writes
  * must not be written (a run of SENDs one of which failed after its check

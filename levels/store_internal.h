@@ -92,6 +92,7 @@ typedef struct topic_state {
     uint64_t delayed;            /* its messages on their SEND journey in the level queues (keys.h 'P') */
     uint64_t sent;               /* SENDs accepted since open (not persisted: /metrics' counter) */
     uint64_t head_hint;          /* every retained entry has seq >= head_hint */
+    uint64_t log_next_min;       /* every entry has seq < log_next_min, and the next append takes one >= it */
     int head_is_gc_floor;        /* and the GC has not gone past it (set by the first pass since open) */
     int groups;                  /* groups bound to it */
     group_state_t *first_group;  /* those groups, linked by next_in_topic */
@@ -598,7 +599,11 @@ int idx_sent_key_find(const store_t *s, const char *topic, size_t tlen, const ch
 void idx_batch_written(store_t *s);
 
 /* Read message id's 'X' record: 1 with *h (views into *buf, free with
- * leveldb_free), 0 when there is none, -1 on a read error or a corrupt record. */
+ * leveldb_free), 0 when there is none, -1 on a read error or a corrupt record.
+ * h->place is where the own copy is now: a record naming a level entry that
+ * is gone means the message entered its topic's log under that seq
+ * (topic_append), and reads as that 'T' place — one more Get (committed
+ * data, like the record's). */
 int idx_home_read(store_t *s, uint64_t id, char **buf, idx_home_t *h, char *err, size_t errlen);
 
 /* Decode a 'Y' value: 0, or -1 when malformed. */

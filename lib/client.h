@@ -71,6 +71,23 @@ uint64_t client_send_bound_ms(const hg_client_opts_t *o, uint64_t round_ms, uint
 hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen, size_t nreplies, resp_reply_t **replies,
                          size_t *got, uint32_t extra_wait_ms, int flags);
 
+/* What client_exchange_notice calls when the replies are slow: fn(arg),
+ * once, when ms have passed since the exchange began and the replies are not
+ * all in. It runs on the calling thread, inside the exchange, and must not
+ * use the client. */
+typedef struct client_notice {
+    uint32_t ms;
+    void (*fn)(void *arg);
+    void *arg;
+} client_notice_t;
+
+/* client_exchange, and when notice is not NULL, notice->fn(notice->arg) is
+ * called once if the nreplies replies are not all in notice->ms after the
+ * exchange began; the exchange then goes on as before (the read timeout is
+ * not changed by it). NULL: client_exchange. Returns as client_exchange. */
+hg_err_t client_exchange_notice(hg_client_t *c, const char *req, size_t reqlen, size_t nreplies, resp_reply_t **replies,
+                                size_t *got, uint32_t extra_wait_ms, int flags, const client_notice_t *notice);
+
 /* One command, one reply: client_ensure, then client_exchange; when resend
  * is nonzero and the connection broke before the reply, reconnect and send
  * again (at most a few times). A reply that is an error is returned as a

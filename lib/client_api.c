@@ -2,7 +2,8 @@
  * lib/client_api.c — the calls: client_call (connect, exchange, resend),
  * and the public client API of <hourglass/hourglass.h> on top of it:
  * hg_client_open / clone / close, the stop fd and read timeout, the error
- * accessors, hg_client_command, the reply accessors, and the small helpers
+ * accessors, hg_client_command (and _notice, which also tells the caller
+ * when the reply is slow), the reply accessors, and the small helpers
  * of the public header (hg_info_value, the read timeouts of long commands),
  * and hg_client_send_bound_ms: client_call's and hg_send_many's rounds
  * (client_send_bound_ms) of connecting (client_connect.c's bounds) and one
@@ -32,13 +33,17 @@
 
 #define CLIENT_MAX_RESENDS HG_SEND_MAX_RESENDS /* resends of one command per call */
 
-hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen, int resend,
-                     uint32_t extra_wait_ms, int flags, resp_reply_t **reply)
+/* client_call with a notice of slow replies (NULL: none; client.h's
+ * client_exchange_notice), on RESP only: a transport has none. */
+static hg_err_t call_notice(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen, int resend,
+                            uint32_t extra_wait_ms, int flags, const client_notice_t *notice, resp_reply_t **reply)
 {
     int resends = 0;
     hg_err_t e;
 
     *reply = NULL;
+    if (c->tops != NULL && notice != NULL)
+        return client_fail(c, HG_ERR_UNSUPPORTED, "a notice of a slow reply is not supported on %s", c->tops->scheme);
     if (c->tops != NULL)
         return c->tops->call(c, c->tstate, argc, argv, argvlen, resend, extra_wait_ms, flags, reply);
     buf_clear(&c->out);
@@ -48,7 +53,7 @@ hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv, const
         e = client_ensure(c);
         if (e != HG_OK)
             break;
-        e = client_exchange(c, c->out.data, c->out.len, 1, reply, &got, extra_wait_ms, flags);
+        e = client_exchange_notice(c, c->out.data, c->out.len, 1, reply, &got, extra_wait_ms, flags, notice);
         if (e != HG_ERR_IO || !resend || resends >= CLIENT_MAX_RESENDS || client_woken(c->wake_fd) ||
             client_woken(c->stop_fd))
             break;
@@ -57,6 +62,12 @@ hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv, const
     if (c->out.cap > WIRE_READ_CHUNK)
         buf_free(&c->out); /* do not keep a big payload's buffer */
     return e;
+}
+
+hg_err_t client_call(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen, int resend,
+                     uint32_t extra_wait_ms, int flags, resp_reply_t **reply)
+{
+    return call_notice(c, argc, argv, argvlen, resend, extra_wait_ms, flags, NULL, reply);
 }
 
 hg_err_t client_call_checked(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen, int resend,
@@ -258,7 +269,11 @@ const char *hg_client_address(const hg_client_t *c)
     return c != NULL ? c->address : "";
 }
 
-hg_err_t hg_client_command(hg_client_t *c, int argc, const char *const *argv, const size_t *argvlen, hg_reply_t **reply)
+/* hg_client_command and hg_client_command_notice: the checks of the
+ * arguments (named by the call, `name`), the command, an error reply as
+ * HG_ERR_SERVER. */
+static hg_err_t command(const char *name, hg_client_t *c, int argc, const char *const *argv, const size_t *argvlen,
+                        const client_notice_t *notice, hg_reply_t **reply)
 {
     resp_reply_t *r = NULL;
     hg_err_t e;
@@ -269,19 +284,42 @@ hg_err_t hg_client_command(hg_client_t *c, int argc, const char *const *argv, co
         return HG_ERR_ARG;
     client_clear_error(c);
     if (reply == NULL)
-        return client_fail(c, HG_ERR_ARG, "hg_client_command: reply is NULL");
+        return client_fail(c, HG_ERR_ARG, "%s: reply is NULL", name);
     if (argv == NULL)
-        return client_fail(c, HG_ERR_ARG, "hg_client_command: argv is NULL");
+        return client_fail(c, HG_ERR_ARG, "%s: argv is NULL", name);
     if (argc < 1)
-        return client_fail(c, HG_ERR_ARG, "hg_client_command: no command (argc %d)", argc);
+        return client_fail(c, HG_ERR_ARG, "%s: no command (argc %d)", name, argc);
     for (int i = 0; i < argc; i++)
         if (argv[i] == NULL)
-            return client_fail(c, HG_ERR_ARG, "hg_client_command: argv[%d] is NULL", i);
-    e = client_call_checked(c, (size_t)argc, argv, argvlen, 0, &r);
+            return client_fail(c, HG_ERR_ARG, "%s: argv[%d] is NULL", name, i);
+    e = call_notice(c, (size_t)argc, argv, argvlen, 0, 0, 0, notice, &r);
+    if (e == HG_OK && r->type == RESP_REPLY_ERROR) {
+        e = client_fail_reply(c, r);
+        resp_reply_free(r);
+        r = NULL;
+    }
     if (e != HG_OK)
         return e;
     *reply = (hg_reply_t *)r;
     return HG_OK;
+}
+
+hg_err_t hg_client_command(hg_client_t *c, int argc, const char *const *argv, const size_t *argvlen, hg_reply_t **reply)
+{
+    return command("hg_client_command", c, argc, argv, argvlen, NULL, reply);
+}
+
+hg_err_t hg_client_command_notice(hg_client_t *c, int argc, const char *const *argv, const size_t *argvlen,
+                                  uint32_t notice_ms, void (*notice)(void *arg), void *arg, hg_reply_t **reply)
+{
+    client_notice_t n = { notice_ms, notice, arg };
+
+    if (notice == NULL) {
+        if (reply != NULL)
+            *reply = NULL;
+        return c == NULL ? HG_ERR_ARG : client_fail(c, HG_ERR_ARG, "hg_client_command_notice: notice is NULL");
+    }
+    return command("hg_client_command_notice", c, argc, argv, argvlen, &n, reply);
 }
 
 /* --- reply accessors --- */

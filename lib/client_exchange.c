@@ -12,6 +12,10 @@
  * (client_connect.c) runs its AUTH through it, and client_call
  * (client_api.c) puts the two together.
  *
+ * client_exchange_notice is the same exchange that also tells its caller,
+ * once, when the replies are slow (client_notice_t): the poll wakes at the
+ * notice's moment as well as for the socket and the read timeout.
+ *
  * Invariant: any failure closes the connection (after a timeout or a
  * malformed reply the stream position is unknown), and so do replies that
  * all arrived before the request was all written (the broker refused it
@@ -87,8 +91,14 @@ static const char *conn_error(const hg_client_t *c)
 hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen, size_t nreplies, resp_reply_t **replies,
                          size_t *got, uint32_t extra_wait_ms, int flags)
 {
+    return client_exchange_notice(c, req, reqlen, nreplies, replies, got, extra_wait_ms, flags, NULL);
+}
+
+hg_err_t client_exchange_notice(hg_client_t *c, const char *req, size_t reqlen, size_t nreplies, resp_reply_t **replies,
+                                size_t *got, uint32_t extra_wait_ms, int flags, const client_notice_t *notice)
+{
     size_t written = 0;
-    uint64_t wait_ms, deadline;
+    uint64_t wait_ms, deadline, notice_at = 0;
     hg_err_t e = HG_OK;
 
     *got = 0;
@@ -98,6 +108,8 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen, size_t 
         return client_fail(c, HG_ERR_IO, "not connected to %s", c->address);
     wait_ms = c->opts.read_timeout_ms == 0 ? 0 : (uint64_t)c->opts.read_timeout_ms + extra_wait_ms;
     deadline = wait_ms == 0 ? 0 : wire_now_ms() + wait_ms;
+    if (notice != NULL)
+        notice_at = wire_now_ms() + notice->ms; /* fixed: bytes of a reply do not move it */
 
     /* Bytes already received (a push before our reply) are parsed first. */
     e = parse_replies(c, nreplies, replies, got);
@@ -114,6 +126,16 @@ hg_err_t client_exchange(hg_client_t *c, const char *req, size_t reqlen, size_t 
             e = client_fail(c, HG_ERR_TIMEOUT, "no reply from %s within %llums", c->address,
                             (unsigned long long)wait_ms);
             break;
+        }
+        if (notice_at != 0) {
+            int until_notice = wire_poll_ms(notice_at);
+            if (until_notice == 0) {
+                notice_at = 0; /* once */
+                notice->fn(notice->arg);
+                continue;
+            }
+            if (left < 0 || until_notice < left)
+                left = until_notice;
         }
         p[0].fd = c->fd;
         p[0].events = (short)(POLLIN | (written < reqlen ? POLLOUT : 0));

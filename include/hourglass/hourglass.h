@@ -396,6 +396,19 @@ void hg_reply_free(hg_reply_t *r);
 hg_err_t hg_client_command(hg_client_t *c, int argc, const char *const *argv, const size_t *argvlen,
                            hg_reply_t **reply);
 
+/* hg_client_command that also tells the caller when the reply is slow:
+ * when notice_ms have passed since the command began to be sent (after
+ * connecting) and its reply is not whole, notice(arg) is called once, on
+ * this thread inside the call, and the call goes on waiting for the reply as
+ * hg_client_command does (the read timeout in force is not changed). A reply
+ * in time — an error such as NOPERM too — returns without calling it. For a
+ * command that the broker refuses at once but answers late when it accepts
+ * (DLQ REQUEUE|DROP … ALL): announce the wait only when there is one.
+ * notice must not use c. Returns as hg_client_command; also HG_ERR_ARG for a
+ * NULL notice, HG_ERR_UNSUPPORTED on amqp:// (its notice is never called). */
+hg_err_t hg_client_command_notice(hg_client_t *c, int argc, const char *const *argv, const size_t *argvlen,
+                                  uint32_t notice_ms, void (*notice)(void *arg), void *arg, hg_reply_t **reply);
+
 /* ------------------------------------------------------------------------
  * Producer
  * ------------------------------------------------------------------------ */

@@ -9,13 +9,16 @@ HG_CA_FILE: the CA its https certificate chains to), its log
 HG_MYSQL_DATABASE) and where artifacts go (HG_ARTIFACTS).
 
 Standard library only (Debian's python3): an HTTP(S) client that keeps the
-session cookie and sends the CSRF token on POSTs, a check() that counts
+session cookie and sends the CSRF token on POSTs (Client: its login() and
+session_token() are every script's login and session cookie), a login
+posted on a raw socket of its own (raw_login), a check() that counts
 failures instead of stopping at the first, and SQL through the `mariadb`
 command-line client.
 """
 import http.cookiejar
 import json
 import os
+import socket
 import ssl
 import subprocess
 import time
@@ -117,14 +120,37 @@ class Client:
             job = d["job"]
         return status, job
 
-    def login(self, user, password=None):
-        """Log in as user, with the broker password of HG_USERS unless given."""
+    def login(self, user, password=None, headers=None):
+        """POST /api/login as user, with the broker password of HG_USERS
+        unless given, and headers (a dict) besides the form's: (status,
+        document, response headers). On 200 the session cookie is in the
+        jar and its CSRF token is sent on this client's next POSTs."""
         if password is None:
             password = PASSWORDS[user]
-        status, doc, headers = self.post("/api/login", {"user": user, "password": password}, csrf=False)
+        status, doc, rh = self.post("/api/login", {"user": user, "password": password}, csrf=False,
+                                    headers=headers)
         if status == 200:
             self.csrf = doc["csrf"]
-        return status, doc, headers
+        return status, doc, rh
+
+    def session_token(self):
+        """The session cookie's value in the jar (hg_session; over https
+        __Host-hg_session), or None before a login."""
+        name = "__Host-hg_session" if self.base.startswith("https:") else "hg_session"
+        return next((c.value for c in self.jar if c.name == name), None)
+
+
+def raw_login(user, password, source, timeout=30):
+    """POST /api/login as user on a connection of its own from source (a
+    loopback address, for the console's per-address limits), without
+    waiting for the reply: the socket (timeout seconds for each of its
+    calls), the request sent (Connection: close)."""
+    parts = urllib.parse.urlsplit(BASE)
+    body = urllib.parse.urlencode({"user": user, "password": password}).encode()
+    sock = socket.create_connection((parts.hostname, parts.port), timeout=timeout, source_address=(source, 0))
+    sock.sendall(b"POST /api/login HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/x-www-form-urlencoded"
+                 b"\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (parts.port, len(body), body))
+    return sock
 
 
 def sql(query):

@@ -61,8 +61,7 @@ for host in ["evil.example", "evil.example:" + port, "127.0.0.1.evil.example", "
     status, doc, headers = anon.get("/api/session", headers={"Host": host})
     check(status == 421 and isinstance(doc, dict) and ("host '%s' is not this console's" % host) in doc.get("error", ""),
           "Host %r: 421 with a JSON error naming it (%s %s)" % (host, status, doc))
-status, doc, headers = Client().post("/api/login", {"user": "alice", "password": "alice-Secret-1"}, csrf=False,
-                                     headers={"Host": "rebound.example:" + port})
+status, doc, headers = Client().login("alice", "alice-Secret-1", headers={"Host": "rebound.example:" + port})
 check(status == 421 and "Set-Cookie" not in headers, "a login for another host: 421, no session (%s %s)" % (status, doc))
 status, doc, _ = anon.get("/orders/301", headers={"Host": "rebound.example"})
 check(status == 421 and isinstance(doc, str) and "host 'rebound.example' is not this console's" in doc,
@@ -94,7 +93,7 @@ check(refusal_lines <= allowed,
       "200 refused Hosts in %.1f s: %d log lines, at most %d" % (elapsed, refusal_lines, allowed))
 
 # ---------------------------------------------------------------- login
-status, doc, _ = anon.post("/api/login", {"user": "", "password": "x"}, csrf=False)
+status, doc, _ = anon.login("", "x")
 check(status == 400, "login with an empty user: 400 (%s)" % status)
 status, doc, _ = anon.request("POST", "/api/login", None, headers={"Content-Type": "application/json"})
 check(status in (400, 415), "login without a form body: refused (%s)" % status)

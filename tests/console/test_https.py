@@ -42,7 +42,7 @@ check("Secure" in attrs and "HttpOnly" in attrs and "SameSite=Strict" in attrs,
 check(cookie.startswith("__Host-hg_session=") and "Path=/" in attrs and
       not any(a.lower().startswith("domain=") for a in attrs),
       "and named with the __Host- prefix: Secure, Path=/, no Domain (%s)" % (attrs[:1] + attrs[1:]))
-token = next((k.value for k in c.jar if k.name == "__Host-hg_session"), "")
+token = c.session_token() or ""
 status, _, _ = Client().get("/api/session", headers={"Cookie": "__Host-hg_session=%s" % token})
 check(status == 200 and len(token) == 64, "the __Host-hg_session cookie names the session (%s)" % status)
 status, _, rh = Client().get("/api/overview", headers={"Cookie": "hg_session=%s" % token})

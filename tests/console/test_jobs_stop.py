@@ -14,11 +14,9 @@ import os
 import signal
 import socket
 import time
-import urllib.parse
 
-from console_test import BASE, ENV, PASSWORDS, Client, check, finish
+from console_test import ENV, PASSWORDS, Client, check, finish, raw_login
 
-HOST, PORT = urllib.parse.urlsplit(BASE).hostname, urllib.parse.urlsplit(BASE).port
 CONSOLE = int(ENV["HG_CONSOLE_PID"])
 LOGIN_STOP_S = 1.0
 STOP_S = 5.0 + 3.0  # broker-timeout, and a margin for a loaded machine
@@ -30,10 +28,7 @@ status, doc, _ = alice.post("/api/topics/stop-me/delete", {"purge": "1"})
 check(status == 202 and doc.get("job", {}).get("state") == "running",
       "a purge on the stopped broker: 202, running: %s %s" % (status, doc))
 
-body = urllib.parse.urlencode({"user": "bob", "password": PASSWORDS["bob"]}).encode()
-sock = socket.create_connection((HOST, PORT), timeout=30, source_address=("127.0.0.21", 0))
-sock.sendall(b"POST /api/login HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/x-www-form-urlencoded\r\n"
-             b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (PORT, len(body), body))
+sock = raw_login("bob", PASSWORDS["bob"], "127.0.0.21")
 # the console has read the login once it serves a request sent after it
 check(alice.get("/api/session")[0] == 200, "the session answers while the login waits on the stopped broker")
 sock.settimeout(0.3)

@@ -23,14 +23,11 @@ whatever happened here).
 import json
 import os
 import signal
-import socket
 import threading
 import time
-import urllib.parse
 
-from console_test import BASE, ENV, PASSWORDS, Client, check, finish, log_contains
+from console_test import ENV, PASSWORDS, Client, check, finish, log_contains, raw_login
 
-HOST, PORT = urllib.parse.urlsplit(BASE).hostname, urllib.parse.urlsplit(BASE).port
 BROKER = int(ENV["HG_BROKER_PID"])
 FAST_S = 0.5  # a logged-in operator's request while logins wait on the broker
 LOGINS_MAX = 4  # console/login.c
@@ -42,11 +39,7 @@ class RawLogin:
     loopback address): send() at once, answer() waits for the reply."""
 
     def __init__(self, user, password, source):
-        body = urllib.parse.urlencode({"user": user, "password": password}).encode()
-        self.sock = socket.create_connection((HOST, PORT), timeout=30, source_address=(source, 0))
-        self.sock.sendall(b"POST /api/login HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
-                          b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: %d\r\n"
-                          b"Connection: close\r\n\r\n%s" % (PORT, len(body), body))
+        self.sock = raw_login(user, password, source)
         self.t0 = time.monotonic()
 
     def answer(self):

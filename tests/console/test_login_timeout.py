@@ -14,25 +14,14 @@ happened here).
 import json
 import os
 import signal
-import socket
 import time
-import urllib.parse
 
-from console_test import BASE, ENV, PASSWORDS, Client, check, finish, log_contains
+from console_test import ENV, PASSWORDS, Client, check, finish, log_contains, raw_login
 
-HOST, PORT = urllib.parse.urlsplit(BASE).hostname, urllib.parse.urlsplit(BASE).port
 BROKER = int(ENV["HG_BROKER_PID"])
 BOUND_S = float(ENV["HG_LOGIN_TIMEOUT_S"])
 MARGIN_S = 1.5  # the thread's end and the loop's answer, on a loaded machine
 FAST_S = 0.5  # the operator's requests meanwhile
-
-
-def post_login(user, password, source):
-    body = urllib.parse.urlencode({"user": user, "password": password}).encode()
-    sock = socket.create_connection((HOST, PORT), timeout=60, source_address=(source, 0))
-    sock.sendall(b"POST /api/login HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/x-www-form-urlencoded"
-                 b"\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (PORT, len(body), body))
-    return sock
 
 
 def answer(sock):
@@ -70,7 +59,7 @@ check(alice.login("alice")[0] == 200, "alice logs in")
 os.kill(BROKER, signal.SIGSTOP)
 try:
     t0 = time.monotonic()
-    sock = post_login("bob", PASSWORDS["bob"], "127.0.0.31")
+    sock = raw_login("bob", PASSWORDS["bob"], "127.0.0.31", timeout=60)
     for path in ("/api/session", "/"):
         (st, _, _), took = timed(alice.get, path)
         check(st == 200 and took < FAST_S,

@@ -23,7 +23,7 @@ bob = Client()
 status, doc, headers = bob.login("bob")
 cookie = headers.get("Set-Cookie", "")
 check(status == 200 and "Max-Age=3;" in cookie + ";", "the login's cookie has Max-Age=3 (%s)" % cookie.split(";", 1)[-1])
-token = next((c.value for c in bob.jar if c.name == "hg_session"), None)
+token = bob.session_token()
 t0 = time.time()
 lost_at, not_resent = None, []
 while time.time() - t0 < 6.5 and lost_at is None:

@@ -32,7 +32,7 @@ import signal
 import time
 import urllib.request
 
-from console_test import BASE, ENV, PASSWORDS as ENV_PASSWORDS, Client, Resp, check, finish, log_contains, sql
+from console_test import BASE, ENV, Client, Resp, check, finish, log_contains, sql
 
 USERS = ENV["HG_USERS_FILE"]
 BROKER_PID = int(ENV["HG_BROKER_PID"])
@@ -68,24 +68,20 @@ for name in ["without any users", "x' failed: ERR AUTH called without any users 
 
 # ---------------------------------------------------------------- login from another site
 for site in ["cross-site", "same-site"]:
-    status, doc, headers = Client().post("/api/login", {"user": "alice", "password": ENV_PASSWORDS["alice"]},
-                                         csrf=False, headers={"Sec-Fetch-Site": site})
+    status, doc, headers = Client().login("alice", headers={"Sec-Fetch-Site": site})
     check(status == 403 and "Set-Cookie" not in headers,
           "a login posted from another site (Sec-Fetch-Site: %s): 403, no cookie (%s %s)" % (site, status, doc))
-status, _, _ = Client().post("/api/login", {"user": "alice", "password": ENV_PASSWORDS["alice"]}, csrf=False,
-                             headers={"Sec-Fetch-Site": "same-origin"})
+status, _, _ = Client().login("alice", headers={"Sec-Fetch-Site": "same-origin"})
 check(status == 200, "the console's own page (Sec-Fetch-Site: same-origin) logs in (%s)" % status)
 # a browser too old for Sec-Fetch-Site still sends Origin: a cross-site form post, as such a browser makes it
 HOSTPORT = BASE.split("://", 1)[1]
 for origin in ["http://evil.example", "http://evil.example:" + HOSTPORT.rsplit(":", 1)[1], "null",
                "https://" + HOSTPORT + ".evil.example"]:
-    status, doc, headers = Client().post("/api/login", {"user": "alice", "password": ENV_PASSWORDS["alice"]},
-                                         csrf=False, headers={"Origin": origin})
+    status, doc, headers = Client().login("alice", headers={"Origin": origin})
     check(status == 403 and "Set-Cookie" not in headers and "Origin" in (doc or {}).get("error", ""),
           "a login form posted from Origin %s (no Sec-Fetch-Site): 403 naming it, no cookie (%s %s)" %
           (origin, status, doc))
-status, _, _ = Client().post("/api/login", {"user": "alice", "password": ENV_PASSWORDS["alice"]}, csrf=False,
-                             headers={"Origin": BASE})
+status, _, _ = Client().login("alice", headers={"Origin": BASE})
 check(status == 200, "a login whose Origin is the console's own (%s) logs in (%s)" % (BASE, status))
 check(log_contains("posted from http://evil.example (Origin)"), "the refused Origin is audited")
 
@@ -176,7 +172,7 @@ check(status == 200, "after 50 logins of bob, alice still logs in (%s)" % status
 # ---------------------------------------------------------------- two hg_session cookies
 fresh = Client()
 fresh.login("bob")
-token = next(c.value for c in fresh.jar if c.name == "hg_session")
+token = fresh.session_token()
 req = urllib.request.Request(BASE + "/api/session",
                              headers={"Cookie": "hg_session=%s; hg_session=%s" % ("0" * 64, token)})
 with urllib.request.urlopen(req, timeout=30) as res:
@@ -187,9 +183,9 @@ check(doc.get("logged_in") is True and doc.get("user") == "bob",
 # ---------------------------------------------------------------- a login ends the browser's previous session
 browser = Client()
 browser.login("bob")
-old_token = next(c.value for c in browser.jar if c.name == "hg_session")
+old_token = browser.session_token()
 status, doc, _ = browser.login("carol")
-new_token = next(c.value for c in browser.jar if c.name == "hg_session")
+new_token = browser.session_token()
 check(status == 200 and new_token != old_token, "a second login in the same browser: a new session id")
 req = urllib.request.Request(BASE + "/api/session", headers={"Cookie": "hg_session=%s" % old_token})
 with urllib.request.urlopen(req, timeout=30) as res:

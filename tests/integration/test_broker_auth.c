@@ -87,40 +87,42 @@
 #include "common/passwd.h"
 #include "tests/helpers/broker_test.h"
 #include "tests/helpers/testutil.h"
+#include "tests/helpers/users_file.h"
 
 static char users_dir[512], users_path[600];
-
-/* One users-file line "name roles hash" for password pw (cheap scrypt). */
-static void user_line(char *out, size_t outlen, const char *name, const char *roles, const char *pw)
-{
-    passwd_params_t p;
-    char hash[PASSWD_HASH_MAX], err[200];
-    passwd_params_default(&p, PASSWD_SCRYPT);
-    p.log2_n = 10;
-    TU_REQUIRE(passwd_hash(pw, strlen(pw), &p, hash, sizeof hash, err, sizeof err) == 0, "hash: %s", err);
-    snprintf(out, outlen, "%s %s %s\n", name, roles, hash);
-}
 
 /* A user name of USERS_NAME_MAX (64) bytes, the longest a users file takes. */
 #define LONG_USER "long-name-of-sixty-four-bytes-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
 
-/* Write the users file: the four roles, an all-in-one, "default", and a
- * user whose name is the longest allowed. */
+/* The test's users: the four roles, "default", and a user whose name is the
+ * longest allowed. */
+static const tu_user_t test_users[] = {
+    { "shop", "producer", "pw-shop" },     { "canceller", "consumer", "pw-canceller" },
+    { "ops", "admin", "pw-ops" },          { "grafana", "viewer", "pw-grafana" },
+    { "default", "viewer", "pw-default" }, { LONG_USER, "viewer", "pw-long" },
+};
+#define TEST_USERS (sizeof test_users / sizeof test_users[0])
+
+/* Write the users file (tu_write_users_file): test_users without the user
+ * named without (NULL: all of them), and with replace (NULL: none) in place
+ * of the user of its name. */
+static void write_users_but(const char *without, const tu_user_t *replace)
+{
+    tu_user_t users[TEST_USERS];
+    size_t n = 0;
+    char err[512];
+    for (size_t i = 0; i < TEST_USERS; i++) {
+        if (without != NULL && strcmp(test_users[i].name, without) == 0)
+            continue;
+        users[n++] = replace != NULL && strcmp(test_users[i].name, replace->name) == 0 ? *replace : test_users[i];
+    }
+    TU_REQUIRE(tu_write_users_file(users_path, users, n, err, sizeof err) == 0, "%s", err);
+}
+
+/* Write the users file: every test user, or all but grafana (the viewer). */
 static void write_users(int with_viewer)
 {
-    char text[4096] = "# test users\n", line[512];
-    const char *users[][3] = {
-        { "shop", "producer", "pw-shop" },     { "canceller", "consumer", "pw-canceller" },
-        { "ops", "admin", "pw-ops" },          { "grafana", "viewer", "pw-grafana" },
-        { "default", "viewer", "pw-default" }, { LONG_USER, "viewer", "pw-long" },
-    };
-    for (size_t i = 0; i < sizeof users / sizeof users[0]; i++) {
-        if (!with_viewer && strcmp(users[i][0], "grafana") == 0)
-            continue;
-        user_line(line, sizeof line, users[i][0], users[i][1], users[i][2]);
-        strncat(text, line, sizeof text - strlen(text) - 1);
-    }
-    TU_REQUIRE(tu_write_file(users_path, text) == 0, "write %s", users_path);
+    write_users_but(with_viewer ? NULL : "grafana", NULL);
 }
 
 /* Start the broker with the users file, and flag value when flag is not NULL. */
@@ -655,18 +657,7 @@ static void test_reload(void)
              "the error does not name file:line and the problem");
     EXPECT(&view, "viewer after a bad reload", NULL, "INFO", "server");
     /* Without grafana, and shop a consumer instead of a producer. */
-    write_users(0);
-    char text[8192];
-    FILE *f = fopen(users_path, "r");
-    BP_REQUIRE(f != NULL, "read back");
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    char *shop = strstr(text, "shop producer");
-    BP_REQUIRE(shop != NULL, "shop line");
-    char fixed[8300];
-    snprintf(fixed, sizeof fixed, "%.*sshop consumer%s", (int)(shop - text), text, shop + strlen("shop producer"));
-    TU_REQUIRE(tu_write_file(users_path, fixed) == 0, "write");
+    write_users_but("grafana", &(tu_user_t){ "shop", "consumer", "pw-shop" });
     BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
     BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "users reloaded from", 10000) == 0, "no reload logged");
     BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "user 'grafana' is gone", 10000) == 0,
@@ -740,22 +731,11 @@ static void test_auth_in_multi(void)
 static void test_password_changed(void)
 {
     start_with_users();
-    char e[1024], line[512], text[8192];
+    char e[1024];
     rc_conn_t old, again, adm;
     connect_as(&old, "shop", "pw-shop");
     connect_as(&adm, "ops", "pw-ops");
-    FILE *f = fopen(users_path, "r");
-    BP_REQUIRE(f != NULL, "read back");
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    char *shop = strstr(text, "\nshop producer ");
-    BP_REQUIRE(shop != NULL, "shop's line");
-    char *end = strchr(shop + 1, '\n');
-    user_line(line, sizeof line, "shop", "producer", "pw-shop-2");
-    char changed[8800];
-    snprintf(changed, sizeof changed, "%.*s\n%s%s", (int)(shop - text), text, line, end + 1);
-    TU_REQUIRE(tu_write_file(users_path, changed) == 0, "write");
+    write_users_but(NULL, &(tu_user_t){ "shop", "producer", "pw-shop-2" });
     BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
     BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "users reloaded from", 10000) == 0, "no reload logged");
     connect_as(&again, NULL, NULL);
@@ -993,6 +973,9 @@ static void test_error_paths_admin_only(void)
     connect_as(&shop, "shop", "pw-shop");
     send_ctx_t x = { .c = &shop };
     BP_REQUIRE(send_acknowledged(&x), "a first SEND: %s", x.err);
+    /* The known paths are derived once per configuration: a reload makes them again, and they still hide. */
+    BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
+    BP_REQUIRE(tu_wait_file_contains(bt_broker.log_path, "users reloaded from", 10000) == 0, "no reload logged");
 
     send_failing(&shop, trigger, "producer", e, sizeof e);
     BP_CHECK(strstr(e, "ERR storage failure: fdatasync of (path hidden: admin only) failed: Input/output error") !=
@@ -1136,22 +1119,14 @@ static void test_reload_blocked_pull(void)
 {
     start_with_users_and("--auth-timeout", "0");
     rc_conn_t cons, adm;
-    char e[1024], text[8192];
+    char e[1024];
     connect_as(&cons, "canceller", "pw-canceller");
     connect_as(&adm, "ops", "pw-ops");
     EXPECT(&adm, "admin", NULL, "GROUP", "CREATE", "g", "t");
     rc_appendl(&cons, "PULL", "g", "t", "BLOCK", "0", NULL);
     BP_REQUIRE(rc_flush(&cons, 10000) == 0, "write PULL");
     BP_REQUIRE(tu_poll_until(one_blocked, &adm, 10000, 20) == 0, "the PULL BLOCK 0 is not parked");
-    FILE *f = fopen(users_path, "r");
-    BP_REQUIRE(f != NULL, "read back");
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    char *line = strstr(text, "\ncanceller consumer ");
-    BP_REQUIRE(line != NULL, "canceller's line");
-    memmove(line + 1, strchr(line + 1, '\n') + 1, strlen(strchr(line + 1, '\n') + 1) + 1);
-    TU_REQUIRE(tu_write_file(users_path, text) == 0, "write");
+    write_users_but("canceller", NULL);
     BP_REQUIRE(kill(bt_broker.pid, SIGHUP) == 0, "SIGHUP");
     BP_CHECK(tu_wait_file_contains(bt_broker.log_path, "user 'canceller' may no longer PULL", 10000) == 0,
              "no log line for the closed PULL");

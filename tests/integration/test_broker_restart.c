@@ -18,6 +18,9 @@
  * level table, are refused with a message, and nothing is lost; and
  * A torn write at the end of the write-ahead log (a power cut's) is cut at
  * the restart, which says so, and every whole SEND is there.
+ * A SIGTERM with idle clients connected exits in well under a second (an
+ * idle connection is closed at once, not lingered on).
+ * `--check-config` ends with "hourglass-broker: configuration OK (FILE)".
  * `hourglass-broker --check-data DIR` refuses a directory in use and finds
  * the data consistent after kill -9 and after a clean stop.
  *
@@ -541,9 +544,59 @@ static void test_log_file(void)
     tu_rmtree(dir);
 }
 
+/* A clean stop with idle clients connected (one answered a SEND before, one
+ * never sent a byte) is as quick as one without: an idle connection has no
+ * reply in flight to linger for. It took LINGER_MS (1 s) more per stop. */
+static void test_idle_stop(void)
+{
+    char e[8192], id[32];
+    bt_start(NULL);
+    BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "t", "x", NULL) == 0, "SEND: %s", e);
+    rc_conn_t silent;
+    BP_REQUIRE(bp_connect(&bt_broker, &silent, e, sizeof e) == 0, "connect: %s", e);
+    uint64_t t0 = tu_now_mono_ms();
+    BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "SIGTERM: %s", e);
+    uint64_t took = tu_now_mono_ms() - t0;
+    printf("\n    SIGTERM to exit with 2 idle clients: %" PRIu64 " ms\n", took);
+    BP_CHECK(took < 500, "the stop took %" PRIu64 " ms with 2 idle clients connected (want < 500)", took);
+    BP_CHECK(bp_log_contains(&bt_broker, "exited cleanly"), "no 'exited cleanly' in the log");
+    resp_reply_t *r = rc_read(&silent, 5000);
+    BP_CHECK(r == NULL && !rc_timed_out(&silent), "the idle client was not closed");
+    resp_reply_free(r);
+    rc_close(&silent);
+    rc_close(&bt_conn);
+}
+
+/* --check-config prints the effective values and ends, on stdout, with
+ * "hourglass-broker: configuration OK (FILE)" as the other programs do (it
+ * said "configuration OK" alone, on stderr, so it came out first). */
+static void test_check_config(void)
+{
+    char dir[600], conf[700], out[65536], want[800];
+    TU_REQUIRE(tu_mkdtemp("checkconf", dir, sizeof dir) == 0, "mkdtemp");
+    snprintf(conf, sizeof conf, "%s/broker.conf", dir);
+    TU_REQUIRE(tu_write_file(conf, "[broker]\nport = 7390\n") == 0, "write %s", conf);
+    const char *with[] = { HG_BUILDDIR "/hourglass-broker", "--check-config", "--config", conf, NULL };
+    int rc = tu_run_capture(with, out, sizeof out);
+    snprintf(want, sizeof want, "\nhourglass-broker: configuration OK (%s)\n", conf);
+    size_t n = strlen(out), w = strlen(want);
+    TU_CHECK(rc == 0 && n > w && strcmp(out + n - w, want) == 0 && strstr(out, "\nport = 7390\n") != NULL,
+             "--check-config --config FILE: exit %d, want the values then '%s' last:\n%s", rc, want + 1, out);
+    const char *without[] = { HG_BUILDDIR "/hourglass-broker", "--check-config", "--port", "7391", NULL };
+    rc = tu_run_capture(without, out, sizeof out);
+    const char *tail = "\nhourglass-broker: configuration OK\n";
+    n = strlen(out);
+    w = strlen(tail);
+    TU_CHECK(rc == 0 && n > w && strcmp(out + n - w, tail) == 0 && strncmp(out, "# hourglass-broker", 18) == 0,
+             "--check-config without a file: exit %d, want the values then '%s' last:\n%s", rc, tail + 1, out);
+    tu_rmtree(dir);
+}
+
 static const tu_test_t restart_tests[] = {
     { "SIGTERM keeps queues, cursors, leases, DLQ", test_sigterm },
     { "SHUTDOWN keeps queues, cursors, leases, DLQ", test_shutdown },
+    { "a stop with idle clients connected is not held for a linger", test_idle_stop },
+    { "--check-config ends with 'hourglass-broker: configuration OK (FILE)'", test_check_config },
     { "kill -9 keeps queues, cursors, leases, DLQ", test_kill9 },
     { "kill -9 twice in a row", test_kill9_twice },
     { "refuses a directory in use and a changed level table", test_refusals },

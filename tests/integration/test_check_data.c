@@ -480,7 +480,7 @@ static void test_kill9_leftover_removed(void)
              "--check-data does not say it removed the view a killed check left: %s", out);
     /* What only looks like a view stays: a copy of the directory (its own
      * mode, its BALLAST), an operator's file in a directory of mode 0700. */
-    char copy[1400], notes[1400], cmd[3000];
+    char copy[1400], notes[1400], cmd[4900]; /* cmd: room for the directory and three of the paths at their longest */
     snprintf(copy, sizeof copy, "%s/data.check-backup", bt_broker.dir);
     snprintf(notes, sizeof notes, "%s/data.check-notes1", bt_broker.dir);
     snprintf(cmd, sizeof cmd, "cp -a '%s' '%s' && mkdir -m 0700 '%s' && touch '%s/notes.txt'", bt_broker.data_dir, copy,

@@ -20,7 +20,9 @@
  *  - stop from a signal handler ends a long blocking PULL at once;
  *  - hourglass-cli: dlq list/show/requeue/drop round trip, --json, levels,
  *    groups, send, and every exit code (0, 1, 2, 3); dlq drop|requeue --all
- *    refused to a viewer says NOPERM without announcing the move first;
+ *    refused to a viewer says NOPERM without announcing the move first, and
+ *    an admin's drop of a DLQ that takes a while is announced;
+ *    hg_client_command_notice calls its notice only for a slow reply;
  *    passwd refuses a bad
  *    --cost before it reads or asks for the password (a closed stdin, a
  *    pseudo-terminal);
@@ -757,6 +759,62 @@ static hg_err_t run_on(hg_client_t *k, const char *const *argv, int argc)
     return e;
 }
 
+
+/* What a notice of hg_client_command_notice saw: how often it ran, and when
+ * (ms after the call began). */
+typedef struct notice_seen {
+    int calls;
+    uint64_t t0, at_ms;
+} notice_seen_t;
+
+static void notice_note(void *arg)
+{
+    notice_seen_t *n = arg;
+    n->calls++;
+    n->at_ms = tu_now_mono_ms() - n->t0;
+}
+
+/* hg_client_command_notice: a reply before notice_ms — PING, and an error
+ * reply (the broker's refusal is a reply too) — returns without the notice;
+ * a reply after it (PULL BLOCK 1500) calls the notice once, at about
+ * notice_ms, and the call still returns the reply. A NULL notice is
+ * HG_ERR_ARG, named. */
+static void test_command_notice(void)
+{
+    hg_reply_t *r = NULL;
+    notice_seen_t n = { 0, 0, 0 };
+    hg_err_t e;
+    uint64_t took;
+
+    start(FAST);
+    n.t0 = tu_now_mono_ms();
+    e = hg_client_command_notice(C, 1, (const char *const[]){ "PING" }, NULL, 2000, notice_note, &n, &r);
+    BP_CHECK(e == HG_OK && r != NULL && n.calls == 0, "PING before the bound: %s %s, %d notices", hg_strerror(e),
+             hg_client_errmsg(C), n.calls);
+    hg_reply_free(r);
+    r = NULL;
+    e = hg_client_command_notice(C, 2, (const char *const[]){ "NOSUCHCOMMAND", "x" }, NULL, 2000, notice_note, &n, &r);
+    BP_CHECK(e == HG_ERR_SERVER && r == NULL && n.calls == 0 && strstr(hg_client_errmsg(C), "unknown command") != NULL,
+             "an error reply before the bound: %s %s, %d notices", hg_strerror(e), hg_client_errmsg(C), n.calls);
+
+    hg_reply_free(CMD("GROUP", "CREATE", "g", "t"));
+    n.t0 = tu_now_mono_ms();
+    e = hg_client_command_notice(C, 5, (const char *const[]){ "PULL", "g", "t", "BLOCK", "1500" }, NULL, 200,
+                                 notice_note, &n, &r);
+    took = tu_now_mono_ms() - n.t0;
+    BP_CHECK(e == HG_OK && r != NULL && hg_reply_type(r) == HG_REPLY_ARRAY && hg_reply_count(r) == 0,
+             "PULL BLOCK 1500 after the bound: %s %s", hg_strerror(e), hg_client_errmsg(C));
+    BP_CHECK(n.calls == 1 && n.at_ms >= 200 && n.at_ms < 1500 && took >= 1500,
+             "the notice of a slow reply: %d calls, at %llu ms, reply after %llu ms", n.calls,
+             (unsigned long long)n.at_ms, (unsigned long long)took);
+    hg_reply_free(r);
+    r = NULL;
+
+    e = hg_client_command_notice(C, 1, (const char *const[]){ "PING" }, NULL, 100, NULL, NULL, &r);
+    BP_CHECK(e == HG_ERR_ARG && r == NULL && strstr(hg_client_errmsg(C), "notice is NULL") != NULL,
+             "a NULL notice: %s %s", hg_strerror(e), hg_client_errmsg(C));
+}
+
 /* hg_client_clone: a second connection as the same user, independent of
  * the first; hg_client_set_stop_fd: another thread stops a call waiting on
  * a frozen broker (an open connection, then AUTH while connecting), and a
@@ -1454,10 +1512,50 @@ static void test_cli_dlq_round_trip(void)
     BP_CHECK(rc == 1 && strstr(err, "no such group") != NULL, "unknown group: exit %d: %.400s", rc, err);
 }
 
+/* Park n more messages of topic in the DLQ of group (MAXRETRY 0): sent
+ * pipelined, PULLed with a 1 ms lease that expires into the DLQ; waits
+ * until DLQ LEN is want. The broker needs --max-pull-count ≥ 10000. */
+static long long dlq_len_now;
+
+static int dlq_len_is(void *want)
+{
+    dlq_len_now = CMD_INT("DLQ", "LEN", "g");
+    return dlq_len_now == *(long long *)want;
+}
+
+static void park_in_dlq(const char *topic, int n, long long want)
+{
+    enum {
+        BATCH = 10000
+    };
+    static hg_send_item_t items[BATCH];
+    size_t ok = 0;
+
+    for (int sent = 0; sent < n; sent += BATCH) {
+        size_t k = (size_t)(n - sent < BATCH ? n - sent : BATCH);
+        for (size_t i = 0; i < k; i++)
+            items[i] = (hg_send_item_t){ .topic = topic, .payload = "p", .payload_len = 1, .delay = hg_delay_none() };
+        hg_err_t e = hg_send_many(C, items, k, &ok);
+        BP_REQUIRE(e == HG_OK && ok == k, "hg_send_many: %s %s", hg_strerror(e), hg_client_errmsg(C));
+    }
+    for (int pulled = 0; pulled < n;) {
+        hg_reply_t *r = CMD("PULL", "g", topic, "COUNT", "10000", "LEASE", "1");
+        BP_REQUIRE(r != NULL && hg_reply_count(r) > 0, "PULL after %d of %d", pulled, n);
+        pulled += (int)hg_reply_count(r);
+        hg_reply_free(r);
+    }
+    BP_REQUIRE(tu_poll_until(dlq_len_is, &want, 120000, 50) == 0, "DLQ LEN %lld, want %lld", dlq_len_now, want);
+}
+
 /* dlq requeue|drop --all by a user the broker will refuse (a viewer: DLQ
  * REQUEUE and DROP are the admin's) prints the broker's NOPERM and exits 1,
- * without first announcing the move it will not make; an admin still gets
- * the announcement, and the DLQ is dropped. */
+ * without first announcing the move it will not make (the refusal comes
+ * before the announcement's moment); an admin's drop of a DLQ big enough to
+ * take a while (steps of 512 entries) gets the announcement, and the DLQ is
+ * dropped. */
+#define BIG_DLQ      300000 /* entries: DLQ DROP ALL takes about a second, past the 300 ms announcement */
+#define BIG_DLQ_TEXT "300000"
+
 static void test_cli_dlq_all_refused_first(void)
 {
     char out[16384], err[4096], dir[512], path[600], e[4096], id[HG_ID_MAX], viewer[200], admin[200];
@@ -1468,7 +1566,7 @@ static void test_cli_dlq_all_refused_first(void)
     BP_REQUIRE(tu_mkdtemp("hg-client-dlq-perm", dir, sizeof dir) == 0, "temp dir");
     snprintf(path, sizeof path, "%s/users", dir);
     BP_REQUIRE(tu_write_users_file(path, users, 2, e, sizeof e) == 0, "%s", e);
-    const char *extra[] = { "--fsync", "no", "--users-file", path, NULL };
+    const char *extra[] = { "--fsync", "no", "--users-file", path, "--max-pull-count", "10000", NULL };
     BP_REQUIRE(bp_start(&B, extra, e, sizeof e) == 0, "start the broker: %s", e);
     snprintf(admin, sizeof admin, "hourglass://boss:pw-boss@127.0.0.1:%d", B.port);
     snprintf(viewer, sizeof viewer, "hourglass://ops:pw-ops@127.0.0.1:%d", B.port);
@@ -1490,9 +1588,10 @@ static void test_cli_dlq_all_refused_first(void)
                  verbs[i], rc, out, err);
     }
     BP_CHECK(CMD_INT("DLQ", "LEN", "g") == 1, "the refused drop left the DLQ as it was");
+    park_in_dlq("t", BIG_DLQ - 1, BIG_DLQ);
     int rc = run_cli(out, sizeof out, err, sizeof err, "--uri", admin, "dlq", "drop", "g", "--all", (char *)NULL);
-    BP_CHECK(rc == 0 && strstr(err, "1 message in the DLQ, waiting until it is dropped") != NULL &&
-                 strstr(out, "dropped 1 message") != NULL,
+    BP_CHECK(rc == 0 && strstr(err, BIG_DLQ_TEXT " messages in the DLQ, waiting until all are dropped") != NULL &&
+                 strstr(out, "dropped " BIG_DLQ_TEXT " messages") != NULL,
              "dlq drop --all as the admin: announced and done: exit %d\nstdout: %.400s\nstderr: %.600s", rc, out, err);
     BP_CHECK(CMD_INT("DLQ", "LEN", "g") == 0, "the admin's drop emptied the DLQ");
     tu_rmtree(dir);
@@ -1966,6 +2065,7 @@ static int add_suites(void)
         { "client", "credentials refused: HG_ERR_AUTH", test_auth_refused },
         { "client", "a payload past max-bulk: the broker's answer, not resent", test_send_past_max_bulk },
         { "client", "hg_client_set_read_timeout applies to the next call", test_read_timeout_set },
+        { "client", "hg_client_command_notice: a reply in time, none; a slow one, once", test_command_notice },
         { "client", "hg_client_clone as the same user; hg_client_set_stop_fd stops a waiting call",
           test_clone_and_stop_fd },
         { "consumer", "send + consume round trip, 3 workers", test_round_trip },

@@ -116,9 +116,15 @@
  *                    static-dir or one without index.html: a warning naming it
  *   static-dir       a console whose static-dir is missing: warned once at
  *                    start, each page file's 404 logged once (not per request)
+ *   static reload    static-dir changed in the --config file + SIGHUP: the new
+ *                    page served; a missing one refused, named, the old kept
  *   sampler login    the sampler's user unknown to the broker: one warning
  *                    naming the broker, the user and the reply, however many
  *                    samples fail; the user added (SIGHUP): "answers INFO again"
+ *   sampler password sampler-password-file wrong at start, corrected, SIGHUP:
+ *                    the change logged, the sampler answers; a wrong one +
+ *                    SIGHUP: the working connection refused; corrected
+ *                    without SIGHUP: read again after the refused AUTH
  *   stop             SIGHUP: still answering, the re-read logged; SIGTERM
  *                    while a job and a login wait on a stopped broker
  *                    (tests/console/test_jobs_stop.py): the login's client
@@ -943,6 +949,80 @@ static void test_static_dir_missing(void)
         oe_print_file(np.log);
 }
 
+/* static-dir is reloaded on SIGHUP, to a directory the page can be served from: a console started with
+ * static-dir in its --config file (no flag: a flag would win over the file); the file names a copy of the page
+ * (its index.html marked), SIGHUP: the change logged, the copy served; a missing directory, SIGHUP: an error naming
+ * it and why, the copy still served; --check-config warns of the missing one as before. */
+static void test_static_dir_reload(void)
+{
+    char conf[700], page_b[700], missing[700], path[800], text[1600], want[2400], out[512], port[16];
+    snprintf(conf, sizeof conf, "%s/static-reload.conf", workdir);
+    snprintf(page_b, sizeof page_b, "%s/page-b", workdir);
+    snprintf(missing, sizeof missing, "%s/no-such-page", workdir);
+    TU_REQUIRE(mkdir(page_b, 0700) == 0 || errno == EEXIST, "mkdir %s", page_b);
+    static const char *const files[][2] = { { "index.html", "<!doctype html><title>page-b-marker</title>\n" },
+                                            { "app.js", "\n" },
+                                            { "app.css", "\n" },
+                                            { "favicon.svg", "<svg xmlns=\"http://www.w3.org/2000/svg\"/>\n" } };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", page_b, files[i][0]);
+        TU_REQUIRE(tu_write_file(path, files[i][1]) == 0, "write %s", path);
+    }
+    snprintf(text, sizeof text, "[http]\nstatic-dir = %s/console/static\n", HG_SRCDIR);
+    TU_REQUIRE(tu_write_file(conf, text) == 0, "write %s", conf);
+
+    console_proc_t sd = { .name = "static-reload" };
+    sd.port = tu_free_port();
+    snprintf(port, sizeof port, "%d", sd.port);
+    snprintf(sd.log, sizeof sd.log, "%s/console-%s.log", workdir, sd.name);
+    const char *argv[] = { CONSOLE_BIN,
+                           "--config",
+                           conf,
+                           "--port",
+                           port,
+                           "--uri",
+                           uri,
+                           "--sampler-user",
+                           "monitor",
+                           "--sampler-password-file",
+                           monitor_pw_path,
+                           "--mysql-socket",
+                           env.server.socket,
+                           "--mysql-user",
+                           "root",
+                           "--mysql-database",
+                           DB,
+                           "--log-level",
+                           "info",
+                           NULL };
+    TU_REQUIRE(start_process(&sd, argv, console_up) == 0, "start the console, static-dir in its file");
+    TU_CHECK(tu_http_get(sd.port, "/", out, sizeof out) == 200 && strstr(out, "page-b-marker") == NULL,
+             "the page of the source tree is served");
+
+    /* a directory the page can be served from: applied */
+    snprintf(text, sizeof text, "[http]\nstatic-dir = %s\n", page_b);
+    TU_REQUIRE(tu_write_file(conf, text) == 0 && kill(sd.pid, SIGHUP) == 0, "static-dir page-b + SIGHUP");
+    snprintf(want, sizeof want, "SIGHUP: static-dir %s/console/static -> %s", HG_SRCDIR, page_b);
+    TU_CHECK(tu_wait_file_contains(sd.log, want, 10000) == 0, "the change is logged: '%s'", want);
+    TU_CHECK(tu_http_get(sd.port, "/orders", out, sizeof out) == 200 && strstr(out, "page-b-marker") != NULL,
+             "the new page is served without a restart: %.200s", out);
+
+    /* a missing one: refused, named, the running one kept */
+    snprintf(text, sizeof text, "[http]\nstatic-dir = %s\n", missing);
+    TU_REQUIRE(tu_write_file(conf, text) == 0 && kill(sd.pid, SIGHUP) == 0, "static-dir missing + SIGHUP");
+    snprintf(want, sizeof want,
+             "SIGHUP: static-dir %s: No such file or directory: every page would answer 404; keeping static-dir %s",
+             missing, page_b);
+    TU_CHECK(tu_wait_file_contains(sd.log, want, 10000) == 0, "the bad directory is refused, named: '%s'", want);
+    TU_CHECK(tu_wait_file_contains(sd.log, "SIGHUP: configuration re-read, nothing changed", 10000) == 0,
+             "and nothing else changed");
+    TU_CHECK(tu_http_get(sd.port, "/", out, sizeof out) == 200 && strstr(out, "page-b-marker") != NULL,
+             "the running page is still served: %.200s", out);
+    TU_CHECK(stop_console(&sd) == 0, "the static-reload console exits 0 on SIGTERM");
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(sd.log);
+}
+
 /* The sampler's broker login fails (its user not in the broker's users file): the console's log says so once,
  * naming the broker, the user and the broker's reply, however many samples fail; the user added (SIGHUP to the
  * broker): an info line says the broker answers again. */
@@ -990,6 +1070,71 @@ static void test_sampler_login(void)
     TU_CHECK(write_users_file(users_path, "admin") == 0 && kill(env.broker.pid, SIGHUP) == 0, "users file restored");
     if (CU_get_number_of_failures() > 0)
         oe_print_file(w.log);
+}
+
+/* Replace path's text in one step (rename): a sampler reading it never sees it half written. */
+static int replace_file(const char *path, const char *text)
+{
+    char tmp[800];
+    snprintf(tmp, sizeof tmp, "%s.new", path);
+    return tu_write_file(tmp, text) == 0 && rename(tmp, path) == 0 ? 0 : -1;
+}
+
+/* sampler-password-file is read again without a restart: a console started with a wrong password for monitor
+ * (its sampler refused); the file corrected and SIGHUP: the new password is logged and the sampler answers; a wrong
+ * one written and SIGHUP: its working connection is dropped and the refusal logged; the file corrected without a
+ * SIGHUP: the refused AUTH reads it again, the next sample logs in. */
+static void test_sampler_password(void)
+{
+    char pw_path[700], right[128], changed[900], again[600];
+    snprintf(pw_path, sizeof pw_path, "%s/sampler-rotate.password", workdir);
+    snprintf(right, sizeof right, "%s\n", users[3][2]);
+    TU_REQUIRE(replace_file(pw_path, "wrong-Sampler-Secret\n") == 0, "write %s", pw_path);
+    console_proc_t sp = { .name = "sampler-password" };
+    /* broker-timeout above the broker's hold of a refused AUTH (as test_sampler_login) */
+    const char *extra[] = { "--uri",
+                            uri,
+                            "--sampler-user",
+                            "monitor",
+                            "--sampler-password-file",
+                            pw_path,
+                            "--broker-timeout",
+                            "20s",
+                            "--sample-interval",
+                            "1s",
+                            NULL };
+    TU_REQUIRE(start_console(&sp, extra, console_up) == 0, "start the console with a wrong sampler password");
+    const char *refused = "does not answer INFO: authentication as 'monitor' failed: WRONGPASS";
+    snprintf(changed, sizeof changed, "sampler-password-file %s holds another password", pw_path);
+    snprintf(again, sizeof again, "sampler: the broker at %s answers INFO again, as user monitor", uri);
+    TU_CHECK(tu_wait_file_contains(sp.log, refused, 60000) == 0, "the wrong password is refused, logged");
+
+    /* corrected, SIGHUP */
+    TU_REQUIRE(replace_file(pw_path, right) == 0 && kill(sp.pid, SIGHUP) == 0, "the right password + SIGHUP");
+    TU_CHECK(tu_wait_file_contains(sp.log, changed, 60000) == 0, "the new password is logged: '%s'", changed);
+    TU_CHECK(tu_wait_file_contains(sp.log, again, 60000) == 0, "the sampler logs in with it: '%s'", again);
+
+    /* a wrong one, SIGHUP: the working connection is opened again with it and refused */
+    TU_REQUIRE(replace_file(pw_path, "wrong-Sampler-Secret\n") == 0 && kill(sp.pid, SIGHUP) == 0,
+               "a wrong password + SIGHUP");
+    file_count_wait_t w = { sp.log, changed, 2 };
+    TU_CHECK(tu_poll_until(file_count_reached, &w, 60000, 50) == 0, "SIGHUP: the changed file logged again (%d)",
+             tu_file_count(sp.log, changed));
+    w = (file_count_wait_t){ sp.log, refused, 2 };
+    TU_CHECK(tu_poll_until(file_count_reached, &w, 60000, 50) == 0,
+             "the sampler logged in again with the file's password: refused (%d)", tu_file_count(sp.log, refused));
+
+    /* corrected, no SIGHUP: the next refused AUTH reads the file again */
+    TU_REQUIRE(replace_file(pw_path, right) == 0, "the right password, no SIGHUP");
+    w = (file_count_wait_t){ sp.log, again, 2 };
+    TU_CHECK(tu_poll_until(file_count_reached, &w, 60000, 50) == 0,
+             "after a refused AUTH the file is read again and the sampler answers (%d)", tu_file_count(sp.log, again));
+    TU_CHECK(tu_file_count(sp.log, changed) == 3, "each change logged once (%d)", tu_file_count(sp.log, changed));
+    TU_CHECK(tu_file_count(sp.log, "Sampler-Secret") == 0 && tu_file_count(sp.log, users[3][2]) == 0,
+             "no password is ever logged");
+    TU_CHECK(stop_console(&sp) == 0, "the sampler-password console exits 0 on SIGTERM");
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(sp.log);
 }
 
 static void test_stop(void)
@@ -1044,7 +1189,10 @@ static const tu_test_t console_tests[] = {
     { "check-config: the effective values, then 'configuration OK'; a static-dir without the page warned",
       test_check_config_output },
     { "static-dir missing: warned once at start, each page file's 404 logged once", test_static_dir_missing },
+    { "static-dir reload: a new page directory applied on SIGHUP, a bad one refused and named",
+      test_static_dir_reload },
     { "sampler login: its broker login refused is logged once, named; its recovery logged", test_sampler_login },
+    { "sampler password: sampler-password-file read again on SIGHUP and after a refused AUTH", test_sampler_password },
     { "SIGHUP: alive, configuration re-read; SIGTERM: a clean stop", test_stop },
     { NULL, NULL },
 };

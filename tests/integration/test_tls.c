@@ -74,10 +74,10 @@
 
 #include <CUnit/CUnit.h>
 
-#include "common/passwd.h"
 #include "tests/helpers/broker_proc.h"
 #include "tests/helpers/testutil.h"
 #include "tests/helpers/tls_certs.h"
+#include "tests/helpers/users_file.h"
 
 #define REDIS_CLI "/usr/bin/redis-cli"
 #define CLI_BIN   HG_BUILDDIR "/hourglass-cli"
@@ -453,14 +453,10 @@ static void whoami(const char *cert, const char *key, char *who, size_t wholen)
  * that user; a CN that is no user (or none sent) leaves AUTH to do. */
 static void test_cert_user(void)
 {
-    char users[700], line[1024], hash[PASSWD_HASH_MAX], err[256], who[512];
-    passwd_params_t p;
-    passwd_params_default(&p, PASSWD_SCRYPT);
-    p.log2_n = 10;
-    TU_REQUIRE(passwd_hash("pw", 2, &p, hash, sizeof hash, err, sizeof err) == 0, "hash: %s", err);
+    char users[700], err[768], who[512];
+    const tu_user_t both[] = { { "hourglass-test-client", "consumer", "pw" }, { "ops", "admin", "pw" } };
     snprintf(users, sizeof users, "%s/users", PKI_DIR);
-    snprintf(line, sizeof line, "hourglass-test-client consumer %s\nops admin %s\n", hash, hash);
-    TU_REQUIRE(tu_write_file(users, line) == 0, "write %s", users);
+    TU_REQUIRE(tu_write_users_file(users, both, 2, err, sizeof err) == 0, "%s", err);
     start_tls_broker(PKI.server, "--tls-auth-clients", "optional", "--tls-ca-cert-file", PKI.ca,
                      "--tls-auth-clients-user", "cn", "--users-file", users, NULL);
 
@@ -492,8 +488,7 @@ static void test_cert_user(void)
              "no log line for the certificate with two CNs");
 
     /* The user gone from the users file: the CN logs no one in, and says so. */
-    snprintf(line, sizeof line, "ops admin %s\n", hash);
-    TU_REQUIRE(tu_write_file(users, line) == 0, "rewrite %s", users);
+    TU_REQUIRE(tu_write_users_file(users, &both[1], 1, err, sizeof err) == 0, "%s", err);
     TU_REQUIRE(kill(B.pid, SIGHUP) == 0, "SIGHUP");
     TU_REQUIRE(tu_wait_file_contains(B.log_path, "SIGHUP: 1 users reloaded", 20000) == 0, "no users reload line");
     uint64_t end = tu_now_mono_ms() + 20000;

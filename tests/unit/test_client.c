@@ -207,6 +207,12 @@ static void test_set_read_timeout_and_clone(void)
 /* The client's message contains want. */
 #define MSG_HAS(c, want) (strstr(hg_client_errmsg(c), (want)) != NULL)
 
+/* A notice for hg_client_command_notice that counts its calls. */
+static void count_notice(void *arg)
+{
+    (*(int *)arg)++;
+}
+
 static void test_null_client(void)
 {
     const char *ping[] = { "PING" };
@@ -218,6 +224,11 @@ static void test_null_client(void)
 
     /* a NULL client: HG_ERR_ARG, never a crash (no handle to keep a message) */
     TU_CHECK(hg_client_command(NULL, 1, ping, NULL, &r) == HG_ERR_ARG && r == NULL, "hg_client_command(NULL)");
+    int notices = 0;
+    r = (hg_reply_t *)&stub;
+    TU_CHECK(hg_client_command_notice(NULL, 1, ping, NULL, 10, count_notice, &notices, &r) == HG_ERR_ARG && r == NULL &&
+                 notices == 0,
+             "hg_client_command_notice(NULL)");
     TU_CHECK(hg_send(NULL, "t", NULL, "x", 1, hg_delay_none(), NULL) == HG_ERR_ARG, "hg_send(NULL)");
     TU_CHECK(hg_send_dedup(NULL, "t", "k", "x", 1, hg_delay_none(), NULL, NULL) == HG_ERR_ARG, "hg_send_dedup(NULL)");
     TU_CHECK(hg_send_many(NULL, &item, 1, &n) == HG_ERR_ARG && n == 0, "hg_send_many(NULL): n %zu", n);
@@ -262,6 +273,13 @@ static void test_null_out_parameters(void)
              "hg_client_command argv NULL: '%s'", hg_client_errmsg(c));
     TU_CHECK(hg_client_command(c, 0, ping, NULL, &r) == HG_ERR_ARG && MSG_HAS(c, "argc 0"),
              "hg_client_command argc 0: '%s'", hg_client_errmsg(c));
+    int notices = 0;
+    TU_CHECK(hg_client_command_notice(c, 1, ping, NULL, 10, NULL, NULL, &r) == HG_ERR_ARG && r == NULL &&
+                 MSG_HAS(c, "hg_client_command_notice: notice is NULL"),
+             "hg_client_command_notice notice NULL: '%s'", hg_client_errmsg(c));
+    TU_CHECK(hg_client_command_notice(c, 1, ping, NULL, 10, count_notice, &notices, NULL) == HG_ERR_ARG &&
+                 MSG_HAS(c, "hg_client_command_notice: reply is NULL") && notices == 0,
+             "hg_client_command_notice reply NULL: '%s'", hg_client_errmsg(c));
     TU_CHECK(hg_send(c, "t", NULL, "x", 1, hg_delay_level(-1), NULL) == HG_ERR_ARG && MSG_HAS(c, "level -1 "),
              "hg_send level -1 names -1: '%s'", hg_client_errmsg(c));
     TU_CHECK(hg_send_dedup(c, NULL, "k", "x", 1, hg_delay_none(), NULL, NULL) == HG_ERR_ARG &&

@@ -866,12 +866,12 @@ static void test_refuse_other_format(void)
 {
     store_t *s = OPEN_DEFAULT();
     CLOSE(&s);
-    raw_put("Mformat", 7, "\0\0\0\4", 4, __LINE__);
+    raw_put("Mformat", 7, "\0\0\0\5", 4, __LINE__);
     store_options_t o;
     opts_default(&o);
     char err[512] = "";
     int rc = store_open(&o, T0, &s, err, sizeof err);
-    CHECK_REFUSAL(rc, err, "format version 4; this build reads versions 1 to 3", g_data);
+    CHECK_REFUSAL(rc, err, "format version 5; this build reads versions 1 to 4", g_data);
     TU_CHECK(s == NULL, "*out must stay NULL");
     raw_put("Mformat", 7, "\0\0\0\0", 4, __LINE__);
     rc = store_open(&o, T0, &s, err, sizeof err);
@@ -984,7 +984,7 @@ static store_msg_state_t state_of(store_t *s, uint64_t id, const char *group, st
 
 /* A directory of format 1 or 2 (a lease index 'J' beside the copy index; its
  * values hold only the deadline in format 1) opens, keeps its messages and
- * leases, and is marked as format 3 at once, so that an older build refuses it
+ * leases, and is marked as this build's format at once, so that an older build refuses it
  * instead of misreading it; the lease index is folded into the copy index. */
 static void upgrade_from(int format)
 {
@@ -1002,7 +1002,7 @@ static void upgrade_from(int format)
     CHECK_EQ_U64(n, 1);
     free_msgs(m, n);
     CLOSE(&s);
-    CHECK_EQ_U64(raw_format(), 3);
+    CHECK_EQ_U64(raw_format(), STORE_FORMAT_VERSION);
     raw_downgrade_lease(a, format, __LINE__); /* g's lease of a: the first 'Y' of a */
     raw_downgrade_lease(b, format, __LINE__);
     char marker[4] = { 0, 0, 0, (char)format };
@@ -1025,7 +1025,7 @@ static void upgrade_from(int format)
     TU_CHECK(state_of(s, a, "g", &gs) == STORE_MSG_LEASED && gs == STORE_MSG_LEASED, "a: g's lease lost");
     TU_CHECK(state_of(s, a, "h", &gs) == STORE_MSG_LEASED && gs == STORE_MSG_LEASED, "a: h's lease lost");
     CLOSE(&s);
-    CHECK_EQ_U64(raw_format(), 3);
+    CHECK_EQ_U64(raw_format(), STORE_FORMAT_VERSION);
     s = OPEN_DEFAULT();
     uint64_t ids[2] = { a, b };
     ACK(s, "g", ids, 2);
@@ -5450,6 +5450,118 @@ static void test_index_revoke(void)
     CLOSE(&s);
 }
 
+/* The tag of message id's raw 'X' record in the closed data directory (0
+ * when it has none). */
+static char raw_home_tag(uint64_t id, int line)
+{
+    leveldb_t *db = raw_open(line);
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    char key[9] = { 'X' }, *dberr = NULL;
+    for (int i = 0; i < 8; i++)
+        key[1 + i] = (char)(id >> (56 - 8 * i));
+    size_t vlen = 0;
+    char *v = leveldb_get(db, ro, key, sizeof key, &vlen, &dberr);
+    TU_CHECK_AT(dberr == NULL, line, "leveldb_get: %s", dberr ? dberr : "");
+    char tag = v != NULL && vlen > 0 ? v[0] : 0;
+    leveldb_free(v);
+    leveldb_readoptions_destroy(ro);
+    leveldb_close(db);
+    return tag;
+}
+
+/* A message coming off a level keeps its level entry's seq in the topic log,
+ * and its 'X' is not rewritten, when that seq comes after the log's tail;
+ * otherwise (an arrival out of seq order) it takes a fresh seq and 'X' says
+ * where. GET, FIND, REVOKE, the lease's order, the GC and store_check read
+ * both kinds alike, across a reopen. */
+static void test_index_arrival_keeps_seq(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    uint64_t a = send_key(s, "t", "ka", 5 * SEC, T0);           /* level 2: due +5 s */
+    uint64_t b = send_key(s, "t", "kb", 1 * SEC, T0 + 3 * SEC); /* level 1: due +4 s */
+    uint64_t c = send_key(s, "t", "kc", 1 * SEC, T0 + 3500);    /* level 1: due +4.5 s */
+    uint64_t d = send_key(s, "t", "kd", 5 * SEC, T0 + 3600);    /* level 2: due +8.6 s */
+    MOVE(s, T0 + 4 * SEC, 100, NULL);                           /* b: after the log's tail, keeps its seq */
+    MOVE(s, T0 + 4500, 100, NULL);                              /* c: after b's, keeps it */
+    MOVE(s, T0 + 5 * SEC, 100, NULL);                           /* a: sent before b and c, a fresh seq */
+    CHECK_STORE(s);
+    store_msg_state_t gs;
+    for (int i = 0; i < 3; i++) {
+        uint64_t id = i == 0 ? a : i == 1 ? b : c;
+        TU_CHECK(state_of(s, id, "g", &gs) == STORE_MSG_READY && gs == STORE_MSG_READY, "message %d not ready", i);
+    }
+    TU_CHECK(state_of(s, d, NULL, &gs) == STORE_MSG_DELAYED, "d is not delayed");
+    CLOSE(&s);
+    TU_CHECK(raw_home_tag(b, __LINE__) == 'L', "b's 'X' was rewritten at its arrival");
+    TU_CHECK(raw_home_tag(c, __LINE__) == 'L', "c's 'X' was rewritten at its arrival");
+    TU_CHECK(raw_home_tag(a, __LINE__) == 'T', "a arrived out of seq order: its 'X' must name its new seq");
+    TU_CHECK(raw_home_tag(d, __LINE__) == 'L', "d is on its level");
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    TU_CHECK(state_of(s, b, "g", &gs) == STORE_MSG_READY && gs == STORE_MSG_READY, "b not ready after a reopen");
+    store_revoke_result_t r;
+    char err[512] = "";
+    REQUIRE_OK(store_revoke_key(s, "t", 1, "kc", 2, &r, err, sizeof err), err); /* FIND's way, from the log */
+    TU_CHECK(r.revoked == 1 && r.from_ready == 1, "revoking c: revoked %" PRIu64 ", from ready %" PRIu64, r.revoked,
+             r.from_ready);
+    CHECK_STORE(s);
+    MOVE(s, T0 + 9 * SEC, 100, NULL); /* d: seqs taken since the reopen are above it, a fresh one */
+    CHECK_STORE(s);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 9 * SEC, m);
+    TU_CHECK(n == 3 && m[0].m.id == b && m[1].m.id == a && m[2].m.id == d,
+             "leased %d, want b, a, d in the order they entered the log", n);
+    uint64_t ids[3];
+    for (int i = 0; i < n && i < 3; i++)
+        ids[i] = m[i].m.id;
+    free_msgs(m, n);
+    ACK(s, "g", ids, n);
+    int work = 0;
+    REQUIRE_OK(store_maintain(s, T0 + 20 * SEC, 1000, &work, err, sizeof err), err);
+    CHECK_STORE(s);
+    for (int i = 0; i < 3; i++)
+        TU_CHECK(state_of(s, ids[i], NULL, &gs) == STORE_MSG_GONE, "message %d acknowledged and collected lives on", i);
+    CLOSE(&s);
+}
+
+/* An arrival that keeps its level seq still comes after every place a
+ * cursor was promised: a group created FROM LAST while the message was on
+ * its level gets it, and a log the GC found empty (its head hint set) finds
+ * and collects it. */
+static void test_index_arrival_after_promises(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    uint64_t a = send_key(s, "t", "ka", 1 * SEC, T0);
+    uint64_t b = send_key(s, "t", "kb", 1 * SEC, T0 + 500);
+    MOVE(s, T0 + 1 * SEC, 100, NULL);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 1 * SEC, m);
+    TU_CHECK(n == 1 && m[0].m.id == a, "leased %d, want a", n);
+    free_msgs(m, n);
+    ACK(s, "g", &a, 1);
+    char err[512] = "";
+    int work = 0;
+    REQUIRE_OK(store_maintain(s, T0 + 1200, 1000, &work, err, sizeof err), err); /* the log is empty now */
+    GROUP_CREATE(s, "late", "t", 0, T0 + 1300); /* FROM LAST, while b is on its level */
+    MOVE(s, T0 + 1500, 100, NULL);              /* b keeps its seq, sent before both */
+    CHECK_STORE(s);
+    n = LEASE_N(s, "late", "t", 4, LEASE, T0 + 1500, m);
+    TU_CHECK(n == 1 && m[0].m.id == b, "the group created FROM LAST leased %d, want b", n);
+    free_msgs(m, n);
+    n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 1500, m);
+    TU_CHECK(n == 1 && m[0].m.id == b, "g leased %d, want b", n);
+    free_msgs(m, n);
+    ACK(s, "g", &b, 1);
+    ACK(s, "late", &b, 1);
+    REQUIRE_OK(store_maintain(s, T0 + 10 * SEC, 1000, &work, err, sizeof err), err);
+    CHECK_STORE(s);
+    store_msg_state_t gs;
+    TU_CHECK(state_of(s, b, NULL, &gs) == STORE_MSG_GONE, "b acknowledged by both groups and collected lives on");
+    CLOSE(&s);
+}
+
 /* DEDUP sees a SEND of the same key earlier in the pending batch; a key
  * holding 0x00 bytes is one key. */
 static void test_index_dedup(void)
@@ -5570,6 +5682,8 @@ static const tu_test_t index_tests[] = {
     { "the GC and leases", test_index_gc_of_leased },
     { "a deleted group's retry keeps no index", test_index_deleted_group_retry },
     { "revoke", test_index_revoke },
+    { "an arrival keeps its level seq", test_index_arrival_keeps_seq },
+    { "an arrival after a cursor's promise", test_index_arrival_after_promises },
     { "dedup", test_index_dedup },
     { "dedup joins a batch of sends", test_index_dedup_joins_batch },
     { "rebuilt on an older directory; checked", test_index_rebuild_and_check },
@@ -6436,6 +6550,24 @@ static void test_snapshot_damaged_copy_not_opened(void)
              "the torn copy without its mark: rc %d \"%s\"", rc, err);
     if (rc == 0)
         store_close(s, NULL, 0);
+
+    /* A marked copy that lost its CURRENT: the list names it, as --check-data says (before: LevelDB's "no
+     * CURRENT file" refusal of a live directory, with a live directory's remedy). */
+    copy_of_five("refused-current", copy, sizeof copy);
+    snprintf(mark, sizeof mark, "%s/" STORE_COPY_WHOLE, copy);
+    o.path = copy;
+    char current[800];
+    snprintf(current, sizeof current, "%s/CURRENT", copy);
+    TU_REQUIRE(unlink(current) == 0, "unlink %s", current);
+    before = dir_digest(copy);
+    rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "lists CURRENT with 16 bytes, but it is missing") != NULL &&
+                 strstr(err, "restore another copy (without its CURRENT file") != NULL && strstr(err, mark) != NULL &&
+                 strstr(err, "no CURRENT file") == NULL,
+             "a marked copy without CURRENT: rc %d \"%s\"", rc, err);
+    if (rc == 0)
+        store_close(s, NULL, 0);
+    CHECK_EQ_U64(dir_digest(copy), before);
 }
 
 /* CRC-32C of the standard check string (RFC 3720's test vector family). */
