@@ -266,17 +266,8 @@ int consumer_config_validate(const consumer_config_t *cfg, char *err, size_t err
     hg_client_opts_t client;
     consumer_config_loop_opts(cfg, &o, &client);
     o.log = NULL;
-    if (tls_keys_check_consumer(&o, "consumer", err, errlen) != 0) {
-        /* The library does not know where this program takes a password:
-         * a URI naming a user with no password-file gets this program's key. */
-        const char *msg = strstr(err, "no password given for user");
-        if (msg != NULL && cfg->password_file == NULL) {
-            char lib[HG_ERRMSG_MAX];
-            snprintf(lib, sizeof lib, "%s", msg);
-            snprintf(err, errlen, "uri: %s: set password-file (or put user:password in the uri)", lib);
-        }
+    if (tls_keys_check_consumer(&o, "consumer", err, errlen) != 0)
         return -1;
-    }
     return 0;
 }
 
