@@ -82,6 +82,26 @@ if shutil.which("openssl") is None:
 TMP = tempfile.mkdtemp(prefix="hg-redispy-")
 
 
+_received = {}
+
+
+def recv_all(sock):
+    """Everything sock has received so far (kept across calls), read without waiting."""
+    buf = _received.setdefault(sock.fileno(), bytearray())
+    sock.setblocking(False)
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    except BlockingIOError:
+        pass
+    finally:
+        sock.setblocking(True)
+    return bytes(buf)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -250,6 +270,18 @@ check(isinstance(e, redis.ResponseError), "a PULL inside pipeline() (MULTI) rais
 check(r.execute_command("FIND", "bulk", "doomed") == [], "… and stores nothing of the transaction")
 e = raises(lambda: redis.Redis(port=plain.port, db=1).ping(), redis.ResponseError)
 check(isinstance(e, redis.ResponseError) and "DB index is out of range" in str(e), "db=1 (SELECT 1) is refused", e)
+
+# CLIENT LIST as Redis fills it: multi= the commands queued inside MULTI (it said 1), laddr= the broker's end (it
+# said ?). A connection of its own holds the transaction open while another lists it.
+with socket.create_connection(("127.0.0.1", plain.port)) as inmulti:
+    inmulti.sendall(b"CLIENT SETNAME inmulti\r\nMULTI\r\n" + b"SEND t x\r\n" * 3)
+    poll(lambda: b"+QUEUED\r\n" * 3 in recv_all(inmulti), 30, "three SENDs queued inside MULTI")
+    line = [c for c in r.client_list() if c["name"] == "inmulti"]
+    check(len(line) == 1 and line[0]["multi"] == "3" and line[0]["flags"] == "x",
+          "CLIENT LIST of a connection inside MULTI with 3 SENDs queued: multi=3, flags=x", line)
+    check(len(line) == 1 and line[0]["laddr"] == "127.0.0.1:%d" % plain.port, "CLIENT LIST's laddr: the broker's end",
+          line)
+    inmulti.sendall(b"DISCARD\r\n")
 
 # A blocking PULL cut by the client's socket timeout: redis-py closes the connection, the broker cancels the
 # PULL, so the next message goes to the group's other consumer (not leased to the dead connection).
