@@ -75,6 +75,11 @@ size_t cmd_multi_bytes(const cmd_multi_t *m)
     return m != NULL ? m->bytes : 0;
 }
 
+size_t cmd_multi_count(const cmd_multi_t *m)
+{
+    return m != NULL ? m->n : 0;
+}
+
 void cmd_multi_free(cmd_multi_t *m)
 {
     if (m == NULL) {

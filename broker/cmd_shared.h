@@ -45,6 +45,7 @@ void cmd_multi_fail(const cmd_call_t *call);
 /* The bytes of the SENDs queued in m (0 for NULL): the connection's memory
  * (max-client-memory) counts them while the transaction is open. */
 size_t cmd_multi_bytes(const cmd_multi_t *m);
+size_t cmd_multi_count(const cmd_multi_t *m); /* the commands queued (CLIENT LIST's multi=) */
 void cmd_multi_free(cmd_multi_t *m);
 
 /* EXEC's two passes over a queued SEND job j (cmd_msg.c; storage thread),

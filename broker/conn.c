@@ -25,6 +25,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/map.h"
+#include "broker/cmd_shared.h"
 #include "broker/commands.h"
 #include "broker/conn_internal.h"
 #include "broker/users.h"
@@ -261,16 +262,17 @@ void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
         size_t qbuf = evbuffer_get_length(bufferevent_get_input(c->bev));
         size_t omem = evbuffer_get_length(bufferevent_get_output(c->bev));
         buf_printf(out,
-                   "id=%llu addr=%s laddr=? fd=%d name=%s age=%llu idle=%llu flags=%s db=0 sub=0 psub=0 ssub=0 "
-                   "multi=%d qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=%zu omem=%zu "
+                   "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=%s db=0 sub=0 psub=0 ssub=0 "
+                   "multi=%lld qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=%zu omem=%zu "
                    "tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=%d replies=%zu tls=%s\n",
-                   (unsigned long long)c->id, c->addr, (int)bufferevent_getfd(c->bev), c->name,
+                   (unsigned long long)c->id, c->addr, c->laddr, (int)bufferevent_getfd(c->bev), c->name,
                    (unsigned long long)((now - c->created_mono) / 1000),
                    (unsigned long long)((now - c->last_active_mono) / 1000),
                    c->blocked ? "b"
                    : c->multi ? "x"
                               : "N",
-                   c->multi ? 1 : -1, qbuf, c->nslots, omem, qbuf + omem, c->last_cmd[0] ? c->last_cmd : "NULL",
-                   conn_user_shown(c), c->proto, c->nslots, c->tls ? "yes" : "no");
+                   c->multi ? (long long)cmd_multi_count(c->multi) : -1LL, qbuf, c->nslots, omem, qbuf + omem,
+                   c->last_cmd[0] ? c->last_cmd : "NULL", conn_user_shown(c), c->proto, c->nslots,
+                   c->tls ? "yes" : "no");
     }
 }

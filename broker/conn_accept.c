@@ -379,6 +379,13 @@ int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa, SS
     c->created_mono = c->last_active_mono = clock_mono_ms();
     c->unauth_since_mono = c->created_mono; /* read only while not authenticated (auth-timeout) */
     format_addr(sa, c->addr, sizeof c->addr);
+    struct sockaddr_storage local;
+    socklen_t local_len = sizeof local;
+    if (getsockname(fd, (struct sockaddr *)&local, &local_len) == 0) {
+        format_addr((const struct sockaddr *)&local, c->laddr, sizeof c->laddr);
+    } else {
+        snprintf(c->laddr, sizeof c->laddr, "?");
+    }
     resp_limits_t lim = {
         .max_args = (size_t)s->cfg->max_args,
         .max_bulk = (size_t)s->cfg->max_bulk,

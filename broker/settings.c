@@ -429,6 +429,14 @@ int config_load(config_t *c, int argc, char **argv, config_action_t *action, cha
                 free(rest);
                 return err_set(err, errlen, "--check-data needs a data directory");
             }
+            if (strncmp(argv[i + 1], "--", 2) == 0) { /* "--check-data --dir D": D is not the value */
+                err_set(err, errlen,
+                        "--check-data takes the data directory right after it (--check-data DIR), not the option "
+                        "'%s' (a directory of that name: --check-data ./%s)",
+                        argv[i + 1], argv[i + 1]);
+                free(rest);
+                return -1;
+            }
             c->check_data = argv[++i];
         } else if (i > 0 && strncmp(a, "--check-data=", 13) == 0) {
             if (a[13] == '\0') {

@@ -96,6 +96,11 @@ int cli_open_client(cli_t *cli, char *why, size_t whylen)
                      "%s (checked against the system's trust store: name the broker's CA with "
                      "--tls-ca-cert-file FILE or ?ca=FILE in the URI)",
                      err.message);
+        /* The library does not know where this program takes a password:
+         * say it (the URI names a user, and no --password-file was given). */
+        else if (e == HG_ERR_ARG && strncmp(err.message, "no password given for user", 26) == 0)
+            snprintf(why, whylen, "%s: give it with --password-file F, or as user:pass@ in --uri or $HOURGLASS_URI",
+                     err.message);
         else
             snprintf(why, whylen, "%s", err.message);
         return cli_exit_code(e);

@@ -109,8 +109,11 @@ static inline hg_outcome_t tls_keys_noop_handler(const hg_message_t *m, char *r,
  * *opts (with a handler that does nothing in place of opts->handler) and
  * frees it. Returns 0, or -1 with err "uri: <the library's message>" for a
  * bad or unsupported URI and for the library's TLS file errors ("TLS CA file
- * x: ...", which belong to the uri and its tls-* keys), and
- * "<other_key>: <the library's message>" for any other refusal. */
+ * x: ...", which belong to the uri and its tls-* keys), "uri: no password
+ * given for user …: set password-file (…)" when the URI names a user and no
+ * password came (the library does not know this program's key; every daemon
+ * that calls this takes it from password-file), and "<other_key>: <the
+ * library's message>" for any other refusal. */
 static inline int tls_keys_check_consumer(const hg_consumer_opts_t *opts, const char *other_key, char *err,
                                           size_t errlen)
 {
@@ -121,6 +124,11 @@ static inline int tls_keys_check_consumer(const hg_consumer_opts_t *opts, const 
     hg_err_t rc = hg_consumer_new(&o, &c, &e);
     hg_consumer_free(c);
     if (rc != HG_OK) {
+        static const char no_password[] = "no password given for user";
+        if (strncmp(e.message, no_password, sizeof no_password - 1) == 0) {
+            snprintf(err, errlen, "uri: %s: set password-file (or put user:password in the uri)", e.message);
+            return -1;
+        }
         int uri_part = rc == HG_ERR_URI || rc == HG_ERR_UNSUPPORTED || strncmp(e.message, "TLS ", 4) == 0;
         snprintf(err, errlen, "%s: %s", uri_part ? "uri" : other_key, e.message);
         return -1;

@@ -266,7 +266,9 @@ int consumer_config_validate(const consumer_config_t *cfg, char *err, size_t err
     hg_client_opts_t client;
     consumer_config_loop_opts(cfg, &o, &client);
     o.log = NULL;
-    return tls_keys_check_consumer(&o, "consumer", err, errlen);
+    if (tls_keys_check_consumer(&o, "consumer", err, errlen) != 0)
+        return -1;
+    return 0;
 }
 
 void consumer_config_usage(FILE *out)

@@ -313,10 +313,7 @@ hg_err_t client_create(const char *uri, const hg_client_opts_t *opts, hg_client_
         return HG_ERR_ARG;
 
     if (u.has_user && !u.has_auth && (opts == NULL || opts->password == NULL)) {
-        client_error_fill(err, HG_ERR_ARG,
-                          "the URI names user '%.64s' but no password: give it as user:pass@ in the URI, or in "
-                          "opts.password (a daemon's password-file)",
-                          u.user);
+        client_error_fill(err, HG_ERR_ARG, "no password given for user '%.64s' (named in the URI)", u.user);
         memset(&u, 0, sizeof(u));
         return HG_ERR_ARG;
     }
@@ -325,10 +322,10 @@ hg_err_t client_create(const char *uri, const hg_client_opts_t *opts, hg_client_
         const char *pass = opts->password != NULL ? opts->password : (u.has_auth ? u.password : NULL);
         if (pass == NULL || user[0] == '\0') {
             memset(&u, 0, sizeof(u));
-            client_error_fill(err, HG_ERR_ARG, "%s",
-                              pass == NULL ? "user is set but no password (opts.password or "
-                                             "the URI's user:pass@)"
-                                           : "user is empty");
+            if (pass == NULL)
+                client_error_fill(err, HG_ERR_ARG, "no password given for user '%.64s'", user);
+            else
+                client_error_fill(err, HG_ERR_ARG, "%s", "user is empty");
             return HG_ERR_ARG;
         }
         if (strlen(user) >= sizeof(u.user) || strlen(pass) >= sizeof(u.password)) {

@@ -129,15 +129,16 @@ void consumer_record_error(hg_consumer_t *c, const char *who, hg_err_t code, con
 }
 
 /* Count and log the connections a client made since *seen (the first one
- * is not a reconnect). Called by the thread that owns the client. */
+ * is not a reconnect), naming the node connected (on amqp:// with several
+ * hosts, the live one: hg_client_address). Called by the thread that owns
+ * the client. */
 void consumer_note_connects(hg_consumer_t *c, hg_client_t *client, unsigned *seen, const char *who)
 {
     unsigned now = client_connect_count(client);
     if (now == *seen)
         return;
     atomic_fetch_add_explicit(&c->reconnects, *seen == 0 ? now - 1 : now - *seen, memory_order_relaxed);
-    if (*seen > 0)
-        consumer_log(c, 2, "%s: reconnected to %s", who, hg_client_address(client));
+    consumer_log(c, 2, "%s: %s to %s", who, *seen > 0 ? "reconnected" : "connected", hg_client_address(client));
     *seen = now;
 }
 

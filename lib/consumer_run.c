@@ -26,6 +26,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -89,6 +90,11 @@ hg_err_t hg_consumer_run(hg_consumer_t *c)
             }
         }
     }
+    /* The nodes the workers may connect to, read before they run (a worker
+     * rewrites its client's address when it connects); each worker logs the
+     * node it gets (consumer_note_connects). */
+    char nodes[300];
+    snprintf(nodes, sizeof(nodes), "%s", c->workers[0].client != NULL ? hg_client_address(c->workers[0].client) : "?");
     for (int i = 0; i < n && !consumer_stopping(c); i++) {
         worker_t *w = &c->workers[i];
         if (w->client == NULL)
@@ -103,8 +109,7 @@ hg_err_t hg_consumer_run(hg_consumer_t *c)
         w->started = 1;
     }
     if (result == HG_OK)
-        consumer_log(c, 2, "consumer: %d workers on group %s, topic %s at %s", n, c->group, c->topic,
-                     c->workers[0].client != NULL ? hg_client_address(c->workers[0].client) : "?");
+        consumer_log(c, 2, "consumer: %d workers on group %s, topic %s at %s", n, c->group, c->topic, nodes);
 
     for (int i = 0; i < n; i++)
         if (c->workers[i].started)

@@ -159,7 +159,12 @@ typedef struct rmq {
     rmq_host_t hosts[RMQ_MAX_HOSTS];
     int nhosts, next_host;
     char user[256], password[256], vhost[256];
-    char address[300]; /* host:port of the live connection, or the first */
+    char address[300]; /* host:port of the node connected or being tried (messages) */
+    /* the client's hg_client_address buffer (handed to the transport's create):
+     * every host of the URI until the first connection, then the node of the
+     * live or last connection (written on each successful connect) */
+    char *client_address;
+    size_t client_addrlen;
     /* amqps:// (tls = 1): the URI's ?ca=&cert=&key=&sni= ("" when absent; the
      * client's tls_* options fill what the URI leaves out, at connect) */
     int tls;

@@ -465,6 +465,8 @@ static hg_err_t ensure_connected(rmq_t *r)
             e = connect_host(r, &r->hosts[h]);
             if (e == HG_OK) {
                 r->next_host = h;
+                if (r->client_address != NULL) /* hg_client_address: the node connected */
+                    snprintf(r->client_address, r->client_addrlen, "%s", r->address);
                 client_note_connect(r->client);
                 return HG_OK;
             }

@@ -236,7 +236,7 @@ static int apply_login(rmq_t *r, const hg_client_opts_t *o, int uri_auth, char *
     if (o->user == NULL && o->password == NULL)
         return 0;
     if (o->user != NULL && o->password == NULL && !uri_auth)
-        return snprintf(why, whylen, "user is set but no password (opts.password or the URI's user:pass@)"), -1;
+        return snprintf(why, whylen, "no password given for user '%.64s'", o->user), -1;
     if (o->user != NULL && o->user[0] == '\0')
         return snprintf(why, whylen, "user is empty"), -1;
     if ((o->user != NULL && strlen(o->user) >= sizeof(r->user)) ||
@@ -247,6 +247,23 @@ static int apply_login(rmq_t *r, const hg_client_opts_t *o, int uri_auth, char *
     if (o->password != NULL)
         snprintf(r->password, sizeof(r->password), "%s", o->password);
     return 0;
+}
+
+/* Every host of r's URI as messages show them, comma-separated
+ * ("h1:5672,h2:5672"), into buf[len] (cut short when it does not fit). */
+static void hosts_list(const rmq_t *r, char *buf, size_t len)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i < r->nhosts && used + 1 < len; i++) {
+        char one[300];
+        int n = snprintf(buf + used, len - used, "%s%s", i > 0 ? "," : "",
+                         uri_address(one, sizeof(one), r->hosts[i].host, r->hosts[i].port));
+        if (n < 0 || (size_t)n >= len - used)
+            break;
+        used += (size_t)n;
+    }
 }
 
 static hg_err_t rmq_create(hg_client_t *c, const char *uri, transport_state_t **out, char *address, size_t addrlen,
@@ -275,10 +292,7 @@ static hg_err_t rmq_create(hg_client_t *c, const char *uri, transport_state_t **
         return HG_ERR_URI;
     }
     if (uri_user_only && client_opts(c)->password == NULL) {
-        client_error_fill(err, HG_ERR_ARG,
-                          "the URI names user '%.64s' but no password: give it as user:pass@ in the URI, or in "
-                          "opts.password (a daemon's password-file)",
-                          t->r.user);
+        client_error_fill(err, HG_ERR_ARG, "no password given for user '%.64s' (named in the URI)", t->r.user);
         memset(t, 0, sizeof(*t));
         free(t);
         return HG_ERR_ARG;
@@ -298,7 +312,9 @@ static hg_err_t rmq_create(hg_client_t *c, const char *uri, transport_state_t **
         return HG_ERR_SYSTEM;
     }
     uri_address(t->r.address, sizeof(t->r.address), t->r.hosts[0].host, t->r.hosts[0].port);
-    snprintf(address, addrlen, "%s", t->r.address);
+    hosts_list(&t->r, address, addrlen);
+    t->r.client_address = address;
+    t->r.client_addrlen = addrlen;
     *out = t;
     return HG_OK;
 }

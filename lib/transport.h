@@ -34,8 +34,11 @@ typedef struct transport_ops {
                            delivery is held until ACK/NACK or the connection
                            ends (the consumer runs no lease watchdog) */
 
-    /* A state for uri (not connected yet); the address for messages into
-     * address[addrlen]. The login is uri's, with client_opts(c)'s user and
+    /* A state for uri (not connected yet). address[addrlen] is the client's
+     * hg_client_address buffer, which outlives the state: the transport
+     * writes there every node it may connect to ("h1:p1,h2:p2"), then, at
+     * each connection it makes, the node connected ("h2:p2"), on the thread
+     * that owns the client. The login is uri's, with client_opts(c)'s user and
      * password over it (copied: the client forgets those pointers after
      * create). Returns HG_OK, or HG_ERR_URI / HG_ERR_ARG with err. */
     hg_err_t (*create)(hg_client_t *c, const char *uri, transport_state_t **out, char *address, size_t addrlen,

@@ -200,7 +200,12 @@ void hg_client_opts_init(hg_client_opts_t *opts);
  * address or an IPv6 address in brackets ("[::1]"); port 1..65535, default
  * HG_DEFAULT_PORT; user and password may use %XX escapes (for ':', '@', '/').
  * A user without ":pass" takes opts->password (a password kept out of the
- * URI: a daemon's password-file); without one that is HG_ERR_ARG.
+ * URI: a daemon's password-file); without one that is HG_ERR_ARG, before
+ * any connection, with a message that begins "no password given for user"
+ * (as for opts->user without a password anywhere). The message does not
+ * say where a password could come from — the library does not know its
+ * caller: a program adds its own hint (hourglass-cli: --password-file;
+ * the daemons: their password-file key).
  * With credentials the client sends AUTH user pass after every (re)connect.
  * "hourglass+tls://[user:pass@]host[:port][?ca=FILE&cert=FILE&key=FILE&sni=NAME]"
  * speaks TLS (1.2 or later) to the broker's tls-port: the broker's
@@ -328,7 +333,14 @@ uint32_t hg_topic_purge_read_timeout(uint32_t read_timeout_ms);
 hg_err_t hg_client_errcode(const hg_client_t *c);
 const char *hg_client_errmsg(const hg_client_t *c);
 
-/* "host:port" the client connects to (belongs to the client). */
+/* The node the client is connected to, as "host:port" ("[v6]:port"): on
+ * hourglass:// the URI's host and port; on amqp:// with several hosts the one
+ * the current connection (or, while it is down, the last one) was made to —
+ * after a failover the node now used, never simply the URI's first. Before
+ * the first connection it names every node the client may connect to
+ * ("h1:5672,h2:5672"; one host: that host). The string belongs to the client
+ * and changes when it (re)connects: read it on the thread that owns the
+ * client, not while another thread uses the client. "" for NULL. */
 const char *hg_client_address(const hg_client_t *c);
 
 /* --- replies, for the generic command --- */

@@ -569,6 +569,20 @@ static void test_whole_copy_list(void)
     check_leaves_dir(AS_RO_MOUNT, 1, out, sizeof out);
 }
 
+/* "--check-data --dir D", as one writes the other keys, took "--dir" for the
+ * directory and said "data directory --dir does not exist": the option is
+ * named, with the form to use, and nothing is checked (exit 2). */
+static void test_option_as_directory(void)
+{
+    bt_start(NULL); /* the fixture's binary and directory; the refusal reads neither */
+    const char *argv[] = { bt_broker.binary, "--check-data", "--dir", bt_broker.data_dir, NULL };
+    char out[4096];
+    int rc = tu_run_capture(argv, out, sizeof out);
+    BP_CHECK(rc == 2 && strstr(out, "--check-data takes the data directory right after it (--check-data DIR), not "
+                                    "the option '--dir'") != NULL,
+             "--check-data --dir DIR: exit %d: %s", rc, out);
+}
+
 static const tu_test_t check_data_tests[] = {
     { "after kill -9: ok, nothing changed", test_after_kill9 },
     { "a torn log end: reported as what a start would cut, not cut", test_torn_log_end },
@@ -579,6 +593,7 @@ static const tu_test_t check_data_tests[] = {
     { "a kill -9'd check's view: removed by the next check, and said", test_kill9_leftover_removed },
     { "two checks at once: neither removes the other's view", test_two_checks_at_once },
     { "a whole copy: its list checked, every byte read, nothing changed", test_whole_copy_list },
+    { "--check-data --dir DIR: the option named, not taken for the directory", test_option_as_directory },
     { NULL, NULL },
 };
 

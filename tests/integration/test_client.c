@@ -933,8 +933,20 @@ static void test_credentials(void)
         hg_client_close(c);
         c = NULL;
         e = hg_client_open(uri, NULL, &c, &err);
-        BP_CHECK(e == HG_ERR_ARG && c == NULL && strstr(err.message, "user 'canceller' but no password") != NULL,
+        BP_CHECK(e == HG_ERR_ARG && c == NULL && strstr(err.message, "no password given for user 'canceller'") != NULL,
                  "the URI's user with no password anywhere: %s '%s'", hg_strerror(e), err.message);
+        /* the library cannot know its caller: its message names no option of any program */
+        BP_CHECK(strstr(err.message, "password-file") == NULL && strstr(err.message, "opts.") == NULL &&
+                     strstr(err.message, "--") == NULL,
+                 "the library's message names a program's option: '%s'", err.message);
+        po.password = NULL;
+        po.user = "canceller"; /* a user in the options, no password anywhere: the same words */
+        snprintf(uri, sizeof uri, "hourglass://127.0.0.1:%d", B.port);
+        e = hg_client_open(uri, &po, &c, &err);
+        BP_CHECK(e == HG_ERR_ARG && c == NULL &&
+                     strstr(err.message, "no password given for user 'canceller'") != NULL &&
+                     strstr(err.message, "opts.") == NULL,
+                 "opts.user with no password anywhere: %s '%s'", hg_strerror(e), err.message);
     }
 
     /* The consumer loop logs in with opts.user / opts.password on every connection. hg_consumer_new
@@ -1934,6 +1946,16 @@ static void test_cli_commands_and_exit_codes(void)
     rc = CLI("--user", "ops", "ping"); /* the CLI's own words, not the library's opts.password */
     BP_CHECK(rc == 2 && strstr(err, "--user 'ops' needs --password-file F (or the URI's user:pass@)") != NULL,
              "--user without a password: exit %d: %.400s", rc, err);
+    /* the URI's user@ without a password, on both transports: the library's words, then the CLI's
+     * hint (it said "opts.password (a daemon's password-file)", advice for a C programmer) */
+    for (int i = 0; i < 2; i++) {
+        char user_uri[128];
+        snprintf(user_uri, sizeof user_uri, "%s://hg@127.0.0.1:%d/", i == 0 ? "hourglass" : "amqp", tu_free_port());
+        rc = run_cli(out, sizeof out, err, sizeof err, "--uri", user_uri, "ping", (char *)NULL);
+        BP_CHECK(rc == 2 && strstr(err, "no password given for user 'hg'") != NULL &&
+                     strstr(err, "give it with --password-file F") != NULL && strstr(err, "opts.") == NULL,
+                 "%s without a password: exit %d: %.400s", user_uri, rc, err);
+    }
     /* 0: help everywhere */
     BP_CHECK(run_cli(out, sizeof out, err, sizeof err, "--help", (char *)NULL) == 0 &&
                  strstr(out, "Exit status") != NULL,

@@ -423,6 +423,15 @@ static void test_config(void)
     tu_rmtree(pwdir);
     const char *uri[] = { COMPENSATOR_BIN, "--check-config", DB, "--uri", "hourglass://h:99999", NULL };
     expect_config_error(uri, "uri: bad URI: bad port '99999'");
+    /* a URI's user and no password anywhere: this daemon's key, on both transports (it said "topic:", and before
+     * that named "opts.password", a C programmer's field) */
+    const char *no_password[] = { COMPENSATOR_BIN, "--check-config", DB, "--uri", "hourglass://relay@h", NULL };
+    expect_config_error(no_password, "uri: no password given for user 'relay' (named in the URI): set password-file "
+                                     "(or put user:password in the uri)");
+    const char *no_password_amqp[] = { COMPENSATOR_BIN, "--check-config", DB, "--uri", "amqp://relay@h/", NULL };
+    expect_config_error(no_password_amqp,
+                        "uri: no password given for user 'relay' (named in the URI): set password-file "
+                        "(or put user:password in the uri)");
     const char *dur[] = { COMPENSATOR_BIN, "--check-config", DB, "--inspect-interval", "60", NULL };
     expect_config_error(dur, "inspect-interval: '60' is not a duration");
     const char *range[] = { COMPENSATOR_BIN, "--check-config", DB, "--relay-batch", "0", NULL };

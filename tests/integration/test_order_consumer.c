@@ -134,8 +134,16 @@ static void test_check_config(void)
                  strstr(big, "chmod 600"),
              "password-file (mode 0644): exit %d:\n%s", rc, big);
     TU_REQUIRE(chmod(pwfile, 0600) == 0, "chmod");
-    user_only[6] = NULL; /* no password anywhere */
-    expect_config_error(user_only, "the URI names user 'canceller' but no password");
+    user_only[6] = NULL; /* no password anywhere: the library's words, then this program's key (it said
+                          * "opts.password", advice for a C programmer) */
+    expect_config_error(user_only,
+                        "uri: no password given for user 'canceller' (named in the URI): set password-file (or put "
+                        "user:password in the uri)");
+    user_only[5] = "amqp://canceller@h/";
+    expect_config_error(user_only,
+                        "uri: no password given for user 'canceller' (named in the URI): set password-file (or put "
+                        "user:password in the uri)");
+    user_only[5] = "hourglass://canceller@h";
 
     /* mysql-password-file: read and hidden, exclusive with mysql-password, bad files named, others warned */
     const char *mysql_file[] = {

@@ -54,6 +54,15 @@
  *                 ignored: every such client logged in as guest); a wrong
  *                 password is refused naming the user; a user without a
  *                 password anywhere is refused before the wire.
+ *   address       hg_client_address and the consumer's log name the node
+ *                 really connected: with a URI whose first host is down
+ *                 (nothing listens) the client and each consumer worker are
+ *                 on the second, and say so; through a first host that is a
+ *                 TCP relay to the node, cut after the first connection,
+ *                 the client and the consumer fail over to the second host
+ *                 and name it ("reconnected to" it). (They named the URI's
+ *                 first host, the dead one, whatever they were on.) The
+ *                 consumer's start-up line names every host.
  *   clean close   hg_client_close ends the connection with AMQP's close
  *                 handshake, of a plain client and of a consumer: the node
  *                 logs each as closed, none as "client unexpectedly closed
@@ -71,9 +80,15 @@
 #include "tests/helpers/rabbit_proc.h"
 #include "tests/helpers/testutil.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <CUnit/CUnit.h>
 #include <amqp.h>
@@ -668,17 +683,21 @@ static void test_login_from_options(void)
     TU_CHECK(e == HG_ERR_AUTH && strstr(why, "'hourglass'") != NULL, "wrong password: %d: %s", (int)e, why);
     /* a user and no password anywhere: refused at open */
     e = ping_as(uri, "hourglass", NULL, why, sizeof why);
-    TU_CHECK(e == HG_ERR_ARG && strstr(why, "no password") != NULL, "user without password: %d: %s", (int)e, why);
+    TU_CHECK(e == HG_ERR_ARG && strstr(why, "no password given for user 'hourglass'") != NULL,
+             "user without password: %d: %s", (int)e, why);
     e = ping_as(uri, "", "s3cret", why, sizeof why);
     TU_CHECK(e == HG_ERR_ARG && strstr(why, "user is empty") != NULL, "empty user: %d: %s", (int)e, why);
     /* the URI's user@ without ":pass" takes opts.password (a daemon's password-file), never amqp's
-     * default "guest"; with no password anywhere it is refused at open, naming the user */
+     * default "guest"; with no password anywhere it is refused at open, naming the user and no option
+     * of any program (the library does not know its caller: each program adds its own hint) */
     snprintf(uri, sizeof uri, "amqp://hourglass@127.0.0.1:%d/login", rabbit.nodes[0].amqp_port);
     e = ping_as(uri, NULL, "s3cret", why, sizeof why);
     TU_CHECK(e == HG_OK, "user@ in the URI with opts.password: %d: %s", (int)e, why);
     e = ping_as(uri, NULL, NULL, why, sizeof why);
-    TU_CHECK(e == HG_ERR_ARG && strstr(why, "user 'hourglass' but no password") != NULL,
+    TU_CHECK(e == HG_ERR_ARG && strstr(why, "no password given for user 'hourglass'") != NULL,
              "user@ with no password anywhere: %d: %s", (int)e, why);
+    TU_CHECK(strstr(why, "password-file") == NULL && strstr(why, "opts.") == NULL && strstr(why, "--") == NULL,
+             "the library's message names a program's option: %s", why);
 }
 
 /* The node's log lines that close a connection of vhost: *polite those
@@ -753,6 +772,269 @@ static void test_clean_close_is_polite(void)
              "closes logged for vhost politeclose: %d with the handshake, %d abrupt; want 3, 0", polite, abrupt);
 }
 
+/* ------------------------------------------------------------------------
+ * A TCP relay to the node: a "host" of the URI that can be cut (its
+ * listener and every connection closed at once), as a node killed -9.
+ * ------------------------------------------------------------------------ */
+
+#define RELAY_PAIRS 16
+
+typedef struct relay {
+    int listen_fd, port, target_port;
+    int stop_pipe[2];
+    int pairs[RELAY_PAIRS][2]; /* client side, node side; -1 unused */
+    pthread_t thread;
+} relay_t;
+
+static void relay_close_pair(relay_t *r, int i)
+{
+    close(r->pairs[i][0]);
+    close(r->pairs[i][1]);
+    r->pairs[i][0] = r->pairs[i][1] = -1;
+}
+
+static void *relay_main(void *arg)
+{
+    relay_t *r = arg;
+    for (;;) {
+        struct pollfd p[2 + 2 * RELAY_PAIRS];
+        int n = 0;
+        p[n++] = (struct pollfd){ r->stop_pipe[0], POLLIN, 0 };
+        p[n++] = (struct pollfd){ r->listen_fd, POLLIN, 0 };
+        for (int i = 0; i < RELAY_PAIRS; i++)
+            for (int k = 0; k < 2; k++)
+                p[n++] = (struct pollfd){ r->pairs[i][k], POLLIN, 0 }; /* -1: ignored by poll */
+        if (poll(p, (nfds_t)n, -1) < 0)
+            continue;
+        if (p[0].revents != 0)
+            break;
+        if (p[1].revents & POLLIN) {
+            int in = accept(r->listen_fd, NULL, NULL), out = in >= 0 ? tu_tcp_connect(r->target_port) : -1;
+            int slot = -1;
+            for (int i = 0; i < RELAY_PAIRS && slot < 0; i++)
+                if (r->pairs[i][0] < 0)
+                    slot = i;
+            if (in < 0 || out < 0 || slot < 0) {
+                if (in >= 0)
+                    close(in);
+                if (out >= 0)
+                    close(out);
+            } else {
+                r->pairs[slot][0] = in;
+                r->pairs[slot][1] = out;
+            }
+        }
+        for (int i = 0; i < RELAY_PAIRS; i++)
+            for (int k = 0; k < 2; k++) {
+                char buf[16384];
+                ssize_t got, put = 0;
+                if (r->pairs[i][k] < 0 || p[2 + 2 * i + k].revents == 0)
+                    continue;
+                got = read(r->pairs[i][k], buf, sizeof buf);
+                while (got > 0 && put < got) {
+                    ssize_t w = write(r->pairs[i][1 - k], buf + put, (size_t)(got - put));
+                    if (w <= 0)
+                        break;
+                    put += w;
+                }
+                if (got <= 0 || put < got)
+                    relay_close_pair(r, i);
+            }
+    }
+    for (int i = 0; i < RELAY_PAIRS; i++)
+        if (r->pairs[i][0] >= 0)
+            relay_close_pair(r, i);
+    close(r->listen_fd);
+    return NULL;
+}
+
+/* A relay on a free port of 127.0.0.1 to 127.0.0.1:target_port. 0, or -1. */
+static int relay_start(relay_t *r, int target_port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
+    socklen_t alen = sizeof a;
+
+    memset(r, 0, sizeof *r);
+    for (int i = 0; i < RELAY_PAIRS; i++)
+        r->pairs[i][0] = r->pairs[i][1] = -1;
+    r->target_port = target_port;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    r->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (r->listen_fd < 0 || bind(r->listen_fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(r->listen_fd, 16) != 0 ||
+        getsockname(r->listen_fd, (struct sockaddr *)&a, &alen) != 0 || pipe(r->stop_pipe) != 0)
+        return -1;
+    r->port = ntohs(a.sin_port);
+    return pthread_create(&r->thread, NULL, relay_main, r) == 0 ? 0 : -1;
+}
+
+/* Cut the relay: nothing listens on its port any more, every connection
+ * through it is closed. */
+static void relay_cut(relay_t *r)
+{
+    ssize_t w = write(r->stop_pipe[1], "x", 1);
+    (void)w;
+    pthread_join(r->thread, NULL);
+    close(r->stop_pipe[0]);
+    close(r->stop_pipe[1]);
+}
+
+/* ------------------------------------------------------------------------
+ * address
+ * ------------------------------------------------------------------------ */
+
+typedef struct log_lines {
+    pthread_mutex_t lock;
+    char text[32768];
+    size_t len;
+} log_lines_t;
+
+static void collect_log(int level, const char *message, void *arg)
+{
+    log_lines_t *l = arg;
+    (void)level;
+    pthread_mutex_lock(&l->lock);
+    int n = snprintf(l->text + l->len, sizeof l->text - l->len, "%s\n", message);
+    if (n > 0 && (size_t)n < sizeof l->text - l->len)
+        l->len += (size_t)n;
+    pthread_mutex_unlock(&l->lock);
+}
+
+typedef struct log_wait {
+    log_lines_t *lines;
+    const char *want;
+} log_wait_t;
+
+static int log_has(void *arg)
+{
+    log_wait_t *w = arg;
+    pthread_mutex_lock(&w->lines->lock);
+    int found = strstr(w->lines->text, w->want) != NULL;
+    pthread_mutex_unlock(&w->lines->lock);
+    return found;
+}
+
+static hg_outcome_t address_handler(const hg_message_t *m, char *reason, size_t rlen, void *arg)
+{
+    (void)m, (void)reason, (void)rlen, (void)arg;
+    return HG_DONE;
+}
+
+static void *address_consumer_run(void *arg)
+{
+    (void)hg_consumer_run(arg);
+    return NULL;
+}
+
+/* A consumer of uri with workers workers, logging into *lines. */
+static hg_consumer_t *address_consumer(const char *uri, int workers, log_lines_t *lines, pthread_t *thread)
+{
+    hg_consumer_opts_t o;
+    hg_consumer_t *c = NULL;
+    hg_error_t err;
+
+    hg_consumer_opts_init(&o);
+    o.uri = uri;
+    o.group = "addr-g";
+    o.topic = "addr-t";
+    o.workers = workers;
+    o.block_ms = 200;
+    o.handler = address_handler;
+    o.log = collect_log;
+    o.log_arg = lines;
+    TU_REQUIRE(hg_consumer_new(&o, &c, &err) == HG_OK, "hg_consumer_new(%s): %s", uri, err.message);
+    TU_REQUIRE(pthread_create(thread, NULL, address_consumer_run, c) == 0, "start the consumer's thread");
+    return c;
+}
+
+static void test_address_names_the_live_node(void)
+{
+    const int live = rabbit.nodes[0].amqp_port, dead = tu_free_port();
+    char uri[300], want[200], live_addr[64], dead_addr[64];
+    hg_client_t *c = NULL;
+    hg_reply_t *r = NULL;
+    hg_error_t err;
+    hg_err_t e = HG_ERR_IO;
+    relay_t relay;
+
+    TU_REQUIRE(dead > 0, "a free port");
+    snprintf(live_addr, sizeof live_addr, "127.0.0.1:%d", live);
+    snprintf(dead_addr, sizeof dead_addr, "127.0.0.1:%d", dead);
+
+    /* the first host is down: the client is on the second, and says so */
+    snprintf(uri, sizeof uri, "amqp://guest:guest@%s,%s/", dead_addr, live_addr);
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    TU_CHECK(strcmp(hg_client_address(c), live_addr) == 0, "hg_client_address on %s: %s, want %s (the live node)", uri,
+             hg_client_address(c), live_addr);
+    e = cmd(c, &r, 6, (const char *const[]){ "GROUP", "CREATE", "addr-g", "addr-t", "FROM", "NOW" });
+    TU_CHECK(e == HG_OK, "GROUP CREATE addr-g: %s", hg_client_errmsg(c));
+    hg_reply_free(r);
+    hg_client_close(c);
+    c = NULL;
+
+    /* the same for each consumer worker; the start-up line names every host */
+    {
+        log_lines_t lines = { .lock = PTHREAD_MUTEX_INITIALIZER };
+        pthread_t thread;
+        hg_consumer_t *con = address_consumer(uri, 2, &lines, &thread);
+        char start[300];
+        snprintf(start, sizeof start, "at %s,%s", dead_addr, live_addr);
+        for (int i = 0; i < 2; i++) {
+            snprintf(want, sizeof want, "worker %d: connected to %s\n", i, live_addr);
+            TU_CHECK(tu_poll_until(log_has, &(log_wait_t){ &lines, want }, 60000, 20) == 0,
+                     "the consumer never logged \"%s\"; its log:\n%s", want, lines.text);
+        }
+        TU_CHECK(tu_poll_until(log_has, &(log_wait_t){ &lines, start }, 60000, 20) == 0,
+                 "the start-up line does not name every host (\"%s\"); the log:\n%s", start, lines.text);
+        hg_consumer_stop(con);
+        pthread_join(thread, NULL);
+        snprintf(want, sizeof want, "connected to %s", dead_addr);
+        TU_CHECK(strstr(lines.text, want) == NULL, "the log names the dead node as connected:\n%s", lines.text);
+        hg_consumer_free(con);
+    }
+
+    /* connected through the first host, which then dies: the client fails
+     * over to the second and names it */
+    TU_REQUIRE(relay_start(&relay, live) == 0, "start a TCP relay to the node");
+    snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d,%s/", relay.port, live_addr);
+    snprintf(want, sizeof want, "127.0.0.1:%d", relay.port);
+    TU_REQUIRE(hg_client_open(uri, NULL, &c, &err) == HG_OK, "hg_client_open(%s): %s", uri, err.message);
+    TU_CHECK(strcmp(hg_client_address(c), want) == 0, "hg_client_address through the relay: %s, want %s",
+             hg_client_address(c), want);
+    relay_cut(&relay);
+    /* PING is answered without the wire on amqp://: a command RabbitMQ
+     * answers finds the connection lost, the next reconnects */
+    e = HG_ERR_IO;
+    for (int i = 0; i < 3 && e != HG_OK; i++) {
+        e = cmd(c, &r, 3, (const char *const[]){ "DLQ", "LEN", "addr-g" });
+        hg_reply_free(r);
+        r = NULL;
+    }
+    TU_CHECK(e == HG_OK, "DLQ LEN after the first host died: %s", hg_client_errmsg(c));
+    TU_CHECK(strcmp(hg_client_address(c), live_addr) == 0,
+             "hg_client_address after the failover: %s, want %s (the live node)", hg_client_address(c), live_addr);
+    hg_client_close(c);
+
+    /* the consumer: "reconnected to" names the node it fails over to */
+    {
+        log_lines_t lines = { .lock = PTHREAD_MUTEX_INITIALIZER };
+        pthread_t thread;
+        hg_consumer_t *con;
+        TU_REQUIRE(relay_start(&relay, live) == 0, "start a TCP relay to the node");
+        snprintf(uri, sizeof uri, "amqp://guest:guest@127.0.0.1:%d,%s/", relay.port, live_addr);
+        con = address_consumer(uri, 1, &lines, &thread);
+        snprintf(want, sizeof want, "worker 0: connected to 127.0.0.1:%d\n", relay.port);
+        TU_CHECK(tu_poll_until(log_has, &(log_wait_t){ &lines, want }, 60000, 20) == 0,
+                 "the consumer never logged \"%s\"; its log:\n%s", want, lines.text);
+        relay_cut(&relay);
+        snprintf(want, sizeof want, "worker 0: reconnected to %s\n", live_addr);
+        TU_CHECK(tu_poll_until(log_has, &(log_wait_t){ &lines, want }, 60000, 20) == 0,
+                 "the consumer never logged \"%s\" after the first host died; its log:\n%s", want, lines.text);
+        hg_consumer_stop(con);
+        pthread_join(thread, NULL);
+        hg_consumer_free(con);
+    }
+}
+
 static const tu_test_t node_tests[] = {
     { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
       test_nack_refused_keeps_hold },
@@ -779,6 +1061,9 @@ static const tu_test_t node_tests[] = {
       test_read_ahead_at_close },
     { "queues an earlier version declared without x-delivery-limit: every command works on them, unchanged",
       test_upgraded_queues },
+    { "hg_client_address and the consumer's log name the node connected (a dead first host, a failover), not the "
+      "URI's first host",
+      test_address_names_the_live_node },
     { NULL, NULL },
 };
 

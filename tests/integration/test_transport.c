@@ -7,7 +7,8 @@
  *
  *   round trip        hg_send + hg_send_many (pipelined / confirmed), a
  *                     consumer with 3 workers: every id delivered, payload,
- *                     key and topic intact
+ *                     key and topic intact; hg_client_address, the start-up
+ *                     line and each worker's "connected to" name the node
  *   delays            LEVEL 1, DELAY 6s (a chain: 5s + 1s), DELAY 0: never
  *                     early, due_ms as promised, late by less than 3 s
  *   exact ms          DELAY 300ms, 1500ms, 2500ms (remainders below the
@@ -191,7 +192,20 @@ typedef struct runner {
     int nseen;
     hg_outcome_t (*decide)(const hg_message_t *m, struct runner *r); /* NULL: HG_DONE */
     int handled;
+    char log[8192]; /* the consumer's log lines (under lock) */
+    size_t loglen;
 } runner_t;
+
+static void runner_log(int level, const char *message, void *arg)
+{
+    runner_t *r = arg;
+    (void)level;
+    pthread_mutex_lock(&r->lock);
+    int n = snprintf(r->log + r->loglen, sizeof r->log - r->loglen, "%s\n", message);
+    if (n > 0 && (size_t)n < sizeof r->log - r->loglen)
+        r->loglen += (size_t)n;
+    pthread_mutex_unlock(&r->lock);
+}
 
 static hg_outcome_t record(const hg_message_t *m, char *reason, size_t rlen, void *arg)
 {
@@ -249,6 +263,8 @@ static runner_t *runner_start(const target_t *t, const char *group, const char *
     o.retry.attempts = 2;
     o.handler = record;
     o.handler_arg = r;
+    o.log = runner_log;
+    o.log_arg = r;
     e = hg_consumer_new(&o, &r->consumer, &err);
     TU_REQUIRE(e == HG_OK, "%s: hg_consumer_new: %s", t->name, err.message);
     pthread_create(&r->thread, NULL, run_consumer, r);
@@ -332,6 +348,23 @@ static void round_trip(const target_t *t)
     r = runner_start(t, group, topic, 3, NULL);
     TU_CHECK(wait_handled(r, 300, 60000) == 0, "%s: %d of 300 handled in 60 s", t->name, r->handled);
     runner_stop(r);
+    /* the client and every worker name the node connected, on each transport */
+    {
+        char node[64], want[128];
+        snprintf(node, sizeof node, "127.0.0.1:%d",
+                 !t->amqp                           ? broker.port
+                 : strcmp(t->name, "amqps://") == 0 ? rabbit.nodes[0].amqps_port
+                                                    : rabbit.nodes[0].amqp_port);
+        TU_CHECK(strcmp(hg_client_address(c), node) == 0, "%s: hg_client_address %s, want %s", t->name,
+                 hg_client_address(c), node);
+        for (int i = 0; i < 3; i++) {
+            snprintf(want, sizeof want, "worker %d: connected to %s\n", i, node);
+            TU_CHECK(strstr(r->log, want) != NULL, "%s: the consumer did not log \"%s\"; its log:\n%s", t->name, want,
+                     r->log);
+        }
+        snprintf(want, sizeof want, "topic %s at %s\n", topic, node);
+        TU_CHECK(strstr(r->log, want) != NULL, "%s: no start-up line \"%s\"; the log:\n%s", t->name, want, r->log);
+    }
     /* every id exactly once (no failure, no redelivery), payload/key/topic intact */
     for (int i = 0; i < 300; i++) {
         int found = 0;
