@@ -123,15 +123,36 @@ void cmd_backup(cmd_call_t *call)
     call->job = &bj->job;
 }
 
+/* INFO is every user's, but a user without a reading role (a producer only)
+ * reads its server section alone: what client libraries ask at connect
+ * (ioredis's ready check reads INFO's loading field and warned "Skipping the
+ * ready check" for every producer), none of the groups, clients or storage
+ * figures the reading roles see. Asked for another section by name, it is
+ * refused, naming it; asked for all (no section, all, default, everything),
+ * it gets the server section. */
+#define INFO_READ_ROLES (ROLE_VIEWER | ROLE_CONSUMER | ROLE_ADMIN)
+
 void cmd_info(cmd_call_t *call)
 {
-    int mask = 0;
+    int mask = 0, reads = (call->conn->roles & INFO_READ_ROLES) != 0;
     if (call->argc == 1) {
         mask = INFO_ALL;
     } else {
         for (size_t i = 1; i < call->argc; i++) {
-            mask |= metrics_info_mask(call->argv[i].ptr, call->argv[i].len);
+            int one = metrics_info_mask(call->argv[i].ptr, call->argv[i].len);
+            if (!reads && one != 0 && one != INFO_SERVER && one != INFO_ALL) {
+                char b[40];
+                resp_add_errorf(call->out,
+                                "NOPERM User %s (roles: producer) may read INFO's server section only, not '%s' "
+                                "(a viewer, consumer or admin reads the rest)",
+                                conn_user_shown(call->conn), cmd_shown(&call->argv[i], b, sizeof b));
+                return;
+            }
+            mask |= one;
         }
+    }
+    if (!reads) {
+        mask &= INFO_SERVER;
     }
     if (call->conn->roles & ROLE_ADMIN) { /* file-system paths: the admin's, as with CONFIG GET (metrics.h) */
         mask |= INFO_PATHS;

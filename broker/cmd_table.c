@@ -147,7 +147,7 @@ static const cmd_def_t commands[] = {
       "read a level queue from its head or a topic log from its oldest: [id, topic, key, payload, reconsume, due_ms, "
       "hop_due_ms | entered_ms]; never leases" },
     { "levels", 1, CMD_STORAGE, R_ANY, NULL, cmd_levels, "", "per level: [level, delay_ms, depth, next_due_ms]" },
-    { "info", -1, CMD_STORAGE, R_READ, NULL, cmd_info, "[section ...]",
+    { "info", -1, CMD_STORAGE, R_ANY, NULL, cmd_info, "[section ...]",
       "server, clients, levels, groups, storage, stats (Redis-style text)" },
     { "ping", -1, CMD_LOOP | CMD_NOAUTH, R_ANY, NULL, cmd_ping, "[message]", "PONG, or the message" },
     { "echo", 2, CMD_LOOP, R_ANY, NULL, cmd_echo, "message", "the message" },

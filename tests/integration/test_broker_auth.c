@@ -277,7 +277,8 @@ static void test_roles(void)
         { { "DLQ", "LIST", "g" }, P, NULL, NULL },
         { { "DLQ", "REQUEUE", "g", "ALL" }, P, P, P },
         { { "DLQ", "DROP", "g", "ALL" }, P, P, P },
-        { { "INFO" }, P, NULL, NULL },
+        { { "INFO" }, NULL, NULL, NULL }, /* a producer: its server section only (test_info_producer) */
+        { { "INFO", "groups" }, P, NULL, NULL },
         { { "TOPICS" }, P, NULL, NULL },
         { { "LEVELS" }, NULL, NULL, NULL },
         { { "CONFIG", "GET", "port" }, P, P, P },
@@ -871,6 +872,39 @@ static int info_has(rc_conn_t *c, const char *field, const char *want, char *got
 /* INFO shows file-system paths (storage: dir, backup_last_error) to the admin only, who alone may CONFIG GET
  * them; a viewer, consumer or producer sees "(admin only)" there, the other fields as before. Before, every
  * role that may run INFO read the data directory and the backup error's paths. */
+/* A producer's INFO (ioredis asks it at connect: its ready check warned for
+ * every producer when INFO was refused) is the server section alone; a
+ * section by name other than server is refused, naming it; a producer that
+ * also views reads everything. */
+static void test_info_producer(void)
+{
+    start_with_users();
+    rc_conn_t prod, view;
+    char e[1024];
+    connect_as(&prod, "shop", "pw-shop");
+    connect_as(&view, "grafana", "pw-grafana");
+    const char *asks[][2] = { { "INFO", NULL }, { "INFO", "server" }, { "INFO", "all" }, { "INFO", "everything" } };
+    for (size_t i = 0; i < sizeof asks / sizeof asks[0]; i++) {
+        resp_reply_t *r = rc_cmd(&prod, asks[i][0], asks[i][1], NULL);
+        BP_CHECK(r != NULL && r->str != NULL && strstr(r->str, "# Server") != NULL &&
+                     strstr(r->str, "# Clients") == NULL && strstr(r->str, "# Groups") == NULL &&
+                     strstr(r->str, "# Storage") == NULL && strstr(r->str, "# Stats") == NULL,
+                 "producer: INFO %s: want the server section alone: %s", asks[i][1] ? asks[i][1] : "",
+                 rc_describe(r, e, sizeof e));
+        resp_reply_free(r);
+    }
+    resp_reply_t *r = rc_cmd(&prod, "INFO", "server", "stats", NULL);
+    BP_CHECK(rc_is_error(r, "NOPERM") && strstr(r->str, "may read INFO's server section only, not 'stats'") != NULL,
+             "producer: INFO server stats: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    r = rc_cmd(&view, "INFO", NULL);
+    BP_CHECK(r != NULL && r->str != NULL && strstr(r->str, "# Server") != NULL && strstr(r->str, "# Stats") != NULL,
+             "viewer: INFO: want every section: %s", rc_describe(r, e, sizeof e));
+    resp_reply_free(r);
+    rc_close(&prod);
+    rc_close(&view);
+}
+
 static void test_info_paths_admin_only(void)
 {
     char bkdir[700], parent[650], got[600];
@@ -1406,6 +1440,7 @@ static void test_long_user_name(void)
 static const tu_test_t auth_tests[] = {
     { "before AUTH only PING AUTH HELLO QUIT", test_unauthenticated },
     { "roles: producer, consumer, viewer, admin", test_roles },
+    { "a producer's INFO: the server section alone", test_info_producer },
     { "wrong password: refused, held back, logged; others unaffected", test_wrong_password },
     { "many connections from one address: one verification per held-back failure", test_many_connections },
     { "HELLO 3 AUTH, AUTH default, ACL WHOAMI", test_hello_auth },
