@@ -27,8 +27,10 @@
 int oe_start(oe_env_t *env, const char *const *broker_extra, char *err, size_t errlen)
 {
     const char *const *server_extra = env->server.extra_args;
+    const char *server_tmpfs = env->server.tmpfs_size;
     memset(env, 0, sizeof *env);
     env->server.extra_args = server_extra;
+    env->server.tmpfs_size = server_tmpfs;
     if (tu_mariadb_start(&env->server, err, errlen) != 0) {
         char cause[4096];
         snprintf(cause, sizeof cause, "%s", err);

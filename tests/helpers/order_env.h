@@ -35,8 +35,8 @@ typedef struct oe_env {
     MYSQL *admin;        /* root on server.socket, no default database */
 } oe_env_t;
 
-/* Start the MariaDB (with env->server.extra_args, kept from before the call:
- * more mariadbd flags, or NULL), the broker (extra broker flags:
+/* Start the MariaDB (with env->server.extra_args and .tmpfs_size, kept from
+ * before the call: more mariadbd flags, a tmpfs for its datadir, or NULL), the broker (extra broker flags:
  * NULL-terminated, may be NULL) and the admin connection. Call bp_set_failure_counter first to have
  * bp's log printed when a test failed. Returns 0, or -1 with the cause in err
  * (whatever was started is stopped again). */

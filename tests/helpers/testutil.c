@@ -60,6 +60,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -519,23 +520,108 @@ static int mariadb_ready_or_dead(void *ctx)
     return ok;
 }
 
+/* Steps 2 and 3 of tu_mariadb_start (and all of tu_mariadb_restart): spawn
+ * mariadbd on db->dir's data and wait until it accepts a root login. 0, or
+ * -1 with err (db->pid 0 when it died; the caller stops what is left). */
+static int run_server(tu_mariadb_t *db, char *err, size_t errlen)
+{
+    char datadir[600], pidfile[600], errlog[600], outlog[600], tmpdir[600], opt_datadir[620], opt_tmpdir[620];
+    snprintf(datadir, sizeof datadir, "%s/data", db->dir);
+    snprintf(pidfile, sizeof pidfile, "%s/mariadbd.pid", db->dir);
+    snprintf(errlog, sizeof errlog, "%s/error.log", db->dir);
+    snprintf(outlog, sizeof outlog, "%s/mariadbd.out", db->dir);
+    snprintf(tmpdir, sizeof tmpdir, "%s/tmp", db->dir);
+    snprintf(opt_datadir, sizeof opt_datadir, "--datadir=%s", datadir);
+    snprintf(opt_tmpdir, sizeof opt_tmpdir, "--tmpdir=%s", tmpdir);
+    int as_root = geteuid() == 0;
+
+    char opt_socket[620], opt_pidfile[620], opt_errlog[620];
+    snprintf(opt_socket, sizeof opt_socket, "--socket=%s", db->socket);
+    snprintf(opt_pidfile, sizeof opt_pidfile, "--pid-file=%s", pidfile);
+    snprintf(opt_errlog, sizeof opt_errlog, "--log-error=%s", errlog);
+    char *server_argv[] = {
+        TU_MARIADBD_PATH,
+        "--no-defaults",
+        opt_datadir,
+        opt_tmpdir,
+        opt_socket,
+        "--skip-networking",
+        opt_pidfile,
+        opt_errlog,
+        "--innodb-buffer-pool-size=64M",
+        "--innodb-log-file-size=16M",
+        "--skip-name-resolve",
+        "--character-set-server=utf8mb4",
+        "--collation-server=utf8mb4_general_ci",
+        as_root ? "--user=root" : NULL,
+        NULL,
+        NULL, /* room for TU_MARIADB_MAX_EXTRA flags of db->extra_args */
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+    };
+    size_t argc = 0;
+    while (server_argv[argc] != NULL)
+        argc++;
+    for (size_t i = 0; db->extra_args != NULL && db->extra_args[i] != NULL; i++) {
+        if (i == TU_MARIADB_MAX_EXTRA) {
+            err_set(err, errlen, "more than %d extra mariadbd flags", TU_MARIADB_MAX_EXTRA);
+            return -1;
+        }
+        server_argv[argc++] = (char *)db->extra_args[i];
+    }
+    uint64_t t0 = tu_now_mono_ms();
+    db->pid = spawn_isolated(server_argv, outlog, err, errlen);
+    if (db->pid < 0) {
+        db->pid = 0;
+        return -1;
+    }
+
+    /* 3. Wait until it accepts a root login, or dies. */
+    mysql_library_init(0, NULL, NULL); /* idempotent; before any MYSQL handle */
+    struct mariadb_probe probe = { .db = db, .child = { .pid = db->pid } };
+    int rc = tu_poll_until(mariadb_ready_or_dead, &probe, TU_MARIADB_START_DEADLINE_MS, 20);
+    if (probe.child.reaped) {
+        char how[80];
+        describe_status(probe.child.status, how, sizeof how);
+        err_set(err, errlen, "mariadbd (pid %d) %s before accepting connections", (int)db->pid, how);
+        db->pid = 0;
+        append_log_tail(err, errlen, errlog);
+        append_log_tail(err, errlen, outlog);
+        return -1;
+    }
+    if (rc != 0) {
+        err_set(err, errlen,
+                "mariadbd (pid %d) did not accept connections on %s within %d ms; last client error %u: %s",
+                (int)db->pid, db->socket, TU_MARIADB_START_DEADLINE_MS, probe.last_errno, probe.last_error);
+        append_log_tail(err, errlen, errlog);
+        return -1;
+    }
+    err_set(err, errlen, "mariadbd (pid %d) ready on %s after %llu ms", (int)db->pid, db->socket,
+            (unsigned long long)(tu_now_mono_ms() - t0));
+    return 0;
+}
+
 int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
 {
     const char *const *extra_args = db->extra_args;
+    const char *tmpfs_size = db->tmpfs_size;
     memset(db, 0, sizeof *db);
     db->extra_args = extra_args;
+    db->tmpfs_size = tmpfs_size;
     err_set(err, errlen, "no error");
     if (tu_mkdtemp("mariadb", db->dir, sizeof db->dir) != 0) {
         err_set(err, errlen, "cannot create a temp dir under %s: %s", tu_temp_root(), strerror(errno));
         return -1;
     }
 
-    char datadir[600], pidfile[600], errlog[600], outlog[600], installlog[600];
+    char datadir[600], installlog[600];
     snprintf(db->socket, sizeof db->socket, "%s/mysql.sock", db->dir);
     snprintf(datadir, sizeof datadir, "%s/data", db->dir);
-    snprintf(pidfile, sizeof pidfile, "%s/mariadbd.pid", db->dir);
-    snprintf(errlog, sizeof errlog, "%s/error.log", db->dir);
-    snprintf(outlog, sizeof outlog, "%s/mariadbd.out", db->dir);
     snprintf(installlog, sizeof installlog, "%s/install.log", db->dir);
     if (strlen(db->socket) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
         err_set(err, errlen, "socket path %s is too long for a unix socket; set TMPDIR to a shorter directory",
@@ -555,6 +641,21 @@ int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
     if (mkdir(tmpdir, 0700) != 0) {
         err_set(err, errlen, "cannot create %s: %s", tmpdir, strerror(errno));
         goto fail;
+    }
+
+    if (db->tmpfs_size != NULL) {
+        char opts[80];
+        snprintf(opts, sizeof opts, "size=%s,mode=0750", db->tmpfs_size);
+        if (mkdir(datadir, 0750) != 0) {
+            err_set(err, errlen, "cannot create %s: %s", datadir, strerror(errno));
+            goto fail;
+        }
+        if (mount("tmpfs", datadir, "tmpfs", 0, opts) != 0) {
+            err_set(err, errlen, "cannot mount a tmpfs (%s) on %s (the test needs root, as CI runs it): %s", opts,
+                    datadir, strerror(errno));
+            goto fail;
+        }
+        db->tmpfs_mounted = 1;
     }
 
     /* 1. The system tables. Options it does not know go through to the
@@ -605,80 +706,26 @@ int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
         goto fail;
     }
 
-    /* 2. The server. */
-    char opt_socket[620], opt_pidfile[620], opt_errlog[620];
-    snprintf(opt_socket, sizeof opt_socket, "--socket=%s", db->socket);
-    snprintf(opt_pidfile, sizeof opt_pidfile, "--pid-file=%s", pidfile);
-    snprintf(opt_errlog, sizeof opt_errlog, "--log-error=%s", errlog);
-    char *server_argv[] = {
-        TU_MARIADBD_PATH,
-        "--no-defaults",
-        opt_datadir,
-        opt_tmpdir,
-        opt_socket,
-        "--skip-networking",
-        opt_pidfile,
-        opt_errlog,
-        "--innodb-buffer-pool-size=64M",
-        "--innodb-log-file-size=16M",
-        "--skip-name-resolve",
-        "--character-set-server=utf8mb4",
-        "--collation-server=utf8mb4_general_ci",
-        as_root ? "--user=root" : NULL,
-        NULL,
-        NULL, /* room for TU_MARIADB_MAX_EXTRA flags of db->extra_args */
-        NULL,
-        NULL,
-        NULL,
-        NULL,
-        NULL,
-        NULL,
-        NULL,
-    };
-    size_t argc = 0;
-    while (server_argv[argc] != NULL)
-        argc++;
-    for (size_t i = 0; db->extra_args != NULL && db->extra_args[i] != NULL; i++) {
-        if (i == TU_MARIADB_MAX_EXTRA) {
-            err_set(err, errlen, "more than %d extra mariadbd flags", TU_MARIADB_MAX_EXTRA);
-            goto fail;
-        }
-        server_argv[argc++] = (char *)db->extra_args[i];
-    }
-    uint64_t t0 = tu_now_mono_ms();
-    db->pid = spawn_isolated(server_argv, outlog, err, errlen);
-    if (db->pid < 0) {
-        db->pid = 0;
+    /* 2. The server, 3. its first connection. */
+    if (run_server(db, err, errlen) != 0)
         goto fail;
-    }
-
-    /* 3. Wait until it accepts a root login, or dies. */
-    mysql_library_init(0, NULL, NULL); /* idempotent; before any MYSQL handle */
-    struct mariadb_probe probe = { .db = db, .child = { .pid = db->pid } };
-    int rc = tu_poll_until(mariadb_ready_or_dead, &probe, TU_MARIADB_START_DEADLINE_MS, 20);
-    if (probe.child.reaped) {
-        char how[80];
-        describe_status(probe.child.status, how, sizeof how);
-        err_set(err, errlen, "mariadbd (pid %d) %s before accepting connections", (int)db->pid, how);
-        db->pid = 0;
-        append_log_tail(err, errlen, errlog);
-        append_log_tail(err, errlen, outlog);
-        goto fail;
-    }
-    if (rc != 0) {
-        err_set(err, errlen,
-                "mariadbd (pid %d) did not accept connections on %s within %d ms; last client error %u: %s",
-                (int)db->pid, db->socket, TU_MARIADB_START_DEADLINE_MS, probe.last_errno, probe.last_error);
-        append_log_tail(err, errlen, errlog);
-        goto fail;
-    }
-    err_set(err, errlen, "mariadbd (pid %d) ready on %s after %llu ms", (int)db->pid, db->socket,
-            (unsigned long long)(tu_now_mono_ms() - t0));
     return 0;
 
 fail:
     tu_mariadb_stop(db);
     return -1;
+}
+
+int tu_mariadb_restart(tu_mariadb_t *db, char *err, size_t errlen)
+{
+    if (db->pid > 0) {
+        int status = 0;
+        pid_t r = waitpid(db->pid, &status, WNOHANG);
+        if (r == 0)
+            return err_set(err, errlen, "mariadbd (pid %d) is still running: nothing to restart", (int)db->pid);
+        db->pid = 0;
+    }
+    return run_server(db, err, errlen);
 }
 
 void tu_mariadb_stop(tu_mariadb_t *db)
@@ -691,6 +738,13 @@ void tu_mariadb_stop(tu_mariadb_t *db)
             fprintf(stderr, "tu_mariadb_stop: mariadbd (pid %d) ignored SIGTERM for %d ms, killed\n", (int)db->pid,
                     TU_MARIADB_STOP_DEADLINE_MS);
         db->pid = 0;
+    }
+    if (db->tmpfs_mounted) {
+        char datadir[600];
+        snprintf(datadir, sizeof datadir, "%s/data", db->dir);
+        if (umount2(datadir, MNT_DETACH) != 0)
+            fprintf(stderr, "tu_mariadb_stop: umount %s: %s\n", datadir, strerror(errno));
+        db->tmpfs_mounted = 0;
     }
     if (db->dir[0] != '\0') {
         tu_rmtree(db->dir);

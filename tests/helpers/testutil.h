@@ -114,9 +114,21 @@ typedef struct tu_mariadb {
     /* Set before tu_mariadb_start, or NULL: up to TU_MARIADB_MAX_EXTRA more
      * mariadbd flags, NULL-terminated (a bench's --log-bin, say). */
     const char *const *extra_args;
+    /* Set before tu_mariadb_start, or NULL: mount a tmpfs of this size
+     * (mount(8)'s size=, "64m"; needs root, as CI runs) on DIR/data before
+     * the install, so that a test can fill the server's disk (the datadir
+     * takes ~45 MB once the server runs). tu_mariadb_stop unmounts it. */
+    const char *tmpfs_size;
+    int tmpfs_mounted; /* set by tu_mariadb_start */
 } tu_mariadb_t;
 
 int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen);
+/* Start mariadbd again on db's existing dir (same flags, socket, data), as
+ * a service manager restarts a server that aborted, and wait until it
+ * accepts connections (crash recovery included). The old process must have
+ * exited (it is reaped here); -1 with the cause in err otherwise, or when
+ * the new one dies or does not answer in time (the tail of its log). */
+int tu_mariadb_restart(tu_mariadb_t *db, char *err, size_t errlen);
 /* Stop the server (SIGTERM, wait, SIGKILL after a deadline) and remove its dir. */
 void tu_mariadb_stop(tu_mariadb_t *db);
 
