@@ -19,7 +19,10 @@
  *   ready when mysql_real_connect over the socket succeeds; if mariadbd exits
  *   first or the deadline passes, the caller gets -1 and the tail of the
  *   server's own log. Measured on Debian 12 / MariaDB 10.11: install ~0.6 s,
- *   start to first connection ~0.1-0.2 s.
+ *   start to first connection ~0.1-0.2 s. With tmpfs_size set, DIR/data is a
+ *   tmpfs of its own (a test fills it: MariaDB's disk full), unmounted by
+ *   tu_mariadb_stop; tu_mariadb_restart starts mariadbd again on the same
+ *   DIR after it exited (it aborts on a full disk), crash recovery included.
  * - The server child is isolated: own session (setsid, so a signal sent to the
  *   test's process group does not hit it), stdin from /dev/null, stdout/stderr
  *   to DIR/mariadbd.out, every other descriptor closed, default signal
