@@ -10,7 +10,7 @@
  *              sends up to FULL_LAST a few at a time, as orders expiring
  *              steadily, while it watches the consumer's /healthz, its
  *              counters and the server for FULL_SPAN ms. What MariaDB 10.11
- *              does (docs/order-cancel.md "MariaDB's disk full"): a cancel
+ *              does (docs/operations.md "MariaDB's disk full"): a cancel
  *              that needs a new page fails at once with 1114 "The table
  *              'orders' is full" (InnoDB: "preallocating … failed with error
  *              28"); nothing blocks. About 5-6 s later InnoDB's purge thread,
