@@ -294,7 +294,7 @@ static void test_disk_full(void)
         if (t_dead == 0)
             t_dead = t_free;
         CU_ASSERT_EQUAL_FATAL(tu_mariadb_restart(&env.server, err, sizeof err), 0);
-        printf("\n    restarted: %s", err);
+        printf("\n    restarted: %s\n", err);
         mysql_close(env.admin);
         env.admin = oe_connect(&env, NULL);
         CU_ASSERT_PTR_NOT_NULL_FATAL(env.admin);
