@@ -34,7 +34,8 @@
 #define CLIENT_MAX_RESENDS HG_SEND_MAX_RESENDS /* resends of one command per call */
 
 /* client_call with a notice of slow replies (NULL: none; client.h's
- * client_exchange_notice), on RESP only: a transport has none. */
+ * client_exchange_notice). A transport (amqp://) runs the command in the
+ * library and cannot time it: the notice is given before it runs. */
 static hg_err_t call_notice(hg_client_t *c, size_t argc, const char *const *argv, const size_t *argvlen, int resend,
                             uint32_t extra_wait_ms, int flags, const client_notice_t *notice, resp_reply_t **reply)
 {
@@ -42,10 +43,11 @@ static hg_err_t call_notice(hg_client_t *c, size_t argc, const char *const *argv
     hg_err_t e;
 
     *reply = NULL;
-    if (c->tops != NULL && notice != NULL)
-        return client_fail(c, HG_ERR_UNSUPPORTED, "a notice of a slow reply is not supported on %s", c->tops->scheme);
-    if (c->tops != NULL)
+    if (c->tops != NULL) {
+        if (notice != NULL)
+            notice->fn(notice->arg);
         return c->tops->call(c, c->tstate, argc, argv, argvlen, resend, extra_wait_ms, flags, reply);
+    }
     buf_clear(&c->out);
     resp_add_command(&c->out, argc, argv, argvlen);
     for (;;) {

@@ -405,7 +405,9 @@ hg_err_t hg_client_command(hg_client_t *c, int argc, const char *const *argv, co
  * command that the broker refuses at once but answers late when it accepts
  * (DLQ REQUEUE|DROP … ALL): announce the wait only when there is one.
  * notice must not use c. Returns as hg_client_command; also HG_ERR_ARG for a
- * NULL notice, HG_ERR_UNSUPPORTED on amqp:// (its notice is never called). */
+ * NULL notice. On amqp:// the library runs the command itself (RabbitMQ
+ * has no broker to answer it) and cannot time it: notice(arg) is called
+ * once before it runs, then the call returns as hg_client_command. */
 hg_err_t hg_client_command_notice(hg_client_t *c, int argc, const char *const *argv, const size_t *argvlen,
                                   uint32_t notice_ms, void (*notice)(void *arg), void *arg, hg_reply_t **reply);
 

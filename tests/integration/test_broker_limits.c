@@ -1123,6 +1123,15 @@ static int disk_full_is(void *ctx)
  * episode counts one disk-full event. (LevelDB keeps the error of a failed
  * background write until it is reopened: the first SEND after "writes
  * resume" used to get a stale "No space left" and count a second event.) */
+/* test_disk_back: the LevelDB info log of the broker's store. */
+static char g_leveldb_log[800];
+
+static int leveldb_log_has_error(void *arg)
+{
+    (void)arg;
+    return tu_file_count(g_leveldb_log, "Compaction error: ") > 0;
+}
+
 static void test_disk_back(void)
 {
     enum {
@@ -1165,8 +1174,11 @@ static void test_disk_back(void)
     BP_REQUIRE(info_ll("disk_full") == 1, "a SEND was refused ('%s') but INFO disk_full is not 1", e);
     BP_CHECK(info_ll("disk_full_events") == 1, "disk_full_events %lld after the disk filled",
              info_ll("disk_full_events"));
-    /* let the store reopened on the full disk try its flushes and compactions there */
-    sleep_ms(1500);
+    /* the store reopened on the full disk tries a compaction there and fails: what LevelDB then keeps refusing
+     * writes with (its LOG says so; waited for, not slept on, so the test cannot pass without it) */
+    snprintf(g_leveldb_log, sizeof g_leveldb_log, "%s/LOG", data);
+    BP_REQUIRE(tu_poll_until(leveldb_log_has_error, NULL, 30000, 20) == 0,
+               "no background write failed on the full disk within 30 s (%s has no 'Compaction error')", g_leveldb_log);
 
     BP_REQUIRE(mount("tmpfs", g_mnt, "tmpfs", MS_REMOUNT, "size=96m") == 0, "remount the tmpfs at 96m: %s",
                strerror(errno));

@@ -318,6 +318,12 @@ static void test_switching_groups(void)
     hg_client_close(c);
 }
 
+/* A notice of hg_client_command_notice: counts its calls. */
+static void count_notice(void *arg)
+{
+    (*(int *)arg)++;
+}
+
 static void test_poison_reaches_dlq(void)
 {
     char out[4096], uri[512];
@@ -378,7 +384,22 @@ static void test_poison_reaches_dlq(void)
                  reason != NULL ? reason : "(none)");
     }
     hg_reply_free(r);
+    /* hg_client_command_notice runs on amqp:// too: the library runs the
+     * command itself and cannot time it, so the notice comes first (it was
+     * refused, HG_ERR_UNSUPPORTED, and hourglass-cli dlq requeue|drop --all
+     * with it); then hourglass-cli's requeue --all as an operator types it
+     * (after this connection's close: its DLQ LIST browse holds the message
+     * until then) */
+    int notices = 0;
+    e = hg_client_command_notice(c, 1, (const char *const[]){ "PING" }, NULL, 300, count_notice, &notices, &r);
+    TU_CHECK(e == HG_OK && notices == 1, "hg_client_command_notice PING on amqp://: %s %s, %d notices", hg_strerror(e),
+             hg_client_errmsg(c), notices);
+    hg_reply_free(r);
     hg_client_close(c);
+    const char *requeue[] = { HG_BUILDDIR "/hourglass-cli", "--uri", uri, "dlq", "requeue", "poison-g", "--all", NULL };
+    int rc = tu_run_capture(requeue, out, sizeof out);
+    TU_CHECK(rc == 0 && strstr(out, "requeued 1 message") != NULL,
+             "hourglass-cli dlq requeue poison-g --all on amqp://: exit %d:\n%s", rc, out);
     /* the queues whose messages come back (consumed, browsed) carry an
      * explicit x-delivery-limit: RabbitMQ 4.0+ would drop a message
      * returned 20 times (a registry record or DLQ message browsed 20 times) */
