@@ -79,9 +79,14 @@ static const struct {
     { ER_TABLEACCESS_DENIED_ERROR, DB_TRANSIENT },  /* 1142 */
     { ER_COLUMNACCESS_DENIED_ERROR, DB_TRANSIENT }, /* 1143 */
     { ER_NO_SUCH_TABLE, DB_TRANSIENT },             /* 1146 */
-    { ER_CONNECTION_KILLED, DB_LOST },              /* 1927: KILL CONNECTION */
-    { DB_ER_CLIENT_INTERACTION_TIMEOUT, DB_LOST },  /* 4031: disconnected for inactivity (10.11) */
-    { ER_SERVER_SHUTDOWN, DB_LOST },                /* 1053: server shutdown in progress */
+    /* The disk under the datadir is full (or a tablespace reached its size
+     * limit): the cancel succeeds once there is room. As permanent, every
+     * message of those seconds went to the DLQ and its order stayed pending. */
+    { ER_DISK_FULL, DB_TRANSIENT },                /* 1021 */
+    { ER_RECORD_FILE_FULL, DB_TRANSIENT },         /* 1114: "The table '…' is full" */
+    { ER_CONNECTION_KILLED, DB_LOST },             /* 1927: KILL CONNECTION */
+    { DB_ER_CLIENT_INTERACTION_TIMEOUT, DB_LOST }, /* 4031: disconnected for inactivity (10.11) */
+    { ER_SERVER_SHUTDOWN, DB_LOST },               /* 1053: server shutdown in progress */
 };
 
 int db_is_client_error(unsigned code)
@@ -116,6 +121,11 @@ const char *db_setup_hint(unsigned code)
         return "mysql-user lacks a GRANT this statement needs (docs/getting-started.md lists each program's GRANTs)";
     case ER_NO_SUCH_TABLE: /* 1146 */
         return "the table does not exist: load the reference schema (sql/schema.sql) into mysql-database";
+    case ER_DISK_FULL:        /* 1021 */
+    case ER_RECORD_FILE_FULL: /* 1114 */
+        return "MariaDB cannot grow the table: the disk under its data directory is full (or a tablespace reached "
+               "its size limit): free space there (more than innodb_autoextend_increment), and cancels resume by "
+               "themselves (docs/operations.md, \"MariaDB's disk full\")";
     default:
         return NULL;
     }

@@ -73,8 +73,9 @@ typedef enum db_class {
  *                 the caller rolls back the rest), 1317 query interrupted,
  *                 1969 max_statement_time, 1040 too many connections, 1615
  *                 statement needs re-preparing, and the set-up errors of
- *                 db_setup_hint (1044, 1045, 1049, 1142, 1143, 1146: not the
- *                 order's fault, healed by fixing the set-up);
+ *                 db_setup_hint (1044, 1045, 1049, 1142, 1143, 1146, and
+ *                 1021/1114 a full disk: not the order's fault, healed by
+ *                 fixing the set-up or freeing space);
  *   DB_PERMANENT  everything else (syntax, unknown column, constraint …).
  * Pure; thread-safe. */
 db_class_t db_classify(unsigned code);
@@ -82,7 +83,7 @@ db_class_t db_classify(unsigned code);
 /* For an error that waiting will not heal because the set-up is wrong — 1045
  * access denied (user or password), 1044 no rights on the database, 1049 no
  * such database, 1142/1143 a missing GRANT on a table or column, 1146 no such
- * table (the schema is not loaded) — the fix, in a few words naming the
+ * table (the schema is not loaded), 1021/1114 a full disk — the fix, in a few words naming the
  * config keys ("check mysql-user and mysql-password …"); NULL for any other
  * code. Such an error is DB_TRANSIENT for db_classify. Pure; thread-safe. */
 const char *db_setup_hint(unsigned code);

@@ -430,16 +430,18 @@ static void test_parse_id(void)
 static void test_classify(void)
 {
     /* the set-up errors (1044, 1045, 1049, 1142, 1143, 1146) are transient:
-     * a GRANT revoked at run time is not the order's fault */
-    static const unsigned transient[] = { 1213, 1205, 1317, 1927, 4031, 2006, 2013, 2002, 2003, 2055,
-                                          1040, 1053, 1969, 1290, 1044, 1045, 1049, 1142, 1143, 1146 };
+     * a GRANT revoked at run time is not the order's fault; so is a full
+     * disk (1021, 1114 "The table … is full") */
+    static const unsigned transient[] = { 1213, 1205, 1317, 1927, 4031, 2006, 2013, 2002, 2003, 2055, 1040,
+                                          1053, 1969, 1290, 1044, 1045, 1049, 1142, 1143, 1146, 1021, 1114 };
     static const unsigned permanent[] = { 1064, 1054, 1062, 4025, 1406, 1048, 0 };
     for (size_t i = 0; i < sizeof transient / sizeof transient[0]; i++)
         CU_ASSERT_EQUAL(hg_order_classify(transient[i]), HG_ORDER_TRANSIENT);
     for (size_t i = 0; i < sizeof permanent / sizeof permanent[0]; i++)
         CU_ASSERT_EQUAL(hg_order_classify(permanent[i]), HG_ORDER_PERMANENT);
     /* MariaDB itself failing (for /healthz), not one order's bad luck */
-    static const unsigned database_codes[] = { 2006, 2013, 2002, 2003, 1927, 4031, 1053, 1290, 1040, 1045, 1142, 1146 };
+    static const unsigned database_codes[] = { 2006, 2013, 2002, 2003, 1927, 4031, 1053,
+                                               1290, 1040, 1045, 1142, 1146, 1021, 1114 };
     /* 0: a failure the library found without a server error (a claim that
      * changed 2 rows) is about the data, not the database */
     static const unsigned order[] = { 0, 1213, 1205, 1317, 1969, 1064, 1062, 4025 };
