@@ -936,6 +936,19 @@ static void unmount_tmpfs(void)
     }
 }
 
+/* A 48 MiB tmpfs of the test's own at g_mnt (root: CI runs as root),
+ * unmounted at exit too, when a failed check ends the test early. */
+static void mount_tmpfs(void)
+{
+    TU_REQUIRE(tu_mkdtemp("tmpfs", g_mnt, sizeof g_mnt) == 0, "mkdtemp: %s", strerror(errno));
+    if (mount("tmpfs", g_mnt, "tmpfs", 0, "size=48m") != 0) {
+        rmdir(g_mnt);
+        g_mnt[0] = '\0';
+        BP_REQUIRE(0, "mount -t tmpfs (the test needs root, as CI runs it): %s", strerror(errno));
+    }
+    atexit(unmount_tmpfs);
+}
+
 /* Fill the file system of path with a file until ENOSPC. */
 static void fill_disk(const char *path)
 {
@@ -994,13 +1007,7 @@ static void test_disk_full(void)
     static sent_t acked;
     char e[1024], v[64], data[700], filler[700];
     memset(&acked, 0, sizeof acked);
-    TU_REQUIRE(tu_mkdtemp("tmpfs", g_mnt, sizeof g_mnt) == 0, "mkdtemp: %s", strerror(errno));
-    if (mount("tmpfs", g_mnt, "tmpfs", 0, "size=48m") != 0) {
-        rmdir(g_mnt);
-        g_mnt[0] = '\0';
-        BP_REQUIRE(0, "mount -t tmpfs (the test needs root, as CI runs it): %s", strerror(errno));
-    }
-    atexit(unmount_tmpfs); /* also when a failed check ends the test early */
+    mount_tmpfs();
     snprintf(data, sizeof data, "%s/data", g_mnt);
     snprintf(filler, sizeof filler, "%s/filler", g_mnt);
     char bk[600], bk_copy[700];
@@ -1138,13 +1145,7 @@ static void test_disk_back(void)
         PAYLOAD = 60 * 1024
     };
     char e[1024], id[32], data[700];
-    TU_REQUIRE(tu_mkdtemp("tmpfs", g_mnt, sizeof g_mnt) == 0, "mkdtemp: %s", strerror(errno));
-    if (mount("tmpfs", g_mnt, "tmpfs", 0, "size=48m") != 0) {
-        rmdir(g_mnt);
-        g_mnt[0] = '\0';
-        BP_REQUIRE(0, "mount -t tmpfs (the test needs root, as CI runs it): %s", strerror(errno));
-    }
-    atexit(unmount_tmpfs); /* also when a failed check ends the test early */
+    mount_tmpfs();
     snprintf(data, sizeof data, "%s/data", g_mnt);
     const char *extra[] = {
         "--dir", data, "--disk-reserve", "8mb", "--write-buffer-size", "4mb", ONE_MB_MESSAGES, NULL
