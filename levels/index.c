@@ -153,7 +153,11 @@ static int home_decode(const char *v, size_t vlen, idx_home_t *h)
     return 0;
 }
 
-int idx_home_read(store_t *s, uint64_t id, char **buf, idx_home_t *h, char *err, size_t errlen)
+/* id's 'X' record as written: an 'L' place may be a level entry gone to the
+ * log (idx_home_read resolves it). For the readers here that need no place
+ * (whether there is one, its topic and key) or know it already (the check
+ * walking that very entry): the Get of the level key would be wasted. */
+static int home_read_raw(store_t *s, uint64_t id, char **buf, idx_home_t *h, char *err, size_t errlen)
 {
     key_buf_t k;
     key_msg_index(&k, id);
@@ -167,18 +171,36 @@ int idx_home_read(store_t *s, uint64_t id, char **buf, idx_home_t *h, char *err,
         return err_set(err, errlen, "corrupt message index record of id %016llx in %s", (unsigned long long)id,
                        s->path);
     }
-    if (h->place.tag == 'L') { /* on that level, or in its topic's log under the same seq (topic_append) */
-        key_level(&k, h->place.level, h->place.due, h->place.seq);
-        int on_level = store_has(s, &k, err, errlen);
-        if (on_level < 0) {
-            leveldb_free(*buf);
-            return -1;
-        }
-        if (!on_level) {
-            h->place = (idx_place_t){ 'T', 0, 0, h->place.seq };
-        }
-    }
     return 1;
+}
+
+/* An 'L' place read from 'X' as where the copy is now: on that level, or in
+ * its topic's log under the same seq (topic_append). 0, or -1 on a read error. */
+static int home_resolve(store_t *s, idx_home_t *h, char *err, size_t errlen)
+{
+    if (h->place.tag != 'L') {
+        return 0;
+    }
+    key_buf_t k;
+    key_level(&k, h->place.level, h->place.due, h->place.seq);
+    int on_level = store_has(s, &k, err, errlen);
+    if (on_level < 0) {
+        return -1;
+    }
+    if (!on_level) {
+        h->place = (idx_place_t){ 'T', 0, 0, h->place.seq };
+    }
+    return 0;
+}
+
+int idx_home_read(store_t *s, uint64_t id, char **buf, idx_home_t *h, char *err, size_t errlen)
+{
+    int found = home_read_raw(s, id, buf, h, err, errlen);
+    if (found > 0 && home_resolve(s, h, err, errlen) != 0) {
+        leveldb_free(*buf);
+        return -1;
+    }
+    return found;
 }
 
 /* Drop id's 'X' and its 'K' entry. */
@@ -288,7 +310,7 @@ int idx_copy_gone(store_t *s, const topic_state_t *t, uint64_t id, const char *g
     }
     char *buf;
     idx_home_t h;
-    int found = idx_home_read(s, id, &buf, &h, err, errlen);
+    int found = home_read_raw(s, id, &buf, &h, err, errlen); /* whether it has a place, not which */
     if (found < 0) {
         return -1;
     }
@@ -397,7 +419,7 @@ static int build_entry(void *ctx, const store_entry_t *e)
         idx_copy_put(b->s, m->id, m->group.ptr, m->group.len, m->group_gen, &p);
         char *buf;
         idx_home_t h;
-        int found = idx_home_read(b->s, m->id, &buf, &h, b->err, b->errlen);
+        int found = home_read_raw(b->s, m->id, &buf, &h, b->err, b->errlen);
         if (found < 0) {
             b->failed = 1;
             return 1;
@@ -471,12 +493,18 @@ int idx_check_entry(idx_check_t *c, const store_entry_t *e)
     size_t vlen;
     if (!entry_is_copy(e)) {
         idx_home_t h;
-        int found = idx_home_read(c->s, m->id, &v, &h, c->err, c->errlen);
+        int found = home_read_raw(c->s, m->id, &v, &h, c->err, c->errlen);
         if (found < 0) {
             return -1;
         }
         if (!found) {
             return check_fail(c, "no message index record", m, e);
+        }
+        /* an entry on a level is where an 'L' place says as written; only a
+         * log entry named by an 'L' place asks whether the level entry is gone */
+        if (want.tag == 'T' && home_resolve(c->s, &h, c->err, c->errlen) != 0) {
+            leveldb_free(v);
+            return -1;
         }
         int ok = same_place(&h.place, &want) && h.topic_len == m->topic.len &&
                  memcmp(h.topic, m->topic.ptr, h.topic_len) == 0 && h.key_len == m->key.len &&
@@ -503,8 +531,12 @@ int idx_check_entry(idx_check_t *c, const store_entry_t *e)
         return check_fail(c, "its copy index entry names another place", m, e);
     }
     idx_home_t h;
-    found = idx_home_read(c->s, m->id, &v, &h, c->err, c->errlen);
+    found = home_read_raw(c->s, m->id, &v, &h, c->err, c->errlen);
     if (found < 0) {
+        return -1;
+    }
+    if (found && got.tag == 'I' && got.seq != 0 && home_resolve(c->s, &h, c->err, c->errlen) != 0) {
+        leveldb_free(v);
         return -1;
     }
     /* a lease taken from the topic log at got.seq: the message's own copy is
@@ -577,7 +609,7 @@ static int check_key_record(idx_check_t *c, const char *key, size_t klen)
     uint64_t id = be64_get(key + klen - 8);
     char *hv;
     idx_home_t h;
-    int found = idx_home_read(c->s, id, &hv, &h, c->err, c->errlen);
+    int found = home_read_raw(c->s, id, &hv, &h, c->err, c->errlen);
     if (found < 0) {
         return -1;
     }
