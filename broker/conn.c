@@ -17,6 +17,7 @@
 #include "broker/conn.h"
 
 #include <stdio.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -260,12 +261,18 @@ void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
          * integers and fail when one is missing), then ours (replies; tls:
          * yes for a connection from tls-port). */
         size_t qbuf = evbuffer_get_length(bufferevent_get_input(c->bev));
+        struct sockaddr_storage local; /* the broker's end: asked here, CLIENT LIST is rare and accept is not */
+        socklen_t local_len = sizeof local;
+        char laddr[64] = "?";
+        if (getsockname(bufferevent_getfd(c->bev), (struct sockaddr *)&local, &local_len) == 0) {
+            conn_format_addr((const struct sockaddr *)&local, laddr, sizeof laddr);
+        }
         size_t omem = evbuffer_get_length(bufferevent_get_output(c->bev));
         buf_printf(out,
                    "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=%s db=0 sub=0 psub=0 ssub=0 "
                    "multi=%lld qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=%zu omem=%zu "
                    "tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=%d replies=%zu tls=%s\n",
-                   (unsigned long long)c->id, c->addr, c->laddr, (int)bufferevent_getfd(c->bev), c->name,
+                   (unsigned long long)c->id, c->addr, laddr, (int)bufferevent_getfd(c->bev), c->name,
                    (unsigned long long)((now - c->created_mono) / 1000),
                    (unsigned long long)((now - c->last_active_mono) / 1000),
                    c->blocked ? "b"

@@ -83,7 +83,6 @@ typedef struct conn {
     resp_parser_t parser;
     int proto;      /* RESP_PROTO_2 / RESP_PROTO_3 */
     char addr[64];  /* "ip:port" */
-    char laddr[64]; /* the broker's end of it, "ip:port" (CLIENT LIST's laddr=); "?" when unknown */
     char name[128]; /* CLIENT SETNAME */
     char last_cmd[24];
     uint64_t ncommands; /* commands executed (the HTTP guard looks at the first) */

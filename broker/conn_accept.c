@@ -54,7 +54,7 @@
 
 #define READ_HIGH_WATERMARK (1u << 20) /* input held while blocked/paused */
 
-static void format_addr(const struct sockaddr *sa, char *out, size_t outlen)
+void conn_format_addr(const struct sockaddr *sa, char *out, size_t outlen)
 {
     char host[INET6_ADDRSTRLEN] = "?";
     int port = 0;
@@ -113,7 +113,7 @@ int conn_tls_admit(conn_set_t *s, const struct sockaddr *sa, char key[CONN_ADDR_
 {
     long long max = s->cfg->tls_max_handshakes_per_address;
     char addr[64];
-    format_addr(sa, addr, sizeof addr);
+    conn_format_addr(sa, addr, sizeof addr);
     authfail_key(addr, key, CONN_ADDR_KEY_SIZE); /* computed once: conn_accept counts the handshake under it */
     if (max <= 0) {
         return 0;
@@ -378,14 +378,7 @@ int conn_accept(conn_set_t *s, evutil_socket_t fd, const struct sockaddr *sa, SS
     c->roles = c->authenticated ? ROLE_ALL : 0;
     c->created_mono = c->last_active_mono = clock_mono_ms();
     c->unauth_since_mono = c->created_mono; /* read only while not authenticated (auth-timeout) */
-    format_addr(sa, c->addr, sizeof c->addr);
-    struct sockaddr_storage local;
-    socklen_t local_len = sizeof local;
-    if (getsockname(fd, (struct sockaddr *)&local, &local_len) == 0) {
-        format_addr((const struct sockaddr *)&local, c->laddr, sizeof c->laddr);
-    } else {
-        snprintf(c->laddr, sizeof c->laddr, "?");
-    }
+    conn_format_addr(sa, c->addr, sizeof c->addr);
     resp_limits_t lim = {
         .max_args = (size_t)s->cfg->max_args,
         .max_bulk = (size_t)s->cfg->max_bulk,

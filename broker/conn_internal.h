@@ -147,4 +147,8 @@ void conn_process_input(conn_t *c);
 /* conn_sweep.c: the sweep event's callback (arg = the set). */
 void conn_sweep_cb(evutil_socket_t fd, short what, void *arg);
 
+/* conn_accept.c: "ip:port" ("[ip]:port" for IPv6) of sa, or "?" for another family. */
+struct sockaddr;
+void conn_format_addr(const struct sockaddr *sa, char *out, size_t outlen);
+
 #endif
