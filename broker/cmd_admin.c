@@ -130,22 +130,21 @@ void cmd_backup(cmd_call_t *call)
  * figures the reading roles see. Asked for another section by name, it is
  * refused, naming it; asked for all (no section, all, default, everything),
  * it gets the server section. */
-#define INFO_READ_ROLES (ROLE_VIEWER | ROLE_CONSUMER | ROLE_ADMIN)
-
 void cmd_info(cmd_call_t *call)
 {
-    int mask = 0, reads = (call->conn->roles & INFO_READ_ROLES) != 0;
+    int mask = 0, reads = (call->conn->roles & CMD_ROLES_READ) != 0;
     if (call->argc == 1) {
         mask = INFO_ALL;
     } else {
         for (size_t i = 1; i < call->argc; i++) {
             int one = metrics_info_mask(call->argv[i].ptr, call->argv[i].len);
             if (!reads && one != 0 && one != INFO_SERVER && one != INFO_ALL) {
-                char b[40];
+                char b[40], roles[64];
                 resp_add_errorf(call->out,
-                                "NOPERM User %s (roles: producer) may read INFO's server section only, not '%s' "
+                                "NOPERM User %s (roles: %s) may read INFO's server section only, not '%s' "
                                 "(a viewer, consumer or admin reads the rest)",
-                                conn_user_shown(call->conn), cmd_shown(&call->argv[i], b, sizeof b));
+                                conn_user_shown(call->conn), users_roles_text(call->conn->roles, roles, sizeof roles),
+                                cmd_shown(&call->argv[i], b, sizeof b));
                 return;
             }
             mask |= one;

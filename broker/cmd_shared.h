@@ -20,6 +20,11 @@
 
 #include "broker/commands.h"
 #include "broker/settings.h"
+#include "broker/users.h"
+
+/* The roles that read introspection (cmd_table.c's R_READ: INFO's figures, the
+ * DLQ listings, GET/FIND); INFO answers the others its server section only. */
+#define CMD_ROLES_READ (ROLE_VIEWER | ROLE_CONSUMER | ROLE_ADMIN)
 
 /* ---- the commands (one family per file) -------------------------------- */
 

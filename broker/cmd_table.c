@@ -71,11 +71,11 @@ typedef struct cmd_def {
     const char *summary;
 } cmd_def_t;
 
-#define R_ANY  ROLE_ALL                                   /* every logged-in user */
-#define R_PROD (ROLE_PRODUCER | ROLE_ADMIN)               /* sending */
-#define R_CONS (ROLE_CONSUMER | ROLE_ADMIN)               /* consuming */
-#define R_READ (ROLE_VIEWER | ROLE_CONSUMER | ROLE_ADMIN) /* read-only introspection */
-#define R_ADM  ROLE_ADMIN                                 /* changes an operator makes */
+#define R_ANY  ROLE_ALL                     /* every logged-in user */
+#define R_PROD (ROLE_PRODUCER | ROLE_ADMIN) /* sending */
+#define R_CONS (ROLE_CONSUMER | ROLE_ADMIN) /* consuming */
+#define R_READ CMD_ROLES_READ               /* read-only introspection */
+#define R_ADM  ROLE_ADMIN                   /* changes an operator makes */
 
 #define F_READ  CMD_STORAGE                             /* reads the store */
 #define F_WRITE (CMD_STORAGE | CMD_WRITE | CMD_DURABLE) /* changes it, and the reply is a promise */
