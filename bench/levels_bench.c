@@ -597,6 +597,17 @@ static void bench_send(store_t *s, int level, uint64_t now_ms, uint64_t n)
     }
 }
 
+/* BENCH_GROUP on BENCH_TOPIC from its first message, committed. */
+static void bench_group_create(store_t *s, uint64_t now_ms)
+{
+    char err[512];
+    if (store_group_create(s, BENCH_GROUP, strlen(BENCH_GROUP), BENCH_TOPIC, strlen(BENCH_TOPIC), 1, -1, now_ms, err,
+                           sizeof err) != 0) {
+        bench_die("store_group_create: %s", err);
+    }
+    bench_commit(s);
+}
+
 /* Move up to max due heads; returns how many moved. */
 static int bench_move(store_t *s, uint64_t now_ms, int max)
 {
@@ -646,11 +657,7 @@ static void pipeline_cycle(bench_t *b, int batch, int sync, long n, int rep, cyc
     store_t *s = bench_store_open(path, sync, 1);
     char err[512];
     uint64_t clock_ms = BENCH_T0_MS;
-    if (store_group_create(s, BENCH_GROUP, strlen(BENCH_GROUP), BENCH_TOPIC, strlen(BENCH_TOPIC), 1, -1, clock_ms, err,
-                           sizeof err) != 0) {
-        bench_die("store_group_create: %s", err);
-    }
-    bench_commit(s);
+    bench_group_create(s, clock_ms);
 
     /* send */
     double t0 = bench_now();
@@ -1291,13 +1298,8 @@ static void part_cycle(bench_t *b)
     long n = b->quick ? 20000 : 200000, rounds = (n + CYCLE_ROUND - 1) / CYCLE_ROUND, delivered = 0;
     char *path = bench_case_dir(b, "cycle");
     store_t *s = bench_store_open(path, 0, 1);
-    char err[512];
     uint64_t clock_ms = BENCH_T0_MS;
-    if (store_group_create(s, BENCH_GROUP, strlen(BENCH_GROUP), BENCH_TOPIC, strlen(BENCH_TOPIC), 1, -1, clock_ms, err,
-                           sizeof err) != 0) {
-        bench_die("store_group_create: %s", err);
-    }
-    bench_commit(s);
+    bench_group_create(s, clock_ms);
     msg_owned_t *msgs = xmalloc(CYCLE_ROUND * sizeof *msgs);
     uint64_t *ids = xmalloc(CYCLE_ROUND * sizeof *ids);
     double t0 = bench_now();

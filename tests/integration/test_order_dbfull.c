@@ -136,38 +136,6 @@ static long long free_bytes(void)
     return (long long)st.f_bavail * (long long)st.f_frsize;
 }
 
-/* Utime + stime of pid in seconds (/proc/PID/stat), -1 when unreadable. */
-static double cpu_seconds(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');
-    unsigned long utime = 0, stime = 0;
-    if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2)
-        return -1;
-    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
-}
-
-/* Lines of path that contain needle (all lines when needle is NULL). */
-static long count_lines(const char *path, const char *needle)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    char line[4096];
-    long n = 0;
-    while (fgets(line, sizeof line, f) != NULL)
-        n += needle == NULL || strstr(line, needle) != NULL;
-    fclose(f);
-    return n;
-}
-
 /* Print the first line of path that contains needle, with a label. */
 static void print_first(const char *path, const char *needle, const char *label)
 {
@@ -211,8 +179,8 @@ static void print_server_log(void)
 {
     char path[700];
     snprintf(path, sizeof path, "%s/error.log", env.server.dir);
-    printf("    mariadbd error.log: %ld \"failed with error 28\" lines, %ld \"is full\"\n",
-           count_lines(path, "failed with error 28"), count_lines(path, "is full"));
+    printf("    mariadbd error.log: %d \"failed with error 28\", %d \"is full\"\n",
+           tu_file_count(path, "failed with error 28"), tu_file_count(path, "is full"));
     print_first(path, "failed with error 28", "first");
     print_first(path, "Assertion failure", "abort");
     print_first(path, "Failing assertion", "abort");
@@ -245,7 +213,7 @@ static void test_disk_full(void)
     CU_ASSERT_EQUAL_FATAL(oe_send_ids(&c, 1, WARM, err, sizeof err), 0);
     CU_ASSERT_EQUAL_FATAL(
         oe_wait_scalar(&env, WARM, 30000, "SELECT COUNT(*) FROM " DB ".orders WHERE status = 'cancelled'"), WARM);
-    double cpu0 = cpu_seconds(pid);
+    double cpu0 = tu_proc_cpu_secs(pid);
 
     /* The disk fills; orders go on expiring. */
     snprintf(filler, sizeof filler, "%s/data/filler", env.server.dir);
@@ -303,11 +271,11 @@ static void test_disk_full(void)
     CU_ASSERT_EQUAL(done, 0);
     int healthy = tu_poll_http_status(mport, "/healthz", 200, 30000, 100, health, sizeof health);
     CU_ASSERT_EQUAL(healthy, 0);
-    double cpu = cpu_seconds(pid) - cpu0;
+    double cpu = tu_proc_cpu_secs(pid) - cpu0;
 
     long long final_cancelled = oe_scalar(&env, "SELECT COUNT(*) FROM " DB ".orders WHERE status = 'cancelled'");
     long long parked = dlq_len();
-    long lines = count_lines(log, NULL);
+    long lines = tu_file_count(log, "\n");
     printf(
         "\n    tmpfs %s filled with %lld bytes; %lld of %d orders cancelled before, %lld by the end of the full disk",
         TMPFS_SIZE, filled, (long long)WARM, ORDERS, cancelled_while_full);
@@ -325,8 +293,8 @@ static void test_disk_full(void)
         printf("      (503 %.1f s after the fill)\n", (double)(t_503 - t_full) / 1000);
     printf("    backlog settled %.1f s after the space came back (bound %d s): %lld cancelled, %lld in the DLQ\n",
            (double)(t_done - t_free) / 1000, RECOVER_MS / 1000, final_cancelled, parked);
-    printf("    consumer: %.2f CPU s since the fill, %ld log lines (%ld \"is full\", %ld transient)\n", cpu, lines,
-           count_lines(log, "is full"), count_lines(log, "transient"));
+    printf("    consumer: %.2f CPU s since the fill, %ld log lines (%d \"is full\", %d transient)\n", cpu, lines,
+           tu_file_count(log, "is full"), tu_file_count(log, "transient"));
     print_first(log, "is full", "first \"is full\" line");
     print_first(log, "transient", "first transient line");
     printf("    free on the tmpfs at the end: %lld bytes\n", free_bytes());
