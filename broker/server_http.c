@@ -6,6 +6,12 @@
  * whose completion adds what the loop knows (server_loop_info) and sends the
  * reply; during shutdown both answer 503.
  *
+ * The port has no authentication, so /healthz says why the store is broken
+ * with every file-system path hidden (broker/redact.h), as an error reply
+ * reads to a client that is not an admin: whoever reaches the port learns that
+ * the store is broken and why, not where the data lives. The broker's log has
+ * the whole text (the storage thread logged it when the store broke).
+ *
  * Thread: everything here runs on the event-loop thread, but for
  * http_metrics_exec, which runs on the storage thread and reads only the
  * store and metrics-max-topics (read-only after start-up).
@@ -17,6 +23,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "base/alloc.h"
+#include "broker/redact.h"
 #include "broker/server_internal.h"
 
 typedef struct http_job {
@@ -68,7 +75,20 @@ static void http_cb(struct evhttp_request *req, void *arg)
         } else if (!writer_healthy(s->writer, why, sizeof why)) {
             code = 503;
         }
-        evbuffer_add_printf(body, "%s\n", why);
+        const config_t *cfg = s->cfg;
+        const char *paths[] = { cfg->dir, cfg->store.path, cfg->backup_dir }, *known[4];
+        size_t n = 0;
+        for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+            if (paths[i] != NULL) {
+                known[n++] = paths[i];
+            }
+        }
+        known[n] = NULL;
+        buf_t shown = BUF_INIT;
+        redact_text(why, strlen(why), known, &shown);
+        evbuffer_add(body, shown.data, shown.len);
+        evbuffer_add(body, "\n", 1);
+        buf_free(&shown);
         evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
         evhttp_send_reply(req, code, code == 200 ? "OK" : "Service Unavailable", body);
     } else if (path && strcmp(path, "/metrics") == 0) {

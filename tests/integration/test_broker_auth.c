@@ -1042,6 +1042,15 @@ static void test_error_paths_admin_only(void)
     BP_CHECK(!send_acknowledged(&x) && strstr(x.err, "store unavailable: ") != NULL &&
                  strstr(x.err, bt_broker.data_dir) != NULL && strstr(x.err, "path hidden") == NULL,
              "admin, the store broken: '%s', want the paths", x.err);
+    /* /healthz, which anyone who reaches the metrics port reads without logging in, says the store is broken and
+     * why, its paths hidden as for a non-admin; the log has them (the failed reopen above). Before, it answered
+     * "storage broken: store unavailable: data directory <dir>/data: ..." to anyone. */
+    char health[2048];
+    int status = tu_http_get(bt_broker.metrics_port, "/healthz", health, sizeof health);
+    BP_CHECK(status == 503 && strstr(health, "storage broken: ") != NULL &&
+                 strstr(health, "(path hidden: admin only)") != NULL && strstr(health, bt_broker.dir) == NULL,
+             "/healthz, the store broken: %d '%s', want 503 with its paths hidden", status, health);
+    printf("    /healthz reads: %s\n", health);
     /* The same refusal again and again (a producer retrying): its text logged once, not once per reply. */
     x.c = &shop;
     for (int i = 0; i < 5; i++)
