@@ -12,19 +12,33 @@
  * the store is broken and why, not where the data lives. The broker's log has
  * the whole text (the storage thread logged it when the store broke).
  *
+ * On a loopback metrics-bind (the default) a request is answered only when
+ * its Host names the loopback listener: an IP literal, localhost, or
+ * metrics-bind itself (or when it has no Host: HTTP/1.0). Any other name is
+ * refused 421: a web page in a browser on this host could otherwise point its
+ * own DNS name at 127.0.0.1 (DNS rebinding) and read /metrics — the names of
+ * every topic and group, their depths — as a same-origin page. A scraper of a
+ * loopback port connects by address or localhost. On a non-loopback bind
+ * (allow-remote yes) every Host is served: scrapers there use the host's DNS
+ * names, and that network is the scraper's (docs/security.md).
+ *
  * Thread: everything here runs on the event-loop thread, but for
  * http_metrics_exec, which runs on the storage thread and reads only the
  * store and metrics-max-topics (read-only after start-up).
  */
+#include <arpa/inet.h>
 #include <string.h>
+#include <strings.h>
 
 #include <event2/buffer.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "broker/redact.h"
 #include "broker/server_internal.h"
+#include "common/log.h"
 
 typedef struct http_job {
     job_t job;
@@ -60,11 +74,79 @@ static void http_metrics_complete(job_t *j)
     job_free(j);
 }
 
+/* Does a request's Host (NULL: none) name the loopback listener bound to
+ * bind: an IPv4 or [IPv6] literal, localhost or bind itself, with or without
+ * a port and a trailing dot? */
+static int http_host_is_local(const char *host, const char *bind)
+{
+    char name[256];
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (host == NULL) {
+        return 1;
+    }
+    if (host[0] == '[') {
+        const char *end = strchr(host, ']');
+        size_t n = end != NULL ? (size_t)(end - host - 1) : 0;
+        if (end == NULL || n >= sizeof name || (end[1] != '\0' && end[1] != ':')) {
+            return 0;
+        }
+        memcpy(name, host + 1, n);
+        name[n] = '\0';
+        return inet_pton(AF_INET6, name, &a6) == 1;
+    }
+    size_t n = strcspn(host, ":");
+    if (n == 0 || n >= sizeof name) {
+        return 0;
+    }
+    memcpy(name, host, n);
+    name[n] = '\0';
+    if (name[n - 1] == '.') {
+        name[--n] = '\0';
+    }
+    return n > 0 && (inet_pton(AF_INET, name, &a4) == 1 || strcasecmp(name, "localhost") == 0 ||
+                     (bind != NULL && strcasecmp(name, bind) == 0));
+}
+
+/* Refuse a request whose Host names another host (DNS rebinding, above):
+ * 421, logged at most once a second with how many so far. */
+static void http_refuse_host(server_t *s, struct evhttp_request *req, const char *host)
+{
+    static uint64_t refused, last_log_ms;
+    refused++;
+    uint64_t now = clock_mono_ms();
+    char shown[64];
+    size_t i = 0;
+    for (; host[i] != '\0' && i + 1 < sizeof shown; i++) {
+        shown[i] = host[i] >= 0x20 && host[i] < 0x7f ? host[i] : '?';
+    }
+    shown[i] = '\0';
+    if (now >= last_log_ms + 1000) {
+        log_warn("metrics port: refused a request for host '%s' (%llu so far): only an IP address, localhost or "
+                 "metrics-bind %s names this loopback listener (DNS rebinding?)",
+                 shown, (unsigned long long)refused, s->cfg->metrics_bind);
+        last_log_ms = now;
+    }
+    struct evbuffer *body = evbuffer_new();
+    evbuffer_add_printf(body,
+                        "host '%s' is not this broker's metrics listener: use its IP address or localhost "
+                        "(metrics-bind is loopback)\n",
+                        shown);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
+    evhttp_send_reply(req, 421, "Misdirected Request", body);
+    evbuffer_free(body);
+}
+
 static void http_cb(struct evhttp_request *req, void *arg)
 {
     server_t *s = arg;
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    const char *host = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
+    if (config_is_loopback(s->cfg->metrics_bind) && !http_host_is_local(host, s->cfg->metrics_bind)) {
+        http_refuse_host(s, req, host);
+        return;
+    }
     struct evbuffer *body = evbuffer_new();
     if (path && strcmp(path, "/healthz") == 0) {
         char why[600];

@@ -1446,6 +1446,59 @@ static void test_long_user_name(void)
     cleanup_users();
 }
 
+/* GET path from the metrics port with the given Host header (NULL: none, HTTP/1.0); the status, -1 on no answer. */
+static int http_get_host(int port, const char *path, const char *host, char *out, size_t outlen)
+{
+    int fd = tu_tcp_connect(port);
+    if (fd < 0)
+        return -1;
+    char req[512], hline[300] = "";
+    if (host != NULL)
+        snprintf(hline, sizeof hline, "Host: %s\r\n", host);
+    int rl = snprintf(req, sizeof req, "GET %s HTTP/1.%d\r\n%sConnection: close\r\n\r\n", path, host != NULL, hline);
+    if (write(fd, req, (size_t)rl) != rl) {
+        close(fd);
+        return -1;
+    }
+    size_t n = 0;
+    ssize_t r;
+    while (n < outlen - 1 && (r = read(fd, out + n, outlen - 1 - n)) > 0)
+        n += (size_t)r;
+    out[n] = '\0';
+    close(fd);
+    int status = -1;
+    return sscanf(out, "HTTP/1.%*d %d", &status) == 1 ? status : -1;
+}
+
+/* The metrics port on loopback answers only requests whose Host names it (an IP literal, localhost, metrics-bind),
+ * so a web page that re-points its own DNS name at 127.0.0.1 (DNS rebinding) cannot read /metrics — every topic's
+ * and group's name — from a browser on the broker's host: 421, logged. Before, any Host was answered 200. */
+static void test_metrics_host(void)
+{
+    bt_start(NULL);
+    char out[32768];
+    int port = bt_broker.metrics_port;
+    const char *served[] = { "127.0.0.1", "127.0.0.1:9121", "localhost", "LOCALHOST.:9121", "[::1]:9121", NULL };
+    for (int i = 0; served[i] != NULL; i++) {
+        int st = http_get_host(port, "/metrics", served[i], out, sizeof out);
+        BP_CHECK(st == 200 && strstr(out, "hourglass_uptime_seconds") != NULL, "Host %s: %d, want 200", served[i], st);
+    }
+    BP_CHECK(http_get_host(port, "/healthz", NULL, out, sizeof out) == 200, "no Host (HTTP/1.0): '%.80s', want 200",
+             out);
+    const char *refused[] = { "attacker.example:9121", "attacker.example", "127.0.0.1.nip.io", "[::1", "", NULL };
+    for (int i = 0; refused[i] != NULL; i++) {
+        const char *paths[] = { "/metrics", "/healthz" };
+        for (int k = 0; k < 2; k++) {
+            int st = http_get_host(port, paths[k], refused[i], out, sizeof out);
+            BP_CHECK(st == 421 && strstr(out, "is not this broker's metrics listener") != NULL &&
+                         strstr(out, "hourglass_") == NULL,
+                     "Host '%s' %s: %d '%.200s', want 421", refused[i], paths[k], st, out);
+        }
+    }
+    BP_CHECK(tu_poll_until(log_has, "metrics port: refused a request for host 'attacker.example:9121'", 10000, 20) == 0,
+             "the refusal is not logged");
+}
+
 static const tu_test_t auth_tests[] = {
     { "before AUTH only PING AUTH HELLO QUIT", test_unauthenticated },
     { "roles: producer, consumer, viewer, admin", test_roles },
@@ -1470,6 +1523,7 @@ static const tu_test_t auth_tests[] = {
     { "hourglass-cli passwd refuses a password longer than 1 KiB", test_cli_passwd_long },
     { "INFO shows file-system paths to the admin only", test_info_paths_admin_only },
     { "error replies show file-system paths to the admin only; the log has them", test_error_paths_admin_only },
+    { "the metrics port on loopback answers only its own host names (DNS rebinding)", test_metrics_host },
     { NULL, NULL },
 };
 
