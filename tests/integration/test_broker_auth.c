@@ -1499,6 +1499,43 @@ static void test_metrics_host(void)
              "the refusal is not logged");
 }
 
+/* The metrics port bounds what a request may send: a client streaming header lines is answered 400 and closed
+ * within the first few MiB (the kernel's socket buffers), where before the broker kept every byte (200 MiB of
+ * headers: 220 MiB more RSS) for as long as the client sent. */
+static void test_metrics_headers_bounded(void)
+{
+    bt_start(NULL);
+    int fd = tu_tcp_connect(bt_broker.metrics_port);
+    BP_REQUIRE(fd >= 0, "connect to the metrics port");
+    const char *head = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    BP_REQUIRE(send(fd, head, strlen(head), MSG_NOSIGNAL) == (ssize_t)strlen(head), "send the request line");
+    static char lines[64 * 1024];
+    for (size_t i = 0; i + 1000 <= sizeof lines; i += 1000) {
+        memset(lines + i, 'a', 1000);
+        memcpy(lines + i, "X-Pad: ", 7);
+        memcpy(lines + i + 998, "\r\n", 2);
+    }
+    size_t sent = 0, limit = (size_t)64 << 20;
+    while (sent < limit) {
+        ssize_t w = send(fd, lines, sizeof lines - sizeof lines % 1000, MSG_NOSIGNAL);
+        if (w <= 0)
+            break;
+        sent += (size_t)w;
+    }
+    char reply[512] = "";
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    if (poll(&p, 1, 10000) == 1) {
+        ssize_t r = recv(fd, reply, sizeof reply - 1, 0);
+        reply[r > 0 ? r : 0] = '\0';
+    }
+    close(fd);
+    BP_CHECK(sent < ((size_t)16 << 20), "the broker took %zu MiB of header lines, want it to close before 16 MiB",
+             sent >> 20);
+    BP_CHECK(strncmp(reply, "HTTP/1.1 400", 12) == 0, "reply '%.40s', want 400", reply);
+    char out[4096];
+    BP_CHECK(tu_http_get(bt_broker.metrics_port, "/healthz", out, sizeof out) == 200, "/healthz after: '%.80s'", out);
+}
+
 static const tu_test_t auth_tests[] = {
     { "before AUTH only PING AUTH HELLO QUIT", test_unauthenticated },
     { "roles: producer, consumer, viewer, admin", test_roles },
@@ -1524,6 +1561,7 @@ static const tu_test_t auth_tests[] = {
     { "INFO shows file-system paths to the admin only", test_info_paths_admin_only },
     { "error replies show file-system paths to the admin only; the log has them", test_error_paths_admin_only },
     { "the metrics port on loopback answers only its own host names (DNS rebinding)", test_metrics_host },
+    { "the metrics port bounds a request's headers", test_metrics_headers_bounded },
     { NULL, NULL },
 };
 
