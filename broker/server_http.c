@@ -162,17 +162,8 @@ static void http_cb(struct evhttp_request *req, void *arg)
         } else if (!writer_healthy(s->writer, why, sizeof why)) {
             code = 503;
         }
-        const config_t *cfg = s->cfg;
-        const char *paths[] = { cfg->dir, cfg->store.path, cfg->backup_dir }, *known[4];
-        size_t n = 0;
-        for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
-            if (paths[i] != NULL) {
-                known[n++] = paths[i];
-            }
-        }
-        known[n] = NULL;
         buf_t shown = BUF_INIT;
-        redact_text(why, strlen(why), known, &shown);
+        redact_text(why, strlen(why), conn_set_hidden_paths(s->conns), &shown);
         evbuffer_add(body, shown.data, shown.len);
         evbuffer_add(body, "\n", 1);
         buf_free(&shown);
