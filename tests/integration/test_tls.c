@@ -837,6 +837,27 @@ static void test_s_client(void)
     const char *argv11[] = { "/bin/sh", "-c", cmd, NULL };
     rc = tu_run_capture(argv11, out, sizeof out);
     TU_CHECK(rc != 0, "a TLS 1.1 handshake succeeded: %s", out);
+
+    /* TLS 1.2 offers ECDHE with AEAD ciphers only: a CBC / SHA-1 suite is refused, an AES-GCM one accepted. */
+    const char *refused[] = { "ECDHE-ECDSA-AES256-SHA", "ECDHE-ECDSA-AES128-SHA256", "ECDHE-ECDSA-AES256-SHA384" };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        snprintf(cmd, sizeof cmd, "exec " TC_OPENSSL " s_client -connect %s -CAfile %s -tls1_2 -cipher %s < /dev/null",
+                 addr, PKI.ca, refused[i]);
+        const char *argvc[] = { "/bin/sh", "-c", cmd, NULL };
+        rc = tu_run_capture(argvc, out, sizeof out);
+        TU_CHECK(rc != 0, "a TLS 1.2 handshake with %s succeeded: %s", refused[i], out);
+    }
+    const char *accepted[] = { "ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES256-GCM-SHA384",
+                               "ECDHE-ECDSA-CHACHA20-POLY1305" };
+    for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "exec " TC_OPENSSL " s_client -connect %s -CAfile %s -tls1_2 -cipher %s -ign_eof < %s", addr, PKI.ca,
+                 accepted[i], in_path);
+        const char *argva[] = { "/bin/sh", "-c", cmd, NULL };
+        rc = tu_run_capture(argva, out, sizeof out);
+        TU_CHECK(rc == 0 && strstr(out, "+PONG") != NULL && strstr(out, accepted[i]) != NULL,
+                 "a TLS 1.2 handshake with %s: exit %d: %s", accepted[i], rc, out);
+    }
 }
 
 static void test_redis_cli(void)
