@@ -142,6 +142,56 @@ static void test_endpoint(void)
     prom_http_stop(NULL);
 }
 
+/* On a loopback bind only a Host naming the listener is answered (DNS rebinding), as on the broker's metrics port;
+ * before, any Host was answered 200 with the metrics. */
+static void test_endpoint_host(void)
+{
+    static int one = 1;
+    char err[200] = "", out[4096];
+    prom_http_t *h = NULL;
+    int port = tu_free_port();
+    TU_REQUIRE(port > 0, "no free port");
+    TU_REQUIRE(prom_http_start(&h, "127.0.0.1", (unsigned)port, render, health, &one, err, sizeof err) == 0,
+               "start: %s", err);
+    const char *served[] = { "127.0.0.1", "127.0.0.1:9102", "localhost", "LOCALHOST.:9102", "[::1]:9102", NULL };
+    for (int i = 0; served[i] != NULL; i++) {
+        int st = tu_http_get_host(port, "/metrics", served[i], out, sizeof out);
+        TU_CHECK(st == 200 && strstr(out, "test_up 1") != NULL, "Host %s: %d, want 200", served[i], st);
+    }
+    TU_CHECK(tu_http_get_host(port, "/healthz", NULL, out, sizeof out) == 200, "no Host (HTTP/1.0): '%.80s'", out);
+    const char *refused[] = { "attacker.example:9102", "attacker.example", "127.0.0.1.nip.io", "[::1", "", NULL };
+    const char *paths[] = { "/metrics", "/healthz" };
+    for (int i = 0; refused[i] != NULL; i++)
+        for (int k = 0; k < 2; k++) {
+            int st = tu_http_get_host(port, paths[k], refused[i], out, sizeof out);
+            TU_CHECK(st == 421 && strstr(out, "is not this process's metrics listener") != NULL &&
+                         strstr(out, "test_up") == NULL,
+                     "Host '%s' %s: %d '%.200s', want 421", refused[i], paths[k], st, out);
+        }
+    prom_http_stop(h);
+}
+
+/* A client streaming header lines is answered 400 and closed within the first few MiB (the socket buffers); before,
+ * the endpoint kept every byte for as long as the client sent (the daemon's memory grew without limit). A POST is
+ * refused: GET and HEAD only. */
+static void test_endpoint_bounded(void)
+{
+    static int one = 1;
+    char err[200] = "", reply[512], out[4096];
+    prom_http_t *h = NULL;
+    int port = tu_free_port();
+    TU_REQUIRE(port > 0, "no free port");
+    TU_REQUIRE(prom_http_start(&h, "127.0.0.1", (unsigned)port, render, health, &one, err, sizeof err) == 0,
+               "start: %s", err);
+    long sent = tu_http_flood_headers(port, (size_t)64 << 20, reply, sizeof reply);
+    TU_REQUIRE(sent >= 0, "connect to the endpoint");
+    TU_CHECK(sent < (16L << 20), "the endpoint took %ld MiB of header lines, want it to close before 16 MiB",
+             sent >> 20);
+    TU_CHECK(strncmp(reply, "HTTP/1.1 400", 12) == 0, "reply '%.40s', want 400", reply);
+    TU_CHECK(tu_http_get(port, "/healthz", out, sizeof out) == 200, "/healthz after: '%.80s'", out);
+    prom_http_stop(h);
+}
+
 /* prom_check_bind: what --check-config and the start say about metrics-bind. */
 static void test_check_bind(void)
 {
@@ -176,6 +226,8 @@ static const tu_test_t hist_tests[] = {
 };
 static const tu_test_t http_tests[] = {
     { "metrics and healthz", test_endpoint },
+    { "on loopback only its own host names are answered (DNS rebinding)", test_endpoint_host },
+    { "a request's headers are bounded", test_endpoint_bounded },
     { "metrics-bind checked", test_check_bind },
     { NULL, NULL },
 };
