@@ -14,6 +14,7 @@
  *
  * The port follows the rules of every metrics port (common/http_guard.h):
  * GET and HEAD only, 8 KiB of request line and headers and 1 KiB of body,
+ * at most 64 connections and a request's head whole within 10 s (slowloris),
  * and on a loopback metrics-bind (the default) only a Host that names the
  * listener is answered (421 otherwise: DNS rebinding would let a web page
  * read /metrics — the names of every topic and group, their depths).
@@ -125,8 +126,9 @@ int server_http_start(server_t *s, char *err, size_t errlen)
         snprintf(err, errlen, "cannot create the HTTP server");
         return -1;
     }
-    s->http_guard = http_guard_new(cfg->metrics_bind, "metrics-bind", "this broker's metrics listener");
-    http_guard_limit(s->http); /* GET and HEAD; 8 KiB of request line and headers, 1 KiB of body */
+    /* GET and HEAD; 8 KiB of request line and headers, 1 KiB of body; 64 connections, a head within 10 s */
+    s->http_guard =
+        http_guard_new(s->http, s->base, cfg->metrics_bind, "metrics-bind", "this broker's metrics listener");
     evhttp_set_gencb(s->http, http_cb, s);
     if (evhttp_bind_socket_with_handle(s->http, cfg->metrics_bind, (ev_uint16_t)cfg->metrics_port) == NULL) {
         int e = EVUTIL_SOCKET_ERROR();

@@ -1,6 +1,7 @@
 /*
  * common/http_guard.c — the bounds and the Host check of the metrics ports
- * (contract: http_guard.h).
+ * (contract: http_guard.h); the connections' cap and deadline are
+ * common/http_conns.c's.
  *
  * Thread: the thread running the guarded evhttp's event base (the broker's
  * loop, the consumer's and compensator's metrics thread).
@@ -19,6 +20,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "common/http_conns.h"
 #include "common/log.h"
 
 #define HTTP_GUARD_LOG_MS     1000 /* at most one refusal logged per this long */
@@ -26,6 +28,7 @@
 #define HTTP_GUARD_HOST_SHOWN 64   /* bytes of a refused Host shown in the log and the reply */
 
 struct http_guard {
+    http_conns_t *conns;
     char *bind;
     char *bind_key;
     char *what;
@@ -75,9 +78,30 @@ int http_host_is_local(const char *host, const char *bind)
                      (bind != NULL && strcasecmp(name, bind) == 0));
 }
 
-http_guard_t *http_guard_new(const char *bind, const char *bind_key, const char *what)
+static const long long guard_max_connections = HTTP_GUARD_MAX_CONNECTIONS;
+static const long long guard_header_timeout_ms = HTTP_GUARD_HEADER_TIMEOUT_MS;
+
+http_guard_t *http_guard_new(struct evhttp *http, struct event_base *base, const char *bind, const char *bind_key,
+                             const char *what)
 {
     http_guard_t *g = xcalloc(1, sizeof *g);
+    static const http_conns_config_t limits = {
+        .max_connections = &guard_max_connections,
+        .header_timeout_ms = &guard_header_timeout_ms,
+        .tls = 0,
+        .what = "the metrics port",
+        .max_name = "at most",
+        .timeout_name = "the metrics port's header deadline",
+        .log_prefix = "metrics port: ",
+    };
+    g->conns = http_conns_new(base, &limits);
+    evhttp_set_bevcb(http, http_conns_plain_bev, g->conns);
+    evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+    evhttp_set_timeout(http, HTTP_GUARD_IDLE_S);
+    /* Without these bounds evhttp (whose defaults are unlimited) kept every header byte a client sent: 200 MiB of
+     * headers, 220 MiB more RSS. */
+    evhttp_set_max_headers_size(http, HTTP_GUARD_HEADERS_MAX);
+    evhttp_set_max_body_size(http, HTTP_GUARD_BODY_MAX);
     g->bind = xstrdup(bind != NULL ? bind : "");
     g->bind_key = xstrdup(bind_key);
     g->what = xstrdup(what);
@@ -85,18 +109,9 @@ http_guard_t *http_guard_new(const char *bind, const char *bind_key, const char 
     return g;
 }
 
-void http_guard_limit(struct evhttp *http)
-{
-    evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
-    evhttp_set_timeout(http, HTTP_GUARD_IDLE_S);
-    /* Without these bounds evhttp (whose defaults are unlimited) kept every header byte a client sent: 200 MiB of
-     * headers, 220 MiB more RSS. */
-    evhttp_set_max_headers_size(http, HTTP_GUARD_HEADERS_MAX);
-    evhttp_set_max_body_size(http, HTTP_GUARD_BODY_MAX);
-}
-
 int http_guard_admit(http_guard_t *g, struct evhttp_request *req)
 {
+    http_conns_request_in(g->conns, req); /* the head is whole: its deadline ends */
     const char *host = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
     if (!g->loopback || http_host_is_local(host, g->bind))
         return 1;
@@ -124,6 +139,11 @@ int http_guard_admit(http_guard_t *g, struct evhttp_request *req)
     return 0;
 }
 
+size_t http_guard_connections(const http_guard_t *g)
+{
+    return http_conns_open(g->conns);
+}
+
 uint64_t http_guard_refused(const http_guard_t *g)
 {
     return g->refused;
@@ -133,6 +153,7 @@ void http_guard_free(http_guard_t *g)
 {
     if (g == NULL)
         return;
+    http_conns_free(g->conns);
     free(g->bind);
     free(g->bind_key);
     free(g->what);

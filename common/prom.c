@@ -7,7 +7,8 @@
  * caller stops it with event_base_loopbreak (thread-safe after
  * evthread_use_pthreads) and joins it. It follows the rules of every
  * metrics port (common/http_guard.h): GET and HEAD, bounded headers and
- * body, the Host check on a loopback bind.
+ * body, at most 64 connections each with a deadline on its request's head,
+ * the Host check on a loopback bind.
  */
 #include "common/prom.h"
 
@@ -224,8 +225,8 @@ int prom_http_start(prom_http_t **out, const char *bind, unsigned port, prom_ren
         snprintf(err, errlen, "metrics-port: cannot create the HTTP server");
         goto fail;
     }
-    h->guard = http_guard_new(bind, "metrics-bind", "this process's metrics listener");
-    http_guard_limit(h->http); /* GET and HEAD; 8 KiB of request line and headers, 1 KiB of body */
+    /* GET and HEAD; 8 KiB of request line and headers, 1 KiB of body; 64 connections, a head within 10 s */
+    h->guard = http_guard_new(h->http, h->base, bind, "metrics-bind", "this process's metrics listener");
     evhttp_set_cb(h->http, "/metrics", metrics_cb, h);
     evhttp_set_cb(h->http, "/healthz", healthz_cb, h);
     if (evhttp_bind_socket_with_handle(h->http, bind, (ev_uint16_t)port) == NULL) {
@@ -243,9 +244,9 @@ int prom_http_start(prom_http_t **out, const char *bind, unsigned port, prom_ren
 fail:
     if (h->http != NULL)
         evhttp_free(h->http);
+    http_guard_free(h->guard); /* its events before their base */
     if (h->base != NULL)
         event_base_free(h->base);
-    http_guard_free(h->guard);
     free(h);
     return -1;
 }
@@ -257,8 +258,8 @@ void prom_http_stop(prom_http_t *h)
     event_base_loopbreak(h->base);
     pthread_join(h->thread, NULL);
     evhttp_free(h->http);
+    http_guard_free(h->guard); /* after evhttp_free (its connections leave the set), before the base */
     event_base_free(h->base);
-    http_guard_free(h->guard);
     free(h);
 }
 

@@ -1490,6 +1490,57 @@ static void test_metrics_headers_bounded(void)
     BP_CHECK(tu_http_get(bt_broker.metrics_port, "/healthz", out, sizeof out) == 200, "/healthz after: '%.80s'", out);
 }
 
+/* Slowloris on the metrics port: a head trickled a byte every 200 ms is answered 408 and closed 10 s after the
+ * accept (before, evhttp's 30 s of silence never came: hours), and past 64 open connections the next is answered 503
+ * at once (before, every one was kept until the broker ran out of descriptors). */
+static void test_metrics_slowloris(void)
+{
+    bt_start(NULL);
+    int port = bt_broker.metrics_port;
+    char reply[512] = "", out[4096];
+    int fd = tu_tcp_connect(port);
+    BP_REQUIRE(fd >= 0, "connect to the metrics port");
+    const char *head = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+    uint64_t start = tu_now_mono_us();
+    size_t i = 0;
+    ssize_t r = -1;
+    while (tu_now_mono_us() - start < 25000000ull) {
+        char byte = head[i] != '\0' ? head[i++] : 'a';
+        if (send(fd, &byte, 1, MSG_NOSIGNAL) != 1)
+            break;
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, 200) == 1) {
+            r = recv(fd, reply, sizeof reply - 1, 0);
+            reply[r > 0 ? r : 0] = '\0';
+            break;
+        }
+    }
+    double waited = (double)(tu_now_mono_us() - start) / 1e6;
+    close(fd);
+    BP_CHECK(r >= 0 && waited < 15.0 && strncmp(reply, "HTTP/1.1 408", 12) == 0,
+             "a trickled head after %.1f s: '%.80s', want 408 after 10 s", waited, reply);
+
+    int fds[64];
+    for (int k = 0; k < 64; k++) {
+        fds[k] = tu_tcp_connect(port);
+        BP_REQUIRE(fds[k] >= 0, "connection %d", k);
+    }
+    /* the 64 are accepted (and counted) before the 65th: a request on the last one is answered */
+    const char *req = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    BP_REQUIRE(send(fds[63], req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req), "send");
+    struct pollfd p = { .fd = fds[63], .events = POLLIN };
+    BP_CHECK(poll(&p, 1, 10000) == 1 && recv(fds[63], out, sizeof out - 1, 0) > 12 &&
+                 strncmp(out, "HTTP/1.1 200", 12) == 0,
+             "the 64th connection's request: '%.80s'", out);
+    int st = tu_http_get(port, "/metrics", out, sizeof out);
+    BP_CHECK(st == 503 && strstr(out, "the metrics port has 64 connections open (at most 64)") != NULL,
+             "past 64 connections: %d '%.300s', want 503", st, out);
+    for (int k = 0; k < 64; k++)
+        close(fds[k]);
+    BP_CHECK(tu_poll_http_status(port, "/metrics", 200, 10000, 50, out, sizeof out) == 0,
+             "after the 64 closed: '%.80s', want 200", out);
+}
+
 static const tu_test_t auth_tests[] = {
     { "before AUTH only PING AUTH HELLO QUIT", test_unauthenticated },
     { "roles: producer, consumer, viewer, admin", test_roles },
@@ -1516,6 +1567,7 @@ static const tu_test_t auth_tests[] = {
     { "error replies show file-system paths to the admin only; the log has them", test_error_paths_admin_only },
     { "the metrics port on loopback answers only its own host names (DNS rebinding)", test_metrics_host },
     { "the metrics port bounds a request's headers", test_metrics_headers_bounded },
+    { "the metrics port: a trickled head closed after 10 s, at most 64 connections", test_metrics_slowloris },
     { NULL, NULL },
 };
 

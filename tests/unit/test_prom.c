@@ -10,8 +10,11 @@
 
 #include <CUnit/CUnit.h>
 #include <event2/thread.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------- text */
 
@@ -192,6 +195,79 @@ static void test_endpoint_bounded(void)
     prom_http_stop(h);
 }
 
+/* Slowloris: a head trickled a byte at a time is closed 10 s (HTTP_GUARD_HEADER_TIMEOUT_MS) after the accept,
+ * answered 408; before, evhttp's timeout (30 s of silence) never fired while a byte came every 200 ms. */
+static void test_endpoint_trickle(void)
+{
+    static int one = 1;
+    char err[200] = "", reply[512] = "";
+    prom_http_t *h = NULL;
+    int port = tu_free_port();
+    TU_REQUIRE(port > 0, "no free port");
+    TU_REQUIRE(prom_http_start(&h, "127.0.0.1", (unsigned)port, render, health, &one, err, sizeof err) == 0,
+               "start: %s", err);
+    int fd = tu_tcp_connect(port);
+    TU_REQUIRE(fd >= 0, "connect");
+    const char *head = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+    uint64_t start = tu_now_mono_us();
+    size_t i = 0;
+    ssize_t r = -1;
+    /* a byte every 200 ms for up to 25 s, reading whatever the endpoint answers */
+    while (tu_now_mono_us() - start < 25000000ull) {
+        char byte = head[i] != '\0' ? head[i++] : 'a';
+        if (send(fd, &byte, 1, MSG_NOSIGNAL) != 1)
+            break;
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, 200) == 1) {
+            r = recv(fd, reply, sizeof reply - 1, 0);
+            reply[r > 0 ? r : 0] = '\0';
+            break;
+        }
+    }
+    double waited = (double)(tu_now_mono_us() - start) / 1e6;
+    close(fd);
+    TU_CHECK(r >= 0 && waited < 15.0, "a trickled head still open after %.1f s, want closed after 10 s", waited);
+    TU_CHECK(strncmp(reply, "HTTP/1.1 408", 12) == 0 && strstr(reply, "header deadline 10000 ms") != NULL,
+             "reply '%.200s', want 408 naming the deadline", reply);
+    char out[4096];
+    TU_CHECK(tu_http_get(port, "/metrics", out, sizeof out) == 200, "/metrics after: '%.80s'", out);
+    prom_http_stop(h);
+}
+
+/* At most 64 connections (HTTP_GUARD_MAX_CONNECTIONS): the next is answered 503 at once; before, every connection
+ * a client opened was kept (until the process ran out of descriptors). */
+static void test_endpoint_max_connections(void)
+{
+    static int one = 1;
+    char err[200] = "", out[4096];
+    prom_http_t *h = NULL;
+    int port = tu_free_port();
+    TU_REQUIRE(port > 0, "no free port");
+    TU_REQUIRE(prom_http_start(&h, "127.0.0.1", (unsigned)port, render, health, &one, err, sizeof err) == 0,
+               "start: %s", err);
+    int fds[64];
+    for (int i = 0; i < 64; i++) {
+        fds[i] = tu_tcp_connect(port);
+        TU_REQUIRE(fds[i] >= 0, "connection %d", i);
+    }
+    /* the 64 are accepted (and counted) before the 65th: a request on the last one is answered */
+    const char *req = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    TU_REQUIRE(send(fds[63], req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req), "send");
+    struct pollfd p = { .fd = fds[63], .events = POLLIN };
+    TU_CHECK(poll(&p, 1, 10000) == 1 && recv(fds[63], out, sizeof out - 1, 0) > 12 &&
+                 strncmp(out, "HTTP/1.1 200", 12) == 0,
+             "the 64th connection's request: '%.80s'", out);
+    int st = tu_http_get(port, "/metrics", out, sizeof out);
+    TU_CHECK(st == 503 && strstr(out, "the metrics port has 64 connections open (at most 64)") != NULL &&
+                 strstr(out, "Retry-After") != NULL,
+             "the 65th connection: %d '%.300s', want 503", st, out);
+    for (int i = 0; i < 64; i++)
+        close(fds[i]);
+    TU_CHECK(tu_poll_http_status(port, "/metrics", 200, 10000, 50, out, sizeof out) == 0,
+             "after the 64 closed: '%.80s', want 200", out);
+    prom_http_stop(h);
+}
+
 /* prom_check_bind: what --check-config and the start say about metrics-bind. */
 static void test_check_bind(void)
 {
@@ -228,6 +304,8 @@ static const tu_test_t http_tests[] = {
     { "metrics and healthz", test_endpoint },
     { "on loopback only its own host names are answered (DNS rebinding)", test_endpoint_host },
     { "a request's headers are bounded", test_endpoint_bounded },
+    { "a trickled head is closed 10 s after the accept (slowloris)", test_endpoint_trickle },
+    { "at most 64 connections: the next answered 503", test_endpoint_max_connections },
     { "metrics-bind checked", test_check_bind },
     { NULL, NULL },
 };
