@@ -158,6 +158,11 @@ typedef struct rmq {
     hg_client_t *client; /* errors go here */
     rmq_host_t hosts[RMQ_MAX_HOSTS];
     int nhosts, next_host;
+    /* 1 from a successful connect to its drop: a dropped connection moves
+     * next_host on, so the next connect tries the following node first (a
+     * node that takes connections but cannot serve them, e.g. the minority
+     * side of a partition, is not tried again and again) */
+    int up;
     char user[256], password[256], vhost[256];
     char address[300]; /* host:port of the node connected or being tried (messages) */
     /* the client's hg_client_address buffer (handed to the transport's create):

@@ -2,7 +2,9 @@
  * lib/rmq_conn.c — one AMQP 0-9-1 connection of the RabbitMQ transport.
  *
  * Connecting: each host of the URI in turn (amqp://u:p@h1:p1,h2:p2/vhost),
- * starting after the one that worked last, with connect_timeout_ms each
+ * starting after the one whose connection was dropped last (a node that
+ * takes connections but cannot serve them, the minority side of a
+ * partition, is not tried first again), with connect_timeout_ms each
  * (the TCP connect made here, so the stop fd cuts it: socket_open); a
  * failed round is retried with the client's reconnect backoff, as the RESP
  * transport does. After login: channel 1 ("work", confirm mode) and channel 2
@@ -208,6 +210,10 @@ void rmq_disconnect(rmq_t *r)
          * wait for it. Unacked deliveries go back to their queues. */
         amqp_destroy_connection(r->st);
         r->st = NULL;
+    }
+    if (r->up) { /* the next connect starts at the following host (rmq.h) */
+        r->up = 0;
+        r->next_host = (r->next_host + 1) % r->nhosts;
     }
     rmq_msg_list_free(r->ready);
     rmq_msg_list_free(r->held);
@@ -488,6 +494,7 @@ static hg_err_t ensure_connected(rmq_t *r)
             e = connect_host(r, &r->hosts[h]);
             if (e == HG_OK) {
                 r->next_host = h;
+                r->up = 1;
                 if (r->client_address != NULL) /* hg_client_address: the node connected */
                     snprintf(r->client_address, r->client_addrlen, "%s", r->address);
                 client_note_connect(r->client);
