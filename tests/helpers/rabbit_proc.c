@@ -485,6 +485,7 @@ int rq_partition(rq_cluster_t *c, int i, int cut_links, char *err, size_t errlen
     snprintf(script + len, sizeof(script) - (size_t)len, "  }\n}\n");
     if (run_nft(script, err, errlen) != 0)
         return -1;
+    c->nodes[i].cut_off = 1;
     if (!cut_links)
         return 0;
     /* the links up now end at once, as the net tick would end them; every
@@ -508,6 +509,7 @@ int rq_heal(rq_cluster_t *c, int i, char *err, size_t errlen)
     snprintf(script, sizeof(script), "delete table inet %s\n", table);
     if (run_nft(script, err, errlen) != 0)
         return -1;
+    c->nodes[i].cut_off = 0;
     if (rq_ctl(c, i, out, sizeof(out), "eval", "application:set_env(kernel, inet_dist_connect_options, []).", NULL) !=
         0)
         return fail(err, errlen, "node %d: resetting inet_dist_connect_options: %s", i + 1, out);
@@ -569,6 +571,14 @@ void rq_destroy(rq_cluster_t *c, int print_logs)
 {
     for (int i = 0; i < c->n; i++) {
         char path[800];
+        if (c->nodes[i].cut_off) { /* the host's firewall outlives the test otherwise */
+            char table[64], script[128], err[512];
+            partition_table(c, i, table, sizeof(table));
+            snprintf(script, sizeof(script), "delete table inet %s\n", table);
+            if (run_nft(script, err, sizeof(err)) != 0)
+                fprintf(stderr, "rq_destroy: %s\n", err);
+            c->nodes[i].cut_off = 0;
+        }
         if (c->nodes[i].pid > 0)
             kill(-c->nodes[i].pid, SIGCONT);
         reap(&c->nodes[i]);

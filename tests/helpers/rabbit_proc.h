@@ -51,6 +51,7 @@ typedef struct rq_node {
     pid_t pid;      /* process group leader; 0 when not running */
     char uri[128];  /* amqp://guest:guest@127.0.0.1:PORT/ (this node only) */
     int amqps_port; /* the TLS listener (rq_start_tls); 0 without */
+    int cut_off;    /* rq_partition's nftables table is loaded (rq_heal, rq_destroy delete it) */
 } rq_node_t;
 
 typedef struct rq_cluster {
@@ -120,8 +121,9 @@ int rq_queue_leader(rq_cluster_t *c, int ask, const char *queue);
 /* Wait until node i answers an AMQP PING (deadline_ms). 0 / -1. */
 int rq_wait_ready(rq_cluster_t *c, int i, int deadline_ms, char *err, size_t errlen);
 
-/* Kill every node and the epmd, print the nodes' logs when print_logs,
- * remove the dir (unless $HG_KEEP_TMP=1). */
+/* Kill every node and the epmd, delete rq_partition's tables still
+ * loaded, print the nodes' logs when print_logs, remove the dir (unless
+ * $HG_KEEP_TMP=1). */
 void rq_destroy(rq_cluster_t *c, int print_logs);
 
 #endif
