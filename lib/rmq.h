@@ -307,6 +307,9 @@ void rmq_watchdog_extend(rmq_watchdog_t *w, uint64_t deadline);
 rmq_cut_t rmq_watchdog_disarm(rmq_watchdog_t *w);
 /* What w did since it was armed, leaving it armed (RMQ_CUT_NONE when not armed). */
 rmq_cut_t rmq_watchdog_cut(rmq_watchdog_t *w);
+/* After a deadline cut (still armed): the bytes the peer had not
+ * acknowledged when the socket was cut (SIOCOUTQ); -1 unknown or no such cut. */
+int rmq_watchdog_unacked(rmq_watchdog_t *w);
 
 /* The guard: every librabbitmq call that writes or waits runs inside one.
  * A transport call (rmq_transport.c's ops, the hop router's round,

@@ -472,6 +472,8 @@ static void faults_round(const char *db, size_t n, int fault)
                atomic_load(&p.sent) - before, p.longest_ms);
         TU_CHECK(atomic_load(&p.sent) > before, "no send succeeded in the %d s node %d was cut off (first error: %s)",
                  PARTITION_S, victim + 1, p.first_error);
+        TU_CHECK(strstr(p.first_error, "reads nothing more") == NULL,
+                 "a node that takes every byte is said to read nothing: %s", p.first_error);
         TU_CHECK(rq_heal(&rabbit, victim, err, sizeof err) == 0, "heal node %d: %s", victim + 1, err);
         printf("; healed");
     } else {
