@@ -82,7 +82,8 @@ typedef enum hg_err {
                            -NOPERM ...); the message is that reply's text */
     HG_ERR_AUTH,        /* AUTH with the URI's credentials was refused (a client
                            without credentials sends no AUTH: a broker with
-                           users answers its commands "NOAUTH …", HG_ERR_SERVER) */
+                           users answers its commands "NOAUTH …", HG_ERR_SERVER;
+                           a consumer stops on it with HG_ERR_AUTH) */
     HG_ERR_STOPPED,     /* interrupted because a stop was requested */
     HG_ERR_SYSTEM       /* an operating-system call failed (threads, pipes) */
 } hg_err_t;
@@ -751,15 +752,16 @@ hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out, hg
  * worker holds messages, a watchdog thread TOUCHes their leases every
  * touch_interval_ms. A lost connection is reconnected with the client's
  * backoff, for as long as it takes; the worker never gives up on its own,
- * except when the broker refuses the credentials (HG_ERR_AUTH) or the user
- * may not PULL (NOPERM): those stay wrong, so the consumer stops.
+ * except when the broker refuses the credentials (HG_ERR_AUTH), wants some
+ * and the consumer has none (NOAUTH, also HG_ERR_AUTH) or the user may not
+ * PULL (NOPERM): those stay wrong, so the consumer stops.
  * On stop: the PULL waits and backoff sleeps are cut short, messages already
  * in hand are finished (handlers are never interrupted), then the workers
  * exit. The messages a worker could not ACK come back after their lease.
  *
  * Returns HG_OK after a stop; HG_ERR_ARG if it is already running or ran
  * before (a consumer runs once); HG_ERR_SYSTEM if a thread cannot start;
- * HG_ERR_AUTH (credentials refused) or HG_ERR_SERVER (NOPERM) when it
+ * HG_ERR_AUTH (credentials refused or missing) or HG_ERR_SERVER (NOPERM) when it
  * stopped by itself for that reason (hg_consumer_last_error says which). */
 hg_err_t hg_consumer_run(hg_consumer_t *c);
 
