@@ -129,6 +129,11 @@ void conn_known_paths_set(conn_set_t *s)
     s->known_paths[n] = NULL;
 }
 
+const char *const *conn_set_hidden_paths(const conn_set_t *s)
+{
+    return (const char *const *)s->known_paths;
+}
+
 void conn_set_config_changed(conn_set_t *s)
 {
     conn_known_paths_set(s);
