@@ -296,14 +296,17 @@ void *consumer_worker_main(void *arg)
         if (e != HG_OK) {
             if (e == HG_ERR_STOPPED || consumer_stopping(c))
                 break;
-            if (e == HG_ERR_SERVER && strncmp(hg_client_errmsg(w->client), "NOAUTH", 6) == 0)
+            int no_credentials = e == HG_ERR_SERVER && strncmp(hg_client_errmsg(w->client), "NOAUTH", 6) == 0;
+            if (no_credentials)
                 e = HG_ERR_AUTH; /* no credentials for a broker with users: as lasting as a wrong password */
             consumer_record_error(c, who, e, "PULL", hg_client_errmsg(w->client));
             note_pull(c, 0, &pull_failing);
             if (e == HG_ERR_AUTH || (e == HG_ERR_SERVER && strncmp(hg_client_errmsg(w->client), "NOPERM", 6) == 0)) {
                 /* Wrong credentials or a user without the consumer role stay so: retrying only fills the log. */
                 consumer_log(c, 0, "%s: %s: stopping the consumer", who,
-                             e == HG_ERR_AUTH ? "the broker refused the credentials" : "the user may not PULL");
+                             no_credentials     ? "the broker has users and the URI names none"
+                             : e == HG_ERR_AUTH ? "the broker refused the credentials"
+                                                : "the user may not PULL");
                 atomic_store(&c->fatal, (int)e);
                 hg_consumer_stop(c);
                 break;
