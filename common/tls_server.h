@@ -6,7 +6,7 @@
  * context swapped on SIGHUP; and the wording of OpenSSL's errors.
  *
  * The context (tls_server_t) holds the current SSL_CTX: TLS 1.2 at least
- * (with ECDHE and AEAD ciphers only: TLS_SERVER_TLS12_CIPHERS),
+ * (with ECDHE and AEAD ciphers only: base/tls_policy.h),
  * the certificate chain of the cert file with the private key of the key
  * file (checked to match), and with client verification yes/optional the
  * CAs of the CA file that client certificates must chain to (yes: a client
@@ -35,14 +35,6 @@
 #include <stddef.h>
 
 #include <openssl/ssl.h>
-
-/* The TLS 1.2 cipher suites a server offers: forward secrecy (ECDHE) and an
- * AEAD cipher (AES-GCM, ChaCha20-Poly1305) only, the "intermediate" profile
- * without its DHE suites. No CBC, no SHA-1 MAC, no static RSA key exchange.
- * TLS 1.3 suites are set apart by OpenSSL (all AEAD) and are not touched. */
-#define TLS_SERVER_TLS12_CIPHERS                                                               \
-    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:" \
-    "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 
 /* Client certificates: the order is the broker's tls-auth-clients words. */
 typedef enum tls_clients {

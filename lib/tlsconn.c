@@ -24,13 +24,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
-
-/* TLS 1.2: ECDHE with an AEAD cipher only, the list the broker offers
- * (common/tls_server.h, TLS_SERVER_TLS12_CIPHERS: the library may not
- * include common/, so it is written here too). TLS 1.3 is OpenSSL's. */
-#define TLSCONN_TLS12_CIPHERS                                                                  \
-    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:" \
-    "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+#include "base/tls_policy.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -170,7 +164,7 @@ int tlsconn_ctx_new(const char *ca_file, const char *cert_file, const char *key_
     }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF);
-    if (SSL_CTX_set_cipher_list(ctx, TLSCONN_TLS12_CIPHERS) != 1) {
+    if (SSL_CTX_set_cipher_list(ctx, HG_TLS12_CIPHERS) != 1) {
         ssl_reasons(why, sizeof(why));
         SSL_CTX_free(ctx);
         return err_set(err, errlen, "cannot set the TLS 1.2 ciphers: %s", why);
