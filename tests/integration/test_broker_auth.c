@@ -1042,6 +1042,15 @@ static void test_error_paths_admin_only(void)
     BP_CHECK(!send_acknowledged(&x) && strstr(x.err, "store unavailable: ") != NULL &&
                  strstr(x.err, bt_broker.data_dir) != NULL && strstr(x.err, "path hidden") == NULL,
              "admin, the store broken: '%s', want the paths", x.err);
+    /* /healthz, which anyone who reaches the metrics port reads without logging in, says the store is broken and
+     * why, its paths hidden as for a non-admin; the log has them (the failed reopen above). Before, it answered
+     * "storage broken: store unavailable: data directory <dir>/data: ..." to anyone. */
+    char health[2048];
+    int status = tu_http_get(bt_broker.metrics_port, "/healthz", health, sizeof health);
+    BP_CHECK(status == 503 && strstr(health, "storage broken: ") != NULL &&
+                 strstr(health, "(path hidden: admin only)") != NULL && strstr(health, bt_broker.dir) == NULL,
+             "/healthz, the store broken: %d '%s', want 503 with its paths hidden", status, health);
+    printf("    /healthz reads: %s\n", health);
     /* The same refusal again and again (a producer retrying): its text logged once, not once per reply. */
     x.c = &shop;
     for (int i = 0; i < 5; i++)
@@ -1437,6 +1446,96 @@ static void test_long_user_name(void)
     cleanup_users();
 }
 
+/* GET path from the metrics port with the given Host header (NULL: none, HTTP/1.0); the status, -1 on no answer. */
+static int http_get_host(int port, const char *path, const char *host, char *out, size_t outlen)
+{
+    int fd = tu_tcp_connect(port);
+    if (fd < 0)
+        return -1;
+    char req[512], hline[300] = "";
+    if (host != NULL)
+        snprintf(hline, sizeof hline, "Host: %s\r\n", host);
+    int rl = snprintf(req, sizeof req, "GET %s HTTP/1.%d\r\n%sConnection: close\r\n\r\n", path, host != NULL, hline);
+    if (write(fd, req, (size_t)rl) != rl) {
+        close(fd);
+        return -1;
+    }
+    size_t n = 0;
+    ssize_t r;
+    while (n < outlen - 1 && (r = read(fd, out + n, outlen - 1 - n)) > 0)
+        n += (size_t)r;
+    out[n] = '\0';
+    close(fd);
+    int status = -1;
+    return sscanf(out, "HTTP/1.%*d %d", &status) == 1 ? status : -1;
+}
+
+/* The metrics port on loopback answers only requests whose Host names it (an IP literal, localhost, metrics-bind),
+ * so a web page that re-points its own DNS name at 127.0.0.1 (DNS rebinding) cannot read /metrics — every topic's
+ * and group's name — from a browser on the broker's host: 421, logged. Before, any Host was answered 200. */
+static void test_metrics_host(void)
+{
+    bt_start(NULL);
+    char out[32768];
+    int port = bt_broker.metrics_port;
+    const char *served[] = { "127.0.0.1", "127.0.0.1:9121", "localhost", "LOCALHOST.:9121", "[::1]:9121", NULL };
+    for (int i = 0; served[i] != NULL; i++) {
+        int st = http_get_host(port, "/metrics", served[i], out, sizeof out);
+        BP_CHECK(st == 200 && strstr(out, "hourglass_uptime_seconds") != NULL, "Host %s: %d, want 200", served[i], st);
+    }
+    BP_CHECK(http_get_host(port, "/healthz", NULL, out, sizeof out) == 200, "no Host (HTTP/1.0): '%.80s', want 200",
+             out);
+    const char *refused[] = { "attacker.example:9121", "attacker.example", "127.0.0.1.nip.io", "[::1", "", NULL };
+    for (int i = 0; refused[i] != NULL; i++) {
+        const char *paths[] = { "/metrics", "/healthz" };
+        for (int k = 0; k < 2; k++) {
+            int st = http_get_host(port, paths[k], refused[i], out, sizeof out);
+            BP_CHECK(st == 421 && strstr(out, "is not this broker's metrics listener") != NULL &&
+                         strstr(out, "hourglass_") == NULL,
+                     "Host '%s' %s: %d '%.200s', want 421", refused[i], paths[k], st, out);
+        }
+    }
+    BP_CHECK(tu_poll_until(log_has, "metrics port: refused a request for host 'attacker.example:9121'", 10000, 20) == 0,
+             "the refusal is not logged");
+}
+
+/* The metrics port bounds what a request may send: a client streaming header lines is answered 400 and closed
+ * within the first few MiB (the kernel's socket buffers), where before the broker kept every byte (200 MiB of
+ * headers: 220 MiB more RSS) for as long as the client sent. */
+static void test_metrics_headers_bounded(void)
+{
+    bt_start(NULL);
+    int fd = tu_tcp_connect(bt_broker.metrics_port);
+    BP_REQUIRE(fd >= 0, "connect to the metrics port");
+    const char *head = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    BP_REQUIRE(send(fd, head, strlen(head), MSG_NOSIGNAL) == (ssize_t)strlen(head), "send the request line");
+    static char lines[64 * 1024];
+    for (size_t i = 0; i + 1000 <= sizeof lines; i += 1000) {
+        memset(lines + i, 'a', 1000);
+        memcpy(lines + i, "X-Pad: ", 7);
+        memcpy(lines + i + 998, "\r\n", 2);
+    }
+    size_t sent = 0, limit = (size_t)64 << 20;
+    while (sent < limit) {
+        ssize_t w = send(fd, lines, sizeof lines - sizeof lines % 1000, MSG_NOSIGNAL);
+        if (w <= 0)
+            break;
+        sent += (size_t)w;
+    }
+    char reply[512] = "";
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    if (poll(&p, 1, 10000) == 1) {
+        ssize_t r = recv(fd, reply, sizeof reply - 1, 0);
+        reply[r > 0 ? r : 0] = '\0';
+    }
+    close(fd);
+    BP_CHECK(sent < ((size_t)16 << 20), "the broker took %zu MiB of header lines, want it to close before 16 MiB",
+             sent >> 20);
+    BP_CHECK(strncmp(reply, "HTTP/1.1 400", 12) == 0, "reply '%.40s', want 400", reply);
+    char out[4096];
+    BP_CHECK(tu_http_get(bt_broker.metrics_port, "/healthz", out, sizeof out) == 200, "/healthz after: '%.80s'", out);
+}
+
 static const tu_test_t auth_tests[] = {
     { "before AUTH only PING AUTH HELLO QUIT", test_unauthenticated },
     { "roles: producer, consumer, viewer, admin", test_roles },
@@ -1461,6 +1560,8 @@ static const tu_test_t auth_tests[] = {
     { "hourglass-cli passwd refuses a password longer than 1 KiB", test_cli_passwd_long },
     { "INFO shows file-system paths to the admin only", test_info_paths_admin_only },
     { "error replies show file-system paths to the admin only; the log has them", test_error_paths_admin_only },
+    { "the metrics port on loopback answers only its own host names (DNS rebinding)", test_metrics_host },
+    { "the metrics port bounds a request's headers", test_metrics_headers_bounded },
     { NULL, NULL },
 };
 
