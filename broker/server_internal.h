@@ -61,6 +61,7 @@ struct server {
     int shed_unlogged;             /* clients refused since that line */
     uint64_t rejected;             /* connections refused at max-clients */
     uint64_t last_tls_refusal_log; /* monotonic ms of the last such log line for tls-port */
+    uint64_t last_refusal_log;     /* ...and for the plaintext port */
     int spare_fd;                  /* /dev/null held open so that EMFILE can still accept and refuse */
     /* users, AUTH, protected mode */
     users_t *users;
