@@ -274,13 +274,7 @@ static int view_build(store_t *s, uint64_t id, int with_payload, store_msg_view_
     const topic_state_t *t = map_get(&s->topics, h.topic, h.topic_len);
     int groups = 0;
     if (rc == 0 && t != NULL) {
-        map_iter_t it = { 0 };
-        void *gv;
-        while (map_next(&s->groups, &it, NULL, NULL, &gv)) {
-            const group_state_t *g = gv;
-            if (g->topic != t) {
-                continue;
-            }
+        for (const group_state_t *g = t->first_group; g != NULL; g = g->next_in_topic) {
             groups++;
             if (h.place.tag != 'T' || has_copy(v, g->name, g->len)) {
                 continue;
@@ -469,13 +463,10 @@ static int level_rehead(store_t *s, revoke_ctx_t *c, int level, char *err, size_
 }
 
 /* The first group of topic t past seq (it took the message), or NULL. */
-static const group_state_t *group_past(const store_t *s, const topic_state_t *t, uint64_t seq)
+static const group_state_t *group_past(const topic_state_t *t, uint64_t seq)
 {
-    map_iter_t it = { 0 };
-    void *v;
-    while (map_next(&s->groups, &it, NULL, NULL, &v)) {
-        const group_state_t *g = v;
-        if (g->topic == t && g->cursor > seq) {
+    for (const group_state_t *g = t->first_group; g != NULL; g = g->next_in_topic) {
+        if (g->cursor > seq) {
             return g;
         }
     }
@@ -503,7 +494,7 @@ static int revoke_one(store_t *s, revoke_ctx_t *c, uint64_t id, char *err, size_
     m.key.len = (uint32_t)h.key_len;
     int rc = 0;
     topic_state_t *t = map_get(&s->topics, h.topic, h.topic_len);
-    const group_state_t *past = h.place.tag == 'T' && t != NULL ? group_past(s, t, h.place.seq) : NULL;
+    const group_state_t *past = h.place.tag == 'T' && t != NULL ? group_past(t, h.place.seq) : NULL;
     if (h.place.tag == 'L') {
         key_buf_t k;
         key_level(&k, h.place.level, h.place.due, h.place.seq);
@@ -528,14 +519,9 @@ static int revoke_one(store_t *s, revoke_ctx_t *c, uint64_t id, char *err, size_
         store_del(s, &k);
         t->removed++;
         store_mark_topic(s, t);
-        map_iter_t it = { 0 };
-        void *v;
-        while (map_next(&s->groups, &it, NULL, NULL, &v)) {
-            group_state_t *g = v;
-            if (g->topic == t) { /* its backlog (appended - position) loses the message */
-                g->position++;
-                store_mark_group(s, g);
-            }
+        for (group_state_t *g = t->first_group; g != NULL; g = g->next_in_topic) {
+            g->position++; /* its backlog (appended - position) loses the message */
+            store_mark_group(s, g);
         }
         r->from_ready++;
     } else {

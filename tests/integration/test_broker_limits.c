@@ -53,7 +53,9 @@
  *    RSS comes back within 40 MiB of where it started (the allocator's free
  *    memory is given back);
  *  - many_topics: 20 000 topics of one group each: a page of TOPICS, and a
- *    SEND queued behind it, are answered in milliseconds, not seconds;
+ *    SEND queued behind it, are answered in milliseconds, not seconds; a
+ *    GET or FIND of a message reads its own topic's groups only (5 000 of
+ *    each take under 10 times what they took before the groups, + 250 ms);
  *  - disk_back: the broker's own SENDs of 60 KiB fill a 48 MiB tmpfs, which
  *    then grows to 96 MiB: the first SEND once INFO says writes resumed is
  *    acknowledged, and disk_full_events is 1.
@@ -1265,16 +1267,41 @@ static void test_burst_memory(void)
  * one pass over the groups: a page and a SEND beside it are answered in
  * milliseconds; the bound here (5 s for both) is only what tells them apart
  * on a loaded machine. */
+/* N pipelined copies of one command on c, all answered with a bulk or an
+ * array (GET, FIND): how long they took, in ms. */
+static uint64_t timed_pipeline(rc_conn_t *c, int n, const char *a0, const char *a1, const char *a2)
+{
+    char d[200];
+    uint64_t t0 = tu_now_mono_ms();
+    for (int i = 0; i < n; i++)
+        rc_appendl(c, a0, a1, a2, NULL);
+    BP_REQUIRE(rc_flush(c, 120000) == 0, "%s", c->err);
+    for (int i = 0; i < n; i++) {
+        resp_reply_t *r = rc_read(c, 120000);
+        BP_REQUIRE(r != NULL && (r->type == RESP_REPLY_ARRAY || r->type == RESP_REPLY_MAP), "%s %s: %s", a0, a1,
+                   r != NULL ? rc_describe(r, d, sizeof d) : c->err);
+        resp_reply_free(r);
+    }
+    return tu_now_mono_ms() - t0;
+}
+
 static void test_many_topics(void)
 {
     enum {
         TOPICS = 20000,
-        BOUND_MS = 5000
+        BOUND_MS = 5000,
+        LOOKUPS = 5000
     };
     const char *extra[] = { "--max-topics", "20000", "--max-groups", "20000", NULL };
     char e[512], group[32], topic[32], d[200];
     bt_start(extra);
     bt_conn.timeout_ms = 120000;
+    /* GET and FIND of a keyed message before any group exists: the baseline */
+    char keyed[32];
+    BP_REQUIRE(bp_send(&bt_conn, keyed, sizeof keyed, e, sizeof e, "t00009", "k", "KEY", "order-9", NULL) == 0,
+               "SEND KEY: %s", e);
+    uint64_t get_before = timed_pipeline(&bt_conn, LOOKUPS, "GET", keyed, NULL);
+    uint64_t find_before = timed_pipeline(&bt_conn, LOOKUPS, "FIND", "t00009", "order-9");
     for (int i = 0; i < TOPICS; i++) {
         snprintf(group, sizeof group, "g%05d", i);
         snprintf(topic, sizeof topic, "t%05d", i);
@@ -1323,6 +1350,17 @@ static void test_many_topics(void)
              "with %d topics of one group each, a page of 10 TOPICS took %llu ms and a SEND beside it %llu ms (over %d "
              "ms: the page scans every group for every topic)",
              TOPICS, (unsigned long long)page_ms, (unsigned long long)send_ms, BOUND_MS);
+    /* a lookup reads the message's own topic's groups (first_group), not every group */
+    uint64_t get_after = timed_pipeline(&bt_conn, LOOKUPS, "GET", keyed, NULL);
+    uint64_t find_after = timed_pipeline(&bt_conn, LOOKUPS, "FIND", "t00009", "order-9");
+    printf("many_topics: %d GETs %llu -> %llu ms, %d FINDs %llu -> %llu ms (no group -> %d groups)\n", LOOKUPS,
+           (unsigned long long)get_before, (unsigned long long)get_after, LOOKUPS, (unsigned long long)find_before,
+           (unsigned long long)find_after, TOPICS);
+    BP_CHECK(get_after < 10 * get_before + 250 && find_after < 10 * find_before + 250,
+             "%d GETs took %llu ms with %d groups of other topics, %llu ms with none; FINDs %llu and %llu ms (a "
+             "lookup scans every group)",
+             LOOKUPS, (unsigned long long)get_after, TOPICS, (unsigned long long)get_before,
+             (unsigned long long)find_after, (unsigned long long)find_before);
 }
 
 int main(int argc, char **argv)
