@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# tests/system/test_soak.sh — a half-minute scripts/soak against the programs of this build
-# (--bindir): 60 orders/s from three shops (a rate a loaded machine keeps), a fault every 6 s (so each of the four kinds — the
-# consumer's kill -9, KILL CONNECTION, the compensator's SIGSTOP, the broker's restart — happens once),
+# tests/system/test_soak.sh — a 45-second scripts/soak against the programs of this build
+# (--bindir): 60 orders/s from three shops (a rate a loaded machine keeps), a fault every 11 s, so
+# each of the four kinds — the consumer's kill -9, KILL CONNECTION, the compensator's SIGSTOP, the
+# broker's restart — happens once, one at a time (--fault-every's least: a SIGSTOP lasts 10 s);
 # a sample every 3 s. Passes when the soak exits 0 with every order invariant holding, its table has
 # the figures of every process (RSS, fds, threads, CPU), the broker's data dir and INFO fields and
 # the orders' row counts, the four faults are listed, and its temp dir is removed at the end. It
 # does not judge the slopes: half a minute is warm-up, not a soak. The soak polls with deadlines
-# itself; about 50 s.
+# itself; about 70 s.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 builddir=${HG_BUILDDIR:-$PWD}
 out=$(mktemp "${TMPDIR:-/tmp}/hg-test-soak-XXXXXX.log")
 trap 'rm -f "$out"' EXIT
 
-bash "$here/../../scripts/soak" --bindir "$builddir" --minutes 0.5 --rate 60 --faults --fault-every 6 --sample 3 >"$out" 2>&1
+bash "$here/../../scripts/soak" --bindir "$builddir" --minutes 0.75 --rate 60 --faults --fault-every 11 --sample 3 >"$out" 2>&1
 status=$?
 cat "$out"
 fail() { echo "FAIL: $*"; exit 1; }
