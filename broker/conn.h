@@ -158,6 +158,11 @@ int conn_accept(conn_set_t *set, evutil_socket_t fd, const struct sockaddr *sa, 
 /* Open connections. */
 size_t conn_set_count(const conn_set_t *set);
 
+/* The file-system paths a non-admin must not read (the data directory, the
+ * store, the backup directory), NULL-terminated; the set's own copies, valid
+ * until the next conn_set_config_changed. */
+const char *const *conn_set_hidden_paths(const conn_set_t *set);
+
 /* The open connection with this id, or NULL (an AUTH completion finds its
  * connection with it). */
 conn_t *conn_by_id(conn_set_t *set, uint64_t id);

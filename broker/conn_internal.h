@@ -37,7 +37,10 @@
 
 #include "base/map.h"
 #include "broker/conn.h"
+#include "common/log_limit.h"
 #include "proto/reply.h"
+
+#define HIDDEN_LOG_MS 60000 /* the same error with paths hidden: logged at most once a minute (conn_reply.c) */
 
 #define CONN_DRAIN_TIMEOUT_MS 10000 /* a draining client must read its last replies by then */
 
@@ -82,10 +85,9 @@ struct conn_set {
     /* the paths hidden from a non-admin's error replies (conn_reply.c): copies of cfg's dir, store path and
        backup-dir (those set), NULL-terminated; made at conn_set_new and after each reload, not per reply */
     char *known_paths[4];
-    /* error replies whose paths were hidden from a non-admin (conn_reply.c's log_hidden) */
-    char hidden_last[256];    /* the text last logged (cut) */
-    uint64_t hidden_log_mono; /* when (0: never) */
-    uint64_t hidden_repeats;  /* the same text since, not logged */
+    /* error replies whose paths were hidden from a non-admin (conn_reply.c's log_hidden): the same text
+       logged at most once per HIDDEN_LOG_MS, with a count */
+    log_limit_t hidden_log;
 };
 
 

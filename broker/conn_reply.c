@@ -32,7 +32,6 @@
 
 #define CONN_SWEEP_NOW_BYTES     (1u << 20)  /* a reply this large runs the memory sweep at once */
 #define REPLY_BY_REFERENCE_BYTES (64u << 10) /* storage replies this large are not copied (conn_write_reply) */
-#define HIDDEN_LOG_MS            60000       /* the same error with paths hidden: logged at most once a minute */
 
 /* Called by the output buffer once a reply added by reference is written (or the connection freed). */
 static void job_reply_written(const void *data, size_t len, void *arg)
@@ -45,32 +44,21 @@ static void job_reply_written(const void *data, size_t len, void *arg)
 /* Log the whole text of error replies whose paths were hidden from client c
  * (the operator needs the paths): one line per new text, the same text again
  * at most once per HIDDEN_LOG_MS (a producer retrying against a failed disk
- * would write thousands a second), saying how many were not logged. */
+ * would write thousands a second), saying how many were not logged
+ * (common/log_limit.h, keyed by the text). */
 static void log_hidden(conn_t *c, const buf_t *hidden)
 {
-    conn_set_t *s = c->set;
-    uint64_t now = clock_mono_ms();
-    size_t keep = hidden->len < sizeof s->hidden_last - 1 ? hidden->len : sizeof s->hidden_last - 1;
-    if (s->hidden_log_mono != 0 && now < s->hidden_log_mono + HIDDEN_LOG_MS && strlen(s->hidden_last) == keep &&
-        memcmp(s->hidden_last, hidden->data, keep) == 0) {
-        s->hidden_repeats++;
-        return;
-    }
-    char more[96] = "";
-    if (s->hidden_repeats > 0) {
-        snprintf(more, sizeof more, " (%llu more replies with paths hidden since the last such line, not logged)",
-                 (unsigned long long)s->hidden_repeats);
-    }
-    log_warn("error reply to client id=%llu addr=%s user=%s, its paths hidden (not an admin): %.*s%s",
-             (unsigned long long)c->id, c->addr,
-             !c->authenticated    ? "(not logged in)"
-             : c->user[0] != '\0' ? c->user
-                                  : "default",
-             (int)hidden->len, hidden->data, more);
-    memcpy(s->hidden_last, hidden->data, keep);
-    s->hidden_last[keep] = '\0';
-    s->hidden_log_mono = now;
-    s->hidden_repeats = 0;
+    char key[LOG_LIMIT_KEY_MAX];
+    size_t keep = hidden->len < sizeof key - 1 ? hidden->len : sizeof key - 1;
+    memcpy(key, hidden->data, keep);
+    key[keep] = '\0';
+    log_limit_fail(&c->set->hidden_log, LOG_LEVEL_WARN, key,
+                   "error reply to client id=%llu addr=%s user=%s, its paths hidden (not an admin): %.*s",
+                   (unsigned long long)c->id, c->addr,
+                   !c->authenticated    ? "(not logged in)"
+                   : c->user[0] != '\0' ? c->user
+                                        : "default",
+                   (int)hidden->len, hidden->data);
 }
 
 /* Append a reply to the socket's output, unless the client already has
@@ -139,6 +127,11 @@ void conn_known_paths_set(conn_set_t *s)
         }
     }
     s->known_paths[n] = NULL;
+}
+
+const char *const *conn_set_hidden_paths(const conn_set_t *s)
+{
+    return (const char *const *)s->known_paths;
 }
 
 void conn_set_config_changed(conn_set_t *s)

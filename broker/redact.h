@@ -10,7 +10,8 @@
  * redact_reply: each path inside an error ("-" line) becomes REDACT_PATH, the
  * error code and the rest of the sentence stay. Nothing else of a reply is
  * touched (payloads, simple strings, numbers). The broker's log keeps the
- * whole text (conn_reply.c logs what it hid).
+ * whole text (conn_reply.c logs what it hid). /healthz, which answers anyone,
+ * passes its reason through redact_text (server_http.c).
  *
  * What counts as a path, in an error's text: a word that starts at the
  * beginning of the text or after a blank, a quote, '(', '[', '<', '=' or ','

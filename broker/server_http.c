@@ -6,6 +6,19 @@
  * whose completion adds what the loop knows (server_loop_info) and sends the
  * reply; during shutdown both answer 503.
  *
+ * The port has no authentication, so /healthz says why the store is broken
+ * with every file-system path hidden (broker/redact.h), as an error reply
+ * reads to a client that is not an admin: whoever reaches the port learns that
+ * the store is broken and why, not where the data lives. The broker's log has
+ * the whole text (the storage thread logged it when the store broke).
+ *
+ * The port follows the rules of every metrics port (common/http_guard.h):
+ * GET and HEAD only, 8 KiB of request line and headers and 1 KiB of body,
+ * at most 64 connections and a request's head whole within 10 s (slowloris),
+ * and on a loopback metrics-bind (the default) only a Host that names the
+ * listener is answered (421 otherwise: DNS rebinding would let a web page
+ * read /metrics — the names of every topic and group, their depths).
+ *
  * Thread: everything here runs on the event-loop thread, but for
  * http_metrics_exec, which runs on the storage thread and reads only the
  * store and metrics-max-topics (read-only after start-up).
@@ -17,7 +30,9 @@
 #include <event2/keyvalq_struct.h>
 
 #include "base/alloc.h"
+#include "broker/redact.h"
 #include "broker/server_internal.h"
+#include "common/http_guard.h"
 
 typedef struct http_job {
     job_t job;
@@ -58,6 +73,9 @@ static void http_cb(struct evhttp_request *req, void *arg)
     server_t *s = arg;
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    if (!http_guard_admit(s->http_guard, req)) {
+        return;
+    }
     struct evbuffer *body = evbuffer_new();
     if (path && strcmp(path, "/healthz") == 0) {
         char why[600];
@@ -68,7 +86,11 @@ static void http_cb(struct evhttp_request *req, void *arg)
         } else if (!writer_healthy(s->writer, why, sizeof why)) {
             code = 503;
         }
-        evbuffer_add_printf(body, "%s\n", why);
+        buf_t shown = BUF_INIT;
+        redact_text(why, strlen(why), conn_set_hidden_paths(s->conns), &shown);
+        evbuffer_add(body, shown.data, shown.len);
+        evbuffer_add(body, "\n", 1);
+        buf_free(&shown);
         evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
         evhttp_send_reply(req, code, code == 200 ? "OK" : "Service Unavailable", body);
     } else if (path && strcmp(path, "/metrics") == 0) {
@@ -104,9 +126,10 @@ int server_http_start(server_t *s, char *err, size_t errlen)
         snprintf(err, errlen, "cannot create the HTTP server");
         return -1;
     }
-    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+    /* GET and HEAD; 8 KiB of request line and headers, 1 KiB of body; 64 connections, a head within 10 s */
+    s->http_guard =
+        http_guard_new(s->http, s->base, cfg->metrics_bind, "metrics-bind", "this broker's metrics listener");
     evhttp_set_gencb(s->http, http_cb, s);
-    evhttp_set_timeout(s->http, 30);
     if (evhttp_bind_socket_with_handle(s->http, cfg->metrics_bind, (ev_uint16_t)cfg->metrics_port) == NULL) {
         int e = EVUTIL_SOCKET_ERROR();
         snprintf(err, errlen, "cannot listen for metrics on %s:%lld: %s", cfg->metrics_bind, cfg->metrics_port,
@@ -114,4 +137,14 @@ int server_http_start(server_t *s, char *err, size_t errlen)
         return -1;
     }
     return 0;
+}
+
+void server_http_stop(server_t *s)
+{
+    if (s->http != NULL) {
+        evhttp_free(s->http);
+    }
+    s->http = NULL;
+    http_guard_free(s->http_guard);
+    s->http_guard = NULL;
 }

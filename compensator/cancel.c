@@ -1,6 +1,12 @@
 /*
  * compensator/cancel.c — hg_order_cancel with counters and logs
  * (contract: cancel.h). Runs on the calling layer's thread.
+ *
+ * A transient failure of MariaDB itself (its disk full, the connection lost)
+ * fails every order of a page the same way, every round: those lines go
+ * through one common/log_limit.h shared by the layers (the first at once, the
+ * same again at most once per 10 s with a count, one line when MariaDB
+ * answers again).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -9,6 +15,7 @@
 #include "compensator/cancel.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,11 +24,20 @@
 
 #include "base/clock.h"
 #include "common/log.h"
+#include "common/log_limit.h"
 #include "compensator/comp_config.h"
 #include "compensator/stats.h"
 #include "compensator/stop.h"
 #include "compensator/stuck.h"
 #include "db/conn.h"
+
+static log_limit_t db_log; /* MariaDB's transient failures, shared by the layers; lives as long as the process */
+static pthread_once_t db_log_once = PTHREAD_ONCE_INIT;
+
+static void db_log_init(void)
+{
+    log_limit_init(&db_log, "MariaDB answers the cancels", LOG_LIMIT_INTERVAL_MS);
+}
 
 void comp_canceller_init(comp_canceller_t *c, const hg_order_db_params_t *params, int which, const char *reason,
                          size_t batch_size, unsigned idle_s)
@@ -33,6 +49,7 @@ void comp_canceller_init(comp_canceller_t *c, const hg_order_db_params_t *params
     c->batch_size = batch_size < 1 ? 1 : batch_size > HG_ORDER_BATCH_MAX ? HG_ORDER_BATCH_MAX : batch_size;
     c->which = which;
     c->reason = reason;
+    pthread_once(&db_log_once, db_log_init);
 }
 
 void comp_canceller_close(comp_canceller_t *c)
@@ -129,8 +146,13 @@ static hg_order_outcome_t record(comp_canceller_t *c, uint64_t id, hg_order_outc
         if (hg_order_error_is_database(err->code)) /* a rotated password refused (1045), a lost connection … */
             comp_db_password_refresh();
         count_outcome(c, COMP_CANCEL_TRANSIENT);
-        log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": transient failure, retried next round (%s): %s", id, c->reason,
-                err->message);
+        if (hg_order_error_is_database(err->code)) /* the same for every order: at most once per 10 s */
+            log_limit_fail(&db_log, LOG_LEVEL_WARN, err->message,
+                           "order %" PRIu64 ": transient failure, retried next round (%s): %s", id, c->reason,
+                           err->message);
+        else
+            log_msg(LOG_LEVEL_WARN, "order %" PRIu64 ": transient failure, retried next round (%s): %s", id, c->reason,
+                    err->message);
         break;
     case HG_ORDER_PAID: /* not an outcome of a cancel */
     case HG_ORDER_PERMANENT:
@@ -149,8 +171,10 @@ static hg_order_outcome_t record(comp_canceller_t *c, uint64_t id, hg_order_outc
                     err->message);
         break;
     }
-    if (outcome == HG_ORDER_CANCELLED || outcome == HG_ORDER_NOT_PENDING || outcome == HG_ORDER_NOT_FOUND)
+    if (outcome == HG_ORDER_CANCELLED || outcome == HG_ORDER_NOT_PENDING || outcome == HG_ORDER_NOT_FOUND) {
         comp_stuck_settled(id);
+        log_limit_ok(&db_log);
+    }
     return outcome;
 }
 

@@ -26,6 +26,11 @@
  * The lease and "mark sent" statements have relay-batch placeholders
  * (order_id IN (?, ?, …)); a shorter list is padded by repeating an id, so
  * one prepared statement serves every batch.
+ *
+ * A round that fails (MariaDB or the broker down: one a relay-interval, a
+ * second by default) is logged through a common/log_limit.h: the first at
+ * once, the same failure again at most once per 10 s with a count, one line
+ * when a round sends again.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -43,6 +48,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "common/log.h"
+#include "common/log_limit.h"
 #include "compensator/stats.h"
 #include "compensator/stop.h"
 #include "db/keys.h"
@@ -60,6 +66,7 @@ typedef struct relay_row {
 
 struct comp_relay {
     const comp_config_t *cfg;
+    log_limit_t log; /* failed rounds and failed reconnects */
     db_conn_t *db;
     hg_client_t *client;
     hg_client_opts_t client_opts;
@@ -143,6 +150,7 @@ comp_relay_t *comp_relay_new(const comp_config_t *cfg, const hg_order_db_params_
 {
     comp_relay_t *r = xcalloc(1, sizeof *r);
     r->cfg = cfg;
+    log_limit_init(&r->log, "relay: sends succeed", LOG_LIMIT_INTERVAL_MS);
     /* Its transactions last milliseconds (none spans a broker call), so the
      * idle-transaction bound of the cancel connections applies here too. */
     hg_order_db_params_t p = *params;
@@ -187,6 +195,7 @@ void comp_relay_free(comp_relay_t *r)
     hg_client_close(r->client);
     comp_stop_unwatch(r->db);
     db_conn_free(r->db);
+    log_limit_destroy(&r->log);
     memset(&r->password, 0, sizeof r->password);
     free(r->sent_sql);
     free(r->lease_sql);
@@ -498,11 +507,14 @@ static long relay_batch(comp_relay_t *r, MYSQL_TIME *last_at, uint64_t *last_id,
     return record_batch(r, n, sent, superseded, send_failures, cause, causelen, err);
 }
 
-/* Close the client (logged with why): the next batch opens it again, with
- * password-file read again. */
-static void relay_close(comp_relay_t *r, const char *why)
+/* Close the client (logged with why; limited: a failure that repeats every
+ * round): the next batch opens it again, with password-file read again. */
+static void relay_close(comp_relay_t *r, const char *why, int limited)
 {
-    log_msg(LOG_LEVEL_INFO, "relay: %s", why);
+    if (limited)
+        log_limit_fail(&r->log, LOG_LEVEL_INFO, why, "relay: %s", why);
+    else
+        log_msg(LOG_LEVEL_INFO, "relay: %s", why);
     hg_client_close(r->client);
     r->client = NULL;
 }
@@ -531,14 +543,14 @@ comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *err
     uint64_t last_id = 0;
     db_drop_if_closed(r->db); /* idle since the last round: the server may have closed it (wait_timeout) */
     if (r->client != NULL && comp_password_stale(&r->password))
-        relay_close(r, "password-file holds another password (SIGHUP): reconnecting with it");
+        relay_close(r, "password-file holds another password (SIGHUP): reconnecting with it", 0);
     while (!comp_stopping()) {
         uint64_t batch_failures = 0;
         long n =
             relay_batch(r, &last_at, &last_id, &sent, &superseded, &batch_failures, &left, cause, sizeof cause, &err);
         comp_progress();
         if (r->client != NULL && n > 0 && refused(r, n))
-            relay_close(r, "could not reconnect to the broker: a new client next time, password-file read again");
+            relay_close(r, "could not reconnect to the broker: a new client next time, password-file read again", 1);
         failures += batch_failures;
         if (n < 0) {
             snprintf(errbuf, errlen, "%s", err.message);
@@ -560,11 +572,19 @@ comp_run_outcome_t comp_relay_run(comp_relay_t *r, uint64_t *sent_out, char *err
                 "relay: the stop cut the send of %" PRIu64 " outbox rows: left 'new' and leased, no attempt counted; "
                 "sent again when the lease ends (DEDUP makes a send that did arrive exact)",
                 left);
-    log_msg(outcome != COMP_RUN_OK ? LOG_LEVEL_WARN
-            : sent > 0             ? LOG_LEVEL_INFO
-                                   : LOG_LEVEL_DEBUG,
+    if (outcome != COMP_RUN_OK) { /* the same cause every relay-interval: at most once per 10 s */
+        const char *key = strstr(errbuf, "send failed: "); /* "order <id>: send failed: <why>": the why */
+        log_limit_fail(&r->log, LOG_LEVEL_WARN, key != NULL ? key : errbuf,
+                       "relay: %s; %" PRIu64 " outbox rows sent, %" PRIu64 " sent but paid or cancelled meanwhile, "
+                       "%" PRIu64 " sends failed%s%s",
+                       comp_run_outcome_name(outcome), sent, superseded, failures, errbuf[0] ? ": " : "", errbuf);
+        return outcome;
+    }
+    if (sent + superseded > 0) /* a round with nothing due shows nothing about the broker */
+        log_limit_ok(&r->log);
+    log_msg(sent > 0 ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
             "relay: %s; %" PRIu64 " outbox rows sent, %" PRIu64 " sent but paid or cancelled meanwhile, %" PRIu64
-            " sends failed%s%s",
-            comp_run_outcome_name(outcome), sent, superseded, failures, errbuf[0] ? ": " : "", errbuf);
+            " sends failed",
+            comp_run_outcome_name(outcome), sent, superseded, failures);
     return outcome;
 }

@@ -13,6 +13,7 @@
 
 #include "consumer/consumer_config.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,17 +21,45 @@
 
 #include "base/alloc.h"
 #include "common/log.h"
+#include "common/log_limit.h"
 #include "common/prom.h"
 
 #define REASON_MAX_LEN 64 /* orders.cancel_reason VARCHAR(64) */
 
 /* ------------------------------------------------------------------ logging */
 
-/* The consumer loop's log callback: 0 error, 1 warning, 2 info. */
+/* The consumer loop's errors and warnings (the broker down: each worker's
+ * PULL fails after every backoff, every ACK of a batch in hand fails): the
+ * same text at most once per 10 s with a count, and one line when a worker
+ * connects again (common/log_limit.h). Lives as long as the process. */
+static log_limit_t broker_log;
+static pthread_once_t broker_log_once = PTHREAD_ONCE_INIT;
+
+static void broker_log_init(void)
+{
+    log_limit_init(&broker_log, "the broker answers", LOG_LIMIT_INTERVAL_MS);
+}
+
+/* The consumer loop's log callback: 0 error, 1 warning, 2 info. A failure's
+ * key is its text without the "worker N: " in front (every worker fails
+ * alike); the loop's "worker N: reconnected to …" ends an outage. Any
+ * worker thread. */
 static void library_log(int level, const char *message, void *arg)
 {
     (void)arg;
-    log_msg(level <= 0 ? LOG_LEVEL_ERROR : level == 1 ? LOG_LEVEL_WARN : LOG_LEVEL_INFO, "%s", message);
+    pthread_once(&broker_log_once, broker_log_init);
+    if (level >= 2) {
+        if (strstr(message, ": reconnected to ") != NULL)
+            log_limit_ok(&broker_log);
+        log_msg(LOG_LEVEL_INFO, "%s", message);
+        return;
+    }
+    const char *key = message;
+    unsigned worker;
+    int skip = 0;
+    if (sscanf(message, "worker %u: %n", &worker, &skip) == 1 && skip > 0)
+        key = message + skip;
+    log_limit_fail(&broker_log, level <= 0 ? LOG_LEVEL_ERROR : LOG_LEVEL_WARN, key, "%s", message);
 }
 
 /* ------------------------------------------------------------------ configuration */

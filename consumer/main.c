@@ -22,8 +22,9 @@
  * and their /metrics text are consumer/metrics.c; the configuration (key
  * table, checks, --help) is consumer/consumer_config.c; the bounded stop (the thread that
  * cuts the workers' handles after stop-grace) is common/stop_grace.h.
- * Logging is common/log.h; /metrics and /healthz are common/prom.h's
- * endpoint.
+ * Logging is common/log.h; MariaDB's failures go through common/log_limit.h
+ * (a repeated one at most once per 10 s with a count, the recovery once).
+ * /metrics and /healthz are common/prom.h's endpoint.
  *
  * Threads: the caller of hg_consumer_run (main) waits; the library's N
  * workers call handle_message, each with its own hg_order_db (slot
@@ -71,8 +72,10 @@
 #include <event2/thread.h>
 
 #include "base/alloc.h"
+#include "common/argv_secret.h"
 #include "common/cfg.h"
 #include "common/log.h"
+#include "common/log_limit.h"
 #include "common/passwd.h"
 #include "common/prom.h"
 #include "common/reload.h"
@@ -105,6 +108,13 @@ typedef struct app {
 } app_t;
 
 static app_t *running_app; /* for the SIGHUP reload: re-reads mysql-password-file */
+
+/* MariaDB's failures (unreachable, lost, disk full, read-only, set-up …) in
+ * the log: the first at once, the same again at most once per
+ * LOG_LIMIT_INTERVAL_MS with a count, and one line when it answers again
+ * (common/log_limit.h). Every worker fails every order the same way while
+ * MariaDB is down: one line each was a thousand lines in twelve seconds. */
+static log_limit_t db_log;
 
 /* The library consumer's counters plus those of the ones it replaced. */
 static void consumer_totals(app_t *app, hg_consumer_stats_t *st)
@@ -226,7 +236,7 @@ static hg_order_db *worker_db(app_t *app, int worker, hg_order_error_t *err)
         metrics_count(&consumer_counters.db_unavailable);
         metrics_count(&consumer_counters.transient);
         report_database_failure(err, why); /* no handle: whatever the code, the database is the cause */
-        log_msg(LOG_LEVEL_WARN, "worker %d: %s", worker, why);
+        log_limit_fail(&db_log, LOG_LEVEL_WARN, why, "worker %d: %s", worker, why);
         return NULL;
     }
     app->dbs[worker] = db;
@@ -268,7 +278,10 @@ static hg_outcome_t settle(const hg_message_t *msg, uint64_t order_id, hg_order_
     case HG_ORDER_TRANSIENT:
         metrics_count(&consumer_counters.transient);
         snprintf(reason, reason_size, "order %" PRIu64 ": transient: %.200s", order_id, err->message);
-        log_msg(LOG_LEVEL_INFO, "%s (attempt %u)", reason, msg->attempt);
+        if (hg_order_error_is_database(err->code)) /* MariaDB itself: the same for every order */
+            log_limit_fail(&db_log, LOG_LEVEL_WARN, err->message, "%s (attempt %u)", reason, msg->attempt);
+        else /* one order's bad luck (a deadlock, a lock wait) */
+            log_msg(LOG_LEVEL_INFO, "%s (attempt %u)", reason, msg->attempt);
         return HG_RETRY;
     case HG_ORDER_PAID: /* not an outcome of a cancel */
     case HG_ORDER_PERMANENT:
@@ -276,7 +289,10 @@ static hg_outcome_t settle(const hg_message_t *msg, uint64_t order_id, hg_order_
     }
     metrics_count(&consumer_counters.permanent);
     snprintf(reason, reason_size, "order %" PRIu64 ": %.200s", order_id, err->message);
-    log_msg(LOG_LEVEL_ERROR, "%s", reason);
+    if (hg_order_error_is_database(err->code)) /* a set-up error (a GRANT, a table) fails every order alike */
+        log_limit_fail(&db_log, LOG_LEVEL_ERROR, err->message, "%s", reason);
+    else
+        log_msg(LOG_LEVEL_ERROR, "%s", reason);
     return HG_FAIL;
 }
 
@@ -303,6 +319,7 @@ static hg_outcome_t handle_message(const hg_message_t *msg, char *reason, size_t
         r = settle(msg, order_id, outcome, &err, reason, reason_size);
         if (reached_database(outcome)) {
             health_cancel_ok();
+            log_limit_ok(&db_log);
         } else {
             note_database_failure(&err, reason);
             if (hg_order_error_is_database(err.code)) /* a rotated password refused (1045), a lost connection … */
@@ -378,6 +395,7 @@ static void handle_batch(hg_batch_item_t *items, size_t n, void *arg)
     }
     if (reached) {
         health_cancel_ok();
+        log_limit_ok(&db_log);
     } else if (failed != NULL) {
         char why_db[600];
         snprintf(why_db, sizeof why_db, "order %" PRIu64 ": %s", failed->order_id, failed->error.message);
@@ -581,8 +599,10 @@ static int check_database(app_t *app)
     return rc;
 }
 
-int main(int argc, char **argv)
+int main(int argc, char **argv_shown)
 {
+    /* The program reads a copy of its arguments: in argv_shown (ps, /proc/PID/cmdline) a password is hidden. */
+    char **argv = argv_secret_protect(argc, argv_shown, "password-file and mysql-password-file");
     char err[600];
     app_t app;
     memset(&app, 0, sizeof app);
@@ -638,6 +658,7 @@ int main(int argc, char **argv)
     reloader_t reloader = { .cfg = &app.cfg, .argc = argc, .argv = argv };
     running_config = &app.cfg;
     int reloading = 0;
+    log_limit_init(&db_log, "MariaDB answers", LOG_LIMIT_INTERVAL_MS); /* lives as long as the process */
     if (hg_order_library_init() != 0) {
         log_msg(LOG_LEVEL_ERROR, "the MariaDB client library failed to initialise");
         consumer_config_free(&app.cfg);

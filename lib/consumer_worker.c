@@ -13,7 +13,8 @@
  * in its inflight[] (under w->lock) from the PULL's reply until it is
  * settled or given up to its lease, so the watchdog renews exactly those;
  * all are cleared before the next PULL. A PULL refused for good (AUTH,
- * NOPERM) stops the whole consumer. Settling errors are recorded, not
+ * NOAUTH: no credentials for a broker with users, NOPERM) stops the whole
+ * consumer. Settling errors are recorded, not
  * retried: the lease brings the message back (delivery is at least once).
  * Thread: the worker's own; the stop (wake_pipe) cuts the PULL wait and the
  * backoff sleeps short, never a handler or an ACK/NACK; the consumer's stop
@@ -295,12 +296,17 @@ void *consumer_worker_main(void *arg)
         if (e != HG_OK) {
             if (e == HG_ERR_STOPPED || consumer_stopping(c))
                 break;
+            int no_credentials = e == HG_ERR_SERVER && strncmp(hg_client_errmsg(w->client), "NOAUTH", 6) == 0;
+            if (no_credentials)
+                e = HG_ERR_AUTH; /* no credentials for a broker with users: as lasting as a wrong password */
             consumer_record_error(c, who, e, "PULL", hg_client_errmsg(w->client));
             note_pull(c, 0, &pull_failing);
             if (e == HG_ERR_AUTH || (e == HG_ERR_SERVER && strncmp(hg_client_errmsg(w->client), "NOPERM", 6) == 0)) {
                 /* Wrong credentials or a user without the consumer role stay so: retrying only fills the log. */
                 consumer_log(c, 0, "%s: %s: stopping the consumer", who,
-                             e == HG_ERR_AUTH ? "the broker refused the credentials" : "the user may not PULL");
+                             no_credentials     ? "the broker has users and the URI names none"
+                             : e == HG_ERR_AUTH ? "the broker refused the credentials"
+                                                : "the user may not PULL");
                 atomic_store(&c->fatal, (int)e);
                 hg_consumer_stop(c);
                 break;

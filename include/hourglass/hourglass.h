@@ -80,7 +80,10 @@ typedef enum hg_err {
                            not the reply shape the command expects */
     HG_ERR_SERVER,      /* the broker answered with an error reply (-ERR ...,
                            -NOPERM ...); the message is that reply's text */
-    HG_ERR_AUTH,        /* AUTH with the URI's credentials was refused */
+    HG_ERR_AUTH,        /* AUTH with the URI's credentials was refused (a client
+                           without credentials sends no AUTH: a broker with
+                           users answers its commands "NOAUTH …", HG_ERR_SERVER;
+                           a consumer stops on it with HG_ERR_AUTH) */
     HG_ERR_STOPPED,     /* interrupted because a stop was requested */
     HG_ERR_SYSTEM       /* an operating-system call failed (threads, pipes) */
 } hg_err_t;
@@ -218,7 +221,10 @@ void hg_client_opts_init(hg_client_opts_t *opts);
  * without reconnect attempts.
  * With credentials (in the URI, or opts->user / opts->password, which win)
  * the client sends AUTH user pass after every (re)connect; a refused AUTH is
- * HG_ERR_AUTH at once, never retried (a wrong password stays wrong).
+ * HG_ERR_AUTH at once, never retried (a wrong password stays wrong). Without
+ * credentials nothing is sent at open, so the open succeeds on a broker with
+ * a users-file too; each command then fails with HG_ERR_SERVER
+ * ("NOAUTH Authentication required.").
  * "amqp://[user:pass@]host[:port][,host[:port]...][/vhost][?levels=TABLE]"
  * selects RabbitMQ (3.10+, quorum queues) as the transport (levels=: the
  * level table, "1s,5s,..."; the default one without it; one table per
@@ -240,7 +246,7 @@ void hg_client_opts_init(hg_client_opts_t *opts);
  * HG_ERR_URI / HG_ERR_UNSUPPORTED / HG_ERR_ARG / HG_ERR_CONNECT / HG_ERR_AUTH /
  * HG_ERR_STOPPED,
  * *out = NULL and err (may be NULL) holds the code and the cause, e.g.
- * "bad URI: bad port '65536' (want 1..65535)" or
+ * "bad URI: bad port '65536': out of range (want 1..65535)" or
  * "cannot connect to 127.0.0.1:7379: Connection refused (after 6 attempts)". */
 hg_err_t hg_client_open(const char *uri, const hg_client_opts_t *opts, hg_client_t **out, hg_error_t *err);
 
@@ -570,13 +576,15 @@ typedef struct hg_msg_info {
 
 /* GET id: HG_OK and *out (free with hg_msg_info_free), also for an id the
  * broker no longer holds (state HG_MSG_GONE); HG_ERR_ARG for an id that is
- * not 16 hex digits; else the codes of hg_client_command. */
+ * not 16 hex digits; else the codes of hg_client_command. On failure *out
+ * is NULL (nothing to free). */
 hg_err_t hg_msg_get(hg_client_t *c, const char *id, hg_msg_info_t **out);
 void hg_msg_info_free(hg_msg_info_t *info);
 
 /* FIND topic key: the messages of topic with that key the broker still holds
  * (not GONE), in id order, without payloads. HG_OK with *out (an array of *n
- * infos, NULL when *n is 0; free with hg_msg_infos_free) or an error code. */
+ * infos, NULL when *n is 0; free with hg_msg_infos_free) or an error code,
+ * with *out NULL and *n 0 (freeing them is harmless). */
 hg_err_t hg_msg_find(hg_client_t *c, const char *topic, const char *key, hg_msg_info_t **out, size_t *n);
 void hg_msg_infos_free(hg_msg_info_t *infos, size_t n);
 
@@ -627,6 +635,9 @@ uint64_t hg_levels_delay_ms(const hg_levels_t *l, int level);
 
 /* Free a table. NULL is fine. */
 void hg_levels_free(hg_levels_t *l);
+
+/* A table is only read once made: hg_levels_count, hg_levels_delay_ms and
+ * hg_level_for may share one between threads (until hg_levels_free). */
 
 /* The one level for a timeout, RocketMQ style, in the table l (NULL: the
  * default table 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h).
@@ -741,15 +752,16 @@ hg_err_t hg_consumer_new(const hg_consumer_opts_t *opts, hg_consumer_t **out, hg
  * worker holds messages, a watchdog thread TOUCHes their leases every
  * touch_interval_ms. A lost connection is reconnected with the client's
  * backoff, for as long as it takes; the worker never gives up on its own,
- * except when the broker refuses the credentials (HG_ERR_AUTH) or the user
- * may not PULL (NOPERM): those stay wrong, so the consumer stops.
+ * except when the broker refuses the credentials (HG_ERR_AUTH), wants some
+ * and the consumer has none (NOAUTH, also HG_ERR_AUTH) or the user may not
+ * PULL (NOPERM): those stay wrong, so the consumer stops.
  * On stop: the PULL waits and backoff sleeps are cut short, messages already
  * in hand are finished (handlers are never interrupted), then the workers
  * exit. The messages a worker could not ACK come back after their lease.
  *
  * Returns HG_OK after a stop; HG_ERR_ARG if it is already running or ran
  * before (a consumer runs once); HG_ERR_SYSTEM if a thread cannot start;
- * HG_ERR_AUTH (credentials refused) or HG_ERR_SERVER (NOPERM) when it
+ * HG_ERR_AUTH (credentials refused or missing) or HG_ERR_SERVER (NOPERM) when it
  * stopped by itself for that reason (hg_consumer_last_error says which). */
 hg_err_t hg_consumer_run(hg_consumer_t *c);
 

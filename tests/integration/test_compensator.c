@@ -879,6 +879,14 @@ static void test_broker_down_overdue(void)
     CU_ASSERT_EQUAL(metric(comp.metrics_port, M "cancels_total{layer=\"inspection\",reason=\"inspection\"}"), 0);
     CU_ASSERT_EQUAL(metric(comp.metrics_port, M "relayed_total"), 0);
     CU_ASSERT_EQUAL(oe_scalarf(&env, "SELECT COUNT(*) FROM c_down.order_timeout_msg WHERE status = 'done'"), 20);
+    /* Every round while the broker was down failed the same way: logged once (then once per 10 s with a
+     * count, common/log_limit.h), not once per round; a round with nothing due (the rows in their backoff,
+     * then done) said no recovery. */
+    CU_ASSERT_EQUAL(tu_file_count(comp.log, "relay: sends succeed again"), 0);
+    int failed_lines = tu_file_count(comp.log, "relay: failed");
+    printf("    relay: %d \"relay: failed\" log lines for %.0f failed sends\n", failed_lines,
+           metric(comp.metrics_port, M "relay_send_failures_total"));
+    TU_CHECK(failed_lines >= 1 && failed_lines <= 2, "%d \"relay: failed\" lines, want 1..2", failed_lines);
 
     CU_ASSERT_EQUAL(stop_proc(&comp, f0), 0);
     CU_ASSERT_EQUAL(bp_restart(&env.broker, err, sizeof err), 0);

@@ -38,7 +38,9 @@
 
 #include <CUnit/CUnit.h>
 
-#define CONSUMER_BIN OE_CONSUMER_BIN
+#define CONSUMER_BIN   OE_CONSUMER_BIN
+#define BROKER_DOWN_MS 12000 /* the broker-down test keeps it killed this long */
+#define PULL_LINES_MAX 4     /* lines of failed PULLs in that time: per distinct error, once per 10 s */
 
 /* ---------------------------------------------------------------- processes */
 
@@ -865,7 +867,10 @@ static void test_db_password_rotation(void)
 /* The broker is half of the consumer's health: with it down, every PULL
  * fails and nothing is cancelled, so /healthz answers 503 with the last
  * error once every worker's PULL has failed for broker-unhealthy-after, and
- * 200 again once a PULL is answered (it used to stay 200 throughout). */
+ * 200 again once a PULL is answered (it used to stay 200 throughout). The
+ * log names the failed PULLs at most PULL_LINES_MAX times over the
+ * BROKER_DOWN_MS outage (common/log_limit.h; it was one line per worker and
+ * attempt) and says when the broker answers again. */
 static void test_broker_health(void)
 {
     const char *name = "brokerhealth";
@@ -887,11 +892,21 @@ static void test_broker_health(void)
     CU_ASSERT_EQUAL(tu_poll_until(health_is, &want_ok, 30000, 50), 0);
 
     CU_ASSERT_EQUAL(bp_kill9(&env.broker), 0);
+    uint64_t t_kill = tu_now_mono_ms();
     CU_ASSERT_EQUAL(tu_poll_until(health_is, &want_down, 60000, 50), 0);
     char body[2048] = "";
     CU_ASSERT_EQUAL(tu_http_get(mport, "/healthz", body, sizeof body), 503);
     TU_CHECK(strstr(body, "PULL") != NULL && strstr(body, "cancels failing") == NULL,
              "/healthz with the broker down names the PULL's error and no database problem:\n%s", body);
+
+    /* The outage lasts BROKER_DOWN_MS (a fault's length, not a wait for an outcome): every worker's PULL fails
+     * after each backoff, the same way. */
+    uint64_t down_for = tu_now_mono_ms() - t_kill;
+    if (down_for < BROKER_DOWN_MS) {
+        struct timespec ts = { (time_t)((BROKER_DOWN_MS - down_for) / 1000),
+                               (long)((BROKER_DOWN_MS - down_for) % 1000) * 1000000L };
+        nanosleep(&ts, NULL);
+    }
 
     CU_ASSERT_EQUAL_FATAL(bp_restart(&env.broker, err, sizeof err), 0);
     CU_ASSERT_EQUAL(tu_poll_until(health_is, &want_ok, 60000, 50), 0);
@@ -899,6 +914,15 @@ static void test_broker_health(void)
     send_ids(&c, 1, 5);
     CU_ASSERT_EQUAL(oe_wait_scalar(&env, 5, 60000, "SELECT COUNT(*) FROM brokerhealth.orders WHERE status='cancelled'"),
                     5);
+    /* The log: the failed PULLs once per distinct error (then once per 10 s with a count), not once per worker and
+     * attempt; and the recovery said once. */
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, "the broker answers again after", 10000), 0);
+    int pull_lines = tu_file_count(log_path, ": PULL: ");
+    printf("\n    broker down %.1f s: %d log lines of failed PULLs, %d recovery lines\n",
+           (double)(tu_now_mono_ms() - t_kill) / 1000, pull_lines,
+           tu_file_count(log_path, "the broker answers again after"));
+    TU_CHECK(pull_lines >= 1 && pull_lines <= PULL_LINES_MAX, "%d log lines of failed PULLs, want 1..%d", pull_lines,
+             PULL_LINES_MAX);
     CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
     if (CU_get_number_of_failures() > 0)
         oe_print_file(log_path);

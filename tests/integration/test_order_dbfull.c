@@ -24,7 +24,10 @@
  *              same data (crash recovery, ~0.1 s), as a service manager
  *              would; the rest of the orders are sent. Checked: cancels
  *              stopped while the disk was full; the consumer did not spin
- *              (CPU time and log lines bounded); after the space came back
+ *              (CPU time and log lines bounded); the log named the full
+ *              disk at most FULL_LINES times (the first failure, then
+ *              once per 10 s with a count: common/log_limit.h) and said when
+ *              MariaDB answered again; after the space came back
  *              every message is settled within RECOVER_MS and the orders
  *              sent afterwards are all cancelled; no order cancelled twice,
  *              stock exact (the invariant); 1114 is transient (db/conn.c):
@@ -69,6 +72,7 @@
 #define TMPFS_SIZE "64m" /* the datadir takes ~46 MB with the server running */
 #define CPU_MAX_S  6.0   /* the consumer's CPU seconds over the whole case: far below a spinning worker */
 #define LOG_MAX    20000 /* lines in the consumer's log: one per failed order, not a flood */
+#define FULL_LINES 5     /* lines naming the full disk: the first, then one per 10 s per distinct error */
 
 static oe_env_t env;
 static char filler[700]; /* the file that fills the tmpfs; deleted by the test or the cleanup */
@@ -293,8 +297,10 @@ static void test_disk_full(void)
         printf("      (503 %.1f s after the fill)\n", (double)(t_503 - t_full) / 1000);
     printf("    backlog settled %.1f s after the space came back (bound %d s): %lld cancelled, %lld in the DLQ\n",
            (double)(t_done - t_free) / 1000, RECOVER_MS / 1000, final_cancelled, parked);
-    printf("    consumer: %.2f CPU s since the fill, %ld log lines (%d \"is full\", %d transient)\n", cpu, lines,
-           tu_file_count(log, "is full"), tu_file_count(log, "transient"));
+    int full_lines = tu_file_count(log, "is full"), recovered = tu_file_count(log, "MariaDB answers again after");
+    printf("    consumer: %.2f CPU s since the fill, %ld log lines (%d \"is full\", %d transient, %d \"MariaDB answers "
+           "again\")\n",
+           cpu, lines, full_lines, tu_file_count(log, "transient"), recovered);
     print_first(log, "is full", "first \"is full\" line");
     print_first(log, "transient", "first transient line");
     printf("    free on the tmpfs at the end: %lld bytes\n", free_bytes());
@@ -307,6 +313,10 @@ static void test_disk_full(void)
         ORDERS - FULL_LAST);
     CU_ASSERT_TRUE(cpu >= 0 && cpu < CPU_MAX_S);
     CU_ASSERT_TRUE(lines >= 0 && lines < LOG_MAX);
+    /* The same failure, over and over, is logged at once and then at most once per 10 s with a count (it was
+     * one line per order and attempt: ~1000 in 12 s), and the recovery is said once it answers again. */
+    TU_CHECK(full_lines >= 1 && full_lines <= FULL_LINES, "%d \"is full\" lines, want 1..%d", full_lines, FULL_LINES);
+    TU_CHECK(recovered >= 1, "no \"MariaDB answers again\" line");
     /* 1114 is transient: nothing went to the DLQ (it was permanent, and ~200 orders stayed pending with their
      * message parked), every order is cancelled */
     CU_ASSERT_EQUAL(parked, 0);

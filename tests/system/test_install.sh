@@ -61,7 +61,7 @@ expect=(
     "$HG_UNITDIR/hourglass-broker.service" "$HG_UNITDIR/hourglass-consumer.service"
     "$HG_UNITDIR/hourglass-compensator.service" "$HG_UNITDIR/hourglass-console.service"
     "$HG_MANDIR/man8/hourglass-broker.8" "$HG_MANDIR/man8/hourglass-consumer.8"
-    "$HG_MANDIR/man8/hourglass-compensator.8" "$HG_MANDIR/man1/hourglass-cli.1"
+    "$HG_MANDIR/man8/hourglass-compensator.8" "$HG_MANDIR/man1/hourglass-cli.1" "$HG_MANDIR/man3/libhourglass.3"
     "$HG_DOCDIR/schema.sql" "$HG_DOCDIR/README.md" "$HG_DOCDIR/DESIGN.md" "$HG_DOCDIR/getting-started.md"
     "$HG_DOCDIR/architecture.md" "$HG_DOCDIR/architecture.svg" "$HG_DOCDIR/protocol.md"
     "$HG_DOCDIR/operations.md" "$HG_DOCDIR/order-service.md" "$HG_DOCDIR/broker.md"

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# tests/system/test_man.sh — the five manual pages of this build render: `man -l` (man-db,
+# tests/system/test_man.sh — the six manual pages of this build render: `man -l` (man-db,
 # which scripts/test installs) formats each with no warning, groff -ww finds nothing to
-# complain about, and every page has its NAME, SYNOPSIS, DESCRIPTION and EXIT STATUS and no
+# complain about, and every page has its NAME, SYNOPSIS, DESCRIPTION, SEE ALSO and EXIT STATUS
+# (the library's section-3 page: RETURN VALUE) and no
 # @placeholder@ left by the build. A missing man is a failure, never a skip.
 set -uo pipefail
 builddir=${HG_BUILDDIR:-$PWD}
 pages=(man/hourglass-broker.8 man/hourglass-consumer.8 man/hourglass-compensator.8 man/hourglass-cli.1
-    man/hourglass-console.8)
+    man/hourglass-console.8 man/libhourglass.3)
 for tool in man groff; do
     command -v "$tool" >/dev/null || { echo "FAIL: $tool not installed (apt-get install man-db)"; exit 1; }
 done
@@ -21,7 +22,9 @@ for p in "${pages[@]}"; do
     problem=""
     ((status == 0)) || problem="man -l exited $status"
     [[ -z $warnings ]] || problem="warnings: $warnings"
-    for section in NAME SYNOPSIS DESCRIPTION "EXIT STATUS" "SEE ALSO"; do
+    outcome="EXIT STATUS"
+    [[ $p == *.3 ]] && outcome="RETURN VALUE"
+    for section in NAME SYNOPSIS DESCRIPTION "$outcome" "SEE ALSO"; do
         grep -q "^$section" <<<"$text" || problem="no $section section"
     done
     grep -q '@[a-zA-Z_]*@' "$f" && problem="an @placeholder@ is left"
