@@ -209,9 +209,7 @@ void server_free(server_t *s)
     auth_free(s->auth);
     conn_set_free(s->conns);
     users_free(s->users);
-    if (s->http) {
-        evhttp_free(s->http);
-    }
+    server_http_stop(s);
     if (s->listener) {
         evconnlistener_free(s->listener);
     }

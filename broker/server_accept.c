@@ -34,9 +34,11 @@
 /* Tell a client it cannot be served and close it (never blocks). On the TLS
  * port it is closed without a word: a plaintext error would reach its TLS
  * stack as a garbled record, and a handshake only to say "full" would spend
- * the CPU of a broker that is already at its limit on whoever connects; the
- * log says why (at most once a second) and rejected_connections counts it. */
-static void refuse(server_t *s, evutil_socket_t fd, int tls)
+ * the CPU of a broker that is already at its limit on whoever connects.
+ * rejected_connections counts it; at_limit: refused at max-clients (not for
+ * want of descriptors, which shed_backlog logs itself), and the log says so,
+ * at most once a second per port. */
+static void refuse(server_t *s, evutil_socket_t fd, int tls, int at_limit)
 {
     static const char msg[] = "-ERR max number of clients reached\r\n";
     if (!tls) {
@@ -45,11 +47,19 @@ static void refuse(server_t *s, evutil_socket_t fd, int tls)
     }
     evutil_closesocket(fd);
     s->rejected++;
+    if (!at_limit) {
+        return;
+    }
     uint64_t now = clock_mono_ms();
     if (tls && now >= s->last_tls_refusal_log + 1000) {
         log_warn("max-clients (%lld) reached: closed a client on tls-port %d (%llu refused so far)",
                  s->cfg->max_clients, s->tls_port, (unsigned long long)s->rejected);
         s->last_tls_refusal_log = now;
+    } else if (!tls && now >= s->last_refusal_log + 1000) {
+        log_warn("max-clients (%lld) reached: refused a client with 'max number of clients reached' (%llu refused so "
+                 "far)",
+                 s->cfg->max_clients, (unsigned long long)s->rejected);
+        s->last_refusal_log = now;
     }
 }
 
@@ -62,7 +72,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
         return;
     }
     if (conn_set_count(s->conns) >= (uint64_t)s->cfg->max_clients) {
-        refuse(s, fd, l == s->tls_listener);
+        refuse(s, fd, l == s->tls_listener, 1);
         return;
     }
     if (!server_peer_admitted(s, sa, l == s->tls_listener)) {
@@ -102,7 +112,7 @@ static int shed_backlog(server_t *s, evutil_socket_t lfd)
         int fd = accept(lfd, NULL, NULL);
         if (fd >= 0) {
             evutil_make_socket_nonblocking(fd);
-            refuse(s, fd, s->tls_listener != NULL && lfd == evconnlistener_get_fd(s->tls_listener));
+            refuse(s, fd, s->tls_listener != NULL && lfd == evconnlistener_get_fd(s->tls_listener), 0);
             shed++;
         }
         s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);

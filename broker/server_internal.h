@@ -29,6 +29,7 @@
 
 #include "broker/conn.h"
 #include "broker/server.h"
+#include "common/http_guard.h"
 #include "common/tls_server.h"
 
 enum {
@@ -48,6 +49,7 @@ struct server {
     void (*on_hup)(void *arg);
     void *on_hup_arg;
     struct evhttp *http;
+    http_guard_t *http_guard; /* the metrics port's Host check (common/http_guard.h) */
     conn_set_t *conns;
     writer_t *writer;
     int writer_running;
@@ -59,6 +61,7 @@ struct server {
     int shed_unlogged;             /* clients refused since that line */
     uint64_t rejected;             /* connections refused at max-clients */
     uint64_t last_tls_refusal_log; /* monotonic ms of the last such log line for tls-port */
+    uint64_t last_refusal_log;     /* ...and for the plaintext port */
     int spare_fd;                  /* /dev/null held open so that EMFILE can still accept and refuse */
     /* users, AUTH, protected mode */
     users_t *users;
@@ -110,5 +113,8 @@ int server_tls_start(server_t *s, char *err, size_t errlen);
 /* Bind the metrics HTTP endpoint on metrics-bind:metrics-port (nothing when
  * metrics-port is 0). 0, or -1 with the address and reason in err. */
 int server_http_start(server_t *s, char *err, size_t errlen);
+
+/* Free the metrics endpoint (its connections close); nothing when it never started. */
+void server_http_stop(server_t *s);
 
 #endif

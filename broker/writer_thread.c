@@ -49,6 +49,9 @@
 #include "base/map.h"
 
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -75,9 +78,32 @@
 #define REOPEN_RETRY_MS    1000  /* a failed reopen is retried this often */
 #define REOPEN_LOG_MS      60000 /* and the same failure logged again at most this often */
 #define DISK_CHECK_MS      1000  /* free space is checked this often while the disk is full */
+#define TRIM_FIRST_GAP_MS  2000  /* idle after work: memory given back again this long after the first time... */
+#define TRIM_LAST_GAP_MS   32000 /* ...then after twice as long, up to this (LevelDB frees its compactions' late) */
 #define FAIR_LISTING_BYTES STORE_BATCH_MAX_BYTES /* listing replies built per iteration (at least one listing) */
 
 /* ---- storage thread --------------------------------------------------------- */
+
+/* Give the memory the process freed back to the kernel, while the storage
+ * thread is idle after work. glibc keeps freed blocks in its heaps (one per
+ * thread that allocates: the loop's query buffers and replies, this thread's
+ * batches, LevelDB's compactions): after 1 000 pipelined SENDs of 4 MiB the
+ * broker held 317 MB, of which malloc_trim gave back 155 MB; after 200 of them
+ * (write-buffer-size 4mb) 163 MB, of which 138 MB. It runs when the idle
+ * maintenance is done, then again after 2, 4, … 32 s of idleness, because
+ * LevelDB's background compactions free their buffers seconds later (one trim
+ * at 1 s left 84 MB of those 163). It walks every heap once (about a
+ * millisecond for a few hundred MB), which an idle thread can spend.
+ * Elsewhere (no glibc) the allocator's own policy stands. */
+static void release_free_memory(writer_t *w)
+{
+#ifdef __GLIBC__
+    malloc_trim(0);
+    w->stats.memory_trims++;
+#else
+    (void)w;
+#endif
+}
 
 store_t *writer_store(writer_t *w)
 {
@@ -380,6 +406,9 @@ static uint64_t next_wakeup_us(writer_t *w, uint64_t now_us)
         }
     }
     uint64_t maint = w->maintain_needed ? w->last_job_mono + MAINTAIN_IDLE_MS : w->next_periodic_mono;
+    if (w->next_trim_mono != 0 && w->next_trim_mono < maint) {
+        maint = w->next_trim_mono;
+    }
     if (w->collect_behind && w->next_collect_mono < maint) {
         maint = w->next_collect_mono;
     }
@@ -561,6 +590,7 @@ void *writer_main(void *arg)
         if (njobs > 0) {
             w->last_job_mono = now_mono;
             w->maintain_needed = 1;
+            w->next_trim_mono = 0; /* the idle maintenance after these jobs starts the trims again */
         }
         /* The jobs' group commit. (Scheduler reads below would commit it
          * anyway, untimed: store_next_lease_deadline commits first.) */
@@ -621,6 +651,7 @@ void *writer_main(void *arg)
             if (due) {
                 int work = 0;
                 char err[512];
+                int after_work = w->maintain_needed;
                 if (store_maintain(w->store, sched_now(w->sched), MAINTAIN_BUDGET, &work, err, sizeof err) != 0) {
                     log_warn("maintenance: %s", err);
                     work = 0;
@@ -631,9 +662,18 @@ void *writer_main(void *arg)
                     w->maintain_needed = 1;
                     w->last_job_mono = 0; /* keep going while idle */
                 } else {
+                    if (after_work) {
+                        release_free_memory(w); /* the first idle second after work, maintenance done */
+                        w->trim_gap_ms = TRIM_FIRST_GAP_MS;
+                        w->next_trim_mono = now_mono + w->trim_gap_ms;
+                    }
                     w->maintain_needed = 0;
                     w->next_periodic_mono = now_mono + MAINTAIN_PERIOD_MS;
                 }
+            } else if (w->next_trim_mono != 0 && now_mono >= w->next_trim_mono) {
+                release_free_memory(w);
+                w->trim_gap_ms *= 2;
+                w->next_trim_mono = w->trim_gap_ms <= TRIM_LAST_GAP_MS ? now_mono + w->trim_gap_ms : 0;
             }
         }
 

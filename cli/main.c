@@ -32,6 +32,7 @@
 
 #include "base/alloc.h"
 #include "cli/args.h"
+#include "common/argv_secret.h"
 #include "common/passwd.h"
 #include "common/tls_keys.h"
 
@@ -507,8 +508,10 @@ static int load_config(cli_t *cli, const char *config_path, const char **db_flag
     return 0;
 }
 
-int main(int argc, char **argv)
+int main(int argc, char **argv_shown)
 {
+    /* The cli reads a copy of its arguments: in argv_shown (ps, /proc/PID/cmdline) a password is hidden. */
+    char **argv = argv_secret_protect(argc, argv_shown, "--password-file (or $HOURGLASS_URI)");
     cli_t cli;
     const command_t *cmd;
     const char *env = getenv("HOURGLASS_URI"), *config_path = NULL;

@@ -5,12 +5,16 @@
  * The text helpers are pure. The endpoint is an evhttp server on its own
  * event base and thread: the thread only runs event_base_dispatch; the
  * caller stops it with event_base_loopbreak (thread-safe after
- * evthread_use_pthreads) and joins it.
+ * evthread_use_pthreads) and joins it. It follows the rules of every
+ * metrics port (common/http_guard.h): GET and HEAD, bounded headers and
+ * body, at most 64 connections each with a deadline on its request's head,
+ * the Host check on a loopback bind.
  */
 #include "common/prom.h"
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "common/http_guard.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -123,6 +127,7 @@ void prom_hist_write(buf_t *b, const char *name, const char *help, const prom_hi
 struct prom_http {
     struct event_base *base;
     struct evhttp *http;
+    http_guard_t *guard; /* the Host check on a loopback bind */
     pthread_t thread;
     prom_render_fn render;
     prom_health_fn health;
@@ -148,6 +153,8 @@ static void send_text(struct evhttp_request *req, int code, const char *reason, 
 static void metrics_cb(struct evhttp_request *req, void *arg)
 {
     prom_http_t *h = arg;
+    if (!http_guard_admit(h->guard, req))
+        return;
     buf_t text;
     buf_init(&text);
     h->render(&text, h->arg);
@@ -158,6 +165,8 @@ static void metrics_cb(struct evhttp_request *req, void *arg)
 static void healthz_cb(struct evhttp_request *req, void *arg)
 {
     prom_http_t *h = arg;
+    if (!http_guard_admit(h->guard, req))
+        return;
     buf_t text;
     buf_init(&text);
     if (h->health == NULL || h->health(&text, h->arg) == 0) {
@@ -216,6 +225,8 @@ int prom_http_start(prom_http_t **out, const char *bind, unsigned port, prom_ren
         snprintf(err, errlen, "metrics-port: cannot create the HTTP server");
         goto fail;
     }
+    /* GET and HEAD; 8 KiB of request line and headers, 1 KiB of body; 64 connections, a head within 10 s */
+    h->guard = http_guard_new(h->http, h->base, bind, "metrics-bind", "this process's metrics listener");
     evhttp_set_cb(h->http, "/metrics", metrics_cb, h);
     evhttp_set_cb(h->http, "/healthz", healthz_cb, h);
     if (evhttp_bind_socket_with_handle(h->http, bind, (ev_uint16_t)port) == NULL) {
@@ -233,6 +244,7 @@ int prom_http_start(prom_http_t **out, const char *bind, unsigned port, prom_ren
 fail:
     if (h->http != NULL)
         evhttp_free(h->http);
+    http_guard_free(h->guard); /* its events before their base */
     if (h->base != NULL)
         event_base_free(h->base);
     free(h);
@@ -246,6 +258,7 @@ void prom_http_stop(prom_http_t *h)
     event_base_loopbreak(h->base);
     pthread_join(h->thread, NULL);
     evhttp_free(h->http);
+    http_guard_free(h->guard); /* after evhttp_free (its connections leave the set), before the base */
     event_base_free(h->base);
     free(h);
 }

@@ -73,7 +73,10 @@ void prom_hist_write(buf_t *b, const char *name, const char *help, const prom_hi
  * text/plain; version=0.0.4); GET /healthz answers 200 "ok\n" when health
  * is NULL or returns 0, else 503 with the text health wrote. Both callbacks
  * run on the endpoint's thread. evthread_use_pthreads must have run before
- * prom_http_start (the stop breaks the loop from another thread). */
+ * prom_http_start (the stop breaks the loop from another thread). The port
+ * follows common/http_guard.h: GET and HEAD only, 8 KiB of request line and
+ * headers (400 and closed past it), 1 KiB of body, and on a loopback bind a
+ * Host other than an IP address, localhost or the bind is refused 421. */
 typedef void (*prom_render_fn)(buf_t *out, void *arg);
 typedef int (*prom_health_fn)(buf_t *out, void *arg);
 

@@ -3,7 +3,9 @@
  * tls_server.h), for the broker's tls-port and the console's https.
  *
  * One SSL_CTX at a time, built completely before it is used: TLS 1.2 at
- * least, no renegotiation, the server's cipher preference, the certificate
+ * least, TLS 1.2 with ECDHE and AEAD ciphers only (base/tls_policy.h;
+ * TLS 1.3's suites are all AEAD and left as OpenSSL has them), no
+ * renegotiation, the server's cipher preference, the certificate
  * chain and its key (checked to match), for mTLS the client CAs and the
  * verify mode. A build that fails at any step frees what it made and leaves
  * the current context alone, which is what makes a bad SIGHUP harmless.
@@ -25,6 +27,8 @@
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/x509.h>
+
+#include "base/tls_policy.h"
 
 #include "base/alloc.h"
 #include "base/err.h"
@@ -183,6 +187,10 @@ static SSL_CTX *tls_build(const tls_server_files_t *f, int *crls, char *err, siz
     }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+    if (SSL_CTX_set_cipher_list(ctx, HG_TLS12_CIPHERS) != 1) {
+        err_set(err, errlen, "cannot set the TLS 1.2 ciphers: %s", tls_error_text(why, sizeof why));
+        goto fail;
+    }
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS); /* idle connections hold no record buffers */
     /* Session resumption with client certificates needs a context id. */
     const char *sid = f->session_id != NULL ? f->session_id : "hourglass";

@@ -5,7 +5,8 @@
  * certificates, a CA file; a new SSL object per accepted connection; the
  * context swapped on SIGHUP; and the wording of OpenSSL's errors.
  *
- * The context (tls_server_t) holds the current SSL_CTX: TLS 1.2 at least,
+ * The context (tls_server_t) holds the current SSL_CTX: TLS 1.2 at least
+ * (with ECDHE and AEAD ciphers only: base/tls_policy.h),
  * the certificate chain of the cert file with the private key of the key
  * file (checked to match), and with client verification yes/optional the
  * CAs of the CA file that client certificates must chain to (yes: a client

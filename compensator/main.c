@@ -46,6 +46,7 @@
 
 #include <event2/thread.h>
 
+#include "common/argv_secret.h"
 #include "common/log.h"
 #include "common/passwd.h"
 #include "common/reload.h"
@@ -419,8 +420,10 @@ static int run_daemon(comp_config_t *cfg, runner_t *runners, size_t n, int argc,
     return status;
 }
 
-int main(int argc, char **argv)
+int main(int argc, char **argv_shown)
 {
+    /* The program reads a copy of its arguments: in argv_shown (ps, /proc/PID/cmdline) a password is hidden. */
+    char **argv = argv_secret_protect(argc, argv_shown, "password-file and mysql-password-file");
     comp_config_t cfg;
     comp_config_init(&cfg);
     int check_only = 0, once = 0;

@@ -61,6 +61,7 @@
 
 #include "base/buf.h"
 #include "base/json.h"
+#include "common/http_conns.h"
 #include "console/console_config.h"
 
 #define CONSOLE_TOKEN_HEX    64 /* session and CSRF tokens: 32 random bytes in hex */
@@ -88,7 +89,6 @@ typedef struct session {
 typedef struct sampler sampler_t;
 typedef struct tls_server tls_server_t;
 typedef struct console_jobs console_jobs_t;
-typedef struct console_conns console_conns_t;
 typedef struct console_logins console_logins_t;
 
 typedef struct console {
@@ -102,7 +102,7 @@ typedef struct console {
     unsigned long db_generation; /* the db_password generation db was opened with */
     sampler_t *sampler;
     console_jobs_t *jobs;     /* job.c: the long broker commands, each on a thread of its own */
-    console_conns_t *conns;   /* conns.c: the open connections, max-connections and header-timeout */
+    http_conns_t *conns;      /* common/http_conns.c: the open connections, max-connections and header-timeout */
     console_logins_t *logins; /* login.c: the logins waiting on the broker, each on a thread of its own */
     session_t sessions[CONSOLE_MAX_SESSIONS];
     char page_error[4400]; /* server.c: the last page-file error logged (once each); loop thread */
@@ -283,42 +283,6 @@ void server_reload_tls(console_t *c);
 
 /* "https" or "http", as the console serves. */
 const char *server_scheme(const console_t *c);
-
-/* ---- conns.c ---- */
-
-/* The open connections of c's server (server_start makes them, server_stop
- * frees them after evhttp_free): max-connections and header-timeout. Event
- * loop thread. conns_new aborts when out of memory. */
-console_conns_t *conns_new(console_t *c);
-void conns_free(console_conns_t *t);
-
-/* A connection was accepted: bev is the bufferevent the bevcb made for it,
- * before evhttp makes its evhttp_connection. Later in the same loop turn
- * the connection is refused (503 over http, closed unanswered over https)
- * when max-connections (its value then: SIGHUP reloads it) are open
- * already, else tracked until evhttp closes it; header-timeout counts from
- * now (408 past it once the client sent a byte). */
-void conns_accept(console_conns_t *t, struct bufferevent *bev);
-
-/* A whole request req (head and body) arrived (on_request, before any
- * reply): its deadline ends; the next starts with the next request's first
- * byte. Until req's reply is written (its on_complete callback, which this
- * sets) its connection is never answered 408: evhttp writes on it. */
-void conns_request_in(console_conns_t *t, struct evhttp_request *req);
-
-/* A request the loop answers later (login.c): until conns_release(req),
- * when req's connection closes first, gone(arg, detached) runs from its
- * close callback, and req must never be touched again — unless detached is
- * 1: evhttp let go of the request (the client left while it was held), and
- * the holder frees it with evhttp_request_free, outside evhttp's callbacks.
- * Returns 0, or -1 when req's connection is not tracked or holds one
- * already. Event loop thread. */
-typedef void (*conns_gone_fn)(void *arg, int detached);
-int conns_hold(console_conns_t *t, struct evhttp_request *req, conns_gone_fn gone, void *arg);
-void conns_release(console_conns_t *t, struct evhttp_request *req);
-
-/* How many connections are open (tracked). */
-size_t conns_open(const console_conns_t *t);
 
 /* ---- sampler.c ---- */
 

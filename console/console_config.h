@@ -6,7 +6,7 @@
  * tls-* keys of common/tls_keys.h), where the page is served (bind, port,
  * allow-remote, allowed-hosts (reloaded on SIGHUP), static-dir (reloaded on SIGHUP when the
  * page can be served from the new one: console/main.c's reload_load), max-connections,
- * header-timeout (both reloaded on SIGHUP: console/conns.c reads them at each
+ * header-timeout (both reloaded on SIGHUP: common/http_conns.c reads them at each
  * accept and each request's start); https-cert-file and https-key-file: https,
  * reloaded on SIGHUP), the order database (the
  * mysql-* keys of db/keys.h, order-topic, overdue-after), the samples kept in
@@ -41,7 +41,7 @@ typedef enum console_no_users {
 typedef struct console_config {
     char *uri, *bind, *static_dir, *order_topic;
     long long port, allow_remote;
-    long long max_connections, header_timeout_ms; /* the server's connections (console/conns.c) */
+    long long max_connections, header_timeout_ms; /* the server's connections (common/http_conns.c) */
     long long sample_interval_ms, history_ms, session_ttl_ms, broker_timeout_ms, overdue_after_ms;
     long long login_timeout_ms; /* login-timeout: a login's whole wait on the broker (console/login.c) */
     int no_users_role;          /* console_no_users_t */

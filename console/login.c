@@ -14,7 +14,7 @@
  *     CSRF: Sec-Fetch-Site and Origin, the broker known silent), then
  *     login_start: the name and a free session slot (session_login_check),
  *     this address's backoff, the limits below; then the request is held
- *     (conns_hold) and the thread started (jobs_thread_start: the jobs'
+ *     (http_conns_hold) and the thread started (jobs_thread_start: the jobs'
  *     kind of thread, their stop pipe);
  *   - the thread writes its slot's index into the notify pipe when it is
  *     done; the loop joins it (after which it reads what the thread wrote:
@@ -23,7 +23,7 @@
  *     session ended, the audit line, the cookie — one request, one reply,
  *     so curl and scripts log in as before;
  *   - a client that closes its connection before the answer (a browser
- *     tab closed, curl interrupted): conns.c watches a held request's
+ *     tab closed, curl interrupted): common/http_conns.c watches a held request's
  *     socket for the client's end (evhttp 2.1 reads nothing from a
  *     connection whose request waits for its reply, so it would not see
  *     it) and frees the connection; its close callback tells this file
@@ -233,7 +233,7 @@ static void login_stop(login_t *l)
         ; /* a full pipe cannot be: one byte, written at most twice */
 }
 
-/* The client of l left before its reply (conns.c's close callback): its
+/* The client of l left before its reply (http_conns.c's close callback): its
  * request is never touched again, but one evhttp detached, which is ours
  * to free (login_finish or logins_free, outside evhttp's callbacks); its
  * broker work is stopped: nobody waits for it. */
@@ -351,7 +351,7 @@ static void login_finish(login_t *l)
                  l->user, l->peer, l->ok ? "granted, not made" : l->err,
                  (unsigned long long)(clock_mono_ms() - l->started_mono));
     } else {
-        conns_release(t->c->conns, l->req);
+        http_conns_release(t->c->conns, l->req);
         login_reply(l);
     }
     login_clear(l);
@@ -406,7 +406,7 @@ void logins_free(console_logins_t *t)
         if (l->req != NULL) {
             /* closed now, not at evhttp_free: the sampler's stop before it may wait out a broker-timeout */
             struct evhttp_connection *evcon = evhttp_request_get_connection(l->req);
-            conns_release(t->c->conns, l->req);
+            http_conns_release(t->c->conns, l->req);
             if (evcon != NULL)
                 evhttp_connection_free(evcon); /* frees the request with it */
         }
@@ -491,7 +491,7 @@ void login_start(request_t *r, const char *user, const char *password)
         http_error(r, 503, "login refused: no stop pipe for it: %s", strerror(errno));
         return;
     }
-    if (conns_hold(r->c->conns, r->req, on_gone, slot) != 0) {
+    if (http_conns_hold(r->c->conns, r->req, on_gone, slot) != 0) {
         close(stop[0]);
         close(stop[1]);
         http_error(r, 503, "login refused: its connection is not one the console tracks");
@@ -513,7 +513,7 @@ void login_start(request_t *r, const char *user, const char *password)
         abort(); /* out of memory (CONTRIBUTING.md) */
     int rc = jobs_thread_start(&slot->thread, login_main, slot);
     if (rc != 0) {
-        conns_release(r->c->conns, r->req);
+        http_conns_release(r->c->conns, r->req);
         login_clear(slot);
         http_error(r, 503, "login refused: no thread for it: %s", strerror(rc));
         return;

@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "common/argv_secret.h"
 #include "common/log.h"
 #include "common/reload.h"
 
@@ -132,8 +133,10 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     session_sweep(arg);
 }
 
-int main(int argc, char **argv)
+int main(int argc, char **argv_shown)
 {
+    /* The program reads a copy of its arguments: in argv_shown (ps, /proc/PID/cmdline) a password is hidden. */
+    char **argv = argv_secret_protect(argc, argv_shown, "sampler-password-file and mysql-password-file");
     console_config_t cfg;
     cfg_args_t args;
     char err[600];

@@ -17,7 +17,7 @@
  * request smuggling. An HTTP/1.1 request without a Host header is refused
  * 400 too (RFC 9112 3.2 requires it; HTTP/1.0 has no Host and is served).
  *
- * Every accepted connection goes to conns.c (max-connections, header-timeout)
+ * Every accepted connection goes to common/http_conns.c (max-connections, header-timeout)
  * from the bevcb, which makes its bufferevent.
  *
  * https: with https-cert-file, every accepted connection is a
@@ -296,7 +296,7 @@ static void on_request(struct evhttp_request *req, void *arg)
     char why[160];
     if (path == NULL || path[0] == '\0')
         path = "/";
-    conns_request_in(c->conns, req);
+    http_conns_request_in(c->conns, req);
     if (ambiguous_request(req, why, sizeof why) != 0) {
         refuse_bad_request(req, path, why, 1);
         return;
@@ -340,7 +340,7 @@ static void https_files(const console_config_t *cfg, tls_server_files_t *f)
 
 /* evhttp's bufferevent for an accepted connection: TLS on the current
  * context with https, else a plain one as evhttp makes by default; either
- * goes to conns_accept (max-connections, header-timeout). evhttp would make
+ * goes to http_conns_accept (max-connections, header-timeout). evhttp would make
  * a plain one of a NULL: never return NULL. */
 static struct bufferevent *new_bufferevent(struct event_base *base, void *arg)
 {
@@ -365,7 +365,7 @@ static struct bufferevent *new_bufferevent(struct event_base *base, void *arg)
             abort(); /* out of memory (CONTRIBUTING.md) */
         }
     }
-    conns_accept(c->conns, bev);
+    http_conns_accept(c->conns, bev);
     return bev;
 }
 
@@ -420,7 +420,16 @@ int server_start(console_t *c, char *err, size_t errlen)
         snprintf(err, errlen, "evhttp_new failed");
         return -1;
     }
-    c->conns = conns_new(c);
+    http_conns_config_t limits = {
+        .max_connections = &c->cfg->max_connections, /* c->cfg: SIGHUP updates it in place */
+        .header_timeout_ms = &c->cfg->header_timeout_ms,
+        .tls = c->tls != NULL,
+        .what = "the console",
+        .max_name = "max-connections",
+        .timeout_name = "header-timeout",
+        .log_prefix = "",
+    };
+    c->conns = http_conns_new(c->base, &limits);
     evhttp_set_bevcb(c->http, new_bufferevent, c);
     evhttp_set_max_body_size(c->http, CONSOLE_BODY_MAX);
     evhttp_set_max_headers_size(c->http, CONSOLE_HEADER_MAX);
@@ -451,7 +460,7 @@ void server_stop(console_t *c)
     if (c->http != NULL)
         evhttp_free(c->http); /* every connection's close callback runs: conns holds none after it */
     c->http = NULL;
-    conns_free(c->conns);
+    http_conns_free(c->conns);
     c->conns = NULL;
     tls_server_free(c->tls);
     c->tls = NULL;

@@ -72,6 +72,7 @@
 #include <event2/thread.h>
 
 #include "base/alloc.h"
+#include "common/argv_secret.h"
 #include "common/cfg.h"
 #include "common/log.h"
 #include "common/log_limit.h"
@@ -598,8 +599,10 @@ static int check_database(app_t *app)
     return rc;
 }
 
-int main(int argc, char **argv)
+int main(int argc, char **argv_shown)
 {
+    /* The program reads a copy of its arguments: in argv_shown (ps, /proc/PID/cmdline) a password is hidden. */
+    char **argv = argv_secret_protect(argc, argv_shown, "password-file and mysql-password-file");
     char err[600];
     app_t app;
     memset(&app, 0, sizeof app);

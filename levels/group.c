@@ -292,7 +292,9 @@ void store_group_rows(const store_t *s, int by_topic, store_group_row_t **rows, 
 
 /* ---- topics ---------------------------------------------------------------------------- */
 
-static void topic_fill_info(const store_t *s, const topic_state_t *t, store_topic_info_t *out)
+/* A topic's own counts; ready as when it has no group (every retained
+ * message), else 0, for the caller to raise to its groups' largest backlog. */
+static void topic_fill_counts(const topic_state_t *t, store_topic_info_t *out)
 {
     out->appended = t->appended;
     out->retained = t->appended - t->removed;
@@ -300,6 +302,11 @@ static void topic_fill_info(const store_t *s, const topic_state_t *t, store_topi
     out->sent = t->sent;
     out->groups = t->groups;
     out->ready = t->groups == 0 ? out->retained : 0;
+}
+
+static void topic_fill_info(const store_t *s, const topic_state_t *t, store_topic_info_t *out)
+{
+    topic_fill_counts(t, out);
     if (t->groups == 0) {
         return;
     }
@@ -328,6 +335,12 @@ static int cmp_topic_rows(const void *a, const void *b)
     return strcmp(((const store_topic_row_t *)a)->name, ((const store_topic_row_t *)b)->name);
 }
 
+/* The topic rows' ready counts come from one pass over the groups, each
+ * finding its topic's row by name in the sorted rows: O((topics + groups) log
+ * topics). Filling each row with topic_fill_info scanned every group per
+ * topic: with 10 000 topics of one group each (within the default max-topics
+ * and max-groups) a TOPICS COUNT 10 held the storage thread 1.7-5 s, and
+ * every scrape of /metrics 3.9 s. */
 void store_topic_rows(const store_t *s, store_topic_row_t **rows, size_t *n)
 {
     *n = map_count(&s->topics);
@@ -338,11 +351,22 @@ void store_topic_rows(const store_t *s, store_topic_row_t **rows, size_t *n)
     while (map_next(&s->topics, &it, NULL, NULL, &v)) {
         const topic_state_t *t = v;
         memcpy((*rows)[i].name, t->name, t->len + 1);
-        topic_fill_info(s, t, &(*rows)[i].info);
+        topic_fill_counts(t, &(*rows)[i].info);
         i++;
     }
     if (*n > 1) {
         qsort(*rows, *n, sizeof **rows, cmp_topic_rows);
+    }
+    memset(&it, 0, sizeof it);
+    while (*n > 0 && map_next(&s->groups, &it, NULL, NULL, &v)) {
+        const group_state_t *g = v;
+        const topic_state_t *t = g->topic;
+        store_topic_row_t key;
+        memcpy(key.name, t->name, t->len + 1);
+        store_topic_row_t *row = bsearch(&key, *rows, *n, sizeof **rows, cmp_topic_rows);
+        if (row != NULL && t->appended - g->position > row->info.ready) {
+            row->info.ready = t->appended - g->position;
+        }
     }
 }
 

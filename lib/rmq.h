@@ -158,6 +158,11 @@ typedef struct rmq {
     hg_client_t *client; /* errors go here */
     rmq_host_t hosts[RMQ_MAX_HOSTS];
     int nhosts, next_host;
+    /* 1 from a successful connect to its drop: a dropped connection moves
+     * next_host on, so the next connect tries the following node first (a
+     * node that takes connections but cannot serve them, e.g. the minority
+     * side of a partition, is not tried again and again) */
+    int up;
     char user[256], password[256], vhost[256];
     char address[300]; /* host:port of the node connected or being tried (messages) */
     /* the client's hg_client_address buffer (handed to the transport's create):
@@ -302,6 +307,9 @@ void rmq_watchdog_extend(rmq_watchdog_t *w, uint64_t deadline);
 rmq_cut_t rmq_watchdog_disarm(rmq_watchdog_t *w);
 /* What w did since it was armed, leaving it armed (RMQ_CUT_NONE when not armed). */
 rmq_cut_t rmq_watchdog_cut(rmq_watchdog_t *w);
+/* After a deadline cut (still armed): the bytes the peer had not
+ * acknowledged when the socket was cut (SIOCOUTQ); -1 unknown or no such cut. */
+int rmq_watchdog_unacked(rmq_watchdog_t *w);
 
 /* The guard: every librabbitmq call that writes or waits runs inside one.
  * A transport call (rmq_transport.c's ops, the hop router's round,

@@ -2,8 +2,10 @@
  * lib/rmq_conn.c — one AMQP 0-9-1 connection of the RabbitMQ transport.
  *
  * Connecting: each host of the URI in turn (amqp://u:p@h1:p1,h2:p2/vhost),
- * starting after the one that worked last, with connect_timeout_ms each
- * (the TCP connect of amqp:// made here, so the stop fd cuts it); a
+ * starting after the one whose connection was dropped last (a node that
+ * takes connections but cannot serve them, the minority side of a
+ * partition, is not tried first again), with connect_timeout_ms each
+ * (the TCP connect made here, so the stop fd cuts it: socket_open); a
  * failed round is retried with the client's reconnect backoff, as the RESP
  * transport does. After login: channel 1 ("work", confirm mode) and channel 2
  * ("admin"). rabbitmq-c's RPC timeout is the client's read timeout, so no call
@@ -60,6 +62,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 uint64_t rmq_wall_ms(void)
 {
@@ -208,6 +211,10 @@ void rmq_disconnect(rmq_t *r)
         amqp_destroy_connection(r->st);
         r->st = NULL;
     }
+    if (r->up) { /* the next connect starts at the following host (rmq.h) */
+        r->up = 0;
+        r->next_host = (r->next_host + 1) % r->nhosts;
+    }
     rmq_msg_list_free(r->ready);
     rmq_msg_list_free(r->held);
     r->ready = r->ready_tail = r->held = NULL;
@@ -264,20 +271,17 @@ static int stop_readable(const rmq_t *r)
     return p.fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
 }
 
-/* amqp://: the TCP connect librabbitmq would make (every address of the
- * host within one connect timeout, non-blocking, TCP_NODELAY, keepalives),
- * made here with wire_connect so the client's stop fd cuts it, and handed
- * to sock. (amqps:// connects inside librabbitmq, which takes no socket of
- * ours: its TCP connect ends with the connect timeout.) HG_OK, or the error
- * set: HG_ERR_STOPPED, HG_ERR_CONNECT. */
-static hg_err_t tcp_connect(rmq_t *r, const rmq_host_t *h, amqp_socket_t *sock)
+/* The TCP connect librabbitmq would make (every address of the host within
+ * the deadline, non-blocking, TCP_NODELAY, keepalives), made here with
+ * wire_connect so the client's stop fd cuts it. The connected socket in
+ * *fd and HG_OK, or the error set: HG_ERR_STOPPED, HG_ERR_CONNECT. */
+static hg_err_t tcp_dial(rmq_t *r, const rmq_host_t *h, uint64_t deadline, int *fd)
 {
-    const hg_client_opts_t *o = client_opts(r->client);
-    uint64_t deadline = wire_now_ms() + o->connect_timeout_ms;
     struct addrinfo hints, *res = NULL;
     char port[8];
-    int fd = -1, why = 0, rc, one = 1;
+    int why = 0, rc, one = 1;
 
+    *fd = -1;
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -286,21 +290,73 @@ static hg_err_t tcp_connect(rmq_t *r, const rmq_host_t *h, amqp_socket_t *sock)
     if ((rc = getaddrinfo(h->host, port, &hints, &res)) != 0)
         return client_fail(r->client, HG_ERR_CONNECT, "cannot connect to RabbitMQ at %s: cannot resolve host '%s': %s",
                            r->address, h->host, rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
-    for (struct addrinfo *ai = res; ai != NULL && fd < 0 && why != ECANCELED && why != ETIMEDOUT; ai = ai->ai_next) {
+    for (struct addrinfo *ai = res; ai != NULL && *fd < 0 && why != ECANCELED && why != ETIMEDOUT; ai = ai->ai_next) {
         uint64_t now = wire_now_ms();
-        fd = now < deadline ? wire_connect(ai->ai_addr, ai->ai_addrlen, (uint32_t)(deadline - now),
-                                           client_stop_fd(r->client), &why)
-                            : (why = ETIMEDOUT, -1);
+        *fd = now < deadline ? wire_connect(ai->ai_addr, ai->ai_addrlen, (uint32_t)(deadline - now),
+                                            client_stop_fd(r->client), &why)
+                             : (why = ETIMEDOUT, -1);
     }
     freeaddrinfo(res);
-    if (fd < 0 && why == ECANCELED)
+    if (*fd < 0 && why == ECANCELED)
         return client_fail(r->client, HG_ERR_STOPPED, "stopped while connecting to RabbitMQ at %s", r->address);
-    if (fd < 0)
+    if (*fd < 0)
         return client_fail(r->client, HG_ERR_CONNECT, "cannot connect to RabbitMQ at %s: %s", r->address,
                            why == ETIMEDOUT ? "connection timed out" : strerror(why));
-    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-    amqp_tcp_socket_set_sockfd(sock, fd); /* librabbitmq closes it with the connection */
+    (void)setsockopt(*fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
     return HG_OK;
+}
+
+/* The socket's connect, within one connect timeout from now. amqp://: the
+ * socket tcp_dial made is handed to sock (librabbitmq closes it with the
+ * connection). amqps://: librabbitmq connects and shakes hands in one call
+ * that takes no socket of ours, and only its handshake can be guarded
+ * (rmq_tls.c); so a stoppable tcp_dial first proves the host answers, and is
+ * closed before librabbitmq connects again within what is left of the
+ * deadline. A host that drops SYNs (a blackholed address, a full accept
+ * queue) then costs a stop nothing; only a host that stops answering
+ * between the two connects can still hold one librabbitmq connect to the
+ * deadline. The extra connection closes before a byte is sent: RabbitMQ's
+ * listener sees a client that left before its handshake. HG_OK, or the
+ * error set: HG_ERR_STOPPED, HG_ERR_CONNECT, HG_ERR_SYSTEM. */
+static hg_err_t socket_open(rmq_t *r, const rmq_host_t *h, amqp_socket_t *sock)
+{
+    const hg_client_opts_t *o = client_opts(r->client);
+    uint64_t deadline = wire_now_ms() + o->connect_timeout_ms, now;
+    struct timeval left;
+    hg_err_t e;
+    int fd, rc;
+
+    if ((e = tcp_dial(r, h, deadline, &fd)) != HG_OK)
+        return e;
+    if (!r->tls) {
+        amqp_tcp_socket_set_sockfd(sock, fd);
+        return HG_OK;
+    }
+    close(fd);
+    now = wire_now_ms();
+    left = tv_ms(now < deadline ? (uint32_t)(deadline - now) : 1);
+    rc = amqp_socket_open_noblock(sock, h->host, h->port, &left);
+    if (rc != AMQP_STATUS_OK && rmq_guard_cut(r) == RMQ_CUT_STOP) { /* in the TLS handshake (rmq_tls.c) */
+        (void)rmq_watchdog_disarm(r->watchdog);
+        return client_fail(r->client, HG_ERR_STOPPED, "stopped during the TLS handshake with RabbitMQ at %s",
+                           r->address);
+    }
+    (void)rmq_watchdog_disarm(r->watchdog);
+    if (rc == AMQP_STATUS_OK)
+        return HG_OK;
+    if (rc != AMQP_STATUS_SOCKET_ERROR && rc != AMQP_STATUS_TIMEOUT && rc != AMQP_STATUS_HOSTNAME_RESOLUTION_FAILED) {
+        char why[300];
+        rmq_tls_failure(r, rc, why, sizeof(why));
+        if (r->tls_why[0] != '\0') { /* reconnecting cannot make it trusted */
+            r->connect_fatal = 1;
+            return client_fail(r->client, HG_ERR_CONNECT, "cannot connect to RabbitMQ at %s: not trusted: %s",
+                               r->address, why);
+        }
+        return client_fail(r->client, HG_ERR_CONNECT, "cannot connect to RabbitMQ at %s: TLS handshake failed: %s",
+                           r->address, why);
+    }
+    return client_fail(r->client, HG_ERR_CONNECT, "cannot connect to RabbitMQ at %s: %s", r->address,
+                       amqp_error_string2(rc));
 }
 
 /* One attempt on one host. */
@@ -311,7 +367,7 @@ static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
     amqp_connection_state_t st = amqp_new_connection();
     amqp_socket_t *sock;
     amqp_rpc_reply_t x;
-    int rc;
+    hg_err_t e;
 
     uri_address(r->address, sizeof(r->address), h->host, h->port);
     if (r->tls) {
@@ -322,42 +378,15 @@ static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
             return hg_client_errcode(r->client);
         }
     } else {
-        hg_err_t e;
         sock = amqp_tcp_socket_new(st);
         if (sock == NULL) {
             amqp_destroy_connection(st);
             return client_fail(r->client, HG_ERR_SYSTEM, "cannot create a socket for %s", r->address);
         }
-        if ((e = tcp_connect(r, h, sock)) != HG_OK) {
-            amqp_destroy_connection(st);
-            return e;
-        }
     }
-    rc = r->tls ? amqp_socket_open_noblock(sock, h->host, h->port, &tv) : AMQP_STATUS_OK;
-    if (rc != AMQP_STATUS_OK && rmq_guard_cut(r) == RMQ_CUT_STOP) { /* in the TLS handshake (rmq_tls.c) */
-        (void)rmq_watchdog_disarm(r->watchdog);
+    if ((e = socket_open(r, h, sock)) != HG_OK) {
         amqp_destroy_connection(st);
-        return client_fail(r->client, HG_ERR_STOPPED, "stopped during the TLS handshake with RabbitMQ at %s",
-                           r->address);
-    }
-    (void)rmq_watchdog_disarm(r->watchdog);
-    if (rc != AMQP_STATUS_OK) {
-        char why[300];
-        if (r->tls && rc != AMQP_STATUS_SOCKET_ERROR && rc != AMQP_STATUS_TIMEOUT &&
-            rc != AMQP_STATUS_HOSTNAME_RESOLUTION_FAILED) {
-            rmq_tls_failure(r, rc, why, sizeof(why));
-            amqp_destroy_connection(st);
-            if (r->tls_why[0] != '\0') { /* reconnecting cannot make it trusted */
-                r->connect_fatal = 1;
-                return client_fail(r->client, HG_ERR_CONNECT, "cannot connect to RabbitMQ at %s: not trusted: %s",
-                                   r->address, why);
-            }
-            return client_fail(r->client, HG_ERR_CONNECT, "cannot connect to RabbitMQ at %s: TLS handshake failed: %s",
-                               r->address, why);
-        }
-        amqp_destroy_connection(st);
-        return client_fail(r->client, HG_ERR_CONNECT, "cannot connect to RabbitMQ at %s: %s", r->address,
-                           amqp_error_string2(rc));
+        return e;
     }
     amqp_set_handshake_timeout(st, &tv);
     if (o->read_timeout_ms > 0)
@@ -465,6 +494,7 @@ static hg_err_t ensure_connected(rmq_t *r)
             e = connect_host(r, &r->hosts[h]);
             if (e == HG_OK) {
                 r->next_host = h;
+                r->up = 1;
                 if (r->client_address != NULL) /* hg_client_address: the node connected */
                     snprintf(r->client_address, r->client_addrlen, "%s", r->address);
                 client_note_connect(r->client);

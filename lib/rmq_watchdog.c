@@ -60,6 +60,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -75,6 +77,7 @@ struct rmq_watchdog {
     uint64_t deadline; /* wire_now_ms; 0: none */
     int stop_fd;       /* -1: none */
     rmq_cut_t cut;     /* what the thread did since the arming */
+    int unacked;       /* at a deadline cut: bytes the peer had not acknowledged (-1: unknown) */
 
     /* the thread's plan: it sleeps until `until` (0: until woken), woken
      * early by `watching` (-1: nothing but the pipe) */
@@ -98,6 +101,11 @@ static int stop_state(int fd)
  * it ends, and remember why. */
 static void cut(rmq_watchdog_t *w, rmq_cut_t why)
 {
+    int q = 0;
+
+    /* what the peer's host had not acknowledged: > 0, the node reads
+     * nothing more; 0, it took every byte and did not answer */
+    w->unacked = ioctl(w->sock, SIOCOUTQ, &q) == 0 ? q : -1;
     (void)shutdown(w->sock, SHUT_RDWR);
     w->cut = why;
 }
@@ -243,6 +251,16 @@ rmq_cut_t rmq_watchdog_disarm(rmq_watchdog_t *w)
     return why;
 }
 
+int rmq_watchdog_unacked(rmq_watchdog_t *w)
+{
+    int n;
+
+    pthread_mutex_lock(&w->lock);
+    n = w->armed && w->cut == RMQ_CUT_DEADLINE ? w->unacked : -1;
+    pthread_mutex_unlock(&w->lock);
+    return n;
+}
+
 rmq_cut_t rmq_watchdog_cut(rmq_watchdog_t *w)
 {
     rmq_cut_t why;
@@ -309,11 +327,22 @@ hg_err_t rmq_guard_failed(rmq_t *r, const char *what)
     switch (rmq_guard_cut(r)) {
     case RMQ_CUT_STOP:
         return client_fail(r->client, HG_ERR_STOPPED, "stopped while %s (RabbitMQ at %s)", what, r->address);
-    case RMQ_CUT_DEADLINE:
+    case RMQ_CUT_DEADLINE: {
+        int unacked = rmq_watchdog_unacked(r->watchdog);
+        if (unacked == 0) /* e.g. the minority side of a partition: it reads, and cannot answer */
+            return client_fail(r->client, HG_ERR_TIMEOUT,
+                               "%s: RabbitMQ at %s took it (every byte acknowledged) but did not answer within %" PRIu32
+                               "ms",
+                               what, r->address, r->guard_ms);
+        if (unacked > 0)
+            return client_fail(r->client, HG_ERR_TIMEOUT,
+                               "%s: RabbitMQ at %s did not take it within %" PRIu32
+                               "ms (%d bytes not acknowledged: the node reads nothing more)",
+                               what, r->address, r->guard_ms, unacked);
         return client_fail(r->client, HG_ERR_TIMEOUT,
-                           "%s: RabbitMQ at %s did not take it or answer within %" PRIu32
-                           "ms (the node reads nothing more)",
-                           what, r->address, r->guard_ms);
+                           "%s: RabbitMQ at %s did not take it or answer within %" PRIu32 "ms", what, r->address,
+                           r->guard_ms);
+    }
     default:
         return HG_OK;
     }

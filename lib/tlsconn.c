@@ -24,6 +24,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/tls_policy.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -163,6 +164,11 @@ int tlsconn_ctx_new(const char *ca_file, const char *cert_file, const char *key_
     }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF);
+    if (SSL_CTX_set_cipher_list(ctx, HG_TLS12_CIPHERS) != 1) {
+        ssl_reasons(why, sizeof(why));
+        SSL_CTX_free(ctx);
+        return err_set(err, errlen, "cannot set the TLS 1.2 ciphers: %s", why);
+    }
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
     if (ca_file != NULL ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1

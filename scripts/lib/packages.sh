@@ -19,7 +19,9 @@
 #               rabbitmq-server (private nodes for the amqp:// transport's tests; the service never starts),
 #               tmux (an interactive redis-cli session), python3-redis (redis-py's pipeline against the broker),
 #               openssl (the TLS tests make a throwaway CA and use s_client),
-#               strace (attached to the broker, it holds every fdatasync: a slow disk, for the read-after-SEND test)
+#               strace (attached to the broker, it holds every fdatasync: a slow disk, for the read-after-SEND test),
+#               nftables and iproute2 (nft drops a RabbitMQ node's distribution traffic, ss finds its links:
+#               the partition test of test_rabbit_cluster)
 #   console     chromium, chromium-driver, python3-selenium (the console's real-browser test)
 #   fuzzing     clang and libclang-rt-dev (libFuzzer and the sanitizer runtimes: make fuzz)
 #   layout      clang-format (tests/system/test_format.sh checks the tree against .clang-format)
@@ -31,7 +33,7 @@ hg_packages=(
     librabbitmq-dev rabbitmq-server
     chromium chromium-driver python3-selenium
     clang libclang-rt-dev clang-format
-    tmux python3-redis strace shellcheck
+    tmux python3-redis strace shellcheck nftables iproute2
 )
 
 hg_sudo=()            # the command prefix for package installation: empty as root, (sudo) otherwise

@@ -237,6 +237,7 @@ static int write_node_files(rq_cluster_t *c, int i)
 {
     rq_node_t *nd = &c->nodes[i];
     const char *level = getenv("HG_RABBIT_LOG_LEVEL");
+    const char *handling = getenv("HG_RABBIT_PARTITION_HANDLING");
     char path[700], text[6144];
     int len;
 
@@ -245,8 +246,9 @@ static int write_node_files(rq_cluster_t *c, int i)
                    "loopback_users = none\n"
                    "log.console = false\n"
                    "log.file.level = %s\n"
-                   "cluster_partition_handling = pause_minority\n",
-                   nd->amqp_port, level != NULL && level[0] != '\0' ? level : "info");
+                   "cluster_partition_handling = %s\n",
+                   nd->amqp_port, level != NULL && level[0] != '\0' ? level : "info",
+                   handling != NULL && handling[0] != '\0' ? handling : "pause_minority");
     if (c->tls_ca[0] != '\0')
         len += snprintf(text + len, sizeof(text) - (size_t)len,
                         "listeners.ssl.default = 127.0.0.1:%d\n"
@@ -391,6 +393,129 @@ int rq_signal(rq_cluster_t *c, int i, int sig)
     return kill(-c->nodes[i].pid, sig);
 }
 
+/* The nftables table of node i's partition: one per test process and node. */
+static void partition_table(const rq_cluster_t *c, int i, char *name, size_t len)
+{
+    snprintf(name, len, "hg_rq_%ld_%d", (long)getpid(), i);
+}
+
+static int run_nft(const char *script, char *err, size_t errlen)
+{
+    const char *argv[] = { RQ_NFT, "-f", "-", NULL };
+    int pipefd[2], status = 0;
+    pid_t pid;
+    ssize_t w;
+
+    if (access(RQ_NFT, X_OK) != 0)
+        return fail(err, errlen, "%s: %s (install the Debian package nftables)", RQ_NFT, strerror(errno));
+    if (pipe(pipefd) != 0)
+        return fail(err, errlen, "pipe: %s", strerror(errno));
+    pid = fork();
+    if (pid == 0) {
+        dup2(pipefd[0], 0);
+        close(pipefd[0]);
+        close(pipefd[1]);
+        execv(RQ_NFT, (char *const *)argv);
+        _exit(127);
+    }
+    close(pipefd[0]);
+    w = pid > 0 ? write(pipefd[1], script, strlen(script)) : -1;
+    close(pipefd[1]);
+    if (pid < 0 || w != (ssize_t)strlen(script))
+        return fail(err, errlen, "cannot run %s: %s", RQ_NFT, strerror(errno));
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return fail(err, errlen, "%s -f - failed (status %d) on:\n%s", RQ_NFT, status, script);
+    return 0;
+}
+
+/* The local ports of node i's distribution links to the other nodes that
+ * node i made itself (from 127.0.0.1, to their distribution ports): ss
+ * names the process of each established socket; a process of node i's
+ * process group owns them. Up to max; the count, or -1. */
+static int own_link_ports(rq_cluster_t *c, int i, int *ports, int max, char *err, size_t errlen)
+{
+    const char *argv[] = { RQ_SS, "-Htnp", "state", "established", NULL };
+    static char out[1 << 20];
+    int n = 0;
+
+    if (tu_run_capture(argv, out, sizeof(out)) != 0)
+        return fail(err, errlen, "%s -Htnp: %s", RQ_SS, out);
+    for (char *line = strtok(out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        int local = 0, peer = 0, pid = 0, known = 0;
+        char *p = strstr(line, "pid=");
+        if (p == NULL || sscanf(line, "%*d %*d 127.0.0.1:%d 127.0.0.1:%d", &local, &peer) != 2)
+            continue;
+        pid = atoi(p + 4);
+        for (int j = 0; j < c->n; j++)
+            known |= j != i && peer == c->nodes[j].dist_port;
+        if (known && pid > 0 && getpgid(pid) == c->nodes[i].pid && n < max)
+            ports[n++] = local;
+    }
+    return n;
+}
+
+int rq_partition(rq_cluster_t *c, int i, int cut_links, char *err, size_t errlen)
+{
+    char table[64], script[4096], set[160], out[4096], addr[32];
+    int ports[16], nports, len;
+
+    if (i < 0 || i >= c->n || c->n < 2)
+        return fail(err, errlen, "rq_partition: no node %d to cut from %d others", i + 1, c->n - 1);
+    partition_table(c, i, table, sizeof(table));
+    snprintf(addr, sizeof(addr), "127.0.0.%d", 2 + i);
+    snprintf(set, sizeof(set), "application:set_env(kernel, inet_dist_connect_options, [{ip, {127,0,0,%d}}]).", 2 + i);
+    if (rq_ctl(c, i, out, sizeof(out), "eval", set, NULL) != 0)
+        return fail(err, errlen, "node %d: %s: %s", i + 1, set, out);
+    if ((nports = own_link_ports(c, i, ports, 16, err, errlen)) < 0)
+        return -1;
+    len = snprintf(script, sizeof(script),
+                   "table inet %s {\n"
+                   "  chain out {\n"
+                   "    type filter hook output priority 0; policy accept;\n"
+                   "    tcp dport %d drop\n"
+                   "    tcp sport %d drop\n"
+                   "    ip saddr %s drop\n"
+                   "    ip daddr %s drop\n",
+                   table, c->nodes[i].dist_port, c->nodes[i].dist_port, addr, addr);
+    for (int k = 0; k < nports; k++)
+        len += snprintf(script + len, sizeof(script) - (size_t)len, "    tcp sport %d drop\n    tcp dport %d drop\n",
+                        ports[k], ports[k]);
+    snprintf(script + len, sizeof(script) - (size_t)len, "  }\n}\n");
+    if (run_nft(script, err, errlen) != 0)
+        return -1;
+    c->nodes[i].cut_off = 1;
+    if (!cut_links)
+        return 0;
+    /* the links up now end at once, as the net tick would end them; every
+     * new one is dropped by the table */
+    for (int j = 0; j < c->n; j++) {
+        char cut[200];
+        if (j == i)
+            continue;
+        snprintf(cut, sizeof(cut), "erlang:disconnect_node('%s').", c->nodes[i].name);
+        if (rq_ctl(c, j, out, sizeof(out), "eval", cut, NULL) != 0)
+            return fail(err, errlen, "node %d: %s: %s", j + 1, cut, out);
+    }
+    return 0;
+}
+
+int rq_heal(rq_cluster_t *c, int i, char *err, size_t errlen)
+{
+    char table[64], script[128], out[4096];
+
+    partition_table(c, i, table, sizeof(table));
+    snprintf(script, sizeof(script), "delete table inet %s\n", table);
+    if (run_nft(script, err, errlen) != 0)
+        return -1;
+    c->nodes[i].cut_off = 0;
+    if (rq_ctl(c, i, out, sizeof(out), "eval", "application:set_env(kernel, inet_dist_connect_options, []).", NULL) !=
+        0)
+        return fail(err, errlen, "node %d: resetting inet_dist_connect_options: %s", i + 1, out);
+    return wait_cluster(c, i == 0 ? 1 : 0, err, errlen);
+}
+
 int rq_restart(rq_cluster_t *c, int i, char *err, size_t errlen)
 {
     if (c->nodes[i].pid > 0)
@@ -446,6 +571,14 @@ void rq_destroy(rq_cluster_t *c, int print_logs)
 {
     for (int i = 0; i < c->n; i++) {
         char path[800];
+        if (c->nodes[i].cut_off) { /* the host's firewall outlives the test otherwise */
+            char table[64], script[128], err[512];
+            partition_table(c, i, table, sizeof(table));
+            snprintf(script, sizeof(script), "delete table inet %s\n", table);
+            if (run_nft(script, err, sizeof(err)) != 0)
+                fprintf(stderr, "rq_destroy: %s\n", err);
+            c->nodes[i].cut_off = 0;
+        }
         if (c->nodes[i].pid > 0)
             kill(-c->nodes[i].pid, SIGCONT);
         reap(&c->nodes[i]);

@@ -20,7 +20,9 @@
  * rq_signal act on the whole group (the start script, beam.smp and its
  * helpers). rq_destroy kills everything, prints the logs when asked and
  * removes the dir. $HG_KEEP_TMP=1 keeps it. $HG_RABBIT_LOG_LEVEL (debug, info,
- * …) sets the nodes' log.file.level (info without it).
+ * …) sets the nodes' log.file.level (info without it);
+ * $HG_RABBIT_PARTITION_HANDLING their cluster_partition_handling
+ * (pause_minority without it).
  *
  * Errors: 0 / -1 with the cause in err[errlen].
  */
@@ -38,6 +40,8 @@
 #define RQ_DLX_CONFIRM_TIMEOUT_MS "10000"
 #define RQ_SERVER                 "/usr/lib/rabbitmq/bin/rabbitmq-server"
 #define RQ_CTL                    "/usr/lib/rabbitmq/bin/rabbitmqctl"
+#define RQ_NFT                    "/usr/sbin/nft"
+#define RQ_SS                     "/bin/ss"
 
 typedef struct rq_node {
     char name[64];  /* hgPID_N@localhost */
@@ -47,6 +51,7 @@ typedef struct rq_node {
     pid_t pid;      /* process group leader; 0 when not running */
     char uri[128];  /* amqp://guest:guest@127.0.0.1:PORT/ (this node only) */
     int amqps_port; /* the TLS listener (rq_start_tls); 0 without */
+    int cut_off;    /* rq_partition's nftables table is loaded (rq_heal, rq_destroy delete it) */
 } rq_node_t;
 
 typedef struct rq_cluster {
@@ -86,6 +91,24 @@ int rq_restart(rq_cluster_t *c, int i, char *err, size_t errlen);
 /* Send sig (SIGSTOP, SIGCONT) to node i's process group. */
 int rq_signal(rq_cluster_t *c, int i, int sig);
 
+/* Cut node i off from the others (a network partition) while its AMQP
+ * listener stays reachable: an nftables table of this process drops every
+ * packet to or from node i's distribution port, and node i's own
+ * distribution connects are made from 127.0.0.(2+i) (kernel
+ * inet_dist_connect_options, set by rabbitmqctl eval), which the table
+ * drops too, as it drops the links node i made before (their ports, from
+ * ss). The links up stall: the nodes see each other down at the net tick
+ * (45..75 s with RabbitMQ's default net_ticktime 60 s), as after a real cut;
+ * with cut_links the other nodes drop their links at once
+ * (erlang:disconnect_node) instead. Neither side can link again. Needs root,
+ * /usr/sbin/nft (Debian package nftables) and /bin/ss (iproute2).
+ * rabbitmqctl can no longer reach node i meanwhile. 0 / -1. */
+int rq_partition(rq_cluster_t *c, int i, int cut_links, char *err, size_t errlen);
+
+/* End rq_partition: delete the table, let node i connect from 127.0.0.1
+ * again, and wait until the cluster lists every node running. 0 / -1. */
+int rq_heal(rq_cluster_t *c, int i, char *err, size_t errlen);
+
 /* Run rabbitmqctl against node i with the cluster's cookie and epmd:
  * args a NULL-terminated list after "-n NODE". Output (stdout+stderr) into
  * out[outlen]. Returns the exit status, or -1 when it could not run. */
@@ -98,8 +121,9 @@ int rq_queue_leader(rq_cluster_t *c, int ask, const char *queue);
 /* Wait until node i answers an AMQP PING (deadline_ms). 0 / -1. */
 int rq_wait_ready(rq_cluster_t *c, int i, int deadline_ms, char *err, size_t errlen);
 
-/* Kill every node and the epmd, print the nodes' logs when print_logs,
- * remove the dir (unless $HG_KEEP_TMP=1). */
+/* Kill every node and the epmd, delete rq_partition's tables still
+ * loaded, print the nodes' logs when print_logs, remove the dir (unless
+ * $HG_KEEP_TMP=1). */
 void rq_destroy(rq_cluster_t *c, int print_logs);
 
 #endif

@@ -54,6 +54,7 @@
 #include <ftw.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <poll.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -67,6 +68,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -992,6 +994,65 @@ int tu_watch_http_503(int port, const char *path, int span_ms, int interval_ms, 
         sleep_ms((uint64_t)interval_ms);
     }
     return unhealthy;
+}
+
+int tu_http_get_host(int port, const char *path, const char *host, char *out, size_t outlen)
+{
+    int fd = tu_tcp_connect(port);
+    if (fd < 0)
+        return -1;
+    char req[512], hline[300] = "";
+    if (host != NULL)
+        snprintf(hline, sizeof hline, "Host: %s\r\n", host);
+    int rl = snprintf(req, sizeof req, "GET %s HTTP/1.%d\r\n%sConnection: close\r\n\r\n", path, host != NULL, hline);
+    if (write(fd, req, (size_t)rl) != rl) {
+        close(fd);
+        return -1;
+    }
+    size_t n = 0;
+    ssize_t r;
+    while (n < outlen - 1 && (r = read(fd, out + n, outlen - 1 - n)) > 0)
+        n += (size_t)r;
+    out[n] = '\0';
+    close(fd);
+    int status = -1;
+    return sscanf(out, "HTTP/1.%*d %d", &status) == 1 ? status : -1;
+}
+
+long tu_http_flood_headers(int port, size_t limit, char *reply, size_t replylen)
+{
+    reply[0] = '\0';
+    int fd = tu_tcp_connect(port);
+    if (fd < 0)
+        return -1;
+    const char *head = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    size_t sent = 0;
+    if (send(fd, head, strlen(head), MSG_NOSIGNAL) != (ssize_t)strlen(head)) {
+        close(fd);
+        return 0;
+    }
+    static char lines[64 * 1000];
+    for (size_t i = 0; i + 1000 <= sizeof lines; i += 1000) {
+        memset(lines + i, 'a', 1000);
+        memcpy(lines + i, "X-Pad: ", 7);
+        memcpy(lines + i + 998, "\r\n", 2);
+    }
+    /* a peer that stops reading without closing fills the socket buffers: a send timeout ends the flood */
+    struct timeval tv = { 2, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    while (sent < limit) {
+        ssize_t w = send(fd, lines, sizeof lines, MSG_NOSIGNAL);
+        if (w <= 0)
+            break;
+        sent += (size_t)w;
+    }
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    if (poll(&p, 1, 10000) == 1) {
+        ssize_t r = recv(fd, reply, replylen - 1, 0);
+        reply[r > 0 ? r : 0] = '\0';
+    }
+    close(fd);
+    return (long)sent;
 }
 
 int tu_http_get(int port, const char *path, char *out, size_t outlen)

@@ -75,6 +75,17 @@ int tu_run_capture(const char *const *argv, char *out, size_t outlen);
  * the HTTP status, or -1 when the connection or the status line failed. */
 int tu_http_get(int port, const char *path, char *out, size_t outlen);
 
+/* GET path from 127.0.0.1:port with the given Host header over HTTP/1.1
+ * (NULL: no Host, over HTTP/1.0), Connection: close; as tu_http_get. */
+int tu_http_get_host(int port, const char *path, const char *host, char *out, size_t outlen);
+
+/* Connect to 127.0.0.1:port, send a request line and header lines of 1000
+ * bytes each, without the empty line that ends them, until the peer stops
+ * reading or closes, or limit bytes are sent. Returns how many bytes went
+ * out (-1: no connection); the peer's first reply bytes (within 10 s) in
+ * reply[replylen], "" when none. */
+long tu_http_flood_headers(int port, size_t limit, char *reply, size_t replylen);
+
 /* Poll GET path (tu_http_get) every interval_ms until it answers status
  * want: 0 then, -1 when deadline_ms passed first. The last response is in
  * out[outlen] either way. */

@@ -1446,30 +1446,6 @@ static void test_long_user_name(void)
     cleanup_users();
 }
 
-/* GET path from the metrics port with the given Host header (NULL: none, HTTP/1.0); the status, -1 on no answer. */
-static int http_get_host(int port, const char *path, const char *host, char *out, size_t outlen)
-{
-    int fd = tu_tcp_connect(port);
-    if (fd < 0)
-        return -1;
-    char req[512], hline[300] = "";
-    if (host != NULL)
-        snprintf(hline, sizeof hline, "Host: %s\r\n", host);
-    int rl = snprintf(req, sizeof req, "GET %s HTTP/1.%d\r\n%sConnection: close\r\n\r\n", path, host != NULL, hline);
-    if (write(fd, req, (size_t)rl) != rl) {
-        close(fd);
-        return -1;
-    }
-    size_t n = 0;
-    ssize_t r;
-    while (n < outlen - 1 && (r = read(fd, out + n, outlen - 1 - n)) > 0)
-        n += (size_t)r;
-    out[n] = '\0';
-    close(fd);
-    int status = -1;
-    return sscanf(out, "HTTP/1.%*d %d", &status) == 1 ? status : -1;
-}
-
 /* The metrics port on loopback answers only requests whose Host names it (an IP literal, localhost, metrics-bind),
  * so a web page that re-points its own DNS name at 127.0.0.1 (DNS rebinding) cannot read /metrics — every topic's
  * and group's name — from a browser on the broker's host: 421, logged. Before, any Host was answered 200. */
@@ -1480,16 +1456,16 @@ static void test_metrics_host(void)
     int port = bt_broker.metrics_port;
     const char *served[] = { "127.0.0.1", "127.0.0.1:9121", "localhost", "LOCALHOST.:9121", "[::1]:9121", NULL };
     for (int i = 0; served[i] != NULL; i++) {
-        int st = http_get_host(port, "/metrics", served[i], out, sizeof out);
+        int st = tu_http_get_host(port, "/metrics", served[i], out, sizeof out);
         BP_CHECK(st == 200 && strstr(out, "hourglass_uptime_seconds") != NULL, "Host %s: %d, want 200", served[i], st);
     }
-    BP_CHECK(http_get_host(port, "/healthz", NULL, out, sizeof out) == 200, "no Host (HTTP/1.0): '%.80s', want 200",
+    BP_CHECK(tu_http_get_host(port, "/healthz", NULL, out, sizeof out) == 200, "no Host (HTTP/1.0): '%.80s', want 200",
              out);
     const char *refused[] = { "attacker.example:9121", "attacker.example", "127.0.0.1.nip.io", "[::1", "", NULL };
     for (int i = 0; refused[i] != NULL; i++) {
         const char *paths[] = { "/metrics", "/healthz" };
         for (int k = 0; k < 2; k++) {
-            int st = http_get_host(port, paths[k], refused[i], out, sizeof out);
+            int st = tu_http_get_host(port, paths[k], refused[i], out, sizeof out);
             BP_CHECK(st == 421 && strstr(out, "is not this broker's metrics listener") != NULL &&
                          strstr(out, "hourglass_") == NULL,
                      "Host '%s' %s: %d '%.200s', want 421", refused[i], paths[k], st, out);
@@ -1505,35 +1481,64 @@ static void test_metrics_host(void)
 static void test_metrics_headers_bounded(void)
 {
     bt_start(NULL);
-    int fd = tu_tcp_connect(bt_broker.metrics_port);
-    BP_REQUIRE(fd >= 0, "connect to the metrics port");
-    const char *head = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n";
-    BP_REQUIRE(send(fd, head, strlen(head), MSG_NOSIGNAL) == (ssize_t)strlen(head), "send the request line");
-    static char lines[64 * 1024];
-    for (size_t i = 0; i + 1000 <= sizeof lines; i += 1000) {
-        memset(lines + i, 'a', 1000);
-        memcpy(lines + i, "X-Pad: ", 7);
-        memcpy(lines + i + 998, "\r\n", 2);
-    }
-    size_t sent = 0, limit = (size_t)64 << 20;
-    while (sent < limit) {
-        ssize_t w = send(fd, lines, sizeof lines - sizeof lines % 1000, MSG_NOSIGNAL);
-        if (w <= 0)
-            break;
-        sent += (size_t)w;
-    }
-    char reply[512] = "";
-    struct pollfd p = { .fd = fd, .events = POLLIN };
-    if (poll(&p, 1, 10000) == 1) {
-        ssize_t r = recv(fd, reply, sizeof reply - 1, 0);
-        reply[r > 0 ? r : 0] = '\0';
-    }
-    close(fd);
-    BP_CHECK(sent < ((size_t)16 << 20), "the broker took %zu MiB of header lines, want it to close before 16 MiB",
-             sent >> 20);
+    char reply[512];
+    long sent = tu_http_flood_headers(bt_broker.metrics_port, (size_t)64 << 20, reply, sizeof reply);
+    BP_REQUIRE(sent >= 0, "connect to the metrics port");
+    BP_CHECK(sent < (16L << 20), "the broker took %ld MiB of header lines, want it to close before 16 MiB", sent >> 20);
     BP_CHECK(strncmp(reply, "HTTP/1.1 400", 12) == 0, "reply '%.40s', want 400", reply);
     char out[4096];
     BP_CHECK(tu_http_get(bt_broker.metrics_port, "/healthz", out, sizeof out) == 200, "/healthz after: '%.80s'", out);
+}
+
+/* Slowloris on the metrics port: a head trickled a byte every 200 ms is answered 408 and closed 10 s after the
+ * accept (before, evhttp's 30 s of silence never came: hours), and past 64 open connections the next is answered 503
+ * at once (before, every one was kept until the broker ran out of descriptors). */
+static void test_metrics_slowloris(void)
+{
+    bt_start(NULL);
+    int port = bt_broker.metrics_port;
+    char reply[512] = "", out[4096];
+    int fd = tu_tcp_connect(port);
+    BP_REQUIRE(fd >= 0, "connect to the metrics port");
+    const char *head = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+    uint64_t start = tu_now_mono_us();
+    size_t i = 0;
+    ssize_t r = -1;
+    while (tu_now_mono_us() - start < 25000000ull) {
+        char byte = head[i] != '\0' ? head[i++] : 'a';
+        if (send(fd, &byte, 1, MSG_NOSIGNAL) != 1)
+            break;
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, 200) == 1) {
+            r = recv(fd, reply, sizeof reply - 1, 0);
+            reply[r > 0 ? r : 0] = '\0';
+            break;
+        }
+    }
+    double waited = (double)(tu_now_mono_us() - start) / 1e6;
+    close(fd);
+    BP_CHECK(r >= 0 && waited < 15.0 && strncmp(reply, "HTTP/1.1 408", 12) == 0,
+             "a trickled head after %.1f s: '%.80s', want 408 after 10 s", waited, reply);
+
+    int fds[64];
+    for (int k = 0; k < 64; k++) {
+        fds[k] = tu_tcp_connect(port);
+        BP_REQUIRE(fds[k] >= 0, "connection %d", k);
+    }
+    /* the 64 are accepted (and counted) before the 65th: a request on the last one is answered */
+    const char *req = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    BP_REQUIRE(send(fds[63], req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req), "send");
+    struct pollfd p = { .fd = fds[63], .events = POLLIN };
+    BP_CHECK(poll(&p, 1, 10000) == 1 && recv(fds[63], out, sizeof out - 1, 0) > 12 &&
+                 strncmp(out, "HTTP/1.1 200", 12) == 0,
+             "the 64th connection's request: '%.80s'", out);
+    int st = tu_http_get(port, "/metrics", out, sizeof out);
+    BP_CHECK(st == 503 && strstr(out, "the metrics port has 64 connections open (at most 64)") != NULL,
+             "past 64 connections: %d '%.300s', want 503", st, out);
+    for (int k = 0; k < 64; k++)
+        close(fds[k]);
+    BP_CHECK(tu_poll_http_status(port, "/metrics", 200, 10000, 50, out, sizeof out) == 0,
+             "after the 64 closed: '%.80s', want 200", out);
 }
 
 static const tu_test_t auth_tests[] = {
@@ -1562,6 +1567,7 @@ static const tu_test_t auth_tests[] = {
     { "error replies show file-system paths to the admin only; the log has them", test_error_paths_admin_only },
     { "the metrics port on loopback answers only its own host names (DNS rebinding)", test_metrics_host },
     { "the metrics port bounds a request's headers", test_metrics_headers_bounded },
+    { "the metrics port: a trickled head closed after 10 s, at most 64 connections", test_metrics_slowloris },
     { NULL, NULL },
 };
 

@@ -441,6 +441,11 @@ static void test_max_clients(void)
              r == NULL ? c4.err : rc_describe(r, d, sizeof d));
     resp_reply_free(r);
     BP_CHECK(rc_wait_closed(&c4, 5000) == 1, "the 4th client was not disconnected");
+    /* The operator is told too (before, only a refusal on tls-port was logged). */
+    BP_CHECK(tu_wait_file_contains(bt_broker.log_path,
+                                   "max-clients (3) reached: refused a client with 'max number of clients reached'",
+                                   10000) == 0,
+             "no log line for the client refused at max-clients");
     rc_close(&c4);
     rc_close(&c3);
     /* A slot is free again once c3 is gone. */

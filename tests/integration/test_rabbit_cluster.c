@@ -24,6 +24,18 @@
  *   pause       SIGSTOP of another node for 15 s while 200 more orders'
  *               cancels are sent and consumed, then SIGCONT: every order
  *               cancelled, stock exact.
+ *   partition   the producer and the consumer's workers start on node 3
+ *               (its host first in their URI); after a third of 200
+ *               orders' cancels (the producer waits there for the cut),
+ *               node 3 is cut off from the other two for 90 s
+ *               (rq_partition: nftables drops its distribution traffic; it
+ *               still answers AMQP). Until the net tick (45..75 s) no node
+ *               completes a declaration (Mnesia waits for node 3), so sends
+ *               fail, each within the read timeout; then node 3 pauses
+ *               (pause_minority) and sends succeed on the majority during
+ *               the cut. Then healed: every order cancelled, stock exact.
+ *               (test_rabbit_partition: the same cut with partition
+ *               handling ignore, where node 3 keeps serving.)
  *   compensator hourglass-compensator (relay and monitor layers) on the
  *               cluster: 60 outbox rows relayed as timeout messages, each
  *               order cancelled by its message (not before expire_at), and
@@ -90,10 +102,10 @@ static void group_create(const char *group)
     hg_client_close(c);
 }
 
-static pid_t consumer_start(const char *db, int mport, char *log_path, size_t loglen)
+static pid_t consumer_start(const char *db, const char *uri, int mport, char *log_path, size_t loglen)
 {
     char dir[512];
-    const char *extra[] = { "--uri", rabbit.uri, NULL };
+    const char *extra[] = { "--uri", uri, NULL };
     pid_t pid;
 
     TU_REQUIRE(tu_mkdtemp("rmq-consumer", dir, sizeof dir) == 0, "temp dir");
@@ -239,7 +251,7 @@ static void test_race(void)
     TU_REQUIRE(fresh != NULL, "fresh database");
     hg_order_db_close(fresh); /* only the data is needed here */
     group_create("rmqrace");
-    pid = consumer_start("rmqrace", mport, log_path, sizeof log_path);
+    pid = consumer_start("rmqrace", rabbit.uri, mport, log_path, sizeof log_path);
     for (int i = 0; i < RACE_ORDERS * 3; i++)
         order[i] = 1 + (uint64_t)(i / 3);
     srand(7);
@@ -314,9 +326,16 @@ typedef struct producer {
     atomic_int sent;                 /* orders whose send returned an id */
     int failures;                    /* send_many calls with an item failing */
     char first_error[HG_ERRMSG_MAX]; /* the first failed item's error */
+    const char *uri;                 /* the cluster's */
+    uint64_t longest_ms;             /* the longest hg_send_many call */
+    char slow[4096];                 /* the rounds that failed or took over 2 s */
+    int hold_at;                     /* > 0: wait at this many sent until released */
+    atomic_int released;
 } producer_t;
 
 #define PRODUCER_DEADLINE_MS 240000 /* the producer gives up (and the test fails) after this */
+#define FAULT_PARTITION      0      /* faults_round: rq_partition, not a signal */
+#define PARTITION_S          90     /* past the net tick (45..75 s): node 3 pauses (pause_minority) */
 
 static void *produce(void *arg)
 {
@@ -330,13 +349,16 @@ static void *produce(void *arg)
     hg_client_opts_init(&o);
     o.reconnect_backoff.attempts = 0; /* forever */
     o.read_timeout_ms = 5000;
-    if (hg_client_open(rabbit.uri, &o, &c, &err) != HG_OK) {
+    if (hg_client_open(p->uri, &o, &c, &err) != HG_OK) {
         fprintf(stderr, "producer: %s\n", err.message);
         return NULL;
     }
     uint64_t give_up = tu_now_mono_ms() + PRODUCER_DEADLINE_MS;
     for (uint64_t id = p->first; id <= p->last && tu_now_mono_ms() < give_up;) {
         int n = 0;
+        while (p->hold_at > 0 && atomic_load(&p->sent) >= p->hold_at && !atomic_load(&p->released) &&
+               tu_now_mono_ms() < give_up)
+            usleep(20000); /* the fault is being set up: the rest is sent under it */
         size_t ok = 0;
         for (; n < 10 && id + (uint64_t)n <= p->last; n++) {
             memset(&items[n], 0, sizeof items[n]);
@@ -348,13 +370,22 @@ static void *produce(void *arg)
             /* even: a chain 1s × 3 (the router); odd: LEVEL 2 (5 s) */
             items[n].delay = (id + (uint64_t)n) % 2 == 0 ? hg_delay_ms(3000) : hg_delay_level(2);
         }
+        uint64_t began = tu_now_mono_ms();
         hg_send_many(c, items, (size_t)n, &ok);
+        uint64_t took = tu_now_mono_ms() - began;
+        if (took > p->longest_ms)
+            p->longest_ms = took;
         /* keep the prefix that succeeded; the rest is sent again */
         int k = 0;
         while (k < n && items[k].err == HG_OK)
             k++;
         if (k < n && p->failures++ == 0)
             snprintf(p->first_error, sizeof p->first_error, "%s", items[k].error);
+        if ((k < n || took > 2000) && strlen(p->slow) < sizeof p->slow - 300) {
+            size_t used = strlen(p->slow);
+            snprintf(p->slow + used, sizeof p->slow - used, "\n      round at %d sent: %" PRIu64 " ms, %d of %d: %s",
+                     atomic_load(&p->sent), took, k, n, k < n ? items[k].error : "ok");
+        }
         atomic_fetch_add(&p->sent, k);
         id += (uint64_t)k;
         usleep(150000); /* spread the sends over several seconds: the fault lands in the middle */
@@ -387,9 +418,11 @@ static void faults_round(const char *db, size_t n, int fault)
                             .with_outbox = 0,
                             .random_seed = 5 };
     char log_path[600], err[4096];
-    producer_t p = { .first = 1, .last = n };
+    producer_t p = { .first = 1, .last = n, .uri = rabbit.uri };
     cancelled_ctx_t x = { db, (long long)n };
-    int mport = tu_free_port(), victim = -1;
+    int mport = tu_free_port(), victim = -1, before = 0;
+    char minority_first[512];
+    const char *uri = rabbit.uri;
     of_report_t rep;
     pid_t pid;
 
@@ -397,12 +430,19 @@ static void faults_round(const char *db, size_t n, int fault)
     TU_REQUIRE(fresh != NULL, "fresh database %s", db);
     hg_order_db_close(fresh); /* only the data is needed here */
     group_create(db);
-    pid = consumer_start(db, mport, log_path, sizeof log_path);
     if (fault == SIGKILL) { /* asked first: rabbitmqctl takes seconds here */
         victim = rq_queue_leader(&rabbit, 0, "hg.level.2");
         if (victim < 0)
             victim = 1;
     }
+    if (fault == FAULT_PARTITION) { /* the producer and every worker start on the node cut off */
+        snprintf(minority_first, sizeof minority_first, "amqp://guest:guest@127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/",
+                 rabbit.nodes[2].amqp_port, rabbit.nodes[0].amqp_port, rabbit.nodes[1].amqp_port);
+        uri = p.uri = minority_first;
+        p.hold_at = (int)n / 3;
+    }
+    atomic_init(&p.released, 0);
+    pid = consumer_start(db, uri, mport, log_path, sizeof log_path);
     atomic_init(&p.sent, 0);
     pthread_create(&p.thread, NULL, produce, &p);
     while (atomic_load(&p.sent) < (int)n / 3)
@@ -411,6 +451,31 @@ static void faults_round(const char *db, size_t n, int fault)
         printf("\n    kill -9 node %d (%s, leader of hg.level.2) at %d of %zu sent", victim + 1,
                rabbit.nodes[victim].name, atomic_load(&p.sent), n);
         TU_CHECK(rq_kill9(&rabbit, victim) == 0, "kill -9 node %d", victim + 1);
+    } else if (fault == FAULT_PARTITION) {
+        uint64_t cut_at;
+        victim = 2;
+        printf("\n    partition node %d (%s) from the others for %d s at %d of %zu sent", victim + 1,
+               rabbit.nodes[victim].name, PARTITION_S, atomic_load(&p.sent), n);
+        if (rq_partition(&rabbit, victim, 0, err, sizeof err) != 0) {
+            atomic_store(&p.released, 1);
+            pthread_join(p.thread, NULL);
+            TU_REQUIRE(0, "partition node %d: %s", victim + 1, err);
+        }
+        cut_at = tu_now_mono_ms();
+        before = atomic_load(&p.sent);
+        atomic_store(&p.released, 1);
+        /* the nodes see the cut at the net tick (45..75 s), when node 3
+         * pauses (pause_minority): until then no declaration completes */
+        while (tu_now_mono_ms() - cut_at < PARTITION_S * 1000u)
+            usleep(100000);
+        printf(" — %d sent during the partition (longest send round so far %" PRIu64 " ms)",
+               atomic_load(&p.sent) - before, p.longest_ms);
+        TU_CHECK(atomic_load(&p.sent) > before, "no send succeeded in the %d s node %d was cut off (first error: %s)",
+                 PARTITION_S, victim + 1, p.first_error);
+        TU_CHECK(strstr(p.first_error, "reads nothing more") == NULL,
+                 "a node that takes every byte is said to read nothing: %s", p.first_error);
+        TU_CHECK(rq_heal(&rabbit, victim, err, sizeof err) == 0, "heal node %d: %s", victim + 1, err);
+        printf("; healed");
     } else {
         victim = 2;
         printf("\n    SIGSTOP node %d (%s) for 15 s at %d of %zu sent", victim + 1, rabbit.nodes[victim].name,
@@ -420,6 +485,9 @@ static void faults_round(const char *db, size_t n, int fault)
         TU_CHECK(rq_signal(&rabbit, victim, SIGCONT) == 0, "SIGCONT node %d", victim + 1);
     }
     pthread_join(p.thread, NULL);
+    if (fault == FAULT_PARTITION)
+        printf("\n    longest send round %" PRIu64 " ms; rounds that failed or took over 2 s:%s", p.longest_ms,
+               p.slow[0] ? p.slow : " none");
     TU_CHECK(atomic_load(&p.sent) == (int)n, "the producer got ids for %d of %zu orders in %d s (first error: %s)",
              atomic_load(&p.sent), n, PRODUCER_DEADLINE_MS / 1000, p.first_error);
     if (fault == SIGKILL) {
@@ -453,6 +521,12 @@ static void test_kill9_leader(void)
 {
     TU_REQUIRE(rabbit_up, "RabbitMQ is not running");
     faults_round("rmqkill", 400, SIGKILL);
+}
+
+static void test_partition_node(void)
+{
+    TU_REQUIRE(rabbit_up, "RabbitMQ is not running");
+    faults_round("rmqpart", 200, FAULT_PARTITION);
 }
 
 static void test_pause_node(void)
@@ -552,7 +626,7 @@ static void test_compensator(void)
 
     TU_REQUIRE(tu_mkdtemp("rmq-comp", dir, sizeof dir) == 0, "temp dir");
     snprintf(comp_log, sizeof comp_log, "%s/compensator.log", dir);
-    pid_t consumer = consumer_start("rmqcomp", cport, clog, sizeof clog);
+    pid_t consumer = consumer_start("rmqcomp", rabbit.uri, cport, clog, sizeof clog);
     pid_t comp = compensator_start("rmqcomp", "rmqcomp", mport, comp_log);
     TU_REQUIRE(comp > 0, "start hourglass-compensator");
 
@@ -594,6 +668,8 @@ static void test_compensator(void)
 static const tu_test_t cluster_tests[] = {
     { "race: payments vs 3 duplicate cancels each through RabbitMQ, never both, stock exact", test_race },
     { "SIGSTOP a node for 15 s while sending and cancelling: nothing lost", test_pause_node },
+    { "partition the node the producer and consumer are on for 90 s: they leave it, nothing lost",
+      test_partition_node },
     { "hourglass-compensator on amqp://: the relay's messages cancel every order on time, the DLQ depth and its alert",
       test_compensator },
     { "kill -9 the leader of a level queue while sending and cancelling: nothing lost, node rejoins",

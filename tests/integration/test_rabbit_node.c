@@ -68,6 +68,12 @@
  *                 logs each as closed, none as "client unexpectedly closed
  *                 TCP connection" (a warning it logged for every CLI call
  *                 and every daemon stop).
+ *   SYN drop      amqps:// to a port whose accept queue is full (it drops
+ *                 SYNs, as a blackholed address does), 20 s connect
+ *                 timeout: a readable stop fd ends hg_client_open with
+ *                 HG_ERR_STOPPED "stopped while connecting" within 2 s
+ *                 (it waited the connect timeout: librabbitmq made that
+ *                 connect, which nothing cut).
  *
  * Every test uses topic and group names of its own.
  */
@@ -81,6 +87,7 @@
 #include "tests/helpers/testutil.h"
 
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -1056,6 +1063,106 @@ static void test_address_names_the_live_node(void)
     }
 }
 
+/*
+ * amqps:// to a host that drops SYNs: a stop cuts the TCP connect. A
+ * listening socket with a backlog of 0 whose accept queue is full (one
+ * connection nobody accepts) drops every later SYN, as a blackholed address
+ * does; the client's TCP connect then waits in SYN_SENT. librabbitmq makes
+ * amqps://'s connect in one call that takes no socket of ours, so before
+ * 2026-12-05 a stop waited for the connect timeout there.
+ */
+typedef struct syn_open {
+    char uri[120];
+    int stop_fd;
+    hg_err_t result;
+    char message[HG_ERRMSG_MAX];
+    int done;
+} syn_open_t;
+
+static void *syn_open_main(void *arg)
+{
+    syn_open_t *s = arg;
+    hg_client_opts_t o;
+    hg_client_t *c = NULL;
+    hg_error_t err;
+
+    hg_client_opts_init(&o);
+    o.connect_timeout_ms = 20000;
+    o.reconnect = 0;
+    o.has_stop_fd = 1;
+    o.stop_fd = s->stop_fd;
+    s->result = hg_client_open(s->uri, &o, &c, &err);
+    snprintf(s->message, sizeof(s->message), "%s", s->result == HG_OK ? "" : err.message);
+    if (c != NULL)
+        hg_client_close(c);
+    __atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int syn_open_done(void *arg)
+{
+    return __atomic_load_n(&((syn_open_t *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+/* 1 when a socket of this host waits in SYN_SENT for 127.0.0.1:port. */
+static int syn_sent_to(void *arg)
+{
+    char line[512], want[32];
+    FILE *f = fopen("/proc/net/tcp", "r");
+    int found = 0;
+
+    if (f == NULL)
+        return 0;
+    snprintf(want, sizeof(want), "0100007F:%04X 02", *(int *)arg);
+    while (!found && fgets(line, sizeof(line), f) != NULL)
+        found = strstr(line, want) != NULL;
+    fclose(f);
+    return found;
+}
+
+static void test_amqps_connect_stoppable(void)
+{
+    struct sockaddr_in a = { 0 };
+    socklen_t alen = sizeof(a);
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), filler = -1, pfd[2], port;
+    syn_open_t *s = calloc(1, sizeof(*s));
+    uint64_t stopped_at, took;
+    pthread_t th;
+    ssize_t w;
+
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    TU_REQUIRE(s != NULL && lfd >= 0 && bind(lfd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(lfd, 0) == 0 &&
+                   getsockname(lfd, (struct sockaddr *)&a, &alen) == 0 && pipe(pfd) == 0,
+               "a listening socket with a backlog of 0");
+    port = ntohs(a.sin_port);
+    filler = socket(AF_INET, SOCK_STREAM, 0);
+    TU_REQUIRE(filler >= 0 && connect(filler, (struct sockaddr *)&a, sizeof(a)) == 0,
+               "the connection that fills the accept queue of port %d", port);
+    snprintf(s->uri, sizeof(s->uri), "amqps://guest:guest@127.0.0.1:%d/", port);
+    s->stop_fd = pfd[0];
+    TU_REQUIRE(pthread_create(&th, NULL, syn_open_main, s) == 0, "pthread_create");
+    TU_CHECK(tu_poll_until(syn_sent_to, &port, 30000, 5) == 0, "no connect to 127.0.0.1:%d waits in SYN_SENT", port);
+    stopped_at = tu_now_mono_ms();
+    w = write(pfd[1], "x", 1);
+    (void)w;
+    TU_CHECK(tu_poll_until(syn_open_done, s, 60000, 5) == 0, "the open did not end after the stop");
+    took = tu_now_mono_ms() - stopped_at;
+    pthread_join(th, NULL);
+    printf("\n    amqps:// connect to a host that drops SYNs, stop fd readable: %s %" PRIu64 " ms after the stop: %s",
+           hg_strerror(s->result), took, s->message);
+    TU_CHECK(s->result == HG_ERR_STOPPED && strstr(s->message, "stopped while connecting") != NULL,
+             "the open ended with %s (%s), want HG_ERR_STOPPED \"stopped while connecting ...\"",
+             hg_strerror(s->result), s->message);
+    TU_CHECK(took < 2000, "the open ended %" PRIu64 " ms after the stop (connect timeout 20000 ms), want < 2000 ms",
+             took);
+    close(filler);
+    close(lfd);
+    close(pfd[0]);
+    close(pfd[1]);
+    free(s);
+}
+
 static const tu_test_t node_tests[] = {
     { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
       test_nack_refused_keeps_hold },
@@ -1085,6 +1192,7 @@ static const tu_test_t node_tests[] = {
     { "hg_client_address and the consumer's log name the node connected (a dead first host, a failover), not the "
       "URI's first host",
       test_address_names_the_live_node },
+    { "amqps:// to a host that drops SYNs: a stop cuts the TCP connect at once", test_amqps_connect_stoppable },
     { NULL, NULL },
 };
 

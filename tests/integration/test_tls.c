@@ -60,6 +60,7 @@
 #include <hourglass/hourglass.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -70,6 +71,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CUnit/CUnit.h>
@@ -290,6 +292,52 @@ static void test_wrong_ca_and_name(void)
     /* The system trust store does not know the test CA. */
     snprintf(uri, sizeof uri, "hourglass+tls://127.0.0.1:%d", TLS_PORT);
     check_refused(uri, "not trusted");
+}
+
+/* Is something listening on 127.0.0.1:*port? */
+static int port_listens(void *arg)
+{
+    int fd = tu_tcp_connect(*(int *)arg);
+    if (fd < 0)
+        return 0;
+    close(fd);
+    return 1;
+}
+
+/* The client offers TLS 1.2 ECDHE + AEAD suites only: a server (openssl s_server) that accepts nothing but a CBC /
+ * SHA-1 suite finds no cipher in common, and the connect fails at the handshake. Before, the client offered
+ * OpenSSL's defaults and agreed to ECDHE-ECDSA-AES256-SHA. */
+static void test_client_ciphers(void)
+{
+    int port = tu_free_port();
+    TU_REQUIRE(port > 0, "no free port");
+    char accept_arg[32];
+    snprintf(accept_arg, sizeof accept_arg, "%d", port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(null, 2);
+        execl(TC_OPENSSL, TC_OPENSSL, "s_server", "-accept", accept_arg, "-cert", PKI.server, "-key", PKI.server_key,
+              "-tls1_2", "-cipher", "ECDHE-ECDSA-AES256-SHA", "-quiet", (char *)NULL);
+        _exit(127);
+    }
+    TU_REQUIRE(pid > 0, "fork");
+    int up = tu_poll_until(port_listens, &port, 10000, 20) == 0;
+    char uri[2048];
+    snprintf(uri, sizeof uri, "hourglass+tls://127.0.0.1:%d?ca=%s", port, PKI.ca);
+    if (up) {
+        hg_client_opts_t o;
+        hg_client_opts_init(&o);
+        char msg[512];
+        hg_err_t rc = open_and_ping(uri, &o, msg, sizeof msg);
+        TU_CHECK(rc == HG_ERR_CONNECT && strstr(msg, "TLS handshake failed") != NULL,
+                 "a CBC-only server: got %s (%s), want HG_ERR_CONNECT, TLS handshake failed", hg_strerror(rc), msg);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    TU_CHECK(up, "openssl s_server did not listen on %d", port);
 }
 
 static void test_expired(void)
@@ -837,6 +885,27 @@ static void test_s_client(void)
     const char *argv11[] = { "/bin/sh", "-c", cmd, NULL };
     rc = tu_run_capture(argv11, out, sizeof out);
     TU_CHECK(rc != 0, "a TLS 1.1 handshake succeeded: %s", out);
+
+    /* TLS 1.2 offers ECDHE with AEAD ciphers only: a CBC / SHA-1 suite is refused, an AES-GCM one accepted. */
+    const char *refused[] = { "ECDHE-ECDSA-AES256-SHA", "ECDHE-ECDSA-AES128-SHA256", "ECDHE-ECDSA-AES256-SHA384" };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        snprintf(cmd, sizeof cmd, "exec " TC_OPENSSL " s_client -connect %s -CAfile %s -tls1_2 -cipher %s < /dev/null",
+                 addr, PKI.ca, refused[i]);
+        const char *argvc[] = { "/bin/sh", "-c", cmd, NULL };
+        rc = tu_run_capture(argvc, out, sizeof out);
+        TU_CHECK(rc != 0, "a TLS 1.2 handshake with %s succeeded: %s", refused[i], out);
+    }
+    const char *accepted[] = { "ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES256-GCM-SHA384",
+                               "ECDHE-ECDSA-CHACHA20-POLY1305" };
+    for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "exec " TC_OPENSSL " s_client -connect %s -CAfile %s -tls1_2 -cipher %s -ign_eof < %s", addr, PKI.ca,
+                 accepted[i], in_path);
+        const char *argva[] = { "/bin/sh", "-c", cmd, NULL };
+        rc = tu_run_capture(argva, out, sizeof out);
+        TU_CHECK(rc == 0 && strstr(out, "+PONG") != NULL && strstr(out, accepted[i]) != NULL,
+                 "a TLS 1.2 handshake with %s: exit %d: %s", accepted[i], rc, out);
+    }
 }
 
 static void test_redis_cli(void)
@@ -1021,6 +1090,7 @@ static const tu_test_t library_tests[] = {
     { "another CA, another name, the system store: refused at once", test_wrong_ca_and_name },
     { "an expired broker certificate is refused", test_expired },
     { "bad CA / certificate / key files and URI parameters", test_bad_files },
+    { "the client offers TLS 1.2 ECDHE + AEAD only: a CBC-only server refused", test_client_ciphers },
     { NULL, NULL },
 };
 static const tu_test_t mtls_tests[] = {

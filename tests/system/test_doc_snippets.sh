@@ -3,8 +3,8 @@
 #
 #  1. Every public header (include/hourglass/*.h) compiles alone, first in a translation unit,
 #     as C99 and C11 (-Wall -Wextra -Werror -pedantic) and as C++ (its extern "C" included).
-#  2. Every ```c block of docs/libhourglass.md and docs/order-service.md compiles as C99 and
-#     C11 with -Wall -Wextra -Werror: each block is a whole translation unit after the lines
+#  2. Every ```c block of docs/libhourglass.md, docs/order-service.md and docs/getting-started.md
+#     compiles as C99 and C11 with -Wall -Wextra -Werror: each block is a whole translation unit after the lines
 #     #include <stdio.h>, <string.h> and <hourglass/hourglass.h> (so a block is written as
 #     functions, not loose statements), with MariaDB Connector/C's flags for <mysql.h>.
 #  3. The hourglass.pc this build installs resolves with no other .pc file than libmariadb's
@@ -49,7 +49,7 @@ for h in "$srcdir"/include/hourglass/*.h; do
 done
 
 # ---------------------------------------------------------------- 2. the C blocks of the docs
-for doc in docs/libhourglass.md docs/order-service.md; do
+for doc in docs/libhourglass.md docs/order-service.md docs/getting-started.md; do
     [[ -f $srcdir/$doc ]] || { fail "$doc missing"; continue; }
     # One file per block, named after the line its fence opens on.
     awk -v dir="$tmp" -v base="$(basename "$doc" .md)" -v doc="$doc" '

@@ -10,8 +10,11 @@
 
 #include <CUnit/CUnit.h>
 #include <event2/thread.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------- text */
 
@@ -142,6 +145,129 @@ static void test_endpoint(void)
     prom_http_stop(NULL);
 }
 
+/* On a loopback bind only a Host naming the listener is answered (DNS rebinding), as on the broker's metrics port;
+ * before, any Host was answered 200 with the metrics. */
+static void test_endpoint_host(void)
+{
+    static int one = 1;
+    char err[200] = "", out[4096];
+    prom_http_t *h = NULL;
+    int port = tu_free_port();
+    TU_REQUIRE(port > 0, "no free port");
+    TU_REQUIRE(prom_http_start(&h, "127.0.0.1", (unsigned)port, render, health, &one, err, sizeof err) == 0,
+               "start: %s", err);
+    const char *served[] = { "127.0.0.1", "127.0.0.1:9102", "localhost", "LOCALHOST.:9102", "[::1]:9102", NULL };
+    for (int i = 0; served[i] != NULL; i++) {
+        int st = tu_http_get_host(port, "/metrics", served[i], out, sizeof out);
+        TU_CHECK(st == 200 && strstr(out, "test_up 1") != NULL, "Host %s: %d, want 200", served[i], st);
+    }
+    TU_CHECK(tu_http_get_host(port, "/healthz", NULL, out, sizeof out) == 200, "no Host (HTTP/1.0): '%.80s'", out);
+    const char *refused[] = { "attacker.example:9102", "attacker.example", "127.0.0.1.nip.io", "[::1", "", NULL };
+    const char *paths[] = { "/metrics", "/healthz" };
+    for (int i = 0; refused[i] != NULL; i++)
+        for (int k = 0; k < 2; k++) {
+            int st = tu_http_get_host(port, paths[k], refused[i], out, sizeof out);
+            TU_CHECK(st == 421 && strstr(out, "is not this process's metrics listener") != NULL &&
+                         strstr(out, "test_up") == NULL,
+                     "Host '%s' %s: %d '%.200s', want 421", refused[i], paths[k], st, out);
+        }
+    prom_http_stop(h);
+}
+
+/* A client streaming header lines is answered 400 and closed within the first few MiB (the socket buffers); before,
+ * the endpoint kept every byte for as long as the client sent (the daemon's memory grew without limit). A POST is
+ * refused: GET and HEAD only. */
+static void test_endpoint_bounded(void)
+{
+    static int one = 1;
+    char err[200] = "", reply[512], out[4096];
+    prom_http_t *h = NULL;
+    int port = tu_free_port();
+    TU_REQUIRE(port > 0, "no free port");
+    TU_REQUIRE(prom_http_start(&h, "127.0.0.1", (unsigned)port, render, health, &one, err, sizeof err) == 0,
+               "start: %s", err);
+    long sent = tu_http_flood_headers(port, (size_t)64 << 20, reply, sizeof reply);
+    TU_REQUIRE(sent >= 0, "connect to the endpoint");
+    TU_CHECK(sent < (16L << 20), "the endpoint took %ld MiB of header lines, want it to close before 16 MiB",
+             sent >> 20);
+    TU_CHECK(strncmp(reply, "HTTP/1.1 400", 12) == 0, "reply '%.40s', want 400", reply);
+    TU_CHECK(tu_http_get(port, "/healthz", out, sizeof out) == 200, "/healthz after: '%.80s'", out);
+    prom_http_stop(h);
+}
+
+/* Slowloris: a head trickled a byte at a time is closed 10 s (HTTP_GUARD_HEADER_TIMEOUT_MS) after the accept,
+ * answered 408; before, evhttp's timeout (30 s of silence) never fired while a byte came every 200 ms. */
+static void test_endpoint_trickle(void)
+{
+    static int one = 1;
+    char err[200] = "", reply[512] = "";
+    prom_http_t *h = NULL;
+    int port = tu_free_port();
+    TU_REQUIRE(port > 0, "no free port");
+    TU_REQUIRE(prom_http_start(&h, "127.0.0.1", (unsigned)port, render, health, &one, err, sizeof err) == 0,
+               "start: %s", err);
+    int fd = tu_tcp_connect(port);
+    TU_REQUIRE(fd >= 0, "connect");
+    const char *head = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+    uint64_t start = tu_now_mono_us();
+    size_t i = 0;
+    ssize_t r = -1;
+    /* a byte every 200 ms for up to 25 s, reading whatever the endpoint answers */
+    while (tu_now_mono_us() - start < 25000000ull) {
+        char byte = head[i] != '\0' ? head[i++] : 'a';
+        if (send(fd, &byte, 1, MSG_NOSIGNAL) != 1)
+            break;
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, 200) == 1) {
+            r = recv(fd, reply, sizeof reply - 1, 0);
+            reply[r > 0 ? r : 0] = '\0';
+            break;
+        }
+    }
+    double waited = (double)(tu_now_mono_us() - start) / 1e6;
+    close(fd);
+    TU_CHECK(r >= 0 && waited < 15.0, "a trickled head still open after %.1f s, want closed after 10 s", waited);
+    TU_CHECK(strncmp(reply, "HTTP/1.1 408", 12) == 0 && strstr(reply, "header deadline 10000 ms") != NULL,
+             "reply '%.200s', want 408 naming the deadline", reply);
+    char out[4096];
+    TU_CHECK(tu_http_get(port, "/metrics", out, sizeof out) == 200, "/metrics after: '%.80s'", out);
+    prom_http_stop(h);
+}
+
+/* At most 64 connections (HTTP_GUARD_MAX_CONNECTIONS): the next is answered 503 at once; before, every connection
+ * a client opened was kept (until the process ran out of descriptors). */
+static void test_endpoint_max_connections(void)
+{
+    static int one = 1;
+    char err[200] = "", out[4096];
+    prom_http_t *h = NULL;
+    int port = tu_free_port();
+    TU_REQUIRE(port > 0, "no free port");
+    TU_REQUIRE(prom_http_start(&h, "127.0.0.1", (unsigned)port, render, health, &one, err, sizeof err) == 0,
+               "start: %s", err);
+    int fds[64];
+    for (int i = 0; i < 64; i++) {
+        fds[i] = tu_tcp_connect(port);
+        TU_REQUIRE(fds[i] >= 0, "connection %d", i);
+    }
+    /* the 64 are accepted (and counted) before the 65th: a request on the last one is answered */
+    const char *req = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    TU_REQUIRE(send(fds[63], req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req), "send");
+    struct pollfd p = { .fd = fds[63], .events = POLLIN };
+    TU_CHECK(poll(&p, 1, 10000) == 1 && recv(fds[63], out, sizeof out - 1, 0) > 12 &&
+                 strncmp(out, "HTTP/1.1 200", 12) == 0,
+             "the 64th connection's request: '%.80s'", out);
+    int st = tu_http_get(port, "/metrics", out, sizeof out);
+    TU_CHECK(st == 503 && strstr(out, "the metrics port has 64 connections open (at most 64)") != NULL &&
+                 strstr(out, "Retry-After") != NULL,
+             "the 65th connection: %d '%.300s', want 503", st, out);
+    for (int i = 0; i < 64; i++)
+        close(fds[i]);
+    TU_CHECK(tu_poll_http_status(port, "/metrics", 200, 10000, 50, out, sizeof out) == 0,
+             "after the 64 closed: '%.80s', want 200", out);
+    prom_http_stop(h);
+}
+
 /* prom_check_bind: what --check-config and the start say about metrics-bind. */
 static void test_check_bind(void)
 {
@@ -176,6 +302,10 @@ static const tu_test_t hist_tests[] = {
 };
 static const tu_test_t http_tests[] = {
     { "metrics and healthz", test_endpoint },
+    { "on loopback only its own host names are answered (DNS rebinding)", test_endpoint_host },
+    { "a request's headers are bounded", test_endpoint_bounded },
+    { "a trickled head is closed 10 s after the accept (slowloris)", test_endpoint_trickle },
+    { "at most 64 connections: the next answered 503", test_endpoint_max_connections },
     { "metrics-bind checked", test_check_bind },
     { NULL, NULL },
 };

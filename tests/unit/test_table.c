@@ -5,7 +5,8 @@
  * (lvl_level_for), and chain plans. The chain suite plans every delay from 1 s
  * to 3 d in 1-second steps with the default table and checks each plan hop by
  * hop against lvl_next_hop, so the greedy rule and the hop bound of DESIGN §1
- * (<= 12 below 2h, +1 per 2h above) are checked exhaustively, not sampled.
+ * (<= 12 below 2h in whole seconds, 13 with a millisecond remainder, +1
+ * per 2h above) are checked exhaustively, not sampled.
  *
  * Sweeps count their own failures and report the first failing value through
  * one assertion with a formatted message (TU_CHECK), instead of millions of
@@ -456,6 +457,35 @@ static void test_chain_every_second_to_3d(void)
            max_overall, max_overall_at / SEC, plans);
 }
 
+/* A delay with a millisecond remainder takes one hop more at most: the
+ * remainder waits on its own (DESIGN §1). Every second below 2h plus 1 ms and
+ * plus 999 ms; the bound, 13, is reached (1h41m59.001s). */
+static void test_chain_ms_remainder_below_2h(void)
+{
+    lvl_table_t t;
+    char why[256] = "";
+    uint64_t first_bad = 0;
+    int max_hops = 0;
+
+    lvl_table_default(&t);
+    for (uint64_t s = 0; s < 2 * HOUR && first_bad == 0; s += SEC) {
+        for (uint64_t rem = 1; rem < SEC; rem += 998) {
+            int hops = plan_and_check(&t, s + rem, 3 * DAY, why, sizeof(why));
+            if (hops < 0 || hops > 13) {
+                if (hops > 13)
+                    snprintf(why, sizeof(why), "%d hops, bound 13", hops);
+                first_bad = s + rem;
+                break;
+            }
+            if (hops > max_hops)
+                max_hops = hops;
+        }
+    }
+    TU_CHECK(first_bad == 0, "delay %" PRIu64 " ms: %s", first_bad, why);
+    CU_ASSERT_EQUAL(max_hops, 13);
+    CU_ASSERT_EQUAL(plan_and_check(&t, HOUR + 41 * MIN + 59 * SEC + 1, 3 * DAY, why, sizeof(why)), 13);
+}
+
 static void test_chain_examples(void)
 {
     lvl_table_t t;
@@ -682,6 +712,7 @@ static const tu_test_t chain_tests[] = {
     { "hop ms", test_hop_ms },
     { "next hop", test_next_hop },
     { "every second to 3d", test_chain_every_second_to_3d },
+    { "every second below 2h with a millisecond remainder", test_chain_ms_remainder_below_2h },
     { "examples", test_chain_examples },
     { "sub-second and zero", test_chain_subsecond_and_zero },
     { "limits", test_chain_limits },

@@ -1,12 +1,15 @@
 /*
- * console/conns.c — the console's open connections (contract: console.h,
- * "conns.c"): max-connections and header-timeout, which evhttp 2.1 has
- * neither of (its timeout bounds only the gap between two reads, so a
- * client sending a header line every 20 s holds its connection forever,
- * and enough of them take every file descriptor: slowloris).
+ * common/http_conns.c — an evhttp server's open connections (contract:
+ * http_conns.h): a cap on them and a deadline on each request's head
+ * (the console's max-connections and header-timeout; fixed values on the
+ * metrics ports), which evhttp 2.1 has neither of (its timeout bounds only
+ * the gap between two reads, so a client sending a header line every 20 s
+ * holds its connection forever, and enough of them take every file
+ * descriptor: slowloris).
  *
- * How a connection is seen: evhttp calls the bevcb (server.c) for each
- * accepted connection before it makes the evhttp_connection; conns_accept
+ * How a connection is seen: evhttp calls the bevcb (the program's, or
+ * http_conns_plain_bev) for each accepted connection before it makes the
+ * evhttp_connection; http_conns_accept
  * takes a reference on that bufferevent and wakes `resolve`, which runs
  * once evhttp has finished with the accept. By then evhttp has set its own
  * callbacks on the bufferevent with the evhttp_connection as their
@@ -28,7 +31,7 @@
  * callback on the bufferevent's input buffer (evhttp takes each head line
  * out as soon as it is whole, so the buffer is usually empty between the
  * lines of a trickling client); the request is whole when it reaches
- * on_request (conns_request_in). Between requests a kept-alive connection
+ * on_request (http_conns_request_in). Between requests a kept-alive connection
  * has no deadline here: evhttp's timeout (30 s without a byte) ends it.
  * Every CONNS_SWEEP_MS the sweep closes the overdue ones: answered 408
  * Request Timeout when the client sent a byte of the request (a connection
@@ -40,7 +43,7 @@
  *
  * Answering a refusal (answer_and_close): evhttp 2.1 has no call for it,
  * so the connection is taken from evhttp — only while evhttp is reading a
- * request, never while it writes one (conns_request_in to the reply's
+ * request, never while it writes one (http_conns_request_in to the reply's
  * on_complete): its input is drained and read no more (a deferred read
  * evhttp may have scheduled then finds nothing and does nothing), the
  * bufferevent's callbacks become ours, the reply goes out with
@@ -53,16 +56,16 @@
  * past max-connections must not hold descriptors for CONNS_LINGER_MS
  * each): past that a refusal is closed at once, unanswered.
  *
- * SIGHUP (.reload): max-connections is read at each accept, so a lower
+ * SIGHUP (the console's .reload): the cap is read at each accept, so a lower
  * value refuses new connections and leaves the open ones be; a request's
- * header-timeout is the one in force when its first byte came.
+ * deadline is the one in force when its first byte came.
  *
  * Both refusals are logged at most once per CONNS_LOG_MS each, the next
  * line counting those left out.
  *
- * A request answered later (a login, whose broker check runs on a thread
- * of its own: login.c) is held (conns_hold) until its reply is made
- * (conns_release): when its connection closes first, the close callback
+ * A request answered later (the console's login, whose broker check runs
+ * on a thread of its own) is held (http_conns_hold) until its reply is made
+ * (http_conns_release): when its connection closes first, the close callback
  * tells the holder, which never touches the request again — evhttp frees
  * a request still attached to the connection it frees; one it detached
  * (the client's EOF while the request was held) is the holder's to free.
@@ -83,10 +86,11 @@
 #include "config.h"
 #endif
 
-#include "console/console.h"
+#include "common/http_conns.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -110,7 +114,7 @@ typedef struct conn_entry conn_entry_t;
 struct conn_entry {
     conn_entry_t *prev, *next;
     conn_entry_t **list; /* the list it is on: the set's pending, open or closing */
-    console_conns_t *set;
+    http_conns_t *set;
     struct bufferevent *bev;            /* pending: referenced until resolved */
     struct evhttp_connection *evcon;    /* NULL while pending */
     struct evbuffer_cb_entry *input_cb; /* on bev's input buffer: the first byte of a request; NULL when closing */
@@ -120,8 +124,8 @@ struct conn_entry {
     int request_bytes;             /* the client sent a byte of that request (a refusal may be answered) */
     int replying;                  /* evhttp writes a reply: from on_request to its on_complete */
     uint64_t closing_mono;         /* when answer_and_close took it (on the closing list) */
-    struct evhttp_request *held;   /* a request answered later (conns_hold), until conns_release */
-    conns_gone_fn held_gone;       /* told when the connection closes first */
+    struct evhttp_request *held;   /* a request answered later (http_conns_hold), until http_conns_release */
+    http_conns_gone_fn held_gone;  /* told when the connection closes first */
     void *held_arg;
     struct event *held_watch; /* EV_CLOSED on the socket while held (the client's end); NULL when none */
 };
@@ -133,8 +137,9 @@ typedef struct rate_log {
     unsigned long left_out;
 } rate_log_t;
 
-struct console_conns {
-    console_t *c;
+struct http_conns {
+    struct event_base *base;
+    http_conns_config_t cfg;
     conn_entry_t *open;    /* resolved connections */
     conn_entry_t *pending; /* accepted this loop turn, the evhttp_connection not known yet */
     conn_entry_t *closing; /* refused: their answer being written, then a lingering close */
@@ -195,7 +200,7 @@ static const char *peer_of(struct evhttp_connection *evcon)
 static void request_starts(conn_entry_t *e, uint64_t now)
 {
     e->request_started_mono = now;
-    e->limit_ms = e->set->c->cfg->header_timeout_ms;
+    e->limit_ms = *e->set->cfg.header_timeout_ms;
 }
 
 /* Bytes came into the connection's input: the first of a request starts its deadline. */
@@ -277,7 +282,7 @@ static void on_refused_event(struct bufferevent *bev, short what, void *arg)
 static void on_answered(struct bufferevent *bev, void *arg)
 {
     conn_entry_t *e = arg;
-    if (e->set->c->tls != NULL || shutdown(bufferevent_getfd(bev), SHUT_WR) != 0) {
+    if (e->set->cfg.tls || shutdown(bufferevent_getfd(bev), SHUT_WR) != 0) {
         end_refused(e);
         return;
     }
@@ -292,7 +297,7 @@ static void on_answered(struct bufferevent *bev, void *arg)
  * (the caller checks). */
 static void answer_and_close(conn_entry_t *e, const char *status, const char *headers, const char *body)
 {
-    console_conns_t *t = e->set;
+    http_conns_t *t = e->set;
     struct bufferevent *bev = e->bev;
     struct evbuffer *in = bufferevent_get_input(bev);
     char date[64];
@@ -333,7 +338,7 @@ static void on_resolve(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    console_conns_t *t = arg;
+    http_conns_t *t = arg;
     while (t->pending != NULL) {
         conn_entry_t *e = t->pending; /* the oldest first: those accepted earlier get the last places */
         while (e->next != NULL)
@@ -349,25 +354,25 @@ static void on_resolve(evutil_socket_t fd, short what, void *arg)
         }
         bufferevent_decref(e->bev); /* evhttp's own reference keeps it now */
         e->evcon = evcon;
-        long long max = t->c->cfg->max_connections; /* read at each accept: SIGHUP may lower it */
+        long long max = *t->cfg.max_connections; /* read at each accept: SIGHUP may lower it */
         if (t->nopen >= (size_t)max) {
             unsigned long more = 0;
             /* unanswered over https (a handshake only to refuse: the CPU the limit saves) and in a flood */
-            int unanswered = t->c->tls != NULL || t->nclosing >= CONNS_CLOSING_MAX;
+            int unanswered = t->cfg.tls || t->nclosing >= CONNS_CLOSING_MAX;
             t->refused++;
             if (rate_log_may(&t->refused_log, &more))
-                log_warn("closed a new connection from %s at once%s: %zu connections are open (max-connections "
-                         "%lld); %lu more closed since the last such line, %llu since the start",
-                         peer_of(evcon), unanswered ? ", unanswered" : " with 503", t->nopen, max, more, t->refused);
+                log_warn("%sclosed a new connection from %s at once%s: %zu connections are open (%s %lld); %lu more "
+                         "closed since the last such line, %llu since the start",
+                         t->cfg.log_prefix, peer_of(evcon), unanswered ? ", unanswered" : " with 503", t->nopen,
+                         t->cfg.max_name, max, more, t->refused);
             if (unanswered) {
                 free(e);
                 evhttp_connection_free(evcon);
                 continue;
             }
             char body[200], retry[64];
-            snprintf(body, sizeof body,
-                     "the console has %zu connections open (max-connections %lld): try again in a few seconds\n",
-                     t->nopen, max);
+            snprintf(body, sizeof body, "%s has %zu connections open (%s %lld): try again in a few seconds\n",
+                     t->cfg.what, t->nopen, t->cfg.max_name, max);
             snprintf(retry, sizeof retry, "Retry-After: %d\r\n", CONNS_RETRY_AFTER_S);
             evhttp_connection_set_closecb(evcon, on_close, e);
             answer_and_close(e, "503 Service Unavailable", retry, body);
@@ -391,7 +396,7 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    console_conns_t *t = arg;
+    http_conns_t *t = arg;
     uint64_t now = clock_mono_ms(), stalled = 0;
     if (t->last_sweep_mono != 0 && now - t->last_sweep_mono > 2 * CONNS_SWEEP_MS)
         stalled = now - t->last_sweep_mono - CONNS_SWEEP_MS;
@@ -413,28 +418,30 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
         unsigned long more = 0;
         t->timed_out++;
         if (rate_log_may(&t->timed_out_log, &more))
-            log_warn("closed the connection of %s%s: its request is not whole %llu ms after its first byte "
-                     "(header-timeout %lld ms; a slow or stuck client, or slowloris); %lu more closed since the "
-                     "last such line, %llu since the start",
-                     peer_of(e->evcon), answer ? " with 408" : "", waited, e->limit_ms, more, t->timed_out);
+            log_warn("%sclosed the connection of %s%s: its request is not whole %llu ms after its first byte "
+                     "(%s %lld ms; a slow or stuck client, or slowloris); %lu more closed since the last such line, "
+                     "%llu since the start",
+                     t->cfg.log_prefix, peer_of(e->evcon), answer ? " with 408" : "", waited, t->cfg.timeout_name,
+                     e->limit_ms, more, t->timed_out);
         if (!answer) {
             evhttp_connection_free(e->evcon); /* its close callback frees e */
             continue;
         }
         char body[200];
         snprintf(body, sizeof body,
-                 "the request was not whole %llu ms after its first byte (header-timeout %lld ms): send it at once\n",
-                 waited, e->limit_ms);
+                 "the request was not whole %llu ms after its first byte (%s %lld ms): send it at once\n", waited,
+                 t->cfg.timeout_name, e->limit_ms);
         answer_and_close(e, "408 Request Timeout", "", body);
     }
 }
 
-console_conns_t *conns_new(console_t *c)
+http_conns_t *http_conns_new(struct event_base *base, const http_conns_config_t *cfg)
 {
-    console_conns_t *t = xcalloc(1, sizeof *t);
-    t->c = c;
-    t->resolve = event_new(c->base, -1, 0, on_resolve, t);
-    t->sweep = event_new(c->base, -1, EV_PERSIST, on_sweep, t);
+    http_conns_t *t = xcalloc(1, sizeof *t);
+    t->base = base;
+    t->cfg = *cfg;
+    t->resolve = event_new(base, -1, 0, on_resolve, t);
+    t->sweep = event_new(base, -1, EV_PERSIST, on_sweep, t);
     if (t->resolve == NULL || t->sweep == NULL)
         abort(); /* out of memory (CONTRIBUTING.md) */
     struct timeval every = { 0, CONNS_SWEEP_MS * 1000 };
@@ -442,7 +449,7 @@ console_conns_t *conns_new(console_t *c)
     return t;
 }
 
-void conns_accept(console_conns_t *t, struct bufferevent *bev)
+void http_conns_accept(http_conns_t *t, struct bufferevent *bev)
 {
     conn_entry_t *e = xcalloc(1, sizeof *e);
     e->set = t;
@@ -453,7 +460,7 @@ void conns_accept(console_conns_t *t, struct bufferevent *bev)
     event_active(t->resolve, EV_TIMEOUT, 0);
 }
 
-void conns_request_in(console_conns_t *t, struct evhttp_request *req)
+void http_conns_request_in(http_conns_t *t, struct evhttp_request *req)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     for (conn_entry_t *e = t->open; e != NULL; e = e->next)
@@ -471,7 +478,7 @@ void conns_request_in(console_conns_t *t, struct evhttp_request *req)
 }
 
 /* The tracked entry of req's connection, or NULL. */
-static conn_entry_t *entry_of(console_conns_t *t, struct evhttp_request *req)
+static conn_entry_t *entry_of(http_conns_t *t, struct evhttp_request *req)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     for (conn_entry_t *e = t->open; evcon != NULL && e != NULL; e = e->next)
@@ -491,7 +498,7 @@ static void on_held_closed(evutil_socket_t fd, short what, void *arg)
     evhttp_connection_free(e->evcon);
 }
 
-int conns_hold(console_conns_t *t, struct evhttp_request *req, conns_gone_fn gone, void *arg)
+int http_conns_hold(http_conns_t *t, struct evhttp_request *req, http_conns_gone_fn gone, void *arg)
 {
     conn_entry_t *e = entry_of(t, req);
     if (e == NULL || e->held != NULL)
@@ -499,8 +506,8 @@ int conns_hold(console_conns_t *t, struct evhttp_request *req, conns_gone_fn gon
     e->held = req;
     e->held_gone = gone;
     e->held_arg = arg;
-    if (event_base_get_features(t->c->base) & EV_FEATURE_EARLY_CLOSE) {
-        e->held_watch = event_new(t->c->base, bufferevent_getfd(e->bev), EV_CLOSED, on_held_closed, e);
+    if (event_base_get_features(t->base) & EV_FEATURE_EARLY_CLOSE) {
+        e->held_watch = event_new(t->base, bufferevent_getfd(e->bev), EV_CLOSED, on_held_closed, e);
         if (e->held_watch == NULL)
             abort(); /* out of memory (CONTRIBUTING.md) */
         event_add(e->held_watch, NULL);
@@ -508,7 +515,7 @@ int conns_hold(console_conns_t *t, struct evhttp_request *req, conns_gone_fn gon
     return 0;
 }
 
-void conns_release(console_conns_t *t, struct evhttp_request *req)
+void http_conns_release(http_conns_t *t, struct evhttp_request *req)
 {
     conn_entry_t *e = entry_of(t, req);
     if (e != NULL && e->held == req) {
@@ -517,12 +524,12 @@ void conns_release(console_conns_t *t, struct evhttp_request *req)
     }
 }
 
-size_t conns_open(const console_conns_t *t)
+size_t http_conns_open(const http_conns_t *t)
 {
     return t->nopen;
 }
 
-void conns_free(console_conns_t *t)
+void http_conns_free(http_conns_t *t)
 {
     if (t == NULL)
         return;
@@ -545,4 +552,13 @@ void conns_free(console_conns_t *t)
     event_free(t->resolve);
     event_free(t->sweep);
     free(t);
+}
+
+struct bufferevent *http_conns_plain_bev(struct event_base *base, void *arg)
+{
+    struct bufferevent *bev = bufferevent_socket_new(base, -1, 0);
+    if (bev == NULL)
+        abort(); /* out of memory (CONTRIBUTING.md): evhttp would make a bufferevent of its own of a NULL */
+    http_conns_accept(arg, bev);
+    return bev;
 }

@@ -1,0 +1,161 @@
+/*
+ * common/http_guard.c — the bounds and the Host check of the metrics ports
+ * (contract: http_guard.h); the connections' cap and deadline are
+ * common/http_conns.c's.
+ *
+ * Thread: the thread running the guarded evhttp's event base (the broker's
+ * loop, the consumer's and compensator's metrics thread).
+ */
+#include "common/http_guard.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "common/http_conns.h"
+#include "common/log.h"
+
+#define HTTP_GUARD_LOG_MS     1000 /* at most one refusal logged per this long */
+#define HTTP_GUARD_IDLE_S     30   /* evhttp's timeout: a connection silent this long is closed */
+#define HTTP_GUARD_HOST_SHOWN 64   /* bytes of a refused Host shown in the log and the reply */
+
+struct http_guard {
+    http_conns_t *conns;
+    char *bind;
+    char *bind_key;
+    char *what;
+    int loopback;
+    uint64_t refused, last_log_mono;
+};
+
+int http_bind_is_loopback(const char *addr)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (addr == NULL)
+        return 0;
+    if (strcasecmp(addr, "localhost") == 0)
+        return 1;
+    if (inet_pton(AF_INET, addr, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, addr, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6);
+    return 0;
+}
+
+int http_host_is_local(const char *host, const char *bind)
+{
+    char name[256];
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (host == NULL)
+        return 1;
+    if (host[0] == '[') {
+        const char *end = strchr(host, ']');
+        size_t n = end != NULL ? (size_t)(end - host - 1) : 0;
+        if (end == NULL || n >= sizeof name || (end[1] != '\0' && end[1] != ':'))
+            return 0;
+        memcpy(name, host + 1, n);
+        name[n] = '\0';
+        return inet_pton(AF_INET6, name, &a6) == 1;
+    }
+    size_t n = strcspn(host, ":");
+    if (n == 0 || n >= sizeof name)
+        return 0;
+    memcpy(name, host, n);
+    name[n] = '\0';
+    if (name[n - 1] == '.')
+        name[--n] = '\0';
+    return n > 0 && (inet_pton(AF_INET, name, &a4) == 1 || strcasecmp(name, "localhost") == 0 ||
+                     (bind != NULL && strcasecmp(name, bind) == 0));
+}
+
+static const long long guard_max_connections = HTTP_GUARD_MAX_CONNECTIONS;
+static const long long guard_header_timeout_ms = HTTP_GUARD_HEADER_TIMEOUT_MS;
+
+http_guard_t *http_guard_new(struct evhttp *http, struct event_base *base, const char *bind, const char *bind_key,
+                             const char *what)
+{
+    http_guard_t *g = xcalloc(1, sizeof *g);
+    static const http_conns_config_t limits = {
+        .max_connections = &guard_max_connections,
+        .header_timeout_ms = &guard_header_timeout_ms,
+        .tls = 0,
+        .what = "the metrics port",
+        .max_name = "at most",
+        .timeout_name = "the metrics port's header deadline",
+        .log_prefix = "metrics port: ",
+    };
+    g->conns = http_conns_new(base, &limits);
+    evhttp_set_bevcb(http, http_conns_plain_bev, g->conns);
+    evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+    evhttp_set_timeout(http, HTTP_GUARD_IDLE_S);
+    /* Without these bounds evhttp (whose defaults are unlimited) kept every header byte a client sent: 200 MiB of
+     * headers, 220 MiB more RSS. */
+    evhttp_set_max_headers_size(http, HTTP_GUARD_HEADERS_MAX);
+    evhttp_set_max_body_size(http, HTTP_GUARD_BODY_MAX);
+    g->bind = xstrdup(bind != NULL ? bind : "");
+    g->bind_key = xstrdup(bind_key);
+    g->what = xstrdup(what);
+    g->loopback = http_bind_is_loopback(bind);
+    return g;
+}
+
+int http_guard_admit(http_guard_t *g, struct evhttp_request *req)
+{
+    http_conns_request_in(g->conns, req); /* the head is whole: its deadline ends */
+    const char *host = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
+    if (!g->loopback || http_host_is_local(host, g->bind))
+        return 1;
+    g->refused++;
+    char shown[HTTP_GUARD_HOST_SHOWN];
+    size_t i = 0;
+    for (; host[i] != '\0' && i + 1 < sizeof shown; i++)
+        shown[i] = host[i] >= 0x20 && host[i] < 0x7f ? host[i] : '?';
+    shown[i] = '\0';
+    uint64_t now = clock_mono_ms();
+    if (g->last_log_mono == 0 || now >= g->last_log_mono + HTTP_GUARD_LOG_MS) {
+        log_warn("metrics port: refused a request for host '%s' (%llu so far): only an IP address, localhost or "
+                 "%s %s names this loopback listener (DNS rebinding?)",
+                 shown, (unsigned long long)g->refused, g->bind_key, g->bind);
+        g->last_log_mono = now;
+    }
+    struct evbuffer *body = evbuffer_new();
+    if (body == NULL)
+        abort(); /* out of memory (CONTRIBUTING.md) */
+    evbuffer_add_printf(body, "host '%s' is not %s: use its IP address or localhost (%s is loopback)\n", shown, g->what,
+                        g->bind_key);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
+    evhttp_send_reply(req, 421, "Misdirected Request", body);
+    evbuffer_free(body);
+    return 0;
+}
+
+size_t http_guard_connections(const http_guard_t *g)
+{
+    return http_conns_open(g->conns);
+}
+
+uint64_t http_guard_refused(const http_guard_t *g)
+{
+    return g->refused;
+}
+
+void http_guard_free(http_guard_t *g)
+{
+    if (g == NULL)
+        return;
+    http_conns_free(g->conns);
+    free(g->bind);
+    free(g->bind_key);
+    free(g->what);
+    free(g);
+}
