@@ -12,7 +12,8 @@
  *   (server.c; evhttp answers 413 itself, with its own HTML page, as it does
  *   a request it cannot parse: libevent 2.1 has no hook for them,
  *   docs/console.md); a query or form part that is not name=value is 400
- *   naming it;
+ *   naming it, and so is a parameter given twice (but id, which names
+ *   several messages);
  *   POST /api/login is the only request without a session (GET /api/session
  *   answers {"logged_in":false} without one);
  *   every other /api request needs the session cookie (401; a cookie that
@@ -185,6 +186,33 @@ static int holds_nul_escape(const char *text)
     return text != NULL && strstr(text, "%00") != NULL;
 }
 
+/* A parameter given more than once (in the query, the form, or both) into
+ * name[namelen], with its count: 0 when none is. Only "id" may repeat (a
+ * requeue or drop of several messages); any other would be read as one of
+ * its values, silently (evhttp_find_header takes the first, and a form's
+ * value wins over the query's). */
+static int repeated_param(const request_t *r, char *name, size_t namelen)
+{
+    const struct evkeyvalq *lists[2] = { &r->query, &r->form };
+    const struct evkeyval *kv, *other;
+    for (int i = 0; i < 2; i++) {
+        TAILQ_FOREACH(kv, lists[i], next)
+        {
+            if (strcmp(kv->key, "id") == 0)
+                continue;
+            int n = 0;
+            for (int j = 0; j < 2; j++)
+                TAILQ_FOREACH(other, lists[j], next)
+            n += strcmp(other->key, kv->key) == 0;
+            if (n > 1) {
+                snprintf(name, namelen, "%s", kv->key);
+                return n;
+            }
+        }
+    }
+    return 0;
+}
+
 /* A POST's form into r->form: 0; -1 when the body is not form-encoded
  * (415); -2 when it holds %00 (400); -3 when a part of it is not
  * name=value (400, the part into bad, badlen bytes). */
@@ -221,7 +249,7 @@ void api_request(console_t *c, struct evhttp_request *req, const char *raw_path)
     const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
     const char *cookie = evhttp_find_header(evhttp_request_get_input_headers(req), "Cookie");
     char err[256], bad[48];
-    int form = 0, method = 0;
+    int form = 0, method = 0, repeats = 0;
 
     if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_POST) {
         http_allow(req, "GET, POST");
@@ -243,6 +271,9 @@ void api_request(console_t *c, struct evhttp_request *req, const char *raw_path)
             http_error(&r, 400, "bad form: the part '%s' is not name=value", bad);
         else
             http_error(&r, 415, "a POST body is application/x-www-form-urlencoded");
+    } else if ((repeats = repeated_param(&r, bad, sizeof bad)) != 0) {
+        console_one_line(bad);
+        http_error(&r, 400, "bad parameter: '%s' is given %d times; it takes one value", bad, repeats);
     } else if (r.nparts == 1 && strcmp(r.parts[0], "login") == 0) {
         api_login(&r); /* a POST: api_method */
     } else if ((r.s = session_find(c, cookie)) == NULL && r.nparts == 1 && strcmp(r.parts[0], "session") == 0 &&

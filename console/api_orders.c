@@ -111,7 +111,13 @@ static void overdue(request_t *r)
             break;
     }
     if (rc < 0) {
-        http_error(r, err.code == 0 && db != NULL ? 400 : 503, "%s", err.message);
+        /* the library's refusals of a parameter, named as the API names it (limit is checked above) */
+        int bad_request = err.code == 0 && db != NULL;
+        const char *param = !bad_request                                ? ""
+                            : strstr(err.message, "bad cursor") != NULL ? "after: "
+                            : strstr(err.message, "older-than") != NULL ? "older_than: "
+                                                                        : "";
+        http_error(r, bad_request ? 400 : 503, "%s%s", param, err.message);
         free(rows);
         return;
     }

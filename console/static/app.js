@@ -7,7 +7,7 @@
  * address that does not decode (a bad % escape) is a page that says so.
  *
  * Text from the server is only ever set with textContent (never parsed as
- * HTML); charts are SVG drawn here. Every POST carries the session's CSRF
+ * HTML), its control and bidirectional characters as escapes (visible); charts are SVG drawn here. Every POST carries the session's CSRF
  * token in X-CSRF-Token; actions show only to users with the role admin
  * (the server checks again). No library, no build step.
  */
@@ -17,6 +17,18 @@ const state = { session: null, timer: null, backupName: "", backupNotice: null }
 const SVGNS = "http://www.w3.org/2000/svg";
 
 /* ---------------------------------------------------------------- DOM helpers */
+
+/* Server text as it is shown: a character that would act instead of showing
+ * — a C0 control but tab and newline, DEL, a C1 control (also a byte that is
+ * not UTF-8 in 0x80..0x9f: the API sends such bytes as \u00XX), a bidirectional
+ * control (U+061C, U+200E/F, U+202A..U+202E, U+2066..U+2069: U+202E would turn
+ * the rest of a key or reason around) — becomes its escape, "\u202E", so it is
+ * seen and cannot disguise the text around it. */
+const ACTING = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+function visible(text) {
+  return String(text).replace(ACTING, (ch) => "\\u" + ch.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0"));
+}
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -28,7 +40,7 @@ function el(tag, attrs, ...children) {
   }
   for (const c of children.flat()) {
     if (c === null || c === undefined || c === false) continue;
-    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    e.append(c instanceof Node ? c : document.createTextNode(visible(c)));
   }
   return e;
 }
@@ -36,7 +48,7 @@ function el(tag, attrs, ...children) {
 function svg(tag, attrs, ...children) {
   const e = document.createElementNS(SVGNS, tag);
   for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
-  for (const c of children.flat()) if (c) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  for (const c of children.flat()) if (c) e.append(c instanceof Node ? c : document.createTextNode(visible(c)));
   return e;
 }
 
@@ -191,7 +203,7 @@ function dlqHref(group, id, query) {
 function confirmAction(text) {
   return new Promise((resolve) => {
     const d = document.getElementById("dialog");
-    document.getElementById("dialog-text").textContent = text;
+    document.getElementById("dialog-text").textContent = visible(text);
     d.hidden = false;
     const ok = document.getElementById("dialog-ok"), cancel = document.getElementById("dialog-cancel");
     const done = (v) => {
@@ -289,7 +301,7 @@ function showWho() {
   document.getElementById("nav").hidden = !s;
   document.getElementById("who").hidden = !s;
   if (!s) return;
-  document.getElementById("who-name").textContent = s.user;
+  document.getElementById("who-name").textContent = visible(s.user);
   document.getElementById("who-roles").textContent =
     "(" + (s.roles.join(", ") || "no role") + (s.can_act ? "" : ", read-only") + ")";
 }

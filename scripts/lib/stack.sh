@@ -240,6 +240,21 @@ hg_shop_create() {
         GRANT SELECT ON $db.* TO 'hg_monitor'@'localhost';"
 }
 
+# hg_stock_check_sql INITIAL — a query of the stock invariant, run once the orders are settled: one
+# row, tab-separated — the SKUs, how many break initial = available + reserved + sold, how many
+# received another figure than INITIAL, how many whose sold differs from the sum of the paid orders'
+# item quantities, and whose reserved differs from the pending orders' (all 0 but the first: exact).
+hg_stock_check_sql() {
+    echo "SELECT COUNT(*),
+    COALESCE(SUM(s.received <> s.available + s.reserved + s.sold),0), COALESCE(SUM(s.received <> $1),0),
+    COALESCE(SUM(s.sold <> COALESCE(p.q,0)),0), COALESCE(SUM(s.reserved <> COALESCE(r.q,0)),0)
+    FROM stock s
+    LEFT JOIN (SELECT i.sku_id, SUM(i.qty) q FROM order_items i JOIN orders o ON o.id=i.order_id
+               WHERE o.status='paid' GROUP BY i.sku_id) p ON p.sku_id = s.sku_id
+    LEFT JOIN (SELECT i.sku_id, SUM(i.qty) q FROM order_items i JOIN orders o ON o.id=i.order_id
+               WHERE o.status='pending' GROUP BY i.sku_id) r ON r.sku_id = s.sku_id"
+}
+
 # ---------------------------------------------------------------- the daemons
 
 # hg_broker_start BIN CONF LOG — start hourglass-broker with CONF (its port
@@ -283,6 +298,124 @@ hg_daemon_start() {
     local pid=$!
     hg_stack_pids+=("$pid")
     printf -v "$var" '%s' "$pid"
+}
+
+# ---------------------------------------------------------------- configurations
+# The daemons' configuration files for a private stack (scripts/demo, scripts/soak): the shop's
+# database on HG_MYSQL_SOCKET with the users of hg_shop_create, the group order-cancel on the topic
+# order-timeout, intervals and graces scaled down for runs of minutes. The file is written anew
+# (mode 0600: it holds passwords); a caller may append lines (the demo's --break SQL).
+
+# hg_broker_conf FILE DATA_DIR METRICS_PORT BACKUP_DIR — hourglass-broker on 127.0.0.1, port 0
+# (any free port; hg_broker_start reads it; set it in FILE before a restart), fsync always.
+hg_broker_conf() {
+    cat >"$1" <<EOF
+# written by scripts/lib/stack.sh (hg_broker_conf)
+[broker]
+bind = 127.0.0.1
+port = 0
+metrics-port = $3
+dir = $2
+fsync = always
+backup-dir = $4
+log-level = info
+EOF
+    chmod 600 "$1"
+}
+
+# hg_consumer_conf FILE URI LOGIN LOG_LEVEL — hourglass-consumer (2 workers, lease 5s) as
+# hg_consumer; LOGIN: lines for the [broker] section (user, password-file), or empty.
+hg_consumer_conf() {
+    cat >"$1" <<EOF
+# written by scripts/lib/stack.sh (hg_consumer_conf)
+[broker]
+uri = $2
+$3
+group = order-cancel
+topic = order-timeout
+[consumer]
+workers = 2
+block = 1s
+lease = 5s
+[retry]
+retry-base = 100ms
+[mysql]
+mysql-socket = $HG_MYSQL_SOCKET
+mysql-user = hg_consumer
+mysql-password = $hg_pw_hg_consumer
+mysql-database = shop
+[log]
+log-level = $4
+EOF
+    chmod 600 "$1"
+}
+
+# hg_compensator_conf FILE URI LOGIN OVERDUE_GRACE METRICS_PORT — hourglass-compensator as
+# hg_compensator: relay every 500ms, overdue cancel every 1s past OVERDUE_GRACE, inspection every
+# 2s past 6s (a pending order is cancelled by its expiry + 10 s: 6 s + 2 s + 2 s for the cancel).
+hg_compensator_conf() {
+    cat >"$1" <<EOF
+# written by scripts/lib/stack.sh (hg_compensator_conf): intervals and graces scaled down for short runs
+[broker]
+uri = $2
+$3
+topic = order-timeout
+dlq-groups = order-cancel
+broker-connect-timeout = 500ms
+broker-timeout = 2s
+[mysql]
+mysql-socket = $HG_MYSQL_SOCKET
+mysql-user = hg_compensator
+mysql-password = $hg_pw_hg_compensator
+mysql-database = shop
+mysql-lock-wait-timeout = 5s
+[relay]
+relay-interval = 500ms
+relay-batch = 200
+relay-backoff-base = 500ms
+relay-backoff-cap = 2s
+[overdue]
+overdue-interval = 1s
+overdue-grace = $4
+[inspection]
+inspect-interval = 2s
+inspect-grace = 6s
+[monitor]
+monitor-interval = 2s
+[metrics]
+metrics-port = $5
+[log]
+log-level = info
+EOF
+    chmod 600 "$1"
+}
+
+# hg_console_conf FILE PORT URI SAMPLER_LOGIN STATIC_DIR COMPENSATOR_METRICS_PORT — hourglass-console
+# on 127.0.0.1:PORT, read-only for anyone (no-users-role viewer), MariaDB as hg_monitor;
+# SAMPLER_LOGIN: lines for the [broker] section (sampler-user, sampler-password-file), or empty.
+hg_console_conf() {
+    cat >"$1" <<EOF
+# written by scripts/lib/stack.sh (hg_console_conf)
+[broker]
+uri = $3
+$4
+[http]
+bind = 127.0.0.1
+port = $2
+static-dir = $5
+no-users-role = viewer
+[mysql]
+mysql-socket = $HG_MYSQL_SOCKET
+mysql-user = hg_monitor
+mysql-password = $hg_pw_hg_monitor
+mysql-database = shop
+[overview]
+sample-interval = 1s
+compensator-metrics = http://127.0.0.1:$6/metrics
+[log]
+log-level = info
+EOF
+    chmod 600 "$1"
 }
 
 # hg_http_get PORT PATH — the body of GET http://127.0.0.1:PORT/PATH (HTTP/1.0,

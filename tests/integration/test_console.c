@@ -43,6 +43,13 @@
  *                    screenshot of every page (1280x800 and a narrow window)
  *                    into tests/console-artifacts/; the browser's console log
  *                    free of errors
+ *   hostile          tests/console/test_hostile.py: markup, U+202E, control
+ *                    bytes, bytes that are not UTF-8, an emoji and 64 KiB in
+ *                    names, keys, payloads, DLQ reasons and order rows: in
+ *                    chromium no alert, no element made, no sideways
+ *                    overflow, controls shown as escapes; every reply JSON;
+ *                    hostile parameters (repeated, huge, wrong type,
+ *                    unicode) a 4xx naming them, the console still up
  *   stall            tests/console/test_stall.py: the private MariaDB stopped
  *                    (SIGSTOP): the sampler (its own thread and handle) waits
  *                    on it, while the overview, the broker's pages and the
@@ -591,6 +598,12 @@ static void test_api(void)
 {
     int rc = run_script("test_api.py", &console, "http", NULL);
     TU_CHECK(rc == 0, "tests/console/test_api.py exited %d (its output above says what failed)", rc);
+}
+
+static void test_hostile(void)
+{
+    int rc = run_script("test_hostile.py", &console, "http", NULL);
+    TU_CHECK(rc == 0, "tests/console/test_hostile.py exited %d (its output above says what failed)", rc);
 }
 
 static void test_http(void)
@@ -1173,6 +1186,7 @@ static const tu_test_t console_tests[] = {
     { "http: HEAD, 405 with Allow, ambiguous framing or Host, absolute targets, unparsable forms, slowloris",
       test_http },
     { "browser: login, overview, requeue, find, manual cancel, screenshots", test_browser },
+    { "hostile: markup, control bytes, bad UTF-8 shown as text; hostile API parameters a 4xx", test_hostile },
     { "stall: MariaDB stopped (SIGSTOP): the overview and the broker's pages answer at once", test_stall },
     { "broker stall: the broker stopped (SIGSTOP): its pages 503 at once, the order pages and a manual cancel work",
       test_broker_stall },
