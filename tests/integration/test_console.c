@@ -699,6 +699,32 @@ static void test_session_ttl(void)
         oe_print_file(ttl.log);
 }
 
+/* A console with sample-interval 200ms and history 1s: its overview's
+ * history stays at 6 samples, the newest, once the ring has wrapped
+ * (tests/console/test_history.py). */
+static void test_history(void)
+{
+    console_proc_t hist = { .name = "history" };
+    const char *extra[] = { "--uri",
+                            uri,
+                            "--sampler-user",
+                            "monitor",
+                            "--sampler-password-file",
+                            monitor_pw_path,
+                            "--sample-interval",
+                            "200ms",
+                            "--history",
+                            "1s",
+                            NULL };
+    if (start_console(&hist, extra, console_up) == 0) {
+        int rc = run_script("test_history.py", &hist, "http", NULL);
+        TU_CHECK(rc == 0, "tests/console/test_history.py exited %d (its output above says what failed)", rc);
+    }
+    TU_CHECK(stop_console(&hist) == 0, "the history console exits 0 on SIGTERM");
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(hist.log);
+}
+
 /* mysql-password-file: a console of its own connects to MariaDB as
  * 'rotator' (SELECT, UPDATE on the order database) with the password in a
  * file; tests/console/test_db_password.py rotates it (ALTER USER, the file,
@@ -1197,6 +1223,7 @@ static const tu_test_t console_tests[] = {
     { "login timeout: the broker stopped, a login is answered 504 within login-timeout, naming the broker",
       test_login_timeout },
     { "session ttl: the cookie's Max-Age slides with the session's expiry", test_session_ttl },
+    { "history: the overview keeps history / sample-interval + 1 samples, the newest, once full", test_history },
     { "https: the console over https, in front of a TLS-only broker; SIGHUP reloads the certificate", test_https },
     { "config: sampler-user needs its password file, tls-* keys a TLS uri, https both files", test_config },
     { "mysql-password-file: a rotated MariaDB password is read again at the reconnect", test_db_password },
