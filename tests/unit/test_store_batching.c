@@ -29,6 +29,8 @@
 
 #define OPEN_AT(o, now) open_at((o), (now), __LINE__)
 
+/* ========================================================== suite: batching */
+
 static void test_batching(void)
 {
     store_t *s = OPEN_DEFAULT();
@@ -282,123 +284,6 @@ static void test_woken_topics(void)
     CHECK_STORE(s);
 }
 
-static void test_ids(void)
-{
-    char buf[17];
-    uint64_t v = 0;
-    const uint64_t samples[] = { 0, 1, 15, 16, 0xdeadbeef, UINT64_C(0x0123456789abcdef), UINT64_MAX };
-    for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {
-        store_id_format(samples[i], buf);
-        TU_CHECK(strlen(buf) == 16, "format %" PRIu64 " -> \"%s\"", samples[i], buf);
-        for (int j = 0; j < 16; j++)
-            TU_CHECK((buf[j] >= '0' && buf[j] <= '9') || (buf[j] >= 'a' && buf[j] <= 'f'), "not lower hex: %s", buf);
-        v = 1;
-        TU_CHECK(store_id_parse(buf, 16, &v) == 0 && v == samples[i], "round trip %" PRIu64 " -> %s -> %" PRIu64,
-                 samples[i], buf, v);
-    }
-    store_id_format(UINT64_C(0x0123456789abcdef), buf);
-    TU_CHECK(strcmp(buf, "0123456789abcdef") == 0, "format: %s", buf);
-    store_id_format(42, buf);
-    TU_CHECK(strcmp(buf, "000000000000002a") == 0, "format 42: %s", buf);
-    TU_CHECK(store_id_parse("000000000000002A", 16, &v) == 0 && v == 42, "upper case");
-    v = 7;
-    /* exactly 16 digits: the short forms (1..15 digits) are refused too */
-    const char *bad[] = { "",
-                          "00000000000000000",
-                          "xyz",
-                          "12 3",
-                          "-1",
-                          "0x10",
-                          "1g",
-                          "+1",
-                          "2a",
-                          "00000000000002a",
-                          "0x0000000000002a",
-                          "000000000000002g" };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        TU_CHECK(store_id_parse(bad[i], strlen(bad[i]), &v) == -1, "\"%s\" parsed", bad[i]);
-    TU_CHECK(store_id_parse("1\0002", 3, &v) == -1, "embedded NUL parsed");
-    TU_CHECK(v == 7, "a failed parse changed the output to %" PRIu64, v);
-    /* the length given is what is parsed: a 16-digit prefix of a longer text */
-    TU_CHECK(store_id_parse("00000000000000ffzz", 16, &v) == 0 && v == 255, "prefix parse");
-}
-
-static int scan_topic_order(void *ctx, const store_entry_t *e)
-{
-    uint64_t *st = ctx; /* [0] count, [1] last id, [2] out of order, [3] last seq */
-    if (e->range != STORE_TOPIC)
-        return 0;
-    if (st[0] > 0 && (e->m->id <= st[1] || e->seq <= st[3]))
-        st[2]++;
-    st[0]++;
-    st[1] = e->m->id;
-    st[3] = e->seq;
-    return 0;
-}
-
-static void test_million_on_one_level(void)
-{
-    enum {
-        N = 1000000,
-        COMMIT_EVERY = 10000,
-        CHUNK = 20000
-    };
-    store_t *s = OPEN_DEFAULT();
-    uint64_t t_start = tu_now_mono_ms();
-    char payload[16];
-    uint64_t prev = 0;
-    int id_order_bad = 0;
-    for (int i = 0; i < N; i++) {
-        snprintf(payload, sizeof payload, "%d", i);
-        uint64_t id = SEND(s, "bulk", payload, 1, 0, T0 + (uint64_t)(i / 1000), NULL);
-        if (id <= prev)
-            id_order_bad++;
-        prev = id;
-        if ((i + 1) % COMMIT_EVERY == 0)
-            COMMIT(s);
-    }
-    uint64_t t_sent = tu_now_mono_ms();
-    TU_CHECK(id_order_bad == 0, "%d ids not increasing at send", id_order_bad);
-    CHECK_EQ_U64(level_depth(s, 1), N);
-    CHECK_EQ_U64(store_next_due(s), T0 + SEC);
-    /* a partial move first: only what is due at +1s+499 (the first 500 000) */
-    int total = 0, moved, ready, calls = 0;
-    while ((moved = MOVE(s, T0 + SEC + 499, CHUNK, &ready)) > 0) {
-        total += moved;
-        calls++;
-    }
-    TU_CHECK(total == 500000, "moved %d due by +1.499s, want 500000", total);
-    CHECK_EQ_U64(store_next_due(s), T0 + SEC + 500);
-    while ((moved = MOVE(s, T0 + HOUR, CHUNK, &ready)) > 0) {
-        TU_CHECK(moved <= CHUNK, "moved %d > chunk", moved);
-        total += moved;
-        calls++;
-    }
-    uint64_t t_moved = tu_now_mono_ms();
-    TU_CHECK(total == N, "moved %d, want %d", total, N);
-    CHECK_EQ_U64(level_depth(s, 1), 0);
-    CHECK_EQ_U64(store_next_due(s), UINT64_MAX);
-    store_topic_info_t ti;
-    TU_CHECK(store_topic_info(s, "bulk", 4, &ti) == 1 && ti.appended == N && ti.retained == N,
-             "topic appended %" PRIu64, ti.appended);
-    uint64_t st[4] = { 0, 0, 0, 0 };
-    char err[512] = "";
-    REQUIRE_OK(store_scan(s, scan_topic_order, st, err, sizeof err), err);
-    TU_CHECK(st[0] == N, "scan saw %" PRIu64 " topic entries", st[0]);
-    TU_CHECK(st[2] == 0, "%" PRIu64 " topic entries out of id order", st[2]);
-    uint64_t t_scanned = tu_now_mono_ms();
-    CHECK_STORE(s);
-    uint64_t t_checked = tu_now_mono_ms();
-    int work = MAINTAIN(s, T0 + HOUR, 1000000);
-    uint64_t t_end = tu_now_mono_ms();
-    printf("\n    10^6 on level 1: send+commit %.2f s, move (%d calls) %.2f s, scan %.2f s, check %.2f s, "
-           "maintain (%d) %.2f s ",
-           (double)(t_sent - t_start) / 1000, calls, (double)(t_moved - t_sent) / 1000,
-           (double)(t_scanned - t_moved) / 1000, (double)(t_checked - t_scanned) / 1000, work,
-           (double)(t_end - t_checked) / 1000);
-    TU_CHECK(work >= 1, "maintain should compact the consumed level range (work %d)", work);
-}
-
 /* The number of table files at level of db (a LevelDB property). */
 static int files_at_level(leveldb_t *db, int level)
 {
@@ -455,14 +340,48 @@ static void test_compactor(void)
     leveldb_options_destroy(lo);
 }
 
-static const tu_test_t batching_tests[] = {
-    { "batching", test_batching },
-    { "large batch memory returned", test_large_batch_memory_returned },
-    { "range compactions on their own thread", test_compactor },
-    { "batches bounded in bytes", test_batch_bounded_in_bytes },
-    { "woken topics", test_woken_topics },
-    { NULL, NULL },
-};
+/* =============================================================== suite: ids */
+
+static void test_ids(void)
+{
+    char buf[17];
+    uint64_t v = 0;
+    const uint64_t samples[] = { 0, 1, 15, 16, 0xdeadbeef, UINT64_C(0x0123456789abcdef), UINT64_MAX };
+    for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {
+        store_id_format(samples[i], buf);
+        TU_CHECK(strlen(buf) == 16, "format %" PRIu64 " -> \"%s\"", samples[i], buf);
+        for (int j = 0; j < 16; j++)
+            TU_CHECK((buf[j] >= '0' && buf[j] <= '9') || (buf[j] >= 'a' && buf[j] <= 'f'), "not lower hex: %s", buf);
+        v = 1;
+        TU_CHECK(store_id_parse(buf, 16, &v) == 0 && v == samples[i], "round trip %" PRIu64 " -> %s -> %" PRIu64,
+                 samples[i], buf, v);
+    }
+    store_id_format(UINT64_C(0x0123456789abcdef), buf);
+    TU_CHECK(strcmp(buf, "0123456789abcdef") == 0, "format: %s", buf);
+    store_id_format(42, buf);
+    TU_CHECK(strcmp(buf, "000000000000002a") == 0, "format 42: %s", buf);
+    TU_CHECK(store_id_parse("000000000000002A", 16, &v) == 0 && v == 42, "upper case");
+    v = 7;
+    /* exactly 16 digits: the short forms (1..15 digits) are refused too */
+    const char *bad[] = { "",
+                          "00000000000000000",
+                          "xyz",
+                          "12 3",
+                          "-1",
+                          "0x10",
+                          "1g",
+                          "+1",
+                          "2a",
+                          "00000000000002a",
+                          "0x0000000000002a",
+                          "000000000000002g" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        TU_CHECK(store_id_parse(bad[i], strlen(bad[i]), &v) == -1, "\"%s\" parsed", bad[i]);
+    TU_CHECK(store_id_parse("1\0002", 3, &v) == -1, "embedded NUL parsed");
+    TU_CHECK(v == 7, "a failed parse changed the output to %" PRIu64, v);
+    /* the length given is what is parsed: a 16-digit prefix of a longer text */
+    TU_CHECK(store_id_parse("00000000000000ffzz", 16, &v) == 0 && v == 255, "prefix parse");
+}
 
 /* The counter starts at the clock's floor (store_seq_floor) and goes on one
  * by one; a clock set back never takes it down, a clock gone forward raises
@@ -590,6 +509,93 @@ static void test_ids_after_restore(void)
     COMMIT(s);
     CHECK_STORE(s);
 }
+
+/* ============================================================= suite: scale */
+
+static int scan_topic_order(void *ctx, const store_entry_t *e)
+{
+    uint64_t *st = ctx; /* [0] count, [1] last id, [2] out of order, [3] last seq */
+    if (e->range != STORE_TOPIC)
+        return 0;
+    if (st[0] > 0 && (e->m->id <= st[1] || e->seq <= st[3]))
+        st[2]++;
+    st[0]++;
+    st[1] = e->m->id;
+    st[3] = e->seq;
+    return 0;
+}
+
+static void test_million_on_one_level(void)
+{
+    enum {
+        N = 1000000,
+        COMMIT_EVERY = 10000,
+        CHUNK = 20000
+    };
+    store_t *s = OPEN_DEFAULT();
+    uint64_t t_start = tu_now_mono_ms();
+    char payload[16];
+    uint64_t prev = 0;
+    int id_order_bad = 0;
+    for (int i = 0; i < N; i++) {
+        snprintf(payload, sizeof payload, "%d", i);
+        uint64_t id = SEND(s, "bulk", payload, 1, 0, T0 + (uint64_t)(i / 1000), NULL);
+        if (id <= prev)
+            id_order_bad++;
+        prev = id;
+        if ((i + 1) % COMMIT_EVERY == 0)
+            COMMIT(s);
+    }
+    uint64_t t_sent = tu_now_mono_ms();
+    TU_CHECK(id_order_bad == 0, "%d ids not increasing at send", id_order_bad);
+    CHECK_EQ_U64(level_depth(s, 1), N);
+    CHECK_EQ_U64(store_next_due(s), T0 + SEC);
+    /* a partial move first: only what is due at +1s+499 (the first 500 000) */
+    int total = 0, moved, ready, calls = 0;
+    while ((moved = MOVE(s, T0 + SEC + 499, CHUNK, &ready)) > 0) {
+        total += moved;
+        calls++;
+    }
+    TU_CHECK(total == 500000, "moved %d due by +1.499s, want 500000", total);
+    CHECK_EQ_U64(store_next_due(s), T0 + SEC + 500);
+    while ((moved = MOVE(s, T0 + HOUR, CHUNK, &ready)) > 0) {
+        TU_CHECK(moved <= CHUNK, "moved %d > chunk", moved);
+        total += moved;
+        calls++;
+    }
+    uint64_t t_moved = tu_now_mono_ms();
+    TU_CHECK(total == N, "moved %d, want %d", total, N);
+    CHECK_EQ_U64(level_depth(s, 1), 0);
+    CHECK_EQ_U64(store_next_due(s), UINT64_MAX);
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "bulk", 4, &ti) == 1 && ti.appended == N && ti.retained == N,
+             "topic appended %" PRIu64, ti.appended);
+    uint64_t st[4] = { 0, 0, 0, 0 };
+    char err[512] = "";
+    REQUIRE_OK(store_scan(s, scan_topic_order, st, err, sizeof err), err);
+    TU_CHECK(st[0] == N, "scan saw %" PRIu64 " topic entries", st[0]);
+    TU_CHECK(st[2] == 0, "%" PRIu64 " topic entries out of id order", st[2]);
+    uint64_t t_scanned = tu_now_mono_ms();
+    CHECK_STORE(s);
+    uint64_t t_checked = tu_now_mono_ms();
+    int work = MAINTAIN(s, T0 + HOUR, 1000000);
+    uint64_t t_end = tu_now_mono_ms();
+    printf("\n    10^6 on level 1: send+commit %.2f s, move (%d calls) %.2f s, scan %.2f s, check %.2f s, "
+           "maintain (%d) %.2f s ",
+           (double)(t_sent - t_start) / 1000, calls, (double)(t_moved - t_sent) / 1000,
+           (double)(t_scanned - t_moved) / 1000, (double)(t_checked - t_scanned) / 1000, work,
+           (double)(t_end - t_checked) / 1000);
+    TU_CHECK(work >= 1, "maintain should compact the consumed level range (work %d)", work);
+}
+
+static const tu_test_t batching_tests[] = {
+    { "batching", test_batching },
+    { "large batch memory returned", test_large_batch_memory_returned },
+    { "range compactions on their own thread", test_compactor },
+    { "batches bounded in bytes", test_batch_bounded_in_bytes },
+    { "woken topics", test_woken_topics },
+    { NULL, NULL },
+};
 
 static const tu_test_t id_tests[] = {
     { "format and parse", test_ids },

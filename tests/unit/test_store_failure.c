@@ -26,6 +26,8 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+/* =========================================================== suite: failure */
+
 /* A commit that fails (the disk is "full": RLIMIT_FSIZE) breaks the store:
  * every later operation fails naming the cause, close reports it, and a
  * reopen finds exactly what was committed before. */
@@ -303,6 +305,8 @@ static const tu_test_t failure_tests[] = {
     { "a torn record in fragments is cut, not one with a whole record after it", test_open_torn_fragments },
     { NULL, NULL },
 };
+
+/* =========================================================== suite: logsync */
 
 /* levels/logsync: the broker's fsync thread syncs the store's write-ahead
  * logs through its own descriptors. Every run succeeds while the store

@@ -25,6 +25,8 @@
 #define FAIL_DELAY(s, g, id, delay, reason, now, due) \
     fail_at((s), (g), (id), 0, 0, (delay), (reason), (now), 1, (due), __LINE__)
 
+/* ============================================================ suite: leases */
+
 static void test_lease_retry_first(void)
 {
     store_t *s = OPEN_DEFAULT();
@@ -503,6 +505,8 @@ static void test_lease_fail_decided(void)
     CHECK_STORE(s);
 }
 
+/* =============================================================== suite: dlq */
+
 /* Lease n messages on topic t and fail each to the DLQ of g, parked at
  * T0 + i; returns the ids in ids[]. */
 static void fill_dlq(store_t *s, int count, uint64_t *ids)
@@ -741,6 +745,8 @@ static void test_dlq_walk(void)
     CHECK_COUNTS(s, "g", 0, 0, 0, 0, 0, 0);
     CHECK_STORE(s);
 }
+
+/* ---- suite leases, continued: leases written late (store_options_t.lease_write_delay_ms) ---- */
 
 /* The payload of m as a small number ("0".."9"). */
 static int payload_digit(const msg_owned_t *m)
