@@ -1,7 +1,9 @@
 /*
  * tests/helpers/store_fixture.h — the fixture the store's CUnit programs
- * (tests/unit/test_store_*.c) share: one fresh temp directory per test, an
- * injected clock, and helpers that fail the test with the line of the call.
+ * share (tests/unit/test_store_{open,send,levels,groups,leases,topics,index,
+ * failure,batching,snapshot}.c; test_store_model has its own): one fresh temp
+ * directory per test, an injected clock, and helpers that fail the test with
+ * the line of the call. A helper only one program uses stays in it, static.
  *
  * Contract: a program passes store_fixture_setup and store_fixture_teardown to
  * tu_suites_main. Setup makes g_dir (a fresh tu_mkdtemp directory; empty when
