@@ -136,14 +136,14 @@ void server_security_check(server_t *s)
     s->warning[0] = '\0';
     server_warn_if_exposed("users-file", cfg->users_file, "the users' password hashes");
     if (server_protected(s)) {
-        if (!config_is_loopback(cfg->bind)) {
+        if (!cfg_bind_is_loopback(cfg->bind)) {
             log_warn(
                 "protected mode: listening on %s, but it serves only clients on this host because %s: " PROTECTED_FIX,
                 cfg->bind, protected_reason(cfg));
         }
         return;
     }
-    if (config_is_loopback(cfg->bind)) {
+    if (cfg_bind_is_loopback(cfg->bind)) {
         return; /* allow-remote, but nobody else can reach this address */
     }
     if (s->listener != NULL && s->tls_listener != NULL && !remote_admitted(s, 0)) {

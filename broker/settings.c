@@ -12,7 +12,6 @@
 #endif
 #include "broker/settings.h"
 
-#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,22 +296,6 @@ int config_tls_enabled(const config_t *c)
     return c->tls_port != 0;
 }
 
-int config_is_loopback(const char *host)
-{
-    if (strcasecmp(host, "localhost") == 0) {
-        return 1;
-    }
-    struct in_addr a4;
-    struct in6_addr a6;
-    if (inet_pton(AF_INET, host, &a4) == 1) {
-        return (ntohl(a4.s_addr) >> 24) == 127;
-    }
-    if (inet_pton(AF_INET6, host, &a6) == 1) {
-        return memcmp(&a6, &in6addr_loopback, sizeof a6) == 0;
-    }
-    return 0;
-}
-
 /* The tls-* keys: a TLS port needs a certificate and its key, mutual TLS a
  * CA, and the ports must differ. */
 static int config_validate_tls(const config_t *c, char *err, size_t errlen)
@@ -389,7 +372,7 @@ int config_validate(config_t *c, char *err, size_t errlen)
         (c->metrics_port != 0 && prom_check_bind("metrics-bind", c->metrics_bind, err, errlen) != 0)) {
         return -1;
     }
-    if (c->metrics_port != 0 && !c->allow_remote && !config_is_loopback(c->metrics_bind)) {
+    if (c->metrics_port != 0 && !c->allow_remote && !cfg_bind_is_loopback(c->metrics_bind)) {
         err_set(err, errlen, "metrics-bind %s is not a loopback address; set allow-remote yes to listen there anyway",
                 c->metrics_bind);
         return -1;

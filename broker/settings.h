@@ -149,9 +149,6 @@ int config_dedup_topic(const config_t *c, const char *topic, size_t len);
  * not read the live configuration (TOPICS on the storage thread). */
 int config_topic_listed(const char *list, const char *topic, size_t len);
 
-/* 1 when host is a loopback address or "localhost". */
-int config_is_loopback(const char *host);
-
 /* 1 when clients can connect with TLS (protected mode needs it to let remote
  * clients in without allow-remote; docs/security.md). */
 int config_tls_enabled(const config_t *c);

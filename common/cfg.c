@@ -15,6 +15,7 @@
 #include "base/units.h"
 #include "common/log.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -802,4 +803,19 @@ int cfg_reload(const cfg_table_t *t, void *running, const cfg_reload_ops_t *ops)
     ops->release(fresh);
     free(fresh);
     return applied;
+}
+
+int cfg_bind_is_loopback(const char *addr)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (addr == NULL)
+        return 0;
+    if (strcasecmp(addr, "localhost") == 0)
+        return 1;
+    if (inet_pton(AF_INET, addr, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, addr, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6);
+    return 0;
 }

@@ -235,4 +235,9 @@ typedef struct cfg_reload_ops {
 
 int cfg_reload(const cfg_table_t *t, void *running, const cfg_reload_ops_t *ops);
 
+/* 1 when addr, a bind address from a configuration, is loopback: localhost,
+ * 127.0.0.0/8 or ::1 (what protected mode, allow-remote and the metrics
+ * ports' Host check ask); else 0 (NULL too). */
+int cfg_bind_is_loopback(const char *addr);
+
 #endif

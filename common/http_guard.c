@@ -8,6 +8,8 @@
  */
 #include "common/http_guard.h"
 
+#include "common/cfg.h"
+
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,21 +37,6 @@ struct http_guard {
     int loopback;
     uint64_t refused, last_log_mono;
 };
-
-int http_bind_is_loopback(const char *addr)
-{
-    struct in_addr a4;
-    struct in6_addr a6;
-    if (addr == NULL)
-        return 0;
-    if (strcasecmp(addr, "localhost") == 0)
-        return 1;
-    if (inet_pton(AF_INET, addr, &a4) == 1)
-        return (ntohl(a4.s_addr) >> 24) == 127;
-    if (inet_pton(AF_INET6, addr, &a6) == 1)
-        return IN6_IS_ADDR_LOOPBACK(&a6);
-    return 0;
-}
 
 int http_host_is_local(const char *host, const char *bind)
 {
@@ -105,7 +92,7 @@ http_guard_t *http_guard_new(struct evhttp *http, struct event_base *base, const
     g->bind = xstrdup(bind != NULL ? bind : "");
     g->bind_key = xstrdup(bind_key);
     g->what = xstrdup(what);
-    g->loopback = http_bind_is_loopback(bind);
+    g->loopback = cfg_bind_is_loopback(bind);
     return g;
 }
 

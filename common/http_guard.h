@@ -46,9 +46,6 @@ struct evhttp_request;
 
 typedef struct http_guard http_guard_t;
 
-/* 1 when addr is a loopback address or localhost (127.0.0.0/8, ::1), else 0. */
-int http_bind_is_loopback(const char *addr);
-
 /* Does a request's Host (NULL: none) name the loopback listener bound to
  * bind: an IPv4 or [IPv6] literal, localhost or bind itself, with or
  * without a port and a trailing dot? 1 or 0. */

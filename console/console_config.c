@@ -117,19 +117,6 @@ void console_config_init(console_config_t *conf)
     cfg_init(&table, conf);
 }
 
-static int is_loopback(const char *addr)
-{
-    struct in_addr a4;
-    struct in6_addr a6;
-    if (strcmp(addr, "localhost") == 0)
-        return 1;
-    if (inet_pton(AF_INET, addr, &a4) == 1)
-        return (ntohl(a4.s_addr) >> 24) == 127;
-    if (inet_pton(AF_INET6, addr, &a6) == 1)
-        return IN6_IS_ADDR_LOOPBACK(&a6);
-    return 0;
-}
-
 /* A host name of allowed-hosts: letters, digits, '-', '_' and '.'. */
 static int host_name_ok(const char *name, size_t n)
 {
@@ -234,7 +221,7 @@ int console_config_validate(console_config_t *conf, char *err, size_t errlen)
                  conf->https_cert_file ? "https-key-file" : "https-cert-file");
         return -1;
     }
-    if (!conf->allow_remote && !is_loopback(conf->bind)) {
+    if (!conf->allow_remote && !cfg_bind_is_loopback(conf->bind)) {
         snprintf(err, errlen,
                  "bind: '%s' is not a loopback address; set allow-remote yes to listen there anyway "
                  "(and serve https: https-cert-file, https-key-file)",

@@ -126,13 +126,118 @@ void idx_home_put(store_t *s, const msg_t *m, const idx_place_t *p, int with_key
     }
 }
 
+/* ---- the key index's count records ---------------------------------------------------- */
+
+/* The count record of prefix ('K' topic 0 klen key: keys.h) as the pending
+ * batch leaves it: key_count_batch, else committed data. 0 when there is
+ * none (or a read failed: then the store is broken, so the batch holding
+ * the count written next is never committed). */
+static uint64_t key_count_get(store_t *s, const key_buf_t *prefix)
+{
+    uintptr_t at = (uintptr_t)map_get(&s->key_count_batch, prefix->b, prefix->n);
+    if (at != 0) {
+        return (uint64_t)(at - 1);
+    }
+    char *v, err[300];
+    size_t vlen;
+    int found = store_get(s, prefix, &v, &vlen, err, sizeof err);
+    if (found < 0) {
+        store_break(s, err);
+        return 0;
+    }
+    uint64_t n = found && vlen == 8 ? be64_get(v) : 0;
+    if (found) {
+        leveldb_free(v);
+    }
+    return n;
+}
+
+/* Write prefix's count n (0: delete the record) into the pending batch. */
+static void key_count_put(store_t *s, const key_buf_t *prefix, uint64_t n)
+{
+    if (n == 0) {
+        store_del(s, prefix);
+    } else {
+        char v[8];
+        be64_put(v, n);
+        store_put(s, prefix, v, sizeof v);
+    }
+    map_put(&s->key_count_batch, prefix->b, prefix->n, (void *)(uintptr_t)(n + 1));
+}
+
+/* One 'K' entry more (delta +1) or less (-1) under (topic, key). */
+static void key_count_add(store_t *s, const char *topic, size_t tlen, const char *key, size_t klen, int delta)
+{
+    if (!s->key_counts) {
+        return;
+    }
+    key_buf_t prefix;
+    key_key_prefix(&prefix, topic, tlen, key, klen);
+    uint64_t n = key_count_get(s, &prefix);
+    key_count_put(s, &prefix, delta > 0 ? n + 1 : n > 0 ? n - 1 : 0);
+}
+
 void idx_key_put(store_t *s, const msg_t *m)
 {
     if (m->key.len > 0) {
         key_buf_t k;
         key_entry(&k, m->topic.ptr, m->topic.len, m->key.ptr, m->key.len, m->id);
         store_put(s, &k, "", 0);
+        key_count_add(s, m->topic.ptr, m->topic.len, m->key.ptr, m->key.len, +1);
     }
+}
+
+int idx_key_ids(store_t *s, const char *topic, size_t tlen, const char *key, size_t klen, int max, uint64_t **ids,
+                int *n, char *err, size_t errlen)
+{
+    *ids = NULL;
+    *n = 0;
+    key_buf_t k;
+    key_key_prefix(&k, topic, tlen, key, klen);
+    uint64_t want = UINT64_MAX;
+    if (s->key_counts) {
+        /* committed data, as the walk below reads it (not key_count_batch) */
+        char *v;
+        size_t vlen;
+        int found = store_get(s, &k, &v, &vlen, err, errlen);
+        if (found < 0) {
+            return -1;
+        }
+        want = found && vlen == 8 ? be64_get(v) : 0;
+        if (found) {
+            leveldb_free(v);
+        }
+        if (want == 0) {
+            return 0; /* no message has the key: no seek at all */
+        }
+    }
+    leveldb_iterator_t *it = store_iter_committed(s); /* many DEDUP SENDs between two commits share it */
+    leveldb_iter_seek(it, k.b, k.n);
+    const char *ik;
+    size_t iklen;
+    int cap = 0;
+    while (*n < max && (uint64_t)*n < want && store_iter_in(it, k.b, k.n, &ik, &iklen)) {
+        if (iklen == k.n + 8) { /* not the count record, nor a longer key that shares this prefix (the length
+                                   comes first, so none can) */
+            if (*n == cap) {
+                cap = cap ? cap * 2 : 4;
+                *ids = xrealloc(*ids, (size_t)cap * sizeof **ids);
+            }
+            (*ids)[(*n)++] = be64_get(ik + k.n);
+        }
+        if (*n < max && (uint64_t)*n < want) {
+            leveldb_iter_next(it); /* not past the last entry: the next key's deleted entries would be walked */
+        }
+    }
+    int rc = store_iter_error(it, "the key index", err, errlen);
+    if (rc != 0) { /* a failed iterator is not kept */
+        leveldb_iter_destroy(it);
+        s->key_it = NULL;
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
+    return rc;
 }
 
 static int home_decode(const char *v, size_t vlen, idx_home_t *h)
@@ -212,6 +317,7 @@ static void home_drop(store_t *s, uint64_t id, const char *topic, size_t tlen, c
     if (klen > 0) {
         key_entry(&k, topic, tlen, key, klen, id);
         store_del(s, &k);
+        key_count_add(s, topic, tlen, key, klen, -1);
     }
 }
 
@@ -364,6 +470,9 @@ void idx_batch_written(store_t *s)
         map_free(&s->sent_keys, NULL);
         s->nsent = 0;
     }
+    if (s->key_count_batch.used > 0 || s->key_count_batch.tomb > 0) {
+        map_free(&s->key_count_batch, NULL);
+    }
     if (s->capsent > 4096) { /* a burst's array goes with its batch */
         free(s->sent);
         s->sent = NULL;
@@ -435,6 +544,81 @@ static int build_entry(void *ctx, const store_entry_t *e)
         b->failed = 1;
         return 1;
     }
+    return 0;
+}
+
+/* The length of the (topic, key) prefix of a 'K' record, 0 when malformed. */
+static size_t key_record_prefix_len(const char *key, size_t klen)
+{
+    const char *zero = klen > 1 ? memchr(key + 1, 0, klen - 1) : NULL;
+    if (zero == NULL || (size_t)(zero - key) + 3 > klen) {
+        return 0;
+    }
+    size_t plen = (size_t)(zero - key) + 3 + be16_get(zero + 1);
+    return plen == klen || plen + 8 == klen ? plen : 0;
+}
+
+int idx_key_counts_open(store_t *s, char *err, size_t errlen)
+{
+    key_buf_t k;
+    key_meta(&k, "keycounts");
+    int found = store_has(s, &k, err, errlen);
+    if (found != 0) {
+        s->key_counts = found > 0;
+        return found < 0 ? -1 : 0;
+    }
+    if (s->opt.no_upgrade) {
+        return 0; /* a check of an older format reads it without them */
+    }
+    /* One walk of 'K' (committed: idx_open committed what it built), each
+     * prefix's entries counted and its count written; a count record left by
+     * an interrupted walk is written again. */
+    leveldb_iterator_t *it = store_iter_range(s, KEY_KEY_INDEX);
+    const char *key;
+    size_t klen;
+    key_buf_t cur;
+    uint64_t n = 0;
+    int rc = 0;
+    cur.n = 0;
+    for (; store_iter_in_range(it, KEY_KEY_INDEX, &key, &klen); leveldb_iter_next(it)) {
+        size_t plen = key_record_prefix_len(key, klen);
+        if (plen == 0) {
+            rc = err_set(err, errlen, "corrupt key index entry");
+            break;
+        }
+        if (plen == klen) {
+            continue; /* a count record */
+        }
+        if (cur.n != plen || memcmp(cur.b, key, plen) != 0) {
+            if (n > 0) {
+                key_count_put(s, &cur, n);
+            }
+            memcpy(cur.b, key, plen);
+            cur.n = plen;
+            n = 0;
+        }
+        n++;
+        if (s->pending >= 10000 && store_commit_durable(s, 0, err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+    }
+    if (rc == 0) {
+        rc = store_iter_error(it, "the key index", err, errlen);
+    }
+    leveldb_iter_destroy(it);
+    if (rc != 0) {
+        return -1;
+    }
+    if (n > 0) {
+        key_count_put(s, &cur, n);
+    }
+    key_meta(&k, "keycounts");
+    store_put(s, &k, "1", 1);
+    if (store_commit_durable(s, 1, err, errlen) != 0) {
+        return -1;
+    }
+    s->key_counts = 1;
     return 0;
 }
 
@@ -597,16 +781,54 @@ static int check_home_record(idx_check_t *c, const char *key, size_t klen, const
     return 0;
 }
 
-/* A 'K' entry: it names an 'X' of its topic and key. */
-static int check_key_record(idx_check_t *c, const char *key, size_t klen)
+/* The count record walked last against the entries seen under it. */
+static int key_count_settle(idx_check_t *c)
 {
-    const char *zero = klen > 1 ? memchr(key + 1, 0, klen - 1) : NULL;
-    size_t tlen = zero ? (size_t)(zero - key - 1) : 0;
-    size_t kl = zero && (size_t)(zero - key) + 3 <= klen ? be16_get(zero + 1) : 0;
-    if (zero == NULL || (size_t)(zero - key) + 3 + kl + 8 != klen) {
+    if (c->kprefix_len > 0 && c->kseen != c->kcount) {
+        const char *zero = memchr(c->kprefix + 1, 0, c->kprefix_len - 1);
+        return err_set(c->err, c->errlen, "key count record of key %.*s says %llu messages, the key index holds %llu",
+                       (int)(c->kprefix_len - (size_t)(zero - c->kprefix) - 3), zero + 3, (unsigned long long)c->kcount,
+                       (unsigned long long)c->kseen);
+    }
+    c->kprefix_len = 0;
+    return 0;
+}
+
+/* A 'K' record, walked in key order: a count record (with key_counts) and
+ * then the entries of its (topic, key), each naming an 'X' of that topic and
+ * key, as many as it says. */
+static int check_key_record(idx_check_t *c, const char *key, size_t klen, const char *v, size_t vlen)
+{
+    size_t plen = key_record_prefix_len(key, klen);
+    if (plen == 0) {
         return err_set(c->err, c->errlen, "corrupt key index entry");
     }
+    if (plen == klen) {
+        if (!c->s->key_counts || vlen != 8 || be64_get(v) == 0) {
+            return err_set(c->err, c->errlen, "corrupt key count record");
+        }
+        if (key_count_settle(c) != 0) {
+            return -1;
+        }
+        memcpy(c->kprefix, key, plen);
+        c->kprefix_len = plen;
+        c->kcount = be64_get(v);
+        c->kseen = 0;
+        return 0;
+    }
+    const char *zero = memchr(key + 1, 0, klen - 1);
+    size_t tlen = (size_t)(zero - key - 1), kl = be16_get(zero + 1);
     uint64_t id = be64_get(key + klen - 8);
+    if (c->s->key_counts) {
+        if (c->kprefix_len != plen || memcmp(c->kprefix, key, plen) != 0) {
+            if (key_count_settle(c) != 0) {
+                return -1;
+            }
+            return err_set(c->err, c->errlen, "key index entry of %016llx (key %.*s) has no key count record",
+                           (unsigned long long)id, (int)kl, zero + 3);
+        }
+        c->kseen++;
+    }
     char *hv;
     idx_home_t h;
     int found = home_read_raw(c->s, id, &hv, &h, c->err, c->errlen);
@@ -634,14 +856,17 @@ int idx_check_record(idx_check_t *c, const char *key, size_t klen, const char *v
         c->copy_records++;
         return 0;
     case KEY_KEY_INDEX:
-        return check_key_record(c, key, klen);
+        return check_key_record(c, key, klen, v, vlen);
     default:
         return 0;
     }
 }
 
-int idx_check_end(const idx_check_t *c)
+int idx_check_end(idx_check_t *c)
 {
+    if (key_count_settle(c) != 0) {
+        return -1;
+    }
     if (c->home_records != c->homes) {
         return err_set(c->err, c->errlen, "message index holds %llu placed records but the store holds %llu own copies",
                        (unsigned long long)c->home_records, (unsigned long long)c->homes);

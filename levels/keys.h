@@ -3,9 +3,10 @@
  * key ranges, the small records, big-endian integers. Private to levels/ (not
  * installed); the message value itself is levels/msg.h's codec.
  *
- * Storage layout (authoritative; STORE_FORMAT_VERSION 4, which opens 1 to 3:
+ * Storage layout (authoritative; STORE_FORMAT_VERSION 5, which opens 1 to 4:
  * 1 and 2 had the lease index 'J' below, folded into 'Y' at open; 3 lacks the
- * 'X' that names a level entry gone to the log). Integers are
+ * 'X' that names a level entry gone to the log; 4 lacks the key index's count
+ * records, built at open). Integers are
  * fixed-width big-endian, so LevelDB's byte order is queue order. "name" is a
  * topic or group name: 1..MSG_MAX_NAME bytes that never contain 0x00
  * (msg_check_name), so "name 0x00" is a clean prefix of one queue.
@@ -18,6 +19,8 @@
  *                                           (store.h, STORE_SEQ_CLOCK_BITS), so numbers are sparse across opens
  *   'M' "topic-delayed"                     "1": the topic records count their delayed messages (absent in a
  *                                           directory written before they did: counted once at open)
+ *   'M' "keycounts"                         "1": the key index's count records are built (absent in a directory
+ *                                           written before them: built once at open, index.c)
  *   'M' "copy-unfinished"                   "1": only in a BACKUP copy still being made (snapshot.c): written
  *                                           with its first batch, deleted with its last; store_open refuses
  *                                           a directory that holds it (a copy cut short)
@@ -48,6 +51,12 @@
  *                                           arrival keeps its level seq when that comes after the log's tail,
  *                                           and then leaves 'X' as it was (levels/level.c topic_append)
  *   'K' topic 0x00 klen(u16) key id(u64)    the key index: (empty) one per message with a non-empty key, with 'X'
+ *   'K' topic 0x00 klen(u16) key            u64 how many entries above the key has (> 0; none without one): a
+ *                                           DEDUP SEND or FIND of a key no message has is one Get, and a walk
+ *                                           of its entries stops at its count, so it never steps over the
+ *                                           deleted entries of the keys after it (LevelDB's seek walks every
+ *                                           tombstone up to the next live key). Written with every entry's
+ *                                           put and delete, in the same batch; 'M' "keycounts" marks them built
  *   'Y' id(u64) group 0x00 gen(u64)         the group-copy index: where that group incarnation holds the message
  *                                           (a lease: its deadline, naming its 'I' key, and the topic-log seq it
  *                                           was leased from or 0; a delayed retry on a level, retry-ready, the

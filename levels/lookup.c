@@ -312,40 +312,6 @@ int store_msg_get(store_t *s, uint64_t id, int with_payload, store_msg_view_t *o
 
 /* ---- FIND ----------------------------------------------------------------------------- */
 
-/* The ids of topic's messages with key, in id order, at most max. */
-static int key_ids(store_t *s, const char *topic, size_t tlen, const char *key, size_t klen, int max, uint64_t **ids,
-                   int *n, char *err, size_t errlen)
-{
-    *ids = NULL;
-    *n = 0;
-    key_buf_t k;
-    key_key_prefix(&k, topic, tlen, key, klen);
-    leveldb_iterator_t *it = store_iter_committed(s); /* many DEDUP SENDs between two commits share it */
-    leveldb_iter_seek(it, k.b, k.n);
-    const char *ik;
-    size_t iklen;
-    int cap = 0;
-    for (; *n < max && store_iter_in(it, k.b, k.n, &ik, &iklen); leveldb_iter_next(it)) {
-        if (iklen != k.n + 8) {
-            continue; /* a longer key that shares this prefix cannot: the length comes first */
-        }
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 4;
-            *ids = xrealloc(*ids, (size_t)cap * sizeof **ids);
-        }
-        (*ids)[(*n)++] = be64_get(ik + k.n);
-    }
-    int rc = store_iter_error(it, "the key index", err, errlen);
-    if (rc != 0) { /* a failed iterator is not kept */
-        leveldb_iter_destroy(it);
-        s->key_it = NULL;
-        free(*ids);
-        *ids = NULL;
-        *n = 0;
-    }
-    return rc;
-}
-
 static int check_find_args(const char *topic, size_t tlen, size_t klen, char *err, size_t errlen)
 {
     if (msg_check_name("topic", topic, tlen, err, errlen) != 0) {
@@ -367,7 +333,7 @@ int store_msg_find(store_t *s, const char *topic, size_t topic_len, const char *
     }
     uint64_t *ids;
     int nids;
-    if (key_ids(s, topic, topic_len, key, key_len, max, &ids, &nids, err, errlen) != 0) {
+    if (idx_key_ids(s, topic, topic_len, key, key_len, max, &ids, &nids, err, errlen) != 0) {
         return -1;
     }
     store_msg_view_t *views = nids ? xcalloc((size_t)nids, sizeof *views) : NULL;
@@ -567,7 +533,7 @@ int store_revoke_key(store_t *s, const char *topic, size_t topic_len, const char
     }
     uint64_t *ids;
     int n;
-    if (key_ids(s, topic, topic_len, key, key_len, 1 << 20, &ids, &n, err, errlen) != 0) {
+    if (idx_key_ids(s, topic, topic_len, key, key_len, 1 << 20, &ids, &n, err, errlen) != 0) {
         return -1;
     }
     revoke_ctx_t c = { r, NULL, 0, 0 };
@@ -591,7 +557,7 @@ int store_dedup_find(store_t *s, const store_send_req_t *req, uint64_t *id, uint
     }
     uint64_t *ids;
     int n;
-    if (key_ids(s, req->topic, req->topic_len, req->key, req->key_len, 1 << 20, &ids, &n, err, errlen) != 0) {
+    if (idx_key_ids(s, req->topic, req->topic_len, req->key, req->key_len, 1 << 20, &ids, &n, err, errlen) != 0) {
         return -1;
     }
     int rc = 0, found = 0;

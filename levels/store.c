@@ -123,6 +123,7 @@ static void store_free(store_t *s)
     map_free(&s->topics, store_topic_free);
     map_free(&s->idx_dropped, NULL);
     map_free(&s->sent_keys, NULL);
+    map_free(&s->key_count_batch, NULL);
     free(s->sent);
     free(s->dirty_topics);
     free(s->woken);
@@ -231,7 +232,8 @@ int store_open(const store_options_t *o, uint64_t now_ms, store_t **out, char *e
     store_raise_seq(s, now_ms); /* before anything at open could take a number */
     if (store_load_levels(s, err, errlen) != 0 || store_load_topics(s, err, errlen) != 0 ||
         store_load_groups(s, err, errlen) != 0 || idx_open(s, err, errlen) != 0 ||
-        lease_index_fold(s, err, errlen) != 0 || store_topic_delayed_open(s, err, errlen) != 0) {
+        idx_key_counts_open(s, err, errlen) != 0 || lease_index_fold(s, err, errlen) != 0 ||
+        store_topic_delayed_open(s, err, errlen) != 0) {
         return open_failed(s, err, errlen);
     }
     /* Topic heads stay at 0 (one walk to the first retained entry on the

@@ -43,8 +43,12 @@
  * that entered its topic's log under its level entry's seq keeps an 'X' that
  * names the level entry (keys.h), which version 3's readers take for
  * corruption; version 3's records are version 4's as they are, so the
- * upgrade writes the marker only and a check reads version 3 without it. */
-#define STORE_FORMAT_VERSION          4
+ * upgrade writes the marker only and a check reads version 3 without it. 5:
+ * each (topic, key) of the key index has a count record (keys.h 'K'),
+ * which version 4's writers would not keep; the upgrade writes the marker,
+ * then the counts (one walk of 'K', marked by 'M' "keycounts"), and a check
+ * reads versions 3 and 4 without them. */
+#define STORE_FORMAT_VERSION          5
 #define STORE_FORMAT_OLDEST           1
 #define STORE_FORMAT_SAME_RECORDS     3 /* the oldest format whose records this build reads unchanged */
 #define STORE_DEFAULT_RETENTION_MS    (UINT64_C(72) * 3600 * 1000)

@@ -221,7 +221,11 @@ struct store {
     int pending_sends;          /* operations in the batch added by store_send */
     leveldb_iterator_t *key_it; /* db.c: an iterator over what is committed, kept until the next write */
     map_t sent_keys;            /* 'K' prefix (topic, key) sent in the batch → 1 + its index in sent */
-    idx_sent_t *sent;           /* the first message sent with each of those keys */
+    /* index.c: 1 when each (topic, key) with 'K' entries has its count record
+     * (format 5, 'M' "keycounts"); 0 while a check reads an older format */
+    int key_counts;
+    map_t key_count_batch; /* 'K' prefix → 1 + its count as the pending batch leaves it */
+    idx_sent_t *sent;      /* the first message sent with each of those keys */
     size_t nsent, capsent;
 };
 
@@ -662,11 +666,24 @@ int idx_place_decode(const char *v, size_t vlen, idx_place_t *p);
  * (one scan, once; marked by 'M' "index"). */
 int idx_open(store_t *s, char *err, size_t errlen);
 
+/* store_open, after idx_open: the key index's count records (keys.h 'K'),
+ * built by one scan of 'K' for a directory written before them and marked
+ * by 'M' "keycounts"; then s->key_counts is 1. A check of an older format
+ * (no_upgrade) reads the directory without them (key_counts 0). */
+int idx_key_counts_open(store_t *s, char *err, size_t errlen);
+
+/* The ids of topic's messages with key in committed data, in id order, at
+ * most max, into *ids (free(); NULL when none) and *n. With count records
+ * (key_counts), a key with none is answered by one Get, and the walk stops
+ * after its count: a seek never steps over other keys' deleted entries. */
+int idx_key_ids(store_t *s, const char *topic, size_t tlen, const char *key, size_t klen, int max, uint64_t **ids,
+                int *n, char *err, size_t errlen);
+
 /* store_check's part (check.c walks the records once and hands them here):
  * every copy of every message is indexed where it is, and every index entry
  * names a copy. Zero the struct and set s, err, errlen; then
  * idx_check_entry for every stored message and idx_check_record for every
- * other record (it looks at 'X', 'Y' and 'K'), in any order; then
+ * other record (it looks at 'X', 'Y' and 'K'), in any order but the 'K' records in key order; then
  * idx_check_end. Each returns 0, or -1 with the first problem in err. The
  * index is keyed by id, not in queue order, so the entries are matched by
  * lookups (store_get), not by a second walk. */
@@ -676,10 +693,14 @@ typedef struct idx_check {
     size_t errlen;
     uint64_t homes, copies;              /* messages whose index entry matched */
     uint64_t home_records, copy_records; /* placed 'X' records and 'Y' entries walked */
+    /* the 'K' count record walked last (key_counts): its prefix, its count and the entries seen under it */
+    char kprefix[KEY_MAX];
+    size_t kprefix_len;
+    uint64_t kcount, kseen;
 } idx_check_t;
 int idx_check_entry(idx_check_t *c, const store_entry_t *e);
 int idx_check_record(idx_check_t *c, const char *key, size_t klen, const char *v, size_t vlen);
-int idx_check_end(const idx_check_t *c);
+int idx_check_end(idx_check_t *c);
 
 /* ---- lookup.c ------------------------------------------------------------------- */
 

@@ -62,7 +62,10 @@ static int write_new_meta(store_t *s, char *err, size_t errlen)
  * (keys.h 'J'; the 8-byte values stay readable). 2 → 3: the lease index is
  * folded into the copy index once the groups are loaded (lease_index_fold,
  * which finishes an interrupted fold at the next open). 3 → 4: the marker
- * only (version 4 adds a meaning to 'X', not a record). */
+ * only (version 4 adds a meaning to 'X', not a record). 4 → 5: the marker
+ * here; the key index's count records are built after the indexes are
+ * (idx_key_counts_open, which finishes an interrupted walk at the next
+ * open). */
 static int upgrade_format(store_t *s, uint32_t from, char *err, size_t errlen)
 {
     put_format(s);

@@ -996,15 +996,13 @@ int tu_watch_http_503(int port, const char *path, int span_ms, int interval_ms, 
     return unhealthy;
 }
 
-int tu_http_get_host(int port, const char *path, const char *host, char *out, size_t outlen)
+/* Send req[rl] to 127.0.0.1:port, read the whole reply (the server closes)
+ * into out[outlen]: tu_http_get's result. */
+static int http_exchange(int port, const char *req, int rl, char *out, size_t outlen)
 {
     int fd = tu_tcp_connect(port);
     if (fd < 0)
         return -1;
-    char req[512], hline[300] = "";
-    if (host != NULL)
-        snprintf(hline, sizeof hline, "Host: %s\r\n", host);
-    int rl = snprintf(req, sizeof req, "GET %s HTTP/1.%d\r\n%sConnection: close\r\n\r\n", path, host != NULL, hline);
     if (write(fd, req, (size_t)rl) != rl) {
         close(fd);
         return -1;
@@ -1017,6 +1015,15 @@ int tu_http_get_host(int port, const char *path, const char *host, char *out, si
     close(fd);
     int status = -1;
     return sscanf(out, "HTTP/1.%*d %d", &status) == 1 ? status : -1;
+}
+
+int tu_http_get_host(int port, const char *path, const char *host, char *out, size_t outlen)
+{
+    char req[512], hline[300] = "";
+    if (host != NULL)
+        snprintf(hline, sizeof hline, "Host: %s\r\n", host);
+    int rl = snprintf(req, sizeof req, "GET %s HTTP/1.%d\r\n%sConnection: close\r\n\r\n", path, host != NULL, hline);
+    return http_exchange(port, req, rl, out, outlen);
 }
 
 long tu_http_flood_headers(int port, size_t limit, char *reply, size_t replylen)
@@ -1055,25 +1062,34 @@ long tu_http_flood_headers(int port, size_t limit, char *reply, size_t replylen)
     return (long)sent;
 }
 
-int tu_http_get(int port, const char *path, char *out, size_t outlen)
+double tu_http_trickle(int port, double limit_s, char *reply, size_t replylen)
 {
+    reply[0] = '\0';
     int fd = tu_tcp_connect(port);
     if (fd < 0)
         return -1;
+    const char *head = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+    uint64_t start = tu_now_mono_us();
+    size_t i = 0;
+    while ((double)(tu_now_mono_us() - start) < limit_s * 1e6) {
+        char byte = head[i] != '\0' ? head[i++] : 'a';
+        if (send(fd, &byte, 1, MSG_NOSIGNAL) != 1)
+            break;
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, 200) == 1) {
+            ssize_t r = recv(fd, reply, replylen - 1, 0);
+            reply[r > 0 ? r : 0] = '\0';
+            break;
+        }
+    }
+    double waited = (double)(tu_now_mono_us() - start) / 1e6;
+    close(fd);
+    return waited;
+}
+
+int tu_http_get(int port, const char *path, char *out, size_t outlen)
+{
     char req[256];
     int rl = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
-    if (write(fd, req, (size_t)rl) != rl) {
-        close(fd);
-        return -1;
-    }
-    size_t n = 0;
-    ssize_t r;
-    while (n < outlen - 1 && (r = read(fd, out + n, outlen - 1 - n)) > 0)
-        n += (size_t)r;
-    out[n] = '\0';
-    close(fd);
-    int status = -1;
-    if (sscanf(out, "HTTP/1.%*d %d", &status) != 1)
-        return -1;
-    return status;
+    return http_exchange(port, req, rl, out, outlen);
 }

@@ -86,6 +86,12 @@ int tu_http_get_host(int port, const char *path, const char *host, char *out, si
  * reply[replylen], "" when none. */
 long tu_http_flood_headers(int port, size_t limit, char *reply, size_t replylen);
 
+/* A slowloris client: a GET of /metrics on 127.0.0.1:port sent a byte every
+ * 200 ms (the head never ends), until the server answers or closes, or
+ * limit_s pass. Its answer in reply[replylen] (empty: none); returns the
+ * seconds it took, -1 when the connect failed. */
+double tu_http_trickle(int port, double limit_s, char *reply, size_t replylen);
+
 /* Poll GET path (tu_http_get) every interval_ms until it answers status
  * want: 0 then, -1 when deadline_ms passed first. The last response is in
  * out[outlen] either way. */

@@ -1498,26 +1498,9 @@ static void test_metrics_slowloris(void)
     bt_start(NULL);
     int port = bt_broker.metrics_port;
     char reply[512] = "", out[4096];
-    int fd = tu_tcp_connect(port);
-    BP_REQUIRE(fd >= 0, "connect to the metrics port");
-    const char *head = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
-    uint64_t start = tu_now_mono_us();
-    size_t i = 0;
-    ssize_t r = -1;
-    while (tu_now_mono_us() - start < 25000000ull) {
-        char byte = head[i] != '\0' ? head[i++] : 'a';
-        if (send(fd, &byte, 1, MSG_NOSIGNAL) != 1)
-            break;
-        struct pollfd p = { .fd = fd, .events = POLLIN };
-        if (poll(&p, 1, 200) == 1) {
-            r = recv(fd, reply, sizeof reply - 1, 0);
-            reply[r > 0 ? r : 0] = '\0';
-            break;
-        }
-    }
-    double waited = (double)(tu_now_mono_us() - start) / 1e6;
-    close(fd);
-    BP_CHECK(r >= 0 && waited < 15.0 && strncmp(reply, "HTTP/1.1 408", 12) == 0,
+    double waited = tu_http_trickle(port, 25.0, reply, sizeof reply);
+    BP_REQUIRE(waited >= 0, "connect to the metrics port");
+    BP_CHECK(waited < 15.0 && strncmp(reply, "HTTP/1.1 408", 12) == 0,
              "a trickled head after %.1f s: '%.80s', want 408 after 10 s", waited, reply);
 
     int fds[64];

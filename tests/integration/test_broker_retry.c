@@ -469,7 +469,7 @@ static void all_then_len(const char *sub, const char *group, long long want)
 
 /* DLQ REQUEUE/DROP ALL of a DLQ that takes several steps of the storage
  * thread (the steps and what runs between them are test_writer's and
- * test_store's): each answers the whole count, a command behind it on the
+ * test_store_leases'): each answers the whole count, a command behind it on the
  * same connection sees the DLQ empty, the requeued come back with
  * reconsume 0, the dropped never come back. */
 static void test_dlq_all_in_steps(void)

@@ -307,7 +307,10 @@ else
         "^NOPERM User shop \(roles: producer\) has no permissions to run the 'pull' command"
     expect_match "redis-cli wrong password" "$(ru --user ops --pass nope PING)" 'WRONGPASS'
     expect "redis-cli --user ops CONFIG GET" "$(ru --user ops --pass pw-ops CONFIG GET port | tail -n 1)" "$port"
-    expect_match "URI credentials" "$("$cli" --uri "hourglass://ops:pw-ops@127.0.0.1:$port" ping 2>&1)" "^PONG"
+    expect_match "URI credentials" "$("$cli" --uri "hourglass://ops:pw-ops@127.0.0.1:$port" ping 2>/dev/null)" "^PONG"
+    expect_match "URI credentials: the warning on stderr" \
+        "$("$cli" --uri "hourglass://ops:pw-ops@127.0.0.1:$port" ping 2>&1 >/dev/null)" \
+        '^Warning: using a password on the command line may not be safe'
     printf 'pw-shop\n' >"$tmp/shop.pw"
     expect_match "--user and --password-file" \
         "$("$cli" --uri "hourglass://127.0.0.1:$port" --user shop --password-file "$tmp/shop.pw" send t x 2>&1)" \

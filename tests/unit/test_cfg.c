@@ -387,11 +387,25 @@ static void test_engine_origin(void)
     tu_rmtree(odir);
 }
 
+/* cfg_bind_is_loopback: what protected mode, allow-remote and the metrics
+ * ports' Host check take for loopback. */
+static void test_bind_is_loopback(void)
+{
+    const char *yes[] = { "localhost", "LocalHost", "127.0.0.1", "127.255.0.9", "::1" };
+    const char *no[] = { "0.0.0.0", "::", "10.0.0.1", "128.0.0.1", "::ffff:127.0.0.1", "localhost.example", "", "1" };
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
+        TU_CHECK(cfg_bind_is_loopback(yes[i]) == 1, "'%s' is loopback", yes[i]);
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+        TU_CHECK(cfg_bind_is_loopback(no[i]) == 0, "'%s' is not loopback", no[i]);
+    CU_ASSERT_EQUAL(cfg_bind_is_loopback(NULL), 0);
+}
+
 static const tu_test_t engine_tests[] = {
     { "types, grammar, errors, required", test_engine_types },
     { "value text and --help", test_engine_text },
     { "file, flags, precedence, errors, actions", test_engine_file_and_flags },
     { "origins: file and line, flag, default; cross-key error text", test_engine_origin },
+    { "cfg_bind_is_loopback: localhost, 127/8, ::1 only", test_bind_is_loopback },
     { NULL, NULL },
 };
 

@@ -206,27 +206,10 @@ static void test_endpoint_trickle(void)
     TU_REQUIRE(port > 0, "no free port");
     TU_REQUIRE(prom_http_start(&h, "127.0.0.1", (unsigned)port, render, health, &one, err, sizeof err) == 0,
                "start: %s", err);
-    int fd = tu_tcp_connect(port);
-    TU_REQUIRE(fd >= 0, "connect");
-    const char *head = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
-    uint64_t start = tu_now_mono_us();
-    size_t i = 0;
-    ssize_t r = -1;
     /* a byte every 200 ms for up to 25 s, reading whatever the endpoint answers */
-    while (tu_now_mono_us() - start < 25000000ull) {
-        char byte = head[i] != '\0' ? head[i++] : 'a';
-        if (send(fd, &byte, 1, MSG_NOSIGNAL) != 1)
-            break;
-        struct pollfd p = { .fd = fd, .events = POLLIN };
-        if (poll(&p, 1, 200) == 1) {
-            r = recv(fd, reply, sizeof reply - 1, 0);
-            reply[r > 0 ? r : 0] = '\0';
-            break;
-        }
-    }
-    double waited = (double)(tu_now_mono_us() - start) / 1e6;
-    close(fd);
-    TU_CHECK(r >= 0 && waited < 15.0, "a trickled head still open after %.1f s, want closed after 10 s", waited);
+    double waited = tu_http_trickle(port, 25.0, reply, sizeof reply);
+    TU_REQUIRE(waited >= 0, "connect");
+    TU_CHECK(waited < 15.0, "a trickled head still open after %.1f s, want closed after 10 s", waited);
     TU_CHECK(strncmp(reply, "HTTP/1.1 408", 12) == 0 && strstr(reply, "header deadline 10000 ms") != NULL,
              "reply '%.200s', want 408 naming the deadline", reply);
     char out[4096];

@@ -1,0 +1,373 @@
+/*
+ * tests/unit/test_store_failure.c — CUnit suites "failure", "logsync" of the
+ * store package behind levels/store.h (DESIGN §1–3), through its public calls:
+ * a commit that fails (the store refuses all after), torn writes at the log's
+ * end cut on open and damage inside it refused; the log-sync thread
+ * (levels/logsync.h).
+ *
+ * The fixture (tests/helpers/store_fixture.h): every test gets a fresh temp
+ * directory and drives the store with an injected clock, every now_ms passed
+ * explicitly from T0; after every step that mutates, store_check() must
+ * return 0. Run alone: ./tests/unit/test_store_failure [suite [test]].
+ */
+#include "levels/logsync.h"
+#include "levels/store.h"
+#include "tests/helpers/store_fixture.h"
+#include "tests/helpers/testutil.h"
+
+#include <CUnit/CUnit.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <dirent.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+/* =========================================================== suite: failure */
+
+/* A commit that fails (the disk is "full": RLIMIT_FSIZE) breaks the store:
+ * every later operation fails naming the cause, close reports it, and a
+ * reopen finds exactly what was committed before. */
+static void test_commit_failure_breaks_store(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t a = SEND(s, "t", "committed", 0, 0, T0, NULL);
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    COMMIT(s);
+
+    long long biggest = file_bytes(g_data, "", 1);
+    TU_REQUIRE(biggest >= 0, "cannot list %s", g_data);
+    TU_REQUIRE(getrlimit(RLIMIT_FSIZE, &g_fsize_saved) == 0, "getrlimit: %s", strerror(errno));
+    struct rlimit lim = g_fsize_saved;
+    lim.rlim_cur = (rlim_t)biggest + 4096;
+    signal(SIGXFSZ, SIG_IGN); /* get EFBIG instead of a core dump */
+    TU_REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
+    g_fsize_set = 1;
+
+    static char big[1 << 20];
+    memset(big, 'b', sizeof big);
+    char err[512] = "";
+    uint64_t id, due;
+    REQUIRE_OK(send_raw(s, "t", 1, "", 0, big, sizeof big, 0, 0, T0 + 1, &id, &due, err, sizeof err), err);
+    TU_CHECK(!store_broken(s), "broken before any commit");
+    int rc = store_commit(s, err, sizeof err);
+    TU_CHECK(rc == -1 && store_broken(s), "commit past the file size limit: rc %d broken %d", rc, store_broken(s));
+    TU_CHECK(strstr(err, g_data) != NULL, "commit error \"%s\" does not name the directory", err);
+    char first_err[512];
+    snprintf(first_err, sizeof first_err, "%s", err);
+
+    setrlimit(RLIMIT_FSIZE, &g_fsize_saved); /* the disk has room again: still broken */
+    g_fsize_set = 0;
+    signal(SIGXFSZ, SIG_DFL);
+    err[0] = '\0';
+    CHECK_REFUSAL(send_raw(s, "t", 1, "", 0, "x", 1, 0, 0, T0 + 2, &id, &due, err, sizeof err), err, "reopen", NULL);
+    msg_owned_t m[4];
+    int n = -1;
+    err[0] = '\0';
+    CHECK_REFUSAL(store_lease(s, "g", 1, "t", 1, 4, LEASE, T0 + 2, m, &n, err, sizeof err), err, "reopen", NULL);
+    TU_CHECK(n == 0, "a broken store leased %d", n);
+    int moved = -1;
+    err[0] = '\0';
+    CHECK_REFUSAL(store_move_due(s, T0 + 2, 10, &moved, NULL, err, sizeof err), err, "reopen", NULL);
+    err[0] = '\0';
+    CHECK_REFUSAL(store_commit(s, err, sizeof err), err, "reopen", NULL);
+    TU_CHECK(strstr(err, first_err) != NULL || strstr(first_err, "write") != NULL,
+             "later errors should carry the original cause \"%s\": \"%s\"", first_err, err);
+    TU_CHECK(store_next_lease_deadline(s) == 0, "a broken store's next lease deadline should be 0 (now)");
+
+    /* close reports the lost batch */
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (g_open[i] == s)
+            g_open[i] = NULL;
+    err[0] = '\0';
+    rc = store_close(s, err, sizeof err);
+    TU_CHECK(rc == -1 && strstr(err, "reopen") != NULL,
+             "store_close of a broken store returned %d (\"%s\"); its pending batch was lost", rc, err);
+
+    s = OPEN_DEFAULT();
+    CHECK_STORE(s);
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1, "after reopen the topic holds %" PRIu64,
+             ti.appended);
+    n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 3, m);
+    TU_CHECK(n == 1 && m[0].m.id == a && msg_str_is(&m[0].m.payload, "committed"), "after reopen leased %d", n);
+    free_msgs(m, n);
+    uint64_t b = SEND(s, "t", "after", 0, 0, T0 + 4, NULL);
+    TU_CHECK(b > a, "id %" PRIu64 " after reopen is not above %" PRIu64, b, a);
+    CHECK_STORE(s);
+}
+
+/* Ten SENDs on level 1, each committed alone: ten records in the log. */
+static int send_ten_committed(store_t *c, char *err, size_t errlen)
+{
+    for (int i = 0; i < 10; i++) {
+        char payload[2] = { (char)('0' + i), '\0' };
+        uint64_t id, due;
+        if (send_raw(c, "t", 1, "", 0, payload, 1, 1, 0, T0, &id, &due, err, errlen) != 0 ||
+            store_commit(c, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The path and size of the newest write-ahead log of g_data. */
+static long newest_log_at(char *path, size_t pathlen, int line)
+{
+    DIR *d = opendir(g_data);
+    TU_REQUIRE_AT(d != NULL, line, "opendir %s", g_data);
+    struct dirent *e;
+    char best[256] = "";
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n == 10 && strcmp(e->d_name + 6, ".log") == 0 && strcmp(e->d_name, best) > 0)
+            snprintf(best, sizeof best, "%s", e->d_name);
+    }
+    closedir(d);
+    TU_REQUIRE_AT(best[0] != '\0', line, "no write-ahead log in %s", g_data);
+    snprintf(path, pathlen, "%s/%s", g_data, best);
+    struct stat st;
+    TU_REQUIRE_AT(stat(path, &st) == 0, line, "stat %s", path);
+    return (long)st.st_size;
+}
+
+/* Overwrite n bytes of the file at off with byte c. */
+static void overwrite_at(const char *path, long off, int c, size_t n, int line)
+{
+    FILE *f = fopen(path, "r+b");
+    TU_REQUIRE_AT(f != NULL && fseek(f, off, SEEK_SET) == 0, line, "open %s", path);
+    for (size_t i = 0; i < n; i++)
+        TU_REQUIRE_AT(fputc(c, f) != EOF, line, "write %s", path);
+    TU_REQUIRE_AT(fclose(f) == 0, line, "close %s", path);
+}
+
+/* A power cut in the middle of the last write: its record's header is on
+ * disk, the rest of its body is zeros. That write was never fsynced (never
+ * acknowledged under fsync always). Before, LevelDB's paranoid checks
+ * refused the whole directory ("corrupt ... restore it from a backup", all
+ * the whole records with it); now the torn end is cut, its bytes kept beside
+ * the log, and the nine whole SENDs are there. */
+static void test_open_cuts_torn_log_end(void)
+{
+    CRASH_AFTER(send_ten_committed);
+    char log[1000];
+    long size = newest_log_at(log, sizeof log, __LINE__);
+    overwrite_at(log, size - 20, 0, 20, __LINE__);
+    store_options_t o;
+    opts_default(&o);
+    store_t *s = NULL;
+    char err[1024] = "";
+    int rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_REQUIRE(rc == 0, "a torn log end refused the directory: rc %d \"%s\"", rc, err);
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (g_open[i] == NULL) {
+            g_open[i] = s;
+            break;
+        }
+    const char *note = store_open_note(s);
+    TU_CHECK(strstr(note, "torn write") != NULL && strstr(note, ".torn-") != NULL, "note: \"%s\"", note);
+    CHECK_EQ_U64(level_depth(s, 1), 9);
+    CHECK_STORE(s);
+    char kept[1100];
+    const char *at = strstr(note, ".torn-");
+    snprintf(kept, sizeof kept, "%s.torn-%ld", log, at ? strtol(at + 6, NULL, 10) : -1L);
+    struct stat st;
+    TU_CHECK(stat(kept, &st) == 0 && st.st_size > 20, "the torn bytes are not kept in %s", kept);
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    TU_CHECK(store_open_note(s)[0] == '\0', "a second open cut again: \"%s\"", store_open_note(s));
+    CHECK_EQ_U64(level_depth(s, 1), 9);
+}
+
+/* A power cut right after LevelDB switched to a new log: the new one is
+ * empty, the torn write is at the end of the one before. Cut there too. */
+static void test_open_cuts_torn_end_before_empty_log(void)
+{
+    CRASH_AFTER(send_ten_committed);
+    char log[1000], empty[1100];
+    long size = newest_log_at(log, sizeof log, __LINE__);
+    overwrite_at(log, size - 20, 0, 20, __LINE__);
+    snprintf(empty, sizeof empty, "%s/999999.log", g_data);
+    TU_REQUIRE(write_file(empty, "") == 0, "write %s", empty);
+    store_options_t o;
+    opts_default(&o);
+    store_t *s = NULL;
+    char err[1024] = "";
+    int rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_REQUIRE(rc == 0, "a torn end before an empty newer log: rc %d \"%s\"", rc, err);
+    TU_CHECK(strstr(store_open_note(s), "torn write") != NULL, "note: \"%s\"", store_open_note(s));
+    CHECK_EQ_U64(level_depth(s, 1), 9);
+    CHECK_STORE(s);
+    store_close(s, NULL, 0);
+}
+
+/* Nine small SENDs, then one of 100 000 bytes (its log record in fragments
+ * over four 32 KiB blocks: FIRST, MIDDLE, MIDDLE, LAST), each committed
+ * alone; with tail_small, one more small SEND after it. */
+static int send_big_last(store_t *c, char *err, size_t errlen, int tail_small)
+{
+    static char big[100000];
+    memset(big, 'b', sizeof big);
+    for (int i = 0; i < 10 + tail_small; i++) {
+        uint64_t id, due;
+        int is_big = i == 9;
+        if (send_raw(c, "t", 1, "", 0, is_big ? big : "s", is_big ? sizeof big : 1, 1, 0, T0, &id, &due, err, errlen) !=
+                0 ||
+            store_commit(c, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+static int send_big_at_end(store_t *c, char *err, size_t errlen)
+{
+    return send_big_last(c, err, errlen, 0);
+}
+static int send_big_then_small(store_t *c, char *err, size_t errlen)
+{
+    return send_big_last(c, err, errlen, 1);
+}
+
+/* Open g_data after damage: the return code, the depth of level 1 (or -1). */
+static int open_after_damage(char *err, size_t errlen, long long *depth)
+{
+    store_options_t o;
+    opts_default(&o);
+    store_t *s = NULL;
+    int rc = store_open(&o, T0, &s, err, errlen);
+    *depth = -1;
+    if (rc == 0) {
+        *depth = (long long)level_depth(s, 1);
+        char cerr[512];
+        if (store_check(s, cerr, sizeof cerr) != 0)
+            snprintf(err, errlen, "store_check after the open: %s", cerr);
+        store_close(s, NULL, 0);
+    }
+    return rc;
+}
+
+/* A record in fragments torn at its last or at a middle fragment (the write
+ * of a large batch cut by a power cut, later pages on disk before earlier
+ * ones) is a torn end: cut before its first fragment, the nine small SENDs
+ * kept. Damage in it with a whole record after it (a later small SEND) is
+ * refused. */
+static void test_open_torn_fragments(void)
+{
+    char log[1000], err[1024];
+    long long depth;
+    long offs[2] = { 20, 40000 }; /* from the end: the LAST fragment, a MIDDLE one */
+    for (int k = 0; k < 2; k++) {
+        CRASH_AFTER(send_big_at_end);
+        long size = newest_log_at(log, sizeof log, __LINE__);
+        overwrite_at(log, size - offs[k], 0, 8, __LINE__);
+        err[0] = '\0';
+        int rc = open_after_damage(err, sizeof err, &depth);
+        TU_CHECK(rc == 0 && depth == 9 && err[0] == '\0',
+                 "torn %ld bytes before the end of a fragmented last record: rc %d, depth %lld, \"%s\"", offs[k], rc,
+                 depth, err);
+        tu_rmtree(g_data);
+    }
+    CRASH_AFTER(send_big_then_small);
+    long size = newest_log_at(log, sizeof log, __LINE__);
+    overwrite_at(log, size - 60000, 0, 8, __LINE__); /* inside the big record, a whole small one after it */
+    int rc = open_after_damage(err, sizeof err, &depth);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED && strstr(err, "whole records after it") != NULL,
+             "damage with a whole record after it: rc %d \"%s\"", rc, err);
+    TU_CHECK(newest_log_at(log, sizeof log, __LINE__) == size, "the damaged log was cut");
+}
+
+/* Damage with whole records after it is no torn end: refused as damage,
+ * naming the log and the offset, and the log is not cut. */
+static void test_open_refuses_damaged_log_middle(void)
+{
+    CRASH_AFTER(send_ten_committed);
+    char log[1000];
+    long size = newest_log_at(log, sizeof log, __LINE__);
+    overwrite_at(log, size / 3, 0x5a, 4, __LINE__);
+    store_options_t o;
+    opts_default(&o);
+    store_t *s = NULL;
+    char err[1024] = "";
+    int rc = store_open(&o, T0, &s, err, sizeof err);
+    TU_CHECK(rc == STORE_OPEN_DAMAGED, "rc %d, want STORE_OPEN_DAMAGED: \"%s\"", rc, err);
+    TU_CHECK(strstr(err, "whole records after it") != NULL && strstr(err, "backup") != NULL, "err: \"%s\"", err);
+    TU_CHECK(newest_log_at(log, sizeof log, __LINE__) == size, "the damaged log was cut");
+    if (s != NULL)
+        store_close(s, NULL, 0);
+}
+
+static const tu_test_t failure_tests[] = {
+    { "commit failure breaks the store", test_commit_failure_breaks_store },
+    { "a torn write at the log's end is cut", test_open_cuts_torn_log_end },
+    { "a torn write before an empty newer log is cut", test_open_cuts_torn_end_before_empty_log },
+    { "damage inside the log is refused, not cut", test_open_refuses_damaged_log_middle },
+    { "a torn record in fragments is cut, not one with a whole record after it", test_open_torn_fragments },
+    { NULL, NULL },
+};
+
+/* =========================================================== suite: logsync */
+
+/* levels/logsync: the broker's fsync thread syncs the store's write-ahead
+ * logs through its own descriptors. Every run succeeds while the store
+ * writes and rotates its log (a small write buffer: several rotations), the
+ * ids written stay readable after a reopen, and a directory without a log or
+ * that does not exist is an error naming it. */
+static void test_logsync_runs(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.write_buffer_bytes = 64 << 10; /* rotate the log every ~64 KiB */
+    store_t *s = OPEN(&o);
+    logsync_t *ls = logsync_new(g_data);
+    char err[512] = "", payload[1025];
+    memset(payload, 'p', 1024);
+    payload[1024] = '\0';
+    int runs_ok = 0;
+    uint64_t first = 0, last = 0;
+    for (int round = 0; round < 40; round++) {
+        for (int i = 0; i < 20; i++)
+            last = SEND(s, "t", payload, 0, 0, T0 + (uint64_t)round, NULL);
+        if (round == 0)
+            first = last - 19;
+        REQUIRE_OK(store_commit_durable(s, 0, err, sizeof err), err);
+        runs_ok += logsync_run(ls, err, sizeof err) == 0;
+    }
+    TU_CHECK(runs_ok == 40, "%d of 40 syncs succeeded (last error: %s)", runs_ok, err);
+    logsync_free(ls);
+    CLOSE(&s);
+    s = OPEN(&o);
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 800, "appended %" PRIu64 " of 800", ti.appended);
+    TU_CHECK(last - first >= 799, "ids %" PRIu64 "..%" PRIu64, first, last);
+    CHECK_STORE(s);
+
+    char empty[700];
+    snprintf(empty, sizeof empty, "%s/empty", g_dir);
+    TU_REQUIRE(mkdir(empty, 0700) == 0, "mkdir %s", empty);
+    ls = logsync_new(empty);
+    TU_CHECK(logsync_run(ls, err, sizeof err) == -1 && strstr(err, "no write-ahead log") && strstr(err, empty),
+             "empty directory: '%s'", err);
+    logsync_free(ls);
+    snprintf(empty, sizeof empty, "%s/missing", g_dir);
+    ls = logsync_new(empty);
+    TU_CHECK(logsync_run(ls, err, sizeof err) == -1 && strstr(err, "cannot list") && strstr(err, empty),
+             "missing directory: '%s'", err);
+    logsync_free(ls);
+}
+
+static const tu_test_t logsync_tests[] = {
+    { "syncs through rotations; errors", test_logsync_runs },
+    { NULL, NULL },
+};
+
+static const tu_suite_t suites[] = {
+    { "failure", failure_tests },
+    { "logsync", logsync_tests },
+};
+
+int main(int argc, char **argv)
+{
+    return tu_suites_main(argc, argv, suites, sizeof suites / sizeof suites[0], store_fixture_setup,
+                          store_fixture_teardown);
+}

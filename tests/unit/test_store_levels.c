@@ -1,0 +1,479 @@
+/*
+ * tests/unit/test_store_levels.c — CUnit suite "levels" of the store package
+ * behind levels/store.h (DESIGN §1–3), through its public calls: due times,
+ * FIFO, chained delays, monotone enqueue, the catch-up chain, custom tables
+ * and their remainders, clock jumps, exact to the ms.
+ *
+ * The fixture (tests/helpers/store_fixture.h): every test gets a fresh temp
+ * directory and drives the store with an injected clock, every now_ms passed
+ * explicitly from T0; after every step that mutates, store_check() must
+ * return 0. Run alone: ./tests/unit/test_store_levels [suite [test]].
+ */
+#include "levels/store.h"
+#include "tests/helpers/store_fixture.h"
+#include "tests/helpers/testutil.h"
+
+#include <CUnit/CUnit.h>
+#include <inttypes.h>
+#include <string.h>
+
+static void test_level_due_times(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    const lvl_table_t *t = store_levels(s);
+    TU_REQUIRE(t->count == 18, "default table has %d levels", t->count);
+    CHECK_EQ_U64(store_next_due(s), UINT64_MAX);
+    for (int l = 18; l >= 1; l--) {
+        uint64_t due;
+        SEND(s, "t", "x", l, 0, T0 + 100, &due);
+        TU_CHECK(due == T0 + 100 + t->delay_ms[l], "level %d: due %" PRIu64 ", want now + %" PRIu64, l, due,
+                 t->delay_ms[l]);
+        store_level_info_t li;
+        TU_REQUIRE(store_level_info(s, l, &li) == 0, "level info %d", l);
+        TU_CHECK(li.level == l && li.depth == 1 && li.head_due_ms == due && li.delay_ms == t->delay_ms[l],
+                 "level %d info: depth %" PRIu64 " head %" PRIu64, l, li.depth, li.head_due_ms);
+    }
+    store_level_info_t li;
+    TU_CHECK(store_level_info(s, 0, &li) == -1 && store_level_info(s, 19, &li) == -1, "bad level info");
+    CHECK_EQ_U64(store_next_due(s), T0 + 100 + SEC);
+    TU_CHECK(MOVE(s, T0 + 100 + SEC - 1, 100, NULL) == 0, "nothing is due 1 ms early");
+    int ready = -1;
+    TU_CHECK(MOVE(s, T0 + 100 + SEC, 100, &ready) == 1 && ready == 1, "level 1 due at +1s");
+    CHECK_EQ_U64(store_next_due(s), T0 + 100 + 5 * SEC);
+    CHECK_EQ_U64(level_head(s, 1), 0);
+    CHECK_STORE(s);
+}
+
+static void test_level_fifo_and_bounded_move(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t ids[10], dues[10];
+    for (int i = 0; i < 10; i++)
+        ids[i] = SEND(s, "t", "x", 2, 0, T0 + (uint64_t)i, &dues[i]);
+    for (int i = 1; i < 10; i++)
+        TU_CHECK(ids[i] > ids[i - 1] && dues[i] == dues[i - 1] + 1, "send %d: id/due not increasing", i);
+    CHECK_EQ_U64(store_next_due(s), T0 + 5 * SEC);
+    /* at +5s+4 five are due; max 3 moves 3 */
+    int ready = -1;
+    TU_CHECK(MOVE(s, T0 + 5 * SEC + 4, 3, &ready) == 3 && ready == 3, "bounded move");
+    CHECK_EQ_U64(level_depth(s, 2), 7);
+    CHECK_EQ_U64(store_next_due(s), T0 + 5 * SEC + 3);
+    CHECK_STORE(s);
+    /* max 10 moves only the 2 that are due */
+    TU_CHECK(MOVE(s, T0 + 5 * SEC + 4, 10, &ready) == 2 && ready == 2, "only due ones move");
+    CHECK_EQ_U64(level_depth(s, 2), 5);
+    CHECK_EQ_U64(level_head(s, 2), T0 + 5 * SEC + 5);
+    TU_CHECK(MOVE(s, T0 + 5 * SEC + 4, 10, NULL) == 0, "nothing more is due");
+    TU_CHECK(MOVE(s, T0 + HOUR, 0, NULL) == 0, "max 0 moves nothing");
+    TU_CHECK(MOVE(s, T0 + HOUR, 100, NULL) == 5, "the rest");
+    CHECK_EQ_U64(store_next_due(s), UINT64_MAX);
+    msg_owned_t m[16];
+    int n = LEASE_N(s, "g", "t", 16, LEASE, T0 + HOUR, m);
+    TU_REQUIRE(n == 10, "leased %d", n);
+    for (int i = 0; i < n; i++) {
+        TU_CHECK(m[i].m.id == ids[i], "topic log position %d holds id %" PRIu64 ", want %" PRIu64, i, m[i].m.id,
+                 ids[i]);
+        CHECK_EQ_U64(m[i].m.due_ms, dues[i]);
+    }
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
+static void test_level_chained_delay(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t due;
+    uint64_t id = SEND(s, "t", "x", 0, 25 * MIN, T0, &due);
+    CHECK_EQ_U64(due, T0 + 25 * MIN);
+    CHECK_EQ_U64(level_depth(s, 15), 1); /* 20m */
+    CHECK_EQ_U64(level_head(s, 15), T0 + 20 * MIN);
+    CHECK_EQ_U64(store_next_due(s), T0 + 20 * MIN);
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 0 && ti.delayed == 1,
+             "before the journey ends the topic's log is empty and its message delayed");
+    TU_CHECK(MOVE(s, T0 + 20 * MIN - 1, 10, NULL) == 0, "first hop is not due early");
+    int ready = -1;
+    TU_CHECK(MOVE(s, T0 + 20 * MIN, 10, &ready) == 1 && ready == 0, "first hop moves, not ready");
+    CHECK_EQ_U64(level_depth(s, 15), 0);
+    CHECK_EQ_U64(level_depth(s, 9), 1); /* the 5m level */
+    CHECK_EQ_U64(store_levels(s)->delay_ms[9], 5 * MIN);
+    CHECK_EQ_U64(level_head(s, 9), T0 + 25 * MIN);
+    CHECK_EQ_U64(store_next_due(s), T0 + 25 * MIN);
+    CHECK_STORE(s);
+    TU_CHECK(MOVE(s, T0 + 25 * MIN - 1, 10, NULL) == 0, "second hop not due early");
+    TU_CHECK(MOVE(s, T0 + 25 * MIN, 10, &ready) == 1 && ready == 1, "second hop: ready");
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1, "in the topic log");
+    msg_owned_t m[2];
+    int n = LEASE_N(s, "g", "t", 2, LEASE, T0 + 25 * MIN, m);
+    TU_REQUIRE(n == 1, "leased %d", n);
+    CHECK_EQ_U64(m[0].m.id, id);
+    CHECK_EQ_U64(m[0].m.due_ms, T0 + 25 * MIN);
+    CHECK_EQ_U64(m[0].m.created_ms, T0);
+    CHECK_EQ_U64(m[0].m.reconsume, 0);
+    free_msgs(m, n);
+
+    /* Exact to the millisecond: 1500 ms is 1s + the 500 ms remainder, both on level 1. */
+    SEND(s, "t", "y", 0, 1500, T0 + HOUR, &due);
+    CHECK_EQ_U64(due, T0 + HOUR + 1500);
+    TU_CHECK(MOVE(s, T0 + HOUR + SEC, 10, &ready) == 1 && ready == 0, "1500ms: first 1s hop");
+    TU_CHECK(level_depth(s, 1) == 1, "1500ms: the 500 ms remainder waits on level 1");
+    TU_CHECK(MOVE(s, T0 + HOUR + 1499, 10, &ready) == 0, "1500ms: not ready at +1499");
+    TU_CHECK(MOVE(s, T0 + HOUR + 1500, 10, &ready) == 1 && ready == 1, "1500ms: ready at +1500");
+    /* 6h = 2h + 2h + 2h, hopping on the same level */
+    SEND(s, "t", "z", 0, 6 * HOUR, T0 + 2 * HOUR, &due);
+    CHECK_EQ_U64(due, T0 + 8 * HOUR);
+    int hops = 0;
+    for (uint64_t now = T0 + 2 * HOUR; now <= T0 + 8 * HOUR; now += 2 * HOUR) {
+        hops += MOVE(s, now, 10, &ready);
+        if (now < T0 + 8 * HOUR)
+            TU_CHECK(ready == 0, "6h delay ready early at %" PRIu64, now - T0);
+    }
+    TU_CHECK(hops == 3 && ready == 1, "6h: %d hops, ready %d", hops, ready);
+    CHECK_STORE(s);
+}
+
+static void test_level_delay_zero(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t due = 0;
+    uint64_t id = SEND(s, "t", "x", 0, 0, T0 + 7, &due);
+    CHECK_EQ_U64(due, T0 + 7);
+    CHECK_EQ_U64(store_next_due(s), UINT64_MAX);
+    for (int l = 1; l <= 18; l++)
+        TU_CHECK(level_depth(s, l) == 0, "level %d not empty", l);
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1 && ti.retained == 1, "topic log");
+    msg_owned_t m[2];
+    int n = LEASE_N(s, "g", "t", 2, LEASE, T0 + 7, m);
+    TU_REQUIRE(n == 1, "leased %d", n);
+    CHECK_EQ_U64(m[0].m.id, id);
+    CHECK_EQ_U64(m[0].m.due_ms, T0 + 7);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
+static void test_level_monotone_enqueue(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t d1, d2;
+    uint64_t id1 = SEND(s, "t", "first", 4, 0, 10000, &d1);
+    uint64_t id2 = SEND(s, "t", "second", 4, 0, 5000, &d2); /* clock stepped back */
+    CHECK_EQ_U64(d1, 10000 + 30 * SEC);
+    TU_CHECK(d2 >= d1, "second due %" PRIu64 " is before the first %" PRIu64, d2, d1);
+    CHECK_EQ_U64(level_head(s, 4), d1);
+    TU_CHECK(MOVE(s, d2, 10, NULL) == 2, "both move at %" PRIu64, d2);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 4, LEASE, d2, m);
+    TU_REQUIRE(n == 2, "leased %d", n);
+    TU_CHECK(m[0].m.id == id1 && m[1].m.id == id2, "order %" PRIu64 ", %" PRIu64, m[0].m.id, m[1].m.id);
+    free_msgs(m, n);
+    /* Still monotone after a reopen (the level's clock comes from its tail). */
+    SEND(s, "t", "third", 4, 0, 100000, NULL);
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    uint64_t d4;
+    SEND(s, "t", "fourth", 4, 0, 50000, &d4);
+    TU_CHECK(d4 >= 100000 + 30 * SEC, "after reopen, a clock step back gives due %" PRIu64, d4);
+    CHECK_STORE(s);
+}
+
+/* Catching up (a clock jump or downtime): a chain whose next hops are due
+ * too goes straight through them in one move, no write to the levels between;
+ * one that is only partly due waits on its next level for exactly the rest. */
+static void test_level_catchup_chain(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    uint64_t dp, dk, dz;
+    uint64_t p = SEND(s, "t", "P", 0, 25 * MIN, T0, &dp);            /* 20m, then 5m (level 9) */
+    uint64_t k = SEND(s, "t", "K", 9, 0, T0 + 21 * MIN, &dk);        /* level 9, due +26m */
+    uint64_t z = SEND(s, "t", "Z", 0, 6 * HOUR + 25 * MIN, T0, &dz); /* 2h 2h 2h 20m 5m */
+    CHECK_EQ_U64(dp, T0 + 25 * MIN);
+    CHECK_EQ_U64(dk, T0 + 26 * MIN);
+    CHECK_EQ_U64(dz, T0 + 6 * HOUR + 25 * MIN);
+    /* at +1h: P goes through both hops in one move; Z has only one hop due */
+    int ready = -1;
+    TU_CHECK(MOVE(s, T0 + HOUR, 100, &ready) == 2 && ready == 2, "P and K in one call: ready %d", ready);
+    CHECK_EQ_U64(level_depth(s, 9), 0);
+    CHECK_EQ_U64(level_depth(s, 15), 0);
+    CHECK_EQ_U64(level_depth(s, 18), 1); /* Z waits */
+    CHECK_EQ_U64(level_head(s, 18), T0 + 2 * HOUR);
+    CHECK_STORE(s);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 4, LEASE, T0 + HOUR, m);
+    TU_REQUIRE(n == 2, "leased %d", n);
+    for (int i = 0; i < n; i++) {
+        if (m[i].m.id == p)
+            CHECK_EQ_U64(m[i].m.due_ms, dp);
+        else
+            TU_CHECK(m[i].m.id == k && m[i].m.due_ms == dk, "unexpected id %" PRIu64, m[i].m.id);
+    }
+    free_msgs(m, n);
+    /* Z at +5h30m: its 2h hops at +2h, +4h, +6h — only the +2h and +4h ones are
+     * due, so it moves once and waits on the 2h level until +6h */
+    TU_CHECK(MOVE(s, T0 + 5 * HOUR + 30 * MIN, 100, &ready) == 1 && ready == 0, "Z partly due: ready %d", ready);
+    CHECK_EQ_U64(level_depth(s, 18), 1);
+    CHECK_EQ_U64(level_head(s, 18), T0 + 6 * HOUR);
+    /* at +7h its last hops (+6h20m, +6h25m) are all due: ready, due exactly as asked */
+    TU_CHECK(MOVE(s, T0 + 7 * HOUR, 100, &ready) == 1 && ready == 1, "Z done: ready %d", ready);
+    for (int l = 1; l <= 18; l++)
+        TU_CHECK(level_depth(s, l) == 0, "level %d holds %" PRIu64, l, level_depth(s, l));
+    n = LEASE_N(s, "g", "t", 4, LEASE, T0 + 7 * HOUR, m);
+    TU_REQUIRE(n == 1, "leased %d", n);
+    TU_CHECK(m[0].m.id == z && m[0].m.due_ms == dz, "Z: id %" PRIu64 " due %" PRIu64, m[0].m.id, m[0].m.due_ms);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
+/* A table whose smallest level does not divide the delay: the message is
+ * never early and late by less than the smallest level (table.h). */
+static void test_level_custom_table_remainder(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    char err[512] = "";
+    REQUIRE_OK(lvl_table_parse("5s 10s", &o.levels, err, sizeof err), err);
+    store_t *s = OPEN(&o);
+    uint64_t due;
+    uint64_t id = SEND(s, "t", "x", 0, 7 * SEC, T0, &due);
+    CHECK_EQ_U64(due, T0 + 7 * SEC);
+    uint64_t ready_at = 0;
+    for (uint64_t now = T0; now <= T0 + 20 * SEC && ready_at == 0; now += 1) {
+        int ready = 0;
+        MOVE(s, now, 10, &ready);
+        if (ready)
+            ready_at = now;
+    }
+    /* 5s, then the 2 s remainder waits on level 1 (5s) for exactly 2 s */
+    TU_CHECK(ready_at == T0 + 7 * SEC, "ready at +%" PRIu64 " ms, want exactly +7000", ready_at - T0);
+    msg_owned_t m[2];
+    int n = LEASE_N(s, "g", "t", 2, LEASE, ready_at, m);
+    TU_REQUIRE(n == 1 && m[0].m.id == id, "leased %d", n);
+    TU_CHECK(m[0].m.due_ms <= ready_at, "due_ms %" PRIu64 " after it became ready", m[0].m.due_ms - T0);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
+/* Exact delays: every delay from 1 ms to 12 s in 1 ms steps, then in prime
+ * steps to 3 h, all sent in one store; the clock steps to each next due time
+ * (store_next_due, as the broker's timer does). Each message becomes ready at
+ * exactly send time + delay: never a millisecond early or late. A reopen in the
+ * middle (the no-scan restart) changes nothing. */
+static void test_level_exact_every_ms(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    enum {
+        N = 12000 + 1300
+    };
+    static uint64_t delay_of[N], sent_at[N], id_of[N];
+    int n = 0;
+    for (uint64_t d = 1; d <= 12 * SEC; d++, n++)
+        delay_of[n] = d;
+    for (uint64_t d = 12 * SEC + 7; d <= 3 * HOUR && n < N; d += 8311, n++)
+        delay_of[n] = d;
+    for (int i = 0; i < n; i++) {
+        sent_at[i] = T0 + (uint64_t)(i / 10); /* sends spread over 1.3 s, the clock never stepping back */
+        uint64_t due = 0;
+        id_of[i] = SEND(s, "t", "x", 0, delay_of[i], sent_at[i], &due);
+        TU_REQUIRE(due == sent_at[i] + delay_of[i], "delay %" PRIu64 ": due +%" PRIu64, delay_of[i], due - sent_at[i]);
+    }
+    TU_REQUIRE(id_of[n - 1] - id_of[0] < 2 * (uint64_t)n + 10, "ids are dense enough to index (%" PRIu64 ")",
+               id_of[n - 1] - id_of[0]);
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    CHECK_STORE(s);
+    int done = 0, wrong = 0, steps = 0, reopened = 0;
+    uint64_t first_wrong_id = 0, first_wrong_at = 0, last_now = T0;
+    static msg_owned_t m[N];
+    while (done < n) {
+        uint64_t now = store_next_due(s);
+        TU_REQUIRE(now != UINT64_MAX && now >= last_now, "next due %" PRIu64 " after %d of %d", now, done, n);
+        last_now = now;
+        int moved = MOVE(s, now, 1000000, NULL);
+        TU_REQUIRE(moved > 0, "nothing moved at the next due time +%" PRIu64, now - T0);
+        int k = LEASE_N(s, "g", "t", N, LEASE, now, m);
+        for (int j = 0; j < k; j++) {
+            /* id -> index: ids are assigned in send order, one seq per send */
+            int i = -1;
+            for (int lo = 0, hi = n - 1; lo <= hi;) {
+                int mid = (lo + hi) / 2;
+                if (id_of[mid] == m[j].m.id) {
+                    i = mid;
+                    break;
+                }
+                if (id_of[mid] < m[j].m.id)
+                    lo = mid + 1;
+                else
+                    hi = mid - 1;
+            }
+            if ((i < 0 || sent_at[i] + delay_of[i] != now || m[j].m.due_ms != now) && wrong++ == 0) {
+                first_wrong_id = m[j].m.id;
+                first_wrong_at = now;
+            }
+        }
+        ACK_LEASED(s, "g", m, k);
+        done += k;
+        if (++steps == 3000 && !reopened) {
+            CLOSE(&s);
+            s = OPEN_DEFAULT();
+            CHECK_STORE(s);
+            reopened = 1;
+        }
+    }
+    TU_CHECK(wrong == 0, "%d messages not ready at exactly send + delay (first: id %" PRIu64 " at +%" PRIu64 " ms)",
+             wrong, first_wrong_id, first_wrong_at - T0);
+    TU_CHECK(reopened, "the reopen in the middle happened (%d steps)", steps);
+    CHECK_EQ_U64(store_next_due(s), UINT64_MAX);
+    CHECK_STORE(s);
+}
+
+/* Order within a level: LEVEL 1 messages and short remainder hops share
+ * level 1. The level is served in due order (a 300 ms remainder sent after
+ * a LEVEL 1 message comes out first when it is due first), LEVEL 1 messages
+ * stay FIFO among themselves and wait exactly 1 s, and the remembered head
+ * is always the level's first key (store_check). */
+static void test_level_order_with_remainders(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    enum {
+        N = 400
+    };
+    static uint64_t due_of[N], id_of[N];
+    static int is_level[N];
+    for (int i = 0; i < N; i++) {
+        uint64_t now = T0 + (uint64_t)i * 5;
+        is_level[i] = i % 3 != 0;
+        /* remainders 1..999 ms and 1s + remainder, interleaved with LEVEL 1 */
+        uint64_t d = (uint64_t)(i * 37) % 2000 + 1;
+        id_of[i] = SEND(s, "t", "x", is_level[i] ? 1 : 0, is_level[i] ? 0 : d, now, &due_of[i]);
+        CHECK_EQ_U64(due_of[i], now + (is_level[i] ? SEC : d));
+    }
+    CHECK_STORE(s);
+    GROUP_CREATE(s, "g", "t", 1, T0);
+    uint64_t last_due = 0, last_level_id = 0;
+    int got = 0, out_of_order = 0, fifo_broken = 0, early = 0;
+    msg_owned_t m[N];
+    while (got < N) {
+        uint64_t now = store_next_due(s);
+        TU_REQUIRE(now != UINT64_MAX, "next due after %d of %d", got, N);
+        MOVE(s, now, N, NULL);
+        CHECK_STORE(s);
+        int k = LEASE_N(s, "g", "t", N, LEASE, now, m);
+        for (int j = 0; j < k; j++) {
+            int i = 0;
+            while (i < N && id_of[i] != m[j].m.id)
+                i++;
+            TU_REQUIRE(i < N, "unknown id %" PRIu64, m[j].m.id);
+            early += due_of[i] > now;
+            out_of_order += due_of[i] < last_due;
+            last_due = due_of[i];
+            if (is_level[i]) {
+                fifo_broken += id_of[i] < last_level_id;
+                last_level_id = id_of[i];
+            }
+        }
+        ACK_LEASED(s, "g", m, k);
+        got += k;
+    }
+    TU_CHECK(early == 0 && out_of_order == 0 && fifo_broken == 0,
+             "early %d, out of due order %d, LEVEL 1 FIFO broken %d", early, out_of_order, fifo_broken);
+    CHECK_STORE(s);
+}
+
+/* The clock jumps forward by hours: many small calls move everything; each
+ * level is served in due order and nothing is lost or duplicated. */
+static void test_level_clock_jump(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    enum {
+        N = 400
+    };
+    static uint64_t ids[N], dues[N];
+    static int last_level[N];
+    const lvl_table_t *t = store_levels(s);
+    for (int i = 0; i < N; i++) {
+        uint64_t now = T0 + (uint64_t)i * 13;
+        if (i % 4 == 3) {
+            /* chained: 25m, 2h5m, 3h, 65s ... */
+            static const uint64_t delays[] = { 25 * MIN, 2 * HOUR + 5 * MIN, 3 * HOUR, 65 * SEC, 11 * MIN };
+            uint64_t d = delays[(i / 4) % 5];
+            uint8_t plan[64];
+            int hops = 0;
+            char err[256];
+            REQUIRE_OK(lvl_chain_plan(t, d, 3 * DAY, plan, 64, &hops, err, sizeof err), err);
+            last_level[i] = plan[hops - 1];
+            ids[i] = SEND(s, "t", "c", 0, d, now, &dues[i]);
+        } else {
+            int l = 1 + (i * 7) % 18;
+            last_level[i] = l;
+            ids[i] = SEND(s, "t", "l", l, 0, now, &dues[i]);
+        }
+    }
+    CHECK_STORE(s);
+    uint64_t jump = T0 + 6 * HOUR;
+    int total = 0, calls = 0, moved, ready, ready_total = 0;
+    while ((moved = MOVE(s, jump, 7, &ready)) > 0) {
+        TU_CHECK(moved <= 7, "call moved %d > max 7", moved);
+        total += moved;
+        ready_total += ready;
+        calls++;
+        TU_REQUIRE(calls < 10000, "move_due never finishes");
+    }
+    TU_CHECK(ready_total == N, "%d became ready, want %d (in %d moves, %d calls)", ready_total, N, total, calls);
+    CHECK_EQ_U64(store_next_due(s), UINT64_MAX);
+    for (int l = 1; l <= 18; l++)
+        TU_CHECK(level_depth(s, l) == 0, "level %d still holds %" PRIu64, l, level_depth(s, l));
+    CHECK_STORE(s);
+
+    static msg_owned_t m[N + 1];
+    int n = LEASE_N(s, "g", "t", N + 1, LEASE, jump, m);
+    TU_REQUIRE(n == N, "leased %d, want %d", n, N);
+    /* Each id once; per final level, due order. */
+    uint64_t last_due[LVL_MAX_LEVELS + 1] = { 0 };
+    int bad_order = 0, first_bad = -1;
+    static char seen[N];
+    memset(seen, 0, sizeof seen);
+    for (int i = 0; i < n; i++) {
+        int idx = -1;
+        for (int j = 0; j < N; j++)
+            if (ids[j] == m[i].m.id)
+                idx = j;
+        TU_REQUIRE(idx >= 0, "unknown id %" PRIu64, m[i].m.id);
+        TU_CHECK(!seen[idx], "id %" PRIu64 " delivered twice", m[i].m.id);
+        seen[idx] = 1;
+        TU_CHECK(m[i].m.due_ms == dues[idx], "id %" PRIu64 " due %" PRIu64 " want %" PRIu64, m[i].m.id, m[i].m.due_ms,
+                 dues[idx]);
+        int l = last_level[idx];
+        if (m[i].m.due_ms < last_due[l]) {
+            bad_order++;
+            if (first_bad < 0)
+                first_bad = i;
+        }
+        last_due[l] = m[i].m.due_ms;
+    }
+    TU_CHECK(bad_order == 0, "%d messages left their last level out of due order (first at topic position %d)",
+             bad_order, first_bad);
+    free_msgs(m, n);
+}
+
+static const tu_test_t level_tests[] = {
+    { "due times", test_level_due_times },
+    { "fifo and bounded move", test_level_fifo_and_bounded_move },
+    { "chained delay", test_level_chained_delay },
+    { "delay zero", test_level_delay_zero },
+    { "monotone enqueue", test_level_monotone_enqueue },
+    { "catch-up chain", test_level_catchup_chain },
+    { "custom table remainder", test_level_custom_table_remainder },
+    { "clock jump", test_level_clock_jump },
+    { "exact to the ms, 1 ms .. 3 h", test_level_exact_every_ms },
+    { "order with remainders", test_level_order_with_remainders },
+    { NULL, NULL },
+};
+
+static const tu_suite_t suites[] = {
+    { "levels", level_tests },
+};
+
+int main(int argc, char **argv)
+{
+    return tu_suites_main(argc, argv, suites, sizeof suites / sizeof suites[0], store_fixture_setup,
+                          store_fixture_teardown);
+}

@@ -1,0 +1,524 @@
+/*
+ * tests/unit/test_store_topics.c — CUnit suite "topics" of the store package
+ * behind levels/store.h (DESIGN §1–3), through its public calls (and raw
+ * LevelDB writes where a test corrupts a directory on purpose): topic info and
+ * the delayed counter, the topic logs' GC (by cursor, by retention, the
+ * collection steps and their grace), deleting and purging a topic.
+ *
+ * The fixture (tests/helpers/store_fixture.h): every test gets a fresh temp
+ * directory and drives the store with an injected clock, every now_ms passed
+ * explicitly from T0; after every step that mutates, store_check() must
+ * return 0. Run alone: ./tests/unit/test_store_topics [suite [test]].
+ */
+#include "levels/store.h"
+#include "tests/helpers/store_fixture.h"
+#include "tests/helpers/testutil.h"
+
+#include <CUnit/CUnit.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void test_topic_info(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    store_topic_info_t ti;
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 0, "no topic yet");
+    SEND(s, "t", "x", 0, 0, T0, NULL);
+    SEND(s, "t", "y", 1, 0, T0, NULL);
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 1 && ti.retained == 1 && ti.groups == 0,
+             "after sends: appended %" PRIu64 " retained %" PRIu64 " groups %d", ti.appended, ti.retained, ti.groups);
+    MOVE(s, T0 + SEC, 10, NULL);
+    GROUP_CREATE(s, "a", "t", 1, T0);
+    GROUP_CREATE(s, "b", "t", 0, T0);
+    GROUP_CREATE(s, "c", "u", 0, T0);
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 2 && ti.retained == 2 && ti.groups == 2,
+             "after groups: appended %" PRIu64 " retained %" PRIu64 " groups %d", ti.appended, ti.retained, ti.groups);
+    TU_CHECK(store_topic_info(s, "u", 1, &ti) == 1 && ti.appended == 0 && ti.groups == 1, "u exists via its group");
+    TU_CHECK(store_topic_info(s, "tt", 2, &ti) == 0, "prefix of nothing");
+    CHECK_STORE(s);
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.appended == 2 && ti.retained == 2 && ti.groups == 2,
+             "after reopen");
+    TU_CHECK(store_topic_info(s, "u", 1, &ti) == 1 && ti.groups == 1, "u after reopen");
+    CHECK_STORE(s);
+}
+
+static void test_topic_gc_by_cursor(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g1", "t", 1, T0);
+    GROUP_CREATE(s, "g2", "t", 1, T0);
+    uint64_t ids[10];
+    for (int i = 0; i < 10; i++)
+        ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
+    msg_owned_t m[16];
+    int n = LEASE_N(s, "g1", "t", 7, LEASE, T0, m);
+    free_msgs(m, n);
+    n = LEASE_N(s, "g2", "t", 3, LEASE, T0, m);
+    free_msgs(m, n);
+    /* retention does not apply to a topic with groups: even far in the future
+     * only what every group passed (3) is collected */
+    int work = MAINTAIN(s, T0 + 365 * DAY, 2);
+    TU_CHECK(work == 3, "maintain did %d", work);
+    store_topic_info_t ti;
+    TU_REQUIRE(store_topic_info(s, "t", 1, &ti) == 1, "topic");
+    TU_CHECK(ti.appended == 10 && ti.retained == 7, "appended %" PRIu64 " retained %" PRIu64, ti.appended, ti.retained);
+    CHECK_COUNTS(s, "g1", 3, 3, 0, 0, 7, 0);
+    CHECK_COUNTS(s, "g2", 7, 7, 0, 0, 3, 0);
+    CHECK_STORE(s);
+    /* a group created from first now starts at the oldest retained (ids[3]) */
+    GROUP_CREATE(s, "g3", "t", 1, T0);
+    CHECK_COUNTS(s, "g3", 7, 7, 0, 0, 0, 0);
+    n = LEASE_N(s, "g3", "t", 1, LEASE, T0, m);
+    TU_REQUIRE(n == 1, "g3 leased %d", n);
+    TU_CHECK(m[0].m.id == ids[3], "g3 starts at %" PRIu64 ", want %" PRIu64, m[0].m.id, ids[3]);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+    /* g2 catches up: now g3's cursor (4) is the minimum */
+    n = LEASE_N(s, "g2", "t", 16, LEASE, T0, m);
+    free_msgs(m, n);
+    work = MAINTAIN(s, T0, 100);
+    TU_CHECK(work == 1, "maintain did %d, want 1 (g3 holds the rest)", work);
+    TU_CHECK(store_topic_info(s, "t", 1, &ti) == 1 && ti.retained == 6, "retained %" PRIu64, ti.retained);
+    CHECK_STORE(s);
+    /* after a reopen, a from-first group still starts at the oldest retained */
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g4", "t", 1, T0);
+    CHECK_COUNTS(s, "g4", 6, 6, 0, 0, 0, 0);
+    n = LEASE_N(s, "g4", "t", 1, LEASE, T0, m);
+    TU_REQUIRE(n == 1, "g4 leased %d", n);
+    TU_CHECK(m[0].m.id == ids[4], "g4 starts at %" PRIu64 ", want %" PRIu64, m[0].m.id, ids[4]);
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
+static int collect_at(store_t *s, uint64_t now, uint64_t grace, int max, int line)
+{
+    char err[512] = "";
+    int work = -1;
+    TU_REQUIRE_AT(store_collect(s, now, grace, max, &work, err, sizeof err) == 0, line, "store_collect: %s", err);
+    return work;
+}
+#define COLLECT(s, now, grace, max) collect_at((s), (now), (grace), (max), __LINE__)
+
+/* The busy broker's GC step: only below the smallest cursor sampled at least
+ * a grace period ago (a consumed entry stays readable that long), never below
+ * a group bound since, in budgeted steps; a topic without a group by
+ * retention. */
+static void test_topic_collect_grace(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    GROUP_CREATE(s, "g1", "t", 1, T0);
+    uint64_t ids[10];
+    for (int i = 0; i < 10; i++)
+        ids[i] = SEND(s, "t", "x", 0, 0, T0, NULL);
+    msg_owned_t m[16];
+    int n = LEASE_N(s, "g1", "t", 6, LEASE, T0, m);
+    free_msgs(m, n);
+    TU_CHECK(COLLECT(s, T0, SEC, 100) == 0, "the first step only samples the cursor (6)");
+    n = LEASE_N(s, "g1", "t", 2, LEASE, T0, m); /* g1 passes 8 now */
+    free_msgs(m, n);
+    TU_CHECK(COLLECT(s, T0 + SEC - 1, SEC, 100) == 0, "collected within the grace period");
+    CHECK_EQ_U64(retained_of(s, "t"), 10);
+    /* a group created from first reads every retained entry, and drops the samples */
+    GROUP_CREATE(s, "g2", "t", 1, T0 + SEC - 1);
+    n = LEASE_N(s, "g2", "t", 1, LEASE, T0 + SEC - 1, m);
+    TU_REQUIRE(n == 1, "g2 leased %d", n);
+    TU_CHECK(m[0].m.id == ids[0], "g2 starts at %" PRIu64 ", want %" PRIu64, m[0].m.id, ids[0]);
+    free_msgs(m, n);
+    TU_CHECK(COLLECT(s, T0 + SEC, SEC, 100) == 0, "collected by a sample taken before g2 (its cursor is 1)");
+    TU_CHECK(COLLECT(s, T0 + 2 * SEC - 1, SEC, 100) == 0, "collected within g2's grace period");
+    n = LEASE_N(s, "g2", "t", 7, LEASE, T0 + 2 * SEC - 1, m); /* g2 passes 8 too */
+    free_msgs(m, n);
+    TU_CHECK(COLLECT(s, T0 + 2 * SEC, SEC, 100) == 1, "only below 1: the smallest cursor a second ago");
+    CHECK_EQ_U64(retained_of(s, "t"), 9);
+    CHECK_STORE(s);
+    TU_CHECK(COLLECT(s, T0 + 2 * SEC + 100, SEC, 100) == 0, "8 was sampled only now");
+    TU_CHECK(COLLECT(s, T0 + 3 * SEC - 1, SEC, 100) == 0, "nothing below the sample of T0 + 2 s - 1 (1)");
+    /* 8, sampled at T0 + 2 s + 100: collected from T0 + 3 s + 100, in steps of the budget */
+    TU_CHECK(COLLECT(s, T0 + 3 * SEC + 100, SEC, 4) == 4, "a step is bounded by its budget");
+    TU_CHECK(COLLECT(s, T0 + 3 * SEC + 101, SEC, 4) == 3, "the rest below 8");
+    TU_CHECK(COLLECT(s, T0 + 3 * SEC + 102, SEC, 4) == 0, "nothing below 8 is left");
+    CHECK_EQ_U64(retained_of(s, "t"), 2);
+    CHECK_COUNTS(s, "g1", 2, 2, 0, 0, 8, 0);
+    CHECK_STORE(s);
+    /* a topic without a group: retention, as store_maintain */
+    SEND(s, "u", "x", 0, 0, T0, NULL);
+    TU_CHECK(COLLECT(s, T0 + 3 * SEC + 103, SEC, 100) == 0, "a groupless topic's entry collected inside retention");
+    TU_CHECK(COLLECT(s, T0 + STORE_DEFAULT_RETENTION_MS + 1, SEC, 100) == 1, "past retention");
+    CHECK_EQ_U64(retained_of(s, "u"), 0);
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* Collection steps take the topics in turn: topics with a long consumed
+ * backlog do not take every step's budget while the others wait. Three
+ * topics with 300 consumed entries each and three with 5, steps of 10: in
+ * six steps every topic had its turn (taking the topics from the first one
+ * each step, the short ones wait 90 steps behind any long one before them). */
+static void test_topic_collect_in_turn(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    const char *topics[] = { "long1", "short1", "long2", "short2", "long3", "short3" };
+    for (int t = 0; t < 6; t++) {
+        char group[16];
+        snprintf(group, sizeof group, "g%d", t);
+        GROUP_CREATE(s, group, topics[t], 1, T0);
+        int n = topics[t][0] == 'l' ? 300 : 5;
+        for (int i = 0; i < n; i++)
+            SEND(s, topics[t], "x", 0, 0, T0, NULL);
+        msg_owned_t m[100];
+        for (int got = 0; got < n;) {
+            int k = LEASE_N(s, group, topics[t], 100, LEASE, T0, m);
+            TU_REQUIRE(k > 0, "%s: leased %d of %d", topics[t], got, n);
+            ACK_LEASED(s, group, m, k);
+            got += k;
+        }
+    }
+    char err[512] = "";
+    for (int step = 0; step < 6; step++) {
+        int work = 0;
+        REQUIRE_OK(store_maintain(s, T0 + 1, 10, &work, err, sizeof err), err);
+        CHECK_EQ_U64(work, 10);
+    }
+    for (int t = 1; t < 6; t += 2)
+        TU_CHECK(retained_of(s, topics[t]) == 0, "%s: %" PRIu64 " consumed entries left after every topic's turn",
+                 topics[t], retained_of(s, topics[t]));
+    uint64_t left = 0;
+    for (int t = 0; t < 6; t += 2)
+        left += retained_of(s, topics[t]);
+    CHECK_EQ_U64(left, 900 - (60 - 15));
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+/* A collection step looks at STORE_COLLECT_TOPICS topics at most, whatever
+ * its budget, and the next step goes on from there: 600 topics, one
+ * consumed entry each, are sampled and then collected in steps of at most
+ * that many. */
+static void test_topic_collect_topics_per_step(void)
+{
+    enum {
+        NTOPICS = 600
+    };
+    store_t *s = OPEN_DEFAULT();
+    msg_owned_t m[1];
+    for (int t = 0; t < NTOPICS; t++) {
+        char topic[16];
+        snprintf(topic, sizeof topic, "t%d", t);
+        GROUP_CREATE(s, topic, topic, 1, T0); /* group named as its topic */
+        SEND(s, topic, "x", 0, 0, T0, NULL);
+        int k = LEASE_N(s, topic, topic, 1, LEASE, T0, m);
+        TU_REQUIRE(k == 1, "%s: leased %d", topic, k);
+        ACK_LEASED(s, topic, m, k);
+    }
+    int steps = (NTOPICS + STORE_COLLECT_TOPICS - 1) / STORE_COLLECT_TOPICS;
+    for (int i = 0; i < steps; i++) /* each topic's cursor sampled once */
+        TU_CHECK(COLLECT(s, T0 + 1, SEC, 100000) == 0, "collected inside the grace");
+    int total = 0;
+    for (int i = 0; i < steps; i++) {
+        int work = COLLECT(s, T0 + 1 + SEC, SEC, 100000);
+        int want = NTOPICS - total < STORE_COLLECT_TOPICS ? NTOPICS - total : STORE_COLLECT_TOPICS;
+        TU_CHECK(work == want, "step %d collected %d, want %d (one entry per topic looked at)", i, work, want);
+        total += work;
+    }
+    CHECK_EQ_U64(total, NTOPICS);
+    TU_CHECK(retained_of(s, "t0") == 0 && retained_of(s, "t599") == 0, "a consumed entry left");
+    CHECK_STORE(s);
+    CLOSE(&s);
+}
+
+static void test_topic_gc_retention(void)
+{
+    store_options_t o;
+    opts_default(&o);
+    o.retention_ms = 10 * SEC;
+    store_t *s = OPEN(&o);
+    uint64_t ids[6];
+    for (int i = 0; i < 6; i++)
+        ids[i] = SEND(s, "lonely", "x", 0, 0, T0 + (uint64_t)i * SEC, NULL);
+    SEND(s, "later", "x", 1, 0, T0, NULL); /* enters its log at +1s */
+    TU_CHECK(MAINTAIN(s, T0 + 10 * SEC - 1, 100) == 0, "nothing is past retention yet");
+    MOVE(s, T0 + SEC, 10, NULL);
+    /* at +12.5s the ones stamped at +0, +1s, +2s are past 10s retention */
+    int work = MAINTAIN(s, T0 + 12 * SEC + 500, 100);
+    TU_CHECK(work == 3 + 1, "maintain did %d, want 4 (3 of lonely, 1 of later)", work);
+    store_topic_info_t ti;
+    TU_REQUIRE(store_topic_info(s, "lonely", 6, &ti) == 1, "topic");
+    TU_CHECK(ti.appended == 6 && ti.retained == 3, "appended %" PRIu64 " retained %" PRIu64, ti.appended, ti.retained);
+    TU_CHECK(store_topic_info(s, "later", 5, &ti) == 1 && ti.retained == 0, "later retained %" PRIu64, ti.retained);
+    CHECK_STORE(s);
+    GROUP_CREATE(s, "g", "lonely", 1, T0 + 13 * SEC);
+    CHECK_COUNTS(s, "g", 3, 3, 0, 0, 0, 0);
+    msg_owned_t m[8];
+    int n = LEASE_N(s, "g", "lonely", 8, LEASE, T0 + 13 * SEC, m);
+    TU_REQUIRE(n == 3, "leased %d", n);
+    TU_CHECK(m[0].m.id == ids[3] && m[2].m.id == ids[5], "from first after GC starts at %" PRIu64, m[0].m.id);
+    free_msgs(m, n);
+    /* once a group is bound, retention no longer collects what it has not read */
+    uint64_t keep = SEND(s, "lonely", "y", 0, 0, T0 + 14 * SEC, NULL);
+    MAINTAIN(s, T0 + DAY, 100);
+    TU_CHECK(store_topic_info(s, "lonely", 6, &ti) == 1 && ti.retained == 1, "retained %" PRIu64, ti.retained);
+    n = LEASE_N(s, "g", "lonely", 8, LEASE, T0 + DAY, m);
+    TU_CHECK(n == 1 && m[0].m.id == keep, "unread message collected");
+    free_msgs(m, n);
+    CHECK_STORE(s);
+}
+
+static void check_topic_at(store_t *s, const char *topic, uint64_t delayed, uint64_t ready, uint64_t retained, int line)
+{
+    store_topic_info_t ti;
+    TU_REQUIRE_AT(store_topic_info(s, topic, strlen(topic), &ti) == 1, line, "topic %s does not exist", topic);
+    TU_CHECK_AT(ti.delayed == delayed && ti.ready == ready && ti.retained == retained, line,
+                "topic %s: delayed %" PRIu64 " ready %" PRIu64 " retained %" PRIu64 ", want %" PRIu64 " %" PRIu64
+                " %" PRIu64,
+                topic, ti.delayed, ti.ready, ti.retained, delayed, ready, retained);
+    check_store_at(s, line);
+}
+#define CHECK_TOPIC(s, t, delayed, ready, retained) check_topic_at((s), (t), (delayed), (ready), (retained), __LINE__)
+
+/* A topic's delayed counter follows every move on and off the levels (SEND,
+ * hops, arrival, REVOKE; a group's retry on a level is not the topic's),
+ * survives a reopen, is counted once on a directory written before it, and
+ * the checker names a wrong one. */
+static void test_topic_delayed(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    SEND(s, "t", "a", 0, 25 * MIN, T0, NULL); /* 20m + 5m: hops once */
+    SEND(s, "t", "b", 1, 0, T0, NULL);        /* level 1: 1s */
+    uint64_t c = SEND(s, "t", "c", 0, 10 * SEC, T0, NULL);
+    SEND(s, "t", "now", 0, 0, T0, NULL);
+    SEND(s, "u", "x", 0, 10 * SEC, T0, NULL);
+    SEND(s, "u", "y", 0, 10 * SEC, T0, NULL);
+    CHECK_TOPIC(s, "t", 3, 1, 1); /* no group: every retained message is ready */
+    CHECK_TOPIC(s, "u", 2, 0, 0); /* a topic named only by delayed SENDs exists */
+    MOVE(s, T0 + SEC, 100, NULL);
+    CHECK_TOPIC(s, "t", 2, 2, 2);
+    GROUP_CREATE(s, "g", "t", 1, T0 + SEC);
+    msg_owned_t m[4];
+    int n = LEASE_N(s, "g", "t", 1, LEASE, T0 + SEC, m);
+    TU_REQUIRE(n == 1, "leased %d", n);
+    FAIL_LEVEL(s, "g", m[0].m.id, 3, "again", T0 + SEC, NULL); /* a retry on a level: g's, not t's */
+    free_msgs(m, n);
+    CHECK_TOPIC(s, "t", 2, 1, 2);
+    store_revoke_result_t r;
+    char err[512] = "";
+    REQUIRE_OK(store_revoke_id(s, c, &r, err, sizeof err), err);
+    CHECK_EQ_U64(r.from_delayed, 1);
+    CHECK_TOPIC(s, "t", 1, 1, 2);
+    MOVE(s, T0 + 20 * MIN, 100, NULL); /* a hops to the 5m level; u's arrive */
+    CHECK_TOPIC(s, "t", 1, 1, 2);
+    CHECK_TOPIC(s, "u", 0, 2, 2);
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    CHECK_TOPIC(s, "t", 1, 1, 2);
+    CLOSE(&s);
+
+    /* An older directory: 16-byte topic records (appended, removed), no
+     * marker; the counters are counted once at open. */
+    char rec[24] = { 0 };
+    rec[7] = 2; /* appended 2, removed 0: both topics */
+    raw_put("Pt", 2, rec, 16, __LINE__);
+    raw_put("Pu", 2, rec, 16, __LINE__);
+    raw_put("Mtopic-delayed", 14, NULL, 0, __LINE__);
+    s = OPEN_DEFAULT();
+    CHECK_TOPIC(s, "t", 1, 1, 2);
+    CHECK_TOPIC(s, "u", 0, 2, 2);
+    CLOSE(&s);
+    s = OPEN_DEFAULT(); /* marked: not counted again, the records are the new length */
+    CHECK_TOPIC(s, "t", 1, 1, 2);
+    CLOSE(&s);
+
+    /* A wrong counter is named by the checker. */
+    rec[23] = 5;
+    raw_put("Pt", 2, rec, 24, __LINE__);
+    s = OPEN_DEFAULT();
+    CHECK_REFUSAL(store_check(s, err, sizeof err), err, "topic t delayed counter says 5", "levels hold 1");
+    CLOSE(&s);
+}
+
+static void count_woken(void *ctx, const char *topic, size_t len)
+{
+    (void)topic;
+    (void)len;
+    (*(int *)ctx)++;
+}
+
+/* TOPIC DEL: only an empty topic goes (no group, nothing retained, nothing
+ * on the levels; each refusal says which); a group of it being deleted is
+ * deleted to the end first; the topic is gone after a reopen and in no
+ * list of marked topics, and a SEND creates it again from scratch. */
+static void test_topic_delete(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    char err[512] = "";
+    store_topic_del_t out;
+    store_topic_info_t why;
+    REQUIRE_OK(store_topic_delete(s, "none", 4, &out, &why, err, sizeof err), err);
+    TU_CHECK(out == STORE_TOPIC_UNKNOWN, "unknown topic: %d", (int)out);
+
+    SEND(s, "kept", "x", 0, 0, T0, NULL); /* retained: no group, retention */
+    SEND(s, "later", "y", 0, 5 * SEC, T0, NULL);
+    GROUP_CREATE(s, "g", "bound", 1, T0);
+    REQUIRE_OK(store_topic_delete(s, "kept", 4, &out, &why, err, sizeof err), err);
+    TU_CHECK(out == STORE_TOPIC_IN_USE && why.retained == 1, "retained: %d, %" PRIu64, (int)out, why.retained);
+    REQUIRE_OK(store_topic_delete(s, "later", 5, &out, &why, err, sizeof err), err);
+    TU_CHECK(out == STORE_TOPIC_IN_USE && why.delayed == 1, "delayed: %d, %" PRIu64, (int)out, why.delayed);
+    REQUIRE_OK(store_topic_delete(s, "bound", 5, &out, &why, err, sizeof err), err);
+    TU_CHECK(out == STORE_TOPIC_IN_USE && why.groups == 1, "a group: %d, %d", (int)out, why.groups);
+
+    /* a group holding leases of a message, deleted: it goes on being deleted in steps, holding the topic */
+    SEND(s, "bound", "z", 0, 0, T0, NULL);
+    msg_owned_t m[2];
+    int n = LEASE_N(s, "g", "bound", 2, LEASE, T0, m);
+    TU_REQUIRE(n == 1, "leased %d", n);
+    free_msgs(m, n);
+    int found = 0;
+    REQUIRE_OK(store_group_delete(s, "g", 1, &found, err, sizeof err), err);
+    COMMIT(s);
+    REQUIRE_OK(store_topic_delete(s, "bound", 5, &out, &why, err, sizeof err), err);
+    TU_CHECK(out == STORE_TOPIC_IN_USE && why.retained == 1 && why.groups == 0, "its message is retained: %d",
+             (int)out);
+    MAINTAIN(s, T0 + 100 * HOUR, 1000); /* past retention, and g's deletion done: the log is empty */
+    CHECK_DELETING(s, 0, 0);
+
+    /* its only group deleted while it holds a DLQ entry: that deletion is finished first */
+    GROUP_CREATE(s, "h", "bound", 1, T0 + 100 * HOUR);
+    SEND(s, "bound", "v", 0, 0, T0 + 100 * HOUR, NULL);
+    n = LEASE_N(s, "h", "bound", 2, LEASE, T0 + 100 * HOUR, m);
+    TU_REQUIRE(n == 1, "leased %d", n);
+    FAIL_DLQ(s, "h", m[0].m.id, "bad", T0 + 100 * HOUR);
+    free_msgs(m, n);
+    MAINTAIN(s, T0 + 101 * HOUR, 1000); /* v leaves the log: only h's DLQ holds it */
+    REQUIRE_OK(store_group_delete(s, "h", 1, &found, err, sizeof err), err);
+    COMMIT(s);
+    CHECK_DELETING(s, 1, 1);
+    store_topic_info_t ti;
+    TU_REQUIRE(store_topic_info(s, "bound", 5, &ti) == 1 && ti.retained == 0 && ti.delayed == 0 && ti.groups == 0,
+               "bound is not empty yet: retained %" PRIu64, ti.retained);
+    REQUIRE_OK(store_topic_delete(s, "bound", 5, &out, &why, err, sizeof err), err);
+    TU_CHECK(out == STORE_TOPIC_DELETED, "the empty topic: %d", (int)out);
+    CHECK_DELETING(s, 0, 0);
+    TU_CHECK(store_topic_info(s, "bound", 5, &ti) == 0, "bound still there");
+    COMMIT(s);
+    CHECK_STORE(s);
+
+    /* a topic only a group named, marked for blocked PULLs, deleted before anyone asked */
+    GROUP_CREATE(s, "e", "fresh", 1, T0 + 200 * HOUR);
+    REQUIRE_OK(store_group_delete(s, "e", 1, &found, err, sizeof err), err);
+    REQUIRE_OK(store_topic_delete(s, "fresh", 5, &out, &why, err, sizeof err), err);
+    TU_CHECK(out == STORE_TOPIC_DELETED, "fresh: %d", (int)out);
+    int woken = 0;
+    store_take_woken(s, count_woken, &woken); /* must not name the freed topic (ASan) */
+    COMMIT(s);
+    CHECK_STORE(s);
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    TU_CHECK(store_topic_info(s, "bound", 5, &ti) == 0 && store_topic_info(s, "fresh", 5, &ti) == 0,
+             "a deleted topic came back after a reopen");
+    TU_CHECK(store_topic_info(s, "kept", 4, &ti) == 1, "kept is gone");
+    SEND(s, "bound", "u", 0, 0, T0 + 200 * HOUR, NULL);
+    TU_CHECK(store_topic_info(s, "bound", 5, &ti) == 1 && ti.appended == 1 && ti.retained == 1,
+             "sent to again: appended %" PRIu64, ti.appended);
+    CHECK_STORE(s);
+}
+
+/* One purge step (fatal on a storage error); returns what it purged. */
+static uint64_t purge_at(store_t *s, const char *topic, uint64_t *until, int max, int *done, store_topic_del_t *out,
+                         int line)
+{
+    char err[512] = "";
+    uint64_t purged = UINT64_MAX;
+    int rc = store_topic_purge_step(s, topic, strlen(topic), until, max, &purged, done, out, NULL, err, sizeof err);
+    TU_REQUIRE_AT(rc == 0, line, "store_topic_purge_step(%s): %s", topic, err);
+    return purged;
+}
+#define PURGE(s, topic, until, max, done, out) purge_at((s), (topic), (until), (max), (done), (out), __LINE__)
+
+/* TOPIC DEL … PURGE: the retained messages of a topic with no group go in
+ * steps, with their index entries, up to where the purge started; a topic
+ * with a group or with messages on the levels is refused untouched. */
+static void test_topic_purge(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    char err[512] = "";
+    store_topic_del_t out;
+    store_topic_info_t ti;
+    int done = 0;
+    uint64_t until = 0;
+    TU_CHECK(PURGE(s, "none", &until, 10, &done, &out) == 0 && out == STORE_TOPIC_UNKNOWN, "unknown: %d", (int)out);
+    GROUP_CREATE(s, "g", "bound", 1, T0);
+    SEND(s, "bound", "b", 0, 0, T0, NULL);
+    SEND(s, "later", "l", 0, 5 * SEC, T0, NULL);
+    until = 0;
+    TU_CHECK(PURGE(s, "bound", &until, 10, &done, &out) == 0 && out == STORE_TOPIC_IN_USE, "a group: %d", (int)out);
+    until = 0;
+    TU_CHECK(PURGE(s, "later", &until, 10, &done, &out) == 0 && out == STORE_TOPIC_IN_USE, "delayed: %d", (int)out);
+    TU_CHECK(store_topic_info(s, "bound", 5, &ti) == 1 && ti.retained == 1, "bound lost its message");
+
+    for (int i = 0; i < 250; i++)
+        SEND(s, "p", "x", 0, 0, T0, NULL); /* key "k" */
+    COMMIT(s);
+    until = 0;
+    uint64_t total = PURGE(s, "p", &until, 100, &done, &out);
+    TU_CHECK(total == 100 && !done && until > 0, "step 1: %" PRIu64 ", done %d", total, done);
+    COMMIT(s);
+    uint64_t kept = SEND(s, "p", "after the start", 0, 0, T0, NULL); /* past until: kept */
+    for (int step = 2; !done && step < 10; step++) {
+        total += PURGE(s, "p", &until, 100, &done, &out);
+        COMMIT(s);
+    }
+    TU_CHECK(done && total == 250, "purged %" PRIu64 " of 250, done %d", total, done);
+    /* the last step tried to delete the topic: the later message holds it */
+    TU_CHECK(out == STORE_TOPIC_IN_USE, "the purge's end with the later message: %d", (int)out);
+    TU_CHECK(store_topic_info(s, "p", 1, &ti) == 1 && ti.retained == 1, "retained after the purge: %" PRIu64,
+             ti.retained);
+    store_msg_view_t *views = NULL;
+    int n = -1;
+    REQUIRE_OK(store_msg_find(s, "p", 1, "k", 1, 1000, &views, &n, err, sizeof err), err);
+    TU_CHECK(n == 1 && views[0].id == kept, "FIND p k after the purge: %d messages", n);
+    for (int i = 0; i < n; i++)
+        store_msg_view_free(&views[i]);
+    free(views);
+    CHECK_STORE(s); /* every index entry of a purged message went with it */
+    REQUIRE_OK(store_topic_delete(s, "p", 1, &out, &ti, err, sizeof err), err);
+    TU_CHECK(out == STORE_TOPIC_IN_USE && ti.retained == 1, "delete with the later message: %d", (int)out);
+    until = 0;
+    TU_CHECK(PURGE(s, "p", &until, 100, &done, &out) == 1 && done, "the second purge");
+    TU_CHECK(out == STORE_TOPIC_DELETED, "the second purge deleted the topic: %d", (int)out);
+    REQUIRE_OK(store_topic_delete(s, "p", 1, &out, &ti, err, sizeof err), err);
+    TU_CHECK(out == STORE_TOPIC_UNKNOWN, "delete after the purges: %d", (int)out);
+    COMMIT(s);
+    CHECK_STORE(s);
+    CLOSE(&s);
+    s = OPEN_DEFAULT();
+    TU_CHECK(store_topic_info(s, "p", 1, &ti) == 0, "p came back after a reopen");
+    CHECK_STORE(s);
+}
+
+static const tu_test_t topic_tests[] = {
+    { "info", test_topic_info },
+    { "delayed counter", test_topic_delayed },
+    { "gc by cursor", test_topic_gc_by_cursor },
+    { "collect after a grace period", test_topic_collect_grace },
+    { "collection takes the topics in turn", test_topic_collect_in_turn },
+    { "a collection step looks at a bounded number of topics", test_topic_collect_topics_per_step },
+    { "gc by retention", test_topic_gc_retention },
+    { "delete an empty topic", test_topic_delete },
+    { "purge a topic's retained messages in steps", test_topic_purge },
+    { NULL, NULL },
+};
+
+static const tu_suite_t suites[] = {
+    { "topics", topic_tests },
+};
+
+int main(int argc, char **argv)
+{
+    return tu_suites_main(argc, argv, suites, sizeof suites / sizeof suites[0], store_fixture_setup,
+                          store_fixture_teardown);
+}
