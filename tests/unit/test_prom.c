@@ -110,16 +110,25 @@ static int health(buf_t *out, void *arg)
     return -1;
 }
 
+/* An endpoint on 127.0.0.1 at a free port serving render and health with
+ * arg: its port (the test stops on failure). */
+static int start_endpoint(prom_http_t **h, int *arg)
+{
+    char err[200] = "";
+    int port = tu_free_port();
+    TU_REQUIRE(port > 0, "no free port");
+    TU_REQUIRE(prom_http_start(h, "127.0.0.1", (unsigned)port, render, health, arg, err, sizeof err) == 0, "start: %s",
+               err);
+    return port;
+}
+
 
 static void test_endpoint(void)
 {
     static int one = 1;
     char err[200] = "";
     prom_http_t *h = NULL;
-    int port = tu_free_port();
-    TU_REQUIRE(port > 0, "no free port");
-    TU_REQUIRE(prom_http_start(&h, "127.0.0.1", (unsigned)port, render, health, &one, err, sizeof err) == 0,
-               "start: %s", err);
+    int port = start_endpoint(&h, &one);
     char resp[4096];
     TU_REQUIRE(tu_http_get(port, "/metrics", resp, sizeof resp) == 200, "GET /metrics failed");
     CU_ASSERT_PTR_NOT_NULL(strstr(resp, "200"));
@@ -150,12 +159,9 @@ static void test_endpoint(void)
 static void test_endpoint_host(void)
 {
     static int one = 1;
-    char err[200] = "", out[4096];
+    char out[4096];
     prom_http_t *h = NULL;
-    int port = tu_free_port();
-    TU_REQUIRE(port > 0, "no free port");
-    TU_REQUIRE(prom_http_start(&h, "127.0.0.1", (unsigned)port, render, health, &one, err, sizeof err) == 0,
-               "start: %s", err);
+    int port = start_endpoint(&h, &one);
     const char *served[] = { "127.0.0.1", "127.0.0.1:9102", "localhost", "LOCALHOST.:9102", "[::1]:9102", NULL };
     for (int i = 0; served[i] != NULL; i++) {
         int st = tu_http_get_host(port, "/metrics", served[i], out, sizeof out);
@@ -180,12 +186,9 @@ static void test_endpoint_host(void)
 static void test_endpoint_bounded(void)
 {
     static int one = 1;
-    char err[200] = "", reply[512], out[4096];
+    char reply[512], out[4096];
     prom_http_t *h = NULL;
-    int port = tu_free_port();
-    TU_REQUIRE(port > 0, "no free port");
-    TU_REQUIRE(prom_http_start(&h, "127.0.0.1", (unsigned)port, render, health, &one, err, sizeof err) == 0,
-               "start: %s", err);
+    int port = start_endpoint(&h, &one);
     long sent = tu_http_flood_headers(port, (size_t)64 << 20, reply, sizeof reply);
     TU_REQUIRE(sent >= 0, "connect to the endpoint");
     TU_CHECK(sent < (16L << 20), "the endpoint took %ld MiB of header lines, want it to close before 16 MiB",
@@ -200,12 +203,9 @@ static void test_endpoint_bounded(void)
 static void test_endpoint_trickle(void)
 {
     static int one = 1;
-    char err[200] = "", reply[512] = "";
+    char reply[512] = "";
     prom_http_t *h = NULL;
-    int port = tu_free_port();
-    TU_REQUIRE(port > 0, "no free port");
-    TU_REQUIRE(prom_http_start(&h, "127.0.0.1", (unsigned)port, render, health, &one, err, sizeof err) == 0,
-               "start: %s", err);
+    int port = start_endpoint(&h, &one);
     /* a byte every 200 ms for up to 25 s, reading whatever the endpoint answers */
     double waited = tu_http_trickle(port, 25.0, reply, sizeof reply);
     TU_REQUIRE(waited >= 0, "connect");
@@ -222,12 +222,9 @@ static void test_endpoint_trickle(void)
 static void test_endpoint_max_connections(void)
 {
     static int one = 1;
-    char err[200] = "", out[4096];
+    char out[4096];
     prom_http_t *h = NULL;
-    int port = tu_free_port();
-    TU_REQUIRE(port > 0, "no free port");
-    TU_REQUIRE(prom_http_start(&h, "127.0.0.1", (unsigned)port, render, health, &one, err, sizeof err) == 0,
-               "start: %s", err);
+    int port = start_endpoint(&h, &one);
     int fds[64];
     for (int i = 0; i < 64; i++) {
         fds[i] = tu_tcp_connect(port);
