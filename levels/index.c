@@ -128,26 +128,37 @@ void idx_home_put(store_t *s, const msg_t *m, const idx_place_t *p, int with_key
 
 /* ---- the key index's count records ---------------------------------------------------- */
 
-/* The count record of prefix ('K' topic 0 klen key: keys.h) as the pending
- * batch leaves it: key_count_batch, else committed data. 0 when there is
- * none (or a read failed: then the store is broken, so the batch holding
- * the count written next is never committed). */
+/* The committed count record of prefix ('K' topic 0 klen key: keys.h) into
+ * *n (0 when there is none): 0, or -1 on a read error (err set). */
+static int key_count_committed(store_t *s, const key_buf_t *prefix, uint64_t *n, char *err, size_t errlen)
+{
+    char *v;
+    size_t vlen;
+    int found = store_get(s, prefix, &v, &vlen, err, errlen);
+    if (found < 0) {
+        return -1;
+    }
+    *n = found && vlen == 8 ? be64_get(v) : 0;
+    if (found) {
+        leveldb_free(v);
+    }
+    return 0;
+}
+
+/* prefix's count as the pending batch leaves it: key_count_batch, else
+ * committed data. 0 when there is none (or a read failed: then the store is
+ * broken, so the batch holding the count written next is never committed). */
 static uint64_t key_count_get(store_t *s, const key_buf_t *prefix)
 {
     uintptr_t at = (uintptr_t)map_get(&s->key_count_batch, prefix->b, prefix->n);
     if (at != 0) {
         return (uint64_t)(at - 1);
     }
-    char *v, err[300];
-    size_t vlen;
-    int found = store_get(s, prefix, &v, &vlen, err, sizeof err);
-    if (found < 0) {
+    char err[300];
+    uint64_t n;
+    if (key_count_committed(s, prefix, &n, err, sizeof err) != 0) {
         store_break(s, err);
         return 0;
-    }
-    uint64_t n = found && vlen == 8 ? be64_get(v) : 0;
-    if (found) {
-        leveldb_free(v);
     }
     return n;
 }
@@ -197,15 +208,8 @@ int idx_key_ids(store_t *s, const char *topic, size_t tlen, const char *key, siz
     uint64_t want = UINT64_MAX;
     if (s->key_counts) {
         /* committed data, as the walk below reads it (not key_count_batch) */
-        char *v;
-        size_t vlen;
-        int found = store_get(s, &k, &v, &vlen, err, errlen);
-        if (found < 0) {
+        if (key_count_committed(s, &k, &want, err, errlen) != 0) {
             return -1;
-        }
-        want = found && vlen == 8 ? be64_get(v) : 0;
-        if (found) {
-            leveldb_free(v);
         }
         if (want == 0) {
             return 0; /* no message has the key: no seek at all */
