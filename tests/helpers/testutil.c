@@ -1062,6 +1062,26 @@ long tu_http_flood_headers(int port, size_t limit, char *reply, size_t replylen)
     return (long)sent;
 }
 
+int tu_http_fill(int port, int n, int *fds, char *reply, size_t replylen)
+{
+    reply[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        fds[i] = tu_tcp_connect(port);
+        if (fds[i] < 0) {
+            while (i-- > 0)
+                close(fds[i]);
+            return -1;
+        }
+    }
+    const char *req = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    if (send(fds[n - 1], req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req))
+        return 0;
+    struct pollfd p = { .fd = fds[n - 1], .events = POLLIN };
+    ssize_t r = poll(&p, 1, 10000) == 1 ? recv(fds[n - 1], reply, replylen - 1, 0) : -1;
+    reply[r > 0 ? r : 0] = '\0';
+    return r > 12 && strncmp(reply, "HTTP/1.1 200", 12) == 0;
+}
+
 double tu_http_trickle(int port, double limit_s, char *reply, size_t replylen)
 {
     reply[0] = '\0';

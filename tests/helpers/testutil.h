@@ -86,6 +86,13 @@ int tu_http_get_host(int port, const char *path, const char *host, char *out, si
  * reply[replylen], "" when none. */
 long tu_http_flood_headers(int port, size_t limit, char *reply, size_t replylen);
 
+/* Open n connections to 127.0.0.1:port into fds[n] (the caller closes
+ * them) and send a GET /healthz on the last one: 1 when it was answered 200
+ * within 10 s (the reply in reply[replylen]), 0 when not, -1 (none left open)
+ * when a connect failed. A connection cap's test: the n are accepted and
+ * counted before the next. */
+int tu_http_fill(int port, int n, int *fds, char *reply, size_t replylen);
+
 /* A slowloris client: a GET of /metrics on 127.0.0.1:port sent a byte every
  * 200 ms (the head never ends), until the server answers or closes, or
  * limit_s pass. Its answer in reply[replylen] (empty: none); returns the

@@ -1504,17 +1504,10 @@ static void test_metrics_slowloris(void)
              "a trickled head after %.1f s: '%.80s', want 408 after 10 s", waited, reply);
 
     int fds[64];
-    for (int k = 0; k < 64; k++) {
-        fds[k] = tu_tcp_connect(port);
-        BP_REQUIRE(fds[k] >= 0, "connection %d", k);
-    }
     /* the 64 are accepted (and counted) before the 65th: a request on the last one is answered */
-    const char *req = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-    BP_REQUIRE(send(fds[63], req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req), "send");
-    struct pollfd p = { .fd = fds[63], .events = POLLIN };
-    BP_CHECK(poll(&p, 1, 10000) == 1 && recv(fds[63], out, sizeof out - 1, 0) > 12 &&
-                 strncmp(out, "HTTP/1.1 200", 12) == 0,
-             "the 64th connection's request: '%.80s'", out);
+    int filled = tu_http_fill(port, 64, fds, out, sizeof out);
+    BP_REQUIRE(filled >= 0, "64 connections to the metrics port");
+    BP_CHECK(filled == 1, "the 64th connection's request: '%.80s'", out);
     int st = tu_http_get(port, "/metrics", out, sizeof out);
     BP_CHECK(st == 503 && strstr(out, "the metrics port has 64 connections open (at most 64)") != NULL,
              "past 64 connections: %d '%.300s', want 503", st, out);

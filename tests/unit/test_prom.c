@@ -226,17 +226,10 @@ static void test_endpoint_max_connections(void)
     prom_http_t *h = NULL;
     int port = start_endpoint(&h, &one);
     int fds[64];
-    for (int i = 0; i < 64; i++) {
-        fds[i] = tu_tcp_connect(port);
-        TU_REQUIRE(fds[i] >= 0, "connection %d", i);
-    }
     /* the 64 are accepted (and counted) before the 65th: a request on the last one is answered */
-    const char *req = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-    TU_REQUIRE(send(fds[63], req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req), "send");
-    struct pollfd p = { .fd = fds[63], .events = POLLIN };
-    TU_CHECK(poll(&p, 1, 10000) == 1 && recv(fds[63], out, sizeof out - 1, 0) > 12 &&
-                 strncmp(out, "HTTP/1.1 200", 12) == 0,
-             "the 64th connection's request: '%.80s'", out);
+    int filled = tu_http_fill(port, 64, fds, out, sizeof out);
+    TU_REQUIRE(filled >= 0, "64 connections");
+    TU_CHECK(filled == 1, "the 64th connection's request: '%.80s'", out);
     int st = tu_http_get(port, "/metrics", out, sizeof out);
     TU_CHECK(st == 503 && strstr(out, "the metrics port has 64 connections open (at most 64)") != NULL &&
                  strstr(out, "Retry-After") != NULL,
