@@ -211,6 +211,11 @@ int idx_key_ids(store_t *s, const char *topic, size_t tlen, const char *key, siz
         if (key_count_committed(s, &k, &want, err, errlen) != 0) {
             return -1;
         }
+        if (map_get(&s->key_count_batch, k.b, k.n) == NULL) {
+            /* the pending batch has not changed it: the SEND that follows a DEDUP lookup (key_count_add) reads it
+             * here instead of a second Get of the same record */
+            map_put(&s->key_count_batch, k.b, k.n, (void *)(uintptr_t)(want + 1));
+        }
         if (want == 0) {
             return 0; /* no message has the key: no seek at all */
         }

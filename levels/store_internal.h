@@ -224,7 +224,7 @@ struct store {
     /* index.c: 1 when each (topic, key) with 'K' entries has its count record
      * (format 5, 'M' "keycounts"); 0 while a check reads an older format */
     int key_counts;
-    map_t key_count_batch; /* 'K' prefix → 1 + its count as the pending batch leaves it */
+    map_t key_count_batch; /* 'K' prefix → 1 + its count as the pending batch leaves it, or as last read */
     idx_sent_t *sent;      /* the first message sent with each of those keys */
     size_t nsent, capsent;
 };
