@@ -40,7 +40,8 @@
  *  - Times are milliseconds: durations as uint32_t/uint64_t, absolute times as
  *    Unix epoch milliseconds (uint64_t).
  *
- * Link with `pkg-config --cflags --libs hourglass`.
+ * Link with `pkg-config --cflags --libs hourglass` (add libmariadb when the
+ * program calls MariaDB Connector/C itself, e.g. on hg_order_db_mysql's MYSQL *).
  */
 #ifndef HOURGLASS_HOURGLASS_H
 #define HOURGLASS_HOURGLASS_H
