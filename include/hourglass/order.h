@@ -40,10 +40,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* hg_err_t and hg_client_t, for hg_order_timeout_send (a client call). This
- * header is also included at the end of hourglass.h; the include guards make
- * either order of the two work. */
-#include "hourglass.h"
+/* hg_err_t and hg_client_t, for hg_order_timeout_send (a client call). */
+#include "err.h"
 
 #ifdef __cplusplus
 extern "C" {
