@@ -85,12 +85,15 @@
                   "also checks the server's certificate against mysql-tls-ca-file and its name against mysql-host"), \
           .words = "off|on|verify" },                                                                                \
         { CFG_KEY("mysql-tls-ca-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_tls_ca_file),             \
-                  "PEM CA file the MariaDB server's certificate must chain to (required by mysql-tls verify)") },    \
+                  "PEM CA file the MariaDB server's certificate must chain to (required by mysql-tls verify)"),      \
+          .hint = "FILE" },                                                                                          \
         { CFG_KEY("mysql-tls-cert-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_tls_cert_file),         \
-                  "PEM client certificate for MariaDB (a user created REQUIRE X509), with mysql-tls-key-file") },    \
+                  "PEM client certificate for MariaDB (a user created REQUIRE X509), with mysql-tls-key-file"),      \
+          .hint = "FILE" },                                                                                          \
     {                                                                                                                \
         CFG_KEY("mysql-tls-key-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_tls_key_file),             \
-                "the private key of mysql-tls-cert-file (PEM, unencrypted)")                                         \
+                "the private key of mysql-tls-cert-file (PEM, unencrypted)"),                                        \
+            .hint = "FILE"                                                                                           \
     }
 
 /* ms as whole seconds for the client library, rounding up. */
