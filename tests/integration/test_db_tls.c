@@ -10,6 +10,8 @@
  *   on            tls on: Ssl_cipher not empty, TLS 1.2 or 1.3, an AEAD suite
  *   verify        the right CA: connected; another CA: refused (2026) naming
  *                 the certificate
+ *   client cert   a user created REQUIRE X509 logs in with tls_cert_file and
+ *                 tls_key_file, and is refused without them
  *   plaintext     tls off against require_secure_transport = ON: refused, the
  *                 message points at mysql-tls; tls on passes the same server
  *   inputs        a missing file, no PEM in it, verify without a CA, a
@@ -43,11 +45,12 @@
 #include <mysql.h>
 
 #define CONSUMER_PATH HG_BUILDDIR "/hourglass-consumer"
+#define CLI_PATH      HG_BUILDDIR "/hourglass-cli"
 
 static tu_mariadb_t server;
 static tc_certs_t pki;
 static char pki_dir[512];
-static char opt_cert[700], opt_key[700];
+static char opt_cert[700], opt_key[700], opt_ca[700];
 static const char *server_args[TU_MARIADB_MAX_EXTRA + 1];
 
 /* Server flags: the certificate and key, then the extra ones (NULL-ended). */
@@ -56,6 +59,7 @@ static void set_server_args(const char *a, const char *b)
     size_t n = 0;
     server_args[n++] = opt_cert;
     server_args[n++] = opt_key;
+    server_args[n++] = opt_ca;
     if (a != NULL)
         server_args[n++] = a;
     if (b != NULL)
@@ -72,6 +76,7 @@ static int suite_init(void)
     }
     snprintf(opt_cert, sizeof opt_cert, "--ssl-cert=%s", pki.server);
     snprintf(opt_key, sizeof opt_key, "--ssl-key=%s", pki.server_key);
+    snprintf(opt_ca, sizeof opt_ca, "--ssl-ca=%s", pki.ca); /* for the client certificates */
     set_server_args(NULL, NULL);
     server.extra_args = server_args;
     server.tcp_port = tu_free_port();
@@ -82,7 +87,9 @@ static int suite_init(void)
     MYSQL *m = sql_connect_root(&server, NULL);
     if (m == NULL || sql_query(m, "CREATE DATABASE shop") != 0 ||
         sql_query(m, "CREATE USER 'app'@'%' IDENTIFIED BY 'pw'") != 0 ||
-        sql_query(m, "GRANT ALL ON shop.* TO 'app'@'%'") != 0) {
+        sql_query(m, "GRANT ALL ON shop.* TO 'app'@'%'") != 0 ||
+        sql_query(m, "CREATE USER 'cert'@'%' IDENTIFIED BY 'pw' REQUIRE X509") != 0 ||
+        sql_query(m, "GRANT ALL ON shop.* TO 'cert'@'%'") != 0) {
         if (m != NULL)
             mysql_close(m);
         return -1;
@@ -191,6 +198,48 @@ static void test_verify(void)
     TU_CHECK(code == 2026, "code %u, want 2026 (TLS)", code);
     TU_CHECK(strstr(msg, "certificate") != NULL, "'%s' does not name the certificate", msg);
     TU_CHECK(strstr(msg, "mysql-tls-ca-file") != NULL, "'%s' does not point at mysql-tls-ca-file", msg);
+
+    /* The keys reach a program's connection: hourglass-cli with the other CA. */
+    char port[16], out[4096];
+    snprintf(port, sizeof port, "%d", server.tcp_port);
+    const char *argv[] = { CLI_PATH,
+                           "orders",
+                           "show",
+                           "1",
+                           "--mysql-host",
+                           "127.0.0.1",
+                           "--mysql-port",
+                           port,
+                           "--mysql-user",
+                           "app",
+                           "--mysql-password",
+                           "pw",
+                           "--mysql-database",
+                           "shop",
+                           "--mysql-tls",
+                           "verify",
+                           "--mysql-tls-ca-file",
+                           pki.other_ca,
+                           NULL };
+    int rc = tu_run_capture(argv, out, sizeof out);
+    TU_CHECK(rc == 3 && strstr(out, "2026") != NULL && strstr(out, "mysql-tls") != NULL,
+             "hourglass-cli with another CA: exit %d, want 3 and a TLS error: %s", rc, out);
+}
+
+/* A user created REQUIRE X509: in with mysql-tls-cert-file / -key-file,
+ * refused without. */
+static void test_client_certificate(void)
+{
+    char version[32], msg[600];
+    unsigned code = 0;
+    hg_order_db_params_t p = params(HG_ORDER_TLS_VERIFY, pki.ca);
+    p.user = "cert";
+    p.tls_cert_file = pki.client;
+    p.tls_key_file = pki.client_key;
+    expect_tls(&p, version, sizeof version);
+    p.tls_cert_file = p.tls_key_file = NULL;
+    expect_refused(&p, &code, msg, sizeof msg);
+    TU_CHECK(code == 1045, "without the certificate: code %u, want 1045", code);
 }
 
 static void test_plaintext_refused(void)
@@ -326,6 +375,7 @@ static void test_no_tls_refused(void)
 static const tu_test_t tests[] = {
     { "tls on: encrypted, TLS 1.2+, AEAD", test_on },
     { "verify: the right CA connects, another is refused", test_verify },
+    { "a client certificate for a user REQUIRE X509", test_client_certificate },
     { "plaintext against require_secure_transport: points at mysql-tls", test_plaintext_refused },
     { "bad inputs name the field and the key", test_inputs },
     { "a TLS 1.2 server: an ECDHE AEAD suite", test_tls12 },
