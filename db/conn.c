@@ -401,10 +401,13 @@ static void tls_options(const db_conn_t *c, MYSQL *m)
 }
 
 /* What a failed connect's message adds, for the errors whose cause is TLS
- * (or its absence) but whose text does not say so; "" otherwise. */
+ * (or its absence) but whose text does not say so; "" otherwise. A refused
+ * plaintext login over TCP may be require_secure_transport's (MariaDB
+ * answers it with the same 1045 as a wrong password). */
 static const char *tls_connect_hint(const db_conn_t *c, unsigned code)
 {
-    if (code == ER_ACCESS_DENIED_ERROR && c->tls == HG_ORDER_TLS_OFF)
+    int over_tcp = c->socket == NULL && c->host != NULL && strcmp(c->host, "localhost") != 0;
+    if (code == ER_ACCESS_DENIED_ERROR && c->tls == HG_ORDER_TLS_OFF && over_tcp) /* the socket counts as secure */
         return " (if the password is right: a server with require_secure_transport = ON refuses a login "
                "without TLS with this same error; set mysql-tls to on or verify)";
     if (code == CR_SSL_CONNECTION_ERROR && c->tls != HG_ORDER_TLS_OFF)
