@@ -18,6 +18,8 @@
  *                 certificate without its key, a file with tls off: the
  *                 library's error names the field, hourglass-consumer
  *                 --check-config's names the key (exit 2)
+ *   wrong name    a certificate of the right CA for db.example: on takes it,
+ *                 verify refuses it (2026)
  *   tls12         a server limited to TLS 1.2: an ECDHE AEAD suite
  *   weak          a server offering only ECDHE-ECDSA-AES128-SHA (CBC, SHA-1
  *                 MAC) on TLS 1.2: refused, on and verify alike
@@ -325,6 +327,53 @@ static void test_inputs(void)
     expect_input_error(&p, "tls: 7", f7, "mysql-tls: 'yes' is not one of off|on|verify");
 }
 
+/* A server certificate of the right CA for another name (db.example): on
+ * (the chain checked, not the name) connects, verify refuses it. */
+static void test_wrong_name(void)
+{
+    char cert[700], key[700], out[4096], msg[600], version[32];
+    unsigned code = 0;
+    snprintf(cert, sizeof cert, "%s/other-name.pem", pki_dir);
+    snprintf(key, sizeof key, "%s/other-name.key", pki_dir);
+    const char *argv[] = { TC_OPENSSL,
+                           "req",
+                           "-x509",
+                           "-newkey",
+                           "ec",
+                           "-pkeyopt",
+                           "ec_paramgen_curve:P-256",
+                           "-nodes",
+                           "-keyout",
+                           key,
+                           "-out",
+                           cert,
+                           "-subj",
+                           "/CN=db.example",
+                           "-addext",
+                           "subjectAltName=DNS:db.example",
+                           "-CA",
+                           pki.ca,
+                           "-CAkey",
+                           pki.ca_key,
+                           "-days",
+                           "2",
+                           NULL };
+    TU_REQUIRE(tu_run_capture(argv, out, sizeof out) == 0, "openssl: %s", out);
+    char saved_cert[700], saved_key[700];
+    snprintf(saved_cert, sizeof saved_cert, "%s", opt_cert);
+    snprintf(saved_key, sizeof saved_key, "%s", opt_key);
+    snprintf(opt_cert, sizeof opt_cert, "--ssl-cert=%s", cert);
+    snprintf(opt_key, sizeof opt_key, "--ssl-key=%s", key);
+    restart_with(NULL, NULL);
+    hg_order_db_params_t p = params(HG_ORDER_TLS_ON, pki.ca);
+    expect_tls(&p, version, sizeof version);
+    p = params(HG_ORDER_TLS_VERIFY, pki.ca);
+    expect_refused(&p, &code, msg, sizeof msg);
+    TU_CHECK(code == 2026, "verify, certificate for db.example: code %u, want 2026", code);
+    snprintf(opt_cert, sizeof opt_cert, "%s", saved_cert);
+    snprintf(opt_key, sizeof opt_key, "%s", saved_key);
+}
+
 static void test_tls12(void)
 {
     char version[32];
@@ -378,6 +427,7 @@ static const tu_test_t tests[] = {
     { "a client certificate for a user REQUIRE X509", test_client_certificate },
     { "plaintext against require_secure_transport: points at mysql-tls", test_plaintext_refused },
     { "bad inputs name the field and the key", test_inputs },
+    { "verify: a certificate for another name is refused, on takes it", test_wrong_name },
     { "a TLS 1.2 server: an ECDHE AEAD suite", test_tls12 },
     { "a server offering only CBC/SHA-1: refused", test_weak_suite_refused },
     { "a server without TLS: refused", test_no_tls_refused },
