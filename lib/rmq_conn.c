@@ -467,6 +467,7 @@ static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
     }
     r->next_seq = 1;
     r->batch_n = 0;
+    r->alive_ms = clock_mono_ms();
     return HG_OK;
 }
 
@@ -714,6 +715,7 @@ static hg_err_t handle_method(rmq_t *r, const amqp_frame_t *f)
         else
             r->ready = dm;
         r->ready_tail = dm;
+        r->alive_ms = clock_mono_ms(); /* the node serves this consumer: rmq_probe_idle waits */
         return HG_OK;
     }
     case AMQP_BASIC_ACK_METHOD: {
