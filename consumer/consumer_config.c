@@ -13,7 +13,6 @@
 
 #include "consumer/consumer_config.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,13 +31,7 @@
  * PULL fails after every backoff, every ACK of a batch in hand fails): the
  * same text at most once per 10 s with a count, and one line when a worker
  * connects again (common/log_limit.h). Lives as long as the process. */
-static log_limit_t broker_log;
-static pthread_once_t broker_log_once = PTHREAD_ONCE_INIT;
-
-static void broker_log_init(void)
-{
-    log_limit_init(&broker_log, "the broker answers", LOG_LIMIT_INTERVAL_MS);
-}
+static log_limit_t broker_log = LOG_LIMIT_INITIALIZER("the broker answers", LOG_LIMIT_INTERVAL_MS);
 
 /* The consumer loop's log callback: 0 error, 1 warning, 2 info. A failure's
  * key is its text without the "worker N: " in front (every worker fails
@@ -47,7 +40,6 @@ static void broker_log_init(void)
 static void library_log(int level, const char *message, void *arg)
 {
     (void)arg;
-    pthread_once(&broker_log_once, broker_log_init);
     if (level >= 2) {
         if (strstr(message, ": reconnected to ") != NULL)
             log_limit_ok(&broker_log);
