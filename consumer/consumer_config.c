@@ -35,14 +35,11 @@ static log_limit_t broker_log = LOG_LIMIT_INITIALIZER("the broker answers", LOG_
 
 /* The consumer loop's log callback: 0 error, 1 warning, 2 info. A failure's
  * key is its text without the "worker N: " in front (every worker fails
- * alike); the loop's "worker N: reconnected to …" ends an outage. Any
- * worker thread. */
+ * alike). Any worker thread. */
 static void library_log(int level, const char *message, void *arg)
 {
     (void)arg;
     if (level >= 2) {
-        if (strstr(message, ": reconnected to ") != NULL)
-            log_limit_ok(&broker_log);
         log_msg(LOG_LEVEL_INFO, "%s", message);
         return;
     }
@@ -52,6 +49,24 @@ static void library_log(int level, const char *message, void *arg)
     if (sscanf(message, "worker %u: %n", &worker, &skip) == 1 && skip > 0)
         key = message + skip;
     log_limit_fail(&broker_log, level <= 0 ? LOG_LEVEL_ERROR : LOG_LEVEL_WARN, key, "%s", message);
+}
+
+/* The consumer loop's connection events: a client that connects (a worker's
+ * first connection, after the broker was down at the start or a reload made
+ * a new consumer) or reconnects ends an outage: the recovery line, before the
+ * loop's own "worker N: reconnected to …". Any worker thread. */
+static void library_conn_event(hg_conn_event_t event, const char *who, const char *address, void *arg)
+{
+    (void)event;
+    (void)who;
+    (void)address;
+    (void)arg;
+    log_limit_ok(&broker_log);
+}
+
+void consumer_config_loop_events(hg_consumer_t *c)
+{
+    hg_consumer_set_conn_event_fn(c, library_conn_event, NULL);
 }
 
 /* ------------------------------------------------------------------ configuration */

@@ -505,6 +505,7 @@ static hg_consumer_t *make_consumer(app_t *app)
         log_msg(LOG_LEVEL_ERROR, "consumer: %s", e.message);
         return NULL;
     }
+    consumer_config_loop_events(c);
     return c;
 }
 
