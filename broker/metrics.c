@@ -43,9 +43,16 @@ int metrics_info_mask(const char *name, size_t len)
         const char *name;
         int mask;
     } sections[] = {
-        { "server", INFO_SERVER },   { "clients", INFO_CLIENTS }, { "levels", INFO_LEVELS }, { "groups", INFO_GROUPS },
-        { "storage", INFO_STORAGE }, { "stats", INFO_STATS },     { "all", INFO_ALL },       { "default", INFO_ALL },
-        { "everything", INFO_ALL },  { "memory", INFO_MEMORY },
+        { "server", INFO_SERVER },
+        { "clients", INFO_CLIENTS },
+        { "levels", INFO_LEVELS },
+        { "groups", INFO_GROUPS | INFO_GROUPS_EVERY },
+        { "storage", INFO_STORAGE },
+        { "stats", INFO_STATS },
+        { "all", INFO_ALL | INFO_GROUPS_EVERY },
+        { "default", INFO_ALL },
+        { "everything", INFO_ALL | INFO_GROUPS_EVERY },
+        { "memory", INFO_MEMORY },
     };
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
         if (strlen(sections[i].name) == len && strncasecmp(sections[i].name, name, len) == 0) {
@@ -58,10 +65,18 @@ int metrics_info_mask(const char *name, size_t len)
 /* ---- INFO ----------------------------------------------------------------------- */
 
 typedef struct group_acc {
-    buf_t *out;
     uint64_t n, ready, inflight, retry, dlq;
-    int list;
 } group_acc_t;
+
+static void info_group_line(buf_t *out, const char *group, const store_group_info_t *gi)
+{
+    buf_printf(out,
+               "group_%s:topic=%s,ready=%llu,backlog=%llu,retry_ready=%llu,retry_delayed=%llu,"
+               "inflight=%llu,dlq=%llu,max_reconsume=%u\r\n",
+               group, gi->topic, (unsigned long long)gi->ready, (unsigned long long)gi->backlog,
+               (unsigned long long)gi->retry_ready, (unsigned long long)gi->retry_delayed,
+               (unsigned long long)gi->inflight, (unsigned long long)gi->dlq, gi->max_reconsume);
+}
 
 static int info_group(void *ctx, const char *group, const store_group_info_t *gi)
 {
@@ -71,14 +86,7 @@ static int info_group(void *ctx, const char *group, const store_group_info_t *gi
     a->inflight += gi->inflight;
     a->retry += gi->retry_ready + gi->retry_delayed;
     a->dlq += gi->dlq;
-    if (a->list) {
-        buf_printf(a->out,
-                   "group_%s:topic=%s,ready=%llu,backlog=%llu,retry_ready=%llu,retry_delayed=%llu,"
-                   "inflight=%llu,dlq=%llu,max_reconsume=%u\r\n",
-                   group, gi->topic, (unsigned long long)gi->ready, (unsigned long long)gi->backlog,
-                   (unsigned long long)gi->retry_ready, (unsigned long long)gi->retry_delayed,
-                   (unsigned long long)gi->inflight, (unsigned long long)gi->dlq, gi->max_reconsume);
-    }
+    (void)group;
     return 0;
 }
 
@@ -121,16 +129,26 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
             buf_append(o, "\r\n", 2);
         }
         buf_printf(o, "# Groups\r\n");
-        group_acc_t a = { .out = o, .list = 1 };
+        /* Every group's line only when asked for them (INFO groups, all,
+         * everything); else the first INFO_GROUPS_LISTED by name. */
+        store_group_row_t *rows;
+        size_t nrows;
+        store_group_page(s, NULL, (mask & INFO_GROUPS_EVERY) ? 0 : INFO_GROUPS_LISTED, &rows, &nrows);
+        for (size_t i = 0; i < nrows; i++) {
+            info_group_line(o, rows[i].name, &rows[i].info);
+        }
+        free(rows);
+        group_acc_t a = { 0 };
         store_group_foreach(s, info_group, &a);
         uint64_t deleting, deleting_entries;
         store_groups_deleting(s, &deleting, &deleting_entries);
         buf_printf(o,
                    "groups:%llu\r\nready:%llu\r\ninflight:%llu\r\ninflight_unwritten:%llu\r\nretry:%llu\r\n"
-                   "dlq:%llu\r\ngroups_deleting:%llu\r\ngroups_deleting_entries:%llu\r\n",
+                   "dlq:%llu\r\ngroups_deleting:%llu\r\ngroups_deleting_entries:%llu\r\ngroups_unlisted:%llu\r\n",
                    (unsigned long long)a.n, (unsigned long long)a.ready, (unsigned long long)a.inflight,
                    (unsigned long long)store_leases_unwritten(s), (unsigned long long)a.retry,
-                   (unsigned long long)a.dlq, (unsigned long long)deleting, (unsigned long long)deleting_entries);
+                   (unsigned long long)a.dlq, (unsigned long long)deleting, (unsigned long long)deleting_entries,
+                   (unsigned long long)(a.n - nrows));
     }
     if (mask & INFO_STORAGE) {
         if (lead || o->len) {

@@ -56,6 +56,8 @@
  *    SEND queued behind it, are answered in milliseconds, not seconds; a
  *    GET or FIND of a message reads its own topic's groups only (5 000 of
  *    each take under 10 times what they took before the groups, + 250 ms);
+ *  - info_groups: a plain INFO lists the first 100 of 150 groups and says 50
+ *    are unlisted; INFO groups / all / everything list all 150;
  *  - disk_back: the broker's own SENDs of 60 KiB fill a 48 MiB tmpfs, which
  *    then grows to 96 MiB: the first SEND once INFO says writes resumed is
  *    acknowledged, and disk_full_events is 1.
@@ -1302,6 +1304,75 @@ static uint64_t timed_pipeline(rc_conn_t *c, int n, const char *a0, const char *
     return tu_now_mono_ms() - t0;
 }
 
+/* INFO with many groups: a plain INFO (or INFO default), which monitoring
+ * polls every second, lists the first 100 groups by name and says how many
+ * it left out (groups_unlisted); INFO groups, all and everything list every
+ * group. Before, a plain INFO held a line per group: 1.1 MB at 10 000 groups.
+ * 150 groups here (100 listed + 50). */
+static size_t info_group_lines(const char *section, char *first, size_t firstlen, char *unlisted, size_t unlistedlen)
+{
+    char d[200];
+    resp_reply_t *r = section != NULL ? rc_cmd(&bt_conn, "INFO", section, NULL) : rc_cmd(&bt_conn, "INFO", NULL);
+    BP_REQUIRE(r != NULL && r->str != NULL, "INFO %s: %s", section ? section : "",
+               r != NULL ? rc_describe(r, d, sizeof d) : bt_conn.err);
+    size_t n = 0;
+    first[0] = '\0';
+    for (const char *p = r->str; (p = strstr(p, "\r\ngroup_g")) != NULL /* not group_commits */; p += 2) {
+        if (n++ == 0) {
+            snprintf(first, firstlen, "%.*s", (int)strcspn(p + 2, ":"), p + 2);
+        }
+    }
+    if (rc_info_field(r, "groups_unlisted", unlisted, unlistedlen) != 0) {
+        snprintf(unlisted, unlistedlen, "(none)");
+    }
+    resp_reply_free(r);
+    return n;
+}
+
+static void test_info_groups(void)
+{
+    enum {
+        GROUPS = 150,
+        LISTED = 100
+    };
+    bt_start(NULL);
+    bt_conn.timeout_ms = 60000;
+    for (int i = GROUPS - 1; i >= 0; i--) { /* created in reverse: the listing is by name, not by creation */
+        char g[32];
+        snprintf(g, sizeof g, "g%03d", i);
+        rc_appendl(&bt_conn, "GROUP", "CREATE", g, "orders", NULL);
+    }
+    BP_REQUIRE(rc_flush(&bt_conn, 60000) == 0, "%s", bt_conn.err);
+    for (int i = 0; i < GROUPS; i++) {
+        resp_reply_t *r = rc_read(&bt_conn, 60000);
+        char d[200];
+        BP_REQUIRE(r != NULL && r->type == RESP_REPLY_STATUS, "GROUP CREATE %d: %s", i,
+                   r != NULL ? rc_describe(r, d, sizeof d) : bt_conn.err);
+        resp_reply_free(r);
+    }
+    static const struct {
+        const char *section;
+        size_t lines;
+        const char *unlisted;
+    } want[] = {
+        { NULL, LISTED, "50" }, { "default", LISTED, "50" },   { "groups", GROUPS, "0" },
+        { "all", GROUPS, "0" }, { "everything", GROUPS, "0" }, { "GROUPS", GROUPS, "0" },
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        char first[64], unlisted[32];
+        size_t n = info_group_lines(want[i].section, first, sizeof first, unlisted, sizeof unlisted);
+        BP_CHECK(n == want[i].lines && strcmp(first, "group_g000") == 0 && strcmp(unlisted, want[i].unlisted) == 0,
+                 "INFO %s with %d groups: %zu group lines (want %zu), the first %s (want group_g000), "
+                 "groups_unlisted %s (want %s)",
+                 want[i].section ? want[i].section : "", GROUPS, n, want[i].lines, first, unlisted, want[i].unlisted);
+    }
+    char v[32], e[256];
+    BP_CHECK(bp_info_field(&bt_conn, "groups", v, sizeof v, e, sizeof e) == 0 && atoi(v) == GROUPS,
+             "INFO groups: %s (%s), want %d", v, e, GROUPS);
+    BP_CHECK(bp_info_field(&bt_conn, "group_g099", v, sizeof v, e, sizeof e) == 0, "INFO lists g099: %s", e);
+    BP_CHECK(bp_info_field(&bt_conn, "group_g100", v, sizeof v, e, sizeof e) != 0, "a plain INFO lists g100: %s", v);
+}
+
 static void test_many_topics(void)
 {
     enum {
@@ -1397,6 +1468,7 @@ int main(int argc, char **argv)
         { "disk_reserve_warning", test_disk_reserve_warning },
         { "burst_memory", test_burst_memory },
         { "many_topics", test_many_topics },
+        { "info_groups", test_info_groups },
         { NULL, NULL },
     };
     return bt_main(argc, argv, "limits", tests);
