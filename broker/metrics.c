@@ -18,6 +18,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "levels/msg.h"
 
 static const double lateness_bounds[] = { 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
@@ -281,12 +282,29 @@ void metrics_info_loop_tail(buf_t *out, int mask, const loop_info_t *li)
  * the page (and the time series database) grow without end. */
 static void prom_topics(buf_t *o, store_t *s, long long max_topics)
 {
-    store_topic_row_t *topics;
-    store_group_row_t *groups;
-    size_t ntopics, ngroups;
-    store_topic_rows(s, &topics, &ntopics);
-    store_group_rows(s, 1, &groups, &ngroups);
-    size_t shown = max_topics >= 0 && (size_t)max_topics < ntopics ? (size_t)max_topics : ntopics;
+    /* The shown topics picked and their groups read from each (store_topic_page,
+     * store_topic_group_rows), not every topic and group copied and sorted:
+     * at 10 000 of each a scrape with the default 100 sorted 20 000 rows. */
+    store_topic_row_t *topics = NULL;
+    store_group_row_t *groups = NULL;
+    size_t ntopics = store_topic_count(s), shown = 0, ngroups = 0, cap = 0;
+    if (max_topics != 0) {
+        store_topic_page(s, NULL, max_topics > 0 ? (size_t)max_topics : 0, &topics, &shown);
+    }
+    for (size_t i = 0; i < shown; i++) {
+        store_group_row_t *rows;
+        size_t n;
+        store_topic_group_rows(s, topics[i].name, strlen(topics[i].name), &rows, &n);
+        if (ngroups + n > cap) {
+            cap = (ngroups + n) * 2;
+            groups = xrealloc(groups, cap * sizeof *groups);
+        }
+        if (n > 0) {
+            memcpy(groups + ngroups, rows, n * sizeof *rows);
+        }
+        ngroups += n;
+        free(rows);
+    }
     static const struct {
         const char *name, *type, *help;
     } tm[] = {
@@ -313,10 +331,9 @@ static void prom_topics(buf_t *o, store_t *s, long long max_topics)
         { "hourglass_group_retry", "Retries of a group waiting or ready." },
         { "hourglass_group_dlq", "Messages in a group's DLQ." },
     };
-    const char *last = shown ? topics[shown - 1].name : NULL;
     for (size_t m = 0; m < sizeof gm / sizeof gm[0]; m++) {
         buf_printf(o, "# HELP %s %s\n# TYPE %s gauge\n", gm[m].name, gm[m].help, gm[m].name);
-        for (size_t i = 0; i < ngroups && last != NULL && strcmp(groups[i].info.topic, last) <= 0; i++) {
+        for (size_t i = 0; i < ngroups; i++) {
             const store_group_info_t *gi = &groups[i].info;
             uint64_t v = m == 0   ? gi->ready
                          : m == 1 ? gi->inflight

@@ -445,6 +445,11 @@ void store_topic_rows(const store_t *s, store_topic_row_t **rows, size_t *n)
     }
 }
 
+size_t store_topic_count(const store_t *s)
+{
+    return map_count(&s->topics);
+}
+
 void store_topic_page(const store_t *s, const char *after, size_t count, store_topic_row_t **rows, size_t *n)
 {
     name_pick_t *picks;

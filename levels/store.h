@@ -515,6 +515,9 @@ typedef struct store_topic_row {
 } store_topic_row_t;
 void store_topic_rows(const store_t *s, store_topic_row_t **rows, size_t *n);
 
+/* How many topics there are. */
+size_t store_topic_count(const store_t *s);
+
 /* A page of topics in name order, as store_group_page: TOPICS COUNT 10 at
  * 10 000 topics sorts 10, not every topic. */
 void store_topic_page(const store_t *s, const char *after, size_t count, store_topic_row_t **rows, size_t *n);
