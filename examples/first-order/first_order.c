@@ -9,7 +9,7 @@
  * after the expiry. Needs the reference schema (sql/schema.sql) with a stock
  * row for SKU 1, hourglass-broker and hourglass-consumer running.
  *
- *   cc first_order.c $(pkg-config --cflags --libs hourglass) -o first-order
+ *   cc first_order.c $(pkg-config --cflags --libs hourglass libmariadb) -o first-order
  *   HG_MYSQL_PASSWORD=… ./first-order --mysql-socket /run/mysqld/mysqld.sock \
  *       --mysql-user hg_shop --mysql-database shop [--uri hourglass://127.0.0.1:7379] [--timeout-ms 3000]
  *
