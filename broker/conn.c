@@ -181,7 +181,6 @@ void conn_set_stop_reading(conn_set_t *s)
     s->reading = 0;
     for (conn_t *c = s->all; c; c = c->all_next) {
         bufferevent_disable(c->bev, EV_READ);
-        c->idle_at_stop = conn_is_idle(c); /* closed without a linger (conn_maybe_finish) */
     }
 }
 
