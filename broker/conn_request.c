@@ -170,7 +170,7 @@ void conn_process_input(conn_t *c)
  * connections have the socket's unread input read first (non-blocking, at
  * most REFUSE_MAX_BYTES); a TLS one refuses what was decrypted already.
  * Bounded: at most CONN_MAX_PENDING refusals; a malformed request or an
- * unfinished one ends it (what is left is discarded by the linger).
+ * unfinished one ends it; what is left is discarded.
  * Returns the number refused. */
 size_t conn_refuse_unread(conn_t *c)
 {
@@ -204,5 +204,6 @@ size_t conn_refuse_unread(conn_t *c)
             break;
         }
     }
+    evbuffer_drain(in, evbuffer_get_length(in)); /* past the bounds: not held while the replies are written */
     return refused;
 }
