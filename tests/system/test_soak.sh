@@ -3,9 +3,11 @@
 # (--bindir): 60 orders/s from three shops (a rate a loaded machine keeps), a fault every 11 s, so
 # each of the four kinds — the consumer's kill -9, KILL CONNECTION, the compensator's SIGSTOP, the
 # broker's restart — happens once, one at a time (--fault-every's least: a SIGSTOP lasts 10 s);
-# a sample every 3 s. Passes when the soak exits 0 with every order invariant holding, its table has
-# the figures of every process (RSS, fds, threads, CPU), the broker's data dir and INFO fields and
-# the orders' row counts, the four faults are listed, and its temp dir is removed at the end. It
+# a sample every 3 s. Passes when the soak exits 0 with every order invariant holding (none
+# cancelled early, no message lost: outbox done, group drained, DLQ empty; the broker's store passes
+# --check-data after its stop), its table has the figures of every process (RSS, fds, threads, CPU),
+# the broker's data dir and INFO fields and the orders' row counts, the four faults are listed, and
+# its temp dir is removed at the end. It
 # does not judge the slopes: half a minute is warm-up, not a soak. The soak polls with deadlines
 # itself; about 70 s.
 set -uo pipefail
@@ -22,7 +24,12 @@ fail() { echo "FAIL: $*"; exit 1; }
 grep -q '^RESULT: every invariant holds$' "$out" || fail "no 'RESULT: every invariant holds' line"
 ! grep -q '^\[FAIL\]' "$out" || fail "a [FAIL] line"
 oks=$(grep -c '^\[ OK \]' "$out")
-((oks == 6)) || fail "$oks invariants OK, want 6"
+((oks == 9)) || fail "$oks invariants OK, want 9"
+grep -q '^\[ OK \] no order cancelled before its expiry: 0$' "$out" || fail "no check of early cancels"
+grep -Eq '^\[ OK \] no message lost: 0 outbox rows not done; group order-cancel at the end: 0 ready, 0 retry-delayed, 0 in flight, 0 in its DLQ ' "$out" ||
+    fail "no check that no message was lost (outbox, group drained, DLQ)"
+grep -Eq "^\[ OK \] the broker's store checks after its stop \(exit 0\): --check-data exit 0: ok: " "$out" ||
+    fail "no --check-data of the broker's store at the end"
 for p in broker consumer compensator console mariadbd shop-0 shop-1 shop-2; do
     for f in rss_kb fds threads cpu_s; do
         grep -Eq "^$p(\([0-9]+\))? +$f +[0-9.]+ +[0-9.]+ +[0-9.]+ " "$out" || fail "no $f row for $p in the table"
