@@ -68,6 +68,7 @@ typedef struct options {
     const char *only; /* NULL: every part but capacity */
     int capacity;
     int zadd_port;
+    int ceiling_port; /* --ceiling-port: a redis-server without persistence, the mixed part's ceiling */
     int clients;
     int pipeline;
     long send_n; /* messages per send run */
@@ -1011,12 +1012,12 @@ static void print_mixed(const char *title, const mixed_result_t *r)
            title, r->rate, r->overlap_rate, r->sent, r->delivered, r->late_p50_ms, r->late_p99_ms);
 }
 
-/* Empty redis-server's sorted set of the mixed runs (--zadd-port). */
-static void redis_mixed_reset(void)
+/* Empty the sorted set of the mixed runs on the redis-server at port (--zadd-port, --ceiling-port). */
+static void redis_mixed_reset(int port)
 {
     rc_conn_t c;
-    if (rc_connect(&c, "127.0.0.1", opt.zadd_port, 30000) != 0)
-        tu_die(PROGRAM, "redis-server on port %d: %s", opt.zadd_port, c.err);
+    if (rc_connect(&c, "127.0.0.1", port, 30000) != 0)
+        tu_die(PROGRAM, "redis-server on port %d: %s", port, c.err);
     resp_reply_t *d = rc_cmd(&c, "DEL", "hgmixed", NULL);
     resp_reply_free(d);
     rc_close(&c);
@@ -1044,7 +1045,11 @@ static void print_flood_row(const char *who, const char *what, const char *unit,
  * ZRANGEBYSCORE/ZREM consumer loop). The flood's figures swing by 2-3x
  * from one run to the next on the same code (when LevelDB's compactions
  * fall, what else the 2 cores run), so it runs opt.mixed_runs times, the
- * two servers taking turns, and the RESULT line carries the medians. */
+ * two servers taking turns, and the RESULT line carries the medians.
+ * With --ceiling-port a redis-server without persistence takes a third
+ * turn: what one RESP thread does with this workload and these clients on
+ * the same cores when nothing is written to disk, the ceiling the durable
+ * figures are read against. */
 static void part_mixed(void)
 {
     int secs = opt.quick ? 8 : 15, runs = opt.quick ? 1 : opt.mixed_runs;
@@ -1053,6 +1058,7 @@ static void part_mixed(void)
            opt.clients, opt.pipeline, PAYLOAD_BYTES, secs, CONSUMERS, runs, runs == 1 ? "" : "s");
     double h_rate[MIXED_RUNS_MAX], h_overlap[MIXED_RUNS_MAX], r_rate[MIXED_RUNS_MAX], r_overlap[MIXED_RUNS_MAX];
     double h_delivered[MIXED_RUNS_MAX], r_delivered[MIXED_RUNS_MAX];
+    double c_overlap[MIXED_RUNS_MAX], c_delivered[MIXED_RUNS_MAX];
     for (int run = 0; run < runs; run++) {
         printf(" run %d of %d\n", run + 1, runs);
         bp_broker_t b;
@@ -1071,14 +1077,20 @@ static void part_mixed(void)
         bp_destroy(&b);
         h_rate[run] = h.rate, h_overlap[run] = h.overlap_rate, h_delivered[run] = (double)h.delivered;
         if (opt.zadd_port > 0) {
-            redis_mixed_reset();
+            redis_mixed_reset(opt.zadd_port);
             mixed_result_t r = run_mixed(opt.zadd_port, CMD_ZADD, secs, 0);
             print_mixed("redis ZADD, ZRANGEBYSCORE + ZREM:", &r);
             r_rate[run] = r.rate, r_overlap[run] = r.overlap_rate, r_delivered[run] = (double)r.delivered;
         }
+        if (opt.ceiling_port > 0) {
+            redis_mixed_reset(opt.ceiling_port);
+            mixed_result_t c = run_mixed(opt.ceiling_port, CMD_ZADD, secs, 0);
+            print_mixed("redis, no persistence (the ceiling):", &c);
+            c_overlap[run] = c.overlap_rate, c_delivered[run] = (double)c.delivered;
+        }
         fflush(stdout);
     }
-    double hm, hom, hdm, rm = 0, rom = 0, rdm = 0;
+    double hm, hom, hdm, rm = 0, rom = 0, rdm = 0, com = 0, cdm = 0;
     printf(" the %d run%s:\n", runs, runs == 1 ? "" : "s");
     print_flood_row("hourglass", "producers, whole run", "msg/s", h_rate, runs, &hm);
     print_flood_row("hourglass", "producers while delivering", "msg/s", h_overlap, runs, &hom);
@@ -1091,9 +1103,17 @@ static void part_mixed(void)
                " delivered %.1f x Redis\n",
                rom > 0 ? hom / rom : 0, rm > 0 ? hm / rm : 0, rdm > 0 ? hdm / rdm : 0);
     }
+    if (opt.ceiling_port > 0) {
+        print_flood_row("ceiling", "producers while delivering", "msg/s", c_overlap, runs, &com);
+        print_flood_row("ceiling", "delivered", "messages", c_delivered, runs, &cdm);
+        printf("  producer rate while delivering, medians: hourglass %.2f x the ceiling", com > 0 ? hom / com : 0);
+        if (rom > 0)
+            printf(", Redis appendfsync always %.2f x; 2 x Redis is %.2f x the ceiling", rom / com, 2 * rom / com);
+        printf("\n");
+    }
     printf("RESULT mixed_hourglass_rps=%.0f mixed_hourglass_overlap_rps=%.0f mixed_redis_rps=%.0f "
-           "mixed_redis_overlap_rps=%.0f\n\n",
-           hm, hom, rm, rom);
+           "mixed_redis_overlap_rps=%.0f mixed_ceiling_overlap_rps=%.0f\n\n",
+           hm, hom, rm, rom, com);
 }
 
 /* Kept up at a rate: (nearly) everything that came due during the run was
@@ -1139,7 +1159,7 @@ static void part_sustain(void)
         if (kept_up(&h) && rate > best_h)
             best_h = rate;
         if (opt.zadd_port > 0) {
-            redis_mixed_reset();
+            redis_mixed_reset(opt.zadd_port);
             mixed_result_t r = run_mixed(opt.zadd_port, CMD_ZADD, secs, rate);
             print_sustain_row("redis", rate, &r);
             if (kept_up(&r) && rate > best_r)
@@ -1278,7 +1298,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: hourglass-bench [--quick] [--only PART[,PART...]]\n"
                "                       (PART: send sendkey zadd delivery steady steady-ms mixed sustain capacity)\n"
                "                       [--capacity]\n"
-               "                       [--zadd-port PORT] [--clients C] [--pipeline P] [-n N]\n"
+               "                       [--zadd-port PORT] [--ceiling-port PORT] [--clients C] [--pipeline P] [-n N]\n"
                "                       [--delivery-n N] [--steady-rate R] [--steady-secs S]\n"
                "                       [--capacity-n N] [--capacity-fsync always|no] [--broker PATH]\n"
                "                       [--pull-count N] [--broker-flag ARG]... [--baseline-broker PATH]\n"
@@ -1290,7 +1310,8 @@ static void usage(FILE *f)
                "--sustain-rates: the producer rates (msg/s) of the sustain part (default\n"
                "40000,…,200000 in steps of 20000). --mixed-runs: the flood of the mixed part runs N times\n"
                "(1..15, default 3; 1 with --quick), hourglass and Redis taking turns; it prints each run,\n"
-               "then the medians and ranges.\n");
+               "then the medians and ranges. --ceiling-port: a redis-server without persistence that takes\n"
+               "a turn in each flood run, as the ceiling of one RESP thread on this workload.\n");
 }
 
 /* 1 when the part runs: named in --only (a comma-separated list), or, without
@@ -1335,6 +1356,8 @@ int main(int argc, char **argv)
             opt.only = v, i++;
         } else if (strcmp(a, "--zadd-port") == 0) {
             opt.zadd_port = atoi(v), i++;
+        } else if (strcmp(a, "--ceiling-port") == 0) {
+            opt.ceiling_port = atoi(v), i++;
         } else if (strcmp(a, "--clients") == 0) {
             opt.clients = atoi(v), i++;
         } else if (strcmp(a, "--pipeline") == 0) {

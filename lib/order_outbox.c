@@ -106,8 +106,8 @@ int hg_order_timeout_create(hg_order_db *db, uint64_t order_id, uint64_t expire_
     return 0;
 }
 
-int hg_order_timeout_send(struct hg_client *client, const char *topic, uint64_t order_id, uint64_t expire_at_ms,
-                          char *id_out)
+hg_err_t hg_order_timeout_send(hg_client_t *client, const char *topic, uint64_t order_id, uint64_t expire_at_ms,
+                               char *id_out)
 {
     if (id_out != NULL)
         id_out[0] = '\0';
@@ -173,7 +173,7 @@ hg_order_publish_outcome_t hg_order_timeout_publish(hg_order_db *db, struct hg_c
 {
     if (error != NULL && errlen > 0)
         error[0] = '\0';
-    int rc = hg_order_timeout_send(client, topic, order_id, expire_at_ms, id_out);
+    hg_err_t rc = hg_order_timeout_send(client, topic, order_id, expire_at_ms, id_out);
     if (rc != HG_OK) {
         if (error != NULL && errlen > 0)
             snprintf(error, errlen, "send: %s", client != NULL ? hg_client_errmsg(client) : "the client is NULL");

@@ -40,13 +40,16 @@
  *  - Times are milliseconds: durations as uint32_t/uint64_t, absolute times as
  *    Unix epoch milliseconds (uint64_t).
  *
- * Link with `pkg-config --cflags --libs hourglass`.
+ * Link with `pkg-config --cflags --libs hourglass` (add libmariadb when the
+ * program calls MariaDB Connector/C itself, e.g. on hg_order_db_mysql's MYSQL *).
  */
 #ifndef HOURGLASS_HOURGLASS_H
 #define HOURGLASS_HOURGLASS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "err.h" /* hg_err_t and hg_client_t, shared with order.h */
 
 #ifdef __cplusplus
 extern "C" {
@@ -66,27 +69,7 @@ extern "C" {
  * Errors
  * ------------------------------------------------------------------------ */
 
-typedef enum hg_err {
-    HG_OK = 0,
-    HG_ERR_ARG,         /* an invalid argument or option (the message names it) */
-    HG_ERR_URI,         /* the URI does not parse (the message names the bad part) */
-    HG_ERR_UNSUPPORTED, /* a feature this version lacks */
-    HG_ERR_CONNECT,     /* could not connect (resolve, refuse, timeout), after
-                           the configured reconnect attempts */
-    HG_ERR_IO,          /* the connection was lost during a command; the command
-                           may or may not have been applied by the broker */
-    HG_ERR_TIMEOUT,     /* no reply within the read timeout (connection closed) */
-    HG_ERR_PROTOCOL,    /* the broker sent something that is not valid RESP or
-                           not the reply shape the command expects */
-    HG_ERR_SERVER,      /* the broker answered with an error reply (-ERR ...,
-                           -NOPERM ...); the message is that reply's text */
-    HG_ERR_AUTH,        /* AUTH with the URI's credentials was refused (a client
-                           without credentials sends no AUTH: a broker with
-                           users answers its commands "NOAUTH …", HG_ERR_SERVER;
-                           a consumer stops on it with HG_ERR_AUTH) */
-    HG_ERR_STOPPED,     /* interrupted because a stop was requested */
-    HG_ERR_SYSTEM       /* an operating-system call failed (threads, pipes) */
-} hg_err_t;
+/* hg_err_t, the codes every call below returns, is in err.h (included above). */
 
 /* A code plus the message naming the cause, for functions without a handle. */
 typedef struct hg_error {
@@ -132,7 +115,7 @@ uint64_t hg_backoff_delay(const hg_backoff_t *b, unsigned attempt, hg_random_fn 
  * Client: one connection to a broker
  * ------------------------------------------------------------------------ */
 
-typedef struct hg_client hg_client_t;
+/* hg_client_t: a connection handle (declared in err.h, shared with order.h). */
 
 /* With opts.resend_sends, one hg_send / hg_send_many call sends again at most
  * this many times after its connection broke (each time after reconnecting,
@@ -781,6 +764,31 @@ void hg_consumer_stop(hg_consumer_t *c);
  * default) turns it off; c never reads or closes fd. Before hg_consumer_run,
  * on the thread that calls it. */
 void hg_consumer_set_stop_fd(hg_consumer_t *c, int fd);
+
+/* What happened to a consumer's connection to the broker. */
+typedef enum hg_conn_event {
+    HG_CONN_CONNECTED = 1,  /* a client's first connection (each worker's, the watchdog's) */
+    HG_CONN_RECONNECTED = 2 /* a client connected again after it lost its connection: the broker is back */
+} hg_conn_event_t;
+
+/* Told of a connection event: who is the client's owner ("worker 2",
+ * "watchdog"), address the node connected, as hg_client_address ("host:port";
+ * on amqp:// with several hosts, the live one). Both strings are valid
+ * during the call only. Runs on the thread that owns the client (a worker or
+ * the lease watchdog), so several at once: must be thread-safe, return soon
+ * (that thread waits) and not call hg_consumer_* functions other than
+ * hg_consumer_stats and hg_consumer_stop. */
+typedef void (*hg_conn_event_fn)(hg_conn_event_t event, const char *who, const char *address, void *arg);
+
+/* Call fn(event, who, address, arg) each time a client of c connects: once
+ * per connect or reconnect noticed (several reconnects between two calls of
+ * that client's are one event; hg_consumer_stats' reconnects counts them
+ * all), before the info line "<who>: connected to <address>" /
+ * "<who>: reconnected to <address>" goes to opts.log. The structured way to
+ * learn that the broker is back: the log's text is for people and may
+ * change. NULL (the default) turns it off. Before hg_consumer_run, on the
+ * thread that calls it; c NULL: nothing. */
+void hg_consumer_set_conn_event_fn(hg_consumer_t *c, hg_conn_event_fn fn, void *arg);
 
 /* Counters since hg_consumer_new, for metrics. */
 typedef struct hg_consumer_stats {

@@ -24,7 +24,9 @@
  * program may call hg_order_library_init first, from its main thread, to get
  * that over with before it starts threads.
  *
- * Errors (CONTRIBUTING.md): functions return 0 / -1 (or a pointer / NULL); on failure
+ * Errors (CONTRIBUTING.md): functions return 0 / -1 (or a pointer / NULL) —
+ * except hg_order_timeout_send, a broker call that returns an hg_err_t like
+ * every client call of <hourglass/hourglass.h>; on failure
  * an hg_order_error_t, when the caller passes one, holds the server's or the
  * client's error number and a message naming the cause (which statement,
  * which field, the server's own text). Messages never end with a newline.
@@ -37,6 +39,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* hg_err_t and hg_client_t, for hg_order_timeout_send (a client call). */
+#include "err.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -460,15 +465,14 @@ int hg_order_timeout_create(hg_order_db *db, uint64_t order_id, uint64_t expire_
  * passed; due at that millisecond, never early), through hg_send_dedup: a
  * resend, or the relay racing it, never puts a second timeout message of the
  * order in flight on hourglass:// (on amqp:// nothing is deduplicated; the
- * cancel's idempotence makes a second one harmless). client is an
- * hg_client_t (<hourglass/hourglass.h>); topic NULL means
+ * cancel's idempotence makes a second one harmless). topic NULL means
  * HG_ORDER_TIMEOUT_TOPIC; id_out NULL or HG_ID_MAX bytes for the message id.
  * Returns an hg_err_t: HG_OK, or the code of hg_send with the cause in
  * hg_client_errmsg(client) (HG_ERR_ARG without a message when client is
  * NULL; HG_ERR_ARG for order_id 0, whose payload no consumer takes).
  * Does not touch the database. */
-int hg_order_timeout_send(struct hg_client *client, const char *topic, uint64_t order_id, uint64_t expire_at_ms,
-                          char *id_out);
+hg_err_t hg_order_timeout_send(hg_client_t *client, const char *topic, uint64_t order_id, uint64_t expire_at_ms,
+                               char *id_out);
 
 /* "Mark sent", in a transaction of its own (call it with no transaction
  * open): UPDATE order_timeout_msg SET status='sent', attempts=attempts+1,

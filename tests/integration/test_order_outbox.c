@@ -390,6 +390,10 @@ static void test_rollback(void)
     TU_CHECK(hg_order_timeout_create(db, 203, 0, 0, &err) == -1 && err.code == 0, "expire_at_ms 0 refused");
     TU_CHECK(hg_order_timeout_create(NULL, 203, expire, 0, &err) == -1, "NULL handle refused");
     TU_CHECK(hg_order_timeout_send(NULL, NULL, 203, expire, NULL) == HG_ERR_ARG, "NULL client refused");
+    /* The declaration is the documented one: it returns an hg_err_t (an int
+     * here would not compile: -Werror=incompatible-pointer-types). */
+    hg_err_t (*send_fn)(hg_client_t *, const char *, uint64_t, uint64_t, char *) = hg_order_timeout_send;
+    TU_CHECK(send_fn != NULL, "hg_order_timeout_send has the documented type");
     TU_CHECK(hg_order_db_commit(NULL, &err) == -1, "commit of NULL refused");
     hg_order_db_rollback(NULL);
     TU_CHECK(strcmp(hg_order_publish_outcome_name(HG_ORDER_PUBLISH_SENT_KEPT), "sent-kept") == 0, "names");

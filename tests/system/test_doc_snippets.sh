@@ -9,6 +9,13 @@
 #     functions, not loose statements), with MariaDB Connector/C's flags for <mysql.h>.
 #  3. The hourglass.pc this build installs resolves with no other .pc file than libmariadb's
 #     (its headers need nothing else; the library's own dependencies are not the program's).
+#  4. As an application builds: a producer-only program compiles, links against this build's
+#     libhourglass.so and runs with nothing but `pkg-config --cflags --libs hourglass` (the .pc's
+#     libdir and includedir pointed at the build), and is not linked to libmariadb (no -lmariadb, no
+#     NEEDED entry): no public header includes <mysql.h>, so MariaDB is Requires.private. A program
+#     calling Connector/C itself links with `pkg-config --cflags --libs hourglass libmariadb`, and
+#     `pkg-config --static --libs hourglass` names MariaDB's and the private libraries, as the .pc
+#     promises (the build makes no libhourglass.a: configure --enable-static for a static link).
 # A missing compiler or pkg-config is a failure, never a skip.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -83,6 +90,83 @@ else
         echo "ok   pkg-config --cflags --libs hourglass with only libmariadb.pc beside it: $out"
     else
         fail "pkg-config --cflags --libs hourglass wants more than libmariadb.pc: $out"
+    fi
+fi
+
+# ---------------------------------------------------------------- 4. linking as an application does
+so=$builddir/lib/.libs/libhourglass.so
+if [[ ! -f $pc || ! -f $so ]]; then
+    fail "lib/hourglass.pc or lib/.libs/libhourglass.so not built"
+else
+    # hourglass.pc as installed, with libdir and includedir at the build (pkg-config's
+    # --define-variable would move libmariadb.pc's too).
+    mkdir -p "$tmp/app-pc"
+    sed -e "s|^libdir=.*|libdir=$builddir/lib/.libs|" -e "s|^includedir=.*|includedir=$srcdir/include|" "$pc" \
+        >"$tmp/app-pc/hourglass.pc"
+    pcpath=$tmp/app-pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+    cat >"$tmp/producer.c" <<'EOF_C'
+#include <stdio.h>
+#include <hourglass/hourglass.h>
+int main(void)
+{
+    hg_client_opts_t o;
+    hg_client_opts_init(&o);
+    printf("producer: %s\n", hg_strerror(HG_ERR_ARG));
+    return 0;
+}
+EOF_C
+    cat >"$tmp/service.c" <<'EOF_C'
+#include <stdio.h>
+#include <mysql.h>
+#include <hourglass/hourglass.h>
+int main(void)
+{
+    printf("service: %s %s\n", hg_order_outcome_name(HG_ORDER_CANCELLED), mysql_get_client_info());
+    return 0;
+}
+EOF_C
+    if ! libs=$(PKG_CONFIG_PATH=$pcpath pkg-config --cflags --libs hourglass 2>&1); then
+        fail "pkg-config --cflags --libs hourglass: $libs"
+    elif [[ " $libs " == *" -lmariadb "* ]]; then
+        fail "pkg-config --libs hourglass links every application to MariaDB: $libs"
+    else
+        echo "ok   pkg-config --cflags --libs hourglass: $libs"
+    fi
+    # shellcheck disable=SC2086  # libs is a word list, as in an application's Makefile
+    if cc -std=c11 -Wall -Wextra -Werror "$tmp/producer.c" -o "$tmp/producer" $libs >"$tmp/cc.log" 2>&1; then
+        echo "ok   producer.c links with pkg-config --cflags --libs hourglass"
+        if needed=$(readelf -d "$tmp/producer" 2>&1) && [[ $needed == *libmariadb* ]]; then
+            fail "the producer has a NEEDED libmariadb entry: $(grep -i mariadb <<<"$needed")"
+        fi
+        if out=$(LD_LIBRARY_PATH=$builddir/lib/.libs "$tmp/producer" 2>&1) && [[ $out == "producer: "* ]]; then
+            echo "ok   the producer runs: $out"
+        else
+            fail "the producer does not run: $out"
+        fi
+    else
+        sed 's/^/    /' "$tmp/cc.log"
+        fail "producer.c does not link with pkg-config --cflags --libs hourglass"
+    fi
+    out=
+    libs=$(PKG_CONFIG_PATH=$pcpath pkg-config --cflags --libs hourglass libmariadb 2>&1) ||
+        fail "pkg-config --cflags --libs hourglass libmariadb: $libs"
+    # shellcheck disable=SC2086  # libs is a word list
+    if cc -std=c11 -Wall -Wextra -Werror "$tmp/service.c" -o "$tmp/service" $libs >"$tmp/cc.log" 2>&1 &&
+        out=$(LD_LIBRARY_PATH=$builddir/lib/.libs "$tmp/service" 2>&1); then
+        echo "ok   a program calling Connector/C builds with pkg-config hourglass libmariadb and runs: $out"
+    else
+        sed 's/^/    /' "$tmp/cc.log"
+        fail "service.c with pkg-config --cflags --libs hourglass libmariadb: $out"
+    fi
+    static=$(PKG_CONFIG_PATH=$pcpath pkg-config --static --libs hourglass 2>&1)
+    missing=
+    for l in -lhourglass -lmariadb -lrabbitmq -lssl -lcrypto -lpthread; do
+        [[ " $static " == *" $l "* ]] || missing+=" $l"
+    done
+    if [[ -n $missing ]]; then
+        fail "pkg-config --static --libs hourglass lacks$missing: $static"
+    else
+        echo "ok   pkg-config --static --libs hourglass: $static"
     fi
 fi
 
