@@ -140,6 +140,7 @@ server_t *server_new(const config_t *cfg, struct event_base *base)
     s->auth = auth_new(base, server_job_done, s);
     s->started_mono = clock_mono_ms();
     s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    log_limit_init(&s->accept_log, "accepts", ACCEPT_LOG_MS); /* only log_limit_count: no recovery line */
     return s;
 }
 
@@ -227,6 +228,7 @@ void server_free(server_t *s)
     if (s->spare_fd >= 0) {
         close(s->spare_fd);
     }
+    log_limit_destroy(&s->accept_log);
     free(s);
 }
 
