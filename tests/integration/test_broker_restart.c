@@ -586,7 +586,11 @@ typedef enum {
 #define RACE_CLIENTS   48
 #define RACE_STAGGERED 16 /* client i < this writes i * RACE_STEP_US after the SIGTERM */
 #define RACE_STEP_US   250
-#define RACE_STOP_MAX  1500
+/* A stop's bound: the linger waits 1 s at most (conn_close.c LINGER_MS), and a
+ * stop polled 5 ms at a time ends in tens of ms here; 5x the linger leaves a
+ * loaded or sanitized run room, while a stop that waited on its clients'
+ * reads (no bound) would not end at all. */
+#define RACE_STOP_MAX 5000
 
 /* A connected, answered (then idle) plaintext client socket, or -1. */
 static int race_connect(int port)
