@@ -17,7 +17,9 @@
  *
  * Shutdown: RUNNING -> STOPPING (listener off, no more parsing, writer asked
  * to finish its queue and close the store) -> CLOSING (writer done: every
- * connection drains its replies and closes; a 2 s guard timer) -> loop exit.
+ * connection refuses the commands it received but did not run, drains its
+ * replies and closes without a reset, conn_set_drain_all; a 2 s guard
+ * timer) -> loop exit.
  */
 #include <fcntl.h>
 #include <signal.h>
