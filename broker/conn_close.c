@@ -129,12 +129,15 @@ static int conn_linger_done(const conn_t *c)
            unacked <= 1 && ioctl(fd, FIONREAD, &unread) == 0 && unread == 0;
 }
 
+/* Every read re-arms the read timeout, so a client that keeps writing never
+ * lets linger_event_cb run: the deadline is checked here too, or such a
+ * client would hold the connection (and a stop) for as long as it writes. */
 static void linger_read_cb(struct bufferevent *bev, void *arg)
 {
     conn_t *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
     evbuffer_drain(in, evbuffer_get_length(in));
-    if (conn_linger_done(c)) {
+    if (conn_linger_done(c) || clock_mono_ms() >= c->linger_deadline_mono) {
         conn_close(c);
     }
 }

@@ -11,6 +11,8 @@
  *    SEND, PULL) and the process stays alive; random garbage likewise;
  *  - a client that stops reading while pulling large payloads is disconnected
  *    at max-reply-buffer without hurting a reader of the same topic;
+ *  - a connection closed after a protocol error lingers at most 1 s however
+ *    its client keeps writing without reading its replies;
  *  - unknown commands and wrong arity are errors that keep the connection;
  *    an over-size payload is refused and keeps the connection; max-clients;
  *    idle-timeout closes idle clients but not blocked PULLs, and a consumer
@@ -33,6 +35,7 @@
 #include "config.h"
 #endif
 
+#include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -249,6 +252,54 @@ static void test_slow_reader_disconnected(void)
     }
     rc_close(&x);
     bystander_ok("a slow reader");
+}
+
+/* A connection closed after a protocol error lingers at most LINGER_MS (1 s)
+ * discarding what its client still writes: a client that reads none of its
+ * replies (so they stay unacknowledged in a tiny receive window) and writes
+ * without pause (each read re-arms the linger's 5 ms poll) is closed within
+ * the deadline, not held for as long as it keeps writing. */
+static void test_linger_bounded_for_a_writer(void)
+{
+    bt_start(NULL);
+    char e[1024], v[64] = "";
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    BP_REQUIRE(fd >= 0, "socket: %m");
+    int small = 2048;
+    BP_REQUIRE(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small) == 0, "SO_RCVBUF: %m");
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)bt_broker.port) };
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    BP_REQUIRE(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect: %m");
+    /* 32 ECHOs of 2 KiB (64 KiB of replies, never read), then a protocol error */
+    char payload[2048];
+    memset(payload, 'e', sizeof payload);
+    for (int i = 0; i < 32; i++) {
+        char head[64];
+        int n = snprintf(head, sizeof head, "*2\r\n$4\r\nECHO\r\n$%zu\r\n", sizeof payload);
+        BP_REQUIRE(send(fd, head, (size_t)n, MSG_NOSIGNAL) == n, "send: %m");
+        BP_REQUIRE(send(fd, payload, sizeof payload, MSG_NOSIGNAL) == (ssize_t)sizeof payload, "send: %m");
+        BP_REQUIRE(send(fd, "\r\n", 2, MSG_NOSIGNAL) == 2, "send: %m");
+    }
+    BP_REQUIRE(send(fd, "*x\r\n", 4, MSG_NOSIGNAL) == 4, "send: %m");
+    uint64_t start = tu_now_mono_ms(), end = start + 8000;
+    int closed = 0;
+    static char flood[4096];
+    memset(flood, 'P', sizeof flood);
+    while (!closed && tu_now_mono_ms() < end) {
+        /* EPIPE or ECONNRESET: the broker closed it (a write after its close draws a reset) */
+        closed = send(fd, flood, sizeof flood, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN;
+        struct timespec ts = { 0, 100 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    uint64_t took = tu_now_mono_ms() - start;
+    BP_REQUIRE(bp_info_field(&bt_conn, "connected_clients", v, sizeof v, e, sizeof e) == 0, "%s", e);
+    BP_CHECK(closed,
+             "a lingering connection whose client keeps writing was still open after %llu ms "
+             "(connected_clients %s), want closed within about 1 s",
+             (unsigned long long)took, v);
+    printf("\n    closed after %llu ms ", (unsigned long long)took);
+    close(fd);
+    bystander_ok("a writer that never reads its replies");
 }
 
 static void expect_error_keeps_conn(rc_conn_t *c, int argc, const char *const *argv, const size_t *lens,
@@ -782,6 +833,7 @@ static const tu_test_t hostile_tests[] = {
     { "malformed requests: error, close, others unharmed", test_malformed_requests },
     { "random garbage does not hurt", test_random_garbage },
     { "a client that stops reading is disconnected", test_slow_reader_disconnected },
+    { "a closing connection lingers at most 1 s however its client writes", test_linger_bounded_for_a_writer },
     { "unknown command, arity, payload limit, inline, QUIT", test_command_errors },
     { "max-clients", test_max_clients },
     { "idle-timeout closes idle clients, not blocked ones", test_idle_timeout },
