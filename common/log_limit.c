@@ -97,11 +97,14 @@ static log_limit_key_t *slot_for(log_limit_t *l, const char *key, int *fresh)
     return k;
 }
 
-/* One failure (outage: 1) or count (0) of key, its line formatted in line
- * (room: LOG_LIMIT_LINE_MAX). Returns 1 when the line was written. */
+/* One failure (outage: 1) or count (0) of key, its line formatted from fmt
+ * and ap. Returns 1 when the line was written. */
 #define LOG_LIMIT_LINE_MAX 2048
-static int occurred(log_limit_t *l, int outage, log_level_t level, const char *key, char *line)
+static int occurred(log_limit_t *l, int outage, log_level_t level, const char *key, const char *fmt, va_list ap)
 {
+    char line[LOG_LIMIT_LINE_MAX];
+    if (vsnprintf(line, sizeof line, fmt, ap) < 0)
+        line[0] = '\0';
     if (key == NULL || key[0] == '\0')
         key = line;
 
@@ -140,26 +143,20 @@ static int occurred(log_limit_t *l, int outage, log_level_t level, const char *k
 
 int log_limit_fail(log_limit_t *l, log_level_t level, const char *key, const char *fmt, ...)
 {
-    char line[LOG_LIMIT_LINE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
+    int wrote = occurred(l, 1, level, key, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        line[0] = '\0';
-    return occurred(l, 1, level, key, line);
+    return wrote;
 }
 
 int log_limit_count(log_limit_t *l, log_level_t level, const char *key, const char *fmt, ...)
 {
-    char line[LOG_LIMIT_LINE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
+    int wrote = occurred(l, 0, level, key, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        line[0] = '\0';
-    return occurred(l, 0, level, key, line);
+    return wrote;
 }
 
 int log_limit_ok(log_limit_t *l)
