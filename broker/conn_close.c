@@ -32,8 +32,9 @@
 #include "broker/cmd_shared.h"
 #include "broker/conn_internal.h"
 
-#define LINGER_MS      1000 /* at most this long discarding input after a last reply */
-#define LINGER_POLL_MS 5    /* how often a lingering connection checks conn_linger_done */
+#define LINGER_MS          1000 /* at most this long discarding input after a last reply */
+#define LINGER_POLL_MS     5    /* a lingering connection first checks conn_linger_done this long after... */
+#define LINGER_POLL_MAX_MS 100  /* ...then after as long as it has lingered, up to this: ~14 checks in LINGER_MS */
 
 /* 1 when c has a reply slot not filled yet: a job the storage thread (or the
  * auth thread) has not answered. */
@@ -142,12 +143,30 @@ static void linger_read_cb(struct bufferevent *bev, void *arg)
     }
 }
 
-/* EOF or an error: done. A read timeout is the poll (LINGER_POLL_MS): close
+/* The read timeout that is the next poll: as long as c has lingered (at
+ * least LINGER_POLL_MS, at most LINGER_POLL_MAX_MS and what is left of
+ * LINGER_MS). A poll every 5 ms throughout cost a stop with 3 000 lingering
+ * connections (clients that read none of their replies) a whole core for its
+ * second: each tick checked every one of them. */
+static void linger_set_poll(conn_t *c, uint64_t now_mono)
+{
+    uint64_t left = c->linger_deadline_mono > now_mono ? c->linger_deadline_mono - now_mono : 1;
+    uint64_t lingered = LINGER_MS - (left < LINGER_MS ? left : LINGER_MS);
+    uint64_t wait = lingered < LINGER_POLL_MS ? LINGER_POLL_MS : lingered;
+    wait = wait < LINGER_POLL_MAX_MS ? wait : LINGER_POLL_MAX_MS;
+    wait = wait < left ? wait : left;
+    struct timeval tv = { 0, (suseconds_t)(wait * 1000) };
+    bufferevent_set_timeouts(c->bev, &tv, NULL);
+}
+
+/* EOF or an error: done. A read timeout is the poll (linger_set_poll): close
  * once conn_linger_done or LINGER_MS after the linger began. */
 static void linger_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     conn_t *c = arg;
-    if ((what & BEV_EVENT_TIMEOUT) && !conn_linger_done(c) && clock_mono_ms() < c->linger_deadline_mono) {
+    uint64_t now_mono = clock_mono_ms();
+    if ((what & BEV_EVENT_TIMEOUT) && !conn_linger_done(c) && now_mono < c->linger_deadline_mono) {
+        linger_set_poll(c, now_mono);
         bufferevent_enable(bev, EV_READ); /* a timeout disabled reading */
         return;
     }
@@ -161,7 +180,7 @@ static void linger_event_cb(struct bufferevent *bev, short what, void *arg)
  * the broker stopped. So the write side is shut first (the FIN follows the
  * last reply), input is read and discarded, and the socket is closed once
  * the client has acknowledged every reply with nothing unread left
- * (conn_linger_done, polled every LINGER_POLL_MS), at its EOF, or after
+ * (conn_linger_done, polled after 5, 10, 20, … 100 ms), at its EOF, or after
  * LINGER_MS. An idle client (a redis-cli at its prompt) has nothing
  * unacknowledged, so a stop is not held for it; one that does not read its replies holds it
  * at most CONN_DRAIN_TIMEOUT_MS + LINGER_MS. */
@@ -191,11 +210,11 @@ void conn_maybe_finish(conn_t *c)
         conn_close(c); /* nothing unacknowledged, nothing unread: an idle client */
         return;
     }
-    c->linger_deadline_mono = clock_mono_ms() + LINGER_MS;
+    uint64_t now_mono = clock_mono_ms();
+    c->linger_deadline_mono = now_mono + LINGER_MS;
     bufferevent_setcb(c->bev, linger_read_cb, NULL, linger_event_cb, c);
     bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
-    struct timeval tv = { 0, LINGER_POLL_MS * 1000 };
-    bufferevent_set_timeouts(c->bev, &tv, NULL);
+    linger_set_poll(c, now_mono);
     bufferevent_enable(c->bev, EV_READ);
 }
 
