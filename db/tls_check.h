@@ -28,7 +28,8 @@ typedef struct db_tls_names {
 
 /* 0 when the file at path can be read and holds a "-----BEGIN …kind-----"
  * line (kind "CERTIFICATE" or "PRIVATE KEY") within its first
- * DB_TLS_PEM_MAX bytes; -1 with err naming name, the path and the problem. */
+ * DB_TLS_PEM_MAX bytes, not an encrypted one; -1 with err naming name, the
+ * path and the problem. */
 static inline int db_tls_pem_check(const char *name, const char *path, const char *kind, char *err, size_t errlen)
 {
     if (path[0] == '\0') {
@@ -47,10 +48,20 @@ static inline int db_tls_pem_check(const char *name, const char *path, const cha
         seen += strlen(line);
         found = strncmp(line, "-----BEGIN ", 11) == 0 && strstr(line, kind) != NULL;
     }
+    /* an encrypted key (PKCS#8 "ENCRYPTED PRIVATE KEY", or a legacy one's
+     * "Proc-Type: 4,ENCRYPTED" header): no key gives its passphrase */
+    int encrypted = found && strstr(line, "ENCRYPTED") != NULL;
+    if (found && !encrypted && strcmp(kind, "PRIVATE KEY") == 0 && fgets(line, sizeof line, f) != NULL)
+        encrypted = strncmp(line, "Proc-Type: 4,ENCRYPTED", 22) == 0;
     int failed = ferror(f), saved = errno;
     fclose(f);
     if (failed) { /* a directory, an I/O error */
         snprintf(err, errlen, "%s: cannot read %s: %s", name, path, strerror(saved));
+        return -1;
+    }
+    if (encrypted) {
+        snprintf(err, errlen, "%s: %s is encrypted (a passphrase cannot be given): give the key without one", name,
+                 path);
         return -1;
     }
     if (!found) {

@@ -222,7 +222,7 @@ int hg_order_library_init(void);
 /* Open a handle: validate params->sql (error names the field) and the tls
  * fields (a tls value out of range, HG_ORDER_TLS_VERIFY without tls_ca_file,
  * only one of tls_cert_file and tls_key_file, a tls_*_file with tls off, a
- * file that cannot be read or holds no PEM of its kind: the error names the
+ * file that cannot be read or holds no PEM of its kind, an encrypted key: the error names the
  * field), connect with MYSQL_OPT_RECONNECT off, utf8mb4, autocommit off, the
  * TLS asked for, the timeouts above.
  * Statements are prepared on first use, so a handle can be opened before the

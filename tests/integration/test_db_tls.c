@@ -14,7 +14,7 @@
  *                 tls_key_file, and is refused without them
  *   plaintext     tls off against require_secure_transport = ON: refused, the
  *                 message points at mysql-tls; tls on passes the same server
- *   inputs        a missing file, no PEM in it, verify without a CA, a
+ *   inputs        a missing file, no PEM in it, an encrypted key, verify without a CA, a
  *                 certificate without its key, a file with tls off: the
  *                 library's error names the field, hourglass-consumer
  *                 --check-config's names the key (exit 2)
@@ -317,6 +317,19 @@ static void test_inputs(void)
         "--mysql-tls", "on", "--mysql-tls-cert-file", pki.client, "--mysql-tls-key-file", pki_dir, NULL
     };
     expect_input_error(&p, "tls_key_file: cannot read", f5, "mysql-tls-key-file: cannot read");
+
+    /* an encrypted key: nothing can give its passphrase (--check-config said OK before) */
+    char encrypted[700], out[4096];
+    snprintf(encrypted, sizeof encrypted, "%s/encrypted.key", pki_dir);
+    const char *enc_argv[] = { TC_OPENSSL, "pkey",   "-in",  pki.client_key, "-aes256",
+                               "-passout", "pass:x", "-out", encrypted,      NULL };
+    TU_REQUIRE(tu_run_capture(enc_argv, out, sizeof out) == 0, "openssl: %s", out);
+    p = params(HG_ORDER_TLS_ON, NULL);
+    p.tls_cert_file = pki.client;
+    p.tls_key_file = encrypted;
+    const char *f8[] = { "--mysql-tls", "on", "--mysql-tls-cert-file", pki.client, "--mysql-tls-key-file",
+                         encrypted,     NULL };
+    expect_input_error(&p, "tls_key_file: ", f8, "is encrypted (a passphrase cannot be given)");
 
     p = params(HG_ORDER_TLS_OFF, pki.ca);
     const char *f6[] = { "--mysql-tls-ca-file", pki.ca, NULL };
