@@ -27,7 +27,8 @@ typedef struct db_tls_names {
 #define DB_TLS_PEM_MAX (1024 * 1024) /* bytes of a file looked through for its PEM line */
 
 /* 0 when the file at path can be read and holds a "-----BEGIN …kind-----"
- * line (kind "CERTIFICATE" or "PRIVATE KEY") within its first
+ * line (kind "CERTIFICATE" or "PRIVATE KEY"; a "CERTIFICATE REQUEST" is
+ * not a certificate) within its first
  * DB_TLS_PEM_MAX bytes, not an encrypted one; -1 with err naming name, the
  * path and the problem. */
 static inline int db_tls_pem_check(const char *name, const char *path, const char *kind, char *err, size_t errlen)
@@ -46,7 +47,8 @@ static inline int db_tls_pem_check(const char *name, const char *path, const cha
     int found = 0;
     while (!found && seen < DB_TLS_PEM_MAX && fgets(line, sizeof line, f) != NULL) {
         seen += strlen(line);
-        found = strncmp(line, "-----BEGIN ", 11) == 0 && strstr(line, kind) != NULL;
+        const char *label = strncmp(line, "-----BEGIN ", 11) == 0 ? strstr(line, kind) : NULL;
+        found = label != NULL && strncmp(label + strlen(kind), "-----", 5) == 0; /* not CERTIFICATE REQUEST */
     }
     /* an encrypted key (PKCS#8 "ENCRYPTED PRIVATE KEY", or a legacy one's
      * "Proc-Type: 4,ENCRYPTED" header): no key gives its passphrase */

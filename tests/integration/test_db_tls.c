@@ -14,7 +14,8 @@
  *                 tls_key_file, and is refused without them
  *   plaintext     tls off against require_secure_transport = ON: refused, the
  *                 message points at mysql-tls; tls on passes the same server
- *   inputs        a missing file, no PEM in it, an encrypted key, verify without a CA, a
+ *   inputs        a missing file, no PEM in it, an encrypted key, a
+ *                 certificate request as the CA, verify without a CA, a
  *                 certificate without its key, a file with tls off: the
  *                 library's error names the field, hourglass-consumer
  *                 --check-config's names the key (exit 2)
@@ -330,6 +331,16 @@ static void test_inputs(void)
     const char *f8[] = { "--mysql-tls", "on", "--mysql-tls-cert-file", pki.client, "--mysql-tls-key-file",
                          encrypted,     NULL };
     expect_input_error(&p, "tls_key_file: ", f8, "is encrypted (a passphrase cannot be given)");
+
+    /* a certificate request given as the CA (--check-config said OK before) */
+    char request[700];
+    snprintf(request, sizeof request, "%s/request.csr", pki_dir);
+    const char *req_argv[] = { TC_OPENSSL, "req",   "-new", "-key",  pki.client_key,
+                               "-subj",    "/CN=x", "-out", request, NULL };
+    TU_REQUIRE(tu_run_capture(req_argv, out, sizeof out) == 0, "openssl: %s", out);
+    p = params(HG_ORDER_TLS_ON, request);
+    const char *f9[] = { "--mysql-tls", "on", "--mysql-tls-ca-file", request, NULL };
+    expect_input_error(&p, "tls_ca_file: ", f9, "holds no PEM certificate");
 
     p = params(HG_ORDER_TLS_OFF, pki.ca);
     const char *f6[] = { "--mysql-tls-ca-file", pki.ca, NULL };
