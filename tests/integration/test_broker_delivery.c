@@ -36,6 +36,10 @@
 #include "tests/helpers/testutil.h"
 
 #define LATE_BOUND_MS 1500 /* generous: delivery within due + this */
+/* A PULL BLOCK 20000 answered by what it waits for (a SEND, messages
+ * ready) takes ms; one that waits for its BLOCK takes 20 s. Half that tells
+ * them apart on any machine (the bound was 1000 ms, a guess at its speed). */
+#define WAKE_BOUND_MS 10000
 #define DUE_SLACK_MS  1000 /* due_ms no later than the SEND reply + delay + this */
 
 typedef struct sent {
@@ -291,7 +295,9 @@ static void test_send_wakes_blocked_pull(void)
     uint64_t waited = tu_now_mono_ms() - t0;
     BP_REQUIRE(r != NULL, "blocked PULL: %s", waiter.err);
     BP_CHECK(r->type == RESP_REPLY_ARRAY && r->count == 1, "blocked PULL woke with %zu messages", r->count);
-    BP_CHECK(waited < 1000, "blocked PULL woke %" PRIu64 " ms after the SEND (bound 1000)", waited);
+    BP_CHECK(waited < WAKE_BOUND_MS,
+             "blocked PULL woke %" PRIu64 " ms after the SEND (bound %d: woken by it, not by BLOCK 20000)", waited,
+             WAKE_BOUND_MS);
     rc_msg_t m;
     if (rc_msg_at(r, 0, &m, e, sizeof e) == 0)
         BP_CHECK(strcmp(m.id, id) == 0, "woken PULL got %s, want %s", m.id, id);
@@ -466,10 +472,10 @@ static void test_block_variants(void)
     for (int i = 0; i < 3; i++)
         BP_REQUIRE(bp_send(&bt_conn, id, sizeof id, e, sizeof e, "orders", "x", NULL) == 0, "%s", e);
     uint64_t t0 = tu_now_mono_ms();
-    r = bp_pull(&b, e, sizeof e, "g", "orders", "COUNT", "10", "BLOCK", "5000", NULL);
+    r = bp_pull(&b, e, sizeof e, "g", "orders", "COUNT", "10", "BLOCK", "20000", NULL);
     BP_REQUIRE(r != NULL, "%s", e);
     BP_CHECK(r->count == 3, "PULL COUNT 10 BLOCK with 3 ready returned %zu", r->count);
-    BP_CHECK(tu_now_mono_ms() - t0 < 1000, "PULL COUNT 10 BLOCK with 3 ready waited %" PRIu64 " ms",
+    BP_CHECK(tu_now_mono_ms() - t0 < WAKE_BOUND_MS, "PULL COUNT 10 BLOCK 20000 with 3 ready waited %" PRIu64 " ms",
              tu_now_mono_ms() - t0);
     resp_reply_free(r);
 
