@@ -138,7 +138,7 @@ void cmd_info(cmd_call_t *call)
     } else {
         for (size_t i = 1; i < call->argc; i++) {
             int one = metrics_info_mask(call->argv[i].ptr, call->argv[i].len);
-            if (!reads && one != 0 && one != INFO_SERVER && one != INFO_ALL) {
+            if (!reads && one != 0 && one != INFO_SERVER && (one & ~INFO_GROUPS_EVERY) != INFO_ALL) {
                 char b[40], roles[64];
                 resp_add_errorf(call->out,
                                 "NOPERM User %s (roles: %s) may read INFO's server section only, not '%s' "

@@ -82,31 +82,6 @@ static void add_kv_int(resp_buf_t *b, const char *k, uint64_t v)
     resp_add_int(b, (long long)v);
 }
 
-/* The rows [*first, *end) of n name-ordered rows (names at name(rows, i))
- * that page p selects. */
-static void page_range(const name_page_t *p, size_t n, const char *(*name)(const void *rows, size_t i),
-                       const void *rows, size_t *first, size_t *end)
-{
-    size_t i = 0;
-    if (p->after.len > 0) {
-        while (i < n && strcmp(name(rows, i), p->after.ptr) <= 0) {
-            i++;
-        }
-    }
-    *first = i;
-    *end = p->count > 0 && n - i > (size_t)p->count ? i + (size_t)p->count : n;
-}
-
-static const char *group_row_name(const void *rows, size_t i)
-{
-    return ((const store_group_row_t *)rows)[i].name;
-}
-
-static const char *topic_row_name(const void *rows, size_t i)
-{
-    return ((const store_topic_row_t *)rows)[i].name;
-}
-
 /* [COUNT n] [AFTER name] from argv[from..]: 0 with *count (0: not given)
  * and *after (NULL: not given), or -1 with the error reply. what names the
  * command for an unknown option; kind the names ("topic", "group"). */
@@ -177,11 +152,9 @@ static job_result_t group_exec(job_t *j, writer_t *w)
     } else {
         store_group_row_t *rows;
         size_t n;
-        store_group_rows(s, 0, &rows, &n);
-        size_t first, end;
-        page_range(&r->page, n, group_row_name, rows, &first, &end);
-        resp_add_array(&j->reply, end - first);
-        for (size_t i = first; i < end; i++) {
+        store_group_page(s, r->page.after.len > 0 ? r->page.after.ptr : NULL, (size_t)r->page.count, &rows, &n);
+        resp_add_array(&j->reply, n);
+        for (size_t i = 0; i < n; i++) {
             const store_group_info_t *gi = &rows[i].info;
             resp_add_map(&j->reply, 11);
             resp_add_bulk_str(&j->reply, "group");
@@ -219,15 +192,11 @@ static job_result_t topics_exec(job_t *j, writer_t *w)
     const char *dedup_topics = ((topics_job_t *)j)->dedup_topics;
     store_t *s = writer_store(w);
     store_topic_row_t *topics;
-    store_group_row_t *groups;
-    size_t ntopics, ngroups;
-    store_topic_rows(s, &topics, &ntopics);
-    store_group_rows(s, 1, &groups, &ngroups);
-    size_t from, end;
-    page_range(&((topics_job_t *)j)->page, ntopics, topic_row_name, topics, &from, &end);
-    resp_add_array(&j->reply, end - from);
-    size_t g = 0;
-    for (size_t i = from; i < end; i++) {
+    size_t ntopics;
+    const name_page_t *page = &((topics_job_t *)j)->page;
+    store_topic_page(s, page->after.len > 0 ? page->after.ptr : NULL, (size_t)page->count, &topics, &ntopics);
+    resp_add_array(&j->reply, ntopics);
+    for (size_t i = 0; i < ntopics; i++) {
         const store_topic_row_t *t = &topics[i];
         resp_add_map(&j->reply, 8);
         resp_add_bulk_str(&j->reply, "topic");
@@ -238,16 +207,12 @@ static job_result_t topics_exec(job_t *j, writer_t *w)
         add_kv_int(&j->reply, "retained", t->info.retained);
         add_kv_int(&j->reply, "appended", t->info.appended);
         add_kv_int(&j->reply, "sends", t->info.sent);
-        while (g < ngroups && strcmp(groups[g].info.topic, t->name) < 0) {
-            g++; /* a group whose topic has no record (the store never has one) */
-        }
-        size_t first = g;
-        while (g < ngroups && strcmp(groups[g].info.topic, t->name) == 0) {
-            g++;
-        }
+        store_group_row_t *groups;
+        size_t ngroups;
+        store_topic_group_rows(s, t->name, strlen(t->name), &groups, &ngroups);
         resp_add_bulk_str(&j->reply, "groups");
-        resp_add_array(&j->reply, g - first);
-        for (size_t k = first; k < g; k++) {
+        resp_add_array(&j->reply, ngroups);
+        for (size_t k = 0; k < ngroups; k++) {
             const store_group_info_t *gi = &groups[k].info;
             resp_add_map(&j->reply, 5);
             resp_add_bulk_str(&j->reply, "group");
@@ -257,9 +222,9 @@ static job_result_t topics_exec(job_t *j, writer_t *w)
             add_kv_int(&j->reply, "retry", gi->retry_ready + gi->retry_delayed);
             add_kv_int(&j->reply, "dlq", gi->dlq);
         }
+        free(groups);
     }
     free(topics);
-    free(groups);
     return JOB_DONE;
 }
 

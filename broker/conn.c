@@ -181,7 +181,6 @@ void conn_set_stop_reading(conn_set_t *s)
     s->reading = 0;
     for (conn_t *c = s->all; c; c = c->all_next) {
         bufferevent_disable(c->bev, EV_READ);
-        c->idle_at_stop = conn_is_idle(c); /* closed without a linger (conn_maybe_finish) */
     }
 }
 
@@ -190,13 +189,18 @@ size_t conn_set_drain_all(conn_set_t *s)
     s->writer_running = 0;
     s->reading = 0;
     s->draining_all = 1;
+    size_t refused = 0;
     for (conn_t *c = s->all, *n; c; c = n) {
         n = c->all_next;
         conn_flush(c);
+        refused += conn_refuse_unread(c);
         if (!c->closing) {
             c->draining = 1;
             conn_maybe_finish(c);
         }
+    }
+    if (refused > 0) {
+        log_info("stopping: %zu command(s) received but not run were refused (ERR shutting down)", refused);
     }
     if (s->nconns == 0) {
         event_active(s->reaper, 0, 0);

@@ -92,11 +92,11 @@ typedef struct conn {
     size_t nslots;
     uint64_t next_seq;
     /* state */
-    int blocked;      /* a blocking PULL is outstanding */
-    int draining;     /* close once all replies are written */
-    int lingering;    /* replies written, write side shut, discarding input */
-    int idle_at_stop; /* nothing in flight when the shutdown began: closed without a linger */
-    int closing;      /* detached, freed at a safe point */
+    int blocked;                   /* a blocking PULL is outstanding */
+    int draining;                  /* close once all replies are written */
+    int lingering;                 /* replies written, write side shut, discarding input */
+    uint64_t linger_deadline_mono; /* lingering: closed by then at the latest (conn_close.c) */
+    int closing;                   /* detached, freed at a safe point */
     /* TLS (common/tls_server.h): the bufferevent is an OpenSSL one */
     int tls;         /* accepted on tls-port */
     int tls_ready;   /* the handshake completed */

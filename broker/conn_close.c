@@ -2,9 +2,9 @@
  * broker/conn_close.c — closing a client connection: detaching it
  * (conn_close), freeing it at a safe point (the reaper), and the orderly end
  * of a draining one: once every reply is written the write side is shut
- * (close_notify first on TLS), input is discarded for a short linger, then
- * it is closed; at shutdown a connection that was idle when the stop began
- * is closed without the linger.
+ * (close_notify first on TLS), input is discarded until the client has
+ * acknowledged every reply with nothing unread (or its EOF, or a 1 s linger),
+ * then it is closed, so a close never resets a client (conn_maybe_finish).
  *
  * Invariants: a connection is never freed inside a callback chain — it is
  * detached (out of the id map and list, callbacks cleared, its unanswered
@@ -18,17 +18,22 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+
+#include <linux/sockios.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent_ssl.h>
 #include <openssl/ssl.h>
 
-#include "broker/conn_internal.h"
+#include "base/clock.h"
 #include "broker/cmd_shared.h"
+#include "broker/conn_internal.h"
 
-#define LINGER_MS 1000 /* discard input this long after a last reply */
+#define LINGER_MS      1000 /* at most this long discarding input after a last reply */
+#define LINGER_POLL_MS 5    /* how often a lingering connection checks conn_linger_done */
 
 /* 1 when c has a reply slot not filled yet: a job the storage thread (or the
  * auth thread) has not answered. */
@@ -104,40 +109,59 @@ void conn_reaper_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* 1 when closing c (its write side shut) now cannot reset its client: every
+ * byte the broker sent is acknowledged (SIOCOUTQ at most 1, the sequence
+ * number the FIN takes: the client's kernel holds every reply, and the FIN,
+ * sent right after them, is on its way; waiting for its ACK would cost a
+ * delayed ACK, 40 ms, per stop), so what the client writes later
+ * meets a reset only after that EOF) and nothing it sent is unread (close(2)
+ * with unread input sends RST instead of the FIN, and drops replies not yet
+ * acknowledged). */
+static int conn_linger_done(const conn_t *c)
+{
+    evutil_socket_t fd = bufferevent_getfd(c->bev);
+    if (fd < 0) {
+        return 1;
+    }
+    int unacked = 0;
+    int unread = 0;
+    return evbuffer_get_length(bufferevent_get_input(c->bev)) == 0 && ioctl(fd, SIOCOUTQ, &unacked) == 0 &&
+           unacked <= 1 && ioctl(fd, FIONREAD, &unread) == 0 && unread == 0;
+}
+
 static void linger_read_cb(struct bufferevent *bev, void *arg)
 {
-    (void)arg;
+    conn_t *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
     evbuffer_drain(in, evbuffer_get_length(in));
+    if (conn_linger_done(c)) {
+        conn_close(c);
+    }
 }
 
+/* EOF or an error: done. A read timeout is the poll (LINGER_POLL_MS): close
+ * once conn_linger_done or LINGER_MS after the linger began. */
 static void linger_event_cb(struct bufferevent *bev, short what, void *arg)
 {
-    (void)bev;
-    (void)what;
-    conn_close(arg); /* EOF, error or the linger timeout: done */
-}
-
-int conn_is_idle(const conn_t *c)
-{
-    if (c->closing || c->nslots > 0 || evbuffer_get_length(bufferevent_get_output(c->bev)) != 0 ||
-        evbuffer_get_length(bufferevent_get_input(c->bev)) != 0) {
-        return 0;
+    conn_t *c = arg;
+    if ((what & BEV_EVENT_TIMEOUT) && !conn_linger_done(c) && clock_mono_ms() < c->linger_deadline_mono) {
+        bufferevent_enable(bev, EV_READ); /* a timeout disabled reading */
+        return;
     }
-    evutil_socket_t fd = bufferevent_getfd(c->bev);
-    int unread = 0;
-    return fd >= 0 && ioctl(fd, FIONREAD, &unread) == 0 && unread == 0;
+    conn_close(c);
 }
 
-/* Close once every reply is written. Closing a socket with unread input
- * makes the kernel send RST, which can destroy the error reply before the
- * client reads it; so the write side is shut first (FIN after the reply) and
- * input is read and discarded until EOF or LINGER_MS, then closed.
- * The linger protects replies in flight. A connection idle since the
- * shutdown began (conn_set_stop_reading marks it) has none: it sent nothing
- * the broker did not answer before, so it is closed at once; lingering on it
- * only held the stop for LINGER_MS whenever an idle client (a redis-cli at
- * its prompt) was connected. */
+/* Close once every reply is written, without a reset. Closing a socket with
+ * unread input makes the kernel send RST instead of a FIN: the client then
+ * reads "Connection reset by peer" (and may lose replies it has not read)
+ * rather than EOF, even when all it did was write a request in the instant
+ * the broker stopped. So the write side is shut first (the FIN follows the
+ * last reply), input is read and discarded, and the socket is closed once
+ * the client has acknowledged every reply with nothing unread left
+ * (conn_linger_done, polled every LINGER_POLL_MS), at its EOF, or after
+ * LINGER_MS. An idle client (a redis-cli at its prompt) has nothing
+ * unacknowledged, so a stop is not held for it; one that does not read its replies holds it
+ * at most CONN_DRAIN_TIMEOUT_MS + LINGER_MS. */
 void conn_maybe_finish(conn_t *c)
 {
     if (c->closing || !c->draining || c->nslots > 0 || c->lingering) {
@@ -153,10 +177,6 @@ void conn_maybe_finish(conn_t *c)
             SSL_shutdown(ssl); /* close_notify, written straight to the socket */
         }
     }
-    if (c->set->draining_all && c->idle_at_stop && conn_is_idle(c)) {
-        conn_close(c); /* FIN now: nothing of its is in flight for an RST to destroy */
-        return;
-    }
     evutil_socket_t fd = bufferevent_getfd(c->bev);
     if (fd < 0 || shutdown(fd, SHUT_WR) != 0) {
         conn_close(c);
@@ -164,9 +184,14 @@ void conn_maybe_finish(conn_t *c)
     }
     struct evbuffer *in = bufferevent_get_input(c->bev);
     evbuffer_drain(in, evbuffer_get_length(in));
+    if (conn_linger_done(c)) {
+        conn_close(c); /* nothing unacknowledged, nothing unread: an idle client */
+        return;
+    }
+    c->linger_deadline_mono = clock_mono_ms() + LINGER_MS;
     bufferevent_setcb(c->bev, linger_read_cb, NULL, linger_event_cb, c);
     bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
-    struct timeval tv = { LINGER_MS / 1000, (LINGER_MS % 1000) * 1000 };
+    struct timeval tv = { 0, LINGER_POLL_MS * 1000 };
     bufferevent_set_timeouts(c->bev, &tv, NULL);
     bufferevent_enable(c->bev, EV_READ);
 }

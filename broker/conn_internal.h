@@ -120,9 +120,10 @@ void conn_free_dead(conn_set_t *s);
 void conn_reaper_cb(evutil_socket_t fd, short what, void *arg);
 /* A draining connection whose replies are all written starts lingering. */
 void conn_maybe_finish(conn_t *c);
-/* 1 when c has nothing in flight: no command unanswered, no reply unwritten,
- * no input unread (in its buffer or the socket's). */
-int conn_is_idle(const conn_t *c);
+/* At a stop, after the storage thread finished: each complete request c sent
+ * that was never run is answered "ERR shutting down: …" (conn_request.c).
+ * Returns how many were. */
+size_t conn_refuse_unread(conn_t *c);
 /* Parse nothing more; close once every queued reply is written. */
 void conn_start_draining(conn_t *c);
 /* Reply an error (printf format, the whole message: "ERR …") after what is

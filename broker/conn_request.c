@@ -9,6 +9,8 @@
  * max-inflight-bytes are held for it; nothing is parsed once it drains.
  * header-timeout counts from the first byte of a command the parser holds
  * (cmd_started_mono, read by the sweep).
+ * At a stop, once the storage thread finished, what was received but never
+ * parsed is parsed only to be refused (conn_refuse_unread).
  *
  * Cross-protocol guard (docs/protocol.md): a browser or any HTTP client can
  * be made to send a request to this port, and its body would run as inline
@@ -31,7 +33,10 @@
 #include "broker/server.h"
 #include "common/log.h"
 
-#define TLS_RECORD_HANDSHAKE 0x16 /* the first byte of a TLS ClientHello */
+#define TLS_RECORD_HANDSHAKE 0x16          /* the first byte of a TLS ClientHello */
+#define REFUSE_MAX_BYTES     (1024 * 1024) /* a stop reads at most this much unread input to refuse */
+#define REFUSE_READ_CHUNK    16384
+#define REFUSED_AT_STOP      "ERR shutting down: the command was not run"
 
 /* 1 when cmd can only be part of an HTTP request (see the file comment). */
 static int looks_like_http(const conn_t *c, const resp_command_t *cmd)
@@ -156,4 +161,49 @@ void conn_process_input(conn_t *c)
     } else if (c->cmd_started_mono == 0) {
         c->cmd_started_mono = clock_mono_ms();
     }
+}
+
+/* At a stop, once the storage thread has finished: answer each complete
+ * request c sent that was never parsed (pipelined behind one in flight, or
+ * written since the stop began) with REFUSED_AT_STOP, so its client knows it
+ * was not run instead of meeting an EOF that leaves it guessing. Plaintext
+ * connections have the socket's unread input read first (non-blocking, at
+ * most REFUSE_MAX_BYTES); a TLS one refuses what was decrypted already.
+ * Bounded: at most CONN_MAX_PENDING refusals; a malformed request or an
+ * unfinished one ends it; what is left is discarded.
+ * Returns the number refused. */
+size_t conn_refuse_unread(conn_t *c)
+{
+    conn_set_t *s = c->set;
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    evutil_socket_t fd = bufferevent_getfd(c->bev);
+    if (c->closing || c->draining) {
+        return 0; /* it parses nothing more already (QUIT, a protocol error): its input is discarded */
+    }
+    if (!c->tls && fd >= 0) {
+        while (evbuffer_get_length(in) < REFUSE_MAX_BYTES && evbuffer_read(in, fd, REFUSE_READ_CHUNK) > 0) {
+        }
+    }
+    size_t refused = 0;
+    while (!c->closing && refused < CONN_MAX_PENDING && evbuffer_get_length(in) > 0) {
+        struct evbuffer_iovec v;
+        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) {
+            break;
+        }
+        size_t consumed = 0;
+        resp_command_t cmd;
+        resp_status_t st = resp_parser_feed(&c->parser, v.iov_base, v.iov_len, &consumed, &cmd);
+        evbuffer_drain(in, consumed);
+        if (st == RESP_OK) {
+            resp_buf_clear(&s->scratch);
+            s->scratch.proto = c->proto;
+            resp_add_error(&s->scratch, REFUSED_AT_STOP);
+            conn_reply(c, s->scratch.raw.data, s->scratch.raw.len);
+            refused++;
+        } else if (st != RESP_NEED_MORE || consumed == 0) {
+            break;
+        }
+    }
+    evbuffer_drain(in, evbuffer_get_length(in)); /* past the bounds: not held while the replies are written */
+    return refused;
 }

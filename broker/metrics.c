@@ -18,6 +18,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "levels/msg.h"
 
 static const double lateness_bounds[] = { 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
@@ -43,9 +44,16 @@ int metrics_info_mask(const char *name, size_t len)
         const char *name;
         int mask;
     } sections[] = {
-        { "server", INFO_SERVER },   { "clients", INFO_CLIENTS }, { "levels", INFO_LEVELS }, { "groups", INFO_GROUPS },
-        { "storage", INFO_STORAGE }, { "stats", INFO_STATS },     { "all", INFO_ALL },       { "default", INFO_ALL },
-        { "everything", INFO_ALL },  { "memory", INFO_MEMORY },
+        { "server", INFO_SERVER },
+        { "clients", INFO_CLIENTS },
+        { "levels", INFO_LEVELS },
+        { "groups", INFO_GROUPS | INFO_GROUPS_EVERY },
+        { "storage", INFO_STORAGE },
+        { "stats", INFO_STATS },
+        { "all", INFO_ALL | INFO_GROUPS_EVERY },
+        { "default", INFO_ALL },
+        { "everything", INFO_ALL | INFO_GROUPS_EVERY },
+        { "memory", INFO_MEMORY },
     };
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
         if (strlen(sections[i].name) == len && strncasecmp(sections[i].name, name, len) == 0) {
@@ -58,10 +66,18 @@ int metrics_info_mask(const char *name, size_t len)
 /* ---- INFO ----------------------------------------------------------------------- */
 
 typedef struct group_acc {
-    buf_t *out;
     uint64_t n, ready, inflight, retry, dlq;
-    int list;
 } group_acc_t;
+
+static void info_group_line(buf_t *out, const char *group, const store_group_info_t *gi)
+{
+    buf_printf(out,
+               "group_%s:topic=%s,ready=%llu,backlog=%llu,retry_ready=%llu,retry_delayed=%llu,"
+               "inflight=%llu,dlq=%llu,max_reconsume=%u\r\n",
+               group, gi->topic, (unsigned long long)gi->ready, (unsigned long long)gi->backlog,
+               (unsigned long long)gi->retry_ready, (unsigned long long)gi->retry_delayed,
+               (unsigned long long)gi->inflight, (unsigned long long)gi->dlq, gi->max_reconsume);
+}
 
 static int info_group(void *ctx, const char *group, const store_group_info_t *gi)
 {
@@ -71,14 +87,7 @@ static int info_group(void *ctx, const char *group, const store_group_info_t *gi
     a->inflight += gi->inflight;
     a->retry += gi->retry_ready + gi->retry_delayed;
     a->dlq += gi->dlq;
-    if (a->list) {
-        buf_printf(a->out,
-                   "group_%s:topic=%s,ready=%llu,backlog=%llu,retry_ready=%llu,retry_delayed=%llu,"
-                   "inflight=%llu,dlq=%llu,max_reconsume=%u\r\n",
-                   group, gi->topic, (unsigned long long)gi->ready, (unsigned long long)gi->backlog,
-                   (unsigned long long)gi->retry_ready, (unsigned long long)gi->retry_delayed,
-                   (unsigned long long)gi->inflight, (unsigned long long)gi->dlq, gi->max_reconsume);
-    }
+    (void)group;
     return 0;
 }
 
@@ -121,16 +130,26 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
             buf_append(o, "\r\n", 2);
         }
         buf_printf(o, "# Groups\r\n");
-        group_acc_t a = { .out = o, .list = 1 };
+        /* Every group's line only when asked for them (INFO groups, all,
+         * everything); else the first INFO_GROUPS_LISTED by name. */
+        store_group_row_t *rows;
+        size_t nrows;
+        store_group_page(s, NULL, (mask & INFO_GROUPS_EVERY) ? 0 : INFO_GROUPS_LISTED, &rows, &nrows);
+        for (size_t i = 0; i < nrows; i++) {
+            info_group_line(o, rows[i].name, &rows[i].info);
+        }
+        free(rows);
+        group_acc_t a = { 0 };
         store_group_foreach(s, info_group, &a);
         uint64_t deleting, deleting_entries;
         store_groups_deleting(s, &deleting, &deleting_entries);
         buf_printf(o,
                    "groups:%llu\r\nready:%llu\r\ninflight:%llu\r\ninflight_unwritten:%llu\r\nretry:%llu\r\n"
-                   "dlq:%llu\r\ngroups_deleting:%llu\r\ngroups_deleting_entries:%llu\r\n",
+                   "dlq:%llu\r\ngroups_deleting:%llu\r\ngroups_deleting_entries:%llu\r\ngroups_unlisted:%llu\r\n",
                    (unsigned long long)a.n, (unsigned long long)a.ready, (unsigned long long)a.inflight,
                    (unsigned long long)store_leases_unwritten(s), (unsigned long long)a.retry,
-                   (unsigned long long)a.dlq, (unsigned long long)deleting, (unsigned long long)deleting_entries);
+                   (unsigned long long)a.dlq, (unsigned long long)deleting, (unsigned long long)deleting_entries,
+                   (unsigned long long)(a.n - nrows));
     }
     if (mask & INFO_STORAGE) {
         if (lead || o->len) {
@@ -144,14 +163,14 @@ void metrics_info_storage(buf_t *out, int mask, store_t *s, const storage_stats_
                    "pending_writes:%d\r\nbroken:%d\r\ngroup_commits:%llu\r\ncommits:%llu\r\n"
                    "commit_failures:%llu\r\nreopens:%llu\r\njobs:%llu\r\nmax_batch:%llu\r\n"
                    "avg_batch:%.2f\r\nlast_commit_us:%llu\r\ncommit_p99_ms:%.3f\r\nmaintenance_work:%llu\r\n"
-                   "memory_trims:%llu\r\n",
+                   "memory_trims:%llu\r\nmemory_trim_us:%llu\r\n",
                    (mask & INFO_PATHS) ? so->path : INFO_HIDDEN, so->sync ? "always" : "no", spec, STORE_FORMAT_VERSION,
                    store_pending(s), store_broken(s), (unsigned long long)st->batches, (unsigned long long)st->commits,
                    (unsigned long long)st->commit_failures, (unsigned long long)st->reopens,
                    (unsigned long long)st->jobs, (unsigned long long)st->max_batch,
                    st->batches ? (double)st->jobs / (double)st->batches : 0.0, (unsigned long long)st->last_commit_us,
                    prom_hist_quantile(&st->commit_seconds, 0.99) * 1000.0, (unsigned long long)st->maintain_work,
-                   (unsigned long long)st->memory_trims);
+                   (unsigned long long)st->memory_trims, (unsigned long long)st->memory_trim_us);
         if (st->syncer != NULL) {
             prom_hist_t fs;
             uint64_t last_us;
@@ -263,12 +282,29 @@ void metrics_info_loop_tail(buf_t *out, int mask, const loop_info_t *li)
  * the page (and the time series database) grow without end. */
 static void prom_topics(buf_t *o, store_t *s, long long max_topics)
 {
-    store_topic_row_t *topics;
-    store_group_row_t *groups;
-    size_t ntopics, ngroups;
-    store_topic_rows(s, &topics, &ntopics);
-    store_group_rows(s, 1, &groups, &ngroups);
-    size_t shown = max_topics >= 0 && (size_t)max_topics < ntopics ? (size_t)max_topics : ntopics;
+    /* The shown topics picked and their groups read from each (store_topic_page,
+     * store_topic_group_rows), not every topic and group copied and sorted:
+     * at 10 000 of each a scrape with the default 100 sorted 20 000 rows. */
+    store_topic_row_t *topics = NULL;
+    store_group_row_t *groups = NULL;
+    size_t ntopics = store_topic_count(s), shown = 0, ngroups = 0, cap = 0;
+    if (max_topics != 0) {
+        store_topic_page(s, NULL, max_topics > 0 ? (size_t)max_topics : 0, &topics, &shown);
+    }
+    for (size_t i = 0; i < shown; i++) {
+        store_group_row_t *rows;
+        size_t n;
+        store_topic_group_rows(s, topics[i].name, strlen(topics[i].name), &rows, &n);
+        if (ngroups + n > cap) {
+            cap = (ngroups + n) * 2;
+            groups = xrealloc(groups, cap * sizeof *groups);
+        }
+        if (n > 0) {
+            memcpy(groups + ngroups, rows, n * sizeof *rows);
+        }
+        ngroups += n;
+        free(rows);
+    }
     static const struct {
         const char *name, *type, *help;
     } tm[] = {
@@ -295,10 +331,9 @@ static void prom_topics(buf_t *o, store_t *s, long long max_topics)
         { "hourglass_group_retry", "Retries of a group waiting or ready." },
         { "hourglass_group_dlq", "Messages in a group's DLQ." },
     };
-    const char *last = shown ? topics[shown - 1].name : NULL;
     for (size_t m = 0; m < sizeof gm / sizeof gm[0]; m++) {
         buf_printf(o, "# HELP %s %s\n# TYPE %s gauge\n", gm[m].name, gm[m].help, gm[m].name);
-        for (size_t i = 0; i < ngroups && last != NULL && strcmp(groups[i].info.topic, last) <= 0; i++) {
+        for (size_t i = 0; i < ngroups; i++) {
             const store_group_info_t *gi = &groups[i].info;
             uint64_t v = m == 0   ? gi->ready
                          : m == 1 ? gi->inflight

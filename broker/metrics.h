@@ -37,7 +37,8 @@ typedef struct storage_stats {
     uint64_t disk_full_refusals;  /* write commands refused while it was full */
     uint64_t wake_deferrals;      /* woken PULLs left parked for want of client memory (writer_set_wake_budget) */
     uint64_t closed_jobs_dropped; /* jobs of closed connections dropped unrun: read-only ones queued, PULL BLOCKs */
-    uint64_t memory_trims;        /* freed memory given back to the kernel when idle after work (writer_thread.c) */
+    uint64_t memory_trims;        /* freed memory given back to the kernel in pauses after work (writer_thread.c) */
+    uint64_t memory_trim_us;      /* ...and the time those trims took, summed */
     prom_hist_t lateness;         /* seconds: delivery time - due_ms */
     prom_hist_t batch_jobs;       /* jobs per group commit */
     prom_hist_t commit_seconds;   /* store_commit duration */
@@ -84,12 +85,20 @@ enum {
      * admin; CONFIG GET, which shows every path, is admin-only too). Without
      * it the fields that hold one (storage: dir, backup_last_error) show
      * INFO_HIDDEN: a viewer, producer or consumer learns no path. */
-    INFO_PATHS = 128
+    INFO_PATHS = 128,
+    /* Not a section: the groups section lists every group's line (INFO
+     * groups, all, everything); without it (INFO, INFO default) at most
+     * INFO_GROUPS_LISTED of them, the first by name, and groups_unlisted
+     * says how many more there are: a plain INFO polled every second stays
+     * small at 10 000 groups (1.1 MB with every line). */
+    INFO_GROUPS_EVERY = 256
 };
-#define INFO_HIDDEN "(admin only)"
+#define INFO_GROUPS_LISTED 100
+#define INFO_HIDDEN        "(admin only)"
 
 /* The mask for an INFO argument ("server", "all", "default", ...); 0 for an
- * unknown section (INFO then answers an empty string, as Redis). */
+ * unknown section (INFO then answers an empty string, as Redis). "groups",
+ * "all" and "everything" include INFO_GROUPS_EVERY, "default" does not. */
 int metrics_info_mask(const char *name, size_t len);
 
 /* Storage thread: INFO sections levels, groups, storage and the storage half

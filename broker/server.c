@@ -17,7 +17,9 @@
  *
  * Shutdown: RUNNING -> STOPPING (listener off, no more parsing, writer asked
  * to finish its queue and close the store) -> CLOSING (writer done: every
- * connection drains its replies and closes; a 2 s guard timer) -> loop exit.
+ * connection refuses the commands it received but did not run, drains its
+ * replies and closes without a reset, conn_set_drain_all; a 2 s guard
+ * timer) -> loop exit.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -138,6 +140,7 @@ server_t *server_new(const config_t *cfg, struct event_base *base)
     s->auth = auth_new(base, server_job_done, s);
     s->started_mono = clock_mono_ms();
     s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    log_limit_init(&s->accept_log, "accepts", ACCEPT_LOG_MS); /* only log_limit_count: no recovery line */
     return s;
 }
 
@@ -225,6 +228,7 @@ void server_free(server_t *s)
     if (s->spare_fd >= 0) {
         close(s->spare_fd);
     }
+    log_limit_destroy(&s->accept_log);
     free(s);
 }
 

@@ -10,7 +10,9 @@
  * open) is given back to accept and refuse the clients waiting in the
  * backlog, so they are told why instead of hanging; when that cannot be
  * done (or on ENOBUFS/ENOMEM) accepting pauses for ACCEPT_RETRY_MS. Each of
- * these is logged at most once a second.
+ * these (and the refusals at max-clients, per port) is logged through
+ * s->accept_log (common/log_limit.h's log_limit_count): at most once per
+ * ACCEPT_LOG_MS, the next line saying how many were not logged.
  *
  * Thread: everything here runs on the event-loop thread.
  */
@@ -25,9 +27,9 @@
 #include <event2/listener.h>
 #include <event2/util.h>
 
-#include "base/clock.h"
 #include "broker/server_internal.h"
 #include "common/log.h"
+#include "common/log_limit.h"
 
 #define ACCEPT_RETRY_MS 100
 
@@ -37,7 +39,7 @@
  * the CPU of a broker that is already at its limit on whoever connects.
  * rejected_connections counts it; at_limit: refused at max-clients (not for
  * want of descriptors, which shed_backlog logs itself), and the log says so,
- * at most once a second per port. */
+ * at most once per ACCEPT_LOG_MS per port. */
 static void refuse(server_t *s, evutil_socket_t fd, int tls, int at_limit)
 {
     static const char msg[] = "-ERR max number of clients reached\r\n";
@@ -50,16 +52,15 @@ static void refuse(server_t *s, evutil_socket_t fd, int tls, int at_limit)
     if (!at_limit) {
         return;
     }
-    uint64_t now = clock_mono_ms();
-    if (tls && now >= s->last_tls_refusal_log + 1000) {
-        log_warn("max-clients (%lld) reached: closed a client on tls-port %d (%llu refused so far)",
-                 s->cfg->max_clients, s->tls_port, (unsigned long long)s->rejected);
-        s->last_tls_refusal_log = now;
-    } else if (!tls && now >= s->last_refusal_log + 1000) {
-        log_warn("max-clients (%lld) reached: refused a client with 'max number of clients reached' (%llu refused so "
-                 "far)",
-                 s->cfg->max_clients, (unsigned long long)s->rejected);
-        s->last_refusal_log = now;
+    if (tls) {
+        log_limit_count(&s->accept_log, LOG_LEVEL_WARN, "max-clients tls-port",
+                        "max-clients (%lld) reached: closed a client on tls-port %d (%llu refused so far)",
+                        s->cfg->max_clients, s->tls_port, (unsigned long long)s->rejected);
+    } else {
+        log_limit_count(&s->accept_log, LOG_LEVEL_WARN, "max-clients port",
+                        "max-clients (%lld) reached: refused a client with 'max number of clients reached' (%llu "
+                        "refused so far)",
+                        s->cfg->max_clients, (unsigned long long)s->rejected);
     }
 }
 
@@ -142,26 +143,18 @@ static void accept_error_cb(struct evconnlistener *l, void *arg)
     int err = EVUTIL_SOCKET_ERROR();
     if (err == EMFILE || err == ENFILE) {
         int shed = shed_backlog(s, evconnlistener_get_fd(l));
-        if (shed > 0) {
-            uint64_t now = clock_mono_ms();
-            s->shed_unlogged += shed;
-            if (now >= s->last_shed_log + 1000) {
-                log_warn("accept: %s (%zu clients): refused %d waiting client%s with 'max number of clients reached'",
-                         evutil_socket_error_to_string(err), conn_set_count(s->conns), s->shed_unlogged,
-                         s->shed_unlogged == 1 ? "" : "s");
-                s->last_shed_log = now;
-                s->shed_unlogged = 0;
-            }
+        if (shed > 0) { /* its own key: a pause just before must not hide the refusals */
+            log_limit_count(&s->accept_log, LOG_LEVEL_WARN, "shed",
+                            "accept: %s (%zu clients): refused %d waiting client%s with 'max number of clients "
+                            "reached' (%llu refused so far)",
+                            evutil_socket_error_to_string(err), conn_set_count(s->conns), shed, shed == 1 ? "" : "s",
+                            (unsigned long long)s->rejected);
             return;
         }
     }
     if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
-        uint64_t now = clock_mono_ms();
-        if (now >= s->last_emfile_log + 1000) {
-            log_warn("accept: %s (%zu clients); pausing accepts for %d ms", evutil_socket_error_to_string(err),
-                     conn_set_count(s->conns), ACCEPT_RETRY_MS);
-            s->last_emfile_log = now;
-        }
+        log_limit_count(&s->accept_log, LOG_LEVEL_WARN, "pause", "accept: %s (%zu clients); pausing accepts for %d ms",
+                        evutil_socket_error_to_string(err), conn_set_count(s->conns), ACCEPT_RETRY_MS);
         evconnlistener_disable(l);
         struct timeval tv = { 0, ACCEPT_RETRY_MS * 1000 };
         evtimer_add(s->accept_timer, &tv);

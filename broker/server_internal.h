@@ -30,6 +30,7 @@
 #include "broker/conn.h"
 #include "broker/server.h"
 #include "common/http_guard.h"
+#include "common/log_limit.h"
 #include "common/tls_server.h"
 
 enum {
@@ -55,14 +56,10 @@ struct server {
     int writer_running;
     int state;
     uint64_t started_mono;
-    uint64_t last_emfile_log;      /* "pausing accepts" logged (at most once a second) */
-    uint64_t last_shed_log;        /* "refused N waiting clients" logged (its own second: a pause
-                               * just before must not hide the refusals) */
-    int shed_unlogged;             /* clients refused since that line */
-    uint64_t rejected;             /* connections refused at max-clients */
-    uint64_t last_tls_refusal_log; /* monotonic ms of the last such log line for tls-port */
-    uint64_t last_refusal_log;     /* ...and for the plaintext port */
-    int spare_fd;                  /* /dev/null held open so that EMFILE can still accept and refuse */
+    uint64_t rejected;      /* connections refused at max-clients */
+    log_limit_t accept_log; /* server_accept.c's refusals and pauses: each key (plaintext port, tls-port,
+                                      EMFILE shed, accept paused) at most once per ACCEPT_LOG_MS */
+    int spare_fd;           /* /dev/null held open so that EMFILE can still accept and refuse */
     /* users, AUTH, protected mode */
     users_t *users;
     auth_worker_t *auth;
@@ -72,6 +69,8 @@ struct server {
 };
 
 /* ---- server_accept.c ---- */
+
+#define ACCEPT_LOG_MS 1000 /* accept_log's interval */
 
 /* A RESP listener on bind:port (accepting into s's connections); *bound_port
  * is the port bound. NULL with err ("cannot listen on 127.0.0.1:7379: ..."). */

@@ -21,11 +21,11 @@
 #include <event2/keyvalq_struct.h>
 
 #include "base/alloc.h"
-#include "base/clock.h"
 #include "common/http_conns.h"
 #include "common/log.h"
+#include "common/log_limit.h"
 
-#define HTTP_GUARD_LOG_MS     1000 /* at most one refusal logged per this long */
+#define HTTP_GUARD_LOG_MS     1000 /* refusal_log's interval: at most one refusal logged per this long */
 #define HTTP_GUARD_IDLE_S     30   /* evhttp's timeout: a connection silent this long is closed */
 #define HTTP_GUARD_HOST_SHOWN 64   /* bytes of a refused Host shown in the log and the reply */
 
@@ -35,7 +35,8 @@ struct http_guard {
     char *bind_key;
     char *what;
     int loopback;
-    uint64_t refused, last_log_mono;
+    uint64_t refused;
+    log_limit_t refusal_log; /* the refused Hosts (log_limit_count): the next line says how many were not logged */
 };
 
 int http_host_is_local(const char *host, const char *bind)
@@ -93,6 +94,7 @@ http_guard_t *http_guard_new(struct evhttp *http, struct event_base *base, const
     g->bind_key = xstrdup(bind_key);
     g->what = xstrdup(what);
     g->loopback = cfg_bind_is_loopback(bind);
+    log_limit_init(&g->refusal_log, "requests", HTTP_GUARD_LOG_MS); /* only log_limit_count: no recovery line */
     return g;
 }
 
@@ -108,13 +110,11 @@ int http_guard_admit(http_guard_t *g, struct evhttp_request *req)
     for (; host[i] != '\0' && i + 1 < sizeof shown; i++)
         shown[i] = host[i] >= 0x20 && host[i] < 0x7f ? host[i] : '?';
     shown[i] = '\0';
-    uint64_t now = clock_mono_ms();
-    if (g->last_log_mono == 0 || now >= g->last_log_mono + HTTP_GUARD_LOG_MS) {
-        log_warn("metrics port: refused a request for host '%s' (%llu so far): only an IP address, localhost or "
-                 "%s %s names this loopback listener (DNS rebinding?)",
-                 shown, (unsigned long long)g->refused, g->bind_key, g->bind);
-        g->last_log_mono = now;
-    }
+    /* one key for every Host: a client naming a new one each time must not get a line each */
+    log_limit_count(&g->refusal_log, LOG_LEVEL_WARN, "host",
+                    "metrics port: refused a request for host '%s' (%llu so far): only an IP address, localhost or "
+                    "%s %s names this loopback listener (DNS rebinding?)",
+                    shown, (unsigned long long)g->refused, g->bind_key, g->bind);
     struct evbuffer *body = evbuffer_new();
     if (body == NULL)
         abort(); /* out of memory (CONTRIBUTING.md) */
@@ -144,5 +144,6 @@ void http_guard_free(http_guard_t *g)
     free(g->bind);
     free(g->bind_key);
     free(g->what);
+    log_limit_destroy(&g->refusal_log);
     free(g);
 }

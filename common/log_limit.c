@@ -2,7 +2,8 @@
  * common/log_limit.c — a repeated failure logged once per interval with a
  * count, and its recovery logged once (contract: log_limit.h).
  *
- * Invariants: failing is 1 exactly while failures > 0; keys[0..nkeys) are
+ * Invariants: failing is 1 exactly while failures > 0 (log_limit_count
+ * touches neither); keys[0..nkeys) are
  * the distinct keys seen since the outage began (at most LOG_LIMIT_KEYS, the
  * least recently used replaced); a key's suppressed counts its failures
  * since its own last line. Lines are formatted and written under the lock,
@@ -31,14 +32,32 @@ static void default_emit(log_level_t level, const char *line, void *arg)
     log_msg(level, "%s", line);
 }
 
+/* The clock, the writer and the interval, with LOG_LIMIT_INITIALIZER's
+ * zeroes meaning the defaults. */
+static uint64_t now_ms(const log_limit_t *l)
+{
+    return l->clock != NULL ? l->clock(l->hook_arg) : default_clock(NULL);
+}
+
+static void emit(const log_limit_t *l, log_level_t level, const char *line)
+{
+    if (l->emit != NULL)
+        l->emit(level, line, l->hook_arg);
+    else
+        default_emit(level, line, NULL);
+}
+
+static uint64_t interval_ms(const log_limit_t *l)
+{
+    return l->interval_ms > 0 ? l->interval_ms : LOG_LIMIT_INTERVAL_MS;
+}
+
 void log_limit_init(log_limit_t *l, const char *recovered, uint64_t interval_ms)
 {
     memset(l, 0, sizeof *l);
     pthread_mutex_init(&l->lock, NULL);
     l->recovered = recovered;
     l->interval_ms = interval_ms > 0 ? interval_ms : LOG_LIMIT_INTERVAL_MS;
-    l->clock = default_clock;
-    l->emit = default_emit;
     atomic_init(&l->failing, 0);
 }
 
@@ -49,8 +68,8 @@ void log_limit_destroy(log_limit_t *l)
 
 void log_limit_set_hooks(log_limit_t *l, log_limit_clock_fn clock, log_limit_emit_fn emit, void *arg)
 {
-    l->clock = clock != NULL ? clock : default_clock;
-    l->emit = emit != NULL ? emit : default_emit;
+    l->clock = clock;
+    l->emit = emit;
     l->hook_arg = arg;
 }
 
@@ -78,39 +97,37 @@ static log_limit_key_t *slot_for(log_limit_t *l, const char *key, int *fresh)
     return k;
 }
 
-int log_limit_fail(log_limit_t *l, log_level_t level, const char *key, const char *fmt, ...)
+/* One failure (outage: 1) or count (0) of key, its line formatted in line
+ * (room: LOG_LIMIT_LINE_MAX). Returns 1 when the line was written. */
+#define LOG_LIMIT_LINE_MAX 2048
+static int occurred(log_limit_t *l, int outage, log_level_t level, const char *key, char *line)
 {
-    char line[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        line[0] = '\0';
     if (key == NULL || key[0] == '\0')
         key = line;
 
     pthread_mutex_lock(&l->lock);
-    uint64_t now = l->clock(l->hook_arg);
-    if (l->failures == 0) {
-        l->since_ms = now;
-        l->worst = level;
-    } else if (level > l->worst) {
-        l->worst = level;
+    uint64_t now = now_ms(l);
+    if (outage) {
+        if (l->failures == 0) {
+            l->since_ms = now;
+            l->worst = level;
+        } else if (level > l->worst) {
+            l->worst = level;
+        }
+        l->failures++;
+        atomic_store(&l->failing, 1);
     }
-    l->failures++;
-    atomic_store(&l->failing, 1);
     int fresh;
     log_limit_key_t *k = slot_for(l, key, &fresh);
     k->used_ms = now;
     int wrote = 0;
-    if (fresh || now - k->logged_ms >= l->interval_ms) {
+    if (fresh || now - k->logged_ms >= interval_ms(l)) {
         if (k->suppressed > 0) {
             size_t len = strlen(line);
-            snprintf(line + len, sizeof line - len, " (repeated %llu times in the last %.1f s)",
+            snprintf(line + len, LOG_LIMIT_LINE_MAX - len, " (repeated %llu times in the last %.1f s)",
                      (unsigned long long)k->suppressed, (double)(now - k->logged_ms) / 1000);
         }
-        l->emit(level, line, l->hook_arg);
+        emit(l, level, line);
         k->logged_ms = now;
         k->suppressed = 0;
         wrote = 1;
@@ -121,6 +138,30 @@ int log_limit_fail(log_limit_t *l, log_level_t level, const char *key, const cha
     return wrote;
 }
 
+int log_limit_fail(log_limit_t *l, log_level_t level, const char *key, const char *fmt, ...)
+{
+    char line[LOG_LIMIT_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        line[0] = '\0';
+    return occurred(l, 1, level, key, line);
+}
+
+int log_limit_count(log_limit_t *l, log_level_t level, const char *key, const char *fmt, ...)
+{
+    char line[LOG_LIMIT_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        line[0] = '\0';
+    return occurred(l, 0, level, key, line);
+}
+
 int log_limit_ok(log_limit_t *l)
 {
     if (!atomic_load(&l->failing))
@@ -128,11 +169,11 @@ int log_limit_ok(log_limit_t *l)
     pthread_mutex_lock(&l->lock);
     int wrote = 0;
     if (l->failures > 0) {
-        uint64_t now = l->clock(l->hook_arg);
+        uint64_t now = now_ms(l);
         char line[256];
         snprintf(line, sizeof line, "%s again after %.1f s; %llu attempt%s failed meanwhile", l->recovered,
                  (double)(now - l->since_ms) / 1000, (unsigned long long)l->failures, l->failures == 1 ? "" : "s");
-        l->emit(l->worst > LOG_LEVEL_WARN ? LOG_LEVEL_WARN : l->worst, line, l->hook_arg);
+        emit(l, l->worst > LOG_LEVEL_WARN ? LOG_LEVEL_WARN : l->worst, line);
         l->failures = 0;
         l->nkeys = 0;
         wrote = 1;

@@ -29,9 +29,20 @@
  *   the failure at that log-level sees its end), and forgets the keys. Without a failure before, it writes nothing and
  *   costs one atomic load.
  *
- * Thread-safe (one mutex per limiter, taken by a failure, and by a success
- * only during an outage). The clock is clock_mono_ms and the lines go to
- * log_msg, unless a test injects both (log_limit_set_hooks).
+ * An event that is no failure of a dependency but comes in floods all the
+ * same (a client refused at max-clients, a request for a foreign Host) goes
+ * through log_limit_count on a limiter of its own: the same once-per-interval
+ * lines with the count, and no outage, so no recovery line.
+ *
+ * Setting one up, one way each (CONTRIBUTING.md): a limiter with static
+ * storage (a daemon's, living as long as the process) is defined with
+ * LOG_LIMIT_INITIALIZER and needs nothing at run time; one inside an
+ * allocated struct gets log_limit_init and log_limit_destroy with its owner.
+ * Never a lazy init (pthread_once) in the logging call.
+ *
+ * Thread-safe (one mutex per limiter, taken by a failure or a count, and by a
+ * success only during an outage). The clock is clock_mono_ms and the lines go
+ * to log_msg, unless a test injects both (log_limit_set_hooks).
  */
 #ifndef HG_COMMON_LOG_LIMIT_H
 #define HG_COMMON_LOG_LIMIT_H
@@ -61,10 +72,10 @@ typedef struct log_limit_key {
 
 typedef struct log_limit {
     pthread_mutex_t lock;
-    const char *recovered; /* the recovery line's subject and verb ("MariaDB answers"); not copied */
-    uint64_t interval_ms;  /* at most one line per key per interval */
-    log_limit_clock_fn clock;
-    log_limit_emit_fn emit;
+    const char *recovered;    /* the recovery line's subject and verb ("MariaDB answers"); not copied */
+    uint64_t interval_ms;     /* at most one line per key per interval; 0: LOG_LIMIT_INTERVAL_MS */
+    log_limit_clock_fn clock; /* NULL: clock_mono_ms */
+    log_limit_emit_fn emit;   /* NULL: log_msg */
     void *hook_arg;
     _Atomic int failing; /* a failure since the last success: log_limit_ok's fast path */
     uint64_t since_ms;   /* the outage's first failure. Under lock, as everything below */
@@ -73,6 +84,14 @@ typedef struct log_limit {
     log_limit_key_t keys[LOG_LIMIT_KEYS];
     size_t nkeys;
 } log_limit_t;
+
+/* A limiter with static storage, ready without a call:
+ *     static log_limit_t db_log = LOG_LIMIT_INITIALIZER("MariaDB answers", LOG_LIMIT_INTERVAL_MS);
+ * recovered and interval_ms as log_limit_init's. Never destroyed. */
+#define LOG_LIMIT_INITIALIZER(recovered_, interval_ms_)                                             \
+    {                                                                                               \
+        .lock = PTHREAD_MUTEX_INITIALIZER, .recovered = (recovered_), .interval_ms = (interval_ms_) \
+    }
 
 /* Set l up for one dependency; recovered (a string that outlives l) begins
  * the recovery line: "MariaDB answers" gives "MariaDB answers again after …";
@@ -92,6 +111,15 @@ void log_limit_set_hooks(log_limit_t *l, log_limit_clock_fn clock, log_limit_emi
  * interval began, with the count of the ones not logged appended; else only
  * counts it. Returns 1 when a line was written, 0 when counted. */
 int log_limit_fail(log_limit_t *l, log_level_t level, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* One occurrence of an event that is no failure (a refused client): logged
+ * as log_limit_fail logs (the line at once when it is the first of key since
+ * the interval began, with " (repeated N times in the last X s)" for the ones
+ * not logged; else only counted), but it starts no outage, so log_limit_ok
+ * never reports it. Give counts a limiter of their own (log_limit_ok forgets
+ * the keys of failures). Returns 1 when a line was written, 0 when counted. */
+int log_limit_count(log_limit_t *l, log_level_t level, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* The dependency worked. After failures: logs the recovery line (at their

@@ -15,7 +15,6 @@
 #include "compensator/cancel.h"
 
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,13 +30,8 @@
 #include "compensator/stuck.h"
 #include "db/conn.h"
 
-static log_limit_t db_log; /* MariaDB's transient failures, shared by the layers; lives as long as the process */
-static pthread_once_t db_log_once = PTHREAD_ONCE_INIT;
-
-static void db_log_init(void)
-{
-    log_limit_init(&db_log, "MariaDB answers the cancels", LOG_LIMIT_INTERVAL_MS);
-}
+/* MariaDB's transient failures, shared by the layers; lives as long as the process */
+static log_limit_t db_log = LOG_LIMIT_INITIALIZER("MariaDB answers the cancels", LOG_LIMIT_INTERVAL_MS);
 
 void comp_canceller_init(comp_canceller_t *c, const hg_order_db_params_t *params, int which, const char *reason,
                          size_t batch_size, unsigned idle_s)
@@ -49,7 +43,6 @@ void comp_canceller_init(comp_canceller_t *c, const hg_order_db_params_t *params
     c->batch_size = batch_size < 1 ? 1 : batch_size > HG_ORDER_BATCH_MAX ? HG_ORDER_BATCH_MAX : batch_size;
     c->which = which;
     c->reason = reason;
-    pthread_once(&db_log_once, db_log_init);
 }
 
 void comp_canceller_close(comp_canceller_t *c)

@@ -13,7 +13,6 @@
 
 #include "consumer/consumer_config.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,25 +31,15 @@
  * PULL fails after every backoff, every ACK of a batch in hand fails): the
  * same text at most once per 10 s with a count, and one line when a worker
  * connects again (common/log_limit.h). Lives as long as the process. */
-static log_limit_t broker_log;
-static pthread_once_t broker_log_once = PTHREAD_ONCE_INIT;
-
-static void broker_log_init(void)
-{
-    log_limit_init(&broker_log, "the broker answers", LOG_LIMIT_INTERVAL_MS);
-}
+static log_limit_t broker_log = LOG_LIMIT_INITIALIZER("the broker answers", LOG_LIMIT_INTERVAL_MS);
 
 /* The consumer loop's log callback: 0 error, 1 warning, 2 info. A failure's
  * key is its text without the "worker N: " in front (every worker fails
- * alike); the loop's "worker N: reconnected to …" ends an outage. Any
- * worker thread. */
+ * alike). Any worker thread. */
 static void library_log(int level, const char *message, void *arg)
 {
     (void)arg;
-    pthread_once(&broker_log_once, broker_log_init);
     if (level >= 2) {
-        if (strstr(message, ": reconnected to ") != NULL)
-            log_limit_ok(&broker_log);
         log_msg(LOG_LEVEL_INFO, "%s", message);
         return;
     }
@@ -60,6 +49,24 @@ static void library_log(int level, const char *message, void *arg)
     if (sscanf(message, "worker %u: %n", &worker, &skip) == 1 && skip > 0)
         key = message + skip;
     log_limit_fail(&broker_log, level <= 0 ? LOG_LEVEL_ERROR : LOG_LEVEL_WARN, key, "%s", message);
+}
+
+/* The consumer loop's connection events: a client that connects (a worker's
+ * first connection, after the broker was down at the start or a reload made
+ * a new consumer) or reconnects ends an outage: the recovery line, before the
+ * loop's own "worker N: reconnected to …". Any worker thread. */
+static void library_conn_event(hg_conn_event_t event, const char *who, const char *address, void *arg)
+{
+    (void)event;
+    (void)who;
+    (void)address;
+    (void)arg;
+    log_limit_ok(&broker_log);
+}
+
+void consumer_config_loop_events(hg_consumer_t *c)
+{
+    hg_consumer_set_conn_event_fn(c, library_conn_event, NULL);
 }
 
 /* ------------------------------------------------------------------ configuration */

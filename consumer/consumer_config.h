@@ -85,6 +85,12 @@ void consumer_config_db_params(const consumer_config_t *cfg, const hg_order_sql_
  * the consumer made from o. */
 void consumer_config_loop_opts(const consumer_config_t *cfg, hg_consumer_opts_t *o, hg_client_opts_t *client);
 
+/* Give c (made from consumer_config_loop_opts' options) the consumer's
+ * connection-event hook: a worker that connects or reconnects ends the
+ * broker's outage in the log (common/log_limit.h's recovery line). After
+ * hg_consumer_new, before hg_consumer_run. */
+void consumer_config_loop_events(hg_consumer_t *c);
+
 /* --help: usage, the keys with their defaults, the exit status. */
 void consumer_config_usage(FILE *out);
 

@@ -114,7 +114,7 @@ static app_t *running_app; /* for the SIGHUP reload: re-reads mysql-password-fil
  * LOG_LIMIT_INTERVAL_MS with a count, and one line when it answers again
  * (common/log_limit.h). Every worker fails every order the same way while
  * MariaDB is down: one line each was a thousand lines in twelve seconds. */
-static log_limit_t db_log;
+static log_limit_t db_log = LOG_LIMIT_INITIALIZER("MariaDB answers", LOG_LIMIT_INTERVAL_MS);
 
 /* The library consumer's counters plus those of the ones it replaced. */
 static void consumer_totals(app_t *app, hg_consumer_stats_t *st)
@@ -505,6 +505,7 @@ static hg_consumer_t *make_consumer(app_t *app)
         log_msg(LOG_LEVEL_ERROR, "consumer: %s", e.message);
         return NULL;
     }
+    consumer_config_loop_events(c);
     return c;
 }
 
@@ -658,7 +659,6 @@ int main(int argc, char **argv_shown)
     reloader_t reloader = { .cfg = &app.cfg, .argc = argc, .argv = argv };
     running_config = &app.cfg;
     int reloading = 0;
-    log_limit_init(&db_log, "MariaDB answers", LOG_LIMIT_INTERVAL_MS); /* lives as long as the process */
     if (hg_order_library_init() != 0) {
         log_msg(LOG_LEVEL_ERROR, "the MariaDB client library failed to initialise");
         consumer_config_free(&app.cfg);

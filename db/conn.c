@@ -33,6 +33,7 @@
 #include <mysqld_error.h>
 
 #include "base/alloc.h"
+#include "base/tls_policy.h"
 
 #define DB_MAX_STMTS 16 /* statements one connection prepares (the order handle: 13 at most) */
 
@@ -43,6 +44,8 @@ struct db_conn {
     unsigned flags;
     char role[32]; /* "" or "relay"; messages read "relay: what: …" */
     char *host, *socket, *user, *password, *database;
+    hg_order_tls_t tls;                               /* HG_ORDER_TLS_OFF / _ON / _VERIFY */
+    char *tls_ca_file, *tls_cert_file, *tls_key_file; /* NULL: unset */
     unsigned port, connect_timeout_s, read_timeout_s, write_timeout_s, lock_wait_timeout_s, idle_transaction_timeout_s;
     unsigned idle_timeout_s; /* db_set_idle_timeout: the session's wait_timeout (0: the server's) */
     db_stmt_t *stmts[DB_MAX_STMTS];
@@ -199,6 +202,10 @@ db_conn_t *db_conn_new(const hg_order_db_params_t *p, const char *role, unsigned
     c->write_timeout_s = p->write_timeout_s ? p->write_timeout_s : DB_DEFAULT_WRITE_TIMEOUT_S;
     c->lock_wait_timeout_s = p->lock_wait_timeout_s;
     c->idle_transaction_timeout_s = p->idle_transaction_timeout_s;
+    c->tls = p->tls;
+    c->tls_ca_file = dup_or_null(p->tls_ca_file);
+    c->tls_cert_file = dup_or_null(p->tls_cert_file);
+    c->tls_key_file = dup_or_null(p->tls_key_file);
     pthread_mutex_init(&c->cut_lock, NULL);
     c->fd = -1;
     return c;
@@ -274,6 +281,9 @@ void db_conn_free(db_conn_t *c)
         memset(c->password, 0, strlen(c->password));
     free(c->password);
     free(c->database);
+    free(c->tls_ca_file);
+    free(c->tls_cert_file);
+    free(c->tls_key_file);
     pthread_mutex_destroy(&c->cut_lock);
     free(c);
 }
@@ -367,6 +377,45 @@ static int session_setup(db_conn_t *c, hg_order_error_t *err)
     return 0;
 }
 
+/* The TLS options of a connect (hg_order_tls_t): nothing when off; else
+ * TLS required, TLS 1.2 minimum, base/tls_policy.h's suites for TLS 1.2
+ * (TLS 1.3's are all AEAD and left to OpenSSL), the CA and the client
+ * certificate when given, and for verify the certificate and name check,
+ * which also makes Connector/C refuse a server without TLS before the login
+ * (with on alone it goes on in plaintext: db_connect refuses that after). */
+static void tls_options(const db_conn_t *c, MYSQL *m)
+{
+    if (c->tls == HG_ORDER_TLS_OFF)
+        return;
+    my_bool on = 1, verify = c->tls == HG_ORDER_TLS_VERIFY;
+    mysql_options(m, MYSQL_OPT_SSL_ENFORCE, &on);
+    mysql_options(m, MARIADB_OPT_TLS_VERSION, "TLSv1.2,TLSv1.3");
+    mysql_options(m, MYSQL_OPT_SSL_CIPHER, HG_TLS12_CIPHERS);
+    if (c->tls_ca_file != NULL)
+        mysql_options(m, MYSQL_OPT_SSL_CA, c->tls_ca_file);
+    if (c->tls_cert_file != NULL)
+        mysql_options(m, MYSQL_OPT_SSL_CERT, c->tls_cert_file);
+    if (c->tls_key_file != NULL)
+        mysql_options(m, MYSQL_OPT_SSL_KEY, c->tls_key_file);
+    mysql_options(m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &verify);
+}
+
+/* What a failed connect's message adds, for the errors whose cause is TLS
+ * (or its absence) but whose text does not say so; "" otherwise. A refused
+ * plaintext login over TCP may be require_secure_transport's (MariaDB
+ * answers it with the same 1045 as a wrong password). */
+static const char *tls_connect_hint(const db_conn_t *c, unsigned code)
+{
+    int over_tcp = c->socket == NULL && c->host != NULL && strcmp(c->host, "localhost") != 0;
+    if (code == ER_ACCESS_DENIED_ERROR && c->tls == HG_ORDER_TLS_OFF && over_tcp) /* the socket counts as secure */
+        return " (if the password is right: a server with require_secure_transport = ON refuses a login "
+               "without TLS with this same error; set mysql-tls to on or verify)";
+    if (code == CR_SSL_CONNECTION_ERROR && c->tls != HG_ORDER_TLS_OFF)
+        return " (mysql-tls: no TLS session: the server must speak TLS 1.2+ with an ECDHE AEAD suite, and its "
+               "certificate chain to mysql-tls-ca-file when one is given, and name the host for verify)";
+    return "";
+}
+
 /* The refusal of a connect after db_interrupt: a client error (2002),
  * so every caller already treats it as "the server cannot be reached". */
 static int refuse_interrupted(db_conn_t *c, hg_order_error_t *err)
@@ -400,6 +449,7 @@ int db_connect(db_conn_t *c, hg_order_error_t *err)
     mysql_options(m, MYSQL_OPT_READ_TIMEOUT, &read_timeout);
     mysql_options(m, MYSQL_OPT_WRITE_TIMEOUT, &write_timeout);
     mysql_options(m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    tls_options(c, m);
     char hooked[DB_PASSWORD_MAX + 1];
     const char *password =
         password_hook != NULL && password_hook(password_hook_arg, hooked, sizeof hooked) == 1 ? hooked : c->password;
@@ -412,6 +462,29 @@ int db_connect(db_conn_t *c, hg_order_error_t *err)
                  : c->host != NULL ? c->host
                                    : "localhost");
         error_from(err, c->role, what, m, NULL);
+        if (err != NULL) {
+            size_t used = strlen(err->message);
+            snprintf(err->message + used, sizeof err->message - used, "%s", tls_connect_hint(c, err->code));
+        }
+        mysql_close(m);
+        db_progress(c);
+        return -1;
+    }
+    if (c->tls != HG_ORDER_TLS_OFF && mysql_get_ssl_cipher(m) == NULL) {
+        /* MYSQL_OPT_SSL_ENFORCE without the certificate check lets Connector/C
+         * go on in plaintext with a server that does not offer TLS. */
+        if (err != NULL) {
+            err->code = CR_SSL_CONNECTION_ERROR;
+            snprintf(err->sqlstate, sizeof err->sqlstate, "HY000");
+            snprintf(err->message, sizeof err->message,
+                     "%sconnect to %s: %u the server does not speak TLS (have_ssl DISABLED?) and mysql-tls is on: "
+                     "refused rather than sending the orders in plaintext",
+                     c->role,
+                     c->socket != NULL ? c->socket
+                     : c->host != NULL ? c->host
+                                       : "localhost",
+                     (unsigned)CR_SSL_CONNECTION_ERROR);
+        }
         mysql_close(m);
         db_progress(c);
         return -1;

@@ -13,6 +13,13 @@
  * Rules every connection follows (MariaDB Connector/C):
  *   - MYSQL_OPT_RECONNECT off: a silent reconnect would drop the transaction
  *     in flight, GET_LOCK locks and prepared statements without telling us;
+ *   - TLS as params->tls says (hg_order_tls_t): off, or TLS required with
+ *     TLS 1.2 as the minimum and base/tls_policy.h's suites for TLS 1.2, the
+ *     certificate and host name checked for verify; a session that came up
+ *     without a cipher (a server without TLS, which Connector/C accepts
+ *     unless it checks the certificate) is refused: 2026. The file rules
+ *     are db/tls_check.h's, checked by the caller (hg_order_db_open,
+ *     DB_KEYS_CHECK) before;
  *   - utf8mb4; connect / read / write timeouts from the parameters
  *     (DB_DEFAULT_* when 0); innodb_lock_wait_timeout and
  *     idle_transaction_timeout when given (the latter on MariaDB only:

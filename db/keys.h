@@ -9,7 +9,9 @@
  * mysql-host, mysql-socket, mysql-port, mysql-user, mysql-password,
  * mysql-password-file (exclusive with mysql-password), mysql-database
  * (required), mysql-connect-timeout, mysql-read-timeout,
- * mysql-write-timeout, mysql-lock-wait-timeout, mysql-idle-transaction-timeout.
+ * mysql-write-timeout, mysql-lock-wait-timeout, mysql-idle-transaction-timeout,
+ * mysql-tls (off|on|verify), mysql-tls-ca-file, mysql-tls-cert-file,
+ * mysql-tls-key-file (checked by db/tls_check.h's rules).
  * The timeout defaults are the
  * connection module's (DB_DEFAULT_*), so a key left unset and a parameter
  * left 0 mean the same.
@@ -27,6 +29,7 @@
 #include "common/cfg.h"
 #include "common/passwd.h"
 #include "db/conn.h"
+#include "db/tls_check.h"
 
 /* The fields, inside the program's config struct. */
 #define DB_KEYS_FIELDS                                                                                \
@@ -35,7 +38,9 @@
     char mysql_password_read[PASSWD_FILE_MAX + 1]; /* what db_keys_credentials read from it */        \
     unsigned long long mysql_port;                 /* 0: 3306 */                                      \
     unsigned long long mysql_connect_timeout_ms, mysql_read_timeout_ms, mysql_write_timeout_ms,       \
-        mysql_lock_wait_timeout_ms, mysql_idle_transaction_timeout_ms
+        mysql_lock_wait_timeout_ms, mysql_idle_transaction_timeout_ms;                                \
+    int mysql_tls;                                                     /* hg_order_tls_t */           \
+    char *mysql_tls_ca_file, *mysql_tls_cert_file, *mysql_tls_key_file /* NULL: unset */
 
 #define DB_KEYS_DAY_MS      86400000LL
 #define DB_KEYS_TEXT_(n)    #n
@@ -71,11 +76,24 @@
                   offsetof(config_type, mysql_lock_wait_timeout_ms),                                                 \
                   "session innodb_lock_wait_timeout: the longest a statement waits for a row lock "                  \
                   "(whole seconds; 0: the server's, 50 s by default)") },                                            \
+        { CFG_KEY("mysql-idle-transaction-timeout", CFG_DURATION, "5s", 0, DB_KEYS_DAY_MS,                           \
+                  offsetof(config_type, mysql_idle_transaction_timeout_ms),                                          \
+                  "cancel and relay connections: the server rolls back a transaction idle this long and drops the "  \
+                  "connection, so a frozen process loses its row locks (whole seconds; 0: never)") },                \
+        { CFG_KEY("mysql-tls", CFG_ENUM, "off", 0, 2, offsetof(config_type, mysql_tls),                              \
+                  "TLS to MariaDB: on encrypts (TLS 1.2+, AEAD suites) and refuses a server without TLS; verify "    \
+                  "also checks the server's certificate against mysql-tls-ca-file and its name against mysql-host"), \
+          .words = "off|on|verify" },                                                                                \
+        { CFG_KEY("mysql-tls-ca-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_tls_ca_file),             \
+                  "PEM CA file the MariaDB server's certificate must chain to (required by mysql-tls verify)"),      \
+          .hint = "FILE" },                                                                                          \
+        { CFG_KEY("mysql-tls-cert-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_tls_cert_file),         \
+                  "PEM client certificate for MariaDB (a user created REQUIRE X509), with mysql-tls-key-file"),      \
+          .hint = "FILE" },                                                                                          \
     {                                                                                                                \
-        CFG_KEY("mysql-idle-transaction-timeout", CFG_DURATION, "5s", 0, DB_KEYS_DAY_MS,                             \
-                offsetof(config_type, mysql_idle_transaction_timeout_ms),                                            \
-                "cancel and relay connections: the server rolls back a transaction idle this long and drops the "    \
-                "connection, so a frozen process loses its row locks (whole seconds; 0: never)")                     \
+        CFG_KEY("mysql-tls-key-file", CFG_STRING, NULL, 0, 0, offsetof(config_type, mysql_tls_key_file),             \
+                "the private key of mysql-tls-cert-file (PEM, unencrypted)"),                                        \
+            .hint = "FILE"                                                                                           \
     }
 
 /* ms as whole seconds for the client library, rounding up. */
@@ -90,13 +108,22 @@ static inline unsigned db_keys_seconds(unsigned long long ms)
  *   both as the whole seconds they are sent as. A statement waiting for a row
  *   lock longer than the read timeout is cut by the client, which drops the
  *   connection (its transaction with it) instead of getting the server's
- *   "Lock wait timeout exceeded" it can retry on the same connection.
+ *   "Lock wait timeout exceeded" it can retry on the same connection;
+ * - the mysql-tls* keys: db_tls_check (verify needs mysql-tls-ca-file, the
+ *   certificate and its key together, no file with mysql-tls off, each file
+ *   readable and holding a PEM of its kind).
  * Returns 0, or -1 with err naming the key. */
-#define DB_KEYS_CHECK(k, err, errlen) \
-    db_keys_check((k)->mysql_socket, (k)->mysql_read_timeout_ms, (k)->mysql_lock_wait_timeout_ms, err, errlen)
+#define DB_KEYS_CHECK(k, err, errlen)                                                                             \
+    db_keys_check((k)->mysql_socket, (k)->mysql_read_timeout_ms, (k)->mysql_lock_wait_timeout_ms, (k)->mysql_tls, \
+                  (k)->mysql_tls_ca_file, (k)->mysql_tls_cert_file, (k)->mysql_tls_key_file, err, errlen)
 static inline int db_keys_check(const char *socket, unsigned long long read_timeout_ms,
-                                unsigned long long lock_wait_timeout_ms, char *err, size_t errlen)
+                                unsigned long long lock_wait_timeout_ms, int tls, const char *tls_ca_file,
+                                const char *tls_cert_file, const char *tls_key_file, char *err, size_t errlen)
 {
+    static const db_tls_names_t tls_keys = { "mysql-tls", "mysql-tls-ca-file", "mysql-tls-cert-file",
+                                             "mysql-tls-key-file" };
+    if (db_tls_check(&tls_keys, tls, tls_ca_file, tls_cert_file, tls_key_file, err, errlen) != 0)
+        return -1;
     if (socket != NULL && socket[0] != '\0' && socket[0] != '/') {
         snprintf(err, errlen, "mysql-socket: '%s' is not an absolute path", socket);
         return -1;
@@ -173,6 +200,10 @@ static inline int db_keys_credentials(const char *password, const char *password
         (p)->read_timeout_s = db_keys_seconds((k)->mysql_read_timeout_ms);                                 \
         (p)->write_timeout_s = db_keys_seconds((k)->mysql_write_timeout_ms);                               \
         (p)->lock_wait_timeout_s = db_keys_seconds((k)->mysql_lock_wait_timeout_ms);                       \
+        (p)->tls = (hg_order_tls_t)(k)->mysql_tls;                                                         \
+        (p)->tls_ca_file = (k)->mysql_tls_ca_file;                                                         \
+        (p)->tls_cert_file = (k)->mysql_tls_cert_file;                                                     \
+        (p)->tls_key_file = (k)->mysql_tls_key_file;                                                       \
     } while (0)
 
 #endif

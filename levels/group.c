@@ -290,6 +290,105 @@ void store_group_rows(const store_t *s, int by_topic, store_group_row_t **rows, 
     }
 }
 
+/* ---- a page of names ------------------------------------------------------------------ */
+
+/* The first `count` names after `after` in byte order, picked from a map's
+ * walk without sorting every name: a max-heap of the count smallest seen so
+ * far (the largest at [0]), O(names · log count), then a sort of the count
+ * picked. count 0 keeps every name after `after` (a sort of those). */
+typedef struct name_pick {
+    const char *name;
+    const void *state;
+} name_pick_t;
+
+typedef struct name_picker {
+    const char *after; /* NULL: from the first */
+    size_t count;      /* 0: no bound */
+    name_pick_t *heap;
+    size_t n, cap;
+} name_picker_t;
+
+static void pick_swap(name_pick_t *a, name_pick_t *b)
+{
+    name_pick_t t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static void picker_offer(name_picker_t *p, const char *name, const void *state)
+{
+    if (p->after != NULL && strcmp(name, p->after) <= 0) {
+        return;
+    }
+    if (p->count > 0 && p->n == p->count) {
+        if (strcmp(name, p->heap[0].name) >= 0) {
+            return;
+        }
+        p->heap[0] = (name_pick_t){ name, state }; /* replaces the largest, then sifts down */
+        for (size_t i = 0;;) {
+            size_t l = 2 * i + 1, r = l + 1, big = i;
+            if (l < p->n && strcmp(p->heap[l].name, p->heap[big].name) > 0) {
+                big = l;
+            }
+            if (r < p->n && strcmp(p->heap[r].name, p->heap[big].name) > 0) {
+                big = r;
+            }
+            if (big == i) {
+                break;
+            }
+            pick_swap(&p->heap[i], &p->heap[big]);
+            i = big;
+        }
+        return;
+    }
+    if (p->n == p->cap) {
+        p->cap = p->cap ? p->cap * 2 : 16;
+        p->heap = xrealloc(p->heap, p->cap * sizeof *p->heap);
+    }
+    size_t i = p->n++;
+    p->heap[i] = (name_pick_t){ name, state };
+    while (p->count > 0 && i > 0 && strcmp(p->heap[(i - 1) / 2].name, p->heap[i].name) < 0) {
+        pick_swap(&p->heap[(i - 1) / 2], &p->heap[i]);
+        i = (i - 1) / 2;
+    }
+}
+
+static int cmp_picks(const void *a, const void *b)
+{
+    return strcmp(((const name_pick_t *)a)->name, ((const name_pick_t *)b)->name);
+}
+
+/* The picks in name order (free *picks). */
+static void picker_pick(const map_t *m, const char *after, size_t count, name_pick_t **picks, size_t *n)
+{
+    name_picker_t p = { .after = after != NULL && after[0] != '\0' ? after : NULL, .count = count };
+    map_iter_t it = { 0 };
+    void *v;
+    const char *key;
+    size_t klen;
+    while (map_next(m, &it, &key, &klen, &v)) {
+        picker_offer(&p, key, v);
+    }
+    if (p.n > 1) {
+        qsort(p.heap, p.n, sizeof *p.heap, cmp_picks);
+    }
+    *picks = p.heap;
+    *n = p.n;
+}
+
+void store_group_page(const store_t *s, const char *after, size_t count, store_group_row_t **rows, size_t *n)
+{
+    name_pick_t *picks;
+    picker_pick(&s->groups, after, count, &picks, n);
+    *rows = *n ? xmalloc(*n * sizeof **rows) : NULL;
+    for (size_t i = 0; i < *n; i++) {
+        const group_state_t *g = picks[i].state;
+        memcpy((*rows)[i].name, g->name, g->len + 1);
+        group_fill_info(g, &(*rows)[i].info);
+    }
+    free(picks);
+}
+
 /* ---- topics ---------------------------------------------------------------------------- */
 
 /* A topic's counts; ready is its groups' largest backlog (every retained
@@ -343,6 +442,41 @@ void store_topic_rows(const store_t *s, store_topic_row_t **rows, size_t *n)
     }
     if (*n > 1) {
         qsort(*rows, *n, sizeof **rows, cmp_topic_rows);
+    }
+}
+
+size_t store_topic_count(const store_t *s)
+{
+    return map_count(&s->topics);
+}
+
+void store_topic_page(const store_t *s, const char *after, size_t count, store_topic_row_t **rows, size_t *n)
+{
+    name_pick_t *picks;
+    picker_pick(&s->topics, after, count, &picks, n);
+    *rows = *n ? xmalloc(*n * sizeof **rows) : NULL;
+    for (size_t i = 0; i < *n; i++) {
+        const topic_state_t *t = picks[i].state;
+        memcpy((*rows)[i].name, t->name, t->len + 1);
+        topic_fill_info(t, &(*rows)[i].info);
+    }
+    free(picks);
+}
+
+void store_topic_group_rows(const store_t *s, const char *topic, size_t topic_len, store_group_row_t **rows, size_t *n)
+{
+    const topic_state_t *t = map_get(&s->topics, topic, topic_len);
+    *n = t != NULL ? (size_t)t->groups : 0;
+    *rows = *n ? xmalloc(*n * sizeof **rows) : NULL;
+    size_t i = 0;
+    for (const group_state_t *g = t != NULL ? t->first_group : NULL; g != NULL && i < *n; g = g->next_in_topic) {
+        memcpy((*rows)[i].name, g->name, g->len + 1);
+        group_fill_info(g, &(*rows)[i].info);
+        i++;
+    }
+    *n = i;
+    if (i > 1) {
+        qsort(*rows, i, sizeof **rows, cmp_group_rows);
     }
 }
 

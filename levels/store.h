@@ -342,6 +342,13 @@ typedef struct store_group_row {
 } store_group_row_t;
 void store_group_rows(const store_t *s, int by_topic, store_group_row_t **rows, size_t *n);
 
+/* A page of groups in name order: those named after `after` (NULL or "":
+ * from the first), at most count of them (0: every one): *rows (free it;
+ * NULL when none) and *n. Picks them without sorting every group
+ * (O(groups · log count)): GROUP LIST COUNT 10 and INFO's capped group lines
+ * at 10 000 groups. */
+void store_group_page(const store_t *s, const char *after, size_t count, store_group_row_t **rows, size_t *n);
+
 /* Delete a group with its retry-ready queue, leases and DLQ (its delayed retries
  * are dropped when they come due). *found gets 1 when it existed. The group
  * is gone at once for every command, and its record says so with the next
@@ -507,6 +514,17 @@ typedef struct store_topic_row {
     store_topic_info_t info;
 } store_topic_row_t;
 void store_topic_rows(const store_t *s, store_topic_row_t **rows, size_t *n);
+
+/* How many topics there are. */
+size_t store_topic_count(const store_t *s);
+
+/* A page of topics in name order, as store_group_page: TOPICS COUNT 10 at
+ * 10 000 topics sorts 10, not every topic. */
+void store_topic_page(const store_t *s, const char *after, size_t count, store_topic_row_t **rows, size_t *n);
+
+/* The groups bound to a topic, by name: *rows (free it; NULL when none) and
+ * *n (0 for an unknown topic). O(its groups). */
+void store_topic_group_rows(const store_t *s, const char *topic, size_t topic_len, store_group_row_t **rows, size_t *n);
 
 typedef enum store_topic_del {
     STORE_TOPIC_DELETED = 0,

@@ -128,16 +128,19 @@ void consumer_record_error(hg_consumer_t *c, const char *who, hg_err_t code, con
     consumer_log(c, code == HG_ERR_SERVER || code == HG_ERR_PROTOCOL ? 0 : 1, "%s: %s: %s", who, what, msg);
 }
 
-/* Count and log the connections a client made since *seen (the first one
- * is not a reconnect), naming the node connected (on amqp:// with several
- * hosts, the live one: hg_client_address). Called by the thread that owns
- * the client. */
+/* Count the connections a client made since *seen (the first one is not a
+ * reconnect), tell conn_event (hg_consumer_set_conn_event_fn) and log them,
+ * naming the node connected (on amqp:// with several hosts, the live one:
+ * hg_client_address). Called by the thread that owns the client. */
 void consumer_note_connects(hg_consumer_t *c, hg_client_t *client, unsigned *seen, const char *who)
 {
     unsigned now = client_connect_count(client);
     if (now == *seen)
         return;
     atomic_fetch_add_explicit(&c->reconnects, *seen == 0 ? now - 1 : now - *seen, memory_order_relaxed);
+    if (c->conn_event != NULL)
+        c->conn_event(*seen > 0 ? HG_CONN_RECONNECTED : HG_CONN_CONNECTED, who, hg_client_address(client),
+                      c->conn_event_arg);
     consumer_log(c, 2, "%s: %s to %s", who, *seen > 0 ? "reconnected" : "connected", hg_client_address(client));
     *seen = now;
 }
@@ -361,6 +364,14 @@ void hg_consumer_set_stop_fd(hg_consumer_t *c, int fd)
 {
     if (c != NULL)
         c->stop_fd = fd;
+}
+
+void hg_consumer_set_conn_event_fn(hg_consumer_t *c, hg_conn_event_fn fn, void *arg)
+{
+    if (c == NULL)
+        return;
+    c->conn_event = fn;
+    c->conn_event_arg = arg;
 }
 
 void hg_consumer_stats(const hg_consumer_t *c, hg_consumer_stats_t *out)

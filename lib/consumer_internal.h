@@ -46,10 +46,12 @@ struct hg_consumer {
     char lease_text[16];   /* lease_ms as decimal, for PULL and TOUCH */
 
     atomic_int stop;
-    atomic_int fatal;     /* an hg_err_t that stopped the consumer for good (AUTH refused, NOPERM), else 0 */
-    int wake_pipe[2];     /* stop: readable once written */
-    int watchdog_pipe[2]; /* stops the watchdog after the workers */
-    int stop_fd;          /* hg_consumer_set_stop_fd: -1, or the stop fd of every client */
+    atomic_int fatal;            /* an hg_err_t that stopped the consumer for good (AUTH refused, NOPERM), else 0 */
+    int wake_pipe[2];            /* stop: readable once written */
+    int watchdog_pipe[2];        /* stops the watchdog after the workers */
+    int stop_fd;                 /* hg_consumer_set_stop_fd: -1, or the stop fd of every client */
+    hg_conn_event_fn conn_event; /* hg_consumer_set_conn_event_fn: NULL, or told of every (re)connect */
+    void *conn_event_arg;
     int ran;
 
     worker_t *workers;
@@ -85,8 +87,9 @@ void consumer_log(hg_consumer_t *c, int level, const char *fmt, ...) __attribute
  * Any thread. */
 void consumer_record_error(hg_consumer_t *c, const char *who, hg_err_t code, const char *what, const char *msg);
 
-/* Count and log the connections client made since *seen (the first one is
- * not a reconnect). Called by the thread that owns the client. */
+/* Count the connections client made since *seen (the first one is not a
+ * reconnect), tell c->conn_event and log it. Called by the thread that owns
+ * the client. */
 void consumer_note_connects(hg_consumer_t *c, hg_client_t *client, unsigned *seen, const char *who);
 
 /* Forget id in w's inflight[] (the watchdog stops renewing it). Takes

@@ -37,6 +37,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "db/tls_check.h"
 
 /* The payment path on the reference schema (hg_order_pay). */
 static const char pay_claim_sql[] = "UPDATE orders SET status='paid', paid_at=NOW(6) WHERE id=? AND status='pending'";
@@ -205,6 +206,12 @@ hg_order_db *hg_order_db_open(const hg_order_db_params_t *params, hg_order_error
     }
     char msg[sizeof err->message];
     if (hg_order_sql_validate(sql, msg, sizeof msg) != 0) {
+        db_error_set(err, "%s", msg);
+        return NULL;
+    }
+    static const db_tls_names_t tls_fields = { "tls", "tls_ca_file", "tls_cert_file", "tls_key_file" };
+    if (db_tls_check(&tls_fields, (int)params->tls, params->tls_ca_file, params->tls_cert_file, params->tls_key_file,
+                     msg, sizeof msg) != 0) {
         db_error_set(err, "%s", msg);
         return NULL;
     }

@@ -51,6 +51,10 @@
 #define RMQ_MAX_RECONSUME    16                    /* as the broker's default max-reconsume */
 #define RMQ_REFUSED_PAUSE_MS 250                   /* first pause before resending refused publishes (doubling) */
 #define RMQ_CLOSE_WAIT_MS    2000                  /* a clean close waits at most this per step (rmq_close_consumer) */
+/* rmq_probe_idle_ms: the read timeout, at least the first; the second
+ * without a read timeout. */
+#define RMQ_PROBE_IDLE_MIN_MS     2000
+#define RMQ_PROBE_IDLE_DEFAULT_MS 10000
 /* x-delivery-limit of the queues whose messages come back unsettled (group
  * queues, DLQs, hg.groups, hg.hops, hg.unrouted): no limit in practice. -1
  * ("none") exists only from RabbitMQ 4.0; this is valid on 3.10 too. */
@@ -66,6 +70,7 @@
 #define RMQ_Q_HOPS      "hg.hops"     /* chained messages between two hops */
 #define RMQ_Q_UNROUTED  "hg.unrouted" /* due messages of a topic without groups */
 #define RMQ_Q_GROUPS    "hg.groups"   /* the group registry */
+#define RMQ_Q_PROBE     "hg.probe"    /* always empty: an idle consumer's quorum check (rmq_probe_idle) */
 #define RMQ_RK_HOP      "hop"
 /* The remainder of a DELAY below the smallest level (docs/rabbitmq.md):
  * one quorum queue per power of two b below the smallest level,
@@ -204,6 +209,9 @@ typedef struct rmq {
     char ensured_group[RMQ_NAME_MAX + 1]; /* group declared on this connection */
     char ensured_topic[RMQ_NAME_MAX + 1];
     long ensured_max;
+    /* clock_mono_ms of the last sign that the node reaches its quorum queues
+     * (the connect, a delivery, a probe answered): rmq_probe_idle */
+    uint64_t alive_ms;
 } rmq_t;
 
 /* --- rmq_tls.c --- */
@@ -345,6 +353,21 @@ hg_err_t rmq_settle(rmq_t *r, int ch, uint64_t tag, int ack);
 /* Declare (idempotently, checking arguments) the exchanges, the level
  * queues and the service queues once per connection. */
 hg_err_t rmq_topology(rmq_t *r);
+/* A consuming connection that got nothing for rmq_probe_idle_ms: check
+ * that its node still reaches its quorum queues' quorum with a basic.get of
+ * the always-empty quorum queue hg.probe (a Raft command: answered only
+ * when committed by a majority). On the minority side of a partition whose
+ * handling leaves the node up (ignore, autoheal) the node keeps the
+ * consumer's channel but delivers nothing, and the get is answered by an
+ * error or not within the read timeout: the connection is dropped, and the
+ * next connect starts at the following host (rmq_disconnect). HG_OK (not
+ * consuming, not idle long enough, or answered), or the error set with the
+ * connection dropped. */
+hg_err_t rmq_probe_idle(rmq_t *r);
+/* How long a consuming connection may get nothing before rmq_probe_idle
+ * checks it: the client's read timeout, at least RMQ_PROBE_IDLE_MIN_MS
+ * (RMQ_PROBE_IDLE_DEFAULT_MS without a read timeout). */
+uint64_t rmq_probe_idle_ms(const rmq_t *r);
 /* The most replies rmq_topology waits for on one connection with the level
  * table t (each up to the read timeout): 17 + 2 per level + 3 per remainder
  * queue. Kept next to rmq_topology, which it counts. */

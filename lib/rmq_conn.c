@@ -310,12 +310,21 @@ static hg_err_t tcp_dial(rmq_t *r, const rmq_host_t *h, uint64_t deadline, int *
  * socket tcp_dial made is handed to sock (librabbitmq closes it with the
  * connection). amqps://: librabbitmq connects and shakes hands in one call
  * that takes no socket of ours, and only its handshake can be guarded
- * (rmq_tls.c); so a stoppable tcp_dial first proves the host answers, and is
- * closed before librabbitmq connects again within what is left of the
- * deadline. A host that drops SYNs (a blackholed address, a full accept
- * queue) then costs a stop nothing; only a host that stops answering
- * between the two connects can still hold one librabbitmq connect to the
- * deadline. The extra connection closes before a byte is sent: RabbitMQ's
+ * (rmq_tls.c). librabbitmq 0.11 (Debian 12's) has no way to hand it one:
+ * its SSL socket's open makes the TCP connect itself (the same inner
+ * connect as amqp_socket_open_noblock's TCP socket) and only then creates
+ * the SSL object on that descriptor; amqp_tcp_socket_set_sockfd and
+ * amqp_set_sockfd set the descriptor of a plain TCP socket only (the
+ * former aborts the process when given an SSL socket); the socket class
+ * table that would let us bring our own socket (amqp_set_socket, struct
+ * amqp_socket_class_t) is neither exported nor in the installed headers;
+ * and amqp_ssl_socket_get_context gives the SSL_CTX, from which no
+ * descriptor of ours reaches the SSL object librabbitmq makes. So a
+ * stoppable tcp_dial first proves the host answers, and is closed before
+ * librabbitmq connects again within what is left of the deadline. A host
+ * that drops SYNs (a blackholed address, a full accept queue) then costs a
+ * stop nothing; only a host that stops answering between the two connects
+ * can still hold one librabbitmq connect to the deadline. The extra connection closes before a byte is sent: RabbitMQ's
  * listener sees a client that left before its handshake. HG_OK, or the
  * error set: HG_ERR_STOPPED, HG_ERR_CONNECT, HG_ERR_SYSTEM. */
 static hg_err_t socket_open(rmq_t *r, const rmq_host_t *h, amqp_socket_t *sock)
@@ -458,6 +467,7 @@ static hg_err_t connect_host(rmq_t *r, const rmq_host_t *h)
     }
     r->next_seq = 1;
     r->batch_n = 0;
+    r->alive_ms = clock_mono_ms();
     return HG_OK;
 }
 
@@ -705,6 +715,7 @@ static hg_err_t handle_method(rmq_t *r, const amqp_frame_t *f)
         else
             r->ready = dm;
         r->ready_tail = dm;
+        r->alive_ms = clock_mono_ms(); /* the node serves this consumer: rmq_probe_idle waits */
         return HG_OK;
     }
     case AMQP_BASIC_ACK_METHOD: {

@@ -579,6 +579,9 @@ hg_err_t rmq_cmd_pull(rmq_t *r, size_t argc, const char *const *argv, uint32_t e
         if (e != HG_OK || (deadline != 0 && wire_now_ms() >= deadline))
             break;
     }
+    /* nothing for a while: is the node on the minority side of a partition? */
+    if (n == 0 && redelivered == NULL && (e = rmq_probe_idle(r)) != HG_OK)
+        return e;
     rmq_w_array(&b, n);
     for (size_t i = 0; i < n; i++) {
         rmq_msg_t *m = got[i];

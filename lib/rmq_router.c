@@ -111,8 +111,8 @@ static hg_err_t route_guarded(router_t *rt)
         (e = rmq_consume(r, RMQ_Q_HOPS, RMQ_Q_HOPS, ROUTER_BATCH)) != HG_OK)
         return e;
     e = rmq_pump(r, wire_now_ms() + ROUTER_WAIT_MS, 1, 1);
-    if (e == HG_ERR_TIMEOUT)
-        return HG_OK;
+    if (e == HG_ERR_TIMEOUT) /* nothing for a while: is the node on the minority side of a partition? */
+        return rmq_probe_idle(r);
     if (e != HG_OK)
         return e;
     rest = xcalloc(ROUTER_BATCH, sizeof(*rest));

@@ -4,7 +4,11 @@
  * rabbitmq-c makes the socket and runs the handshake; this file sets it up
  * the way lib/tlsconn.c sets up hourglass+tls://, so both transports trust
  * the same things:
- *   - TLS 1.2 at least;
+ *   - TLS 1.2 at least, offering only base/tls_policy.h's TLS 1.2 cipher
+ *     suites (ECDHE with AES-GCM or ChaCha20-Poly1305), as lib/tlsconn.c
+ *     and the daemons' TLS listeners do: librabbitmq leaves OpenSSL's
+ *     default list (CBC, SHA-1 MACs, static RSA), and its SSL_CTX
+ *     (amqp_ssl_socket_get_context) is where the list is set;
  *   - the peer's certificate always verified: against ca= (or the client's
  *     tls_ca_file), else the system's trust store;
  *   - the name checked by OpenSSL (X509_VERIFY_PARAM: DNS names, and IP
@@ -28,6 +32,8 @@
 
 #include "lib/rmq.h"
 #include "lib/client.h"
+
+#include "base/tls_policy.h"
 
 #include <amqp_ssl_socket.h>
 #include <arpa/inet.h>
@@ -105,7 +111,12 @@ amqp_socket_t *rmq_tls_socket(rmq_t *r, amqp_connection_state_t st, const char *
         return NULL;
     }
     ctx = amqp_ssl_socket_get_context(sock);
-    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
+        SSL_CTX_set_cipher_list(ctx, HG_TLS12_CIPHERS) != 1) {
+        client_fail(r->client, HG_ERR_SYSTEM, "amqps://: cannot set TLS 1.2 or later with the TLS 1.2 ciphers: %s",
+                    openssl_reason(why, sizeof(why)));
+        return NULL;
+    }
     if (ca != NULL && ca[0] != '\0') {
         rc = amqp_ssl_socket_set_cacert(sock, ca);
         if (rc != AMQP_STATUS_OK) {

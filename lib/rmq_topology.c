@@ -17,6 +17,10 @@
  * holds the records sees none and may add a second record of a group;
  * readers keep the first one of a name and delete the others.
  *
+ * hg.probe is always empty: an idle consumer's basic.get of it (a Raft
+ * command, answered once a majority commits it) tells whether its node
+ * still reaches a quorum (rmq_probe_idle; docs/rabbitmq.md "Faults").
+ *
  * Names: a topic or group name is checked (rmq_check_name) before any
  * of it goes on the wire, by the broker's rule and the AMQP shortstr limit:
  * RabbitMQ answers a queue name that is not UTF-8 by closing the whole
@@ -33,6 +37,7 @@
 #include "lib/client.h"
 
 #include "base/alloc.h"
+#include "base/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,7 +243,8 @@ hg_err_t rmq_topology(rmq_t *r)
     }
     if ((e = remainder_topology(r)) != HG_OK || (e = declare_quorum(r, RMQ_Q_HOPS, NULL, 0, 1)) != HG_OK ||
         (e = bind(r, RMQ_Q_HOPS, RMQ_EX_DUE, RMQ_RK_HOP, amqp_empty_table)) != HG_OK ||
-        (e = declare_quorum(r, RMQ_Q_GROUPS, NULL, 0, 1)) != HG_OK)
+        (e = declare_quorum(r, RMQ_Q_GROUPS, NULL, 0, 1)) != HG_OK ||
+        (e = declare_quorum(r, RMQ_Q_PROBE, NULL, 0, 0)) != HG_OK)
         return e;
     r->topology_ok = 1;
     return HG_OK;
@@ -254,8 +260,8 @@ unsigned rmq_topology_waits(const lvl_table_t *t)
      *   rmq_admin 1; unrouted exchange 1, queue 3, bind 1; hg.due and
      *   hg.levels 2; per level a queue and a bind; remainder_topology's
      *   hg.rem.end and its binding 2, per remainder queue an exchange, a
-     *   queue and a bind; hg.hops 3 and its bind 1; hg.groups 3. */
-    return 1u + 5u + 2u + 2u * (unsigned)t->count + 2u + 3u * bits + 4u + 3u;
+     *   queue and a bind; hg.hops 3 and its bind 1; hg.groups 3; hg.probe 1. */
+    return 1u + 5u + 2u + 2u * (unsigned)t->count + 2u + 3u * bits + 4u + 3u + 1u;
 }
 
 hg_err_t rmq_queue_depth(rmq_t *r, const char *queue, long long *depth)
@@ -280,6 +286,58 @@ hg_err_t rmq_queue_depth(rmq_t *r, const char *queue, long long *depth)
         return HG_OK; /* no such queue: -1 */
     }
     return e;
+}
+
+/* ------------------------------------------------------------------------
+ * The quorum probe
+ * ------------------------------------------------------------------------ */
+
+uint64_t rmq_probe_idle_ms(const rmq_t *r)
+{
+    uint32_t read_timeout = client_opts(r->client)->read_timeout_ms;
+
+    if (read_timeout == 0)
+        return RMQ_PROBE_IDLE_DEFAULT_MS;
+    return read_timeout < RMQ_PROBE_IDLE_MIN_MS ? RMQ_PROBE_IDLE_MIN_MS : read_timeout;
+}
+
+hg_err_t rmq_probe_idle(rmq_t *r)
+{
+    char what[RMQ_QUEUE_NAME_MAX + 128];
+    amqp_rpc_reply_t x;
+    uint64_t now = clock_mono_ms();
+    hg_err_t e;
+
+    if (r->st == NULL || r->consuming[0] == '\0' || r->ready != NULL || now - r->alive_ms < rmq_probe_idle_ms(r))
+        return HG_OK;
+    if ((e = rmq_topology(r)) != HG_OK) /* hg.probe, on a connection that has not declared it */
+        return e;
+    snprintf(what, sizeof(what),
+             "checking that RabbitMQ at %s reaches a quorum (basic.get of queue " RMQ_Q_PROBE
+             ", nothing delivered for %" PRIu64 "ms)",
+             r->address, now - r->alive_ms);
+    x = amqp_basic_get(r->st, RMQ_ADMIN_CHANNEL, amqp_cstring_bytes(RMQ_Q_PROBE), 1);
+    if (x.reply_type != AMQP_RESPONSE_NORMAL) {
+        e = rmq_rpc_fail(r, RMQ_ADMIN_CHANNEL, what);
+        if (e == HG_ERR_SERVER && r->last_code == 404) { /* deleted by hand: declared again next time */
+            r->topology_ok = 0;
+            client_clear_error(r->client);
+            return HG_OK;
+        }
+        if (r->st != NULL) /* another channel error: the node answered, but cannot serve the queue */
+            rmq_disconnect(r);
+        return e;
+    }
+    if (x.reply.id == AMQP_BASIC_GET_OK_METHOD) { /* nobody publishes there; drop what someone did */
+        amqp_message_t msg;
+        x = amqp_read_message(r->st, RMQ_ADMIN_CHANNEL, &msg, 0);
+        if (x.reply_type != AMQP_RESPONSE_NORMAL)
+            return rmq_rpc_fail(r, RMQ_ADMIN_CHANNEL, what);
+        amqp_destroy_message(&msg);
+    }
+    rmq_guard_step(r);
+    r->alive_ms = clock_mono_ms();
+    return HG_OK;
 }
 
 /* ------------------------------------------------------------------------

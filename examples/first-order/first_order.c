@@ -13,6 +13,7 @@
  *   HG_MYSQL_PASSWORD=… ./first-order --mysql-socket /run/mysqld/mysqld.sock \
  *       --mysql-user hg_shop --mysql-database shop [--uri hourglass://127.0.0.1:7379] [--timeout-ms 3000]
  *
+ * Other options: --wait S (seconds to watch, 30), --order-id N; --help prints them.
  * Exit status 0 when the order was cancelled (not before its expiry) within
  * --wait seconds, 1 otherwise, 2 on a usage error. One thread.
  */
@@ -20,6 +21,7 @@
 
 #include <mysql.h>
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,11 +46,39 @@ static int run(MYSQL *m, const char *sql)
     return -1;
 }
 
+static const char usage[] =
+    "usage: HG_MYSQL_PASSWORD=... first-order --mysql-socket PATH --mysql-user USER [--mysql-database shop]\n"
+    "           [--uri hourglass://127.0.0.1:7379] [--timeout-ms 3000] [--wait 30] [--order-id N]\n"
+    "One order, its timeout message, and its cancel by hourglass-consumer (docs/getting-started.md step 4).\n";
+
+/* A whole number from min to max in *out; 0, or -1 with the option, the value and the range printed. */
+static int parse_number(const char *name, const char *v, uint64_t min, uint64_t max, uint64_t *out)
+{
+    char *end = NULL;
+    unsigned long long n = 0;
+    errno = 0;
+    if (v[0] >= '0' && v[0] <= '9')
+        n = strtoull(v, &end, 10);
+    if (end == NULL || *end != '\0' || errno != 0 || n < min || n > max) {
+        fprintf(stderr, "first-order: %s wants a whole number from %" PRIu64 " to %" PRIu64 ", not '%s'\n", name, min,
+                max, v);
+        return -1;
+    }
+    *out = n;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *uri = "hourglass://127.0.0.1:7379", *socket = NULL, *user = NULL, *database = "shop";
-    uint64_t timeout_ms = 3000, order_id = 0;
+    uint64_t timeout_ms = 3000, order_id = 0, wait_arg = 30;
     int wait_s = 30;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage, stdout);
+            return 0;
+        }
+    }
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (strcmp(k, "--uri") == 0)
@@ -59,19 +89,24 @@ int main(int argc, char **argv)
             user = v;
         else if (strcmp(k, "--mysql-database") == 0)
             database = v;
-        else if (strcmp(k, "--timeout-ms") == 0)
-            timeout_ms = strtoull(v, NULL, 10);
-        else if (strcmp(k, "--order-id") == 0)
-            order_id = strtoull(v, NULL, 10);
-        else if (strcmp(k, "--wait") == 0)
-            wait_s = atoi(v);
-        else {
-            fprintf(stderr, "first-order: unknown option %s (see the comment atop first_order.c)\n", k);
+        else if (strcmp(k, "--timeout-ms") == 0) {
+            if (parse_number(k, v, 1, 86400000, &timeout_ms) != 0)
+                return 2;
+        } else if (strcmp(k, "--order-id") == 0) {
+            if (parse_number(k, v, 1, UINT64_MAX, &order_id) != 0)
+                return 2;
+        } else if (strcmp(k, "--wait") == 0) {
+            if (parse_number(k, v, 1, 86400, &wait_arg) != 0)
+                return 2;
+            wait_s = (int)wait_arg;
+        } else {
+            fprintf(stderr, "first-order: unknown option %s (see first-order --help)\n", k);
             return 2;
         }
     }
     if (argc % 2 == 0) {
-        fprintf(stderr, "first-order: options come in pairs: --name value\n");
+        fprintf(stderr, "first-order: %s wants a value: options come in pairs, --name value (see first-order --help)\n",
+                argv[argc - 1]);
         return 2;
     }
     if (order_id == 0)

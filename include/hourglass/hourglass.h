@@ -765,6 +765,31 @@ void hg_consumer_stop(hg_consumer_t *c);
  * on the thread that calls it. */
 void hg_consumer_set_stop_fd(hg_consumer_t *c, int fd);
 
+/* What happened to a consumer's connection to the broker. */
+typedef enum hg_conn_event {
+    HG_CONN_CONNECTED = 1,  /* a client's first connection (each worker's, the watchdog's) */
+    HG_CONN_RECONNECTED = 2 /* a client connected again after it lost its connection: the broker is back */
+} hg_conn_event_t;
+
+/* Told of a connection event: who is the client's owner ("worker 2",
+ * "watchdog"), address the node connected, as hg_client_address ("host:port";
+ * on amqp:// with several hosts, the live one). Both strings are valid
+ * during the call only. Runs on the thread that owns the client (a worker or
+ * the lease watchdog), so several at once: must be thread-safe, return soon
+ * (that thread waits) and not call hg_consumer_* functions other than
+ * hg_consumer_stats and hg_consumer_stop. */
+typedef void (*hg_conn_event_fn)(hg_conn_event_t event, const char *who, const char *address, void *arg);
+
+/* Call fn(event, who, address, arg) each time a client of c connects: once
+ * per connect or reconnect noticed (several reconnects between two calls of
+ * that client's are one event; hg_consumer_stats' reconnects counts them
+ * all), before the info line "<who>: connected to <address>" /
+ * "<who>: reconnected to <address>" goes to opts.log. The structured way to
+ * learn that the broker is back: the log's text is for people and may
+ * change. NULL (the default) turns it off. Before hg_consumer_run, on the
+ * thread that calls it; c NULL: nothing. */
+void hg_consumer_set_conn_event_fn(hg_consumer_t *c, hg_conn_event_fn fn, void *arg);
+
 /* Counters since hg_consumer_new, for metrics. */
 typedef struct hg_consumer_stats {
     uint64_t delivered;  /* messages received from PULL */

@@ -174,6 +174,21 @@ int hg_order_sql_validate(const hg_order_sql_t *sql, char *err, size_t errlen);
 
 typedef struct hg_order_db hg_order_db;
 
+/* hg_order_db_params_t.tls: TLS on the connection to MariaDB. Whenever it is
+ * not off: TLS 1.2 or 1.3 only, TLS 1.2 with the forward-secret AEAD suites
+ * only (ECDHE with AES-GCM or ChaCha20-Poly1305), and a server that does not
+ * speak TLS, or offers nothing else, is refused (2026) — never a plaintext
+ * fallback. */
+typedef enum hg_order_tls {
+    HG_ORDER_TLS_OFF = 0, /* plaintext (a server with require_secure_transport = ON refuses the login: 1045) */
+    HG_ORDER_TLS_ON,      /* encrypted; the server's certificate is checked against tls_ca_file when one is
+                             given, its name is not. A server without TLS is refused once connected: its
+                             login exchange (never the password itself) has crossed in the clear */
+    HG_ORDER_TLS_VERIFY   /* encrypted, the certificate must chain to tls_ca_file (required) and carry the
+                             host's name (host, or localhost for the socket); a server without TLS is refused
+                             before the login */
+} hg_order_tls_t;
+
 /* Where and how to connect. Strings belong to the caller (copied by open).
  * Unset (NULL / 0) fields take the defaults in brackets. */
 typedef struct hg_order_db_params {
@@ -193,14 +208,23 @@ typedef struct hg_order_db_params {
                                             closes the connection (a process frozen between its claim
                                             and its COMMIT loses its locks); leave 0 on a handle that
                                             carries the caller's own transactions (hg_order_db_mysql) */
+    hg_order_tls_t tls;                  /* [HG_ORDER_TLS_OFF] see hg_order_tls_t */
+    const char *tls_ca_file;             /* [NULL] PEM CA file the server's certificate must chain to */
+    const char *tls_cert_file;           /* [NULL] PEM client certificate (with tls_key_file), for a user
+                                            created REQUIRE X509 / SUBJECT / ISSUER */
+    const char *tls_key_file;            /* [NULL] its PEM private key, unencrypted */
 } hg_order_db_params_t;
 
 /* Run mysql_library_init once for the process (pthread_once). Returns 0, or
  * -1 if the client library cannot initialise. Optional: open calls it. */
 int hg_order_library_init(void);
 
-/* Open a handle: validate params->sql (error names the field), connect with
- * MYSQL_OPT_RECONNECT off, utf8mb4, autocommit off, the timeouts above.
+/* Open a handle: validate params->sql (error names the field) and the tls
+ * fields (a tls value out of range, HG_ORDER_TLS_VERIFY without tls_ca_file,
+ * only one of tls_cert_file and tls_key_file, a tls_*_file with tls off, a
+ * file that cannot be read or holds no PEM of its kind: the error names the
+ * field), connect with MYSQL_OPT_RECONNECT off, utf8mb4, autocommit off, the
+ * TLS asked for, the timeouts above.
  * Statements are prepared on first use, so a handle can be opened before the
  * schema exists (see hg_order_db_prepare to check them up front). Returns the
  * handle, or NULL with err filled (err->code is the client/server error of a

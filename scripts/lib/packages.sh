@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # scripts/lib/packages.sh — the Debian packages Hourglass needs, and the one
 # function that installs the missing ones. Sourced by scripts/test and
-# scripts/demo (bash); defines hg_packages, hg_install_packages and
-# hg_packages_cleanup, and sets nothing else.
+# scripts/demo (bash); defines hg_build_packages, hg_packages, hg_demo_packages,
+# hg_install_packages and hg_packages_cleanup, and sets nothing else.
 #
 # Targets Debian 12, run as root (or with sudo). Installing mariadb-server,
 # redis-server, rabbitmq-server or prometheus would start system services that nothing here
@@ -26,15 +26,23 @@
 #   fuzzing     clang and libclang-rt-dev (libFuzzer and the sanitizer runtimes: make fuzz)
 #   layout      clang-format (tests/system/test_format.sh checks the tree against .clang-format)
 #   shell       shellcheck (tests/system/test_shellcheck.sh checks the demo's shell)
-hg_packages=(
+hg_build_packages=(
     build-essential autoconf automake libtool pkg-config
-    libevent-dev libleveldb-dev libmariadb-dev libssl-dev libcunit1-dev libinih-dev
+    libevent-dev libleveldb-dev libmariadb-dev libssl-dev libcunit1-dev libinih-dev librabbitmq-dev
+)
+hg_packages=(
+    "${hg_build_packages[@]}"
     mariadb-server redis-tools redis-server valgrind prometheus man-db openssl
-    librabbitmq-dev rabbitmq-server
+    rabbitmq-server
     chromium chromium-driver python3-selenium
     clang libclang-rt-dev clang-format
     tmux python3-redis strace shellcheck nftables iproute2
 )
+
+# What scripts/demo needs, a part of the above: the build's packages and mariadb-server (the private MariaDB);
+# with --rabbitmq also rabbitmq-server. A newcomer's first command installs no browser, fuzzer or test tool.
+# shellcheck disable=SC2034  # used by scripts/demo
+hg_demo_packages=("${hg_build_packages[@]}" mariadb-server)
 
 hg_sudo=()            # the command prefix for package installation: empty as root, (sudo) otherwise
 hg_created_policy=""  # the policy-rc.d hg_install_packages wrote, until it removes it
@@ -47,24 +55,27 @@ hg_packages_cleanup() {
     fi
 }
 
-# hg_install_packages PROGRAM — install the packages of hg_packages that are
-# missing (apt-get, without recommends), naming PROGRAM in its messages.
+# hg_install_packages PROGRAM [PACKAGE...] — install the PACKAGEs (default: every one of
+# hg_packages) that are missing (apt-get, without recommends), naming PROGRAM in its messages.
 # Returns 0; exits 1 when it cannot (not Debian, not root and no sudo).
 hg_install_packages() {
     local prog=$1
+    shift
+    local wanted=("$@")
+    ((${#wanted[@]})) || wanted=("${hg_packages[@]}")
     if ! command -v dpkg-query >/dev/null 2>&1; then
         echo "$prog: dpkg-query not found — this script supports Debian 12." >&2
-        echo "Install these packages (or their equivalents) by hand: ${hg_packages[*]}" >&2
+        echo "Install these packages (or their equivalents) by hand: ${wanted[*]}" >&2
         exit 1
     fi
     local missing=() p
-    for p in "${hg_packages[@]}"; do
+    for p in "${wanted[@]}"; do
         if [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" != "install ok installed" ]]; then
             missing+=("$p")
         fi
     done
     if ((${#missing[@]} == 0)); then
-        echo "$prog: all ${#hg_packages[@]} Debian packages present"
+        echo "$prog: the ${#wanted[@]} Debian packages it needs are installed"
         return 0
     fi
     if ((EUID != 0)); then

@@ -516,6 +516,18 @@ int rq_heal(rq_cluster_t *c, int i, char *err, size_t errlen)
     return wait_cluster(c, i == 0 ? 1 : 0, err, errlen);
 }
 
+int rq_heal_restart(rq_cluster_t *c, int i, char *err, size_t errlen)
+{
+    char table[64], script[128];
+
+    partition_table(c, i, table, sizeof(table));
+    snprintf(script, sizeof(script), "delete table inet %s\n", table);
+    if (run_nft(script, err, errlen) != 0)
+        return -1;
+    c->nodes[i].cut_off = 0;
+    return rq_restart(c, i, err, errlen);
+}
+
 int rq_restart(rq_cluster_t *c, int i, char *err, size_t errlen)
 {
     if (c->nodes[i].pid > 0)

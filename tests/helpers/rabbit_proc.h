@@ -109,6 +109,13 @@ int rq_partition(rq_cluster_t *c, int i, int cut_links, char *err, size_t errlen
  * again, and wait until the cluster lists every node running. 0 / -1. */
 int rq_heal(rq_cluster_t *c, int i, char *err, size_t errlen);
 
+/* End rq_partition on nodes whose partition handling is ignore, as an
+ * operator does: delete the table, then restart node i (kill -9, start on
+ * its dir) so that it joins the others again. rq_heal alone waits in vain
+ * there: the two sides' Mnesia stay apart after the links are back, and
+ * the cluster never lists every node running. 0 / -1. */
+int rq_heal_restart(rq_cluster_t *c, int i, char *err, size_t errlen);
+
 /* Run rabbitmqctl against node i with the cluster's cookie and epmd:
  * args a NULL-terminated list after "-n NODE". Output (stdout+stderr) into
  * out[outlen]. Returns the exit status, or -1 when it could not run. */

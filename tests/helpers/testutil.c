@@ -540,8 +540,12 @@ static int run_server(tu_mariadb_t *db, char *err, size_t errlen)
     snprintf(opt_tmpdir, sizeof opt_tmpdir, "--tmpdir=%s", tmpdir);
     int as_root = geteuid() == 0;
 
-    char opt_socket[620], opt_pidfile[620], opt_errlog[620];
+    char opt_socket[620], opt_pidfile[620], opt_errlog[620], opt_network[40];
     snprintf(opt_socket, sizeof opt_socket, "--socket=%s", db->socket);
+    if (db->tcp_port > 0)
+        snprintf(opt_network, sizeof opt_network, "--port=%d", db->tcp_port);
+    else
+        snprintf(opt_network, sizeof opt_network, "--skip-networking");
     snprintf(opt_pidfile, sizeof opt_pidfile, "--pid-file=%s", pidfile);
     snprintf(opt_errlog, sizeof opt_errlog, "--log-error=%s", errlog);
     char *server_argv[] = {
@@ -550,7 +554,8 @@ static int run_server(tu_mariadb_t *db, char *err, size_t errlen)
         opt_datadir,
         opt_tmpdir,
         opt_socket,
-        "--skip-networking",
+        opt_network,
+        "--bind-address=127.0.0.1", /* only with tcp_port: skip-networking otherwise */
         opt_pidfile,
         opt_errlog,
         "--innodb-buffer-pool-size=64M",
@@ -615,9 +620,11 @@ int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen)
 {
     const char *const *extra_args = db->extra_args;
     const char *tmpfs_size = db->tmpfs_size;
+    int tcp_port = db->tcp_port;
     memset(db, 0, sizeof *db);
     db->extra_args = extra_args;
     db->tmpfs_size = tmpfs_size;
+    db->tcp_port = tcp_port;
     err_set(err, errlen, "no error");
     if (tu_mkdtemp("mariadb", db->dir, sizeof db->dir) != 0) {
         err_set(err, errlen, "cannot create a temp dir under %s: %s", tu_temp_root(), strerror(errno));

@@ -126,7 +126,7 @@ int tu_tcp_connect(int port);
 int tu_own_ipv4(char *buf, size_t len);
 
 /* A private MariaDB server: mariadb-install-db into dir/data, mariadbd with
- * skip-networking on dir/mysql.sock, run as the current user (root is fine).
+ * skip-networking (unless tcp_port) on dir/mysql.sock, run as the current user (root is fine).
  * tu_mariadb_start waits (poll, generous deadline) until it accepts
  * connections. On failure it returns -1 and err holds the server's own error
  * (the tail of its log), so a test fails with the real cause — never skips. */
@@ -144,6 +144,10 @@ typedef struct tu_mariadb {
      * takes ~45 MB once the server runs). tu_mariadb_stop unmounts it. */
     const char *tmpfs_size;
     int tmpfs_mounted; /* set by tu_mariadb_start */
+    /* Set before tu_mariadb_start, or 0: listen on 127.0.0.1:tcp_port as
+     * well (tu_free_port) instead of --skip-networking — for a test of what
+     * only TCP has (TLS: --ssl-* flags in extra_args). */
+    int tcp_port;
 } tu_mariadb_t;
 
 int tu_mariadb_start(tu_mariadb_t *db, char *err, size_t errlen);

@@ -1446,6 +1446,17 @@ static void test_long_user_name(void)
     cleanup_users();
 }
 
+/* One more refused request (a foreign Host) on the metrics port; 1 once the log has a refusal line that says how
+ * many were not logged since the one before (common/log_limit.h's count). Sent every poll interval, so lines come
+ * once a second with a few refusals between them. */
+static int refusal_count_logged(void *arg)
+{
+    char out[1024];
+    (void)tu_http_get_host(*(int *)arg, "/metrics", "rebound.example", out, sizeof out);
+    return bp_log_contains(&bt_broker, "metrics port: refused a request for host 'rebound.example'") &&
+           bp_log_contains(&bt_broker, "names this loopback listener (DNS rebinding?) (repeated ");
+}
+
 /* The metrics port on loopback answers only requests whose Host names it (an IP literal, localhost, metrics-bind),
  * so a web page that re-points its own DNS name at 127.0.0.1 (DNS rebinding) cannot read /metrics — every topic's
  * and group's name — from a browser on the broker's host: 421, logged. Before, any Host was answered 200. */
@@ -1473,6 +1484,10 @@ static void test_metrics_host(void)
     }
     BP_CHECK(tu_poll_until(log_has, "metrics port: refused a request for host 'attacker.example:9121'", 10000, 20) == 0,
              "the refusal is not logged");
+    /* A flood of refusals: a line at most once a second, the next one counting those not logged (before 2026-12-05
+     * the ones between two lines were only in the running total). */
+    BP_CHECK(tu_poll_until(refusal_count_logged, &port, 20000, 200) == 0,
+             "no refusal line saying how many refusals were not logged since the last");
 }
 
 /* The metrics port bounds what a request may send: a client streaming header lines is answered 400 and closed

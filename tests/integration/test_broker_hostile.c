@@ -41,6 +41,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <CUnit/CUnit.h>
 
@@ -419,6 +420,18 @@ static void test_nested_multi_dooms(void)
     bystander_ok("a nested MULTI");
 }
 
+/* One more client while the broker is at max-clients (it is refused); 1 once the log has a refusal line that says
+ * how many were not logged since the one before (common/log_limit.h's count). */
+static int max_clients_count_logged(void *arg)
+{
+    (void)arg;
+    int fd = tu_tcp_connect(bt_broker.port);
+    if (fd >= 0)
+        close(fd);
+    return bp_log_contains(&bt_broker, "refused a client with 'max number of clients reached' (") &&
+           bp_log_contains(&bt_broker, "refused so far) (repeated ");
+}
+
 static void test_max_clients(void)
 {
     static const char *const flags[] = { "--max-clients", "3", NULL };
@@ -446,6 +459,10 @@ static void test_max_clients(void)
                                    "max-clients (3) reached: refused a client with 'max number of clients reached'",
                                    10000) == 0,
              "no log line for the client refused at max-clients");
+    /* A flood of them: a line at most once a second, the next one counting those not logged (before 2026-12-05
+     * only the running total showed them). */
+    BP_CHECK(tu_poll_until(max_clients_count_logged, NULL, 20000, 200) == 0,
+             "no max-clients line saying how many refusals were not logged since the last");
     rc_close(&c4);
     rc_close(&c3);
     /* A slot is free again once c3 is gone. */

@@ -19,7 +19,9 @@
  * A torn write at the end of the write-ahead log (a power cut's) is cut at
  * the restart, which says so, and every whole SEND is there.
  * A SIGTERM with idle clients connected exits in well under a second (an
- * idle connection is closed at once, not lingered on).
+ * idle connection is closed at once, not lingered on); requests written in
+ * the instant of a stop get a reply, an error reply or EOF, never a reset;
+ * commands received but not run at a stop are refused "-ERR shutting down".
  * `--check-config` ends with "hourglass-broker: configuration OK (FILE)".
  * `hourglass-broker --check-data DIR` refuses a directory in use and finds
  * the data consistent after kill -9 and after a clean stop.
@@ -37,12 +39,15 @@
 #include "config.h"
 #endif
 
+#include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
 #include <dirent.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -574,6 +579,211 @@ static void test_idle_stop(void)
     rc_close(&bt_conn);
 }
 
+/* How a request written while the broker stops ended for its client. */
+typedef enum {
+    RACE_PENDING,
+    RACE_REPLY,
+    RACE_ERROR_REPLY,
+    RACE_EOF,
+    RACE_RESET,
+    RACE_OTHER
+} race_end_t;
+
+#define RACE_ROUNDS    25
+#define RACE_CLIENTS   48
+#define RACE_STAGGERED 16 /* client i < this writes i * RACE_STEP_US after the SIGTERM */
+#define RACE_STEP_US   250
+/* A stop's bound: the linger waits 1 s at most (conn_close.c LINGER_MS), and a
+ * stop polled 5 ms at a time ends in tens of ms here; 5x the linger leaves a
+ * loaded or sanitized run room, while a stop that waited on its clients'
+ * reads (no bound) would not end at all. */
+#define RACE_STOP_MAX 5000
+
+/* A connected, answered (then idle) plaintext client socket, or -1. */
+static int race_connect(int port)
+{
+    rc_conn_t c;
+    if (rc_connect(&c, "127.0.0.1", port, 5000) != 0) {
+        return -1;
+    }
+    resp_reply_t *r = rc_cmd(&c, "PING", NULL);
+    int ok = r != NULL && rc_str_eq(r, "PONG");
+    resp_reply_free(r);
+    int fd = c.fd;
+    c.fd = -1; /* keep the socket; the test reads it raw, errno and all */
+    rc_close(&c);
+    if (!ok) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Write the request (a SEND) on fd; a failure ends it. */
+static void race_write(int fd, race_end_t *end, int *err_no)
+{
+    static const char req[] = "*5\r\n$4\r\nSEND\r\n$1\r\nt\r\n$5\r\nhello\r\n$5\r\nDELAY\r\n$2\r\n1h\r\n";
+    if (fd >= 0 && send(fd, req, sizeof req - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof req - 1)) {
+        *err_no = errno;
+        *end = errno == ECONNRESET ? RACE_RESET : RACE_OTHER;
+    }
+}
+
+/* Read fd until a reply, EOF or an error, at most until deadline (mono ms). */
+static race_end_t race_read(int fd, uint64_t deadline, int *err_no)
+{
+    char buf[512];
+    for (;;) {
+        uint64_t now = tu_now_mono_ms();
+        if (now >= deadline) {
+            return RACE_OTHER;
+        }
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, (int)(deadline - now)) <= 0) {
+            continue;
+        }
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n > 0) {
+            return buf[0] == '-' ? RACE_ERROR_REPLY : RACE_REPLY;
+        }
+        if (n == 0) {
+            return RACE_EOF;
+        }
+        if (errno == EINTR || errno == EAGAIN) {
+            continue;
+        }
+        *err_no = errno;
+        return errno == ECONNRESET ? RACE_RESET : RACE_OTHER;
+    }
+}
+
+/* A clean stop meets requests written in its very instant: each client gets
+ * its reply, an error reply or a clean EOF, never a reset; and the stop stays
+ * quick. An idle connection was closed at once with close(2), which sends
+ * RST when a request has just arrived unread: "Connection reset by peer"
+ * (about 2 writes in 100 timed into a stop). */
+static void test_stop_race(void)
+{
+    unsigned counts[RACE_OTHER + 1] = { 0 };
+    uint64_t worst_stop = 0;
+    char e[8192], first_bad[256] = "";
+    for (int round = 0; round < RACE_ROUNDS; round++) {
+        bp_broker_t b;
+        memset(&b, 0, sizeof b);
+        BP_REQUIRE(bp_start(&b, NULL, e, sizeof e) == 0, "start the broker: %s", e);
+        int fds[RACE_CLIENTS];
+        race_end_t ends[RACE_CLIENTS];
+        int errs[RACE_CLIENTS];
+        for (int i = 0; i < RACE_CLIENTS; i++) {
+            fds[i] = race_connect(b.port);
+            ends[i] = RACE_PENDING;
+            errs[i] = 0;
+            BP_CHECK(fds[i] >= 0, "round %d: client %d could not connect and PING", round, i);
+        }
+        uint64_t t0 = tu_now_mono_us();
+        BP_REQUIRE(kill(b.pid, SIGTERM) == 0, "SIGTERM: %s", strerror(errno));
+        /* The first RACE_STAGGERED write at fixed times after the SIGTERM; the
+         * others wait until one of theirs turns readable (the broker started
+         * closing idle connections) and then write at once: into the close. */
+        int next = 0;
+        int burst = 0;
+        uint64_t give_up = t0 + 10000000;
+        while (!burst && tu_now_mono_us() < give_up) {
+            if (next < RACE_STAGGERED && tu_now_mono_us() >= t0 + (uint64_t)next * RACE_STEP_US) {
+                race_write(fds[next], &ends[next], &errs[next]);
+                next++;
+            }
+            struct pollfd p[RACE_CLIENTS];
+            for (int i = RACE_STAGGERED; i < RACE_CLIENTS; i++) {
+                p[i - RACE_STAGGERED] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+            }
+            int n = poll(p, RACE_CLIENTS - RACE_STAGGERED, next < RACE_STAGGERED ? 0 : 1);
+            for (int i = 0; n > 0 && i < RACE_CLIENTS - RACE_STAGGERED; i++) {
+                burst |= (p[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+            }
+        }
+        for (int i = next; i < RACE_CLIENTS; i++) {
+            race_write(fds[i], &ends[i], &errs[i]);
+        }
+        uint64_t deadline = tu_now_mono_ms() + 10000;
+        for (int i = 0; i < RACE_CLIENTS; i++) {
+            if (fds[i] >= 0 && ends[i] == RACE_PENDING) {
+                ends[i] = race_read(fds[i], deadline, &errs[i]);
+            }
+        }
+        int rc = bp_wait_exit(&b, BP_STOP_DEADLINE_MS, e, sizeof e);
+        uint64_t took = (tu_now_mono_us() - t0) / 1000;
+        worst_stop = took > worst_stop ? took : worst_stop;
+        BP_CHECK(rc == 0, "round %d: the stop did not end cleanly: %s", round, e);
+        for (int i = 0; i < RACE_CLIENTS; i++) {
+            if (fds[i] < 0) {
+                continue;
+            }
+            counts[ends[i]]++;
+            if ((ends[i] == RACE_RESET || ends[i] == RACE_OTHER) && first_bad[0] == '\0') {
+                snprintf(first_bad, sizeof first_bad, "round %d, client %d: %s", round, i,
+                         errs[i] ? strerror(errs[i]) : "no answer in 10 s");
+            }
+            close(fds[i]);
+        }
+        BP_CHECK(bp_destroy(&b) == 0, "round %d: the broker did not end well", round);
+    }
+    printf("\n    %d writes timed into a stop: %u replies, %u error replies, %u EOF, %u resets, %u other; "
+           "slowest stop %" PRIu64 " ms\n",
+           RACE_ROUNDS * RACE_CLIENTS, counts[RACE_REPLY], counts[RACE_ERROR_REPLY], counts[RACE_EOF],
+           counts[RACE_RESET], counts[RACE_OTHER], worst_stop);
+    BP_CHECK(counts[RACE_RESET] + counts[RACE_OTHER] == 0,
+             "%u of %d requests written as the broker stopped met no reply, error reply or EOF (the first: %s)",
+             counts[RACE_RESET] + counts[RACE_OTHER], RACE_ROUNDS * RACE_CLIENTS, first_bad);
+    BP_CHECK(worst_stop < RACE_STOP_MAX, "a stop with %d clients took %" PRIu64 " ms (want < %d)", RACE_CLIENTS,
+             worst_stop, RACE_STOP_MAX);
+}
+
+/* Commands received but not run when the broker stops are refused, not
+ * dropped: a SEND and a PING pipelined behind a PULL … BLOCK, and behind
+ * SHUTDOWN, are answered "-ERR shutting down" (they met an EOF with no reply,
+ * so the client could not tell whether the SEND was stored). */
+static void test_stop_refuses_unread(void)
+{
+    char e[8192];
+    for (int via_shutdown = 0; via_shutdown <= 1; via_shutdown++) {
+        const char *first = via_shutdown ? "SHUTDOWN" : "PULL BLOCK";
+        bt_start(NULL);
+        rc_conn_t c;
+        BP_REQUIRE(bp_connect(&bt_broker, &c, e, sizeof e) == 0, "connect: %s", e);
+        if (via_shutdown) {
+            rc_appendl(&c, "SHUTDOWN", NULL);
+        } else {
+            rc_appendl(&c, "PULL", "g", "t", "COUNT", "1", "BLOCK", "0", NULL);
+        }
+        rc_appendl(&c, "SEND", "t", "x", NULL);
+        rc_appendl(&c, "PING", NULL);
+        BP_REQUIRE(rc_flush(&c, 5000) == 0, "write: %s", c.err);
+        if (!via_shutdown) {
+            bt_wait_blocked("1");
+            BP_REQUIRE(kill(bt_broker.pid, SIGTERM) == 0, "SIGTERM: %s", strerror(errno));
+            resp_reply_t *r = rc_read(&c, 10000);
+            BP_CHECK(r != NULL && r->type == RESP_REPLY_ARRAY && r->count == 0, "the blocked PULL was not answered *0");
+            resp_reply_free(r);
+        }
+        for (int i = 0; i < 2; i++) {
+            char d[256];
+            resp_reply_t *r = rc_read(&c, 10000);
+            BP_CHECK(rc_is_error(r, "ERR shutting down"),
+                     "%s: the command %d behind it got %s (want -ERR shutting down)", first, i + 2,
+                     r ? rc_describe(r, d, sizeof d) : c.err);
+            resp_reply_free(r);
+        }
+        BP_CHECK(rc_read_to_eof(&c, 10000) == 1, "%s: no EOF after the refusals: %s", first, c.err);
+        rc_close(&c);
+        BP_CHECK(bp_wait_exit(&bt_broker, BP_STOP_DEADLINE_MS, e, sizeof e) == 0, "%s: the stop: %s", first, e);
+        BP_CHECK(bp_log_contains(&bt_broker, "2 command(s) received but not run were refused"),
+                 "%s: the refusals were not logged", first);
+        rc_close(&bt_conn);
+        BP_CHECK(bp_destroy(&bt_broker) == 0, "%s: the broker did not end well", first);
+    }
+}
+
 /* --check-config prints the effective values and ends, on stdout, with
  * "hourglass-broker: configuration OK (FILE)" as the other programs do (it
  * said "configuration OK" alone, on stderr, so it came out first). */
@@ -603,6 +813,8 @@ static const tu_test_t restart_tests[] = {
     { "SIGTERM keeps queues, cursors, leases, DLQ", test_sigterm },
     { "SHUTDOWN keeps queues, cursors, leases, DLQ", test_shutdown },
     { "a stop with idle clients connected is not held for a linger", test_idle_stop },
+    { "requests written as the broker stops: a reply, an error or EOF, never a reset", test_stop_race },
+    { "commands received but not run at a stop are refused: -ERR shutting down", test_stop_refuses_unread },
     { "--check-config ends with 'hourglass-broker: configuration OK (FILE)'", test_check_config },
     { "kill -9 keeps queues, cursors, leases, DLQ", test_kill9 },
     { "kill -9 twice in a row", test_kill9_twice },

@@ -297,7 +297,8 @@ static void consumer_opts(hg_consumer_opts_t *o, hg_client_opts_t *co, const cha
     o->handler_arg = &S;
 }
 
-static void consumer_start(runner_t *r, const hg_consumer_opts_t *o)
+/* consumer_start with a connection-event hook (hg_consumer_set_conn_event_fn; fn NULL: none). */
+static void consumer_start_events(runner_t *r, const hg_consumer_opts_t *o, hg_conn_event_fn fn, void *arg)
 {
     hg_error_t err;
     hg_err_t e;
@@ -305,9 +306,15 @@ static void consumer_start(runner_t *r, const hg_consumer_opts_t *o)
     memset(r, 0, sizeof *r);
     e = hg_consumer_new(o, &r->consumer, &err);
     BP_REQUIRE(e == HG_OK, "hg_consumer_new: %s", err.message);
+    hg_consumer_set_conn_event_fn(r->consumer, fn, arg);
     BP_REQUIRE(pthread_create(&r->thread, NULL, run_thread, r) == 0, "pthread_create");
     r->running = 1;
     active_runner = r;
+}
+
+static void consumer_start(runner_t *r, const hg_consumer_opts_t *o)
+{
+    consumer_start_events(r, o, NULL, NULL);
 }
 
 /* Stop, join (checking it returns promptly), keep the stats. */
@@ -1338,8 +1345,35 @@ static void test_stop_from_signal_handler(void)
  * Suite restart: the broker dies under the consumers
  * ------------------------------------------------------------------------ */
 
+/* What the connection-event hook was told (any worker thread). */
+typedef struct conn_events {
+    atomic_int connected, reconnected, bad; /* bad: an unknown event, an empty who, another address */
+    char want_address[64];
+} conn_events_t;
+
+static void record_conn_event(hg_conn_event_t event, const char *who, const char *address, void *arg)
+{
+    conn_events_t *ev = arg;
+    if (event == HG_CONN_CONNECTED)
+        atomic_fetch_add(&ev->connected, 1);
+    else if (event == HG_CONN_RECONNECTED)
+        atomic_fetch_add(&ev->reconnected, 1);
+    else
+        atomic_fetch_add(&ev->bad, 1);
+    if (who == NULL || who[0] == '\0' || address == NULL || strcmp(address, ev->want_address) != 0)
+        atomic_fetch_add(&ev->bad, 1);
+}
+
+static int three_connected(void *arg)
+{
+    return atomic_load(&((conn_events_t *)arg)->connected) >= 3;
+}
+
+/* The broker killed and restarted under three workers: nothing lost, and the connection-event hook
+ * (hg_consumer_set_conn_event_fn) hears each worker connect, then reconnect to the same address. */
 static void test_broker_restart_nothing_lost(void)
 {
+    static conn_events_t ev;
     hg_consumer_opts_t o;
     hg_client_opts_t co;
     hg_consumer_stats_t st;
@@ -1365,8 +1399,13 @@ static void test_broker_restart_nothing_lost(void)
     o.count = 5;
     o.lease_ms = 2000;
     co.reconnect_backoff.attempts = 0; /* keep trying */
-    consumer_start(&run, &o);
+    memset(&ev, 0, sizeof ev);
+    snprintf(ev.want_address, sizeof ev.want_address, "127.0.0.1:%d", B.port);
+    consumer_start_events(&run, &o, record_conn_event, &ev);
     BP_CHECK(wait_distinct(80, 15000) == 0, "only %d handled before the kill", S.distinct);
+    BP_CHECK(tu_poll_until(three_connected, &ev, 10000, 20) == 0 && atomic_load(&ev.reconnected) == 0,
+             "before the kill: %d connected events (want one per worker), %d reconnected (want 0)",
+             atomic_load(&ev.connected), atomic_load(&ev.reconnected));
 
     BP_REQUIRE(bp_kill9(&B) == 0, "kill -9");
     fprintf(stderr, "\n  killed the broker after %d messages\n", S.distinct);
@@ -1388,6 +1427,11 @@ static void test_broker_restart_nothing_lost(void)
              "%" PRIu64 " reconnects, want one per worker at least: was the broker "
              "really killed?",
              st.reconnects);
+    BP_CHECK(atomic_load(&ev.reconnected) >= 3 && (uint64_t)atomic_load(&ev.reconnected) <= st.reconnects,
+             "%d reconnected events, want one per worker at least and at most the %" PRIu64 " reconnects counted",
+             atomic_load(&ev.reconnected), st.reconnects);
+    BP_CHECK(atomic_load(&ev.bad) == 0, "%d events with an unknown kind, no owner or another address than %s",
+             atomic_load(&ev.bad), ev.want_address);
     BP_CHECK(S.bad == 0, "%d unknown messages", S.bad);
 
     /* The test's own client reconnects transparently too. */

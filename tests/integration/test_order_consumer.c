@@ -931,6 +931,40 @@ static void test_broker_health(void)
     hg_order_db_close(db);
 }
 
+/* The broker down when the consumer starts: its workers' first PULLs fail
+ * (logged), and when the broker comes up their first connection ends the
+ * outage in the log ("the broker answers again after …"), told by
+ * libhourglass's connection event (hg_consumer_set_conn_event_fn). Before,
+ * the consumer matched the library's log text ": reconnected to ", which a
+ * first connection does not say: no recovery line. */
+static void test_broker_down_at_start(void)
+{
+    const char *name = "brokerlate";
+    hg_order_db *db = oe_fresh_database(&env, name, 10, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    rc_conn_t c;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", name, OE_TOPIC, "FROM", "NOW", NULL), 0);
+    rc_close(&c);
+    char dir[512], log_path[600];
+    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-brokerlate", dir, sizeof dir), 0);
+    snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
+    CU_ASSERT_EQUAL_FATAL(bp_kill9(&env.broker), 0);
+    const char *extra[] = { "--block", "500ms", NULL };
+    pid_t pid = oe_start_consumer(&env, name, name, 2, tu_free_port(), log_path, extra);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    CU_ASSERT_EQUAL(tu_wait_file_contains(log_path, ": PULL: ", 30000), 0); /* the outage is in the log */
+    CU_ASSERT_EQUAL_FATAL(bp_restart(&env.broker, err, sizeof err), 0);
+    TU_CHECK(tu_wait_file_contains(log_path, "the broker answers again after", 60000) == 0,
+             "no recovery line after the broker came up");
+    CU_ASSERT_EQUAL(oe_stop_consumer(pid), 0);
+    if (CU_get_number_of_failures() > 0)
+        oe_print_file(log_path);
+    tu_rmtree(dir);
+    hg_order_db_close(db);
+}
+
 typedef struct metric_want {
     int port;
     const char *name;
@@ -1010,6 +1044,7 @@ static const tu_test_t daemon_tests[] = {
     { "mysql-password-file: a rotated MariaDB password is read again at the reconnect", test_db_password_rotation },
     { "a data error (claim changed 2 rows, code 0): permanent, /healthz stays 200", test_data_error_health },
     { "broker down: /healthz 503 after broker-unhealthy-after, 200 once PULL is answered", test_broker_health },
+    { "broker down at the start: the recovery line once it comes up (connection event)", test_broker_down_at_start },
     { "throughput with 1, 4, 8 workers", test_throughput },
     { NULL, NULL },
 };

@@ -74,6 +74,10 @@
  *                 HG_ERR_STOPPED "stopped while connecting" within 2 s
  *                 (it waited the connect timeout: librabbitmq made that
  *                 connect, which nothing cut).
+ *   ciphers       amqps:// to a listener of the test's own that reads the
+ *                 ClientHello: the TLS 1.2 suites offered are exactly
+ *                 base/tls_policy.h's (OpenSSL's default list, CBC and
+ *                 static RSA included, before).
  *
  * Every test uses topic and group names of its own.
  */
@@ -1163,6 +1167,113 @@ static void test_amqps_connect_stoppable(void)
     free(s);
 }
 
+/*
+ * amqps:// offers only base/tls_policy.h's TLS 1.2 cipher suites, as
+ * hourglass+tls:// does. A listener of the test's own reads the client's
+ * ClientHello and closes (so the open fails); its cipher suite list, TLS
+ * 1.3's (0x13xx, set apart by OpenSSL) and the renegotiation SCSV (0x00ff)
+ * left out, must be the policy's. Before 2026-12-05 librabbitmq's SSL_CTX
+ * kept OpenSSL's default list: CBC suites with SHA-1 MACs and static RSA
+ * key exchange (AES128-SHA, 0x002f) among them.
+ */
+typedef struct hello_grab {
+    int lfd;
+    unsigned char buf[16384];
+    size_t len;
+} hello_grab_t;
+
+/* Accept connections until one sends bytes (the client's first connect is
+ * a probe that closes before its first byte: lib/rmq_conn.c socket_open),
+ * and read its first TLS record into g->buf. */
+static void *hello_grab_main(void *arg)
+{
+    hello_grab_t *g = arg;
+
+    for (int conns = 0; conns < 4 && g->len == 0; conns++) {
+        struct pollfd p = { g->lfd, POLLIN, 0 };
+        int fd;
+        if (poll(&p, 1, 20000) != 1 || (fd = accept(g->lfd, NULL, NULL)) < 0)
+            return NULL;
+        p.fd = fd;
+        /* the record header says how long the ClientHello is */
+        while (g->len < sizeof(g->buf) && (g->len < 5 || g->len < 5 + (size_t)(g->buf[3] << 8 | g->buf[4])) &&
+               poll(&p, 1, 20000) == 1) {
+            ssize_t n = read(fd, g->buf + g->len, sizeof(g->buf) - g->len);
+            if (n <= 0)
+                break;
+            g->len += (size_t)n;
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+static void test_amqps_offers_policy_ciphers(void)
+{
+    /* base/tls_policy.h's HG_TLS12_CIPHERS by their IANA numbers */
+    static const struct {
+        unsigned id;
+        const char *name;
+    } policy[] = {
+        { 0xc02b, "ECDHE-ECDSA-AES128-GCM-SHA256" }, { 0xc02f, "ECDHE-RSA-AES128-GCM-SHA256" },
+        { 0xc02c, "ECDHE-ECDSA-AES256-GCM-SHA384" }, { 0xc030, "ECDHE-RSA-AES256-GCM-SHA384" },
+        { 0xcca9, "ECDHE-ECDSA-CHACHA20-POLY1305" }, { 0xcca8, "ECDHE-RSA-CHACHA20-POLY1305" },
+    };
+    struct sockaddr_in a = { 0 };
+    socklen_t alen = sizeof(a);
+    hello_grab_t *g = calloc(1, sizeof(*g));
+    char uri[120], outside[512] = "";
+    hg_client_opts_t o;
+    hg_client_t *c = NULL;
+    hg_error_t err;
+    size_t at, suites_len, used = 0;
+    int offered = 0, outside_n = 0;
+    pthread_t th;
+
+    TU_REQUIRE(g != NULL, "calloc");
+    g->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    TU_REQUIRE(g->lfd >= 0 && bind(g->lfd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(g->lfd, 4) == 0 &&
+                   getsockname(g->lfd, (struct sockaddr *)&a, &alen) == 0,
+               "a listening socket on 127.0.0.1");
+    TU_REQUIRE(pthread_create(&th, NULL, hello_grab_main, g) == 0, "pthread_create");
+    snprintf(uri, sizeof(uri), "amqps://guest:guest@127.0.0.1:%d/", ntohs(a.sin_port));
+    hg_client_opts_init(&o);
+    o.connect_timeout_ms = 5000;
+    o.reconnect = 0;
+    TU_CHECK(hg_client_open(uri, &o, &c, &err) != HG_OK, "the open of %s succeeded on a listener that closes", uri);
+    if (c != NULL)
+        hg_client_close(c);
+    pthread_join(th, NULL);
+    close(g->lfd);
+    /* record header (5), handshake header (4), version (2), random (32), session id (1 + n), suites (2 + n) */
+    TU_REQUIRE(g->len > 44 && g->buf[0] == 0x16 && g->buf[5] == 0x01, "no ClientHello read (%zu bytes)", g->len);
+    at = 44 + g->buf[43];
+    TU_REQUIRE(at + 2 <= g->len, "a ClientHello cut short (%zu bytes)", g->len);
+    suites_len = (size_t)(g->buf[at] << 8 | g->buf[at + 1]);
+    TU_REQUIRE(at + 2 + suites_len <= g->len && suites_len % 2 == 0, "a ClientHello cut short (%zu bytes)", g->len);
+    for (size_t i = at + 2; i < at + 2 + suites_len; i += 2) {
+        unsigned id = (unsigned)(g->buf[i] << 8 | g->buf[i + 1]);
+        int known = 0;
+        if ((id >> 8) == 0x13 || id == 0x00ff)
+            continue;
+        for (size_t k = 0; k < sizeof(policy) / sizeof(policy[0]); k++)
+            known |= policy[k].id == id;
+        offered += known;
+        if (!known && outside_n++ < 12 && used + 8 < sizeof(outside))
+            used += (size_t)snprintf(outside + used, sizeof(outside) - used, " 0x%04x", id);
+    }
+    printf("\n    amqps:// ClientHello: %zu suites offered (TLS 1.3's and the SCSV too), %d of the policy, %d outside "
+           "it:%s",
+           suites_len / 2, offered, outside_n, outside_n ? outside : " none");
+    TU_CHECK(outside_n == 0, "amqps:// offers %d TLS 1.2 cipher suites outside base/tls_policy.h:%s", outside_n,
+             outside);
+    TU_CHECK(offered == (int)(sizeof(policy) / sizeof(policy[0])), "amqps:// offers %d of the policy's %zu suites",
+             offered, sizeof(policy) / sizeof(policy[0]));
+    free(g);
+}
+
 static const tu_test_t node_tests[] = {
     { "NACK with a delay or level refused: an error, the delivery stays held (ACK settles it)",
       test_nack_refused_keeps_hold },
@@ -1193,6 +1304,7 @@ static const tu_test_t node_tests[] = {
       "URI's first host",
       test_address_names_the_live_node },
     { "amqps:// to a host that drops SYNs: a stop cuts the TCP connect at once", test_amqps_connect_stoppable },
+    { "amqps:// offers only base/tls_policy.h's TLS 1.2 cipher suites", test_amqps_offers_policy_ciphers },
     { NULL, NULL },
 };
 

@@ -4,7 +4,7 @@
 # against the programs of this build (--bindir: no package install, no build). Passes when the
 # demo exits 0 with every invariant of its report holding and the injections visible in it
 # (sends dropped, the broker killed and restarted, outbox rows relayed, an online backup checked),
-# the web console started, and the work dir removed at the end.
+# the web console started, the work dir removed at the end, and no report line naming a path in it.
 # The demo polls with deadlines itself; about 35 s.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -33,4 +33,6 @@ grep -q 'web console: http://127.0.0.1:[0-9]*/' "$out" || fail "the web console 
 dir=$(sed -n 's/^demo: stopped everything it started; removed \([^ ]*\) .*/\1/p' "$out")
 [[ -n $dir ]] || fail "no line saying what the clean-up stopped and removed"
 [[ ! -e $dir ]] || fail "the work dir $dir is still there"
+# The report is read after the work dir is gone: none of its lines names a path in it.
+! grep '^\[' "$out" | grep -F "$dir/" || fail "a report line names a path in the work dir (removed at the end)"
 echo "PASS: demo report OK ($dropped sends dropped, $relayed rows relayed)"

@@ -50,7 +50,7 @@ ok "make install DESTDIR=$stage"
 expect=(
     "$HG_BINDIR/hourglass-broker" "$HG_BINDIR/hourglass-consumer" "$HG_BINDIR/hourglass-compensator"
     "$HG_BINDIR/hourglass-cli"
-    "$HG_LIBDIR/libhourglass.so" "$HG_LIBDIR/libhourglass.so.1"
+    "$HG_LIBDIR/libhourglass.so" "$HG_LIBDIR/libhourglass.so.2"
     "$HG_INCLUDEDIR/hourglass/hourglass.h" "$HG_INCLUDEDIR/hourglass/order.h" "$HG_PKGCONFIGDIR/hourglass.pc"
     "$HG_INCLUDEDIR/hourglass/order_view.h" "${HG_DATADIR:-$HG_PREFIX/share}/bash-completion/completions/hourglass-cli"
     "$HG_BINDIR/hourglass-console" "$HG_SYSCONFDIR/hourglass/hourglass-console.conf"

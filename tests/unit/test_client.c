@@ -308,6 +308,7 @@ static void test_null_out_parameters(void)
     TU_CHECK(hg_consumer_pull_failing_ms(NULL) == 0, "hg_consumer_pull_failing_ms(NULL)");
     hg_consumer_stop(NULL);
     hg_consumer_set_stop_fd(NULL, 3);
+    hg_consumer_set_conn_event_fn(NULL, NULL, NULL);
     hg_consumer_opts_init(NULL);
     /* and after all that, a good call reports no error */
     TU_CHECK(hg_client_command(c, 1, ping, NULL, &r) == HG_OK && hg_client_errcode(c) == HG_OK &&

@@ -4,7 +4,8 @@
  * once per interval with the count, a different failure logged at once, the
  * least recently used key replaced when more keys fail than are tracked, the
  * recovery line (duration and count) once, and nothing for a success without
- * failures. Deterministic: the clock and the writer are injected.
+ * failures; counts (log_limit_count) limited alike without a recovery line;
+ * a limiter set up by LOG_LIMIT_INITIALIZER alone. Deterministic: the clock and the writer are injected.
  */
 #include "common/log_limit.h"
 #include "tests/helpers/testutil.h"
@@ -168,12 +169,60 @@ static void test_default_writer(void)
     log_limit_destroy(&l);
 }
 
+static void test_count(void)
+{
+    log_limit_t l;
+    capture_t c;
+    start(&l, &c);
+    l.interval_ms = 1000;
+    TU_CHECK(log_limit_count(&l, LOG_LEVEL_WARN, "plain", "refused a client (%d so far)", 1) == 1, "first not logged");
+    TU_CHECK(strcmp(c.last, "refused a client (1 so far)") == 0, "'%s'", c.last);
+    for (int i = 2; i <= 41; i++) {
+        c.now += 20; /* 0.8 s in all */
+        CU_ASSERT_EQUAL(log_limit_count(&l, LOG_LEVEL_WARN, "plain", "refused a client (%d so far)", i), 0);
+    }
+    CU_ASSERT_EQUAL(c.lines, 1);
+    /* another key (the TLS port) at once, its own count */
+    CU_ASSERT_EQUAL(log_limit_count(&l, LOG_LEVEL_WARN, "tls", "closed a client on tls-port"), 1);
+    c.now = 1000 + 1000;
+    CU_ASSERT_EQUAL(log_limit_count(&l, LOG_LEVEL_WARN, "plain", "refused a client (%d so far)", 42), 1);
+    TU_CHECK(strcmp(c.last, "refused a client (42 so far) (repeated 40 times in the last 1.0 s)") == 0, "'%s'", c.last);
+    CU_ASSERT_EQUAL(c.lines, 3);
+    /* no outage: no recovery line, and failures are not mixed in */
+    CU_ASSERT_EQUAL(atomic_load(&l.failing), 0);
+    CU_ASSERT_EQUAL(log_limit_ok(&l), 0);
+    CU_ASSERT_EQUAL(c.lines, 3);
+    log_limit_destroy(&l);
+}
+
+/* The static way: no call before use, the default interval. */
+static log_limit_t static_limit = LOG_LIMIT_INITIALIZER("the broker answers", 0);
+
+static void test_initializer(void)
+{
+    capture_t c;
+    memset(&c, 0, sizeof c);
+    c.now = 5000;
+    log_limit_set_hooks(&static_limit, fake_clock, capture_line, &c);
+    CU_ASSERT_EQUAL(log_limit_ok(&static_limit), 0);
+    CU_ASSERT_EQUAL(log_limit_fail(&static_limit, LOG_LEVEL_WARN, "k", "down"), 1);
+    c.now += LOG_LIMIT_INTERVAL_MS - 1;
+    CU_ASSERT_EQUAL(log_limit_fail(&static_limit, LOG_LEVEL_WARN, "k", "down"), 0); /* the default interval */
+    c.now += 1;
+    CU_ASSERT_EQUAL(log_limit_fail(&static_limit, LOG_LEVEL_WARN, "k", "down"), 1);
+    CU_ASSERT_EQUAL(log_limit_ok(&static_limit), 1);
+    TU_CHECK(strcmp(c.last, "the broker answers again after 10.0 s; 3 attempts failed meanwhile") == 0, "'%s'", c.last);
+    log_limit_set_hooks(&static_limit, NULL, NULL, NULL);
+}
+
 static const tu_test_t limit_tests[] = {
     { "first at once, then once per interval with the count", test_first_then_interval },
     { "a different failure at once, alternating ones once each", test_other_key_at_once },
     { "more keys than slots: the least recently used goes", test_key_table_full },
     { "the recovery line once, a new outage afresh", test_recovery },
     { "the default clock and writer", test_default_writer },
+    { "counts: limited alike, no outage", test_count },
+    { "LOG_LIMIT_INITIALIZER: ready without a call", test_initializer },
     { NULL, NULL },
 };
 static const tu_suite_t suites[] = {

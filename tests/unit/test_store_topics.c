@@ -3,7 +3,8 @@
  * behind levels/store.h (DESIGN §1–3), through its public calls (and raw
  * LevelDB writes where a test corrupts a directory on purpose): topic info and
  * the delayed counter, the topic logs' GC (by cursor, by retention, the
- * collection steps and their grace), deleting and purging a topic.
+ * collection steps and their grace), deleting and purging a topic, the
+ * name-ordered pages of topics and groups (TOPICS, GROUP LIST, INFO).
  *
  * The fixture (tests/helpers/store_fixture.h): every test gets a fresh temp
  * directory and drives the store with an injected clock, every now_ms passed
@@ -500,6 +501,83 @@ static void test_topic_purge(void)
     CHECK_STORE(s);
 }
 
+/* store_topic_page, store_group_page and store_topic_group_rows pick what
+ * the full sorted listings (store_topic_rows, store_group_rows) hold at the
+ * same place: every COUNT, every AFTER (a name that exists, one between two,
+ * one past the last, ""), groups per topic in name order. */
+static void test_topic_pages(void)
+{
+    store_t *s = OPEN_DEFAULT();
+    unsigned seed = 12345;
+    for (int i = 0; i < 240; i++) {
+        char g[32], t[32];
+        seed = seed * 1103515245u + 12345u;
+        snprintf(g, sizeof g, "g%u-%d", (seed >> 8) % 997, i);
+        snprintf(t, sizeof t, "t%u", (seed >> 16) % 61);
+        GROUP_CREATE(s, g, t, 1, T0);
+    }
+    SEND(s, "lonely", "x", 0, 0, T0, NULL); /* a topic without groups */
+    store_topic_row_t *all_t, *page_t;
+    store_group_row_t *all_g, *page_g, *by_topic;
+    size_t nt, ng, n, nb;
+    store_topic_rows(s, &all_t, &nt);
+    store_group_rows(s, 0, &all_g, &ng);
+    store_group_rows(s, 1, &by_topic, &nb);
+    TU_REQUIRE(nt > 40 && ng == 240 && nb == 240, "%zu topics, %zu groups", nt, ng);
+    const char *afters[] = { NULL, "", "g5", "g500-7", "lonely", "t3", "t30", "zz", all_t[nt / 2].name, all_g[7].name };
+    const size_t counts[] = { 0, 1, 2, 10, 100, 1000 };
+    for (size_t a = 0; a < sizeof afters / sizeof afters[0]; a++) {
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            const char *after = afters[a] != NULL ? afters[a] : "";
+            size_t from = 0;
+            while (from < nt && strcmp(all_t[from].name, after) <= 0) {
+                from++;
+            }
+            size_t want = counts[c] == 0 || nt - from < counts[c] ? nt - from : counts[c];
+            store_topic_page(s, afters[a], counts[c], &page_t, &n);
+            TU_CHECK(n == want, "topics after '%s' count %zu: %zu, want %zu", after, counts[c], n, want);
+            for (size_t i = 0; i < n && i < want; i++) {
+                TU_CHECK(strcmp(page_t[i].name, all_t[from + i].name) == 0 &&
+                             page_t[i].info.groups == all_t[from + i].info.groups &&
+                             page_t[i].info.ready == all_t[from + i].info.ready,
+                         "topic page after '%s' [%zu]: %s, want %s", after, i, page_t[i].name, all_t[from + i].name);
+            }
+            free(page_t);
+            from = 0;
+            while (from < ng && strcmp(all_g[from].name, after) <= 0) {
+                from++;
+            }
+            want = counts[c] == 0 || ng - from < counts[c] ? ng - from : counts[c];
+            store_group_page(s, afters[a], counts[c], &page_g, &n);
+            TU_CHECK(n == want, "groups after '%s' count %zu: %zu, want %zu", after, counts[c], n, want);
+            for (size_t i = 0; i < n && i < want; i++) {
+                TU_CHECK(strcmp(page_g[i].name, all_g[from + i].name) == 0 &&
+                             strcmp(page_g[i].info.topic, all_g[from + i].info.topic) == 0,
+                         "group page after '%s' [%zu]: %s, want %s", after, i, page_g[i].name, all_g[from + i].name);
+            }
+            free(page_g);
+        }
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < nt; i++) {
+        store_topic_group_rows(s, all_t[i].name, strlen(all_t[i].name), &page_g, &n);
+        TU_CHECK(n == (size_t)all_t[i].info.groups, "topic %s: %zu groups, want %d", all_t[i].name, n,
+                 all_t[i].info.groups);
+        for (size_t j = 0; j < n && k < nb; j++, k++) {
+            TU_CHECK(strcmp(page_g[j].name, by_topic[k].name) == 0, "topic %s group %zu: %s, want %s", all_t[i].name, j,
+                     page_g[j].name, by_topic[k].name);
+        }
+        free(page_g);
+    }
+    TU_CHECK(k == nb, "%zu groups by topic, want %zu", k, nb);
+    store_topic_group_rows(s, "nope", 4, &page_g, &n);
+    TU_CHECK(n == 0 && page_g == NULL, "an unknown topic has no groups");
+    free(all_t);
+    free(all_g);
+    free(by_topic);
+    CHECK_STORE(s);
+}
+
 static const tu_test_t topic_tests[] = {
     { "info", test_topic_info },
     { "delayed counter", test_topic_delayed },
@@ -510,6 +588,7 @@ static const tu_test_t topic_tests[] = {
     { "gc by retention", test_topic_gc_retention },
     { "delete an empty topic", test_topic_delete },
     { "purge a topic's retained messages in steps", test_topic_purge },
+    { "pages of topics and groups", test_topic_pages },
     { NULL, NULL },
 };
 

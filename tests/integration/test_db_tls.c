@@ -1,0 +1,445 @@
+/*
+ * tests/integration/test_db_tls.c — TLS between Hourglass and MariaDB
+ * (hg_order_db_params_t.tls, the mysql-tls* keys): a private MariaDB on a
+ * free TCP port of 127.0.0.1 (tu_mariadb_t.tcp_port) with a certificate of
+ * a throwaway CA the test makes (tests/helpers/tls_certs.h: EC P-256,
+ * CN/SAN 127.0.0.1), a user app/pw allowed from anywhere.
+ *
+ * Suite "db_tls", one server whose flags change between groups of tests (it
+ * is stopped and started again on the same data):
+ *   on            tls on: Ssl_cipher not empty, TLS 1.2 or 1.3, an AEAD suite
+ *   verify        the right CA: connected; another CA: refused (2026) naming
+ *                 the certificate
+ *   client cert   a user created REQUIRE X509 logs in with tls_cert_file and
+ *                 tls_key_file, and is refused without them
+ *   plaintext     tls off against require_secure_transport = ON: refused, the
+ *                 message points at mysql-tls; tls on passes the same server
+ *   inputs        a missing file, no PEM in it, verify without a CA, a
+ *                 certificate without its key, a file with tls off: the
+ *                 library's error names the field, hourglass-consumer
+ *                 --check-config's names the key (exit 2)
+ *   wrong name    a certificate of the right CA for db.example: on takes it,
+ *                 verify refuses it (2026)
+ *   tls12         a server limited to TLS 1.2: an ECDHE AEAD suite
+ *   weak          a server offering only ECDHE-ECDSA-AES128-SHA (CBC, SHA-1
+ *                 MAC) on TLS 1.2: refused, on and verify alike
+ *   no tls        a server without TLS (--skip-ssl): tls on refuses it
+ *                 (Connector/C alone would go on in plaintext), verify too
+ *
+ * Run one suite: ./tests/integration/test_db_tls db_tls
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "include/hourglass/order.h"
+#include "tests/helpers/sql_client.h"
+#include "tests/helpers/testutil.h"
+#include "tests/helpers/tls_certs.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+#include <mysql.h>
+
+#define CONSUMER_PATH HG_BUILDDIR "/hourglass-consumer"
+#define CLI_PATH      HG_BUILDDIR "/hourglass-cli"
+
+static tu_mariadb_t server;
+static tc_certs_t pki;
+static char pki_dir[512];
+static char opt_cert[700], opt_key[700], opt_ca[700];
+static const char *server_args[TU_MARIADB_MAX_EXTRA + 1];
+
+/* Server flags: the certificate and key, then the extra ones (NULL-ended). */
+static void set_server_args(const char *a, const char *b)
+{
+    size_t n = 0;
+    server_args[n++] = opt_cert;
+    server_args[n++] = opt_key;
+    server_args[n++] = opt_ca;
+    if (a != NULL)
+        server_args[n++] = a;
+    if (b != NULL)
+        server_args[n++] = b;
+    server_args[n] = NULL;
+}
+
+static int suite_init(void)
+{
+    char err[4096];
+    if (tu_mkdtemp("dbtls-pki", pki_dir, sizeof pki_dir) != 0 || tc_make(pki_dir, &pki, err, sizeof err) != 0) {
+        fprintf(stderr, "\nFAIL: cannot make the test CA: %s\n", err);
+        return -1;
+    }
+    snprintf(opt_cert, sizeof opt_cert, "--ssl-cert=%s", pki.server);
+    snprintf(opt_key, sizeof opt_key, "--ssl-key=%s", pki.server_key);
+    snprintf(opt_ca, sizeof opt_ca, "--ssl-ca=%s", pki.ca); /* for the client certificates */
+    set_server_args(NULL, NULL);
+    server.extra_args = server_args;
+    server.tcp_port = tu_free_port();
+    if (tu_mariadb_start(&server, err, sizeof err) != 0) {
+        fprintf(stderr, "\nFAIL: cannot start a private MariaDB: %s\n", err);
+        return -1;
+    }
+    MYSQL *m = sql_connect_root(&server, NULL);
+    if (m == NULL || sql_query(m, "CREATE DATABASE shop") != 0 ||
+        sql_query(m, "CREATE USER 'app'@'%' IDENTIFIED BY 'pw'") != 0 ||
+        sql_query(m, "GRANT ALL ON shop.* TO 'app'@'%'") != 0 ||
+        sql_query(m, "CREATE USER 'cert'@'%' IDENTIFIED BY 'pw' REQUIRE X509") != 0 ||
+        sql_query(m, "GRANT ALL ON shop.* TO 'cert'@'%'") != 0) {
+        if (m != NULL)
+            mysql_close(m);
+        return -1;
+    }
+    mysql_close(m);
+    return 0;
+}
+
+static int suite_cleanup(void)
+{
+    tu_mariadb_stop(&server);
+    if (pki_dir[0] != '\0')
+        tu_rmtree(pki_dir);
+    return 0;
+}
+
+/* Stop the server and start it again on the same data with these flags
+ * (besides the certificate and key). */
+static void restart_with(const char *a, const char *b)
+{
+    char err[4096];
+    uint64_t waited = 0;
+    kill(server.pid, SIGTERM);
+    TU_REQUIRE(tu_wait_exit(server.pid, 60000, &waited) == 0, "mariadbd (pid %d) did not stop on SIGTERM",
+               (int)server.pid);
+    server.pid = 0;
+    set_server_args(a, b);
+    TU_REQUIRE(tu_mariadb_restart(&server, err, sizeof err) == 0, "restart: %s", err);
+}
+
+/* The parameters of app over TCP with this mode and CA file. */
+static hg_order_db_params_t params(hg_order_tls_t tls, const char *ca)
+{
+    hg_order_db_params_t p = { .host = "127.0.0.1",
+                               .port = (unsigned)server.tcp_port,
+                               .user = "app",
+                               .password = "pw",
+                               .database = "shop",
+                               .connect_timeout_s = 10,
+                               .tls = tls,
+                               .tls_ca_file = ca };
+    return p;
+}
+
+/* The session's status variable name (Ssl_cipher, Ssl_version) into out. */
+static void session_status(hg_order_db *db, const char *name, char *out, size_t len)
+{
+    out[0] = '\0';
+    MYSQL *m = hg_order_db_mysql(db, NULL);
+    char sql[128];
+    snprintf(sql, sizeof sql, "SHOW SESSION STATUS LIKE '%s'", name);
+    TU_REQUIRE(m != NULL && sql_query(m, sql) == 0, "SHOW SESSION STATUS LIKE '%s' failed", name);
+    MYSQL_RES *res = mysql_store_result(m);
+    MYSQL_ROW row = res != NULL ? mysql_fetch_row(res) : NULL;
+    if (row != NULL && row[1] != NULL)
+        snprintf(out, len, "%s", row[1]);
+    if (res != NULL)
+        mysql_free_result(res);
+}
+
+/* Open with p; check the session is TLS 1.2+ with an AEAD suite; the
+ * negotiated version into version. */
+static void expect_tls(const hg_order_db_params_t *p, char *version, size_t len)
+{
+    hg_order_error_t e = { 0 };
+    hg_order_db *db = hg_order_db_open(p, &e);
+    TU_REQUIRE(db != NULL, "open refused: %u %s", e.code, e.message);
+    char cipher[128];
+    session_status(db, "Ssl_cipher", cipher, sizeof cipher);
+    session_status(db, "Ssl_version", version, len);
+    TU_CHECK(cipher[0] != '\0', "Ssl_cipher is empty: the connection is plaintext");
+    TU_CHECK(strcmp(version, "TLSv1.2") == 0 || strcmp(version, "TLSv1.3") == 0, "Ssl_version '%s', want 1.2+",
+             version);
+    TU_CHECK(strstr(cipher, "GCM") != NULL || strstr(cipher, "CHACHA20") != NULL, "cipher %s is not AEAD", cipher);
+    printf("\n  %s %s", version, cipher);
+    hg_order_db_close(db);
+}
+
+/* Open with p must fail; the error's code into *code and text into msg. */
+static void expect_refused(const hg_order_db_params_t *p, unsigned *code, char *msg, size_t len)
+{
+    hg_order_error_t e = { 0 };
+    hg_order_db *db = hg_order_db_open(p, &e);
+    TU_CHECK(db == NULL, "open succeeded, want a refusal");
+    hg_order_db_close(db);
+    *code = e.code;
+    snprintf(msg, len, "%s", e.message);
+    printf("\n  refused: %s", msg);
+}
+
+static void test_on(void)
+{
+    char version[32];
+    hg_order_db_params_t p = params(HG_ORDER_TLS_ON, NULL);
+    expect_tls(&p, version, sizeof version);
+}
+
+static void test_verify(void)
+{
+    char version[32], msg[600];
+    unsigned code = 0;
+    hg_order_db_params_t p = params(HG_ORDER_TLS_VERIFY, pki.ca);
+    expect_tls(&p, version, sizeof version);
+    p = params(HG_ORDER_TLS_VERIFY, pki.other_ca);
+    expect_refused(&p, &code, msg, sizeof msg);
+    TU_CHECK(code == 2026, "code %u, want 2026 (TLS)", code);
+    TU_CHECK(strstr(msg, "certificate") != NULL, "'%s' does not name the certificate", msg);
+    TU_CHECK(strstr(msg, "mysql-tls-ca-file") != NULL, "'%s' does not point at mysql-tls-ca-file", msg);
+
+    /* The keys reach a program's connection: hourglass-cli with the other CA. */
+    char port[16], out[4096];
+    snprintf(port, sizeof port, "%d", server.tcp_port);
+    const char *argv[] = { CLI_PATH,
+                           "orders",
+                           "show",
+                           "1",
+                           "--mysql-host",
+                           "127.0.0.1",
+                           "--mysql-port",
+                           port,
+                           "--mysql-user",
+                           "app",
+                           "--mysql-password",
+                           "pw",
+                           "--mysql-database",
+                           "shop",
+                           "--mysql-tls",
+                           "verify",
+                           "--mysql-tls-ca-file",
+                           pki.other_ca,
+                           NULL };
+    int rc = tu_run_capture(argv, out, sizeof out);
+    TU_CHECK(rc == 3 && strstr(out, "2026") != NULL && strstr(out, "mysql-tls") != NULL,
+             "hourglass-cli with another CA: exit %d, want 3 and a TLS error: %s", rc, out);
+}
+
+/* A user created REQUIRE X509: in with mysql-tls-cert-file / -key-file,
+ * refused without. */
+static void test_client_certificate(void)
+{
+    char version[32], msg[600];
+    unsigned code = 0;
+    hg_order_db_params_t p = params(HG_ORDER_TLS_VERIFY, pki.ca);
+    p.user = "cert";
+    p.tls_cert_file = pki.client;
+    p.tls_key_file = pki.client_key;
+    expect_tls(&p, version, sizeof version);
+    p.tls_cert_file = p.tls_key_file = NULL;
+    expect_refused(&p, &code, msg, sizeof msg);
+    TU_CHECK(code == 1045, "without the certificate: code %u, want 1045", code);
+}
+
+static void test_plaintext_refused(void)
+{
+    char msg[600], version[32];
+    unsigned code = 0;
+    MYSQL *m = sql_connect_root(&server, NULL); /* the socket counts as secure transport */
+    TU_REQUIRE(m != NULL && sql_query(m, "SET GLOBAL require_secure_transport = ON") == 0, "cannot set it");
+    hg_order_db_params_t p = params(HG_ORDER_TLS_OFF, NULL);
+    expect_refused(&p, &code, msg, sizeof msg);
+    TU_CHECK(code == 1045, "code %u, want 1045", code);
+    TU_CHECK(strstr(msg, "require_secure_transport") != NULL && strstr(msg, "mysql-tls") != NULL,
+             "'%s' does not point at mysql-tls", msg);
+    p = params(HG_ORDER_TLS_ON, NULL);
+    expect_tls(&p, version, sizeof version);
+    TU_CHECK(sql_query(m, "SET GLOBAL require_secure_transport = OFF") == 0, "cannot reset it");
+    mysql_close(m);
+}
+
+/* The library names the field, hourglass-consumer --check-config the key. */
+static void expect_input_error(const hg_order_db_params_t *p, const char *field, const char *const *flags,
+                               const char *key)
+{
+    hg_order_error_t e = { 0 };
+    hg_order_db *db = hg_order_db_open(p, &e);
+    TU_CHECK(db == NULL, "open succeeded with a bad %s", field);
+    hg_order_db_close(db);
+    TU_CHECK(strstr(e.message, field) != NULL, "'%s' does not name %s", e.message, field);
+    const char *argv[16] = { CONSUMER_PATH, "--check-config", "--mysql-database", "shop" };
+    size_t n = 4;
+    for (size_t i = 0; flags[i] != NULL; i++)
+        argv[n++] = flags[i];
+    argv[n] = NULL;
+    char out[4096];
+    int rc = tu_run_capture(argv, out, sizeof out);
+    TU_CHECK(rc == 2, "--check-config exited %d, want 2: %s", rc, out);
+    TU_CHECK(strstr(out, key) != NULL, "'%s' does not name %s", out, key);
+}
+
+static void test_inputs(void)
+{
+    char missing[700], notpem[700];
+    snprintf(missing, sizeof missing, "%s/no-such.pem", pki_dir);
+    snprintf(notpem, sizeof notpem, "%s/not.pem", pki_dir);
+    TU_REQUIRE(tu_write_file(notpem, "hello\n") == 0, "cannot write %s", notpem);
+
+    hg_order_db_params_t p = params(HG_ORDER_TLS_ON, missing);
+    const char *f1[] = { "--mysql-tls", "on", "--mysql-tls-ca-file", missing, NULL };
+    expect_input_error(&p, "tls_ca_file: cannot read", f1, "mysql-tls-ca-file: cannot read");
+
+    p = params(HG_ORDER_TLS_VERIFY, NULL);
+    const char *f2[] = { "--mysql-tls", "verify", NULL };
+    expect_input_error(&p, "tls_ca_file is not set", f2, "mysql-tls-ca-file is not set");
+
+    p = params(HG_ORDER_TLS_ON, NULL);
+    p.tls_cert_file = pki.client;
+    const char *f3[] = { "--mysql-tls", "on", "--mysql-tls-cert-file", pki.client, NULL };
+    expect_input_error(&p, "tls_cert_file is set without tls_key_file", f3,
+                       "mysql-tls-cert-file is set without mysql-tls-key-file");
+
+    p = params(HG_ORDER_TLS_ON, NULL);
+    p.tls_cert_file = pki.client;
+    p.tls_key_file = notpem;
+    const char *f4[] = {
+        "--mysql-tls", "on", "--mysql-tls-cert-file", pki.client, "--mysql-tls-key-file", notpem, NULL
+    };
+    expect_input_error(&p, "tls_key_file", f4, "mysql-tls-key-file: ");
+
+    p = params(HG_ORDER_TLS_ON, NULL);
+    p.tls_cert_file = pki.client;
+    p.tls_key_file = pki_dir; /* a directory */
+    const char *f5[] = {
+        "--mysql-tls", "on", "--mysql-tls-cert-file", pki.client, "--mysql-tls-key-file", pki_dir, NULL
+    };
+    expect_input_error(&p, "tls_key_file: cannot read", f5, "mysql-tls-key-file: cannot read");
+
+    p = params(HG_ORDER_TLS_OFF, pki.ca);
+    const char *f6[] = { "--mysql-tls-ca-file", pki.ca, NULL };
+    expect_input_error(&p, "tls_ca_file is set but tls is off", f6, "mysql-tls-ca-file is set but mysql-tls is off");
+
+    p = params((hg_order_tls_t)7, NULL);
+    const char *f7[] = { "--mysql-tls", "yes", NULL };
+    expect_input_error(&p, "tls: 7", f7, "mysql-tls: 'yes' is not one of off|on|verify");
+}
+
+/* A server certificate of the right CA for another name (db.example): on
+ * (the chain checked, not the name) connects, verify refuses it. */
+static void test_wrong_name(void)
+{
+    char cert[700], key[700], out[4096], msg[600], version[32];
+    unsigned code = 0;
+    snprintf(cert, sizeof cert, "%s/other-name.pem", pki_dir);
+    snprintf(key, sizeof key, "%s/other-name.key", pki_dir);
+    const char *argv[] = { TC_OPENSSL,
+                           "req",
+                           "-x509",
+                           "-newkey",
+                           "ec",
+                           "-pkeyopt",
+                           "ec_paramgen_curve:P-256",
+                           "-nodes",
+                           "-keyout",
+                           key,
+                           "-out",
+                           cert,
+                           "-subj",
+                           "/CN=db.example",
+                           "-addext",
+                           "subjectAltName=DNS:db.example",
+                           "-CA",
+                           pki.ca,
+                           "-CAkey",
+                           pki.ca_key,
+                           "-days",
+                           "2",
+                           NULL };
+    TU_REQUIRE(tu_run_capture(argv, out, sizeof out) == 0, "openssl: %s", out);
+    char saved_cert[700], saved_key[700];
+    snprintf(saved_cert, sizeof saved_cert, "%s", opt_cert);
+    snprintf(saved_key, sizeof saved_key, "%s", opt_key);
+    snprintf(opt_cert, sizeof opt_cert, "--ssl-cert=%s", cert);
+    snprintf(opt_key, sizeof opt_key, "--ssl-key=%s", key);
+    restart_with(NULL, NULL);
+    hg_order_db_params_t p = params(HG_ORDER_TLS_ON, pki.ca);
+    expect_tls(&p, version, sizeof version);
+    p = params(HG_ORDER_TLS_VERIFY, pki.ca);
+    expect_refused(&p, &code, msg, sizeof msg);
+    TU_CHECK(code == 2026, "verify, certificate for db.example: code %u, want 2026", code);
+    snprintf(opt_cert, sizeof opt_cert, "%s", saved_cert);
+    snprintf(opt_key, sizeof opt_key, "%s", saved_key);
+}
+
+static void test_tls12(void)
+{
+    char version[32];
+    restart_with("--tls-version=TLSv1.2", NULL);
+    hg_order_db_params_t p = params(HG_ORDER_TLS_VERIFY, pki.ca);
+    expect_tls(&p, version, sizeof version);
+    TU_CHECK(strcmp(version, "TLSv1.2") == 0, "Ssl_version %s, want TLSv1.2 from this server", version);
+}
+
+static void test_weak_suite_refused(void)
+{
+    char msg[600];
+    unsigned code = 0;
+    restart_with("--tls-version=TLSv1.2", "--ssl-cipher=ECDHE-ECDSA-AES128-SHA");
+    MYSQL *m = sql_connect_root(&server, NULL);
+    TU_REQUIRE(m != NULL, "root over the socket");
+    long long on = sql_scalar(m, "SELECT @@have_ssl = 'YES'");
+    mysql_close(m);
+    TU_REQUIRE(on == 1, "the server has no TLS: the test proves nothing");
+    hg_order_db_params_t p = params(HG_ORDER_TLS_ON, NULL);
+    expect_refused(&p, &code, msg, sizeof msg);
+    TU_CHECK(code == 2026, "tls on: code %u, want 2026", code);
+    TU_CHECK(strstr(msg, "AEAD") != NULL, "'%s' does not say what the server must offer", msg);
+    p = params(HG_ORDER_TLS_VERIFY, pki.ca);
+    expect_refused(&p, &code, msg, sizeof msg);
+    TU_CHECK(code == 2026, "tls verify: code %u, want 2026", code);
+}
+
+static void test_no_tls_refused(void)
+{
+    char msg[600];
+    unsigned code = 0;
+    restart_with("--skip-ssl", NULL);
+    hg_order_db_params_t p = params(HG_ORDER_TLS_ON, NULL);
+    expect_refused(&p, &code, msg, sizeof msg);
+    TU_CHECK(code == 2026, "tls on: code %u, want 2026", code);
+    TU_CHECK(strstr(msg, "does not speak TLS") != NULL, "'%s' does not say the server has no TLS", msg);
+    p = params(HG_ORDER_TLS_VERIFY, pki.ca);
+    expect_refused(&p, &code, msg, sizeof msg);
+    TU_CHECK(code == 2026, "tls verify: code %u, want 2026", code);
+    p = params(HG_ORDER_TLS_OFF, NULL); /* the server is fine: plaintext still works */
+    hg_order_error_t e = { 0 };
+    hg_order_db *db = hg_order_db_open(&p, &e);
+    TU_CHECK(db != NULL, "tls off: %s", e.message);
+    hg_order_db_close(db);
+}
+
+static const tu_test_t tests[] = {
+    { "tls on: encrypted, TLS 1.2+, AEAD", test_on },
+    { "verify: the right CA connects, another is refused", test_verify },
+    { "a client certificate for a user REQUIRE X509", test_client_certificate },
+    { "plaintext against require_secure_transport: points at mysql-tls", test_plaintext_refused },
+    { "bad inputs name the field and the key", test_inputs },
+    { "verify: a certificate for another name is refused, on takes it", test_wrong_name },
+    { "a TLS 1.2 server: an ECDHE AEAD suite", test_tls12 },
+    { "a server offering only CBC/SHA-1: refused", test_weak_suite_refused },
+    { "a server without TLS: refused", test_no_tls_refused },
+    { NULL, NULL },
+};
+
+static int add_suites(void)
+{
+    return tu_add_suite("db_tls", suite_init, suite_cleanup, NULL, NULL, tests);
+}
+
+int main(int argc, char **argv)
+{
+    return tu_cunit_main(argc, argv, add_suites);
+}
