@@ -103,6 +103,7 @@ conn_set_t *conn_set_new(const config_t *cfg, struct event_base *base, server_t 
     resp_buf_init(&s->scratch);
     conn_known_paths_set(s);
     log_limit_init(&s->hidden_log, "paths hidden", HIDDEN_LOG_MS); /* no log_limit_ok: no recovery line */
+    log_limit_init(&s->refusal_log, "refusals", REFUSAL_LOG_MS);   /* only log_limit_count */
     struct timeval tv = { 0, CONN_SWEEP_MS * 1000 };
     event_add(s->sweep, &tv);
     return s;
@@ -125,6 +126,7 @@ void conn_set_free(conn_set_t *s)
     resp_buf_free(&s->scratch);
     conn_known_paths_free(s);
     log_limit_destroy(&s->hidden_log);
+    log_limit_destroy(&s->refusal_log);
     free(s);
 }
 

@@ -96,6 +96,8 @@ typedef struct conn {
     int draining;                  /* close once all replies are written */
     int lingering;                 /* replies written, write side shut, discarding input */
     uint64_t linger_deadline_mono; /* lingering: closed by then at the latest (conn_close.c) */
+    int linger_input;              /* lingering: the client sent bytes after the last request read, so only its
+                                      EOF or the deadline closes (conn_close.c) */
     int closing;                   /* detached, freed at a safe point */
     /* TLS (common/tls_server.h): the bufferevent is an OpenSSL one */
     int tls;         /* accepted on tls-port */

@@ -123,13 +123,10 @@ int conn_tls_admit(conn_set_t *s, const struct sockaddr *sa, char key[CONN_ADDR_
         return 0;
     }
     s->hs_refused++;
-    uint64_t now = clock_mono_ms();
-    if (now >= s->hs_last_refusal_log + 1000) {
-        log_warn("closed a client from %s on tls-port before its handshake: %llu handshakes from that address are in "
-                 "progress (tls-max-handshakes-per-address %lld; %llu closed so far)",
-                 key, (unsigned long long)n, max, (unsigned long long)s->hs_refused);
-        s->hs_last_refusal_log = now;
-    }
+    log_limit_count(&s->refusal_log, LOG_LEVEL_WARN, "handshakes per address",
+                    "closed a client from %s on tls-port before its handshake: %llu handshakes from that address are "
+                    "in progress (tls-max-handshakes-per-address %lld; %llu closed so far)",
+                    key, (unsigned long long)n, max, (unsigned long long)s->hs_refused);
     return -1;
 }
 

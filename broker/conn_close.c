@@ -130,15 +130,21 @@ static int conn_linger_done(const conn_t *c)
            unacked <= 1 && ioctl(fd, FIONREAD, &unread) == 0 && unread == 0;
 }
 
-/* Every read re-arms the read timeout, so a client that keeps writing never
- * lets linger_event_cb run: the deadline is checked here too, or such a
- * client would hold the connection (and a stop) for as long as it writes. */
+/* Input while lingering: the client is still writing (the rest of a
+ * request past a bound, a pipeline, a request sent as the broker stopped).
+ * It is discarded, and from now on only the client's EOF or the deadline
+ * closes: an empty receive queue between two of its segments says nothing
+ * about the next one, and closing then would reset it mid-write. Every read
+ * re-arms the read timeout, so a client that keeps writing never lets
+ * linger_event_cb run: the deadline is checked here too, or such a client
+ * would hold the connection (and a stop) for as long as it writes. */
 static void linger_read_cb(struct bufferevent *bev, void *arg)
 {
     conn_t *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
     evbuffer_drain(in, evbuffer_get_length(in));
-    if (conn_linger_done(c) || clock_mono_ms() >= c->linger_deadline_mono) {
+    c->linger_input = 1;
+    if (clock_mono_ms() >= c->linger_deadline_mono) {
         conn_close(c);
     }
 }
@@ -160,12 +166,13 @@ static void linger_set_poll(conn_t *c, uint64_t now_mono)
 }
 
 /* EOF or an error: done. A read timeout is the poll (linger_set_poll): close
- * once conn_linger_done or LINGER_MS after the linger began. */
+ * once a client that sent nothing since the write side was shut has nothing
+ * unacknowledged (conn_linger_done), else LINGER_MS after the linger began. */
 static void linger_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     conn_t *c = arg;
     uint64_t now_mono = clock_mono_ms();
-    if ((what & BEV_EVENT_TIMEOUT) && !conn_linger_done(c) && now_mono < c->linger_deadline_mono) {
+    if ((what & BEV_EVENT_TIMEOUT) && (c->linger_input || !conn_linger_done(c)) && now_mono < c->linger_deadline_mono) {
         linger_set_poll(c, now_mono);
         bufferevent_enable(bev, EV_READ); /* a timeout disabled reading */
         return;
@@ -180,8 +187,9 @@ static void linger_event_cb(struct bufferevent *bev, short what, void *arg)
  * the broker stopped. So the write side is shut first (the FIN follows the
  * last reply), input is read and discarded, and the socket is closed once
  * the client has acknowledged every reply with nothing unread left
- * (conn_linger_done, polled after 5, 10, 20, … 100 ms), at its EOF, or after
- * LINGER_MS. An idle client (a redis-cli at its prompt) has nothing
+ * (conn_linger_done, polled after 5, 10, 20, … 100 ms) — if it sent nothing
+ * after the last request the broker read —, at its EOF, or after LINGER_MS.
+ * An idle client (a redis-cli at its prompt) has nothing
  * unacknowledged, so a stop is not held for it; one that does not read its replies holds it
  * at most CONN_DRAIN_TIMEOUT_MS + LINGER_MS. */
 void conn_maybe_finish(conn_t *c)
@@ -205,8 +213,9 @@ void conn_maybe_finish(conn_t *c)
         return;
     }
     struct evbuffer *in = bufferevent_get_input(c->bev);
+    c->linger_input = evbuffer_get_length(in) > 0; /* unread request bytes: the client may be writing still */
     evbuffer_drain(in, evbuffer_get_length(in));
-    if (conn_linger_done(c)) {
+    if (!c->linger_input && conn_linger_done(c)) {
         conn_close(c); /* nothing unacknowledged, nothing unread: an idle client */
         return;
     }

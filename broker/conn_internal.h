@@ -40,7 +40,8 @@
 #include "common/log_limit.h"
 #include "proto/reply.h"
 
-#define HIDDEN_LOG_MS 60000 /* the same error with paths hidden: logged at most once a minute (conn_reply.c) */
+#define REFUSAL_LOG_MS 1000  /* refusal_log's interval */
+#define HIDDEN_LOG_MS  60000 /* the same error with paths hidden: logged at most once a minute (conn_reply.c) */
 
 #define CONN_DRAIN_TIMEOUT_MS 10000 /* a draining client must read its last replies by then */
 
@@ -76,7 +77,7 @@ struct conn_set {
     uint64_t nconns, nblocked;
     uint64_t ntls, tls_total; /* connections from tls-port: open now, accepted since start */
     map_t hs_by_addr;         /* authfail_key -> handshakes in progress from it (a count, as a pointer) */
-    uint64_t hs_in_progress, hs_refused, hs_last_refusal_log;
+    uint64_t hs_in_progress, hs_refused;
     resp_buf_t scratch; /* immediate replies */
     /* counters */
     uint64_t connections_total, protocol_errors, reply_kills, idle_kills, commands;
@@ -88,6 +89,8 @@ struct conn_set {
     /* error replies whose paths were hidden from a non-admin (conn_reply.c's log_hidden): the same text
        logged at most once per HIDDEN_LOG_MS, with a count */
     log_limit_t hidden_log;
+    /* clients closed before their TLS handshake (conn_tls_admit): at most a line per REFUSAL_LOG_MS, with a count */
+    log_limit_t refusal_log;
 };
 
 

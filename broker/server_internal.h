@@ -57,14 +57,14 @@ struct server {
     int state;
     uint64_t started_mono;
     uint64_t rejected;      /* connections refused at max-clients */
-    log_limit_t accept_log; /* server_accept.c's refusals and pauses: each key (plaintext port, tls-port,
-                                      EMFILE shed, accept paused) at most once per ACCEPT_LOG_MS */
+    log_limit_t accept_log; /* refusals and pauses at accept (server_accept.c, server_security.c): each key
+                                      (plaintext port, tls-port, EMFILE shed, accept paused, protected mode,
+                                      remote plaintext) at most once per ACCEPT_LOG_MS */
     int spare_fd;           /* /dev/null held open so that EMFILE can still accept and refuse */
     /* users, AUTH, protected mode */
     users_t *users;
     auth_worker_t *auth;
-    uint64_t denied; /* connections refused by protected mode */
-    uint64_t last_denied_log;
+    uint64_t denied;   /* connections refused by protected mode or as remote plaintext (accept_log logs them) */
     char warning[256]; /* the security warning, "" = none */
 };
 

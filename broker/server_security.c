@@ -24,7 +24,6 @@
 
 #include <event2/util.h>
 
-#include "base/clock.h"
 #include "broker/server_internal.h"
 #include "common/log.h"
 #include "common/passwd.h"
@@ -98,23 +97,21 @@ void server_deny(server_t *s, evutil_socket_t fd, const struct sockaddr *sa)
     (void)w;
     evutil_closesocket(fd);
     s->denied++;
-    uint64_t now = clock_mono_ms();
-    if (now >= s->last_denied_log + 1000) {
-        char host[INET6_ADDRSTRLEN] = "?";
-        if (sa->sa_family == AF_INET) {
-            evutil_inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, host, sizeof host);
-        } else if (sa->sa_family == AF_INET6) {
-            evutil_inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, host, sizeof host);
-        }
-        if (server_protected(s)) {
-            log_warn("protected mode: refused a client from %s (%llu refused so far; docs/security.md)", host,
-                     (unsigned long long)s->denied);
-        } else {
-            log_warn("refused a plaintext client from %s: clients from other hosts must use tls-port %d "
-                     "(%llu refused so far; allow-remote-plaintext, docs/security.md)",
-                     host, s->tls_port, (unsigned long long)s->denied);
-        }
-        s->last_denied_log = now;
+    char host[INET6_ADDRSTRLEN] = "?";
+    if (sa->sa_family == AF_INET) {
+        evutil_inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, host, sizeof host);
+    } else if (sa->sa_family == AF_INET6) {
+        evutil_inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, host, sizeof host);
+    }
+    if (server_protected(s)) {
+        log_limit_count(&s->accept_log, LOG_LEVEL_WARN, "protected mode",
+                        "protected mode: refused a client from %s (%llu refused so far; docs/security.md)", host,
+                        (unsigned long long)s->denied);
+    } else {
+        log_limit_count(&s->accept_log, LOG_LEVEL_WARN, "remote plaintext",
+                        "refused a plaintext client from %s: clients from other hosts must use tls-port %d "
+                        "(%llu refused so far; allow-remote-plaintext, docs/security.md)",
+                        host, s->tls_port, (unsigned long long)s->denied);
     }
 }
 

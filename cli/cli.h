@@ -28,7 +28,9 @@
 #define EXIT_USAGE   2 /* bad command, option or URI */
 #define EXIT_CONNECT 3 /* cannot reach the broker: connect failed, connection lost, timed out */
 
-#define CLI_DEFAULT_URI "hourglass://127.0.0.1:7379"
+#define CLI_DEFAULT_URI        "hourglass://127.0.0.1:7379"
+#define CLI_DEFAULT_TIMEOUT_MS 5000u     /* --timeout when not given */
+#define CLI_TIMEOUT_MAX_MS     86400000u /* --timeout at most a day */
 
 typedef struct cli {
     const char *uri;
@@ -37,7 +39,7 @@ typedef struct cli {
     const char *user;          /* --user, or NULL (the URI's) */
     const char *password_file; /* --password-file, or NULL (the URI's password) */
     int json;
-    uint32_t timeout_ms;
+    uint32_t timeout_ms; /* --timeout: connect and reply; 0: replies without end (connect: the default) */
     hg_client_t *client; /* opened on first use */
     cli_config_t conf;   /* the order database, the order topic (cli/config.h) */
     hg_order_db *orders; /* opened on first use (cli_orders_db) */

@@ -17,6 +17,33 @@
 #include "cli/args.h"
 #include "cli/output.h"
 
+/* TOPIC and KEY of msg find / msg revoke: "TOPIC KEY", the form both take,
+ * or "TOPIC --key KEY", the older form msg revoke took (kept: scripts and
+ * README use it). npos positionals in pos[], key_opt the --key value or
+ * NULL. Returns 0 with *topic and *key, or -1 with the usage error printed
+ * and *exit_code set. */
+static int topic_and_key(const char *cmd, int npos, char **pos, const char *key_opt, const char **topic,
+                         const char **key, int *exit_code)
+{
+    if (npos == 0) {
+        *exit_code = cli_usage_error("%s: needs TOPIC and KEY (hourglass-cli %s TOPIC KEY)", cmd, cmd);
+        return -1;
+    }
+    if (npos == 2 && key_opt != NULL) {
+        *exit_code = cli_usage_error("%s: the key given twice ('%s' and --key '%s'): give one, as hourglass-cli %s "
+                                     "TOPIC KEY",
+                                     cmd, pos[1], key_opt, cmd);
+        return -1;
+    }
+    if (npos == 1 && key_opt == NULL) {
+        *exit_code =
+            cli_usage_error("%s: needs a KEY after the topic '%s' (hourglass-cli %s %s KEY)", cmd, pos[0], cmd, pos[0]);
+        return -1;
+    }
+    *topic = pos[0];
+    *key = key_opt != NULL ? key_opt : pos[1];
+    return 0;
+}
 
 /* One message for people: a block of "field: value" lines. */
 static void print_info(const hg_msg_info_t *m)
@@ -101,19 +128,21 @@ int cli_cmd_msg_find(cli_t *cli, int argc, char **argv)
 {
     static const char *const header[] = { "ID", "STATE", "DUE", "RECONSUME", "GROUPS" };
     static const int right[] = { 0, 0, 0, 1, 0 };
+    cli_opt_t specs[] = { { "--key", 1, NULL }, { NULL, 0, NULL } };
     char *pos[2], buf[64];
+    const char *topic, *key;
     hg_msg_info_t *ms;
     size_t count;
     hg_err_t e;
-    int rc = 0, n = cli_parse_args(cli_find_command("msg find"), argc, argv, NULL, pos, 2, &rc);
+    int rc = 0, n = cli_parse_args(cli_find_command("msg find"), argc, argv, specs, pos, 2, &rc);
 
     if (n < 0)
         return rc;
-    if (n < 2)
-        return cli_usage_error("msg find: needs TOPIC and KEY");
+    if (topic_and_key("msg find", n, pos, specs[0].value, &topic, &key, &rc) < 0)
+        return rc;
     if ((rc = cli_connect(cli)) != 0)
         return rc;
-    if ((e = hg_msg_find(cli->client, pos[0], pos[1], &ms, &count)) != HG_OK)
+    if ((e = hg_msg_find(cli->client, topic, key, &ms, &count)) != HG_OK)
         return cli_client_failure(cli, e);
     if (cli->json) {
         printf("[");
@@ -124,7 +153,7 @@ int cli_cmd_msg_find(cli_t *cli, int argc, char **argv)
         }
         printf("]\n");
     } else if (count == 0) {
-        printf("no message of topic %s with key %s in the broker\n", pos[0], pos[1]);
+        printf("no message of topic %s with key %s in the broker\n", topic, key);
     } else {
         table_t t;
         table_init(&t, 5, header, right);
@@ -151,24 +180,32 @@ int cli_cmd_msg_find(cli_t *cli, int argc, char **argv)
 int cli_cmd_msg_revoke(cli_t *cli, int argc, char **argv)
 {
     cli_opt_t specs[] = { { "--key", 1, NULL }, { NULL, 0, NULL } };
-    char *pos[1];
+    char *pos[2];
+    const char *topic, *key;
     uint64_t id;
     hg_revoke_result_t res;
     hg_err_t e;
-    int rc = 0, n = cli_parse_args(cli_find_command("msg revoke"), argc, argv, specs, pos, 1, &rc);
+    int rc = 0, n = cli_parse_args(cli_find_command("msg revoke"), argc, argv, specs, pos, 2, &rc);
 
     if (n < 0)
         return rc;
-    if (n < 1)
-        return cli_usage_error("msg revoke: needs a message ID, or TOPIC --key KEY");
-    if (specs[0].value == NULL && cli_parse_id(pos[0], &id) < 0)
-        return cli_usage_error("msg revoke: '%s' is not a message id (16 hex digits); for a topic give --key KEY",
-                               pos[0]);
+    if (n == 0 && specs[0].value == NULL)
+        return cli_usage_error("msg revoke: needs a message ID or TOPIC KEY (hourglass-cli msg revoke ID, or "
+                               "hourglass-cli msg revoke TOPIC KEY)");
+    if (n == 1 && specs[0].value == NULL) {
+        if (cli_parse_id(pos[0], &id) < 0)
+            return cli_usage_error("msg revoke: '%s' is not a message id (16 hex digits); to revoke a topic's "
+                                   "messages by key give the KEY too: hourglass-cli msg revoke %s KEY",
+                                   pos[0], pos[0]);
+        topic = NULL;
+        key = NULL;
+    } else if (topic_and_key("msg revoke", n, pos, specs[0].value, &topic, &key, &rc) < 0) {
+        return rc;
+    }
     if ((rc = cli_connect(cli)) != 0)
         return rc;
     memset(&res, 0, sizeof res);
-    e = specs[0].value != NULL ? hg_msg_revoke_key(cli->client, pos[0], specs[0].value, &res)
-                               : hg_msg_revoke_id(cli->client, pos[0], &res);
+    e = topic != NULL ? hg_msg_revoke_key(cli->client, topic, key, &res) : hg_msg_revoke_id(cli->client, pos[0], &res);
     if (e != HG_OK)
         return cli_client_failure(cli, e);
     if (cli->json) {

@@ -31,6 +31,7 @@
 #include <strings.h>
 
 #include "base/alloc.h"
+#include "base/units.h"
 #include "cli/args.h"
 #include "common/argv_secret.h"
 #include "common/passwd.h"
@@ -78,7 +79,9 @@ int cli_open_client(cli_t *cli, char *why, size_t whylen)
         opts.password = password;
     }
     opts.user = cli->user;
-    opts.connect_timeout_ms = cli->timeout_ms;
+    /* --timeout 0 waits for replies forever; a connection attempt still
+     * gives up after the default 5 s (the library refuses 0 there). */
+    opts.connect_timeout_ms = cli->timeout_ms != 0 ? cli->timeout_ms : CLI_DEFAULT_TIMEOUT_MS;
     opts.read_timeout_ms = cli->timeout_ms;
     opts.reconnect_backoff.attempts = 1; /* an operator wants an answer now */
     opts.resend_sends = 0;               /* `send` once, as typed */
@@ -257,10 +260,12 @@ static const command_t commands[] = {
       "One message and its state (GET): delayed on a level, ready, leased, retrying, in a DLQ or "
       "gone; its topic, key, due time, failures and each group's copy." },
     { "msg find", cli_cmd_msg_find, "TOPIC KEY",
-      "The messages of TOPIC with key KEY the broker still holds (FIND), with their states." },
-    { "msg revoke", cli_cmd_msg_revoke, "(ID | TOPIC --key KEY)",
-      "Take back messages not delivered yet (REVOKE): one by id, or every one of TOPIC with KEY. "
-      "Prints how many were revoked and why the others were refused (already delivered)." },
+      "The messages of TOPIC with key KEY the broker still holds (FIND), with their states. "
+      "(TOPIC --key KEY is taken too.)" },
+    { "msg revoke", cli_cmd_msg_revoke, "(ID | TOPIC KEY)",
+      "Take back messages not delivered yet (REVOKE): one by id (16 hex digits, as send and msg find print it), "
+      "or every one of TOPIC with KEY, the same TOPIC KEY as msg find (TOPIC --key KEY, the older form, is taken "
+      "too). Prints how many were revoked and why the others were refused (already delivered)." },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -294,7 +299,8 @@ static void print_help(FILE *f)
             "  --tls-cert-file FILE, --tls-key-file FILE  client certificate and key (mutual TLS)\n"
             "  --tls-server-name NAME   name the broker's certificate must carry (default: the host)\n"
             "  --json         print one JSON value for scripts instead of tables\n"
-            "  --timeout MS   connect and reply timeout in milliseconds (default 5000)\n"
+            "  --timeout D    connect and reply timeout, a duration: 500ms, 5s, 2m (a bare number is\n"
+            "                 milliseconds; at most 1d; 0: wait for replies forever) (default 5s)\n"
             "  -c, --config FILE  an INI file of the keys below (and uri)\n"
             "  --help         this text; COMMAND --help describes one command\n"
             "  --version      print the version\n"
@@ -446,11 +452,19 @@ static int parse_globals(cli_t *cli, int argc, char **argv, char **rest, int *nr
             continue;
         }
         if ((r = global_value(argc, argv, &i, "--timeout", NULL, &value)) != 0) {
+            /* The one duration grammar (base/units.h); a bare number stays
+             * milliseconds, as --timeout took before and scripts still give. */
             uint64_t v;
+            char why[200];
             if (r < 0)
                 return EXIT_USAGE;
-            if (cli_parse_u64(value, &v) < 0 || v == 0 || v > 86400000)
-                return cli_usage_error("--timeout '%s' is not a number of milliseconds 1..86400000", value);
+            if (units_parse_duration_str(value, UNITS_BARE_MS, &v, why, sizeof why) < 0)
+                return cli_usage_error("--timeout '%s' is not a duration: %s (e.g. 500ms, 5s, 2m; a bare number is "
+                                       "milliseconds; 0: wait for replies forever)",
+                                       value, why);
+            if (v > CLI_TIMEOUT_MAX_MS)
+                return cli_usage_error("--timeout '%s' is above the maximum of 1d (0 waits for replies forever)",
+                                       value);
             cli->timeout_ms = (uint32_t)v;
             continue;
         }
@@ -520,7 +534,7 @@ int main(int argc, char **argv_shown)
     int nrest, ndb, rc;
 
     memset(&cli, 0, sizeof(cli));
-    cli.timeout_ms = 5000;
+    cli.timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
     cli_config_init(&cli.conf);
     rc = parse_globals(&cli, argc, argv, rest, &nrest, &config_path, db_flags, &ndb);
     if (rc < 0)

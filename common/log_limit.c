@@ -39,7 +39,7 @@ static uint64_t now_ms(const log_limit_t *l)
     return l->clock != NULL ? l->clock(l->hook_arg) : default_clock(NULL);
 }
 
-static void emit(const log_limit_t *l, log_level_t level, const char *line)
+static void write_line(const log_limit_t *l, log_level_t level, const char *line)
 {
     if (l->emit != NULL)
         l->emit(level, line, l->hook_arg);
@@ -130,7 +130,7 @@ static int occurred(log_limit_t *l, int outage, log_level_t level, const char *k
             snprintf(line + len, LOG_LIMIT_LINE_MAX - len, " (repeated %llu times in the last %.1f s)",
                      (unsigned long long)k->suppressed, (double)(now - k->logged_ms) / 1000);
         }
-        emit(l, level, line);
+        write_line(l, level, line);
         k->logged_ms = now;
         k->suppressed = 0;
         wrote = 1;
@@ -170,7 +170,7 @@ int log_limit_ok(log_limit_t *l)
         char line[256];
         snprintf(line, sizeof line, "%s again after %.1f s; %llu attempt%s failed meanwhile", l->recovered,
                  (double)(now - l->since_ms) / 1000, (unsigned long long)l->failures, l->failures == 1 ? "" : "s");
-        emit(l, l->worst > LOG_LEVEL_WARN ? LOG_LEVEL_WARN : l->worst, line);
+        write_line(l, l->worst > LOG_LEVEL_WARN ? LOG_LEVEL_WARN : l->worst, line);
         l->failures = 0;
         l->nkeys = 0;
         wrote = 1;

@@ -57,7 +57,8 @@
 #include "tests/helpers/broker_test.h"
 #include "tests/helpers/testutil.h"
 
-#define LATE_BOUND_MS 1500
+#define LATE_BOUND_MS       1500
+#define IDLE_STOP_LINGER_MS 1000 /* broker/conn_close.c LINGER_MS: what a stop lingering on an idle client adds */
 
 static const char *const group_names[] = { "gA", "gB", "gC" };
 static const char *const group_fields[] = { "ready",    "backlog", "retry-ready",   "retry-delayed",
@@ -563,7 +564,13 @@ static void test_idle_stop(void)
     BP_REQUIRE(bp_stop(&bt_broker, e, sizeof e) == 0, "SIGTERM: %s", e);
     uint64_t took = tu_now_mono_ms() - t0;
     printf("\n    SIGTERM to exit with 2 idle clients: %" PRIu64 " ms\n", took);
-    BP_CHECK(took < 500, "the stop took %" PRIu64 " ms with 2 idle clients connected (want < 500)", took);
+    /* The bound is the behaviour under test, so it stays, but generous: a
+     * lingering stop can never be quicker than IDLE_STOP_LINGER_MS (its
+     * timer starts after the SIGTERM), while a correct one takes ~10 ms, so
+     * the bound leaves a loaded CI machine 100x that to stop in. */
+    BP_CHECK(took < IDLE_STOP_LINGER_MS,
+             "the stop took %" PRIu64 " ms with 2 idle clients connected (want < %d: the linger, not lingering)", took,
+             IDLE_STOP_LINGER_MS);
     BP_CHECK(bp_log_contains(&bt_broker, "exited cleanly"), "no 'exited cleanly' in the log");
     resp_reply_t *r = rc_read(&silent, 5000);
     BP_CHECK(r == NULL && !rc_timed_out(&silent), "the idle client was not closed");
