@@ -191,6 +191,7 @@ size_t conn_set_drain_all(conn_set_t *s)
     s->writer_running = 0;
     s->reading = 0;
     s->draining_all = 1;
+    s->refuse_budget = CONN_REFUSE_BUDGET_BYTES;
     size_t refused = 0;
     for (conn_t *c = s->all, *n; c; c = n) {
         n = c->all_next;

@@ -40,8 +40,9 @@
 #include "common/log_limit.h"
 #include "proto/reply.h"
 
-#define REFUSAL_LOG_MS 1000  /* refusal_log's interval */
-#define HIDDEN_LOG_MS  60000 /* the same error with paths hidden: logged at most once a minute (conn_reply.c) */
+#define CONN_REFUSE_BUDGET_BYTES (64u << 20) /* a stop reads at most this much unread input in all */
+#define REFUSAL_LOG_MS           1000        /* refusal_log's interval */
+#define HIDDEN_LOG_MS            60000 /* the same error with paths hidden: logged at most once a minute (conn_reply.c) */
 
 #define CONN_DRAIN_TIMEOUT_MS 10000 /* a draining client must read its last replies by then */
 
@@ -91,6 +92,8 @@ struct conn_set {
     log_limit_t hidden_log;
     /* clients closed before their TLS handshake (conn_tls_admit): at most a line per REFUSAL_LOG_MS, with a count */
     log_limit_t refusal_log;
+    /* a stop's read of unread requests to refuse them (conn_refuse_unread): bytes left for all connections */
+    size_t refuse_budget;
 };
 
 

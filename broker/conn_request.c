@@ -34,7 +34,7 @@
 #include "common/log.h"
 
 #define TLS_RECORD_HANDSHAKE 0x16          /* the first byte of a TLS ClientHello */
-#define REFUSE_MAX_BYTES     (1024 * 1024) /* a stop reads at most this much unread input to refuse */
+#define REFUSE_MAX_BYTES     (1024 * 1024) /* a stop reads at most this much unread input of one connection */
 #define REFUSE_READ_CHUNK    16384
 #define REFUSED_AT_STOP      "ERR shutting down: the command was not run"
 
@@ -168,10 +168,12 @@ void conn_process_input(conn_t *c)
  * written since the stop began) with REFUSED_AT_STOP, so its client knows it
  * was not run instead of meeting an EOF that leaves it guessing. Plaintext
  * connections have the socket's unread input read first (non-blocking, at
- * most REFUSE_MAX_BYTES); a TLS one refuses what was decrypted already.
- * Bounded: at most CONN_MAX_PENDING refusals; a malformed request or an
- * unfinished one ends it; what is left is discarded.
- * Returns the number refused. */
+ * most REFUSE_MAX_BYTES, and at most what is left of the stop's
+ * s->refuse_budget, which every connection's read draws down: a stop with
+ * 10 000 such clients reads CONN_REFUSE_BUDGET_BYTES, not 10 GB); a TLS one
+ * refuses what was decrypted already. Bounded: at most CONN_MAX_PENDING
+ * refusals; a malformed request or an unfinished one ends it; what is left
+ * is discarded. Returns the number refused. */
 size_t conn_refuse_unread(conn_t *c)
 {
     conn_set_t *s = c->set;
@@ -181,8 +183,12 @@ size_t conn_refuse_unread(conn_t *c)
         return 0; /* it parses nothing more already (QUIT, a protocol error): its input is discarded */
     }
     if (!c->tls && fd >= 0) {
-        while (evbuffer_get_length(in) < REFUSE_MAX_BYTES && evbuffer_read(in, fd, REFUSE_READ_CHUNK) > 0) {
+        size_t before = evbuffer_get_length(in);
+        size_t limit = before + s->refuse_budget < REFUSE_MAX_BYTES ? before + s->refuse_budget : REFUSE_MAX_BYTES;
+        while (evbuffer_get_length(in) < limit && evbuffer_read(in, fd, REFUSE_READ_CHUNK) > 0) {
         }
+        size_t taken = evbuffer_get_length(in) - before;
+        s->refuse_budget -= taken < s->refuse_budget ? taken : s->refuse_budget;
     }
     size_t refused = 0;
     while (!c->closing && refused < CONN_MAX_PENDING && evbuffer_get_length(in) > 0) {
