@@ -104,6 +104,12 @@ else
     sed -e "s|^libdir=.*|libdir=$builddir/lib/.libs|" -e "s|^includedir=.*|includedir=$srcdir/include|" "$pc" \
         >"$tmp/app-pc/hourglass.pc"
     pcpath=$tmp/app-pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+    # A library built with --enable-sanitizers needs its application built with them too (ASan's runtime
+    # must come first): the sanitizer build's pass of this test builds the programs as that application would.
+    san=()
+    if readelf -d "$so" 2>/dev/null | grep -q 'libasan'; then
+        san=("-fsanitize=address,undefined" -fno-omit-frame-pointer)
+    fi
     cat >"$tmp/producer.c" <<'EOF_C'
 #include <stdio.h>
 #include <hourglass/hourglass.h>
@@ -133,7 +139,7 @@ EOF_C
         echo "ok   pkg-config --cflags --libs hourglass: $libs"
     fi
     # shellcheck disable=SC2086  # libs is a word list, as in an application's Makefile
-    if cc -std=c11 -Wall -Wextra -Werror "$tmp/producer.c" -o "$tmp/producer" $libs >"$tmp/cc.log" 2>&1; then
+    if cc -std=c11 -Wall -Wextra -Werror "${san[@]}" "$tmp/producer.c" -o "$tmp/producer" $libs >"$tmp/cc.log" 2>&1; then
         echo "ok   producer.c links with pkg-config --cflags --libs hourglass"
         if needed=$(readelf -d "$tmp/producer" 2>&1) && [[ $needed == *libmariadb* ]]; then
             fail "the producer has a NEEDED libmariadb entry: $(grep -i mariadb <<<"$needed")"
@@ -151,7 +157,7 @@ EOF_C
     libs=$(PKG_CONFIG_PATH=$pcpath pkg-config --cflags --libs hourglass libmariadb 2>&1) ||
         fail "pkg-config --cflags --libs hourglass libmariadb: $libs"
     # shellcheck disable=SC2086  # libs is a word list
-    if cc -std=c11 -Wall -Wextra -Werror "$tmp/service.c" -o "$tmp/service" $libs >"$tmp/cc.log" 2>&1 &&
+    if cc -std=c11 -Wall -Wextra -Werror "${san[@]}" "$tmp/service.c" -o "$tmp/service" $libs >"$tmp/cc.log" 2>&1 &&
         out=$(LD_LIBRARY_PATH=$builddir/lib/.libs "$tmp/service" 2>&1); then
         echo "ok   a program calling Connector/C builds with pkg-config hourglass libmariadb and runs: $out"
     else
