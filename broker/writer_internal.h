@@ -75,11 +75,8 @@ struct writer {
     uint64_t next_reopen_log_mono; /* a failure repeating the last one is logged again from then on */
     char reopen_last_err[512];     /* the last failure logged */
     int maintain_needed;
-    uint64_t next_trim_mono;    /* after work: the next release_free_memory, in a pause (0: none pending) */
+    uint64_t next_trim_mono;    /* idle after work: the next release_free_memory (0: none pending) */
     uint64_t trim_gap_ms;       /* ...and the wait before the one after it, doubled each time */
-    int trim_work;              /* jobs ran since the last trim (the series goes on every TRIM_LAST_GAP_MS) */
-    uint64_t trim_bytes;        /* bytes committed since the last trim (TRIM_RESTART_BYTES starts it over) */
-    uint64_t trim_floor_mono;   /* no trim before this: the last one's cost times TRIM_COST_SHARE after it */
     uint64_t next_collect_mono; /* the next store_collect step */
     int collect_budget;         /* its budget: COLLECT_BUDGET_MIN, doubled per full step */
     int collect_behind;         /* the last step filled its budget: the next one comes without a job */

@@ -78,82 +78,31 @@
 #define REOPEN_RETRY_MS    1000  /* a failed reopen is retried this often */
 #define REOPEN_LOG_MS      60000 /* and the same failure logged again at most this often */
 #define DISK_CHECK_MS      1000  /* free space is checked this often while the disk is full */
-#define TRIM_AFTER_WORK_MS 1000  /* memory given back this long after work began (in a pause between commands)... */
-#define TRIM_FIRST_GAP_MS  2000  /* ...again this long after that, then after twice as long each time... */
-#define TRIM_LAST_GAP_MS   32000 /* ...up to this (LevelDB frees its compactions' late), every this while work goes on */
-#define TRIM_RESTART_BYTES (UINT64_C(64) << 20) /* written since the last trim: the trims start over (a burst) */
-#define TRIM_COST_SHARE    100  /* the next trim waits at least this many times as long as the last one took... */
-#define TRIM_FLOOR_MAX_MS  5000 /* ...but at most this long (a slow trim is one that gives back much) */
+#define TRIM_FIRST_GAP_MS  2000  /* idle after work: memory given back again this long after the first time... */
+#define TRIM_LAST_GAP_MS   32000 /* ...then after twice as long, up to this (LevelDB frees its compactions' late) */
 #define FAIR_LISTING_BYTES STORE_BATCH_MAX_BYTES /* listing replies built per iteration (at least one listing) */
 
 /* ---- storage thread --------------------------------------------------------- */
 
-/* Give the memory the process freed back to the kernel, in a pause of the
- * storage thread after work. glibc keeps freed blocks in its heaps (one per
+/* Give the memory the process freed back to the kernel, while the storage
+ * thread is idle after work. glibc keeps freed blocks in its heaps (one per
  * thread that allocates: the loop's query buffers and replies, this thread's
  * batches, LevelDB's compactions): after 1 000 pipelined SENDs of 4 MiB the
  * broker held 317 MB, of which malloc_trim gave back 155 MB; after 200 of them
- * (write-buffer-size 4mb) 163 MB, of which 138 MB.
- *
- * The schedule (trim_after_work, release_free_memory): work starts a series
- * of trims, the first TRIM_AFTER_WORK_MS later, then after 2, 4, … 32 s, and
- * every 32 s for as long as commands keep coming; a series ends after a 32 s
- * gap without any. TRIM_RESTART_BYTES written since the last trim (a burst)
- * starts the series over, and so does the end of the idle maintenance after
- * work. LevelDB's background compactions free their buffers seconds later
- * (one trim at 1 s left 84 MB of those 163), hence the later trims.
- *
- * A trim runs only in an iteration that ran no job and has no due work, so
- * under load it waits for the first pause, and the next one waits at least
- * TRIM_COST_SHARE times as long as the last one took (up to 5 s): trims
- * spend about 1 % of the thread at most (15 s of pipelined SENDs from 20
- * clients on 2 shared cores: 4-8 trims of 5-9 ms each, the heaps' locks
- * contended; one trim after such a load took 30 ms). INFO memory_trim_us
- * sums the time spent. Before, the trims waited for a second without any
- * command and a command cancelled them: a broker polled by INFO every
- * second never gave anything back (test_broker_limits burst_memory_polled).
- * Elsewhere (no glibc) the allocator's own policy stands.
- *
- * restart: begin the series again (the idle maintenance is done). */
-static uint64_t trim_at(const writer_t *w, uint64_t when)
+ * (write-buffer-size 4mb) 163 MB, of which 138 MB. It runs when the idle
+ * maintenance is done, then again after 2, 4, … 32 s of idleness, because
+ * LevelDB's background compactions free their buffers seconds later (one trim
+ * at 1 s left 84 MB of those 163). It walks every heap once (about a
+ * millisecond for a few hundred MB), which an idle thread can spend.
+ * Elsewhere (no glibc) the allocator's own policy stands. */
+static void release_free_memory(writer_t *w)
 {
-    return when > w->trim_floor_mono ? when : w->trim_floor_mono;
-}
-
-static void release_free_memory(writer_t *w, uint64_t now_mono, int restart)
-{
-    uint64_t took_us = 0;
 #ifdef __GLIBC__
-    uint64_t t0 = clock_mono_us();
     malloc_trim(0);
-    took_us = clock_mono_us() - t0;
     w->stats.memory_trims++;
-    w->stats.memory_trim_us += took_us;
+#else
+    (void)w;
 #endif
-    uint64_t floor_ms = took_us * TRIM_COST_SHARE / 1000; /* at most 1/TRIM_COST_SHARE of the time... */
-    w->trim_floor_mono = now_mono + (floor_ms < TRIM_FLOOR_MAX_MS ? floor_ms : TRIM_FLOOR_MAX_MS);
-    uint64_t wait = restart ? TRIM_FIRST_GAP_MS : w->trim_gap_ms;
-    if (wait > TRIM_LAST_GAP_MS) {
-        wait = w->trim_work ? TRIM_LAST_GAP_MS : 0; /* commands since the last trim: keep going, every 32 s */
-    }
-    w->next_trim_mono = wait > 0 ? trim_at(w, now_mono + wait) : 0;
-    w->trim_gap_ms = wait > 0 ? wait * 2 : TRIM_FIRST_GAP_MS;
-    w->trim_work = 0;
-    w->trim_bytes = 0;
-}
-
-/* Jobs ran (or wrote): start a series of trims unless one is under way, or
- * start it over after a burst of writes. */
-static void trim_after_work(writer_t *w, uint64_t now_mono)
-{
-    w->trim_work = 1;
-    int burst = w->trim_bytes >= TRIM_RESTART_BYTES && w->trim_gap_ms > TRIM_FIRST_GAP_MS;
-    if (w->next_trim_mono == 0 || (burst && w->next_trim_mono > now_mono + TRIM_AFTER_WORK_MS)) {
-        w->next_trim_mono = trim_at(w, now_mono + TRIM_AFTER_WORK_MS);
-        w->trim_gap_ms = TRIM_FIRST_GAP_MS;
-    } else if (burst) {
-        w->trim_gap_ms = TRIM_FIRST_GAP_MS;
-    }
 }
 
 store_t *writer_store(writer_t *w)
@@ -501,13 +450,11 @@ static void commit_pending(writer_t *w, job_list_t *done)
     }
     char err[512];
     int pending = store_pending(w->store);
-    uint64_t bytes = store_pending_bytes(w->store);
     uint64_t t0 = clock_mono_us();
     int rc = store_commit_durable(w->store, w->syncer ? 0 : w->batch_durable, err, sizeof err);
     w->batch_durable = 0;
     uint64_t t1 = clock_mono_us();
     if (pending > 0 && rc == 0) {
-        w->trim_bytes += bytes;
         w->stats.commits++;
         w->stats.last_commit_us = t1 - t0;
         prom_hist_add(&w->stats.commit_seconds, (double)(t1 - t0) / 1e6);
@@ -643,6 +590,7 @@ void *writer_main(void *arg)
         if (njobs > 0) {
             w->last_job_mono = now_mono;
             w->maintain_needed = 1;
+            w->next_trim_mono = 0; /* the idle maintenance after these jobs starts the trims again */
         }
         /* The jobs' group commit. (Scheduler reads below would commit it
          * anyway, untimed: store_next_lease_deadline commits first.) */
@@ -652,10 +600,6 @@ void *writer_main(void *arg)
          * turn an acknowledged (fsynced) SEND into an error, or a client that
          * retries it makes a duplicate. */
         post(w, &done, 0);
-
-        if (njobs > 0) {
-            trim_after_work(w, now_mono); /* after the commit: it counted what they wrote */
-        }
 
         /* 2. one bounded chunk of due work */
         more = 0;
@@ -719,13 +663,17 @@ void *writer_main(void *arg)
                     w->last_job_mono = 0; /* keep going while idle */
                 } else {
                     if (after_work) {
-                        release_free_memory(w, now_mono, 1); /* the first idle second after work, maintenance done */
+                        release_free_memory(w); /* the first idle second after work, maintenance done */
+                        w->trim_gap_ms = TRIM_FIRST_GAP_MS;
+                        w->next_trim_mono = now_mono + w->trim_gap_ms;
                     }
                     w->maintain_needed = 0;
                     w->next_periodic_mono = now_mono + MAINTAIN_PERIOD_MS;
                 }
             } else if (w->next_trim_mono != 0 && now_mono >= w->next_trim_mono) {
-                release_free_memory(w, now_mono, 0); /* a pause: no job this iteration, no due work */
+                release_free_memory(w);
+                w->trim_gap_ms *= 2;
+                w->next_trim_mono = w->trim_gap_ms <= TRIM_LAST_GAP_MS ? now_mono + w->trim_gap_ms : 0;
             }
         }
 

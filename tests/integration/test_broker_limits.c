@@ -52,9 +52,6 @@
  *  - burst_memory: 200 SENDs of 4 MiB pipelined: once the broker is idle its
  *    RSS comes back within 40 MiB of where it started (the allocator's free
  *    memory is given back);
- *  - burst_memory_polled: the same with INFO polled every 200 ms throughout
- *    (never a second without a command): the broker still trims (INFO
- *    memory_trims grows after the burst) and its RSS comes back;
  *  - many_topics: 20 000 topics of one group each: a page of TOPICS, and a
  *    SEND queued behind it, are answered in milliseconds, not seconds; a
  *    GET or FIND of a message reads its own topic's groups only (5 000 of
@@ -1280,86 +1277,6 @@ static void test_burst_memory(void)
              now, SENDS, now - before, before);
 }
 
-/* The same burst on a broker that is never idle for a second: a monitor
- * polls INFO every 200 ms (a storage job each time) throughout. The trim
- * ran only after a second without any command, so such a broker never gave
- * the burst's memory back (memory_trims stayed 0, RSS stayed up); now the
- * trims follow work whatever comes after it, each in a pause between
- * commands. 100 SENDs of 4 MiB. */
-static uint64_t polled_trims(rc_conn_t *c)
-{
-    char v[32] = "", d[200];
-    resp_reply_t *r = rc_cmd(c, "INFO", "storage", NULL);
-    BP_REQUIRE(r != NULL && r->str != NULL && rc_info_field(r, "memory_trims", v, sizeof v) == 0,
-               "INFO storage: no memory_trims: %s", r != NULL ? rc_describe(r, d, sizeof d) : c->err);
-    resp_reply_free(r);
-    return strtoull(v, NULL, 10);
-}
-
-static void test_burst_memory_polled(void)
-{
-    enum {
-        SENDS = 100,
-        PAYLOAD = 4 * 1024 * 1024,
-        GROWTH_MAX_KIB = 40 * 1024,
-        POLL_MS = 200
-    };
-    const char *extra[] = { "--write-buffer-size", "4mb", "--fsync", "no", NULL };
-    bt_start(extra);
-    bt_conn.timeout_ms = 120000;
-    rc_conn_t mon;
-    BP_REQUIRE(rc_connect(&mon, "127.0.0.1", bt_broker.port, 10000) == 0, "monitor: %s", mon.err);
-    mon.timeout_ms = 60000;
-    long before = bp_rss_kib(&bt_broker);
-    BP_REQUIRE(before > 0, "cannot read the broker's RSS");
-    char *payload = malloc(PAYLOAD);
-    BP_REQUIRE(payload != NULL, "out of memory");
-    memset(payload, 'p', PAYLOAD);
-    const char *argv[] = { "SEND", "burst", payload, "DELAY", "1h" };
-    size_t argvlen[] = { 4, 5, PAYLOAD, 5, 2 };
-    uint64_t next_poll = tu_now_mono_ms();
-    for (int i = 0; i < SENDS; i++) {
-        rc_append(&bt_conn, 5, argv, argvlen);
-        BP_REQUIRE(rc_flush(&bt_conn, 120000) == 0, "SEND %d: %s", i, bt_conn.err);
-        if (tu_now_mono_ms() >= next_poll) { /* the monitor keeps polling during the burst too */
-            polled_trims(&mon);
-            next_poll = tu_now_mono_ms() + POLL_MS;
-        }
-    }
-    for (int i = 0; i < SENDS; i++) {
-        resp_reply_t *r = rc_read(&bt_conn, 120000);
-        char d[200];
-        BP_REQUIRE(r != NULL && r->type == RESP_REPLY_BULK, "SEND %d of 4 MiB: %s", i,
-                   r != NULL ? rc_describe(r, d, sizeof d) : bt_conn.err);
-        resp_reply_free(r);
-    }
-    free(payload);
-    long peak = bp_rss_kib(&bt_broker), now = peak;
-    uint64_t trims_at_end = polled_trims(&mon), trims = trims_at_end;
-    uint64_t t0 = tu_now_mono_ms(), deadline = t0 + 30000;
-    /* Never a second without a command: INFO every POLL_MS until the memory is back (or the deadline). */
-    while (tu_now_mono_ms() < deadline) {
-        sleep_ms(POLL_MS);
-        trims = polled_trims(&mon);
-        now = bp_rss_kib(&bt_broker);
-        if (trims > trims_at_end && (SANITIZED_ALLOCATOR || now - before < GROWTH_MAX_KIB))
-            break;
-    }
-    printf("burst_memory_polled: %d SENDs of 4 MiB, INFO every %d ms: RSS %ld KiB before, %ld KiB after the burst, "
-           "%ld KiB %llu ms later; memory_trims %llu at the end of the burst, %llu then\n",
-           SENDS, POLL_MS, before, peak, now, (unsigned long long)(tu_now_mono_ms() - t0),
-           (unsigned long long)trims_at_end, (unsigned long long)trims);
-    BP_CHECK(trims > trims_at_end,
-             "a broker polled every %d ms never gave memory back after a burst (memory_trims %llu, %llu at the end "
-             "of the burst)",
-             POLL_MS, (unsigned long long)trims, (unsigned long long)trims_at_end);
-    BP_CHECK(SANITIZED_ALLOCATOR || now - before < GROWTH_MAX_KIB,
-             "RSS %ld KiB 30 s after a burst of %d SENDs of 4 MiB under INFO every %d ms, %ld KiB above the %ld KiB "
-             "before it: freed memory kept",
-             now, SENDS, POLL_MS, now - before, before);
-    rc_close(&mon);
-}
-
 /* TOPICS and /metrics with many topics, each with a group: 20 000 of each
  * (max-topics and max-groups raised to that). A topic's ready count was its
  * groups' largest backlog found by scanning every group, for every topic:
@@ -1551,7 +1468,6 @@ int main(int argc, char **argv)
         { "disk_back", test_disk_back },
         { "disk_reserve_warning", test_disk_reserve_warning },
         { "burst_memory", test_burst_memory },
-        { "burst_memory_polled", test_burst_memory_polled },
         { "many_topics", test_many_topics },
         { "info_groups", test_info_groups },
         { NULL, NULL },
