@@ -864,6 +864,26 @@ static void test_db_password_rotation(void)
     hg_order_db_close(db);
 }
 
+/* A consumer case's set-up: a fresh database NAME with 10 pending orders,
+ * the group NAME on OE_TOPIC from now, and a temp dir (consumer-NAME) whose
+ * consumer.log is log_path. With c, the broker connection stays open in it
+ * (for the case's sends; the case closes it). */
+static hg_order_db *case_open(const char *name, rc_conn_t *c, char dir[512], char log_path[600])
+{
+    hg_order_db *db = oe_fresh_database(&env, name, 10, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    rc_conn_t own, *conn = c != NULL ? c : &own;
+    char err[512], prefix[64];
+    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, conn, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(conn, err, sizeof err, "GROUP", "CREATE", name, OE_TOPIC, "FROM", "NOW", NULL), 0);
+    if (c == NULL)
+        rc_close(&own);
+    snprintf(prefix, sizeof prefix, "consumer-%s", name);
+    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp(prefix, dir, 512), 0);
+    snprintf(log_path, 600, "%s/consumer.log", dir);
+    return db;
+}
+
 /* The broker is half of the consumer's health: with it down, every PULL
  * fails and nothing is cancelled, so /healthz answers 503 with the last
  * error once every worker's PULL has failed for broker-unhealthy-after, and
@@ -874,16 +894,9 @@ static void test_db_password_rotation(void)
 static void test_broker_health(void)
 {
     const char *name = "brokerhealth";
-    hg_order_db *db = oe_fresh_database(&env, name, 10, NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     rc_conn_t c;
-    char err[512];
-    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", name, OE_TOPIC, "FROM", "NOW", NULL), 0);
-    rc_close(&c);
-    char dir[512], log_path[600];
-    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-brokerhealth", dir, sizeof dir), 0);
-    snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
+    char err[512], dir[512], log_path[600];
+    hg_order_db *db = case_open(name, NULL, dir, log_path);
     int mport = tu_free_port();
     const char *extra[] = { "--broker-unhealthy-after", "1s", "--block", "500ms", NULL };
     pid_t pid = oe_start_consumer(&env, name, name, 2, mport, log_path, extra);
@@ -940,16 +953,8 @@ static void test_broker_health(void)
 static void test_broker_down_at_start(void)
 {
     const char *name = "brokerlate";
-    hg_order_db *db = oe_fresh_database(&env, name, 10, NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    rc_conn_t c;
-    char err[512];
-    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", name, OE_TOPIC, "FROM", "NOW", NULL), 0);
-    rc_close(&c);
-    char dir[512], log_path[600];
-    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-brokerlate", dir, sizeof dir), 0);
-    snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
+    char err[512], dir[512], log_path[600];
+    hg_order_db *db = case_open(name, NULL, dir, log_path);
     CU_ASSERT_EQUAL_FATAL(bp_kill9(&env.broker), 0);
     const char *extra[] = { "--block", "500ms", NULL };
     pid_t pid = oe_start_consumer(&env, name, name, 2, tu_free_port(), log_path, extra);
@@ -986,15 +991,9 @@ static void data_error_health(int batch_size)
 {
     char name[32];
     snprintf(name, sizeof name, "dataerr%d", batch_size);
-    hg_order_db *db = oe_fresh_database(&env, name, 10, NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
     rc_conn_t c;
-    char err[512];
-    CU_ASSERT_EQUAL_FATAL(bp_connect(&env.broker, &c, err, sizeof err), 0);
-    CU_ASSERT_EQUAL_FATAL(bp_ok_cmd(&c, err, sizeof err, "GROUP", "CREATE", name, OE_TOPIC, "FROM", "NOW", NULL), 0);
     char dir[512], log_path[600], batch[16];
-    CU_ASSERT_EQUAL_FATAL(tu_mkdtemp("consumer-dataerr", dir, sizeof dir), 0);
-    snprintf(log_path, sizeof log_path, "%s/consumer.log", dir);
+    hg_order_db *db = case_open(name, &c, dir, log_path);
     snprintf(batch, sizeof batch, "%d", batch_size);
     int mport = tu_free_port();
     /* order 10 rides along with every claim: 2 rows changed */
