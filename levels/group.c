@@ -265,31 +265,6 @@ static int cmp_group_rows(const void *a, const void *b)
     return strcmp(((const store_group_row_t *)a)->name, ((const store_group_row_t *)b)->name);
 }
 
-static int cmp_group_rows_by_topic(const void *a, const void *b)
-{
-    const store_group_row_t *x = a, *y = b;
-    int c = strcmp(x->info.topic, y->info.topic);
-    return c ? c : strcmp(x->name, y->name);
-}
-
-void store_group_rows(const store_t *s, int by_topic, store_group_row_t **rows, size_t *n)
-{
-    *n = map_count(&s->groups);
-    *rows = *n ? xmalloc(*n * sizeof **rows) : NULL;
-    map_iter_t it = { 0 };
-    void *v;
-    size_t i = 0;
-    while (map_next(&s->groups, &it, NULL, NULL, &v)) {
-        const group_state_t *g = v;
-        memcpy((*rows)[i].name, g->name, g->len + 1);
-        group_fill_info(g, &(*rows)[i].info);
-        i++;
-    }
-    if (*n > 1) {
-        qsort(*rows, *n, sizeof **rows, by_topic ? cmp_group_rows_by_topic : cmp_group_rows);
-    }
-}
-
 /* ---- a page of names ------------------------------------------------------------------ */
 
 /* The first `count` names after `after` in byte order, picked from a map's
@@ -416,33 +391,6 @@ int store_topic_info(const store_t *s, const char *topic, size_t topic_len, stor
     }
     topic_fill_info(t, out);
     return 1;
-}
-
-static int cmp_topic_rows(const void *a, const void *b)
-{
-    return strcmp(((const store_topic_row_t *)a)->name, ((const store_topic_row_t *)b)->name);
-}
-
-/* Each row's ready count from its topic's own groups (first_group): O(topics
- * + groups) and a sort. Scanning every group for every topic held the
- * storage thread 1.7-5 s for a TOPICS COUNT 10 with 10 000 topics of one
- * group each (within the default max-topics and max-groups). */
-void store_topic_rows(const store_t *s, store_topic_row_t **rows, size_t *n)
-{
-    *n = map_count(&s->topics);
-    *rows = *n ? xmalloc(*n * sizeof **rows) : NULL;
-    map_iter_t it = { 0 };
-    void *v;
-    size_t i = 0;
-    while (map_next(&s->topics, &it, NULL, NULL, &v)) {
-        const topic_state_t *t = v;
-        memcpy((*rows)[i].name, t->name, t->len + 1);
-        topic_fill_info(t, &(*rows)[i].info);
-        i++;
-    }
-    if (*n > 1) {
-        qsort(*rows, *n, sizeof **rows, cmp_topic_rows);
-    }
 }
 
 size_t store_topic_count(const store_t *s)

@@ -333,14 +333,11 @@ int store_group_info(const store_t *s, const char *group, size_t group_len, stor
 void store_group_foreach(const store_t *s, int (*fn)(void *ctx, const char *group, const store_group_info_t *info),
                          void *ctx);
 
-/* Every group with its info, in name order, or in (topic, name) order when
- * by_topic (each topic's groups one run): *rows (free it; NULL when there
- * are none) and *n. */
+/* A group with its info: a row of store_group_page and store_topic_group_rows. */
 typedef struct store_group_row {
     char name[MSG_MAX_NAME + 1];
     store_group_info_t info;
 } store_group_row_t;
-void store_group_rows(const store_t *s, int by_topic, store_group_row_t **rows, size_t *n);
 
 /* A page of groups in name order: those named after `after` (NULL or "":
  * from the first), at most count of them (0: every one): *rows (free it;
@@ -506,14 +503,12 @@ typedef struct store_topic_info {
 /* 1 and *out when the topic exists (a SEND or a group named it), 0 when not. */
 int store_topic_info(const store_t *s, const char *topic, size_t topic_len, store_topic_info_t *out);
 
-/* Every topic with its info, in name order: *rows (free it; NULL when there
- * are none) and *n. opt.max_topics bounds how many there can be; an empty
- * topic can be deleted (store_topic_delete). */
+/* A topic with its info: a row of store_topic_page. opt.max_topics bounds
+ * how many there can be; an empty topic can be deleted (store_topic_delete). */
 typedef struct store_topic_row {
     char name[MSG_MAX_NAME + 1];
     store_topic_info_t info;
 } store_topic_row_t;
-void store_topic_rows(const store_t *s, store_topic_row_t **rows, size_t *n);
 
 /* How many topics there are. */
 size_t store_topic_count(const store_t *s);
