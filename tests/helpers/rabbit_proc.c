@@ -430,6 +430,23 @@ static int run_nft(const char *script, char *err, size_t errlen)
     return 0;
 }
 
+#define CTL_EVAL_DEADLINE_MS 30000 /* rq_partition's evals: how long a node's CLI connection may keep failing */
+
+typedef struct ctl_eval {
+    rq_cluster_t *c;
+    int node;
+    const char *expr;
+    char *out;
+    size_t outlen;
+} ctl_eval_t;
+
+/* tu_poll_until's condition: rabbitmqctl eval ran on the node. */
+static int ctl_eval_ok(void *arg)
+{
+    ctl_eval_t *e = arg;
+    return rq_ctl(e->c, e->node, e->out, e->outlen, "eval", e->expr, NULL) == 0;
+}
+
 /* The local ports of node i's distribution links to the other nodes that
  * node i made itself (from 127.0.0.1, to their distribution ports): ss
  * names the process of each established socket; a process of node i's
@@ -489,14 +506,17 @@ int rq_partition(rq_cluster_t *c, int i, int cut_links, char *err, size_t errlen
     if (!cut_links)
         return 0;
     /* the links up now end at once, as the net tick would end them; every
-     * new one is dropped by the table */
+     * new one is dropped by the table. rabbitmqctl's own connection to a
+     * node may fail on a loaded (sanitizer) run ("unable to perform an
+     * operation on node"): the eval is idempotent, so it is polled. */
     for (int j = 0; j < c->n; j++) {
         char cut[200];
         if (j == i)
             continue;
         snprintf(cut, sizeof(cut), "erlang:disconnect_node('%s').", c->nodes[i].name);
-        if (rq_ctl(c, j, out, sizeof(out), "eval", cut, NULL) != 0)
-            return fail(err, errlen, "node %d: %s: %s", j + 1, cut, out);
+        ctl_eval_t ev = { c, j, cut, out, sizeof(out) };
+        if (tu_poll_until(ctl_eval_ok, &ev, CTL_EVAL_DEADLINE_MS, 500) != 0)
+            return fail(err, errlen, "node %d: %s (tried for %d ms): %s", j + 1, cut, CTL_EVAL_DEADLINE_MS, out);
     }
     return 0;
 }
