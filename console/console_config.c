@@ -83,7 +83,8 @@ static const cfg_key_t keys[] = {
               "alerts firing, on the overview"),
       .hint = "URL", .shown_default = "none: the overview shows no compensator" },
     { CFG_KEY("history", CFG_DURATION, "1h", 1000, 7 * DAY_MS, OFF(history_ms),
-              "how long samples are kept in memory (the overview's charts)") },
+              "how long samples are kept in memory (the overview's charts: at most 1000 points, neighbouring samples "
+              "averaged past that)") },
     { CFG_KEY("session-ttl", CFG_DURATION, "8h", 1000, 30 * DAY_MS, OFF(session_ttl_ms),
               "a login lasts this long without use") },
     { CFG_KEY("login-timeout", CFG_DURATION, "8s", 1000, 600000, OFF(login_timeout_ms),
