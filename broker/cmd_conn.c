@@ -27,6 +27,14 @@
 #include "common/log.h"
 
 #define WRONGPASS "WRONGPASS invalid username-password pair or user is disabled."
+/* AUTH and HELLO ... AUTH on a broker without a users file. It keeps Redis's
+ * words for a server whose default user has no password: ioredis recognises
+ * them, warns and goes on, where any other error makes it reconnect forever
+ * (docs/protocol.md, "Client libraries"). hourglass-console reads the text up
+ * to "(see users-file)". */
+#define NO_USERS_AUTH                                                                                            \
+    "ERR AUTH called without any users configured (see users-file), so without any password configured for the " \
+    "default user: every client is served without AUTH"
 
 /* An AUTH being verified off the loop (broker/auth.h). */
 typedef struct auth_call {
@@ -287,7 +295,7 @@ void cmd_auth(cmd_call_t *call)
         return;
     }
     if (!server_auth_required(call->srv)) {
-        resp_add_error(call->out, "ERR AUTH called without any users configured (see users-file)");
+        resp_add_error(call->out, NO_USERS_AUTH);
         return;
     }
     static const resp_arg_t default_user = { "default", 7 };
@@ -337,7 +345,7 @@ void cmd_hello(cmd_call_t *call)
     }
     if (user != NULL) {
         if (!server_auth_required(call->srv)) {
-            resp_add_error(call->out, "ERR AUTH called without any users configured (see users-file)");
+            resp_add_error(call->out, NO_USERS_AUTH);
             return;
         }
         start_auth(call, user, pass, proto, setname);
