@@ -233,9 +233,100 @@ static void test_users(void)
     tu_rmtree(dir);
 }
 
+/* The value of field= in a CLIENT LIST / CLIENT INFO line into out ("" when
+ * it is there empty); -1 when the line has no such field. */
+static int client_field(const char *line, const char *field, char *out, size_t outlen)
+{
+    char key[64];
+    out[0] = '\0';
+    snprintf(key, sizeof key, " %s=", field);
+    const char *p = strstr(line, key);
+    if (p == NULL) {
+        return -1;
+    }
+    p += strlen(key);
+    size_t n = strcspn(p, " \r\n");
+    snprintf(out, outlen, "%.*s", (int)n, p);
+    return 0;
+}
+
+/* CLIENT SETINFO attr value on c: check the reply is an error starting with want_error, or
+ * (want_error NULL) +OK. */
+static void expect_setinfo(rc_conn_t *c, const char *attr, const char *value, const char *want_error)
+{
+    char e[512];
+    resp_reply_t *r = rc_cmd(c, "CLIENT", "SETINFO", attr, value, NULL);
+    if (want_error == NULL) {
+        BP_CHECK(r != NULL && rc_str_eq(r, "OK"), "CLIENT SETINFO %s '%s': %s, want +OK", attr, value,
+                 r ? rc_describe(r, e, sizeof e) : c->err);
+    } else {
+        BP_CHECK(r != NULL && rc_is_error(r, want_error), "CLIENT SETINFO %s '%s': %s, want an error starting '%s'",
+                 attr, value, r ? rc_describe(r, e, sizeof e) : c->err, want_error);
+    }
+    resp_reply_free(r);
+}
+
+/* CLIENT INFO's field on c into out; requires the reply and the field. */
+static void client_info_field(rc_conn_t *c, const char *field, char *out, size_t outlen)
+{
+    char e[512];
+    resp_reply_t *r = rc_cmd(c, "CLIENT", "INFO", NULL);
+    BP_REQUIRE(r != NULL && r->str != NULL, "CLIENT INFO: %s", r ? rc_describe(r, e, sizeof e) : c->err);
+    BP_CHECK(client_field(r->str, field, out, outlen) == 0, "CLIENT INFO has no %s=: %s", field, r->str);
+    resp_reply_free(r);
+}
+
+static void test_setinfo(void)
+{
+    bt_start(NULL);
+    char v[128];
+    client_info_field(&bt_conn, "lib-name", v, sizeof v);
+    BP_CHECK(strcmp(v, "") == 0, "lib-name before SETINFO: '%s', want empty", v);
+    expect_setinfo(&bt_conn, "LIB-NAME", "go-redis(,go1.21.0)", NULL);
+    expect_setinfo(&bt_conn, "lib-ver", "9.5.1", NULL);
+    client_info_field(&bt_conn, "lib-name", v, sizeof v);
+    BP_CHECK(strcmp(v, "go-redis(,go1.21.0)") == 0, "lib-name: '%s'", v);
+    client_info_field(&bt_conn, "lib-ver", v, sizeof v);
+    BP_CHECK(strcmp(v, "9.5.1") == 0, "lib-ver: '%s'", v);
+
+    /* Refused, naming the problem; the value set before stays. */
+    expect_setinfo(&bt_conn, "LIB-COLOUR", "blue", "ERR Unrecognized option 'LIB-COLOUR' for CLIENT SETINFO");
+    expect_setinfo(&bt_conn, "LIB-NAME", "two words", "ERR lib-name cannot contain spaces");
+    expect_setinfo(&bt_conn, "LIB-VER", "1\n2", "ERR lib-ver cannot contain spaces");
+    char longer[80];
+    memset(longer, 'x', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    expect_setinfo(&bt_conn, "LIB-NAME", longer, "ERR lib-name is 79 bytes, longer than 63");
+    client_info_field(&bt_conn, "lib-name", v, sizeof v);
+    BP_CHECK(strcmp(v, "go-redis(,go1.21.0)") == 0, "lib-name after the refusals: '%s'", v);
+
+    /* CLIENT LIST shows each connection's own; an empty value clears it. */
+    rc_conn_t other;
+    char e[512];
+    BP_REQUIRE(bp_connect(&bt_broker, &other, e, sizeof e) == 0, "connect: %s", e);
+    expect_setinfo(&other, "LIB-NAME", "redis-py", NULL);
+    expect_setinfo(&bt_conn, "LIB-NAME", "", NULL);
+    resp_reply_t *r = rc_cmd(&bt_conn, "CLIENT", "LIST", NULL);
+    BP_REQUIRE(r != NULL && r->str != NULL, "CLIENT LIST: %s", r ? rc_describe(r, e, sizeof e) : bt_conn.err);
+    int lines = 0, py = 0, empty = 0;
+    for (const char *line = r->str; *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : line + strlen(line)) {
+        lines++;
+        if (client_field(line, "lib-name", v, sizeof v) == 0) {
+            py += strcmp(v, "redis-py") == 0;
+            empty += strcmp(v, "") == 0;
+        }
+    }
+    BP_CHECK(lines == 2 && py == 1 && empty == 1, "CLIENT LIST: %d lines, %d lib-name=redis-py, %d empty: %s", lines,
+             py, empty, r->str);
+    resp_reply_free(r);
+    rc_close(&other);
+}
+
 static const tu_test_t client_tests[] = {
     { "without users: each client library's connect handshake gets replies it accepts", test_plain },
     { "with users: each client library's AUTH handshake gets replies it accepts", test_users },
+    { "CLIENT SETINFO: LIB-NAME and LIB-VER shown by CLIENT INFO and LIST; anything else refused naming it",
+      test_setinfo },
     { NULL, NULL },
 };
 
