@@ -519,8 +519,8 @@ void cmd_client(cmd_call_t *call)
         buf_free(&text);
     } else if (cmd_arg_is(sub, "help")) {
         resp_add_array(out, 7);
-        resp_add_simple(
-            out, "CLIENT SETNAME name | GETNAME | ID | SETINFO attr value | LIST | INFO | KILL filter value ...");
+        resp_add_simple(out, "CLIENT SETNAME name | GETNAME | ID | SETINFO LIB-NAME|LIB-VER value | LIST | INFO | KILL "
+                             "filter value ...");
         resp_add_simple(out, "SETNAME: name this connection (shown by CLIENT LIST)");
         resp_add_simple(out, "GETNAME: the name, or null");
         resp_add_simple(out, "ID: this connection's id");
