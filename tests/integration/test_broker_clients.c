@@ -12,7 +12,9 @@
  * that closes or hangs the connection fails here, within the read timeout.
  *
  * One broker per test: plain, then with a users file (AUTH before anything
- * but PING, HELLO and QUIT). Main thread only (the CUnit fixture of
+ * but PING, HELLO and QUIT), then the CLIENT SETINFO those libraries send:
+ * kept and shown by CLIENT LIST / INFO, anything but LIB-NAME / LIB-VER with
+ * a printable value refused. Main thread only (the CUnit fixture of
  * tests/helpers/broker_test.h).
  */
 #include <stdio.h>
