@@ -3,7 +3,10 @@
  * declared idempotently and checked, and the group registry.
  *
  * Declarations run on channel 2 once per connection (rmq_topology) and once
- * per group and connection (rmq_group_ensure). RabbitMQ answers a
+ * per group and connection (rmq_group_ensure); bindings only until one
+ * connection of the client made them (they outlive connections, and no
+ * node completes one while a cut link is not yet seen: rmq.h,
+ * topology_bound). RabbitMQ answers a
  * declaration whose arguments differ from the existing queue's with
  * PRECONDITION_FAILED; rmq_conn.c turns that into a message naming the
  * argument and both values (e.g. a level table other than the one the level
