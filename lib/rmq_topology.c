@@ -525,8 +525,9 @@ hg_err_t rmq_group_ensure(rmq_t *r, const char *group, const char *topic, long m
     if ((e = declare_quorum(r, gq, NULL, 0, 1)) != HG_OK || (e = declare_quorum(r, dq, NULL, 0, 1)) != HG_OK)
         goto out;
     /* not rec != NULL: workers reconnecting together browse the registry
-     * at once, and one that finds the records held by another sees none */
-    r->binds_in_place = strcmp(r->bound_group, group) == 0 && strcmp(r->bound_topic, topic) == 0;
+     * at once, and one that finds the records held by another sees none;
+     * a GROUP CREATE (must_be_new: the group was deleted) always binds */
+    r->binds_in_place = !must_be_new && strcmp(r->bound_group, group) == 0 && strcmp(r->bound_topic, topic) == 0;
     snprintf(rk, sizeof(rk), "t.%s", topic);
     if ((e = bind(r, gq, RMQ_EX_DUE, rk, amqp_empty_table)) != HG_OK)
         goto out;
