@@ -1,5 +1,6 @@
 /*
- * base/map.h — the one hash map: byte-string keys to pointers.
+ * base/map.h — the hash map of byte-string keys to pointers (ids as keys:
+ * base/idmap.h, which neither copies nor allocates per key).
  *
  * Open addressing with linear probing and tombstones, FNV-1a hashing, grown
  * (doubled) at half load. The map copies each key (binary safe: keys may hold

@@ -49,6 +49,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/idmap.h"
 #include "base/map.h"
 #include "levels/compactor.h"
 #include "levels/keys.h"
@@ -141,7 +142,7 @@ struct group_state {
     /* lease.c: the ids of its leases taken since open (keys only, at most
      * STORE_LEASE_IDS_MAX), and how many of its leases are not among them
      * (taken before the open, or past the bound): store_group_holds_none */
-    map_t lease_ids;
+    idmap_t lease_ids;
     uint64_t leases_untracked;
     /* lease_pend.c: its leases taken from the topic log and not written yet
      * (opt.lease_write_delay_ms), in seq order: the topic-log entries from
@@ -149,7 +150,7 @@ struct group_state {
      * is the oldest one's seq); pend_ids maps an id to its entry */
     struct lease_pend *pend_head, *pend_tail;
     uint64_t npend;
-    map_t pend_ids;
+    idmap_t pend_ids;
     int dirty;
     /* group_delete.c: being deleted (GROUP DEL): out of the groups map and
      * its topic's list, in store_t.deleting, its leases, retries and DLQ
