@@ -288,7 +288,7 @@ void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
                    : c->multi ? "x"
                               : "N",
                    c->multi ? (long long)cmd_multi_count(c->multi) : -1LL, qbuf, c->nslots, omem, qbuf + omem,
-                   c->last_cmd[0] ? c->last_cmd : "NULL", conn_user_shown(c), c->proto, c->nslots,
+                   c->last_cmd != NULL ? c->last_cmd : "NULL", conn_user_shown(c), c->proto, c->nslots,
                    c->tls ? "yes" : "no");
     }
 }
