@@ -1,7 +1,8 @@
 /*
  * base/idmap.h — a hash map from 64-bit ids to pointers, for the maps that
  * every message passes through (a group's leases and its leases not written
- * yet: levels/store_internal.h).
+ * yet: levels/store_internal.h; the broker's connections by id, looked up for
+ * every reply: broker/conn_internal.h).
  *
  * base/map.h's byte-string map copies each key (an allocation per put, a
  * free per delete) and hashes it byte by byte; keyed by an id, this map
