@@ -157,8 +157,9 @@ int store_prepare_dir(const store_options_t *o, int *is_new, char *err, size_t e
  * legitimate here" goes first, and the removal is fsynced before LevelDB
  * writes anything. 0 (also when there is none, or another process holds the
  * directory: its open is refused next), STORE_OPEN_DAMAGED, or -1 with err. */
-int store_unmark_whole_copy(const char *path, char *err, size_t errlen)
+int store_unmark_whole_copy(const char *path, int *unmarked, char *err, size_t errlen)
 {
+    *unmarked = 0;
     char mark[4200];
     struct stat st;
     snprintf(mark, sizeof mark, "%s/" STORE_COPY_WHOLE, path);
@@ -206,6 +207,7 @@ int store_unmark_whole_copy(const char *path, char *err, size_t errlen)
         return err_set(err, errlen, "cannot fsync data directory %s after removing its %s: %s", path, STORE_COPY_WHOLE,
                        strerror(e));
     }
+    *unmarked = 1;
     return 0;
 }
 

@@ -564,6 +564,11 @@ static void upgrade_from(int format)
              crc, cerr);
     CHECK_EQ_U64(raw_format(), (uint64_t)format);
     s = OPEN_DEFAULT();
+    /* the upgrade is said, for the broker's log: an operator sees it happen */
+    char want[64];
+    snprintf(want, sizeof want, "upgraded from format version %d to %d", format, STORE_FORMAT_VERSION);
+    TU_CHECK(strstr(store_open_info(s), want) != NULL, "the open of format %d says \"%s\", not \"%s\"", format,
+             store_open_info(s), want);
     CHECK_STORE(s); /* no lease index left, each lease's deadline in its copy index entry */
     store_msg_state_t gs;
     TU_CHECK(state_of(s, a, "g", &gs) == STORE_MSG_LEASED && gs == STORE_MSG_LEASED, "a: g's lease lost");
@@ -571,6 +576,7 @@ static void upgrade_from(int format)
     CLOSE(&s);
     CHECK_EQ_U64(raw_format(), STORE_FORMAT_VERSION);
     s = OPEN_DEFAULT();
+    TU_CHECK(store_open_info(s)[0] == '\0', "the open after the upgrade says \"%s\"", store_open_info(s));
     uint64_t ids[2] = { a, b };
     ACK(s, "g", ids, 2);
     char err[512] = "";
