@@ -14,18 +14,24 @@
  *                 tls_key_file, and is refused without them
  *   plaintext     tls off against require_secure_transport = ON: refused, the
  *                 message points at mysql-tls; tls on passes the same server
- *   inputs        a missing file, no PEM in it, an encrypted key, a
- *                 certificate request as the CA, verify without a CA, a
- *                 certificate without its key, a file with tls off: the
- *                 library's error names the field, hourglass-consumer
- *                 --check-config's names the key (exit 2)
+ *   socket        the unix socket: on and verify are TLS sessions there,
+ *                 verify checks the chain (another CA refused)
+ *   inputs        a missing file, no PEM in it, an encrypted key (PKCS#8
+ *                 and legacy), a certificate request as the CA, a DER CA,
+ *                 a bundle with a damaged certificate, a key that is not
+ *                 the certificate's, verify without a CA, a certificate
+ *                 without its key, a file with tls off: the library's
+ *                 error names the field, hourglass-consumer
+ *                 --check-config's names the key (exit 2); a bundle of CAs
+ *                 and an "EC PRIVATE KEY" are taken (verify, client cert)
  *   wrong name    a certificate of the right CA for db.example: on takes it,
- *                 verify refuses it (2026)
+ *                 verify refuses it (2026), over TCP and the socket
  *   tls12         a server limited to TLS 1.2: an ECDHE AEAD suite
  *   weak          a server offering only ECDHE-ECDSA-AES128-SHA (CBC, SHA-1
  *                 MAC) on TLS 1.2: refused, on and verify alike
  *   no tls        a server without TLS (--skip-ssl): tls on refuses it
- *                 (Connector/C alone would go on in plaintext), verify too
+ *                 (Connector/C alone would go on in plaintext), verify too;
+ *                 on over the socket too
  *
  * Run one suite: ./tests/integration/test_db_tls db_tls
  */
@@ -596,8 +602,8 @@ static const tu_test_t tests[] = {
     { "tls on: encrypted, TLS 1.2+, AEAD", test_on },
     { "verify: the right CA connects, another is refused", test_verify },
     { "a client certificate for a user REQUIRE X509", test_client_certificate },
-    { "the unix socket: on and verify are TLS there too", test_socket },
     { "plaintext against require_secure_transport: points at mysql-tls", test_plaintext_refused },
+    { "the unix socket: on and verify are TLS there too", test_socket },
     { "bad inputs name the field and the key", test_inputs },
     { "verify: a certificate for another name is refused, on takes it", test_wrong_name },
     { "a TLS 1.2 server: an ECDHE AEAD suite", test_tls12 },
