@@ -52,10 +52,15 @@ static int file_read(const char *name, const char *path, file_bytes_t *out, char
     FILE *f = fopen(path, "re");
     if (f == NULL)
         return err_set(err, errlen, "%s: cannot read %s: %s", name, path, strerror(errno));
-    struct stat st;
+    struct stat st = { 0 };
     if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
         fclose(f);
         return err_set(err, errlen, "%s: cannot read %s: %s", name, path, strerror(EISDIR));
+    }
+    if (S_ISREG(st.st_mode) && st.st_size > DB_TLS_FILE_MAX) {
+        fclose(f);
+        return err_set(err, errlen, "%s: %s is larger than %d MiB: not a PEM certificate or key file", name, path,
+                       DB_TLS_FILE_MAX / (1024 * 1024));
     }
     size_t cap = 64 * 1024;
     char *data = xmalloc(cap);
@@ -78,7 +83,7 @@ static int file_read(const char *name, const char *path, file_bytes_t *out, char
         free(data);
         return err_set(err, errlen, "%s: cannot read %s: %s", name, path, strerror(saved));
     }
-    if (len > DB_TLS_FILE_MAX) {
+    if (len > DB_TLS_FILE_MAX) { /* not a regular file (a pipe) that went on past the limit */
         free(data);
         return err_set(err, errlen, "%s: %s is larger than %d MiB: not a PEM certificate or key file", name, path,
                        DB_TLS_FILE_MAX / (1024 * 1024));
@@ -128,6 +133,19 @@ static int openssl_no_more_pem(void)
     return ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE;
 }
 
+/* OpenSSL's passphrase callback: refuses, and records that it was asked
+ * (*asked = 1: the key is encrypted). Given to every PEM read: without one,
+ * OpenSSL would prompt on the terminal for any block with a Proc-Type
+ * ENCRYPTED header. */
+static int passphrase_refused(char *buf, int size, int rwflag, void *asked)
+{
+    (void)buf;
+    (void)size;
+    (void)rwflag;
+    *(int *)asked = 1;
+    return -1;
+}
+
 /* Read certificates from bio until it ends: the first into *first when
  * first is not NULL (else each is freed), at most max (0: all). 0 with
  * *count, or -1 with err naming the file and the certificate that is
@@ -138,7 +156,8 @@ static int certificates_read(const char *name, const char *path, BIO *bio, size_
     char why[256];
     *count = 0;
     while (max == 0 || *count < max) {
-        X509 *x = PEM_read_bio_X509(bio, NULL, NULL, NULL);
+        int asked = 0;
+        X509 *x = PEM_read_bio_X509(bio, NULL, passphrase_refused, &asked);
         if (x == NULL)
             break;
         if (first != NULL && *count == 0)
@@ -181,17 +200,6 @@ static int certificate_file_check(const char *name, const char *path, X509 **fir
     }
     free(bytes.data);
     return rc;
-}
-
-/* OpenSSL's passphrase callback: refuses, and records that it was asked
- * (*asked = 1: the key is encrypted). */
-static int passphrase_refused(char *buf, int size, int rwflag, void *asked)
-{
-    (void)buf;
-    (void)size;
-    (void)rwflag;
-    *(int *)asked = 1;
-    return -1;
 }
 
 /* The private key of the file at path into *key (EVP_PKEY_free). 0, or -1
