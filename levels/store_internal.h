@@ -184,6 +184,7 @@ struct store {
     char broken_err[512];
     char open_note[1280]; /* what store_open repaired on its way ("" when nothing): store_open_note */
     int created;          /* store_open made a new store (store_created) */
+    char open_info[768];  /* a whole copy opened, a format upgraded ("" when neither): store_open_info */
     /* 1 when store_open cut the torn log end log_cut describes (store_check_dir reports it) */
     int log_was_cut;
     logtail_t log_cut;
@@ -246,9 +247,10 @@ static inline int store_topic_log_holds(const topic_state_t *t, uint64_t seq)
 int store_prepare_dir(const store_options_t *o, int *is_new, char *err, size_t errlen);
 
 /* store_dir.c: a whole BACKUP copy (STORE_COPY_WHOLE) at path about to be
- * opened: checked, then its marker removed and fsynced; 0 (also when there
- * is none), STORE_OPEN_DAMAGED, or -1 with err. */
-int store_unmark_whole_copy(const char *path, char *err, size_t errlen);
+ * opened: checked, then its marker removed and fsynced (*unmarked 1); 0
+ * (also when there is none: *unmarked 0), STORE_OPEN_DAMAGED, or -1 with
+ * err. */
+int store_unmark_whole_copy(const char *path, int *unmarked, char *err, size_t errlen);
 
 /* store_dir.c: 1 when the error e about the directory at path says its data
  * is damaged (the path itself is not searched), else 0. */
