@@ -18,7 +18,8 @@
 #   - a restart keeps the broker's data (a message due in an hour is still there);
 #   - the drop-ins the units' comments show (a broker users-file and the consumer's broker
 #     password passed with LoadCredential=, an empty ExecStart= first) start, and the consumer
-#     logs in with its credential.
+#     logs in with its credential;
+#   - a configuration error (exit 2) fails the unit at once, no restart, the journal naming the key.
 # Needs root, systemd-container and mariadb-server, which it installs when missing
 # (scripts/lib/packages.sh). Every wait polls with a deadline. About 40 s.
 set -uo pipefail
@@ -231,6 +232,18 @@ inside sh -c 'cd /root && HG_MYSQL_PASSWORD=shop-secret ./first-order --uri hour
     --mysql-socket /run/mysqld/mysqld.sock --mysql-user hg_shop --mysql-database shop' >"$tmp/order.log" 2>&1
 if order_cancelled; then ok "hourglass-consumer: logs in with the drop-in's password credential and cancels ($(tail -n 1 "$tmp/order.log"))"
 else fail "no order cancelled with the consumer's password credential: $(cat "$tmp/order.log")"; fi
+
+# ---------------------------------------------------------------- a configuration error is not retried
+# Exit status 2 is a usage or configuration error (docs/operations.md): restarting cannot mend it.
+inside sed -i 's/^no-users-role = viewer/no-users-role = bogus/' "$etc/hourglass-console.conf"
+inside systemctl restart hourglass-console 2>/dev/null
+console_failed() { [[ $(inside systemctl show -p ActiveState --value hourglass-console) == failed ]]; }
+hg_wait_for 30 "hourglass-console to fail on its bad configuration" console_failed
+restarts=$(inside systemctl show -p NRestarts --value hourglass-console)
+status=$(inside systemctl show -p ExecMainStatus --value hourglass-console)
+if console_failed && [[ $restarts == 0 && $status == 2 ]] && logged "no-users-role: 'bogus' is not one of" hourglass-console; then
+    ok "hourglass-console: a bad configuration fails the unit at once (exit 2, no restart), the journal names the key"
+else fail "hourglass-console with a bad configuration: state $(inside systemctl show -p ActiveState --value hourglass-console), exit status $status, $restarts restarts"; fi
 
 if ((failures > 0)); then
     inside journalctl --no-pager -u 'hourglass-*' >"$tmp/journal.log" 2>&1
