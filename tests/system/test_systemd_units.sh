@@ -15,7 +15,8 @@
 #     as its transient user, in its own mount namespace): not /etc, not the configuration, not /var;
 #   - systemctl reload makes it re-read its configuration (a changed broker log-level is applied);
 #   - systemctl stop ends it within its TimeoutStopSec, exit status 0;
-#   - a restart keeps the broker's data (a message due in an hour is still there);
+#   - a restart keeps the broker's data (a message due in an hour is still there), and BACKUP
+#     writes into the backup-dir the broker's unit comment names, in its state directory;
 #   - the drop-ins the units' comments show (a broker users-file and the consumer's broker
 #     password passed with LoadCredential=, an empty ExecStart= first) start, and the consumer
 #     logs in with its credential;
@@ -206,6 +207,15 @@ hg_wait_for 30 "the broker after its restart" broker_up || fail "the broker did 
 if inside hourglass-cli levels | awk '$2 == "1h" && $3 == 1 { found = 1 } END { exit !found }'; then
     ok "hourglass-broker: message $msg (due in 1 h) still there after a stop and a start"
 else fail "hourglass-broker lost message $msg across a restart: $(inside hourglass-cli levels)"; fi
+
+# BACKUP where the broker's unit comment says it can write: its state directory.
+inside sh -c "echo 'backup-dir = /var/lib/hourglass-broker/backups' >> $etc/hourglass-broker.conf"
+inside systemctl restart hourglass-broker
+hg_wait_for 30 "the broker after its restart" broker_up
+if inside hourglass-cli backup nightly >"$tmp/backup.log" 2>&1 &&
+    inside test -d /var/lib/hourglass-broker/backups/nightly; then
+    ok "hourglass-broker: BACKUP writes /var/lib/hourglass-broker/backups/nightly (the unit comment's backup-dir)"
+else fail "BACKUP into /var/lib/hourglass-broker/backups under the unit: $(cat "$tmp/backup.log")"; fi
 
 # ---------------------------------------------------------------- the drop-ins of the units' comments
 inside sh -ec "
