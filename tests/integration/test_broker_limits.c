@@ -1252,6 +1252,7 @@ static void check_burst_memory_returns(const char *name, after_burst_t after, in
     memset(payload, 'b', PAYLOAD);
     const char *argv[] = { "SEND", "burst", payload, "DELAY", "1h" };
     size_t argvlen[] = { 4, 5, PAYLOAD, 5, 2 };
+    uint64_t burst_from = tu_now_mono_ms();
     /* Written one after another without reading: their replies (ids) fit in the socket buffers. */
     for (int i = 0; i < SENDS; i++) {
         rc_append(&bt_conn, 5, argv, argvlen);
@@ -1264,6 +1265,8 @@ static void check_burst_memory_returns(const char *name, after_burst_t after, in
                    r != NULL ? rc_describe(r, d, sizeof d) : bt_conn.err);
         resp_reply_free(r);
     }
+    free(payload);
+    uint64_t burst_ms = tu_now_mono_ms() - burst_from;
     long peak = bp_rss_kib(&bt_broker);
     uint64_t deadline = tu_now_mono_ms() + 30000;
     long now = peak;
@@ -1294,9 +1297,10 @@ static void check_burst_memory_returns(const char *name, after_burst_t after, in
         sleep_ms(after != AFTER_BURST_NOTHING && every_ms < 100 ? every_ms : 100);
     }
     BP_REQUIRE(bp_info_field(&bt_conn, "memory_trims", trims, sizeof trims, e, sizeof e) == 0, "INFO: %s", e);
-    printf("%s: %d SENDs of 4 MiB: RSS %ld KiB before, %ld KiB after the burst, %ld KiB %.1f s later (%d commands "
-           "meanwhile); %s trims\n",
-           name, SENDS, before, peak, now, (double)(tu_now_mono_ms() - idle_from) / 1000.0, commands, trims);
+    printf("%s: %d SENDs of 4 MiB in %llu ms: RSS %ld KiB before, %ld KiB after the burst, %ld KiB %.1f s later (%d "
+           "commands meanwhile); %s trims\n",
+           name, SENDS, (unsigned long long)burst_ms, before, peak, now,
+           (double)(tu_now_mono_ms() - idle_from) / 1000.0, commands, trims);
     BP_CHECK(atoi(trims) > 0, "the broker never gave memory back (INFO memory_trims %s)", trims);
     /* AddressSanitizer's allocator (a --enable-sanitizers build) keeps freed memory in its quarantine and does not
      * answer malloc_trim: there the trim is checked, the RSS only with glibc's allocator. */
