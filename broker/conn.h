@@ -81,11 +81,11 @@ typedef struct conn {
     conn_set_t *set;
     struct bufferevent *bev;
     resp_parser_t parser;
-    int proto;      /* RESP_PROTO_2 / RESP_PROTO_3 */
-    char addr[64];  /* "ip:port" */
-    char name[128]; /* CLIENT SETNAME */
-    char last_cmd[24];
-    uint64_t ncommands; /* commands executed (the HTTP guard looks at the first) */
+    int proto;            /* RESP_PROTO_2 / RESP_PROTO_3 */
+    char addr[64];        /* "ip:port" */
+    char name[128];       /* CLIENT SETNAME */
+    const char *last_cmd; /* the command table's name of the last command dispatched (static), or NULL */
+    uint64_t ncommands;   /* commands executed (the HTTP guard looks at the first) */
     uint64_t created_mono, last_active_mono;
     /* reply FIFO */
     reply_slot_t *slots_head, *slots_tail;

@@ -351,6 +351,9 @@ int main(int argc, char **argv)
     if (store_open_note(store)[0] != '\0') {
         log_warn("%s", store_open_note(store));
     }
+    if (store_open_info(store)[0] != '\0') { /* a restore or an upgrade: the operator sees it happen */
+        log_info("%s", store_open_info(store));
+    }
     if (store_created(store)) { /* a --dir typo starts empty: say so, once, where the start is logged */
         log_info("data directory %s: created a new, empty store (nothing was there)", cfg.dir);
     }

@@ -127,8 +127,8 @@ int server_http_start(server_t *s, char *err, size_t errlen)
         return -1;
     }
     /* GET and HEAD; 8 KiB of request line and headers, 1 KiB of body; 64 connections, a head within 10 s */
-    s->http_guard =
-        http_guard_new(s->http, s->base, cfg->metrics_bind, "metrics-bind", "this broker's metrics listener");
+    s->http_guard = http_guard_new(s->http, s->base, cfg->metrics_bind, "metrics-bind", cfg->metrics_allowed_hosts,
+                                   "this broker's metrics listener");
     evhttp_set_gencb(s->http, http_cb, s);
     if (evhttp_bind_socket_with_handle(s->http, cfg->metrics_bind, (ev_uint16_t)cfg->metrics_port) == NULL) {
         int e = EVUTIL_SOCKET_ERROR();

@@ -104,6 +104,7 @@ typedef struct config {
     /* observability */
     long long metrics_port; /* 0 = off */
     char *metrics_bind;
+    char *metrics_allowed_hosts;  /* metrics-allowed-hosts: "a.example, b.example", or NULL */
     long long metrics_max_topics; /* per-topic (and their groups') series for at most this many topics */
     LOG_KEYS_FIELDS;              /* log-level, log-file, log-format */
     /* derived by config_validate from the keys above */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/http.h>
@@ -22,55 +23,32 @@
 
 #include "base/alloc.h"
 #include "common/http_conns.h"
+#include "common/http_host.h"
 #include "common/log.h"
 #include "common/log_limit.h"
 
-#define HTTP_GUARD_LOG_MS     1000 /* refusal_log's interval: at most one refusal logged per this long */
-#define HTTP_GUARD_IDLE_S     30   /* evhttp's timeout: a connection silent this long is closed */
-#define HTTP_GUARD_HOST_SHOWN 64   /* bytes of a refused Host shown in the log and the reply */
+#define HTTP_GUARD_LOG_MS       1000 /* refusal_log's interval: at most one refusal logged per this long */
+#define HTTP_GUARD_IDLE_S       30   /* evhttp's timeout: a connection silent this long is closed */
+#define HTTP_GUARD_HOST_SHOWN   64   /* bytes of a refused Host shown in the log and the reply */
+#define HTTP_GUARD_HOSTNAME_MAX 255  /* gethostname's longest name */
 
 struct http_guard {
     http_conns_t *conns;
     char *bind;
     char *bind_key;
+    char *allowed;  /* metrics-allowed-hosts, then this machine's host name: "a.example,b.example,myhost" */
+    char *hostname; /* this machine's (gethostname; "" when it has none) */
     char *what;
     int loopback;
     uint64_t refused;
     log_limit_t refusal_log; /* the refused Hosts (log_limit_count): the next line says how many were not logged */
 };
 
-int http_host_is_local(const char *host, const char *bind)
-{
-    char name[256];
-    struct in_addr a4;
-    struct in6_addr a6;
-    if (host == NULL)
-        return 1;
-    if (host[0] == '[') {
-        const char *end = strchr(host, ']');
-        size_t n = end != NULL ? (size_t)(end - host - 1) : 0;
-        if (end == NULL || n >= sizeof name || (end[1] != '\0' && end[1] != ':'))
-            return 0;
-        memcpy(name, host + 1, n);
-        name[n] = '\0';
-        return inet_pton(AF_INET6, name, &a6) == 1;
-    }
-    size_t n = strcspn(host, ":");
-    if (n == 0 || n >= sizeof name)
-        return 0;
-    memcpy(name, host, n);
-    name[n] = '\0';
-    if (name[n - 1] == '.')
-        name[--n] = '\0';
-    return n > 0 && (inet_pton(AF_INET, name, &a4) == 1 || strcasecmp(name, "localhost") == 0 ||
-                     (bind != NULL && strcasecmp(name, bind) == 0));
-}
-
 static const long long guard_max_connections = HTTP_GUARD_MAX_CONNECTIONS;
 static const long long guard_header_timeout_ms = HTTP_GUARD_HEADER_TIMEOUT_MS;
 
 http_guard_t *http_guard_new(struct evhttp *http, struct event_base *base, const char *bind, const char *bind_key,
-                             const char *what)
+                             const char *allowed_hosts, const char *what)
 {
     http_guard_t *g = xcalloc(1, sizeof *g);
     static const http_conns_config_t limits = {
@@ -92,6 +70,13 @@ http_guard_t *http_guard_new(struct evhttp *http, struct event_base *base, const
     evhttp_set_max_body_size(http, HTTP_GUARD_BODY_MAX);
     g->bind = xstrdup(bind != NULL ? bind : "");
     g->bind_key = xstrdup(bind_key);
+    char hostname[HTTP_GUARD_HOSTNAME_MAX + 1] = "";
+    if (gethostname(hostname, sizeof hostname - 1) != 0)
+        hostname[0] = '\0'; /* none: only the other names are served */
+    g->hostname = xstrdup(hostname);
+    size_t len = (allowed_hosts != NULL ? strlen(allowed_hosts) : 0) + strlen(hostname) + 2;
+    g->allowed = xmalloc(len);
+    snprintf(g->allowed, len, "%s,%s", allowed_hosts != NULL ? allowed_hosts : "", hostname);
     g->what = xstrdup(what);
     g->loopback = cfg_bind_is_loopback(bind);
     log_limit_init(&g->refusal_log, "requests", HTTP_GUARD_LOG_MS); /* only log_limit_count: no recovery line */
@@ -102,7 +87,7 @@ int http_guard_admit(http_guard_t *g, struct evhttp_request *req)
 {
     http_conns_request_in(g->conns, req); /* the head is whole: its deadline ends */
     const char *host = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
-    if (!g->loopback || http_host_is_local(host, g->bind))
+    if (!g->loopback || http_host_allowed(host, g->bind, g->allowed))
         return 1;
     g->refused++;
     char shown[HTTP_GUARD_HOST_SHOWN];
@@ -112,14 +97,16 @@ int http_guard_admit(http_guard_t *g, struct evhttp_request *req)
     shown[i] = '\0';
     /* one key for every Host: a client naming a new one each time must not get a line each */
     log_limit_count(&g->refusal_log, LOG_LEVEL_WARN, "host",
-                    "metrics port: refused a request for host '%s' (%llu so far): only an IP address, localhost or "
-                    "%s %s names this loopback listener (DNS rebinding?)",
-                    shown, (unsigned long long)g->refused, g->bind_key, g->bind);
+                    "metrics port: refused a request for host '%s' (%llu so far): only an IP address, localhost, "
+                    "this machine's name '%s', %s %s or a name of %s names this loopback listener (DNS rebinding?)",
+                    shown, (unsigned long long)g->refused, g->hostname, g->bind_key, g->bind, HTTP_GUARD_ALLOWED_KEY);
     struct evbuffer *body = evbuffer_new();
     if (body == NULL)
         abort(); /* out of memory (CONTRIBUTING.md) */
-    evbuffer_add_printf(body, "host '%s' is not %s: use its IP address or localhost (%s is loopback)\n", shown, g->what,
-                        g->bind_key);
+    evbuffer_add_printf(body,
+                        "host '%s' is not %s: use its IP address, localhost or '%s', or list the name in %s (%s is "
+                        "loopback)\n",
+                        shown, g->what, g->hostname, HTTP_GUARD_ALLOWED_KEY, g->bind_key);
     evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
     evhttp_send_reply(req, 421, "Misdirected Request", body);
     evbuffer_free(body);
@@ -143,6 +130,8 @@ void http_guard_free(http_guard_t *g)
     http_conns_free(g->conns);
     free(g->bind);
     free(g->bind_key);
+    free(g->allowed);
+    free(g->hostname);
     free(g->what);
     log_limit_destroy(&g->refusal_log);
     free(g);

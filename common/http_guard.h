@@ -13,13 +13,17 @@
  * one connection.
  *
  * The Host check: on a loopback bind a request is answered only when its
- * Host names the loopback listener — an IP literal, localhost, or the bind
- * address itself (or when it has no Host: HTTP/1.0). Any other name is
- * refused 421 Misdirected Request: a web page in a browser on this host
- * could otherwise point its own DNS name at 127.0.0.1 (DNS rebinding) and
- * read /metrics as a same-origin page. A scraper of a loopback port connects
- * by address or localhost. On a non-loopback bind every Host is served:
- * scrapers there use the host's DNS names (docs/security.md).
+ * Host names the loopback listener (common/http_host.h) — an IP literal,
+ * localhost, the bind address itself, this machine's host name
+ * (gethostname at the guard's start: a Prometheus on this host scraping
+ * http://myhost:9121/metrics) or a name of metrics-allowed-hosts (a reverse
+ * proxy's own name in Host) — or when it has no Host (HTTP/1.0). Any other
+ * name is refused 421 Misdirected Request: a web page in a browser on this
+ * host could otherwise point its own DNS name at 127.0.0.1 (DNS rebinding)
+ * and read /metrics as a same-origin page. The names served are the
+ * operator's and the machine's, which such a page does not control. On a
+ * non-loopback bind every Host is served: scrapers there use the host's DNS
+ * names (docs/security.md).
  *
  * A guard belongs to one evhttp and is used on that evhttp's event-loop
  * thread only.
@@ -44,22 +48,29 @@ struct evhttp_request;
 #define HTTP_GUARD_MAX_CONNECTIONS   64
 #define HTTP_GUARD_HEADER_TIMEOUT_MS 10000
 
-typedef struct http_guard http_guard_t;
+/* The key of the names a loopback metrics port serves besides its own, and
+ * its help text: one row of each daemon's table (broker, consumer,
+ * compensator). */
+#define HTTP_GUARD_ALLOWED_KEY "metrics-allowed-hosts"
+#define HTTP_GUARD_ALLOWED_HELP                                                                                     \
+    "on a loopback metrics-bind, host names /metrics answers to (Host header), comma-separated, besides IP "        \
+    "literals, localhost, metrics-bind and this machine's host name: a reverse proxy's or scraper's own name; any " \
+    "other name is refused 421 (DNS rebinding)"
+#define HTTP_GUARD_ALLOWED_SHOWN "none: IP literals, localhost, metrics-bind and the host name only"
 
-/* Does a request's Host (NULL: none) name the loopback listener bound to
- * bind: an IPv4 or [IPv6] literal, localhost or bind itself, with or
- * without a port and a trailing dot? 1 or 0. */
-int http_host_is_local(const char *host, const char *bind);
+typedef struct http_guard http_guard_t;
 
 /* Guard http (a plain-HTTP evhttp on base, before it binds): its bounds
  * (above), GET and HEAD only, evhttp's idle timeout, its connections
  * (evhttp_set_bevcb: the cap and the deadline), and the Host check for a
- * listener on bind (copied), whose refusals name what ("this broker's
- * metrics listener") and the key of the bind address (bind_key:
- * "metrics-bind"). Never NULL (out of memory aborts); free with
- * http_guard_free after evhttp_free(http). */
+ * listener on bind (copied), serving besides the names of allowed_hosts
+ * (metrics-allowed-hosts, comma-separated, checked with http_hosts_check;
+ * NULL: none; copied), whose refusals name what ("this broker's metrics
+ * listener") and the key of the bind address (bind_key: "metrics-bind").
+ * Never NULL (out of memory aborts); free with http_guard_free after
+ * evhttp_free(http). */
 http_guard_t *http_guard_new(struct evhttp *http, struct event_base *base, const char *bind, const char *bind_key,
-                             const char *what);
+                             const char *allowed_hosts, const char *what);
 
 /* Every request callback calls this first. 1 when req may be answered;
  * 0 when it was refused here (its Host names another host on a loopback

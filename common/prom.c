@@ -209,8 +209,8 @@ int prom_check_bind(const char *key, const char *value, char *err, size_t errlen
     return 0;
 }
 
-int prom_http_start(prom_http_t **out, const char *bind, unsigned port, prom_render_fn render, prom_health_fn health,
-                    void *arg, char *err, size_t errlen)
+int prom_http_start(prom_http_t **out, const char *bind, const char *allowed_hosts, unsigned port,
+                    prom_render_fn render, prom_health_fn health, void *arg, char *err, size_t errlen)
 {
     *out = NULL;
     if (prom_check_bind("metrics-bind", bind, err, errlen) != 0)
@@ -226,7 +226,7 @@ int prom_http_start(prom_http_t **out, const char *bind, unsigned port, prom_ren
         goto fail;
     }
     /* GET and HEAD; 8 KiB of request line and headers, 1 KiB of body; 64 connections, a head within 10 s */
-    h->guard = http_guard_new(h->http, h->base, bind, "metrics-bind", "this process's metrics listener");
+    h->guard = http_guard_new(h->http, h->base, bind, "metrics-bind", allowed_hosts, "this process's metrics listener");
     evhttp_set_cb(h->http, "/metrics", metrics_cb, h);
     evhttp_set_cb(h->http, "/healthz", healthz_cb, h);
     if (evhttp_bind_socket_with_handle(h->http, bind, (ev_uint16_t)port) == NULL) {

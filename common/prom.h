@@ -76,7 +76,8 @@ void prom_hist_write(buf_t *b, const char *name, const char *help, const prom_hi
  * prom_http_start (the stop breaks the loop from another thread). The port
  * follows common/http_guard.h: GET and HEAD only, 8 KiB of request line and
  * headers (400 and closed past it), 1 KiB of body, and on a loopback bind a
- * Host other than an IP address, localhost or the bind is refused 421. */
+ * Host other than an IP address, localhost, the bind, this machine's host
+ * name or a name of allowed_hosts (metrics-allowed-hosts) is refused 421. */
 typedef void (*prom_render_fn)(buf_t *out, void *arg);
 typedef int (*prom_health_fn)(buf_t *out, void *arg);
 
@@ -90,11 +91,12 @@ typedef struct prom_http prom_http_t;
  * resolve: <resolver's reason>". */
 int prom_check_bind(const char *key, const char *value, char *err, size_t errlen);
 
-/* Listen on bind:port and serve from a new thread. Returns 0 with *out, or
+/* Listen on bind:port and serve from a new thread (allowed_hosts:
+ * metrics-allowed-hosts, or NULL). Returns 0 with *out, or
  * -1 with err naming the cause (a bind prom_check_bind refuses: its message,
  * naming metrics-bind; else metrics-port and the system's error). */
-int prom_http_start(prom_http_t **out, const char *bind, unsigned port, prom_render_fn render, prom_health_fn health,
-                    void *arg, char *err, size_t errlen);
+int prom_http_start(prom_http_t **out, const char *bind, const char *allowed_hosts, unsigned port,
+                    prom_render_fn render, prom_health_fn health, void *arg, char *err, size_t errlen);
 
 /* Stop the thread and free the endpoint. NULL is fine. */
 void prom_http_stop(prom_http_t *h);

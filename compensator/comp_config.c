@@ -26,6 +26,8 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "common/http_guard.h"
+#include "common/http_host.h"
 #include "common/log.h"
 #include "common/prom.h"
 
@@ -121,6 +123,8 @@ static const cfg_key_t keys[] = {
     { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
               "address the metrics server listens on: an IP address, or a host name that resolves"),
       .required = 1 },
+    { CFG_KEY(HTTP_GUARD_ALLOWED_KEY, CFG_STRING, NULL, 0, 0, OFF(metrics_allowed_hosts), HTTP_GUARD_ALLOWED_HELP),
+      .hint = "NAMES", .shown_default = HTTP_GUARD_ALLOWED_SHOWN },
     LOG_KEYS_ROWS(comp_config_t),
 };
 
@@ -251,6 +255,8 @@ int comp_config_validate(comp_config_t *cfg, char *err, size_t errlen)
                    : located(cfg, "mysql-lock-wait-timeout", "mysql-read-timeout", err, errlen);
     if (cfg->metrics_port != 0 && prom_check_bind("metrics-bind", cfg->metrics_bind, err, errlen) != 0)
         return located(cfg, "metrics-bind", "metrics-port", err, errlen);
+    if (http_hosts_check(HTTP_GUARD_ALLOWED_KEY, cfg->metrics_allowed_hosts, err, errlen) != 0)
+        return located(cfg, HTTP_GUARD_ALLOWED_KEY, NULL, err, errlen);
     if (cfg->relay_backoff_cap_ms < cfg->relay_backoff_base_ms) {
         snprintf(err, errlen, "relay-backoff-cap: %llums is below relay-backoff-base %llums", cfg->relay_backoff_cap_ms,
                  cfg->relay_backoff_base_ms);

@@ -68,7 +68,8 @@ typedef struct comp_config {
 
     unsigned long long metrics_port;
     char *metrics_bind;
-    LOG_KEYS_FIELDS; /* log-level, log-file, log-format (common/log_keys.h) */
+    char *metrics_allowed_hosts; /* metrics-allowed-hosts: "a.example, b.example", or NULL */
+    LOG_KEYS_FIELDS;             /* log-level, log-file, log-format (common/log_keys.h) */
 
     /* Derived by comp_config_validate. */
     int layers;                        /* COMP_LAYER_* bits */

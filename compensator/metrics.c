@@ -256,8 +256,8 @@ static int health_cb(buf_t *out, void *arg)
 
 int comp_metrics_start(comp_metrics_t **out, const comp_config_t *cfg, char *err, size_t errlen)
 {
-    return prom_http_start(out, cfg->metrics_bind, (unsigned)cfg->metrics_port, render_cb, health_cb, (void *)cfg, err,
-                           errlen);
+    return prom_http_start(out, cfg->metrics_bind, cfg->metrics_allowed_hosts, (unsigned)cfg->metrics_port, render_cb,
+                           health_cb, (void *)cfg, err, errlen);
 }
 
 void comp_metrics_stop(comp_metrics_t *m)

@@ -16,6 +16,8 @@
  *   sampler.c         the overview's samples, kept in memory (INFO, the
  *                     broker's lateness histogram, the order counts, the
  *                     compensator's layers)
+ *   history.c         their ring for `history`, at most HISTORY_POINTS_MAX
+ *                     points (history.h)
  *   compensator_status.c  the compensator's layers and alerts, from its
  *                     /metrics (compensator-metrics)
  *   metrics_get.c     one plain-http GET of a daemon's /metrics or /healthz

@@ -12,14 +12,13 @@
 
 #include "console/console.h"
 
-#include <arpa/inet.h>
-#include <ctype.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "base/err.h"
+#include "common/http_host.h"
 #include "common/log.h"
 
 #define OFF(field) offsetof(console_config_t, field)
@@ -84,7 +83,8 @@ static const cfg_key_t keys[] = {
               "alerts firing, on the overview"),
       .hint = "URL", .shown_default = "none: the overview shows no compensator" },
     { CFG_KEY("history", CFG_DURATION, "1h", 1000, 7 * DAY_MS, OFF(history_ms),
-              "how long samples are kept in memory (the overview's charts)") },
+              "how long samples are kept in memory (the overview's charts: at most 1000 points, neighbouring samples "
+              "averaged past that)") },
     { CFG_KEY("session-ttl", CFG_DURATION, "8h", 1000, 30 * DAY_MS, OFF(session_ttl_ms),
               "a login lasts this long without use") },
     { CFG_KEY("login-timeout", CFG_DURATION, "8s", 1000, 600000, OFF(login_timeout_ms),
@@ -117,83 +117,9 @@ void console_config_init(console_config_t *conf)
     cfg_init(&table, conf);
 }
 
-/* A host name of allowed-hosts: letters, digits, '-', '_' and '.'. */
-static int host_name_ok(const char *name, size_t n)
-{
-    if (n == 0 || n > 253)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!isalnum((unsigned char)name[i]) && name[i] != '-' && name[i] != '_' && name[i] != '.')
-            return 0;
-    return 1;
-}
-
-/* The next entry of the comma-separated list at *p, blanks around it
- * trimmed: its start, its length in *len; *p moves past it (and its comma).
- * NULL at the end of the list. */
-static const char *next_host(const char **p, size_t *len)
-{
-    if (*p == NULL || **p == '\0')
-        return NULL;
-    size_t n = strcspn(*p, ","), lead = strspn(*p, " \t");
-    const char *entry = *p + (lead < n ? lead : n);
-    *len = n > lead ? n - lead : 0;
-    while (*len > 0 && (entry[*len - 1] == ' ' || entry[*len - 1] == '\t'))
-        (*len)--;
-    *p += n + ((*p)[n] == ',');
-    return entry;
-}
-
-int console_hosts_check(const char *list, char *err, size_t errlen)
-{
-    size_t len;
-    for (const char *p = list, *entry; (entry = next_host(&p, &len)) != NULL;)
-        if (!host_name_ok(entry, len))
-            return err_set(err, errlen,
-                           "allowed-hosts: '%.*s' is not a host name (letters, digits, '-', '_', '.'; no port)",
-                           (int)(len > 200 ? 200 : len), entry);
-    return 0;
-}
-
 int console_host_allowed(const console_config_t *conf, const char *host)
 {
-    char name[256];
-    struct in_addr a4;
-    struct in6_addr a6;
-    size_t n;
-
-    if (host == NULL)
-        return 1;         /* no Host header: HTTP/1.0 (server.c refuses HTTP/1.1 without one); no browser */
-    if (host[0] == '[') { /* [v6]:port */
-        const char *end = strchr(host, ']');
-        n = end != NULL ? (size_t)(end - host - 1) : 0;
-        if (end == NULL || n >= sizeof name || (end[1] != '\0' && end[1] != ':'))
-            return 0;
-        memcpy(name, host + 1, n);
-        name[n] = '\0';
-        return inet_pton(AF_INET6, name, &a6) == 1;
-    }
-    if (inet_pton(AF_INET6, host, &a6) == 1)
-        return 1; /* a bare v6 literal: not Host's form, but no name either */
-    n = strcspn(host, ":");
-    if (n == 0 || n >= sizeof name)
-        return 0;
-    memcpy(name, host, n);
-    name[n] = '\0';
-    if (name[n - 1] == '.') /* the absolute form of a name, "localhost." */
-        name[--n] = '\0';
-    if (n == 0 || inet_pton(AF_INET, name, &a4) == 1)
-        return n != 0;
-    if (strcasecmp(name, "localhost") == 0 || (conf->bind != NULL && strcasecmp(name, conf->bind) == 0))
-        return 1;
-    size_t len;
-    for (const char *p = conf->allowed_hosts, *entry; (entry = next_host(&p, &len)) != NULL;) {
-        if (len > 0 && entry[len - 1] == '.')
-            len--;
-        if (len == n && strncasecmp(entry, name, n) == 0)
-            return 1;
-    }
-    return 0;
+    return http_host_allowed(host, conf->bind, conf->allowed_hosts);
 }
 
 /* Does uri carry a user name or password ("user:pw@" before the host)? */
@@ -228,7 +154,7 @@ int console_config_validate(console_config_t *conf, char *err, size_t errlen)
                  conf->bind);
         return -1;
     }
-    if (conf->allowed_hosts != NULL && console_hosts_check(conf->allowed_hosts, err, errlen) != 0)
+    if (conf->allowed_hosts != NULL && http_hosts_check("allowed-hosts", conf->allowed_hosts, err, errlen) != 0)
         return -1;
     if (conf->history_ms < 2 * conf->sample_interval_ms) {
         snprintf(err, errlen, "history: %lld ms keeps fewer than two samples of sample-interval %lld ms",

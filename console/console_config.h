@@ -71,15 +71,12 @@ int console_config_validate(console_config_t *conf, char *err, size_t errlen);
 
 void console_config_free(console_config_t *conf);
 
-/* allowed-hosts' list (comma-separated host names, blanks around them
- * ignored): 0, or -1 with err naming the entry that is not a host name. */
-int console_hosts_check(const char *list, char *err, size_t errlen);
-
 /* 1 when the Host header host (NULL: none was sent) names the console: an
  * IPv4 or IPv6 literal (v6 in brackets), localhost, bind or a name of
  * allowed-hosts, compared without case and without a trailing dot; a port
  * after the name is not looked at. 0 for any other name: a page whose name
- * was re-pointed at the console's address (DNS rebinding). */
+ * was re-pointed at the console's address (DNS rebinding). The matcher is
+ * common/http_host.h's, the metrics ports' too. */
 int console_host_allowed(const console_config_t *conf, const char *host);
 
 /* The options of every broker connection of the console (a session's, the

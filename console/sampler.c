@@ -4,8 +4,9 @@
  * depth and head lag, groups with their DLQ depth, the send / delivery / ack
  * counters and the lateness quantiles), the broker's lateness histogram
  * (its /metrics, when it has a metrics port) and the pending / overdue order
- * counts (the (status, expire_at) index), kept in a ring for `history`;
- * and, with compensator-metrics, the compensator's layers and alerts of the
+ * counts (the (status, expire_at) index), kept for `history` (console/history.c:
+ * at most HISTORY_POINTS_MAX points, each the average or highest of its
+ * samples); and, with compensator-metrics, the compensator's layers and alerts of the
  * last sample (compensator_status.c).
  * Rates are differences between neighbouring samples; a counter that went
  * down (a broker restart) gives no rate for that step.
@@ -33,6 +34,7 @@
 #endif
 
 #include "console/console.h"
+#include "console/history.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -52,13 +54,6 @@
 #define BUSY_DB_COUNTS            "the database (order counts)"
 #define SAMPLER_HEAD_LAG_ALERT_MS 10000
 
-typedef struct sample {
-    uint64_t t_ms;
-    int broker_ok;
-    uint64_t sends, deliveries, acks, nacks, dlq_moves;
-    double lateness_p50_ms, lateness_p99_ms;
-    long long pending, overdue; /* -1: unknown */
-} sample_t;
 
 typedef struct bucket {
     char le[24];
@@ -83,9 +78,8 @@ struct sampler {
     compensator_status_t compensator_scratch;
 
     /* published (the lock) */
-    sample_t *ring;
-    size_t cap, count, head; /* head: the next slot to write */
-    char *info;              /* the last INFO text ("" when the broker did not answer) */
+    history_t history; /* the samples of `history`, at most HISTORY_POINTS_MAX points (console/history.h) */
+    char *info;        /* the last INFO text ("" when the broker did not answer) */
     char broker_error[256], db_error[512];
     bucket_t buckets[SAMPLER_MAX_BUCKETS];
     size_t nbuckets;
@@ -281,7 +275,7 @@ static void log_broker_outcome(sampler_t *s, const char *error)
 static void take_sample(sampler_t *s)
 {
     const console_config_t *cfg = s->c->cfg;
-    sample_t x;
+    history_sample_t x;
     char *info = NULL, broker_error[256] = "", db_error[512] = "";
     bucket_t buckets[SAMPLER_MAX_BUCKETS];
     size_t nbuckets = 0;
@@ -350,10 +344,7 @@ static void take_sample(sampler_t *s)
     compensator_status_read(cfg, &s->compensator_scratch);
 
     pthread_mutex_lock(&s->lock);
-    s->ring[s->head] = x;
-    s->head = (s->head + 1) % s->cap;
-    if (s->count < s->cap)
-        s->count++;
+    history_push(&s->history, &x);
     free(s->info);
     s->info = info != NULL ? info : xstrdup("");
     snprintf(s->broker_error, sizeof s->broker_error, "%s", broker_error);
@@ -398,8 +389,7 @@ sampler_t *sampler_start(console_t *c, char *err, size_t errlen)
     sampler_t *s = xcalloc(1, sizeof *s);
     pthread_condattr_t attr;
     s->c = c;
-    s->cap = (size_t)(c->cfg->history_ms / c->cfg->sample_interval_ms) + 1;
-    s->ring = xcalloc(s->cap, sizeof *s->ring);
+    history_init(&s->history, (size_t)(c->cfg->history_ms / c->cfg->sample_interval_ms) + 1, HISTORY_POINTS_MAX);
     s->info = xstrdup("");
     passwd_source_init(&s->password, c->cfg->sampler_password_file,
                        c->cfg->sampler_password_file != NULL ? c->cfg->sampler_password : NULL);
@@ -435,7 +425,7 @@ void sampler_free(sampler_t *s)
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
     passwd_source_destroy(&s->password);
-    free(s->ring);
+    history_free(&s->history);
     free(s->info);
     free(s);
 }
@@ -446,21 +436,6 @@ void sampler_password_refresh(sampler_t *s)
         passwd_source_refresh_logged(&s->password, "sampler-password-file",
                                      "the sampler logs in to the broker with it at its next sample",
                                      "the sampler keeps the password read before");
-}
-
-/* Sample i, 0 the oldest kept. */
-static const sample_t *at(const sampler_t *s, size_t i)
-{
-    return &s->ring[(s->head + s->cap - s->count + i) % s->cap];
-}
-
-static void json_rate(json_t *j, const char *key, uint64_t now, uint64_t before, double seconds, int ok)
-{
-    json_key(j, key);
-    if (!ok || now < before || seconds <= 0)
-        json_null(j);
-    else
-        json_double(j, (double)(now - before) / seconds);
 }
 
 static void alert(json_t *j, const char *severity, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -515,7 +490,7 @@ static void json_silent(json_t *j, const sampler_t *s, sampler_dep_t d, uint64_t
 static void overview_json(const sampler_t *s, buf_t *out)
 {
     json_t j;
-    const sample_t *last = s->count > 0 ? at(s, s->count - 1) : NULL;
+    const history_sample_t *last = history_last(&s->history);
     const char *info = s->info;
     uint64_t now = clock_wall_ms();
     uint64_t busy_ms = s->busy_on != NULL && now > s->busy_since_ms ? now - s->busy_since_ms : 0;
@@ -659,34 +634,7 @@ static void overview_json(const sampler_t *s, buf_t *out)
     compensator_status_json(&s->compensator, s->c->cfg->compensator_metrics, &j);
 
     json_key(&j, "history");
-    json_array_open(&j);
-    for (size_t i = 0; i < s->count; i++) {
-        const sample_t *x = at(s, i), *prev = i > 0 ? at(s, i - 1) : NULL;
-        double secs = prev != NULL ? (double)(x->t_ms - prev->t_ms) / 1000.0 : 0;
-        int ok = prev != NULL && prev->broker_ok && x->broker_ok;
-        json_object_open(&j);
-        json_kuint(&j, "t_ms", x->t_ms);
-        json_rate(&j, "sends_per_s", x->sends, prev ? prev->sends : 0, secs, ok);
-        json_rate(&j, "deliveries_per_s", x->deliveries, prev ? prev->deliveries : 0, secs, ok);
-        json_rate(&j, "acks_per_s", x->acks, prev ? prev->acks : 0, secs, ok);
-        json_key(&j, "lateness_p50_ms");
-        if (x->broker_ok)
-            json_double(&j, x->lateness_p50_ms);
-        else
-            json_null(&j);
-        json_key(&j, "lateness_p99_ms");
-        if (x->broker_ok)
-            json_double(&j, x->lateness_p99_ms);
-        else
-            json_null(&j);
-        json_key(&j, "overdue");
-        if (x->overdue >= 0)
-            json_int(&j, x->overdue);
-        else
-            json_null(&j);
-        json_object_close(&j);
-    }
-    json_array_close(&j);
+    history_json(&s->history, &j);
 
     json_key(&j, "alerts");
     json_array_open(&j);

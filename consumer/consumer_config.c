@@ -13,12 +13,15 @@
 
 #include "consumer/consumer_config.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "base/alloc.h"
+#include "common/http_guard.h"
+#include "common/http_host.h"
 #include "common/log.h"
 #include "common/log_limit.h"
 #include "common/prom.h"
@@ -33,6 +36,11 @@
  * connects again (common/log_limit.h). Lives as long as the process. */
 static log_limit_t broker_log = LOG_LIMIT_INITIALIZER("the broker answers", LOG_LIMIT_INTERVAL_MS);
 
+/* 1 while the last failure logged was the broker's own error reply (the
+ * loop logs those at 0: disk full, a group bound to another topic), 0 when
+ * it was a connection's (1: refused, lost, timed out). Any worker thread. */
+static atomic_int broker_refuses;
+
 /* The consumer loop's log callback: 0 error, 1 warning, 2 info. A failure's
  * key is its text without the "worker N: " in front (every worker fails
  * alike). Any worker thread. */
@@ -43,6 +51,7 @@ static void library_log(int level, const char *message, void *arg)
         log_msg(LOG_LEVEL_INFO, "%s", message);
         return;
     }
+    atomic_store(&broker_refuses, level <= 0);
     const char *key = message;
     unsigned worker;
     int skip = 0;
@@ -53,15 +62,19 @@ static void library_log(int level, const char *message, void *arg)
 
 /* The consumer loop's connection events: a client that connects (a worker's
  * first connection, after the broker was down at the start or a reload made
- * a new consumer) or reconnects ends an outage: the recovery line, before the
- * loop's own "worker N: reconnected to …". Any worker thread. */
+ * a new consumer) or reconnects ends an outage of connections: the recovery
+ * line, before the loop's own "worker N: reconnected to …". Not one whose
+ * last failure the broker answered (broker_refuses): a connection does not
+ * end that, and each worker's connection said "the broker answers again
+ * after 0.0 s" between its refused PULLs. Any worker thread. */
 static void library_conn_event(hg_conn_event_t event, const char *who, const char *address, void *arg)
 {
     (void)event;
     (void)who;
     (void)address;
     (void)arg;
-    log_limit_ok(&broker_log);
+    if (!atomic_load(&broker_refuses))
+        log_limit_ok(&broker_log);
 }
 
 void consumer_config_loop_events(hg_consumer_t *c)
@@ -138,6 +151,8 @@ static const cfg_key_t options[] = {
     { CFG_KEY("metrics-bind", CFG_STRING, "127.0.0.1", 0, 0, OFF(metrics_bind),
               "address the metrics server listens on: an IP address, or a host name that resolves"),
       .required = 1 },
+    { CFG_KEY(HTTP_GUARD_ALLOWED_KEY, CFG_STRING, NULL, 0, 0, OFF(metrics_allowed_hosts), HTTP_GUARD_ALLOWED_HELP),
+      .hint = "NAMES", .shown_default = HTTP_GUARD_ALLOWED_SHOWN },
     { CFG_KEY("broker-unhealthy-after", CFG_DURATION, "10s", 0, 86400000, OFF(broker_unhealthy_after_ms),
               "/healthz answers 503 once every worker's PULL has failed this long (0: at once)") },
     LOG_KEYS_ROWS(consumer_config_t),
@@ -282,6 +297,8 @@ int consumer_config_validate(const consumer_config_t *cfg, char *err, size_t err
         return -1;
     }
     if (cfg->metrics_port != 0 && prom_check_bind("metrics-bind", cfg->metrics_bind, err, errlen) != 0)
+        return -1;
+    if (http_hosts_check(HTTP_GUARD_ALLOWED_KEY, cfg->metrics_allowed_hosts, err, errlen) != 0)
         return -1;
     if (cfg->retry_cap_ms < cfg->retry_base_ms) {
         snprintf(err, errlen, "retry-cap: %llums is below retry-base %llums", cfg->retry_cap_ms, cfg->retry_base_ms);

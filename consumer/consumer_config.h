@@ -41,6 +41,7 @@ typedef struct consumer_config {
 
     unsigned long long metrics_port;
     char *metrics_bind;
+    char *metrics_allowed_hosts;                  /* metrics-allowed-hosts: "a.example, b.example", or NULL */
     unsigned long long broker_unhealthy_after_ms; /* /healthz: every PULL failing this long */
     LOG_KEYS_FIELDS;                              /* log-level, log-file, log-format */
 

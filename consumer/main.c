@@ -684,8 +684,9 @@ int main(int argc, char **argv_shown)
     health_set_broker_grace(app.cfg.broker_unhealthy_after_ms);
     health_set_stuck_after(consumer_stuck_after_ms(&app.cfg));
     if (app.cfg.metrics_port > 0) {
-        if (prom_http_start(&metrics, app.cfg.metrics_bind, (unsigned)app.cfg.metrics_port, render_metrics,
-                            render_health, &app, err, sizeof err) != 0) {
+        if (prom_http_start(&metrics, app.cfg.metrics_bind, app.cfg.metrics_allowed_hosts,
+                            (unsigned)app.cfg.metrics_port, render_metrics, render_health, &app, err,
+                            sizeof err) != 0) {
             log_msg(LOG_LEVEL_ERROR, "%s", err);
             goto out;
         }

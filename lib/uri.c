@@ -213,14 +213,15 @@ int uri_parse(const char *text, int default_port, uri_t *out, char *err, size_t 
 
     sep = strstr(text, "://");
     if (sep == NULL)
-        return fail(err, errlen, "missing scheme (want hourglass://host[:port])");
+        return fail(err, errlen,
+                    "missing scheme (want hourglass://host[:port], hourglass+tls://…, amqp://… or amqps://…)");
     scheme_len = (size_t)(sep - text);
     if (scheme_len == 9 && strncasecmp(text, "hourglass", 9) == 0)
         u.tls = 0;
     else if (scheme_len == 13 && strncasecmp(text, "hourglass+tls", 13) == 0)
         u.tls = 1;
     else
-        return fail(err, errlen, "unsupported scheme '%.*s' (want hourglass:// or hourglass+tls://)",
+        return fail(err, errlen, "unsupported scheme '%.*s' (want hourglass://, hourglass+tls://, amqp:// or amqps://)",
                     (int)(scheme_len > 40 ? 40 : scheme_len), text);
 
     /* The authority runs to the first '/', '?' or '#'. */

@@ -35,8 +35,10 @@ typedef struct uri {
 
 /* Parse text into *out. default_port is used when the URI names no port.
  * Returns 0, or -1 with err[errlen] (err may be NULL) naming the bad part:
- *   "missing scheme (want hourglass://host[:port])"
- *   "unsupported scheme 'redis' (want hourglass:// or hourglass+tls://)"
+ *   "missing scheme (want hourglass://host[:port], hourglass+tls://…, amqp://… or amqps://…)"
+ *   "unsupported scheme 'redis' (want hourglass://, hourglass+tls://, amqp:// or amqps://)"
+ * (the schemes hg_client_open takes: it hands amqp:// and amqps:// to their transport before this
+ * parser, so an unknown scheme's message names those too)
  *   "missing host"
  *   "bad port '65536': out of range (want 1..65535)", "bad port 'x': not a number …"
  *   "empty user name", "empty password for user 'bob'"

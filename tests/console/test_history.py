@@ -1,7 +1,8 @@
 """tests/console/test_history.py — the overview's history is a ring of
 history / sample-interval + 1 samples: once full it keeps that many, the
 newest, oldest first, however long the console runs (docs/console.md,
-"Memory").
+"Memory"), while that is at most 1000 samples: past that neighbouring
+samples share a point (console/history.c; tests/unit/test_console_history).
 
 Against a console with sample-interval 200ms and history 1s (6 samples):
 the overview is read until the sampler has taken more than twice that many

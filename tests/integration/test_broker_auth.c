@@ -1490,6 +1490,26 @@ static void test_metrics_host(void)
              "no refusal line saying how many refusals were not logged since the last");
 }
 
+/* A Prometheus on the broker's host scraping http://<hostname>:<port>/metrics, and a reverse proxy that passes its
+ * own name (metrics-allowed-hosts), are answered on a loopback metrics-bind; a rebinding page's name still is not.
+ * Before, both were refused 421. */
+static void test_metrics_host_names(void)
+{
+    const char *extra[] = { "--metrics-allowed-hosts", "metrics-proxy.example", NULL };
+    bt_start(extra);
+    char out[32768], hostname[256] = "";
+    BP_REQUIRE(gethostname(hostname, sizeof hostname - 1) == 0 && hostname[0] != '\0', "this machine has no name");
+    int port = bt_broker.metrics_port;
+    const char *served[] = { hostname, "metrics-proxy.example", "Metrics-Proxy.example.:443", NULL };
+    for (int i = 0; served[i] != NULL; i++) {
+        int st = tu_http_get_host(port, "/metrics", served[i], out, sizeof out);
+        BP_CHECK(st == 200 && strstr(out, "hourglass_uptime_seconds") != NULL, "Host %s: %d, want 200", served[i], st);
+    }
+    int st = tu_http_get_host(port, "/metrics", "rebound.example", out, sizeof out);
+    BP_CHECK(st == 421 && strstr(out, "metrics-allowed-hosts") != NULL, "Host rebound.example: %d '%.200s', want 421",
+             st, out);
+}
+
 /* The metrics port bounds what a request may send: a client streaming header lines is answered 400 and closed
  * within the first few MiB (the kernel's socket buffers), where before the broker kept every byte (200 MiB of
  * headers: 220 MiB more RSS) for as long as the client sent. */
@@ -1557,6 +1577,7 @@ static const tu_test_t auth_tests[] = {
     { "INFO shows file-system paths to the admin only", test_info_paths_admin_only },
     { "error replies show file-system paths to the admin only; the log has them", test_error_paths_admin_only },
     { "the metrics port on loopback answers only its own host names (DNS rebinding)", test_metrics_host },
+    { "the metrics port answers this machine's name and metrics-allowed-hosts", test_metrics_host_names },
     { "the metrics port bounds a request's headers", test_metrics_headers_bounded },
     { "the metrics port: a trickled head closed after 10 s, at most 64 connections", test_metrics_slowloris },
     { NULL, NULL },

@@ -4,7 +4,7 @@
 # against the programs of this build (--bindir: no package install, no build). Passes when the
 # demo exits 0 with every invariant of its report holding and the injections visible in it
 # (sends dropped, the broker killed and restarted, outbox rows relayed, an online backup checked),
-# the web console started, the work dir removed at the end, and no report line naming a path in it.
+# the DLQ depth read before the kill shown marked stale while the broker is down, the web console started, the work dir removed at the end, and no report line naming a path in it.
 # The demo polls with deadlines itself; about 35 s.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -23,6 +23,13 @@ oks=$(grep -c '^\[ OK \]' "$out")
 ! grep -q '^\[FAIL\]' "$out" || fail "a [FAIL] line"
 grep -q 'demo: broker down: killed with SIGKILL' "$out" || fail "the broker was not killed"
 grep -q 'demo: broker up: restarted on port' "$out" || fail "the broker was not restarted"
+# While the broker is down its DLQ cannot be read: the progress lines keep the last depth read, marked
+# with when and why (never a bare '-').
+down_lines=$(grep -c '^demo: t=.* | broker down$' "$out")
+((down_lines > 0)) || fail "no progress line while the broker was down"
+stale_lines=$(grep -cE '^demo: t=.* dlq [0-9]+ \(read at [0-9]+s; broker down\) .* \| broker down$' "$out")
+((stale_lines == down_lines)) || fail "$stale_lines of the $down_lines progress lines while the broker was down say 'dlq N (read at Ns; broker down)'"
+! grep -q ' dlq - ' "$out" || fail "a progress line says 'dlq -'"
 grep -q '^\[ OK \] online backup .*--check-data of the copy: ok: ' "$out" || fail "no checked online backup"
 dropped=$(sed -n 's/.*; \([0-9]*\) of [0-9]* fast-path sends dropped.*/\1/p' "$out")
 relayed=$(sed -n 's/.*the compensator relayed \([0-9]*\) outbox rows.*/\1/p' "$out")

@@ -117,8 +117,8 @@ static int start_endpoint(prom_http_t **h, int *arg)
     char err[200] = "";
     int port = tu_free_port();
     TU_REQUIRE(port > 0, "no free port");
-    TU_REQUIRE(prom_http_start(h, "127.0.0.1", (unsigned)port, render, health, arg, err, sizeof err) == 0, "start: %s",
-               err);
+    TU_REQUIRE(prom_http_start(h, "127.0.0.1", NULL, (unsigned)port, render, health, arg, err, sizeof err) == 0,
+               "start: %s", err);
     return port;
 }
 
@@ -143,11 +143,13 @@ static void test_endpoint(void)
 
     /* the port is taken: a second endpoint names metrics-port and the cause */
     prom_http_t *second = NULL;
-    CU_ASSERT_EQUAL(prom_http_start(&second, "127.0.0.1", (unsigned)port, render, NULL, &one, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(prom_http_start(&second, "127.0.0.1", NULL, (unsigned)port, render, NULL, &one, err, sizeof err),
+                    -1);
     CU_ASSERT_PTR_NULL(second);
     TU_CHECK(strstr(err, "metrics-port") != NULL, "error: %s", err);
     /* a bind that is no address: named, not "Resource temporarily unavailable" */
-    CU_ASSERT_EQUAL(prom_http_start(&second, "300.1.1.1", (unsigned)port, render, NULL, &one, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(prom_http_start(&second, "300.1.1.1", NULL, (unsigned)port, render, NULL, &one, err, sizeof err),
+                    -1);
     CU_ASSERT_PTR_NULL(second);
     TU_CHECK(strstr(err, "metrics-bind '300.1.1.1' is not an IP address") != NULL, "error: %s", err);
     prom_http_stop(h);
@@ -177,6 +179,33 @@ static void test_endpoint_host(void)
                          strstr(out, "test_up") == NULL,
                      "Host '%s' %s: %d '%.200s', want 421", refused[i], paths[k], st, out);
         }
+    prom_http_stop(h);
+}
+
+/* This machine's host name is served (a Prometheus on this host scraping http://myhost:9121/metrics), and so is a
+ * name of metrics-allowed-hosts (a reverse proxy's own); another name is still refused, its reply saying where to
+ * list it. Before, both were refused 421. */
+static void test_endpoint_host_names(void)
+{
+    static int one = 1;
+    char out[4096], hostname[256] = "", err[200] = "";
+    TU_REQUIRE(gethostname(hostname, sizeof hostname - 1) == 0 && hostname[0] != '\0', "this machine has no name");
+    int port = tu_free_port();
+    TU_REQUIRE(port > 0, "no free port");
+    prom_http_t *h = NULL;
+    TU_REQUIRE(prom_http_start(&h, "127.0.0.1", "proxy.example, scrape.example.", (unsigned)port, render, health, &one,
+                               err, sizeof err) == 0,
+               "start: %s", err);
+    char with_port[300];
+    snprintf(with_port, sizeof with_port, "%s:%d", hostname, port);
+    const char *served[] = { hostname, with_port, "proxy.example", "SCRAPE.example:9102", NULL };
+    for (int i = 0; served[i] != NULL; i++) {
+        int st = tu_http_get_host(port, "/metrics", served[i], out, sizeof out);
+        TU_CHECK(st == 200 && strstr(out, "test_up 1") != NULL, "Host %s: %d, want 200", served[i], st);
+    }
+    int st = tu_http_get_host(port, "/metrics", "attacker.example", out, sizeof out);
+    TU_CHECK(st == 421 && strstr(out, "list the name in metrics-allowed-hosts") != NULL && strstr(out, hostname),
+             "Host attacker.example: %d '%.300s', want 421 naming metrics-allowed-hosts and %s", st, out, hostname);
     prom_http_stop(h);
 }
 
@@ -276,6 +305,7 @@ static const tu_test_t hist_tests[] = {
 static const tu_test_t http_tests[] = {
     { "metrics and healthz", test_endpoint },
     { "on loopback only its own host names are answered (DNS rebinding)", test_endpoint_host },
+    { "this machine's name and metrics-allowed-hosts are answered", test_endpoint_host_names },
     { "a request's headers are bounded", test_endpoint_bounded },
     { "a trickled head is closed 10 s after the accept (slowloris)", test_endpoint_trickle },
     { "at most 64 connections: the next answered 503", test_endpoint_max_connections },

@@ -96,6 +96,9 @@ static void test_bad_scheme(void)
     BAD("", "empty URI");
     BAD("localhost:7379", "missing scheme");
     BAD("redis://localhost", "unsupported scheme 'redis'");
+    /* Every scheme hg_client_open takes is named: amqp:// and amqps:// are dispatched before uri_parse. */
+    BAD("rabbit://h", "unsupported scheme 'rabbit' (want hourglass://, hourglass+tls://, amqp:// or amqps://)");
+    BAD("localhost:7379", "missing scheme (want hourglass://host[:port], hourglass+tls://…, amqp://… or amqps://…)");
     BAD("hourglass:/localhost", "missing scheme");
     BAD("http://h", "unsupported scheme 'http'");
     BAD("hourglass+ssl://h", "unsupported scheme 'hourglass+ssl'");
