@@ -36,7 +36,7 @@
 
 void conn_link(conn_set_t *s, conn_t *c)
 {
-    map_put(&s->by_id, &c->id, sizeof c->id, c);
+    idmap_put(&s->by_id, c->id, c);
     c->all_prev = NULL;
     c->all_next = s->all;
     if (s->all) {
@@ -50,7 +50,7 @@ void conn_link(conn_set_t *s, conn_t *c)
 
 void conn_unlink(conn_set_t *s, conn_t *c)
 {
-    map_del(&s->by_id, &c->id, sizeof c->id);
+    idmap_del(&s->by_id, c->id);
     if (c->all_prev) {
         c->all_prev->all_next = c->all_next;
     } else {
@@ -67,7 +67,7 @@ void conn_unlink(conn_set_t *s, conn_t *c)
 
 conn_t *conn_find(conn_set_t *s, uint64_t id)
 {
-    return map_get(&s->by_id, &id, sizeof id);
+    return idmap_get(&s->by_id, id);
 }
 
 void conn_mark_blocked(conn_t *c, int blocked)
@@ -92,7 +92,6 @@ conn_set_t *conn_set_new(const config_t *cfg, struct event_base *base, server_t 
     s->base = base;
     s->srv = srv;
     s->reading = 1;
-    map_init(&s->by_id);
     map_init(&s->hs_by_addr);
     s->reaper = event_new(base, -1, 0, conn_reaper_cb, s);
     s->sweep = event_new(base, -1, EV_PERSIST, conn_sweep_cb, s);
@@ -121,7 +120,7 @@ void conn_set_free(conn_set_t *s)
     conn_free_dead(s);
     event_free(s->reaper);
     event_free(s->sweep);
-    map_free(&s->by_id, NULL);
+    idmap_free(&s->by_id);
     map_free(&s->hs_by_addr, NULL);
     resp_buf_free(&s->scratch);
     conn_known_paths_free(s);
@@ -288,7 +287,7 @@ void conn_list(const conn_set_t *s, buf_t *out, const conn_t *only)
                    : c->multi ? "x"
                               : "N",
                    c->multi ? (long long)cmd_multi_count(c->multi) : -1LL, qbuf, c->nslots, omem, qbuf + omem,
-                   c->last_cmd[0] ? c->last_cmd : "NULL", conn_user_shown(c), c->proto, c->lib_name, c->lib_ver,
+                   c->last_cmd != NULL ? c->last_cmd : "NULL", conn_user_shown(c), c->proto, c->lib_name, c->lib_ver,
                    c->nslots, c->tls ? "yes" : "no");
     }
 }

@@ -17,8 +17,10 @@
  * left 0 mean the same.
  *
  * Header only: the checks are static inline, so libhourglass (which
- * compiles db/ in) carries nothing of the config engine. Main thread, at
- * start-up.
+ * compiles db/ in) carries nothing of the config engine. The mysql-tls*
+ * files are checked by db/tls_check.c (OpenSSL's readers), which a program
+ * including this header links: db/libhgtlscheck.la and $(CRYPTO_LIBS).
+ * Main thread, at start-up.
  */
 #ifndef HG_DB_KEYS_H
 #define HG_DB_KEYS_H
@@ -111,7 +113,8 @@ static inline unsigned db_keys_seconds(unsigned long long ms)
  *   "Lock wait timeout exceeded" it can retry on the same connection;
  * - the mysql-tls* keys: db_tls_check (verify needs mysql-tls-ca-file, the
  *   certificate and its key together, no file with mysql-tls off, each file
- *   readable and holding a PEM of its kind).
+ *   read by OpenSSL: every CA of the bundle, an unencrypted key that is the
+ *   certificate's).
  * Returns 0, or -1 with err naming the key. */
 #define DB_KEYS_CHECK(k, err, errlen)                                                                             \
     db_keys_check((k)->mysql_socket, (k)->mysql_read_timeout_ms, (k)->mysql_lock_wait_timeout_ms, (k)->mysql_tls, \

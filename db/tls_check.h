@@ -5,111 +5,46 @@
  * db/keys.h (whose errors name the mysql-tls* config keys): one set of rules,
  * the names passed in.
  *
- * Header only (static inline): hourglass-consumer and hourglass-cli reach
- * db/keys.h without linking db/, whose symbols libhourglass hides. Pure but
- * for reading the files; thread-safe.
+ * The files are read by OpenSSL's own PEM and X509 readers — the ones
+ * Connector/C loads them with when it connects — so a file passes here
+ * exactly when the connection can load it: every certificate of a CA bundle,
+ * any PEM private key ("PRIVATE KEY", "EC PRIVATE KEY", "RSA PRIVATE KEY"),
+ * and the key checked against the client certificate.
+ *
+ * Compiled alone into db/libhgtlscheck.la (libcrypto only, no Connector/C):
+ * libhourglass gets it through db/libhgdb.la, and hourglass-consumer,
+ * hourglass-cli and hourglass-console, which reach db/keys.h without linking
+ * db/ (libhourglass hides its db_* symbols), link it themselves. Pure but for
+ * reading the files; thread-safe (OpenSSL's error queue is per thread, and
+ * is left empty).
  */
 #ifndef HG_DB_TLS_CHECK_H
 #define HG_DB_TLS_CHECK_H
 
-#include <errno.h>
 #include <stddef.h>
-#include <stdio.h>
-#include <string.h>
-
-#include "include/hourglass/order.h"
 
 /* The names an error uses for the mode and the three files. */
 typedef struct db_tls_names {
     const char *mode, *ca_file, *cert_file, *key_file;
 } db_tls_names_t;
 
-#define DB_TLS_PEM_MAX (1024 * 1024) /* bytes of a file looked through for its PEM line */
+#define DB_TLS_FILE_MAX (16 * 1024 * 1024) /* bytes: a larger file is refused, not read */
 
-/* 0 when the file at path can be read and holds a "-----BEGIN …kind-----"
- * line (kind "CERTIFICATE" or "PRIVATE KEY"; a "CERTIFICATE REQUEST" is
- * not a certificate) within its first
- * DB_TLS_PEM_MAX bytes, not an encrypted one; -1 with err naming name, the
- * path and the problem. */
-static inline int db_tls_pem_check(const char *name, const char *path, const char *kind, char *err, size_t errlen)
-{
-    if (path[0] == '\0') {
-        snprintf(err, errlen, "%s is empty: give a PEM file", name);
-        return -1;
-    }
-    FILE *f = fopen(path, "re");
-    if (f == NULL) {
-        snprintf(err, errlen, "%s: cannot read %s: %s", name, path, strerror(errno));
-        return -1;
-    }
-    char line[512];
-    size_t seen = 0;
-    int found = 0;
-    while (!found && seen < DB_TLS_PEM_MAX && fgets(line, sizeof line, f) != NULL) {
-        seen += strlen(line);
-        const char *label = strncmp(line, "-----BEGIN ", 11) == 0 ? strstr(line, kind) : NULL;
-        found = label != NULL && strncmp(label + strlen(kind), "-----", 5) == 0; /* not CERTIFICATE REQUEST */
-    }
-    /* an encrypted key (PKCS#8 "ENCRYPTED PRIVATE KEY", or a legacy one's
-     * "Proc-Type: 4,ENCRYPTED" header): no key gives its passphrase */
-    int encrypted = found && strstr(line, "ENCRYPTED") != NULL;
-    if (found && !encrypted && strcmp(kind, "PRIVATE KEY") == 0 && fgets(line, sizeof line, f) != NULL)
-        encrypted = strncmp(line, "Proc-Type: 4,ENCRYPTED", 22) == 0;
-    int failed = ferror(f), saved = errno;
-    fclose(f);
-    if (failed) { /* a directory, an I/O error */
-        snprintf(err, errlen, "%s: cannot read %s: %s", name, path, strerror(saved));
-        return -1;
-    }
-    if (encrypted) {
-        snprintf(err, errlen, "%s: %s is encrypted (a passphrase cannot be given): give the key without one", name,
-                 path);
-        return -1;
-    }
-    if (!found) {
-        snprintf(err, errlen, "%s: %s holds no PEM %s (no \"-----BEGIN …%s-----\" line)", name, path,
-                 strcmp(kind, "PRIVATE KEY") == 0 ? "private key" : "certificate", kind);
-        return -1;
-    }
-    return 0;
-}
-
-/* The rules: mode is off, on or verify; verify needs the CA file; the
- * client certificate and its key come together; no file is given with the
- * mode off (it would not be used: a plaintext connection the operator
- * thought was TLS); each file given can be read and holds a PEM of its
- * kind. Returns 0, or -1 with err naming the field or key (n's names). */
-static inline int db_tls_check(const db_tls_names_t *n, int mode, const char *ca, const char *cert, const char *key,
-                               char *err, size_t errlen)
-{
-    if (mode < HG_ORDER_TLS_OFF || mode > HG_ORDER_TLS_VERIFY) {
-        snprintf(err, errlen, "%s: %d is not off (0), on (1) or verify (2)", n->mode, mode);
-        return -1;
-    }
-    const char *set = ca != NULL ? n->ca_file : cert != NULL ? n->cert_file : key != NULL ? n->key_file : NULL;
-    if (mode == HG_ORDER_TLS_OFF && set != NULL) {
-        snprintf(err, errlen, "%s is set but %s is off (it would not be used): set %s to on or verify", set, n->mode,
-                 n->mode);
-        return -1;
-    }
-    if (mode == HG_ORDER_TLS_VERIFY && ca == NULL) {
-        snprintf(err, errlen,
-                 "%s is verify but %s is not set: the server's certificate has nothing to be checked against", n->mode,
-                 n->ca_file);
-        return -1;
-    }
-    if ((cert == NULL) != (key == NULL)) {
-        snprintf(err, errlen, "%s is set without %s", cert != NULL ? n->cert_file : n->key_file,
-                 cert != NULL ? n->key_file : n->cert_file);
-        return -1;
-    }
-    if (ca != NULL && db_tls_pem_check(n->ca_file, ca, "CERTIFICATE", err, errlen) != 0)
-        return -1;
-    if (cert != NULL && db_tls_pem_check(n->cert_file, cert, "CERTIFICATE", err, errlen) != 0)
-        return -1;
-    if (key != NULL && db_tls_pem_check(n->key_file, key, "PRIVATE KEY", err, errlen) != 0)
-        return -1;
-    return 0;
-}
+/* The rules, mode being an hg_order_tls_t: mode is off, on or verify;
+ * verify needs the CA file; the client certificate and its key come
+ * together; no file is given with the mode off (it would not be used: a
+ * plaintext connection the operator thought was TLS); each file given is
+ * checked by OpenSSL:
+ * - the CA file: readable, PEM (a DER file is named as such), at least one
+ *   certificate, each certificate of a bundle well formed (a damaged one is
+ *   named by its position);
+ * - the certificate file: its first certificate well formed;
+ * - the key file: a PEM private key of any kind, not encrypted (no
+ *   passphrase can be given: an encrypted key is an error saying so), and
+ *   the key of the certificate file's certificate.
+ * Returns 0, or -1 with err naming the field or key (n's names), the file
+ * and the problem. */
+int db_tls_check(const db_tls_names_t *n, int mode, const char *ca, const char *cert, const char *key, char *err,
+                 size_t errlen);
 
 #endif

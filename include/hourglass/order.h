@@ -186,7 +186,8 @@ typedef enum hg_order_tls {
                              login exchange (never the password itself) has crossed in the clear */
     HG_ORDER_TLS_VERIFY   /* encrypted, the certificate must chain to tls_ca_file (required) and carry the
                              host's name (host, or localhost for the socket); a server without TLS is refused
-                             before the login */
+                             before the login. Over the unix socket both modes mean the same as over TCP:
+                             MariaDB speaks TLS there too */
 } hg_order_tls_t;
 
 /* Where and how to connect. Strings belong to the caller (copied by open).
@@ -222,8 +223,9 @@ int hg_order_library_init(void);
 /* Open a handle: validate params->sql (error names the field) and the tls
  * fields (a tls value out of range, HG_ORDER_TLS_VERIFY without tls_ca_file,
  * only one of tls_cert_file and tls_key_file, a tls_*_file with tls off, a
- * file that cannot be read or holds no PEM of its kind, an encrypted key: the error names the
- * field), connect with MYSQL_OPT_RECONNECT off, utf8mb4, autocommit off, the
+ * file that cannot be read or that OpenSSL cannot read as PEM of its kind
+ * (each CA of a bundle; DER is named as such), an encrypted key, a key that
+ * is not tls_cert_file's: the error names the field and the file), connect with MYSQL_OPT_RECONNECT off, utf8mb4, autocommit off, the
  * TLS asked for, the timeouts above.
  * Statements are prepared on first use, so a handle can be opened before the
  * schema exists (see hg_order_db_prepare to check them up front). Returns the

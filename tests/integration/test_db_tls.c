@@ -14,18 +14,24 @@
  *                 tls_key_file, and is refused without them
  *   plaintext     tls off against require_secure_transport = ON: refused, the
  *                 message points at mysql-tls; tls on passes the same server
- *   inputs        a missing file, no PEM in it, an encrypted key, a
- *                 certificate request as the CA, verify without a CA, a
- *                 certificate without its key, a file with tls off: the
- *                 library's error names the field, hourglass-consumer
- *                 --check-config's names the key (exit 2)
+ *   socket        the unix socket: on and verify are TLS sessions there,
+ *                 verify checks the chain (another CA refused)
+ *   inputs        a missing file, no PEM in it, an encrypted key (PKCS#8
+ *                 and legacy), a certificate request as the CA, a DER CA,
+ *                 a bundle with a damaged certificate, a key that is not
+ *                 the certificate's, verify without a CA, a certificate
+ *                 without its key, a file with tls off: the library's
+ *                 error names the field, hourglass-consumer
+ *                 --check-config's names the key (exit 2); a bundle of CAs
+ *                 and an "EC PRIVATE KEY" are taken (verify, client cert)
  *   wrong name    a certificate of the right CA for db.example: on takes it,
- *                 verify refuses it (2026)
+ *                 verify refuses it (2026), over TCP and the socket
  *   tls12         a server limited to TLS 1.2: an ECDHE AEAD suite
  *   weak          a server offering only ECDHE-ECDSA-AES128-SHA (CBC, SHA-1
  *                 MAC) on TLS 1.2: refused, on and verify alike
  *   no tls        a server without TLS (--skip-ssl): tls on refuses it
- *                 (Connector/C alone would go on in plaintext), verify too
+ *                 (Connector/C alone would go on in plaintext), verify too;
+ *                 on over the socket too
  *
  * Run one suite: ./tests/integration/test_db_tls db_tls
  */
@@ -137,6 +143,55 @@ static hg_order_db_params_t params(hg_order_tls_t tls, const char *ca)
     return p;
 }
 
+/* The parameters of app over the unix socket (no host: the name verify
+ * checks is localhost) with this mode and CA file. */
+static hg_order_db_params_t socket_params(hg_order_tls_t tls, const char *ca)
+{
+    hg_order_db_params_t p = params(tls, ca);
+    p.host = NULL;
+    p.port = 0;
+    p.socket = server.socket;
+    return p;
+}
+
+/* The file at path made of the files a and b, one after the other. */
+static void join_files(const char *path, const char *a, const char *b)
+{
+    FILE *out = fopen(path, "we");
+    TU_REQUIRE(out != NULL, "cannot write %s", path);
+    const char *parts[] = { a, b };
+    for (size_t i = 0; i < 2; i++) {
+        FILE *in = fopen(parts[i], "re");
+        TU_REQUIRE(in != NULL, "cannot read %s", parts[i]);
+        char chunk[4096];
+        size_t got;
+        while ((got = fread(chunk, 1, sizeof chunk, in)) > 0)
+            TU_REQUIRE(fwrite(chunk, 1, got, out) == got, "cannot write %s", path);
+        fclose(in);
+    }
+    TU_REQUIRE(fclose(out) == 0, "cannot write %s", path);
+}
+
+/* Run the openssl command with these arguments (NULL-ended); it must succeed. */
+static void run_openssl(const char *const *args)
+{
+    char err[4608];
+    TU_REQUIRE(tc_openssl(args, err, sizeof err) == 0, "%s", err);
+}
+
+/* hourglass-consumer --check-config with these flags (NULL-ended) accepts them (exit 0). */
+static void expect_config_ok(const char *const *flags)
+{
+    const char *argv[16] = { CONSUMER_PATH, "--check-config", "--mysql-database", "shop" };
+    size_t n = 4;
+    for (size_t i = 0; flags[i] != NULL; i++)
+        argv[n++] = flags[i];
+    argv[n] = NULL;
+    char out[4096];
+    int rc = tu_run_capture(argv, out, sizeof out);
+    TU_CHECK(rc == 0, "--check-config exited %d, want 0: %s", rc, out);
+}
+
 /* The session's status variable name (Ssl_cipher, Ssl_version) into out. */
 static void session_status(hg_order_db *db, const char *name, char *out, size_t len)
 {
@@ -202,6 +257,15 @@ static void test_verify(void)
     TU_CHECK(strstr(msg, "certificate") != NULL, "'%s' does not name the certificate", msg);
     TU_CHECK(strstr(msg, "mysql-tls-ca-file") != NULL, "'%s' does not point at mysql-tls-ca-file", msg);
 
+    /* a bundle of two CAs, the server's second: every certificate is read, the connection too */
+    char bundle[700];
+    snprintf(bundle, sizeof bundle, "%s/bundle.pem", pki_dir);
+    join_files(bundle, pki.other_ca, pki.ca);
+    p = params(HG_ORDER_TLS_VERIFY, bundle);
+    expect_tls(&p, version, sizeof version);
+    const char *bundle_flags[] = { "--mysql-tls", "verify", "--mysql-tls-ca-file", bundle, NULL };
+    expect_config_ok(bundle_flags);
+
     /* The keys reach a program's connection: hourglass-cli with the other CA. */
     char port[16], out[4096];
     snprintf(port, sizeof port, "%d", server.tcp_port);
@@ -240,6 +304,25 @@ static void test_client_certificate(void)
     p.tls_cert_file = pki.client;
     p.tls_key_file = pki.client_key;
     expect_tls(&p, version, sizeof version);
+
+    /* the same key as "BEGIN EC PRIVATE KEY" (the traditional form): read, matched, used */
+    char ec_key[700];
+    snprintf(ec_key, sizeof ec_key, "%s/client-ec.key", pki_dir);
+    const char *ec_args[] = { "ec", "-in", pki.client_key, "-out", ec_key, NULL };
+    run_openssl(ec_args);
+    p.tls_key_file = ec_key;
+    expect_tls(&p, version, sizeof version);
+    const char *ec_flags[] = { "--mysql-tls",
+                               "verify",
+                               "--mysql-tls-ca-file",
+                               pki.ca,
+                               "--mysql-tls-cert-file",
+                               pki.client,
+                               "--mysql-tls-key-file",
+                               ec_key,
+                               NULL };
+    expect_config_ok(ec_flags);
+
     p.tls_cert_file = p.tls_key_file = NULL;
     expect_refused(&p, &code, msg, sizeof msg);
     TU_CHECK(code == 1045, "without the certificate: code %u, want 1045", code);
@@ -342,6 +425,47 @@ static void test_inputs(void)
     const char *f9[] = { "--mysql-tls", "on", "--mysql-tls-ca-file", request, NULL };
     expect_input_error(&p, "tls_ca_file: ", f9, "holds no PEM certificate");
 
+    /* a legacy encrypted key ("Proc-Type: 4,ENCRYPTED" under "BEGIN EC PRIVATE KEY") */
+    char legacy[700];
+    snprintf(legacy, sizeof legacy, "%s/legacy-encrypted.key", pki_dir);
+    const char *legacy_args[] = { "ec", "-in", pki.client_key, "-aes256", "-passout", "pass:x", "-out", legacy, NULL };
+    run_openssl(legacy_args);
+    p = params(HG_ORDER_TLS_ON, NULL);
+    p.tls_cert_file = pki.client;
+    p.tls_key_file = legacy;
+    const char *f10[] = {
+        "--mysql-tls", "on", "--mysql-tls-cert-file", pki.client, "--mysql-tls-key-file", legacy, NULL
+    };
+    expect_input_error(&p, "tls_key_file: ", f10, "is encrypted (a passphrase cannot be given)");
+
+    /* a key that is not the certificate's (--check-config said OK before) */
+    p = params(HG_ORDER_TLS_ON, NULL);
+    p.tls_cert_file = pki.client;
+    p.tls_key_file = pki.other_client_key;
+    const char *f11[] = { "--mysql-tls",        "on", "--mysql-tls-cert-file", pki.client, "--mysql-tls-key-file",
+                          pki.other_client_key, NULL };
+    expect_input_error(&p, "tls_key_file: ", f11, "is not the key of the certificate in");
+
+    /* a bundle whose second certificate is damaged (--check-config said OK before) */
+    char damaged[700], bad_bundle[700];
+    snprintf(damaged, sizeof damaged, "%s/damaged.pem", pki_dir);
+    snprintf(bad_bundle, sizeof bad_bundle, "%s/bad-bundle.pem", pki_dir);
+    TU_REQUIRE(tu_write_file(damaged, "-----BEGIN CERTIFICATE-----\nMIIBnotbase64!!\n-----END CERTIFICATE-----\n") == 0,
+               "cannot write %s", damaged);
+    join_files(bad_bundle, pki.ca, damaged);
+    p = params(HG_ORDER_TLS_VERIFY, bad_bundle);
+    const char *f12[] = { "--mysql-tls", "verify", "--mysql-tls-ca-file", bad_bundle, NULL };
+    expect_input_error(&p, "tls_ca_file: ", f12, "certificate 2 is damaged");
+
+    /* a DER certificate: named as DER, with the command that converts it (was "holds no PEM certificate") */
+    char der[700];
+    snprintf(der, sizeof der, "%s/ca.der", pki_dir);
+    const char *der_args[] = { "x509", "-in", pki.ca, "-outform", "DER", "-out", der, NULL };
+    run_openssl(der_args);
+    p = params(HG_ORDER_TLS_VERIFY, der);
+    const char *f13[] = { "--mysql-tls", "verify", "--mysql-tls-ca-file", der, NULL };
+    expect_input_error(&p, "tls_ca_file: ", f13, "is DER (binary), not PEM");
+
     p = params(HG_ORDER_TLS_OFF, pki.ca);
     const char *f6[] = { "--mysql-tls-ca-file", pki.ca, NULL };
     expect_input_error(&p, "tls_ca_file is set but tls is off", f6, "mysql-tls-ca-file is set but mysql-tls is off");
@@ -394,6 +518,9 @@ static void test_wrong_name(void)
     p = params(HG_ORDER_TLS_VERIFY, pki.ca);
     expect_refused(&p, &code, msg, sizeof msg);
     TU_CHECK(code == 2026, "verify, certificate for db.example: code %u, want 2026", code);
+    p = socket_params(HG_ORDER_TLS_VERIFY, pki.ca); /* over the socket the name checked is localhost */
+    expect_refused(&p, &code, msg, sizeof msg);
+    TU_CHECK(code == 2026, "verify over the socket, certificate for db.example: code %u, want 2026", code);
     snprintf(opt_cert, sizeof opt_cert, "%s", saved_cert);
     snprintf(opt_key, sizeof opt_key, "%s", saved_key);
 }
@@ -437,11 +564,33 @@ static void test_no_tls_refused(void)
 {
     restart_with("--skip-ssl", NULL);
     on_and_verify_refused("does not speak TLS", "does not say the server has no TLS");
-    hg_order_db_params_t p = params(HG_ORDER_TLS_OFF, NULL); /* the server is fine: plaintext still works */
+    char msg[600];
+    unsigned code = 0;
+    hg_order_db_params_t p = socket_params(HG_ORDER_TLS_ON, NULL); /* nor over the socket */
+    expect_refused(&p, &code, msg, sizeof msg);
+    TU_CHECK(code == 2026, "tls on over the socket: code %u, want 2026", code);
+    TU_CHECK(strstr(msg, "does not speak TLS") != NULL, "'%s' does not say the server has no TLS", msg);
+    p = params(HG_ORDER_TLS_OFF, NULL); /* the server is fine: plaintext still works */
     hg_order_error_t e = { 0 };
     hg_order_db *db = hg_order_db_open(&p, &e);
     TU_CHECK(db != NULL, "tls off: %s", e.message);
     hg_order_db_close(db);
+}
+
+/* The unix socket: MariaDB speaks TLS on it too, and Hourglass asks for it
+ * there as over TCP — on encrypts, verify checks the chain and the name
+ * localhost; never a plaintext session when TLS was asked for. */
+static void test_socket(void)
+{
+    char version[32], msg[600];
+    unsigned code = 0;
+    hg_order_db_params_t p = socket_params(HG_ORDER_TLS_ON, NULL);
+    expect_tls(&p, version, sizeof version);
+    p = socket_params(HG_ORDER_TLS_VERIFY, pki.ca);
+    expect_tls(&p, version, sizeof version);
+    p = socket_params(HG_ORDER_TLS_VERIFY, pki.other_ca);
+    expect_refused(&p, &code, msg, sizeof msg);
+    TU_CHECK(code == 2026, "verify over the socket, another CA: code %u, want 2026", code);
 }
 
 static const tu_test_t tests[] = {
@@ -449,6 +598,7 @@ static const tu_test_t tests[] = {
     { "verify: the right CA connects, another is refused", test_verify },
     { "a client certificate for a user REQUIRE X509", test_client_certificate },
     { "plaintext against require_secure_transport: points at mysql-tls", test_plaintext_refused },
+    { "the unix socket: on and verify are TLS there too", test_socket },
     { "bad inputs name the field and the key", test_inputs },
     { "verify: a certificate for another name is refused, on takes it", test_wrong_name },
     { "a TLS 1.2 server: an ECDHE AEAD suite", test_tls12 },
