@@ -9,7 +9,9 @@
  * saying so — who tried to drop the DLQ matters as much as who did; one
  * refused before AUTH (NOAUTH) is not: it names no user.
  *
- * cmd_audit_call runs after the command's loop half (cmd_dispatch): a command
+ * Which calls are audited is the command table's CMD_AUDIT flag (cmd_table.c):
+ * cmd_dispatch calls cmd_audit_call for those only, after the command's loop
+ * half (or its NOPERM refusal): a command
  * answered on the loop (SHUTDOWN, CONFIG, an argument error) is logged at
  * once with its reply's first line; a storage job carries the "who and what"
  * line (job_t.audit) and is logged when it comes back (cmd_audit_done, from
@@ -27,32 +29,11 @@
 #include "base/alloc.h"
 #include "common/log.h"
 
-/* 1 when this call is audited. */
+/* The table's CMD_AUDIT flag picks the calls; CONFIG is one row for GET and
+ * the rest, and GET changes nothing. */
 static int audited(const cmd_call_t *call)
 {
-    const resp_arg_t *a = call->argv;
-    if (cmd_arg_is(&a[0], "revoke") || cmd_arg_is(&a[0], "shutdown") || cmd_arg_is(&a[0], "backup")) {
-        return 1;
-    }
-    if (call->argc < 2) {
-        return 0;
-    }
-    if (cmd_arg_is(&a[0], "group")) {
-        return !cmd_arg_is(&a[1], "list");
-    }
-    if (cmd_arg_is(&a[0], "topic")) {
-        return 1;
-    }
-    if (cmd_arg_is(&a[0], "dlq")) {
-        return cmd_arg_is(&a[1], "requeue") || cmd_arg_is(&a[1], "drop");
-    }
-    if (cmd_arg_is(&a[0], "config")) {
-        return !cmd_arg_is(&a[1], "get");
-    }
-    if (cmd_arg_is(&a[0], "client")) {
-        return cmd_arg_is(&a[1], "kill");
-    }
-    return 0;
+    return !(cmd_arg_is(&call->argv[0], "config") && call->argc >= 2 && cmd_arg_is(&call->argv[1], "get"));
 }
 
 /* "client id=N addr=A user=U CMD arg arg …" (arguments shown printable, cut). */

@@ -52,8 +52,8 @@ void cmd_dispatch(cmd_call_t *call);
  * own row, not a subcommand's), or 0 when there is no such command. */
 unsigned cmd_roles_of(const char *name);
 
-/* The audit log (broker/cmd_audit.c). cmd_audit_call: after a command ran
- * (loop thread), an audited one — destructive or admin — is logged at info
+/* The audit log (broker/cmd_audit.c). cmd_audit_call: after a command the
+ * table flags CMD_AUDIT ran (loop thread) — destructive or admin — it is logged at info
  * with the client's id, address and user and its arguments: at once when it
  * was answered on the loop, else when its storage job comes back, through
  * cmd_audit_done (conn_reply.c), with what it changed. */
