@@ -313,11 +313,10 @@ static job_result_t pull_exec(job_t *j, writer_t *w)
     int n = 0;
     char err[300];
     uint64_t max_bytes = j->reply_cap ? j->reply_cap : store_options(s)->max_lease_bytes; /* woken: writer.h */
-    store_group_info_t gi;
-    int existed = store_group_info(s, r->group.ptr, r->group.len, &gi);
+    int existed = store_group_exists(s, r->group.ptr, r->group.len);
     int rc = store_lease_within(s, r->group.ptr, r->group.len, r->topic.ptr, r->topic.len, r->count, max_bytes,
                                 r->lease_ms, now, msgs, &n, err, sizeof err);
-    if (!existed && store_group_info(s, r->group.ptr, r->group.len, &gi)) { /* the store created it: audited */
+    if (!existed && store_group_exists(s, r->group.ptr, r->group.len)) { /* the store created it: audited */
         cmd_audit_group_created(j->conn_id, r->addr.ptr, r->user.ptr, "PULL", &r->group, &r->topic);
     }
     if (rc != 0) {
