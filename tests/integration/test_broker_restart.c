@@ -40,6 +40,7 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
@@ -784,6 +785,230 @@ static void test_stop_refuses_unread(void)
     }
 }
 
+/* ---- the stop's refusal budget -------------------------------------------------------------- */
+
+#define BUDGET_CMD_BYTES    1024u       /* one pipelined SEND, exactly */
+#define BUDGET_TOTAL_BYTES  (64u << 20) /* broker/conn_internal.h CONN_REFUSE_BUDGET_BYTES */
+#define BUDGET_CLIENTS      200         /* HG_TEST_STOP_CLIENTS overrides (a measurement) */
+#define BUDGET_CLIENT_BYTES (1u << 20)  /* each writes at most this (HG_TEST_STOP_CLIENT_BYTES) */
+#define BUDGET_HOLD_MS      "3000"      /* the fsync the stop waits on: the window the clients write in */
+#define BUDGET_MAX_REFUSALS 1024        /* broker/conn.h CONN_MAX_PENDING: refusals of one connection */
+#define BUDGET_REFUSAL      "-ERR shutting down: the command was not run"
+
+/* One client of the budget test: its socket, what it wrote and what it read. */
+typedef struct budget_client {
+    int fd;
+    size_t written;
+    unsigned refusals, others; /* reply lines: -ERR shutting down, anything else */
+    char line[64];
+    size_t line_len;
+    race_end_t end;
+    int err_no;
+} budget_client_t;
+
+/* A SEND of exactly BUDGET_CMD_BYTES into buf. */
+static void budget_command(char *buf)
+{
+    static const char head[] = "*3\r\n$4\r\nSEND\r\n$1\r\nt\r\n";
+    size_t payload = BUDGET_CMD_BYTES - (sizeof head - 1) - strlen("$995\r\n") - 2;
+    int n = snprintf(buf, BUDGET_CMD_BYTES + 1, "%s$%zu\r\n", head, payload);
+    memset(buf + n, 'x', payload);
+    memcpy(buf + n + payload, "\r\n", 2);
+}
+
+/* Read what c's socket has; count its reply lines; note its end (EOF, reset). */
+static void budget_read(budget_client_t *c)
+{
+    char buf[4096];
+    ssize_t n = read(c->fd, buf, sizeof buf);
+    if (n == 0) {
+        c->end = RACE_EOF;
+        return;
+    }
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EINTR) {
+            c->err_no = errno;
+            c->end = errno == ECONNRESET ? RACE_RESET : RACE_OTHER;
+        }
+        return;
+    }
+    for (ssize_t i = 0; i < n; i++) {
+        if (buf[i] != '\n') {
+            c->line[c->line_len < sizeof c->line - 1 ? c->line_len++ : c->line_len] = buf[i];
+            continue;
+        }
+        c->line[c->line_len] = '\0';
+        if (strcmp(c->line, BUDGET_REFUSAL "\r") == 0) {
+            c->refusals++;
+        } else {
+            c->others++;
+        }
+        c->line_len = 0;
+    }
+}
+
+/* The broker's peak resident set (VmHWM) in KiB, or 0 once it is gone. */
+static unsigned long budget_peak_rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    unsigned long kb = 0;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+        if (strncmp(line, "VmHWM:", 6) == 0) {
+            kb = strtoul(line + 6, NULL, 10);
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return kb;
+}
+
+/* 1 once the broker's log has the text arg. */
+static int log_has_text(void *arg)
+{
+    return bp_log_contains(&bt_broker, (const char *)arg);
+}
+
+static long budget_env(const char *name, long dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? strtol(v, NULL, 10) : dflt;
+}
+
+/* A stop with many clients' requests unread reads at most 64 MiB of them in
+ * all (CONN_REFUSE_BUDGET_BYTES) to refuse them: BUDGET_CLIENTS clients each
+ * pipeline up to 1 MiB of 1 KiB SENDs after the stop began (the broker reads
+ * nothing then), while a slow fsync holds the batch in flight. Each gets
+ * -ERR shutting down for a command read within the budget and nothing for
+ * the rest, then an EOF, never a reset; the refusals add up to at most the
+ * budget; the stop ends within the linger of the batch's end and the
+ * broker's memory stays bounded. HG_TEST_STOP_CLIENTS and
+ * HG_TEST_STOP_CLIENT_BYTES change the clients and their bytes (a
+ * measurement: 10 000 clients). */
+static void test_stop_refusal_budget(void)
+{
+    char e[8192], shimdir[512], trigger[600], cmd[BUDGET_CMD_BYTES + 1];
+    int nclients = (int)budget_env("HG_TEST_STOP_CLIENTS", BUDGET_CLIENTS);
+    size_t per_client = (size_t)budget_env("HG_TEST_STOP_CLIENT_BYTES", BUDGET_CLIENT_BYTES);
+    char clients_flag[32];
+    snprintf(clients_flag, sizeof clients_flag, "%d", nclients + 16);
+    const char *extra[] = { "--max-clients", clients_flag, NULL };
+    bt_preload_failsync(shimdir, sizeof shimdir, trigger, sizeof trigger);
+    setenv("HG_FAILSYNC_DELAY_MS", BUDGET_HOLD_MS, 1);
+    bt_start(extra);
+    unsetenv("LD_PRELOAD");
+    unsetenv("HG_FAILSYNC_DELAY_MS");
+    budget_client_t *cl = calloc((size_t)nclients, sizeof *cl);
+    BP_REQUIRE(cl != NULL, "calloc");
+    for (int i = 0; i < nclients; i++) {
+        cl[i].fd = race_connect(bt_broker.port);
+        BP_REQUIRE(cl[i].fd >= 0, "client %d could not connect and PING", i);
+        fcntl(cl[i].fd, F_SETFL, fcntl(cl[i].fd, F_GETFL) | O_NONBLOCK);
+        cl[i].end = RACE_PENDING;
+    }
+    /* The batch in flight: a SEND whose fsync waits BUDGET_HOLD_MS. */
+    BP_REQUIRE(tu_write_file(trigger, "") == 0, "write %s", trigger);
+    rc_appendl(&bt_conn, "SEND", "t", "held", NULL);
+    BP_REQUIRE(rc_flush(&bt_conn, 5000) == 0, "write the SEND: %s", bt_conn.err);
+    struct stat st;
+    uint64_t until = tu_now_mono_ms() + 10000;
+    while (stat(trigger, &st) == 0 && tu_now_mono_ms() < until) {
+        struct pollfd none;
+        poll(&none, 0, 1);
+    }
+    BP_REQUIRE(stat(trigger, &st) != 0, "the SEND's fsync did not start");
+    uint64_t t_term = tu_now_mono_ms();
+    BP_REQUIRE(kill(bt_broker.pid, SIGTERM) == 0, "SIGTERM: %s", strerror(errno));
+    BP_REQUIRE(tu_poll_until(log_has_text, "shutting down (SIGTERM)", 10000, 1) == 0, "no 'shutting down' in the log");
+    budget_command(cmd);
+    size_t total_written = 0;
+    for (int i = 0; i < nclients; i++) {
+        while (cl[i].written < per_client) {
+            size_t off = cl[i].written % BUDGET_CMD_BYTES;
+            ssize_t n = send(cl[i].fd, cmd + off, BUDGET_CMD_BYTES - off, MSG_NOSIGNAL);
+            if (n <= 0) {
+                break;
+            }
+            cl[i].written += (size_t)n;
+        }
+        total_written += cl[i].written;
+    }
+    uint64_t t_written = tu_now_mono_ms();
+    BP_CHECK(t_written - t_term < (uint64_t)atoi(BUDGET_HOLD_MS),
+             "writing took %" PRIu64 " ms, past the held fsync's %s", t_written - t_term, BUDGET_HOLD_MS);
+    /* Every client reads its refusals to its EOF; the held SEND is answered first. */
+    resp_reply_t *held = rc_read(&bt_conn, atoi(BUDGET_HOLD_MS) + 10000);
+    uint64_t t_drain = tu_now_mono_ms();
+    BP_CHECK(held != NULL && held->type == RESP_REPLY_BULK, "the held SEND was not acknowledged: %s", bt_conn.err);
+    resp_reply_free(held);
+    unsigned long peak_kb = 0;
+    int open_clients = nclients;
+    uint64_t deadline = t_drain + 20000;
+    struct pollfd *p = calloc((size_t)nclients, sizeof *p);
+    BP_REQUIRE(p != NULL, "calloc");
+    while (open_clients > 0 && tu_now_mono_ms() < deadline) {
+        for (int i = 0; i < nclients; i++) {
+            p[i] = (struct pollfd){ .fd = cl[i].end == RACE_PENDING ? cl[i].fd : -1, .events = POLLIN };
+        }
+        unsigned long kb = budget_peak_rss_kb(bt_broker.pid);
+        peak_kb = kb > peak_kb ? kb : peak_kb;
+        if (poll(p, (nfds_t)nclients, 100) <= 0) {
+            continue;
+        }
+        for (int i = 0; i < nclients; i++) {
+            if (p[i].revents != 0) {
+                budget_read(&cl[i]);
+                open_clients -= cl[i].end != RACE_PENDING;
+            }
+        }
+    }
+    free(p);
+    BP_CHECK(bp_wait_exit(&bt_broker, BP_STOP_DEADLINE_MS, e, sizeof e) == 0, "the stop: %s", e);
+    uint64_t t_exit = tu_now_mono_ms();
+    unsigned long refused = 0, full = 0, none = 0, resets = 0, others = 0;
+    const budget_client_t *bad = NULL;
+    for (int i = 0; i < nclients; i++) {
+        refused += cl[i].refusals;
+        full += cl[i].refusals == BUDGET_MAX_REFUSALS;
+        none += cl[i].refusals == 0;
+        others += cl[i].others;
+        if (cl[i].end != RACE_EOF) {
+            resets++;
+            bad = bad ? bad : &cl[i];
+        }
+        BP_CHECK(cl[i].refusals <= cl[i].written / BUDGET_CMD_BYTES, "client %d: %u refusals for %zu bytes written", i,
+                 cl[i].refusals, cl[i].written);
+        close(cl[i].fd);
+    }
+    char logged[96];
+    snprintf(logged, sizeof logged, "stopping: %lu command(s) received but not run were refused", refused);
+    printf("\n    %d clients wrote %zu MiB after the stop began; %lu refused (%lu MiB; %lu clients 1024, %lu none), "
+           "%lu other replies, %lu not ended by EOF; the stop took %" PRIu64 " ms after the held batch ended "
+           "(%" PRIu64 " ms after SIGTERM); the broker's peak RSS %lu MiB\n",
+           nclients, total_written >> 20, refused, (refused * BUDGET_CMD_BYTES) >> 20, full, none, others, resets,
+           t_exit - t_drain, t_exit - t_term, peak_kb >> 10);
+    BP_CHECK(resets == 0, "%lu clients did not end with an EOF (the first: %s)", resets,
+             bad == NULL                ? ""
+             : bad->end == RACE_PENDING ? "no end in 20 s"
+                                        : strerror(bad->err_no));
+    BP_CHECK(others == 0, "%lu replies other than '%s'", others, BUDGET_REFUSAL);
+    BP_CHECK(refused * BUDGET_CMD_BYTES <= BUDGET_TOTAL_BYTES, "%lu refusals: %lu bytes read, past the budget %u",
+             refused, refused * BUDGET_CMD_BYTES, BUDGET_TOTAL_BYTES);
+    BP_CHECK(refused == 0 || bp_log_contains(&bt_broker, logged), "the log does not say '%s'", logged);
+    if (total_written >= 2 * (size_t)BUDGET_TOTAL_BYTES) {
+        /* the budget, not the clients, ended the refusals: most of it was used, and clients were left out */
+        BP_CHECK(refused * BUDGET_CMD_BYTES >= BUDGET_TOTAL_BYTES / 2 && none > 0,
+                 "%lu refusals, %lu clients without one: the budget was not what ended them", refused, none);
+    }
+    BP_CHECK(t_exit - t_drain < RACE_STOP_MAX, "the stop took %" PRIu64 " ms after the held batch (want < %d)",
+             t_exit - t_drain, RACE_STOP_MAX);
+    free(cl);
+    rc_close(&bt_conn);
+    tu_rmtree(shimdir);
+}
+
 /* --check-config prints the effective values and ends, on stdout, with
  * "hourglass-broker: configuration OK (FILE)" as the other programs do (it
  * said "configuration OK" alone, on stderr, so it came out first). */
@@ -815,6 +1040,7 @@ static const tu_test_t restart_tests[] = {
     { "a stop with idle clients connected is not held for a linger", test_idle_stop },
     { "requests written as the broker stops: a reply, an error or EOF, never a reset", test_stop_race },
     { "commands received but not run at a stop are refused: -ERR shutting down", test_stop_refuses_unread },
+    { "a stop reads at most 64 MiB of its clients' unread requests to refuse them", test_stop_refusal_budget },
     { "--check-config ends with 'hourglass-broker: configuration OK (FILE)'", test_check_config },
     { "kill -9 keeps queues, cursors, leases, DLQ", test_kill9 },
     { "kill -9 twice in a row", test_kill9_twice },
