@@ -185,8 +185,13 @@ size_t conn_refuse_unread(conn_t *c)
     if (!c->tls && fd >= 0) {
         size_t before = evbuffer_get_length(in);
         size_t limit = before + s->refuse_budget < REFUSE_MAX_BYTES ? before + s->refuse_budget : REFUSE_MAX_BYTES;
+        /* A socket bufferevent keeps its input's end frozen (only its own read
+         * callback adds, unfreezing around it): evbuffer_read fails then,
+         * and nothing queued in the socket was ever refused. */
+        evbuffer_unfreeze(in, 0);
         while (evbuffer_get_length(in) < limit && evbuffer_read(in, fd, REFUSE_READ_CHUNK) > 0) {
         }
+        evbuffer_freeze(in, 0);
         size_t taken = evbuffer_get_length(in) - before;
         s->refuse_budget -= taken < s->refuse_budget ? taken : s->refuse_budget;
     }
