@@ -54,9 +54,12 @@
 #include <unistd.h>
 
 #include <CUnit/CUnit.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include "tests/helpers/broker_test.h"
 #include "tests/helpers/testutil.h"
+#include "tests/helpers/tls_certs.h"
 
 #define LATE_BOUND_MS       1500
 #define IDLE_STOP_LINGER_MS 1000 /* broker/conn_close.c LINGER_MS: what a stop lingering on an idle client adds */
@@ -871,6 +874,38 @@ static int log_has_text(void *arg)
     return bp_log_contains(&bt_broker, (const char *)arg);
 }
 
+/* SIGTERM the broker (bt_broker, started with the fsync shim in delay mode)
+ * while a SEND on bt_conn is the batch in flight, its fsync held
+ * BUDGET_HOLD_MS: returns once the broker stopped reading (mono ms of the
+ * SIGTERM). Clients write then what it received but did not run. */
+static uint64_t stop_holding_batch(const char *trigger)
+{
+    struct stat st;
+    BP_REQUIRE(tu_write_file(trigger, "") == 0, "write %s", trigger);
+    rc_appendl(&bt_conn, "SEND", "t", "held", NULL);
+    BP_REQUIRE(rc_flush(&bt_conn, 5000) == 0, "write the SEND: %s", bt_conn.err);
+    uint64_t until = tu_now_mono_ms() + 10000;
+    while (stat(trigger, &st) == 0 && tu_now_mono_ms() < until) {
+        poll(NULL, 0, 1);
+    }
+    BP_REQUIRE(stat(trigger, &st) != 0, "the SEND's fsync did not start");
+    uint64_t t_term = tu_now_mono_ms();
+    BP_REQUIRE(kill(bt_broker.pid, SIGTERM) == 0, "SIGTERM: %s", strerror(errno));
+    BP_REQUIRE(tu_poll_until(log_has_text, "shutting down (SIGTERM)", 10000, 1) == 0, "no 'shutting down' in the log");
+    return t_term;
+}
+
+/* The held SEND is acknowledged (the batch ended, the connections drain):
+ * returns then (mono ms). */
+static uint64_t held_batch_done(void)
+{
+    resp_reply_t *held = rc_read(&bt_conn, atoi(BUDGET_HOLD_MS) + 10000);
+    uint64_t t = tu_now_mono_ms();
+    BP_CHECK(held != NULL && held->type == RESP_REPLY_BULK, "the held SEND was not acknowledged: %s", bt_conn.err);
+    resp_reply_free(held);
+    return t;
+}
+
 static long budget_env(const char *name, long dflt)
 {
     const char *v = getenv(name);
@@ -908,20 +943,7 @@ static void test_stop_refusal_budget(void)
         fcntl(cl[i].fd, F_SETFL, fcntl(cl[i].fd, F_GETFL) | O_NONBLOCK);
         cl[i].end = RACE_PENDING;
     }
-    /* The batch in flight: a SEND whose fsync waits BUDGET_HOLD_MS. */
-    BP_REQUIRE(tu_write_file(trigger, "") == 0, "write %s", trigger);
-    rc_appendl(&bt_conn, "SEND", "t", "held", NULL);
-    BP_REQUIRE(rc_flush(&bt_conn, 5000) == 0, "write the SEND: %s", bt_conn.err);
-    struct stat st;
-    uint64_t until = tu_now_mono_ms() + 10000;
-    while (stat(trigger, &st) == 0 && tu_now_mono_ms() < until) {
-        struct pollfd none;
-        poll(&none, 0, 1);
-    }
-    BP_REQUIRE(stat(trigger, &st) != 0, "the SEND's fsync did not start");
-    uint64_t t_term = tu_now_mono_ms();
-    BP_REQUIRE(kill(bt_broker.pid, SIGTERM) == 0, "SIGTERM: %s", strerror(errno));
-    BP_REQUIRE(tu_poll_until(log_has_text, "shutting down (SIGTERM)", 10000, 1) == 0, "no 'shutting down' in the log");
+    uint64_t t_term = stop_holding_batch(trigger);
     budget_command(cmd);
     size_t total_written = 0;
     for (int i = 0; i < nclients; i++) {
@@ -939,10 +961,7 @@ static void test_stop_refusal_budget(void)
     BP_CHECK(t_written - t_term < (uint64_t)atoi(BUDGET_HOLD_MS),
              "writing took %" PRIu64 " ms, past the held fsync's %s", t_written - t_term, BUDGET_HOLD_MS);
     /* Every client reads its refusals to its EOF; the held SEND is answered first. */
-    resp_reply_t *held = rc_read(&bt_conn, atoi(BUDGET_HOLD_MS) + 10000);
-    uint64_t t_drain = tu_now_mono_ms();
-    BP_CHECK(held != NULL && held->type == RESP_REPLY_BULK, "the held SEND was not acknowledged: %s", bt_conn.err);
-    resp_reply_free(held);
+    uint64_t t_drain = held_batch_done();
     unsigned long peak_kb = 0;
     int open_clients = nclients;
     uint64_t deadline = t_drain + 20000;
@@ -1009,6 +1028,92 @@ static void test_stop_refusal_budget(void)
     tu_rmtree(shimdir);
 }
 
+#define TLS_STOP_PIPELINED 10 /* PINGs a TLS client writes after the stop began */
+
+/* A TLS client connected to 127.0.0.1:port (trusting ca) that got +PONG, on
+ * a blocking socket with 10 s timeouts; NULL with the cause in err. */
+static SSL *tls_stop_client(SSL_CTX *ctx, int port, char *err, size_t errlen)
+{
+    int fd = tu_tcp_connect(port);
+    if (fd < 0) {
+        snprintf(err, errlen, "connect to the TLS port %d: %s", port, strerror(errno));
+        return NULL;
+    }
+    struct timeval tv = { 10, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    SSL *ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, fd);
+    char pong[16];
+    static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+    if (SSL_connect(ssl) != 1 || SSL_write(ssl, ping, sizeof ping - 1) != (int)(sizeof ping - 1) ||
+        SSL_read(ssl, pong, sizeof pong) != 7 || memcmp(pong, "+PONG\r\n", 7) != 0) {
+        snprintf(err, errlen, "TLS handshake or PING failed: %s", ERR_error_string(ERR_get_error(), NULL));
+        SSL_free(ssl);
+        close(fd);
+        return NULL;
+    }
+    return ssl;
+}
+
+/* A TLS client's commands received but not run at a stop are refused as a
+ * plaintext client's are: PINGs it pipelined after the stop began (still
+ * encrypted in the socket; the broker had decrypted none of them) each get
+ * -ERR shutting down, then close_notify and an EOF, never a reset. */
+static void test_stop_refuses_unread_tls(void)
+{
+    char e[8192], shimdir[512], trigger[600], pki[512], port_s[16];
+    tc_certs_t certs;
+    TU_REQUIRE(tu_mkdtemp("stop-pki", pki, sizeof pki) == 0, "mkdtemp");
+    TU_REQUIRE(tc_make(pki, &certs, e, sizeof e) == 0, "the test PKI: %s", e);
+    int tls_port = tu_free_port();
+    snprintf(port_s, sizeof port_s, "%d", tls_port);
+    const char *extra[] = { "--tls-port",     port_s, "--tls-cert-file", certs.server, "--tls-key-file",
+                            certs.server_key, NULL };
+    bt_preload_failsync(shimdir, sizeof shimdir, trigger, sizeof trigger);
+    setenv("HG_FAILSYNC_DELAY_MS", BUDGET_HOLD_MS, 1);
+    bt_start(extra);
+    unsetenv("LD_PRELOAD");
+    unsetenv("HG_FAILSYNC_DELAY_MS");
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    BP_REQUIRE(ctx != NULL && SSL_CTX_load_verify_locations(ctx, certs.ca, NULL) == 1, "the client's TLS context");
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    SSL *ssl = tls_stop_client(ctx, tls_port, e, sizeof e);
+    BP_REQUIRE(ssl != NULL, "%s", e);
+    stop_holding_batch(trigger);
+    char pipeline[TLS_STOP_PIPELINED * 14 + 1] = "";
+    for (int i = 0; i < TLS_STOP_PIPELINED; i++) {
+        strcat(pipeline, "*1\r\n$4\r\nPING\r\n");
+    }
+    BP_REQUIRE(SSL_write(ssl, pipeline, (int)strlen(pipeline)) == (int)strlen(pipeline), "write the pipeline");
+    held_batch_done();
+    char got[4096];
+    size_t len = 0;
+    int n, ssl_err = SSL_ERROR_NONE;
+    while ((n = SSL_read(ssl, got + len, (int)(sizeof got - 1 - len))) > 0) {
+        len += (size_t)n;
+    }
+    ssl_err = SSL_get_error(ssl, n);
+    got[len] = '\0';
+    int refusals = 0;
+    for (const char *p = got; (p = strstr(p, BUDGET_REFUSAL "\r\n")) != NULL; p++) {
+        refusals++;
+    }
+    printf("\n    a TLS client's %d PINGs written after the stop began: %d refused, then %s\n", TLS_STOP_PIPELINED,
+           refusals, ssl_err == SSL_ERROR_ZERO_RETURN ? "close_notify" : "no close_notify");
+    BP_CHECK(refusals == TLS_STOP_PIPELINED && len == (size_t)refusals * (sizeof BUDGET_REFUSAL + 1),
+             "%d of %d pipelined PINGs refused (want all), read: %s", refusals, TLS_STOP_PIPELINED, got);
+    BP_CHECK(ssl_err == SSL_ERROR_ZERO_RETURN, "the TLS client met no close_notify but SSL error %d (errno %s)",
+             ssl_err, strerror(errno));
+    BP_CHECK(bp_wait_exit(&bt_broker, BP_STOP_DEADLINE_MS, e, sizeof e) == 0, "the stop: %s", e);
+    int fd = SSL_get_fd(ssl);
+    SSL_free(ssl);
+    close(fd);
+    SSL_CTX_free(ctx);
+    rc_close(&bt_conn);
+    tu_rmtree(shimdir);
+    tu_rmtree(pki);
+}
+
 /* --check-config prints the effective values and ends, on stdout, with
  * "hourglass-broker: configuration OK (FILE)" as the other programs do (it
  * said "configuration OK" alone, on stderr, so it came out first). */
@@ -1041,6 +1146,7 @@ static const tu_test_t restart_tests[] = {
     { "requests written as the broker stops: a reply, an error or EOF, never a reset", test_stop_race },
     { "commands received but not run at a stop are refused: -ERR shutting down", test_stop_refuses_unread },
     { "a stop reads at most 64 MiB of its clients' unread requests to refuse them", test_stop_refusal_budget },
+    { "a TLS client's commands received but not run at a stop are refused too", test_stop_refuses_unread_tls },
     { "--check-config ends with 'hourglass-broker: configuration OK (FILE)'", test_check_config },
     { "kill -9 keeps queues, cursors, leases, DLQ", test_kill9 },
     { "kill -9 twice in a row", test_kill9_twice },
