@@ -184,7 +184,13 @@ static size_t conn_read_unread(conn_t *c, size_t limit)
          * callback adds, unfreezing around it): evbuffer_read fails then,
          * and nothing queued in the socket was ever refused. */
         evbuffer_unfreeze(in, 0);
-        while (evbuffer_get_length(in) < limit && evbuffer_read(in, fd, REFUSE_READ_CHUNK) > 0) {
+        size_t have = before;
+        while (have < limit) {
+            size_t room = limit - have; /* never past limit: a whole chunk overshot the budget by up to 16 KiB */
+            if (evbuffer_read(in, fd, (int)(room < REFUSE_READ_CHUNK ? room : REFUSE_READ_CHUNK)) <= 0) {
+                break;
+            }
+            have = evbuffer_get_length(in);
         }
         evbuffer_freeze(in, 0);
     } else {

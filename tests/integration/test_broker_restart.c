@@ -790,13 +790,14 @@ static void test_stop_refuses_unread(void)
 
 /* ---- the stop's refusal budget -------------------------------------------------------------- */
 
-#define BUDGET_CMD_BYTES    1024u       /* one pipelined SEND, exactly */
-#define BUDGET_TOTAL_BYTES  (64u << 20) /* broker/conn_internal.h CONN_REFUSE_BUDGET_BYTES */
-#define BUDGET_CLIENTS      200         /* HG_TEST_STOP_CLIENTS overrides (a measurement) */
-#define BUDGET_CLIENT_BYTES (1u << 20)  /* each writes at most this (HG_TEST_STOP_CLIENT_BYTES) */
-#define BUDGET_HOLD_MS      "3000"      /* the fsync the stop waits on: the window the clients write in */
-#define BUDGET_MAX_REFUSALS 1024        /* broker/conn.h CONN_MAX_PENDING: refusals of one connection */
-#define BUDGET_REFUSAL      "-ERR shutting down: the command was not run"
+#define BUDGET_CMD_BYTES          1024u       /* one pipelined SEND, exactly */
+#define BUDGET_TOTAL_BYTES        (64u << 20) /* broker/conn_internal.h CONN_REFUSE_BUDGET_BYTES */
+#define BUDGET_CLIENTS            200         /* HG_TEST_STOP_CLIENTS overrides (a measurement) */
+#define BUDGET_CLIENT_BYTES       (1u << 20)  /* each writes at most this (HG_TEST_STOP_CLIENT_BYTES) */
+#define BUDGET_HOLD_MS            3000        /* the fsync the stop waits on: the window the clients write in... */
+#define BUDGET_HOLD_PER_CLIENT_US 500         /* ...and this more a client (10 000 wrote for 3.2-4.4 s here) */
+#define BUDGET_MAX_REFUSALS       1024        /* broker/conn.h CONN_MAX_PENDING: refusals of one connection */
+#define BUDGET_REFUSAL            "-ERR shutting down: the command was not run"
 
 /* One client of the budget test: its socket, what it wrote and what it read. */
 typedef struct budget_client {
@@ -874,9 +875,24 @@ static int log_has_text(void *arg)
     return bp_log_contains(&bt_broker, (const char *)arg);
 }
 
+static int g_hold_ms; /* the held fsync of the test running (preload_holding_shim) */
+
+/* Preload the fsync shim (bt_preload_failsync) in delay mode into the broker
+ * started next: the sync after the trigger waits long enough for nclients
+ * to write (g_hold_ms). The caller unsets LD_PRELOAD and HG_FAILSYNC_DELAY_MS
+ * once the broker started. */
+static void preload_holding_shim(char *shimdir, size_t dirlen, char *trigger, size_t triggerlen, int nclients)
+{
+    char ms[32];
+    g_hold_ms = BUDGET_HOLD_MS + (int)((long)nclients * BUDGET_HOLD_PER_CLIENT_US / 1000);
+    snprintf(ms, sizeof ms, "%d", g_hold_ms);
+    bt_preload_failsync(shimdir, dirlen, trigger, triggerlen);
+    setenv("HG_FAILSYNC_DELAY_MS", ms, 1);
+}
+
 /* SIGTERM the broker (bt_broker, started with the fsync shim in delay mode)
  * while a SEND on bt_conn is the batch in flight, its fsync held
- * BUDGET_HOLD_MS: returns once the broker stopped reading (mono ms of the
+ * g_hold_ms (preload_holding_shim): returns once the broker stopped reading (mono ms of the
  * SIGTERM). Clients write then what it received but did not run. */
 static uint64_t stop_holding_batch(const char *trigger)
 {
@@ -899,7 +915,7 @@ static uint64_t stop_holding_batch(const char *trigger)
  * returns then (mono ms). */
 static uint64_t held_batch_done(void)
 {
-    resp_reply_t *held = rc_read(&bt_conn, atoi(BUDGET_HOLD_MS) + 10000);
+    resp_reply_t *held = rc_read(&bt_conn, g_hold_ms + 10000);
     uint64_t t = tu_now_mono_ms();
     BP_CHECK(held != NULL && held->type == RESP_REPLY_BULK, "the held SEND was not acknowledged: %s", bt_conn.err);
     resp_reply_free(held);
@@ -930,8 +946,7 @@ static void test_stop_refusal_budget(void)
     char clients_flag[32];
     snprintf(clients_flag, sizeof clients_flag, "%d", nclients + 16);
     const char *extra[] = { "--max-clients", clients_flag, NULL };
-    bt_preload_failsync(shimdir, sizeof shimdir, trigger, sizeof trigger);
-    setenv("HG_FAILSYNC_DELAY_MS", BUDGET_HOLD_MS, 1);
+    preload_holding_shim(shimdir, sizeof shimdir, trigger, sizeof trigger, nclients);
     bt_start(extra);
     unsetenv("LD_PRELOAD");
     unsetenv("HG_FAILSYNC_DELAY_MS");
@@ -958,8 +973,8 @@ static void test_stop_refusal_budget(void)
         total_written += cl[i].written;
     }
     uint64_t t_written = tu_now_mono_ms();
-    BP_CHECK(t_written - t_term < (uint64_t)atoi(BUDGET_HOLD_MS),
-             "writing took %" PRIu64 " ms, past the held fsync's %s", t_written - t_term, BUDGET_HOLD_MS);
+    BP_CHECK(t_written - t_term < (uint64_t)g_hold_ms, "writing took %" PRIu64 " ms, past the held fsync's %d",
+             t_written - t_term, g_hold_ms);
     /* Every client reads its refusals to its EOF; the held SEND is answered first. */
     uint64_t t_drain = held_batch_done();
     unsigned long peak_kb = 0;
@@ -1069,8 +1084,7 @@ static void test_stop_refuses_unread_tls(void)
     snprintf(port_s, sizeof port_s, "%d", tls_port);
     const char *extra[] = { "--tls-port",     port_s, "--tls-cert-file", certs.server, "--tls-key-file",
                             certs.server_key, NULL };
-    bt_preload_failsync(shimdir, sizeof shimdir, trigger, sizeof trigger);
-    setenv("HG_FAILSYNC_DELAY_MS", BUDGET_HOLD_MS, 1);
+    preload_holding_shim(shimdir, sizeof shimdir, trigger, sizeof trigger, 1);
     bt_start(extra);
     unsetenv("LD_PRELOAD");
     unsetenv("HG_FAILSYNC_DELAY_MS");
