@@ -1128,6 +1128,49 @@ static void test_stop_refuses_unread_tls(void)
     tu_rmtree(pki);
 }
 
+/* A client that writes through the stop without ever reading is cut when
+ * the linger ends (1 s after its last reply): a reset, since a socket closed
+ * with unread input can only be reset and its writes keep the input coming
+ * (docs/operations.md says why that is right); the stop does not wait for
+ * it to stop writing. */
+static void test_stop_cuts_a_writer(void)
+{
+    char e[8192], flood[4096];
+    bt_start(NULL);
+    int fd = race_connect(bt_broker.port);
+    BP_REQUIRE(fd >= 0, "connect and PING");
+    memset(flood, 'P', sizeof flood); /* inline PPPP…: never a complete command, never answered */
+    uint64_t t0 = tu_now_mono_ms();
+    BP_REQUIRE(kill(bt_broker.pid, SIGTERM) == 0, "SIGTERM: %s", strerror(errno));
+    int err_no = 0;
+    size_t written = 0;
+    while (err_no == 0 && tu_now_mono_ms() < t0 + 10000) {
+        struct pollfd p = { .fd = fd, .events = POLLOUT };
+        if (poll(&p, 1, 100) <= 0) {
+            continue;
+        }
+        ssize_t n = send(fd, flood, sizeof flood, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            written += (size_t)n;
+        } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+            err_no = errno;
+        }
+    }
+    uint64_t cut = tu_now_mono_ms() - t0;
+    BP_CHECK(bp_wait_exit(&bt_broker, BP_STOP_DEADLINE_MS, e, sizeof e) == 0, "the stop: %s", e);
+    uint64_t took = tu_now_mono_ms() - t0;
+    printf("\n    a client writing through the stop (%zu KiB) was cut after %" PRIu64 " ms (%s); the stop took %" PRIu64
+           " ms\n",
+           written >> 10, cut, err_no ? strerror(err_no) : "not cut", took);
+    BP_CHECK(err_no == ECONNRESET || err_no == EPIPE, "the writer was not cut within 10 s: %s",
+             err_no ? strerror(err_no) : "still writing");
+    BP_CHECK(took < RACE_STOP_MAX, "the stop took %" PRIu64 " ms with a client writing (want < %d)", took,
+             RACE_STOP_MAX);
+    BP_CHECK(bp_log_contains(&bt_broker, "exited cleanly"), "no 'exited cleanly' in the log");
+    close(fd);
+    rc_close(&bt_conn);
+}
+
 /* --check-config prints the effective values and ends, on stdout, with
  * "hourglass-broker: configuration OK (FILE)" as the other programs do (it
  * said "configuration OK" alone, on stderr, so it came out first). */
@@ -1161,6 +1204,7 @@ static const tu_test_t restart_tests[] = {
     { "commands received but not run at a stop are refused: -ERR shutting down", test_stop_refuses_unread },
     { "a stop reads at most 64 MiB of its clients' unread requests to refuse them", test_stop_refusal_budget },
     { "a TLS client's commands received but not run at a stop are refused too", test_stop_refuses_unread_tls },
+    { "a client writing through the stop without reading is cut at the linger's end", test_stop_cuts_a_writer },
     { "--check-config ends with 'hourglass-broker: configuration OK (FILE)'", test_check_config },
     { "kill -9 keeps queues, cursors, leases, DLQ", test_kill9 },
     { "kill -9 twice in a row", test_kill9_twice },
