@@ -441,6 +441,10 @@ static int ini_line(void *user, const char *section, const char *name, const cha
         return 1;
     }
     ini_flush(st);
+    if (name[0] == '\0') { /* "= value": without this, a line read and dropped (and its value never freed) */
+        ini_error(st, "%s:%d: a value with no key name (want key = value)", st->path, st->line);
+        return 0;
+    }
     if (strlen(name) >= sizeof st->pending_name) {
         ini_error(st, "%s:%d: unknown key '%.40s…'", st->path, st->line, name);
         return 0;

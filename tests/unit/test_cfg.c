@@ -325,6 +325,27 @@ static void test_engine_file_and_flags(void)
     tu_rmtree(edir);
 }
 
+/* A line with a value but no key name ("= 8") is an error naming the line, not a line read and dropped; found
+ * by tests/fuzz/fuzz_cfg, which also saw the value leak when another key followed. */
+static void test_engine_empty_key_name(void)
+{
+    static const char *const files[] = { "= 8\n", "workers = 8\n= 9\n", "= 8\nworkers = 9\n", "[broker]\n : 8\n" };
+    char edir[512], path[700], err[300] = "";
+    TU_REQUIRE(tu_mkdtemp("cfg-engine", edir, sizeof edir) == 0, "mkdtemp");
+    snprintf(path, sizeof path, "%s/engine.conf", edir);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        TU_REQUIRE(tu_write_file(path, files[i]) == 0, "write %s", path);
+        econf_t c = { 0 };
+        cfg_init(&etable, &c);
+        err[0] = '\0';
+        int rc = cfg_load_file(&etable, &c, path, err, sizeof err);
+        TU_CHECK(rc == -1 && strstr(err, "engine.conf:") != NULL && strstr(err, "no key name") != NULL,
+                 "file \"%s\": rc %d, error \"%s\"", files[i], rc, err);
+        cfg_free(&etable, &c);
+    }
+    tu_rmtree(edir);
+}
+
 /* Where each key was set (cfg_origin_t), for a program's cross-key errors. */
 typedef struct oconf {
     long long workers, lease_ms;
@@ -404,6 +425,7 @@ static const tu_test_t engine_tests[] = {
     { "types, grammar, errors, required", test_engine_types },
     { "value text and --help", test_engine_text },
     { "file, flags, precedence, errors, actions", test_engine_file_and_flags },
+    { "a value without a key name in the file", test_engine_empty_key_name },
     { "origins: file and line, flag, default; cross-key error text", test_engine_origin },
     { "cfg_bind_is_loopback: localhost, 127/8, ::1 only", test_bind_is_loopback },
     { NULL, NULL },
