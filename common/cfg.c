@@ -714,7 +714,9 @@ void cfg_print_values(const cfg_table_t *t, const void *conf, FILE *out)
         cfg_value_text(t, conf, i, v, sizeof v);
         if (t->keys[i].secret && v[0] != '\0')
             snprintf(v, sizeof v, "(set)");
-        fprintf(out, "%s = %s\n", t->keys[i].name, v);
+        /* libinih takes a ';' after a blank for a comment: a value that begins with one is written
+         * right after the '=', where it reads back as the value */
+        fprintf(out, v[0] == ';' ? "%s =%s\n" : "%s = %s\n", t->keys[i].name, v);
     }
 }
 
